@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Agent is one immutable version of an agent's configuration. A turn pins
+// the version it loaded, so a catalog change never alters a turn in flight.
+type Agent struct {
+	TenantID     string `json:"tenant_id"`
+	ID           string `json:"id"`
+	Version      int    `json:"version"`
+	Description  string `json:"description,omitempty"`
+	Model        string `json:"model"` // "provider:model", e.g. "openai:gpt-4o-mini"
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	Tools        []Tool `json:"tools,omitempty"`
+	Limits       Limits `json:"limits"`
+	// Temperature for the model; nil leaves the provider's default.
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// Tool returns the agent's tool with the given name.
+func (a *Agent) Tool(name string) (Tool, bool) {
+	for _, t := range a.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tool{}, false
+}
+
+// Limits bound a turn. Zero values mean "use the default" (see Defaults).
+type Limits struct {
+	// MaxIterations is the number of model calls a turn may make.
+	MaxIterations int `json:"max_iterations,omitempty"`
+	// TurnTimeoutSec bounds the whole turn, model and tool calls included.
+	TurnTimeoutSec int `json:"turn_timeout_sec,omitempty"`
+	// TokenBudget caps the total tokens (prompt + completion) of a turn; 0 = none.
+	TokenBudget int `json:"token_budget,omitempty"`
+	// ApprovalTimeoutSec bounds the wait for a human decision on a tool call.
+	ApprovalTimeoutSec int `json:"approval_timeout_sec,omitempty"`
+	// MaxOutputTokens is passed to the model per call; 0 = provider default.
+	MaxOutputTokens int `json:"max_output_tokens,omitempty"`
+}
+
+// Default limits, used where an agent leaves a field at zero.
+const (
+	DefaultMaxIterations      = 8
+	DefaultTurnTimeoutSec     = 300
+	DefaultApprovalTimeoutSec = 3600
+)
+
+// WithDefaults returns l with zero fields replaced by the defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxIterations <= 0 {
+		l.MaxIterations = DefaultMaxIterations
+	}
+	if l.TurnTimeoutSec <= 0 {
+		l.TurnTimeoutSec = DefaultTurnTimeoutSec
+	}
+	if l.ApprovalTimeoutSec <= 0 {
+		l.ApprovalTimeoutSec = DefaultApprovalTimeoutSec
+	}
+	return l
+}
+
+// TurnTimeout is the limit as a duration.
+func (l Limits) TurnTimeout() time.Duration { return time.Duration(l.TurnTimeoutSec) * time.Second }
+
+// Approval policies for a tool call. Anything else is a CEL expression over
+// the call's arguments and the turn's context.
+const (
+	ApprovalNever  = "never"
+	ApprovalAlways = "always"
+)
+
+// Tool is a tool as bound to an agent: what the model sees (name,
+// description, JSON Schema of the arguments) and how it runs (kind, config).
+type Tool struct {
+	Name        string          `json:"name"`
+	Kind        string          `json:"kind"` // the builder that implements it, e.g. "calculator"
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"` // JSON Schema object
+	Approval    string          `json:"approval,omitempty"`   // never (default) | always | CEL
+	Config      json.RawMessage `json:"config,omitempty"`     // kind-specific settings
+}
+
+// ParseModel splits "provider:model" into its parts.
+func ParseModel(s string) (provider, model string, err error) {
+	provider, model, ok := strings.Cut(s, ":")
+	if !ok || provider == "" || model == "" {
+		return "", "", Errorf(CodeInvalid, "model %q: want \"provider:model\", e.g. \"openai:gpt-4o-mini\"", s)
+	}
+	return provider, model, nil
+}

@@ -1,0 +1,45 @@
+package agent
+
+// Role of a message in a conversation.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of the conversation sent to a model.
+type Message struct {
+	Role    Role   `json:"role"`
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID and Name identify the call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	Name       string `json:"name,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // JSON object, as the model wrote it
+}
+
+// Usage counts the tokens of one or more model calls.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + v.PromptTokens,
+		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
+		TotalTokens:      u.TotalTokens + v.TotalTokens,
+	}
+}

@@ -1,0 +1,216 @@
+package agent
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ProtocolVersion is the version of the turn protocol this build speaks.
+// Requests with the same major version are accepted (minor versions only
+// add optional fields).
+const ProtocolVersion = "1.0"
+
+// History modes of a TurnRequest.
+const (
+	HistoryLoad  = "load"  // prepend the session's transcript
+	HistoryFresh = "fresh" // start without history
+)
+
+// Limits on request fields, so that a mistaken caller gets a clear error
+// instead of a workflow history full of megabytes.
+const (
+	MaxPromptBytes = 256 << 10
+	MaxKeyLength   = 200
+)
+
+// TurnRequest is the v1 job protocol's input: one agent turn.
+type TurnRequest struct {
+	Version   string      `json:"version,omitempty"`
+	JobID     string      `json:"job_id,omitempty"` // idempotency key; defaults to the workflow id
+	TenantID  string      `json:"tenant_id"`
+	AgentID   string      `json:"agent_id,omitempty"` // empty: routed
+	SessionID string      `json:"session_id,omitempty"`
+	Prompt    string      `json:"prompt"`
+	History   string      `json:"history,omitempty"` // load | fresh
+	Context   TurnContext `json:"context,omitzero"`
+	// TimeoutSec lowers the agent's turn timeout for this request; 0 = the agent's.
+	TimeoutSec int `json:"timeout_sec,omitempty"`
+
+	// Set by process callers (other workflows).
+	RunID       string `json:"run_id,omitempty"`
+	NodeID      string `json:"node_id,omitempty"`
+	WorkflowTag string `json:"workflow_tag,omitempty"`
+	// Notify names a workflow that receives the turn's token batches as signals.
+	Notify string `json:"notify,omitempty"`
+}
+
+// TurnContext is what the caller knows about the situation of the request.
+type TurnContext struct {
+	UserRole        string            `json:"user_role,omitempty"`
+	UIPage          string            `json:"ui_page,omitempty"`
+	Metadata        map[string]string `json:"metadata,omitempty"`
+	PreviousResults []PreviousResult  `json:"previous_results,omitempty"`
+}
+
+// PreviousResult points at the result of an earlier node of a process.
+type PreviousResult struct {
+	NodeID    string `json:"node_id"`
+	ResultRef string `json:"result_ref"`
+}
+
+// Normalize fills defaults that do not depend on where the request runs.
+func (r *TurnRequest) Normalize() {
+	if r.Version == "" {
+		r.Version = ProtocolVersion
+	}
+	if r.History == "" {
+		if r.SessionID != "" {
+			r.History = HistoryLoad
+		} else {
+			r.History = HistoryFresh
+		}
+	}
+}
+
+// Validate reports the first problem with the request as a CodeInvalid
+// error whose message names the field.
+func (r *TurnRequest) Validate() error {
+	major, _, _ := strings.Cut(r.Version, ".")
+	if r.Version != "" && major != "1" {
+		return Errorf(CodeInvalid, "version %q is not supported: this service speaks %s", r.Version, ProtocolVersion)
+	}
+	if strings.TrimSpace(r.TenantID) == "" {
+		return Errorf(CodeInvalid, "tenant_id is required")
+	}
+	if strings.TrimSpace(r.Prompt) == "" {
+		return Errorf(CodeInvalid, "prompt is required and must not be blank")
+	}
+	if len(r.Prompt) > MaxPromptBytes {
+		return Errorf(CodeInvalid, "prompt is %d bytes; the limit is %d", len(r.Prompt), MaxPromptBytes)
+	}
+	if !utf8.ValidString(r.Prompt) {
+		return Errorf(CodeInvalid, "prompt is not valid UTF-8")
+	}
+	for _, f := range []struct{ name, value string }{
+		{"tenant_id", r.TenantID}, {"agent_id", r.AgentID}, {"session_id", r.SessionID},
+	} {
+		if err := ValidateID(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	// A job id may contain '/': it defaults to the workflow id, which
+	// often does ("turn/<tenant>/<job>").
+	if err := validateKey("job_id", r.JobID); err != nil {
+		return err
+	}
+	switch r.History {
+	case "", HistoryLoad, HistoryFresh:
+	default:
+		return Errorf(CodeInvalid, "history %q: want %q or %q", r.History, HistoryLoad, HistoryFresh)
+	}
+	if r.TimeoutSec < 0 {
+		return Errorf(CodeInvalid, "timeout_sec must not be negative")
+	}
+	for i, p := range r.Context.PreviousResults {
+		if p.ResultRef == "" {
+			return Errorf(CodeInvalid, "context.previous_results[%d].result_ref is required", i)
+		}
+	}
+	return nil
+}
+
+// ValidateID checks an identifier that becomes part of workflow ids and
+// keys: printable, no slashes or whitespace, bounded length. Empty is
+// allowed here; required fields are checked by the caller.
+func ValidateID(field, v string) error {
+	if strings.Contains(v, "/") {
+		return Errorf(CodeInvalid, "%s %q may not contain '/'", field, v)
+	}
+	return validateKey(field, v)
+}
+
+// validateKey checks a key: printable, no whitespace, bounded length.
+func validateKey(field, v string) error {
+	if len(v) > MaxKeyLength {
+		return Errorf(CodeInvalid, "%s is %d bytes; the limit is %d", field, len(v), MaxKeyLength)
+	}
+	if !utf8.ValidString(v) {
+		return Errorf(CodeInvalid, "%s is not valid UTF-8", field)
+	}
+	for _, c := range v {
+		if unicode.IsSpace(c) || unicode.IsControl(c) {
+			return Errorf(CodeInvalid, "%s %q may not contain spaces or control characters", field, v)
+		}
+	}
+	return nil
+}
+
+// Statuses of a TurnResult.
+const (
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusRejected  = "rejected" // the request was invalid; nothing ran
+)
+
+// TurnResult is the v1 job protocol's output.
+type TurnResult struct {
+	Version       string          `json:"version"`
+	JobID         string          `json:"job_id"`
+	Status        string          `json:"status"`
+	Output        string          `json:"output,omitempty"`
+	ResultRef     string          `json:"result_ref,omitempty"`
+	ResultPreview json.RawMessage `json:"result_preview,omitempty"`
+	Metadata      ResultMetadata  `json:"metadata"`
+	Error         *TurnError      `json:"error,omitempty"`
+}
+
+// ResultMetadata describes how a result was produced.
+type ResultMetadata struct {
+	AgentID         string           `json:"agent_id,omitempty"`
+	AgentVersion    int              `json:"agent_version,omitempty"`
+	RouteRule       string           `json:"route_rule,omitempty"`
+	ToolCalls       []ToolCallRecord `json:"tool_calls"`
+	TokensUsed      int              `json:"tokens_used"`
+	CacheHit        bool             `json:"cache_hit"`
+	ExecutionTimeMS int64            `json:"execution_time_ms"`
+	LLMModel        string           `json:"llm_model,omitempty"`
+}
+
+// ToolCallRecord is one tool call of a turn, as reported in the result.
+type ToolCallRecord struct {
+	CallID string          `json:"call_id"`
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Status string          `json:"status"` // ok | error | rejected | timed_out
+}
+
+// Tool call statuses.
+const (
+	ToolOK       = "ok"
+	ToolError    = "error"
+	ToolRejected = "rejected"
+	ToolTimedOut = "timed_out"
+)
+
+// TurnError says why a turn did not complete.
+type TurnError struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	Tool      string `json:"tool,omitempty"`
+}
+
+// Error types of TurnError; they are also the Temporal application error
+// types of a failed AgentTurn.
+const (
+	ErrTypeInvalidRequest = "InvalidRequest"
+	ErrTypeAgentNotFound  = "AgentNotFound"
+	ErrTypeModelRejected  = "ModelRejected"
+	ErrTypeModelFailed    = "ModelFailed"
+	ErrTypeMaxIterations  = "MaxIterationsExceeded"
+	ErrTypeTokenBudget    = "TokenBudgetExceeded"
+	ErrTypeTimeout        = "TurnTimeout"
+	ErrTypeInternal       = "InternalError"
+)

@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestTurnRequestValidate(t *testing.T) {
+	valid := func() TurnRequest { return TurnRequest{TenantID: "demo", Prompt: "hi", JobID: "job-1"} }
+	tests := []struct {
+		name    string
+		mutate  func(*TurnRequest)
+		wantErr string
+	}{
+		{"valid", func(*TurnRequest) {}, ""},
+		{"minor version", func(r *TurnRequest) { r.Version = "1.7" }, ""},
+		{"job id with slashes", func(r *TurnRequest) { r.JobID = "turn/demo/x" }, ""},
+		{"unknown major", func(r *TurnRequest) { r.Version = "2.0" }, `version "2.0" is not supported`},
+		{"missing tenant", func(r *TurnRequest) { r.TenantID = "" }, "tenant_id is required"},
+		{"blank prompt", func(r *TurnRequest) { r.Prompt = " \n" }, "prompt is required"},
+		{"huge prompt", func(r *TurnRequest) { r.Prompt = strings.Repeat("x", MaxPromptBytes+1) }, "the limit is"},
+		{"bad utf8", func(r *TurnRequest) { r.Prompt = "\xff" }, "not valid UTF-8"},
+		{"tenant with slash", func(r *TurnRequest) { r.TenantID = "a/b" }, `tenant_id "a/b" may not contain '/'`},
+		{"agent with space", func(r *TurnRequest) { r.AgentID = "my agent" }, "agent_id"},
+		{"long session", func(r *TurnRequest) { r.SessionID = strings.Repeat("s", MaxKeyLength+1) }, "session_id is"},
+		{"history", func(r *TurnRequest) { r.History = "everything" }, `history "everything"`},
+		{"negative timeout", func(r *TurnRequest) { r.TimeoutSec = -1 }, "timeout_sec"},
+		{"previous result without ref", func(r *TurnRequest) {
+			r.Context.PreviousResults = []PreviousResult{{NodeID: "n"}}
+		}, "context.previous_results[0].result_ref"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := valid()
+			tt.mutate(&r)
+			err := r.Validate()
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+			require.Equal(t, CodeInvalid, ErrorCode(err))
+		})
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	r := TurnRequest{SessionID: "s"}
+	r.Normalize()
+	require.Equal(t, ProtocolVersion, r.Version)
+	require.Equal(t, HistoryLoad, r.History)
+	r = TurnRequest{}
+	r.Normalize()
+	require.Equal(t, HistoryFresh, r.History)
+}
+
+func TestParseModel(t *testing.T) {
+	p, m, err := ParseModel("openai:gpt-4o-mini")
+	require.NoError(t, err)
+	require.Equal(t, "openai", p)
+	require.Equal(t, "gpt-4o-mini", m)
+	for _, bad := range []string{"gpt-4o", ":x", "openai:", ""} {
+		_, _, err := ParseModel(bad)
+		require.Error(t, err, bad)
+		require.Equal(t, CodeInvalid, ErrorCode(err))
+	}
+}
