@@ -44,6 +44,8 @@ type TurnRequest struct {
 	WorkflowTag string `json:"workflow_tag,omitempty"`
 	// Notify names a workflow that receives the turn's token batches as signals.
 	Notify string `json:"notify,omitempty"`
+
+	decodeErr string // set by UnmarshalJSON when the JSON had the wrong shape
 }
 
 // TurnContext is what the caller knows about the situation of the request.
@@ -77,6 +79,9 @@ func (r *TurnRequest) Normalize() {
 // Validate reports the first problem with the request as a CodeInvalid
 // error whose message names the field.
 func (r *TurnRequest) Validate() error {
+	if r.decodeErr != "" {
+		return Errorf(CodeInvalid, "malformed request: %s", r.decodeErr)
+	}
 	major, _, _ := strings.Cut(r.Version, ".")
 	if r.Version != "" && major != "1" {
 		return Errorf(CodeInvalid, "version %q is not supported: this service speaks %s", r.Version, ProtocolVersion)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -66,4 +67,28 @@ func TestParseModel(t *testing.T) {
 		require.Error(t, err, bad)
 		require.Equal(t, CodeInvalid, ErrorCode(err))
 	}
+}
+
+func TestTurnRequestMalformedJSON(t *testing.T) {
+	tests := []struct {
+		in, want string
+	}{
+		{`{"tenant_id": 5, "prompt": "x"}`, "malformed request: field tenant_id must be a string, not a number"},
+		{`"just a string"`, "malformed request: the request must be a JSON object, not a string"},
+		{`[1,2]`, "the request must be a JSON object, not an array"},
+		{`{"context": {"metadata": {"a": 1}}, "tenant_id": "t", "prompt": "x"}`, "field context.metadata must be a string, not a number"},
+		{`{"timeout_sec": "soon", "tenant_id": "t", "prompt": "x"}`, "field timeout_sec must be a number, not a string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var r TurnRequest
+			require.NoError(t, json.Unmarshal([]byte(tt.in), &r))
+			err := r.Validate()
+			require.ErrorContains(t, err, tt.want)
+			require.Equal(t, CodeInvalid, ErrorCode(err))
+		})
+	}
+	var r TurnRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"tenant_id":"t","prompt":"p","future_field":1}`), &r))
+	require.NoError(t, r.Validate(), "unknown fields are ignored: later 1.x versions add optional fields")
 }
