@@ -1,0 +1,253 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Environment variables through which one process hands its stack to test
+// binaries it runs (see [Env] and the devtest package).
+const (
+	// EnvTestDatabaseURL names a Postgres server where tests may CREATE DATABASE.
+	EnvTestDatabaseURL = "AGENTFLOW_TEST_DATABASE_URL"
+	// EnvTestTemporalAddress names the frontend (host:port) of a Temporal server for tests.
+	EnvTestTemporalAddress = "AGENTFLOW_TEST_TEMPORAL_ADDRESS"
+	// EnvTestNamespace names the Temporal namespace for tests; empty means "default".
+	EnvTestNamespace = "AGENTFLOW_TEST_NAMESPACE"
+)
+
+// Defaults of [Options].
+const (
+	DefaultTemporalPort = 7233
+	DefaultUIPort       = 8233
+	DefaultNamespace    = "default"
+)
+
+// searchAttributes are the Keyword search attributes the dev server registers
+// at start (the Temporal contract in DESIGN.md).
+func searchAttributes() []string {
+	return []string{"AgentflowTenant", "AgentflowAgent", "AgentflowSession"}
+}
+
+// Options configure [Start]. The zero value starts both servers with
+// file-backed state under <repo root>/.data, the frontend on 127.0.0.1:7233
+// and the Web UI on http://127.0.0.1:8233.
+type Options struct {
+	// Dir is the state folder: Postgres data (Dir/postgres), the dev server's
+	// database file (Dir/temporal.db), both servers' logs and lock files.
+	// Default: "<repo root>/.data", where the repo root is the nearest folder
+	// at or above the working directory that holds a go.mod (else the working
+	// directory).
+	Dir string
+	// DatabaseURL, when set, is used as is and no Postgres is started; callers
+	// pass os.Getenv("DATABASE_URL"). Default: empty (start a private Postgres).
+	DatabaseURL string
+	// PostgresPort is the private Postgres's TCP port on 127.0.0.1.
+	// Default 0: a free port.
+	PostgresPort int
+	// SkipPostgres starts no Postgres and ignores DatabaseURL; the Stack then
+	// has no DatabaseURL. Default false.
+	SkipPostgres bool
+
+	// TemporalAddress (host:port), when set, is used as is and no dev server
+	// is started. Default: empty (start the dev server).
+	TemporalAddress string
+	// TemporalPort is the dev server's frontend port on 127.0.0.1.
+	// Default 0 means 7233; -1 picks a free port.
+	TemporalPort int
+	// UIPort is the Web UI's port on 127.0.0.1. Default 0 means 8233; -1
+	// starts the dev server headless (no UI). Set it when running several
+	// stacks with a UI at once.
+	UIPort int
+	// Namespace is the Temporal namespace, created at start when it is not
+	// "default". Default "default".
+	Namespace string
+	// InMemory runs the dev server without a database file: faster, and its
+	// state dies with it (tests). Default false: state in Dir/temporal.db.
+	InMemory bool
+	// SkipTemporal starts no dev server and ignores TemporalAddress; the Stack
+	// then has no TemporalAddress. Default false.
+	SkipTemporal bool
+	// TemporalBinary is the path of the `temporal` CLI. Default: the
+	// repo root's .bin/temporal, built when missing (see [TemporalCLI]).
+	TemporalBinary string
+
+	// Logger receives the stack's lifecycle messages. Default: no logging.
+	Logger *zap.Logger
+}
+
+// Stack is a running set of dev servers. Fields are empty for services that
+// were skipped. Stop it when done.
+type Stack struct {
+	// DatabaseURL reaches the "postgres" database of the server as its
+	// superuser (or is Options.DatabaseURL).
+	DatabaseURL string
+	// TemporalAddress is the frontend's host:port.
+	TemporalAddress string
+	// Namespace is the Temporal namespace to use.
+	Namespace string
+	// UIURL is the Web UI's base URL; empty when headless or not started here.
+	UIURL string
+	// Dir is the state folder in use.
+	Dir string
+
+	log      *zap.Logger
+	postgres *service
+	temporal *service
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts what opts ask for and returns once every started server
+// accepts requests. ctx bounds only the start: the servers keep running
+// until [Stack.Stop]. On error, whatever was started is stopped again.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	ns := opts.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	s := &Stack{Namespace: ns, log: log}
+
+	needPostgres := !opts.SkipPostgres && opts.DatabaseURL == ""
+	needTemporal := !opts.SkipTemporal && opts.TemporalAddress == ""
+	if !opts.SkipPostgres {
+		s.DatabaseURL = opts.DatabaseURL
+	}
+	if !opts.SkipTemporal {
+		s.TemporalAddress = opts.TemporalAddress
+	}
+	if !needPostgres && !needTemporal {
+		return s, nil
+	}
+
+	var root string
+	if opts.Dir == "" || (needTemporal && opts.TemporalBinary == "") {
+		var err error
+		if root, err = repoRoot(); err != nil {
+			return nil, err
+		}
+	}
+	s.Dir = opts.Dir
+	if s.Dir == "" {
+		s.Dir = filepath.Join(root, ".data")
+	}
+	// Absolute, because running servers are recognised by their working folder.
+	dir, err := filepath.Abs(s.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("state folder: %w", err)
+	}
+	s.Dir = dir
+	if err := prepareDir(s.Dir); err != nil {
+		return nil, err
+	}
+
+	// The two servers are independent; starting them side by side saves the
+	// shorter of the two start times on every test binary.
+	g, gctx := errgroup.WithContext(ctx)
+	if needPostgres {
+		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort) })
+	}
+	if needTemporal {
+		g.Go(func() error {
+			bin := opts.TemporalBinary
+			if bin == "" {
+				var err error
+				if bin, err = TemporalCLI(gctx, root); err != nil {
+					return err
+				}
+			}
+			return s.startTemporal(gctx, bin, opts)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
+	return s, nil
+}
+
+// Stop stops the servers this Stack started, the dev server first, and waits
+// for them to exit. It is safe to call more than once; later calls return the
+// first call's result.
+func (s *Stack) Stop() error {
+	s.stopOnce.Do(func() {
+		var errs []error
+		if s.temporal != nil {
+			errs = append(errs, s.temporal.stop())
+		}
+		if s.postgres != nil {
+			errs = append(errs, s.postgres.stop())
+		}
+		s.stopErr = errors.Join(errs...)
+		if s.stopErr == nil && (s.temporal != nil || s.postgres != nil) {
+			s.log.Info("dev stack stopped")
+		}
+	})
+	return s.stopErr
+}
+
+// Env returns the AGENTFLOW_TEST_* assignments ("NAME=value") that make the
+// devtest package in child processes use s instead of starting its own
+// servers, for a command that starts one stack and runs `go test ./...`.
+func Env(s *Stack) []string {
+	var env []string
+	if s.DatabaseURL != "" {
+		env = append(env, EnvTestDatabaseURL+"="+s.DatabaseURL)
+	}
+	if s.TemporalAddress != "" {
+		env = append(env, EnvTestTemporalAddress+"="+s.TemporalAddress, EnvTestNamespace+"="+s.Namespace)
+	}
+	return env
+}
+
+// repoRoot is the nearest folder at or above the working directory holding a
+// go.mod, else the working directory.
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find repo root: %w", err)
+	}
+	for dir := wd; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return wd, nil
+		}
+		dir = parent
+	}
+}
+
+// prepareDir creates the state folder. As root it also opens the folder to
+// other users, because Postgres runs as the postgres user and must reach its
+// data folder inside.
+func prepareDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create state folder: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("stat state folder: %w", err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o005 != 0o005 {
+		if err := os.Chmod(dir, mode|0o055); err != nil {
+			return fmt.Errorf("open state folder to the postgres user: %w", err)
+		}
+	}
+	return nil
+}

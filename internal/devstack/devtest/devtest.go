@@ -1,0 +1,195 @@
+// Package devtest gives integration tests real servers: each test its own
+// Postgres database, and a Temporal dev server shared by the test binary.
+//
+// Use it from TestMain, which stops what it started:
+//
+//	func TestMain(m *testing.M) { devtest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		dbURL := devtest.Database(t)
+//		address, namespace := devtest.Temporal(t)
+//		...
+//	}
+//
+// The servers start lazily, once per test binary and only when a test asks
+// for them, in a private state folder under os.TempDir (so test binaries that
+// `go test ./...` runs in parallel never share a data folder), with free
+// ports, an in-memory headless dev server, and no Web UI. When the
+// AGENTFLOW_TEST_DATABASE_URL or AGENTFLOW_TEST_TEMPORAL_ADDRESS (with
+// AGENTFLOW_TEST_NAMESPACE) variables are set — a wrapper that started one
+// stack for every package sets them with devstack.Env — those servers are
+// used instead.
+//
+// A server that cannot start fails the tests that need it, with the reason;
+// tests are never skipped for it.
+package devtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentflow/agentflow/internal/devstack"
+)
+
+const (
+	startTimeout   = 3 * time.Minute // includes building the temporal CLI on a fresh checkout
+	cleanupTimeout = 30 * time.Second
+)
+
+// shared is the test binary's servers. It is package state because tests
+// reach it through Database and Temporal, which take only a testing.TB.
+var shared suite
+
+type suite struct {
+	mainRunning atomic.Bool
+
+	postgres lazyStack
+	temporal lazyStack
+}
+
+// lazyStack starts one devstack service on first use.
+type lazyStack struct {
+	once  sync.Once
+	stack *devstack.Stack
+	dir   string
+	err   error
+}
+
+func (l *lazyStack) get(opts devstack.Options) (*devstack.Stack, error) {
+	l.once.Do(func() {
+		external := opts.DatabaseURL != "" || opts.TemporalAddress != ""
+		if !external {
+			dir, err := os.MkdirTemp("", "agentflow-devtest-*")
+			if err != nil {
+				l.err = fmt.Errorf("create state folder: %w", err)
+				return
+			}
+			l.dir, opts.Dir = dir, dir
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		defer cancel()
+		l.stack, l.err = devstack.Start(ctx, opts)
+	})
+	return l.stack, l.err
+}
+
+func (l *lazyStack) stop() error {
+	var errs []error
+	if l.stack != nil {
+		errs = append(errs, l.stack.Stop())
+	}
+	if l.dir != "" {
+		errs = append(errs, os.RemoveAll(l.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// Main runs the package's tests, stops the servers they started and exits
+// with the tests' status (failing also when a server does not stop cleanly).
+func Main(m *testing.M) {
+	shared.mainRunning.Store(true)
+	code := m.Run()
+	if err := errors.Join(shared.temporal.stop(), shared.postgres.stop()); err != nil {
+		fmt.Fprintf(os.Stderr, "devtest: stop dev servers: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Database returns the URL of a new, empty database for this test, named
+// after the test with a random suffix. The database is dropped when the test
+// and its cleanups (registered after this call) are done.
+func Database(t testing.TB) string {
+	t.Helper()
+	s := postgresStack(t)
+	name := databaseName(t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	dbURL, err := s.CreateDatabase(ctx, name)
+	if err != nil {
+		t.Fatalf("devtest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := s.DropDatabase(ctx, name); err != nil {
+			t.Errorf("devtest: %v", err)
+		}
+	})
+	return dbURL
+}
+
+// Temporal returns the frontend address and namespace of the Temporal server
+// shared by the test binary. Tests keep apart by their workflow ids and task
+// queues.
+func Temporal(t testing.TB) (address, namespace string) {
+	t.Helper()
+	requireMain(t)
+	s, err := shared.temporal.get(devstack.Options{
+		TemporalAddress: os.Getenv(devstack.EnvTestTemporalAddress),
+		Namespace:       os.Getenv(devstack.EnvTestNamespace),
+		SkipPostgres:    true,
+		TemporalPort:    -1,
+		UIPort:          -1,
+		InMemory:        true,
+	})
+	if err != nil {
+		t.Fatalf("devtest: start temporal dev server: %v", err)
+	}
+	return s.TemporalAddress, s.Namespace
+}
+
+func postgresStack(t testing.TB) *devstack.Stack {
+	t.Helper()
+	requireMain(t)
+	s, err := shared.postgres.get(devstack.Options{
+		DatabaseURL:  os.Getenv(devstack.EnvTestDatabaseURL),
+		SkipTemporal: true,
+	})
+	if err != nil {
+		t.Fatalf("devtest: start postgres: %v", err)
+	}
+	return s
+}
+
+// requireMain fails tests of packages whose TestMain does not call Main:
+// their servers would outlive the tests' state folder cleanup.
+func requireMain(t testing.TB) {
+	t.Helper()
+	if !shared.mainRunning.Load() {
+		t.Fatal("devtest: call devtest.Main(m) from the package's TestMain")
+	}
+}
+
+// databaseName turns a test name into a database name: lower case, [a-z0-9_]
+// only, with a random suffix, at most 63 bytes (Postgres's limit).
+func databaseName(testName string) string {
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:]) // never fails (crypto/rand)
+	tail := "_" + hex.EncodeToString(suffix[:])
+	base := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		default:
+			return '_'
+		}
+	}, testName)
+	if room := 63 - len(tail); len(base) > room {
+		base = base[:room]
+	}
+	return base + tail
+}

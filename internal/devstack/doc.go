@@ -1,0 +1,28 @@
+// Package devstack starts a private PostgreSQL server and the Temporal dev
+// server for the demo, `task up` and the integration tests, and stops them
+// cleanly.
+//
+// Nothing here is for production: Postgres runs with trust authentication and
+// fsync off, and the dev server is the single-process Temporal shipped in the
+// `temporal` CLI (v1.5.1, pinned by tools/go.mod and built once into
+// .bin/temporal by [TemporalCLI]). The point is that a fresh checkout on a
+// machine with the Debian `postgresql` package and Go can run everything
+// without Docker, network services or manual setup.
+//
+// Both servers are child processes of the caller, each in its own process
+// group (so a terminal's Ctrl-C reaches the caller, which then stops them in
+// order) and with a parent-death signal (so they do not outlive a caller that
+// is killed). Their output goes to log files in the state folder; a failed
+// start returns an error that quotes the tail of the log. An exclusive file
+// lock per service on the state folder keeps two stacks from sharing one data
+// folder, and lets a new run recognise and stop a Postgres left behind by a
+// crashed one.
+//
+// When DATABASE_URL or a Temporal address is given, the corresponding server
+// is not started and the given one is used: [Stack.CreateDatabase] then
+// creates databases on that server.
+//
+// Tests use the subpackage devtest, which starts one stack per test binary
+// (or reuses the one named by the AGENTFLOW_TEST_* variables that [Env]
+// produces) and hands each test its own database.
+package devstack

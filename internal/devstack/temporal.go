@@ -1,0 +1,170 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.uber.org/zap"
+)
+
+const (
+	temporalStartTimeout = time.Minute
+	// temporalGrace bounds the dev server's shutdown after SIGTERM (about
+	// 1.5 s when idle).
+	temporalGrace = 15 * time.Second
+)
+
+// startTemporal runs `temporal server start-dev` and waits for its frontend.
+func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) error {
+	begin := time.Now()
+	lock, err := lockFile(ctx, filepath.Join(s.Dir, "temporal.lock"), false)
+	if errors.Is(err, errLocked) {
+		return fmt.Errorf("temporal state in %s is in use by another running stack; stop it or use another folder", s.Dir)
+	}
+	if err != nil {
+		return err
+	}
+	sv := &service{name: "temporal dev server", lock: lock, signal: syscall.SIGTERM, grace: temporalGrace,
+		logPath: filepath.Join(s.Dir, "temporal.log")}
+	s.temporal = sv // from here on, Stop releases the lock
+
+	port := opts.TemporalPort
+	switch port {
+	case 0:
+		port = DefaultTemporalPort
+	case -1:
+		if port, err = freePort(); err != nil {
+			return err
+		}
+	}
+	argv := []string{bin, "server", "start-dev",
+		"--ip", "127.0.0.1",
+		"--port", strconv.Itoa(port),
+		"--log-level", "warn",
+	}
+	uiURL := ""
+	switch opts.UIPort {
+	case -1:
+		argv = append(argv, "--headless")
+	default:
+		ui := opts.UIPort
+		if ui == 0 {
+			ui = DefaultUIPort
+		}
+		argv = append(argv, "--ui-port", strconv.Itoa(ui))
+		uiURL = fmt.Sprintf("http://127.0.0.1:%d", ui)
+	}
+	if s.Namespace != DefaultNamespace { // "default" always exists
+		argv = append(argv, "--namespace", s.Namespace)
+	}
+	for _, name := range searchAttributes() {
+		argv = append(argv, "--search-attribute", name+"=Keyword")
+	}
+	if !opts.InMemory {
+		argv = append(argv, "--db-filename", filepath.Join(s.Dir, "temporal.db"))
+	}
+	proc, err := startProcess(sv.name, argv, s.Dir, sv.logPath, nil)
+	if err != nil {
+		return err
+	}
+	sv.proc = proc
+
+	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	waitCtx, cancel := context.WithTimeout(ctx, temporalStartTimeout)
+	defer cancel()
+	err = poll(waitCtx, proc, 100*time.Millisecond, func(ctx context.Context) error {
+		return temporalReady(ctx, address, s.Namespace)
+	})
+	if err != nil {
+		return err
+	}
+	s.TemporalAddress, s.UIURL = address, uiURL
+	s.log.Info("temporal dev server started", zap.String("address", address), zap.String("namespace", s.Namespace),
+		zap.String("ui", uiURL), zap.Bool("in_memory", opts.InMemory), zap.Duration("took", time.Since(begin)))
+	return nil
+}
+
+// temporalReady reports whether the frontend at address passes its health
+// check and knows namespace.
+func temporalReady(ctx context.Context, address, namespace string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  address,
+		Namespace: namespace,
+		// Failed attempts are expected while the server boots.
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return err
+	}
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	return err
+}
+
+// TemporalCLI returns the path of the `temporal` CLI for the repository at
+// root: <root>/.bin/temporal, built on first use with
+// `go build github.com/temporalio/cli/cmd/temporal` in <root>/tools (whose
+// go.mod pins the version) and rebuilt when tools/go.mod or tools/go.sum is
+// newer than the binary. A file lock serialises concurrent callers such as
+// parallel test binaries, and the binary is renamed into place whole.
+func TemporalCLI(ctx context.Context, root string) (string, error) {
+	bin := filepath.Join(root, ".bin", "temporal")
+	toolsDir := filepath.Join(root, "tools")
+	if current(bin, toolsDir) {
+		return bin, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return "", fmt.Errorf("create .bin: %w", err)
+	}
+	lock, err := lockFile(ctx, bin+".lock", true)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if current(bin, toolsDir) { // built by whoever held the lock
+		return bin, nil
+	}
+	tmp := fmt.Sprintf("%s.build-%d", bin, os.Getpid())
+	defer os.Remove(tmp)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "github.com/temporalio/cli/cmd/temporal")
+	cmd.Dir = toolsDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build temporal CLI in %s: %w\n%s", toolsDir, err, strings.TrimSpace(string(out)))
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", fmt.Errorf("install temporal CLI: %w", err)
+	}
+	return bin, nil
+}
+
+// current reports whether bin exists and is newer than the tool module files.
+func current(bin, toolsDir string) bool {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return false
+	}
+	for _, name := range []string{"go.mod", "go.sum"} {
+		if src, err := os.Stat(filepath.Join(toolsDir, name)); err == nil && src.ModTime().After(fi.ModTime()) {
+			return false
+		}
+	}
+	return true
+}
