@@ -1,0 +1,406 @@
+package registry
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/tools"
+)
+
+func testKinds(t *testing.T) *tools.Registry {
+	t.Helper()
+	r, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
+	require.NoError(t, err)
+	return r
+}
+
+// problems parses src as "t.yaml" and returns the problems as strings.
+func problems(t *testing.T, src string) []string {
+	t.Helper()
+	_, err := Parse(testKinds(t), "t.yaml", []byte(src))
+	if err == nil {
+		return nil
+	}
+	var verr *ValidationError
+	require.True(t, errors.As(err, &verr), "error %v is not a *ValidationError", err)
+	require.Equal(t, len(verr.Problems), strings.Count(err.Error(), "\n")+1, "one problem per line")
+	out := make([]string, len(verr.Problems))
+	for i, p := range verr.Problems {
+		out[i] = p.String()
+	}
+	return out
+}
+
+const validAgent = `
+agents:
+  - id: a
+    model: openai:gpt-4o-mini
+`
+
+func TestParseProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string // each a whole problem line
+	}{
+		{
+			name: "unknown top-level field",
+			src:  "tenant: demo\nagnets: []\n",
+			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, tools, agents`},
+		},
+		{
+			name: "unknown tool field",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    descripton: x\n",
+			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config`},
+		},
+		{
+			name: "unknown agent field",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    prompt: hi\n",
+			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, system_prompt, tools, temperature, limits`},
+		},
+		{
+			name: "unknown limit",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    limits: {max_iters: 3}\n",
+			want: []string{`t.yaml:5: agents[0].limits.max_iters: unknown field; known fields: max_iterations, turn_timeout_sec, token_budget, approval_timeout_sec, max_output_tokens`},
+		},
+		{
+			name: "repeated key",
+			src:  "tenant: demo\ntenant: other\n",
+			want: []string{`t.yaml:2: tenant: is repeated (first at line 1)`},
+		},
+		{
+			name: "missing tenant",
+			src:  "default_agent: a" + validAgent,
+			want: []string{`t.yaml:1: tenant: is required`},
+		},
+		{
+			name: "invalid tenant",
+			src:  "tenant: de mo\n",
+			want: []string{`t.yaml:1: tenant: ` + agent.ValidateID("tenant", "de mo").Error()},
+		},
+		{
+			name: "tenant not a string",
+			src:  "tenant: [demo]\n",
+			want: []string{`t.yaml:1: tenant: want a string, not a list`},
+		},
+		{
+			name: "missing agent id",
+			src:  "tenant: demo\nagents:\n  - model: openai:x\n",
+			want: []string{`t.yaml:3: agents[0].id: is required`},
+		},
+		{
+			name: "invalid agent id",
+			src:  "tenant: demo\nagents:\n  - id: a/b\n    model: openai:x\n",
+			want: []string{`t.yaml:3: agents[0].id: ` + agent.ValidateID("id", "a/b").Error()},
+		},
+		{
+			name: "duplicate agent id",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n  - id: a\n    model: openai:y\n",
+			want: []string{`t.yaml:5: agents[1].id: agent "a" is already defined at t.yaml:3`},
+		},
+		{
+			name: "duplicate tool name",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n  - name: calc\n    kind: calculator\n",
+			want: []string{`t.yaml:5: tools[1].name: tool "calc" is already defined at t.yaml:3`},
+		},
+		{
+			name: "invalid tool name",
+			src:  "tenant: demo\ntools:\n  - name: my calc\n    kind: calculator\n",
+			want: []string{`t.yaml:3: tools[0].name: "my calc" must match ^[a-zA-Z0-9_-]{1,64}$ (what model providers accept)`},
+		},
+		{
+			name: "missing tool name and kind",
+			src:  "tenant: demo\ntools:\n  - description: x\n",
+			want: []string{`t.yaml:3: tools[0].name: is required`, `t.yaml:3: tools[0].kind: is required`},
+		},
+		{
+			name: "unknown tool kind",
+			src:  "tenant: demo\ntools:\n  - name: refund\n    kind: http\n",
+			want: []string{`t.yaml:4: tools[0].kind: unknown tool kind "http"`},
+		},
+		{
+			name: "config rejected by the kind",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    config:\n      digits: 0\n",
+			want: []string{`t.yaml:6: tools[0].config: calculator config: digits is 0; want 1 to 100`},
+		},
+		{
+			name: "parameters not a mapping",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    parameters: [1]\n",
+			want: []string{`t.yaml:5: tools[0].parameters: want a JSON Schema object (type: object), not a list`},
+		},
+		{
+			name: "parameters of another type",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    parameters:\n      type: string\n",
+			want: []string{`t.yaml:6: tools[0].parameters.type: want "object" (tool parameters are a JSON object), not "string"`},
+		},
+		{
+			name: "parameters without type",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    parameters:\n      properties: {}\n",
+			want: []string{`t.yaml:6: tools[0].parameters.type: want "object" (tool parameters are a JSON object), not missing`},
+		},
+		{
+			name: "parameters with bad properties",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    parameters: {type: object, properties: [a]}\n",
+			want: []string{`t.yaml:5: tools[0].parameters.properties: want a mapping of argument names to schemas, not a list`},
+		},
+		{
+			name: "empty approval",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    approval: \"\"\n",
+			want: []string{`t.yaml:5: tools[0].approval: is empty: want never, always or a CEL expression`},
+		},
+		{
+			name: "boolean approval",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    approval: true\n",
+			want: []string{`t.yaml:5: tools[0].approval: true is not a policy: want never, always or a CEL expression`},
+		},
+		{
+			name: "agent names an unknown tool",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\nagents:\n  - id: a\n    model: openai:x\n    tools: [calc, search]\n",
+			want: []string{`t.yaml:8: agents[0].tools[1]: tool "search" is not defined for tenant "demo"; defined: calc`},
+		},
+		{
+			name: "agent lists a tool twice",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\nagents:\n  - id: a\n    model: openai:x\n    tools:\n      - calc\n      - calc\n",
+			want: []string{`t.yaml:10: agents[0].tools[1]: tool "calc" is listed twice`},
+		},
+		{
+			name: "default agent not defined",
+			src:  "tenant: demo\ndefault_agent: helper" + validAgent,
+			want: []string{`t.yaml:2: default_agent: agent "helper" is not defined for tenant "demo"; defined: a`},
+		},
+		{
+			name: "bad model",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: gpt4\n",
+			want: []string{`t.yaml:4: agents[0].model: "gpt4" is not "provider:model", e.g. "openai:gpt-4o-mini"`},
+		},
+		{
+			name: "missing model",
+			src:  "tenant: demo\nagents:\n  - id: a\n",
+			want: []string{`t.yaml:3: agents[0].model: is required, as "provider:model", e.g. "openai:gpt-4o-mini"`},
+		},
+		{
+			name: "negative limits",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    limits:\n      max_iterations: -1\n      token_budget: -5\n",
+			want: []string{
+				`t.yaml:6: agents[0].limits.max_iterations: -1 is negative: want 0 (the default) or more`,
+				`t.yaml:7: agents[0].limits.token_budget: -5 is negative: want 0 (the default) or more`,
+			},
+		},
+		{
+			name: "fractional limit",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    limits: {turn_timeout_sec: 6.5}\n",
+			want: []string{`t.yaml:5: agents[0].limits.turn_timeout_sec: want a whole number, not 6.5`},
+		},
+		{
+			name: "temperature out of range",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    temperature: 2.5\n",
+			want: []string{`t.yaml:5: agents[0].temperature: 2.5 is out of range: want a number from 0 to 2`},
+		},
+		{
+			name: "negative temperature",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    temperature: -0.1\n",
+			want: []string{`t.yaml:5: agents[0].temperature: -0.1 is out of range: want a number from 0 to 2`},
+		},
+		{
+			name: "temperature not a number",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    temperature: .nan\n",
+			want: []string{`t.yaml:5: agents[0].temperature: .nan is out of range: want a number from 0 to 2`},
+		},
+		{
+			name: "tools not a list",
+			src:  "tenant: demo\ntools:\n  name: calc\n",
+			want: []string{`t.yaml:3: tools: want a list, not a mapping`},
+		},
+		{
+			name: "document not a mapping",
+			src:  "- tenant: demo\n",
+			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, tools, agents, not a list`},
+		},
+		{
+			name: "empty file",
+			src:  "# nothing here\n",
+			want: []string{`t.yaml: holds no catalog document`},
+		},
+		{
+			name: "syntax error",
+			src:  "tenant: demo\nagents:\n  - id: a\n   model: x\n",
+			want: []string{`t.yaml:2: did not find expected '-' indicator`},
+		},
+		{
+			name: "every problem at once, in line order",
+			src: "tenant: demo\ndefault_agent: nobody\ntools:\n  - name: calc\n    kind: abacus\nagents:\n" +
+				"  - id: a\n    model: gpt4\n    tools: [calc, nope]\n    temperature: 3\n",
+			want: []string{
+				`t.yaml:2: default_agent: agent "nobody" is not defined for tenant "demo"; defined: a`,
+				`t.yaml:5: tools[0].kind: unknown tool kind "abacus"`,
+				`t.yaml:8: agents[0].model: "gpt4" is not "provider:model", e.g. "openai:gpt-4o-mini"`,
+				`t.yaml:9: agents[0].tools[1]: tool "nope" is not defined for tenant "demo"; defined: calc`,
+				`t.yaml:10: agents[0].temperature: 3 is out of range: want a number from 0 to 2`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, problems(t, tt.src))
+		})
+	}
+}
+
+func TestParseResolvesSpecs(t *testing.T) {
+	src := `
+tenant: acme
+default_agent: support
+tools:
+  - name: calculator
+    kind: calculator
+  - name: precise_calc
+    kind: calculator
+    description: Calculator with 40 digits.
+    parameters:
+      type: object
+      properties:
+        expression: {type: string}
+      required: [expression]
+    approval: args.expression.size() > 100
+    config: {digits: 40}
+agents:
+  - id: support
+    description: Support agent.
+    model: anthropic:claude-sonnet-4
+    system_prompt: |
+      Be kind.
+    tools: [precise_calc, calculator]
+    temperature: 0.5
+    limits: {max_iterations: 4, turn_timeout_sec: 60, token_budget: 1000, approval_timeout_sec: 30, max_output_tokens: 256}
+  - id: "42"
+    model: openai:gpt-4o-mini
+`
+	cat, err := Parse(testKinds(t), "acme.yaml", []byte(src))
+	require.NoError(t, err)
+	calc := tools.Calculator()
+	calculator := agent.Tool{Name: "calculator", Kind: "calculator", Description: calc.Description, Parameters: calc.Parameters, Approval: agent.ApprovalNever}
+	precise := agent.Tool{
+		Name: "precise_calc", Kind: "calculator", Description: "Calculator with 40 digits.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string"}},"required":["expression"]}`),
+		Approval:   "args.expression.size() > 100",
+		Config:     json.RawMessage(`{"digits":40}`),
+	}
+	temp := 0.5
+	require.Equal(t, Catalog{Tenants: []TenantCatalog{{
+		TenantID:     "acme",
+		DefaultAgent: "support",
+		Tools:        []agent.Tool{calculator, precise},
+		Agents: []agent.Agent{
+			{
+				TenantID: "acme", ID: "support", Description: "Support agent.", Model: "anthropic:claude-sonnet-4",
+				SystemPrompt: "Be kind.\n", Tools: []agent.Tool{precise, calculator}, Temperature: &temp,
+				Limits: agent.Limits{MaxIterations: 4, TurnTimeoutSec: 60, TokenBudget: 1000, ApprovalTimeoutSec: 30, MaxOutputTokens: 256},
+			},
+			{TenantID: "acme", ID: "42", Model: "openai:gpt-4o-mini"},
+		},
+	}}}, cat)
+}
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	return dir
+}
+
+func TestLoadFilesMergesTenants(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a-tools.yaml": "tenant: demo\ntools:\n  - name: calculator\n    kind: calculator\n",
+		"b-agents.yml": "tenant: demo\ndefault_agent: assistant\nagents:\n  - id: assistant\n    model: openai:gpt-4o-mini\n    tools: [calculator]\n" +
+			"---\ntenant: other\nagents:\n  - id: bot\n    model: ollama:llama3\n---\n",
+		"c-more.yaml": "tenant: demo\ndefault_agent: assistant\nagents:\n  - id: second\n    model: openai:gpt-4o\n",
+		"README.md":   "not a catalog",
+		"notes.txt":   "tenant: ignored",
+	})
+	cat, err := LoadFiles(testKinds(t), dir)
+	require.NoError(t, err)
+	require.Len(t, cat.Tenants, 2)
+
+	demo, other := cat.Tenants[0], cat.Tenants[1]
+	require.Equal(t, "demo", demo.TenantID)
+	require.Equal(t, "assistant", demo.DefaultAgent)
+	require.Len(t, demo.Tools, 1)
+	require.Len(t, demo.Agents, 2)
+	require.Equal(t, "assistant", demo.Agents[0].ID)
+	require.Equal(t, demo.Tools, demo.Agents[0].Tools, "a tool from one file serves an agent from another")
+	require.Equal(t, "second", demo.Agents[1].ID)
+	require.Empty(t, demo.Agents[1].Tools)
+
+	require.Equal(t, "other", other.TenantID)
+	require.Equal(t, []agent.Agent{{TenantID: "other", ID: "bot", Model: "ollama:llama3"}}, other.Agents)
+
+	// Files and directories mix; a file is read whatever its extension.
+	cat2, err := LoadFiles(testKinds(t), filepath.Join(dir, "a-tools.yaml"), filepath.Join(dir, "notes.txt"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"demo", "ignored"}, []string{cat2.Tenants[0].TenantID, cat2.Tenants[1].TenantID})
+}
+
+func TestLoadFilesProblemsAcrossFiles(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a.yaml": "tenant: demo\ndefault_agent: a\ntools:\n  - name: calc\n    kind: calculator\n" + validAgent,
+		"b.yaml": "tenant: demo\ndefault_agent: b\ntools:\n  - name: calc\n    kind: calculator\nagents:\n  - id: a\n    model: openai:x\n    tools: [calc]\n",
+	})
+	_, err := LoadFiles(testKinds(t), dir)
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	require.EqualError(t, err, strings.Join([]string{
+		b + `:2: default_agent: "b" conflicts with default_agent "a" set at ` + a + `:2`,
+		b + `:4: tools[0].name: tool "calc" is already defined at ` + a + `:4`,
+		b + `:7: agents[0].id: agent "a" is already defined at ` + a + `:8`,
+	}, "\n"))
+}
+
+func TestLoadFilesErrors(t *testing.T) {
+	_, err := LoadFiles(testKinds(t), filepath.Join(t.TempDir(), "missing.yaml"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	empty := writeFiles(t, map[string]string{"README.md": "# nothing"})
+	_, err = LoadFiles(testKinds(t), empty)
+	require.EqualError(t, err, "load catalog: "+empty+": no *.yaml or *.yml files")
+
+	_, err = LoadFiles(testKinds(t))
+	require.EqualError(t, err, "load catalog: no files given")
+}
+
+func TestLoadFilesWithoutKinds(t *testing.T) {
+	_, err := Parse(nil, "t.yaml", []byte("tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n"))
+	require.EqualError(t, err, `t.yaml:4: tools[0].kind: unknown tool kind "calculator"`)
+}
+
+func TestSampleCatalog(t *testing.T) {
+	cat, err := LoadFiles(testKinds(t), filepath.Join("..", "..", "catalog"))
+	require.NoError(t, err)
+	require.Len(t, cat.Tenants, 1)
+	demo := cat.Tenants[0]
+	require.Equal(t, "demo", demo.TenantID)
+	require.Equal(t, "assistant", demo.DefaultAgent)
+
+	var assistant agent.Agent
+	for _, a := range demo.Agents {
+		if a.ID == "assistant" {
+			assistant = a
+		}
+	}
+	require.Equal(t, "openai:gpt-4o-mini", assistant.Model)
+	require.Contains(t, assistant.SystemPrompt, "calculator")
+	calc, ok := assistant.Tool("calculator")
+	require.True(t, ok)
+	require.Equal(t, "calculator", calc.Kind)
+	require.Equal(t, agent.ApprovalNever, calc.Approval)
+	require.JSONEq(t, string(tools.Calculator().Parameters), string(calc.Parameters))
+	require.Positive(t, assistant.Limits.MaxIterations)
+	require.Positive(t, assistant.Limits.TurnTimeoutSec)
+}

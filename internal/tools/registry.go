@@ -1,0 +1,206 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// maxBuilt bounds the cache of built tools. Specs come from the catalog,
+// so the cache normally holds a few dozen entries; the bound only keeps a
+// stream of ever-changing specs from growing it without end.
+const maxBuilt = 1024
+
+// Registry holds the tool kinds a worker offers and the tools built from
+// specs so far. It is safe for concurrent use.
+type Registry struct {
+	deps  Deps
+	kinds map[string]Kind
+
+	mu    sync.Mutex
+	built map[[sha256.Size]byte]*built
+}
+
+// built is a cache entry. done is closed when tool or err is set, so
+// concurrent first calls of one spec build it once.
+type built struct {
+	done chan struct{}
+	tool Tool
+	err  error
+}
+
+// NewRegistry returns a registry offering the given kinds; pass Builtin()
+// and any others. deps are filled with defaults and given to every Build.
+func NewRegistry(deps Deps, kinds ...Kind) (*Registry, error) {
+	r := &Registry{
+		deps:  deps.WithDefaults(),
+		kinds: make(map[string]Kind, len(kinds)),
+		built: make(map[[sha256.Size]byte]*built),
+	}
+	for i, k := range kinds {
+		switch {
+		case k.Name == "":
+			return nil, fmt.Errorf("tool kind %d: name is required", i)
+		case k.Build == nil:
+			return nil, fmt.Errorf("tool kind %q: Build is required", k.Name)
+		case len(k.Parameters) > 0 && !isJSONObject(k.Parameters):
+			return nil, fmt.Errorf("tool kind %q: parameters must be a JSON object schema", k.Name)
+		}
+		if _, dup := r.kinds[k.Name]; dup {
+			return nil, fmt.Errorf("tool kind %q is registered twice", k.Name)
+		}
+		r.kinds[k.Name] = k
+	}
+	return r, nil
+}
+
+// Kind returns the kind with the given name.
+func (r *Registry) Kind(name string) (Kind, bool) {
+	k, ok := r.kinds[name]
+	return k, ok
+}
+
+// Kinds returns the registered kinds sorted by name.
+func (r *Registry) Kinds() []Kind {
+	out := make([]Kind, 0, len(r.kinds))
+	for _, k := range r.kinds {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b Kind) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Execute runs one call of the tool described by spec with the model's
+// arguments (a JSON object; empty means {}). Errors start with the tool's
+// name, as the model knows it:
+//   - agent.CodeNotFound: spec.Kind is not registered;
+//   - agent.CodeInvalid: the arguments are not a JSON object or the tool
+//     rejected them (the message says why, for the model), or the spec's
+//     config is invalid;
+//   - anything else: the tool failed.
+func (r *Registry) Execute(ctx context.Context, spec agent.Tool, args string) (Output, error) {
+	out, err := r.execute(ctx, spec, args)
+	if err != nil {
+		name := spec.Name
+		if name == "" {
+			name = spec.Kind
+		}
+		return Output{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+func (r *Registry) execute(ctx context.Context, spec agent.Tool, args string) (Output, error) {
+	raw := json.RawMessage(strings.TrimSpace(args))
+	if len(raw) == 0 {
+		// Models call argument-less tools with "" as often as with "{}".
+		raw = json.RawMessage("{}")
+	}
+	if !isJSONObject(raw) {
+		return Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object, not %s", clip(string(raw), 80))
+	}
+	tool, err := r.tool(ctx, spec)
+	if err != nil {
+		return Output{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Output{}, err
+	}
+	return tool.Run(ctx, raw)
+}
+
+// tool returns the built tool for spec, building it on first use.
+func (r *Registry) tool(ctx context.Context, spec agent.Tool) (Tool, error) {
+	kind, ok := r.kinds[spec.Kind]
+	if !ok {
+		return nil, agent.Errorf(agent.CodeNotFound, "unknown tool kind %q", spec.Kind)
+	}
+	key := specKey(spec)
+
+	r.mu.Lock()
+	b, ok := r.built[key]
+	if !ok {
+		if len(r.built) >= maxBuilt {
+			clear(r.built)
+		}
+		b = &built{done: make(chan struct{})}
+		r.built[key] = b
+	}
+	r.mu.Unlock()
+
+	if ok {
+		select {
+		case <-b.done:
+			return b.tool, b.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+
+	b.tool, b.err = r.build(kind, spec)
+	if b.err != nil {
+		// Failed builds are not cached: the next call tries again.
+		r.mu.Lock()
+		if r.built[key] == b {
+			delete(r.built, key)
+		}
+		r.mu.Unlock()
+	}
+	close(b.done)
+	return b.tool, b.err
+}
+
+func (r *Registry) build(kind Kind, spec agent.Tool) (tool Tool, err error) {
+	tool, err = kind.Build(spec, r.deps)
+	if err != nil {
+		return nil, fmt.Errorf("configure: %w", err)
+	}
+	if tool == nil {
+		return nil, fmt.Errorf("configure: kind %q built no tool", kind.Name)
+	}
+	r.deps.Logger.Debug("tool built", zap.String("tool", spec.Name), zap.String("kind", spec.Kind))
+	return tool, nil
+}
+
+// specKey hashes every field of spec, each prefixed by its length so that
+// no two different specs can produce the same byte stream.
+func specKey(spec agent.Tool) [sha256.Size]byte {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, f := range []string{spec.Name, spec.Kind, spec.Description, string(spec.Parameters), spec.Approval, string(spec.Config)} {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(f)))])
+		h.Write([]byte(f))
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	return key
+}
+
+// isJSONObject reports whether raw is one valid JSON object.
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
+// clip shortens s for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,171 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// toolFunc adapts a function to Tool.
+type toolFunc func(ctx context.Context, args json.RawMessage) (Output, error)
+
+func (f toolFunc) Run(ctx context.Context, args json.RawMessage) (Output, error) { return f(ctx, args) }
+
+// echoKind builds tools that return their config and arguments, counting
+// builds; config "bad" is rejected.
+func echoKind(builds *atomic.Int32) Kind {
+	return Kind{
+		Name: "echo",
+		Build: func(spec agent.Tool, deps Deps) (Tool, error) {
+			if deps.Logger == nil || deps.HTTPClient == nil {
+				return nil, errors.New("deps without defaults")
+			}
+			if string(spec.Config) == `"bad"` {
+				return nil, agent.Errorf(agent.CodeInvalid, "echo config: bad")
+			}
+			builds.Add(1)
+			return toolFunc(func(_ context.Context, args json.RawMessage) (Output, error) {
+				return Output{Text: string(spec.Config) + " " + string(args)}, nil
+			}), nil
+		},
+	}
+}
+
+func TestNewRegistryRejectsBadKinds(t *testing.T) {
+	build := func(agent.Tool, Deps) (Tool, error) { return nil, nil }
+	tests := []struct {
+		name  string
+		kinds []Kind
+		want  string
+	}{
+		{"duplicate", []Kind{{Name: "a", Build: build}, {Name: "a", Build: build}}, `tool kind "a" is registered twice`},
+		{"duplicate builtin", append(Builtin(), Calculator()), `tool kind "calculator" is registered twice`},
+		{"no name", []Kind{{Build: build}}, `tool kind 0: name is required`},
+		{"no build", []Kind{{Name: "a"}}, `tool kind "a": Build is required`},
+		{"parameters not an object", []Kind{{Name: "a", Build: build, Parameters: json.RawMessage(`[]`)}}, `tool kind "a": parameters must be a JSON object schema`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewRegistry(Deps{}, tt.kinds...)
+			require.EqualError(t, err, tt.want)
+		})
+	}
+}
+
+func TestRegistryKinds(t *testing.T) {
+	var builds atomic.Int32
+	r, err := NewRegistry(Deps{}, echoKind(&builds), Calculator())
+	require.NoError(t, err)
+	var names []string
+	for _, k := range r.Kinds() {
+		names = append(names, k.Name)
+	}
+	require.Equal(t, []string{"calculator", "echo"}, names)
+
+	k, ok := r.Kind("calculator")
+	require.True(t, ok)
+	require.True(t, isJSONObject(k.Parameters))
+	require.NotEmpty(t, k.Description)
+	_, ok = r.Kind("nope")
+	require.False(t, ok)
+}
+
+func TestExecuteUnknownKind(t *testing.T) {
+	r := newTestRegistry(t)
+	_, err := r.Execute(context.Background(), agent.Tool{Name: "refund", Kind: "http"}, `{}`)
+	require.True(t, agent.IsCode(err, agent.CodeNotFound), "code of %v", err)
+	require.EqualError(t, err, `refund: unknown tool kind "http"`)
+}
+
+func TestExecuteCachesBuiltTools(t *testing.T) {
+	var builds atomic.Int32
+	r, err := NewRegistry(Deps{}, echoKind(&builds))
+	require.NoError(t, err)
+	spec := agent.Tool{Name: "e", Kind: "echo", Config: json.RawMessage(`{"n":1}`)}
+
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			out, err := r.Execute(context.Background(), spec, ` {"x": 1} `)
+			require.NoError(t, err)
+			require.Equal(t, `{"n":1} {"x": 1}`, out.Text)
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int32(1), builds.Load(), "one build for concurrent calls of one spec")
+
+	// Any change of the spec builds a new tool.
+	for _, changed := range []agent.Tool{
+		{Name: "e", Kind: "echo", Config: json.RawMessage(`{"n":2}`)},
+		{Name: "e2", Kind: "echo", Config: json.RawMessage(`{"n":1}`)},
+		{Name: "e", Kind: "echo", Config: json.RawMessage(`{"n":1}`), Approval: agent.ApprovalAlways},
+		// Fields must not run into each other: "ab"+"" differs from "a"+"b".
+		{Name: "e", Kind: "echo", Description: "ab"},
+		{Name: "e", Kind: "echo", Description: "a", Parameters: json.RawMessage("b")},
+	} {
+		_, err := r.Execute(context.Background(), changed, `{}`)
+		require.NoError(t, err)
+	}
+	require.Equal(t, int32(6), builds.Load())
+	_, err = r.Execute(context.Background(), spec, `{}`)
+	require.NoError(t, err)
+	require.Equal(t, int32(6), builds.Load())
+}
+
+func TestExecuteBadConfigIsNotCached(t *testing.T) {
+	var builds atomic.Int32
+	r, err := NewRegistry(Deps{}, echoKind(&builds))
+	require.NoError(t, err)
+	spec := agent.Tool{Name: "e", Kind: "echo", Config: json.RawMessage(`"bad"`)}
+	for range 2 {
+		_, err := r.Execute(context.Background(), spec, `{}`)
+		require.True(t, agent.IsCode(err, agent.CodeInvalid), "code of %v", err)
+		require.EqualError(t, err, "e: configure: echo config: bad")
+	}
+	r.mu.Lock()
+	require.Empty(t, r.built)
+	r.mu.Unlock()
+}
+
+func TestExecuteToolFailure(t *testing.T) {
+	boom := errors.New("connection refused")
+	failing := Kind{Name: "failing", Build: func(agent.Tool, Deps) (Tool, error) {
+		return toolFunc(func(context.Context, json.RawMessage) (Output, error) { return Output{}, boom }), nil
+	}}
+	r, err := NewRegistry(Deps{}, failing)
+	require.NoError(t, err)
+	_, err = r.Execute(context.Background(), agent.Tool{Name: "f", Kind: "failing"}, `{}`)
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, agent.CodeInternal, agent.ErrorCode(err), "a tool's own failure is not the model's fault")
+	require.EqualError(t, err, "f: connection refused")
+}
+
+func TestExecuteCanceled(t *testing.T) {
+	r := newTestRegistry(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := r.Execute(ctx, calcSpec(""), exprArgs("1+1"))
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestExecuteCacheIsBounded(t *testing.T) {
+	var builds atomic.Int32
+	r, err := NewRegistry(Deps{}, echoKind(&builds))
+	require.NoError(t, err)
+	for i := range maxBuilt + 10 {
+		_, err := r.Execute(context.Background(), agent.Tool{Name: "e", Kind: "echo", Config: json.RawMessage(strconv.Itoa(i))}, `{}`)
+		require.NoError(t, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.LessOrEqual(t, len(r.built), maxBuilt)
+	require.Positive(t, len(r.built))
+}
