@@ -1,0 +1,540 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Catalog is a catalog document: the tools and agents of some tenants.
+type Catalog struct {
+	Tenants []TenantCatalog
+}
+
+// TenantCatalog is one tenant's part of a Catalog.
+//
+// Applying it is additive: tools and agents it does not mention keep their
+// stored versions, and an empty DefaultAgent keeps the stored default.
+type TenantCatalog struct {
+	TenantID     string
+	DefaultAgent string
+	// Tools are the tenant's tool definitions, which agents reference by name.
+	Tools []agent.Tool
+	// Agents to store. Version and TenantID are ignored (TenantID must be
+	// empty or equal the catalog's). Each of an agent's Tools is either a
+	// reference (only Name set), resolved against Tools and then against the
+	// tenant's stored tools, or a full inline spec (Kind set).
+	Agents []agent.Agent
+}
+
+// Change actions of an ApplyReport.
+const (
+	ActionCreated   = "created"
+	ActionUpdated   = "updated"
+	ActionUnchanged = "unchanged"
+)
+
+// Change kinds of an ApplyReport.
+const (
+	KindTenant = "tenant"
+	KindTool   = "tool"
+	KindAgent  = "agent"
+)
+
+// Change is what applying a catalog did (or, in a dry run, would do) to one
+// tenant, tool or agent.
+type Change struct {
+	Kind     string `json:"kind"` // tenant | tool | agent
+	TenantID string `json:"tenant_id"`
+	Name     string `json:"name"` // tool name or agent id; the tenant id for tenants
+	Action   string `json:"action"`
+	// Version is the active version after the change (tools and agents).
+	Version int `json:"version,omitempty"`
+}
+
+// ApplyReport lists the changes of ApplyCatalog in document order: per
+// tenant, the tenant itself, then its tools, then its agents.
+type ApplyReport struct {
+	Changes []Change `json:"changes"`
+}
+
+// Changed reports whether anything was created or updated.
+func (r ApplyReport) Changed() bool {
+	for _, c := range r.Changes {
+		if c.Action != ActionUnchanged {
+			return true
+		}
+	}
+	return false
+}
+
+// toolNamePattern is what the model APIs (OpenAI, Anthropic) accept as a
+// function name; checking it here turns a provider error at the first call
+// into a catalog error.
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ApplyCatalog stores the catalog in one transaction: all of it or, on any
+// error, nothing. A tool or agent gets a new version only when its canonical
+// spec (an agent's with its tools resolved) differs from the active one, and
+// the active pointer moves to it; so applying the same document again
+// reports everything unchanged and writes nothing, which makes retries
+// harmless. With dryRun the report is computed and the transaction rolled
+// back.
+//
+// Invalid documents — empty or malformed ids, duplicate names, unknown tool
+// references, a default agent that is neither in the document nor stored —
+// fail with agent.CodeInvalid.
+func (s *Store) ApplyCatalog(ctx context.Context, c Catalog, dryRun bool) (ApplyReport, error) {
+	if err := validateCatalog(c); err != nil {
+		return ApplyReport{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return ApplyReport{}, fmt.Errorf("apply catalog: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+
+	var report ApplyReport
+	for _, tc := range c.Tenants {
+		changes, err := applyTenant(ctx, tx, tc)
+		if err != nil {
+			return ApplyReport{}, err
+		}
+		report.Changes = append(report.Changes, changes...)
+	}
+	if dryRun {
+		// Deferred constraints are checked at commit; a dry run must not
+		// report success for a document the real run would reject.
+		if _, err := tx.Exec(ctx, sqlCheckConstraints); err != nil {
+			return ApplyReport{}, fmt.Errorf("apply catalog: %w", err)
+		}
+		return report, nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return ApplyReport{}, fmt.Errorf("apply catalog: commit: %w", err)
+	}
+	return report, nil
+}
+
+const sqlCheckConstraints = `SET CONSTRAINTS ALL IMMEDIATE`
+
+// validateCatalog checks everything that does not need the database.
+func validateCatalog(c Catalog) error {
+	tenants := map[string]bool{}
+	for i, tc := range c.Tenants {
+		if err := requireID(fmt.Sprintf("tenants[%d].tenant_id", i), tc.TenantID); err != nil {
+			return err
+		}
+		if tenants[tc.TenantID] {
+			return agent.Errorf(agent.CodeInvalid, "tenant %q appears twice", tc.TenantID)
+		}
+		tenants[tc.TenantID] = true
+		if err := agent.ValidateID(fmt.Sprintf("tenant %q: default_agent", tc.TenantID), tc.DefaultAgent); err != nil {
+			return err
+		}
+		tools := map[string]bool{}
+		for j, t := range tc.Tools {
+			where := fmt.Sprintf("tenant %q: tools[%d]", tc.TenantID, j)
+			if err := validateToolSpec(where, t); err != nil {
+				return err
+			}
+			if tools[t.Name] {
+				return agent.Errorf(agent.CodeInvalid, "tenant %q: tool %q appears twice", tc.TenantID, t.Name)
+			}
+			tools[t.Name] = true
+		}
+		agents := map[string]bool{}
+		for j, a := range tc.Agents {
+			if err := validateAgent(fmt.Sprintf("tenant %q: agents[%d]", tc.TenantID, j), tc.TenantID, a); err != nil {
+				return err
+			}
+			if agents[a.ID] {
+				return agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q appears twice", tc.TenantID, a.ID)
+			}
+			agents[a.ID] = true
+		}
+	}
+	return nil
+}
+
+func validateToolSpec(where string, t agent.Tool) error {
+	if !toolNamePattern.MatchString(t.Name) {
+		return agent.Errorf(agent.CodeInvalid, "%s: name %q must be 1-64 letters, digits, '_' or '-'", where, t.Name)
+	}
+	if t.Kind == "" {
+		return agent.Errorf(agent.CodeInvalid, "%s (%s): kind is required", where, t.Name)
+	}
+	if len(t.Parameters) > 0 {
+		var obj map[string]any
+		if err := json.Unmarshal(t.Parameters, &obj); err != nil {
+			return agent.Errorf(agent.CodeInvalid, "%s (%s): parameters must be a JSON Schema object", where, t.Name)
+		}
+	}
+	if len(t.Config) > 0 && !json.Valid(t.Config) {
+		return agent.Errorf(agent.CodeInvalid, "%s (%s): config is not valid JSON", where, t.Name)
+	}
+	return nil
+}
+
+// isToolRef reports whether t only names a tool of the catalog.
+func isToolRef(t agent.Tool) bool {
+	return t.Kind == "" && t.Description == "" && len(t.Parameters) == 0 && t.Approval == "" && len(t.Config) == 0
+}
+
+func validateAgent(where, tenantID string, a agent.Agent) error {
+	if err := requireID(where+": id", a.ID); err != nil {
+		return err
+	}
+	where = fmt.Sprintf("tenant %q: agent %q", tenantID, a.ID)
+	if a.TenantID != "" && a.TenantID != tenantID {
+		return agent.Errorf(agent.CodeInvalid, "%s: tenant_id %q differs from its catalog's", where, a.TenantID)
+	}
+	if _, _, err := agent.ParseModel(a.Model); err != nil {
+		return agent.Errorf(agent.CodeInvalid, "%s: model %q: want \"provider:model\", e.g. \"openai:gpt-4o-mini\"", where, a.Model)
+	}
+	l := a.Limits
+	if l.MaxIterations < 0 || l.TurnTimeoutSec < 0 || l.TokenBudget < 0 || l.ApprovalTimeoutSec < 0 || l.MaxOutputTokens < 0 {
+		return agent.Errorf(agent.CodeInvalid, "%s: limits must not be negative", where)
+	}
+	names := map[string]bool{}
+	for k, t := range a.Tools {
+		tw := fmt.Sprintf("%s: tools[%d]", where, k)
+		switch {
+		case isToolRef(t):
+			if !toolNamePattern.MatchString(t.Name) {
+				return agent.Errorf(agent.CodeInvalid, "%s: name %q must be 1-64 letters, digits, '_' or '-'", tw, t.Name)
+			}
+		case t.Kind == "":
+			return agent.Errorf(agent.CodeInvalid, "%s (%s): a tool reference has only a name; an inline tool needs a kind", tw, t.Name)
+		default:
+			if err := validateToolSpec(tw, t); err != nil {
+				return err
+			}
+		}
+		if names[t.Name] {
+			return agent.Errorf(agent.CodeInvalid, "%s: tool %q appears twice", where, t.Name)
+		}
+		names[t.Name] = true
+	}
+	return nil
+}
+
+const (
+	// Serialises catalog writes per tenant, so that concurrent applies
+	// cannot both pick the same next version.
+	sqlLockTenantCatalog = `SELECT pg_advisory_xact_lock(hashtextextended('agentflow.catalog/' || $1, 0))`
+
+	sqlInsertTenant = `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT (tenant_id) DO NOTHING`
+
+	sqlTenantDefault = `SELECT default_agent FROM tenants WHERE tenant_id = $1`
+
+	sqlSetTenantDefault = `UPDATE tenants SET default_agent = $2, updated_at = now() WHERE tenant_id = $1`
+
+	sqlAgentExists = `SELECT EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND agent_id = $2)`
+
+	sqlActiveToolSpec = `
+SELECT v.spec
+FROM tools t
+JOIN tool_versions v ON v.tenant_id = t.tenant_id AND v.name = t.name AND v.version = t.active_version
+WHERE t.tenant_id = $1 AND t.name = $2`
+)
+
+func applyTenant(ctx context.Context, tx pgx.Tx, tc TenantCatalog) ([]Change, error) {
+	if _, err := tx.Exec(ctx, sqlLockTenantCatalog, tc.TenantID); err != nil {
+		return nil, fmt.Errorf("tenant %q: lock catalog: %w", tc.TenantID, err)
+	}
+	tag, err := tx.Exec(ctx, sqlInsertTenant, tc.TenantID)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %q: store tenant: %w", tc.TenantID, err)
+	}
+	tenantChange := Change{Kind: KindTenant, TenantID: tc.TenantID, Name: tc.TenantID, Action: ActionUnchanged}
+	if tag.RowsAffected() == 1 {
+		tenantChange.Action = ActionCreated
+	}
+	changes := []Change{tenantChange}
+
+	docTools := make(map[string]agent.Tool, len(tc.Tools))
+	for _, t := range tc.Tools {
+		spec, hash, err := canonicalJSON(t)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
+		}
+		action, version, err := putVersion(ctx, tx, toolVersions, tc.TenantID, t.Name, spec, hash)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
+		}
+		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version})
+		docTools[t.Name] = t
+	}
+
+	docAgents := make(map[string]bool, len(tc.Agents))
+	for _, a := range tc.Agents {
+		resolved, err := resolveTools(ctx, tx, tc.TenantID, a, docTools)
+		if err != nil {
+			return nil, err
+		}
+		a.TenantID, a.Version, a.Tools = tc.TenantID, 0, resolved
+		spec, hash, err := canonicalJSON(a)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
+		}
+		action, version, err := putVersion(ctx, tx, agentVersions, tc.TenantID, a.ID, spec, hash)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
+		}
+		changes = append(changes, Change{Kind: KindAgent, TenantID: tc.TenantID, Name: a.ID, Action: action, Version: version})
+		docAgents[a.ID] = true
+	}
+
+	if tc.DefaultAgent != "" {
+		if !docAgents[tc.DefaultAgent] {
+			var exists bool
+			if err := tx.QueryRow(ctx, sqlAgentExists, tc.TenantID, tc.DefaultAgent).Scan(&exists); err != nil {
+				return nil, fmt.Errorf("tenant %q: look up default agent: %w", tc.TenantID, err)
+			}
+			if !exists {
+				return nil, agent.Errorf(agent.CodeInvalid, "tenant %q: default_agent %q is not one of its agents", tc.TenantID, tc.DefaultAgent)
+			}
+		}
+		var current *string
+		if err := tx.QueryRow(ctx, sqlTenantDefault, tc.TenantID).Scan(&current); err != nil {
+			return nil, fmt.Errorf("tenant %q: read default agent: %w", tc.TenantID, err)
+		}
+		if current == nil || *current != tc.DefaultAgent {
+			if _, err := tx.Exec(ctx, sqlSetTenantDefault, tc.TenantID, tc.DefaultAgent); err != nil {
+				return nil, fmt.Errorf("tenant %q: set default agent: %w", tc.TenantID, err)
+			}
+			if changes[0].Action == ActionUnchanged {
+				changes[0].Action = ActionUpdated
+			}
+		}
+	}
+	return changes, nil
+}
+
+// resolveTools replaces an agent's tool references by full specs: from the
+// document first, else the tenant's stored active version.
+func resolveTools(ctx context.Context, tx pgx.Tx, tenantID string, a agent.Agent, docTools map[string]agent.Tool) ([]agent.Tool, error) {
+	if len(a.Tools) == 0 {
+		return nil, nil
+	}
+	out := make([]agent.Tool, 0, len(a.Tools))
+	for _, t := range a.Tools {
+		if !isToolRef(t) {
+			out = append(out, t)
+			continue
+		}
+		if dt, ok := docTools[t.Name]; ok {
+			out = append(out, dt)
+			continue
+		}
+		var spec []byte
+		err := tx.QueryRow(ctx, sqlActiveToolSpec, tenantID, t.Name).Scan(&spec)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: unknown tool %q", tenantID, a.ID, t.Name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: agent %q: load tool %q: %w", tenantID, a.ID, t.Name, err)
+		}
+		var st agent.Tool
+		if err := json.Unmarshal(spec, &st); err != nil {
+			return nil, fmt.Errorf("tenant %q: agent %q: decode tool %q: %w", tenantID, a.ID, t.Name, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// versioned holds the statements for one kind of versioned catalog entry
+// (a head row with the active version, plus immutable version rows).
+type versioned struct {
+	active      string // $1 tenant, $2 name → active version, its spec_hash
+	insertHead  string // $1 tenant, $2 name; active version 1
+	nextVersion string // $1 tenant, $2 name → max(version)+1
+	insert      string // $1 tenant, $2 name, $3 version, $4 spec, $5 spec_hash
+	activate    string // $1 tenant, $2 name, $3 version
+}
+
+var agentVersions = versioned{
+	active: `
+SELECT a.active_version, v.spec_hash
+FROM agents a
+JOIN agent_versions v ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.active_version
+WHERE a.tenant_id = $1 AND a.agent_id = $2
+FOR UPDATE OF a`,
+	insertHead:  `INSERT INTO agents (tenant_id, agent_id, active_version) VALUES ($1, $2, 1)`,
+	nextVersion: `SELECT COALESCE(max(version), 0) + 1 FROM agent_versions WHERE tenant_id = $1 AND agent_id = $2`,
+	insert: `
+INSERT INTO agent_versions (tenant_id, agent_id, version, spec, spec_hash)
+VALUES ($1, $2, $3, $4, $5)`,
+	activate: `UPDATE agents SET active_version = $3, updated_at = now() WHERE tenant_id = $1 AND agent_id = $2`,
+}
+
+var toolVersions = versioned{
+	active: `
+SELECT t.active_version, v.spec_hash
+FROM tools t
+JOIN tool_versions v ON v.tenant_id = t.tenant_id AND v.name = t.name AND v.version = t.active_version
+WHERE t.tenant_id = $1 AND t.name = $2
+FOR UPDATE OF t`,
+	insertHead:  `INSERT INTO tools (tenant_id, name, active_version) VALUES ($1, $2, 1)`,
+	nextVersion: `SELECT COALESCE(max(version), 0) + 1 FROM tool_versions WHERE tenant_id = $1 AND name = $2`,
+	insert: `
+INSERT INTO tool_versions (tenant_id, name, version, kind, spec, spec_hash)
+VALUES ($1, $2, $3, $4::jsonb ->> 'kind', $4, $5)`,
+	activate: `UPDATE tools SET active_version = $3, updated_at = now() WHERE tenant_id = $1 AND name = $2`,
+}
+
+// putVersion stores spec as the active version of (tenant, name) unless the
+// active version already has the same hash. Versions only grow: returning to
+// an earlier spec creates a new version with that spec.
+func putVersion(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string, spec []byte, hash string) (string, int, error) {
+	var active int
+	var activeHash string
+	err := tx.QueryRow(ctx, q.active, tenantID, name).Scan(&active, &activeHash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := tx.Exec(ctx, q.insertHead, tenantID, name); err != nil {
+			return "", 0, fmt.Errorf("insert: %w", err)
+		}
+		if _, err := tx.Exec(ctx, q.insert, tenantID, name, 1, spec, hash); err != nil {
+			return "", 0, fmt.Errorf("insert version: %w", err)
+		}
+		return ActionCreated, 1, nil
+	case err != nil:
+		return "", 0, fmt.Errorf("read active version: %w", err)
+	case activeHash == hash:
+		return ActionUnchanged, active, nil
+	}
+	var next int
+	if err := tx.QueryRow(ctx, q.nextVersion, tenantID, name).Scan(&next); err != nil {
+		return "", 0, fmt.Errorf("next version: %w", err)
+	}
+	if _, err := tx.Exec(ctx, q.insert, tenantID, name, next, spec, hash); err != nil {
+		return "", 0, fmt.Errorf("insert version: %w", err)
+	}
+	if _, err := tx.Exec(ctx, q.activate, tenantID, name, next); err != nil {
+		return "", 0, fmt.Errorf("activate version: %w", err)
+	}
+	return ActionUpdated, next, nil
+}
+
+const (
+	sqlActiveAgent = `
+SELECT v.version, v.spec
+FROM agents a
+JOIN agent_versions v ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.active_version
+WHERE a.tenant_id = $1 AND a.agent_id = $2`
+
+	sqlAgentVersion = `
+SELECT version, spec FROM agent_versions
+WHERE tenant_id = $1 AND agent_id = $2 AND version = $3`
+
+	sqlListAgents = `
+SELECT v.version, v.spec
+FROM agents a
+JOIN agent_versions v ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.active_version
+WHERE a.tenant_id = $1
+ORDER BY a.agent_id`
+)
+
+// ActiveAgent returns the active version of an agent; agent.CodeNotFound
+// when the tenant has no such agent.
+func (s *Store) ActiveAgent(ctx context.Context, tenantID, agentID string) (agent.Agent, error) {
+	if err := requireAgentKey(tenantID, agentID); err != nil {
+		return agent.Agent{}, err
+	}
+	a, err := scanAgent(s.pool.QueryRow(ctx, sqlActiveAgent, tenantID, agentID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "agent %q of tenant %q not found", agentID, tenantID)
+	}
+	if err != nil {
+		return agent.Agent{}, fmt.Errorf("load agent %q: %w", agentID, err)
+	}
+	return a, nil
+}
+
+// AgentVersion returns one version of an agent, as pinned by a turn;
+// agent.CodeNotFound when it does not exist.
+func (s *Store) AgentVersion(ctx context.Context, tenantID, agentID string, version int) (agent.Agent, error) {
+	if err := requireAgentKey(tenantID, agentID); err != nil {
+		return agent.Agent{}, err
+	}
+	if version <= 0 {
+		return agent.Agent{}, agent.Errorf(agent.CodeInvalid, "agent version must be positive, got %d", version)
+	}
+	a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentVersion, tenantID, agentID, version))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "version %d of agent %q of tenant %q not found", version, agentID, tenantID)
+	}
+	if err != nil {
+		return agent.Agent{}, fmt.Errorf("load agent %q version %d: %w", agentID, version, err)
+	}
+	return a, nil
+}
+
+// DefaultAgent returns the id of the tenant's default agent;
+// agent.CodeNotFound when the tenant is unknown or has none.
+func (s *Store) DefaultAgent(ctx context.Context, tenantID string) (string, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return "", err
+	}
+	var id *string
+	err := s.pool.QueryRow(ctx, sqlTenantDefault, tenantID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", agent.Errorf(agent.CodeNotFound, "tenant %q not found", tenantID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("load default agent of tenant %q: %w", tenantID, err)
+	}
+	if id == nil {
+		return "", agent.Errorf(agent.CodeNotFound, "tenant %q has no default agent", tenantID)
+	}
+	return *id, nil
+}
+
+// ListAgents returns the active version of each of the tenant's agents,
+// sorted by id; none for an unknown tenant.
+func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]agent.Agent, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sqlListAgents, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("list agents of tenant %q: %w", tenantID, err)
+	}
+	agents, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.Agent, error) { return scanAgent(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list agents of tenant %q: %w", tenantID, err)
+	}
+	return agents, nil
+}
+
+func requireAgentKey(tenantID, agentID string) error {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return err
+	}
+	return requireID("agent_id", agentID)
+}
+
+// scanAgent reads (version, spec). The spec was stored with version 0 so
+// that its hash compares content only.
+func scanAgent(row pgx.Row) (agent.Agent, error) {
+	var version int
+	var spec []byte
+	if err := row.Scan(&version, &spec); err != nil {
+		return agent.Agent{}, err
+	}
+	var a agent.Agent
+	if err := json.Unmarshal(spec, &a); err != nil {
+		return agent.Agent{}, fmt.Errorf("decode spec: %w", err)
+	}
+	a.Version = version
+	return a, nil
+}

@@ -1,0 +1,244 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// resultPayload is the part of a result stored in result_data or, when
+// large, as a blob; the rest lives in columns.
+type resultPayload struct {
+	Output        string          `json:"output,omitempty"`
+	ResultPreview json.RawMessage `json:"result_preview,omitempty"`
+}
+
+const resultContentType = "application/json"
+
+const (
+	sqlInsertResult = `
+INSERT INTO agent_results (
+  tenant_id, job_id, run_id, node_id, workflow_id, agent_id, agent_version, route_rule,
+  protocol_version, result_data, cas_id, status, error, tool_calls, tokens_used, cache_hit,
+  execution_time_ms, llm_model, completed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, now())
+ON CONFLICT (tenant_id, job_id) DO NOTHING`
+
+	sqlResultColumns = `
+SELECT result_id::text, job_id, protocol_version, status, result_data, cas_id, error,
+  tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule
+FROM agent_results`
+
+	sqlResultByJob = sqlResultColumns + `
+WHERE tenant_id = $1 AND job_id = $2`
+
+	sqlResultByID = sqlResultColumns + `
+WHERE tenant_id = $1 AND result_id = $2::uuid`
+
+	// Identical large outputs share one blob; the earliest result wins.
+	sqlResultByCAS = sqlResultColumns + `
+WHERE tenant_id = $1 AND cas_id = $2
+ORDER BY created_at, result_id
+LIMIT 1`
+)
+
+// SaveResult stores the result of a turn and returns the stored result,
+// with ResultRef set. Idempotent: the row is inserted with ON CONFLICT
+// (tenant_id, job_id) DO NOTHING and then read back, so a retry or a second
+// writer gets the first result, result_ref included.
+//
+// The serialized output and preview go inline in result_data when shorter
+// than Options.ResultInlineLimit (ref "artifact://<result_id>"), else into
+// cas_blobs (ref "cas://sha256:<hex>"). req supplies run_id and node_id.
+func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r agent.TurnResult, req agent.TurnRequest) (agent.TurnResult, error) {
+	if err := requireJobKey(tenantID, r.JobID); err != nil {
+		return agent.TurnResult{}, err
+	}
+	switch r.Status {
+	case agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected:
+	default:
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result status %q: want %q, %q or %q",
+			r.Status, agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected)
+	}
+	if req.TenantID != "" && req.TenantID != tenantID {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result of tenant %q saved with a request of tenant %q", tenantID, req.TenantID)
+	}
+	if req.JobID != "" && req.JobID != r.JobID {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result of job %q saved with a request of job %q", r.JobID, req.JobID)
+	}
+	if len(r.ResultPreview) > 0 && !json.Valid(r.ResultPreview) {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result_preview of job %q is not valid JSON", r.JobID)
+	}
+	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview})
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("save result %q: encode: %w", r.JobID, err)
+	}
+	var inline []byte
+	var casID *string
+	if len(payload) < s.inlineLimit {
+		inline = payload
+	} else {
+		// A blob left behind by a failed insert is harmless: blobs are
+		// content-addressed and the retry reuses it.
+		sum, err := s.putBlob(ctx, payload, resultContentType)
+		if err != nil {
+			return agent.TurnResult{}, fmt.Errorf("save result %q: %w", r.JobID, err)
+		}
+		casID = &sum
+	}
+	var errJSON []byte
+	if r.Error != nil {
+		if errJSON, err = json.Marshal(r.Error); err != nil {
+			return agent.TurnResult{}, fmt.Errorf("save result %q: encode error: %w", r.JobID, err)
+		}
+	}
+	toolCalls := r.Metadata.ToolCalls
+	if toolCalls == nil {
+		toolCalls = []agent.ToolCallRecord{}
+	}
+	toolCallsJSON, err := json.Marshal(toolCalls)
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("save result %q: encode tool calls: %w", r.JobID, err)
+	}
+	version := r.Version
+	if version == "" {
+		version = agent.ProtocolVersion
+	}
+	agentID := r.Metadata.AgentID
+	if agentID == "" {
+		agentID = req.AgentID
+	}
+	_, err = s.pool.Exec(ctx, sqlInsertResult,
+		tenantID, r.JobID, req.RunID, req.NodeID, workflowID, agentID, r.Metadata.AgentVersion, r.Metadata.RouteRule,
+		version, inline, casID, r.Status, errJSON, toolCallsJSON, r.Metadata.TokensUsed, r.Metadata.CacheHit,
+		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel)
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("save result %q: %w", r.JobID, err)
+	}
+	stored, err := s.Result(ctx, tenantID, r.JobID)
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("save result %q: read back: %w", r.JobID, err)
+	}
+	return stored, nil
+}
+
+// Result returns the stored result of a job; agent.CodeNotFound when absent.
+func (s *Store) Result(ctx context.Context, tenantID, jobID string) (agent.TurnResult, error) {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return agent.TurnResult{}, err
+	}
+	r, err := s.scanResult(ctx, s.pool.QueryRow(ctx, sqlResultByJob, tenantID, jobID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeNotFound, "result of job %q of tenant %q not found", jobID, tenantID)
+	}
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("load result of job %q: %w", jobID, err)
+	}
+	return r, nil
+}
+
+// ResultByRef returns the result an "artifact://<result_id>" or
+// "cas://sha256:<hex>" ref points at, among the tenant's results. A ref of
+// another tenant is agent.CodeNotFound, like a ref that points nowhere, so
+// that refs do not reveal what other tenants stored; a malformed ref is
+// agent.CodeInvalid.
+func (s *Store) ResultByRef(ctx context.Context, tenantID, ref string) (agent.TurnResult, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return agent.TurnResult{}, err
+	}
+	var row pgx.Row
+	switch {
+	case strings.HasPrefix(ref, artifactRefPrefix):
+		id := strings.TrimPrefix(ref, artifactRefPrefix)
+		if !isUUID(id) {
+			return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s<result uuid>", truncate(ref, 100), artifactRefPrefix)
+		}
+		row = s.pool.QueryRow(ctx, sqlResultByID, tenantID, id)
+	case strings.HasPrefix(ref, "cas://"):
+		sum, err := parseCASRef(ref)
+		if err != nil {
+			return agent.TurnResult{}, err
+		}
+		row = s.pool.QueryRow(ctx, sqlResultByCAS, tenantID, sum)
+	default:
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s… or %s…", truncate(ref, 100), artifactRefPrefix, casRefPrefix)
+	}
+	r, err := s.scanResult(ctx, row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeNotFound, "result %s of tenant %q not found", ref, tenantID)
+	}
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("load result %s: %w", ref, err)
+	}
+	return r, nil
+}
+
+// scanResult reads a row of sqlResultColumns, fetching the payload from
+// cas_blobs when it is not inline.
+func (s *Store) scanResult(ctx context.Context, row pgx.Row) (agent.TurnResult, error) {
+	var (
+		r                         agent.TurnResult
+		resultID                  string
+		inline, errJSON, toolJSON []byte
+		casID                     *string
+	)
+	m := &r.Metadata
+	err := row.Scan(&resultID, &r.JobID, &r.Version, &r.Status, &inline, &casID, &errJSON,
+		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule)
+	if err != nil {
+		return agent.TurnResult{}, err
+	}
+	switch {
+	case inline != nil:
+		r.ResultRef = artifactRefPrefix + resultID
+	case casID != nil:
+		r.ResultRef = casRefPrefix + *casID
+		if inline, err = s.blob(ctx, *casID); err != nil {
+			return agent.TurnResult{}, err
+		}
+	default:
+		// s3_ref is reserved for an external store this build does not have.
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInternal, "result %s is stored externally, which this build cannot read", resultID)
+	}
+	var p resultPayload
+	if err := json.Unmarshal(inline, &p); err != nil {
+		return agent.TurnResult{}, fmt.Errorf("decode result data: %w", err)
+	}
+	r.Output, r.ResultPreview = p.Output, p.ResultPreview
+	if errJSON != nil {
+		r.Error = &agent.TurnError{}
+		if err := json.Unmarshal(errJSON, r.Error); err != nil {
+			return agent.TurnResult{}, fmt.Errorf("decode result error: %w", err)
+		}
+	}
+	if err := json.Unmarshal(toolJSON, &m.ToolCalls); err != nil {
+		return agent.TurnResult{}, fmt.Errorf("decode tool calls: %w", err)
+	}
+	return r, nil
+}
+
+// isUUID reports whether s is a UUID in its canonical textual form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,246 @@
+package store_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/store"
+)
+
+func completed(jobID, output string) agent.TurnResult {
+	return agent.TurnResult{
+		Version: agent.ProtocolVersion, JobID: jobID, Status: agent.StatusCompleted, Output: output,
+		ResultPreview: json.RawMessage(`{"type":"text","chars":` + strconv.Itoa(len(output)) + `}`),
+		Metadata: agent.ResultMetadata{
+			AgentID: "assistant", AgentVersion: 2, RouteRule: "default",
+			ToolCalls: []agent.ToolCallRecord{{
+				CallID: "c1", Tool: "calculator", Args: json.RawMessage(`{"expression":"12.5*4"}`), Status: agent.ToolOK,
+			}},
+			TokensUsed: 1523, CacheHit: true, ExecutionTimeMS: 1247, LLMModel: "gpt-4o-mini",
+		},
+	}
+}
+
+func processRequest(jobID string) agent.TurnRequest {
+	return agent.TurnRequest{TenantID: "demo", JobID: jobID, Prompt: "p", RunID: "run-2024-001", NodeID: "agent_analyze"}
+}
+
+// requireSameResult compares results whose JSON fields may have been
+// re-encoded by Postgres.
+func requireSameResult(t *testing.T, want, got agent.TurnResult) {
+	t.Helper()
+	w, err := json.Marshal(want)
+	require.NoError(t, err)
+	g, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.JSONEq(t, string(w), string(g))
+}
+
+func TestSaveResult(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 10
+	s := open(t, store.Options{ResultInlineLimit: limit})
+	ctx := t.Context()
+	failed := agent.TurnResult{
+		JobID: "job-failed", Status: agent.StatusFailed,
+		Error: &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: "upstream 503", Retryable: true},
+	}
+
+	tests := []struct {
+		name      string
+		result    agent.TurnResult
+		refPrefix string
+		inCAS     bool
+	}{
+		{name: "small result inline", result: completed("job-small", "50"), refPrefix: "artifact://"},
+		{name: "large result in CAS", result: completed("job-large", strings.Repeat("x", 2*limit)), refPrefix: "cas://sha256:", inCAS: true},
+		{name: "failed result", result: failed, refPrefix: "artifact://"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first, err := s.SaveResult(ctx, "demo", "turn/demo/"+tt.result.JobID, tt.result, processRequest(tt.result.JobID))
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(first.ResultRef, tt.refPrefix), first.ResultRef)
+			want := tt.result
+			want.ResultRef = first.ResultRef
+			if want.Version == "" {
+				want.Version = agent.ProtocolVersion
+			}
+			if want.Metadata.ToolCalls == nil {
+				want.Metadata.ToolCalls = []agent.ToolCallRecord{}
+			}
+			requireSameResult(t, want, first)
+
+			// A retry, even with another outcome, gets the first result.
+			retry := completed(tt.result.JobID, "something else")
+			second, err := s.SaveResult(ctx, "demo", "turn/demo/"+tt.result.JobID, retry, processRequest(tt.result.JobID))
+			require.NoError(t, err)
+			require.Equal(t, first, second)
+
+			byJob, err := s.Result(ctx, "demo", tt.result.JobID)
+			require.NoError(t, err)
+			require.Equal(t, first, byJob)
+			byRef, err := s.ResultByRef(ctx, "demo", first.ResultRef)
+			require.NoError(t, err)
+			require.Equal(t, first, byRef)
+
+			require.Equal(t, 1, count(t, s, "SELECT count(*) FROM agent_results WHERE job_id = $1", tt.result.JobID))
+			require.Equal(t, 1, count(t, s, `SELECT count(*) FROM agent_results
+				WHERE job_id = $1 AND run_id = 'run-2024-001' AND node_id = 'agent_analyze' AND workflow_id = $2`,
+				tt.result.JobID, "turn/demo/"+tt.result.JobID))
+			inCAS := count(t, s, "SELECT count(*) FROM agent_results WHERE job_id = $1 AND cas_id IS NOT NULL AND result_data IS NULL", tt.result.JobID)
+			require.Equal(t, tt.inCAS, inCAS == 1)
+			if tt.inCAS {
+				sum := strings.TrimPrefix(first.ResultRef, "cas://sha256:")
+				require.Equal(t, 1, count(t, s, "SELECT count(*) FROM cas_blobs WHERE sha256 = $1 AND size > $2", sum, limit))
+				blob, err := s.Blob(ctx, first.ResultRef)
+				require.NoError(t, err)
+				h := sha256.Sum256(blob)
+				require.Equal(t, sum, hex.EncodeToString(h[:]))
+			}
+		})
+	}
+	_, err := s.Result(ctx, "demo", "job-unknown")
+	requireCode(t, err, agent.CodeNotFound)
+	_, err = s.ResultByRef(ctx, "demo", "artifact://0b5f3a9e-3c43-4c0e-9d5c-1b8d8f4c9a10")
+	requireCode(t, err, agent.CodeNotFound)
+	_, err = s.ResultByRef(ctx, "demo", "cas://sha256:"+strings.Repeat("0", 64))
+	requireCode(t, err, agent.CodeNotFound)
+}
+
+func TestSaveResultConcurrent(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		output string
+	}{
+		{name: "inline", output: "50"},
+		{name: "cas", output: strings.Repeat("y", 4096)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := open(t, store.Options{ResultInlineLimit: 1024})
+			ctx := t.Context()
+			const writers = 10
+			results := make([]agent.TurnResult, writers)
+			errs := make([]error, writers)
+			var wg sync.WaitGroup
+			for i := range writers {
+				wg.Go(func() {
+					// Each writer has its own outcome; exactly one must win.
+					r := completed("job-1", tt.output+strconv.Itoa(i))
+					results[i], errs[i] = s.SaveResult(ctx, "demo", "turn/demo/job-1", r, processRequest("job-1"))
+				})
+			}
+			wg.Wait()
+			for i := range writers {
+				require.NoError(t, errs[i])
+				require.Equal(t, results[0], results[i])
+			}
+			require.Equal(t, 1, count(t, s, "SELECT count(*) FROM agent_results"))
+			require.True(t, strings.HasPrefix(results[0].Output, tt.output))
+		})
+	}
+}
+
+func TestBlobs(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	tests := []struct {
+		name        string
+		data        []byte
+		contentType string
+	}{
+		{name: "json", data: []byte(`{"rows":3}`), contentType: "application/json"},
+		{name: "binary without type", data: []byte{0, 1, 2, 255}},
+		{name: "empty", data: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ref, err := s.PutBlob(ctx, tt.data, tt.contentType)
+			require.NoError(t, err)
+			h := sha256.Sum256(tt.data)
+			require.Equal(t, "cas://sha256:"+hex.EncodeToString(h[:]), ref)
+			again, err := s.PutBlob(ctx, tt.data, "text/plain")
+			require.NoError(t, err)
+			require.Equal(t, ref, again)
+			require.Equal(t, 1, count(t, s, "SELECT count(*) FROM cas_blobs WHERE sha256 = $1", hex.EncodeToString(h[:])))
+
+			got, err := s.Blob(ctx, ref)
+			require.NoError(t, err)
+			require.Equal(t, len(tt.data), len(got))
+			if len(tt.data) > 0 {
+				require.Equal(t, tt.data, got)
+			}
+		})
+	}
+	var ct string
+	require.NoError(t, s.Pool().QueryRow(ctx, "SELECT content_type FROM cas_blobs WHERE size = 4").Scan(&ct))
+	require.Equal(t, store.DefaultContentType, ct)
+
+	_, err := s.Blob(ctx, "cas://sha256:"+strings.Repeat("a", 64))
+	requireCode(t, err, agent.CodeNotFound)
+}
+
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{ResultInlineLimit: 64})
+	ctx := t.Context()
+	_, err := s.ApplyCatalog(ctx, demoCatalog("Be brief.", "calc"), false)
+	require.NoError(t, err)
+	_, err = s.ApplyCatalog(ctx, store.Catalog{Tenants: []store.TenantCatalog{{TenantID: "acme"}}}, false)
+	require.NoError(t, err)
+
+	require.NoError(t, s.BeginTurn(ctx, demoTurn("job-1")))
+	require.NoError(t, s.PutStep(ctx, "demo", "job-1", 0, agent.Message{Role: agent.RoleUser, Content: "secret"}))
+	require.NoError(t, s.AppendSession(ctx, "demo", "sess-1", "job-1", []agent.Message{{Role: agent.RoleUser, Content: "secret"}}))
+	small, err := s.SaveResult(ctx, "demo", "turn/demo/job-1", completed("job-1", "50"), processRequest("job-1"))
+	require.NoError(t, err)
+	large, err := s.SaveResult(ctx, "demo", "turn/demo/job-2", completed("job-2", strings.Repeat("z", 200)), processRequest("job-2"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(small.ResultRef, "artifact://"))
+	require.True(t, strings.HasPrefix(large.ResultRef, "cas://"))
+
+	notFound := []struct {
+		name string
+		call func() error
+	}{
+		{"active agent", func() error { _, err := s.ActiveAgent(ctx, "acme", "assistant"); return err }},
+		{"agent version", func() error { _, err := s.AgentVersion(ctx, "acme", "assistant", 1); return err }},
+		{"default agent", func() error { _, err := s.DefaultAgent(ctx, "acme"); return err }},
+		{"turn", func() error { _, err := s.Turn(ctx, "acme", "job-1"); return err }},
+		{"result", func() error { _, err := s.Result(ctx, "acme", "job-1"); return err }},
+		{"artifact ref", func() error { _, err := s.ResultByRef(ctx, "acme", small.ResultRef); return err }},
+		{"cas ref", func() error { _, err := s.ResultByRef(ctx, "acme", large.ResultRef); return err }},
+	}
+	for _, tt := range notFound {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			requireCode(t, err, agent.CodeNotFound)
+			require.NotContains(t, err.Error(), "demo")
+		})
+	}
+	agents, err := s.ListAgents(ctx, "acme")
+	require.NoError(t, err)
+	require.Empty(t, agents)
+	steps, err := s.Steps(ctx, "acme", "job-1")
+	require.NoError(t, err)
+	require.Empty(t, steps)
+	msgs, err := s.SessionMessages(ctx, "acme", "sess-1", 0)
+	require.NoError(t, err)
+	require.Empty(t, msgs)
+
+	// The same job id in tenant acme is a separate result.
+	mine, err := s.SaveResult(ctx, "acme", "turn/acme/job-1", completed("job-1", "acme's"), agent.TurnRequest{})
+	require.NoError(t, err)
+	require.Equal(t, "acme's", mine.Output)
+	require.NotEqual(t, small.ResultRef, mine.ResultRef)
+}

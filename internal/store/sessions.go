@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+const (
+	// Creates the session on its first append and locks its row, so that
+	// concurrent appends to one session take sequence numbers in turn.
+	sqlLockSession = `
+INSERT INTO sessions (tenant_id, session_id) VALUES ($1, $2)
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = now()
+RETURNING last_seq`
+
+	sqlSessionHasJob = `
+SELECT EXISTS (
+  SELECT 1 FROM session_messages WHERE tenant_id = $1 AND session_id = $2 AND job_id = $3
+)`
+
+	sqlInsertSessionMessage = `
+INSERT INTO session_messages (tenant_id, session_id, seq, job_id, job_index, message)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (tenant_id, session_id, job_id, job_index) DO NOTHING`
+
+	sqlSetSessionSeq = `UPDATE sessions SET last_seq = $3 WHERE tenant_id = $1 AND session_id = $2`
+
+	sqlSessionMessages = `
+SELECT message FROM session_messages
+WHERE tenant_id = $1 AND session_id = $2
+ORDER BY seq`
+
+	sqlLastSessionMessages = `
+SELECT message FROM session_messages
+WHERE tenant_id = $1 AND session_id = $2
+ORDER BY seq DESC
+LIMIT $3`
+)
+
+// AppendSession appends a turn's messages to the session's transcript, in
+// one transaction. Idempotent per (tenant, session, job): the job's messages
+// are appended once, and a retry finds them and appends nothing. The unique
+// (job_id, job_index) key backs this up should two appends of the same job
+// race.
+func (s *Store) AppendSession(ctx context.Context, tenantID, sessionID, jobID string, msgs []agent.Message) error {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return err
+	}
+	if err := requireID("session_id", sessionID); err != nil {
+		return err
+	}
+	if err := requireJobID(jobID); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	encoded := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("append to session %q: encode message %d: %w", sessionID, i, err)
+		}
+		encoded[i] = b
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var last int64
+		if err := tx.QueryRow(ctx, sqlLockSession, tenantID, sessionID).Scan(&last); err != nil {
+			return fmt.Errorf("lock session: %w", err)
+		}
+		var done bool
+		if err := tx.QueryRow(ctx, sqlSessionHasJob, tenantID, sessionID, jobID).Scan(&done); err != nil {
+			return fmt.Errorf("check job: %w", err)
+		}
+		if done {
+			return nil
+		}
+		var batch pgx.Batch
+		for i, b := range encoded {
+			batch.Queue(sqlInsertSessionMessage, tenantID, sessionID, last+int64(i)+1, jobID, i, b)
+		}
+		batch.Queue(sqlSetSessionSeq, tenantID, sessionID, last+int64(len(encoded)))
+		if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
+			return fmt.Errorf("insert messages: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("append to session %q: %w", sessionID, err)
+	}
+	return nil
+}
+
+// SessionMessages returns the last limit messages of a session's transcript
+// in order (limit 0: all of them); none for an unknown session.
+func (s *Store) SessionMessages(ctx context.Context, tenantID, sessionID string, limit int) ([]agent.Message, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return nil, err
+	}
+	if err := requireID("session_id", sessionID); err != nil {
+		return nil, err
+	}
+	if limit < 0 {
+		return nil, agent.Errorf(agent.CodeInvalid, "limit must not be negative, got %d", limit)
+	}
+	var rows pgx.Rows
+	var err error
+	if limit == 0 {
+		rows, err = s.pool.Query(ctx, sqlSessionMessages, tenantID, sessionID)
+	} else {
+		rows, err = s.pool.Query(ctx, sqlLastSessionMessages, tenantID, sessionID, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load session %q: %w", sessionID, err)
+	}
+	msgs, err := pgx.CollectRows(rows, scanMessage)
+	if err != nil {
+		return nil, fmt.Errorf("load session %q: %w", sessionID, err)
+	}
+	if limit > 0 {
+		slices.Reverse(msgs)
+	}
+	return msgs, nil
+}

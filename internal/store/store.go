@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/tern/v2/migrate"
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// DefaultResultInlineLimit is the size under which a serialized result is
+// stored inline in agent_results (seed 004 §3.2); larger ones go to cas_blobs.
+const DefaultResultInlineLimit = 10 << 20
+
+// Options configure a Store.
+type Options struct {
+	// ResultInlineLimit is the size in bytes under which a result's
+	// serialized output is stored inline; default DefaultResultInlineLimit.
+	ResultInlineLimit int
+	// MaxConns caps the connection pool; default pgxpool's (max(4, NumCPU)).
+	MaxConns int32
+	// Logger receives migration progress; default zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Store is agentflow's Postgres storage. It is safe for concurrent use.
+type Store struct {
+	pool        *pgxpool.Pool
+	inlineLimit int
+	log         *zap.Logger
+}
+
+// Open connects to databaseURL and applies pending migrations. Concurrent
+// Opens against one database are serialised; the second applies nothing.
+func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error) {
+	if opts.ResultInlineLimit <= 0 {
+		opts.ResultInlineLimit = DefaultResultInlineLimit
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		// The URL may hold a password: never echo it.
+		return nil, agent.Errorf(agent.CodeInvalid, "database URL: cannot be parsed")
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{pool: pool, inlineLimit: opts.ResultInlineLimit, log: opts.Logger}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the connection pool, waiting for acquired connections.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool returns the connection pool, for health checks and for packages that
+// keep their own tables in the same database.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// versionTable is tern's bookkeeping table.
+const versionTable = "public.agentflow_schema_version"
+
+// migrateLockKey is the advisory lock held while migrating. tern takes its
+// own lock around each step; holding ours across the whole run also covers
+// the creation of the version table and the version check that precedes it.
+const migrateLockKey = int64(0x6167656e74666c6f) // "agentflo"
+
+const (
+	sqlAdvisoryLock   = `SELECT pg_advisory_lock($1)`
+	sqlAdvisoryUnlock = `SELECT pg_advisory_unlock($1)`
+)
+
+func (s *Store) migrate(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire connection: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, sqlAdvisoryLock, migrateLockKey); err != nil {
+		return fmt.Errorf("lock migrations: %w", err)
+	}
+	// A session-level advisory lock lives as long as its connection: when
+	// the unlock does not happen, close the connection rather than return it
+	// to the pool still holding the lock.
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+
+	if err := s.migrateLocked(ctx, conn.Conn()); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, sqlAdvisoryUnlock, migrateLockKey); err != nil {
+		return fmt.Errorf("unlock migrations: %w", err)
+	}
+	unlocked = true
+	return nil
+}
+
+func (s *Store) migrateLocked(ctx context.Context, conn *pgx.Conn) error {
+	m, err := migrate.NewMigrator(ctx, conn, versionTable)
+	if err != nil {
+		return fmt.Errorf("prepare migrations: %w", err)
+	}
+	files, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	if err := m.LoadMigrations(files); err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	current, err := m.GetCurrentVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	latest := int32(len(m.Migrations))
+	if current >= latest {
+		// A newer release may have migrated further; its migrations are
+		// additive, so this one keeps working during a rolling deploy.
+		s.log.Debug("schema up to date", zap.Int32("version", current), zap.Int32("known", latest))
+		return nil
+	}
+	m.OnStart = func(seq int32, name, _, _ string) {
+		s.log.Info("applying migration", zap.Int32("sequence", seq), zap.String("name", name))
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// Postgres error codes the store maps to domain errors.
+const (
+	pgUniqueViolation     = "23505"
+	pgForeignKeyViolation = "23503"
+)
+
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// requireID validates a required identifier before any query runs.
+func requireID(field, v string) error {
+	if v == "" {
+		return agent.Errorf(agent.CodeInvalid, "%s is required", field)
+	}
+	return agent.ValidateID(field, v)
+}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Turn is the record of one agent turn, written when it starts.
+type Turn struct {
+	TenantID     string
+	JobID        string
+	WorkflowID   string
+	AgentID      string
+	AgentVersion int
+	SessionID    string
+	Request      agent.TurnRequest
+}
+
+const (
+	sqlInsertTurn = `
+INSERT INTO turns (tenant_id, job_id, workflow_id, agent_id, agent_version, session_id, request)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (tenant_id, job_id) DO NOTHING`
+
+	sqlTurn = `
+SELECT workflow_id, agent_id, agent_version, session_id, request
+FROM turns WHERE tenant_id = $1 AND job_id = $2`
+)
+
+// BeginTurn records the start of a turn. Idempotent: when the (tenant, job)
+// row exists with the same workflow and agent — a retried activity or a
+// replayed start — it does nothing and the first write stands. A job id
+// reused by another workflow or for another agent is agent.CodeConflict.
+func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
+	if err := requireJobKey(t.TenantID, t.JobID); err != nil {
+		return err
+	}
+	if err := requireID("agent_id", t.AgentID); err != nil {
+		return err
+	}
+	if t.WorkflowID == "" {
+		return agent.Errorf(agent.CodeInvalid, "workflow_id is required")
+	}
+	if t.AgentVersion <= 0 {
+		return agent.Errorf(agent.CodeInvalid, "agent_version must be positive, got %d", t.AgentVersion)
+	}
+	if err := agent.ValidateID("session_id", t.SessionID); err != nil {
+		return err
+	}
+	req, err := json.Marshal(t.Request)
+	if err != nil {
+		return fmt.Errorf("begin turn %q: encode request: %w", t.JobID, err)
+	}
+	tag, err := s.pool.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req)
+	if err != nil {
+		return fmt.Errorf("begin turn %q: %w", t.JobID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	stored, err := s.Turn(ctx, t.TenantID, t.JobID)
+	if err != nil {
+		return fmt.Errorf("begin turn %q: %w", t.JobID, err)
+	}
+	if stored.WorkflowID != t.WorkflowID {
+		return agent.Errorf(agent.CodeConflict, "job %q of tenant %q was already started by workflow %q", t.JobID, t.TenantID, stored.WorkflowID)
+	}
+	if stored.AgentID != t.AgentID {
+		return agent.Errorf(agent.CodeConflict, "job %q of tenant %q already runs agent %q, not %q", t.JobID, t.TenantID, stored.AgentID, t.AgentID)
+	}
+	return nil
+}
+
+// Turn returns the record of a turn; agent.CodeNotFound when absent.
+func (s *Store) Turn(ctx context.Context, tenantID, jobID string) (Turn, error) {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return Turn{}, err
+	}
+	t := Turn{TenantID: tenantID, JobID: jobID}
+	var req []byte
+	err := s.pool.QueryRow(ctx, sqlTurn, tenantID, jobID).Scan(&t.WorkflowID, &t.AgentID, &t.AgentVersion, &t.SessionID, &req)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Turn{}, agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found", jobID, tenantID)
+	}
+	if err != nil {
+		return Turn{}, fmt.Errorf("load turn %q: %w", jobID, err)
+	}
+	if err := json.Unmarshal(req, &t.Request); err != nil {
+		return Turn{}, fmt.Errorf("load turn %q: decode request: %w", jobID, err)
+	}
+	return t, nil
+}
+
+const (
+	sqlInsertStep = `
+INSERT INTO turn_steps (tenant_id, job_id, seq, message)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id, job_id, seq) DO NOTHING`
+
+	sqlSteps = `
+SELECT message FROM turn_steps
+WHERE tenant_id = $1 AND job_id = $2
+ORDER BY seq`
+
+	sqlStep = `
+SELECT message FROM turn_steps
+WHERE tenant_id = $1 AND job_id = $2 AND seq = $3`
+)
+
+// PutStep stores message seq of a turn's conversation. Idempotent: a retry
+// with the same seq does nothing and the first write stands, so a replayed
+// activity cannot rewrite what the model already saw. The turn must have
+// been begun (agent.CodeNotFound otherwise).
+func (s *Store) PutStep(ctx context.Context, tenantID, jobID string, seq int, m agent.Message) error {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return err
+	}
+	if seq < 0 {
+		return agent.Errorf(agent.CodeInvalid, "step seq must not be negative, got %d", seq)
+	}
+	msg, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("put step %d of turn %q: encode: %w", seq, jobID, err)
+	}
+	if _, err := s.pool.Exec(ctx, sqlInsertStep, tenantID, jobID, seq, msg); err != nil {
+		if pgCode(err) == pgForeignKeyViolation {
+			return agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found: begin it before storing steps", jobID, tenantID)
+		}
+		return fmt.Errorf("put step %d of turn %q: %w", seq, jobID, err)
+	}
+	return nil
+}
+
+// Steps returns a turn's messages ordered by seq; none for an unknown turn.
+func (s *Store) Steps(ctx context.Context, tenantID, jobID string) ([]agent.Message, error) {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sqlSteps, tenantID, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("load steps of turn %q: %w", jobID, err)
+	}
+	msgs, err := pgx.CollectRows(rows, scanMessage)
+	if err != nil {
+		return nil, fmt.Errorf("load steps of turn %q: %w", jobID, err)
+	}
+	return msgs, nil
+}
+
+// Step returns message seq of a turn; agent.CodeNotFound when it has not
+// been stored.
+func (s *Store) Step(ctx context.Context, tenantID, jobID string, seq int) (agent.Message, error) {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return agent.Message{}, err
+	}
+	rows, err := s.pool.Query(ctx, sqlStep, tenantID, jobID, seq)
+	if err != nil {
+		return agent.Message{}, fmt.Errorf("load step %d of turn %q: %w", seq, jobID, err)
+	}
+	m, err := pgx.CollectExactlyOneRow(rows, scanMessage)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return agent.Message{}, agent.Errorf(agent.CodeNotFound, "step %d of turn %q not found", seq, jobID)
+	case err != nil:
+		return agent.Message{}, fmt.Errorf("load step %d of turn %q: %w", seq, jobID, err)
+	}
+	return m, nil
+}
+
+func scanMessage(row pgx.CollectableRow) (agent.Message, error) {
+	var raw []byte
+	if err := row.Scan(&raw); err != nil {
+		return agent.Message{}, err
+	}
+	var m agent.Message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return agent.Message{}, fmt.Errorf("decode message: %w", err)
+	}
+	return m, nil
+}
+
+func requireJobKey(tenantID, jobID string) error {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return err
+	}
+	return requireJobID(jobID)
+}
+
+// maxJobIDLength matches Temporal's default limit on workflow ids, which a
+// job id defaults to.
+const maxJobIDLength = 1000
+
+// requireJobID is looser than agent.ValidateID: a job id defaults to the
+// workflow id, which may contain slashes ("turn/<tenant>/<job>").
+func requireJobID(jobID string) error {
+	switch {
+	case jobID == "":
+		return agent.Errorf(agent.CodeInvalid, "job_id is required")
+	case len(jobID) > maxJobIDLength:
+		return agent.Errorf(agent.CodeInvalid, "job_id is %d characters; the limit is %d", len(jobID), maxJobIDLength)
+	case !utf8.ValidString(jobID) || strings.ContainsRune(jobID, 0):
+		return agent.Errorf(agent.CodeInvalid, "job_id must be valid UTF-8 without NUL characters")
+	}
+	return nil
+}

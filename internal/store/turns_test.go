@@ -1,0 +1,194 @@
+package store_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/store"
+)
+
+func demoTurn(jobID string) store.Turn {
+	return store.Turn{
+		TenantID: "demo", JobID: jobID, WorkflowID: "turn/demo/" + jobID,
+		AgentID: "assistant", AgentVersion: 2, SessionID: "sess-1",
+		Request: agent.TurnRequest{
+			Version: agent.ProtocolVersion, JobID: jobID, TenantID: "demo", SessionID: "sess-1",
+			Prompt: "What is 12.5 * 4?", History: agent.HistoryLoad,
+			Context: agent.TurnContext{UserRole: "admin", Metadata: map[string]string{"k": "v"}},
+		},
+	}
+}
+
+func TestBeginTurn(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	first := demoTurn("job-1")
+	require.NoError(t, s.BeginTurn(ctx, first))
+
+	tests := []struct {
+		name   string
+		mutate func(*store.Turn)
+		code   agent.Code // "" = succeeds as a no-op
+	}{
+		{name: "retry", mutate: func(*store.Turn) {}},
+		{name: "retry with a newer agent version keeps the first", mutate: func(tt *store.Turn) { tt.AgentVersion = 3 }},
+		{name: "another workflow", mutate: func(tt *store.Turn) { tt.WorkflowID = "turn/demo/other" }, code: agent.CodeConflict},
+		{name: "another agent", mutate: func(tt *store.Turn) { tt.AgentID = "ops" }, code: agent.CodeConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			turn := demoTurn("job-1")
+			tt.mutate(&turn)
+			err := s.BeginTurn(ctx, turn)
+			if tt.code == "" {
+				require.NoError(t, err)
+			} else {
+				requireCode(t, err, tt.code)
+			}
+			require.Equal(t, 1, count(t, s, "SELECT count(*) FROM turns"))
+			got, err := s.Turn(ctx, "demo", "job-1")
+			require.NoError(t, err)
+			require.Equal(t, first, got)
+		})
+	}
+
+	// The same job id in another tenant is another turn.
+	other := demoTurn("job-1")
+	other.TenantID, other.Request.TenantID, other.WorkflowID = "acme", "acme", "turn/acme/job-1"
+	require.NoError(t, s.BeginTurn(ctx, other))
+	got, err := s.Turn(ctx, "acme", "job-1")
+	require.NoError(t, err)
+	require.Equal(t, "turn/acme/job-1", got.WorkflowID)
+	_, err = s.Turn(ctx, "demo", "job-2")
+	requireCode(t, err, agent.CodeNotFound)
+}
+
+func TestSteps(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+
+	err := s.PutStep(ctx, "demo", "job-1", 0, agent.Message{Role: agent.RoleUser, Content: "hi"})
+	requireCode(t, err, agent.CodeNotFound)
+
+	require.NoError(t, s.BeginTurn(ctx, demoTurn("job-1")))
+	msgs := []agent.Message{
+		{Role: agent.RoleUser, Content: "What is 12.5 * 4?"},
+		{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"12.5*4"}`}}},
+		{Role: agent.RoleTool, ToolCallID: "c1", Name: "calculator", Content: "50"},
+		{Role: agent.RoleAssistant, Content: "12.5 * 4 = 50"},
+	}
+	// Out of order, as parallel tool activities may finish.
+	for _, seq := range []int{2, 0, 3, 1} {
+		require.NoError(t, s.PutStep(ctx, "demo", "job-1", seq, msgs[seq]))
+	}
+	// Retries, even with different content, keep the first write.
+	for seq := range msgs {
+		require.NoError(t, s.PutStep(ctx, "demo", "job-1", seq, agent.Message{Role: agent.RoleUser, Content: "rewritten"}))
+	}
+	got, err := s.Steps(ctx, "demo", "job-1")
+	require.NoError(t, err)
+	require.Equal(t, msgs, got)
+	require.Equal(t, len(msgs), count(t, s, "SELECT count(*) FROM turn_steps"))
+
+	none, err := s.Steps(ctx, "acme", "job-1")
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	one, err := s.Step(ctx, "demo", "job-1", 2)
+	require.NoError(t, err)
+	require.Equal(t, msgs[2], one)
+	_, err = s.Step(ctx, "demo", "job-1", 9)
+	requireCode(t, err, agent.CodeNotFound)
+	_, err = s.Step(ctx, "acme", "job-1", 2)
+	requireCode(t, err, agent.CodeNotFound)
+}
+
+func TestAppendSession(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	turn1 := []agent.Message{{Role: agent.RoleUser, Content: "q1"}, {Role: agent.RoleAssistant, Content: "a1"}}
+	turn2 := []agent.Message{{Role: agent.RoleUser, Content: "q2"}, {Role: agent.RoleAssistant, Content: "a2"}}
+	all := append(append([]agent.Message{}, turn1...), turn2...)
+
+	steps := []struct {
+		name  string
+		job   string
+		msgs  []agent.Message
+		total int
+	}{
+		{"first turn", "job-1", turn1, 2},
+		{"retry of the first turn", "job-1", turn1, 2},
+		{"retry with other messages appends nothing", "job-1", turn2, 2},
+		{"second turn", "job-2", turn2, 4},
+		{"retry of the second turn", "job-2", turn2, 4},
+		{"nothing to append", "job-3", nil, 4},
+	}
+	for _, st := range steps {
+		require.NoError(t, s.AppendSession(ctx, "demo", "sess-1", st.job, st.msgs), st.name)
+		got, err := s.SessionMessages(ctx, "demo", "sess-1", 0)
+		require.NoError(t, err, st.name)
+		require.Equal(t, all[:st.total], got, st.name)
+	}
+
+	limits := []struct {
+		limit int
+		want  []agent.Message
+	}{
+		{0, all}, {1, all[3:]}, {3, all[1:]}, {4, all}, {100, all},
+	}
+	for _, l := range limits {
+		got, err := s.SessionMessages(ctx, "demo", "sess-1", l.limit)
+		require.NoError(t, err)
+		require.Equal(t, l.want, got, "limit %d", l.limit)
+	}
+
+	for _, key := range [][2]string{{"acme", "sess-1"}, {"demo", "sess-2"}} {
+		got, err := s.SessionMessages(ctx, key[0], key[1], 0)
+		require.NoError(t, err)
+		require.Empty(t, got)
+	}
+}
+
+func TestAppendSessionConcurrent(t *testing.T) {
+	t.Parallel()
+	// Five turns of one session, each appended three times at once: every
+	// turn lands once, contiguously, with gap-free sequence numbers.
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	const jobs, attempts = 5, 3
+	var wg sync.WaitGroup
+	errs := make(chan error, jobs*attempts)
+	for j := range jobs {
+		msgs := []agent.Message{
+			{Role: agent.RoleUser, Content: fmt.Sprintf("q%d", j)},
+			{Role: agent.RoleAssistant, Content: fmt.Sprintf("a%d", j)},
+		}
+		for range attempts {
+			wg.Go(func() { errs <- s.AppendSession(ctx, "demo", "sess-1", fmt.Sprintf("job-%d", j), msgs) })
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	got, err := s.SessionMessages(ctx, "demo", "sess-1", 0)
+	require.NoError(t, err)
+	require.Len(t, got, 2*jobs)
+	seen := map[string]bool{}
+	for i := 0; i < len(got); i += 2 {
+		q, a := got[i].Content, got[i+1].Content
+		require.Equal(t, "a"+q[1:], a, "a turn's messages stay together")
+		require.False(t, seen[q], "turn %s appended twice", q)
+		seen[q] = true
+	}
+	require.Equal(t, 2*jobs, count(t, s, "SELECT max(seq) FROM session_messages"))
+	require.Equal(t, 2*jobs, count(t, s, "SELECT last_seq FROM sessions"))
+}
