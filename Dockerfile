@@ -1,0 +1,15 @@
+# Builds the worker and starter binaries into a small image.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/worker ./worker \
+ && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/starter ./starter
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/worker /out/starter /usr/local/bin/
+COPY catalog /catalog
+ENV AGENTFLOW_HTTP_ADDR=0.0.0.0:9090
+EXPOSE 9090
+ENTRYPOINT ["/usr/local/bin/worker"]

@@ -1,0 +1,208 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// toMessages converts the conversation to langchaingo's form. With
+// oneBlockPerMessage every part of an assistant message becomes a message
+// of its own (the Anthropic API merges consecutive same-role turns).
+func toMessages(msgs []agent.Message, oneBlockPerMessage bool) ([]llms.MessageContent, error) {
+	out := make([]llms.MessageContent, 0, len(msgs))
+	for i, m := range msgs {
+		switch m.Role {
+		case agent.RoleSystem:
+			out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, m.Content))
+		case agent.RoleUser:
+			out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+		case agent.RoleAssistant:
+			var parts []llms.ContentPart
+			if m.Content != "" {
+				parts = append(parts, llms.TextContent{Text: m.Content})
+			}
+			for _, tc := range m.ToolCalls {
+				if tc.ID == "" || tc.Name == "" {
+					return nil, agent.Errorf(agent.CodeInvalid, "message %d: tool call without id or name", i)
+				}
+				args := tc.Arguments
+				if strings.TrimSpace(args) == "" {
+					args = "{}"
+				}
+				parts = append(parts, llms.ToolCall{ID: tc.ID, Type: "function",
+					FunctionCall: &llms.FunctionCall{Name: tc.Name, Arguments: args}})
+			}
+			if len(parts) == 0 {
+				continue // an empty assistant turn says nothing, and some providers reject it
+			}
+			if oneBlockPerMessage {
+				for _, p := range parts {
+					out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: []llms.ContentPart{p}})
+				}
+			} else {
+				out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: parts})
+			}
+		case agent.RoleTool:
+			if m.ToolCallID == "" {
+				return nil, agent.Errorf(agent.CodeInvalid, "message %d: tool result without tool_call_id", i)
+			}
+			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{
+				llms.ToolCallResponse{ToolCallID: m.ToolCallID, Name: m.Name, Content: m.Content},
+			}})
+		default:
+			return nil, agent.Errorf(agent.CodeInvalid, "message %d: unknown role %q", i, m.Role)
+		}
+	}
+	return out, nil
+}
+
+// emptySchema is the parameters of a tool that declares none.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+func toTools(tools []agent.Tool) ([]llms.Tool, error) {
+	out := make([]llms.Tool, 0, len(tools))
+	for _, t := range tools {
+		if t.Name == "" {
+			return nil, agent.Errorf(agent.CodeInvalid, "tool without a name")
+		}
+		params := t.Parameters
+		if len(bytes.TrimSpace(params)) == 0 {
+			params = emptySchema
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(params, &obj); err != nil {
+			return nil, agent.Errorf(agent.CodeInvalid, "tool %q: parameters must be a JSON Schema object: %v", t.Name, err)
+		}
+		out = append(out, llms.Tool{Type: "function", Function: &llms.FunctionDefinition{
+			Name: t.Name, Description: t.Description, Parameters: params,
+		}})
+	}
+	return out, nil
+}
+
+// isToolCallJSON reports whether a streamed chunk is langchaingo's JSON
+// encoding of tool-call deltas rather than reply text: a JSON array of
+// objects that carry a "function" member.
+func isToolCallJSON(chunk []byte) bool {
+	b := bytes.TrimSpace(chunk)
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return false
+	}
+	var deltas []map[string]json.RawMessage
+	if err := json.Unmarshal(b, &deltas); err != nil || len(deltas) == 0 {
+		return false
+	}
+	for _, d := range deltas {
+		if _, ok := d["function"]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// toResponse merges the choices of a langchaingo response into one
+// assistant message. OpenAI answers with one choice holding text and tool
+// calls; Anthropic with one choice per content block.
+func toResponse(resp *llms.ContentResponse) (*Response, error) {
+	if resp == nil || len(resp.Choices) == 0 {
+		return nil, fmt.Errorf("the provider returned no choices")
+	}
+	out := &Response{Message: agent.Message{Role: agent.RoleAssistant}}
+	var text strings.Builder
+	usageSeen := false
+	for _, c := range resp.Choices {
+		if c == nil {
+			continue
+		}
+		text.WriteString(c.Content)
+		for _, tc := range c.ToolCalls {
+			if tc.FunctionCall == nil {
+				continue
+			}
+			id := tc.ID
+			if id == "" {
+				id = fmt.Sprintf("call_%d", len(out.Message.ToolCalls))
+			}
+			args := tc.FunctionCall.Arguments
+			if strings.TrimSpace(args) == "" {
+				args = "{}"
+			}
+			out.Message.ToolCalls = append(out.Message.ToolCalls, agent.ToolCall{ID: id, Name: tc.FunctionCall.Name, Arguments: args})
+		}
+		if out.FinishReason == "" {
+			out.FinishReason = c.StopReason
+		}
+		if !usageSeen {
+			if u, ok := usageOf(c.GenerationInfo); ok {
+				out.Usage, usageSeen = u, true
+			}
+		}
+	}
+	out.Message.Content = text.String()
+	out.FinishReason = normalizeFinish(out.FinishReason, len(out.Message.ToolCalls) > 0)
+	return out, nil
+}
+
+// usageOf reads token counts from GenerationInfo, in OpenAI's names or
+// Anthropic's.
+func usageOf(info map[string]any) (agent.Usage, bool) {
+	if info == nil {
+		return agent.Usage{}, false
+	}
+	var u agent.Usage
+	var ok1, ok2 bool
+	if u.PromptTokens, ok1 = intOf(info["PromptTokens"]); ok1 {
+		u.CompletionTokens, ok2 = intOf(info["CompletionTokens"])
+		u.TotalTokens, _ = intOf(info["TotalTokens"])
+	} else if u.PromptTokens, ok1 = intOf(info["InputTokens"]); ok1 {
+		u.CompletionTokens, ok2 = intOf(info["OutputTokens"])
+	}
+	if !ok1 && !ok2 {
+		return agent.Usage{}, false
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return u, true
+}
+
+func intOf(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, true
+	case int32:
+		return int(n), true
+	case int64:
+		return int(n), true
+	case float64:
+		return int(n), true
+	}
+	return 0, false
+}
+
+// normalizeFinish maps provider finish reasons to OpenAI's vocabulary.
+func normalizeFinish(reason string, hasToolCalls bool) string {
+	switch reason {
+	case "end_turn", "stop_sequence":
+		reason = "stop"
+	case "tool_use":
+		reason = "tool_calls"
+	case "max_tokens":
+		reason = "length"
+	case "<nil>":
+		reason = ""
+	}
+	if reason == "" {
+		if hasToolCalls {
+			return "tool_calls"
+		}
+		return "stop"
+	}
+	return reason
+}

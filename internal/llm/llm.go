@@ -1,0 +1,328 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/anthropic"
+	"github.com/tmc/langchaingo/llms/openai"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Model is what activities need from a language model.
+type Model interface {
+	// Generate sends the conversation and returns the assistant's reply. When
+	// req.OnText is set the reply is streamed: OnText receives the text
+	// fragments in order — never tool-call JSON — and an error from it
+	// aborts the call (Generate returns an error that wraps it).
+	//
+	// Provider failures are returned as *Error (see its Retryable and
+	// RetryAfter); requests that cannot be valid (unknown provider, missing
+	// credentials, malformed tools) as an agent.CodeInvalid error; a done ctx
+	// as an error wrapping ctx.Err().
+	Generate(ctx context.Context, req Request) (*Response, error)
+}
+
+// Request is one model call.
+type Request struct {
+	Model       string          // "provider:model", e.g. "openai:gpt-4o-mini" (agent.ParseModel)
+	Messages    []agent.Message // system, user, assistant (with tool calls), tool results
+	Tools       []agent.Tool    // name, description, parameters (JSON Schema)
+	MaxTokens   int             // 0 = the provider's default
+	Temperature *float64        // nil = the provider's default
+	OnText      func(ctx context.Context, text string) error
+}
+
+// Response is the assistant's reply.
+type Response struct {
+	Message      agent.Message // role assistant: content and/or tool calls (ids, names, JSON arguments)
+	Usage        agent.Usage
+	Model        string // "provider:model" actually used
+	FinishReason string // stop | tool_calls | length | content_filter (others passed through)
+}
+
+// Provider names, the prefix of Request.Model.
+const (
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+	ProviderOllama    = "ollama"
+)
+
+// Config says how to reach the providers. ConfigFromEnv fills it from the
+// environment variables named on each field; a provider without its
+// settings is unavailable and calls naming it fail with a message that
+// names the variable to set.
+type Config struct {
+	// OpenAIAPIKey authenticates the openai provider (OPENAI_API_KEY). It
+	// may be empty when OpenAIBaseURL points at a server that needs no key.
+	OpenAIAPIKey string
+	// OpenAIBaseURL points the openai provider at an OpenAI-compatible
+	// server, including its /v1 (OPENAI_BASE_URL). Empty means
+	// https://api.openai.com/v1.
+	OpenAIBaseURL string
+	// AnthropicAPIKey authenticates the anthropic provider (ANTHROPIC_API_KEY).
+	AnthropicAPIKey string
+	// AnthropicBaseURL overrides https://api.anthropic.com/v1 (ANTHROPIC_BASE_URL).
+	AnthropicBaseURL string
+	// OllamaHost is the Ollama server, "host:port" or a URL (OLLAMA_HOST);
+	// its OpenAI-compatible API under /v1 is used.
+	OllamaHost string
+	// HTTPClient carries all provider traffic. Nil means a client without an
+	// overall timeout: the caller's context bounds each call, which suits
+	// long streams. Its Transport is wrapped, never modified.
+	HTTPClient *http.Client
+}
+
+// ConfigFromEnv reads OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY,
+// ANTHROPIC_BASE_URL and OLLAMA_HOST.
+func ConfigFromEnv() Config {
+	return Config{
+		OpenAIAPIKey:     os.Getenv("OPENAI_API_KEY"),
+		OpenAIBaseURL:    os.Getenv("OPENAI_BASE_URL"),
+		AnthropicAPIKey:  os.Getenv("ANTHROPIC_API_KEY"),
+		AnthropicBaseURL: os.Getenv("ANTHROPIC_BASE_URL"),
+		OllamaHost:       os.Getenv("OLLAMA_HOST"),
+	}
+}
+
+// placeholderKey is sent to OpenAI-compatible servers that need no key:
+// langchaingo refuses to build a client without one.
+const placeholderKey = "unused"
+
+const defaultAnthropicBaseURL = "https://api.anthropic.com/v1"
+
+// Router is a Model that picks the provider from the "provider:" prefix of
+// Request.Model. Provider clients are built once, in New, and shared by
+// all calls; a Router is safe for concurrent use.
+type Router struct {
+	providers   map[string]*provider
+	unavailable map[string]string // provider → how to configure it
+	secrets     []string          // redacted from error messages
+}
+
+var _ Model = (*Router)(nil)
+
+// provider is one langchaingo client and what Router must know about it.
+type provider struct {
+	name  string
+	model llms.Model
+	// openAIWire: the provider speaks OpenAI's SSE, whose streams end with
+	// "data: [DONE]".
+	openAIWire bool
+	// legacyMaxTokens sends max_tokens instead of max_completion_tokens,
+	// which OpenAI-compatible servers such as Ollama understand.
+	legacyMaxTokens bool
+	// oneBlockPerMessage: langchaingo's anthropic client sends only the
+	// first part of an assistant message, so each part gets its own message.
+	oneBlockPerMessage bool
+}
+
+// New builds the clients of the providers cfg configures. It fails with a
+// CodeInvalid error on malformed settings (a base URL that is not an
+// http(s) URL); a provider left unconfigured is not an error until a
+// request names it.
+func New(cfg Config) (*Router, error) {
+	var hc http.Client
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &transport{base: base, now: time.Now}
+
+	r := &Router{providers: map[string]*provider{}, unavailable: map[string]string{}}
+	for _, s := range []string{cfg.OpenAIAPIKey, cfg.AnthropicAPIKey} {
+		if s != "" {
+			r.secrets = append(r.secrets, s)
+		}
+	}
+
+	// openai
+	if cfg.OpenAIAPIKey == "" && cfg.OpenAIBaseURL == "" {
+		r.unavailable[ProviderOpenAI] = "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)"
+	} else {
+		baseURL := cfg.OpenAIBaseURL
+		if baseURL != "" {
+			if err := checkURL("OPENAI_BASE_URL", baseURL); err != nil {
+				return nil, err
+			}
+		}
+		key := cfg.OpenAIAPIKey
+		if key == "" {
+			key = placeholderKey
+		}
+		// WithBaseURL is always given, even empty, so langchaingo never
+		// falls back to its own reading of the environment.
+		m, err := openai.New(openai.WithToken(key), openai.WithBaseURL(baseURL), openai.WithHTTPClient(&hc))
+		if err != nil {
+			return nil, fmt.Errorf("create openai client: %w", err)
+		}
+		r.providers[ProviderOpenAI] = &provider{name: ProviderOpenAI, model: m, openAIWire: true}
+	}
+
+	// ollama, through its OpenAI-compatible API
+	if cfg.OllamaHost == "" {
+		r.unavailable[ProviderOllama] = "set OLLAMA_HOST (e.g. 127.0.0.1:11434)"
+	} else {
+		baseURL, err := ollamaBaseURL(cfg.OllamaHost)
+		if err != nil {
+			return nil, err
+		}
+		m, err := openai.New(openai.WithToken("ollama"), openai.WithBaseURL(baseURL), openai.WithHTTPClient(&hc))
+		if err != nil {
+			return nil, fmt.Errorf("create ollama client: %w", err)
+		}
+		r.providers[ProviderOllama] = &provider{name: ProviderOllama, model: m, openAIWire: true, legacyMaxTokens: true}
+	}
+
+	// anthropic
+	if cfg.AnthropicAPIKey == "" {
+		r.unavailable[ProviderAnthropic] = "set ANTHROPIC_API_KEY"
+	} else {
+		baseURL := cfg.AnthropicBaseURL
+		if baseURL == "" {
+			// Never empty: langchaingo's anthropic client fills an empty base
+			// URL on every call, a data race between concurrent calls.
+			baseURL = defaultAnthropicBaseURL
+		} else if err := checkURL("ANTHROPIC_BASE_URL", baseURL); err != nil {
+			return nil, err
+		}
+		m, err := anthropic.New(anthropic.WithToken(cfg.AnthropicAPIKey), anthropic.WithBaseURL(strings.TrimSuffix(baseURL, "/")),
+			anthropic.WithHTTPClient(&hc))
+		if err != nil {
+			return nil, fmt.Errorf("create anthropic client: %w", err)
+		}
+		r.providers[ProviderAnthropic] = &provider{name: ProviderAnthropic, model: m, oneBlockPerMessage: true}
+	}
+	return r, nil
+}
+
+func checkURL(env, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return agent.Errorf(agent.CodeInvalid, "%s %q: want an http(s) URL such as https://api.example.com/v1", env, raw)
+	}
+	return nil
+}
+
+// ollamaBaseURL turns OLLAMA_HOST ("host", "host:port" or a URL) into the
+// base URL of Ollama's OpenAI-compatible API.
+func ollamaBaseURL(host string) (string, error) {
+	h := strings.TrimSpace(host)
+	bare := !strings.Contains(h, "://")
+	if bare {
+		h = "http://" + h
+	}
+	u, err := url.Parse(h)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return "", agent.Errorf(agent.CodeInvalid, "OLLAMA_HOST %q: want host:port or an http(s) URL", host)
+	}
+	if bare && u.Port() == "" {
+		u.Host += ":11434" // Ollama's default port
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	if !strings.HasSuffix(u.Path, "/v1") {
+		u.Path += "/v1"
+	}
+	return u.String(), nil
+}
+
+// Check reports whether model ("provider:model") can be called, so that a
+// worker can reject a catalog naming an unconfigured provider at start.
+func (r *Router) Check(model string) error {
+	_, _, err := r.resolve(model)
+	return err
+}
+
+func (r *Router) resolve(model string) (*provider, string, error) {
+	name, modelName, err := agent.ParseModel(model)
+	if err != nil {
+		return nil, "", err
+	}
+	if p, ok := r.providers[name]; ok {
+		return p, modelName, nil
+	}
+	if how, ok := r.unavailable[name]; ok {
+		return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: provider %s is not configured: %s", model, name, how)
+	}
+	known := []string{ProviderOpenAI, ProviderAnthropic, ProviderOllama}
+	sort.Strings(known)
+	return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: unknown provider %q (known: %s)", model, name, strings.Join(known, ", "))
+}
+
+// Generate implements Model.
+func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
+	p, modelName, err := r.resolve(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	fullName := p.name + ":" + modelName
+	if len(req.Messages) == 0 {
+		return nil, agent.Errorf(agent.CodeInvalid, "call %s: no messages", fullName)
+	}
+	msgs, err := toMessages(req.Messages, p.oneBlockPerMessage)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := toTools(req.Tools)
+	if err != nil {
+		return nil, err
+	}
+
+	st := &callState{omitTemperature: req.Temperature == nil, watchDone: req.OnText != nil && p.openAIWire}
+	ctx = withCallState(ctx, st)
+	opts := []llms.CallOption{llms.WithModel(modelName)}
+	if len(tools) > 0 {
+		opts = append(opts, llms.WithTools(tools))
+	}
+	if req.MaxTokens > 0 {
+		opts = append(opts, llms.WithMaxTokens(req.MaxTokens))
+	}
+	if req.Temperature != nil {
+		opts = append(opts, llms.WithTemperature(*req.Temperature))
+	}
+	if p.legacyMaxTokens {
+		opts = append(opts, llms.WithMetadata(map[string]any{"openai:use_legacy_max_tokens": true}))
+	}
+	if req.OnText != nil {
+		opts = append(opts, llms.WithStreamingFunc(func(ctx context.Context, chunk []byte) error {
+			if len(chunk) == 0 || isToolCallJSON(chunk) {
+				return nil
+			}
+			if err := req.OnText(ctx, string(chunk)); err != nil {
+				st.setTextErr(err)
+				return err
+			}
+			return nil
+		}))
+	}
+
+	resp, genErr := p.model.GenerateContent(ctx, msgs, opts...)
+	if genErr != nil {
+		return nil, r.failure(ctx, fullName, st, genErr)
+	}
+	snap := st.snapshot()
+	if snap.watchDone && !snap.sawDone {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("call %s: %w", fullName, ctx.Err())
+		}
+		return nil, &Error{Model: fullName, Status: snap.status, Retryable: true,
+			Message: "the response stream ended before [DONE]: the reply is incomplete"}
+	}
+	out, err := toResponse(resp)
+	if err != nil {
+		return nil, &Error{Model: fullName, Status: snap.status, Retryable: true, Message: r.redact(err.Error())}
+	}
+	out.Model = fullName
+	return out, nil
+}

@@ -1,0 +1,238 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Error is a failed provider call.
+type Error struct {
+	Model      string        // "provider:model"
+	Status     int           // HTTP status; 0 when no response arrived
+	RetryAfter time.Duration // the provider's Retry-After, 0 if none
+	Retryable  bool          // whether the same call may succeed later
+	Message    string        // what went wrong, secrets redacted
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "call %s", e.Model)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.Status)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Message)
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
+	}
+	return b.String()
+}
+
+// retryableStatus says which HTTP statuses may succeed on a later try.
+func retryableStatus(status int) bool {
+	switch {
+	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusTooManyRequests, status == 529: // 529: Anthropic's "overloaded"
+		return true
+	case status >= 500:
+		return true
+	}
+	return false
+}
+
+// failure classifies an error from langchaingo using what the transport
+// saw of the HTTP exchange.
+func (r *Router) failure(ctx context.Context, model string, st *callState, err error) error {
+	snap := st.snapshot()
+	if snap.textErr != nil {
+		return fmt.Errorf("call %s: stream consumer: %w", model, snap.textErr)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("call %s: %w", model, ctx.Err())
+	}
+	msg := r.redact(err.Error())
+	if snap.status >= 400 {
+		return &Error{Model: model, Status: snap.status, RetryAfter: snap.retryAfter,
+			Retryable: retryableStatus(snap.status), Message: msg}
+	}
+	// No response, or one that broke off: a network failure, worth a retry.
+	return &Error{Model: model, Status: snap.status, Retryable: true, Message: msg}
+}
+
+func (r *Router) redact(s string) string {
+	for _, secret := range r.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	return s
+}
+
+// HasCredentials reports whether any provider is configured.
+func (c Config) HasCredentials() bool {
+	return c.OpenAIAPIKey != "" || c.OpenAIBaseURL != "" || c.AnthropicAPIKey != "" || c.OllamaHost != ""
+}
+
+// callState is what the transport learns about one Generate call.
+type callState struct {
+	omitTemperature bool // drop langchaingo's always-sent "temperature": 0
+	watchDone       bool // look for the stream's final "data: [DONE]"
+
+	mu         sync.Mutex
+	status     int
+	retryAfter time.Duration
+	sawDone    bool
+	textErr    error
+}
+
+type callSnapshot struct {
+	watchDone  bool
+	status     int
+	retryAfter time.Duration
+	sawDone    bool
+	textErr    error
+}
+
+func (s *callState) snapshot() callSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return callSnapshot{watchDone: s.watchDone, status: s.status, retryAfter: s.retryAfter, sawDone: s.sawDone, textErr: s.textErr}
+}
+
+func (s *callState) setTextErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.textErr == nil {
+		s.textErr = err
+	}
+}
+
+func (s *callState) setResponse(status int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.retryAfter = status, retryAfter
+}
+
+func (s *callState) setDone() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sawDone = true
+}
+
+type callStateKey struct{}
+
+func withCallState(ctx context.Context, st *callState) context.Context {
+	return context.WithValue(ctx, callStateKey{}, st)
+}
+
+// transport observes each provider call: status and Retry-After, which
+// langchaingo does not report, and the end of an SSE stream.
+type transport struct {
+	base http.RoundTripper
+	now  func() time.Time
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	st, _ := req.Context().Value(callStateKey{}).(*callState)
+	if st == nil {
+		return t.base.RoundTrip(req)
+	}
+	if st.omitTemperature && req.Body != nil && req.Method == http.MethodPost {
+		r2, err := withoutTemperature(req)
+		if err != nil {
+			return nil, err
+		}
+		req = r2
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	st.setResponse(resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), t.now()))
+	if st.watchDone && resp.StatusCode == http.StatusOK {
+		resp.Body = &doneWatcher{ReadCloser: resp.Body, st: st}
+	}
+	return resp, nil
+}
+
+// withoutTemperature returns a copy of req whose JSON body lacks the
+// "temperature" member, so the provider applies its own default.
+func withoutTemperature(req *http.Request) (*http.Request, error) {
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) == nil {
+		if _, ok := obj["temperature"]; ok {
+			delete(obj, "temperature")
+			if b, err := json.Marshal(obj); err == nil {
+				body = b
+			}
+		}
+	}
+	r2 := req.Clone(req.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.ContentLength = int64(len(body))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r2, nil
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(secs * float64(time.Second))
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		if d := at.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+var doneMarker = []byte("[DONE]")
+
+// doneWatcher notes when the SSE stream's "[DONE]" marker passes, also
+// when it is split across reads.
+type doneWatcher struct {
+	io.ReadCloser
+	st   *callState
+	tail []byte
+	done bool
+}
+
+func (w *doneWatcher) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	if n > 0 && !w.done {
+		buf := append(w.tail, p[:n]...)
+		if bytes.Contains(buf, doneMarker) {
+			w.done = true
+			w.st.setDone()
+		}
+		keep := len(doneMarker) - 1
+		if len(buf) > keep {
+			buf = buf[len(buf)-keep:]
+		}
+		w.tail = append(w.tail[:0], buf...)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n, err
+	}
+	return n, err
+}

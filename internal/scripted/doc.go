@@ -1,0 +1,52 @@
+// Package scripted serves the OpenAI chat-completions API from a script, so
+// that tests and the offline demo exercise the real provider client
+// (langchaingo's openai package) over real HTTP without a real model.
+//
+// A script is a list of rules; the first rule whose conditions match the
+// request answers it, with text, tool calls or both, streamed (SSE, with
+// tool-call arguments split over several chunks as OpenAI does) or not.
+// Rules can inject faults — HTTP errors with Retry-After, or a stream cut
+// mid-way — a given number of times before they answer, which is how the
+// retry paths of activities and workflows are tested.
+//
+// Script format (YAML; the same structure can be built in Go):
+//
+//	pacing: {chunk_words: 1, delay_ms: 0}   # streaming: words per chunk, delay between chunks
+//	rules:                                   # the first rule that matches wins
+//	  - name: calculate
+//	    when: {user: '(?i)what is ([-0-9.+*/() ]+)\?'}
+//	    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
+//	  - name: answer
+//	    when: {tool: '(.+)'}
+//	    reply: {text: 'The result is $1.'}
+//	  - name: flaky
+//	    when: {user: 'flaky'}
+//	    fault: {status: 500, times: 2}       # the first 2 matching requests fail, then reply
+//	    reply: {text: 'recovered'}
+//	  - when: {}                             # matches anything
+//	    reply: {text: "I don't know."}
+//
+// Conditions (all optional, all must hold):
+//   - user: regexp on the latest user message. Without tool, the user
+//     message must also be the last message of the request.
+//   - tool: regexp on the last message, which must be a tool result.
+//   - system: regexp on the system prompt (system messages joined by "\n").
+//   - model: regexp on the requested model name.
+//
+// Replies expand $1, ${1}, ${name} and $$ like regexp.Expand: numbered
+// groups come from the regexp that matched the last message (tool, else
+// user), named groups from any condition that matched. A reply's usage may
+// be given; otherwise it is estimated from word counts, and it is always
+// reported (also as the final chunk of a stream when the client asks for
+// stream_options.include_usage).
+//
+// Faults: status (an HTTP error with an OpenAI-style error body),
+// retry_after_sec (the Retry-After header), message (the error message),
+// cut_after_chunks (close the connection after that many SSE events, or
+// half-way through a non-streamed body) and times (how many matching
+// requests fail: default 1, -1 for all). Fault counters are per rule and
+// per Server.
+//
+// A request no rule matches gets HTTP 400 with an error that quotes the
+// last message, so a missing rule is obvious in a test failure.
+package scripted

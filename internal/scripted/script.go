@@ -1,0 +1,354 @@
+package scripted
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Script is what a Server answers with. Build it with Parse or LoadFile, or
+// in Go (then check it with Validate before passing it to New).
+type Script struct {
+	Pacing Pacing `yaml:"pacing"`
+	Rules  []Rule `yaml:"rules"`
+}
+
+// Pacing shapes streamed replies.
+type Pacing struct {
+	// ChunkWords is the number of words per streamed chunk; 0 means 1.
+	ChunkWords int `yaml:"chunk_words"`
+	// DelayMS is the pause between streamed chunks; 0 means none.
+	DelayMS int `yaml:"delay_ms"`
+}
+
+// Rule answers the requests its conditions match.
+type Rule struct {
+	// Name identifies the rule in Served counts and error messages; empty
+	// names become "rules[i]".
+	Name  string `yaml:"name"`
+	When  When   `yaml:"when"`
+	Reply Reply  `yaml:"reply"`
+	Fault *Fault `yaml:"fault"`
+}
+
+// When holds a rule's conditions, regular expressions in Go syntax. Empty
+// conditions always hold.
+type When struct {
+	User   string `yaml:"user"`
+	Tool   string `yaml:"tool"`
+	System string `yaml:"system"`
+	Model  string `yaml:"model"`
+}
+
+// Reply is the assistant message a rule answers with.
+type Reply struct {
+	Text      string         `yaml:"text"`
+	ToolCalls []ToolCallSpec `yaml:"tool_calls"`
+	// FinishReason overrides "stop" (text) or "tool_calls" (tool calls).
+	FinishReason string `yaml:"finish_reason"`
+	// Usage overrides the estimated token counts.
+	Usage *Usage `yaml:"usage"`
+}
+
+// ToolCallSpec is one tool call of a reply; Arguments is a JSON object
+// template.
+type ToolCallSpec struct {
+	Name      string `yaml:"name"`
+	Arguments string `yaml:"arguments"`
+}
+
+// Usage is the token usage a reply reports.
+type Usage struct {
+	PromptTokens     int `yaml:"prompt_tokens"`
+	CompletionTokens int `yaml:"completion_tokens"`
+}
+
+// Fault makes a rule fail before (or instead of) answering.
+type Fault struct {
+	// Status is the HTTP status of the failure (4xx or 5xx).
+	Status int `yaml:"status"`
+	// RetryAfterSec sets the Retry-After header.
+	RetryAfterSec int `yaml:"retry_after_sec"`
+	// Message is the error message; a default names the rule.
+	Message string `yaml:"message"`
+	// CutAfterChunks closes the connection after that many SSE events (a
+	// non-streamed reply is cut half-way through its body).
+	CutAfterChunks int `yaml:"cut_after_chunks"`
+	// Times is how many matching requests fail: 0 means 1, -1 means all.
+	Times int `yaml:"times"`
+}
+
+//go:embed demo.yaml
+var demoYAML []byte
+
+// Demo returns the script of the offline demo: arithmetic questions ("What
+// is 12.5 * 4?") call the calculator tool and the answer quotes its result
+// ("12.5 * 4 = 50"); greetings are answered; anything else gets a fallback.
+func Demo() *Script {
+	s, err := Parse(demoYAML)
+	if err != nil {
+		// The demo script is embedded and covered by tests.
+		panic(fmt.Sprintf("scripted: embedded demo script: %v", err))
+	}
+	return s
+}
+
+// DemoYAML returns the source of the demo script, a starting point for
+// custom scripts.
+func DemoYAML() []byte { return bytes.Clone(demoYAML) }
+
+// LoadFile reads and parses a script file.
+func LoadFile(path string) (*Script, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read script: %w", err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("script %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Parse parses and validates a YAML script. Unknown fields are errors, so a
+// misspelt condition cannot silently match everything.
+func Parse(data []byte) (*Script, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var s Script
+	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("parse script: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Validate reports the first problem of the script, naming the rule.
+func (s *Script) Validate() error {
+	_, err := s.compile()
+	return err
+}
+
+// ruleName is the name a rule is counted and reported under.
+func ruleName(r Rule, i int) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return fmt.Sprintf("rules[%d]", i)
+}
+
+// compiledRule is a validated rule with its regular expressions.
+type compiledRule struct {
+	name                      string
+	user, tool, system, model *regexp.Regexp
+	reply                     Reply
+	fault                     *Fault
+}
+
+func (s *Script) compile() ([]compiledRule, error) {
+	if s.Pacing.ChunkWords < 0 || s.Pacing.DelayMS < 0 {
+		return nil, errors.New("pacing: chunk_words and delay_ms must not be negative")
+	}
+	if len(s.Rules) == 0 {
+		return nil, errors.New("script has no rules")
+	}
+	seen := make(map[string]bool, len(s.Rules))
+	out := make([]compiledRule, 0, len(s.Rules))
+	for i, r := range s.Rules {
+		name := ruleName(r, i)
+		if seen[name] {
+			return nil, fmt.Errorf("rule %q: duplicate name", name)
+		}
+		seen[name] = true
+		c := compiledRule{name: name, reply: r.Reply, fault: r.Fault}
+		for _, f := range []struct {
+			field, expr string
+			dst         **regexp.Regexp
+		}{
+			{"user", r.When.User, &c.user},
+			{"tool", r.When.Tool, &c.tool},
+			{"system", r.When.System, &c.system},
+			{"model", r.When.Model, &c.model},
+		} {
+			if f.expr == "" {
+				continue
+			}
+			re, err := regexp.Compile(f.expr)
+			if err != nil {
+				return nil, fmt.Errorf("rule %q: when.%s: %w", name, f.field, err)
+			}
+			*f.dst = re
+		}
+		for j, tc := range r.Reply.ToolCalls {
+			if strings.TrimSpace(tc.Name) == "" {
+				return nil, fmt.Errorf("rule %q: reply.tool_calls[%d].name is required", name, j)
+			}
+		}
+		if u := r.Reply.Usage; u != nil && (u.PromptTokens < 0 || u.CompletionTokens < 0) {
+			return nil, fmt.Errorf("rule %q: reply.usage must not be negative", name)
+		}
+		hasReply := r.Reply.Text != "" || len(r.Reply.ToolCalls) > 0
+		if f := r.Fault; f != nil {
+			if f.Status == 0 && f.CutAfterChunks == 0 {
+				return nil, fmt.Errorf("rule %q: fault needs status or cut_after_chunks", name)
+			}
+			if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
+				return nil, fmt.Errorf("rule %q: fault.status %d is not an HTTP error status", name, f.Status)
+			}
+			if f.Status != 0 && f.CutAfterChunks != 0 {
+				return nil, fmt.Errorf("rule %q: fault.status and fault.cut_after_chunks are exclusive", name)
+			}
+			if f.CutAfterChunks < 0 || f.RetryAfterSec < 0 || f.Times < -1 {
+				return nil, fmt.Errorf("rule %q: fault values must not be negative (times may be -1)", name)
+			}
+			if f.CutAfterChunks > 0 && !hasReply {
+				return nil, fmt.Errorf("rule %q: fault.cut_after_chunks needs a reply to cut", name)
+			}
+			if f.Times != -1 && !hasReply {
+				return nil, fmt.Errorf("rule %q: reply is required unless fault.times is -1", name)
+			}
+		} else if !hasReply {
+			return nil, fmt.Errorf("rule %q: reply needs text or tool_calls", name)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// conversation is the part of a request rules look at.
+type conversation struct {
+	model    string
+	system   string
+	lastRole string
+	last     string // content of the last message
+	lastUser string // content of the latest user message
+	hasUser  bool
+}
+
+// match reports whether the rule matches and, if so, the variables its
+// reply expands.
+func (c *compiledRule) match(conv conversation) (vars, bool) {
+	v := vars{named: map[string]string{}}
+	// Named groups: later assignments win, so the last-message regexp is
+	// applied last.
+	try := func(re *regexp.Regexp, s string, primary bool) bool {
+		if re == nil {
+			return true
+		}
+		m := re.FindStringSubmatch(s)
+		if m == nil {
+			return false
+		}
+		for i, n := range re.SubexpNames() {
+			if n != "" {
+				v.named[n] = m[i]
+			}
+		}
+		if primary {
+			v.groups = m
+		}
+		return true
+	}
+	if !try(c.model, conv.model, false) || !try(c.system, conv.system, false) {
+		return vars{}, false
+	}
+	if c.user != nil {
+		if !conv.hasUser || (c.tool == nil && conv.lastRole != "user") {
+			return vars{}, false
+		}
+		if !try(c.user, conv.lastUser, c.tool == nil) {
+			return vars{}, false
+		}
+	}
+	if c.tool != nil {
+		if conv.lastRole != "tool" || !try(c.tool, conv.last, true) {
+			return vars{}, false
+		}
+	}
+	return v, true
+}
+
+// vars are the values a reply template may refer to.
+type vars struct {
+	groups []string          // $0, $1, ... of the last-message regexp
+	named  map[string]string // ${name} of any matched regexp
+}
+
+func (v vars) lookup(name string) string {
+	if n, err := strconv.Atoi(name); err == nil {
+		if n >= 0 && n < len(v.groups) {
+			return v.groups[n]
+		}
+		return ""
+	}
+	return v.named[name]
+}
+
+// expand replaces $name, ${name} and $$ in tmpl with the semantics of
+// regexp.Expand, over groups that may come from several regexps.
+func (v vars) expand(tmpl string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(tmpl, '$')
+		if i < 0 {
+			b.WriteString(tmpl)
+			return b.String()
+		}
+		b.WriteString(tmpl[:i])
+		tmpl = tmpl[i+1:]
+		switch {
+		case strings.HasPrefix(tmpl, "$"):
+			b.WriteByte('$')
+			tmpl = tmpl[1:]
+		case strings.HasPrefix(tmpl, "{"):
+			end := strings.IndexByte(tmpl, '}')
+			name := ""
+			if end > 0 {
+				name = tmpl[1:end]
+			}
+			if !validName(name) {
+				b.WriteByte('$') // malformed: kept literally, as regexp.Expand does
+				continue
+			}
+			b.WriteString(v.lookup(name))
+			tmpl = tmpl[end+1:]
+		default:
+			n := 0
+			for n < len(tmpl) && isNameByte(tmpl[n]) {
+				n++
+			}
+			if n == 0 {
+				b.WriteByte('$')
+				continue
+			}
+			b.WriteString(v.lookup(tmpl[:n]))
+			tmpl = tmpl[n:]
+		}
+	}
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isNameByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}

@@ -1,0 +1,169 @@
+package scripted
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"bad regexp names the rule", `rules: [{name: calc, when: {user: '(unclosed'}, reply: {text: x}}]`, `rule "calc": when.user`},
+		{"unnamed rule is named by index", `rules: [{reply: {text: a}}, {when: {tool: '['}, reply: {text: x}}]`, `rule "rules[1]": when.tool`},
+		{"unknown field", `rules: [{when: {usr: 'x'}, reply: {text: x}}]`, `field usr not found`},
+		{"no rules", `pacing: {chunk_words: 2}`, `script has no rules`},
+		{"no reply", `rules: [{name: r, when: {user: x}}]`, `rule "r": reply needs text or tool_calls`},
+		{"fault needs a reply unless always", `rules: [{name: r, fault: {status: 500, times: 2}}]`, `reply is required unless fault.times is -1`},
+		{"fault needs a kind", `rules: [{name: r, fault: {times: 1}, reply: {text: x}}]`, `fault needs status or cut_after_chunks`},
+		{"fault status must be an error", `rules: [{name: r, fault: {status: 200}, reply: {text: x}}]`, `fault.status 200 is not an HTTP error status`},
+		{"tool call needs a name", `rules: [{name: r, reply: {tool_calls: [{arguments: '{}'}]}}]`, `reply.tool_calls[0].name is required`},
+		{"duplicate names", `rules: [{name: r, reply: {text: a}}, {name: r, reply: {text: b}}]`, `rule "r": duplicate name`},
+		{"negative pacing", `{pacing: {delay_ms: -1}, rules: [{reply: {text: a}}]}`, `must not be negative`},
+		{"not yaml", `rules: [`, `parse script`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestParseValid(t *testing.T) {
+	s, err := Parse([]byte(`
+pacing: {chunk_words: 3, delay_ms: 5}
+rules:
+  - name: always-broken
+    when: {user: bad}
+    fault: {status: 400, times: -1}
+  - when: {}
+    reply:
+      text: hi
+      usage: {prompt_tokens: 7, completion_tokens: 2}
+`))
+	require.NoError(t, err)
+	require.Equal(t, Pacing{ChunkWords: 3, DelayMS: 5}, s.Pacing)
+	require.Len(t, s.Rules, 2)
+	require.Equal(t, -1, s.Rules[0].Fault.Times)
+	require.Equal(t, &Usage{PromptTokens: 7, CompletionTokens: 2}, s.Rules[1].Reply.Usage)
+}
+
+func TestLoadFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	require.NoError(t, os.WriteFile(good, DemoYAML(), 0o600))
+	s, err := LoadFile(good)
+	require.NoError(t, err)
+	require.Equal(t, Demo(), s)
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte(`rules: [{name: x, when: {user: '('}, reply: {text: a}}]`), 0o600))
+	_, err = LoadFile(bad)
+	require.ErrorContains(t, err, bad)
+	require.ErrorContains(t, err, `rule "x"`)
+
+	_, err = LoadFile(filepath.Join(dir, "missing.yaml"))
+	require.ErrorContains(t, err, "read script")
+}
+
+func TestMatch(t *testing.T) {
+	s, err := Parse([]byte(`
+rules:
+  - name: model
+    when: {model: '^special$', user: '.'}
+    reply: {text: m}
+  - name: system
+    when: {system: 'pirate', user: '.'}
+    reply: {text: s}
+  - name: after-tool
+    when: {user: 'sum (?P<a>\d+)', tool: '(\d+)'}
+    reply: {text: t}
+  - name: user
+    when: {user: '^hello'}
+    reply: {text: u}
+`))
+	require.NoError(t, err)
+	rules, err := s.compile()
+	require.NoError(t, err)
+	srv := &Server{rules: rules}
+
+	tests := []struct {
+		name string
+		conv conversation
+		want string // "" = no match
+	}{
+		{"model", conversation{model: "special", lastRole: "user", last: "x", lastUser: "x", hasUser: true}, "model"},
+		{"system", conversation{model: "m", system: "talk like a pirate", lastRole: "user", last: "x", lastUser: "x", hasUser: true}, "system"},
+		{"user must be last for a user-only rule", conversation{lastRole: "tool", last: "1", lastUser: "hello", hasUser: true}, ""},
+		{"user", conversation{lastRole: "user", last: "hello there", lastUser: "hello there", hasUser: true}, "user"},
+		{"tool with the earlier user question", conversation{lastRole: "tool", last: "42", lastUser: "sum 40 2", hasUser: true}, "after-tool"},
+		{"tool regexp must match", conversation{lastRole: "tool", last: "n/a", lastUser: "sum 40 2", hasUser: true}, ""},
+		{"nothing", conversation{lastRole: "user", last: "bye", lastUser: "bye", hasUser: true}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _, ok := srv.match(tt.conv)
+			if tt.want == "" {
+				require.False(t, ok)
+				return
+			}
+			require.True(t, ok)
+			require.Equal(t, tt.want, r.name)
+		})
+	}
+}
+
+func TestExpand(t *testing.T) {
+	v := vars{groups: []string{"all", "one", "two"}, named: map[string]string{"expr": "1+1", "x_1": "y"}}
+	tests := []struct{ tmpl, want string }{
+		{"plain", "plain"},
+		{"$1 and $2", "one and two"},
+		{"${1}x", "onex"},
+		{"$1x", ""}, // as regexp.Expand: the name is as long as possible
+		{"${expr} = ${result}", "1+1 = "},
+		{"$expr!", "1+1!"},
+		{"$x_1", "y"},
+		{"cost: $$5", "cost: $5"},
+		{"$9", ""},
+		{"${unclosed", "${unclosed"},
+		{"${bad-name}", "${bad-name}"},
+		{"trailing $", "trailing $"},
+		{`{"expression": "$1"}`, `{"expression": "one"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tmpl, func(t *testing.T) {
+			require.Equal(t, tt.want, v.expand(tt.tmpl))
+		})
+	}
+}
+
+func TestSplitWords(t *testing.T) {
+	tests := []struct {
+		text string
+		n    int
+		want []string
+	}{
+		{"", 1, nil},
+		{"one", 1, []string{"one"}},
+		{"The result is 50.", 1, []string{"The", " result", " is", " 50."}},
+		{"The result is 50.", 2, []string{"The result", " is 50."}},
+		{"  lead and trail  ", 1, []string{"  lead", " and", " trail", "  "}},
+		{"line\nbreak", 1, []string{"line", "\nbreak"}},
+	}
+	for _, tt := range tests {
+		got := splitWords(tt.text, tt.n)
+		require.Equal(t, tt.want, got, "%q by %d", tt.text, tt.n)
+	}
+}
+
+func TestSplitBytes(t *testing.T) {
+	require.Equal(t, []string{`{"expres`, `sion": "`, `12.5 * 4`, `"}`}, splitBytes(`{"expression": "12.5 * 4"}`, 8))
+	got := splitBytes("ééééé", 3) // 2-byte runes must not be split
+	require.Equal(t, []string{"é", "é", "é", "é", "é"}, got)
+	require.Nil(t, splitBytes("", 8))
+}

@@ -1,0 +1,32 @@
+package server
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// NewLogger builds the process's logger: format "json" (default) or
+// "console", level debug|info (default)|warn|error.
+func NewLogger(format, level string) (*zap.Logger, error) {
+	cfg := zap.NewProductionConfig()
+	if format == "console" {
+		cfg = zap.NewDevelopmentConfig()
+		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	} else if format != "" && format != "json" {
+		return nil, fmt.Errorf("log format %q: want json or console", format)
+	}
+	if level != "" {
+		l, err := zapcore.ParseLevel(level)
+		if err != nil {
+			return nil, fmt.Errorf("log level %q: %w", level, err)
+		}
+		cfg.Level = zap.NewAtomicLevelAt(l)
+	}
+	logger, err := cfg.Build()
+	if err != nil {
+		return nil, fmt.Errorf("build logger: %w", err)
+	}
+	return logger, nil
+}

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentflow/agentflow/activities"
+	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+// Server is one worker process's assembly.
+type Server struct {
+	cfg      Config
+	logger   *zap.Logger
+	client   client.Client
+	store    *store.Store
+	tools    *tools.Registry
+	worker   worker.Worker
+	scripted *scripted.Server
+	http     *http.Server
+	httpLn   net.Listener
+}
+
+// New connects to Temporal and Postgres (applying migrations), builds the
+// model providers and tools, and registers the workflows and activities.
+// Misconfiguration fails here, not at the first turn.
+func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, logger: logger}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	if cfg.Script == "auto" {
+		cfg.Script = ""
+		if !cfg.Model.HasCredentials() {
+			cfg.Script = "demo"
+		}
+	}
+	if cfg.Script != "" {
+		script, err := loadScript(cfg.Script)
+		if err != nil {
+			return nil, err
+		}
+		s.scripted, err = scripted.Start("127.0.0.1:0", script, scripted.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("start scripted model: %w", err)
+		}
+		cfg.Model.OpenAIBaseURL = s.scripted.URL()
+		cfg.Model.OpenAIAPIKey = "scripted"
+		logger.Info("serving the scripted model", zap.String("url", s.scripted.URL()), zap.String("script", cfg.Script))
+	}
+
+	s.store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{ResultInlineLimit: cfg.ResultInlineLimit, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	model, err := llm.New(cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("model providers: %w", err)
+	}
+	s.tools, err = tools.NewRegistry(tools.Deps{Logger: logger, HTTPClient: &http.Client{Timeout: time.Minute}}, tools.Builtin()...)
+	if err != nil {
+		return nil, fmt.Errorf("tool registry: %w", err)
+	}
+
+	s.client, err = client.DialContext(ctx, client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.Namespace,
+		Logger:    SDKLogger(logger),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+
+	s.worker = worker.New(s.client, cfg.TaskQueue, worker.Options{})
+	s.worker.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
+	acts := &activities.Activities{Store: s.store, Model: model, Tools: s.tools, Logger: logger}
+	acts.Register(s.worker)
+
+	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {
+		s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", s.healthz)
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
+	return s, nil
+}
+
+// Client is the server's Temporal client.
+func (s *Server) Client() client.Client { return s.client }
+
+// Store is the server's store.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Tools is the server's tool registry.
+func (s *Server) Tools() *tools.Registry { return s.tools }
+
+// Run serves until ctx is done or a part fails, then stops the worker and
+// the HTTP server.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.worker.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer s.worker.Stop()
+	s.logger.Info("worker started", zap.String("task_queue", s.cfg.TaskQueue), zap.String("namespace", s.cfg.Namespace))
+
+	g, ctx := errgroup.WithContext(ctx)
+	if s.http != nil {
+		g.Go(func() error {
+			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve http: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return s.http.Shutdown(sctx)
+		})
+	}
+	g.Go(func() error {
+		<-ctx.Done()
+		return nil
+	})
+	return g.Wait()
+}
+
+// Close releases what New acquired. Safe to call more than once.
+func (s *Server) Close() {
+	if s.client != nil {
+		s.client.Close()
+		s.client = nil
+	}
+	if s.store != nil {
+		s.store.Close()
+		s.store = nil
+	}
+	if s.scripted != nil {
+		s.scripted.Close()
+		s.scripted = nil
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Pool().Ping(ctx); err != nil {
+		http.Error(w, "postgres: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if _, err := s.client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		http.Error(w, "temporal: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func loadScript(name string) (*scripted.Script, error) {
+	if name == "demo" {
+		return scripted.Demo(), nil
+	}
+	s, err := scripted.LoadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("load script: %w", err)
+	}
+	return s, nil
+}
+
+// SDKLogger routes the Temporal SDK's logs through zap.
+func SDKLogger(logger *zap.Logger) tlog.Logger {
+	return tlog.NewStructuredLogger(slog.New(zapslog.NewHandler(logger.Core())))
+}

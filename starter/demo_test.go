@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+)
+
+func TestMain(m *testing.M) { devtest.Main(m) }
+
+// TestDemo runs `starter demo` as `task demo` does under CI, against the
+// test stack: the scripted model calls the calculator and the answer is
+// printed.
+func TestDemo(t *testing.T) {
+	address, namespace := devtest.Temporal(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	t.Setenv("DATABASE_URL", devtest.Database(t))
+	t.Setenv("TEMPORAL_ADDRESS", address)
+	t.Setenv("TEMPORAL_NAMESPACE", namespace)
+	t.Setenv("AGENTFLOW_TASK_QUEUE", "demo-test-"+hex.EncodeToString(b[:]))
+	t.Setenv("AGENTFLOW_HTTP_ADDR", "off")
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST", "AGENTFLOW_SCRIPT", "AGENTFLOW_DEMO_MODEL"} {
+		t.Setenv(k, "")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"demo", "-catalog", "../catalog", "-wait=false"}, &out))
+	require.Contains(t, out.String(), "tool calculator")
+	require.Contains(t, out.String(), "12.5 * 4 = 50")
+	require.Contains(t, out.String(), "2.475")
+}
+
+func TestRunRejectsBadInputBeforeStarting(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"run", "--tenant", "demo", "--address", "127.0.0.1:1"}, &out)
+	require.ErrorContains(t, err, "prompt is required")
+}

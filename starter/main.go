@@ -1,0 +1,88 @@
+// Command starter is agentflow's command-line client.
+//
+//	starter run --tenant demo "What is 12.5 * 4?"   run one agent turn and print its result
+//	starter catalog apply -f catalog/                 validate and apply a YAML catalog
+//	starter demo                                      local stack + worker + a sample turn
+//	starter up                                        local stack + worker, until Ctrl-C
+//	starter stack -- go test ./...                    run a command against a fresh local stack
+//
+// It reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, AGENTFLOW_TASK_QUEUE and
+// DATABASE_URL like the worker does.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: starter <command> [flags]
+
+commands:
+  run       run one agent turn and print its result
+  catalog   apply a YAML catalog to the database (catalog apply -f DIR|FILE [--dry-run])
+  demo      start a local stack and a worker, run a sample turn (exits after it when CI=true)
+  up        start a local stack and a worker, and wait for Ctrl-C
+  stack     start a local stack, run a command with its settings in the environment, stop it
+
+Run "starter <command> -h" for the command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	var exit exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		os.Exit(int(exit))
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "starter:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError ends the process with a status and no further message.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return exitError(2)
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "run":
+		return runCmd(ctx, rest, out)
+	case "catalog":
+		return catalogCmd(ctx, rest, out)
+	case "demo":
+		return demoCmd(ctx, rest, out)
+	case "up":
+		return upCmd(ctx, rest, out)
+	case "stack":
+		return stackCmd(ctx, rest, out)
+	case "help", "-h", "--help":
+		fmt.Fprint(out, usage)
+		return nil
+	default:
+		fmt.Fprintf(os.Stderr, "starter: unknown command %q\n\n%s", cmd, usage)
+		return exitError(2)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

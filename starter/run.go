@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+func runCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var req agent.TurnRequest
+	fs.StringVar(&req.TenantID, "tenant", "demo", "tenant id")
+	fs.StringVar(&req.AgentID, "agent", "", "agent id (default: routed)")
+	fs.StringVar(&req.SessionID, "session", "", "session id: the turn joins the session's transcript")
+	fs.StringVar(&req.JobID, "job", "", "job id, the idempotency key (default: a random id)")
+	fs.StringVar(&req.History, "history", "", `"load" the session's transcript or start "fresh"`)
+	fs.IntVar(&req.TimeoutSec, "timeout", 0, "turn timeout in seconds (default: the agent's)")
+	asJSON := fs.Bool("json", false, "print the whole TurnResult as JSON")
+	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
+	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
+	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", workflows.TaskQueue), "task queue")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `usage: starter run [flags] "prompt"`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	req.Prompt = strings.Join(fs.Args(), " ")
+	if req.JobID == "" {
+		req.JobID = newJobID()
+	}
+	req.Normalize()
+	// Catch what the workflow would reject before anything is started.
+	if err := req.Validate(); err != nil {
+		return err
+	}
+
+	c, err := client.DialContext(ctx, client.Options{HostPort: *address, Namespace: *namespace, Logger: quietLogger{}})
+	if err != nil {
+		return fmt.Errorf("connect to temporal at %s: %w", *address, err)
+	}
+	defer c.Close()
+	res, err := executeTurn(ctx, c, *taskQueue, req)
+	return printResult(out, res, err, *asJSON)
+}
+
+// executeTurn starts the turn (or attaches to a running one with the same
+// job id) and waits for its result.
+func executeTurn(ctx context.Context, c client.Client, taskQueue string, req agent.TurnRequest) (agent.TurnResult, error) {
+	attrs := []temporal.SearchAttributeUpdate{workflows.SearchTenant.ValueSet(req.TenantID)}
+	if req.AgentID != "" {
+		attrs = append(attrs, workflows.SearchAgent.ValueSet(req.AgentID))
+	}
+	if req.SessionID != "" {
+		attrs = append(attrs, workflows.SearchSession.ValueSet(req.SessionID))
+	}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.TurnWorkflowID(req.TenantID, req.JobID),
+		TaskQueue:                taskQueue,
+		StaticSummary:            workflows.Summary(req),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflows.AgentTurnName, req)
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("start turn: %w", err)
+	}
+	var res agent.TurnResult
+	err = run.Get(ctx, &res)
+	return res, err
+}
+
+// printResult prints a turn's answer and tool calls, or why it failed.
+func printResult(out io.Writer, res agent.TurnResult, err error, asJSON bool) error {
+	if err != nil {
+		var app *temporal.ApplicationError
+		if !errors.As(err, &app) {
+			return err
+		}
+		var failed agent.TurnResult
+		if app.HasDetails() && app.Details(&failed) == nil && failed.Error != nil {
+			res = failed
+		} else {
+			return fmt.Errorf("turn failed: %s: %s", app.Type(), app.Message())
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		for _, tc := range res.Metadata.ToolCalls {
+			fmt.Fprintf(out, "  tool %s %s → %s\n", tc.Tool, tc.Args, tc.Status)
+		}
+		if res.Error != nil {
+			fmt.Fprintf(os.Stderr, "turn %s: %s: %s\n", res.Status, res.Error.Type, res.Error.Message)
+		} else {
+			fmt.Fprintln(out, res.Output)
+			m := res.Metadata
+			fmt.Fprintf(out, "  [%s v%d · %s · %d tokens · %s · %s]\n", m.AgentID, m.AgentVersion, m.LLMModel,
+				m.TokensUsed, time.Duration(m.ExecutionTimeMS)*time.Millisecond, res.ResultRef)
+		}
+	}
+	if res.Error != nil {
+		return exitError(1)
+	}
+	return nil
+}
+
+func newJobID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(b[:])
+}

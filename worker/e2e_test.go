@@ -1,0 +1,379 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+func TestMain(m *testing.M) { devtest.Main(m) }
+
+// testScript drives the model in these tests: arithmetic goes through the
+// calculator; marked prompts make the model fail the way providers do.
+const testScript = `
+rules:
+  - name: calc
+    when: {user: '(?i)what is ([-0-9.+*/^() ]+)\?'}
+    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
+  - name: answer
+    when: {tool: '^(.+)$'}
+    reply: {text: 'The result is $1.'}
+  - name: flaky
+    when: {user: 'flaky'}
+    fault: {status: 500, times: 2}
+    reply: {text: 'recovered from 500'}
+  - name: throttled
+    when: {user: 'throttled'}
+    fault: {status: 429, retry_after_sec: 3, times: 1}
+    reply: {text: 'recovered from 429'}
+  - name: rejected
+    when: {user: 'rejected'}
+    fault: {status: 400, times: -1, message: 'unsupported parameter: temperature'}
+  - name: fallback
+    reply: {text: "I don't know."}
+`
+
+const testCatalog = `
+tenant: demo
+default_agent: assistant
+tools:
+  - name: calculator
+    kind: calculator
+agents:
+  - id: assistant
+    model: openai:gpt-4o-mini
+    system_prompt: Use the calculator for arithmetic.
+    tools: [calculator]
+    limits: {max_iterations: 4, turn_timeout_sec: 60}
+`
+
+// env is a worker on a private database and task queue, with a scripted model.
+type env struct {
+	t         *testing.T
+	srv       *server.Server
+	client    client.Client
+	model     *scripted.Server
+	taskQueue string
+	address   string
+	namespace string
+	cli       string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dbURL := devtest.Database(t)
+	address, namespace := devtest.Temporal(t)
+
+	script, err := scripted.Parse([]byte(testScript))
+	require.NoError(t, err)
+	model, err := scripted.Start("127.0.0.1:0", script, scripted.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = model.Close() })
+
+	e := &env{t: t, model: model, taskQueue: "agentflow-test-" + randomID(), address: address, namespace: namespace}
+	cfg := server.Config{
+		TemporalAddress: address,
+		Namespace:       namespace,
+		TaskQueue:       e.taskQueue,
+		DatabaseURL:     dbURL,
+		HTTPAddr:        "off",
+		Model:           llm.Config{OpenAIBaseURL: model.URL(), OpenAIAPIKey: "test-key"},
+	}
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	srv, err := server.New(ctx, cfg, logger)
+	require.NoError(t, err)
+	e.srv, e.client = srv, srv.Client()
+
+	cat, err := registry.Parse(srv.Tools(), "test.yaml", []byte(testCatalog))
+	require.NoError(t, err)
+	_, err = srv.Store().ApplyCatalog(ctx, toStoreCatalog(cat), false)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		srv.Close()
+	})
+
+	e.cli, err = devstack.TemporalCLI(ctx, "..")
+	require.NoError(t, err)
+	return e
+}
+
+func toStoreCatalog(c registry.Catalog) store.Catalog {
+	var sc store.Catalog
+	for _, t := range c.Tenants {
+		sc.Tenants = append(sc.Tenants, store.TenantCatalog{TenantID: t.TenantID, DefaultAgent: t.DefaultAgent, Tools: t.Tools, Agents: t.Agents})
+	}
+	return sc
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// temporal runs the real temporal CLI against the test's server.
+func (e *env) temporal(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args = append(args, "--address", e.address, "--namespace", e.namespace)
+	out, err := exec.CommandContext(ctx, e.cli, args...).CombinedOutput()
+	return string(out), err
+}
+
+// startWithCLI starts an AgentTurn exactly as the README shows.
+func (e *env) startWithCLI(workflowID, input string) {
+	e.t.Helper()
+	out, err := e.temporal("workflow", "start", "--type", "AgentTurn", "--task-queue", e.taskQueue,
+		"--workflow-id", workflowID, "--input", input)
+	require.NoError(e.t, err, out)
+}
+
+func (e *env) result(workflowID string) (agent.TurnResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var res agent.TurnResult
+	err := e.client.GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
+	return res, err
+}
+
+func (e *env) history(workflowID string) []*historypb.HistoryEvent {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var events []*historypb.HistoryEvent
+	it := e.client.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(e.t, err)
+		events = append(events, ev)
+	}
+	return events
+}
+
+// replay checks that the current workflow code replays a real history, and
+// saves it under workflows/testdata when AGENTFLOW_RECORD_HISTORIES=1.
+func (e *env) replay(workflowID, name string) {
+	e.t.Helper()
+	hist := &historypb.History{Events: e.history(workflowID)}
+	r := sdkworker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
+	require.NoError(e.t, r.ReplayWorkflowHistory(nil, hist))
+	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
+		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+		require.NoError(e.t, err)
+		require.NoError(e.t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), data, 0o644))
+	}
+}
+
+func (e *env) resultRows(jobID string) (count int, status string, tokens int, toolCalls []byte) {
+	e.t.Helper()
+	ctx := context.Background()
+	err := e.srv.Store().Pool().QueryRow(ctx,
+		`SELECT count(*) OVER (), status, coalesce(tokens_used, 0), coalesce(tool_calls, 'null'::jsonb)
+		   FROM agent_results WHERE tenant_id = 'demo' AND job_id = $1`, jobID).
+		Scan(&count, &status, &tokens, &toolCalls)
+	if err != nil && strings.Contains(err.Error(), "no rows") {
+		return 0, "", 0, nil
+	}
+	require.NoError(e.t, err)
+	return count, status, tokens, toolCalls
+}
+
+func TestTurnStartedWithTemporalCLI(t *testing.T) {
+	e := newEnv(t)
+	job := "job-" + randomID()
+	id := workflows.TurnWorkflowID("demo", job)
+	e.startWithCLI(id, `{"version":"1.0","job_id":"`+job+`","tenant_id":"demo","agent_id":"assistant","prompt":"What is 12.5 * 4?"}`)
+
+	res, err := e.result(id)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status)
+	require.Equal(t, "The result is 50.", res.Output)
+	require.Equal(t, job, res.JobID)
+	require.Len(t, res.Metadata.ToolCalls, 1)
+	require.Equal(t, "calculator", res.Metadata.ToolCalls[0].Tool)
+	require.JSONEq(t, `{"expression":"12.5 * 4"}`, string(res.Metadata.ToolCalls[0].Args))
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+	require.Positive(t, res.Metadata.TokensUsed)
+	require.Equal(t, 1, res.Metadata.AgentVersion)
+	require.Equal(t, "assistant", res.Metadata.AgentID)
+	require.Equal(t, "explicit", res.Metadata.RouteRule)
+	require.Contains(t, res.Metadata.LLMModel, "gpt-4o-mini")
+	require.True(t, strings.HasPrefix(res.ResultRef, "artifact://"), res.ResultRef)
+
+	count, status, tokens, toolCalls := e.resultRows(job)
+	require.Equal(t, 1, count)
+	require.Equal(t, agent.StatusCompleted, status)
+	require.Equal(t, res.Metadata.TokensUsed, tokens)
+	require.Contains(t, string(toolCalls), "calculator")
+
+	stored, err := e.srv.Store().ResultByRef(context.Background(), "demo", res.ResultRef)
+	require.NoError(t, err)
+	require.Equal(t, res.Output, stored.Output)
+
+	// The Web UI sees the search attributes the workflow set.
+	desc, err := e.client.DescribeWorkflow(context.Background(), id, "")
+	require.NoError(t, err)
+	tenant, ok := desc.TypedSearchAttributes.GetKeyword(workflows.SearchTenant)
+	require.True(t, ok)
+	require.Equal(t, "demo", tenant)
+	ag, ok := desc.TypedSearchAttributes.GetKeyword(workflows.SearchAgent)
+	require.True(t, ok)
+	require.Equal(t, "assistant", ag)
+
+	e.replay(id, "turn_one_tool")
+}
+
+func TestSameJobTwiceGivesOneResult(t *testing.T) {
+	e := newEnv(t)
+	job := "job-" + randomID()
+	id := workflows.TurnWorkflowID("demo", job)
+	input := `{"job_id":"` + job + `","tenant_id":"demo","prompt":"What is 7 * 6?"}`
+
+	e.startWithCLI(id, input)
+	first, err := e.result(id)
+	require.NoError(t, err)
+	require.Equal(t, "The result is 42.", first.Output)
+	require.Equal(t, "default", first.Metadata.RouteRule)
+
+	// A second run of the same job (the first one has closed, so Temporal
+	// allows a new run under the same id) returns the stored result.
+	e.startWithCLI(id, input)
+	second, err := e.result(id)
+	require.NoError(t, err)
+	require.Equal(t, first, second)
+
+	count, _, _, _ := e.resultRows(job)
+	require.Equal(t, 1, count)
+	require.Equal(t, 1, e.model.Served("calc"), "the model was not called again")
+}
+
+func TestBadInputFailsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		name, input, wantType, wantMsg string
+	}{
+		{"missing tenant", `{"prompt":"hi"}`, agent.ErrTypeInvalidRequest, "tenant_id is required"},
+		{"empty prompt", `{"tenant_id":"demo","prompt":""}`, agent.ErrTypeInvalidRequest, "prompt is required"},
+		{"unknown agent", `{"tenant_id":"demo","agent_id":"nobody","prompt":"hi"}`, agent.ErrTypeAgentNotFound, `"nobody"`},
+		{"unknown tenant", `{"tenant_id":"ghost","prompt":"hi"}`, agent.ErrTypeAgentNotFound, `"ghost"`},
+		{"unknown major version", `{"version":"2.0","tenant_id":"demo","prompt":"hi"}`, agent.ErrTypeInvalidRequest, `version "2.0" is not supported`},
+		{"malformed JSON", `{"tenant_id":["demo"],"prompt":"hi"}`, agent.ErrTypeInvalidRequest, "field tenant_id must be a string, not an array"},
+		{"not an object", `"What is 1+1?"`, agent.ErrTypeInvalidRequest, "must be a JSON object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := "turn/bad/" + randomID()
+			e.startWithCLI(id, tt.input)
+			_, err := e.result(id)
+			var app *temporal.ApplicationError
+			require.True(t, errors.As(err, &app), "want an application error, got %v", err)
+			require.Equal(t, tt.wantType, app.Type())
+			require.Contains(t, app.Message(), tt.wantMsg)
+			require.True(t, app.NonRetryable())
+
+			for _, ev := range e.history(id) {
+				require.NotEqual(t, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, ev.GetEventType(), "nothing is retried or called")
+			}
+		})
+	}
+	// The CLI itself refuses input that is not JSON at all.
+	out, err := e.temporal("workflow", "start", "--type", "AgentTurn", "--task-queue", e.taskQueue,
+		"--workflow-id", "turn/bad/"+randomID(), "--input", `{"tenant_id": demo}`)
+	require.Error(t, err)
+	require.Contains(t, strings.ToLower(out), "json")
+}
+
+func TestModelFailures(t *testing.T) {
+	e := newEnv(t)
+	run := func(prompt string) (string, agent.TurnResult, error) {
+		job := "job-" + randomID()
+		id := workflows.TurnWorkflowID("demo", job)
+		input, err := json.Marshal(agent.TurnRequest{TenantID: "demo", JobID: job, Prompt: prompt})
+		require.NoError(t, err)
+		e.startWithCLI(id, string(input))
+		res, err := e.result(id)
+		return id, res, err
+	}
+
+	t.Run("500 is retried", func(t *testing.T) {
+		_, res, err := run("flaky please")
+		require.NoError(t, err)
+		require.Equal(t, "recovered from 500", res.Output)
+		require.Equal(t, 3, e.model.Served("flaky"), "two failures, then the reply")
+	})
+
+	t.Run("429 waits for Retry-After", func(t *testing.T) {
+		id, res, err := run("throttled please")
+		require.NoError(t, err)
+		require.Equal(t, "recovered from 429", res.Output)
+		var scheduled, started time.Time
+		var attempt int32
+		for _, ev := range e.history(id) {
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+				scheduled = ev.GetEventTime().AsTime()
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+				started = ev.GetEventTime().AsTime()
+				attempt = ev.GetActivityTaskStartedEventAttributes().GetAttempt()
+			}
+		}
+		require.Equal(t, int32(2), attempt)
+		// The default first retry comes after 1 s; Retry-After asked for 3 s.
+		require.GreaterOrEqual(t, started.Sub(scheduled), 3*time.Second)
+	})
+
+	t.Run("400 fails the turn", func(t *testing.T) {
+		id, _, err := run("rejected please")
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(err, &app), "%v", err)
+		require.Equal(t, agent.ErrTypeModelRejected, app.Type())
+		require.Contains(t, app.Message(), "unsupported parameter: temperature")
+		var res agent.TurnResult
+		require.NoError(t, app.Details(&res))
+		require.Equal(t, agent.StatusFailed, res.Status)
+		require.NotNil(t, res.Error)
+		require.False(t, res.Error.Retryable)
+		require.Equal(t, 1, e.model.Served("rejected"), "a 400 is not retried")
+
+		count, status, _, _ := e.resultRows(res.JobID)
+		require.Equal(t, 1, count)
+		require.Equal(t, agent.StatusFailed, status)
+		e.replay(id, "turn_model_rejected")
+	})
+}

@@ -1,0 +1,82 @@
+// Command worker runs an agentflow worker: the Temporal worker for the
+// AgentTurn workflow and its activities, and /healthz. It is configured by
+// environment variables; see internal/server.Config.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/server"
+)
+
+func main() {
+	healthcheck := flag.Bool("healthcheck", false, "probe this worker's /healthz (AGENTFLOW_HTTP_ADDR) and exit 0 when healthy; for container health checks")
+	flag.Parse()
+	if *healthcheck {
+		if err := probe(os.Getenv("AGENTFLOW_HTTP_ADDR")); err != nil {
+			fmt.Fprintln(os.Stderr, "worker: unhealthy:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	logger, err := server.NewLogger(os.Getenv("AGENTFLOW_LOG_FORMAT"), os.Getenv("AGENTFLOW_LOG_LEVEL"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := server.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	logger.Info("worker ready", zap.String("temporal", cfg.TemporalAddress), zap.String("http", cfg.HTTPAddr))
+	return srv.Run(ctx)
+}
+
+func probe(addr string) error {
+	if addr == "" {
+		addr = "127.0.0.1:9090"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("AGENTFLOW_HTTP_ADDR=%q: %w", addr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	c := http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get("http://" + net.JoinHostPort(host, port) + "/healthz")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/healthz answered %s", resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+// Package workflows holds agentflow's Temporal workflows: AgentTurn (one
+// agent turn: route, load, call the model, run tools, save the result) and,
+// later, Conversation. The package name is plural so it does not clash with
+// the SDK's workflow package.
+//
+// # Determinism
+//
+// Workflow code is replayed from history, so it must make the same
+// decisions every time:
+//
+//   - time comes from workflow.Now, waiting from workflow.NewTimer and
+//     workflow.Sleep, never from package time;
+//   - concurrency uses workflow.Go, workflow.Channel and workflow.Selector,
+//     never goroutines, channels or sync;
+//   - there is no randomness, no I/O and no iteration over maps whose order
+//     affects a decision (sort keys first);
+//   - every side effect — the store, the model, tools — is an activity.
+//
+// Changes to a workflow keep the replay tests over the saved histories in
+// testdata/ green, or are guarded by workflow.GetVersion.
+//
+// # History stays small
+//
+// Histories carry ids, counts and short previews, not transcripts: model
+// calls read the turn's steps and the session's messages from Postgres by
+// id, and long tool outputs travel as cas:// references.
+package workflows

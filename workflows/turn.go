@@ -1,0 +1,382 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/activities"
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Activity options. Local activities are for the cheap steps (a few
+// database reads and writes); the model and tools are regular activities
+// because they may run long and must survive the worker.
+var (
+	localOptions = workflow.LocalActivityOptions{
+		StartToCloseTimeout: 15 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    200 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+			MaximumAttempts:    5,
+		},
+	}
+	modelRetry = temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    30 * time.Second,
+		MaximumAttempts:    6,
+	}
+	toolRetry = temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    10 * time.Second,
+		MaximumAttempts:    3,
+	}
+	toolTimeout = 2 * time.Minute
+)
+
+// AgentTurn runs one agent turn: route the request, pin the agent's
+// version, call the model and the tools it asks for until it answers,
+// and store the result. It fails with a non-retryable application error
+// whose type is one of agent.ErrType* and whose details hold the
+// TurnResult (status rejected or failed) when the turn cannot complete.
+func AgentTurn(ctx workflow.Context, req agent.TurnRequest) (agent.TurnResult, error) {
+	info := workflow.GetInfo(ctx)
+	req.Normalize()
+	if req.JobID == "" {
+		req.JobID = info.WorkflowExecution.ID
+	}
+	t := &turn{req: req, workflowID: info.WorkflowExecution.ID, start: workflow.Now(ctx)}
+	return t.run(ctx)
+}
+
+type turn struct {
+	req        agent.TurnRequest
+	workflowID string
+	start      time.Time
+
+	agent agent.Agent
+	rule  string
+	model string
+	seq   int // the last step stored for the turn; 0 is the prompt
+	usage agent.Usage
+	calls []agent.ToolCallRecord
+}
+
+func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
+	if err := t.req.Validate(); err != nil {
+		return t.reject(ctx, agent.ErrTypeInvalidRequest, err)
+	}
+	if err := t.upsertSearch(ctx, SearchTenant, t.req.TenantID); err != nil {
+		return agent.TurnResult{}, err
+	}
+	if t.req.SessionID != "" {
+		if err := t.upsertSearch(ctx, SearchSession, t.req.SessionID); err != nil {
+			return agent.TurnResult{}, err
+		}
+	}
+
+	workflow.SetCurrentDetails(ctx, "routing the request")
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	var route activities.RouteResult
+	err := workflow.ExecuteLocalActivity(lctx, activities.RouteName, activities.RouteInput{
+		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context,
+	}).Get(ctx, &route)
+	if err != nil {
+		return t.reject(ctx, errorType(err), err)
+	}
+	t.rule = route.Rule
+
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("loading agent %s", route.AgentID))
+	var loaded activities.LoadAgentResult
+	err = workflow.ExecuteLocalActivity(lctx, activities.LoadAgentName, activities.LoadAgentInput{
+		Request: t.req, WorkflowID: t.workflowID, AgentID: route.AgentID,
+	}).Get(ctx, &loaded)
+	if err != nil {
+		return t.reject(ctx, errorType(err), err)
+	}
+	if ex := loaded.Existing; ex != nil {
+		return t.finishStored(ctx, *ex)
+	}
+	t.agent = loaded.Agent
+	t.model = t.agent.Model
+	if err := t.upsertSearch(ctx, SearchAgent, t.agent.ID); err != nil {
+		return agent.TurnResult{}, err
+	}
+
+	limits := t.agent.Limits.WithDefaults()
+	timeout := limits.TurnTimeout()
+	if s := t.req.TimeoutSec; s > 0 && time.Duration(s)*time.Second < timeout {
+		timeout = time.Duration(s) * time.Second
+	}
+	runCtx, cancel := workflow.WithCancel(ctx)
+	timedOut := false
+	workflow.Go(runCtx, func(c workflow.Context) {
+		timer := workflow.NewTimerWithOptions(c, timeout, workflow.TimerOptions{Summary: "turn timeout"})
+		if timer.Get(c, nil) == nil {
+			timedOut = true
+			cancel()
+		}
+	})
+	output, failure := t.loop(runCtx, limits)
+	cancel()
+	if timedOut {
+		failure = &agent.TurnError{
+			Type:      agent.ErrTypeTimeout,
+			Message:   fmt.Sprintf("turn did not finish within its timeout of %s", timeout),
+			Retryable: true,
+		}
+	}
+	return t.finish(ctx, output, failure)
+}
+
+// loop calls the model and runs the tools it asks for until it answers,
+// a limit is reached or a call fails.
+func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.TurnError) {
+	var failures []activities.ToolFailure
+	for i := 1; i <= limits.MaxIterations; i++ {
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
+		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: limits.TurnTimeout(),
+			RetryPolicy:         &modelRetry,
+			Summary:             fmt.Sprintf("%s · iteration %d", t.agent.Model, i),
+		})
+		t.seq++
+		var reply activities.CallModelResult
+		err := workflow.ExecuteActivity(mctx, activities.CallModelName, activities.CallModelInput{
+			TenantID: t.req.TenantID, JobID: t.req.JobID,
+			AgentID: t.agent.ID, AgentVersion: t.agent.Version,
+			SessionID: t.req.SessionID, History: t.req.History,
+			Seq: t.seq, ToolFailures: failures,
+		}).Get(ctx, &reply)
+		if err != nil {
+			return "", turnError(err)
+		}
+		failures = nil
+		t.usage = t.usage.Add(reply.Usage)
+		if reply.Model != "" {
+			t.model = reply.Model
+		}
+		if b := limits.TokenBudget; b > 0 && t.usage.TotalTokens > b {
+			return "", &agent.TurnError{
+				Type:    agent.ErrTypeTokenBudget,
+				Message: fmt.Sprintf("turn used %d tokens; the agent's budget is %d", t.usage.TotalTokens, b),
+			}
+		}
+		if len(reply.ToolCalls) == 0 {
+			return reply.Content, nil
+		}
+		failures = t.runTools(ctx, reply.ToolCalls)
+		if ctx.Err() != nil {
+			return "", turnError(ctx.Err())
+		}
+	}
+	return "", &agent.TurnError{
+		Type:    agent.ErrTypeMaxIterations,
+		Message: fmt.Sprintf("the model still asked for tools after %d iterations (the agent's max_iterations)", limits.MaxIterations),
+	}
+}
+
+// runTools runs the calls in parallel, one activity each, and returns the
+// calls that failed for good (their results are stored by the next
+// CallModel).
+func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall) []activities.ToolFailure {
+	names := make([]string, len(calls))
+	futures := make([]workflow.Future, len(calls))
+	for i, c := range calls {
+		names[i] = c.Name
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: toolTimeout,
+			RetryPolicy:         &toolRetry,
+			Summary:             oneLine(c.Name+" "+c.Arguments, 120),
+		})
+		futures[i] = workflow.ExecuteActivity(actx, activities.ExecuteToolName, activities.ExecuteToolInput{
+			TenantID: t.req.TenantID, JobID: t.req.JobID,
+			AgentID: t.agent.ID, AgentVersion: t.agent.Version,
+			Seq: t.seq + 1 + i, Call: c,
+		})
+	}
+	workflow.SetCurrentDetails(ctx, "running tools: "+strings.Join(names, ", "))
+
+	var failures []activities.ToolFailure
+	for i, f := range futures {
+		c := calls[i]
+		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
+		var res activities.ExecuteToolResult
+		if err := f.Get(ctx, &res); err != nil {
+			rec.Status = agent.ToolError
+			failures = append(failures, activities.ToolFailure{
+				Seq: t.seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: errorMessage(err),
+			})
+		} else {
+			rec.Status = res.Status
+		}
+		t.calls = append(t.calls, rec)
+	}
+	t.seq += len(calls)
+	return failures
+}
+
+// finish stores the result and returns it, or fails the workflow with it.
+func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnError) (agent.TurnResult, error) {
+	res := agent.TurnResult{
+		Version: agent.ProtocolVersion,
+		JobID:   t.req.JobID,
+		Status:  agent.StatusCompleted,
+		Output:  output,
+		Metadata: agent.ResultMetadata{
+			AgentID:         t.agent.ID,
+			AgentVersion:    t.agent.Version,
+			RouteRule:       t.rule,
+			ToolCalls:       t.calls,
+			TokensUsed:      t.usage.TotalTokens,
+			ExecutionTimeMS: workflow.Now(ctx).Sub(t.start).Milliseconds(),
+			LLMModel:        t.model,
+		},
+	}
+	if res.Metadata.ToolCalls == nil {
+		res.Metadata.ToolCalls = []agent.ToolCallRecord{}
+	}
+	if failure != nil {
+		res.Status = agent.StatusFailed
+		res.Output = ""
+		res.Error = failure
+	} else {
+		res.ResultPreview = textPreview(output)
+	}
+
+	workflow.SetCurrentDetails(ctx, "saving the result")
+	// The turn's own context may be cancelled by its timeout; saving must
+	// still happen.
+	sctx, _ := workflow.NewDisconnectedContext(ctx)
+	sctx = workflow.WithLocalActivityOptions(sctx, localOptions)
+	var saved agent.TurnResult
+	err := workflow.ExecuteLocalActivity(sctx, activities.SaveResultName, activities.SaveResultInput{
+		Request: t.req, WorkflowID: t.workflowID, Result: res,
+	}).Get(sctx, &saved)
+	if err != nil {
+		return agent.TurnResult{}, err
+	}
+	return t.finishStored(ctx, saved)
+}
+
+// finishStored ends the workflow with a stored result.
+func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.TurnResult, error) {
+	if res.Status == agent.StatusCompleted {
+		workflow.SetCurrentDetails(ctx, "completed")
+		return res, nil
+	}
+	e := res.Error
+	if e == nil {
+		e = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
+	}
+	workflow.SetCurrentDetails(ctx, "failed: "+e.Message)
+	return agent.TurnResult{}, temporal.NewNonRetryableApplicationError(e.Message, e.Type, nil, res)
+}
+
+// reject fails a turn that could not start: nothing was stored.
+func (t *turn) reject(ctx workflow.Context, errType string, err error) (agent.TurnResult, error) {
+	msg := errorMessage(err)
+	workflow.GetLogger(ctx).Info("turn rejected", "type", errType, "error", msg)
+	workflow.SetCurrentDetails(ctx, "rejected: "+msg)
+	res := agent.TurnResult{
+		Version: agent.ProtocolVersion,
+		JobID:   t.req.JobID,
+		Status:  agent.StatusRejected,
+		Error:   &agent.TurnError{Type: errType, Message: msg},
+	}
+	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
+	return agent.TurnResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+}
+
+func (t *turn) upsertSearch(ctx workflow.Context, key temporal.SearchAttributeKeyKeyword, value string) error {
+	if v, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(key); ok && v == value {
+		return nil
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, key.ValueSet(value)); err != nil {
+		return fmt.Errorf("set search attribute %s: %w", key.GetName(), err)
+	}
+	return nil
+}
+
+// errorType is the application error type in err's chain, or InternalError.
+func errorType(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() != "" {
+		return app.Type()
+	}
+	return agent.ErrTypeInternal
+}
+
+// errorMessage is the innermost message of an activity error: the one
+// that names the problem, without the SDK's wrapping.
+func errorMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
+}
+
+// turnError describes a failed model call for the result.
+func turnError(err error) *agent.TurnError {
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) {
+		return &agent.TurnError{Type: agent.ErrTypeTimeout, Message: "turn was cancelled", Retryable: true}
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		switch typ := app.Type(); typ {
+		case agent.ErrTypeModelRejected, agent.ErrTypeInvalidRequest, agent.ErrTypeAgentNotFound:
+			return &agent.TurnError{Type: typ, Message: app.Message()}
+		}
+		return &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: app.Message(), Retryable: true}
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: "model call timed out", Retryable: true}
+	}
+	return &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: err.Error(), Retryable: true}
+}
+
+// argsJSON keeps valid JSON arguments as they are and quotes the rest, so
+// the result's tool_calls stay valid JSON whatever the model wrote.
+func argsJSON(s string) json.RawMessage {
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	// Marshalling a string is deterministic; workflowcheck cannot tell.
+	b, _ := json.Marshal(s) //workflowcheck:ignore
+	return b
+}
+
+// textPreview is the result_preview of a text answer.
+func textPreview(s string) json.RawMessage {
+	p := preview{Type: "text", Chars: len([]rune(s)), Text: oneLine(s, 200)}
+	// Marshalling a struct of strings and ints is deterministic.
+	b, _ := json.Marshal(p) //workflowcheck:ignore
+	return b
+}
+
+type preview struct {
+	Type  string `json:"type"`
+	Chars int    `json:"chars"`
+	Text  string `json:"text"`
+}
+
+// oneLine shortens s to at most n runes on one line, for summaries.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,323 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/activities"
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// fakeTurn scripts the activities of one turn for the workflow tests: the
+// model's replies in order and the tools' results by name. It records
+// what the workflow asked for.
+type fakeTurn struct {
+	agent   agent.Agent
+	replies []activities.CallModelResult
+	tools   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error)
+
+	modelCalls []activities.CallModelInput
+	toolCalls  []activities.ExecuteToolInput
+	saved      []agent.TurnResult
+	existing   *agent.TurnResult
+}
+
+func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: AgentTurnName})
+	var a *activities.Activities
+	a.Register(env)
+
+	env.OnActivity(activities.RouteName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RouteInput) (activities.RouteResult, error) {
+			if in.AgentID != "" {
+				return activities.RouteResult{AgentID: in.AgentID, Rule: activities.RuleExplicit}, nil
+			}
+			return activities.RouteResult{AgentID: f.agent.ID, Rule: activities.RuleDefault}, nil
+		})
+	env.OnActivity(activities.LoadAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.LoadAgentInput) (activities.LoadAgentResult, error) {
+			if f.existing != nil {
+				return activities.LoadAgentResult{Existing: f.existing}, nil
+			}
+			if in.AgentID != f.agent.ID {
+				return activities.LoadAgentResult{}, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("agent %q not found", in.AgentID), agent.ErrTypeAgentNotFound, nil)
+			}
+			return activities.LoadAgentResult{Agent: f.agent}, nil
+		})
+	env.OnActivity(activities.CallModelName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CallModelInput) (activities.CallModelResult, error) {
+			f.modelCalls = append(f.modelCalls, in)
+			if len(f.replies) == 0 {
+				return activities.CallModelResult{}, errors.New("no scripted reply left")
+			}
+			r := f.replies[0]
+			if len(f.replies) > 1 {
+				f.replies = f.replies[1:]
+			}
+			return r, nil
+		})
+	env.OnActivity(activities.ExecuteToolName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+			f.toolCalls = append(f.toolCalls, in)
+			run, ok := f.tools[in.Call.Name]
+			if !ok {
+				return activities.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolError, Preview: "no such tool"}, nil
+			}
+			return run(in)
+		})
+	env.OnActivity(activities.SaveResultName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.SaveResultInput) (agent.TurnResult, error) {
+			r := in.Result
+			r.ResultRef = "artifact://test-" + in.Request.JobID
+			f.saved = append(f.saved, r)
+			return r, nil
+		})
+	return env
+}
+
+func testAgent() agent.Agent {
+	return agent.Agent{
+		TenantID: "t1", ID: "assistant", Version: 3, Model: "openai:gpt-4o-mini",
+		Tools:  []agent.Tool{{Name: "calculator", Kind: "calculator"}},
+		Limits: agent.Limits{MaxIterations: 4, TurnTimeoutSec: 60},
+	}
+}
+
+func toolReply(calls ...agent.ToolCall) activities.CallModelResult {
+	return activities.CallModelResult{ToolCalls: calls, Usage: agent.Usage{TotalTokens: 10}, Model: "openai:gpt-4o-mini"}
+}
+
+func textReply(s string) activities.CallModelResult {
+	return activities.CallModelResult{Content: s, Usage: agent.Usage{TotalTokens: 7}, Model: "openai:gpt-4o-mini"}
+}
+
+func calc(id, expr string) agent.ToolCall {
+	return agent.ToolCall{ID: id, Name: "calculator", Arguments: fmt.Sprintf(`{"expression":%q}`, expr)}
+}
+
+func okTool(out string) func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+	return func(in activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+		return activities.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolOK, Preview: out}, nil
+	}
+}
+
+func request() agent.TurnRequest {
+	return agent.TurnRequest{TenantID: "t1", JobID: "job-1", Prompt: "What is 12.5 * 4?"}
+}
+
+// runTurn executes the workflow and returns its result or failure.
+func runTurn(t *testing.T, env *testsuite.TestWorkflowEnvironment, req agent.TurnRequest) (agent.TurnResult, *temporal.ApplicationError) {
+	t.Helper()
+	env.ExecuteWorkflow(AgentTurnName, req)
+	require.True(t, env.IsWorkflowCompleted())
+	if err := env.GetWorkflowError(); err != nil {
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(err, &app), "workflow error is not an application error: %v", err)
+		return agent.TurnResult{}, app
+	}
+	var res agent.TurnResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	return res, nil
+}
+
+func TestAgentTurn(t *testing.T) {
+	tests := []struct {
+		name    string
+		replies []activities.CallModelResult
+		tools   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error)
+		check   func(t *testing.T, f *fakeTurn, res agent.TurnResult)
+	}{
+		{
+			name:    "no tool",
+			replies: []activities.CallModelResult{textReply("Hello!")},
+			check: func(t *testing.T, f *fakeTurn, res agent.TurnResult) {
+				require.Equal(t, agent.StatusCompleted, res.Status)
+				require.Equal(t, "Hello!", res.Output)
+				require.Empty(t, res.Metadata.ToolCalls)
+				require.NotNil(t, res.Metadata.ToolCalls, "tool_calls is [] in JSON, not null")
+				require.Equal(t, 7, res.Metadata.TokensUsed)
+				require.Len(t, f.modelCalls, 1)
+				require.Equal(t, 1, f.modelCalls[0].Seq)
+			},
+		},
+		{
+			name:    "one tool",
+			replies: []activities.CallModelResult{toolReply(calc("c1", "12.5 * 4")), textReply("12.5 * 4 = 50")},
+			tools:   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": okTool("50")},
+			check: func(t *testing.T, f *fakeTurn, res agent.TurnResult) {
+				require.Equal(t, "12.5 * 4 = 50", res.Output)
+				require.Equal(t, []agent.ToolCallRecord{{CallID: "c1", Tool: "calculator", Args: []byte(`{"expression":"12.5 * 4"}`), Status: agent.ToolOK}}, res.Metadata.ToolCalls)
+				require.Equal(t, 17, res.Metadata.TokensUsed)
+				require.Equal(t, 3, res.Metadata.AgentVersion)
+				require.Equal(t, "openai:gpt-4o-mini", res.Metadata.LLMModel)
+				require.Equal(t, activities.RuleDefault, res.Metadata.RouteRule)
+				require.Len(t, f.toolCalls, 1)
+				require.Equal(t, 2, f.toolCalls[0].Seq)
+				require.Equal(t, []int{1, 3}, []int{f.modelCalls[0].Seq, f.modelCalls[1].Seq})
+				require.Equal(t, 3, f.modelCalls[1].AgentVersion, "the pinned version is used for every call")
+			},
+		},
+		{
+			name: "several tool calls in one step",
+			replies: []activities.CallModelResult{
+				toolReply(calc("a", "1+1"), calc("b", "2+2"), calc("c", "3+3")),
+				textReply("2, 4 and 6"),
+			},
+			tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": okTool("ok")},
+			check: func(t *testing.T, f *fakeTurn, res agent.TurnResult) {
+				require.Equal(t, "2, 4 and 6", res.Output)
+				require.Len(t, res.Metadata.ToolCalls, 3)
+				seqs := map[string]int{}
+				for _, c := range f.toolCalls {
+					seqs[c.Call.ID] = c.Seq
+				}
+				require.Equal(t, map[string]int{"a": 2, "b": 3, "c": 4}, seqs)
+				require.Equal(t, 5, f.modelCalls[1].Seq)
+				for i, id := range []string{"a", "b", "c"} {
+					require.Equal(t, id, res.Metadata.ToolCalls[i].CallID, "records keep the model's order")
+				}
+			},
+		},
+		{
+			name:    "failed tool is reported to the model",
+			replies: []activities.CallModelResult{toolReply(calc("c1", "1/0")), textReply("cannot divide by zero")},
+			tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){
+				"calculator": func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+					return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("backend down", "ToolFailed", nil)
+				},
+			},
+			check: func(t *testing.T, f *fakeTurn, res agent.TurnResult) {
+				require.Equal(t, agent.StatusCompleted, res.Status)
+				require.Equal(t, agent.ToolError, res.Metadata.ToolCalls[0].Status)
+				require.Equal(t, []activities.ToolFailure{{Seq: 2, CallID: "c1", Tool: "calculator", Message: "backend down"}},
+					f.modelCalls[1].ToolFailures)
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeTurn{agent: testAgent(), replies: tt.replies, tools: tt.tools}
+			env := newEnv(t, f)
+			res, failure := runTurn(t, env, request())
+			require.Nil(t, failure)
+			require.Equal(t, "job-1", res.JobID)
+			require.Equal(t, "artifact://test-job-1", res.ResultRef, "the stored result is returned")
+			require.Len(t, f.saved, 1)
+			tt.check(t, f, res)
+		})
+	}
+}
+
+func TestAgentTurnFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		req      func(*agent.TurnRequest)
+		agent    func(*agent.Agent)
+		replies  []activities.CallModelResult
+		slow     bool // the model never answers in time
+		wantType string
+		wantMsg  string
+		saved    bool
+	}{
+		{name: "missing tenant", req: func(r *agent.TurnRequest) { r.TenantID = "" }, wantType: agent.ErrTypeInvalidRequest, wantMsg: "tenant_id is required"},
+		{name: "empty prompt", req: func(r *agent.TurnRequest) { r.Prompt = "  " }, wantType: agent.ErrTypeInvalidRequest, wantMsg: "prompt is required"},
+		{name: "unknown major version", req: func(r *agent.TurnRequest) { r.Version = "2.0" }, wantType: agent.ErrTypeInvalidRequest, wantMsg: `version "2.0" is not supported`},
+		{name: "bad history mode", req: func(r *agent.TurnRequest) { r.History = "all" }, wantType: agent.ErrTypeInvalidRequest, wantMsg: `history "all"`},
+		{name: "unknown agent", req: func(r *agent.TurnRequest) { r.AgentID = "nobody" }, wantType: agent.ErrTypeAgentNotFound, wantMsg: `agent "nobody" not found`},
+		{
+			name:     "max iterations",
+			agent:    func(a *agent.Agent) { a.Limits.MaxIterations = 2 },
+			replies:  []activities.CallModelResult{toolReply(calc("c", "1+1"))},
+			wantType: agent.ErrTypeMaxIterations, wantMsg: "after 2 iterations", saved: true,
+		},
+		{
+			name:     "token budget",
+			agent:    func(a *agent.Agent) { a.Limits.TokenBudget = 15 },
+			replies:  []activities.CallModelResult{toolReply(calc("c", "1+1"))},
+			wantType: agent.ErrTypeTokenBudget, wantMsg: "budget is 15", saved: true,
+		},
+		{
+			name:     "timeout",
+			agent:    func(a *agent.Agent) { a.Limits.TurnTimeoutSec = 30 },
+			slow:     true,
+			wantType: agent.ErrTypeTimeout, wantMsg: "within its timeout of 30s", saved: true,
+		},
+		{
+			name:     "request timeout lowers the agent's",
+			req:      func(r *agent.TurnRequest) { r.TimeoutSec = 5 },
+			slow:     true,
+			wantType: agent.ErrTypeTimeout, wantMsg: "within its timeout of 5s", saved: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeTurn{agent: testAgent(), replies: tt.replies,
+				tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": okTool("2")}}
+			if tt.agent != nil {
+				tt.agent(&f.agent)
+			}
+			env := newEnv(t, f)
+			if tt.slow {
+				env.OnActivity(activities.CallModelName, mock.Anything, mock.Anything).
+					After(time.Hour).Return(textReply("too late"), nil).Maybe()
+			}
+			req := request()
+			if tt.req != nil {
+				tt.req(&req)
+			}
+			_, failure := runTurn(t, env, req)
+			require.NotNil(t, failure)
+			require.Equal(t, tt.wantType, failure.Type())
+			require.Contains(t, failure.Message(), tt.wantMsg)
+			require.True(t, failure.NonRetryable())
+
+			var res agent.TurnResult
+			require.NoError(t, failure.Details(&res), "the failure carries the TurnResult")
+			require.NotNil(t, res.Error)
+			require.Equal(t, tt.wantType, res.Error.Type)
+			if tt.saved {
+				require.Len(t, f.saved, 1, "a failed turn's result is stored")
+				require.Equal(t, agent.StatusFailed, f.saved[0].Status)
+				require.Equal(t, agent.StatusFailed, res.Status)
+			} else {
+				require.Empty(t, f.saved, "a rejected request stores nothing")
+				require.Equal(t, agent.StatusRejected, res.Status)
+			}
+		})
+	}
+}
+
+func TestAgentTurnReturnsStoredResult(t *testing.T) {
+	stored := agent.TurnResult{Version: "1.0", JobID: "job-1", Status: agent.StatusCompleted, Output: "50", ResultRef: "artifact://x"}
+	f := &fakeTurn{agent: testAgent(), existing: &stored}
+	env := newEnv(t, f)
+	res, failure := runTurn(t, env, request())
+	require.Nil(t, failure)
+	require.Equal(t, stored, res)
+	require.Empty(t, f.modelCalls, "a job with a stored result does not call the model again")
+	require.Empty(t, f.saved)
+}
+
+func TestAgentTurnDefaultsJobIDToWorkflowID(t *testing.T) {
+	f := &fakeTurn{agent: testAgent(), replies: []activities.CallModelResult{textReply("hi")}}
+	env := newEnv(t, f)
+	env.SetStartWorkflowOptions(clientStartOptions("turn/t1/manual"))
+	req := request()
+	req.JobID = ""
+	res, failure := runTurn(t, env, req)
+	require.Nil(t, failure)
+	require.Equal(t, "turn/t1/manual", res.JobID)
+}
