@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/log"
+	"log/slog"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +29,7 @@ type fakeTurn struct {
 	replies []activities.CallModelResult
 	tools   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error)
 
+	mu         sync.Mutex // activities of one step run concurrently
 	modelCalls []activities.CallModelInput
 	toolCalls  []activities.ExecuteToolInput
 	saved      []agent.TurnResult
@@ -34,6 +39,7 @@ type fakeTurn struct {
 func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: AgentTurnName})
 	var a *activities.Activities
@@ -59,6 +65,8 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 		})
 	env.OnActivity(activities.CallModelName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CallModelInput) (activities.CallModelResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
 			f.modelCalls = append(f.modelCalls, in)
 			if len(f.replies) == 0 {
 				return activities.CallModelResult{}, errors.New("no scripted reply left")
@@ -71,6 +79,8 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 		})
 	env.OnActivity(activities.ExecuteToolName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
 			f.toolCalls = append(f.toolCalls, in)
 			run, ok := f.tools[in.Call.Name]
 			if !ok {
@@ -80,6 +90,8 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 		})
 	env.OnActivity(activities.SaveResultName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.SaveResultInput) (agent.TurnResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
 			r := in.Result
 			r.ResultRef = "artifact://test-" + in.Request.JobID
 			f.saved = append(f.saved, r)
