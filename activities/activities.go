@@ -3,6 +3,9 @@ package activities
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/client"
 
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -30,6 +33,17 @@ type Activities struct {
 	Model  llm.Model
 	Tools  *tools.Registry
 	Logger *zap.Logger
+	// Temporal sends token batches to turns and reads a turn's event log
+	// head when a streaming call is retried.
+	Temporal client.Client
+	// Events is the live path of stream events to gateways; nil means
+	// none (gateways then read the turn's log).
+	Events EventPublisher
+	// StreamInterval is the time between token batches (default 200ms);
+	// StreamMaxBytes sends a batch early when its text reaches that size
+	// (default 2048).
+	StreamInterval time.Duration
+	StreamMaxBytes int
 	// PreviewBytes bounds the tool output copied into workflow history;
 	// longer outputs are stored as blobs and passed by cas:// reference.
 	// Default 2048.

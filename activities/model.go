@@ -28,6 +28,14 @@ type CallModelInput struct {
 	// ToolFailures are tool calls whose ExecuteTool gave up; they are stored
 	// as the calls' results before the model is called.
 	ToolFailures []ToolFailure `json:"tool_failures,omitempty"`
+
+	// Stream asks for the reply's text as token batches, signalled to the
+	// turn StreamID; FirstIndex is the log index of the first of them.
+	Stream     bool   `json:"stream,omitempty"`
+	StreamID   string `json:"stream_id,omitempty"`
+	FirstIndex int64  `json:"first_index,omitempty"`
+	// Notify is a workflow that also receives the batches.
+	Notify string `json:"notify,omitempty"`
 }
 
 // ToolFailure is the result of a tool call that could not run.
@@ -95,13 +103,30 @@ func (a *Activities) CallModel(ctx context.Context, in CallModelInput) (CallMode
 	}
 	msgs = append(msgs, steps...)
 
-	resp, err := a.Model.Generate(ctx, llm.Request{
+	req := llm.Request{
 		Model:       ag.Model,
 		Messages:    msgs,
 		Tools:       ag.Tools,
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
-	})
+	}
+	var st *streamer
+	if in.Stream && in.StreamID != "" && a.Temporal != nil {
+		if st, err = a.startStreamer(ctx, in); err != nil {
+			return CallModelResult{}, err
+		}
+		req.OnText = st.add
+	}
+	resp, err := a.Model.Generate(ctx, req)
+	if st != nil {
+		if err != nil {
+			st.abort()
+		} else if serr := st.close(); serr != nil {
+			// The reply is not stored: the retry calls the model again and
+			// voids what this attempt streamed.
+			return CallModelResult{}, serr
+		}
+	}
 	if err != nil {
 		a.Logger.Warn("model call failed", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
 			zap.String("model", ag.Model), zap.Error(err))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.temporal.io/sdk/activity"
+
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -34,6 +36,8 @@ type ExecuteToolResult struct {
 // the model sees them and may try again. Other errors fail the attempt and
 // Temporal retries it.
 func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
+	// The turn logged tool_start before scheduling this: let gateways know.
+	a.wake(ctx, activity.GetInfo(ctx).WorkflowExecution.ID)
 	if stored, err := a.Store.Step(ctx, in.TenantID, in.JobID, in.Seq); err == nil {
 		// An earlier attempt ran the tool and stored the result.
 		return a.toolResult(ctx, in.Call.ID, stored.Content, statusOf(stored.Content))

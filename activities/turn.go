@@ -119,5 +119,7 @@ func (a *Activities) SaveResult(ctx context.Context, in SaveResultInput) (agent.
 			return agent.TurnResult{}, fmt.Errorf("append to session %q: %w", req.SessionID, err)
 		}
 	}
+	// The turn logs its terminal event next, in the same workflow task.
+	a.wake(ctx, in.WorkflowID)
 	return stored, nil
 }

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -63,21 +62,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 // executeTurn starts the turn (or attaches to a running one with the same
 // job id) and waits for its result.
 func executeTurn(ctx context.Context, c client.Client, taskQueue string, req agent.TurnRequest) (agent.TurnResult, error) {
-	attrs := []temporal.SearchAttributeUpdate{workflows.SearchTenant.ValueSet(req.TenantID)}
-	if req.AgentID != "" {
-		attrs = append(attrs, workflows.SearchAgent.ValueSet(req.AgentID))
-	}
-	if req.SessionID != "" {
-		attrs = append(attrs, workflows.SearchSession.ValueSet(req.SessionID))
-	}
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.TurnWorkflowID(req.TenantID, req.JobID),
-		TaskQueue:                taskQueue,
-		StaticSummary:            workflows.Summary(req),
-		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, workflows.AgentTurnName, req)
+	run, err := c.ExecuteWorkflow(ctx, workflows.StartTurnOptions(taskQueue, req), workflows.AgentTurnName, req)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("start turn: %w", err)
 	}

@@ -40,7 +40,15 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 // testScript drives the model in these tests: arithmetic goes through the
 // calculator; marked prompts make the model fail the way providers do.
 const testScript = `
+pacing: {chunk_words: 1, delay_ms: 15}
 rules:
+  - name: story
+    when: {user: '^tell a story'}
+    reply: {text: '` + storyText + `'}
+  - name: cut
+    when: {user: '^cut a story'}
+    fault: {cut_after_chunks: 25, times: 1}
+    reply: {text: '` + storyText + `'}
   - name: calc
     when: {user: '(?i)what is ([-0-9.+*/^() ]+)\?'}
     reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
@@ -61,6 +69,12 @@ rules:
   - name: fallback
     reply: {text: "I don't know."}
 `
+
+// storyText is a reply long enough to stream for about a second.
+const storyText = "Once upon a time a durable agent streamed its answer word by word to a client " +
+	"that was watching closely, and every word arrived exactly once and in order, even when the " +
+	"model call failed half way and was tried again, or the worker died and a new one took over, " +
+	"or the client went away for a while and came back asking for what it had missed. The end."
 
 const testCatalog = `
 tenant: demo
@@ -189,13 +203,15 @@ func (e *env) history(workflowID string) []*historypb.HistoryEvent {
 // saves it under workflows/testdata when AGENTFLOW_RECORD_HISTORIES=1.
 func (e *env) replay(workflowID, name string) {
 	e.t.Helper()
-	hist := &historypb.History{Events: e.history(workflowID)}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: e.history(workflowID)})
+	require.NoError(e.t, err)
+	// Replay what the file will hold, exactly as workflows' replay test does.
+	var hist historypb.History
+	require.NoError(e.t, protojson.Unmarshal(data, &hist))
 	r := sdkworker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
-	require.NoError(e.t, r.ReplayWorkflowHistory(nil, hist))
+	require.NoError(e.t, r.ReplayWorkflowHistory(nil, &hist))
 	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
-		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
-		require.NoError(e.t, err)
 		require.NoError(e.t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), data, 0o644))
 	}
 }

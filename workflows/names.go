@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -31,4 +33,37 @@ func Summary(req agent.TurnRequest) string {
 		who = "routed"
 	}
 	return oneLine(who+": "+req.Prompt, 100)
+}
+
+// Signal and query names of AgentTurn.
+const (
+	// SignalTokens carries an agent.TokenBatch from a streaming model call.
+	SignalTokens = "tokens"
+	// QueryEvents answers agent.EventsQuery with an agent.EventsPage.
+	QueryEvents = "events"
+	// SignalNotifyTokens is the signal a turn's notify workflow receives:
+	// the same agent.TokenBatch.
+	SignalNotifyTokens = "agent_tokens"
+)
+
+// StartTurnOptions are the options every starter of a turn uses: the
+// turn's id, so that starting the same job twice attaches to the first run
+// (or its completed result) instead of running it again; its search
+// attributes and summary.
+func StartTurnOptions(taskQueue string, req agent.TurnRequest) client.StartWorkflowOptions {
+	attrs := []temporal.SearchAttributeUpdate{SearchTenant.ValueSet(req.TenantID)}
+	if req.AgentID != "" {
+		attrs = append(attrs, SearchAgent.ValueSet(req.AgentID))
+	}
+	if req.SessionID != "" {
+		attrs = append(attrs, SearchSession.ValueSet(req.SessionID))
+	}
+	return client.StartWorkflowOptions{
+		ID:                       TurnWorkflowID(req.TenantID, req.JobID),
+		TaskQueue:                taskQueue,
+		StaticSummary:            Summary(req),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}
 }

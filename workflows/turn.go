@@ -39,7 +39,8 @@ var (
 		MaximumInterval:    10 * time.Second,
 		MaximumAttempts:    3,
 	}
-	toolTimeout = 2 * time.Minute
+	toolTimeout    = 2 * time.Minute
+	modelHeartbeat = 10 * time.Second
 )
 
 // AgentTurn runs one agent turn: route the request, pin the agent's
@@ -68,19 +69,18 @@ type turn struct {
 	seq   int // the last step stored for the turn; 0 is the prompt
 	usage agent.Usage
 	calls []agent.ToolCallRecord
+
+	log    eventLog
+	tokens workflow.ReceiveChannel
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
-	if err := t.req.Validate(); err != nil {
-		return t.reject(ctx, agent.ErrTypeInvalidRequest, err)
-	}
-	if err := t.upsertSearch(ctx, SearchTenant, t.req.TenantID); err != nil {
+	if err := t.startEvents(ctx); err != nil {
 		return agent.TurnResult{}, err
 	}
-	if t.req.SessionID != "" {
-		if err := t.upsertSearch(ctx, SearchSession, t.req.SessionID); err != nil {
-			return agent.TurnResult{}, err
-		}
+	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+	if err := t.req.Validate(); err != nil {
+		return t.reject(ctx, agent.ErrTypeInvalidRequest, err)
 	}
 
 	workflow.SetCurrentDetails(ctx, "routing the request")
@@ -107,7 +107,7 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	t.agent = loaded.Agent
 	t.model = t.agent.Model
-	if err := t.upsertSearch(ctx, SearchAgent, t.agent.ID); err != nil {
+	if err := t.upsertSearch(ctx); err != nil {
 		return agent.TurnResult{}, err
 	}
 
@@ -145,20 +145,27 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: limits.TurnTimeout(),
-			RetryPolicy:         &modelRetry,
+			// A streaming call heartbeats with every batch and at least
+			// every second: a lost worker is noticed quickly.
+			HeartbeatTimeout: modelHeartbeat,
+			RetryPolicy:      &modelRetry,
 			Summary:             fmt.Sprintf("%s · iteration %d", t.agent.Model, i),
 		})
 		t.seq++
+		t.log.step, t.log.attempt = t.seq, 0
 		var reply activities.CallModelResult
 		err := workflow.ExecuteActivity(mctx, activities.CallModelName, activities.CallModelInput{
 			TenantID: t.req.TenantID, JobID: t.req.JobID,
 			AgentID: t.agent.ID, AgentVersion: t.agent.Version,
 			SessionID: t.req.SessionID, History: t.req.History,
 			Seq: t.seq, ToolFailures: failures,
+			Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
 		}).Get(ctx, &reply)
+		t.log.step = 0
 		if err != nil {
 			return "", turnError(err)
 		}
+		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: t.seq, Usage: &reply.Usage})
 		failures = nil
 		t.usage = t.usage.Add(reply.Usage)
 		if reply.Model != "" {
@@ -197,6 +204,7 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall) []activiti
 			RetryPolicy:         &toolRetry,
 			Summary:             oneLine(c.Name+" "+c.Arguments, 120),
 		})
+		t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments)}})
 		futures[i] = workflow.ExecuteActivity(actx, activities.ExecuteToolName, activities.ExecuteToolInput{
 			TenantID: t.req.TenantID, JobID: t.req.JobID,
 			AgentID: t.agent.ID, AgentVersion: t.agent.Version,
@@ -210,14 +218,18 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall) []activiti
 		c := calls[i]
 		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
 		var res activities.ExecuteToolResult
+		end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
 		if err := f.Get(ctx, &res); err != nil {
 			rec.Status = agent.ToolError
 			failures = append(failures, activities.ToolFailure{
 				Seq: t.seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: errorMessage(err),
 			})
+			end.Status, end.Output = agent.ToolError, oneLine(errorMessage(err), 200)
 		} else {
 			rec.Status = res.Status
+			end.Status, end.Output = res.Status, oneLine(res.Preview, 200)
 		}
+		t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		t.calls = append(t.calls, rec)
 	}
 	t.seq += len(calls)
@@ -271,6 +283,8 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.TurnResult, error) {
 	if res.Status == agent.StatusCompleted {
 		workflow.SetCurrentDetails(ctx, "completed")
+		t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: textBlock(res.Output)})
+		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
 		return res, nil
 	}
 	e := res.Error
@@ -278,6 +292,8 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 		e = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
 	}
 	workflow.SetCurrentDetails(ctx, "failed: "+e.Message)
+	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: e})
+	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: e})
 	return agent.TurnResult{}, temporal.NewNonRetryableApplicationError(e.Message, e.Type, nil, res)
 }
 
@@ -293,15 +309,21 @@ func (t *turn) reject(ctx workflow.Context, errType string, err error) (agent.Tu
 		Error:   &agent.TurnError{Type: errType, Message: msg},
 	}
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
+	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
+	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
 	return agent.TurnResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
 }
 
-func (t *turn) upsertSearch(ctx workflow.Context, key temporal.SearchAttributeKeyKeyword, value string) error {
-	if v, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(key); ok && v == value {
-		return nil
+// upsertSearch sets the turn's search attributes in one command, whatever
+// the starter set: what a history shows of the start's attributes differs
+// between servers, so the workflow must not branch on it.
+func (t *turn) upsertSearch(ctx workflow.Context) error {
+	attrs := []temporal.SearchAttributeUpdate{SearchTenant.ValueSet(t.req.TenantID), SearchAgent.ValueSet(t.agent.ID)}
+	if t.req.SessionID != "" {
+		attrs = append(attrs, SearchSession.ValueSet(t.req.SessionID))
 	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, key.ValueSet(value)); err != nil {
-		return fmt.Errorf("set search attribute %s: %w", key.GetName(), err)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
+		return fmt.Errorf("set search attributes: %w", err)
 	}
 	return nil
 }
@@ -363,6 +385,19 @@ func textPreview(s string) json.RawMessage {
 	// Marshalling a struct of strings and ints is deterministic.
 	b, _ := json.Marshal(p) //workflowcheck:ignore
 	return b
+}
+
+// textBlock is the content block of a text answer.
+func textBlock(s string) json.RawMessage {
+	b := block{Type: "text", Text: s}
+	// Marshalling a struct of strings is deterministic.
+	out, _ := json.Marshal(b) //workflowcheck:ignore
+	return out
+}
+
+type block struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 type preview struct {

@@ -44,9 +44,15 @@ type TurnRequest struct {
 	WorkflowTag string `json:"workflow_tag,omitempty"`
 	// Notify names a workflow that receives the turn's token batches as signals.
 	Notify string `json:"notify,omitempty"`
+	// Stream, when false, turns token streaming off: the turn's history
+	// then holds no token signals. Default on.
+	Stream *bool `json:"stream,omitempty"`
 
 	decodeErr string // set by UnmarshalJSON when the JSON had the wrong shape
 }
+
+// Streaming reports whether the turn streams its model's tokens.
+func (r TurnRequest) Streaming() bool { return r.Stream == nil || *r.Stream }
 
 // TurnContext is what the caller knows about the situation of the request.
 type TurnContext struct {

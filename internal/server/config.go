@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/workflows"
@@ -31,6 +32,9 @@ type Config struct {
 	// ResultInlineLimit: results larger than this many bytes are stored as
 	// blobs. Env AGENTFLOW_RESULT_INLINE_LIMIT; default 10 MiB.
 	ResultInlineLimit int
+	// StreamInterval is the time between token batches, 100ms to 250ms.
+	// Env AGENTFLOW_STREAM_INTERVAL_MS; default 200.
+	StreamInterval time.Duration
 }
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.
@@ -51,6 +55,13 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.ResultInlineLimit = n
 	}
+	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("AGENTFLOW_STREAM_INTERVAL_MS=%q: want milliseconds, 100 to 250", v)
+		}
+		c.StreamInterval = time.Duration(n) * time.Millisecond
+	}
 	return c, nil
 }
 
@@ -63,6 +74,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("TEMPORAL_ADDRESS is empty")
 	case c.TaskQueue == "":
 		return fmt.Errorf("AGENTFLOW_TASK_QUEUE is empty")
+	case c.StreamInterval != 0 && (c.StreamInterval < 100*time.Millisecond || c.StreamInterval > 250*time.Millisecond):
+		return fmt.Errorf("stream interval %s: want 100ms to 250ms (AGENTFLOW_STREAM_INTERVAL_MS)", c.StreamInterval)
 	}
 	return nil
 }

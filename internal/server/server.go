@@ -21,6 +21,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/stream"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -36,6 +37,8 @@ type Server struct {
 	scripted *scripted.Server
 	http     *http.Server
 	httpLn   net.Listener
+	hub      *stream.Hub
+	follower *stream.Follower
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -96,7 +99,13 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 
 	s.worker = worker.New(s.client, cfg.TaskQueue, worker.Options{})
 	s.worker.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
-	acts := &activities.Activities{Store: s.store, Model: model, Tools: s.tools, Logger: logger}
+	s.hub = stream.NewHub(s.store.Pool(), logger)
+	s.follower = stream.NewFollower(s.client, s.hub, logger)
+	acts := &activities.Activities{
+		Store: s.store, Model: model, Tools: s.tools, Logger: logger,
+		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
+		StreamInterval: cfg.StreamInterval,
+	}
 	acts.Register(s.worker)
 
 	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {
@@ -114,6 +123,9 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 // Client is the server's Temporal client.
 func (s *Server) Client() client.Client { return s.client }
 
+// Follower follows turns' event streams (with this process's live path).
+func (s *Server) Follower() *stream.Follower { return s.follower }
+
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 
@@ -130,6 +142,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.logger.Info("worker started", zap.String("task_queue", s.cfg.TaskQueue), zap.String("namespace", s.cfg.Namespace))
 
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.hub.Run(ctx) })
 	if s.http != nil {
 		g.Go(func() error {
 			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {

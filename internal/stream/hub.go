@@ -1,0 +1,156 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// subscriberBuffer bounds what a slow follower can hold back; past it the
+// follower is marked lagged and reads the log instead.
+const subscriberBuffer = 256
+
+// Hub LISTENs on Channel with one connection and fans messages out to
+// subscriptions by stream id. Fan-out never blocks.
+type Hub struct {
+	pool   *pgxpool.Pool
+	logger *zap.Logger
+
+	mu        sync.Mutex
+	subs      map[string]map[*Subscription]struct{}
+	connected bool // the listener is up; while it is not, followers read the log
+}
+
+// Subscription receives one stream's live messages.
+type Subscription struct {
+	hub      *Hub
+	streamID string
+	// C carries live events (empty Events: a wake-up).
+	C chan []agent.Event
+	// Lagged is signalled when messages were dropped (buffer full, or the
+	// listener reconnected): the follower must read the log.
+	Lagged chan struct{}
+}
+
+// NewHub returns a Hub; call Run to listen.
+func NewHub(pool *pgxpool.Pool, logger *zap.Logger) *Hub {
+	return &Hub{pool: pool, logger: logger, subs: map[string]map[*Subscription]struct{}{}}
+}
+
+// Subscribe starts receiving streamID's messages. Close it when done.
+func (h *Hub) Subscribe(streamID string) *Subscription {
+	s := &Subscription{hub: h, streamID: streamID, C: make(chan []agent.Event, subscriberBuffer), Lagged: make(chan struct{}, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.subs[streamID]
+	if m == nil {
+		m = map[*Subscription]struct{}{}
+		h.subs[streamID] = m
+	}
+	m[s] = struct{}{}
+	if !h.connected {
+		s.lag()
+	}
+	return s
+}
+
+// Close stops the subscription.
+func (s *Subscription) Close() {
+	h := s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m := h.subs[s.streamID]; m != nil {
+		delete(m, s)
+		if len(m) == 0 {
+			delete(h.subs, s.streamID)
+		}
+	}
+}
+
+func (s *Subscription) lag() {
+	select {
+	case s.Lagged <- struct{}{}:
+	default:
+	}
+}
+
+// Run listens until ctx ends, reconnecting after failures.
+func (h *Hub) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := h.listen(ctx)
+		h.setConnected(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		h.logger.Warn("stream listener lost; reconnecting", zap.Error(err), zap.Duration("after", backoff))
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (h *Hub) listen(ctx context.Context) error {
+	conn, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listener connection: %w", err)
+	}
+	// The connection has session state (LISTEN): never return it to the pool.
+	pc := conn.Hijack()
+	defer pc.Close(context.Background())
+	if _, err := pc.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return fmt.Errorf("listen %s: %w", Channel, err)
+	}
+	h.setConnected(true)
+	for {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		var m message
+		if err := json.Unmarshal([]byte(n.Payload), &m); err != nil || m.StreamID == "" {
+			h.logger.Debug("ignoring malformed stream notification", zap.Error(err))
+			continue
+		}
+		h.dispatch(m)
+	}
+}
+
+// setConnected records the listener's state; every change makes all
+// subscribers read the log, since messages may have been missed.
+func (h *Hub) setConnected(up bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.connected = up
+	for _, m := range h.subs {
+		for s := range m {
+			s.lag()
+		}
+	}
+}
+
+func (h *Hub) dispatch(m message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[m.StreamID] {
+		select {
+		case s.C <- m.Events:
+		default:
+			s.lag()
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/stream"
+	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+// startTurn starts a turn from Go, as the gateway does.
+func (e *env) startTurn(prompt string) string {
+	e.t.Helper()
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt}
+	req.Normalize()
+	_, err := e.client.ExecuteWorkflow(context.Background(), workflows.StartTurnOptions(e.taskQueue, req), workflows.AgentTurnName, req)
+	require.NoError(e.t, err)
+	return workflows.TurnWorkflowID(req.TenantID, req.JobID)
+}
+
+// collect follows a stream from after and returns what it received, also
+// when following ends early (ctx) — the events are then a prefix.
+func collect(ctx context.Context, f *stream.Follower, streamID string, after int64) ([]agent.Event, error) {
+	var got []agent.Event
+	err := f.Follow(ctx, streamID, after, func(e agent.Event) error {
+		got = append(got, e)
+		return nil
+	})
+	return got, err
+}
+
+// requireLog checks what a client must be able to rely on: indices from
+// first on with no gap and no repeat, one stream id, a terminal event at
+// the end, and the text the model wrote once voided attempts are removed.
+func requireLog(t *testing.T, events []agent.Event, streamID, wantText string) {
+	t.Helper()
+	require.NotEmpty(t, events)
+	for i, e := range events {
+		require.Equal(t, int64(i+1), e.Index, "event %d: %s", i, e)
+		require.Equal(t, streamID, e.StreamID)
+	}
+	last := events[len(events)-1]
+	require.True(t, last.Terminal(), "last event %s", last)
+	require.Equal(t, agent.StreamCompleted, last.Status)
+	require.Equal(t, wantText, agent.ReplayText(events))
+}
+
+func countTokens(events []agent.Event) (n int) {
+	for _, e := range events {
+		if e.Kind == agent.EventToken {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStreamNormalTurn(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := e.startTurn("tell a story")
+	events, err := collect(ctx, e.srv.Follower(), id, 0)
+	require.NoError(t, err)
+	requireLog(t, events, id, storyText)
+	require.Equal(t, agent.StreamRunning, events[0].Status)
+	require.Greater(t, countTokens(events), 1, "the reply arrives in several batches")
+
+	res, err := e.result(id)
+	require.NoError(t, err)
+	require.Equal(t, storyText, res.Output)
+
+	// Batches, not tokens, are signalled: about one per interval while the
+	// model streams (~70 chunks over ~1s at the 200ms default).
+	signals := 0
+	for _, ev := range e.history(id) {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			signals++
+		}
+	}
+	require.Equal(t, countTokens(events), signals, "one signal per token event")
+	require.GreaterOrEqual(t, signals, 3)
+	require.LessOrEqual(t, signals, 12, "about 1s / 200ms batches plus the first")
+	e.replay(id, "turn_streamed")
+}
+
+func TestStreamRetriedAttemptIsVoided(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := e.startTurn("cut a story")
+	events, err := collect(ctx, e.srv.Follower(), id, 0)
+	require.NoError(t, err)
+	requireLog(t, events, id, storyText)
+	require.Equal(t, 2, e.model.Served("cut"), "cut once, then answered")
+
+	var retrying []agent.Event
+	for _, ev := range events {
+		if ev.Kind == agent.EventStatus && ev.Status == agent.StreamRetrying {
+			retrying = append(retrying, ev)
+		}
+	}
+	require.Len(t, retrying, 1)
+	r := retrying[0]
+	require.Equal(t, 2, r.Attempt)
+	require.Less(t, r.VoidFrom, r.Index)
+	// What the failed attempt streamed is exactly what RETRYING voids.
+	var void strings.Builder
+	for _, ev := range events[r.VoidFrom-1 : r.Index-1] {
+		require.Equal(t, agent.EventToken, ev.Kind)
+		require.Equal(t, 1, ev.Attempt)
+		void.WriteString(ev.Text)
+	}
+	require.True(t, strings.HasPrefix(storyText, void.String()), "attempt 1 streamed a prefix: %q", void.String())
+	e.replay(id, "turn_stream_retried")
+}
+
+func TestStreamClientResumes(t *testing.T) {
+	e := newEnv(t)
+	id := e.startTurn("tell a story")
+
+	// The client goes away after a few events...
+	ctx, cancel := context.WithCancel(context.Background())
+	var first []agent.Event
+	err := e.srv.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
+		first = append(first, ev)
+		if ev.Kind == agent.EventToken && len(first) >= 3 {
+			cancel()
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotEmpty(t, first)
+
+	// ...and comes back for the rest, which the turn kept producing.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	rest, err := collect(ctx2, e.srv.Follower(), id, first[len(first)-1].Index)
+	require.NoError(t, err)
+	requireLog(t, append(first, rest...), id, storyText)
+
+	res, err := e.result(id)
+	require.NoError(t, err)
+	require.Equal(t, storyText, res.Output)
+	count, status, _, _ := e.resultRows(strings.TrimPrefix(id, "turn/demo/"))
+	require.Equal(t, 1, count)
+	require.Equal(t, agent.StatusCompleted, status)
+
+	// Resuming past the end is the client's mistake.
+	_, err = collect(ctx2, e.srv.Follower(), id, 10_000)
+	require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+	_, err = collect(ctx2, e.srv.Follower(), "turn/demo/no-such-job", 0)
+	require.True(t, agent.IsCode(err, agent.CodeNotFound), "%v", err)
+}
+
+// TestStreamWorkerKilled kills the worker process while the model streams
+// and starts another: the retried call voids the lost attempt's text and
+// the client, which never disconnected, sees a clean stream.
+func TestStreamWorkerKilled(t *testing.T) {
+	dbURL := devtest.Database(t)
+	address, namespace := devtest.Temporal(t)
+	bin := filepath.Join(t.TempDir(), "worker")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	scriptFile := filepath.Join(t.TempDir(), "script.yaml")
+	// Slow enough to kill the worker in the middle of the reply.
+	slow := strings.Replace(testScript, "delay_ms: 15", "delay_ms: 40", 1)
+	require.NoError(t, os.WriteFile(scriptFile, []byte(slow), 0o644))
+	queue := "agentflow-kill-" + randomID()
+
+	environ := append(os.Environ(),
+		"DATABASE_URL="+dbURL, "TEMPORAL_ADDRESS="+address, "TEMPORAL_NAMESPACE="+namespace,
+		"AGENTFLOW_TASK_QUEUE="+queue, "AGENTFLOW_HTTP_ADDR=off", "AGENTFLOW_SCRIPT="+scriptFile,
+		"AGENTFLOW_LOG_LEVEL=warn")
+	startWorker := func() *exec.Cmd {
+		cmd := exec.Command(bin)
+		cmd.Env = environ
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: address, Namespace: namespace})
+	require.NoError(t, err)
+	defer c.Close()
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	hub := stream.NewHub(pool, logger)
+	go func() { _ = hub.Run(ctx) }()
+	follower := stream.NewFollower(c, hub, logger)
+
+	st, err := store.Open(ctx, dbURL, store.Options{Logger: logger})
+	require.NoError(t, err)
+	defer st.Close()
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger}, tools.Builtin()...)
+	require.NoError(t, err)
+	cat, err := registry.Parse(kinds, "catalog.yaml", []byte(testCatalog))
+	require.NoError(t, err)
+	_, err = st.ApplyCatalog(ctx, toStoreCatalog(cat), false)
+	require.NoError(t, err)
+	first := startWorker()
+
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: "tell a story"}
+	req.Normalize()
+	_, err = c.ExecuteWorkflow(ctx, workflows.StartTurnOptions(queue, req), workflows.AgentTurnName, req)
+	require.NoError(t, err)
+	id := workflows.TurnWorkflowID(req.TenantID, req.JobID)
+
+	var events []agent.Event
+	killed := false
+	err = follower.Follow(ctx, id, 0, func(ev agent.Event) error {
+		events = append(events, ev)
+		if !killed && ev.Kind == agent.EventToken && countTokens(events) == 2 {
+			killed = true
+			require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+			startWorker()
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.True(t, killed)
+	requireLog(t, events, id, storyText)
+	var sawRetry bool
+	for _, ev := range events {
+		sawRetry = sawRetry || ev.Status == agent.StreamRetrying
+	}
+	require.True(t, sawRetry, "the lost attempt's text was voided")
+}

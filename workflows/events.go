@@ -1,0 +1,108 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// eventLog is a turn's event log (agent.Event). The workflow appends its
+// own events (status, tools, usage); a streaming CallModel appends token
+// events through SignalTokens, fenced by step and attempt so that a late
+// or repeated batch of a failed attempt never enters the log.
+type eventLog struct {
+	streamID string
+	events   []agent.Event
+	// step is the CallModel whose batches are accepted (0: none); attempt
+	// is the highest attempt of it seen so far.
+	step    int
+	attempt int
+	dropped int // batches refused, for the logs
+}
+
+func (l *eventLog) next() int64 { return int64(len(l.events)) + 1 }
+
+func (l *eventLog) add(e agent.Event) {
+	e.StreamID = l.streamID
+	e.Index = l.next()
+	l.events = append(l.events, e)
+}
+
+// accept appends a batch if it continues the log for the current step and
+// is not from an attempt older than one already seen.
+func (l *eventLog) accept(b agent.TokenBatch) bool {
+	if b.Step != l.step || b.Attempt < l.attempt || b.First != l.next() || len(b.Events) == 0 {
+		l.dropped++
+		return false
+	}
+	for i, e := range b.Events {
+		if e.Index != b.First+int64(i) || e.Kind == agent.EventStatus && e.Status != agent.StreamRetrying {
+			l.dropped++
+			return false
+		}
+	}
+	l.attempt = b.Attempt
+	for _, e := range b.Events {
+		l.add(e)
+	}
+	return true
+}
+
+func (l *eventLog) page(q agent.EventsQuery) agent.EventsPage {
+	p := agent.EventsPage{Next: l.next(), Done: l.done()}
+	if q.HeadOnly || q.AfterIndex < 0 || q.AfterIndex >= int64(len(l.events)) {
+		return p
+	}
+	evs := l.events[q.AfterIndex:]
+	if q.Limit > 0 && len(evs) > q.Limit {
+		evs = evs[:q.Limit]
+		p.Done = false
+	}
+	p.Events = append([]agent.Event(nil), evs...)
+	return p
+}
+
+func (l *eventLog) done() bool {
+	return len(l.events) > 0 && l.events[len(l.events)-1].Terminal()
+}
+
+// startEvents registers the events query and the token signal; it must run
+// before the workflow's first blocking call so that no batch is missed.
+func (t *turn) startEvents(ctx workflow.Context) error {
+	t.log.streamID = t.workflowID
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryEvents, func(q agent.EventsQuery) (agent.EventsPage, error) {
+		return t.log.page(q), nil
+	}, workflow.QueryHandlerOptions{Description: `events after {"after_index": N}; {"head_only": true} for the next index only`}); err != nil {
+		return err
+	}
+	t.tokens = workflow.GetSignalChannelWithOptions(ctx, SignalTokens, workflow.SignalChannelOptions{
+		Description: "token batches of a streaming model call (sent by CallModel)",
+	})
+	workflow.Go(ctx, func(c workflow.Context) {
+		for {
+			var b agent.TokenBatch
+			t.tokens.Receive(c, &b)
+			t.acceptBatch(c, b)
+		}
+	})
+	return nil
+}
+
+func (t *turn) acceptBatch(ctx workflow.Context, b agent.TokenBatch) {
+	if !t.log.accept(b) {
+		workflow.GetLogger(ctx).Debug("token batch refused", "step", b.Step, "attempt", b.Attempt, "first", b.First, "next", t.log.next())
+	}
+}
+
+// emit appends a workflow event after the batches already received, so
+// that the log keeps the order in which things happened.
+func (t *turn) emit(ctx workflow.Context, e agent.Event) {
+	for {
+		var b agent.TokenBatch
+		if !t.tokens.ReceiveAsync(&b) {
+			break
+		}
+		t.acceptBatch(ctx, b)
+	}
+	t.log.add(e)
+}

@@ -1,0 +1,57 @@
+package workflows
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+func batch(step, attempt int, first int64, texts ...string) agent.TokenBatch {
+	b := agent.TokenBatch{StreamID: "s", Step: step, Attempt: attempt, First: first}
+	for i, s := range texts {
+		b.Events = append(b.Events, agent.Event{Index: first + int64(i), Kind: agent.EventToken, Text: s})
+	}
+	return b
+}
+
+func TestEventLogFencing(t *testing.T) {
+	l := &eventLog{streamID: "s"}
+	l.add(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning}) // 1
+	l.step = 1
+
+	require.True(t, l.accept(batch(1, 1, 2, "Hel")))
+	require.False(t, l.accept(batch(1, 1, 2, "Hel")), "a repeated batch")
+	require.False(t, l.accept(batch(1, 1, 4, "o")), "a gap")
+	require.False(t, l.accept(batch(2, 1, 3, "x")), "another step")
+	require.True(t, l.accept(batch(1, 1, 3, "lo")))
+
+	retry := batch(1, 2, 4, "Hello")
+	retry.Events = append([]agent.Event{{Index: 4, Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 2}}, retry.Events...)
+	retry.Events[1].Index = 5
+	require.True(t, l.accept(retry))
+	require.False(t, l.accept(batch(1, 1, 6, "late")), "a late batch of the failed attempt")
+
+	forged := batch(1, 2, 6, "x")
+	forged.Events[0] = agent.Event{Index: 6, Kind: agent.EventStatus, Status: agent.StreamCompleted}
+	require.False(t, l.accept(forged), "batches cannot end the stream")
+
+	require.Equal(t, int64(6), l.next())
+	require.Equal(t, "Hello", agent.ReplayText(l.events))
+	for i, e := range l.events {
+		require.Equal(t, int64(i+1), e.Index)
+		require.Equal(t, "s", e.StreamID)
+	}
+
+	p := l.page(agent.EventsQuery{AfterIndex: 3, Limit: 1})
+	require.Len(t, p.Events, 1)
+	require.Equal(t, int64(4), p.Events[0].Index)
+	require.Equal(t, int64(6), p.Next)
+	require.False(t, p.Done)
+	require.Empty(t, l.page(agent.EventsQuery{HeadOnly: true}).Events)
+	require.Empty(t, l.page(agent.EventsQuery{AfterIndex: 5}).Events)
+
+	l.add(agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
+	require.True(t, l.page(agent.EventsQuery{}).Done)
+}
