@@ -149,7 +149,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 			// every second: a lost worker is noticed quickly.
 			HeartbeatTimeout: modelHeartbeat,
 			RetryPolicy:      &modelRetry,
-			Summary:             fmt.Sprintf("%s · iteration %d", t.agent.Model, i),
+			Summary:          fmt.Sprintf("%s · iteration %d", t.agent.Model, i),
 		})
 		t.seq++
 		t.log.step, t.log.attempt = t.seq, 0
