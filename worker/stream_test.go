@@ -209,7 +209,7 @@ func TestStreamWorkerKilled(t *testing.T) {
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	hub := stream.NewHub(pool, logger)
 	go func() { _ = hub.Run(ctx) }()
-	follower := stream.NewFollower(c, hub, logger)
+	follower := stream.NewFollower(c, hub, logger, 0)
 
 	st, err := store.Open(ctx, dbURL, store.Options{Logger: logger})
 	require.NoError(t, err)

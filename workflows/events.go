@@ -3,6 +3,7 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
@@ -66,8 +67,10 @@ func (l *eventLog) done() bool {
 	return len(l.events) > 0 && l.events[len(l.events)-1].Terminal()
 }
 
-// startEvents registers the events query and the token signal; it must run
-// before the workflow's first blocking call so that no batch is missed.
+// startEvents registers the events query and the token signal. Batches are
+// only ever received by the workflow's main coroutine (see awaitModel and
+// emit): a second coroutine blocked in Receive would take a batch off the
+// channel and might run only after the main one had closed the step.
 func (t *turn) startEvents(ctx workflow.Context) error {
 	t.log.streamID = t.workflowID
 	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryEvents, func(q agent.EventsQuery) (agent.EventsPage, error) {
@@ -77,13 +80,6 @@ func (t *turn) startEvents(ctx workflow.Context) error {
 	}
 	t.tokens = workflow.GetSignalChannelWithOptions(ctx, SignalTokens, workflow.SignalChannelOptions{
 		Description: "token batches of a streaming model call (sent by CallModel)",
-	})
-	workflow.Go(ctx, func(c workflow.Context) {
-		for {
-			var b agent.TokenBatch
-			t.tokens.Receive(c, &b)
-			t.acceptBatch(c, b)
-		}
 	})
 	return nil
 }
@@ -97,12 +93,35 @@ func (t *turn) acceptBatch(ctx workflow.Context, b agent.TokenBatch) {
 // emit appends a workflow event after the batches already received, so
 // that the log keeps the order in which things happened.
 func (t *turn) emit(ctx workflow.Context, e agent.Event) {
+	t.drainTokens(ctx)
+	t.log.add(e)
+}
+
+// awaitModel waits for a CallModel, taking its token batches as they
+// arrive, then those that came with its completion.
+func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *activities.CallModelResult) error {
+	done := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(f, func(workflow.Future) { done = true })
+	sel.AddReceive(t.tokens, func(c workflow.ReceiveChannel, _ bool) {
+		var b agent.TokenBatch
+		c.Receive(ctx, &b)
+		t.acceptBatch(ctx, b)
+	})
+	for !done {
+		sel.Select(ctx)
+	}
+	t.drainTokens(ctx)
+	return f.Get(ctx, reply)
+}
+
+// drainTokens takes the batches already received.
+func (t *turn) drainTokens(ctx workflow.Context) {
 	for {
 		var b agent.TokenBatch
 		if !t.tokens.ReceiveAsync(&b) {
-			break
+			return
 		}
 		t.acceptBatch(ctx, b)
 	}
-	t.log.add(e)
 }

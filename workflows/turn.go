@@ -154,13 +154,14 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		t.seq++
 		t.log.step, t.log.attempt = t.seq, 0
 		var reply activities.CallModelResult
-		err := workflow.ExecuteActivity(mctx, activities.CallModelName, activities.CallModelInput{
+		call := workflow.ExecuteActivity(mctx, activities.CallModelName, activities.CallModelInput{
 			TenantID: t.req.TenantID, JobID: t.req.JobID,
 			AgentID: t.agent.ID, AgentVersion: t.agent.Version,
 			SessionID: t.req.SessionID, History: t.req.History,
 			Seq: t.seq, ToolFailures: failures,
 			Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
-		}).Get(ctx, &reply)
+		})
+		err := t.awaitModel(ctx, call, &reply)
 		t.log.step = 0
 		if err != nil {
 			return "", turnError(err)

@@ -34,6 +34,9 @@ type fakeTurn struct {
 	toolCalls  []activities.ExecuteToolInput
 	saved      []agent.TurnResult
 	existing   *agent.TurnResult
+	// onModel runs inside CallModel before it returns, as a streaming
+	// call's last signals do.
+	onModel func(activities.CallModelInput)
 }
 
 func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
@@ -68,6 +71,9 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.modelCalls = append(f.modelCalls, in)
+			if f.onModel != nil {
+				f.onModel(in)
+			}
 			if len(f.replies) == 0 {
 				return activities.CallModelResult{}, errors.New("no scripted reply left")
 			}
@@ -332,4 +338,48 @@ func TestAgentTurnDefaultsJobIDToWorkflowID(t *testing.T) {
 	res, failure := runTurn(t, env, req)
 	require.Nil(t, failure)
 	require.Equal(t, "turn/t1/manual", res.JobID)
+}
+
+// TestStreamedTurnEvents signals token batches from inside CallModel, as a
+// streaming call does: the log holds them in order, each step's tokens
+// before its usage and tool events.
+func TestStreamedTurnEvents(t *testing.T) {
+	f := &fakeTurn{agent: testAgent(), replies: []activities.CallModelResult{
+		toolReply(calc("c1", "12.5*4")), textReply("12.5 * 4 = 50"),
+	}, tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": okTool("50")}}
+	env := newEnv(t, f)
+	texts := map[int][]string{1: {"Let me ", "compute."}, 3: {"12.5 * 4", " = 50"}}
+	f.onModel = func(in activities.CallModelInput) {
+		require.True(t, in.Stream)
+		next := in.FirstIndex
+		for _, text := range texts[in.Seq] {
+			b := agent.TokenBatch{StreamID: in.StreamID, Step: in.Seq, Attempt: 1, First: next,
+				Events: []agent.Event{{Index: next, Kind: agent.EventToken, Text: text}}}
+			env.SignalWorkflow(SignalTokens, b)
+			next++
+		}
+	}
+	res, failure := runTurn(t, env, request())
+	require.Nil(t, failure)
+	require.Equal(t, "12.5 * 4 = 50", res.Output)
+
+	v, err := env.QueryWorkflow(QueryEvents, agent.EventsQuery{})
+	require.NoError(t, err)
+	var page agent.EventsPage
+	require.NoError(t, v.Get(&page))
+	require.True(t, page.Done)
+	var kinds []string
+	for i, e := range page.Events {
+		require.Equal(t, int64(i+1), e.Index)
+		k := string(e.Kind)
+		if e.Kind == agent.EventStatus {
+			k += ":" + e.Status
+		}
+		kinds = append(kinds, k)
+	}
+	require.Equal(t, []string{
+		"status:RUNNING", "token", "token", "usage", "tool_start", "tool_end",
+		"token", "token", "usage", "content", "status:COMPLETED",
+	}, kinds)
+	require.Equal(t, "Let me compute.12.5 * 4 = 50", agent.ReplayText(page.Events))
 }

@@ -25,6 +25,10 @@ type Options struct {
 	// MaxRecorded bounds the requests kept for Requests, the most recent
 	// first to go last. Zero means 256.
 	MaxRecorded int
+	// OnChunk, when set, is called with the text of each streamed content
+	// chunk just after it was flushed to the client: benchmarks use it to
+	// time the delivery of each token.
+	OnChunk func(text string, at time.Time)
 }
 
 // Request is a chat request as the server saw and answered it.
@@ -63,6 +67,7 @@ type Server struct {
 	pacing      Pacing
 	log         *zap.Logger
 	maxRecorded int
+	onChunk     func(string, time.Time)
 
 	completionIDs atomic.Int64
 	callIDs       atomic.Int64
@@ -96,6 +101,7 @@ func New(script *Script, opts Options) *Server {
 		pacing:      script.Pacing,
 		log:         opts.Logger,
 		maxRecorded: opts.MaxRecorded,
+		onChunk:     opts.OnChunk,
 		faults:      map[string]int{},
 		served:      map[string]int{},
 	}
@@ -478,6 +484,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest,
 		}
 		if flusher != nil {
 			flusher.Flush()
+		}
+		if s.onChunk != nil {
+			if text := ev.chunk.text(); text != "" {
+				s.onChunk(text, time.Now())
+			}
 		}
 	}
 	if cut > 0 {

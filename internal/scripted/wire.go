@@ -158,3 +158,11 @@ func newErrorBody(status int, msg string) errorBody {
 	}
 	return b
 }
+
+// text is the content a chunk carries, "" for none.
+func (c chunk) text() string {
+	if len(c.Choices) == 0 || c.Choices[0].Delta.Content == nil {
+		return ""
+	}
+	return *c.Choices[0].Delta.Content
+}

@@ -100,7 +100,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	s.worker = worker.New(s.client, cfg.TaskQueue, worker.Options{})
 	s.worker.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
 	s.hub = stream.NewHub(s.store.Pool(), logger)
-	s.follower = stream.NewFollower(s.client, s.hub, logger)
+	s.follower = stream.NewFollower(s.client, s.hub, logger, 0)
 	acts := &activities.Activities{
 		Store: s.store, Model: model, Tools: s.tools, Logger: logger,
 		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),

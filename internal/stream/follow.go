@@ -17,20 +17,27 @@ import (
 // this package must not import).
 const queryEvents = "events"
 
-// idleRead is how long a follower waits without news before it reads the
-// log anyway (a lost notification costs at most this much delay).
-const idleRead = 2 * time.Second
+// DefaultIdleRead is how long a follower waits without news before it
+// reads the log anyway: with a live path, a lost notification costs at
+// most this much delay.
+const DefaultIdleRead = 2 * time.Second
 
 // Follower follows turns' event logs for clients.
 type Follower struct {
-	client client.Client
-	hub    *Hub // nil: read the log only
-	logger *zap.Logger
+	client   client.Client
+	hub      *Hub // nil: read the log only
+	logger   *zap.Logger
+	idleRead time.Duration
 }
 
-// NewFollower returns a Follower. hub may be nil.
-func NewFollower(c client.Client, hub *Hub, logger *zap.Logger) *Follower {
-	return &Follower{client: c, hub: hub, logger: logger}
+// NewFollower returns a Follower. With a nil hub it only reads the log,
+// every idleRead (0 means DefaultIdleRead): that is the polling design
+// the live path is measured against.
+func NewFollower(c client.Client, hub *Hub, logger *zap.Logger, idleRead time.Duration) *Follower {
+	if idleRead <= 0 {
+		idleRead = DefaultIdleRead
+	}
+	return &Follower{client: c, hub: hub, logger: logger, idleRead: idleRead}
 }
 
 // Follow calls send with every event of streamID after index after, in
@@ -89,7 +96,7 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 		live, lagged = sub.C, sub.Lagged
 	}
 	held := map[int64]agent.Event{} // live events that arrived ahead of a gap
-	idle := time.NewTimer(idleRead)
+	idle := time.NewTimer(f.idleRead)
 	defer idle.Stop()
 	catchUp := func() (bool, error) {
 		p, err := f.read(ctx, streamID, next-1)
@@ -147,7 +154,7 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 			default:
 			}
 		}
-		idle.Reset(idleRead)
+		idle.Reset(f.idleRead)
 	}
 }
 

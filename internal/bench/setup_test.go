@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+func TestMain(m *testing.M) { devtest.Main(m) }
+
+// words is the length of the benchmark's streamed reply; each word is a
+// chunk, paced by chunkDelay.
+const (
+	words      = 40
+	chunkDelay = 20 * time.Millisecond
+)
+
+// benchScript answers "bench <id>" with words "<id>-00 <id>-01 …": every
+// chunk of every stream is unique, so its emission can be timed.
+func benchScript() string {
+	var text strings.Builder
+	for i := range words {
+		fmt.Fprintf(&text, "${id}-%02d ", i)
+	}
+	return fmt.Sprintf(`
+pacing: {chunk_words: 1, delay_ms: %d}
+rules:
+  - name: bench
+    when: {user: '^bench (?P<id>[a-z0-9]+)$'}
+    reply: {text: '%s'}
+`, chunkDelay.Milliseconds(), strings.TrimSpace(text.String()))
+}
+
+const benchCatalog = `
+tenant: demo
+default_agent: assistant
+agents:
+  - id: assistant
+    model: openai:gpt-4o-mini
+    system_prompt: You are benchmarked.
+    limits: {max_iterations: 2, turn_timeout_sec: 120}
+`
+
+// emissions records when the scripted server flushed each chunk.
+type emissions struct{ m sync.Map }
+
+func (e *emissions) record(text string, at time.Time) { e.m.Store(strings.TrimSpace(text), at) }
+
+func (e *emissions) at(word string) (time.Time, bool) {
+	v, ok := e.m.Load(word)
+	if !ok {
+		return time.Time{}, false
+	}
+	return v.(time.Time), true
+}
+
+// stack is a worker with the scripted model, on the shared dev stack.
+type stack struct {
+	srv       *server.Server
+	model     *scripted.Server
+	emitted   *emissions
+	taskQueue string
+}
+
+func newStack(b *testing.B) *stack {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dbURL := devtest.Database(b)
+	address, namespace := devtest.Temporal(b)
+	st := &stack{emitted: &emissions{}, taskQueue: "bench-" + randomID()}
+	script, err := scripted.Parse([]byte(benchScript()))
+	must(b, err)
+	st.model, err = scripted.Start("127.0.0.1:0", script, scripted.Options{OnChunk: st.emitted.record, MaxRecorded: 1})
+	must(b, err)
+	b.Cleanup(func() { _ = st.model.Close() })
+
+	logger := zap.NewNop()
+	st.srv, err = server.New(ctx, server.Config{
+		TemporalAddress: address, Namespace: namespace, TaskQueue: st.taskQueue,
+		DatabaseURL: dbURL, HTTPAddr: "off",
+		Model: llm.Config{OpenAIBaseURL: st.model.URL(), OpenAIAPIKey: "bench"},
+	}, logger)
+	must(b, err)
+	cat, err := registry.Parse(st.srv.Tools(), "bench.yaml", []byte(benchCatalog))
+	must(b, err)
+	var sc store.Catalog
+	for _, t := range cat.Tenants {
+		sc.Tenants = append(sc.Tenants, store.TenantCatalog{TenantID: t.TenantID, DefaultAgent: t.DefaultAgent, Tools: t.Tools, Agents: t.Agents})
+	}
+	_, err = st.srv.Store().ApplyCatalog(ctx, sc, false)
+	must(b, err)
+	done := make(chan error, 1)
+	go func() { done <- st.srv.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		st.srv.Close()
+	})
+	return st
+}
+
+// startTurn starts a streamed turn whose reply's words carry id.
+func (st *stack) startTurn(ctx context.Context, c client.Client, id string) (string, error) {
+	req := agent.TurnRequest{TenantID: "demo", JobID: "bench-" + id, Prompt: "bench " + id}
+	req.Normalize()
+	if _, err := c.ExecuteWorkflow(ctx, workflows.StartTurnOptions(st.taskQueue, req), workflows.AgentTurnName, req); err != nil {
+		return "", err
+	}
+	return workflows.TurnWorkflowID(req.TenantID, req.JobID), nil
+}
+
+func randomID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// percentile of sorted durations, p in [0,1].
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p*float64(len(s)-1) + 0.5)
+	return s[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
