@@ -99,9 +99,7 @@ func printResult(out io.Writer, res agent.TurnResult, err error, asJSON bool) er
 			fmt.Fprintf(os.Stderr, "turn %s: %s: %s\n", res.Status, res.Error.Type, res.Error.Message)
 		} else {
 			fmt.Fprintln(out, res.Output)
-			m := res.Metadata
-			fmt.Fprintf(out, "  [%s v%d · %s · %d tokens · %s · %s]\n", m.AgentID, m.AgentVersion, m.LLMModel,
-				m.TokensUsed, time.Duration(m.ExecutionTimeMS)*time.Millisecond, res.ResultRef)
+			summary(out, res)
 		}
 	}
 	if res.Error != nil {

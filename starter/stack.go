@@ -21,6 +21,7 @@ import (
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/workflows"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -231,7 +232,7 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 		l.close()
 		return nil, fmt.Errorf("apply catalog: %w", err)
 	}
-	fmt.Fprintf(out, "Catalog %s applied (%d entries).\n", filepath.Clean(catalogDir), len(report.Changes))
+	fmt.Fprintf(out, "Applied the catalog in %s/ (%d changes). Model: %s.\n", filepath.Clean(catalogDir), len(report.Changes), l.modelName())
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
@@ -327,8 +328,7 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 		req := agent.TurnRequest{TenantID: "demo", SessionID: "demo-session", JobID: fmt.Sprintf("demo-%s-%d", newJobID(), i+1), Prompt: p}
 		req.Normalize()
 		fmt.Fprintf(out, "\n> %s\n", p)
-		res, err := executeTurn(ctx, env.client(), env.cfg.TaskQueue, req)
-		if err := printResult(out, res, err, false); err != nil {
+		if err := streamTurn(ctx, out, env, req); err != nil {
 			return err
 		}
 	}
@@ -338,5 +338,26 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	env.printHowTo(out)
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
 	<-ctx.Done()
+	return nil
+}
+
+// streamTurn starts a turn and prints its events live, then its summary.
+func streamTurn(ctx context.Context, out io.Writer, env *local, req agent.TurnRequest) error {
+	run, err := env.client().ExecuteWorkflow(ctx, workflows.StartTurnOptions(env.cfg.TaskQueue, req), workflows.AgentTurnName, req)
+	if err != nil {
+		return fmt.Errorf("start turn: %w", err)
+	}
+	r := &renderer{out: out}
+	if err := env.srv.Follower().Follow(ctx, run.GetID(), 0, func(e agent.Event) error {
+		r.event(e)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("follow turn: %w", err)
+	}
+	var res agent.TurnResult
+	if err := run.Get(ctx, &res); err != nil {
+		return printResult(out, res, err, false)
+	}
+	summary(out, res)
 	return nil
 }
