@@ -21,8 +21,8 @@ import (
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/store"
-	"github.com/agentflow/agentflow/workflows"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/workflows"
 )
 
 // quietLogger keeps the SDK's routine logs off the terminal of a CLI.
