@@ -95,3 +95,14 @@ func ParseModel(s string) (provider, model string, err error) {
 	}
 	return provider, model, nil
 }
+
+// Rule routes a tenant's requests that name no agent: the rules are tried
+// in priority order (highest first, then by name) and the first whose
+// condition holds names the agent. Conditions are CEL expressions over
+// the request (see internal/routing).
+type Rule struct {
+	Name      string `json:"name"`
+	Priority  int    `json:"priority"`
+	Condition string `json:"condition"` // CEL, must evaluate to a bool
+	AgentID   string `json:"agent_id"`
+}
