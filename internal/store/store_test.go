@@ -15,7 +15,7 @@ import (
 )
 
 // migrationCount is the number of files in migrations/.
-const migrationCount = 1
+const migrationCount = 2
 
 func TestOpenMigrates(t *testing.T) {
 	t.Parallel()

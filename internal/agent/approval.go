@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// ApprovalDecision is a person's answer to a tool call waiting for
+// approval: the payload of a turn's "approve" signal and update.
+type ApprovalDecision struct {
+	CallID   string `json:"call_id"`
+	Approved bool   `json:"approved"`
+	Reason   string `json:"reason,omitempty"`
+	Approver string `json:"approver,omitempty"`
+}
+
+// Validate checks the decision's shape (whether the call waits is the
+// turn's business).
+func (d ApprovalDecision) Validate() error {
+	switch {
+	case strings.TrimSpace(d.CallID) == "":
+		return Errorf(CodeInvalid, "call_id is required")
+	case len(d.CallID) > MaxKeyLength:
+		return Errorf(CodeInvalid, "call_id is longer than %d bytes", MaxKeyLength)
+	case len(d.Reason) > 4096:
+		return Errorf(CodeInvalid, "reason is longer than 4096 bytes")
+	case len(d.Approver) > MaxKeyLength:
+		return Errorf(CodeInvalid, "approver is longer than %d bytes", MaxKeyLength)
+	}
+	return nil
+}
+
+// PendingApproval is a tool call waiting for a decision.
+type PendingApproval struct {
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Args        json.RawMessage `json:"args,omitempty"`
+	RequestedAt time.Time       `json:"requested_at"`
+	Deadline    time.Time       `json:"deadline"`
+}
+
+// Approval outcomes, as stored and as tool-call statuses in a result.
+const (
+	ApprovalApproved = "approved"
+	ApprovalRejected = "rejected"
+	ApprovalTimedOut = "timed_out"
+)
+
+// ApprovalRecord is a decided approval, as stored.
+type ApprovalRecord struct {
+	TenantID    string          `json:"tenant_id"`
+	JobID       string          `json:"job_id"`
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Args        json.RawMessage `json:"args,omitempty"`
+	Outcome     string          `json:"outcome"` // approved | rejected | timed_out
+	Reason      string          `json:"reason,omitempty"`
+	Approver    string          `json:"approver,omitempty"`
+	Via         string          `json:"via,omitempty"` // signal | update | timeout
+	RequestedAt time.Time       `json:"requested_at"`
+	DecidedAt   time.Time       `json:"decided_at"`
+}
