@@ -1,0 +1,125 @@
+// Package policy decides whether a tool call needs a person's approval.
+//
+// A tool's approval policy is "never" (the default), "always", or a CEL
+// expression that must evaluate to a bool, over:
+//
+//	tool       string               the tool's name
+//	args       map(string, dyn)     the call's arguments (the model's JSON)
+//	tenant_id  string
+//	user_role  string               from the turn's context
+//	ui_page    string
+//	metadata   map(string, string)
+//
+// e.g. `args.amount > 100.0 || user_role != "admin"`. Expressions are
+// compiled once and cached. When an expression cannot be evaluated for a
+// call (a missing argument, arguments that are not a JSON object) the call
+// needs approval: the policy fails safe, and the reason says why.
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// costLimit bounds one evaluation, so that no expression can hang a worker.
+const costLimit = 100_000
+
+// Call is what a policy looks at.
+type Call struct {
+	Tool     string
+	Args     string // JSON object, as the model wrote it
+	TenantID string
+	Context  agent.TurnContext
+}
+
+// Checker evaluates policies; it is safe for concurrent use.
+type Checker struct {
+	env      *cel.Env
+	programs sync.Map // expression → cel.Program
+}
+
+// New returns a Checker.
+func New() (*Checker, error) {
+	env, err := cel.NewEnv(
+		cel.Variable("tool", cel.StringType),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("tenant_id", cel.StringType),
+		cel.Variable("user_role", cel.StringType),
+		cel.Variable("ui_page", cel.StringType),
+		cel.Variable("metadata", cel.MapType(cel.StringType, cel.StringType)),
+		ext.Strings(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("approval policy environment: %w", err)
+	}
+	return &Checker{env: env}, nil
+}
+
+// Compile checks an expression: agent.CodeInvalid with CEL's message when
+// it does not compile or is not a bool. "never" and "always" are valid.
+func (c *Checker) Compile(expr string) error {
+	_, err := c.program(expr)
+	return err
+}
+
+func (c *Checker) program(expr string) (cel.Program, error) {
+	if p, ok := c.programs.Load(expr); ok {
+		return p.(cel.Program), nil
+	}
+	ast, iss := c.env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "approval policy %q: %s", expr, strings.ReplaceAll(iss.Err().Error(), "\n", " "))
+	}
+	if ast.OutputType() != cel.BoolType {
+		return nil, agent.Errorf(agent.CodeInvalid, "approval policy %q: evaluates to %s, want bool", expr, ast.OutputType())
+	}
+	p, err := c.env.Program(ast, cel.CostLimit(costLimit))
+	if err != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "approval policy %q: %v", expr, err)
+	}
+	c.programs.Store(expr, p)
+	return p, nil
+}
+
+// NeedsApproval applies a tool's policy to a call. The reason says why a
+// call needs approval ("" when it does not).
+func (c *Checker) NeedsApproval(policy string, call Call) (bool, string) {
+	switch strings.TrimSpace(policy) {
+	case "", agent.ApprovalNever:
+		return false, ""
+	case agent.ApprovalAlways:
+		return true, "the tool always needs approval"
+	}
+	p, err := c.program(policy)
+	if err != nil {
+		return true, err.Error()
+	}
+	args := map[string]any{}
+	if s := strings.TrimSpace(call.Args); s != "" {
+		if err := json.Unmarshal([]byte(s), &args); err != nil {
+			return true, "the arguments are not a JSON object, so the policy cannot be applied"
+		}
+	}
+	meta := call.Context.Metadata
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	out, _, err := p.Eval(map[string]any{
+		"tool": call.Tool, "args": args, "tenant_id": call.TenantID,
+		"user_role": call.Context.UserRole, "ui_page": call.Context.UIPage, "metadata": meta,
+	})
+	if err != nil {
+		return true, fmt.Sprintf("policy %q could not be evaluated (%v), so approval is required", policy, err)
+	}
+	if b, ok := out.Value().(bool); ok && b {
+		return true, fmt.Sprintf("policy %q holds", policy)
+	}
+	return false, ""
+}
