@@ -3,6 +3,7 @@ package activities
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
 )
@@ -44,6 +46,8 @@ type Activities struct {
 	// (default 2048).
 	StreamInterval time.Duration
 	StreamMaxBytes int
+	// Policy applies tools' approval policies; nil means a default Checker.
+	Policy *policy.Checker
 	// PreviewBytes bounds the tool output copied into workflow history;
 	// longer outputs are stored as blobs and passed by cas:// reference.
 	// Default 2048.
@@ -51,6 +55,20 @@ type Activities struct {
 	// SessionWindow is how many earlier session messages CallModel sends to
 	// the model when a turn loads history. Default 50.
 	SessionWindow int
+}
+
+var (
+	defaultPolicyOnce sync.Once
+	defaultPolicy     *policy.Checker
+	defaultPolicyErr  error
+)
+
+func (a *Activities) policy() (*policy.Checker, error) {
+	if a.Policy != nil {
+		return a.Policy, nil
+	}
+	defaultPolicyOnce.Do(func() { defaultPolicy, defaultPolicyErr = policy.New() })
+	return defaultPolicy, defaultPolicyErr
 }
 
 func (a *Activities) previewBytes() int {

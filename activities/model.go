@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/policy"
 )
 
 // CallModelInput names everything the model call needs by reference: the
@@ -36,6 +37,8 @@ type CallModelInput struct {
 	FirstIndex int64  `json:"first_index,omitempty"`
 	// Notify is a workflow that also receives the batches.
 	Notify string `json:"notify,omitempty"`
+	// Context is the turn's context, for tools' approval policies.
+	Context agent.TurnContext `json:"context,omitzero"`
 }
 
 // ToolFailure is the result of a tool call that could not run.
@@ -58,6 +61,40 @@ type CallModelResult struct {
 	// attempt and the model was not called again (its usage is then not
 	// known and reported as zero).
 	Stored bool `json:"stored,omitempty"`
+	// Approvals lists the tool calls whose tool's policy asks a person
+	// first, with the reason.
+	Approvals []ApprovalNeed `json:"approvals,omitempty"`
+}
+
+// ApprovalNeed says that a tool call waits for a person, and why.
+type ApprovalNeed struct {
+	CallID string `json:"call_id"`
+	Reason string `json:"reason"`
+}
+
+// approvals applies the agent's tools' approval policies to the calls.
+// A call of a tool the agent does not have needs none: it fails anyway.
+func (a *Activities) approvals(ag agent.Agent, in CallModelInput, calls []agent.ToolCall) []ApprovalNeed {
+	var out []ApprovalNeed
+	for _, c := range calls {
+		t, ok := ag.Tool(c.Name)
+		if !ok {
+			continue
+		}
+		checker, err := a.policy()
+		if err != nil {
+			// Fail safe: a call whose policy cannot be applied waits.
+			if t.Approval != "" && t.Approval != agent.ApprovalNever {
+				out = append(out, ApprovalNeed{CallID: c.ID, Reason: err.Error()})
+			}
+			continue
+		}
+		need, why := checker.NeedsApproval(t.Approval, policy.Call{Tool: c.Name, Args: c.Arguments, TenantID: in.TenantID, Context: in.Context})
+		if need {
+			out = append(out, ApprovalNeed{CallID: c.ID, Reason: why})
+		}
+	}
+	return out
 }
 
 // CallModel sends the turn so far to the agent's model and stores the
@@ -85,7 +122,8 @@ func (a *Activities) CallModel(ctx context.Context, in CallModelInput) (CallMode
 			return CallModelResult{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role), agent.ErrTypeInternal, nil)
 		}
-		return CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: ag.Model, Stored: true}, nil
+		return CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: ag.Model, Stored: true,
+			Approvals: a.approvals(ag, in, m.ToolCalls)}, nil
 	case len(steps) < in.Seq:
 		return CallModelResult{}, fmt.Errorf("job %q has %d steps stored, want %d before calling the model", in.JobID, len(steps), in.Seq)
 	}
@@ -143,5 +181,6 @@ func (a *Activities) CallModel(ctx context.Context, in CallModelInput) (CallMode
 		Usage:        resp.Usage,
 		Model:        resp.Model,
 		FinishReason: resp.FinishReason,
+		Approvals:    a.approvals(ag, in, reply.ToolCalls),
 	}, nil
 }

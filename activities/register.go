@@ -13,6 +13,8 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 		CallModelName:   a.CallModel,
 		ExecuteToolName: a.ExecuteTool,
 		SaveResultName:  a.SaveResult,
+
+		RecordApprovalName: a.RecordApproval,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -44,6 +44,12 @@ const (
 	// SignalNotifyTokens is the signal a turn's notify workflow receives:
 	// the same agent.TokenBatch.
 	SignalNotifyTokens = "agent_tokens"
+	// SignalApprove and UpdateApprove carry an agent.ApprovalDecision; the
+	// update refuses unknown and already decided calls.
+	SignalApprove = "approve"
+	UpdateApprove = "approve"
+	// QueryPendingApprovals answers with []agent.PendingApproval.
+	QueryPendingApprovals = "pending_approvals"
 )
 
 // StartTurnOptions are the options every starter of a turn uses: the

@@ -72,10 +72,14 @@ type turn struct {
 
 	log    eventLog
 	tokens workflow.ReceiveChannel
+	appr   approvals
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	if err := t.startEvents(ctx); err != nil {
+		return agent.TurnResult{}, err
+	}
+	if err := t.startApprovals(ctx); err != nil {
 		return agent.TurnResult{}, err
 	}
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
@@ -160,6 +164,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 			SessionID: t.req.SessionID, History: t.req.History,
 			Seq: t.seq, ToolFailures: failures,
 			Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
+			Context: t.req.Context,
 		})
 		err := t.awaitModel(ctx, call, &reply)
 		t.log.step = 0
@@ -181,7 +186,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if len(reply.ToolCalls) == 0 {
 			return reply.Content, nil
 		}
-		failures = t.runTools(ctx, reply.ToolCalls)
+		failures = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
 		if ctx.Err() != nil {
 			return "", turnError(ctx.Err())
 		}
@@ -194,12 +199,14 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 
 // runTools runs the calls in parallel, one activity each, and returns the
 // calls that failed for good (their results are stored by the next
-// CallModel).
-func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall) []activities.ToolFailure {
-	names := make([]string, len(calls))
+// CallModel). Calls whose tool's policy asks for approval wait for a
+// decision first; a rejected or timed-out call fails with a message the
+// model reads as the tool's result.
+func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []activities.ApprovalNeed, limits agent.Limits) []activities.ToolFailure {
 	futures := make([]workflow.Future, len(calls))
-	for i, c := range calls {
-		names[i] = c.Name
+	refused := make([]*agent.ToolEvent, len(calls)) // tool_end of calls not run
+	start := func(i int) {
+		c := calls[i]
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: toolTimeout,
 			RetryPolicy:         &toolRetry,
@@ -212,29 +219,70 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall) []activiti
 			Seq: t.seq + 1 + i, Call: c,
 		})
 	}
-	workflow.SetCurrentDetails(ctx, "running tools: "+strings.Join(names, ", "))
+
+	var names []string
+	var waiting []int
+	for i, c := range calls {
+		if reasonFor(needs, c.ID) != "" {
+			waiting = append(waiting, i)
+			continue
+		}
+		names = append(names, c.Name)
+		start(i)
+	}
+	if len(names) > 0 {
+		workflow.SetCurrentDetails(ctx, "running tools: "+strings.Join(names, ", "))
+	}
+	if len(waiting) > 0 {
+		t.awaitApprovals(ctx, calls, waiting, needs, limits, func(i int, outcome, message string) {
+			if outcome == agent.ApprovalApproved {
+				start(i)
+				return
+			}
+			refused[i] = &agent.ToolEvent{CallID: calls[i].ID, Name: calls[i].Name, Status: outcome, Output: message}
+			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: refused[i]})
+		})
+	}
 
 	var failures []activities.ToolFailure
 	for i, f := range futures {
 		c := calls[i]
 		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
-		var res activities.ExecuteToolResult
-		end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
-		if err := f.Get(ctx, &res); err != nil {
-			rec.Status = agent.ToolError
-			failures = append(failures, activities.ToolFailure{
-				Seq: t.seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: errorMessage(err),
-			})
-			end.Status, end.Output = agent.ToolError, oneLine(errorMessage(err), 200)
-		} else {
-			rec.Status = res.Status
-			end.Status, end.Output = res.Status, oneLine(res.Preview, 200)
+		fail := func(status, msg string) {
+			rec.Status = status
+			failures = append(failures, activities.ToolFailure{Seq: t.seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg})
 		}
-		t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
+		switch {
+		case refused[i] != nil:
+			fail(refused[i].Status, refused[i].Output)
+		case f == nil:
+			// The turn ended (its timeout) while the call waited.
+			fail(agent.ToolError, "the turn ended before the call was decided")
+		default:
+			var res activities.ExecuteToolResult
+			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
+			if err := f.Get(ctx, &res); err != nil {
+				fail(agent.ToolError, errorMessage(err))
+				end.Status, end.Output = agent.ToolError, oneLine(errorMessage(err), 200)
+			} else {
+				rec.Status = res.Status
+				end.Status, end.Output = res.Status, oneLine(res.Preview, 200)
+			}
+			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
+		}
 		t.calls = append(t.calls, rec)
 	}
 	t.seq += len(calls)
 	return failures
+}
+
+func reasonFor(needs []activities.ApprovalNeed, callID string) string {
+	for _, n := range needs {
+		if n.CallID == callID {
+			return n.Reason
+		}
+	}
+	return ""
 }
 
 // finish stores the result and returns it, or fails the workflow with it.

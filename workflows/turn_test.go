@@ -36,7 +36,8 @@ type fakeTurn struct {
 	existing   *agent.TurnResult
 	// onModel runs inside CallModel before it returns, as a streaming
 	// call's last signals do.
-	onModel func(activities.CallModelInput)
+	onModel   func(activities.CallModelInput)
+	approvals []agent.ApprovalRecord
 }
 
 func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
@@ -102,6 +103,13 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 			r.ResultRef = "artifact://test-" + in.Request.JobID
 			f.saved = append(f.saved, r)
 			return r, nil
+		})
+	env.OnActivity(activities.RecordApprovalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r agent.ApprovalRecord) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.approvals = append(f.approvals, r)
+			return nil
 		})
 	return env
 }

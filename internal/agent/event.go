@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // EventKind says what a stream event carries.
@@ -65,8 +66,12 @@ type ToolEvent struct {
 	CallID string          `json:"call_id"`
 	Name   string          `json:"name"`
 	Args   json.RawMessage `json:"args,omitempty"`
-	Status string          `json:"status,omitempty"` // tool_end: ok | error
+	Status string          `json:"status,omitempty"` // tool_end: ok | error | rejected | timed_out
 	Output string          `json:"output,omitempty"` // tool_end: a preview of the output
+	// Reason, on approval_required, says why the call needs approval.
+	Reason string `json:"reason,omitempty"`
+	// Deadline, on approval_required, is when the call times out.
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
 // Terminal reports whether e ends its stream.

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+// careCatalog is a tenant whose calculator needs a person's approval.
+const careCatalog = `
+tenant: care
+default_agent: careful
+tools:
+  - name: calculator
+    kind: calculator
+    approval: always
+agents:
+  - id: careful
+    model: openai:gpt-4o-mini
+    tools: [calculator]
+    limits: {max_iterations: 4, turn_timeout_sec: 600, approval_timeout_sec: 300}
+`
+
+func (e *env) applyCatalog(doc string) {
+	e.t.Helper()
+	cat, err := registry.Parse(e.srv.Tools(), "care.yaml", []byte(doc))
+	require.NoError(e.t, err)
+	_, err = e.srv.Store().ApplyCatalog(context.Background(), toStoreCatalog(cat), false)
+	require.NoError(e.t, err)
+}
+
+// awaitPending waits until the turn has a call waiting for approval.
+func (e *env) awaitPending(workflowID string) agent.PendingApproval {
+	e.t.Helper()
+	var p []agent.PendingApproval
+	require.Eventually(e.t, func() bool {
+		v, err := e.client.QueryWorkflow(context.Background(), workflowID, "", workflows.QueryPendingApprovals)
+		if err != nil {
+			return false
+		}
+		return v.Get(&p) == nil && len(p) > 0
+	}, 30*time.Second, 50*time.Millisecond)
+	return p[0]
+}
+
+func TestApprovalWithTemporalCLI(t *testing.T) {
+	e := newEnv(t)
+	e.applyCatalog(careCatalog)
+
+	tests := []struct {
+		name     string
+		decide   func(id string, callID string) (string, error)
+		status   string
+		output   string
+		outcome  string
+		approver string
+	}{
+		{
+			name: "update approves",
+			decide: func(id, callID string) (string, error) {
+				return e.temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+					"--input", fmt.Sprintf(`{"call_id":%q,"approved":true,"approver":"ana"}`, callID))
+			},
+			status: agent.ToolOK, output: "The result is 42.", outcome: agent.ApprovalApproved, approver: "ana",
+		},
+		{
+			name: "signal rejects",
+			decide: func(id, callID string) (string, error) {
+				return e.temporal("workflow", "signal", "--workflow-id", id, "--name", "approve",
+					"--input", fmt.Sprintf(`{"call_id":%q,"approved":false,"reason":"not now","approver":"bob"}`, callID))
+			},
+			status: agent.ApprovalRejected, output: "The result is error: the call was rejected by bob and not run: not now.",
+			outcome: agent.ApprovalRejected, approver: "bob",
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := fmt.Sprintf("approve-%d-%s", i, randomID())
+			id := workflows.TurnWorkflowID("care", job)
+			e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"care","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
+			p := e.awaitPending(id)
+			require.Equal(t, "calculator", p.Tool)
+			require.JSONEq(t, `{"expression":"6 * 7"}`, string(p.Args))
+
+			// A decision on a call that does not wait is refused and changes nothing.
+			out, err := e.temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+				"--input", `{"call_id":"no-such-call","approved":true}`)
+			require.Error(t, err)
+			require.Contains(t, out, `no tool call \"no-such-call\" is waiting for approval`)
+
+			out, err = tt.decide(id, p.CallID)
+			require.NoError(t, err, out)
+			res, err := e.result(id)
+			require.NoError(t, err)
+			require.Equal(t, tt.output, res.Output)
+			require.Equal(t, tt.status, res.Metadata.ToolCalls[0].Status)
+
+			recs, err := e.srv.Store().Approvals(context.Background(), "care", job)
+			require.NoError(t, err)
+			require.Len(t, recs, 1)
+			require.Equal(t, tt.outcome, recs[0].Outcome)
+			require.Equal(t, tt.approver, recs[0].Approver)
+			if i == 0 {
+				e.replay(id, "turn_approval")
+			}
+		})
+	}
+}

@@ -1,0 +1,187 @@
+package workflows
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/agentflow/agentflow/activities"
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+func opsAgent() agent.Agent {
+	a := testAgent()
+	a.ID = "ops"
+	a.Tools = append(a.Tools, agent.Tool{Name: "restart", Kind: "http", Approval: agent.ApprovalAlways})
+	a.Limits.ApprovalTimeoutSec = 600
+	a.Limits.TurnTimeoutSec = 3600
+	return a
+}
+
+func restart(id, service string) agent.ToolCall {
+	return agent.ToolCall{ID: id, Name: "restart", Arguments: `{"service":"` + service + `"}`}
+}
+
+func needs(ids ...string) []activities.ApprovalNeed {
+	var out []activities.ApprovalNeed
+	for _, id := range ids {
+		out = append(out, activities.ApprovalNeed{CallID: id, Reason: "the tool always needs approval"})
+	}
+	return out
+}
+
+// approvalEnv runs an ops turn whose first reply asks for the given calls.
+func approvalEnv(t *testing.T, calls []agent.ToolCall, approvalIDs ...string) (*fakeTurn, *testsuite.TestWorkflowEnvironment) {
+	first := toolReply(calls...)
+	first.Approvals = needs(approvalIDs...)
+	f := &fakeTurn{agent: opsAgent(), replies: []activities.CallModelResult{first, textReply("done")},
+		tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){
+			"restart": okTool("restarted"), "calculator": okTool("4"),
+		}}
+	return f, newEnv(t, f)
+}
+
+func pending(t *testing.T, env *testsuite.TestWorkflowEnvironment) []agent.PendingApproval {
+	t.Helper()
+	v, err := env.QueryWorkflow(QueryPendingApprovals)
+	require.NoError(t, err)
+	var p []agent.PendingApproval
+	require.NoError(t, v.Get(&p))
+	return p
+}
+
+type updateResult struct {
+	accepted bool
+	err      error
+	ack      ApprovalAck
+}
+
+func update(env *testsuite.TestWorkflowEnvironment, d agent.ApprovalDecision) *updateResult {
+	r := &updateResult{}
+	env.UpdateWorkflow(UpdateApprove, "", &testsuite.TestUpdateCallback{
+		OnAccept: func() { r.accepted = true },
+		OnReject: func(err error) { r.err = err },
+		OnComplete: func(v any, err error) {
+			if err != nil {
+				r.err = err
+				return
+			}
+			r.ack, _ = v.(ApprovalAck)
+		},
+	}, d)
+	return r
+}
+
+func req() agent.TurnRequest {
+	r := request()
+	r.AgentID = "ops"
+	return r
+}
+
+func TestApprovalBySignal(t *testing.T) {
+	f, env := approvalEnv(t, []agent.ToolCall{restart("c1", "api")}, "c1")
+	env.RegisterDelayedCallback(func() {
+		p := pending(t, env)
+		require.Len(t, p, 1)
+		require.Equal(t, "c1", p[0].CallID)
+		require.Equal(t, 10*time.Minute, p[0].Deadline.Sub(p[0].RequestedAt))
+		require.Empty(t, f.toolCalls, "nothing runs before the decision")
+		env.SignalWorkflow(SignalApprove, agent.ApprovalDecision{CallID: "c1", Approved: true, Approver: "ana"})
+	}, time.Minute)
+	res, failure := runTurn(t, env, req())
+	require.Nil(t, failure)
+	require.Len(t, f.toolCalls, 1)
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+	require.Len(t, f.approvals, 1)
+	a := f.approvals[0]
+	require.Equal(t, agent.ApprovalApproved, a.Outcome)
+	require.Equal(t, "ana", a.Approver)
+	require.Equal(t, "signal", a.Via)
+	require.Equal(t, time.Minute, a.DecidedAt.Sub(a.RequestedAt))
+	require.Empty(t, pending(t, env))
+}
+
+func TestApprovalRejectedByUpdateReachesTheModel(t *testing.T) {
+	f, env := approvalEnv(t, []agent.ToolCall{restart("c1", "api")}, "c1")
+	var bad, good, twice *updateResult
+	env.RegisterDelayedCallback(func() {
+		bad = update(env, agent.ApprovalDecision{CallID: "nope", Approved: true})
+		good = update(env, agent.ApprovalDecision{CallID: "c1", Approved: false, Reason: "not during the sale", Approver: "ana"})
+		twice = update(env, agent.ApprovalDecision{CallID: "c1", Approved: true})
+	}, time.Minute)
+	res, failure := runTurn(t, env, req())
+	require.Nil(t, failure)
+
+	require.False(t, bad.accepted)
+	require.ErrorContains(t, bad.err, `no tool call "nope" is waiting for approval`)
+	require.True(t, good.accepted)
+	require.NoError(t, good.err)
+	require.Equal(t, ApprovalAck{CallID: "c1", Outcome: agent.ApprovalRejected}, good.ack)
+	require.False(t, twice.accepted)
+	require.ErrorContains(t, twice.err, `tool call "c1" was already decided`)
+
+	require.Empty(t, f.toolCalls, "a rejected call does not run")
+	require.Equal(t, agent.ApprovalRejected, res.Metadata.ToolCalls[0].Status)
+	require.Equal(t, []activities.ToolFailure{{Seq: 2, CallID: "c1", Tool: "restart",
+		Message: "the call was rejected by ana and not run: not during the sale"}}, f.modelCalls[1].ToolFailures)
+	require.Len(t, f.approvals, 1)
+	require.Equal(t, "update", f.approvals[0].Via)
+}
+
+func TestApprovalTimesOut(t *testing.T) {
+	f, env := approvalEnv(t, []agent.ToolCall{restart("c1", "api")}, "c1")
+	res, failure := runTurn(t, env, req())
+	require.Nil(t, failure)
+	require.Empty(t, f.toolCalls)
+	require.Equal(t, agent.ApprovalTimedOut, res.Metadata.ToolCalls[0].Status)
+	require.Contains(t, f.modelCalls[1].ToolFailures[0].Message, "approval timeout of 10m0s")
+	require.Len(t, f.approvals, 1)
+	require.Equal(t, agent.ApprovalTimedOut, f.approvals[0].Outcome)
+	require.Equal(t, 10*time.Minute, f.approvals[0].DecidedAt.Sub(f.approvals[0].RequestedAt))
+}
+
+func TestTwoApprovalsDecidedSeparately(t *testing.T) {
+	calls := []agent.ToolCall{restart("c1", "api"), calc("c2", "2+2"), restart("c3", "db")}
+	f, env := approvalEnv(t, calls, "c1", "c3")
+	env.RegisterDelayedCallback(func() {
+		require.Len(t, pending(t, env), 2)
+		require.Len(t, f.toolCalls, 1, "the call without a policy runs at once")
+		env.SignalWorkflow(SignalApprove, agent.ApprovalDecision{CallID: "c3", Approved: false, Approver: "bob"})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		p := pending(t, env)
+		require.Len(t, p, 1)
+		require.Equal(t, "c1", p[0].CallID)
+		update(env, agent.ApprovalDecision{CallID: "c1", Approved: true, Approver: "ana"})
+	}, 2*time.Minute)
+	res, failure := runTurn(t, env, req())
+	require.Nil(t, failure)
+	var statuses []string
+	for _, c := range res.Metadata.ToolCalls {
+		statuses = append(statuses, c.CallID+":"+c.Status)
+	}
+	require.Equal(t, []string{"c1:ok", "c2:ok", "c3:rejected"}, statuses)
+	require.Len(t, f.toolCalls, 2)
+	require.Len(t, f.approvals, 2)
+	require.Equal(t, "c3", f.approvals[0].CallID, "records in the order decisions came")
+
+	v, err := env.QueryWorkflow(QueryEvents, agent.EventsQuery{})
+	require.NoError(t, err)
+	var page agent.EventsPage
+	require.NoError(t, v.Get(&page))
+	var kinds []string
+	for _, e := range page.Events {
+		k := string(e.Kind)
+		if e.Kind == agent.EventStatus {
+			k = e.Status
+		}
+		if e.Tool != nil {
+			k += ":" + e.Tool.CallID
+		}
+		kinds = append(kinds, k)
+	}
+	require.Equal(t, []string{"RUNNING", "usage", "tool_start:c2", "approval_required:c1", "approval_required:c3",
+		"WAITING_APPROVAL", "tool_end:c3", "tool_start:c1", "RUNNING", "tool_end:c1", "tool_end:c2", "usage", "content", "COMPLETED"}, kinds)
+}
