@@ -27,6 +27,7 @@ func TestDemo(t *testing.T) {
 	t.Setenv("TEMPORAL_NAMESPACE", namespace)
 	t.Setenv("AGENTFLOW_TASK_QUEUE", "demo-test-"+hex.EncodeToString(b[:]))
 	t.Setenv("AGENTFLOW_HTTP_ADDR", "off")
+	t.Setenv("AGENTFLOW_GRPC_ADDR", "127.0.0.1:0")
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST", "AGENTFLOW_SCRIPT", "AGENTFLOW_DEMO_MODEL"} {
 		t.Setenv(k, "")
 	}

@@ -1,6 +1,7 @@
 // Command starter is agentflow's command-line client.
 //
 //	starter run --tenant demo "What is 12.5 * 4?"   run one agent turn and print its result
+//	starter chat "What is 12.5 * 4?"                 stream a turn live through the gRPC API
 //	starter catalog apply -f catalog/                 validate and apply a YAML catalog
 //	starter demo                                      local stack + worker + a sample turn
 //	starter up                                        local stack + worker, until Ctrl-C
@@ -25,6 +26,8 @@ const usage = `usage: starter <command> [flags]
 
 commands:
   run       run one agent turn and print its result
+  chat      stream a turn live through the gRPC API; resumes after a dropped connection
+  approve   list a turn's pending approvals, or decide one (approve --stream ID [--call ID --reject])
   catalog   apply a YAML catalog to the database (catalog apply -f DIR|FILE [--dry-run])
   demo      start a local stack and a worker, run a sample turn (exits after it when CI=true)
   up        start a local stack and a worker, and wait for Ctrl-C
@@ -63,6 +66,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "run":
 		return runCmd(ctx, rest, out)
+	case "chat":
+		return chatCmd(ctx, rest, out)
+	case "approve":
+		return approveCmd(ctx, rest, out)
 	case "catalog":
 		return catalogCmd(ctx, rest, out)
 	case "demo":

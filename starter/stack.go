@@ -22,7 +22,7 @@ import (
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
-	"github.com/agentflow/agentflow/workflows"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // quietLogger keeps the SDK's routine logs off the terminal of a CLI.
@@ -176,6 +176,9 @@ type local struct {
 	cancel context.CancelFunc
 }
 
+// devToken is the gateway's bearer token for tenant demo on a local stack.
+const devToken = "dev-token"
+
 // startLocal starts Postgres (unless DATABASE_URL is set) and the Temporal
 // dev server (unless TEMPORAL_ADDRESS is set), a worker, and applies the
 // catalog. Without a model provider key the worker serves the scripted
@@ -203,6 +206,10 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 	cfg.DatabaseURL = stack.DatabaseURL
 	cfg.TemporalAddress = stack.TemporalAddress
 	cfg.Namespace = stack.Namespace
+	if len(cfg.Tokens) == 0 {
+		// The local stack's development token; never a default elsewhere.
+		cfg.Tokens = map[string]string{devToken: "demo"}
+	}
 	model := demoModel(cfg)
 	if model == "" && cfg.Script == "" {
 		cfg.Script = "demo"
@@ -269,12 +276,14 @@ agentflow is running.
   Web UI:    %s
   Postgres:  %s
   Model:     %s
+  gRPC API:  %s (token %s for tenant demo)
 
 Try:
   export TEMPORAL_ADDRESS=%s DATABASE_URL='%s'
   go run ./starter run --tenant demo "What is 12.5 * 4?"
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.modelName(),
+		orNone(l.srv.GRPCAddr()), devToken,
 		l.stack.TemporalAddress, l.stack.DatabaseURL, l.stack.TemporalAddress)
 }
 
@@ -328,7 +337,7 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 		req := agent.TurnRequest{TenantID: "demo", SessionID: "demo-session", JobID: fmt.Sprintf("demo-%s-%d", newJobID(), i+1), Prompt: p}
 		req.Normalize()
 		fmt.Fprintf(out, "\n> %s\n", p)
-		if err := streamTurn(ctx, out, env, req); err != nil {
+		if err := env.chat(ctx, out, req); err != nil {
 			return err
 		}
 	}
@@ -341,23 +350,15 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// streamTurn starts a turn and prints its events live, then its summary.
-func streamTurn(ctx context.Context, out io.Writer, env *local, req agent.TurnRequest) error {
-	run, err := env.client().ExecuteWorkflow(ctx, workflows.StartTurnOptions(env.cfg.TaskQueue, req), workflows.AgentTurnName, req)
+// chat streams a turn through the local gateway, as any client would.
+func (l *local) chat(ctx context.Context, out io.Writer, req agent.TurnRequest) error {
+	addr, token := l.srv.GRPCAddr(), devToken
+	api := apiFlags{addr: &addr, token: &token}
+	c, closeConn, err := api.dial()
 	if err != nil {
-		return fmt.Errorf("start turn: %w", err)
+		return err
 	}
-	r := &renderer{out: out}
-	if err := env.srv.Follower().Follow(ctx, run.GetID(), 0, func(e agent.Event) error {
-		r.event(e)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("follow turn: %w", err)
-	}
-	var res agent.TurnResult
-	if err := run.Get(ctx, &res); err != nil {
-		return printResult(out, res, err, false)
-	}
-	summary(out, res)
-	return nil
+	defer closeConn()
+	return chat(api.ctx(ctx), c, &pb.TurnRequest{JobId: req.JobID, SessionId: req.SessionID, AgentId: req.AgentID, Prompt: req.Prompt},
+		out, os.Stderr)
 }

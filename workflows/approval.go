@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/activities"
@@ -41,12 +42,12 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApprove,
 		func(ctx workflow.Context, d agent.ApprovalDecision) (ApprovalAck, error) {
 			if err := t.offer(d, "update"); err != nil {
-				return ApprovalAck{}, err
+				return ApprovalAck{}, refusal(err)
 			}
 			return ApprovalAck{CallID: d.CallID, Outcome: outcomeOf(d)}, nil
 		},
 		workflow.UpdateHandlerOptions{
-			Validator:   func(_ workflow.Context, d agent.ApprovalDecision) error { return t.checkDecision(d) },
+			Validator:   func(_ workflow.Context, d agent.ApprovalDecision) error { return refusal(t.checkDecision(d)) },
 			Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}`,
 		}); err != nil {
 		return err
@@ -70,6 +71,15 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 		}
 	})
 	return nil
+}
+
+// refusal carries a domain error's code as the application error type, so
+// that callers (the gateway) can tell "not waiting" from "already decided".
+func refusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return temporal.NewApplicationError(err.Error(), string(agent.ErrorCode(err)))
 }
 
 func outcomeOf(d agent.ApprovalDecision) string {

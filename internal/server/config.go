@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentflow/agentflow/internal/llm"
@@ -32,6 +33,16 @@ type Config struct {
 	// ResultInlineLimit: results larger than this many bytes are stored as
 	// blobs. Env AGENTFLOW_RESULT_INLINE_LIMIT; default 10 MiB.
 	ResultInlineLimit int
+	// Roles this process plays: RoleWorker (the Temporal worker) and
+	// RoleGateway (the gRPC API). Env AGENTFLOW_ROLES, comma-separated;
+	// default both. Empty means worker only.
+	Roles []string
+	// GRPCAddr is where the gateway listens. Env AGENTFLOW_GRPC_ADDR;
+	// default 127.0.0.1:50051.
+	GRPCAddr string
+	// Tokens maps gateway bearer tokens to tenants. Env AGENTFLOW_TOKENS,
+	// "token=tenant,token2=tenant2"; required with the gateway role.
+	Tokens map[string]string
 	// StreamInterval is the time between token batches, 100ms to 250ms.
 	// Env AGENTFLOW_STREAM_INTERVAL_MS; default 200.
 	StreamInterval time.Duration
@@ -55,6 +66,13 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.ResultInlineLimit = n
 	}
+	c.Roles = strings.Split(envOr("AGENTFLOW_ROLES", RoleWorker+","+RoleGateway), ",")
+	c.GRPCAddr = envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051")
+	tokens, err := ParseTokens(os.Getenv("AGENTFLOW_TOKENS"))
+	if err != nil {
+		return Config{}, err
+	}
+	c.Tokens = tokens
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -74,10 +92,55 @@ func (c Config) Validate() error {
 		return fmt.Errorf("TEMPORAL_ADDRESS is empty")
 	case c.TaskQueue == "":
 		return fmt.Errorf("AGENTFLOW_TASK_QUEUE is empty")
+	case c.Has(RoleGateway) && len(c.Tokens) == 0:
+		return fmt.Errorf("AGENTFLOW_TOKENS is empty: the gateway needs at least one token=tenant pair")
+	case c.Has(RoleGateway) && c.GRPCAddr == "":
+		return fmt.Errorf("AGENTFLOW_GRPC_ADDR is empty")
 	case c.StreamInterval != 0 && (c.StreamInterval < 100*time.Millisecond || c.StreamInterval > 250*time.Millisecond):
 		return fmt.Errorf("stream interval %s: want 100ms to 250ms (AGENTFLOW_STREAM_INTERVAL_MS)", c.StreamInterval)
 	}
+	for _, r := range c.Roles {
+		if r != RoleWorker && r != RoleGateway {
+			return fmt.Errorf("AGENTFLOW_ROLES: unknown role %q (roles: %s, %s)", r, RoleWorker, RoleGateway)
+		}
+	}
 	return nil
+}
+
+// Roles of a process.
+const (
+	RoleWorker  = "worker"
+	RoleGateway = "gateway"
+)
+
+// Has reports whether the process plays role; no roles means the worker.
+func (c Config) Has(role string) bool {
+	if len(c.Roles) == 0 {
+		return role == RoleWorker
+	}
+	for _, r := range c.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseTokens reads "token=tenant,token2=tenant2".
+func ParseTokens(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		tok, tenant, ok := strings.Cut(pair, "=")
+		if !ok || tok == "" || tenant == "" {
+			return nil, fmt.Errorf("AGENTFLOW_TOKENS: want token=tenant pairs separated by commas, got an entry without '=' or with an empty side")
+		}
+		out[tok] = tenant
+	}
+	return out, nil
 }
 
 func envOr(key, def string) string {

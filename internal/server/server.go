@@ -16,8 +16,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 
 	"github.com/agentflow/agentflow/activities"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/store"
@@ -39,6 +41,8 @@ type Server struct {
 	httpLn   net.Listener
 	hub      *stream.Hub
 	follower *stream.Follower
+	grpc     *grpc.Server
+	grpcLn   net.Listener
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -108,6 +112,19 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	}
 	acts.Register(s.worker)
 
+	if cfg.Has(RoleGateway) {
+		svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: cfg.Tokens,
+			TaskQueue: cfg.TaskQueue, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s (AGENTFLOW_GRPC_ADDR): %w", cfg.GRPCAddr, err)
+		}
+		s.grpc = gateway.NewGRPCServer(svc)
+	}
+
 	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {
 		s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
@@ -123,6 +140,14 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 // Client is the server's Temporal client.
 func (s *Server) Client() client.Client { return s.client }
 
+// GRPCAddr is the gateway's listening address, "" without the gateway role.
+func (s *Server) GRPCAddr() string {
+	if s.grpcLn == nil {
+		return ""
+	}
+	return s.grpcLn.Addr().String()
+}
+
 // Follower follows turns' event streams (with this process's live path).
 func (s *Server) Follower() *stream.Follower { return s.follower }
 
@@ -135,14 +160,38 @@ func (s *Server) Tools() *tools.Registry { return s.tools }
 // Run serves until ctx is done or a part fails, then stops the worker and
 // the HTTP server.
 func (s *Server) Run(ctx context.Context) error {
-	if err := s.worker.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
+	if s.cfg.Has(RoleWorker) {
+		if err := s.worker.Start(); err != nil {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		defer s.worker.Stop()
+		s.logger.Info("worker started", zap.String("task_queue", s.cfg.TaskQueue), zap.String("namespace", s.cfg.Namespace))
 	}
-	defer s.worker.Stop()
-	s.logger.Info("worker started", zap.String("task_queue", s.cfg.TaskQueue), zap.String("namespace", s.cfg.Namespace))
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.hub.Run(ctx) })
+	if s.grpc != nil {
+		s.logger.Info("gateway serving", zap.String("addr", s.GRPCAddr()))
+		g.Go(func() error {
+			if err := s.grpc.Serve(s.grpcLn); err != nil {
+				return fmt.Errorf("serve grpc: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			// Streams end when their clients go or their turns end; do not
+			// wait long for them.
+			done := make(chan struct{})
+			go func() { s.grpc.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				s.grpc.Stop()
+			}
+			return nil
+		})
+	}
 	if s.http != nil {
 		g.Go(func() error {
 			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {

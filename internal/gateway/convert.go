@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"encoding/json"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+func toTurnRequest(in *pb.TurnRequest, tenant string) agent.TurnRequest {
+	if in == nil {
+		in = &pb.TurnRequest{}
+	}
+	r := agent.TurnRequest{
+		Version: in.GetVersion(), JobID: in.GetJobId(), TenantID: tenant, AgentID: in.GetAgentId(),
+		SessionID: in.GetSessionId(), Prompt: in.GetPrompt(), History: in.GetHistory(),
+		TimeoutSec: int(in.GetTimeoutSec()), RunID: in.GetRunId(), NodeID: in.GetNodeId(),
+		WorkflowTag: in.GetWorkflowTag(), Notify: in.GetNotify(),
+	}
+	if in.Stream != nil {
+		v := in.GetStream()
+		r.Stream = &v
+	}
+	if c := in.GetContext(); c != nil {
+		r.Context = agent.TurnContext{UserRole: c.GetUserRole(), UIPage: c.GetUiPage()}
+		if len(c.GetMetadata()) > 0 {
+			r.Context.Metadata = c.GetMetadata()
+		}
+		for _, p := range c.GetPreviousResults() {
+			r.Context.PreviousResults = append(r.Context.PreviousResults, agent.PreviousResult{NodeID: p.GetNodeId(), ResultRef: p.GetResultRef()})
+		}
+	}
+	return r
+}
+
+func toPBError(e *agent.TurnError) *pb.TurnError {
+	if e == nil {
+		return nil
+	}
+	return &pb.TurnError{Type: e.Type, Message: e.Message, Retryable: e.Retryable}
+}
+
+func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
+	m := r.Metadata
+	out := &pb.TurnResult{
+		Version: r.Version, JobId: r.JobID, Status: r.Status, Output: r.Output, ResultRef: r.ResultRef,
+		ResultPreviewJson: string(r.ResultPreview), Error: toPBError(r.Error), StreamId: streamID,
+		Metadata: &pb.ResultMetadata{
+			AgentId: m.AgentID, AgentVersion: int32(m.AgentVersion), RouteRule: m.RouteRule,
+			TokensUsed: int64(m.TokensUsed), CacheHit: m.CacheHit, ExecutionTimeMs: m.ExecutionTimeMS, LlmModel: m.LLMModel,
+		},
+	}
+	for _, c := range m.ToolCalls {
+		out.Metadata.ToolCalls = append(out.Metadata.ToolCalls, &pb.ToolCallRecord{CallId: c.CallID, Tool: c.Tool, ArgsJson: string(c.Args), Status: c.Status})
+	}
+	return out
+}
+
+var statuses = map[string]pb.Status{
+	agent.StreamRunning:         pb.Status_STATUS_RUNNING,
+	agent.StreamWaitingApproval: pb.Status_STATUS_WAITING_APPROVAL,
+	agent.StreamRetrying:        pb.Status_STATUS_RETRYING,
+	agent.StreamCompleted:       pb.Status_STATUS_COMPLETED,
+	agent.StreamFailed:          pb.Status_STATUS_FAILED,
+}
+
+func toPBTool(t *agent.ToolEvent) *pb.ToolEvent {
+	if t == nil {
+		return &pb.ToolEvent{}
+	}
+	out := &pb.ToolEvent{CallId: t.CallID, Name: t.Name, ArgsJson: string(t.Args), Status: t.Status, Output: t.Output, Reason: t.Reason}
+	if t.Deadline != nil {
+		out.Deadline = timestamppb.New(*t.Deadline)
+	}
+	return out
+}
+
+func toPBEvent(e agent.Event) *pb.StreamEvent {
+	out := &pb.StreamEvent{Meta: &pb.StreamEventMeta{StreamId: e.StreamID, EventIndex: e.Index}}
+	switch e.Kind {
+	case agent.EventStatus:
+		out.Event = &pb.StreamEvent_Status{Status: &pb.StatusEvent{
+			Status: statuses[e.Status], VoidFrom: e.VoidFrom, Attempt: int32(e.Attempt), Step: int32(e.Step), Error: toPBError(e.Error),
+		}}
+	case agent.EventToken:
+		out.Event = &pb.StreamEvent_Token{Token: &pb.TokenEvent{Text: e.Text, Step: int32(e.Step), Attempt: int32(e.Attempt)}}
+	case agent.EventToolStart:
+		out.Event = &pb.StreamEvent_ToolStart{ToolStart: toPBTool(e.Tool)}
+	case agent.EventToolEnd:
+		out.Event = &pb.StreamEvent_ToolEnd{ToolEnd: toPBTool(e.Tool)}
+	case agent.EventApprovalRequired:
+		out.Event = &pb.StreamEvent_ApprovalRequired{ApprovalRequired: toPBTool(e.Tool)}
+	case agent.EventContent:
+		out.Event = &pb.StreamEvent_Content{Content: &pb.ContentEvent{BlockJson: string(e.Content)}}
+	case agent.EventUsage:
+		u := agent.Usage{}
+		if e.Usage != nil {
+			u = *e.Usage
+		}
+		out.Event = &pb.StreamEvent_Usage{Usage: &pb.UsageEvent{Step: int32(e.Step), PromptTokens: int64(u.PromptTokens),
+			CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens)}}
+	case agent.EventError:
+		out.Event = &pb.StreamEvent_Error{Error: &pb.ErrorEvent{Error: toPBError(e.Error)}}
+	}
+	return out
+}
+
+// FromPBEvent converts an event back to the domain type, for clients
+// written in Go (the starter) that share its rendering and ReplayText.
+func FromPBEvent(e *pb.StreamEvent) agent.Event {
+	out := agent.Event{StreamID: e.GetMeta().GetStreamId(), Index: e.GetMeta().GetEventIndex()}
+	tool := func(t *pb.ToolEvent) *agent.ToolEvent {
+		te := &agent.ToolEvent{CallID: t.GetCallId(), Name: t.GetName(), Status: t.GetStatus(), Output: t.GetOutput(), Reason: t.GetReason()}
+		if a := t.GetArgsJson(); a != "" {
+			te.Args = json.RawMessage(a)
+		}
+		if t.GetDeadline() != nil {
+			d := t.GetDeadline().AsTime()
+			te.Deadline = &d
+		}
+		return te
+	}
+	turnErr := func(e *pb.TurnError) *agent.TurnError {
+		if e == nil {
+			return nil
+		}
+		return &agent.TurnError{Type: e.GetType(), Message: e.GetMessage(), Retryable: e.GetRetryable()}
+	}
+	switch ev := e.GetEvent().(type) {
+	case *pb.StreamEvent_Status:
+		out.Kind = agent.EventStatus
+		for k, v := range statuses {
+			if v == ev.Status.GetStatus() {
+				out.Status = k
+			}
+		}
+		out.VoidFrom, out.Attempt, out.Step = ev.Status.GetVoidFrom(), int(ev.Status.GetAttempt()), int(ev.Status.GetStep())
+		out.Error = turnErr(ev.Status.GetError())
+	case *pb.StreamEvent_Token:
+		out.Kind, out.Text, out.Step, out.Attempt = agent.EventToken, ev.Token.GetText(), int(ev.Token.GetStep()), int(ev.Token.GetAttempt())
+	case *pb.StreamEvent_ToolStart:
+		out.Kind, out.Tool = agent.EventToolStart, tool(ev.ToolStart)
+	case *pb.StreamEvent_ToolEnd:
+		out.Kind, out.Tool = agent.EventToolEnd, tool(ev.ToolEnd)
+	case *pb.StreamEvent_ApprovalRequired:
+		out.Kind, out.Tool = agent.EventApprovalRequired, tool(ev.ApprovalRequired)
+	case *pb.StreamEvent_Content:
+		out.Kind, out.Content = agent.EventContent, json.RawMessage(ev.Content.GetBlockJson())
+	case *pb.StreamEvent_Usage:
+		out.Kind, out.Step = agent.EventUsage, int(ev.Usage.GetStep())
+		out.Usage = &agent.Usage{PromptTokens: int(ev.Usage.GetPromptTokens()), CompletionTokens: int(ev.Usage.GetCompletionTokens()),
+			TotalTokens: int(ev.Usage.GetTotalTokens())}
+	case *pb.StreamEvent_Error:
+		out.Kind, out.Error = agent.EventError, turnErr(ev.Error.GetError())
+	}
+	return out
+}
+
+func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {
+	l := a.Limits.WithDefaults()
+	out := &pb.AgentInfo{Id: a.ID, Version: int32(a.Version), Description: a.Description, Model: a.Model, Default: isDefault,
+		Limits: &pb.Limits{MaxIterations: int32(l.MaxIterations), TurnTimeoutSec: int32(l.TurnTimeoutSec), TokenBudget: int32(l.TokenBudget),
+			ApprovalTimeoutSec: int32(l.ApprovalTimeoutSec), MaxOutputTokens: int32(l.MaxOutputTokens)}}
+	for _, t := range a.Tools {
+		approval := t.Approval
+		if approval == "" {
+			approval = agent.ApprovalNever
+		}
+		out.Tools = append(out.Tools, &pb.ToolInfo{Name: t.Name, Kind: t.Kind, Description: t.Description,
+			ParametersJson: string(t.Parameters), Approval: approval})
+	}
+	return out
+}
+
+func toPBPending(p agent.PendingApproval) *pb.PendingApproval {
+	return &pb.PendingApproval{CallId: p.CallID, Tool: p.Tool, ArgsJson: string(p.Args),
+		RequestedAt: timestamppb.New(p.RequestedAt), Deadline: timestamppb.New(p.Deadline)}
+}

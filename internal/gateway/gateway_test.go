@@ -1,0 +1,301 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/store"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+func TestMain(m *testing.M) { devtest.Main(m) }
+
+const script = `
+pacing: {chunk_words: 1, delay_ms: 5}
+rules:
+  - name: calc
+    when: {user: '(?i)what is ([-0-9.+*/() ]+)\?'}
+    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
+  - name: answer
+    when: {tool: '^(.+)$'}
+    reply: {text: 'The result is $1.'}
+  - name: echo
+    reply: {text: 'Hello from the scripted model, streaming word by word.'}
+`
+
+var catalogs = []string{`
+tenant: demo
+default_agent: assistant
+tools:
+  - name: calculator
+    kind: calculator
+agents:
+  - id: assistant
+    model: openai:gpt-4o-mini
+    description: answers arithmetic
+    tools: [calculator]
+  - id: writer
+    model: openai:gpt-4o-mini
+`, `
+tenant: other
+default_agent: secret
+agents:
+  - id: secret
+    model: openai:gpt-4o-mini
+`}
+
+type fixture struct {
+	client pb.AgentServiceClient
+	conn   *grpc.ClientConn
+}
+
+func (f fixture) as(token string) context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+}
+
+func start(t *testing.T) fixture {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dbURL := devtest.Database(t)
+	address, namespace := devtest.Temporal(t)
+	sc, err := scripted.Parse([]byte(script))
+	require.NoError(t, err)
+	model, err := scripted.Start("127.0.0.1:0", sc, scripted.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = model.Close() })
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	srv, err := server.New(ctx, server.Config{
+		TemporalAddress: address, Namespace: namespace, TaskQueue: "gateway-" + hex.EncodeToString(b[:]),
+		DatabaseURL: dbURL, HTTPAddr: "off",
+		Roles:    []string{server.RoleWorker, server.RoleGateway},
+		GRPCAddr: "127.0.0.1:0",
+		Tokens:   map[string]string{"tok-demo": "demo", "tok-other": "other"},
+		Model:    llm.Config{OpenAIBaseURL: model.URL(), OpenAIAPIKey: "test"},
+	}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	require.NoError(t, err)
+	for i, doc := range catalogs {
+		cat, err := registry.Parse(srv.Tools(), "c.yaml", []byte(doc))
+		require.NoError(t, err, "catalog %d", i)
+		var c store.Catalog
+		for _, tc := range cat.Tenants {
+			c.Tenants = append(c.Tenants, store.TenantCatalog{TenantID: tc.TenantID, DefaultAgent: tc.DefaultAgent, Tools: tc.Tools, Agents: tc.Agents})
+		}
+		_, err = srv.Store().ApplyCatalog(ctx, c, false)
+		require.NoError(t, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = conn.Close()
+		cancel()
+		require.NoError(t, <-done)
+		srv.Close()
+	})
+	return fixture{client: pb.NewAgentServiceClient(conn), conn: conn}
+}
+
+func collect(t *testing.T, s grpc.ServerStreamingClient[pb.StreamEvent]) []agent.Event {
+	t.Helper()
+	var out []agent.Event
+	for {
+		ev, err := s.Recv()
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, gateway.FromPBEvent(ev))
+	}
+}
+
+func TestInvokeAndStream(t *testing.T) {
+	f := start(t)
+	ctx := f.as("tok-demo")
+
+	res, err := f.client.Invoke(ctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "inv-1", Prompt: "What is 6 * 7?"}})
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.GetStatus())
+	require.Equal(t, "The result is 42.", res.GetOutput())
+	require.Equal(t, "turn/demo/inv-1", res.GetStreamId())
+	require.Equal(t, "calculator", res.GetMetadata().GetToolCalls()[0].GetTool())
+	require.Positive(t, res.GetMetadata().GetTokensUsed())
+
+	// The same job again attaches to the stored turn.
+	again, err := f.client.Invoke(ctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "inv-1", Prompt: "What is 6 * 7?"}})
+	require.NoError(t, err)
+	require.Equal(t, res.GetResultRef(), again.GetResultRef())
+
+	got, err := f.client.GetResult(ctx, &pb.GetResultRequest{ResultRef: res.GetResultRef()})
+	require.NoError(t, err)
+	require.Equal(t, res.GetOutput(), got.GetOutput())
+
+	s, err := f.client.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: "str-1", AgentId: "writer", Prompt: "hi"}})
+	require.NoError(t, err)
+	events := collect(t, s)
+	for i, e := range events {
+		require.Equal(t, int64(i+1), e.Index)
+		require.Equal(t, "turn/demo/str-1", e.StreamID)
+	}
+	require.True(t, events[len(events)-1].Terminal())
+	require.Equal(t, "Hello from the scripted model, streaming word by word.", agent.ReplayText(events))
+
+	// Resume from the middle gives exactly the rest.
+	r, err := f.client.Resume(ctx, &pb.ResumeRequest{StreamId: "turn/demo/str-1", AfterIndex: 2})
+	require.NoError(t, err)
+	rest := collect(t, r)
+	require.Equal(t, events[2:], rest)
+}
+
+func TestBadRequests(t *testing.T) {
+	f := start(t)
+	demo, other := f.as("tok-demo"), f.as("tok-other")
+	res, err := f.client.Invoke(demo, &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "mine", Prompt: "hi"}})
+	require.NoError(t, err)
+
+	stream := func(ctx context.Context, req *pb.ResumeRequest) error {
+		s, err := f.client.Resume(ctx, req)
+		if err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	tests := []struct {
+		name string
+		call func() error
+		code codes.Code
+		msg  string
+	}{
+		{"unknown agent", func() error {
+			_, err := f.client.Invoke(demo, &pb.InvokeRequest{Turn: &pb.TurnRequest{AgentId: "nobody", Prompt: "hi"}})
+			return err
+		}, codes.NotFound, `agent "nobody"`},
+		{"empty prompt", func() error {
+			_, err := f.client.Invoke(demo, &pb.InvokeRequest{Turn: &pb.TurnRequest{Prompt: "  "}})
+			return err
+		}, codes.InvalidArgument, "prompt is required"},
+		{"bad history", func() error {
+			_, err := f.client.Invoke(demo, &pb.InvokeRequest{Turn: &pb.TurnRequest{Prompt: "hi", History: "all"}})
+			return err
+		}, codes.InvalidArgument, `history "all"`},
+		{"another tenant's stream", func() error {
+			return stream(other, &pb.ResumeRequest{StreamId: "turn/demo/mine"})
+		}, codes.NotFound, `stream "turn/demo/mine" not found`},
+		{"another tenant's result", func() error {
+			_, err := f.client.GetResult(other, &pb.GetResultRequest{ResultRef: res.GetResultRef()})
+			return err
+		}, codes.NotFound, "not found"},
+		{"after_index beyond the end", func() error {
+			return stream(demo, &pb.ResumeRequest{StreamId: "turn/demo/mine", AfterIndex: 1000})
+		}, codes.InvalidArgument, "beyond the end of the stream"},
+		{"unknown stream", func() error {
+			return stream(demo, &pb.ResumeRequest{StreamId: "turn/demo/none"})
+		}, codes.NotFound, "not found"},
+		{"malformed stream id", func() error {
+			return stream(demo, &pb.ResumeRequest{StreamId: "job-1"})
+		}, codes.InvalidArgument, "want turn/<tenant>/<job_id>"},
+		{"missing token", func() error {
+			_, err := f.client.Invoke(context.Background(), &pb.InvokeRequest{Turn: &pb.TurnRequest{Prompt: "hi"}})
+			return err
+		}, codes.Unauthenticated, "missing bearer token"},
+		{"wrong token", func() error {
+			_, err := f.client.Invoke(f.as("nope"), &pb.InvokeRequest{Turn: &pb.TurnRequest{Prompt: "hi"}})
+			return err
+		}, codes.Unauthenticated, "unknown token"},
+		{"approve on another tenant's turn", func() error {
+			_, err := f.client.Approve(other, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: true})
+			return err
+		}, codes.NotFound, "not found"},
+		{"approve on a turn that ended", func() error {
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: true})
+			return err
+		}, codes.FailedPrecondition, `turn "turn/demo/mine" has ended`},
+		{"approve without a call id", func() error {
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", Approved: true})
+			return err
+		}, codes.InvalidArgument, "call_id is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			require.Error(t, err)
+			require.Equal(t, tt.code, status.Code(err), "%v", err)
+			require.Contains(t, status.Convert(err).Message(), tt.msg)
+		})
+	}
+}
+
+func TestListAgents(t *testing.T) {
+	f := start(t)
+	list := func(ctx context.Context, req *pb.ListAgentsRequest) []string {
+		resp, err := f.client.ListAgents(ctx, req)
+		require.NoError(t, err)
+		var ids []string
+		for _, a := range resp.GetAgents() {
+			ids = append(ids, a.GetId())
+		}
+		return ids
+	}
+	demo, other := f.as("tok-demo"), f.as("tok-other")
+	require.Equal(t, []string{"assistant", "writer"}, list(demo, &pb.ListAgentsRequest{}))
+	require.Equal(t, []string{"assistant"}, list(demo, &pb.ListAgentsRequest{Tool: "calculator"}))
+	require.Equal(t, []string{"writer"}, list(demo, &pb.ListAgentsRequest{AgentId: "writer"}))
+	require.Equal(t, []string{"secret"}, list(other, &pb.ListAgentsRequest{}))
+	require.Empty(t, list(other, &pb.ListAgentsRequest{AgentId: "assistant"}), "tenants never see each other's agents")
+
+	resp, err := f.client.ListAgents(demo, &pb.ListAgentsRequest{AgentId: "assistant"})
+	require.NoError(t, err)
+	a := resp.GetAgents()[0]
+	require.True(t, a.GetDefault())
+	require.Equal(t, "answers arithmetic", a.GetDescription())
+	require.Equal(t, int32(agent.DefaultMaxIterations), a.GetLimits().GetMaxIterations())
+	require.Equal(t, "calculator", a.GetTools()[0].GetKind())
+	require.Equal(t, agent.ApprovalNever, a.GetTools()[0].GetApproval())
+	require.Contains(t, a.GetTools()[0].GetParametersJson(), "expression")
+}
+
+func TestHealthAndReflection(t *testing.T) {
+	f := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := healthpb.NewHealthClient(f.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "agentflow.v1.AgentService"})
+	require.NoError(t, err)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus())
+
+	rc, err := reflectionpb.NewServerReflectionClient(f.conn).ServerReflectionInfo(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rc.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: ""},
+	}))
+	resp, err := rc.Recv()
+	require.NoError(t, err)
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	require.Contains(t, names, "agentflow.v1.AgentService")
+}

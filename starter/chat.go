@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// apiFlags are the flags of the commands that talk to the gRPC API.
+type apiFlags struct {
+	addr  *string
+	token *string
+}
+
+func addAPIFlags(fs *flag.FlagSet) apiFlags {
+	return apiFlags{
+		addr:  fs.String("addr", envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051"), "gateway address (AGENTFLOW_GRPC_ADDR)"),
+		token: fs.String("token", envOr("AGENTFLOW_TOKEN", devToken), "bearer token (AGENTFLOW_TOKEN)"),
+	}
+}
+
+func (f apiFlags) dial() (pb.AgentServiceClient, func(), error) {
+	conn, err := grpc.NewClient(*f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", *f.addr, err)
+	}
+	return pb.NewAgentServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func (f apiFlags) ctx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*f.token)
+}
+
+// chatCmd streams a turn live and resumes after a dropped connection.
+func chatCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
+	api := addAPIFlags(fs)
+	agentID := fs.String("agent", "", "agent id (default: routed)")
+	session := fs.String("session", "", "session id: the turn sees the session's transcript")
+	jobID := fs.String("job", "", "job id (default: a new one); the same job id attaches to its turn")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	prompt := strings.TrimSpace(strings.Join(fs.Args(), " "))
+	if prompt == "" {
+		return fmt.Errorf("chat: a prompt is required: starter chat [flags] \"prompt\"")
+	}
+	if *jobID == "" {
+		*jobID = newJobID()
+	}
+	c, closeConn, err := api.dial()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	req := &pb.TurnRequest{JobId: *jobID, AgentId: *agentID, SessionId: *session, Prompt: prompt}
+	return chat(api.ctx(ctx), c, req, out, os.Stderr)
+}
+
+// chat streams a turn. When the connection drops it reconnects: with
+// Resume from the last event it got, or — before the first event — by
+// streaming the same job again, which attaches to the running turn.
+func chat(ctx context.Context, c pb.AgentServiceClient, req *pb.TurnRequest, out, errOut io.Writer) error {
+	r := &renderer{out: out}
+	var streamID string
+	var last int64
+	var usage int
+	backoff := 200 * time.Millisecond
+	failures := 0
+	for {
+		var s grpc.ServerStreamingClient[pb.StreamEvent]
+		var err error
+		if streamID == "" {
+			s, err = c.Stream(ctx, &pb.StreamRequest{Turn: req})
+		} else {
+			s, err = c.Resume(ctx, &pb.ResumeRequest{StreamId: streamID, AfterIndex: last})
+		}
+		for err == nil {
+			var ev *pb.StreamEvent
+			if ev, err = s.Recv(); err != nil {
+				break
+			}
+			e := gateway.FromPBEvent(ev)
+			if e.Index != last+1 {
+				continue // never shown twice
+			}
+			streamID, last = e.StreamID, e.Index
+			backoff, failures = 200*time.Millisecond, 0
+			if e.Usage != nil {
+				usage += e.Usage.TotalTokens
+			}
+			r.event(e)
+			if e.Terminal() {
+				if e.Status == agent.StreamFailed {
+					return exitError(1)
+				}
+				fmt.Fprintf(out, "  [%s · %d tokens]\n", streamID, usage)
+				return nil
+			}
+		}
+		failures++
+		if !retryable(err) || ctx.Err() != nil || failures > maxReconnects {
+			return fmt.Errorf("chat: %w", err)
+		}
+		fmt.Fprintf(errOut, "\n  [connection lost (%v); resuming after event %d]\n", status.Code(err), last)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// maxReconnects bounds reconnection attempts without progress.
+const maxReconnects = 20
+
+// retryable: the connection broke, or the stream ended without its
+// terminal event; not the caller's mistake.
+func retryable(err error) bool {
+	if errors.Is(err, io.EOF) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Internal, codes.Unknown, codes.Aborted, codes.Canceled:
+		return true
+	}
+	return false
+}
