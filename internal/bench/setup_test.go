@@ -96,7 +96,9 @@ func newStack(b *testing.B) *stack {
 	st.srv, err = server.New(ctx, server.Config{
 		TemporalAddress: address, Namespace: namespace, TaskQueue: st.taskQueue,
 		DatabaseURL: dbURL, HTTPAddr: "off",
-		Model: llm.Config{OpenAIBaseURL: st.model.URL(), OpenAIAPIKey: "bench"},
+		Roles: []string{server.RoleWorker, server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
+		Tokens: map[string]string{"bench-token": "demo"},
+		Model:  llm.Config{OpenAIBaseURL: st.model.URL(), OpenAIAPIKey: "bench"},
 	}, logger)
 	must(b, err)
 	cat, err := registry.Parse(st.srv.Tools(), "bench.yaml", []byte(benchCatalog))

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -12,9 +13,13 @@ import (
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/openai"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/stream"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // samples is how many sequential streams each latency figure is made of.
@@ -80,6 +85,35 @@ func (t *timing) observe(st *stack, start time.Time, text string, now time.Time)
 	}
 }
 
+// viaGateway starts and follows the turn with one gRPC Stream call, as an
+// app does.
+func viaGateway(ctx context.Context, st *stack, c pb.AgentServiceClient, id string) (timing, error) {
+	var t timing
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer bench-token")
+	start := time.Now()
+	s, err := c.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: "bench-" + id, Prompt: "bench " + id}})
+	if err != nil {
+		return t, err
+	}
+	for {
+		ev, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return t, err
+		}
+		t.events++
+		if tok := ev.GetToken(); tok != nil {
+			t.observe(st, start, tok.GetText(), time.Now())
+		}
+	}
+	if len(t.perToken) != words {
+		return t, fmt.Errorf("stream of %s: got %d words, want %d", id, len(t.perToken), words)
+	}
+	return t, nil
+}
+
 // summary aggregates timings.
 type summary struct {
 	ttft, perToken []time.Duration
@@ -132,6 +166,21 @@ func BenchmarkStreamLatency(b *testing.B) {
 		// The alternative it was chosen over: read the log every 50ms.
 		{"poll-50ms", stream.NewFollower(st.srv.Client(), nil, zap.NewNop(), 50*time.Millisecond)},
 	}
+	b.Run("grpc", func(b *testing.B) {
+		conn, err := grpc.NewClient(st.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		must(b, err)
+		defer conn.Close()
+		c := pb.NewAgentServiceClient(conn)
+		for range b.N {
+			var s summary
+			for range samples {
+				t, err := viaGateway(ctx, st, c, randomID())
+				must(b, err)
+				s.add(t)
+			}
+			report(b, s)
+		}
+	})
 	for _, m := range modes {
 		b.Run(m.name, func(b *testing.B) {
 			for range b.N {
@@ -149,15 +198,18 @@ func BenchmarkStreamLatency(b *testing.B) {
 	}
 }
 
-// BenchmarkConcurrentStreams runs 100 streamed turns at once and follows
-// each live; it reports errors and the events per second clients got.
+// BenchmarkConcurrentStreams runs 100 streamed turns at once, each a gRPC
+// Stream call; it reports errors and the events per second clients got.
 func BenchmarkConcurrentStreams(b *testing.B) {
 	st := newStack(b)
 	streams := 100
 	if v := os.Getenv("BENCH_STREAMS"); v != "" {
 		_, _ = fmt.Sscan(v, &streams)
 	}
-	f := st.srv.Follower()
+	conn, err := grpc.NewClient(st.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(b, err)
+	defer conn.Close()
+	c := pb.NewAgentServiceClient(conn)
 	for range b.N {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		var (
@@ -170,9 +222,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 		start := time.Now()
 		for range streams {
 			wg.Go(func() {
-				t, err := durable(ctx, st, func(ctx context.Context, id string, send func(agent.Event) error) error {
-					return f.Follow(ctx, id, 0, send)
-				}, randomID())
+				t, err := viaGateway(ctx, st, c, randomID())
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
