@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
@@ -267,7 +266,6 @@ func demoModel(cfg server.Config) string {
 	return ""
 }
 
-func (l *local) client() client.Client { return l.srv.Client() }
 
 func (l *local) printHowTo(out io.Writer) {
 	fmt.Fprintf(out, `
