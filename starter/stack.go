@@ -266,7 +266,6 @@ func demoModel(cfg server.Config) string {
 	return ""
 }
 
-
 func (l *local) printHowTo(out io.Writer) {
 	fmt.Fprintf(out, `
 agentflow is running.
