@@ -188,7 +188,7 @@ func TestStreamWorkerKilled(t *testing.T) {
 	environ := append(os.Environ(),
 		"DATABASE_URL="+dbURL, "TEMPORAL_ADDRESS="+address, "TEMPORAL_NAMESPACE="+namespace,
 		"AGENTFLOW_TASK_QUEUE="+queue, "AGENTFLOW_HTTP_ADDR=off", "AGENTFLOW_SCRIPT="+scriptFile,
-		"AGENTFLOW_LOG_LEVEL=warn")
+		"AGENTFLOW_LOG_LEVEL=warn", "AGENTFLOW_ROLES=worker")
 	startWorker := func() *exec.Cmd {
 		cmd := exec.Command(bin)
 		cmd.Env = environ

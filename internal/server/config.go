@@ -93,7 +93,7 @@ func (c Config) Validate() error {
 	case c.TaskQueue == "":
 		return fmt.Errorf("AGENTFLOW_TASK_QUEUE is empty")
 	case c.Has(RoleGateway) && len(c.Tokens) == 0:
-		return fmt.Errorf("AGENTFLOW_TOKENS is empty: the gateway needs at least one token=tenant pair")
+		return fmt.Errorf("AGENTFLOW_TOKENS is empty: the gateway needs at least one token=tenant pair (or set AGENTFLOW_ROLES=worker to run without it)")
 	case c.Has(RoleGateway) && c.GRPCAddr == "":
 		return fmt.Errorf("AGENTFLOW_GRPC_ADDR is empty")
 	case c.StreamInterval != 0 && (c.StreamInterval < 100*time.Millisecond || c.StreamInterval > 250*time.Millisecond):
