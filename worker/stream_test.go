@@ -248,3 +248,36 @@ func TestStreamWorkerKilled(t *testing.T) {
 	}
 	require.True(t, sawRetry, "the lost attempt's text was voided")
 }
+
+// TestSlowClientSlowsNobody follows one turn with a client that takes
+// 100ms per event and one that is fast: the fast one and the turn finish
+// long before the slow one, which still gets the whole log.
+func TestSlowClientSlowsNobody(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := e.startTurn("tell a story")
+	slowDone := make(chan []agent.Event, 1)
+	go func() {
+		var got []agent.Event
+		err := e.srv.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
+			got = append(got, ev)
+			time.Sleep(100 * time.Millisecond)
+			return nil
+		})
+		require.NoError(t, err)
+		slowDone <- got
+	}()
+	fast, err := collect(ctx, e.srv.Follower(), id, 0)
+	require.NoError(t, err)
+	requireLog(t, fast, id, storyText)
+	_, err = e.result(id)
+	require.NoError(t, err)
+	select {
+	case <-slowDone:
+		t.Fatal("the slow client finished first: it held the others back")
+	default:
+	}
+	slow := <-slowDone
+	require.Equal(t, fast, slow)
+}
