@@ -28,6 +28,7 @@ commands:
   run       run one agent turn and print its result
   chat      stream a turn live through the gRPC API; resumes after a dropped connection
   approve   list a turn's pending approvals, or decide one (approve --stream ID [--call ID --reject])
+  schedule  run an agent turn on a schedule (schedule create --id ID --every 1h|--cron SPEC "prompt"; schedule delete --id ID)
   catalog   apply a YAML catalog to the database (catalog apply -f DIR|FILE [--dry-run])
   demo      start a local stack and a worker, run a sample turn (exits after it when CI=true)
   up        start a local stack and a worker, and wait for Ctrl-C
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return chatCmd(ctx, rest, out)
 	case "approve":
 		return approveCmd(ctx, rest, out)
+	case "schedule":
+		return scheduleCmd(ctx, rest, out)
 	case "catalog":
 		return catalogCmd(ctx, rest, out)
 	case "demo":

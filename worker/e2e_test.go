@@ -102,13 +102,16 @@ type env struct {
 	cli       string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, testScript) }
+
+// newEnvWith is newEnv with another model script.
+func newEnvWith(t *testing.T, modelScript string) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dbURL := devtest.Database(t)
 	address, namespace := devtest.Temporal(t)
 
-	script, err := scripted.Parse([]byte(testScript))
+	script, err := scripted.Parse([]byte(modelScript))
 	require.NoError(t, err)
 	model, err := scripted.Start("127.0.0.1:0", script, scripted.Options{})
 	require.NoError(t, err)
@@ -203,13 +206,20 @@ func (e *env) history(workflowID string) []*historypb.HistoryEvent {
 // saves it under workflows/testdata when AGENTFLOW_RECORD_HISTORIES=1.
 func (e *env) replay(workflowID, name string) {
 	e.t.Helper()
-	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: e.history(workflowID)})
+	e.replayEvents(e.history(workflowID), name)
+}
+
+// replayEvents is replay for one run's events.
+func (e *env) replayEvents(events []*historypb.HistoryEvent, name string) {
+	e.t.Helper()
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
 	require.NoError(e.t, err)
 	// Replay what the file will hold, exactly as workflows' replay test does.
 	var hist historypb.History
 	require.NoError(e.t, protojson.Unmarshal(data, &hist))
 	r := sdkworker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
+	r.RegisterWorkflowWithOptions(workflows.Conversation, workflow.RegisterOptions{Name: workflows.ConversationName})
 	require.NoError(e.t, r.ReplayWorkflowHistory(nil, &hist))
 	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
 		require.NoError(e.t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), data, 0o644))

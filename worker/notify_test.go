@@ -7,82 +7,29 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/workflows"
 )
 
-// notifyParentResult is what notifyParent saw of its child turn.
-type notifyParentResult struct {
-	Streamed string           `json:"streamed"`
-	Batches  int              `json:"batches"`
-	Result   agent.TurnResult `json:"result"`
-}
-
-type notifyParentInput struct {
-	Prompt    string `json:"prompt"`
-	TaskQueue string `json:"task_queue"` // agentflow's
-}
-
-// notifyParent runs a turn as a child, by type name and JSON-shaped input
-// as a workflow in any SDK would, and asks for its token batches.
-func notifyParent(ctx workflow.Context, in notifyParentInput) (notifyParentResult, error) {
-	var out notifyParentResult
-	self := workflow.GetInfo(ctx).WorkflowExecution.ID
-	req := agent.TurnRequest{TenantID: "demo", JobID: self + "-turn", Prompt: in.Prompt, Notify: self}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID: workflows.TurnWorkflowID(req.TenantID, req.JobID), TaskQueue: in.TaskQueue,
-	})
-	child := workflow.ExecuteChildWorkflow(cctx, workflows.AgentTurnName, req)
-	tokens := workflow.GetSignalChannel(ctx, workflows.SignalNotifyTokens)
-	var batches []agent.Event
-	done := false
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(child, func(f workflow.Future) { done = true })
-	sel.AddReceive(tokens, func(c workflow.ReceiveChannel, _ bool) {
-		var b agent.TokenBatch
-		c.Receive(ctx, &b)
-		out.Batches++
-		batches = append(batches, b.Events...)
-	})
-	for !done {
-		sel.Select(ctx)
-	}
-	for {
-		var b agent.TokenBatch
-		if !tokens.ReceiveAsync(&b) {
-			break
-		}
-		out.Batches++
-		batches = append(batches, b.Events...)
-	}
-	if err := child.Get(ctx, &out.Result); err != nil {
-		return out, err
-	}
-	out.Streamed = agent.ReplayText(batches)
-	return out, nil
-}
-
-func TestNotifyWorkflowReceivesTokenBatches(t *testing.T) {
+// TestProcessExample runs the example process: a turn as a child by type
+// name and JSON input, its token batches received through notify, then a
+// second turn that uses the first one's result.
+func TestProcessExample(t *testing.T) {
 	e := newEnv(t)
-	// The calling process runs on a worker of its own, as it would in
-	// another service.
-	queue := "process-" + randomID()
-	w := sdkworker.New(e.client, queue, sdkworker.Options{})
-	w.RegisterWorkflow(notifyParent)
-	require.NoError(t, w.Start())
-	defer w.Stop()
-
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + randomID(), TaskQueue: queue},
-		notifyParent, notifyParentInput{Prompt: "tell a story", TaskQueue: e.taskQueue})
+	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + randomID(), TaskQueue: e.taskQueue},
+		workflows.ProcessExampleName, workflows.ProcessInput{TenantID: "demo", Question: "tell a story"})
 	require.NoError(t, err)
-	var out notifyParentResult
+	var out workflows.ProcessResult
 	require.NoError(t, run.Get(ctx, &out))
-	require.Equal(t, storyText, out.Result.Output)
-	require.Equal(t, storyText, out.Streamed)
+	require.Equal(t, storyText, out.Answer)
+	require.Equal(t, storyText, out.Streamed, "the batches carry the whole answer, once")
 	require.Greater(t, out.Batches, 1)
+	require.NotEmpty(t, out.AnswerRef)
+	require.Equal(t, "I don't know.", out.Check)
+
+	res, err := e.srv.Store().Result(ctx, "demo", run.GetID()+"-check")
+	require.NoError(t, err)
+	require.Equal(t, out.Check, res.Output)
 }

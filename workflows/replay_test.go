@@ -21,6 +21,7 @@ func TestReplay(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: AgentTurnName})
+			r.RegisterWorkflowWithOptions(Conversation, workflow.RegisterOptions{Name: ConversationName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -103,6 +103,8 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 
 	s.worker = worker.New(s.client, cfg.TaskQueue, worker.Options{})
 	s.worker.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
+	s.worker.RegisterWorkflowWithOptions(workflows.Conversation, workflow.RegisterOptions{Name: workflows.ConversationName})
+	s.worker.RegisterWorkflowWithOptions(workflows.AgentProcessExample, workflow.RegisterOptions{Name: workflows.ProcessExampleName})
 	s.hub = stream.NewHub(s.store.Pool(), logger)
 	s.follower = stream.NewFollower(s.client, s.hub, logger, 0)
 	acts := &activities.Activities{

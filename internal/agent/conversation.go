@@ -1,0 +1,119 @@
+package agent
+
+import "strings"
+
+// ConversationInput starts a session's Conversation workflow
+// (conv/<tenant>/<session>).
+type ConversationInput struct {
+	TenantID  string `json:"tenant_id"`
+	SessionID string `json:"session_id"`
+	AgentID   string `json:"agent_id,omitempty"` // empty: each message is routed
+	// History is "load" (default: turns see the session's transcript) or
+	// "fresh" (each turn starts clean).
+	History string `json:"history,omitempty"`
+	// MaxHistoryEvents bounds each run's history: the workflow continues as
+	// new between turns while a turn's worth of room is left. 0 = 2000;
+	// at least 200.
+	MaxHistoryEvents int `json:"max_history_events,omitempty"`
+
+	// Carry is set by the workflow itself when it continues as new.
+	Carry *ConversationCarry `json:"carry,omitempty"`
+}
+
+// Validate checks the input.
+func (in ConversationInput) Validate() error {
+	if err := requireKey("tenant_id", in.TenantID); err != nil {
+		return err
+	}
+	if err := requireKey("session_id", in.SessionID); err != nil {
+		return err
+	}
+	switch in.History {
+	case "", HistoryLoad, HistoryFresh:
+	default:
+		return Errorf(CodeInvalid, "history %q: want %q or %q", in.History, HistoryLoad, HistoryFresh)
+	}
+	if in.MaxHistoryEvents != 0 && in.MaxHistoryEvents < 200 {
+		return Errorf(CodeInvalid, "max_history_events %d: want 0 (default 2000) or at least 200", in.MaxHistoryEvents)
+	}
+	return nil
+}
+
+func requireKey(field, v string) error {
+	if strings.TrimSpace(v) == "" {
+		return Errorf(CodeInvalid, "%s is required", field)
+	}
+	if len(v) > MaxKeyLength {
+		return Errorf(CodeInvalid, "%s is longer than %d bytes", field, MaxKeyLength)
+	}
+	return ValidateID(field, v)
+}
+
+// SendMessage is the argument of a Conversation's send_message update.
+type SendMessage struct {
+	Prompt  string      `json:"prompt"`
+	JobID   string      `json:"job_id,omitempty"` // idempotency key; default: <session>-<n>
+	Context TurnContext `json:"context,omitzero"`
+}
+
+// Validate checks a message before it is accepted.
+func (m SendMessage) Validate() error {
+	if strings.TrimSpace(m.Prompt) == "" {
+		return Errorf(CodeInvalid, "prompt is required and must not be blank")
+	}
+	if len(m.Prompt) > MaxPromptBytes {
+		return Errorf(CodeInvalid, "prompt is longer than %d bytes", MaxPromptBytes)
+	}
+	if m.JobID != "" && len(m.JobID) > MaxKeyLength {
+		return Errorf(CodeInvalid, "job_id is longer than %d bytes", MaxKeyLength)
+	}
+	return nil
+}
+
+// SendMessageResult names the turn that answers a message. The turn may
+// start later than the update returns (messages are answered in order);
+// until it starts, its workflow id is not found.
+type SendMessageResult struct {
+	TurnWorkflowID string `json:"turn_workflow_id"`
+	JobID          string `json:"job_id"`
+}
+
+// ConversationCarry is what a Conversation hands to its next run.
+type ConversationCarry struct {
+	Pending []PendingMessage  `json:"pending,omitempty"`
+	Window  []TranscriptEntry `json:"window,omitempty"`
+	Digest  string            `json:"digest,omitempty"`
+	Turns   int               `json:"turns"`
+	// Accepted counts messages ever accepted: default job ids use it.
+	Accepted int      `json:"accepted"`
+	Recent   []string `json:"recent,omitempty"` // job ids already accepted, newest last
+	Runs     int      `json:"runs"`
+}
+
+// PendingMessage is an accepted message whose turn has not started.
+type PendingMessage struct {
+	SendMessage
+	JobID string `json:"job_id"`
+}
+
+// TranscriptEntry is one turn as the Conversation remembers it.
+type TranscriptEntry struct {
+	JobID     string `json:"job_id"`
+	Prompt    string `json:"prompt"`
+	Output    string `json:"output,omitempty"`
+	Status    string `json:"status"`
+	ResultRef string `json:"result_ref,omitempty"`
+}
+
+// Transcript answers a Conversation's transcript query: the recent turns
+// in full and a digest of earlier ones. The whole transcript is in the
+// store (sessions).
+type Transcript struct {
+	TenantID  string            `json:"tenant_id"`
+	SessionID string            `json:"session_id"`
+	Turns     int               `json:"turns"`
+	Digest    string            `json:"digest,omitempty"`
+	Window    []TranscriptEntry `json:"window"`
+	Pending   []PendingMessage  `json:"pending,omitempty"`
+	Runs      int               `json:"runs"` // continue-as-new count
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+// scheduleCmd manages Temporal schedules that run agent turns.
+func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "delete") {
+		return fmt.Errorf(`schedule: want "schedule create [flags] \"prompt\"" or "schedule delete --id ID"`)
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("schedule "+sub, flag.ContinueOnError)
+	id := fs.String("id", "", "schedule id (required)")
+	tenant := fs.String("tenant", "demo", "tenant id")
+	agentID := fs.String("agent", "", "agent id (default: routed)")
+	every := fs.Duration("every", 0, "run every interval, e.g. 1h")
+	cron := fs.String("cron", "", "run on a cron spec, e.g. '0 9 * * MON-FRI'")
+	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
+	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
+	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", workflows.TaskQueue), "task queue")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *id == "" {
+		return fmt.Errorf("schedule: --id is required")
+	}
+	c, err := client.DialContext(ctx, client.Options{HostPort: *address, Namespace: *namespace, Logger: quietLogger{}})
+	if err != nil {
+		return fmt.Errorf("connect to temporal at %s: %w", *address, err)
+	}
+	defer c.Close()
+	if sub == "delete" {
+		if err := c.ScheduleClient().GetHandle(ctx, *id).Delete(ctx); err != nil {
+			return fmt.Errorf("delete schedule %q: %w", *id, err)
+		}
+		fmt.Fprintf(out, "schedule %s deleted\n", *id)
+		return nil
+	}
+
+	req := agent.TurnRequest{TenantID: *tenant, AgentID: *agentID, Prompt: strings.Join(fs.Args(), " "), History: agent.HistoryFresh}
+	req.Normalize()
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	spec, err := scheduleSpec(*every, *cron)
+	if err != nil {
+		return err
+	}
+	opts := scheduledTurnOptions(*id, *taskQueue, req, spec)
+	if _, err := c.ScheduleClient().Create(ctx, opts); err != nil {
+		return fmt.Errorf("create schedule %q: %w", *id, err)
+	}
+	fmt.Fprintf(out, "schedule %s created: each run is turn/%s/%s-<time>, its result stored like any other\n", *id, *tenant, *id)
+	return nil
+}
+
+func scheduleSpec(every time.Duration, cron string) (client.ScheduleSpec, error) {
+	switch {
+	case every > 0 && cron != "":
+		return client.ScheduleSpec{}, fmt.Errorf("schedule: give --every or --cron, not both")
+	case every > 0:
+		return client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}, nil
+	case cron != "":
+		return client.ScheduleSpec{CronExpressions: []string{cron}}, nil
+	}
+	return client.ScheduleSpec{}, fmt.Errorf("schedule: --every or --cron is required")
+}
+
+// scheduledTurnOptions schedule a turn with fresh context. Each run's
+// workflow id is the schedule's "turn/<tenant>/<id>" plus the run's time,
+// and AgentTurn takes its job id from the workflow id, so every run stores
+// its own result.
+func scheduledTurnOptions(id, taskQueue string, req agent.TurnRequest, spec client.ScheduleSpec) client.ScheduleOptions {
+	req.JobID = "" // from the workflow id, new for every run
+	return client.ScheduleOptions{
+		ID:   id,
+		Spec: spec,
+		Action: &client.ScheduleWorkflowAction{
+			ID:            workflows.TurnWorkflowID(req.TenantID, id),
+			Workflow:      workflows.AgentTurnName,
+			Args:          []any{req},
+			TaskQueue:     taskQueue,
+			StaticSummary: "scheduled: " + workflows.Summary(req),
+		},
+	}
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+// echoScript answers every message at once, quoting it.
+const echoScript = `
+rules:
+  - name: echo
+    when: {user: '^(.+)$'}
+    reply: {text: 'echo: $1'}
+`
+
+// converse sends a message and waits for its turn's result.
+func (e *env) converse(ctx context.Context, in agent.ConversationInput, prompt string) (agent.SendMessageResult, agent.TurnResult) {
+	e.t.Helper()
+	sent, err := workflows.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt})
+	require.NoError(e.t, err)
+	var res agent.TurnResult
+	require.Eventually(e.t, func() bool {
+		err := e.client.GetWorkflow(ctx, sent.TurnWorkflowID, "").Get(ctx, &res)
+		return err == nil
+	}, time.Minute, 20*time.Millisecond)
+	return sent, res
+}
+
+// turnSpan is the size of the history events a conversation run added
+// for one message: from its update's acceptance to its turn's completion.
+func turnSpan(events []*historypb.HistoryEvent, prompt string) int {
+	size, in := 0, false
+	for _, ev := range events {
+		if !in && ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+			args := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetArgs().GetPayloads()
+			in = len(args) > 0 && strings.Contains(string(args[0].GetData()), prompt)
+		}
+		if in {
+			size += proto.Size(ev)
+			if ev.GetEventType() == enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED {
+				return size
+			}
+		}
+	}
+	return 0
+}
+
+// runHistories returns the events of every run of a workflow id, oldest first.
+func (e *env) runHistories(workflowID string) [][]*historypb.HistoryEvent {
+	e.t.Helper()
+	resp, err := e.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowId = %q", workflowID), PageSize: 1000,
+	})
+	require.NoError(e.t, err)
+	var out [][]*historypb.HistoryEvent
+	execs := resp.GetExecutions()
+	for i := len(execs) - 1; i >= 0; i-- {
+		it := e.client.GetWorkflowHistory(context.Background(), workflowID, execs[i].GetExecution().GetRunId(), false,
+			enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var evs []*historypb.HistoryEvent
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(e.t, err)
+			evs = append(evs, ev)
+		}
+		out = append(out, evs)
+	}
+	return out
+}
+
+func TestThousandTurnConversation(t *testing.T) {
+	e := newEnvWith(t, echoScript)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	turns, maxEvents := 1000, 400
+	if n := os.Getenv("AGENTFLOW_CONVERSATION_TURNS"); n != "" {
+		turns, _ = strconv.Atoi(n)
+	}
+	in := agent.ConversationInput{TenantID: "demo", SessionID: "long-" + randomID(), MaxHistoryEvents: maxEvents, History: agent.HistoryFresh}
+	convID := workflows.ConversationWorkflowID(in.TenantID, in.SessionID)
+	prompt := func(i int) string { return fmt.Sprintf("message %04d", i) }
+
+	// Each send returns once its turn has started, so sending one after the
+	// other keeps the next message queued while a turn runs.
+	start := time.Now()
+	var last agent.SendMessageResult
+	for i := 1; i <= turns; i++ {
+		var err error
+		last, err = workflows.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt(i)})
+		require.NoError(t, err, "message %d", i)
+	}
+	// The last message may have been carried into a new run: its turn
+	// starts there.
+	var res agent.TurnResult
+	require.Eventually(t, func() bool {
+		return e.client.GetWorkflow(ctx, last.TurnWorkflowID, "").Get(ctx, &res) == nil
+	}, time.Minute, 20*time.Millisecond)
+	require.Equal(t, "echo: "+prompt(turns), res.Output)
+	elapsed := time.Since(start)
+
+	// The transcript holds every message once, in order.
+	msgs, err := e.srv.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2*turns)
+	for i := 0; i < turns; i++ {
+		require.Equal(t, prompt(i+1), msgs[2*i].Content)
+		require.Equal(t, "echo: "+prompt(i+1), msgs[2*i+1].Content)
+	}
+
+	var tr agent.Transcript
+	require.Eventually(t, func() bool {
+		v, err := e.client.QueryWorkflow(ctx, convID, "", workflows.QueryTranscript)
+		return err == nil && v.Get(&tr) == nil && tr.Turns == turns
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Len(t, tr.Window, 10)
+
+	runs := e.runHistories(convID)
+	require.Greater(t, len(runs), 1, "the conversation continued as new")
+	require.Equal(t, len(runs)-1, tr.Runs)
+	var first, final int
+	for _, evs := range runs {
+		require.LessOrEqual(t, len(evs), maxEvents, "no run passed the configured size")
+		if n := turnSpan(evs, prompt(10)); n > 0 {
+			first = n
+		}
+		if n := turnSpan(evs, prompt(turns)); n > 0 {
+			final = n
+		}
+	}
+	require.Positive(t, first)
+	require.Positive(t, final)
+	ratio := float64(final) / float64(first)
+	require.InDelta(t, 1.0, ratio, 0.10, "turn 10 added %d history bytes, turn %d %d", first, turns, final)
+	t.Logf("%d turns in %s, %d runs of at most %d events; history bytes added by turn 10: %d, by turn %d: %d",
+		turns, elapsed.Round(time.Second), len(runs), maxEvents, first, turns, final)
+}
+
+func TestMessagesDuringRollOver(t *testing.T) {
+	e := newEnvWith(t, echoScript)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	in := agent.ConversationInput{TenantID: "demo", SessionID: "busy-" + randomID(), MaxHistoryEvents: 200, History: agent.HistoryFresh}
+	const senders, each = 6, 10
+	var wg sync.WaitGroup
+	results := make(chan string, senders*each)
+	for s := range senders {
+		wg.Go(func() {
+			for i := range each {
+				prompt := fmt.Sprintf("sender %d message %d", s, i)
+				_, res := e.converse(ctx, in, prompt)
+				results <- res.Output
+			}
+		})
+	}
+	wg.Wait()
+	close(results)
+	require.Len(t, results, senders*each)
+
+	msgs, err := e.srv.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for _, m := range msgs {
+		if m.Role == agent.RoleUser {
+			seen[m.Content]++
+		}
+	}
+	require.Len(t, seen, senders*each, "every message answered")
+	for p, n := range seen {
+		require.Equal(t, 1, n, "answered once: %s", p)
+	}
+	runs := e.runHistories(workflows.ConversationWorkflowID(in.TenantID, in.SessionID))
+	require.Greater(t, len(runs), 1, "messages arrived while the conversation rolled over")
+	last := runs[0][len(runs[0])-1]
+	require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, last.GetEventType())
+	e.replayEvents(runs[0], "conversation_continued_as_new")
+}
+
+// TestConversationWithTemporalCLI sends messages with the real temporal
+// CLI exactly as the README shows.
+func TestConversationWithTemporalCLI(t *testing.T) {
+	e := newEnv(t)
+	session := "cli-" + randomID()
+	send := func(prompt string) string {
+		out, err := e.temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.taskQueue,
+			"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",
+			"--input", fmt.Sprintf(`{"tenant_id":"demo","session_id":%q}`, session),
+			"--update-name", "send_message", "--update-input", fmt.Sprintf(`{"prompt":%q}`, prompt))
+		require.NoError(t, err, out)
+		return out
+	}
+	out := send("What is 12.5 * 4?")
+	require.Contains(t, out, fmt.Sprintf(`turn_workflow_id:turn/demo/%s-1`, session))
+	res, err := e.result(fmt.Sprintf("turn/demo/%s-1", session))
+	require.NoError(t, err)
+	require.Equal(t, "The result is 50.", res.Output)
+
+	send("What is 1 + 1?")
+	res, err = e.result(fmt.Sprintf("turn/demo/%s-2", session))
+	require.NoError(t, err)
+	require.Equal(t, "The result is 2.", res.Output)
+
+	var tr agent.Transcript
+	require.Eventually(t, func() bool {
+		v, err := e.client.QueryWorkflow(context.Background(), "conv/demo/"+session, "", workflows.QueryTranscript)
+		return err == nil && v.Get(&tr) == nil && tr.Turns == 2
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, "What is 12.5 * 4?", tr.Window[0].Prompt)
+	require.Equal(t, "The result is 2.", tr.Window[1].Output)
+
+	// Bad input is refused by the update's validator and changes nothing.
+	_, err = e.temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.taskQueue,
+		"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",
+		"--input", fmt.Sprintf(`{"tenant_id":"demo","session_id":%q}`, session),
+		"--update-name", "send_message", "--update-input", `{"prompt":"  "}`)
+	require.Error(t, err)
+	e.replay("conv/demo/"+session, "conversation_two_turns")
+}

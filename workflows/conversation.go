@@ -1,0 +1,209 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Names of the Conversation workflow's contract.
+const (
+	ConversationName = "Conversation"
+	// UpdateSendMessage takes an agent.SendMessage and returns an
+	// agent.SendMessageResult.
+	UpdateSendMessage = "send_message"
+	// QueryTranscript answers with an agent.Transcript.
+	QueryTranscript = "transcript"
+)
+
+// ConversationWorkflowID is the id of a session's Conversation.
+func ConversationWorkflowID(tenantID, sessionID string) string {
+	return "conv/" + tenantID + "/" + sessionID
+}
+
+// Conversation limits.
+const (
+	defaultMaxHistoryEvents = 2000
+	// rollHeadroom: a run rolls over while its history still has room for
+	// another turn and the updates that come with it, so that no run ever
+	// passes MaxHistoryEvents.
+	rollHeadroom = 60
+	windowTurns  = 10   // turns kept in full in workflow state
+	digestBytes  = 2048 // the digest of older turns
+	recentJobs   = 500  // job ids remembered for idempotency
+)
+
+// Conversation serialises a session's messages: each becomes a child
+// AgentTurn, run one after the other. Workflow state holds ids, a short
+// window and a digest; turns read the transcript from the store, so the
+// history each turn adds does not grow with the conversation. It continues
+// as new when the server suggests it or its history reaches
+// MaxHistoryEvents — only between turns and once every handler has
+// returned — carrying the messages not yet answered.
+func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
+	if err := in.Validate(); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), agent.ErrTypeInvalidRequest, nil)
+	}
+	c := &conversation{in: in, started: map[string]bool{}, recent: map[string]bool{}}
+	if carry := in.Carry; carry != nil {
+		c.carry = *carry
+		for _, id := range carry.Recent {
+			c.recent[id] = true
+		}
+	}
+	c.in.Carry = nil
+	if err := c.register(ctx); err != nil {
+		return err
+	}
+	if c.carry.Runs == 0 {
+		if err := workflow.UpsertTypedSearchAttributes(ctx,
+			SearchTenant.ValueSet(in.TenantID), SearchSession.ValueSet(in.SessionID)); err != nil {
+			return fmt.Errorf("set search attributes: %w", err)
+		}
+	}
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(c.carry.Pending) > 0 || c.shouldRoll(ctx) }); err != nil {
+			return err
+		}
+		if c.shouldRoll(ctx) {
+			// Release the handlers waiting for their turn to start (the next
+			// run starts them), let every handler return, then roll over.
+			c.rolling = true
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return err
+			}
+			next := c.in
+			carry := c.carry
+			carry.Runs++
+			next.Carry = &carry
+			return workflow.NewContinueAsNewError(ctx, ConversationName, next)
+		}
+		msg := c.carry.Pending[0]
+		c.carry.Pending = c.carry.Pending[1:]
+		c.runTurn(ctx, msg)
+	}
+}
+
+type conversation struct {
+	in      agent.ConversationInput
+	carry   agent.ConversationCarry
+	started map[string]bool // job ids whose turn started in this run (lookups only)
+	recent  map[string]bool // job ids accepted lately (lookups only)
+	rolling bool
+}
+
+func (c *conversation) shouldRoll(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	max := c.in.MaxHistoryEvents
+	if max <= 0 {
+		max = defaultMaxHistoryEvents
+	}
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength()+rollHeadroom >= max
+}
+
+func (c *conversation) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryTranscript, func() (agent.Transcript, error) {
+		return agent.Transcript{
+			TenantID: c.in.TenantID, SessionID: c.in.SessionID, Turns: c.carry.Turns, Digest: c.carry.Digest,
+			Window: append([]agent.TranscriptEntry{}, c.carry.Window...), Pending: append([]agent.PendingMessage{}, c.carry.Pending...),
+			Runs: c.carry.Runs,
+		}, nil
+	}, workflow.QueryHandlerOptions{Description: "the recent turns, a digest of earlier ones and the messages waiting"}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendMessage, c.send, workflow.UpdateHandlerOptions{
+		Validator:   func(_ workflow.Context, m agent.SendMessage) error { return refusal(m.Validate()) },
+		Description: `send a message: {"prompt","job_id"?,"context"?} → {"turn_workflow_id","job_id"}`,
+	})
+}
+
+// send accepts a message and returns once its turn has started (or the run
+// rolls over: the next run starts it). A job id seen lately returns the
+// same answer without a second turn.
+func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.SendMessageResult, error) {
+	jobID := m.JobID
+	if jobID == "" {
+		jobID = fmt.Sprintf("%s-%d", c.in.SessionID, c.carry.Accepted+1)
+	}
+	res := agent.SendMessageResult{TurnWorkflowID: TurnWorkflowID(c.in.TenantID, jobID), JobID: jobID}
+	if c.recent[jobID] {
+		return res, nil
+	}
+	c.carry.Accepted++
+	c.recent[jobID] = true
+	c.carry.Recent = append(c.carry.Recent, jobID)
+	if n := len(c.carry.Recent); n > recentJobs {
+		for _, old := range c.carry.Recent[:n-recentJobs] {
+			delete(c.recent, old)
+		}
+		c.carry.Recent = append([]string(nil), c.carry.Recent[n-recentJobs:]...)
+	}
+	c.carry.Pending = append(c.carry.Pending, agent.PendingMessage{SendMessage: m, JobID: jobID})
+	if err := workflow.Await(ctx, func() bool { return c.started[jobID] || c.rolling }); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// runTurn runs one message's turn as a child and remembers its outcome.
+func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
+	req := agent.TurnRequest{
+		TenantID: c.in.TenantID, SessionID: c.in.SessionID, AgentID: c.in.AgentID, JobID: msg.JobID,
+		Prompt: msg.Prompt, History: c.in.History, Context: msg.Context,
+	}
+	req.Normalize()
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            TurnWorkflowID(req.TenantID, req.JobID),
+		StaticSummary:         Summary(req),
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("turn %d: %s", c.carry.Turns+1, oneLine(msg.Prompt, 80)))
+	child := workflow.ExecuteChildWorkflow(cctx, AgentTurnName, req)
+	entry := agent.TranscriptEntry{JobID: msg.JobID, Prompt: oneLine(msg.Prompt, 500)}
+	var exec workflow.Execution
+	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
+		entry.Status = agent.StatusFailed
+		entry.Output = "the turn could not start: " + errorMessage(err)
+	} else {
+		c.started[msg.JobID] = true
+		var res agent.TurnResult
+		err := child.Get(ctx, &res)
+		var app *temporal.ApplicationError
+		switch {
+		case err == nil:
+		case errors.As(err, &app) && app.HasDetails() && app.Details(&res) == nil:
+		default:
+			res = agent.TurnResult{Status: agent.StatusFailed, Error: &agent.TurnError{Message: errorMessage(err)}}
+		}
+		entry.Status, entry.ResultRef = res.Status, res.ResultRef
+		entry.Output = oneLine(res.Output, 500)
+		if res.Error != nil {
+			entry.Output = oneLine(res.Error.Message, 500)
+		}
+	}
+	c.started[msg.JobID] = true
+	c.remember(entry)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%d turns; waiting for a message", c.carry.Turns))
+}
+
+// remember keeps the last turns in full and folds older ones into the digest.
+func (c *conversation) remember(e agent.TranscriptEntry) {
+	c.carry.Turns++
+	c.carry.Window = append(c.carry.Window, e)
+	for len(c.carry.Window) > windowTurns {
+		old := c.carry.Window[0]
+		c.carry.Window = c.carry.Window[1:]
+		c.carry.Digest += fmt.Sprintf("user: %s / agent: %s\n", oneLine(old.Prompt, 80), oneLine(old.Output, 80))
+		if len(c.carry.Digest) > digestBytes {
+			cut := strings.Index(c.carry.Digest[len(c.carry.Digest)-digestBytes:], "\n")
+			c.carry.Digest = c.carry.Digest[len(c.carry.Digest)-digestBytes+cut+1:]
+		}
+	}
+}
