@@ -51,7 +51,7 @@ func chatCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	api := addAPIFlags(fs)
 	agentID := fs.String("agent", "", "agent id (default: routed)")
-	session := fs.String("session", "", "session id: the turn sees the session's transcript")
+	session := fs.String("session", "", "session id: the message goes to the session's conversation")
 	jobID := fs.String("job", "", "job id (default: a new one); the same job id attaches to its turn")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -60,8 +60,8 @@ func chatCmd(ctx context.Context, args []string, out io.Writer) error {
 	if prompt == "" {
 		return fmt.Errorf("chat: a prompt is required: starter chat [flags] \"prompt\"")
 	}
-	if *jobID == "" {
-		*jobID = newJobID()
+	if *jobID == "" && *session == "" {
+		*jobID = newJobID() // a session's conversation numbers its messages
 	}
 	c, closeConn, err := api.dial()
 	if err != nil {
@@ -82,6 +82,16 @@ func chat(ctx context.Context, c pb.AgentServiceClient, req *pb.TurnRequest, out
 	var usage int
 	backoff := 200 * time.Millisecond
 	failures := 0
+	if req.GetSessionId() != "" {
+		// A session's messages go through its conversation, which answers
+		// them in order; the turn is followed once it has started.
+		sent, err := c.SendMessage(ctx, &pb.SendMessageRequest{SessionId: req.GetSessionId(), Prompt: req.GetPrompt(),
+			JobId: req.GetJobId(), AgentId: req.GetAgentId(), Context: req.GetContext()})
+		if err != nil {
+			return fmt.Errorf("chat: %w", err)
+		}
+		streamID = sent.GetStreamId()
+	}
 	for {
 		var s grpc.ServerStreamingClient[pb.StreamEvent]
 		var err error
@@ -114,21 +124,25 @@ func chat(ctx context.Context, c pb.AgentServiceClient, req *pb.TurnRequest, out
 			}
 		}
 		failures++
-		if !retryable(err) || ctx.Err() != nil || failures > maxReconnects {
+		waiting := last == 0 && status.Code(err) == codes.NotFound // the turn has not started yet
+		if !(retryable(err) || waiting) || ctx.Err() != nil || failures > maxReconnects {
 			return fmt.Errorf("chat: %w", err)
 		}
-		fmt.Fprintf(errOut, "\n  [connection lost (%v); resuming after event %d]\n", status.Code(err), last)
+		delay := 100 * time.Millisecond // a queued turn starts soon
+		if !waiting {
+			fmt.Fprintf(errOut, "\n  [connection lost (%v); resuming after event %d]\n", status.Code(err), last)
+			delay, backoff = backoff, min(backoff*2, 5*time.Second)
+		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(delay):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
 // maxReconnects bounds reconnection attempts without progress.
-const maxReconnects = 20
+const maxReconnects = 100
 
 // retryable: the connection broke, or the stream ended without its
 // terminal event; not the caller's mistake.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"io"
 	"net"
@@ -121,4 +122,42 @@ func TestChatResumesAfterDroppedConnection(t *testing.T) {
 	require.Contains(t, got, chatStory, "the story arrives whole, once")
 	require.Equal(t, 1, strings.Count(got, "twenty"))
 	require.Contains(t, got, "tokens]")
+}
+
+func TestChatInASession(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	address, namespace := devtest.Temporal(t)
+	sc, err := scripted.Parse([]byte("rules:\n  - when: {user: '^(.+)$'}\n    reply: {text: 'echo: $1'}\n"))
+	require.NoError(t, err)
+	model, err := scripted.Start("127.0.0.1:0", sc, scripted.Options{})
+	require.NoError(t, err)
+	defer func() { _ = model.Close() }()
+	srv, err := server.New(ctx, server.Config{
+		TemporalAddress: address, Namespace: namespace, TaskQueue: "chat-" + newJobID(),
+		DatabaseURL: devtest.Database(t), HTTPAddr: "off",
+		Roles: []string{server.RoleWorker, server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
+		Tokens: map[string]string{"tok": "demo"},
+		Model:  llm.Config{OpenAIBaseURL: model.URL(), OpenAIAPIKey: "test"},
+	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+	require.NoError(t, err)
+	cat, err := registry.Parse(srv.Tools(), "c.yaml", []byte("tenant: demo\ndefault_agent: a\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"))
+	require.NoError(t, err)
+	_, err = srv.Store().ApplyCatalog(ctx, toStoreCatalog(cat), false)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	defer func() { stop(); <-done; srv.Close() }()
+
+	session := "s-" + newJobID()
+	for i, prompt := range []string{"first", "second"} {
+		var out bytes.Buffer
+		require.NoError(t, run(ctx, []string{"chat", "--addr", srv.GRPCAddr(), "--token", "tok", "--session", session, prompt}, &out))
+		require.Contains(t, out.String(), "echo: "+prompt)
+		require.Contains(t, out.String(), fmt.Sprintf("turn/demo/%s-%d", session, i+1))
+	}
+	msgs, err := srv.Store().SessionMessages(ctx, "demo", session, 0)
+	require.NoError(t, err)
+	require.Len(t, msgs, 4, "both messages and answers are in the session's transcript")
 }

@@ -230,6 +230,18 @@ func TestBadRequests(t *testing.T) {
 			_, err := f.client.Approve(other, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: true})
 			return err
 		}, codes.NotFound, "not found"},
+		{"message without a session", func() error {
+			_, err := f.client.SendMessage(demo, &pb.SendMessageRequest{Prompt: "hi"})
+			return err
+		}, codes.InvalidArgument, "session_id is required"},
+		{"blank message", func() error {
+			_, err := f.client.SendMessage(demo, &pb.SendMessageRequest{SessionId: "s1", Prompt: " "})
+			return err
+		}, codes.InvalidArgument, "prompt is required"},
+		{"message to an unknown agent", func() error {
+			_, err := f.client.SendMessage(demo, &pb.SendMessageRequest{SessionId: "s1", Prompt: "hi", AgentId: "nobody"})
+			return err
+		}, codes.NotFound, `agent "nobody"`},
 		{"approve on a turn that ended", func() error {
 			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: true})
 			return err

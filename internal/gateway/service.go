@@ -341,3 +341,27 @@ func newJobID() string {
 	_, _ = rand.Read(b[:])
 	return time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(b[:])
 }
+
+// SendMessage implements pb.AgentServiceServer.
+func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
+	conv := agent.ConversationInput{TenantID: tenantOf(ctx), SessionID: in.GetSessionId(), AgentID: in.GetAgentId(), History: in.GetHistory()}
+	if err := conv.Validate(); err != nil {
+		return nil, toStatus(err)
+	}
+	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId()}
+	if c := in.GetContext(); c != nil {
+		msg.Context = toTurnRequest(&pb.TurnRequest{Context: c}, "").Context
+	}
+	if err := msg.Validate(); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID}); err != nil {
+		return nil, err
+	}
+	res, err := workflows.SendMessage(ctx, s.client, s.taskQueue, conv, msg)
+	if err != nil {
+		return nil, workflowStatus(workflows.ConversationWorkflowID(conv.TenantID, conv.SessionID), err)
+	}
+	return &pb.SendMessageResponse{StreamId: res.TurnWorkflowID, JobId: res.JobID,
+		ConversationId: workflows.ConversationWorkflowID(conv.TenantID, conv.SessionID)}, nil
+}

@@ -1832,6 +1832,151 @@ func (x *Limits) GetMaxOutputTokens() int32 {
 	return 0
 }
 
+type SendMessageRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Prompt    string                 `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	JobId     string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"` // idempotency key; empty: the conversation numbers messages
+	Context   *TurnContext           `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
+	// For a conversation that does not exist yet:
+	AgentId       string `protobuf:"bytes,5,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // empty: routed
+	History       string `protobuf:"bytes,6,opt,name=history,proto3" json:"history,omitempty"`                // "load" (default) | "fresh"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendMessageRequest) Reset() {
+	*x = SendMessageRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendMessageRequest) ProtoMessage() {}
+
+func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
+func (*SendMessageRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SendMessageRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SendMessageRequest) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *SendMessageRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SendMessageRequest) GetContext() *TurnContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+func (x *SendMessageRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *SendMessageRequest) GetHistory() string {
+	if x != nil {
+		return x.History
+	}
+	return ""
+}
+
+type SendMessageResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	StreamId       string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // the turn's workflow id
+	JobId          string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ConversationId string                 `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"` // conv/<tenant>/<session>
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SendMessageResponse) Reset() {
+	*x = SendMessageResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendMessageResponse) ProtoMessage() {}
+
+func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
+func (*SendMessageResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SendMessageResponse) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *SendMessageResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SendMessageResponse) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
 type ApproveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
@@ -1845,7 +1990,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2002,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2015,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -1918,7 +2063,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2075,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2088,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -1969,7 +2114,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2126,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2139,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -2013,7 +2158,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2170,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2183,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -2061,7 +2206,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2218,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2231,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -2274,7 +2419,19 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x10turn_timeout_sec\x18\x02 \x01(\x05R\x0eturnTimeoutSec\x12!\n" +
 	"\ftoken_budget\x18\x03 \x01(\x05R\vtokenBudget\x120\n" +
 	"\x14approval_timeout_sec\x18\x04 \x01(\x05R\x12approvalTimeoutSec\x12*\n" +
-	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\"\x96\x01\n" +
+	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\"\xcc\x01\n" +
+	"\x12SendMessageRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x123\n" +
+	"\acontext\x18\x04 \x01(\v2\x19.agentflow.v1.TurnContextR\acontext\x12\x19\n" +
+	"\bagent_id\x18\x05 \x01(\tR\aagentId\x12\x18\n" +
+	"\ahistory\x18\x06 \x01(\tR\ahistory\"r\n" +
+	"\x13SendMessageResponse\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\"\x96\x01\n" +
 	"\x0eApproveRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
@@ -2300,14 +2457,15 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x17STATUS_WAITING_APPROVAL\x10\x02\x12\x13\n" +
 	"\x0fSTATUS_RETRYING\x10\x03\x12\x14\n" +
 	"\x10STATUS_COMPLETED\x10\x04\x12\x11\n" +
-	"\rSTATUS_FAILED\x10\x052\xa6\x04\n" +
+	"\rSTATUS_FAILED\x10\x052\xfa\x04\n" +
 	"\fAgentService\x12?\n" +
 	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12B\n" +
 	"\x06Stream\x12\x1b.agentflow.v1.StreamRequest\x1a\x19.agentflow.v1.StreamEvent0\x01\x12B\n" +
 	"\x06Resume\x12\x1b.agentflow.v1.ResumeRequest\x1a\x19.agentflow.v1.StreamEvent0\x01\x12E\n" +
 	"\tGetResult\x12\x1e.agentflow.v1.GetResultRequest\x1a\x18.agentflow.v1.TurnResult\x12O\n" +
 	"\n" +
-	"ListAgents\x12\x1f.agentflow.v1.ListAgentsRequest\x1a .agentflow.v1.ListAgentsResponse\x12F\n" +
+	"ListAgents\x12\x1f.agentflow.v1.ListAgentsRequest\x1a .agentflow.v1.ListAgentsResponse\x12R\n" +
+	"\vSendMessage\x12 .agentflow.v1.SendMessageRequest\x1a!.agentflow.v1.SendMessageResponse\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
 	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponseB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
 
@@ -2324,7 +2482,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -2351,17 +2509,19 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*AgentInfo)(nil),                    // 22: agentflow.v1.AgentInfo
 	(*ToolInfo)(nil),                     // 23: agentflow.v1.ToolInfo
 	(*Limits)(nil),                       // 24: agentflow.v1.Limits
-	(*ApproveRequest)(nil),               // 25: agentflow.v1.ApproveRequest
-	(*ApproveResponse)(nil),              // 26: agentflow.v1.ApproveResponse
-	(*ListPendingApprovalsRequest)(nil),  // 27: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 28: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 29: agentflow.v1.PendingApproval
-	nil,                                  // 30: agentflow.v1.TurnContext.MetadataEntry
-	(*timestamppb.Timestamp)(nil),        // 31: google.protobuf.Timestamp
+	(*SendMessageRequest)(nil),           // 25: agentflow.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),          // 26: agentflow.v1.SendMessageResponse
+	(*ApproveRequest)(nil),               // 27: agentflow.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 28: agentflow.v1.ApproveResponse
+	(*ListPendingApprovalsRequest)(nil),  // 29: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 30: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 31: agentflow.v1.PendingApproval
+	nil,                                  // 32: agentflow.v1.TurnContext.MetadataEntry
+	(*timestamppb.Timestamp)(nil),        // 33: google.protobuf.Timestamp
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	30, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	32, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
 	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
@@ -2379,33 +2539,36 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	19, // 16: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
 	0,  // 17: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	11, // 18: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	31, // 19: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	33, // 19: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	11, // 20: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	22, // 21: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	23, // 22: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
 	24, // 23: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	29, // 24: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	31, // 25: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	31, // 26: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 27: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	5,  // 28: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	6,  // 29: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	7,  // 30: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	20, // 31: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	25, // 32: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	27, // 33: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	8,  // 34: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	13, // 35: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	13, // 36: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	8,  // 37: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	21, // 38: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	26, // 39: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	28, // 40: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	34, // [34:41] is the sub-list for method output_type
-	27, // [27:34] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	2,  // 24: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	31, // 25: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	33, // 26: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	33, // 27: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 28: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	5,  // 29: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	6,  // 30: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	7,  // 31: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	20, // 32: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	25, // 33: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	27, // 34: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	29, // 35: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	8,  // 36: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	13, // 37: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	13, // 38: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	8,  // 39: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	21, // 40: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	26, // 41: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	28, // 42: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	30, // 43: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -2430,7 +2593,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

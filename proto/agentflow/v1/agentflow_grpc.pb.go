@@ -30,6 +30,7 @@ const (
 	AgentService_Resume_FullMethodName               = "/agentflow.v1.AgentService/Resume"
 	AgentService_GetResult_FullMethodName            = "/agentflow.v1.AgentService/GetResult"
 	AgentService_ListAgents_FullMethodName           = "/agentflow.v1.AgentService/ListAgents"
+	AgentService_SendMessage_FullMethodName          = "/agentflow.v1.AgentService/SendMessage"
 	AgentService_Approve_FullMethodName              = "/agentflow.v1.AgentService/Approve"
 	AgentService_ListPendingApprovals_FullMethodName = "/agentflow.v1.AgentService/ListPendingApprovals"
 )
@@ -51,6 +52,11 @@ type AgentServiceClient interface {
 	GetResult(ctx context.Context, in *GetResultRequest, opts ...grpc.CallOption) (*TurnResult, error)
 	// ListAgents lists the tenant's active agents and what they can do.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
+	// SendMessage sends a message to a session's conversation (started if
+	// needed) and returns the stream id of the turn that answers it; the
+	// turn may start after the call returns (messages are answered in order),
+	// so Resume it from index 0 and retry while it is NotFound.
+	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
 	// Approve decides a tool call that waits for approval.
 	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
@@ -133,6 +139,16 @@ func (c *agentServiceClient) ListAgents(ctx context.Context, in *ListAgentsReque
 	return out, nil
 }
 
+func (c *agentServiceClient) SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendMessageResponse)
+	err := c.cc.Invoke(ctx, AgentService_SendMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ApproveResponse)
@@ -170,6 +186,11 @@ type AgentServiceServer interface {
 	GetResult(context.Context, *GetResultRequest) (*TurnResult, error)
 	// ListAgents lists the tenant's active agents and what they can do.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
+	// SendMessage sends a message to a session's conversation (started if
+	// needed) and returns the stream id of the turn that answers it; the
+	// turn may start after the call returns (messages are answered in order),
+	// so Resume it from index 0 and retry while it is NotFound.
+	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
 	// Approve decides a tool call that waits for approval.
 	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
@@ -198,6 +219,9 @@ func (UnimplementedAgentServiceServer) GetResult(context.Context, *GetResultRequ
 }
 func (UnimplementedAgentServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
+}
+func (UnimplementedAgentServiceServer) SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendMessage not implemented")
 }
 func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
@@ -302,6 +326,24 @@ func _AgentService_ListAgents_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_SendMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SendMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SendMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SendMessage(ctx, req.(*SendMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_Approve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ApproveRequest)
 	if err := dec(in); err != nil {
@@ -356,6 +398,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAgents",
 			Handler:    _AgentService_ListAgents_Handler,
+		},
+		{
+			MethodName: "SendMessage",
+			Handler:    _AgentService_SendMessage_Handler,
 		},
 		{
 			MethodName: "Approve",
