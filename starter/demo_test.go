@@ -39,6 +39,8 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, out.String(), "tool calculator")
 	require.Contains(t, out.String(), "12.5 * 4 = 50")
 	require.Contains(t, out.String(), "2.475")
+	require.Contains(t, out.String(), "waiting for approval of checked_calculator")
+	require.Contains(t, out.String(), "1200 * 1.07 = 1284")
 }
 
 func TestRunRejectsBadInputBeforeStarting(t *testing.T) {

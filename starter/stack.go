@@ -338,6 +338,9 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
+	if err := env.approvalDemo(ctx, out); err != nil {
+		return err
+	}
 	if !*wait {
 		return nil
 	}
@@ -358,4 +361,49 @@ func (l *local) chat(ctx context.Context, out io.Writer, req agent.TurnRequest) 
 	defer closeConn()
 	return chat(api.ctx(ctx), c, &pb.TurnRequest{JobId: req.JobID, SessionId: req.SessionID, AgentId: req.AgentID, Prompt: req.Prompt},
 		out, os.Stderr)
+}
+
+// approvalDemo runs a turn of the ops agent, whose calculator needs a
+// person's approval, and approves the call through the API as that person.
+func (l *local) approvalDemo(ctx context.Context, out io.Writer) error {
+	prompt := "What is 1200 * 1.07?"
+	job := "demo-" + newJobID() + "-ops"
+	fmt.Fprintf(out, "\n> (agent ops, whose calculator needs approval) %s\n", prompt)
+	addr, token := l.srv.GRPCAddr(), devToken
+	api := apiFlags{addr: &addr, token: &token}
+	c, closeConn, err := api.dial()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	actx := api.ctx(ctx)
+	streamID := "turn/demo/" + job
+	approved := make(chan error, 1)
+	go func() {
+		// A reviewer elsewhere: waits for the call, then approves it.
+		for {
+			resp, err := c.ListPendingApprovals(actx, &pb.ListPendingApprovalsRequest{StreamId: streamID})
+			if err == nil && len(resp.GetApprovals()) > 0 {
+				p := resp.GetApprovals()[0]
+				_, err = c.Approve(actx, &pb.ApproveRequest{StreamId: streamID, CallId: p.GetCallId(), Approved: true,
+					Approver: "demo-reviewer", Reason: "the figures look right"})
+				approved <- err
+				return
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-actx.Done():
+				approved <- actx.Err()
+				return
+			}
+		}
+	}()
+	if err := chat(actx, c, &pb.TurnRequest{JobId: job, AgentId: "ops", Prompt: prompt}, out, os.Stderr); err != nil {
+		return err
+	}
+	if err := <-approved; err != nil {
+		return fmt.Errorf("approve: %w", err)
+	}
+	fmt.Fprintln(out, "  (approved by demo-reviewer through the gRPC API: starter approve --stream "+streamID+")")
+	return nil
 }
