@@ -113,3 +113,63 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 		})
 	}
 }
+
+// hurryCatalog is careCatalog with an approval timeout of one second.
+const hurryCatalog = `
+tenant: hurry
+default_agent: careful
+tools:
+  - name: calculator
+    kind: calculator
+    approval: always
+agents:
+  - id: careful
+    model: openai:gpt-4o-mini
+    tools: [calculator]
+    limits: {max_iterations: 4, turn_timeout_sec: 600, approval_timeout_sec: 1}
+`
+
+func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
+	e := newEnv(t)
+	e.applyCatalog(careCatalog)
+	e.applyCatalog(hurryCatalog)
+
+	t.Run("timed out call reaches the model", func(t *testing.T) {
+		job := "hurry-" + randomID()
+		id := workflows.TurnWorkflowID("hurry", job)
+		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"hurry","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
+		res, err := e.result(id)
+		require.NoError(t, err)
+		require.Equal(t, "The result is error: no decision on the call within the approval timeout of 1s; it was not run.", res.Output)
+		require.Equal(t, agent.ApprovalTimedOut, res.Metadata.ToolCalls[0].Status)
+	})
+
+	t.Run("two calls decided separately", func(t *testing.T) {
+		job := "two-" + randomID()
+		id := workflows.TurnWorkflowID("care", job)
+		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"care","job_id":%q,"prompt":"compare 2 * 3 and 4 * 5"}`, job))
+		var pending []agent.PendingApproval
+		require.Eventually(t, func() bool {
+			v, err := e.client.QueryWorkflow(context.Background(), id, "", workflows.QueryPendingApprovals)
+			return err == nil && v.Get(&pending) == nil && len(pending) == 2
+		}, 30*time.Second, 50*time.Millisecond)
+		out, err := e.temporal("workflow", "signal", "--workflow-id", id, "--name", "approve",
+			"--input", fmt.Sprintf(`{"call_id":%q,"approved":false,"reason":"too big","approver":"bob"}`, pending[1].CallID))
+		require.NoError(t, err, out)
+		require.Eventually(t, func() bool {
+			v, err := e.client.QueryWorkflow(context.Background(), id, "", workflows.QueryPendingApprovals)
+			return err == nil && v.Get(&pending) == nil && len(pending) == 1
+		}, 30*time.Second, 50*time.Millisecond)
+		out, err = e.temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+			"--input", fmt.Sprintf(`{"call_id":%q,"approved":true,"approver":"ana"}`, pending[0].CallID))
+		require.NoError(t, err, out)
+		res, err := e.result(id)
+		require.NoError(t, err)
+		require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+		require.Equal(t, agent.ApprovalRejected, res.Metadata.ToolCalls[1].Status)
+		recs, err := e.srv.Store().Approvals(context.Background(), "care", job)
+		require.NoError(t, err)
+		require.Len(t, recs, 2)
+		require.Equal(t, "bob", recs[0].Approver, "stored in the order decided")
+	})
+}

@@ -42,6 +42,9 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 const testScript = `
 pacing: {chunk_words: 1, delay_ms: 15}
 rules:
+  - name: two-calcs
+    when: {user: '(?i)^compare ([-0-9.+*/^() ]+) and ([-0-9.+*/^() ]+)$'}
+    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}, {name: calculator, arguments: '{"expression": "$2"}'}]}
   - name: story
     when: {user: '^tell a story'}
     reply: {text: '` + storyText + `'}
