@@ -87,35 +87,55 @@ func (w *cutWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func TestChatResumesAfterDroppedConnection(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// testServer runs a worker and gateway on the test stack with a scripted
+// model and a one-agent catalog for tenant demo.
+type testServer struct {
+	srv       *server.Server
+	taskQueue string
+	address   string
+	namespace string
+}
+
+func startServer(t *testing.T, modelScript string) testServer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	address, namespace := devtest.Temporal(t)
-	sc, err := scripted.Parse([]byte("pacing: {chunk_words: 1, delay_ms: 40}\nrules:\n  - reply: {text: '" + chatStory + "'}\n"))
+	sc, err := scripted.Parse([]byte(modelScript))
 	require.NoError(t, err)
 	model, err := scripted.Start("127.0.0.1:0", sc, scripted.Options{})
 	require.NoError(t, err)
-	defer func() { _ = model.Close() }()
-	srv, err := server.New(ctx, server.Config{
-		TemporalAddress: address, Namespace: namespace, TaskQueue: "chat-" + newJobID(),
+	ts := testServer{taskQueue: "starter-" + newJobID(), address: address, namespace: namespace}
+	ts.srv, err = server.New(ctx, server.Config{
+		TemporalAddress: address, Namespace: namespace, TaskQueue: ts.taskQueue,
 		DatabaseURL: devtest.Database(t), HTTPAddr: "off",
 		Roles: []string{server.RoleWorker, server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
 		Tokens: map[string]string{"tok": "demo"},
 		Model:  llm.Config{OpenAIBaseURL: model.URL(), OpenAIAPIKey: "test"},
 	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	require.NoError(t, err)
-	cat, err := registry.Parse(srv.Tools(), "c.yaml", []byte("tenant: demo\ndefault_agent: a\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"))
+	cat, err := registry.Parse(ts.srv.Tools(), "c.yaml", []byte("tenant: demo\ndefault_agent: a\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"))
 	require.NoError(t, err)
-	_, err = srv.Store().ApplyCatalog(ctx, toStoreCatalog(cat), false)
+	_, err = ts.srv.Store().ApplyCatalog(ctx, toStoreCatalog(cat), false)
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	defer func() { stop(); <-done; srv.Close() }()
+	go func() { done <- ts.srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		ts.srv.Close()
+		_ = model.Close()
+	})
+	return ts
+}
+
+func TestChatResumesAfterDroppedConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := startServer(t, "pacing: {chunk_words: 1, delay_ms: 40}\nrules:\n  - reply: {text: '"+chatStory+"'}\n").srv
 
 	p := newProxy(t, srv.GRPCAddr())
 	out := &cutWriter{marker: "four", cut: p.cut}
-	err = run(ctx, []string{"chat", "--addr", p.ln.Addr().String(), "--token", "tok", "tell me a story"}, out)
+	err := run(ctx, []string{"chat", "--addr", p.ln.Addr().String(), "--token", "tok", "tell me a story"}, out)
 	require.NoError(t, err)
 	got := out.buf.String()
 	require.True(t, out.done, "the connection was cut")
@@ -127,28 +147,7 @@ func TestChatResumesAfterDroppedConnection(t *testing.T) {
 func TestChatInASession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	address, namespace := devtest.Temporal(t)
-	sc, err := scripted.Parse([]byte("rules:\n  - when: {user: '^(.+)$'}\n    reply: {text: 'echo: $1'}\n"))
-	require.NoError(t, err)
-	model, err := scripted.Start("127.0.0.1:0", sc, scripted.Options{})
-	require.NoError(t, err)
-	defer func() { _ = model.Close() }()
-	srv, err := server.New(ctx, server.Config{
-		TemporalAddress: address, Namespace: namespace, TaskQueue: "chat-" + newJobID(),
-		DatabaseURL: devtest.Database(t), HTTPAddr: "off",
-		Roles: []string{server.RoleWorker, server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
-		Tokens: map[string]string{"tok": "demo"},
-		Model:  llm.Config{OpenAIBaseURL: model.URL(), OpenAIAPIKey: "test"},
-	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
-	require.NoError(t, err)
-	cat, err := registry.Parse(srv.Tools(), "c.yaml", []byte("tenant: demo\ndefault_agent: a\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"))
-	require.NoError(t, err)
-	_, err = srv.Store().ApplyCatalog(ctx, toStoreCatalog(cat), false)
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	defer func() { stop(); <-done; srv.Close() }()
+	srv := startServer(t, "rules:\n  - when: {user: '^(.+)$'}\n    reply: {text: 'echo: $1'}\n").srv
 
 	session := "s-" + newJobID()
 	for i, prompt := range []string{"first", "second"} {
