@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -28,6 +29,7 @@ const defaultParameters = `{"type":"object","properties":{}}`
 // loader accumulates the documents of one load and the problems found.
 type loader struct {
 	kinds    Kinds
+	checker  *policy.Checker // approval policies, made on first use
 	files    []string // in load order, to sort problems by
 	problems []Problem
 	tenants  []*tenant
@@ -73,6 +75,18 @@ func newLoader(kinds Kinds) *loader {
 		kinds = noKinds{}
 	}
 	return &loader{kinds: kinds, byID: map[string]*tenant{}}
+}
+
+// compilePolicy checks a CEL approval policy.
+func (l *loader) compilePolicy(expr string) error {
+	if l.checker == nil {
+		c, err := policy.New()
+		if err != nil {
+			return err
+		}
+		l.checker = c
+	}
+	return l.checker.Compile(expr)
 }
 
 func (l *loader) addf(file string, n *yaml.Node, field, format string, args ...any) {
@@ -248,8 +262,14 @@ func (l *loader) tool(file string, t *tenant, n *yaml.Node, field string) {
 			l.addf(file, a, field+".approval", "%s is not a policy: want never, always or a CEL expression", a.Value)
 		default:
 			if s, ok := l.str(file, a, field+".approval"); ok {
-				if strings.TrimSpace(s) == "" {
+				switch strings.TrimSpace(s) {
+				case "":
 					l.addf(file, a, field+".approval", "is empty: want never, always or a CEL expression")
+				case agent.ApprovalNever, agent.ApprovalAlways:
+				default:
+					if err := l.compilePolicy(s); err != nil {
+						l.addf(file, a, field+".approval", "%s", err)
+					}
 				}
 				spec.Approval = s
 			}

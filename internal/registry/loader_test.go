@@ -151,6 +151,16 @@ func TestParseProblems(t *testing.T) {
 			want: []string{`t.yaml:5: tools[0].parameters.properties: want a mapping of argument names to schemas, not a list`},
 		},
 		{
+			name: "approval that is not CEL",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    approval: 'args.amount >'\n",
+			want: []string{`t.yaml:5: tools[0].approval: approval policy "args.amount >": ERROR: <input>:1:14: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}  | args.amount >  | .............^`},
+		},
+		{
+			name: "approval that is not a bool",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    approval: 'args.amount'\n",
+			want: []string{`t.yaml:5: tools[0].approval: approval policy "args.amount": evaluates to dyn, want bool`},
+		},
+		{
 			name: "empty approval",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    approval: \"\"\n",
 			want: []string{`t.yaml:5: tools[0].approval: is empty: want never, always or a CEL expression`},
