@@ -30,7 +30,7 @@ const defaultParameters = `{"type":"object","properties":{}}`
 type loader struct {
 	kinds    Kinds
 	checker  *policy.Checker // approval policies, made on first use
-	files    []string // in load order, to sort problems by
+	files    []string        // in load order, to sort problems by
 	problems []Problem
 	tenants  []*tenant
 	byID     map[string]*tenant
