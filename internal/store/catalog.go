@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,6 +25,10 @@ type Catalog struct {
 type TenantCatalog struct {
 	TenantID     string
 	DefaultAgent string
+	// Rules become the tenant's routing rules when ReplaceRules is set
+	// (rules missing from them are deleted); otherwise the stored rules stay.
+	Rules        []agent.Rule
+	ReplaceRules bool
 	// Tools are the tenant's tool definitions, which agents reference by name.
 	Tools []agent.Tool
 	// Agents to store. Version and TenantID are ignored (TenantID must be
@@ -50,7 +55,7 @@ const (
 // Change is what applying a catalog did (or, in a dry run, would do) to one
 // tenant, tool or agent.
 type Change struct {
-	Kind     string `json:"kind"` // tenant | tool | agent
+	Kind     string `json:"kind"` // tenant | tool | agent | rule
 	TenantID string `json:"tenant_id"`
 	Name     string `json:"name"` // tool name or agent id; the tenant id for tenants
 	Action   string `json:"action"`
@@ -158,6 +163,23 @@ func validateCatalog(c Catalog) error {
 				return agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q appears twice", tc.TenantID, a.ID)
 			}
 			agents[a.ID] = true
+		}
+		rules := map[string]bool{}
+		for j, r := range tc.Rules {
+			where := fmt.Sprintf("tenant %q: rules[%d]", tc.TenantID, j)
+			if err := requireID(where+": name", r.Name); err != nil {
+				return err
+			}
+			if rules[r.Name] {
+				return agent.Errorf(agent.CodeInvalid, "tenant %q: rule %q appears twice", tc.TenantID, r.Name)
+			}
+			rules[r.Name] = true
+			if err := requireID(where+" ("+r.Name+"): agent", r.AgentID); err != nil {
+				return err
+			}
+			if strings.TrimSpace(r.Condition) == "" {
+				return agent.Errorf(agent.CodeInvalid, "%s (%s): condition is required", where, r.Name)
+			}
 		}
 	}
 	return nil
@@ -314,6 +336,16 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc TenantCatalog) ([]Change, er
 				changes[0].Action = ActionUpdated
 			}
 		}
+	}
+	if tc.ReplaceRules {
+		ruleChanges, err := applyRules(ctx, tx, tc, docAgents)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, ruleChanges...)
+	}
+	if err := bumpIfChanged(ctx, tx, tc.TenantID, changes); err != nil {
+		return nil, err
 	}
 	return changes, nil
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // migrationCount is the number of files in migrations/.
-const migrationCount = 2
+const migrationCount = 3
 
 func TestOpenMigrates(t *testing.T) {
 	t.Parallel()
