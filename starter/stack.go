@@ -91,15 +91,7 @@ func applyCatalog(ctx context.Context, st *store.Store, kinds registry.Kinds, ou
 	return nil
 }
 
-func toStoreCatalog(c registry.Catalog) store.Catalog {
-	var sc store.Catalog
-	for _, t := range c.Tenants {
-		sc.Tenants = append(sc.Tenants, store.TenantCatalog{
-			TenantID: t.TenantID, DefaultAgent: t.DefaultAgent, Tools: t.Tools, Agents: t.Agents,
-		})
-	}
-	return sc
-}
+func toStoreCatalog(c registry.Catalog) store.Catalog { return c.ForStore() }
 
 type multiFlag []string
 

@@ -152,13 +152,7 @@ func newEnvWith(t *testing.T, modelScript string) *env {
 	return e
 }
 
-func toStoreCatalog(c registry.Catalog) store.Catalog {
-	var sc store.Catalog
-	for _, t := range c.Tenants {
-		sc.Tenants = append(sc.Tenants, store.TenantCatalog{TenantID: t.TenantID, DefaultAgent: t.DefaultAgent, Tools: t.Tools, Agents: t.Agents})
-	}
-	return sc
-}
+func toStoreCatalog(c registry.Catalog) store.Catalog { return c.ForStore() }
 
 func randomID() string {
 	var b [6]byte

@@ -20,7 +20,6 @@ import (
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/server"
-	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/workflows"
 )
 
@@ -103,11 +102,7 @@ func newStack(b *testing.B) *stack {
 	must(b, err)
 	cat, err := registry.Parse(st.srv.Tools(), "bench.yaml", []byte(benchCatalog))
 	must(b, err)
-	var sc store.Catalog
-	for _, t := range cat.Tenants {
-		sc.Tenants = append(sc.Tenants, store.TenantCatalog{TenantID: t.TenantID, DefaultAgent: t.DefaultAgent, Tools: t.Tools, Agents: t.Agents})
-	}
-	_, err = st.srv.Store().ApplyCatalog(ctx, sc, false)
+	_, err = st.srv.Store().ApplyCatalog(ctx, cat.ForStore(), false)
 	must(b, err)
 	done := make(chan error, 1)
 	go func() { done <- st.srv.Run(ctx) }()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -29,6 +30,10 @@ type TenantCatalog struct {
 	DefaultAgent string
 	Tools        []agent.Tool
 	Agents       []agent.Agent
+	// Rules are the tenant's routing rules, in document order; ReplaceRules
+	// says a document had a rules key (an empty list deletes them all).
+	Rules        []agent.Rule
+	ReplaceRules bool
 }
 
 // LoadFiles reads and validates catalog files. A path may be a directory:
@@ -125,4 +130,16 @@ func (e *ValidationError) Error() string {
 		lines[i] = p.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ForStore is the catalog as store.ApplyCatalog takes it.
+func (c Catalog) ForStore() store.Catalog {
+	var sc store.Catalog
+	for _, t := range c.Tenants {
+		sc.Tenants = append(sc.Tenants, store.TenantCatalog{
+			TenantID: t.TenantID, DefaultAgent: t.DefaultAgent, Tools: t.Tools, Agents: t.Agents,
+			Rules: t.Rules, ReplaceRules: t.ReplaceRules,
+		})
+	}
+	return sc
 }

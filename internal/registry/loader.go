@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/policy"
+	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -45,6 +46,15 @@ type tenant struct {
 	toolAt       map[string]pos
 	agents       []agentDef
 	agentAt      map[string]pos
+	rules        []ruleDef
+	ruleAt       map[string]pos
+	rulesSet     bool // a document has a rules key: the rules replace the stored ones
+}
+
+type ruleDef struct {
+	rule    agent.Rule
+	agentAt pos
+	field   string
 }
 
 type agentDef struct {
@@ -138,10 +148,12 @@ func (l *loader) file(name string, data []byte) {
 // document reads one tenant's document.
 func (l *loader) document(file string, root *yaml.Node) {
 	var (
-		tenantNode, defaultNode, toolsNode, agentsNode *yaml.Node
+		tenantNode, defaultNode, toolsNode, agentsNode, rulesNode *yaml.Node
 	)
-	ok := l.fields(file, root, "", []string{"tenant", "default_agent", "tools", "agents"}, func(key string, v *yaml.Node) {
+	ok := l.fields(file, root, "", []string{"tenant", "default_agent", "tools", "agents", "rules"}, func(key string, v *yaml.Node) {
 		switch key {
+		case "rules":
+			rulesNode = v
 		case "tenant":
 			tenantNode = v
 		case "default_agent":
@@ -158,7 +170,7 @@ func (l *loader) document(file string, root *yaml.Node) {
 
 	// A document without a usable tenant is still checked, against a
 	// tenant of its own that is not returned.
-	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}}
+	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}}
 	if id, ok := l.str(file, tenantNode, "tenant"); !ok || id == "" {
 		if ok {
 			l.addf(file, cmp.Or(tenantNode, root), "tenant", "is required")
@@ -184,6 +196,69 @@ func (l *loader) document(file string, root *yaml.Node) {
 
 	l.items(file, toolsNode, "tools", func(i int, n *yaml.Node, field string) { l.tool(file, t, n, field) })
 	l.items(file, agentsNode, "agents", func(i int, n *yaml.Node, field string) { l.agent(file, t, n, field) })
+	if rulesNode != nil {
+		t.rulesSet = true
+		l.items(file, rulesNode, "rules", func(i int, n *yaml.Node, field string) { l.rule(file, t, n, field) })
+	}
+}
+
+// rule reads one routing rule into t.
+func (l *loader) rule(file string, t *tenant, n *yaml.Node, field string) {
+	var nodes struct{ name, priority, when, agent *yaml.Node }
+	ok := l.fields(file, n, field, []string{"name", "priority", "when", "agent"}, func(key string, v *yaml.Node) {
+		switch key {
+		case "name":
+			nodes.name = v
+		case "priority":
+			nodes.priority = v
+		case "when":
+			nodes.when = v
+		case "agent":
+			nodes.agent = v
+		}
+	})
+	if !ok {
+		return
+	}
+	def := ruleDef{field: field + ".agent"}
+	r := &def.rule
+	if name, ok := l.str(file, nodes.name, field+".name"); ok {
+		switch {
+		case name == "":
+			l.addf(file, cmp.Or(nodes.name, n), field+".name", "is required")
+		case agent.ValidateID("name", name) != nil:
+			l.addf(file, nodes.name, field+".name", "%s", agent.ValidateID("name", name))
+		default:
+			if at, dup := t.ruleAt[name]; dup {
+				l.addf(file, nodes.name, field+".name", "rule %q is already defined at %s", name, at)
+			} else {
+				t.ruleAt[name] = pos{file, nodes.name.Line}
+			}
+		}
+		r.Name = name
+	}
+	if nodes.priority != nil {
+		if p, ok := l.int(file, nodes.priority, field+".priority"); ok {
+			r.Priority = p
+		}
+	}
+	if when, ok := l.str(file, nodes.when, field+".when"); ok {
+		if strings.TrimSpace(when) == "" {
+			l.addf(file, cmp.Or(nodes.when, n), field+".when", "is required: a CEL condition such as ui_page == \"billing\"")
+		} else if err := routing.CompileCondition(when); err != nil {
+			l.addf(file, nodes.when, field+".when", "%s", err)
+		}
+		r.Condition = when
+	}
+	if id, ok := l.str(file, nodes.agent, field+".agent"); ok {
+		if id == "" {
+			l.addf(file, cmp.Or(nodes.agent, n), field+".agent", "is required")
+		} else {
+			def.agentAt = pos{file, nodes.agent.Line}
+		}
+		r.AgentID = id
+	}
+	t.rules = append(t.rules, def)
 }
 
 // tool reads one tool definition into t.
@@ -404,7 +479,16 @@ func (l *loader) finish() (Catalog, error) {
 					Message: fmt.Sprintf("agent %q is not defined for tenant %q%s", t.defaultAgent, t.id, known(t.agentAt))})
 			}
 		}
-		tc := TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent, Tools: t.tools}
+		tc := TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent, Tools: t.tools, ReplaceRules: t.rulesSet}
+		for _, def := range t.rules {
+			if def.rule.AgentID != "" {
+				if _, ok := t.agentAt[def.rule.AgentID]; !ok {
+					l.problems = append(l.problems, Problem{File: def.agentAt.file, Line: def.agentAt.line, Field: def.field,
+						Message: fmt.Sprintf("agent %q is not defined for tenant %q%s", def.rule.AgentID, t.id, known(t.agentAt))})
+				}
+			}
+			tc.Rules = append(tc.Rules, def.rule)
+		}
 		for _, def := range t.agents {
 			a := def.agent
 			for _, ref := range def.refs {

@@ -53,7 +53,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			src:  "tenant: demo\nagnets: []\n",
-			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, tools, agents`},
+			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, tools, agents, rules`},
 		},
 		{
 			name: "unknown tool field",
@@ -151,6 +151,21 @@ func TestParseProblems(t *testing.T) {
 			want: []string{`t.yaml:5: tools[0].parameters.properties: want a mapping of argument names to schemas, not a list`},
 		},
 		{
+			name: "rule naming an unknown agent",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:m\nrules:\n  - name: r\n    when: 'true'\n    agent: nobody\n",
+			want: []string{`t.yaml:8: rules[0].agent: agent "nobody" is not defined for tenant "demo"; defined: a`},
+		},
+		{
+			name: "rule with bad CEL",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:m\nrules:\n  - name: r\n    when: 'page == 1'\n    agent: a\n",
+			want: []string{`t.yaml:7: rules[0].when: condition "page == 1": ERROR: <input>:1:1: undeclared reference to 'page' | page == 1 | ^`},
+		},
+		{
+			name: "duplicate rule and missing condition",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:m\nrules:\n  - name: r\n    when: 'true'\n    agent: a\n  - name: r\n    agent: a\n",
+			want: []string{`t.yaml:9: rules[1].name: rule "r" is already defined at t.yaml:6`, `t.yaml:9: rules[1].when: is required: a CEL condition such as ui_page == "billing"`},
+		},
+		{
 			name: "approval that is not CEL",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    approval: 'args.amount >'\n",
 			want: []string{`t.yaml:5: tools[0].approval: approval policy "args.amount >": ERROR: <input>:1:14: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}  | args.amount >  | .............^`},
@@ -231,7 +246,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "document not a mapping",
 			src:  "- tenant: demo\n",
-			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, tools, agents, not a list`},
+			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, tools, agents, rules, not a list`},
 		},
 		{
 			name: "empty file",
