@@ -14,6 +14,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
+	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
 )
@@ -48,6 +49,9 @@ type Activities struct {
 	StreamMaxBytes int
 	// Policy applies tools' approval policies; nil means a default Checker.
 	Policy *policy.Checker
+	// Routes caches the tenants' compiled routing rules; nil routes every
+	// request without an agent to the tenant's default.
+	Routes *registry.Cache
 	// PreviewBytes bounds the tool output copied into workflow history;
 	// longer outputs are stored as blobs and passed by cas:// reference.
 	// Default 2048.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"go.uber.org/zap"
+
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -22,25 +25,49 @@ type RouteResult struct {
 	// Rule is "explicit" when the request named the agent, "default" for the
 	// tenant's default agent, else the name of the routing rule that matched.
 	Rule string `json:"rule"`
+	// CatalogVersion is the tenant's catalog version the rules came from.
+	CatalogVersion int64 `json:"catalog_version,omitempty"`
+	// RuleErrors are rules skipped because their condition failed.
+	RuleErrors []routing.RuleError `json:"rule_errors,omitempty"`
 }
 
-// Route rules used before routing rules exist.
+// Route rules that are not routing rules.
 const (
 	RuleExplicit = "explicit"
 	RuleDefault  = "default"
 )
 
-// Route picks the agent for a request: the one it names, else the
-// tenant's default. It only reads, so it runs as a local activity.
+// Route picks the agent for a request: the one it names, else the first
+// of the tenant's routing rules that matches, else the tenant's default.
+// It reads a cached, compiled snapshot of the tenant's rules, so it runs as
+// a local activity.
 func (a *Activities) Route(ctx context.Context, in RouteInput) (RouteResult, error) {
 	if in.AgentID != "" {
 		return RouteResult{AgentID: in.AgentID, Rule: RuleExplicit}, nil
 	}
-	id, err := a.Store.DefaultAgent(ctx, in.TenantID)
+	if a.Routes == nil {
+		id, err := a.Store.DefaultAgent(ctx, in.TenantID)
+		if err != nil {
+			return RouteResult{}, classify(fmt.Errorf("route: %w", err), agent.ErrTypeAgentNotFound)
+		}
+		return RouteResult{AgentID: id, Rule: RuleDefault}, nil
+	}
+	snap, err := a.Routes.Routing(ctx, in.TenantID)
 	if err != nil {
 		return RouteResult{}, classify(fmt.Errorf("route: %w", err), agent.ErrTypeAgentNotFound)
 	}
-	return RouteResult{AgentID: id, Rule: RuleDefault}, nil
+	d, err := snap.Table.Route(routing.Input{
+		TenantID: in.TenantID, UserRole: in.Context.UserRole, UIPage: in.Context.UIPage,
+		Metadata: in.Context.Metadata, Message: in.Prompt,
+	}, snap.DefaultAgent)
+	if err != nil {
+		return RouteResult{}, classify(fmt.Errorf("route: %w", err), agent.ErrTypeAgentNotFound)
+	}
+	for _, e := range d.Errors {
+		a.Logger.Warn("routing rule failed and was skipped", zap.String("tenant", in.TenantID),
+			zap.String("rule", e.Rule), zap.String("error", e.Err))
+	}
+	return RouteResult{AgentID: d.AgentID, Rule: d.Rule, CatalogVersion: snap.Version, RuleErrors: d.Errors}, nil
 }
 
 // LoadAgentInput names the turn and the agent it will run.

@@ -118,8 +118,12 @@ func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 		}
 		return nil
 	}
-	if _, err := s.store.DefaultAgent(ctx, req.TenantID); err != nil {
+	r, err := s.store.Routing(ctx, req.TenantID)
+	if err != nil {
 		return toStatus(err)
+	}
+	if r.DefaultAgent == "" && len(r.Rules) == 0 {
+		return status.Errorf(codes.NotFound, "tenant %q has neither routing rules nor a default agent: name an agent_id", req.TenantID)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/stream"
@@ -43,6 +44,7 @@ type Server struct {
 	follower *stream.Follower
 	grpc     *grpc.Server
 	grpcLn   net.Listener
+	routes   *registry.Cache
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -107,8 +109,9 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	s.worker.RegisterWorkflowWithOptions(workflows.AgentProcessExample, workflow.RegisterOptions{Name: workflows.ProcessExampleName})
 	s.hub = stream.NewHub(s.store.Pool(), logger)
 	s.follower = stream.NewFollower(s.client, s.hub, logger, 0)
+	s.routes = registry.NewCache(s.store, logger)
 	acts := &activities.Activities{
-		Store: s.store, Model: model, Tools: s.tools, Logger: logger,
+		Store: s.store, Model: model, Tools: s.tools, Logger: logger, Routes: s.routes,
 		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
 		StreamInterval: cfg.StreamInterval,
 	}
@@ -172,6 +175,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.hub.Run(ctx) })
+	g.Go(func() error { return s.routes.Run(ctx) })
 	if s.grpc != nil {
 		s.logger.Info("gateway serving", zap.String("addr", s.GRPCAddr()))
 		g.Go(func() error {

@@ -1,0 +1,148 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/routing"
+	"github.com/agentflow/agentflow/internal/store"
+)
+
+// maxAge bounds how long a snapshot is trusted without a notification, in
+// case one was lost.
+const maxAge = 30 * time.Second
+
+// Cache holds each tenant's routing, compiled once per catalog version. A
+// catalog change (store.CatalogChannel) drops the tenant's snapshot, so the
+// next turn routes with the new rules; turns in flight keep what they
+// routed and loaded.
+type Cache struct {
+	store  *store.Store
+	pool   *pgxpool.Pool
+	logger *zap.Logger
+	now    func() time.Time
+
+	mu      sync.Mutex
+	tenants map[string]*Snapshot
+	// gen counts invalidations, so that a snapshot read before a change
+	// is not stored after it.
+	gen uint64
+}
+
+// Snapshot is a tenant's routing at one catalog version.
+type Snapshot struct {
+	TenantID     string
+	Version      int64
+	DefaultAgent string
+	Table        *routing.Table
+	loaded       time.Time
+}
+
+// NewCache returns a Cache over st; Run keeps it current.
+func NewCache(st *store.Store, logger *zap.Logger) *Cache {
+	return &Cache{store: st, pool: st.Pool(), logger: logger, now: time.Now, tenants: map[string]*Snapshot{}}
+}
+
+// Routing returns the tenant's current snapshot, loading and compiling it
+// when it is missing or stale.
+func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error) {
+	c.mu.Lock()
+	s, gen := c.tenants[tenantID], c.gen
+	c.mu.Unlock()
+	if s != nil && c.now().Sub(s.loaded) < maxAge {
+		return s, nil
+	}
+	r, err := c.store.Routing(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	if s != nil && s.Version == r.Version {
+		s2 := *s
+		s2.loaded = c.now()
+		c.put(&s2, gen)
+		return &s2, nil
+	}
+	table, err := routing.Compile(r.Rules, nil)
+	if err != nil {
+		// Stored rules were checked when applied; a failure here is a bug
+		// or a hand-edited database, and it must be loud.
+		return nil, agent.Errorf(agent.CodeInternal, "tenant %q: compile routing rules of catalog version %d: %v", tenantID, r.Version, err)
+	}
+	s = &Snapshot{TenantID: tenantID, Version: r.Version, DefaultAgent: r.DefaultAgent, Table: table, loaded: c.now()}
+	c.put(s, gen)
+	return s, nil
+}
+
+// put keeps s unless the cache was invalidated since gen was read.
+func (c *Cache) put(s *Snapshot, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	if old := c.tenants[s.TenantID]; old == nil || old.Version <= s.Version {
+		c.tenants[s.TenantID] = s
+	}
+}
+
+// Invalidate drops a tenant's snapshot ("" drops all).
+func (c *Cache) Invalidate(tenantID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	if tenantID == "" {
+		c.tenants = map[string]*Snapshot{}
+		return
+	}
+	delete(c.tenants, tenantID)
+}
+
+// Run listens for catalog changes until ctx ends.
+func (c *Cache) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := c.listen(ctx)
+		// Changes may have been missed while not listening.
+		c.Invalidate("")
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.logger.Warn("catalog listener lost; reconnecting", zap.Error(err), zap.Duration("after", backoff))
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (c *Cache) listen(ctx context.Context) error {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	pc := conn.Hijack()
+	defer pc.Close(context.Background())
+	if _, err := pc.Exec(ctx, "LISTEN "+store.CatalogChannel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	c.Invalidate("")
+	for {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		c.Invalidate(n.Payload)
+	}
+}

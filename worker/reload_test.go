@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/workflows"
+)
+
+// routeScript answers with the system prompt's marker, so a reply shows
+// which agent version answered; "slow" replies take about a second.
+const routeScript = `
+pacing: {chunk_words: 1, delay_ms: 40}
+rules:
+  - name: slow
+    when: {system: 'PROMPT-(?P<v>\w+)', user: 'slow'}
+    reply: {text: 'prompt ${v} speaking slowly one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'}
+  - name: marker
+    when: {system: 'PROMPT-(?P<v>\w+)'}
+    reply: {text: 'prompt ${v}'}
+`
+
+func routeCatalog(generalPrompt, billingWhen string) string {
+	return `
+tenant: demo
+default_agent: general
+agents:
+  - id: general
+    model: openai:gpt-4o-mini
+    system_prompt: ` + generalPrompt + `
+  - id: billing
+    model: openai:gpt-4o-mini
+    system_prompt: PROMPT-billing
+rules:
+  - name: billing-rule
+    priority: 10
+    when: '` + billingWhen + `'
+    agent: billing
+`
+}
+
+// TestCatalogHotReload changes an agent's prompt and a routing rule with
+// starter catalog apply while the worker runs.
+func TestCatalogHotReload(t *testing.T) {
+	e := newEnvWith(t, routeScript)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	starter := filepath.Join(dir, "starter")
+	out, err := exec.Command("go", "build", "-o", starter, "../starter").CombinedOutput()
+	require.NoError(t, err, string(out))
+	dbURL := e.srv.Store().Pool().Config().ConnString()
+	apply := func(doc string) string {
+		f := filepath.Join(dir, "catalog.yaml")
+		require.NoError(t, os.WriteFile(f, []byte(doc), 0o644))
+		cmd := exec.Command(starter, "catalog", "apply", "-f", f)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	turn := func(prompt, page string) string {
+		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt, Context: agent.TurnContext{UIPage: page}}
+		req.Normalize()
+		run, err := e.client.ExecuteWorkflow(ctx, workflows.StartTurnOptions(e.taskQueue, req), workflows.AgentTurnName, req)
+		require.NoError(t, err)
+		return run.GetID()
+	}
+	result := func(id string) agent.TurnResult {
+		res, err := e.result(id)
+		require.NoError(t, err)
+		return res
+	}
+
+	apply(routeCatalog("PROMPT-one", `ui_page == "billing"`))
+	id := turn("hello", "billing")
+	res := result(id)
+	require.Equal(t, "prompt billing", res.Output)
+	require.Equal(t, "billing-rule", res.Metadata.RouteRule)
+	id = turn("hello", "home")
+	res = result(id)
+	require.Equal(t, "prompt one", res.Output)
+	require.Equal(t, "default", res.Metadata.RouteRule)
+	oldVersion := res.Metadata.AgentVersion
+
+	// A slow turn is in flight when the catalog changes.
+	inFlight := turn("slow please", "home")
+	require.Eventually(t, func() bool {
+		v, err := e.client.QueryWorkflow(ctx, inFlight, "", workflows.QueryEvents, agent.EventsQuery{})
+		var p agent.EventsPage
+		return err == nil && v.Get(&p) == nil && len(p.Events) > 1 // the model is streaming
+	}, 30*time.Second, 20*time.Millisecond)
+
+	report := apply(routeCatalog("PROMPT-two", `ui_page == "invoices"`))
+	require.Contains(t, report, "general")
+	applied := time.Now()
+
+	// The next turns see the change at once.
+	next := turn("hello", "home")
+	routed := turn("hello", "invoices")
+	stale := turn("hello", "billing")
+	res = result(next)
+	require.Equal(t, "prompt two", res.Output)
+	require.Equal(t, oldVersion+1, res.Metadata.AgentVersion)
+	require.Equal(t, "billing-rule", result(routed).Metadata.RouteRule)
+	require.Equal(t, "default", result(stale).Metadata.RouteRule, "the old condition no longer matches")
+	t.Logf("three turns started right after the apply ran on the new catalog and finished %s after it", time.Since(applied).Round(time.Millisecond))
+
+	// The turn in flight kept the version it pinned, and its history replays.
+	res = result(inFlight)
+	require.True(t, strings.HasPrefix(res.Output, "prompt one speaking slowly"), res.Output)
+	require.Equal(t, oldVersion, res.Metadata.AgentVersion)
+	e.replay(inFlight, "turn_catalog_changed_in_flight")
+}
