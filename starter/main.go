@@ -29,6 +29,7 @@ commands:
   chat      stream a turn live through the gRPC API; resumes after a dropped connection
   approve   list a turn's pending approvals, or decide one (approve --stream ID [--call ID --reject])
   schedule  run an agent turn on a schedule (schedule create --id ID --every 1h|--cron SPEC "prompt"; schedule delete --id ID)
+  route     show which agent a request would be routed to (route --dry-run --page P --role R [--metadata k=v] "message")
   catalog   apply a YAML catalog to the database (catalog apply -f DIR|FILE [--dry-run])
   demo      start a local stack and a worker, run a sample turn (exits after it when CI=true)
   up        start a local stack and a worker, and wait for Ctrl-C
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return approveCmd(ctx, rest, out)
 	case "schedule":
 		return scheduleCmd(ctx, rest, out)
+	case "route":
+		return routeCmd(ctx, rest, out)
 	case "catalog":
 		return catalogCmd(ctx, rest, out)
 	case "demo":
