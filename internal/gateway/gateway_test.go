@@ -311,3 +311,93 @@ func TestHealthAndReflection(t *testing.T) {
 	}
 	require.Contains(t, names, "agentflow.v1.AgentService")
 }
+
+func TestCatalogService(t *testing.T) {
+	f := start(t)
+	cat := pb.NewCatalogServiceClient(f.conn)
+	demo, other := f.as("tok-demo"), f.as("tok-other")
+
+	// Watchers of both tenants, from before the change.
+	sctx, cancel := context.WithCancel(demo)
+	defer cancel()
+	watch, err := cat.StreamCatalog(sctx, &pb.StreamCatalogRequest{})
+	require.NoError(t, err)
+	snap, err := watch.Recv()
+	require.NoError(t, err)
+	require.True(t, snap.GetSnapshot())
+	require.Len(t, snap.GetAgents(), 2)
+	octx, ocancel := context.WithCancel(other)
+	defer ocancel()
+	otherWatch, err := cat.StreamCatalog(octx, &pb.StreamCatalogRequest{})
+	require.NoError(t, err)
+	osnap, err := otherWatch.Recv()
+	require.NoError(t, err)
+	require.Equal(t, "secret", osnap.GetAgents()[0].GetId(), "each tenant sees only its own catalog")
+
+	doc := `
+tenant: demo
+agents:
+  - id: writer
+    model: openai:gpt-4o-mini
+    system_prompt: Write haiku.
+rules:
+  - name: poems
+    priority: 5
+    when: 'message.contains("poem")'
+    agent: writer
+`
+	dry, err := cat.UpsertCatalog(demo, &pb.UpsertCatalogRequest{Files: map[string]string{"writer.yaml": doc}, DryRun: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, dry.GetChanges())
+	rules, err := cat.ListRules(demo, &pb.ListRulesRequest{})
+	require.NoError(t, err)
+	require.Empty(t, rules.GetRules(), "a dry run changes nothing")
+
+	applied := time.Now()
+	resp, err := cat.UpsertCatalog(demo, &pb.UpsertCatalogRequest{Files: map[string]string{"writer.yaml": doc}})
+	require.NoError(t, err)
+	var actions []string
+	for _, c := range resp.GetChanges() {
+		actions = append(actions, c.GetKind()+":"+c.GetName()+":"+c.GetAction())
+	}
+	require.Contains(t, actions, "agent:writer:updated")
+	require.Contains(t, actions, "rule:poems:created")
+
+	delta, err := watch.Recv()
+	require.NoError(t, err)
+	t.Logf("delta %s after the change was applied", time.Since(applied).Round(time.Millisecond))
+	require.False(t, delta.GetSnapshot())
+	require.Equal(t, resp.GetCatalogVersion(), delta.GetCatalogVersion())
+	require.Len(t, delta.GetAgents(), 1)
+	require.Equal(t, "writer", delta.GetAgents()[0].GetId())
+	require.True(t, delta.GetRulesChanged())
+	require.Equal(t, "poems", delta.GetRules()[0].GetName())
+
+	route, err := cat.RouteDryRun(demo, &pb.RouteDryRunRequest{Message: "a poem please"})
+	require.NoError(t, err)
+	require.Equal(t, "writer", route.GetAgentId())
+	require.Equal(t, "poems", route.GetRule())
+	route, err = cat.RouteDryRun(demo, &pb.RouteDryRunRequest{Message: "sums"})
+	require.NoError(t, err)
+	require.Equal(t, "assistant", route.GetAgentId())
+	require.Equal(t, "default", route.GetRule())
+
+	// Another tenant's documents, and invalid ones, change nothing.
+	_, err = cat.UpsertCatalog(other, &pb.UpsertCatalogRequest{Files: map[string]string{"x.yaml": doc}})
+	require.Equal(t, codes.PermissionDenied, status.Code(err))
+	_, err = cat.UpsertCatalog(demo, &pb.UpsertCatalogRequest{Files: map[string]string{"bad.yaml": "tenant: demo\nrules:\n  - name: r\n    when: 'nope =='\n    agent: writer\n"}})
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), "bad.yaml:4: rules[0].when")
+	after, err := cat.ListRules(demo, &pb.ListRulesRequest{})
+	require.NoError(t, err)
+	require.Equal(t, resp.GetCatalogVersion(), after.GetCatalogVersion())
+
+	// The other tenant's watcher saw nothing.
+	got := make(chan error, 1)
+	go func() { _, err := otherWatch.Recv(); got <- err }()
+	select {
+	case err := <-got:
+		t.Fatalf("tenant other received an event: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+}

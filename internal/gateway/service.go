@@ -68,15 +68,19 @@ func New(o Options) (*Service, error) {
 	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, taskQueue: o.TaskQueue, logger: o.Logger}, nil
 }
 
-// NewGRPCServer returns a server with the service, authentication, health
-// and reflection.
-func NewGRPCServer(s *Service, opts ...grpc.ServerOption) *grpc.Server {
+// NewGRPCServer returns a server with the services (cat may be nil),
+// authentication, health and reflection.
+func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *grpc.Server {
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAuth))
 	g := grpc.NewServer(opts...)
 	pb.RegisterAgentServiceServer(g, s)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if cat != nil {
+		pb.RegisterCatalogServiceServer(g, cat)
+		hs.SetServingStatus(pb.CatalogService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return g

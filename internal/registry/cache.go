@@ -33,7 +33,8 @@ type Cache struct {
 	tenants map[string]*Snapshot
 	// gen counts invalidations, so that a snapshot read before a change
 	// is not stored after it.
-	gen uint64
+	gen      uint64
+	watchers map[string]map[chan struct{}]struct{}
 }
 
 // Snapshot is a tenant's routing at one catalog version.
@@ -47,7 +48,8 @@ type Snapshot struct {
 
 // NewCache returns a Cache over st; Run keeps it current.
 func NewCache(st *store.Store, logger *zap.Logger) *Cache {
-	return &Cache{store: st, pool: st.Pool(), logger: logger, now: time.Now, tenants: map[string]*Snapshot{}}
+	return &Cache{store: st, pool: st.Pool(), logger: logger, now: time.Now, tenants: map[string]*Snapshot{},
+		watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
 // Routing returns the tenant's current snapshot, loading and compiling it
@@ -99,9 +101,45 @@ func (c *Cache) Invalidate(tenantID string) {
 	c.gen++
 	if tenantID == "" {
 		c.tenants = map[string]*Snapshot{}
+		for _, ws := range c.watchers {
+			for w := range ws {
+				poke(w)
+			}
+		}
 		return
 	}
 	delete(c.tenants, tenantID)
+	for w := range c.watchers[tenantID] {
+		poke(w)
+	}
+}
+
+// Watch returns a channel that receives after each change of the tenant's
+// catalog (several changes may arrive as one; so may none, when the
+// listener reconnects). Call stop when done.
+func (c *Cache) Watch(tenantID string) (changed <-chan struct{}, stop func()) {
+	w := make(chan struct{}, 1)
+	c.mu.Lock()
+	if c.watchers[tenantID] == nil {
+		c.watchers[tenantID] = map[chan struct{}]struct{}{}
+	}
+	c.watchers[tenantID][w] = struct{}{}
+	c.mu.Unlock()
+	return w, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.watchers[tenantID], w)
+		if len(c.watchers[tenantID]) == 0 {
+			delete(c.watchers, tenantID)
+		}
+	}
+}
+
+func poke(w chan struct{}) {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
 }
 
 // Run listens for catalog changes until ctx ends.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -57,6 +58,24 @@ func LoadFiles(kinds Kinds, paths ...string) (Catalog, error) {
 			}
 			l.file(f, data)
 		}
+	}
+	return l.finish()
+}
+
+// ParseFiles validates several files' contents, by name, read in name
+// order as one catalog.
+func ParseFiles(kinds Kinds, files map[string][]byte) (Catalog, error) {
+	if len(files) == 0 {
+		return Catalog{}, fmt.Errorf("load catalog: no files given")
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	l := newLoader(kinds)
+	for _, n := range names {
+		l.file(n, files[n])
 	}
 	return l.finish()
 }

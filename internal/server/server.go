@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s (AGENTFLOW_GRPC_ADDR): %w", cfg.GRPCAddr, err)
 		}
-		s.grpc = gateway.NewGRPCServer(svc)
+		s.grpc = gateway.NewGRPCServer(svc, gateway.NewCatalogService(s.store, s.tools, s.routes))
 	}
 
 	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {

@@ -2269,6 +2269,646 @@ func (x *PendingApproval) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+type UpsertCatalogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// YAML documents, by file name (the name appears in problems).
+	Files         map[string]string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DryRun        bool              `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpsertCatalogRequest) Reset() {
+	*x = UpsertCatalogRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpsertCatalogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpsertCatalogRequest) ProtoMessage() {}
+
+func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
+func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *UpsertCatalogRequest) GetFiles() map[string]string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *UpsertCatalogRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type CatalogChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // tenant | tool | agent | rule
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"` // created | updated | unchanged | deleted
+	Version       int32                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogChange) Reset() {
+	*x = CatalogChange{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogChange) ProtoMessage() {}
+
+func (x *CatalogChange) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
+func (*CatalogChange) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CatalogChange) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CatalogChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CatalogChange) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *CatalogChange) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type UpsertCatalogResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Changes        []*CatalogChange       `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	CatalogVersion int64                  `protobuf:"varint,2,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UpsertCatalogResponse) Reset() {
+	*x = UpsertCatalogResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpsertCatalogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpsertCatalogResponse) ProtoMessage() {}
+
+func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
+func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *UpsertCatalogResponse) GetCatalogVersion() int64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+type Rule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Priority      int32                  `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	When          string                 `protobuf:"bytes,3,opt,name=when,proto3" json:"when,omitempty"`
+	AgentId       string                 `protobuf:"bytes,4,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rule) Reset() {
+	*x = Rule{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rule) ProtoMessage() {}
+
+func (x *Rule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rule.ProtoReflect.Descriptor instead.
+func (*Rule) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Rule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Rule) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Rule) GetWhen() string {
+	if x != nil {
+		return x.When
+	}
+	return ""
+}
+
+func (x *Rule) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+type ListRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRulesRequest) Reset() {
+	*x = ListRulesRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRulesRequest) ProtoMessage() {}
+
+func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
+func (*ListRulesRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+}
+
+type ListRulesResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Rules          []*Rule                `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	DefaultAgent   string                 `protobuf:"bytes,2,opt,name=default_agent,json=defaultAgent,proto3" json:"default_agent,omitempty"`
+	CatalogVersion int64                  `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListRulesResponse) Reset() {
+	*x = ListRulesResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRulesResponse) ProtoMessage() {}
+
+func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
+func (*ListRulesResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListRulesResponse) GetRules() []*Rule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *ListRulesResponse) GetDefaultAgent() string {
+	if x != nil {
+		return x.DefaultAgent
+	}
+	return ""
+}
+
+func (x *ListRulesResponse) GetCatalogVersion() int64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+type RouteDryRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Context       *TurnContext           `protobuf:"bytes,2,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteDryRunRequest) Reset() {
+	*x = RouteDryRunRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteDryRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteDryRunRequest) ProtoMessage() {}
+
+func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
+func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RouteDryRunRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RouteDryRunRequest) GetContext() *TurnContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+type RouteDryRunResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	AgentId        string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Rule           string                 `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"` // the matching rule, or "default"
+	Errors         []*RuleError           `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
+	CatalogVersion int64                  `protobuf:"varint,4,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RouteDryRunResponse) Reset() {
+	*x = RouteDryRunResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteDryRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteDryRunResponse) ProtoMessage() {}
+
+func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
+func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RouteDryRunResponse) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *RouteDryRunResponse) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *RouteDryRunResponse) GetErrors() []*RuleError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *RouteDryRunResponse) GetCatalogVersion() int64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+type RuleError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleError) Reset() {
+	*x = RuleError{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleError) ProtoMessage() {}
+
+func (x *RuleError) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
+func (*RuleError) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RuleError) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *RuleError) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type StreamCatalogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamCatalogRequest) Reset() {
+	*x = StreamCatalogRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamCatalogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamCatalogRequest) ProtoMessage() {}
+
+func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
+func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+}
+
+// CatalogEvent is the catalog at a version: the first event of a stream is
+// a snapshot; later ones list what changed (agents at their new active
+// version, rules replaced as a whole).
+type CatalogEvent struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	CatalogVersion int64                  `protobuf:"varint,1,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	Snapshot       bool                   `protobuf:"varint,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Agents         []*AgentInfo           `protobuf:"bytes,3,rep,name=agents,proto3" json:"agents,omitempty"` // snapshot: all; delta: created or changed
+	RemovedAgents  []string               `protobuf:"bytes,4,rep,name=removed_agents,json=removedAgents,proto3" json:"removed_agents,omitempty"`
+	Rules          []*Rule                `protobuf:"bytes,5,rep,name=rules,proto3" json:"rules,omitempty"` // all rules, when they changed (or in a snapshot)
+	RulesChanged   bool                   `protobuf:"varint,6,opt,name=rules_changed,json=rulesChanged,proto3" json:"rules_changed,omitempty"`
+	DefaultAgent   string                 `protobuf:"bytes,7,opt,name=default_agent,json=defaultAgent,proto3" json:"default_agent,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CatalogEvent) Reset() {
+	*x = CatalogEvent{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogEvent) ProtoMessage() {}
+
+func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
+func (*CatalogEvent) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CatalogEvent) GetCatalogVersion() int64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+func (x *CatalogEvent) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *CatalogEvent) GetAgents() []*AgentInfo {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+func (x *CatalogEvent) GetRemovedAgents() []string {
+	if x != nil {
+		return x.RemovedAgents
+	}
+	return nil
+}
+
+func (x *CatalogEvent) GetRules() []*Rule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *CatalogEvent) GetRulesChanged() bool {
+	if x != nil {
+		return x.RulesChanged
+	}
+	return false
+}
+
+func (x *CatalogEvent) GetDefaultAgent() string {
+	if x != nil {
+		return x.DefaultAgent
+	}
+	return ""
+}
+
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
@@ -2450,7 +3090,52 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline*\x8f\x01\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xae\x01\n" +
+	"\x14UpsertCatalogRequest\x12C\n" +
+	"\x05files\x18\x01 \x03(\v2-.agentflow.v1.UpsertCatalogRequest.FilesEntryR\x05files\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x1a8\n" +
+	"\n" +
+	"FilesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"i\n" +
+	"\rCatalogChange\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x05R\aversion\"w\n" +
+	"\x15UpsertCatalogResponse\x125\n" +
+	"\achanges\x18\x01 \x03(\v2\x1b.agentflow.v1.CatalogChangeR\achanges\x12'\n" +
+	"\x0fcatalog_version\x18\x02 \x01(\x03R\x0ecatalogVersion\"e\n" +
+	"\x04Rule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x12\n" +
+	"\x04when\x18\x03 \x01(\tR\x04when\x12\x19\n" +
+	"\bagent_id\x18\x04 \x01(\tR\aagentId\"\x12\n" +
+	"\x10ListRulesRequest\"\x8b\x01\n" +
+	"\x11ListRulesResponse\x12(\n" +
+	"\x05rules\x18\x01 \x03(\v2\x12.agentflow.v1.RuleR\x05rules\x12#\n" +
+	"\rdefault_agent\x18\x02 \x01(\tR\fdefaultAgent\x12'\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x03R\x0ecatalogVersion\"c\n" +
+	"\x12RouteDryRunRequest\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x123\n" +
+	"\acontext\x18\x02 \x01(\v2\x19.agentflow.v1.TurnContextR\acontext\"\x9e\x01\n" +
+	"\x13RouteDryRunResponse\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12/\n" +
+	"\x06errors\x18\x03 \x03(\v2\x17.agentflow.v1.RuleErrorR\x06errors\x12'\n" +
+	"\x0fcatalog_version\x18\x04 \x01(\x03R\x0ecatalogVersion\"5\n" +
+	"\tRuleError\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\x16\n" +
+	"\x14StreamCatalogRequest\"\x9f\x02\n" +
+	"\fCatalogEvent\x12'\n" +
+	"\x0fcatalog_version\x18\x01 \x01(\x03R\x0ecatalogVersion\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\bR\bsnapshot\x12/\n" +
+	"\x06agents\x18\x03 \x03(\v2\x17.agentflow.v1.AgentInfoR\x06agents\x12%\n" +
+	"\x0eremoved_agents\x18\x04 \x03(\tR\rremovedAgents\x12(\n" +
+	"\x05rules\x18\x05 \x03(\v2\x12.agentflow.v1.RuleR\x05rules\x12#\n" +
+	"\rrules_changed\x18\x06 \x01(\bR\frulesChanged\x12#\n" +
+	"\rdefault_agent\x18\a \x01(\tR\fdefaultAgent*\x8f\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_RUNNING\x10\x01\x12\x1b\n" +
@@ -2467,7 +3152,12 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"ListAgents\x12\x1f.agentflow.v1.ListAgentsRequest\x1a .agentflow.v1.ListAgentsResponse\x12R\n" +
 	"\vSendMessage\x12 .agentflow.v1.SendMessageRequest\x1a!.agentflow.v1.SendMessageResponse\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
-	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponseB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
+	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse2\xdf\x02\n" +
+	"\x0eCatalogService\x12X\n" +
+	"\rUpsertCatalog\x12\".agentflow.v1.UpsertCatalogRequest\x1a#.agentflow.v1.UpsertCatalogResponse\x12L\n" +
+	"\tListRules\x12\x1e.agentflow.v1.ListRulesRequest\x1a\x1f.agentflow.v1.ListRulesResponse\x12R\n" +
+	"\vRouteDryRun\x12 .agentflow.v1.RouteDryRunRequest\x1a!.agentflow.v1.RouteDryRunResponse\x12Q\n" +
+	"\rStreamCatalog\x12\".agentflow.v1.StreamCatalogRequest\x1a\x1a.agentflow.v1.CatalogEvent0\x01B?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
 
 var (
 	file_agentflow_v1_agentflow_proto_rawDescOnce sync.Once
@@ -2482,7 +3172,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -2516,12 +3206,24 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*ListPendingApprovalsRequest)(nil),  // 29: agentflow.v1.ListPendingApprovalsRequest
 	(*ListPendingApprovalsResponse)(nil), // 30: agentflow.v1.ListPendingApprovalsResponse
 	(*PendingApproval)(nil),              // 31: agentflow.v1.PendingApproval
-	nil,                                  // 32: agentflow.v1.TurnContext.MetadataEntry
-	(*timestamppb.Timestamp)(nil),        // 33: google.protobuf.Timestamp
+	(*UpsertCatalogRequest)(nil),         // 32: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 33: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 34: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 35: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 36: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 37: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 38: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 39: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 40: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 41: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 42: agentflow.v1.CatalogEvent
+	nil,                                  // 43: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 44: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 45: google.protobuf.Timestamp
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	32, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	43, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
 	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
@@ -2539,36 +3241,51 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	19, // 16: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
 	0,  // 17: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	11, // 18: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	33, // 19: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	45, // 19: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	11, // 20: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	22, // 21: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	23, // 22: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
 	24, // 23: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
 	2,  // 24: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
 	31, // 25: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	33, // 26: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	33, // 27: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 28: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	5,  // 29: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	6,  // 30: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	7,  // 31: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	20, // 32: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	25, // 33: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	27, // 34: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	29, // 35: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	8,  // 36: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	13, // 37: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	13, // 38: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	8,  // 39: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	21, // 40: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	26, // 41: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	28, // 42: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	30, // 43: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	45, // 26: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	45, // 27: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	44, // 28: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	33, // 29: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	35, // 30: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	2,  // 31: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	40, // 32: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	22, // 33: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	35, // 34: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	4,  // 35: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	5,  // 36: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	6,  // 37: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	7,  // 38: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	20, // 39: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	25, // 40: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	27, // 41: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	29, // 42: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	32, // 43: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	36, // 44: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	38, // 45: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	41, // 46: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	8,  // 47: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	13, // 48: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	13, // 49: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	8,  // 50: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	21, // 51: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	26, // 52: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	28, // 53: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	30, // 54: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	34, // 55: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	37, // 56: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	39, // 57: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	42, // 58: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	47, // [47:59] is the sub-list for method output_type
+	35, // [35:47] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -2593,9 +3310,9 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   44,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_agentflow_v1_agentflow_proto_goTypes,
 		DependencyIndexes: file_agentflow_v1_agentflow_proto_depIdxs,

@@ -426,3 +426,243 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "agentflow/v1/agentflow.proto",
 }
+
+const (
+	CatalogService_UpsertCatalog_FullMethodName = "/agentflow.v1.CatalogService/UpsertCatalog"
+	CatalogService_ListRules_FullMethodName     = "/agentflow.v1.CatalogService/ListRules"
+	CatalogService_RouteDryRun_FullMethodName   = "/agentflow.v1.CatalogService/RouteDryRun"
+	CatalogService_StreamCatalog_FullMethodName = "/agentflow.v1.CatalogService/StreamCatalog"
+)
+
+// CatalogServiceClient is the client API for CatalogService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// CatalogService manages the caller's tenant's catalog: agents (with
+// immutable versions), tools and routing rules.
+type CatalogServiceClient interface {
+	// UpsertCatalog validates and applies catalog YAML documents for the
+	// caller's tenant, all or nothing, and returns the changes (with dry_run,
+	// without applying them). Problems name file, line and field.
+	UpsertCatalog(ctx context.Context, in *UpsertCatalogRequest, opts ...grpc.CallOption) (*UpsertCatalogResponse, error)
+	// ListRules lists the tenant's routing rules in priority order.
+	ListRules(ctx context.Context, in *ListRulesRequest, opts ...grpc.CallOption) (*ListRulesResponse, error)
+	// RouteDryRun says which agent a request would go to, and by which rule.
+	RouteDryRun(ctx context.Context, in *RouteDryRunRequest, opts ...grpc.CallOption) (*RouteDryRunResponse, error)
+	// StreamCatalog sends the tenant's catalog, then the changes as they are
+	// applied.
+	StreamCatalog(ctx context.Context, in *StreamCatalogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CatalogEvent], error)
+}
+
+type catalogServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewCatalogServiceClient(cc grpc.ClientConnInterface) CatalogServiceClient {
+	return &catalogServiceClient{cc}
+}
+
+func (c *catalogServiceClient) UpsertCatalog(ctx context.Context, in *UpsertCatalogRequest, opts ...grpc.CallOption) (*UpsertCatalogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpsertCatalogResponse)
+	err := c.cc.Invoke(ctx, CatalogService_UpsertCatalog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListRules(ctx context.Context, in *ListRulesRequest, opts ...grpc.CallOption) (*ListRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRulesResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) RouteDryRun(ctx context.Context, in *RouteDryRunRequest, opts ...grpc.CallOption) (*RouteDryRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RouteDryRunResponse)
+	err := c.cc.Invoke(ctx, CatalogService_RouteDryRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) StreamCatalog(ctx context.Context, in *StreamCatalogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CatalogEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CatalogService_ServiceDesc.Streams[0], CatalogService_StreamCatalog_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamCatalogRequest, CatalogEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CatalogService_StreamCatalogClient = grpc.ServerStreamingClient[CatalogEvent]
+
+// CatalogServiceServer is the server API for CatalogService service.
+// All implementations must embed UnimplementedCatalogServiceServer
+// for forward compatibility.
+//
+// CatalogService manages the caller's tenant's catalog: agents (with
+// immutable versions), tools and routing rules.
+type CatalogServiceServer interface {
+	// UpsertCatalog validates and applies catalog YAML documents for the
+	// caller's tenant, all or nothing, and returns the changes (with dry_run,
+	// without applying them). Problems name file, line and field.
+	UpsertCatalog(context.Context, *UpsertCatalogRequest) (*UpsertCatalogResponse, error)
+	// ListRules lists the tenant's routing rules in priority order.
+	ListRules(context.Context, *ListRulesRequest) (*ListRulesResponse, error)
+	// RouteDryRun says which agent a request would go to, and by which rule.
+	RouteDryRun(context.Context, *RouteDryRunRequest) (*RouteDryRunResponse, error)
+	// StreamCatalog sends the tenant's catalog, then the changes as they are
+	// applied.
+	StreamCatalog(*StreamCatalogRequest, grpc.ServerStreamingServer[CatalogEvent]) error
+	mustEmbedUnimplementedCatalogServiceServer()
+}
+
+// UnimplementedCatalogServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedCatalogServiceServer struct{}
+
+func (UnimplementedCatalogServiceServer) UpsertCatalog(context.Context, *UpsertCatalogRequest) (*UpsertCatalogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpsertCatalog not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListRules(context.Context, *ListRulesRequest) (*ListRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRules not implemented")
+}
+func (UnimplementedCatalogServiceServer) RouteDryRun(context.Context, *RouteDryRunRequest) (*RouteDryRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RouteDryRun not implemented")
+}
+func (UnimplementedCatalogServiceServer) StreamCatalog(*StreamCatalogRequest, grpc.ServerStreamingServer[CatalogEvent]) error {
+	return status.Error(codes.Unimplemented, "method StreamCatalog not implemented")
+}
+func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
+func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
+
+// UnsafeCatalogServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to CatalogServiceServer will
+// result in compilation errors.
+type UnsafeCatalogServiceServer interface {
+	mustEmbedUnimplementedCatalogServiceServer()
+}
+
+func RegisterCatalogServiceServer(s grpc.ServiceRegistrar, srv CatalogServiceServer) {
+	// If the following call panics, it indicates UnimplementedCatalogServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&CatalogService_ServiceDesc, srv)
+}
+
+func _CatalogService_UpsertCatalog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpsertCatalogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).UpsertCatalog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_UpsertCatalog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).UpsertCatalog(ctx, req.(*UpsertCatalogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListRules(ctx, req.(*ListRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_RouteDryRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RouteDryRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).RouteDryRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_RouteDryRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).RouteDryRun(ctx, req.(*RouteDryRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_StreamCatalog_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StreamCatalogRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CatalogServiceServer).StreamCatalog(m, &grpc.GenericServerStream[StreamCatalogRequest, CatalogEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CatalogService_StreamCatalogServer = grpc.ServerStreamingServer[CatalogEvent]
+
+// CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var CatalogService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "agentflow.v1.CatalogService",
+	HandlerType: (*CatalogServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "UpsertCatalog",
+			Handler:    _CatalogService_UpsertCatalog_Handler,
+		},
+		{
+			MethodName: "ListRules",
+			Handler:    _CatalogService_ListRules_Handler,
+		},
+		{
+			MethodName: "RouteDryRun",
+			Handler:    _CatalogService_RouteDryRun_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamCatalog",
+			Handler:       _CatalogService_StreamCatalog_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "agentflow/v1/agentflow.proto",
+}

@@ -1,0 +1,190 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/routing"
+	"github.com/agentflow/agentflow/internal/store"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// CatalogService implements pb.CatalogServiceServer for the caller's tenant.
+type CatalogService struct {
+	pb.UnimplementedCatalogServiceServer
+	store  *store.Store
+	kinds  registry.Kinds
+	routes *registry.Cache
+}
+
+// NewCatalogService returns the catalog API over st; routes also tells it
+// when a tenant's catalog changed.
+func NewCatalogService(st *store.Store, kinds registry.Kinds, routes *registry.Cache) *CatalogService {
+	return &CatalogService{store: st, kinds: kinds, routes: routes}
+}
+
+// UpsertCatalog implements pb.CatalogServiceServer.
+func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalogRequest) (*pb.UpsertCatalogResponse, error) {
+	tenant := tenantOf(ctx)
+	files := map[string][]byte{}
+	for name, doc := range in.GetFiles() {
+		files[name] = []byte(doc)
+	}
+	cat, err := registry.ParseFiles(c.kinds, files)
+	if err != nil {
+		var ve *registry.ValidationError
+		if errors.As(err, &ve) {
+			return nil, status.Error(codes.InvalidArgument, ve.Error())
+		}
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	for _, t := range cat.Tenants {
+		if t.TenantID != tenant {
+			// Never reveal or touch another tenant's catalog.
+			return nil, status.Errorf(codes.PermissionDenied, "the documents name tenant %q; this token may only change tenant %q", t.TenantID, tenant)
+		}
+	}
+	report, err := c.store.ApplyCatalog(ctx, cat.ForStore(), in.GetDryRun())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.UpsertCatalogResponse{}
+	for _, ch := range report.Changes {
+		out.Changes = append(out.Changes, &pb.CatalogChange{Kind: ch.Kind, Name: ch.Name, Action: ch.Action, Version: int32(ch.Version)})
+	}
+	if r, err := c.store.Routing(ctx, tenant); err == nil {
+		out.CatalogVersion = r.Version
+	}
+	return out, nil
+}
+
+// ListRules implements pb.CatalogServiceServer.
+func (c *CatalogService) ListRules(ctx context.Context, _ *pb.ListRulesRequest) (*pb.ListRulesResponse, error) {
+	r, err := c.store.Routing(ctx, tenantOf(ctx))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ListRulesResponse{Rules: toPBRules(r.Rules), DefaultAgent: r.DefaultAgent, CatalogVersion: r.Version}, nil
+}
+
+// RouteDryRun implements pb.CatalogServiceServer.
+func (c *CatalogService) RouteDryRun(ctx context.Context, in *pb.RouteDryRunRequest) (*pb.RouteDryRunResponse, error) {
+	tenant := tenantOf(ctx)
+	snap, err := c.routes.Routing(ctx, tenant)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	tc := toTurnRequest(&pb.TurnRequest{Context: in.GetContext()}, tenant).Context
+	d, err := snap.Table.Route(routing.Input{TenantID: tenant, UserRole: tc.UserRole, UIPage: tc.UIPage,
+		Metadata: tc.Metadata, Message: in.GetMessage()}, snap.DefaultAgent)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.RouteDryRunResponse{AgentId: d.AgentID, Rule: d.Rule, CatalogVersion: snap.Version}
+	for _, e := range d.Errors {
+		out.Errors = append(out.Errors, &pb.RuleError{Rule: e.Rule, Error: e.Err})
+	}
+	return out, nil
+}
+
+// StreamCatalog implements pb.CatalogServiceServer: a snapshot, then a
+// delta after each change.
+func (c *CatalogService) StreamCatalog(_ *pb.StreamCatalogRequest, ss grpc.ServerStreamingServer[pb.CatalogEvent]) error {
+	ctx := ss.Context()
+	tenant := tenantOf(ctx)
+	changed, stop := c.routes.Watch(tenant) // before the snapshot: no change falls between
+	defer stop()
+	prev, err := c.load(ctx, tenant)
+	if err != nil {
+		return toStatus(err)
+	}
+	first := prev.event()
+	first.Snapshot = true
+	if err := ss.Send(first); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+		cur, err := c.load(ctx, tenant)
+		if err != nil {
+			return toStatus(err)
+		}
+		if cur.version == prev.version {
+			continue
+		}
+		if err := ss.Send(cur.delta(prev)); err != nil {
+			return err
+		}
+		prev = cur
+	}
+}
+
+// catalogState is what StreamCatalog compares between versions.
+type catalogState struct {
+	version      int64
+	defaultAgent string
+	agents       []agent.Agent
+	rules        []agent.Rule
+}
+
+func (c *CatalogService) load(ctx context.Context, tenant string) (catalogState, error) {
+	r, err := c.store.Routing(ctx, tenant)
+	if err != nil {
+		return catalogState{}, err
+	}
+	agents, err := c.store.ListAgents(ctx, tenant)
+	if err != nil {
+		return catalogState{}, err
+	}
+	return catalogState{version: r.Version, defaultAgent: r.DefaultAgent, agents: agents, rules: r.Rules}, nil
+}
+
+func (s catalogState) event() *pb.CatalogEvent {
+	ev := &pb.CatalogEvent{CatalogVersion: s.version, DefaultAgent: s.defaultAgent, Rules: toPBRules(s.rules), RulesChanged: true}
+	for _, a := range s.agents {
+		ev.Agents = append(ev.Agents, toPBAgent(a, a.ID == s.defaultAgent))
+	}
+	return ev
+}
+
+func (s catalogState) delta(prev catalogState) *pb.CatalogEvent {
+	ev := &pb.CatalogEvent{CatalogVersion: s.version, DefaultAgent: s.defaultAgent}
+	old := map[string]int{}
+	for _, a := range prev.agents {
+		old[a.ID] = a.Version
+	}
+	for _, a := range s.agents {
+		if v, ok := old[a.ID]; !ok || v != a.Version {
+			ev.Agents = append(ev.Agents, toPBAgent(a, a.ID == s.defaultAgent))
+		}
+		delete(old, a.ID)
+	}
+	for _, a := range prev.agents {
+		if _, gone := old[a.ID]; gone {
+			ev.RemovedAgents = append(ev.RemovedAgents, a.ID)
+		}
+	}
+	if !slices.Equal(s.rules, prev.rules) {
+		ev.Rules, ev.RulesChanged = toPBRules(s.rules), true
+	}
+	return ev
+}
+
+func toPBRules(rules []agent.Rule) []*pb.Rule {
+	out := make([]*pb.Rule, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, &pb.Rule{Name: r.Name, Priority: int32(r.Priority), When: r.Condition, AgentId: r.AgentID})
+	}
+	return out
+}
