@@ -63,6 +63,7 @@ func (a *Activities) Route(ctx context.Context, in RouteInput) (RouteResult, err
 	if err != nil {
 		return RouteResult{}, classify(fmt.Errorf("route: %w", err), agent.ErrTypeAgentNotFound)
 	}
+	a.Routes.Metrics.Decided(in.TenantID, d.Rule)
 	for _, e := range d.Errors {
 		a.Logger.Warn("routing rule failed and was skipped", zap.String("tenant", in.TenantID),
 			zap.String("rule", e.Rule), zap.String("error", e.Err))

@@ -24,10 +24,11 @@ const maxAge = 30 * time.Second
 // next turn routes with the new rules; turns in flight keep what they
 // routed and loaded.
 type Cache struct {
-	store  *store.Store
-	pool   *pgxpool.Pool
-	logger *zap.Logger
-	now    func() time.Time
+	store   *store.Store
+	pool    *pgxpool.Pool
+	logger  *zap.Logger
+	now     func() time.Time
+	Metrics *Metrics // nil: none
 
 	mu      sync.Mutex
 	tenants map[string]*Snapshot
@@ -61,6 +62,7 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 	if s != nil && c.now().Sub(s.loaded) < maxAge {
 		return s, nil
 	}
+	start := c.now()
 	r, err := c.store.Routing(ctx, tenantID)
 	if err != nil {
 		return nil, err
@@ -79,6 +81,12 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 	}
 	s = &Snapshot{TenantID: tenantID, Version: r.Version, DefaultAgent: r.DefaultAgent, Table: table, loaded: c.now()}
 	c.put(s, gen)
+	if m := c.Metrics; m != nil {
+		m.reload.Observe(c.now().Sub(start).Seconds())
+		m.nodes.WithLabelValues(tenantID, "agent").Set(float64(r.Agents))
+		m.nodes.WithLabelValues(tenantID, "tool").Set(float64(r.Tools))
+		m.nodes.WithLabelValues(tenantID, "rule").Set(float64(len(r.Rules)))
+	}
 	return s, nil
 }
 

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -45,6 +48,7 @@ type Server struct {
 	grpc     *grpc.Server
 	grpcLn   net.Listener
 	routes   *registry.Cache
+	metrics  *prometheus.Registry
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -109,7 +113,10 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	s.worker.RegisterWorkflowWithOptions(workflows.AgentProcessExample, workflow.RegisterOptions{Name: workflows.ProcessExampleName})
 	s.hub = stream.NewHub(s.store.Pool(), logger)
 	s.follower = stream.NewFollower(s.client, s.hub, logger, 0)
+	s.metrics = prometheus.NewRegistry()
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.routes = registry.NewCache(s.store, logger)
+	s.routes.Metrics = registry.NewMetrics(s.metrics)
 	acts := &activities.Activities{
 		Store: s.store, Model: model, Tools: s.tools, Logger: logger, Routes: s.routes,
 		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
@@ -137,6 +144,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /healthz", s.healthz)
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	}
 	return s, nil
@@ -152,6 +160,9 @@ func (s *Server) GRPCAddr() string {
 	}
 	return s.grpcLn.Addr().String()
 }
+
+// Metrics is the server's Prometheus registry (served at /metrics).
+func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 
 // Follower follows turns' event streams (with this process's live path).
 func (s *Server) Follower() *stream.Follower { return s.follower }
