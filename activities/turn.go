@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -112,7 +113,12 @@ func (a *Activities) LoadAgent(ctx context.Context, in LoadAgentInput) (LoadAgen
 		AgentVersion: ag.Version,
 		SessionID:    req.SessionID,
 		Request:      req,
+
+		TurnsPerMinute: ag.Limits.TurnsPerMinute,
 	})
+	if agent.IsCode(err, agent.CodeLimit) {
+		return LoadAgentResult{}, temporal.NewNonRetryableApplicationError(err.Error(), agent.ErrTypeRateLimited, nil)
+	}
 	if err != nil {
 		return LoadAgentResult{}, classify(fmt.Errorf("begin turn: %w", err), agent.ErrTypeInvalidRequest)
 	}

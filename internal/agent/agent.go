@@ -43,6 +43,9 @@ type Limits struct {
 	ApprovalTimeoutSec int `json:"approval_timeout_sec,omitempty"`
 	// MaxOutputTokens is passed to the model per call; 0 = provider default.
 	MaxOutputTokens int `json:"max_output_tokens,omitempty"`
+	// TurnsPerMinute caps the turns the agent starts per minute (per
+	// tenant); more are rejected with RateLimited. 0 = no cap.
+	TurnsPerMinute int `json:"turns_per_minute,omitempty"`
 }
 
 // Default limits, used where an agent leaves a field at zero.

@@ -224,4 +224,5 @@ const (
 	ErrTypeTokenBudget    = "TokenBudgetExceeded"
 	ErrTypeTimeout        = "TurnTimeout"
 	ErrTypeInternal       = "InternalError"
+	ErrTypeRateLimited    = "RateLimited"
 )

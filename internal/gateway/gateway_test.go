@@ -58,6 +58,9 @@ agents:
     tools: [calculator]
   - id: writer
     model: openai:gpt-4o-mini
+  - id: limited
+    model: openai:gpt-4o-mini
+    limits: {turns_per_minute: 1}
 `, `
 tenant: other
 default_agent: secret
@@ -273,7 +276,7 @@ func TestListAgents(t *testing.T) {
 		return ids
 	}
 	demo, other := f.as("tok-demo"), f.as("tok-other")
-	require.Equal(t, []string{"assistant", "writer"}, list(demo, &pb.ListAgentsRequest{}))
+	require.Equal(t, []string{"assistant", "limited", "writer"}, list(demo, &pb.ListAgentsRequest{}))
 	require.Equal(t, []string{"assistant"}, list(demo, &pb.ListAgentsRequest{Tool: "calculator"}))
 	require.Equal(t, []string{"writer"}, list(demo, &pb.ListAgentsRequest{AgentId: "writer"}))
 	require.Equal(t, []string{"secret"}, list(other, &pb.ListAgentsRequest{}))
@@ -288,6 +291,23 @@ func TestListAgents(t *testing.T) {
 	require.Equal(t, "calculator", a.GetTools()[0].GetKind())
 	require.Equal(t, agent.ApprovalNever, a.GetTools()[0].GetApproval())
 	require.Contains(t, a.GetTools()[0].GetParametersJson(), "expression")
+
+	resp, err = f.client.ListAgents(demo, &pb.ListAgentsRequest{AgentId: "limited"})
+	require.NoError(t, err)
+	require.Equal(t, int32(1), resp.GetAgents()[0].GetLimits().GetTurnsPerMinute())
+}
+
+func TestRateLimitedAgent(t *testing.T) {
+	f := start(t)
+	ctx := f.as("tok-demo")
+	first, err := f.client.Invoke(ctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{AgentId: "limited", Prompt: "hi"}})
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, first.GetStatus())
+	second, err := f.client.Invoke(ctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{AgentId: "limited", Prompt: "hi again"}})
+	require.NoError(t, err, "a refused turn is a result, not an RPC error")
+	require.Equal(t, agent.StatusRejected, second.GetStatus())
+	require.Equal(t, agent.ErrTypeRateLimited, second.GetError().GetType())
+	require.Contains(t, second.GetError().GetMessage(), "allows 1 turns a minute")
 }
 
 func TestHealthAndReflection(t *testing.T) {
@@ -325,7 +345,7 @@ func TestCatalogService(t *testing.T) {
 	snap, err := watch.Recv()
 	require.NoError(t, err)
 	require.True(t, snap.GetSnapshot())
-	require.Len(t, snap.GetAgents(), 2)
+	require.Len(t, snap.GetAgents(), 3)
 	octx, ocancel := context.WithCancel(other)
 	defer ocancel()
 	otherWatch, err := cat.StreamCatalog(octx, &pb.StreamCatalogRequest{})

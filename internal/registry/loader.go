@@ -452,9 +452,10 @@ func (l *loader) agent(file string, t *tenant, n *yaml.Node, field string) {
 			"turn_timeout_sec":     &a.Limits.TurnTimeoutSec,
 			"token_budget":         &a.Limits.TokenBudget,
 			"approval_timeout_sec": &a.Limits.ApprovalTimeoutSec,
+			"turns_per_minute":     &a.Limits.TurnsPerMinute,
 			"max_output_tokens":    &a.Limits.MaxOutputTokens,
 		}
-		names := []string{"max_iterations", "turn_timeout_sec", "token_budget", "approval_timeout_sec", "max_output_tokens"}
+		names := []string{"max_iterations", "turn_timeout_sec", "token_budget", "approval_timeout_sec", "max_output_tokens", "turns_per_minute"}
 		l.fields(file, nodes.limits, field+".limits", names, func(key string, v *yaml.Node) {
 			f := field + ".limits." + key
 			if n, ok := l.int(file, v, f); ok {

@@ -68,7 +68,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown limit",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    limits: {max_iters: 3}\n",
-			want: []string{`t.yaml:5: agents[0].limits.max_iters: unknown field; known fields: max_iterations, turn_timeout_sec, token_budget, approval_timeout_sec, max_output_tokens`},
+			want: []string{`t.yaml:5: agents[0].limits.max_iters: unknown field; known fields: max_iterations, turn_timeout_sec, token_budget, approval_timeout_sec, max_output_tokens, turns_per_minute`},
 		},
 		{
 			name: "repeated key",

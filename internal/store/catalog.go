@@ -221,7 +221,7 @@ func validateAgent(where, tenantID string, a agent.Agent) error {
 		return agent.Errorf(agent.CodeInvalid, "%s: model %q: want \"provider:model\", e.g. \"openai:gpt-4o-mini\"", where, a.Model)
 	}
 	l := a.Limits
-	if l.MaxIterations < 0 || l.TurnTimeoutSec < 0 || l.TokenBudget < 0 || l.ApprovalTimeoutSec < 0 || l.MaxOutputTokens < 0 {
+	if l.MaxIterations < 0 || l.TurnTimeoutSec < 0 || l.TokenBudget < 0 || l.ApprovalTimeoutSec < 0 || l.MaxOutputTokens < 0 || l.TurnsPerMinute < 0 {
 		return agent.Errorf(agent.CodeInvalid, "%s: limits must not be negative", where)
 	}
 	names := map[string]bool{}

@@ -15,7 +15,7 @@ import (
 )
 
 // migrationCount is the number of files in migrations/.
-const migrationCount = 3
+const migrationCount = 4
 
 func TestOpenMigrates(t *testing.T) {
 	t.Parallel()

@@ -22,6 +22,9 @@ type Turn struct {
 	AgentVersion int
 	SessionID    string
 	Request      agent.TurnRequest
+	// TurnsPerMinute, when positive, refuses a new turn (CodeLimit) while
+	// the agent already has that many turns begun in the last minute.
+	TurnsPerMinute int
 }
 
 const (
@@ -29,6 +32,12 @@ const (
 INSERT INTO turns (tenant_id, job_id, workflow_id, agent_id, agent_version, session_id, request)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant_id, job_id) DO NOTHING`
+
+	sqlLockAgentRate = `SELECT pg_advisory_xact_lock(hashtext($1))`
+	sqlTurnExists    = `SELECT EXISTS (SELECT 1 FROM turns WHERE tenant_id = $1 AND job_id = $2)`
+	sqlRecentTurns   = `
+SELECT count(*) FROM turns
+WHERE tenant_id = $1 AND agent_id = $2 AND created_at > now() - interval '1 minute'`
 
 	sqlTurn = `
 SELECT workflow_id, agent_id, agent_version, session_id, request
@@ -59,11 +68,40 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 	if err != nil {
 		return fmt.Errorf("begin turn %q: encode request: %w", t.JobID, err)
 	}
-	tag, err := s.pool.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req)
+	inserted := false
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if t.TurnsPerMinute > 0 {
+			// One counter per agent: concurrent starts wait here, so the
+			// limit holds exactly.
+			if _, err := tx.Exec(ctx, sqlLockAgentRate, t.TenantID+"/"+t.AgentID); err != nil {
+				return err
+			}
+			var exists bool
+			if err := tx.QueryRow(ctx, sqlTurnExists, t.TenantID, t.JobID).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				var recent int
+				if err := tx.QueryRow(ctx, sqlRecentTurns, t.TenantID, t.AgentID).Scan(&recent); err != nil {
+					return err
+				}
+				if recent >= t.TurnsPerMinute {
+					return agent.Errorf(agent.CodeLimit, "agent %q of tenant %q allows %d turns a minute and has had them; try again shortly",
+						t.AgentID, t.TenantID, t.TurnsPerMinute)
+				}
+			}
+		}
+		tag, err := tx.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req)
+		inserted = err == nil && tag.RowsAffected() == 1
+		return err
+	})
 	if err != nil {
+		if agent.IsCode(err, agent.CodeLimit) {
+			return err
+		}
 		return fmt.Errorf("begin turn %q: %w", t.JobID, err)
 	}
-	if tag.RowsAffected() == 1 {
+	if inserted {
 		return nil
 	}
 	stored, err := s.Turn(ctx, t.TenantID, t.JobID)

@@ -192,3 +192,27 @@ func TestAppendSessionConcurrent(t *testing.T) {
 	require.Equal(t, 2*jobs, count(t, s, "SELECT max(seq) FROM session_messages"))
 	require.Equal(t, 2*jobs, count(t, s, "SELECT last_seq FROM sessions"))
 }
+
+func TestBeginTurnRateLimit(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	turn := func(job string) store.Turn {
+		tt := demoTurn(job)
+		tt.AgentID, tt.TurnsPerMinute = "limited", 2
+		return tt
+	}
+	require.NoError(t, s.BeginTurn(ctx, turn("rl-1")))
+	require.NoError(t, s.BeginTurn(ctx, turn("rl-2")))
+	err := s.BeginTurn(ctx, turn("rl-3"))
+	require.True(t, agent.IsCode(err, agent.CodeLimit), "%v", err)
+	require.ErrorContains(t, err, `agent "limited" of tenant "demo" allows 2 turns a minute`)
+	require.NoError(t, s.BeginTurn(ctx, turn("rl-2")), "a retry of a begun turn is not a new turn")
+	_, err = s.Turn(ctx, "demo", "rl-3")
+	require.True(t, agent.IsCode(err, agent.CodeNotFound), "the refused turn left nothing")
+
+	other := turn("rl-4")
+	other.AgentID = "unlimited"
+	other.TurnsPerMinute = 0
+	require.NoError(t, s.BeginTurn(ctx, other), "the cap is per agent")
+}

@@ -1763,6 +1763,7 @@ type Limits struct {
 	TokenBudget        int32                  `protobuf:"varint,3,opt,name=token_budget,json=tokenBudget,proto3" json:"token_budget,omitempty"`
 	ApprovalTimeoutSec int32                  `protobuf:"varint,4,opt,name=approval_timeout_sec,json=approvalTimeoutSec,proto3" json:"approval_timeout_sec,omitempty"`
 	MaxOutputTokens    int32                  `protobuf:"varint,5,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	TurnsPerMinute     int32                  `protobuf:"varint,6,opt,name=turns_per_minute,json=turnsPerMinute,proto3" json:"turns_per_minute,omitempty"` // 0: no cap
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1828,6 +1829,13 @@ func (x *Limits) GetApprovalTimeoutSec() int32 {
 func (x *Limits) GetMaxOutputTokens() int32 {
 	if x != nil {
 		return x.MaxOutputTokens
+	}
+	return 0
+}
+
+func (x *Limits) GetTurnsPerMinute() int32 {
+	if x != nil {
+		return x.TurnsPerMinute
 	}
 	return 0
 }
@@ -3053,13 +3061,14 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12'\n" +
 	"\x0fparameters_json\x18\x04 \x01(\tR\x0eparametersJson\x12\x1a\n" +
-	"\bapproval\x18\x05 \x01(\tR\bapproval\"\xda\x01\n" +
+	"\bapproval\x18\x05 \x01(\tR\bapproval\"\x84\x02\n" +
 	"\x06Limits\x12%\n" +
 	"\x0emax_iterations\x18\x01 \x01(\x05R\rmaxIterations\x12(\n" +
 	"\x10turn_timeout_sec\x18\x02 \x01(\x05R\x0eturnTimeoutSec\x12!\n" +
 	"\ftoken_budget\x18\x03 \x01(\x05R\vtokenBudget\x120\n" +
 	"\x14approval_timeout_sec\x18\x04 \x01(\x05R\x12approvalTimeoutSec\x12*\n" +
-	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\"\xcc\x01\n" +
+	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\x12(\n" +
+	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xcc\x01\n" +
 	"\x12SendMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
