@@ -56,6 +56,9 @@ const (
 	ProviderOllama    = "ollama"
 )
 
+// Providers lists the provider names Router knows.
+func Providers() []string { return []string{ProviderAnthropic, ProviderOllama, ProviderOpenAI} }
+
 // Config says how to reach the providers. ConfigFromEnv fills it from the
 // environment variables named on each field; a provider without its
 // settings is unavailable and calls naming it fail with a message that

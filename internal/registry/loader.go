@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -413,8 +414,10 @@ func (l *loader) agent(file string, t *tenant, n *yaml.Node, field string) {
 	if m, ok := l.str(file, nodes.model, field+".model"); ok {
 		if m == "" {
 			l.addf(file, cmp.Or(nodes.model, n), field+".model", `is required, as "provider:model", e.g. "openai:gpt-4o-mini"`)
-		} else if _, _, err := agent.ParseModel(m); err != nil {
+		} else if provider, _, err := agent.ParseModel(m); err != nil {
 			l.addf(file, nodes.model, field+".model", `%q is not "provider:model", e.g. "openai:gpt-4o-mini"`, m)
+		} else if !slices.Contains(llm.Providers(), provider) {
+			l.addf(file, nodes.model, field+".model", "unknown provider %q (known: %s)", provider, strings.Join(llm.Providers(), ", "))
 		}
 		a.Model = m
 	}

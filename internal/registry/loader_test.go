@@ -151,6 +151,11 @@ func TestParseProblems(t *testing.T) {
 			want: []string{`t.yaml:5: tools[0].parameters.properties: want a mapping of argument names to schemas, not a list`},
 		},
 		{
+			name: "unknown model provider",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: acme:large\n",
+			want: []string{`t.yaml:4: agents[0].model: unknown provider "acme" (known: anthropic, ollama, openai)`},
+		},
+		{
 			name: "rule naming an unknown agent",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:m\nrules:\n  - name: r\n    when: 'true'\n    agent: nobody\n",
 			want: []string{`t.yaml:8: rules[0].agent: agent "nobody" is not defined for tenant "demo"; defined: a`},
