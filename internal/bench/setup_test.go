@@ -42,6 +42,12 @@ func benchScript() string {
 	return fmt.Sprintf(`
 pacing: {chunk_words: 1, delay_ms: %d}
 rules:
+  - name: calc
+    when: {user: '^calc (?P<id>[a-z0-9]+)$', tool: '(?P<result>.+)'}
+    reply: {text: 'result ${result}'}
+  - name: calc-call
+    when: {user: '^calc (?P<id>[a-z0-9]+)$'}
+    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "12.5 * 4"}'}]}
   - name: bench
     when: {user: '^bench (?P<id>[a-z0-9]+)$'}
     reply: {text: '%s'}
@@ -51,11 +57,15 @@ rules:
 const benchCatalog = `
 tenant: demo
 default_agent: assistant
+tools:
+  - name: calculator
+    kind: calculator
 agents:
   - id: assistant
     model: openai:gpt-4o-mini
     system_prompt: You are benchmarked.
-    limits: {max_iterations: 2, turn_timeout_sec: 120}
+    tools: [calculator]
+    limits: {max_iterations: 3, turn_timeout_sec: 120}
 `
 
 // emissions records when the scripted server flushed each chunk.
