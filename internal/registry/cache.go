@@ -2,8 +2,6 @@ package registry
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -150,45 +148,9 @@ func poke(w chan struct{}) {
 	}
 }
 
-// Run listens for catalog changes until ctx ends.
+// Run listens for catalog changes until ctx ends. Every change of the
+// listener's state drops all snapshots: changes may have been missed.
 func (c *Cache) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for {
-		err := c.listen(ctx)
-		// Changes may have been missed while not listening.
-		c.Invalidate("")
-		if ctx.Err() != nil {
-			return nil
-		}
-		c.logger.Warn("catalog listener lost; reconnecting", zap.Error(err), zap.Duration("after", backoff))
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return nil
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func (c *Cache) listen(ctx context.Context) error {
-	conn, err := c.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire: %w", err)
-	}
-	pc := conn.Hijack()
-	defer pc.Close(context.Background())
-	if _, err := pc.Exec(ctx, "LISTEN "+store.CatalogChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	c.Invalidate("")
-	for {
-		n, err := pc.WaitForNotification(ctx)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return err
-			}
-			return fmt.Errorf("wait for notification: %w", err)
-		}
-		c.Invalidate(n.Payload)
-	}
+	return store.Listen(ctx, c.pool, store.CatalogChannel, c.logger,
+		func(bool) { c.Invalidate("") }, c.Invalidate)
 }

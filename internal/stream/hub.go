@@ -3,15 +3,13 @@ package stream
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/store"
 )
 
 // subscriberBuffer bounds what a slow follower can hold back; past it the
@@ -84,50 +82,14 @@ func (s *Subscription) lag() {
 
 // Run listens until ctx ends, reconnecting after failures.
 func (h *Hub) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for {
-		err := h.listen(ctx)
-		h.setConnected(false)
-		if ctx.Err() != nil {
-			return nil
-		}
-		h.logger.Warn("stream listener lost; reconnecting", zap.Error(err), zap.Duration("after", backoff))
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return nil
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func (h *Hub) listen(ctx context.Context) error {
-	conn, err := h.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire listener connection: %w", err)
-	}
-	// The connection has session state (LISTEN): never return it to the pool.
-	pc := conn.Hijack()
-	defer pc.Close(context.Background())
-	if _, err := pc.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return fmt.Errorf("listen %s: %w", Channel, err)
-	}
-	h.setConnected(true)
-	for {
-		n, err := pc.WaitForNotification(ctx)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return err
-			}
-			return fmt.Errorf("wait for notification: %w", err)
-		}
+	return store.Listen(ctx, h.pool, Channel, h.logger, h.setConnected, func(payload string) {
 		var m message
-		if err := json.Unmarshal([]byte(n.Payload), &m); err != nil || m.StreamID == "" {
+		if err := json.Unmarshal([]byte(payload), &m); err != nil || m.StreamID == "" {
 			h.logger.Debug("ignoring malformed stream notification", zap.Error(err))
-			continue
+			return
 		}
 		h.dispatch(m)
-	}
+	})
 }
 
 // setConnected records the listener's state; every change makes all
