@@ -270,10 +270,11 @@ agentflow is running.
 Try:
   export TEMPORAL_ADDRESS=%s DATABASE_URL='%s'
   go run ./starter run --tenant demo "What is 12.5 * 4?"
+  go run ./starter chat --addr %s "What is 12.5 * 4?"
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.modelName(),
 		orNone(l.srv.GRPCAddr()), devToken,
-		l.stack.TemporalAddress, l.stack.DatabaseURL, l.stack.TemporalAddress)
+		l.stack.TemporalAddress, l.stack.DatabaseURL, orNone(l.srv.GRPCAddr()), l.stack.TemporalAddress)
 }
 
 func (l *local) modelName() string {
