@@ -229,6 +229,14 @@ func TestBadRequests(t *testing.T) {
 			_, err := f.client.Invoke(f.as("nope"), &pb.InvokeRequest{Turn: &pb.TurnRequest{Prompt: "hi"}})
 			return err
 		}, codes.Unauthenticated, "unknown token"},
+		{"not a bearer token", func() error {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Basic tok-demo")
+			_, err := f.client.ListAgents(ctx, &pb.ListAgentsRequest{})
+			return err
+		}, codes.Unauthenticated, "want \"Bearer <token>\""},
+		{"missing token on a stream", func() error {
+			return stream(context.Background(), &pb.ResumeRequest{StreamId: "turn/demo/mine"})
+		}, codes.Unauthenticated, "missing bearer token"},
 		{"approve on another tenant's turn", func() error {
 			_, err := f.client.Approve(other, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: true})
 			return err
@@ -314,9 +322,11 @@ func TestHealthAndReflection(t *testing.T) {
 	f := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h, err := healthpb.NewHealthClient(f.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "agentflow.v1.AgentService"})
-	require.NoError(t, err)
-	require.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus())
+	for _, svc := range []string{"", "agentflow.v1.AgentService"} {
+		h, err := healthpb.NewHealthClient(f.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		require.NoError(t, err, "health needs no token")
+		require.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus(), "service %q", svc)
+	}
 
 	rc, err := reflectionpb.NewServerReflectionClient(f.conn).ServerReflectionInfo(ctx)
 	require.NoError(t, err)
