@@ -71,8 +71,5 @@ func StartTurnOptions(taskQueue string, req agent.TurnRequest) client.StartWorkf
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		// With a worker for the queue in the same process (the gateway, the
-		// demo), the first workflow task comes back with the start.
-		EnableEagerStart: true,
 	}
 }

@@ -73,13 +73,6 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	for _, name := range searchAttributes() {
 		argv = append(argv, "--search-attribute", name+"=Keyword")
 	}
-	// Eager activity dispatch: a workflow task's completion carries the
-	// activities it schedules straight back to the worker, instead of
-	// through a task queue. After a burst of tasks a queue serves from its
-	// backlog at ~45 ms a task on this server (BENCHMARKS.md); eager
-	// dispatch skips that for every activity.
-	argv = append(argv, "--dynamic-config-value", "system.enableActivityEagerExecution=true",
-		"--dynamic-config-value", "system.enableEagerWorkflowStart=true")
 	if !opts.InMemory {
 		argv = append(argv, "--db-filename", filepath.Join(s.Dir, "temporal.db"))
 	}
