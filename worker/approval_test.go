@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,20 +115,9 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 	}
 }
 
-// hurryCatalog is careCatalog with an approval timeout of one second.
-const hurryCatalog = `
-tenant: hurry
-default_agent: careful
-tools:
-  - name: calculator
-    kind: calculator
-    approval: always
-agents:
-  - id: careful
-    model: openai:gpt-4o-mini
-    tools: [calculator]
-    limits: {max_iterations: 4, turn_timeout_sec: 600, approval_timeout_sec: 1}
-`
+// hurryCatalog is careCatalog for tenant hurry, with an approval timeout of one second.
+var hurryCatalog = strings.NewReplacer("tenant: care", "tenant: hurry", "approval_timeout_sec: 300", "approval_timeout_sec: 1").
+	Replace(careCatalog)
 
 func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)

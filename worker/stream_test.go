@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,16 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/devstack/devtest"
-	"github.com/agentflow/agentflow/internal/registry"
-	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/stream"
-	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/workflows"
 )
 
@@ -174,53 +164,18 @@ func TestStreamClientResumes(t *testing.T) {
 // and starts another: the retried call voids the lost attempt's text and
 // the client, which never disconnected, sees a clean stream.
 func TestStreamWorkerKilled(t *testing.T) {
-	dbURL := devtest.Database(t)
-	address, namespace := devtest.Temporal(t)
-	bin := filepath.Join(t.TempDir(), "worker")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, string(out))
-	scriptFile := filepath.Join(t.TempDir(), "script.yaml")
-	// Slow enough to kill the worker in the middle of the reply.
-	slow := strings.Replace(testScript, "delay_ms: 15", "delay_ms: 40", 1)
-	require.NoError(t, os.WriteFile(scriptFile, []byte(slow), 0o644))
-	queue := "agentflow-kill-" + randomID()
-
-	environ := append(os.Environ(),
-		"DATABASE_URL="+dbURL, "TEMPORAL_ADDRESS="+address, "TEMPORAL_NAMESPACE="+namespace,
-		"AGENTFLOW_TASK_QUEUE="+queue, "AGENTFLOW_HTTP_ADDR=off", "AGENTFLOW_SCRIPT="+scriptFile,
-		"AGENTFLOW_LOG_LEVEL=warn", "AGENTFLOW_ROLES=worker")
-	startWorker := func() *exec.Cmd {
-		cmd := exec.Command(bin)
-		cmd.Env = environ
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: address, Namespace: namespace})
-	require.NoError(t, err)
-	defer c.Close()
-	pool, err := pgxpool.New(ctx, dbURL)
+	// Slow enough to kill the worker in the middle of the reply.
+	p := newProcEnv(ctx, t, strings.Replace(testScript, "delay_ms: 15", "delay_ms: 40", 1), testCatalog)
+	c, queue := p.client, p.queue
+	pool, err := pgxpool.New(ctx, p.dbURL)
 	require.NoError(t, err)
 	defer pool.Close()
-	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	hub := stream.NewHub(pool, logger)
+	hub := stream.NewHub(pool, p.logger)
 	go func() { _ = hub.Run(ctx) }()
-	follower := stream.NewFollower(c, hub, logger, 0)
-
-	st, err := store.Open(ctx, dbURL, store.Options{Logger: logger})
-	require.NoError(t, err)
-	defer st.Close()
-	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger}, tools.Builtin()...)
-	require.NoError(t, err)
-	cat, err := registry.Parse(kinds, "catalog.yaml", []byte(testCatalog))
-	require.NoError(t, err)
-	_, err = st.ApplyCatalog(ctx, toStoreCatalog(cat), false)
-	require.NoError(t, err)
-	first := startWorker()
+	follower := stream.NewFollower(c, hub, p.logger, 0)
+	first := p.startWorker()
 
 	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: "tell a story"}
 	req.Normalize()
@@ -235,7 +190,7 @@ func TestStreamWorkerKilled(t *testing.T) {
 		if !killed && ev.Kind == agent.EventToken && countTokens(events) == 2 {
 			killed = true
 			require.NoError(t, first.Process.Signal(syscall.SIGKILL))
-			startWorker()
+			p.startWorker()
 		}
 		return nil
 	})

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tools"
+)
+
+// procEnv runs the worker binary as processes of their own, so that a test
+// can kill one the hard way and start another.
+type procEnv struct {
+	t       *testing.T
+	bin     string
+	environ []string
+	dbURL   string
+	queue   string
+	client  client.Client
+	logger  *zap.Logger
+}
+
+// newProcEnv builds the worker, applies the catalog documents and connects
+// a client; the workers answer with modelScript.
+func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs ...string) *procEnv {
+	t.Helper()
+	dir := t.TempDir()
+	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + randomID(),
+		logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
+	address, namespace := devtest.Temporal(t)
+	out, err := exec.Command("go", "build", "-o", p.bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	scriptFile := filepath.Join(dir, "script.yaml")
+	require.NoError(t, os.WriteFile(scriptFile, []byte(modelScript), 0o644))
+	p.environ = append(os.Environ(),
+		"DATABASE_URL="+p.dbURL, "TEMPORAL_ADDRESS="+address, "TEMPORAL_NAMESPACE="+namespace,
+		"AGENTFLOW_TASK_QUEUE="+p.queue, "AGENTFLOW_HTTP_ADDR=off", "AGENTFLOW_SCRIPT="+scriptFile,
+		"AGENTFLOW_LOG_LEVEL=warn", "AGENTFLOW_ROLES=worker")
+
+	st, err := store.Open(ctx, p.dbURL, store.Options{Logger: p.logger})
+	require.NoError(t, err)
+	defer st.Close()
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: p.logger}, tools.Builtin()...)
+	require.NoError(t, err)
+	for _, doc := range catalogs {
+		cat, err := registry.Parse(kinds, "catalog.yaml", []byte(doc))
+		require.NoError(t, err)
+		_, err = st.ApplyCatalog(ctx, cat.ForStore(), false)
+		require.NoError(t, err)
+	}
+
+	p.client, err = client.DialContext(ctx, client.Options{HostPort: address, Namespace: namespace})
+	require.NoError(t, err)
+	t.Cleanup(p.client.Close)
+	return p
+}
+
+// startWorker starts a worker process; the test's cleanup kills it.
+func (p *procEnv) startWorker() *exec.Cmd {
+	p.t.Helper()
+	cmd := exec.Command(p.bin)
+	cmd.Env = p.environ
+	cmd.Stderr = os.Stderr
+	require.NoError(p.t, cmd.Start())
+	p.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
