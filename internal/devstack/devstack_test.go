@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap/zaptest"
+	"gopkg.in/yaml.v3"
 )
 
 // stateDir is a fresh state folder. Not t.TempDir: its parent is private to
@@ -332,4 +334,33 @@ func requireRefused(t *testing.T, hostPort string) {
 		conn.Close()
 	}
 	require.Error(t, err, "%s still accepts connections", hostPort)
+}
+
+// The dev server and the compose file's server get the same dynamic config.
+func TestDynamicConfigMatchesDeploy(t *testing.T) {
+	root, err := repoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "temporal-dynamicconfig.yaml"))
+	require.NoError(t, err)
+	var file map[string][]struct {
+		Value any `yaml:"value"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &file))
+	got := map[string]string{}
+	for key, values := range file {
+		require.Len(t, values, 1, key)
+		got[key] = fmt.Sprint(values[0].Value)
+	}
+	want := map[string]string{}
+	for _, kv := range DynamicConfig {
+		key, value, ok := strings.Cut(kv, "=")
+		require.True(t, ok, kv)
+		want[key] = value
+	}
+	require.Equal(t, want, got)
+
+	compose, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	require.NoError(t, err)
+	require.Contains(t, string(compose), "./deploy/temporal-dynamicconfig.yaml:/etc/temporal/config/dynamicconfig/agentflow.yaml:ro")
+	require.Contains(t, string(compose), "DYNAMIC_CONFIG_FILE_PATH: config/dynamicconfig/agentflow.yaml")
 }

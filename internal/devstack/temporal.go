@@ -27,6 +27,30 @@ const (
 	temporalGrace = 15 * time.Second
 )
 
+// DynamicConfig is the dev server's dynamic config (key=JSON value), the
+// same settings as deploy/temporal-dynamicconfig.yaml. Both take a turn
+// with one tool call from 350 ms to about 40 ms (BENCHMARKS.md).
+//
+// The history service hands every new workflow and activity task to
+// matching through its transfer queue, whose reader polls the database at
+// most history.transferProcessorMaxPollRPS times a second per shard (20 by
+// default). The dev server has one shard, so once tasks follow each other
+// closely each waits for the next poll: ~45 ms from scheduled to started.
+// The visibility queue has the same limit and delays search attribute
+// updates the same way.
+//
+// A task queue has four partitions by default. A task written to a
+// partition with no poller waiting is forwarded to the root partition, and
+// when that forward is refused the task waits two seconds before the next
+// try: about one activity in fifty with the SDK's default two pollers. A
+// single-node server gains nothing from partitions.
+var DynamicConfig = []string{
+	"history.transferProcessorMaxPollRPS=2000",
+	"history.visibilityProcessorMaxPollRPS=2000",
+	"matching.numTaskqueueReadPartitions=1",
+	"matching.numTaskqueueWritePartitions=1",
+}
+
 // startTemporal runs `temporal server start-dev` and waits for its frontend.
 func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) error {
 	begin := time.Now()
@@ -72,6 +96,9 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	}
 	for _, name := range searchAttributes() {
 		argv = append(argv, "--search-attribute", name+"=Keyword")
+	}
+	for _, kv := range DynamicConfig {
+		argv = append(argv, "--dynamic-config-value", kv)
 	}
 	if !opts.InMemory {
 		argv = append(argv, "--db-filename", filepath.Join(s.Dir, "temporal.db"))

@@ -46,6 +46,12 @@ type Config struct {
 	// StreamInterval is the time between token batches, 100ms to 250ms.
 	// Env AGENTFLOW_STREAM_INTERVAL_MS; default 200.
 	StreamInterval time.Duration
+	// WorkflowPollers and ActivityPollers are the worker's concurrent long
+	// polls per task queue kind. Env AGENTFLOW_WORKFLOW_POLLERS and
+	// AGENTFLOW_ACTIVITY_POLLERS; default 4 each. A task queue with
+	// partitions needs at least one poller per partition, or tasks written
+	// to an unpolled partition wait for forwarding (deploy/temporal-dynamicconfig.yaml).
+	WorkflowPollers, ActivityPollers int
 }
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.
@@ -73,6 +79,18 @@ func ConfigFromEnv() (Config, error) {
 		return Config{}, err
 	}
 	c.Tokens = tokens
+	for _, p := range []struct {
+		env string
+		dst *int
+	}{{"AGENTFLOW_WORKFLOW_POLLERS", &c.WorkflowPollers}, {"AGENTFLOW_ACTIVITY_POLLERS", &c.ActivityPollers}} {
+		if v := os.Getenv(p.env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 2 || n > maxPollers {
+				return Config{}, fmt.Errorf("%s=%q: want a number of pollers, 2 to %d", p.env, v, maxPollers)
+			}
+			*p.dst = n
+		}
+	}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -98,6 +116,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("AGENTFLOW_GRPC_ADDR is empty")
 	case c.StreamInterval != 0 && (c.StreamInterval < 100*time.Millisecond || c.StreamInterval > 250*time.Millisecond):
 		return fmt.Errorf("stream interval %s: want 100ms to 250ms (AGENTFLOW_STREAM_INTERVAL_MS)", c.StreamInterval)
+	case c.WorkflowPollers != 0 && (c.WorkflowPollers < 2 || c.WorkflowPollers > maxPollers):
+		return fmt.Errorf("%d workflow pollers: want 2 to %d (AGENTFLOW_WORKFLOW_POLLERS)", c.WorkflowPollers, maxPollers)
+	case c.ActivityPollers != 0 && (c.ActivityPollers < 2 || c.ActivityPollers > maxPollers):
+		return fmt.Errorf("%d activity pollers: want 2 to %d (AGENTFLOW_ACTIVITY_POLLERS)", c.ActivityPollers, maxPollers)
 	}
 	for _, r := range c.Roles {
 		if r != RoleWorker && r != RoleGateway {
@@ -106,6 +128,13 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// maxPollers bounds the poller settings; each poller holds a long poll
+// open on the server.
+const maxPollers = 64
+
+// defaultPollers is the poller count per task kind when none is set.
+const defaultPollers = 4
 
 // Roles of a process.
 const (

@@ -32,6 +32,9 @@ func TestValidate(t *testing.T) {
 		{"unknown role", func(c *Config) { c.Roles = []string{"scheduler"} }, `unknown role "scheduler"`},
 		{"stream interval too short", func(c *Config) { c.StreamInterval = 50 * time.Millisecond }, "want 100ms to 250ms"},
 		{"no database", func(c *Config) { c.DatabaseURL = "" }, "DATABASE_URL is not set"},
+		{"pollers", func(c *Config) { c.WorkflowPollers, c.ActivityPollers = 8, 16 }, ""},
+		{"one workflow poller", func(c *Config) { c.WorkflowPollers = 1 }, "1 workflow pollers: want 2 to 64 (AGENTFLOW_WORKFLOW_POLLERS)"},
+		{"too many activity pollers", func(c *Config) { c.ActivityPollers = 65 }, "65 activity pollers: want 2 to 64 (AGENTFLOW_ACTIVITY_POLLERS)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,5 +47,20 @@ func TestValidate(t *testing.T) {
 			}
 			require.ErrorContains(t, err, tt.want)
 		})
+	}
+}
+
+func TestConfigFromEnvPollers(t *testing.T) {
+	t.Setenv("AGENTFLOW_WORKFLOW_POLLERS", "6")
+	t.Setenv("AGENTFLOW_ACTIVITY_POLLERS", "12")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 6, c.WorkflowPollers)
+	require.Equal(t, 12, c.ActivityPollers)
+
+	for _, bad := range []string{"x", "1", "65"} {
+		t.Setenv("AGENTFLOW_ACTIVITY_POLLERS", bad)
+		_, err := ConfigFromEnv()
+		require.ErrorContains(t, err, `AGENTFLOW_ACTIVITY_POLLERS="`+bad+`": want a number of pollers, 2 to 64`)
 	}
 }

@@ -107,7 +107,10 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 
-	s.worker = worker.New(s.client, cfg.TaskQueue, worker.Options{})
+	s.worker = worker.New(s.client, cfg.TaskQueue, worker.Options{
+		MaxConcurrentWorkflowTaskPollers: orDefault(cfg.WorkflowPollers, defaultPollers),
+		MaxConcurrentActivityTaskPollers: orDefault(cfg.ActivityPollers, defaultPollers),
+	})
 	s.worker.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
 	s.worker.RegisterWorkflowWithOptions(workflows.Conversation, workflow.RegisterOptions{Name: workflows.ConversationName})
 	s.worker.RegisterWorkflowWithOptions(workflows.AgentProcessExample, workflow.RegisterOptions{Name: workflows.ProcessExampleName})
@@ -274,4 +277,11 @@ func loadScript(name string) (*scripted.Script, error) {
 // SDKLogger routes the Temporal SDK's logs through zap.
 func SDKLogger(logger *zap.Logger) tlog.Logger {
 	return tlog.NewStructuredLogger(slog.New(zapslog.NewHandler(logger.Core())))
+}
+
+func orDefault(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
 }
