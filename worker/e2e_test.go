@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
@@ -399,4 +400,50 @@ func TestModelFailures(t *testing.T) {
 		require.Equal(t, agent.StatusFailed, status)
 		e.replay(id, "turn_model_rejected")
 	})
+}
+
+// A tool of a local kind runs as a local activity (a marker in the turn's
+// history, no activity task); `execution: activity` makes it an activity.
+func TestToolExecution(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	remote := strings.Replace(testCatalog, "tenant: demo", "tenant: remote", 1)
+	remote = strings.Replace(remote, "    kind: calculator\n", "    kind: calculator\n    execution: activity\n", 1)
+	cat, err := registry.Parse(e.srv.Tools(), "remote.yaml", []byte(remote))
+	require.NoError(t, err)
+	_, err = e.srv.Store().ApplyCatalog(ctx, cat.ForStore(), false)
+	require.NoError(t, err)
+
+	for _, tt := range []struct {
+		tenant           string
+		activities, locs int // ExecuteTool activities; local activity markers
+	}{
+		{"demo", 0, 4},   // Route, LoadAgent, ExecuteTool, SaveResult
+		{"remote", 1, 3}, // Route, LoadAgent, SaveResult
+	} {
+		t.Run(tt.tenant, func(t *testing.T) {
+			req := agent.TurnRequest{TenantID: tt.tenant, JobID: "job-" + randomID(), Prompt: "What is 6 * 7?"}
+			req.Normalize()
+			run, err := e.client.ExecuteWorkflow(ctx, workflows.StartTurnOptions(e.taskQueue, req), workflows.AgentTurnName, req)
+			require.NoError(t, err)
+			var res agent.TurnResult
+			require.NoError(t, run.Get(ctx, &res))
+			require.Equal(t, "The result is 42.", res.Output)
+			require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+
+			tools, markers := 0, 0
+			for _, ev := range e.history(run.GetID()) {
+				switch ev.EventType {
+				case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+					if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activities.ExecuteToolName {
+						tools++
+					}
+				case enumspb.EVENT_TYPE_MARKER_RECORDED:
+					markers++
+				}
+			}
+			require.Equal(t, tt.activities, tools)
+			require.Equal(t, tt.locs, markers)
+		})
+	}
 }

@@ -39,8 +39,11 @@ var (
 		MaximumInterval:    10 * time.Second,
 		MaximumAttempts:    3,
 	}
-	toolTimeout    = 2 * time.Minute
-	modelHeartbeat = 10 * time.Second
+	toolTimeout = 2 * time.Minute
+	// A local tool's call runs inside the workflow task; the bound keeps a
+	// misjudged tool from holding the task (the worker heartbeats it).
+	localToolTimeout = 10 * time.Second
+	modelHeartbeat   = 10 * time.Second
 )
 
 // AgentTurn runs one agent turn: route the request, pin the agent's
@@ -197,7 +200,8 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 	}
 }
 
-// runTools runs the calls in parallel, one activity each, and returns the
+// runTools runs the calls in parallel, one activity (or local activity,
+// for local tools) each, and returns the
 // calls that failed for good (their results are stored by the next
 // CallModel). Calls whose tool's policy asks for approval wait for a
 // decision first; a rejected or timed-out call fails with a message the
@@ -207,17 +211,31 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []ac
 	refused := make([]*agent.ToolEvent, len(calls)) // tool_end of calls not run
 	start := func(i int) {
 		c := calls[i]
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: toolTimeout,
-			RetryPolicy:         &toolRetry,
-			Summary:             oneLine(c.Name+" "+c.Arguments, 120),
-		})
 		t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments)}})
-		futures[i] = workflow.ExecuteActivity(actx, activities.ExecuteToolName, activities.ExecuteToolInput{
+		in := activities.ExecuteToolInput{
 			TenantID: t.req.TenantID, JobID: t.req.JobID,
 			AgentID: t.agent.ID, AgentVersion: t.agent.Version,
 			Seq: t.seq + 1 + i, Call: c,
+		}
+		summary := oneLine(c.Name+" "+c.Arguments, 120)
+		// The agent was loaded by a recorded local activity, so the choice
+		// replays the same. Agents stored before tools had an execution
+		// run every tool as an activity, as they did then.
+		if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+				StartToCloseTimeout: localToolTimeout,
+				RetryPolicy:         &toolRetry,
+				Summary:             summary,
+			})
+			futures[i] = workflow.ExecuteLocalActivity(lctx, activities.ExecuteToolName, in)
+			return
+		}
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: toolTimeout,
+			RetryPolicy:         &toolRetry,
+			Summary:             summary,
 		})
+		futures[i] = workflow.ExecuteActivity(actx, activities.ExecuteToolName, in)
 	}
 
 	var names []string

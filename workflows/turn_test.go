@@ -391,3 +391,36 @@ func TestStreamedTurnEvents(t *testing.T) {
 	}, kinds)
 	require.Equal(t, "Let me compute.12.5 * 4 = 50", agent.ReplayText(page.Events))
 }
+
+// A local tool runs as a local activity with the same input, and a
+// failure of it reaches the model like an activity's.
+func TestAgentTurnLocalTool(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		tool   func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error)
+		status string
+	}{
+		{"ok", okTool("50"), agent.ToolOK},
+		{"failed", func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+			return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("backend down", "ToolFailed", nil)
+		}, agent.ToolError},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ag := testAgent()
+			ag.Tools[0].Execution = agent.ToolLocal
+			f := &fakeTurn{agent: ag,
+				replies: []activities.CallModelResult{toolReply(calc("c1", "12.5 * 4")), textReply("done")},
+				tools:   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": tt.tool}}
+			env := newEnv(t, f)
+			res, failure := runTurn(t, env, request())
+			require.Nil(t, failure)
+			require.Equal(t, "done", res.Output)
+			require.Len(t, f.toolCalls, 1)
+			require.Equal(t, 2, f.toolCalls[0].Seq)
+			require.Equal(t, tt.status, res.Metadata.ToolCalls[0].Status)
+			if tt.status == agent.ToolError {
+				require.Equal(t, []activities.ToolFailure{{Seq: 2, CallID: "c1", Tool: "calculator", Message: "backend down"}}, f.modelCalls[1].ToolFailures)
+			}
+		})
+	}
+}

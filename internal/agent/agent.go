@@ -88,7 +88,23 @@ type Tool struct {
 	Parameters  json.RawMessage `json:"parameters,omitempty"` // JSON Schema object
 	Approval    string          `json:"approval,omitempty"`   // never (default) | always | CEL
 	Config      json.RawMessage `json:"config,omitempty"`     // kind-specific settings
+	// Execution is ToolLocal for tools whose calls run as local
+	// activities; empty means a regular activity.
+	Execution string `json:"execution,omitempty"`
 }
+
+// Tool executions. A local tool's call runs as a local activity, inside
+// the workflow task that scheduled it: no task queue round trip and one
+// history event instead of six, for calls that are quick and in-process
+// (a calculator). Slow or remote tools stay activities, which survive the
+// worker and have their own timeouts.
+const (
+	ToolLocal    = "local"
+	ToolActivity = "activity"
+)
+
+// IsLocal reports whether the tool's calls run as local activities.
+func (t Tool) IsLocal() bool { return t.Execution == ToolLocal }
 
 // ParseModel splits "provider:model" into its parts.
 func ParseModel(s string) (provider, model string, err error) {

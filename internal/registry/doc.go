@@ -23,6 +23,8 @@
 //	    parameters: {...}        # JSON Schema (type: object); default: the kind's
 //	    approval: never          # never (default) | always | a CEL expression
 //	    config: {}               # kind-specific, checked by the kind
+//	    execution: local         # local | activity; default: local for quick in-process
+//	                             # kinds (calculator), activity for the rest
 //	agents:
 //	  - id: assistant            # required, unique per tenant
 //	    description: ...

@@ -264,8 +264,8 @@ func (l *loader) rule(file string, t *tenant, n *yaml.Node, field string) {
 
 // tool reads one tool definition into t.
 func (l *loader) tool(file string, t *tenant, n *yaml.Node, field string) {
-	var nodes struct{ name, kind, description, parameters, approval, config *yaml.Node }
-	ok := l.fields(file, n, field, []string{"name", "kind", "description", "parameters", "approval", "config"}, func(key string, v *yaml.Node) {
+	var nodes struct{ name, kind, description, parameters, approval, config, execution *yaml.Node }
+	ok := l.fields(file, n, field, []string{"name", "kind", "description", "parameters", "approval", "config", "execution"}, func(key string, v *yaml.Node) {
 		switch key {
 		case "name":
 			nodes.name = v
@@ -279,6 +279,8 @@ func (l *loader) tool(file string, t *tenant, n *yaml.Node, field string) {
 			nodes.approval = v
 		case "config":
 			nodes.config = v
+		case "execution":
+			nodes.execution = v
 		}
 	})
 	if !ok {
@@ -355,6 +357,20 @@ func (l *loader) tool(file string, t *tenant, n *yaml.Node, field string) {
 	if nodes.config != nil && !isNull(nodes.config) {
 		if raw, ok := l.toJSON(file, nodes.config, field+".config"); ok {
 			spec.Config = raw
+		}
+	}
+
+	if haveKind && kind.Local {
+		spec.Execution = agent.ToolLocal
+	}
+	if e, ok := l.str(file, nodes.execution, field+".execution"); ok && nodes.execution != nil && !isNull(nodes.execution) {
+		switch e {
+		case agent.ToolLocal:
+			spec.Execution = agent.ToolLocal
+		case agent.ToolActivity:
+			spec.Execution = "" // the default, kept out of the stored spec
+		default:
+			l.addf(file, nodes.execution, field+".execution", "%q: want local or activity", e)
 		}
 	}
 

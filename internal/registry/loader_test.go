@@ -58,7 +58,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown tool field",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    descripton: x\n",
-			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config`},
+			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution`},
 		},
 		{
 			name: "unknown agent field",
@@ -184,6 +184,11 @@ func TestParseProblems(t *testing.T) {
 			name: "empty approval",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    approval: \"\"\n",
 			want: []string{`t.yaml:5: tools[0].approval: is empty: want never, always or a CEL expression`},
+		},
+		{
+			name: "unknown execution",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    execution: remote\n",
+			want: []string{`t.yaml:5: tools[0].execution: "remote": want local or activity`},
 		},
 		{
 			name: "boolean approval",
@@ -315,12 +320,14 @@ agents:
 	cat, err := Parse(testKinds(t), "acme.yaml", []byte(src))
 	require.NoError(t, err)
 	calc := tools.Calculator()
-	calculator := agent.Tool{Name: "calculator", Kind: "calculator", Description: calc.Description, Parameters: calc.Parameters, Approval: agent.ApprovalNever}
+	calculator := agent.Tool{Name: "calculator", Kind: "calculator", Description: calc.Description, Parameters: calc.Parameters,
+		Approval: agent.ApprovalNever, Execution: agent.ToolLocal}
 	precise := agent.Tool{
 		Name: "precise_calc", Kind: "calculator", Description: "Calculator with 40 digits.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string"}},"required":["expression"]}`),
 		Approval:   "args.expression.size() > 100",
 		Config:     json.RawMessage(`{"digits":40}`),
+		Execution:  agent.ToolLocal,
 	}
 	temp := 0.5
 	require.Equal(t, Catalog{Tenants: []TenantCatalog{{
@@ -433,4 +440,26 @@ func TestSampleCatalog(t *testing.T) {
 	require.JSONEq(t, string(tools.Calculator().Parameters), string(calc.Parameters))
 	require.Positive(t, assistant.Limits.MaxIterations)
 	require.Positive(t, assistant.Limits.TurnTimeoutSec)
+}
+
+func TestParseToolExecution(t *testing.T) {
+	tests := []struct {
+		name, line string
+		local      bool
+	}{
+		{"the kind's default", "", true},
+		{"activity", "    execution: activity\n", false},
+		{"local", "    execution: local\n", true},
+		{"null", "    execution: null\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n" + tt.line
+			cat, err := Parse(testKinds(t), "t.yaml", []byte(src))
+			require.NoError(t, err)
+			require.Len(t, cat.Tenants, 1)
+			require.Len(t, cat.Tenants[0].Tools, 1)
+			require.Equal(t, tt.local, cat.Tenants[0].Tools[0].IsLocal())
+		})
+	}
 }

@@ -60,6 +60,7 @@ func Calculator() Kind {
 		Description: "Evaluate an arithmetic expression exactly (decimal numbers, + - * / % ^ and parentheses).",
 		Parameters:  json.RawMessage(calcParameters),
 		Build:       buildCalculator,
+		Local:       true,
 	}
 }
 

@@ -37,6 +37,10 @@ type Kind struct {
 	// agent.CodeInvalid error. Build must not do I/O: the catalog loader
 	// calls it to validate config long before any call is made.
 	Build func(spec agent.Tool, deps Deps) (Tool, error)
+	// Local marks kinds whose calls are quick and in-process (no network,
+	// milliseconds of CPU): their tools run as local activities unless the
+	// catalog says `execution: activity`.
+	Local bool
 }
 
 // Deps are the dependencies injected into builders. Fields are filled with
