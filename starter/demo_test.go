@@ -35,7 +35,8 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, []string{"demo", "-catalog", "../catalog", "-wait=false"}, &out))
+	err := run(ctx, []string{"demo", "-catalog", "../catalog", "-wait=false"}, &out)
+	require.NoError(t, err, "demo output:\n%s", out.String())
 	require.Contains(t, out.String(), "tool calculator")
 	require.Contains(t, out.String(), "12.5 * 4 = 50")
 	require.Contains(t, out.String(), "2.475")

@@ -322,9 +322,12 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer env.close()
 
+	// A session of its own per run: a conversation left by an earlier run
+	// may belong to a worker on another task queue that is gone.
+	run := newJobID()
 	prompts := []string{"What is 12.5 * 4?", "What is (1.1 + 2.2) * 3 / 4?"}
 	for i, p := range prompts {
-		req := agent.TurnRequest{TenantID: "demo", SessionID: "demo-session", JobID: fmt.Sprintf("demo-%s-%d", newJobID(), i+1), Prompt: p}
+		req := agent.TurnRequest{TenantID: "demo", SessionID: "demo-" + run, JobID: fmt.Sprintf("demo-%s-%d", run, i+1), Prompt: p}
 		req.Normalize()
 		fmt.Fprintf(out, "\n> %s\n", p)
 		if err := env.chat(ctx, out, req); err != nil {
