@@ -71,5 +71,6 @@ func StartTurnOptions(taskQueue string, req agent.TurnRequest) client.StartWorkf
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		EnableEagerStart:         true,
 	}
 }

@@ -44,11 +44,20 @@ const (
 // when that forward is refused the task waits two seconds before the next
 // try: about one activity in fifty with the SDK's default two pollers. A
 // single-node server gains nothing from partitions.
+//
+// Eager dispatch skips matching for the tasks most turns start with: an
+// activity scheduled on the worker's own task queue comes back in the
+// reply to the workflow task that scheduled it, and a turn started by a
+// client that runs a worker (the gateway in the worker process) gets its
+// first workflow task in the start reply. Activities are off by default on
+// the server.
 var DynamicConfig = []string{
 	"history.transferProcessorMaxPollRPS=2000",
 	"history.visibilityProcessorMaxPollRPS=2000",
 	"matching.numTaskqueueReadPartitions=1",
 	"matching.numTaskqueueWritePartitions=1",
+	"system.enableActivityEagerExecution=true",
+	"system.enableEagerWorkflowStart=true",
 }
 
 // startTemporal runs `temporal server start-dev` and waits for its frontend.
