@@ -48,9 +48,12 @@ type Config struct {
 	StreamInterval time.Duration
 	// WorkflowPollers and ActivityPollers are the worker's concurrent long
 	// polls per task queue kind. Env AGENTFLOW_WORKFLOW_POLLERS and
-	// AGENTFLOW_ACTIVITY_POLLERS; default 4 each. A task queue with
-	// partitions needs at least one poller per partition, or tasks written
-	// to an unpolled partition wait for forwarding (deploy/temporal-dynamicconfig.yaml).
+	// AGENTFLOW_ACTIVITY_POLLERS; default 4 each. Workflow pollers are
+	// that many on the task queue and as many again on the worker's sticky
+	// queue, scaled down to 2 each when the server says they are idle. A
+	// task queue with partitions needs at least one poller per partition,
+	// or tasks written to an unpolled partition wait for forwarding
+	// (deploy/temporal-dynamicconfig.yaml).
 	WorkflowPollers, ActivityPollers int
 }
 
@@ -85,8 +88,8 @@ func ConfigFromEnv() (Config, error) {
 	}{{"AGENTFLOW_WORKFLOW_POLLERS", &c.WorkflowPollers}, {"AGENTFLOW_ACTIVITY_POLLERS", &c.ActivityPollers}} {
 		if v := os.Getenv(p.env); v != "" {
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 2 || n > maxPollers {
-				return Config{}, fmt.Errorf("%s=%q: want a number of pollers, 2 to %d", p.env, v, maxPollers)
+			if err != nil || n < minPollers || n > maxPollers {
+				return Config{}, fmt.Errorf("%s=%q: want a number of pollers, %d to %d", p.env, v, minPollers, maxPollers)
 			}
 			*p.dst = n
 		}
@@ -116,10 +119,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("AGENTFLOW_GRPC_ADDR is empty")
 	case c.StreamInterval != 0 && (c.StreamInterval < 100*time.Millisecond || c.StreamInterval > 250*time.Millisecond):
 		return fmt.Errorf("stream interval %s: want 100ms to 250ms (AGENTFLOW_STREAM_INTERVAL_MS)", c.StreamInterval)
-	case c.WorkflowPollers != 0 && (c.WorkflowPollers < 2 || c.WorkflowPollers > maxPollers):
-		return fmt.Errorf("%d workflow pollers: want 2 to %d (AGENTFLOW_WORKFLOW_POLLERS)", c.WorkflowPollers, maxPollers)
-	case c.ActivityPollers != 0 && (c.ActivityPollers < 2 || c.ActivityPollers > maxPollers):
-		return fmt.Errorf("%d activity pollers: want 2 to %d (AGENTFLOW_ACTIVITY_POLLERS)", c.ActivityPollers, maxPollers)
+	case c.WorkflowPollers != 0 && (c.WorkflowPollers < minPollers || c.WorkflowPollers > maxPollers):
+		return fmt.Errorf("%d workflow pollers: want %d to %d (AGENTFLOW_WORKFLOW_POLLERS)", c.WorkflowPollers, minPollers, maxPollers)
+	case c.ActivityPollers != 0 && (c.ActivityPollers < minPollers || c.ActivityPollers > maxPollers):
+		return fmt.Errorf("%d activity pollers: want %d to %d (AGENTFLOW_ACTIVITY_POLLERS)", c.ActivityPollers, minPollers, maxPollers)
 	}
 	for _, r := range c.Roles {
 		if r != RoleWorker && r != RoleGateway {
@@ -135,6 +138,10 @@ const maxPollers = 64
 
 // defaultPollers is the poller count per task kind when none is set.
 const defaultPollers = 4
+
+// minPollers is the fewest pollers allowed, and the floor workflow
+// pollers scale down to.
+const minPollers = 2
 
 // Roles of a process.
 const (

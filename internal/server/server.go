@@ -107,8 +107,18 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 
+	// Workflow pollers autoscale because that is the SDK's only mode with
+	// separate pollers for the normal and the sticky queue. With a fixed
+	// count every poller picks its queue, and a stale sticky-backlog hint
+	// sends them all to the sticky queue: a new workflow's first task then
+	// waits out a whole long poll (about a minute) on the normal one.
+	wfPollers := orDefault(cfg.WorkflowPollers, defaultPollers)
 	s.worker = worker.New(s.client, cfg.TaskQueue, worker.Options{
-		MaxConcurrentWorkflowTaskPollers: orDefault(cfg.WorkflowPollers, defaultPollers),
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: wfPollers,
+			MinimumNumberOfPollers: minPollers,
+			MaximumNumberOfPollers: wfPollers,
+		}),
 		MaxConcurrentActivityTaskPollers: orDefault(cfg.ActivityPollers, defaultPollers),
 	})
 	s.worker.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
