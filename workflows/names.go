@@ -71,6 +71,8 @@ func StartTurnOptions(taskQueue string, req agent.TurnRequest) client.StartWorkf
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		EnableEagerStart:         true,
+		// A caller that runs a worker on the task queue (the gateway in the
+		// worker process) gets the first workflow task in the start reply.
+		EnableEagerStart: true,
 	}
 }

@@ -125,7 +125,7 @@ func BenchmarkIdleConversations(b *testing.B) {
 	start := time.Now()
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
-	var errs, opened atomic.Int64
+	var errs atomic.Int64
 	var mu sync.Mutex
 	var took []time.Duration
 	for i := range conversations {
@@ -141,8 +141,9 @@ func BenchmarkIdleConversations(b *testing.B) {
 			}
 			mu.Lock()
 			took = append(took, time.Since(t0))
+			n := len(took)
 			mu.Unlock()
-			if n := opened.Add(1); n%100 == 0 {
+			if n%100 == 0 {
 				b.Logf("%d open after %v", n, time.Since(start))
 			}
 			if err != nil {
