@@ -2,13 +2,9 @@ package activities
 
 import (
 	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
-
-	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -19,117 +15,108 @@ import (
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
-// Registered activity names. They are part of the public contract: they
-// appear in workflow histories and in the Web UI.
-const (
-	LoadAgentName   = "LoadAgent"
-	RouteName       = "Route"
-	CallModelName   = "CallModel"
-	ExecuteToolName = "ExecuteTool"
-	SaveResultName  = "SaveResult"
-)
-
-// Activities holds the dependencies of every activity. Build it once in
-// main and register it with RegisterWith.
-type Activities struct {
-	Store  *store.Store
-	Model  llm.Model
-	Tools  *tools.Registry
-	Logger *zap.Logger
+// Deps are what the activities need. New checks them, so that a worker
+// with a missing dependency fails at start, not at its first turn.
+type Deps struct {
+	Store  *store.Store    // required
+	Model  llm.Model       // required
+	Tools  *tools.Registry // required
+	Routes *registry.Cache // required: the tenants' compiled routing rules
+	Logger *zap.Logger     // required
 	// Temporal sends token batches to turns and reads a turn's event log
-	// head when a streaming call is retried.
+	// head when a streaming call is retried. Required.
 	Temporal client.Client
 	// Events is the live path of stream events to gateways; nil means
 	// none (gateways then read the turn's log).
 	Events EventPublisher
-	// StreamInterval is the time between token batches (default 200ms);
-	// StreamMaxBytes sends a batch early when its text reaches that size
-	// (default 2048).
-	StreamInterval time.Duration
-	StreamMaxBytes int
-	// Policy applies tools' approval policies; nil means a default Checker.
+	// Policy applies tools' approval policies; nil: New makes one.
 	Policy *policy.Checker
-	// Routes caches the tenants' compiled routing rules; nil routes every
-	// request without an agent to the tenant's default.
-	Routes *registry.Cache
+
+	// StreamInterval is the time between token batches; default 200ms.
+	StreamInterval time.Duration
+	// StreamMaxBytes sends a batch early when its text reaches that size;
+	// default 2048.
+	StreamMaxBytes int
 	// PreviewBytes bounds the tool output copied into workflow history;
 	// longer outputs are stored as blobs and passed by cas:// reference.
 	// Default 2048.
 	PreviewBytes int
-	// SessionWindow is how many earlier session messages CallModel sends to
-	// the model when a turn loads history. Default 50.
+	// SessionWindow is how many earlier session messages CallModel sends
+	// to the model when a turn loads history. Default 50.
 	SessionWindow int
 }
 
-var (
-	defaultPolicyOnce sync.Once
-	defaultPolicy     *policy.Checker
-	defaultPolicyErr  error
+// Defaults of Deps' settings.
+const (
+	DefaultStreamInterval = 200 * time.Millisecond
+	DefaultStreamMaxBytes = 2048
+	DefaultPreviewBytes   = 2048
+	DefaultSessionWindow  = 50
 )
 
-func (a *Activities) policy() (*policy.Checker, error) {
-	if a.Policy != nil {
-		return a.Policy, nil
-	}
-	defaultPolicyOnce.Do(func() { defaultPolicy, defaultPolicyErr = policy.New() })
-	return defaultPolicy, defaultPolicyErr
+// Activities holds the dependencies of every activity. Build it once in
+// main with New and register it with Register.
+type Activities struct {
+	store    *store.Store
+	model    llm.Model
+	tools    *tools.Registry
+	routes   *registry.Cache
+	logger   *zap.Logger
+	temporal client.Client
+	events   EventPublisher
+	policy   *policy.Checker
+
+	streamInterval time.Duration
+	streamMaxBytes int
+	previewBytes   int
+	sessionWindow  int
 }
 
-func (a *Activities) previewBytes() int {
-	if a.PreviewBytes > 0 {
-		return a.PreviewBytes
+// New checks the dependencies and fills the defaults.
+func New(d Deps) (*Activities, error) {
+	var missing []error
+	for name, ok := range map[string]bool{
+		"Store": d.Store != nil, "Model": d.Model != nil, "Tools": d.Tools != nil,
+		"Routes": d.Routes != nil, "Logger": d.Logger != nil, "Temporal": d.Temporal != nil,
+	} {
+		if !ok {
+			missing = append(missing, errors.New("activities: "+name+" is required"))
+		}
 	}
-	return 2048
+	if err := errors.Join(missing...); err != nil {
+		return nil, err
+	}
+	checker := d.Policy
+	if checker == nil {
+		var err error
+		if checker, err = policy.New(); err != nil {
+			return nil, err
+		}
+	}
+	return &Activities{
+		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
+		temporal: d.Temporal, events: d.Events, policy: checker,
+		streamInterval: orDefault(d.StreamInterval, DefaultStreamInterval),
+		streamMaxBytes: orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
+		previewBytes:   orDefault(d.PreviewBytes, DefaultPreviewBytes),
+		sessionWindow:  orDefault(d.SessionWindow, DefaultSessionWindow),
+	}, nil
 }
 
-func (a *Activities) sessionWindow() int {
-	if a.SessionWindow > 0 {
-		return a.SessionWindow
+func orDefault[T time.Duration | int](v, def T) T {
+	if v > 0 {
+		return v
 	}
-	return 50
+	return def
 }
 
-// classify turns a domain error into a Temporal error: codes that a retry
-// cannot fix become non-retryable application errors with a stable type.
-func classify(err error, notFoundType string) error {
-	if err == nil {
-		return nil
-	}
-	var e *agent.Error
-	if !errors.As(err, &e) {
-		return err
-	}
-	switch e.Code {
-	case agent.CodeInvalid, agent.CodeConflict:
-		return temporal.NewNonRetryableApplicationError(err.Error(), agent.ErrTypeInvalidRequest, nil)
-	case agent.CodeNotFound:
-		return temporal.NewNonRetryableApplicationError(err.Error(), notFoundType, nil)
-	case agent.CodeLimit:
-		return temporal.NewNonRetryableApplicationError(err.Error(), agent.ErrTypeInternal, nil)
+// agentNotFound says what a missing agent or agent version means to a
+// turn: AgentNotFound.
+func agentNotFound(err error) error {
+	if agent.IsCode(err, agent.CodeNotFound) {
+		return agent.WithCode(agent.CodeAgentNotFound, err)
 	}
 	return err
-}
-
-// modelError maps a provider failure to a Temporal error: retryable
-// failures stay retryable (with the provider's Retry-After as the next
-// delay), the rest fail the activity for good.
-func modelError(err error) error {
-	var le *llm.Error
-	if errors.As(err, &le) {
-		msg := fmt.Sprintf("model call failed: %s", le.Message)
-		if !le.Retryable {
-			return temporal.NewNonRetryableApplicationError(msg, agent.ErrTypeModelRejected, nil)
-		}
-		opts := temporal.ApplicationErrorOptions{}
-		if le.RetryAfter > 0 {
-			opts.NextRetryDelay = le.RetryAfter
-		}
-		return temporal.NewApplicationErrorWithOptions(msg, agent.ErrTypeModelFailed, opts)
-	}
-	if agent.IsCode(err, agent.CodeInvalid) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), agent.ErrTypeModelRejected, nil)
-	}
-	return fmt.Errorf("model call: %w", err)
 }
 
 // truncate returns at most n bytes of s, cut at a rune boundary.

@@ -7,14 +7,11 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
-// RecordApprovalName is the local activity that stores a decision.
-const RecordApprovalName = "RecordApproval"
-
 // RecordApproval stores a decision on a tool call (who, when, why). The
 // first record of a call stands, so a retry is harmless.
 func (a *Activities) RecordApproval(ctx context.Context, r agent.ApprovalRecord) error {
-	if err := a.Store.RecordApproval(ctx, r); err != nil {
-		return classify(fmt.Errorf("record approval of call %q: %w", r.CallID, err), agent.ErrTypeInternal)
+	if err := a.store.RecordApproval(ctx, r); err != nil {
+		return fmt.Errorf("record approval of call %q: %w", r.CallID, err)
 	}
 	return nil
 }

@@ -1,11 +1,13 @@
-// Package activities implements agentflow's Temporal activities: LoadAgent,
-// Route, CallModel, ExecuteTool and SaveResult. The package name is plural
-// so it does not clash with the SDK's activity package.
+// Package activities implements agentflow's Temporal activities: Route,
+// LoadAgent, CallModel, ExecuteTool, SaveResult and RecordApproval. The
+// package name is plural so it does not clash with the SDK's activity
+// package.
 //
-// One Activities struct holds the injected dependencies (store, model,
-// tools, logger); each activity is a method with one input and one result
-// struct. The workflows package refers to activities by their registered
-// names (the constants below) and uses the input/result types only.
+// One Activities struct, built by New from checked dependencies (store,
+// model, tools, routes, logger, Temporal client), holds them; each
+// activity is a method with one input and one result struct, declared
+// with its name in internal/contract. The workflows refer to activities by
+// those names only.
 //
 // # Idempotency and retries
 //
@@ -23,9 +25,10 @@
 //   - SaveResult inserts under (tenant_id, job_id) and returns the stored
 //     row: the first result wins, and every caller sees the same one.
 //
-// Errors that a retry cannot fix (bad input, an unknown agent, a model
-// that rejects the request) are returned as non-retryable application
-// errors whose type is one of the agent.ErrType* names. A 429 from the
-// model becomes a retryable error whose next retry delay honours the
-// provider's Retry-After.
+// Activities return domain errors (internal/agent). Register classifies
+// them once, with contract.Failure: a code a retry cannot fix (bad input,
+// an unknown agent, a model that rejects the request) becomes a
+// non-retryable application error whose type is the code's; errors with
+// no code stay retryable. A 429 from the model is ModelFailed with the
+// provider's Retry-After as the next retry delay.
 package activities

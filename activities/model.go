@@ -2,145 +2,104 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 )
 
-// CallModelInput names everything the model call needs by reference: the
-// pinned agent version, the turn (whose steps are read from the store) and
-// the session. Workflow history therefore does not grow with the length of
-// the conversation.
-type CallModelInput struct {
-	TenantID     string `json:"tenant_id"`
-	JobID        string `json:"job_id"`
-	AgentID      string `json:"agent_id"`
-	AgentVersion int    `json:"agent_version"`
-	SessionID    string `json:"session_id,omitempty"`
-	History      string `json:"history,omitempty"` // agent.HistoryLoad or agent.HistoryFresh
-	// Seq is the step number the reply is stored under; steps 0..Seq-1 are
-	// the turn so far.
-	Seq int `json:"seq"`
-	// ToolFailures are tool calls whose ExecuteTool gave up; they are stored
-	// as the calls' results before the model is called.
-	ToolFailures []ToolFailure `json:"tool_failures,omitempty"`
-
-	// Stream asks for the reply's text as token batches, signalled to the
-	// turn StreamID; FirstIndex is the log index of the first of them.
-	Stream     bool   `json:"stream,omitempty"`
-	StreamID   string `json:"stream_id,omitempty"`
-	FirstIndex int64  `json:"first_index,omitempty"`
-	// Notify is a workflow that also receives the batches.
-	Notify string `json:"notify,omitempty"`
-	// Context is the turn's context, for tools' approval policies.
-	Context agent.TurnContext `json:"context,omitzero"`
-}
-
-// ToolFailure is the result of a tool call that could not run.
-type ToolFailure struct {
-	Seq     int    `json:"seq"`
-	CallID  string `json:"call_id"`
-	Tool    string `json:"tool"`
-	Message string `json:"message"`
-}
-
-// CallModelResult is the model's reply. Content is the final answer when
-// there are no tool calls.
-type CallModelResult struct {
-	Content      string           `json:"content,omitempty"`
-	ToolCalls    []agent.ToolCall `json:"tool_calls,omitempty"`
-	Usage        agent.Usage      `json:"usage"`
-	Model        string           `json:"model,omitempty"`
-	FinishReason string           `json:"finish_reason,omitempty"`
-	// Stored is true when the reply was already stored by an earlier
-	// attempt and the model was not called again (its usage is then not
-	// known and reported as zero).
-	Stored bool `json:"stored,omitempty"`
-	// Approvals lists the tool calls whose tool's policy asks a person
-	// first, with the reason.
-	Approvals []ApprovalNeed `json:"approvals,omitempty"`
-}
-
-// ApprovalNeed says that a tool call waits for a person, and why.
-type ApprovalNeed struct {
-	CallID string `json:"call_id"`
-	Reason string `json:"reason"`
-}
-
-// approvals applies the agent's tools' approval policies to the calls.
-// A call of a tool the agent does not have needs none: it fails anyway.
-func (a *Activities) approvals(ag agent.Agent, in CallModelInput, calls []agent.ToolCall) []ApprovalNeed {
-	var out []ApprovalNeed
-	for _, c := range calls {
-		t, ok := ag.Tool(c.Name)
-		if !ok {
-			continue
-		}
-		checker, err := a.policy()
-		if err != nil {
-			// Fail safe: a call whose policy cannot be applied waits.
-			if t.Approval != "" && t.Approval != agent.ApprovalNever {
-				out = append(out, ApprovalNeed{CallID: c.ID, Reason: err.Error()})
-			}
-			continue
-		}
-		need, why := checker.NeedsApproval(t.Approval, policy.Call{Tool: c.Name, Args: c.Arguments, TenantID: in.TenantID, Context: in.Context})
-		if need {
-			out = append(out, ApprovalNeed{CallID: c.ID, Reason: why})
-		}
-	}
-	return out
-}
-
 // CallModel sends the turn so far to the agent's model and stores the
-// reply as step Seq.
-func (a *Activities) CallModel(ctx context.Context, in CallModelInput) (CallModelResult, error) {
-	ag, err := a.Store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
+// reply as step Seq. A reply an earlier attempt stored is returned as it
+// is, without calling the model again.
+func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
+	ag, err := a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
 	if err != nil {
-		return CallModelResult{}, classify(fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, err), agent.ErrTypeAgentNotFound)
+		return contract.CallModelResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
 	}
-	for _, f := range in.ToolFailures {
-		msg := agent.Message{Role: agent.RoleTool, ToolCallID: f.CallID, Name: f.Tool, Content: "error: " + f.Message}
-		if err := a.Store.PutStep(ctx, in.TenantID, in.JobID, f.Seq, msg); err != nil {
-			return CallModelResult{}, fmt.Errorf("store failed tool call %q: %w", f.CallID, err)
-		}
-	}
-	steps, err := a.Store.Steps(ctx, in.TenantID, in.JobID)
+	steps, err := a.turnSoFar(ctx, in)
 	if err != nil {
-		return CallModelResult{}, fmt.Errorf("load steps of job %q: %w", in.JobID, err)
+		return contract.CallModelResult{}, err
 	}
-	switch {
-	case len(steps) > in.Seq:
-		// An earlier attempt stored its reply but did not report back.
-		m := steps[in.Seq]
-		if m.Role != agent.RoleAssistant {
-			return CallModelResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role), agent.ErrTypeInternal, nil)
-		}
-		return CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: ag.Model, Stored: true,
-			Approvals: a.approvals(ag, in, m.ToolCalls)}, nil
-	case len(steps) < in.Seq:
-		return CallModelResult{}, fmt.Errorf("job %q has %d steps stored, want %d before calling the model", in.JobID, len(steps), in.Seq)
+	if len(steps) > in.Seq {
+		return a.storedReply(ag, in, steps[in.Seq])
 	}
+	msgs, err := a.messages(ctx, ag, in, steps)
+	if err != nil {
+		return contract.CallModelResult{}, err
+	}
+	resp, err := a.generate(ctx, ag, in, msgs)
+	if err != nil {
+		return contract.CallModelResult{}, err
+	}
+	reply := resp.Message
+	reply.Role = agent.RoleAssistant
+	if err := a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, reply); err != nil {
+		return contract.CallModelResult{}, fmt.Errorf("store reply: %w", err)
+	}
+	return contract.CallModelResult{
+		Content:      reply.Content,
+		ToolCalls:    reply.ToolCalls,
+		Usage:        resp.Usage,
+		Model:        resp.Model,
+		FinishReason: resp.FinishReason,
+		Approvals:    a.approvals(ag, in, reply.ToolCalls),
+	}, nil
+}
 
+// turnSoFar stores the tool calls that failed for good as their results
+// and returns the turn's steps.
+func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) ([]agent.Message, error) {
+	for _, f := range in.ToolFailures {
+		msg := agent.Message{Role: agent.RoleTool, ToolCallID: f.CallID, Name: f.Tool, Content: errorPrefix + f.Message}
+		if err := a.store.PutStep(ctx, in.TenantID, in.JobID, f.Seq, msg); err != nil {
+			return nil, fmt.Errorf("store failed tool call %q: %w", f.CallID, err)
+		}
+	}
+	steps, err := a.store.Steps(ctx, in.TenantID, in.JobID)
+	if err != nil {
+		return nil, fmt.Errorf("load steps of job %q: %w", in.JobID, err)
+	}
+	if len(steps) < in.Seq {
+		return nil, fmt.Errorf("job %q has %d steps stored, want %d before calling the model", in.JobID, len(steps), in.Seq)
+	}
+	return steps, nil
+}
+
+// storedReply is the reply an earlier attempt stored but did not report.
+func (a *Activities) storedReply(ag agent.Agent, in contract.CallModelInput, m agent.Message) (contract.CallModelResult, error) {
+	if m.Role != agent.RoleAssistant {
+		return contract.CallModelResult{}, agent.Errorf(agent.CodeInternal,
+			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role)
+	}
+	return contract.CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: ag.Model, Stored: true,
+		Approvals: a.approvals(ag, in, m.ToolCalls)}, nil
+}
+
+// messages is what the model reads: the agent's system prompt, the
+// session's recent messages when the turn loads history, and the turn.
+func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.CallModelInput, steps []agent.Message) ([]agent.Message, error) {
 	var msgs []agent.Message
 	if ag.SystemPrompt != "" {
 		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: ag.SystemPrompt})
 	}
 	if in.History == agent.HistoryLoad && in.SessionID != "" {
-		past, err := a.Store.SessionMessages(ctx, in.TenantID, in.SessionID, a.sessionWindow())
+		past, err := a.store.SessionMessages(ctx, in.TenantID, in.SessionID, a.sessionWindow)
 		if err != nil {
-			return CallModelResult{}, fmt.Errorf("load session %q: %w", in.SessionID, err)
+			return nil, fmt.Errorf("load session %q: %w", in.SessionID, err)
 		}
 		msgs = append(msgs, past...)
 	}
-	msgs = append(msgs, steps...)
+	return append(msgs, steps...), nil
+}
 
+// generate calls the model, streaming its text to the turn when asked.
+func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, error) {
 	req := llm.Request{
 		Model:       ag.Model,
 		Messages:    msgs,
@@ -149,38 +108,62 @@ func (a *Activities) CallModel(ctx context.Context, in CallModelInput) (CallMode
 		Temperature: ag.Temperature,
 	}
 	var st *streamer
-	if in.Stream && in.StreamID != "" && a.Temporal != nil {
-		if st, err = a.startStreamer(ctx, in); err != nil {
-			return CallModelResult{}, err
+	if in.Stream && in.StreamID != "" {
+		var err error
+		if st, err = a.startStreamer(ctx, in, int(activity.GetInfo(ctx).Attempt), a.turnLink()); err != nil {
+			return nil, err
 		}
 		req.OnText = st.add
 	}
-	resp, err := a.Model.Generate(ctx, req)
+	resp, err := a.model.Generate(ctx, req)
 	if st != nil {
 		if err != nil {
 			st.abort()
 		} else if serr := st.close(); serr != nil {
 			// The reply is not stored: the retry calls the model again and
 			// voids what this attempt streamed.
-			return CallModelResult{}, serr
+			return nil, serr
 		}
 	}
 	if err != nil {
-		a.Logger.Warn("model call failed", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
+		a.logger.Warn("model call failed", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
 			zap.String("model", ag.Model), zap.Error(err))
-		return CallModelResult{}, modelError(err)
+		return nil, modelError(err)
 	}
-	reply := resp.Message
-	reply.Role = agent.RoleAssistant
-	if err := a.Store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, reply); err != nil {
-		return CallModelResult{}, fmt.Errorf("store reply: %w", err)
+	return resp, nil
+}
+
+// modelError says what a provider's failure means: retryable failures
+// stay retryable (with the provider's Retry-After as the least delay), a
+// refused request is ModelRejected.
+func modelError(err error) error {
+	var le *llm.Error
+	if errors.As(err, &le) {
+		code := agent.CodeModelRejected
+		if le.Retryable {
+			code = agent.CodeModelFailed
+		}
+		return &agent.Error{Code: code, Message: "model call failed: " + le.Message, RetryAfter: le.RetryAfter}
 	}
-	return CallModelResult{
-		Content:      reply.Content,
-		ToolCalls:    reply.ToolCalls,
-		Usage:        resp.Usage,
-		Model:        resp.Model,
-		FinishReason: resp.FinishReason,
-		Approvals:    a.approvals(ag, in, reply.ToolCalls),
-	}, nil
+	if agent.IsCode(err, agent.CodeInvalid) {
+		return agent.WithCode(agent.CodeModelRejected, err)
+	}
+	return fmt.Errorf("model call: %w", err)
+}
+
+// approvals applies the agent's tools' approval policies to the calls.
+// A call of a tool the agent does not have needs none: it fails anyway.
+func (a *Activities) approvals(ag agent.Agent, in contract.CallModelInput, calls []agent.ToolCall) []contract.ApprovalNeed {
+	var out []contract.ApprovalNeed
+	for _, c := range calls {
+		t, ok := ag.Tool(c.Name)
+		if !ok {
+			continue
+		}
+		need, why := a.policy.NeedsApproval(t.Approval, policy.Call{Tool: c.Name, Args: c.Arguments, TenantID: in.TenantID, Context: in.Context})
+		if need {
+			out = append(out, contract.ApprovalNeed{CallID: c.ID, Reason: why})
+		}
+	}
+	return out
 }

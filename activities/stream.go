@@ -11,13 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
-)
-
-// Names shared with the workflows package, which imports this one.
-const (
-	signalTokens       = "tokens"
-	queryEvents        = "events"
-	signalNotifyTokens = "agent_tokens"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // EventPublisher is the low-latency path of stream events to gateways. A
@@ -29,44 +24,67 @@ type EventPublisher interface {
 	Wake(ctx context.Context, streamID string) error
 }
 
-// Stream batching defaults; see Activities.StreamInterval.
-const (
-	DefaultStreamInterval = 200 * time.Millisecond
-	DefaultStreamMaxBytes = 2048
-)
-
-func (a *Activities) streamInterval() time.Duration {
-	if a.StreamInterval > 0 {
-		return a.StreamInterval
-	}
-	return DefaultStreamInterval
-}
-
-func (a *Activities) streamMaxBytes() int {
-	if a.StreamMaxBytes > 0 {
-		return a.StreamMaxBytes
-	}
-	return DefaultStreamMaxBytes
-}
-
 func (a *Activities) wake(ctx context.Context, streamID string) {
-	if a.Events == nil || streamID == "" {
+	if a.events == nil || streamID == "" {
 		return
 	}
-	if err := a.Events.Wake(ctx, streamID); err != nil {
-		a.Logger.Debug("wake stream", zap.String("stream_id", streamID), zap.Error(err))
+	if err := a.events.Wake(ctx, streamID); err != nil {
+		a.logger.Debug("wake stream", zap.String("stream_id", streamID), zap.Error(err))
 	}
+}
+
+// turnLink is a streaming call's way to its turn: send a batch, read the
+// head of the turn's event log.
+type turnLink interface {
+	send(ctx context.Context, b agent.TokenBatch, notify string) error
+	head(ctx context.Context, streamID string) (int64, error)
+}
+
+// temporalLink reaches the turn through Temporal: a batch is a signal to
+// the turn, then goes to the live path and the notify workflow; the head
+// is read with the turn's events query.
+type temporalLink struct{ a *Activities }
+
+func (a *Activities) turnLink() turnLink { return temporalLink{a} }
+
+func (l temporalLink) send(ctx context.Context, b agent.TokenBatch, notify string) error {
+	a := l.a
+	if err := a.temporal.SignalWorkflow(ctx, b.StreamID, "", contract.SignalTokens, b); err != nil {
+		return fmt.Errorf("send token batch to %q: %w", b.StreamID, err)
+	}
+	if a.events != nil {
+		if err := a.events.Publish(ctx, b); err != nil {
+			// Gateways fall back to reading the log.
+			a.logger.Debug("publish token batch", zap.String("stream_id", b.StreamID), zap.Error(err))
+		}
+	}
+	if notify != "" {
+		if err := a.temporal.SignalWorkflow(ctx, notify, "", contract.SignalNotifyTokens, b); err != nil {
+			// The caller's loss, not the turn's: its own result still arrives.
+			a.logger.Warn("notify token batch", zap.String("notify", notify), zap.Error(err))
+		}
+	}
+	return nil
+}
+
+func (l temporalLink) head(ctx context.Context, streamID string) (int64, error) {
+	page, err := turnclient.Events(ctx, l.a.temporal, streamID, agent.EventsQuery{HeadOnly: true})
+	if err != nil {
+		return 0, fmt.Errorf("read the head of stream %q: %w", streamID, err)
+	}
+	return page.Next, nil
 }
 
 // streamer batches a model call's text into token events and sends each
-// batch to the turn (signal), then to the live path and the notify
-// workflow. The first text goes out at once, for a fast first token; after
-// that a batch leaves every interval, or sooner when it reaches maxBytes,
-// and never while the previous one is still being sent — so a slow server
-// gets fewer, larger batches instead of a queue.
+// batch to the turn. The first text goes out at once, for a fast first
+// token; after that a batch leaves every interval, or sooner when it
+// reaches maxBytes, and never while the previous one is still being sent —
+// so a slow server gets fewer, larger batches instead of a queue. It
+// heartbeats the last index sent with every batch and every second.
 type streamer struct {
-	a        *Activities
-	ctx      context.Context
+	link     turnLink
+	interval time.Duration
+	maxBytes int
 	streamID string
 	notify   string
 	step     int
@@ -83,46 +101,35 @@ type streamer struct {
 	done chan struct{}
 }
 
-// startStreamer starts the sender. On a retried attempt it first fences
-// off what earlier attempts streamed: the log's head is read from the turn
-// (the authority: an earlier attempt may have died between a signal and
-// its heartbeat), and a RETRYING event voids the indices from first on.
-func (a *Activities) startStreamer(ctx context.Context, in CallModelInput) (*streamer, error) {
-	info := activity.GetInfo(ctx)
+// startStreamer starts the sender for one attempt of a call. On a retried
+// attempt it first fences off what earlier attempts streamed: the log's
+// head is read from the turn (the authority: an earlier attempt may have
+// died between a signal and its heartbeat), and a RETRYING event voids the
+// indices from the call's first on.
+func (a *Activities) startStreamer(ctx context.Context, in contract.CallModelInput, attempt int, link turnLink) (*streamer, error) {
 	s := &streamer{
-		a: a, ctx: ctx, streamID: in.StreamID, notify: in.Notify, step: in.Seq, attempt: int(info.Attempt),
+		link: link, interval: a.streamInterval, maxBytes: a.streamMaxBytes,
+		streamID: in.StreamID, notify: in.Notify, step: in.Seq, attempt: attempt,
 		next: in.FirstIndex,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	if s.attempt > 1 {
-		head, err := a.streamHead(ctx, in.StreamID)
+	if attempt > 1 {
+		head, err := link.head(ctx, in.StreamID)
 		if err != nil {
 			return nil, err
 		}
 		if head > in.FirstIndex {
 			s.next = head
 			s.pending = append(s.pending, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying,
-				VoidFrom: in.FirstIndex, Attempt: s.attempt, Step: in.Seq})
+				VoidFrom: in.FirstIndex, Attempt: attempt, Step: in.Seq})
 		}
 	}
 	a.wake(ctx, in.StreamID)
-	go s.run()
+	go s.run(ctx)
 	if len(s.pending) > 0 {
 		s.poke()
 	}
 	return s, nil
-}
-
-func (a *Activities) streamHead(ctx context.Context, streamID string) (int64, error) {
-	resp, err := a.Temporal.QueryWorkflow(ctx, streamID, "", queryEvents, agent.EventsQuery{HeadOnly: true})
-	if err != nil {
-		return 0, fmt.Errorf("read the head of stream %q: %w", streamID, err)
-	}
-	var page agent.EventsPage
-	if err := resp.Get(&page); err != nil {
-		return 0, fmt.Errorf("decode the head of stream %q: %w", streamID, err)
-	}
-	return page.Next, nil
 }
 
 // add is the model's OnText: it never blocks on the network.
@@ -164,10 +171,9 @@ func (s *streamer) abort() {
 	_ = s.close()
 }
 
-func (s *streamer) run() {
+// run sends batches until close or the end of the call's context.
+func (s *streamer) run(ctx context.Context) {
 	defer close(s.done)
-	interval := s.a.streamInterval()
-	maxBytes := s.a.streamMaxBytes()
 	heartbeat := time.NewTicker(time.Second)
 	defer heartbeat.Stop()
 	var last time.Time // zero: the first batch leaves at once
@@ -175,40 +181,57 @@ func (s *streamer) run() {
 		select {
 		case <-s.kick:
 		case <-heartbeat.C:
-			activity.RecordHeartbeat(s.ctx, s.lastIndex())
+			activity.RecordHeartbeat(ctx, s.lastIndex())
 			continue
 		case <-s.stop:
-			s.flush()
+			s.flush(ctx)
 			return
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
-		// Wait for the interval to pass, unless the batch is full.
-	wait:
-		for {
-			d := interval - time.Since(last)
-			if d <= 0 || s.size() >= maxBytes {
-				break
-			}
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-				break wait
-			case <-s.kick:
-				t.Stop()
-			case <-s.stop:
-				t.Stop()
-				s.flush()
-				return
-			case <-s.ctx.Done():
-				t.Stop()
-				return
-			}
+		switch s.wait(ctx, last) {
+		case waitStopped:
+			s.flush(ctx)
+			return
+		case waitCanceled:
+			return
 		}
-		if !s.flush() {
+		if !s.flush(ctx) {
 			return
 		}
 		last = time.Now()
+	}
+}
+
+type waitOutcome int
+
+const (
+	waitDue waitOutcome = iota
+	waitStopped
+	waitCanceled
+)
+
+// wait waits until the interval since the last batch has passed, unless
+// the batch fills up first.
+func (s *streamer) wait(ctx context.Context, last time.Time) waitOutcome {
+	for {
+		d := s.interval - time.Since(last)
+		if d <= 0 || s.size() >= s.maxBytes {
+			return waitDue
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			return waitDue
+		case <-s.kick:
+			t.Stop()
+		case <-s.stop:
+			t.Stop()
+			return waitStopped
+		case <-ctx.Done():
+			t.Stop()
+			return waitCanceled
+		}
 	}
 }
 
@@ -224,13 +247,10 @@ func (s *streamer) lastIndex() int64 {
 	return s.next - 1
 }
 
-// flush sends the buffered events as one batch; false after a failure.
-func (s *streamer) flush() bool {
+// take moves the buffered events into a batch; false when there are none.
+func (s *streamer) take() (agent.TokenBatch, bool) {
 	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		return false
-	}
+	defer s.mu.Unlock()
 	events := s.pending
 	s.pending = nil
 	if s.buf.Len() > 0 {
@@ -238,39 +258,38 @@ func (s *streamer) flush() bool {
 		s.buf.Reset()
 	}
 	if len(events) == 0 {
-		s.mu.Unlock()
-		return true
+		return agent.TokenBatch{}, false
 	}
-	b := agent.TokenBatch{StreamID: s.streamID, Step: s.step, Attempt: s.attempt, First: s.next}
+	b := agent.TokenBatch{StreamID: s.streamID, Step: s.step, Attempt: s.attempt, First: s.next, Events: events}
 	for i := range events {
 		events[i].StreamID = s.streamID
 		events[i].Index = s.next + int64(i)
 	}
-	b.Events = events
-	s.mu.Unlock()
+	return b, true
+}
 
-	if err := s.a.Temporal.SignalWorkflow(s.ctx, s.streamID, "", signalTokens, b); err != nil {
+// flush sends the buffered events as one batch; false after a failure.
+func (s *streamer) flush(ctx context.Context) bool {
+	s.mu.Lock()
+	failed := s.err != nil
+	s.mu.Unlock()
+	if failed {
+		return false
+	}
+	b, ok := s.take()
+	if !ok {
+		return true
+	}
+	if err := s.link.send(ctx, b, s.notify); err != nil {
 		s.mu.Lock()
-		s.err = fmt.Errorf("send token batch to %q: %w", s.streamID, err)
+		s.err = err
 		s.mu.Unlock()
 		return false
 	}
+	last := b.First + int64(len(b.Events)) - 1
 	s.mu.Lock()
-	s.next += int64(len(events))
+	s.next = last + 1
 	s.mu.Unlock()
-	activity.RecordHeartbeat(s.ctx, b.First+int64(len(events))-1)
-
-	if s.a.Events != nil {
-		if err := s.a.Events.Publish(s.ctx, b); err != nil {
-			// Gateways fall back to reading the log.
-			s.a.Logger.Debug("publish token batch", zap.String("stream_id", s.streamID), zap.Error(err))
-		}
-	}
-	if s.notify != "" {
-		if err := s.a.Temporal.SignalWorkflow(s.ctx, s.notify, "", signalNotifyTokens, b); err != nil {
-			// The caller's loss, not the turn's: its own result still arrives.
-			s.a.Logger.Warn("notify token batch", zap.String("notify", s.notify), zap.Error(err))
-		}
-	}
+	activity.RecordHeartbeat(ctx, last)
 	return true
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,10 +13,10 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/workflows"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 func runCmd(ctx context.Context, args []string, out io.Writer) error {
@@ -32,7 +31,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the whole TurnResult as JSON")
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
-	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", workflows.TaskQueue), "task queue")
+	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue), "task queue")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: starter run [flags] "prompt"`)
 		fs.PrintDefaults()
@@ -60,30 +59,19 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // executeTurn starts the turn (or attaches to a running one with the same
-// job id) and waits for its result.
+// job id) and waits for its result; a failed turn is a result too.
 func executeTurn(ctx context.Context, c client.Client, taskQueue string, req agent.TurnRequest) (agent.TurnResult, error) {
-	run, err := c.ExecuteWorkflow(ctx, workflows.StartTurnOptions(taskQueue, req), workflows.AgentTurnName, req)
+	run, err := turnclient.Start(ctx, c, taskQueue, req)
 	if err != nil {
-		return agent.TurnResult{}, fmt.Errorf("start turn: %w", err)
+		return agent.TurnResult{}, err
 	}
-	var res agent.TurnResult
-	err = run.Get(ctx, &res)
-	return res, err
+	return turnclient.Result(ctx, run)
 }
 
 // printResult prints a turn's answer and tool calls, or why it failed.
 func printResult(out io.Writer, res agent.TurnResult, err error, asJSON bool) error {
 	if err != nil {
-		var app *temporal.ApplicationError
-		if !errors.As(err, &app) {
-			return err
-		}
-		var failed agent.TurnResult
-		if app.HasDetails() && app.Details(&failed) == nil && failed.Error != nil {
-			res = failed
-		} else {
-			return fmt.Errorf("turn failed: %s: %s", app.Type(), app.Message())
-		}
+		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(out)

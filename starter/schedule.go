@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/workflows"
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 // scheduleCmd manages Temporal schedules that run agent turns.
@@ -28,7 +28,7 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	cron := fs.String("cron", "", "run on a cron spec, e.g. '0 9 * * MON-FRI'")
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
-	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", workflows.TaskQueue), "task queue")
+	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue), "task queue")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -87,11 +87,11 @@ func scheduledTurnOptions(id, taskQueue string, req agent.TurnRequest, spec clie
 		ID:   id,
 		Spec: spec,
 		Action: &client.ScheduleWorkflowAction{
-			ID:            workflows.TurnWorkflowID(req.TenantID, id),
-			Workflow:      workflows.AgentTurnName,
+			ID:            contract.TurnWorkflowID(req.TenantID, id),
+			Workflow:      contract.AgentTurn,
 			Args:          []any{req},
 			TaskQueue:     taskQueue,
-			StaticSummary: "scheduled: " + workflows.Summary(req),
+			StaticSummary: "scheduled: " + contract.TurnSummary(req),
 		},
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/registry"
-	"github.com/agentflow/agentflow/workflows"
 )
 
 // careCatalog is a tenant whose calculator needs a person's approval.
@@ -42,7 +42,7 @@ func (e *env) awaitPending(workflowID string) agent.PendingApproval {
 	e.t.Helper()
 	var p []agent.PendingApproval
 	require.Eventually(e.t, func() bool {
-		v, err := e.client.QueryWorkflow(context.Background(), workflowID, "", workflows.QueryPendingApprovals)
+		v, err := e.client.QueryWorkflow(context.Background(), workflowID, "", contract.QueryPendingApprovals)
 		if err != nil {
 			return false
 		}
@@ -84,7 +84,7 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			job := fmt.Sprintf("approve-%d-%s", i, randomID())
-			id := workflows.TurnWorkflowID("care", job)
+			id := contract.TurnWorkflowID("care", job)
 			e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"care","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
 			p := e.awaitPending(id)
 			require.Equal(t, "calculator", p.Tool)
@@ -126,7 +126,7 @@ func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 
 	t.Run("timed out call reaches the model", func(t *testing.T) {
 		job := "hurry-" + randomID()
-		id := workflows.TurnWorkflowID("hurry", job)
+		id := contract.TurnWorkflowID("hurry", job)
 		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"hurry","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
 		res, err := e.result(id)
 		require.NoError(t, err)
@@ -136,18 +136,18 @@ func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 
 	t.Run("two calls decided separately", func(t *testing.T) {
 		job := "two-" + randomID()
-		id := workflows.TurnWorkflowID("care", job)
+		id := contract.TurnWorkflowID("care", job)
 		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"care","job_id":%q,"prompt":"compare 2 * 3 and 4 * 5"}`, job))
 		var pending []agent.PendingApproval
 		require.Eventually(t, func() bool {
-			v, err := e.client.QueryWorkflow(context.Background(), id, "", workflows.QueryPendingApprovals)
+			v, err := e.client.QueryWorkflow(context.Background(), id, "", contract.QueryPendingApprovals)
 			return err == nil && v.Get(&pending) == nil && len(pending) == 2
 		}, 30*time.Second, 50*time.Millisecond)
 		out, err := e.temporal("workflow", "signal", "--workflow-id", id, "--name", "approve",
 			"--input", fmt.Sprintf(`{"call_id":%q,"approved":false,"reason":"too big","approver":"bob"}`, pending[1].CallID))
 		require.NoError(t, err, out)
 		require.Eventually(t, func() bool {
-			v, err := e.client.QueryWorkflow(context.Background(), id, "", workflows.QueryPendingApprovals)
+			v, err := e.client.QueryWorkflow(context.Background(), id, "", contract.QueryPendingApprovals)
 			return err == nil && v.Get(&pending) == nil && len(pending) == 1
 		}, 30*time.Second, 50*time.Millisecond)
 		out, err = e.temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",

@@ -17,7 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/workflows"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // echoScript answers every message at once, quoting it.
@@ -31,7 +32,7 @@ rules:
 // converse sends a message and waits for its turn's result.
 func (e *env) converse(ctx context.Context, in agent.ConversationInput, prompt string) (agent.SendMessageResult, agent.TurnResult) {
 	e.t.Helper()
-	sent, err := workflows.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt})
+	sent, err := turnclient.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt})
 	require.NoError(e.t, err)
 	var res agent.TurnResult
 	require.Eventually(e.t, func() bool {
@@ -92,7 +93,7 @@ func TestThousandTurnConversation(t *testing.T) {
 		turns, _ = strconv.Atoi(n)
 	}
 	in := agent.ConversationInput{TenantID: "demo", SessionID: "long-" + randomID(), MaxHistoryEvents: maxEvents, History: agent.HistoryFresh}
-	convID := workflows.ConversationWorkflowID(in.TenantID, in.SessionID)
+	convID := contract.ConversationWorkflowID(in.TenantID, in.SessionID)
 	prompt := func(i int) string { return fmt.Sprintf("message %04d", i) }
 
 	// Each send returns once its turn has started, so sending one after the
@@ -101,7 +102,7 @@ func TestThousandTurnConversation(t *testing.T) {
 	var last agent.SendMessageResult
 	for i := 1; i <= turns; i++ {
 		var err error
-		last, err = workflows.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt(i)})
+		last, err = turnclient.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt(i)})
 		require.NoError(t, err, "message %d", i)
 	}
 	// The last message may have been carried into a new run: its turn
@@ -124,7 +125,7 @@ func TestThousandTurnConversation(t *testing.T) {
 
 	var tr agent.Transcript
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(ctx, convID, "", workflows.QueryTranscript)
+		v, err := e.client.QueryWorkflow(ctx, convID, "", contract.QueryTranscript)
 		return err == nil && v.Get(&tr) == nil && tr.Turns == turns
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Len(t, tr.Window, 10)
@@ -183,7 +184,7 @@ func TestMessagesDuringRollOver(t *testing.T) {
 	for p, n := range seen {
 		require.Equal(t, 1, n, "answered once: %s", p)
 	}
-	runs := e.runHistories(workflows.ConversationWorkflowID(in.TenantID, in.SessionID))
+	runs := e.runHistories(contract.ConversationWorkflowID(in.TenantID, in.SessionID))
 	require.Greater(t, len(runs), 1, "messages arrived while the conversation rolled over")
 	last := runs[0][len(runs[0])-1]
 	require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, last.GetEventType())
@@ -216,7 +217,7 @@ func TestConversationWithTemporalCLI(t *testing.T) {
 
 	var tr agent.Transcript
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(context.Background(), "conv/demo/"+session, "", workflows.QueryTranscript)
+		v, err := e.client.QueryWorkflow(context.Background(), "conv/demo/"+session, "", contract.QueryTranscript)
 		return err == nil && v.Get(&tr) == nil && tr.Turns == 2
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, "What is 12.5 * 4?", tr.Window[0].Prompt)

@@ -19,13 +19,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/llm"
@@ -33,6 +32,7 @@ import (
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/turnclient"
 	"github.com/agentflow/agentflow/workflows"
 )
 
@@ -216,8 +216,7 @@ func (e *env) replayEvents(events []*historypb.HistoryEvent, name string) {
 	var hist historypb.History
 	require.NoError(e.t, protojson.Unmarshal(data, &hist))
 	r := sdkworker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
-	r.RegisterWorkflowWithOptions(workflows.Conversation, workflow.RegisterOptions{Name: workflows.ConversationName})
+	workflows.Register(r)
 	require.NoError(e.t, r.ReplayWorkflowHistory(nil, &hist))
 	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
 		require.NoError(e.t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), data, 0o644))
@@ -241,7 +240,7 @@ func (e *env) resultRows(jobID string) (count int, status string, tokens int, to
 func TestTurnStartedWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)
 	job := "job-" + randomID()
-	id := workflows.TurnWorkflowID("demo", job)
+	id := contract.TurnWorkflowID("demo", job)
 	e.startWithCLI(id, `{"version":"1.0","job_id":"`+job+`","tenant_id":"demo","agent_id":"assistant","prompt":"What is 12.5 * 4?"}`)
 
 	res, err := e.result(id)
@@ -273,10 +272,10 @@ func TestTurnStartedWithTemporalCLI(t *testing.T) {
 	// The Web UI sees the search attributes the workflow set.
 	desc, err := e.client.DescribeWorkflow(context.Background(), id, "")
 	require.NoError(t, err)
-	tenant, ok := desc.TypedSearchAttributes.GetKeyword(workflows.SearchTenant)
+	tenant, ok := desc.TypedSearchAttributes.GetKeyword(contract.SearchTenant)
 	require.True(t, ok)
 	require.Equal(t, "demo", tenant)
-	ag, ok := desc.TypedSearchAttributes.GetKeyword(workflows.SearchAgent)
+	ag, ok := desc.TypedSearchAttributes.GetKeyword(contract.SearchAgent)
 	require.True(t, ok)
 	require.Equal(t, "assistant", ag)
 
@@ -286,7 +285,7 @@ func TestTurnStartedWithTemporalCLI(t *testing.T) {
 func TestSameJobTwiceGivesOneResult(t *testing.T) {
 	e := newEnv(t)
 	job := "job-" + randomID()
-	id := workflows.TurnWorkflowID("demo", job)
+	id := contract.TurnWorkflowID("demo", job)
 	input := `{"job_id":"` + job + `","tenant_id":"demo","prompt":"What is 7 * 6?"}`
 
 	e.startWithCLI(id, input)
@@ -347,7 +346,7 @@ func TestModelFailures(t *testing.T) {
 	e := newEnv(t)
 	run := func(prompt string) (string, agent.TurnResult, error) {
 		job := "job-" + randomID()
-		id := workflows.TurnWorkflowID("demo", job)
+		id := contract.TurnWorkflowID("demo", job)
 		input, err := json.Marshal(agent.TurnRequest{TenantID: "demo", JobID: job, Prompt: prompt})
 		require.NoError(t, err)
 		e.startWithCLI(id, string(input))
@@ -424,7 +423,7 @@ func TestToolExecution(t *testing.T) {
 		t.Run(tt.tenant, func(t *testing.T) {
 			req := agent.TurnRequest{TenantID: tt.tenant, JobID: "job-" + randomID(), Prompt: "What is 6 * 7?"}
 			req.Normalize()
-			run, err := e.client.ExecuteWorkflow(ctx, workflows.StartTurnOptions(e.taskQueue, req), workflows.AgentTurnName, req)
+			run, err := e.client.ExecuteWorkflow(ctx, turnclient.StartOptions(e.taskQueue, req), contract.AgentTurn, req)
 			require.NoError(t, err)
 			var res agent.TurnResult
 			require.NoError(t, run.Get(ctx, &res))
@@ -435,7 +434,7 @@ func TestToolExecution(t *testing.T) {
 			for _, ev := range e.history(run.GetID()) {
 				switch ev.EventType {
 				case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-					if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activities.ExecuteToolName {
+					if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == contract.ExecuteTool {
 						tools++
 					}
 				case enumspb.EVENT_TYPE_MARKER_RECORDED:

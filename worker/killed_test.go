@@ -10,7 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/workflows"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // TestApprovalSurvivesWorkerKill kills the worker process while a turn
@@ -24,12 +25,12 @@ func TestApprovalSurvivesWorkerKill(t *testing.T) {
 	first := p.startWorker()
 	req := agent.TurnRequest{TenantID: "care", JobID: "kill-" + randomID(), Prompt: "What is 6 * 7?"}
 	req.Normalize()
-	run, err := c.ExecuteWorkflow(ctx, workflows.StartTurnOptions(queue, req), workflows.AgentTurnName, req)
+	run, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(queue, req), contract.AgentTurn, req)
 	require.NoError(t, err)
 
 	var pending []agent.PendingApproval
 	require.Eventually(t, func() bool {
-		v, err := c.QueryWorkflow(ctx, run.GetID(), "", workflows.QueryPendingApprovals)
+		v, err := c.QueryWorkflow(ctx, run.GetID(), "", contract.QueryPendingApprovals)
 		return err == nil && v.Get(&pending) == nil && len(pending) == 1
 	}, 30*time.Second, 50*time.Millisecond)
 
@@ -38,11 +39,11 @@ func TestApprovalSurvivesWorkerKill(t *testing.T) {
 	p.startWorker()
 
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: run.GetID(), UpdateName: workflows.UpdateApprove, WaitForStage: client.WorkflowUpdateStageCompleted,
+		WorkflowID: run.GetID(), UpdateName: contract.UpdateApprove, WaitForStage: client.WorkflowUpdateStageCompleted,
 		Args: []any{agent.ApprovalDecision{CallID: pending[0].CallID, Approved: true, Approver: "ana"}},
 	})
 	require.NoError(t, err)
-	var ack workflows.ApprovalAck
+	var ack contract.ApprovalAck
 	require.NoError(t, h.Get(ctx, &ack))
 	require.Equal(t, agent.ApprovalApproved, ack.Outcome)
 

@@ -7,8 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/agentflow/agentflow/workflows"
+	"github.com/agentflow/agentflow/examples/process"
 )
 
 // TestProcessExample runs the example process: a turn as a child by type
@@ -18,10 +19,18 @@ func TestProcessExample(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + randomID(), TaskQueue: e.taskQueue},
-		workflows.ProcessExampleName, workflows.ProcessInput{TenantID: "demo", Question: "tell a story"})
+	// The example runs on a worker and a task queue of its own, as an
+	// application's workflow would.
+	queue := "examples-" + randomID()
+	w := sdkworker.New(e.client, queue, sdkworker.Options{})
+	process.Register(w)
+	require.NoError(t, w.Start())
+	defer w.Stop()
+
+	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + randomID(), TaskQueue: queue},
+		process.Name, process.Input{TenantID: "demo", Question: "tell a story", TaskQueue: e.taskQueue})
 	require.NoError(t, err)
-	var out workflows.ProcessResult
+	var out process.Result
 	require.NoError(t, run.Get(ctx, &out))
 	require.Equal(t, storyText, out.Answer)
 	require.Equal(t, storyText, out.Streamed, "the batches carry the whole answer, once")

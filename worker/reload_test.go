@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/workflows"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // routeScript answers with the system prompt's marker, so a reply shows
@@ -70,7 +71,7 @@ func TestCatalogHotReload(t *testing.T) {
 	turn := func(prompt, page string) string {
 		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt, Context: agent.TurnContext{UIPage: page}}
 		req.Normalize()
-		run, err := e.client.ExecuteWorkflow(ctx, workflows.StartTurnOptions(e.taskQueue, req), workflows.AgentTurnName, req)
+		run, err := e.client.ExecuteWorkflow(ctx, turnclient.StartOptions(e.taskQueue, req), contract.AgentTurn, req)
 		require.NoError(t, err)
 		return run.GetID()
 	}
@@ -94,7 +95,7 @@ func TestCatalogHotReload(t *testing.T) {
 	// A slow turn is in flight when the catalog changes.
 	inFlight := turn("slow please", "home")
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(ctx, inFlight, "", workflows.QueryEvents, agent.EventsQuery{})
+		v, err := e.client.QueryWorkflow(ctx, inFlight, "", contract.QueryEvents, agent.EventsQuery{})
 		var p agent.EventsPage
 		return err == nil && v.Get(&p) == nil && len(p.Events) > 1 // the model is streaming
 	}, 30*time.Second, 20*time.Millisecond)

@@ -12,8 +12,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/stream"
-	"github.com/agentflow/agentflow/workflows"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // startTurn starts a turn from Go, as the gateway does.
@@ -21,9 +22,9 @@ func (e *env) startTurn(prompt string) string {
 	e.t.Helper()
 	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt}
 	req.Normalize()
-	_, err := e.client.ExecuteWorkflow(context.Background(), workflows.StartTurnOptions(e.taskQueue, req), workflows.AgentTurnName, req)
+	_, err := e.client.ExecuteWorkflow(context.Background(), turnclient.StartOptions(e.taskQueue, req), contract.AgentTurn, req)
 	require.NoError(e.t, err)
-	return workflows.TurnWorkflowID(req.TenantID, req.JobID)
+	return contract.TurnWorkflowID(req.TenantID, req.JobID)
 }
 
 // collect follows a stream from after and returns what it received, also
@@ -179,9 +180,9 @@ func TestStreamWorkerKilled(t *testing.T) {
 
 	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: "tell a story"}
 	req.Normalize()
-	_, err = c.ExecuteWorkflow(ctx, workflows.StartTurnOptions(queue, req), workflows.AgentTurnName, req)
+	_, err = c.ExecuteWorkflow(ctx, turnclient.StartOptions(queue, req), contract.AgentTurn, req)
 	require.NoError(t, err)
-	id := workflows.TurnWorkflowID(req.TenantID, req.JobID)
+	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
 
 	var events []agent.Event
 	killed := false

@@ -6,18 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
-
-// ApprovalAck is the answer of the approve update.
-type ApprovalAck struct {
-	CallID  string `json:"call_id"`
-	Outcome string `json:"outcome"` // approved | rejected
-}
 
 // approvals is a turn's human-in-the-loop state.
 type approvals struct {
@@ -34,25 +27,25 @@ type decisionIn struct {
 // startApprovals registers the approve signal and update and the
 // pending_approvals query.
 func (t *turn) startApprovals(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryPendingApprovals, func() ([]agent.PendingApproval, error) {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryPendingApprovals, func() ([]agent.PendingApproval, error) {
 		return append([]agent.PendingApproval{}, t.appr.pending...), nil
 	}, workflow.QueryHandlerOptions{Description: "tool calls waiting for approval"}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApprove,
-		func(ctx workflow.Context, d agent.ApprovalDecision) (ApprovalAck, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateApprove,
+		func(ctx workflow.Context, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
 			if err := t.offer(d, "update"); err != nil {
-				return ApprovalAck{}, refusal(err)
+				return contract.ApprovalAck{}, contract.Failure(err)
 			}
-			return ApprovalAck{CallID: d.CallID, Outcome: outcomeOf(d)}, nil
+			return contract.ApprovalAck{CallID: d.CallID, Outcome: outcomeOf(d)}, nil
 		},
 		workflow.UpdateHandlerOptions{
-			Validator:   func(_ workflow.Context, d agent.ApprovalDecision) error { return refusal(t.checkDecision(d)) },
+			Validator:   func(_ workflow.Context, d agent.ApprovalDecision) error { return contract.Failure(t.checkDecision(d)) },
 			Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}`,
 		}); err != nil {
 		return err
 	}
-	ch := workflow.GetSignalChannelWithOptions(ctx, SignalApprove, workflow.SignalChannelOptions{
+	ch := workflow.GetSignalChannelWithOptions(ctx, contract.SignalApprove, workflow.SignalChannelOptions{
 		Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}`,
 	})
 	workflow.Go(ctx, func(c workflow.Context) {
@@ -71,15 +64,6 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 		}
 	})
 	return nil
-}
-
-// refusal carries a domain error's code as the application error type, so
-// that callers (the gateway) can tell "not waiting" from "already decided".
-func refusal(err error) error {
-	if err == nil {
-		return nil
-	}
-	return temporal.NewApplicationError(err.Error(), string(agent.ErrorCode(err)))
 }
 
 func outcomeOf(d agent.ApprovalDecision) string {
@@ -128,7 +112,7 @@ func (t *turn) offer(d agent.ApprovalDecision, via string) error {
 // awaitApprovals waits for a decision on each waiting call, at most the
 // agent's approval timeout, and calls decide with its outcome in the order
 // decisions arrive.
-func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, waiting []int, needs []activities.ApprovalNeed,
+func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
 	limits agent.Limits, decide func(i int, outcome, message string)) {
 	now := workflow.Now(ctx)
 	timeout := time.Duration(limits.ApprovalTimeoutSec) * time.Second
@@ -147,7 +131,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval})
 	workflow.SetCurrentDetails(ctx, "waiting for approval: "+strings.Join(names, ", "))
 
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
 	for len(t.appr.pending) > 0 {
 		if len(t.appr.inbox) == 0 {
 			remaining := deadline.Sub(workflow.Now(ctx))
@@ -193,7 +177,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 				Outcome: outcome, Reason: d.Reason, Approver: d.Approver, Via: d.via,
 				RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
 			}
-			if err := workflow.ExecuteLocalActivity(lctx, activities.RecordApprovalName, rec).Get(ctx, nil); err != nil {
+			if err := workflow.ExecuteLocalActivity(lctx, contract.RecordApproval, rec).Get(ctx, nil); err != nil {
 				// The decision stands (it is in the history); only its record is missing.
 				workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
 			}

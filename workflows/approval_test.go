@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 func opsAgent() agent.Agent {
@@ -24,10 +24,10 @@ func restart(id, service string) agent.ToolCall {
 	return agent.ToolCall{ID: id, Name: "restart", Arguments: `{"service":"` + service + `"}`}
 }
 
-func needs(ids ...string) []activities.ApprovalNeed {
-	var out []activities.ApprovalNeed
+func needs(ids ...string) []contract.ApprovalNeed {
+	var out []contract.ApprovalNeed
 	for _, id := range ids {
-		out = append(out, activities.ApprovalNeed{CallID: id, Reason: "the tool always needs approval"})
+		out = append(out, contract.ApprovalNeed{CallID: id, Reason: "the tool always needs approval"})
 	}
 	return out
 }
@@ -36,8 +36,8 @@ func needs(ids ...string) []activities.ApprovalNeed {
 func approvalEnv(t *testing.T, calls []agent.ToolCall, approvalIDs ...string) (*fakeTurn, *testsuite.TestWorkflowEnvironment) {
 	first := toolReply(calls...)
 	first.Approvals = needs(approvalIDs...)
-	f := &fakeTurn{agent: opsAgent(), replies: []activities.CallModelResult{first, textReply("done")},
-		tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){
+	f := &fakeTurn{agent: opsAgent(), replies: []contract.CallModelResult{first, textReply("done")},
+		tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){
 			"restart": okTool("restarted"), "calculator": okTool("4"),
 		}}
 	return f, newEnv(t, f)
@@ -45,7 +45,7 @@ func approvalEnv(t *testing.T, calls []agent.ToolCall, approvalIDs ...string) (*
 
 func pending(t *testing.T, env *testsuite.TestWorkflowEnvironment) []agent.PendingApproval {
 	t.Helper()
-	v, err := env.QueryWorkflow(QueryPendingApprovals)
+	v, err := env.QueryWorkflow(contract.QueryPendingApprovals)
 	require.NoError(t, err)
 	var p []agent.PendingApproval
 	require.NoError(t, v.Get(&p))
@@ -55,12 +55,12 @@ func pending(t *testing.T, env *testsuite.TestWorkflowEnvironment) []agent.Pendi
 type updateResult struct {
 	accepted bool
 	err      error
-	ack      ApprovalAck
+	ack      contract.ApprovalAck
 }
 
 func update(env *testsuite.TestWorkflowEnvironment, d agent.ApprovalDecision) *updateResult {
 	r := &updateResult{}
-	env.UpdateWorkflow(UpdateApprove, "", &testsuite.TestUpdateCallback{
+	env.UpdateWorkflow(contract.UpdateApprove, "", &testsuite.TestUpdateCallback{
 		OnAccept: func() { r.accepted = true },
 		OnReject: func(err error) { r.err = err },
 		OnComplete: func(v any, err error) {
@@ -68,7 +68,7 @@ func update(env *testsuite.TestWorkflowEnvironment, d agent.ApprovalDecision) *u
 				r.err = err
 				return
 			}
-			r.ack, _ = v.(ApprovalAck)
+			r.ack, _ = v.(contract.ApprovalAck)
 		},
 	}, d)
 	return r
@@ -88,7 +88,7 @@ func TestApprovalBySignal(t *testing.T) {
 		require.Equal(t, "c1", p[0].CallID)
 		require.Equal(t, 10*time.Minute, p[0].Deadline.Sub(p[0].RequestedAt))
 		require.Empty(t, f.toolCalls, "nothing runs before the decision")
-		env.SignalWorkflow(SignalApprove, agent.ApprovalDecision{CallID: "c1", Approved: true, Approver: "ana"})
+		env.SignalWorkflow(contract.SignalApprove, agent.ApprovalDecision{CallID: "c1", Approved: true, Approver: "ana"})
 	}, time.Minute)
 	res, failure := runTurn(t, env, req())
 	require.Nil(t, failure)
@@ -118,13 +118,13 @@ func TestApprovalRejectedByUpdateReachesTheModel(t *testing.T) {
 	require.ErrorContains(t, bad.err, `no tool call "nope" is waiting for approval`)
 	require.True(t, good.accepted)
 	require.NoError(t, good.err)
-	require.Equal(t, ApprovalAck{CallID: "c1", Outcome: agent.ApprovalRejected}, good.ack)
+	require.Equal(t, contract.ApprovalAck{CallID: "c1", Outcome: agent.ApprovalRejected}, good.ack)
 	require.False(t, twice.accepted)
 	require.ErrorContains(t, twice.err, `tool call "c1" was already decided`)
 
 	require.Empty(t, f.toolCalls, "a rejected call does not run")
 	require.Equal(t, agent.ApprovalRejected, res.Metadata.ToolCalls[0].Status)
-	require.Equal(t, []activities.ToolFailure{{Seq: 2, CallID: "c1", Tool: "restart",
+	require.Equal(t, []contract.ToolFailure{{Seq: 2, CallID: "c1", Tool: "restart",
 		Message: "the call was rejected by ana and not run: not during the sale"}}, f.modelCalls[1].ToolFailures)
 	require.Len(t, f.approvals, 1)
 	require.Equal(t, "update", f.approvals[0].Via)
@@ -148,7 +148,7 @@ func TestTwoApprovalsDecidedSeparately(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		require.Len(t, pending(t, env), 2)
 		require.Len(t, f.toolCalls, 1, "the call without a policy runs at once")
-		env.SignalWorkflow(SignalApprove, agent.ApprovalDecision{CallID: "c3", Approved: false, Approver: "bob"})
+		env.SignalWorkflow(contract.SignalApprove, agent.ApprovalDecision{CallID: "c3", Approved: false, Approver: "bob"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		p := pending(t, env)
@@ -167,7 +167,7 @@ func TestTwoApprovalsDecidedSeparately(t *testing.T) {
 	require.Len(t, f.approvals, 2)
 	require.Equal(t, "c3", f.approvals[0].CallID, "records in the order decisions came")
 
-	v, err := env.QueryWorkflow(QueryEvents, agent.EventsQuery{})
+	v, err := env.QueryWorkflow(contract.QueryEvents, agent.EventsQuery{})
 	require.NoError(t, err)
 	var page agent.EventsPage
 	require.NoError(t, v.Get(&page))

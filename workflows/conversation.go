@@ -1,31 +1,15 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
-
-// Names of the Conversation workflow's contract.
-const (
-	ConversationName = "Conversation"
-	// UpdateSendMessage takes an agent.SendMessage and returns an
-	// agent.SendMessageResult.
-	UpdateSendMessage = "send_message"
-	// QueryTranscript answers with an agent.Transcript.
-	QueryTranscript = "transcript"
-)
-
-// ConversationWorkflowID is the id of a session's Conversation.
-func ConversationWorkflowID(tenantID, sessionID string) string {
-	return "conv/" + tenantID + "/" + sessionID
-}
 
 // Conversation limits.
 const (
@@ -39,7 +23,7 @@ const (
 	recentJobs   = 500  // job ids remembered for idempotency
 )
 
-// Conversation serialises a session's messages: each becomes a child
+// Conversation (contract.Conversation) serialises a session's messages: each becomes a child
 // AgentTurn, run one after the other. Workflow state holds ids, a short
 // window and a digest; turns read the transcript from the store, so the
 // history each turn adds does not grow with the conversation. It continues
@@ -48,7 +32,7 @@ const (
 // returned — carrying the messages not yet answered.
 func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 	if err := in.Validate(); err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), agent.ErrTypeInvalidRequest, nil)
+		return contract.Failure(err)
 	}
 	c := &conversation{in: in, started: map[string]bool{}, recent: map[string]bool{}}
 	if carry := in.Carry; carry != nil {
@@ -63,7 +47,7 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 	}
 	if c.carry.Runs == 0 {
 		if err := workflow.UpsertTypedSearchAttributes(ctx,
-			SearchTenant.ValueSet(in.TenantID), SearchSession.ValueSet(in.SessionID)); err != nil {
+			contract.SearchTenant.ValueSet(in.TenantID), contract.SearchSession.ValueSet(in.SessionID)); err != nil {
 			return fmt.Errorf("set search attributes: %w", err)
 		}
 	}
@@ -82,7 +66,7 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 			carry := c.carry
 			carry.Runs++
 			next.Carry = &carry
-			return workflow.NewContinueAsNewError(ctx, ConversationName, next)
+			return workflow.NewContinueAsNewError(ctx, contract.Conversation, next)
 		}
 		msg := c.carry.Pending[0]
 		c.carry.Pending = c.carry.Pending[1:]
@@ -108,7 +92,7 @@ func (c *conversation) shouldRoll(ctx workflow.Context) bool {
 }
 
 func (c *conversation) register(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryTranscript, func() (agent.Transcript, error) {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryTranscript, func() (agent.Transcript, error) {
 		return agent.Transcript{
 			TenantID: c.in.TenantID, SessionID: c.in.SessionID, Turns: c.carry.Turns, Digest: c.carry.Digest,
 			Window: append([]agent.TranscriptEntry{}, c.carry.Window...), Pending: append([]agent.PendingMessage{}, c.carry.Pending...),
@@ -117,8 +101,8 @@ func (c *conversation) register(ctx workflow.Context) error {
 	}, workflow.QueryHandlerOptions{Description: "the recent turns, a digest of earlier ones and the messages waiting"}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendMessage, c.send, workflow.UpdateHandlerOptions{
-		Validator:   func(_ workflow.Context, m agent.SendMessage) error { return refusal(m.Validate()) },
+	return workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateSendMessage, c.send, workflow.UpdateHandlerOptions{
+		Validator:   func(_ workflow.Context, m agent.SendMessage) error { return contract.Failure(m.Validate()) },
 		Description: `send a message: {"prompt","job_id"?,"context"?} → {"turn_workflow_id","job_id"}`,
 	})
 }
@@ -131,7 +115,7 @@ func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.Se
 	if jobID == "" {
 		jobID = fmt.Sprintf("%s-%d", c.in.SessionID, c.carry.Accepted+1)
 	}
-	res := agent.SendMessageResult{TurnWorkflowID: TurnWorkflowID(c.in.TenantID, jobID), JobID: jobID}
+	res := agent.SendMessageResult{TurnWorkflowID: contract.TurnWorkflowID(c.in.TenantID, jobID), JobID: jobID}
 	if c.recent[jobID] {
 		return res, nil
 	}
@@ -159,33 +143,32 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	}
 	req.Normalize()
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            TurnWorkflowID(req.TenantID, req.JobID),
-		StaticSummary:         Summary(req),
+		WorkflowID:            contract.TurnWorkflowID(req.TenantID, req.JobID),
+		StaticSummary:         contract.TurnSummary(req),
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	})
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("turn %d: %s", c.carry.Turns+1, oneLine(msg.Prompt, 80)))
-	child := workflow.ExecuteChildWorkflow(cctx, AgentTurnName, req)
-	entry := agent.TranscriptEntry{JobID: msg.JobID, Prompt: oneLine(msg.Prompt, 500)}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("turn %d: %s", c.carry.Turns+1, contract.OneLine(msg.Prompt, 80)))
+	child := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, req)
+	entry := agent.TranscriptEntry{JobID: msg.JobID, Prompt: contract.OneLine(msg.Prompt, 500)}
 	var exec workflow.Execution
 	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
 		entry.Status = agent.StatusFailed
-		entry.Output = "the turn could not start: " + errorMessage(err)
+		entry.Output = "the turn could not start: " + contract.ErrorOf(err).Message
 	} else {
 		c.started[msg.JobID] = true
 		var res agent.TurnResult
-		err := child.Get(ctx, &res)
-		var app *temporal.ApplicationError
-		switch {
-		case err == nil:
-		case errors.As(err, &app) && app.HasDetails() && app.Details(&res) == nil:
-		default:
-			res = agent.TurnResult{Status: agent.StatusFailed, Error: &agent.TurnError{Message: errorMessage(err)}}
+		if err := child.Get(ctx, &res); err != nil {
+			failed, ok := contract.FailedResult(err)
+			if !ok {
+				failed = agent.TurnResult{Status: agent.StatusFailed, Error: &agent.TurnError{Message: contract.ErrorOf(err).Message}}
+			}
+			res = failed
 		}
 		entry.Status, entry.ResultRef = res.Status, res.ResultRef
-		entry.Output = oneLine(res.Output, 500)
+		entry.Output = contract.OneLine(res.Output, 500)
 		if res.Error != nil {
-			entry.Output = oneLine(res.Error.Message, 500)
+			entry.Output = contract.OneLine(res.Error.Message, 500)
 		}
 	}
 	c.started[msg.JobID] = true
@@ -200,7 +183,7 @@ func (c *conversation) remember(e agent.TranscriptEntry) {
 	for len(c.carry.Window) > windowTurns {
 		old := c.carry.Window[0]
 		c.carry.Window = c.carry.Window[1:]
-		c.carry.Digest += fmt.Sprintf("user: %s / agent: %s\n", oneLine(old.Prompt, 80), oneLine(old.Output, 80))
+		c.carry.Digest += fmt.Sprintf("user: %s / agent: %s\n", contract.OneLine(old.Prompt, 80), contract.OneLine(old.Output, 80))
 		if len(c.carry.Digest) > digestBytes {
 			cut := strings.Index(c.carry.Digest[len(c.carry.Digest)-digestBytes:], "\n")
 			c.carry.Digest = c.carry.Digest[len(c.carry.Digest)-digestBytes+cut+1:]

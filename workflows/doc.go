@@ -1,7 +1,11 @@
 // Package workflows holds agentflow's Temporal workflows: AgentTurn (one
-// agent turn: route, load, call the model, run tools, save the result) and,
-// later, Conversation. The package name is plural so it does not clash with
-// the SDK's workflow package.
+// agent turn: route, load, call the model, run tools, save the result) and
+// Conversation (a session's turns, one after the other, continued as new
+// when its history grows). Register registers both under their names in
+// internal/contract, the one home of the Temporal contract: the workflows
+// know the activities by those names and payload types only, and link no
+// adapter (no store, model provider or CEL). The package name is plural so
+// it does not clash with the SDK's workflow package.
 //
 // # Determinism
 //

@@ -3,13 +3,13 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 // eventLog is a turn's event log (agent.Event). The workflow appends its
 // own events (status, tools, usage); a streaming CallModel appends token
-// events through SignalTokens, fenced by step and attempt so that a late
+// events through contract.SignalTokens, fenced by step and attempt so that a late
 // or repeated batch of a failed attempt never enters the log.
 type eventLog struct {
 	streamID string
@@ -73,12 +73,12 @@ func (l *eventLog) done() bool {
 // channel and might run only after the main one had closed the step.
 func (t *turn) startEvents(ctx workflow.Context) error {
 	t.log.streamID = t.workflowID
-	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryEvents, func(q agent.EventsQuery) (agent.EventsPage, error) {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryEvents, func(q agent.EventsQuery) (agent.EventsPage, error) {
 		return t.log.page(q), nil
 	}, workflow.QueryHandlerOptions{Description: `events after {"after_index": N}; {"head_only": true} for the next index only`}); err != nil {
 		return err
 	}
-	t.tokens = workflow.GetSignalChannelWithOptions(ctx, SignalTokens, workflow.SignalChannelOptions{
+	t.tokens = workflow.GetSignalChannelWithOptions(ctx, contract.SignalTokens, workflow.SignalChannelOptions{
 		Description: "token batches of a streaming model call (sent by CallModel)",
 	})
 	return nil
@@ -99,7 +99,7 @@ func (t *turn) emit(ctx workflow.Context, e agent.Event) {
 
 // awaitModel waits for a CallModel, taking its token batches as they
 // arrive, then those that came with its completion.
-func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *activities.CallModelResult) error {
+func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contract.CallModelResult) error {
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f, func(workflow.Future) { done = true })

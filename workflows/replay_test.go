@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 )
 
 // TestReplay replays histories of real runs (recorded by the worker's
@@ -20,8 +19,7 @@ func TestReplay(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: AgentTurnName})
-			r.RegisterWorkflowWithOptions(Conversation, workflow.RegisterOptions{Name: ConversationName})
+			Register(r)
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

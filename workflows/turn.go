@@ -10,15 +10,17 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 // Activity options. Local activities are for the cheap steps (a few
 // database reads and writes); the model and tools are regular activities
-// because they may run long and must survive the worker.
-var (
-	localOptions = workflow.LocalActivityOptions{
+// because they may run long and must survive the worker. Each function
+// returns a new value, so that no caller shares a retry policy.
+
+func localOptions() workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{
 		StartToCloseTimeout: 15 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    200 * time.Millisecond,
@@ -27,30 +29,46 @@ var (
 			MaximumAttempts:    5,
 		},
 	}
-	modelRetry = temporal.RetryPolicy{
-		InitialInterval:    time.Second,
-		BackoffCoefficient: 2,
-		MaximumInterval:    30 * time.Second,
-		MaximumAttempts:    6,
+}
+
+// modelOptions are a CallModel's: a streaming call heartbeats with every
+// batch and at least every second, so a lost worker is noticed quickly.
+func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: limits.TurnTimeout(),
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    6,
+		},
+		Summary: summary,
 	}
-	toolRetry = temporal.RetryPolicy{
+}
+
+func toolRetry() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
 		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
 		MaximumInterval:    10 * time.Second,
 		MaximumAttempts:    3,
 	}
+}
+
+const (
 	toolTimeout = 2 * time.Minute
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second
-	modelHeartbeat   = 10 * time.Second
 )
 
-// AgentTurn runs one agent turn: route the request, pin the agent's
-// version, call the model and the tools it asks for until it answers,
-// and store the result. It fails with a non-retryable application error
-// whose type is one of agent.ErrType* and whose details hold the
-// TurnResult (status rejected or failed) when the turn cannot complete.
+// AgentTurn (contract.AgentTurn) runs one agent turn: route the request,
+// pin the agent's version, call the model and the tools it asks for until
+// it answers, and store the result. When the turn cannot complete it fails
+// with contract.TurnFailure: a non-retryable application error whose type
+// is one of agent.ErrType* and whose details hold the TurnResult (status
+// rejected or failed).
 func AgentTurn(ctx workflow.Context, req agent.TurnRequest) (agent.TurnResult, error) {
 	info := workflow.GetInfo(ctx)
 	req.Normalize()
@@ -87,27 +105,27 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
 	if err := t.req.Validate(); err != nil {
-		return t.reject(ctx, agent.ErrTypeInvalidRequest, err)
+		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
 	}
 
 	workflow.SetCurrentDetails(ctx, "routing the request")
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
-	var route activities.RouteResult
-	err := workflow.ExecuteLocalActivity(lctx, activities.RouteName, activities.RouteInput{
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
+	var route contract.RouteResult
+	err := workflow.ExecuteLocalActivity(lctx, contract.Route, contract.RouteInput{
 		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context,
 	}).Get(ctx, &route)
 	if err != nil {
-		return t.reject(ctx, errorType(err), err)
+		return t.reject(ctx, contract.ErrorOf(err))
 	}
 	t.rule = route.Rule
 
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("loading agent %s", route.AgentID))
-	var loaded activities.LoadAgentResult
-	err = workflow.ExecuteLocalActivity(lctx, activities.LoadAgentName, activities.LoadAgentInput{
+	var loaded contract.LoadAgentResult
+	err = workflow.ExecuteLocalActivity(lctx, contract.LoadAgent, contract.LoadAgentInput{
 		Request: t.req, WorkflowID: t.workflowID, AgentID: route.AgentID,
 	}).Get(ctx, &loaded)
 	if err != nil {
-		return t.reject(ctx, errorType(err), err)
+		return t.reject(ctx, contract.ErrorOf(err))
 	}
 	if ex := loaded.Existing; ex != nil {
 		return t.finishStored(ctx, *ex)
@@ -135,11 +153,7 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	output, failure := t.loop(runCtx, limits)
 	cancel()
 	if timedOut {
-		failure = &agent.TurnError{
-			Type:      agent.ErrTypeTimeout,
-			Message:   fmt.Sprintf("turn did not finish within its timeout of %s", timeout),
-			Retryable: true,
-		}
+		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", timeout))
 	}
 	return t.finish(ctx, output, failure)
 }
@@ -147,97 +161,61 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 // loop calls the model and runs the tools it asks for until it answers,
 // a limit is reached or a call fails.
 func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.TurnError) {
-	var failures []activities.ToolFailure
+	var failures []contract.ToolFailure
 	for i := 1; i <= limits.MaxIterations; i++ {
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
-		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: limits.TurnTimeout(),
-			// A streaming call heartbeats with every batch and at least
-			// every second: a lost worker is noticed quickly.
-			HeartbeatTimeout: modelHeartbeat,
-			RetryPolicy:      &modelRetry,
-			Summary:          fmt.Sprintf("%s · iteration %d", t.agent.Model, i),
-		})
-		t.seq++
-		t.log.step, t.log.attempt = t.seq, 0
-		var reply activities.CallModelResult
-		call := workflow.ExecuteActivity(mctx, activities.CallModelName, activities.CallModelInput{
-			TenantID: t.req.TenantID, JobID: t.req.JobID,
-			AgentID: t.agent.ID, AgentVersion: t.agent.Version,
-			SessionID: t.req.SessionID, History: t.req.History,
-			Seq: t.seq, ToolFailures: failures,
-			Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
-			Context: t.req.Context,
-		})
-		err := t.awaitModel(ctx, call, &reply)
-		t.log.step = 0
+		reply, err := t.callModel(ctx, limits, i, failures)
 		if err != nil {
-			return "", turnError(err)
+			return "", modelFailure(err)
 		}
 		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: t.seq, Usage: &reply.Usage})
-		failures = nil
 		t.usage = t.usage.Add(reply.Usage)
 		if reply.Model != "" {
 			t.model = reply.Model
 		}
 		if b := limits.TokenBudget; b > 0 && t.usage.TotalTokens > b {
-			return "", &agent.TurnError{
-				Type:    agent.ErrTypeTokenBudget,
-				Message: fmt.Sprintf("turn used %d tokens; the agent's budget is %d", t.usage.TotalTokens, b),
-			}
+			return "", agent.TurnErrorOf(agent.Errorf(agent.CodeTokenBudget,
+				"turn used %d tokens; the agent's budget is %d", t.usage.TotalTokens, b))
 		}
 		if len(reply.ToolCalls) == 0 {
 			return reply.Content, nil
 		}
 		failures = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
 		if ctx.Err() != nil {
-			return "", turnError(ctx.Err())
+			return "", modelFailure(ctx.Err())
 		}
 	}
-	return "", &agent.TurnError{
-		Type:    agent.ErrTypeMaxIterations,
-		Message: fmt.Sprintf("the model still asked for tools after %d iterations (the agent's max_iterations)", limits.MaxIterations),
-	}
+	return "", agent.TurnErrorOf(agent.Errorf(agent.CodeMaxIterations,
+		"the model still asked for tools after %d iterations (the agent's max_iterations)", limits.MaxIterations))
 }
 
-// runTools runs the calls in parallel, one activity (or local activity,
-// for local tools) each, and returns the
-// calls that failed for good (their results are stored by the next
-// CallModel). Calls whose tool's policy asks for approval wait for a
-// decision first; a rejected or timed-out call fails with a message the
-// model reads as the tool's result.
-func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []activities.ApprovalNeed, limits agent.Limits) []activities.ToolFailure {
-	futures := make([]workflow.Future, len(calls))
-	refused := make([]*agent.ToolEvent, len(calls)) // tool_end of calls not run
-	start := func(i int) {
-		c := calls[i]
-		t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments)}})
-		in := activities.ExecuteToolInput{
-			TenantID: t.req.TenantID, JobID: t.req.JobID,
-			AgentID: t.agent.ID, AgentVersion: t.agent.Version,
-			Seq: t.seq + 1 + i, Call: c,
-		}
-		summary := oneLine(c.Name+" "+c.Arguments, 120)
-		// The agent was loaded by a recorded local activity, so the choice
-		// replays the same. Agents stored before tools had an execution
-		// run every tool as an activity, as they did then.
-		if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
-			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-				StartToCloseTimeout: localToolTimeout,
-				RetryPolicy:         &toolRetry,
-				Summary:             summary,
-			})
-			futures[i] = workflow.ExecuteLocalActivity(lctx, activities.ExecuteToolName, in)
-			return
-		}
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: toolTimeout,
-			RetryPolicy:         &toolRetry,
-			Summary:             summary,
-		})
-		futures[i] = workflow.ExecuteActivity(actx, activities.ExecuteToolName, in)
-	}
+// callModel runs iteration i's CallModel as the turn's next step, taking
+// its token batches into the event log while it runs.
+func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int, failures []contract.ToolFailure) (contract.CallModelResult, error) {
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
+	mctx := workflow.WithActivityOptions(ctx, modelOptions(limits, fmt.Sprintf("%s · iteration %d", t.agent.Model, i)))
+	t.seq++
+	t.log.step, t.log.attempt = t.seq, 0
+	var reply contract.CallModelResult
+	call := workflow.ExecuteActivity(mctx, contract.CallModel, contract.CallModelInput{
+		TenantID: t.req.TenantID, JobID: t.req.JobID,
+		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
+		SessionID: t.req.SessionID, History: t.req.History,
+		Seq: t.seq, ToolFailures: failures,
+		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
+		Context: t.req.Context,
+	})
+	err := t.awaitModel(ctx, call, &reply)
+	t.log.step = 0
+	return reply, err
+}
 
+// runTools runs one reply's tool calls in parallel, one activity (or
+// local activity, for local tools) each, and returns the calls that failed
+// for good (their results are stored by the next CallModel). Calls whose
+// tool's policy asks for approval wait for a decision first; a rejected or
+// timed-out call fails with a message the model reads as the tool's result.
+func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
+	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls))}
 	var names []string
 	var waiting []int
 	for i, c := range calls {
@@ -246,55 +224,108 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []ac
 			continue
 		}
 		names = append(names, c.Name)
-		start(i)
+		r.start(ctx, i)
 	}
 	if len(names) > 0 {
 		workflow.SetCurrentDetails(ctx, "running tools: "+strings.Join(names, ", "))
 	}
 	if len(waiting) > 0 {
 		t.awaitApprovals(ctx, calls, waiting, needs, limits, func(i int, outcome, message string) {
-			if outcome == agent.ApprovalApproved {
-				start(i)
-				return
-			}
-			refused[i] = &agent.ToolEvent{CallID: calls[i].ID, Name: calls[i].Name, Status: outcome, Output: message}
-			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: refused[i]})
+			r.decided(ctx, i, outcome, message)
 		})
 	}
+	failures := r.collect(ctx)
+	t.seq += len(calls)
+	return failures
+}
 
-	var failures []activities.ToolFailure
-	for i, f := range futures {
-		c := calls[i]
+// toolRound is one reply's tool calls: the future of each call started,
+// the tool_end of each call refused.
+type toolRound struct {
+	t       *turn
+	calls   []agent.ToolCall
+	futures []workflow.Future
+	refused []*agent.ToolEvent
+}
+
+// start logs call i's tool_start and schedules it. The agent was loaded
+// by a recorded local activity, so the choice of local or regular activity
+// replays the same. Agents stored before tools had an execution run every
+// tool as an activity, as they did then.
+func (r *toolRound) start(ctx workflow.Context, i int) {
+	t, c := r.t, r.calls[i]
+	t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments)}})
+	in := contract.ExecuteToolInput{
+		TenantID: t.req.TenantID, JobID: t.req.JobID,
+		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
+		Seq: t.seq + 1 + i, Call: c,
+	}
+	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: localToolTimeout,
+			RetryPolicy:         toolRetry(),
+			Summary:             summary,
+		})
+		r.futures[i] = workflow.ExecuteLocalActivity(lctx, contract.ExecuteTool, in)
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: toolTimeout,
+		RetryPolicy:         toolRetry(),
+		Summary:             summary,
+	})
+	r.futures[i] = workflow.ExecuteActivity(actx, contract.ExecuteTool, in)
+}
+
+// decided acts on a person's decision on call i: run it, or log that it
+// will not run.
+func (r *toolRound) decided(ctx workflow.Context, i int, outcome, message string) {
+	if outcome == agent.ApprovalApproved {
+		r.start(ctx, i)
+		return
+	}
+	c := r.calls[i]
+	r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: outcome, Output: message}
+	r.t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
+}
+
+// collect waits for every call in the model's order, logs its tool_end and
+// records it, and returns the calls that failed.
+func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
+	t := r.t
+	var failures []contract.ToolFailure
+	for i, c := range r.calls {
 		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
 		fail := func(status, msg string) {
 			rec.Status = status
-			failures = append(failures, activities.ToolFailure{Seq: t.seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg})
+			failures = append(failures, contract.ToolFailure{Seq: t.seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg})
 		}
-		switch {
-		case refused[i] != nil:
-			fail(refused[i].Status, refused[i].Output)
+		switch f := r.futures[i]; {
+		case r.refused[i] != nil:
+			fail(r.refused[i].Status, r.refused[i].Output)
 		case f == nil:
 			// The turn ended (its timeout) while the call waited.
 			fail(agent.ToolError, "the turn ended before the call was decided")
 		default:
-			var res activities.ExecuteToolResult
+			var res contract.ExecuteToolResult
 			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
 			if err := f.Get(ctx, &res); err != nil {
-				fail(agent.ToolError, errorMessage(err))
-				end.Status, end.Output = agent.ToolError, oneLine(errorMessage(err), 200)
+				msg := contract.ErrorOf(err).Message
+				fail(agent.ToolError, msg)
+				end.Status, end.Output = agent.ToolError, contract.OneLine(msg, 200)
 			} else {
 				rec.Status = res.Status
-				end.Status, end.Output = res.Status, oneLine(res.Preview, 200)
+				end.Status, end.Output = res.Status, contract.OneLine(res.Preview, 200)
 			}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		}
 		t.calls = append(t.calls, rec)
 	}
-	t.seq += len(calls)
 	return failures
 }
 
-func reasonFor(needs []activities.ApprovalNeed, callID string) string {
+func reasonFor(needs []contract.ApprovalNeed, callID string) string {
 	for _, n := range needs {
 		if n.CallID == callID {
 			return n.Reason
@@ -335,9 +366,9 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	// The turn's own context may be cancelled by its timeout; saving must
 	// still happen.
 	sctx, _ := workflow.NewDisconnectedContext(ctx)
-	sctx = workflow.WithLocalActivityOptions(sctx, localOptions)
+	sctx = workflow.WithLocalActivityOptions(sctx, localOptions())
 	var saved agent.TurnResult
-	err := workflow.ExecuteLocalActivity(sctx, activities.SaveResultName, activities.SaveResultInput{
+	err := workflow.ExecuteLocalActivity(sctx, contract.SaveResult, contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res,
 	}).Get(sctx, &saved)
 	if err != nil {
@@ -354,40 +385,39 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
 		return res, nil
 	}
-	e := res.Error
-	if e == nil {
-		e = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
+	if res.Error == nil {
+		res.Error = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
 	}
-	workflow.SetCurrentDetails(ctx, "failed: "+e.Message)
-	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: e})
-	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: e})
-	return agent.TurnResult{}, temporal.NewNonRetryableApplicationError(e.Message, e.Type, nil, res)
+	workflow.SetCurrentDetails(ctx, "failed: "+res.Error.Message)
+	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
+	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
+	return agent.TurnResult{}, contract.TurnFailure(res)
 }
 
 // reject fails a turn that could not start: nothing was stored.
-func (t *turn) reject(ctx workflow.Context, errType string, err error) (agent.TurnResult, error) {
-	msg := errorMessage(err)
-	workflow.GetLogger(ctx).Info("turn rejected", "type", errType, "error", msg)
-	workflow.SetCurrentDetails(ctx, "rejected: "+msg)
+func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error) {
+	e := agent.TurnErrorOf(err)
+	workflow.GetLogger(ctx).Info("turn rejected", "type", e.Type, "error", e.Message)
+	workflow.SetCurrentDetails(ctx, "rejected: "+e.Message)
 	res := agent.TurnResult{
 		Version: agent.ProtocolVersion,
 		JobID:   t.req.JobID,
 		Status:  agent.StatusRejected,
-		Error:   &agent.TurnError{Type: errType, Message: msg},
+		Error:   e,
 	}
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
 	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
-	return agent.TurnResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+	return agent.TurnResult{}, contract.TurnFailure(res)
 }
 
 // upsertSearch sets the turn's search attributes in one command, whatever
 // the starter set: what a history shows of the start's attributes differs
 // between servers, so the workflow must not branch on it.
 func (t *turn) upsertSearch(ctx workflow.Context) error {
-	attrs := []temporal.SearchAttributeUpdate{SearchTenant.ValueSet(t.req.TenantID), SearchAgent.ValueSet(t.agent.ID)}
+	attrs := []temporal.SearchAttributeUpdate{contract.SearchTenant.ValueSet(t.req.TenantID), contract.SearchAgent.ValueSet(t.agent.ID)}
 	if t.req.SessionID != "" {
-		attrs = append(attrs, SearchSession.ValueSet(t.req.SessionID))
+		attrs = append(attrs, contract.SearchSession.ValueSet(t.req.SessionID))
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
 		return fmt.Errorf("set search attributes: %w", err)
@@ -395,44 +425,23 @@ func (t *turn) upsertSearch(ctx workflow.Context) error {
 	return nil
 }
 
-// errorType is the application error type in err's chain, or InternalError.
-func errorType(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.Type() != "" {
-		return app.Type()
-	}
-	return agent.ErrTypeInternal
-}
-
-// errorMessage is the innermost message of an activity error: the one
-// that names the problem, without the SDK's wrapping.
-func errorMessage(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Message()
-	}
-	return err.Error()
-}
-
-// turnError describes a failed model call for the result.
-func turnError(err error) *agent.TurnError {
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		return &agent.TurnError{Type: agent.ErrTypeTimeout, Message: "turn was cancelled", Retryable: true}
-	}
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		switch typ := app.Type(); typ {
-		case agent.ErrTypeModelRejected, agent.ErrTypeInvalidRequest, agent.ErrTypeAgentNotFound:
-			return &agent.TurnError{Type: typ, Message: app.Message()}
-		}
-		return &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: app.Message(), Retryable: true}
-	}
+// modelFailure describes a failed model call for the result: errors that
+// name their cause keep it, and the rest are the model's failure.
+func modelFailure(err error) *agent.TurnError {
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
-		return &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: "model call timed out", Retryable: true}
+		return agent.TurnErrorOf(agent.Errorf(agent.CodeModelFailed, "model call timed out"))
 	}
-	return &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: err.Error(), Retryable: true}
+	e := contract.ErrorOf(err)
+	switch e.Code {
+	case agent.CodeCanceled:
+		// The turn's timeout cancels the call; run reports it.
+		e = agent.Errorf(agent.CodeTimeout, "turn was cancelled")
+	case agent.CodeModelRejected, agent.CodeInvalid, agent.CodeAgentNotFound:
+	default:
+		e = &agent.Error{Code: agent.CodeModelFailed, Message: e.Message}
+	}
+	return agent.TurnErrorOf(e)
 }
 
 // argsJSON keeps valid JSON arguments as they are and quotes the rest, so
@@ -448,7 +457,7 @@ func argsJSON(s string) json.RawMessage {
 
 // textPreview is the result_preview of a text answer.
 func textPreview(s string) json.RawMessage {
-	p := preview{Type: "text", Chars: len([]rune(s)), Text: oneLine(s, 200)}
+	p := preview{Type: "text", Chars: len([]rune(s)), Text: contract.OneLine(s, 200)}
 	// Marshalling a struct of strings and ints is deterministic.
 	b, _ := json.Marshal(p) //workflowcheck:ignore
 	return b
@@ -471,14 +480,4 @@ type preview struct {
 	Type  string `json:"type"`
 	Chars int    `json:"chars"`
 	Text  string `json:"text"`
-}
-
-// oneLine shortens s to at most n runes on one line, for summaries.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

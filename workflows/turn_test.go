@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 // fakeTurn scripts the activities of one turn for the workflow tests: the
@@ -26,17 +26,17 @@ import (
 // what the workflow asked for.
 type fakeTurn struct {
 	agent   agent.Agent
-	replies []activities.CallModelResult
-	tools   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error)
+	replies []contract.CallModelResult
+	tools   map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error)
 
 	mu         sync.Mutex // activities of one step run concurrently
-	modelCalls []activities.CallModelInput
-	toolCalls  []activities.ExecuteToolInput
+	modelCalls []contract.CallModelInput
+	toolCalls  []contract.ExecuteToolInput
 	saved      []agent.TurnResult
 	existing   *agent.TurnResult
 	// onModel runs inside CallModel before it returns, as a streaming
 	// call's last signals do.
-	onModel   func(activities.CallModelInput)
+	onModel   func(contract.CallModelInput)
 	approvals []agent.ApprovalRecord
 }
 
@@ -45,30 +45,29 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: AgentTurnName})
-	var a *activities.Activities
-	a.Register(env)
+	env.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: contract.AgentTurn})
+	registerContract(env)
 
-	env.OnActivity(activities.RouteName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.RouteInput) (activities.RouteResult, error) {
+	env.OnActivity(contract.Route, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.RouteInput) (contract.RouteResult, error) {
 			if in.AgentID != "" {
-				return activities.RouteResult{AgentID: in.AgentID, Rule: activities.RuleExplicit}, nil
+				return contract.RouteResult{AgentID: in.AgentID, Rule: contract.RuleExplicit}, nil
 			}
-			return activities.RouteResult{AgentID: f.agent.ID, Rule: activities.RuleDefault}, nil
+			return contract.RouteResult{AgentID: f.agent.ID, Rule: contract.RuleDefault}, nil
 		})
-	env.OnActivity(activities.LoadAgentName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.LoadAgentInput) (activities.LoadAgentResult, error) {
+	env.OnActivity(contract.LoadAgent, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.LoadAgentInput) (contract.LoadAgentResult, error) {
 			if f.existing != nil {
-				return activities.LoadAgentResult{Existing: f.existing}, nil
+				return contract.LoadAgentResult{Existing: f.existing}, nil
 			}
 			if in.AgentID != f.agent.ID {
-				return activities.LoadAgentResult{}, temporal.NewNonRetryableApplicationError(
+				return contract.LoadAgentResult{}, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("agent %q not found", in.AgentID), agent.ErrTypeAgentNotFound, nil)
 			}
-			return activities.LoadAgentResult{Agent: f.agent}, nil
+			return contract.LoadAgentResult{Agent: f.agent}, nil
 		})
-	env.OnActivity(activities.CallModelName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.CallModelInput) (activities.CallModelResult, error) {
+	env.OnActivity(contract.CallModel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.modelCalls = append(f.modelCalls, in)
@@ -76,7 +75,7 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 				f.onModel(in)
 			}
 			if len(f.replies) == 0 {
-				return activities.CallModelResult{}, errors.New("no scripted reply left")
+				return contract.CallModelResult{}, errors.New("no scripted reply left")
 			}
 			r := f.replies[0]
 			if len(f.replies) > 1 {
@@ -84,19 +83,19 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 			}
 			return r, nil
 		})
-	env.OnActivity(activities.ExecuteToolName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+	env.OnActivity(contract.ExecuteTool, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.toolCalls = append(f.toolCalls, in)
 			run, ok := f.tools[in.Call.Name]
 			if !ok {
-				return activities.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolError, Preview: "no such tool"}, nil
+				return contract.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolError, Preview: "no such tool"}, nil
 			}
 			return run(in)
 		})
-	env.OnActivity(activities.SaveResultName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.SaveResultInput) (agent.TurnResult, error) {
+	env.OnActivity(contract.SaveResult, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.SaveResultInput) (agent.TurnResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			r := in.Result
@@ -104,7 +103,7 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 			f.saved = append(f.saved, r)
 			return r, nil
 		})
-	env.OnActivity(activities.RecordApprovalName, mock.Anything, mock.Anything).Return(
+	env.OnActivity(contract.RecordApproval, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r agent.ApprovalRecord) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -122,21 +121,21 @@ func testAgent() agent.Agent {
 	}
 }
 
-func toolReply(calls ...agent.ToolCall) activities.CallModelResult {
-	return activities.CallModelResult{ToolCalls: calls, Usage: agent.Usage{TotalTokens: 10}, Model: "openai:gpt-4o-mini"}
+func toolReply(calls ...agent.ToolCall) contract.CallModelResult {
+	return contract.CallModelResult{ToolCalls: calls, Usage: agent.Usage{TotalTokens: 10}, Model: "openai:gpt-4o-mini"}
 }
 
-func textReply(s string) activities.CallModelResult {
-	return activities.CallModelResult{Content: s, Usage: agent.Usage{TotalTokens: 7}, Model: "openai:gpt-4o-mini"}
+func textReply(s string) contract.CallModelResult {
+	return contract.CallModelResult{Content: s, Usage: agent.Usage{TotalTokens: 7}, Model: "openai:gpt-4o-mini"}
 }
 
 func calc(id, expr string) agent.ToolCall {
 	return agent.ToolCall{ID: id, Name: "calculator", Arguments: fmt.Sprintf(`{"expression":%q}`, expr)}
 }
 
-func okTool(out string) func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
-	return func(in activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
-		return activities.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolOK, Preview: out}, nil
+func okTool(out string) func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+	return func(in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+		return contract.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolOK, Preview: out}, nil
 	}
 }
 
@@ -147,7 +146,7 @@ func request() agent.TurnRequest {
 // runTurn executes the workflow and returns its result or failure.
 func runTurn(t *testing.T, env *testsuite.TestWorkflowEnvironment, req agent.TurnRequest) (agent.TurnResult, *temporal.ApplicationError) {
 	t.Helper()
-	env.ExecuteWorkflow(AgentTurnName, req)
+	env.ExecuteWorkflow(contract.AgentTurn, req)
 	require.True(t, env.IsWorkflowCompleted())
 	if err := env.GetWorkflowError(); err != nil {
 		var app *temporal.ApplicationError
@@ -162,13 +161,13 @@ func runTurn(t *testing.T, env *testsuite.TestWorkflowEnvironment, req agent.Tur
 func TestAgentTurn(t *testing.T) {
 	tests := []struct {
 		name    string
-		replies []activities.CallModelResult
-		tools   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error)
+		replies []contract.CallModelResult
+		tools   map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error)
 		check   func(t *testing.T, f *fakeTurn, res agent.TurnResult)
 	}{
 		{
 			name:    "no tool",
-			replies: []activities.CallModelResult{textReply("Hello!")},
+			replies: []contract.CallModelResult{textReply("Hello!")},
 			check: func(t *testing.T, f *fakeTurn, res agent.TurnResult) {
 				require.Equal(t, agent.StatusCompleted, res.Status)
 				require.Equal(t, "Hello!", res.Output)
@@ -181,15 +180,15 @@ func TestAgentTurn(t *testing.T) {
 		},
 		{
 			name:    "one tool",
-			replies: []activities.CallModelResult{toolReply(calc("c1", "12.5 * 4")), textReply("12.5 * 4 = 50")},
-			tools:   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": okTool("50")},
+			replies: []contract.CallModelResult{toolReply(calc("c1", "12.5 * 4")), textReply("12.5 * 4 = 50")},
+			tools:   map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("50")},
 			check: func(t *testing.T, f *fakeTurn, res agent.TurnResult) {
 				require.Equal(t, "12.5 * 4 = 50", res.Output)
 				require.Equal(t, []agent.ToolCallRecord{{CallID: "c1", Tool: "calculator", Args: []byte(`{"expression":"12.5 * 4"}`), Status: agent.ToolOK}}, res.Metadata.ToolCalls)
 				require.Equal(t, 17, res.Metadata.TokensUsed)
 				require.Equal(t, 3, res.Metadata.AgentVersion)
 				require.Equal(t, "openai:gpt-4o-mini", res.Metadata.LLMModel)
-				require.Equal(t, activities.RuleDefault, res.Metadata.RouteRule)
+				require.Equal(t, contract.RuleDefault, res.Metadata.RouteRule)
 				require.Len(t, f.toolCalls, 1)
 				require.Equal(t, 2, f.toolCalls[0].Seq)
 				require.Equal(t, []int{1, 3}, []int{f.modelCalls[0].Seq, f.modelCalls[1].Seq})
@@ -198,11 +197,11 @@ func TestAgentTurn(t *testing.T) {
 		},
 		{
 			name: "several tool calls in one step",
-			replies: []activities.CallModelResult{
+			replies: []contract.CallModelResult{
 				toolReply(calc("a", "1+1"), calc("b", "2+2"), calc("c", "3+3")),
 				textReply("2, 4 and 6"),
 			},
-			tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": okTool("ok")},
+			tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("ok")},
 			check: func(t *testing.T, f *fakeTurn, res agent.TurnResult) {
 				require.Equal(t, "2, 4 and 6", res.Output)
 				require.Len(t, res.Metadata.ToolCalls, 3)
@@ -219,16 +218,16 @@ func TestAgentTurn(t *testing.T) {
 		},
 		{
 			name:    "failed tool is reported to the model",
-			replies: []activities.CallModelResult{toolReply(calc("c1", "1/0")), textReply("cannot divide by zero")},
-			tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){
-				"calculator": func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
-					return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("backend down", "ToolFailed", nil)
+			replies: []contract.CallModelResult{toolReply(calc("c1", "1/0")), textReply("cannot divide by zero")},
+			tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){
+				"calculator": func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+					return contract.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("backend down", "ToolFailed", nil)
 				},
 			},
 			check: func(t *testing.T, f *fakeTurn, res agent.TurnResult) {
 				require.Equal(t, agent.StatusCompleted, res.Status)
 				require.Equal(t, agent.ToolError, res.Metadata.ToolCalls[0].Status)
-				require.Equal(t, []activities.ToolFailure{{Seq: 2, CallID: "c1", Tool: "calculator", Message: "backend down"}},
+				require.Equal(t, []contract.ToolFailure{{Seq: 2, CallID: "c1", Tool: "calculator", Message: "backend down"}},
 					f.modelCalls[1].ToolFailures)
 			},
 		},
@@ -252,7 +251,7 @@ func TestAgentTurnFailures(t *testing.T) {
 		name     string
 		req      func(*agent.TurnRequest)
 		agent    func(*agent.Agent)
-		replies  []activities.CallModelResult
+		replies  []contract.CallModelResult
 		slow     bool // the model never answers in time
 		wantType string
 		wantMsg  string
@@ -266,13 +265,13 @@ func TestAgentTurnFailures(t *testing.T) {
 		{
 			name:     "max iterations",
 			agent:    func(a *agent.Agent) { a.Limits.MaxIterations = 2 },
-			replies:  []activities.CallModelResult{toolReply(calc("c", "1+1"))},
+			replies:  []contract.CallModelResult{toolReply(calc("c", "1+1"))},
 			wantType: agent.ErrTypeMaxIterations, wantMsg: "after 2 iterations", saved: true,
 		},
 		{
 			name:     "token budget",
 			agent:    func(a *agent.Agent) { a.Limits.TokenBudget = 15 },
-			replies:  []activities.CallModelResult{toolReply(calc("c", "1+1"))},
+			replies:  []contract.CallModelResult{toolReply(calc("c", "1+1"))},
 			wantType: agent.ErrTypeTokenBudget, wantMsg: "budget is 15", saved: true,
 		},
 		{
@@ -291,13 +290,13 @@ func TestAgentTurnFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeTurn{agent: testAgent(), replies: tt.replies,
-				tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": okTool("2")}}
+				tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("2")}}
 			if tt.agent != nil {
 				tt.agent(&f.agent)
 			}
 			env := newEnv(t, f)
 			if tt.slow {
-				env.OnActivity(activities.CallModelName, mock.Anything, mock.Anything).
+				env.OnActivity(contract.CallModel, mock.Anything, mock.Anything).
 					After(time.Hour).Return(textReply("too late"), nil).Maybe()
 			}
 			req := request()
@@ -338,7 +337,7 @@ func TestAgentTurnReturnsStoredResult(t *testing.T) {
 }
 
 func TestAgentTurnDefaultsJobIDToWorkflowID(t *testing.T) {
-	f := &fakeTurn{agent: testAgent(), replies: []activities.CallModelResult{textReply("hi")}}
+	f := &fakeTurn{agent: testAgent(), replies: []contract.CallModelResult{textReply("hi")}}
 	env := newEnv(t, f)
 	env.SetStartWorkflowOptions(clientStartOptions("turn/t1/manual"))
 	req := request()
@@ -352,18 +351,18 @@ func TestAgentTurnDefaultsJobIDToWorkflowID(t *testing.T) {
 // streaming call does: the log holds them in order, each step's tokens
 // before its usage and tool events.
 func TestStreamedTurnEvents(t *testing.T) {
-	f := &fakeTurn{agent: testAgent(), replies: []activities.CallModelResult{
+	f := &fakeTurn{agent: testAgent(), replies: []contract.CallModelResult{
 		toolReply(calc("c1", "12.5*4")), textReply("12.5 * 4 = 50"),
-	}, tools: map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": okTool("50")}}
+	}, tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("50")}}
 	env := newEnv(t, f)
 	texts := map[int][]string{1: {"Let me ", "compute."}, 3: {"12.5 * 4", " = 50"}}
-	f.onModel = func(in activities.CallModelInput) {
+	f.onModel = func(in contract.CallModelInput) {
 		require.True(t, in.Stream)
 		next := in.FirstIndex
 		for _, text := range texts[in.Seq] {
 			b := agent.TokenBatch{StreamID: in.StreamID, Step: in.Seq, Attempt: 1, First: next,
 				Events: []agent.Event{{Index: next, Kind: agent.EventToken, Text: text}}}
-			env.SignalWorkflow(SignalTokens, b)
+			env.SignalWorkflow(contract.SignalTokens, b)
 			next++
 		}
 	}
@@ -371,7 +370,7 @@ func TestStreamedTurnEvents(t *testing.T) {
 	require.Nil(t, failure)
 	require.Equal(t, "12.5 * 4 = 50", res.Output)
 
-	v, err := env.QueryWorkflow(QueryEvents, agent.EventsQuery{})
+	v, err := env.QueryWorkflow(contract.QueryEvents, agent.EventsQuery{})
 	require.NoError(t, err)
 	var page agent.EventsPage
 	require.NoError(t, v.Get(&page))
@@ -397,20 +396,20 @@ func TestStreamedTurnEvents(t *testing.T) {
 func TestAgentTurnLocalTool(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
-		tool   func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error)
+		tool   func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error)
 		status string
 	}{
 		{"ok", okTool("50"), agent.ToolOK},
-		{"failed", func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
-			return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("backend down", "ToolFailed", nil)
+		{"failed", func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+			return contract.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("backend down", "ToolFailed", nil)
 		}, agent.ToolError},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ag := testAgent()
 			ag.Tools[0].Execution = agent.ToolLocal
 			f := &fakeTurn{agent: ag,
-				replies: []activities.CallModelResult{toolReply(calc("c1", "12.5 * 4")), textReply("done")},
-				tools:   map[string]func(activities.ExecuteToolInput) (activities.ExecuteToolResult, error){"calculator": tt.tool}}
+				replies: []contract.CallModelResult{toolReply(calc("c1", "12.5 * 4")), textReply("done")},
+				tools:   map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": tt.tool}}
 			env := newEnv(t, f)
 			res, failure := runTurn(t, env, request())
 			require.Nil(t, failure)
@@ -419,7 +418,7 @@ func TestAgentTurnLocalTool(t *testing.T) {
 			require.Equal(t, 2, f.toolCalls[0].Seq)
 			require.Equal(t, tt.status, res.Metadata.ToolCalls[0].Status)
 			if tt.status == agent.ToolError {
-				require.Equal(t, []activities.ToolFailure{{Seq: 2, CallID: "c1", Tool: "calculator", Message: "backend down"}}, f.modelCalls[1].ToolFailures)
+				require.Equal(t, []contract.ToolFailure{{Seq: 2, CallID: "c1", Tool: "calculator", Message: "backend down"}}, f.modelCalls[1].ToolFailures)
 			}
 		})
 	}

@@ -125,3 +125,10 @@ type Rule struct {
 	Condition string `json:"condition"` // CEL, must evaluate to a bool
 	AgentID   string `json:"agent_id"`
 }
+
+// RuleError is a routing rule skipped because its condition failed when
+// it was evaluated, e.g. "no such key: tier".
+type RuleError struct {
+	Rule string `json:"rule"`
+	Err  string `json:"error"`
+}

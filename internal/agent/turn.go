@@ -212,17 +212,3 @@ type TurnError struct {
 	Retryable bool   `json:"retryable"`
 	Tool      string `json:"tool,omitempty"`
 }
-
-// Error types of TurnError; they are also the Temporal application error
-// types of a failed AgentTurn.
-const (
-	ErrTypeInvalidRequest = "InvalidRequest"
-	ErrTypeAgentNotFound  = "AgentNotFound"
-	ErrTypeModelRejected  = "ModelRejected"
-	ErrTypeModelFailed    = "ModelFailed"
-	ErrTypeMaxIterations  = "MaxIterationsExceeded"
-	ErrTypeTokenBudget    = "TokenBudgetExceeded"
-	ErrTypeTimeout        = "TurnTimeout"
-	ErrTypeInternal       = "InternalError"
-	ErrTypeRateLimited    = "RateLimited"
-)

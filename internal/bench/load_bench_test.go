@@ -22,7 +22,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/turnclient"
 	"github.com/agentflow/agentflow/workflows"
 )
 
@@ -42,7 +44,7 @@ func BenchmarkThroughput(b *testing.B) {
 	turn := func(id string) error {
 		req := agent.TurnRequest{TenantID: "demo", JobID: "tp-" + id, Prompt: "calc " + id, Stream: &noStream}
 		req.Normalize()
-		run, err := c.ExecuteWorkflow(ctx, workflows.StartTurnOptions(st.taskQueue, req), workflows.AgentTurnName, req)
+		run, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(st.taskQueue, req), contract.AgentTurn, req)
 		if err != nil {
 			return err
 		}
@@ -135,7 +137,7 @@ func BenchmarkIdleConversations(b *testing.B) {
 			defer func() { <-sem; wg.Done() }()
 			t0 := time.Now()
 			in := agent.ConversationInput{TenantID: "demo", SessionID: fmt.Sprintf("idle-%s-%d", randomID(), i), History: agent.HistoryFresh}
-			sent, err := workflows.SendMessage(ctx, c, st.taskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
+			sent, err := turnclient.SendMessage(ctx, c, st.taskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
 			if err == nil {
 				err = awaitTurn(ctx, c, sent.TurnWorkflowID)
 			}
@@ -178,13 +180,13 @@ func BenchmarkReplay(b *testing.B) {
 	c := st.srv.Client()
 	in := agent.ConversationInput{TenantID: "demo", SessionID: "replay-" + randomID(), History: agent.HistoryFresh}
 	for range turns {
-		sent, err := workflows.SendMessage(ctx, c, st.taskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
+		sent, err := turnclient.SendMessage(ctx, c, st.taskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
 		must(b, err)
 		must(b, awaitTurn(ctx, c, sent.TurnWorkflowID))
 	}
-	runs := conversationRuns(b, c, workflows.ConversationWorkflowID(in.TenantID, in.SessionID))
+	runs := conversationRuns(b, c, contract.ConversationWorkflowID(in.TenantID, in.SessionID))
 	replayer := worker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(workflows.Conversation, workflow.RegisterOptions{Name: workflows.ConversationName})
+	replayer.RegisterWorkflowWithOptions(workflows.Conversation, workflow.RegisterOptions{Name: contract.Conversation})
 	replay := func(h *historypb.History) time.Duration {
 		var best time.Duration
 		for range 5 {

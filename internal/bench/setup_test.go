@@ -15,12 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/server"
-	"github.com/agentflow/agentflow/workflows"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 func TestMain(m *testing.M) { devtest.Main(m) }
@@ -128,10 +129,10 @@ func newStack(b *testing.B) *stack {
 func (st *stack) startTurn(ctx context.Context, c client.Client, id string) (string, error) {
 	req := agent.TurnRequest{TenantID: "demo", JobID: "bench-" + id, Prompt: "bench " + id}
 	req.Normalize()
-	if _, err := c.ExecuteWorkflow(ctx, workflows.StartTurnOptions(st.taskQueue, req), workflows.AgentTurnName, req); err != nil {
+	if _, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(st.taskQueue, req), contract.AgentTurn, req); err != nil {
 		return "", err
 	}
-	return workflows.TurnWorkflowID(req.TenantID, req.JobID), nil
+	return contract.TurnWorkflowID(req.TenantID, req.JobID), nil
 }
 
 func randomID() string {

@@ -14,10 +14,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
-	"github.com/agentflow/agentflow/workflows"
 )
 
 // directTurn is the floor: the same turn — model, calculator, model — run
@@ -72,7 +73,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		{"agentturn", func(id string) (string, error) {
 			req := agent.TurnRequest{TenantID: "demo", JobID: "ovh-" + id, Prompt: "calc " + id, Stream: &noStream}
 			req.Normalize()
-			run, err := st.srv.Client().ExecuteWorkflow(ctx, workflows.StartTurnOptions(st.taskQueue, req), workflows.AgentTurnName, req)
+			run, err := st.srv.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(st.taskQueue, req), contract.AgentTurn, req)
 			if err != nil {
 				return "", err
 			}
@@ -131,7 +132,7 @@ func BenchmarkTurnHistory(b *testing.B) {
 				s := streamed
 				req := agent.TurnRequest{TenantID: "demo", JobID: "hist-" + id, Prompt: "calc " + id, Stream: &s}
 				req.Normalize()
-				run, err := st.srv.Client().ExecuteWorkflow(ctx, workflows.StartTurnOptions(st.taskQueue, req), workflows.AgentTurnName, req)
+				run, err := st.srv.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(st.taskQueue, req), contract.AgentTurn, req)
 				must(b, err)
 				must(b, run.Get(ctx, nil))
 				events, size := 0, 0

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 // Environment variables through which one process hands its stack to test
@@ -33,7 +35,7 @@ const (
 // searchAttributes are the Keyword search attributes the dev server registers
 // at start (the Temporal contract in DESIGN.md).
 func searchAttributes() []string {
-	return []string{"AgentflowTenant", "AgentflowAgent", "AgentflowSession"}
+	return []string{contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName()}
 }
 
 // Options configure [Start]. The zero value starts both servers with

@@ -352,7 +352,7 @@ func TestDynamicConfigMatchesDeploy(t *testing.T) {
 		got[key] = fmt.Sprint(values[0].Value)
 	}
 	want := map[string]string{}
-	for _, kv := range DynamicConfig {
+	for _, kv := range DynamicConfig() {
 		key, value, ok := strings.Cut(kv, "=")
 		require.True(t, ok, kv)
 		want[key] = value

@@ -27,7 +27,7 @@ const (
 	temporalGrace = 15 * time.Second
 )
 
-// DynamicConfig is the dev server's dynamic config (key=JSON value), the
+// DynamicConfig returns the dev server's dynamic config (key=JSON value), the
 // same settings as deploy/temporal-dynamicconfig.yaml. Both take a turn
 // with one tool call from 350 ms to about 40 ms (BENCHMARKS.md).
 //
@@ -51,13 +51,15 @@ const (
 // client that runs a worker (the gateway in the worker process) gets its
 // first workflow task in the start reply. Activities are off by default on
 // the server.
-var DynamicConfig = []string{
-	"history.transferProcessorMaxPollRPS=2000",
-	"history.visibilityProcessorMaxPollRPS=2000",
-	"matching.numTaskqueueReadPartitions=1",
-	"matching.numTaskqueueWritePartitions=1",
-	"system.enableActivityEagerExecution=true",
-	"system.enableEagerWorkflowStart=true",
+func DynamicConfig() []string {
+	return []string{
+		"history.transferProcessorMaxPollRPS=2000",
+		"history.visibilityProcessorMaxPollRPS=2000",
+		"matching.numTaskqueueReadPartitions=1",
+		"matching.numTaskqueueWritePartitions=1",
+		"system.enableActivityEagerExecution=true",
+		"system.enableEagerWorkflowStart=true",
+	}
 }
 
 // startTemporal runs `temporal server start-dev` and waits for its frontend.
@@ -106,7 +108,7 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	for _, name := range searchAttributes() {
 		argv = append(argv, "--search-attribute", name+"=Keyword")
 	}
-	for _, kv := range DynamicConfig {
+	for _, kv := range DynamicConfig() {
 		argv = append(argv, "--dynamic-config-value", kv)
 	}
 	if !opts.InMemory {

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 type tenantKey struct{}
@@ -31,11 +31,11 @@ func (s *Service) authenticate(ctx context.Context) (context.Context, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) == 0 {
-		return nil, status.Error(codes.Unauthenticated, "missing bearer token: send the metadata \"authorization: Bearer <token>\"")
+		return nil, agent.Errorf(agent.CodeUnauthenticated, "missing bearer token: send the metadata \"authorization: Bearer <token>\"")
 	}
 	token, ok := strings.CutPrefix(vals[0], "Bearer ")
 	if !ok || token == "" {
-		return nil, status.Error(codes.Unauthenticated, "malformed authorization: want \"Bearer <token>\"")
+		return nil, agent.Errorf(agent.CodeUnauthenticated, "malformed authorization: want \"Bearer <token>\"")
 	}
 	tenant := ""
 	for t, ten := range s.tokens {
@@ -44,7 +44,7 @@ func (s *Service) authenticate(ctx context.Context) (context.Context, error) {
 		}
 	}
 	if tenant == "" {
-		return nil, status.Error(codes.Unauthenticated, "unknown token")
+		return nil, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
 	}
 	return context.WithValue(ctx, tenantKey{}, tenant), nil
 }
@@ -53,11 +53,11 @@ func (s *Service) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServer
 	if public(info.FullMethod) {
 		return h(ctx, req)
 	}
-	ctx, err := s.authenticate(ctx)
+	actx, err := s.authenticate(ctx)
 	if err != nil {
-		return nil, err
+		return nil, s.status(ctx, err)
 	}
-	return h(ctx, req)
+	return h(actx, req)
 }
 
 type authedStream struct {
@@ -73,7 +73,7 @@ func (s *Service) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	}
 	ctx, err := s.authenticate(ss.Context())
 	if err != nil {
-		return err
+		return s.status(ss.Context(), err)
 	}
 	return h(srv, authedStream{ServerStream: ss, ctx: ctx})
 }

@@ -2,12 +2,10 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"slices"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/registry"
@@ -22,12 +20,13 @@ type CatalogService struct {
 	store  *store.Store
 	kinds  registry.Kinds
 	routes *registry.Cache
+	logger *zap.Logger
 }
 
 // NewCatalogService returns the catalog API over st; routes also tells it
 // when a tenant's catalog changed.
-func NewCatalogService(st *store.Store, kinds registry.Kinds, routes *registry.Cache) *CatalogService {
-	return &CatalogService{store: st, kinds: kinds, routes: routes}
+func NewCatalogService(st *store.Store, kinds registry.Kinds, routes *registry.Cache, logger *zap.Logger) *CatalogService {
+	return &CatalogService{store: st, kinds: kinds, routes: routes, logger: logger}
 }
 
 // UpsertCatalog implements pb.CatalogServiceServer.
@@ -39,21 +38,19 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 	}
 	cat, err := registry.ParseFiles(c.kinds, files)
 	if err != nil {
-		var ve *registry.ValidationError
-		if errors.As(err, &ve) {
-			return nil, status.Error(codes.InvalidArgument, ve.Error())
-		}
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		// Every problem with the documents, one per line, file:line first.
+		return nil, Status(ctx, c.logger, agent.WithCode(agent.CodeInvalid, err))
 	}
 	for _, t := range cat.Tenants {
 		if t.TenantID != tenant {
 			// Never reveal or touch another tenant's catalog.
-			return nil, status.Errorf(codes.PermissionDenied, "the documents name tenant %q; this token may only change tenant %q", t.TenantID, tenant)
+			return nil, Status(ctx, c.logger, agent.Errorf(agent.CodePermissionDenied,
+				"the documents name tenant %q; this token may only change tenant %q", t.TenantID, tenant))
 		}
 	}
 	report, err := c.store.ApplyCatalog(ctx, cat.ForStore(), in.GetDryRun())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, Status(ctx, c.logger, err)
 	}
 	out := &pb.UpsertCatalogResponse{}
 	for _, ch := range report.Changes {
@@ -69,7 +66,7 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 func (c *CatalogService) ListRules(ctx context.Context, _ *pb.ListRulesRequest) (*pb.ListRulesResponse, error) {
 	r, err := c.store.Routing(ctx, tenantOf(ctx))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, Status(ctx, c.logger, err)
 	}
 	return &pb.ListRulesResponse{Rules: toPBRules(r.Rules), DefaultAgent: r.DefaultAgent, CatalogVersion: r.Version}, nil
 }
@@ -79,13 +76,13 @@ func (c *CatalogService) RouteDryRun(ctx context.Context, in *pb.RouteDryRunRequ
 	tenant := tenantOf(ctx)
 	snap, err := c.routes.Routing(ctx, tenant)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, Status(ctx, c.logger, err)
 	}
 	tc := toTurnRequest(&pb.TurnRequest{Context: in.GetContext()}, tenant).Context
 	d, err := snap.Table.Route(routing.Input{TenantID: tenant, UserRole: tc.UserRole, UIPage: tc.UIPage,
 		Metadata: tc.Metadata, Message: in.GetMessage()}, snap.DefaultAgent)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, Status(ctx, c.logger, err)
 	}
 	out := &pb.RouteDryRunResponse{AgentId: d.AgentID, Rule: d.Rule, CatalogVersion: snap.Version}
 	for _, e := range d.Errors {
@@ -103,7 +100,7 @@ func (c *CatalogService) StreamCatalog(_ *pb.StreamCatalogRequest, ss grpc.Serve
 	defer stop()
 	prev, err := c.load(ctx, tenant)
 	if err != nil {
-		return toStatus(err)
+		return Status(ctx, c.logger, err)
 	}
 	first := prev.event()
 	first.Snapshot = true
@@ -118,7 +115,7 @@ func (c *CatalogService) StreamCatalog(_ *pb.StreamCatalogRequest, ss grpc.Serve
 		}
 		cur, err := c.load(ctx, tenant)
 		if err != nil {
-			return toStatus(err)
+			return Status(ctx, c.logger, err)
 		}
 		if cur.version == prev.version {
 			continue

@@ -27,14 +27,8 @@ type Input struct {
 // Decision is the outcome of routing.
 type Decision struct {
 	AgentID string
-	Rule    string      // the matched rule's name, or RuleDefault
-	Errors  []RuleError // rules skipped because their condition failed at run time
-}
-
-// RuleError is a condition that failed at run time, e.g. "no such key: tier".
-type RuleError struct {
-	Rule string `json:"rule"`
-	Err  string `json:"error"`
+	Rule    string            // the matched rule's name, or RuleDefault
+	Errors  []agent.RuleError // rules skipped because their condition failed at run time
 }
 
 // Table is a tenant's compiled rules in the order Route tries them. It is
@@ -116,7 +110,7 @@ func (t *Table) route(in *Input, defaultAgent string, small bool) (Decision, err
 			c := &t.rules[i]
 			out, err := c.prog.eval(vars, small)
 			if err != nil {
-				d.Errors = append(d.Errors, RuleError{Rule: c.rule.Name, Err: err.Error()})
+				d.Errors = append(d.Errors, agent.RuleError{Rule: c.rule.Name, Err: err.Error()})
 				continue
 			}
 			if out == types.True {

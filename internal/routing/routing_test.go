@@ -173,7 +173,7 @@ func TestRouteReportsTheCELError(t *testing.T) {
 	d, err := tb.Route(Input{}, "")
 	require.NoError(t, err)
 	require.Equal(t, Decision{AgentID: "general", Rule: "any",
-		Errors: []RuleError{{Rule: "gold", Err: "no such key: tier"}}}, d)
+		Errors: []agent.RuleError{{Rule: "gold", Err: "no such key: tier"}}}, d)
 }
 
 func TestRouteWithoutRules(t *testing.T) {

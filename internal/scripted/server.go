@@ -203,7 +203,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"object": "list",
-			"data":   []map[string]any{{"id": "scripted", "object": "model", "created": 0, "owned_by": "agentflow"}},
+			"data":   []map[string]any{{"id": "scripted", "object": "model", "created": 0, "owned_by": "agentflow-scripted"}},
 		})
 	default:
 		writeError(w, http.StatusNotFound, "unknown path "+r.URL.Path, 0)

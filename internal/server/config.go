@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/workflows"
 )
 
 // Config of a worker process. ConfigFromEnv reads it from the environment.
@@ -62,7 +62,7 @@ func ConfigFromEnv() (Config, error) {
 	c := Config{
 		TemporalAddress: envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
 		Namespace:       envOr("TEMPORAL_NAMESPACE", "default"),
-		TaskQueue:       envOr("AGENTFLOW_TASK_QUEUE", workflows.TaskQueue),
+		TaskQueue:       envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
 		DatabaseURL:     os.Getenv("DATABASE_URL"),
 		HTTPAddr:        envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
 		Model:           llm.ConfigFromEnv(),

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 	"golang.org/x/sync/errgroup"
@@ -64,103 +63,144 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 			s.Close()
 		}
 	}()
-
-	if cfg.Script == "auto" {
-		cfg.Script = ""
-		if !cfg.Model.HasCredentials() {
-			cfg.Script = "demo"
-		}
+	if err := s.startScriptedModel(); err != nil {
+		return nil, err
 	}
-	if cfg.Script != "" {
-		script, err := loadScript(cfg.Script)
-		if err != nil {
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	s.metrics = prometheus.NewRegistry()
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.routes = registry.NewCache(s.store, logger)
+	s.routes.Metrics = registry.NewMetrics(s.metrics)
+	s.hub = stream.NewHub(s.store.Pool(), logger)
+	s.follower = stream.NewFollower(s.client, s.hub, logger, 0)
+	if err := s.newWorker(); err != nil {
+		return nil, err
+	}
+	if s.cfg.Has(RoleGateway) {
+		if err := s.newGateway(); err != nil {
 			return nil, err
 		}
-		s.scripted, err = scripted.Start("127.0.0.1:0", script, scripted.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("start scripted model: %w", err)
+	}
+	if err := s.newHTTP(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startScriptedModel serves the scripted model in-process when the
+// configuration asks for it, and points the openai provider at it.
+func (s *Server) startScriptedModel() error {
+	if s.cfg.Script == "auto" {
+		s.cfg.Script = ""
+		if !s.cfg.Model.HasCredentials() {
+			s.cfg.Script = "demo"
 		}
-		cfg.Model.OpenAIBaseURL = s.scripted.URL()
-		cfg.Model.OpenAIAPIKey = "scripted"
-		logger.Info("serving the scripted model", zap.String("url", s.scripted.URL()), zap.String("script", cfg.Script))
 	}
+	if s.cfg.Script == "" {
+		return nil
+	}
+	script, err := loadScript(s.cfg.Script)
+	if err != nil {
+		return err
+	}
+	s.scripted, err = scripted.Start("127.0.0.1:0", script, scripted.Options{})
+	if err != nil {
+		return fmt.Errorf("start scripted model: %w", err)
+	}
+	s.cfg.Model.OpenAIBaseURL = s.scripted.URL()
+	s.cfg.Model.OpenAIAPIKey = "scripted"
+	s.logger.Info("serving the scripted model", zap.String("url", s.scripted.URL()), zap.String("script", s.cfg.Script))
+	return nil
+}
 
-	s.store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{ResultInlineLimit: cfg.ResultInlineLimit, Logger: logger})
+// connect opens the store and the Temporal client.
+func (s *Server) connect(ctx context.Context) error {
+	var err error
+	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Logger: s.logger})
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return fmt.Errorf("open store: %w", err)
 	}
-	model, err := llm.New(cfg.Model)
-	if err != nil {
-		return nil, fmt.Errorf("model providers: %w", err)
-	}
-	s.tools, err = tools.NewRegistry(tools.Deps{Logger: logger, HTTPClient: &http.Client{Timeout: time.Minute}}, tools.Builtin()...)
-	if err != nil {
-		return nil, fmt.Errorf("tool registry: %w", err)
-	}
-
 	s.client, err = client.DialContext(ctx, client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.Namespace,
-		Logger:    SDKLogger(logger),
+		HostPort:  s.cfg.TemporalAddress,
+		Namespace: s.cfg.Namespace,
+		Logger:    SDKLogger(s.logger),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
+		return fmt.Errorf("connect to temporal at %s: %w", s.cfg.TemporalAddress, err)
 	}
+	return nil
+}
 
+// newWorker builds the model providers and the tools, and a Temporal
+// worker with the workflows and activities.
+func (s *Server) newWorker() error {
+	model, err := llm.New(s.cfg.Model)
+	if err != nil {
+		return fmt.Errorf("model providers: %w", err)
+	}
+	s.tools, err = tools.NewRegistry(tools.Deps{Logger: s.logger, HTTPClient: &http.Client{Timeout: time.Minute}}, tools.Builtin()...)
+	if err != nil {
+		return fmt.Errorf("tool registry: %w", err)
+	}
+	acts, err := activities.New(activities.Deps{
+		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger,
+		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
+		StreamInterval: s.cfg.StreamInterval,
+	})
+	if err != nil {
+		return err
+	}
 	// Workflow pollers autoscale because that is the SDK's only mode with
 	// separate pollers for the normal and the sticky queue. With a fixed
 	// count every poller picks its queue, and a stale sticky-backlog hint
 	// sends them all to the sticky queue: a new workflow's first task then
 	// waits out a whole long poll (about a minute) on the normal one.
-	wfPollers := orDefault(cfg.WorkflowPollers, defaultPollers)
-	s.worker = worker.New(s.client, cfg.TaskQueue, worker.Options{
+	wfPollers := orDefault(s.cfg.WorkflowPollers, defaultPollers)
+	s.worker = worker.New(s.client, s.cfg.TaskQueue, worker.Options{
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
 			InitialNumberOfPollers: wfPollers,
 			MinimumNumberOfPollers: minPollers,
 			MaximumNumberOfPollers: wfPollers,
 		}),
-		MaxConcurrentActivityTaskPollers: orDefault(cfg.ActivityPollers, defaultPollers),
+		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
 	})
-	s.worker.RegisterWorkflowWithOptions(workflows.AgentTurn, workflow.RegisterOptions{Name: workflows.AgentTurnName})
-	s.worker.RegisterWorkflowWithOptions(workflows.Conversation, workflow.RegisterOptions{Name: workflows.ConversationName})
-	s.worker.RegisterWorkflowWithOptions(workflows.AgentProcessExample, workflow.RegisterOptions{Name: workflows.ProcessExampleName})
-	s.hub = stream.NewHub(s.store.Pool(), logger)
-	s.follower = stream.NewFollower(s.client, s.hub, logger, 0)
-	s.metrics = prometheus.NewRegistry()
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.routes = registry.NewCache(s.store, logger)
-	s.routes.Metrics = registry.NewMetrics(s.metrics)
-	acts := &activities.Activities{
-		Store: s.store, Model: model, Tools: s.tools, Logger: logger, Routes: s.routes,
-		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
-		StreamInterval: cfg.StreamInterval,
-	}
+	workflows.Register(s.worker)
 	acts.Register(s.worker)
+	return nil
+}
 
-	if cfg.Has(RoleGateway) {
-		svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: cfg.Tokens,
-			TaskQueue: cfg.TaskQueue, Logger: logger})
-		if err != nil {
-			return nil, err
-		}
-		s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s (AGENTFLOW_GRPC_ADDR): %w", cfg.GRPCAddr, err)
-		}
-		s.grpc = gateway.NewGRPCServer(svc, gateway.NewCatalogService(s.store, s.tools, s.routes))
+// newGateway listens for the gRPC API.
+func (s *Server) newGateway() error {
+	svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens,
+		TaskQueue: s.cfg.TaskQueue, Logger: s.logger})
+	if err != nil {
+		return err
 	}
+	s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (AGENTFLOW_GRPC_ADDR): %w", s.cfg.GRPCAddr, err)
+	}
+	s.grpc = gateway.NewGRPCServer(svc, gateway.NewCatalogService(s.store, s.tools, s.routes, s.logger))
+	return nil
+}
 
-	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {
-		s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", s.healthz)
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
-		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+// newHTTP listens for /healthz and /metrics, unless HTTPAddr is off.
+func (s *Server) newHTTP() error {
+	if s.cfg.HTTPAddr == "" || s.cfg.HTTPAddr == "off" {
+		return nil
 	}
-	return s, nil
+	var err error
+	s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return nil
 }
 
 // Client is the server's Temporal client.

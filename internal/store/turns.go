@@ -22,7 +22,7 @@ type Turn struct {
 	AgentVersion int
 	SessionID    string
 	Request      agent.TurnRequest
-	// TurnsPerMinute, when positive, refuses a new turn (CodeLimit) while
+	// TurnsPerMinute, when positive, refuses a new turn (CodeRateLimited) while
 	// the agent already has that many turns begun in the last minute.
 	TurnsPerMinute int
 }
@@ -86,7 +86,7 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 					return err
 				}
 				if recent >= t.TurnsPerMinute {
-					return agent.Errorf(agent.CodeLimit, "agent %q of tenant %q allows %d turns a minute and has had them; try again shortly",
+					return agent.Errorf(agent.CodeRateLimited, "agent %q of tenant %q allows %d turns a minute and has had them; try again shortly",
 						t.AgentID, t.TenantID, t.TurnsPerMinute)
 				}
 			}
@@ -96,7 +96,7 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 		return err
 	})
 	if err != nil {
-		if agent.IsCode(err, agent.CodeLimit) {
+		if agent.IsCode(err, agent.CodeRateLimited) {
 			return err
 		}
 		return fmt.Errorf("begin turn %q: %w", t.JobID, err)

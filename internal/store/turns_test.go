@@ -205,7 +205,7 @@ func TestBeginTurnRateLimit(t *testing.T) {
 	require.NoError(t, s.BeginTurn(ctx, turn("rl-1")))
 	require.NoError(t, s.BeginTurn(ctx, turn("rl-2")))
 	err := s.BeginTurn(ctx, turn("rl-3"))
-	require.True(t, agent.IsCode(err, agent.CodeLimit), "%v", err)
+	require.True(t, agent.IsCode(err, agent.CodeRateLimited), "%v", err)
 	require.ErrorContains(t, err, `agent "limited" of tenant "demo" allows 2 turns a minute`)
 	require.NoError(t, s.BeginTurn(ctx, turn("rl-2")), "a retry of a begun turn is not a new turn")
 	_, err = s.Turn(ctx, "demo", "rl-3")

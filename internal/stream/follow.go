@@ -2,20 +2,14 @@ package stream
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
-
-// Names of the turn workflow's query (kept in step with workflows, which
-// this package must not import).
-const queryEvents = "events"
 
 // DefaultIdleRead is how long a follower waits without news before it
 // reads the log anyway: with a live path, a lost notification costs at
@@ -62,32 +56,32 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 	if err := agent.ValidateAfter(after, page.Next); err != nil {
 		return err
 	}
-	next := after + 1
-	deliver := func(evs []agent.Event) (bool, error) {
-		for _, e := range evs {
-			if e.Index != next {
-				continue // already sent, or not yet in order
-			}
-			if err := send(e); err != nil {
-				return false, err
-			}
-			next++
-			if e.Terminal() {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
-	if done, err := deliver(page.Events); done || err != nil {
+	fl := &following{f: f, streamID: streamID, next: after + 1, send: send, held: map[int64]agent.Event{}}
+	if done, err := fl.deliver(page.Events); done || err != nil {
 		return err
 	}
+	return fl.wait(ctx, sub)
+}
 
+// following is one client's position in one stream.
+type following struct {
+	f        *Follower
+	streamID string
+	next     int64 // the index the client needs next
+	send     func(agent.Event) error
+	held     map[int64]agent.Event // live events that arrived ahead of a gap
+}
+
+// wait delivers what arrives next — live events, wake-ups, or what the
+// log holds after an idle spell or the workflow's end — until the
+// terminal event has been sent.
+func (fl *following) wait(ctx context.Context, sub *Subscription) error {
 	// The turn's completion: a last read of the log ends every follower,
 	// whatever happened to the live path.
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
-		_ = f.client.GetWorkflow(ctx, streamID, "").Get(ctx, nil)
+		_ = fl.f.client.GetWorkflow(ctx, fl.streamID, "").Get(ctx, nil)
 	}()
 
 	var live <-chan []agent.Event
@@ -95,25 +89,8 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 	if sub != nil {
 		live, lagged = sub.C, sub.Lagged
 	}
-	held := map[int64]agent.Event{} // live events that arrived ahead of a gap
-	idle := time.NewTimer(f.idleRead)
+	idle := time.NewTimer(fl.f.idleRead)
 	defer idle.Stop()
-	catchUp := func() (bool, error) {
-		p, err := f.read(ctx, streamID, next-1)
-		if err != nil {
-			return false, err
-		}
-		done, err := deliver(p.Events)
-		if done || err != nil {
-			return done, err
-		}
-		for i := range held {
-			if i < next {
-				delete(held, i)
-			}
-		}
-		return f.drainHeld(held, &next, send)
-	}
 	for {
 		var done bool
 		var err error
@@ -121,28 +98,18 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 		case <-ctx.Done():
 			return ctx.Err()
 		case evs := <-live:
-			if len(evs) == 0 || evs[0].Index > next {
-				// A wake-up, or a batch after events only the log holds.
-				for _, e := range evs {
-					held[e.Index] = e
-				}
-				done, err = catchUp()
-			} else {
-				if done, err = deliver(evs); !done && err == nil {
-					done, err = f.drainHeld(held, &next, send)
-				}
-			}
+			done, err = fl.live(ctx, evs)
 		case <-lagged:
-			done, err = catchUp()
+			done, err = fl.catchUp(ctx)
 		case <-idle.C:
-			done, err = catchUp()
+			done, err = fl.catchUp(ctx)
 		case <-closed:
 			closed = nil
-			done, err = catchUp()
+			done, err = fl.catchUp(ctx)
 			if err == nil && !done {
 				// The workflow ended without a terminal event (terminated,
 				// timed out by the server): say so instead of waiting.
-				return agent.Errorf(agent.CodeUnavailable, "stream %q ended without a final status", streamID)
+				return agent.Errorf(agent.CodeUnavailable, "stream %q ended without a final status", fl.streamID)
 			}
 		}
 		if done || err != nil {
@@ -154,21 +121,72 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 			default:
 			}
 		}
-		idle.Reset(f.idleRead)
+		idle.Reset(fl.f.idleRead)
 	}
 }
 
-func (f *Follower) drainHeld(held map[int64]agent.Event, next *int64, send func(agent.Event) error) (bool, error) {
+// deliver sends the events that continue the stream; it reports true
+// once the terminal event is sent.
+func (fl *following) deliver(evs []agent.Event) (bool, error) {
+	for _, e := range evs {
+		if e.Index != fl.next {
+			continue // already sent, or not yet in order
+		}
+		if err := fl.send(e); err != nil {
+			return false, err
+		}
+		fl.next++
+		if e.Terminal() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// live takes a live batch: in order, it is sent; after a gap (or a
+// wake-up, which has no events) the log fills the gap first.
+func (fl *following) live(ctx context.Context, evs []agent.Event) (bool, error) {
+	if len(evs) == 0 || evs[0].Index > fl.next {
+		for _, e := range evs {
+			fl.held[e.Index] = e
+		}
+		return fl.catchUp(ctx)
+	}
+	if done, err := fl.deliver(evs); done || err != nil {
+		return done, err
+	}
+	return fl.drainHeld()
+}
+
+// catchUp reads the log from the client's position, then sends the held
+// events that now follow.
+func (fl *following) catchUp(ctx context.Context) (bool, error) {
+	p, err := fl.f.read(ctx, fl.streamID, fl.next-1)
+	if err != nil {
+		return false, err
+	}
+	if done, err := fl.deliver(p.Events); done || err != nil {
+		return done, err
+	}
+	for i := range fl.held {
+		if i < fl.next {
+			delete(fl.held, i)
+		}
+	}
+	return fl.drainHeld()
+}
+
+func (fl *following) drainHeld() (bool, error) {
 	for {
-		e, ok := held[*next]
+		e, ok := fl.held[fl.next]
 		if !ok {
 			return false, nil
 		}
-		delete(held, *next)
-		if err := send(e); err != nil {
+		delete(fl.held, fl.next)
+		if err := fl.send(e); err != nil {
 			return false, err
 		}
-		*next++
+		fl.next++
 		if e.Terminal() {
 			return true, nil
 		}
@@ -177,20 +195,5 @@ func (f *Follower) drainHeld(held map[int64]agent.Event, next *int64, send func(
 
 // read returns the log's events after index after.
 func (f *Follower) read(ctx context.Context, streamID string, after int64) (agent.EventsPage, error) {
-	resp, err := f.client.QueryWorkflow(ctx, streamID, "", queryEvents, agent.EventsQuery{AfterIndex: after})
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return agent.EventsPage{}, agent.Errorf(agent.CodeNotFound, "stream %q not found", streamID)
-		}
-		if ctx.Err() != nil {
-			return agent.EventsPage{}, ctx.Err()
-		}
-		return agent.EventsPage{}, agent.Errorf(agent.CodeUnavailable, "read stream %q: %v", streamID, err)
-	}
-	var page agent.EventsPage
-	if err := resp.Get(&page); err != nil {
-		return agent.EventsPage{}, fmt.Errorf("decode stream %q: %w", streamID, err)
-	}
-	return page, nil
+	return turnclient.Events(ctx, f.client, streamID, agent.EventsQuery{AfterIndex: after})
 }

@@ -1,7 +1,11 @@
-package workflows
+// Package process is an example "intelligent process": an application's
+// workflow that runs agentflow turns as steps. It knows agentflow only by
+// the contract's names and JSON, as a workflow written with any other SDK
+// would; its own worker (./worker) runs it on a task queue of its own.
+package process
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -9,22 +13,32 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
-// ProcessExampleName is the example "intelligent process": a workflow of
-// an application that uses agent turns as steps.
-const ProcessExampleName = "AgentProcessExample"
+// Name is the example workflow's type.
+const Name = "AgentProcessExample"
 
-// ProcessInput asks the process to answer a question and check the answer.
-type ProcessInput struct {
+// TaskQueue is the example worker's default task queue.
+const TaskQueue = "agentflow-examples"
+
+// Register registers the example workflow under Name.
+func Register(r interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}) {
+	r.RegisterWorkflowWithOptions(AgentProcessExample, workflow.RegisterOptions{Name: Name})
+}
+
+// Input asks the process to answer a question and check the answer.
+type Input struct {
 	TenantID string `json:"tenant_id"`
 	Question string `json:"question"`
-	// TaskQueue is agentflow's task queue; empty: the process's own.
+	// TaskQueue is agentflow's task queue; empty: contract.TaskQueue.
 	TaskQueue string `json:"task_queue,omitempty"`
 }
 
-// ProcessResult is what the process made of its two agent steps.
-type ProcessResult struct {
+// Result is what the process made of its two agent steps.
+type Result struct {
 	Answer    string `json:"answer"`
 	AnswerRef string `json:"answer_ref"`
 	// Streamed is the answer as it arrived in token batches (notify), and
@@ -38,13 +52,13 @@ type ProcessResult struct {
 // and with a JSON object as input, exactly as a workflow in any other SDK
 // would — watches its tokens arrive through notify, then uses the result:
 // a second turn checks the answer, pointing at it by result_ref.
-func AgentProcessExample(ctx workflow.Context, in ProcessInput) (ProcessResult, error) {
-	var out ProcessResult
+func AgentProcessExample(ctx workflow.Context, in Input) (Result, error) {
+	var out Result
 	if in.TenantID == "" || in.Question == "" {
 		return out, temporal.NewNonRetryableApplicationError("tenant_id and question are required", agent.ErrTypeInvalidRequest, nil)
 	}
 	self := workflow.GetInfo(ctx).WorkflowExecution.ID
-	tokens := workflow.GetSignalChannel(ctx, SignalNotifyTokens)
+	tokens := workflow.GetSignalChannel(ctx, contract.SignalNotifyTokens)
 
 	// Step 1, streamed to this workflow.
 	answer, err := runStep(ctx, in, "answer", map[string]any{
@@ -75,14 +89,14 @@ func AgentProcessExample(ctx workflow.Context, in ProcessInput) (ProcessResult, 
 
 // runStep runs one AgentTurn child and, while it runs, hands its token
 // batches to onBatch.
-func runStep(ctx workflow.Context, in ProcessInput, node string, input map[string]any, onBatch func(agent.TokenBatch),
+func runStep(ctx workflow.Context, in Input, node string, input map[string]any, onBatch func(agent.TokenBatch),
 	tokens workflow.ReceiveChannel) (agent.TurnResult, error) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:        TurnWorkflowID(in.TenantID, input["job_id"].(string)),
-		TaskQueue:         in.TaskQueue,
+		WorkflowID:        contract.TurnWorkflowID(in.TenantID, input["job_id"].(string)),
+		TaskQueue:         cmp.Or(in.TaskQueue, contract.TaskQueue),
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 	})
-	child := workflow.ExecuteChildWorkflow(cctx, AgentTurnName, input)
+	child := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, input)
 	take := func(c workflow.ReceiveChannel) {
 		var b agent.TokenBatch
 		c.Receive(ctx, &b)
@@ -104,9 +118,8 @@ func runStep(ctx workflow.Context, in ProcessInput, node string, input map[strin
 	}
 	var res agent.TurnResult
 	if err := child.Get(ctx, &res); err != nil {
-		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.HasDetails() && app.Details(&res) == nil && res.Error != nil {
-			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("step %s: %s", node, res.Error.Message), res.Error.Type, nil)
+		if failed, ok := contract.FailedResult(err); ok && failed.Error != nil {
+			return failed, temporal.NewNonRetryableApplicationError(fmt.Sprintf("step %s: %s", node, failed.Error.Message), failed.Error.Type, nil)
 		}
 		return res, fmt.Errorf("step %s: %w", node, err)
 	}

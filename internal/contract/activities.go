@@ -1,0 +1,138 @@
+package contract
+
+import "github.com/agentflow/agentflow/internal/agent"
+
+// RouteInput asks which agent should answer a request.
+type RouteInput struct {
+	TenantID string            `json:"tenant_id"`
+	AgentID  string            `json:"agent_id,omitempty"`
+	Prompt   string            `json:"prompt"`
+	Context  agent.TurnContext `json:"context"`
+}
+
+// RouteResult names the chosen agent and the rule that chose it.
+type RouteResult struct {
+	AgentID string `json:"agent_id"`
+	// Rule is RuleExplicit when the request named the agent, RuleDefault
+	// for the tenant's default agent, else the name of the routing rule
+	// that matched.
+	Rule string `json:"rule"`
+	// CatalogVersion is the tenant's catalog version the rules came from.
+	CatalogVersion int64 `json:"catalog_version,omitempty"`
+	// RuleErrors are rules skipped because their condition failed.
+	RuleErrors []agent.RuleError `json:"rule_errors,omitempty"`
+}
+
+// RouteResult.Rule values that are not routing rules' names.
+const (
+	RuleExplicit = "explicit"
+	RuleDefault  = "default"
+)
+
+// LoadAgentInput names the turn and the agent it will run.
+type LoadAgentInput struct {
+	Request    agent.TurnRequest `json:"request"`
+	WorkflowID string            `json:"workflow_id"`
+	AgentID    string            `json:"agent_id"`
+}
+
+// LoadAgentResult is the pinned agent version, or the stored result of an
+// earlier run of the same job.
+type LoadAgentResult struct {
+	Agent    agent.Agent       `json:"agent"`
+	Existing *agent.TurnResult `json:"existing,omitempty"`
+}
+
+// CallModelInput names everything the model call needs by reference: the
+// pinned agent version, the turn (whose steps are read from the store) and
+// the session. Workflow history therefore does not grow with the length of
+// the conversation.
+type CallModelInput struct {
+	TenantID     string `json:"tenant_id"`
+	JobID        string `json:"job_id"`
+	AgentID      string `json:"agent_id"`
+	AgentVersion int    `json:"agent_version"`
+	SessionID    string `json:"session_id,omitempty"`
+	History      string `json:"history,omitempty"` // agent.HistoryLoad or agent.HistoryFresh
+	// Seq is the step number the reply is stored under; steps 0..Seq-1 are
+	// the turn so far.
+	Seq int `json:"seq"`
+	// ToolFailures are tool calls whose ExecuteTool gave up; they are stored
+	// as the calls' results before the model is called.
+	ToolFailures []ToolFailure `json:"tool_failures,omitempty"`
+
+	// Stream asks for the reply's text as token batches, signalled to the
+	// turn StreamID (SignalTokens); FirstIndex is the log index of the
+	// first of them.
+	Stream     bool   `json:"stream,omitempty"`
+	StreamID   string `json:"stream_id,omitempty"`
+	FirstIndex int64  `json:"first_index,omitempty"`
+	// Notify is a workflow that also receives the batches (SignalNotifyTokens).
+	Notify string `json:"notify,omitempty"`
+	// Context is the turn's context, for tools' approval policies.
+	Context agent.TurnContext `json:"context,omitzero"`
+}
+
+// ToolFailure is the result of a tool call that could not run.
+type ToolFailure struct {
+	Seq     int    `json:"seq"`
+	CallID  string `json:"call_id"`
+	Tool    string `json:"tool"`
+	Message string `json:"message"`
+}
+
+// CallModelResult is the model's reply. Content is the final answer when
+// there are no tool calls.
+type CallModelResult struct {
+	Content      string           `json:"content,omitempty"`
+	ToolCalls    []agent.ToolCall `json:"tool_calls,omitempty"`
+	Usage        agent.Usage      `json:"usage"`
+	Model        string           `json:"model,omitempty"`
+	FinishReason string           `json:"finish_reason,omitempty"`
+	// Stored is true when the reply was already stored by an earlier
+	// attempt and the model was not called again (its usage is then not
+	// known and reported as zero).
+	Stored bool `json:"stored,omitempty"`
+	// Approvals lists the tool calls whose tool's policy asks a person
+	// first, with the reason.
+	Approvals []ApprovalNeed `json:"approvals,omitempty"`
+}
+
+// ApprovalNeed says that a tool call waits for a person, and why.
+type ApprovalNeed struct {
+	CallID string `json:"call_id"`
+	Reason string `json:"reason"`
+}
+
+// ExecuteToolInput is one tool call of a turn.
+type ExecuteToolInput struct {
+	TenantID     string         `json:"tenant_id"`
+	JobID        string         `json:"job_id"`
+	AgentID      string         `json:"agent_id"`
+	AgentVersion int            `json:"agent_version"`
+	Seq          int            `json:"seq"` // the step the result is stored under
+	Call         agent.ToolCall `json:"call"`
+}
+
+// ExecuteToolResult is a short account of the call for the workflow. The
+// full output is stored as step Seq; when it is longer than the preview it
+// is also stored as a blob and named by Ref.
+type ExecuteToolResult struct {
+	CallID  string `json:"call_id"`
+	Status  string `json:"status"` // agent.ToolOK or agent.ToolError
+	Preview string `json:"preview"`
+	Ref     string `json:"ref,omitempty"`
+}
+
+// SaveResultInput is a finished turn's result.
+type SaveResultInput struct {
+	Request    agent.TurnRequest `json:"request"`
+	WorkflowID string            `json:"workflow_id"`
+	Result     agent.TurnResult  `json:"result"`
+}
+
+// ApprovalAck is the answer of UpdateApprove.
+type ApprovalAck struct {
+	CallID  string `json:"call_id"`
+	Outcome string `json:"outcome"` // approved | rejected
+}

@@ -1,0 +1,119 @@
+// Package contract is agentflow's Temporal contract, declared once: the
+// task queue, workflow, activity, signal, query and update names, the
+// workflow ids, the search attributes, and the inputs and results of the
+// activities. Users type these names in the temporal CLI and in workflows
+// of any SDK language, and histories store them, so they never change.
+//
+// The turn's own input and output (agent.TurnRequest, agent.TurnResult)
+// and the payloads of signals, queries and updates (agent.TokenBatch,
+// agent.EventsQuery, agent.ApprovalDecision, agent.SendMessage, …) are
+// domain types; this package names where each one travels.
+//
+// It links only the standard library, the domain (internal/agent) and the
+// SDK's temporal package (error and search-attribute types), so that the
+// workflows, the activities, the gateway and the starter can all depend
+// on it without depending on each other's adapters. Failure and ErrorOf
+// convert errors between the domain and Temporal with agent's one table.
+package contract
+
+import (
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// TaskQueue is the default task queue of workers and starters.
+const TaskQueue = "agentflow"
+
+// Workflow types.
+const (
+	// AgentTurn runs one turn: input agent.TurnRequest, result
+	// agent.TurnResult. A turn that cannot complete fails with a
+	// non-retryable application error whose type is one of agent.ErrType*
+	// and whose details hold the TurnResult (status rejected or failed).
+	AgentTurn = "AgentTurn"
+	// Conversation serialises a session's turns: input
+	// agent.ConversationInput.
+	Conversation = "Conversation"
+)
+
+// Activity types. AgentTurn runs Route, LoadAgent, SaveResult and
+// RecordApproval as local activities, and CallModel and ExecuteTool as
+// activities (ExecuteTool as a local activity for tools whose execution
+// is local).
+const (
+	Route          = "Route"          // RouteInput → RouteResult
+	LoadAgent      = "LoadAgent"      // LoadAgentInput → LoadAgentResult
+	CallModel      = "CallModel"      // CallModelInput → CallModelResult
+	ExecuteTool    = "ExecuteTool"    // ExecuteToolInput → ExecuteToolResult
+	SaveResult     = "SaveResult"     // SaveResultInput → agent.TurnResult
+	RecordApproval = "RecordApproval" // agent.ApprovalRecord → nothing
+)
+
+// Signals, queries and updates of AgentTurn.
+const (
+	// SignalTokens carries an agent.TokenBatch from a streaming CallModel.
+	SignalTokens = "tokens"
+	// QueryEvents answers an agent.EventsQuery with an agent.EventsPage.
+	QueryEvents = "events"
+	// SignalApprove and UpdateApprove carry an agent.ApprovalDecision; the
+	// update answers with an ApprovalAck and refuses unknown and already
+	// decided calls.
+	SignalApprove = "approve"
+	UpdateApprove = SignalApprove
+	// QueryPendingApprovals answers with []agent.PendingApproval.
+	QueryPendingApprovals = "pending_approvals"
+)
+
+// SignalNotifyTokens is the signal a turn's notify workflow
+// (agent.TurnRequest.Notify) receives: the same agent.TokenBatch.
+const SignalNotifyTokens = "agent_tokens"
+
+// Updates and queries of Conversation.
+const (
+	// UpdateSendMessage takes an agent.SendMessage and answers with an
+	// agent.SendMessageResult.
+	UpdateSendMessage = "send_message"
+	// QueryTranscript answers with an agent.Transcript.
+	QueryTranscript = "transcript"
+)
+
+// Search attributes (Keyword) set on every turn and conversation. The
+// namespace must have them registered; internal/devstack does so for the
+// dev server.
+var (
+	SearchTenant  = temporal.NewSearchAttributeKeyKeyword("AgentflowTenant")
+	SearchAgent   = temporal.NewSearchAttributeKeyKeyword("AgentflowAgent")
+	SearchSession = temporal.NewSearchAttributeKeyKeyword("AgentflowSession")
+)
+
+// TurnWorkflowID is the id of the AgentTurn for a tenant's job.
+func TurnWorkflowID(tenantID, jobID string) string { return "turn/" + tenantID + "/" + jobID }
+
+// ConversationWorkflowID is the id of a session's Conversation.
+func ConversationWorkflowID(tenantID, sessionID string) string {
+	return "conv/" + tenantID + "/" + sessionID
+}
+
+// TurnSummary is the one-line StaticSummary shown in the Web UI for a
+// turn, e.g. "assistant: What is 12.5 * 4?".
+func TurnSummary(req agent.TurnRequest) string {
+	who := req.AgentID
+	if who == "" {
+		who = "routed"
+	}
+	return OneLine(who+": "+req.Prompt, 100)
+}
+
+// OneLine shortens s to at most n runes on one line, for summaries and
+// previews.
+func OneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,162 @@
+package contract_test
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// TestFailureRoundTrip walks every domain code through Temporal: the
+// application error carries the table's type and retryability, and reads
+// back as the same code and message.
+func TestFailureRoundTrip(t *testing.T) {
+	for _, code := range agent.Codes() {
+		t.Run(string(code), func(t *testing.T) {
+			class := code.Class()
+			err := contract.Failure(agent.Errorf(code, "what went wrong"))
+			var app *temporal.ApplicationError
+			require.True(t, errors.As(err, &app))
+			require.Equal(t, class.Type, app.Type())
+			require.Equal(t, !class.Retryable, app.NonRetryable())
+			back := contract.ErrorOf(err)
+			require.Equal(t, code, back.Code)
+			require.Equal(t, "what went wrong", back.Message)
+			te := agent.TurnErrorOf(back)
+			require.Equal(t, class.Type, te.Type)
+			require.Equal(t, class.Retryable, te.Retryable)
+		})
+	}
+}
+
+func TestFailure(t *testing.T) {
+	t.Run("nil", func(t *testing.T) { require.NoError(t, contract.Failure(nil)) })
+	t.Run("an error without a code is left to Temporal's retries", func(t *testing.T) {
+		plain := errors.New("connection refused")
+		require.Same(t, plain, contract.Failure(plain))
+		require.Equal(t, agent.CodeInternal, contract.ErrorOf(plain).Code)
+	})
+	t.Run("a wrapped domain error keeps its context", func(t *testing.T) {
+		err := contract.Failure(fmt.Errorf("load agent %q: %w", "x", agent.Errorf(agent.CodeAgentNotFound, "agent %q not found", "x")))
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(err, &app))
+		require.Equal(t, agent.ErrTypeAgentNotFound, app.Type())
+		require.Equal(t, `load agent "x": agent "x" not found`, app.Message())
+	})
+	t.Run("retry after", func(t *testing.T) {
+		err := contract.Failure(&agent.Error{Code: agent.CodeModelFailed, Message: "429", RetryAfter: 3 * time.Second})
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(err, &app))
+		require.Equal(t, 3*time.Second, app.NextRetryDelay())
+	})
+	t.Run("cancellation and timeouts", func(t *testing.T) {
+		require.Equal(t, agent.CodeCanceled, contract.ErrorOf(temporal.NewCanceledError()).Code)
+		require.Equal(t, agent.CodeUnavailable, contract.ErrorOf(temporal.NewTimeoutError(0, nil)).Code)
+	})
+	t.Run("an unknown application error type", func(t *testing.T) {
+		require.Equal(t, agent.CodeInternal, contract.ErrorOf(temporal.NewApplicationError("boom", "wrapError")).Code)
+	})
+}
+
+func TestTurnFailureCarriesTheResult(t *testing.T) {
+	res := agent.TurnResult{Version: "1.0", JobID: "j", Status: agent.StatusFailed,
+		Error: &agent.TurnError{Type: agent.ErrTypeTokenBudget, Message: "over budget"}}
+	err := contract.TurnFailure(res)
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(err, &app))
+	require.Equal(t, agent.ErrTypeTokenBudget, app.Type())
+	require.True(t, app.NonRetryable())
+	got, ok := contract.FailedResult(err)
+	require.True(t, ok)
+	require.Equal(t, res, got)
+	_, ok = contract.FailedResult(errors.New("not a turn"))
+	require.False(t, ok)
+}
+
+// TestNamesDeclaredOnce: every name of the contract is written once in
+// the code (outside tests), here; everything else refers to the constant.
+func TestNamesDeclaredOnce(t *testing.T) {
+	names := []string{
+		contract.TaskQueue, contract.AgentTurn, contract.Conversation,
+		contract.Route, contract.LoadAgent, contract.CallModel, contract.ExecuteTool, contract.SaveResult, contract.RecordApproval,
+		contract.SignalTokens, contract.QueryEvents, contract.SignalApprove, contract.QueryPendingApprovals,
+		contract.SignalNotifyTokens, contract.UpdateSendMessage, contract.QueryTranscript,
+		contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName(),
+	}
+	seen := map[string][]string{}
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, ".pb.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if field, ok := n.(*ast.Field); ok {
+				// Struct tags are not names: walk the field without its tag.
+				for _, x := range []ast.Node{field.Type} {
+					ast.Inspect(x, func(m ast.Node) bool { record(fset, m, seen); return true })
+				}
+				return false
+			}
+			record(fset, n, seen)
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	// The starter's command of the same name is a word of its own.
+	seen[contract.SignalApprove] = slices.DeleteFunc(seen[contract.SignalApprove], func(at string) bool {
+		return strings.HasPrefix(at, filepath.Join(root, "starter")+string(filepath.Separator))
+	})
+	for _, name := range names {
+		require.Len(t, seen[name], 1, "%q is written at %v; refer to the constant in internal/contract", name, seen[name])
+		require.Contains(t, seen[name][0], filepath.Join("internal", "contract"), "%q", name)
+	}
+}
+
+func record(fset *token.FileSet, n ast.Node, seen map[string][]string) {
+	lit, ok := n.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return
+	}
+	if s, err := strconv.Unquote(lit.Value); err == nil {
+		seen[s] = append(seen[s], fset.Position(lit.Pos()).String())
+	}
+}
+
+// TestWorkflowsLinkNoAdapter: the workflow package links the SDK and the
+// domain, not the store, the model or CEL.
+func TestWorkflowsLinkNoAdapter(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../../workflows").CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, dep := range strings.Fields(string(out)) {
+		for _, adapter := range []string{"github.com/jackc/pgx", "github.com/tmc/langchaingo", "cel.dev/", "github.com/agentflow/agentflow/activities", "github.com/agentflow/agentflow/internal/store"} {
+			require.False(t, strings.HasPrefix(dep, adapter), "workflows links %s", dep)
+		}
+	}
+}

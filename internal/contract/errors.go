@@ -1,0 +1,74 @@
+package contract
+
+import (
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Failure converts an error for Temporal. A domain error becomes an
+// application error whose type is its code's type and which is retryable
+// as agent's table says (with the error's RetryAfter as the next retry
+// delay); any other error is returned as it is, and Temporal retries it.
+func Failure(err error) error {
+	var e *agent.Error
+	if err == nil || !errors.As(err, &e) {
+		return err
+	}
+	c := e.Code.Class()
+	return temporal.NewApplicationErrorWithOptions(err.Error(), c.Type, temporal.ApplicationErrorOptions{
+		NonRetryable:   !c.Retryable,
+		NextRetryDelay: e.RetryAfter,
+	})
+}
+
+// ErrorOf reads a domain error back from what Temporal returned: an
+// application error whose type is in agent's table keeps its code; a
+// cancellation is CodeCanceled; a timeout is CodeUnavailable; anything
+// else, including an activity's unclassified failure, is CodeInternal.
+// The message is the innermost one, without the SDK's wrapping.
+func ErrorOf(err error) *agent.Error {
+	if err == nil {
+		return nil
+	}
+	var app *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	var timeout *temporal.TimeoutError
+	var domain *agent.Error
+	switch {
+	case errors.As(err, &app):
+		code, _ := agent.CodeOfType(app.Type())
+		return &agent.Error{Code: code, Message: app.Message()}
+	case errors.As(err, &canceled):
+		return agent.Errorf(agent.CodeCanceled, "cancelled")
+	case errors.As(err, &timeout):
+		return agent.Errorf(agent.CodeUnavailable, "timed out (%s)", timeout.TimeoutType())
+	case errors.As(err, &domain):
+		return domain
+	}
+	return &agent.Error{Code: agent.CodeInternal, Message: err.Error()}
+}
+
+// TurnFailure is the error a turn that did not complete ends with: a
+// non-retryable application error of the result's error type, whose
+// details hold the result.
+func TurnFailure(res agent.TurnResult) error {
+	e := res.Error
+	if e == nil {
+		e = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
+	}
+	return temporal.NewNonRetryableApplicationError(e.Message, e.Type, nil, res)
+}
+
+// FailedResult returns the result a turn's TurnFailure carries, and false
+// when err is not one.
+func FailedResult(err error) (agent.TurnResult, bool) {
+	var app *temporal.ApplicationError
+	var res agent.TurnResult
+	if errors.As(err, &app) && app.HasDetails() && app.Details(&res) == nil && res.Status != "" {
+		return res, true
+	}
+	return agent.TurnResult{}, false
+}

@@ -1,0 +1,156 @@
+package gateway_test
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/store"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// TestErrorTable walks every domain code through the gateway: the status
+// code is the table's, by name, and only errors written for the caller
+// keep their text.
+func TestErrorTable(t *testing.T) {
+	want := map[agent.Code]codes.Code{
+		agent.CodeInvalid:          codes.InvalidArgument,
+		agent.CodeNotFound:         codes.NotFound,
+		agent.CodeAgentNotFound:    codes.NotFound,
+		agent.CodeUnauthenticated:  codes.Unauthenticated,
+		agent.CodePermissionDenied: codes.PermissionDenied,
+		agent.CodeConflict:         codes.FailedPrecondition,
+		agent.CodeRateLimited:      codes.ResourceExhausted,
+		agent.CodeModelRejected:    codes.FailedPrecondition,
+		agent.CodeModelFailed:      codes.Unavailable,
+		agent.CodeMaxIterations:    codes.ResourceExhausted,
+		agent.CodeTokenBudget:      codes.ResourceExhausted,
+		agent.CodeTimeout:          codes.DeadlineExceeded,
+		agent.CodeCanceled:         codes.Canceled,
+		agent.CodeUnavailable:      codes.Unavailable,
+		agent.CodeInternal:         codes.Internal,
+	}
+	require.ElementsMatch(t, agent.Codes(), keys(want), "every code has a gRPC code here")
+	for _, code := range agent.Codes() {
+		t.Run(string(code), func(t *testing.T) {
+			core, logs := observer.New(zap.DebugLevel)
+			err := gateway.Status(context.Background(), zap.New(core),
+				&agent.Error{Code: code, Message: "the detail", Err: errSecret})
+			st := status.Convert(err)
+			require.Equal(t, want[code], st.Code())
+			if code.Class().Public {
+				require.Equal(t, "the detail: "+errSecret.Error(), st.Message())
+				require.Zero(t, logs.Len())
+				return
+			}
+			require.NotContains(t, st.Message(), "detail")
+			require.NotContains(t, st.Message(), "password")
+			require.Contains(t, st.Message(), "reference ")
+			require.Equal(t, 1, logs.Len(), "the details are in the log")
+			entry := logs.All()[0]
+			require.Contains(t, st.Message(), entry.ContextMap()["ref"])
+			require.Contains(t, entry.ContextMap()["error"], "the detail")
+		})
+	}
+
+	t.Run("an error without a code", func(t *testing.T) {
+		err := gateway.Status(context.Background(), zap.NewNop(), errSecret)
+		require.Equal(t, codes.Internal, status.Code(err))
+		require.NotContains(t, status.Convert(err).Message(), "password")
+	})
+	t.Run("a caller that went away", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.Equal(t, codes.Canceled, status.Code(gateway.Status(ctx, zap.NewNop(), errSecret)))
+	})
+}
+
+type secretError struct{}
+
+func (secretError) Error() string {
+	return `dial tcp 10.0.0.7:5432: password authentication failed for user "agentflow"`
+}
+
+var errSecret error = secretError{}
+
+func keys[K comparable, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestDatabaseDownIsNotLeaked: with the database refusing connections,
+// a call fails as Internal or Unavailable with a reference, never with
+// the database's own words; the log has them.
+func TestDatabaseDownIsNotLeaked(t *testing.T) {
+	ctx := context.Background()
+	dbURL := devtest.Database(t)
+	core, logs := observer.New(zap.WarnLevel)
+	logger := zap.New(core)
+	st, err := store.Open(ctx, dbURL, store.Options{Logger: logger})
+	require.NoError(t, err)
+	defer st.Close()
+	svc, err := gateway.New(gateway.Options{Store: st, Tokens: map[string]string{"tok": "demo"}, Logger: logger})
+	require.NoError(t, err)
+	g := gateway.NewGRPCServer(svc, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = g.Serve(ln) }()
+	defer g.Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := pb.NewAgentServiceClient(conn)
+	as := fixture{}.as("tok")
+
+	_, err = client.ListAgents(as, &pb.ListAgentsRequest{})
+	require.NoError(t, err, "the database is up")
+
+	refuseConnections(t, dbURL)
+	_, err = client.ListAgents(as, &pb.ListAgentsRequest{})
+	require.Error(t, err)
+	require.Contains(t, []codes.Code{codes.Internal, codes.Unavailable}, status.Code(err), "%v", err)
+	msg := status.Convert(err).Message()
+	require.Contains(t, msg, "reference ")
+	for _, leak := range []string{"database", "connect", "SQLSTATE", "postgres", "pgx", "FATAL"} {
+		require.NotContains(t, msg, leak)
+	}
+	require.Equal(t, 1, logs.FilterMessage("request failed").Len())
+}
+
+// refuseConnections makes the test's database refuse new connections and
+// ends the open ones, until the test ends.
+func refuseConnections(t *testing.T, dbURL string) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	name := u.Path[1:]
+	u.Path = "/postgres"
+	admin, err := pgx.Connect(ctx, u.String())
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" ALLOW_CONNECTIONS false")
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" ALLOW_CONNECTIONS true")
+		require.NoError(t, err)
+		_ = admin.Close(ctx)
+	})
+}

@@ -1,0 +1,210 @@
+// Package turnclient starts and steers agentflow's workflows from outside
+// them: start a turn and wait for its result, send a message to a
+// conversation, decide an approval, read a turn's events. The gateway, the
+// starter, the benchmarks and the tests all start turns this way, so every
+// turn gets the same id, search attributes and summary.
+//
+// Errors are domain errors (internal/agent): a workflow that does not
+// exist is CodeNotFound, a turn that has ended is CodeConflict for what
+// needs a running turn, an update's refusal keeps its code, and a server
+// that cannot be reached is CodeUnavailable.
+package turnclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// StartOptions are the options every starter of a turn uses: the turn's
+// id, so that starting the same job twice attaches to the first run (or
+// its completed result) instead of running it again; its search
+// attributes and summary.
+func StartOptions(taskQueue string, req agent.TurnRequest) client.StartWorkflowOptions {
+	attrs := []temporal.SearchAttributeUpdate{contract.SearchTenant.ValueSet(req.TenantID)}
+	if req.AgentID != "" {
+		attrs = append(attrs, contract.SearchAgent.ValueSet(req.AgentID))
+	}
+	if req.SessionID != "" {
+		attrs = append(attrs, contract.SearchSession.ValueSet(req.SessionID))
+	}
+	return client.StartWorkflowOptions{
+		ID:                       contract.TurnWorkflowID(req.TenantID, req.JobID),
+		TaskQueue:                taskQueue,
+		StaticSummary:            contract.TurnSummary(req),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		// A caller that runs a worker on the task queue (the gateway in the
+		// worker process) gets the first workflow task in the start reply.
+		EnableEagerStart: true,
+	}
+}
+
+// Start starts a turn, or attaches to the run of the same job.
+func Start(ctx context.Context, c client.Client, taskQueue string, req agent.TurnRequest) (client.WorkflowRun, error) {
+	run, err := c.ExecuteWorkflow(ctx, StartOptions(taskQueue, req), contract.AgentTurn, req)
+	if err != nil {
+		return nil, workflowError(fmt.Sprintf("turn %q", contract.TurnWorkflowID(req.TenantID, req.JobID)), err)
+	}
+	return run, nil
+}
+
+// Result waits for a turn's result. A turn that failed or was rejected
+// has a result too (its status says so); an error means the result could
+// not be read.
+func Result(ctx context.Context, run client.WorkflowRun) (agent.TurnResult, error) {
+	var res agent.TurnResult
+	err := run.Get(ctx, &res)
+	if err == nil {
+		return res, nil
+	}
+	if failed, ok := contract.FailedResult(err); ok {
+		return failed, nil
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, workflowError(fmt.Sprintf("turn %q", run.GetID()), err)
+}
+
+// ConversationOptions start a session's Conversation, or reuse the
+// running one.
+func ConversationOptions(taskQueue string, in agent.ConversationInput) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       contract.ConversationWorkflowID(in.TenantID, in.SessionID),
+		TaskQueue:                taskQueue,
+		StaticSummary:            "conversation " + in.SessionID,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			contract.SearchTenant.ValueSet(in.TenantID), contract.SearchSession.ValueSet(in.SessionID)),
+	}
+}
+
+// SendMessage sends a message to a session's Conversation, starting it if
+// needed (update-with-start), and returns the turn that answers it. The
+// server refuses updates for a while when too many are in flight or the
+// run is rolling over; those are retried until ctx ends.
+func SendMessage(ctx context.Context, c client.Client, taskQueue string, in agent.ConversationInput, m agent.SendMessage) (agent.SendMessageResult, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		op := c.NewWithStartWorkflowOperation(ConversationOptions(taskQueue, in), contract.Conversation, in)
+		h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				UpdateName: contract.UpdateSendMessage, Args: []any{m}, WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		var res agent.SendMessageResult
+		if err == nil {
+			err = h.Get(ctx, &res)
+		}
+		if err == nil {
+			return res, nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			return res, workflowError(fmt.Sprintf("conversation %q", contract.ConversationWorkflowID(in.TenantID, in.SessionID)), err)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// Approve decides a tool call waiting for approval in a running turn.
+func Approve(ctx context.Context, c client.Client, workflowID string, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, UpdateName: contract.UpdateApprove, Args: []any{d},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var ack contract.ApprovalAck
+	if err == nil {
+		err = h.Get(ctx, &ack)
+	}
+	if err != nil {
+		return ack, running(ctx, c, workflowID, err)
+	}
+	return ack, nil
+}
+
+// PendingApprovals lists a turn's tool calls waiting for approval.
+func PendingApprovals(ctx context.Context, c client.Client, workflowID string) ([]agent.PendingApproval, error) {
+	v, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryPendingApprovals)
+	if err != nil {
+		return nil, workflowError(fmt.Sprintf("stream %q", workflowID), err)
+	}
+	var pending []agent.PendingApproval
+	if err := v.Get(&pending); err != nil {
+		return nil, fmt.Errorf("decode pending approvals of %s: %w", workflowID, err)
+	}
+	return pending, nil
+}
+
+// Events reads a page of a turn's event log.
+func Events(ctx context.Context, c client.Client, workflowID string, q agent.EventsQuery) (agent.EventsPage, error) {
+	resp, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryEvents, q)
+	if err != nil {
+		if ctx.Err() != nil {
+			return agent.EventsPage{}, ctx.Err()
+		}
+		return agent.EventsPage{}, workflowError(fmt.Sprintf("stream %q", workflowID), err)
+	}
+	var page agent.EventsPage
+	if err := resp.Get(&page); err != nil {
+		return agent.EventsPage{}, fmt.Errorf("decode stream %s: %w", workflowID, err)
+	}
+	return page, nil
+}
+
+// workflowError turns what the Temporal client returned about the named
+// workflow into a domain error: a workflow that does not exist is
+// CodeNotFound, an update's or a workflow's typed failure keeps its code,
+// anything else is the server's failure (CodeUnavailable).
+func workflowError(name string, err error) error {
+	var nf *serviceerror.NotFound
+	var app *temporal.ApplicationError
+	switch {
+	case errors.As(err, &nf):
+		return agent.Errorf(agent.CodeNotFound, "%s not found", name)
+	case errors.As(err, &app):
+		if code, ok := agent.CodeOfType(app.Type()); ok {
+			return &agent.Error{Code: code, Message: app.Message()}
+		}
+	}
+	return &agent.Error{Code: agent.CodeUnavailable, Message: name, Err: err}
+}
+
+// running explains a failed call that needs a running turn: a turn that
+// has ended is a conflict, not a missing turn.
+func running(ctx context.Context, c client.Client, workflowID string, err error) error {
+	err = workflowError(fmt.Sprintf("stream %q", workflowID), err)
+	if !agent.IsCode(err, agent.CodeNotFound) {
+		return err
+	}
+	desc, derr := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if derr == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return agent.Errorf(agent.CodeConflict, "turn %q has ended: nothing waits for approval", workflowID)
+	}
+	return err
+}
+
+// transient: the server could not take the update now, but will later.
+func transient(err error) bool {
+	var exhausted *serviceerror.ResourceExhausted
+	var unavailable *serviceerror.Unavailable
+	var aborted *serviceerror.Aborted
+	return errors.As(err, &exhausted) || errors.As(err, &unavailable) || errors.As(err, &aborted)
+}
