@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
@@ -39,6 +41,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	}
 	reply := resp.Message
 	reply.Role = agent.RoleAssistant
+	reply.Usage, reply.Model = &resp.Usage, resp.Model
 	if err := a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, reply); err != nil {
 		return contract.CallModelResult{}, fmt.Errorf("store reply: %w", err)
 	}
@@ -77,8 +80,12 @@ func (a *Activities) storedReply(ag agent.Agent, in contract.CallModelInput, m a
 		return contract.CallModelResult{}, agent.Errorf(agent.CodeInternal,
 			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role)
 	}
-	return contract.CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: ag.Model, Stored: true,
-		Approvals: a.approvals(ag, in, m.ToolCalls)}, nil
+	res := contract.CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: cmp.Or(m.Model, ag.Model), Stored: true,
+		Approvals: a.approvals(ag, in, m.ToolCalls)}
+	if m.Usage != nil {
+		res.Usage = *m.Usage
+	}
+	return res, nil
 }
 
 // messages is what the model reads: the agent's system prompt, the
@@ -114,6 +121,12 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 			return nil, err
 		}
 		req.OnText = st.add
+	} else {
+		// The streamer heartbeats a streamed call; an unstreamed one needs
+		// its own, or a long call is given up for lost while it still runs
+		// and is paid for again.
+		stop := heartbeat(ctx, time.Second)
+		defer stop()
 	}
 	resp, err := a.model.Generate(ctx, req)
 	if st != nil {
@@ -131,6 +144,29 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		return nil, modelError(err)
 	}
 	return resp, nil
+}
+
+// heartbeat records a heartbeat every interval until stop is called.
+func heartbeat(ctx context.Context, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // modelError says what a provider's failure means: retryable failures

@@ -131,7 +131,6 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval})
 	workflow.SetCurrentDetails(ctx, "waiting for approval: "+strings.Join(names, ", "))
 
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
 	for len(t.appr.pending) > 0 {
 		if len(t.appr.inbox) == 0 {
 			remaining := deadline.Sub(workflow.Now(ctx))
@@ -177,7 +176,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 				Outcome: outcome, Reason: d.Reason, Approver: d.Approver, Via: d.via,
 				RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
 			}
-			if err := workflow.ExecuteLocalActivity(lctx, contract.RecordApproval, rec).Get(ctx, nil); err != nil {
+			if err := dbStep(ctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
 				// The decision stands (it is in the history); only its record is missing.
 				workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
 			}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +84,7 @@ type turn struct {
 	req        agent.TurnRequest
 	workflowID string
 	start      time.Time
+	deadline   time.Time // the turn's timeout, once the agent is loaded
 
 	agent agent.Agent
 	rule  string
@@ -108,12 +110,14 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
 	}
 
+	// Until the agent is loaded, the turn's timeout is the request's or
+	// the default.
+	startBy := t.start.Add(time.Duration(cmp.Or(t.req.TimeoutSec, agent.DefaultTurnTimeoutSec)) * time.Second)
 	workflow.SetCurrentDetails(ctx, "routing the request")
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
 	var route contract.RouteResult
-	err := workflow.ExecuteLocalActivity(lctx, contract.Route, contract.RouteInput{
+	err := dbStep(ctx, contract.Route, startBy, contract.RouteInput{
 		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context,
-	}).Get(ctx, &route)
+	}, &route)
 	if err != nil {
 		return t.reject(ctx, contract.ErrorOf(err))
 	}
@@ -121,9 +125,9 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("loading agent %s", route.AgentID))
 	var loaded contract.LoadAgentResult
-	err = workflow.ExecuteLocalActivity(lctx, contract.LoadAgent, contract.LoadAgentInput{
+	err = dbStep(ctx, contract.LoadAgent, startBy, contract.LoadAgentInput{
 		Request: t.req, WorkflowID: t.workflowID, AgentID: route.AgentID,
-	}).Get(ctx, &loaded)
+	}, &loaded)
 	if err != nil {
 		return t.reject(ctx, contract.ErrorOf(err))
 	}
@@ -141,6 +145,7 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	if s := t.req.TimeoutSec; s > 0 && time.Duration(s)*time.Second < timeout {
 		timeout = time.Duration(s) * time.Second
 	}
+	t.deadline = workflow.Now(ctx).Add(timeout)
 	runCtx, cancel := workflow.WithCancel(ctx)
 	timedOut := false
 	workflow.Go(runCtx, func(c workflow.Context) {
@@ -364,13 +369,12 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 
 	workflow.SetCurrentDetails(ctx, "saving the result")
 	// The turn's own context may be cancelled by its timeout; saving must
-	// still happen.
+	// still happen, however long the database is away: the work is done.
 	sctx, _ := workflow.NewDisconnectedContext(ctx)
-	sctx = workflow.WithLocalActivityOptions(sctx, localOptions())
 	var saved agent.TurnResult
-	err := workflow.ExecuteLocalActivity(sctx, contract.SaveResult, contract.SaveResultInput{
+	err := dbStep(sctx, contract.SaveResult, time.Time{}, contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res,
-	}).Get(sctx, &saved)
+	}, &saved)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}

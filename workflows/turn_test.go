@@ -38,6 +38,13 @@ type fakeTurn struct {
 	// call's last signals do.
 	onModel   func(contract.CallModelInput)
 	approvals []agent.ApprovalRecord
+	// dbDown fails that many database step attempts (Route, LoadAgent,
+	// SaveResult, RecordApproval) as an unreachable database would.
+	dbDown   int
+	dbFailed int
+	// saveDown fails that many SaveResult attempts the same way.
+	saveDown int
+
 }
 
 func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
@@ -50,6 +57,9 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 
 	env.OnActivity(contract.Route, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.RouteInput) (contract.RouteResult, error) {
+			if err := f.database(); err != nil {
+				return contract.RouteResult{}, err
+			}
 			if in.AgentID != "" {
 				return contract.RouteResult{AgentID: in.AgentID, Rule: contract.RuleExplicit}, nil
 			}
@@ -57,6 +67,9 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 		})
 	env.OnActivity(contract.LoadAgent, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.LoadAgentInput) (contract.LoadAgentResult, error) {
+			if err := f.database(); err != nil {
+				return contract.LoadAgentResult{}, err
+			}
 			if f.existing != nil {
 				return contract.LoadAgentResult{Existing: f.existing}, nil
 			}
@@ -96,6 +109,12 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 		})
 	env.OnActivity(contract.SaveResult, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.SaveResultInput) (agent.TurnResult, error) {
+			if err := f.database(); err != nil {
+				return agent.TurnResult{}, err
+			}
+			if f.saveFailure() {
+				return agent.TurnResult{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			r := in.Result
@@ -105,12 +124,36 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 		})
 	env.OnActivity(contract.RecordApproval, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r agent.ApprovalRecord) error {
+			if err := f.database(); err != nil {
+				return err
+			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.approvals = append(f.approvals, r)
 			return nil
 		})
 	return env
+}
+
+// database fails while the fake database is down.
+func (f *fakeTurn) database() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dbFailed < f.dbDown {
+		f.dbFailed++
+		return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	}
+	return nil
+}
+
+func (f *fakeTurn) saveFailure() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.saveDown > 0 {
+		f.saveDown--
+		return true
+	}
+	return false
 }
 
 func testAgent() agent.Agent {

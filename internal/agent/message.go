@@ -19,6 +19,11 @@ type Message struct {
 	// ToolCallID and Name identify the call a tool message answers.
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	Name       string `json:"name,omitempty"`
+	// Usage and Model, on a stored assistant message, are those of the
+	// model call that wrote it: a retried call that finds the reply stored
+	// reports what it cost instead of nothing.
+	Usage *Usage `json:"usage,omitempty"`
+	Model string `json:"model,omitempty"`
 }
 
 // ToolCall is a model's request to run a tool.

@@ -105,7 +105,12 @@ func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.Workflo
 		return nil, err
 	}
 	if err := s.checkAgent(ctx, req); err != nil {
-		return nil, err
+		if agent.ErrorCode(err).Class().Public {
+			return nil, err
+		}
+		// The database is away: the turn checks the agent again when it
+		// loads it, and waits for the database to come back.
+		s.logger.Warn("agent check skipped", zap.String("tenant", req.TenantID), zap.Error(err))
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()

@@ -1,0 +1,67 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// durableStepsChange marks runs whose database steps outlast an outage;
+// runs before it failed the turn when a step's retries ran out.
+const durableStepsChange = "durable-database-steps"
+
+// Database waits: from dbWaitFirst, doubling up to dbWaitMax.
+const (
+	dbWaitFirst = time.Second
+	dbWaitMax   = 30 * time.Second
+)
+
+// dbStep runs one of the turn's database steps (Route, LoadAgent,
+// SaveResult, RecordApproval) as a local activity. A failure a retry may
+// fix — the database is away — does not fail the turn: the step waits,
+// says so in the turn's current details, and runs again, until until
+// (zero: for as long as it takes). A failure that names its cause (an
+// unknown agent, a rate limit) returns at once.
+func dbStep(ctx workflow.Context, name string, until time.Time, in, out any) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
+	wait := dbWaitFirst
+	for {
+		err := workflow.ExecuteLocalActivity(lctx, name, in).Get(ctx, out)
+		if err == nil || permanent(err) || ctx.Err() != nil {
+			return err
+		}
+		if workflow.GetVersion(ctx, durableStepsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return err
+		}
+		if !until.IsZero() && !workflow.Now(ctx).Add(wait).Before(until) {
+			// The details are in the log, not in the result.
+			workflow.GetLogger(ctx).Error("database step failed until the turn's deadline", "step", name, "error", contract.ErrorOf(err).Message)
+			return agent.Errorf(agent.CodeUnavailable, "the database did not answer %s within the turn's timeout", name)
+		}
+		msg := contract.ErrorOf(err).Message
+		workflow.GetLogger(ctx).Warn("database step failed; waiting to run it again", "step", name, "wait", wait, "error", msg)
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting for the database (%s, again in %s): %s", name, wait, contract.OneLine(msg, 200)))
+		timer := workflow.NewTimerWithOptions(ctx, wait, workflow.TimerOptions{Summary: "waiting for the database"})
+		if err := timer.Get(ctx, nil); err != nil {
+			return err
+		}
+		wait = min(wait*2, dbWaitMax)
+	}
+}
+
+// permanent reports a failure no retry can fix: a non-retryable
+// application error, or a cancellation.
+func permanent(err error) bool {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.NonRetryable()
+	}
+	var canceled *temporal.CanceledError
+	return errors.As(err, &canceled)
+}
