@@ -74,7 +74,9 @@ func (l *eventLog) done() bool {
 func (t *turn) startEvents(ctx workflow.Context) error {
 	t.log.streamID = t.workflowID
 	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryEvents, func(q agent.EventsQuery) (agent.EventsPage, error) {
-		return t.log.page(q), nil
+		p := t.log.page(q)
+		p.TenantID = t.req.TenantID
+		return p, nil
 	}, workflow.QueryHandlerOptions{Description: `events after {"after_index": N}; {"head_only": true} for the next index only`}); err != nil {
 		return err
 	}

@@ -109,6 +109,9 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	if err := t.req.Validate(); err != nil {
 		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
 	}
+	if err := t.checkTenant(ctx); err != nil {
+		return t.reject(ctx, err)
+	}
 
 	// Until the agent is loaded, the turn's timeout is the request's or
 	// the default.
@@ -161,6 +164,25 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", timeout))
 	}
 	return t.finish(ctx, output, failure)
+}
+
+// tenantCheckChange marks runs that refuse a workflow id of another
+// tenant than the request's.
+const tenantCheckChange = "tenant-matches-workflow-id"
+
+// checkTenant refuses a turn whose workflow id names another tenant than
+// its request does: readers (Resume, Approve) trust turn/<tenant>/<job> to
+// say whose turn it is. Ids of another form are the starter's own.
+func (t *turn) checkTenant(ctx workflow.Context) error {
+	tenant, err := agent.StreamTenant(t.workflowID)
+	if err != nil || tenant == t.req.TenantID {
+		return nil
+	}
+	if workflow.GetVersion(ctx, tenantCheckChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	return agent.Errorf(agent.CodeInvalid, "workflow id %q belongs to tenant %q, but the request's tenant_id is %q: start a turn as %s",
+		t.workflowID, tenant, t.req.TenantID, contract.TurnWorkflowID(t.req.TenantID, "<job_id>"))
 }
 
 // loop calls the model and runs the tools it asks for until it answers,

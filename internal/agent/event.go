@@ -110,6 +110,9 @@ type EventsQuery struct {
 
 // EventsPage is the answer of a turn's "events" query.
 type EventsPage struct {
+	// TenantID is the tenant the turn runs as; readers check it against
+	// the tenant they serve.
+	TenantID string `json:"tenant_id,omitempty"`
 	Events []Event `json:"events"`
 	// Next is the index the next event will have (last index + 1).
 	Next int64 `json:"next"`

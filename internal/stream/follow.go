@@ -193,7 +193,15 @@ func (fl *following) drainHeld() (bool, error) {
 	}
 }
 
-// read returns the log's events after index after.
+// read returns the log's events after index after. A turn that runs as
+// another tenant than its id names is not the caller's: it is not found.
 func (f *Follower) read(ctx context.Context, streamID string, after int64) (agent.EventsPage, error) {
-	return turnclient.Events(ctx, f.client, streamID, agent.EventsQuery{AfterIndex: after})
+	page, err := turnclient.Events(ctx, f.client, streamID, agent.EventsQuery{AfterIndex: after})
+	if err != nil {
+		return page, err
+	}
+	if tenant, err := agent.StreamTenant(streamID); err == nil && page.TenantID != "" && page.TenantID != tenant {
+		return agent.EventsPage{}, agent.Errorf(agent.CodeNotFound, "stream %q not found", streamID)
+	}
+	return page, nil
 }
