@@ -58,11 +58,8 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 // turnSoFar stores the tool calls that failed for good as their results
 // and returns the turn's steps.
 func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) ([]agent.Message, error) {
-	for _, f := range in.ToolFailures {
-		msg := agent.Message{Role: agent.RoleTool, ToolCallID: f.CallID, Name: f.Tool, Content: errorPrefix + f.Message}
-		if err := a.store.PutStep(ctx, in.TenantID, in.JobID, f.Seq, msg); err != nil {
-			return nil, fmt.Errorf("store failed tool call %q: %w", f.CallID, err)
-		}
+	if err := a.storeToolFailures(ctx, in.TenantID, in.JobID, in.ToolFailures); err != nil {
+		return nil, err
 	}
 	steps, err := a.store.Steps(ctx, in.TenantID, in.JobID)
 	if err != nil {
@@ -72,6 +69,17 @@ func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) 
 		return nil, fmt.Errorf("job %q has %d steps stored, want %d before calling the model", in.JobID, len(steps), in.Seq)
 	}
 	return steps, nil
+}
+
+// storeToolFailures stores the results of tool calls that did not run.
+func (a *Activities) storeToolFailures(ctx context.Context, tenantID, jobID string, failures []contract.ToolFailure) error {
+	for _, f := range failures {
+		msg := agent.Message{Role: agent.RoleTool, ToolCallID: f.CallID, Name: f.Tool, Content: errorPrefix + f.Message}
+		if err := a.store.PutStep(ctx, tenantID, jobID, f.Seq, msg); err != nil {
+			return fmt.Errorf("store failed tool call %q: %w", f.CallID, err)
+		}
+	}
+	return nil
 }
 
 // storedReply is the reply an earlier attempt stored but did not report.

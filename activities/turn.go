@@ -78,11 +78,15 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	return contract.LoadAgentResult{Agent: ag}, nil
 }
 
-// SaveResult stores the result (first write wins) and, for a completed
+// SaveResult stores the results of tool calls that did not run, then the
+// turn's result (first write wins) and, for a completed
 // turn in a session, appends the exchange to the session's transcript. It
 // returns the stored result, with its result_ref.
 func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput) (agent.TurnResult, error) {
 	req := in.Request
+	if err := a.storeToolFailures(ctx, req.TenantID, req.JobID, in.ToolFailures); err != nil {
+		return agent.TurnResult{}, err
+	}
 	stored, err := a.store.SaveResult(ctx, req.TenantID, in.WorkflowID, in.Result, req)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result of job %q: %w", req.JobID, err)

@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,21 +133,30 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 	workflow.SetCurrentDetails(ctx, "waiting for approval: "+strings.Join(names, ", "))
 
 	for len(t.appr.pending) > 0 {
-		if len(t.appr.inbox) == 0 {
+		if len(t.appr.inbox) == 0 && t.canceled == nil {
 			remaining := deadline.Sub(workflow.Now(ctx))
 			got := false
 			if remaining > 0 {
 				var err error
-				got, err = workflow.AwaitWithTimeout(ctx, remaining, func() bool { return len(t.appr.inbox) > 0 })
-				if err != nil {
+				got, err = workflow.AwaitWithTimeout(ctx, remaining, func() bool { return len(t.appr.inbox) > 0 || t.canceled != nil })
+				if err != nil && !t.cancelled(ctx) {
 					t.appr.pending = nil // the turn ended: its timeout
 					return
 				}
 			}
-			if !got {
+			if !got && t.canceled == nil {
 				for _, p := range t.appr.pending {
 					t.appr.decided = append(t.appr.decided, p.CallID)
 					t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: "timeout"})
+				}
+			}
+		}
+		if t.canceled != nil {
+			// Close every call that no one decided.
+			for _, p := range t.appr.pending {
+				if !slices.Contains(t.appr.decided, p.CallID) {
+					t.appr.decided = append(t.appr.decided, p.CallID)
+					t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: "cancel"})
 				}
 			}
 		}
@@ -161,6 +171,8 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 			switch {
 			case d.via == "timeout":
 				outcome, message = agent.ApprovalTimedOut, fmt.Sprintf("no decision on the call within the approval timeout of %s; it was not run", timeout)
+			case d.via == "cancel":
+				outcome, message = agent.ApprovalCanceled, "the turn was cancelled before the call was decided; it was not run"
 			case !d.Approved:
 				who := d.Approver
 				if who == "" {
@@ -176,7 +188,9 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 				Outcome: outcome, Reason: d.Reason, Approver: d.Approver, Via: d.via,
 				RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
 			}
-			if err := dbStep(ctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
+			// Recorded even when the turn is ending (its timeout, a cancel).
+			rctx, _ := workflow.NewDisconnectedContext(ctx)
+			if err := dbStep(rctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
 				// The decision stands (it is in the history); only its record is missing.
 				workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
 			}

@@ -96,6 +96,15 @@ type turn struct {
 	log    eventLog
 	tokens workflow.ReceiveChannel
 	appr   approvals
+
+	// canceled is the cancellation asked for, if any; stopModel stops the
+	// model call in flight.
+	canceled  *agent.CancelRequest
+	stopModel workflow.CancelFunc
+	timedOut  bool // the turn's timeout ended its run
+	// unstored are tool calls that did not run whose results no CallModel
+	// has stored yet: SaveResult stores them when the turn ends first.
+	unstored []contract.ToolFailure
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
@@ -105,6 +114,7 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	if err := t.startApprovals(ctx); err != nil {
 		return agent.TurnResult{}, err
 	}
+	t.startCancel(ctx)
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
 	if err := t.req.Validate(); err != nil {
 		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
@@ -122,6 +132,9 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context,
 	}, &route)
 	if err != nil {
+		if t.cancelled(ctx) {
+			return t.finish(ctx, "", t.cancelError())
+		}
 		return t.reject(ctx, contract.ErrorOf(err))
 	}
 	t.rule = route.Rule
@@ -132,6 +145,9 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 		Request: t.req, WorkflowID: t.workflowID, AgentID: route.AgentID,
 	}, &loaded)
 	if err != nil {
+		if t.cancelled(ctx) {
+			return t.finish(ctx, "", t.cancelError())
+		}
 		return t.reject(ctx, contract.ErrorOf(err))
 	}
 	if ex := loaded.Existing; ex != nil {
@@ -142,6 +158,9 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	if err := t.upsertSearch(ctx); err != nil {
 		return agent.TurnResult{}, err
 	}
+	if t.cancelled(ctx) {
+		return t.finish(ctx, "", t.cancelError())
+	}
 
 	limits := t.agent.Limits.WithDefaults()
 	timeout := limits.TurnTimeout()
@@ -150,17 +169,19 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	t.deadline = workflow.Now(ctx).Add(timeout)
 	runCtx, cancel := workflow.WithCancel(ctx)
-	timedOut := false
 	workflow.Go(runCtx, func(c workflow.Context) {
 		timer := workflow.NewTimerWithOptions(c, timeout, workflow.TimerOptions{Summary: "turn timeout"})
 		if timer.Get(c, nil) == nil {
-			timedOut = true
+			t.timedOut = true
 			cancel()
 		}
 	})
 	output, failure := t.loop(runCtx, limits)
 	cancel()
-	if timedOut {
+	switch {
+	case t.cancelled(ctx):
+		failure = t.cancelError()
+	case t.timedOut:
 		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", timeout))
 	}
 	return t.finish(ctx, output, failure)
@@ -188,12 +209,18 @@ func (t *turn) checkTenant(ctx workflow.Context) error {
 // loop calls the model and runs the tools it asks for until it answers,
 // a limit is reached or a call fails.
 func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.TurnError) {
-	var failures []contract.ToolFailure
 	for i := 1; i <= limits.MaxIterations; i++ {
-		reply, err := t.callModel(ctx, limits, i, failures)
+		if t.canceled != nil {
+			return "", t.cancelError()
+		}
+		reply, err := t.callModel(ctx, limits, i)
 		if err != nil {
+			if t.canceled != nil {
+				return "", t.cancelError()
+			}
 			return "", modelFailure(err)
 		}
+		t.unstored = nil
 		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: t.seq, Usage: &reply.Usage})
 		t.usage = t.usage.Add(reply.Usage)
 		if reply.Model != "" {
@@ -206,7 +233,10 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if len(reply.ToolCalls) == 0 {
 			return reply.Content, nil
 		}
-		failures = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
+		t.unstored = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
+		if t.canceled != nil {
+			return "", t.cancelError()
+		}
 		if ctx.Err() != nil {
 			return "", modelFailure(ctx.Err())
 		}
@@ -216,10 +246,17 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 }
 
 // callModel runs iteration i's CallModel as the turn's next step, taking
-// its token batches into the event log while it runs.
-func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int, failures []contract.ToolFailure) (contract.CallModelResult, error) {
+// its token batches into the event log while it runs. A cancellation of
+// the turn stops the call.
+func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (contract.CallModelResult, error) {
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
-	mctx := workflow.WithActivityOptions(ctx, modelOptions(limits, fmt.Sprintf("%s · iteration %d", t.agent.Model, i)))
+	mctx, stop := workflow.WithCancel(ctx)
+	t.stopModel = stop
+	defer func() {
+		t.stopModel = nil
+		stop()
+	}()
+	mctx = workflow.WithActivityOptions(mctx, modelOptions(limits, fmt.Sprintf("%s · iteration %d", t.agent.Model, i)))
 	t.seq++
 	t.log.step, t.log.attempt = t.seq, 0
 	var reply contract.CallModelResult
@@ -227,7 +264,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int, failu
 		TenantID: t.req.TenantID, JobID: t.req.JobID,
 		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
 		SessionID: t.req.SessionID, History: t.req.History,
-		Seq: t.seq, ToolFailures: failures,
+		Seq: t.seq, ToolFailures: t.unstored,
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
 		Context: t.req.Context,
 	})
@@ -301,6 +338,9 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		StartToCloseTimeout: toolTimeout,
 		RetryPolicy:         toolRetry(),
 		Summary:             summary,
+		// A call in flight when the turn ends is waited for: its outcome
+		// is what happened, whatever the turn decides next.
+		WaitForCancellation: true,
 	})
 	r.futures[i] = workflow.ExecuteActivity(actx, contract.ExecuteTool, in)
 }
@@ -308,9 +348,12 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 // decided acts on a person's decision on call i: run it, or log that it
 // will not run.
 func (r *toolRound) decided(ctx workflow.Context, i int, outcome, message string) {
-	if outcome == agent.ApprovalApproved {
+	if outcome == agent.ApprovalApproved && r.t.canceled == nil {
 		r.start(ctx, i)
 		return
+	}
+	if outcome == agent.ApprovalApproved {
+		outcome, message = agent.ToolCanceled, "the call was approved, but the turn was cancelled before it ran"
 	}
 	c := r.calls[i]
 	r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: outcome, Output: message}
@@ -331,6 +374,8 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		switch f := r.futures[i]; {
 		case r.refused[i] != nil:
 			fail(r.refused[i].Status, r.refused[i].Output)
+		case f == nil && t.canceled != nil:
+			fail(agent.ToolCanceled, "the turn was cancelled before the call ran")
 		case f == nil:
 			// The turn ended (its timeout) while the call waited.
 			fail(agent.ToolError, "the turn ended before the call was decided")
@@ -338,9 +383,12 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 			var res contract.ExecuteToolResult
 			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
 			if err := f.Get(ctx, &res); err != nil {
-				msg := contract.ErrorOf(err).Message
-				fail(agent.ToolError, msg)
-				end.Status, end.Output = agent.ToolError, contract.OneLine(msg, 200)
+				status, msg := agent.ToolError, contract.ErrorOf(err).Message
+				if t.canceled != nil && contract.ErrorOf(err).Code == agent.CodeCanceled {
+					status, msg = agent.ToolCanceled, "the turn was cancelled while the call ran"
+				}
+				fail(status, msg)
+				end.Status, end.Output = status, contract.OneLine(msg, 200)
 			} else {
 				rec.Status = res.Status
 				end.Status, end.Output = res.Status, contract.OneLine(res.Preview, 200)
@@ -381,11 +429,12 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	if res.Metadata.ToolCalls == nil {
 		res.Metadata.ToolCalls = []agent.ToolCallRecord{}
 	}
-	if failure != nil {
-		res.Status = agent.StatusFailed
-		res.Output = ""
-		res.Error = failure
-	} else {
+	switch {
+	case failure != nil && failure.Type == agent.ErrTypeCanceled:
+		res.Status, res.Output, res.Error = agent.StatusCanceled, "", failure
+	case failure != nil:
+		res.Status, res.Output, res.Error = agent.StatusFailed, "", failure
+	default:
 		res.ResultPreview = textPreview(output)
 	}
 
@@ -395,7 +444,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	sctx, _ := workflow.NewDisconnectedContext(ctx)
 	var saved agent.TurnResult
 	err := dbStep(sctx, contract.SaveResult, time.Time{}, contract.SaveResultInput{
-		Request: t.req, WorkflowID: t.workflowID, Result: res,
+		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
 	}, &saved)
 	if err != nil {
 		return agent.TurnResult{}, err
@@ -413,6 +462,11 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 	}
 	if res.Error == nil {
 		res.Error = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
+	}
+	if res.Status == agent.StatusCanceled {
+		workflow.SetCurrentDetails(ctx, "canceled: "+res.Error.Message)
+		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCanceled, Error: res.Error})
+		return agent.TurnResult{}, contract.TurnCanceled(res)
 	}
 	workflow.SetCurrentDetails(ctx, "failed: "+res.Error.Message)
 	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})

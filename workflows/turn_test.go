@@ -33,6 +33,8 @@ type fakeTurn struct {
 	modelCalls []contract.CallModelInput
 	toolCalls  []contract.ExecuteToolInput
 	saved      []agent.TurnResult
+	// savedFailures are the tool failures SaveResult was asked to store.
+	savedFailures []contract.ToolFailure
 	existing   *agent.TurnResult
 	// onModel runs inside CallModel before it returns, as a streaming
 	// call's last signals do.
@@ -120,6 +122,7 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 			r := in.Result
 			r.ResultRef = "artifact://test-" + in.Request.JobID
 			f.saved = append(f.saved, r)
+			f.savedFailures = append(f.savedFailures, in.ToolFailures...)
 			return r, nil
 		})
 	env.OnActivity(contract.RecordApproval, mock.Anything, mock.Anything).Return(

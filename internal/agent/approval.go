@@ -45,7 +45,37 @@ const (
 	ApprovalApproved = "approved"
 	ApprovalRejected = "rejected"
 	ApprovalTimedOut = "timed_out"
+	ApprovalCanceled = "canceled" // the turn was cancelled while the call waited
 )
+
+// CancelRequest is the payload of a turn's "cancel_turn" signal.
+type CancelRequest struct {
+	Reason      string `json:"reason,omitempty"`
+	RequestedBy string `json:"requested_by,omitempty"`
+}
+
+// Validate bounds the request's fields.
+func (c CancelRequest) Validate() error {
+	switch {
+	case len(c.Reason) > 4096:
+		return Errorf(CodeInvalid, "reason is longer than 4096 bytes")
+	case len(c.RequestedBy) > MaxKeyLength:
+		return Errorf(CodeInvalid, "requested_by is longer than %d bytes", MaxKeyLength)
+	}
+	return nil
+}
+
+// Message says who cancelled the turn and why, for its result.
+func (c CancelRequest) Message() string {
+	msg := "the turn was cancelled"
+	if c.RequestedBy != "" {
+		msg += " by " + c.RequestedBy
+	}
+	if c.Reason != "" {
+		msg += ": " + c.Reason
+	}
+	return msg
+}
 
 // ApprovalRecord is a decided approval, as stored.
 type ApprovalRecord struct {
@@ -54,10 +84,10 @@ type ApprovalRecord struct {
 	CallID      string          `json:"call_id"`
 	Tool        string          `json:"tool"`
 	Args        json.RawMessage `json:"args,omitempty"`
-	Outcome     string          `json:"outcome"` // approved | rejected | timed_out
+	Outcome     string          `json:"outcome"` // approved | rejected | timed_out | canceled
 	Reason      string          `json:"reason,omitempty"`
 	Approver    string          `json:"approver,omitempty"`
-	Via         string          `json:"via,omitempty"` // signal | update | timeout
+	Via         string          `json:"via,omitempty"` // signal | update | timeout | cancel
 	RequestedAt time.Time       `json:"requested_at"`
 	DecidedAt   time.Time       `json:"decided_at"`
 }

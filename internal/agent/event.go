@@ -28,6 +28,7 @@ const (
 	StreamRetrying        = "RETRYING"
 	StreamCompleted       = "COMPLETED"
 	StreamFailed          = "FAILED"
+	StreamCanceled        = "CANCELED"
 )
 
 // Event is one entry of a turn's event log. Every turn has one log, whose
@@ -76,7 +77,7 @@ type ToolEvent struct {
 
 // Terminal reports whether e ends its stream.
 func (e Event) Terminal() bool {
-	return e.Kind == EventStatus && (e.Status == StreamCompleted || e.Status == StreamFailed)
+	return e.Kind == EventStatus && (e.Status == StreamCompleted || e.Status == StreamFailed || e.Status == StreamCanceled)
 }
 
 // TokenBatch is what a streaming model call sends to its turn (signal

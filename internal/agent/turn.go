@@ -163,6 +163,7 @@ const (
 	StatusCompleted = "completed"
 	StatusFailed    = "failed"
 	StatusRejected  = "rejected" // the request was invalid; nothing ran
+	StatusCanceled  = "canceled" // someone cancelled the turn
 )
 
 // TurnResult is the v1 job protocol's output.
@@ -194,7 +195,7 @@ type ToolCallRecord struct {
 	CallID string          `json:"call_id"`
 	Tool   string          `json:"tool"`
 	Args   json.RawMessage `json:"args,omitempty"`
-	Status string          `json:"status"` // ok | error | rejected | timed_out
+	Status string          `json:"status"` // ok | error | rejected | timed_out | canceled
 }
 
 // Tool call statuses.
@@ -203,6 +204,7 @@ const (
 	ToolError    = "error"
 	ToolRejected = "rejected"
 	ToolTimedOut = "timed_out"
+	ToolCanceled = "canceled" // the turn was cancelled before the call ran
 )
 
 // TurnError says why a turn did not complete.

@@ -129,6 +129,10 @@ type SaveResultInput struct {
 	Request    agent.TurnRequest `json:"request"`
 	WorkflowID string            `json:"workflow_id"`
 	Result     agent.TurnResult  `json:"result"`
+	// ToolFailures are tool calls of the last step that did not run (the
+	// turn ended first): their results are stored before the result, so
+	// the turn's steps answer every call the model made.
+	ToolFailures []ToolFailure `json:"tool_failures,omitempty"`
 }
 
 // ApprovalAck is the answer of UpdateApprove.

@@ -65,6 +65,10 @@ const (
 	UpdateApprove = SignalApprove
 	// QueryPendingApprovals answers with []agent.PendingApproval.
 	QueryPendingApprovals = "pending_approvals"
+	// SignalCancelTurn carries an agent.CancelRequest: the turn stops at
+	// its next safe point, stores a canceled result and ends CANCELED, as
+	// it does when the workflow itself is cancelled.
+	SignalCancelTurn = "cancel_turn"
 )
 
 // SignalNotifyTokens is the signal a turn's notify workflow

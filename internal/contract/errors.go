@@ -62,13 +62,25 @@ func TurnFailure(res agent.TurnResult) error {
 	return temporal.NewNonRetryableApplicationError(e.Message, e.Type, nil, res)
 }
 
-// FailedResult returns the result a turn's TurnFailure carries, and false
-// when err is not one.
+// TurnCanceled is what a cancelled turn ends with: a cancellation whose
+// details hold the result.
+func TurnCanceled(res agent.TurnResult) error { return temporal.NewCanceledError(res) }
+
+// FailedResult returns the result a turn's TurnFailure or TurnCanceled
+// carries, and false when err is neither.
 func FailedResult(err error) (agent.TurnResult, bool) {
 	var app *temporal.ApplicationError
+	var canceled *temporal.CanceledError
 	var res agent.TurnResult
-	if errors.As(err, &app) && app.HasDetails() && app.Details(&res) == nil && res.Status != "" {
-		return res, true
+	switch {
+	case errors.As(err, &app):
+		if app.HasDetails() && app.Details(&res) == nil && res.Status != "" {
+			return res, true
+		}
+	case errors.As(err, &canceled):
+		if canceled.HasDetails() && canceled.Details(&res) == nil && res.Status != "" {
+			return res, true
+		}
 	}
 	return agent.TurnResult{}, false
 }

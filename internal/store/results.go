@@ -61,10 +61,10 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 		return agent.TurnResult{}, err
 	}
 	switch r.Status {
-	case agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected:
+	case agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected, agent.StatusCanceled:
 	default:
-		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result status %q: want %q, %q or %q",
-			r.Status, agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected)
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result status %q: want %q, %q, %q or %q",
+			r.Status, agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected, agent.StatusCanceled)
 	}
 	if req.TenantID != "" && req.TenantID != tenantID {
 		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result of tenant %q saved with a request of tenant %q", tenantID, req.TenantID)
