@@ -3,8 +3,8 @@
 // control, applied with `starter catalog apply -f catalog/` — so that a
 // change to an agent is reviewed like any other change.
 //
-// LoadFiles and Parse turn catalog files into a Catalog: every tool spec
-// complete (description and parameters defaulted from its kind, config
+// LoadFiles and Parse turn catalog files into an agent.Catalog: every tool
+// spec complete (description and parameters defaulted from its kind, config
 // checked by the kind's builder) and every agent's tools resolved to full
 // specs, ready to be stored. They report every problem they find at once,
 // each with its file, line and field, as a *ValidationError.

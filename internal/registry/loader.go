@@ -490,8 +490,8 @@ func (l *loader) agent(file string, t *tenant, n *yaml.Node, field string) {
 
 // finish checks what spans documents — default agents and the tools agents
 // name — and returns the catalog or every problem found.
-func (l *loader) finish() (Catalog, error) {
-	var cat Catalog
+func (l *loader) finish() (agent.Catalog, error) {
+	var cat agent.Catalog
 	for _, t := range l.tenants {
 		if t.defaultAgent != "" {
 			if _, ok := t.agentAt[t.defaultAgent]; !ok {
@@ -499,7 +499,7 @@ func (l *loader) finish() (Catalog, error) {
 					Message: fmt.Sprintf("agent %q is not defined for tenant %q%s", t.defaultAgent, t.id, known(t.agentAt))})
 			}
 		}
-		tc := TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent, Tools: t.tools, ReplaceRules: t.rulesSet}
+		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent, Tools: t.tools, ReplaceRules: t.rulesSet}
 		for _, def := range t.rules {
 			if def.rule.AgentID != "" {
 				if _, ok := t.agentAt[def.rule.AgentID]; !ok {
@@ -531,7 +531,7 @@ func (l *loader) finish() (Catalog, error) {
 		slices.SortStableFunc(l.problems, func(a, b Problem) int {
 			return cmp.Or(cmp.Compare(order(a.File), order(b.File)), cmp.Compare(a.Line, b.Line))
 		})
-		return Catalog{}, &ValidationError{Problems: l.problems}
+		return agent.Catalog{}, &ValidationError{Problems: l.problems}
 	}
 	return cat, nil
 }
