@@ -115,7 +115,7 @@ func startServer(t *testing.T, modelScript string) testServer {
 	require.NoError(t, err)
 	cat, err := registry.Parse(ts.srv.Tools(), "c.yaml", []byte("tenant: demo\ndefault_agent: a\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"))
 	require.NoError(t, err)
-	_, err = ts.srv.Store().ApplyCatalog(ctx, toStoreCatalog(cat), false)
+	_, err = ts.srv.Store().ApplyCatalog(ctx, cat, false)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- ts.srv.Run(ctx) }()

@@ -74,7 +74,7 @@ func applyCatalog(ctx context.Context, st *store.Store, kinds registry.Kinds, ou
 	if err != nil {
 		return err
 	}
-	report, err := st.ApplyCatalog(ctx, toStoreCatalog(cat), dryRun)
+	report, err := st.ApplyCatalog(ctx, cat, dryRun)
 	if err != nil {
 		return fmt.Errorf("apply catalog: %w", err)
 	}
@@ -90,8 +90,6 @@ func applyCatalog(ctx context.Context, st *store.Store, kinds registry.Kinds, ou
 	}
 	return nil
 }
-
-func toStoreCatalog(c registry.Catalog) store.Catalog { return c.ForStore() }
 
 type multiFlag []string
 
@@ -219,13 +217,18 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 		return nil, err
 	}
 	if model != "" {
+		// The override bypasses the loader, which checks models.
+		if _, _, err := agent.ParseModel(model); err != nil {
+			l.close()
+			return nil, fmt.Errorf("AGENTFLOW_DEMO_MODEL: %w", err)
+		}
 		for i := range cat.Tenants {
 			for j := range cat.Tenants[i].Agents {
 				cat.Tenants[i].Agents[j].Model = model
 			}
 		}
 	}
-	report, err := srv.Store().ApplyCatalog(ctx, toStoreCatalog(cat), false)
+	report, err := srv.Store().ApplyCatalog(ctx, cat, false)
 	if err != nil {
 		l.close()
 		return nil, fmt.Errorf("apply catalog: %w", err)

@@ -33,7 +33,7 @@ func (e *env) applyCatalog(doc string) {
 	e.t.Helper()
 	cat, err := registry.Parse(e.srv.Tools(), "care.yaml", []byte(doc))
 	require.NoError(e.t, err)
-	_, err = e.srv.Store().ApplyCatalog(context.Background(), toStoreCatalog(cat), false)
+	_, err = e.srv.Store().ApplyCatalog(context.Background(), cat, false)
 	require.NoError(e.t, err)
 }
 

@@ -31,7 +31,6 @@ import (
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/server"
-	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -137,7 +136,7 @@ func newEnvWith(t *testing.T, modelScript string) *env {
 
 	cat, err := registry.Parse(srv.Tools(), "test.yaml", []byte(testCatalog))
 	require.NoError(t, err)
-	_, err = srv.Store().ApplyCatalog(ctx, toStoreCatalog(cat), false)
+	_, err = srv.Store().ApplyCatalog(ctx, cat, false)
 	require.NoError(t, err)
 
 	done := make(chan error, 1)
@@ -152,8 +151,6 @@ func newEnvWith(t *testing.T, modelScript string) *env {
 	require.NoError(t, err)
 	return e
 }
-
-func toStoreCatalog(c registry.Catalog) store.Catalog { return c.ForStore() }
 
 func randomID() string {
 	var b [6]byte
@@ -410,7 +407,7 @@ func TestToolExecution(t *testing.T) {
 	remote = strings.Replace(remote, "    kind: calculator\n", "    kind: calculator\n    execution: activity\n", 1)
 	cat, err := registry.Parse(e.srv.Tools(), "remote.yaml", []byte(remote))
 	require.NoError(t, err)
-	_, err = e.srv.Store().ApplyCatalog(ctx, cat.ForStore(), false)
+	_, err = e.srv.Store().ApplyCatalog(ctx, cat, false)
 	require.NoError(t, err)
 
 	for _, tt := range []struct {

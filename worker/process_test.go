@@ -55,7 +55,7 @@ func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs 
 	for _, doc := range catalogs {
 		cat, err := registry.Parse(kinds, "catalog.yaml", []byte(doc))
 		require.NoError(t, err)
-		_, err = st.ApplyCatalog(ctx, cat.ForStore(), false)
+		_, err = st.ApplyCatalog(ctx, cat, false)
 		require.NoError(t, err)
 	}
 

@@ -113,7 +113,7 @@ func newStack(b *testing.B) *stack {
 	must(b, err)
 	cat, err := registry.Parse(st.srv.Tools(), "bench.yaml", []byte(benchCatalog))
 	must(b, err)
-	_, err = st.srv.Store().ApplyCatalog(ctx, cat.ForStore(), false)
+	_, err = st.srv.Store().ApplyCatalog(ctx, cat, false)
 	must(b, err)
 	done := make(chan error, 1)
 	go func() { done <- st.srv.Run(ctx) }()

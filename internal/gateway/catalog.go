@@ -48,7 +48,7 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 				"the documents name tenant %q; this token may only change tenant %q", t.TenantID, tenant))
 		}
 	}
-	report, err := c.store.ApplyCatalog(ctx, cat.ForStore(), in.GetDryRun())
+	report, err := c.store.ApplyCatalog(ctx, cat, in.GetDryRun())
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}

@@ -26,7 +26,6 @@ import (
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/server"
-	"github.com/agentflow/agentflow/internal/store"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -102,11 +101,7 @@ func start(t *testing.T) fixture {
 	for i, doc := range catalogs {
 		cat, err := registry.Parse(srv.Tools(), "c.yaml", []byte(doc))
 		require.NoError(t, err, "catalog %d", i)
-		var c store.Catalog
-		for _, tc := range cat.Tenants {
-			c.Tenants = append(c.Tenants, store.TenantCatalog{TenantID: tc.TenantID, DefaultAgent: tc.DefaultAgent, Tools: tc.Tools, Agents: tc.Agents})
-		}
-		_, err = srv.Store().ApplyCatalog(ctx, c, false)
+		_, err = srv.Store().ApplyCatalog(ctx, cat, false)
 		require.NoError(t, err)
 	}
 	done := make(chan error, 1)

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -17,44 +16,24 @@ type Kinds interface {
 	Kind(name string) (tools.Kind, bool)
 }
 
-// Catalog is a parsed, validated catalog: the tenants in the order they
-// first appear in the files.
-type Catalog struct {
-	Tenants []TenantCatalog
-}
-
-// TenantCatalog is one tenant's tools and agents. Each agent's Tools are
-// full copies of the tenant's tool specs, in the order the agent lists
-// them. Agent versions are left at 0: the store assigns them.
-type TenantCatalog struct {
-	TenantID     string
-	DefaultAgent string
-	Tools        []agent.Tool
-	Agents       []agent.Agent
-	// Rules are the tenant's routing rules, in document order; ReplaceRules
-	// says a document had a rules key (an empty list deletes them all).
-	Rules        []agent.Rule
-	ReplaceRules bool
-}
-
 // LoadFiles reads and validates catalog files. A path may be a directory:
 // then every *.yaml and *.yml file directly in it is read, in name order.
 // A file that cannot be read is an ordinary error; problems with the
 // catalog itself are returned together as a *ValidationError.
-func LoadFiles(kinds Kinds, paths ...string) (Catalog, error) {
+func LoadFiles(kinds Kinds, paths ...string) (agent.Catalog, error) {
 	if len(paths) == 0 {
-		return Catalog{}, fmt.Errorf("load catalog: no files given")
+		return agent.Catalog{}, fmt.Errorf("load catalog: no files given")
 	}
 	l := newLoader(kinds)
 	for _, path := range paths {
 		files, err := catalogFiles(path)
 		if err != nil {
-			return Catalog{}, fmt.Errorf("load catalog: %w", err)
+			return agent.Catalog{}, fmt.Errorf("load catalog: %w", err)
 		}
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			if err != nil {
-				return Catalog{}, fmt.Errorf("load catalog: %w", err)
+				return agent.Catalog{}, fmt.Errorf("load catalog: %w", err)
 			}
 			l.file(f, data)
 		}
@@ -64,9 +43,9 @@ func LoadFiles(kinds Kinds, paths ...string) (Catalog, error) {
 
 // ParseFiles validates several files' contents, by name, read in name
 // order as one catalog.
-func ParseFiles(kinds Kinds, files map[string][]byte) (Catalog, error) {
+func ParseFiles(kinds Kinds, files map[string][]byte) (agent.Catalog, error) {
 	if len(files) == 0 {
-		return Catalog{}, fmt.Errorf("load catalog: no files given")
+		return agent.Catalog{}, fmt.Errorf("load catalog: no files given")
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -81,7 +60,7 @@ func ParseFiles(kinds Kinds, files map[string][]byte) (Catalog, error) {
 }
 
 // Parse validates one catalog file's contents; name is used in problems.
-func Parse(kinds Kinds, name string, data []byte) (Catalog, error) {
+func Parse(kinds Kinds, name string, data []byte) (agent.Catalog, error) {
 	l := newLoader(kinds)
 	l.file(name, data)
 	return l.finish()
@@ -149,16 +128,4 @@ func (e *ValidationError) Error() string {
 		lines[i] = p.String()
 	}
 	return strings.Join(lines, "\n")
-}
-
-// ForStore is the catalog as store.ApplyCatalog takes it.
-func (c Catalog) ForStore() store.Catalog {
-	var sc store.Catalog
-	for _, t := range c.Tenants {
-		sc.Tenants = append(sc.Tenants, store.TenantCatalog{
-			TenantID: t.TenantID, DefaultAgent: t.DefaultAgent, Tools: t.Tools, Agents: t.Agents,
-			Rules: t.Rules, ReplaceRules: t.ReplaceRules,
-		})
-	}
-	return sc
 }

@@ -3,11 +3,14 @@
 // control, applied with `starter catalog apply -f catalog/` — so that a
 // change to an agent is reviewed like any other change.
 //
-// LoadFiles and Parse turn catalog files into a Catalog: every tool spec
-// complete (description and parameters defaulted from its kind, config
-// checked by the kind's builder) and every agent's tools resolved to full
-// specs, ready to be stored. They report every problem they find at once,
-// each with its file, line and field, as a *ValidationError.
+// LoadFiles, ParseFiles and Parse turn catalog files into an
+// agent.Catalog: every tool spec complete (description and parameters
+// defaulted from its kind, config checked by the kind's builder) and every
+// agent's tools resolved to full specs, ready for store.ApplyCatalog, which
+// checks only what needs the stored catalog. They decode each document
+// into typed structs whose yaml tags are the format, and report every
+// problem they find at once, each with its file, line and field, as a
+// *ValidationError.
 //
 // # Format
 //
@@ -33,10 +36,23 @@
 //	    tools: [calculator]      # names of the tenant's tools
 //	    temperature: 0           # 0 to 2; absent = the provider's default
 //	    limits: {max_iterations: 6, turn_timeout_sec: 120, token_budget: 20000,
-//	             approval_timeout_sec: 600, max_output_tokens: 1024}  # 0 or absent = default
+//	             approval_timeout_sec: 600, max_output_tokens: 1024,
+//	             turns_per_minute: 60}  # 0 or absent = default
+//	rules:                       # optional; when present, the tenant's routing rules
+//	  - name: billing            # required, unique per tenant
+//	    priority: 10             # highest first; default 0
+//	    when: ui_page == "billing"  # required: a CEL condition over the request
+//	    agent: billing           # required: one of the tenant's agents
 //
 // Unknown fields are errors, so a misspelt field is never silently ignored.
 //
-// Later this package also holds the cached catalog snapshots the workers
-// read and their hot reload.
+// # Cache and hot reload
+//
+// Cache holds each tenant's routing (default agent and compiled rules) at
+// its catalog version, for the gateway and the workers. Cache.Run listens
+// for the store's catalog notifications and drops a tenant's snapshot when
+// its catalog changes, so the next request routes with the new catalog
+// while turns in flight keep the agent versions they loaded. A snapshot
+// older than 30 seconds is checked against the store anyway, in case a
+// notification was lost.
 package registry

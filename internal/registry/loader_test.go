@@ -171,6 +171,11 @@ func TestParseProblems(t *testing.T) {
 			want: []string{`t.yaml:9: rules[1].name: rule "r" is already defined at t.yaml:6`, `t.yaml:9: rules[1].when: is required: a CEL condition such as ui_page == "billing"`},
 		},
 		{
+			name: "blank rule condition",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:m\nrules:\n  - name: r\n    when: ' '\n    agent: a\n",
+			want: []string{`t.yaml:7: rules[0].when: is required: a CEL condition such as ui_page == "billing"`},
+		},
+		{
 			name: "approval that is not CEL",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    approval: 'args.amount >'\n",
 			want: []string{`t.yaml:5: tools[0].approval: approval policy "args.amount >": ERROR: <input>:1:14: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}  | args.amount >  | .............^`},
@@ -330,7 +335,7 @@ agents:
 		Execution:  agent.ToolLocal,
 	}
 	temp := 0.5
-	require.Equal(t, Catalog{Tenants: []TenantCatalog{{
+	require.Equal(t, agent.Catalog{Tenants: []agent.TenantCatalog{{
 		TenantID:     "acme",
 		DefaultAgent: "support",
 		Tools:        []agent.Tool{calculator, precise},

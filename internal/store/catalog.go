@@ -5,38 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
-
-// Catalog is a catalog document: the tools and agents of some tenants.
-type Catalog struct {
-	Tenants []TenantCatalog
-}
-
-// TenantCatalog is one tenant's part of a Catalog.
-//
-// Applying it is additive: tools and agents it does not mention keep their
-// stored versions, and an empty DefaultAgent keeps the stored default.
-type TenantCatalog struct {
-	TenantID     string
-	DefaultAgent string
-	// Rules become the tenant's routing rules when ReplaceRules is set
-	// (rules missing from them are deleted); otherwise the stored rules stay.
-	Rules        []agent.Rule
-	ReplaceRules bool
-	// Tools are the tenant's tool definitions, which agents reference by name.
-	Tools []agent.Tool
-	// Agents to store. Version and TenantID are ignored (TenantID must be
-	// empty or equal the catalog's). Each of an agent's Tools is either a
-	// reference (only Name set), resolved against Tools and then against the
-	// tenant's stored tools, or a full inline spec (Kind set).
-	Agents []agent.Agent
-}
 
 // Change actions of an ApplyReport.
 const (
@@ -79,11 +52,6 @@ func (r ApplyReport) Changed() bool {
 	return false
 }
 
-// toolNamePattern is what the model APIs (OpenAI, Anthropic) accept as a
-// function name; checking it here turns a provider error at the first call
-// into a catalog error.
-var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // ApplyCatalog stores the catalog in one transaction: all of it or, on any
 // error, nothing. A tool or agent gets a new version only when its canonical
 // spec (an agent's with its tools resolved) differs from the active one, and
@@ -92,13 +60,14 @@ var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // harmless. With dryRun the report is computed and the transaction rolled
 // back.
 //
-// Invalid documents — empty or malformed ids, duplicate names, unknown tool
-// references, a default agent that is neither in the document nor stored —
-// fail with agent.CodeInvalid.
-func (s *Store) ApplyCatalog(ctx context.Context, c Catalog, dryRun bool) (ApplyReport, error) {
-	if err := validateCatalog(c); err != nil {
-		return ApplyReport{}, err
-	}
+// The catalog's content is checked where it is read: internal/registry
+// reports every problem of the files at once, by line. ApplyCatalog checks
+// what needs the stored catalog and fails with agent.CodeInvalid when a
+// tool an agent references, the default agent or a rule's agent is neither
+// in the document nor stored for the tenant. It also refuses what it would
+// store wrongly: an agent that names another tenant, and an agent's tool
+// that is neither a reference (only a name) nor a spec with a kind.
+func (s *Store) ApplyCatalog(ctx context.Context, c agent.Catalog, dryRun bool) (ApplyReport, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return ApplyReport{}, fmt.Errorf("apply catalog: %w", err)
@@ -129,122 +98,10 @@ func (s *Store) ApplyCatalog(ctx context.Context, c Catalog, dryRun bool) (Apply
 
 const sqlCheckConstraints = `SET CONSTRAINTS ALL IMMEDIATE`
 
-// validateCatalog checks everything that does not need the database.
-func validateCatalog(c Catalog) error {
-	tenants := map[string]bool{}
-	for i, tc := range c.Tenants {
-		if err := requireID(fmt.Sprintf("tenants[%d].tenant_id", i), tc.TenantID); err != nil {
-			return err
-		}
-		if tenants[tc.TenantID] {
-			return agent.Errorf(agent.CodeInvalid, "tenant %q appears twice", tc.TenantID)
-		}
-		tenants[tc.TenantID] = true
-		if err := agent.ValidateID(fmt.Sprintf("tenant %q: default_agent", tc.TenantID), tc.DefaultAgent); err != nil {
-			return err
-		}
-		tools := map[string]bool{}
-		for j, t := range tc.Tools {
-			where := fmt.Sprintf("tenant %q: tools[%d]", tc.TenantID, j)
-			if err := validateToolSpec(where, t); err != nil {
-				return err
-			}
-			if tools[t.Name] {
-				return agent.Errorf(agent.CodeInvalid, "tenant %q: tool %q appears twice", tc.TenantID, t.Name)
-			}
-			tools[t.Name] = true
-		}
-		agents := map[string]bool{}
-		for j, a := range tc.Agents {
-			if err := validateAgent(fmt.Sprintf("tenant %q: agents[%d]", tc.TenantID, j), tc.TenantID, a); err != nil {
-				return err
-			}
-			if agents[a.ID] {
-				return agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q appears twice", tc.TenantID, a.ID)
-			}
-			agents[a.ID] = true
-		}
-		rules := map[string]bool{}
-		for j, r := range tc.Rules {
-			where := fmt.Sprintf("tenant %q: rules[%d]", tc.TenantID, j)
-			if err := requireID(where+": name", r.Name); err != nil {
-				return err
-			}
-			if rules[r.Name] {
-				return agent.Errorf(agent.CodeInvalid, "tenant %q: rule %q appears twice", tc.TenantID, r.Name)
-			}
-			rules[r.Name] = true
-			if err := requireID(where+" ("+r.Name+"): agent", r.AgentID); err != nil {
-				return err
-			}
-			if strings.TrimSpace(r.Condition) == "" {
-				return agent.Errorf(agent.CodeInvalid, "%s (%s): condition is required", where, r.Name)
-			}
-		}
-	}
-	return nil
-}
-
-func validateToolSpec(where string, t agent.Tool) error {
-	if !toolNamePattern.MatchString(t.Name) {
-		return agent.Errorf(agent.CodeInvalid, "%s: name %q must be 1-64 letters, digits, '_' or '-'", where, t.Name)
-	}
-	if t.Kind == "" {
-		return agent.Errorf(agent.CodeInvalid, "%s (%s): kind is required", where, t.Name)
-	}
-	if len(t.Parameters) > 0 {
-		var obj map[string]any
-		if err := json.Unmarshal(t.Parameters, &obj); err != nil {
-			return agent.Errorf(agent.CodeInvalid, "%s (%s): parameters must be a JSON Schema object", where, t.Name)
-		}
-	}
-	if len(t.Config) > 0 && !json.Valid(t.Config) {
-		return agent.Errorf(agent.CodeInvalid, "%s (%s): config is not valid JSON", where, t.Name)
-	}
-	return nil
-}
-
-// isToolRef reports whether t only names a tool of the catalog.
+// isToolRef reports whether t only names a tool, to be resolved against the
+// document and the stored catalog.
 func isToolRef(t agent.Tool) bool {
 	return t.Kind == "" && t.Description == "" && len(t.Parameters) == 0 && t.Approval == "" && len(t.Config) == 0
-}
-
-func validateAgent(where, tenantID string, a agent.Agent) error {
-	if err := requireID(where+": id", a.ID); err != nil {
-		return err
-	}
-	where = fmt.Sprintf("tenant %q: agent %q", tenantID, a.ID)
-	if a.TenantID != "" && a.TenantID != tenantID {
-		return agent.Errorf(agent.CodeInvalid, "%s: tenant_id %q differs from its catalog's", where, a.TenantID)
-	}
-	if _, _, err := agent.ParseModel(a.Model); err != nil {
-		return agent.Errorf(agent.CodeInvalid, "%s: model %q: want \"provider:model\", e.g. \"openai:gpt-4o-mini\"", where, a.Model)
-	}
-	l := a.Limits
-	if l.MaxIterations < 0 || l.TurnTimeoutSec < 0 || l.TokenBudget < 0 || l.ApprovalTimeoutSec < 0 || l.MaxOutputTokens < 0 || l.TurnsPerMinute < 0 {
-		return agent.Errorf(agent.CodeInvalid, "%s: limits must not be negative", where)
-	}
-	names := map[string]bool{}
-	for k, t := range a.Tools {
-		tw := fmt.Sprintf("%s: tools[%d]", where, k)
-		switch {
-		case isToolRef(t):
-			if !toolNamePattern.MatchString(t.Name) {
-				return agent.Errorf(agent.CodeInvalid, "%s: name %q must be 1-64 letters, digits, '_' or '-'", tw, t.Name)
-			}
-		case t.Kind == "":
-			return agent.Errorf(agent.CodeInvalid, "%s (%s): a tool reference has only a name; an inline tool needs a kind", tw, t.Name)
-		default:
-			if err := validateToolSpec(tw, t); err != nil {
-				return err
-			}
-		}
-		if names[t.Name] {
-			return agent.Errorf(agent.CodeInvalid, "%s: tool %q appears twice", where, t.Name)
-		}
-		names[t.Name] = true
-	}
-	return nil
 }
 
 const (
@@ -267,7 +124,7 @@ JOIN tool_versions v ON v.tenant_id = t.tenant_id AND v.name = t.name AND v.vers
 WHERE t.tenant_id = $1 AND t.name = $2`
 )
 
-func applyTenant(ctx context.Context, tx pgx.Tx, tc TenantCatalog) ([]Change, error) {
+func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Change, error) {
 	if _, err := tx.Exec(ctx, sqlLockTenantCatalog, tc.TenantID); err != nil {
 		return nil, fmt.Errorf("tenant %q: lock catalog: %w", tc.TenantID, err)
 	}
@@ -297,6 +154,10 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc TenantCatalog) ([]Change, er
 
 	docAgents := make(map[string]bool, len(tc.Agents))
 	for _, a := range tc.Agents {
+		if a.TenantID != "" && a.TenantID != tc.TenantID {
+			// Rows are written under tc.TenantID; never into another tenant.
+			return nil, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: tenant_id %q differs from its catalog's", tc.TenantID, a.ID, a.TenantID)
+		}
 		resolved, err := resolveTools(ctx, tx, tc.TenantID, a, docTools)
 		if err != nil {
 			return nil, err
@@ -358,9 +219,12 @@ func resolveTools(ctx context.Context, tx pgx.Tx, tenantID string, a agent.Agent
 	}
 	out := make([]agent.Tool, 0, len(a.Tools))
 	for _, t := range a.Tools {
-		if !isToolRef(t) {
+		switch {
+		case t.Kind != "":
 			out = append(out, t)
 			continue
+		case !isToolRef(t):
+			return nil, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: tool %q: a tool reference has only a name; an inline tool needs a kind", tenantID, a.ID, t.Name)
 		}
 		if dt, ok := docTools[t.Name]; ok {
 			out = append(out, dt)

@@ -196,7 +196,7 @@ func TestTenantIsolation(t *testing.T) {
 	ctx := t.Context()
 	_, err := s.ApplyCatalog(ctx, demoCatalog("Be brief.", "calc"), false)
 	require.NoError(t, err)
-	_, err = s.ApplyCatalog(ctx, store.Catalog{Tenants: []store.TenantCatalog{{TenantID: "acme"}}}, false)
+	_, err = s.ApplyCatalog(ctx, agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "acme"}}}, false)
 	require.NoError(t, err)
 
 	require.NoError(t, s.BeginTurn(ctx, demoTurn("job-1")))

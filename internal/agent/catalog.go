@@ -1,0 +1,32 @@
+package agent
+
+// Catalog is what a catalog apply stores: the tools, agents and routing
+// rules of some tenants. internal/registry reads and checks it from catalog
+// files; the store applies it and checks only what needs the stored
+// catalog.
+type Catalog struct {
+	Tenants []TenantCatalog
+}
+
+// TenantCatalog is one tenant's part of a Catalog.
+//
+// Applying it is additive: tools and agents it does not mention keep their
+// stored versions, and an empty DefaultAgent keeps the stored default.
+type TenantCatalog struct {
+	TenantID     string
+	DefaultAgent string
+	// Tools are the tenant's tool definitions, which agents reference by name.
+	Tools []Tool
+	// Agents to store, with Version 0 (the store assigns versions) and
+	// TenantID empty or the tenant's. Each of an agent's Tools is a full
+	// spec, as the registry resolves them, or a reference (only Name set)
+	// that the store resolves against Tools and then the tenant's stored
+	// tools.
+	Agents []Agent
+	// Rules become the tenant's routing rules when ReplaceRules is set —
+	// a document had a rules key — and rules missing from them are
+	// deleted (an empty list deletes them all); otherwise the stored rules
+	// stay.
+	Rules        []Rule
+	ReplaceRules bool
+}
