@@ -32,11 +32,11 @@ rules:
 // converse sends a message and waits for its turn's result.
 func (e *env) converse(ctx context.Context, in agent.ConversationInput, prompt string) (agent.SendMessageResult, agent.TurnResult) {
 	e.t.Helper()
-	sent, err := turnclient.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt})
+	sent, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: prompt})
 	require.NoError(e.t, err)
 	var res agent.TurnResult
 	require.Eventually(e.t, func() bool {
-		err := e.client.GetWorkflow(ctx, sent.TurnWorkflowID, "").Get(ctx, &res)
+		err := e.Client().GetWorkflow(ctx, sent.TurnWorkflowID, "").Get(ctx, &res)
 		return err == nil
 	}, time.Minute, 20*time.Millisecond)
 	return sent, res
@@ -64,14 +64,14 @@ func turnSpan(events []*historypb.HistoryEvent, prompt string) int {
 // runHistories returns the events of every run of a workflow id, oldest first.
 func (e *env) runHistories(workflowID string) [][]*historypb.HistoryEvent {
 	e.t.Helper()
-	resp, err := e.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+	resp, err := e.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
 		Query: fmt.Sprintf("WorkflowId = %q", workflowID), PageSize: 1000,
 	})
 	require.NoError(e.t, err)
 	var out [][]*historypb.HistoryEvent
 	execs := resp.GetExecutions()
 	for i := len(execs) - 1; i >= 0; i-- {
-		it := e.client.GetWorkflowHistory(context.Background(), workflowID, execs[i].GetExecution().GetRunId(), false,
+		it := e.Client().GetWorkflowHistory(context.Background(), workflowID, execs[i].GetExecution().GetRunId(), false,
 			enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		var evs []*historypb.HistoryEvent
 		for it.HasNext() {
@@ -102,20 +102,20 @@ func TestThousandTurnConversation(t *testing.T) {
 	var last agent.SendMessageResult
 	for i := 1; i <= turns; i++ {
 		var err error
-		last, err = turnclient.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt(i)})
+		last, err = turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: prompt(i)})
 		require.NoError(t, err, "message %d", i)
 	}
 	// The last message may have been carried into a new run: its turn
 	// starts there.
 	var res agent.TurnResult
 	require.Eventually(t, func() bool {
-		return e.client.GetWorkflow(ctx, last.TurnWorkflowID, "").Get(ctx, &res) == nil
+		return e.Client().GetWorkflow(ctx, last.TurnWorkflowID, "").Get(ctx, &res) == nil
 	}, time.Minute, 20*time.Millisecond)
 	require.Equal(t, "echo: "+prompt(turns), res.Output)
 	elapsed := time.Since(start)
 
 	// The transcript holds every message once, in order.
-	msgs, err := e.srv.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
+	msgs, err := e.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2*turns)
 	for i := 0; i < turns; i++ {
@@ -125,7 +125,7 @@ func TestThousandTurnConversation(t *testing.T) {
 
 	var tr agent.Transcript
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(ctx, convID, "", contract.QueryTranscript)
+		v, err := e.Client().QueryWorkflow(ctx, convID, "", contract.QueryTranscript)
 		return err == nil && v.Get(&tr) == nil && tr.Turns == turns
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Len(t, tr.Window, 10)
@@ -172,7 +172,7 @@ func TestMessagesDuringRollOver(t *testing.T) {
 	close(results)
 	require.Len(t, results, senders*each)
 
-	msgs, err := e.srv.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
+	msgs, err := e.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
 	require.NoError(t, err)
 	seen := map[string]int{}
 	for _, m := range msgs {
@@ -197,7 +197,7 @@ func TestConversationWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)
 	session := "cli-" + randomID()
 	send := func(prompt string) string {
-		out, err := e.temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.taskQueue,
+		out, err := e.Temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.TaskQueue,
 			"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",
 			"--input", fmt.Sprintf(`{"tenant_id":"demo","session_id":%q}`, session),
 			"--update-name", "send_message", "--update-input", fmt.Sprintf(`{"prompt":%q}`, prompt))
@@ -217,14 +217,14 @@ func TestConversationWithTemporalCLI(t *testing.T) {
 
 	var tr agent.Transcript
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(context.Background(), "conv/demo/"+session, "", contract.QueryTranscript)
+		v, err := e.Client().QueryWorkflow(context.Background(), "conv/demo/"+session, "", contract.QueryTranscript)
 		return err == nil && v.Get(&tr) == nil && tr.Turns == 2
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, "What is 12.5 * 4?", tr.Window[0].Prompt)
 	require.Equal(t, "The result is 2.", tr.Window[1].Output)
 
 	// Bad input is refused by the update's validator and changes nothing.
-	_, err = e.temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.taskQueue,
+	_, err = e.Temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.TaskQueue,
 		"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",
 		"--input", fmt.Sprintf(`{"tenant_id":"demo","session_id":%q}`, session),
 		"--update-name", "send_message", "--update-input", `{"prompt":"  "}`)
