@@ -29,17 +29,30 @@ rules:
     reply: {text: 'echo: $1'}
 `
 
-// converse sends a message and waits for its turn's result.
-func (e *env) converse(ctx context.Context, in agent.ConversationInput, prompt string) (agent.SendMessageResult, agent.TurnResult) {
-	e.t.Helper()
+// converse sends a message and waits for its turn's result. It reports
+// failures instead of failing the test: senders call it on goroutines of
+// their own, where require must not run.
+func (e *env) converse(ctx context.Context, in agent.ConversationInput, prompt string) (agent.TurnResult, error) {
 	sent, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: prompt})
-	require.NoError(e.t, err)
-	var res agent.TurnResult
-	require.Eventually(e.t, func() bool {
-		err := e.Client().GetWorkflow(ctx, sent.TurnWorkflowID, "").Get(ctx, &res)
-		return err == nil
-	}, time.Minute, 20*time.Millisecond)
-	return sent, res
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("send %q: %w", prompt, err)
+	}
+	// The turn may not have started yet: a message sent while the
+	// conversation rolls over is started by its next run.
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		var res agent.TurnResult
+		err := e.Client().GetWorkflow(wait, sent.TurnWorkflowID, "").Get(wait, &res)
+		if err == nil {
+			return res, nil
+		}
+		select {
+		case <-wait.Done():
+			return agent.TurnResult{}, fmt.Errorf("result of %q: %w", prompt, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // turnSpan is the size of the history events a conversation run added
@@ -159,17 +172,26 @@ func TestMessagesDuringRollOver(t *testing.T) {
 	const senders, each = 6, 10
 	var wg sync.WaitGroup
 	results := make(chan string, senders*each)
+	errs := make(chan error, senders)
 	for s := range senders {
 		wg.Go(func() {
 			for i := range each {
 				prompt := fmt.Sprintf("sender %d message %d", s, i)
-				_, res := e.converse(ctx, in, prompt)
+				res, err := e.converse(ctx, in, prompt)
+				if err != nil {
+					errs <- err
+					return
+				}
 				results <- res.Output
 			}
 		})
 	}
 	wg.Wait()
 	close(results)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	require.Len(t, results, senders*each)
 
 	msgs, err := e.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)

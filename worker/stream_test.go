@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -213,17 +214,23 @@ func TestSlowClientSlowsNobody(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := e.startTurn("tell a story")
-	slowDone := make(chan []agent.Event, 1)
-	go func() {
+	// The slow client reports what it got; the test's goroutine checks it.
+	type followed struct {
+		events []agent.Event
+		err    error
+	}
+	slowDone := make(chan followed, 1)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }() // never outlive the test, also when it fails early
+	wg.Go(func() {
 		var got []agent.Event
 		err := e.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
 			got = append(got, ev)
 			time.Sleep(100 * time.Millisecond)
 			return nil
 		})
-		require.NoError(t, err)
-		slowDone <- got
-	}()
+		slowDone <- followed{got, err}
+	})
 	fast, err := collect(ctx, e.Follower(), id, 0)
 	require.NoError(t, err)
 	requireLog(t, fast, id, storyText)
@@ -235,5 +242,6 @@ func TestSlowClientSlowsNobody(t *testing.T) {
 	default:
 	}
 	slow := <-slowDone
-	require.Equal(t, fast, slow)
+	require.NoError(t, slow.err)
+	require.Equal(t, fast, slow.events)
 }
