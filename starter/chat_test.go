@@ -15,11 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/agentflow/agentflow/internal/devstack/devtest"
-	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/registry"
-	"github.com/agentflow/agentflow/internal/scripted"
-	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/testserver"
 )
 
 const chatStory = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
@@ -87,51 +83,22 @@ func (w *cutWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// testServer runs a worker and gateway on the test stack with a scripted
-// model and a one-agent catalog for tenant demo.
-type testServer struct {
-	srv       *server.Server
-	taskQueue string
-	address   string
-	namespace string
-}
-
-func startServer(t *testing.T, modelScript string) testServer {
+// startServer runs a worker and gateway on the test stack with a scripted
+// model and a one-agent catalog for tenant demo; token "tok" is demo's.
+func startServer(t *testing.T, modelScript string) *testserver.Server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	address, namespace := devtest.Temporal(t)
-	sc, err := scripted.Parse([]byte(modelScript))
-	require.NoError(t, err)
-	model, err := scripted.Start("127.0.0.1:0", sc, scripted.Options{})
-	require.NoError(t, err)
-	ts := testServer{taskQueue: "starter-" + newJobID(), address: address, namespace: namespace}
-	ts.srv, err = server.New(ctx, server.Config{
-		TemporalAddress: address, Namespace: namespace, TaskQueue: ts.taskQueue,
-		DatabaseURL: devtest.Database(t), HTTPAddr: "off",
-		Roles: []string{server.RoleWorker, server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
-		Tokens: map[string]string{"tok": "demo"},
-		Model:  llm.Config{OpenAIBaseURL: model.URL(), OpenAIAPIKey: "test"},
-	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
-	require.NoError(t, err)
-	cat, err := registry.Parse(ts.srv.Tools(), "c.yaml", []byte("tenant: demo\ndefault_agent: a\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"))
-	require.NoError(t, err)
-	_, err = ts.srv.Store().ApplyCatalog(ctx, cat, false)
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- ts.srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		ts.srv.Close()
-		_ = model.Close()
+	return testserver.Start(t, testserver.Options{
+		Script:   modelScript,
+		Catalogs: []string{"tenant: demo\ndefault_agent: a\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"},
+		Tokens:   map[string]string{"tok": "demo"},
+		Logger:   zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
 	})
-	return ts
 }
 
 func TestChatResumesAfterDroppedConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := startServer(t, "pacing: {chunk_words: 1, delay_ms: 40}\nrules:\n  - reply: {text: '"+chatStory+"'}\n").srv
+	srv := startServer(t, "pacing: {chunk_words: 1, delay_ms: 40}\nrules:\n  - reply: {text: '"+chatStory+"'}\n")
 
 	p := newProxy(t, srv.GRPCAddr())
 	out := &cutWriter{marker: "four", cut: p.cut}
@@ -147,7 +114,7 @@ func TestChatResumesAfterDroppedConnection(t *testing.T) {
 func TestChatInASession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := startServer(t, "rules:\n  - when: {user: '^(.+)$'}\n    reply: {text: 'echo: $1'}\n").srv
+	srv := startServer(t, "rules:\n  - when: {user: '^(.+)$'}\n    reply: {text: 'echo: $1'}\n")
 
 	session := "s-" + newJobID()
 	for i, prompt := range []string{"first", "second"} {

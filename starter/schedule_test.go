@@ -17,12 +17,12 @@ func TestScheduleCommand(t *testing.T) {
 	defer cancel()
 	ts := startServer(t, "rules:\n  - when: {user: '^(.+)$'}\n    reply: {text: 'report: $1'}\n")
 	id := "nightly-" + newJobID()[16:]
-	common := []string{"--id", id, "--address", ts.address, "--namespace", ts.namespace, "--task-queue", ts.taskQueue}
+	common := []string{"--id", id, "--address", ts.Address, "--namespace", ts.Namespace, "--task-queue", ts.TaskQueue}
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, append(append([]string{"schedule", "create"}, common...), "--every", "24h", "summarise the day"), &out))
 	require.Contains(t, out.String(), "schedule "+id+" created")
 
-	c := ts.srv.Client()
+	c := ts.Client()
 	require.NoError(t, c.ScheduleClient().GetHandle(ctx, id).Trigger(ctx, client.ScheduleTriggerOptions{}))
 	var wid string
 	require.Eventually(t, func() bool {
@@ -34,7 +34,7 @@ func TestScheduleCommand(t *testing.T) {
 		wid = resp.GetExecutions()[0].GetExecution().GetWorkflowId()
 		return true
 	}, time.Minute, 200*time.Millisecond)
-	res, err := ts.srv.Store().Result(ctx, "demo", wid)
+	res, err := ts.Store().Result(ctx, "demo", wid)
 	require.NoError(t, err)
 	require.Equal(t, "report: summarise the day", res.Output)
 

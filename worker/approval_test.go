@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/registry"
 )
 
 // careCatalog is a tenant whose calculator needs a person's approval.
@@ -29,20 +28,12 @@ agents:
     limits: {max_iterations: 4, turn_timeout_sec: 600, approval_timeout_sec: 300}
 `
 
-func (e *env) applyCatalog(doc string) {
-	e.t.Helper()
-	cat, err := registry.Parse(e.srv.Tools(), "care.yaml", []byte(doc))
-	require.NoError(e.t, err)
-	_, err = e.srv.Store().ApplyCatalog(context.Background(), cat, false)
-	require.NoError(e.t, err)
-}
-
 // awaitPending waits until the turn has a call waiting for approval.
 func (e *env) awaitPending(workflowID string) agent.PendingApproval {
 	e.t.Helper()
 	var p []agent.PendingApproval
 	require.Eventually(e.t, func() bool {
-		v, err := e.client.QueryWorkflow(context.Background(), workflowID, "", contract.QueryPendingApprovals)
+		v, err := e.Client().QueryWorkflow(context.Background(), workflowID, "", contract.QueryPendingApprovals)
 		if err != nil {
 			return false
 		}
@@ -53,7 +44,7 @@ func (e *env) awaitPending(workflowID string) agent.PendingApproval {
 
 func TestApprovalWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)
-	e.applyCatalog(careCatalog)
+	e.ApplyCatalog(t, careCatalog)
 
 	tests := []struct {
 		name     string
@@ -66,7 +57,7 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 		{
 			name: "update approves",
 			decide: func(id, callID string) (string, error) {
-				return e.temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+				return e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
 					"--input", fmt.Sprintf(`{"call_id":%q,"approved":true,"approver":"ana"}`, callID))
 			},
 			status: agent.ToolOK, output: "The result is 42.", outcome: agent.ApprovalApproved, approver: "ana",
@@ -74,7 +65,7 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 		{
 			name: "signal rejects",
 			decide: func(id, callID string) (string, error) {
-				return e.temporal("workflow", "signal", "--workflow-id", id, "--name", "approve",
+				return e.Temporal("workflow", "signal", "--workflow-id", id, "--name", "approve",
 					"--input", fmt.Sprintf(`{"call_id":%q,"approved":false,"reason":"not now","approver":"bob"}`, callID))
 			},
 			status: agent.ApprovalRejected, output: "The result is error: the call was rejected by bob and not run: not now.",
@@ -91,7 +82,7 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 			require.JSONEq(t, `{"expression":"6 * 7"}`, string(p.Args))
 
 			// A decision on a call that does not wait is refused and changes nothing.
-			out, err := e.temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+			out, err := e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
 				"--input", `{"call_id":"no-such-call","approved":true}`)
 			require.Error(t, err)
 			require.Contains(t, out, `no tool call \"no-such-call\" is waiting for approval`)
@@ -103,7 +94,7 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 			require.Equal(t, tt.output, res.Output)
 			require.Equal(t, tt.status, res.Metadata.ToolCalls[0].Status)
 
-			recs, err := e.srv.Store().Approvals(context.Background(), "care", job)
+			recs, err := e.Store().Approvals(context.Background(), "care", job)
 			require.NoError(t, err)
 			require.Len(t, recs, 1)
 			require.Equal(t, tt.outcome, recs[0].Outcome)
@@ -121,8 +112,8 @@ var hurryCatalog = strings.NewReplacer("tenant: care", "tenant: hurry", "approva
 
 func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)
-	e.applyCatalog(careCatalog)
-	e.applyCatalog(hurryCatalog)
+	e.ApplyCatalog(t, careCatalog)
+	e.ApplyCatalog(t, hurryCatalog)
 
 	t.Run("timed out call reaches the model", func(t *testing.T) {
 		job := "hurry-" + randomID()
@@ -140,24 +131,24 @@ func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"care","job_id":%q,"prompt":"compare 2 * 3 and 4 * 5"}`, job))
 		var pending []agent.PendingApproval
 		require.Eventually(t, func() bool {
-			v, err := e.client.QueryWorkflow(context.Background(), id, "", contract.QueryPendingApprovals)
+			v, err := e.Client().QueryWorkflow(context.Background(), id, "", contract.QueryPendingApprovals)
 			return err == nil && v.Get(&pending) == nil && len(pending) == 2
 		}, 30*time.Second, 50*time.Millisecond)
-		out, err := e.temporal("workflow", "signal", "--workflow-id", id, "--name", "approve",
+		out, err := e.Temporal("workflow", "signal", "--workflow-id", id, "--name", "approve",
 			"--input", fmt.Sprintf(`{"call_id":%q,"approved":false,"reason":"too big","approver":"bob"}`, pending[1].CallID))
 		require.NoError(t, err, out)
 		require.Eventually(t, func() bool {
-			v, err := e.client.QueryWorkflow(context.Background(), id, "", contract.QueryPendingApprovals)
+			v, err := e.Client().QueryWorkflow(context.Background(), id, "", contract.QueryPendingApprovals)
 			return err == nil && v.Get(&pending) == nil && len(pending) == 1
 		}, 30*time.Second, 50*time.Millisecond)
-		out, err = e.temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+		out, err = e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
 			"--input", fmt.Sprintf(`{"call_id":%q,"approved":true,"approver":"ana"}`, pending[0].CallID))
 		require.NoError(t, err, out)
 		res, err := e.result(id)
 		require.NoError(t, err)
 		require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
 		require.Equal(t, agent.ApprovalRejected, res.Metadata.ToolCalls[1].Status)
-		recs, err := e.srv.Store().Approvals(context.Background(), "care", job)
+		recs, err := e.Store().Approvals(context.Background(), "care", job)
 		require.NoError(t, err)
 		require.Len(t, recs, 2)
 		require.Equal(t, "bob", recs[0].Approver, "stored in the order decided")

@@ -29,17 +29,30 @@ rules:
     reply: {text: 'echo: $1'}
 `
 
-// converse sends a message and waits for its turn's result.
-func (e *env) converse(ctx context.Context, in agent.ConversationInput, prompt string) (agent.SendMessageResult, agent.TurnResult) {
-	e.t.Helper()
-	sent, err := turnclient.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt})
-	require.NoError(e.t, err)
-	var res agent.TurnResult
-	require.Eventually(e.t, func() bool {
-		err := e.client.GetWorkflow(ctx, sent.TurnWorkflowID, "").Get(ctx, &res)
-		return err == nil
-	}, time.Minute, 20*time.Millisecond)
-	return sent, res
+// converse sends a message and waits for its turn's result. It reports
+// failures instead of failing the test: senders call it on goroutines of
+// their own, where require must not run.
+func (e *env) converse(ctx context.Context, in agent.ConversationInput, prompt string) (agent.TurnResult, error) {
+	sent, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: prompt})
+	if err != nil {
+		return agent.TurnResult{}, fmt.Errorf("send %q: %w", prompt, err)
+	}
+	// The turn may not have started yet: a message sent while the
+	// conversation rolls over is started by its next run.
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		var res agent.TurnResult
+		err := e.Client().GetWorkflow(wait, sent.TurnWorkflowID, "").Get(wait, &res)
+		if err == nil {
+			return res, nil
+		}
+		select {
+		case <-wait.Done():
+			return agent.TurnResult{}, fmt.Errorf("result of %q: %w", prompt, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // turnSpan is the size of the history events a conversation run added
@@ -64,14 +77,14 @@ func turnSpan(events []*historypb.HistoryEvent, prompt string) int {
 // runHistories returns the events of every run of a workflow id, oldest first.
 func (e *env) runHistories(workflowID string) [][]*historypb.HistoryEvent {
 	e.t.Helper()
-	resp, err := e.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+	resp, err := e.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
 		Query: fmt.Sprintf("WorkflowId = %q", workflowID), PageSize: 1000,
 	})
 	require.NoError(e.t, err)
 	var out [][]*historypb.HistoryEvent
 	execs := resp.GetExecutions()
 	for i := len(execs) - 1; i >= 0; i-- {
-		it := e.client.GetWorkflowHistory(context.Background(), workflowID, execs[i].GetExecution().GetRunId(), false,
+		it := e.Client().GetWorkflowHistory(context.Background(), workflowID, execs[i].GetExecution().GetRunId(), false,
 			enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		var evs []*historypb.HistoryEvent
 		for it.HasNext() {
@@ -102,20 +115,20 @@ func TestThousandTurnConversation(t *testing.T) {
 	var last agent.SendMessageResult
 	for i := 1; i <= turns; i++ {
 		var err error
-		last, err = turnclient.SendMessage(ctx, e.client, e.taskQueue, in, agent.SendMessage{Prompt: prompt(i)})
+		last, err = turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: prompt(i)})
 		require.NoError(t, err, "message %d", i)
 	}
 	// The last message may have been carried into a new run: its turn
 	// starts there.
 	var res agent.TurnResult
 	require.Eventually(t, func() bool {
-		return e.client.GetWorkflow(ctx, last.TurnWorkflowID, "").Get(ctx, &res) == nil
+		return e.Client().GetWorkflow(ctx, last.TurnWorkflowID, "").Get(ctx, &res) == nil
 	}, time.Minute, 20*time.Millisecond)
 	require.Equal(t, "echo: "+prompt(turns), res.Output)
 	elapsed := time.Since(start)
 
 	// The transcript holds every message once, in order.
-	msgs, err := e.srv.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
+	msgs, err := e.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2*turns)
 	for i := 0; i < turns; i++ {
@@ -125,7 +138,7 @@ func TestThousandTurnConversation(t *testing.T) {
 
 	var tr agent.Transcript
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(ctx, convID, "", contract.QueryTranscript)
+		v, err := e.Client().QueryWorkflow(ctx, convID, "", contract.QueryTranscript)
 		return err == nil && v.Get(&tr) == nil && tr.Turns == turns
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Len(t, tr.Window, 10)
@@ -159,20 +172,29 @@ func TestMessagesDuringRollOver(t *testing.T) {
 	const senders, each = 6, 10
 	var wg sync.WaitGroup
 	results := make(chan string, senders*each)
+	errs := make(chan error, senders)
 	for s := range senders {
 		wg.Go(func() {
 			for i := range each {
 				prompt := fmt.Sprintf("sender %d message %d", s, i)
-				_, res := e.converse(ctx, in, prompt)
+				res, err := e.converse(ctx, in, prompt)
+				if err != nil {
+					errs <- err
+					return
+				}
 				results <- res.Output
 			}
 		})
 	}
 	wg.Wait()
 	close(results)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	require.Len(t, results, senders*each)
 
-	msgs, err := e.srv.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
+	msgs, err := e.Store().SessionMessages(ctx, in.TenantID, in.SessionID, 0)
 	require.NoError(t, err)
 	seen := map[string]int{}
 	for _, m := range msgs {
@@ -197,7 +219,7 @@ func TestConversationWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)
 	session := "cli-" + randomID()
 	send := func(prompt string) string {
-		out, err := e.temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.taskQueue,
+		out, err := e.Temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.TaskQueue,
 			"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",
 			"--input", fmt.Sprintf(`{"tenant_id":"demo","session_id":%q}`, session),
 			"--update-name", "send_message", "--update-input", fmt.Sprintf(`{"prompt":%q}`, prompt))
@@ -217,14 +239,14 @@ func TestConversationWithTemporalCLI(t *testing.T) {
 
 	var tr agent.Transcript
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(context.Background(), "conv/demo/"+session, "", contract.QueryTranscript)
+		v, err := e.Client().QueryWorkflow(context.Background(), "conv/demo/"+session, "", contract.QueryTranscript)
 		return err == nil && v.Get(&tr) == nil && tr.Turns == 2
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, "What is 12.5 * 4?", tr.Window[0].Prompt)
 	require.Equal(t, "The result is 2.", tr.Window[1].Output)
 
 	// Bad input is refused by the update's validator and changes nothing.
-	_, err = e.temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.taskQueue,
+	_, err = e.Temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.TaskQueue,
 		"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",
 		"--input", fmt.Sprintf(`{"tenant_id":"demo","session_id":%q}`, session),
 		"--update-name", "send_message", "--update-input", `{"prompt":"  "}`)

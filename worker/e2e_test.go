@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,21 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
-	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/registry"
-	"github.com/agentflow/agentflow/internal/scripted"
-	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -93,16 +85,11 @@ agents:
     limits: {max_iterations: 4, turn_timeout_sec: 60}
 `
 
-// env is a worker on a private database and task queue, with a scripted model.
+// env is a worker on a private database and task queue, with a scripted
+// model, and the helpers these tests share.
 type env struct {
-	t         *testing.T
-	srv       *server.Server
-	client    client.Client
-	model     *scripted.Server
-	taskQueue string
-	address   string
-	namespace string
-	cli       string
+	*testserver.Server
+	t *testing.T
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, testScript) }
@@ -110,46 +97,7 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, testScript) }
 // newEnvWith is newEnv with another model script.
 func newEnvWith(t *testing.T, modelScript string) *env {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	dbURL := devtest.Database(t)
-	address, namespace := devtest.Temporal(t)
-
-	script, err := scripted.Parse([]byte(modelScript))
-	require.NoError(t, err)
-	model, err := scripted.Start("127.0.0.1:0", script, scripted.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = model.Close() })
-
-	e := &env{t: t, model: model, taskQueue: "agentflow-test-" + randomID(), address: address, namespace: namespace}
-	cfg := server.Config{
-		TemporalAddress: address,
-		Namespace:       namespace,
-		TaskQueue:       e.taskQueue,
-		DatabaseURL:     dbURL,
-		HTTPAddr:        "off",
-		Model:           llm.Config{OpenAIBaseURL: model.URL(), OpenAIAPIKey: "test-key"},
-	}
-	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	srv, err := server.New(ctx, cfg, logger)
-	require.NoError(t, err)
-	e.srv, e.client = srv, srv.Client()
-
-	cat, err := registry.Parse(srv.Tools(), "test.yaml", []byte(testCatalog))
-	require.NoError(t, err)
-	_, err = srv.Store().ApplyCatalog(ctx, cat, false)
-	require.NoError(t, err)
-
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-		srv.Close()
-	})
-
-	e.cli, err = devstack.TemporalCLI(ctx, "..")
-	require.NoError(t, err)
-	return e
+	return &env{Server: testserver.Start(t, testserver.Options{Script: modelScript, Catalogs: []string{testCatalog}}), t: t}
 }
 
 func randomID() string {
@@ -158,19 +106,10 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// temporal runs the real temporal CLI against the test's server.
-func (e *env) temporal(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args = append(args, "--address", e.address, "--namespace", e.namespace)
-	out, err := exec.CommandContext(ctx, e.cli, args...).CombinedOutput()
-	return string(out), err
-}
-
 // startWithCLI starts an AgentTurn exactly as the README shows.
 func (e *env) startWithCLI(workflowID, input string) {
 	e.t.Helper()
-	out, err := e.temporal("workflow", "start", "--type", "AgentTurn", "--task-queue", e.taskQueue,
+	out, err := e.Temporal("workflow", "start", "--type", "AgentTurn", "--task-queue", e.TaskQueue,
 		"--workflow-id", workflowID, "--input", input)
 	require.NoError(e.t, err, out)
 }
@@ -179,7 +118,7 @@ func (e *env) result(workflowID string) (agent.TurnResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var res agent.TurnResult
-	err := e.client.GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
+	err := e.Client().GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
 	return res, err
 }
 
@@ -188,7 +127,7 @@ func (e *env) history(workflowID string) []*historypb.HistoryEvent {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var events []*historypb.HistoryEvent
-	it := e.client.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.Client().GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(e.t, err)
@@ -223,7 +162,7 @@ func (e *env) replayEvents(events []*historypb.HistoryEvent, name string) {
 func (e *env) resultRows(jobID string) (count int, status string, tokens int, toolCalls []byte) {
 	e.t.Helper()
 	ctx := context.Background()
-	err := e.srv.Store().Pool().QueryRow(ctx,
+	err := e.Store().Pool().QueryRow(ctx,
 		`SELECT count(*) OVER (), status, coalesce(tokens_used, 0), coalesce(tool_calls, 'null'::jsonb)
 		   FROM agent_results WHERE tenant_id = 'demo' AND job_id = $1`, jobID).
 		Scan(&count, &status, &tokens, &toolCalls)
@@ -262,12 +201,12 @@ func TestTurnStartedWithTemporalCLI(t *testing.T) {
 	require.Equal(t, res.Metadata.TokensUsed, tokens)
 	require.Contains(t, string(toolCalls), "calculator")
 
-	stored, err := e.srv.Store().ResultByRef(context.Background(), "demo", res.ResultRef)
+	stored, err := e.Store().ResultByRef(context.Background(), "demo", res.ResultRef)
 	require.NoError(t, err)
 	require.Equal(t, res.Output, stored.Output)
 
 	// The Web UI sees the search attributes the workflow set.
-	desc, err := e.client.DescribeWorkflow(context.Background(), id, "")
+	desc, err := e.Client().DescribeWorkflow(context.Background(), id, "")
 	require.NoError(t, err)
 	tenant, ok := desc.TypedSearchAttributes.GetKeyword(contract.SearchTenant)
 	require.True(t, ok)
@@ -300,7 +239,7 @@ func TestSameJobTwiceGivesOneResult(t *testing.T) {
 
 	count, _, _, _ := e.resultRows(job)
 	require.Equal(t, 1, count)
-	require.Equal(t, 1, e.model.Served("calc"), "the model was not called again")
+	require.Equal(t, 1, e.Model.Served("calc"), "the model was not called again")
 }
 
 func TestBadInputFailsAtOnce(t *testing.T) {
@@ -333,7 +272,7 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 		})
 	}
 	// The CLI itself refuses input that is not JSON at all.
-	out, err := e.temporal("workflow", "start", "--type", "AgentTurn", "--task-queue", e.taskQueue,
+	out, err := e.Temporal("workflow", "start", "--type", "AgentTurn", "--task-queue", e.TaskQueue,
 		"--workflow-id", "turn/bad/"+randomID(), "--input", `{"tenant_id": demo}`)
 	require.Error(t, err)
 	require.Contains(t, strings.ToLower(out), "json")
@@ -355,7 +294,7 @@ func TestModelFailures(t *testing.T) {
 		_, res, err := run("flaky please")
 		require.NoError(t, err)
 		require.Equal(t, "recovered from 500", res.Output)
-		require.Equal(t, 3, e.model.Served("flaky"), "two failures, then the reply")
+		require.Equal(t, 3, e.Model.Served("flaky"), "two failures, then the reply")
 	})
 
 	t.Run("429 waits for Retry-After", func(t *testing.T) {
@@ -389,7 +328,7 @@ func TestModelFailures(t *testing.T) {
 		require.Equal(t, agent.StatusFailed, res.Status)
 		require.NotNil(t, res.Error)
 		require.False(t, res.Error.Retryable)
-		require.Equal(t, 1, e.model.Served("rejected"), "a 400 is not retried")
+		require.Equal(t, 1, e.Model.Served("rejected"), "a 400 is not retried")
 
 		count, status, _, _ := e.resultRows(res.JobID)
 		require.Equal(t, 1, count)
@@ -405,10 +344,7 @@ func TestToolExecution(t *testing.T) {
 	ctx := context.Background()
 	remote := strings.Replace(testCatalog, "tenant: demo", "tenant: remote", 1)
 	remote = strings.Replace(remote, "    kind: calculator\n", "    kind: calculator\n    execution: activity\n", 1)
-	cat, err := registry.Parse(e.srv.Tools(), "remote.yaml", []byte(remote))
-	require.NoError(t, err)
-	_, err = e.srv.Store().ApplyCatalog(ctx, cat, false)
-	require.NoError(t, err)
+	e.ApplyCatalog(t, remote)
 
 	for _, tt := range []struct {
 		tenant           string
@@ -420,7 +356,7 @@ func TestToolExecution(t *testing.T) {
 		t.Run(tt.tenant, func(t *testing.T) {
 			req := agent.TurnRequest{TenantID: tt.tenant, JobID: "job-" + randomID(), Prompt: "What is 6 * 7?"}
 			req.Normalize()
-			run, err := e.client.ExecuteWorkflow(ctx, turnclient.StartOptions(e.taskQueue, req), contract.AgentTurn, req)
+			run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
 			require.NoError(t, err)
 			var res agent.TurnResult
 			require.NoError(t, run.Get(ctx, &res))

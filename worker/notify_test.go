@@ -22,13 +22,13 @@ func TestProcessExample(t *testing.T) {
 	// The example runs on a worker and a task queue of its own, as an
 	// application's workflow would.
 	queue := "examples-" + randomID()
-	w := sdkworker.New(e.client, queue, sdkworker.Options{})
+	w := sdkworker.New(e.Client(), queue, sdkworker.Options{})
 	process.Register(w)
 	require.NoError(t, w.Start())
 	defer w.Stop()
 
-	run, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + randomID(), TaskQueue: queue},
-		process.Name, process.Input{TenantID: "demo", Question: "tell a story", TaskQueue: e.taskQueue})
+	run, err := e.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + randomID(), TaskQueue: queue},
+		process.Name, process.Input{TenantID: "demo", Question: "tell a story", TaskQueue: e.TaskQueue})
 	require.NoError(t, err)
 	var out process.Result
 	require.NoError(t, run.Get(ctx, &out))
@@ -38,7 +38,7 @@ func TestProcessExample(t *testing.T) {
 	require.NotEmpty(t, out.AnswerRef)
 	require.Equal(t, "I don't know.", out.Check)
 
-	res, err := e.srv.Store().Result(ctx, "demo", run.GetID()+"-check")
+	res, err := e.Store().Result(ctx, "demo", run.GetID()+"-check")
 	require.NoError(t, err)
 	require.Equal(t, out.Check, res.Output)
 }

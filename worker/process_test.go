@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -52,12 +52,7 @@ func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs 
 	defer st.Close()
 	kinds, err := tools.NewRegistry(tools.Deps{Logger: p.logger}, tools.Builtin()...)
 	require.NoError(t, err)
-	for _, doc := range catalogs {
-		cat, err := registry.Parse(kinds, "catalog.yaml", []byte(doc))
-		require.NoError(t, err)
-		_, err = st.ApplyCatalog(ctx, cat, false)
-		require.NoError(t, err)
-	}
+	require.NoError(t, testserver.ApplyCatalogs(ctx, st, kinds, catalogs...))
 
 	p.client, err = client.DialContext(ctx, client.Options{HostPort: address, Namespace: namespace})
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ func TestCatalogHotReload(t *testing.T) {
 	starter := filepath.Join(dir, "starter")
 	out, err := exec.Command("go", "build", "-o", starter, "../starter").CombinedOutput()
 	require.NoError(t, err, string(out))
-	dbURL := e.srv.Store().Pool().Config().ConnString()
+	dbURL := e.Store().Pool().Config().ConnString()
 	apply := func(doc string) string {
 		f := filepath.Join(dir, "catalog.yaml")
 		require.NoError(t, os.WriteFile(f, []byte(doc), 0o644))
@@ -71,7 +71,7 @@ func TestCatalogHotReload(t *testing.T) {
 	turn := func(prompt, page string) string {
 		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt, Context: agent.TurnContext{UIPage: page}}
 		req.Normalize()
-		run, err := e.client.ExecuteWorkflow(ctx, turnclient.StartOptions(e.taskQueue, req), contract.AgentTurn, req)
+		run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
 		require.NoError(t, err)
 		return run.GetID()
 	}
@@ -95,7 +95,7 @@ func TestCatalogHotReload(t *testing.T) {
 	// A slow turn is in flight when the catalog changes.
 	inFlight := turn("slow please", "home")
 	require.Eventually(t, func() bool {
-		v, err := e.client.QueryWorkflow(ctx, inFlight, "", contract.QueryEvents, agent.EventsQuery{})
+		v, err := e.Client().QueryWorkflow(ctx, inFlight, "", contract.QueryEvents, agent.EventsQuery{})
 		var p agent.EventsPage
 		return err == nil && v.Get(&p) == nil && len(p.Events) > 1 // the model is streaming
 	}, 30*time.Second, 20*time.Millisecond)
@@ -134,7 +134,7 @@ func TestCatalogHotReload(t *testing.T) {
 // worker's registry.
 func (e *env) metric(name string, labels map[string]string) float64 {
 	e.t.Helper()
-	families, err := e.srv.Metrics().Gather()
+	families, err := e.Metrics().Gather()
 	require.NoError(e.t, err)
 	for _, f := range families {
 		if f.GetName() != name {

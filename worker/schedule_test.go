@@ -18,20 +18,20 @@ import (
 func TestScheduledTurns(t *testing.T) {
 	e := newEnv(t)
 	id := "report-" + randomID()
-	out, err := e.temporal("schedule", "create", "--schedule-id", id, "--interval", "24h",
-		"--task-queue", e.taskQueue, "--type", "AgentTurn", "--workflow-id", "turn/demo/"+id,
+	out, err := e.Temporal("schedule", "create", "--schedule-id", id, "--interval", "24h",
+		"--task-queue", e.TaskQueue, "--type", "AgentTurn", "--workflow-id", "turn/demo/"+id,
 		"--input", `{"tenant_id":"demo","prompt":"What is 2 + 3?","history":"fresh"}`)
 	require.NoError(t, err, out)
-	t.Cleanup(func() { _, _ = e.temporal("schedule", "delete", "--schedule-id", id) })
+	t.Cleanup(func() { _, _ = e.Temporal("schedule", "delete", "--schedule-id", id) })
 	for range 2 {
-		out, err := e.temporal("schedule", "trigger", "--schedule-id", id, "--overlap-policy", "AllowAll")
+		out, err := e.Temporal("schedule", "trigger", "--schedule-id", id, "--overlap-policy", "AllowAll")
 		require.NoError(t, err, out)
 		time.Sleep(1100 * time.Millisecond) // runs are named by the second they start
 	}
 
 	var ids []string
 	require.Eventually(t, func() bool {
-		resp, err := e.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		resp, err := e.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
 			Query: fmt.Sprintf(`TemporalScheduledById = %q AND ExecutionStatus = "Completed"`, id),
 		})
 		if err != nil {
@@ -50,7 +50,7 @@ func TestScheduledTurns(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "The result is 5.", res.Output)
 		require.Equal(t, wid, res.JobID, "the job id is the run's workflow id")
-		stored, err := e.srv.Store().Result(context.Background(), "demo", wid)
+		stored, err := e.Store().Result(context.Background(), "demo", wid)
 		require.NoError(t, err)
 		require.Equal(t, agent.StatusCompleted, stored.Status)
 		refs[stored.ResultRef] = true

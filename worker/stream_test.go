@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func (e *env) startTurn(prompt string) string {
 	e.t.Helper()
 	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt}
 	req.Normalize()
-	_, err := e.client.ExecuteWorkflow(context.Background(), turnclient.StartOptions(e.taskQueue, req), contract.AgentTurn, req)
+	_, err := e.Client().ExecuteWorkflow(context.Background(), turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
 	require.NoError(e.t, err)
 	return contract.TurnWorkflowID(req.TenantID, req.JobID)
 }
@@ -68,7 +69,7 @@ func TestStreamNormalTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := e.startTurn("tell a story")
-	events, err := collect(ctx, e.srv.Follower(), id, 0)
+	events, err := collect(ctx, e.Follower(), id, 0)
 	require.NoError(t, err)
 	requireLog(t, events, id, storyText)
 	require.Equal(t, agent.StreamRunning, events[0].Status)
@@ -97,10 +98,10 @@ func TestStreamRetriedAttemptIsVoided(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := e.startTurn("cut a story")
-	events, err := collect(ctx, e.srv.Follower(), id, 0)
+	events, err := collect(ctx, e.Follower(), id, 0)
 	require.NoError(t, err)
 	requireLog(t, events, id, storyText)
-	require.Equal(t, 2, e.model.Served("cut"), "cut once, then answered")
+	require.Equal(t, 2, e.Model.Served("cut"), "cut once, then answered")
 
 	var retrying []agent.Event
 	for _, ev := range events {
@@ -130,7 +131,7 @@ func TestStreamClientResumes(t *testing.T) {
 	// The client goes away after a few events...
 	ctx, cancel := context.WithCancel(context.Background())
 	var first []agent.Event
-	err := e.srv.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
+	err := e.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
 		first = append(first, ev)
 		if ev.Kind == agent.EventToken && len(first) >= 3 {
 			cancel()
@@ -143,7 +144,7 @@ func TestStreamClientResumes(t *testing.T) {
 	// ...and comes back for the rest, which the turn kept producing.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()
-	rest, err := collect(ctx2, e.srv.Follower(), id, first[len(first)-1].Index)
+	rest, err := collect(ctx2, e.Follower(), id, first[len(first)-1].Index)
 	require.NoError(t, err)
 	requireLog(t, append(first, rest...), id, storyText)
 
@@ -155,9 +156,9 @@ func TestStreamClientResumes(t *testing.T) {
 	require.Equal(t, agent.StatusCompleted, status)
 
 	// Resuming past the end is the client's mistake.
-	_, err = collect(ctx2, e.srv.Follower(), id, 10_000)
+	_, err = collect(ctx2, e.Follower(), id, 10_000)
 	require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
-	_, err = collect(ctx2, e.srv.Follower(), "turn/demo/no-such-job", 0)
+	_, err = collect(ctx2, e.Follower(), "turn/demo/no-such-job", 0)
 	require.True(t, agent.IsCode(err, agent.CodeNotFound), "%v", err)
 }
 
@@ -213,18 +214,24 @@ func TestSlowClientSlowsNobody(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := e.startTurn("tell a story")
-	slowDone := make(chan []agent.Event, 1)
-	go func() {
+	// The slow client reports what it got; the test's goroutine checks it.
+	type followed struct {
+		events []agent.Event
+		err    error
+	}
+	slowDone := make(chan followed, 1)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }() // never outlive the test, also when it fails early
+	wg.Go(func() {
 		var got []agent.Event
-		err := e.srv.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
+		err := e.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
 			got = append(got, ev)
 			time.Sleep(100 * time.Millisecond)
 			return nil
 		})
-		require.NoError(t, err)
-		slowDone <- got
-	}()
-	fast, err := collect(ctx, e.srv.Follower(), id, 0)
+		slowDone <- followed{got, err}
+	})
+	fast, err := collect(ctx, e.Follower(), id, 0)
 	require.NoError(t, err)
 	requireLog(t, fast, id, storyText)
 	_, err = e.result(id)
@@ -235,5 +242,6 @@ func TestSlowClientSlowsNobody(t *testing.T) {
 	default:
 	}
 	slow := <-slowDone
-	require.Equal(t, fast, slow)
+	require.NoError(t, slow.err)
+	require.Equal(t, fast, slow.events)
 }

@@ -16,7 +16,7 @@ import (
 func TestDatabaseOutage(t *testing.T) {
 	for _, down := range []int{3, 12, 40} {
 		f := &fakeTurn{agent: testAgent(), replies: []contract.CallModelResult{toolReply(calc("c1", "1+1")), textReply("2")},
-			tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("2")},
+			tools:  map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("2")},
 			dbDown: down}
 		env := newEnv(t, f)
 		res, failure := runTurn(t, env, request())

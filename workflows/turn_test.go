@@ -35,7 +35,7 @@ type fakeTurn struct {
 	saved      []agent.TurnResult
 	// savedFailures are the tool failures SaveResult was asked to store.
 	savedFailures []contract.ToolFailure
-	existing   *agent.TurnResult
+	existing      *agent.TurnResult
 	// onModel runs inside CallModel before it returns, as a streaming
 	// call's last signals do.
 	onModel   func(contract.CallModelInput)
@@ -46,7 +46,6 @@ type fakeTurn struct {
 	dbFailed int
 	// saveDown fails that many SaveResult attempts the same way.
 	saveDown int
-
 }
 
 func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {

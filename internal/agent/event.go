@@ -113,8 +113,8 @@ type EventsQuery struct {
 type EventsPage struct {
 	// TenantID is the tenant the turn runs as; readers check it against
 	// the tenant they serve.
-	TenantID string `json:"tenant_id,omitempty"`
-	Events []Event `json:"events"`
+	TenantID string  `json:"tenant_id,omitempty"`
+	Events   []Event `json:"events"`
 	// Next is the index the next event will have (last index + 1).
 	Next int64 `json:"next"`
 	// Done is set when the log holds its terminal event.

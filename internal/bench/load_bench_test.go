@@ -23,7 +23,6 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -37,14 +36,13 @@ import (
 func BenchmarkThroughput(b *testing.B) {
 	st := newStack(b)
 	ctx := context.Background()
-	c := st.srv.Client()
-	address, _ := devtest.Temporal(b)
-	server := serverPID(address)
+	c := st.Client()
+	server := serverPID(st.Address)
 	noStream := false
 	turn := func(id string) error {
 		req := agent.TurnRequest{TenantID: "demo", JobID: "tp-" + id, Prompt: "calc " + id, Stream: &noStream}
 		req.Normalize()
-		run, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(st.taskQueue, req), contract.AgentTurn, req)
+		run, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(st.TaskQueue, req), contract.AgentTurn, req)
 		if err != nil {
 			return err
 		}
@@ -121,7 +119,7 @@ func BenchmarkIdleConversations(b *testing.B) {
 	const conversations = 1000
 	st := newStack(b)
 	ctx := context.Background()
-	c := st.srv.Client()
+	c := st.Client()
 	runtime.GC()
 	before := rss()
 	start := time.Now()
@@ -137,7 +135,7 @@ func BenchmarkIdleConversations(b *testing.B) {
 			defer func() { <-sem; wg.Done() }()
 			t0 := time.Now()
 			in := agent.ConversationInput{TenantID: "demo", SessionID: fmt.Sprintf("idle-%s-%d", randomID(), i), History: agent.HistoryFresh}
-			sent, err := turnclient.SendMessage(ctx, c, st.taskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
+			sent, err := turnclient.SendMessage(ctx, c, st.TaskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
 			if err == nil {
 				err = awaitTurn(ctx, c, sent.TurnWorkflowID)
 			}
@@ -177,10 +175,10 @@ func BenchmarkReplay(b *testing.B) {
 	const turns = 300
 	st := newStack(b)
 	ctx := context.Background()
-	c := st.srv.Client()
+	c := st.Client()
 	in := agent.ConversationInput{TenantID: "demo", SessionID: "replay-" + randomID(), History: agent.HistoryFresh}
 	for range turns {
-		sent, err := turnclient.SendMessage(ctx, c, st.taskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
+		sent, err := turnclient.SendMessage(ctx, c, st.TaskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
 		must(b, err)
 		must(b, awaitTurn(ctx, c, sent.TurnWorkflowID))
 	}

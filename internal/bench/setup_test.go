@@ -17,10 +17,8 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
-	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
-	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -82,54 +80,31 @@ func (e *emissions) at(word string) (time.Time, bool) {
 	return v.(time.Time), true
 }
 
-// stack is a worker with the scripted model, on the shared dev stack.
+// stack is a worker and gateway with the scripted model, on the shared
+// dev stack; emitted times the model's chunks.
 type stack struct {
-	srv       *server.Server
-	model     *scripted.Server
-	emitted   *emissions
-	taskQueue string
+	*testserver.Server
+	emitted *emissions
 }
 
 func newStack(b *testing.B) *stack {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	dbURL := devtest.Database(b)
-	address, namespace := devtest.Temporal(b)
-	st := &stack{emitted: &emissions{}, taskQueue: "bench-" + randomID()}
-	script, err := scripted.Parse([]byte(benchScript()))
-	must(b, err)
-	st.model, err = scripted.Start("127.0.0.1:0", script, scripted.Options{OnChunk: st.emitted.record, MaxRecorded: 1})
-	must(b, err)
-	b.Cleanup(func() { _ = st.model.Close() })
-
-	logger := zap.NewNop()
-	st.srv, err = server.New(ctx, server.Config{
-		TemporalAddress: address, Namespace: namespace, TaskQueue: st.taskQueue,
-		DatabaseURL: dbURL, HTTPAddr: "off",
-		Roles: []string{server.RoleWorker, server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
-		Tokens: map[string]string{"bench-token": "demo"},
-		Model:  llm.Config{OpenAIBaseURL: st.model.URL(), OpenAIAPIKey: "bench"},
-	}, logger)
-	must(b, err)
-	cat, err := registry.Parse(st.srv.Tools(), "bench.yaml", []byte(benchCatalog))
-	must(b, err)
-	_, err = st.srv.Store().ApplyCatalog(ctx, cat, false)
-	must(b, err)
-	done := make(chan error, 1)
-	go func() { done <- st.srv.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-		st.srv.Close()
+	emitted := &emissions{}
+	ts := testserver.Start(b, testserver.Options{
+		Script:   benchScript(),
+		Model:    scripted.Options{OnChunk: emitted.record, MaxRecorded: 1},
+		Catalogs: []string{benchCatalog},
+		Tokens:   map[string]string{"bench-token": "demo"},
+		Logger:   zap.NewNop(),
 	})
-	return st
+	return &stack{Server: ts, emitted: emitted}
 }
 
 // startTurn starts a streamed turn whose reply's words carry id.
 func (st *stack) startTurn(ctx context.Context, c client.Client, id string) (string, error) {
 	req := agent.TurnRequest{TenantID: "demo", JobID: "bench-" + id, Prompt: "bench " + id}
 	req.Normalize()
-	if _, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(st.taskQueue, req), contract.AgentTurn, req); err != nil {
+	if _, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(st.TaskQueue, req), contract.AgentTurn, req); err != nil {
 		return "", err
 	}
 	return contract.TurnWorkflowID(req.TenantID, req.JobID), nil

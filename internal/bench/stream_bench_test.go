@@ -13,8 +13,6 @@ import (
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/openai"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -37,7 +35,7 @@ type followFunc func(ctx context.Context, streamID string, send func(agent.Event
 // direct streams the same reply straight from the scripted server with
 // langchaingo: the floor.
 func direct(ctx context.Context, st *stack, id string) (timing, error) {
-	m, err := openai.New(openai.WithBaseURL(st.model.URL()), openai.WithToken("bench"), openai.WithModel("gpt-4o-mini"))
+	m, err := openai.New(openai.WithBaseURL(st.Model.URL()), openai.WithToken("bench"), openai.WithModel("gpt-4o-mini"))
 	if err != nil {
 		return timing{}, err
 	}
@@ -55,7 +53,7 @@ func direct(ctx context.Context, st *stack, id string) (timing, error) {
 func durable(ctx context.Context, st *stack, follow followFunc, id string) (timing, error) {
 	var t timing
 	start := time.Now()
-	streamID, err := st.startTurn(ctx, st.srv.Client(), id)
+	streamID, err := st.startTurn(ctx, st.Client(), id)
 	if err != nil {
 		return t, err
 	}
@@ -162,15 +160,12 @@ func BenchmarkStreamLatency(b *testing.B) {
 		follow *stream.Follower
 	}{
 		// The product's design: NOTIFY live path, log reads to fill gaps.
-		{"live", st.srv.Follower()},
+		{"live", st.Follower()},
 		// The alternative it was chosen over: read the log every 50ms.
-		{"poll-50ms", stream.NewFollower(st.srv.Client(), nil, zap.NewNop(), 50*time.Millisecond)},
+		{"poll-50ms", stream.NewFollower(st.Client(), nil, zap.NewNop(), 50*time.Millisecond)},
 	}
 	b.Run("grpc", func(b *testing.B) {
-		conn, err := grpc.NewClient(st.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		must(b, err)
-		defer conn.Close()
-		c := pb.NewAgentServiceClient(conn)
+		c := pb.NewAgentServiceClient(st.Conn)
 		for range b.N {
 			var s summary
 			for range samples {
@@ -206,10 +201,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	if v := os.Getenv("BENCH_STREAMS"); v != "" {
 		_, _ = fmt.Sscan(v, &streams)
 	}
-	conn, err := grpc.NewClient(st.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	must(b, err)
-	defer conn.Close()
-	c := pb.NewAgentServiceClient(conn)
+	c := pb.NewAgentServiceClient(st.Conn)
 	for range b.N {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		var (

@@ -8,8 +8,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
@@ -51,17 +49,14 @@ func directTurn(ctx context.Context, model llm.Model, reg *tools.Registry, calc 
 func BenchmarkTurnOverhead(b *testing.B) {
 	st := newStack(b)
 	ctx := context.Background()
-	model, err := llm.New(llm.Config{OpenAIBaseURL: st.model.URL(), OpenAIAPIKey: "bench"})
+	model, err := llm.New(llm.Config{OpenAIBaseURL: st.Model.URL(), OpenAIAPIKey: "bench"})
 	must(b, err)
 	reg, err := tools.NewRegistry(tools.Deps{Logger: zap.NewNop()}, tools.Builtin()...)
 	must(b, err)
-	ag, err := st.srv.Store().ActiveAgent(ctx, "demo", "assistant")
+	ag, err := st.Store().ActiveAgent(ctx, "demo", "assistant")
 	must(b, err)
 	calc := ag.Tools[0]
-	conn, err := grpc.NewClient(st.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	must(b, err)
-	defer conn.Close()
-	api := pb.NewAgentServiceClient(conn)
+	api := pb.NewAgentServiceClient(st.Conn)
 	actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer bench-token")
 	noStream := false
 
@@ -73,7 +68,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		{"agentturn", func(id string) (string, error) {
 			req := agent.TurnRequest{TenantID: "demo", JobID: "ovh-" + id, Prompt: "calc " + id, Stream: &noStream}
 			req.Normalize()
-			run, err := st.srv.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(st.taskQueue, req), contract.AgentTurn, req)
+			run, err := st.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(st.TaskQueue, req), contract.AgentTurn, req)
 			if err != nil {
 				return "", err
 			}
@@ -132,11 +127,11 @@ func BenchmarkTurnHistory(b *testing.B) {
 				s := streamed
 				req := agent.TurnRequest{TenantID: "demo", JobID: "hist-" + id, Prompt: "calc " + id, Stream: &s}
 				req.Normalize()
-				run, err := st.srv.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(st.taskQueue, req), contract.AgentTurn, req)
+				run, err := st.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(st.TaskQueue, req), contract.AgentTurn, req)
 				must(b, err)
 				must(b, run.Get(ctx, nil))
 				events, size := 0, 0
-				it := st.srv.Client().GetWorkflowHistory(ctx, run.GetID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+				it := st.Client().GetWorkflowHistory(ctx, run.GetID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 				for it.HasNext() {
 					ev, err := it.Next()
 					must(b, err)

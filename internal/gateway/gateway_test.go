@@ -2,18 +2,13 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -22,10 +17,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
-	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/registry"
-	"github.com/agentflow/agentflow/internal/scripted"
-	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -77,44 +69,15 @@ func (f fixture) as(token string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 }
 
+// start runs the worker and the gateway with both tenants' catalogs.
 func start(t *testing.T) fixture {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	dbURL := devtest.Database(t)
-	address, namespace := devtest.Temporal(t)
-	sc, err := scripted.Parse([]byte(script))
-	require.NoError(t, err)
-	model, err := scripted.Start("127.0.0.1:0", sc, scripted.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = model.Close() })
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	srv, err := server.New(ctx, server.Config{
-		TemporalAddress: address, Namespace: namespace, TaskQueue: "gateway-" + hex.EncodeToString(b[:]),
-		DatabaseURL: dbURL, HTTPAddr: "off",
-		Roles:    []string{server.RoleWorker, server.RoleGateway},
-		GRPCAddr: "127.0.0.1:0",
+	ts := testserver.Start(t, testserver.Options{
+		Script:   script,
+		Catalogs: catalogs,
 		Tokens:   map[string]string{"tok-demo": "demo", "tok-other": "other"},
-		Model:    llm.Config{OpenAIBaseURL: model.URL(), OpenAIAPIKey: "test"},
-	}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	require.NoError(t, err)
-	for i, doc := range catalogs {
-		cat, err := registry.Parse(srv.Tools(), "c.yaml", []byte(doc))
-		require.NoError(t, err, "catalog %d", i)
-		_, err = srv.Store().ApplyCatalog(ctx, cat, false)
-		require.NoError(t, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = conn.Close()
-		cancel()
-		require.NoError(t, <-done)
-		srv.Close()
 	})
-	return fixture{client: pb.NewAgentServiceClient(conn), conn: conn}
+	return fixture{client: pb.NewAgentServiceClient(ts.Conn), conn: ts.Conn}
 }
 
 func collect(t *testing.T, s grpc.ServerStreamingClient[pb.StreamEvent]) []agent.Event {

@@ -62,14 +62,24 @@ func TestCompile(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	c, err := New()
 	require.NoError(t, err)
+	// Each goroutine keeps its answers; the test's goroutine checks them
+	// (require must not run on another goroutine).
+	const callers, calls = 16, 50
+	got := make([][]bool, callers)
 	var wg sync.WaitGroup
-	for i := range 16 {
+	for i := range callers {
 		wg.Go(func() {
-			for range 50 {
-				got, _ := c.NeedsApproval(`int(args.n) % 2 == 0`, Call{Args: `{"n": ` + string(rune('0'+i%10)) + `}`})
-				require.Equal(t, i%2 == 0, got)
+			for range calls {
+				needs, _ := c.NeedsApproval(`int(args.n) % 2 == 0`, Call{Args: `{"n": ` + string(rune('0'+i%10)) + `}`})
+				got[i] = append(got[i], needs)
 			}
 		})
 	}
 	wg.Wait()
+	for i, answers := range got {
+		require.Len(t, answers, calls)
+		for _, needs := range answers {
+			require.Equal(t, i%2 == 0, needs)
+		}
+	}
 }

@@ -307,8 +307,14 @@ func TestApplyCatalogConcurrent(t *testing.T) {
 		}()
 	}
 	close(start)
-	for range prompts {
-		require.NoError(t, <-errs)
+	// Wait for every apply before checking any, so that none outlives
+	// the test when one fails.
+	got := make([]error, len(prompts))
+	for i := range got {
+		got[i] = <-errs
+	}
+	for _, err := range got {
+		require.NoError(t, err)
 	}
 	require.Equal(t, 2*len(prompts), count(t, s, "SELECT count(*) FROM agent_versions"))
 	for _, id := range []string{"assistant", "newcomer"} {

@@ -55,25 +55,31 @@ func TestHubFanOut(t *testing.T) {
 
 	pub := NewPublisher(pool)
 	const n = subscriberBuffer + 50
-	got := 0
-	done := make(chan struct{})
+	// The reading subscriber hands over what it read, when it has all or
+	// the test times out; the test's goroutine checks it (require must
+	// not run on another goroutine).
+	read := make(chan [][]agent.Event, 1)
 	go func() {
-		defer close(done)
-		for got < n {
-			evs := <-fast.C
-			require.Len(t, evs, 1)
-			require.Equal(t, int64(got+1), evs[0].Index)
-			got++
+		var got [][]agent.Event
+		defer func() { read <- got }()
+		for len(got) < n {
+			select {
+			case evs := <-fast.C:
+				got = append(got, evs)
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	for i := 1; i <= n; i++ {
 		require.NoError(t, pub.Publish(ctx, agent.TokenBatch{StreamID: "turn/demo/a", First: int64(i),
 			Events: []agent.Event{{StreamID: "turn/demo/a", Index: int64(i), Kind: agent.EventToken, Text: "x"}}}))
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Fatalf("the reading subscriber got %d of %d batches", got, n)
+	got := <-read
+	require.Len(t, got, n, "the reading subscriber got %d of %d batches", len(got), n)
+	for i, evs := range got {
+		require.Len(t, evs, 1)
+		require.Equal(t, int64(i+1), evs[0].Index)
 	}
 	select {
 	case <-stuck.Lagged:

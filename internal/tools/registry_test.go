@@ -91,15 +91,22 @@ func TestExecuteCachesBuiltTools(t *testing.T) {
 	require.NoError(t, err)
 	spec := agent.Tool{Name: "e", Kind: "echo", Config: json.RawMessage(`{"n":1}`)}
 
+	// Each goroutine keeps its outcome; the test's goroutine checks them
+	// (require must not run on another goroutine).
+	const callers = 16
+	outs := make([]Output, callers)
+	errs := make([]error, callers)
 	var wg sync.WaitGroup
-	for range 16 {
+	for i := range callers {
 		wg.Go(func() {
-			out, err := r.Execute(context.Background(), spec, ` {"x": 1} `)
-			require.NoError(t, err)
-			require.Equal(t, `{"n":1} {"x": 1}`, out.Text)
+			outs[i], errs[i] = r.Execute(context.Background(), spec, ` {"x": 1} `)
 		})
 	}
 	wg.Wait()
+	for i := range callers {
+		require.NoError(t, errs[i])
+		require.Equal(t, `{"n":1} {"x": 1}`, outs[i].Text)
+	}
 	require.Equal(t, int32(1), builds.Load(), "one build for concurrent calls of one spec")
 
 	// Any change of the spec builds a new tool.

@@ -1,0 +1,237 @@
+// Package testserver runs agentflow's whole process in-process for
+// end-to-end tests: the assembly of internal/server (worker, and with
+// tokens the gRPC gateway) on a private database and task queue of the
+// test's own, against the Temporal dev server shared by the test binary
+// (both from devtest), with a scripted model and catalog documents
+// applied before it starts.
+//
+// It is an ordinary package so that the tests of several packages share
+// one harness, but only tests import it. The package under test must run
+// its tests through devtest.Main:
+//
+//	func TestMain(m *testing.M) { devtest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		ts := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{catalog}})
+//		run, err := ts.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(ts.TaskQueue, req), contract.AgentTurn, req)
+//		...
+//	}
+//
+// Everything Start acquires is released by the test's cleanup, which also
+// fails the test when the server did not stop cleanly.
+package testserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/store"
+)
+
+// cliTimeout bounds one run of the temporal CLI.
+const cliTimeout = time.Minute
+
+// Options of a test server.
+type Options struct {
+	// Script is the scripted model's script (YAML). Required.
+	Script string
+	// Model configures the scripted model's server, for instance to time
+	// its chunks with OnChunk. Default: scripted's defaults.
+	Model scripted.Options
+	// Catalogs are catalog documents (YAML), applied one after the other
+	// before the server starts. Default: none.
+	Catalogs []string
+	// Tokens maps gateway bearer tokens to tenants. With any, the server
+	// also plays the gateway role on a free port and Server.Conn is a
+	// connection to it. Default: none, the worker only.
+	Tokens map[string]string
+	// TaskQueue is the worker's task queue. Default: a new name per
+	// server, so that tests on the shared dev server keep apart.
+	TaskQueue string
+	// StreamInterval is the time between token batches. Default: the
+	// server's.
+	StreamInterval time.Duration
+	// Logger is the server's logger. Default: the test's log, warnings
+	// and errors only.
+	Logger *zap.Logger
+}
+
+// Server is a running test server. The embedded server.Server gives its
+// Temporal client, store, tools, follower, metrics and gRPC address.
+type Server struct {
+	*server.Server
+	// Model is the scripted model the server's openai provider calls.
+	Model *scripted.Server
+	// TaskQueue is the worker's task queue.
+	TaskQueue string
+	// Address and Namespace are the Temporal dev server's.
+	Address, Namespace string
+	// Conn is a client connection to the gateway; nil without Tokens.
+	Conn *grpc.ClientConn
+}
+
+// Start runs a server for the test until its cleanup. It fails the test
+// when anything does not start; call it on the test's goroutine.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if opts.Script == "" {
+		t.Fatal("testserver: Options.Script is required")
+	}
+	dbURL := devtest.Database(t)
+	address, namespace := devtest.Temporal(t)
+	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
+	if s.TaskQueue == "" {
+		s.TaskQueue = "agentflow-test-" + randomID()
+	}
+
+	script, err := scripted.Parse([]byte(opts.Script))
+	if err != nil {
+		t.Fatalf("testserver: model script: %v", err)
+	}
+	s.Model, err = scripted.Start("127.0.0.1:0", script, opts.Model)
+	if err != nil {
+		t.Fatalf("testserver: start scripted model: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Model.Close() })
+
+	logger := opts.Logger
+	if logger == nil {
+		logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	cfg := server.Config{
+		TemporalAddress: address,
+		Namespace:       namespace,
+		TaskQueue:       s.TaskQueue,
+		DatabaseURL:     dbURL,
+		HTTPAddr:        "off",
+		Model:           llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
+		StreamInterval:  opts.StreamInterval,
+	}
+	if len(opts.Tokens) > 0 {
+		cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
+		cfg.GRPCAddr = "127.0.0.1:0"
+		cfg.Tokens = opts.Tokens
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s.Server, err = server.New(ctx, cfg, logger)
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+	t.Cleanup(s.Server.Close)
+	if err := ApplyCatalogs(ctx, s.Store(), s.Tools(), opts.Catalogs...); err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("testserver: run: %v", err)
+		}
+	})
+
+	if len(opts.Tokens) > 0 {
+		s.Conn, err = grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatalf("testserver: dial gateway: %v", err)
+		}
+		// Registered last, so closed before the gateway stops: its
+		// graceful stop waits for open connections.
+		t.Cleanup(func() { _ = s.Conn.Close() })
+	}
+	return s
+}
+
+// ApplyCatalog parses catalog documents with the server's tool kinds and
+// applies them one after the other, failing the test on an error. Call it
+// on the test's goroutine.
+func (s *Server) ApplyCatalog(t testing.TB, docs ...string) {
+	t.Helper()
+	if err := ApplyCatalogs(context.Background(), s.Store(), s.Tools(), docs...); err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+}
+
+// ApplyCatalogs parses catalog documents and applies them to st one after
+// the other, for tests that run the worker outside Start too. It is the
+// tests' one place that turns a parsed catalog into what the store takes.
+func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, docs ...string) error {
+	for i, doc := range docs {
+		name := fmt.Sprintf("catalog%d.yaml", i+1)
+		cat, err := registry.Parse(kinds, name, []byte(doc))
+		if err != nil {
+			return fmt.Errorf("parse %s: %w", name, err)
+		}
+		if _, err := st.ApplyCatalog(ctx, cat, false); err != nil {
+			return fmt.Errorf("apply %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Temporal runs the real temporal CLI with args against the server's
+// Temporal address and namespace, and returns its combined output.
+func (s *Server) Temporal(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cli, err := TemporalCLI(ctx)
+	if err != nil {
+		return "", err
+	}
+	args = append(args, "--address", s.Address, "--namespace", s.Namespace)
+	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
+	return string(out), err
+}
+
+// TemporalCLI is the path of the module's temporal CLI, built on first use
+// (devstack.TemporalCLI).
+func TemporalCLI(ctx context.Context) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return devstack.TemporalCLI(ctx, root)
+}
+
+// moduleRoot is the nearest folder at or above the working directory (a
+// test's package folder) that holds a go.mod.
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("find module root: no go.mod at or above %s", wd)
+		}
+	}
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
