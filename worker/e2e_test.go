@@ -246,18 +246,24 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 	e := newEnv(t)
 	tests := []struct {
 		name, input, wantType, wantMsg string
+		id                             string // default: not a turn/<tenant>/<job> id
 	}{
-		{"missing tenant", `{"prompt":"hi"}`, agent.ErrTypeInvalidRequest, "tenant_id is required"},
-		{"empty prompt", `{"tenant_id":"demo","prompt":""}`, agent.ErrTypeInvalidRequest, "prompt is required"},
-		{"unknown agent", `{"tenant_id":"demo","agent_id":"nobody","prompt":"hi"}`, agent.ErrTypeAgentNotFound, `"nobody"`},
-		{"unknown tenant", `{"tenant_id":"ghost","prompt":"hi"}`, agent.ErrTypeAgentNotFound, `"ghost"`},
-		{"unknown major version", `{"version":"2.0","tenant_id":"demo","prompt":"hi"}`, agent.ErrTypeInvalidRequest, `version "2.0" is not supported`},
-		{"malformed JSON", `{"tenant_id":["demo"],"prompt":"hi"}`, agent.ErrTypeInvalidRequest, "field tenant_id must be a string, not an array"},
-		{"not an object", `"What is 1+1?"`, agent.ErrTypeInvalidRequest, "must be a JSON object"},
+		{"missing tenant", `{"prompt":"hi"}`, agent.ErrTypeInvalidRequest, "tenant_id is required", ""},
+		{"empty prompt", `{"tenant_id":"demo","prompt":""}`, agent.ErrTypeInvalidRequest, "prompt is required", ""},
+		{"unknown agent", `{"tenant_id":"demo","agent_id":"nobody","prompt":"hi"}`, agent.ErrTypeAgentNotFound, `"nobody"`, ""},
+		{"unknown tenant", `{"tenant_id":"ghost","prompt":"hi"}`, agent.ErrTypeAgentNotFound, `"ghost"`, ""},
+		{"unknown major version", `{"version":"2.0","tenant_id":"demo","prompt":"hi"}`, agent.ErrTypeInvalidRequest, `version "2.0" is not supported`, ""},
+		{"malformed JSON", `{"tenant_id":["demo"],"prompt":"hi"}`, agent.ErrTypeInvalidRequest, "field tenant_id must be a string, not an array", ""},
+		{"not an object", `"What is 1+1?"`, agent.ErrTypeInvalidRequest, "must be a JSON object", ""},
+		{"id of another tenant", `{"tenant_id":"demo","prompt":"hi"}`, agent.ErrTypeInvalidRequest,
+			`belongs to tenant "acme", but the request's tenant_id is "demo"`, "turn/acme/" + randomID()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			id := "turn/bad/" + randomID()
+			id := tt.id
+			if id == "" {
+				id = "bad-input-" + randomID()
+			}
 			e.startWithCLI(id, tt.input)
 			_, err := e.result(id)
 			var app *temporal.ApplicationError
