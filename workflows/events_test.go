@@ -55,3 +55,48 @@ func TestEventLogFencing(t *testing.T) {
 	l.add(agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
 	require.True(t, l.page(agent.EventsQuery{}).Done)
 }
+
+// TestEventLogRefusesStaleBatches covers batches that arrive once their
+// call has moved on. Attempts are counted per step (callModel resets the
+// count), so only the step keeps a late batch of an earlier step's retry
+// out of the next step's log.
+func TestEventLogRefusesStaleBatches(t *testing.T) {
+	// The log after step 1 (attempt 1 streamed "Hel", attempt 2 fenced it
+	// off and streamed "Hello"), a tool event, and step 3's first batch.
+	logAfterTwoCalls := func(t *testing.T) *eventLog {
+		l := &eventLog{streamID: "s"}
+		l.add(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning}) // 1
+		l.step, l.attempt = 1, 0
+		require.True(t, l.accept(batch(1, 1, 2, "Hel")))
+		retry := batch(1, 2, 3, "", "Hello")
+		retry.Events[0] = agent.Event{Index: 3, Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 2}
+		require.True(t, l.accept(retry))
+		l.step = 0
+		l.add(agent.Event{Kind: agent.EventToolStart}) // 5
+		l.step, l.attempt = 3, 0
+		require.True(t, l.accept(batch(3, 1, 6, "Fine"))) // 6
+		return l
+	}
+	internalGap := batch(3, 1, 7, "a", "b")
+	internalGap.Events[1].Index = 9
+	tests := []struct {
+		name string
+		b    agent.TokenBatch
+	}{
+		{"late batch of the earlier step's last attempt", batch(1, 2, 7, "late")},
+		{"late batch of the earlier step's failed attempt", batch(1, 1, 7, "late")},
+		{"empty batch", batch(3, 1, 7)},
+		{"indices that skip inside the batch", internalGap},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := logAfterTwoCalls(t)
+			require.False(t, l.accept(tt.b))
+			require.Equal(t, 1, l.dropped)
+			require.Equal(t, int64(7), l.next())
+			require.Equal(t, "HelloFine", agent.ReplayText(l.events))
+			// The log still takes step 3's next batch.
+			require.True(t, l.accept(batch(3, 1, 7, "!")))
+		})
+	}
+}

@@ -1,0 +1,254 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tools"
+)
+
+func TestMain(m *testing.M) { devtest.Main(m) }
+
+// testCatalog gives the tenant "demo" one agent with a tool that counts
+// its runs (tally), so that a test can tell whether a tool ran again.
+const testCatalog = `
+tenant: demo
+default_agent: assistant
+tools:
+  - name: calculator
+    kind: calculator
+  - name: tally
+    kind: tally
+agents:
+  - id: assistant
+    model: openai:gpt-4o-mini
+    system_prompt: Be brief.
+    tools: [calculator, tally]
+`
+
+// harness is the activities on real servers: a fresh Postgres database,
+// the Temporal dev server, and a scripted model reached over HTTP by the
+// real provider client. Activities run in a TestActivityEnvironment where
+// they are registered by name, as a worker registers them. Each harness
+// has its own database and model, so tests that use one run in parallel.
+type harness struct {
+	acts     *Activities
+	store    *store.Store
+	model    *scripted.Server
+	temporal client.Client
+	env      *testsuite.TestActivityEnvironment
+	beats    *heartbeatRecorder
+	toolRuns *atomic.Int32
+}
+
+func newHarness(t *testing.T, modelScript string) *harness {
+	t.Helper()
+	ctx := context.Background()
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+
+	st, err := store.Open(ctx, devtest.Database(t), store.Options{Logger: logger})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+
+	script, err := scripted.Parse([]byte(modelScript))
+	require.NoError(t, err)
+	srv, err := scripted.Start("127.0.0.1:0", script, scripted.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	model, err := llm.New(llm.Config{OpenAIBaseURL: srv.URL(), OpenAIAPIKey: "test"})
+	require.NoError(t, err)
+
+	runs := &atomic.Int32{}
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger}, append(tools.Builtin(), tallyKind(runs))...)
+	require.NoError(t, err)
+	cat, err := registry.Parse(kinds, "t.yaml", []byte(testCatalog))
+	require.NoError(t, err)
+	_, err = st.ApplyCatalog(ctx, cat.ForStore(), false)
+	require.NoError(t, err)
+
+	address, namespace := devtest.Temporal(t)
+	c, err := client.Dial(client.Options{HostPort: address, Namespace: namespace, Logger: sdkLogger(logger)})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+
+	acts, err := New(Deps{
+		Store: st, Model: model, Tools: kinds, Routes: registry.NewCache(st, logger), Logger: logger, Temporal: c,
+		StreamInterval: 50 * time.Millisecond,
+	})
+	require.NoError(t, err)
+
+	env, beats := newActivityEnv(logger)
+	acts.Register(env)
+	return &harness{acts: acts, store: st, model: srv, temporal: c, env: env, beats: beats, toolRuns: runs}
+}
+
+// newActivityEnv is a TestActivityEnvironment whose heartbeats are
+// recorded.
+func newActivityEnv(logger *zap.Logger) (*testsuite.TestActivityEnvironment, *heartbeatRecorder) {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdkLogger(logger))
+	env := suite.NewTestActivityEnvironment()
+	beats := &heartbeatRecorder{}
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{beats}})
+	return env, beats
+}
+
+func sdkLogger(logger *zap.Logger) tlog.Logger {
+	return tlog.NewStructuredLogger(slog.New(zapslog.NewHandler(logger.Core())))
+}
+
+// loadAgent starts a turn of job with the agent "assistant" (LoadAgent
+// stores the prompt as step 0) and returns the pinned agent.
+func (h *harness) loadAgent(t *testing.T, job, prompt string) agent.Agent {
+	t.Helper()
+	var res contract.LoadAgentResult
+	h.execute(t, contract.LoadAgent, loadAgentInput(job, prompt), &res)
+	require.Nil(t, res.Existing)
+	require.Equal(t, "assistant", res.Agent.ID)
+	return res.Agent
+}
+
+func loadAgentInput(job, prompt string) contract.LoadAgentInput {
+	return contract.LoadAgentInput{
+		Request:    agent.TurnRequest{TenantID: "demo", JobID: job, AgentID: "assistant", Prompt: prompt},
+		WorkflowID: contract.TurnWorkflowID("demo", job),
+		AgentID:    "assistant",
+	}
+}
+
+// callModelInput asks for the reply to the turn's prompt, as step 1.
+func callModelInput(job string, ag agent.Agent) contract.CallModelInput {
+	return contract.CallModelInput{TenantID: "demo", JobID: job, AgentID: ag.ID, AgentVersion: ag.Version, Seq: 1}
+}
+
+// execute runs the activity registered under name and decodes its result.
+func (h *harness) execute(t *testing.T, name string, in, out any) {
+	t.Helper()
+	val, err := h.env.ExecuteActivity(name, in)
+	require.NoError(t, err)
+	require.NoError(t, val.Get(out))
+}
+
+// heartbeatRecorder is a worker interceptor that records every
+// activity.RecordHeartbeat. The SDK sends an activity's first heartbeat
+// at once and batches the later ones over a throttle window (30 s without
+// a heartbeat timeout, as in TestActivityEnvironment), so the
+// environment's heartbeat listener sees only the first: the interceptor
+// sees every heartbeat the activity reports.
+type heartbeatRecorder struct {
+	interceptor.WorkerInterceptorBase
+
+	mu    sync.Mutex
+	beats []int64
+}
+
+func (r *heartbeatRecorder) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &heartbeatInbound{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, r: r}
+}
+
+// all returns the heartbeats so far, in order.
+func (r *heartbeatRecorder) all() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int64(nil), r.beats...)
+}
+
+func (r *heartbeatRecorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.beats = nil
+}
+
+type heartbeatInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	r *heartbeatRecorder
+}
+
+func (i *heartbeatInbound) Init(outbound interceptor.ActivityOutboundInterceptor) error {
+	return i.Next.Init(&heartbeatOutbound{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: outbound}, r: i.r})
+}
+
+type heartbeatOutbound struct {
+	interceptor.ActivityOutboundInterceptorBase
+	r *heartbeatRecorder
+}
+
+func (o *heartbeatOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
+	if len(details) == 1 {
+		if index, ok := details[0].(int64); ok {
+			o.r.mu.Lock()
+			o.r.beats = append(o.r.beats, index)
+			o.r.mu.Unlock()
+		}
+	}
+	o.Next.RecordHeartbeat(ctx, details...)
+}
+
+// activityContext runs an activity that holds until the test ends and
+// returns its context: the streamer heartbeats, which needs one. The test
+// itself stays on its own goroutine.
+func activityContext(t *testing.T) (context.Context, *heartbeatRecorder) {
+	t.Helper()
+	env, beats := newActivityEnv(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	started := make(chan context.Context)
+	release := make(chan struct{})
+	env.RegisterActivityWithOptions(func(ctx context.Context) error {
+		started <- ctx
+		<-release
+		return nil
+	}, activity.RegisterOptions{Name: "Hold"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.ExecuteActivity("Hold")
+		done <- err
+	}()
+	ctx := <-started
+	t.Cleanup(func() {
+		close(release)
+		require.NoError(t, <-done)
+	})
+	return ctx, beats
+}
+
+// tallyKind is a tool kind whose tools count their runs and answer with
+// the count.
+func tallyKind(runs *atomic.Int32) tools.Kind {
+	return tools.Kind{
+		Name:        "tally",
+		Description: "Counts its calls.",
+		Parameters:  json.RawMessage(`{"type": "object", "properties": {}}`),
+		Build: func(agent.Tool, tools.Deps) (tools.Tool, error) {
+			return tallyTool{runs}, nil
+		},
+	}
+}
+
+type tallyTool struct{ runs *atomic.Int32 }
+
+func (t tallyTool) Run(context.Context, json.RawMessage) (tools.Output, error) {
+	return tools.Output{Text: fmt.Sprintf("run %d", t.runs.Add(1))}, nil
+}
