@@ -149,67 +149,74 @@ func catalogFiles(path string) ([]string, error) {
 
 // splitByTenant splits catalog files by the tenant each document names, for
 // a caller that applies them with one token per tenant; with model set,
-// every agent's model is replaced by it. A file that needs neither is kept
-// as it is, so that problems keep their lines (a rewritten file is
-// re-encoded). A document that names no tenant goes with another tenant's
-// documents (the gateway says what is wrong with it); only when no document
-// names a tenant are the files under "".
+// every agent's model is replaced by it. A document that names no tenant
+// goes with another tenant's documents (the gateway says what is wrong
+// with it); only when no document names a tenant are the files under "".
 func splitByTenant(files map[string]string, model string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	add := func(tenant, name, doc string) {
-		if out[tenant] == nil {
-			out[tenant] = map[string]string{}
-		}
-		out[tenant][name] = doc
-	}
 	for name, data := range files {
-		docs, err := yamlDocuments(data)
+		parts, err := splitFile(data, model)
 		if err != nil {
-			add("", name, data) // the gateway reports the syntax error with its line
-			continue
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		var tenants []string
-		byTenant := map[string][]*yaml.Node{}
-		changed := false
-		for _, d := range docs {
-			t := stringField(d, "tenant")
-			if _, seen := byTenant[t]; !seen {
-				tenants = append(tenants, t)
+		for tenant, doc := range parts {
+			if out[tenant] == nil {
+				out[tenant] = map[string]string{}
 			}
-			byTenant[t] = append(byTenant[t], d)
-			if model != "" && setModels(d, model) {
-				changed = true
-			}
-		}
-		// Documents without a tenant go with the file's first tenant.
-		if len(tenants) > 1 && byTenant[""] != nil {
-			tenants = slices.DeleteFunc(tenants, func(t string) bool { return t == "" })
-			byTenant[tenants[0]] = append(byTenant[tenants[0]], byTenant[""]...)
-		}
-		if len(tenants) <= 1 && !changed {
-			add(firstOr(tenants, ""), name, data)
-			continue
-		}
-		for _, t := range tenants {
-			var b bytes.Buffer
-			enc := yaml.NewEncoder(&b)
-			enc.SetIndent(2)
-			for _, d := range byTenant[t] {
-				if err := enc.Encode(d); err != nil {
-					return nil, fmt.Errorf("%s: %w", name, err)
-				}
-			}
-			if err := enc.Close(); err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			add(t, name, b.String())
+			out[tenant][name] = doc
 		}
 	}
-	// Files where no document names a tenant go with the first tenant.
 	if rest, ok := out[""]; ok && len(out) > 1 {
 		delete(out, "")
-		first := slices.Sorted(maps.Keys(out))[0]
-		maps.Copy(out[first], rest)
+		maps.Copy(out[slices.Sorted(maps.Keys(out))[0]], rest)
+	}
+	return out, nil
+}
+
+// splitFile returns one file's documents by tenant. A file of one tenant
+// that needs no new model is kept as it is, so that problems keep their
+// lines, and so is a file that does not parse (the gateway reports the
+// syntax error with its line); others are re-encoded. Documents without a
+// tenant go with the file's first tenant.
+func splitFile(data, model string) (map[string]string, error) {
+	docs, err := yamlDocuments(data)
+	if err != nil {
+		return map[string]string{"": data}, nil
+	}
+	var tenants []string
+	byTenant := map[string][]*yaml.Node{}
+	changed := false
+	for _, d := range docs {
+		t := stringField(d, "tenant")
+		if _, seen := byTenant[t]; !seen {
+			tenants = append(tenants, t)
+		}
+		byTenant[t] = append(byTenant[t], d)
+		if model != "" && setModels(d, model) {
+			changed = true
+		}
+	}
+	if len(tenants) > 1 && byTenant[""] != nil {
+		tenants = slices.DeleteFunc(tenants, func(t string) bool { return t == "" })
+		byTenant[tenants[0]] = append(byTenant[tenants[0]], byTenant[""]...)
+	}
+	if len(tenants) <= 1 && !changed {
+		return map[string]string{firstOr(tenants, ""): data}, nil
+	}
+	out := map[string]string{}
+	for _, t := range tenants {
+		var b bytes.Buffer
+		enc := yaml.NewEncoder(&b)
+		enc.SetIndent(2)
+		for _, d := range byTenant[t] {
+			if err := enc.Encode(d); err != nil {
+				return nil, err
+			}
+		}
+		if err := enc.Close(); err != nil {
+			return nil, err
+		}
+		out[t] = b.String()
 	}
 	return out, nil
 }

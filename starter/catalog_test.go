@@ -99,7 +99,21 @@ func TestCatalogApplyThroughGateway(t *testing.T) {
 	b.Reset()
 	require.NoError(t, run(ctx, []string{"catalog", "apply", "-f", "../catalog"}, &b))
 	require.Contains(t, b.String(), "  unchanged agent demo/assistant v1\n", "applying again changes nothing")
+
+	// The local stack's path: the documents rewritten with another model.
+	files, err := readCatalog("../catalog")
+	require.NoError(t, err)
+	byTenant, err := splitByTenant(files, "anthropic:claude-3-5-haiku-latest")
+	require.NoError(t, err)
+	resp, err := applyCatalog(ctx, apiFlags{addr: &addr, token: ptr(demoToken)}, byTenant["demo"], true)
+	require.NoError(t, err)
+	b.Reset()
+	printCatalogReport(&b, resp, true)
+	require.Contains(t, b.String(), "  updated   agent demo/assistant v2\n")
+	require.Contains(t, b.String(), "  unchanged tool  demo/calculator v1\n")
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestCatalogApplyReportsProblems(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
