@@ -87,7 +87,7 @@ func newHarness(t *testing.T, modelScript string) *harness {
 	require.NoError(t, err)
 	cat, err := registry.Parse(kinds, "t.yaml", []byte(testCatalog))
 	require.NoError(t, err)
-	_, err = st.ApplyCatalog(ctx, cat.ForStore(), false)
+	_, err = st.ApplyCatalog(ctx, cat, false)
 	require.NoError(t, err)
 
 	address, namespace := devtest.Temporal(t)

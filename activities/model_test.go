@@ -220,8 +220,11 @@ func TestCallModelRetryAfterReplyStored(t *testing.T) {
 	require.True(t, again.Stored)
 	require.Equal(t, first.Content, again.Content)
 	require.Equal(t, 1, h.model.Served("answer"), "the model was called once")
+	require.Positive(t, first.Usage.TotalTokens)
+	require.Equal(t, first.Usage, again.Usage, "the stored reply reports what its call used, so budgets count it")
+	require.Equal(t, first.Model, again.Model)
 
 	step, err := h.store.Step(t.Context(), "demo", job, 1)
 	require.NoError(t, err)
-	require.Equal(t, agent.Message{Role: agent.RoleAssistant, Content: "Hello there."}, step)
+	require.Equal(t, agent.Message{Role: agent.RoleAssistant, Content: "Hello there.", Usage: &first.Usage, Model: first.Model}, step)
 }

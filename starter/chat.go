@@ -12,39 +12,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
-
-// apiFlags are the flags of the commands that talk to the gRPC API.
-type apiFlags struct {
-	addr  *string
-	token *string
-}
-
-func addAPIFlags(fs *flag.FlagSet) apiFlags {
-	return apiFlags{
-		addr:  fs.String("addr", envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051"), "gateway address (AGENTFLOW_GRPC_ADDR)"),
-		token: fs.String("token", envOr("AGENTFLOW_TOKEN", devToken), "bearer token (AGENTFLOW_TOKEN)"),
-	}
-}
-
-func (f apiFlags) dial() (pb.AgentServiceClient, func(), error) {
-	conn, err := grpc.NewClient(*f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", *f.addr, err)
-	}
-	return pb.NewAgentServiceClient(conn), func() { _ = conn.Close() }, nil
-}
-
-func (f apiFlags) ctx(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*f.token)
-}
 
 // chatCmd streams a turn live and resumes after a dropped connection.
 func chatCmd(ctx context.Context, args []string, out io.Writer) error {

@@ -49,27 +49,3 @@ func TestRunRejectsBadInputBeforeStarting(t *testing.T) {
 	err := run(context.Background(), []string{"run", "--tenant", "demo", "--address", "127.0.0.1:1"}, &out)
 	require.ErrorContains(t, err, "prompt is required")
 }
-
-func TestRouteDryRun(t *testing.T) {
-	db := devtest.Database(t)
-	ctx := context.Background()
-	var out bytes.Buffer
-	require.NoError(t, run(ctx, []string{"catalog", "apply", "-f", "../catalog", "--database-url", db}, &out))
-	tests := []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--page", "ops-console", "restart it"}, "agent ops (rule ops-console"},
-		{[]string{"--role", "operator", "hi"}, "agent ops (rule ops-console"},
-		{[]string{"--page", "home", "hi"}, "agent assistant (rule default"},
-	}
-	for _, tt := range tests {
-		out.Reset()
-		require.NoError(t, run(ctx, append([]string{"route", "--dry-run", "--database-url", db}, tt.args...), &out))
-		require.Contains(t, out.String(), tt.want)
-	}
-	err := run(ctx, []string{"route", "--database-url", db, "--metadata", "novalue", "hi"}, &out)
-	require.ErrorContains(t, err, "want key=value")
-	err = run(ctx, []string{"route", "--database-url", db, "--tenant", "nobody", "hi"}, &out)
-	require.ErrorContains(t, err, `tenant "nobody" not found`)
-}

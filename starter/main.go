@@ -1,14 +1,24 @@
-// Command starter is agentflow's command-line client.
+// Command starter is agentflow's command-line client: a client of the
+// gateway's gRPC API and of Temporal, never of the database.
 //
-//	starter run --tenant demo "What is 12.5 * 4?"   run one agent turn and print its result
-//	starter chat "What is 12.5 * 4?"                 stream a turn live through the gRPC API
-//	starter catalog apply -f catalog/                 validate and apply a YAML catalog
-//	starter demo                                      local stack + worker + a sample turn
-//	starter up                                        local stack + worker, until Ctrl-C
-//	starter stack -- go test ./...                    run a command against a fresh local stack
+//	starter run --tenant demo "What is 12.5 * 4?"   run one agent turn through Temporal and print its result
+//	starter chat "What is 12.5 * 4?"                stream a turn live through the gRPC API
+//	starter approve --stream turn/demo/JOB          list or decide a turn's pending approvals (gRPC API)
+//	starter route --dry-run --page ops-console "…"  which agent a request would go to (gRPC API)
+//	starter catalog apply -f catalog/               validate and apply a YAML catalog (gRPC API)
+//	starter schedule create --id ID --every 1h "…"  run a turn on a Temporal schedule
+//	starter demo                                    local stack + worker + a sample turn
+//	starter up                                      local stack + worker, until Ctrl-C
+//	starter stack -- go test ./...                  run a command against a fresh local stack
 //
-// It reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, AGENTFLOW_TASK_QUEUE and
-// DATABASE_URL like the worker does.
+// The gRPC commands read AGENTFLOW_GRPC_ADDR (default 127.0.0.1:50051) and
+// AGENTFLOW_TOKEN (default dev-token, tenant demo on a local stack), or
+// --addr and --token; the token names the tenant. run and schedule read
+// TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and AGENTFLOW_TASK_QUEUE like the
+// worker does. demo and up run the worker and the gateway in-process on a
+// local stack (DATABASE_URL and TEMPORAL_ADDRESS, when set, name servers
+// to use instead of starting them) and apply the catalog through that
+// gateway.
 package main
 
 import (
@@ -30,11 +40,13 @@ commands:
   approve   list a turn's pending approvals, or decide one (approve --stream ID [--call ID --reject])
   schedule  run an agent turn on a schedule (schedule create --id ID --every 1h|--cron SPEC "prompt"; schedule delete --id ID)
   route     show which agent a request would be routed to (route --dry-run --page P --role R [--metadata k=v] "message")
-  catalog   apply a YAML catalog to the database (catalog apply -f DIR|FILE [--dry-run])
+  catalog   validate and apply a YAML catalog through the gRPC API (catalog apply -f DIR|FILE [--dry-run])
   demo      start a local stack and a worker, run a sample turn (exits after it when CI=true)
   up        start a local stack and a worker, and wait for Ctrl-C
   stack     start a local stack, run a command with its settings in the environment, stop it
 
+chat, approve, route and catalog talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
+default 127.0.0.1:50051) and --token (AGENTFLOW_TOKEN, default dev-token); the token names the tenant.
 Run "starter <command> -h" for the command's flags.
 `
 

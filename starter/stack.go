@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,11 +18,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/server"
-	"github.com/agentflow/agentflow/internal/store"
-	"github.com/agentflow/agentflow/internal/tools"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -37,64 +37,6 @@ func (quietLogger) Error(msg string, kv ...any) {
 }
 
 var _ tlog.Logger = quietLogger{}
-
-func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] != "apply" {
-		return fmt.Errorf("usage: starter catalog apply -f DIR|FILE [-f ...] [--dry-run]")
-	}
-	fs := flag.NewFlagSet("catalog apply", flag.ContinueOnError)
-	var files multiFlag
-	fs.Var(&files, "f", "catalog file or directory (repeatable)")
-	dryRun := fs.Bool("dry-run", false, "validate and print the changes without applying them")
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if len(files) == 0 {
-		return fmt.Errorf("catalog apply: name the catalog with -f DIR|FILE")
-	}
-	if *dbURL == "" {
-		return fmt.Errorf("catalog apply: DATABASE_URL is not set")
-	}
-	kinds, err := tools.NewRegistry(tools.Deps{Logger: zap.NewNop()}, tools.Builtin()...)
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, *dbURL, store.Options{Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	defer st.Close()
-	return applyCatalog(ctx, st, kinds, out, *dryRun, files...)
-}
-
-// applyCatalog validates the catalog files and applies them all or nothing.
-func applyCatalog(ctx context.Context, st *store.Store, kinds registry.Kinds, out io.Writer, dryRun bool, paths ...string) error {
-	cat, err := registry.LoadFiles(kinds, paths...)
-	if err != nil {
-		return err
-	}
-	report, err := st.ApplyCatalog(ctx, cat, dryRun)
-	if err != nil {
-		return fmt.Errorf("apply catalog: %w", err)
-	}
-	for _, c := range report.Changes {
-		fmt.Fprintf(out, "  %-9s %-5s %s/%s", c.Action, c.Kind, c.TenantID, c.Name)
-		if c.Version > 0 {
-			fmt.Fprintf(out, " v%d", c.Version)
-		}
-		fmt.Fprintln(out)
-	}
-	if dryRun {
-		fmt.Fprintln(out, "dry run: nothing was applied")
-	}
-	return nil
-}
-
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 // stackCmd starts a private stack, runs a command with the stack's
 // settings in its environment and stops the stack: `task test` uses it so
@@ -155,30 +97,59 @@ func upCmd(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// local is a running local stack with an in-process worker.
+// local is a running local stack with an in-process worker and gateway.
 type local struct {
 	stack  *devstack.Stack
 	srv    *server.Server
 	cfg    server.Config
 	logger *zap.Logger
-	done   chan error
-	cancel context.CancelFunc
+	// tokens are the gateway's bearer tokens by tenant, ownTokens whether
+	// the starter made them up (else they come from AGENTFLOW_TOKENS).
+	tokens    map[string]string
+	ownTokens bool
+	done      chan error
+	cancel    context.CancelFunc
 }
 
 // devToken is the gateway's bearer token for tenant demo on a local stack.
 const devToken = "dev-token"
 
 // startLocal starts Postgres (unless DATABASE_URL is set) and the Temporal
-// dev server (unless TEMPORAL_ADDRESS is set), a worker, and applies the
-// catalog. Without a model provider key the worker serves the scripted
-// demo model.
+// dev server (unless TEMPORAL_ADDRESS is set), a worker with the gateway,
+// and applies the catalog through the gateway, as any client would.
+// Without a model provider key the worker serves the scripted demo model.
 func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, error) {
 	logger, err := server.NewLogger("console", envOr("AGENTFLOW_LOG_LEVEL", "warn"))
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := server.ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	model := demoModel(cfg)
+	files, err := readCatalog(catalogDir)
+	if err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	catalog, err := splitByTenant(files, model)
+	if err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	l := &local{cfg: cfg, logger: logger, done: make(chan error, 1)}
+	if err := l.chooseTokens(slices.Sorted(maps.Keys(catalog))); err != nil {
+		return nil, err
+	}
+	if !l.cfg.Has(server.RoleGateway) {
+		// The demo and the catalog go through the gateway.
+		l.cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
+	}
+	if model == "" && l.cfg.Script == "" {
+		l.cfg.Script = "demo"
+	}
+
 	fmt.Fprintln(out, "Starting PostgreSQL and the Temporal dev server (the first run builds the temporal CLI; this takes a few minutes)…")
-	stack, err := devstack.Start(ctx, devstack.Options{
+	l.stack, err = devstack.Start(ctx, devstack.Options{
 		DatabaseURL:     os.Getenv("DATABASE_URL"),
 		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
 		Namespace:       os.Getenv("TEMPORAL_NAMESPACE"),
@@ -187,58 +158,73 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := server.ConfigFromEnv()
+	l.cfg.DatabaseURL = l.stack.DatabaseURL
+	l.cfg.TemporalAddress = l.stack.TemporalAddress
+	l.cfg.Namespace = l.stack.Namespace
+	l.srv, err = server.New(ctx, l.cfg, logger)
 	if err != nil {
-		_ = stack.Stop()
+		_ = l.stack.Stop()
 		return nil, err
 	}
-	cfg.DatabaseURL = stack.DatabaseURL
-	cfg.TemporalAddress = stack.TemporalAddress
-	cfg.Namespace = stack.Namespace
-	if len(cfg.Tokens) == 0 {
-		// The local stack's development token; never a default elsewhere.
-		cfg.Tokens = map[string]string{devToken: "demo"}
-	}
-	model := demoModel(cfg)
-	if model == "" && cfg.Script == "" {
-		cfg.Script = "demo"
-	}
-	srv, err := server.New(ctx, cfg, logger)
-	if err != nil {
-		_ = stack.Stop()
-		return nil, err
-	}
-	l := &local{stack: stack, srv: srv, cfg: cfg, logger: logger, done: make(chan error, 1)}
-
-	kinds := srv.Tools()
-	cat, err := registry.LoadFiles(kinds, catalogDir)
-	if err != nil {
-		l.close()
-		return nil, err
-	}
-	if model != "" {
-		// The override bypasses the loader, which checks models.
-		if _, _, err := agent.ParseModel(model); err != nil {
-			l.close()
-			return nil, fmt.Errorf("AGENTFLOW_DEMO_MODEL: %w", err)
-		}
-		for i := range cat.Tenants {
-			for j := range cat.Tenants[i].Agents {
-				cat.Tenants[i].Agents[j].Model = model
-			}
-		}
-	}
-	report, err := srv.Store().ApplyCatalog(ctx, cat, false)
-	if err != nil {
-		l.close()
-		return nil, fmt.Errorf("apply catalog: %w", err)
-	}
-	fmt.Fprintf(out, "Applied the catalog in %s/ (%d changes). Model: %s.\n", filepath.Clean(catalogDir), len(report.Changes), l.modelName())
-
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
-	go func() { l.done <- srv.Run(runCtx) }()
+	go func() { l.done <- l.srv.Run(runCtx) }()
+
+	// One call per tenant: a token changes its own tenant only.
+	changes := 0
+	for _, tenant := range slices.Sorted(maps.Keys(catalog)) {
+		resp, err := applyCatalog(ctx, l.api(tenant), catalog[tenant], false)
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		changes += len(resp.GetChanges())
+	}
+	fmt.Fprintf(out, "Applied the catalog in %s/ (%d changes). Model: %s.\n", filepath.Clean(catalogDir), changes, l.modelName())
 	return l, nil
+}
+
+// chooseTokens gives every tenant of the catalog a bearer token. Without
+// AGENTFLOW_TOKENS the local stack makes up its development tokens, never
+// a default elsewhere: dev-token for tenant demo and dev-token-<tenant>
+// for the others. With it, every tenant of the catalog needs one of its
+// tokens.
+func (l *local) chooseTokens(tenants []string) error {
+	l.tokens = map[string]string{}
+	if len(l.cfg.Tokens) == 0 {
+		l.ownTokens = true
+		l.cfg.Tokens = map[string]string{devToken: "demo"}
+		l.tokens["demo"] = devToken
+		for _, t := range tenants {
+			if t != "" && t != "demo" {
+				l.cfg.Tokens[devToken+"-"+t] = t
+				l.tokens[t] = devToken + "-" + t
+			}
+		}
+		return nil
+	}
+	for _, tok := range slices.Sorted(maps.Keys(l.cfg.Tokens)) {
+		if t := l.cfg.Tokens[tok]; l.tokens[t] == "" {
+			l.tokens[t] = tok
+		}
+	}
+	for _, t := range tenants {
+		if t != "" && l.tokens[t] == "" {
+			return fmt.Errorf("the catalog names tenant %q, and AGENTFLOW_TOKENS has no token for it: add one, or unset AGENTFLOW_TOKENS for the local stack's development tokens", t)
+		}
+	}
+	return nil
+}
+
+// api is how the starter reaches the local gateway as tenant; a catalog
+// in which no document names a tenant is sent with any token (the gateway
+// says what is wrong with it).
+func (l *local) api(tenant string) apiFlags {
+	addr, token := l.srv.GRPCAddr(), l.tokens[tenant]
+	if token == "" {
+		token = slices.Sorted(maps.Keys(l.cfg.Tokens))[0]
+	}
+	return apiFlags{addr: &addr, token: &token}
 }
 
 // demoModel picks the model for the sample catalog's agents from the
@@ -268,16 +254,30 @@ agentflow is running.
   Web UI:    %s
   Postgres:  %s
   Model:     %s
-  gRPC API:  %s (token %s for tenant demo)
+  gRPC API:  %s (%s)
 
 Try:
-  export TEMPORAL_ADDRESS=%s DATABASE_URL='%s'
+  export TEMPORAL_ADDRESS=%s AGENTFLOW_GRPC_ADDR=%s
   go run ./starter run --tenant demo "What is 12.5 * 4?"
-  go run ./starter chat --addr %s "What is 12.5 * 4?"
+  go run ./starter chat "What is 12.5 * 4?"
+  go run ./starter route --dry-run --page ops-console "restart the api"
+  go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.modelName(),
-		orNone(l.srv.GRPCAddr()), devToken,
-		l.stack.TemporalAddress, l.stack.DatabaseURL, orNone(l.srv.GRPCAddr()), l.stack.TemporalAddress)
+		l.srv.GRPCAddr(), l.tokenNote(),
+		l.stack.TemporalAddress, l.srv.GRPCAddr(), l.stack.TemporalAddress)
+}
+
+// tokenNote says which bearer tokens the gateway takes.
+func (l *local) tokenNote() string {
+	if !l.ownTokens {
+		return "the tokens of AGENTFLOW_TOKENS"
+	}
+	var notes []string
+	for _, t := range slices.Sorted(maps.Keys(l.tokens)) {
+		notes = append(notes, fmt.Sprintf("token %s for tenant %s", l.tokens[t], t))
+	}
+	return strings.Join(notes, ", ")
 }
 
 func (l *local) modelName() string {
@@ -351,8 +351,7 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 
 // chat streams a turn through the local gateway, as any client would.
 func (l *local) chat(ctx context.Context, out io.Writer, req agent.TurnRequest) error {
-	addr, token := l.srv.GRPCAddr(), devToken
-	api := apiFlags{addr: &addr, token: &token}
+	api := l.api("demo")
 	c, closeConn, err := api.dial()
 	if err != nil {
 		return err
@@ -368,15 +367,14 @@ func (l *local) approvalDemo(ctx context.Context, out io.Writer) error {
 	prompt := "What is 1200 * 1.07?"
 	job := "demo-" + newJobID() + "-ops"
 	fmt.Fprintf(out, "\n> (agent ops, whose calculator needs approval) %s\n", prompt)
-	addr, token := l.srv.GRPCAddr(), devToken
-	api := apiFlags{addr: &addr, token: &token}
+	api := l.api("demo")
 	c, closeConn, err := api.dial()
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 	actx := api.ctx(ctx)
-	streamID := "turn/demo/" + job
+	streamID := contract.TurnWorkflowID("demo", job)
 	approved := make(chan error, 1)
 	go func() {
 		// A reviewer elsewhere: waits for the call, then approves it.

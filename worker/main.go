@@ -1,6 +1,9 @@
-// Command worker runs an agentflow worker: the Temporal worker for the
-// AgentTurn workflow and its activities, and /healthz. It is configured by
-// environment variables; see internal/server.Config.
+// Command worker runs an agentflow process: the Temporal worker for the
+// AgentTurn and Conversation workflows and their activities, the gRPC
+// gateway, or both (AGENTFLOW_ROLES), with /healthz and /metrics. It is
+// configured by environment variables; see internal/server.Config. With
+// -healthcheck it probes a running worker's /healthz instead, for
+// container health checks.
 package main
 
 import (

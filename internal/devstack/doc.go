@@ -1,6 +1,9 @@
 // Package devstack starts a private PostgreSQL server and the Temporal dev
-// server for the demo, `task up` and the integration tests, and stops them
-// cleanly.
+// server for the demo, `task up`, `starter stack` (which `task test` and
+// `task bench` run under) and the integration tests, and stops them
+// cleanly. The dev server starts with agentflow's search attributes
+// registered and the settings of [DynamicConfig], the same as
+// deploy/temporal-dynamicconfig.yaml gives a real server.
 //
 // Nothing here is for production: Postgres runs with trust authentication and
 // fsync off, and the dev server is the single-process Temporal shipped in the

@@ -1,10 +1,20 @@
-// Package gateway serves the agentflow.v1 gRPC API (proto/agentflow/v1):
-// it starts turns on Temporal, follows their event logs (internal/stream)
-// and reads stored results and the catalog (internal/store).
+// Package gateway serves the agentflow.v1 gRPC API (proto/agentflow/v1).
+// Service (AgentService) starts turns, sends messages to conversations and
+// decides approvals through internal/turnclient, follows turns' event logs
+// (internal/stream) and reads stored results and agents (internal/store).
+// CatalogService validates and applies catalog YAML
+// (internal/registry), lists the routing rules, answers RouteDryRun from
+// the routing cache, and streams the catalog's changes.
 //
 // Every call is scoped to the tenant of the caller's bearer token; another
 // tenant's stream ids and result refs look exactly like ones that do not
-// exist (NotFound). Starting a turn is detached from the RPC: a client that
-// goes away never cancels its turn, and can resume its stream by index.
-// gRPC health and reflection are served and need no token.
+// exist (NotFound), and catalog documents that name another tenant are
+// refused (PermissionDenied). Starting a turn is detached from the RPC: a
+// client that goes away never cancels its turn, and can resume its stream
+// by index. gRPC health and reflection are served and need no token.
+//
+// Every error leaves through Status, which maps it once by agent's table
+// of codes: errors written for the caller keep their message; others reach
+// the client as a plain message with a reference, and the log has the
+// details under the same reference.
 package gateway

@@ -9,9 +9,10 @@
 //
 // Temporal owns retries, so nothing here retries: a failed call returns at
 // once, classified as an *Error that says whether a retry may help and, for
-// 429s, how long the provider asked to wait (Retry-After). Activities turn
-// that into a retryable or non-retryable application error with the next
-// retry delay. langchaingo reports HTTP failures as strings without
+// 429s, how long the provider asked to wait (Retry-After). CallModel turns
+// that into a domain error — ModelFailed with the Retry-After as the next
+// retry delay, or ModelRejected — and activities.Register classifies it
+// for Temporal. langchaingo reports HTTP failures as strings without
 // headers, so Router observes status and Retry-After itself, with an
 // http.RoundTripper keyed by the call's context.
 //

@@ -52,8 +52,8 @@
 //     Decision.Rule "default" (RuleDefault). Rules skipped in step 3 are
 //     still reported.
 //  6. When no rule matches and the tenant has no default agent, Route fails
-//     with agent.CodeNotFound; the turn fails with a non-retryable error
-//     that says so.
+//     with agent.CodeNotFound; the turn fails with a non-retryable
+//     AgentNotFound error that says so.
 //
 // # Cost
 //

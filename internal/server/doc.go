@@ -1,6 +1,14 @@
-// Package server assembles an agentflow worker process: the Temporal
-// worker with agentflow's workflows and activities, the store, the model
-// providers, the tool registry and the HTTP endpoints (/healthz). The
-// worker binary runs it; the starter's demo and the end-to-end tests run
-// the same assembly in-process.
+// Package server assembles one agentflow process from its Config. New
+// opens the store (applying migrations), connects to Temporal, builds the
+// model providers (serving the scripted model in-process when
+// Config.Script says so), the tool registry, the per-tenant routing cache
+// and the live event hub and follower, and then the roles the process
+// plays: the Temporal worker with agentflow's workflows and activities
+// (RoleWorker) and the gRPC gateway with the agent and catalog services
+// (RoleGateway). /healthz and /metrics are served over HTTP.
+//
+// Misconfiguration fails in New, not at the first turn; Run serves until
+// its context ends. The worker binary runs it; the starter's demo and up
+// commands, the end-to-end tests and the benchmarks run the same assembly
+// in-process.
 package server

@@ -1,6 +1,12 @@
 // Package store keeps agentflow's durable state in Postgres through pgx: the
-// per-tenant catalog (tools, agents and their immutable versions), turns and
-// their steps, session transcripts, turn results and content-addressed blobs.
+// per-tenant catalog (tools, agents and their immutable versions, routing
+// rules, a catalog version), turns and their steps, session transcripts,
+// turn results, approval decisions and content-addressed blobs.
+//
+// Applying a catalog that changes a tenant advances its catalog version and,
+// at commit, sends a NOTIFY on CatalogChannel naming the tenant, so that
+// caches elsewhere drop what they hold; Listen is the reconnecting LISTEN
+// loop they use.
 //
 // Open connects and applies the embedded migrations (migrations/*.sql, run
 // by tern under an advisory lock, so workers starting together do not race).

@@ -6,7 +6,9 @@
 // tool from an agent.Tool spec the first time it is called (and caches it
 // by a hash of the spec), and runs it. Builders get their dependencies (a
 // logger, an HTTP client, …) from Deps, never from globals, so tests and
-// workers can inject their own.
+// workers can inject their own. A kind marked Local is quick and
+// in-process: its tools run as local activities unless the catalog says
+// `execution: activity`.
 //
 // # Errors
 //

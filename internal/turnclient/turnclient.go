@@ -1,8 +1,9 @@
 // Package turnclient starts and steers agentflow's workflows from outside
 // them: start a turn and wait for its result, send a message to a
-// conversation, decide an approval, read a turn's events. The gateway, the
-// starter, the benchmarks and the tests all start turns this way, so every
-// turn gets the same id, search attributes and summary.
+// conversation, decide an approval, list pending approvals, read a turn's
+// events. The gateway, the starter, the stream follower, the benchmarks and
+// the tests all go through it, so every turn gets the same id, search
+// attributes and summary.
 //
 // Errors are domain errors (internal/agent): a workflow that does not
 // exist is CodeNotFound, a turn that has ended is CodeConflict for what

@@ -5,7 +5,10 @@
 //	temporal workflow execute --type AgentProcessExample --task-queue agentflow-examples \
 //	  --input '{"tenant_id":"demo","question":"What is 12.5 * 4?"}'
 //
-// It reads TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE like agentflow's worker.
+// The turns themselves run on agentflow's workers (task queue agentflow;
+// the input's task_queue names another). It reads TEMPORAL_ADDRESS and
+// TEMPORAL_NAMESPACE like agentflow's worker, and EXAMPLE_TASK_QUEUE for
+// its own task queue.
 package main
 
 import (

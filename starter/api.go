@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// apiFlags are the flags of the commands that talk to the gRPC API.
+type apiFlags struct {
+	addr  *string
+	token *string
+}
+
+func addAPIFlags(fs *flag.FlagSet) apiFlags {
+	return apiFlags{
+		addr:  fs.String("addr", envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051"), "gateway address (AGENTFLOW_GRPC_ADDR)"),
+		token: fs.String("token", envOr("AGENTFLOW_TOKEN", devToken), "bearer token (AGENTFLOW_TOKEN); it names the tenant"),
+	}
+}
+
+// conn returns a connection to the gateway; it dials at the first call.
+func (f apiFlags) conn() (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(*f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", *f.addr, err)
+	}
+	return conn, nil
+}
+
+func (f apiFlags) dial() (pb.AgentServiceClient, func(), error) {
+	conn, err := f.conn()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pb.NewAgentServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func (f apiFlags) dialCatalog() (pb.CatalogServiceClient, func(), error) {
+	conn, err := f.conn()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pb.NewCatalogServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func (f apiFlags) ctx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*f.token)
+}
+
+// callError is a failed call of the gateway, said plainly: the status's
+// message without gRPC's wrapping, and what to check when the gateway
+// cannot be reached or refuses the token. It unwraps to the status error.
+type callError struct {
+	msg string
+	err error
+}
+
+func (e *callError) Error() string { return e.msg }
+func (e *callError) Unwrap() error { return e.err }
+
+// failed describes err, returned by a call of the gateway for op.
+func (f apiFlags) failed(op string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	msg := fmt.Sprintf("%s: %s", op, st.Message())
+	switch st.Code() {
+	case codes.Unavailable:
+		msg += fmt.Sprintf(" (gateway %s; set --addr or AGENTFLOW_GRPC_ADDR)", *f.addr)
+	case codes.Unauthenticated:
+		msg += " (set --token or AGENTFLOW_TOKEN)"
+	}
+	return &callError{msg: msg, err: err}
+}

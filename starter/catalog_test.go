@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/server"
+)
+
+// Bearer tokens of the test gateway.
+const (
+	demoToken = "tok"   // tenant demo
+	acmeToken = "other" // tenant acme
+)
+
+// startGateway runs a gateway (no worker: the catalog service needs none)
+// on the test stack, with a database of its own, and returns it.
+func startGateway(t *testing.T) *server.Server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	address, namespace := devtest.Temporal(t)
+	srv, err := server.New(ctx, server.Config{
+		TemporalAddress: address, Namespace: namespace, TaskQueue: "starter-" + newJobID(),
+		DatabaseURL: devtest.Database(t), HTTPAddr: "off",
+		Roles: []string{server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
+		Tokens: map[string]string{demoToken: "demo", acmeToken: "acme"},
+	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		srv.Close()
+	})
+	return srv
+}
+
+// starter runs a command of the starter against the gateway at addr.
+func starter(ctx context.Context, addr, token string, args ...string) (string, error) {
+	n := 1 // the command's words
+	if args[0] == "catalog" {
+		n = 2
+	}
+	var out bytes.Buffer
+	err := run(ctx, slices.Concat(args[:n], []string{"--addr", addr, "--token", token}, args[n:]), &out)
+	return out.String(), err
+}
+
+func TestCatalogApplyThroughGateway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := startGateway(t)
+	addr := srv.GRPCAddr()
+
+	out, err := starter(ctx, addr, demoToken, "catalog", "apply", "-f", "../catalog", "--dry-run")
+	require.NoError(t, err)
+	require.Contains(t, out, "  created   tenant demo/demo\n")
+	require.Contains(t, out, "  created   agent demo/assistant v1\n")
+	require.Contains(t, out, "  created   rule  demo/ops-console\n")
+	require.Contains(t, out, "dry run: nothing was applied")
+	_, err = srv.Store().Routing(ctx, "demo")
+	require.True(t, agent.IsCode(err, agent.CodeNotFound), "a dry run stores nothing: %v", err)
+
+	// The address and token from the environment, as chat reads them.
+	t.Setenv("AGENTFLOW_GRPC_ADDR", addr)
+	t.Setenv("AGENTFLOW_TOKEN", demoToken)
+	var b bytes.Buffer
+	require.NoError(t, run(ctx, []string{"catalog", "apply", "-f", "../catalog/demo.yaml"}, &b))
+	require.Contains(t, b.String(), "  created   agent demo/assistant v1\n")
+	require.Contains(t, b.String(), "  created   tool  demo/checked_calculator v1\n")
+	r, err := srv.Store().Routing(ctx, "demo")
+	require.NoError(t, err)
+	require.Equal(t, "assistant", r.DefaultAgent)
+	require.Contains(t, b.String(), "applied: catalog version ")
+
+	b.Reset()
+	require.NoError(t, run(ctx, []string{"catalog", "apply", "-f", "../catalog"}, &b))
+	require.Contains(t, b.String(), "  unchanged agent demo/assistant v1\n", "applying again changes nothing")
+
+	// The local stack's path: the documents rewritten with another model.
+	files, err := readCatalog("../catalog")
+	require.NoError(t, err)
+	byTenant, err := splitByTenant(files, "anthropic:claude-3-5-haiku-latest")
+	require.NoError(t, err)
+	resp, err := applyCatalog(ctx, apiFlags{addr: &addr, token: ptr(demoToken)}, byTenant["demo"], true)
+	require.NoError(t, err)
+	b.Reset()
+	printCatalogReport(&b, resp, true)
+	require.Contains(t, b.String(), "  updated   agent demo/assistant v2\n")
+	require.Contains(t, b.String(), "  unchanged tool  demo/calculator v1\n")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestCatalogApplyReportsProblems(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := startGateway(t)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("tenant: demo\nagents:\n  - id: a\n    model: gpt4\n    colour: blue\n"), 0o644))
+
+	out, err := starter(ctx, srv.GRPCAddr(), demoToken, "catalog", "apply", "-f", dir)
+	require.Error(t, err)
+	require.Empty(t, out)
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	lines := strings.Split(err.Error(), "\n")
+	require.Equal(t, "catalog apply: nothing was applied; the catalog has problems:", lines[0])
+	require.Len(t, lines, 3, "one problem per line: %s", err)
+	require.True(t, strings.HasPrefix(lines[1], bad+":4: agents[0].model: "), lines[1])
+	require.True(t, strings.HasPrefix(lines[2], bad+":5: agents[0]"), lines[2])
+	require.Contains(t, lines[2], "colour")
+	_, err = srv.Store().Routing(ctx, "demo")
+	require.True(t, agent.IsCode(err, agent.CodeNotFound), "nothing was applied: %v", err)
+}
+
+func TestCatalogApplyRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addr := startGateway(t).GRPCAddr()
+
+	// A token changes its own tenant only.
+	_, err := starter(ctx, addr, acmeToken, "catalog", "apply", "-f", "../catalog")
+	require.Equal(t, codes.PermissionDenied, status.Code(err))
+	require.EqualError(t, err, `catalog apply: the documents name tenant "demo"; this token may only change tenant "acme"`)
+
+	_, err = starter(ctx, addr, "nobody", "catalog", "apply", "-f", "../catalog")
+	require.EqualError(t, err, "catalog apply: unknown token (set --token or AGENTFLOW_TOKEN)")
+
+	_, err = starter(ctx, "127.0.0.1:1", demoToken, "catalog", "apply", "-f", "../catalog")
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.ErrorContains(t, err, "(gateway 127.0.0.1:1; set --addr or AGENTFLOW_GRPC_ADDR)")
+
+	_, err = starter(ctx, addr, demoToken, "catalog", "apply")
+	require.ErrorContains(t, err, "name the catalog with -f")
+	_, err = starter(ctx, addr, demoToken, "catalog", "apply", "-f", "../catalog", "extra")
+	require.ErrorContains(t, err, `unexpected argument "extra"`)
+	_, err = starter(ctx, addr, demoToken, "catalog", "apply", "-f", "no/such/dir")
+	require.ErrorContains(t, err, "no/such/dir")
+	_, err = starter(ctx, addr, demoToken, "catalog", "apply", "-f", t.TempDir())
+	require.ErrorContains(t, err, "no *.yaml or *.yml files")
+}
+
+func TestSplitByTenant(t *testing.T) {
+	files := map[string]string{
+		"demo.yaml": "tenant: demo # kept as it is\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n",
+		"two.yaml":  "tenant: acme\ntools: []\n---\ntenant: demo\ndefault_agent: a\n---\ndefault_agent: b\n",
+		"none.yaml": "# no document\n",
+	}
+	got, err := splitByTenant(files, "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"acme", "demo"}, slices.Sorted(maps.Keys(got)))
+	require.Equal(t, files["demo.yaml"], got["demo"]["demo.yaml"], "a file of one tenant is sent as it is")
+	require.Equal(t, "tenant: acme\ntools: []\n---\ndefault_agent: b\n", got["acme"]["two.yaml"],
+		"a document without a tenant goes with its file's first tenant")
+	require.Equal(t, "tenant: demo\ndefault_agent: a\n", got["demo"]["two.yaml"])
+	require.Equal(t, files["none.yaml"], got["acme"]["none.yaml"], "the gateway says what is wrong with it")
+
+	got, err = splitByTenant(map[string]string{"demo.yaml": files["demo.yaml"]}, "anthropic:claude-3-5-haiku-latest")
+	require.NoError(t, err)
+	var doc struct {
+		Agents []struct{ Model string }
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(got["demo"]["demo.yaml"]), &doc))
+	require.Equal(t, "anthropic:claude-3-5-haiku-latest", doc.Agents[0].Model)
+
+	got, err = splitByTenant(map[string]string{"x.yaml": "tenant: [unclosed\n"}, "")
+	require.NoError(t, err)
+	require.Contains(t, got[""], "x.yaml", "a syntax error is the gateway's to report")
+}
+
+func TestLocalTokens(t *testing.T) {
+	l := &local{}
+	require.NoError(t, l.chooseTokens([]string{"acme", "demo"}))
+	require.True(t, l.ownTokens)
+	require.Equal(t, map[string]string{"dev-token": "demo", "dev-token-acme": "acme"}, l.cfg.Tokens)
+	require.Equal(t, "token dev-token-acme for tenant acme, token dev-token for tenant demo", l.tokenNote())
+
+	l = &local{cfg: server.Config{Tokens: map[string]string{"s3cret": "demo"}}}
+	require.NoError(t, l.chooseTokens([]string{"demo"}))
+	require.Equal(t, "s3cret", l.tokens["demo"])
+	require.NotContains(t, l.tokenNote(), "s3cret", "configured tokens are not printed")
+	err := l.chooseTokens([]string{"acme", "demo"})
+	require.ErrorContains(t, err, `tenant "acme", and AGENTFLOW_TOKENS has no token for it`)
+}
