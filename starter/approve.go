@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -17,7 +19,6 @@ func approveCmd(ctx context.Context, args []string, out io.Writer) error {
 	callID := fs.String("call", "", "the tool call to decide; without it, list what waits")
 	reject := fs.Bool("reject", false, "reject the call instead of approving it")
 	reason := fs.String("reason", "", "why (stored with the decision; the model sees it on a rejection)")
-	approver := fs.String("approver", envOr("USER", ""), "who decides")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,7 +44,8 @@ func approveCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	resp, err := c.Approve(ctx, &pb.ApproveRequest{StreamId: *streamID, CallId: *callID, Approved: !*reject, Reason: *reason, Approver: *approver})
+	// The decision is recorded under the name of the token's holder.
+	resp, err := c.Approve(ctx, &pb.ApproveRequest{StreamId: *streamID, CallId: *callID, Approved: proto.Bool(!*reject), Reason: *reason})
 	if err != nil {
 		return fmt.Errorf("approve: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/server"
 )
 
@@ -39,7 +40,7 @@ func startGateway(t *testing.T) *server.Server {
 		TemporalAddress: address, Namespace: namespace, TaskQueue: "starter-" + newJobID(),
 		DatabaseURL: devtest.Database(t), HTTPAddr: "off",
 		Roles: []string{server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
-		Tokens: map[string]string{demoToken: "demo", acmeToken: "acme"},
+		Tokens: mustTokens(t, demoToken+"=demo:user+admin:ops,"+acmeToken+"=acme:user+admin"),
 	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	require.NoError(t, err)
 	done := make(chan error, 1)
@@ -188,15 +189,30 @@ func TestSplitByTenant(t *testing.T) {
 
 func TestLocalTokens(t *testing.T) {
 	l := &local{}
-	require.NoError(t, l.chooseTokens([]string{"acme", "demo"}))
+	require.NoError(t, l.chooseTokens([]string{"acme", "demo"}, ""))
 	require.True(t, l.ownTokens)
-	require.Equal(t, map[string]string{"dev-token": "demo", "dev-token-acme": "acme"}, l.cfg.Tokens)
+	require.Len(t, l.cfg.Tokens, 2)
+	for _, tok := range l.cfg.Tokens {
+		require.Equal(t, gateway.AllRoles(), tok.Roles, "the local stack's tokens may do everything")
+	}
+	require.Equal(t, map[string]string{"demo": "dev-token", "acme": "dev-token-acme"}, l.tokens)
 	require.Equal(t, "token dev-token-acme for tenant acme, token dev-token for tenant demo", l.tokenNote())
 
-	l = &local{cfg: server.Config{Tokens: map[string]string{"s3cret": "demo"}}}
-	require.NoError(t, l.chooseTokens([]string{"demo"}))
-	require.Equal(t, "s3cret", l.tokens["demo"])
+	const configured = "s3cret=demo:user+admin:ops, reader=demo:user, sha256:" +
+		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08=acme:admin"
+	toks, err := gateway.ParseTokens(configured)
+	require.NoError(t, err)
+	l = &local{cfg: server.Config{Tokens: toks}}
+	require.NoError(t, l.chooseTokens([]string{"demo"}, configured))
+	require.Equal(t, "s3cret", l.tokens["demo"], "the admin token of the tenant")
 	require.NotContains(t, l.tokenNote(), "s3cret", "configured tokens are not printed")
-	err := l.chooseTokens([]string{"acme", "demo"})
-	require.ErrorContains(t, err, `tenant "acme", and AGENTFLOW_TOKENS has no token for it`)
+	err = l.chooseTokens([]string{"acme", "demo"}, configured)
+	require.ErrorContains(t, err, `tenant "acme", and AGENTFLOW_TOKENS has no plain token with the admin role for it`)
+}
+
+func mustTokens(t *testing.T, spec string) []gateway.Token {
+	t.Helper()
+	toks, err := gateway.ParseTokens(spec)
+	require.NoError(t, err)
+	return toks
 }

@@ -16,8 +16,10 @@ import (
 
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/server"
@@ -137,7 +139,7 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
 	l := &local{cfg: cfg, logger: logger, done: make(chan error, 1)}
-	if err := l.chooseTokens(slices.Sorted(maps.Keys(catalog))); err != nil {
+	if err := l.chooseTokens(slices.Sorted(maps.Keys(catalog)), os.Getenv("AGENTFLOW_TOKENS")); err != nil {
 		return nil, err
 	}
 	if !l.cfg.Has(server.RoleGateway) {
@@ -184,33 +186,45 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 	return l, nil
 }
 
-// chooseTokens gives every tenant of the catalog a bearer token. Without
-// AGENTFLOW_TOKENS the local stack makes up its development tokens, never
-// a default elsewhere: dev-token for tenant demo and dev-token-<tenant>
-// for the others. With it, every tenant of the catalog needs one of its
-// tokens.
-func (l *local) chooseTokens(tenants []string) error {
+// chooseTokens gives every tenant of the catalog a bearer token the
+// starter can apply its catalog with. Without AGENTFLOW_TOKENS the local
+// stack makes up its development tokens, with every role, never a default
+// elsewhere: dev-token for tenant demo and dev-token-<tenant> for the
+// others. With it (configured is its value), every tenant of the catalog
+// needs a token with the admin role written in plain there.
+func (l *local) chooseTokens(tenants []string, configured string) error {
 	l.tokens = map[string]string{}
 	if len(l.cfg.Tokens) == 0 {
 		l.ownTokens = true
-		l.cfg.Tokens = map[string]string{devToken: "demo"}
-		l.tokens["demo"] = devToken
-		for _, t := range tenants {
-			if t != "" && t != "demo" {
-				l.cfg.Tokens[devToken+"-"+t] = t
-				l.tokens[t] = devToken + "-" + t
+		for _, t := range append([]string{"demo"}, tenants...) {
+			secret := devToken
+			if t != "demo" {
+				secret += "-" + t
 			}
+			if t == "" || l.tokens[t] != "" {
+				continue
+			}
+			tok, err := gateway.NewToken(secret, t, "dev", gateway.AllRoles()...)
+			if err != nil {
+				return err
+			}
+			l.cfg.Tokens = append(l.cfg.Tokens, tok)
+			l.tokens[t] = secret
 		}
 		return nil
 	}
-	for _, tok := range slices.Sorted(maps.Keys(l.cfg.Tokens)) {
-		if t := l.cfg.Tokens[tok]; l.tokens[t] == "" {
-			l.tokens[t] = tok
+	for _, entry := range strings.Split(configured, ",") {
+		secret, spec, ok := strings.Cut(strings.TrimSpace(entry), "=")
+		if !ok || strings.HasPrefix(secret, "sha256:") {
+			continue
+		}
+		if tok, err := gateway.ParseToken(secret, spec); err == nil && tok.Has(gateway.RoleAdmin) && l.tokens[tok.Tenant] == "" {
+			l.tokens[tok.Tenant] = secret
 		}
 	}
 	for _, t := range tenants {
 		if t != "" && l.tokens[t] == "" {
-			return fmt.Errorf("the catalog names tenant %q, and AGENTFLOW_TOKENS has no token for it: add one, or unset AGENTFLOW_TOKENS for the local stack's development tokens", t)
+			return fmt.Errorf("the catalog names tenant %q, and AGENTFLOW_TOKENS has no plain token with the admin role for it: add one, or unset AGENTFLOW_TOKENS for the local stack's development tokens", t)
 		}
 	}
 	return nil
@@ -222,7 +236,7 @@ func (l *local) chooseTokens(tenants []string) error {
 func (l *local) api(tenant string) apiFlags {
 	addr, token := l.srv.GRPCAddr(), l.tokens[tenant]
 	if token == "" {
-		token = slices.Sorted(maps.Keys(l.cfg.Tokens))[0]
+		token = l.tokens[slices.Sorted(maps.Keys(l.tokens))[0]]
 	}
 	return apiFlags{addr: &addr, token: &token}
 }
@@ -382,8 +396,8 @@ func (l *local) approvalDemo(ctx context.Context, out io.Writer) error {
 			resp, err := c.ListPendingApprovals(actx, &pb.ListPendingApprovalsRequest{StreamId: streamID})
 			if err == nil && len(resp.GetApprovals()) > 0 {
 				p := resp.GetApprovals()[0]
-				_, err = c.Approve(actx, &pb.ApproveRequest{StreamId: streamID, CallId: p.GetCallId(), Approved: true,
-					Approver: "demo-reviewer", Reason: "the figures look right"})
+				_, err = c.Approve(actx, &pb.ApproveRequest{StreamId: streamID, CallId: p.GetCallId(), Approved: proto.Bool(true),
+					Reason: "the figures look right"})
 				approved <- err
 				return
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -51,19 +52,20 @@ rules:
 // TestCatalogHotReload changes an agent's prompt and a routing rule with
 // starter catalog apply while the worker runs.
 func TestCatalogHotReload(t *testing.T) {
-	e := newEnvWith(t, routeScript)
+	// The starter applies catalogs through the gateway, as an admin.
+	e := &env{Server: testserver.Start(t, testserver.Options{Script: routeScript, Catalogs: []string{testCatalog},
+		Tokens: map[string]string{"tok-admin": "demo:admin"}}), t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	starter := filepath.Join(dir, "starter")
 	out, err := exec.Command("go", "build", "-o", starter, "../starter").CombinedOutput()
 	require.NoError(t, err, string(out))
-	dbURL := e.Store().Pool().Config().ConnString()
 	apply := func(doc string) string {
 		f := filepath.Join(dir, "catalog.yaml")
 		require.NoError(t, os.WriteFile(f, []byte(doc), 0o644))
 		cmd := exec.Command(starter, "catalog", "apply", "-f", f)
-		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+		cmd.Env = append(os.Environ(), "AGENTFLOW_GRPC_ADDR="+e.GRPCAddr(), "AGENTFLOW_TOKEN=tok-admin")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, string(out))
 		return string(out)

@@ -41,7 +41,12 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 			return contract.ApprovalAck{CallID: d.CallID, Outcome: outcomeOf(d)}, nil
 		},
 		workflow.UpdateHandlerOptions{
-			Validator:   func(_ workflow.Context, d agent.ApprovalDecision) error { return contract.Failure(t.checkDecision(d)) },
+			Validator: func(_ workflow.Context, d agent.ApprovalDecision) error {
+				if err := d.Complete(); err != nil {
+					return contract.Failure(err)
+				}
+				return contract.Failure(t.checkDecision(d))
+			},
 			Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}`,
 		}); err != nil {
 		return err
@@ -56,6 +61,9 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 			ch.Receive(c, &raw)
 			var d agent.ApprovalDecision
 			err := json.Unmarshal(raw, &d) //workflowcheck:ignore
+			if err == nil {
+				err = t.complete(c, d)
+			}
 			if err == nil {
 				err = t.offer(d, "signal")
 			}
@@ -72,6 +80,21 @@ func outcomeOf(d agent.ApprovalDecision) string {
 		return agent.ApprovalApproved
 	}
 	return agent.ApprovalRejected
+}
+
+// completeChange marks runs that refuse an approve signal that does not
+// say "approved" or "approver"; runs before it took one as a rejection.
+const completeChange = "approval-complete"
+
+// complete refuses a signalled decision that does not say what it decides
+// or who decided. (The update's validator refuses those before they are
+// accepted, so its handler needs no such check.)
+func (t *turn) complete(ctx workflow.Context, d agent.ApprovalDecision) error {
+	err := d.Complete()
+	if err == nil || workflow.GetVersion(ctx, completeChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	return err
 }
 
 // checkDecision refuses decisions on calls that are not waiting.

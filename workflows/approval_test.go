@@ -58,7 +58,7 @@ type updateResult struct {
 	ack      contract.ApprovalAck
 }
 
-func update(env *testsuite.TestWorkflowEnvironment, d agent.ApprovalDecision) *updateResult {
+func update(env *testsuite.TestWorkflowEnvironment, d any) *updateResult {
 	r := &updateResult{}
 	env.UpdateWorkflow(contract.UpdateApprove, "", &testsuite.TestUpdateCallback{
 		OnAccept: func() { r.accepted = true },
@@ -107,9 +107,9 @@ func TestApprovalRejectedByUpdateReachesTheModel(t *testing.T) {
 	f, env := approvalEnv(t, []agent.ToolCall{restart("c1", "api")}, "c1")
 	var bad, good, twice *updateResult
 	env.RegisterDelayedCallback(func() {
-		bad = update(env, agent.ApprovalDecision{CallID: "nope", Approved: true})
+		bad = update(env, agent.ApprovalDecision{CallID: "nope", Approved: true, Approver: "ana"})
 		good = update(env, agent.ApprovalDecision{CallID: "c1", Approved: false, Reason: "not during the sale", Approver: "ana"})
-		twice = update(env, agent.ApprovalDecision{CallID: "c1", Approved: true})
+		twice = update(env, agent.ApprovalDecision{CallID: "c1", Approved: true, Approver: "bo"})
 	}, time.Minute)
 	res, failure := runTurn(t, env, req())
 	require.Nil(t, failure)
@@ -184,4 +184,32 @@ func TestTwoApprovalsDecidedSeparately(t *testing.T) {
 	}
 	require.Equal(t, []string{"RUNNING", "usage", "tool_start:c2", "approval_required:c1", "approval_required:c3",
 		"WAITING_APPROVAL", "tool_end:c3", "tool_start:c1", "RUNNING", "tool_end:c1", "tool_end:c2", "usage", "content", "COMPLETED"}, kinds)
+}
+
+// TestIncompleteDecisionsAreRefused: a decision must say whether it
+// approves and who decided. The update refuses one that does not; a
+// signal that does not is ignored, and the call still waits.
+func TestIncompleteDecisionsAreRefused(t *testing.T) {
+	f, env := approvalEnv(t, []agent.ToolCall{restart("c1", "api")}, "c1")
+	var noApproved, noApprover *updateResult
+	env.RegisterDelayedCallback(func() {
+		noApproved = update(env, map[string]any{"call_id": "c1", "approver": "ana"})
+		noApprover = update(env, map[string]any{"call_id": "c1", "approved": true})
+		env.SignalWorkflow(contract.SignalApprove, map[string]any{"call_id": "c1", "approver": "ana"})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		require.Len(t, pending(t, env), 1, "the incomplete signal decided nothing")
+		env.SignalWorkflow(contract.SignalApprove, map[string]any{"call_id": "c1", "approved": false, "approver": "ana"})
+	}, 2*time.Minute)
+	res, failure := runTurn(t, env, req())
+	require.Nil(t, failure)
+
+	require.False(t, noApproved.accepted)
+	require.ErrorContains(t, noApproved.err, "approved is required")
+	require.False(t, noApprover.accepted)
+	require.ErrorContains(t, noApprover.err, "approver is required")
+	require.Len(t, f.approvals, 1)
+	require.Equal(t, agent.ApprovalRejected, f.approvals[0].Outcome)
+	require.Equal(t, 2*time.Minute, f.approvals[0].DecidedAt.Sub(f.approvals[0].RequestedAt))
+	require.Equal(t, agent.ApprovalRejected, res.Metadata.ToolCalls[0].Status)
 }

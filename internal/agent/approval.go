@@ -13,6 +13,45 @@ type ApprovalDecision struct {
 	Approved bool   `json:"approved"`
 	Reason   string `json:"reason,omitempty"`
 	Approver string `json:"approver,omitempty"`
+
+	// stated is set when the decision says whether it approves: made by
+	// NewApprovalDecision, or decoded from JSON with an "approved" field.
+	stated bool
+}
+
+// NewApprovalDecision returns a complete decision.
+func NewApprovalDecision(callID string, approved bool, reason, approver string) ApprovalDecision {
+	return ApprovalDecision{CallID: callID, Approved: approved, Reason: reason, Approver: approver, stated: true}
+}
+
+// UnmarshalJSON notes whether the JSON says "approved": a missing field
+// is not a rejection.
+func (d *ApprovalDecision) UnmarshalJSON(b []byte) error {
+	type plain ApprovalDecision
+	var v struct {
+		plain
+		Approved *bool `json:"approved"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = ApprovalDecision(v.plain)
+	if v.Approved != nil {
+		d.Approved, d.stated = *v.Approved, true
+	}
+	return nil
+}
+
+// Complete refuses a decision that does not say what it decides or who
+// decided: "approved" (true or false) and "approver" are required.
+func (d ApprovalDecision) Complete() error {
+	switch {
+	case !d.stated:
+		return Errorf(CodeInvalid, `approved is required: true runs the call, false rejects it`)
+	case strings.TrimSpace(d.Approver) == "":
+		return Errorf(CodeInvalid, "approver is required: who decided")
+	}
+	return nil
 }
 
 // Validate checks the decision's shape (whether the call waits is the

@@ -2,22 +2,44 @@ package gateway
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/sha256"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-type tenantKey struct{}
+// methodRoles says which role each method needs. A method missing here is
+// open to no token: a new RPC is refused until it is given a role.
+var methodRoles = map[string]Role{
+	pb.AgentService_Invoke_FullMethodName:               RoleUser,
+	pb.AgentService_Stream_FullMethodName:               RoleUser,
+	pb.AgentService_Resume_FullMethodName:               RoleUser,
+	pb.AgentService_GetResult_FullMethodName:            RoleUser,
+	pb.AgentService_ListAgents_FullMethodName:           RoleUser,
+	pb.AgentService_SendMessage_FullMethodName:          RoleUser,
+	pb.AgentService_Cancel_FullMethodName:               RoleUser,
+	pb.AgentService_Approve_FullMethodName:              RoleApprover,
+	pb.AgentService_ListPendingApprovals_FullMethodName: RoleApprover,
+	pb.CatalogService_UpsertCatalog_FullMethodName:      RoleAdmin,
+	pb.CatalogService_ListRules_FullMethodName:          RoleAdmin,
+	pb.CatalogService_RouteDryRun_FullMethodName:        RoleAdmin,
+	pb.CatalogService_StreamCatalog_FullMethodName:      RoleAdmin,
+}
 
-// tenantOf returns the tenant the interceptors put in ctx.
-func tenantOf(ctx context.Context) string {
-	t, _ := ctx.Value(tenantKey{}).(string)
+type callerKey struct{}
+
+// callerOf returns the token the interceptors authenticated the call with.
+func callerOf(ctx context.Context) Token {
+	t, _ := ctx.Value(callerKey{}).(Token)
 	return t
 }
+
+// tenantOf returns the tenant of the call's token.
+func tenantOf(ctx context.Context) string { return callerOf(ctx).Tenant }
 
 // public methods need no token.
 func public(fullMethod string) bool {
@@ -25,35 +47,53 @@ func public(fullMethod string) bool {
 		strings.HasPrefix(fullMethod, "/grpc.reflection.")
 }
 
-// authenticate maps the bearer token to its tenant. Tokens are compared in
-// constant time, and never logged.
-func (s *Service) authenticate(ctx context.Context) (context.Context, error) {
+// authorize finds the call's bearer token and checks that it may call the
+// method. Tokens are compared by hash in constant time, and never logged.
+func (s *Service) authorize(ctx context.Context, method string) (context.Context, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) == 0 {
 		return nil, agent.Errorf(agent.CodeUnauthenticated, "missing bearer token: send the metadata \"authorization: Bearer <token>\"")
 	}
-	token, ok := strings.CutPrefix(vals[0], "Bearer ")
-	if !ok || token == "" {
+	secret, ok := strings.CutPrefix(vals[0], "Bearer ")
+	if !ok || secret == "" {
 		return nil, agent.Errorf(agent.CodeUnauthenticated, "malformed authorization: want \"Bearer <token>\"")
 	}
-	tenant := ""
-	for t, ten := range s.tokens {
-		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
-			tenant = ten
+	hash := sha256.Sum256([]byte(secret))
+	var caller Token
+	found := false
+	for _, t := range s.tokens {
+		if t.matches(hash) {
+			caller, found = t, true
 		}
 	}
-	if tenant == "" {
+	if !found {
 		return nil, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
 	}
-	return context.WithValue(ctx, tenantKey{}, tenant), nil
+	need, ok := methodRoles[method]
+	switch {
+	case !ok:
+		return nil, agent.Errorf(agent.CodePermissionDenied, "%s is not open to tokens", method)
+	case !caller.Has(need):
+		return nil, agent.Errorf(agent.CodePermissionDenied, "token %s has the roles %s; %s needs the role %s",
+			caller.Name, roleList(caller.Roles), method[strings.LastIndex(method, "/")+1:], need)
+	}
+	return context.WithValue(ctx, callerKey{}, caller), nil
+}
+
+func roleList(roles []Role) string {
+	s := make([]string, len(roles))
+	for i, r := range roles {
+		s[i] = string(r)
+	}
+	return strings.Join(s, "+")
 }
 
 func (s *Service) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if public(info.FullMethod) {
 		return h(ctx, req)
 	}
-	actx, err := s.authenticate(ctx)
+	actx, err := s.authorize(ctx, info.FullMethod)
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -71,7 +111,7 @@ func (s *Service) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	if public(info.FullMethod) {
 		return h(srv, ss)
 	}
-	ctx, err := s.authenticate(ss.Context())
+	ctx, err := s.authorize(ss.Context(), info.FullMethod)
 	if err != nil {
 		return s.status(ss.Context(), err)
 	}

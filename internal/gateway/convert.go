@@ -64,6 +64,7 @@ var statuses = map[string]pb.Status{
 	agent.StreamRetrying:        pb.Status_STATUS_RETRYING,
 	agent.StreamCompleted:       pb.Status_STATUS_COMPLETED,
 	agent.StreamFailed:          pb.Status_STATUS_FAILED,
+	agent.StreamCanceled:        pb.Status_STATUS_CANCELED,
 }
 
 func toPBTool(t *agent.ToolEvent) *pb.ToolEvent {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
@@ -26,6 +27,9 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 const script = `
 pacing: {chunk_words: 1, delay_ms: 5}
 rules:
+  - name: careful
+    when: {user: '(?i)^carefully, what is ([-0-9.+*/() ]+)\?'}
+    reply: {tool_calls: [{name: careful_calculator, arguments: '{"expression": "$1"}'}]}
   - name: calc
     when: {user: '(?i)what is ([-0-9.+*/() ]+)\?'}
     reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
@@ -63,6 +67,7 @@ agents:
 type fixture struct {
 	client pb.AgentServiceClient
 	conn   *grpc.ClientConn
+	srv    *testserver.Server
 }
 
 func (f fixture) as(token string) context.Context {
@@ -75,9 +80,9 @@ func start(t *testing.T) fixture {
 	ts := testserver.Start(t, testserver.Options{
 		Script:   script,
 		Catalogs: catalogs,
-		Tokens:   map[string]string{"tok-demo": "demo", "tok-other": "other"},
+		Tokens:   map[string]string{"tok-demo": "demo:user+approver+admin:ana", "tok-other": "other:user+approver+admin", "tok-user": "demo:user"},
 	})
-	return fixture{client: pb.NewAgentServiceClient(ts.Conn), conn: ts.Conn}
+	return fixture{client: pb.NewAgentServiceClient(ts.Conn), conn: ts.Conn, srv: ts}
 }
 
 func collect(t *testing.T, s grpc.ServerStreamingClient[pb.StreamEvent]) []agent.Event {
@@ -196,7 +201,7 @@ func TestBadRequests(t *testing.T) {
 			return stream(context.Background(), &pb.ResumeRequest{StreamId: "turn/demo/mine"})
 		}, codes.Unauthenticated, "missing bearer token"},
 		{"approve on another tenant's turn", func() error {
-			_, err := f.client.Approve(other, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: true})
+			_, err := f.client.Approve(other, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: proto.Bool(true)})
 			return err
 		}, codes.NotFound, "not found"},
 		{"message without a session", func() error {
@@ -212,11 +217,11 @@ func TestBadRequests(t *testing.T) {
 			return err
 		}, codes.NotFound, `agent "nobody"`},
 		{"approve on a turn that ended", func() error {
-			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: true})
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: proto.Bool(true)})
 			return err
 		}, codes.FailedPrecondition, `turn "turn/demo/mine" has ended`},
 		{"approve without a call id", func() error {
-			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", Approved: true})
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", Approved: proto.Bool(true)})
 			return err
 		}, codes.InvalidArgument, "call_id is required"},
 	}

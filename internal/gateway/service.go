@@ -3,9 +3,12 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -32,7 +36,7 @@ type Options struct {
 	Client    client.Client
 	Store     *store.Store
 	Events    EventSource
-	Tokens    map[string]string // bearer token → tenant
+	Tokens    []Token // the bearer tokens accepted, with their tenants and roles
 	TaskQueue string
 	Logger    *zap.Logger
 }
@@ -43,7 +47,7 @@ type Service struct {
 	client    client.Client
 	store     *store.Store
 	events    EventSource
-	tokens    map[string]string
+	tokens    []Token
 	taskQueue string
 	logger    *zap.Logger
 }
@@ -51,11 +55,11 @@ type Service struct {
 // New returns a Service; it needs at least one token.
 func New(o Options) (*Service, error) {
 	if len(o.Tokens) == 0 {
-		return nil, errors.New("gateway: no bearer tokens configured (AGENTFLOW_TOKENS=token=tenant,…)")
+		return nil, errors.New("gateway: no bearer tokens configured (AGENTFLOW_TOKENS=<token>=<tenant>[:<roles>[:<name>]],…)")
 	}
-	for tok, tenant := range o.Tokens {
-		if tok == "" || agent.ValidateID("tenant", tenant) != nil {
-			return nil, fmt.Errorf("gateway: token for tenant %q: want a non-empty token and a valid tenant id", tenant)
+	for _, t := range o.Tokens {
+		if t.Tenant == "" || len(t.Roles) == 0 || t.hash == [32]byte{} {
+			return nil, fmt.Errorf("gateway: token %q: make tokens with NewToken or ParseTokens", t.Name)
 		}
 	}
 	if o.TaskQueue == "" {
@@ -201,8 +205,29 @@ func (s *Service) GetResult(ctx context.Context, in *pb.GetResultRequest) (*pb.T
 	return toPBResult(res, contract.TurnWorkflowID(tenantOf(ctx), res.JobID)), nil
 }
 
-// ListAgents implements pb.AgentServiceServer.
+// ListAgents pages.
+const (
+	defaultAgentsPage = 100
+	maxAgentsPage     = 1000
+	// maxPageBytes keeps a page well under gRPC's 4 MiB message limit,
+	// however large the agents' tool schemas are.
+	maxPageBytes = 2 << 20
+)
+
+// ListAgents implements pb.AgentServiceServer. Agents come in id order;
+// the page token is the last id of the page before.
 func (s *Service) ListAgents(ctx context.Context, in *pb.ListAgentsRequest) (*pb.ListAgentsResponse, error) {
+	size := int(in.GetPageSize())
+	switch {
+	case size < 0 || size > maxAgentsPage:
+		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "page_size %d: want 0 (%d) to %d", size, defaultAgentsPage, maxAgentsPage))
+	case size == 0:
+		size = defaultAgentsPage
+	}
+	after, err := decodePageToken(in.GetPageToken())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
 	tenant := tenantOf(ctx)
 	agents, err := s.store.ListAgents(ctx, tenant)
 	if err != nil {
@@ -212,9 +237,11 @@ func (s *Service) ListAgents(ctx context.Context, in *pb.ListAgentsRequest) (*pb
 	if err != nil && !agent.IsCode(err, agent.CodeNotFound) {
 		return nil, s.status(ctx, err)
 	}
+	slices.SortFunc(agents, func(a, b agent.Agent) int { return strings.Compare(a.ID, b.ID) })
 	out := &pb.ListAgentsResponse{}
+	bytes := 0
 	for _, a := range agents {
-		if in.GetAgentId() != "" && a.ID != in.GetAgentId() {
+		if a.ID <= after || in.GetAgentId() != "" && a.ID != in.GetAgentId() {
 			continue
 		}
 		if in.GetTool() != "" {
@@ -222,9 +249,46 @@ func (s *Service) ListAgents(ctx context.Context, in *pb.ListAgentsRequest) (*pb
 				continue
 			}
 		}
-		out.Agents = append(out.Agents, toPBAgent(a, a.ID == def))
+		info := toPBAgent(a, a.ID == def)
+		n := proto.Size(info)
+		if len(out.Agents) == size || len(out.Agents) > 0 && bytes+n > maxPageBytes {
+			out.NextPageToken = encodePageToken(out.Agents[len(out.Agents)-1].GetId())
+			break
+		}
+		out.Agents = append(out.Agents, info)
+		bytes += n
 	}
 	return out, nil
+}
+
+func encodePageToken(lastID string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(lastID))
+}
+
+func decodePageToken(tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	id, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || agent.ValidateID("page_token", string(id)) != nil {
+		return "", agent.Errorf(agent.CodeInvalid, "page_token is not one this service gave out")
+	}
+	return string(id), nil
+}
+
+// Cancel implements pb.AgentServiceServer.
+func (s *Service) Cancel(ctx context.Context, in *pb.CancelRequest) (*pb.CancelResponse, error) {
+	if err := ownStream(ctx, in.GetStreamId()); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	req := agent.CancelRequest{Reason: in.GetReason(), RequestedBy: callerOf(ctx).Name}
+	if err := req.Validate(); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	if err := turnclient.Cancel(ctx, s.client, in.GetStreamId(), req); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &pb.CancelResponse{}, nil
 }
 
 // Approve implements pb.AgentServiceServer.
@@ -232,7 +296,11 @@ func (s *Service) Approve(ctx context.Context, in *pb.ApproveRequest) (*pb.Appro
 	if err := ownStream(ctx, in.GetStreamId()); err != nil {
 		return nil, s.status(ctx, err)
 	}
-	d := agent.ApprovalDecision{CallID: in.GetCallId(), Approved: in.GetApproved(), Reason: in.GetReason(), Approver: in.GetApprover()}
+	if in.Approved == nil {
+		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "approved is required: true runs the call, false rejects it"))
+	}
+	// The decision is the token holder's, whatever the request says.
+	d := agent.NewApprovalDecision(in.GetCallId(), in.GetApproved(), in.GetReason(), callerOf(ctx).Name)
 	if err := d.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
 )
 
@@ -40,9 +41,11 @@ type Config struct {
 	// GRPCAddr is where the gateway listens. Env AGENTFLOW_GRPC_ADDR;
 	// default 127.0.0.1:50051.
 	GRPCAddr string
-	// Tokens maps gateway bearer tokens to tenants. Env AGENTFLOW_TOKENS,
-	// "token=tenant,token2=tenant2"; required with the gateway role.
-	Tokens map[string]string
+	// Tokens are the gateway's bearer tokens, each with its tenant, roles
+	// and name. Env AGENTFLOW_TOKENS (see gateway.ParseTokens:
+	// "<token>=<tenant>[:<roles>[:<name>]],…", the token in plain or as
+	// sha256:<hex>); required with the gateway role.
+	Tokens []gateway.Token
 	// StreamInterval is the time between token batches, 100ms to 250ms.
 	// Env AGENTFLOW_STREAM_INTERVAL_MS; default 200.
 	StreamInterval time.Duration
@@ -77,7 +80,7 @@ func ConfigFromEnv() (Config, error) {
 	}
 	c.Roles = strings.Split(envOr("AGENTFLOW_ROLES", RoleWorker+","+RoleGateway), ",")
 	c.GRPCAddr = envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051")
-	tokens, err := ParseTokens(os.Getenv("AGENTFLOW_TOKENS"))
+	tokens, err := gateway.ParseTokens(os.Getenv("AGENTFLOW_TOKENS"))
 	if err != nil {
 		return Config{}, err
 	}
@@ -114,7 +117,7 @@ func (c Config) Validate() error {
 	case c.TaskQueue == "":
 		return fmt.Errorf("AGENTFLOW_TASK_QUEUE is empty")
 	case c.Has(RoleGateway) && len(c.Tokens) == 0:
-		return fmt.Errorf("AGENTFLOW_TOKENS is empty: the gateway needs at least one token=tenant pair (or set AGENTFLOW_ROLES=worker to run without it)")
+		return fmt.Errorf("AGENTFLOW_TOKENS is empty: the gateway needs at least one <token>=<tenant>[:<roles>] entry (or set AGENTFLOW_ROLES=worker to run without it)")
 	case c.Has(RoleGateway) && c.GRPCAddr == "":
 		return fmt.Errorf("AGENTFLOW_GRPC_ADDR is empty")
 	case c.StreamInterval != 0 && (c.StreamInterval < 100*time.Millisecond || c.StreamInterval > 250*time.Millisecond):
@@ -160,23 +163,6 @@ func (c Config) Has(role string) bool {
 		}
 	}
 	return false
-}
-
-// ParseTokens reads "token=tenant,token2=tenant2".
-func ParseTokens(v string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, pair := range strings.Split(v, ",") {
-		pair = strings.TrimSpace(pair)
-		if pair == "" {
-			continue
-		}
-		tok, tenant, ok := strings.Cut(pair, "=")
-		if !ok || tok == "" || tenant == "" {
-			return nil, fmt.Errorf("AGENTFLOW_TOKENS: want token=tenant pairs separated by commas, got an entry without '=' or with an empty side")
-		}
-		out[tok] = tenant
-	}
-	return out, nil
 }
 
 func envOr(key, def string) string {

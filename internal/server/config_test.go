@@ -5,17 +5,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-func TestParseTokens(t *testing.T) {
-	got, err := ParseTokens(" a=demo, b=acme ,")
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"a": "demo", "b": "acme"}, got)
-	for _, bad := range []string{"a", "=demo", "a="} {
-		_, err := ParseTokens(bad)
-		require.ErrorContains(t, err, "want token=tenant pairs", bad)
-	}
-}
+	"github.com/agentflow/agentflow/internal/gateway"
+)
 
 func TestValidate(t *testing.T) {
 	ok := Config{DatabaseURL: "postgres://x", TemporalAddress: "t:7233", TaskQueue: "q"}
@@ -27,7 +19,9 @@ func TestValidate(t *testing.T) {
 		{"worker only", func(*Config) {}, ""},
 		{"gateway without tokens", func(c *Config) { c.Roles = []string{RoleGateway}; c.GRPCAddr = ":1" }, "AGENTFLOW_TOKENS is empty"},
 		{"gateway", func(c *Config) {
-			c.Roles, c.GRPCAddr, c.Tokens = []string{RoleWorker, RoleGateway}, ":1", map[string]string{"t": "demo"}
+			tokens, err := gateway.ParseTokens("t=demo")
+			require.NoError(t, err)
+			c.Roles, c.GRPCAddr, c.Tokens = []string{RoleWorker, RoleGateway}, ":1", tokens
 		}, ""},
 		{"unknown role", func(c *Config) { c.Roles = []string{"scheduler"} }, `unknown role "scheduler"`},
 		{"stream interval too short", func(c *Config) { c.StreamInterval = 50 * time.Millisecond }, "want 100ms to 250ms"},

@@ -39,6 +39,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -59,7 +60,8 @@ type Options struct {
 	// Catalogs are catalog documents (YAML), applied one after the other
 	// before the server starts. Default: none.
 	Catalogs []string
-	// Tokens maps gateway bearer tokens to tenants. With any, the server
+	// Tokens maps gateway bearer tokens to what AGENTFLOW_TOKENS says of
+	// them: <tenant>[:<roles>[:<name>]] (gateway.ParseToken). With any, the server
 	// also plays the gateway role on a free port and Server.Conn is a
 	// connection to it. Default: none, the worker only.
 	Tokens map[string]string
@@ -128,7 +130,13 @@ func Start(t testing.TB, opts Options) *Server {
 	if len(opts.Tokens) > 0 {
 		cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
 		cfg.GRPCAddr = "127.0.0.1:0"
-		cfg.Tokens = opts.Tokens
+		for secret, spec := range opts.Tokens {
+			tok, err := gateway.ParseToken(secret, spec)
+			if err != nil {
+				t.Fatalf("testserver: %v", err)
+			}
+			cfg.Tokens = append(cfg.Tokens, tok)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

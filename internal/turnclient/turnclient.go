@@ -141,6 +141,20 @@ func Approve(ctx context.Context, c client.Client, workflowID string, d agent.Ap
 	return ack, nil
 }
 
+// Cancel asks a running turn to stop (signal cancel_turn); a turn that
+// has ended is CodeConflict.
+func Cancel(ctx context.Context, c client.Client, workflowID string, req agent.CancelRequest) error {
+	err := c.SignalWorkflow(ctx, workflowID, "", contract.SignalCancelTurn, req)
+	if err == nil {
+		return nil
+	}
+	err = workflowError(fmt.Sprintf("stream %q", workflowID), err)
+	if agent.IsCode(err, agent.CodeNotFound) && ended(ctx, c, workflowID) {
+		return agent.Errorf(agent.CodeConflict, "turn %q has ended: there is nothing to cancel", workflowID)
+	}
+	return err
+}
+
 // PendingApprovals lists a turn's tool calls waiting for approval.
 func PendingApprovals(ctx context.Context, c client.Client, workflowID string) ([]agent.PendingApproval, error) {
 	v, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryPendingApprovals)
@@ -195,11 +209,16 @@ func running(ctx context.Context, c client.Client, workflowID string, err error)
 	if !agent.IsCode(err, agent.CodeNotFound) {
 		return err
 	}
-	desc, derr := c.DescribeWorkflowExecution(ctx, workflowID, "")
-	if derr == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if ended(ctx, c, workflowID) {
 		return agent.Errorf(agent.CodeConflict, "turn %q has ended: nothing waits for approval", workflowID)
 	}
 	return err
+}
+
+// ended reports whether the workflow exists and is closed.
+func ended(ctx context.Context, c client.Client, workflowID string) bool {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	return err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
 // transient: the server could not take the update now, but will later.

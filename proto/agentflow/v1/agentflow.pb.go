@@ -39,6 +39,7 @@ const (
 	Status_STATUS_RETRYING  Status = 3
 	Status_STATUS_COMPLETED Status = 4
 	Status_STATUS_FAILED    Status = 5
+	Status_STATUS_CANCELED  Status = 6
 )
 
 // Enum value maps for Status.
@@ -50,6 +51,7 @@ var (
 		3: "STATUS_RETRYING",
 		4: "STATUS_COMPLETED",
 		5: "STATUS_FAILED",
+		6: "STATUS_CANCELED",
 	}
 	Status_value = map[string]int32{
 		"STATUS_UNSPECIFIED":      0,
@@ -58,6 +60,7 @@ var (
 		"STATUS_RETRYING":         3,
 		"STATUS_COMPLETED":        4,
 		"STATUS_FAILED":           5,
+		"STATUS_CANCELED":         6,
 	}
 )
 
@@ -1494,8 +1497,10 @@ func (x *ErrorEvent) GetError() *TurnError {
 
 type ListAgentsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // only this agent
-	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`                      // only agents with this tool
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`       // only this agent
+	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`                            // only agents with this tool
+	PageSize      int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // at most this many agents; 0 = 100, at most 1000
+	PageToken     string                 `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1544,9 +1549,24 @@ func (x *ListAgentsRequest) GetTool() string {
 	return ""
 }
 
+func (x *ListAgentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAgentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListAgentsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Agents        []*AgentInfo           `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"` // empty on the last page
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1586,6 +1606,13 @@ func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
 		return x.Agents
 	}
 	return nil
+}
+
+func (x *ListAgentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type AgentInfo struct {
@@ -1986,12 +2013,17 @@ func (x *SendMessageResponse) GetConversationId() string {
 }
 
 type ApproveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
-	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Approved      bool                   `protobuf:"varint,3,opt,name=approved,proto3" json:"approved,omitempty"`
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	Approver      string                 `protobuf:"bytes,5,opt,name=approver,proto3" json:"approver,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	StreamId string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	CallId   string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// approved is required: true runs the call, false rejects it.
+	Approved *bool  `protobuf:"varint,3,opt,name=approved,proto3,oneof" json:"approved,omitempty"`
+	Reason   string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// approver is ignored: the decision is recorded under the identity of
+	// the caller's token.
+	//
+	// Deprecated: Marked as deprecated in agentflow/v1/agentflow.proto.
+	Approver      string `protobuf:"bytes,5,opt,name=approver,proto3" json:"approver,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2041,8 +2073,8 @@ func (x *ApproveRequest) GetCallId() string {
 }
 
 func (x *ApproveRequest) GetApproved() bool {
-	if x != nil {
-		return x.Approved
+	if x != nil && x.Approved != nil {
+		return *x.Approved
 	}
 	return false
 }
@@ -2054,6 +2086,7 @@ func (x *ApproveRequest) GetReason() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in agentflow/v1/agentflow.proto.
 func (x *ApproveRequest) GetApprover() string {
 	if x != nil {
 		return x.Approver
@@ -2917,6 +2950,94 @@ func (x *CatalogEvent) GetDefaultAgent() string {
 	return ""
 }
 
+type CancelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CancelRequest) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type CancelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelResponse) Reset() {
+	*x = CancelResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelResponse) ProtoMessage() {}
+
+func (x *CancelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
+func (*CancelResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+}
+
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
@@ -3042,12 +3163,16 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\ftotal_tokens\x18\x04 \x01(\x03R\vtotalTokens\";\n" +
 	"\n" +
 	"ErrorEvent\x12-\n" +
-	"\x05error\x18\x01 \x01(\v2\x17.agentflow.v1.TurnErrorR\x05error\"B\n" +
+	"\x05error\x18\x01 \x01(\v2\x17.agentflow.v1.TurnErrorR\x05error\"~\n" +
 	"\x11ListAgentsRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x12\n" +
-	"\x04tool\x18\x02 \x01(\tR\x04tool\"E\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"m\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.agentflow.v1.AgentInfoR\x06agents\"\xe3\x01\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.agentflow.v1.AgentInfoR\x06agents\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe3\x01\n" +
 	"\tAgentInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12 \n" +
@@ -3080,13 +3205,14 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x13SendMessageResponse\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
-	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\"\x96\x01\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\"\xac\x01\n" +
 	"\x0eApproveRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x17\n" +
-	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
-	"\bapproved\x18\x03 \x01(\bR\bapproved\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1a\n" +
-	"\bapprover\x18\x05 \x01(\tR\bapprover\"D\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1f\n" +
+	"\bapproved\x18\x03 \x01(\bH\x00R\bapproved\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1e\n" +
+	"\bapprover\x18\x05 \x01(\tB\x02\x18\x01R\bapproverB\v\n" +
+	"\t_approved\"D\n" +
 	"\x0fApproveResponse\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\":\n" +
@@ -3144,14 +3270,19 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0eremoved_agents\x18\x04 \x03(\tR\rremovedAgents\x12(\n" +
 	"\x05rules\x18\x05 \x03(\v2\x12.agentflow.v1.RuleR\x05rules\x12#\n" +
 	"\rrules_changed\x18\x06 \x01(\bR\frulesChanged\x12#\n" +
-	"\rdefault_agent\x18\a \x01(\tR\fdefaultAgent*\x8f\x01\n" +
+	"\rdefault_agent\x18\a \x01(\tR\fdefaultAgent\"D\n" +
+	"\rCancelRequest\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x10\n" +
+	"\x0eCancelResponse*\xa4\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_RUNNING\x10\x01\x12\x1b\n" +
 	"\x17STATUS_WAITING_APPROVAL\x10\x02\x12\x13\n" +
 	"\x0fSTATUS_RETRYING\x10\x03\x12\x14\n" +
 	"\x10STATUS_COMPLETED\x10\x04\x12\x11\n" +
-	"\rSTATUS_FAILED\x10\x052\xfa\x04\n" +
+	"\rSTATUS_FAILED\x10\x05\x12\x13\n" +
+	"\x0fSTATUS_CANCELED\x10\x062\xbf\x05\n" +
 	"\fAgentService\x12?\n" +
 	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12B\n" +
 	"\x06Stream\x12\x1b.agentflow.v1.StreamRequest\x1a\x19.agentflow.v1.StreamEvent0\x01\x12B\n" +
@@ -3161,7 +3292,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"ListAgents\x12\x1f.agentflow.v1.ListAgentsRequest\x1a .agentflow.v1.ListAgentsResponse\x12R\n" +
 	"\vSendMessage\x12 .agentflow.v1.SendMessageRequest\x1a!.agentflow.v1.SendMessageResponse\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
-	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse2\xdf\x02\n" +
+	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse\x12C\n" +
+	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xdf\x02\n" +
 	"\x0eCatalogService\x12X\n" +
 	"\rUpsertCatalog\x12\".agentflow.v1.UpsertCatalogRequest\x1a#.agentflow.v1.UpsertCatalogResponse\x12L\n" +
 	"\tListRules\x12\x1e.agentflow.v1.ListRulesRequest\x1a\x1f.agentflow.v1.ListRulesResponse\x12R\n" +
@@ -3181,7 +3313,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -3226,13 +3358,15 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*RuleError)(nil),                    // 40: agentflow.v1.RuleError
 	(*StreamCatalogRequest)(nil),         // 41: agentflow.v1.StreamCatalogRequest
 	(*CatalogEvent)(nil),                 // 42: agentflow.v1.CatalogEvent
-	nil,                                  // 43: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 44: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 45: google.protobuf.Timestamp
+	(*CancelRequest)(nil),                // 43: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 44: agentflow.v1.CancelResponse
+	nil,                                  // 45: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 46: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 47: google.protobuf.Timestamp
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	43, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	45, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
 	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
@@ -3250,16 +3384,16 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	19, // 16: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
 	0,  // 17: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	11, // 18: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	45, // 19: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	47, // 19: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	11, // 20: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	22, // 21: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	23, // 22: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
 	24, // 23: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
 	2,  // 24: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
 	31, // 25: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	45, // 26: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	45, // 27: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	44, // 28: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	47, // 26: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	47, // 27: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	46, // 28: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
 	33, // 29: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
 	35, // 30: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
 	2,  // 31: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
@@ -3274,24 +3408,26 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	25, // 40: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
 	27, // 41: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
 	29, // 42: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	32, // 43: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	36, // 44: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	38, // 45: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	41, // 46: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	8,  // 47: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	13, // 48: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	13, // 49: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	8,  // 50: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	21, // 51: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	26, // 52: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	28, // 53: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	30, // 54: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	34, // 55: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	37, // 56: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	39, // 57: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	42, // 58: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	47, // [47:59] is the sub-list for method output_type
-	35, // [35:47] is the sub-list for method input_type
+	43, // 43: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	32, // 44: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	36, // 45: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	38, // 46: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	41, // 47: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	8,  // 48: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	13, // 49: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	13, // 50: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	8,  // 51: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	21, // 52: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	26, // 53: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	28, // 54: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	30, // 55: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	44, // 56: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	34, // 57: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	37, // 58: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	39, // 59: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	42, // 60: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	48, // [48:61] is the sub-list for method output_type
+	35, // [35:48] is the sub-list for method input_type
 	35, // [35:35] is the sub-list for extension type_name
 	35, // [35:35] is the sub-list for extension extendee
 	0,  // [0:35] is the sub-list for field type_name
@@ -3313,13 +3449,14 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_Usage)(nil),
 		(*StreamEvent_Error)(nil),
 	}
+	file_agentflow_v1_agentflow_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

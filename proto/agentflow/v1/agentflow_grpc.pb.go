@@ -33,6 +33,7 @@ const (
 	AgentService_SendMessage_FullMethodName          = "/agentflow.v1.AgentService/SendMessage"
 	AgentService_Approve_FullMethodName              = "/agentflow.v1.AgentService/Approve"
 	AgentService_ListPendingApprovals_FullMethodName = "/agentflow.v1.AgentService/ListPendingApprovals"
+	AgentService_Cancel_FullMethodName               = "/agentflow.v1.AgentService/Cancel"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -61,6 +62,11 @@ type AgentServiceClient interface {
 	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
 	ListPendingApprovals(ctx context.Context, in *ListPendingApprovalsRequest, opts ...grpc.CallOption) (*ListPendingApprovalsResponse, error)
+	// Cancel asks a running turn to stop at its next safe point: the model
+	// call in flight is stopped, pending approvals are closed, and the turn
+	// ends with status "canceled" (a stream sees STATUS_CANCELED). A turn
+	// that has ended is FailedPrecondition.
+	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 }
 
 type agentServiceClient struct {
@@ -169,6 +175,16 @@ func (c *agentServiceClient) ListPendingApprovals(ctx context.Context, in *ListP
 	return out, nil
 }
 
+func (c *agentServiceClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelResponse)
+	err := c.cc.Invoke(ctx, AgentService_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -195,6 +211,11 @@ type AgentServiceServer interface {
 	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
 	ListPendingApprovals(context.Context, *ListPendingApprovalsRequest) (*ListPendingApprovalsResponse, error)
+	// Cancel asks a running turn to stop at its next safe point: the model
+	// call in flight is stopped, pending approvals are closed, and the turn
+	// ends with status "canceled" (a stream sees STATUS_CANCELED). A turn
+	// that has ended is FailedPrecondition.
+	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -228,6 +249,9 @@ func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest)
 }
 func (UnimplementedAgentServiceServer) ListPendingApprovals(context.Context, *ListPendingApprovalsRequest) (*ListPendingApprovalsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPendingApprovals not implemented")
+}
+func (UnimplementedAgentServiceServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -380,6 +404,24 @@ func _AgentService_ListPendingApprovals_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Cancel(ctx, req.(*CancelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -410,6 +452,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPendingApprovals",
 			Handler:    _AgentService_ListPendingApprovals_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _AgentService_Cancel_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

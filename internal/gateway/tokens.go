@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Role is what a token may do.
+type Role string
+
+// Roles of tokens.
+const (
+	// RoleUser starts and follows turns, reads results and agents, sends
+	// messages and cancels turns.
+	RoleUser Role = "user"
+	// RoleApprover decides tool calls that wait for approval.
+	RoleApprover Role = "approver"
+	// RoleAdmin changes and reads the catalog.
+	RoleAdmin Role = "admin"
+)
+
+// AllRoles is every role.
+func AllRoles() []Role { return []Role{RoleUser, RoleApprover, RoleAdmin} }
+
+// Token is a bearer token the gateway accepts. Only its SHA-256 is kept:
+// the token itself is in no table, log or memory after it is parsed.
+type Token struct {
+	Tenant string
+	// Name identifies the token's holder: it is recorded as the approver
+	// of the decisions made with it.
+	Name  string
+	Roles []Role
+	hash  [sha256.Size]byte
+}
+
+// NewToken returns the token whose secret is secret.
+func NewToken(secret, tenant, name string, roles ...Role) (Token, error) {
+	if secret == "" {
+		return Token{}, fmt.Errorf("token of tenant %q: the token is empty", tenant)
+	}
+	return newToken(sha256.Sum256([]byte(secret)), tenant, name, roles)
+}
+
+func newToken(hash [sha256.Size]byte, tenant, name string, roles []Role) (Token, error) {
+	if err := agent.ValidateID("tenant", tenant); err != nil || tenant == "" {
+		return Token{}, fmt.Errorf("token for tenant %q: want a valid tenant id", tenant)
+	}
+	if len(roles) == 0 {
+		roles = []Role{RoleUser}
+	}
+	for _, r := range roles {
+		if !slices.Contains(AllRoles(), r) {
+			return Token{}, fmt.Errorf("token of tenant %q: unknown role %q (roles: user, approver, admin)", tenant, r)
+		}
+	}
+	if name == "" {
+		name = "token-" + hex.EncodeToString(hash[:4])
+	}
+	if err := agent.ValidateID("name", name); err != nil {
+		return Token{}, fmt.Errorf("token of tenant %q: %w", tenant, err)
+	}
+	return Token{Tenant: tenant, Name: name, Roles: slices.Clone(roles), hash: hash}, nil
+}
+
+// Has reports whether the token has role r.
+func (t Token) Has(r Role) bool { return slices.Contains(t.Roles, r) }
+
+// Hash is the hex SHA-256 of the token, as AGENTFLOW_TOKENS may hold it.
+func (t Token) Hash() string { return hex.EncodeToString(t.hash[:]) }
+
+// matches compares a presented token with t in constant time.
+func (t Token) matches(hash [sha256.Size]byte) bool {
+	return subtle.ConstantTimeCompare(t.hash[:], hash[:]) == 1
+}
+
+// ParseTokens reads AGENTFLOW_TOKENS: comma-separated entries
+//
+//	<token>=<tenant>[:<roles>[:<name>]]
+//
+// where <token> is the token itself or sha256:<hex> of it (what
+// `starter token new` prints, so that the token is never written down),
+// <roles> joins user, approver and admin with '+' (default: user), and
+// <name> is recorded as the approver of the token's decisions (default:
+// token-<the first 8 hex digits of its hash>).
+func ParseTokens(v string) ([]Token, error) {
+	var out []Token
+	for _, entry := range strings.Split(v, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		secret, spec, ok := strings.Cut(entry, "=")
+		if !ok || secret == "" || spec == "" {
+			return nil, fmt.Errorf("AGENTFLOW_TOKENS: want <token>=<tenant>[:<roles>[:<name>]] entries separated by commas, got one without '=' or with an empty side")
+		}
+		t, err := ParseToken(secret, spec)
+		if err != nil {
+			return nil, fmt.Errorf("AGENTFLOW_TOKENS: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// ParseToken reads one entry of AGENTFLOW_TOKENS: the token (or
+// sha256:<hex>) and <tenant>[:<roles>[:<name>]].
+func ParseToken(secret, spec string) (Token, error) {
+	parts := strings.SplitN(spec, ":", 3)
+	tenant, roles, name := parts[0], []Role(nil), ""
+	if len(parts) > 1 && parts[1] != "" {
+		for _, r := range strings.Split(parts[1], "+") {
+			roles = append(roles, Role(r))
+		}
+	}
+	if len(parts) > 2 {
+		name = parts[2]
+	}
+	if h, ok := strings.CutPrefix(secret, "sha256:"); ok {
+		raw, err := hex.DecodeString(h)
+		if err != nil || len(raw) != sha256.Size {
+			return Token{}, fmt.Errorf("token of tenant %q: sha256: wants %d hex digits", tenant, 2*sha256.Size)
+		}
+		return newToken([sha256.Size]byte(raw), tenant, name, roles)
+	}
+	return NewToken(secret, tenant, name, roles...)
+}
