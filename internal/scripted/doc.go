@@ -23,6 +23,9 @@
 //	    when: {user: 'flaky'}
 //	    fault: {status: 500, times: 2}       # the first 2 matching requests fail, then reply
 //	    reply: {text: 'recovered'}
+//	  - name: slow
+//	    when: {user: 'think hard'}
+//	    reply: {text: 'done', delay_ms: 15000}  # answers after 15 s, streamed or not
 //	  - when: {}                             # matches anything
 //	    reply: {text: "I don't know."}
 //

@@ -56,6 +56,9 @@ type Reply struct {
 	FinishReason string `yaml:"finish_reason"`
 	// Usage overrides the estimated token counts.
 	Usage *Usage `yaml:"usage"`
+	// DelayMS is how long the model thinks before it answers, streamed or
+	// not: a slow model.
+	DelayMS int `yaml:"delay_ms"`
 }
 
 // ToolCallSpec is one tool call of a reply; Arguments is a JSON object
@@ -193,6 +196,9 @@ func (s *Script) compile() ([]compiledRule, error) {
 			if strings.TrimSpace(tc.Name) == "" {
 				return nil, fmt.Errorf("rule %q: reply.tool_calls[%d].name is required", name, j)
 			}
+		}
+		if r.Reply.DelayMS < 0 {
+			return nil, fmt.Errorf("rule %q: reply.delay_ms must not be negative", name)
 		}
 		if u := r.Reply.Usage; u != nil && (u.PromptTokens < 0 || u.CompletionTokens < 0) {
 			return nil, fmt.Errorf("rule %q: reply.usage must not be negative", name)

@@ -261,6 +261,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if fault != nil {
 		cut = fault.CutAfterChunks
 	}
+	if d := time.Duration(rule.reply.DelayMS) * time.Millisecond; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	rep := s.render(rule, v, req)
 	if req.Stream {
 		s.stream(w, r, req, rep, cut)
