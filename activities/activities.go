@@ -1,9 +1,12 @@
 package activities
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -108,6 +111,33 @@ func orDefault[T time.Duration | int](v, def T) T {
 		return v
 	}
 	return def
+}
+
+// db runs a store operation and waits out a database that is away:
+// with backoff, heartbeating, until ctx ends. Work the activity already
+// did (a paid model call, a tool's side effects) is then stored late
+// instead of done again.
+func (a *Activities) db(ctx context.Context, what string, op func() error) error {
+	wait := 250 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !store.Unavailable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("%s: the database is unavailable: %w", what, err))
+		}
+		a.logger.Warn("database unavailable; waiting to try again", zap.String("op", what), zap.Duration("wait", wait), zap.Error(err))
+		if activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
+			activity.RecordHeartbeat(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("%s: the database is unavailable: %w", what, err))
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
 }
 
 // agentNotFound says what a missing agent or agent version means to a

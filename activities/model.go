@@ -20,18 +20,30 @@ import (
 // reply as step Seq. A reply an earlier attempt stored is returned as it
 // is, without calling the model again.
 func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
-	ag, err := a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
+	var ag agent.Agent
+	err := a.db(ctx, "load agent", func() (err error) {
+		ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
+		return err
+	})
 	if err != nil {
 		return contract.CallModelResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
 	}
-	steps, err := a.turnSoFar(ctx, in)
+	var steps []agent.Message
+	err = a.db(ctx, "load steps", func() (err error) {
+		steps, err = a.turnSoFar(ctx, in)
+		return err
+	})
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
 	if len(steps) > in.Seq {
 		return a.storedReply(ag, in, steps[in.Seq])
 	}
-	msgs, err := a.messages(ctx, ag, in, steps)
+	var msgs []agent.Message
+	err = a.db(ctx, "load session", func() (err error) {
+		msgs, err = a.messages(ctx, ag, in, steps)
+		return err
+	})
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
@@ -42,7 +54,9 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	reply := resp.Message
 	reply.Role = agent.RoleAssistant
 	reply.Usage, reply.Model = &resp.Usage, resp.Model
-	if err := a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, reply); err != nil {
+	// The model has answered (and been paid): wait for the database
+	// rather than call it again.
+	if err := a.db(ctx, "store reply", func() error { return a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, reply) }); err != nil {
 		return contract.CallModelResult{}, fmt.Errorf("store reply: %w", err)
 	}
 	return contract.CallModelResult{

@@ -2,11 +2,13 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
@@ -49,7 +51,7 @@ func (a *Activities) turnLink() turnLink { return temporalLink{a} }
 
 func (l temporalLink) send(ctx context.Context, b agent.TokenBatch, notify string) error {
 	a := l.a
-	if err := a.temporal.SignalWorkflow(ctx, b.StreamID, "", contract.SignalTokens, b); err != nil {
+	if err := l.signal(ctx, b); err != nil {
 		return fmt.Errorf("send token batch to %q: %w", b.StreamID, err)
 	}
 	if a.events != nil {
@@ -65,6 +67,31 @@ func (l temporalLink) send(ctx context.Context, b agent.TokenBatch, notify strin
 		}
 	}
 	return nil
+}
+
+// signal sends a batch to its turn. A loaded server that does not answer
+// in time is asked again, for as long as the call lasts: a batch that got
+// through the first time is refused by the turn the second (its indices
+// are taken), so the repeat is harmless. A turn that is gone is not asked
+// again.
+func (l temporalLink) signal(ctx context.Context, b agent.TokenBatch) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := l.a.temporal.SignalWorkflow(ctx, b.StreamID, "", contract.SignalTokens, b)
+		var notFound *serviceerror.NotFound
+		if err == nil || errors.As(err, &notFound) || ctx.Err() != nil {
+			return err
+		}
+		l.a.logger.Warn("token batch not delivered; sending it again", zap.String("stream_id", b.StreamID), zap.Duration("wait", wait), zap.Error(err))
+		// Still alive, and nothing past the batch before this one sent.
+		activity.RecordHeartbeat(ctx, b.First-1)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
 }
 
 func (l temporalLink) head(ctx context.Context, streamID string) (int64, error) {

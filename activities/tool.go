@@ -18,14 +18,23 @@ import (
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	// The turn logged tool_start before scheduling this: let gateways know.
 	a.wake(ctx, activity.GetInfo(ctx).WorkflowExecution.ID)
-	if stored, err := a.store.Step(ctx, in.TenantID, in.JobID, in.Seq); err == nil {
+	var stored agent.Message
+	err := a.db(ctx, "look up step", func() (err error) {
+		stored, err = a.store.Step(ctx, in.TenantID, in.JobID, in.Seq)
+		return err
+	})
+	if err == nil {
 		// An earlier attempt ran the tool and stored the result.
 		return a.toolResult(ctx, in.Call.ID, stored.Content, statusOf(stored.Content))
 	} else if !agent.IsCode(err, agent.CodeNotFound) {
 		return contract.ExecuteToolResult{}, fmt.Errorf("look up step %d: %w", in.Seq, err)
 	}
 
-	ag, err := a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
+	var ag agent.Agent
+	err = a.db(ctx, "load agent", func() (err error) {
+		ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
+		return err
+	})
 	if err != nil {
 		return contract.ExecuteToolResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
 	}
@@ -37,7 +46,8 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 	if status == agent.ToolError {
 		msg.Content = errorPrefix + text
 	}
-	if err := a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, msg); err != nil {
+	// The tool has run: wait for the database rather than run it again.
+	if err := a.db(ctx, "store tool result", func() error { return a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, msg) }); err != nil {
 		return contract.ExecuteToolResult{}, fmt.Errorf("store result of tool call %q: %w", in.Call.ID, err)
 	}
 	return a.toolResult(ctx, in.Call.ID, msg.Content, status)
@@ -61,8 +71,13 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	if !ok {
 		return fmt.Sprintf("agent %q has no tool %q", ag.ID, in.Call.Name), agent.ToolError
 	}
+	if n := len(in.Call.Arguments); n > agent.MaxToolArgumentBytes {
+		return fmt.Sprintf("the arguments are %d bytes; the limit is %d", n, agent.MaxToolArgumentBytes), agent.ToolError
+	}
 	out, err := a.tools.Execute(ctx, spec, in.Call.Arguments)
 	switch {
+	case err == nil && len(out.Text) > agent.MaxToolOutputBytes:
+		return fmt.Sprintf("the tool's output is %d bytes; the limit is %d", len(out.Text), agent.MaxToolOutputBytes), agent.ToolError
 	case err == nil:
 		return out.Text, agent.ToolOK
 	case agent.IsCode(err, agent.CodeInvalid), agent.IsCode(err, agent.CodeNotFound):
@@ -77,7 +92,11 @@ func (a *Activities) toolResult(ctx context.Context, callID, content, status str
 	preview, cut := truncate(content, a.previewBytes)
 	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview}
 	if cut {
-		ref, err := a.store.PutBlob(ctx, []byte(content), "text/plain; charset=utf-8")
+		var ref string
+		err := a.db(ctx, "store tool output", func() (err error) {
+			ref, err = a.store.PutBlob(ctx, []byte(content), "text/plain; charset=utf-8")
+			return err
+		})
 		if err != nil {
 			return contract.ExecuteToolResult{}, fmt.Errorf("store tool output: %w", err)
 		}

@@ -14,7 +14,12 @@ import (
 
 // durableStepsChange marks runs whose database steps outlast an outage;
 // runs before it failed the turn when a step's retries ran out.
-const durableStepsChange = "durable-database-steps"
+// localToolsChange does the same for local tools' calls, whose failure
+// the model read as the tool's.
+const (
+	durableStepsChange = "durable-database-steps"
+	localToolsChange   = "local-tools-outlast-database"
+)
 
 // Database waits: from dbWaitFirst, doubling up to dbWaitMax.
 const (
@@ -30,30 +35,39 @@ const (
 // unknown agent, a rate limit) returns at once.
 func dbStep(ctx workflow.Context, name string, until time.Time, in, out any) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
+	err := workflow.ExecuteLocalActivity(lctx, name, in).Get(ctx, out)
+	return outlast(lctx, durableStepsChange, name, until, in, out, err, func(err error) bool { return !permanent(err) })
+}
+
+// outlast runs a local activity that failed with err again, after a
+// wait, while retry says its failure is one a later try may not have,
+// and until allows. Runs before change did not.
+func outlast(lctx workflow.Context, change, name string, until time.Time, in, out any, err error, retry func(error) bool) error {
 	wait := dbWaitFirst
-	for {
-		err := workflow.ExecuteLocalActivity(lctx, name, in).Get(ctx, out)
-		if err == nil || permanent(err) || ctx.Err() != nil {
+	for err != nil && retry(err) && lctx.Err() == nil {
+		if workflow.GetVersion(lctx, change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			return err
 		}
-		if workflow.GetVersion(ctx, durableStepsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			return err
-		}
-		if !until.IsZero() && !workflow.Now(ctx).Add(wait).Before(until) {
+		if !until.IsZero() && !workflow.Now(lctx).Add(wait).Before(until) {
 			// The details are in the log, not in the result.
-			workflow.GetLogger(ctx).Error("database step failed until the turn's deadline", "step", name, "error", contract.ErrorOf(err).Message)
+			workflow.GetLogger(lctx).Error("database step failed until the turn's deadline", "step", name, "error", contract.ErrorOf(err).Message)
 			return agent.Errorf(agent.CodeUnavailable, "the database did not answer %s within the turn's timeout", name)
 		}
 		msg := contract.ErrorOf(err).Message
-		workflow.GetLogger(ctx).Warn("database step failed; waiting to run it again", "step", name, "wait", wait, "error", msg)
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting for the database (%s, again in %s): %s", name, wait, contract.OneLine(msg, 200)))
-		timer := workflow.NewTimerWithOptions(ctx, wait, workflow.TimerOptions{Summary: "waiting for the database"})
-		if err := timer.Get(ctx, nil); err != nil {
+		workflow.GetLogger(lctx).Warn("database step failed; waiting to run it again", "step", name, "wait", wait, "error", msg)
+		workflow.SetCurrentDetails(lctx, fmt.Sprintf("waiting for the database (%s, again in %s): %s", name, wait, contract.OneLine(msg, 200)))
+		timer := workflow.NewTimerWithOptions(lctx, wait, workflow.TimerOptions{Summary: "waiting for the database"})
+		if err := timer.Get(lctx, nil); err != nil {
 			return err
 		}
+		err = workflow.ExecuteLocalActivity(lctx, name, in).Get(lctx, out)
 		wait = min(wait*2, dbWaitMax)
 	}
+	return err
 }
+
+// unavailable reports a failure that says the database was away.
+func unavailable(err error) bool { return contract.ErrorOf(err).Code == agent.CodeUnavailable }
 
 // permanent reports a failure no retry can fix: a non-retryable
 // application error, or a cancellation.

@@ -122,6 +122,10 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	if err := t.checkTenant(ctx); err != nil {
 		return t.reject(ctx, err)
 	}
+	if err := t.req.Context.Bounded(); err != nil &&
+		workflow.GetVersion(ctx, boundedContextChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		return t.reject(ctx, err)
+	}
 
 	// Until the agent is loaded, the turn's timeout is the request's or
 	// the default.
@@ -186,6 +190,10 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	return t.finish(ctx, output, failure)
 }
+
+// boundedContextChange marks runs that refuse a request context over
+// agent's bounds.
+const boundedContextChange = "bounded-context"
 
 // tenantCheckChange marks runs that refuse a workflow id of another
 // tenant than the request's.
@@ -279,7 +287,8 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 // tool's policy asks for approval wait for a decision first; a rejected or
 // timed-out call fails with a message the model reads as the tool's result.
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
-	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls))}
+	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
+		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls))}
 	var names []string
 	var waiting []int
 	for i, c := range calls {
@@ -310,6 +319,10 @@ type toolRound struct {
 	calls   []agent.ToolCall
 	futures []workflow.Future
 	refused []*agent.ToolEvent
+	// local holds the options of each local call, to run it again after a
+	// database outage; nil for calls that run as activities.
+	local []*workflow.LocalActivityOptions
+	in    []contract.ExecuteToolInput
 }
 
 // start logs call i's tool_start and schedules it. The agent was loaded
@@ -325,13 +338,15 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		Seq: t.seq + 1 + i, Call: c,
 	}
 	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
+	r.in[i] = in
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		opts := workflow.LocalActivityOptions{
 			StartToCloseTimeout: localToolTimeout,
 			RetryPolicy:         toolRetry(),
 			Summary:             summary,
-		})
-		r.futures[i] = workflow.ExecuteLocalActivity(lctx, contract.ExecuteTool, in)
+		}
+		r.local[i] = &opts
+		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), contract.ExecuteTool, in)
 		return
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -382,7 +397,13 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		default:
 			var res contract.ExecuteToolResult
 			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
-			if err := f.Get(ctx, &res); err != nil {
+			err := f.Get(ctx, &res)
+			if opts := r.local[i]; err != nil && opts != nil {
+				// A local call that could not reach the database runs
+				// again once it is back (a regular activity waits inside).
+				err = outlast(workflow.WithLocalActivityOptions(ctx, *opts), localToolsChange, contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
+			}
+			if err != nil {
 				status, msg := agent.ToolError, contract.ErrorOf(err).Message
 				if t.canceled != nil && contract.ErrorOf(err).Code == agent.CodeCanceled {
 					status, msg = agent.ToolCanceled, "the turn was cancelled while the call ran"

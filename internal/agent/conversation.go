@@ -67,7 +67,7 @@ func (m SendMessage) Validate() error {
 	if m.JobID != "" && len(m.JobID) > MaxKeyLength {
 		return Errorf(CodeInvalid, "job_id is longer than %d bytes", MaxKeyLength)
 	}
-	return nil
+	return m.Context.Bounded()
 }
 
 // SendMessageResult names the turn that answers a message. The turn may

@@ -23,6 +23,15 @@ const (
 const (
 	MaxPromptBytes = 256 << 10
 	MaxKeyLength   = 200
+	// MaxToolArgumentBytes bounds the arguments a model passes to a tool,
+	// MaxToolOutputBytes what a tool returns: a call over either is the
+	// tool's error, which the model reads.
+	MaxToolArgumentBytes = 256 << 10
+	MaxToolOutputBytes   = 1 << 20
+	// Bounds of a request's context.
+	MaxContextMetadata = 64
+	MaxContextBytes    = 64 << 10
+	MaxPreviousResults = 100
 )
 
 // TurnRequest is the v1 job protocol's input: one agent turn.
@@ -128,6 +137,28 @@ func (r *TurnRequest) Validate() error {
 		if p.ResultRef == "" {
 			return Errorf(CodeInvalid, "context.previous_results[%d].result_ref is required", i)
 		}
+	}
+	return nil
+}
+
+// Bounded checks the size of a request's context, so that what the caller
+// knows cannot outgrow the request.
+func (c TurnContext) Bounded() error {
+	if len(c.Metadata) > MaxContextMetadata {
+		return Errorf(CodeInvalid, "context.metadata has %d keys; the limit is %d", len(c.Metadata), MaxContextMetadata)
+	}
+	size := len(c.UserRole) + len(c.UIPage)
+	for k, v := range c.Metadata {
+		size += len(k) + len(v)
+	}
+	if len(c.PreviousResults) > MaxPreviousResults {
+		return Errorf(CodeInvalid, "context.previous_results has %d entries; the limit is %d", len(c.PreviousResults), MaxPreviousResults)
+	}
+	for _, p := range c.PreviousResults {
+		size += len(p.NodeID) + len(p.ResultRef)
+	}
+	if size > MaxContextBytes {
+		return Errorf(CodeInvalid, "context is %d bytes; the limit is %d", size, MaxContextBytes)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/store"
 )
 
 // Status is the one way an error leaves the gateway, by agent's table of
@@ -26,6 +27,9 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	code := agent.ErrorCode(err)
+	if code == agent.CodeInternal && store.Unavailable(err) {
+		code = agent.CodeUnavailable
+	}
 	class := code.Class()
 	if class.Public {
 		return status.Error(codes.Code(class.GRPC), err.Error())

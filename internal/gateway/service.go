@@ -108,6 +108,9 @@ func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.Workflo
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	if err := req.Context.Bounded(); err != nil {
+		return nil, err
+	}
 	if err := s.checkAgent(ctx, req); err != nil {
 		if agent.ErrorCode(err).Class().Public {
 			return nil, err

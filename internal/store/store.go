@@ -5,7 +5,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -156,6 +160,28 @@ const (
 	pgUniqueViolation     = "23505"
 	pgForeignKeyViolation = "23503"
 )
+
+// Unavailable reports whether err says the database could not be reached,
+// refused connections or dropped one: a failure that a later try may not
+// have. Callers wait it out instead of failing the work they hold.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connect *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connect), errors.As(err, &netErr),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	code := pgCode(err)
+	// 08: connection exception; 57P01-03: the server is shutting down or
+	// starting; 53300: too many connections.
+	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300" ||
+		pgconn.SafeToRetry(err)
+}
 
 func pgCode(err error) string {
 	var pgErr *pgconn.PgError
