@@ -60,6 +60,9 @@ type Options struct {
 	// Catalogs are catalog documents (YAML), applied one after the other
 	// before the server starts. Default: none.
 	Catalogs []string
+	// DatabaseURL is the server's database. Default: a new, empty one on
+	// the test binary's Postgres (devtest.Database), dropped after the test.
+	DatabaseURL string
 	// Tokens maps gateway bearer tokens to what AGENTFLOW_TOKENS says of
 	// them: <tenant>[:<roles>[:<name>]] (gateway.ParseToken). With any, the server
 	// also plays the gateway role on a free port and Server.Conn is a
@@ -97,7 +100,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.Script == "" {
 		t.Fatal("testserver: Options.Script is required")
 	}
-	dbURL := devtest.Database(t)
+	dbURL := opts.DatabaseURL
+	if dbURL == "" {
+		dbURL = devtest.Database(t)
+	}
 	address, namespace := devtest.Temporal(t)
 	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
 	if s.TaskQueue == "" {
