@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/agentflow/agentflow/internal/gateway"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -28,8 +30,17 @@ func addAPIFlags(fs *flag.FlagSet) apiFlags {
 }
 
 // conn returns a connection to the gateway; it dials at the first call.
+// AGENTFLOW_GRPC_CA (the CA of the gateway's certificate) or a client
+// certificate (AGENTFLOW_GRPC_CERT, AGENTFLOW_GRPC_KEY) turn TLS on.
 func (f apiFlags) conn() (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(*f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if ca, cert, key := os.Getenv("AGENTFLOW_GRPC_CA"), os.Getenv("AGENTFLOW_GRPC_CERT"), os.Getenv("AGENTFLOW_GRPC_KEY"); ca != "" || cert != "" {
+		var err error
+		if creds, err = gateway.ClientTLS(ca, cert, key); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := grpc.NewClient(*f.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", *f.addr, err)
 	}

@@ -4,6 +4,8 @@
 //	starter run --tenant demo "What is 12.5 * 4?"   run one agent turn through Temporal and print its result
 //	starter chat "What is 12.5 * 4?"                stream a turn live through the gRPC API
 //	starter approve --stream turn/demo/JOB          list or decide a turn's pending approvals (gRPC API)
+//	starter cancel --stream turn/demo/JOB           stop a running turn (gRPC API)
+//	starter token new --tenant acme --roles user     make a bearer token and its AGENTFLOW_TOKENS entry
 //	starter route --dry-run --page ops-console "…"  which agent a request would go to (gRPC API)
 //	starter catalog apply -f catalog/               validate and apply a YAML catalog (gRPC API)
 //	starter schedule create --id ID --every 1h "…"  run a turn on a Temporal schedule
@@ -38,6 +40,8 @@ commands:
   run       run one agent turn and print its result
   chat      stream a turn live through the gRPC API; resumes after a dropped connection
   approve   list a turn's pending approvals, or decide one (approve --stream ID [--call ID --reject])
+  cancel    stop a running turn at its next safe point (cancel --stream ID [--reason TEXT])
+  token     make a bearer token: token new --tenant T [--roles user,approver,admin] [--name N]
   schedule  run an agent turn on a schedule (schedule create --id ID --every 1h|--cron SPEC "prompt"; schedule delete --id ID)
   route     show which agent a request would be routed to (route --dry-run --page P --role R [--metadata k=v] "message")
   catalog   validate and apply a YAML catalog through the gRPC API (catalog apply -f DIR|FILE [--dry-run])
@@ -84,6 +88,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return chatCmd(ctx, rest, out)
 	case "approve":
 		return approveCmd(ctx, rest, out)
+	case "cancel":
+		return cancelCmd(ctx, rest, out)
+	case "token":
+		return tokenCmd(rest, out)
 	case "schedule":
 		return scheduleCmd(ctx, rest, out)
 	case "route":

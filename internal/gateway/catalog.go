@@ -29,9 +29,16 @@ func NewCatalogService(st *store.Store, kinds registry.Kinds, routes *registry.C
 	return &CatalogService{store: st, kinds: kinds, routes: routes, logger: logger}
 }
 
+// maxCatalogFiles bounds the files of one UpsertCatalog (each is bounded
+// by registry.MaxFileBytes, the request by gRPC's message size).
+const maxCatalogFiles = 100
+
 // UpsertCatalog implements pb.CatalogServiceServer.
 func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalogRequest) (*pb.UpsertCatalogResponse, error) {
 	tenant := tenantOf(ctx)
+	if n := len(in.GetFiles()); n > maxCatalogFiles {
+		return nil, Status(ctx, c.logger, agent.Errorf(agent.CodeInvalid, "%d files; the limit is %d", n, maxCatalogFiles))
+	}
 	files := map[string][]byte{}
 	for name, doc := range in.GetFiles() {
 		files[name] = []byte(doc)

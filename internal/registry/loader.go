@@ -79,6 +79,18 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // defaultParameters is the schema of a tool whose kind declares none.
 const defaultParameters = `{"type":"object","properties":{}}`
 
+// Limits of a catalog: a mistaken document gets a clear error, not a
+// catalog too large to list or to send to a model.
+const (
+	MaxFileBytes = 1 << 20 // one catalog file
+	MaxAgents    = 1000    // per tenant
+	MaxTools     = 1000    // per tenant
+	MaxRules     = 1000    // per tenant
+	// MaxAgentTools is how many tools one agent may have: what model
+	// providers accept in one request.
+	MaxAgentTools = 128
+)
+
 // loader gathers the documents of one load and every problem found.
 type loader struct {
 	kinds    Kinds
@@ -126,6 +138,10 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // file reads every document of one file.
 func (l *loader) file(name string, data []byte) {
 	l.files = append(l.files, name)
+	if len(data) > MaxFileBytes {
+		l.problems = append(l.problems, Problem{File: name, Message: fmt.Sprintf("is %d bytes; the limit is %d", len(data), MaxFileBytes)})
+		return
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	docs := 0
 	for {
@@ -326,6 +342,7 @@ func (l *loader) rule(t *tenant, d *ruleDoc) {
 func (l *loader) finish() (agent.Catalog, error) {
 	var cat agent.Catalog
 	for _, t := range l.tenants {
+		l.bound(t)
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules}
 		if t.defaultAgent.s != "" {
 			l.lookUp(t, "agent", t.agentAt, t.defaultAgent)
@@ -356,6 +373,25 @@ func (l *loader) finish() (agent.Catalog, error) {
 		return agent.Catalog{}, &ValidationError{Problems: l.problems}
 	}
 	return cat, nil
+}
+
+// bound reports a tenant with more agents, tools or rules than the
+// limits allow, at the first one over, and agents with too many tools.
+func (l *loader) bound(t *tenant) {
+	if n := len(t.agents); n > MaxAgents {
+		l.addf(t.agentAt[t.agents[MaxAgents].agent.ID], "tenant %q has %d agents; the limit is %d", t.id, n, MaxAgents)
+	}
+	if n := len(t.tools); n > MaxTools {
+		l.addf(t.toolAt[t.tools[MaxTools].Name], "tenant %q has %d tools; the limit is %d", t.id, n, MaxTools)
+	}
+	if n := len(t.rules); n > MaxRules {
+		l.addf(t.rules[MaxRules].Name.pos, "tenant %q has %d rules; the limit is %d", t.id, n, MaxRules)
+	}
+	for _, def := range t.agents {
+		if n := len(def.refs); n > MaxAgentTools {
+			l.addf(def.refs[MaxAgentTools].pos, "agent %q lists %d tools; the limit is %d", def.agent.ID, n, MaxAgentTools)
+		}
+	}
 }
 
 func (l *loader) addf(at pos, format string, args ...any) {

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"fmt"
 	"errors"
 	"os"
 	"path/filepath"
@@ -465,6 +466,54 @@ func TestParseToolExecution(t *testing.T) {
 			require.Len(t, cat.Tenants, 1)
 			require.Len(t, cat.Tenants[0].Tools, 1)
 			require.Equal(t, tt.local, cat.Tenants[0].Tools[0].IsLocal())
+		})
+	}
+}
+
+func TestLimits(t *testing.T) {
+	many := func(n int, item func(i int) string) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(item(i))
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name, src, want string
+	}{
+		{
+			name: "too many agents",
+			src:  "tenant: demo\nagents:\n" + many(MaxAgents+1, func(i int) string { return fmt.Sprintf("  - {id: a%d, model: 'openai:m'}\n", i) }),
+			want: fmt.Sprintf(`t.yaml:%d: agents[%d].id: tenant "demo" has %d agents; the limit is %d`, MaxAgents+3, MaxAgents, MaxAgents+1, MaxAgents),
+		},
+		{
+			name: "too many tools",
+			src:  "tenant: demo\ntools:\n" + many(MaxTools+1, func(i int) string { return fmt.Sprintf("  - {name: t%d, kind: calculator}\n", i) }),
+			want: fmt.Sprintf(`t.yaml:%d: tools[%d].name: tenant "demo" has %d tools; the limit is %d`, MaxTools+3, MaxTools, MaxTools+1, MaxTools),
+		},
+		{
+			name: "too many rules",
+			src: "tenant: demo\ndefault_agent: a\nagents: [{id: a, model: 'openai:m'}]\nrules:\n" +
+				many(MaxRules+1, func(i int) string { return fmt.Sprintf("  - {name: r%d, when: 'true', agent: a}\n", i) }),
+			want: fmt.Sprintf(`t.yaml:%d: rules[%d].name: tenant "demo" has %d rules; the limit is %d`, MaxRules+5, MaxRules, MaxRules+1, MaxRules),
+		},
+		{
+			name: "an agent with too many tools",
+			src: "tenant: demo\ntools:\n" + many(MaxAgentTools+1, func(i int) string { return fmt.Sprintf("  - {name: t%d, kind: calculator}\n", i) }) +
+				"agents:\n  - id: a\n    model: openai:m\n    tools: [" + many(MaxAgentTools+1, func(i int) string { return fmt.Sprintf("t%d, ", i) }) + "]\n",
+			want: fmt.Sprintf(`agents[0].tools[%d]: agent "a" lists %d tools; the limit is %d`, MaxAgentTools, MaxAgentTools+1, MaxAgentTools),
+		},
+		{
+			name: "a file too large",
+			src:  "tenant: demo\n# " + strings.Repeat("x", MaxFileBytes) + "\n",
+			want: fmt.Sprintf("t.yaml: is %d bytes; the limit is %d", MaxFileBytes+16, MaxFileBytes),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := problems(t, tt.src)
+			require.Len(t, got, 1, "%v", got)
+			require.Contains(t, got[0], tt.want)
 		})
 	}
 }

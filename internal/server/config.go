@@ -46,6 +46,10 @@ type Config struct {
 	// "<token>=<tenant>[:<roles>[:<name>]],…", the token in plain or as
 	// sha256:<hex>); required with the gateway role.
 	Tokens []gateway.Token
+	// GRPCTLS serves the gRPC API over TLS, and with a client CA over
+	// mutual TLS. Env AGENTFLOW_GRPC_TLS_CERT, AGENTFLOW_GRPC_TLS_KEY and
+	// AGENTFLOW_GRPC_CLIENT_CA; default: plaintext.
+	GRPCTLS gateway.TLSConfig
 	// StreamInterval is the time between token batches, 100ms to 250ms.
 	// Env AGENTFLOW_STREAM_INTERVAL_MS; default 200.
 	StreamInterval time.Duration
@@ -85,6 +89,8 @@ func ConfigFromEnv() (Config, error) {
 		return Config{}, err
 	}
 	c.Tokens = tokens
+	c.GRPCTLS = gateway.TLSConfig{CertFile: os.Getenv("AGENTFLOW_GRPC_TLS_CERT"), KeyFile: os.Getenv("AGENTFLOW_GRPC_TLS_KEY"),
+		ClientCAFile: os.Getenv("AGENTFLOW_GRPC_CLIENT_CA")}
 	for _, p := range []struct {
 		env string
 		dst *int

@@ -178,11 +178,19 @@ func (s *Server) newGateway() error {
 	if err != nil {
 		return err
 	}
+	var opts []grpc.ServerOption
+	if s.cfg.GRPCTLS.Enabled() {
+		creds, err := s.cfg.GRPCTLS.Credentials()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
 	s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (AGENTFLOW_GRPC_ADDR): %w", s.cfg.GRPCAddr, err)
 	}
-	s.grpc = gateway.NewGRPCServer(svc, gateway.NewCatalogService(s.store, s.tools, s.routes, s.logger))
+	s.grpc = gateway.NewGRPCServer(svc, gateway.NewCatalogService(s.store, s.tools, s.routes, s.logger), opts...)
 	return nil
 }
 

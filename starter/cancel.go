@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// cancelCmd stops a running turn at its next safe point.
+func cancelCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("cancel", flag.ContinueOnError)
+	api := addAPIFlags(fs)
+	streamID := fs.String("stream", "", "the turn's stream id, turn/<tenant>/<job_id> (required)")
+	reason := fs.String("reason", "", "why (stored with the turn's result)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *streamID == "" {
+		return fmt.Errorf("cancel: --stream is required")
+	}
+	c, closeConn, err := api.dial()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	if _, err := c.Cancel(api.ctx(ctx), &pb.CancelRequest{StreamId: *streamID, Reason: *reason}); err != nil {
+		return api.failed("cancel", err)
+	}
+	fmt.Fprintf(out, "%s: cancel asked; the turn stops at its next safe point\n", *streamID)
+	return nil
+}
