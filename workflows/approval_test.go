@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -206,6 +208,10 @@ func TestIncompleteDecisionsAreRefused(t *testing.T) {
 
 	require.False(t, noApproved.accepted)
 	require.ErrorContains(t, noApproved.err, "approved is required")
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(noApproved.err, &app))
+	require.Equal(t, agent.ErrTypeInvalidRequest, app.Type())
+	require.True(t, app.NonRetryable(), "sending the same decision again cannot help")
 	require.False(t, noApprover.accepted)
 	require.ErrorContains(t, noApprover.err, "approver is required")
 	require.Len(t, f.approvals, 1)
