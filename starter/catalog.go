@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentflow/agentflow/internal/registry"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -106,7 +106,7 @@ func printCatalogReport(out io.Writer, resp *pb.UpsertCatalogResponse, dryRun bo
 func readCatalog(paths ...string) (map[string]string, error) {
 	files := map[string]string{}
 	for _, path := range paths {
-		names, err := catalogFiles(path)
+		names, err := registry.Files(path)
 		if err != nil {
 			return nil, err
 		}
@@ -117,32 +117,6 @@ func readCatalog(paths ...string) (map[string]string, error) {
 			}
 			files[name] = string(data)
 		}
-	}
-	return files, nil
-}
-
-// catalogFiles expands a directory to its YAML files.
-func catalogFiles(path string) ([]string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !info.IsDir() {
-		return []string{path}, nil
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		ext := strings.ToLower(filepath.Ext(e.Name()))
-		if !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
-			files = append(files, filepath.Join(path, e.Name()))
-		}
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no *.yaml or *.yml files", path)
 	}
 	return files, nil
 }

@@ -83,7 +83,7 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 
 			// A decision on a call that does not wait is refused and changes nothing.
 			out, err := e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
-				"--input", `{"call_id":"no-such-call","approved":true}`)
+				"--input", `{"call_id":"no-such-call","approved":true,"approver":"ana"}`)
 			require.Error(t, err)
 			require.Contains(t, out, `no tool call \"no-such-call\" is waiting for approval`)
 

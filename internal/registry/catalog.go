@@ -26,7 +26,7 @@ func LoadFiles(kinds Kinds, paths ...string) (agent.Catalog, error) {
 	}
 	l := newLoader(kinds)
 	for _, path := range paths {
-		files, err := catalogFiles(path)
+		files, err := Files(path)
 		if err != nil {
 			return agent.Catalog{}, fmt.Errorf("load catalog: %w", err)
 		}
@@ -66,8 +66,9 @@ func Parse(kinds Kinds, name string, data []byte) (agent.Catalog, error) {
 	return l.finish()
 }
 
-// catalogFiles expands a directory to its YAML files.
-func catalogFiles(path string) ([]string, error) {
+// Files expands a catalog path: a file is itself, a directory is every
+// *.yaml and *.yml file directly in it, in name order.
+func Files(path string) ([]string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err
