@@ -130,3 +130,24 @@ func TestMalformedCancelIsIgnored(t *testing.T) {
 	require.Nil(t, failure)
 	require.Equal(t, agent.StatusCompleted, res.Status)
 }
+
+func TestStatusQuery(t *testing.T) {
+	_, env := approvalEnv(t, []agent.ToolCall{restart("c1", "api")}, "c1")
+	var st agent.TurnStatus
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(contract.QueryStatus)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&st))
+		env.SignalWorkflow(contract.SignalCancelTurn, agent.CancelRequest{})
+	}, time.Minute)
+	runCanceled(t, env, req())
+	require.Equal(t, agent.TurnStatus{TenantID: "t1", JobID: "job-1", AgentID: "ops", AgentVersion: 3, Status: agent.StreamWaitingApproval,
+		Step: 1, TokensUsed: 10, PendingApprovals: 1, LastEventIndex: st.LastEventIndex}, st)
+	require.Positive(t, st.LastEventIndex)
+	v, err := env.QueryWorkflow(contract.QueryStatus)
+	require.NoError(t, err)
+	require.NoError(t, v.Get(&st))
+	require.Equal(t, agent.StreamCanceled, st.Status)
+	require.True(t, st.CancelRequested)
+	require.Equal(t, 1, st.ToolCalls)
+}

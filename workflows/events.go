@@ -80,10 +80,31 @@ func (t *turn) startEvents(ctx workflow.Context) error {
 	}, workflow.QueryHandlerOptions{Description: `events after {"after_index": N}; {"head_only": true} for the next index only`}); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryStatus, func() (agent.TurnStatus, error) {
+		return t.status(), nil
+	}, workflow.QueryHandlerOptions{Description: "where the turn is: status, agent, step, tool calls, tokens, approvals waiting"}); err != nil {
+		return err
+	}
 	t.tokens = workflow.GetSignalChannelWithOptions(ctx, contract.SignalTokens, workflow.SignalChannelOptions{
 		Description: "token batches of a streaming model call (sent by CallModel)",
 	})
 	return nil
+}
+
+// status is the turn at a glance, for the status query.
+func (t *turn) status() agent.TurnStatus {
+	st := agent.TurnStatus{
+		TenantID: t.req.TenantID, JobID: t.req.JobID, AgentID: t.agent.ID, AgentVersion: t.agent.Version,
+		Step: t.seq, ToolCalls: len(t.calls), TokensUsed: t.usage.TotalTokens,
+		PendingApprovals: len(t.appr.pending), CancelRequested: t.canceled != nil, LastEventIndex: t.log.next() - 1,
+	}
+	for i := len(t.log.events) - 1; i >= 0; i-- {
+		if e := t.log.events[i]; e.Kind == agent.EventStatus && e.Status != agent.StreamRetrying {
+			st.Status = e.Status
+			break
+		}
+	}
+	return st
 }
 
 func (t *turn) acceptBatch(ctx workflow.Context, b agent.TokenBatch) {

@@ -185,3 +185,22 @@ func (e Event) String() string {
 	}
 	return fmt.Sprintf("#%d %s", e.Index, e.Kind)
 }
+
+// TurnStatus answers a turn's "status" query: where the turn is, at a
+// glance.
+type TurnStatus struct {
+	TenantID     string `json:"tenant_id"`
+	JobID        string `json:"job_id"`
+	AgentID      string `json:"agent_id,omitempty"` // once routed and loaded
+	AgentVersion int    `json:"agent_version,omitempty"`
+	// Status is the latest status event's: RUNNING, WAITING_APPROVAL,
+	// RETRYING, COMPLETED, FAILED or CANCELED.
+	Status           string `json:"status"`
+	Step             int    `json:"step"` // steps stored so far
+	ToolCalls        int    `json:"tool_calls"`
+	TokensUsed       int    `json:"tokens_used"`
+	PendingApprovals int    `json:"pending_approvals"`
+	CancelRequested  bool   `json:"cancel_requested,omitempty"`
+	LastEventIndex   int64  `json:"last_event_index"`
+}
+

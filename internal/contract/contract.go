@@ -65,6 +65,8 @@ const (
 	UpdateApprove = SignalApprove
 	// QueryPendingApprovals answers with []agent.PendingApproval.
 	QueryPendingApprovals = "pending_approvals"
+	// QueryStatus answers with an agent.TurnStatus.
+	QueryStatus = "status"
 	// SignalCancelTurn carries an agent.CancelRequest: the turn stops at
 	// its next safe point, stores a canceled result and ends CANCELED, as
 	// it does when the workflow itself is cancelled.
