@@ -215,6 +215,12 @@ func TestTurnStartedWithTemporalCLI(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "assistant", ag)
 
+	// The status query, as the README shows it.
+	out, err := e.Temporal("workflow", "query", "--workflow-id", id, "--name", contract.QueryStatus, "--output", "json")
+	require.NoError(t, err, out)
+	require.Contains(t, out, `"status": "COMPLETED"`)
+	require.Contains(t, out, `"tool_calls": 1`)
+
 	e.replay(id, "turn_one_tool")
 }
 
