@@ -2,9 +2,12 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -81,7 +84,7 @@ func (fl *following) wait(ctx context.Context, sub *Subscription) error {
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
-		_ = fl.f.client.GetWorkflow(ctx, fl.streamID, "").Get(ctx, nil)
+		fl.awaitClose(ctx)
 	}()
 
 	var live <-chan []agent.Event
@@ -122,6 +125,27 @@ func (fl *following) wait(ctx context.Context, sub *Subscription) error {
 			}
 		}
 		idle.Reset(fl.f.idleRead)
+	}
+}
+
+// awaitClose returns when the turn's workflow has closed, or ctx ends. A
+// wait the server breaks off (a loaded or restarting Temporal) is not a
+// close: it waits again.
+func (fl *following) awaitClose(ctx context.Context) {
+	wait := 100 * time.Millisecond
+	for {
+		err := fl.f.client.GetWorkflow(ctx, fl.streamID, "").Get(ctx, nil)
+		var ended *temporal.WorkflowExecutionError
+		var notFound *serviceerror.NotFound
+		if err == nil || errors.As(err, &ended) || errors.As(err, &notFound) || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
 	}
 }
 
@@ -193,10 +217,32 @@ func (fl *following) drainHeld() (bool, error) {
 	}
 }
 
-// read returns the log's events after index after. A turn that runs as
-// another tenant than its id names is not the caller's: it is not found.
+// readRetryFor bounds how long a follower reads a log again after failed
+// reads before it gives the client the error.
+const readRetryFor = 30 * time.Second
+
+// read returns the log's events after index after. A read the server
+// fails (a loaded or restarting Temporal) is made again, with backoff, for
+// up to readRetryFor: the client's stream waits instead of breaking. A
+// turn that runs as another tenant than its id names is not the caller's:
+// it is not found.
 func (f *Follower) read(ctx context.Context, streamID string, after int64) (agent.EventsPage, error) {
-	page, err := turnclient.Events(ctx, f.client, streamID, agent.EventsQuery{AfterIndex: after})
+	var page agent.EventsPage
+	var err error
+	wait, deadline := 50*time.Millisecond, time.Now().Add(readRetryFor)
+	for {
+		page, err = turnclient.Events(ctx, f.client, streamID, agent.EventsQuery{AfterIndex: after})
+		if err == nil || !agent.IsCode(err, agent.CodeUnavailable) || time.Now().Add(wait).After(deadline) {
+			break
+		}
+		f.logger.Warn("stream read failed; reading again", zap.String("stream_id", streamID), zap.Duration("wait", wait), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return page, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
 	if err != nil {
 		return page, err
 	}
