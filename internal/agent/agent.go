@@ -91,6 +91,18 @@ type Tool struct {
 	// Execution is ToolLocal for tools whose calls run as local
 	// activities; empty means a regular activity.
 	Execution string `json:"execution,omitempty"`
+	// Source is the catalog entry the tool was built from, and FromToolkit
+	// the toolkit that granted it to the agent (empty: listed by name).
+	Source      string `json:"source,omitempty"`
+	FromToolkit string `json:"from_toolkit,omitempty"`
+}
+
+// Toolkit is a named set of a tenant's tools: an agent that lists it is
+// granted all of them.
+type Toolkit struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Tools       []string `json:"tools"`
 }
 
 // Tool executions. A local tool's call runs as a local activity, inside

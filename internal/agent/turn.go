@@ -205,8 +205,12 @@ type TurnResult struct {
 	Output        string          `json:"output,omitempty"`
 	ResultRef     string          `json:"result_ref,omitempty"`
 	ResultPreview json.RawMessage `json:"result_preview,omitempty"`
-	Metadata      ResultMetadata  `json:"metadata"`
-	Error         *TurnError      `json:"error,omitempty"`
+	// DataRef names the data the turn's last tool produced (a dataset or a
+	// document, stored by reference), when its answer rests on it;
+	// ResultPreview then describes that data.
+	DataRef  string         `json:"data_ref,omitempty"`
+	Metadata ResultMetadata `json:"metadata"`
+	Error    *TurnError     `json:"error,omitempty"`
 }
 
 // ResultMetadata describes how a result was produced.

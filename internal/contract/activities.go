@@ -122,6 +122,8 @@ type ExecuteToolResult struct {
 	Status  string `json:"status"` // agent.ToolOK or agent.ToolError
 	Preview string `json:"preview"`
 	Ref     string `json:"ref,omitempty"`
+	// Data describes the data the call produced, kept by reference.
+	Data *agent.DataPreview `json:"data,omitempty"`
 }
 
 // SaveResultInput is a finished turn's result.

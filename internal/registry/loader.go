@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/routing"
@@ -29,11 +30,19 @@ import (
 // values mean and what spans documents.
 
 type document struct {
-	Tenant       text       `yaml:"tenant"`
-	DefaultAgent text       `yaml:"default_agent"`
-	Tools        []toolDoc  `yaml:"tools"`
-	Agents       []agentDoc `yaml:"agents"`
-	Rules        []ruleDoc  `yaml:"rules"` // not nil when the key is there, even empty
+	Tenant       text         `yaml:"tenant"`
+	DefaultAgent text         `yaml:"default_agent"`
+	Egress       []text       `yaml:"egress"` // not nil when the key is there, even empty
+	Tools        []toolDoc    `yaml:"tools"`
+	Toolkits     []toolkitDoc `yaml:"toolkits"`
+	Agents       []agentDoc   `yaml:"agents"`
+	Rules        []ruleDoc    `yaml:"rules"` // not nil when the key is there, even empty
+}
+
+type toolkitDoc struct {
+	Name        text   `yaml:"name"`
+	Description text   `yaml:"description"`
+	Tools       []text `yaml:"tools"`
 }
 
 type toolDoc struct {
@@ -110,9 +119,13 @@ type tenant struct {
 	agents       []agentDef
 	rules        []ruleDoc
 	replaceRules bool // a document has a rules key: they replace the stored ones
+	toolkits     []toolkitDoc
+	egress       []string
+	egressSet    bool // a document has an egress key: it replaces the stored one
 	toolAt       map[string]pos
 	agentAt      map[string]pos
 	ruleAt       map[string]pos
+	toolkitAt    map[string]pos
 }
 
 // agentDef is an agent and the tool names it lists, resolved by finish.
@@ -187,8 +200,14 @@ func (l *loader) document(d *document) {
 			l.addf(def.pos, "%q conflicts with default_agent %q set at %s", def.s, t.defaultAgent.s, t.defaultAgent.pos)
 		}
 	}
+	if d.Egress != nil {
+		l.egress(t, d.Egress)
+	}
 	for i := range d.Tools {
 		l.tool(t, &d.Tools[i])
+	}
+	for i := range d.Toolkits {
+		l.toolkit(t, &d.Toolkits[i])
 	}
 	for i := range d.Agents {
 		l.agent(t, &d.Agents[i])
@@ -205,7 +224,7 @@ func (l *loader) document(d *document) {
 // tenant is still checked, against a tenant of its own that is not
 // returned.
 func (l *loader) tenant(id text) *tenant {
-	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}}
+	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}, toolkitAt: map[string]pos{}}
 	switch {
 	case !l.required(id, agent.ValidateID("tenant", id.s)):
 	case l.byID[id.s] != nil:
@@ -234,6 +253,7 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 	}
 	spec := agent.Tool{
 		Name:        d.Name.s,
+		Source:      d.Name.s,
 		Kind:        d.Kind.s,
 		Description: cmp.Or(d.Description.s, kind.Description),
 		Parameters:  d.Parameters.raw,
@@ -267,6 +287,36 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 		}
 	}
 	t.tools = append(t.tools, spec)
+}
+
+// egress sets the tenant's egress allowlist: host names (a leading "*."
+// for subdomains, an optional :port) and CIDR ranges.
+func (l *loader) egress(t *tenant, entries []text) {
+	if t.egressSet {
+		l.addf(entries[0].pos, "egress is already set for tenant %q: give it in one document", t.id)
+		return
+	}
+	t.egressSet, t.egress = true, []string{}
+	for _, e := range entries {
+		if l.required(e, checkEgress(e.s)) {
+			t.egress = append(t.egress, e.s)
+		}
+	}
+}
+
+// toolkit adds one toolkit; finish looks up its tools.
+func (l *loader) toolkit(t *tenant, d *toolkitDoc) {
+	if l.required(d.Name, checkToolName(d.Name.s)) {
+		if at, clash := t.toolAt[d.Name.s]; clash {
+			l.addf(d.Name.pos, "toolkit %q has the name of the tool defined at %s", d.Name.s, at)
+		} else {
+			l.define(t.toolkitAt, "toolkit", d.Name)
+		}
+	}
+	if len(d.Tools) == 0 {
+		l.addf(d.Name.pos, "toolkit %q grants no tools: list them under tools", d.Name.s)
+	}
+	t.toolkits = append(t.toolkits, *d)
 }
 
 // agent adds one agent; finish resolves the tools it lists.
@@ -343,7 +393,8 @@ func (l *loader) finish() (agent.Catalog, error) {
 	var cat agent.Catalog
 	for _, t := range l.tenants {
 		l.bound(t)
-		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules}
+		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
+			Egress: t.egress, ReplaceEgress: t.egressSet}
 		if t.defaultAgent.s != "" {
 			l.lookUp(t, "agent", t.agentAt, t.defaultAgent)
 		}
@@ -353,15 +404,9 @@ func (l *loader) finish() (agent.Catalog, error) {
 			}
 			tc.Rules = append(tc.Rules, agent.Rule{Name: r.Name.s, Priority: r.Priority.n, Condition: r.When.s, AgentID: r.Agent.s})
 		}
+		kits := l.toolkits(t)
 		for _, def := range t.agents {
-			a := def.agent
-			for _, ref := range def.refs {
-				if l.lookUp(t, "tool", t.toolAt, ref) {
-					i := slices.IndexFunc(t.tools, func(s agent.Tool) bool { return s.Name == ref.s })
-					a.Tools = append(a.Tools, t.tools[i])
-				}
-			}
-			tc.Agents = append(tc.Agents, a)
+			tc.Agents = append(tc.Agents, l.grant(t, def, kits))
 		}
 		cat.Tenants = append(cat.Tenants, tc)
 	}
@@ -373,6 +418,63 @@ func (l *loader) finish() (agent.Catalog, error) {
 		return agent.Catalog{}, &ValidationError{Problems: l.problems}
 	}
 	return cat, nil
+}
+
+// toolkits resolves each toolkit's tools by name.
+func (l *loader) toolkits(t *tenant) map[string][]agent.Tool {
+	kits := map[string][]agent.Tool{}
+	for _, k := range t.toolkits {
+		var specs []agent.Tool
+		for _, ref := range k.Tools {
+			if l.lookUp(t, "tool", t.toolAt, ref) {
+				spec := t.tools[slices.IndexFunc(t.tools, func(s agent.Tool) bool { return s.Name == ref.s })]
+				spec.FromToolkit = k.Name.s
+				specs = append(specs, spec)
+			}
+		}
+		kits[k.Name.s] = specs
+	}
+	return kits
+}
+
+// grant resolves the tools and toolkits an agent lists into full specs.
+// A tool listed by name and granted by a toolkit too is listed once, by
+// name; two toolkits granting one tool give it once, from the first.
+func (l *loader) grant(t *tenant, def agentDef, kits map[string][]agent.Tool) agent.Agent {
+	a := def.agent
+	have := map[string]bool{}
+	for _, ref := range def.refs {
+		if _, ok := t.toolAt[ref.s]; ok {
+			i := slices.IndexFunc(t.tools, func(s agent.Tool) bool { return s.Name == ref.s })
+			a.Tools = append(a.Tools, t.tools[i])
+			have[ref.s] = true
+		}
+	}
+	for _, ref := range def.refs {
+		if _, ok := t.toolAt[ref.s]; ok {
+			continue
+		}
+		if _, ok := t.toolkitAt[ref.s]; !ok {
+			l.lookUp(t, "tool or toolkit", mergePos(t.toolAt, t.toolkitAt), ref)
+			continue
+		}
+		for _, spec := range kits[ref.s] {
+			if !have[spec.Name] {
+				a.Tools = append(a.Tools, spec)
+				have[spec.Name] = true
+			}
+		}
+	}
+	if n := len(a.Tools); n > MaxAgentTools && len(def.refs) <= MaxAgentTools {
+		l.addf(def.refs[len(def.refs)-1].pos, "agent %q is granted %d tools; the limit is %d", a.ID, n, MaxAgentTools)
+	}
+	return a
+}
+
+func mergePos(a, b map[string]pos) map[string]pos {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
 }
 
 // bound reports a tenant with more agents, tools or rules than the
@@ -439,6 +541,12 @@ func (l *loader) lookUp(t *tenant, what string, defined map[string]pos, name tex
 	}
 	l.addf(name.pos, "%s %q is not defined for tenant %q%s", what, name.s, t.id, known)
 	return false
+}
+
+// checkEgress checks one egress allowlist entry.
+func checkEgress(entry string) error {
+	_, err := egress.ParsePolicy("", []string{entry})
+	return err
 }
 
 func checkToolName(name string) error {

@@ -97,9 +97,9 @@ type calcResult struct {
 	Fraction   string `json:"fraction,omitempty"`
 }
 
-func (c *calculator) Run(_ context.Context, args json.RawMessage) (Output, error) {
+func (c *calculator) Run(_ context.Context, call Call) (Output, error) {
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(args, &fields); err != nil || fields == nil {
+	if err := json.Unmarshal(call.Args, &fields); err != nil || fields == nil {
 		return Output{}, agent.Errorf(agent.CodeInvalid, `arguments must be a JSON object like {"expression": "12.5 * 4"}`)
 	}
 	keys := make([]string, 0, len(fields))
