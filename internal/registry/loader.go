@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -103,6 +106,7 @@ const (
 // loader gathers the documents of one load and every problem found.
 type loader struct {
 	kinds    Kinds
+	schemas  map[string]*jsonschema.Schema // kinds' config schemas, compiled
 	checker  *policy.Checker // approval policies, made on first use
 	files    []string        // in load order, to sort problems by
 	problems []Problem
@@ -279,10 +283,12 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 			l.addf(d.Execution.pos, "%q: want local or activity", d.Execution.s)
 		}
 	}
-	// The kind checks its own config; only worth asking when the rest of
-	// the spec is sound.
+	// The config is checked against the kind's schema, then by the kind
+	// itself; only worth asking when the rest of the spec is sound.
 	if haveKind && !d.bad && len(l.problems) == before {
-		if _, err := kind.Build(spec, tools.Deps{}.WithDefaults()); err != nil {
+		if err := l.configSchema(kind, spec.Config); err != nil {
+			l.addf(d.Config.pos, "%s", err)
+		} else if _, err := kind.Build(spec, tools.Deps{}.WithDefaults()); err != nil {
 			l.addf(d.Config.pos, "%s", err)
 		}
 	}
@@ -542,6 +548,77 @@ func (l *loader) lookUp(t *tenant, what string, defined map[string]pos, name tex
 	l.addf(name.pos, "%s %q is not defined for tenant %q%s", what, name.s, t.id, known)
 	return false
 }
+
+// configSchema checks a tool's config against its kind's JSON Schema.
+func (l *loader) configSchema(kind tools.Kind, config json.RawMessage) error {
+	if len(kind.Config) == 0 {
+		return nil
+	}
+	sch, err := l.compiled(kind)
+	if err != nil {
+		return err
+	}
+	doc := any(map[string]any{})
+	if len(config) > 0 {
+		if doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(config)); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	if err := sch.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("config of kind %s: %s", kind.Name, schemaProblems(ve))
+		}
+		return fmt.Errorf("config of kind %s: %w", kind.Name, err)
+	}
+	return nil
+}
+
+// compiled compiles a kind's config schema once per load.
+func (l *loader) compiled(kind tools.Kind) (*jsonschema.Schema, error) {
+	if sch, ok := l.schemas[kind.Name]; ok {
+		return sch, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(kind.Config))
+	if err != nil {
+		return nil, fmt.Errorf("kind %s: config schema: %w", kind.Name, err)
+	}
+	c := jsonschema.NewCompiler()
+	url := "mem://kinds/" + kind.Name + "/config.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("kind %s: config schema: %w", kind.Name, err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("kind %s: config schema: %w", kind.Name, err)
+	}
+	if l.schemas == nil {
+		l.schemas = map[string]*jsonschema.Schema{}
+	}
+	l.schemas[kind.Name] = sch
+	return sch, nil
+}
+
+// schemaProblems says in one line what a validation error found, each
+// problem with the path of the value it is about.
+func schemaProblems(ve *jsonschema.ValidationError) string {
+	var out []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			at := "/" + strings.Join(e.InstanceLocation, "/")
+			out = append(out, fmt.Sprintf("%s: %s", at, e.ErrorKind.LocalizedString(printer)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(out, "; ")
+}
+
+var printer = message.NewPrinter(language.English)
 
 // checkEgress checks one egress allowlist entry.
 func checkEgress(entry string) error {

@@ -59,6 +59,7 @@ func Calculator() Kind {
 		Name:        "calculator",
 		Description: "Evaluate an arithmetic expression exactly (decimal numbers, + - * / % ^ and parentheses).",
 		Parameters:  json.RawMessage(calcParameters),
+		Config:      json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"digits":{"type":"integer","minimum":1,"maximum":100,"description":"significant digits of a rounded result (default 20)"}}}`),
 		Build:       buildCalculator,
 		Local:       true,
 	}

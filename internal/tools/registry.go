@@ -55,6 +55,8 @@ func NewRegistry(deps Deps, kinds ...Kind) (*Registry, error) {
 			return nil, fmt.Errorf("tool kind %q: Build is required", k.Name)
 		case len(k.Parameters) > 0 && !isJSONObject(k.Parameters):
 			return nil, fmt.Errorf("tool kind %q: parameters must be a JSON object schema", k.Name)
+		case len(k.Config) > 0 && !isJSONObject(k.Config):
+			return nil, fmt.Errorf("tool kind %q: config must be a JSON object schema", k.Name)
 		}
 		if _, dup := r.kinds[k.Name]; dup {
 			return nil, fmt.Errorf("tool kind %q is registered twice", k.Name)

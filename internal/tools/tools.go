@@ -97,6 +97,10 @@ type Kind struct {
 	// Parameters is the default JSON Schema of the arguments (an object
 	// schema); a catalog may override it.
 	Parameters json.RawMessage
+	// Config is the JSON Schema of the kind's `config` in the catalog,
+	// checked when a catalog is applied and published in
+	// catalog/schema.json; nil: the kind takes no config.
+	Config json.RawMessage
 	// Build validates spec.Config and returns a tool. A bad config is an
 	// agent.CodeInvalid error. Build must not do I/O: the catalog loader
 	// calls it to validate config long before any call is made.
