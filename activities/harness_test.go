@@ -249,6 +249,6 @@ func tallyKind(runs *atomic.Int32) tools.Kind {
 
 type tallyTool struct{ runs *atomic.Int32 }
 
-func (t tallyTool) Run(context.Context, json.RawMessage) (tools.Output, error) {
+func (t tallyTool) Run(context.Context, tools.Call) (tools.Output, error) {
 	return tools.Output{Text: fmt.Sprintf("run %d", t.runs.Add(1))}, nil
 }

@@ -338,7 +338,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 	t, c := r.t, r.calls[i]
 	start := &agent.ToolEvent{CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments)}
 	if spec, ok := t.agent.Tool(c.Name); ok {
-		start.Source, start.FromToolkit = spec.Source, spec.FromToolkit
+		start.Source, start.FromToolkit = spec.Entry(), spec.FromToolkit
 	}
 	t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: start})
 	in := contract.ExecuteToolInput{

@@ -187,7 +187,7 @@ func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {
 			approval = agent.ApprovalNever
 		}
 		out.Tools = append(out.Tools, &pb.ToolInfo{Name: t.Name, Kind: t.Kind, Description: t.Description,
-			ParametersJson: string(t.Parameters), Approval: approval, Source: t.Source, FromToolkit: t.FromToolkit})
+			ParametersJson: string(t.Parameters), Approval: approval, Source: t.Entry(), FromToolkit: t.FromToolkit})
 	}
 	return out
 }

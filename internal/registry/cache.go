@@ -81,13 +81,14 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 		// or a hand-edited database, and it must be loud.
 		return nil, agent.Errorf(agent.CodeInternal, "tenant %q: compile routing rules of catalog version %d: %v", tenantID, r.Version, err)
 	}
-	policy, err := egress.ParsePolicy(tenantID, r.Egress)
+	policy, err := egress.ParsePolicy(r.Egress)
 	if err != nil {
 		// Checked when the catalog was applied; a policy that no longer
 		// parses allows nothing rather than everything.
 		c.logger.Error("tenant egress allowlist unreadable; tools may call nothing", zap.String("tenant", tenantID), zap.Error(err))
-		policy, _ = egress.ParsePolicy(tenantID, nil)
+		policy = egress.Policy{}
 	}
+	policy.Tenant = tenantID
 	s = &Snapshot{TenantID: tenantID, Version: r.Version, DefaultAgent: r.DefaultAgent, Table: table,
 		HTTP: egress.Client(policy), loaded: c.now()}
 	c.put(s, gen)

@@ -257,7 +257,6 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 	}
 	spec := agent.Tool{
 		Name:        d.Name.s,
-		Source:      d.Name.s,
 		Kind:        d.Kind.s,
 		Description: cmp.Or(d.Description.s, kind.Description),
 		Parameters:  d.Parameters.raw,
@@ -283,12 +282,12 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 			l.addf(d.Execution.pos, "%q: want local or activity", d.Execution.s)
 		}
 	}
-	// The config is checked against the kind's schema, then by the kind
-	// itself; only worth asking when the rest of the spec is sound.
+	// The kind checks its config (its messages say most), then the kind's
+	// schema does; only worth asking when the rest of the spec is sound.
 	if haveKind && !d.bad && len(l.problems) == before {
-		if err := l.configSchema(kind, spec.Config); err != nil {
+		if _, err := kind.Build(spec, tools.Deps{}.WithDefaults()); err != nil {
 			l.addf(d.Config.pos, "%s", err)
-		} else if _, err := kind.Build(spec, tools.Deps{}.WithDefaults()); err != nil {
+		} else if err := l.configSchema(kind, spec.Config); err != nil {
 			l.addf(d.Config.pos, "%s", err)
 		}
 	}
@@ -622,7 +621,7 @@ var printer = message.NewPrinter(language.English)
 
 // checkEgress checks one egress allowlist entry.
 func checkEgress(entry string) error {
-	_, err := egress.ParsePolicy("", []string{entry})
+	_, err := egress.ParsePolicy([]string{entry})
 	return err
 }
 
