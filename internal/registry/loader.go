@@ -107,8 +107,8 @@ const (
 type loader struct {
 	kinds    Kinds
 	schemas  map[string]*jsonschema.Schema // kinds' config schemas, compiled
-	checker  *policy.Checker // approval policies, made on first use
-	files    []string        // in load order, to sort problems by
+	checker  *policy.Checker               // approval policies, made on first use
+	files    []string                      // in load order, to sort problems by
 	problems []Problem
 	tenants  []*tenant
 	byID     map[string]*tenant

@@ -571,7 +571,7 @@ agents:
 func TestConfigSchema(t *testing.T) {
 	lenient := tools.Kind{Name: "lenient",
 		Config: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["url"],"properties":{"url":{"type":"string","minLength":1}}}`),
-		Build: func(agent.Tool, tools.Deps) (tools.Tool, error) { return nil, nil },
+		Build:  func(agent.Tool, tools.Deps) (tools.Tool, error) { return nil, nil },
 	}
 	kinds, err := tools.NewRegistry(tools.Deps{}, lenient)
 	require.NoError(t, err)
@@ -580,4 +580,3 @@ func TestConfigSchema(t *testing.T) {
 	_, err = Parse(kinds, "t.yaml", []byte("tenant: demo\ntools:\n  - name: l\n    kind: lenient\n    config: {uri: x}\n"))
 	require.EqualError(t, err, `t.yaml:5: tools[0].config: config of kind lenient: /: missing property 'url'; /: additional properties 'uri' not allowed`)
 }
-

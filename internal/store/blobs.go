@@ -110,8 +110,8 @@ func truncate(s string, n int) string {
 }
 
 const (
-	sqlOwnBlob      = `INSERT INTO blob_owners (tenant_id, sha256) VALUES ($1, $2) ON CONFLICT DO NOTHING`
-	sqlTenantBlob   = `SELECT b.data, b.content_type FROM cas_blobs b JOIN blob_owners o USING (sha256) WHERE o.tenant_id = $1 AND b.sha256 = $2`
+	sqlOwnBlob    = `INSERT INTO blob_owners (tenant_id, sha256) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	sqlTenantBlob = `SELECT b.data, b.content_type FROM cas_blobs b JOIN blob_owners o USING (sha256) WHERE o.tenant_id = $1 AND b.sha256 = $2`
 )
 
 // PutTenantBlob stores data for a tenant and returns its ref: only that

@@ -307,4 +307,3 @@ func (s *Store) SessionData(ctx context.Context, tenantID, sessionID string, n i
 	}
 	return out, nil
 }
-
