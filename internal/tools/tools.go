@@ -151,5 +151,5 @@ func (d Deps) WithDefaults() Deps {
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator()}
+	return []Kind{Calculator(), ExecutePipeline()}
 }
