@@ -24,6 +24,7 @@ const (
 	maxSteps        = 32
 	maxQueryBytes   = 4096
 	maxPatternBytes = 1024
+	maxPatternInst  = 2000 // compiled instructions; matching time grows with them
 	maxFormatBytes  = 128
 	maxNameBytes    = 256 // field names and refs
 	maxURLBytes     = 8192
@@ -696,6 +697,17 @@ func compileRegexp(pattern string) (*regexp.Regexp, error) {
 			}
 		}
 		return nil, invalidf("pattern %q: %s", clip(pattern, 200), msg)
+	}
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, invalidf("pattern %q: %v", clip(pattern, 200), err)
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return nil, invalidf("pattern %q: %v", clip(pattern, 200), err)
+	}
+	if n := len(prog.Inst); n > maxPatternInst {
+		return nil, invalidf("pattern %q is too complex (it compiles to %d instructions; the limit is %d): use smaller repeat counts", clip(pattern, 200), n, maxPatternInst)
 	}
 	return re, nil
 }

@@ -153,6 +153,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"regex syntax", callOn(`[{"step": "regex_extract", "field": "a", "pattern": "(\\d+"}]`), "step 0 (regex_extract): pattern \"(\\\\d+\": missing closing ): `(\\d+`", 0},
 		{"regex lookahead", callOn(`[{"step": "regex_extract", "field": "a", "pattern": "a(?=b)"}]`), "step 0 (regex_extract): pattern \"a(?=b)\": invalid or unsupported Perl syntax: `(?=` (Go regular expressions (RE2) have no lookaround and no backreferences)", 0},
 		{"regex backreference", callOn(`[{"step": "regex_extract", "field": "a", "pattern": "(a)\\1"}]`), "step 0 (regex_extract): pattern \"(a)\\\\1\": invalid escape sequence: `\\1` (Go regular expressions (RE2) have no lookaround and no backreferences)", 0},
+		{"regex too complex", callOn(`[{"step": "regex_extract", "field": "a", "pattern": "(.*){1000}"}]`), `step 0 (regex_extract): pattern "(.*){1000}" is too complex (it compiles to 4002 instructions; the limit is 2000): use smaller repeat counts`, 0},
 		{"regex no field", callOn(`[{"step": "regex_extract", "pattern": "a"}]`), `step 0 (regex_extract): missing "field": want a field name`, 0},
 
 		{"date Go layout", callOn(`[{"step": "parse_date", "field": "d", "format": "2006-01-02"}]`), `step 0 (parse_date): format "2006-01-02" has no % directive; write strftime directives, e.g. %Y-%m-%d %H:%M:%S for 2024-03-01 14:30:00`, 0},

@@ -103,13 +103,17 @@ type Limits struct {
 	MaxBytes int
 	// JQTimeout bounds each jq_transform. Default 5 s.
 	JQTimeout time.Duration
+	// StepTimeout bounds each step but http_request, whose time is the
+	// caller's Fetch's; a join's loads count. Default 10 s.
+	StepTimeout time.Duration
 }
 
 // Default limits.
 const (
-	DefaultMaxRows   = 100_000
-	DefaultMaxBytes  = 16 << 20
-	DefaultJQTimeout = 5 * time.Second
+	DefaultMaxRows     = 100_000
+	DefaultMaxBytes    = 16 << 20
+	DefaultJQTimeout   = 5 * time.Second
+	DefaultStepTimeout = 10 * time.Second
 )
 
 // withDefaults returns l with zero fields set to their defaults.
@@ -122,6 +126,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.JQTimeout <= 0 {
 		l.JQTimeout = DefaultJQTimeout
+	}
+	if l.StepTimeout <= 0 {
+		l.StepTimeout = DefaultStepTimeout
 	}
 	return l
 }
@@ -167,7 +174,7 @@ func invalidf(format string, args ...any) error {
 
 // Run executes p. It checks p as Decode does, so a Pipeline built in Go
 // gets the same checks, then runs the steps in order, each on the output
-// of the one before.
+// of the one before. Runs share nothing: Run may be called concurrently.
 func Run(ctx context.Context, p Pipeline, env Env) (Result, error) {
 	steps, err := compile(p)
 	if err != nil {
@@ -184,7 +191,7 @@ func Run(ctx context.Context, p Pipeline, env Env) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return Result{}, &StepError{Index: s.index, Op: s.Op, Err: err}
 		}
-		next, err := e.run(ctx, s, cur)
+		next, err := e.step(ctx, s, cur)
 		if err == nil {
 			err = e.bound(next, grows(s.Op))
 		}
@@ -205,6 +212,20 @@ type engine struct {
 
 func (e *engine) warnf(s step, format string, args ...any) {
 	e.warnings = append(e.warnings, fmt.Sprintf("step %d (%s): ", s.index, s.Op)+fmt.Sprintf(format, args...))
+}
+
+// step runs one step within Limits.StepTimeout.
+func (e *engine) step(ctx context.Context, s step, in Value) (Value, error) {
+	if s.Op == OpHTTPRequest {
+		return e.run(ctx, s, in)
+	}
+	sctx, cancel := context.WithTimeout(ctx, e.limits.StepTimeout)
+	defer cancel()
+	v, err := e.run(sctx, s, in)
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+		return Value{}, invalidf("ran past the limit of %v; give it less to do (table_filter, top_k or table_select first)", e.limits.StepTimeout)
+	}
+	return v, err
 }
 
 func (e *engine) run(ctx context.Context, s step, in Value) (Value, error) {

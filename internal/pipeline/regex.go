@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"unicode/utf8"
 )
 
 // regexOutputs names the fields regex_extract writes: a named group gives
@@ -24,8 +25,12 @@ func regexOutputs(re *regexp.Regexp, field string) []string {
 	return out
 }
 
+// maxRegexpText is how much of each value regex_extract reads: with the
+// pattern's size it bounds the time of one row's match.
+const maxRegexpText = 64 << 10
+
 // regexExtract runs regex_extract on the first match in each row's field
-// (a string, or a number as its JSON text). Every row gets every output
+// (a string, or a number as its JSON text; its first 64 KiB). Every row gets every output
 // field, so the table keeps one shape: a row whose field is missing, not
 // text or does not match, and a group that takes no part in the match,
 // get null, which table_filter can drop with {"op": "!=", "value": null}.
@@ -40,7 +45,7 @@ func (e *engine) regexExtract(ctx context.Context, s step, rows []map[string]any
 	matched := 0
 	var example any
 	for i, r := range rows {
-		if err := tick(ctx, i); err != nil {
+		if err := ctx.Err(); err != nil { // every row: one match can take milliseconds
 			return Value{}, err
 		}
 		row := cloneRow(r, len(names))
@@ -49,6 +54,7 @@ func (e *engine) regexExtract(ctx context.Context, s step, rows []map[string]any
 		}
 		v, _ := lookup(r, s.Field)
 		if t, ok := text(v); ok {
+			t = prefix(t, maxRegexpText)
 			if loc := s.re.FindStringSubmatchIndex(t); loc != nil {
 				matched++
 				if s.re.NumSubexp() == 0 {
@@ -73,4 +79,15 @@ func (e *engine) regexExtract(ctx context.Context, s step, rows []map[string]any
 		e.warnf(s, "pattern %q matched no row's %s%s", clip(s.Pattern, 100), s.Field, hint)
 	}
 	return TableOf(out), nil
+}
+
+// prefix cuts s to at most n bytes on a rune boundary.
+func prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -38,6 +39,34 @@ func TestRegexExtract(t *testing.T) {
 		{name: "field in no row", input: `[{"s": "abc"}]`, steps: rx("t", `\d`),
 			err: `step 0 (regex_extract): field "t" is in no row; the rows have s`},
 	}, nil)
+}
+
+func TestRegexExtractBounds(t *testing.T) {
+	t.Run("step timeout", func(t *testing.T) {
+		rows := make([]map[string]any, 2000)
+		for i := range rows {
+			rows[i] = map[string]any{"s": strings.Repeat("ab", 1000)}
+		}
+		p, err := Decode([]byte(callOn(`[{"step": "regex_extract", "field": "s", "pattern": "(a|b|ab){300}$"}]`)))
+		require.NoError(t, err)
+		_, err = Run(t.Context(), p, Env{
+			Load:   func(context.Context, string) (Value, error) { return TableOf(rows), nil },
+			Limits: Limits{StepTimeout: 20 * time.Millisecond},
+		})
+		require.EqualError(t, err, "step 0 (regex_extract): ran past the limit of 20ms; give it less to do (table_filter, top_k or table_select first)")
+	})
+	t.Run("long values are read up to 64 KiB", func(t *testing.T) {
+		long := strings.Repeat("é", 40000) + "42" // 80,002 bytes
+		p, err := Decode([]byte(callOn(`[{"step": "regex_extract", "field": "s", "pattern": "(\\d+)|(é+)$"}]`)))
+		require.NoError(t, err)
+		res, err := Run(t.Context(), p, Env{Load: func(context.Context, string) (Value, error) {
+			return TableOf([]map[string]any{{"s": long}}), nil
+		}})
+		require.NoError(t, err)
+		row := res.Value.Table[0]
+		require.Nil(t, row["s_1"], "the digits lie past 64 KiB")
+		require.Len(t, row["s_2"], 64<<10, "cut on a rune boundary")
+	})
 }
 
 // FuzzRegexExtract: any pattern Decode accepts runs on any text, and every
