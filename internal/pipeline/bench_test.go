@@ -13,11 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// peakHeap samples the live heap while a benchmark runs and reports its
-// peak, and the bytes allocated per op, in MB.
+// peakHeap samples the heap while a benchmark runs and reports, in MB,
+// the heap before the loop (the input), its peak during the loop, and the
+// bytes allocated per op.
 type peakHeap struct {
 	stop chan struct{}
 	done sync.WaitGroup
+	base uint64
 	peak uint64
 	m0   runtime.MemStats
 }
@@ -27,6 +29,8 @@ func startPeakHeap() *peakHeap {
 	runtime.GC()
 	runtime.ReadMemStats(&p.m0)
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	p.base = sample[0].Value.Uint64()
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()
@@ -50,6 +54,7 @@ func (p *peakHeap) report(b *testing.B) {
 	p.done.Wait()
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(p.base)/1e6, "base-heap-MB")
 	b.ReportMetric(float64(p.peak)/1e6, "peak-heap-MB")
 	b.ReportMetric(float64(m1.TotalAlloc-p.m0.TotalAlloc)/1e6/float64(b.N), "alloc-MB/op")
 }
