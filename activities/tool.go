@@ -183,15 +183,17 @@ func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, o
 		}
 		msg.Data = &preview
 	}
-	msg.Content = describeData(out.Text, preview, out.Data, inline, out.CacheHit)
+	msg.Content = describeData(out.Text, preview, out.Data, inline && (out.ShowData || out.Text == ""), out.CacheHit)
 	return msg, agent.ToolOK
 }
 
 // sampleRows is how many rows of a dataset a preview shows.
 const sampleRows = 3
 
-// describeData writes what the model reads of a tool's data.
-func describeData(text string, p agent.DataPreview, data []byte, inline, cacheHit bool) string {
+// describeData writes what the model reads of a tool's data: the tool's
+// text, the data's ref when it is kept, and the data itself when show,
+// else a preview of a kept dataset.
+func describeData(text string, p agent.DataPreview, data []byte, show, cacheHit bool) string {
 	var b strings.Builder
 	if text != "" {
 		b.WriteString(text)
@@ -214,11 +216,14 @@ func describeData(text string, p agent.DataPreview, data []byte, inline, cacheHi
 		}
 		b.WriteString("). Pass the ref as input_ref to use it in a later call.\n")
 	}
-	if inline {
+	if show {
 		b.Write(data)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "It is %d bytes, too large to show here", p.Bytes)
+	if p.Ref == "" {
+		return strings.TrimRight(b.String(), "\n")
+	}
+	fmt.Fprintf(&b, "It is %d bytes", p.Bytes)
 	if len(p.Sample) > 0 {
 		sample, _ := json.Marshal(p.Sample) // raw JSON rows re-encode as they are
 		fmt.Fprintf(&b, "; the first %d rows: %s", len(p.Sample), sample)
@@ -259,11 +264,11 @@ func (c toolCache) Get(ctx context.Context, key string) (tools.Output, bool, err
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return tools.Output{}, false, nil // an entry this build cannot read is a miss
 	}
-	return tools.Output{Text: out.Text, Data: out.Data, CacheHit: true}, true, nil
+	return tools.Output{Text: out.Text, Data: out.Data, ShowData: out.ShowData, CacheHit: true}, true, nil
 }
 
 func (c toolCache) Put(ctx context.Context, key string, out tools.Output, ttl time.Duration) error {
-	raw, err := json.Marshal(cachedOutput{Text: out.Text, Data: out.Data})
+	raw, err := json.Marshal(cachedOutput{Text: out.Text, Data: out.Data, ShowData: out.ShowData})
 	if err != nil {
 		return fmt.Errorf("encode cached output: %w", err)
 	}
@@ -271,8 +276,9 @@ func (c toolCache) Put(ctx context.Context, key string, out tools.Output, ttl ti
 }
 
 type cachedOutput struct {
-	Text string          `json:"text"`
-	Data json.RawMessage `json:"data,omitempty"`
+	Text     string          `json:"text"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	ShowData bool            `json:"show_data,omitempty"`
 }
 
 // progressEvery is the least time between two tool_progress signals of a

@@ -136,7 +136,7 @@ func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
 	if err != nil {
 		return Output{}, fmt.Errorf("encode the result: %w", err)
 	}
-	out := Output{Text: summary(len(p.Steps), res), Data: data}
+	out := Output{Text: summary(len(p.Steps), res), Data: data, ShowData: true}
 	if t.ttl > 0 {
 		if err := call.Cache.Put(ctx, key, out, t.ttl); err != nil {
 			t.deps.Logger.Warn("pipeline result not cached")

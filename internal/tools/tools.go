@@ -79,13 +79,18 @@ func (noCache) Put(context.Context, string, Output, time.Duration) error { retur
 // Output is the result of a tool call.
 type Output struct {
 	// Text is what the model sees of the call. The runtime adds what it
-	// keeps of Data: its ref and, when small, the data itself or else a
-	// preview.
+	// keeps of Data: its ref and a preview, and the data itself when
+	// ShowData is set and it is small.
 	Text string
-	// Data is an optional structured result. A dataset (a JSON array of
-	// objects) is always kept by reference, so that later steps, turns
-	// and workflows can use it; other data when it is large.
+	// Data is an optional structured result, for callers and later calls.
+	// A dataset (a JSON array of objects) is always kept by reference, so
+	// that later steps, turns and workflows can use it; other data when
+	// it is large.
 	Data json.RawMessage
+	// ShowData says the model needs Data itself, not only Text: a tool
+	// whose Text is a summary sets it; one whose Text says it all (the
+	// calculator's) leaves it unset.
+	ShowData bool
 	// CacheHit says the output came from the tenant's cache.
 	CacheHit bool
 }
