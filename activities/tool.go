@@ -161,7 +161,7 @@ func (a *Activities) call(ctx context.Context, in contract.ExecuteToolInput, pro
 // preview. A dataset is always kept by ref, so that later steps, turns and
 // workflows can use it; other data when it is large.
 func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, out tools.Output) (agent.Message, string) {
-	msg := agent.Message{Content: out.Text}
+	msg := agent.Message{Content: out.Text, CacheHit: out.CacheHit}
 	if len(out.Data) == 0 {
 		if len(msg.Content) > agent.MaxToolOutputBytes {
 			return agent.Message{Content: fmt.Sprintf("the tool's output is %d bytes; the limit is %d", len(msg.Content), agent.MaxToolOutputBytes)}, agent.ToolError
@@ -234,7 +234,7 @@ func describeData(text string, p agent.DataPreview, data []byte, show, cacheHit 
 
 func (a *Activities) toolResult(ctx context.Context, callID string, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
 	preview, cut := truncate(msg.Content, a.previewBytes)
-	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview, Data: msg.Data}
+	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview, Data: msg.Data, CacheHit: msg.CacheHit}
 	if cut {
 		var ref string
 		err := a.db(ctx, "store tool output", func() (err error) {

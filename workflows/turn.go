@@ -100,6 +100,8 @@ type turn struct {
 	// data is what the latest tool round's calls produced last, by ref:
 	// the turn's answer rests on it.
 	data *agent.DataPreview
+	// cacheHit says a tool call's result came from the tenant's cache.
+	cacheHit bool
 
 	// canceled is the cancellation asked for, if any; stopModel stops the
 	// model call in flight.
@@ -421,7 +423,8 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 				fail(status, msg)
 				end.Status, end.Output = status, contract.OneLine(msg, 200)
 			} else {
-				rec.Status = res.Status
+				rec.Status, rec.CacheHit = res.Status, res.CacheHit
+				t.cacheHit = t.cacheHit || res.CacheHit
 				end.Status, end.Output, end.Data = res.Status, contract.OneLine(res.Preview, 200), res.Data
 				if res.Data != nil {
 					t.data = res.Data
@@ -456,6 +459,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 			RouteRule:       t.rule,
 			ToolCalls:       t.calls,
 			TokensUsed:      t.usage.TotalTokens,
+			CacheHit:        t.cacheHit,
 			ExecutionTimeMS: workflow.Now(ctx).Sub(t.start).Milliseconds(),
 			LLMModel:        t.model,
 		},

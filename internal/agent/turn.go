@@ -220,7 +220,7 @@ type ResultMetadata struct {
 	RouteRule       string           `json:"route_rule,omitempty"`
 	ToolCalls       []ToolCallRecord `json:"tool_calls"`
 	TokensUsed      int              `json:"tokens_used"`
-	CacheHit        bool             `json:"cache_hit"`
+	CacheHit        bool             `json:"cache_hit"` // a tool call's result came from the cache
 	ExecutionTimeMS int64            `json:"execution_time_ms"`
 	LLMModel        string           `json:"llm_model,omitempty"`
 }
@@ -231,6 +231,8 @@ type ToolCallRecord struct {
 	Tool   string          `json:"tool"`
 	Args   json.RawMessage `json:"args,omitempty"`
 	Status string          `json:"status"` // ok | error | rejected | timed_out | canceled
+	// CacheHit says the tool's result came from the tenant's cache.
+	CacheHit bool `json:"cache_hit,omitempty"`
 }
 
 // Tool call statuses.

@@ -124,6 +124,8 @@ type ExecuteToolResult struct {
 	Ref     string `json:"ref,omitempty"`
 	// Data describes the data the call produced, kept by reference.
 	Data *agent.DataPreview `json:"data,omitempty"`
+	// CacheHit says the result came from the tenant's cache.
+	CacheHit bool `json:"cache_hit,omitempty"`
 }
 
 // SaveResultInput is a finished turn's result.

@@ -53,7 +53,7 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 		},
 	}
 	for _, c := range m.ToolCalls {
-		out.Metadata.ToolCalls = append(out.Metadata.ToolCalls, &pb.ToolCallRecord{CallId: c.CallID, Tool: c.Tool, ArgsJson: string(c.Args), Status: c.Status})
+		out.Metadata.ToolCalls = append(out.Metadata.ToolCalls, &pb.ToolCallRecord{CallId: c.CallID, Tool: c.Tool, ArgsJson: string(c.Args), Status: c.Status, CacheHit: c.CacheHit})
 	}
 	return out
 }

@@ -151,7 +151,7 @@ func (s *Server) newWorker() error {
 	acts, err := activities.New(activities.Deps{
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger,
 		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
-		StreamInterval: s.cfg.StreamInterval,
+		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 	})
 	if err != nil {
 		return err

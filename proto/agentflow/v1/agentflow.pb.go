@@ -763,7 +763,8 @@ type ToolCallRecord struct {
 	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	ArgsJson      string                 `protobuf:"bytes,3,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
-	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"` // ok | error | rejected | timed_out
+	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`                      // ok | error | rejected | timed_out | canceled
+	CacheHit      bool                   `protobuf:"varint,5,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"` // the tool's result came from the tenant's cache
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -824,6 +825,13 @@ func (x *ToolCallRecord) GetStatus() string {
 		return x.Status
 	}
 	return ""
+}
+
+func (x *ToolCallRecord) GetCacheHit() bool {
+	if x != nil {
+		return x.CacheHit
+	}
+	return false
 }
 
 type TurnError struct {
@@ -3186,12 +3194,13 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"tokensUsed\x12\x1b\n" +
 	"\tcache_hit\x18\x06 \x01(\bR\bcacheHit\x12*\n" +
 	"\x11execution_time_ms\x18\a \x01(\x03R\x0fexecutionTimeMs\x12\x1b\n" +
-	"\tllm_model\x18\b \x01(\tR\bllmModel\"r\n" +
+	"\tllm_model\x18\b \x01(\tR\bllmModel\"\x8f\x01\n" +
 	"\x0eToolCallRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\tR\x06status\"W\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\x12\x1b\n" +
+	"\tcache_hit\x18\x05 \x01(\bR\bcacheHit\"W\n" +
 	"\tTurnError\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
