@@ -260,7 +260,7 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 		Kind:        d.Kind.s,
 		Description: cmp.Or(d.Description.s, kind.Description),
 		Parameters:  d.Parameters.raw,
-		Approval:    cmp.Or(d.Approval.s, agent.ApprovalNever),
+		Approval:    cmp.Or(d.Approval.s, kind.Approval, agent.ApprovalNever),
 		Config:      d.Config.raw,
 	}
 	if len(spec.Parameters) == 0 {

@@ -580,3 +580,22 @@ func TestConfigSchema(t *testing.T) {
 	_, err = Parse(kinds, "t.yaml", []byte("tenant: demo\ntools:\n  - name: l\n    kind: lenient\n    config: {uri: x}\n"))
 	require.EqualError(t, err, `t.yaml:5: tools[0].config: config of kind lenient: /: missing property 'url'; /: additional properties 'uri' not allowed`)
 }
+
+func TestParseToolApprovalDefault(t *testing.T) {
+	tests := []struct {
+		name, kind, line, want string
+	}{
+		{"a kind without a policy", "calculator", "", agent.ApprovalNever},
+		{"the kind's policy", "execute_pipeline", "", tools.ExecutePipeline().Approval},
+		{"the catalog's word wins", "execute_pipeline", "    approval: never\n", agent.ApprovalNever},
+		{"the catalog's expression", "execute_pipeline", "    approval: user_role != \"admin\"\n", `user_role != "admin"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "tenant: demo\ntools:\n  - name: t\n    kind: " + tt.kind + "\n" + tt.line
+			cat, err := Parse(testKinds(t), "t.yaml", []byte(src))
+			require.NoError(t, err)
+			require.Equal(t, tt.want, cat.Tenants[0].Tools[0].Approval)
+		})
+	}
+}

@@ -65,6 +65,8 @@ func ExecutePipeline() Kind {
 		Parameters: json.RawMessage(pipeline.Parameters),
 		Config:     json.RawMessage(pipelineConfigSchema),
 		Build:      buildPipeline,
+		// A POST may change something at the other end; a GET only reads.
+		Approval: `has(args.pipeline) && args.pipeline.exists(s, s.step == "http_request" && has(s.method) && s.method == "POST")`,
 	}
 }
 

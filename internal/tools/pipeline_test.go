@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/secrets"
 )
 
@@ -136,4 +137,33 @@ func TestPipelineReadsByRef(t *testing.T) {
 		Args: json.RawMessage(`{"session_id":"s","input_ref":"cas://sha256:` + strings.Repeat("0", 64) + `","pipeline":[{"step":"top_k","k":1}]}`)})
 	require.True(t, agent.IsCode(err, agent.CodeNotFound), "%v", err)
 	_ = url.URL{}
+}
+
+func TestKindApprovals(t *testing.T) {
+	checker, err := policy.New()
+	require.NoError(t, err)
+	for _, k := range Builtin() {
+		if k.Approval != "" {
+			require.NoError(t, checker.Compile(k.Approval), k.Name)
+		}
+	}
+
+	// execute_pipeline asks for approval of a POST, which may change
+	// something at the other end, and not of reads.
+	approval := ExecutePipeline().Approval
+	for _, tt := range []struct {
+		name, args string
+		want       bool
+	}{
+		{"GET", `{"session_id":"s","pipeline":[{"step":"http_request","url":"https://a.example/x"}]}`, false},
+		{"explicit GET", `{"session_id":"s","pipeline":[{"step":"http_request","url":"https://a.example/x","method":"GET"}]}`, false},
+		{"by ref", `{"session_id":"s","input_ref":"cas://sha256:00","pipeline":[{"step":"top_k","k":1}]}`, false},
+		{"POST", `{"session_id":"s","pipeline":[{"step":"http_request","url":"https://a.example/x","method":"POST","params":{"a":1}}]}`, true},
+		{"no pipeline", `{"session_id":"s"}`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := checker.NeedsApproval(approval, policy.Call{Tool: "execute_pipeline", Args: tt.args, TenantID: "demo"})
+			require.Equal(t, tt.want, got, reason)
+		})
+	}
 }

@@ -114,6 +114,11 @@ type Kind struct {
 	// milliseconds of CPU): their tools run as local activities unless the
 	// catalog says `execution: activity`.
 	Local bool
+	// Approval is the approval policy of this kind's tools whose catalog
+	// entry gives none: never, always or a CEL expression over args.
+	// Empty: never. A kind whose calls can change things elsewhere asks
+	// for approval of those calls, so that the safe policy is the default.
+	Approval string
 }
 
 // Deps are the dependencies injected into builders. Fields are filled with
