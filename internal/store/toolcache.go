@@ -15,7 +15,10 @@ const (
 	sqlCacheTool  = `
 INSERT INTO tool_cache (tenant_id, key, result, expires_at) VALUES ($1, $2, $3, $4)
 ON CONFLICT (tenant_id, key) DO UPDATE SET result = EXCLUDED.result, expires_at = EXCLUDED.expires_at`
-	sqlExpireToolCache = `DELETE FROM tool_cache WHERE expires_at <= $1`
+	// Each write takes away a few expired entries, so that the table
+	// stays bounded without a sweeper of its own.
+	sqlTrimToolCache = `
+DELETE FROM tool_cache WHERE ctid IN (SELECT ctid FROM tool_cache WHERE expires_at <= $1 LIMIT 20)`
 )
 
 // CachedTool returns the tenant's cached result under key, when it has not
@@ -44,14 +47,8 @@ func (s *Store) CacheTool(ctx context.Context, tenantID, key string, result json
 	if _, err := s.pool.Exec(ctx, sqlCacheTool, tenantID, key, []byte(result), expires); err != nil {
 		return fmt.Errorf("write tool cache: %w", err)
 	}
-	return nil
-}
-
-// ExpireToolCache deletes the entries expired at now.
-func (s *Store) ExpireToolCache(ctx context.Context, now time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, sqlExpireToolCache, now)
-	if err != nil {
-		return 0, fmt.Errorf("expire tool cache: %w", err)
+	if _, err := s.pool.Exec(ctx, sqlTrimToolCache, time.Now()); err != nil {
+		return fmt.Errorf("trim tool cache: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return nil
 }

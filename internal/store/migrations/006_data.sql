@@ -21,7 +21,8 @@ CREATE INDEX agent_results_session_idx ON agent_results (tenant_id, session_id, 
 CREATE TABLE tool_cache (
     tenant_id  TEXT NOT NULL,
     key        TEXT NOT NULL,
-    result     JSONB NOT NULL,
+    result     BYTEA NOT NULL, -- the output as the tool gave it, byte for byte
     expires_at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (tenant_id, key)
 );
+CREATE INDEX tool_cache_expires_idx ON tool_cache (expires_at);
