@@ -67,7 +67,7 @@ rules:
         - name: execute_pipeline
           arguments: '{"session_id": "s", "pipeline": [{"step": "http_request", "url": "http://169.254.169.254/latest/meta-data/"}]}'
   - name: data-answer
-    when: {tool: '(?s)a table of (?P<rows>[0-9]+) rows.*?"airline":"(?P<airline>[^"]*)".*?"price":(?P<price>[0-9]+)'}
+    when: {tool: '(?s)a table of (?P<rows>[0-9]+) rows?.*?"airline":"(?P<airline>[^"]*)".*?"price":(?P<price>[0-9]+)'}
     reply: {text: 'Found ${rows} flights; the first is ${airline} at $$${price}.'}
   - name: data-empty
     when: {tool: 'a table of 0 rows'}

@@ -117,7 +117,7 @@ func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
 			return out, nil
 		}
 	}
-	call.Progress(fmt.Sprintf("running %d steps", len(p.Steps)))
+	call.Progress("running " + count(len(p.Steps), "step"))
 	res, err := pipeline.Run(ctx, p, pipeline.Env{
 		Fetch: func(ctx context.Context, req pipeline.Request) (pipeline.Response, error) {
 			return t.fetch(ctx, call, req)
@@ -151,15 +151,23 @@ func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
 func summary(steps int, res pipeline.Result) string {
 	var b strings.Builder
 	if res.Value.Kind == pipeline.KindTable {
-		fmt.Fprintf(&b, "The pipeline's %d steps gave a table of %d rows.", steps, res.Rows)
+		fmt.Fprintf(&b, "The pipeline's %s gave a table of %s.", count(steps, "step"), count(res.Rows, "row"))
 	} else {
-		fmt.Fprintf(&b, "The pipeline's %d steps gave a JSON document.", steps)
+		fmt.Fprintf(&b, "The pipeline's %s gave a JSON document.", count(steps, "step"))
 	}
 	for _, w := range res.Warnings {
 		b.WriteString("\nNote: ")
 		b.WriteString(w)
 	}
 	return b.String()
+}
+
+// count is "1 step", "2 steps".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // fetch makes an http_request with the tenant's egress client, adding the
