@@ -168,9 +168,15 @@ func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, o
 		}
 		return msg, agent.ToolOK
 	}
-	preview, err := agent.PreviewOf(out.Data, "", sampleRows)
-	if err != nil {
-		return agent.Message{Content: fmt.Sprintf("the tool returned data that is not JSON: %v", err)}, agent.ToolError
+	var preview agent.DataPreview
+	if out.Preview != nil {
+		preview = *out.Preview
+		preview.Bytes = len(out.Data)
+	} else {
+		var err error
+		if preview, err = agent.PreviewOf(out.Data, "", agent.SampleRows); err != nil {
+			return agent.Message{Content: fmt.Sprintf("the tool returned data that is not JSON: %v", err)}, agent.ToolError
+		}
 	}
 	inline := len(out.Data) <= a.dataInlineBytes
 	if preview.Type == agent.DataDataset || !inline {
@@ -186,9 +192,6 @@ func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, o
 	msg.Content = describeData(out.Text, preview, out.Data, inline && (out.ShowData || out.Text == ""), out.CacheHit)
 	return msg, agent.ToolOK
 }
-
-// sampleRows is how many rows of a dataset a preview shows.
-const sampleRows = 3
 
 // describeData writes what the model reads of a tool's data: the tool's
 // text, the data's ref when it is kept, and the data itself when show,
@@ -264,11 +267,11 @@ func (c toolCache) Get(ctx context.Context, key string) (tools.Output, bool, err
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return tools.Output{}, false, nil // an entry this build cannot read is a miss
 	}
-	return tools.Output{Text: out.Text, Data: out.Data, ShowData: out.ShowData, CacheHit: true}, true, nil
+	return tools.Output{Text: out.Text, Data: out.Data, ShowData: out.ShowData, Preview: out.Preview, CacheHit: true}, true, nil
 }
 
 func (c toolCache) Put(ctx context.Context, key string, out tools.Output, ttl time.Duration) error {
-	raw, err := json.Marshal(cachedOutput{Text: out.Text, Data: out.Data, ShowData: out.ShowData})
+	raw, err := json.Marshal(cachedOutput{Text: out.Text, Data: out.Data, ShowData: out.ShowData, Preview: out.Preview})
 	if err != nil {
 		return fmt.Errorf("encode cached output: %w", err)
 	}
@@ -276,9 +279,10 @@ func (c toolCache) Put(ctx context.Context, key string, out tools.Output, ttl ti
 }
 
 type cachedOutput struct {
-	Text     string          `json:"text"`
-	Data     json.RawMessage `json:"data,omitempty"`
-	ShowData bool            `json:"show_data,omitempty"`
+	Text     string             `json:"text"`
+	Data     json.RawMessage    `json:"data,omitempty"`
+	ShowData bool               `json:"show_data,omitempty"`
+	Preview  *agent.DataPreview `json:"preview,omitempty"`
 }
 
 // progressEvery is the least time between two tool_progress signals of a

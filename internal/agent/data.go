@@ -47,6 +47,22 @@ func IsRef(s string) bool {
 // history and events.
 const maxSampleBytes = 2048
 
+// SampleRows is how many rows of a dataset a preview shows.
+const SampleRows = 3
+
+// CapSample keeps the leading rows of a sample that a preview may carry:
+// rows are added while the sample is under 2 KiB.
+func CapSample(rows []json.RawMessage) []json.RawMessage {
+	size := 0
+	for i, r := range rows {
+		if size >= maxSampleBytes {
+			return rows[:i]
+		}
+		size += len(r)
+	}
+	return rows
+}
+
 // PreviewOf describes JSON data: a dataset (an array of objects) by its
 // row count, fields and first sampleRows rows; anything else as a
 // document. ref is where the data is kept, if anywhere.
@@ -62,7 +78,6 @@ func PreviewOf(data json.RawMessage, ref string, sampleRows int) (DataPreview, e
 	p.Type, p.RowCount = DataDataset, len(rows)
 	types := map[string]map[string]bool{}
 	var order []string
-	sampled := 0
 	for i, row := range rows {
 		if row == nil {
 			return DataPreview{Type: DataDocument, Ref: ref, Bytes: len(data)}, nil // an array with nulls: a document
@@ -74,10 +89,9 @@ func PreviewOf(data json.RawMessage, ref string, sampleRows int) (DataPreview, e
 			}
 			types[name][jsonType(row[name])] = true
 		}
-		if i < sampleRows && sampled < maxSampleBytes {
+		if i < sampleRows {
 			b, _ := json.Marshal(row) // re-encoding decoded JSON cannot fail
 			p.Sample = append(p.Sample, b)
-			sampled += len(b)
 		}
 	}
 	for _, name := range order {
@@ -89,6 +103,7 @@ func PreviewOf(data json.RawMessage, ref string, sampleRows int) (DataPreview, e
 		}
 		p.Fields = append(p.Fields, Field{Name: name, Type: strings.Join(ts, "|")})
 	}
+	p.Sample = CapSample(p.Sample)
 	return p, nil
 }
 

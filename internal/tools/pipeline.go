@@ -10,8 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/pipeline"
@@ -138,13 +141,36 @@ func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
 	if err != nil {
 		return Output{}, fmt.Errorf("encode the result: %w", err)
 	}
-	out := Output{Text: summary(len(p.Steps), res), Data: data, ShowData: true}
+	out := Output{Text: summary(len(p.Steps), res), Data: data, ShowData: true, Preview: preview(res)}
 	if t.ttl > 0 {
 		if err := call.Cache.Put(ctx, key, out, t.ttl); err != nil {
-			t.deps.Logger.Warn("pipeline result not cached")
+			t.deps.Logger.Warn("pipeline result not cached", zap.String("tenant", call.TenantID), zap.Error(err))
 		}
 	}
 	return out, nil
+}
+
+// preview describes a table result from what the run already knows; a
+// document is left to the runtime.
+func preview(res pipeline.Result) *agent.DataPreview {
+	if res.Value.Kind != pipeline.KindTable {
+		return nil
+	}
+	p := &agent.DataPreview{Type: agent.DataDataset, RowCount: res.Rows}
+	for _, c := range res.Schema {
+		types := slices.DeleteFunc(slices.Clone(c.Types), func(t string) bool { return t == "missing" })
+		p.Fields = append(p.Fields, agent.Field{Name: c.Name, Type: strings.Join(types, "|")})
+	}
+	var sample []json.RawMessage
+	for _, row := range res.Value.Table[:min(agent.SampleRows, len(res.Value.Table))] {
+		b, err := json.Marshal(row)
+		if err != nil {
+			return nil // the runtime works it out from the data
+		}
+		sample = append(sample, b)
+	}
+	p.Sample = agent.CapSample(sample)
+	return p
 }
 
 // summary is what the model reads before the data.

@@ -77,6 +77,13 @@ func TestExecutePipeline(t *testing.T) {
 	require.JSONEq(t, `[{"id":2,"price":299},{"id":4,"price":310}]`, string(out.Data))
 	require.Equal(t, "The pipeline's 3 steps gave a table of 2 rows.", out.Text)
 	require.False(t, out.CacheHit)
+	// The preview the run knows is the one the data gives.
+	want, err := agent.PreviewOf(out.Data, "", agent.SampleRows)
+	require.NoError(t, err)
+	require.NotNil(t, out.Preview)
+	got := *out.Preview
+	got.Bytes = len(out.Data)
+	require.Equal(t, want, got)
 	require.Equal(t, "s3cret-value", gotKey.Load(), "the credential is added for its host")
 	require.Contains(t, progress, "fetching "+api.URL+"/search")
 

@@ -91,6 +91,10 @@ type Output struct {
 	// whose Text is a summary sets it; one whose Text says it all (the
 	// calculator's) leaves it unset.
 	ShowData bool
+	// Preview, when the tool knows the shape of its Data (a pipeline
+	// does), describes it, and the runtime need not read the data back to
+	// find out: Type, RowCount, Fields and Sample (agent.SampleRows rows).
+	Preview *agent.DataPreview
 	// CacheHit says the output came from the tenant's cache.
 	CacheHit bool
 }
