@@ -148,6 +148,8 @@ func (c TurnContext) Bounded() error {
 		return Errorf(CodeInvalid, "context.metadata has %d keys; the limit is %d", len(c.Metadata), MaxContextMetadata)
 	}
 	size := len(c.UserRole) + len(c.UIPage)
+	// A sum does not depend on the order: safe in workflow code.
+	//workflowcheck:ignore
 	for k, v := range c.Metadata {
 		size += len(k) + len(v)
 	}
