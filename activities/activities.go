@@ -47,6 +47,9 @@ type Deps struct {
 	// SessionWindow is how many earlier session messages CallModel sends
 	// to the model when a turn loads history. Default 50.
 	SessionWindow int
+	// DataInlineBytes is the size up to which a tool's data is shown to
+	// the model whole; larger data is shown as a preview. Default 64 KiB.
+	DataInlineBytes int
 }
 
 // Defaults of Deps' settings.
@@ -55,6 +58,7 @@ const (
 	DefaultStreamMaxBytes = 2048
 	DefaultPreviewBytes   = 2048
 	DefaultSessionWindow  = 50
+	DefaultDataInline     = 64 << 10
 )
 
 // Activities holds the dependencies of every activity. Build it once in
@@ -69,10 +73,11 @@ type Activities struct {
 	events   EventPublisher
 	policy   *policy.Checker
 
-	streamInterval time.Duration
-	streamMaxBytes int
-	previewBytes   int
-	sessionWindow  int
+	streamInterval  time.Duration
+	streamMaxBytes  int
+	previewBytes    int
+	sessionWindow   int
+	dataInlineBytes int
 }
 
 // New checks the dependencies and fills the defaults.
@@ -99,10 +104,11 @@ func New(d Deps) (*Activities, error) {
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
 		temporal: d.Temporal, events: d.Events, policy: checker,
-		streamInterval: orDefault(d.StreamInterval, DefaultStreamInterval),
-		streamMaxBytes: orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
-		previewBytes:   orDefault(d.PreviewBytes, DefaultPreviewBytes),
-		sessionWindow:  orDefault(d.SessionWindow, DefaultSessionWindow),
+		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
+		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
+		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),
+		sessionWindow:   orDefault(d.SessionWindow, DefaultSessionWindow),
+		dataInlineBytes: orDefault(d.DataInlineBytes, DefaultDataInline),
 	}, nil
 }
 

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,21 +38,34 @@ import (
 func TestMain(m *testing.M) { devtest.Main(m) }
 
 // testCatalog gives the tenant "demo" one agent with a tool that counts
-// its runs (tally), so that a test can tell whether a tool ran again.
+// its runs (tally), so that a test can tell whether a tool ran again;
+// execute_pipeline, uncached, with the harness's API (API) in the
+// tenant's egress allowlist; and a tool that returns what its arguments
+// say (echo_data).
 const testCatalog = `
 tenant: demo
 default_agent: assistant
+egress: ["API"]
 tools:
   - name: calculator
     kind: calculator
   - name: tally
     kind: tally
+  - name: execute_pipeline
+    kind: execute_pipeline
+    config: {cache_ttl_sec: 0}
+  - name: echo_data
+    kind: echo_data
 agents:
   - id: assistant
     model: openai:gpt-4o-mini
     system_prompt: Be brief.
-    tools: [calculator, tally]
+    tools: [calculator, tally, execute_pipeline, echo_data]
 `
+
+// testDataInline is the harness's DataInlineBytes: small, so that tests
+// of data kept by ref stay small too.
+const testDataInline = 512
 
 // harness is the activities on real servers: a fresh Postgres database,
 // the Temporal dev server, and a scripted model reached over HTTP by the
@@ -63,6 +80,9 @@ type harness struct {
 	env      *testsuite.TestActivityEnvironment
 	beats    *heartbeatRecorder
 	toolRuns *atomic.Int32
+	// api answers GET /rows with a table of three rows, counting calls.
+	api     *httptest.Server
+	apiHits *atomic.Int32
 }
 
 func newHarness(t *testing.T, modelScript string) *harness {
@@ -82,10 +102,18 @@ func newHarness(t *testing.T, modelScript string) *harness {
 	model, err := llm.New(llm.Config{OpenAIBaseURL: srv.URL(), OpenAIAPIKey: "test"})
 	require.NoError(t, err)
 
+	hits := &atomic.Int32{}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `[{"id":1,"price":300},{"id":2,"price":100},{"id":3,"price":200}]`)
+	}))
+	t.Cleanup(api.Close)
+
 	runs := &atomic.Int32{}
-	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger}, append(tools.Builtin(), tallyKind(runs))...)
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger}, append(tools.Builtin(), tallyKind(runs), echoDataKind())...)
 	require.NoError(t, err)
-	cat, err := registry.Parse(kinds, "t.yaml", []byte(testCatalog))
+	cat, err := registry.Parse(kinds, "t.yaml", []byte(strings.ReplaceAll(testCatalog, "API", strings.TrimPrefix(api.URL, "http://"))))
 	require.NoError(t, err)
 	_, err = st.ApplyCatalog(ctx, cat, false)
 	require.NoError(t, err)
@@ -97,13 +125,13 @@ func newHarness(t *testing.T, modelScript string) *harness {
 
 	acts, err := New(Deps{
 		Store: st, Model: model, Tools: kinds, Routes: registry.NewCache(st, logger), Logger: logger, Temporal: c,
-		StreamInterval: 50 * time.Millisecond,
+		StreamInterval: 50 * time.Millisecond, DataInlineBytes: testDataInline,
 	})
 	require.NoError(t, err)
 
 	env, beats := newActivityEnv(logger)
 	acts.Register(env)
-	return &harness{acts: acts, store: st, model: srv, temporal: c, env: env, beats: beats, toolRuns: runs}
+	return &harness{acts: acts, store: st, model: srv, temporal: c, env: env, beats: beats, toolRuns: runs, api: api, apiHits: hits}
 }
 
 // newActivityEnv is a TestActivityEnvironment whose heartbeats are
@@ -249,6 +277,33 @@ func tallyKind(runs *atomic.Int32) tools.Kind {
 
 type tallyTool struct{ runs *atomic.Int32 }
 
-func (t tallyTool) Run(context.Context, json.RawMessage) (tools.Output, error) {
+// echoDataKind is a tool kind whose tools return the output their
+// arguments describe: {"text", "data", "show"}.
+func echoDataKind() tools.Kind {
+	return tools.Kind{
+		Name:        "echo_data",
+		Description: "Returns the output its arguments describe.",
+		Parameters:  json.RawMessage(`{"type": "object", "properties": {"text": {"type": "string"}, "data": {}, "show": {"type": "boolean"}}}`),
+		Build: func(agent.Tool, tools.Deps) (tools.Tool, error) {
+			return echoDataTool{}, nil
+		},
+	}
+}
+
+type echoDataTool struct{}
+
+func (echoDataTool) Run(_ context.Context, call tools.Call) (tools.Output, error) {
+	var args struct {
+		Text string          `json:"text"`
+		Data json.RawMessage `json:"data"`
+		Show bool            `json:"show"`
+	}
+	if err := json.Unmarshal(call.Args, &args); err != nil {
+		return tools.Output{}, agent.Errorf(agent.CodeInvalid, "%v", err)
+	}
+	return tools.Output{Text: args.Text, Data: args.Data, ShowData: args.Show}, nil
+}
+
+func (t tallyTool) Run(context.Context, tools.Call) (tools.Output, error) {
 	return tools.Output{Text: fmt.Sprintf("run %d", t.runs.Add(1))}, nil
 }

@@ -3,8 +3,10 @@ package activities
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -117,6 +119,13 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 	if ag.SystemPrompt != "" {
 		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: ag.SystemPrompt})
 	}
+	note, err := a.dataNote(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
+		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: note})
+	}
 	if in.History == agent.HistoryLoad && in.SessionID != "" {
 		past, err := a.store.SessionMessages(ctx, in.TenantID, in.SessionID, a.sessionWindow)
 		if err != nil {
@@ -125,6 +134,60 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 		msgs = append(msgs, past...)
 	}
 	return append(msgs, steps...), nil
+}
+
+// sessionData is how many of a session's latest data results the model
+// is told about.
+const sessionData = 5
+
+// dataNote tells the model what data it can use by reference: the
+// results of earlier process steps the request names
+// (context.previous_results) and the data of the session's latest turns.
+func (a *Activities) dataNote(ctx context.Context, in contract.CallModelInput) (string, error) {
+	var lines []string
+	for _, p := range in.Context.PreviousResults {
+		res, err := a.store.ResultByRef(ctx, in.TenantID, p.ResultRef)
+		switch {
+		case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
+			lines = append(lines, fmt.Sprintf("- %s (step %s): not found", p.ResultRef, p.NodeID))
+			continue
+		case err != nil:
+			return "", fmt.Errorf("load previous result %s: %w", p.ResultRef, err)
+		}
+		lines = append(lines, fmt.Sprintf("- %s (step %s): %s", p.ResultRef, p.NodeID, describePreview(res.ResultPreview, res.Output)))
+	}
+	if in.SessionID != "" && in.History == agent.HistoryLoad {
+		data, err := a.store.SessionData(ctx, in.TenantID, in.SessionID, sessionData)
+		if err != nil {
+			return "", err
+		}
+		for _, d := range data {
+			lines = append(lines, fmt.Sprintf("- %s (from turn %s): %s", d.Ref, d.JobID, describePreview(d.Preview, "")))
+		}
+	}
+	if len(lines) == 0 {
+		return "", nil
+	}
+	return "Data you can use by reference (pass a ref as input_ref to a tool that reads data):\n" + strings.Join(lines, "\n"), nil
+}
+
+// describePreview says in one line what a result_preview describes.
+func describePreview(raw json.RawMessage, output string) string {
+	var p agent.DataPreview
+	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil {
+		return "text: " + agent.Clip(output, 200)
+	}
+	switch p.Type {
+	case agent.DataDataset:
+		var fields []string
+		for _, f := range p.Fields {
+			fields = append(fields, f.Name)
+		}
+		return fmt.Sprintf("dataset, %d rows; fields: %s", p.RowCount, strings.Join(fields, ", "))
+	case agent.DataDocument:
+		return fmt.Sprintf("JSON document, %d bytes", p.Bytes)
+	}
+	return "text: " + agent.Clip(output, 200)
 }
 
 // generate calls the model, streaming its text to the turn when asked.

@@ -2,22 +2,29 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
+	"sync"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/tools"
 )
 
 // ExecuteTool runs one tool call and stores its result. Errors the model
 // can act on (bad arguments, an unknown tool) are results, not failures:
 // the model sees them and may try again. Other errors fail the attempt and
-// Temporal retries it.
+// Temporal retries it. A result once stored is what every later attempt
+// returns: the tool is not run again.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	// The turn logged tool_start before scheduling this: let gateways know.
-	a.wake(ctx, activity.GetInfo(ctx).WorkflowExecution.ID)
+	turnID := activity.GetInfo(ctx).WorkflowExecution.ID
+	a.wake(ctx, turnID)
 	var stored agent.Message
 	err := a.db(ctx, "look up step", func() (err error) {
 		stored, err = a.store.Step(ctx, in.TenantID, in.JobID, in.Seq)
@@ -25,7 +32,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 	})
 	if err == nil {
 		// An earlier attempt ran the tool and stored the result.
-		return a.toolResult(ctx, in.Call.ID, stored.Content, statusOf(stored.Content))
+		return a.toolResult(ctx, in.Call.ID, stored, statusOf(stored.Content))
 	} else if !agent.IsCode(err, agent.CodeNotFound) {
 		return contract.ExecuteToolResult{}, fmt.Errorf("look up step %d: %w", in.Seq, err)
 	}
@@ -38,19 +45,25 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 	if err != nil {
 		return contract.ExecuteToolResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
 	}
-	text, status := a.run(ctx, ag, in)
-	if status == "" {
-		return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %s", in.Call.Name, text)
+	if !activity.GetInfo(ctx).IsLocalActivity {
+		stop := heartbeat(ctx, time.Second)
+		defer stop()
 	}
-	msg := agent.Message{Role: agent.RoleTool, ToolCallID: in.Call.ID, Name: in.Call.Name, Content: text}
+	progress := a.startProgress(ctx, turnID, in.Call)
+	msg, status := a.run(ctx, ag, in, progress.report)
+	progress.close()
+	if status == "" {
+		return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %s", in.Call.Name, msg.Content)
+	}
+	msg.Role, msg.ToolCallID, msg.Name = agent.RoleTool, in.Call.ID, in.Call.Name
 	if status == agent.ToolError {
-		msg.Content = errorPrefix + text
+		msg.Content = errorPrefix + msg.Content
 	}
 	// The tool has run: wait for the database rather than run it again.
 	if err := a.db(ctx, "store tool result", func() error { return a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, msg) }); err != nil {
 		return contract.ExecuteToolResult{}, fmt.Errorf("store result of tool call %q: %w", in.Call.ID, err)
 	}
-	return a.toolResult(ctx, in.Call.ID, msg.Content, status)
+	return a.toolResult(ctx, in.Call.ID, msg, status)
 }
 
 // errorPrefix marks a stored tool result as an error, for the model and
@@ -64,37 +77,171 @@ func statusOf(content string) string {
 	return agent.ToolOK
 }
 
-// run executes the call. An empty status means a failure worth retrying;
-// text then holds the error.
-func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput) (text, status string) {
+// run executes the call and returns what the model reads of it. An empty
+// status means a failure worth retrying; the message's content then holds
+// the error.
+func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress func(string)) (agent.Message, string) {
 	spec, ok := ag.Tool(in.Call.Name)
 	if !ok {
-		return fmt.Sprintf("agent %q has no tool %q", ag.ID, in.Call.Name), agent.ToolError
+		return agent.Message{Content: notGranted(ag, in.Call.Name)}, agent.ToolError
 	}
 	if n := len(in.Call.Arguments); n > agent.MaxToolArgumentBytes {
-		return fmt.Sprintf("the arguments are %d bytes; the limit is %d", n, agent.MaxToolArgumentBytes), agent.ToolError
+		return agent.Message{Content: fmt.Sprintf("the arguments are %d bytes; the limit is %d", n, agent.MaxToolArgumentBytes)}, agent.ToolError
 	}
-	out, err := a.tools.Execute(ctx, spec, in.Call.Arguments)
+	call, err := a.call(ctx, in, progress)
+	if err != nil {
+		return agent.Message{Content: err.Error()}, ""
+	}
+	out, err := a.tools.Execute(ctx, spec, call)
 	switch {
-	case err == nil && len(out.Text) > agent.MaxToolOutputBytes:
-		return fmt.Sprintf("the tool's output is %d bytes; the limit is %d", len(out.Text), agent.MaxToolOutputBytes), agent.ToolError
 	case err == nil:
-		return out.Text, agent.ToolOK
+		return a.output(ctx, in, out)
 	case agent.IsCode(err, agent.CodeInvalid), agent.IsCode(err, agent.CodeNotFound):
-		return err.Error(), agent.ToolError
+		return agent.Message{Content: err.Error()}, agent.ToolError
 	default:
 		a.logger.Warn("tool call failed", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID), zap.Error(err))
-		return err.Error(), ""
+		return agent.Message{Content: err.Error()}, ""
 	}
 }
 
-func (a *Activities) toolResult(ctx context.Context, callID, content, status string) (contract.ExecuteToolResult, error) {
-	preview, cut := truncate(content, a.previewBytes)
-	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview}
+// notGranted says which tools the agent has, by toolkit, for a call of
+// one it has not.
+func notGranted(ag agent.Agent, name string) string {
+	var own []string
+	kits := map[string][]string{}
+	var kitOrder []string
+	for _, t := range ag.Tools {
+		if t.FromToolkit == "" {
+			own = append(own, t.Name)
+			continue
+		}
+		if kits[t.FromToolkit] == nil {
+			kitOrder = append(kitOrder, t.FromToolkit)
+		}
+		kits[t.FromToolkit] = append(kits[t.FromToolkit], t.Name)
+	}
+	var have []string
+	if len(own) > 0 {
+		have = append(have, strings.Join(own, ", "))
+	}
+	for _, k := range kitOrder {
+		have = append(have, fmt.Sprintf("toolkit %s: %s", k, strings.Join(kits[k], ", ")))
+	}
+	if len(have) == 0 {
+		return fmt.Sprintf("tool %q is not granted to agent %q, which has no tools", name, ag.ID)
+	}
+	return fmt.Sprintf("tool %q is not granted to agent %q; it has %s", name, ag.ID, strings.Join(have, "; "))
+}
+
+// call is what the runtime offers one call for its tenant.
+func (a *Activities) call(ctx context.Context, in contract.ExecuteToolInput, progress func(string)) (tools.Call, error) {
+	snap, err := a.routes.Routing(ctx, in.TenantID)
+	if err != nil {
+		return tools.Call{}, fmt.Errorf("load tenant %q: %w", in.TenantID, err)
+	}
+	return tools.Call{
+		Args:     json.RawMessage(in.Call.Arguments),
+		TenantID: in.TenantID, JobID: in.JobID, CallID: in.Call.ID,
+		HTTP: snap.HTTP,
+		Data: func(ctx context.Context, ref string) ([]byte, error) {
+			var data []byte
+			err := a.db(ctx, "read data", func() (err error) {
+				data, err = a.store.Data(ctx, in.TenantID, ref)
+				return err
+			})
+			return data, err
+		},
+		Cache:    toolCache{a: a, tenantID: in.TenantID},
+		Progress: progress,
+	}, nil
+}
+
+// output is what the model reads of a tool's output: its text and, when
+// it produced data, the data's ref and the data itself when small, else a
+// preview. A dataset is always kept by ref, so that later steps, turns and
+// workflows can use it; other data when it is large.
+func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, out tools.Output) (agent.Message, string) {
+	msg := agent.Message{Content: out.Text, CacheHit: out.CacheHit}
+	if len(out.Data) == 0 {
+		if len(msg.Content) > agent.MaxToolOutputBytes {
+			return agent.Message{Content: fmt.Sprintf("the tool's output is %d bytes; the limit is %d", len(msg.Content), agent.MaxToolOutputBytes)}, agent.ToolError
+		}
+		return msg, agent.ToolOK
+	}
+	var preview agent.DataPreview
+	if out.Preview != nil {
+		preview = *out.Preview
+		preview.Bytes = len(out.Data)
+	} else {
+		var err error
+		if preview, err = agent.PreviewOf(out.Data, "", agent.SampleRows); err != nil {
+			return agent.Message{Content: fmt.Sprintf("the tool returned data that is not JSON: %v", err)}, agent.ToolError
+		}
+	}
+	inline := len(out.Data) <= a.dataInlineBytes
+	if preview.Type == agent.DataDataset || !inline {
+		err := a.db(ctx, "store tool data", func() (err error) {
+			preview.Ref, err = a.store.PutTenantBlob(ctx, in.TenantID, out.Data, "application/json")
+			return err
+		})
+		if err != nil {
+			return agent.Message{Content: fmt.Sprintf("store the tool's data: %v", err)}, ""
+		}
+		msg.Data = &preview
+	}
+	msg.Content = describeData(out.Text, preview, out.Data, inline && (out.ShowData || out.Text == ""), out.CacheHit)
+	return msg, agent.ToolOK
+}
+
+// describeData writes what the model reads of a tool's data: the tool's
+// text, the data's ref when it is kept, and the data itself when show,
+// else a preview of a kept dataset.
+func describeData(text string, p agent.DataPreview, data []byte, show, cacheHit bool) string {
+	var b strings.Builder
+	if text != "" {
+		b.WriteString(text)
+		b.WriteString("\n\n")
+	}
+	if p.Ref != "" {
+		fmt.Fprintf(&b, "data: %s (%s", p.Ref, p.Type)
+		if p.Type == agent.DataDataset {
+			fmt.Fprintf(&b, ", %d rows", p.RowCount)
+			var fields []string
+			for _, f := range p.Fields {
+				fields = append(fields, f.Name+" "+f.Type)
+			}
+			if len(fields) > 0 {
+				fmt.Fprintf(&b, "; fields: %s", strings.Join(fields, ", "))
+			}
+		}
+		if cacheHit {
+			b.WriteString("; from the cache")
+		}
+		b.WriteString("). Pass the ref as input_ref to use it in a later call.\n")
+	}
+	if show {
+		b.Write(data)
+		return b.String()
+	}
+	if p.Ref == "" {
+		return strings.TrimRight(b.String(), "\n")
+	}
+	fmt.Fprintf(&b, "It is %d bytes", p.Bytes)
+	if len(p.Sample) > 0 {
+		sample, _ := json.Marshal(p.Sample) // raw JSON rows re-encode as they are
+		fmt.Fprintf(&b, "; the first %d rows: %s", len(p.Sample), sample)
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+func (a *Activities) toolResult(ctx context.Context, callID string, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
+	preview, cut := truncate(msg.Content, a.previewBytes)
+	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview, Data: msg.Data, CacheHit: msg.CacheHit}
 	if cut {
 		var ref string
 		err := a.db(ctx, "store tool output", func() (err error) {
-			ref, err = a.store.PutBlob(ctx, []byte(content), "text/plain; charset=utf-8")
+			ref, err = a.store.PutBlob(ctx, []byte(msg.Content), "text/plain; charset=utf-8")
 			return err
 		})
 		if err != nil {
@@ -103,4 +250,126 @@ func (a *Activities) toolResult(ctx context.Context, callID, content, status str
 		res.Ref = ref
 	}
 	return res, nil
+}
+
+// toolCache keeps a tenant's tool results in the store.
+type toolCache struct {
+	a        *Activities
+	tenantID string
+}
+
+func (c toolCache) Get(ctx context.Context, key string) (tools.Output, bool, error) {
+	raw, ok, err := c.a.store.CachedTool(ctx, c.tenantID, key, time.Now())
+	if err != nil || !ok {
+		return tools.Output{}, false, err
+	}
+	var out cachedOutput
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return tools.Output{}, false, nil // an entry this build cannot read is a miss
+	}
+	return tools.Output{Text: out.Text, Data: out.Data, ShowData: out.ShowData, Preview: out.Preview, CacheHit: true}, true, nil
+}
+
+func (c toolCache) Put(ctx context.Context, key string, out tools.Output, ttl time.Duration) error {
+	raw, err := json.Marshal(cachedOutput{Text: out.Text, Data: out.Data, ShowData: out.ShowData, Preview: out.Preview})
+	if err != nil {
+		return fmt.Errorf("encode cached output: %w", err)
+	}
+	return c.a.store.CacheTool(ctx, c.tenantID, key, raw, time.Now().Add(ttl))
+}
+
+type cachedOutput struct {
+	Text     string             `json:"text"`
+	Data     json.RawMessage    `json:"data,omitempty"`
+	ShowData bool               `json:"show_data,omitempty"`
+	Preview  *agent.DataPreview `json:"preview,omitempty"`
+}
+
+// progressEvery is the least time between two tool_progress signals of a
+// call: progress is batched like tokens, and the latest message wins.
+const progressEvery = 500 * time.Millisecond
+
+// maxProgressBytes bounds one progress message.
+const maxProgressBytes = 500
+
+// progress sends a call's progress to its turn as tool_progress signals,
+// from a goroutine of its own, so that a tool reporting never waits.
+type progress struct {
+	a      *Activities
+	turnID string
+	call   agent.ToolCall
+
+	mu      sync.Mutex
+	pending string
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (a *Activities) startProgress(ctx context.Context, turnID string, call agent.ToolCall) *progress {
+	p := &progress{a: a, turnID: turnID, call: call,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go p.run(ctx)
+	return p
+}
+
+// report keeps the latest message for the next send.
+func (p *progress) report(message string) {
+	p.mu.Lock()
+	p.pending = message
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *progress) run(ctx context.Context) {
+	defer close(p.done)
+	var last time.Time
+	for {
+		select {
+		case <-p.kick:
+		case <-p.stop:
+			p.send(ctx)
+			return
+		case <-ctx.Done():
+			return
+		}
+		if wait := progressEvery - time.Since(last); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-p.stop:
+				p.send(ctx)
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		p.send(ctx)
+		last = time.Now()
+	}
+}
+
+func (p *progress) send(ctx context.Context) {
+	p.mu.Lock()
+	msg := p.pending
+	p.pending = ""
+	p.mu.Unlock()
+	if msg == "" {
+		return
+	}
+	ev := agent.ToolProgress{CallID: p.call.ID, Tool: p.call.Name, Message: agent.Clip(msg, maxProgressBytes)}
+	if err := p.a.temporal.SignalWorkflow(ctx, p.turnID, "", contract.SignalToolProgress, ev); err != nil {
+		p.a.logger.Debug("tool progress not delivered", zap.String("turn", p.turnID), zap.Error(err))
+		return
+	}
+	p.a.wake(ctx, p.turnID)
+}
+
+// close sends what is pending, before the call's result, and stops.
+func (p *progress) close() {
+	close(p.stop)
+	<-p.done
 }

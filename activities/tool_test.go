@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,6 +56,109 @@ func TestExecuteToolRunsToolOnce(t *testing.T) {
 				require.Equal(t, tt.want, res)
 			}
 			require.Equal(t, tt.wantRuns, h.toolRuns.Load())
+		})
+	}
+}
+
+// TestExecutePipelineFetchesOnce: a retried tool activity whose work
+// finished returns the stored result and does not call the API again,
+// with the pipeline cache off: results are keyed by job and step.
+func TestExecutePipelineFetchesOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript)
+	ctx := t.Context()
+	call := agent.ToolCall{ID: "call-1", Name: "execute_pipeline",
+		Arguments: `{"session_id":"s","pipeline":[{"step":"http_request","url":"` + h.api.URL + `/rows"},{"step":"table_sort","field":"price"}]}`}
+	run := func(job string) contract.ExecuteToolResult {
+		ag := h.loadAgent(t, job, "rows")
+		require.NoError(t, h.store.PutStep(ctx, "demo", job, 1, agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}}))
+		in := contract.ExecuteToolInput{TenantID: "demo", JobID: job, AgentID: ag.ID, AgentVersion: ag.Version, Seq: 2, Call: call}
+		var first, again contract.ExecuteToolResult
+		h.execute(t, contract.ExecuteTool, in, &first)
+		h.execute(t, contract.ExecuteTool, in, &again)
+		require.Equal(t, first, again)
+		return first
+	}
+
+	res := run(randomJob())
+	require.EqualValues(t, 1, h.apiHits.Load())
+	require.Equal(t, agent.ToolOK, res.Status)
+	require.False(t, res.CacheHit)
+	require.NotNil(t, res.Data)
+	require.Equal(t, agent.DataDataset, res.Data.Type)
+	require.Equal(t, 3, res.Data.RowCount)
+	data, err := h.store.Data(ctx, "demo", res.Data.Ref)
+	require.NoError(t, err)
+	require.JSONEq(t, `[{"id":2,"price":100},{"id":3,"price":200},{"id":1,"price":300}]`, string(data))
+
+	// Another job is another call: with the cache off it fetches.
+	run(randomJob())
+	require.EqualValues(t, 2, h.apiHits.Load())
+}
+
+// TestToolData: what the model reads of a tool's output and data, and
+// what is kept by ref (the harness shows data up to 512 bytes).
+func TestToolData(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript)
+	ctx := t.Context()
+	big := `{"s":"` + strings.Repeat("x", 600) + `"}`
+	bigRows := `[` + strings.Repeat(`{"s":"`+strings.Repeat("y", 100)+`"},`, 9) + `{"s":"z"}]`
+	tests := []struct {
+		name, args  string
+		wantPreview []string // in order; the first is the start
+		notPreview  string
+		wantData    *agent.DataPreview // without Ref and Sample; nil: nothing kept
+	}{
+		{name: "text only", args: `{"text":"done"}`, wantPreview: []string{"done"}},
+		{name: "data the text says all of", args: `{"text":"42","data":{"result":"42"}}`, wantPreview: []string{"42"}, notPreview: "result"},
+		{name: "data shown", args: `{"text":"the sum","data":{"a":1},"show":true}`, wantPreview: []string{"the sum\n\n{\"a\":1}"}},
+		{name: "data without text", args: `{"data":{"a":1}}`, wantPreview: []string{`{"a":1}`}},
+		{name: "a dataset is kept", args: `{"text":"2 rows","data":[{"a":1},{"a":2}],"show":true}`,
+			wantPreview: []string{"2 rows\n\ndata: cas://sha256:", " (dataset, 2 rows; fields: a number). Pass the ref as input_ref", `[{"a":1},{"a":2}]`},
+			wantData:    &agent.DataPreview{Type: agent.DataDataset, RowCount: 2, Fields: []agent.Field{{Name: "a", Type: "number"}}, Bytes: 17}},
+		{name: "a large document", args: `{"text":"big","data":` + big + `,"show":true}`,
+			wantPreview: []string{"big\n\ndata: cas://sha256:", "(document). Pass the ref", "It is 608 bytes."}, notPreview: "xxx",
+			wantData: &agent.DataPreview{Type: agent.DataDocument, Bytes: 608}},
+		{name: "a large dataset", args: `{"text":"rows","data":` + bigRows + `,"show":true}`,
+			wantPreview: []string{"rows\n\ndata: cas://sha256:", "(dataset, 10 rows; fields: s string)", "It is 992 bytes; the first 3 rows: [{"}, notPreview: `"z"`,
+			wantData: &agent.DataPreview{Type: agent.DataDataset, RowCount: 10, Fields: []agent.Field{{Name: "s", Type: "string"}}, Bytes: 992}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := randomJob()
+			ag := h.loadAgent(t, job, "data")
+			call := agent.ToolCall{ID: "call-1", Name: "echo_data", Arguments: tt.args}
+			require.NoError(t, h.store.PutStep(ctx, "demo", job, 1, agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}}))
+			var res contract.ExecuteToolResult
+			h.execute(t, contract.ExecuteTool, contract.ExecuteToolInput{TenantID: "demo", JobID: job, AgentID: ag.ID, AgentVersion: ag.Version, Seq: 2, Call: call}, &res)
+			require.Equal(t, agent.ToolOK, res.Status, res.Preview)
+
+			require.True(t, strings.HasPrefix(res.Preview, tt.wantPreview[0]), res.Preview)
+			rest := res.Preview
+			for _, part := range tt.wantPreview {
+				i := strings.Index(rest, part)
+				require.GreaterOrEqual(t, i, 0, "%q in order in %q", part, res.Preview)
+				rest = rest[i+len(part):]
+			}
+			if tt.notPreview != "" {
+				require.NotContains(t, res.Preview, tt.notPreview)
+			}
+			if tt.wantData == nil {
+				require.Nil(t, res.Data)
+				return
+			}
+			require.NotNil(t, res.Data)
+			got := *res.Data
+			require.True(t, strings.HasPrefix(got.Ref, agent.CASRefPrefix), got.Ref)
+			require.Contains(t, res.Preview, got.Ref)
+			stored, err := h.store.Data(ctx, "demo", got.Ref)
+			require.NoError(t, err)
+			require.JSONEq(t, tt.args[strings.Index(tt.args, `"data":`)+7:strings.LastIndex(tt.args, `,"show"`)], string(stored))
+			_, err = h.store.Data(ctx, "acme", got.Ref)
+			require.True(t, agent.IsCode(err, agent.CodeNotFound), "%v", err)
+			got.Ref, got.Sample = "", nil
+			require.Equal(t, *tt.wantData, got)
 		})
 	}
 }

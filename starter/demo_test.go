@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/flights"
 )
 
 func TestMain(m *testing.M) { devtest.Main(m) }
@@ -42,6 +45,28 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, out.String(), "2.475")
 	require.Contains(t, out.String(), "waiting for approval of checked_calculator")
 	require.Contains(t, out.String(), "1200 * 1.07 = 1284")
+
+	// The data agent: the flights fetched, sorted and kept by ref, then
+	// filtered by ref in the session's next turn.
+	best := cheapest("NYC", "LAX")
+	require.Contains(t, out.String(), "tool execute_pipeline")
+	require.Contains(t, out.String(), fmt.Sprintf("Found 3 flights. The first is %s at $%d", best[0].Airline, best[0].Price))
+	require.Contains(t, out.String(), "a dataset of 3 rows")
+	under := 0
+	for _, f := range best[:3] {
+		if f.Price < 230 {
+			under++
+		}
+	}
+	require.Contains(t, out.String(), fmt.Sprintf("Found %d flights.", under))
+	require.Contains(t, out.String(), fmt.Sprintf("a dataset of %d rows", under))
+}
+
+// cheapest is the sample API's flights by price.
+func cheapest(origin, dest string) []flights.Flight {
+	fs := flights.Search(origin, dest)
+	slices.SortStableFunc(fs, func(a, b flights.Flight) int { return a.Price - b.Price })
+	return fs
 }
 
 func TestRunRejectsBadInputBeforeStarting(t *testing.T) {

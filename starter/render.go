@@ -30,8 +30,13 @@ func (r *renderer) event(e agent.Event) {
 		r.midLine = true
 	case agent.EventToolStart:
 		r.line("  tool %s %s", e.Tool.Name, e.Tool.Args)
+	case agent.EventToolProgress:
+		r.line("  tool %s: %s", e.Tool.Name, e.Tool.Message)
 	case agent.EventToolEnd:
 		r.line("  tool %s → %s %s", e.Tool.Name, e.Tool.Status, e.Tool.Output)
+		if d := e.Tool.Data; d != nil {
+			r.line("  data %s", describeData(*d))
+		}
 	case agent.EventApprovalRequired:
 		r.line("  waiting for approval of %s (call %s)", e.Tool.Name, e.Tool.CallID)
 	case agent.EventStatus:
@@ -51,9 +56,26 @@ func (r *renderer) event(e agent.Event) {
 	}
 }
 
+// describeData says in a few words what a tool's data is and where it is kept.
+func describeData(d agent.DataPreview) string {
+	switch d.Type {
+	case agent.DataDataset:
+		return fmt.Sprintf("%s: a dataset of %d rows", d.Ref, d.RowCount)
+	default:
+		return fmt.Sprintf("%s: a %s of %d bytes", d.Ref, d.Type, d.Bytes)
+	}
+}
+
 // summary prints the result's one-line account.
 func summary(out io.Writer, res agent.TurnResult) {
 	m := res.Metadata
+	ref := res.ResultRef
+	if res.DataRef != "" {
+		ref += " · data " + res.DataRef
+	}
+	if m.CacheHit {
+		ref += " · from the cache"
+	}
 	fmt.Fprintf(out, "  [%s v%d · %s · %d tokens · %s · %s]\n", m.AgentID, m.AgentVersion, m.LLMModel,
-		m.TokensUsed, time.Duration(m.ExecutionTimeMS)*time.Millisecond, res.ResultRef)
+		m.TokensUsed, time.Duration(m.ExecutionTimeMS)*time.Millisecond, ref)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/flights"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/server"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -109,8 +110,11 @@ type local struct {
 	// the starter made them up (else they come from AGENTFLOW_TOKENS).
 	tokens    map[string]string
 	ownTokens bool
-	done      chan error
-	cancel    context.CancelFunc
+	// flights is the sample API the data agent fetches from, when this
+	// process serves it.
+	flights *flights.Server
+	done    chan error
+	cancel  context.CancelFunc
 }
 
 // devToken is the gateway's bearer token for tenant demo on a local stack.
@@ -168,6 +172,7 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 		_ = l.stack.Stop()
 		return nil, err
 	}
+	l.serveFlights(out)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
 	go func() { l.done <- l.srv.Run(runCtx) }()
@@ -184,6 +189,26 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 	}
 	fmt.Fprintf(out, "Applied the catalog in %s/ (%d changes). Model: %s.\n", filepath.Clean(catalogDir), changes, l.modelName())
 	return l, nil
+}
+
+// flightsAddr is where the sample catalog's data agent finds the flights
+// API (its egress allowlist names it).
+const flightsAddr = "127.0.0.1:8089"
+
+// serveFlights serves the sample flights API on AGENTFLOW_FLIGHTS_ADDR
+// (default flightsAddr; "off" does not). A port already taken is most
+// likely another local stack serving it: the data agent uses that one.
+func (l *local) serveFlights(out io.Writer) {
+	addr := envOr("AGENTFLOW_FLIGHTS_ADDR", flightsAddr)
+	if addr == "off" {
+		return
+	}
+	srv, err := flights.Start(addr)
+	if err != nil {
+		fmt.Fprintf(out, "The sample flights API is not served here (%v); the data agent calls whatever answers on %s.\n", err, addr)
+		return
+	}
+	l.flights = srv
 }
 
 // chooseTokens gives every tenant of the catalog a bearer token the
@@ -269,17 +294,27 @@ agentflow is running.
   Postgres:  %s
   Model:     %s
   gRPC API:  %s (%s)
+  Flights:   %s (the sample API of the data agent)
 
 Try:
   export TEMPORAL_ADDRESS=%s AGENTFLOW_GRPC_ADDR=%s
   go run ./starter run --tenant demo "What is 12.5 * 4?"
   go run ./starter chat "What is 12.5 * 4?"
+  go run ./starter chat --agent data --session trip "fetch flights from NYC to LAX, sort by price, show top 3"
+  go run ./starter chat --agent data --session trip "now filter those under $300"
   go run ./starter route --dry-run --page ops-console "restart the api"
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.modelName(),
-		l.srv.GRPCAddr(), l.tokenNote(),
+		l.srv.GRPCAddr(), l.tokenNote(), l.flightsURL(),
 		l.stack.TemporalAddress, l.srv.GRPCAddr(), l.stack.TemporalAddress)
+}
+
+func (l *local) flightsURL() string {
+	if l.flights != nil {
+		return l.flights.URL()
+	}
+	return "not served by this process"
 }
 
 // tokenNote says which bearer tokens the gateway takes.
@@ -313,6 +348,9 @@ func (l *local) close() {
 		l.cancel = nil
 	}
 	l.srv.Close()
+	if l.flights != nil {
+		_ = l.flights.Close()
+	}
 	if err := l.stack.Stop(); err != nil {
 		l.logger.Warn("stop local stack", zap.Error(err))
 	}
@@ -354,6 +392,9 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := env.approvalDemo(ctx, out); err != nil {
 		return err
 	}
+	if err := env.dataDemo(ctx, out, run); err != nil {
+		return err
+	}
 	if !*wait {
 		return nil
 	}
@@ -373,6 +414,21 @@ func (l *local) chat(ctx context.Context, out io.Writer, req agent.TurnRequest) 
 	defer closeConn()
 	return chat(api.ctx(ctx), c, &pb.TurnRequest{JobId: req.JobID, SessionId: req.SessionID, AgentId: req.AgentID, Prompt: req.Prompt},
 		out, os.Stderr)
+}
+
+// dataDemo runs two turns of the data agent in one session: the first
+// fetches flights and keeps the cheapest by ref, the second filters that
+// result by ref without fetching again.
+func (l *local) dataDemo(ctx context.Context, out io.Writer, run string) error {
+	for i, p := range []string{"fetch flights from NYC to LAX, sort by price, show top 3", "now filter those under $230"} {
+		req := agent.TurnRequest{TenantID: "demo", SessionID: "demo-data-" + run, JobID: fmt.Sprintf("demo-%s-data-%d", run, i+1),
+			AgentID: "data", Prompt: p}
+		fmt.Fprintf(out, "\n> (agent data) %s\n", p)
+		if err := l.chat(ctx, out, req); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // approvalDemo runs a turn of the ops agent, whose calculator needs a

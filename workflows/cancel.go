@@ -31,7 +31,8 @@ func (t *turn) startCancel(ctx workflow.Context) {
 			ch.Receive(c, &raw)
 			var req agent.CancelRequest
 			if len(raw) > 0 {
-				if err := json.Unmarshal(raw, &req); err != nil { //workflowcheck:ignore
+				err := json.Unmarshal(raw, &req) //workflowcheck:ignore
+				if err != nil {
 					workflow.GetLogger(c).Warn("cancel_turn signal ignored: malformed", "error", err.Error())
 					continue
 				}

@@ -88,6 +88,9 @@ func (t *turn) startEvents(ctx workflow.Context) error {
 	t.tokens = workflow.GetSignalChannelWithOptions(ctx, contract.SignalTokens, workflow.SignalChannelOptions{
 		Description: "token batches of a streaming model call (sent by CallModel)",
 	})
+	t.progress = workflow.GetSignalChannelWithOptions(ctx, contract.SignalToolProgress, workflow.SignalChannelOptions{
+		Description: "what a running tool call is doing (sent by ExecuteTool)",
+	})
 	return nil
 }
 
@@ -113,11 +116,43 @@ func (t *turn) acceptBatch(ctx workflow.Context, b agent.TokenBatch) {
 	}
 }
 
-// emit appends a workflow event after the batches already received, so
-// that the log keeps the order in which things happened.
+// emit appends a workflow event after the batches and progress already
+// received, so that the log keeps the order in which things happened.
 func (t *turn) emit(ctx workflow.Context, e agent.Event) {
 	t.drainTokens(ctx)
+	t.drainProgress(ctx)
 	t.log.add(e)
+}
+
+// awaitTool waits for a tool call, logging the progress of running calls
+// as it arrives.
+func (t *turn) awaitTool(ctx workflow.Context, f workflow.Future) {
+	done := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(f, func(workflow.Future) { done = true })
+	sel.AddReceive(t.progress, func(c workflow.ReceiveChannel, _ bool) {
+		var p agent.ToolProgress
+		c.Receive(ctx, &p)
+		t.addProgress(p)
+	})
+	for !done {
+		sel.Select(ctx)
+	}
+}
+
+// drainProgress logs the progress already received.
+func (t *turn) drainProgress(ctx workflow.Context) {
+	for {
+		var p agent.ToolProgress
+		if !t.progress.ReceiveAsync(&p) {
+			return
+		}
+		t.addProgress(p)
+	}
+}
+
+func (t *turn) addProgress(p agent.ToolProgress) {
+	t.log.add(agent.Event{Kind: agent.EventToolProgress, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool, Message: p.Message}})
 }
 
 // awaitModel waits for a CallModel, taking its token batches as they

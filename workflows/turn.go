@@ -93,9 +93,15 @@ type turn struct {
 	usage agent.Usage
 	calls []agent.ToolCallRecord
 
-	log    eventLog
-	tokens workflow.ReceiveChannel
-	appr   approvals
+	log      eventLog
+	tokens   workflow.ReceiveChannel
+	progress workflow.ReceiveChannel
+	appr     approvals
+	// data is what the latest tool round's calls produced last, by ref:
+	// the turn's answer rests on it.
+	data *agent.DataPreview
+	// cacheHit says a tool call's result came from the tenant's cache.
+	cacheHit bool
 
 	// canceled is the cancellation asked for, if any; stopModel stops the
 	// model call in flight.
@@ -287,6 +293,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 // tool's policy asks for approval wait for a decision first; a rejected or
 // timed-out call fails with a message the model reads as the tool's result.
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
+	t.data = nil
 	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
 		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls))}
 	var names []string
@@ -331,7 +338,11 @@ type toolRound struct {
 // tool as an activity, as they did then.
 func (r *toolRound) start(ctx workflow.Context, i int) {
 	t, c := r.t, r.calls[i]
-	t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments)}})
+	start := &agent.ToolEvent{CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments)}
+	if spec, ok := t.agent.Tool(c.Name); ok {
+		start.Source, start.FromToolkit = spec.Entry(), spec.FromToolkit
+	}
+	t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: start})
 	in := contract.ExecuteToolInput{
 		TenantID: t.req.TenantID, JobID: t.req.JobID,
 		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
@@ -397,6 +408,7 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		default:
 			var res contract.ExecuteToolResult
 			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
+			t.awaitTool(ctx, f)
 			err := f.Get(ctx, &res)
 			if opts := r.local[i]; err != nil && opts != nil {
 				// A local call that could not reach the database runs
@@ -411,8 +423,12 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 				fail(status, msg)
 				end.Status, end.Output = status, contract.OneLine(msg, 200)
 			} else {
-				rec.Status = res.Status
-				end.Status, end.Output = res.Status, contract.OneLine(res.Preview, 200)
+				rec.Status, rec.CacheHit = res.Status, res.CacheHit
+				t.cacheHit = t.cacheHit || res.CacheHit
+				end.Status, end.Output, end.Data = res.Status, contract.OneLine(res.Preview, 200), res.Data
+				if res.Data != nil {
+					t.data = res.Data
+				}
 			}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		}
@@ -443,6 +459,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 			RouteRule:       t.rule,
 			ToolCalls:       t.calls,
 			TokensUsed:      t.usage.TotalTokens,
+			CacheHit:        t.cacheHit,
 			ExecutionTimeMS: workflow.Now(ctx).Sub(t.start).Milliseconds(),
 			LLMModel:        t.model,
 		},
@@ -455,6 +472,9 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 		res.Status, res.Output, res.Error = agent.StatusCanceled, "", failure
 	case failure != nil:
 		res.Status, res.Output, res.Error = agent.StatusFailed, "", failure
+	case t.data != nil:
+		res.DataRef = t.data.Ref
+		res.ResultPreview = dataPreview(*t.data)
 	default:
 		res.ResultPreview = textPreview(output)
 	}
@@ -560,6 +580,13 @@ func argsJSON(s string) json.RawMessage {
 func textPreview(s string) json.RawMessage {
 	p := preview{Type: "text", Chars: len([]rune(s)), Text: contract.OneLine(s, 200)}
 	// Marshalling a struct of strings and ints is deterministic.
+	b, _ := json.Marshal(p) //workflowcheck:ignore
+	return b
+}
+
+// dataPreview is the result_preview of an answer that rests on data.
+func dataPreview(p agent.DataPreview) json.RawMessage {
+	// Marshalling a struct of strings, ints and raw JSON is deterministic.
 	b, _ := json.Marshal(p) //workflowcheck:ignore
 	return b
 }

@@ -91,6 +91,27 @@ type Tool struct {
 	// Execution is ToolLocal for tools whose calls run as local
 	// activities; empty means a regular activity.
 	Execution string `json:"execution,omitempty"`
+	// Source is the catalog entry the tool was built from when that is not
+	// the tool's own (one entry may yield several tools); FromToolkit is
+	// the toolkit that granted it to the agent (empty: listed by name).
+	Source      string `json:"source,omitempty"`
+	FromToolkit string `json:"from_toolkit,omitempty"`
+}
+
+// Entry is the catalog entry the tool comes from: Source, or its own name.
+func (t Tool) Entry() string {
+	if t.Source != "" {
+		return t.Source
+	}
+	return t.Name
+}
+
+// Toolkit is a named set of a tenant's tools: an agent that lists it is
+// granted all of them.
+type Toolkit struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Tools       []string `json:"tools"`
 }
 
 // Tool executions. A local tool's call runs as a local activity, inside

@@ -29,4 +29,9 @@ type TenantCatalog struct {
 	// stay.
 	Rules        []Rule
 	ReplaceRules bool
+	// Egress becomes the tenant's egress allowlist when ReplaceEgress is
+	// set (a document had an egress key): the hosts and address ranges its
+	// tools may call.
+	Egress        []string
+	ReplaceEgress bool
 }

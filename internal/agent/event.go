@@ -15,6 +15,7 @@ const (
 	EventToken            EventKind = "token"
 	EventToolStart        EventKind = "tool_start"
 	EventToolEnd          EventKind = "tool_end"
+	EventToolProgress     EventKind = "tool_progress"
 	EventApprovalRequired EventKind = "approval_required"
 	EventContent          EventKind = "content"
 	EventUsage            EventKind = "usage"
@@ -71,6 +72,13 @@ type ToolEvent struct {
 	Output string          `json:"output,omitempty"` // tool_end: a preview of the output
 	// Reason, on approval_required, says why the call needs approval.
 	Reason string `json:"reason,omitempty"`
+	// Message, on tool_progress, says what the call is doing.
+	Message string `json:"message,omitempty"`
+	// Data, on tool_end, describes the data the call produced and its ref.
+	Data *DataPreview `json:"data,omitempty"`
+	// Source and FromToolkit, on tool_start, say where the tool comes from.
+	Source      string `json:"source,omitempty"`
+	FromToolkit string `json:"from_toolkit,omitempty"`
 	// Deadline, on approval_required, is when the call times out.
 	Deadline *time.Time `json:"deadline,omitempty"`
 }
@@ -204,3 +212,22 @@ type TurnStatus struct {
 	LastEventIndex   int64  `json:"last_event_index"`
 }
 
+// ToolProgress is the payload of a turn's "tool_progress" signal: what a
+// running tool call is doing.
+type ToolProgress struct {
+	CallID  string `json:"call_id"`
+	Tool    string `json:"tool"`
+	Message string `json:"message"`
+}
+
+// Clip shortens s to at most n bytes, cut at a rune boundary, marking the
+// cut with "…".
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -24,6 +24,12 @@ type Message struct {
 	// reports what it cost instead of nothing.
 	Usage *Usage `json:"usage,omitempty"`
 	Model string `json:"model,omitempty"`
+	// Data, on a stored tool message, describes the data the call
+	// produced and where it is kept.
+	Data *DataPreview `json:"data,omitempty"`
+	// CacheHit, on a stored tool message, says the result came from the
+	// tenant's cache.
+	CacheHit bool `json:"cache_hit,omitempty"`
 }
 
 // ToolCall is a model's request to run a tool.

@@ -148,6 +148,8 @@ func (c TurnContext) Bounded() error {
 		return Errorf(CodeInvalid, "context.metadata has %d keys; the limit is %d", len(c.Metadata), MaxContextMetadata)
 	}
 	size := len(c.UserRole) + len(c.UIPage)
+	// A sum does not depend on the order: safe in workflow code.
+	//workflowcheck:ignore
 	for k, v := range c.Metadata {
 		size += len(k) + len(v)
 	}
@@ -205,8 +207,12 @@ type TurnResult struct {
 	Output        string          `json:"output,omitempty"`
 	ResultRef     string          `json:"result_ref,omitempty"`
 	ResultPreview json.RawMessage `json:"result_preview,omitempty"`
-	Metadata      ResultMetadata  `json:"metadata"`
-	Error         *TurnError      `json:"error,omitempty"`
+	// DataRef names the data the turn's last tool produced (a dataset or a
+	// document, stored by reference), when its answer rests on it;
+	// ResultPreview then describes that data.
+	DataRef  string         `json:"data_ref,omitempty"`
+	Metadata ResultMetadata `json:"metadata"`
+	Error    *TurnError     `json:"error,omitempty"`
 }
 
 // ResultMetadata describes how a result was produced.
@@ -216,7 +222,7 @@ type ResultMetadata struct {
 	RouteRule       string           `json:"route_rule,omitempty"`
 	ToolCalls       []ToolCallRecord `json:"tool_calls"`
 	TokensUsed      int              `json:"tokens_used"`
-	CacheHit        bool             `json:"cache_hit"`
+	CacheHit        bool             `json:"cache_hit"` // a tool call's result came from the cache
 	ExecutionTimeMS int64            `json:"execution_time_ms"`
 	LLMModel        string           `json:"llm_model,omitempty"`
 }
@@ -227,6 +233,8 @@ type ToolCallRecord struct {
 	Tool   string          `json:"tool"`
 	Args   json.RawMessage `json:"args,omitempty"`
 	Status string          `json:"status"` // ok | error | rejected | timed_out | canceled
+	// CacheHit says the tool's result came from the tenant's cache.
+	CacheHit bool `json:"cache_hit,omitempty"`
 }
 
 // Tool call statuses.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func directTurn(ctx context.Context, model llm.Model, reg *tools.Registry, calc 
 		}
 		msgs = append(msgs, resp.Message)
 		for _, tc := range resp.Message.ToolCalls {
-			out, err := reg.Execute(ctx, calc, tc.Arguments)
+			out, err := reg.Execute(ctx, calc, tools.Call{Args: json.RawMessage(tc.Arguments)})
 			if err != nil {
 				return "", err
 			}

@@ -122,6 +122,10 @@ type ExecuteToolResult struct {
 	Status  string `json:"status"` // agent.ToolOK or agent.ToolError
 	Preview string `json:"preview"`
 	Ref     string `json:"ref,omitempty"`
+	// Data describes the data the call produced, kept by reference.
+	Data *agent.DataPreview `json:"data,omitempty"`
+	// CacheHit says the result came from the tenant's cache.
+	CacheHit bool `json:"cache_hit,omitempty"`
 }
 
 // SaveResultInput is a finished turn's result.

@@ -67,6 +67,9 @@ const (
 	QueryPendingApprovals = "pending_approvals"
 	// QueryStatus answers with an agent.TurnStatus.
 	QueryStatus = "status"
+	// SignalToolProgress carries an agent.ToolProgress from a running
+	// ExecuteTool: the turn logs it as a tool_progress event.
+	SignalToolProgress = "tool_progress"
 	// SignalCancelTurn carries an agent.CancelRequest: the turn stops at
 	// its next safe point, stores a canceled result and ends CANCELED, as
 	// it does when the workflow itself is cancelled.

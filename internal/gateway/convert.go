@@ -46,14 +46,14 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 	m := r.Metadata
 	out := &pb.TurnResult{
 		Version: r.Version, JobId: r.JobID, Status: r.Status, Output: r.Output, ResultRef: r.ResultRef,
-		ResultPreviewJson: string(r.ResultPreview), Error: toPBError(r.Error), StreamId: streamID,
+		ResultPreviewJson: string(r.ResultPreview), Error: toPBError(r.Error), StreamId: streamID, DataRef: r.DataRef,
 		Metadata: &pb.ResultMetadata{
 			AgentId: m.AgentID, AgentVersion: int32(m.AgentVersion), RouteRule: m.RouteRule,
 			TokensUsed: int64(m.TokensUsed), CacheHit: m.CacheHit, ExecutionTimeMs: m.ExecutionTimeMS, LlmModel: m.LLMModel,
 		},
 	}
 	for _, c := range m.ToolCalls {
-		out.Metadata.ToolCalls = append(out.Metadata.ToolCalls, &pb.ToolCallRecord{CallId: c.CallID, Tool: c.Tool, ArgsJson: string(c.Args), Status: c.Status})
+		out.Metadata.ToolCalls = append(out.Metadata.ToolCalls, &pb.ToolCallRecord{CallId: c.CallID, Tool: c.Tool, ArgsJson: string(c.Args), Status: c.Status, CacheHit: c.CacheHit})
 	}
 	return out
 }
@@ -71,7 +71,12 @@ func toPBTool(t *agent.ToolEvent) *pb.ToolEvent {
 	if t == nil {
 		return &pb.ToolEvent{}
 	}
-	out := &pb.ToolEvent{CallId: t.CallID, Name: t.Name, ArgsJson: string(t.Args), Status: t.Status, Output: t.Output, Reason: t.Reason}
+	out := &pb.ToolEvent{CallId: t.CallID, Name: t.Name, ArgsJson: string(t.Args), Status: t.Status, Output: t.Output, Reason: t.Reason,
+		Message: t.Message, Source: t.Source, FromToolkit: t.FromToolkit}
+	if t.Data != nil {
+		b, _ := json.Marshal(t.Data) // a struct of plain fields always marshals
+		out.DataJson = string(b)
+	}
 	if t.Deadline != nil {
 		out.Deadline = timestamppb.New(*t.Deadline)
 	}
@@ -91,6 +96,8 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 		out.Event = &pb.StreamEvent_ToolStart{ToolStart: toPBTool(e.Tool)}
 	case agent.EventToolEnd:
 		out.Event = &pb.StreamEvent_ToolEnd{ToolEnd: toPBTool(e.Tool)}
+	case agent.EventToolProgress:
+		out.Event = &pb.StreamEvent_ToolProgress{ToolProgress: toPBTool(e.Tool)}
 	case agent.EventApprovalRequired:
 		out.Event = &pb.StreamEvent_ApprovalRequired{ApprovalRequired: toPBTool(e.Tool)}
 	case agent.EventContent:
@@ -113,7 +120,14 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 func FromPBEvent(e *pb.StreamEvent) agent.Event {
 	out := agent.Event{StreamID: e.GetMeta().GetStreamId(), Index: e.GetMeta().GetEventIndex()}
 	tool := func(t *pb.ToolEvent) *agent.ToolEvent {
-		te := &agent.ToolEvent{CallID: t.GetCallId(), Name: t.GetName(), Status: t.GetStatus(), Output: t.GetOutput(), Reason: t.GetReason()}
+		te := &agent.ToolEvent{CallID: t.GetCallId(), Name: t.GetName(), Status: t.GetStatus(), Output: t.GetOutput(), Reason: t.GetReason(),
+			Message: t.GetMessage(), Source: t.GetSource(), FromToolkit: t.GetFromToolkit()}
+		if d := t.GetDataJson(); d != "" {
+			var p agent.DataPreview
+			if json.Unmarshal([]byte(d), &p) == nil {
+				te.Data = &p
+			}
+		}
 		if a := t.GetArgsJson(); a != "" {
 			te.Args = json.RawMessage(a)
 		}
@@ -145,6 +159,8 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 		out.Kind, out.Tool = agent.EventToolStart, tool(ev.ToolStart)
 	case *pb.StreamEvent_ToolEnd:
 		out.Kind, out.Tool = agent.EventToolEnd, tool(ev.ToolEnd)
+	case *pb.StreamEvent_ToolProgress:
+		out.Kind, out.Tool = agent.EventToolProgress, tool(ev.ToolProgress)
 	case *pb.StreamEvent_ApprovalRequired:
 		out.Kind, out.Tool = agent.EventApprovalRequired, tool(ev.ApprovalRequired)
 	case *pb.StreamEvent_Content:
@@ -171,7 +187,7 @@ func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {
 			approval = agent.ApprovalNever
 		}
 		out.Tools = append(out.Tools, &pb.ToolInfo{Name: t.Name, Kind: t.Kind, Description: t.Description,
-			ParametersJson: string(t.Parameters), Approval: approval})
+			ParametersJson: string(t.Parameters), Approval: approval, Source: t.Entry(), FromToolkit: t.FromToolkit})
 	}
 	return out
 }

@@ -46,6 +46,9 @@ default_agent: assistant
 tools:
   - name: calculator
     kind: calculator
+toolkits:
+  - name: math
+    tools: [calculator]
 agents:
   - id: assistant
     model: openai:gpt-4o-mini
@@ -53,6 +56,7 @@ agents:
     tools: [calculator]
   - id: writer
     model: openai:gpt-4o-mini
+    tools: [math]
   - id: limited
     model: openai:gpt-4o-mini
     limits: {turns_per_minute: 1}
@@ -134,6 +138,24 @@ func TestInvokeAndStream(t *testing.T) {
 	require.NoError(t, err)
 	rest := collect(t, r)
 	require.Equal(t, events[2:], rest)
+}
+
+// TestToolkitToolStart: a call of a tool granted by a toolkit says so in
+// its tool_start event, through the gRPC stream.
+func TestToolkitToolStart(t *testing.T) {
+	f := start(t)
+	s, err := f.client.Stream(f.as("tok-demo"), &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: "kit-1", AgentId: "writer", Prompt: "What is 6 * 7?"}})
+	require.NoError(t, err)
+	var starts []*agent.ToolEvent
+	for _, e := range collect(t, s) {
+		if e.Kind == agent.EventToolStart {
+			starts = append(starts, e.Tool)
+		}
+	}
+	require.Len(t, starts, 1)
+	require.Equal(t, "calculator", starts[0].Name)
+	require.Equal(t, "math", starts[0].FromToolkit)
+	require.Equal(t, "calculator", starts[0].Source)
 }
 
 func TestBadRequests(t *testing.T) {
@@ -248,7 +270,7 @@ func TestListAgents(t *testing.T) {
 	}
 	demo, other := f.as("tok-demo"), f.as("tok-other")
 	require.Equal(t, []string{"assistant", "limited", "writer"}, list(demo, &pb.ListAgentsRequest{}))
-	require.Equal(t, []string{"assistant"}, list(demo, &pb.ListAgentsRequest{Tool: "calculator"}))
+	require.Equal(t, []string{"assistant", "writer"}, list(demo, &pb.ListAgentsRequest{Tool: "calculator"}))
 	require.Equal(t, []string{"writer"}, list(demo, &pb.ListAgentsRequest{AgentId: "writer"}))
 	require.Equal(t, []string{"secret"}, list(other, &pb.ListAgentsRequest{}))
 	require.Empty(t, list(other, &pb.ListAgentsRequest{AgentId: "assistant"}), "tenants never see each other's agents")
@@ -262,6 +284,13 @@ func TestListAgents(t *testing.T) {
 	require.Equal(t, "calculator", a.GetTools()[0].GetKind())
 	require.Equal(t, agent.ApprovalNever, a.GetTools()[0].GetApproval())
 	require.Contains(t, a.GetTools()[0].GetParametersJson(), "expression")
+
+	require.Empty(t, a.GetTools()[0].GetFromToolkit(), "listed by name")
+	require.Equal(t, "calculator", a.GetTools()[0].GetSource())
+
+	resp, err = f.client.ListAgents(demo, &pb.ListAgentsRequest{AgentId: "writer"})
+	require.NoError(t, err)
+	require.Equal(t, "math", resp.GetAgents()[0].GetTools()[0].GetFromToolkit(), "granted by toolkit math")
 
 	resp, err = f.client.ListAgents(demo, &pb.ListAgentsRequest{AgentId: "limited"})
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/store"
 )
@@ -42,7 +44,9 @@ type Snapshot struct {
 	Version      int64
 	DefaultAgent string
 	Table        *routing.Table
-	loaded       time.Time
+	// HTTP calls out under the tenant's egress allowlist; tools get it.
+	HTTP   *http.Client
+	loaded time.Time
 }
 
 // NewCache returns a Cache over st; Run keeps it current.
@@ -77,7 +81,16 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 		// or a hand-edited database, and it must be loud.
 		return nil, agent.Errorf(agent.CodeInternal, "tenant %q: compile routing rules of catalog version %d: %v", tenantID, r.Version, err)
 	}
-	s = &Snapshot{TenantID: tenantID, Version: r.Version, DefaultAgent: r.DefaultAgent, Table: table, loaded: c.now()}
+	policy, err := egress.ParsePolicy(r.Egress)
+	if err != nil {
+		// Checked when the catalog was applied; a policy that no longer
+		// parses allows nothing rather than everything.
+		c.logger.Error("tenant egress allowlist unreadable; tools may call nothing", zap.String("tenant", tenantID), zap.Error(err))
+		policy = egress.Policy{}
+	}
+	policy.Tenant = tenantID
+	s = &Snapshot{TenantID: tenantID, Version: r.Version, DefaultAgent: r.DefaultAgent, Table: table,
+		HTTP: egress.Client(policy), loaded: c.now()}
 	c.put(s, gen)
 	if m := c.Metrics; m != nil {
 		m.reload.Observe(c.now().Sub(start).Seconds())

@@ -14,9 +14,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/routing"
@@ -29,11 +33,19 @@ import (
 // values mean and what spans documents.
 
 type document struct {
-	Tenant       text       `yaml:"tenant"`
-	DefaultAgent text       `yaml:"default_agent"`
-	Tools        []toolDoc  `yaml:"tools"`
-	Agents       []agentDoc `yaml:"agents"`
-	Rules        []ruleDoc  `yaml:"rules"` // not nil when the key is there, even empty
+	Tenant       text         `yaml:"tenant"`
+	DefaultAgent text         `yaml:"default_agent"`
+	Egress       []text       `yaml:"egress"` // not nil when the key is there, even empty
+	Tools        []toolDoc    `yaml:"tools"`
+	Toolkits     []toolkitDoc `yaml:"toolkits"`
+	Agents       []agentDoc   `yaml:"agents"`
+	Rules        []ruleDoc    `yaml:"rules"` // not nil when the key is there, even empty
+}
+
+type toolkitDoc struct {
+	Name        text   `yaml:"name"`
+	Description text   `yaml:"description"`
+	Tools       []text `yaml:"tools"`
 }
 
 type toolDoc struct {
@@ -94,8 +106,9 @@ const (
 // loader gathers the documents of one load and every problem found.
 type loader struct {
 	kinds    Kinds
-	checker  *policy.Checker // approval policies, made on first use
-	files    []string        // in load order, to sort problems by
+	schemas  map[string]*jsonschema.Schema // kinds' config schemas, compiled
+	checker  *policy.Checker               // approval policies, made on first use
+	files    []string                      // in load order, to sort problems by
 	problems []Problem
 	tenants  []*tenant
 	byID     map[string]*tenant
@@ -110,9 +123,13 @@ type tenant struct {
 	agents       []agentDef
 	rules        []ruleDoc
 	replaceRules bool // a document has a rules key: they replace the stored ones
+	toolkits     []toolkitDoc
+	egress       []string
+	egressSet    bool // a document has an egress key: it replaces the stored one
 	toolAt       map[string]pos
 	agentAt      map[string]pos
 	ruleAt       map[string]pos
+	toolkitAt    map[string]pos
 }
 
 // agentDef is an agent and the tool names it lists, resolved by finish.
@@ -187,8 +204,14 @@ func (l *loader) document(d *document) {
 			l.addf(def.pos, "%q conflicts with default_agent %q set at %s", def.s, t.defaultAgent.s, t.defaultAgent.pos)
 		}
 	}
+	if d.Egress != nil {
+		l.egress(t, d.Egress)
+	}
 	for i := range d.Tools {
 		l.tool(t, &d.Tools[i])
+	}
+	for i := range d.Toolkits {
+		l.toolkit(t, &d.Toolkits[i])
 	}
 	for i := range d.Agents {
 		l.agent(t, &d.Agents[i])
@@ -205,7 +228,7 @@ func (l *loader) document(d *document) {
 // tenant is still checked, against a tenant of its own that is not
 // returned.
 func (l *loader) tenant(id text) *tenant {
-	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}}
+	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}, toolkitAt: map[string]pos{}}
 	switch {
 	case !l.required(id, agent.ValidateID("tenant", id.s)):
 	case l.byID[id.s] != nil:
@@ -237,7 +260,7 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 		Kind:        d.Kind.s,
 		Description: cmp.Or(d.Description.s, kind.Description),
 		Parameters:  d.Parameters.raw,
-		Approval:    cmp.Or(d.Approval.s, agent.ApprovalNever),
+		Approval:    cmp.Or(d.Approval.s, kind.Approval, agent.ApprovalNever),
 		Config:      d.Config.raw,
 	}
 	if len(spec.Parameters) == 0 {
@@ -259,14 +282,46 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 			l.addf(d.Execution.pos, "%q: want local or activity", d.Execution.s)
 		}
 	}
-	// The kind checks its own config; only worth asking when the rest of
-	// the spec is sound.
+	// The kind checks its config (its messages say most), then the kind's
+	// schema does; only worth asking when the rest of the spec is sound.
 	if haveKind && !d.bad && len(l.problems) == before {
 		if _, err := kind.Build(spec, tools.Deps{}.WithDefaults()); err != nil {
+			l.addf(d.Config.pos, "%s", err)
+		} else if err := l.configSchema(kind, spec.Config); err != nil {
 			l.addf(d.Config.pos, "%s", err)
 		}
 	}
 	t.tools = append(t.tools, spec)
+}
+
+// egress sets the tenant's egress allowlist: host names (a leading "*."
+// for subdomains, an optional :port) and CIDR ranges.
+func (l *loader) egress(t *tenant, entries []text) {
+	if t.egressSet {
+		l.addf(entries[0].pos, "egress is already set for tenant %q: give it in one document", t.id)
+		return
+	}
+	t.egressSet, t.egress = true, []string{}
+	for _, e := range entries {
+		if l.required(e, checkEgress(e.s)) {
+			t.egress = append(t.egress, e.s)
+		}
+	}
+}
+
+// toolkit adds one toolkit; finish looks up its tools.
+func (l *loader) toolkit(t *tenant, d *toolkitDoc) {
+	if l.required(d.Name, checkToolName(d.Name.s)) {
+		if at, clash := t.toolAt[d.Name.s]; clash {
+			l.addf(d.Name.pos, "toolkit %q has the name of the tool defined at %s", d.Name.s, at)
+		} else {
+			l.define(t.toolkitAt, "toolkit", d.Name)
+		}
+	}
+	if len(d.Tools) == 0 {
+		l.addf(d.Name.pos, "toolkit %q grants no tools: list them under tools", d.Name.s)
+	}
+	t.toolkits = append(t.toolkits, *d)
 }
 
 // agent adds one agent; finish resolves the tools it lists.
@@ -343,7 +398,8 @@ func (l *loader) finish() (agent.Catalog, error) {
 	var cat agent.Catalog
 	for _, t := range l.tenants {
 		l.bound(t)
-		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules}
+		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
+			Egress: t.egress, ReplaceEgress: t.egressSet}
 		if t.defaultAgent.s != "" {
 			l.lookUp(t, "agent", t.agentAt, t.defaultAgent)
 		}
@@ -353,15 +409,9 @@ func (l *loader) finish() (agent.Catalog, error) {
 			}
 			tc.Rules = append(tc.Rules, agent.Rule{Name: r.Name.s, Priority: r.Priority.n, Condition: r.When.s, AgentID: r.Agent.s})
 		}
+		kits := l.toolkits(t)
 		for _, def := range t.agents {
-			a := def.agent
-			for _, ref := range def.refs {
-				if l.lookUp(t, "tool", t.toolAt, ref) {
-					i := slices.IndexFunc(t.tools, func(s agent.Tool) bool { return s.Name == ref.s })
-					a.Tools = append(a.Tools, t.tools[i])
-				}
-			}
-			tc.Agents = append(tc.Agents, a)
+			tc.Agents = append(tc.Agents, l.grant(t, def, kits))
 		}
 		cat.Tenants = append(cat.Tenants, tc)
 	}
@@ -373,6 +423,63 @@ func (l *loader) finish() (agent.Catalog, error) {
 		return agent.Catalog{}, &ValidationError{Problems: l.problems}
 	}
 	return cat, nil
+}
+
+// toolkits resolves each toolkit's tools by name.
+func (l *loader) toolkits(t *tenant) map[string][]agent.Tool {
+	kits := map[string][]agent.Tool{}
+	for _, k := range t.toolkits {
+		var specs []agent.Tool
+		for _, ref := range k.Tools {
+			if l.lookUp(t, "tool", t.toolAt, ref) {
+				spec := t.tools[slices.IndexFunc(t.tools, func(s agent.Tool) bool { return s.Name == ref.s })]
+				spec.FromToolkit = k.Name.s
+				specs = append(specs, spec)
+			}
+		}
+		kits[k.Name.s] = specs
+	}
+	return kits
+}
+
+// grant resolves the tools and toolkits an agent lists into full specs.
+// A tool listed by name and granted by a toolkit too is listed once, by
+// name; two toolkits granting one tool give it once, from the first.
+func (l *loader) grant(t *tenant, def agentDef, kits map[string][]agent.Tool) agent.Agent {
+	a := def.agent
+	have := map[string]bool{}
+	for _, ref := range def.refs {
+		if _, ok := t.toolAt[ref.s]; ok {
+			i := slices.IndexFunc(t.tools, func(s agent.Tool) bool { return s.Name == ref.s })
+			a.Tools = append(a.Tools, t.tools[i])
+			have[ref.s] = true
+		}
+	}
+	for _, ref := range def.refs {
+		if _, ok := t.toolAt[ref.s]; ok {
+			continue
+		}
+		if _, ok := t.toolkitAt[ref.s]; !ok {
+			l.lookUp(t, "tool or toolkit", mergePos(t.toolAt, t.toolkitAt), ref)
+			continue
+		}
+		for _, spec := range kits[ref.s] {
+			if !have[spec.Name] {
+				a.Tools = append(a.Tools, spec)
+				have[spec.Name] = true
+			}
+		}
+	}
+	if n := len(a.Tools); n > MaxAgentTools && len(def.refs) <= MaxAgentTools {
+		l.addf(def.refs[len(def.refs)-1].pos, "agent %q is granted %d tools; the limit is %d", a.ID, n, MaxAgentTools)
+	}
+	return a
+}
+
+func mergePos(a, b map[string]pos) map[string]pos {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
 }
 
 // bound reports a tenant with more agents, tools or rules than the
@@ -439,6 +546,83 @@ func (l *loader) lookUp(t *tenant, what string, defined map[string]pos, name tex
 	}
 	l.addf(name.pos, "%s %q is not defined for tenant %q%s", what, name.s, t.id, known)
 	return false
+}
+
+// configSchema checks a tool's config against its kind's JSON Schema.
+func (l *loader) configSchema(kind tools.Kind, config json.RawMessage) error {
+	if len(kind.Config) == 0 {
+		return nil
+	}
+	sch, err := l.compiled(kind)
+	if err != nil {
+		return err
+	}
+	doc := any(map[string]any{})
+	if len(config) > 0 {
+		if doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(config)); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	if err := sch.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("config of kind %s: %s", kind.Name, schemaProblems(ve))
+		}
+		return fmt.Errorf("config of kind %s: %w", kind.Name, err)
+	}
+	return nil
+}
+
+// compiled compiles a kind's config schema once per load.
+func (l *loader) compiled(kind tools.Kind) (*jsonschema.Schema, error) {
+	if sch, ok := l.schemas[kind.Name]; ok {
+		return sch, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(kind.Config))
+	if err != nil {
+		return nil, fmt.Errorf("kind %s: config schema: %w", kind.Name, err)
+	}
+	c := jsonschema.NewCompiler()
+	url := "mem://kinds/" + kind.Name + "/config.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("kind %s: config schema: %w", kind.Name, err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("kind %s: config schema: %w", kind.Name, err)
+	}
+	if l.schemas == nil {
+		l.schemas = map[string]*jsonschema.Schema{}
+	}
+	l.schemas[kind.Name] = sch
+	return sch, nil
+}
+
+// schemaProblems says in one line what a validation error found, each
+// problem with the path of the value it is about.
+func schemaProblems(ve *jsonschema.ValidationError) string {
+	var out []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			at := "/" + strings.Join(e.InstanceLocation, "/")
+			out = append(out, fmt.Sprintf("%s: %s", at, e.ErrorKind.LocalizedString(printer)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(out, "; ")
+}
+
+var printer = message.NewPrinter(language.English)
+
+// checkEgress checks one egress allowlist entry.
+func checkEgress(entry string) error {
+	_, err := egress.ParsePolicy([]string{entry})
+	return err
 }
 
 func checkToolName(name string) error {

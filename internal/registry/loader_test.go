@@ -54,7 +54,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			src:  "tenant: demo\nagnets: []\n",
-			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, tools, agents, rules`},
+			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, tools, toolkits, agents, rules`},
 		},
 		{
 			name: "unknown tool field",
@@ -204,7 +204,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "agent names an unknown tool",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\nagents:\n  - id: a\n    model: openai:x\n    tools: [calc, search]\n",
-			want: []string{`t.yaml:8: agents[0].tools[1]: tool "search" is not defined for tenant "demo"; defined: calc`},
+			want: []string{`t.yaml:8: agents[0].tools[1]: tool or toolkit "search" is not defined for tenant "demo"; defined: calc`},
 		},
 		{
 			name: "agent lists a tool twice",
@@ -262,7 +262,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "document not a mapping",
 			src:  "- tenant: demo\n",
-			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, tools, agents, rules, not a list`},
+			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, tools, toolkits, agents, rules, not a list`},
 		},
 		{
 			name: "empty file",
@@ -282,7 +282,7 @@ func TestParseProblems(t *testing.T) {
 				`t.yaml:2: default_agent: agent "nobody" is not defined for tenant "demo"; defined: a`,
 				`t.yaml:5: tools[0].kind: unknown tool kind "abacus"`,
 				`t.yaml:8: agents[0].model: "gpt4" is not "provider:model", e.g. "openai:gpt-4o-mini"`,
-				`t.yaml:9: agents[0].tools[1]: tool "nope" is not defined for tenant "demo"; defined: calc`,
+				`t.yaml:9: agents[0].tools[1]: tool or toolkit "nope" is not defined for tenant "demo"; defined: calc`,
 				`t.yaml:10: agents[0].temperature: 3 is out of range: want a number from 0 to 2`,
 			},
 		},
@@ -514,6 +514,88 @@ func TestLimits(t *testing.T) {
 			got := problems(t, tt.src)
 			require.Len(t, got, 1, "%v", got)
 			require.Contains(t, got[0], tt.want)
+		})
+	}
+}
+
+func TestToolkitsAndEgress(t *testing.T) {
+	cat, err := Parse(testKinds(t), "t.yaml", []byte(`
+tenant: demo
+egress: [api.flights.example, "*.weather.example:8443", 10.1.2.0/24]
+tools:
+  - {name: calc, kind: calculator}
+  - {name: precise, kind: calculator, config: {digits: 40}}
+  - {name: rough, kind: calculator, config: {digits: 3}}
+toolkits:
+  - name: math
+    description: every calculator
+    tools: [precise, rough]
+agents:
+  - id: a
+    model: openai:m
+    tools: [calc, math, rough]
+`))
+	require.NoError(t, err)
+	tc := cat.Tenants[0]
+	require.True(t, tc.ReplaceEgress)
+	require.Equal(t, []string{"api.flights.example", "*.weather.example:8443", "10.1.2.0/24"}, tc.Egress)
+	var granted []string
+	for _, tool := range tc.Agents[0].Tools {
+		granted = append(granted, tool.Name+"/"+tool.FromToolkit)
+	}
+	require.Equal(t, []string{"calc/", "rough/", "precise/math"}, granted, "listed by name first; a toolkit adds the rest")
+
+	noEgress, err := Parse(testKinds(t), "t.yaml", []byte("tenant: demo\n"))
+	require.NoError(t, err)
+	require.False(t, noEgress.Tenants[0].ReplaceEgress, "no egress key keeps the stored allowlist")
+
+	tests := []struct{ name, src, want string }{
+		{"bad egress entry", "tenant: demo\negress: [https://api.example.com/x]\n", `t.yaml:2: egress[0]: egress entry`},
+		{"egress twice", "tenant: demo\negress: [a.example]\n---\ntenant: demo\negress: [b.example]\n", `t.yaml:5: egress[0]: egress is already set for tenant "demo"`},
+		{"toolkit of unknown tools", "tenant: demo\ntoolkits:\n  - {name: k, tools: [nope]}\n", `t.yaml:3: toolkits[0].tools[0]: tool "nope" is not defined for tenant "demo"`},
+		{"empty toolkit", "tenant: demo\ntoolkits:\n  - {name: k, tools: []}\n", `toolkit "k" grants no tools`},
+		{"toolkit named like a tool", "tenant: demo\ntools:\n  - {name: k, kind: calculator}\ntoolkits:\n  - {name: k, tools: [k]}\n", `toolkit "k" has the name of the tool defined at t.yaml:3`},
+		{"agent lists an unknown toolkit", "tenant: demo\nagents:\n  - {id: a, model: 'openai:m', tools: [kit]}\n", `tool or toolkit "kit" is not defined for tenant "demo" (it has none)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := problems(t, tt.src)
+			require.NotEmpty(t, got)
+			require.Contains(t, strings.Join(got, "\n"), tt.want)
+		})
+	}
+}
+
+// TestConfigSchema: a kind's config schema is checked even when the kind
+// itself would take the config.
+func TestConfigSchema(t *testing.T) {
+	lenient := tools.Kind{Name: "lenient",
+		Config: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["url"],"properties":{"url":{"type":"string","minLength":1}}}`),
+		Build:  func(agent.Tool, tools.Deps) (tools.Tool, error) { return nil, nil },
+	}
+	kinds, err := tools.NewRegistry(tools.Deps{}, lenient)
+	require.NoError(t, err)
+	_, err = Parse(kinds, "t.yaml", []byte("tenant: demo\ntools:\n  - {name: l, kind: lenient, config: {url: x}}\n"))
+	require.NoError(t, err)
+	_, err = Parse(kinds, "t.yaml", []byte("tenant: demo\ntools:\n  - name: l\n    kind: lenient\n    config: {uri: x}\n"))
+	require.EqualError(t, err, `t.yaml:5: tools[0].config: config of kind lenient: /: missing property 'url'; /: additional properties 'uri' not allowed`)
+}
+
+func TestParseToolApprovalDefault(t *testing.T) {
+	tests := []struct {
+		name, kind, line, want string
+	}{
+		{"a kind without a policy", "calculator", "", agent.ApprovalNever},
+		{"the kind's policy", "execute_pipeline", "", tools.ExecutePipeline().Approval},
+		{"the catalog's word wins", "execute_pipeline", "    approval: never\n", agent.ApprovalNever},
+		{"the catalog's expression", "execute_pipeline", "    approval: user_role != \"admin\"\n", `user_role != "admin"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "tenant: demo\ntools:\n  - name: t\n    kind: " + tt.kind + "\n" + tt.line
+			cat, err := Parse(testKinds(t), "t.yaml", []byte(src))
+			require.NoError(t, err)
+			require.Equal(t, tt.want, cat.Tenants[0].Tools[0].Approval)
 		})
 	}
 }

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentflow/agentflow/internal/tools"
 )
 
 // TestPublishedSchema checks catalog/schema.json against the sample
@@ -48,4 +52,38 @@ func errString(err error) string {
 		return ""
 	}
 	return strings.ToLower(err.Error())
+}
+
+var update = flag.Bool("update", false, "rewrite the kinds' config schemas in catalog/schema.json")
+
+// TestPublishedKindConfigs: catalog/schema.json publishes each built-in
+// kind's config schema, as the loader checks it. Run with -update to
+// rewrite that part of the file from the kinds.
+func TestPublishedKindConfigs(t *testing.T) {
+	path := filepath.Join("..", "..", "catalog", "schema.json")
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	tool := doc["$defs"].(map[string]any)["tool"].(map[string]any)
+
+	var want []any
+	for _, k := range tools.Builtin() {
+		var config any = map[string]any{"not": map[string]any{}, "description": "this kind takes no config"}
+		if len(k.Config) > 0 {
+			require.NoError(t, json.Unmarshal(k.Config, &config))
+		}
+		want = append(want, map[string]any{
+			"if":   map[string]any{"properties": map[string]any{"kind": map[string]any{"const": k.Name}}, "required": []any{"kind"}},
+			"then": map[string]any{"properties": map[string]any{"config": config}},
+		})
+	}
+	if *update {
+		tool["allOf"] = want
+		out, err := json.MarshalIndent(doc, "", "  ")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, append(out, '\n'), 0o644))
+		return
+	}
+	require.Equal(t, want, tool["allOf"], "catalog/schema.json is behind the kinds: go test ./internal/registry -run TestPublishedKindConfigs -update")
 }

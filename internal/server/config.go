@@ -34,6 +34,10 @@ type Config struct {
 	// ResultInlineLimit: results larger than this many bytes are stored as
 	// blobs. Env AGENTFLOW_RESULT_INLINE_LIMIT; default 10 MiB.
 	ResultInlineLimit int
+	// ToolDataInline: a tool's structured output larger than this many
+	// bytes is kept as a tenant blob, and the model sees its ref and a
+	// preview. Env AGENTFLOW_TOOL_DATA_INLINE; default 64 KiB.
+	ToolDataInline int
 	// Roles this process plays: RoleWorker (the Temporal worker) and
 	// RoleGateway (the gRPC API). Env AGENTFLOW_ROLES, comma-separated;
 	// default both. Empty means worker only.
@@ -75,12 +79,17 @@ func ConfigFromEnv() (Config, error) {
 		Model:           llm.ConfigFromEnv(),
 		Script:          os.Getenv("AGENTFLOW_SCRIPT"),
 	}
-	if v := os.Getenv("AGENTFLOW_RESULT_INLINE_LIMIT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return Config{}, fmt.Errorf("AGENTFLOW_RESULT_INLINE_LIMIT=%q: want a positive number of bytes", v)
+	for _, p := range []struct {
+		env string
+		dst *int
+	}{{"AGENTFLOW_RESULT_INLINE_LIMIT", &c.ResultInlineLimit}, {"AGENTFLOW_TOOL_DATA_INLINE", &c.ToolDataInline}} {
+		if v := os.Getenv(p.env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return Config{}, fmt.Errorf("%s=%q: want a positive number of bytes", p.env, v)
+			}
+			*p.dst = n
 		}
-		c.ResultInlineLimit = n
 	}
 	c.Roles = strings.Split(envOr("AGENTFLOW_ROLES", RoleWorker+","+RoleGateway), ",")
 	c.GRPCAddr = envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051")

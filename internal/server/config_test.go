@@ -58,3 +58,18 @@ func TestConfigFromEnvPollers(t *testing.T) {
 		require.ErrorContains(t, err, `AGENTFLOW_ACTIVITY_POLLERS="`+bad+`": want a number of pollers, 2 to 64`)
 	}
 }
+
+func TestConfigFromEnvSizes(t *testing.T) {
+	t.Setenv("AGENTFLOW_TOOL_DATA_INLINE", "4096")
+	t.Setenv("AGENTFLOW_RESULT_INLINE_LIMIT", "1048576")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 4096, c.ToolDataInline)
+	require.Equal(t, 1<<20, c.ResultInlineLimit)
+
+	for _, bad := range []string{"x", "0", "-5"} {
+		t.Setenv("AGENTFLOW_TOOL_DATA_INLINE", bad)
+		_, err := ConfigFromEnv()
+		require.EqualError(t, err, `AGENTFLOW_TOOL_DATA_INLINE="`+bad+`": want a positive number of bytes`)
+	}
+}

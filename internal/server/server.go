@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/stream"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -140,14 +142,16 @@ func (s *Server) newWorker() error {
 	if err != nil {
 		return fmt.Errorf("model providers: %w", err)
 	}
-	s.tools, err = tools.NewRegistry(tools.Deps{Logger: s.logger, HTTPClient: &http.Client{Timeout: time.Minute}}, tools.Builtin()...)
+	// The worker's environment holds the secrets catalogs name (env:NAME);
+	// tools get them through this resolver, at call time only.
+	s.tools, err = tools.NewRegistry(tools.Deps{Logger: s.logger, Secrets: secrets.NewEnv(os.LookupEnv)}, tools.Builtin()...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
 	acts, err := activities.New(activities.Deps{
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger,
 		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
-		StreamInterval: s.cfg.StreamInterval,
+		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 	})
 	if err != nil {
 		return err

@@ -15,8 +15,8 @@ import (
 
 // Ref schemes.
 const (
-	casRefPrefix      = "cas://sha256:"
-	artifactRefPrefix = "artifact://"
+	casRefPrefix      = agent.CASRefPrefix
+	artifactRefPrefix = agent.ArtifactRefPrefix
 )
 
 // DefaultContentType is stored for blobs put without a content type.
@@ -107,4 +107,48 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+const (
+	sqlOwnBlob    = `INSERT INTO blob_owners (tenant_id, sha256) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	sqlTenantBlob = `SELECT b.data, b.content_type FROM cas_blobs b JOIN blob_owners o USING (sha256) WHERE o.tenant_id = $1 AND b.sha256 = $2`
+)
+
+// PutTenantBlob stores data for a tenant and returns its ref: only that
+// tenant (and others that store the same bytes) may read it. Idempotent.
+func (s *Store) PutTenantBlob(ctx context.Context, tenantID string, data []byte, contentType string) (string, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return "", err
+	}
+	sum, err := s.putBlob(ctx, data, contentType)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.pool.Exec(ctx, sqlOwnBlob, tenantID, sum); err != nil {
+		return "", fmt.Errorf("put blob %s for tenant %q: %w", sum, tenantID, err)
+	}
+	return casRefPrefix + sum, nil
+}
+
+// TenantBlob returns the bytes and content type behind a cas:// ref the
+// tenant stored; a ref of another tenant is agent.CodeNotFound, as one of
+// nothing.
+func (s *Store) TenantBlob(ctx context.Context, tenantID, ref string) ([]byte, string, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return nil, "", err
+	}
+	sum, err := parseCASRef(ref)
+	if err != nil {
+		return nil, "", err
+	}
+	var data []byte
+	var contentType string
+	err = s.pool.QueryRow(ctx, sqlTenantBlob, tenantID, sum).Scan(&data, &contentType)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", agent.Errorf(agent.CodeNotFound, "data %s not found", ref)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("load blob %s: %w", sum, err)
+	}
+	return data, contentType, nil
 }

@@ -114,6 +114,9 @@ const (
 	sqlTenantDefault = `SELECT default_agent FROM tenants WHERE tenant_id = $1`
 
 	sqlSetTenantDefault = `UPDATE tenants SET default_agent = $2, updated_at = now() WHERE tenant_id = $1`
+	// Only a different allowlist is a change.
+	sqlSetTenantEgress = `UPDATE tenants SET egress = to_jsonb($2::text[]), updated_at = now()
+WHERE tenant_id = $1 AND egress IS DISTINCT FROM to_jsonb($2::text[])`
 
 	sqlAgentExists = `SELECT EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND agent_id = $2)`
 
@@ -196,6 +199,19 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 			if changes[0].Action == ActionUnchanged {
 				changes[0].Action = ActionUpdated
 			}
+		}
+	}
+	if tc.ReplaceEgress {
+		egress := tc.Egress
+		if egress == nil {
+			egress = []string{}
+		}
+		tag, err := tx.Exec(ctx, sqlSetTenantEgress, tc.TenantID, egress)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: set egress: %w", tc.TenantID, err)
+		}
+		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
+			changes[0].Action = ActionUpdated
 		}
 	}
 	if tc.ReplaceRules {

@@ -26,13 +26,13 @@ const (
 INSERT INTO agent_results (
   tenant_id, job_id, run_id, node_id, workflow_id, agent_id, agent_version, route_rule,
   protocol_version, result_data, cas_id, status, error, tool_calls, tokens_used, cache_hit,
-  execution_time_ms, llm_model, completed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, now())
+  execution_time_ms, llm_model, data_ref, session_id, completed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, now())
 ON CONFLICT (tenant_id, job_id) DO NOTHING`
 
 	sqlResultColumns = `
 SELECT result_id::text, job_id, protocol_version, status, result_data, cas_id, error,
-  tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule
+  tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule, data_ref
 FROM agent_results`
 
 	sqlResultByJob = sqlResultColumns + `
@@ -117,7 +117,7 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	_, err = s.pool.Exec(ctx, sqlInsertResult,
 		tenantID, r.JobID, req.RunID, req.NodeID, workflowID, agentID, r.Metadata.AgentVersion, r.Metadata.RouteRule,
 		version, inline, casID, r.Status, errJSON, toolCallsJSON, r.Metadata.TokensUsed, r.Metadata.CacheHit,
-		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel)
+		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: %w", r.JobID, err)
 	}
@@ -190,7 +190,7 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row) (agent.TurnResult, 
 	)
 	m := &r.Metadata
 	err := row.Scan(&resultID, &r.JobID, &r.Version, &r.Status, &inline, &casID, &errJSON,
-		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule)
+		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}
@@ -241,4 +241,69 @@ func isUUID(s string) bool {
 		}
 	}
 	return true
+}
+
+// Data returns the data a ref names, as a tool reads it by ref: the bytes
+// of a cas:// blob the tenant stored, or, for a turn's result
+// (artifact://), the data its answer rests on (DataRef) or else its text
+// as a JSON string. Refs of other tenants are agent.CodeNotFound.
+func (s *Store) Data(ctx context.Context, tenantID, ref string) ([]byte, error) {
+	if strings.HasPrefix(ref, casRefPrefix) {
+		if data, _, err := s.TenantBlob(ctx, tenantID, ref); err == nil || !agent.IsCode(err, agent.CodeNotFound) {
+			return data, err
+		}
+		// A large result's payload is a blob too, read as a result.
+	}
+	res, err := s.ResultByRef(ctx, tenantID, ref)
+	if err != nil {
+		return nil, err
+	}
+	if res.DataRef != "" {
+		data, _, err := s.TenantBlob(ctx, tenantID, res.DataRef)
+		return data, err
+	}
+	text, err := json.Marshal(res.Output)
+	if err != nil {
+		return nil, fmt.Errorf("encode result %s: %w", ref, err)
+	}
+	return text, nil
+}
+
+const sqlSessionData = `
+SELECT job_id, data_ref, coalesce(result_data->'result_preview', 'null'::jsonb)
+FROM agent_results
+WHERE tenant_id = $1 AND session_id = $2 AND data_ref <> ''
+ORDER BY created_at DESC LIMIT $3`
+
+// SessionDatum is data an earlier turn of a session produced.
+type SessionDatum struct {
+	JobID   string
+	Ref     string
+	Preview json.RawMessage
+}
+
+// SessionData returns the data the latest n turns of a session produced,
+// newest first, for the model to use by reference. (Results large enough
+// to be stored as blobs keep no preview here.)
+func (s *Store) SessionData(ctx context.Context, tenantID, sessionID string, n int) ([]SessionDatum, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sqlSessionData, tenantID, sessionID, n)
+	if err != nil {
+		return nil, fmt.Errorf("load data of session %q: %w", sessionID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SessionDatum, error) {
+		var d SessionDatum
+		var preview []byte
+		err := row.Scan(&d.JobID, &d.Ref, &preview)
+		if string(preview) != "null" {
+			d.Preview = preview
+		}
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load data of session %q: %w", sessionID, err)
+	}
+	return out, nil
 }

@@ -28,6 +28,8 @@ type Routing struct {
 	Rules        []agent.Rule // priority order: highest first, then by name
 	Agents       int          // how many agents and tools the tenant has
 	Tools        int
+	// Egress is the tenant's egress allowlist (internal/egress entries).
+	Egress []string
 }
 
 const (
@@ -37,7 +39,8 @@ WHERE tenant_id = $1 ORDER BY priority DESC, name`
 	sqlTenantRouting = `
 SELECT catalog_version, coalesce(default_agent, ''),
        (SELECT count(*) FROM agents a WHERE a.tenant_id = t.tenant_id),
-       (SELECT count(*) FROM tools o WHERE o.tenant_id = t.tenant_id)
+       (SELECT count(*) FROM tools o WHERE o.tenant_id = t.tenant_id),
+       egress
 FROM tenants t WHERE tenant_id = $1`
 	sqlUpsertRule = `
 INSERT INTO routing_rules (tenant_id, name, priority, condition, agent_id) VALUES ($1, $2, $3, $4, $5)
@@ -56,7 +59,7 @@ func (s *Store) Routing(ctx context.Context, tenantID string) (Routing, error) {
 	}
 	r := Routing{TenantID: tenantID}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, sqlTenantRouting, tenantID).Scan(&r.Version, &r.DefaultAgent, &r.Agents, &r.Tools); err != nil {
+		if err := tx.QueryRow(ctx, sqlTenantRouting, tenantID).Scan(&r.Version, &r.DefaultAgent, &r.Agents, &r.Tools, &r.Egress); err != nil {
 			return err
 		}
 		var err error

@@ -59,6 +59,7 @@ func Calculator() Kind {
 		Name:        "calculator",
 		Description: "Evaluate an arithmetic expression exactly (decimal numbers, + - * / % ^ and parentheses).",
 		Parameters:  json.RawMessage(calcParameters),
+		Config:      json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"digits":{"type":"integer","minimum":1,"maximum":100,"description":"significant digits of a rounded result (default 20)"}}}`),
 		Build:       buildCalculator,
 		Local:       true,
 	}
@@ -97,9 +98,9 @@ type calcResult struct {
 	Fraction   string `json:"fraction,omitempty"`
 }
 
-func (c *calculator) Run(_ context.Context, args json.RawMessage) (Output, error) {
+func (c *calculator) Run(_ context.Context, call Call) (Output, error) {
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(args, &fields); err != nil || fields == nil {
+	if err := json.Unmarshal(call.Args, &fields); err != nil || fields == nil {
 		return Output{}, agent.Errorf(agent.CodeInvalid, `arguments must be a JSON object like {"expression": "12.5 * 4"}`)
 	}
 	keys := make([]string, 0, len(fields))

@@ -97,7 +97,7 @@ func TestCalculatorResults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
-			out, err := r.Execute(context.Background(), calcSpec(""), exprArgs(tt.expr))
+			out, err := r.Execute(context.Background(), calcSpec(""), Call{Args: json.RawMessage(exprArgs(tt.expr))})
 			require.NoError(t, err)
 			require.Equal(t, tt.want, out.Text)
 			var data calcResult
@@ -112,24 +112,24 @@ func TestCalculatorResults(t *testing.T) {
 
 func TestCalculatorData(t *testing.T) {
 	r := newTestRegistry(t)
-	out, err := r.Execute(context.Background(), calcSpec(""), `{"expression":"1/3"}`)
+	out, err := r.Execute(context.Background(), calcSpec(""), Call{Args: json.RawMessage(`{"expression":"1/3"}`)})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"expression":"1/3","result":"0.33333333333333333333","exact":false,"fraction":"1/3"}`, string(out.Data))
 
-	out, err = r.Execute(context.Background(), calcSpec(""), `{"expression":"12.5*4"}`)
+	out, err = r.Execute(context.Background(), calcSpec(""), Call{Args: json.RawMessage(`{"expression":"12.5*4"}`)})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"expression":"12.5*4","result":"50","exact":true}`, string(out.Data))
 }
 
 func TestCalculatorDigitsConfig(t *testing.T) {
 	r := newTestRegistry(t)
-	out, err := r.Execute(context.Background(), calcSpec(`{"digits": 5}`), `{"expression":"2/3"}`)
+	out, err := r.Execute(context.Background(), calcSpec(`{"digits": 5}`), Call{Args: json.RawMessage(`{"expression":"2/3"}`)})
 	require.NoError(t, err)
 	require.Equal(t, "0.66667 (rounded)", out.Text)
-	out, err = r.Execute(context.Background(), calcSpec(`{"digits": 5}`), `{"expression":"123456789/7"}`)
+	out, err = r.Execute(context.Background(), calcSpec(`{"digits": 5}`), Call{Args: json.RawMessage(`{"expression":"123456789/7"}`)})
 	require.NoError(t, err)
 	require.Equal(t, "17636684 (rounded)", out.Text, "integer digits are kept")
-	out, err = r.Execute(context.Background(), calcSpec(`{"digits": 1}`), `{"expression":"0.96 + 1/300"}`)
+	out, err = r.Execute(context.Background(), calcSpec(`{"digits": 1}`), Call{Args: json.RawMessage(`{"expression":"0.96 + 1/300"}`)})
 	require.NoError(t, err)
 	require.Equal(t, "1 (rounded)", out.Text, "rounding carries into a new digit")
 }
@@ -200,7 +200,7 @@ func TestCalculatorErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := r.Execute(context.Background(), calcSpec(""), tt.args)
+			_, err := r.Execute(context.Background(), calcSpec(""), Call{Args: json.RawMessage(tt.args)})
 			require.Error(t, err)
 			require.True(t, agent.IsCode(err, agent.CodeInvalid), "code of %v", err)
 			if tt.part {
@@ -229,7 +229,7 @@ func FuzzCalculator(f *testing.F) {
 	f.Fuzz(func(t *testing.T, expr string) {
 		args, err := json.Marshal(map[string]string{"expression": expr})
 		require.NoError(t, err)
-		out, err := calc.Run(context.Background(), args)
+		out, err := calc.Run(context.Background(), Call{Args: args})
 		if err != nil {
 			require.True(t, agent.IsCode(err, agent.CodeInvalid), "code of %v", err)
 			require.NotEmpty(t, err.Error())

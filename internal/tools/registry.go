@@ -55,6 +55,8 @@ func NewRegistry(deps Deps, kinds ...Kind) (*Registry, error) {
 			return nil, fmt.Errorf("tool kind %q: Build is required", k.Name)
 		case len(k.Parameters) > 0 && !isJSONObject(k.Parameters):
 			return nil, fmt.Errorf("tool kind %q: parameters must be a JSON object schema", k.Name)
+		case len(k.Config) > 0 && !isJSONObject(k.Config):
+			return nil, fmt.Errorf("tool kind %q: config must be a JSON object schema", k.Name)
 		}
 		if _, dup := r.kinds[k.Name]; dup {
 			return nil, fmt.Errorf("tool kind %q is registered twice", k.Name)
@@ -88,8 +90,8 @@ func (r *Registry) Kinds() []Kind {
 //     rejected them (the message says why, for the model), or the spec's
 //     config is invalid;
 //   - anything else: the tool failed.
-func (r *Registry) Execute(ctx context.Context, spec agent.Tool, args string) (Output, error) {
-	out, err := r.execute(ctx, spec, args)
+func (r *Registry) Execute(ctx context.Context, spec agent.Tool, call Call) (Output, error) {
+	out, err := r.execute(ctx, spec, call)
 	if err != nil {
 		name := spec.Name
 		if name == "" {
@@ -100,8 +102,8 @@ func (r *Registry) Execute(ctx context.Context, spec agent.Tool, args string) (O
 	return out, nil
 }
 
-func (r *Registry) execute(ctx context.Context, spec agent.Tool, args string) (Output, error) {
-	raw := json.RawMessage(strings.TrimSpace(args))
+func (r *Registry) execute(ctx context.Context, spec agent.Tool, call Call) (Output, error) {
+	raw := json.RawMessage(bytes.TrimSpace(call.Args))
 	if len(raw) == 0 {
 		// Models call argument-less tools with "" as often as with "{}".
 		raw = json.RawMessage("{}")
@@ -116,7 +118,8 @@ func (r *Registry) execute(ctx context.Context, spec agent.Tool, args string) (O
 	if err := ctx.Err(); err != nil {
 		return Output{}, err
 	}
-	return tool.Run(ctx, raw)
+	call.Args = raw
+	return tool.Run(ctx, call.WithDefaults())
 }
 
 // tool returns the built tool for spec, building it on first use.

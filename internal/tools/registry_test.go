@@ -17,7 +17,7 @@ import (
 // toolFunc adapts a function to Tool.
 type toolFunc func(ctx context.Context, args json.RawMessage) (Output, error)
 
-func (f toolFunc) Run(ctx context.Context, args json.RawMessage) (Output, error) { return f(ctx, args) }
+func (f toolFunc) Run(ctx context.Context, call Call) (Output, error) { return f(ctx, call.Args) }
 
 // echoKind builds tools that return their config and arguments, counting
 // builds; config "bad" is rejected.
@@ -25,7 +25,7 @@ func echoKind(builds *atomic.Int32) Kind {
 	return Kind{
 		Name: "echo",
 		Build: func(spec agent.Tool, deps Deps) (Tool, error) {
-			if deps.Logger == nil || deps.HTTPClient == nil {
+			if deps.Logger == nil || deps.Secrets == nil || deps.Now == nil {
 				return nil, errors.New("deps without defaults")
 			}
 			if string(spec.Config) == `"bad"` {
@@ -80,7 +80,7 @@ func TestRegistryKinds(t *testing.T) {
 
 func TestExecuteUnknownKind(t *testing.T) {
 	r := newTestRegistry(t)
-	_, err := r.Execute(context.Background(), agent.Tool{Name: "refund", Kind: "http"}, `{}`)
+	_, err := r.Execute(context.Background(), agent.Tool{Name: "refund", Kind: "http"}, Call{Args: json.RawMessage(`{}`)})
 	require.True(t, agent.IsCode(err, agent.CodeNotFound), "code of %v", err)
 	require.EqualError(t, err, `refund: unknown tool kind "http"`)
 }
@@ -99,7 +99,7 @@ func TestExecuteCachesBuiltTools(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			outs[i], errs[i] = r.Execute(context.Background(), spec, ` {"x": 1} `)
+			outs[i], errs[i] = r.Execute(context.Background(), spec, Call{Args: json.RawMessage(` {"x": 1} `)})
 		})
 	}
 	wg.Wait()
@@ -118,11 +118,11 @@ func TestExecuteCachesBuiltTools(t *testing.T) {
 		{Name: "e", Kind: "echo", Description: "ab"},
 		{Name: "e", Kind: "echo", Description: "a", Parameters: json.RawMessage("b")},
 	} {
-		_, err := r.Execute(context.Background(), changed, `{}`)
+		_, err := r.Execute(context.Background(), changed, Call{Args: json.RawMessage(`{}`)})
 		require.NoError(t, err)
 	}
 	require.Equal(t, int32(6), builds.Load())
-	_, err = r.Execute(context.Background(), spec, `{}`)
+	_, err = r.Execute(context.Background(), spec, Call{Args: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	require.Equal(t, int32(6), builds.Load())
 }
@@ -133,7 +133,7 @@ func TestExecuteBadConfigIsNotCached(t *testing.T) {
 	require.NoError(t, err)
 	spec := agent.Tool{Name: "e", Kind: "echo", Config: json.RawMessage(`"bad"`)}
 	for range 2 {
-		_, err := r.Execute(context.Background(), spec, `{}`)
+		_, err := r.Execute(context.Background(), spec, Call{Args: json.RawMessage(`{}`)})
 		require.True(t, agent.IsCode(err, agent.CodeInvalid), "code of %v", err)
 		require.EqualError(t, err, "e: configure: echo config: bad")
 	}
@@ -149,7 +149,7 @@ func TestExecuteToolFailure(t *testing.T) {
 	}}
 	r, err := NewRegistry(Deps{}, failing)
 	require.NoError(t, err)
-	_, err = r.Execute(context.Background(), agent.Tool{Name: "f", Kind: "failing"}, `{}`)
+	_, err = r.Execute(context.Background(), agent.Tool{Name: "f", Kind: "failing"}, Call{Args: json.RawMessage(`{}`)})
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, agent.CodeInternal, agent.ErrorCode(err), "a tool's own failure is not the model's fault")
 	require.EqualError(t, err, "f: connection refused")
@@ -159,7 +159,7 @@ func TestExecuteCanceled(t *testing.T) {
 	r := newTestRegistry(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := r.Execute(ctx, calcSpec(""), exprArgs("1+1"))
+	_, err := r.Execute(ctx, calcSpec(""), Call{Args: json.RawMessage(exprArgs("1+1"))})
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -168,7 +168,7 @@ func TestExecuteCacheIsBounded(t *testing.T) {
 	r, err := NewRegistry(Deps{}, echoKind(&builds))
 	require.NoError(t, err)
 	for i := range maxBuilt + 10 {
-		_, err := r.Execute(context.Background(), agent.Tool{Name: "e", Kind: "echo", Config: json.RawMessage(strconv.Itoa(i))}, `{}`)
+		_, err := r.Execute(context.Background(), agent.Tool{Name: "e", Kind: "echo", Config: json.RawMessage(strconv.Itoa(i))}, Call{Args: json.RawMessage(`{}`)})
 		require.NoError(t, err)
 	}
 	r.mu.Lock()

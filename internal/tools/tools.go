@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -13,17 +14,89 @@ import (
 // Tool is a runnable tool instance built from an agent.Tool spec. Run may
 // be called concurrently: one built tool serves every call of its spec.
 type Tool interface {
-	// Run executes one call. args is a JSON object (the registry checks
-	// that); an error the model can fix carries agent.CodeInvalid.
-	Run(ctx context.Context, args json.RawMessage) (Output, error)
+	// Run executes one call. call.Args is a JSON object (the registry
+	// checks that); an error the model can fix carries agent.CodeInvalid.
+	Run(ctx context.Context, call Call) (Output, error)
 }
+
+// Call is one call of a tool: the model's arguments, and what the runtime
+// offers the call on behalf of its tenant. A tool uses these rather than
+// reaching for the network, the store or the environment itself.
+type Call struct {
+	// Args is the model's arguments, a JSON object.
+	Args json.RawMessage
+	// TenantID, JobID and CallID say whose call this is.
+	TenantID, JobID, CallID string
+	// HTTP calls out under the tenant's egress policy (internal/egress).
+	HTTP *http.Client
+	// Data reads data by ref (cas://…, artifact://…) that the tenant may
+	// read; another tenant's ref is agent.CodeNotFound.
+	Data func(ctx context.Context, ref string) ([]byte, error)
+	// Cache keeps results of pure calls for the tenant.
+	Cache Cache
+	// Progress reports what the call is doing: the turn's stream shows it
+	// as tool_progress events.
+	Progress func(message string)
+}
+
+// Cache keeps a tenant's tool results by key for a while.
+type Cache interface {
+	Get(ctx context.Context, key string) (Output, bool, error)
+	Put(ctx context.Context, key string, out Output, ttl time.Duration) error
+}
+
+// WithDefaults returns c with nil fields replaced by ones that do nothing
+// or refuse: no egress, no data, no cache, progress dropped.
+func (c Call) WithDefaults() Call {
+	if c.HTTP == nil {
+		c.HTTP = &http.Client{Transport: refuseTransport{}}
+	}
+	if c.Data == nil {
+		c.Data = func(context.Context, string) ([]byte, error) {
+			return nil, agent.Errorf(agent.CodeNotFound, "no data can be read by ref here")
+		}
+	}
+	if c.Cache == nil {
+		c.Cache = noCache{}
+	}
+	if c.Progress == nil {
+		c.Progress = func(string) {}
+	}
+	return c
+}
+
+type refuseTransport struct{}
+
+func (refuseTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, agent.Errorf(agent.CodeInvalid, "this tool may not call %s: no egress is configured", r.URL.Host)
+}
+
+type noCache struct{}
+
+func (noCache) Get(context.Context, string) (Output, bool, error)        { return Output{}, false, nil }
+func (noCache) Put(context.Context, string, Output, time.Duration) error { return nil }
 
 // Output is the result of a tool call.
 type Output struct {
-	// Text is what the model sees.
+	// Text is what the model sees of the call. The runtime adds what it
+	// keeps of Data: its ref and a preview, and the data itself when
+	// ShowData is set and it is small.
 	Text string
-	// Data is an optional structured result for callers and transcripts.
+	// Data is an optional structured result, for callers and later calls.
+	// A dataset (a JSON array of objects) is always kept by reference, so
+	// that later steps, turns and workflows can use it; other data when
+	// it is large.
 	Data json.RawMessage
+	// ShowData says the model needs Data itself, not only Text: a tool
+	// whose Text is a summary sets it; one whose Text says it all (the
+	// calculator's) leaves it unset.
+	ShowData bool
+	// Preview, when the tool knows the shape of its Data (a pipeline
+	// does), describes it, and the runtime need not read the data back to
+	// find out: Type, RowCount, Fields and Sample (agent.SampleRows rows).
+	Preview *agent.DataPreview
+	// CacheHit says the output came from the tenant's cache.
+	CacheHit bool
 }
 
 // Kind is a tool kind: the builder a catalog names with `kind:`.
@@ -33,6 +106,10 @@ type Kind struct {
 	// Parameters is the default JSON Schema of the arguments (an object
 	// schema); a catalog may override it.
 	Parameters json.RawMessage
+	// Config is the JSON Schema of the kind's `config` in the catalog,
+	// checked when a catalog is applied and published in
+	// catalog/schema.json; nil: the kind takes no config.
+	Config json.RawMessage
 	// Build validates spec.Config and returns a tool. A bad config is an
 	// agent.CodeInvalid error. Build must not do I/O: the catalog loader
 	// calls it to validate config long before any call is made.
@@ -41,6 +118,11 @@ type Kind struct {
 	// milliseconds of CPU): their tools run as local activities unless the
 	// catalog says `execution: activity`.
 	Local bool
+	// Approval is the approval policy of this kind's tools whose catalog
+	// entry gives none: never, always or a CEL expression over args.
+	// Empty: never. A kind whose calls can change things elsewhere asks
+	// for approval of those calls, so that the safe policy is the default.
+	Approval string
 }
 
 // Deps are the dependencies injected into builders. Fields are filled with
@@ -48,9 +130,23 @@ type Kind struct {
 type Deps struct {
 	// Logger for builders and tools. Default: a no-op logger.
 	Logger *zap.Logger
-	// HTTPClient for tools that call out. Default: a client without its
-	// own timeout; calls are bounded by their context.
-	HTTPClient *http.Client
+	// Secrets resolves secrets named by reference in a tool's config
+	// (`secret: env:NAME`), at call time only. Default: refuses every
+	// reference.
+	Secrets Secrets
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Secrets resolves secret references (internal/secrets.Resolver).
+type Secrets interface {
+	Resolve(ctx context.Context, ref string) (string, error)
+}
+
+type noSecrets struct{}
+
+func (noSecrets) Resolve(_ context.Context, ref string) (string, error) {
+	return "", agent.Errorf(agent.CodeInvalid, "secret %s cannot be resolved here", ref)
 }
 
 // WithDefaults returns d with nil fields replaced by their defaults.
@@ -58,13 +154,16 @@ func (d Deps) WithDefaults() Deps {
 	if d.Logger == nil {
 		d.Logger = zap.NewNop()
 	}
-	if d.HTTPClient == nil {
-		d.HTTPClient = &http.Client{}
+	if d.Secrets == nil {
+		d.Secrets = noSecrets{}
+	}
+	if d.Now == nil {
+		d.Now = time.Now
 	}
 	return d
 }
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator()}
+	return []Kind{Calculator(), ExecutePipeline()}
 }

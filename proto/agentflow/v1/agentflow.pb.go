@@ -538,18 +538,24 @@ func (x *GetResultRequest) GetResultRef() string {
 }
 
 type TurnResult struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Version           string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	JobId             string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Status            string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"` // completed | failed | rejected
-	Output            string                 `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
-	ResultRef         string                 `protobuf:"bytes,5,opt,name=result_ref,json=resultRef,proto3" json:"result_ref,omitempty"`
-	ResultPreviewJson string                 `protobuf:"bytes,6,opt,name=result_preview_json,json=resultPreviewJson,proto3" json:"result_preview_json,omitempty"`
-	Metadata          *ResultMetadata        `protobuf:"bytes,7,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	Error             *TurnError             `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
-	StreamId          string                 `protobuf:"bytes,9,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Version   string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	JobId     string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Status    string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"` // completed | failed | rejected | canceled
+	Output    string                 `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
+	ResultRef string                 `protobuf:"bytes,5,opt,name=result_ref,json=resultRef,proto3" json:"result_ref,omitempty"`
+	// result_preview_json describes the answer: {"type":"text",…}, or, when
+	// the answer rests on data a tool produced, {"type":"dataset",
+	// "row_count":…,"fields":[…],"sample":[…],"ref":…} (or "document").
+	ResultPreviewJson string          `protobuf:"bytes,6,opt,name=result_preview_json,json=resultPreviewJson,proto3" json:"result_preview_json,omitempty"`
+	Metadata          *ResultMetadata `protobuf:"bytes,7,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Error             *TurnError      `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	StreamId          string          `protobuf:"bytes,9,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	// data_ref names that data (cas://sha256:…), for tools of later turns
+	// and GetResult; empty when the answer is text only.
+	DataRef       string `protobuf:"bytes,10,opt,name=data_ref,json=dataRef,proto3" json:"data_ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TurnResult) Reset() {
@@ -641,6 +647,13 @@ func (x *TurnResult) GetError() *TurnError {
 func (x *TurnResult) GetStreamId() string {
 	if x != nil {
 		return x.StreamId
+	}
+	return ""
+}
+
+func (x *TurnResult) GetDataRef() string {
+	if x != nil {
+		return x.DataRef
 	}
 	return ""
 }
@@ -750,7 +763,8 @@ type ToolCallRecord struct {
 	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	ArgsJson      string                 `protobuf:"bytes,3,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
-	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"` // ok | error | rejected | timed_out
+	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`                      // ok | error | rejected | timed_out | canceled
+	CacheHit      bool                   `protobuf:"varint,5,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"` // the tool's result came from the tenant's cache
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -811,6 +825,13 @@ func (x *ToolCallRecord) GetStatus() string {
 		return x.Status
 	}
 	return ""
+}
+
+func (x *ToolCallRecord) GetCacheHit() bool {
+	if x != nil {
+		return x.CacheHit
+	}
+	return false
 }
 
 type TurnError struct {
@@ -938,6 +959,7 @@ type StreamEvent struct {
 	//	*StreamEvent_Content
 	//	*StreamEvent_Usage
 	//	*StreamEvent_Error
+	//	*StreamEvent_ToolProgress
 	Event         isStreamEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1059,6 +1081,15 @@ func (x *StreamEvent) GetError() *ErrorEvent {
 	return nil
 }
 
+func (x *StreamEvent) GetToolProgress() *ToolEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_ToolProgress); ok {
+			return x.ToolProgress
+		}
+	}
+	return nil
+}
+
 type isStreamEvent_Event interface {
 	isStreamEvent_Event()
 }
@@ -1095,6 +1126,10 @@ type StreamEvent_Error struct {
 	Error *ErrorEvent `protobuf:"bytes,9,opt,name=error,proto3,oneof"`
 }
 
+type StreamEvent_ToolProgress struct {
+	ToolProgress *ToolEvent `protobuf:"bytes,10,opt,name=tool_progress,json=toolProgress,proto3,oneof"`
+}
+
 func (*StreamEvent_Status) isStreamEvent_Event() {}
 
 func (*StreamEvent_Token) isStreamEvent_Event() {}
@@ -1110,6 +1145,8 @@ func (*StreamEvent_Content) isStreamEvent_Event() {}
 func (*StreamEvent_Usage) isStreamEvent_Event() {}
 
 func (*StreamEvent_Error) isStreamEvent_Event() {}
+
+func (*StreamEvent_ToolProgress) isStreamEvent_Event() {}
 
 type StatusEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1252,10 +1289,14 @@ type ToolEvent struct {
 	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	ArgsJson      string                 `protobuf:"bytes,3,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
-	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`     // tool_end: ok | error | rejected | timed_out
-	Output        string                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`     // tool_end: a preview
-	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`     // approval_required: why
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"` // approval_required
+	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`                               // tool_end: ok | error | rejected | timed_out
+	Output        string                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`                               // tool_end: a preview
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`                               // approval_required: why
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`                           // approval_required
+	Message       string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`                             // tool_progress: what the call is doing
+	DataJson      string                 `protobuf:"bytes,9,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`           // tool_end: the data the call produced, by ref (a preview)
+	Source        string                 `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`                              // tool_start: the catalog entry the tool comes from
+	FromToolkit   string                 `protobuf:"bytes,11,opt,name=from_toolkit,json=fromToolkit,proto3" json:"from_toolkit,omitempty"` // tool_start: the toolkit that granted it, if any
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1337,6 +1378,34 @@ func (x *ToolEvent) GetDeadline() *timestamppb.Timestamp {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *ToolEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ToolEvent) GetDataJson() string {
+	if x != nil {
+		return x.DataJson
+	}
+	return ""
+}
+
+func (x *ToolEvent) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ToolEvent) GetFromToolkit() string {
+	if x != nil {
+		return x.FromToolkit
+	}
+	return ""
 }
 
 type ContentEvent struct {
@@ -1714,6 +1783,8 @@ type ToolInfo struct {
 	Description    string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	ParametersJson string                 `protobuf:"bytes,4,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
 	Approval       string                 `protobuf:"bytes,5,opt,name=approval,proto3" json:"approval,omitempty"`
+	Source         string                 `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`                              // the catalog entry the tool comes from
+	FromToolkit    string                 `protobuf:"bytes,7,opt,name=from_toolkit,json=fromToolkit,proto3" json:"from_toolkit,omitempty"` // the toolkit that granted it, if any
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1779,6 +1850,20 @@ func (x *ToolInfo) GetParametersJson() string {
 func (x *ToolInfo) GetApproval() string {
 	if x != nil {
 		return x.Approval
+	}
+	return ""
+}
+
+func (x *ToolInfo) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ToolInfo) GetFromToolkit() string {
+	if x != nil {
+		return x.FromToolkit
 	}
 	return ""
 }
@@ -3083,7 +3168,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xc2\x02\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xdd\x02\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -3095,7 +3180,9 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x13result_preview_json\x18\x06 \x01(\tR\x11resultPreviewJson\x128\n" +
 	"\bmetadata\x18\a \x01(\v2\x1c.agentflow.v1.ResultMetadataR\bmetadata\x12-\n" +
 	"\x05error\x18\b \x01(\v2\x17.agentflow.v1.TurnErrorR\x05error\x12\x1b\n" +
-	"\tstream_id\x18\t \x01(\tR\bstreamId\"\xb3\x02\n" +
+	"\tstream_id\x18\t \x01(\tR\bstreamId\x12\x19\n" +
+	"\bdata_ref\x18\n" +
+	" \x01(\tR\adataRef\"\xb3\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
@@ -3107,12 +3194,13 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"tokensUsed\x12\x1b\n" +
 	"\tcache_hit\x18\x06 \x01(\bR\bcacheHit\x12*\n" +
 	"\x11execution_time_ms\x18\a \x01(\x03R\x0fexecutionTimeMs\x12\x1b\n" +
-	"\tllm_model\x18\b \x01(\tR\bllmModel\"r\n" +
+	"\tllm_model\x18\b \x01(\tR\bllmModel\"\x8f\x01\n" +
 	"\x0eToolCallRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\tR\x06status\"W\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\x12\x1b\n" +
+	"\tcache_hit\x18\x05 \x01(\bR\bcacheHit\"W\n" +
 	"\tTurnError\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
@@ -3120,7 +3208,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0fStreamEventMeta\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x1f\n" +
 	"\vevent_index\x18\x02 \x01(\x03R\n" +
-	"eventIndex\"\x84\x04\n" +
+	"eventIndex\"\xc4\x04\n" +
 	"\vStreamEvent\x121\n" +
 	"\x04meta\x18\x01 \x01(\v2\x1d.agentflow.v1.StreamEventMetaR\x04meta\x123\n" +
 	"\x06status\x18\x02 \x01(\v2\x19.agentflow.v1.StatusEventH\x00R\x06status\x120\n" +
@@ -3131,7 +3219,9 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x11approval_required\x18\x06 \x01(\v2\x17.agentflow.v1.ToolEventH\x00R\x10approvalRequired\x126\n" +
 	"\acontent\x18\a \x01(\v2\x1a.agentflow.v1.ContentEventH\x00R\acontent\x120\n" +
 	"\x05usage\x18\b \x01(\v2\x18.agentflow.v1.UsageEventH\x00R\x05usage\x120\n" +
-	"\x05error\x18\t \x01(\v2\x18.agentflow.v1.ErrorEventH\x00R\x05errorB\a\n" +
+	"\x05error\x18\t \x01(\v2\x18.agentflow.v1.ErrorEventH\x00R\x05error\x12>\n" +
+	"\rtool_progress\x18\n" +
+	" \x01(\v2\x17.agentflow.v1.ToolEventH\x00R\ftoolProgressB\a\n" +
 	"\x05event\"\xb5\x01\n" +
 	"\vStatusEvent\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.agentflow.v1.StatusR\x06status\x12\x1b\n" +
@@ -3143,7 +3233,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"TokenEvent\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x05R\x04step\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\x05R\aattempt\"\xd5\x01\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\"\xc7\x02\n" +
 	"\tToolEvent\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -3151,7 +3241,12 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\tR\x06status\x12\x16\n" +
 	"\x06output\x18\x05 \x01(\tR\x06output\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x126\n" +
-	"\bdeadline\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"-\n" +
+	"\bdeadline\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\x12\x1b\n" +
+	"\tdata_json\x18\t \x01(\tR\bdataJson\x12\x16\n" +
+	"\x06source\x18\n" +
+	" \x01(\tR\x06source\x12!\n" +
+	"\ffrom_toolkit\x18\v \x01(\tR\vfromToolkit\"-\n" +
 	"\fContentEvent\x12\x1d\n" +
 	"\n" +
 	"block_json\x18\x01 \x01(\tR\tblockJson\"\x95\x01\n" +
@@ -3180,13 +3275,15 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12,\n" +
 	"\x05tools\x18\x05 \x03(\v2\x16.agentflow.v1.ToolInfoR\x05tools\x12,\n" +
 	"\x06limits\x18\x06 \x01(\v2\x14.agentflow.v1.LimitsR\x06limits\x12\x18\n" +
-	"\adefault\x18\a \x01(\bR\adefault\"\x99\x01\n" +
+	"\adefault\x18\a \x01(\bR\adefault\"\xd4\x01\n" +
 	"\bToolInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12'\n" +
 	"\x0fparameters_json\x18\x04 \x01(\tR\x0eparametersJson\x12\x1a\n" +
-	"\bapproval\x18\x05 \x01(\tR\bapproval\"\x84\x02\n" +
+	"\bapproval\x18\x05 \x01(\tR\bapproval\x12\x16\n" +
+	"\x06source\x18\x06 \x01(\tR\x06source\x12!\n" +
+	"\ffrom_toolkit\x18\a \x01(\tR\vfromToolkit\"\x84\x02\n" +
 	"\x06Limits\x12%\n" +
 	"\x0emax_iterations\x18\x01 \x01(\x05R\rmaxIterations\x12(\n" +
 	"\x10turn_timeout_sec\x18\x02 \x01(\x05R\x0eturnTimeoutSec\x12!\n" +
@@ -3382,55 +3479,56 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	17, // 14: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
 	18, // 15: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
 	19, // 16: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	0,  // 17: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	11, // 18: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	47, // 19: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	11, // 20: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	22, // 21: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	23, // 22: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	24, // 23: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	2,  // 24: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	31, // 25: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	47, // 26: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	47, // 27: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	46, // 28: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	33, // 29: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	35, // 30: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	2,  // 31: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	40, // 32: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	22, // 33: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	35, // 34: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	4,  // 35: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	5,  // 36: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	6,  // 37: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	7,  // 38: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	20, // 39: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	25, // 40: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	27, // 41: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	29, // 42: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	43, // 43: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	32, // 44: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	36, // 45: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	38, // 46: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	41, // 47: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	8,  // 48: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	13, // 49: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	13, // 50: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	8,  // 51: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	21, // 52: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	26, // 53: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	28, // 54: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	30, // 55: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	44, // 56: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	34, // 57: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	37, // 58: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	39, // 59: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	42, // 60: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	48, // [48:61] is the sub-list for method output_type
-	35, // [35:48] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	16, // 17: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	0,  // 18: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	11, // 19: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	47, // 20: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	11, // 21: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	22, // 22: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	23, // 23: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	24, // 24: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	2,  // 25: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	31, // 26: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	47, // 27: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	47, // 28: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	46, // 29: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	33, // 30: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	35, // 31: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	2,  // 32: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	40, // 33: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	22, // 34: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	35, // 35: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	4,  // 36: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	5,  // 37: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	6,  // 38: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	7,  // 39: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	20, // 40: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	25, // 41: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	27, // 42: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	29, // 43: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	43, // 44: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	32, // 45: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	36, // 46: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	38, // 47: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	41, // 48: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	8,  // 49: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	13, // 50: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	13, // 51: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	8,  // 52: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	21, // 53: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	26, // 54: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	28, // 55: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	30, // 56: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	44, // 57: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	34, // 58: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	37, // 59: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	39, // 60: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	42, // 61: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	49, // [49:62] is the sub-list for method output_type
+	36, // [36:49] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -3448,6 +3546,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_Content)(nil),
 		(*StreamEvent_Usage)(nil),
 		(*StreamEvent_Error)(nil),
+		(*StreamEvent_ToolProgress)(nil),
 	}
 	file_agentflow_v1_agentflow_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}

@@ -1,0 +1,45 @@
+// Package egress gives tools an HTTP client that can reach only what a
+// tenant's egress policy allows, so that a model cannot steer a tool into
+// the worker's own network (server-side request forgery).
+//
+// # Policy
+//
+// A tenant's catalog lists allowed destinations; ParsePolicy reads them:
+//
+//	api.example.com          that host, any port
+//	api.example.com:8443     that host, port 8443 only
+//	*.example.com            every subdomain at any depth, not example.com itself
+//	203.0.113.7, [2001:db8::1]:8443
+//	                         an IP literal, optionally with a port
+//	10.1.2.0/24, fd12::/16   a CIDR prefix: its addresses may be dialled even
+//	                         though they are private, and URLs may name them
+//
+// A zero Policy allows nothing. Policy's other fields cap what a call may
+// cost: response size, time, redirects.
+//
+// # Two checks
+//
+// Every request, and every redirect, is checked by name: its scheme must be
+// http or https and its host must match an entry. Then every address the
+// host resolves to is checked when it is dialled: loopback, private,
+// link-local, multicast and other special-purpose addresses, and cloud
+// metadata endpoints, are refused unless an IP literal entry or a CIDR entry
+// names them (a metadata address only by an exact entry: an IP literal, or
+// a /32 or /128 prefix). A host name entry never admits such an address by
+// itself, because its DNS answers are what an attacker controls. The dialer
+// resolves the name once and dials the addresses it checked, so that DNS
+// rebinding cannot slip another address in between. Proxies from the
+// environment are ignored, since a proxy would do the dialling instead.
+//
+// # Errors
+//
+// Refusals and an oversized response are agent.CodeInvalid errors whose
+// messages are written for the model ("host api.x.com is not in tenant
+// demo's egress allowlist"): retrying the same call cannot help. http.Client
+// wraps them in *url.Error, so test them with agent.IsCode or errors.As.
+// The messages written here leave out a URL's user info and query, where
+// tools put credentials; *url.Error's own prefix does not, so a tool that
+// puts a key in a query must not show the model the error as it is.
+// A call that runs out of time fails like any http.Client timeout
+// (net.Error with Timeout() true) and may be retried.
+package egress

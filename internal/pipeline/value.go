@@ -1,0 +1,702 @@
+package pipeline
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Kind says what a Value holds.
+type Kind string
+
+const (
+	// KindTable is an array of objects, each a row.
+	KindTable Kind = "table"
+	// KindDocument is any other JSON value.
+	KindDocument Kind = "document"
+)
+
+// Value is the data flowing between steps: a table or a JSON document.
+// Its JSON values are those encoding/json decodes into an any (numbers
+// as json.Number or float64; int and *big.Int, which jq yields, too).
+// Steps never change a Value they are given: a step that changes rows
+// copies them, so a caller may cache what Env.Load returns.
+type Value struct {
+	Kind  Kind
+	Table []map[string]any // KindTable: the rows
+	Doc   any              // KindDocument: the document
+}
+
+// TableOf returns a table of rows.
+func TableOf(rows []map[string]any) Value {
+	if rows == nil {
+		rows = []map[string]any{}
+	}
+	return Value{Kind: KindTable, Table: rows}
+}
+
+// ValueOf returns v, a JSON value as encoding/json decodes it (or with
+// int, *big.Int or []map[string]any parts), as a Value: a table when it is
+// an array of objects, a document otherwise. NaN becomes null and ±Inf the
+// largest finite numbers, as in jq; other Go types are an error.
+func ValueOf(v any) (Value, error) {
+	if rows, ok := v.([]map[string]any); ok {
+		v = mapsToAny(rows)
+	}
+	v, err := normalize(v, 0)
+	if err != nil {
+		return Value{}, err
+	}
+	return classify(v), nil
+}
+
+// MarshalJSON encodes the table or the document.
+func (v Value) MarshalJSON() ([]byte, error) {
+	return json.Marshal(v.data())
+}
+
+// data returns the value as one JSON value.
+func (v Value) data() any {
+	if v.Kind == KindTable {
+		if v.Table == nil {
+			return []map[string]any{}
+		}
+		return v.Table
+	}
+	return v.Doc
+}
+
+// classify returns an array of objects as a table and anything else as a
+// document.
+func classify(v any) Value {
+	if rows, ok := rowsOf(v); ok {
+		return TableOf(rows)
+	}
+	return Value{Kind: KindDocument, Doc: v}
+}
+
+// rowsOf returns v's elements when v is an array of objects.
+func rowsOf(v any) ([]map[string]any, bool) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	rows := make([]map[string]any, len(arr))
+	for i, el := range arr {
+		m, ok := el.(map[string]any)
+		if !ok || m == nil {
+			return nil, false
+		}
+		rows[i] = m
+	}
+	return rows, true
+}
+
+func mapsToAny(rows []map[string]any) []any {
+	out := make([]any, len(rows))
+	for i, r := range rows {
+		out[i] = r
+	}
+	return out
+}
+
+// asTable returns the rows of a step's input, unwrapping an envelope
+// object (see the package doc), or says why the input is not a table.
+func asTable(v Value) ([]map[string]any, error) {
+	if v.Kind == KindTable {
+		return v.Table, nil
+	}
+	const need = "needs a table (an array of objects)"
+	switch d := v.Doc.(type) {
+	case map[string]any:
+		var full, empty []string
+		for k, f := range d {
+			if rows, ok := rowsOf(f); ok {
+				if len(rows) > 0 {
+					full = append(full, k)
+				} else {
+					empty = append(empty, k)
+				}
+			}
+		}
+		switch {
+		case len(full) == 1:
+			rows, _ := rowsOf(d[full[0]])
+			return rows, nil
+		case len(full) == 0 && len(empty) == 1:
+			return []map[string]any{}, nil
+		case len(full) > 1:
+			slices.Sort(full)
+			return nil, invalidf("%s but the input is an object with several arrays of objects (%s); pick one with a jq_transform step such as {\"step\": \"jq_transform\", \"query\": \".%s\"}",
+				need, strings.Join(full, ", "), full[0])
+		}
+		return nil, invalidf("%s but the input is an object with fields %s; reshape it with a jq_transform step (wrap a stream in [ ] to get an array)", need, fieldList(keysOf(d)))
+	case []any:
+		for i, el := range d {
+			if m, ok := el.(map[string]any); !ok || m == nil {
+				return nil, invalidf("%s but element %d of the input array is %s; reshape it with a jq_transform step, e.g. map({value: .})", need, i, describe(el))
+			}
+		}
+		rows, _ := rowsOf(d)
+		return rows, nil
+	}
+	return nil, invalidf("%s but the input is %s", need, describe(v.Doc))
+}
+
+// lookup returns the value of field in row: the field of that exact name
+// or else, when the name has dots, the nested field it names.
+func lookup(row map[string]any, field string) (any, bool) {
+	if v, ok := row[field]; ok {
+		return v, true
+	}
+	head, rest, ok := strings.Cut(field, ".")
+	if !ok {
+		return nil, false
+	}
+	child, ok := row[head].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return lookup(child, rest)
+}
+
+// withField returns a copy of row with field (found as lookup finds it)
+// set to v; nested objects on the way are copied too.
+func withField(row map[string]any, field string, v any) map[string]any {
+	out := cloneRow(row, 1)
+	if _, ok := row[field]; ok {
+		out[field] = v
+		return out
+	}
+	if head, rest, ok := strings.Cut(field, "."); ok {
+		if child, ok := row[head].(map[string]any); ok {
+			out[head] = withField(child, rest, v)
+			return out
+		}
+	}
+	out[field] = v
+	return out
+}
+
+// cloneRow copies row into a new map with room for extra fields.
+func cloneRow(row map[string]any, extra int) map[string]any {
+	out := make(map[string]any, len(row)+extra)
+	for k, v := range row {
+		out[k] = v
+	}
+	return out
+}
+
+// checkField says so when no row has field, listing the fields there are:
+// a misspelt field would otherwise filter, sort or group silently wrong.
+func checkField(rows []map[string]any, label, field string) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	for _, r := range rows {
+		if _, ok := lookup(r, field); ok {
+			return nil
+		}
+	}
+	return invalidf("%s %q is in no row; the rows have %s", label, field, fieldList(fieldsOf(rows)))
+}
+
+// fieldsOf returns the field names of the first rows, sorted.
+func fieldsOf(rows []map[string]any) []string {
+	seen := map[string]bool{}
+	for _, r := range rows[:min(len(rows), 100)] {
+		for k := range r {
+			seen[k] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fieldList writes names for a message, at most 30 of them.
+func fieldList(names []string) string {
+	if len(names) == 0 {
+		return "no fields"
+	}
+	if len(names) > 30 {
+		return strings.Join(names[:30], ", ") + fmt.Sprintf(", … (%d in all)", len(names))
+	}
+	return strings.Join(names, ", ")
+}
+
+// number is a JSON number read for comparison: integers that fit int64 are
+// compared exactly, others as float64.
+type number struct {
+	i     int64
+	f     float64
+	isInt bool
+}
+
+// toNumber returns v as a number when it is one, or a string holding a
+// JSON number literal.
+func toNumber(v any) (number, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		return parseNumber(string(x))
+	case string:
+		if !isNumeric(x) {
+			return number{}, false
+		}
+		return parseNumber(x)
+	case float64:
+		return fromFloat(x)
+	case float32:
+		return fromFloat(float64(x))
+	case int:
+		return number{i: int64(x), f: float64(x), isInt: true}, true
+	case int64:
+		return number{i: x, f: float64(x), isInt: true}, true
+	case *big.Int:
+		if x.IsInt64() {
+			return number{i: x.Int64(), f: float64(x.Int64()), isInt: true}, true
+		}
+		f, _ := new(big.Float).SetInt(x).Float64()
+		return number{f: f}, true
+	}
+	return number{}, false
+}
+
+func parseNumber(s string) (number, bool) {
+	// Only a literal without fraction or exponent can be an int64; trying
+	// others would cost ParseInt's error allocation on every decimal.
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return number{i: i, f: float64(i), isInt: true}, true
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return number{}, false
+	}
+	return fromFloat(f)
+}
+
+func fromFloat(f float64) (number, bool) {
+	if math.IsNaN(f) {
+		return number{}, false
+	}
+	if f == math.Trunc(f) && f >= -(1<<63) && f < 1<<63 {
+		return number{i: int64(f), f: f, isInt: true}, true
+	}
+	return number{f: f}, true
+}
+
+func (a number) compare(b number) int {
+	if a.isInt && b.isInt {
+		return cmp.Compare(a.i, b.i)
+	}
+	return cmp.Compare(a.f, b.f)
+}
+
+// String writes the number in its shortest form, the same for 1, 1.0 and "1".
+func (a number) String() string {
+	if a.isInt {
+		return strconv.FormatInt(a.i, 10)
+	}
+	return strconv.FormatFloat(a.f, 'g', -1, 64)
+}
+
+// isNumeric reports whether s is a JSON number literal: 12, -3.5, 1e3, but
+// not 007, +1, " 1" or NaN.
+func isNumeric(s string) bool {
+	i, n := 0, len(s)
+	if i < n && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < n && s[i] == '0':
+		i++
+	case i < n && '1' <= s[i] && s[i] <= '9':
+		for i < n && isDigit(s[i]) {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < n && s[i] == '.' {
+		i++
+		if i >= n || !isDigit(s[i]) {
+			return false
+		}
+		for i < n && isDigit(s[i]) {
+			i++
+		}
+	}
+	if i < n && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < n && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= n || !isDigit(s[i]) {
+			return false
+		}
+		for i < n && isDigit(s[i]) {
+			i++
+		}
+	}
+	return i == n
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// equal compares two values by type: numbers (and numeric strings, when
+// both sides are) as numbers, strings and booleans as themselves; null
+// equals null only.
+func equal(a, b any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	if na, ok := toNumber(a); ok {
+		if nb, ok := toNumber(b); ok {
+			return na.compare(nb) == 0
+		}
+	}
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	}
+	return false
+}
+
+// order compares two values for < <= > >=: numbers as numbers, strings as
+// strings; ok is false when they cannot be compared.
+func order(a, b any) (c int, ok bool) {
+	if na, ok := toNumber(a); ok {
+		if nb, ok := toNumber(b); ok {
+			return na.compare(nb), true
+		}
+	}
+	x, ok1 := a.(string)
+	y, ok2 := b.(string)
+	if ok1 && ok2 {
+		return strings.Compare(x, y), true
+	}
+	return 0, false
+}
+
+// Classes of sortKey, in sort order.
+const (
+	classNumber = iota
+	classString
+	classBool
+	classOther
+	classNull
+)
+
+// sortKey is a value prepared for sorting (see the package doc).
+type sortKey struct {
+	class int
+	n     number
+	s     string
+	b     bool
+}
+
+func keyOf(v any) sortKey {
+	if v == nil {
+		return sortKey{class: classNull}
+	}
+	if n, ok := toNumber(v); ok {
+		return sortKey{class: classNumber, n: n}
+	}
+	switch x := v.(type) {
+	case string:
+		return sortKey{class: classString, s: x}
+	case bool:
+		return sortKey{class: classBool, b: x}
+	}
+	return sortKey{class: classOther}
+}
+
+// compareKeys orders keys ascending; null last.
+func compareKeys(a, b sortKey) int {
+	if c := cmp.Compare(a.class, b.class); c != 0 {
+		return c
+	}
+	switch a.class {
+	case classNumber:
+		return a.n.compare(b.n)
+	case classString:
+		return strings.Compare(a.s, b.s)
+	case classBool:
+		switch {
+		case a.b == b.b:
+			return 0
+		case !a.b:
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// groupKey is v as a map key: numbers and numeric strings by their value
+// (so 1, 1.0 and "1" meet), strings, booleans and null by themselves,
+// objects and arrays by their JSON.
+func groupKey(v any) string {
+	if v == nil {
+		return "z"
+	}
+	if n, ok := toNumber(v); ok {
+		return "n" + n.String()
+	}
+	switch x := v.(type) {
+	case string:
+		return "s" + x
+	case bool:
+		return "b" + strconv.FormatBool(x)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("x%v", v)
+	}
+	return "j" + string(b)
+}
+
+// text returns v as text for matching (strings and numbers); ok is false
+// for other values.
+func text(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case json.Number:
+		return string(x), true
+	case bool:
+		return "", false
+	}
+	if n, ok := toNumber(v); ok {
+		return n.String(), true
+	}
+	return "", false
+}
+
+// jsonType names v's JSON type.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case []any, []map[string]any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	if _, ok := toNumber(v); ok {
+		return "number"
+	}
+	if f, ok := v.(float64); ok && math.IsNaN(f) {
+		return "number"
+	}
+	return "unknown"
+}
+
+// describe writes a value for a message: short JSON, cut at 60 bytes.
+func describe(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object " + clip(marshal(v), 60)
+	case []any:
+		return "an array " + clip(marshal(v), 60)
+	case nil:
+		return "null"
+	}
+	return clip(marshal(v), 60)
+}
+
+func marshal(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// maxDepth bounds the nesting of values the engine accepts; encoding/json
+// reads 10000 levels, but nothing a model needs is this deep, and the walks
+// below recurse.
+const maxDepth = 512
+
+// sizeOf returns the approximate JSON size of v (strings are counted
+// without escapes), stopping with an error as soon as it passes limit.
+func sizeOf(v any, limit int) (int, error) {
+	s := sizer{limit: limit}
+	if err := s.walk(v, 0); err != nil {
+		return s.n, err
+	}
+	return s.n, nil
+}
+
+type sizer struct {
+	n, limit int
+}
+
+func (s *sizer) walk(v any, depth int) error {
+	if depth > maxDepth {
+		return invalidf("output is nested more than %d levels deep", maxDepth)
+	}
+	switch x := v.(type) {
+	case nil:
+		s.n += 4
+	case bool:
+		s.n += 5
+	case string:
+		s.n += len(x) + 2
+	case json.Number:
+		s.n += len(x)
+	case float64, float32, int, int64:
+		s.n += 8
+	case *big.Int:
+		s.n += x.BitLen()/3 + 2
+	case []any:
+		s.n += 1 + len(x)
+		for _, e := range x {
+			if err := s.walk(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case []map[string]any:
+		s.n += 1 + len(x)
+		for _, e := range x {
+			if err := s.walk(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		s.n += 1 + len(x)
+		for k, e := range x {
+			s.n += len(k) + 3
+			if err := s.walk(e, depth+1); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("unsupported value type %T", v)
+	}
+	if s.n > s.limit {
+		return errTooLarge
+	}
+	return nil
+}
+
+// errTooLarge is sizeOf's error for a value over its limit.
+var errTooLarge = errors.New("value is over the size limit")
+
+// tooLarge is the message for a value over MaxBytes.
+func tooLarge(what string, limit int) error {
+	return invalidf("%s is over the limit of %d bytes of JSON; narrow it: fewer rows or fields (table_filter, top_k, table_select, groupby) or a smaller request", what, limit)
+}
+
+// normalize returns v with NaN as null and ±Inf as ±MaxFloat64 (as jq
+// writes them), so that it encodes as JSON, and checks its types and
+// depth. It copies only the arrays and objects it changes.
+func normalize(v any, depth int) (any, error) {
+	n, _, err := normalizeValue(v, depth)
+	return n, err
+}
+
+// normalizeValue is normalize; changed says whether the result differs
+// from v.
+func normalizeValue(v any, depth int) (out any, changed bool, err error) {
+	if depth > maxDepth {
+		return nil, false, invalidf("value is nested more than %d levels deep", maxDepth)
+	}
+	switch x := v.(type) {
+	case nil, bool, string, json.Number, int, int64, *big.Int:
+		return v, false, nil
+	case float32:
+		n, _, err := normalizeValue(float64(x), depth)
+		return n, true, err
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return nil, true, nil
+		case math.IsInf(x, 1):
+			return math.MaxFloat64, true, nil
+		case math.IsInf(x, -1):
+			return -math.MaxFloat64, true, nil
+		}
+		return x, false, nil
+	case []map[string]any:
+		n, _, err := normalizeValue(mapsToAny(x), depth)
+		return n, true, err
+	case []any:
+		var out []any
+		for i, e := range x {
+			n, changed, err := normalizeValue(e, depth+1)
+			if err != nil {
+				return nil, false, err
+			}
+			if changed && out == nil {
+				out = slices.Clone(x)
+			}
+			if out != nil {
+				out[i] = n
+			}
+		}
+		if out == nil {
+			return x, false, nil
+		}
+		return out, true, nil
+	case map[string]any:
+		var out map[string]any
+		for k, e := range x {
+			n, changed, err := normalizeValue(e, depth+1)
+			if err != nil {
+				return nil, false, err
+			}
+			if changed && out == nil {
+				out = cloneRow(x, 0)
+			}
+			if out != nil {
+				out[k] = n
+			}
+		}
+		if out == nil {
+			return x, false, nil
+		}
+		return out, true, nil
+	}
+	return nil, false, fmt.Errorf("unsupported value type %T", v)
+}

@@ -1,0 +1,41 @@
+package registry
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/tools"
+)
+
+// FuzzParse feeds the catalog loader arbitrary documents: it must answer
+// every one with a catalog or an error that says what is wrong, never a
+// panic, and a catalog it accepts must be one it accepts again.
+func FuzzParse(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "catalog", "*.yaml"))
+	require.NoError(f, err)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		require.NoError(f, err)
+		f.Add(data)
+	}
+	f.Add([]byte("tenant: demo\ntools:\n  - name: t\n    kind: execute_pipeline\n    config: {cache_ttl_sec: 5}\n"))
+	f.Add([]byte("tenant: demo\negress: [\"*.example.com\", \"10.0.0.0/8\"]\ntoolkits:\n  - name: k\n    tools: [a]\n"))
+	f.Add([]byte("tenant: [\n"))
+	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cat, err := Parse(kinds, "f.yaml", data)
+		if err != nil {
+			require.NotEmpty(t, err.Error())
+			return
+		}
+		_, err = Parse(kinds, "f.yaml", data)
+		require.NoError(t, err)
+		for _, tc := range cat.Tenants {
+			require.NotEmpty(t, tc.TenantID)
+		}
+	})
+}

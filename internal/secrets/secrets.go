@@ -1,0 +1,132 @@
+// Package secrets resolves the secrets that the catalog names by reference.
+//
+// A catalog never holds a secret's value, only a reference to it,
+// "scheme:name": env:WEATHER_KEY is the environment variable WEATHER_KEY of
+// the worker. ValidateRef checks a reference when the catalog is loaded; a
+// Resolver finds the value when a tool needs it.
+//
+// main is the only place that reads the environment for secrets: it builds
+// the resolver (NewEnv(os.LookupEnv)) and injects it. Another scheme (a
+// vault) is another Resolver; main then hands out one that dispatches on
+// the scheme, and ValidateRef learns the scheme's name rules.
+//
+// Errors name the reference, never the value. Secret holds a value that
+// prints as its reference in fmt, JSON, slog and zap, so that a secret
+// logged or serialized by mistake does not leak.
+package secrets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+)
+
+// Resolver finds the value of a secret reference. Implementations are safe
+// for concurrent use; their errors name the reference and never a value,
+// and wrap ErrNotSet when the reference is valid but has no value.
+type Resolver interface {
+	Resolve(ctx context.Context, ref string) (string, error)
+}
+
+// ErrNotSet is wrapped by errors for a valid reference that has no value.
+var ErrNotSet = errors.New("not set")
+
+// schemeRE is the shape of a URI scheme (RFC 3986).
+var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+// envNameRE is the shape of an environment variable name (POSIX, lower
+// case allowed).
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidateRef checks a reference's form: a known scheme and a name that
+// the scheme accepts. Only references with a known scheme are quoted in
+// errors; anything else may be a value pasted in by mistake.
+func ValidateRef(ref string) error {
+	_, err := parseRef(ref)
+	return err
+}
+
+func parseRef(ref string) (name string, err error) {
+	scheme, name, ok := strings.Cut(ref, ":")
+	switch {
+	case ref == "":
+		return "", errors.New("empty secret reference: write scheme:NAME, e.g. env:WEATHER_KEY")
+	case !ok || !schemeRE.MatchString(scheme):
+		return "", errors.New("not a secret reference (not shown, in case it is a secret): write scheme:NAME, e.g. env:WEATHER_KEY")
+	case scheme != "env":
+		return "", fmt.Errorf("secret reference with unknown scheme %q (known: env)", scheme)
+	case !envNameRE.MatchString(name):
+		return "", fmt.Errorf("secret reference %q: %q is not an environment variable name (letters, digits and _, not starting with a digit)", ref, name)
+	}
+	return name, nil
+}
+
+// Env resolves env: references from an environment.
+type Env struct {
+	lookup func(string) (string, bool)
+}
+
+// NewEnv returns a resolver that reads variables with lookup: os.LookupEnv
+// in main, a map in tests.
+func NewEnv(lookup func(string) (string, bool)) *Env {
+	if lookup == nil {
+		panic("secrets: NewEnv needs a lookup function")
+	}
+	return &Env{lookup: lookup}
+}
+
+// Resolve returns the value of an env: reference. An unset or empty
+// variable is an error that wraps ErrNotSet.
+func (e *Env) Resolve(_ context.Context, ref string) (string, error) {
+	name, err := parseRef(ref)
+	if err != nil {
+		return "", err
+	}
+	v, ok := e.lookup(name)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("secret %s: environment variable %w", ref, ErrNotSet)
+	case v == "":
+		return "", fmt.Errorf("secret %s: environment variable is empty: %w", ref, ErrNotSet)
+	}
+	return v, nil
+}
+
+// Secret is a secret value that shows only its reference when printed,
+// marshalled or logged. Reveal gives the value, where it is sent.
+type Secret struct {
+	ref   string
+	value string
+}
+
+// New returns the secret with the given reference and value.
+func New(ref, value string) Secret { return Secret{ref: ref, value: value} }
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return s.value }
+
+// Ref returns the secret's reference.
+func (s Secret) Ref() string { return s.ref }
+
+// String returns a placeholder naming the reference: [secret env:WEATHER_KEY].
+func (s Secret) String() string {
+	if s.ref == "" {
+		return "[secret]"
+	}
+	return "[secret " + s.ref + "]"
+}
+
+// Format prints the placeholder for every verb, including %#v and %d,
+// which would otherwise print the struct's fields.
+func (s Secret) Format(f fmt.State, _ rune) { fmt.Fprint(f, s.String()) }
+
+// MarshalText makes encoding/json, YAML and other text encoders write the
+// placeholder.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// LogValue makes slog log the placeholder. zap uses String through
+// zap.Any and zap.Stringer, and MarshalText through zap.Reflect.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }

@@ -1,0 +1,188 @@
+package secrets_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentflow/agentflow/internal/secrets"
+)
+
+func TestValidateRef(t *testing.T) {
+	tests := []struct {
+		ref  string
+		want string // "" when valid
+	}{
+		{"env:WEATHER_KEY", ""},
+		{"env:_PRIVATE", ""},
+		{"env:key2", ""},
+		{"", "empty secret reference: write scheme:NAME, e.g. env:WEATHER_KEY"},
+		{"WEATHER_KEY", "not a secret reference"},
+		{":WEATHER_KEY", "not a secret reference"},
+		{"vault:kv/weather", `secret reference with unknown scheme "vault" (known: env)`},
+		{"ENV:WEATHER_KEY", `unknown scheme "ENV"`},
+		{"env:", `secret reference "env:": "" is not an environment variable name`},
+		{"env:1KEY", `"1KEY" is not an environment variable name`},
+		{"env:WEATHER-KEY", `"WEATHER-KEY" is not an environment variable name`},
+		{"env:WEATHER KEY", `"WEATHER KEY" is not an environment variable name`},
+		{"env:$HOME", `"$HOME" is not an environment variable name`},
+		{"env: WEATHER_KEY", `" WEATHER_KEY" is not an environment variable name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ref, func(t *testing.T) {
+			err := secrets.ValidateRef(tt.ref)
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestValidateRefDoesNotEchoValues(t *testing.T) {
+	// Values pasted where a reference belongs.
+	tests := []struct {
+		value, secret, want string
+	}{
+		{"sk-live-4f9a8b7c6d", "4f9a8b7c6d", "not a secret reference (not shown, in case it is a secret)"},
+		{"Bearer abc:def123", "def123", "not a secret reference"},
+		{"p@ss:w0rd!", "w0rd!", "not a secret reference"},
+		{"user:hunter2", "hunter2", `unknown scheme "user"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			err := secrets.ValidateRef(tt.value)
+			require.ErrorContains(t, err, tt.want)
+			require.NotContains(t, err.Error(), tt.secret)
+		})
+	}
+}
+
+func TestEnvResolve(t *testing.T) {
+	env := map[string]string{"WEATHER_KEY": "wk-123", "EMPTY": ""}
+	r := secrets.NewEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	tests := []struct {
+		ref    string
+		want   string
+		err    string // "" when resolved
+		notSet bool
+	}{
+		{ref: "env:WEATHER_KEY", want: "wk-123"},
+		{ref: "env:MISSING", err: "secret env:MISSING: environment variable not set", notSet: true},
+		{ref: "env:EMPTY", err: "secret env:EMPTY: environment variable is empty: not set", notSet: true},
+		{ref: "env:weather_key", err: "secret env:weather_key: environment variable not set", notSet: true},
+		{ref: "vault:WEATHER_KEY", err: `unknown scheme "vault"`},
+		{ref: "WEATHER_KEY", err: "not a secret reference"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ref, func(t *testing.T) {
+			v, err := r.Resolve(context.Background(), tt.ref)
+			if tt.err == "" {
+				require.NoError(t, err)
+				require.Equal(t, tt.want, v)
+				return
+			}
+			require.ErrorContains(t, err, tt.err)
+			require.Equal(t, tt.notSet, errors.Is(err, secrets.ErrNotSet))
+			require.Empty(t, v)
+		})
+	}
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	const value = "wk-5ec7e7-value"
+	const shown = "[secret env:WEATHER_KEY]"
+	s := secrets.New("env:WEATHER_KEY", value)
+	type config struct {
+		URL string
+		Key secrets.Secret
+		Ptr *secrets.Secret
+	}
+	cfg := config{URL: "https://api.example.com", Key: s, Ptr: &s}
+
+	zapJSON := func(fields ...zap.Field) string {
+		var buf bytes.Buffer
+		core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zap.DebugLevel)
+		zap.New(core).Info("call", fields...)
+		return buf.String()
+	}
+	zapConsole := func(fields ...zap.Field) string {
+		var buf bytes.Buffer
+		core := zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(&buf), zap.DebugLevel)
+		zap.New(core).Info("call", fields...)
+		return buf.String()
+	}
+	slogOut := func(h func(*bytes.Buffer) slog.Handler, args ...any) string {
+		var buf bytes.Buffer
+		slog.New(h(&buf)).Info("call", args...)
+		return buf.String()
+	}
+	text := func(b *bytes.Buffer) slog.Handler { return slog.NewTextHandler(b, nil) }
+	jsonH := func(b *bytes.Buffer) slog.Handler { return slog.NewJSONHandler(b, nil) }
+	mustJSON := func(v any) string {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		return string(b)
+	}
+	mustYAML := func(v any) string {
+		b, err := yaml.Marshal(v)
+		require.NoError(t, err)
+		return string(b)
+	}
+
+	tests := []struct {
+		name string
+		out  string
+	}{
+		{"String", s.String()},
+		{"fmt %v", fmt.Sprintf("%v", s)},
+		{"fmt %+v", fmt.Sprintf("%+v", s)},
+		{"fmt %#v", fmt.Sprintf("%#v", s)},
+		{"fmt %s", fmt.Sprintf("%s", s)},
+		{"fmt %q", fmt.Sprintf("%q", s)},
+		{"fmt %x", fmt.Sprintf("%x", s)},
+		{"fmt %d", fmt.Sprintf("%d", s)},
+		{"fmt pointer", fmt.Sprintf("%v", &s)},
+		{"fmt struct %+v", fmt.Sprintf("%+v", cfg)},
+		{"fmt struct %#v", fmt.Sprintf("%#v", cfg)},
+		{"fmt Println", fmt.Sprintln(s, cfg)},
+		{"error", fmt.Errorf("call with %v", s).Error()},
+		{"json", mustJSON(s)},
+		{"json struct", mustJSON(cfg)},
+		{"json map", mustJSON(map[string]any{"key": s})},
+		{"yaml struct", mustYAML(cfg)},
+		{"zap Any", zapJSON(zap.Any("key", s))},
+		{"zap Stringer", zapJSON(zap.Stringer("key", s))},
+		{"zap Reflect", zapJSON(zap.Reflect("key", s))},
+		{"zap Any struct", zapJSON(zap.Any("cfg", cfg))},
+		{"zap console", zapConsole(zap.Any("key", s), zap.Any("cfg", cfg))},
+		{"slog text", slogOut(text, "key", s)},
+		{"slog text struct", slogOut(text, "cfg", cfg)},
+		{"slog json", slogOut(jsonH, "key", s)},
+		{"slog json struct", slogOut(jsonH, "cfg", cfg)},
+		{"slog group", slogOut(jsonH, slog.Group("tool", slog.Any("key", s)))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.NotContains(t, tt.out, value)
+			require.Contains(t, tt.out, shown)
+		})
+	}
+}
+
+func TestSecret(t *testing.T) {
+	s := secrets.New("env:WEATHER_KEY", "wk-123")
+	require.Equal(t, "wk-123", s.Reveal())
+	require.Equal(t, "env:WEATHER_KEY", s.Ref())
+	require.Equal(t, "[secret]", secrets.Secret{}.String())
+}

@@ -1,0 +1,270 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/pipeline"
+	"github.com/agentflow/agentflow/internal/secrets"
+)
+
+// pipelineConfig is execute_pipeline's config.
+type pipelineConfig struct {
+	// CacheTTLSec keeps a pipeline's result for the tenant that long, by
+	// the hash of its canonical JSON; 0 turns caching off. Default 300.
+	CacheTTLSec *int `json:"cache_ttl_sec"`
+	// MaxRows bounds every step's output. Default pipeline.DefaultMaxRows.
+	MaxRows int `json:"max_rows"`
+	// Credentials are added to http_request calls to their hosts.
+	Credentials []credential `json:"credentials"`
+}
+
+// credential adds a secret to the requests of one host, as a header or a
+// query parameter. The secret is named by reference and resolved when a
+// call is made: it is never in the catalog, the arguments, the history or
+// the logs.
+type credential struct {
+	Host   string `json:"host"`   // host[:port] the secret goes to, exactly
+	Header string `json:"header"` // e.g. Authorization, X-Api-Key
+	Prefix string `json:"prefix"` // e.g. "Bearer "
+	Query  string `json:"query"`  // a query parameter instead of a header
+	Secret string `json:"secret"` // env:NAME
+}
+
+const defaultPipelineTTL = 300
+
+const pipelineConfigSchema = `{"type":"object","additionalProperties":false,"properties":{` +
+	`"cache_ttl_sec":{"type":"integer","minimum":0,"maximum":86400,"description":"keep a pipeline's result for the tenant this long, by its canonical JSON (default 300; 0: no cache)"},` +
+	`"max_rows":{"type":"integer","minimum":1,"maximum":1000000,"description":"the most rows a step may output (default 100000)"},` +
+	`"credentials":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["host","secret"],` +
+	`"properties":{"host":{"type":"string","minLength":1},"header":{"type":"string"},"prefix":{"type":"string"},"query":{"type":"string"},` +
+	`"secret":{"type":"string","pattern":"^[a-z]+:","description":"a secret reference, e.g. env:WEATHER_KEY"}}}}}}`
+
+// ExecutePipeline returns the execute_pipeline kind (seed 004 §5.1): the
+// model writes a short pipeline of steps — http_request, table_sort,
+// table_filter, table_select, top_k, groupby, join, jq_transform,
+// regex_extract, parse_date — over tables and JSON, run by
+// internal/pipeline. http_request goes through the tenant's egress
+// policy; input_ref and join refs read the tenant's data by reference; the
+// result is kept by reference (a dataset always), and cached per tenant.
+func ExecutePipeline() Kind {
+	return Kind{
+		Name: "execute_pipeline",
+		Description: "Fetch data from an API or load it by ref, then sort, filter, select, group, join and reshape it in steps. " +
+			"The result is kept by reference: pass its ref as input_ref to work on it again without fetching.",
+		Parameters: json.RawMessage(pipeline.Parameters),
+		Config:     json.RawMessage(pipelineConfigSchema),
+		Build:      buildPipeline,
+		// A POST may change something at the other end; a GET only reads.
+		Approval: `has(args.pipeline) && args.pipeline.exists(s, s.step == "http_request" && has(s.method) && s.method == "POST")`,
+	}
+}
+
+func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
+	cfg := pipelineConfig{}
+	if len(spec.Config) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(spec.Config))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: %v", err)
+		}
+	}
+	ttl := defaultPipelineTTL
+	if cfg.CacheTTLSec != nil {
+		ttl = *cfg.CacheTTLSec
+	}
+	if ttl < 0 || cfg.MaxRows < 0 {
+		return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: cache_ttl_sec and max_rows must not be negative")
+	}
+	for i, c := range cfg.Credentials {
+		switch {
+		case c.Host == "":
+			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: credentials[%d].host is required", i)
+		case (c.Header == "") == (c.Query == ""):
+			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: credentials[%d]: give header or query, not both", i)
+		}
+		if err := secrets.ValidateRef(c.Secret); err != nil {
+			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: credentials[%d].secret: %v", i, err)
+		}
+	}
+	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps}, nil
+}
+
+type pipelineTool struct {
+	cfg  pipelineConfig
+	ttl  time.Duration
+	deps Deps
+}
+
+func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
+	p, err := pipeline.Decode(call.Args)
+	if err != nil {
+		return Output{}, err
+	}
+	key := "execute_pipeline:" + pipeline.Key(p)
+	if t.ttl > 0 {
+		if out, ok, err := call.Cache.Get(ctx, key); err == nil && ok {
+			return out, nil
+		}
+	}
+	call.Progress("running " + count(len(p.Steps), "step"))
+	res, err := pipeline.Run(ctx, p, pipeline.Env{
+		Fetch: func(ctx context.Context, req pipeline.Request) (pipeline.Response, error) {
+			return t.fetch(ctx, call, req)
+		},
+		Load: func(ctx context.Context, ref string) (pipeline.Value, error) {
+			data, err := call.Data(ctx, ref)
+			if err != nil {
+				return pipeline.Value{}, err
+			}
+			return pipeline.Parse(data, "application/json", ref)
+		},
+		Limits: pipeline.Limits{MaxRows: t.cfg.MaxRows},
+	})
+	if err != nil {
+		return Output{}, err
+	}
+	data, err := json.Marshal(res.Value)
+	if err != nil {
+		return Output{}, fmt.Errorf("encode the result: %w", err)
+	}
+	out := Output{Text: summary(len(p.Steps), res), Data: data, ShowData: true, Preview: preview(res)}
+	if t.ttl > 0 {
+		if err := call.Cache.Put(ctx, key, out, t.ttl); err != nil {
+			t.deps.Logger.Warn("pipeline result not cached", zap.String("tenant", call.TenantID), zap.Error(err))
+		}
+	}
+	return out, nil
+}
+
+// preview describes a table result from what the run already knows; a
+// document is left to the runtime.
+func preview(res pipeline.Result) *agent.DataPreview {
+	if res.Value.Kind != pipeline.KindTable {
+		return nil
+	}
+	p := &agent.DataPreview{Type: agent.DataDataset, RowCount: res.Rows}
+	for _, c := range res.Schema {
+		types := slices.DeleteFunc(slices.Clone(c.Types), func(t string) bool { return t == "missing" })
+		p.Fields = append(p.Fields, agent.Field{Name: c.Name, Type: strings.Join(types, "|")})
+	}
+	var sample []json.RawMessage
+	for _, row := range res.Value.Table[:min(agent.SampleRows, len(res.Value.Table))] {
+		b, err := json.Marshal(row)
+		if err != nil {
+			return nil // the runtime works it out from the data
+		}
+		sample = append(sample, b)
+	}
+	p.Sample = agent.CapSample(sample)
+	return p
+}
+
+// summary is what the model reads before the data.
+func summary(steps int, res pipeline.Result) string {
+	var b strings.Builder
+	if res.Value.Kind == pipeline.KindTable {
+		fmt.Fprintf(&b, "The pipeline's %s gave a table of %s.", count(steps, "step"), count(res.Rows, "row"))
+	} else {
+		fmt.Fprintf(&b, "The pipeline's %s gave a JSON document.", count(steps, "step"))
+	}
+	for _, w := range res.Warnings {
+		b.WriteString("\nNote: ")
+		b.WriteString(w)
+	}
+	return b.String()
+}
+
+// count is "1 step", "2 steps".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// fetch makes an http_request with the tenant's egress client, adding the
+// credentials configured for its host. Its errors never show the URL's
+// query, where a credential may be.
+func (t *pipelineTool) fetch(ctx context.Context, call Call, req pipeline.Request) (pipeline.Response, error) {
+	u, err := url.Parse(req.URL)
+	if err != nil {
+		return pipeline.Response{}, agent.Errorf(agent.CodeInvalid, "url %q: %v", req.URL, err)
+	}
+	shown := u.Scheme + "://" + u.Host + u.Path
+	header := req.Header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	for _, c := range t.cfg.Credentials {
+		if !strings.EqualFold(c.Host, u.Host) && !strings.EqualFold(c.Host, u.Hostname()) {
+			continue
+		}
+		secret, err := t.deps.Secrets.Resolve(ctx, c.Secret)
+		if err != nil {
+			return pipeline.Response{}, fmt.Errorf("credential for %s: %w", c.Host, err)
+		}
+		if c.Query != "" {
+			q := u.Query()
+			q.Set(c.Query, secret)
+			u.RawQuery = q.Encode()
+		} else {
+			header.Set(c.Header, c.Prefix+secret)
+		}
+	}
+	var body io.Reader
+	if len(req.Body) > 0 {
+		body = bytes.NewReader(req.Body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
+	if err != nil {
+		return pipeline.Response{}, agent.Errorf(agent.CodeInvalid, "request %s: %v", shown, err)
+	}
+	hreq.Header = header
+	if len(req.Body) > 0 && hreq.Header.Get("Content-Type") == "" {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	call.Progress("fetching " + shown)
+	resp, err := call.HTTP.Do(hreq)
+	if err != nil {
+		return pipeline.Response{}, cleanURLError(shown, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return pipeline.Response{}, cleanURLError(shown, err)
+	}
+	return pipeline.Response{StatusCode: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data}, nil
+}
+
+// cleanURLError keeps an error's cause and code but names the request by
+// shown (no query) instead of the full URL net/http puts in front.
+func cleanURLError(shown string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		// The model reads it: running the same call again waits as long.
+		return agent.Errorf(agent.CodeInvalid, "request %s: no answer in time (the tenant's egress time limit)", shown)
+	}
+	var ae *agent.Error
+	if errors.As(err, &ae) {
+		return &agent.Error{Code: ae.Code, Message: fmt.Sprintf("%s %s: %s", "request", shown, ae.Error())}
+	}
+	return fmt.Errorf("request %s: %w", shown, err)
+}
