@@ -17,14 +17,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentflow/agentflow/examples/process"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/flights"
@@ -278,27 +275,15 @@ func TestDataTurns(t *testing.T) {
 // reads them through context.previous_results[].result_ref.
 func TestProcessExampleData(t *testing.T) {
 	e := newDataEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	queue := "examples-" + randomID()
-	w := sdkworker.New(e.Client(), queue, sdkworker.Options{})
-	process.Register(w)
-	require.NoError(t, w.Start())
-	defer w.Stop()
-
-	run, err := e.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + randomID(), TaskQueue: queue},
-		process.Name, process.Input{TenantID: "demo", Question: "fetch flights from SFO to SEA, sort by price, show top 5", TaskQueue: e.TaskQueue})
-	require.NoError(t, err)
-	var out process.Result
-	require.NoError(t, run.Get(ctx, &out))
-	e.ids = append(e.ids, run.GetID(), contract.TurnWorkflowID("demo", run.GetID()+"-answer"), contract.TurnWorkflowID("demo", run.GetID()+"-check"))
+	out, id := runProcess(t, e.Server, "fetch flights from SFO to SEA, sort by price, show top 5")
+	e.ids = append(e.ids, id, contract.TurnWorkflowID("demo", id+"-answer"), contract.TurnWorkflowID("demo", id+"-check"))
 
 	best := cheapest("SFO", "SEA")[0]
 	require.Equal(t, fmt.Sprintf("Found 5 flights; the first is %s at $%d.", best.Airline, best.Price), out.Answer)
 	require.Equal(t, fmt.Sprintf("Found 1 flights; the first is %s at $%d.", best.Airline, best.Price), out.Check)
 	require.EqualValues(t, 1, e.api.searches.Load(), "the check reads the answer's data by ref")
 
-	check, err := e.Store().Result(ctx, "demo", run.GetID()+"-check")
+	check, err := e.Store().Result(context.Background(), "demo", id+"-check")
 	require.NoError(t, err)
 	var args struct {
 		InputRef string `json:"input_ref"`
