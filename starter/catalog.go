@@ -23,7 +23,7 @@ import (
 // catalogCmd validates and applies catalog files through the gateway
 // (CatalogService.UpsertCatalog), for the tenant of the token.
 func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
-	const usage = "usage: starter catalog apply -f DIR|FILE [-f ...] [--dry-run] [--addr HOST:PORT] [--token TOKEN]"
+	const usage = "usage: starter catalog apply -f DIR|FILE [-f ...] [--dry-run] [--allow-unreachable] [--addr HOST:PORT] [--token TOKEN]"
 	if len(args) == 0 || args[0] != "apply" {
 		return errors.New(usage)
 	}
@@ -32,6 +32,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	var paths multiFlag
 	fs.Var(&paths, "f", "catalog file or directory: every *.yaml and *.yml directly in it (repeatable)")
 	dryRun := fs.Bool("dry-run", false, "validate and print the changes without applying them")
+	allowUnreachable := fs.Bool("allow-unreachable", false, "apply tool entries whose server or document cannot be reached now, without what it would give")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -49,7 +50,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("catalog apply: %w", err)
 	}
-	resp, err := applyCatalog(ctx, api, files, *dryRun)
+	resp, err := applyCatalog(ctx, api, &pb.UpsertCatalogRequest{Files: files, DryRun: *dryRun, AllowUnreachable: *allowUnreachable})
 	if err != nil {
 		return err
 	}
@@ -60,13 +61,13 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 // applyCatalog sends catalog files to the gateway, which validates and
 // applies them all or nothing. Problems with the files come back one per
 // line, file:line first.
-func applyCatalog(ctx context.Context, api apiFlags, files map[string]string, dryRun bool) (*pb.UpsertCatalogResponse, error) {
+func applyCatalog(ctx context.Context, api apiFlags, req *pb.UpsertCatalogRequest) (*pb.UpsertCatalogResponse, error) {
 	c, closeConn, err := api.dialCatalog()
 	if err != nil {
 		return nil, err
 	}
 	defer closeConn()
-	resp, err := c.UpsertCatalog(api.ctx(ctx), &pb.UpsertCatalogRequest{Files: files, DryRun: dryRun})
+	resp, err := c.UpsertCatalog(api.ctx(ctx), req)
 	if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
 		return nil, &callError{msg: "catalog apply: nothing was applied; the catalog has problems:\n" + st.Message(), err: err}
 	}

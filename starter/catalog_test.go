@@ -22,6 +22,7 @@ import (
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/server"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // Bearer tokens of the test gateway.
@@ -100,7 +101,7 @@ func TestCatalogApplyThroughGateway(t *testing.T) {
 	require.NoError(t, err)
 	byTenant, err := splitByTenant(files, "anthropic:claude-3-5-haiku-latest")
 	require.NoError(t, err)
-	resp, err := applyCatalog(ctx, apiFlags{addr: &addr, token: ptr(demoToken)}, byTenant["demo"], true)
+	resp, err := applyCatalog(ctx, apiFlags{addr: &addr, token: ptr(demoToken)}, &pb.UpsertCatalogRequest{Files: byTenant["demo"], DryRun: true})
 	require.NoError(t, err)
 	b.Reset()
 	printCatalogReport(&b, resp, true)

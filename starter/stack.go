@@ -180,7 +180,7 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 	// One call per tenant: a token changes its own tenant only.
 	changes := 0
 	for _, tenant := range slices.Sorted(maps.Keys(catalog)) {
-		resp, err := applyCatalog(ctx, l.api(tenant), catalog[tenant], false)
+		resp, err := applyCatalog(ctx, l.api(tenant), &pb.UpsertCatalogRequest{Files: catalog[tenant]})
 		if err != nil {
 			l.close()
 			return nil, err

@@ -55,6 +55,11 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 				"the documents name tenant %q; this token may only change tenant %q", t.TenantID, tenant))
 		}
 	}
+	// Entries that need the far side (an MCP server's tools) are resolved
+	// only now that the documents are known to be sound and the tenant's.
+	if err := registry.Resolve(ctx, c.kinds, &cat, registry.ResolveEnvOf(ctx, c.store, in.GetAllowUnreachable())); err != nil {
+		return nil, Status(ctx, c.logger, err)
+	}
 	report, err := c.store.ApplyCatalog(ctx, cat, in.GetDryRun())
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)

@@ -196,6 +196,9 @@ func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, d
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", name, err)
 		}
+		if err := registry.Resolve(ctx, kinds, &cat, registry.ResolveEnvOf(ctx, st, false)); err != nil {
+			return fmt.Errorf("resolve %s: %w", name, err)
+		}
 		if _, err := st.ApplyCatalog(ctx, cat, false); err != nil {
 			return fmt.Errorf("apply %s: %w", name, err)
 		}

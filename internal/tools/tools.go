@@ -123,6 +123,30 @@ type Kind struct {
 	// Empty: never. A kind whose calls can change things elsewhere asks
 	// for approval of those calls, so that the safe policy is the default.
 	Approval string
+	// Resolve, when set, runs when a catalog is applied (after Build and
+	// the config schema accepted the entry): it may reach out, through
+	// env, for what the entry's tools need — a server's tool list, an
+	// API's document — and returns the tools the entry stands for, each a
+	// complete spec of this kind, named as the model will call them; an
+	// agent granted the entry gets them all. What Resolve fetched is in
+	// the specs, so it is pinned with the agent's version. Errors fail the
+	// apply: agent.CodeUnavailable when the far side could not be reached
+	// (with env.AllowUnreachable, return what can be had without it,
+	// perhaps nothing, instead), agent.CodeInvalid for what the catalog
+	// must fix.
+	Resolve func(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.Tool, error)
+}
+
+// ResolveEnv is what Kind.Resolve may use, on behalf of the tenant whose
+// catalog is being applied.
+type ResolveEnv struct {
+	TenantID string
+	// HTTP calls out under the egress policy the catalog sets (or the
+	// stored one when it sets none).
+	HTTP *http.Client
+	// AllowUnreachable says that a far side that cannot be reached now
+	// must not fail the apply.
+	AllowUnreachable bool
 }
 
 // Deps are the dependencies injected into builders. Fields are filled with

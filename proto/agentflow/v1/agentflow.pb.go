@@ -2398,10 +2398,14 @@ func (x *PendingApproval) GetDeadline() *timestamppb.Timestamp {
 type UpsertCatalogRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// YAML documents, by file name (the name appears in problems).
-	Files         map[string]string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	DryRun        bool              `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Files  map[string]string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DryRun bool              `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// A far side a tool entry needs when it is applied (an MCP server, an
+	// API's document) that cannot be reached does not fail the apply: the
+	// entry is applied with what can be had without it.
+	AllowUnreachable bool `protobuf:"varint,3,opt,name=allow_unreachable,json=allowUnreachable,proto3" json:"allow_unreachable,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *UpsertCatalogRequest) Reset() {
@@ -2444,6 +2448,13 @@ func (x *UpsertCatalogRequest) GetFiles() map[string]string {
 func (x *UpsertCatalogRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *UpsertCatalogRequest) GetAllowUnreachable() bool {
+	if x != nil {
+		return x.AllowUnreachable
 	}
 	return false
 }
@@ -3322,10 +3333,11 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xae\x01\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xdb\x01\n" +
 	"\x14UpsertCatalogRequest\x12C\n" +
 	"\x05files\x18\x01 \x03(\v2-.agentflow.v1.UpsertCatalogRequest.FilesEntryR\x05files\x12\x17\n" +
-	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x1a8\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12+\n" +
+	"\x11allow_unreachable\x18\x03 \x01(\bR\x10allowUnreachable\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

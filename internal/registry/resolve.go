@@ -1,0 +1,147 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tools"
+)
+
+// Resolve runs, for every tool of cat whose kind has a Resolve step
+// (tools.Kind.Resolve: an MCP server's tool list, an API's document), that
+// step, and puts the tools the entry stands for in its place: in the
+// tenant's tools and in the tool list of every agent granted the entry.
+// It runs when a catalog is applied, after Parse; env gives the tenant's
+// ResolveEnv and is called only for tenants that need it. Problems are
+// returned together, as an agent.CodeInvalid error: the catalog's to fix,
+// or to apply with AllowUnreachable when a far side is down.
+func Resolve(ctx context.Context, kinds Kinds, cat *agent.Catalog, env func(agent.TenantCatalog) (tools.ResolveEnv, error)) error {
+	var problems []error
+	for i := range cat.Tenants {
+		problems = append(problems, resolveTenant(ctx, kinds, &cat.Tenants[i], env)...)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return agent.WithCode(agent.CodeInvalid, errors.Join(problems...))
+}
+
+func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, env func(agent.TenantCatalog) (tools.ResolveEnv, error)) []error {
+	var problems []error
+	var e *tools.ResolveEnv
+	resolved := map[string][]agent.Tool{}
+	names := map[string]string{} // tool name → the entry it comes from
+	for _, t := range tc.Tools {
+		if k, ok := kinds.Kind(t.Kind); !ok || k.Resolve == nil {
+			names[t.Name] = t.Name
+		}
+	}
+	var out []agent.Tool
+	for _, t := range tc.Tools {
+		k, ok := kinds.Kind(t.Kind)
+		if !ok || k.Resolve == nil {
+			out = append(out, t)
+			continue
+		}
+		if e == nil {
+			got, err := env(*tc)
+			if err != nil {
+				return []error{fmt.Errorf("tenant %q: %w", tc.TenantID, err)}
+			}
+			e = &got
+		}
+		got, err := k.Resolve(ctx, t, *e)
+		if err != nil {
+			hint := ""
+			if agent.IsCode(err, agent.CodeUnavailable) {
+				hint = " (to apply the catalog without its tools for now, allow unreachable entries)"
+			}
+			problems = append(problems, fmt.Errorf("tool %q (kind %s): %w%s", t.Name, t.Kind, err, hint))
+			continue
+		}
+		for j := range got {
+			g := &got[j]
+			if err := checkToolName(g.Name); err != nil {
+				problems = append(problems, agent.Errorf(agent.CodeInvalid, "tool %q (kind %s) offers a tool named %q: %v", t.Name, t.Kind, g.Name, err))
+				continue
+			}
+			if from, dup := names[g.Name]; dup {
+				problems = append(problems, agent.Errorf(agent.CodeInvalid, "tool %q (kind %s) offers a tool named %q, and %q is taken by %s", t.Name, t.Kind, g.Name, g.Name, describeOwner(from, g.Name)))
+				continue
+			}
+			names[g.Name] = t.Name
+			g.Kind, g.Source = t.Kind, t.Name
+			if g.Approval == "" {
+				g.Approval = t.Approval
+			}
+			if g.Execution == "" {
+				g.Execution = t.Execution
+			}
+		}
+		resolved[t.Name] = got
+		out = append(out, got...)
+	}
+	if len(problems) > 0 || len(resolved) == 0 {
+		return problems
+	}
+	if len(out) > MaxTools {
+		return []error{agent.Errorf(agent.CodeInvalid, "tenant %q has %d tools once its entries are resolved; the limit is %d", tc.TenantID, len(out), MaxTools)}
+	}
+	tc.Tools = out
+	for i := range tc.Agents {
+		ag := &tc.Agents[i]
+		var granted []agent.Tool
+		for _, t := range ag.Tools {
+			got, ok := resolved[t.Name]
+			if !ok {
+				granted = append(granted, t)
+				continue
+			}
+			for _, g := range got {
+				g.FromToolkit = t.FromToolkit
+				granted = append(granted, g)
+			}
+		}
+		if len(granted) > MaxAgentTools {
+			problems = append(problems, agent.Errorf(agent.CodeInvalid, "agent %q has %d tools once its entries are resolved; the limit is %d", ag.ID, len(granted), MaxAgentTools))
+		}
+		ag.Tools = granted
+	}
+	return problems
+}
+
+func describeOwner(entry, name string) string {
+	if entry == name {
+		return "a tool of its own"
+	}
+	return fmt.Sprintf("a tool of %q", entry)
+}
+
+// ResolveEnvOf returns, for Resolve, the env of a tenant whose catalog st
+// is about to apply: HTTP under the egress allowlist the catalog sets, or
+// else the stored one (none for a new tenant).
+func ResolveEnvOf(ctx context.Context, st *store.Store, allowUnreachable bool) func(agent.TenantCatalog) (tools.ResolveEnv, error) {
+	return func(tc agent.TenantCatalog) (tools.ResolveEnv, error) {
+		entries := tc.Egress
+		if !tc.ReplaceEgress {
+			r, err := st.Routing(ctx, tc.TenantID)
+			switch {
+			case agent.IsCode(err, agent.CodeNotFound):
+			case err != nil:
+				return tools.ResolveEnv{}, err
+			default:
+				entries = r.Egress
+			}
+		}
+		policy, err := egress.ParsePolicy(entries)
+		if err != nil {
+			return tools.ResolveEnv{}, agent.WithCode(agent.CodeInvalid, err)
+		}
+		policy.Tenant = tc.TenantID
+		return tools.ResolveEnv{TenantID: tc.TenantID, HTTP: egress.Client(policy), AllowUnreachable: allowUnreachable}, nil
+	}
+}
