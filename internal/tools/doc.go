@@ -22,5 +22,8 @@
 // # Built-in kinds
 //
 // calculator evaluates arithmetic exactly; see Calculator for the syntax
-// and for how results are written.
+// and for how results are written. execute_pipeline fetches and reshapes
+// data (ExecutePipeline). delegate_to_agent hands a sub-task to another
+// agent: the turn's workflow runs its calls as child turns, and its Run
+// only refuses (DelegateToAgent).
 package tools
