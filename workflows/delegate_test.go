@@ -270,10 +270,14 @@ func TestDelegateRefused(t *testing.T) {
 		wantMsg string
 	}{
 		{name: "beyond max_depth", config: `{"max_depth":2}`, call: delegateCall("c1", "researcher", "go deeper"),
-			req:     func(r *agent.TurnRequest) { r.Parent = &agent.ParentRef{WorkflowID: "turn/t1/up", CallID: "u1", Depth: 2} },
+			req: func(r *agent.TurnRequest) {
+				r.Parent = &agent.ParentRef{WorkflowID: "turn/t1/up", CallID: "u1", Depth: 2}
+			},
 			wantMsg: "delegation refused: this turn is 2 delegation(s) deep, and delegate allows chains of at most 2"},
 		{name: "default max_depth", call: delegateCall("c1", "researcher", "go deeper"),
-			req:     func(r *agent.TurnRequest) { r.Parent = &agent.ParentRef{WorkflowID: "turn/t1/up", CallID: "u1", Depth: 2} },
+			req: func(r *agent.TurnRequest) {
+				r.Parent = &agent.ParentRef{WorkflowID: "turn/t1/up", CallID: "u1", Depth: 2}
+			},
 			wantMsg: "chains of at most 2"},
 		{name: "an agent not listed", config: `{"agents":["writer"]}`, call: delegateCall("c1", "researcher", "x"),
 			wantMsg: `agent "researcher" is not one this tool may delegate to; it may delegate to writer`},
