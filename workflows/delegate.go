@@ -219,26 +219,47 @@ func forwarded(k agent.EventKind) bool {
 	return k == agent.EventToolStart || k == agent.EventToolEnd || k == agent.EventApprovalRequired
 }
 
-// forward sends a child turn's event to its parent. The signal goes even
-// when the turn is being cancelled; finish waits for every one, so that
-// the parent has them all before it learns that the child ended.
+// forward queues a child turn's event for its parent. The events go in
+// order, in one signal at a time: Temporal delivers separate signals in
+// any order (a tool_end could overtake its tool_start). They go even when
+// the turn is being cancelled; the turn waits for them before a model
+// call (whose tokens the parent receives by notify, from the activity)
+// and before it ends, so that the parent has them in the child's order and
+// all of them before it learns that the child ended.
 func (t *turn) forward(ctx workflow.Context, e agent.Event) {
 	if t.req.Parent == nil || t.req.Notify == "" || !forwarded(e.Kind) {
 		return
 	}
+	t.outbox = append(t.outbox, e)
+	if t.sender {
+		return
+	}
+	t.sender = true
 	sctx, _ := workflow.NewDisconnectedContext(ctx)
-	t.forwards = append(t.forwards, workflow.SignalExternalWorkflow(sctx, t.req.Notify, "", contract.SignalNotifyTokens,
-		agent.TokenBatch{StreamID: t.workflowID, First: e.Index, Events: []agent.Event{e}}))
+	workflow.Go(sctx, func(ctx workflow.Context) {
+		for {
+			if err := workflow.Await(ctx, func() bool { return len(t.outbox) > 0 }); err != nil {
+				return
+			}
+			events := t.outbox
+			t.sending = true
+			err := workflow.SignalExternalWorkflow(ctx, t.req.Notify, "", contract.SignalNotifyTokens,
+				agent.TokenBatch{StreamID: t.workflowID, First: events[0].Index, Events: events}).Get(ctx, nil)
+			if err != nil {
+				// A parent that is gone does not hold the child up.
+				workflow.GetLogger(ctx).Debug("events not delivered to the parent turn", "parent", t.req.Notify, "error", err.Error())
+			}
+			t.outbox = t.outbox[len(events):]
+			t.sending = false
+		}
+	})
 }
 
-// flushForwards waits for the events sent to the parent. A parent that is
-// gone does not hold the child up.
+// flushForwards waits until the events queued for the parent are sent.
 func (t *turn) flushForwards(ctx workflow.Context) {
-	sctx, _ := workflow.NewDisconnectedContext(ctx)
-	for _, f := range t.forwards {
-		if err := f.Get(sctx, nil); err != nil {
-			workflow.GetLogger(ctx).Debug("event not delivered to the parent turn", "parent", t.req.Notify, "error", err.Error())
-		}
+	if !t.sender {
+		return
 	}
-	t.forwards = nil
+	sctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(sctx, func() bool { return len(t.outbox) == 0 && !t.sending })
 }

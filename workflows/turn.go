@@ -118,9 +118,11 @@ type turn struct {
 	children        workflow.ReceiveChannel
 	delegations     []*delegation
 	delegatedTokens int
-	// forwards are the signals of the turn's own events to its parent
-	// turn, when it is a child, not yet known to be delivered.
-	forwards []workflow.Future
+	// outbox holds the turn's own events for its parent turn, when it is
+	// a child, not yet delivered; sender is set once the coroutine that
+	// sends them runs, sending while it waits for a signal.
+	outbox          []agent.Event
+	sender, sending bool
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
@@ -294,6 +296,8 @@ func (t *turn) overBudget(limits agent.Limits) *agent.TurnError {
 // its token batches into the event log while it runs. A cancellation of
 // the turn stops the call.
 func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (contract.CallModelResult, error) {
+	// A child turn's parent gets the call's tokens after its tool events.
+	t.flushForwards(ctx)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
 	mctx, stop := workflow.WithCancel(ctx)
 	t.stopModel = stop
