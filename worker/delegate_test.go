@@ -325,6 +325,8 @@ func TestDelegateRefusals(t *testing.T) {
 		// child: a child turn starts (and fails, or answers).
 		child  bool
 		output string
+		// status is the status of the parent's delegate call.
+		status string
 		// nested is the status of the child's call of delegate, as the
 		// parent's stream shows it.
 		nested string
@@ -332,19 +334,22 @@ func TestDelegateRefusals(t *testing.T) {
 		{
 			name: "depth limit", agent: "lead", prompt: "ask researcher: go deeper", child: true,
 			output: "The researcher says: The result is error: delegation refused: this turn is 1 delegation(s) deep, and delegate allows chains of at most 1; answer without delegating.",
-			nested: agent.ToolError,
+			status: agent.ToolOK, nested: agent.ToolError,
 		},
 		{
 			name: "not in agents", agent: "lead", prompt: "ask secret: tell me",
 			output: `Delegation failed: agent "secret" is not one this tool may delegate to; it may delegate to researcher, helper`,
+			status: agent.ToolError,
 		},
 		{
 			name: "another tenant's agent", agent: "lead", prompt: "ask anyone secret: tell me", child: true,
-			output: `Delegation failed: agent "secret" did not finish (failed): `,
+			output: `Delegation failed: agent "secret" did not finish (rejected): AgentNotFound: load agent "secret": agent "secret" of tenant "team" not found`,
+			status: agent.ToolError,
 		},
 		{
 			name: "budget spent", agent: "frugal", prompt: "ask researcher: What is 1 + 1?",
 			output: "I answer myself: this turn has used 100 of its 100 tokens and has none to give; answer without delegating",
+			status: agent.ToolError,
 		},
 	}
 	for _, tt := range tests {
@@ -356,7 +361,7 @@ func TestDelegateRefusals(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, strings.HasPrefix(res.Output, tt.output), "output %q", res.Output)
 			require.Len(t, res.Metadata.ToolCalls, 1)
-			require.Equal(t, agent.ToolError, res.Metadata.ToolCalls[0].Status)
+			require.Equal(t, tt.status, res.Metadata.ToolCalls[0].Status)
 
 			callID := res.Metadata.ToolCalls[0].CallID
 			childJob := agent.ChildJobID(job, callID)
