@@ -31,7 +31,7 @@ func (r *renderer) endLine() {
 }
 
 // childPrefix marks the lines of a delegated child turn's events.
-const childPrefix = "  │ "
+const childPrefix = "    │ "
 
 func (r *renderer) event(e agent.Event) {
 	if e.Child != nil {
