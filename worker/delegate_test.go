@@ -166,6 +166,7 @@ func requireNested(t *testing.T, parent []agent.Event, parentID string, child []
 	require.True(t, parent[len(parent)-1].Terminal())
 	require.Equal(t, agent.StreamCompleted, parent[len(parent)-1].Status)
 	require.NotEmpty(t, nested)
+	require.Equal(t, agent.ReplayText(own), agent.ReplayText(parent), "the child's text is not the parent's")
 
 	// The child's own stream has the same events at the same indices.
 	key := func(e agent.Event) string {
