@@ -189,5 +189,5 @@ func (d Deps) WithDefaults() Deps {
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator(), ExecutePipeline()}
+	return []Kind{Calculator(), ExecutePipeline(), OpenAPIAction()}
 }
