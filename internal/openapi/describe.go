@@ -93,7 +93,7 @@ func bodyText(rb *openapi3.RequestBody) string {
 	}
 	text := "Body (" + strings.Join(parts, ", ") + ")"
 	if c := rb.Content.Get(mt); c != nil && c.Schema != nil {
-		text += ": " + schemaText(c.Schema, 2)
+		text += ": " + schemaText(c.Schema, 3)
 	}
 	return text + "."
 }
