@@ -10,7 +10,8 @@
 //	POST   /v2/orders                               createOrder
 //	DELETE /v2/orders/{orderId}                     cancelOrder
 //
-// Customers 1 to 20 exist. Customer 13's record predates the tiers: its
+// Customers 1 to 20 exist. createOrder honours an Idempotency-Key header:
+// the same key places one order, however often it is sent. Customer 13's record predates the tiers: its
 // tier is "legacy", which the document does not allow, so that a client
 // can be seen noticing an answer outside the document. The API itself
 // checks no credentials; wrap it to do so.
@@ -103,12 +104,13 @@ type API struct {
 	mux *http.ServeMux
 
 	mu     sync.Mutex
-	orders []Order // in the order they were placed
+	orders []Order            // in the order they were placed
+	placed map[string]string // Idempotency-Key → order id
 }
 
 // New returns an API with its seed orders.
 func New() *API {
-	a := &API{mux: http.NewServeMux()}
+	a := &API{mux: http.NewServeMux(), placed: map[string]string{}}
 	for id := 1; id <= Customers; id++ {
 		for j := range 2 {
 			a.orders = append(a.orders, Order{ID: fmt.Sprintf("O-%d", id*100+j), CustomerID: id, Status: "shipped",
@@ -200,9 +202,22 @@ func (a *API) createOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	key := r.Header.Get("Idempotency-Key")
+	if id, ok := a.placed[key]; ok && key != "" {
+		// The same request again: the order it placed, not another.
+		for _, o := range a.orders {
+			if o.ID == id {
+				reply(w, http.StatusCreated, o)
+				return
+			}
+		}
+	}
 	o := Order{ID: fmt.Sprintf("O-%d", 10000+len(a.orders)), CustomerID: in.CustomerID, Status: "open", Items: in.Items, Note: in.Note}
 	a.orders = append(a.orders, o)
-	a.mu.Unlock()
+	if key != "" {
+		a.placed[key] = o.ID
+	}
 	reply(w, http.StatusCreated, o)
 }
 

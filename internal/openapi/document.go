@@ -70,6 +70,9 @@ func Load(ctx context.Context, data []byte) (*Document, error) {
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "load the OpenAPI document: %v", err)
 	}
+	if doc.OpenAPI == "" {
+		return nil, agent.Errorf(agent.CodeInvalid, "not an OpenAPI document: it has no openapi field (3.0.x or 3.1.x)")
+	}
 	if !strings.HasPrefix(doc.OpenAPI, "3.") {
 		return nil, agent.Errorf(agent.CodeInvalid, "openapi %q: want an OpenAPI 3 document (3.0 or 3.1)", doc.OpenAPI)
 	}

@@ -248,7 +248,11 @@ func normalizeSpec(spec json.RawMessage) json.RawMessage {
 	if json.Unmarshal(v, &n) != nil {
 		return spec
 	}
-	top["openapi"], _ = json.Marshal(n.String())
+	version := n.String()
+	if !strings.Contains(version, ".") {
+		version += ".0" // `openapi: 3.0` reads as 3
+	}
+	top["openapi"], _ = json.Marshal(version)
 	out, err := json.Marshal(top)
 	if err != nil {
 		return spec
