@@ -104,7 +104,7 @@ type API struct {
 	mux *http.ServeMux
 
 	mu     sync.Mutex
-	orders []Order            // in the order they were placed
+	orders []Order           // in the order they were placed
 	placed map[string]string // Idempotency-Key → order id
 }
 
