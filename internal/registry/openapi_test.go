@@ -66,6 +66,15 @@ agents:
 	require.Equal(t, tc.Tools[0].Config, tc.Agents[0].Tools[0].Config, "agents get the resolved entry")
 	require.NotContains(t, string(tc.Tools[0].Config), "spec_url")
 
+	// A document outside the tenant's egress allowlist is not fetched:
+	// applying the catalog fails, naming the entry and the host.
+	outside := strings.Replace(src, `egress: ["`+host+`"]`, `egress: ["crm.example"]`, 1)
+	cat, err = Parse(kinds, "t.yaml", []byte(outside))
+	require.NoError(t, err)
+	err = Resolve(context.Background(), kinds, &cat, env)
+	require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+	require.EqualError(t, err, `tool "crm" (kind openapi_action): spec_url `+api.URL+`/openapi.yaml: host 127.0.0.1 is not in tenant demo's egress allowlist`)
+
 	// Mistakes in an entry are reported with its place in the file.
 	for _, tt := range []struct{ name, config, want string }{
 		{"no document", `{server: "https://x.example"}`, "t.yaml:5: tools[0].config: openapi_action config: give the document inline (spec) or by URL (spec_url), one of them"},

@@ -35,6 +35,7 @@ type crmServer struct {
 	*httptest.Server
 	api   *crm.API
 	calls atomic.Int32 // requests to the API (not to its document)
+	docs  atomic.Int32 // requests of its document
 	mu    sync.Mutex
 	last  *http.Request
 	body  []byte // last's
@@ -45,6 +46,7 @@ func startCRM(t *testing.T) *crmServer {
 	s := &crmServer{api: crm.New()}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/v2/") {
+			s.docs.Add(1)
 			s.api.ServeHTTP(w, r)
 			return
 		}
@@ -269,6 +271,9 @@ func TestOpenAPIActionCalls(t *testing.T) {
 	s := startCRM(t)
 	call := callCRM(t, s, `{"spec_url": "`+s.URL+`/openapi.json", "auth": [{"type": "api_key", "in": "header", "name": "X-Api-Key", "secret": "env:CRM_KEY"}]}`,
 		secretsOf(map[string]string{"CRM_KEY": crmKey}))
+	require.EqualValues(t, 1, s.docs.Load(), "resolving fetched the document")
+	// Calls use the document pinned when the catalog was applied.
+	defer func() { require.EqualValues(t, 1, s.docs.Load(), "calls do not fetch the document") }()
 
 	// A valid call: the answer, checked, as data.
 	out, err := call("c1", `{"operation_id": "getCustomer", "params": {"customerId": 7}}`)
@@ -354,6 +359,30 @@ func TestOpenAPIActionCalls(t *testing.T) {
 	require.NotEqual(t, key, s.lastRequest().Header.Get("Idempotency-Key"))
 	_, err = call("c11", `{"operation_id": "cancelOrder", "params": {"orderId": "`+order.ID+`"}}`)
 	require.EqualError(t, err, `crm: cancelOrder answered 409 Conflict: {"error":"order `+order.ID+` is cancelled, not open"}`)
+}
+
+// TestOpenAPIActionInline: an entry with the document inline calls the
+// API at the server it names, without fetching anything but the call.
+func TestOpenAPIActionInline(t *testing.T) {
+	s := startCRM(t)
+	inline, err := json.Marshal(map[string]any{"spec": json.RawMessage(crm.DocumentJSON()), "server": s.URL + "/v2", "operations": []string{"getCustomer"}})
+	require.NoError(t, err)
+	call := callCRM(t, s, string(inline), Deps{})
+	out, err := call("c1", `{"operation_id": "getCustomer", "params": {"customerId": 3}}`)
+	require.NoError(t, err)
+	want, _ := crm.CustomerByID(3)
+	wantJSON, _ := json.Marshal(want)
+	require.JSONEq(t, string(wantJSON), string(out.Data))
+	require.Equal(t, "/v2/customers/3", s.lastRequest().URL.Path)
+	require.EqualValues(t, 0, s.docs.Load())
+
+	// Operations outside the entry's allowlist are not callable, though
+	// the document has them.
+	before := s.calls.Load()
+	_, err = call("c2", `{"operation_id": "createOrder", "body": {"customerId": 3, "items": [{"sku": "SKU-1", "qty": 1}]}}`)
+	require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+	require.EqualError(t, err, `crm: unknown operation_id "createOrder"; the operations are getCustomer`)
+	require.Equal(t, before, s.calls.Load())
 }
 
 func TestOpenAPIActionConcurrentCalls(t *testing.T) {
