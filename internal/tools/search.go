@@ -78,7 +78,11 @@ func (t searchTool) Run(ctx context.Context, call Call) (Output, error) {
 		return Output{Text: fmt.Sprintf("No tools match %q.", q)}, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d tools match %q, best first:", len(found), q)
+	if len(found) == 1 {
+		fmt.Fprintf(&b, "1 tool matches %q:", q)
+	} else {
+		fmt.Fprintf(&b, "%d tools match %q, best first:", len(found), q)
+	}
 	for _, tool := range found {
 		access := "you cannot call it"
 		if call.Granted(tool.Name) {
