@@ -34,4 +34,9 @@ type TenantCatalog struct {
 	// tools may call.
 	Egress        []string
 	ReplaceEgress bool
+	// Processes are the tenant's process definitions. A process's first
+	// version comes from here; a later one only when its definition or
+	// schema changes here (see store.ApplyCatalog), so that patched
+	// versions stay the latest while the catalog is applied unchanged.
+	Processes []Process
 }
