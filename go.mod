@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	cel.dev/cel-go v0.33.2
+	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/itchyny/gojq v0.12.20
 	github.com/itchyny/timefmt-go v0.1.9
 	github.com/jackc/pgx/v5 v5.12.0
@@ -21,8 +22,6 @@ require (
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 )
-
-require github.com/evanphx/json-patch/v5 v5.9.11
 
 require (
 	cel.dev/expr v0.25.3 // indirect
