@@ -142,9 +142,9 @@ func applyProcess(ctx context.Context, tx pgx.Tx, tenantID string, p agent.Proce
 	switch {
 	case first == 0:
 	case first == last:
-		ch.Note = fmt.Sprintf("supersedes patched v%d (kept in the history)", first)
+		ch.Note = fmt.Sprintf("supersedes patched v%d, kept in the history", first)
 	default:
-		ch.Note = fmt.Sprintf("supersedes patched v%d–v%d (kept in the history)", first, last)
+		ch.Note = fmt.Sprintf("supersedes patched v%d–v%d, kept in the history", first, last)
 	}
 	return ch, nil
 }

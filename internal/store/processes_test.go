@@ -121,7 +121,7 @@ func TestProcessVersions(t *testing.T) {
 	r, err = s.ApplyCatalog(ctx, processCatalog("demo", "flight prices, watched", changed, ""), true)
 	require.NoError(t, err)
 	require.Equal(t, store.Change{Kind: store.KindProcess, TenantID: "demo", Name: "main", Action: store.ActionUpdated, Version: 3,
-		Note: "supersedes patched v2 (kept in the history)"}, processChange(t, r))
+		Note: "supersedes patched v2, kept in the history"}, processChange(t, r))
 	require.Equal(t, 2, count(t, s, `SELECT count(*) FROM process_versions`))
 	r, err = s.ApplyCatalog(ctx, processCatalog("demo", "flight prices, watched", changed, ""), false)
 	require.NoError(t, err)
