@@ -39,4 +39,7 @@ type TenantCatalog struct {
 	// schema changes here (see store.ApplyCatalog), so that patched
 	// versions stay the latest while the catalog is applied unchanged.
 	Processes []Process
+	// PromoteAfter, when set, is how many runs of one pipeline shape make
+	// it a composite tool of the tenant; 0 turns promotion off.
+	PromoteAfter *int
 }
