@@ -142,7 +142,8 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 	return tools.Call{
 		Args:     json.RawMessage(in.Call.Arguments),
 		TenantID: in.TenantID, JobID: in.JobID, CallID: in.Call.ID,
-		HTTP: snap.HTTP,
+		WorkflowID: activity.GetInfo(ctx).WorkflowExecution.ID,
+		HTTP:       snap.HTTP,
 		Data: func(ctx context.Context, ref string) ([]byte, error) {
 			var data []byte
 			err := a.db(ctx, "read data", func() (err error) {
