@@ -89,6 +89,9 @@ func printCatalogReport(out io.Writer, resp *pb.UpsertCatalogResponse, dryRun bo
 		if c.GetVersion() > 0 {
 			fmt.Fprintf(out, " v%d", c.GetVersion())
 		}
+		if c.GetNote() != "" {
+			fmt.Fprintf(out, ": %s", c.GetNote())
+		}
 		fmt.Fprintln(out)
 	}
 	if dryRun {

@@ -23,6 +23,7 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
+	"github.com/agentflow/agentflow/internal/process"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/tools"
 )
@@ -36,10 +37,21 @@ type document struct {
 	Tenant       text         `yaml:"tenant"`
 	DefaultAgent text         `yaml:"default_agent"`
 	Egress       []text       `yaml:"egress"` // not nil when the key is there, even empty
+	PromoteAfter *whole       `yaml:"promote_after"`
 	Tools        []toolDoc    `yaml:"tools"`
 	Toolkits     []toolkitDoc `yaml:"toolkits"`
 	Agents       []agentDoc   `yaml:"agents"`
 	Rules        []ruleDoc    `yaml:"rules"` // not nil when the key is there, even empty
+	Processes    []processDoc `yaml:"processes"`
+}
+
+// processDoc is a process definition (internal/process): its first
+// version, or a new one when it changes (store.ApplyCatalog).
+type processDoc struct {
+	Tag         text    `yaml:"tag"`
+	Description text    `yaml:"description"`
+	Schema      jsonDoc `yaml:"schema"`
+	Definition  jsonDoc `yaml:"definition"`
 }
 
 type toolkitDoc struct {
@@ -98,6 +110,7 @@ const (
 	MaxAgents    = 1000    // per tenant
 	MaxTools     = 1000    // per tenant
 	MaxRules     = 1000    // per tenant
+	MaxProcesses = 1000    // per tenant
 	// MaxAgentTools is how many tools one agent may have: what model
 	// providers accept in one request.
 	MaxAgentTools = 128
@@ -124,19 +137,32 @@ type tenant struct {
 	rules        []ruleDoc
 	replaceRules bool // a document has a rules key: they replace the stored ones
 	toolkits     []toolkitDoc
+	processes    []agent.Process
 	egress       []string
 	egressSet    bool // a document has an egress key: it replaces the stored one
+	promoteAfter *whole
 	toolAt       map[string]pos
 	agentAt      map[string]pos
 	ruleAt       map[string]pos
 	toolkitAt    map[string]pos
+	processAt    map[string]pos
 }
 
 // agentDef is an agent and the tool names it lists, resolved by finish.
 type agentDef struct {
 	agent agent.Agent
 	refs  []text
+	// composites: the agent lists Composites, the tenant's composite tools.
+	composites bool
 }
+
+// Composites is the name an agent lists to be granted its tenant's
+// composite tools (promoted pipelines), those promoted later too; no tool
+// or toolkit may take it.
+const Composites = "composites"
+
+// MaxPromoteAfter bounds promote_after.
+const MaxPromoteAfter = 1000
 
 type noKinds struct{}
 
@@ -207,6 +233,16 @@ func (l *loader) document(d *document) {
 	if d.Egress != nil {
 		l.egress(t, d.Egress)
 	}
+	if p := d.PromoteAfter; p != nil {
+		switch {
+		case p.n < 0 || p.n > MaxPromoteAfter:
+			l.addf(p.pos, "%d: want 0 (never promote) to %d runs", p.n, MaxPromoteAfter)
+		case t.promoteAfter != nil && t.promoteAfter.n != p.n:
+			l.addf(p.pos, "%d conflicts with promote_after %d set at %s", p.n, t.promoteAfter.n, t.promoteAfter.pos)
+		default:
+			t.promoteAfter = p
+		}
+	}
 	for i := range d.Tools {
 		l.tool(t, &d.Tools[i])
 	}
@@ -222,13 +258,17 @@ func (l *loader) document(d *document) {
 			l.rule(t, &d.Rules[i])
 		}
 	}
+	for i := range d.Processes {
+		l.process(t, &d.Processes[i])
+	}
 }
 
 // tenant returns the tenant a document names. A document without a usable
 // tenant is still checked, against a tenant of its own that is not
 // returned.
 func (l *loader) tenant(id text) *tenant {
-	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}, toolkitAt: map[string]pos{}}
+	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}, toolkitAt: map[string]pos{},
+		processAt: map[string]pos{}}
 	switch {
 	case !l.required(id, agent.ValidateID("tenant", id.s)):
 	case l.byID[id.s] != nil:
@@ -245,7 +285,7 @@ func (l *loader) tenant(id text) *tenant {
 // its kind.
 func (l *loader) tool(t *tenant, d *toolDoc) {
 	before := len(l.problems)
-	if l.required(d.Name, checkToolName(d.Name.s)) {
+	if l.required(d.Name, checkName(d.Name.s)) {
 		l.define(t.toolAt, "tool", d.Name)
 	}
 	var kind tools.Kind
@@ -311,7 +351,7 @@ func (l *loader) egress(t *tenant, entries []text) {
 
 // toolkit adds one toolkit; finish looks up its tools.
 func (l *loader) toolkit(t *tenant, d *toolkitDoc) {
-	if l.required(d.Name, checkToolName(d.Name.s)) {
+	if l.required(d.Name, checkName(d.Name.s)) {
 		if at, clash := t.toolAt[d.Name.s]; clash {
 			l.addf(d.Name.pos, "toolkit %q has the name of the tool defined at %s", d.Name.s, at)
 		} else {
@@ -365,6 +405,8 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 			l.addf(ref.pos, "tool name is empty")
 		case listed[ref.s]:
 			l.addf(ref.pos, "tool %q is listed twice", ref.s)
+		case ref.s == Composites:
+			listed[ref.s], def.composites = true, true
 		default:
 			listed[ref.s] = true
 			def.refs = append(def.refs, ref)
@@ -391,6 +433,33 @@ func (l *loader) rule(t *tenant, d *ruleDoc) {
 	t.rules = append(t.rules, *d)
 }
 
+// process adds one process definition, checked against the built-in
+// rules and its schema; each problem is reported at the line of the value
+// it is about.
+func (l *loader) process(t *tenant, d *processDoc) {
+	if l.required(d.Tag, agent.ValidateID("tag", d.Tag.s)) {
+		l.define(t.processAt, "process", d.Tag)
+	}
+	sch := &process.Schema{}
+	if d.Schema.raw != nil {
+		var err error
+		if sch, err = process.Compile(d.Schema.raw); err != nil {
+			l.addf(d.Schema.on(d.Schema.node), "%s", err)
+			sch = nil
+		}
+	}
+	switch {
+	case d.Definition.bad:
+	case d.Definition.raw == nil:
+		l.addf(d.Definition.pos, "is required: a document {nodes: [{id, type, …}], edges: [{from, to, …}]}")
+	case sch != nil:
+		for _, p := range sch.Check(d.Definition.raw) {
+			l.addf(d.Definition.at(p.Pointer), "%s", p.Message)
+		}
+	}
+	t.processes = append(t.processes, agent.Process{Tag: d.Tag.s, Description: d.Description.s, Schema: d.Schema.raw, Definition: d.Definition.raw})
+}
+
 // finish checks what spans documents — default agents, the agents rules
 // name and the tools agents list — and returns the catalog or every
 // problem found.
@@ -399,7 +468,10 @@ func (l *loader) finish() (agent.Catalog, error) {
 	for _, t := range l.tenants {
 		l.bound(t)
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
-			Egress: t.egress, ReplaceEgress: t.egressSet}
+			Egress: t.egress, ReplaceEgress: t.egressSet, Processes: t.processes}
+		if t.promoteAfter != nil {
+			tc.PromoteAfter = &t.promoteAfter.n
+		}
 		if t.defaultAgent.s != "" {
 			l.lookUp(t, "agent", t.agentAt, t.defaultAgent)
 		}
@@ -447,6 +519,7 @@ func (l *loader) toolkits(t *tenant) map[string][]agent.Tool {
 // name; two toolkits granting one tool give it once, from the first.
 func (l *loader) grant(t *tenant, def agentDef, kits map[string][]agent.Tool) agent.Agent {
 	a := def.agent
+	a.Composites = def.composites
 	have := map[string]bool{}
 	for _, ref := range def.refs {
 		if _, ok := t.toolAt[ref.s]; ok {
@@ -490,6 +563,9 @@ func (l *loader) bound(t *tenant) {
 	}
 	if n := len(t.tools); n > MaxTools {
 		l.addf(t.toolAt[t.tools[MaxTools].Name], "tenant %q has %d tools; the limit is %d", t.id, n, MaxTools)
+	}
+	if n := len(t.processes); n > MaxProcesses {
+		l.addf(t.processAt[t.processes[MaxProcesses].Tag], "tenant %q has %d processes; the limit is %d", t.id, n, MaxProcesses)
 	}
 	if n := len(t.rules); n > MaxRules {
 		l.addf(t.rules[MaxRules].Name.pos, "tenant %q has %d rules; the limit is %d", t.id, n, MaxRules)
@@ -623,6 +699,14 @@ var printer = message.NewPrinter(language.English)
 func checkEgress(entry string) error {
 	_, err := egress.ParsePolicy([]string{entry})
 	return err
+}
+
+// checkName checks the name of a tool or toolkit of the catalog.
+func checkName(name string) error {
+	if name == Composites {
+		return fmt.Errorf("%q is the name agents list for their tenant's composite tools; choose another", name)
+	}
+	return checkToolName(name)
 }
 
 func checkToolName(name string) error {

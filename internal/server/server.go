@@ -144,7 +144,8 @@ func (s *Server) newWorker() error {
 	}
 	// The worker's environment holds the secrets catalogs name (env:NAME);
 	// tools get them through this resolver, at call time only.
-	s.tools, err = tools.NewRegistry(tools.Deps{Logger: s.logger, Secrets: secrets.NewEnv(os.LookupEnv)}, tools.Builtin()...)
+	s.tools, err = tools.NewRegistry(tools.Deps{Logger: s.logger, Secrets: secrets.NewEnv(os.LookupEnv),
+		Processes: s.store, Composites: s.store, ToolSearch: s.store}, tools.Builtin()...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}

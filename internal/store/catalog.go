@@ -28,16 +28,21 @@ const (
 // Change is what applying a catalog did (or, in a dry run, would do) to one
 // tenant, tool or agent.
 type Change struct {
-	Kind     string `json:"kind"` // tenant | tool | agent | rule
+	Kind     string `json:"kind"` // tenant | tool | agent | rule | process
 	TenantID string `json:"tenant_id"`
-	Name     string `json:"name"` // tool name or agent id; the tenant id for tenants
+	Name     string `json:"name"` // tool name, agent id or process tag; the tenant id for tenants
 	Action   string `json:"action"`
-	// Version is the active version after the change (tools and agents).
+	// Version is the active version after the change (tools and agents),
+	// or the latest (processes).
 	Version int `json:"version,omitempty"`
+	// Note says more about a change a reader should know of, e.g. that a
+	// process's new catalog version supersedes patched versions.
+	Note string `json:"note,omitempty"`
 }
 
 // ApplyReport lists the changes of ApplyCatalog in document order: per
-// tenant, the tenant itself, then its tools, then its agents.
+// tenant, the tenant itself, then its tools, its agents, its rules and
+// its processes.
 type ApplyReport struct {
 	Changes []Change `json:"changes"`
 }
@@ -165,6 +170,11 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		if err != nil {
 			return nil, err
 		}
+		if a.Composites {
+			if resolved, err = grantComposites(ctx, tx, tc.TenantID, resolved); err != nil {
+				return nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
+			}
+		}
 		a.TenantID, a.Version, a.Tools = tc.TenantID, 0, resolved
 		spec, hash, err := canonicalJSON(a)
 		if err != nil {
@@ -214,6 +224,15 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 			changes[0].Action = ActionUpdated
 		}
 	}
+	if tc.PromoteAfter != nil {
+		tag, err := tx.Exec(ctx, sqlSetPromoteAfter, tc.TenantID, *tc.PromoteAfter)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: set promote_after: %w", tc.TenantID, err)
+		}
+		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
+			changes[0].Action = ActionUpdated
+		}
+	}
 	if tc.ReplaceRules {
 		ruleChanges, err := applyRules(ctx, tx, tc, docAgents)
 		if err != nil {
@@ -221,6 +240,11 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		}
 		changes = append(changes, ruleChanges...)
 	}
+	processChanges, err := applyProcesses(ctx, tx, tc)
+	if err != nil {
+		return nil, err
+	}
+	changes = append(changes, processChanges...)
 	if err := bumpIfChanged(ctx, tx, tc.TenantID, changes); err != nil {
 		return nil, err
 	}

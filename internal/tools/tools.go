@@ -25,8 +25,10 @@ type Tool interface {
 type Call struct {
 	// Args is the model's arguments, a JSON object.
 	Args json.RawMessage
-	// TenantID, JobID and CallID say whose call this is.
+	// TenantID, JobID and CallID say whose call this is; WorkflowID is
+	// the turn's workflow.
 	TenantID, JobID, CallID string
+	WorkflowID              string
 	// HTTP calls out under the tenant's egress policy (internal/egress).
 	HTTP *http.Client
 	// Data reads data by ref (cas://…, artifact://…) that the tenant may
@@ -37,6 +39,8 @@ type Call struct {
 	// Progress reports what the call is doing: the turn's stream shows it
 	// as tool_progress events.
 	Progress func(message string)
+	// Granted reports whether the calling agent has the named tool.
+	Granted func(name string) bool
 }
 
 // Cache keeps a tenant's tool results by key for a while.
@@ -55,6 +59,9 @@ func (c Call) WithDefaults() Call {
 		c.Data = func(context.Context, string) ([]byte, error) {
 			return nil, agent.Errorf(agent.CodeNotFound, "no data can be read by ref here")
 		}
+	}
+	if c.Granted == nil {
+		c.Granted = func(string) bool { return false }
 	}
 	if c.Cache == nil {
 		c.Cache = noCache{}
@@ -160,7 +167,66 @@ type Deps struct {
 	Secrets Secrets
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// Processes stores the tenants' process definitions, for
+	// patch_workflow. Default: refuses every call.
+	Processes Processes
+	// Composites records pipeline runs and promotes a pipeline run often
+	// enough into a tool of the tenant's (a composite). Default: none, no
+	// promotion.
+	Composites Composites
+	// ToolSearch finds a tenant's tools for search_tools. Default: none.
+	ToolSearch ToolSearch
 }
+
+// Composites keeps the tenant's composite tools (internal/store).
+type Composites interface {
+	// RecordPipelineRun records that a call (tenant, job, call) ran a
+	// pipeline of the given shape; a retried call counts once. When the
+	// tenant has now run the shape as often as it promotes after and has
+	// no composite of it yet, it stores composite as a new tool of the
+	// tenant, grants it to the agents that take composites, and returns
+	// its name (which may differ from composite.Name); else "".
+	RecordPipelineRun(ctx context.Context, tenantID, jobID, callID, shape string, composite agent.Tool) (string, error)
+}
+
+// ToolSearch finds tools of a tenant (internal/store).
+type ToolSearch interface {
+	// SearchTools returns the tenant's tools that match query, best first,
+	// at most limit.
+	SearchTools(ctx context.Context, tenantID, query string, limit int) ([]agent.Tool, error)
+}
+
+// Processes reads and patches process definitions
+// (internal/store.Store implements it).
+type Processes interface {
+	// Process returns a version of a tenant's process; version 0 is the
+	// latest. agent.CodeNotFound says what the tenant has instead.
+	Process(ctx context.Context, tenantID, tag string, version int) (agent.ProcessVersion, error)
+	// ProcessPatchOf returns the patch a tool call made;
+	// agent.CodeNotFound when it made none.
+	ProcessPatchOf(ctx context.Context, tenantID, jobID, callID string) (agent.ProcessPatch, error)
+	// PatchProcess stores def as the version after p.FromVersion and
+	// records p, with the call's approver; the call's earlier patch if it
+	// made one. agent.CodeConflict when p.FromVersion is no longer the
+	// latest.
+	PatchProcess(ctx context.Context, p agent.ProcessPatch, def json.RawMessage) (agent.ProcessPatch, error)
+}
+
+type noProcesses struct{}
+
+func (noProcesses) Process(context.Context, string, string, int) (agent.ProcessVersion, error) {
+	return agent.ProcessVersion{}, errNoProcesses
+}
+
+func (noProcesses) ProcessPatchOf(context.Context, string, string, string) (agent.ProcessPatch, error) {
+	return agent.ProcessPatch{}, errNoProcesses
+}
+
+func (noProcesses) PatchProcess(context.Context, agent.ProcessPatch, json.RawMessage) (agent.ProcessPatch, error) {
+	return agent.ProcessPatch{}, errNoProcesses
+}
+
+var errNoProcesses = agent.Errorf(agent.CodeInvalid, "process definitions cannot be read or patched here")
 
 // Secrets resolves secret references (internal/secrets.Resolver).
 type Secrets interface {
@@ -184,10 +250,13 @@ func (d Deps) WithDefaults() Deps {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Processes == nil {
+		d.Processes = noProcesses{}
+	}
 	return d
 }
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator(), ExecutePipeline(), DelegateToAgent()}
+	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), DelegateToAgent()}
 }

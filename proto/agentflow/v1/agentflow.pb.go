@@ -2533,11 +2533,14 @@ func (x *UpsertCatalogRequest) GetAllowUnreachable() bool {
 }
 
 type CatalogChange struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // tenant | tool | agent | rule
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"` // created | updated | unchanged | deleted
-	Version       int32                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Kind    string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // tenant | tool | agent | rule | process
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Action  string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"` // created | updated | unchanged | deleted
+	Version int32                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// What else to know of the change, e.g. that a process's new version
+	// from the catalog supersedes patched versions.
+	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2598,6 +2601,13 @@ func (x *CatalogChange) GetVersion() int32 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *CatalogChange) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 type UpsertCatalogResponse struct {
@@ -3119,6 +3129,520 @@ func (x *CatalogEvent) GetDefaultAgent() string {
 	return ""
 }
 
+type GetProcessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tag           string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"` // 0: the latest
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProcessRequest) Reset() {
+	*x = GetProcessRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProcessRequest) ProtoMessage() {}
+
+func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
+func (*GetProcessRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GetProcessRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *GetProcessRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// Process is one version of a process definition.
+type Process struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Tag            string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	Version        int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	LatestVersion  int32                  `protobuf:"varint,3,opt,name=latest_version,json=latestVersion,proto3" json:"latest_version,omitempty"`
+	Description    string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	Source         string                 `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`                                       // catalog | patch
+	PatchId        string                 `protobuf:"bytes,6,opt,name=patch_id,json=patchId,proto3" json:"patch_id,omitempty"`                      // the patch that made this version
+	DefinitionJson string                 `protobuf:"bytes,7,opt,name=definition_json,json=definitionJson,proto3" json:"definition_json,omitempty"` // {"nodes": [...], "edges": [...]}
+	SchemaJson     string                 `protobuf:"bytes,8,opt,name=schema_json,json=schemaJson,proto3" json:"schema_json,omitempty"`             // the JSON Schema it satisfies besides the built-in rules; empty: none
+	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Process) Reset() {
+	*x = Process{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Process) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Process) ProtoMessage() {}
+
+func (x *Process) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Process.ProtoReflect.Descriptor instead.
+func (*Process) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *Process) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *Process) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Process) GetLatestVersion() int32 {
+	if x != nil {
+		return x.LatestVersion
+	}
+	return 0
+}
+
+func (x *Process) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Process) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Process) GetPatchId() string {
+	if x != nil {
+		return x.PatchId
+	}
+	return ""
+}
+
+func (x *Process) GetDefinitionJson() string {
+	if x != nil {
+		return x.DefinitionJson
+	}
+	return ""
+}
+
+func (x *Process) GetSchemaJson() string {
+	if x != nil {
+		return x.SchemaJson
+	}
+	return ""
+}
+
+func (x *Process) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type ListProcessesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessesRequest) Reset() {
+	*x = ListProcessesRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessesRequest) ProtoMessage() {}
+
+func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
+func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+}
+
+type ListProcessesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Processes     []*Process             `protobuf:"bytes,1,rep,name=processes,proto3" json:"processes,omitempty"` // by tag; definition_json and schema_json left empty
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessesResponse) Reset() {
+	*x = ListProcessesResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessesResponse) ProtoMessage() {}
+
+func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
+func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ListProcessesResponse) GetProcesses() []*Process {
+	if x != nil {
+		return x.Processes
+	}
+	return nil
+}
+
+type ListProcessVersionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tag           string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessVersionsRequest) Reset() {
+	*x = ListProcessVersionsRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessVersionsRequest) ProtoMessage() {}
+
+func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
+func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ListProcessVersionsRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+type ListProcessVersionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Versions      []*ProcessVersionInfo  `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"` // oldest first
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProcessVersionsResponse) Reset() {
+	*x = ListProcessVersionsResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProcessVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProcessVersionsResponse) ProtoMessage() {}
+
+func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+type ProcessVersionInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Source        string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"` // catalog | patch
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Patch         *ProcessPatch          `protobuf:"bytes,4,opt,name=patch,proto3" json:"patch,omitempty"` // set when source is patch
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessVersionInfo) Reset() {
+	*x = ProcessVersionInfo{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessVersionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessVersionInfo) ProtoMessage() {}
+
+func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
+func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ProcessVersionInfo) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ProcessVersionInfo) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ProcessVersionInfo) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *ProcessVersionInfo) GetPatch() *ProcessPatch {
+	if x != nil {
+		return x.Patch
+	}
+	return nil
+}
+
+// ProcessPatch is the audit record of a patch.
+type ProcessPatch struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PatchId        string                 `protobuf:"bytes,1,opt,name=patch_id,json=patchId,proto3" json:"patch_id,omitempty"`
+	JobId          string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`                // the turn
+	WorkflowId     string                 `protobuf:"bytes,3,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"` // the turn's workflow, turn/<tenant>/<job_id>
+	CallId         string                 `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`             // the patch_workflow call
+	Approver       string                 `protobuf:"bytes,5,opt,name=approver,proto3" json:"approver,omitempty"`                       // who approved the call; empty when it needed no approval
+	Description    string                 `protobuf:"bytes,6,opt,name=description,proto3" json:"description,omitempty"`
+	OperationsJson string                 `protobuf:"bytes,7,opt,name=operations_json,json=operationsJson,proto3" json:"operations_json,omitempty"` // RFC 6902, as applied
+	FromVersion    int32                  `protobuf:"varint,8,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	ToVersion      int32                  `protobuf:"varint,9,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
+	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ProcessPatch) Reset() {
+	*x = ProcessPatch{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessPatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessPatch) ProtoMessage() {}
+
+func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
+func (*ProcessPatch) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ProcessPatch) GetPatchId() string {
+	if x != nil {
+		return x.PatchId
+	}
+	return ""
+}
+
+func (x *ProcessPatch) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ProcessPatch) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *ProcessPatch) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ProcessPatch) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *ProcessPatch) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ProcessPatch) GetOperationsJson() string {
+	if x != nil {
+		return x.OperationsJson
+	}
+	return ""
+}
+
+func (x *ProcessPatch) GetFromVersion() int32 {
+	if x != nil {
+		return x.FromVersion
+	}
+	return 0
+}
+
+func (x *ProcessPatch) GetToVersion() int32 {
+	if x != nil {
+		return x.ToVersion
+	}
+	return 0
+}
+
+func (x *ProcessPatch) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 type CancelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
@@ -3129,7 +3653,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3665,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3678,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -3179,7 +3703,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3715,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3728,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
@@ -3421,12 +3945,13 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"i\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"}\n" +
 	"\rCatalogChange\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x05R\aversion\"w\n" +
+	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"w\n" +
 	"\x15UpsertCatalogResponse\x125\n" +
 	"\achanges\x18\x01 \x03(\v2\x1b.agentflow.v1.CatalogChangeR\achanges\x12'\n" +
 	"\x0fcatalog_version\x18\x02 \x01(\x03R\x0ecatalogVersion\"e\n" +
@@ -3459,7 +3984,50 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0eremoved_agents\x18\x04 \x03(\tR\rremovedAgents\x12(\n" +
 	"\x05rules\x18\x05 \x03(\v2\x12.agentflow.v1.RuleR\x05rules\x12#\n" +
 	"\rrules_changed\x18\x06 \x01(\bR\frulesChanged\x12#\n" +
-	"\rdefault_agent\x18\a \x01(\tR\fdefaultAgent\"D\n" +
+	"\rdefault_agent\x18\a \x01(\tR\fdefaultAgent\"?\n" +
+	"\x11GetProcessRequest\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\"\xb6\x02\n" +
+	"\aProcess\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12%\n" +
+	"\x0elatest_version\x18\x03 \x01(\x05R\rlatestVersion\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x19\n" +
+	"\bpatch_id\x18\x06 \x01(\tR\apatchId\x12'\n" +
+	"\x0fdefinition_json\x18\a \x01(\tR\x0edefinitionJson\x12\x1f\n" +
+	"\vschema_json\x18\b \x01(\tR\n" +
+	"schemaJson\x129\n" +
+	"\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x16\n" +
+	"\x14ListProcessesRequest\"L\n" +
+	"\x15ListProcessesResponse\x123\n" +
+	"\tprocesses\x18\x01 \x03(\v2\x15.agentflow.v1.ProcessR\tprocesses\".\n" +
+	"\x1aListProcessVersionsRequest\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\"[\n" +
+	"\x1bListProcessVersionsResponse\x12<\n" +
+	"\bversions\x18\x01 \x03(\v2 .agentflow.v1.ProcessVersionInfoR\bversions\"\xb3\x01\n" +
+	"\x12ProcessVersionInfo\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x120\n" +
+	"\x05patch\x18\x04 \x01(\v2\x1a.agentflow.v1.ProcessPatchR\x05patch\"\xde\x02\n" +
+	"\fProcessPatch\x12\x19\n" +
+	"\bpatch_id\x18\x01 \x01(\tR\apatchId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1f\n" +
+	"\vworkflow_id\x18\x03 \x01(\tR\n" +
+	"workflowId\x12\x17\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12\x1a\n" +
+	"\bapprover\x18\x05 \x01(\tR\bapprover\x12 \n" +
+	"\vdescription\x18\x06 \x01(\tR\vdescription\x12'\n" +
+	"\x0foperations_json\x18\a \x01(\tR\x0eoperationsJson\x12!\n" +
+	"\ffrom_version\x18\b \x01(\x05R\vfromVersion\x12\x1d\n" +
+	"\n" +
+	"to_version\x18\t \x01(\x05R\ttoVersion\x129\n" +
+	"\n" +
+	"created_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"D\n" +
 	"\rCancelRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x10\n" +
@@ -3482,12 +4050,16 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\vSendMessage\x12 .agentflow.v1.SendMessageRequest\x1a!.agentflow.v1.SendMessageResponse\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
 	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse\x12C\n" +
-	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xdf\x02\n" +
+	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xeb\x04\n" +
 	"\x0eCatalogService\x12X\n" +
 	"\rUpsertCatalog\x12\".agentflow.v1.UpsertCatalogRequest\x1a#.agentflow.v1.UpsertCatalogResponse\x12L\n" +
 	"\tListRules\x12\x1e.agentflow.v1.ListRulesRequest\x1a\x1f.agentflow.v1.ListRulesResponse\x12R\n" +
 	"\vRouteDryRun\x12 .agentflow.v1.RouteDryRunRequest\x1a!.agentflow.v1.RouteDryRunResponse\x12Q\n" +
-	"\rStreamCatalog\x12\".agentflow.v1.StreamCatalogRequest\x1a\x1a.agentflow.v1.CatalogEvent0\x01B?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
+	"\rStreamCatalog\x12\".agentflow.v1.StreamCatalogRequest\x1a\x1a.agentflow.v1.CatalogEvent0\x01\x12D\n" +
+	"\n" +
+	"GetProcess\x12\x1f.agentflow.v1.GetProcessRequest\x1a\x15.agentflow.v1.Process\x12X\n" +
+	"\rListProcesses\x12\".agentflow.v1.ListProcessesRequest\x1a#.agentflow.v1.ListProcessesResponse\x12j\n" +
+	"\x13ListProcessVersions\x12(.agentflow.v1.ListProcessVersionsRequest\x1a).agentflow.v1.ListProcessVersionsResponseB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
 
 var (
 	file_agentflow_v1_agentflow_proto_rawDescOnce sync.Once
@@ -3502,7 +4074,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -3548,15 +4120,23 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*RuleError)(nil),                    // 41: agentflow.v1.RuleError
 	(*StreamCatalogRequest)(nil),         // 42: agentflow.v1.StreamCatalogRequest
 	(*CatalogEvent)(nil),                 // 43: agentflow.v1.CatalogEvent
-	(*CancelRequest)(nil),                // 44: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 45: agentflow.v1.CancelResponse
-	nil,                                  // 46: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 47: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 48: google.protobuf.Timestamp
+	(*GetProcessRequest)(nil),            // 44: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 45: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 46: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 47: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 48: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 49: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 50: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 51: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 52: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 53: agentflow.v1.CancelResponse
+	nil,                                  // 54: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 55: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 56: google.protobuf.Timestamp
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	46, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	54, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
 	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
@@ -3576,53 +4156,65 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	17, // 18: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
 	0,  // 19: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	11, // 20: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	48, // 21: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	56, // 21: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	11, // 22: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	23, // 23: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	24, // 24: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
 	25, // 25: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
 	2,  // 26: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
 	32, // 27: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	48, // 28: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	48, // 29: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	47, // 30: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	56, // 28: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	56, // 29: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	55, // 30: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
 	34, // 31: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
 	36, // 32: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
 	2,  // 33: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
 	41, // 34: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
 	23, // 35: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
 	36, // 36: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	4,  // 37: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	5,  // 38: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	6,  // 39: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	7,  // 40: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	21, // 41: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	26, // 42: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	28, // 43: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	30, // 44: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	44, // 45: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	33, // 46: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	37, // 47: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	39, // 48: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	42, // 49: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	8,  // 50: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	14, // 51: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	14, // 52: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	8,  // 53: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	22, // 54: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	27, // 55: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	29, // 56: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	31, // 57: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	45, // 58: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	35, // 59: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	38, // 60: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	40, // 61: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	43, // 62: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	50, // [50:63] is the sub-list for method output_type
-	37, // [37:50] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	56, // 37: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	45, // 38: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	50, // 39: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	56, // 40: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	51, // 41: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	56, // 42: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	4,  // 43: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	5,  // 44: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	6,  // 45: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	7,  // 46: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	21, // 47: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	26, // 48: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	28, // 49: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	30, // 50: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	52, // 51: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	33, // 52: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	37, // 53: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	39, // 54: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	42, // 55: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	44, // 56: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	46, // 57: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	48, // 58: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	8,  // 59: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	14, // 60: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	14, // 61: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	8,  // 62: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	22, // 63: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	27, // 64: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	29, // 65: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	31, // 66: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	53, // 67: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	35, // 68: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	38, // 69: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	40, // 70: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	43, // 71: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	45, // 72: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	47, // 73: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	49, // 74: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	59, // [59:75] is the sub-list for method output_type
+	43, // [43:59] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -3649,7 +4241,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
