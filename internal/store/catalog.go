@@ -34,6 +34,10 @@ type Change struct {
 	Action   string `json:"action"`
 	// Version is the active version after the change (tools and agents).
 	Version int `json:"version,omitempty"`
+	// Source, for a tool, is the catalog entry it comes from when that is
+	// not the tool's own: an MCP server's entry gives one tool per server
+	// tool.
+	Source string `json:"source,omitempty"`
 }
 
 // ApplyReport lists the changes of ApplyCatalog in document order: per
@@ -151,7 +155,7 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		if err != nil {
 			return nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
 		}
-		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version})
+		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version, Source: t.Source})
 		docTools[t.Name] = t
 	}
 

@@ -2460,11 +2460,14 @@ func (x *UpsertCatalogRequest) GetAllowUnreachable() bool {
 }
 
 type CatalogChange struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // tenant | tool | agent | rule
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"` // created | updated | unchanged | deleted
-	Version       int32                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Kind    string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // tenant | tool | agent | rule
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Action  string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"` // created | updated | unchanged | deleted
+	Version int32                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// For a tool: the catalog entry it comes from when that is not the
+	// tool's own (an MCP server's entry gives one tool per server tool).
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2525,6 +2528,13 @@ func (x *CatalogChange) GetVersion() int32 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *CatalogChange) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 type UpsertCatalogResponse struct {
@@ -3341,12 +3351,13 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"i\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x01\n" +
 	"\rCatalogChange\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x05R\aversion\"w\n" +
+	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"w\n" +
 	"\x15UpsertCatalogResponse\x125\n" +
 	"\achanges\x18\x01 \x03(\v2\x1b.agentflow.v1.CatalogChangeR\achanges\x12'\n" +
 	"\x0fcatalog_version\x18\x02 \x01(\x03R\x0ecatalogVersion\"e\n" +
