@@ -231,6 +231,18 @@ func TestMCPServerKilledMidCall(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, attempts)
+
+	// The server's progress notifications reached the turn's events.
+	page, err := turnclient.Events(context.Background(), e.Client(), id, agent.EventsQuery{})
+	require.NoError(t, err)
+	var progress []string
+	for _, ev := range page.Events {
+		if ev.Kind == agent.EventToolProgress && ev.Tool.Name == "gh_slow" {
+			progress = append(progress, ev.Tool.Message)
+		}
+	}
+	require.NotEmpty(t, progress)
+	require.Contains(t, strings.Join(progress, "\n"), " of 4 (")
 	e.requireNoSecret(e.key)
 }
 
