@@ -529,3 +529,10 @@ func FuzzMCPConfig(f *testing.F) {
 		}
 	})
 }
+
+func TestMCPEnvFrom(t *testing.T) {
+	environ := []string{"PATH=/usr/bin", "HOME=/home/w", "AGENTFLOW_DATABASE_URL=postgres://secret", "LANG=C.UTF-8",
+		"GH_TOKEN=ghp_x", "TZ=UTC", "LD_PRELOAD=/x.so", "TMPDIR=/tmp", "LC_ALL=C", "PATHS=no"}
+	require.Equal(t, []string{"PATH=/usr/bin", "HOME=/home/w", "LANG=C.UTF-8", "TZ=UTC", "TMPDIR=/tmp", "LC_ALL=C"}, MCPEnvFrom(environ),
+		"what programs need to run; none of the worker's secrets")
+}
