@@ -88,7 +88,7 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	if n := len(in.Call.Arguments); n > agent.MaxToolArgumentBytes {
 		return agent.Message{Content: fmt.Sprintf("the arguments are %d bytes; the limit is %d", n, agent.MaxToolArgumentBytes)}, agent.ToolError
 	}
-	call, err := a.call(ctx, in, progress)
+	call, err := a.call(ctx, ag, in, progress)
 	if err != nil {
 		return agent.Message{Content: err.Error()}, ""
 	}
@@ -133,8 +133,8 @@ func notGranted(ag agent.Agent, name string) string {
 	return fmt.Sprintf("tool %q is not granted to agent %q; it has %s", name, ag.ID, strings.Join(have, "; "))
 }
 
-// call is what the runtime offers one call for its tenant.
-func (a *Activities) call(ctx context.Context, in contract.ExecuteToolInput, progress func(string)) (tools.Call, error) {
+// call is what the runtime offers one call of agent ag for its tenant.
+func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress func(string)) (tools.Call, error) {
 	snap, err := a.routes.Routing(ctx, in.TenantID)
 	if err != nil {
 		return tools.Call{}, fmt.Errorf("load tenant %q: %w", in.TenantID, err)
@@ -153,6 +153,10 @@ func (a *Activities) call(ctx context.Context, in contract.ExecuteToolInput, pro
 		},
 		Cache:    toolCache{a: a, tenantID: in.TenantID},
 		Progress: progress,
+		Granted: func(name string) bool {
+			_, ok := ag.Tool(name)
+			return ok
+		},
 	}, nil
 }
 

@@ -71,6 +71,12 @@ func TestDataRecipes(t *testing.T) {
 	}
 	require.Contains(t, out, fmt.Sprintf("Found %d flights.", under))
 
+	// A pipeline run again becomes a tool; search_tools finds it.
+	out = chat("fetch flights from SFO to SEA, sort by price, show top 3")
+	require.Contains(t, out, "saved as the tool search_sorted_top")
+	out = chat("find a tool for cheap flights sorted by price")
+	require.Contains(t, out, "search_sorted_top (composite_pipeline; you can call it): A saved pipeline: GET http://127.0.0.1:8089/search with dest, origin")
+
 	// temporal workflow execute --type AgentProcessExample … with a data question.
 	queue := "examples-" + newJobID()
 	w := sdkworker.New(srv.Client(), queue, sdkworker.Options{})

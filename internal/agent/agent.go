@@ -16,7 +16,11 @@ type Agent struct {
 	Model        string `json:"model"` // "provider:model", e.g. "openai:gpt-4o-mini"
 	SystemPrompt string `json:"system_prompt,omitempty"`
 	Tools        []Tool `json:"tools,omitempty"`
-	Limits       Limits `json:"limits"`
+	// Composites grants the agent every composite tool of its tenant
+	// (kind composite_pipeline), those promoted later included: each
+	// promotion makes a new version of the agent with the new tool.
+	Composites bool   `json:"composites,omitempty"`
+	Limits     Limits `json:"limits"`
 	// Temperature for the model; nil leaves the provider's default.
 	Temperature *float64 `json:"temperature,omitempty"`
 }

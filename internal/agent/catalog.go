@@ -34,4 +34,7 @@ type TenantCatalog struct {
 	// tools may call.
 	Egress        []string
 	ReplaceEgress bool
+	// PromoteAfter, when set, is how many runs of one pipeline shape make
+	// it a composite tool of the tenant; 0 turns promotion off.
+	PromoteAfter *int
 }

@@ -36,6 +36,7 @@ type document struct {
 	Tenant       text         `yaml:"tenant"`
 	DefaultAgent text         `yaml:"default_agent"`
 	Egress       []text       `yaml:"egress"` // not nil when the key is there, even empty
+	PromoteAfter *whole       `yaml:"promote_after"`
 	Tools        []toolDoc    `yaml:"tools"`
 	Toolkits     []toolkitDoc `yaml:"toolkits"`
 	Agents       []agentDoc   `yaml:"agents"`
@@ -126,6 +127,7 @@ type tenant struct {
 	toolkits     []toolkitDoc
 	egress       []string
 	egressSet    bool // a document has an egress key: it replaces the stored one
+	promoteAfter *whole
 	toolAt       map[string]pos
 	agentAt      map[string]pos
 	ruleAt       map[string]pos
@@ -136,7 +138,17 @@ type tenant struct {
 type agentDef struct {
 	agent agent.Agent
 	refs  []text
+	// composites: the agent lists Composites, the tenant's composite tools.
+	composites bool
 }
+
+// Composites is the name an agent lists to be granted its tenant's
+// composite tools (promoted pipelines), those promoted later too; no tool
+// or toolkit may take it.
+const Composites = "composites"
+
+// MaxPromoteAfter bounds promote_after.
+const MaxPromoteAfter = 1000
 
 type noKinds struct{}
 
@@ -208,6 +220,16 @@ func (l *loader) document(d *document) {
 	if d.Egress != nil {
 		l.egress(t, d.Egress)
 	}
+	if p := d.PromoteAfter; p != nil {
+		switch {
+		case p.n < 0 || p.n > MaxPromoteAfter:
+			l.addf(p.pos, "%d: want 0 (never promote) to %d runs", p.n, MaxPromoteAfter)
+		case t.promoteAfter != nil && t.promoteAfter.n != p.n:
+			l.addf(p.pos, "%d conflicts with promote_after %d set at %s", p.n, t.promoteAfter.n, t.promoteAfter.pos)
+		default:
+			t.promoteAfter = p
+		}
+	}
 	for i := range d.Tools {
 		l.tool(t, &d.Tools[i])
 	}
@@ -246,7 +268,7 @@ func (l *loader) tenant(id text) *tenant {
 // its kind.
 func (l *loader) tool(t *tenant, d *toolDoc) {
 	before := len(l.problems)
-	if l.required(d.Name, checkToolName(d.Name.s)) {
+	if l.required(d.Name, checkName(d.Name.s)) {
 		l.define(t.toolAt, "tool", d.Name)
 	}
 	var kind tools.Kind
@@ -312,7 +334,7 @@ func (l *loader) egress(t *tenant, entries []text) {
 
 // toolkit adds one toolkit; finish looks up its tools.
 func (l *loader) toolkit(t *tenant, d *toolkitDoc) {
-	if l.required(d.Name, checkToolName(d.Name.s)) {
+	if l.required(d.Name, checkName(d.Name.s)) {
 		if at, clash := t.toolAt[d.Name.s]; clash {
 			l.addf(d.Name.pos, "toolkit %q has the name of the tool defined at %s", d.Name.s, at)
 		} else {
@@ -366,6 +388,8 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 			l.addf(ref.pos, "tool name is empty")
 		case listed[ref.s]:
 			l.addf(ref.pos, "tool %q is listed twice", ref.s)
+		case ref.s == Composites:
+			listed[ref.s], def.composites = true, true
 		default:
 			listed[ref.s] = true
 			def.refs = append(def.refs, ref)
@@ -401,6 +425,9 @@ func (l *loader) finish() (agent.Catalog, error) {
 		l.bound(t)
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
 			Egress: t.egress, ReplaceEgress: t.egressSet}
+		if t.promoteAfter != nil {
+			tc.PromoteAfter = &t.promoteAfter.n
+		}
 		if t.defaultAgent.s != "" {
 			l.lookUp(t, "agent", t.agentAt, t.defaultAgent)
 		}
@@ -448,6 +475,7 @@ func (l *loader) toolkits(t *tenant) map[string][]agent.Tool {
 // name; two toolkits granting one tool give it once, from the first.
 func (l *loader) grant(t *tenant, def agentDef, kits map[string][]agent.Tool) agent.Agent {
 	a := def.agent
+	a.Composites = def.composites
 	have := map[string]bool{}
 	for _, ref := range def.refs {
 		if _, ok := t.toolAt[ref.s]; ok {
@@ -624,6 +652,14 @@ var printer = message.NewPrinter(language.English)
 func checkEgress(entry string) error {
 	_, err := egress.ParsePolicy([]string{entry})
 	return err
+}
+
+// checkName checks the name of a tool or toolkit of the catalog.
+func checkName(name string) error {
+	if name == Composites {
+		return fmt.Errorf("%q is the name agents list for their tenant's composite tools; choose another", name)
+	}
+	return checkToolName(name)
 }
 
 func checkToolName(name string) error {

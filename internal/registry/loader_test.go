@@ -54,7 +54,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			src:  "tenant: demo\nagnets: []\n",
-			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, tools, toolkits, agents, rules`},
+			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules`},
 		},
 		{
 			name: "unknown tool field",
@@ -262,7 +262,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "document not a mapping",
 			src:  "- tenant: demo\n",
-			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, tools, toolkits, agents, rules, not a list`},
+			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, not a list`},
 		},
 		{
 			name: "empty file",
@@ -598,6 +598,38 @@ func TestParseToolApprovalDefault(t *testing.T) {
 			cat, err := Parse(testKinds(t), "t.yaml", []byte(src))
 			require.NoError(t, err)
 			require.Equal(t, tt.want, cat.Tenants[0].Tools[0].Approval)
+		})
+	}
+}
+
+func TestComposites(t *testing.T) {
+	cat, err := Parse(testKinds(t), "t.yaml", []byte(`
+tenant: demo
+promote_after: 3
+tools:
+  - {name: pipe, kind: execute_pipeline}
+agents:
+  - {id: a, model: 'openai:m', tools: [pipe, composites]}
+  - {id: b, model: 'openai:m', tools: [pipe]}
+`))
+	require.NoError(t, err)
+	tc := cat.Tenants[0]
+	require.Equal(t, 3, *tc.PromoteAfter)
+	require.True(t, tc.Agents[0].Composites)
+	require.Len(t, tc.Agents[0].Tools, 1, "composites is not a tool")
+	require.False(t, tc.Agents[1].Composites)
+
+	none, err := Parse(testKinds(t), "t.yaml", []byte("tenant: demo\n"))
+	require.NoError(t, err)
+	require.Nil(t, none.Tenants[0].PromoteAfter, "no key keeps the stored setting")
+
+	for _, tt := range []struct{ name, src, want string }{
+		{"negative", "tenant: demo\npromote_after: -1\n", "t.yaml:2: promote_after: -1: want 0 (never promote) to 1000 runs"},
+		{"two values", "tenant: demo\npromote_after: 2\n---\ntenant: demo\npromote_after: 4\n", "t.yaml:5: promote_after: 4 conflicts with promote_after 2 set at t.yaml:2"},
+		{"a tool named composites", "tenant: demo\ntools:\n  - {name: composites, kind: calculator}\n", `"composites" is the name agents list for their tenant's composite tools`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Contains(t, strings.Join(problems(t, tt.src), "\n"), tt.want)
 		})
 	}
 }

@@ -150,6 +150,7 @@ func (s *Server) newWorker() error {
 	s.tools, err = tools.NewRegistry(tools.Deps{
 		Logger: s.logger, Secrets: secrets.NewEnv(os.LookupEnv),
 		MCPCommands: s.cfg.MCPCommands, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
+		Composites: s.store, ToolSearch: s.store,
 	}, tools.Builtin()...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)

@@ -169,6 +169,11 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		if err != nil {
 			return nil, err
 		}
+		if a.Composites {
+			if resolved, err = grantComposites(ctx, tx, tc.TenantID, resolved); err != nil {
+				return nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
+			}
+		}
 		a.TenantID, a.Version, a.Tools = tc.TenantID, 0, resolved
 		spec, hash, err := canonicalJSON(a)
 		if err != nil {
@@ -213,6 +218,15 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		tag, err := tx.Exec(ctx, sqlSetTenantEgress, tc.TenantID, egress)
 		if err != nil {
 			return nil, fmt.Errorf("tenant %q: set egress: %w", tc.TenantID, err)
+		}
+		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
+			changes[0].Action = ActionUpdated
+		}
+	}
+	if tc.PromoteAfter != nil {
+		tag, err := tx.Exec(ctx, sqlSetPromoteAfter, tc.TenantID, *tc.PromoteAfter)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: set promote_after: %w", tc.TenantID, err)
 		}
 		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
 			changes[0].Action = ActionUpdated

@@ -114,6 +114,16 @@ func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
 	if err != nil {
 		return Output{}, err
 	}
+	out, err := t.run(ctx, call, p)
+	if err != nil {
+		return Output{}, err
+	}
+	return t.promote(ctx, call, p, out), nil
+}
+
+// run runs a decoded pipeline: from the tenant's cache when it holds the
+// result, else with the tenant's egress, credentials and data.
+func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) (Output, error) {
 	key := "execute_pipeline:" + pipeline.Key(p)
 	if t.ttl > 0 {
 		if out, ok, err := call.Cache.Get(ctx, key); err == nil && ok {
@@ -267,4 +277,29 @@ func cleanURLError(shown string, err error) error {
 		return &agent.Error{Code: ae.Code, Message: fmt.Sprintf("%s %s: %s", "request", shown, ae.Error())}
 	}
 	return fmt.Errorf("request %s: %w", shown, err)
+}
+
+// promote records the run of p for auto-promotion and, when this run made
+// it a composite tool, tells the model so.
+func (t *pipelineTool) promote(ctx context.Context, call Call, p pipeline.Pipeline, out Output) Output {
+	if t.deps.Composites == nil || call.JobID == "" {
+		return out
+	}
+	shape := pipeline.ShapeOf(p)
+	spec, err := compositeSpec(p, shape, t.cfg)
+	if err != nil {
+		t.deps.Logger.Warn("pipeline not recorded for promotion", zap.String("tenant", call.TenantID), zap.Error(err))
+		return out
+	}
+	name, err := t.deps.Composites.RecordPipelineRun(ctx, call.TenantID, call.JobID, call.CallID, shape.Hash, spec)
+	if err != nil {
+		// Promotion is a convenience: the call itself succeeded.
+		t.deps.Logger.Warn("pipeline run not recorded for promotion", zap.String("tenant", call.TenantID), zap.Error(err))
+		return out
+	}
+	if name != "" {
+		out.Text += fmt.Sprintf("\nThis pipeline has now been run more than once, so it is saved as the tool %s: "+
+			"agents granted composites can call it by name with just its arguments (%s).", name, paramList(shape))
+	}
+	return out
 }

@@ -37,6 +37,8 @@ type Call struct {
 	// Progress reports what the call is doing: the turn's stream shows it
 	// as tool_progress events.
 	Progress func(message string)
+	// Granted reports whether the calling agent has the named tool.
+	Granted func(name string) bool
 }
 
 // Cache keeps a tenant's tool results by key for a while.
@@ -55,6 +57,9 @@ func (c Call) WithDefaults() Call {
 		c.Data = func(context.Context, string) ([]byte, error) {
 			return nil, agent.Errorf(agent.CodeNotFound, "no data can be read by ref here")
 		}
+	}
+	if c.Granted == nil {
+		c.Granted = func(string) bool { return false }
 	}
 	if c.Cache == nil {
 		c.Cache = noCache{}
@@ -177,6 +182,30 @@ type Deps struct {
 	// MCPSessions keeps sessions with MCP servers open between calls.
 	// Default: none, and each call connects anew.
 	MCPSessions *MCPSessions
+	// Composites records pipeline runs and promotes a pipeline run often
+	// enough into a tool of the tenant's (a composite). Default: none, no
+	// promotion.
+	Composites Composites
+	// ToolSearch finds a tenant's tools for search_tools. Default: none.
+	ToolSearch ToolSearch
+}
+
+// Composites keeps the tenant's composite tools (internal/store).
+type Composites interface {
+	// RecordPipelineRun records that a call (tenant, job, call) ran a
+	// pipeline of the given shape; a retried call counts once. When the
+	// tenant has now run the shape as often as it promotes after and has
+	// no composite of it yet, it stores composite as a new tool of the
+	// tenant, grants it to the agents that take composites, and returns
+	// its name (which may differ from composite.Name); else "".
+	RecordPipelineRun(ctx context.Context, tenantID, jobID, callID, shape string, composite agent.Tool) (string, error)
+}
+
+// ToolSearch finds tools of a tenant (internal/store).
+type ToolSearch interface {
+	// SearchTools returns the tenant's tools that match query, best first,
+	// at most limit.
+	SearchTools(ctx context.Context, tenantID, query string, limit int) ([]agent.Tool, error)
 }
 
 // Secrets resolves secret references (internal/secrets.Resolver).
@@ -206,5 +235,5 @@ func (d Deps) WithDefaults() Deps {
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator(), ExecutePipeline(), MCP()}
+	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), MCP()}
 }
