@@ -167,6 +167,7 @@ const MaxPromoteAfter = 1000
 type noKinds struct{}
 
 func (noKinds) Kind(string) (tools.Kind, bool) { return tools.Kind{}, false }
+func (noKinds) Deps() tools.Deps               { return tools.Deps{}.WithDefaults() }
 
 func newLoader(kinds Kinds) *loader {
 	if kinds == nil {
@@ -325,7 +326,7 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 	// The kind checks its config (its messages say most), then the kind's
 	// schema does; only worth asking when the rest of the spec is sound.
 	if haveKind && !d.bad && len(l.problems) == before {
-		if _, err := kind.Build(spec, tools.Deps{}.WithDefaults()); err != nil {
+		if _, err := kind.Build(spec, l.kinds.Deps()); err != nil {
 			l.addf(d.Config.pos, "%s", err)
 		} else if err := l.configSchema(kind, spec.Config); err != nil {
 			l.addf(d.Config.pos, "%s", err)

@@ -38,6 +38,10 @@ type Change struct {
 	// Note says more about a change a reader should know of, e.g. that a
 	// process's new catalog version supersedes patched versions.
 	Note string `json:"note,omitempty"`
+	// Source, for a tool, is the catalog entry it comes from when that is
+	// not the tool's own: an MCP server's entry gives one tool per server
+	// tool.
+	Source string `json:"source,omitempty"`
 }
 
 // ApplyReport lists the changes of ApplyCatalog in document order: per
@@ -156,7 +160,7 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		if err != nil {
 			return nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
 		}
-		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version})
+		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version, Source: t.Source})
 		docTools[t.Name] = t
 	}
 

@@ -154,6 +154,10 @@ type ResolveEnv struct {
 	// AllowUnreachable says that a far side that cannot be reached now
 	// must not fail the apply.
 	AllowUnreachable bool
+	// Deps are the dependencies the kinds' Build gets (the registry's), so
+	// that Resolve checks what the worker allows and resolves secrets the
+	// same way.
+	Deps Deps
 }
 
 // Deps are the dependencies injected into builders. Fields are filled with
@@ -167,6 +171,19 @@ type Deps struct {
 	Secrets Secrets
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// MCPCommands are the commands stdio MCP servers may run on this
+	// worker (AGENTFLOW_MCP_COMMANDS): executable names, looked up in
+	// PATH, or absolute paths. A catalog names one, never chooses it.
+	// Default: none, and stdio servers are refused.
+	MCPCommands []string
+	// MCPEnv is the environment a stdio MCP server starts with, before
+	// the variables its config adds from secret references: a few
+	// harmless ones (PATH, HOME, LANG, TMPDIR), never the worker's
+	// secrets. Default: empty.
+	MCPEnv []string
+	// MCPSessions keeps sessions with MCP servers open between calls.
+	// Default: none, and each call connects anew.
+	MCPSessions *MCPSessions
 	// Processes stores the tenants' process definitions, for
 	// patch_workflow. Default: refuses every call.
 	Processes Processes
@@ -258,5 +275,5 @@ func (d Deps) WithDefaults() Deps {
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), DelegateToAgent()}
+	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent()}
 }

@@ -2540,7 +2540,10 @@ type CatalogChange struct {
 	Version int32                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	// What else to know of the change, e.g. that a process's new version
 	// from the catalog supersedes patched versions.
-	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	// For a tool: the catalog entry it comes from when that is not the
+	// tool's own (an MCP server's entry gives one tool per server tool).
+	Source        string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2606,6 +2609,13 @@ func (x *CatalogChange) GetVersion() int32 {
 func (x *CatalogChange) GetNote() string {
 	if x != nil {
 		return x.Note
+	}
+	return ""
+}
+
+func (x *CatalogChange) GetSource() string {
+	if x != nil {
+		return x.Source
 	}
 	return ""
 }
@@ -3945,13 +3955,14 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"}\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x01\n" +
 	"\rCatalogChange\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"w\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x12\x16\n" +
+	"\x06source\x18\x06 \x01(\tR\x06source\"w\n" +
 	"\x15UpsertCatalogResponse\x125\n" +
 	"\achanges\x18\x01 \x03(\v2\x1b.agentflow.v1.CatalogChangeR\achanges\x12'\n" +
 	"\x0fcatalog_version\x18\x02 \x01(\x03R\x0ecatalogVersion\"e\n" +
