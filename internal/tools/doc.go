@@ -27,4 +27,7 @@
 // an HTTP API described by an OpenAPI 3 document (OpenAPIAction); its
 // entries are resolved when the catalog is applied, which pins the
 // document in the tool's config.
+// delegate_to_agent hands a sub-task to another agent: the turn's
+// workflow runs its calls as child turns, and its Run only refuses
+// (DelegateToAgent).
 package tools
