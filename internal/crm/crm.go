@@ -1,5 +1,5 @@
 // Package crm serves a small customer API over HTTP, with the OpenAPI 3
-// document that describes it: the API that tests and the demo call with
+// document that describes it: the API that tests call with
 // the openapi_action tool kind. Its answers depend only on the requests
 // it was sent, so tests can assert on them.
 //
