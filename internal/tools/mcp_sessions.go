@@ -395,7 +395,7 @@ func (s mcpServer) connect(ctx context.Context, progress func(context.Context, *
 	if err != nil {
 		return nil, err
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentflow", Version: "1"}, &mcp.ClientOptions{
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentflow-worker", Version: "1"}, &mcp.ClientOptions{
 		// No roots, sampling or elicitation: the client only calls tools.
 		Capabilities:                &mcp.ClientCapabilities{},
 		ProgressNotificationHandler: progress,
