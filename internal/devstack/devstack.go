@@ -80,6 +80,13 @@ type Options struct {
 	// TemporalBinary is the path of the `temporal` CLI. Default: the
 	// repo root's .bin/temporal, built when missing (see [TemporalCLI]).
 	TemporalBinary string
+	// TemporalServer runs the real Temporal server (what a cluster and
+	// docker-compose.yml run) on the stack's Postgres instead of the dev
+	// server: its databases "temporal" and "temporal_visibility" are created
+	// and migrated by its SQL tool, and it starts with the settings of
+	// [DynamicConfig]. It has no Web UI; UIPort and InMemory are ignored.
+	// Needs Postgres (the private one or DatabaseURL). Default false.
+	TemporalServer bool
 
 	// Logger receives the stack's lifecycle messages. Default: no logging.
 	Logger *zap.Logger
@@ -135,7 +142,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 
 	var root string
-	if opts.Dir == "" || (needTemporal && opts.TemporalBinary == "") {
+	if opts.Dir == "" || (needTemporal && (opts.TemporalBinary == "" || opts.TemporalServer)) {
 		var err error
 		if root, err = repoRoot(); err != nil {
 			return nil, err
@@ -157,6 +164,16 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 
 	// The two servers are independent; starting them side by side saves the
 	// shorter of the two start times on every test binary.
+	if needTemporal && opts.TemporalServer {
+		if opts.SkipPostgres {
+			return nil, errors.New("the Temporal server needs Postgres: SkipPostgres and TemporalServer exclude each other")
+		}
+		if err := s.startWithServer(ctx, root, needPostgres, opts); err != nil {
+			return nil, errors.Join(err, s.Stop())
+		}
+		return s, nil
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
 	if needPostgres {
 		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort) })
@@ -177,6 +194,25 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, errors.Join(err, s.Stop())
 	}
 	return s, nil
+}
+
+// startWithServer starts Postgres (unless given) and builds the server
+// side by side, then the server on that Postgres.
+func (s *Stack) startWithServer(ctx context.Context, root string, needPostgres bool, opts Options) error {
+	var bins serverBinaries
+	g, gctx := errgroup.WithContext(ctx)
+	if needPostgres {
+		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort) })
+	}
+	g.Go(func() error {
+		var err error
+		bins.server, bins.sqlTool, err = TemporalServer(gctx, root)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return s.startServer(ctx, bins, opts)
 }
 
 // Stop stops the servers this Stack started, the dev server first, and waits

@@ -82,11 +82,11 @@ func (s *Stack) startPostgres(ctx context.Context, port int) error {
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 	}
-	proc, err := startProcess("postgres", argv, s.Dir, sv.logPath, cred)
-	if err != nil {
+	sv.argv = argv
+	if err := sv.start(s.Dir, cred); err != nil {
 		return err
 	}
-	sv.proc = proc
+	proc := sv.proc
 
 	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	waitCtx, cancel := context.WithTimeout(ctx, postgresStartTimeout)
