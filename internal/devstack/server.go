@@ -38,8 +38,9 @@ const (
 	// serverRetention is the default namespace's retention, as the
 	// server's auto-setup image gives it.
 	serverRetention = 24 * time.Hour
-	// serverHistoryShards matches the auto-setup image's default.
-	serverHistoryShards = 4
+	// ServerHistoryShards matches the auto-setup image's default, and
+	// docker-compose.yml sets it.
+	ServerHistoryShards = 4
 )
 
 // startServer runs the real Temporal server (go.temporal.io/server, the
@@ -248,7 +249,7 @@ func writeServerConfig(root string, frontend int, db *pgconn.Config) error {
 		return fmt.Errorf("temporal server dynamic config: %w", err)
 	}
 	data := map[string]any{
-		"Shards":        serverHistoryShards,
+		"Shards":        ServerHistoryShards,
 		"Database":      serverDatabase,
 		"Visibility":    serverVisibilityDatabase,
 		"DBAddr":        net.JoinHostPort(db.Host, strconv.Itoa(int(db.Port))),

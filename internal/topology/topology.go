@@ -49,6 +49,8 @@ type Options struct {
 	// TemporalPort is the server's frontend port; 0 means 7233, -1 a free
 	// port.
 	TemporalPort int
+	// GatewayAddr is the first gateway's gRPC address. Default: a free port.
+	GatewayAddr string
 	// DatabaseURL, when set, is the Postgres to use instead of a private one.
 	DatabaseURL string
 	// Binary is the agentflow worker program. Default: built from ./worker
@@ -56,6 +58,15 @@ type Options struct {
 	Binary string
 	// Logger receives lifecycle messages. Default: none.
 	Logger *zap.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.Gateways == 0 {
+		o.Gateways = 1
+	}
 }
 
 // Topology is a running production-like deployment. Stop it when done.
@@ -73,12 +84,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("topology: Dir is required")
 	}
-	if opts.Workers == 0 {
-		opts.Workers = 2
-	}
-	if opts.Gateways == 0 {
-		opts.Gateways = 1
-	}
+	opts.defaults()
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -114,6 +120,9 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 		p, err := newProcess(fmt.Sprintf("gateway-%d", i+1), RoleGateway, bin, opts.Dir, base, log)
 		if err != nil {
 			return nil, errors.Join(err, t.Stop())
+		}
+		if i == 0 && opts.GatewayAddr != "" {
+			p.setGRPCAddr(opts.GatewayAddr)
 		}
 		t.Gateways = append(t.Gateways, p)
 	}
@@ -178,6 +187,9 @@ type Process struct {
 }
 
 func newProcess(name, role, bin, dir string, base []string, log *zap.Logger) (*Process, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
 	p := &Process{Name: name, Role: role, bin: bin, Log: filepath.Join(dir, name+".log"), log: log}
 	var err error
 	if p.HTTPAddr, err = freeAddr(); err != nil {
@@ -192,6 +204,15 @@ func newProcess(name, role, bin, dir string, base []string, log *zap.Logger) (*P
 	}
 	p.env = env
 	return p, nil
+}
+
+func (p *Process) setGRPCAddr(addr string) {
+	p.GRPCAddr = addr
+	for i, kv := range p.env {
+		if strings.HasPrefix(kv, "AGENTFLOW_GRPC_ADDR=") {
+			p.env[i] = "AGENTFLOW_GRPC_ADDR=" + addr
+		}
+	}
 }
 
 // Start starts the process (again) and waits until /healthz answers.

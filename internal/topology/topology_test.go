@@ -4,6 +4,10 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"gopkg.in/yaml.v3"
 
+	"github.com/agentflow/agentflow/internal/devstack"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -85,4 +91,55 @@ func TestTopology(t *testing.T) {
 	require.False(t, top.Workers[0].Running())
 	require.Contains(t, turn("topology-2"), "84")
 	require.NoError(t, top.Workers[0].Start(ctx), "a killed worker starts again")
+}
+
+// TestComposeInStep compares docker-compose.yml with what Start runs: the
+// processes and their roles, the settings each role is given, the server's
+// version and its history shards.
+func TestComposeInStep(t *testing.T) {
+	root, err := repoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	require.NoError(t, err)
+	var compose struct {
+		Services map[string]struct {
+			Image       string            `yaml:"image"`
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &compose))
+
+	roles := map[string][]string{}
+	for name, svc := range compose.Services {
+		if role := svc.Environment["AGENTFLOW_ROLES"]; role != "" {
+			roles[role] = append(roles[role], name)
+		}
+	}
+	var opts Options
+	opts.defaults()
+	require.Len(t, roles[RoleWorker], opts.Workers, "worker services")
+	require.Len(t, roles[RoleGateway], opts.Gateways, "gateway services")
+
+	// Every setting Start gives a process of a role is set in compose too.
+	for role, names := range roles {
+		p, err := newProcess("probe", role, "", t.TempDir(), []string{"DATABASE_URL=x", "TEMPORAL_ADDRESS=x", "TEMPORAL_NAMESPACE=default"}, nil)
+		require.NoError(t, err)
+		for _, kv := range p.env {
+			key, _, _ := strings.Cut(kv, "=")
+			if key == "TEMPORAL_NAMESPACE" {
+				continue // compose uses the default namespace, as Start does
+			}
+			for _, name := range names {
+				require.Contains(t, compose.Services[name].Environment, key, "%s in service %s", key, name)
+			}
+		}
+	}
+
+	temporal := compose.Services["temporal"]
+	require.Equal(t, strconv.Itoa(devstack.ServerHistoryShards), temporal.Environment["NUM_HISTORY_SHARDS"])
+	mod, err := os.ReadFile(filepath.Join(root, "tools", "go.mod"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`go\.temporal\.io/server v(\d+\.\d+)\.\d+`).FindSubmatch(mod)
+	require.NotNil(t, m, "tools/go.mod pins go.temporal.io/server")
+	require.True(t, strings.HasSuffix(temporal.Image, ":"+string(m[1])), "compose runs server %s, tools/go.mod builds %s", temporal.Image, m[1])
 }
