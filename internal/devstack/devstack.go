@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -213,6 +215,45 @@ func (s *Stack) startWithServer(ctx context.Context, root string, needPostgres b
 		return err
 	}
 	return s.startServer(ctx, bins, opts)
+}
+
+// Services of a Stack, for [Stack.Restart].
+const (
+	ServicePostgres = "postgres"
+	ServiceTemporal = "temporal"
+)
+
+// Restart takes a service this Stack started away, abruptly (SIGKILL for
+// Temporal; an immediate shutdown, which aborts every session without a
+// checkpoint, for Postgres), keeps it down for down, then starts it again
+// on the same port and state and returns once it serves. Fault tests use
+// it.
+func (s *Stack) Restart(ctx context.Context, name string, down time.Duration) error {
+	var sv *service
+	var sig syscall.Signal
+	switch name {
+	case ServicePostgres:
+		sv, sig = s.postgres, syscall.SIGQUIT
+	case ServiceTemporal:
+		sv, sig = s.temporal, syscall.SIGKILL
+	default:
+		return fmt.Errorf("restart: unknown service %q (%s, %s)", name, ServicePostgres, ServiceTemporal)
+	}
+	if sv == nil || sv.proc == nil || sv.ready == nil {
+		return fmt.Errorf("restart %s: not started by this stack", name)
+	}
+	_ = sv.proc.stop(sig, 10*time.Second)
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := sv.start(sv.dir, sv.cred); err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return poll(waitCtx, sv.proc, 50*time.Millisecond, sv.ready)
 }
 
 // Stop stops the servers this Stack started, the dev server first, and waits

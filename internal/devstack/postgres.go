@@ -91,7 +91,7 @@ func (s *Stack) startPostgres(ctx context.Context, port int) error {
 	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	waitCtx, cancel := context.WithTimeout(ctx, postgresStartTimeout)
 	defer cancel()
-	err = poll(waitCtx, proc, 50*time.Millisecond, func(ctx context.Context) error {
+	sv.ready = func(ctx context.Context) error {
 		attemptCtx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(attemptCtx, dbURL)
@@ -99,8 +99,8 @@ func (s *Stack) startPostgres(ctx context.Context, port int) error {
 			return err
 		}
 		return conn.Close(attemptCtx)
-	})
-	if err != nil {
+	}
+	if err := poll(waitCtx, proc, 50*time.Millisecond, sv.ready); err != nil {
 		return err
 	}
 	s.DatabaseURL = dbURL

@@ -26,6 +26,7 @@ type service struct {
 	argv    []string // how to start it again (see Stack.Restart)
 	dir     string
 	cred    *syscall.Credential
+	ready   func(context.Context) error // answers once the service serves
 }
 
 // start runs sv.argv in dir as cred (nil: as this process).

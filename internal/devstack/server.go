@@ -90,10 +90,8 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	waitCtx, cancel := context.WithTimeout(ctx, temporalStartTimeout)
 	defer cancel()
-	err = poll(waitCtx, sv.proc, 200*time.Millisecond, func(ctx context.Context) error {
-		return serverReady(ctx, address, s.Namespace)
-	})
-	if err != nil {
+	sv.ready = func(ctx context.Context) error { return serverReady(ctx, address, s.Namespace) }
+	if err := poll(waitCtx, sv.proc, 200*time.Millisecond, sv.ready); err != nil {
 		return err
 	}
 	s.TemporalAddress = address

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -53,6 +54,15 @@ func TestTemporalServer(t *testing.T) {
 			d, err := c.DescribeWorkflowExecution(ctx, "echo-1", "")
 			require.NoError(t, err, "state kept across restarts")
 			require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.GetWorkflowExecutionInfo().GetStatus())
+
+			// Both services come back after a crash, on the same state.
+			require.NoError(t, s.Restart(ctx, ServicePostgres, time.Second))
+			require.NoError(t, s.Restart(ctx, ServiceTemporal, 0))
+			require.ErrorContains(t, s.Restart(ctx, "ui", 0), `unknown service "ui"`)
+			require.EventuallyWithT(t, func(ct *assert.CollectT) {
+				_, err := c.DescribeWorkflowExecution(ctx, "echo-1", "")
+				assert.NoError(ct, err)
+			}, time.Minute, 200*time.Millisecond)
 		}
 		c.Close()
 		require.NoError(t, s.Stop())

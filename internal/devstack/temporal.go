@@ -123,10 +123,8 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	waitCtx, cancel := context.WithTimeout(ctx, temporalStartTimeout)
 	defer cancel()
-	err = poll(waitCtx, proc, 100*time.Millisecond, func(ctx context.Context) error {
-		return temporalReady(ctx, address, s.Namespace)
-	})
-	if err != nil {
+	sv.ready = func(ctx context.Context) error { return temporalReady(ctx, address, s.Namespace) }
+	if err := poll(waitCtx, proc, 100*time.Millisecond, sv.ready); err != nil {
 		return err
 	}
 	s.TemporalAddress, s.UIURL = address, uiURL
