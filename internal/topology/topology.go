@@ -71,9 +71,11 @@ func (o *Options) defaults() {
 
 // Topology is a running production-like deployment. Stop it when done.
 type Topology struct {
-	Stack    *devstack.Stack
-	Workers  []*Process
-	Gateways []*Process
+	Stack *devstack.Stack
+	// DatabaseURL is agentflow's database on the stack's Postgres.
+	DatabaseURL string
+	Workers     []*Process
+	Gateways    []*Process
 
 	log *zap.Logger
 }
@@ -103,9 +105,15 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Topology{Stack: stack, log: log}
+	t := &Topology{Stack: stack, DatabaseURL: stack.DatabaseURL, log: log}
+	if opts.DatabaseURL == "" {
+		// Beside the server's own databases, not in "postgres".
+		if t.DatabaseURL, err = stack.CreateDatabase(ctx, "agentflow"); err != nil {
+			return nil, errors.Join(err, stack.Stop())
+		}
+	}
 	base := append([]string{
-		"DATABASE_URL=" + stack.DatabaseURL,
+		"DATABASE_URL=" + t.DatabaseURL,
 		"TEMPORAL_ADDRESS=" + stack.TemporalAddress,
 		"TEMPORAL_NAMESPACE=" + stack.Namespace,
 	}, opts.Env...)
@@ -287,6 +295,16 @@ func (p *Process) signal(sig syscall.Signal, grace time.Duration) error {
 	<-p.done
 	p.log.Info("process ended", zap.String("name", p.Name), zap.String("signal", sig.String()))
 	return nil
+}
+
+// PID is the process id, 0 when it is not running.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running() {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
 
 // Running reports whether the process is up.
