@@ -41,7 +41,7 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 // its runs (tally), so that a test can tell whether a tool ran again;
 // execute_pipeline, uncached, with the harness's API (API) in the
 // tenant's egress allowlist; and a tool that returns what its arguments
-// say (echo_data).
+// say (echo_data); and delegate_to_agent, whose calls the workflow runs.
 const testCatalog = `
 tenant: demo
 default_agent: assistant
@@ -56,11 +56,13 @@ tools:
     config: {cache_ttl_sec: 0}
   - name: echo_data
     kind: echo_data
+  - name: delegate
+    kind: delegate_to_agent
 agents:
   - id: assistant
     model: openai:gpt-4o-mini
     system_prompt: Be brief.
-    tools: [calculator, tally, execute_pipeline, echo_data]
+    tools: [calculator, tally, execute_pipeline, echo_data, delegate]
 `
 
 // testDataInline is the harness's DataInlineBytes: small, so that tests

@@ -64,6 +64,10 @@ func (l temporalLink) send(ctx context.Context, b agent.TokenBatch, notify strin
 		if err := a.temporal.SignalWorkflow(ctx, notify, "", contract.SignalNotifyTokens, b); err != nil {
 			// The caller's loss, not the turn's: its own result still arrives.
 			a.logger.Warn("notify token batch", zap.String("notify", notify), zap.Error(err))
+		} else {
+			// A delegating turn's log now holds the batch as child
+			// events: its followers read it (a process workflow has none).
+			a.wake(ctx, notify)
 		}
 	}
 	return nil

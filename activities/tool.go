@@ -20,7 +20,9 @@ import (
 // can act on (bad arguments, an unknown tool) are results, not failures:
 // the model sees them and may try again. Other errors fail the attempt and
 // Temporal retries it. A result once stored is what every later attempt
-// returns: the tool is not run again.
+// returns: the tool is not run again. A call the turn ran as a child turn
+// (in.Delegated, a delegate_to_agent call) is not run: the child's result
+// is stored as the call's.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	// The turn logged tool_start before scheduling this: let gateways know.
 	turnID := activity.GetInfo(ctx).WorkflowExecution.ID
@@ -35,6 +37,11 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		return a.toolResult(ctx, in.Call.ID, stored, statusOf(stored.Content))
 	} else if !agent.IsCode(err, agent.CodeNotFound) {
 		return contract.ExecuteToolResult{}, fmt.Errorf("look up step %d: %w", in.Seq, err)
+	}
+	if in.Delegated != nil {
+		// The call ran as a child turn: store what it came to.
+		msg, status := delegated(in.Call, *in.Delegated)
+		return a.storeToolResult(ctx, in, msg, status)
 	}
 
 	var ag agent.Agent
@@ -55,6 +62,12 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 	if status == "" {
 		return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %s", in.Call.Name, msg.Content)
 	}
+	return a.storeToolResult(ctx, in, msg, status)
+}
+
+// storeToolResult stores a call's result as step in.Seq and returns the
+// workflow's account of it.
+func (a *Activities) storeToolResult(ctx context.Context, in contract.ExecuteToolInput, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
 	msg.Role, msg.ToolCallID, msg.Name = agent.RoleTool, in.Call.ID, in.Call.Name
 	if status == agent.ToolError {
 		msg.Content = errorPrefix + msg.Content
@@ -142,7 +155,8 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 	return tools.Call{
 		Args:     json.RawMessage(in.Call.Arguments),
 		TenantID: in.TenantID, JobID: in.JobID, CallID: in.Call.ID,
-		HTTP: snap.HTTP,
+		WorkflowID: activity.GetInfo(ctx).WorkflowExecution.ID,
+		HTTP:       snap.HTTP,
 		Data: func(ctx context.Context, ref string) ([]byte, error) {
 			var data []byte
 			err := a.db(ctx, "read data", func() (err error) {

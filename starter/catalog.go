@@ -78,7 +78,8 @@ func applyCatalog(ctx context.Context, api apiFlags, req *pb.UpsertCatalogReques
 }
 
 // printCatalogReport prints one line per change: action, kind,
-// tenant/name and the version it made active.
+// tenant/name, the version it made active and, for a tool an entry stands
+// for (an MCP server's), the entry.
 func printCatalogReport(out io.Writer, resp *pb.UpsertCatalogResponse, dryRun bool) {
 	tenant := ""
 	for _, c := range resp.GetChanges() {
@@ -88,6 +89,12 @@ func printCatalogReport(out io.Writer, resp *pb.UpsertCatalogResponse, dryRun bo
 		fmt.Fprintf(out, "  %-9s %-5s %s/%s", c.GetAction(), c.GetKind(), tenant, c.GetName())
 		if c.GetVersion() > 0 {
 			fmt.Fprintf(out, " v%d", c.GetVersion())
+		}
+		if c.GetSource() != "" {
+			fmt.Fprintf(out, " (from %s)", c.GetSource())
+		}
+		if c.GetNote() != "" {
+			fmt.Fprintf(out, ": %s", c.GetNote())
 		}
 		fmt.Fprintln(out)
 	}

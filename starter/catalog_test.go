@@ -22,6 +22,7 @@ import (
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/tools/mcptest"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -57,7 +58,7 @@ func startGateway(t *testing.T) *server.Server {
 // starter runs a command of the starter against the gateway at addr.
 func starter(ctx context.Context, addr, token string, args ...string) (string, error) {
 	n := 1 // the command's words
-	if args[0] == "catalog" {
+	if args[0] == "catalog" || args[0] == "process" {
 		n = 2
 	}
 	var out bytes.Buffer
@@ -216,4 +217,75 @@ func mustTokens(t *testing.T, spec string) []gateway.Token {
 	toks, err := gateway.ParseTokens(spec)
 	require.NoError(t, err)
 	return toks
+}
+
+// mcpCatalog grants agent triage two tools of an MCP server. @URL and
+// @HOST stand for the server's endpoint and host:port.
+const mcpCatalog = `
+tenant: demo
+default_agent: triage
+egress: ["@HOST"]
+tools:
+  - name: gh
+    kind: mcp
+    approval: never
+    config:
+      url: "@URL"
+      tools: [search, get_issue]
+      headers: [{name: Authorization, prefix: "Bearer ", secret: "env:AGENTFLOW_TEST_MCP_TOKEN"}]
+      timeout_sec: 10
+agents:
+  - id: triage
+    model: openai:gpt-4o-mini
+    tools: [gh]
+`
+
+// TestCatalogApplyMCP: applying an MCP server's entry lists the tools it
+// stands for, each with the entry it comes from; with the server down the
+// apply fails and says how to go on, and --allow-unreachable applies the
+// catalog without the server's tools.
+func TestCatalogApplyMCP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := startGateway(t)
+	addr := srv.GRPCAddr()
+	token := "mcp-" + newJobID()
+	t.Setenv("AGENTFLOW_TEST_MCP_TOKEN", token)
+	issues := mcptest.StartHTTP(t, mcptest.Options{Token: token})
+	file := filepath.Join(t.TempDir(), "demo.yaml")
+	doc := strings.NewReplacer("@URL", issues.URL, "@HOST", issues.Addr).Replace(mcpCatalog)
+	require.NoError(t, os.WriteFile(file, []byte(doc), 0o644))
+
+	out, err := starter(ctx, addr, demoToken, "catalog", "apply", "-f", file)
+	require.NoError(t, err)
+	require.Contains(t, out, "  created   tool  demo/gh_search v1 (from gh)\n")
+	require.Contains(t, out, "  created   tool  demo/gh_get_issue v1 (from gh)\n")
+	require.Contains(t, out, "  created   agent demo/triage v1\n")
+	require.NotContains(t, out, "gh_slow", "config.tools grants only search and get_issue")
+	ag, err := srv.Store().ActiveAgent(ctx, "demo", "triage")
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range ag.Tools {
+		names = append(names, tool.Name)
+	}
+	require.Equal(t, []string{"gh_search", "gh_get_issue"}, names)
+
+	issues.Kill()
+	_, err = starter(ctx, addr, demoToken, "catalog", "apply", "-f", file)
+	require.Error(t, err)
+	require.ErrorContains(t, err, `tool "gh" (kind mcp): `+issues.URL+" cannot be reached to list its tools")
+	require.ErrorContains(t, err, "allow unreachable entries")
+
+	out, err = starter(ctx, addr, demoToken, "catalog", "apply", "-f", file, "--allow-unreachable")
+	require.NoError(t, err)
+	require.Contains(t, out, "  updated   agent demo/triage v2\n")
+	ag, err = srv.Store().ActiveAgent(ctx, "demo", "triage")
+	require.NoError(t, err)
+	require.Empty(t, ag.Tools, "the server's tools are left out until it is back")
+
+	require.NoError(t, issues.Restart())
+	out, err = starter(ctx, addr, demoToken, "catalog", "apply", "-f", file)
+	require.NoError(t, err)
+	require.Contains(t, out, "  updated   agent demo/triage v3\n")
+	require.Contains(t, out, "  unchanged tool  demo/gh_search v1 (from gh)\n")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -13,19 +14,35 @@ import (
 type renderer struct {
 	out     io.Writer
 	midLine bool // the last thing printed was text without a newline
+	// childText: that text is a delegated child turn's.
+	childText bool
 }
 
 func (r *renderer) line(format string, args ...any) {
-	if r.midLine {
-		fmt.Fprintln(r.out)
-		r.midLine = false
-	}
+	r.endLine()
 	fmt.Fprintf(r.out, format+"\n", args...)
 }
 
+func (r *renderer) endLine() {
+	if r.midLine {
+		fmt.Fprintln(r.out)
+	}
+	r.midLine, r.childText = false, false
+}
+
+// childPrefix marks the lines of a delegated child turn's events.
+const childPrefix = "    │ "
+
 func (r *renderer) event(e agent.Event) {
+	if e.Child != nil {
+		r.child(e)
+		return
+	}
 	switch e.Kind {
 	case agent.EventToken:
+		if r.childText {
+			r.endLine()
+		}
 		fmt.Fprint(r.out, e.Text)
 		r.midLine = true
 	case agent.EventToolStart:
@@ -53,6 +70,31 @@ func (r *renderer) event(e agent.Event) {
 		}
 	case agent.EventError:
 		r.line("  error %s: %s", e.Error.Type, e.Error.Message)
+	}
+}
+
+// child prints an event of a delegated child turn, indented under the
+// delegation call: its text, its tool calls and its approvals (which are
+// decided on the child's own stream).
+func (r *renderer) child(e agent.Event) {
+	switch e.Kind {
+	case agent.EventToken:
+		if !r.childText {
+			r.endLine()
+			fmt.Fprint(r.out, childPrefix)
+			r.midLine, r.childText = true, true
+		}
+		fmt.Fprint(r.out, strings.ReplaceAll(e.Text, "\n", "\n"+childPrefix))
+	case agent.EventToolStart:
+		r.line("%stool %s %s", childPrefix, e.Tool.Name, e.Tool.Args)
+	case agent.EventToolEnd:
+		r.line("%stool %s → %s %s", childPrefix, e.Tool.Name, e.Tool.Status, e.Tool.Output)
+	case agent.EventApprovalRequired:
+		r.line("%swaiting for approval of %s (call %s of %s)", childPrefix, e.Tool.Name, e.Tool.CallID, e.Child.StreamID)
+	case agent.EventStatus:
+		if e.Status == agent.StreamRetrying {
+			r.line("%s[the model call failed and is retried: the text above is replaced]", childPrefix)
+		}
 	}
 }
 

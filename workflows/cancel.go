@@ -47,7 +47,7 @@ func (t *turn) startCancel(ctx workflow.Context) {
 }
 
 // requestCancel records the first cancellation and stops the model call
-// in flight.
+// and the child turns in flight.
 func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	if t.canceled != nil {
 		return
@@ -60,6 +60,7 @@ func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	if t.stopModel != nil {
 		t.stopModel()
 	}
+	t.stopDelegations()
 }
 
 // cancelled reports whether the turn is cancelled: by the signal, or by

@@ -91,6 +91,9 @@ func (t *turn) startEvents(ctx workflow.Context) error {
 	t.progress = workflow.GetSignalChannelWithOptions(ctx, contract.SignalToolProgress, workflow.SignalChannelOptions{
 		Description: "what a running tool call is doing (sent by ExecuteTool)",
 	})
+	t.children = workflow.GetSignalChannelWithOptions(ctx, contract.SignalNotifyTokens, workflow.SignalChannelOptions{
+		Description: "token batches and tool events of the turn's child turns (delegate_to_agent calls)",
+	})
 	return nil
 }
 
@@ -102,7 +105,7 @@ func (t *turn) status() agent.TurnStatus {
 		PendingApprovals: len(t.appr.pending), CancelRequested: t.canceled != nil, LastEventIndex: t.log.next() - 1,
 	}
 	for i := len(t.log.events) - 1; i >= 0; i-- {
-		if e := t.log.events[i]; e.Kind == agent.EventStatus && e.Status != agent.StreamRetrying {
+		if e := t.log.events[i]; e.Kind == agent.EventStatus && e.Status != agent.StreamRetrying && e.Child == nil {
 			st.Status = e.Status
 			break
 		}
@@ -121,11 +124,13 @@ func (t *turn) acceptBatch(ctx workflow.Context, b agent.TokenBatch) {
 func (t *turn) emit(ctx workflow.Context, e agent.Event) {
 	t.drainTokens(ctx)
 	t.drainProgress(ctx)
+	t.drainChildren(ctx)
 	t.log.add(e)
+	t.forward(ctx, t.log.events[len(t.log.events)-1])
 }
 
 // awaitTool waits for a tool call, logging the progress of running calls
-// as it arrives.
+// and the events of child turns as they arrive.
 func (t *turn) awaitTool(ctx workflow.Context, f workflow.Future) {
 	done := false
 	sel := workflow.NewSelector(ctx)
@@ -134,6 +139,11 @@ func (t *turn) awaitTool(ctx workflow.Context, f workflow.Future) {
 		var p agent.ToolProgress
 		c.Receive(ctx, &p)
 		t.addProgress(p)
+	})
+	sel.AddReceive(t.children, func(c workflow.ReceiveChannel, _ bool) {
+		var b agent.TokenBatch
+		c.Receive(ctx, &b)
+		t.acceptChild(ctx, b)
 	})
 	for !done {
 		sel.Select(ctx)

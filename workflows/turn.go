@@ -111,6 +111,18 @@ type turn struct {
 	// unstored are tool calls that did not run whose results no CallModel
 	// has stored yet: SaveResult stores them when the turn ends first.
 	unstored []contract.ToolFailure
+
+	// children receives the batches of the turn's child turns
+	// (delegate_to_agent calls); delegations are those children, in the
+	// order they started, and delegatedTokens what they used.
+	children        workflow.ReceiveChannel
+	delegations     []*delegation
+	delegatedTokens int
+	// outbox holds the turn's own events for its parent turn, when it is
+	// a child, not yet delivered; sender is set once the coroutine that
+	// sends them runs, sending while it waits for a signal.
+	outbox          []agent.Event
+	sender, sending bool
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
@@ -240,9 +252,8 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if reply.Model != "" {
 			t.model = reply.Model
 		}
-		if b := limits.TokenBudget; b > 0 && t.usage.TotalTokens > b {
-			return "", agent.TurnErrorOf(agent.Errorf(agent.CodeTokenBudget,
-				"turn used %d tokens; the agent's budget is %d", t.usage.TotalTokens, b))
+		if err := t.overBudget(limits); err != nil {
+			return "", err
 		}
 		if len(reply.ToolCalls) == 0 {
 			return reply.Content, nil
@@ -254,15 +265,39 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if ctx.Err() != nil {
 			return "", modelFailure(ctx.Err())
 		}
+		// The agents the turn delegated to spent its tokens too.
+		if err := t.overBudget(limits); err != nil {
+			return "", err
+		}
 	}
 	return "", agent.TurnErrorOf(agent.Errorf(agent.CodeMaxIterations,
 		"the model still asked for tools after %d iterations (the agent's max_iterations)", limits.MaxIterations))
+}
+
+// overBudget is the turn's failure once it has used more tokens than its
+// budget (the agent's, or the lower one its request set).
+func (t *turn) overBudget(limits agent.Limits) *agent.TurnError {
+	b := t.req.Budget(limits)
+	if b <= 0 || t.usage.TotalTokens <= b {
+		return nil
+	}
+	whose := "the agent's budget"
+	if b != limits.TokenBudget {
+		whose = "the budget its request set"
+	}
+	msg := fmt.Sprintf("turn used %d tokens; %s is %d", t.usage.TotalTokens, whose, b)
+	if t.delegatedTokens > 0 {
+		msg = fmt.Sprintf("turn used %d tokens (%d of them by the agents it delegated to); %s is %d", t.usage.TotalTokens, t.delegatedTokens, whose, b)
+	}
+	return agent.TurnErrorOf(agent.Errorf(agent.CodeTokenBudget, "%s", msg))
 }
 
 // callModel runs iteration i's CallModel as the turn's next step, taking
 // its token batches into the event log while it runs. A cancellation of
 // the turn stops the call.
 func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (contract.CallModelResult, error) {
+	// A child turn's parent gets the call's tokens after its tool events.
+	t.flushForwards(ctx)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
 	mctx, stop := workflow.WithCancel(ctx)
 	t.stopModel = stop
@@ -295,7 +330,12 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
 	t.data = nil
 	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
-		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls))}
+		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)), limits: limits}
+	for _, c := range calls {
+		if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
+			r.delegations++
+		}
+	}
 	var names []string
 	var waiting []int
 	for i, c := range calls {
@@ -330,6 +370,10 @@ type toolRound struct {
 	// database outage; nil for calls that run as activities.
 	local []*workflow.LocalActivityOptions
 	in    []contract.ExecuteToolInput
+	// limits are the turn's; delegations counts the round's
+	// delegate_to_agent calls, which share the tokens the turn has left.
+	limits      agent.Limits
+	delegations int
 }
 
 // start logs call i's tool_start and schedules it. The agent was loaded
@@ -350,6 +394,11 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 	}
 	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
 	r.in[i] = in
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate &&
+		workflow.GetVersion(ctx, delegateChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		r.delegate(ctx, i, spec)
+		return
+	}
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
 		opts := workflow.LocalActivityOptions{
 			StartToCloseTimeout: localToolTimeout,
@@ -495,6 +544,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 
 // finishStored ends the workflow with a stored result.
 func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.TurnResult, error) {
+	defer t.flushForwards(ctx)
 	if res.Status == agent.StatusCompleted {
 		workflow.SetCurrentDetails(ctx, "completed")
 		t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: textBlock(res.Output)})
@@ -529,6 +579,7 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
 	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
+	t.flushForwards(ctx)
 	return agent.TurnResult{}, contract.TurnFailure(res)
 }
 

@@ -34,6 +34,11 @@ type TenantCatalog struct {
 	// tools may call.
 	Egress        []string
 	ReplaceEgress bool
+	// Processes are the tenant's process definitions. A process's first
+	// version comes from here; a later one only when its definition or
+	// schema changes here (see store.ApplyCatalog), so that patched
+	// versions stay the latest while the catalog is applied unchanged.
+	Processes []Process
 	// PromoteAfter, when set, is how many runs of one pipeline shape make
 	// it a composite tool of the tenant; 0 turns promotion off.
 	PromoteAfter *int

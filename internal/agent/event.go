@@ -61,6 +61,12 @@ type Event struct {
 	Content json.RawMessage `json:"content,omitempty"`
 	// Error is an error event's (or a FAILED status's) failure.
 	Error *TurnError `json:"error,omitempty"`
+
+	// Child is set on an event of a delegated child turn that this log
+	// carries (its kind and fields are the child's): which call and child
+	// stream it belongs to. Such events never end this stream and their
+	// text is not this turn's.
+	Child *ChildEvent `json:"child,omitempty"`
 }
 
 // ToolEvent is the tool part of an event.
@@ -85,7 +91,7 @@ type ToolEvent struct {
 
 // Terminal reports whether e ends its stream.
 func (e Event) Terminal() bool {
-	return e.Kind == EventStatus && (e.Status == StreamCompleted || e.Status == StreamFailed || e.Status == StreamCanceled)
+	return e.Child == nil && e.Kind == EventStatus && (e.Status == StreamCompleted || e.Status == StreamFailed || e.Status == StreamCanceled)
 }
 
 // TokenBatch is what a streaming model call sends to its turn (signal
@@ -144,7 +150,7 @@ func ValidateAfter(after, next int64) error {
 // ReplayText folds a sequence of events into the text a client should
 // show: token texts in order, with the text voided by RETRYING events
 // removed. It is what clients do, and what tests compare with the model's
-// text.
+// text. Events of child turns (Child set) are not the stream's text.
 func ReplayText(events []Event) string {
 	type piece struct {
 		index int64
@@ -153,6 +159,7 @@ func ReplayText(events []Event) string {
 	var pieces []piece
 	for _, e := range events {
 		switch {
+		case e.Child != nil:
 		case e.Kind == EventToken:
 			pieces = append(pieces, piece{e.Index, e.Text})
 		case e.Kind == EventStatus && e.Status == StreamRetrying && e.VoidFrom > 0:
@@ -230,4 +237,20 @@ func Clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// ChildEvents returns the events of the child turn of a delegation call
+// that a parent's log carries, as they are in the child's own stream
+// (its stream id and indices), so that ReplayText folds the child's text.
+func ChildEvents(events []Event, callID string) []Event {
+	var out []Event
+	for _, e := range events {
+		if e.Child == nil || e.Child.CallID != callID {
+			continue
+		}
+		c := e
+		c.StreamID, c.Index, c.Child = e.Child.StreamID, e.Child.Index, nil
+		out = append(out, c)
+	}
+	return out
 }

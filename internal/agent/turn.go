@@ -56,6 +56,13 @@ type TurnRequest struct {
 	// Stream, when false, turns token streaming off: the turn's history
 	// then holds no token signals. Default on.
 	Stream *bool `json:"stream,omitempty"`
+	// TokenBudget caps the turn's tokens below its agent's token_budget
+	// (the lower of the two applies); 0: the agent's alone. A delegating
+	// turn gives its child what it has left.
+	TokenBudget int `json:"token_budget,omitempty"`
+	// Parent is set on a turn that another turn delegated to (a
+	// delegate_to_agent call): which turn and call, and how deep.
+	Parent *ParentRef `json:"parent,omitempty"`
 
 	decodeErr string // set by UnmarshalJSON when the JSON had the wrong shape
 }
@@ -138,7 +145,31 @@ func (r *TurnRequest) Validate() error {
 			return Errorf(CodeInvalid, "context.previous_results[%d].result_ref is required", i)
 		}
 	}
-	return nil
+	if r.TokenBudget < 0 {
+		return Errorf(CodeInvalid, "token_budget must not be negative")
+	}
+	return r.Parent.validate()
+}
+
+// Depth is how many delegations lead to the turn: 0 for a turn a client
+// or a process started.
+func (r TurnRequest) Depth() int {
+	if r.Parent == nil {
+		return 0
+	}
+	return r.Parent.Depth
+}
+
+// Budget is the turn's token budget: the lower of its agent's and the
+// request's, where set; 0: none.
+func (r TurnRequest) Budget(l Limits) int {
+	switch {
+	case r.TokenBudget <= 0:
+		return l.TokenBudget
+	case l.TokenBudget <= 0:
+		return r.TokenBudget
+	}
+	return min(r.TokenBudget, l.TokenBudget)
 }
 
 // Bounded checks the size of a request's context, so that what the caller

@@ -112,6 +112,11 @@ type ExecuteToolInput struct {
 	AgentVersion int            `json:"agent_version"`
 	Seq          int            `json:"seq"` // the step the result is stored under
 	Call         agent.ToolCall `json:"call"`
+	// Delegated is set for a delegate_to_agent call, which the turn ran
+	// as a child AgentTurn: the child's result (its output cut to
+	// agent.MaxDelegateOutputBytes, without tool_calls), stored as the
+	// call's result instead of running the tool.
+	Delegated *agent.TurnResult `json:"delegated,omitempty"`
 }
 
 // ExecuteToolResult is a short account of the call for the workflow. The

@@ -77,7 +77,12 @@ const (
 )
 
 // SignalNotifyTokens is the signal a turn's notify workflow
-// (agent.TurnRequest.Notify) receives: the same agent.TokenBatch.
+// (agent.TurnRequest.Notify) receives: the same agent.TokenBatch. A turn
+// that delegates (delegate_to_agent) is its children's notify workflow:
+// it receives their token batches, and a child (agent.TurnRequest.Parent
+// set) also sends its tool_start, tool_end and approval_required events
+// this way, in order, one signal at a time; the parent's log carries them
+// as child events.
 const SignalNotifyTokens = "agent_tokens"
 
 // Updates and queries of Conversation.

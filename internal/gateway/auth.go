@@ -15,19 +15,22 @@ import (
 // methodRoles says which role each method needs. A method missing here is
 // open to no token: a new RPC is refused until it is given a role.
 var methodRoles = map[string]Role{
-	pb.AgentService_Invoke_FullMethodName:               RoleUser,
-	pb.AgentService_Stream_FullMethodName:               RoleUser,
-	pb.AgentService_Resume_FullMethodName:               RoleUser,
-	pb.AgentService_GetResult_FullMethodName:            RoleUser,
-	pb.AgentService_ListAgents_FullMethodName:           RoleUser,
-	pb.AgentService_SendMessage_FullMethodName:          RoleUser,
-	pb.AgentService_Cancel_FullMethodName:               RoleUser,
-	pb.AgentService_Approve_FullMethodName:              RoleApprover,
-	pb.AgentService_ListPendingApprovals_FullMethodName: RoleApprover,
-	pb.CatalogService_UpsertCatalog_FullMethodName:      RoleAdmin,
-	pb.CatalogService_ListRules_FullMethodName:          RoleAdmin,
-	pb.CatalogService_RouteDryRun_FullMethodName:        RoleAdmin,
-	pb.CatalogService_StreamCatalog_FullMethodName:      RoleAdmin,
+	pb.AgentService_Invoke_FullMethodName:                RoleUser,
+	pb.AgentService_Stream_FullMethodName:                RoleUser,
+	pb.AgentService_Resume_FullMethodName:                RoleUser,
+	pb.AgentService_GetResult_FullMethodName:             RoleUser,
+	pb.AgentService_ListAgents_FullMethodName:            RoleUser,
+	pb.AgentService_SendMessage_FullMethodName:           RoleUser,
+	pb.AgentService_Cancel_FullMethodName:                RoleUser,
+	pb.AgentService_Approve_FullMethodName:               RoleApprover,
+	pb.AgentService_ListPendingApprovals_FullMethodName:  RoleApprover,
+	pb.CatalogService_UpsertCatalog_FullMethodName:       RoleAdmin,
+	pb.CatalogService_ListRules_FullMethodName:           RoleAdmin,
+	pb.CatalogService_RouteDryRun_FullMethodName:         RoleAdmin,
+	pb.CatalogService_StreamCatalog_FullMethodName:       RoleAdmin,
+	pb.CatalogService_GetProcess_FullMethodName:          RoleAdmin,
+	pb.CatalogService_ListProcesses_FullMethodName:       RoleAdmin,
+	pb.CatalogService_ListProcessVersions_FullMethodName: RoleAdmin,
 }
 
 type callerKey struct{}

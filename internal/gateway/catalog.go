@@ -66,7 +66,7 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 	}
 	out := &pb.UpsertCatalogResponse{}
 	for _, ch := range report.Changes {
-		out.Changes = append(out.Changes, &pb.CatalogChange{Kind: ch.Kind, Name: ch.Name, Action: ch.Action, Version: int32(ch.Version)})
+		out.Changes = append(out.Changes, &pb.CatalogChange{Kind: ch.Kind, Name: ch.Name, Action: ch.Action, Version: int32(ch.Version), Note: ch.Note, Source: ch.Source})
 	}
 	if r, err := c.store.Routing(ctx, tenant); err == nil {
 		out.CatalogVersion = r.Version

@@ -85,6 +85,9 @@ func toPBTool(t *agent.ToolEvent) *pb.ToolEvent {
 
 func toPBEvent(e agent.Event) *pb.StreamEvent {
 	out := &pb.StreamEvent{Meta: &pb.StreamEventMeta{StreamId: e.StreamID, EventIndex: e.Index}}
+	if c := e.Child; c != nil {
+		out.Meta.Child = &pb.ChildEvent{CallId: c.CallID, StreamId: c.StreamID, EventIndex: c.Index}
+	}
 	switch e.Kind {
 	case agent.EventStatus:
 		out.Event = &pb.StreamEvent_Status{Status: &pb.StatusEvent{
@@ -119,6 +122,9 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 // written in Go (the starter) that share its rendering and ReplayText.
 func FromPBEvent(e *pb.StreamEvent) agent.Event {
 	out := agent.Event{StreamID: e.GetMeta().GetStreamId(), Index: e.GetMeta().GetEventIndex()}
+	if c := e.GetMeta().GetChild(); c != nil {
+		out.Child = &agent.ChildEvent{CallID: c.GetCallId(), StreamID: c.GetStreamId(), Index: c.GetEventIndex()}
+	}
 	tool := func(t *pb.ToolEvent) *agent.ToolEvent {
 		te := &agent.ToolEvent{CallID: t.GetCallId(), Name: t.GetName(), Status: t.GetStatus(), Output: t.GetOutput(), Reason: t.GetReason(),
 			Message: t.GetMessage(), Source: t.GetSource(), FromToolkit: t.GetFromToolkit()}

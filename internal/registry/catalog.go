@@ -14,6 +14,10 @@ import (
 // Kinds looks up tool kinds by name; *tools.Registry satisfies it.
 type Kinds interface {
 	Kind(name string) (tools.Kind, bool)
+	// Deps are what the kinds' Build and Resolve get: the worker's, so
+	// that what it allows (the commands stdio MCP servers may run) is
+	// checked when a catalog is applied.
+	Deps() tools.Deps
 }
 
 // LoadFiles reads and validates catalog files. A path may be a directory:

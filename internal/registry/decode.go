@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/process"
 )
 
 // The document structs in loader.go decode with loader.decode below: a
@@ -297,6 +298,64 @@ func (o *object) decode(l *loader, n *yaml.Node) {
 	if !isNull(n) {
 		o.raw = l.json(o.pos, n)
 	}
+}
+
+// jsonDoc is a value kept as JSON with its YAML node, so that a problem
+// found in the JSON is reported at the line it is on; null is the same as
+// leaving it out.
+type jsonDoc struct {
+	pos
+	raw  json.RawMessage
+	node *yaml.Node
+	bad  bool // the value has no JSON form, and is reported
+}
+
+func (d *jsonDoc) decode(l *loader, n *yaml.Node) {
+	if isNull(n) {
+		return
+	}
+	d.node = n
+	before := len(l.problems)
+	d.raw = l.json(d.pos, n)
+	d.bad = len(l.problems) > before
+}
+
+// at is where the value at a JSON Pointer inside d is written: the
+// deepest node the pointer can be followed to, with the field path of the
+// pointer ("definition.nodes[1].id").
+func (d *jsonDoc) at(pointer string) pos {
+	at := d.pos
+	n := d.node
+	if n == nil {
+		return at
+	}
+	at = at.on(resolve(n))
+	toks, _ := process.Tokens(pointer)
+	for _, tok := range toks {
+		n = resolve(n)
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == tok {
+					next = n.Content[i+1]
+					at.field = join(at.field, tok)
+					break
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+				at.field = fmt.Sprintf("%s[%d]", at.field, i)
+			}
+		}
+		if next == nil {
+			return at
+		}
+		n = next
+		at = at.on(resolve(n))
+	}
+	return at
 }
 
 // wrong reports a value of the wrong type, where it is defined.

@@ -23,6 +23,7 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
+	"github.com/agentflow/agentflow/internal/process"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/tools"
 )
@@ -41,6 +42,16 @@ type document struct {
 	Toolkits     []toolkitDoc `yaml:"toolkits"`
 	Agents       []agentDoc   `yaml:"agents"`
 	Rules        []ruleDoc    `yaml:"rules"` // not nil when the key is there, even empty
+	Processes    []processDoc `yaml:"processes"`
+}
+
+// processDoc is a process definition (internal/process): its first
+// version, or a new one when it changes (store.ApplyCatalog).
+type processDoc struct {
+	Tag         text    `yaml:"tag"`
+	Description text    `yaml:"description"`
+	Schema      jsonDoc `yaml:"schema"`
+	Definition  jsonDoc `yaml:"definition"`
 }
 
 type toolkitDoc struct {
@@ -99,6 +110,7 @@ const (
 	MaxAgents    = 1000    // per tenant
 	MaxTools     = 1000    // per tenant
 	MaxRules     = 1000    // per tenant
+	MaxProcesses = 1000    // per tenant
 	// MaxAgentTools is how many tools one agent may have: what model
 	// providers accept in one request.
 	MaxAgentTools = 128
@@ -125,6 +137,7 @@ type tenant struct {
 	rules        []ruleDoc
 	replaceRules bool // a document has a rules key: they replace the stored ones
 	toolkits     []toolkitDoc
+	processes    []agent.Process
 	egress       []string
 	egressSet    bool // a document has an egress key: it replaces the stored one
 	promoteAfter *whole
@@ -132,6 +145,7 @@ type tenant struct {
 	agentAt      map[string]pos
 	ruleAt       map[string]pos
 	toolkitAt    map[string]pos
+	processAt    map[string]pos
 }
 
 // agentDef is an agent and the tool names it lists, resolved by finish.
@@ -153,6 +167,7 @@ const MaxPromoteAfter = 1000
 type noKinds struct{}
 
 func (noKinds) Kind(string) (tools.Kind, bool) { return tools.Kind{}, false }
+func (noKinds) Deps() tools.Deps               { return tools.Deps{}.WithDefaults() }
 
 func newLoader(kinds Kinds) *loader {
 	if kinds == nil {
@@ -244,13 +259,17 @@ func (l *loader) document(d *document) {
 			l.rule(t, &d.Rules[i])
 		}
 	}
+	for i := range d.Processes {
+		l.process(t, &d.Processes[i])
+	}
 }
 
 // tenant returns the tenant a document names. A document without a usable
 // tenant is still checked, against a tenant of its own that is not
 // returned.
 func (l *loader) tenant(id text) *tenant {
-	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}, toolkitAt: map[string]pos{}}
+	t := &tenant{toolAt: map[string]pos{}, agentAt: map[string]pos{}, ruleAt: map[string]pos{}, toolkitAt: map[string]pos{},
+		processAt: map[string]pos{}}
 	switch {
 	case !l.required(id, agent.ValidateID("tenant", id.s)):
 	case l.byID[id.s] != nil:
@@ -307,7 +326,7 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 	// The kind checks its config (its messages say most), then the kind's
 	// schema does; only worth asking when the rest of the spec is sound.
 	if haveKind && !d.bad && len(l.problems) == before {
-		if _, err := kind.Build(spec, tools.Deps{}.WithDefaults()); err != nil {
+		if _, err := kind.Build(spec, l.kinds.Deps()); err != nil {
 			l.addf(d.Config.pos, "%s", err)
 		} else if err := l.configSchema(kind, spec.Config); err != nil {
 			l.addf(d.Config.pos, "%s", err)
@@ -415,6 +434,33 @@ func (l *loader) rule(t *tenant, d *ruleDoc) {
 	t.rules = append(t.rules, *d)
 }
 
+// process adds one process definition, checked against the built-in
+// rules and its schema; each problem is reported at the line of the value
+// it is about.
+func (l *loader) process(t *tenant, d *processDoc) {
+	if l.required(d.Tag, agent.ValidateID("tag", d.Tag.s)) {
+		l.define(t.processAt, "process", d.Tag)
+	}
+	sch := &process.Schema{}
+	if d.Schema.raw != nil {
+		var err error
+		if sch, err = process.Compile(d.Schema.raw); err != nil {
+			l.addf(d.Schema.on(d.Schema.node), "%s", err)
+			sch = nil
+		}
+	}
+	switch {
+	case d.Definition.bad:
+	case d.Definition.raw == nil:
+		l.addf(d.Definition.pos, "is required: a document {nodes: [{id, type, …}], edges: [{from, to, …}]}")
+	case sch != nil:
+		for _, p := range sch.Check(d.Definition.raw) {
+			l.addf(d.Definition.at(p.Pointer), "%s", p.Message)
+		}
+	}
+	t.processes = append(t.processes, agent.Process{Tag: d.Tag.s, Description: d.Description.s, Schema: d.Schema.raw, Definition: d.Definition.raw})
+}
+
 // finish checks what spans documents — default agents, the agents rules
 // name and the tools agents list — and returns the catalog or every
 // problem found.
@@ -423,7 +469,7 @@ func (l *loader) finish() (agent.Catalog, error) {
 	for _, t := range l.tenants {
 		l.bound(t)
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
-			Egress: t.egress, ReplaceEgress: t.egressSet}
+			Egress: t.egress, ReplaceEgress: t.egressSet, Processes: t.processes}
 		if t.promoteAfter != nil {
 			tc.PromoteAfter = &t.promoteAfter.n
 		}
@@ -518,6 +564,9 @@ func (l *loader) bound(t *tenant) {
 	}
 	if n := len(t.tools); n > MaxTools {
 		l.addf(t.toolAt[t.tools[MaxTools].Name], "tenant %q has %d tools; the limit is %d", t.id, n, MaxTools)
+	}
+	if n := len(t.processes); n > MaxProcesses {
+		l.addf(t.processAt[t.processes[MaxProcesses].Tag], "tenant %q has %d processes; the limit is %d", t.id, n, MaxProcesses)
 	}
 	if n := len(t.rules); n > MaxRules {
 		l.addf(t.rules[MaxRules].Name.pos, "tenant %q has %d rules; the limit is %d", t.id, n, MaxRules)

@@ -54,7 +54,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			src:  "tenant: demo\nagnets: []\n",
-			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules`},
+			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes`},
 		},
 		{
 			name: "unknown tool field",
@@ -262,7 +262,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "document not a mapping",
 			src:  "- tenant: demo\n",
-			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, not a list`},
+			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, not a list`},
 		},
 		{
 			name: "empty file",
@@ -589,6 +589,8 @@ func TestParseToolApprovalDefault(t *testing.T) {
 		{"the kind's policy", "execute_pipeline", "", tools.ExecutePipeline().Approval},
 		{"the catalog's word wins", "execute_pipeline", "    approval: never\n", agent.ApprovalNever},
 		{"the catalog's expression", "execute_pipeline", "    approval: user_role != \"admin\"\n", `user_role != "admin"`},
+		{"an MCP server's tools ask", "mcp", "    config: {url: \"https://mcp.example.com/mcp\"}\n", agent.ApprovalAlways},
+		{"unless the catalog says never", "mcp", "    approval: never\n    config: {url: \"https://mcp.example.com/mcp\"}\n", agent.ApprovalNever},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,6 +52,7 @@ func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, en
 			if err != nil {
 				return []error{fmt.Errorf("tenant %q: %w", tc.TenantID, err)}
 			}
+			got.Deps = kinds.Deps()
 			e = &got
 		}
 		got, err := k.Resolve(ctx, t, *e)

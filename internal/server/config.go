@@ -10,6 +10,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/tools"
 )
 
 // Config of a worker process. ConfigFromEnv reads it from the environment.
@@ -66,6 +67,12 @@ type Config struct {
 	// or tasks written to an unpolled partition wait for forwarding
 	// (deploy/temporal-dynamicconfig.yaml).
 	WorkflowPollers, ActivityPollers int
+	// MCPCommands are the commands stdio MCP servers may run on this
+	// worker: executable names (looked up in PATH) or absolute paths; a
+	// catalog's mcp entry can only name one of them. Env
+	// AGENTFLOW_MCP_COMMANDS, comma-separated; default none, and stdio
+	// servers are refused.
+	MCPCommands []string
 }
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.
@@ -112,6 +119,11 @@ func ConfigFromEnv() (Config, error) {
 			*p.dst = n
 		}
 	}
+	for _, cmd := range strings.Split(os.Getenv("AGENTFLOW_MCP_COMMANDS"), ",") {
+		if cmd = strings.TrimSpace(cmd); cmd != "" {
+			c.MCPCommands = append(c.MCPCommands, cmd)
+		}
+	}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -145,6 +157,11 @@ func (c Config) Validate() error {
 	for _, r := range c.Roles {
 		if r != RoleWorker && r != RoleGateway {
 			return fmt.Errorf("AGENTFLOW_ROLES: unknown role %q (roles: %s, %s)", r, RoleWorker, RoleGateway)
+		}
+	}
+	for _, cmd := range c.MCPCommands {
+		if err := tools.CheckMCPExecutable(cmd); err != nil {
+			return fmt.Errorf("AGENTFLOW_MCP_COMMANDS: %w", err)
 		}
 	}
 	return nil

@@ -29,6 +29,9 @@ func TestValidate(t *testing.T) {
 		{"pollers", func(c *Config) { c.WorkflowPollers, c.ActivityPollers = 8, 16 }, ""},
 		{"one workflow poller", func(c *Config) { c.WorkflowPollers = 1 }, "1 workflow pollers: want 2 to 64 (AGENTFLOW_WORKFLOW_POLLERS)"},
 		{"too many activity pollers", func(c *Config) { c.ActivityPollers = 65 }, "65 activity pollers: want 2 to 64 (AGENTFLOW_ACTIVITY_POLLERS)"},
+		{"mcp commands", func(c *Config) { c.MCPCommands = []string{"mcp-server-files", "/opt/mcp/bin/server"} }, ""},
+		{"a relative mcp command", func(c *Config) { c.MCPCommands = []string{"bin/server"} }, `AGENTFLOW_MCP_COMMANDS: "bin/server": give an executable's name (looked up in PATH) or an absolute path`},
+		{"an unclean mcp command", func(c *Config) { c.MCPCommands = []string{"/opt//server"} }, `AGENTFLOW_MCP_COMMANDS: "/opt//server": write the path clean`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +60,16 @@ func TestConfigFromEnvPollers(t *testing.T) {
 		_, err := ConfigFromEnv()
 		require.ErrorContains(t, err, `AGENTFLOW_ACTIVITY_POLLERS="`+bad+`": want a number of pollers, 2 to 64`)
 	}
+}
+
+func TestConfigFromEnvMCPCommands(t *testing.T) {
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Empty(t, c.MCPCommands, "none by default")
+	t.Setenv("AGENTFLOW_MCP_COMMANDS", " mcp-server-files, /opt/mcp/bin/server ,,")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, []string{"mcp-server-files", "/opt/mcp/bin/server"}, c.MCPCommands)
 }
 
 func TestConfigFromEnvSizes(t *testing.T) {

@@ -40,6 +40,7 @@ type Server struct {
 	client   client.Client
 	store    *store.Store
 	tools    *tools.Registry
+	mcp      *tools.MCPSessions
 	worker   worker.Worker
 	scripted *scripted.Server
 	http     *http.Server
@@ -143,9 +144,14 @@ func (s *Server) newWorker() error {
 		return fmt.Errorf("model providers: %w", err)
 	}
 	// The worker's environment holds the secrets catalogs name (env:NAME);
-	// tools get them through this resolver, at call time only.
-	s.tools, err = tools.NewRegistry(tools.Deps{Logger: s.logger, Secrets: secrets.NewEnv(os.LookupEnv),
-		Composites: s.store, ToolSearch: s.store}, tools.Builtin()...)
+	// tools get them through this resolver, at call time only. Stdio MCP
+	// servers get a few harmless variables of it, never the whole.
+	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
+	s.tools, err = tools.NewRegistry(tools.Deps{
+		Logger: s.logger, Secrets: secrets.NewEnv(os.LookupEnv),
+		MCPCommands: s.cfg.MCPCommands, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
+		Processes: s.store, Composites: s.store, ToolSearch: s.store,
+	}, tools.Builtin()...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
@@ -298,6 +304,10 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Close releases what New acquired. Safe to call more than once.
 func (s *Server) Close() {
+	if s.mcp != nil {
+		s.mcp.Close() // stops the stdio MCP servers it started
+		s.mcp = nil
+	}
 	if s.client != nil {
 		s.client.Close()
 		s.client = nil

@@ -28,16 +28,25 @@ const (
 // Change is what applying a catalog did (or, in a dry run, would do) to one
 // tenant, tool or agent.
 type Change struct {
-	Kind     string `json:"kind"` // tenant | tool | agent | rule
+	Kind     string `json:"kind"` // tenant | tool | agent | rule | process
 	TenantID string `json:"tenant_id"`
-	Name     string `json:"name"` // tool name or agent id; the tenant id for tenants
+	Name     string `json:"name"` // tool name, agent id or process tag; the tenant id for tenants
 	Action   string `json:"action"`
-	// Version is the active version after the change (tools and agents).
+	// Version is the active version after the change (tools and agents),
+	// or the latest (processes).
 	Version int `json:"version,omitempty"`
+	// Note says more about a change a reader should know of, e.g. that a
+	// process's new catalog version supersedes patched versions.
+	Note string `json:"note,omitempty"`
+	// Source, for a tool, is the catalog entry it comes from when that is
+	// not the tool's own: an MCP server's entry gives one tool per server
+	// tool.
+	Source string `json:"source,omitempty"`
 }
 
 // ApplyReport lists the changes of ApplyCatalog in document order: per
-// tenant, the tenant itself, then its tools, then its agents.
+// tenant, the tenant itself, then its tools, its agents, its rules and
+// its processes.
 type ApplyReport struct {
 	Changes []Change `json:"changes"`
 }
@@ -151,7 +160,7 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		if err != nil {
 			return nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
 		}
-		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version})
+		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version, Source: t.Source})
 		docTools[t.Name] = t
 	}
 
@@ -235,6 +244,11 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		}
 		changes = append(changes, ruleChanges...)
 	}
+	processChanges, err := applyProcesses(ctx, tx, tc)
+	if err != nil {
+		return nil, err
+	}
+	changes = append(changes, processChanges...)
 	if err := bumpIfChanged(ctx, tx, tc.TenantID, changes); err != nil {
 		return nil, err
 	}

@@ -77,6 +77,9 @@ type Options struct {
 	// Logger is the server's logger. Default: the test's log, warnings
 	// and errors only.
 	Logger *zap.Logger
+	// MCPCommands are the commands stdio MCP servers may run
+	// (AGENTFLOW_MCP_COMMANDS). Default: none.
+	MCPCommands []string
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -132,6 +135,7 @@ func Start(t testing.TB, opts Options) *Server {
 		HTTPAddr:        "off",
 		Model:           llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
 		StreamInterval:  opts.StreamInterval,
+		MCPCommands:     opts.MCPCommands,
 	}
 	if len(opts.Tokens) > 0 {
 		cfg.Roles = []string{server.RoleWorker, server.RoleGateway}

@@ -22,5 +22,12 @@
 // # Built-in kinds
 //
 // calculator evaluates arithmetic exactly; see Calculator for the syntax
-// and for how results are written.
+// and for how results are written. execute_pipeline fetches and reshapes
+// data in steps (ExecutePipeline). openapi_action calls the operations of
+// an HTTP API described by an OpenAPI 3 document (OpenAPIAction); its
+// entries are resolved when the catalog is applied, which pins the
+// document in the tool's config.
+// delegate_to_agent hands a sub-task to another agent: the turn's
+// workflow runs its calls as child turns, and its Run only refuses
+// (DelegateToAgent).
 package tools

@@ -72,6 +72,11 @@ func (r *Registry) Kind(name string) (Kind, bool) {
 	return k, ok
 }
 
+// Deps are the dependencies the registry gives every Build (filled with
+// defaults), for callers that build or resolve specs outside Execute: the
+// catalog loader, Resolve.
+func (r *Registry) Deps() Deps { return r.deps }
+
 // Kinds returns the registered kinds sorted by name.
 func (r *Registry) Kinds() []Kind {
 	out := make([]Kind, 0, len(r.kinds))

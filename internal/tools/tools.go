@@ -25,8 +25,10 @@ type Tool interface {
 type Call struct {
 	// Args is the model's arguments, a JSON object.
 	Args json.RawMessage
-	// TenantID, JobID and CallID say whose call this is.
+	// TenantID, JobID and CallID say whose call this is; WorkflowID is
+	// the turn's workflow.
 	TenantID, JobID, CallID string
+	WorkflowID              string
 	// HTTP calls out under the tenant's egress policy (internal/egress).
 	HTTP *http.Client
 	// Data reads data by ref (cas://…, artifact://…) that the tenant may
@@ -152,6 +154,10 @@ type ResolveEnv struct {
 	// AllowUnreachable says that a far side that cannot be reached now
 	// must not fail the apply.
 	AllowUnreachable bool
+	// Deps are the dependencies the kinds' Build gets (the registry's), so
+	// that Resolve checks what the worker allows and resolves secrets the
+	// same way.
+	Deps Deps
 }
 
 // Deps are the dependencies injected into builders. Fields are filled with
@@ -165,6 +171,22 @@ type Deps struct {
 	Secrets Secrets
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// MCPCommands are the commands stdio MCP servers may run on this
+	// worker (AGENTFLOW_MCP_COMMANDS): executable names, looked up in
+	// PATH, or absolute paths. A catalog names one, never chooses it.
+	// Default: none, and stdio servers are refused.
+	MCPCommands []string
+	// MCPEnv is the environment a stdio MCP server starts with, before
+	// the variables its config adds from secret references: a few
+	// harmless ones (PATH, HOME, LANG, TMPDIR), never the worker's
+	// secrets. Default: empty.
+	MCPEnv []string
+	// MCPSessions keeps sessions with MCP servers open between calls.
+	// Default: none, and each call connects anew.
+	MCPSessions *MCPSessions
+	// Processes stores the tenants' process definitions, for
+	// patch_workflow. Default: refuses every call.
+	Processes Processes
 	// Composites records pipeline runs and promotes a pipeline run often
 	// enough into a tool of the tenant's (a composite). Default: none, no
 	// promotion.
@@ -191,6 +213,38 @@ type ToolSearch interface {
 	SearchTools(ctx context.Context, tenantID, query string, limit int) ([]agent.Tool, error)
 }
 
+// Processes reads and patches process definitions
+// (internal/store.Store implements it).
+type Processes interface {
+	// Process returns a version of a tenant's process; version 0 is the
+	// latest. agent.CodeNotFound says what the tenant has instead.
+	Process(ctx context.Context, tenantID, tag string, version int) (agent.ProcessVersion, error)
+	// ProcessPatchOf returns the patch a tool call made;
+	// agent.CodeNotFound when it made none.
+	ProcessPatchOf(ctx context.Context, tenantID, jobID, callID string) (agent.ProcessPatch, error)
+	// PatchProcess stores def as the version after p.FromVersion and
+	// records p, with the call's approver; the call's earlier patch if it
+	// made one. agent.CodeConflict when p.FromVersion is no longer the
+	// latest.
+	PatchProcess(ctx context.Context, p agent.ProcessPatch, def json.RawMessage) (agent.ProcessPatch, error)
+}
+
+type noProcesses struct{}
+
+func (noProcesses) Process(context.Context, string, string, int) (agent.ProcessVersion, error) {
+	return agent.ProcessVersion{}, errNoProcesses
+}
+
+func (noProcesses) ProcessPatchOf(context.Context, string, string, string) (agent.ProcessPatch, error) {
+	return agent.ProcessPatch{}, errNoProcesses
+}
+
+func (noProcesses) PatchProcess(context.Context, agent.ProcessPatch, json.RawMessage) (agent.ProcessPatch, error) {
+	return agent.ProcessPatch{}, errNoProcesses
+}
+
+var errNoProcesses = agent.Errorf(agent.CodeInvalid, "process definitions cannot be read or patched here")
+
 // Secrets resolves secret references (internal/secrets.Resolver).
 type Secrets interface {
 	Resolve(ctx context.Context, ref string) (string, error)
@@ -213,10 +267,13 @@ func (d Deps) WithDefaults() Deps {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Processes == nil {
+		d.Processes = noProcesses{}
+	}
 	return d
 }
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools()}
+	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent()}
 }

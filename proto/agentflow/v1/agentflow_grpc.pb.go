@@ -474,10 +474,13 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	CatalogService_UpsertCatalog_FullMethodName = "/agentflow.v1.CatalogService/UpsertCatalog"
-	CatalogService_ListRules_FullMethodName     = "/agentflow.v1.CatalogService/ListRules"
-	CatalogService_RouteDryRun_FullMethodName   = "/agentflow.v1.CatalogService/RouteDryRun"
-	CatalogService_StreamCatalog_FullMethodName = "/agentflow.v1.CatalogService/StreamCatalog"
+	CatalogService_UpsertCatalog_FullMethodName       = "/agentflow.v1.CatalogService/UpsertCatalog"
+	CatalogService_ListRules_FullMethodName           = "/agentflow.v1.CatalogService/ListRules"
+	CatalogService_RouteDryRun_FullMethodName         = "/agentflow.v1.CatalogService/RouteDryRun"
+	CatalogService_StreamCatalog_FullMethodName       = "/agentflow.v1.CatalogService/StreamCatalog"
+	CatalogService_GetProcess_FullMethodName          = "/agentflow.v1.CatalogService/GetProcess"
+	CatalogService_ListProcesses_FullMethodName       = "/agentflow.v1.CatalogService/ListProcesses"
+	CatalogService_ListProcessVersions_FullMethodName = "/agentflow.v1.CatalogService/ListProcessVersions"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -485,7 +488,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // CatalogService manages the caller's tenant's catalog: agents (with
-// immutable versions), tools and routing rules.
+// immutable versions), tools, routing rules and process definitions (with
+// immutable versions, patched by patch_workflow tool calls).
 type CatalogServiceClient interface {
 	// UpsertCatalog validates and applies catalog YAML documents for the
 	// caller's tenant, all or nothing, and returns the changes (with dry_run,
@@ -498,6 +502,16 @@ type CatalogServiceClient interface {
 	// StreamCatalog sends the tenant's catalog, then the changes as they are
 	// applied.
 	StreamCatalog(ctx context.Context, in *StreamCatalogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CatalogEvent], error)
+	// GetProcess returns a version of one of the tenant's process
+	// definitions: the latest unless a version is given.
+	GetProcess(ctx context.Context, in *GetProcessRequest, opts ...grpc.CallOption) (*Process, error)
+	// ListProcesses lists the tenant's processes at their latest versions
+	// (without their definitions).
+	ListProcesses(ctx context.Context, in *ListProcessesRequest, opts ...grpc.CallOption) (*ListProcessesResponse, error)
+	// ListProcessVersions lists every version of a process, oldest first,
+	// each with the patch that made it: who approved it, in which turn and
+	// tool call, why, and the operations.
+	ListProcessVersions(ctx context.Context, in *ListProcessVersionsRequest, opts ...grpc.CallOption) (*ListProcessVersionsResponse, error)
 }
 
 type catalogServiceClient struct {
@@ -557,12 +571,43 @@ func (c *catalogServiceClient) StreamCatalog(ctx context.Context, in *StreamCata
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CatalogService_StreamCatalogClient = grpc.ServerStreamingClient[CatalogEvent]
 
+func (c *catalogServiceClient) GetProcess(ctx context.Context, in *GetProcessRequest, opts ...grpc.CallOption) (*Process, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Process)
+	err := c.cc.Invoke(ctx, CatalogService_GetProcess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListProcesses(ctx context.Context, in *ListProcessesRequest, opts ...grpc.CallOption) (*ListProcessesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProcessesResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListProcesses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListProcessVersions(ctx context.Context, in *ListProcessVersionsRequest, opts ...grpc.CallOption) (*ListProcessVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProcessVersionsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListProcessVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServiceServer is the server API for CatalogService service.
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
 //
 // CatalogService manages the caller's tenant's catalog: agents (with
-// immutable versions), tools and routing rules.
+// immutable versions), tools, routing rules and process definitions (with
+// immutable versions, patched by patch_workflow tool calls).
 type CatalogServiceServer interface {
 	// UpsertCatalog validates and applies catalog YAML documents for the
 	// caller's tenant, all or nothing, and returns the changes (with dry_run,
@@ -575,6 +620,16 @@ type CatalogServiceServer interface {
 	// StreamCatalog sends the tenant's catalog, then the changes as they are
 	// applied.
 	StreamCatalog(*StreamCatalogRequest, grpc.ServerStreamingServer[CatalogEvent]) error
+	// GetProcess returns a version of one of the tenant's process
+	// definitions: the latest unless a version is given.
+	GetProcess(context.Context, *GetProcessRequest) (*Process, error)
+	// ListProcesses lists the tenant's processes at their latest versions
+	// (without their definitions).
+	ListProcesses(context.Context, *ListProcessesRequest) (*ListProcessesResponse, error)
+	// ListProcessVersions lists every version of a process, oldest first,
+	// each with the patch that made it: who approved it, in which turn and
+	// tool call, why, and the operations.
+	ListProcessVersions(context.Context, *ListProcessVersionsRequest) (*ListProcessVersionsResponse, error)
 	mustEmbedUnimplementedCatalogServiceServer()
 }
 
@@ -596,6 +651,15 @@ func (UnimplementedCatalogServiceServer) RouteDryRun(context.Context, *RouteDryR
 }
 func (UnimplementedCatalogServiceServer) StreamCatalog(*StreamCatalogRequest, grpc.ServerStreamingServer[CatalogEvent]) error {
 	return status.Error(codes.Unimplemented, "method StreamCatalog not implemented")
+}
+func (UnimplementedCatalogServiceServer) GetProcess(context.Context, *GetProcessRequest) (*Process, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProcess not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListProcesses(context.Context, *ListProcessesRequest) (*ListProcessesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProcesses not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListProcessVersions(context.Context, *ListProcessVersionsRequest) (*ListProcessVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProcessVersions not implemented")
 }
 func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
 func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
@@ -683,6 +747,60 @@ func _CatalogService_StreamCatalog_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CatalogService_StreamCatalogServer = grpc.ServerStreamingServer[CatalogEvent]
 
+func _CatalogService_GetProcess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProcessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).GetProcess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_GetProcess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).GetProcess(ctx, req.(*GetProcessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListProcesses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProcessesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListProcesses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListProcesses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListProcesses(ctx, req.(*ListProcessesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListProcessVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProcessVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListProcessVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListProcessVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListProcessVersions(ctx, req.(*ListProcessVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -701,6 +819,18 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RouteDryRun",
 			Handler:    _CatalogService_RouteDryRun_Handler,
+		},
+		{
+			MethodName: "GetProcess",
+			Handler:    _CatalogService_GetProcess_Handler,
+		},
+		{
+			MethodName: "ListProcesses",
+			Handler:    _CatalogService_ListProcesses_Handler,
+		},
+		{
+			MethodName: "ListProcessVersions",
+			Handler:    _CatalogService_ListProcessVersions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,265 @@
+package workflows
+
+import (
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// delegateChange marks runs that run a delegate_to_agent call as a child
+// AgentTurn. Runs before it had no such tools; a call of one reached
+// ExecuteTool, whose tool refuses it.
+const delegateChange = "delegate-to-agent"
+
+// Delegation (delegate_to_agent, seed 004 §5.5): the turn runs the call
+// as a child AgentTurn of the same tenant, on the same task queue, with a
+// job id made of its own and the call's (agent.ChildJobID), so that a
+// retried or replayed turn finds the same child and its stored result.
+// The child starts fresh (no session) with the turn's context, one
+// delegation deeper (agent.ParentRef), within the time the turn has left
+// and its share of the tokens the turn has left; its tokens count as the
+// turn's. While it runs, its token batches (the turn is its notify
+// workflow) and its tool and approval events (it sends them) enter the
+// turn's log as child events. Its result is stored as the call's
+// (ExecuteTool with Delegated): the model reads the answer, bounded, and
+// its refs. Cancelling the turn cancels the child; so does the turn's end,
+// whatever it is (PARENT_CLOSE_POLICY_REQUEST_CANCEL).
+
+// delegation is a child turn the turn started for one call.
+type delegation struct {
+	callID   string
+	streamID string
+	stop     workflow.CancelFunc
+	done     bool
+}
+
+// delegate starts call i of the round, a delegate_to_agent call, as a
+// child turn in a coroutine of its own; its future settles with the
+// stored result once the child has ended, or with the refusal the model
+// reads.
+func (r *toolRound) delegate(ctx workflow.Context, i int, spec agent.Tool) {
+	t, c := r.t, r.calls[i]
+	f, settle := workflow.NewFuture(ctx)
+	r.futures[i] = f
+	req, err := t.childRequest(ctx, spec, c, r.limits, r.delegations)
+	if err != nil {
+		settle.SetError(err)
+		return
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		res := t.runChild(ctx, c, req)
+		if res.Status == agent.StatusCanceled && (t.canceled != nil || ctx.Err() != nil) {
+			// The turn's end stopped the child: the call was cancelled
+			// with the turn, as a tool call in flight is.
+			settle.SetError(temporal.NewCanceledError())
+			return
+		}
+		res.Output = agent.Clip(res.Output, agent.MaxDelegateOutputBytes)
+		res.Metadata.ToolCalls = nil
+		in := r.in[i]
+		in.Delegated = &res
+		var out contract.ExecuteToolResult
+		// The child's work is done: storing what it came to outlasts a
+		// database outage, as the turn's own steps do.
+		err := dbStep(ctx, contract.ExecuteTool, t.deadline, in, &out)
+		settle.Set(out, err)
+	})
+}
+
+// childRequest is the request of the child turn that answers call c, or
+// why the call is refused: an error the model reads as the call's result.
+// The turn's tokens left are shared among the round's delegations
+// (shares of them), so that children running side by side cannot spend
+// more than the turn has.
+func (t *turn) childRequest(ctx workflow.Context, spec agent.Tool, c agent.ToolCall, limits agent.Limits, shares int) (agent.TurnRequest, error) {
+	// Decoding JSON into structs is deterministic; workflowcheck cannot
+	// tell.
+	cfg, err := agent.ParseDelegateConfig(spec.Config) //workflowcheck:ignore
+	if err != nil {
+		return agent.TurnRequest{}, err
+	}
+	args, err := agent.ParseDelegateArgs(c.Arguments) //workflowcheck:ignore
+	if err != nil {
+		return agent.TurnRequest{}, err
+	}
+	if err := cfg.Allows(t.agent.ID, args.AgentID); err != nil {
+		return agent.TurnRequest{}, err
+	}
+	depth := t.req.Depth() + 1
+	if depth > cfg.MaxDepth {
+		return agent.TurnRequest{}, agent.Errorf(agent.CodeInvalid,
+			"delegation refused: this turn is %d delegation(s) deep, and %s allows chains of at most %d; answer without delegating",
+			depth-1, spec.Name, cfg.MaxDepth)
+	}
+	budget := 0
+	if b := t.req.Budget(limits); b > 0 {
+		budget = (b - t.usage.TotalTokens) / max(shares, 1)
+		if budget <= 0 {
+			return agent.TurnRequest{}, agent.Errorf(agent.CodeTokenBudget,
+				"delegation refused: this turn has used %d of its %d tokens and has none to give; answer without delegating", t.usage.TotalTokens, b)
+		}
+	}
+	left := t.deadline.Sub(workflow.Now(ctx)) / time.Second
+	if left < 1 {
+		return agent.TurnRequest{}, agent.Errorf(agent.CodeTimeout, "delegation refused: the turn has no time left")
+	}
+	cc := t.req.Context
+	cc.PreviousResults = append([]agent.PreviousResult(nil), cc.PreviousResults...)
+	for _, ref := range args.Refs {
+		cc.PreviousResults = append(cc.PreviousResults, agent.PreviousResult{NodeID: c.ID, ResultRef: ref})
+	}
+	req := agent.TurnRequest{
+		Version:  agent.ProtocolVersion,
+		JobID:    agent.ChildJobID(t.req.JobID, c.ID),
+		TenantID: t.req.TenantID, AgentID: args.AgentID,
+		Prompt: args.ChildPrompt(), History: agent.HistoryFresh, Context: cc,
+		TimeoutSec: int(left), TokenBudget: budget,
+		RunID: t.req.RunID, WorkflowTag: t.req.WorkflowTag, Stream: t.req.Stream,
+		Parent: &agent.ParentRef{WorkflowID: t.workflowID, CallID: c.ID, Depth: depth},
+	}
+	if t.req.Streaming() {
+		req.Notify = t.workflowID
+	}
+	if err := req.Validate(); err != nil {
+		return agent.TurnRequest{}, agent.Errorf(agent.CodeInvalid, "delegation refused: %s", contract.ErrorOf(err).Message)
+	}
+	if err := req.Context.Bounded(); err != nil {
+		return agent.TurnRequest{}, agent.Errorf(agent.CodeInvalid, "delegation refused: %s", contract.ErrorOf(err).Message)
+	}
+	return req, nil
+}
+
+// runChild runs the child turn to its end and returns its result, as
+// stored, or as much as is known of why it did not finish. Its tokens are
+// the turn's.
+func (t *turn) runChild(ctx workflow.Context, c agent.ToolCall, req agent.TurnRequest) agent.TurnResult {
+	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
+	cctx, stop := workflow.WithCancel(ctx)
+	d := &delegation{callID: c.ID, streamID: id, stop: stop}
+	t.delegations = append(t.delegations, d)
+	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
+		WorkflowID:    id,
+		StaticSummary: contract.TurnSummary(req),
+		// The child stores a canceled result when the turn ends first,
+		// and the turn waits for it, so that its tokens are counted.
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WaitForCancellation: true,
+	})
+	var res agent.TurnResult
+	err := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, req).Get(ctx, &res)
+	d.done = true
+	if err != nil {
+		failed, ok := contract.FailedResult(err)
+		if !ok {
+			// It did not start (its id is taken by a run still going), or
+			// it ended without a result (terminated).
+			failed = agent.TurnResult{Version: agent.ProtocolVersion, JobID: req.JobID, Status: agent.StatusFailed,
+				Error: agent.TurnErrorOf(contract.ErrorOf(err))}
+		}
+		res = failed
+	}
+	t.usage = t.usage.Add(agent.Usage{TotalTokens: res.Metadata.TokensUsed})
+	t.delegatedTokens += res.Metadata.TokensUsed
+	return res
+}
+
+// stopDelegations cancels the child turns still running.
+func (t *turn) stopDelegations() {
+	for _, d := range t.delegations {
+		if !d.done {
+			d.stop()
+		}
+	}
+}
+
+// delegationOf returns the call whose child turn has the given stream.
+func (t *turn) delegationOf(streamID string) (string, bool) {
+	for _, d := range t.delegations {
+		if d.streamID == streamID {
+			return d.callID, true
+		}
+	}
+	return "", false
+}
+
+// acceptChild logs a child's batch (token batches, or one of its tool
+// events) as child events, if the child is one of the turn's.
+func (t *turn) acceptChild(ctx workflow.Context, b agent.TokenBatch) {
+	callID, ok := t.delegationOf(b.StreamID)
+	if !ok {
+		workflow.GetLogger(ctx).Debug("batch of an unknown child refused", "stream_id", b.StreamID)
+		return
+	}
+	for _, e := range b.Events {
+		e.Child = &agent.ChildEvent{CallID: callID, StreamID: b.StreamID, Index: e.Index}
+		t.log.add(e)
+	}
+}
+
+// drainChildren logs the child batches already received.
+func (t *turn) drainChildren(ctx workflow.Context) {
+	for {
+		var b agent.TokenBatch
+		if !t.children.ReceiveAsync(&b) {
+			return
+		}
+		t.acceptChild(ctx, b)
+	}
+}
+
+// forwarded reports the kinds of its own events a child turn sends to its
+// parent: what the parent's clients need to follow the child's work and
+// to find its approvals. Its tokens go by notify; its end is the call's.
+func forwarded(k agent.EventKind) bool {
+	return k == agent.EventToolStart || k == agent.EventToolEnd || k == agent.EventApprovalRequired
+}
+
+// forward queues a child turn's event for its parent. The events go in
+// order, in one signal at a time: Temporal delivers separate signals in
+// any order (a tool_end could overtake its tool_start). They go even when
+// the turn is being cancelled; the turn waits for them before a model
+// call (whose tokens the parent receives by notify, from the activity)
+// and before it ends, so that the parent has them in the child's order and
+// all of them before it learns that the child ended.
+func (t *turn) forward(ctx workflow.Context, e agent.Event) {
+	if t.req.Parent == nil || t.req.Notify == "" || !forwarded(e.Kind) {
+		return
+	}
+	t.outbox = append(t.outbox, e)
+	if t.sender {
+		return
+	}
+	t.sender = true
+	sctx, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(sctx, func(ctx workflow.Context) {
+		for {
+			if err := workflow.Await(ctx, func() bool { return len(t.outbox) > 0 }); err != nil {
+				return
+			}
+			events := t.outbox
+			t.sending = true
+			err := workflow.SignalExternalWorkflow(ctx, t.req.Notify, "", contract.SignalNotifyTokens,
+				agent.TokenBatch{StreamID: t.workflowID, First: events[0].Index, Events: events}).Get(ctx, nil)
+			if err != nil {
+				// A parent that is gone does not hold the child up.
+				workflow.GetLogger(ctx).Debug("events not delivered to the parent turn", "parent", t.req.Notify, "error", err.Error())
+			}
+			t.outbox = t.outbox[len(events):]
+			t.sending = false
+		}
+	})
+}
+
+// flushForwards waits until the events queued for the parent are sent.
+func (t *turn) flushForwards(ctx workflow.Context) {
+	if !t.sender {
+		return
+	}
+	sctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(sctx, func() bool { return len(t.outbox) == 0 && !t.sending })
+}
