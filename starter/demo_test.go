@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -73,4 +75,31 @@ func TestRunRejectsBadInputBeforeStarting(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"run", "--tenant", "demo", "--address", "127.0.0.1:1"}, &out)
 	require.ErrorContains(t, err, "prompt is required")
+}
+
+// TestDemoProduction runs `starter demo --production`: the same session on
+// the real Temporal server with two worker processes and a gateway process.
+func TestDemoProduction(t *testing.T) {
+	state, err := os.MkdirTemp("", "demo-production-*")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(state) })
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("AGENTFLOW_GRPC_ADDR", "127.0.0.1:0")
+	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST", "AGENTFLOW_SCRIPT", "AGENTFLOW_DEMO_MODEL", "AGENTFLOW_TOKENS"} {
+		t.Setenv(k, "")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err = run(ctx, []string{"demo", "-catalog", "../catalog", "-wait=false", "-production", "-state", state, "-temporal-port", "0"}, &out)
+	require.NoError(t, err, "demo output:\n%s", out.String())
+	require.Contains(t, out.String(), "two workers and a gateway")
+	require.Contains(t, out.String(), "12.5 * 4 = 50")
+	require.Contains(t, out.String(), "1200 * 1.07 = 1284")
+	require.Contains(t, out.String(), "a dataset of 3 rows")
+	for _, name := range []string{"worker-1.log", "worker-2.log", "gateway-1.log", "temporal-server.log"} {
+		require.FileExists(t, filepath.Join(state, name))
+	}
 }

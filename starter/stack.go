@@ -24,6 +24,7 @@ import (
 	"github.com/agentflow/agentflow/internal/flights"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/topology"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -86,10 +87,11 @@ func stackCmd(ctx context.Context, args []string, out io.Writer) error {
 func upCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	catalogDir := fs.String("catalog", "catalog", "catalog to apply at start")
+	prod := addProductionFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	env, err := startLocal(ctx, out, *catalogDir)
+	env, err := startLocal(ctx, out, *catalogDir, prod)
 	if err != nil {
 		return err
 	}
@@ -100,10 +102,27 @@ func upCmd(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// local is a running local stack with an in-process worker and gateway.
+// productionFlags choose the production topology for up and demo.
+type productionFlags struct {
+	on           *bool
+	state        *string
+	temporalPort *int
+}
+
+func addProductionFlags(fs *flag.FlagSet) productionFlags {
+	return productionFlags{
+		on:           fs.Bool("production", false, "run the production topology: the real Temporal server on Postgres, two worker processes and a gateway process"),
+		state:        fs.String("state", filepath.Join(".data", "production"), "with --production: the state folder (Postgres, the server's config, logs)"),
+		temporalPort: fs.Int("temporal-port", devstack.DefaultTemporalPort, "with --production: the Temporal server's frontend port (0: a free one)"),
+	}
+}
+
+// local is a running local stack with an in-process worker and gateway, or
+// the production topology of separate processes.
 type local struct {
 	stack  *devstack.Stack
 	srv    *server.Server
+	top    *topology.Topology
 	cfg    server.Config
 	logger *zap.Logger
 	// tokens are the gateway's bearer tokens by tenant, ownTokens whether
@@ -124,7 +143,7 @@ const devToken = "dev-token"
 // dev server (unless TEMPORAL_ADDRESS is set), a worker with the gateway,
 // and applies the catalog through the gateway, as any client would.
 // Without a model provider key the worker serves the scripted demo model.
-func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, error) {
+func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod productionFlags) (*local, error) {
 	logger, err := server.NewLogger("console", envOr("AGENTFLOW_LOG_LEVEL", "warn"))
 	if err != nil {
 		return nil, err
@@ -154,28 +173,14 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 		l.cfg.Script = "demo"
 	}
 
-	fmt.Fprintln(out, "Starting PostgreSQL and the Temporal dev server (the first run builds the temporal CLI; this takes a few minutes)…")
-	l.stack, err = devstack.Start(ctx, devstack.Options{
-		DatabaseURL:     os.Getenv("DATABASE_URL"),
-		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
-		Namespace:       os.Getenv("TEMPORAL_NAMESPACE"),
-		Logger:          logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	l.cfg.DatabaseURL = l.stack.DatabaseURL
-	l.cfg.TemporalAddress = l.stack.TemporalAddress
-	l.cfg.Namespace = l.stack.Namespace
-	l.srv, err = server.New(ctx, l.cfg, logger)
-	if err != nil {
-		_ = l.stack.Stop()
+	if *prod.on {
+		if err := l.startTopology(ctx, out, prod); err != nil {
+			return nil, err
+		}
+	} else if err := l.startInProcess(ctx, out); err != nil {
 		return nil, err
 	}
 	l.serveFlights(out)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l.cancel = cancel
-	go func() { l.done <- l.srv.Run(runCtx) }()
 
 	// One call per tenant: a token changes its own tenant only.
 	changes := 0
@@ -189,6 +194,91 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string) (*local, 
 	}
 	fmt.Fprintf(out, "Applied the catalog in %s/ (%d changes). Model: %s.\n", filepath.Clean(catalogDir), changes, l.modelName())
 	return l, nil
+}
+
+// startInProcess starts the dev stack and runs the worker and the gateway
+// in this process.
+func (l *local) startInProcess(ctx context.Context, out io.Writer) error {
+	fmt.Fprintln(out, "Starting PostgreSQL and the Temporal dev server (the first run builds the temporal CLI; this takes a few minutes)…")
+	var err error
+	l.stack, err = devstack.Start(ctx, devstack.Options{
+		DatabaseURL:     os.Getenv("DATABASE_URL"),
+		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
+		Namespace:       os.Getenv("TEMPORAL_NAMESPACE"),
+		Logger:          l.logger,
+	})
+	if err != nil {
+		return err
+	}
+	l.cfg.DatabaseURL = l.stack.DatabaseURL
+	l.cfg.TemporalAddress = l.stack.TemporalAddress
+	l.cfg.Namespace = l.stack.Namespace
+	l.srv, err = server.New(ctx, l.cfg, l.logger)
+	if err != nil {
+		_ = l.stack.Stop()
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancel = cancel
+	go func() { l.done <- l.srv.Run(runCtx) }()
+	return nil
+}
+
+// startTopology starts the production topology: the real Temporal server
+// on Postgres, two workers and a gateway, each a process of its own.
+func (l *local) startTopology(ctx context.Context, out io.Writer, prod productionFlags) error {
+	if os.Getenv("TEMPORAL_ADDRESS") != "" {
+		return errors.New("--production starts its own Temporal server: unset TEMPORAL_ADDRESS")
+	}
+	dir, err := filepath.Abs(*prod.state)
+	if err != nil {
+		return err
+	}
+	port := *prod.temporalPort
+	if port == 0 {
+		port = -1 // devstack's "a free port"
+	}
+	gatewayAddr := l.cfg.GRPCAddr
+	if strings.HasSuffix(gatewayAddr, ":0") {
+		gatewayAddr = "" // a free one, known once started
+	}
+	fmt.Fprintln(out, "Starting PostgreSQL, the Temporal server, two workers and a gateway (the first run builds the server; this takes a few minutes)…")
+	env := []string{}
+	if l.ownTokens {
+		env = append(env, "AGENTFLOW_TOKENS="+l.tokensEnv())
+	}
+	if l.cfg.Script != "" {
+		env = append(env, "AGENTFLOW_SCRIPT="+l.cfg.Script)
+	}
+	l.top, err = topology.Start(ctx, topology.Options{
+		Dir: dir, Env: env, GatewayAddr: gatewayAddr, TemporalPort: port,
+		DatabaseURL: os.Getenv("DATABASE_URL"), Logger: l.logger,
+	})
+	if err != nil {
+		return err
+	}
+	l.stack = l.top.Stack
+	return nil
+}
+
+// tokensEnv is AGENTFLOW_TOKENS for the development tokens.
+func (l *local) tokensEnv() string {
+	var roles, entries []string
+	for _, r := range gateway.AllRoles() {
+		roles = append(roles, string(r))
+	}
+	for _, t := range slices.Sorted(maps.Keys(l.tokens)) {
+		entries = append(entries, fmt.Sprintf("%s=%s:%s:dev", l.tokens[t], t, strings.Join(roles, "+")))
+	}
+	return strings.Join(entries, ",")
+}
+
+// grpcAddr is the gateway's address.
+func (l *local) grpcAddr() string {
+	if l.top != nil {
+		return l.top.Gateways[0].GRPCAddr
+	}
+	return l.srv.GRPCAddr()
 }
 
 // flightsAddr is where the sample catalog's data agent finds the flights
@@ -259,7 +349,7 @@ func (l *local) chooseTokens(tenants []string, configured string) error {
 // in which no document names a tenant is sent with any token (the gateway
 // says what is wrong with it).
 func (l *local) api(tenant string) apiFlags {
-	addr, token := l.srv.GRPCAddr(), l.tokens[tenant]
+	addr, token := l.grpcAddr(), l.tokens[tenant]
 	if token == "" {
 		token = l.tokens[slices.Sorted(maps.Keys(l.tokens))[0]]
 	}
@@ -306,8 +396,8 @@ Try:
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.modelName(),
-		l.srv.GRPCAddr(), l.tokenNote(), l.flightsURL(),
-		l.stack.TemporalAddress, l.srv.GRPCAddr(), l.stack.TemporalAddress)
+		l.grpcAddr(), l.tokenNote(), l.flightsURL(),
+		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
 }
 
 func (l *local) flightsURL() string {
@@ -347,10 +437,16 @@ func (l *local) close() {
 		}
 		l.cancel = nil
 	}
-	l.srv.Close()
 	if l.flights != nil {
 		_ = l.flights.Close()
 	}
+	if l.top != nil {
+		if err := l.top.Stop(); err != nil {
+			l.logger.Warn("stop production topology", zap.Error(err))
+		}
+		return
+	}
+	l.srv.Close()
 	if err := l.stack.Stop(); err != nil {
 		l.logger.Warn("stop local stack", zap.Error(err))
 	}
@@ -368,10 +464,11 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	catalogDir := fs.String("catalog", "catalog", "catalog to apply at start")
 	wait := fs.Bool("wait", os.Getenv("CI") != "true", "keep running after the session until Ctrl-C")
+	prod := addProductionFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	env, err := startLocal(ctx, out, *catalogDir)
+	env, err := startLocal(ctx, out, *catalogDir, prod)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,9 @@
 package agent
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // ConversationInput starts a session's Conversation workflow
 // (conv/<tenant>/<session>).
@@ -56,7 +59,9 @@ type SendMessage struct {
 	Context TurnContext `json:"context,omitzero"`
 }
 
-// Validate checks a message before it is accepted.
+// Validate checks a message before it is accepted: it refuses what the
+// message's turn (a TurnRequest) would refuse, so that an accepted
+// message never becomes a rejected turn.
 func (m SendMessage) Validate() error {
 	if strings.TrimSpace(m.Prompt) == "" {
 		return Errorf(CodeInvalid, "prompt is required and must not be blank")
@@ -64,8 +69,14 @@ func (m SendMessage) Validate() error {
 	if len(m.Prompt) > MaxPromptBytes {
 		return Errorf(CodeInvalid, "prompt is longer than %d bytes", MaxPromptBytes)
 	}
-	if m.JobID != "" && len(m.JobID) > MaxKeyLength {
-		return Errorf(CodeInvalid, "job_id is longer than %d bytes", MaxKeyLength)
+	if !utf8.ValidString(m.Prompt) {
+		return Errorf(CodeInvalid, "prompt is not valid UTF-8")
+	}
+	if err := validateKey("job_id", m.JobID); err != nil {
+		return err
+	}
+	if err := m.Context.validate(); err != nil {
+		return err
 	}
 	return m.Context.Bounded()
 }

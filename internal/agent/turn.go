@@ -140,10 +140,8 @@ func (r *TurnRequest) Validate() error {
 	if r.TimeoutSec < 0 {
 		return Errorf(CodeInvalid, "timeout_sec must not be negative")
 	}
-	for i, p := range r.Context.PreviousResults {
-		if p.ResultRef == "" {
-			return Errorf(CodeInvalid, "context.previous_results[%d].result_ref is required", i)
-		}
+	if err := r.Context.validate(); err != nil {
+		return err
 	}
 	if r.TokenBudget < 0 {
 		return Errorf(CodeInvalid, "token_budget must not be negative")
@@ -170,6 +168,16 @@ func (r TurnRequest) Budget(l Limits) int {
 		return r.TokenBudget
 	}
 	return min(r.TokenBudget, l.TokenBudget)
+}
+
+// validate checks the context's fields (Bounded checks its size).
+func (c TurnContext) validate() error {
+	for i, p := range c.PreviousResults {
+		if p.ResultRef == "" {
+			return Errorf(CodeInvalid, "context.previous_results[%d].result_ref is required", i)
+		}
+	}
+	return nil
 }
 
 // Bounded checks the size of a request's context, so that what the caller

@@ -92,3 +92,35 @@ func TestTurnRequestMalformedJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"tenant_id":"t","prompt":"p","future_field":1}`), &r))
 	require.NoError(t, r.Validate(), "unknown fields are ignored: later 1.x versions add optional fields")
 }
+
+// TestSendMessageValidate: a Conversation's send_message update refuses
+// what the message's turn would refuse, instead of accepting a message
+// whose turn is then rejected.
+func TestSendMessageValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		msg     SendMessage
+		wantErr string
+	}{
+		{"plain", SendMessage{Prompt: "hi"}, ""},
+		{"job id", SendMessage{Prompt: "hi", JobID: "order-42"}, ""},
+		{"blank prompt", SendMessage{Prompt: " "}, "prompt is required"},
+		{"prompt not UTF-8", SendMessage{Prompt: "a\xffb"}, "prompt is not valid UTF-8"},
+		{"job id with a space", SendMessage{Prompt: "hi", JobID: "a b"}, `job_id "a b" may not contain spaces`},
+		{"job id with a control character", SendMessage{Prompt: "hi", JobID: "a\x00b"}, "may not contain spaces or control characters"},
+		{"job id too long", SendMessage{Prompt: "hi", JobID: strings.Repeat("j", MaxKeyLength+1)}, "job_id is 201 bytes; the limit is 200"},
+		{"previous result without ref", SendMessage{Prompt: "hi", Context: TurnContext{PreviousResults: []PreviousResult{{NodeID: "n"}}}},
+			"context.previous_results[0].result_ref is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.msg.Validate()
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Equal(t, CodeInvalid, ErrorCode(err))
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}

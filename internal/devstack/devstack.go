@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -80,6 +82,13 @@ type Options struct {
 	// TemporalBinary is the path of the `temporal` CLI. Default: the
 	// repo root's .bin/temporal, built when missing (see [TemporalCLI]).
 	TemporalBinary string
+	// TemporalServer runs the real Temporal server (what a cluster and
+	// docker-compose.yml run) on the stack's Postgres instead of the dev
+	// server: its databases "temporal" and "temporal_visibility" are created
+	// and migrated by its SQL tool, and it starts with the settings of
+	// [DynamicConfig]. It has no Web UI; UIPort and InMemory are ignored.
+	// Needs Postgres (the private one or DatabaseURL). Default false.
+	TemporalServer bool
 
 	// Logger receives the stack's lifecycle messages. Default: no logging.
 	Logger *zap.Logger
@@ -135,7 +144,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 
 	var root string
-	if opts.Dir == "" || (needTemporal && opts.TemporalBinary == "") {
+	if opts.Dir == "" || (needTemporal && (opts.TemporalBinary == "" || opts.TemporalServer)) {
 		var err error
 		if root, err = repoRoot(); err != nil {
 			return nil, err
@@ -157,6 +166,16 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 
 	// The two servers are independent; starting them side by side saves the
 	// shorter of the two start times on every test binary.
+	if needTemporal && opts.TemporalServer {
+		if opts.SkipPostgres {
+			return nil, errors.New("the Temporal server needs Postgres: SkipPostgres and TemporalServer exclude each other")
+		}
+		if err := s.startWithServer(ctx, root, needPostgres, opts); err != nil {
+			return nil, errors.Join(err, s.Stop())
+		}
+		return s, nil
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
 	if needPostgres {
 		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort) })
@@ -177,6 +196,64 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, errors.Join(err, s.Stop())
 	}
 	return s, nil
+}
+
+// startWithServer starts Postgres (unless given) and builds the server
+// side by side, then the server on that Postgres.
+func (s *Stack) startWithServer(ctx context.Context, root string, needPostgres bool, opts Options) error {
+	var bins serverBinaries
+	g, gctx := errgroup.WithContext(ctx)
+	if needPostgres {
+		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort) })
+	}
+	g.Go(func() error {
+		var err error
+		bins.server, bins.sqlTool, err = TemporalServer(gctx, root)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return s.startServer(ctx, bins, opts)
+}
+
+// Services of a Stack, for [Stack.Restart].
+const (
+	ServicePostgres = "postgres"
+	ServiceTemporal = "temporal"
+)
+
+// Restart takes a service this Stack started away, abruptly (SIGKILL for
+// Temporal; an immediate shutdown, which aborts every session without a
+// checkpoint, for Postgres), keeps it down for down, then starts it again
+// on the same port and state and returns once it serves. Fault tests use
+// it.
+func (s *Stack) Restart(ctx context.Context, name string, down time.Duration) error {
+	var sv *service
+	var sig syscall.Signal
+	switch name {
+	case ServicePostgres:
+		sv, sig = s.postgres, syscall.SIGQUIT
+	case ServiceTemporal:
+		sv, sig = s.temporal, syscall.SIGKILL
+	default:
+		return fmt.Errorf("restart: unknown service %q (%s, %s)", name, ServicePostgres, ServiceTemporal)
+	}
+	if sv == nil || sv.proc == nil || sv.ready == nil {
+		return fmt.Errorf("restart %s: not started by this stack", name)
+	}
+	_ = sv.proc.stop(sig, 10*time.Second)
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := sv.start(sv.dir, sv.cred); err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return poll(waitCtx, sv.proc, 50*time.Millisecond, sv.ready)
 }
 
 // Stop stops the servers this Stack started, the dev server first, and waits

@@ -82,16 +82,16 @@ func (s *Stack) startPostgres(ctx context.Context, port int) error {
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 	}
-	proc, err := startProcess("postgres", argv, s.Dir, sv.logPath, cred)
-	if err != nil {
+	sv.argv = argv
+	if err := sv.start(s.Dir, cred); err != nil {
 		return err
 	}
-	sv.proc = proc
+	proc := sv.proc
 
 	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	waitCtx, cancel := context.WithTimeout(ctx, postgresStartTimeout)
 	defer cancel()
-	err = poll(waitCtx, proc, 50*time.Millisecond, func(ctx context.Context) error {
+	sv.ready = func(ctx context.Context) error {
 		attemptCtx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(attemptCtx, dbURL)
@@ -99,8 +99,8 @@ func (s *Stack) startPostgres(ctx context.Context, port int) error {
 			return err
 		}
 		return conn.Close(attemptCtx)
-	})
-	if err != nil {
+	}
+	if err := poll(waitCtx, proc, 50*time.Millisecond, sv.ready); err != nil {
 		return err
 	}
 	s.DatabaseURL = dbURL

@@ -23,6 +23,21 @@ type service struct {
 	signal  syscall.Signal // asks for a clean shutdown
 	grace   time.Duration  // how long the clean shutdown may take
 	logPath string
+	argv    []string // how to start it again (see Stack.Restart)
+	dir     string
+	cred    *syscall.Credential
+	ready   func(context.Context) error // answers once the service serves
+}
+
+// start runs sv.argv in dir as cred (nil: as this process).
+func (sv *service) start(dir string, cred *syscall.Credential) error {
+	sv.dir, sv.cred = dir, cred
+	proc, err := startProcess(sv.name, sv.argv, dir, sv.logPath, cred)
+	if err != nil {
+		return err
+	}
+	sv.proc = proc
+	return nil
 }
 
 // stop shuts the process down and releases the lock.

@@ -114,19 +114,17 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	if !opts.InMemory {
 		argv = append(argv, "--db-filename", filepath.Join(s.Dir, "temporal.db"))
 	}
-	proc, err := startProcess(sv.name, argv, s.Dir, sv.logPath, nil)
-	if err != nil {
+	sv.argv = argv
+	if err := sv.start(s.Dir, nil); err != nil {
 		return err
 	}
-	sv.proc = proc
+	proc := sv.proc
 
 	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	waitCtx, cancel := context.WithTimeout(ctx, temporalStartTimeout)
 	defer cancel()
-	err = poll(waitCtx, proc, 100*time.Millisecond, func(ctx context.Context) error {
-		return temporalReady(ctx, address, s.Namespace)
-	})
-	if err != nil {
+	sv.ready = func(ctx context.Context) error { return temporalReady(ctx, address, s.Namespace) }
+	if err := poll(waitCtx, proc, 100*time.Millisecond, sv.ready); err != nil {
 		return err
 	}
 	s.TemporalAddress, s.UIURL = address, uiURL
@@ -164,7 +162,13 @@ func temporalReady(ctx context.Context, address, namespace string) error {
 // newer than the binary. A file lock serialises concurrent callers such as
 // parallel test binaries, and the binary is renamed into place whole.
 func TemporalCLI(ctx context.Context, root string) (string, error) {
-	bin := filepath.Join(root, ".bin", "temporal")
+	return buildTool(ctx, root, "temporal", "github.com/temporalio/cli/cmd/temporal")
+}
+
+// buildTool returns <root>/.bin/name, built from pkg in <root>/tools when
+// missing or older than tools/go.mod or tools/go.sum.
+func buildTool(ctx context.Context, root, name, pkg string) (string, error) {
+	bin := filepath.Join(root, ".bin", name)
 	toolsDir := filepath.Join(root, "tools")
 	if current(bin, toolsDir) {
 		return bin, nil
@@ -182,13 +186,13 @@ func TemporalCLI(ctx context.Context, root string) (string, error) {
 	}
 	tmp := fmt.Sprintf("%s.build-%d", bin, os.Getpid())
 	defer os.Remove(tmp)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "github.com/temporalio/cli/cmd/temporal")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, pkg)
 	cmd.Dir = toolsDir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build temporal CLI in %s: %w\n%s", toolsDir, err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("build %s in %s: %w\n%s", name, toolsDir, err, strings.TrimSpace(string(out)))
 	}
 	if err := os.Rename(tmp, bin); err != nil {
-		return "", fmt.Errorf("install temporal CLI: %w", err)
+		return "", fmt.Errorf("install %s: %w", name, err)
 	}
 	return bin, nil
 }

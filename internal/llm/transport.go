@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -193,8 +194,13 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 {
+		switch {
+		case !(secs > 0): // also NaN
 			return 0
+		case secs >= float64(math.MaxInt64)/float64(time.Second):
+			// Converting a float beyond int64 gives any value, often a
+			// negative one: "1e300" and "Inf" mean "a very long time".
+			return math.MaxInt64
 		}
 		return time.Duration(secs * float64(time.Second))
 	}

@@ -65,6 +65,10 @@ func New() (*Checker, error) {
 // Compile checks an expression: agent.CodeInvalid with CEL's message when
 // it does not compile or is not a bool. "never" and "always" are valid.
 func (c *Checker) Compile(expr string) error {
+	switch strings.TrimSpace(expr) {
+	case agent.ApprovalNever, agent.ApprovalAlways:
+		return nil // keywords, not CEL: NeedsApproval reads them as such
+	}
 	_, err := c.program(expr)
 	return err
 }

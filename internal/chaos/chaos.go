@@ -1,0 +1,281 @@
+// Package chaos is agentflow's fault suite. It runs the production
+// topology (internal/topology: the real Temporal server on PostgreSQL, two
+// worker processes, two gateway processes), a model it controls at the
+// wire (internal/scripted behind a switch, one script per run), and trials
+// that break one part while turns stream: a worker or a gateway killed,
+// PostgreSQL or the Temporal server restarted, the model failing in each
+// way providers do.
+//
+// After every run it checks what agentflow promises: the turn ends as its
+// trial says (completed, or failed with the documented error type); the
+// client's stream, resumed on another gateway when its own dies, is gap-free
+// and duplicate-free, and its text (less voided attempts) is the model's
+// answer exactly once; there is one agent_results row for the job; the
+// transcript holds the turn's messages exactly once.
+//
+// `go tool task chaos` runs every trial in full and prints the table;
+// `go tool task test` runs the short version (a run or two of each).
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/topology"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// Options configure [Run].
+type Options struct {
+	// Dir is the state folder of the topology. Required.
+	Dir string
+	// Short runs each trial once or twice instead of its full count.
+	Short bool
+	// Only, when set, picks the trials whose names it matches.
+	Only *regexp.Regexp
+	// Logger receives progress. Default: none.
+	Logger *zap.Logger
+}
+
+// Result is one trial's outcome.
+type Result struct {
+	Trial    string
+	Runs     int
+	Passed   int
+	Worst    time.Duration // the slowest run, start to final event
+	Failures []string      // one line per failed run
+}
+
+// Run starts the topology, runs the trials and stops it. It returns every
+// trial's result; err is set when the topology could not run at all.
+func Run(ctx context.Context, opts Options) ([]Result, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("chaos: Dir is required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	e, err := start(ctx, opts.Dir, log)
+	if err != nil {
+		return nil, err
+	}
+	defer e.stop()
+
+	var results []Result
+	for _, tr := range trials() {
+		if opts.Only != nil && !opts.Only.MatchString(tr.name) {
+			continue
+		}
+		runs := tr.runs
+		if opts.Short {
+			runs = tr.short
+		}
+		r := Result{Trial: tr.name, Runs: runs}
+		for i := range runs {
+			job := fmt.Sprintf("%s-%d-%d", tr.id, time.Now().UnixNano(), i)
+			took, err := e.runOnce(ctx, tr, job)
+			if took > r.Worst {
+				r.Worst = took
+			}
+			if err != nil {
+				r.Failures = append(r.Failures, fmt.Sprintf("run %d (job %s): %v", i+1, job, err))
+				log.Warn("chaos run failed", zap.String("trial", tr.name), zap.String("job", job), zap.Error(err))
+			} else {
+				r.Passed++
+			}
+			if err := e.heal(ctx); err != nil {
+				return append(results, r), fmt.Errorf("chaos: bring the topology back after %s: %w", tr.name, err)
+			}
+		}
+		log.Info("chaos trial done", zap.String("trial", tr.name), zap.Int("runs", r.Runs), zap.Int("passed", r.Passed))
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// WriteTable prints the results as a table, failures below it.
+func WriteTable(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "trial\truns\tpassed\tworst latency")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.Trial, r.Runs, r.Passed, r.Worst.Round(time.Millisecond))
+	}
+	_ = tw.Flush()
+	for _, r := range results {
+		for _, f := range r.Failures {
+			fmt.Fprintf(w, "FAIL %s: %s\n", r.Trial, f)
+		}
+	}
+}
+
+// Failed reports whether any run of any trial failed.
+func Failed(results []Result) bool {
+	for _, r := range results {
+		if r.Passed != r.Runs {
+			return true
+		}
+	}
+	return false
+}
+
+const (
+	tenant = "chaos"
+	token  = "chaos-token"
+)
+
+// env is the running topology with its model and clients.
+type env struct {
+	top   *topology.Topology
+	model atomic.Pointer[scripted.Server]
+	http  *http.Server
+	conns []*grpc.ClientConn
+	db    *pgxpool.Pool
+	log   *zap.Logger
+}
+
+func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
+	e := &env{log: log}
+	e.model.Store(scripted.New(script(nil), scripted.Options{}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: model listener: %w", err)
+	}
+	// The model stays up while everything else is broken: it is the
+	// one part outside the system under test.
+	e.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.model.Load().ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = e.http.Serve(ln) }()
+
+	e.top, err = topology.Start(ctx, topology.Options{
+		Dir: dir, Workers: 2, Gateways: 2, TemporalPort: -1, Logger: log,
+		Env: []string{
+			"OPENAI_BASE_URL=http://" + ln.Addr().String() + "/v1",
+			"OPENAI_API_KEY=chaos",
+			"AGENTFLOW_SCRIPT=",
+			"AGENTFLOW_TOKENS=" + token + "=" + tenant + ":user+approver+admin:chaos",
+			"AGENTFLOW_LOG_LEVEL=info",
+		},
+	})
+	if err != nil {
+		_ = e.http.Close()
+		return nil, err
+	}
+	for _, g := range e.top.Gateways {
+		conn, err := grpc.NewClient(g.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			e.stop()
+			return nil, fmt.Errorf("chaos: dial %s: %w", g.Name, err)
+		}
+		e.conns = append(e.conns, conn)
+	}
+	if e.db, err = pgxpool.New(ctx, e.top.DatabaseURL); err != nil {
+		e.stop()
+		return nil, fmt.Errorf("chaos: open database: %w", err)
+	}
+	actx := e.auth(ctx)
+	if _, err := pb.NewCatalogServiceClient(e.conns[0]).UpsertCatalog(actx, &pb.UpsertCatalogRequest{
+		Files: map[string]string{"chaos.yaml": catalog},
+	}); err != nil {
+		e.stop()
+		return nil, fmt.Errorf("chaos: apply catalog: %w", err)
+	}
+	return e, nil
+}
+
+func (e *env) stop() {
+	for _, c := range e.conns {
+		_ = c.Close()
+	}
+	if e.db != nil {
+		e.db.Close()
+	}
+	if e.top != nil {
+		if err := e.top.Stop(); err != nil {
+			e.log.Warn("stop topology", zap.Error(err))
+		}
+	}
+	_ = e.http.Close()
+}
+
+func (e *env) auth(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// heal starts every process a trial left down.
+func (e *env) heal(ctx context.Context) error {
+	for _, p := range e.top.Processes() {
+		if !p.Running() {
+			if err := p.Start(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// catalog is the chaos tenant: one agent with the calculator.
+const catalog = `
+tenant: chaos
+default_agent: calc
+tools:
+  - name: calculator
+    kind: calculator
+    description: Evaluates an arithmetic expression exactly.
+agents:
+  - id: calc
+    description: Does arithmetic, and explains at length.
+    model: openai:gpt-4o-mini
+    system_prompt: Call the calculator for any arithmetic.
+    tools: [calculator]
+`
+
+// answerTail makes the answer long enough (40 words, streamed a word at a
+// time) that a fault lands while it streams.
+var answerTail = strings.Repeat(" and that is the answer", 8)
+
+// script is the model: "compute EXPR" calls the calculator, the tool's
+// result is answered at length. fault, when set, applies to the rule named
+// by fault.rule.
+func script(f *modelFault) *scripted.Script {
+	s := &scripted.Script{
+		Pacing: scripted.Pacing{ChunkWords: 1, DelayMS: 20},
+		Rules: []scripted.Rule{
+			{Name: "call", When: scripted.When{User: `(?i)\bcompute (?P<expr>[0-9*+ ]+)$`},
+				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "calculator", Arguments: `{"expression": "${expr}"}`}}}},
+			{Name: "answer", When: scripted.When{User: `(?i)\bcompute (?P<expr>[0-9*+ ]+)$`, Tool: `(?s)(?:"result"\s*:\s*"?|^\s*)(?P<result>-?[0-9][0-9.]*)`},
+				Reply: scripted.Reply{Text: "${expr} = ${result}" + answerTail}},
+		},
+	}
+	if f != nil {
+		for i := range s.Rules {
+			if s.Rules[i].Name == f.rule {
+				fault := f.fault
+				s.Rules[i].Fault = &fault
+			}
+		}
+	}
+	return s
+}
+
+type modelFault struct {
+	rule  string
+	fault scripted.Fault
+}

@@ -1,0 +1,46 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+)
+
+var (
+	full = flag.Bool("chaos.full", false, "run every trial its full number of times (go tool task chaos)")
+	only = flag.String("chaos.only", "", "run only the trials whose names match this regexp")
+)
+
+// TestChaos runs the fault suite on the production topology: a run or two
+// of each trial, or all of them with -chaos.full. It prints the table.
+func TestChaos(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "chaos-*")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = os.RemoveAll(dir)
+		}
+	})
+	opts := Options{Dir: dir, Short: !*full, Logger: zaptest.NewLogger(t)}
+	if *only != "" {
+		opts.Only = regexp.MustCompile(*only)
+	}
+	results, err := Run(ctx, opts)
+	var table bytes.Buffer
+	WriteTable(&table, results)
+	// On stdout, so that `go tool task chaos` shows it without -v.
+	fmt.Printf("chaos results (state and logs in %s):\n%s", dir, table.String())
+	require.NoError(t, err)
+	require.NotEmpty(t, results)
+	require.False(t, Failed(results), "failed runs:\n%s", table.String())
+}

@@ -1,0 +1,353 @@
+// Package topology runs agentflow on one machine the way a cluster runs
+// it, and the way docker-compose.yml describes it: the real Temporal server
+// on PostgreSQL (devstack with TemporalServer), worker processes
+// (AGENTFLOW_ROLES=worker) and gateway processes (AGENTFLOW_ROLES=gateway),
+// each its own operating-system process built from this repository. Every
+// part can be killed and started again, which is what the fault suite
+// (internal/chaos) does; `starter up --production` runs it for people.
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/devstack"
+)
+
+// Roles, as AGENTFLOW_ROLES names them.
+const (
+	RoleWorker  = "worker"
+	RoleGateway = "gateway"
+)
+
+// Options configure [Start].
+type Options struct {
+	// Dir is the state folder: the stack's data, the built binary and every
+	// process's log. Required.
+	Dir string
+	// Workers is the number of worker processes. Default 2.
+	Workers int
+	// Gateways is the number of gateway processes. Default 1.
+	Gateways int
+	// Env is added to every agentflow process's environment: the model
+	// (OPENAI_BASE_URL, AGENTFLOW_SCRIPT…), AGENTFLOW_TOKENS for gateways,
+	// and any other setting of internal/server.Config.
+	Env []string
+	// TemporalPort is the server's frontend port; 0 means 7233, -1 a free
+	// port.
+	TemporalPort int
+	// GatewayAddr is the first gateway's gRPC address. Default: a free port.
+	GatewayAddr string
+	// DatabaseURL, when set, is the Postgres to use instead of a private one.
+	DatabaseURL string
+	// Binary is the agentflow worker program. Default: built from ./worker
+	// of the repository into Dir/bin.
+	Binary string
+	// Logger receives lifecycle messages. Default: none.
+	Logger *zap.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.Gateways == 0 {
+		o.Gateways = 1
+	}
+}
+
+// Topology is a running production-like deployment. Stop it when done.
+type Topology struct {
+	Stack *devstack.Stack
+	// DatabaseURL is agentflow's database on the stack's Postgres.
+	DatabaseURL string
+	Workers     []*Process
+	Gateways    []*Process
+
+	log *zap.Logger
+}
+
+// Start starts the stack, then the workers and gateways, and returns once
+// each answers its health check.
+func Start(ctx context.Context, opts Options) (*Topology, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("topology: Dir is required")
+	}
+	opts.defaults()
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = Build(ctx, filepath.Join(opts.Dir, "bin")); err != nil {
+			return nil, err
+		}
+	}
+	stack, err := devstack.Start(ctx, devstack.Options{
+		Dir: opts.Dir, TemporalServer: true, TemporalPort: opts.TemporalPort,
+		DatabaseURL: opts.DatabaseURL, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	t := &Topology{Stack: stack, DatabaseURL: stack.DatabaseURL, log: log}
+	if opts.DatabaseURL == "" {
+		// Beside the server's own databases, not in "postgres".
+		if t.DatabaseURL, err = stack.CreateDatabase(ctx, "agentflow"); err != nil {
+			return nil, errors.Join(err, stack.Stop())
+		}
+	}
+	base := append([]string{
+		"DATABASE_URL=" + t.DatabaseURL,
+		"TEMPORAL_ADDRESS=" + stack.TemporalAddress,
+		"TEMPORAL_NAMESPACE=" + stack.Namespace,
+	}, opts.Env...)
+	for i := range opts.Workers {
+		p, err := newProcess(fmt.Sprintf("worker-%d", i+1), RoleWorker, bin, opts.Dir, base, log)
+		if err != nil {
+			return nil, errors.Join(err, t.Stop())
+		}
+		t.Workers = append(t.Workers, p)
+	}
+	for i := range opts.Gateways {
+		p, err := newProcess(fmt.Sprintf("gateway-%d", i+1), RoleGateway, bin, opts.Dir, base, log)
+		if err != nil {
+			return nil, errors.Join(err, t.Stop())
+		}
+		if i == 0 && opts.GatewayAddr != "" {
+			p.setGRPCAddr(opts.GatewayAddr)
+		}
+		t.Gateways = append(t.Gateways, p)
+	}
+	// Workers first: the gateway's first turns need someone to run them.
+	for _, p := range append(append([]*Process{}, t.Workers...), t.Gateways...) {
+		if err := p.Start(ctx); err != nil {
+			return nil, errors.Join(err, t.Stop())
+		}
+	}
+	return t, nil
+}
+
+// Processes are the workers and the gateways.
+func (t *Topology) Processes() []*Process {
+	return append(append([]*Process{}, t.Workers...), t.Gateways...)
+}
+
+// Stop stops the gateways, the workers and the stack, in that order.
+func (t *Topology) Stop() error {
+	var errs []error
+	for _, p := range append(append([]*Process{}, t.Gateways...), t.Workers...) {
+		errs = append(errs, p.Stop())
+	}
+	errs = append(errs, t.Stack.Stop())
+	return errors.Join(errs...)
+}
+
+// Build compiles the worker program of the repository holding the working
+// directory into dir and returns its path.
+func Build(ctx context.Context, dir string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "agentflow-worker")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./worker")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build worker: %w\n%s", err, strings.TrimSpace(string(out)))
+	}
+	return bin, nil
+}
+
+// Process is one agentflow process of a role, with fixed addresses so a
+// restarted one is found where it was.
+type Process struct {
+	Name string
+	Role string
+	// GRPCAddr is the gateway's address (gateways only); HTTPAddr serves
+	// /healthz and /metrics.
+	GRPCAddr, HTTPAddr string
+	// Log is the path of its log file (appended across restarts).
+	Log string
+
+	bin string
+	env []string
+	log *zap.Logger
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func newProcess(name, role, bin, dir string, base []string, log *zap.Logger) (*Process, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	p := &Process{Name: name, Role: role, bin: bin, Log: filepath.Join(dir, name+".log"), log: log}
+	var err error
+	if p.HTTPAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	env := append(append([]string{}, base...), "AGENTFLOW_ROLES="+role, "AGENTFLOW_HTTP_ADDR="+p.HTTPAddr)
+	if role == RoleGateway {
+		if p.GRPCAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, "AGENTFLOW_GRPC_ADDR="+p.GRPCAddr)
+	}
+	p.env = env
+	return p, nil
+}
+
+func (p *Process) setGRPCAddr(addr string) {
+	p.GRPCAddr = addr
+	for i, kv := range p.env {
+		if strings.HasPrefix(kv, "AGENTFLOW_GRPC_ADDR=") {
+			p.env[i] = "AGENTFLOW_GRPC_ADDR=" + addr
+		}
+	}
+}
+
+// Start starts the process (again) and waits until /healthz answers.
+func (p *Process) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running() {
+		return fmt.Errorf("%s is running", p.Name)
+	}
+	logFile, err := os.OpenFile(p.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s log: %w", p.Name, err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(p.bin)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.cmd, p.done = cmd, done
+
+	deadline := time.Now().Add(time.Minute)
+	client := http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get("http://" + p.HTTPAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				p.log.Info("process started", zap.String("name", p.Name), zap.Int("pid", cmd.Process.Pid))
+				return nil
+			}
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited at start; see %s", p.Name, p.Log)
+		case <-ctx.Done():
+			return fmt.Errorf("%s not healthy: %w", p.Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not healthy within a minute; see %s", p.Name, p.Log)
+		}
+	}
+}
+
+// Kill ends the process with SIGKILL, as a crash or an OOM kill would, and
+// waits until it is gone.
+func (p *Process) Kill() error { return p.signal(syscall.SIGKILL, 0) }
+
+// Stop asks the process to shut down (SIGTERM) and kills it after 15 s.
+func (p *Process) Stop() error { return p.signal(syscall.SIGTERM, 15*time.Second) }
+
+func (p *Process) signal(sig syscall.Signal, grace time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(sig)
+	if grace > 0 {
+		select {
+		case <-p.done:
+			return nil
+		case <-time.After(grace):
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		}
+	}
+	<-p.done
+	p.log.Info("process ended", zap.String("name", p.Name), zap.String("signal", sig.String()))
+	return nil
+}
+
+// PID is the process id, 0 when it is not running.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Running reports whether the process is up.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running()
+}
+
+func (p *Process) running() bool {
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
+}
+
+// repoRoot is the nearest folder at or above the working directory holding
+// a go.mod.
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no go.mod at or above %s", wd)
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package topology
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentflow/agentflow/internal/devstack"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+const testCatalog = `
+tenant: acme
+default_agent: calc
+tools:
+  - name: calculator
+    kind: calculator
+    description: Evaluates an arithmetic expression exactly.
+agents:
+  - id: calc
+    description: Does arithmetic.
+    model: openai:gpt-4o-mini
+    system_prompt: Call the calculator for any arithmetic.
+    tools: [calculator]
+`
+
+// TestTopology runs two workers and a gateway on the real Temporal server,
+// streams a turn through the gateway, kills one worker, and streams
+// another: the surviving worker runs it.
+func TestTopology(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "topology-test-*")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+
+	top, err := Start(ctx, Options{
+		Dir: dir, TemporalPort: -1, Logger: zaptest.NewLogger(t),
+		Env: []string{"AGENTFLOW_SCRIPT=demo", "AGENTFLOW_TOKENS=tok=acme:user+approver+admin:ops", "AGENTFLOW_LOG_LEVEL=info"},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, top.Stop()) })
+	require.Len(t, top.Workers, 2)
+	require.Len(t, top.Gateways, 1)
+
+	conn, err := grpc.NewClient(top.Gateways[0].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok")
+	_, err = pb.NewCatalogServiceClient(conn).UpsertCatalog(ctx, &pb.UpsertCatalogRequest{Files: map[string]string{"acme.yaml": testCatalog}})
+	require.NoError(t, err)
+
+	turn := func(jobID string) string {
+		t.Helper()
+		st, err := pb.NewAgentServiceClient(conn).Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: jobID, Prompt: "What is 12*7?"}})
+		require.NoError(t, err)
+		var want int64 = 1
+		var answer string
+		for {
+			ev, err := st.Recv()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			require.Equal(t, want, ev.GetMeta().GetEventIndex(), "events in order without gaps")
+			want++
+			if c := ev.GetContent(); c != nil {
+				answer += c.GetBlockJson()
+			}
+			if s := ev.GetStatus(); s != nil && s.GetStatus() == pb.Status_STATUS_FAILED {
+				t.Fatalf("turn failed: %v", ev)
+			}
+		}
+		return answer
+	}
+	require.Contains(t, turn("topology-1"), "84")
+	require.NoError(t, top.Workers[0].Kill())
+	require.False(t, top.Workers[0].Running())
+	require.Contains(t, turn("topology-2"), "84")
+	require.NoError(t, top.Workers[0].Start(ctx), "a killed worker starts again")
+}
+
+// TestComposeInStep compares docker-compose.yml with what Start runs: the
+// processes and their roles, the settings each role is given, the server's
+// version and its history shards.
+func TestComposeInStep(t *testing.T) {
+	root, err := repoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	require.NoError(t, err)
+	var compose struct {
+		Services map[string]struct {
+			Image       string            `yaml:"image"`
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &compose))
+
+	roles := map[string][]string{}
+	for name, svc := range compose.Services {
+		if role := svc.Environment["AGENTFLOW_ROLES"]; role != "" {
+			roles[role] = append(roles[role], name)
+		}
+	}
+	var opts Options
+	opts.defaults()
+	require.Len(t, roles[RoleWorker], opts.Workers, "worker services")
+	require.Len(t, roles[RoleGateway], opts.Gateways, "gateway services")
+
+	// Every setting Start gives a process of a role is set in compose too.
+	for role, names := range roles {
+		p, err := newProcess("probe", role, "", t.TempDir(), []string{"DATABASE_URL=x", "TEMPORAL_ADDRESS=x", "TEMPORAL_NAMESPACE=default"}, nil)
+		require.NoError(t, err)
+		for _, kv := range p.env {
+			key, _, _ := strings.Cut(kv, "=")
+			if key == "TEMPORAL_NAMESPACE" {
+				continue // compose uses the default namespace, as Start does
+			}
+			for _, name := range names {
+				require.Contains(t, compose.Services[name].Environment, key, "%s in service %s", key, name)
+			}
+		}
+	}
+
+	temporal := compose.Services["temporal"]
+	require.Equal(t, strconv.Itoa(devstack.ServerHistoryShards), temporal.Environment["NUM_HISTORY_SHARDS"])
+	mod, err := os.ReadFile(filepath.Join(root, "tools", "go.mod"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`go\.temporal\.io/server v(\d+\.\d+)\.\d+`).FindSubmatch(mod)
+	require.NotNil(t, m, "tools/go.mod pins go.temporal.io/server")
+	require.True(t, strings.HasSuffix(temporal.Image, ":"+string(m[1])), "compose runs server %s, tools/go.mod builds %s", temporal.Image, m[1])
+}
