@@ -82,7 +82,7 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 	if err := writeServerConfig(root, port, db); err != nil {
 		return err
 	}
-	sv.argv = []string{bins.server, "--root", root, "--config", "config", "--env", "agentflow", "--allow-no-auth", "start"}
+	sv.argv = []string{bins.server, "--root", root, "--config", "config", "--env", "devstack", "--allow-no-auth", "start"}
 	if err := sv.start(s.Dir, nil); err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ type serverService struct {
 	GRPC, Membership, HTTP int
 }
 
-// writeServerConfig writes root/config/agentflow.yaml and the dynamic config
+// writeServerConfig writes root/config/devstack.yaml and the dynamic config
 // beside it. Ports other than the frontend's are picked free at each start.
 func writeServerConfig(root string, frontend int, db *pgconn.Config) error {
 	dir := filepath.Join(root, "config")
@@ -267,7 +267,7 @@ func writeServerConfig(root string, frontend int, db *pgconn.Config) error {
 		return fmt.Errorf("temporal server config: %w", err)
 	}
 	// The password may be in it.
-	if err := os.WriteFile(filepath.Join(dir, "agentflow.yaml"), []byte(b.String()), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "devstack.yaml"), []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("temporal server config: %w", err)
 	}
 	return nil
@@ -333,6 +333,18 @@ func serverReady(ctx context.Context, address, namespace string) error {
 			return fmt.Errorf("add search attributes: %w", err)
 		}
 		return errors.New("search attributes added; waiting for them to apply")
+	}
+	// Added search attributes reach the frontend's namespace cache at its
+	// next refresh; until then a start that sets them is refused. A query
+	// that names them is refused the same way.
+	var conds []string
+	for _, name := range searchAttributes() {
+		conds = append(conds, name+` = "devstack-readiness-probe"`)
+	}
+	if _, err := c.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: namespace, PageSize: 1, Query: strings.Join(conds, " AND "),
+	}); err != nil {
+		return fmt.Errorf("search attributes not usable yet: %w", err)
 	}
 	// History knows the namespace when it answers "no such workflow".
 	_, err = c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
