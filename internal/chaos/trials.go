@@ -108,7 +108,7 @@ type turnRun struct {
 	gateway         int // the gateway the client reads from now
 	last            int64
 	tokens          map[int64]string // by event index, for voiding
-	content         string // the text of the last content block
+	content         string           // the text of the last content block
 	status          pb.Status
 	errType         string
 	resumes         int
