@@ -74,7 +74,7 @@ func trials() []trial {
 	return []trial{
 		{id: "worker-kill", name: "SIGKILL the worker streaming the answer", runs: 50, short: 2, strike: killStreamingWorker},
 		{id: "gateway-kill", name: "SIGKILL the gateway a client streams from", runs: 10, short: 1, strike: killGateway},
-		{id: "pg-2s", name: "restart PostgreSQL mid-turn (2 s down)", runs: 3, short: 1, strike: restart(devstack.ServicePostgres, 2*time.Second)},
+		{id: "pg-2s", name: "restart PostgreSQL mid-turn (2 s down)", runs: 10, short: 1, strike: restart(devstack.ServicePostgres, 2*time.Second)},
 		{id: "pg-60s", name: "restart PostgreSQL mid-turn (60 s down)", runs: 1, short: 0, strike: restart(devstack.ServicePostgres, time.Minute)},
 		{id: "temporal", name: "restart the Temporal server mid-turn", runs: 3, short: 1, strike: restart(devstack.ServiceTemporal, time.Second)},
 		{id: "model-429", name: "model 429 with Retry-After", runs: 5, short: 1,
