@@ -260,13 +260,14 @@ func (e *env) heal(ctx context.Context) error {
 }
 
 // catalog is the chaos tenant: an agent with the calculator, a pipeline
-// over a local API and an MCP server's slow tool, and an agent whose
-// calculator needs approval. Its %s are the API's and the MCP server's
-// addresses and the MCP URL.
+// over a local API and an MCP server's slow tool (twice: with a timeout it
+// outlives, and one it does not), and an agent whose calculator needs
+// approval. Its verbs are the API's and the MCP server's addresses and the
+// MCP URL.
 const catalog = `
 tenant: chaos
 default_agent: calc
-egress: ["%s", "%s"]
+egress: ["%[1]s", "%[2]s"]
 tools:
   - name: calculator
     kind: calculator
@@ -280,13 +281,17 @@ tools:
   - name: gh
     kind: mcp
     approval: never
-    config: {url: "%s", tools: [slow], timeout_sec: 30}
+    config: {url: "%[3]s", tools: [slow], timeout_sec: 30}
+  - name: quick
+    kind: mcp
+    approval: never
+    config: {url: "%[3]s", tools: [slow], timeout_sec: 1}
 agents:
   - id: calc
     description: Does arithmetic and fetches data, and explains at length.
     model: openai:gpt-4o-mini
     system_prompt: Call the calculator for any arithmetic.
-    tools: [calculator, execute_pipeline, gh]
+    tools: [calculator, execute_pipeline, gh, quick]
   - id: ops
     description: Does arithmetic a person checks.
     model: openai:gpt-4o-mini
@@ -326,6 +331,12 @@ func script(f *modelFault) *scripted.Script {
 					Arguments: `{"session_id": "chaos", "pipeline": [{"step": "http_request", "url": "${url}", "method": "GET"}]}`}}}},
 			{Name: "fetched", When: scripted.When{User: `(?i)^fetch items from`, Tool: `a table of (?P<rows>[0-9]+) rows?`},
 				Reply: scripted.Reply{Text: "Fetched ${rows} rows" + answerTail}},
+			{Name: "too-big", When: scripted.When{User: `(?i)^fetch items from`, Tool: `larger than (?P<limit>[0-9]+) bytes`},
+				Reply: scripted.Reply{Text: "Too much data: over ${limit} bytes" + answerTail}},
+			{Name: "hurry", When: scripted.When{User: `(?i)^hurry for (?P<ms>[0-9]+) ms$`},
+				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "quick_slow", Arguments: `{"ms": ${ms}}`}}}},
+			{Name: "gave-up", When: scripted.When{User: `(?i)^hurry for`, Tool: `no answer within (?P<limit>[0-9a-z.]+)`},
+				Reply: scripted.Reply{Text: "Gave up: no answer within ${limit}" + answerTail}},
 			{Name: "work", When: scripted.When{User: `(?i)^work for (?P<ms>[0-9]+) ms$`},
 				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "gh_slow", Arguments: `{"ms": ${ms}}`}}}},
 			{Name: "worked", When: scripted.When{User: `(?i)^work for`, Tool: `worked for (?P<ms>[0-9]+) ms`},
@@ -410,8 +421,18 @@ func (r *restartable) Restart() error {
 	return fmt.Errorf("chaos: listen again on %s: %w", r.addr, err)
 }
 
-// serveItems is the API's one resource: three items.
-func serveItems(w http.ResponseWriter, _ *http.Request) {
+// serveItems is the API: /items has three items, /big 11 MiB of them,
+// more than a tenant's egress lets a tool read.
+func serveItems(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == "/big" {
+		item := `{"id": 1, "name": "bolt"},`
+		_, _ = io.WriteString(w, "[")
+		for range (11 << 20) / len(item) {
+			_, _ = io.WriteString(w, item)
+		}
+		_, _ = io.WriteString(w, `{"id": 2, "name": "nut"}]`)
+		return
+	}
 	_, _ = io.WriteString(w, `[{"id": 1, "name": "bolt"}, {"id": 2, "name": "nut"}, {"id": 3, "name": "washer"}]`)
 }

@@ -66,6 +66,14 @@ func fetchTurn(e *env, _ string) turnSpec {
 	return turnSpec{prompt: "fetch items from http://" + e.api.addr + "/items", want: "Fetched 3 rows" + answerTail}
 }
 
+func bigTurn(e *env, _ string) turnSpec {
+	return turnSpec{prompt: "fetch items from http://" + e.api.addr + "/big", want: "Too much data: over 10485760 bytes" + answerTail}
+}
+
+func hurryTurn(_ *env, _ string) turnSpec {
+	return turnSpec{prompt: "hurry for 3000 ms", want: "Gave up: no answer within 1s" + answerTail}
+}
+
 func workTurn(_ *env, _ string) turnSpec {
 	return turnSpec{prompt: "work for 1500 ms", want: "Done: worked for 1500 ms" + answerTail}
 }
@@ -89,6 +97,8 @@ func trials() []trial {
 		{id: "model-60s", name: "model thinks 60 s before answering", runs: 1, short: 0,
 			fault: &modelFault{rule: "answer", delayMS: 60_000}},
 		{id: "api-down", name: "tool's HTTP API down, then back", runs: 3, short: 1, turn: fetchTurn, on: onStart, strike: apiDown},
+		{id: "api-big", name: "tool's HTTP API answers 11 MiB (over the egress limit)", runs: 3, short: 1, turn: bigTurn},
+		{id: "tool-slow", name: "tool slower than its timeout (MCP, timeout_sec 1)", runs: 3, short: 1, turn: hurryTurn},
 		{id: "mcp-kill", name: "MCP server killed mid-call", runs: 3, short: 1, turn: workTurn, on: onStart, strike: killMCP},
 		{id: "approval-down", name: "approval decided while every worker is down", runs: 3, short: 1,
 			turn: computeTurn("", "ops"), on: onApproval, strike: approveWhileDown},
@@ -387,6 +397,10 @@ func apiDown(ctx context.Context, e *env, _ strikePoint) error {
 // on the same address: the call's activity is tried again on a new
 // session.
 func killMCP(ctx context.Context, e *env, _ strikePoint) error {
+	// Calls of earlier runs are not this one's.
+	for len(e.mcpCalls) > 0 {
+		<-e.mcpCalls
+	}
 	for {
 		select {
 		case tool := <-e.mcpCalls:
