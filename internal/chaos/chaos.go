@@ -299,8 +299,8 @@ agents:
     tools: [checked_calculator]
 `
 
-// answerTail makes the answer long enough (40 words, streamed a word at a
-// time) that a fault lands while it streams.
+// answerTail makes the answer long enough (40 words, streamed a word each
+// 50 ms: 2 s) that a fault lands while it streams, even on a loaded machine.
 var answerTail = strings.Repeat(" and that is the answer", 8)
 
 // script is the model: "compute EXPR" calls the calculator, the tool's
@@ -310,7 +310,7 @@ func script(f *modelFault) *scripted.Script {
 	const expr = `(?P<expr>[0-9*+ ]+)`
 	number := `(?s)(?:"result"\s*:\s*"?|^\s*)(?P<result>-?[0-9][0-9.]*)`
 	s := &scripted.Script{
-		Pacing: scripted.Pacing{ChunkWords: 1, DelayMS: 20},
+		Pacing: scripted.Pacing{ChunkWords: 1, DelayMS: 50},
 		Rules: []scripted.Rule{
 			{Name: "call-checked", When: scripted.When{System: "checked_calculator", User: `(?i)^compute ` + expr + `$`},
 				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "checked_calculator", Arguments: `{"expression": "${expr}"}`}}}},

@@ -343,7 +343,7 @@ func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.
 		return nil, err
 	}
 	defer c.Close()
-	for range 50 {
+	for range 150 {
 		d, err := c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
 			Namespace: e.top.Stack.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
 		})
