@@ -56,7 +56,7 @@ func BenchmarkSoak(b *testing.B) {
 				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 				err := e.stream(rctx, run, &pb.TurnRequest{JobId: job, SessionId: job, Prompt: spec.prompt}, func(moment, string) {})
 				if err == nil {
-					err = e.check(rctx, trial{}, run, spec)
+					err = e.check(rctx, trial{}, run, spec, true)
 				}
 				cancel()
 				turns.Add(1)

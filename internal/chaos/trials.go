@@ -11,14 +11,18 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/topology"
+	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -36,6 +40,8 @@ type trial struct {
 	failType string
 	// turn is what the client asks; default: compute a product.
 	turn func(e *env, job string) turnSpec
+	// custom, when set, runs the whole trial run instead.
+	custom func(ctx context.Context, e *env, job string) error
 }
 
 // moment is when a trial strikes.
@@ -100,6 +106,7 @@ func trials() []trial {
 		{id: "api-big", name: "tool's HTTP API answers 11 MiB (over the egress limit)", runs: 3, short: 1, turn: bigTurn},
 		{id: "tool-slow", name: "tool slower than its timeout (MCP, timeout_sec 1)", runs: 3, short: 1, turn: hurryTurn},
 		{id: "mcp-kill", name: "MCP server killed mid-call", runs: 3, short: 1, turn: workTurn, on: onStart, strike: killMCP},
+		{id: "conv-roll", name: "conversation continued-as-new while a worker dies", runs: 2, short: 1, custom: conversationRoll},
 		{id: "approval-down", name: "approval decided while every worker is down", runs: 3, short: 1,
 			turn: computeTurn("", "ops"), on: onApproval, strike: approveWhileDown},
 	}
@@ -129,6 +136,11 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	e.model.Store(scripted.New(script(tr.fault), scripted.Options{}))
+	if tr.custom != nil {
+		begin := time.Now()
+		err := tr.custom(ctx, e, job)
+		return time.Since(begin), err
+	}
 	turn := computeTurn("", "")
 	if tr.turn != nil {
 		turn = tr.turn
@@ -167,7 +179,7 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 	case <-ctx.Done():
 		return took, ctx.Err()
 	}
-	return took, e.check(ctx, tr, run, spec)
+	return took, e.check(ctx, tr, run, spec, true)
 }
 
 // stream follows the turn from start to its final event, resuming on the
@@ -176,7 +188,7 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 // strike at, and of the final event (onFinal).
 func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at func(moment, string)) error {
 	actx := e.auth(ctx)
-	started := false
+	started := req == nil // nil: follow a turn started elsewhere
 	for attempt := 0; ; attempt++ {
 		c := pb.NewAgentServiceClient(e.conns[run.gateway])
 		var st interface {
@@ -254,7 +266,7 @@ func terminal(s pb.Status) bool {
 }
 
 // check verifies what the turn left behind.
-func (e *env) check(ctx context.Context, tr trial, run *turnRun, spec turnSpec) error {
+func (e *env) check(ctx context.Context, tr trial, run *turnRun, spec turnSpec, ownSession bool) error {
 	want := spec.want
 	if tr.failType != "" {
 		if run.status != pb.Status_STATUS_FAILED || run.errType != tr.failType {
@@ -288,21 +300,10 @@ func (e *env) check(ctx context.Context, tr trial, run *turnRun, spec turnSpec) 
 			return fmt.Errorf("%d approval decisions (%s), want one, approved", n, outcome)
 		}
 	}
-	if tr.failType == "" {
+	if tr.failType == "" && ownSession {
 		// The exchange (prompt and answer), once.
-		rows, err := e.db.Query(ctx, `SELECT message->>'role', message->>'content' FROM session_messages WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, tenant, run.job)
+		got, err := e.transcript(ctx, run.job)
 		if err != nil {
-			return fmt.Errorf("read transcript: %w", err)
-		}
-		var got []string
-		for rows.Next() {
-			var role, content string
-			if err := rows.Scan(&role, &content); err != nil {
-				return err
-			}
-			got = append(got, role+": "+strings.TrimSpace(content))
-		}
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		if len(got) != 2 || got[0] != "user: "+spec.prompt || got[1] != "assistant: "+want {
@@ -310,6 +311,24 @@ func (e *env) check(ctx context.Context, tr trial, run *turnRun, spec turnSpec) 
 		}
 	}
 	return nil
+}
+
+// transcript is a session's messages as "role: content" lines.
+func (e *env) transcript(ctx context.Context, session string) ([]string, error) {
+	rows, err := e.db.Query(ctx, `SELECT message->>'role', message->>'content' FROM session_messages WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, tenant, session)
+	if err != nil {
+		return nil, fmt.Errorf("read transcript: %w", err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var role, content string
+		if err := rows.Scan(&role, &content); err != nil {
+			return nil, err
+		}
+		got = append(got, role+": "+strings.TrimSpace(content))
+	}
+	return got, rows.Err()
 }
 
 // answerText is the streamed text of the last step, less voided tokens.
@@ -469,4 +488,114 @@ func (e *env) dump(ctx context.Context, job string) string {
 		fmt.Fprintf(&b, "  (%v)\n", err)
 	}
 	return b.String()
+}
+
+// conversationRoll sends a session's messages one after another to a
+// Conversation whose runs roll over at 200 history events, killing the
+// worker that runs the conversation after each message from the run's
+// 100th event on, until the conversation has continued as new and three
+// more messages were answered. Every message must be answered once, and
+// the transcript must hold each exchange once, in order.
+func conversationRoll(ctx context.Context, e *env, session string) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	convID := contract.ConversationWorkflowID(tenant, session)
+	var exchanges []string
+	firstRun, rolled, after := "", false, 0
+	for k := 1; k <= 60 && after < 3; k++ {
+		job := fmt.Sprintf("%s-%d", session, k)
+		spec := computeTurn("", "")(e, job)
+		var streamID string
+		if k == 1 {
+			// The conversation starts with a small history bound, so that
+			// it rolls over within a few dozen messages.
+			res, err := turnclient.SendMessage(ctx, c, contract.TaskQueue,
+				agent.ConversationInput{TenantID: tenant, SessionID: session, MaxHistoryEvents: 200},
+				agent.SendMessage{Prompt: spec.prompt, JobID: job})
+			if err != nil {
+				return fmt.Errorf("message %d: %w", k, err)
+			}
+			streamID = res.TurnWorkflowID
+		} else {
+			res, err := pb.NewAgentServiceClient(e.conns[k%len(e.conns)]).SendMessage(e.auth(ctx),
+				&pb.SendMessageRequest{SessionId: session, Prompt: spec.prompt, JobId: job})
+			if err != nil {
+				return fmt.Errorf("message %d: %w", k, err)
+			}
+			streamID = res.GetStreamId()
+		}
+		d, err := c.DescribeWorkflowExecution(ctx, convID, "")
+		if err != nil {
+			return err
+		}
+		info := d.GetWorkflowExecutionInfo()
+		if firstRun == "" {
+			firstRun = info.GetExecution().GetRunId()
+		}
+		if info.GetHistoryLength() >= 100 && !rolled {
+			if err := e.killConversationWorker(ctx, c, convID); err != nil {
+				return fmt.Errorf("message %d: %w", k, err)
+			}
+		}
+		run := &turnRun{job: job, workflowID: streamID, tokens: map[int64]string{}}
+		if err := e.stream(ctx, run, nil, func(moment, string) {}); err != nil {
+			return fmt.Errorf("message %d: %w", k, err)
+		}
+		if err := e.check(ctx, trial{}, run, turnSpec{prompt: spec.prompt, want: spec.want}, false); err != nil {
+			return fmt.Errorf("message %d: %w", k, err)
+		}
+		exchanges = append(exchanges, "user: "+spec.prompt, "assistant: "+spec.want)
+		if rolled {
+			after++
+		} else if d, err := c.DescribeWorkflowExecution(ctx, convID, ""); err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
+			rolled = true
+		}
+	}
+	if !rolled {
+		return errors.New("the conversation never continued as new")
+	}
+	got, err := e.transcript(ctx, session)
+	if err != nil {
+		return err
+	}
+	if strings.Join(got, "\n") != strings.Join(exchanges, "\n") {
+		return fmt.Errorf("transcript of %d messages, want the %d exchanges once each, in order:\n%s", len(got), len(exchanges)/2, strings.Join(got, "\n"))
+	}
+	return nil
+}
+
+// killConversationWorker kills the worker that ran the conversation's
+// latest workflow task, and starts it again in the background.
+func (e *env) killConversationWorker(ctx context.Context, c client.Client, convID string) error {
+	it := c.GetWorkflowHistory(ctx, convID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	identity := ""
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return err
+		}
+		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			identity = a.GetIdentity()
+		}
+	}
+	pid, _, _ := strings.Cut(identity, "@")
+	n, _ := strconv.Atoi(pid)
+	for _, p := range e.top.Workers {
+		if n != 0 && p.PID() == n {
+			if err := p.Kill(); err != nil {
+				return err
+			}
+			go func() {
+				time.Sleep(500 * time.Millisecond)
+				if err := p.Start(ctx); err != nil {
+					e.log.Warn("restart worker", zap.String("name", p.Name), zap.Error(err))
+				}
+			}()
+			return nil
+		}
+	}
+	return nil // the worker already went (killed before): nothing to kill
 }
