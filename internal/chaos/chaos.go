@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -37,6 +38,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/tools/mcptest"
 	"github.com/agentflow/agentflow/internal/topology"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -95,6 +97,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 				r.Worst = took
 			}
 			if err != nil {
+				err = fmt.Errorf("%w\n%s", err, e.dump(ctx, job))
 				r.Failures = append(r.Failures, fmt.Sprintf("run %d (job %s): %v", i+1, job, err))
 				log.Warn("chaos run failed", zap.String("trial", tr.name), zap.String("job", job), zap.Error(err))
 			} else {
@@ -145,9 +148,15 @@ type env struct {
 	top   *topology.Topology
 	model atomic.Pointer[scripted.Server]
 	http  *http.Server
-	conns []*grpc.ClientConn
-	db    *pgxpool.Pool
-	log   *zap.Logger
+	// api is the HTTP API the pipeline tool fetches from; mcp the MCP
+	// server whose slow tool the agent calls, mcpCalls its calls as they
+	// start.
+	api      *restartable
+	mcp      *mcptest.HTTPServer
+	mcpCalls chan string
+	conns    []*grpc.ClientConn
+	db       *pgxpool.Pool
+	log      *zap.Logger
 }
 
 func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
@@ -163,6 +172,21 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 		e.model.Load().ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.http.Serve(ln) }()
+	if e.api, err = startRestartable(http.HandlerFunc(serveItems)); err != nil {
+		_ = e.http.Close()
+		return nil, err
+	}
+	e.mcpCalls = make(chan string, 16)
+	if e.mcp, err = mcptest.Start(mcptest.Options{OnCall: func(tool string) {
+		select {
+		case e.mcpCalls <- tool:
+		default:
+		}
+	}}); err != nil {
+		e.api.Kill()
+		_ = e.http.Close()
+		return nil, err
+	}
 
 	e.top, err = topology.Start(ctx, topology.Options{
 		Dir: dir, Workers: 2, Gateways: 2, TemporalPort: -1, Logger: log,
@@ -175,6 +199,8 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 		},
 	})
 	if err != nil {
+		e.api.Kill()
+		e.mcp.Kill()
 		_ = e.http.Close()
 		return nil, err
 	}
@@ -192,7 +218,7 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 	}
 	actx := e.auth(ctx)
 	if _, err := pb.NewCatalogServiceClient(e.conns[0]).UpsertCatalog(actx, &pb.UpsertCatalogRequest{
-		Files: map[string]string{"chaos.yaml": catalog},
+		Files: map[string]string{"chaos.yaml": fmt.Sprintf(catalog, e.api.addr, e.mcp.Addr, e.mcp.URL)},
 	}); err != nil {
 		e.stop()
 		return nil, fmt.Errorf("chaos: apply catalog: %w", err)
@@ -213,6 +239,8 @@ func (e *env) stop() {
 		}
 	}
 	_ = e.http.Close()
+	e.api.Kill()
+	e.mcp.Kill()
 }
 
 func (e *env) auth(ctx context.Context) context.Context {
@@ -231,51 +259,180 @@ func (e *env) heal(ctx context.Context) error {
 	return nil
 }
 
-// catalog is the chaos tenant: one agent with the calculator.
+// catalog is the chaos tenant: an agent with the calculator, a pipeline
+// over a local API and an MCP server's slow tool (twice: with a timeout it
+// outlives, and one it does not), and an agent whose calculator needs
+// approval. Its verbs are the API's and the MCP server's addresses and the
+// MCP URL.
 const catalog = `
 tenant: chaos
 default_agent: calc
+egress: ["%[1]s", "%[2]s"]
 tools:
   - name: calculator
     kind: calculator
     description: Evaluates an arithmetic expression exactly.
+  - name: checked_calculator
+    kind: calculator
+    description: Evaluates an arithmetic expression, once a person approves.
+    approval: always
+  - name: execute_pipeline
+    kind: execute_pipeline
+  - name: gh
+    kind: mcp
+    approval: never
+    config: {url: "%[3]s", tools: [slow], timeout_sec: 30}
+  - name: quick
+    kind: mcp
+    approval: never
+    config: {url: "%[3]s", tools: [slow], timeout_sec: 1}
 agents:
   - id: calc
-    description: Does arithmetic, and explains at length.
+    description: Does arithmetic and fetches data, and explains at length.
     model: openai:gpt-4o-mini
     system_prompt: Call the calculator for any arithmetic.
-    tools: [calculator]
+    tools: [calculator, execute_pipeline, gh, quick]
+  - id: ops
+    description: Does arithmetic a person checks.
+    model: openai:gpt-4o-mini
+    system_prompt: Call checked_calculator for any arithmetic.
+    tools: [checked_calculator]
 `
 
-// answerTail makes the answer long enough (40 words, streamed a word at a
-// time) that a fault lands while it streams.
+// answerTail makes the answer long enough (40 words, streamed a word each
+// 50 ms: 2 s) that a fault lands while it streams, even on a loaded machine.
 var answerTail = strings.Repeat(" and that is the answer", 8)
 
 // script is the model: "compute EXPR" calls the calculator, the tool's
 // result is answered at length. fault, when set, applies to the rule named
 // by fault.rule.
 func script(f *modelFault) *scripted.Script {
+	const expr = `(?P<expr>[0-9*+ ]+)`
+	number := `(?s)(?:"result"\s*:\s*"?|^\s*)(?P<result>-?[0-9][0-9.]*)`
 	s := &scripted.Script{
-		Pacing: scripted.Pacing{ChunkWords: 1, DelayMS: 20},
+		Pacing: scripted.Pacing{ChunkWords: 1, DelayMS: 50},
 		Rules: []scripted.Rule{
-			{Name: "call", When: scripted.When{User: `(?i)\bcompute (?P<expr>[0-9*+ ]+)$`},
+			{Name: "call-checked", When: scripted.When{System: "checked_calculator", User: `(?i)^compute ` + expr + `$`},
+				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "checked_calculator", Arguments: `{"expression": "${expr}"}`}}}},
+			{Name: "call", When: scripted.When{User: `(?i)^compute ` + expr + `$`},
 				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "calculator", Arguments: `{"expression": "${expr}"}`}}}},
-			{Name: "answer", When: scripted.When{User: `(?i)\bcompute (?P<expr>[0-9*+ ]+)$`, Tool: `(?s)(?:"result"\s*:\s*"?|^\s*)(?P<result>-?[0-9][0-9.]*)`},
+			{Name: "answer", When: scripted.When{User: `(?i)^compute ` + expr + `$`, Tool: number},
 				Reply: scripted.Reply{Text: "${expr} = ${result}" + answerTail}},
+			// Arguments that are not JSON, then corrected once the
+			// model reads why they were refused.
+			{Name: "broken-call", When: scripted.When{User: `(?i)^broken compute ` + expr + `$`},
+				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "calculator", Arguments: `{"expression": "${expr}"`}}}},
+			{Name: "broken-answer", When: scripted.When{User: `(?i)^broken compute ` + expr + `$`, Tool: number},
+				Reply: scripted.Reply{Text: "${expr} = ${result}" + answerTail}},
+			{Name: "broken-retry", When: scripted.When{User: `(?i)^broken compute ` + expr + `$`, Tool: `.`},
+				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "calculator", Arguments: `{"expression": "${expr}"}`}}}},
+			{Name: "fetch", When: scripted.When{User: `(?i)^fetch items from (?P<url>\S+)$`},
+				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "execute_pipeline",
+					Arguments: `{"session_id": "chaos", "pipeline": [{"step": "http_request", "url": "${url}", "method": "GET"}]}`}}}},
+			{Name: "fetched", When: scripted.When{User: `(?i)^fetch items from`, Tool: `a table of (?P<rows>[0-9]+) rows?`},
+				Reply: scripted.Reply{Text: "Fetched ${rows} rows" + answerTail}},
+			{Name: "too-big", When: scripted.When{User: `(?i)^fetch items from`, Tool: `larger than (?P<limit>[0-9]+) bytes`},
+				Reply: scripted.Reply{Text: "Too much data: over ${limit} bytes" + answerTail}},
+			{Name: "hurry", When: scripted.When{User: `(?i)^hurry for (?P<ms>[0-9]+) ms$`},
+				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "quick_slow", Arguments: `{"ms": ${ms}}`}}}},
+			{Name: "gave-up", When: scripted.When{User: `(?i)^hurry for`, Tool: `no answer within (?P<limit>[0-9a-z.]+)`},
+				Reply: scripted.Reply{Text: "Gave up: no answer within ${limit}" + answerTail}},
+			{Name: "work", When: scripted.When{User: `(?i)^work for (?P<ms>[0-9]+) ms$`},
+				Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "gh_slow", Arguments: `{"ms": ${ms}}`}}}},
+			{Name: "worked", When: scripted.When{User: `(?i)^work for`, Tool: `worked for (?P<ms>[0-9]+) ms`},
+				Reply: scripted.Reply{Text: "Done: worked for ${ms} ms" + answerTail}},
 		},
 	}
 	if f != nil {
 		for i := range s.Rules {
-			if s.Rules[i].Name == f.rule {
-				fault := f.fault
-				s.Rules[i].Fault = &fault
+			if s.Rules[i].Name != f.rule {
+				continue
 			}
+			if f.delayMS > 0 {
+				s.Rules[i].Reply.DelayMS = f.delayMS
+				continue
+			}
+			fault := f.fault
+			s.Rules[i].Fault = &fault
 		}
 	}
 	return s
 }
 
+// modelFault is how the model misbehaves in a trial: a fault of one rule,
+// or a delay before it answers.
 type modelFault struct {
-	rule  string
-	fault scripted.Fault
+	rule    string
+	fault   scripted.Fault
+	delayMS int
+}
+
+// restartable is an HTTP server that can crash and come back on its port.
+type restartable struct {
+	addr    string
+	handler http.Handler
+	mu      sync.Mutex
+	srv     *http.Server
+	hits    atomic.Int64
+}
+
+func startRestartable(h http.Handler) (*restartable, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: api listener: %w", err)
+	}
+	r := &restartable{addr: ln.Addr().String(), handler: h}
+	r.serve(ln)
+	return r, nil
+}
+
+func (r *restartable) serve(ln net.Listener) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.hits.Add(1)
+		r.handler.ServeHTTP(w, req)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	r.mu.Lock()
+	r.srv = srv
+	r.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// Kill closes the listener and every connection: callers are refused.
+func (r *restartable) Kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.srv != nil {
+		_ = r.srv.Close()
+		r.srv = nil
+	}
+}
+
+// Restart serves again on the same address.
+func (r *restartable) Restart() error {
+	var err error
+	for range 50 {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", r.addr); err == nil {
+			r.serve(ln)
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("chaos: listen again on %s: %w", r.addr, err)
+}
+
+// serveItems is the API: /items has three items, /big 11 MiB of them,
+// more than a tenant's egress lets a tool read.
+func serveItems(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == "/big" {
+		item := `{"id": 1, "name": "bolt"},`
+		_, _ = io.WriteString(w, "[")
+		for range (11 << 20) / len(item) {
+			_, _ = io.WriteString(w, item)
+		}
+		_, _ = io.WriteString(w, `{"id": 2, "name": "nut"}]`)
+		return
+	}
+	_, _ = io.WriteString(w, `[{"id": 1, "name": "bolt"}, {"id": 2, "name": "nut"}, {"id": 3, "name": "washer"}]`)
 }

@@ -6,12 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap"
 )
 
 var (
@@ -31,7 +32,14 @@ func TestChaos(t *testing.T) {
 			_ = os.RemoveAll(dir)
 		}
 	})
-	opts := Options{Dir: dir, Short: !*full, Logger: zaptest.NewLogger(t)}
+	// The suite's own log goes beside the processes' logs.
+	logger, err := zap.Config{
+		Level: zap.NewAtomicLevelAt(zap.InfoLevel), Encoding: "console", EncoderConfig: zap.NewDevelopmentEncoderConfig(),
+		OutputPaths: []string{filepath.Join(dir, "chaos.log")}, ErrorOutputPaths: []string{"stderr"},
+	}.Build()
+	require.NoError(t, err)
+	defer func() { _ = logger.Sync() }()
+	opts := Options{Dir: dir, Short: !*full, Logger: logger}
 	if *only != "" {
 		opts.Only = regexp.MustCompile(*only)
 	}

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,13 +11,18 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/topology"
+	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -26,18 +32,63 @@ type trial struct {
 	runs, short int
 	// fault is the model's failure, if any.
 	fault *modelFault
-	// strike breaks something once the answer streams (its first token
-	// event); it may block until the part is back.
-	strike func(ctx context.Context, e *env, run *turnRun) error
+	// strike breaks something, at the moment on names, and may block
+	// until the part is back.
+	strike func(ctx context.Context, e *env, at strikePoint) error
+	on     moment
 	// failType, when set, is the error type the turn must fail with.
 	failType string
+	// turn is what the client asks; default: compute a product.
+	turn func(e *env, job string) turnSpec
+	// custom, when set, runs the whole trial run instead.
+	custom func(ctx context.Context, e *env, job string) error
+}
+
+// moment is when a trial strikes.
+type moment int
+
+const (
+	onAnswer   moment = iota // the first token of the answer
+	onStart                  // as soon as the turn is started
+	onApproval               // when a call waits for approval
+	onFinal                  // the turn's final event
+)
+
+// turnSpec is one turn's request and the answer it must stream.
+type turnSpec struct {
+	agent, prompt, want string
+}
+
+// computeTurn asks for a product of two numbers taken from the job id.
+func computeTurn(prefix, agentID string) func(*env, string) turnSpec {
+	return func(_ *env, job string) turnSpec {
+		a, b := 17+len(job)%50, 3+len(job)%7
+		return turnSpec{agent: agentID, prompt: fmt.Sprintf("%scompute %d * %d", prefix, a, b),
+			want: fmt.Sprintf("%d * %d = %d%s", a, b, a*b, answerTail)}
+	}
+}
+
+func fetchTurn(e *env, _ string) turnSpec {
+	return turnSpec{prompt: "fetch items from http://" + e.api.addr + "/items", want: "Fetched 3 rows" + answerTail}
+}
+
+func bigTurn(e *env, _ string) turnSpec {
+	return turnSpec{prompt: "fetch items from http://" + e.api.addr + "/big", want: "Too much data: over 10485760 bytes" + answerTail}
+}
+
+func hurryTurn(_ *env, _ string) turnSpec {
+	return turnSpec{prompt: "hurry for 3000 ms", want: "Gave up: no answer within 1s" + answerTail}
+}
+
+func workTurn(_ *env, _ string) turnSpec {
+	return turnSpec{prompt: "work for 1500 ms", want: "Done: worked for 1500 ms" + answerTail}
 }
 
 func trials() []trial {
 	return []trial{
 		{id: "worker-kill", name: "SIGKILL the worker streaming the answer", runs: 50, short: 2, strike: killStreamingWorker},
 		{id: "gateway-kill", name: "SIGKILL the gateway a client streams from", runs: 10, short: 1, strike: killGateway},
-		{id: "pg-2s", name: "restart PostgreSQL mid-turn (2 s down)", runs: 3, short: 1, strike: restart(devstack.ServicePostgres, 2*time.Second)},
+		{id: "pg-2s", name: "restart PostgreSQL mid-turn (2 s down)", runs: 10, short: 1, strike: restart(devstack.ServicePostgres, 2*time.Second)},
 		{id: "pg-60s", name: "restart PostgreSQL mid-turn (60 s down)", runs: 1, short: 0, strike: restart(devstack.ServicePostgres, time.Minute)},
 		{id: "temporal", name: "restart the Temporal server mid-turn", runs: 3, short: 1, strike: restart(devstack.ServiceTemporal, time.Second)},
 		{id: "model-429", name: "model 429 with Retry-After", runs: 5, short: 1,
@@ -46,9 +97,26 @@ func trials() []trial {
 			fault: &modelFault{rule: "call", fault: scripted.Fault{Status: 500}}},
 		{id: "model-cut", name: "model stream cut mid-way", runs: 5, short: 1,
 			fault: &modelFault{rule: "answer", fault: scripted.Fault{CutAfterChunks: 10}}},
-		{id: "model-400", name: "model 400 (fails as model_rejected)", runs: 3, short: 1,
+		{id: "model-400", name: "model 400 (fails as ModelRejected)", runs: 3, short: 1,
 			fault: &modelFault{rule: "call", fault: scripted.Fault{Status: 400, Message: "bad request", Times: -1}}, failType: "ModelRejected"},
+		{id: "tool-args", name: "model sends tool arguments that are not JSON", runs: 3, short: 1, turn: computeTurn("broken ", "")},
+		{id: "model-60s", name: "model thinks 60 s before answering", runs: 1, short: 0,
+			fault: &modelFault{rule: "answer", delayMS: 60_000}},
+		{id: "api-down", name: "tool's HTTP API down, then back", runs: 3, short: 1, turn: fetchTurn, on: onStart, strike: apiDown},
+		{id: "api-big", name: "tool's HTTP API answers 11 MiB (over the egress limit)", runs: 3, short: 1, turn: bigTurn},
+		{id: "tool-slow", name: "tool slower than its timeout (MCP, timeout_sec 1)", runs: 3, short: 1, turn: hurryTurn},
+		{id: "mcp-kill", name: "MCP server killed mid-call", runs: 3, short: 1, turn: workTurn, on: onStart, strike: killMCP},
+		{id: "conv-roll", name: "conversation continued-as-new while a worker dies", runs: 2, short: 1, custom: conversationRoll},
+		{id: "approval-down", name: "approval decided while every worker is down", runs: 3, short: 1,
+			turn: computeTurn("", "ops"), on: onApproval, strike: approveWhileDown},
 	}
+}
+
+// strikePoint is where the turn is when a trial strikes.
+type strikePoint struct {
+	workflowID string
+	gateway    int    // the gateway the client reads from
+	callID     string // onApproval: the call that waits
 }
 
 // turnRun is one turn as a client sees it.
@@ -57,6 +125,7 @@ type turnRun struct {
 	gateway         int // the gateway the client reads from now
 	last            int64
 	tokens          map[int64]string // by event index, for voiding
+	content         string           // the text of the last content block
 	status          pb.Status
 	errType         string
 	resumes         int
@@ -67,20 +136,37 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	e.model.Store(scripted.New(script(tr.fault), scripted.Options{}))
-	a, b := 17+len(job)%50, 3+len(job)%7
-	prompt := fmt.Sprintf("compute %d * %d", a, b)
-	want := fmt.Sprintf("%d * %d = %d%s", a, b, a*b, answerTail)
+	if tr.custom != nil {
+		begin := time.Now()
+		err := tr.custom(ctx, e, job)
+		return time.Since(begin), err
+	}
+	turn := computeTurn("", "")
+	if tr.turn != nil {
+		turn = tr.turn
+	}
+	spec := turn(e, job)
 
 	begin := time.Now()
 	run := &turnRun{job: job, workflowID: contract.TurnWorkflowID(tenant, job), tokens: map[int64]string{}}
 	struck := make(chan error, 1)
-	err := e.stream(ctx, run, &pb.TurnRequest{JobId: job, SessionId: job, Prompt: prompt}, func() {
-		if tr.strike == nil {
+	fired := false
+	fire := func(m moment, callID string) {
+		if fired || (m != tr.on && m != onFinal) {
+			return
+		}
+		fired = true
+		if tr.strike == nil || m == onFinal {
 			struck <- nil
 			return
 		}
-		go func() { struck <- tr.strike(ctx, e, run) }()
-	})
+		at := strikePoint{workflowID: run.workflowID, gateway: run.gateway, callID: callID}
+		go func() { struck <- tr.strike(ctx, e, at) }()
+	}
+	if tr.on == onStart {
+		fire(onStart, "")
+	}
+	err := e.stream(ctx, run, &pb.TurnRequest{JobId: job, SessionId: job, AgentId: spec.agent, Prompt: spec.prompt}, fire)
 	took := time.Since(begin)
 	if err != nil {
 		return took, err
@@ -93,16 +179,16 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 	case <-ctx.Done():
 		return took, ctx.Err()
 	}
-	return took, e.check(ctx, tr, run, want)
+	return took, e.check(ctx, tr, run, spec, true)
 }
 
 // stream follows the turn from start to its final event, resuming on the
 // other gateway (or the same, once back) after the last event it has
-// whenever its stream breaks. onAnswer runs at the first token event.
-func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, onAnswer func()) error {
+// whenever its stream breaks. at is told of the moments a trial may
+// strike at, and of the final event (onFinal).
+func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at func(moment, string)) error {
 	actx := e.auth(ctx)
-	started := false
-	answered := false
+	started := req == nil // nil: follow a turn started elsewhere
 	for attempt := 0; ; attempt++ {
 		c := pb.NewAgentServiceClient(e.conns[run.gateway])
 		var st interface {
@@ -129,10 +215,9 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, onA
 			switch {
 			case ev.GetToken() != nil:
 				run.tokens[idx] = ev.GetToken().GetText()
-				if !answered {
-					answered = true
-					onAnswer()
-				}
+				at(onAnswer, "")
+			case ev.GetApprovalRequired() != nil:
+				at(onApproval, ev.GetApprovalRequired().GetCallId())
 			case ev.GetStatus() != nil:
 				s := ev.GetStatus()
 				if s.GetStatus() == pb.Status_STATUS_RETRYING && s.GetVoidFrom() > 0 {
@@ -143,14 +228,18 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, onA
 					}
 				}
 				run.status = s.GetStatus()
+			case ev.GetContent() != nil:
+				var block struct {
+					Text string `json:"text"`
+				}
+				_ = json.Unmarshal([]byte(ev.GetContent().GetBlockJson()), &block)
+				run.content = block.Text
 			case ev.GetError() != nil:
 				run.errType = ev.GetError().GetError().GetType()
 			}
 		}
 		if errors.Is(err, io.EOF) && terminal(run.status) {
-			if !answered {
-				onAnswer() // a turn that failed before answering
-			}
+			at(onFinal, "") // releases a trial whose moment never came
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -177,7 +266,8 @@ func terminal(s pb.Status) bool {
 }
 
 // check verifies what the turn left behind.
-func (e *env) check(ctx context.Context, tr trial, run *turnRun, want string) error {
+func (e *env) check(ctx context.Context, tr trial, run *turnRun, spec turnSpec, ownSession bool) error {
+	want := spec.want
 	if tr.failType != "" {
 		if run.status != pb.Status_STATUS_FAILED || run.errType != tr.failType {
 			return fmt.Errorf("turn ended %s (%s), want FAILED with %s", run.status, run.errType, tr.failType)
@@ -189,6 +279,9 @@ func (e *env) check(ctx context.Context, tr trial, run *turnRun, want string) er
 		if got := answerText(run); got != want {
 			return fmt.Errorf("streamed answer %q, want %q", got, want)
 		}
+		if run.content != want {
+			return fmt.Errorf("content block %q, want %q", run.content, want)
+		}
 	}
 	var results int
 	if err := e.db.QueryRow(ctx, `SELECT count(*) FROM agent_results WHERE tenant_id = $1 AND job_id = $2`, tenant, run.job).Scan(&results); err != nil {
@@ -197,28 +290,45 @@ func (e *env) check(ctx context.Context, tr trial, run *turnRun, want string) er
 	if results != 1 {
 		return fmt.Errorf("%d agent_results rows for the job, want 1", results)
 	}
-	if tr.failType == "" {
+	if tr.on == onApproval {
+		var n int
+		var outcome string
+		if err := e.db.QueryRow(ctx, `SELECT count(*), min(outcome) FROM approvals WHERE tenant_id = $1 AND job_id = $2`, tenant, run.job).Scan(&n, &outcome); err != nil {
+			return fmt.Errorf("read approvals: %w", err)
+		}
+		if n != 1 || outcome != "approved" {
+			return fmt.Errorf("%d approval decisions (%s), want one, approved", n, outcome)
+		}
+	}
+	if tr.failType == "" && ownSession {
 		// The exchange (prompt and answer), once.
-		rows, err := e.db.Query(ctx, `SELECT message->>'role', message->>'content' FROM session_messages WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, tenant, run.job)
+		got, err := e.transcript(ctx, run.job)
 		if err != nil {
-			return fmt.Errorf("read transcript: %w", err)
-		}
-		var got []string
-		for rows.Next() {
-			var role, content string
-			if err := rows.Scan(&role, &content); err != nil {
-				return err
-			}
-			got = append(got, role+": "+strings.TrimSpace(content))
-		}
-		if err := rows.Err(); err != nil {
 			return err
 		}
-		if len(got) != 2 || !strings.HasPrefix(got[0], "user: compute") || got[1] != "assistant: "+want {
+		if len(got) != 2 || got[0] != "user: "+spec.prompt || got[1] != "assistant: "+want {
 			return fmt.Errorf("transcript %q, want the prompt and the answer once each", got)
 		}
 	}
 	return nil
+}
+
+// transcript is a session's messages as "role: content" lines.
+func (e *env) transcript(ctx context.Context, session string) ([]string, error) {
+	rows, err := e.db.Query(ctx, `SELECT message->>'role', message->>'content' FROM session_messages WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, tenant, session)
+	if err != nil {
+		return nil, fmt.Errorf("read transcript: %w", err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var role, content string
+		if err := rows.Scan(&role, &content); err != nil {
+			return nil, err
+		}
+		got = append(got, role+": "+strings.TrimSpace(content))
+	}
+	return got, rows.Err()
 }
 
 // answerText is the streamed text of the last step, less voided tokens.
@@ -232,8 +342,8 @@ func answerText(run *turnRun) string {
 
 // killStreamingWorker kills the worker running the turn's model call and
 // starts it again a moment later.
-func killStreamingWorker(ctx context.Context, e *env, run *turnRun) error {
-	p, err := e.activityWorker(ctx, run.workflowID)
+func killStreamingWorker(ctx context.Context, e *env, at strikePoint) error {
+	p, err := e.activityWorker(ctx, at.workflowID)
 	if err != nil {
 		return err
 	}
@@ -252,7 +362,7 @@ func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.
 		return nil, err
 	}
 	defer c.Close()
-	for range 50 {
+	for range 150 {
 		d, err := c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
 			Namespace: e.top.Stack.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
 		})
@@ -275,8 +385,8 @@ func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.
 
 // killGateway kills the gateway the client reads from; the client goes on
 // from the other one. The killed one starts again a moment later.
-func killGateway(ctx context.Context, e *env, run *turnRun) error {
-	p := e.top.Gateways[run.gateway]
+func killGateway(ctx context.Context, e *env, at strikePoint) error {
+	p := e.top.Gateways[at.gateway]
 	if err := p.Kill(); err != nil {
 		return err
 	}
@@ -284,10 +394,72 @@ func killGateway(ctx context.Context, e *env, run *turnRun) error {
 	return p.Start(ctx)
 }
 
-func restart(service string, down time.Duration) func(context.Context, *env, *turnRun) error {
-	return func(ctx context.Context, e *env, _ *turnRun) error {
+func restart(service string, down time.Duration) func(context.Context, *env, strikePoint) error {
+	return func(ctx context.Context, e *env, _ strikePoint) error {
 		return e.top.Stack.Restart(ctx, service, down)
 	}
+}
+
+// apiDown takes the tool's API away as the turn starts and brings it back
+// 3 s later: the pipeline's call fails, its activity is tried again, and
+// the turn completes once the API answers.
+func apiDown(ctx context.Context, e *env, _ strikePoint) error {
+	e.api.Kill()
+	select {
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+	}
+	return e.api.Restart()
+}
+
+// killMCP kills the MCP server while its slow tool works, and serves again
+// on the same address: the call's activity is tried again on a new
+// session.
+func killMCP(ctx context.Context, e *env, _ strikePoint) error {
+	// Calls of earlier runs are not this one's.
+	for len(e.mcpCalls) > 0 {
+		<-e.mcpCalls
+	}
+	for {
+		select {
+		case tool := <-e.mcpCalls:
+			if tool != "slow" {
+				continue
+			}
+			time.Sleep(300 * time.Millisecond) // mid-call
+			e.mcp.Kill()
+			return e.mcp.Restart()
+		case <-ctx.Done():
+			return errors.New("the MCP tool was not called")
+		}
+	}
+}
+
+// approveWhileDown kills every worker while a call waits for approval,
+// approves it through the gateway meanwhile, and starts the workers again:
+// the decision is taken once and the turn completes.
+func approveWhileDown(ctx context.Context, e *env, at strikePoint) error {
+	for _, w := range e.top.Workers {
+		if err := w.Kill(); err != nil {
+			return err
+		}
+	}
+	decided := make(chan error, 1)
+	go func() {
+		c := pb.NewAgentServiceClient(e.conns[at.gateway])
+		_, err := c.Approve(e.auth(ctx), &pb.ApproveRequest{StreamId: at.workflowID, CallId: at.callID, Approved: proto.Bool(true), Reason: "checked"})
+		decided <- err
+	}()
+	time.Sleep(2 * time.Second)
+	for _, w := range e.top.Workers {
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if err := <-decided; err != nil {
+		return fmt.Errorf("approve while the workers were down: %w", err)
+	}
+	return nil
 }
 
 // quiet drops the SDK client's log lines.
@@ -297,3 +469,133 @@ func (quiet) Debug(string, ...any) {}
 func (quiet) Info(string, ...any)  {}
 func (quiet) Warn(string, ...any)  {}
 func (quiet) Error(string, ...any) {}
+
+// dump is the turn's whole event log as a fresh client reads it, for a
+// failed run's report.
+func (e *env) dump(ctx context.Context, job string) string {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for gw := range e.conns {
+		fmt.Fprintf(&b, "event log read through gateway %d:\n", gw+1)
+		st, err := pb.NewAgentServiceClient(e.conns[gw]).Resume(e.auth(ctx), &pb.ResumeRequest{StreamId: contract.TurnWorkflowID(tenant, job)})
+		for err == nil {
+			var ev *pb.StreamEvent
+			if ev, err = st.Recv(); err == nil {
+				fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(ev.String(), "\n", " "))
+			}
+		}
+		fmt.Fprintf(&b, "  (%v)\n", err)
+	}
+	return b.String()
+}
+
+// conversationRoll sends a session's messages one after another to a
+// Conversation whose runs roll over at 200 history events, killing the
+// worker that runs the conversation after each message from the run's
+// 100th event on, until the conversation has continued as new and three
+// more messages were answered. Every message must be answered once, and
+// the transcript must hold each exchange once, in order.
+func conversationRoll(ctx context.Context, e *env, session string) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	convID := contract.ConversationWorkflowID(tenant, session)
+	var exchanges []string
+	firstRun, rolled, after := "", false, 0
+	for k := 1; k <= 60 && after < 3; k++ {
+		job := fmt.Sprintf("%s-%d", session, k)
+		spec := computeTurn("", "")(e, job)
+		var streamID string
+		if k == 1 {
+			// The conversation starts with a small history bound, so that
+			// it rolls over within a few dozen messages.
+			res, err := turnclient.SendMessage(ctx, c, contract.TaskQueue,
+				agent.ConversationInput{TenantID: tenant, SessionID: session, MaxHistoryEvents: 200},
+				agent.SendMessage{Prompt: spec.prompt, JobID: job})
+			if err != nil {
+				return fmt.Errorf("message %d: %w", k, err)
+			}
+			streamID = res.TurnWorkflowID
+		} else {
+			res, err := pb.NewAgentServiceClient(e.conns[k%len(e.conns)]).SendMessage(e.auth(ctx),
+				&pb.SendMessageRequest{SessionId: session, Prompt: spec.prompt, JobId: job})
+			if err != nil {
+				return fmt.Errorf("message %d: %w", k, err)
+			}
+			streamID = res.GetStreamId()
+		}
+		d, err := c.DescribeWorkflowExecution(ctx, convID, "")
+		if err != nil {
+			return err
+		}
+		info := d.GetWorkflowExecutionInfo()
+		if firstRun == "" {
+			firstRun = info.GetExecution().GetRunId()
+		}
+		if info.GetHistoryLength() >= 100 && !rolled {
+			if err := e.killConversationWorker(ctx, c, convID); err != nil {
+				return fmt.Errorf("message %d: %w", k, err)
+			}
+		}
+		run := &turnRun{job: job, workflowID: streamID, tokens: map[int64]string{}}
+		if err := e.stream(ctx, run, nil, func(moment, string) {}); err != nil {
+			return fmt.Errorf("message %d: %w", k, err)
+		}
+		if err := e.check(ctx, trial{}, run, turnSpec{prompt: spec.prompt, want: spec.want}, false); err != nil {
+			return fmt.Errorf("message %d: %w", k, err)
+		}
+		exchanges = append(exchanges, "user: "+spec.prompt, "assistant: "+spec.want)
+		if rolled {
+			after++
+		} else if d, err := c.DescribeWorkflowExecution(ctx, convID, ""); err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
+			rolled = true
+		}
+	}
+	if !rolled {
+		return errors.New("the conversation never continued as new")
+	}
+	got, err := e.transcript(ctx, session)
+	if err != nil {
+		return err
+	}
+	if strings.Join(got, "\n") != strings.Join(exchanges, "\n") {
+		return fmt.Errorf("transcript of %d messages, want the %d exchanges once each, in order:\n%s", len(got), len(exchanges)/2, strings.Join(got, "\n"))
+	}
+	return nil
+}
+
+// killConversationWorker kills the worker that ran the conversation's
+// latest workflow task, and starts it again in the background.
+func (e *env) killConversationWorker(ctx context.Context, c client.Client, convID string) error {
+	it := c.GetWorkflowHistory(ctx, convID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	identity := ""
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return err
+		}
+		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			identity = a.GetIdentity()
+		}
+	}
+	pid, _, _ := strings.Cut(identity, "@")
+	n, _ := strconv.Atoi(pid)
+	for _, p := range e.top.Workers {
+		if n != 0 && p.PID() == n {
+			if err := p.Kill(); err != nil {
+				return err
+			}
+			go func() {
+				time.Sleep(500 * time.Millisecond)
+				if err := p.Start(ctx); err != nil {
+					e.log.Warn("restart worker", zap.String("name", p.Name), zap.Error(err))
+				}
+			}()
+			return nil
+		}
+	}
+	return nil // the worker already went (killed before): nothing to kill
+}

@@ -56,6 +56,11 @@ type Options struct {
 	// PostgresPort is the private Postgres's TCP port on 127.0.0.1.
 	// Default 0: a free port.
 	PostgresPort int
+	// Durable runs the private Postgres with its durability settings
+	// (fsync, synchronous commit, full page writes) instead of without
+	// them: a crash then loses no acknowledged write, as in production.
+	// Fault tests that crash Postgres need it. Default false (faster).
+	Durable bool
 	// SkipPostgres starts no Postgres and ignores DatabaseURL; the Stack then
 	// has no DatabaseURL. Default false.
 	SkipPostgres bool
@@ -178,7 +183,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 
 	g, gctx := errgroup.WithContext(ctx)
 	if needPostgres {
-		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort) })
+		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort, opts.Durable) })
 	}
 	if needTemporal {
 		g.Go(func() error {
@@ -204,7 +209,7 @@ func (s *Stack) startWithServer(ctx context.Context, root string, needPostgres b
 	var bins serverBinaries
 	g, gctx := errgroup.WithContext(ctx)
 	if needPostgres {
-		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort) })
+		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort, opts.Durable) })
 	}
 	g.Go(func() error {
 		var err error

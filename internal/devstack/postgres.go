@@ -30,7 +30,7 @@ const (
 )
 
 // startPostgres initialises Dir/postgres once and runs a postmaster on it.
-func (s *Stack) startPostgres(ctx context.Context, port int) error {
+func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error {
 	begin := time.Now()
 	data := filepath.Join(s.Dir, "postgres")
 	bin, err := findPostgres(data)
@@ -77,10 +77,10 @@ func (s *Stack) startPostgres(ctx context.Context, port int) error {
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=" + socketDir,
 		"-c", "max_connections=200",
+	}
+	if !durable {
 		// Durability is not worth the time in a throwaway dev database.
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
+		argv = append(argv, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
 	sv.argv = argv
 	if err := sv.start(s.Dir, cred); err != nil {

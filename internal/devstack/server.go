@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -24,8 +23,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -82,7 +79,7 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 	if err := writeServerConfig(root, port, db); err != nil {
 		return err
 	}
-	sv.argv = []string{bins.server, "--root", root, "--config", "config", "--env", "agentflow", "--allow-no-auth", "start"}
+	sv.argv = []string{bins.server, "--root", root, "--config", "config", "--env", "devstack", "--allow-no-auth", "start"}
 	if err := sv.start(s.Dir, nil); err != nil {
 		return err
 	}
@@ -231,7 +228,7 @@ type serverService struct {
 	GRPC, Membership, HTTP int
 }
 
-// writeServerConfig writes root/config/agentflow.yaml and the dynamic config
+// writeServerConfig writes root/config/devstack.yaml and the dynamic config
 // beside it. Ports other than the frontend's are picked free at each start.
 func writeServerConfig(root string, frontend int, db *pgconn.Config) error {
 	dir := filepath.Join(root, "config")
@@ -267,7 +264,7 @@ func writeServerConfig(root string, frontend int, db *pgconn.Config) error {
 		return fmt.Errorf("temporal server config: %w", err)
 	}
 	// The password may be in it.
-	if err := os.WriteFile(filepath.Join(dir, "agentflow.yaml"), []byte(b.String()), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "devstack.yaml"), []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("temporal server config: %w", err)
 	}
 	return nil
@@ -292,18 +289,11 @@ func DynamicConfigYAML() string {
 func serverReady(ctx context.Context, address, namespace string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  address,
-		Namespace: namespace,
-		Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-	})
+	c, err := dialHealthy(ctx, address, namespace)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		return err
-	}
 	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 		Namespace:                        namespace,
 		WorkflowExecutionRetentionPeriod: durationpb.New(serverRetention),
@@ -333,6 +323,18 @@ func serverReady(ctx context.Context, address, namespace string) error {
 			return fmt.Errorf("add search attributes: %w", err)
 		}
 		return errors.New("search attributes added; waiting for them to apply")
+	}
+	// Added search attributes reach the frontend's namespace cache at its
+	// next refresh; until then a start that sets them is refused. A query
+	// that names them is refused the same way.
+	var conds []string
+	for _, name := range searchAttributes() {
+		conds = append(conds, name+` = "devstack-readiness-probe"`)
+	}
+	if _, err := c.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: namespace, PageSize: 1, Query: strings.Join(conds, " AND "),
+	}); err != nil {
+		return fmt.Errorf("search attributes not usable yet: %w", err)
 	}
 	// History knows the namespace when it answers "no such workflow".
 	_, err = c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{

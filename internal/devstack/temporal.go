@@ -138,6 +138,17 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 func temporalReady(ctx context.Context, address, namespace string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	c, err := dialHealthy(ctx, address, namespace)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	return err
+}
+
+// dialHealthy connects to the frontend at address and checks its health.
+func dialHealthy(ctx context.Context, address, namespace string) (client.Client, error) {
 	c, err := client.DialContext(ctx, client.Options{
 		HostPort:  address,
 		Namespace: namespace,
@@ -145,14 +156,13 @@ func temporalReady(ctx context.Context, address, namespace string) error {
 		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer c.Close()
 	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		return err
+		c.Close()
+		return nil, err
 	}
-	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
-	return err
+	return c, nil
 }
 
 // TemporalCLI returns the path of the `temporal` CLI for the repository at

@@ -33,6 +33,10 @@ const (
 	RoleGateway = "gateway"
 )
 
+// appDatabase is agentflow's database on a private Postgres, beside the
+// Temporal server's two.
+const appDatabase = "agentflow_app"
+
 // Options configure [Start].
 type Options struct {
 	// Dir is the state folder: the stack's data, the built binary and every
@@ -99,7 +103,8 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 		}
 	}
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Dir: opts.Dir, TemporalServer: true, TemporalPort: opts.TemporalPort,
+		// Durable: a crashed Postgres must not take back acknowledged writes.
+		Dir: opts.Dir, TemporalServer: true, Durable: true, TemporalPort: opts.TemporalPort,
 		DatabaseURL: opts.DatabaseURL, Logger: log,
 	})
 	if err != nil {
@@ -108,7 +113,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	t := &Topology{Stack: stack, DatabaseURL: stack.DatabaseURL, log: log}
 	if opts.DatabaseURL == "" {
 		// Beside the server's own databases, not in "postgres".
-		if t.DatabaseURL, err = stack.CreateDatabase(ctx, "agentflow"); err != nil {
+		if t.DatabaseURL, err = stack.CreateDatabase(ctx, appDatabase); err != nil {
 			return nil, errors.Join(err, stack.Stop())
 		}
 	}

@@ -45,7 +45,15 @@ func TestTopology(t *testing.T) {
 	defer cancel()
 	dir, err := os.MkdirTemp("", "topology-test-*")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range []string{"gateway-1.log", "worker-1.log", "worker-2.log"} {
+				b, _ := os.ReadFile(filepath.Join(dir, name))
+				t.Logf("%s:\n%s", name, b)
+			}
+		}
+		_ = os.RemoveAll(dir)
+	})
 
 	top, err := Start(ctx, Options{
 		Dir: dir, TemporalPort: -1, Logger: zaptest.NewLogger(t),

@@ -158,16 +158,25 @@ type HTTPServer struct {
 // StartHTTP serves the issue tracker until the test ends.
 func StartHTTP(t testing.TB, opts Options) *HTTPServer {
 	t.Helper()
+	s, err := Start(opts)
+	if err != nil {
+		t.Fatalf("mcptest: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Start serves the issue tracker on a free loopback port until Kill.
+func Start(opts Options) (*HTTPServer, error) {
 	s := &HTTPServer{opts: opts}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("mcptest: listen: %v", err)
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	s.Addr = ln.Addr().String()
 	s.URL = "http://" + s.Addr + "/mcp"
 	s.serve(ln)
-	t.Cleanup(s.Kill)
-	return s
+	return s, nil
 }
 
 func (s *HTTPServer) serve(ln net.Listener) {
