@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/server"
@@ -51,6 +52,10 @@ func run() error {
 	cfg, err := server.ConfigFromEnv()
 	if err != nil {
 		return err
+	}
+	if cfg.WorkflowCacheSize > 0 {
+		// A process-wide setting of the SDK, before any worker starts.
+		worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	}
 	srv, err := server.New(ctx, cfg, logger)
 	if err != nil {

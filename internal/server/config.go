@@ -67,6 +67,14 @@ type Config struct {
 	// or tasks written to an unpolled partition wait for forwarding
 	// (deploy/temporal-dynamicconfig.yaml).
 	WorkflowPollers, ActivityPollers int
+	// WorkflowCacheSize bounds how many workflows the worker process keeps
+	// in memory between their tasks (the SDK's sticky cache, one setting
+	// per process: the worker program applies it at start). A cached copy
+	// of a turn that finished on another worker stays until the cache
+	// evicts it, so under sustained load memory grows up to this bound.
+	// Env AGENTFLOW_WORKFLOW_CACHE_SIZE, 100 to 1,000,000; default 0, the
+	// SDK's 10,000.
+	WorkflowCacheSize int
 	// MCPCommands are the commands stdio MCP servers may run on this
 	// worker: executable names (looked up in PATH) or absolute paths; a
 	// catalog's mcp entry can only name one of them. Env
@@ -119,6 +127,13 @@ func ConfigFromEnv() (Config, error) {
 			*p.dst = n
 		}
 	}
+	if v := os.Getenv("AGENTFLOW_WORKFLOW_CACHE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < minWorkflowCache || n > maxWorkflowCache {
+			return Config{}, fmt.Errorf("AGENTFLOW_WORKFLOW_CACHE_SIZE=%q: want a number of workflows, %d to %d", v, minWorkflowCache, maxWorkflowCache)
+		}
+		c.WorkflowCacheSize = n
+	}
 	for _, cmd := range strings.Split(os.Getenv("AGENTFLOW_MCP_COMMANDS"), ",") {
 		if cmd = strings.TrimSpace(cmd); cmd != "" {
 			c.MCPCommands = append(c.MCPCommands, cmd)
@@ -153,6 +168,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d workflow pollers: want %d to %d (AGENTFLOW_WORKFLOW_POLLERS)", c.WorkflowPollers, minPollers, maxPollers)
 	case c.ActivityPollers != 0 && (c.ActivityPollers < minPollers || c.ActivityPollers > maxPollers):
 		return fmt.Errorf("%d activity pollers: want %d to %d (AGENTFLOW_ACTIVITY_POLLERS)", c.ActivityPollers, minPollers, maxPollers)
+	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):
+		return fmt.Errorf("workflow cache of %d: want %d to %d workflows (AGENTFLOW_WORKFLOW_CACHE_SIZE)", c.WorkflowCacheSize, minWorkflowCache, maxWorkflowCache)
 	}
 	for _, r := range c.Roles {
 		if r != RoleWorker && r != RoleGateway {
@@ -203,3 +220,10 @@ func envOr(key, def string) string {
 	}
 	return def
 }
+
+// Bounds of WorkflowCacheSize: below a hundred workflows, every task of a
+// busy worker replays its workflow from the start.
+const (
+	minWorkflowCache = 100
+	maxWorkflowCache = 1_000_000
+)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ func TestValidate(t *testing.T) {
 		{"pollers", func(c *Config) { c.WorkflowPollers, c.ActivityPollers = 8, 16 }, ""},
 		{"one workflow poller", func(c *Config) { c.WorkflowPollers = 1 }, "1 workflow pollers: want 2 to 64 (AGENTFLOW_WORKFLOW_POLLERS)"},
 		{"too many activity pollers", func(c *Config) { c.ActivityPollers = 65 }, "65 activity pollers: want 2 to 64 (AGENTFLOW_ACTIVITY_POLLERS)"},
+		{"workflow cache", func(c *Config) { c.WorkflowCacheSize = 2000 }, ""},
+		{"a tiny workflow cache", func(c *Config) { c.WorkflowCacheSize = 10 }, "workflow cache of 10: want 100 to 1000000 workflows (AGENTFLOW_WORKFLOW_CACHE_SIZE)"},
 		{"mcp commands", func(c *Config) { c.MCPCommands = []string{"mcp-server-files", "/opt/mcp/bin/server"} }, ""},
 		{"a relative mcp command", func(c *Config) { c.MCPCommands = []string{"bin/server"} }, `AGENTFLOW_MCP_COMMANDS: "bin/server": give an executable's name (looked up in PATH) or an absolute path`},
 		{"an unclean mcp command", func(c *Config) { c.MCPCommands = []string{"/opt//server"} }, `AGENTFLOW_MCP_COMMANDS: "/opt//server": write the path clean`},
@@ -44,6 +47,18 @@ func TestValidate(t *testing.T) {
 			}
 			require.ErrorContains(t, err, tt.want)
 		})
+	}
+}
+
+func TestConfigFromEnvWorkflowCache(t *testing.T) {
+	t.Setenv("AGENTFLOW_WORKFLOW_CACHE_SIZE", "2000")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 2000, c.WorkflowCacheSize)
+	for _, bad := range []string{"x", "99", "1000001"} {
+		t.Setenv("AGENTFLOW_WORKFLOW_CACHE_SIZE", bad)
+		_, err := ConfigFromEnv()
+		require.ErrorContains(t, err, "AGENTFLOW_WORKFLOW_CACHE_SIZE="+strconv.Quote(bad)+": want a number of workflows, 100 to 1000000")
 	}
 }
 
