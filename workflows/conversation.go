@@ -102,9 +102,30 @@ func (c *conversation) register(ctx workflow.Context) error {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateSendMessage, c.send, workflow.UpdateHandlerOptions{
-		Validator:   func(_ workflow.Context, m agent.SendMessage) error { return contract.Failure(m.Validate()) },
+		Validator:   func(_ workflow.Context, m agent.SendMessage) error { return contract.Failure(c.validate(m)) },
 		Description: `send a message: {"prompt","job_id"?,"context"?} → {"turn_workflow_id","job_id"}`,
 	})
+}
+
+// maxDefaultJobSuffix is the room a default job id ("<session>-<n>")
+// needs beyond the session id: a dash and a message count of up to 20
+// digits.
+const maxDefaultJobSuffix = 21
+
+// validate refuses a message the conversation could not run. A message
+// without a job id gets "<session>-<n>", which must fit a job id: a long
+// session id needs job ids given. (Update validators do not run on
+// replay, so this check can change without a version.)
+func (c *conversation) validate(m agent.SendMessage) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if m.JobID == "" && len(c.in.SessionID)+maxDefaultJobSuffix > agent.MaxKeyLength {
+		return agent.Errorf(agent.CodeInvalid,
+			"session_id is %d bytes, too long to number its messages (at most %d): give each message a job_id",
+			len(c.in.SessionID), agent.MaxKeyLength-maxDefaultJobSuffix)
+	}
+	return nil
 }
 
 // send accepts a message and returns once its turn has started (or the run

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,6 +235,10 @@ func TestBadRequests(t *testing.T) {
 			_, err := f.client.SendMessage(demo, &pb.SendMessageRequest{SessionId: "s1", Prompt: " "})
 			return err
 		}, codes.InvalidArgument, "prompt is required"},
+		{"message numbered past the job id limit", func() error {
+			_, err := f.client.SendMessage(demo, &pb.SendMessageRequest{SessionId: strings.Repeat("s", 190), Prompt: "hi"})
+			return err
+		}, codes.InvalidArgument, "session_id is 190 bytes, too long to number its messages (at most 179): give each message a job_id"},
 		{"message to an unknown agent", func() error {
 			_, err := f.client.SendMessage(demo, &pb.SendMessageRequest{SessionId: "s1", Prompt: "hi", AgentId: "nobody"})
 			return err
