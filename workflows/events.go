@@ -135,15 +135,20 @@ func (t *turn) awaitTool(ctx workflow.Context, f workflow.Future) {
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f, func(workflow.Future) { done = true })
+	// ReceiveAsync, not Receive: a signal whose payload does not decode is
+	// dropped, and Receive would then wait for the next signal inside this
+	// callback, with the call's completion unseen until one came.
 	sel.AddReceive(t.progress, func(c workflow.ReceiveChannel, _ bool) {
 		var p agent.ToolProgress
-		c.Receive(ctx, &p)
-		t.addProgress(p)
+		if c.ReceiveAsync(&p) {
+			t.addProgress(p)
+		}
 	})
 	sel.AddReceive(t.children, func(c workflow.ReceiveChannel, _ bool) {
 		var b agent.TokenBatch
-		c.Receive(ctx, &b)
-		t.acceptChild(ctx, b)
+		if c.ReceiveAsync(&b) {
+			t.acceptChild(ctx, b)
+		}
 	})
 	for !done {
 		sel.Select(ctx)
@@ -173,8 +178,9 @@ func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contra
 	sel.AddFuture(f, func(workflow.Future) { done = true })
 	sel.AddReceive(t.tokens, func(c workflow.ReceiveChannel, _ bool) {
 		var b agent.TokenBatch
-		c.Receive(ctx, &b)
-		t.acceptBatch(ctx, b)
+		if c.ReceiveAsync(&b) { // see awaitTool
+			t.acceptBatch(ctx, b)
+		}
 	})
 	for !done {
 		sel.Select(ctx)

@@ -468,3 +468,19 @@ func TestAgentTurnLocalTool(t *testing.T) {
 		})
 	}
 }
+
+// A signal whose payload is not a batch (or progress) is dropped: the
+// turn goes on, even when that signal is the only one a call sends.
+func TestCorruptSignalsDoNotStallTheTurn(t *testing.T) {
+	f := &fakeTurn{agent: testAgent(), replies: []contract.CallModelResult{
+		toolReply(calc("c1", "12.5*4")), textReply("12.5 * 4 = 50"),
+	}, tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("50")}}
+	env := newEnv(t, f)
+	f.onModel = func(contract.CallModelInput) {
+		env.SignalWorkflow(contract.SignalTokens, "not a batch")
+	}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalToolProgress, 42) }, 0)
+	res, failure := runTurn(t, env, request())
+	require.Nil(t, failure)
+	require.Equal(t, "12.5 * 4 = 50", res.Output)
+}
