@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/template"
 	"time"
 
@@ -47,16 +46,10 @@ const (
 // the namespace and agentflow's search attributes.
 func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Options) error {
 	begin := time.Now()
-	lock, err := lockFile(ctx, filepath.Join(s.Dir, "temporal.lock"), false)
-	if errors.Is(err, errLocked) {
-		return fmt.Errorf("temporal state in %s is in use by another running stack; stop it or use another folder", s.Dir)
-	}
+	sv, err := s.claimTemporal(ctx, "temporal server", "temporal-server.log")
 	if err != nil {
 		return err
 	}
-	sv := &service{name: "temporal server", lock: lock, signal: syscall.SIGTERM, grace: temporalGrace,
-		logPath: filepath.Join(s.Dir, "temporal-server.log")}
-	s.temporal = sv
 
 	db, err := pgconn.ParseConfig(s.DatabaseURL)
 	if err != nil {
@@ -66,14 +59,9 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 		return err
 	}
 
-	port := opts.TemporalPort
-	switch port {
-	case 0:
-		port = DefaultTemporalPort
-	case -1:
-		if port, err = freePort(); err != nil {
-			return err
-		}
+	port, err := temporalPort(opts)
+	if err != nil {
+		return err
 	}
 	root := filepath.Join(s.Dir, "temporal-server")
 	if err := writeServerConfig(root, port, db); err != nil {

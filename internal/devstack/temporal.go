@@ -27,6 +27,33 @@ const (
 	temporalGrace = 15 * time.Second
 )
 
+// claimTemporal takes the state folder's Temporal lock and makes sv the
+// stack's Temporal service; from then on Stop releases the lock.
+func (s *Stack) claimTemporal(ctx context.Context, name, logName string) (*service, error) {
+	lock, err := lockFile(ctx, filepath.Join(s.Dir, "temporal.lock"), false)
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("temporal state in %s is in use by another running stack; stop it or use another folder", s.Dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.temporal = &service{name: name, lock: lock, signal: syscall.SIGTERM, grace: temporalGrace,
+		logPath: filepath.Join(s.Dir, logName)}
+	return s.temporal, nil
+}
+
+// temporalPort is the frontend port Options ask for: 0 means
+// DefaultTemporalPort, -1 a free port.
+func temporalPort(opts Options) (int, error) {
+	switch opts.TemporalPort {
+	case 0:
+		return DefaultTemporalPort, nil
+	case -1:
+		return freePort()
+	}
+	return opts.TemporalPort, nil
+}
+
 // DynamicConfig returns the dev server's dynamic config (key=JSON value), the
 // same settings as deploy/temporal-dynamicconfig.yaml. Both take a turn
 // with one tool call from 350 ms to about 40 ms (BENCHMARKS.md).
@@ -65,25 +92,13 @@ func DynamicConfig() []string {
 // startTemporal runs `temporal server start-dev` and waits for its frontend.
 func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) error {
 	begin := time.Now()
-	lock, err := lockFile(ctx, filepath.Join(s.Dir, "temporal.lock"), false)
-	if errors.Is(err, errLocked) {
-		return fmt.Errorf("temporal state in %s is in use by another running stack; stop it or use another folder", s.Dir)
-	}
+	sv, err := s.claimTemporal(ctx, "temporal dev server", "temporal.log")
 	if err != nil {
 		return err
 	}
-	sv := &service{name: "temporal dev server", lock: lock, signal: syscall.SIGTERM, grace: temporalGrace,
-		logPath: filepath.Join(s.Dir, "temporal.log")}
-	s.temporal = sv // from here on, Stop releases the lock
-
-	port := opts.TemporalPort
-	switch port {
-	case 0:
-		port = DefaultTemporalPort
-	case -1:
-		if port, err = freePort(); err != nil {
-			return err
-		}
+	port, err := temporalPort(opts)
+	if err != nil {
+		return err
 	}
 	argv := []string{bin, "server", "start-dev",
 		"--ip", "127.0.0.1",
