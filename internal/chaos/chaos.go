@@ -373,7 +373,6 @@ type restartable struct {
 	handler http.Handler
 	mu      sync.Mutex
 	srv     *http.Server
-	hits    atomic.Int64
 }
 
 func startRestartable(h http.Handler) (*restartable, error) {
@@ -387,10 +386,7 @@ func startRestartable(h http.Handler) (*restartable, error) {
 }
 
 func (r *restartable) serve(ln net.Listener) {
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.hits.Add(1)
-		r.handler.ServeHTTP(w, req)
-	}), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: r.handler, ReadHeaderTimeout: 5 * time.Second}
 	r.mu.Lock()
 	r.srv = srv
 	r.mu.Unlock()

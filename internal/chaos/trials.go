@@ -128,7 +128,6 @@ type turnRun struct {
 	content         string           // the text of the last content block
 	status          pb.Status
 	errType         string
-	resumes         int
 }
 
 // runOnce runs one turn under the trial's fault and checks the promises.
@@ -189,7 +188,7 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at func(moment, string)) error {
 	actx := e.auth(ctx)
 	started := req == nil // nil: follow a turn started elsewhere
-	for attempt := 0; ; attempt++ {
+	for {
 		c := pb.NewAgentServiceClient(e.conns[run.gateway])
 		var st interface {
 			Recv() (*pb.StreamEvent, error)
@@ -246,14 +245,9 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 			return fmt.Errorf("turn did not end: %w (last event %d, status %s, last error %v)", ctx.Err(), run.last, run.status, err)
 		}
 		// The stream broke: go on from the last event, from the other
-		// gateway.
-		run.resumes++
+		// gateway. A start that failed before any event is made again:
+		// the same job id makes it idempotent.
 		run.gateway = (run.gateway + 1) % len(e.conns)
-		if !started && attempt > 0 {
-			// The start itself failed; starting again with the same job
-			// id is idempotent.
-			started = false
-		}
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
