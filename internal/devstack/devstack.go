@@ -151,7 +151,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	var root string
 	if opts.Dir == "" || (needTemporal && (opts.TemporalBinary == "" || opts.TemporalServer)) {
 		var err error
-		if root, err = repoRoot(); err != nil {
+		if root, err = RepoRoot(); err != nil {
 			return nil, err
 		}
 	}
@@ -295,9 +295,9 @@ func Env(s *Stack) []string {
 	return env
 }
 
-// repoRoot is the nearest folder at or above the working directory holding a
-// go.mod, else the working directory.
-func repoRoot() (string, error) {
+// RepoRoot is the nearest folder at or above the working directory holding
+// a go.mod, else the working directory.
+func RepoRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("find repo root: %w", err)

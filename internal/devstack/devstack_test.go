@@ -338,7 +338,7 @@ func requireRefused(t *testing.T, hostPort string) {
 
 // The dev server and the compose file's server get the same dynamic config.
 func TestDynamicConfigMatchesDeploy(t *testing.T) {
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	require.NoError(t, err)
 	data, err := os.ReadFile(filepath.Join(root, "deploy", "temporal-dynamicconfig.yaml"))
 	require.NoError(t, err)

@@ -166,7 +166,7 @@ func (t *Topology) Stop() error {
 // Build compiles the worker program of the repository holding the working
 // directory into dir and returns its path.
 func Build(ctx context.Context, dir string) (string, error) {
-	root, err := repoRoot()
+	root, err := devstack.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -338,21 +338,4 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
-}
-
-// repoRoot is the nearest folder at or above the working directory holding
-// a go.mod.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("no go.mod at or above %s", wd)
-		}
-	}
 }

@@ -105,7 +105,7 @@ func TestTopology(t *testing.T) {
 // processes and their roles, the settings each role is given, the server's
 // version and its history shards.
 func TestComposeInStep(t *testing.T) {
-	root, err := repoRoot()
+	root, err := devstack.RepoRoot()
 	require.NoError(t, err)
 	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
 	require.NoError(t, err)
