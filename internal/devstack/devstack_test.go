@@ -364,3 +364,38 @@ func TestDynamicConfigMatchesDeploy(t *testing.T) {
 	require.Contains(t, string(compose), "./deploy/temporal-dynamicconfig.yaml:/etc/temporal/config/dynamicconfig/agentflow.yaml:ro")
 	require.Contains(t, string(compose), "DYNAMIC_CONFIG_FILE_PATH: config/dynamicconfig/agentflow.yaml")
 }
+
+// A reserved port stays usable by the server it was found for, for Go's
+// listeners and for Postgres and Temporal, which set SO_REUSEADDR the same way.
+func TestFreePortIsReservedButBindable(t *testing.T) {
+	for range 5 {
+		addr, err := FreeAddr()
+		require.NoError(t, err)
+		ln, err := net.Listen("tcp", addr)
+		require.NoError(t, err, "the reserved port must stay bindable")
+		require.NoError(t, ln.Close())
+	}
+}
+
+// A dev server that exited because a port it wanted was taken is told apart
+// from one that failed for another reason.
+func TestLostPortRace(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		log  string
+		lost bool
+	}{
+		{"panic: listen tcp 127.0.0.1:41234: bind: address already in use", true},
+		{"panic: unable to open database", false},
+	} {
+		logPath := filepath.Join(dir, "temporal.log")
+		require.NoError(t, os.WriteFile(logPath, []byte(tc.log), 0o644))
+		sv := &service{name: "temporal dev server", logPath: logPath, argv: []string{"/bin/false"}}
+		require.NoError(t, sv.start(dir, nil))
+		<-sv.proc.done
+		// start truncated the log; the process's (empty) output replaced it.
+		require.NoError(t, os.WriteFile(logPath, []byte(tc.log), 0o644))
+		require.Equal(t, tc.lost, lostPortRace(sv), tc.log)
+	}
+	require.False(t, lostPortRace(&service{}), "no process")
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -192,14 +193,43 @@ func lockFile(ctx context.Context, path string, wait bool) (*os.File, error) {
 
 var errLocked = errors.New("held by another process")
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that the kernel will not hand to another bind(":0") for about a minute.
+//
+// Parallel test binaries all start servers on ports found this way, and the
+// Temporal CLI finds its internal ports with bind(":0") too. A port only
+// closed again goes straight back into the ephemeral pool, where another
+// process can take it before our server binds it (the CLI then panics at
+// startup). A connection closed from the listening side leaves the port in
+// TIME_WAIT: bind(":0") skips it, while an explicit bind with SO_REUSEADDR,
+// which Go, Postgres and Temporal all set, still succeeds. The CLI reserves
+// its ports the same way (devserver.GetFreePort).
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return port, nil // unreserved, still free
+	}
+	defer c.Close()
+	if s, err := l.Accept(); err == nil {
+		_ = s.Close() // the listening side closes first and holds TIME_WAIT
+	}
+	return port, nil
+}
+
+// FreeAddr returns "127.0.0.1:port" for a port found as freePort finds it,
+// for servers a caller starts itself.
+func FreeAddr() (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
 // poll calls ready every interval until it returns nil, the process exits,

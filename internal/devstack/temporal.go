@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,12 +91,46 @@ func DynamicConfig() []string {
 }
 
 // startTemporal runs `temporal server start-dev` and waits for its frontend.
+// A server on a free port that exits because a port it wanted was taken in
+// the meantime (by another process on the machine) is started again on a
+// new one.
 func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) error {
 	begin := time.Now()
 	sv, err := s.claimTemporal(ctx, "temporal dev server", "temporal.log")
 	if err != nil {
 		return err
 	}
+	for attempt := 1; ; attempt++ {
+		err := s.runDevServer(ctx, sv, bin, opts)
+		if err == nil {
+			break
+		}
+		if opts.TemporalPort != -1 || attempt == portAttempts || !lostPortRace(sv) {
+			return err
+		}
+		s.log.Warn("temporal dev server lost a port to another process; starting it on another",
+			zap.Int("attempt", attempt), zap.Error(err))
+	}
+	s.log.Info("temporal dev server started", zap.String("address", s.TemporalAddress), zap.String("namespace", s.Namespace),
+		zap.String("ui", s.UIURL), zap.Bool("in_memory", opts.InMemory), zap.Duration("took", time.Since(begin)))
+	return nil
+}
+
+// portAttempts bounds the starts of a dev server on a free port.
+const portAttempts = 3
+
+// lostPortRace reports whether sv's process exited because a port was in use.
+func lostPortRace(sv *service) bool {
+	if sv.proc == nil || sv.proc.exitError() == nil {
+		return false
+	}
+	b, err := os.ReadFile(sv.logPath)
+	return err == nil && bytes.Contains(b, []byte("address already in use"))
+}
+
+// runDevServer starts one dev server process for sv and waits until it is
+// ready, setting the stack's addresses.
+func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts Options) error {
 	port, err := temporalPort(opts)
 	if err != nil {
 		return err
@@ -143,8 +178,6 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 		return err
 	}
 	s.TemporalAddress, s.UIURL = address, uiURL
-	s.log.Info("temporal dev server started", zap.String("address", address), zap.String("namespace", s.Namespace),
-		zap.String("ui", uiURL), zap.Bool("in_memory", opts.InMemory), zap.Duration("took", time.Since(begin)))
 	return nil
 }
 

@@ -11,12 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -205,12 +203,12 @@ func newProcess(name, role, bin, dir string, base []string, log *zap.Logger) (*P
 	}
 	p := &Process{Name: name, Role: role, bin: bin, Log: filepath.Join(dir, name+".log"), log: log}
 	var err error
-	if p.HTTPAddr, err = freeAddr(); err != nil {
+	if p.HTTPAddr, err = devstack.FreeAddr(); err != nil {
 		return nil, err
 	}
 	env := append(append([]string{}, base...), "AGENTFLOW_ROLES="+role, "AGENTFLOW_HTTP_ADDR="+p.HTTPAddr)
 	if role == RoleGateway {
-		if p.GRPCAddr, err = freeAddr(); err != nil {
+		if p.GRPCAddr, err = devstack.FreeAddr(); err != nil {
 			return nil, err
 		}
 		env = append(env, "AGENTFLOW_GRPC_ADDR="+p.GRPCAddr)
@@ -329,13 +327,4 @@ func (p *Process) running() bool {
 	default:
 		return true
 	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
 }
