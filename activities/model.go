@@ -39,7 +39,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		return contract.CallModelResult{}, err
 	}
 	if len(steps) > in.Seq {
-		return a.storedReply(ag, in, steps[in.Seq])
+		return a.storedReply(ctx, ag, in, steps[in.Seq])
 	}
 	var msgs []agent.Message
 	err = a.db(ctx, "load session", func() (err error) {
@@ -49,7 +49,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
-	resp, err := a.generate(ctx, ag, in, msgs)
+	resp, tail, err := a.generate(ctx, ag, in, msgs)
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
@@ -68,6 +68,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		Model:        resp.Model,
 		FinishReason: resp.FinishReason,
 		Approvals:    a.approvals(ag, in, reply.ToolCalls),
+		Tail:         tail,
 	}, nil
 }
 
@@ -99,7 +100,7 @@ func (a *Activities) storeToolFailures(ctx context.Context, tenantID, jobID stri
 }
 
 // storedReply is the reply an earlier attempt stored but did not report.
-func (a *Activities) storedReply(ag agent.Agent, in contract.CallModelInput, m agent.Message) (contract.CallModelResult, error) {
+func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contract.CallModelInput, m agent.Message) (contract.CallModelResult, error) {
 	if m.Role != agent.RoleAssistant {
 		return contract.CallModelResult{}, agent.Errorf(agent.CodeInternal,
 			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role)
@@ -109,7 +110,37 @@ func (a *Activities) storedReply(ag agent.Agent, in contract.CallModelInput, m a
 	if m.Usage != nil {
 		res.Usage = *m.Usage
 	}
+	if in.Stream && in.StreamID != "" && in.TailInResult && m.Content != "" {
+		// The attempt that stored the reply kept its last batch for its
+		// result, which the turn never got: stream the whole reply again.
+		tail, err := a.restream(ctx, in, m.Content, int(activity.GetInfo(ctx).Attempt), a.turnLink())
+		if err != nil {
+			return contract.CallModelResult{}, err
+		}
+		res.Tail = &tail
+	}
 	return res, nil
+}
+
+// restream is the batch that replaces whatever earlier attempts of a call
+// streamed with its stored reply: a RETRYING event voiding their text, if
+// the log has any, then the reply as one token event.
+func (a *Activities) restream(ctx context.Context, in contract.CallModelInput, content string, attempt int, link turnLink) (agent.TokenBatch, error) {
+	head, err := link.head(ctx, in.StreamID)
+	if err != nil {
+		return agent.TokenBatch{}, err
+	}
+	first := max(head, in.FirstIndex)
+	var events []agent.Event
+	if head > in.FirstIndex {
+		events = append(events, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying,
+			VoidFrom: in.FirstIndex, Attempt: attempt, Step: in.Seq})
+	}
+	events = append(events, agent.Event{Kind: agent.EventToken, Text: content, Step: in.Seq, Attempt: attempt})
+	for i := range events {
+		events[i].StreamID, events[i].Index = in.StreamID, first+int64(i)
+	}
+	return agent.TokenBatch{StreamID: in.StreamID, Step: in.Seq, Attempt: attempt, First: first, Events: events}, nil
 }
 
 // messages is what the model reads: the agent's system prompt, the
@@ -191,7 +222,8 @@ func describePreview(raw json.RawMessage, output string) string {
 }
 
 // generate calls the model, streaming its text to the turn when asked.
-func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, error) {
+// With in.TailInResult the last batch is returned instead of sent.
+func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, *agent.TokenBatch, error) {
 	req := llm.Request{
 		Model:       ag.Model,
 		Messages:    msgs,
@@ -203,7 +235,7 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 	if in.Stream && in.StreamID != "" {
 		var err error
 		if st, err = a.startStreamer(ctx, in, int(activity.GetInfo(ctx).Attempt), a.turnLink()); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		req.OnText = st.add
 	} else {
@@ -214,21 +246,33 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		defer stop()
 	}
 	resp, err := a.model.Generate(ctx, req)
+	var tail *agent.TokenBatch
 	if st != nil {
-		if err != nil {
+		var serr error
+		switch {
+		case err != nil:
 			st.abort()
-		} else if serr := st.close(); serr != nil {
+		case in.TailInResult:
+			if b, ok, e := st.closeTail(); e != nil {
+				serr = e
+			} else if ok {
+				tail = &b
+			}
+		default:
+			serr = st.close()
+		}
+		if serr != nil {
 			// The reply is not stored: the retry calls the model again and
 			// voids what this attempt streamed.
-			return nil, serr
+			return nil, nil, serr
 		}
 	}
 	if err != nil {
 		a.logger.Warn("model call failed", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
 			zap.String("model", ag.Model), zap.Error(err))
-		return nil, modelError(err)
+		return nil, nil, modelError(err)
 	}
-	return resp, nil
+	return resp, tail, nil
 }
 
 // heartbeat records a heartbeat every interval until stop is called.

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -116,8 +117,9 @@ func TestCallModelHeartbeatsLastIndexSent(t *testing.T) {
 	beats := h.beats.all()
 	requireHeartbeats(t, beats, bs, 3)
 	// The model pauses 1.5 s before each word, so the one-second
-	// heartbeat also fires between batches: more heartbeats than batches.
-	require.Greater(t, len(beats), len(bs), "heartbeats %v, batches %d", beats, len(bs))
+	// heartbeat fires between batches and reports the first batch's last
+	// index while the call still runs.
+	require.Contains(t, beats, bs[0].First+int64(len(bs[0].Events))-1, "heartbeats %v", beats)
 
 	// What reached Temporal: the first heartbeat at once; the SDK
 	// throttles the rest to one per window.
@@ -227,4 +229,75 @@ func TestCallModelRetryAfterReplyStored(t *testing.T) {
 	step, err := h.store.Step(t.Context(), "demo", job, 1)
 	require.NoError(t, err)
 	require.Equal(t, agent.Message{Role: agent.RoleAssistant, Content: "Hello there.", Usage: &first.Usage, Model: first.Model}, step)
+}
+
+// pacedScript streams its reply a word every 30 ms: several batches at a
+// short interval.
+const pacedScript = `
+pacing: {chunk_words: 1, delay_ms: 30}
+rules:
+  - reply: {text: 'one two three four five six seven eight'}
+`
+
+// TestCallModelKeepsLastBatchForResult: asked to (TailInResult), a
+// streamed call signals its batches but the last, which it returns in its
+// result, so that the turn logs it with the call's completion; together
+// they continue the log without a gap and hold the whole reply.
+func TestCallModelKeepsLastBatchForResult(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, pacedScript)
+	h.acts.streamInterval = 50 * time.Millisecond
+	job := randomJob()
+	ag := h.loadAgent(t, job, "count")
+	turnID := h.startTurn(t, job)
+
+	in := callModelInput(job, ag)
+	in.Stream, in.StreamID, in.FirstIndex, in.TailInResult = true, turnID, 4, true
+	var res contract.CallModelResult
+	h.execute(t, contract.CallModel, in, &res)
+	require.Equal(t, "one two three four five six seven eight", res.Content)
+	require.NotNil(t, res.Tail, "the last batch comes with the result")
+
+	bs := h.signalledBatches(t, turnID)
+	require.NotEmpty(t, bs, "the batches before the last are signalled")
+	all := append(bs, sentBatch{TokenBatch: *res.Tail})
+	requireGapFree(t, all, 4, in, 1)
+	require.Equal(t, res.Content, strings.Join(texts(all), ""))
+}
+
+// TestRestream: a retried call whose reply an earlier attempt stored
+// voids what the log holds of that attempt's text and sends the reply
+// whole, as the batch of its result.
+func TestRestream(t *testing.T) {
+	a := &Activities{logger: zaptest.NewLogger(t)}
+	in := streamInput(5)
+	for _, tc := range []struct {
+		name  string
+		head  int64
+		first int64
+		kinds []agent.EventKind
+	}{
+		{"the earlier attempt streamed text", 9, 9, []agent.EventKind{agent.EventStatus, agent.EventToken}},
+		{"nothing of it in the log", 5, 5, []agent.EventKind{agent.EventToken}},
+	} {
+		b, err := a.restream(t.Context(), in, "the whole reply", 2, &recordingLink{headIndex: tc.head})
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.first, b.First, tc.name)
+		require.Equal(t, in.Seq, b.Step)
+		require.Equal(t, 2, b.Attempt)
+		var kinds []agent.EventKind
+		for i, e := range b.Events {
+			kinds = append(kinds, e.Kind)
+			require.Equal(t, b.First+int64(i), e.Index)
+			require.Equal(t, in.StreamID, e.StreamID)
+		}
+		require.Equal(t, tc.kinds, kinds, tc.name)
+		if tc.head > in.FirstIndex {
+			require.Equal(t, agent.StreamRetrying, b.Events[0].Status)
+			require.Equal(t, in.FirstIndex, b.Events[0].VoidFrom)
+		}
+		require.Equal(t, "the whole reply", b.Events[len(b.Events)-1].Text)
+	}
+	_, err := a.restream(t.Context(), in, "x", 2, &recordingLink{headErr: errTurnGone})
+	require.ErrorIs(t, err, errTurnGone)
 }

@@ -26,6 +26,25 @@ type EventPublisher interface {
 	Wake(ctx context.Context, streamID string) error
 }
 
+// publishLive publishes what the turn handed the activity (contract.Live).
+func (a *Activities) publishLive(ctx context.Context, streamID string, live contract.Live) {
+	if a.events == nil || streamID == "" {
+		return
+	}
+	var err error
+	switch {
+	case len(live.Events) > 0:
+		err = a.events.Publish(ctx, agent.TokenBatch{StreamID: streamID, First: live.Events[0].Index, Events: live.Events})
+	case live.Wake:
+		err = a.events.Wake(ctx, streamID)
+	default:
+		return
+	}
+	if err != nil {
+		a.logger.Debug("publish the turn's events", zap.String("stream_id", streamID), zap.Error(err))
+	}
+}
+
 func (a *Activities) wake(ctx context.Context, streamID string) {
 	if a.events == nil || streamID == "" {
 		return
@@ -111,7 +130,7 @@ func (l temporalLink) head(ctx context.Context, streamID string) (int64, error) 
 // token; after that a batch leaves every interval, or sooner when it
 // reaches maxBytes, and never while the previous one is still being sent —
 // so a slow server gets fewer, larger batches instead of a queue. It
-// heartbeats the last index sent with every batch and every second.
+// heartbeats the last index sent every second.
 type streamer struct {
 	link     turnLink
 	interval time.Duration
@@ -126,6 +145,8 @@ type streamer struct {
 	pending []agent.Event // events to send before the text (RETRYING)
 	next    int64         // index of the next event
 	err     error
+	// keepTail: at the stop, what is buffered stays for closeTail.
+	keepTail bool
 
 	kick chan struct{}
 	stop chan struct{}
@@ -155,7 +176,7 @@ func (a *Activities) startStreamer(ctx context.Context, in contract.CallModelInp
 				VoidFrom: in.FirstIndex, Attempt: attempt, Step: in.Seq})
 		}
 	}
-	a.wake(ctx, in.StreamID)
+	a.publishLive(ctx, in.StreamID, in.Live)
 	go s.run(ctx)
 	if len(s.pending) > 0 {
 		s.poke()
@@ -192,6 +213,30 @@ func (s *streamer) close() error {
 	return s.err
 }
 
+// closeTail stops like close but does not send what is buffered: it is
+// returned as the call's last batch (false when there is none), for the
+// call's result.
+func (s *streamer) closeTail() (agent.TokenBatch, bool, error) {
+	s.mu.Lock()
+	s.keepTail = true
+	s.mu.Unlock()
+	if err := s.close(); err != nil {
+		return agent.TokenBatch{}, false, err
+	}
+	b, ok := s.take()
+	return b, ok, nil
+}
+
+// finish sends what is buffered at the stop, unless closeTail keeps it.
+func (s *streamer) finish(ctx context.Context) {
+	s.mu.Lock()
+	keep := s.keepTail
+	s.mu.Unlock()
+	if !keep {
+		s.flush(ctx)
+	}
+}
+
 // abort stops without sending what is buffered: the attempt failed and its
 // text will be voided by the next attempt.
 func (s *streamer) abort() {
@@ -215,14 +260,14 @@ func (s *streamer) run(ctx context.Context) {
 			activity.RecordHeartbeat(ctx, s.lastIndex())
 			continue
 		case <-s.stop:
-			s.flush(ctx)
+			s.finish(ctx)
 			return
 		case <-ctx.Done():
 			return
 		}
 		switch s.wait(ctx, last) {
 		case waitStopped:
-			s.flush(ctx)
+			s.finish(ctx)
 			return
 		case waitCanceled:
 			return
@@ -321,6 +366,7 @@ func (s *streamer) flush(ctx context.Context) bool {
 	s.mu.Lock()
 	s.next = last + 1
 	s.mu.Unlock()
-	activity.RecordHeartbeat(ctx, last)
+	// No heartbeat here: the ticker's carries the last index, and a short
+	// call is spared the server round trip of a heartbeat of its own.
 	return true
 }

@@ -183,23 +183,19 @@ func requireGapFree(t *testing.T, bs []sentBatch, first int64, in contract.CallM
 }
 
 // requireHeartbeats checks that the heartbeats report the last index the
-// turn took: before, the index before the call's first; then each batch's
-// last index, in order, and never one of a batch that was not taken.
+// turn took: before, the index before the call's first, or a batch's last
+// index, in order, and never one of a batch that was not taken. (Batches
+// are not heartbeaten one by one: the one-second heartbeat reports the
+// latest, and a short call sends none of its own.)
 func requireHeartbeats(t *testing.T, beats []int64, bs []sentBatch, before int64) {
 	t.Helper()
 	taken := map[int64]bool{before: true}
-	var lasts []int64
 	for _, b := range bs {
-		last := b.First + int64(len(b.Events)) - 1
-		taken[last] = true
-		lasts = append(lasts, last)
+		taken[b.First+int64(len(b.Events))-1] = true
 	}
 	require.IsNonDecreasing(t, beats)
 	for _, v := range beats {
 		require.True(t, taken[v], "heartbeat %d is not the last index of a batch the turn took (heartbeats %v)", v, beats)
-	}
-	for _, last := range lasts {
-		require.Contains(t, beats, last, "every batch is heartbeaten")
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	// The turn logged tool_start before scheduling this: let gateways know.
 	turnID := activity.GetInfo(ctx).WorkflowExecution.ID
-	a.wake(ctx, turnID)
+	a.publishLive(ctx, turnID, in.Live)
 	var stored agent.Message
 	err := a.db(ctx, "look up step", func() (err error) {
 		stored, err = a.store.Step(ctx, in.TenantID, in.JobID, in.Seq)

@@ -100,7 +100,7 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 			return agent.TurnResult{}, fmt.Errorf("append to session %q: %w", req.SessionID, err)
 		}
 	}
-	// The turn logs its terminal event next, in the same workflow task.
-	a.wake(ctx, in.WorkflowID)
+	// The turn logs its terminal event next, in the same workflow task;
+	// followers read it once the turn has closed.
 	return stored, nil
 }

@@ -104,6 +104,7 @@ func upCmd(ctx context.Context, args []string, out io.Writer) error {
 
 // productionFlags choose the production topology for up and demo.
 type productionFlags struct {
+	temporalDB   *string
 	on           *bool
 	state        *string
 	temporalPort *int
@@ -111,6 +112,7 @@ type productionFlags struct {
 
 func addProductionFlags(fs *flag.FlagSet) productionFlags {
 	return productionFlags{
+		temporalDB:   fs.String("temporal-db", "file", "the dev server's storage: file (kept in .data/temporal.db across restarts) or memory (faster; workflows are gone when it stops)"),
 		on:           fs.Bool("production", false, "run the production topology: the real Temporal server on Postgres, two worker processes and a gateway process"),
 		state:        fs.String("state", filepath.Join(".data", "production"), "with --production: the state folder (Postgres, the server's config, logs)"),
 		temporalPort: fs.Int("temporal-port", devstack.DefaultTemporalPort, "with --production: the Temporal server's frontend port (0: a free one)"),
@@ -177,7 +179,7 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 		if err := l.startTopology(ctx, out, prod); err != nil {
 			return nil, err
 		}
-	} else if err := l.startInProcess(ctx, out); err != nil {
+	} else if err := l.startInProcess(ctx, out, *prod.temporalDB); err != nil {
 		return nil, err
 	}
 	l.serveFlights(out)
@@ -198,13 +200,17 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 
 // startInProcess starts the dev stack and runs the worker and the gateway
 // in this process.
-func (l *local) startInProcess(ctx context.Context, out io.Writer) error {
+func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB string) error {
+	if temporalDB != "file" && temporalDB != "memory" {
+		return fmt.Errorf("--temporal-db %q: want file or memory", temporalDB)
+	}
 	fmt.Fprintln(out, "Starting PostgreSQL and the Temporal dev server (the first run builds the temporal CLI; this takes a few minutes)…")
 	var err error
 	l.stack, err = devstack.Start(ctx, devstack.Options{
 		DatabaseURL:     os.Getenv("DATABASE_URL"),
 		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
 		Namespace:       os.Getenv("TEMPORAL_NAMESPACE"),
+		InMemory:        temporalDB == "memory",
 		Logger:          l.logger,
 	})
 	if err != nil {

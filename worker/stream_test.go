@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -11,6 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -87,7 +91,7 @@ func TestStreamNormalTurn(t *testing.T) {
 			signals++
 		}
 	}
-	require.Equal(t, countTokens(events), signals, "one signal per token event")
+	require.Equal(t, countTokens(events)-1, signals, "one signal per token event but the last, which comes with CallModel's result")
 	require.GreaterOrEqual(t, signals, 3)
 	require.LessOrEqual(t, signals, 12, "about 1s / 200ms batches plus the first")
 	e.replay(id, "turn_streamed")
@@ -244,4 +248,59 @@ func TestSlowClientSlowsNobody(t *testing.T) {
 	slow := <-slowDone
 	require.NoError(t, slow.err)
 	require.Equal(t, fast, slow.events)
+}
+
+// queryCounter counts the queries a follower makes through the real client.
+type queryCounter struct {
+	client.Client
+	queries atomic.Int32
+}
+
+func (c *queryCounter) QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error) {
+	c.queries.Add(1)
+	return c.Client.QueryWorkflow(ctx, workflowID, runID, queryType, args...)
+}
+
+// TestStreamNewTurnFollowsLive follows streamed turns the way the gateway's
+// Stream does (subscribed before the start): the turn's own events reach
+// the client with the activities that follow them, the reply's tokens
+// with CallModel, and the log is read once, after the turn has closed, for
+// what came last. One turn streams a story, one calls a tool first.
+func TestStreamNewTurnFollowsLive(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A follower that subscribes before the listener is up reads the log.
+	require.Eventually(t, e.Hub().Connected, 10*time.Second, 10*time.Millisecond)
+	for _, tc := range []struct{ prompt, text, history string }{
+		{"tell a story", storyText, ""},
+		{"What is 12.5 * 4?", "The result is 50.", "turn_streamed_live_tool"},
+	} {
+		counter := &queryCounter{Client: e.Client()}
+		follower := stream.NewFollower(counter, e.Hub(), zaptest.NewLogger(t), 0)
+		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: tc.prompt}
+		req.Normalize()
+		id := contract.TurnWorkflowID(req.TenantID, req.JobID)
+		var got []agent.Event
+		err := follower.FollowNew(ctx, id, func() (string, error) {
+			run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
+			if err != nil {
+				return "", err
+			}
+			return run.GetRunID(), nil
+		}, func(ev agent.Event) error {
+			got = append(got, ev)
+			return nil
+		})
+		require.NoError(t, err, tc.prompt)
+		requireLog(t, got, id, tc.text)
+		require.Equal(t, int32(1), counter.queries.Load(), "%s: one read of the log, after the turn closed", tc.prompt)
+		// The log holds what the client got.
+		logged, err := collect(ctx, e.Follower(), id, 0)
+		require.NoError(t, err)
+		require.Equal(t, logged, got, tc.prompt)
+		if tc.history != "" {
+			e.replay(id, tc.history)
+		}
+	}
 }

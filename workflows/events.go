@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"encoding/json"
+	"slices"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -116,7 +119,37 @@ func (t *turn) status() agent.TurnStatus {
 func (t *turn) acceptBatch(ctx workflow.Context, b agent.TokenBatch) {
 	if !t.log.accept(b) {
 		workflow.GetLogger(ctx).Debug("token batch refused", "step", b.Step, "attempt", b.Attempt, "first", b.First, "next", t.log.next())
+		return
 	}
+	// CallModel publishes a batch once the turn has taken it.
+	if b.First == int64(t.handed)+1 {
+		t.handed += len(b.Events)
+	}
+}
+
+// maxLiveBytes bounds the events handed to one activity: they travel in
+// its input (the history) and in one notification.
+const maxLiveBytes = 6 << 10
+
+// handOn is what the next activity publishes live (contract.Live): the
+// events logged since the last hand-on, or a wake-up when they are too
+// large. Followers of a streamed turn then read nothing while it runs: the
+// turn's own events (status, usage, tools) reach them from the activity
+// that follows, its tokens from CallModel. An unstreamed turn hands on
+// nothing and its tool calls wake followers, if any, to read the log.
+func (t *turn) handOn() contract.Live {
+	evs := t.log.events[t.handed:]
+	t.handed = len(t.log.events)
+	if len(evs) == 0 {
+		return contract.Live{}
+	}
+	if !t.req.Streaming() {
+		return contract.Live{Wake: true}
+	}
+	if b, err := json.Marshal(evs); err != nil || len(b) > maxLiveBytes {
+		return contract.Live{Wake: true}
+	}
+	return contract.Live{Events: slices.Clone(evs)}
 }
 
 // emit appends a workflow event after the batches and progress already
@@ -186,7 +219,15 @@ func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contra
 		sel.Select(ctx)
 	}
 	t.drainTokens(ctx)
-	return f.Get(ctx, reply)
+	if err := f.Get(ctx, reply); err != nil {
+		return err
+	}
+	// The call's last batch, kept for its result: logged as its signal
+	// would have been, and published by the activity that follows.
+	if reply.Tail != nil && !t.log.accept(*reply.Tail) {
+		workflow.GetLogger(ctx).Debug("last token batch refused", "step", reply.Tail.Step, "attempt", reply.Tail.Attempt, "first", reply.Tail.First, "next", t.log.next())
+	}
+	return nil
 }
 
 // drainTokens takes the batches already received.

@@ -123,6 +123,9 @@ type turn struct {
 	// sends them runs, sending while it waits for a signal.
 	outbox          []agent.Event
 	sender, sending bool
+	// handed counts the log's events handed to activities to publish live
+	// (handOn) or published by CallModel as token batches.
+	handed int
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
@@ -315,7 +318,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		SessionID: t.req.SessionID, History: t.req.History,
 		Seq: t.seq, ToolFailures: t.unstored,
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
-		Context: t.req.Context,
+		Context: t.req.Context, Live: t.handOn(), TailInResult: t.req.Notify == "",
 	})
 	err := t.awaitModel(ctx, call, &reply)
 	t.log.step = 0
@@ -417,6 +420,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		// is what happened, whatever the turn decides next.
 		WaitForCancellation: true,
 	})
+	in.Live = t.handOn()
 	r.futures[i] = workflow.ExecuteActivity(actx, contract.ExecuteTool, in)
 }
 

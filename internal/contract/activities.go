@@ -69,8 +69,24 @@ type CallModelInput struct {
 	FirstIndex int64  `json:"first_index,omitempty"`
 	// Notify is a workflow that also receives the batches (SignalNotifyTokens).
 	Notify string `json:"notify,omitempty"`
+	// TailInResult asks for the reply's last batch in the result (Tail)
+	// instead of as a signal: the turn takes it with the completion, in one
+	// workflow task instead of two. Only without Notify.
+	TailInResult bool `json:"tail_in_result,omitempty"`
 	// Context is the turn's context, for tools' approval policies.
 	Context agent.TurnContext `json:"context,omitzero"`
+	Live
+}
+
+// Live is what a turn hands an activity to publish on the live path of its
+// stream before the activity's own work: the turn's events since the last
+// it handed on. They are already in the log, and the activity runs only
+// after the workflow task that logged them completed, so the live path
+// never shows what the log will not hold. Wake asks for a wake-up instead,
+// when the events were too large to hand on.
+type Live struct {
+	Events []agent.Event `json:"live_events,omitempty"`
+	Wake   bool          `json:"live_wake,omitempty"`
 }
 
 // ToolFailure is the result of a tool call that could not run.
@@ -96,6 +112,9 @@ type CallModelResult struct {
 	// Approvals lists the tool calls whose tool's policy asks a person
 	// first, with the reason.
 	Approvals []ApprovalNeed `json:"approvals,omitempty"`
+	// Tail is the streamed reply's last batch, when the input asked for it
+	// (TailInResult): the turn logs it as it would the batch's signal.
+	Tail *agent.TokenBatch `json:"tail,omitempty"`
 }
 
 // ApprovalNeed says that a tool call waits for a person, and why.
@@ -117,6 +136,7 @@ type ExecuteToolInput struct {
 	// agent.MaxDelegateOutputBytes, without tool_calls), stored as the
 	// call's result instead of running the tool.
 	Delegated *agent.TurnResult `json:"delegated,omitempty"`
+	Live
 }
 
 // ExecuteToolResult is a short account of the call for the workflow. The

@@ -90,6 +90,11 @@ func DynamicConfig() []string {
 	}
 }
 
+// SQLitePragmas are the file-backed dev server's SQLite settings.
+func SQLitePragmas() []string {
+	return []string{"journal_mode=WAL", "synchronous=NORMAL"}
+}
+
 // startTemporal runs `temporal server start-dev` and waits for its frontend.
 // A server on a free port that exits because a port it wanted was taken in
 // the meantime (by another process on the machine) is started again on a
@@ -163,6 +168,9 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 	}
 	if !opts.InMemory {
 		argv = append(argv, "--db-filename", filepath.Join(s.Dir, "temporal.db"))
+		for _, p := range SQLitePragmas() {
+			argv = append(argv, "--sqlite-pragma", p)
+		}
 	}
 	sv.argv = argv
 	if err := sv.start(s.Dir, nil); err != nil {

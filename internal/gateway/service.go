@@ -29,6 +29,8 @@ import (
 // EventSource follows a turn's event log (internal/stream.Follower).
 type EventSource interface {
 	Follow(ctx context.Context, streamID string, after int64, send func(agent.Event) error) error
+	// FollowNew follows the stream that start starts, from its first event.
+	FollowNew(ctx context.Context, streamID string, start func() (string, error), send func(agent.Event) error) error
 }
 
 // Options configure a Service.
@@ -99,6 +101,15 @@ const startTimeout = 30 * time.Second
 // start validates a request and starts its turn, or attaches to the run
 // with the same job id. It returns the run.
 func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.WorkflowRun, error) {
+	req, err := s.prepare(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return s.startPrepared(ctx, req)
+}
+
+// prepare checks a turn request and gives it a job id if it has none.
+func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequest, error) {
 	tenant := tenantOf(ctx)
 	req := toTurnRequest(in, tenant)
 	req.Normalize()
@@ -106,19 +117,24 @@ func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.Workflo
 		req.JobID = newJobID()
 	}
 	if err := req.Validate(); err != nil {
-		return nil, err
+		return req, err
 	}
 	if err := req.Context.Bounded(); err != nil {
-		return nil, err
+		return req, err
 	}
 	if err := s.checkAgent(ctx, req); err != nil {
 		if agent.ErrorCode(err).Class().Public {
-			return nil, err
+			return req, err
 		}
 		// The database is away: the turn checks the agent again when it
 		// loads it, and waits for the database to come back.
 		s.logger.Warn("agent check skipped", zap.String("tenant", req.TenantID), zap.Error(err))
 	}
+	return req, nil
+}
+
+// startPrepared starts a prepared turn, or attaches to the run of its job.
+func (s *Service) startPrepared(ctx context.Context, req agent.TurnRequest) (client.WorkflowRun, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
 	return turnclient.Start(sctx, s.client, s.taskQueue, req)
@@ -156,11 +172,26 @@ func (s *Service) Invoke(ctx context.Context, in *pb.InvokeRequest) (*pb.TurnRes
 
 // Stream implements pb.AgentServiceServer.
 func (s *Service) Stream(in *pb.StreamRequest, ss grpc.ServerStreamingServer[pb.StreamEvent]) error {
-	run, err := s.start(ss.Context(), in.GetTurn())
+	ctx := ss.Context()
+	req, err := s.prepare(ctx, in.GetTurn())
 	if err != nil {
-		return s.status(ss.Context(), err)
+		return s.status(ctx, err)
 	}
-	return s.follow(ss, run.GetID(), 0)
+	var sendErr error
+	err = s.events.FollowNew(ctx, contract.TurnWorkflowID(req.TenantID, req.JobID), func() (string, error) {
+		run, err := s.startPrepared(ctx, req)
+		if err != nil {
+			return "", err
+		}
+		return run.GetRunID(), nil
+	}, func(e agent.Event) error {
+		sendErr = ss.Send(toPBEvent(e))
+		return sendErr
+	})
+	if err != nil && errors.Is(err, sendErr) {
+		return sendErr // the client's stream broke: gRPC's own error says how
+	}
+	return s.status(ctx, err)
 }
 
 // Resume implements pb.AgentServiceServer.

@@ -239,6 +239,9 @@ func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 // Follower follows turns' event streams (with this process's live path).
 func (s *Server) Follower() *stream.Follower { return s.follower }
 
+// Hub is the live path the follower listens on.
+func (s *Server) Hub() *stream.Hub { return s.hub }
+
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 

@@ -66,11 +66,39 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 	return fl.wait(ctx, sub)
 }
 
+// FollowNew follows a stream that start starts: like Follow from the
+// beginning, but subscribed before the start, so that with the live path
+// whole nothing needs reading from the log until the turn has closed —
+// the first event live is the log's first. An event that arrives after a
+// gap (the start found a running turn of the same job, or a notification
+// was lost) makes it read the log, as Follow does.
+//
+// start returns the id of the run it started or found.
+func (f *Follower) FollowNew(ctx context.Context, streamID string, start func() (string, error), send func(agent.Event) error) error {
+	if f.hub == nil {
+		if _, err := start(); err != nil {
+			return err
+		}
+		return f.Follow(ctx, streamID, 0, send)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub := f.hub.Subscribe(streamID)
+	defer sub.Close()
+	runID, err := start()
+	if err != nil {
+		return err
+	}
+	fl := &following{f: f, streamID: streamID, runID: runID, next: 1, send: send, held: map[int64]agent.Event{}}
+	return fl.wait(ctx, sub)
+}
+
 // following is one client's position in one stream.
 type following struct {
 	f        *Follower
 	streamID string
-	next     int64 // the index the client needs next
+	runID    string // "": the stream's current run, looked up when it closes
+	next     int64  // the index the client needs next
 	send     func(agent.Event) error
 	held     map[int64]agent.Event // live events that arrived ahead of a gap
 }
@@ -134,7 +162,7 @@ func (fl *following) wait(ctx context.Context, sub *Subscription) error {
 func (fl *following) awaitClose(ctx context.Context) {
 	wait := 100 * time.Millisecond
 	for {
-		err := fl.f.client.GetWorkflow(ctx, fl.streamID, "").Get(ctx, nil)
+		err := fl.f.client.GetWorkflow(ctx, fl.streamID, fl.runID).Get(ctx, nil)
 		var ended *temporal.WorkflowExecutionError
 		var notFound *serviceerror.NotFound
 		if err == nil || errors.As(err, &ended) || errors.As(err, &notFound) || ctx.Err() != nil {

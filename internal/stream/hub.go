@@ -43,6 +43,14 @@ func NewHub(pool *pgxpool.Pool, logger *zap.Logger) *Hub {
 	return &Hub{pool: pool, logger: logger, subs: map[string]map[*Subscription]struct{}{}}
 }
 
+// Connected reports whether the listener is up: subscriptions made now
+// get the live path from their start.
+func (h *Hub) Connected() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.connected
+}
+
 // Subscribe starts receiving streamID's messages. Close it when done.
 func (h *Hub) Subscribe(streamID string) *Subscription {
 	s := &Subscription{hub: h, streamID: streamID, C: make(chan []agent.Event, subscriberBuffer), Lagged: make(chan struct{}, 1)}

@@ -1,0 +1,256 @@
+// Command floor measures what Temporal alone costs on a running stack, for
+// comparison with a streamed agent turn on the same stack: an empty
+// workflow, and a workflow with the same shape of workflow tasks, local
+// activities, activities, signals and timer as a streamed one-tool turn,
+// with no work in any of them. Each is started with eager start by a
+// client that runs the worker, and awaited with a long poll on its result,
+// the way the gateway starts and follows a turn.
+//
+// It prints one JSON line per workflow in the format of
+// ../shared/peers/run, so `go tool task peers` puts the floor in the same
+// table as agentflow and its peers:
+//
+//	go run ./internal/bench/floor -address 127.0.0.1:7233 -seq 50 -conc 32 -total 320
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	address, namespace, taskQueue string
+	seq, conc, total, signals     int
+	pollers                       int
+}
+
+func run() error {
+	var o options
+	flag.StringVar(&o.address, "address", "127.0.0.1:7233", "Temporal frontend")
+	flag.StringVar(&o.namespace, "namespace", "default", "namespace")
+	flag.StringVar(&o.taskQueue, "task-queue", "floor", "task queue of the floor's own worker")
+	flag.IntVar(&o.seq, "seq", 50, "workflows one after another (latency)")
+	flag.IntVar(&o.conc, "conc", 32, "concurrent callers (throughput)")
+	flag.IntVar(&o.total, "total", 320, "workflows run by the concurrent callers")
+	flag.IntVar(&o.signals, "signals", 1, "signals the second model-like activity sends (a streamed reply's token batches)")
+	flag.IntVar(&o.pollers, "pollers", 4, "workflow and activity pollers, as agentflow's worker runs by default")
+	flag.Parse()
+	if o.seq < 1 || o.conc < 1 || o.total < 1 || o.signals < 0 || o.pollers < 2 {
+		return errors.New("seq, conc, total and pollers (≥ 2) must be positive, signals not negative")
+	}
+
+	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", o.address, err)
+	}
+	defer c.Close()
+	w := worker.New(c, o.taskQueue, worker.Options{
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: o.pollers, MinimumNumberOfPollers: 2, MaximumNumberOfPollers: o.pollers,
+		}),
+		MaxConcurrentActivityTaskPollers: o.pollers,
+	})
+	w.RegisterWorkflowWithOptions(Empty, workflow.RegisterOptions{Name: "FloorEmpty"})
+	w.RegisterWorkflowWithOptions(TurnShape, workflow.RegisterOptions{Name: "FloorTurnShape"})
+	acts := &activities{client: c}
+	w.RegisterActivityWithOptions(acts.Step, activity.RegisterOptions{Name: "FloorStep"})
+	w.RegisterActivityWithOptions(acts.Model, activity.RegisterOptions{Name: "FloorModel"})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+
+	for _, b := range []struct {
+		mode     string
+		workflow string
+		args     []any
+	}{
+		{"empty workflow", "FloorEmpty", nil},
+		{"turn shape", "FloorTurnShape", []any{o.signals}},
+	} {
+		r, err := measure(context.Background(), c, o, b.workflow, b.args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.mode, err)
+		}
+		r.Peer, r.Mode = "temporal floor", b.mode
+		line, _ := json.Marshal(r)
+		fmt.Println(string(line))
+	}
+	return nil
+}
+
+// result is one line of ../shared/peers/run's output.
+type result struct {
+	Peer        string  `json:"peer"`
+	Mode        string  `json:"mode"`
+	P50         float64 `json:"turn_p50_ms"`
+	P99         float64 `json:"turn_p99_ms"`
+	Concurrency int     `json:"concurrency"`
+	PerSecond   float64 `json:"turns_per_s"`
+	Errors      int64   `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+}
+
+var counter atomic.Int64
+
+// one starts a workflow and waits for its result.
+func one(ctx context.Context, c client.Client, o options, name string, args []any) error {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       fmt.Sprintf("floor/%d/%d", os.Getpid(), counter.Add(1)),
+		TaskQueue:                o.taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(contract.SearchTenant.ValueSet("floor")),
+		StaticSummary:            "floor",
+		EnableEagerStart:         true,
+	}, name, args...)
+	if err != nil {
+		return err
+	}
+	// The gateway follows a turn with a long poll on its result.
+	return c.GetWorkflow(ctx, run.GetID(), "").Get(ctx, nil)
+}
+
+// measure runs 5 warm-up workflows, o.seq one after another, then o.total
+// by o.conc callers.
+func measure(ctx context.Context, c client.Client, o options, name string, args []any) (result, error) {
+	for range 5 {
+		if err := one(ctx, c, o, name, args); err != nil {
+			return result{}, err
+		}
+	}
+	lat := make([]float64, 0, o.seq)
+	for range o.seq {
+		begin := time.Now()
+		if err := one(ctx, c, o, name, args); err != nil {
+			return result{}, err
+		}
+		lat = append(lat, float64(time.Since(begin).Microseconds())/1000)
+	}
+	var left atomic.Int64
+	left.Store(int64(o.total))
+	var errs atomic.Int64
+	var first sync.Once
+	var firstErr string
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range o.conc {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := one(ctx, c, o, name, args); err != nil {
+					errs.Add(1)
+					first.Do(func() { firstErr = err.Error() })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	secs := time.Since(begin).Seconds()
+	slices.Sort(lat)
+	return result{
+		P50: round(pct(lat, .5)), P99: round(pct(lat, .99)), Concurrency: o.conc,
+		PerSecond: round(float64(o.total) / secs), Errors: errs.Load(), FirstError: firstErr,
+	}, nil
+}
+
+// pct is the peers' percentile: the element at floor((n-1)·p).
+func pct(sorted []float64, p float64) float64 { return sorted[int(float64(len(sorted)-1)*p)] }
+
+func round(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
+
+// Empty is a workflow with nothing in it: one workflow task.
+func Empty(workflow.Context) error { return nil }
+
+// TurnShape has the tasks of a streamed turn with one local tool call and
+// no work in them: two local steps (route, load the agent), the search
+// attribute upsert, a timer for the turn's timeout, a model call that asks for the tool, the tool as a local
+// step, a model call that streams its reply as signals, a local step that
+// saves the result.
+func TurnShape(ctx workflow.Context, signals int) error {
+	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	for range 2 {
+		if err := workflow.ExecuteLocalActivity(local, "FloorStep").Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.SearchTenant.ValueSet("floor"), contract.SearchAgent.ValueSet("floor")); err != nil {
+		return err
+	}
+	tctx, cancelTimer := workflow.WithCancel(ctx)
+	timer := workflow.NewTimer(tctx, 10*time.Minute)
+	_ = timer
+	remote := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	tokens := workflow.GetSignalChannel(ctx, "tokens")
+	model := func(n int) error {
+		f := workflow.ExecuteActivity(remote, "FloorModel", workflow.GetInfo(ctx).WorkflowExecution.ID, n)
+		done := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(f, func(workflow.Future) { done = true })
+		sel.AddReceive(tokens, func(c workflow.ReceiveChannel, _ bool) { c.ReceiveAsync(nil) })
+		for !done {
+			sel.Select(ctx)
+		}
+		for tokens.ReceiveAsync(nil) {
+		}
+		return f.Get(ctx, nil)
+	}
+	if err := model(0); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteLocalActivity(local, "FloorStep").Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := model(signals); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteLocalActivity(local, "FloorStep").Get(ctx, nil); err != nil {
+		return err
+	}
+	cancelTimer()
+	return nil
+}
+
+type activities struct{ client client.Client }
+
+// Step does nothing.
+func (a *activities) Step(context.Context) error { return nil }
+
+// Model sends n signals to the workflow that called it, one after another,
+// as a streaming model call sends its token batches.
+func (a *activities) Model(ctx context.Context, workflowID string, n int) error {
+	for range n {
+		if err := a.client.SignalWorkflow(ctx, workflowID, "", "tokens", "batch"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
