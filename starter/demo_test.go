@@ -103,3 +103,12 @@ func TestDemoProduction(t *testing.T) {
 		require.FileExists(t, filepath.Join(state, name))
 	}
 }
+
+// The dev server's storage is file or memory; anything else is refused
+// before anything starts.
+func TestUpRefusesUnknownTemporalDB(t *testing.T) {
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"up", "--temporal-db", "disk"}, &out)
+	require.ErrorContains(t, err, `--temporal-db "disk": want file or memory`)
+	require.Empty(t, out.String(), "nothing started")
+}

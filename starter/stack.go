@@ -146,6 +146,9 @@ const devToken = "dev-token"
 // and applies the catalog through the gateway, as any client would.
 // Without a model provider key the worker serves the scripted demo model.
 func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod productionFlags) (*local, error) {
+	if db := *prod.temporalDB; db != "file" && db != "memory" {
+		return nil, fmt.Errorf("--temporal-db %q: want file or memory", db)
+	}
 	logger, err := server.NewLogger("console", envOr("AGENTFLOW_LOG_LEVEL", "warn"))
 	if err != nil {
 		return nil, err
@@ -201,9 +204,6 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 // startInProcess starts the dev stack and runs the worker and the gateway
 // in this process.
 func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB string) error {
-	if temporalDB != "file" && temporalDB != "memory" {
-		return fmt.Errorf("--temporal-db %q: want file or memory", temporalDB)
-	}
 	fmt.Fprintln(out, "Starting PostgreSQL and the Temporal dev server (the first run builds the temporal CLI; this takes a few minutes)…")
 	var err error
 	l.stack, err = devstack.Start(ctx, devstack.Options{

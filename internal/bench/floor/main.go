@@ -7,10 +7,15 @@
 // the way the gateway starts and follows a turn.
 //
 // It prints one JSON line per workflow in the format of
-// ../shared/peers/run, so `go tool task peers` puts the floor in the same
-// table as agentflow and its peers:
+// ../shared/peers/run, which `go tool task peers` runs on the stack the
+// peers' run then measures agentflow on:
 //
 //	go run ./internal/bench/floor -address 127.0.0.1:7233 -seq 50 -conc 32 -total 320
+//
+// With -report it reads those lines and agentflow's line of the peers'
+// output and prints the floor beside agentflow, as ratios:
+//
+//	go run ./internal/bench/floor -report floor.jsonl -against agentflow.jsonl
 package main
 
 import (
@@ -19,9 +24,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +59,9 @@ type options struct {
 
 func run() error {
 	var o options
+	var report, against string
+	flag.StringVar(&report, "report", "", "print the floor (JSON lines in this file) beside the line in -against, instead of measuring")
+	flag.StringVar(&against, "against", "", "with -report: agentflow's line of ../shared/peers/run's output")
 	flag.StringVar(&o.address, "address", "127.0.0.1:7233", "Temporal frontend")
 	flag.StringVar(&o.namespace, "namespace", "default", "namespace")
 	flag.StringVar(&o.taskQueue, "task-queue", "floor", "task queue of the floor's own worker")
@@ -61,6 +71,9 @@ func run() error {
 	flag.IntVar(&o.signals, "signals", 1, "signals the second model-like activity sends (a streamed reply's token batches)")
 	flag.IntVar(&o.pollers, "pollers", 4, "workflow and activity pollers, as agentflow's worker runs by default")
 	flag.Parse()
+	if report != "" {
+		return printReport(os.Stdout, report, against)
+	}
 	if o.seq < 1 || o.conc < 1 || o.total < 1 || o.signals < 0 || o.pollers < 2 {
 		return errors.New("seq, conc, total and pollers (≥ 2) must be positive, signals not negative")
 	}
@@ -116,6 +129,60 @@ type result struct {
 	PerSecond   float64 `json:"turns_per_s"`
 	Errors      int64   `json:"errors"`
 	FirstError  string  `json:"first_error,omitempty"`
+}
+
+// printReport prints the floor's lines as a table, and agentflow's
+// figures as multiples of the turn-shaped floor's.
+func printReport(w io.Writer, floorFile, againstFile string) error {
+	floor, err := readResults(floorFile)
+	if err != nil {
+		return err
+	}
+	against, err := readResults(againstFile)
+	if err != nil {
+		return err
+	}
+	var shape, af *result
+	for i := range floor {
+		if floor[i].Mode == "turn shape" {
+			shape = &floor[i]
+		}
+	}
+	if len(against) > 0 {
+		af = &against[0]
+	}
+	fmt.Fprintln(w, "\n| Temporal alone, same stack | turn p50 ms | turn p99 ms | turns/s | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range floor {
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %d |\n", r.Mode, r.P50, r.P99, r.PerSecond, r.Errors)
+	}
+	if shape == nil || af == nil || shape.P50 == 0 || shape.PerSecond == 0 {
+		fmt.Fprintln(w, "(no agentflow line or no turn-shaped floor: no ratios)")
+		return nil
+	}
+	fmt.Fprintf(w, "\nagentflow over the turn-shaped floor: p50 %.2f×, p99 %.2f×, turns/s %.2f× (floor %.1f/s, agentflow %.1f/s)\n",
+		af.P50/shape.P50, af.P99/shape.P99, af.PerSecond/shape.PerSecond, shape.PerSecond, af.PerSecond)
+	return nil
+}
+
+// readResults reads the JSON lines of a file that start with '{'.
+func readResults(path string) ([]result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []result
+	for line := range strings.Lines(string(data)) {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var r result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 var counter atomic.Int64
@@ -209,7 +276,7 @@ func TurnShape(ctx workflow.Context, signals int) error {
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	tokens := workflow.GetSignalChannel(ctx, "tokens")
+	tokens := workflow.GetSignalChannel(ctx, contract.SignalTokens)
 	model := func(n int) error {
 		f := workflow.ExecuteActivity(remote, "FloorModel", workflow.GetInfo(ctx).WorkflowExecution.ID, n)
 		done := false
@@ -248,7 +315,7 @@ func (a *activities) Step(context.Context) error { return nil }
 // as a streaming model call sends its token batches.
 func (a *activities) Model(ctx context.Context, workflowID string, n int) error {
 	for range n {
-		if err := a.client.SignalWorkflow(ctx, workflowID, "", "tokens", "batch"); err != nil {
+		if err := a.client.SignalWorkflow(ctx, workflowID, "", contract.SignalTokens, "batch"); err != nil {
 			return err
 		}
 	}
