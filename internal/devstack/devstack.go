@@ -78,8 +78,11 @@ type Options struct {
 	// Namespace is the Temporal namespace, created at start when it is not
 	// "default". Default "default".
 	Namespace string
-	// InMemory runs the dev server without a database file: faster, and its
-	// state dies with it (tests). Default false: state in Dir/temporal.db.
+	// InMemory keeps the dev server's state only while it runs: faster,
+	// and gone when it stops. The state is a scratch SQLite file in memory
+	// (/dev/shm) rather than SQLite's own in-memory database, which is
+	// deleted whole when its one connection is closed (a query the server
+	// interrupts can do that), leaving the server without its tables.
 	InMemory bool
 	// SkipTemporal starts no dev server and ignores TemporalAddress; the Stack
 	// then has no TemporalAddress. Default false.
@@ -117,6 +120,8 @@ type Stack struct {
 	log      *zap.Logger
 	postgres *service
 	temporal *service
+	// scratch holds an in-memory dev server's state; removed at Stop.
+	scratch string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -272,6 +277,9 @@ func (s *Stack) Stop() error {
 		}
 		if s.postgres != nil {
 			errs = append(errs, s.postgres.stop())
+		}
+		if s.scratch != "" {
+			errs = append(errs, os.RemoveAll(s.scratch))
 		}
 		s.stopErr = errors.Join(errs...)
 		if s.stopErr == nil && (s.temporal != nil || s.postgres != nil) {

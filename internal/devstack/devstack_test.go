@@ -85,9 +85,15 @@ func TestStackLifecycle(t *testing.T) {
 	_, err = Start(ctx, Options{Dir: dir, SkipTemporal: true})
 	require.ErrorContains(t, err, "in use by another running stack")
 
+	// An in-memory server keeps its state in a scratch file, not in the
+	// state folder, and the file goes with the stack.
+	require.FileExists(t, filepath.Join(s.scratch, "temporal.db"))
+	require.NoFileExists(t, filepath.Join(dir, "temporal.db"))
+
 	// Stop is idempotent and really stops both servers.
 	require.NoError(t, s.Stop())
 	require.NoError(t, s.Stop())
+	require.NoDirExists(t, s.scratch)
 	pgURL, err := url.Parse(s.DatabaseURL)
 	require.NoError(t, err)
 	requireRefused(t, pgURL.Host)
@@ -398,4 +404,17 @@ func TestLostPortRace(t *testing.T) {
 		require.Equal(t, tc.lost, lostPortRace(sv), tc.log)
 	}
 	require.False(t, lostPortRace(&service{}), "no process")
+}
+
+// A fixed port another process holds is refused up front: whatever runs
+// there would answer the readiness check in place of the new server.
+func TestTemporalPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = Start(ctx, Options{Dir: stateDir(t), TemporalPort: port, UIPort: -1, InMemory: true, Logger: zaptest.NewLogger(t)})
+	require.ErrorContains(t, err, fmt.Sprintf("port %d (Temporal) on 127.0.0.1 is in use", port))
 }

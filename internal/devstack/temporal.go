@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,9 +91,21 @@ func DynamicConfig() []string {
 	}
 }
 
-// SQLitePragmas are the file-backed dev server's SQLite settings.
+// SQLitePragmas are the file-backed dev server's SQLite settings: a
+// write-ahead log, synced at checkpoints rather than at every commit.
+// State survives a crash of the server (not of the machine), and a turn
+// takes half the time it takes with SQLite's defaults (BENCHMARKS.md).
 func SQLitePragmas() []string {
 	return []string{"journal_mode=WAL", "synchronous=NORMAL"}
+}
+
+// scratchRoot is where an in-memory dev server keeps its state: /dev/shm
+// when the machine has it, else the temporary folder.
+func scratchRoot() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && syscall.Access("/dev/shm", 2 /* W_OK */) == nil {
+		return "/dev/shm"
+	}
+	return os.TempDir()
 }
 
 // startTemporal runs `temporal server start-dev` and waits for its frontend.
@@ -121,6 +134,19 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	return nil
 }
 
+// portsFree refuses fixed ports another process holds: a server still
+// running there (an earlier stack that is shutting down) would answer the
+// readiness check in place of the one that could not start.
+func portsFree(opts Options, temporal int) error {
+	if opts.TemporalPort != -1 && !portFree(temporal) {
+		return fmt.Errorf("port %d (Temporal) on 127.0.0.1 is in use: another stack or Temporal server runs there; stop it first, or choose another port", temporal)
+	}
+	if ui := cmp.Or(opts.UIPort, DefaultUIPort); opts.UIPort != -1 && !portFree(ui) {
+		return fmt.Errorf("port %d (Temporal Web UI) on 127.0.0.1 is in use: another stack or Temporal server runs there; stop it first, or choose another port", ui)
+	}
+	return nil
+}
+
 // portAttempts bounds the starts of a dev server on a free port.
 const portAttempts = 3
 
@@ -138,6 +164,9 @@ func lostPortRace(sv *service) bool {
 func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts Options) error {
 	port, err := temporalPort(opts)
 	if err != nil {
+		return err
+	}
+	if err := portsFree(opts, port); err != nil {
 		return err
 	}
 	argv := []string{bin, "server", "start-dev",
@@ -166,11 +195,20 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 	for _, kv := range DynamicConfig() {
 		argv = append(argv, "--dynamic-config-value", kv)
 	}
-	if !opts.InMemory {
-		argv = append(argv, "--db-filename", filepath.Join(s.Dir, "temporal.db"))
-		for _, p := range SQLitePragmas() {
-			argv = append(argv, "--sqlite-pragma", p)
+	dbFile, pragmas := filepath.Join(s.Dir, "temporal.db"), SQLitePragmas()
+	if opts.InMemory {
+		if s.scratch == "" {
+			if s.scratch, err = os.MkdirTemp(scratchRoot(), "agentflow-temporal-*"); err != nil {
+				return fmt.Errorf("scratch folder for the dev server: %w", err)
+			}
 		}
+		// Nothing to keep: no waiting for the disk either.
+		dbFile, pragmas = filepath.Join(s.scratch, "temporal.db"), []string{"journal_mode=WAL", "synchronous=OFF"}
+		_ = os.Remove(dbFile) // a start again after a lost port race begins afresh
+	}
+	argv = append(argv, "--db-filename", dbFile)
+	for _, p := range pragmas {
+		argv = append(argv, "--sqlite-pragma", p)
 	}
 	sv.argv = argv
 	if err := sv.start(s.Dir, nil); err != nil {
