@@ -32,7 +32,7 @@ import (
 var scaleScript = &scripted.Script{
 	Pacing: scripted.Pacing{ChunkWords: 1, DelayMS: 20},
 	Rules: []scripted.Rule{{Name: "answer", Reply: scripted.Reply{
-		DelayMS: 280, // the first chunk waits its 20 ms too
+		DelayMS: 300,
 		Text:    strings.TrimSpace(strings.Repeat("durable agents stream every word exactly once ", 5)),
 	}}},
 }
