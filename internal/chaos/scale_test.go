@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/agentflow/agentflow/internal/bench/grpcturn"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/topology"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -199,41 +200,14 @@ func runScale(b *testing.B, modelURL string, workers, turns int) scaleRow {
 // model's whole text, a completed status. It returns the time to the
 // first token and to the end.
 func scaleTurn(ctx context.Context, api pb.AgentServiceClient, job, want string) (time.Duration, time.Duration, error) {
-	begin := time.Now()
-	st, err := api.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "Tell me about durable agents."}})
+	r, err := grpcturn.Stream(ctx, api, &pb.TurnRequest{JobId: job, Prompt: "Tell me about durable agents."})
 	if err != nil {
 		return 0, 0, err
 	}
-	var first time.Duration
-	var last int64
-	var text strings.Builder
-	var status pb.Status
-	for {
-		ev, err := st.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", job, err)
-		}
-		if idx := ev.GetMeta().GetEventIndex(); idx != last+1 {
-			return 0, 0, fmt.Errorf("%s: event %d after %d", job, idx, last)
-		}
-		last++
-		if t := ev.GetToken(); t != nil {
-			if first == 0 {
-				first = time.Since(begin)
-			}
-			text.WriteString(t.GetText())
-		}
-		if s := ev.GetStatus(); s != nil {
-			status = s.GetStatus()
-		}
+	if r.Status != pb.Status_STATUS_COMPLETED || r.Text != want {
+		return 0, 0, fmt.Errorf("%s: ended %s with %q", job, r.Status, r.Text)
 	}
-	if status != pb.Status_STATUS_COMPLETED || text.String() != want {
-		return 0, 0, fmt.Errorf("%s: ended %s with %q", job, status, text.String())
-	}
-	return first, time.Since(begin), nil
+	return r.FirstToken, r.Total, nil
 }
 
 // directFirstToken is the model's own time to its first streamed chunk,

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/agentflow/agentflow/internal/bench/grpcturn"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -123,42 +123,17 @@ func run() error {
 func turn(ctx context.Context, api pb.AgentServiceClient, job, prompt, want string) (float64, float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	begin := time.Now()
-	st, err := api.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: prompt}})
+	r, err := grpcturn.Stream(ctx, api, &pb.TurnRequest{JobId: job, Prompt: prompt})
 	if err != nil {
 		return 0, 0, err
 	}
-	var first float64
-	var last int64
-	var text strings.Builder
-	var status pb.Status
-	for {
-		ev, err := st.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-		if i := ev.GetMeta().GetEventIndex(); i != last+1 {
-			return 0, 0, fmt.Errorf("event %d after %d", i, last)
-		}
-		last++
-		if t := ev.GetToken(); t != nil {
-			if first == 0 {
-				first = float64(time.Since(begin).Microseconds()) / 1000
-			}
-			text.WriteString(t.GetText())
-		}
-		if s := ev.GetStatus(); s != nil {
-			status = s.GetStatus()
-		}
+	if r.Status != pb.Status_STATUS_COMPLETED || !strings.Contains(r.Text, want) {
+		return 0, 0, fmt.Errorf("turn ended %s with %q", r.Status, clip(r.Text))
 	}
-	if status != pb.Status_STATUS_COMPLETED || !strings.Contains(text.String(), want) {
-		return 0, 0, fmt.Errorf("turn ended %s with %q", status, clip(text.String()))
-	}
-	return float64(time.Since(begin).Microseconds()) / 1000, first, nil
+	return ms(r.Total), ms(r.FirstToken), nil
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func pct(v []float64, p float64) float64 {
 	s := slices.Clone(v)
