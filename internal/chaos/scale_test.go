@@ -191,7 +191,7 @@ func runScale(b *testing.B, modelURL string, workers, turns int) scaleRow {
 		row.turnP50, row.turnP99 = percentile(totals, .5), percentile(totals, .99)
 	}
 	if v := firstErr.Load(); v != nil {
-		b.Errorf("%d of %d turns failed; first: %s", errs.Load(), turns, v)
+		b.Errorf("%d of %d turns failed; first: %s\nthe gateway's first errors:\n%s", errs.Load(), turns, v, grepLog(top.Gateways[0].Log, "request failed", 3))
 	}
 	return row
 }
@@ -227,6 +227,21 @@ func directFirstToken(b *testing.B, url string) float64 {
 		resp.Body.Close()
 	}
 	return percentile(samples, .5)
+}
+
+// grepLog returns up to n lines of a log file that contain s.
+func grepLog(path, s string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, s) && len(out) < n {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 // cpuSeconds is a process's user and system CPU time, from /proc.

@@ -52,7 +52,16 @@ type Service struct {
 	tokens    []Token
 	taskQueue string
 	logger    *zap.Logger
+	// starting holds a slot per turn being started (maxStarting).
+	starting chan struct{}
 }
+
+// maxStarting bounds the turns a gateway process starts at once. A burst of
+// a thousand Stream calls would otherwise put a thousand starts on the
+// server together, and on a loaded server the last of them outlast the
+// client's per-call timeout all at once; taking turns, each start is quick
+// and the burst is through sooner (BENCHMARKS.md, scale).
+const maxStarting = 64
 
 // New returns a Service; it needs at least one token.
 func New(o Options) (*Service, error) {
@@ -70,7 +79,8 @@ func New(o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, taskQueue: o.TaskQueue, logger: o.Logger}, nil
+	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, taskQueue: o.TaskQueue, logger: o.Logger,
+		starting: make(chan struct{}, maxStarting)}, nil
 }
 
 // Register adds the AgentService to g. Calls reach it unauthenticated
@@ -134,10 +144,34 @@ func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 }
 
 // startPrepared starts a prepared turn, or attaches to the run of its job.
+//
+// A start the server did not answer in time is made again until
+// startTimeout: it is keyed by the turn's workflow id and attaches to the
+// run an earlier try started, so a repeat is harmless.
 func (s *Service) startPrepared(ctx context.Context, req agent.TurnRequest) (client.WorkflowRun, error) {
+	select {
+	case s.starting <- struct{}{}:
+		defer func() { <-s.starting }()
+	case <-ctx.Done():
+		return nil, agent.Errorf(agent.CodeUnavailable, "the client left before turn %q could start", contract.TurnWorkflowID(req.TenantID, req.JobID))
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
-	return turnclient.Start(sctx, s.client, s.taskQueue, req)
+	wait := 100 * time.Millisecond
+	for {
+		run, err := turnclient.Start(sctx, s.client, s.taskQueue, req)
+		if err == nil || !agent.IsCode(err, agent.CodeUnavailable) {
+			return run, err
+		}
+		s.logger.Warn("turn not started in time; starting it again", zap.String("tenant", req.TenantID), zap.String("job_id", req.JobID),
+			zap.Duration("wait", wait), zap.Error(err))
+		select {
+		case <-sctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
 }
 
 // checkAgent refuses a turn whose agent does not exist before anything is

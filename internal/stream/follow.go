@@ -246,8 +246,10 @@ func (fl *following) drainHeld() (bool, error) {
 }
 
 // readRetryFor bounds how long a follower reads a log again after failed
-// reads before it gives the client the error.
-const readRetryFor = 30 * time.Second
+// reads before it gives the client the error. Generous: the turn is
+// durable, and a server saturated by a burst of turns (a thousand ending
+// at once, each log read a task on a worker) answers late, not never.
+const readRetryFor = 2 * time.Minute
 
 // read returns the log's events after index after. A read the server
 // fails (a loaded or restarting Temporal) is made again, with backoff, for

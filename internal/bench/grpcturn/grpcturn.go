@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,8 +20,13 @@ type Result struct {
 	// FirstToken and Total are the times from the call to the first token
 	// event and to the end of the stream.
 	FirstToken, Total time.Duration
-	Text              string    // the token events' text, in order
-	Status            pb.Status // the last status event's
+	// Text is the token events' text, in order, without the text a
+	// RETRYING status voided (from its void_from index on), as a client
+	// shows it.
+	Text   string
+	Status pb.Status // the last status event's
+	// Retries counts the RETRYING statuses: model calls tried again.
+	Retries int
 }
 
 // Stream starts req with Stream and reads the stream to its end.
@@ -32,7 +38,7 @@ func Stream(ctx context.Context, api pb.AgentServiceClient, req *pb.TurnRequest)
 	}
 	var r Result
 	var last int64
-	var text strings.Builder
+	var tokens []token
 	for {
 		ev, err := st.Recv()
 		if err == io.EOF {
@@ -49,12 +55,25 @@ func Stream(ctx context.Context, api pb.AgentServiceClient, req *pb.TurnRequest)
 			if r.FirstToken == 0 {
 				r.FirstToken = time.Since(begin)
 			}
-			text.WriteString(t.GetText())
+			tokens = append(tokens, token{last, t.GetText()})
 		}
 		if s := ev.GetStatus(); s != nil {
 			r.Status = s.GetStatus()
+			if s.GetStatus() == pb.Status_STATUS_RETRYING {
+				r.Retries++
+				tokens = slices.DeleteFunc(tokens, func(t token) bool { return t.index >= s.GetVoidFrom() })
+			}
 		}
+	}
+	var text strings.Builder
+	for _, t := range tokens {
+		text.WriteString(t.text)
 	}
 	r.Text, r.Total = text.String(), time.Since(begin)
 	return r, nil
+}
+
+type token struct {
+	index int64
+	text  string
 }
