@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"slices"
 
 	"go.temporal.io/sdk/workflow"
@@ -146,10 +145,33 @@ func (t *turn) handOn() contract.Live {
 	if !t.req.Streaming() {
 		return contract.Live{Wake: true}
 	}
-	if b, err := json.Marshal(evs); err != nil || len(b) > maxLiveBytes {
+	size := 0
+	for _, e := range evs {
+		size += liveSize(e)
+	}
+	if size > maxLiveBytes {
 		return contract.Live{Wake: true}
 	}
 	return contract.Live{Events: slices.Clone(evs)}
+}
+
+// liveSize is a bound on an event's size as JSON, from its strings (each
+// counted twice, for escapes) and a fixed allowance for the rest; without
+// encoding it, which workflow code must not (encoding/json caches by type).
+// Events with a data preview or of a child turn count as too large: they
+// are read from the log. The publisher checks the real size again.
+func liveSize(e agent.Event) int {
+	if e.Child != nil || e.Tool != nil && e.Tool.Data != nil {
+		return maxLiveBytes + 1
+	}
+	n := len(e.StreamID) + len(e.Text) + len(e.Content)
+	if t := e.Tool; t != nil {
+		n += len(t.CallID) + len(t.Name) + len(t.Args) + len(t.Output) + len(t.Reason) + len(t.Message) + len(t.Source) + len(t.FromToolkit)
+	}
+	if e.Error != nil {
+		n += len(e.Error.Type) + len(e.Error.Message) + len(e.Error.Tool)
+	}
+	return 2*n + 400
 }
 
 // emit appends a workflow event after the batches and progress already

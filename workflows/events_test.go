@@ -1,11 +1,13 @@
 package workflows
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 func batch(step, attempt int, first int64, texts ...string) agent.TokenBatch {
@@ -99,4 +101,45 @@ func TestEventLogRefusesStaleBatches(t *testing.T) {
 			require.True(t, l.accept(batch(3, 1, 7, "!")))
 		})
 	}
+}
+
+// handOn gives the next activity the events logged since the last
+// hand-on, counts batches CallModel published as handed, and asks for a
+// wake-up instead when the events are too large to travel in an input,
+// or when the turn is not streamed.
+func TestHandOn(t *testing.T) {
+	streamed := &turn{} // a request streams unless it says not to
+	streamed.log.streamID = "s"
+	require.Empty(t, streamed.handOn().Events, "nothing logged yet")
+
+	streamed.log.add(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+	live := streamed.handOn()
+	require.False(t, live.Wake)
+	require.Len(t, live.Events, 1)
+	require.Equal(t, int64(1), live.Events[0].Index)
+	require.Empty(t, streamed.handOn().Events, "handed on once")
+
+	// A batch CallModel published is not handed on again; one after a gap is.
+	streamed.log.step, streamed.log.attempt = 1, 1
+	streamed.acceptBatch(nil, batch(1, 1, 2, "a"))
+	require.Empty(t, streamed.handOn().Events)
+	streamed.log.add(agent.Event{Kind: agent.EventUsage, Usage: &agent.Usage{TotalTokens: 3}})
+	require.Equal(t, []int64{3}, indices(streamed.handOn().Events))
+
+	big := strings.Repeat("x", maxLiveBytes)
+	streamed.log.add(agent.Event{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: "c", Name: "t", Args: []byte(`"` + big + `"`)}})
+	require.Equal(t, contract.Live{Wake: true}, streamed.handOn(), "too large to hand on")
+
+	no := false
+	unstreamed := &turn{req: agent.TurnRequest{Stream: &no}}
+	unstreamed.log.add(agent.Event{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: "c", Name: "t"}})
+	require.Equal(t, contract.Live{Wake: true}, unstreamed.handOn())
+}
+
+func indices(evs []agent.Event) []int64 {
+	var out []int64
+	for _, e := range evs {
+		out = append(out, e.Index)
+	}
+	return out
 }
