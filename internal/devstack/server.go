@@ -63,8 +63,10 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 	if err != nil {
 		return err
 	}
-	if opts.TemporalPort != -1 && !portFree(port) {
-		return fmt.Errorf("port %d (Temporal) on 127.0.0.1 is in use: another stack or Temporal server runs there; stop it first, or choose another port", port)
+	if opts.TemporalPort != -1 {
+		if err := portHeld(port, "Temporal"); err != nil {
+			return err
+		}
 	}
 	root := filepath.Join(s.Dir, "temporal-server")
 	if err := writeServerConfig(root, port, db); err != nil {

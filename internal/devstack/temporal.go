@@ -138,13 +138,23 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 // running there (an earlier stack that is shutting down) would answer the
 // readiness check in place of the one that could not start.
 func portsFree(opts Options, temporal int) error {
-	if opts.TemporalPort != -1 && !portFree(temporal) {
-		return fmt.Errorf("port %d (Temporal) on 127.0.0.1 is in use: another stack or Temporal server runs there; stop it first, or choose another port", temporal)
+	if opts.TemporalPort != -1 {
+		if err := portHeld(temporal, "Temporal"); err != nil {
+			return err
+		}
 	}
-	if ui := cmp.Or(opts.UIPort, DefaultUIPort); opts.UIPort != -1 && !portFree(ui) {
-		return fmt.Errorf("port %d (Temporal Web UI) on 127.0.0.1 is in use: another stack or Temporal server runs there; stop it first, or choose another port", ui)
+	if opts.UIPort != -1 {
+		return portHeld(cmp.Or(opts.UIPort, DefaultUIPort), "Temporal Web UI")
 	}
 	return nil
+}
+
+// portHeld is the error for a fixed port that is not free.
+func portHeld(port int, what string) error {
+	if portFree(port) {
+		return nil
+	}
+	return fmt.Errorf("port %d (%s) on 127.0.0.1 is in use: another stack or Temporal server runs there; stop it first, or choose another port", port, what)
 }
 
 // portAttempts bounds the starts of a dev server on a free port.

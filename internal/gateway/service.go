@@ -206,26 +206,19 @@ func (s *Service) Invoke(ctx context.Context, in *pb.InvokeRequest) (*pb.TurnRes
 
 // Stream implements pb.AgentServiceServer.
 func (s *Service) Stream(in *pb.StreamRequest, ss grpc.ServerStreamingServer[pb.StreamEvent]) error {
-	ctx := ss.Context()
-	req, err := s.prepare(ctx, in.GetTurn())
+	req, err := s.prepare(ss.Context(), in.GetTurn())
 	if err != nil {
-		return s.status(ctx, err)
+		return s.status(ss.Context(), err)
 	}
-	var sendErr error
-	err = s.events.FollowNew(ctx, contract.TurnWorkflowID(req.TenantID, req.JobID), func() (string, error) {
-		run, err := s.startPrepared(ctx, req)
-		if err != nil {
-			return "", err
-		}
-		return run.GetRunID(), nil
-	}, func(e agent.Event) error {
-		sendErr = ss.Send(toPBEvent(e))
-		return sendErr
+	return s.send(ss, func(send func(agent.Event) error) error {
+		return s.events.FollowNew(ss.Context(), contract.TurnWorkflowID(req.TenantID, req.JobID), func() (string, error) {
+			run, err := s.startPrepared(ss.Context(), req)
+			if err != nil {
+				return "", err
+			}
+			return run.GetRunID(), nil
+		}, send)
 	})
-	if err != nil && errors.Is(err, sendErr) {
-		return sendErr // the client's stream broke: gRPC's own error says how
-	}
-	return s.status(ctx, err)
 }
 
 // Resume implements pb.AgentServiceServer.
@@ -233,12 +226,16 @@ func (s *Service) Resume(in *pb.ResumeRequest, ss grpc.ServerStreamingServer[pb.
 	if err := ownStream(ss.Context(), in.GetStreamId()); err != nil {
 		return s.status(ss.Context(), err)
 	}
-	return s.follow(ss, in.GetStreamId(), in.GetAfterIndex())
+	return s.send(ss, func(send func(agent.Event) error) error {
+		return s.events.Follow(ss.Context(), in.GetStreamId(), in.GetAfterIndex(), send)
+	})
 }
 
-func (s *Service) follow(ss grpc.ServerStreamingServer[pb.StreamEvent], streamID string, after int64) error {
+// send runs follow with a function that sends events to the client, and
+// returns its outcome as the call's status.
+func (s *Service) send(ss grpc.ServerStreamingServer[pb.StreamEvent], follow func(send func(agent.Event) error) error) error {
 	var sendErr error
-	err := s.events.Follow(ss.Context(), streamID, after, func(e agent.Event) error {
+	err := follow(func(e agent.Event) error {
 		sendErr = ss.Send(toPBEvent(e))
 		return sendErr
 	})
