@@ -217,6 +217,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 				// The decision stands (it is in the history); only its record is missing.
 				workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
 			}
+			t.recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
 			decide(i, outcome, message)
 		}
 	}

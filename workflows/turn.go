@@ -160,9 +160,11 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 		if t.cancelled(ctx) {
 			return t.finish(ctx, "", t.cancelError())
 		}
+		t.recordRoute(ctx, route, err)
 		return t.reject(ctx, contract.ErrorOf(err))
 	}
 	t.rule = route.Rule
+	t.recordRoute(ctx, route, nil)
 
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("loading agent %s", route.AgentID))
 	var loaded contract.LoadAgentResult
@@ -255,6 +257,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if reply.Model != "" {
 			t.model = reply.Model
 		}
+		t.recordModel(ctx, t.model, reply.Usage)
 		if err := t.overBudget(limits); err != nil {
 			return "", err
 		}
@@ -486,6 +489,7 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		}
 		t.calls = append(t.calls, rec)
+		t.recordTool(ctx, rec)
 	}
 	return failures
 }
@@ -549,6 +553,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 // finishStored ends the workflow with a stored result.
 func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.TurnResult, error) {
 	defer t.flushForwards(ctx)
+	t.recordEnd(ctx, res.Status, res.Error)
 	if res.Status == agent.StatusCompleted {
 		workflow.SetCurrentDetails(ctx, "completed")
 		t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: textBlock(res.Output)})
@@ -581,6 +586,7 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 		Error:   e,
 	}
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
+	t.recordEnd(ctx, res.Status, res.Error)
 	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
 	t.flushForwards(ctx)

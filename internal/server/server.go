@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -24,6 +24,7 @@ import (
 	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/metrics"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
@@ -50,7 +51,7 @@ type Server struct {
 	grpc     *grpc.Server
 	grpcLn   net.Listener
 	routes   *registry.Cache
-	metrics  *prometheus.Registry
+	metrics  *metrics.Metrics
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -69,15 +70,19 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	if err := s.startScriptedModel(); err != nil {
 		return nil, err
 	}
+	if s.metrics, err = metrics.New(logger); err != nil {
+		return nil, err
+	}
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
-	s.metrics = prometheus.NewRegistry()
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.routes = registry.NewCache(s.store, logger)
-	s.routes.Metrics = registry.NewMetrics(s.metrics)
+	s.routes.Metrics = registry.NewMetrics(s.metrics.Registry)
+	streamMetrics := stream.NewMetrics(s.metrics.Registry, metrics.LatencyBuckets)
 	s.hub = stream.NewHub(s.store.Pool(), logger)
+	s.hub.Metrics = streamMetrics
 	s.follower = stream.NewFollower(s.client, s.hub, logger, 0)
+	s.follower.Metrics = streamMetrics
 	if err := s.newWorker(); err != nil {
 		return nil, err
 	}
@@ -129,6 +134,9 @@ func (s *Server) connect(ctx context.Context) error {
 		HostPort:  s.cfg.TemporalAddress,
 		Namespace: s.cfg.Namespace,
 		Logger:    SDKLogger(s.logger),
+		// Workers of this client report the SDK's metrics, and workflows
+		// agentflow's, through it.
+		MetricsHandler: s.metrics.Handler,
 	})
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", s.cfg.TemporalAddress, err)
@@ -217,9 +225,20 @@ func (s *Server) newHTTP() error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
+	// Liveness: the process serves. Restarting it would not bring a
+	// dependency back, so an outage fails /healthz, not this.
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return nil
+}
+
+// HTTPAddr is the address /healthz and /metrics are served on, "" when off.
+func (s *Server) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
 }
 
 // Client is the server's Temporal client.
@@ -234,7 +253,7 @@ func (s *Server) GRPCAddr() string {
 }
 
 // Metrics is the server's Prometheus registry (served at /metrics).
-func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
+func (s *Server) Metrics() *prometheus.Registry { return s.metrics.Registry }
 
 // Follower follows turns' event streams (with this process's live path).
 func (s *Server) Follower() *stream.Follower { return s.follower }
@@ -325,18 +344,55 @@ func (s *Server) Close() {
 	}
 }
 
+// healthz reports readiness per dependency: 200 when Postgres and
+// Temporal answer, 503 (what a load balancer takes out of rotation)
+// when either does not. The live path (Postgres LISTEN) only degrades
+// streaming to log reads, so it is reported but does not fail the check.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.store.Pool().Ping(ctx); err != nil {
-		http.Error(w, "postgres: "+err.Error(), http.StatusServiceUnavailable)
-		return
+	rep := health{Status: "ok"}
+	rep.check(ctx, "postgres", func(ctx context.Context) error { return s.store.Pool().Ping(ctx) })
+	rep.check(ctx, "temporal", func(ctx context.Context) error {
+		_, err := s.client.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	})
+	live := check{Name: "live_path", Status: "ok"}
+	if !s.hub.Connected() {
+		live.Status, live.Error = "degraded", "not listening for stream notifications; followers read the log"
 	}
-	if _, err := s.client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		http.Error(w, "temporal: "+err.Error(), http.StatusServiceUnavailable)
-		return
+	rep.Checks = append(rep.Checks, live)
+	code := http.StatusOK
+	if rep.Status != "ok" {
+		code = http.StatusServiceUnavailable
+		s.logger.Warn("not ready", zap.Any("checks", rep.Checks))
 	}
-	_, _ = w.Write([]byte("ok\n"))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(rep)
+}
+
+// health is /healthz's answer.
+type health struct {
+	Status string  `json:"status"` // ok | unavailable
+	Checks []check `json:"checks"`
+}
+
+type check struct {
+	Name      string  `json:"name"`
+	Status    string  `json:"status"` // ok | unavailable | degraded
+	LatencyMS float64 `json:"latency_ms"`
+	Error     string  `json:"error,omitempty"`
+}
+
+func (h *health) check(ctx context.Context, name string, probe func(context.Context) error) {
+	start := time.Now()
+	err := probe(ctx)
+	c := check{Name: name, Status: "ok", LatencyMS: float64(time.Since(start).Microseconds()) / 1000}
+	if err != nil {
+		c.Status, c.Error, h.Status = "unavailable", err.Error(), "unavailable"
+	}
+	h.Checks = append(h.Checks, c)
 }
 
 func loadScript(name string) (*scripted.Script, error) {

@@ -25,6 +25,8 @@ type Follower struct {
 	hub      *Hub // nil: read the log only
 	logger   *zap.Logger
 	idleRead time.Duration
+	// Metrics counts log reads; nil counts nothing.
+	Metrics *Metrics
 }
 
 // NewFollower returns a Follower. With a nil hub it only reads the log,
@@ -52,6 +54,7 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 		defer sub.Close()
 	}
 
+	f.Metrics.read("start")
 	page, err := f.read(ctx, streamID, after)
 	if err != nil {
 		return err
@@ -131,12 +134,12 @@ func (fl *following) wait(ctx context.Context, sub *Subscription) error {
 		case evs := <-live:
 			done, err = fl.live(ctx, evs)
 		case <-lagged:
-			done, err = fl.catchUp(ctx)
+			done, err = fl.catchUp(ctx, "gap")
 		case <-idle.C:
-			done, err = fl.catchUp(ctx)
+			done, err = fl.catchUp(ctx, "idle")
 		case <-closed:
 			closed = nil
-			done, err = fl.catchUp(ctx)
+			done, err = fl.catchUp(ctx, "close")
 			if err == nil && !done {
 				// The workflow ended without a terminal event (terminated,
 				// timed out by the server): say so instead of waiting.
@@ -202,7 +205,7 @@ func (fl *following) live(ctx context.Context, evs []agent.Event) (bool, error) 
 		for _, e := range evs {
 			fl.held[e.Index] = e
 		}
-		return fl.catchUp(ctx)
+		return fl.catchUp(ctx, "gap")
 	}
 	if done, err := fl.deliver(evs); done || err != nil {
 		return done, err
@@ -212,7 +215,8 @@ func (fl *following) live(ctx context.Context, evs []agent.Event) (bool, error) 
 
 // catchUp reads the log from the client's position, then sends the held
 // events that now follow.
-func (fl *following) catchUp(ctx context.Context) (bool, error) {
+func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
+	fl.f.Metrics.read(reason)
 	p, err := fl.f.read(ctx, fl.streamID, fl.next-1)
 	if err != nil {
 		return false, err

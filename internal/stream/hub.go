@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
@@ -25,6 +26,9 @@ type Hub struct {
 	mu        sync.Mutex
 	subs      map[string]map[*Subscription]struct{}
 	connected bool // the listener is up; while it is not, followers read the log
+
+	// Metrics reports the live path's lag; nil reports nothing.
+	Metrics *Metrics
 }
 
 // Subscription receives one stream's live messages.
@@ -116,6 +120,9 @@ func (h *Hub) setConnected(up bool) {
 func (h *Hub) dispatch(m message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if len(h.subs[m.StreamID]) > 0 {
+		h.Metrics.published(m.At, time.Now())
+	}
 	for s := range h.subs[m.StreamID] {
 		select {
 		case s.C <- m.Events:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -20,6 +21,9 @@ const maxPayload = 7900
 type message struct {
 	StreamID string        `json:"s"`
 	Events   []agent.Event `json:"e,omitempty"`
+	// At is when the batch was published, in Unix microseconds: the
+	// receiving hub reports the lag.
+	At int64 `json:"t,omitempty"`
 }
 
 // Publisher sends events and wake-ups with NOTIFY.
@@ -33,7 +37,7 @@ func NewPublisher(pool *pgxpool.Pool) *Publisher { return &Publisher{pool: pool}
 // Publish sends a batch accepted by its turn. A batch too large for one
 // notification is sent as a wake-up: followers read it from the log.
 func (p *Publisher) Publish(ctx context.Context, b agent.TokenBatch) error {
-	payload, err := json.Marshal(message{StreamID: b.StreamID, Events: b.Events})
+	payload, err := json.Marshal(message{StreamID: b.StreamID, Events: b.Events, At: time.Now().UnixMicro()})
 	if err != nil {
 		return fmt.Errorf("encode batch: %w", err)
 	}

@@ -74,6 +74,9 @@ type Options struct {
 	// StreamInterval is the time between token batches. Default: the
 	// server's.
 	StreamInterval time.Duration
+	// HTTP serves /healthz, /livez and /metrics on a free port
+	// (Server.HTTPAddr). Default: off.
+	HTTP bool
 	// Logger is the server's logger. Default: the test's log, warnings
 	// and errors only.
 	Logger *zap.Logger
@@ -136,6 +139,9 @@ func Start(t testing.TB, opts Options) *Server {
 		Model:           llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
 		StreamInterval:  opts.StreamInterval,
 		MCPCommands:     opts.MCPCommands,
+	}
+	if opts.HTTP {
+		cfg.HTTPAddr = "127.0.0.1:0"
 	}
 	if len(opts.Tokens) > 0 {
 		cfg.Roles = []string{server.RoleWorker, server.RoleGateway}

@@ -30,12 +30,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/devstack"
 )
@@ -192,4 +195,37 @@ func databaseName(testName string) string {
 		base = base[:room]
 	}
 	return base + tail
+}
+
+// RefuseConnections makes the database at dbURL refuse new connections
+// and ends the open ones, until the test ends: Postgres down, as far as
+// that database's clients can tell.
+func RefuseConnections(t testing.TB, dbURL string) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("devtest: %v", err)
+	}
+	name := u.Path[1:]
+	u.Path = "/postgres"
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatalf("devtest: %v", err)
+	}
+	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" ALLOW_CONNECTIONS false")
+	if err != nil {
+		t.Fatalf("devtest: %v", err)
+	}
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
+	if err != nil {
+		t.Fatalf("devtest: %v", err)
+	}
+	t.Cleanup(func() {
+		_, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" ALLOW_CONNECTIONS true")
+		if err != nil {
+			t.Errorf("devtest: %v", err)
+		}
+		_ = admin.Close(ctx)
+	})
 }

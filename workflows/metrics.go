@@ -1,0 +1,115 @@
+package workflows
+
+import (
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/metrics"
+)
+
+// A turn's metrics go through workflow.GetMetricsHandler, which reports
+// nothing while the workflow replays: a turn is counted once, however
+// often a worker replays it. Label values come from the catalog (tenant,
+// agent, tool and rule names) or from fixed sets (status, kind, outcome),
+// never from a request's free text: an agent id a request names but no
+// catalog has is reported as "-".
+
+// noAgent labels a turn that never loaded an agent.
+const noAgent = "-"
+
+// metrics is the handler with the labels of every turn metric.
+func (t *turn) metrics(ctx workflow.Context) client.MetricsHandler {
+	return workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tenant": t.req.TenantID, "agent": t.agentLabel()})
+}
+
+func (t *turn) agentLabel() string {
+	if t.agent.ID == "" {
+		return noAgent
+	}
+	return t.agent.ID
+}
+
+// recordEnd counts the turn by status and its latency; a routed turn
+// whose agent refused it or failed for want of a capability is a routing
+// mismatch.
+func (t *turn) recordEnd(ctx workflow.Context, status string, e *agent.TurnError) {
+	h := t.metrics(ctx).WithTags(map[string]string{"status": status})
+	h.Counter(metrics.Turns).Inc(1)
+	h.Timer(metrics.AgentLatency).Record(workflow.Now(ctx).Sub(t.start))
+	if !t.routed() || e == nil {
+		return
+	}
+	switch {
+	case status == agent.StatusRejected && t.agent.ID == "":
+		t.mismatch(ctx, "agent_refused")
+	case status == agent.StatusFailed && mismatched(e.Type):
+		t.mismatch(ctx, "agent_failed")
+	}
+}
+
+// routed says a rule or the tenant's default chose the turn's agent.
+func (t *turn) routed() bool {
+	return t.rule != "" && t.rule != contract.RuleExplicit
+}
+
+// mismatched says a failure of this type means the agent could not do
+// what it was routed: its model refused the request, or never answered
+// within the agent's iterations.
+func mismatched(errType string) bool {
+	switch errType {
+	case agent.ErrTypeModelRejected, agent.ErrTypeMaxIterations:
+		return true
+	}
+	return false
+}
+
+// mismatch counts a routing mismatch for the turn's rule.
+func (t *turn) mismatch(ctx workflow.Context, reason string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
+		"tenant": t.req.TenantID, "rule": t.rule, "reason": reason,
+	}).Counter(metrics.RoutingMismatch).Inc(1)
+}
+
+// recordRoute counts a request no rule could route and the rules whose
+// condition failed while routing it.
+func (t *turn) recordRoute(ctx workflow.Context, route contract.RouteResult, err error) {
+	h := workflow.GetMetricsHandler(ctx)
+	if err != nil && t.req.AgentID == "" {
+		h.WithTags(map[string]string{"tenant": t.req.TenantID, "rule": noAgent, "reason": "no_route"}).Counter(metrics.RoutingMismatch).Inc(1)
+		return
+	}
+	for _, e := range route.RuleErrors {
+		h.WithTags(map[string]string{"tenant": t.req.TenantID, "rule": e.Rule, "reason": "rule_error"}).Counter(metrics.RoutingMismatch).Inc(1)
+	}
+}
+
+// recordModel counts a model call's tokens by kind.
+func (t *turn) recordModel(ctx workflow.Context, model string, u agent.Usage) {
+	h := t.metrics(ctx)
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{{"input", u.PromptTokens}, {"output", u.CompletionTokens}} {
+		if k.n > 0 {
+			h.WithTags(map[string]string{"model": model, "kind": k.kind}).Counter(metrics.ModelTokens).Inc(int64(k.n))
+		}
+	}
+}
+
+// recordTool counts a tool call by its outcome.
+func (t *turn) recordTool(ctx workflow.Context, rec agent.ToolCallRecord) {
+	t.metrics(ctx).WithTags(map[string]string{"tool": rec.Tool, "status": rec.Status, "cache_hit": strconv.FormatBool(rec.CacheHit)}).
+		Counter(metrics.ToolInvocations).Inc(1)
+}
+
+// recordApproval counts a decision on a call and how long it waited.
+func (t *turn) recordApproval(ctx workflow.Context, tool, outcome string, waited time.Duration) {
+	h := t.metrics(ctx).WithTags(map[string]string{"tool": tool, "outcome": outcome})
+	h.Counter(metrics.Approvals).Inc(1)
+	h.Timer(metrics.ApprovalWait).Record(waited)
+}
