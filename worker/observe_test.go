@@ -60,11 +60,18 @@ agents:
     limits: {max_iterations: 4, turn_timeout_sec: 120, approval_timeout_sec: 60}
 `}
 
+// observeScript is testScript with a model that calls a tool no agent has.
+var observeScript = strings.Replace(testScript, "rules:\n", `rules:
+  - name: made-up
+    when: {user: '^hammer'}
+    reply: {tool_calls: [{name: hammer, arguments: '{}'}]}
+`, 1)
+
 // TestMetricsAfterTurnsOfTwoTenants scrapes /metrics after turns of two
 // tenants and checks every turn metric's count, and that the Temporal
 // SDK's own metrics are there.
 func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
-	ts := testserver.Start(t, testserver.Options{Script: testScript, Catalogs: observeCatalogs, HTTP: true,
+	ts := testserver.Start(t, testserver.Options{Script: observeScript, Catalogs: observeCatalogs, HTTP: true,
 		Tokens: map[string]string{"obs-a-token": "obs-a"}})
 	e := &env{Server: ts, t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -93,9 +100,15 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 		require.Equal(t, "The result is 5.", res.Output)
 		tokensA += res.Metadata.TokensUsed
 	}
-	job := "obs-a-missing-" + randomID()
+	// A tool the agent does not have is not a label of its own.
+	job := "obs-a-hammer-" + randomID()
+	e.startWithCLI(contract.TurnWorkflowID("obs-a", job), fmt.Sprintf(`{"tenant_id":"obs-a","job_id":%q,"prompt":"hammer it"}`, job))
+	res, err := e.result(contract.TurnWorkflowID("obs-a", job))
+	require.NoError(t, err)
+	tokensA += res.Metadata.TokensUsed
+	job = "obs-a-missing-" + randomID()
 	e.startWithCLI(contract.TurnWorkflowID("obs-a", job), fmt.Sprintf(`{"tenant_id":"obs-a","job_id":%q,"agent_id":"nobody","prompt":"hi"}`, job))
-	_, err := e.result(contract.TurnWorkflowID("obs-a", job))
+	_, err = e.result(contract.TurnWorkflowID("obs-a", job))
 	require.Error(t, err)
 
 	// obs-b: a call approved, one rejected.
@@ -120,22 +133,24 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"turns_total", map[string]string{"tenant": "obs-a", "agent": "assistant", "status": agent.StatusCompleted}, 2},
+		{"turns_total", map[string]string{"tenant": "obs-a", "agent": "assistant", "status": agent.StatusCompleted}, 3},
 		{"turns_total", map[string]string{"tenant": "obs-a", "agent": "-", "status": agent.StatusRejected}, 1},
 		{"turns_total", map[string]string{"tenant": "obs-b", "agent": "careful", "status": agent.StatusCompleted}, 2},
-		{"agent_latency_seconds_count", map[string]string{"tenant": "obs-a", "agent": "assistant", "status": agent.StatusCompleted}, 2},
+		{"agent_latency_seconds_count", map[string]string{"tenant": "obs-a", "agent": "assistant", "status": agent.StatusCompleted}, 3},
 		{"agent_latency_seconds_count", map[string]string{"tenant": "obs-b", "status": agent.StatusCompleted}, 2},
 		{"tool_invocations_total", map[string]string{"tenant": "obs-a", "tool": "calculator", "status": agent.ToolOK}, 2},
+		{"tool_invocations_total", map[string]string{"tenant": "obs-a", "tool": "-", "status": agent.ToolError}, 1},
+		{"tool_invocations_total", map[string]string{"tool": "hammer"}, 0},
 		{"tool_invocations_total", map[string]string{"tenant": "obs-b", "tool": "calculator", "status": agent.ToolOK}, 1},
 		{"tool_invocations_total", map[string]string{"tenant": "obs-b", "tool": "calculator", "status": agent.ApprovalRejected}, 1},
 		{"approvals_total", map[string]string{"tenant": "obs-b", "tool": "calculator", "outcome": agent.ApprovalApproved}, 1},
 		{"approvals_total", map[string]string{"tenant": "obs-b", "tool": "calculator", "outcome": agent.ApprovalRejected}, 1},
 		{"approval_wait_seconds_count", map[string]string{"tenant": "obs-b"}, 2},
-		// Both obs-a turns that were routed skipped the failing rule.
-		{"routing_mismatch_total", map[string]string{"tenant": "obs-a", "rule": "gold-plan", "reason": "rule_error"}, 2},
+		// Every obs-a turn that was routed skipped the failing rule.
+		{"routing_mismatch_total", map[string]string{"tenant": "obs-a", "rule": "gold-plan", "reason": "rule_error"}, 3},
 		{"model_tokens_total", map[string]string{"tenant": "obs-a", "model": "openai:gpt-4o-mini"}, float64(tokensA)},
 		{"model_tokens_total", map[string]string{"tenant": "obs-b", "model": "openai:gpt-4o-mini"}, float64(tokensB)},
-		{"turns_total", workflow, 5},
+		{"turns_total", workflow, 6},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, m.sum(tt.name, tt.labels), "%s%v\n%s", tt.name, tt.labels, m.dump(tt.name))

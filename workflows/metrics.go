@@ -19,7 +19,8 @@ import (
 // never from a request's free text: an agent id a request names but no
 // catalog has is reported as "-".
 
-// noAgent labels a turn that never loaded an agent.
+// noAgent labels a turn that never loaded an agent, and a call of a tool
+// its agent does not have.
 const noAgent = "-"
 
 // metrics is the handler with the labels of every turn metric.
@@ -101,9 +102,14 @@ func (t *turn) recordModel(ctx workflow.Context, model string, u agent.Usage) {
 	}
 }
 
-// recordTool counts a tool call by its outcome.
+// recordTool counts a tool call by its outcome. A call of a tool the
+// agent does not have (a name the model made up) is counted as "-".
 func (t *turn) recordTool(ctx workflow.Context, rec agent.ToolCallRecord) {
-	t.metrics(ctx).WithTags(map[string]string{"tool": rec.Tool, "status": rec.Status, "cache_hit": strconv.FormatBool(rec.CacheHit)}).
+	tool := rec.Tool
+	if _, ok := t.agent.Tool(tool); !ok {
+		tool = noAgent
+	}
+	t.metrics(ctx).WithTags(map[string]string{"tool": tool, "status": rec.Status, "cache_hit": strconv.FormatBool(rec.CacheHit)}).
 		Counter(metrics.ToolInvocations).Inc(1)
 }
 
