@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -150,4 +151,96 @@ func TestComposeInStep(t *testing.T) {
 	m := regexp.MustCompile(`go\.temporal\.io/server v(\d+\.\d+)\.\d+`).FindSubmatch(mod)
 	require.NotNil(t, m, "tools/go.mod pins go.temporal.io/server")
 	require.True(t, strings.HasSuffix(temporal.Image, ":"+string(m[1])), "compose runs server %s, tools/go.mod builds %s", temporal.Image, m[1])
+}
+
+// TestObservabilityComposeInStep checks docker-compose.observability.yml
+// against docker-compose.yml: every agentflow process exports its traces
+// to the collector's OTLP receiver, the collector sends them on to Jaeger,
+// and Prometheus scrapes each process's /metrics, and only those.
+func TestObservabilityComposeInStep(t *testing.T) {
+	root, err := devstack.RepoRoot()
+	require.NoError(t, err)
+	type service struct {
+		Image       string            `yaml:"image"`
+		Environment map[string]string `yaml:"environment"`
+		Volumes     []string          `yaml:"volumes"`
+	}
+	var base, extra struct {
+		Services map[string]service `yaml:"services"`
+	}
+	read := func(name string, v any) {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		require.NoError(t, err)
+		require.NoError(t, yaml.Unmarshal(data, v), name)
+	}
+	read("docker-compose.yml", &base)
+	read("docker-compose.observability.yml", &extra)
+
+	// The files the services mount are the repository's.
+	for name, svc := range extra.Services {
+		for _, v := range svc.Volumes {
+			src, _, _ := strings.Cut(v, ":")
+			require.FileExists(t, filepath.Join(root, src), "volume of %s", name)
+		}
+	}
+
+	var collector struct {
+		Receivers struct {
+			OTLP struct {
+				Protocols map[string]struct {
+					Endpoint string `yaml:"endpoint"`
+				} `yaml:"protocols"`
+			} `yaml:"otlp"`
+		} `yaml:"receivers"`
+		Exporters map[string]struct {
+			Endpoint string `yaml:"endpoint"`
+		} `yaml:"exporters"`
+		Service struct {
+			Pipelines map[string]struct {
+				Receivers []string `yaml:"receivers"`
+				Exporters []string `yaml:"exporters"`
+			} `yaml:"pipelines"`
+		} `yaml:"service"`
+	}
+	read("deploy/otel-collector.yaml", &collector)
+	grpc := collector.Receivers.OTLP.Protocols["grpc"].Endpoint
+	_, grpcPort, err := net.SplitHostPort(grpc)
+	require.NoError(t, err, "the collector's OTLP gRPC receiver")
+	traces := collector.Service.Pipelines["traces"]
+	require.Equal(t, []string{"otlp"}, traces.Receivers)
+	require.Len(t, traces.Exporters, 1)
+	host, _, err := net.SplitHostPort(collector.Exporters[traces.Exporters[0]].Endpoint)
+	require.NoError(t, err)
+	require.Contains(t, extra.Services, host, "the collector exports traces to a service of the file")
+	require.Contains(t, extra.Services[host].Image, "jaeger")
+
+	var targets []string
+	for name, svc := range base.Services {
+		if svc.Environment["AGENTFLOW_ROLES"] == "" {
+			continue
+		}
+		env := extra.Services[name].Environment
+		require.Equal(t, "http://otel-collector:"+grpcPort, env["OTEL_EXPORTER_OTLP_ENDPOINT"], "service %s", name)
+		require.Equal(t, "agentflow-"+svc.Environment["AGENTFLOW_ROLES"], env["OTEL_SERVICE_NAME"], "service %s", name)
+		_, port, err := net.SplitHostPort(svc.Environment["AGENTFLOW_HTTP_ADDR"])
+		require.NoError(t, err, "AGENTFLOW_HTTP_ADDR of %s", name)
+		targets = append(targets, net.JoinHostPort(name, port))
+	}
+	require.Contains(t, extra.Services, "otel-collector")
+
+	var prom struct {
+		ScrapeConfigs []struct {
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	read("deploy/prometheus.yml", &prom)
+	var scraped []string
+	for _, sc := range prom.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			scraped = append(scraped, st.Targets...)
+		}
+	}
+	require.ElementsMatch(t, targets, scraped)
 }
