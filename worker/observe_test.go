@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -111,13 +112,17 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 	_, err = e.result(contract.TurnWorkflowID("obs-a", job))
 	require.Error(t, err)
 
-	// obs-b: a call approved, one rejected.
+	// obs-b: a call approved, one rejected, each after the worker's
+	// cache lost the turn.
 	tokensB := 0
 	for i, approved := range []bool{true, false} {
 		job := fmt.Sprintf("obs-b-%d-%s", i, randomID())
 		id := contract.TurnWorkflowID("obs-b", job)
 		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"obs-b","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
 		p := e.awaitPending(id)
+		// The worker forgets the turn: the decision's task replays it from
+		// its history, and what the replay meets again is not counted again.
+		sdkworker.PurgeStickyWorkflowCache()
 		out, err := e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
 			"--input", fmt.Sprintf(`{"call_id":%q,"approved":%t,"approver":"ana"}`, p.CallID, approved))
 		require.NoError(t, err, out)
@@ -128,6 +133,7 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 
 	m := scrape(t, ts.HTTPAddr())
 	workflow := map[string]string{"workflow_type": "AgentTurn"}
+	require.GreaterOrEqual(t, m.sum("temporal_sticky_cache_miss_total", workflow), 2.0, "the decisions' tasks replayed the turns")
 	tests := []struct {
 		name   string
 		labels map[string]string
