@@ -4,8 +4,10 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
@@ -17,6 +19,8 @@ import (
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/tools"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -128,6 +132,52 @@ func TestDatabaseDownIsNotLeaked(t *testing.T) {
 	msg := status.Convert(err).Message()
 	require.Contains(t, msg, "reference ")
 	for _, leak := range []string{"database", "connect", "SQLSTATE", "postgres", "pgx", "FATAL"} {
+		require.NotContains(t, msg, leak)
+	}
+	require.Equal(t, 1, logs.FilterMessage("request failed").Len())
+}
+
+// TestTemporalDownIsUnavailable: with nothing listening where Temporal
+// should be, starting a turn fails as Unavailable with a reference, never
+// with the connection's own words. The start is tried again for the
+// gateway's start timeout (30 s) first: Temporal may only be slow.
+func TestTemporalDownIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	core, logs := observer.New(zap.WarnLevel)
+	logger := zap.New(core)
+	st, err := store.Open(ctx, devtest.Database(t), store.Options{Logger: logger})
+	require.NoError(t, err)
+	defer st.Close()
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger}, tools.Builtin()...)
+	require.NoError(t, err)
+	require.NoError(t, testserver.ApplyCatalogs(ctx, st, kinds, "tenant: demo\ndefault_agent: a\nagents:\n  - {id: a, model: 'openai:gpt-4o-mini'}\n"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	tc, err := client.NewLazyClient(client.Options{HostPort: down})
+	require.NoError(t, err)
+	defer tc.Close()
+	tok, err := gateway.NewToken("tok", "demo", "", gateway.RoleUser)
+	require.NoError(t, err)
+	svc, err := gateway.New(gateway.Options{Client: tc, Store: st, Tokens: []gateway.Token{tok}, TaskQueue: "q", Logger: logger})
+	require.NoError(t, err)
+	g := gateway.NewGRPCServer(svc, nil)
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = g.Serve(gl) }()
+	defer g.Stop()
+	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+
+	cctx, cancel := context.WithTimeout(fixture{}.as("tok"), time.Minute)
+	defer cancel()
+	_, err = pb.NewAgentServiceClient(conn).Invoke(cctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{Prompt: "hi"}})
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	msg := status.Convert(err).Message()
+	require.Contains(t, msg, "reference ")
+	for _, leak := range []string{down, "connect", "dial", "refused"} {
 		require.NotContains(t, msg, leak)
 	}
 	require.Equal(t, 1, logs.FilterMessage("request failed").Len())
