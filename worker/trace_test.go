@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -266,4 +267,50 @@ func TestTracingOff(t *testing.T) {
 	res, err := turnclient.Result(ctx, run)
 	require.NoError(t, err)
 	require.Equal(t, "The result is 42.", res.Output)
+}
+
+// TestTraceAcrossEviction: a turn waiting for approval leaves the
+// worker's cache (its workflow coroutine torn down) and is replayed when
+// the approval comes. The trace still has one RunWorkflow span, ended
+// when the turn ended, and every span of the turn once, all in the trace
+// the client started.
+func TestTraceAcrossEviction(t *testing.T) {
+	tp, rec := newTracing(t)
+	ts := testserver.Start(t, testserver.Options{Script: traceScript, Catalogs: []string{testCatalog, careCatalog}, TracerProvider: tp})
+	e := &env{Server: ts, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{TenantID: "care", JobID: "trace-" + randomID(), Prompt: "What is 6 * 7?"}
+	req.Normalize()
+	run, err := turnclient.Start(ctx, ts.Client(), ts.TaskQueue, req)
+	require.NoError(t, err)
+	p := e.awaitPending(run.GetID())
+
+	sdkworker.PurgeStickyWorkflowCache()
+	require.Empty(t, named(rec.exp.GetSpans(), "RunWorkflow:"+contract.AgentTurn), "the evicted workflow's span ended")
+
+	_, err = turnclient.Approve(ctx, ts.Client(), run.GetID(), agent.ApprovalDecision{CallID: p.CallID, Approved: true, Approver: "ana"})
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, "The result is 42.", res.Output)
+
+	all := rec.await("RunWorkflow:" + contract.AgentTurn)
+	start := one(t, all, "StartWorkflow:"+contract.AgentTurn)
+	for _, sp := range all {
+		switch sp.Name {
+		case "QueryWorkflow:" + contract.QueryPendingApprovals, "HandleQuery:" + contract.QueryPendingApprovals,
+			"UpdateWorkflow:" + contract.UpdateApprove, "ValidateUpdate:" + contract.UpdateApprove, "HandleUpdate:" + contract.UpdateApprove:
+			continue // the test's own requests, each a trace of its own
+		}
+		require.Equal(t, start.SpanContext.TraceID(), sp.SpanContext.TraceID(), "span %s in another trace", sp.Name)
+	}
+	wf := one(t, all, "RunWorkflow:"+contract.AgentTurn)
+	require.Equal(t, start.SpanContext.SpanID(), wf.Parent.SpanID())
+	require.Len(t, named(all, "chat gpt-4o-mini"), 2)
+	require.Len(t, named(all, "RunActivity:"+contract.CallModel), 2)
+	tool := one(t, all, "execute_tool calculator")
+	require.True(t, isAncestor(all, wf, tool), "the call after the replay is not under the workflow's span")
+	one(t, all, "HandleUpdate:"+contract.UpdateApprove)
+	one(t, all, "RunActivity:"+contract.SaveResult)
 }
