@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net"
+	"os"
 	"sync"
 	"testing"
 
@@ -26,7 +27,8 @@ var otelVars = []string{
 
 func clearEnv(t *testing.T) {
 	for _, v := range otelVars {
-		t.Setenv(v, "")
+		t.Setenv(v, "") // restored after the test
+		require.NoError(t, os.Unsetenv(v))
 	}
 }
 
@@ -143,7 +145,9 @@ func TestFromEnvExports(t *testing.T) {
 			clearEnv(t)
 			r, addr := startReceiver(t)
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
-			t.Setenv("OTEL_SERVICE_NAME", tc.serviceEnv)
+			if tc.serviceEnv != "" {
+				t.Setenv("OTEL_SERVICE_NAME", tc.serviceEnv)
+			}
 			tr, err := FromEnv(context.Background(), ServiceGateway)
 			require.NoError(t, err)
 			require.True(t, tr.Enabled())
