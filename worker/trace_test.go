@@ -314,3 +314,56 @@ func TestTraceAcrossEviction(t *testing.T) {
 	one(t, all, "HandleUpdate:"+contract.UpdateApprove)
 	one(t, all, "RunActivity:"+contract.SaveResult)
 }
+
+// TestTraceFailures: a model call the provider refuses and a tool call
+// with bad arguments end their spans with status Error and agentflow's
+// error code, not the error's message.
+func TestTraceFailures(t *testing.T) {
+	tp, rec := newTracing(t)
+	ts := testserver.Start(t, testserver.Options{Script: `
+rules:
+  - name: rejected
+    when: {user: 'rejected'}
+    fault: {status: 400, times: -1, message: 'unsupported parameter: temperature'}
+  - name: bad-calc
+    when: {user: 'bad calc'}
+    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "6 * secret"}'}]}
+  - name: answer
+    when: {tool: '^(.+)$'}
+    reply: {text: 'Could not compute.'}
+`, Catalogs: []string{testCatalog}, TracerProvider: tp})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	turn := func(prompt string) (agent.TurnResult, error) {
+		req := agent.TurnRequest{TenantID: "demo", JobID: "trace-" + randomID(), AgentID: "assistant", Prompt: prompt}
+		req.Normalize()
+		run, err := turnclient.Start(ctx, ts.Client(), ts.TaskQueue, req)
+		require.NoError(t, err)
+		return turnclient.Result(ctx, run)
+	}
+
+	res, err := turn("rejected, please")
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusFailed, res.Status)
+	chat := one(t, rec.await("chat gpt-4o-mini"), "chat gpt-4o-mini")
+	require.Equal(t, codes.Error, chat.Status.Code)
+	require.Equal(t, string(agent.CodeModelRejected), chat.Status.Description)
+	require.Equal(t, string(agent.CodeModelRejected), attrs(chat)["error.type"].AsString())
+
+	res, err = turn("bad calc")
+	require.NoError(t, err)
+	require.Equal(t, "Could not compute.", res.Output)
+	tool := one(t, rec.await("execute_tool calculator"), "execute_tool calculator")
+	require.Equal(t, codes.Error, tool.Status.Code)
+	require.Equal(t, string(agent.CodeInvalid), tool.Status.Description)
+	a := attrs(tool)
+	require.Equal(t, string(agent.CodeInvalid), a["error.type"].AsString())
+	require.Equal(t, agent.ToolError, a["agentflow.tool.status"].AsString())
+	for _, sp := range []tracetest.SpanStub{chat, tool} {
+		for _, kv := range sp.Attributes {
+			require.NotContains(t, kv.Value.String(), "temperature")
+			require.NotContains(t, kv.Value.String(), "secret")
+		}
+		require.Empty(t, sp.Events, "span %s records the error's message", sp.Name)
+	}
+}
