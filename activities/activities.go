@@ -138,7 +138,7 @@ func (a *Activities) db(ctx context.Context, what string, op func() error) error
 		if ctx.Err() != nil {
 			return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("%s: the database is unavailable: %w", what, err))
 		}
-		a.logger.Warn("database unavailable; waiting to try again", zap.String("op", what), zap.Duration("wait", wait), zap.Error(err))
+		a.log(ctx).Warn("database unavailable; waiting to try again", zap.String("op", what), zap.Duration("wait", wait), zap.Error(err))
 		if activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
 			activity.RecordHeartbeat(ctx)
 		}

@@ -35,7 +35,7 @@ func (a *Activities) Route(ctx context.Context, in contract.RouteInput) (contrac
 	a.routes.Metrics.Decided(in.TenantID, d.Rule)
 	traceRoute(ctx, in.TenantID, contract.RouteResult{AgentID: d.AgentID, Rule: d.Rule})
 	for _, e := range d.Errors {
-		a.logger.Warn("routing rule failed and was skipped", zap.String("tenant", in.TenantID),
+		a.log(ctx).Warn("routing rule failed and was skipped", zap.String("tenant", in.TenantID),
 			zap.String("rule", e.Rule), zap.String("error", e.Err))
 	}
 	return contract.RouteResult{AgentID: d.AgentID, Rule: d.Rule, CatalogVersion: snap.Version, RuleErrors: d.Errors}, nil

@@ -211,6 +211,12 @@ func TestTraceStreamedToolTurn(t *testing.T) {
 	route := one(t, inTrace, "RunActivity:"+contract.Route)
 	require.Equal(t, contract.RuleExplicit, attrs(route)["agentflow.route.rule"].AsString())
 
+	// The token batches' signals are not traced.
+	for _, sp := range all {
+		require.False(t, strings.HasPrefix(sp.Name, "SignalWorkflow:") || strings.HasPrefix(sp.Name, "HandleSignal:"),
+			"signals are not traced, got %s", sp.Name)
+	}
+
 	// No span of the trace quotes the prompt or the reply.
 	for _, sp := range inTrace {
 		for _, kv := range sp.Attributes {
@@ -299,10 +305,11 @@ func TestTraceAcrossEviction(t *testing.T) {
 	start := one(t, all, "StartWorkflow:"+contract.AgentTurn)
 	for _, sp := range all {
 		switch sp.Name {
-		case "QueryWorkflow:" + contract.QueryPendingApprovals, "HandleQuery:" + contract.QueryPendingApprovals,
-			"UpdateWorkflow:" + contract.UpdateApprove, "ValidateUpdate:" + contract.UpdateApprove, "HandleUpdate:" + contract.UpdateApprove:
-			continue // the test's own requests, each a trace of its own
+		case "UpdateWorkflow:" + contract.UpdateApprove, "ValidateUpdate:" + contract.UpdateApprove, "HandleUpdate:" + contract.UpdateApprove:
+			continue // the approval, a trace of its own
 		}
+		require.False(t, strings.HasPrefix(sp.Name, "QueryWorkflow:") || strings.HasPrefix(sp.Name, "HandleQuery:"),
+			"queries are not traced, got %s", sp.Name)
 		require.Equal(t, start.SpanContext.TraceID(), sp.SpanContext.TraceID(), "span %s in another trace", sp.Name)
 	}
 	wf := one(t, all, "RunWorkflow:"+contract.AgentTurn)

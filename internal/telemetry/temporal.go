@@ -12,7 +12,8 @@ import (
 )
 
 // NewTemporalInterceptor is Temporal's OpenTelemetry tracing interceptor
-// on tp's tracer, with the W3C propagator, made safe for replay.
+// on tp's tracer, with the W3C propagator, made safe for replay. Signals
+// and queries are not traced; updates (approvals) are.
 //
 // The SDK's interceptor leaves out the workflow spans it starts while
 // replaying, except the two that wrap a whole handler: RunWorkflow and
@@ -27,7 +28,11 @@ func NewTemporalInterceptor(tp trace.TracerProvider) (interceptor.Interceptor, e
 		Tracer:            tp.Tracer(ScopeName + "/temporal"),
 		TextMapPropagator: Propagator,
 		DisableBaggage:    true,
-		SpanStarter:       startSpan,
+		// A streamed reply signals its turn a token batch several times a
+		// second, and queries only read: a turn's trace is its work.
+		DisableSignalTracing: true,
+		DisableQueryTracing:  true,
+		SpanStarter:          startSpan,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("temporal tracing interceptor: %w", err)
