@@ -31,7 +31,6 @@ const (
 	attrResponseModel  = "gen_ai.response.model"
 	attrInputTokens    = "gen_ai.usage.input_tokens"
 	attrOutputTokens   = "gen_ai.usage.output_tokens"
-	attrCachedTokens   = "gen_ai.usage.cache_read.input_tokens"
 	attrFinishReasons  = "gen_ai.response.finish_reasons"
 	attrInputMessages  = "gen_ai.input.messages"
 	attrOutputMessages = "gen_ai.output.messages"
