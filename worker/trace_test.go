@@ -15,6 +15,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -324,9 +327,11 @@ func TestTraceAcrossEviction(t *testing.T) {
 
 // TestTraceFailures: a model call the provider refuses and a tool call
 // with bad arguments end their spans with status Error and agentflow's
-// error code, not the error's message.
+// error code, not the error's message; the failure's log line carries the
+// trace and span ids.
 func TestTraceFailures(t *testing.T) {
 	tp, rec := newTracing(t)
+	core, logs := observer.New(zapcore.WarnLevel)
 	ts := testserver.Start(t, testserver.Options{Script: `
 rules:
   - name: rejected
@@ -338,7 +343,7 @@ rules:
   - name: answer
     when: {tool: '^(.+)$'}
     reply: {text: 'Could not compute.'}
-`, Catalogs: []string{testCatalog}, TracerProvider: tp})
+`, Catalogs: []string{testCatalog}, TracerProvider: tp, Logger: zap.New(core)})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	turn := func(prompt string) (agent.TurnResult, error) {
@@ -356,6 +361,10 @@ rules:
 	require.Equal(t, codes.Error, chat.Status.Code)
 	require.Equal(t, string(agent.CodeModelRejected), chat.Status.Description)
 	require.Equal(t, string(agent.CodeModelRejected), attrs(chat)["error.type"].AsString())
+	failed := logs.FilterMessage("model call failed").All()
+	require.NotEmpty(t, failed)
+	require.Equal(t, chat.SpanContext.TraceID().String(), failed[0].ContextMap()["trace_id"])
+	require.Equal(t, chat.SpanContext.SpanID().String(), failed[0].ContextMap()["span_id"])
 
 	res, err = turn("bad calc")
 	require.NoError(t, err)
