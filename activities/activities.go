@@ -50,6 +50,10 @@ type Deps struct {
 	// DataInlineBytes is the size up to which a tool's data is shown to
 	// the model whole; larger data is shown as a preview. Default 64 KiB.
 	DataInlineBytes int
+	// TraceContent records prompts, replies, tool arguments and tool
+	// output on the model and tool calls' spans (AGENTFLOW_TRACE_CONTENT).
+	// Default: off, spans carry names, counts and codes only.
+	TraceContent bool
 }
 
 // Defaults of Deps' settings.
@@ -78,6 +82,7 @@ type Activities struct {
 	previewBytes    int
 	sessionWindow   int
 	dataInlineBytes int
+	traceContent    bool
 }
 
 // New checks the dependencies and fills the defaults.
@@ -103,7 +108,7 @@ func New(d Deps) (*Activities, error) {
 	}
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, policy: checker,
+		temporal: d.Temporal, events: d.Events, policy: checker, traceContent: d.TraceContent,
 		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
 		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
 		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),
@@ -133,7 +138,7 @@ func (a *Activities) db(ctx context.Context, what string, op func() error) error
 		if ctx.Err() != nil {
 			return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("%s: the database is unavailable: %w", what, err))
 		}
-		a.logger.Warn("database unavailable; waiting to try again", zap.String("op", what), zap.Duration("wait", wait), zap.Error(err))
+		a.log(ctx).Warn("database unavailable; waiting to try again", zap.String("op", what), zap.Duration("wait", wait), zap.Error(err))
 		if activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
 			activity.RecordHeartbeat(ctx)
 		}

@@ -49,7 +49,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
-	resp, tail, err := a.generate(ctx, ag, in, msgs)
+	resp, tail, err := a.tracedGenerate(ctx, ag, in, msgs)
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
@@ -268,7 +268,7 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		}
 	}
 	if err != nil {
-		a.logger.Warn("model call failed", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
+		a.log(ctx).Warn("model call failed", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
 			zap.String("model", ag.Model), zap.Error(err))
 		return nil, nil, modelError(err)
 	}

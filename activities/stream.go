@@ -82,7 +82,7 @@ func (l temporalLink) send(ctx context.Context, b agent.TokenBatch, notify strin
 	if notify != "" {
 		if err := a.temporal.SignalWorkflow(ctx, notify, "", contract.SignalNotifyTokens, b); err != nil {
 			// The caller's loss, not the turn's: its own result still arrives.
-			a.logger.Warn("notify token batch", zap.String("notify", notify), zap.Error(err))
+			a.log(ctx).Warn("notify token batch", zap.String("notify", notify), zap.Error(err))
 		} else {
 			// A delegating turn's log now holds the batch as child
 			// events: its followers read it (a process workflow has none).
@@ -105,7 +105,7 @@ func (l temporalLink) signal(ctx context.Context, b agent.TokenBatch) error {
 		if err == nil || errors.As(err, &notFound) || ctx.Err() != nil {
 			return err
 		}
-		l.a.logger.Warn("token batch not delivered; sending it again", zap.String("stream_id", b.StreamID), zap.Duration("wait", wait), zap.Error(err))
+		l.a.log(ctx).Warn("token batch not delivered; sending it again", zap.String("stream_id", b.StreamID), zap.Duration("wait", wait), zap.Error(err))
 		// Still alive, and nothing past the batch before this one sent.
 		activity.RecordHeartbeat(ctx, b.First-1)
 		select {

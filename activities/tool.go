@@ -105,14 +105,16 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	if err != nil {
 		return agent.Message{Content: err.Error()}, ""
 	}
-	out, err := a.tools.Execute(ctx, spec, call)
+	spanCtx, span := a.startToolSpan(ctx, in, spec)
+	out, err := a.tools.Execute(spanCtx, spec, call)
+	a.endToolSpan(span, out, err)
 	switch {
 	case err == nil:
 		return a.output(ctx, in, out)
 	case agent.IsCode(err, agent.CodeInvalid), agent.IsCode(err, agent.CodeNotFound):
 		return agent.Message{Content: err.Error()}, agent.ToolError
 	default:
-		a.logger.Warn("tool call failed", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID), zap.Error(err))
+		a.log(ctx).Warn("tool call failed", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID), zap.Error(err))
 		return agent.Message{Content: err.Error()}, ""
 	}
 }

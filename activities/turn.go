@@ -18,6 +18,7 @@ import (
 // a local activity.
 func (a *Activities) Route(ctx context.Context, in contract.RouteInput) (contract.RouteResult, error) {
 	if in.AgentID != "" {
+		traceRoute(ctx, in.TenantID, contract.RouteResult{AgentID: in.AgentID, Rule: contract.RuleExplicit})
 		return contract.RouteResult{AgentID: in.AgentID, Rule: contract.RuleExplicit}, nil
 	}
 	snap, err := a.routes.Routing(ctx, in.TenantID)
@@ -32,8 +33,9 @@ func (a *Activities) Route(ctx context.Context, in contract.RouteInput) (contrac
 		return contract.RouteResult{}, fmt.Errorf("route: %w", agentNotFound(err))
 	}
 	a.routes.Metrics.Decided(in.TenantID, d.Rule)
+	traceRoute(ctx, in.TenantID, contract.RouteResult{AgentID: d.AgentID, Rule: d.Rule})
 	for _, e := range d.Errors {
-		a.logger.Warn("routing rule failed and was skipped", zap.String("tenant", in.TenantID),
+		a.log(ctx).Warn("routing rule failed and was skipped", zap.String("tenant", in.TenantID),
 			zap.String("rule", e.Rule), zap.String("error", e.Err))
 	}
 	return contract.RouteResult{AgentID: d.AgentID, Rule: d.Rule, CatalogVersion: snap.Version, RuleErrors: d.Errors}, nil

@@ -49,11 +49,11 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	c, err := client.DialContext(ctx, client.Options{HostPort: *address, Namespace: *namespace, Logger: quietLogger{}})
+	c, closeClient, err := dialTemporal(ctx, *address, *namespace)
 	if err != nil {
-		return fmt.Errorf("connect to temporal at %s: %w", *address, err)
+		return err
 	}
-	defer c.Close()
+	defer closeClient()
 	res, err := executeTurn(ctx, c, *taskQueue, req)
 	return printResult(out, res, err, *asJSON)
 }

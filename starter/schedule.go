@@ -35,11 +35,11 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	if *id == "" {
 		return fmt.Errorf("schedule: --id is required")
 	}
-	c, err := client.DialContext(ctx, client.Options{HostPort: *address, Namespace: *namespace, Logger: quietLogger{}})
+	c, closeClient, err := dialTemporal(ctx, *address, *namespace)
 	if err != nil {
-		return fmt.Errorf("connect to temporal at %s: %w", *address, err)
+		return err
 	}
-	defer c.Close()
+	defer closeClient()
 	if sub == "delete" {
 		if err := c.ScheduleClient().GetHandle(ctx, *id).Delete(ctx); err != nil {
 			return fmt.Errorf("delete schedule %q: %w", *id, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
 // Status is the one way an error leaves the gateway, by agent's table of
@@ -35,7 +36,7 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 		return status.Error(codes.Code(class.GRPC), err.Error())
 	}
 	ref := newRef()
-	logger.Error("request failed", zap.String("ref", ref), zap.String("code", string(code)),
+	telemetry.Logger(ctx, logger).Error("request failed", zap.String("ref", ref), zap.String("code", string(code)),
 		zap.String("tenant", tenantOf(ctx)), zap.Error(err))
 	msg := "internal error"
 	if code == agent.CodeUnavailable {

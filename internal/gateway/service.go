@@ -22,6 +22,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -138,7 +139,7 @@ func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 		}
 		// The database is away: the turn checks the agent again when it
 		// loads it, and waits for the database to come back.
-		s.logger.Warn("agent check skipped", zap.String("tenant", req.TenantID), zap.Error(err))
+		telemetry.Logger(ctx, s.logger).Warn("agent check skipped", zap.String("tenant", req.TenantID), zap.Error(err))
 	}
 	return req, nil
 }
@@ -163,7 +164,7 @@ func (s *Service) startPrepared(ctx context.Context, req agent.TurnRequest) (cli
 		if err == nil || !agent.IsCode(err, agent.CodeUnavailable) {
 			return run, err
 		}
-		s.logger.Warn("turn not started in time; starting it again", zap.String("tenant", req.TenantID), zap.String("job_id", req.JobID),
+		telemetry.Logger(ctx, s.logger).Warn("turn not started in time; starting it again", zap.String("tenant", req.TenantID), zap.String("job_id", req.JobID),
 			zap.Duration("wait", wait), zap.Error(err))
 		select {
 		case <-sctx.Done():

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
@@ -45,6 +46,8 @@ type Metrics struct {
 	// Handler is the Temporal client's (and so its workers' and
 	// workflows') metrics handler.
 	Handler client.MetricsHandler
+	// MeterProvider reports to Registry, for instrumented libraries.
+	MeterProvider metric.MeterProvider
 }
 
 // New builds a registry with the Go runtime's and the process's
@@ -68,5 +71,5 @@ func New(logger *zap.Logger) (*Metrics, error) {
 		// the worker.
 		OnError: func(err error) { logger.Error("metric instrument refused", zap.Error(err)) },
 	})
-	return &Metrics{Registry: reg, Handler: handler}, nil
+	return &Metrics{Registry: reg, Handler: handler, MeterProvider: provider}, nil
 }

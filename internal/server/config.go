@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
@@ -81,6 +83,16 @@ type Config struct {
 	// AGENTFLOW_MCP_COMMANDS, comma-separated; default none, and stdio
 	// servers are refused.
 	MCPCommands []string
+	// TracerProvider records the process's spans. Not from the
+	// environment: nil means the provider the standard OTEL_* variables
+	// describe (telemetry.FromEnv), which is none unless an OTLP endpoint
+	// is set. Tests set one with an in-memory exporter.
+	TracerProvider trace.TracerProvider
+	// TraceContent records prompts, replies, tool arguments and tool
+	// output on the model and tool calls' spans, cut to 16 KiB each. They
+	// may hold personal data: only for an operator who means it. Env
+	// AGENTFLOW_TRACE_CONTENT=true; default off.
+	TraceContent bool
 }
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.
@@ -93,6 +105,13 @@ func ConfigFromEnv() (Config, error) {
 		HTTPAddr:        envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
 		Model:           llm.ConfigFromEnv(),
 		Script:          os.Getenv("AGENTFLOW_SCRIPT"),
+	}
+	if v := os.Getenv("AGENTFLOW_TRACE_CONTENT"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("AGENTFLOW_TRACE_CONTENT=%q: want true or false", v)
+		}
+		c.TraceContent = b
 	}
 	for _, p := range []struct {
 		env string

@@ -101,3 +101,27 @@ func TestConfigFromEnvSizes(t *testing.T) {
 		require.EqualError(t, err, `AGENTFLOW_TOOL_DATA_INLINE="`+bad+`": want a positive number of bytes`)
 	}
 }
+
+func TestConfigFromEnvTraceContent(t *testing.T) {
+	for _, tc := range []struct {
+		env     string
+		want    bool
+		wantErr string
+	}{
+		{"", false, ""},
+		{"true", true, ""},
+		{"false", false, ""},
+		{"yes", false, `AGENTFLOW_TRACE_CONTENT="yes": want true or false`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv("AGENTFLOW_TRACE_CONTENT", tc.env)
+			c, err := ConfigFromEnv()
+			if tc.wantErr != "" {
+				require.EqualError(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, c.TraceContent)
+		})
+	}
+}

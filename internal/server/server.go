@@ -30,6 +30,7 @@ import (
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/stream"
+	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -52,6 +53,7 @@ type Server struct {
 	grpcLn   net.Listener
 	routes   *registry.Cache
 	metrics  *metrics.Metrics
+	tracing  *telemetry.Tracing
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -71,6 +73,9 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		return nil, err
 	}
 	if s.metrics, err = metrics.New(logger); err != nil {
+		return nil, err
+	}
+	if err := s.startTracing(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.connect(ctx); err != nil {
@@ -123,6 +128,27 @@ func (s *Server) startScriptedModel() error {
 	return nil
 }
 
+// startTracing takes the configuration's tracer provider, or builds one
+// from the OTEL_* variables (none when they ask for no export).
+func (s *Server) startTracing(ctx context.Context) error {
+	if s.cfg.TracerProvider != nil {
+		s.tracing = telemetry.New(s.cfg.TracerProvider)
+		return nil
+	}
+	service := telemetry.ServiceWorker
+	if !s.cfg.Has(RoleWorker) {
+		service = telemetry.ServiceGateway
+	}
+	var err error
+	if s.tracing, err = telemetry.FromEnv(ctx, service); err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	if s.tracing.Enabled() {
+		s.logger.Info("exporting traces over OTLP", zap.String("service", service))
+	}
+	return nil
+}
+
 // connect opens the store and the Temporal client.
 func (s *Server) connect(ctx context.Context) error {
 	var err error
@@ -130,10 +156,17 @@ func (s *Server) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
+	// The tracing interceptor on the client serves the worker built from
+	// it too: workflows and activities continue the starter's trace.
+	interceptors, err := s.tracing.TemporalInterceptors()
+	if err != nil {
+		return err
+	}
 	s.client, err = client.DialContext(ctx, client.Options{
-		HostPort:  s.cfg.TemporalAddress,
-		Namespace: s.cfg.Namespace,
-		Logger:    SDKLogger(s.logger),
+		HostPort:     s.cfg.TemporalAddress,
+		Namespace:    s.cfg.Namespace,
+		Logger:       SDKLogger(s.logger),
+		Interceptors: interceptors,
 		// Workers of this client report the SDK's metrics, and workflows
 		// agentflow's, through it.
 		MetricsHandler: s.metrics.Handler,
@@ -167,6 +200,7 @@ func (s *Server) newWorker() error {
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger,
 		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
+		TraceContent: s.cfg.TraceContent,
 	})
 	if err != nil {
 		return err
@@ -197,7 +231,9 @@ func (s *Server) newGateway() error {
 	if err != nil {
 		return err
 	}
-	var opts []grpc.ServerOption
+	// The gRPC API's calls by method and status code, in /metrics, whether
+	// or not traces are exported.
+	opts := s.tracing.GRPCServerOptions(s.metrics.MeterProvider)
 	if s.cfg.GRPCTLS.Enabled() {
 		creds, err := s.cfg.GRPCTLS.Credentials()
 		if err != nil {
@@ -254,6 +290,9 @@ func (s *Server) GRPCAddr() string {
 
 // Metrics is the server's Prometheus registry (served at /metrics).
 func (s *Server) Metrics() *prometheus.Registry { return s.metrics.Registry }
+
+// Tracing is the server's tracing (off unless configured).
+func (s *Server) Tracing() *telemetry.Tracing { return s.tracing }
 
 // Follower follows turns' event streams (with this process's live path).
 func (s *Server) Follower() *stream.Follower { return s.follower }
@@ -341,6 +380,15 @@ func (s *Server) Close() {
 	if s.scripted != nil {
 		s.scripted.Close()
 		s.scripted = nil
+	}
+	if s.tracing != nil {
+		// Last, so that the spans of the parts closed above are flushed.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.tracing.Shutdown(ctx); err != nil {
+			s.logger.Warn("traces not flushed", zap.Error(err))
+		}
+		s.tracing = nil
 	}
 }
 

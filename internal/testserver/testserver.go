@@ -32,6 +32,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
@@ -83,6 +85,14 @@ type Options struct {
 	// MCPCommands are the commands stdio MCP servers may run
 	// (AGENTFLOW_MCP_COMMANDS). Default: none.
 	MCPCommands []string
+	// TracerProvider records the server's spans (gRPC, workflows,
+	// activities, model and tool calls), for instance one with
+	// tracetest's in-memory exporter. Default: none, tracing off (the
+	// test binary's OTEL_* variables are not read).
+	TracerProvider trace.TracerProvider
+	// TraceContent records prompts, replies and tool arguments and output
+	// on the spans (AGENTFLOW_TRACE_CONTENT). Default: off.
+	TraceContent bool
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -139,6 +149,11 @@ func Start(t testing.TB, opts Options) *Server {
 		Model:           llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
 		StreamInterval:  opts.StreamInterval,
 		MCPCommands:     opts.MCPCommands,
+		TracerProvider:  opts.TracerProvider,
+		TraceContent:    opts.TraceContent,
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = noop.NewTracerProvider()
 	}
 	if opts.HTTP {
 		cfg.HTTPAddr = "127.0.0.1:0"

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/agentflow/agentflow/internal/telemetry"
+)
+
+// dialTemporal connects to Temporal. With the standard OTEL_* variables
+// set (OTEL_EXPORTER_OTLP_ENDPOINT), the client traces what it starts:
+// the turn's workflow and activities continue its StartWorkflow span's
+// trace. closeFn closes the client and flushes the spans.
+func dialTemporal(ctx context.Context, address, namespace string) (c client.Client, closeFn func(), err error) {
+	tracing, err := telemetry.FromEnv(ctx, telemetry.ServiceStarter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracing: %w", err)
+	}
+	flush := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			fmt.Fprintln(os.Stderr, "starter:", err)
+		}
+	}
+	interceptors, err := tracing.TemporalInterceptors()
+	if err != nil {
+		flush()
+		return nil, nil, err
+	}
+	c, err = client.DialContext(ctx, client.Options{HostPort: address, Namespace: namespace, Logger: quietLogger{}, Interceptors: interceptors})
+	if err != nil {
+		flush()
+		return nil, nil, fmt.Errorf("connect to temporal at %s: %w", address, err)
+	}
+	return c, func() { c.Close(); flush() }, nil
+}
