@@ -80,6 +80,10 @@ type Options struct {
 	// MCPCommands are the commands stdio MCP servers may run
 	// (AGENTFLOW_MCP_COMMANDS). Default: none.
 	MCPCommands []string
+	// TemporalAddress and Namespace are a Temporal server of the test's
+	// own, for instance a dev server with its Web UI. Default: the dev
+	// server shared by the test binary (devtest.Temporal).
+	TemporalAddress, Namespace string
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -107,7 +111,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if dbURL == "" {
 		dbURL = devtest.Database(t)
 	}
-	address, namespace := devtest.Temporal(t)
+	address, namespace := opts.TemporalAddress, opts.Namespace
+	if address == "" {
+		address, namespace = devtest.Temporal(t)
+	}
 	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
 	if s.TaskQueue == "" {
 		s.TaskQueue = "agentflow-test-" + randomID()
