@@ -32,6 +32,8 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
@@ -215,6 +217,32 @@ func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, d
 		}
 	}
 	return nil
+}
+
+// UserMetadata returns what the Web UI shows as a workflow's summary and
+// details (its StaticSummary and StaticDetails; empty when not set), of
+// its latest run. It fails the test when the workflow cannot be read.
+func (s *Server) UserMetadata(t testing.TB, workflowID string) (summary, details string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	desc, err := s.Client().DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		t.Fatalf("testserver: describe %s: %v", workflowID, err)
+	}
+	md := desc.GetExecutionConfig().GetUserMetadata()
+	for _, f := range []struct {
+		p   *commonpb.Payload
+		out *string
+	}{{md.GetSummary(), &summary}, {md.GetDetails(), &details}} {
+		if f.p == nil {
+			continue
+		}
+		if err := converter.GetDefaultDataConverter().FromPayload(f.p, f.out); err != nil {
+			t.Fatalf("testserver: user metadata of %s: %v", workflowID, err)
+		}
+	}
+	return summary, details
 }
 
 // Temporal runs the real temporal CLI with args against the server's

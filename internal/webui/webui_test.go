@@ -128,10 +128,11 @@ func TestWebUI(t *testing.T) {
 	require.NotContains(t, list.text, id2, "the list filtered by t1 shows a turn of t2 (%s)", list)
 	require.NotContains(t, list.text, "turn/t2/", "the list filtered by t1 shows a turn of t2 (%s)", list)
 
-	// A finished turn: its summary and current details ...
+	// A finished turn: its summary, details and current details ...
 	b.see(t, "webui-turn", workflowPath(t, ts, id1)+"/user-metadata",
-		"assistant: What is 12.5 * 4?", // StaticSummary: contract.TurnSummary
-		"completed",                    // workflow.SetCurrentDetails at the end
+		"assistant: What is 12.5 * 4?",            // StaticSummary: contract.TurnSummary
+		"tenant t1 · agent assistant · job "+job1, // StaticDetails: contract.TurnDetails
+		"completed", // workflow.SetCurrentDetails at the end
 	)
 	// ... its result, and the activities' summaries in its event history:
 	// the model call's and the tool call's.
