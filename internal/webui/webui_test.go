@@ -2,6 +2,7 @@ package webui
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -138,8 +139,8 @@ func TestWebUI(t *testing.T) {
 	// the model call's and the tool call's.
 	b.see(t, "webui-history", workflowPath(t, ts, id1)+"/history",
 		"The result is 50.",
-		"CallModel • openai:gpt-4o-mini · iteration 1",
 		`calculator {"expression": "12.5 * 4"}`,
+		"CallModel • openai:gpt-4o-mini · iteration 1", // in the timeline
 	)
 
 	// The turn waiting for approval says so, naming the tool.
@@ -269,6 +270,19 @@ const pageText = `(() => {
 	return text;
 })()`
 
+// scrollTo scrolls the first element whose own text holds a string (%s,
+// a JSON string) to the middle of the view.
+const scrollTo = `((want) => {
+	const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+	for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+		if (n.textContent.includes(want) && n.parentElement) {
+			n.parentElement.scrollIntoView({block: "center"});
+			return true;
+		}
+	}
+	return false;
+})(%s)`
+
 // page is what a person saw of one page.
 type page struct {
 	url, text, screenshot string
@@ -310,6 +324,12 @@ func (b *browser) see(t *testing.T, name, path string, want ...string) page {
 	}
 	sctx, scancel := context.WithTimeout(b.ctx, 15*time.Second)
 	defer scancel()
+	if err == nil && len(want) > 0 {
+		// The picture shows the last thing looked for (further down the
+		// page, such as the history's timeline).
+		last, _ := json.Marshal(want[len(want)-1])
+		_, _ = chromedp.Run(sctx, chromedp.Evaluate[bool](fmt.Sprintf(scrollTo, last)))
+	}
 	if png, serr := chromedp.Run(sctx, chromedp.FullScreenshot(100)); serr == nil {
 		p.screenshot = filepath.Join(b.dir, name+".png")
 		if werr := os.WriteFile(p.screenshot, png, 0o644); werr != nil {
