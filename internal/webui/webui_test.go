@@ -182,14 +182,23 @@ func startStack(t *testing.T) *devstack.Stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	stack, err := devstack.Start(ctx, devstack.Options{
-		Dir:          t.TempDir(),
-		SkipPostgres: true,
-		TemporalPort: -1,
-		UIPort:       freePort(t),
-		InMemory:     true,
-		Logger:       zaptest.NewLogger(t),
-	})
+	var stack *devstack.Stack
+	var err error
+	// The port is free when picked, but another process may take it
+	// before the UI binds it: then pick another.
+	for range 3 {
+		stack, err = devstack.Start(ctx, devstack.Options{
+			Dir:          t.TempDir(),
+			SkipPostgres: true,
+			TemporalPort: -1,
+			UIPort:       freePort(t),
+			InMemory:     true,
+			Logger:       zaptest.NewLogger(t),
+		})
+		if err == nil || !strings.Contains(err.Error(), "in use") {
+			break
+		}
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, stack.Stop()) })
 	require.NotEmpty(t, stack.UIURL)
