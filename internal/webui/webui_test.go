@@ -125,7 +125,10 @@ func TestWebUI(t *testing.T) {
 	b := newBrowser(t, chromium, stack.UIURL, stack.Namespace)
 
 	// The list, as a person filters it by tenant: t1's turns, not t2's.
-	list := b.see(t, "webui-list", "/workflows?query="+url.QueryEscape(`AgentflowTenant="t1"`), id1, id3)
+	// The dev server is the test's own: t1 has these two turns only, one
+	// running and one completed.
+	list := b.see(t, "webui-list", "/workflows?query="+url.QueryEscape(`AgentflowTenant="t1"`),
+		"1 Running", "1 Completed", id1, id3)
 	require.NotContains(t, list.text, id2, "the list filtered by t1 shows a turn of t2 (%s)", list)
 	require.NotContains(t, list.text, "turn/t2/", "the list filtered by t1 shows a turn of t2 (%s)", list)
 
