@@ -92,6 +92,7 @@ func scheduledTurnOptions(id, taskQueue string, req agent.TurnRequest, spec clie
 			Args:          []any{req},
 			TaskQueue:     taskQueue,
 			StaticSummary: "scheduled: " + contract.TurnSummary(req),
+			StaticDetails: "schedule `" + id + "` · " + contract.TurnDetails(req),
 		},
 	}
 }

@@ -34,6 +34,10 @@ func TestScheduleCommand(t *testing.T) {
 		wid = resp.GetExecutions()[0].GetExecution().GetWorkflowId()
 		return true
 	}, time.Minute, 200*time.Millisecond)
+	// What the Web UI lists the run by.
+	summary, details := ts.UserMetadata(t, wid)
+	require.Equal(t, "scheduled: routed: summarise the day", summary)
+	require.Equal(t, "schedule `"+id+"` · tenant `demo` · agent `routed`\n\nsummarise the day", details)
 	res, err := ts.Store().Result(ctx, "demo", wid)
 	require.NoError(t, err)
 	require.Equal(t, "report: summarise the day", res.Output)

@@ -161,7 +161,10 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 			got := false
 			if remaining > 0 {
 				var err error
-				got, err = workflow.AwaitWithTimeout(ctx, remaining, func() bool { return len(t.appr.inbox) > 0 || t.canceled != nil })
+				got, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+					Timeout:      remaining,
+					TimerOptions: workflow.TimerOptions{Summary: "approval deadline"},
+				}, func() bool { return len(t.appr.inbox) > 0 || t.canceled != nil })
 				if err != nil && !t.cancelled(ctx) {
 					t.appr.pending = nil // the turn ended: its timeout
 					return

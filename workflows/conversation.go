@@ -166,6 +166,7 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            contract.TurnWorkflowID(req.TenantID, req.JobID),
 		StaticSummary:         contract.TurnSummary(req),
+		StaticDetails:         contract.TurnDetails(req),
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	})

@@ -145,6 +145,7 @@ func (t *turn) runChild(ctx workflow.Context, c agent.ToolCall, req agent.TurnRe
 	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
 		WorkflowID:    id,
 		StaticSummary: contract.TurnSummary(req),
+		StaticDetails: contract.TurnDetails(req),
 		// The child stores a canceled result when the turn ends first,
 		// and the turn waits for it, so that its tokens are counted.
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,

@@ -34,7 +34,9 @@ const (
 // (zero: for as long as it takes). A failure that names its cause (an
 // unknown agent, a rate limit) returns at once.
 func dbStep(ctx workflow.Context, name string, until time.Time, in, out any) error {
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions())
+	opts := localOptions()
+	opts.Summary = name // the step's name is what the timeline shows
+	lctx := workflow.WithLocalActivityOptions(ctx, opts)
 	err := workflow.ExecuteLocalActivity(lctx, name, in).Get(ctx, out)
 	return outlast(lctx, durableStepsChange, name, until, in, out, err, func(err error) bool { return !permanent(err) })
 }

@@ -95,6 +95,8 @@ func runStep(ctx workflow.Context, in Input, node string, input map[string]any, 
 		WorkflowID:        contract.TurnWorkflowID(in.TenantID, input["job_id"].(string)),
 		TaskQueue:         cmp.Or(in.TaskQueue, contract.TaskQueue),
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		// What the Web UI lists the step by, as for every other turn.
+		StaticSummary: contract.OneLine("process "+node+": "+fmt.Sprint(input["prompt"]), 100),
 	})
 	child := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, input)
 	take := func(c workflow.ReceiveChannel) {

@@ -121,6 +121,35 @@ func TurnSummary(req agent.TurnRequest) string {
 	return OneLine(who+": "+req.Prompt, 100)
 }
 
+// TurnDetails is the StaticDetails shown in the Web UI under a turn's
+// summary (Markdown): who and what it is for, then the prompt in full (up
+// to detailsPrompt runes), which the summary shortens to one line.
+func TurnDetails(req agent.TurnRequest) string {
+	who := req.AgentID
+	if who == "" {
+		who = "routed"
+	}
+	facts := []string{"tenant `" + req.TenantID + "`", "agent `" + who + "`"}
+	if req.JobID != "" {
+		facts = append(facts, "job `"+req.JobID+"`")
+	}
+	if req.SessionID != "" {
+		facts = append(facts, "session `"+req.SessionID+"`")
+	}
+	if req.RunID != "" {
+		facts = append(facts, "process run `"+req.RunID+"` node `"+req.NodeID+"`")
+	}
+	prompt := []rune(req.Prompt)
+	if len(prompt) > detailsPrompt {
+		prompt = append(prompt[:detailsPrompt-1], '…')
+	}
+	return strings.Join(facts, " · ") + "\n\n" + string(prompt)
+}
+
+// detailsPrompt bounds the prompt in a turn's details: they travel with
+// every start.
+const detailsPrompt = 2000
+
 // OneLine shortens s to at most n runes on one line, for summaries and
 // previews.
 func OneLine(s string, n int) string {

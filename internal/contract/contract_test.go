@@ -160,3 +160,24 @@ func TestWorkflowsLinkNoAdapter(t *testing.T) {
 		}
 	}
 }
+
+func TestTurnDetails(t *testing.T) {
+	long := strings.Repeat("x", 2010) // over the 2000 runes kept
+	tests := []struct {
+		name string
+		req  agent.TurnRequest
+		want string
+	}{
+		{"routed", agent.TurnRequest{TenantID: "t1", JobID: "j1", Prompt: "What is\n2 + 3?"},
+			"tenant `t1` · agent `routed` · job `j1`\n\nWhat is\n2 + 3?"},
+		{"session and process", agent.TurnRequest{TenantID: "t1", AgentID: "a", JobID: "j1", SessionID: "s1", RunID: "r1", NodeID: "n1", Prompt: "hi"},
+			"tenant `t1` · agent `a` · job `j1` · session `s1` · process run `r1` node `n1`\n\nhi"},
+		{"long prompt", agent.TurnRequest{TenantID: "t1", AgentID: "a", Prompt: long},
+			"tenant `t1` · agent `a`\n\n" + long[:2000-1] + "…"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, contract.TurnDetails(tt.req))
+		})
+	}
+}

@@ -20,6 +20,8 @@ import (
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
 // Instruments workflows report through workflow.GetMetricsHandler. The
@@ -65,7 +67,7 @@ func New(logger *zap.Logger) (*Metrics, error) {
 	)
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(seconds))
 	handler := temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
-		Meter:                provider.Meter("agentflow"),
+		Meter:                provider.Meter(telemetry.ScopeName),
 		UseMonotonicCounters: true,
 		// An instrument the meter refuses is a bug, not a reason to stop
 		// the worker.

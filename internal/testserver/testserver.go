@@ -34,6 +34,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
@@ -93,6 +95,10 @@ type Options struct {
 	// TraceContent records prompts, replies and tool arguments and output
 	// on the spans (AGENTFLOW_TRACE_CONTENT). Default: off.
 	TraceContent bool
+	// TemporalAddress and Namespace are a Temporal server of the test's
+	// own, for instance a dev server with its Web UI. Default: the dev
+	// server shared by the test binary (devtest.Temporal).
+	TemporalAddress, Namespace string
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -120,7 +126,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if dbURL == "" {
 		dbURL = devtest.Database(t)
 	}
-	address, namespace := devtest.Temporal(t)
+	address, namespace := opts.TemporalAddress, opts.Namespace
+	if address == "" {
+		address, namespace = devtest.Temporal(t)
+	}
 	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
 	if s.TaskQueue == "" {
 		s.TaskQueue = "agentflow-test-" + randomID()
@@ -229,6 +238,32 @@ func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, d
 		}
 	}
 	return nil
+}
+
+// UserMetadata returns what the Web UI shows as a workflow's summary and
+// details (its StaticSummary and StaticDetails; empty when not set), of
+// its latest run. It fails the test when the workflow cannot be read.
+func (s *Server) UserMetadata(t testing.TB, workflowID string) (summary, details string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	desc, err := s.Client().DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		t.Fatalf("testserver: describe %s: %v", workflowID, err)
+	}
+	md := desc.GetExecutionConfig().GetUserMetadata()
+	for _, f := range []struct {
+		p   *commonpb.Payload
+		out *string
+	}{{md.GetSummary(), &summary}, {md.GetDetails(), &details}} {
+		if f.p == nil {
+			continue
+		}
+		if err := converter.GetDefaultDataConverter().FromPayload(f.p, f.out); err != nil {
+			t.Fatalf("testserver: user metadata of %s: %v", workflowID, err)
+		}
+	}
+	return summary, details
 }
 
 // Temporal runs the real temporal CLI with args against the server's

@@ -42,6 +42,7 @@ func StartOptions(taskQueue string, req agent.TurnRequest) client.StartWorkflowO
 		ID:                       contract.TurnWorkflowID(req.TenantID, req.JobID),
 		TaskQueue:                taskQueue,
 		StaticSummary:            contract.TurnSummary(req),
+		StaticDetails:            contract.TurnDetails(req),
 		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
