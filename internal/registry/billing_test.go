@@ -45,7 +45,7 @@ budgets:
 		{"negative price", "tenant: demo\nprices:\n  - model: 'openai:m'\n    input: -1\n    output: 2\n",
 			`t.yaml:4: prices[0].input: -1 is negative: want 0 or more USD`},
 		{"non-numeric price", "tenant: demo\nprices:\n  - {model: 'openai:m', input: 1, output: cheap}\n",
-			`t.yaml:3: prices[0].output: want a number of USD, not the string "cheap"`},
+			`t.yaml:3: prices[0].output: want a number of USD, not "cheap"`},
 		{"missing output", "tenant: demo\nprices:\n  - {model: 'openai:m', input: 1}\n",
 			`prices[0].output: is required: USD per million completion tokens`},
 		{"missing model", "tenant: demo\nprices:\n  - {input: 1, output: 1}\n", `prices[0].model: is required`},
