@@ -614,7 +614,7 @@ func modelFailure(err error) *agent.TurnError {
 	case agent.CodeCanceled:
 		// The turn's timeout cancels the call; run reports it.
 		e = agent.Errorf(agent.CodeTimeout, "turn was cancelled")
-	case agent.CodeModelRejected, agent.CodeInvalid, agent.CodeAgentNotFound:
+	case agent.CodeModelRejected, agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodeBudget:
 	default:
 		e = &agent.Error{Code: agent.CodeModelFailed, Message: e.Message}
 	}
