@@ -106,7 +106,7 @@ func (a *Activities) checkBudgets(ctx context.Context, tenantID string, b agent.
 		}
 		if err := pb.Exceeded(tenantID, spent); err != nil {
 			a.logger.Info("model call refused: budget used", zap.String("tenant", tenantID), zap.String("period", pb.Period),
-				zap.Int64("tokens", spent.Tokens), zap.Float64("cost", spent.Cost))
+				zap.Int64("tokens_used", spent.Tokens), zap.Float64("cost_used", spent.Cost))
 			return err
 		}
 	}
