@@ -82,6 +82,8 @@ func TestUsageLedger(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "The sum is 5.", res.GetOutput())
 	require.True(t, res.GetMetadata().GetCacheHit(), "the provider read part of the prompt from its cache")
+	require.Equal(t, int64(1600), res.GetMetadata().GetCachedTokens())
+	require.Equal(t, int64(2320), res.GetMetadata().GetTokensUsed())
 
 	calls, err := srv.Store().JobUsage(ctx, "demo", job)
 	require.NoError(t, err)

@@ -31,3 +31,7 @@ CREATE INDEX usage_ledger_tenant_time_idx ON usage_ledger (tenant_id, created_at
 -- (agent.Budgets), from its catalog; NULL: none given.
 ALTER TABLE tenants ADD COLUMN prices JSONB;
 ALTER TABLE tenants ADD COLUMN budgets JSONB;
+
+-- Prompt tokens a turn's model calls read from the provider's cache
+-- (agent.ResultMetadata.CachedTokens).
+ALTER TABLE agent_results ADD COLUMN cached_tokens INT NOT NULL DEFAULT 0 CHECK (cached_tokens >= 0);

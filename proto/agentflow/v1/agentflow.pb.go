@@ -659,17 +659,22 @@ func (x *TurnResult) GetDataRef() string {
 }
 
 type ResultMetadata struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	AgentId         string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	AgentVersion    int32                  `protobuf:"varint,2,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
-	RouteRule       string                 `protobuf:"bytes,3,opt,name=route_rule,json=routeRule,proto3" json:"route_rule,omitempty"`
-	ToolCalls       []*ToolCallRecord      `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
-	TokensUsed      int64                  `protobuf:"varint,5,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
-	CacheHit        bool                   `protobuf:"varint,6,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
-	ExecutionTimeMs int64                  `protobuf:"varint,7,opt,name=execution_time_ms,json=executionTimeMs,proto3" json:"execution_time_ms,omitempty"`
-	LlmModel        string                 `protobuf:"bytes,8,opt,name=llm_model,json=llmModel,proto3" json:"llm_model,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AgentId      string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	AgentVersion int32                  `protobuf:"varint,2,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	RouteRule    string                 `protobuf:"bytes,3,opt,name=route_rule,json=routeRule,proto3" json:"route_rule,omitempty"`
+	ToolCalls    []*ToolCallRecord      `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	TokensUsed   int64                  `protobuf:"varint,5,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
+	// A tool call's result came from the tenant's cache, or the provider
+	// read part of a prompt from its prompt cache (cached_tokens > 0).
+	CacheHit        bool   `protobuf:"varint,6,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
+	ExecutionTimeMs int64  `protobuf:"varint,7,opt,name=execution_time_ms,json=executionTimeMs,proto3" json:"execution_time_ms,omitempty"`
+	LlmModel        string `protobuf:"bytes,8,opt,name=llm_model,json=llmModel,proto3" json:"llm_model,omitempty"`
+	// Prompt tokens the provider read from its prompt cache over the turn's
+	// model calls (delegated turns included).
+	CachedTokens  int64 `protobuf:"varint,9,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResultMetadata) Reset() {
@@ -756,6 +761,13 @@ func (x *ResultMetadata) GetLlmModel() string {
 		return x.LlmModel
 	}
 	return ""
+}
+
+func (x *ResultMetadata) GetCachedTokens() int64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
 }
 
 type ToolCallRecord struct {
@@ -4151,7 +4163,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\v2\x17.agentflow.v1.TurnErrorR\x05error\x12\x1b\n" +
 	"\tstream_id\x18\t \x01(\tR\bstreamId\x12\x19\n" +
 	"\bdata_ref\x18\n" +
-	" \x01(\tR\adataRef\"\xb3\x02\n" +
+	" \x01(\tR\adataRef\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
@@ -4163,7 +4175,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"tokensUsed\x12\x1b\n" +
 	"\tcache_hit\x18\x06 \x01(\bR\bcacheHit\x12*\n" +
 	"\x11execution_time_ms\x18\a \x01(\x03R\x0fexecutionTimeMs\x12\x1b\n" +
-	"\tllm_model\x18\b \x01(\tR\bllmModel\"\x8f\x01\n" +
+	"\tllm_model\x18\b \x01(\tR\bllmModel\x12#\n" +
+	"\rcached_tokens\x18\t \x01(\x03R\fcachedTokens\"\x8f\x01\n" +
 	"\x0eToolCallRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
