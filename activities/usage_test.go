@@ -65,3 +65,28 @@ func TestCallModelBudget(t *testing.T) {
 	require.Contains(t, app.Error(), `tenant "demo" has used 1200 tokens this day (UTC); its day budget is 1000 tokens`)
 	require.Equal(t, 1, h.model.Served("priced"), "over budget: the model is not called")
 }
+
+// TestCallModelCostBudget: the month's cost, at the tenant's prices, is
+// bounded too.
+func TestCallModelCostBudget(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript)
+	_, err := h.store.ApplyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
+		Prices:  []agent.Price{{Model: "openai:gpt-4o-mini", Input: 0.15, CachedInput: 0.075, Output: 0.6}},
+		Budgets: &agent.Budgets{Month: &agent.Budget{Cost: 0.0002}}}}}, false)
+	require.NoError(t, err)
+
+	job := randomJob()
+	ag := h.loadAgent(t, job, "priced please")
+	var first contract.CallModelResult
+	h.execute(t, contract.CallModel, callModelInput(job, ag), &first)
+
+	job = randomJob()
+	ag = h.loadAgent(t, job, "priced again")
+	_, err = h.env.ExecuteActivity(contract.CallModel, callModelInput(job, ag))
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(err, &app), "%v", err)
+	require.Equal(t, agent.ErrTypeBudget, app.Type())
+	require.Contains(t, app.Error(), `tenant "demo" has spent 0.00024 USD this month (UTC); its month budget is 0.0002 USD`)
+	require.Equal(t, 1, h.model.Served("priced"))
+}

@@ -1,7 +1,8 @@
 package agent
 
 import (
-	"fmt"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -102,4 +103,8 @@ func (b PeriodBudget) Exceeded(tenantID string, spent Spent) error {
 	return nil
 }
 
-func formatUSD(v float64) string { return fmt.Sprintf("%.4f", v) }
+// formatUSD writes an amount to the millionth of a dollar, without
+// trailing zeros.
+func formatUSD(v float64) string {
+	return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64)
+}

@@ -37,7 +37,7 @@ func TestBudgets(t *testing.T) {
 	require.True(t, IsCode(err, CodeBudget))
 	require.EqualError(t, err, `tenant "demo" has used 100 tokens this day (UTC); its day budget is 100 tokens`)
 	require.NoError(t, periods[1].Exceeded("demo", Spent{Tokens: 1e9, Cost: 2.4999}))
-	require.EqualError(t, periods[1].Exceeded("demo", Spent{Cost: 2.5}), `tenant "demo" has spent 2.5000 USD this month (UTC); its month budget is 2.5000 USD`)
+	require.EqualError(t, periods[1].Exceeded("demo", Spent{Cost: 2.5}), `tenant "demo" has spent 2.5 USD this month (UTC); its month budget is 2.5 USD`)
 	require.Empty(t, Budgets{}.Periods())
 
 	c := CodeBudget.Class()
