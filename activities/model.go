@@ -16,6 +16,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
+	"github.com/agentflow/agentflow/internal/store"
 )
 
 // CallModel sends the turn so far to the agent's model and stores the
@@ -41,6 +42,17 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if len(steps) > in.Seq {
 		return a.storedReply(ctx, ag, in, steps[in.Seq])
 	}
+	var billing store.Billing
+	err = a.db(ctx, "load prices and budgets", func() (err error) {
+		billing, err = a.store.TenantBilling(ctx, in.TenantID)
+		return err
+	})
+	if err != nil {
+		return contract.CallModelResult{}, err
+	}
+	if err := a.checkBudgets(ctx, in.TenantID, billing.Budgets); err != nil {
+		return contract.CallModelResult{}, err
+	}
 	var msgs []agent.Message
 	err = a.db(ctx, "load session", func() (err error) {
 		msgs, err = a.messages(ctx, ag, in, steps)
@@ -56,9 +68,16 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	reply := resp.Message
 	reply.Role = agent.RoleAssistant
 	reply.Usage, reply.Model = &resp.Usage, resp.Model
+	call := store.ModelCall{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: int(activity.GetInfo(ctx).Attempt),
+		AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: cmp.Or(resp.Model, ag.Model), Usage: resp.Usage}
+	if p, ok := agent.PriceOf(billing.Prices, call.Model); ok {
+		cost := p.Cost(resp.Usage)
+		call.Cost = &cost
+	}
 	// The model has answered (and been paid): wait for the database
-	// rather than call it again.
-	if err := a.db(ctx, "store reply", func() error { return a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, reply) }); err != nil {
+	// rather than call it again. The ledger row goes with the reply, so
+	// that the call is counted once whichever attempt stores it.
+	if err := a.db(ctx, "store reply", func() error { return a.store.PutReply(ctx, call, reply) }); err != nil {
 		return contract.CallModelResult{}, fmt.Errorf("store reply: %w", err)
 	}
 	return contract.CallModelResult{
@@ -70,6 +89,28 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		Approvals:    a.approvals(ag, in, reply.ToolCalls),
 		Tail:         tail,
 	}, nil
+}
+
+// checkBudgets refuses a model call when the tenant has used a budget of
+// the current UTC day or month.
+func (a *Activities) checkBudgets(ctx context.Context, tenantID string, b agent.Budgets) error {
+	now := time.Now().UTC()
+	for _, pb := range b.Periods() {
+		var spent agent.Spent
+		err := a.db(ctx, "sum usage", func() (err error) {
+			spent, err = a.store.SpentSince(ctx, tenantID, agent.PeriodStart(pb.Period, now))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if err := pb.Exceeded(tenantID, spent); err != nil {
+			a.logger.Info("model call refused: budget used", zap.String("tenant", tenantID), zap.String("period", pb.Period),
+				zap.Int64("tokens_used", spent.Tokens), zap.Float64("cost_used", spent.Cost))
+			return err
+		}
+	}
+	return nil
 }
 
 // turnSoFar stores the tool calls that failed for good as their results

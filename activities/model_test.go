@@ -35,6 +35,9 @@ rules:
   - name: overloaded
     when: {user: '^overloaded'}
     fault: {status: 503, times: -1}
+  - name: priced
+    when: {user: '^priced'}
+    reply: {text: 'Costly.', usage: {prompt_tokens: 1000, completion_tokens: 200, cached_tokens: 400, reasoning_tokens: 50}}
   - name: answer
     reply: {text: 'Hello there.'}
 `

@@ -9,6 +9,7 @@
 //	starter route --dry-run --page ops-console "…"  which agent a request would go to (gRPC API)
 //	starter catalog apply -f catalog/               validate and apply a YAML catalog (gRPC API)
 //	starter process show --tag main                 a process definition, its versions and patches (gRPC API)
+//	starter usage --since 24h --by model              the tenant's model calls, tokens, cost and budgets (gRPC API)
 //	starter schedule create --id ID --every 1h "…"  run a turn on a Temporal schedule
 //	starter demo                                    local stack + worker + a sample turn
 //	starter up                                      local stack + worker, until Ctrl-C
@@ -47,11 +48,12 @@ commands:
   route     show which agent a request would be routed to (route --dry-run --page P --role R [--metadata k=v] "message")
   catalog   validate and apply a YAML catalog through the gRPC API (catalog apply -f DIR|FILE [--dry-run])
   process   read the tenant's process definitions: process list | show --tag T [--version N] [--json] | history --tag T
+  usage     the tenant's model calls, tokens and cost, and its budgets (usage --since 24h [--by agent|model|day|session] [--json])
   demo      start a local stack and a worker, run a sample turn (exits after it when CI=true)
   up        start a local stack and a worker, and wait for Ctrl-C
   stack     start a local stack, run a command with its settings in the environment, stop it
 
-chat, approve, route, catalog and process talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
+chat, approve, route, catalog, process and usage talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
 default 127.0.0.1:50051) and --token (AGENTFLOW_TOKEN, default dev-token); the token names the tenant.
 Run "starter <command> -h" for the command's flags.
 `
@@ -102,6 +104,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return catalogCmd(ctx, rest, out)
 	case "process":
 		return processCmd(ctx, rest, out)
+	case "usage":
+		return usageCmd(ctx, rest, out)
 	case "demo":
 		return demoCmd(ctx, rest, out)
 	case "up":

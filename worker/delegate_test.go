@@ -280,6 +280,18 @@ func TestDelegateThroughGateway(t *testing.T) {
 	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
 	require.GreaterOrEqual(t, res.Metadata.TokensUsed, stored.Metadata.TokensUsed, "the child's tokens count as the parent's")
 
+	// The usage ledger records each turn's model calls under its own job:
+	// the child's are not the parent's.
+	parentCalls, err := e.Store().JobUsage(ctx, "team", job)
+	require.NoError(t, err)
+	childCalls, err := e.Store().JobUsage(ctx, "team", childJob)
+	require.NoError(t, err)
+	require.Len(t, parentCalls, 2, "the lead's call that delegates and its answer")
+	require.Len(t, childCalls, 2, "the researcher's calculator call and its answer")
+	for _, c := range childCalls {
+		require.Equal(t, "researcher", c.AgentID)
+	}
+
 	// The child is the parent's child, started once.
 	desc, err := e.Client().DescribeWorkflowExecution(ctx, childID, "")
 	require.NoError(t, err)

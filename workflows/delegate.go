@@ -164,7 +164,7 @@ func (t *turn) runChild(ctx workflow.Context, c agent.ToolCall, req agent.TurnRe
 		}
 		res = failed
 	}
-	t.usage = t.usage.Add(agent.Usage{TotalTokens: res.Metadata.TokensUsed})
+	t.usage = t.usage.Add(agent.Usage{TotalTokens: res.Metadata.TokensUsed, CachedTokens: res.Metadata.CachedTokens})
 	t.delegatedTokens += res.Metadata.TokensUsed
 	return res
 }

@@ -516,7 +516,8 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 			RouteRule:       t.rule,
 			ToolCalls:       t.calls,
 			TokensUsed:      t.usage.TotalTokens,
-			CacheHit:        t.cacheHit,
+			CacheHit:        t.cacheHit || t.usage.CachedTokens > 0,
+			CachedTokens:    t.usage.CachedTokens,
 			ExecutionTimeMS: workflow.Now(ctx).Sub(t.start).Milliseconds(),
 			LLMModel:        t.model,
 		},
@@ -619,7 +620,7 @@ func modelFailure(err error) *agent.TurnError {
 	case agent.CodeCanceled:
 		// The turn's timeout cancels the call; run reports it.
 		e = agent.Errorf(agent.CodeTimeout, "turn was cancelled")
-	case agent.CodeModelRejected, agent.CodeInvalid, agent.CodeAgentNotFound:
+	case agent.CodeModelRejected, agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodeBudget:
 	default:
 		e = &agent.Error{Code: agent.CodeModelFailed, Message: e.Message}
 	}

@@ -42,4 +42,11 @@ type TenantCatalog struct {
 	// PromoteAfter, when set, is how many runs of one pipeline shape make
 	// it a composite tool of the tenant; 0 turns promotion off.
 	PromoteAfter *int
+	// Prices become the tenant's price table when ReplacePrices is set (a
+	// document had a prices key): what its model calls cost.
+	Prices        []Price
+	ReplacePrices bool
+	// Budgets, when set (a document had a budgets key), become the
+	// tenant's budgets; an empty one removes them.
+	Budgets *Budgets
 }

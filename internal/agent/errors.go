@@ -37,6 +37,9 @@ const (
 	CodeMaxIterations Code = "max_iterations"
 	// CodeTokenBudget: the turn used more tokens than the agent's budget.
 	CodeTokenBudget Code = "token_budget"
+	// CodeBudget: the tenant has used its daily or monthly budget of
+	// tokens or cost (the catalog's budgets); no model is called.
+	CodeBudget Code = "budget"
 	// CodeTimeout: the turn did not finish within its timeout.
 	CodeTimeout Code = "timeout"
 	// CodeCanceled: someone cancelled the work.
@@ -94,6 +97,7 @@ var classes = map[Code]Class{
 	CodeModelFailed:      {Type: ErrTypeModelFailed, GRPC: grpcUnavailable, Retryable: true, Public: true},
 	CodeMaxIterations:    {Type: ErrTypeMaxIterations, GRPC: grpcResourceExhausted, Public: true},
 	CodeTokenBudget:      {Type: ErrTypeTokenBudget, GRPC: grpcResourceExhausted, Public: true},
+	CodeBudget:           {Type: ErrTypeBudget, GRPC: grpcResourceExhausted, Public: true},
 	CodeTimeout:          {Type: ErrTypeTimeout, GRPC: grpcDeadlineExceeded, Retryable: true, Public: true},
 	CodeCanceled:         {Type: ErrTypeCanceled, GRPC: grpcCanceled, Public: true},
 	CodeUnavailable:      {Type: ErrTypeUnavailable, GRPC: grpcUnavailable, Retryable: true},
@@ -114,6 +118,7 @@ const (
 	ErrTypeModelFailed      = "ModelFailed"
 	ErrTypeMaxIterations    = "MaxIterationsExceeded"
 	ErrTypeTokenBudget      = "TokenBudgetExceeded"
+	ErrTypeBudget           = "BudgetExceeded"
 	ErrTypeTimeout          = "TurnTimeout"
 	ErrTypeCanceled         = "Canceled"
 	ErrTypeUnavailable      = "Unavailable"
@@ -123,7 +128,7 @@ const (
 // Codes lists every code, for tests and documentation.
 func Codes() []Code {
 	return []Code{CodeInvalid, CodeNotFound, CodeAgentNotFound, CodeUnauthenticated, CodePermissionDenied, CodeConflict, CodeRateLimited, CodeModelRejected,
-		CodeModelFailed, CodeMaxIterations, CodeTokenBudget, CodeTimeout, CodeCanceled, CodeUnavailable, CodeInternal}
+		CodeModelFailed, CodeMaxIterations, CodeTokenBudget, CodeBudget, CodeTimeout, CodeCanceled, CodeUnavailable, CodeInternal}
 }
 
 // Class returns the code's classification; an unknown code is classed as

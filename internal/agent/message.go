@@ -44,6 +44,12 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// CachedTokens is the part of PromptTokens the provider read from its
+	// prompt cache (billed at its cached-input price).
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	// ReasoningTokens is the part of CompletionTokens the model spent
+	// reasoning (OpenAI counts and bills them as output).
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
 }
 
 // Add returns the sum of u and v.
@@ -52,5 +58,7 @@ func (u Usage) Add(v Usage) Usage {
 		PromptTokens:     u.PromptTokens + v.PromptTokens,
 		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
 		TotalTokens:      u.TotalTokens + v.TotalTokens,
+		CachedTokens:     u.CachedTokens + v.CachedTokens,
+		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
 	}
 }

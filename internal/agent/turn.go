@@ -256,14 +256,19 @@ type TurnResult struct {
 
 // ResultMetadata describes how a result was produced.
 type ResultMetadata struct {
-	AgentID         string           `json:"agent_id,omitempty"`
-	AgentVersion    int              `json:"agent_version,omitempty"`
-	RouteRule       string           `json:"route_rule,omitempty"`
-	ToolCalls       []ToolCallRecord `json:"tool_calls"`
-	TokensUsed      int              `json:"tokens_used"`
-	CacheHit        bool             `json:"cache_hit"` // a tool call's result came from the cache
-	ExecutionTimeMS int64            `json:"execution_time_ms"`
-	LLMModel        string           `json:"llm_model,omitempty"`
+	AgentID      string           `json:"agent_id,omitempty"`
+	AgentVersion int              `json:"agent_version,omitempty"`
+	RouteRule    string           `json:"route_rule,omitempty"`
+	ToolCalls    []ToolCallRecord `json:"tool_calls"`
+	TokensUsed   int              `json:"tokens_used"`
+	// CacheHit says a tool call's result came from the tenant's cache or
+	// the provider read part of a prompt from its prompt cache.
+	CacheHit bool `json:"cache_hit"`
+	// CachedTokens is how many prompt tokens the provider read from its
+	// prompt cache, over the turn's model calls (delegated turns included).
+	CachedTokens    int    `json:"cached_tokens,omitempty"`
+	ExecutionTimeMS int64  `json:"execution_time_ms"`
+	LLMModel        string `json:"llm_model,omitempty"`
 }
 
 // ToolCallRecord is one tool call of a turn, as reported in the result.

@@ -31,6 +31,7 @@ var methodRoles = map[string]Role{
 	pb.CatalogService_GetProcess_FullMethodName:          RoleAdmin,
 	pb.CatalogService_ListProcesses_FullMethodName:       RoleAdmin,
 	pb.CatalogService_ListProcessVersions_FullMethodName: RoleAdmin,
+	pb.CatalogService_GetUsage_FullMethodName:            RoleAdmin,
 }
 
 type callerKey struct{}

@@ -50,6 +50,7 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 		Metadata: &pb.ResultMetadata{
 			AgentId: m.AgentID, AgentVersion: int32(m.AgentVersion), RouteRule: m.RouteRule,
 			TokensUsed: int64(m.TokensUsed), CacheHit: m.CacheHit, ExecutionTimeMs: m.ExecutionTimeMS, LlmModel: m.LLMModel,
+			CachedTokens: int64(m.CachedTokens),
 		},
 	}
 	for _, c := range m.ToolCalls {

@@ -40,6 +40,7 @@ func TestErrorTable(t *testing.T) {
 		agent.CodeModelFailed:      codes.Unavailable,
 		agent.CodeMaxIterations:    codes.ResourceExhausted,
 		agent.CodeTokenBudget:      codes.ResourceExhausted,
+		agent.CodeBudget:           codes.ResourceExhausted,
 		agent.CodeTimeout:          codes.DeadlineExceeded,
 		agent.CodeCanceled:         codes.Canceled,
 		agent.CodeUnavailable:      codes.Unavailable,

@@ -150,7 +150,9 @@ func toResponse(resp *llms.ContentResponse) (*Response, error) {
 }
 
 // usageOf reads token counts from GenerationInfo, in OpenAI's names or
-// Anthropic's.
+// Anthropic's: langchaingo's OpenAI client sets PromptCachedTokens and
+// CompletionReasoningTokens (from prompt_tokens_details and
+// completion_tokens_details), its Anthropic client CacheReadInputTokens.
 func usageOf(info map[string]any) (agent.Usage, bool) {
 	if info == nil {
 		return agent.Usage{}, false
@@ -160,8 +162,15 @@ func usageOf(info map[string]any) (agent.Usage, bool) {
 	if u.PromptTokens, ok1 = intOf(info["PromptTokens"]); ok1 {
 		u.CompletionTokens, ok2 = intOf(info["CompletionTokens"])
 		u.TotalTokens, _ = intOf(info["TotalTokens"])
+		u.CachedTokens, _ = intOf(info["PromptCachedTokens"])
+		u.ReasoningTokens, _ = intOf(info["CompletionReasoningTokens"])
 	} else if u.PromptTokens, ok1 = intOf(info["InputTokens"]); ok1 {
 		u.CompletionTokens, ok2 = intOf(info["OutputTokens"])
+		// Anthropic's input_tokens leaves out what was read from or
+		// written to the cache; the prompt is all three.
+		created, _ := intOf(info["CacheCreationInputTokens"])
+		u.CachedTokens, _ = intOf(info["CacheReadInputTokens"])
+		u.PromptTokens += created + u.CachedTokens
 	}
 	if !ok1 && !ok2 {
 		return agent.Usage{}, false

@@ -24,7 +24,7 @@ rules:
       tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]
   - name: answer
     when: {tool: '(.+)'}
-    reply: {text: 'The answer is $1.', usage: {prompt_tokens: 30, completion_tokens: 5}}
+    reply: {text: 'The answer is $1.', usage: {prompt_tokens: 30, completion_tokens: 5, cached_tokens: 12, reasoning_tokens: 3}}
   - name: throttled
     when: {user: 'throttle'}
     fault: {status: 429, retry_after_sec: 7, times: -1}
@@ -97,7 +97,7 @@ func TestGenerate(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "The answer is 5.", resp.Message.Content)
 			require.Equal(t, "stop", resp.FinishReason)
-			require.Equal(t, agent.Usage{PromptTokens: 30, CompletionTokens: 5, TotalTokens: 35}, resp.Usage)
+			require.Equal(t, agent.Usage{PromptTokens: 30, CompletionTokens: 5, TotalTokens: 35, CachedTokens: 12, ReasoningTokens: 3}, resp.Usage)
 			if stream {
 				require.Equal(t, "The answer is 5.", streamed.String())
 			}

@@ -43,6 +43,9 @@ type document struct {
 	Agents       []agentDoc   `yaml:"agents"`
 	Rules        []ruleDoc    `yaml:"rules"` // not nil when the key is there, even empty
 	Processes    []processDoc `yaml:"processes"`
+	Prices       []priceDoc   `yaml:"prices"` // not nil when the key is there, even empty
+	Budgets      *budgetsDoc  `yaml:"budgets"`
+	at           pos          // where the document starts
 }
 
 // processDoc is a process definition (internal/process): its first
@@ -141,6 +144,9 @@ type tenant struct {
 	egress       []string
 	egressSet    bool // a document has an egress key: it replaces the stored one
 	promoteAfter *whole
+	prices       []agent.Price
+	pricesSet    bool           // a document has a prices key: it replaces the stored table
+	budgets      *agent.Budgets // a document has a budgets key
 	toolAt       map[string]pos
 	agentAt      map[string]pos
 	ruleAt       map[string]pos
@@ -211,7 +217,7 @@ func (l *loader) file(name string, data []byte) {
 			continue // an empty document, e.g. after a trailing ---
 		}
 		docs++
-		var doc document
+		doc := document{at: pos{file: name, line: root.Line}}
 		if l.decode(root, reflect.ValueOf(&doc).Elem(), pos{file: name, line: root.Line}) {
 			l.document(&doc)
 		}
@@ -233,6 +239,12 @@ func (l *loader) document(d *document) {
 	}
 	if d.Egress != nil {
 		l.egress(t, d.Egress)
+	}
+	if d.Prices != nil {
+		l.prices(t, d.Prices, pos{file: d.at.file, line: d.at.line, field: "prices"})
+	}
+	if d.Budgets != nil {
+		l.budgets(t, d.Budgets, pos{file: d.at.file, line: d.at.line, field: "budgets"})
 	}
 	if p := d.PromoteAfter; p != nil {
 		switch {
@@ -469,7 +481,8 @@ func (l *loader) finish() (agent.Catalog, error) {
 	for _, t := range l.tenants {
 		l.bound(t)
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
-			Egress: t.egress, ReplaceEgress: t.egressSet, Processes: t.processes}
+			Egress: t.egress, ReplaceEgress: t.egressSet, Processes: t.processes,
+			Prices: t.prices, ReplacePrices: t.pricesSet, Budgets: t.budgets}
 		if t.promoteAfter != nil {
 			tc.PromoteAfter = &t.promoteAfter.n
 		}

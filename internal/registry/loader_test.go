@@ -54,7 +54,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			src:  "tenant: demo\nagnets: []\n",
-			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes`},
+			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets`},
 		},
 		{
 			name: "unknown tool field",
@@ -262,7 +262,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "document not a mapping",
 			src:  "- tenant: demo\n",
-			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, not a list`},
+			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, not a list`},
 		},
 		{
 			name: "empty file",

@@ -39,7 +39,9 @@
 // Replies expand $1, ${1}, ${name} and $$ like regexp.Expand: numbered
 // groups come from the regexp that matched the last message (tool, else
 // user), named groups from any condition that matched. A reply's usage may
-// be given; otherwise it is estimated from word counts, and it is always
+// be given (prompt_tokens, completion_tokens, and cached_tokens and
+// reasoning_tokens, reported in prompt_tokens_details and
+// completion_tokens_details); otherwise it is estimated from word counts, and it is always
 // reported (also as the final chunk of a stream when the client asks for
 // stream_options.include_usage).
 //

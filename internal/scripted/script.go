@@ -72,6 +72,11 @@ type ToolCallSpec struct {
 type Usage struct {
 	PromptTokens     int `yaml:"prompt_tokens"`
 	CompletionTokens int `yaml:"completion_tokens"`
+	// CachedTokens (of the prompt) and ReasoningTokens (of the
+	// completion) are reported in prompt_tokens_details and
+	// completion_tokens_details, as OpenAI does.
+	CachedTokens    int `yaml:"cached_tokens"`
+	ReasoningTokens int `yaml:"reasoning_tokens"`
 }
 
 // Fault makes a rule fail before (or instead of) answering.
@@ -200,8 +205,16 @@ func (s *Script) compile() ([]compiledRule, error) {
 		if r.Reply.DelayMS < 0 {
 			return nil, fmt.Errorf("rule %q: reply.delay_ms must not be negative", name)
 		}
-		if u := r.Reply.Usage; u != nil && (u.PromptTokens < 0 || u.CompletionTokens < 0) {
-			return nil, fmt.Errorf("rule %q: reply.usage must not be negative", name)
+		if u := r.Reply.Usage; u != nil {
+			if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.CachedTokens < 0 || u.ReasoningTokens < 0 {
+				return nil, fmt.Errorf("rule %q: reply.usage must not be negative", name)
+			}
+			if u.CachedTokens > u.PromptTokens {
+				return nil, fmt.Errorf("rule %q: reply.usage.cached_tokens (%d) exceeds prompt_tokens (%d)", name, u.CachedTokens, u.PromptTokens)
+			}
+			if u.ReasoningTokens > u.CompletionTokens {
+				return nil, fmt.Errorf("rule %q: reply.usage.reasoning_tokens (%d) exceeds completion_tokens (%d)", name, u.ReasoningTokens, u.CompletionTokens)
+			}
 		}
 		hasReply := r.Reply.Text != "" || len(r.Reply.ToolCalls) > 0
 		if f := r.Fault; f != nil {

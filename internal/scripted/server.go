@@ -395,6 +395,12 @@ func (s *Server) render(rule *compiledRule, v vars, req chatRequest) reply {
 	}
 	if u := rule.reply.Usage; u != nil {
 		rep.usage = wireUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+		if u.CachedTokens > 0 {
+			rep.usage.PromptTokensDetails = &promptDetails{CachedTokens: u.CachedTokens}
+		}
+		if u.ReasoningTokens > 0 {
+			rep.usage.CompletionTokensDetails = &completionDetails{ReasoningTokens: u.ReasoningTokens}
+		}
 	} else {
 		rep.usage = estimateUsage(req, rep)
 	}

@@ -51,7 +51,7 @@ rules:
     reply: {text: 'a long streamed answer that will be cut'}
   - name: counted
     when: {user: 'count'}
-    reply: {text: 'one two three', usage: {prompt_tokens: 11, completion_tokens: 3}}
+    reply: {text: 'one two three', usage: {prompt_tokens: 11, completion_tokens: 3, cached_tokens: 4, reasoning_tokens: 2}}
   - name: story
     when: {user: 'story'}
     reply: {text: 'Once upon a time there was a scripted model that streamed every word of its story.'}
@@ -307,6 +307,8 @@ func TestUsage(t *testing.T) {
 		require.Equal(t, 11, info["PromptTokens"], "stream=%v", stream)
 		require.Equal(t, 3, info["CompletionTokens"])
 		require.Equal(t, 14, info["TotalTokens"])
+		require.Equal(t, 4, info["PromptCachedTokens"], "stream=%v", stream)
+		require.Equal(t, 2, info["CompletionReasoningTokens"], "stream=%v", stream)
 
 		// Estimated usage is reported too.
 		resp, err = llm.GenerateContent(t.Context(), []llms.MessageContent{human("story")}, opts...)

@@ -127,6 +127,12 @@ const (
 	sqlSetTenantEgress = `UPDATE tenants SET egress = to_jsonb($2::text[]), updated_at = now()
 WHERE tenant_id = $1 AND egress IS DISTINCT FROM to_jsonb($2::text[])`
 
+	// Only a different price table or budget is a change.
+	sqlSetTenantPrices = `UPDATE tenants SET prices = $2::jsonb, updated_at = now()
+WHERE tenant_id = $1 AND prices IS DISTINCT FROM $2::jsonb`
+	sqlSetTenantBudgets = `UPDATE tenants SET budgets = $2::jsonb, updated_at = now()
+WHERE tenant_id = $1 AND budgets IS DISTINCT FROM $2::jsonb`
+
 	sqlAgentExists = `SELECT EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND agent_id = $2)`
 
 	sqlActiveToolSpec = `
@@ -236,6 +242,9 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
 			changes[0].Action = ActionUpdated
 		}
+	}
+	if err := applyBilling(ctx, tx, tc, &changes[0]); err != nil {
+		return nil, err
 	}
 	if tc.ReplaceRules {
 		ruleChanges, err := applyRules(ctx, tx, tc, docAgents)

@@ -659,17 +659,22 @@ func (x *TurnResult) GetDataRef() string {
 }
 
 type ResultMetadata struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	AgentId         string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	AgentVersion    int32                  `protobuf:"varint,2,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
-	RouteRule       string                 `protobuf:"bytes,3,opt,name=route_rule,json=routeRule,proto3" json:"route_rule,omitempty"`
-	ToolCalls       []*ToolCallRecord      `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
-	TokensUsed      int64                  `protobuf:"varint,5,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
-	CacheHit        bool                   `protobuf:"varint,6,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
-	ExecutionTimeMs int64                  `protobuf:"varint,7,opt,name=execution_time_ms,json=executionTimeMs,proto3" json:"execution_time_ms,omitempty"`
-	LlmModel        string                 `protobuf:"bytes,8,opt,name=llm_model,json=llmModel,proto3" json:"llm_model,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AgentId      string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	AgentVersion int32                  `protobuf:"varint,2,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	RouteRule    string                 `protobuf:"bytes,3,opt,name=route_rule,json=routeRule,proto3" json:"route_rule,omitempty"`
+	ToolCalls    []*ToolCallRecord      `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	TokensUsed   int64                  `protobuf:"varint,5,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
+	// A tool call's result came from the tenant's cache, or the provider
+	// read part of a prompt from its prompt cache (cached_tokens > 0).
+	CacheHit        bool   `protobuf:"varint,6,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
+	ExecutionTimeMs int64  `protobuf:"varint,7,opt,name=execution_time_ms,json=executionTimeMs,proto3" json:"execution_time_ms,omitempty"`
+	LlmModel        string `protobuf:"bytes,8,opt,name=llm_model,json=llmModel,proto3" json:"llm_model,omitempty"`
+	// Prompt tokens the provider read from its prompt cache over the turn's
+	// model calls (delegated turns included).
+	CachedTokens  int64 `protobuf:"varint,9,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResultMetadata) Reset() {
@@ -756,6 +761,13 @@ func (x *ResultMetadata) GetLlmModel() string {
 		return x.LlmModel
 	}
 	return ""
+}
+
+func (x *ResultMetadata) GetCachedTokens() int64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
 }
 
 type ToolCallRecord struct {
@@ -2468,6 +2480,357 @@ func (x *PendingApproval) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+type GetUsageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's tenant, or empty for it; another tenant is refused.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The period's start: since, or else now minus since_duration (a Go
+	// duration such as "24h", or a number of days such as "7d"). One is
+	// required.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	SinceDuration string                 `protobuf:"bytes,3,opt,name=since_duration,json=sinceDuration,proto3" json:"since_duration,omitempty"`
+	// The period's end (exclusive); default now.
+	Until *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// agent, model, day (UTC) or session; empty: the totals only.
+	GroupBy       string `protobuf:"bytes,5,opt,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageRequest) Reset() {
+	*x = GetUsageRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageRequest) ProtoMessage() {}
+
+func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
+func (*GetUsageRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetUsageRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *GetUsageRequest) GetSinceDuration() string {
+	if x != nil {
+		return x.SinceDuration
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *GetUsageRequest) GetGroupBy() string {
+	if x != nil {
+		return x.GroupBy
+	}
+	return ""
+}
+
+type UsageRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent, model, day (YYYY-MM-DD) or session; empty in the totals.
+	Key             string  `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Calls           int64   `protobuf:"varint,2,opt,name=calls,proto3" json:"calls,omitempty"`
+	InputTokens     int64   `protobuf:"varint,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`             // prompt tokens, cached ones included
+	OutputTokens    int64   `protobuf:"varint,4,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`          // completion tokens, reasoning ones included
+	CachedTokens    int64   `protobuf:"varint,5,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`          // prompt tokens read from the provider's cache
+	ReasoningTokens int64   `protobuf:"varint,6,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"` // completion tokens spent reasoning
+	CostUsd         float64 `protobuf:"fixed64,7,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`                        // at the tenant's prices when each call was made
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UsageRow) Reset() {
+	*x = UsageRow{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRow) ProtoMessage() {}
+
+func (x *UsageRow) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
+func (*UsageRow) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UsageRow) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UsageRow) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *UsageRow) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCachedTokens() int64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetReasoningTokens() int64 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+type BudgetUse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Period        string                 `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"` // day or month (UTC)
+	PeriodStart   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	TokenLimit    int64                  `protobuf:"varint,3,opt,name=token_limit,json=tokenLimit,proto3" json:"token_limit,omitempty"`          // 0: no token bound
+	CostLimitUsd  float64                `protobuf:"fixed64,4,opt,name=cost_limit_usd,json=costLimitUsd,proto3" json:"cost_limit_usd,omitempty"` // 0: no cost bound
+	TokensUsed    int64                  `protobuf:"varint,5,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
+	CostUsedUsd   float64                `protobuf:"fixed64,6,opt,name=cost_used_usd,json=costUsedUsd,proto3" json:"cost_used_usd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetUse) Reset() {
+	*x = BudgetUse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetUse) ProtoMessage() {}
+
+func (x *BudgetUse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
+func (*BudgetUse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *BudgetUse) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *BudgetUse) GetPeriodStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return nil
+}
+
+func (x *BudgetUse) GetTokenLimit() int64 {
+	if x != nil {
+		return x.TokenLimit
+	}
+	return 0
+}
+
+func (x *BudgetUse) GetCostLimitUsd() float64 {
+	if x != nil {
+		return x.CostLimitUsd
+	}
+	return 0
+}
+
+func (x *BudgetUse) GetTokensUsed() int64 {
+	if x != nil {
+		return x.TokensUsed
+	}
+	return 0
+}
+
+func (x *BudgetUse) GetCostUsedUsd() float64 {
+	if x != nil {
+		return x.CostUsedUsd
+	}
+	return 0
+}
+
+type GetUsageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	GroupBy       string                 `protobuf:"bytes,4,opt,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`
+	Rows          []*UsageRow            `protobuf:"bytes,5,rep,name=rows,proto3" json:"rows,omitempty"` // by key
+	Total         *UsageRow              `protobuf:"bytes,6,opt,name=total,proto3" json:"total,omitempty"`
+	Budgets       []*BudgetUse           `protobuf:"bytes,7,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageResponse) Reset() {
+	*x = GetUsageResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageResponse) ProtoMessage() {}
+
+func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
+func (*GetUsageResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetUsageResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetUsageResponse) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetGroupBy() string {
+	if x != nil {
+		return x.GroupBy
+	}
+	return ""
+}
+
+func (x *GetUsageResponse) GetRows() []*UsageRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetTotal() *UsageRow {
+	if x != nil {
+		return x.Total
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetBudgets() []*BudgetUse {
+	if x != nil {
+		return x.Budgets
+	}
+	return nil
+}
+
 type UpsertCatalogRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// YAML documents, by file name (the name appears in problems).
@@ -2483,7 +2846,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2858,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2871,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -2550,7 +2913,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2925,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2938,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -2630,7 +2993,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +3005,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +3018,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -2684,7 +3047,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +3059,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +3072,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Rule) GetName() string {
@@ -2748,7 +3111,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +3123,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +3136,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
 }
 
 type ListRulesResponse struct {
@@ -2787,7 +3150,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3162,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3175,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -2846,7 +3209,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +3221,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +3234,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -2900,7 +3263,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3275,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3288,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -2966,7 +3329,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3341,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3354,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RuleError) GetRule() string {
@@ -3016,7 +3379,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3391,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3404,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -3062,7 +3425,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3437,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3450,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -3149,7 +3512,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3524,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3537,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -3209,7 +3572,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3584,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3597,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Process) GetTag() string {
@@ -3308,7 +3671,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3683,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3696,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 type ListProcessesResponse struct {
@@ -3345,7 +3708,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3720,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3733,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -3389,7 +3752,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3401,7 +3764,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3414,7 +3777,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -3433,7 +3796,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +3808,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +3821,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -3480,7 +3843,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3855,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3868,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -3555,7 +3918,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3930,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3943,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -3663,7 +4026,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3675,7 +4038,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3688,7 +4051,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -3713,7 +4076,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3725,7 +4088,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3738,7 +4101,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
@@ -3800,7 +4163,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\v2\x17.agentflow.v1.TurnErrorR\x05error\x12\x1b\n" +
 	"\tstream_id\x18\t \x01(\tR\bstreamId\x12\x19\n" +
 	"\bdata_ref\x18\n" +
-	" \x01(\tR\adataRef\"\xb3\x02\n" +
+	" \x01(\tR\adataRef\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
@@ -3812,7 +4175,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"tokensUsed\x12\x1b\n" +
 	"\tcache_hit\x18\x06 \x01(\bR\bcacheHit\x12*\n" +
 	"\x11execution_time_ms\x18\a \x01(\x03R\x0fexecutionTimeMs\x12\x1b\n" +
-	"\tllm_model\x18\b \x01(\tR\bllmModel\"\x8f\x01\n" +
+	"\tllm_model\x18\b \x01(\tR\bllmModel\x12#\n" +
+	"\rcached_tokens\x18\t \x01(\x03R\fcachedTokens\"\x8f\x01\n" +
 	"\x0eToolCallRecord\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
@@ -3947,7 +4311,38 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xdb\x01\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xcf\x01\n" +
+	"\x0fGetUsageRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12%\n" +
+	"\x0esince_duration\x18\x03 \x01(\tR\rsinceDuration\x120\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x19\n" +
+	"\bgroup_by\x18\x05 \x01(\tR\agroupBy\"\xe5\x01\n" +
+	"\bUsageRow\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05calls\x18\x02 \x01(\x03R\x05calls\x12!\n" +
+	"\finput_tokens\x18\x03 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x04 \x01(\x03R\foutputTokens\x12#\n" +
+	"\rcached_tokens\x18\x05 \x01(\x03R\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\x06 \x01(\x03R\x0freasoningTokens\x12\x19\n" +
+	"\bcost_usd\x18\a \x01(\x01R\acostUsd\"\xee\x01\n" +
+	"\tBudgetUse\x12\x16\n" +
+	"\x06period\x18\x01 \x01(\tR\x06period\x12=\n" +
+	"\fperiod_start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vperiodStart\x12\x1f\n" +
+	"\vtoken_limit\x18\x03 \x01(\x03R\n" +
+	"tokenLimit\x12$\n" +
+	"\x0ecost_limit_usd\x18\x04 \x01(\x01R\fcostLimitUsd\x12\x1f\n" +
+	"\vtokens_used\x18\x05 \x01(\x03R\n" +
+	"tokensUsed\x12\"\n" +
+	"\rcost_used_usd\x18\x06 \x01(\x01R\vcostUsedUsd\"\xb6\x02\n" +
+	"\x10GetUsageResponse\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x19\n" +
+	"\bgroup_by\x18\x04 \x01(\tR\agroupBy\x12*\n" +
+	"\x04rows\x18\x05 \x03(\v2\x16.agentflow.v1.UsageRowR\x04rows\x12,\n" +
+	"\x05total\x18\x06 \x01(\v2\x16.agentflow.v1.UsageRowR\x05total\x121\n" +
+	"\abudgets\x18\a \x03(\v2\x17.agentflow.v1.BudgetUseR\abudgets\"\xdb\x01\n" +
 	"\x14UpsertCatalogRequest\x12C\n" +
 	"\x05files\x18\x01 \x03(\v2-.agentflow.v1.UpsertCatalogRequest.FilesEntryR\x05files\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12+\n" +
@@ -4061,7 +4456,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\vSendMessage\x12 .agentflow.v1.SendMessageRequest\x1a!.agentflow.v1.SendMessageResponse\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
 	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse\x12C\n" +
-	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xeb\x04\n" +
+	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xb6\x05\n" +
 	"\x0eCatalogService\x12X\n" +
 	"\rUpsertCatalog\x12\".agentflow.v1.UpsertCatalogRequest\x1a#.agentflow.v1.UpsertCatalogResponse\x12L\n" +
 	"\tListRules\x12\x1e.agentflow.v1.ListRulesRequest\x1a\x1f.agentflow.v1.ListRulesResponse\x12R\n" +
@@ -4070,7 +4465,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"GetProcess\x12\x1f.agentflow.v1.GetProcessRequest\x1a\x15.agentflow.v1.Process\x12X\n" +
 	"\rListProcesses\x12\".agentflow.v1.ListProcessesRequest\x1a#.agentflow.v1.ListProcessesResponse\x12j\n" +
-	"\x13ListProcessVersions\x12(.agentflow.v1.ListProcessVersionsRequest\x1a).agentflow.v1.ListProcessVersionsResponseB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
+	"\x13ListProcessVersions\x12(.agentflow.v1.ListProcessVersionsRequest\x1a).agentflow.v1.ListProcessVersionsResponse\x12I\n" +
+	"\bGetUsage\x12\x1d.agentflow.v1.GetUsageRequest\x1a\x1e.agentflow.v1.GetUsageResponseB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
 
 var (
 	file_agentflow_v1_agentflow_proto_rawDescOnce sync.Once
@@ -4085,7 +4481,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -4120,34 +4516,38 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*ListPendingApprovalsRequest)(nil),  // 30: agentflow.v1.ListPendingApprovalsRequest
 	(*ListPendingApprovalsResponse)(nil), // 31: agentflow.v1.ListPendingApprovalsResponse
 	(*PendingApproval)(nil),              // 32: agentflow.v1.PendingApproval
-	(*UpsertCatalogRequest)(nil),         // 33: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 34: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 35: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 36: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 37: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 38: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 39: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 40: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 41: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 42: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 43: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 44: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 45: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 46: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 47: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 48: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 49: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 50: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 51: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 52: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 53: agentflow.v1.CancelResponse
-	nil,                                  // 54: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 55: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 56: google.protobuf.Timestamp
+	(*GetUsageRequest)(nil),              // 33: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 34: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 35: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 36: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 37: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 38: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 39: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 40: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 41: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 42: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 43: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 44: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 45: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 46: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 47: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 48: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 49: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 50: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 51: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 52: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 53: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 54: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 55: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 56: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 57: agentflow.v1.CancelResponse
+	nil,                                  // 58: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 59: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 60: google.protobuf.Timestamp
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	54, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	58, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
 	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
@@ -4167,65 +4567,75 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	17, // 18: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
 	0,  // 19: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	11, // 20: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	56, // 21: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	60, // 21: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	11, // 22: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	23, // 23: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	24, // 24: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
 	25, // 25: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
 	2,  // 26: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
 	32, // 27: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	56, // 28: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	56, // 29: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	55, // 30: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	34, // 31: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	36, // 32: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	2,  // 33: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	41, // 34: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	23, // 35: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	36, // 36: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	56, // 37: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	45, // 38: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	50, // 39: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	56, // 40: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	51, // 41: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	56, // 42: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	4,  // 43: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	5,  // 44: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	6,  // 45: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	7,  // 46: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	21, // 47: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	26, // 48: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	28, // 49: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	30, // 50: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	52, // 51: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	33, // 52: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	37, // 53: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	39, // 54: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	42, // 55: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	44, // 56: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	46, // 57: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	48, // 58: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	8,  // 59: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	14, // 60: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	14, // 61: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	8,  // 62: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	22, // 63: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	27, // 64: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	29, // 65: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	31, // 66: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	53, // 67: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	35, // 68: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	38, // 69: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	40, // 70: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	43, // 71: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	45, // 72: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	47, // 73: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	49, // 74: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	59, // [59:75] is the sub-list for method output_type
-	43, // [43:59] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	60, // 28: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	60, // 29: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	60, // 30: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	60, // 31: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	60, // 32: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	60, // 33: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	60, // 34: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	34, // 35: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	34, // 36: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	35, // 37: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	59, // 38: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	38, // 39: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	40, // 40: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	2,  // 41: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	45, // 42: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	23, // 43: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	40, // 44: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	60, // 45: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	49, // 46: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	54, // 47: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	60, // 48: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	55, // 49: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	60, // 50: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	4,  // 51: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	5,  // 52: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	6,  // 53: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	7,  // 54: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	21, // 55: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	26, // 56: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	28, // 57: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	30, // 58: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	56, // 59: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	37, // 60: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	41, // 61: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	43, // 62: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	46, // 63: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	48, // 64: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	50, // 65: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	52, // 66: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	33, // 67: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	8,  // 68: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	14, // 69: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	14, // 70: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	8,  // 71: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	22, // 72: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	27, // 73: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	29, // 74: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	31, // 75: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	57, // 76: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	39, // 77: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	42, // 78: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	44, // 79: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	47, // 80: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	49, // 81: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	51, // 82: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	53, // 83: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	36, // 84: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	68, // [68:85] is the sub-list for method output_type
+	51, // [51:68] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -4252,7 +4662,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -481,6 +481,7 @@ const (
 	CatalogService_GetProcess_FullMethodName          = "/agentflow.v1.CatalogService/GetProcess"
 	CatalogService_ListProcesses_FullMethodName       = "/agentflow.v1.CatalogService/ListProcesses"
 	CatalogService_ListProcessVersions_FullMethodName = "/agentflow.v1.CatalogService/ListProcessVersions"
+	CatalogService_GetUsage_FullMethodName            = "/agentflow.v1.CatalogService/GetUsage"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -512,6 +513,11 @@ type CatalogServiceClient interface {
 	// each with the patch that made it: who approved it, in which turn and
 	// tool call, why, and the operations.
 	ListProcessVersions(ctx context.Context, in *ListProcessVersionsRequest, opts ...grpc.CallOption) (*ListProcessVersionsResponse, error)
+	// GetUsage sums the tenant's model calls (the usage ledger: one row per
+	// call the model answered) over a period, grouped by agent, model, UTC
+	// day or session, with the tenant's budgets and how much of each the
+	// current period has used.
+	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
 }
 
 type catalogServiceClient struct {
@@ -601,6 +607,16 @@ func (c *catalogServiceClient) ListProcessVersions(ctx context.Context, in *List
 	return out, nil
 }
 
+func (c *catalogServiceClient) GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUsageResponse)
+	err := c.cc.Invoke(ctx, CatalogService_GetUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServiceServer is the server API for CatalogService service.
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
@@ -630,6 +646,11 @@ type CatalogServiceServer interface {
 	// each with the patch that made it: who approved it, in which turn and
 	// tool call, why, and the operations.
 	ListProcessVersions(context.Context, *ListProcessVersionsRequest) (*ListProcessVersionsResponse, error)
+	// GetUsage sums the tenant's model calls (the usage ledger: one row per
+	// call the model answered) over a period, grouped by agent, model, UTC
+	// day or session, with the tenant's budgets and how much of each the
+	// current period has used.
+	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
 	mustEmbedUnimplementedCatalogServiceServer()
 }
 
@@ -660,6 +681,9 @@ func (UnimplementedCatalogServiceServer) ListProcesses(context.Context, *ListPro
 }
 func (UnimplementedCatalogServiceServer) ListProcessVersions(context.Context, *ListProcessVersionsRequest) (*ListProcessVersionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListProcessVersions not implemented")
+}
+func (UnimplementedCatalogServiceServer) GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
 }
 func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
 func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
@@ -801,6 +825,24 @@ func _CatalogService_ListProcessVersions_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CatalogService_GetUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).GetUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_GetUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).GetUsage(ctx, req.(*GetUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -831,6 +873,10 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListProcessVersions",
 			Handler:    _CatalogService_ListProcessVersions_Handler,
+		},
+		{
+			MethodName: "GetUsage",
+			Handler:    _CatalogService_GetUsage_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,246 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// applyBilling stores a tenant's price table and budgets when the catalog
+// gives them; a different value marks the tenant updated.
+func applyBilling(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, change *Change) error {
+	set := func(sql, what string, v any) error {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("tenant %q: encode %s: %w", tc.TenantID, what, err)
+		}
+		tag, err := tx.Exec(ctx, sql, tc.TenantID, string(raw))
+		if err != nil {
+			return fmt.Errorf("tenant %q: set %s: %w", tc.TenantID, what, err)
+		}
+		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
+			change.Action = ActionUpdated
+		}
+		return nil
+	}
+	if tc.ReplacePrices {
+		prices := tc.Prices
+		if prices == nil {
+			prices = []agent.Price{}
+		}
+		if err := set(sqlSetTenantPrices, "prices", prices); err != nil {
+			return err
+		}
+	}
+	if tc.Budgets != nil {
+		if err := set(sqlSetTenantBudgets, "budgets", tc.Budgets); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Billing is a tenant's price table and budgets.
+type Billing struct {
+	Prices  []agent.Price
+	Budgets agent.Budgets
+}
+
+const sqlTenantBilling = `SELECT prices, budgets FROM tenants WHERE tenant_id = $1`
+
+// TenantBilling returns a tenant's price table and budgets; none for a
+// tenant that has no catalog.
+func (s *Store) TenantBilling(ctx context.Context, tenantID string) (Billing, error) {
+	var prices, budgets []byte
+	err := s.pool.QueryRow(ctx, sqlTenantBilling, tenantID).Scan(&prices, &budgets)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Billing{}, nil
+	}
+	if err != nil {
+		return Billing{}, fmt.Errorf("load prices and budgets of tenant %q: %w", tenantID, err)
+	}
+	var b Billing
+	if len(prices) > 0 {
+		if err := json.Unmarshal(prices, &b.Prices); err != nil {
+			return Billing{}, fmt.Errorf("load prices of tenant %q: %w", tenantID, err)
+		}
+	}
+	if len(budgets) > 0 {
+		if err := json.Unmarshal(budgets, &b.Budgets); err != nil {
+			return Billing{}, fmt.Errorf("load budgets of tenant %q: %w", tenantID, err)
+		}
+	}
+	return b, nil
+}
+
+// ModelCall is one model call the model answered, as the usage ledger
+// records it.
+type ModelCall struct {
+	TenantID     string
+	JobID        string
+	Step         int // the step the reply is stored as
+	Attempt      int // the activity attempt that called the model
+	AgentID      string
+	AgentVersion int
+	SessionID    string
+	Model        string
+	Usage        agent.Usage
+	// Cost in USD; nil when the model has no price.
+	Cost      *float64
+	CreatedAt time.Time // set when read
+}
+
+const (
+	sqlInsertUsage = `
+INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
+
+	sqlJobUsage = `
+SELECT tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost::float8, created_at
+FROM usage_ledger WHERE tenant_id = $1 AND job_id = $2
+ORDER BY step, attempt`
+
+	sqlSpentSince = `
+SELECT COALESCE(sum(input_tokens + output_tokens), 0)::bigint, COALESCE(sum(cost), 0)::float8
+FROM usage_ledger WHERE tenant_id = $1 AND created_at >= $2`
+)
+
+// PutReply stores a model's reply as step c.Step of its turn and records
+// the call in the usage ledger, in one transaction: a reply another
+// attempt stored first is kept and the call is not recorded.
+func (s *Store) PutReply(ctx context.Context, c ModelCall, m agent.Message) error {
+	if err := requireJobKey(c.TenantID, c.JobID); err != nil {
+		return err
+	}
+	if c.Step < 0 || c.Attempt < 1 {
+		return agent.Errorf(agent.CodeInvalid, "model call at step %d, attempt %d: want a step of 0 or more and an attempt of 1 or more", c.Step, c.Attempt)
+	}
+	msg, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("put reply %d of turn %q: encode: %w", c.Step, c.JobID, err)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, sqlInsertStep, c.TenantID, c.JobID, c.Step, msg)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // stored, and recorded, by another attempt
+		}
+		u := c.Usage
+		_, err = tx.Exec(ctx, sqlInsertUsage, c.TenantID, c.JobID, c.Step, c.Attempt, c.AgentID, c.AgentVersion, c.SessionID, c.Model,
+			max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost)
+		return err
+	})
+	if err != nil {
+		if pgCode(err) == pgForeignKeyViolation {
+			return agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found: begin it before storing steps", c.JobID, c.TenantID)
+		}
+		return fmt.Errorf("put reply %d of turn %q: %w", c.Step, c.JobID, err)
+	}
+	return nil
+}
+
+// JobUsage returns the model calls the ledger holds for a job, by step.
+func (s *Store) JobUsage(ctx context.Context, tenantID, jobID string) ([]ModelCall, error) {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sqlJobUsage, tenantID, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("load usage of job %q: %w", jobID, err)
+	}
+	calls, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ModelCall, error) {
+		var c ModelCall
+		var in, out, cached, reasoning int64
+		err := row.Scan(&c.TenantID, &c.JobID, &c.Step, &c.Attempt, &c.AgentID, &c.AgentVersion, &c.SessionID, &c.Model,
+			&in, &out, &cached, &reasoning, &c.Cost, &c.CreatedAt)
+		c.Usage = agent.Usage{PromptTokens: int(in), CompletionTokens: int(out), TotalTokens: int(in + out),
+			CachedTokens: int(cached), ReasoningTokens: int(reasoning)}
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load usage of job %q: %w", jobID, err)
+	}
+	return calls, nil
+}
+
+// SpentSince sums the tokens (prompt plus completion) and cost of a
+// tenant's model calls since a time.
+func (s *Store) SpentSince(ctx context.Context, tenantID string, since time.Time) (agent.Spent, error) {
+	var sp agent.Spent
+	if err := s.pool.QueryRow(ctx, sqlSpentSince, tenantID, since).Scan(&sp.Tokens, &sp.Cost); err != nil {
+		return agent.Spent{}, fmt.Errorf("sum usage of tenant %q: %w", tenantID, err)
+	}
+	return sp, nil
+}
+
+// Usage groupings.
+const (
+	ByAgent   = "agent"
+	ByModel   = "model"
+	ByDay     = "day"
+	BySession = "session"
+)
+
+// UsageRow is the usage of one group of model calls.
+type UsageRow struct {
+	Key             string // the agent, model, day (YYYY-MM-DD, UTC) or session; "" for the total
+	Calls           int64
+	InputTokens     int64
+	OutputTokens    int64
+	CachedTokens    int64
+	ReasoningTokens int64
+	Cost            float64
+}
+
+// usageKeys are the grouping columns, one per grouping.
+var usageKeys = map[string]string{
+	ByAgent:   "agent_id",
+	ByModel:   "model",
+	ByDay:     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+	BySession: "session_id",
+	"":        "''",
+}
+
+// UsageReport sums a tenant's model calls made in [since, until), grouped
+// by by (ByAgent, ByModel, ByDay, BySession, or "" for one row), ordered
+// by key.
+func (s *Store) UsageReport(ctx context.Context, tenantID string, since, until time.Time, by string) ([]UsageRow, error) {
+	key, ok := usageKeys[by]
+	if !ok {
+		return nil, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day or session", by)
+	}
+	// key is one of usageKeys' constants, never the caller's text.
+	sql := `
+SELECT ` + key + ` AS k, count(*), COALESCE(sum(input_tokens), 0)::bigint, COALESCE(sum(output_tokens), 0)::bigint,
+  COALESCE(sum(cached_tokens), 0)::bigint, COALESCE(sum(reasoning_tokens), 0)::bigint, COALESCE(sum(cost), 0)::float8
+FROM usage_ledger
+WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+GROUP BY k ORDER BY k`
+	rows, err := s.pool.Query(ctx, sql, tenantID, since, until)
+	if err != nil {
+		return nil, fmt.Errorf("usage of tenant %q: %w", tenantID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UsageRow, error) {
+		var r UsageRow
+		err := row.Scan(&r.Key, &r.Calls, &r.InputTokens, &r.OutputTokens, &r.CachedTokens, &r.ReasoningTokens, &r.Cost)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usage of tenant %q: %w", tenantID, err)
+	}
+	if by == "" && len(out) == 1 && out[0].Calls == 0 {
+		return nil, nil
+	}
+	return out, nil
+}

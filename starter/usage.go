@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+const usageUsage = `usage: starter usage [--tenant T] [--since 24h|7d|2026-11-01T00:00:00Z] [--until TIME] [--by agent|model|day|session] [--json]
+(with [--addr HOST:PORT] [--token TOKEN]; the token's tenant, role admin)`
+
+// usageCmd prints the tenant's model usage and cost (CatalogService
+// GetUsage): a row per group, the totals and the budgets' use.
+func usageCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
+	api := addAPIFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usageUsage)
+		fs.PrintDefaults()
+	}
+	tenant := fs.String("tenant", "", "the tenant (default: the token's; another is refused)")
+	since := fs.String("since", "24h", "the period's start: a duration back from now (90m, 24h, 7d) or an RFC 3339 time")
+	until := fs.String("until", "", "the period's end, an RFC 3339 time (default: now)")
+	by := fs.String("by", "", "group by agent, model, day (UTC) or session (default: totals only)")
+	asJSON := fs.Bool("json", false, "print the response as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("usage: unexpected argument %q\n%s", fs.Arg(0), usageUsage)
+	}
+	req := &pb.GetUsageRequest{Tenant: *tenant, GroupBy: *by}
+	if t, err := time.Parse(time.RFC3339, *since); err == nil {
+		req.Since = timestamppb.New(t)
+	} else {
+		req.SinceDuration = *since
+	}
+	if *until != "" {
+		t, err := time.Parse(time.RFC3339, *until)
+		if err != nil {
+			return fmt.Errorf("usage: --until %q: want an RFC 3339 time such as 2026-11-01T00:00:00Z", *until)
+		}
+		req.Until = timestamppb.New(t)
+	}
+	c, closeConn, err := api.dialCatalog()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	resp, err := c.GetUsage(api.ctx(ctx), req)
+	if err != nil {
+		return api.failed("usage", err)
+	}
+	if *asJSON {
+		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(resp)
+		if err != nil {
+			return errors.New("usage: encode the response: " + err.Error())
+		}
+		_, err = fmt.Fprintln(out, string(b))
+		return err
+	}
+	printUsage(out, resp)
+	return nil
+}
+
+// printUsage prints a usage table: a row per group, then the totals and
+// the budgets of the current periods.
+func printUsage(out io.Writer, r *pb.GetUsageResponse) {
+	fmt.Fprintf(out, "usage of tenant %s from %s to %s\n", r.GetTenant(), stamp(r.GetSince().AsTime()), stamp(r.GetUntil().AsTime()))
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	key := r.GetGroupBy()
+	if key == "" {
+		key = "-"
+	}
+	fmt.Fprintf(w, "%s\tcalls\tinput\tcached\toutput\treasoning\tcost (USD)\t\n", key)
+	row := func(name string, u *pb.UsageRow) {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t\n", name, u.GetCalls(), u.GetInputTokens(), u.GetCachedTokens(),
+			u.GetOutputTokens(), u.GetReasoningTokens(), u.GetCostUsd())
+	}
+	for _, u := range r.GetRows() {
+		name := u.GetKey()
+		if name == "" {
+			name = "(none)"
+		}
+		row(name, u)
+	}
+	row("total", r.GetTotal())
+	_ = w.Flush()
+	for _, b := range r.GetBudgets() {
+		fmt.Fprintf(out, "budget %s (since %s):", b.GetPeriod(), stamp(b.GetPeriodStart().AsTime()))
+		if b.GetTokenLimit() > 0 {
+			fmt.Fprintf(out, " %d of %d tokens", b.GetTokensUsed(), b.GetTokenLimit())
+		}
+		if b.GetCostLimitUsd() > 0 {
+			fmt.Fprintf(out, " %.4f of %.4f USD", b.GetCostUsedUsd(), b.GetCostLimitUsd())
+		}
+		fmt.Fprintln(out)
+	}
+}
