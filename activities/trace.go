@@ -31,6 +31,8 @@ const (
 	attrResponseModel  = "gen_ai.response.model"
 	attrInputTokens    = "gen_ai.usage.input_tokens"
 	attrOutputTokens   = "gen_ai.usage.output_tokens"
+	attrCachedTokens   = "gen_ai.usage.cache_read.input_tokens"
+	attrReasonTokens   = "agentflow.usage.reasoning_tokens"
 	attrFinishReasons  = "gen_ai.response.finish_reasons"
 	attrInputMessages  = "gen_ai.input.messages"
 	attrOutputMessages = "gen_ai.output.messages"
@@ -100,6 +102,12 @@ func (a *Activities) tracedGenerate(ctx context.Context, ag agent.Agent, in cont
 		attribute.Int(attrInputTokens, resp.Usage.PromptTokens),
 		attribute.Int(attrOutputTokens, resp.Usage.CompletionTokens),
 	)
+	if resp.Usage.CachedTokens > 0 {
+		span.SetAttributes(attribute.Int(attrCachedTokens, resp.Usage.CachedTokens))
+	}
+	if resp.Usage.ReasoningTokens > 0 {
+		span.SetAttributes(attribute.Int(attrReasonTokens, resp.Usage.ReasoningTokens))
+	}
 	if resp.FinishReason != "" {
 		span.SetAttributes(attribute.StringSlice(attrFinishReasons, []string{resp.FinishReason}))
 	}

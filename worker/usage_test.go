@@ -31,7 +31,8 @@ rules:
 // next turn fails BudgetExceeded without calling the model. Both
 // histories replay, and are recorded as budget_turn and budget_exceeded.
 func TestBudgetTurns(t *testing.T) {
-	srv := testserver.Start(t, testserver.Options{Script: usageScript,
+	tp, spans := newTracing(t)
+	srv := testserver.Start(t, testserver.Options{Script: usageScript, HTTP: true, TracerProvider: tp,
 		Catalogs: []string{testCatalog + "prices:\n  - {model: 'openai:gpt-4o-mini', input: 0.15, output: 0.6}\nbudgets:\n  day: {tokens: 1500}\n"}})
 	e := &env{Server: srv, t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -52,6 +53,18 @@ func TestBudgetTurns(t *testing.T) {
 	require.Equal(t, 1770, res.Metadata.TokensUsed)
 	e.replay(id, "budget_turn")
 
+	// The provider's cached and reasoning tokens reach the chat spans and
+	// model_tokens_total.
+	var cached []int64
+	for _, sp := range named(spans.await("RunActivity:CallModel"), "chat gpt-4o-mini") {
+		cached = append(cached, attrs(sp)["gen_ai.usage.cache_read.input_tokens"].AsInt64())
+	}
+	require.ElementsMatch(t, []int64{500, 700}, cached)
+	m := scrape(t, srv.HTTPAddr())
+	for kind, want := range map[string]float64{"input": 1700, "output": 70, "cached": 1200, "reasoning": 30} {
+		require.Equal(t, want, m.sum("model_tokens_total", map[string]string{"tenant": "demo", "kind": kind}), kind)
+	}
+
 	served := len(srv.Model.Requests())
 	job := "over-" + randomID()
 	res, id, err = start(job, "What is 1+1?")
@@ -65,5 +78,9 @@ func TestBudgetTurns(t *testing.T) {
 	require.Equal(t, agent.StatusFailed, stored.Status)
 	require.Equal(t, agent.ErrTypeBudget, stored.Error.Type)
 	require.Contains(t, stored.Error.Message, `tenant "demo" has used 1770 tokens this day (UTC); its day budget is 1500 tokens`)
+	m = scrape(t, srv.HTTPAddr())
+	require.Equal(t, 1.0, m.sum("turns_total", map[string]string{"tenant": "demo", "status": agent.StatusFailed}))
+	require.Equal(t, 1770.0, m.sum("model_tokens_total", map[string]string{"tenant": "demo", "kind": "input"})+
+		m.sum("model_tokens_total", map[string]string{"tenant": "demo", "kind": "output"}), "the refused turn called no model")
 	e.replay(id, "budget_exceeded")
 }

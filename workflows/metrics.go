@@ -89,13 +89,14 @@ func (t *turn) recordRoute(ctx workflow.Context, route contract.RouteResult, err
 	}
 }
 
-// recordModel counts a model call's tokens by kind.
+// recordModel counts a model call's tokens by kind: cached tokens are a
+// part of the input, reasoning tokens of the output.
 func (t *turn) recordModel(ctx workflow.Context, model string, u agent.Usage) {
 	h := t.metrics(ctx)
 	for _, k := range []struct {
 		kind string
 		n    int
-	}{{"input", u.PromptTokens}, {"output", u.CompletionTokens}} {
+	}{{"input", u.PromptTokens}, {"output", u.CompletionTokens}, {"cached", u.CachedTokens}, {"reasoning", u.ReasoningTokens}} {
 		if k.n > 0 {
 			h.WithTags(map[string]string{"model": model, "kind": k.kind}).Counter(metrics.ModelTokens).Inc(int64(k.n))
 		}
