@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -118,10 +120,24 @@ func TestUsageLedger(t *testing.T) {
 	_, err = invoke(acmeToken, "add-"+newJobID(), "add 4 and 5")
 	require.NoError(t, err)
 	served := len(srv.Model.Requests())
-	start := time.Now()
-	res, err = invoke(acmeToken, "over-"+newJobID(), "add 6 and 7")
+	over := "over-" + newJobID()
+	res, err = invoke(acmeToken, over, "add 6 and 7")
 	require.NoError(t, err)
-	require.Less(t, time.Since(start), 10*time.Second, "the refusal is not retried")
+	// The refusal is not retried: CallModel ran once, and failed.
+	var started, failed int
+	it := srv.Client().GetWorkflowHistory(ctx, contract.TurnWorkflowID("acme", over), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			started++
+			require.Equal(t, int32(1), a.GetAttempt())
+		}
+		if ev.GetActivityTaskFailedEventAttributes() != nil {
+			failed++
+		}
+	}
+	require.Equal(t, []int{1, 1}, []int{started, failed}, "CallModel started and failed once")
 	// As a turn over its token_budget does, the turn fails with the
 	// error's type; the type's gRPC code is ResourceExhausted.
 	require.Equal(t, agent.StatusFailed, res.GetStatus())
