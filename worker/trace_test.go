@@ -235,15 +235,7 @@ func TestTraceContentOptIn(t *testing.T) {
 	tp, rec := newTracing(t)
 	ts := testserver.Start(t, testserver.Options{Script: traceScript, Catalogs: []string{testCatalog},
 		TracerProvider: tp, TraceContent: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	req := agent.TurnRequest{TenantID: "demo", JobID: "trace-" + randomID(), AgentID: "assistant", Prompt: "What is 6 * 7?"}
-	req.Normalize()
-	run, err := turnclient.Start(ctx, ts.Client(), ts.TaskQueue, req)
-	require.NoError(t, err)
-	res, err := turnclient.Result(ctx, run)
-	require.NoError(t, err)
-	require.Equal(t, "The result is 42.", res.Output)
+	calcTurn(t, ts)
 
 	all := rec.await("RunWorkflow:" + contract.AgentTurn)
 	chats := named(all, "chat gpt-4o-mini")
@@ -267,15 +259,7 @@ func TestTraceContentOptIn(t *testing.T) {
 func TestTracingOff(t *testing.T) {
 	ts := testserver.Start(t, testserver.Options{Script: traceScript, Catalogs: []string{testCatalog}})
 	require.False(t, ts.Tracing().Enabled())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	req := agent.TurnRequest{TenantID: "demo", JobID: "trace-" + randomID(), AgentID: "assistant", Prompt: "What is 6 * 7?"}
-	req.Normalize()
-	run, err := turnclient.Start(ctx, ts.Client(), ts.TaskQueue, req)
-	require.NoError(t, err)
-	res, err := turnclient.Result(ctx, run)
-	require.NoError(t, err)
-	require.Equal(t, "The result is 42.", res.Output)
+	calcTurn(t, ts)
 }
 
 // TestTraceAcrossEviction: a turn waiting for approval leaves the
@@ -382,4 +366,19 @@ rules:
 		}
 		require.Empty(t, sp.Events, "span %s records the error's message", sp.Name)
 	}
+}
+
+// calcTurn runs a calculator turn of tenant demo from Go and checks its
+// answer.
+func calcTurn(t *testing.T, ts *testserver.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{TenantID: "demo", JobID: "trace-" + randomID(), AgentID: "assistant", Prompt: "What is 6 * 7?"}
+	req.Normalize()
+	run, err := turnclient.Start(ctx, ts.Client(), ts.TaskQueue, req)
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, "The result is 42.", res.Output)
 }

@@ -2,9 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"net"
-	"os"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,25 +9,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-	"google.golang.org/grpc"
+
+	"github.com/agentflow/agentflow/internal/telemetry/otlptest"
 )
-
-// otelVars are the variables FromEnv reads; each test starts with none.
-var otelVars = []string{
-	"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
-}
-
-func clearEnv(t *testing.T) {
-	for _, v := range otelVars {
-		t.Setenv(v, "") // restored after the test
-		require.NoError(t, os.Unsetenv(v))
-	}
-}
 
 func TestEnabled(t *testing.T) {
 	for _, tc := range []struct {
@@ -67,7 +51,7 @@ func TestEnabled(t *testing.T) {
 // TestFromEnvOff: without an endpoint nothing is built and every part
 // is left out.
 func TestFromEnvOff(t *testing.T) {
-	clearEnv(t)
+	otlptest.ClearEnv(t)
 	tr, err := FromEnv(context.Background(), ServiceWorker)
 	require.NoError(t, err)
 	require.False(t, tr.Enabled())
@@ -82,55 +66,6 @@ func TestFromEnvOff(t *testing.T) {
 	require.False(t, New(noop.NewTracerProvider()).Enabled())
 }
 
-// receiver is an OTLP/gRPC trace receiver, as a collector runs one.
-type receiver struct {
-	coltracepb.UnimplementedTraceServiceServer
-	mu  sync.Mutex
-	got []*coltracepb.ExportTraceServiceRequest
-}
-
-func (r *receiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, req)
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
-// spans are the exported spans' names by the service.name of their
-// resource.
-func (r *receiver) spans() map[string][]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[string][]string{}
-	for _, req := range r.got {
-		for _, rs := range req.GetResourceSpans() {
-			service := ""
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.GetKey() == "service.name" {
-					service = kv.GetValue().GetStringValue()
-				}
-			}
-			for _, ss := range rs.GetScopeSpans() {
-				for _, s := range ss.GetSpans() {
-					out[service] = append(out[service], s.GetName())
-				}
-			}
-		}
-	}
-	return out
-}
-
-func startReceiver(t *testing.T) (*receiver, string) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer()
-	r := &receiver{}
-	coltracepb.RegisterTraceServiceServer(srv, r)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return r, ln.Addr().String()
-}
-
 // TestFromEnvExports: with an endpoint, spans reach the OTLP receiver by
 // Shutdown at the latest, under the role's service name or
 // OTEL_SERVICE_NAME.
@@ -142,9 +77,9 @@ func TestFromEnvExports(t *testing.T) {
 		{"OTEL_SERVICE_NAME", "agentflow-eu", "agentflow-eu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clearEnv(t)
-			r, addr := startReceiver(t)
-			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
+			otlptest.ClearEnv(t)
+			r := otlptest.Start(t)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+r.Addr)
 			if tc.serviceEnv != "" {
 				t.Setenv("OTEL_SERVICE_NAME", tc.serviceEnv)
 			}
@@ -159,7 +94,7 @@ func TestFromEnvExports(t *testing.T) {
 			_, span := tr.Provider().Tracer("test").Start(context.Background(), "work")
 			span.End()
 			require.NoError(t, tr.Shutdown(context.Background()))
-			require.Equal(t, map[string][]string{tc.want: {"work"}}, r.spans())
+			require.Equal(t, []otlptest.Span{{Service: tc.want, Name: "work"}}, names(r.Spans()))
 		})
 	}
 }
@@ -185,4 +120,13 @@ func TestLogger(t *testing.T) {
 	}, entries[0].ContextMap())
 	require.Empty(t, entries[1].ContextMap())
 	require.Empty(t, entries[2].ContextMap())
+}
+
+// names keeps the service and name of each span.
+func names(spans []otlptest.Span) []otlptest.Span {
+	out := make([]otlptest.Span, len(spans))
+	for i, s := range spans {
+		out[i] = otlptest.Span{Service: s.Service, Name: s.Name}
+	}
+	return out
 }
