@@ -357,7 +357,8 @@ func modelError(err error) error {
 	return fmt.Errorf("model call: %w", err)
 }
 
-// approvals applies the agent's tools' approval policies to the calls.
+// approvals applies the agent's tools' approval policies to the calls,
+// as the tool registry says each call's policy is (tools.Registry.Approval).
 // A call of a tool the agent does not have needs none: it fails anyway.
 func (a *Activities) approvals(ag agent.Agent, in contract.CallModelInput, calls []agent.ToolCall) []contract.ApprovalNeed {
 	var out []contract.ApprovalNeed
@@ -366,7 +367,8 @@ func (a *Activities) approvals(ag agent.Agent, in contract.CallModelInput, calls
 		if !ok {
 			continue
 		}
-		need, why := a.policy.NeedsApproval(t.Approval, policy.Call{Tool: c.Name, Args: c.Arguments, TenantID: in.TenantID, Context: in.Context})
+		p, args := a.tools.Approval(t, json.RawMessage(c.Arguments))
+		need, why := a.policy.NeedsApproval(p, policy.Call{Tool: c.Name, Args: string(args), TenantID: in.TenantID, Caller: in.Caller, Context: in.Context})
 		if need {
 			out = append(out, contract.ApprovalNeed{CallID: c.ID, Reason: why})
 		}

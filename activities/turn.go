@@ -26,7 +26,7 @@ func (a *Activities) Route(ctx context.Context, in contract.RouteInput) (contrac
 		return contract.RouteResult{}, fmt.Errorf("route: %w", agentNotFound(err))
 	}
 	d, err := snap.Table.Route(routing.Input{
-		TenantID: in.TenantID, UserRole: in.Context.UserRole, UIPage: in.Context.UIPage,
+		TenantID: in.TenantID, Caller: in.Caller, UserRole: in.Context.UserRole, UIPage: in.Context.UIPage,
 		Metadata: in.Context.Metadata, Message: in.Prompt,
 	}, snap.DefaultAgent)
 	if err != nil {

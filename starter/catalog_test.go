@@ -30,6 +30,8 @@ import (
 const (
 	demoToken = "tok"   // tenant demo
 	acmeToken = "other" // tenant acme
+	// operatorToken is demo's, with a role of the tenant's own.
+	operatorToken = "olga"
 )
 
 // startGateway runs a gateway (no worker: the catalog service needs none)
@@ -42,7 +44,7 @@ func startGateway(t *testing.T) *server.Server {
 		TemporalAddress: address, Namespace: namespace, TaskQueue: "starter-" + newJobID(),
 		DatabaseURL: devtest.Database(t), HTTPAddr: "off",
 		Roles: []string{server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
-		Tokens: mustTokens(t, demoToken+"=demo:user+admin:ops,"+acmeToken+"=acme:user+admin"),
+		Tokens: mustTokens(t, demoToken+"=demo:user+admin:ops,"+acmeToken+"=acme:user+admin,"+operatorToken+"=demo:admin+operator:olga"),
 	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	require.NoError(t, err)
 	done := make(chan error, 1)

@@ -15,7 +15,7 @@ import (
 func routeCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("route", flag.ContinueOnError)
 	api := addAPIFlags(fs)
-	role := fs.String("role", "", "the request's user_role")
+	role := fs.String("role", "", "the request's context.user_role: a client hint, client.user_role in rules (caller.roles come from the token)")
 	page := fs.String("page", "", "the request's ui_page")
 	var meta multiFlag
 	fs.Var(&meta, "metadata", "key=value of the request's metadata (repeatable)")

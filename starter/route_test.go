@@ -24,7 +24,9 @@ func TestRouteDryRunThroughGateway(t *testing.T) {
 		want string
 	}{
 		{[]string{"--page", "ops-console", "restart it"}, "agent ops (rule ops-console, catalog version "},
-		{[]string{"--role", "operator", "hi"}, "agent ops (rule ops-console, catalog version "},
+		// The body's role is the client's word: it routes nowhere a rule
+		// over caller.roles guards.
+		{[]string{"--role", "operator", "hi"}, "agent assistant (rule default, catalog version "},
 		{[]string{"--page", "home", "hi"}, "agent assistant (rule default, catalog version "},
 		{[]string{"hi"}, "agent assistant (rule default, catalog version "},
 	}
@@ -33,6 +35,11 @@ func TestRouteDryRunThroughGateway(t *testing.T) {
 		require.NoError(t, err, tt.args)
 		require.Contains(t, out, tt.want, tt.args)
 	}
+
+	// A token whose roles include operator is routed to ops.
+	out, err := starter(ctx, addr, operatorToken, "route", "--dry-run", "hi")
+	require.NoError(t, err)
+	require.Contains(t, out, "agent ops (rule ops-console, catalog version ")
 
 	_, err = starter(ctx, addr, demoToken, "route", "--metadata", "novalue", "hi")
 	require.ErrorContains(t, err, "want key=value")

@@ -20,7 +20,7 @@ func tokenCmd(args []string, out io.Writer) error {
 	}
 	fs := flag.NewFlagSet("token new", flag.ContinueOnError)
 	tenant := fs.String("tenant", "", "the tenant the token acts for (required)")
-	roles := fs.String("roles", string(gateway.RoleUser), "comma-separated roles: user (turns), approver (approvals), admin (catalog)")
+	roles := fs.String("roles", string(gateway.RoleUser), "comma-separated roles: user (turns), approver (approvals), admin (catalog), or a role of your own that policies and routing rules read as caller.roles")
 	name := fs.String("name", "", "who holds it; recorded as the approver of its decisions (default: token-<hash prefix>)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err

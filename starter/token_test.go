@@ -31,8 +31,8 @@ func TestTokenNew(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, toks[0], "the entry accepts the token")
 
-	err = run(context.Background(), []string{"token", "new", "--tenant", "acme", "--roles", "root"}, &out)
-	require.ErrorContains(t, err, `unknown role "root"`)
+	err = run(context.Background(), []string{"token", "new", "--tenant", "acme", "--roles", "Root"}, &out)
+	require.ErrorContains(t, err, `role "Root": want lower-case letters`)
 	err = run(context.Background(), []string{"token", "new"}, &out)
 	require.ErrorContains(t, err, "want a valid tenant id")
 }

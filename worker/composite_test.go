@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // compositeScript fetches flights with execute_pipeline, calls the tool
@@ -132,4 +137,108 @@ func count(t *testing.T, srv *testserver.Server, query string) int {
 	var n int
 	require.NoError(t, srv.Store().Pool().QueryRow(context.Background(), query).Scan(&n))
 	return n
+}
+
+// ordersScript orders an item with a POST pipeline, and calls the tool the
+// repeated pipeline became.
+const ordersScript = `
+pacing: {chunk_words: 8, delay_ms: 1}
+rules:
+  - name: order
+    when: {user: '(?i)^order (?P<item>[a-z]+)$'}
+    reply:
+      tool_calls:
+        - name: execute_pipeline
+          arguments: '{"session_id": "s", "pipeline": [{"step": "http_request", "method": "POST", "url": "API/orders", "params": {"item": "${item}"}}]}'
+  - name: saved
+    when: {user: '(?i)^order again (?P<item>[a-z]+)$'}
+    reply: {tool_calls: [{name: orders, arguments: '{"item": "${item}"}'}]}
+  - name: answer
+    when: {tool: '(?s)^(.+)$'}
+    reply: {text: 'Done.'}
+`
+
+const ordersCatalog = `
+tenant: demo
+default_agent: buyer
+egress: ["API"]
+tools:
+  - name: execute_pipeline
+    kind: execute_pipeline
+    config:
+      cache_ttl_sec: 0
+      credentials: [{host: "API", header: X-Api-Key, secret: "env:AGENTFLOW_TEST_ORDERS_KEY"}]
+agents:
+  - id: buyer
+    model: openai:gpt-4o-mini
+    tools: [execute_pipeline, composites]
+    limits: {max_iterations: 4, turn_timeout_sec: 120, approval_timeout_sec: 120}
+`
+
+// TestPromotedCompositeNeedsApproval: approval follows the effect. A
+// pipeline that POSTs waits for a person (execute_pipeline's default
+// policy); approved twice, it is promoted into a composite; the
+// composite's call POSTs with the tool's credential, so it waits too: the
+// API sees nothing until the decision, and the decision is stored.
+func TestPromotedCompositeNeedsApproval(t *testing.T) {
+	key := "orders-key-" + randomID()
+	t.Setenv("AGENTFLOW_TEST_ORDERS_KEY", key)
+	var posts atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/orders" || r.Header.Get("X-Api-Key") != key {
+			http.Error(w, `{"error":"POST /orders with a key"}`, http.StatusBadRequest)
+			return
+		}
+		n := posts.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `[{"order":%d,"item":%q}]`, n, r.URL.Query().Get("item"))
+	}))
+	t.Cleanup(api.Close)
+	srv := testserver.Start(t, testserver.Options{
+		Script:   strings.ReplaceAll(ordersScript, "API", api.URL),
+		Catalogs: []string{strings.ReplaceAll(ordersCatalog, "API", strings.TrimPrefix(api.URL, "http://"))},
+		Logger:   zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	})
+	e := &env{Server: srv, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// order runs a turn, approves the call that waits, and returns the
+	// turn's result and the tool that waited.
+	order := func(prompt string, before int64) (agent.TurnResult, agent.PendingApproval) {
+		t.Helper()
+		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "order-" + randomID(), Prompt: prompt}
+		run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
+		require.NoError(t, err)
+		p := e.awaitPending(run.GetID())
+		require.Equal(t, before, posts.Load(), "nothing is sent before the decision")
+		_, err = turnclient.Approve(ctx, e.Client(), run.GetID(), agent.NewApprovalDecision(p.CallID, true, "", "ana"))
+		require.NoError(t, err)
+		res, err := turnclient.Result(ctx, run)
+		require.NoError(t, err)
+		require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+		decisions, err := srv.Store().Approvals(ctx, "demo", req.JobID)
+		require.NoError(t, err)
+		require.Len(t, decisions, 1)
+		require.Equal(t, p.CallID, decisions[0].CallID)
+		require.Equal(t, agent.ApprovalApproved, decisions[0].Outcome)
+		require.Equal(t, "ana", decisions[0].Approver)
+		return res, p
+	}
+
+	_, p := order("order apples", 0)
+	require.Equal(t, "execute_pipeline", p.Tool)
+	_, p = order("order pears", 1)
+	require.Equal(t, "execute_pipeline", p.Tool)
+	ag, err := srv.Store().ActiveAgent(ctx, "demo", "buyer")
+	require.NoError(t, err)
+	composite, ok := ag.Tool("orders")
+	require.True(t, ok, "the second run promoted the pipeline: %+v", ag.Tools)
+	require.Equal(t, "composite_pipeline", composite.Kind)
+
+	res, p := order("order again plums", 2)
+	require.Equal(t, "orders", p.Tool, "the composite's call waits as the pipeline's did")
+	require.EqualValues(t, 3, posts.Load())
+	require.Equal(t, "orders", res.Metadata.ToolCalls[0].Tool)
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
 }

@@ -160,7 +160,7 @@ func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.Se
 func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	req := agent.TurnRequest{
 		TenantID: c.in.TenantID, SessionID: c.in.SessionID, AgentID: c.in.AgentID, JobID: msg.JobID,
-		Prompt: msg.Prompt, History: c.in.History, Context: msg.Context,
+		Prompt: msg.Prompt, History: c.in.History, Context: msg.Context, Caller: msg.Caller,
 	}
 	req.Normalize()
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{

@@ -121,6 +121,9 @@ func (t *turn) childRequest(ctx workflow.Context, spec agent.Tool, c agent.ToolC
 		TimeoutSec: int(left), TokenBudget: budget,
 		RunID: t.req.RunID, WorkflowTag: t.req.WorkflowTag, Stream: t.req.Stream,
 		Parent: &agent.ParentRef{WorkflowID: t.workflowID, CallID: c.ID, Depth: depth},
+		// The child acts for the same person: policies over caller.roles
+		// apply to its tools as to the parent's.
+		Caller: t.req.Caller,
 	}
 	if t.req.Streaming() {
 		req.Notify = t.workflowID

@@ -147,6 +147,10 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 		workflow.GetVersion(ctx, boundedContextChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 		return t.reject(ctx, err)
 	}
+	if err := t.req.CheckNotify(parentWorkflowID(ctx)); err != nil &&
+		workflow.GetVersion(ctx, notifyTenantChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		return t.reject(ctx, err)
+	}
 
 	// Until the agent is loaded, the turn's timeout is the request's or
 	// the default.
@@ -154,7 +158,7 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	workflow.SetCurrentDetails(ctx, "routing the request")
 	var route contract.RouteResult
 	err := dbStep(ctx, contract.Route, startBy, contract.RouteInput{
-		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context,
+		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context, Caller: t.req.Caller,
 	}, &route)
 	if err != nil {
 		if t.cancelled(ctx) {
@@ -221,6 +225,19 @@ const boundedContextChange = "bounded-context"
 // tenantCheckChange marks runs that refuse a workflow id of another
 // tenant than the request's.
 const tenantCheckChange = "tenant-matches-workflow-id"
+
+// notifyTenantChange marks runs that refuse a notify workflow of another
+// tenant (agent.TurnRequest.CheckNotify).
+const notifyTenantChange = "notify-own-tenant"
+
+// parentWorkflowID is the id of the workflow that started this one as
+// its child, "" when none did.
+func parentWorkflowID(ctx workflow.Context) string {
+	if p := workflow.GetInfo(ctx).ParentWorkflowExecution; p != nil {
+		return p.ID
+	}
+	return ""
+}
 
 // checkTenant refuses a turn whose workflow id names another tenant than
 // its request does: readers (Resume, Approve) trust turn/<tenant>/<job> to
@@ -321,7 +338,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		SessionID: t.req.SessionID, History: t.req.History,
 		Seq: t.seq, ToolFailures: t.unstored,
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
-		Context: t.req.Context, Live: t.handOn(), TailInResult: t.req.Notify == "",
+		Context: t.req.Context, Caller: t.req.Caller, Live: t.handOn(), TailInResult: t.req.Notify == "",
 	})
 	err := t.awaitModel(ctx, call, &reply)
 	t.log.step = 0

@@ -57,6 +57,9 @@ type SendMessage struct {
 	Prompt  string      `json:"prompt"`
 	JobID   string      `json:"job_id,omitempty"` // idempotency key; default: <session>-<n>
 	Context TurnContext `json:"context,omitzero"`
+	// Caller is who sends the message, from the credential (see
+	// TurnRequest.Caller); the message's turn carries it.
+	Caller *Caller `json:"caller,omitempty"`
 }
 
 // Validate checks a message before it is accepted: it refuses what the
@@ -76,6 +79,9 @@ func (m SendMessage) Validate() error {
 		return err
 	}
 	if err := m.Context.validate(); err != nil {
+		return err
+	}
+	if err := m.Caller.validate(); err != nil {
 		return err
 	}
 	return m.Context.Bounded()

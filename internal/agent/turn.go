@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -63,6 +64,14 @@ type TurnRequest struct {
 	// Parent is set on a turn that another turn delegated to (a
 	// delegate_to_agent call): which turn and call, and how deep.
 	Parent *ParentRef `json:"parent,omitempty"`
+	// Caller is who asks, from the credential the request came with: the
+	// gateway sets it from the bearer token and ignores what a body says;
+	// a delegated turn and a conversation's turns carry it on. Approval
+	// policies and routing rules about identity read it (caller.name,
+	// caller.roles), never Context. Nil for turns started through
+	// Temporal directly (the CLI, other workflows): whoever can start
+	// workflows on the server is trusted as the operator is.
+	Caller *Caller `json:"caller,omitempty"`
 
 	decodeErr string // set by UnmarshalJSON when the JSON had the wrong shape
 }
@@ -70,7 +79,47 @@ type TurnRequest struct {
 // Streaming reports whether the turn streams its model's tokens.
 func (r TurnRequest) Streaming() bool { return r.Stream == nil || *r.Stream }
 
-// TurnContext is what the caller knows about the situation of the request.
+// Caller is an authenticated caller: the name and roles its credential
+// gives.
+type Caller struct {
+	Name  string   `json:"name,omitempty"`
+	Roles []string `json:"roles,omitempty"`
+}
+
+// HasRole reports whether the caller's credential gives it role r. A nil
+// caller has no roles.
+func (c *Caller) HasRole(r string) bool {
+	if c == nil {
+		return false
+	}
+	for _, have := range c.Roles {
+		if have == r {
+			return true
+		}
+	}
+	return false
+}
+
+// RoleList is the caller's roles, never nil, for policies and rules.
+func (c *Caller) RoleList() []string {
+	if c == nil || c.Roles == nil {
+		return []string{}
+	}
+	return c.Roles
+}
+
+// NameOf is the caller's name, "" for none.
+func (c *Caller) NameOf() string {
+	if c == nil {
+		return ""
+	}
+	return c.Name
+}
+
+// TurnContext is what the client says about the situation of the request.
+// Its fields are hints: nothing in them is checked against the credential,
+// so policies and rules expose them as client.* (client.user_role) and
+// read who asks from Caller.
 type TurnContext struct {
 	UserRole        string            `json:"user_role,omitempty"`
 	UIPage          string            `json:"ui_page,omitempty"`
@@ -146,7 +195,51 @@ func (r *TurnRequest) Validate() error {
 	if r.TokenBudget < 0 {
 		return Errorf(CodeInvalid, "token_budget must not be negative")
 	}
+	if err := r.Caller.validate(); err != nil {
+		return err
+	}
 	return r.Parent.validate()
+}
+
+// MaxCallerRoles bounds the roles of a caller.
+const MaxCallerRoles = 32
+
+func (c *Caller) validate() error {
+	if c == nil {
+		return nil
+	}
+	if err := ValidateID("caller.name", c.Name); err != nil {
+		return err
+	}
+	if len(c.Roles) > MaxCallerRoles {
+		return Errorf(CodeInvalid, "caller has %d roles; the limit is %d", len(c.Roles), MaxCallerRoles)
+	}
+	for i, r := range c.Roles {
+		if err := ValidateID(fmt.Sprintf("caller.roles[%d]", i), r); err != nil || r == "" {
+			return Errorf(CodeInvalid, "caller.roles[%d] %q: want a role name", i, r)
+		}
+	}
+	return nil
+}
+
+// CheckNotify refuses a notify workflow the turn may not signal. A turn
+// sends its token batches only to a workflow of its own tenant: one whose
+// id follows the scheme <kind>/<tenant>/<id> (turn/…, conv/…, or an
+// application's workflows named the same way), or the workflow that
+// started the turn as its child (parent, "" when none). Anything else is
+// CodePermissionDenied: a tenant must not put signals into another's
+// histories.
+func (r TurnRequest) CheckNotify(parent string) error {
+	if r.Notify == "" || (parent != "" && r.Notify == parent) {
+		return nil
+	}
+	kind, rest, _ := strings.Cut(r.Notify, "/")
+	tenant, id, _ := strings.Cut(rest, "/")
+	if kind != "" && tenant == r.TenantID && id != "" {
+		return nil
+	}
+	return Errorf(CodePermissionDenied, "notify %q is not a workflow of tenant %q: name one as <kind>/%s/<id> (such as turn/%s/<job_id>), or start the turn as a child of the workflow to notify",
+		Clip(r.Notify, 100), r.TenantID, r.TenantID, r.TenantID)
 }
 
 // Depth is how many delegations lead to the turn: 0 for a turn a client
@@ -296,4 +389,15 @@ type TurnError struct {
 	Message   string `json:"message"`
 	Retryable bool   `json:"retryable"`
 	Tool      string `json:"tool,omitempty"`
+}
+
+// MovedVariableHint says, for a CEL error about the undeclared user_role
+// (of an approval policy or a routing rule), where it went: identity comes
+// from the credential (caller.name, caller.roles), and what the client
+// says of its user is client.user_role. "" for any other error.
+func MovedVariableHint(celError string) string {
+	if !strings.Contains(celError, "undeclared reference to 'user_role'") {
+		return ""
+	}
+	return " (user_role was what the client said about itself: write client.user_role for that hint, or caller.roles for the roles of the caller's credential)"
 }

@@ -8,6 +8,9 @@ type RouteInput struct {
 	AgentID  string            `json:"agent_id,omitempty"`
 	Prompt   string            `json:"prompt"`
 	Context  agent.TurnContext `json:"context"`
+	// Caller is who the turn acts for, from the credential (rules over
+	// caller.*).
+	Caller *agent.Caller `json:"caller,omitempty"`
 }
 
 // RouteResult names the chosen agent and the rule that chose it.
@@ -73,8 +76,10 @@ type CallModelInput struct {
 	// instead of as a signal: the turn takes it with the completion, in one
 	// workflow task instead of two. Only without Notify.
 	TailInResult bool `json:"tail_in_result,omitempty"`
-	// Context is the turn's context, for tools' approval policies.
+	// Context is the turn's context and Caller who it acts for, for
+	// tools' approval policies.
 	Context agent.TurnContext `json:"context,omitzero"`
+	Caller  *agent.Caller     `json:"caller,omitempty"`
 	Live
 }
 

@@ -9,30 +9,41 @@ import (
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-func toTurnRequest(in *pb.TurnRequest, tenant string) agent.TurnRequest {
+// toTurnRequest reads a request for the caller's token: the tenant and
+// the caller (name and roles) come from the token, never from the body.
+func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 	if in == nil {
 		in = &pb.TurnRequest{}
 	}
 	r := agent.TurnRequest{
-		Version: in.GetVersion(), JobID: in.GetJobId(), TenantID: tenant, AgentID: in.GetAgentId(),
+		Version: in.GetVersion(), JobID: in.GetJobId(), TenantID: caller.Tenant, AgentID: in.GetAgentId(),
 		SessionID: in.GetSessionId(), Prompt: in.GetPrompt(), History: in.GetHistory(),
 		TimeoutSec: int(in.GetTimeoutSec()), RunID: in.GetRunId(), NodeID: in.GetNodeId(),
 		WorkflowTag: in.GetWorkflowTag(), Notify: in.GetNotify(),
+		Context: toContext(in.GetContext()), Caller: caller.Caller(),
 	}
 	if in.Stream != nil {
 		v := in.GetStream()
 		r.Stream = &v
 	}
-	if c := in.GetContext(); c != nil {
-		r.Context = agent.TurnContext{UserRole: c.GetUserRole(), UIPage: c.GetUiPage()}
-		if len(c.GetMetadata()) > 0 {
-			r.Context.Metadata = c.GetMetadata()
-		}
-		for _, p := range c.GetPreviousResults() {
-			r.Context.PreviousResults = append(r.Context.PreviousResults, agent.PreviousResult{NodeID: p.GetNodeId(), ResultRef: p.GetResultRef()})
-		}
-	}
 	return r
+}
+
+// toContext reads what a client says about its request: hints, exposed to
+// policies and rules as client.* (agent.TurnContext).
+func toContext(c *pb.TurnContext) agent.TurnContext {
+	var out agent.TurnContext
+	if c == nil {
+		return out
+	}
+	out = agent.TurnContext{UserRole: c.GetUserRole(), UIPage: c.GetUiPage()}
+	if len(c.GetMetadata()) > 0 {
+		out.Metadata = c.GetMetadata()
+	}
+	for _, p := range c.GetPreviousResults() {
+		out.PreviousResults = append(out.PreviousResults, agent.PreviousResult{NodeID: p.GetNodeId(), ResultRef: p.GetResultRef()})
+	}
+	return out
 }
 
 func toPBError(e *agent.TurnError) *pb.TurnError {

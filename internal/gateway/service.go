@@ -121,8 +121,7 @@ func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.Workflo
 
 // prepare checks a turn request and gives it a job id if it has none.
 func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequest, error) {
-	tenant := tenantOf(ctx)
-	req := toTurnRequest(in, tenant)
+	req := toTurnRequest(in, callerOf(ctx))
 	req.Normalize()
 	if req.JobID == "" {
 		req.JobID = newJobID()
@@ -131,6 +130,9 @@ func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 		return req, err
 	}
 	if err := req.Context.Bounded(); err != nil {
+		return req, err
+	}
+	if err := req.CheckNotify(""); err != nil {
 		return req, err
 	}
 	if err := s.checkAgent(ctx, req); err != nil {
@@ -405,10 +407,7 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 	if err := conv.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}
-	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId()}
-	if c := in.GetContext(); c != nil {
-		msg.Context = toTurnRequest(&pb.TurnRequest{Context: c}, "").Context
-	}
+	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()), Caller: callerOf(ctx).Caller()}
 	if err := msg.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -25,8 +26,20 @@ const (
 	RoleAdmin Role = "admin"
 )
 
-// AllRoles is every role.
+// AllRoles is every role that opens part of the API. A token may carry
+// other roles too (supervisor, billing, …): they open nothing here, and
+// approval policies and routing rules read them as caller.roles.
 func AllRoles() []Role { return []Role{RoleUser, RoleApprover, RoleAdmin} }
+
+// Caller is who the token's holder is, as turns record it and policies
+// and rules read it (caller.name, caller.roles).
+func (t Token) Caller() *agent.Caller {
+	roles := make([]string, len(t.Roles))
+	for i, r := range t.Roles {
+		roles[i] = string(r)
+	}
+	return &agent.Caller{Name: t.Name, Roles: roles}
+}
 
 // Token is a bearer token the gateway accepts. Only its SHA-256 is kept:
 // the token itself is in no table, log or memory after it is parsed.
@@ -54,9 +67,12 @@ func newToken(hash [sha256.Size]byte, tenant, name string, roles []Role) (Token,
 	if len(roles) == 0 {
 		roles = []Role{RoleUser}
 	}
+	if len(roles) > agent.MaxCallerRoles {
+		return Token{}, fmt.Errorf("token of tenant %q: %d roles; the limit is %d", tenant, len(roles), agent.MaxCallerRoles)
+	}
 	for _, r := range roles {
-		if !slices.Contains(AllRoles(), r) {
-			return Token{}, fmt.Errorf("token of tenant %q: unknown role %q (roles: user, approver, admin)", tenant, r)
+		if !roleName.MatchString(string(r)) {
+			return Token{}, fmt.Errorf("token of tenant %q: role %q: want lower-case letters, digits, '-' and '_' (the API's roles are user, approver and admin; others are for policies and rules)", tenant, r)
 		}
 	}
 	if name == "" {
@@ -67,6 +83,9 @@ func newToken(hash [sha256.Size]byte, tenant, name string, roles []Role) (Token,
 	}
 	return Token{Tenant: tenant, Name: name, Roles: slices.Clone(roles), hash: hash}, nil
 }
+
+// roleName is what a role may be called.
+var roleName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
 // Has reports whether the token has role r.
 func (t Token) Has(r Role) bool { return slices.Contains(t.Roles, r) }
@@ -85,7 +104,8 @@ func (t Token) matches(hash [sha256.Size]byte) bool {
 //
 // where <token> is the token itself or sha256:<hex> of it (what
 // `starter token new` prints, so that the token is never written down),
-// <roles> joins user, approver and admin with '+' (default: user), and
+// <roles> joins roles with '+' (default: user): user, approver and admin
+// open the API, any other (supervisor, …) is for policies and rules, and
 // <name> is recorded as the approver of the token's decisions (default:
 // token-<the first 8 hex digits of its hash>).
 func ParseTokens(v string) ([]Token, error) {

@@ -8,14 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 func TestParseTokens(t *testing.T) {
 	hash := sha256.Sum256([]byte("s3cret"))
-	got, err := ParseTokens(" a=demo, b=acme:approver+user:ana , sha256:" + hex.EncodeToString(hash[:]) + "=demo:admin:ops,")
+	got, err := ParseTokens(" a=demo, b=acme:approver+user:ana , sha256:" + hex.EncodeToString(hash[:]) + "=demo:admin:ops, c=acme:user+supervisor:bo")
 	require.NoError(t, err)
-	require.Len(t, got, 3)
+	require.Len(t, got, 4)
 
 	require.Equal(t, "demo", got[0].Tenant)
 	require.Equal(t, []Role{RoleUser}, got[0].Roles, "a token without roles may only use turns")
@@ -29,12 +30,20 @@ func TestParseTokens(t *testing.T) {
 	require.False(t, got[2].matches(sha256.Sum256([]byte("sha256:"+hex.EncodeToString(hash[:])))), "not the hash itself")
 	require.Equal(t, hex.EncodeToString(hash[:]), got[2].Hash())
 
+	// A role of the tenant's own opens nothing of the API; policies and
+	// rules read it from the caller.
+	require.Equal(t, []Role{RoleUser, "supervisor"}, got[3].Roles)
+	require.False(t, got[3].Has(RoleApprover))
+	require.Equal(t, &agent.Caller{Name: "bo", Roles: []string{"user", "supervisor"}}, got[3].Caller())
+
 	for _, tt := range []struct{ spec, want string }{
 		{"a", "want <token>=<tenant>"},
 		{"=demo", "want <token>=<tenant>"},
 		{"a=", "want <token>=<tenant>"},
 		{"a=de mo", `want a valid tenant id`},
-		{"a=demo:root", `unknown role "root"`},
+		{"a=demo:Root", `role "Root": want lower-case letters`},
+		{"a=demo:user+", `role "": want lower-case letters`},
+		{"a=demo:us er", `role "us er": want lower-case letters`},
 		{"a=demo:user:an a", `may not contain spaces`},
 		{"sha256:abc=demo", "sha256: wants 64 hex digits"},
 	} {

@@ -22,7 +22,7 @@ func FuzzNeedsApproval(f *testing.F) {
 		{`args.amount > 100.0`, `{"amount": 250.5}`},
 		{`args.amount > 100.0`, `{"amount": "lots"}`},
 		{`args.amount > 100.0`, `{}`},
-		{`tool == "send_email" && user_role != "admin"`, `{"to":"a@example.com"}`},
+		{`tool == "send_email" && client.user_role != "admin" && !("admin" in caller.roles)`, `{"to":"a@example.com"}`},
 		{`"force" in args && args.force == true`, `{"force": true}`},
 		{`metadata["env"] == "prod" || ui_page.startsWith("/admin")`, ``},
 		{`args.items.exists(i, i.price > 10.0)`, `{"items":[{"price":12.0},{"price":1}]}`},
@@ -45,6 +45,7 @@ func FuzzNeedsApproval(f *testing.F) {
 			require.NotEmpty(t, strings.TrimSpace(compileErr.Error()))
 		}
 		need, why := c.NeedsApproval(policy, Call{Tool: "send_email", Args: args, TenantID: "demo",
+			Caller:  &agent.Caller{Name: "ana", Roles: []string{"user"}},
 			Context: agent.TurnContext{UserRole: "agent", UIPage: "/orders", Metadata: map[string]string{"env": "prod"}}})
 		switch {
 		case trimmed == "" || trimmed == agent.ApprovalNever:

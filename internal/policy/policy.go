@@ -3,22 +3,28 @@
 // A tool's approval policy is "never" (the default), "always", or a CEL
 // expression that must evaluate to a bool, over:
 //
-//	tool       string               the tool's name
-//	args       map(string, dyn)     the call's arguments (the model's JSON)
-//	tenant_id  string
-//	user_role  string               from the turn's context
-//	ui_page    string
-//	metadata   map(string, string)
+//	tool              string               the tool's name
+//	args              map(string, dyn)     the call's arguments (the model's JSON)
+//	tenant_id         string
+//	caller.name       string               from the credential the turn was started with
+//	caller.roles      list(string)         from the credential (empty when started through Temporal)
+//	client.user_role  string               what the client says: a hint, never identity
+//	ui_page           string               a client hint
+//	metadata          map(string, string)  client hints
 //
-// e.g. `args.amount > 100.0 || user_role != "admin"`. Expressions are
-// compiled once and cached. When an expression cannot be evaluated for a
-// call (a missing argument, arguments that are not a JSON object) the call
-// needs approval: the policy fails safe, and the reason says why.
+// e.g. `args.amount > 100.0 && !("supervisor" in caller.roles)`. Who asks
+// comes from the credential only (agent.Caller); what a request body says
+// about its sender is exposed under client.*, so that a policy reads as
+// what it trusts. Expressions are compiled once and cached. When an
+// expression cannot be evaluated for a call (a missing argument, arguments
+// that are not a JSON object) the call needs approval: the policy fails
+// safe, and the reason says why.
 package policy
 
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,8 +42,18 @@ type Call struct {
 	Tool     string
 	Args     string // JSON object, as the model wrote it
 	TenantID string
-	Context  agent.TurnContext
+	// Caller is who the turn acts for, from the credential; nil: nobody
+	// the gateway authenticated.
+	Caller  *agent.Caller
+	Context agent.TurnContext
 }
+
+// The variables of a policy whose names are qualified.
+const (
+	varCallerName     = "caller.name"
+	varCallerRoles    = "caller.roles"
+	varClientUserRole = "client.user_role"
+)
 
 // Checker evaluates policies; it is safe for concurrent use.
 type Checker struct {
@@ -51,7 +67,9 @@ func New() (*Checker, error) {
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("tenant_id", cel.StringType),
-		cel.Variable("user_role", cel.StringType),
+		cel.Variable(varCallerName, cel.StringType),
+		cel.Variable(varCallerRoles, cel.ListType(cel.StringType)),
+		cel.Variable(varClientUserRole, cel.StringType),
 		cel.Variable("ui_page", cel.StringType),
 		cel.Variable("metadata", cel.MapType(cel.StringType, cel.StringType)),
 		ext.Strings(),
@@ -79,7 +97,7 @@ func (c *Checker) program(expr string) (cel.Program, error) {
 	}
 	ast, iss := c.env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "approval policy %q: %s", expr, strings.ReplaceAll(iss.Err().Error(), "\n", " "))
+		return nil, agent.Errorf(agent.CodeInvalid, "approval policy %q: %s%s", expr, strings.ReplaceAll(iss.Err().Error(), "\n", " "), agent.MovedVariableHint(iss.Err().Error()))
 	}
 	if ast.OutputType() != cel.BoolType {
 		return nil, agent.Errorf(agent.CodeInvalid, "approval policy %q: evaluates to %s, want bool", expr, ast.OutputType())
@@ -117,7 +135,8 @@ func (c *Checker) NeedsApproval(policy string, call Call) (bool, string) {
 	}
 	out, _, err := p.Eval(map[string]any{
 		"tool": call.Tool, "args": args, "tenant_id": call.TenantID,
-		"user_role": call.Context.UserRole, "ui_page": call.Context.UIPage, "metadata": meta,
+		varCallerName: call.Caller.NameOf(), varCallerRoles: call.Caller.RoleList(),
+		varClientUserRole: call.Context.UserRole, "ui_page": call.Context.UIPage, "metadata": meta,
 	})
 	if err != nil {
 		return true, fmt.Sprintf("policy %q could not be evaluated (%v), so approval is required", policy, err)
@@ -126,4 +145,39 @@ func (c *Checker) NeedsApproval(policy string, call Call) (bool, string) {
 		return true, fmt.Sprintf("policy %q holds", policy)
 	}
 	return false, ""
+}
+
+// Strictest combines policies into one that needs approval whenever any
+// of them does: "" and never add nothing, always wins, and expressions are
+// joined with ||. Each expression is closed by a newline, since a CEL
+// comment (// …) would otherwise swallow what follows it.
+func Strictest(policies ...string) string {
+	var exprs []string
+	for _, p := range policies {
+		switch t := strings.TrimSpace(p); t {
+		case "", agent.ApprovalNever:
+		case agent.ApprovalAlways:
+			return agent.ApprovalAlways
+		default:
+			if !slices.Contains(exprs, t) {
+				exprs = append(exprs, t)
+			}
+		}
+	}
+	switch len(exprs) {
+	case 0:
+		return agent.ApprovalNever
+	case 1:
+		return exprs[0]
+	}
+	var b strings.Builder
+	for i, e := range exprs {
+		if i > 0 {
+			b.WriteString(" || ")
+		}
+		b.WriteString("(")
+		b.WriteString(e)
+		b.WriteString("\n)")
+	}
+	return b.String()
 }

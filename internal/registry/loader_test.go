@@ -588,7 +588,7 @@ func TestParseToolApprovalDefault(t *testing.T) {
 		{"a kind without a policy", "calculator", "", agent.ApprovalNever},
 		{"the kind's policy", "execute_pipeline", "", tools.ExecutePipeline().Approval},
 		{"the catalog's word wins", "execute_pipeline", "    approval: never\n", agent.ApprovalNever},
-		{"the catalog's expression", "execute_pipeline", "    approval: user_role != \"admin\"\n", `user_role != "admin"`},
+		{"the catalog's expression", "execute_pipeline", "    approval: client.user_role != \"admin\"\n", `client.user_role != "admin"`},
 		{"an MCP server's tools ask", "mcp", "    config: {url: \"https://mcp.example.com/mcp\"}\n", agent.ApprovalAlways},
 		{"unless the catalog says never", "mcp", "    approval: never\n    config: {url: \"https://mcp.example.com/mcp\"}\n", agent.ApprovalNever},
 	}

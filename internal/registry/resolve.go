@@ -76,9 +76,7 @@ func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, en
 			}
 			names[g.Name] = t.Name
 			g.Kind, g.Source = t.Kind, t.Name
-			if g.Approval == "" {
-				g.Approval = t.Approval
-			}
+			g.Approval = tools.DerivedApproval(k, t.Approval, g.Approval)
 			if g.Execution == "" {
 				g.Execution = t.Execution
 			}

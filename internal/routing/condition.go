@@ -38,11 +38,13 @@ const (
 
 // The variables a condition can use.
 const (
-	varUserRole = "user_role"
-	varUIPage   = "ui_page"
-	varMetadata = "metadata"
-	varMessage  = "message"
-	varTenantID = "tenant_id"
+	varCallerName     = "caller.name"
+	varCallerRoles    = "caller.roles"
+	varClientUserRole = "client.user_role"
+	varUIPage         = "ui_page"
+	varMetadata       = "metadata"
+	varMessage        = "message"
+	varTenantID       = "tenant_id"
 )
 
 // env is built once; a cel.Env is immutable and safe for concurrent use.
@@ -50,7 +52,9 @@ var env = mustEnv()
 
 func mustEnv() *cel.Env {
 	e, err := cel.NewEnv(
-		cel.Variable(varUserRole, cel.StringType),
+		cel.Variable(varCallerName, cel.StringType),
+		cel.Variable(varCallerRoles, cel.ListType(cel.StringType)),
+		cel.Variable(varClientUserRole, cel.StringType),
 		cel.Variable(varUIPage, cel.StringType),
 		cel.Variable(varMetadata, cel.MapType(cel.StringType, cel.StringType)),
 		cel.Variable(varMessage, cel.StringType),
@@ -109,7 +113,7 @@ func compile(expr string) (*program, error) {
 	}
 	ast, iss := env.Compile(expr)
 	if err := iss.Err(); err != nil {
-		return nil, fmt.Errorf("condition %s: %s", quote(expr), oneLine(err.Error()))
+		return nil, fmt.Errorf("condition %s: %s%s", quote(expr), oneLine(err.Error()), agent.MovedVariableHint(err.Error()))
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("condition %s has type %s, want bool", quote(expr), ast.OutputType())
@@ -147,8 +151,8 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // activation hands the request to the programs. It holds CEL values built
 // once per Route, so the rules tried after the first convert nothing.
 type activation struct {
-	userRole, uiPage, message, tenantID ref.Val
-	metadata                            ref.Val
+	callerName, clientUserRole, uiPage, message, tenantID ref.Val
+	callerRoles, metadata                                 ref.Val
 }
 
 var emptyMetadata = types.NewStringStringMap(types.DefaultTypeAdapter, map[string]string{})
@@ -159,18 +163,24 @@ func newActivation(in *Input) *activation {
 		meta = types.NewStringStringMap(types.DefaultTypeAdapter, in.Metadata)
 	}
 	return &activation{
-		userRole: types.String(in.UserRole),
-		uiPage:   types.String(in.UIPage),
-		message:  types.String(in.Message),
-		tenantID: types.String(in.TenantID),
-		metadata: meta,
+		callerName:     types.String(in.Caller.NameOf()),
+		callerRoles:    types.NewStringList(types.DefaultTypeAdapter, in.Caller.RoleList()),
+		clientUserRole: types.String(in.UserRole),
+		uiPage:         types.String(in.UIPage),
+		message:        types.String(in.Message),
+		tenantID:       types.String(in.TenantID),
+		metadata:       meta,
 	}
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
 	switch name {
-	case varUserRole:
-		return a.userRole, true
+	case varCallerName:
+		return a.callerName, true
+	case varCallerRoles:
+		return a.callerRoles, true
+	case varClientUserRole:
+		return a.clientUserRole, true
 	case varUIPage:
 		return a.uiPage, true
 	case varMetadata:

@@ -12,7 +12,7 @@ import (
 // Larger inputs are legal; they are evaluated with tracking.
 const (
 	maxMessageBytes    = agent.MaxPromptBytes // the turn protocol's own limit
-	maxFieldBytes      = 1 << 10              // user_role, ui_page, tenant_id, metadata keys and values
+	maxFieldBytes      = 1 << 10              // client.user_role, ui_page, tenant_id, caller's name and roles, metadata keys and values
 	maxMetadataEntries = 64
 )
 
@@ -20,8 +20,14 @@ const (
 func bounded(in *Input) bool {
 	if len(in.Message) > maxMessageBytes || len(in.UserRole) > maxFieldBytes ||
 		len(in.UIPage) > maxFieldBytes || len(in.TenantID) > maxFieldBytes ||
-		len(in.Metadata) > maxMetadataEntries {
+		len(in.Metadata) > maxMetadataEntries || len(in.Caller.NameOf()) > maxFieldBytes ||
+		len(in.Caller.RoleList()) > agent.MaxCallerRoles {
 		return false
+	}
+	for _, r := range in.Caller.RoleList() {
+		if len(r) > maxFieldBytes {
+			return false
+		}
 	}
 	for k, v := range in.Metadata {
 		if len(k) > maxFieldBytes || len(v) > maxFieldBytes {
@@ -49,8 +55,15 @@ func (inputSizes) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
 	case varMessage:
 		s := cost.RangedSizeEstimate(0, maxMessageBytes)
 		return &s
-	case varUserRole, varUIPage, varTenantID:
+	case varClientUserRole, varUIPage, varTenantID, varCallerName:
 		return &field
+	case varCallerRoles:
+		if len(path) > 1 {
+			return &field
+		}
+		l := cost.RangedSizeEstimate(0, agent.MaxCallerRoles)
+		l.Elem = &field
+		return &l
 	case varMetadata:
 		if len(path) > 1 {
 			return &field

@@ -19,11 +19,16 @@
 //
 // A condition sees these variables:
 //
-//	user_role   string               the caller's role, e.g. "admin"
-//	ui_page     string               the page the request came from
-//	metadata    map(string, string)  free-form request metadata
-//	message     string               the prompt
-//	tenant_id   string               the tenant
+//	caller.name       string               the caller, from its credential
+//	caller.roles      list(string)         the credential's roles, e.g. "supervisor"
+//	client.user_role  string               what the client says its user's role is: a hint
+//	ui_page           string               the page the request came from (a client hint)
+//	metadata          map(string, string)  free-form request metadata (client hints)
+//	message           string               the prompt
+//	tenant_id         string               the tenant
+//
+// A rule that routes by identity reads caller.*, which the gateway takes
+// from the bearer token; the body's context is the client's word.
 //
 // with CEL's standard functions, regular expressions
 // (`message.matches("(?i)\\binvoice\\b")`) and the string extensions

@@ -17,7 +17,7 @@ import (
 // the route.
 func FuzzCondition(f *testing.F) {
 	for _, s := range []string{
-		`user_role == "admin"`,
+		`"admin" in caller.roles || client.user_role == "admin"`,
 		`message.contains("refund") && metadata["tier"] == "gold"`,
 		`"tier" in metadata && metadata.tier.startsWith("g")`,
 		`message.lowerAscii().matches("^(order|invoice) [0-9]+$")`,
@@ -43,7 +43,7 @@ func FuzzCondition(f *testing.F) {
 		}
 		tb, err := Compile([]agent.Rule{{Name: "r", Condition: expr, AgentID: "matched"}}, []string{"matched"})
 		require.NoError(t, err, "CompileCondition accepted it")
-		in := Input{TenantID: "demo", UserRole: "admin", UIPage: "/orders/42",
+		in := Input{TenantID: "demo", UserRole: "admin", Caller: &agent.Caller{Name: "ana", Roles: []string{"user"}}, UIPage: "/orders/42",
 			Metadata: map[string]string{"tier": "gold", "region": "eu"}, Message: message}
 		var decisions []Decision
 		for _, small := range []bool{false, true} {

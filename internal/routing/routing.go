@@ -18,6 +18,11 @@ const RuleDefault = "default"
 // variable names).
 type Input struct {
 	TenantID string
+	// Caller is who asks, from the credential (caller.name,
+	// caller.roles); nil: nobody the gateway authenticated.
+	Caller *agent.Caller
+	// UserRole is what the client says its user's role is: a hint,
+	// client.user_role.
 	UserRole string
 	UIPage   string
 	Metadata map[string]string

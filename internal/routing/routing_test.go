@@ -17,7 +17,8 @@ var tenantRules = map[string][]agent.Rule{
 	"acme": {
 		{Name: "eu", Priority: 20, Condition: `has(metadata.region) && metadata.region in ["eu-west", "eu-central"]`, AgentID: "eu-desk"},
 		{Name: "refunds", Priority: 50, Condition: `message.lowerAscii().contains("refund")`, AgentID: "billing"},
-		{Name: "admins", Priority: 100, Condition: `user_role == "admin"`, AgentID: "ops"},
+		{Name: "admins", Priority: 100, Condition: `"admin" in caller.roles`, AgentID: "ops"},
+		{Name: "beta-testers", Priority: 60, Condition: `client.user_role == "beta"`, AgentID: "beta-desk"},
 		{Name: "billing-page", Priority: 50, Condition: `ui_page.startsWith("billing")`, AgentID: "billing"},
 		// Errors at run time when the request has no tier: reported, skipped.
 		{Name: "gold", Priority: 40, Condition: `metadata.tier == "gold"`, AgentID: "concierge"},
@@ -53,6 +54,7 @@ func compileAll(t testing.TB) map[string]*Table {
 func TestRoute(t *testing.T) {
 	tables := compileAll(t)
 	noTier := map[string]string{"tier": "none"}
+	admin := &agent.Caller{Name: "al", Roles: []string{"user", "admin"}}
 	tests := []struct {
 		name, tenant string
 		in           Input
@@ -61,8 +63,16 @@ func TestRoute(t *testing.T) {
 		notFound     bool
 	}{
 		{name: "admin wins over everything", tenant: "acme",
-			in:    Input{UserRole: "admin", UIPage: "billing", Message: "refund"},
+			in:    Input{Caller: admin, UIPage: "billing", Message: "refund"},
 			agent: "ops", rule: "admins"},
+		// The body's word is no credential: a client that says its user is
+		// an admin is routed as anyone else.
+		{name: "a claimed role is not the caller's", tenant: "acme",
+			in:    Input{UserRole: "admin", Caller: &agent.Caller{Name: "bo", Roles: []string{"user"}}, UIPage: "home", Metadata: noTier},
+			agent: "general", rule: RuleDefault},
+		{name: "a client hint routes as a hint", tenant: "acme",
+			in:    Input{UserRole: "beta", Metadata: noTier},
+			agent: "beta-desk", rule: "beta-testers"},
 		{name: "billing page prefix", tenant: "acme",
 			in:    Input{UserRole: "user", UIPage: "billing/invoices"},
 			agent: "billing", rule: "billing-page"},
@@ -106,7 +116,7 @@ func TestRoute(t *testing.T) {
 			in:    Input{UIPage: "home"},
 			agent: "general", rule: RuleDefault, skipped: []string{"gold"}},
 		{name: "roles are case sensitive", tenant: "acme",
-			in:    Input{UserRole: "Admin", Metadata: noTier},
+			in:    Input{Caller: &agent.Caller{Name: "al", Roles: []string{"Admin"}}, Metadata: noTier},
 			agent: "general", rule: RuleDefault},
 		{name: "a higher rule matching stops before the erroring one", tenant: "acme",
 			in:    Input{UIPage: "billing"},
@@ -121,7 +131,7 @@ func TestRoute(t *testing.T) {
 			in:    Input{UIPage: "support", Metadata: map[string]string{"tier": "gold"}},
 			agent: "helpdesk", rule: "support"},
 		{name: "other tenant: acme's rules do not apply", tenant: "globex",
-			in:    Input{UserRole: "admin", UIPage: "billing/x", Message: "refund"},
+			in:    Input{Caller: admin, UIPage: "billing/x", Message: "refund"},
 			agent: "frontline", rule: RuleDefault},
 		{name: "other tenant: tenant_id in a condition", tenant: "globex",
 			in:    Input{UIPage: "docs/api"},
@@ -223,6 +233,8 @@ func TestCompileErrors(t *testing.T) {
 			`rule "r": condition "dyn(true)" has type dyn, want bool`},
 		{"unknown variable", []agent.Rule{{Name: "r", Condition: `page == "x"`, AgentID: "a"}}, nil,
 			`rule "r": condition "page == \"x\"": ERROR: <input>:1:1: undeclared reference to 'page'`},
+		{"user_role moved", []agent.Rule{{Name: "r", Condition: `user_role == "admin"`, AgentID: "a"}}, nil,
+			`write client.user_role for that hint, or caller.roles for the roles of the caller's credential`},
 		{"type mismatch", []agent.Rule{{Name: "r", Condition: `metadata.tier == 3`, AgentID: "a"}}, nil,
 			`rule "r": condition "metadata.tier == 3": ERROR: <input>:1:15: found no matching overload for '_==_'`},
 		{"bad regexp", []agent.Rule{{Name: "r", Condition: `message.matches("(")`, AgentID: "a"}}, nil,
@@ -260,7 +272,7 @@ func TestCompileErrors(t *testing.T) {
 }
 
 func TestCompileAcceptsKnownAgents(t *testing.T) {
-	tb, err := Compile(tenantRules["acme"], []string{"ops", "billing", "concierge", "eu-desk", "a-agent", "b-agent", "last-resort"})
+	tb, err := Compile(tenantRules["acme"], []string{"ops", "billing", "concierge", "eu-desk", "a-agent", "b-agent", "last-resort", "beta-desk"})
 	require.NoError(t, err)
 	require.Equal(t, len(tenantRules["acme"]), tb.Len())
 }
@@ -330,6 +342,10 @@ func TestBounded(t *testing.T) {
 		{"largest prompt", Input{Message: strings.Repeat("x", agent.MaxPromptBytes)}, true},
 		{"prompt too long", Input{Message: strings.Repeat("x", agent.MaxPromptBytes+1)}, false},
 		{"role too long", Input{UserRole: long}, false},
+		{"caller's name too long", Input{Caller: &agent.Caller{Name: long}}, false},
+		{"caller's role too long", Input{Caller: &agent.Caller{Roles: []string{long}}}, false},
+		{"too many caller roles", Input{Caller: &agent.Caller{Roles: make([]string, agent.MaxCallerRoles+1)}}, false},
+		{"caller within bounds", Input{Caller: &agent.Caller{Name: "ana", Roles: []string{"user", "supervisor"}}}, true},
 		{"page too long", Input{UIPage: long}, false},
 		{"tenant too long", Input{TenantID: long}, false},
 		{"metadata key too long", Input{Metadata: map[string]string{long: "v"}}, false},
@@ -374,7 +390,7 @@ func TestConcurrentRoute(t *testing.T) {
 				in, want := Input{UserRole: "user", Metadata: map[string]string{"tier": "x"}}, "general"
 				switch (w + j) % 3 {
 				case 1:
-					in.UserRole, want = "admin", "ops"
+					in.Caller, want = &agent.Caller{Roles: []string{"admin"}}, "ops"
 				case 2:
 					in.Metadata, in.Message, want = nil, "an invoice", "billing"
 				}
@@ -405,7 +421,7 @@ func benchRules(n, match int) []agent.Rule {
 		rules[i] = agent.Rule{
 			Name:      fmt.Sprintf("r%04d", i),
 			Priority:  n - i,
-			Condition: fmt.Sprintf(`ui_page == %q && user_role != "blocked" && metadata.?plan.orValue("free") != "legacy"`, page),
+			Condition: fmt.Sprintf(`ui_page == %q && client.user_role != "blocked" && metadata.?plan.orValue("free") != "legacy"`, page),
 			AgentID:   fmt.Sprintf("agent-%d", i%10),
 		}
 	}

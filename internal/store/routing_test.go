@@ -35,7 +35,7 @@ func TestRoutingRules(t *testing.T) {
 	cat := agent.TenantCatalog{TenantID: "rt", DefaultAgent: "general", Agents: []agent.Agent{ag("general"), ag("billing")},
 		ReplaceRules: true, Rules: []agent.Rule{
 			{Name: "billing-page", Priority: 10, Condition: `ui_page == "billing"`, AgentID: "billing"},
-			{Name: "admins", Priority: 20, Condition: `user_role == "admin"`, AgentID: "general"},
+			{Name: "admins", Priority: 20, Condition: `"admin" in caller.roles`, AgentID: "general"},
 		}}
 	apply := func(c agent.TenantCatalog) store.ApplyReport {
 		r, err := s.ApplyCatalog(ctx, agent.Catalog{Tenants: []agent.TenantCatalog{c}}, false)

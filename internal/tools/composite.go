@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/pipeline"
+	"github.com/agentflow/agentflow/internal/policy"
 )
 
 // compositeConfig is composite_pipeline's config: a pipeline and the
@@ -49,6 +50,12 @@ func CompositePipeline() Kind {
 		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
 		Config:      json.RawMessage(compositeConfigSchema),
 		Build:       buildComposite,
+		// A composite's calls are pipeline runs: they need approval when
+		// the pipeline tool's would (the POST rule at least), evaluated on
+		// the pipeline each call binds.
+		Approval:      pipelineApproval,
+		ApprovalFloor: pipelineApproval,
+		ApprovalArgs:  compositeApprovalArgs,
 		Resolve: func(_ context.Context, spec agent.Tool, _ ResolveEnv) ([]agent.Tool, error) {
 			// A declared composite gets the arguments and description its
 			// pipeline gives, as a promoted one does.
@@ -116,10 +123,8 @@ func buildComposite(spec agent.Tool, deps Deps) (Tool, error) {
 }
 
 func (t *compositeTool) Run(ctx context.Context, call Call) (Output, error) {
-	var values map[string]any
-	dec := json.NewDecoder(bytes.NewReader(call.Args))
-	dec.UseNumber()
-	if err := dec.Decode(&values); err != nil || values == nil {
+	values, err := compositeValues(call.Args)
+	if err != nil {
 		return Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object of %s", paramList(t.shape))
 	}
 	p, err := t.shape.Bind(t.p, values)
@@ -129,10 +134,26 @@ func (t *compositeTool) Run(ctx context.Context, call Call) (Output, error) {
 	return t.pipe.run(ctx, call, p)
 }
 
+// compositeValues reads a composite's arguments, numbers kept as written.
+func compositeValues(args json.RawMessage) (map[string]any, error) {
+	var values map[string]any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if err := dec.Decode(&values); err != nil {
+		return nil, err
+	}
+	if values == nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object")
+	}
+	return values, nil
+}
+
 // compositeSpec is the tool a run of p would be promoted into: named for
-// what it does, with the shape's parameters as its arguments and the
-// execute_pipeline settings it ran with.
-func compositeSpec(p pipeline.Pipeline, shape pipeline.Shape, cfg pipelineConfig) (agent.Tool, error) {
+// what it does, with the shape's parameters as its arguments, the
+// execute_pipeline settings it ran with, and the approval policy of the
+// tool that ran it (approval), which its calls are held to as the
+// pipelines they run (Registry.Approval).
+func compositeSpec(p pipeline.Pipeline, shape pipeline.Shape, cfg pipelineConfig, approval string) (agent.Tool, error) {
 	p.SessionID = "composite"
 	raw, err := json.Marshal(p)
 	if err != nil {
@@ -147,7 +168,7 @@ func compositeSpec(p pipeline.Pipeline, shape pipeline.Shape, cfg pipelineConfig
 		Kind:        "composite_pipeline",
 		Description: describePipeline(p, shape),
 		Parameters:  compositeParameters(shape),
-		Approval:    agent.ApprovalNever,
+		Approval:    policy.Strictest(approval, pipelineApproval),
 		Config:      config,
 	}, nil
 }

@@ -32,8 +32,9 @@ func TestComposite(t *testing.T) {
 		{"step": "table_sort", "field": "price"},
 		{"step": "top_k", "k": 2}]}`))
 	require.NoError(t, err)
-	spec, err := compositeSpec(p, pipeline.ShapeOf(p), pipelineConfig{})
+	spec, err := compositeSpec(p, pipeline.ShapeOf(p), pipelineConfig{}, ExecutePipeline().Approval)
 	require.NoError(t, err)
+	require.Equal(t, ExecutePipeline().Approval, spec.Approval, "the policy of the tool that ran it")
 	require.Equal(t, "hotels_filtered_sorted_top", spec.Name)
 	require.Equal(t, "A saved pipeline: GET "+api.URL+"/v1/hotels.json with city; then keep rows where price < price_max; "+
 		"then sort by price asc; then keep the first k. Arguments: city, price_max, k.", spec.Description)

@@ -112,7 +112,10 @@ func OpenAPIAction() Kind {
 		Config:      json.RawMessage(openapiConfigSchema),
 		Build:       buildOpenAPI,
 		Approval:    openapiApproval,
-		Resolve:     resolveOpenAPI,
+		// Resolve turns the default into the document's own rule: calls of
+		// operations other than GET and HEAD.
+		RefinesApproval: true,
+		Resolve:         resolveOpenAPI,
 	}
 }
 

@@ -69,9 +69,14 @@ func ExecutePipeline() Kind {
 		Config:     json.RawMessage(pipelineConfigSchema),
 		Build:      buildPipeline,
 		// A POST may change something at the other end; a GET only reads.
-		Approval: `has(args.pipeline) && args.pipeline.exists(s, s.step == "http_request" && has(s.method) && s.method == "POST")`,
+		Approval: pipelineApproval,
 	}
 }
+
+// pipelineApproval is execute_pipeline's default approval policy, and the
+// floor of every composite: a pipeline with a POST step waits for a
+// person.
+const pipelineApproval = `has(args.pipeline) && args.pipeline.exists(s, s.step == "http_request" && has(s.method) && s.method == "POST")`
 
 func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
 	cfg := pipelineConfig{}
@@ -100,13 +105,16 @@ func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
 			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: credentials[%d].secret: %v", i, err)
 		}
 	}
-	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps}, nil
+	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps, approval: spec.Approval}, nil
 }
 
 type pipelineTool struct {
 	cfg  pipelineConfig
 	ttl  time.Duration
 	deps Deps
+	// approval is the tool's policy: a composite promoted from its runs
+	// keeps it.
+	approval string
 }
 
 func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
@@ -286,7 +294,7 @@ func (t *pipelineTool) promote(ctx context.Context, call Call, p pipeline.Pipeli
 		return out
 	}
 	shape := pipeline.ShapeOf(p)
-	spec, err := compositeSpec(p, shape, t.cfg)
+	spec, err := compositeSpec(p, shape, t.cfg, t.approval)
 	if err != nil {
 		t.deps.Logger.Warn("pipeline not recorded for promotion", zap.String("tenant", call.TenantID), zap.Error(err))
 		return out

@@ -129,7 +129,22 @@ type Kind struct {
 	// entry gives none: never, always or a CEL expression over args.
 	// Empty: never. A kind whose calls can change things elsewhere asks
 	// for approval of those calls, so that the safe policy is the default.
+	// See approval.go for the whole rule.
 	Approval string
+	// ApprovalFloor, when set, is a policy every tool of the kind is held
+	// to whatever its own says (the strictest of the two applies): for
+	// kinds whose tools are made rather than written (composites), so that
+	// nothing that derives one can weaken it.
+	ApprovalFloor string
+	// ApprovalArgs, when set, presents a call's arguments to approval
+	// policies (the view they evaluate args over), for kinds whose calls
+	// stand for another kind's: a composite's call as the pipeline it
+	// binds. Default: the arguments as the model wrote them.
+	ApprovalArgs func(spec agent.Tool, args json.RawMessage) (json.RawMessage, error)
+	// RefinesApproval says Resolve replaces the kind's default policy with
+	// a finer one derived from what it fetched (DerivedApproval); a policy
+	// the catalog wrote is kept as a floor either way.
+	RefinesApproval bool
 	// Resolve, when set, runs when a catalog is applied (after Build and
 	// the config schema accepted the entry): it may reach out, through
 	// env, for what the entry's tools need — a server's tool list, an

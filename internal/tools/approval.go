@@ -1,0 +1,105 @@
+package tools
+
+import (
+	"encoding/json"
+	"maps"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/pipeline"
+	"github.com/agentflow/agentflow/internal/policy"
+)
+
+// The approval rule. A tool's calls wait for a person when its policy
+// (agent.Tool.Approval: never, always or CEL over the call) says so. The
+// policy of a tool follows its effect, wherever the tool comes from:
+//
+//   - catalog and toolkit: the entry's `approval`, else its kind's default
+//     (Kind.Approval), which asks for approval of the calls that change
+//     things elsewhere;
+//   - an entry's derived tools (an MCP server's listing, an API's
+//     document: Kind.Resolve): the entry's policy, or stricter
+//     (DerivedApproval);
+//   - composites, declared or promoted from pipeline runs: the policy of
+//     the pipeline tool they came from, evaluated on the pipeline each call
+//     would run, and never weaker than the kind's floor, which holds for
+//     pipelines that POST (Kind.ApprovalFloor, Kind.ApprovalArgs);
+//   - delegation: the child turn's tools keep their own policies, for the
+//     same caller (agent.TurnRequest.Caller).
+//
+// Registry.Approval is the one function that says what a call's policy is.
+
+// Approval returns the policy that decides whether a call of spec with
+// args needs approval, and the arguments to evaluate it over (what
+// internal/policy.Checker.NeedsApproval takes): the tool's own policy, at
+// least its kind's floor, over the call's arguments as its kind presents
+// them to policies.
+func (r *Registry) Approval(spec agent.Tool, args json.RawMessage) (string, json.RawMessage) {
+	k, ok := r.kinds[spec.Kind]
+	if !ok {
+		return spec.Approval, args
+	}
+	p := policy.Strictest(spec.Approval, k.ApprovalFloor)
+	if k.ApprovalArgs == nil {
+		return p, args
+	}
+	view, err := k.ApprovalArgs(spec, args)
+	if err != nil {
+		// The call cannot be bound, so it will fail before it does
+		// anything; the policy reads the arguments as the model wrote them.
+		return p, args
+	}
+	return p, view
+}
+
+// DerivedApproval is the policy of a tool that an entry of kind k stands
+// for (Kind.Resolve's output): the entry's policy, or the derived tool's
+// own when it is stricter. A kind whose Resolve refines its own default
+// (Kind.RefinesApproval: openapi_action derives which operations change
+// things from the document) replaces that default; a policy the catalog
+// wrote is a floor no derived tool goes below.
+func DerivedApproval(k Kind, entry, derived string) string {
+	switch {
+	case derived == "":
+		return entry
+	case k.RefinesApproval && entry == k.Approval:
+		return derived
+	}
+	return policy.Strictest(entry, derived)
+}
+
+// compositeApprovalArgs presents a composite's call to approval policies as
+// the execute_pipeline call it runs: the call's own arguments plus the
+// bound pipeline (session_id, pipeline, input_ref), so that the pipeline
+// tool's policy (args.pipeline…) applies to it unchanged.
+func compositeApprovalArgs(spec agent.Tool, args json.RawMessage) (json.RawMessage, error) {
+	c, err := decodeComposite(spec.Config)
+	if err != nil {
+		return nil, err
+	}
+	values, err := compositeValues(args)
+	if err != nil {
+		return nil, err
+	}
+	bound, err := pipeline.ShapeOf(c.pipeline).Bind(c.pipeline, values)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(bound)
+	if err != nil {
+		return nil, err
+	}
+	var view map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &view); err != nil {
+		return nil, err
+	}
+	var own map[string]json.RawMessage
+	if err := json.Unmarshal(args, &own); err != nil {
+		return nil, err
+	}
+	merged := maps.Clone(own)
+	if merged == nil {
+		merged = map[string]json.RawMessage{}
+	}
+	maps.Copy(merged, view) // the pipeline's fields win: they are what runs
+	return json.Marshal(merged)
+}
