@@ -180,6 +180,7 @@ func TestDelegateRunsAChildTurn(t *testing.T) {
 	req := request()
 	req.AgentID = "lead"
 	req.Context = agent.TurnContext{UserRole: "analyst", Metadata: map[string]string{"team": "blue"}}
+	req.Caller = &agent.Caller{Name: "ana", Roles: []string{"user", "analyst"}}
 	res, failure := runTurn(t, env, req)
 	require.Nil(t, failure)
 	require.Equal(t, "The researcher says 50.", res.Output)
@@ -193,6 +194,7 @@ func TestDelegateRunsAChildTurn(t *testing.T) {
 	require.Equal(t, agent.HistoryFresh, child.History)
 	require.Empty(t, child.SessionID)
 	require.Equal(t, req.Context, child.Context, "the turn's context goes to the child")
+	require.Equal(t, req.Caller, child.Caller, "the child acts for the same caller: its tools' policies see the same roles")
 	require.Equal(t, &agent.ParentRef{WorkflowID: parentID, CallID: "c1", Depth: 1}, child.Parent)
 	require.Equal(t, 1000-10, child.TokenBudget, "the child gets what the turn has left")
 	require.Equal(t, parentID, child.Notify)

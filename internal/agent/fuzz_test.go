@@ -289,3 +289,32 @@ func FuzzConversationInput(f *testing.F) {
 		requireRoundTrip(t, in)
 	})
 }
+
+// FuzzCheckNotify: a turn's notify workflow is refused unless it is the
+// turn's parent or a workflow of the turn's own tenant by the id scheme;
+// never a panic, and a refusal is PermissionDenied.
+func FuzzCheckNotify(f *testing.F) {
+	for _, s := range [][3]string{
+		{"demo", "turn/demo/j1", ""}, {"demo", "conv/demo/s1", ""}, {"demo", "turn/other/j1", ""},
+		{"demo", "process-7", "process-7"}, {"demo", "process-7", ""}, {"demo", "turn//j", ""},
+		{"demo", "/demo/x", ""}, {"demo", "turn/demo/", ""}, {"demo", "turn/demo", ""},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, tenant, notify, parent string) {
+		err := TurnRequest{TenantID: tenant, Notify: notify}.CheckNotify(parent)
+		if err != nil {
+			require.Equal(t, CodePermissionDenied, ErrorCode(err))
+			require.NotEqual(t, parent, notify)
+			return
+		}
+		if notify == "" || notify == parent {
+			return
+		}
+		parts := strings.SplitN(notify, "/", 3)
+		require.Len(t, parts, 3, "an accepted notify has the form <kind>/<tenant>/<id>")
+		require.Equal(t, tenant, parts[1], "an accepted notify is of the turn's tenant")
+		require.NotEmpty(t, parts[0])
+		require.NotEmpty(t, parts[2])
+	})
+}
