@@ -31,6 +31,10 @@ func TestTokenNew(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, toks[0], "the entry accepts the token")
 
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"token", "new", "--tenant", "acme", "--roles", "user,supervisor", "--name", "bo"}, &out))
+	require.Contains(t, out.String(), "=acme:user+supervisor:bo\n", "a role of the tenant's own, for policies")
+
 	err = run(context.Background(), []string{"token", "new", "--tenant", "acme", "--roles", "Root"}, &out)
 	require.ErrorContains(t, err, `role "Root": want lower-case letters`)
 	err = run(context.Background(), []string{"token", "new"}, &out)
