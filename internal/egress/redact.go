@@ -38,13 +38,51 @@ import (
 // A nil or empty Redactor changes nothing. A Redactor is safe for
 // concurrent use.
 type Redactor struct {
-	pats   []pattern
-	maxLen int // of pats' find
+	pats []pattern
 }
 
 // pattern is one form of one secret's value and what replaces it.
 type pattern struct {
 	find, repl []byte
+	// fail[i] is the length of the longest proper prefix of find[:i+1]
+	// that is also its suffix (Knuth-Morris-Pratt).
+	fail []int
+}
+
+func newPattern(find, repl []byte) pattern {
+	fail := make([]int, len(find))
+	k := 0
+	for i := 1; i < len(find); i++ {
+		for k > 0 && find[i] != find[k] {
+			k = fail[k-1]
+		}
+		if find[i] == find[k] {
+			k++
+		}
+		fail[i] = k
+	}
+	return pattern{find: find, repl: repl, fail: fail}
+}
+
+// partial is the length of the longest suffix of s that is a proper
+// prefix of find: in time linear in len(s), whatever s holds.
+func (p *pattern) partial(s []byte) int {
+	if n := len(p.find) - 1; len(s) > n {
+		s = s[len(s)-n:] // a longer suffix cannot be a proper prefix
+	}
+	k := 0
+	for _, c := range s {
+		for k > 0 && (k == len(p.find) || p.find[k] != c) {
+			k = p.fail[k-1]
+		}
+		if p.find[k] == c {
+			k++
+		}
+	}
+	if k == len(p.find) {
+		k = p.fail[k-1]
+	}
+	return k
 }
 
 // NewRedactor returns a redactor of the given secrets' values.
@@ -62,8 +100,7 @@ func NewRedactor(list []secrets.Secret) *Redactor {
 				continue
 			}
 			seen[f] = true
-			r.pats = append(r.pats, pattern{find: []byte(f), repl: repl})
-			r.maxLen = max(r.maxLen, len(f))
+			r.pats = append(r.pats, newPattern([]byte(f), repl))
 		}
 	}
 	return r
@@ -73,17 +110,18 @@ func NewRedactor(list []secrets.Secret) *Redactor {
 func forms(v string) []string {
 	plain := jsonEscape(v)
 	html, _ := json.Marshal(v) // a string always marshals
-	out := []string{
+	ascii := asciiJSON(plain)
+	return []string{
 		v,
 		plain,
 		string(html[1 : len(html)-1]),
-		asciiJSON(plain),
+		ascii,
 		strings.ReplaceAll(plain, "/", `\/`),
+		strings.ReplaceAll(ascii, "/", `\/`), // PHP's json_encode escapes both
 		url.QueryEscape(v),
 		url.PathEscape(v),
 		base64.StdEncoding.EncodeToString([]byte(v)),
 	}
-	return out
 }
 
 // jsonEscape is v as the inside of a JSON string, escaping only what JSON
@@ -200,15 +238,11 @@ func (r *Redactor) scan(dst, src []byte, final bool) ([]byte, int, bool) {
 // the start of some form, which more bytes may complete; len(src) when
 // there is none.
 func (r *Redactor) partialStart(src []byte) int {
-	for q := max(0, len(src)-r.maxLen+1); q < len(src); q++ {
-		tail := src[q:]
-		for _, p := range r.pats {
-			if len(tail) < len(p.find) && p.find[0] == tail[0] && bytes.HasPrefix(p.find, tail) {
-				return q
-			}
-		}
+	longest := 0
+	for i := range r.pats {
+		longest = max(longest, r.pats[i].partial(src))
 	}
-	return len(src)
+	return len(src) - longest
 }
 
 // Reader returns src with every value replaced as it streams. A value
