@@ -343,6 +343,7 @@ type credentialTransport struct {
 }
 
 func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	asked := req
 	o := originOf(req.URL)
 	cloned := false
 	if req.Header.Get("Accept-Encoding") != "" {
@@ -387,6 +388,10 @@ func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		return nil, red.Error(err)
 	}
+	// The answer is to the request the caller made: the copy with the
+	// credentials stays here (http.Client names resp.Request's URL, query
+	// and all, in its errors).
+	resp.Request = asked
 	if red.Empty() {
 		return resp, nil
 	}

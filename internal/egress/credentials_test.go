@@ -39,6 +39,11 @@ func record(t *testing.T, addr, name string) *recorder {
 		rec.mu.Lock()
 		rec.got = append(rec.got, r.Clone(r.Context()))
 		rec.mu.Unlock()
+		if r.URL.Path == "/bad-location" {
+			w.Header().Set("Location", "http://[bad")
+			w.WriteHeader(http.StatusFound)
+			return
+		}
 		if u := r.URL.Query().Get("u"); r.URL.Path == "/to" {
 			code := http.StatusFound
 			if r.URL.Query().Get("code") == "307" {
@@ -210,7 +215,10 @@ func TestCredentialsGoToTheirOwnHost(t *testing.T) {
 // host is, with the credential.
 func TestCredentialsRedirects(t *testing.T) {
 	api, other, base := twoHosts(t)
-	cred := egress.Credential{Host: api.host(), Name: "X-Api-Key", Secret: "env:KEY"}
+	creds := []egress.Credential{
+		{Host: api.host(), Name: "X-Api-Key", Secret: "env:KEY"},
+		{Host: api.host(), In: egress.InQuery, Name: "api_key", Secret: "env:KEY"},
+	}
 	tests := []struct {
 		name, method, url string
 		want              string // the refusal; "" when followed
@@ -231,7 +239,7 @@ func TestCredentialsRedirects(t *testing.T) {
 			apiBefore, otherBefore := len(api.requests()), len(other.requests())
 			req, err := http.NewRequest(tt.method, tt.url, strings.NewReader(`{"a":1}`))
 			require.NoError(t, err)
-			resp, err := credentialed(t, base, cred).Do(req)
+			resp, err := credentialed(t, base, creds...).Do(req)
 			got := api.requests()[apiBefore:]
 			require.Len(t, got, tt.apiGot)
 			require.Len(t, other.requests(), otherBefore+tt.otherGot)
@@ -242,12 +250,25 @@ func TestCredentialsRedirects(t *testing.T) {
 				return
 			}
 			require.ErrorContains(t, err, tt.want)
+			requireNoKey(t, err.Error())
 			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
 			var re *egress.RedirectError
 			require.ErrorAs(t, err, &re)
 			require.False(t, other.sawKey(), "the other host sees no credential")
 		})
 	}
+}
+
+// TestCredentialsNotInErrors: http.Client names the URL of the request
+// that got an answer in its errors; that is the caller's, without the
+// credential in its query.
+func TestCredentialsNotInErrors(t *testing.T) {
+	api, _, base := twoHosts(t)
+	c := credentialed(t, base, egress.Credential{Host: api.host(), In: egress.InQuery, Name: "api_key", Secret: "env:KEY"})
+	_, err := c.Get(api.url("/bad-location?page=1"))
+	require.ErrorContains(t, err, `Get "`+api.url("/bad-location?page=1")+`": failed to parse Location header "http://[bad"`)
+	requireNoKey(t, err.Error())
+	require.True(t, api.sawKey(), "the API got its key")
 }
 
 // TestRedirectKeepsHeadersHome: a redirect to another origin carries none
