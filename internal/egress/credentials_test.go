@@ -354,3 +354,27 @@ func TestCredentialCheck(t *testing.T) {
 		require.ErrorContains(t, err, tt.want)
 	}
 }
+
+// FuzzCredential: any credential a catalog may give is checked or refused
+// with a message, never a panic; a valid one goes to its own host only.
+func FuzzCredential(f *testing.F) {
+	for _, s := range [][3]string{
+		{"api.example.com", "header", "X-Api-Key"}, {"API.example.com.:8443", "query", "key"}, {"[2001:db8::1]:443", "basic", ""},
+		{"2001:db8::1", "cookie", "sid"}, {"https://a/x", "header", "X"}, {"a:0", "", "X"}, {"[::1", "header", "X"}, {"", "", ""},
+	} {
+		f.Add(s[0], s[1], s[2], "Bearer ")
+	}
+	f.Fuzz(func(t *testing.T, host, in, name, prefix string) {
+		c := egress.Credential{Host: host, In: egress.Place(in), Name: name, Prefix: prefix, Secret: "env:KEY"}
+		creds, err := egress.NewCredentials(envSecrets(map[string]string{"KEY": apiKey}), []egress.Credential{c})
+		if err != nil {
+			require.NotEmpty(t, err.Error())
+			require.Error(t, c.Check())
+			return
+		}
+		require.NoError(t, c.Check())
+		if !strings.Contains(strings.ToLower(host), "elsewhere") {
+			require.False(t, creds.Carries(&url.URL{Scheme: "https", Host: "elsewhere.example.org"}), "host %q", host)
+		}
+	})
+}

@@ -46,8 +46,8 @@ type credential struct {
 	Secret string `json:"secret"` // env:NAME
 }
 
-// egress is c as the egress client adds it.
-func (c credential) egress() egress.Credential {
+// outbound is c as the egress client adds it.
+func (c credential) outbound() egress.Credential {
 	if c.Query != "" {
 		return egress.Credential{Host: c.Host, In: egress.InQuery, Name: c.Query, Secret: c.Secret}
 	}
@@ -110,10 +110,10 @@ func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
 		if err := secrets.ValidateRef(c.Secret); err != nil {
 			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: credentials[%d].secret: %v", i, err)
 		}
-		if err := c.egress().Check(); err != nil {
+		if err := c.outbound().Check(); err != nil {
 			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: credentials[%d]: %v", i, err)
 		}
-		creds = append(creds, c.egress())
+		creds = append(creds, c.outbound())
 	}
 	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps, creds: creds}, nil
 }
