@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func (c Credential) Check() error {
 	switch c.In {
 	case "", InHeader, InCookie:
 		if !tokenRE.MatchString(c.Name) {
-			return fmt.Errorf("%q is not a %s name", c.Name, cmpOr(string(c.In), "header"))
+			return fmt.Errorf("%q is not a %s name", c.Name, cmp.Or(string(c.In), "header"))
 		}
 	case InQuery:
 		if c.Name == "" {
@@ -82,13 +83,6 @@ func (c Credential) Check() error {
 		return errors.New("the prefix holds a line break")
 	}
 	return secrets.ValidateRef(c.Secret)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // parseCredentialHost reads host or host:port; port is "" for any port.
