@@ -41,7 +41,10 @@ func Client(p Policy) *http.Client {
 }
 
 // checkRedirect checks a redirect by name before it is followed; its
-// addresses are checked when they are dialled.
+// addresses are checked when they are dialled. A redirect to another
+// origin than the first request's carries none of that request's headers
+// but a few harmless ones (stripCrossOrigin): whatever a tool set was
+// meant for the host it called.
 func (p *Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > p.maxRedirects() {
 		return agent.Errorf(agent.CodeInvalid, "too many redirects: %s allows %d", p.policyName(), p.maxRedirects())
@@ -49,6 +52,7 @@ func (p *Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 	if err := p.checkURL(req.URL); err != nil {
 		return fmt.Errorf("redirect to %s: %w", shown(req.URL), err)
 	}
+	stripCrossOrigin(req, via)
 	return nil
 }
 

@@ -13,6 +13,13 @@
 // Errors name the reference, never the value. Secret holds a value that
 // prints as its reference in fmt, JSON, slog and zap, so that a secret
 // logged or serialized by mistake does not leak.
+//
+// What a tool was sent back may hold a secret all the same: an API that
+// echoes the key it got. So the tool registry resolves through Recording,
+// which notes every value it hands out in the Seen of the call's context
+// (WithSeen), and cleans the call's output of them all; Recording refuses
+// values shorter than MinBytes, which could not be told apart from
+// ordinary text.
 package secrets
 
 import (

@@ -186,3 +186,41 @@ func TestSecret(t *testing.T) {
 	require.Equal(t, "env:WEATHER_KEY", s.Ref())
 	require.Equal(t, "[secret]", secrets.Secret{}.String())
 }
+
+// TestRecording: a Recording resolver notes each value it resolves in the
+// context's Seen, once, and refuses one shorter than MinBytes without
+// showing it.
+func TestRecording(t *testing.T) {
+	env := map[string]string{"KEY": "sk-live-0123456789", "SAME": "sk-live-0123456789", "PIN": "4711", "EIGHT": "12345678"}
+	r := secrets.Recording(secrets.NewEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	require.Equal(t, r, secrets.Recording(r), "recording twice is recording once")
+
+	ctx, seen := secrets.WithSeen(context.Background())
+	for _, ref := range []string{"env:KEY", "env:SAME", "env:EIGHT", "env:KEY"} {
+		v, err := r.Resolve(ctx, ref)
+		require.NoError(t, err)
+		require.Equal(t, env[ref[len("env:"):]], v)
+	}
+	got := seen.Secrets()
+	require.Len(t, got, 2, "a value is noted once")
+	require.Equal(t, "[secret env:KEY]", got[0].String())
+	require.Equal(t, "sk-live-0123456789", got[0].Reveal())
+	require.Equal(t, "12345678", got[1].Reveal())
+	require.Equal(t, 2, seen.Len())
+
+	_, err := r.Resolve(ctx, "env:PIN")
+	require.ErrorIs(t, err, secrets.ErrTooShort)
+	require.ErrorContains(t, err, "secret env:PIN: the value is 4 bytes, shorter than 8 bytes")
+	require.NotContains(t, err.Error(), "4711")
+	require.Equal(t, 2, seen.Len(), "a refused value is not noted")
+
+	_, err = r.Resolve(ctx, "env:UNSET")
+	require.ErrorIs(t, err, secrets.ErrNotSet)
+
+	// Without a Seen the values resolve all the same.
+	v, err := r.Resolve(context.Background(), "env:KEY")
+	require.NoError(t, err)
+	require.Equal(t, env["KEY"], v)
+	require.Nil(t, secrets.SeenIn(context.Background()))
+	require.Empty(t, secrets.SeenIn(context.Background()).Secrets())
+}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
 )
 
@@ -345,6 +346,13 @@ func (t *mcpTool) Run(ctx context.Context, call Call) (Output, error) {
 	if t.cfg.Tool == "" {
 		return Output{}, agent.Errorf(agent.CodeInvalid, "%q stands for the tools of an MCP server and is not a tool itself; apply the catalog again to resolve it", t.entry)
 	}
+	// The entry's secrets are resolved for every call, though a kept
+	// session may have sent them (or started its server with them) in an
+	// earlier one: so the registry knows them and cleans this call's
+	// output of them, and a secret no longer set fails the call.
+	if err := t.cfg.resolveSecrets(ctx, t.deps.Secrets); err != nil {
+		return Output{}, err
+	}
 	srv := mcpServer{cfg: t.cfg, tenant: call.TenantID, http: call.HTTP, deps: t.deps}
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.timeout())
 	defer cancel()
@@ -355,6 +363,35 @@ func (t *mcpTool) Run(ctx context.Context, call Call) (Output, error) {
 		return Output{}, srv.callError(ctx, cctx, "call "+t.cfg.Tool, err, false)
 	}
 	return mcpOutput(res)
+}
+
+// resolveSecrets resolves every secret the config names.
+func (c mcpConfig) resolveSecrets(ctx context.Context, r Secrets) error {
+	for _, h := range c.Headers {
+		if _, err := r.Resolve(ctx, h.Secret); err != nil {
+			return fmt.Errorf("header %s: %w", h.Name, err)
+		}
+	}
+	for _, e := range c.Env {
+		if _, err := r.Resolve(ctx, e.Secret); err != nil {
+			return fmt.Errorf("env %s: %w", e.Name, err)
+		}
+	}
+	return nil
+}
+
+// credentials are the entry's headers as the egress client adds them: to
+// the requests to the endpoint's host and port only.
+func (c mcpConfig) credentials() []egress.Credential {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil // checked when the config was decoded
+	}
+	var list []egress.Credential
+	for _, h := range c.Headers {
+		list = append(list, egress.Credential{Host: egress.HostPort(u), In: egress.InHeader, Name: h.Name, Prefix: h.Prefix, Secret: h.Secret})
+	}
+	return list
 }
 
 // mcpOutput is what the model reads of a result: its text content, and
@@ -417,6 +454,10 @@ func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.T
 		return nil, err
 	}
 	srv := mcpServer{cfg: cfg, tenant: env.TenantID, http: env.HTTP, deps: deps}
+	// What the listing says is pinned in the catalog: a server that echoes
+	// the secrets it was given (a header, its environment) must not put
+	// them there.
+	ctx, seen := secrets.WithSeen(ctx)
 	lctx, cancel := context.WithTimeout(ctx, cfg.timeout())
 	defer cancel()
 	listed, err := srv.listTools(lctx)
@@ -449,6 +490,7 @@ func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.T
 		return nil, agent.Errorf(agent.CodeInvalid, "%s offers no tool %s; it offers %s", cfg.describe(), strings.Join(missing, ", "), listNames(names))
 	}
 
+	red := egress.NewRedactor(seen.Secrets())
 	var out []agent.Tool
 	from := map[string]string{} // our name → the server's
 	for _, name := range grant {
@@ -472,7 +514,10 @@ func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.T
 		if err != nil {
 			return nil, fmt.Errorf("encode the config of %q: %w", ours, err)
 		}
-		out = append(out, agent.Tool{Name: ours, Description: mcpDescription(spec.Name, t), Parameters: params, Config: raw})
+		if params, err = cleanJSON(red, params); err != nil {
+			return nil, agent.Errorf(agent.CodeInvalid, "%s: tool %q: its input schema: %v", cfg.describe(), t.Name, err)
+		}
+		out = append(out, agent.Tool{Name: ours, Description: red.String(mcpDescription(spec.Name, t)), Parameters: params, Config: raw})
 	}
 	return out, nil
 }

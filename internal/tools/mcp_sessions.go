@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
 )
 
 // MCPSessions keeps sessions with MCP servers open between calls, one per
@@ -405,9 +406,13 @@ func (s mcpServer) connect(ctx context.Context, progress func(context.Context, *
 
 func (s mcpServer) transport(ctx context.Context) (mcp.Transport, error) {
 	if s.cfg.URL != "" {
+		client, err := s.httpClient()
+		if err != nil {
+			return nil, err
+		}
 		return &mcp.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,
-			HTTPClient: s.httpClient(),
+			HTTPClient: client,
 			// Progress and results come on the response to each call; the
 			// client listens for nothing else.
 			DisableStandaloneSSE: true,
@@ -433,8 +438,11 @@ func (s mcpServer) transport(ctx context.Context) (mcp.Transport, error) {
 }
 
 // httpClient is the tenant's egress client without its whole-request time
-// limit (a call's own timeout bounds it), adding the entry's headers.
-func (s mcpServer) httpClient() *http.Client {
+// limit (a call's own timeout bounds it), with the entry's headers as
+// egress credentials: added to the requests to the endpoint's host only,
+// their secrets resolved for each request, redirects elsewhere refused and
+// answers cleaned of them (egress.Credentials).
+func (s mcpServer) httpClient() (*http.Client, error) {
 	base := s.http
 	if base == nil {
 		base = Call{}.WithDefaults().HTTP
@@ -443,35 +451,25 @@ func (s mcpServer) httpClient() *http.Client {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	return &http.Client{
-		Transport:     &mcpTransport{next: next, headers: s.cfg.Headers, secrets: s.deps.Secrets, shown: s.cfg.describe()},
-		CheckRedirect: base.CheckRedirect,
+	creds, err := egress.NewCredentials(s.deps.Secrets, s.cfg.credentials())
+	if err != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "mcp config: headers: %v", err)
 	}
+	c := creds.Client(&http.Client{
+		Transport:     &mcpTransport{next: next, shown: s.cfg.describe()},
+		CheckRedirect: base.CheckRedirect,
+	})
+	c.Timeout = 0
+	return c, nil
 }
 
-// mcpTransport adds the entry's headers, their secrets resolved for each
-// request, and says plainly what an endpoint's refusal means.
+// mcpTransport says plainly what an endpoint's refusal means.
 type mcpTransport struct {
-	next    http.RoundTripper
-	headers []mcpHeader
-	secrets Secrets
-	shown   string
+	next  http.RoundTripper
+	shown string
 }
 
 func (t *mcpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
-		req = req.Clone(req.Context())
-		for _, h := range t.headers {
-			v, err := t.secrets.Resolve(req.Context(), h.Secret)
-			if err != nil {
-				if req.Body != nil {
-					req.Body.Close()
-				}
-				return nil, fmt.Errorf("header %s: %w", h.Name, err)
-			}
-			req.Header.Set(h.Name, h.Prefix+v)
-		}
-	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		return nil, err

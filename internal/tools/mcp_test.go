@@ -278,7 +278,7 @@ func TestMCPRunHTTP(t *testing.T) {
 	// A wrong token: the server refuses it.
 	wrong := NewMCPSessions(MCPSessionOptions{})
 	t.Cleanup(wrong.Close)
-	r2 := newMCPRunner(t, Deps{Secrets: secrets.NewEnv(func(string) (string, bool) { return "wrong", true }), MCPSessions: wrong}, client)
+	r2 := newMCPRunner(t, Deps{Secrets: secrets.NewEnv(func(string) (string, bool) { return "wrong-token", true }), MCPSessions: wrong}, client)
 	_, err = r2.run(ctx, byName(t, specs, "gh_search"), `{"query": "sso"}`, nil)
 	require.True(t, agent.IsCode(err, agent.CodePermissionDenied), "%v", err)
 	require.ErrorContains(t, err, "refused the request (HTTP 401): check the entry's headers")

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/openapi"
 	"github.com/agentflow/agentflow/internal/secrets"
 )
@@ -175,8 +176,26 @@ func decodeOpenAPIConfig(raw json.RawMessage) (openapiConfig, error) {
 		if err := secrets.ValidateRef(a.Secret); err != nil {
 			return bad("auth[%d].secret: %v", i, err)
 		}
+		// The host comes from the document; the rest is checked now.
+		if err := a.credential("api.example").Check(); err != nil {
+			return bad("auth[%d]: %v", i, err)
+		}
 	}
 	return cfg, nil
+}
+
+// credential is a as the egress client adds it, to the requests to host.
+func (a authProfile) credential(host string) egress.Credential {
+	c := egress.Credential{Host: host, Secret: a.Secret}
+	switch a.Type {
+	case "bearer":
+		c.In, c.Name, c.Prefix = egress.InHeader, "Authorization", "Bearer "
+	case "basic":
+		c.In = egress.InBasic
+	default:
+		c.In, c.Name = egress.Place(cmp.Or(a.In, "header")), a.Name
+	}
+	return c
 }
 
 // checkHTTPURL checks an absolute http or https URL without credentials.
@@ -393,10 +412,15 @@ func (t *openapiTool) Run(ctx context.Context, call Call) (Output, error) {
 	}
 	op, req := c.Op, c.Request
 	shown := op.Method + " " + shownURL(req.URL.String())
-	// Credentials go in after the checks, so that no message shows them.
-	hidden, err := t.authorize(ctx, req)
+	// The egress client adds the credentials to the requests to the API's
+	// host only, on their way out: no request object, message or redirect
+	// of ours holds them.
+	creds, err := t.credentials()
 	if err != nil {
 		return Output{}, err
+	}
+	if err := creds.Resolve(ctx); err != nil {
+		return Output{}, fmt.Errorf("auth: %w", err) // before anything is sent
 	}
 	if !op.Safe() && call.CallID != "" && req.Header.Get("Idempotency-Key") == "" {
 		// A retried attempt sends the same key: an API that honours it
@@ -409,10 +433,14 @@ func (t *openapiTool) Run(ctx context.Context, call Call) (Output, error) {
 	defer cancel()
 	req = req.WithContext(ctx)
 	call.Progress("calling " + op.ID + ": " + shown)
-	resp, err := sameHost(call.HTTP, t.base).Do(req)
+	resp, err := creds.Client(call.HTTP).Do(req)
 	if err != nil {
-		if parent.Err() != nil {
+		var redirect *egress.RedirectError
+		switch {
+		case parent.Err() != nil:
 			return Output{}, parent.Err() // the call was cancelled: not the API's doing
+		case errors.As(err, &redirect):
+			return Output{}, agent.Errorf(agent.CodeInvalid, "%s answered %s, a redirect to %s, which the tool does not follow to another host", op.ID, redirect.Status, redirect.To)
 		}
 		return Output{}, sendError(op.ID+": "+shown, err)
 	}
@@ -424,11 +452,11 @@ func (t *openapiTool) Run(ctx context.Context, call Call) (Output, error) {
 	if err != nil {
 		return Output{}, sendError(op.ID+": "+shown, err)
 	}
-	body = hidden.redact(body)
 	status := fmt.Sprintf("%s answered %s", op.ID, resp.Status)
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
-		return Output{}, agent.Errorf(agent.CodeInvalid, "%s, a redirect to %s, which the tool does not follow to another host", status, shownURL(resp.Header.Get("Location")))
+		// Not followed by the client: no Location, or not a redirect (304).
+		return Output{}, agent.Errorf(agent.CodeInvalid, "%s, which the tool cannot follow: %s", status, snippet(body))
 	case retryable(resp.StatusCode):
 		return Output{}, agent.Errorf(agent.CodeUnavailable, "%s: %s", status, snippet(body))
 	case resp.StatusCode >= 400:
@@ -486,68 +514,18 @@ func jsonShape(data []byte) string {
 	return "a JSON value"
 }
 
-// secretValues are the secret values a call carries, to keep out of what
-// the model and the logs read (an API may echo a key in an error).
-type secretValues map[string]string // value → reference
-
-func (s secretValues) redact(data []byte) []byte {
-	for v, ref := range s {
-		if len(v) >= 4 {
-			data = bytes.ReplaceAll(data, []byte(v), []byte("[secret "+ref+"]"))
-		}
+// credentials are the entry's auth, for the API's host and port.
+func (t *openapiTool) credentials() (*egress.Credentials, error) {
+	host := egress.HostPort(t.base)
+	list := make([]egress.Credential, len(t.cfg.Auth))
+	for i, a := range t.cfg.Auth {
+		list[i] = a.credential(host)
 	}
-	return data
-}
-
-// authorize adds the entry's credentials to req.
-func (t *openapiTool) authorize(ctx context.Context, req *http.Request) (secretValues, error) {
-	hidden := secretValues{}
-	for _, a := range t.cfg.Auth {
-		v, err := t.deps.Secrets.Resolve(ctx, a.Secret)
-		if err != nil {
-			return nil, fmt.Errorf("auth: %w", err)
-		}
-		hidden[v] = a.Secret
-		switch a.Type {
-		case "bearer":
-			req.Header.Set("Authorization", "Bearer "+v)
-		case "basic":
-			user, pass, _ := strings.Cut(v, ":")
-			req.SetBasicAuth(user, pass)
-		case "api_key":
-			switch a.In {
-			case "query":
-				q := req.URL.Query()
-				q.Set(a.Name, v)
-				req.URL.RawQuery = q.Encode()
-			case "cookie":
-				req.AddCookie(&http.Cookie{Name: a.Name, Value: v})
-			default:
-				req.Header.Set(a.Name, v)
-			}
-		}
+	creds, err := egress.NewCredentials(t.deps.Secrets, list)
+	if err != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "openapi_action config: auth: %v", err)
 	}
-	return hidden, nil
-}
-
-// sameHost is c, following redirects only within base's scheme and host:
-// credentials in headers are not sent anywhere else.
-func sameHost(c *http.Client, base *url.URL) *http.Client {
-	cp := *c
-	next := c.CheckRedirect
-	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if req.URL.Scheme != base.Scheme || !strings.EqualFold(req.URL.Host, base.Host) {
-			return http.ErrUseLastResponse
-		}
-		if next != nil {
-			return next(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
-	return &cp
+	return creds, nil
 }
 
 // sendError classifies an error of sending a request or reading its

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/secrets"
 )
@@ -35,13 +36,22 @@ type pipelineConfig struct {
 // credential adds a secret to the requests of one host, as a header or a
 // query parameter. The secret is named by reference and resolved when a
 // call is made: it is never in the catalog, the arguments, the history or
-// the logs.
+// the logs. The egress client adds it (egress.Credentials), to requests
+// to its host only.
 type credential struct {
-	Host   string `json:"host"`   // host[:port] the secret goes to, exactly
+	Host   string `json:"host"`   // host (any port) or host:port the secret goes to
 	Header string `json:"header"` // e.g. Authorization, X-Api-Key
 	Prefix string `json:"prefix"` // e.g. "Bearer "
 	Query  string `json:"query"`  // a query parameter instead of a header
 	Secret string `json:"secret"` // env:NAME
+}
+
+// outbound is c as the egress client adds it.
+func (c credential) outbound() egress.Credential {
+	if c.Query != "" {
+		return egress.Credential{Host: c.Host, In: egress.InQuery, Name: c.Query, Secret: c.Secret}
+	}
+	return egress.Credential{Host: c.Host, In: egress.InHeader, Name: c.Header, Prefix: c.Prefix, Secret: c.Secret}
 }
 
 const defaultPipelineTTL = 300
@@ -94,6 +104,7 @@ func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
 	if ttl < 0 || cfg.MaxRows < 0 {
 		return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: cache_ttl_sec and max_rows must not be negative")
 	}
+	var creds []egress.Credential
 	for i, c := range cfg.Credentials {
 		switch {
 		case c.Host == "":
@@ -104,14 +115,19 @@ func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
 		if err := secrets.ValidateRef(c.Secret); err != nil {
 			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: credentials[%d].secret: %v", i, err)
 		}
+		if err := c.outbound().Check(); err != nil {
+			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: credentials[%d]: %v", i, err)
+		}
+		creds = append(creds, c.outbound())
 	}
-	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps, approval: spec.Approval}, nil
+	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps, creds: creds, approval: spec.Approval}, nil
 }
 
 type pipelineTool struct {
-	cfg  pipelineConfig
-	ttl  time.Duration
-	deps Deps
+	cfg   pipelineConfig
+	ttl   time.Duration
+	deps  Deps
+	creds []egress.Credential
 	// approval is the tool's policy: a composite promoted from its runs
 	// keeps it.
 	approval string
@@ -138,10 +154,15 @@ func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) 
 			return out, nil
 		}
 	}
+	creds, err := egress.NewCredentials(t.deps.Secrets, t.creds)
+	if err != nil {
+		return Output{}, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: %v", err)
+	}
+	client := creds.Client(call.HTTP)
 	call.Progress("running " + count(len(p.Steps), "step"))
 	res, err := pipeline.Run(ctx, p, pipeline.Env{
 		Fetch: func(ctx context.Context, req pipeline.Request) (pipeline.Response, error) {
-			return t.fetch(ctx, call, req)
+			return fetch(ctx, call, client, req)
 		},
 		Load: func(ctx context.Context, ref string) (pipeline.Value, error) {
 			data, err := call.Data(ctx, ref)
@@ -214,35 +235,17 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// fetch makes an http_request with the tenant's egress client, adding the
-// credentials configured for its host. Its errors never show the URL's
-// query, where a credential may be.
-func (t *pipelineTool) fetch(ctx context.Context, call Call, req pipeline.Request) (pipeline.Response, error) {
+// fetch makes an http_request with client: the tenant's egress client
+// with the tool's credentials (egress.Credentials), which adds each to the
+// requests to its host, refuses redirects that would take it elsewhere,
+// and hands over answers cleaned of the values it sent. Errors never show
+// the URL's query.
+func fetch(ctx context.Context, call Call, client *http.Client, req pipeline.Request) (pipeline.Response, error) {
 	u, err := url.Parse(req.URL)
 	if err != nil {
 		return pipeline.Response{}, agent.Errorf(agent.CodeInvalid, "url %q: %v", req.URL, err)
 	}
 	shown := u.Scheme + "://" + u.Host + u.Path
-	header := req.Header.Clone()
-	if header == nil {
-		header = http.Header{}
-	}
-	for _, c := range t.cfg.Credentials {
-		if !strings.EqualFold(c.Host, u.Host) && !strings.EqualFold(c.Host, u.Hostname()) {
-			continue
-		}
-		secret, err := t.deps.Secrets.Resolve(ctx, c.Secret)
-		if err != nil {
-			return pipeline.Response{}, fmt.Errorf("credential for %s: %w", c.Host, err)
-		}
-		if c.Query != "" {
-			q := u.Query()
-			q.Set(c.Query, secret)
-			u.RawQuery = q.Encode()
-		} else {
-			header.Set(c.Header, c.Prefix+secret)
-		}
-	}
 	var body io.Reader
 	if len(req.Body) > 0 {
 		body = bytes.NewReader(req.Body)
@@ -251,12 +254,14 @@ func (t *pipelineTool) fetch(ctx context.Context, call Call, req pipeline.Reques
 	if err != nil {
 		return pipeline.Response{}, agent.Errorf(agent.CodeInvalid, "request %s: %v", shown, err)
 	}
-	hreq.Header = header
+	if req.Header != nil {
+		hreq.Header = req.Header.Clone()
+	}
 	if len(req.Body) > 0 && hreq.Header.Get("Content-Type") == "" {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
 	call.Progress("fetching " + shown)
-	resp, err := call.HTTP.Do(hreq)
+	resp, err := client.Do(hreq)
 	if err != nil {
 		return pipeline.Response{}, cleanURLError(shown, err)
 	}

@@ -114,6 +114,8 @@ func TestExecutePipelineConfig(t *testing.T) {
 	for _, tt := range []struct{ config, want string }{
 		{`{"credentials":[{"host":"a.example","header":"X","secret":"WEATHER_KEY"}]}`, "credentials[0].secret"},
 		{`{"credentials":[{"host":"a.example","secret":"env:K"}]}`, "give header or query"},
+		{`{"credentials":[{"host":"https://a.example","header":"X-Api-Key","secret":"env:K"}]}`, `credentials[0]: host "https://a.example": write host or host:port, not a URL`},
+		{`{"credentials":[{"host":"a.example","header":"X Api Key","secret":"env:K"}]}`, `credentials[0]: "X Api Key" is not a header name`},
 		{`{"cache_ttl_sec":-1}`, "must not be negative"},
 		{`{"ttl":5}`, `unknown field "ttl"`},
 	} {

@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/secrets"
 )
 
 // maxBuilt bounds the cache of built tools. Specs come from the catalog,
@@ -47,6 +49,9 @@ func NewRegistry(deps Deps, kinds ...Kind) (*Registry, error) {
 		kinds: make(map[string]Kind, len(kinds)),
 		built: make(map[[sha256.Size]byte]*built),
 	}
+	// Every secret a tool resolves is noted for the call (Execute cleans
+	// its output of them) and refused when too short to be cleaned.
+	r.deps.Secrets = secrets.Recording(r.deps.Secrets)
 	for i, k := range kinds {
 		switch {
 		case k.Name == "":
@@ -95,16 +100,92 @@ func (r *Registry) Kinds() []Kind {
 //     rejected them (the message says why, for the model), or the spec's
 //     config is invalid;
 //   - anything else: the tool failed.
+//
+// Every call of every kind comes through here, so here the call's output
+// is cleaned of every secret the tool resolved during it (through
+// Deps.Secrets, whatever it was for: a header, a query, a stdio server's
+// environment): its text, data, preview, progress messages and error hold
+// "[secret env:NAME]" where the value was, before anything stores, returns
+// or logs them. The egress client's Credentials clean what comes over
+// HTTP before the tool reads it; this is the rule for everything else (a
+// stdio server that prints its environment) and the net under it.
 func (r *Registry) Execute(ctx context.Context, spec agent.Tool, call Call) (Output, error) {
+	ctx, seen := secrets.WithSeen(ctx)
+	clean := &cleaner{seen: seen}
+	if progress := call.Progress; progress != nil {
+		call.Progress = func(m string) { progress(clean.redactor().String(m)) }
+	}
 	out, err := r.execute(ctx, spec, call)
+	if err == nil {
+		out, err = clean.output(out)
+	}
 	if err != nil {
 		name := spec.Name
 		if name == "" {
 			name = spec.Kind
 		}
-		return Output{}, fmt.Errorf("%s: %w", name, err)
+		return Output{}, clean.redactor().Error(fmt.Errorf("%s: %w", name, err))
 	}
 	return out, nil
+}
+
+// cleaner redacts a call's output with the secrets seen so far.
+type cleaner struct {
+	seen *secrets.Seen
+	mu   sync.Mutex
+	n    int // secrets red was made of
+	red  *egress.Redactor
+}
+
+func (c *cleaner) redactor() *egress.Redactor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.red == nil || c.seen.Len() != c.n {
+		list := c.seen.Secrets()
+		c.red, c.n = egress.NewRedactor(list), len(list)
+	}
+	return c.red
+}
+
+// output cleans out. A value found in Data in a place that is not a JSON
+// string (a number, say) cannot be replaced without breaking the JSON: the
+// call fails rather than keep it.
+func (c *cleaner) output(out Output) (Output, error) {
+	red := c.redactor()
+	if red.Empty() {
+		return out, nil
+	}
+	out.Text = red.String(out.Text)
+	var err error
+	if out.Data, err = cleanJSON(red, out.Data); err != nil {
+		return Output{}, err
+	}
+	if out.Preview != nil {
+		p := *out.Preview
+		p.Fields = slices.Clone(p.Fields)
+		for i := range p.Fields {
+			p.Fields[i].Name = red.String(p.Fields[i].Name)
+		}
+		p.Sample = slices.Clone(p.Sample)
+		for i := range p.Sample {
+			if p.Sample[i], err = cleanJSON(red, p.Sample[i]); err != nil {
+				return Output{}, err
+			}
+		}
+		out.Preview = &p
+	}
+	return out, nil
+}
+
+func cleanJSON(red *egress.Redactor, data json.RawMessage) (json.RawMessage, error) {
+	if len(data) == 0 {
+		return data, nil
+	}
+	clean := red.Bytes(data)
+	if !bytes.Equal(clean, data) && json.Valid(data) && !json.Valid(clean) {
+		return nil, agent.Errorf(agent.CodeInvalid, "the tool's data holds a secret's value outside a JSON string, where it cannot be replaced: the data is not passed on")
+	}
+	return clean, nil
 }
 
 func (r *Registry) execute(ctx context.Context, spec agent.Tool, call Call) (Output, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/secrets"
 )
 
 // toolFunc adapts a function to Tool.
@@ -175,4 +176,83 @@ func TestExecuteCacheIsBounded(t *testing.T) {
 	defer r.mu.Unlock()
 	require.LessOrEqual(t, len(r.built), maxBuilt)
 	require.Positive(t, len(r.built))
+}
+
+// leakKind builds tools that resolve env:KEY and put its value wherever
+// their arguments say: the text, the data, the preview, progress, the
+// error, or the data as a JSON number.
+func leakKind() Kind {
+	return Kind{
+		Name: "leak",
+		Build: func(_ agent.Tool, deps Deps) (Tool, error) {
+			return toolRun(func(ctx context.Context, call Call) (Output, error) {
+				v, err := deps.Secrets.Resolve(ctx, "env:KEY")
+				if err != nil {
+					return Output{}, err
+				}
+				quoted, _ := json.Marshal(v)
+				call.Progress("working with " + v)
+				switch string(call.Args) {
+				case `{"where":"error"}`:
+					return Output{}, agent.Errorf(agent.CodeInvalid, "the API said: key %s is wrong", v)
+				case `{"where":"number"}`:
+					return Output{Data: json.RawMessage(`{"n":` + v + `}`)}, nil
+				}
+				return Output{Text: "got " + v, Data: json.RawMessage(`[{"key":` + string(quoted) + `}]`),
+					Preview: &agent.DataPreview{Type: agent.DataDataset, RowCount: 1, Fields: []agent.Field{{Name: v, Type: "string"}},
+						Sample: []json.RawMessage{json.RawMessage(`{"key":` + string(quoted) + `}`)}}}, nil
+			}), nil
+		},
+	}
+}
+
+// toolRun adapts a function of the whole call to Tool.
+type toolRun func(ctx context.Context, call Call) (Output, error)
+
+func (f toolRun) Run(ctx context.Context, call Call) (Output, error) { return f(ctx, call) }
+
+// TestExecuteCleansSecrets: whatever a tool does with a secret it
+// resolved, the registry hands on its placeholder instead: in the text,
+// the data, the preview, progress and the error.
+func TestExecuteCleansSecrets(t *testing.T) {
+	for _, tt := range []struct{ name, value string }{
+		{"a key", "sk-live-0123456789"},
+		{"a key with what JSON escapes", `sk"live\0123/é`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"KEY": tt.value}
+			r, err := NewRegistry(Deps{Secrets: secrets.NewEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })}, leakKind())
+			require.NoError(t, err)
+			var progress []string
+			call := func(args string) (Output, error) {
+				return r.Execute(context.Background(), agent.Tool{Name: "leaky", Kind: "leak"},
+					Call{Args: json.RawMessage(args), Progress: func(m string) { progress = append(progress, m) }})
+			}
+			out, err := call(`{"where":"output"}`)
+			require.NoError(t, err)
+			require.Equal(t, "got [secret env:KEY]", out.Text)
+			require.JSONEq(t, `[{"key":"[secret env:KEY]"}]`, string(out.Data))
+			require.Equal(t, "[secret env:KEY]", out.Preview.Fields[0].Name)
+			require.JSONEq(t, `{"key":"[secret env:KEY]"}`, string(out.Preview.Sample[0]))
+			require.Equal(t, []string{"working with [secret env:KEY]"}, progress)
+
+			_, err = call(`{"where":"error"}`)
+			require.EqualError(t, err, "leaky: the API said: key [secret env:KEY] is wrong")
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "the code is kept")
+		})
+	}
+
+	// A value outside a JSON string cannot be replaced: the call fails.
+	env := map[string]string{"KEY": "1234567890"}
+	r, err := NewRegistry(Deps{Secrets: secrets.NewEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })}, leakKind())
+	require.NoError(t, err)
+	_, err = r.Execute(context.Background(), agent.Tool{Name: "leaky", Kind: "leak"}, Call{Args: json.RawMessage(`{"where":"number"}`)})
+	require.ErrorContains(t, err, "leaky: the tool's data holds a secret's value outside a JSON string")
+	require.NotContains(t, err.Error(), "1234567890")
+
+	// A value too short to be found is refused, not used.
+	env["KEY"] = "4711"
+	_, err = r.Execute(context.Background(), agent.Tool{Name: "leaky", Kind: "leak"}, Call{Args: json.RawMessage(`{"where":"output"}`)})
+	require.ErrorIs(t, err, secrets.ErrTooShort)
+	require.NotContains(t, err.Error(), "4711")
 }
