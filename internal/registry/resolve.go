@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
 )
@@ -31,6 +32,9 @@ func Resolve(ctx context.Context, kinds Kinds, cat *agent.Catalog, env func(agen
 }
 
 func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, env func(agent.TenantCatalog) (tools.ResolveEnv, error)) []error {
+	// What Resolve fetches with secrets (an API's document, a stdio
+	// server's listing) it fetches for this tenant, with its grants.
+	ctx = secrets.WithTenant(ctx, tc.TenantID)
 	var problems []error
 	var e *tools.ResolveEnv
 	resolved := map[string][]agent.Tool{}

@@ -109,7 +109,12 @@ func (r *Registry) Kinds() []Kind {
 // or logs them. The egress client's Credentials clean what comes over
 // HTTP before the tool reads it; this is the rule for everything else (a
 // stdio server that prints its environment) and the net under it.
+//
+// The call's secrets are resolved for its tenant (secrets.WithTenant): a
+// resolver scoped by the operator's grants (secrets.Scoped) refuses what
+// the tenant may not name.
 func (r *Registry) Execute(ctx context.Context, spec agent.Tool, call Call) (Output, error) {
+	ctx = secrets.WithTenant(ctx, call.TenantID)
 	ctx, seen := secrets.WithSeen(ctx)
 	clean := &cleaner{seen: seen}
 	if progress := call.Progress; progress != nil {

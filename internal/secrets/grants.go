@@ -1,0 +1,159 @@
+package secrets
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Grants say which secret references each tenant's catalog may name. They
+// are the operator's (AGENTFLOW_SECRETS), not a catalog's: a worker's
+// environment holds the secrets of every tenant and of the platform
+// itself, and a tenant admin who could name any variable could send
+// another tenant's key, or the database's password, to a host of its own.
+// A zero Grants grants nothing.
+//
+// Whatever a grant says, the platform's own variables are no tenant's:
+// see platformVariable.
+type Grants struct {
+	byTenant map[string][]string // tenant ("*": every tenant) → patterns
+}
+
+// ParseGrants reads AGENTFLOW_SECRETS: comma-separated entries
+//
+//	<tenant>=<pattern>[+<pattern>…]
+//
+// where <tenant> is a tenant id or * (every tenant) and a pattern is a
+// reference (env:FLIGHTS_TOKEN) or a reference prefix ending in *
+// (env:ACME_*). A tenant may appear in several entries.
+func ParseGrants(v string) (Grants, error) {
+	g := Grants{byTenant: map[string][]string{}}
+	for _, entry := range strings.Split(v, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		tenant, patterns, ok := strings.Cut(entry, "=")
+		if !ok || tenant == "" || patterns == "" {
+			return Grants{}, fmt.Errorf("AGENTFLOW_SECRETS: entry %q: want <tenant>=<reference>[+<reference>…], e.g. demo=env:FLIGHTS_TOKEN+env:CRM_*", clipEntry(entry))
+		}
+		if tenant != "*" {
+			if err := agent.ValidateID("tenant", tenant); err != nil {
+				return Grants{}, fmt.Errorf("AGENTFLOW_SECRETS: entry %q: %v", clipEntry(entry), err)
+			}
+		}
+		for _, p := range strings.Split(patterns, "+") {
+			if err := checkPattern(p); err != nil {
+				return Grants{}, fmt.Errorf("AGENTFLOW_SECRETS: entry %q: %w", clipEntry(entry), err)
+			}
+			g.byTenant[tenant] = append(g.byTenant[tenant], p)
+		}
+	}
+	return g, nil
+}
+
+// GrantAll grants every tenant every reference but the platform's own
+// variables: for tests and single-tenant setups that choose it.
+func GrantAll() Grants { return Grants{byTenant: map[string][]string{"*": {"env:*"}}} }
+
+// checkPattern checks one pattern: a valid reference, or a reference's
+// start (scheme:, or scheme: and the start of a name) followed by *.
+func checkPattern(p string) error {
+	prefix, wildcard := strings.CutSuffix(p, "*")
+	if !wildcard {
+		return ValidateRef(p)
+	}
+	// Completed with one letter, a reference's start is a reference.
+	if strings.Contains(prefix, "*") || ValidateRef(prefix+"X") != nil {
+		return fmt.Errorf("pattern %q: want scheme:NAME or scheme:PREFIX*, e.g. env:ACME_*", p)
+	}
+	return nil
+}
+
+// Allows says whether tenant may name ref: agent.CodePermissionDenied,
+// naming the reference and the variable, when it may not.
+func (g Grants) Allows(tenant, ref string) error {
+	name, err := parseRef(ref)
+	if err != nil {
+		return agent.Errorf(agent.CodeInvalid, "%v", err)
+	}
+	if platformVariable(name) {
+		return agent.Errorf(agent.CodePermissionDenied, "secret %s is a variable of the platform itself, which no tenant may name", ref)
+	}
+	for _, t := range []string{tenant, "*"} {
+		if slices.ContainsFunc(g.byTenant[t], func(p string) bool { return matchPattern(p, ref) }) {
+			return nil
+		}
+	}
+	return agent.Errorf(agent.CodePermissionDenied, "secret %s is not one tenant %q may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS", ref, tenant)
+}
+
+func matchPattern(p, ref string) bool {
+	if prefix, ok := strings.CutSuffix(p, "*"); ok {
+		return strings.HasPrefix(ref, prefix)
+	}
+	return p == ref
+}
+
+// platformVariable reports whether an environment variable configures the
+// platform (its database, Temporal, tokens, telemetry, model providers):
+// those hold the platform's secrets, and no grant opens them.
+func platformVariable(name string) bool {
+	switch name {
+	case "DATABASE_URL":
+		return true
+	}
+	for _, prefix := range []string{"AGENTFLOW_", "TEMPORAL_", "OTEL_", "PG", "OPENAI_", "ANTHROPIC_", "OLLAMA_"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func clipEntry(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+type tenantKey struct{}
+
+// WithTenant returns a context whose secrets are resolved for tenant: a
+// Scoped resolver refuses what the tenant was not granted.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantIn returns the tenant of ctx, "" when none.
+func TenantIn(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}
+
+// Scoped returns a resolver that resolves through r only the references
+// the tenant of the call's context (WithTenant) was granted; without a
+// tenant it resolves nothing. The tool registry gives tools such a
+// resolver, so that no tool kind resolves a secret for a tenant that may
+// not name it.
+func Scoped(r Resolver, g Grants) Resolver { return scoped{next: r, grants: g} }
+
+type scoped struct {
+	next   Resolver
+	grants Grants
+}
+
+func (s scoped) Resolve(ctx context.Context, ref string) (string, error) {
+	tenant := TenantIn(ctx)
+	if tenant == "" {
+		return "", agent.Errorf(agent.CodePermissionDenied, "secret %s: no tenant to resolve it for", ref)
+	}
+	if err := s.grants.Allows(tenant, ref); err != nil {
+		return "", err
+	}
+	return s.next.Resolve(ctx, ref)
+}

@@ -1,0 +1,113 @@
+package secrets
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+func TestGrants(t *testing.T) {
+	g, err := ParseGrants(" demo=env:FLIGHTS_TOKEN+env:CRM_* , acme=env:ACME_KEY, *=env:SHARED_WEATHER_KEY,demo=env:GH_TOKEN")
+	require.NoError(t, err)
+	tests := []struct {
+		tenant, ref string
+		code        agent.Code // "": allowed
+		want        string
+	}{
+		{"demo", "env:FLIGHTS_TOKEN", "", ""},
+		{"demo", "env:CRM_KEY", "", ""},
+		{"demo", "env:CRM_", "", ""},
+		{"demo", "env:GH_TOKEN", "", "a tenant may appear in several entries"},
+		{"demo", "env:SHARED_WEATHER_KEY", "", ""},
+		{"acme", "env:SHARED_WEATHER_KEY", "", ""},
+		{"demo", "env:ACME_KEY", agent.CodePermissionDenied, `secret env:ACME_KEY is not one tenant "demo" may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS`},
+		{"acme", "env:FLIGHTS_TOKEN", agent.CodePermissionDenied, "AGENTFLOW_SECRETS"},
+		{"other", "env:FLIGHTS_TOKEN", agent.CodePermissionDenied, "AGENTFLOW_SECRETS"},
+		{"demo", "env:FLIGHTS_TOKEN2", agent.CodePermissionDenied, "AGENTFLOW_SECRETS"},
+		{"demo", "vault:x", agent.CodeInvalid, "unknown scheme"},
+	}
+	for _, tt := range tests {
+		err := g.Allows(tt.tenant, tt.ref)
+		if tt.code == "" {
+			require.NoError(t, err, "%s %s: %s", tt.tenant, tt.ref, tt.want)
+			continue
+		}
+		require.Equal(t, tt.code, agent.ErrorCode(err), "%s %s: %v", tt.tenant, tt.ref, err)
+		require.ErrorContains(t, err, tt.want)
+	}
+
+	// The platform's own variables are no tenant's, even granted.
+	all := GrantAll()
+	for _, name := range []string{"DATABASE_URL", "AGENTFLOW_TOKENS", "AGENTFLOW_GRPC_TLS_KEY", "TEMPORAL_TLS_KEY", "OTEL_EXPORTER_OTLP_HEADERS",
+		"PGPASSWORD", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST"} {
+		err := all.Allows("demo", "env:"+name)
+		require.Equal(t, agent.CodePermissionDenied, agent.ErrorCode(err), name)
+		require.ErrorContains(t, err, "a variable of the platform itself")
+	}
+	require.NoError(t, all.Allows("demo", "env:FLIGHTS_TOKEN"))
+	require.Error(t, Grants{}.Allows("demo", "env:FLIGHTS_TOKEN"), "a zero Grants grants nothing")
+
+	for _, tt := range []struct{ v, want string }{
+		{"demo", "want <tenant>=<reference>"},
+		{"demo=", "want <tenant>=<reference>"},
+		{"=env:X", "want <tenant>=<reference>"},
+		{"de mo=env:X", "may not contain spaces"},
+		{"demo=FLIGHTS", "not a secret reference"},
+		{"demo=env:A*B*", "want scheme:NAME or scheme:PREFIX*"},
+		{"demo=env:9*", "want scheme:NAME or scheme:PREFIX*"},
+		{"demo=vault:*", "want scheme:NAME or scheme:PREFIX*"},
+		{"demo=env:X+", "empty secret reference"},
+	} {
+		_, err := ParseGrants(tt.v)
+		require.ErrorContains(t, err, tt.want, tt.v)
+		require.ErrorContains(t, err, "AGENTFLOW_SECRETS", tt.v)
+	}
+	_, err = ParseGrants("demo=env:*")
+	require.NoError(t, err)
+}
+
+func TestScoped(t *testing.T) {
+	env := NewEnv(func(name string) (string, bool) {
+		v, ok := map[string]string{"FLIGHTS_TOKEN": "flights-secret-1", "ACME_KEY": "acme-secret-22", "DATABASE_URL": "postgres://u:p@h/db"}[name]
+		return v, ok
+	})
+	g, err := ParseGrants("demo=env:FLIGHTS_TOKEN,acme=env:ACME_KEY+env:DATABASE_URL")
+	require.NoError(t, err)
+	r := Scoped(env, g)
+	ctx := context.Background()
+
+	v, err := r.Resolve(WithTenant(ctx, "demo"), "env:FLIGHTS_TOKEN")
+	require.NoError(t, err)
+	require.Equal(t, "flights-secret-1", v)
+	_, err = r.Resolve(WithTenant(ctx, "demo"), "env:ACME_KEY")
+	require.ErrorContains(t, err, `not one tenant "demo" may name`)
+	require.NotContains(t, err.Error(), "acme-secret-22")
+	_, err = r.Resolve(WithTenant(ctx, "acme"), "env:DATABASE_URL")
+	require.ErrorContains(t, err, "a variable of the platform itself")
+	_, err = r.Resolve(ctx, "env:FLIGHTS_TOKEN")
+	require.ErrorContains(t, err, "no tenant to resolve it for")
+}
+
+// FuzzGrants: any AGENTFLOW_SECRETS value is grants or an error, and
+// grants never open a platform variable.
+func FuzzGrants(f *testing.F) {
+	for _, s := range []string{"demo=env:X", "*=env:*", "demo=env:A_*+env:B,acme=env:C", "demo", "=x", "demo=env:DATABASE_URL"} {
+		f.Add(s, "demo", "env:DATABASE_URL")
+	}
+	f.Fuzz(func(t *testing.T, v, tenant, ref string) {
+		g, err := ParseGrants(v)
+		if err != nil {
+			require.Contains(t, err.Error(), "AGENTFLOW_SECRETS")
+			return
+		}
+		err = g.Allows(tenant, ref)
+		if err == nil {
+			name, perr := parseRef(ref)
+			require.NoError(t, perr)
+			require.False(t, platformVariable(name), "%s granted", ref)
+		}
+	})
+}
