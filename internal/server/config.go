@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -83,6 +84,21 @@ type Config struct {
 	// AGENTFLOW_MCP_COMMANDS, comma-separated; default none, and stdio
 	// servers are refused.
 	MCPCommands []string
+	// EgressAllow is what the operator opens to tools beyond the public
+	// internet, which every tenant's egress allowlist can only narrow:
+	// CIDRs and IP literals (every port), IP:port and host:port entries
+	// (egress.ParseAllow). A metadata address is opened only by an exact
+	// entry. Env AGENTFLOW_EGRESS_ALLOW, comma-separated; default none: no
+	// loopback, private, link-local or metadata address, whatever a
+	// catalog says.
+	EgressAllow []string
+	// PlatformAddrs are more of the platform's own listening addresses
+	// (host:port), closed to tools whatever EgressAllow opens, beside
+	// those the process knows from its own configuration (platformAddrs).
+	// A loopback or unspecified host closes the port on every address of
+	// the machine; a host name is resolved at start. Env
+	// AGENTFLOW_PLATFORM_ADDRS, comma-separated; default none.
+	PlatformAddrs []string
 	// TracerProvider records the process's spans. Not from the
 	// environment: nil means the provider the standard OTEL_* variables
 	// describe (telemetry.FromEnv), which is none unless an OTLP endpoint
@@ -157,6 +173,12 @@ func ConfigFromEnv() (Config, error) {
 		if cmd = strings.TrimSpace(cmd); cmd != "" {
 			c.MCPCommands = append(c.MCPCommands, cmd)
 		}
+	}
+	if c.EgressAllow, err = egress.ParseAllow(os.Getenv(egress.EnvAllow)); err != nil {
+		return Config{}, err
+	}
+	if c.PlatformAddrs, err = egress.ParsePlatformAddrs(os.Getenv(egress.EnvPlatformAddrs)); err != nil {
+		return Config{}, err
 	}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,6 +88,16 @@ type Options struct {
 	// MCPCommands are the commands stdio MCP servers may run
 	// (AGENTFLOW_MCP_COMMANDS). Default: none.
 	MCPCommands []string
+	// EgressAllow is what the operator's egress policy opens
+	// (AGENTFLOW_EGRESS_ALLOW). Default (nil): 127.0.0.0/8 and ::1, where
+	// tests' own servers listen. An empty, non-nil list opens nothing: the
+	// default policy of a process without the variable.
+	EgressAllow []string
+	// PlatformAddrs are more of the platform's own addresses, closed to
+	// tools whatever EgressAllow opens (AGENTFLOW_PLATFORM_ADDRS). The
+	// shared dev server's HTTP API is always among them, beside what the
+	// server knows from its own configuration. Default: none.
+	PlatformAddrs []string
 	// TracerProvider records the server's spans (gRPC, workflows,
 	// activities, model and tool calls), for instance one with
 	// tracetest's in-memory exporter. Default: none, tracing off (the
@@ -127,8 +138,16 @@ func Start(t testing.TB, opts Options) *Server {
 		dbURL = devtest.Database(t)
 	}
 	address, namespace := opts.TemporalAddress, opts.Namespace
+	platform := opts.PlatformAddrs
 	if address == "" {
 		address, namespace = devtest.Temporal(t)
+		if http := devtest.TemporalHTTPAddress(t); http != "" {
+			platform = append(slices.Clip(platform), http)
+		}
+	}
+	allow := opts.EgressAllow
+	if allow == nil {
+		allow = []string{"127.0.0.0/8", "::1"}
 	}
 	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
 	if s.TaskQueue == "" {
@@ -158,6 +177,8 @@ func Start(t testing.TB, opts Options) *Server {
 		Model:           llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
 		StreamInterval:  opts.StreamInterval,
 		MCPCommands:     opts.MCPCommands,
+		EgressAllow:     allow,
+		PlatformAddrs:   platform,
 		TracerProvider:  opts.TracerProvider,
 		TraceContent:    opts.TraceContent,
 	}
@@ -221,7 +242,8 @@ func (s *Server) ApplyCatalog(t testing.TB, docs ...string) {
 }
 
 // ApplyCatalogs parses catalog documents and applies them to st one after
-// the other, for tests that run the worker outside Start too. It is the
+// the other, for tests that run the worker outside Start too, within the
+// operator's egress policy of kinds (tools.Deps.Egress). It is the
 // tests' one place that turns a parsed catalog into what the store takes.
 func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, docs ...string) error {
 	for i, doc := range docs {
@@ -230,7 +252,7 @@ func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, d
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", name, err)
 		}
-		if err := registry.Resolve(ctx, kinds, &cat, registry.ResolveEnvOf(ctx, st, false)); err != nil {
+		if err := registry.Resolve(ctx, kinds, &cat, registry.ResolveEnvOf(ctx, st, kinds.Deps().Egress, false)); err != nil {
 			return fmt.Errorf("resolve %s: %w", name, err)
 		}
 		if _, err := st.ApplyCatalog(ctx, cat, false); err != nil {
