@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -302,6 +303,22 @@ func (s *Stack) Stop() error {
 		}
 	})
 	return s.stopErr
+}
+
+// PlatformAddrs are the addresses the stack's servers listen on beyond
+// TemporalAddress and DatabaseURL, which processes know from their own
+// configuration: the frontend's HTTP API, and the Web UI, which passes
+// requests on to the API. Processes close them to tools
+// (AGENTFLOW_PLATFORM_ADDRS).
+func (s *Stack) PlatformAddrs() []string {
+	var out []string
+	if s.TemporalHTTPAddress != "" {
+		out = append(out, s.TemporalHTTPAddress)
+	}
+	if u, err := url.Parse(s.UIURL); err == nil && u.Host != "" {
+		out = append(out, u.Host)
+	}
+	return out
 }
 
 // Env returns the AGENTFLOW_TEST_* assignments ("NAME=value") that make the

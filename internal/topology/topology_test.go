@@ -20,6 +20,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/tools"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -243,4 +246,41 @@ func TestObservabilityComposeInStep(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, targets, scraped)
+}
+
+// TestComposeOpensSampleCatalog: every agentflow process of
+// docker-compose.yml runs under one egress policy by default, and it
+// opens what the sample catalog (which the catalog service applies) lists.
+func TestComposeOpensSampleCatalog(t *testing.T) {
+	root, err := devstack.RepoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	require.NoError(t, err)
+	var compose struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &compose))
+	defaultOf := regexp.MustCompile(`^\$\{[A-Z_]+:-(.*)\}$`)
+	allow := map[string]bool{}
+	for name, svc := range compose.Services {
+		if svc.Environment["AGENTFLOW_ROLES"] == "" {
+			continue
+		}
+		m := defaultOf.FindStringSubmatch(svc.Environment[egress.EnvAllow])
+		require.NotNil(t, m, "%s of service %s", egress.EnvAllow, name)
+		allow[m[1]] = true
+	}
+	require.Len(t, allow, 1, "one policy for every process: %v", allow)
+	for value := range allow {
+		entries, err := egress.ParseAllow(value)
+		require.NoError(t, err)
+		op, err := egress.OpenOperator(entries...)
+		require.NoError(t, err)
+		kinds, err := tools.NewRegistry(tools.Deps{Egress: op}, tools.Builtin()...)
+		require.NoError(t, err)
+		_, err = registry.LoadFiles(kinds, filepath.Join(root, "catalog"))
+		require.NoError(t, err)
+	}
 }
