@@ -223,6 +223,9 @@ func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB st
 	l.cfg.DatabaseURL = l.stack.DatabaseURL
 	l.cfg.TemporalAddress = l.stack.TemporalAddress
 	l.cfg.Namespace = l.stack.Namespace
+	if l.stack.TemporalHTTPAddress != "" {
+		l.cfg.TemporalHTTPAddr = l.stack.TemporalHTTPAddress
+	}
 	l.cfg.PlatformAddrs = append(l.cfg.PlatformAddrs, l.stack.PlatformAddrs()...)
 	l.srv, err = server.New(ctx, l.cfg, l.logger)
 	if err != nil {

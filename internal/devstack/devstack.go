@@ -306,15 +306,12 @@ func (s *Stack) Stop() error {
 }
 
 // PlatformAddrs are the addresses the stack's servers listen on beyond
-// TemporalAddress and DatabaseURL, which processes know from their own
-// configuration: the frontend's HTTP API, and the Web UI, which passes
-// requests on to the API. Processes close them to tools
+// those processes are configured with (TemporalAddress,
+// TemporalHTTPAddress, DatabaseURL): the Web UI, which passes requests on
+// to the frontend's API. Processes close them to tools
 // (AGENTFLOW_PLATFORM_ADDRS).
 func (s *Stack) PlatformAddrs() []string {
 	var out []string
-	if s.TemporalHTTPAddress != "" {
-		out = append(out, s.TemporalHTTPAddress)
-	}
 	if u, err := url.Parse(s.UIURL); err == nil && u.Host != "" {
 		out = append(out, u.Host)
 	}

@@ -20,6 +20,11 @@ import (
 type Config struct {
 	// TemporalAddress is the frontend's host:port. Env TEMPORAL_ADDRESS; default 127.0.0.1:7233.
 	TemporalAddress string
+	// TemporalHTTPAddr is the frontend's HTTP API, host:port, which
+	// serves every tenant's workflows to whoever reaches it: tools never
+	// may (egress). Env AGENTFLOW_TEMPORAL_HTTP_ADDR; default
+	// TemporalAddress's host at port 7243, the server's default.
+	TemporalHTTPAddr string
 	// Namespace. Env TEMPORAL_NAMESPACE; default "default".
 	Namespace string
 	// TaskQueue. Env AGENTFLOW_TASK_QUEUE; default "agentflow".
@@ -114,13 +119,14 @@ type Config struct {
 // ConfigFromEnv reads the configuration from the environment, with defaults.
 func ConfigFromEnv() (Config, error) {
 	c := Config{
-		TemporalAddress: envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		Namespace:       envOr("TEMPORAL_NAMESPACE", "default"),
-		TaskQueue:       envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
-		DatabaseURL:     os.Getenv("DATABASE_URL"),
-		HTTPAddr:        envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
-		Model:           llm.ConfigFromEnv(),
-		Script:          os.Getenv("AGENTFLOW_SCRIPT"),
+		TemporalAddress:  envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+		TemporalHTTPAddr: os.Getenv("AGENTFLOW_TEMPORAL_HTTP_ADDR"),
+		Namespace:        envOr("TEMPORAL_NAMESPACE", "default"),
+		TaskQueue:        envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
+		DatabaseURL:      os.Getenv("DATABASE_URL"),
+		HTTPAddr:         envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
+		Model:            llm.ConfigFromEnv(),
+		Script:           os.Getenv("AGENTFLOW_SCRIPT"),
 	}
 	if v := os.Getenv("AGENTFLOW_TRACE_CONTENT"); v != "" {
 		b, err := strconv.ParseBool(v)

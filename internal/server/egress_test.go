@@ -50,6 +50,12 @@ func TestPlatformAddrs(t *testing.T) {
 				{Addr: "0.0.0.0:50051", What: "the gateway's gRPC API", From: "AGENTFLOW_GRPC_ADDR"},
 				{Addr: "temporal-ui:8080", What: "a platform address", From: "AGENTFLOW_PLATFORM_ADDRS"},
 			}},
+		{"the HTTP API named", Config{TemporalAddress: "127.0.0.1:7233", TemporalHTTPAddr: "127.0.0.1:41234", DatabaseURL: "postgres://u@127.0.0.1:5432/x"},
+			[]egress.PlatformAddr{
+				{Addr: "127.0.0.1:7233", What: "the Temporal frontend's gRPC API", From: "TEMPORAL_ADDRESS"},
+				{Addr: "127.0.0.1:41234", What: "the Temporal frontend's HTTP API", From: "AGENTFLOW_TEMPORAL_HTTP_ADDR"},
+				{Addr: "127.0.0.1:5432", What: "Postgres", From: "DATABASE_URL"},
+			}},
 		{"gRPC target, socket and fallback hosts", Config{TemporalAddress: "dns:///temporal.internal:7233",
 			DatabaseURL: "host=/var/run/postgresql,db1.internal,db2.internal port=5432,5433,5434 dbname=app", GRPCAddr: "127.0.0.1:0"},
 			[]egress.PlatformAddr{

@@ -201,19 +201,21 @@ func (s *Server) newEgress(ctx context.Context) error {
 // server's configuration does not choose another (frontend rpc.httpPort,
 // 7243 in the server's config templates and its docker image). The dev
 // server picks a free one unless told: devstack tells it, and hands the
-// address on as a platform address; AGENTFLOW_PLATFORM_ADDRS names any
-// other.
+// address on (TemporalHTTPAddr).
 const temporalHTTPPort = "7243"
 
 // platformAddrs are the platform's own listening addresses this process
-// knows: the Temporal frontend (gRPC, and HTTP at its default port),
+// knows: the Temporal frontend (gRPC, and HTTP where TemporalHTTPAddr
+// says, by default at the server's default port),
 // Postgres, the gateway, the health and metrics endpoint, the scripted
 // model it serves, and AGENTFLOW_PLATFORM_ADDRS. A listener the process
 // gains (a public HTTP API) belongs here too.
 func (s *Server) platformAddrs() ([]egress.PlatformAddr, error) {
 	temporal := strings.TrimPrefix(s.cfg.TemporalAddress, "dns:///")
 	out := []egress.PlatformAddr{{Addr: temporal, What: "the Temporal frontend's gRPC API", From: "TEMPORAL_ADDRESS"}}
-	if host, _, err := net.SplitHostPort(temporal); err == nil {
+	if s.cfg.TemporalHTTPAddr != "" {
+		out = append(out, egress.PlatformAddr{Addr: s.cfg.TemporalHTTPAddr, What: "the Temporal frontend's HTTP API", From: "AGENTFLOW_TEMPORAL_HTTP_ADDR"})
+	} else if host, _, err := net.SplitHostPort(temporal); err == nil {
 		out = append(out, egress.PlatformAddr{Addr: net.JoinHostPort(host, temporalHTTPPort), What: "the Temporal frontend's HTTP API", From: "TEMPORAL_ADDRESS"})
 	}
 	db, err := pgconn.ParseConfig(s.cfg.DatabaseURL)

@@ -29,7 +29,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -94,9 +93,8 @@ type Options struct {
 	// default policy of a process without the variable.
 	EgressAllow []string
 	// PlatformAddrs are more of the platform's own addresses, closed to
-	// tools whatever EgressAllow opens (AGENTFLOW_PLATFORM_ADDRS). The
-	// shared dev server's HTTP API is always among them, beside what the
-	// server knows from its own configuration. Default: none.
+	// tools whatever EgressAllow opens (AGENTFLOW_PLATFORM_ADDRS), beside
+	// what the server knows from its configuration. Default: none.
 	PlatformAddrs []string
 	// TracerProvider records the server's spans (gRPC, workflows,
 	// activities, model and tool calls), for instance one with
@@ -107,9 +105,11 @@ type Options struct {
 	// on the spans (AGENTFLOW_TRACE_CONTENT). Default: off.
 	TraceContent bool
 	// TemporalAddress and Namespace are a Temporal server of the test's
-	// own, for instance a dev server with its Web UI. Default: the dev
-	// server shared by the test binary (devtest.Temporal).
-	TemporalAddress, Namespace string
+	// own, for instance a dev server with its Web UI, and
+	// TemporalHTTPAddress its HTTP API, closed to tools. Default: the dev
+	// server shared by the test binary (devtest.Temporal) and its HTTP
+	// API.
+	TemporalAddress, Namespace, TemporalHTTPAddress string
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -137,13 +137,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if dbURL == "" {
 		dbURL = devtest.Database(t)
 	}
-	address, namespace := opts.TemporalAddress, opts.Namespace
-	platform := opts.PlatformAddrs
+	address, namespace, httpAPI := opts.TemporalAddress, opts.Namespace, opts.TemporalHTTPAddress
 	if address == "" {
 		address, namespace = devtest.Temporal(t)
-		if http := devtest.TemporalHTTPAddress(t); http != "" {
-			platform = append(slices.Clip(platform), http)
-		}
+		httpAPI = devtest.TemporalHTTPAddress(t)
 	}
 	allow := opts.EgressAllow
 	if allow == nil {
@@ -169,18 +166,19 @@ func Start(t testing.TB, opts Options) *Server {
 		logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
 	cfg := server.Config{
-		TemporalAddress: address,
-		Namespace:       namespace,
-		TaskQueue:       s.TaskQueue,
-		DatabaseURL:     dbURL,
-		HTTPAddr:        "off",
-		Model:           llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
-		StreamInterval:  opts.StreamInterval,
-		MCPCommands:     opts.MCPCommands,
-		EgressAllow:     allow,
-		PlatformAddrs:   platform,
-		TracerProvider:  opts.TracerProvider,
-		TraceContent:    opts.TraceContent,
+		TemporalAddress:  address,
+		TemporalHTTPAddr: httpAPI,
+		Namespace:        namespace,
+		TaskQueue:        s.TaskQueue,
+		DatabaseURL:      dbURL,
+		HTTPAddr:         "off",
+		Model:            llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
+		StreamInterval:   opts.StreamInterval,
+		MCPCommands:      opts.MCPCommands,
+		EgressAllow:      allow,
+		PlatformAddrs:    opts.PlatformAddrs,
+		TracerProvider:   opts.TracerProvider,
+		TraceContent:     opts.TraceContent,
 	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()

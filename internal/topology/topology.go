@@ -121,6 +121,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	base := append([]string{
 		"DATABASE_URL=" + t.DatabaseURL,
 		"TEMPORAL_ADDRESS=" + stack.TemporalAddress,
+		"AGENTFLOW_TEMPORAL_HTTP_ADDR=" + stack.TemporalHTTPAddress,
 		"TEMPORAL_NAMESPACE=" + stack.Namespace,
 	}, opts.Env...)
 	for i := range opts.Workers {
@@ -152,8 +153,8 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 
 // closePlatform tells every process the platform's addresses it cannot
 // know from its own configuration, to close them to tools
-// (AGENTFLOW_PLATFORM_ADDRS): the server's HTTP API and every other
-// process's ports, beside any the environment names already.
+// (AGENTFLOW_PLATFORM_ADDRS): every other process's ports, beside any the
+// environment names already.
 func (t *Topology) closePlatform(stack *devstack.Stack, env []string) {
 	addrs := stack.PlatformAddrs()
 	for _, p := range t.Processes() {

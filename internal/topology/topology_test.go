@@ -134,7 +134,7 @@ func TestComposeInStep(t *testing.T) {
 
 	// Every setting Start gives a process of a role is set in compose too.
 	for role, names := range roles {
-		p, err := newProcess("probe", role, "", t.TempDir(), []string{"DATABASE_URL=x", "TEMPORAL_ADDRESS=x", "TEMPORAL_NAMESPACE=default"}, nil)
+		p, err := newProcess("probe", role, "", t.TempDir(), []string{"DATABASE_URL=x", "TEMPORAL_ADDRESS=x", "AGENTFLOW_TEMPORAL_HTTP_ADDR=x", "TEMPORAL_NAMESPACE=default"}, nil)
 		require.NoError(t, err)
 		for _, kv := range p.env {
 			key, _, _ := strings.Cut(kv, "=")
