@@ -75,6 +75,18 @@ func TestTopology(t *testing.T) {
 	_, err = pb.NewCatalogServiceClient(conn).UpsertCatalog(ctx, &pb.UpsertCatalogRequest{Files: map[string]string{"acme.yaml": testCatalog}})
 	require.NoError(t, err)
 
+	// The gateway knows the platform's ports it does not listen on itself:
+	// the server's HTTP API and the other processes'.
+	for addr, what := range map[string]string{
+		top.Stack.TemporalHTTPAddress: "the Temporal frontend's HTTP API",
+		top.Workers[1].HTTPAddr:       "a platform address",
+	} {
+		doc := "tenant: acme\negress: [\"" + addr + "\"]\n"
+		_, err := pb.NewCatalogServiceClient(conn).UpsertCatalog(ctx, &pb.UpsertCatalogRequest{Files: map[string]string{"acme.yaml": doc}})
+		require.ErrorContains(t, err, `egress entry "`+addr+`": 127.0.0.1 is a loopback address and port`)
+		require.ErrorContains(t, err, "is "+what+"; the platform's own ports stay closed")
+	}
+
 	turn := func(jobID string) string {
 		t.Helper()
 		st, err := pb.NewAgentServiceClient(conn).Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: jobID, Prompt: "What is 12*7?"}})
