@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -248,6 +249,10 @@ func splitPlatformAddr(s string) (string, uint16, error) {
 	return host, uint16(n), nil
 }
 
+// lookupTimeout bounds the lookup of a platform host name, so that a
+// start fails rather than hangs on a name server that does not answer.
+const lookupTimeout = 10 * time.Second
+
 // add closes one platform address.
 func (pl *platform) add(ctx context.Context, resolver Resolver, pa PlatformAddr) error {
 	host, port, err := splitPlatformAddr(pa.Addr)
@@ -263,7 +268,10 @@ func (pl *platform) add(ctx context.Context, resolver Resolver, pa PlatformAddr)
 		addrs = []netip.Addr{a}
 	default:
 		pl.closeName(host, port, pa.What)
-		if addrs, err = resolver.LookupNetIP(ctx, "ip", host); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		addrs, err = resolver.LookupNetIP(lctx, "ip", host)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
