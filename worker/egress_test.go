@@ -87,20 +87,20 @@ func newEgressEnv(t *testing.T, allow []string) *egressEnv {
 	return &egressEnv{Server: ts, t: t, catalog: pb.NewCatalogServiceClient(ts.Conn), agents: pb.NewAgentServiceClient(ts.Conn)}
 }
 
-func as(token string) context.Context {
+func withToken(token string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 }
 
 // apply applies tenant b's catalog through the gateway, as its admin.
 func (e *egressEnv) apply(doc string) error {
-	_, err := e.catalog.UpsertCatalog(as("tok-b"), &pb.UpsertCatalogRequest{Files: map[string]string{"b.yaml": doc}})
+	_, err := e.catalog.UpsertCatalog(withToken("tok-b"), &pb.UpsertCatalogRequest{Files: map[string]string{"b.yaml": doc}})
 	return err
 }
 
 // tryFetch runs a turn of tenant b that fetches u, and returns its
 // answer.
 func (e *egressEnv) tryFetch(u string) (string, error) {
-	ctx, cancel := context.WithTimeout(as("tok-b"), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(withToken("tok-b"), 2*time.Minute)
 	defer cancel()
 	res, err := e.agents.Invoke(ctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "fetch-" + randomID(), Prompt: "fetch " + u}})
 	if err != nil {
@@ -157,7 +157,7 @@ func TestEgressPlatformPort(t *testing.T) {
 	e := newEgressEnv(t, nil)
 
 	// Tenant a has a turn; the HTTP API lists it to anyone who asks.
-	res, err := e.agents.Invoke(as("tok-a"), &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "a-" + randomID(), Prompt: "hello"}})
+	res, err := e.agents.Invoke(withToken("tok-a"), &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "a-" + randomID(), Prompt: "hello"}})
 	require.NoError(t, err)
 	listA := "http://" + httpAPI + "/api/v1/namespaces/" + namespace + "/workflows?query=" + url.QueryEscape(`AgentflowTenant="a"`)
 	var body []byte
