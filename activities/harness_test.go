@@ -28,6 +28,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -113,7 +114,11 @@ func newHarness(t *testing.T, modelScript string) *harness {
 	t.Cleanup(api.Close)
 
 	runs := &atomic.Int32{}
-	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger}, append(tools.Builtin(), tallyKind(runs), echoDataKind())...)
+	// The operator opens the test's API on loopback, as
+	// AGENTFLOW_EGRESS_ALLOW would.
+	op, err := egress.OpenOperator(strings.TrimPrefix(api.URL, "http://"))
+	require.NoError(t, err)
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger, Egress: op}, append(tools.Builtin(), tallyKind(runs), echoDataKind())...)
 	require.NoError(t, err)
 	cat, err := registry.Parse(kinds, "t.yaml", []byte(strings.ReplaceAll(testCatalog, "API", strings.TrimPrefix(api.URL, "http://"))))
 	require.NoError(t, err)
@@ -126,7 +131,7 @@ func newHarness(t *testing.T, modelScript string) *harness {
 	t.Cleanup(c.Close)
 
 	acts, err := New(Deps{
-		Store: st, Model: model, Tools: kinds, Routes: registry.NewCache(st, logger), Logger: logger, Temporal: c,
+		Store: st, Model: model, Tools: kinds, Routes: registry.NewCache(st, op, logger), Logger: logger, Temporal: c,
 		StreamInterval: 50 * time.Millisecond, DataInlineBytes: testDataInline,
 	})
 	require.NoError(t, err)

@@ -35,7 +35,9 @@ const (
 )
 
 // startGateway runs a gateway (no worker: the catalog service needs none)
-// on the test stack, with a database of its own, and returns it.
+// on the test stack, with a database of its own, and returns it. Its
+// operator opens loopback, where the sample catalog's flights API and the
+// tests' servers listen.
 func startGateway(t *testing.T) *server.Server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -44,7 +46,8 @@ func startGateway(t *testing.T) *server.Server {
 		TemporalAddress: address, Namespace: namespace, TaskQueue: "starter-" + newJobID(),
 		DatabaseURL: devtest.Database(t), HTTPAddr: "off",
 		Roles: []string{server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
-		Tokens: mustTokens(t, demoToken+"=demo:user+admin:ops,"+acmeToken+"=acme:user+admin,"+operatorToken+"=demo:admin+operator:olga"),
+		Tokens:      mustTokens(t, demoToken+"=demo:user+admin:ops,"+acmeToken+"=acme:user+admin,"+operatorToken+"=demo:admin+operator:olga"),
+		EgressAllow: []string{"127.0.0.0/8"},
 	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	require.NoError(t, err)
 	done := make(chan error, 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/flights"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/server"
@@ -177,6 +178,9 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 	if model == "" && l.cfg.Script == "" {
 		l.cfg.Script = "demo"
 	}
+	// The sample catalog's data agent calls the flights API on loopback,
+	// which the operator's egress policy keeps closed unless opened.
+	l.cfg.EgressAllow = append(l.cfg.EgressAllow, flightsAddr)
 
 	if *prod.on {
 		if err := l.startTopology(ctx, out, prod); err != nil {
@@ -219,6 +223,10 @@ func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB st
 	l.cfg.DatabaseURL = l.stack.DatabaseURL
 	l.cfg.TemporalAddress = l.stack.TemporalAddress
 	l.cfg.Namespace = l.stack.Namespace
+	if l.stack.TemporalHTTPAddress != "" {
+		l.cfg.TemporalHTTPAddr = l.stack.TemporalHTTPAddress
+	}
+	l.cfg.PlatformAddrs = append(l.cfg.PlatformAddrs, l.stack.PlatformAddrs()...)
 	l.srv, err = server.New(ctx, l.cfg, l.logger)
 	if err != nil {
 		_ = l.stack.Stop()
@@ -256,6 +264,7 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 	if l.cfg.Script != "" {
 		env = append(env, "AGENTFLOW_SCRIPT="+l.cfg.Script)
 	}
+	env = append(env, egress.EnvAllow+"="+strings.Join(l.cfg.EgressAllow, ","))
 	l.top, err = topology.Start(ctx, topology.Options{
 		Dir: dir, Env: env, GatewayAddr: gatewayAddr, TemporalPort: port,
 		DatabaseURL: os.Getenv("DATABASE_URL"), Logger: l.logger,

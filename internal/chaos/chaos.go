@@ -196,6 +196,8 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 			"AGENTFLOW_SCRIPT=",
 			"AGENTFLOW_TOKENS=" + token + "=" + tenant + ":user+approver+admin:chaos",
 			"AGENTFLOW_LOG_LEVEL=info",
+			// The tenant's API and MCP server listen on loopback.
+			"AGENTFLOW_EGRESS_ALLOW=" + e.api.addr + "," + e.mcp.Addr,
 		},
 	})
 	if err != nil {

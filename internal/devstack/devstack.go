@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,6 +24,8 @@ const (
 	EnvTestDatabaseURL = "AGENTFLOW_TEST_DATABASE_URL"
 	// EnvTestTemporalAddress names the frontend (host:port) of a Temporal server for tests.
 	EnvTestTemporalAddress = "AGENTFLOW_TEST_TEMPORAL_ADDRESS"
+	// EnvTestTemporalHTTPAddress names that frontend's HTTP API (host:port).
+	EnvTestTemporalHTTPAddress = "AGENTFLOW_TEST_TEMPORAL_HTTP_ADDRESS"
 	// EnvTestNamespace names the Temporal namespace for tests; empty means "default".
 	EnvTestNamespace = "AGENTFLOW_TEST_NAMESPACE"
 )
@@ -30,8 +33,11 @@ const (
 // Defaults of [Options].
 const (
 	DefaultTemporalPort = 7233
-	DefaultUIPort       = 8233
-	DefaultNamespace    = "default"
+	// DefaultTemporalHTTPPort is the dev server's HTTP API port when its
+	// frontend is on DefaultTemporalPort: the real server's default.
+	DefaultTemporalHTTPPort = 7243
+	DefaultUIPort           = 8233
+	DefaultNamespace        = "default"
 )
 
 // searchAttributes are the Keyword search attributes the dev server registers
@@ -68,8 +74,13 @@ type Options struct {
 	// TemporalAddress (host:port), when set, is used as is and no dev server
 	// is started. Default: empty (start the dev server).
 	TemporalAddress string
+	// TemporalHTTPAddress is the HTTP API (host:port) of the server at
+	// TemporalAddress, when known; the Stack passes it on. Default: empty.
+	TemporalHTTPAddress string
 	// TemporalPort is the dev server's frontend port on 127.0.0.1.
-	// Default 0 means 7233; -1 picks a free port.
+	// Default 0 means 7233; -1 picks a free port. The frontend's HTTP API
+	// is on DefaultTemporalHTTPPort beside the default port, else on a
+	// free one (Stack.TemporalHTTPAddress).
 	TemporalPort int
 	// UIPort is the Web UI's port on 127.0.0.1. Default 0 means 8233; -1
 	// starts the dev server headless (no UI). Set it when running several
@@ -110,6 +121,11 @@ type Stack struct {
 	DatabaseURL string
 	// TemporalAddress is the frontend's host:port.
 	TemporalAddress string
+	// TemporalHTTPAddress is the frontend's HTTP API, host:port: a
+	// platform address that tools must never reach (it serves every
+	// tenant's workflows). Empty when the server was not started here and
+	// Options did not name it.
+	TemporalHTTPAddress string
 	// Namespace is the Temporal namespace to use.
 	Namespace string
 	// UIURL is the Web UI's base URL; empty when headless or not started here.
@@ -147,7 +163,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		s.DatabaseURL = opts.DatabaseURL
 	}
 	if !opts.SkipTemporal {
-		s.TemporalAddress = opts.TemporalAddress
+		s.TemporalAddress, s.TemporalHTTPAddress = opts.TemporalAddress, opts.TemporalHTTPAddress
 	}
 	if !needPostgres && !needTemporal {
 		return s, nil
@@ -289,6 +305,19 @@ func (s *Stack) Stop() error {
 	return s.stopErr
 }
 
+// PlatformAddrs are the addresses the stack's servers listen on beyond
+// those processes are configured with (TemporalAddress,
+// TemporalHTTPAddress, DatabaseURL): the Web UI, which passes requests on
+// to the frontend's API. Processes close them to tools
+// (AGENTFLOW_PLATFORM_ADDRS).
+func (s *Stack) PlatformAddrs() []string {
+	var out []string
+	if u, err := url.Parse(s.UIURL); err == nil && u.Host != "" {
+		out = append(out, u.Host)
+	}
+	return out
+}
+
 // Env returns the AGENTFLOW_TEST_* assignments ("NAME=value") that make the
 // devtest package in child processes use s instead of starting its own
 // servers, for a command that starts one stack and runs `go test ./...`.
@@ -299,6 +328,9 @@ func Env(s *Stack) []string {
 	}
 	if s.TemporalAddress != "" {
 		env = append(env, EnvTestTemporalAddress+"="+s.TemporalAddress, EnvTestNamespace+"="+s.Namespace)
+	}
+	if s.TemporalHTTPAddress != "" {
+		env = append(env, EnvTestTemporalHTTPAddress+"="+s.TemporalHTTPAddress)
 	}
 	return env
 }

@@ -3,7 +3,9 @@ package devstack
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -50,7 +52,9 @@ func TestStackLifecycle(t *testing.T) {
 		EnvTestDatabaseURL + "=" + s.DatabaseURL,
 		EnvTestTemporalAddress + "=" + s.TemporalAddress,
 		EnvTestNamespace + "=default",
+		EnvTestTemporalHTTPAddress + "=" + s.TemporalHTTPAddress,
 	}, Env(s))
+	requireHTTPAPI(t, s.TemporalHTTPAddress, s.Namespace)
 
 	// Postgres answers, and CreateDatabase reuses an existing database.
 	conn, err := pgx.Connect(ctx, s.DatabaseURL)
@@ -180,13 +184,15 @@ func TestTemporalFileBacked(t *testing.T) {
 
 func TestStartUsesGivenServers(t *testing.T) {
 	s, err := Start(context.Background(), Options{
-		DatabaseURL:     "postgres://u:p@db.example:5432/app",
-		TemporalAddress: "temporal.example:7233",
-		Namespace:       "agents",
+		DatabaseURL:         "postgres://u:p@db.example:5432/app",
+		TemporalAddress:     "temporal.example:7233",
+		TemporalHTTPAddress: "temporal.example:7243",
+		Namespace:           "agents",
 	})
 	require.NoError(t, err)
 	require.Equal(t, "postgres://u:p@db.example:5432/app", s.DatabaseURL)
 	require.Equal(t, "temporal.example:7233", s.TemporalAddress)
+	require.Equal(t, "temporal.example:7243", s.TemporalHTTPAddress)
 	require.Equal(t, "agents", s.Namespace)
 	require.Empty(t, s.Dir, "nothing started, no state folder")
 	require.NoError(t, s.Stop())
@@ -330,6 +336,22 @@ func queryString(ctx context.Context, t *testing.T, dbURL, sql string) string {
 	var v string
 	require.NoError(t, conn.QueryRow(ctx, sql).Scan(&v))
 	return v
+}
+
+// requireHTTPAPI asserts that the frontend's HTTP API answers at
+// hostPort: it describes namespace (and lists and ends its workflows) to
+// anyone who asks, which is why it is a platform address tools must never
+// reach.
+func requireHTTPAPI(t *testing.T, hostPort, namespace string) {
+	t.Helper()
+	require.NotEmpty(t, hostPort)
+	resp, err := http.Get("http://" + hostPort + "/api/v1/namespaces/" + namespace)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"name":"`+namespace+`"`)
 }
 
 // requireRefused asserts nothing listens at hostPort any more.

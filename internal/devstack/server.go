@@ -69,7 +69,8 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 		}
 	}
 	root := filepath.Join(s.Dir, "temporal-server")
-	if err := writeServerConfig(root, port, db); err != nil {
+	httpPort, err := writeServerConfig(root, port, db)
+	if err != nil {
 		return err
 	}
 	sv.argv = []string{bins.server, "--root", root, "--config", "config", "--env", "devstack", "--allow-no-auth", "start"}
@@ -85,6 +86,7 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 		return err
 	}
 	s.TemporalAddress = address
+	s.TemporalHTTPAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
 	s.log.Info("temporal server started", zap.String("address", address), zap.String("namespace", s.Namespace),
 		zap.Duration("took", time.Since(begin)))
 	return nil
@@ -222,19 +224,20 @@ type serverService struct {
 }
 
 // writeServerConfig writes root/config/devstack.yaml and the dynamic config
-// beside it. Ports other than the frontend's are picked free at each start.
-func writeServerConfig(root string, frontend int, db *pgconn.Config) error {
+// beside it, and returns the frontend's HTTP API port. Ports other than
+// the frontend's are picked free at each start.
+func writeServerConfig(root string, frontend int, db *pgconn.Config) (httpPort int, err error) {
 	dir := filepath.Join(root, "config")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("temporal server config: %w", err)
+		return 0, fmt.Errorf("temporal server config: %w", err)
 	}
 	ports, err := servicePorts(filepath.Join(dir, "ports"))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	dynamic := filepath.Join(dir, "dynamicconfig.yaml")
 	if err := os.WriteFile(dynamic, []byte(DynamicConfigYAML()), 0o644); err != nil {
-		return fmt.Errorf("temporal server dynamic config: %w", err)
+		return 0, fmt.Errorf("temporal server dynamic config: %w", err)
 	}
 	data := map[string]any{
 		"Shards":        ServerHistoryShards,
@@ -254,13 +257,13 @@ func writeServerConfig(root string, frontend int, db *pgconn.Config) error {
 	}
 	var b strings.Builder
 	if err := serverConfig.Execute(&b, data); err != nil {
-		return fmt.Errorf("temporal server config: %w", err)
+		return 0, fmt.Errorf("temporal server config: %w", err)
 	}
 	// The password may be in it.
 	if err := os.WriteFile(filepath.Join(dir, "devstack.yaml"), []byte(b.String()), 0o600); err != nil {
-		return fmt.Errorf("temporal server config: %w", err)
+		return 0, fmt.Errorf("temporal server config: %w", err)
 	}
-	return nil
+	return ports[1], nil
 }
 
 // DynamicConfigYAML renders [DynamicConfig] as a server's dynamic config

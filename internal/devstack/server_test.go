@@ -31,6 +31,7 @@ func TestTemporalServer(t *testing.T) {
 		require.NoError(t, err, "run %d", run)
 		require.NotEmpty(t, s.DatabaseURL)
 		require.Empty(t, s.UIURL, "the real server has no Web UI")
+		requireHTTPAPI(t, s.TemporalHTTPAddress, s.Namespace)
 
 		c, err := client.DialContext(ctx, client.Options{HostPort: s.TemporalAddress, Namespace: s.Namespace})
 		require.NoError(t, err)

@@ -134,12 +134,29 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	return nil
 }
 
+// temporalHTTPPort is the dev server's HTTP API port beside frontend
+// port: the real server's default beside the default frontend port, else
+// a free one. The dev server would pick a free one itself, but then
+// nobody here would know it, and it must be closed to tools.
+func temporalHTTPPort(frontend int) (port int, fixed bool, err error) {
+	if frontend == DefaultTemporalPort {
+		return DefaultTemporalHTTPPort, true, nil
+	}
+	port, err = freePort()
+	return port, false, err
+}
+
 // portsFree refuses fixed ports another process holds: a server still
 // running there (an earlier stack that is shutting down) would answer the
 // readiness check in place of the one that could not start.
-func portsFree(opts Options, temporal int) error {
+func portsFree(opts Options, temporal, http int, httpFixed bool) error {
 	if opts.TemporalPort != -1 {
 		if err := portHeld(temporal, "Temporal"); err != nil {
+			return err
+		}
+	}
+	if httpFixed {
+		if err := portHeld(http, "Temporal HTTP API"); err != nil {
 			return err
 		}
 	}
@@ -176,12 +193,17 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 	if err != nil {
 		return err
 	}
-	if err := portsFree(opts, port); err != nil {
+	httpPort, httpFixed, err := temporalHTTPPort(port)
+	if err != nil {
+		return err
+	}
+	if err := portsFree(opts, port, httpPort, httpFixed); err != nil {
 		return err
 	}
 	argv := []string{bin, "server", "start-dev",
 		"--ip", "127.0.0.1",
 		"--port", strconv.Itoa(port),
+		"--http-port", strconv.Itoa(httpPort),
 		"--log-level", "warn",
 	}
 	uiURL := ""
@@ -234,6 +256,7 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 		return err
 	}
 	s.TemporalAddress, s.UIURL = address, uiURL
+	s.TemporalHTTPAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
 	return nil
 }
 

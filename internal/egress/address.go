@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -52,13 +53,20 @@ var refused = []refusedRange{
 
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
-// refusedRangeOf returns the refused range a lies in.
-func refusedRangeOf(a netip.Addr) (refusedRange, bool) {
+// canonical is the address a stands for: a without its zone, and the IPv4
+// address an IPv4-mapped or NAT64 address embeds.
+func canonical(a netip.Addr) netip.Addr {
 	a = a.WithZone("").Unmap()
 	if nat64.Contains(a) {
 		b := a.As16()
-		return refusedRangeOf(netip.AddrFrom4([4]byte(b[12:])))
+		return netip.AddrFrom4([4]byte(b[12:]))
 	}
+	return a
+}
+
+// refusedRangeOf returns the refused range a lies in.
+func refusedRangeOf(a netip.Addr) (refusedRange, bool) {
+	a = canonical(a)
 	for _, r := range refused {
 		if r.prefix.Contains(a) {
 			return r, true
@@ -67,27 +75,55 @@ func refusedRangeOf(a netip.Addr) (refusedRange, bool) {
 	return refusedRange{}, false
 }
 
-// checkAddr checks an address that host resolved to before it is dialled.
+// checkAddr checks an address that host resolved to before it is dialled,
+// at both levels: the platform's own ports are refused whatever either
+// level says; an address of a refused range needs the tenant's allowlist
+// to name it (an IP literal or CIDR entry) and the operator to have opened
+// it, or the operator to have opened host by name at that port.
 func (p *Policy) checkAddr(host string, ap netip.AddrPort) error {
 	a := ap.Addr().WithZone("").Unmap()
+	if what, ok := p.operator.platformAt(host, canonical(a), ap.Port()); ok {
+		return p.operator.platformRefusal(host, netip.AddrPortFrom(a, ap.Port()), what)
+	}
 	r, ok := refusedRangeOf(a)
 	if !ok {
 		return nil
 	}
+	if !r.metadata && p.operator.opensName(host, ap.Port()) {
+		// The operator vouches for the name's answers; checkURL found the
+		// name in the tenant's allowlist.
+		return nil
+	}
+	if !p.admits(a, ap.Port(), r) {
+		return agent.Errorf(agent.CodeInvalid, "%s, which %s does not include", resolvesTo(host, a, r), p.allowlist())
+	}
+	if !p.operator.opens(canonical(a), ap.Port(), r) {
+		return agent.Errorf(agent.CodeInvalid, "%s, which the operator's egress policy does not open (%s)", resolvesTo(host, a, r), EnvAllow)
+	}
+	return nil
+}
+
+// admits reports whether the tenant's entries name a, of refused range r:
+// an IP literal entry, or a CIDR entry (for a metadata address only an
+// exact one).
+func (p *Policy) admits(a netip.Addr, port uint16, r refusedRange) bool {
 	for _, h := range p.hosts {
-		if h.addr == a && (h.port == 0 || h.port == ap.Port()) {
-			return nil
+		if h.addr == a && (h.port == 0 || h.port == port) {
+			return true
 		}
 	}
 	for _, pfx := range p.prefixes {
 		if pfx.Contains(a) && (!r.metadata || pfx.IsSingleIP()) {
-			return nil
+			return true
 		}
 	}
+	return false
+}
+
+// resolvesTo says what a is, as host gave it.
+func resolvesTo(host string, a netip.Addr, r refusedRange) string {
 	if host == a.String() {
-		return agent.Errorf(agent.CodeInvalid, "address %s is %s (%s), which %s does not include",
-			a, r.what, r.prefix, p.allowlist())
+		return fmt.Sprintf("address %s is %s (%s)", a, r.what, r.prefix)
 	}
-	return agent.Errorf(agent.CodeInvalid, "host %s resolves to %s, %s (%s), which %s does not include",
-		host, a, r.what, r.prefix, p.allowlist())
+	return fmt.Sprintf("host %s resolves to %s, %s (%s)", host, a, r.what, r.prefix)
 }

@@ -79,6 +79,7 @@ func TestCheckAddr(t *testing.T) {
 			p, err := ParsePolicy(tt.entries)
 			require.NoError(t, err)
 			p.Tenant = "demo"
+			p.operator = everything(t)
 			ap := netip.MustParseAddrPort(tt.addr)
 			err = p.checkAddr("api.example.com", ap)
 			if tt.want == "" {

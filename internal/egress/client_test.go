@@ -75,8 +75,9 @@ func serve(t *testing.T, addr string, h http.HandlerFunc) *server {
 
 func hello(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") }
 
-// client builds an egress client for tenant demo; dns nil keeps the real
-// resolver.
+// client builds an egress client for tenant demo, under an operator that
+// opens every address, so that the tenant's entries decide; dns nil keeps
+// the real resolver.
 func client(t *testing.T, entries []string, dns fakeDNS, edit ...func(*egress.Policy)) *http.Client {
 	t.Helper()
 	p, err := egress.ParsePolicy(entries)
@@ -88,7 +89,7 @@ func client(t *testing.T, entries []string, dns fakeDNS, edit ...func(*egress.Po
 	for _, e := range edit {
 		e(&p)
 	}
-	c := egress.Client(p)
+	c := openEverything(t).Client(p)
 	t.Cleanup(c.CloseIdleConnections)
 	return c
 }

@@ -1,6 +1,7 @@
 // Package egress gives tools an HTTP client that can reach only what a
-// tenant's egress policy allows, so that a model cannot steer a tool into
-// the worker's own network (server-side request forgery).
+// tenant's egress policy allows within what the operator allows, so that
+// a model cannot steer a tool into the worker's own network (server-side
+// request forgery), nor a tenant admin into the platform's.
 //
 // # Policy
 //
@@ -12,24 +13,47 @@
 //	203.0.113.7, [2001:db8::1]:8443
 //	                         an IP literal, optionally with a port
 //	10.1.2.0/24, fd12::/16   a CIDR prefix: its addresses may be dialled even
-//	                         though they are private, and URLs may name them
+//	                         though they are private (where the operator
+//	                         opened them), and URLs may name them
 //
 // A zero Policy allows nothing. Policy's other fields cap what a call may
 // cost: response size, time, redirects.
+//
+// # Two levels
+//
+// A tenant's allowlist narrows what the operator allows, never more. The
+// operator's policy (Operator) is configuration of the processes that run
+// tools or apply catalogs, not of a catalog: by default it opens the public
+// internet and none of the ranges below; AGENTFLOW_EGRESS_ALLOW
+// (ParseAllow) opens CIDRs, IP literals, IP:port and host:port entries.
+// The platform's own listening addresses (the Temporal frontend's gRPC and
+// HTTP APIs, Postgres, the gateway, the health and metrics endpoint, and
+// any named in AGENTFLOW_PLATFORM_ADDRS) stay closed whatever either level
+// says, because a tenant that reaches them reaches every tenant's data.
+// Build clients with Operator.Client; Client alone, or a nil *Operator,
+// applies the default operator policy with no platform address known.
+//
+// Operator.CheckEntry is the check a catalog gets when it is applied: an
+// IP literal or CIDR entry of a refused range must lie wholly in what the
+// operator opened, and no entry may name a platform port. The dialer
+// checks the same again at every call, for allowlists stored before.
 //
 // # Two checks
 //
 // Every request, and every redirect, is checked by name: its scheme must be
 // http or https and its host must match an entry. Then every address the
-// host resolves to is checked when it is dialled: loopback, private,
-// link-local, multicast and other special-purpose addresses, and cloud
-// metadata endpoints, are refused unless an IP literal entry or a CIDR entry
-// names them (a metadata address only by an exact entry: an IP literal, or
-// a /32 or /128 prefix). A host name entry never admits such an address by
-// itself, because its DNS answers are what an attacker controls. The dialer
-// resolves the name once and dials the addresses it checked, so that DNS
-// rebinding cannot slip another address in between. Proxies from the
-// environment are ignored, since a proxy would do the dialling instead.
+// host resolves to is checked when it is dialled: the platform's own ports
+// are refused; loopback, private, link-local, multicast and other
+// special-purpose addresses, and cloud metadata endpoints, are refused
+// unless an IP literal entry or a CIDR entry names them and the operator
+// opened them (a metadata address only by an exact entry at both levels:
+// an IP literal, or a /32 or /128 prefix). A host name entry never admits
+// such an address by itself, because its DNS answers are what an attacker
+// controls; only a host:port the operator opened by name does, since the
+// operator vouches for that name. The dialer resolves the name once and
+// dials the addresses it checked, so that DNS rebinding cannot slip
+// another address in between. Proxies from the environment are ignored,
+// since a proxy would do the dialling instead.
 //
 // # Errors
 //

@@ -40,6 +40,9 @@ type Policy struct {
 
 	hosts    []hostEntry
 	prefixes []netip.Prefix
+	// operator bounds what the entries may admit; nil is the default
+	// operator policy. Operator.Client sets it.
+	operator *Operator
 }
 
 // Resolver looks up the addresses of a host; *net.Resolver implements it.
@@ -88,15 +91,9 @@ func (p *Policy) add(s string) error {
 	case strings.Contains(s, "://"):
 		return errors.New("write a host, not a URL")
 	case strings.Contains(s, "/"):
-		pfx, err := netip.ParsePrefix(s)
+		pfx, err := parsePrefix(s)
 		if err != nil {
-			return errors.New("not a CIDR prefix such as 10.1.2.0/24")
-		}
-		if pfx.Addr().Is4In6() {
-			return errors.New("write an IPv4 prefix in IPv4 form")
-		}
-		if pfx != pfx.Masked() {
-			return fmt.Errorf("address bits beyond /%d are set; did you mean %s?", pfx.Bits(), pfx.Masked())
+			return err
 		}
 		p.prefixes = append(p.prefixes, pfx)
 		return nil
@@ -107,6 +104,21 @@ func (p *Policy) add(s string) error {
 	}
 	p.hosts = append(p.hosts, h)
 	return nil
+}
+
+// parsePrefix reads a CIDR entry.
+func parsePrefix(s string) (netip.Prefix, error) {
+	pfx, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, errors.New("not a CIDR prefix such as 10.1.2.0/24")
+	}
+	if pfx.Addr().Is4In6() {
+		return netip.Prefix{}, errors.New("write an IPv4 prefix in IPv4 form")
+	}
+	if pfx != pfx.Masked() {
+		return netip.Prefix{}, fmt.Errorf("address bits beyond /%d are set; did you mean %s?", pfx.Bits(), pfx.Masked())
+	}
+	return pfx, nil
 }
 
 func parseHost(s string) (hostEntry, error) {

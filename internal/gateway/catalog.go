@@ -56,8 +56,10 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 		}
 	}
 	// Entries that need the far side (an MCP server's tools) are resolved
-	// only now that the documents are known to be sound and the tenant's.
-	if err := registry.Resolve(ctx, c.kinds, &cat, registry.ResolveEnvOf(ctx, c.store, in.GetAllowUnreachable())); err != nil {
+	// only now that the documents are known to be sound and the tenant's,
+	// within the operator's egress policy that ParseFiles checked them by.
+	env := registry.ResolveEnvOf(ctx, c.store, c.kinds.Deps().Egress, in.GetAllowUnreachable())
+	if err := registry.Resolve(ctx, c.kinds, &cat, env); err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
 	report, err := c.store.ApplyCatalog(ctx, cat, in.GetDryRun())

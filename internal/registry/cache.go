@@ -26,6 +26,7 @@ const maxAge = 30 * time.Second
 type Cache struct {
 	store   *store.Store
 	pool    *pgxpool.Pool
+	egress  *egress.Operator
 	logger  *zap.Logger
 	now     func() time.Time
 	Metrics *Metrics // nil: none
@@ -44,14 +45,17 @@ type Snapshot struct {
 	Version      int64
 	DefaultAgent string
 	Table        *routing.Table
-	// HTTP calls out under the tenant's egress allowlist; tools get it.
+	// HTTP calls out under the tenant's egress allowlist, within the
+	// operator's policy; tools get it.
 	HTTP   *http.Client
 	loaded time.Time
 }
 
-// NewCache returns a Cache over st; Run keeps it current.
-func NewCache(st *store.Store, logger *zap.Logger) *Cache {
-	return &Cache{store: st, pool: st.Pool(), logger: logger, now: time.Now, tenants: map[string]*Snapshot{},
+// NewCache returns a Cache over st whose snapshots call out within what
+// the operator's policy op allows (nil: the default policy); Run keeps it
+// current.
+func NewCache(st *store.Store, op *egress.Operator, logger *zap.Logger) *Cache {
+	return &Cache{store: st, pool: st.Pool(), egress: op, logger: logger, now: time.Now, tenants: map[string]*Snapshot{},
 		watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
@@ -89,8 +93,15 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 		policy = egress.Policy{}
 	}
 	policy.Tenant = tenantID
+	for _, e := range r.Egress {
+		// Stored before the operator's policy forbade it; the client
+		// refuses it at every call, and the operator should know why.
+		if err := c.egress.CheckEntry(e); err != nil {
+			c.logger.Warn("tenant egress entry outside the operator's policy; calls to it are refused", zap.String("tenant", tenantID), zap.Error(err))
+		}
+	}
 	s = &Snapshot{TenantID: tenantID, Version: r.Version, DefaultAgent: r.DefaultAgent, Table: table,
-		HTTP: egress.Client(policy), loaded: c.now()}
+		HTTP: c.egress.Client(policy), loaded: c.now()}
 	c.put(s, gen)
 	if m := c.Metrics; m != nil {
 		m.reload.Observe(c.now().Sub(start).Seconds())

@@ -20,7 +20,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/process"
@@ -348,7 +347,8 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 }
 
 // egress sets the tenant's egress allowlist: host names (a leading "*."
-// for subdomains, an optional :port) and CIDR ranges.
+// for subdomains, an optional :port), IP literals and CIDR ranges, each
+// within what the operator's policy allows (tools.Deps.Egress).
 func (l *loader) egress(t *tenant, entries []text) {
 	if t.egressSet {
 		l.addf(entries[0].pos, "egress is already set for tenant %q: give it in one document", t.id)
@@ -356,7 +356,7 @@ func (l *loader) egress(t *tenant, entries []text) {
 	}
 	t.egressSet, t.egress = true, []string{}
 	for _, e := range entries {
-		if l.required(e, checkEgress(e.s)) {
+		if l.required(e, l.kinds.Deps().Egress.CheckEntry(e.s)) {
 			t.egress = append(t.egress, e.s)
 		}
 	}
@@ -708,12 +708,6 @@ func schemaProblems(ve *jsonschema.ValidationError) string {
 }
 
 var printer = message.NewPrinter(language.English)
-
-// checkEgress checks one egress allowlist entry.
-func checkEgress(entry string) error {
-	_, err := egress.ParsePolicy([]string{entry})
-	return err
-}
 
 // checkName checks the name of a tool or toolkit of the catalog.
 func checkName(name string) error {

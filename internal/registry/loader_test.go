@@ -424,7 +424,12 @@ func TestLoadFilesWithoutKinds(t *testing.T) {
 }
 
 func TestSampleCatalog(t *testing.T) {
-	cat, err := LoadFiles(testKinds(t), filepath.Join("..", "..", "catalog"))
+	// The sample API on loopback needs the operator to open it, as the
+	// local stack does.
+	_, err := LoadFiles(testKinds(t), filepath.Join("..", "..", "catalog"))
+	require.ErrorContains(t, err, `demo.yaml:`)
+	require.ErrorContains(t, err, `: egress[0]: egress entry "127.0.0.1:8089": 127.0.0.1 is a loopback address; the operator has not opened it (AGENTFLOW_EGRESS_ALLOW)`)
+	cat, err := LoadFiles(kindsUnder(t, opening(t, "127.0.0.1:8089")), filepath.Join("..", "..", "catalog"))
 	require.NoError(t, err)
 	require.Len(t, cat.Tenants, 1)
 	demo := cat.Tenants[0]
@@ -519,7 +524,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestToolkitsAndEgress(t *testing.T) {
-	cat, err := Parse(testKinds(t), "t.yaml", []byte(`
+	cat, err := Parse(kindsUnder(t, opening(t, "10.1.0.0/16")), "t.yaml", []byte(`
 tenant: demo
 egress: [api.flights.example, "*.weather.example:8443", 10.1.2.0/24]
 tools:

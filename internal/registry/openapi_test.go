@@ -20,11 +20,13 @@ import (
 // that sets its own keeps it; a document the loader can check (inline) is
 // checked with the entry's file and line.
 func TestOpenAPIEntries(t *testing.T) {
-	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
-	require.NoError(t, err)
 	api := httptest.NewServer(crm.New())
 	defer api.Close()
 	host := strings.TrimPrefix(api.URL, "http://")
+	op, err := egress.OpenOperator(host) // the operator opens the test's API on loopback
+	require.NoError(t, err)
+	kinds, err := tools.NewRegistry(tools.Deps{Egress: op}, tools.Builtin()...)
+	require.NoError(t, err)
 
 	src := `
 tenant: demo
@@ -53,7 +55,7 @@ agents:
 			return tools.ResolveEnv{}, err
 		}
 		p.Tenant = tc.TenantID
-		return tools.ResolveEnv{TenantID: tc.TenantID, HTTP: egress.Client(p)}, nil
+		return tools.ResolveEnv{TenantID: tc.TenantID, HTTP: op.Client(p)}, nil
 	}
 	require.NoError(t, Resolve(context.Background(), kinds, &cat, env))
 	tc := cat.Tenants[0]

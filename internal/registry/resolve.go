@@ -126,8 +126,9 @@ func describeOwner(entry, name string) string {
 
 // ResolveEnvOf returns, for Resolve, the env of a tenant whose catalog st
 // is about to apply: HTTP under the egress allowlist the catalog sets, or
-// else the stored one (none for a new tenant).
-func ResolveEnvOf(ctx context.Context, st *store.Store, allowUnreachable bool) func(agent.TenantCatalog) (tools.ResolveEnv, error) {
+// else the stored one (none for a new tenant), within what the operator's
+// policy op allows (nil: the default policy).
+func ResolveEnvOf(ctx context.Context, st *store.Store, op *egress.Operator, allowUnreachable bool) func(agent.TenantCatalog) (tools.ResolveEnv, error) {
 	return func(tc agent.TenantCatalog) (tools.ResolveEnv, error) {
 		entries := tc.Egress
 		if !tc.ReplaceEgress {
@@ -145,6 +146,6 @@ func ResolveEnvOf(ctx context.Context, st *store.Store, allowUnreachable bool) f
 			return tools.ResolveEnv{}, agent.WithCode(agent.CodeInvalid, err)
 		}
 		policy.Tenant = tc.TenantID
-		return tools.ResolveEnv{TenantID: tc.TenantID, HTTP: egress.Client(policy), AllowUnreachable: allowUnreachable}, nil
+		return tools.ResolveEnv{TenantID: tc.TenantID, HTTP: op.Client(policy), AllowUnreachable: allowUnreachable}, nil
 	}
 }

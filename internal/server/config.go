@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -19,6 +20,11 @@ import (
 type Config struct {
 	// TemporalAddress is the frontend's host:port. Env TEMPORAL_ADDRESS; default 127.0.0.1:7233.
 	TemporalAddress string
+	// TemporalHTTPAddr is the frontend's HTTP API, host:port, which
+	// serves every tenant's workflows to whoever reaches it: tools never
+	// may (egress). Env AGENTFLOW_TEMPORAL_HTTP_ADDR; default
+	// TemporalAddress's host at port 7243, the server's default.
+	TemporalHTTPAddr string
 	// Namespace. Env TEMPORAL_NAMESPACE; default "default".
 	Namespace string
 	// TaskQueue. Env AGENTFLOW_TASK_QUEUE; default "agentflow".
@@ -83,6 +89,21 @@ type Config struct {
 	// AGENTFLOW_MCP_COMMANDS, comma-separated; default none, and stdio
 	// servers are refused.
 	MCPCommands []string
+	// EgressAllow is what the operator opens to tools beyond the public
+	// internet, which every tenant's egress allowlist can only narrow:
+	// CIDRs and IP literals (every port), IP:port and host:port entries
+	// (egress.ParseAllow). A metadata address is opened only by an exact
+	// entry. Env AGENTFLOW_EGRESS_ALLOW, comma-separated; default none: no
+	// loopback, private, link-local or metadata address, whatever a
+	// catalog says.
+	EgressAllow []string
+	// PlatformAddrs are more of the platform's own listening addresses
+	// (host:port), closed to tools whatever EgressAllow opens, beside
+	// those the process knows from its own configuration (platformAddrs).
+	// A loopback or unspecified host closes the port on every address of
+	// the machine; a host name is resolved at start. Env
+	// AGENTFLOW_PLATFORM_ADDRS, comma-separated; default none.
+	PlatformAddrs []string
 	// TracerProvider records the process's spans. Not from the
 	// environment: nil means the provider the standard OTEL_* variables
 	// describe (telemetry.FromEnv), which is none unless an OTLP endpoint
@@ -98,13 +119,14 @@ type Config struct {
 // ConfigFromEnv reads the configuration from the environment, with defaults.
 func ConfigFromEnv() (Config, error) {
 	c := Config{
-		TemporalAddress: envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		Namespace:       envOr("TEMPORAL_NAMESPACE", "default"),
-		TaskQueue:       envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
-		DatabaseURL:     os.Getenv("DATABASE_URL"),
-		HTTPAddr:        envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
-		Model:           llm.ConfigFromEnv(),
-		Script:          os.Getenv("AGENTFLOW_SCRIPT"),
+		TemporalAddress:  envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+		TemporalHTTPAddr: os.Getenv("AGENTFLOW_TEMPORAL_HTTP_ADDR"),
+		Namespace:        envOr("TEMPORAL_NAMESPACE", "default"),
+		TaskQueue:        envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
+		DatabaseURL:      os.Getenv("DATABASE_URL"),
+		HTTPAddr:         envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
+		Model:            llm.ConfigFromEnv(),
+		Script:           os.Getenv("AGENTFLOW_SCRIPT"),
 	}
 	if v := os.Getenv("AGENTFLOW_TRACE_CONTENT"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -157,6 +179,12 @@ func ConfigFromEnv() (Config, error) {
 		if cmd = strings.TrimSpace(cmd); cmd != "" {
 			c.MCPCommands = append(c.MCPCommands, cmd)
 		}
+	}
+	if c.EgressAllow, err = egress.ParseAllow(os.Getenv(egress.EnvAllow)); err != nil {
+		return Config{}, err
+	}
+	if c.PlatformAddrs, err = egress.ParsePlatformAddrs(os.Getenv(egress.EnvPlatformAddrs)); err != nil {
+		return Config{}, err
 	}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
 		n, err := strconv.Atoi(v)

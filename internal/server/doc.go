@@ -1,7 +1,9 @@
 // Package server assembles one agentflow process from its Config. New
 // opens the store (applying migrations), connects to Temporal, builds the
 // model providers (serving the scripted model in-process when
-// Config.Script says so), the tool registry, the per-tenant routing cache
+// Config.Script says so), the operator's egress policy (what tools may
+// call beyond the public internet, and the platform's own addresses they
+// never may), the tool registry, the per-tenant routing cache
 // and the live event hub and follower, and then the roles the process
 // plays: the Temporal worker with agentflow's workflows and activities
 // (RoleWorker) and the gRPC gateway with the agent and catalog services

@@ -8,9 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
@@ -22,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/agentflow/agentflow/activities"
+	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metrics"
@@ -52,6 +57,7 @@ type Server struct {
 	grpc     *grpc.Server
 	grpcLn   net.Listener
 	routes   *registry.Cache
+	egress   *egress.Operator
 	metrics  *metrics.Metrics
 	tracing  *telemetry.Tracing
 }
@@ -78,10 +84,16 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	if err := s.startTracing(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	if err := s.newEgress(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
-	s.routes = registry.NewCache(s.store, logger)
+	s.routes = registry.NewCache(s.store, s.egress, logger)
 	s.routes.Metrics = registry.NewMetrics(s.metrics.Registry)
 	streamMetrics := stream.NewMetrics(s.metrics.Registry, metrics.LatencyBuckets)
 	s.hub = stream.NewHub(s.store.Pool(), logger)
@@ -149,6 +161,97 @@ func (s *Server) startTracing(ctx context.Context) error {
 	return nil
 }
 
+// listen opens the gateway's and the HTTP endpoint's listeners first, so
+// that the egress policy knows the ports they really took.
+func (s *Server) listen() error {
+	var err error
+	if s.cfg.Has(RoleGateway) {
+		if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+			return fmt.Errorf("listen on %s (AGENTFLOW_GRPC_ADDR): %w", s.cfg.GRPCAddr, err)
+		}
+	}
+	if s.cfg.HTTPAddr != "" && s.cfg.HTTPAddr != "off" {
+		if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
+		}
+	}
+	return nil
+}
+
+// newEgress builds the operator's egress policy, which bounds every
+// tenant's allowlist, for the tools' clients and the catalogs' checks:
+// what EgressAllow opens, and the platform's own addresses closed.
+func (s *Server) newEgress(ctx context.Context) error {
+	platform, err := s.platformAddrs()
+	if err != nil {
+		return err
+	}
+	if s.egress, err = egress.NewOperator(ctx, egress.OperatorConfig{Allow: s.cfg.EgressAllow, Platform: platform}); err != nil {
+		return fmt.Errorf("egress policy: %w", err)
+	}
+	closed := make([]string, len(platform))
+	for i, p := range platform {
+		closed[i] = p.Addr
+	}
+	s.logger.Info("egress policy", zap.Strings("opened", s.cfg.EgressAllow), zap.Strings("platform", closed))
+	return nil
+}
+
+// temporalHTTPPort is the Temporal frontend's HTTP API port where the
+// server's configuration does not choose another (frontend rpc.httpPort,
+// 7243 in the server's config templates and its docker image). The dev
+// server picks a free one unless told: devstack tells it, and hands the
+// address on (TemporalHTTPAddr).
+const temporalHTTPPort = "7243"
+
+// platformAddrs are the platform's own listening addresses this process
+// knows: the Temporal frontend (gRPC, and HTTP where TemporalHTTPAddr
+// says, by default at the server's default port),
+// Postgres, the gateway, the health and metrics endpoint, the scripted
+// model it serves, and AGENTFLOW_PLATFORM_ADDRS. A listener the process
+// gains (a public HTTP API) belongs here too.
+func (s *Server) platformAddrs() ([]egress.PlatformAddr, error) {
+	temporal := strings.TrimPrefix(s.cfg.TemporalAddress, "dns:///")
+	out := []egress.PlatformAddr{{Addr: temporal, What: "the Temporal frontend's gRPC API", From: "TEMPORAL_ADDRESS"}}
+	if s.cfg.TemporalHTTPAddr != "" {
+		out = append(out, egress.PlatformAddr{Addr: s.cfg.TemporalHTTPAddr, What: "the Temporal frontend's HTTP API", From: "AGENTFLOW_TEMPORAL_HTTP_ADDR"})
+	} else if host, _, err := net.SplitHostPort(temporal); err == nil {
+		out = append(out, egress.PlatformAddr{Addr: net.JoinHostPort(host, temporalHTTPPort), What: "the Temporal frontend's HTTP API", From: "TEMPORAL_ADDRESS"})
+	}
+	db, err := pgconn.ParseConfig(s.cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, h := range append([]*pgconn.FallbackConfig{{Host: db.Host, Port: db.Port}}, db.Fallbacks...) {
+		addr := net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
+		// A Unix socket is no TCP address; a host comes once per TLS mode.
+		if !strings.HasPrefix(h.Host, "/") && !seen[addr] {
+			seen[addr] = true
+			out = append(out, egress.PlatformAddr{Addr: addr, What: "Postgres", From: "DATABASE_URL"})
+		}
+	}
+	grpcAddr := s.GRPCAddr()
+	if _, port, err := net.SplitHostPort(s.cfg.GRPCAddr); grpcAddr == "" && err == nil && port != "0" {
+		grpcAddr = s.cfg.GRPCAddr // another process's on this machine, most likely
+	}
+	if grpcAddr != "" {
+		out = append(out, egress.PlatformAddr{Addr: grpcAddr, What: "the gateway's gRPC API", From: "AGENTFLOW_GRPC_ADDR"})
+	}
+	if a := s.HTTPAddr(); a != "" {
+		out = append(out, egress.PlatformAddr{Addr: a, What: "the health and metrics endpoint", From: "AGENTFLOW_HTTP_ADDR"})
+	}
+	if s.scripted != nil {
+		if u, err := url.Parse(s.scripted.URL()); err == nil {
+			out = append(out, egress.PlatformAddr{Addr: u.Host, What: "the scripted model", From: "AGENTFLOW_SCRIPT"})
+		}
+	}
+	for _, a := range s.cfg.PlatformAddrs {
+		out = append(out, egress.PlatformAddr{Addr: a, What: "a platform address", From: egress.EnvPlatformAddrs})
+	}
+	return out, nil
+}
+
 // connect opens the store and the Temporal client.
 func (s *Server) connect(ctx context.Context) error {
 	var err error
@@ -190,7 +293,7 @@ func (s *Server) newWorker() error {
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
 	s.tools, err = tools.NewRegistry(tools.Deps{
 		Logger: s.logger, Secrets: secrets.NewEnv(os.LookupEnv),
-		MCPCommands: s.cfg.MCPCommands, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
+		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 	}, tools.Builtin()...)
 	if err != nil {
@@ -241,23 +344,14 @@ func (s *Server) newGateway() error {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s (AGENTFLOW_GRPC_ADDR): %w", s.cfg.GRPCAddr, err)
-	}
 	s.grpc = gateway.NewGRPCServer(svc, gateway.NewCatalogService(s.store, s.tools, s.routes, s.logger), opts...)
 	return nil
 }
 
-// newHTTP listens for /healthz and /metrics, unless HTTPAddr is off.
+// newHTTP serves /healthz and /metrics, unless HTTPAddr is off.
 func (s *Server) newHTTP() error {
-	if s.cfg.HTTPAddr == "" || s.cfg.HTTPAddr == "off" {
+	if s.httpLn == nil {
 		return nil
-	}
-	var err error
-	s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -365,6 +459,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Close releases what New acquired. Safe to call more than once.
 func (s *Server) Close() {
+	for _, ln := range []net.Listener{s.grpcLn, s.httpLn} {
+		if ln != nil {
+			_ = ln.Close() // already closed when Run served on it
+		}
+	}
 	if s.mcp != nil {
 		s.mcp.Close() // stops the stdio MCP servers it started
 		s.mcp = nil

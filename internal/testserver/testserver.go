@@ -87,6 +87,15 @@ type Options struct {
 	// MCPCommands are the commands stdio MCP servers may run
 	// (AGENTFLOW_MCP_COMMANDS). Default: none.
 	MCPCommands []string
+	// EgressAllow is what the operator's egress policy opens
+	// (AGENTFLOW_EGRESS_ALLOW). Default (nil): 127.0.0.0/8 and ::1, where
+	// tests' own servers listen. An empty, non-nil list opens nothing: the
+	// default policy of a process without the variable.
+	EgressAllow []string
+	// PlatformAddrs are more of the platform's own addresses, closed to
+	// tools whatever EgressAllow opens (AGENTFLOW_PLATFORM_ADDRS), beside
+	// what the server knows from its configuration. Default: none.
+	PlatformAddrs []string
 	// TracerProvider records the server's spans (gRPC, workflows,
 	// activities, model and tool calls), for instance one with
 	// tracetest's in-memory exporter. Default: none, tracing off (the
@@ -96,9 +105,11 @@ type Options struct {
 	// on the spans (AGENTFLOW_TRACE_CONTENT). Default: off.
 	TraceContent bool
 	// TemporalAddress and Namespace are a Temporal server of the test's
-	// own, for instance a dev server with its Web UI. Default: the dev
-	// server shared by the test binary (devtest.Temporal).
-	TemporalAddress, Namespace string
+	// own, for instance a dev server with its Web UI, and
+	// TemporalHTTPAddress its HTTP API, closed to tools. Default: the dev
+	// server shared by the test binary (devtest.Temporal) and its HTTP
+	// API.
+	TemporalAddress, Namespace, TemporalHTTPAddress string
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -126,9 +137,14 @@ func Start(t testing.TB, opts Options) *Server {
 	if dbURL == "" {
 		dbURL = devtest.Database(t)
 	}
-	address, namespace := opts.TemporalAddress, opts.Namespace
+	address, namespace, httpAPI := opts.TemporalAddress, opts.Namespace, opts.TemporalHTTPAddress
 	if address == "" {
 		address, namespace = devtest.Temporal(t)
+		httpAPI = devtest.TemporalHTTPAddress(t)
+	}
+	allow := opts.EgressAllow
+	if allow == nil {
+		allow = []string{"127.0.0.0/8", "::1"}
 	}
 	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
 	if s.TaskQueue == "" {
@@ -150,16 +166,19 @@ func Start(t testing.TB, opts Options) *Server {
 		logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
 	cfg := server.Config{
-		TemporalAddress: address,
-		Namespace:       namespace,
-		TaskQueue:       s.TaskQueue,
-		DatabaseURL:     dbURL,
-		HTTPAddr:        "off",
-		Model:           llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
-		StreamInterval:  opts.StreamInterval,
-		MCPCommands:     opts.MCPCommands,
-		TracerProvider:  opts.TracerProvider,
-		TraceContent:    opts.TraceContent,
+		TemporalAddress:  address,
+		TemporalHTTPAddr: httpAPI,
+		Namespace:        namespace,
+		TaskQueue:        s.TaskQueue,
+		DatabaseURL:      dbURL,
+		HTTPAddr:         "off",
+		Model:            llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
+		StreamInterval:   opts.StreamInterval,
+		MCPCommands:      opts.MCPCommands,
+		EgressAllow:      allow,
+		PlatformAddrs:    opts.PlatformAddrs,
+		TracerProvider:   opts.TracerProvider,
+		TraceContent:     opts.TraceContent,
 	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()
@@ -221,7 +240,8 @@ func (s *Server) ApplyCatalog(t testing.TB, docs ...string) {
 }
 
 // ApplyCatalogs parses catalog documents and applies them to st one after
-// the other, for tests that run the worker outside Start too. It is the
+// the other, for tests that run the worker outside Start too, within the
+// operator's egress policy of kinds (tools.Deps.Egress). It is the
 // tests' one place that turns a parsed catalog into what the store takes.
 func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, docs ...string) error {
 	for i, doc := range docs {
@@ -230,7 +250,7 @@ func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, d
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", name, err)
 		}
-		if err := registry.Resolve(ctx, kinds, &cat, registry.ResolveEnvOf(ctx, st, false)); err != nil {
+		if err := registry.Resolve(ctx, kinds, &cat, registry.ResolveEnvOf(ctx, st, kinds.Deps().Egress, false)); err != nil {
 			return fmt.Errorf("resolve %s: %w", name, err)
 		}
 		if _, err := st.ApplyCatalog(ctx, cat, false); err != nil {

@@ -42,7 +42,7 @@ func TestComposite(t *testing.T) {
 	r, err := NewRegistry(Deps{}, Builtin()...)
 	require.NoError(t, err)
 	call := func(args string) (Output, error) {
-		return r.Execute(context.Background(), spec, Call{Args: json.RawMessage(args), TenantID: "demo", HTTP: egress.Client(policy)})
+		return r.Execute(context.Background(), spec, Call{Args: json.RawMessage(args), TenantID: "demo", HTTP: loopbackOpen(t).Client(policy)})
 	}
 	out, err := call(`{"city": "Rome", "price_max": 450, "k": 1}`)
 	require.NoError(t, err)

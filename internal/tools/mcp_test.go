@@ -30,7 +30,7 @@ func egressTo(t testing.TB, hosts ...string) *http.Client {
 	p, err := egress.ParsePolicy(hosts)
 	require.NoError(t, err)
 	p.Tenant = "demo"
-	return egress.Client(p)
+	return loopbackOpen(t).Client(p)
 }
 
 // mcpEntry is a catalog entry of the mcp kind with the given config.

@@ -96,7 +96,7 @@ func (s *crmServer) client(t *testing.T) *http.Client {
 	p, err := egress.ParsePolicy([]string{s.host()})
 	require.NoError(t, err)
 	p.Tenant = "demo"
-	return egress.Client(p)
+	return loopbackOpen(t).Client(p)
 }
 
 // entry is a catalog entry of the kind as the loader makes it: what the
@@ -190,7 +190,7 @@ func TestOpenAPIActionResolveErrors(t *testing.T) {
 	p, err := egress.ParsePolicy([]string{s.host(), strings.TrimPrefix(downURL, "http://")})
 	require.NoError(t, err)
 	p.Tenant = "demo"
-	env := ResolveEnv{TenantID: "demo", HTTP: egress.Client(p)}
+	env := ResolveEnv{TenantID: "demo", HTTP: loopbackOpen(t).Client(p)}
 
 	for _, tt := range []struct {
 		name, config string

@@ -67,7 +67,7 @@ func TestExecutePipeline(t *testing.T) {
 	var progress []string
 	call := func(args string) (Output, error) {
 		return r.Execute(context.Background(), spec, Call{Args: json.RawMessage(args), TenantID: "demo",
-			HTTP: egress.Client(policy), Cache: cache, Progress: func(m string) { progress = append(progress, m) }})
+			HTTP: loopbackOpen(t).Client(policy), Cache: cache, Progress: func(m string) { progress = append(progress, m) }})
 	}
 	args := `{"session_id":"s","pipeline":[{"step":"http_request","url":"` + api.URL + `/search"},` +
 		`{"step":"table_sort","field":"price","order":"asc"},{"step":"top_k","k":2}]}`

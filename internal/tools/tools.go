@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/egress"
 )
 
 // Tool is a runnable tool instance built from an agent.Tool spec. Run may
@@ -191,6 +192,12 @@ type Deps struct {
 	// PATH, or absolute paths. A catalog names one, never chooses it.
 	// Default: none, and stdio servers are refused.
 	MCPCommands []string
+	// Egress is the operator's egress policy (AGENTFLOW_EGRESS_ALLOW),
+	// which every tenant's allowlist can only narrow: a catalog's entries
+	// are checked against it when it is applied, and tools' clients are
+	// built under it. Default (nil): the default operator policy, which
+	// opens no loopback, private, link-local or metadata address.
+	Egress *egress.Operator
 	// MCPEnv is the environment a stdio MCP server starts with, before
 	// the variables its config adds from secret references: a few
 	// harmless ones (PATH, HOME, LANG, TMPDIR), never the worker's

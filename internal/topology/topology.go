@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/egress"
 )
 
 // Roles, as AGENTFLOW_ROLES names them.
@@ -46,7 +47,9 @@ type Options struct {
 	Gateways int
 	// Env is added to every agentflow process's environment: the model
 	// (OPENAI_BASE_URL, AGENTFLOW_SCRIPT…), AGENTFLOW_TOKENS for gateways,
-	// and any other setting of internal/server.Config.
+	// AGENTFLOW_EGRESS_ALLOW for what tools may call on this machine, and
+	// any other setting of internal/server.Config. Start adds the
+	// platform's addresses to AGENTFLOW_PLATFORM_ADDRS.
 	Env []string
 	// TemporalPort is the server's frontend port; 0 means 7233, -1 a free
 	// port.
@@ -118,6 +121,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	base := append([]string{
 		"DATABASE_URL=" + t.DatabaseURL,
 		"TEMPORAL_ADDRESS=" + stack.TemporalAddress,
+		"AGENTFLOW_TEMPORAL_HTTP_ADDR=" + stack.TemporalHTTPAddress,
 		"TEMPORAL_NAMESPACE=" + stack.Namespace,
 	}, opts.Env...)
 	for i := range opts.Workers {
@@ -137,6 +141,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 		}
 		t.Gateways = append(t.Gateways, p)
 	}
+	t.closePlatform(stack, opts.Env)
 	// Workers first: the gateway's first turns need someone to run them.
 	for _, p := range append(append([]*Process{}, t.Workers...), t.Gateways...) {
 		if err := p.Start(ctx); err != nil {
@@ -144,6 +149,37 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 		}
 	}
 	return t, nil
+}
+
+// closePlatform tells every process the platform's addresses it cannot
+// know from its own configuration, to close them to tools
+// (AGENTFLOW_PLATFORM_ADDRS): every other process's ports, beside any the
+// environment names already.
+func (t *Topology) closePlatform(stack *devstack.Stack, env []string) {
+	addrs := stack.PlatformAddrs()
+	for _, p := range t.Processes() {
+		addrs = append(addrs, p.HTTPAddr)
+		if p.GRPCAddr != "" {
+			addrs = append(addrs, p.GRPCAddr)
+		}
+	}
+	if given := lookupEnv(env, egress.EnvPlatformAddrs); given != "" {
+		addrs = append(addrs, given)
+	}
+	for _, p := range t.Processes() {
+		p.env = append(p.env, egress.EnvPlatformAddrs+"="+strings.Join(addrs, ","))
+	}
+}
+
+// lookupEnv is key's value in env (the last assignment wins), else in the
+// process's environment, as a started process would see it.
+func lookupEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return os.Getenv(key)
 }
 
 // Processes are the workers and the gateways.

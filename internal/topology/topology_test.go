@@ -20,6 +20,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/tools"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -71,6 +74,18 @@ func TestTopology(t *testing.T) {
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok")
 	_, err = pb.NewCatalogServiceClient(conn).UpsertCatalog(ctx, &pb.UpsertCatalogRequest{Files: map[string]string{"acme.yaml": testCatalog}})
 	require.NoError(t, err)
+
+	// The gateway knows the platform's ports it does not listen on itself:
+	// the server's HTTP API and the other processes'.
+	for addr, what := range map[string]string{
+		top.Stack.TemporalHTTPAddress: "the Temporal frontend's HTTP API",
+		top.Workers[1].HTTPAddr:       "a platform address",
+	} {
+		doc := "tenant: acme\negress: [\"" + addr + "\"]\n"
+		_, err := pb.NewCatalogServiceClient(conn).UpsertCatalog(ctx, &pb.UpsertCatalogRequest{Files: map[string]string{"acme.yaml": doc}})
+		require.ErrorContains(t, err, `egress entry "`+addr+`": 127.0.0.1 is a loopback address and port`)
+		require.ErrorContains(t, err, "is "+what+"; the platform's own ports stay closed")
+	}
 
 	turn := func(jobID string) string {
 		t.Helper()
@@ -131,7 +146,7 @@ func TestComposeInStep(t *testing.T) {
 
 	// Every setting Start gives a process of a role is set in compose too.
 	for role, names := range roles {
-		p, err := newProcess("probe", role, "", t.TempDir(), []string{"DATABASE_URL=x", "TEMPORAL_ADDRESS=x", "TEMPORAL_NAMESPACE=default"}, nil)
+		p, err := newProcess("probe", role, "", t.TempDir(), []string{"DATABASE_URL=x", "TEMPORAL_ADDRESS=x", "AGENTFLOW_TEMPORAL_HTTP_ADDR=x", "TEMPORAL_NAMESPACE=default"}, nil)
 		require.NoError(t, err)
 		for _, kv := range p.env {
 			key, _, _ := strings.Cut(kv, "=")
@@ -243,4 +258,41 @@ func TestObservabilityComposeInStep(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, targets, scraped)
+}
+
+// TestComposeOpensSampleCatalog: every agentflow process of
+// docker-compose.yml runs under one egress policy by default, and it
+// opens what the sample catalog (which the catalog service applies) lists.
+func TestComposeOpensSampleCatalog(t *testing.T) {
+	root, err := devstack.RepoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	require.NoError(t, err)
+	var compose struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &compose))
+	defaultOf := regexp.MustCompile(`^\$\{[A-Z_]+:-(.*)\}$`)
+	allow := map[string]bool{}
+	for name, svc := range compose.Services {
+		if svc.Environment["AGENTFLOW_ROLES"] == "" {
+			continue
+		}
+		m := defaultOf.FindStringSubmatch(svc.Environment[egress.EnvAllow])
+		require.NotNil(t, m, "%s of service %s", egress.EnvAllow, name)
+		allow[m[1]] = true
+	}
+	require.Len(t, allow, 1, "one policy for every process: %v", allow)
+	for value := range allow {
+		entries, err := egress.ParseAllow(value)
+		require.NoError(t, err)
+		op, err := egress.OpenOperator(entries...)
+		require.NoError(t, err)
+		kinds, err := tools.NewRegistry(tools.Deps{Egress: op}, tools.Builtin()...)
+		require.NoError(t, err)
+		_, err = registry.LoadFiles(kinds, filepath.Join(root, "catalog"))
+		require.NoError(t, err)
+	}
 }

@@ -16,7 +16,8 @@
 // `go test ./...` runs in parallel never share a data folder), with free
 // ports, an in-memory headless dev server, and no Web UI. When the
 // AGENTFLOW_TEST_DATABASE_URL or AGENTFLOW_TEST_TEMPORAL_ADDRESS (with
-// AGENTFLOW_TEST_NAMESPACE) variables are set — a wrapper that started one
+// AGENTFLOW_TEST_NAMESPACE and AGENTFLOW_TEST_TEMPORAL_HTTP_ADDRESS)
+// variables are set — a wrapper that started one
 // stack for every package sets them with devstack.Env — those servers are
 // used instead.
 //
@@ -138,19 +139,35 @@ func Database(t testing.TB) string {
 // queues.
 func Temporal(t testing.TB) (address, namespace string) {
 	t.Helper()
+	s := temporalStack(t)
+	return s.TemporalAddress, s.Namespace
+}
+
+// TemporalHTTPAddress returns the HTTP API (host:port) of the frontend
+// Temporal returns, a platform address that tools must never reach; empty
+// when a wrapper handed over a server without naming it
+// (AGENTFLOW_TEST_TEMPORAL_HTTP_ADDRESS).
+func TemporalHTTPAddress(t testing.TB) string {
+	t.Helper()
+	return temporalStack(t).TemporalHTTPAddress
+}
+
+func temporalStack(t testing.TB) *devstack.Stack {
+	t.Helper()
 	requireMain(t)
 	s, err := shared.temporal.get(devstack.Options{
-		TemporalAddress: os.Getenv(devstack.EnvTestTemporalAddress),
-		Namespace:       os.Getenv(devstack.EnvTestNamespace),
-		SkipPostgres:    true,
-		TemporalPort:    -1,
-		UIPort:          -1,
-		InMemory:        true,
+		TemporalAddress:     os.Getenv(devstack.EnvTestTemporalAddress),
+		TemporalHTTPAddress: os.Getenv(devstack.EnvTestTemporalHTTPAddress),
+		Namespace:           os.Getenv(devstack.EnvTestNamespace),
+		SkipPostgres:        true,
+		TemporalPort:        -1,
+		UIPort:              -1,
+		InMemory:            true,
 	})
 	if err != nil {
 		t.Fatalf("devtest: start temporal dev server: %v", err)
 	}
-	return s.TemporalAddress, s.Namespace
+	return s
 }
 
 func postgresStack(t testing.TB) *devstack.Stack {
