@@ -21,6 +21,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/tools/mcptest"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -48,6 +49,8 @@ func startGateway(t *testing.T) *server.Server {
 		Roles: []string{server.RoleGateway}, GRPCAddr: "127.0.0.1:0",
 		Tokens:      mustTokens(t, demoToken+"=demo:user+admin:ops,"+acmeToken+"=acme:user+admin,"+operatorToken+"=demo:admin+operator:olga"),
 		EgressAllow: []string{"127.0.0.0/8"},
+		// The MCP recipe's token is the demo tenant's to name.
+		SecretGrants: mustGrants(t, "demo=env:TEST_MCP_TOKEN"),
 	}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	require.NoError(t, err)
 	done := make(chan error, 1)
@@ -237,7 +240,7 @@ tools:
     config:
       url: "@URL"
       tools: [search, get_issue]
-      headers: [{name: Authorization, prefix: "Bearer ", secret: "env:AGENTFLOW_TEST_MCP_TOKEN"}]
+      headers: [{name: Authorization, prefix: "Bearer ", secret: "env:TEST_MCP_TOKEN"}]
       timeout_sec: 10
 agents:
   - id: triage
@@ -255,7 +258,7 @@ func TestCatalogApplyMCP(t *testing.T) {
 	srv := startGateway(t)
 	addr := srv.GRPCAddr()
 	token := "mcp-" + newJobID()
-	t.Setenv("AGENTFLOW_TEST_MCP_TOKEN", token)
+	t.Setenv("TEST_MCP_TOKEN", token)
 	issues := mcptest.StartHTTP(t, mcptest.Options{Token: token})
 	file := filepath.Join(t.TempDir(), "demo.yaml")
 	doc := strings.NewReplacer("@URL", issues.URL, "@HOST", issues.Addr).Replace(mcpCatalog)
@@ -293,4 +296,20 @@ func TestCatalogApplyMCP(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "  updated   agent demo/triage v3\n")
 	require.Contains(t, out, "  unchanged tool  demo/gh_search v1 (from gh)\n")
+
+	// The token is demo's to name, not acme's: the operator granted it to
+	// demo alone (AGENTFLOW_SECRETS), so acme's admin cannot send it to a
+	// server of its own.
+	acme := filepath.Join(t.TempDir(), "acme.yaml")
+	require.NoError(t, os.WriteFile(acme, []byte(strings.Replace(doc, "tenant: demo", "tenant: acme", 1)), 0o644))
+	_, err = starter(ctx, addr, acmeToken, "catalog", "apply", "-f", acme)
+	require.ErrorContains(t, err, `secret env:TEST_MCP_TOKEN is not one tenant "acme" may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS`)
+	require.ErrorContains(t, err, "acme.yaml:")
+}
+
+func mustGrants(t *testing.T, v string) secrets.Grants {
+	t.Helper()
+	g, err := secrets.ParseGrants(v)
+	require.NoError(t, err)
+	return g
 }

@@ -61,7 +61,7 @@ tools:
   - name: execute_pipeline
     kind: execute_pipeline
     config:
-      credentials: [{host: "API", header: X-Api-Key, secret: "env:AGENTFLOW_TEST_FLIGHTS_KEY"}]
+      credentials: [{host: "API", header: X-Api-Key, secret: "env:TEST_FLIGHTS_KEY"}]
   - name: search_tools
     kind: search_tools
 agents:
@@ -77,7 +77,7 @@ agents:
 // by name with just its arguments, and search_tools finds it.
 func TestAutoPromotion(t *testing.T) {
 	key := "flights-key-" + randomID()
-	t.Setenv("AGENTFLOW_TEST_FLIGHTS_KEY", key)
+	t.Setenv("TEST_FLIGHTS_KEY", key)
 	api := startFlights(t, key)
 	host := strings.TrimPrefix(api.URL, "http://")
 	srv := testserver.Start(t, testserver.Options{
@@ -167,7 +167,7 @@ tools:
     kind: execute_pipeline
     config:
       cache_ttl_sec: 0
-      credentials: [{host: "API", header: X-Api-Key, secret: "env:AGENTFLOW_TEST_ORDERS_KEY"}]
+      credentials: [{host: "API", header: X-Api-Key, secret: "env:TEST_ORDERS_KEY"}]
 agents:
   - id: buyer
     model: openai:gpt-4o-mini
@@ -182,7 +182,7 @@ agents:
 // API sees nothing until the decision, and the decision is stored.
 func TestPromotedCompositeNeedsApproval(t *testing.T) {
 	key := "orders-key-" + randomID()
-	t.Setenv("AGENTFLOW_TEST_ORDERS_KEY", key)
+	t.Setenv("TEST_ORDERS_KEY", key)
 	var posts atomic.Int64
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/orders" || r.Header.Get("X-Api-Key") != key {

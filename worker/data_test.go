@@ -87,7 +87,7 @@ tools:
   - name: execute_pipeline
     kind: execute_pipeline
     config:
-      credentials: [{host: "API", header: X-Api-Key, secret: "env:AGENTFLOW_TEST_FLIGHTS_KEY"}]
+      credentials: [{host: "API", header: X-Api-Key, secret: "env:TEST_FLIGHTS_KEY"}]
 agents:
   - id: data
     model: openai:gpt-4o-mini
@@ -131,7 +131,7 @@ type dataEnv struct {
 func newDataEnv(t *testing.T) *dataEnv {
 	t.Helper()
 	key := "flights-key-" + randomID() + randomID()
-	t.Setenv("AGENTFLOW_TEST_FLIGHTS_KEY", key)
+	t.Setenv("TEST_FLIGHTS_KEY", key)
 	api := startFlights(t, key)
 	host := strings.TrimPrefix(api.URL, "http://")
 	log := &lockedBuffer{}

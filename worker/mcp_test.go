@@ -79,7 +79,7 @@ tools:
     config:
       url: "@URL"
       tools: [search, get_issue, slow]
-      headers: [{name: Authorization, prefix: "Bearer ", secret: "env:AGENTFLOW_TEST_MCP_TOKEN"}]
+      headers: [{name: Authorization, prefix: "Bearer ", secret: "env:TEST_MCP_TOKEN"}]
       timeout_sec: 30
   - name: files
     kind: mcp
@@ -87,7 +87,7 @@ tools:
     config:
       command: ["@EXE", --root, "@ROOT"]
       tools: [read_file]
-      env: [{name: FILES_TOKEN, secret: "env:AGENTFLOW_TEST_MCP_TOKEN"}]
+      env: [{name: FILES_TOKEN, secret: "env:TEST_MCP_TOKEN"}]
 agents:
   - id: triage
     model: openai:gpt-4o-mini
@@ -106,7 +106,7 @@ type mcpEnv struct {
 func newMCPEnv(t *testing.T) *mcpEnv {
 	t.Helper()
 	token := "mcp-token-" + randomID() + randomID()
-	t.Setenv("AGENTFLOW_TEST_MCP_TOKEN", token)
+	t.Setenv("TEST_MCP_TOKEN", token)
 	started := make(chan string, 16)
 	issues := mcptest.StartHTTP(t, mcptest.Options{Token: token, OnCall: func(tool string) {
 		select {

@@ -85,7 +85,7 @@ tools:
     kind: openapi_action
     config:
       spec_url: URL/openapi.yaml
-      auth: [{type: bearer, secret: "env:AGENTFLOW_TEST_CRM_TOKEN"}]
+      auth: [{type: bearer, secret: "env:TEST_CRM_TOKEN"}]
 agents:
   - id: sales
     model: openai:gpt-4o-mini
@@ -136,7 +136,7 @@ func startCRM(t *testing.T, token string) *crmAPI {
 // tables and logs.
 func TestOpenAPITurns(t *testing.T) {
 	token := "crm-token-" + randomID() + randomID()
-	t.Setenv("AGENTFLOW_TEST_CRM_TOKEN", token)
+	t.Setenv("TEST_CRM_TOKEN", token)
 	api := startCRM(t, token)
 	catalog := strings.NewReplacer("URL", api.URL, "HOST", strings.TrimPrefix(api.URL, "http://")).Replace(openapiCatalog)
 	log := &lockedBuffer{}

@@ -56,8 +56,8 @@ tools:
     config:
       cache_ttl_sec: 300
       credentials:
-        - {host: "ECHO_HOST", header: X-Api-Key, secret: "env:AGENTFLOW_TEST_ECHO_KEY"}
-        - {host: "ECHO_HOST", query: api_key, secret: "env:AGENTFLOW_TEST_ECHO_KEY"}
+        - {host: "ECHO_HOST", header: X-Api-Key, secret: "env:TEST_ECHO_KEY"}
+        - {host: "ECHO_HOST", query: api_key, secret: "env:TEST_ECHO_KEY"}
 agents:
   - id: echo
     model: openai:gpt-4o-mini
@@ -131,7 +131,7 @@ func listenOn(t *testing.T, addr string, h http.Handler) *httptest.Server {
 // credential.
 func TestEchoedSecretIsKeptNowhere(t *testing.T) {
 	key := "echo-key-" + randomID() + randomID()
-	t.Setenv("AGENTFLOW_TEST_ECHO_KEY", key)
+	t.Setenv("TEST_ECHO_KEY", key)
 	api := startEchoingAPI(t, key)
 	log := &lockedBuffer{}
 	logger := zap.New(zapcore.NewTee(
@@ -152,14 +152,14 @@ func TestEchoedSecretIsKeptNowhere(t *testing.T) {
 	require.Equal(t, 1, api.keys, "the API got its key, in the header and the query")
 	api.mu.Unlock()
 	require.Contains(t, res.Output, "The tool gave: The pipeline's 1 step gave a table of")
-	require.Contains(t, res.Output, `"value":"[secret env:AGENTFLOW_TEST_ECHO_KEY]"`, "the model reads the placeholder")
+	require.Contains(t, res.Output, `"value":"[secret env:TEST_ECHO_KEY]"`, "the model reads the placeholder")
 	requireNoKey(t, res, key)
 
 	// The same question again: from the tenant's cache, which holds the
 	// placeholder too.
 	res, _ = e.run(agent.TurnRequest{JobID: "again-" + randomID(), Prompt: "what does the API see?"})
 	require.True(t, res.Metadata.CacheHit)
-	require.Contains(t, res.Output, `[secret env:AGENTFLOW_TEST_ECHO_KEY]`)
+	require.Contains(t, res.Output, `[secret env:TEST_ECHO_KEY]`)
 	requireNoKey(t, res, key)
 
 	// A redirect to the second host is not followed: the model is told,

@@ -45,7 +45,9 @@ type approvalCase struct {
 func TestApprovalFollowsTheEffect(t *testing.T) {
 	ctx := context.Background()
 	rec := &promotions{}
-	kinds, err := tools.NewRegistry(tools.Deps{Composites: rec}, tools.Builtin()...)
+	op, err := egress.OpenOperator("127.0.0.0/8") // the operator opens the test's servers on loopback
+	require.NoError(t, err)
+	kinds, err := tools.NewRegistry(tools.Deps{Composites: rec, Egress: op}, tools.Builtin()...)
 	require.NoError(t, err)
 	checker, err := policy.New()
 	require.NoError(t, err)
@@ -95,7 +97,7 @@ agents:
 	require.NoError(t, err)
 	p, err := egress.ParsePolicy(cat.Tenants[0].Egress)
 	require.NoError(t, err)
-	client := egress.Client(p)
+	client := op.Client(p)
 	require.NoError(t, Resolve(ctx, kinds, &cat, func(tc agent.TenantCatalog) (tools.ResolveEnv, error) {
 		return tools.ResolveEnv{TenantID: tc.TenantID, HTTP: client}, nil
 	}))

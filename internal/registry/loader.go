@@ -341,6 +341,13 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 			l.addf(d.Config.pos, "%s", err)
 		} else if err := l.configSchema(kind, spec.Config); err != nil {
 			l.addf(d.Config.pos, "%s", err)
+		} else if g := l.kinds.Deps().SecretGrants; g != nil {
+			// The secrets a tenant may name are the operator's grant.
+			for _, ref := range tools.SecretRefs(spec.Config) {
+				if err := g.Allows(t.id, ref); err != nil {
+					l.addf(d.Config.pos, "%s", err)
+				}
+			}
 		}
 	}
 	t.tools = append(t.tools, spec)

@@ -9,6 +9,9 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
+// EnvGrants is the variable the operator grants secrets to tenants with.
+const EnvGrants = "AGENTFLOW_SECRETS"
+
 // Grants say which secret references each tenant's catalog may name. They
 // are the operator's (AGENTFLOW_SECRETS), not a catalog's: a worker's
 // environment holds the secrets of every tenant and of the platform

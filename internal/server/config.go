@@ -13,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -97,6 +98,14 @@ type Config struct {
 	// loopback, private, link-local or metadata address, whatever a
 	// catalog says.
 	EgressAllow []string
+	// SecretGrants are the secret references each tenant's catalog may
+	// name (secrets.ParseGrants): the worker's environment holds every
+	// tenant's secrets and the platform's, so the operator says whose are
+	// whose. The platform's own variables are no tenant's whatever they
+	// say. Env AGENTFLOW_SECRETS, `<tenant>=<ref>[+<ref>…],…` with * for
+	// every tenant and refs ending in * as prefixes; default none: no
+	// tenant may name a secret.
+	SecretGrants secrets.Grants
 	// PlatformAddrs are more of the platform's own listening addresses
 	// (host:port), closed to tools whatever EgressAllow opens, beside
 	// those the process knows from its own configuration (platformAddrs).
@@ -184,6 +193,9 @@ func ConfigFromEnv() (Config, error) {
 		return Config{}, err
 	}
 	if c.PlatformAddrs, err = egress.ParsePlatformAddrs(os.Getenv(egress.EnvPlatformAddrs)); err != nil {
+		return Config{}, err
+	}
+	if c.SecretGrants, err = secrets.ParseGrants(os.Getenv(secrets.EnvGrants)); err != nil {
 		return Config{}, err
 	}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {

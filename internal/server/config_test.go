@@ -125,3 +125,21 @@ func TestConfigFromEnvTraceContent(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigFromEnvSecretGrants(t *testing.T) {
+	t.Setenv("AGENTFLOW_SECRETS", "")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Error(t, c.SecretGrants.Allows("demo", "env:FLIGHTS_TOKEN"), "by default no tenant may name a secret")
+
+	t.Setenv("AGENTFLOW_SECRETS", "demo=env:FLIGHTS_TOKEN+env:CRM_*, *=env:SHARED_KEY")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.NoError(t, c.SecretGrants.Allows("demo", "env:CRM_KEY"))
+	require.NoError(t, c.SecretGrants.Allows("acme", "env:SHARED_KEY"))
+	require.Error(t, c.SecretGrants.Allows("acme", "env:FLIGHTS_TOKEN"))
+
+	t.Setenv("AGENTFLOW_SECRETS", "demo")
+	_, err = ConfigFromEnv()
+	require.ErrorContains(t, err, `AGENTFLOW_SECRETS: entry "demo": want <tenant>=<reference>`)
+}

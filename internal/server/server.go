@@ -288,11 +288,12 @@ func (s *Server) newWorker() error {
 		return fmt.Errorf("model providers: %w", err)
 	}
 	// The worker's environment holds the secrets catalogs name (env:NAME);
-	// tools get them through this resolver, at call time only. Stdio MCP
+	// tools get them through this resolver, at call time only, and only
+	// those the operator granted the call's tenant (AGENTFLOW_SECRETS). Stdio MCP
 	// servers get a few harmless variables of it, never the whole.
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
 	s.tools, err = tools.NewRegistry(tools.Deps{
-		Logger: s.logger, Secrets: secrets.NewEnv(os.LookupEnv),
+		Logger: s.logger, Secrets: secrets.Scoped(secrets.NewEnv(os.LookupEnv), s.cfg.SecretGrants), SecretGrants: &s.cfg.SecretGrants,
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 	}, tools.Builtin()...)

@@ -47,6 +47,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/store"
 )
@@ -92,6 +93,10 @@ type Options struct {
 	// tests' own servers listen. An empty, non-nil list opens nothing: the
 	// default policy of a process without the variable.
 	EgressAllow []string
+	// SecretGrants are the secrets each tenant may name
+	// (AGENTFLOW_SECRETS). Default (nil): every tenant every secret but
+	// the platform's own variables (secrets.GrantAll).
+	SecretGrants *secrets.Grants
 	// PlatformAddrs are more of the platform's own addresses, closed to
 	// tools whatever EgressAllow opens (AGENTFLOW_PLATFORM_ADDRS), beside
 	// what the server knows from its configuration. Default: none.
@@ -146,6 +151,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if allow == nil {
 		allow = []string{"127.0.0.0/8", "::1"}
 	}
+	grants := secrets.GrantAll()
+	if opts.SecretGrants != nil {
+		grants = *opts.SecretGrants
+	}
 	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
 	if s.TaskQueue == "" {
 		s.TaskQueue = "agentflow-test-" + randomID()
@@ -176,6 +185,7 @@ func Start(t testing.TB, opts Options) *Server {
 		StreamInterval:   opts.StreamInterval,
 		MCPCommands:      opts.MCPCommands,
 		EgressAllow:      allow,
+		SecretGrants:     grants,
 		PlatformAddrs:    opts.PlatformAddrs,
 		TracerProvider:   opts.TracerProvider,
 		TraceContent:     opts.TraceContent,

@@ -256,3 +256,26 @@ func TestExecuteCleansSecrets(t *testing.T) {
 	require.ErrorIs(t, err, secrets.ErrTooShort)
 	require.NotContains(t, err.Error(), "4711")
 }
+
+// TestExecuteResolvesForTheCallsTenant: a call resolves its secrets for
+// its own tenant, so a resolver scoped by the operator's grants hands a
+// tenant only what it was granted, whatever its catalog names.
+func TestExecuteResolvesForTheCallsTenant(t *testing.T) {
+	env := secrets.NewEnv(func(k string) (string, bool) {
+		v, ok := map[string]string{"KEY": "sk-demo-0123456789", "DATABASE_URL": "postgres://u:pw@h/db"}[k]
+		return v, ok
+	})
+	grants, err := secrets.ParseGrants("demo=env:KEY")
+	require.NoError(t, err)
+	r, err := NewRegistry(Deps{Secrets: secrets.Scoped(env, grants)}, leakKind())
+	require.NoError(t, err)
+	call := func(tenant string) (Output, error) {
+		return r.Execute(context.Background(), agent.Tool{Name: "leaky", Kind: "leak"}, Call{Args: json.RawMessage(`{"where":"output"}`), TenantID: tenant})
+	}
+	out, err := call("demo")
+	require.NoError(t, err)
+	require.Equal(t, "got [secret env:KEY]", out.Text)
+	_, err = call("acme")
+	require.ErrorContains(t, err, `secret env:KEY is not one tenant "acme" may name`)
+	require.NotContains(t, err.Error(), "sk-demo")
+}

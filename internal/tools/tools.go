@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/secrets"
 )
 
 // Tool is a runnable tool instance built from an agent.Tool spec. Run may
@@ -192,6 +193,11 @@ type Deps struct {
 	// PATH, or absolute paths. A catalog names one, never chooses it.
 	// Default: none, and stdio servers are refused.
 	MCPCommands []string
+	// SecretGrants are the secret references each tenant's catalog may
+	// name (AGENTFLOW_SECRETS), checked when a catalog is applied; the
+	// resolver in Secrets refuses the rest when a call is made
+	// (secrets.Scoped). Default (nil): no check at apply.
+	SecretGrants *secrets.Grants
 	// Egress is the operator's egress policy (AGENTFLOW_EGRESS_ALLOW),
 	// which every tenant's allowlist can only narrow: a catalog's entries
 	// are checked against it when it is applied, and tools' clients are
