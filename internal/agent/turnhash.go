@@ -65,7 +65,6 @@ func pruneEmpty(v any) any {
 	case map[string]any:
 		// Deleting while ranging visits each key once whatever the order:
 		// the result does not depend on it.
-		//workflowcheck:ignore
 		for k, e := range v {
 			e = pruneEmpty(e)
 			if m, ok := e.(map[string]any); ok && len(m) == 0 {
