@@ -7,8 +7,9 @@
 //
 // Errors are domain errors (internal/agent): a workflow that does not
 // exist is CodeNotFound, a turn that has ended is CodeConflict for what
-// needs a running turn, an update's refusal keeps its code, and a server
-// that cannot be reached is CodeUnavailable.
+// needs a running turn, and so is a job id whose run is another request's
+// (Start), an update's refusal keeps its code, and a server that cannot
+// be reached is CodeUnavailable.
 package turnclient
 
 import (
@@ -107,10 +108,10 @@ func runRequestHash(ctx context.Context, c client.Client, workflowID, runID stri
 	startedAt := info.GetStartTime().AsTime()
 	dc := converter.GetDefaultDataConverter()
 	if p, ok := info.GetMemo().GetFields()[contract.MemoRequestHash]; ok {
+		// A memo field that is not a string names no request: "" is no
+		// request's hash.
 		var hash string
-		if err := dc.FromPayload(p, &hash); err != nil {
-			return "", startedAt, fmt.Errorf("decode memo %s: %w", contract.MemoRequestHash, err)
-		}
+		_ = dc.FromPayload(p, &hash)
 		return hash, startedAt, nil
 	}
 	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
