@@ -169,7 +169,7 @@ func (h *harness) loadAgent(t *testing.T, job, prompt string) agent.Agent {
 
 func loadAgentInput(job, prompt string) contract.LoadAgentInput {
 	return contract.LoadAgentInput{
-		Request:    agent.TurnRequest{TenantID: "demo", JobID: job, AgentID: "assistant", Prompt: prompt},
+		Request:    agent.TurnRequest{TenantID: "demo", JobID: job, AgentID: "assistant", SessionID: "session-1", Prompt: prompt},
 		WorkflowID: contract.TurnWorkflowID("demo", job),
 		AgentID:    "assistant",
 	}

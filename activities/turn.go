@@ -46,12 +46,20 @@ func (a *Activities) Route(ctx context.Context, in contract.RouteInput) (contrac
 // same configuration whatever happens to the catalog later). It records
 // the turn and its prompt (step 0). When the job already has a stored
 // result it returns that instead, so a job id always has one result.
+//
+// A job id names one request: when the job's stored result, or the claim
+// of a turn begun under it, is another request's (agent.TurnRequest.Hash),
+// it fails with agent.CodeConflict and the turn is rejected, storing
+// nothing — whoever started it (the gateway, the temporal CLI, a parent
+// workflow) and under whatever workflow id.
 func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) (contract.LoadAgentResult, error) {
 	req := in.Request
-	existing, err := a.store.Result(ctx, req.TenantID, req.JobID)
+	existing, err := a.store.ResultOf(ctx, req)
 	switch {
 	case err == nil:
 		return contract.LoadAgentResult{Existing: &existing}, nil
+	case agent.IsCode(err, agent.CodeConflict):
+		return contract.LoadAgentResult{}, err
 	case !agent.IsCode(err, agent.CodeNotFound):
 		return contract.LoadAgentResult{}, fmt.Errorf("look up result of job %q: %w", req.JobID, err)
 	}
@@ -71,6 +79,9 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 
 		TurnsPerMinute: ag.Limits.TurnsPerMinute,
 	})
+	if agent.IsCode(err, agent.CodeConflict) {
+		return contract.LoadAgentResult{}, err // its message is the caller's
+	}
 	if err != nil {
 		return contract.LoadAgentResult{}, fmt.Errorf("begin turn: %w", err)
 	}

@@ -1,17 +1,21 @@
 package activities
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
+// saveResultInput saves the result of the request loadAgentInput(job,
+// "hello") loads.
 func saveResultInput(job, output string) contract.SaveResultInput {
 	return contract.SaveResultInput{
-		Request:    agent.TurnRequest{TenantID: "demo", JobID: job, AgentID: "assistant", SessionID: "session-1", Prompt: "hello"},
+		Request:    loadAgentInput(job, "hello").Request,
 		WorkflowID: contract.TurnWorkflowID("demo", job),
 		Result:     agent.TurnResult{JobID: job, Status: agent.StatusCompleted, Output: output},
 	}
@@ -69,4 +73,69 @@ func TestLoadAgentTwiceBeginsTurnOnce(t *testing.T) {
 	steps, err := h.store.Steps(t.Context(), "demo", job)
 	require.NoError(t, err)
 	require.Equal(t, []agent.Message{{Role: agent.RoleUser, Content: "hello"}}, steps)
+}
+
+// TestJobIDNamesOneRequest: another request under a job id that is begun
+// or answered fails with Conflict, whatever workflow runs it, and nothing
+// of it is stored.
+func TestJobIDNamesOneRequest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript)
+	begun, answered := randomJob(), randomJob()
+	h.loadAgent(t, begun, "hello")
+	h.loadAgent(t, answered, "hello")
+	var saved agent.TurnResult
+	h.execute(t, contract.SaveResult, saveResultInput(answered, "done"), &saved)
+
+	for _, job := range []string{begun, answered} {
+		tests := []struct {
+			name   string
+			mutate func(*contract.LoadAgentInput)
+		}{
+			{"another prompt", func(in *contract.LoadAgentInput) { in.Request.Prompt = "goodbye" }},
+			{"another session", func(in *contract.LoadAgentInput) { in.Request.SessionID = "session-2" }},
+			{"another prompt, another workflow", func(in *contract.LoadAgentInput) {
+				in.Request.Prompt, in.WorkflowID = "goodbye", "manual-"+job
+			}},
+			{"routed", func(in *contract.LoadAgentInput) { in.Request.AgentID = "" }},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				in := loadAgentInput(job, "hello")
+				tt.mutate(&in)
+				_, err := h.env.ExecuteActivity(contract.LoadAgent, in)
+				requireFailure(t, err, agent.ErrTypeConflict, "names another request")
+			})
+		}
+		steps, err := h.store.Steps(t.Context(), "demo", job)
+		require.NoError(t, err)
+		require.Equal(t, []agent.Message{{Role: agent.RoleUser, Content: "hello"}}, steps, "the first request's prompt stands")
+	}
+
+	// The same request again: the stored result, or the begun turn.
+	var res contract.LoadAgentResult
+	h.execute(t, contract.LoadAgent, loadAgentInput(answered, "hello"), &res)
+	require.Equal(t, saved, *res.Existing)
+	h.loadAgent(t, begun, "hello")
+
+	// A result for another request is not saved over the job's, nor
+	// returned as its own.
+	other := saveResultInput(answered, "other")
+	other.Request.Prompt = "goodbye"
+	_, err := h.env.ExecuteActivity(contract.SaveResult, other)
+	requireFailure(t, err, agent.ErrTypeConflict, "names another request")
+	stored, err := h.store.Result(t.Context(), "demo", answered)
+	require.NoError(t, err)
+	require.Equal(t, saved, stored)
+}
+
+// requireFailure checks that an activity failed, for good, with an error
+// of type typ whose message contains msg.
+func requireFailure(t *testing.T, err error, typ, msg string) {
+	t.Helper()
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(err, &app), "want an application error, got %v", err)
+	require.Equal(t, typ, app.Type())
+	require.True(t, app.NonRetryable())
+	require.Contains(t, app.Message(), msg)
 }

@@ -34,11 +34,11 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 	if err := in.Validate(); err != nil {
 		return contract.Failure(err)
 	}
-	c := &conversation{in: in, started: map[string]bool{}, recent: map[string]bool{}}
+	c := &conversation{in: in, started: map[string]bool{}, recent: map[string]string{}}
 	if carry := in.Carry; carry != nil {
 		c.carry = *carry
 		for _, id := range carry.Recent {
-			c.recent[id] = true
+			c.recent[id] = carry.RecentHashes[id]
 		}
 	}
 	c.in.Carry = nil
@@ -78,7 +78,9 @@ type conversation struct {
 	in      agent.ConversationInput
 	carry   agent.ConversationCarry
 	started map[string]bool // job ids whose turn started in this run (lookups only)
-	recent  map[string]bool // job ids accepted lately (lookups only)
+	// recent holds the job ids accepted lately, each with the hash of its
+	// turn's request ("": accepted before hashes were kept) (lookups only).
+	recent  map[string]string
 	rolling bool
 }
 
@@ -114,8 +116,9 @@ const maxDefaultJobSuffix = 21
 
 // validate refuses a message the conversation could not run. A message
 // without a job id gets "<session>-<n>", which must fit a job id: a long
-// session id needs job ids given. (Update validators do not run on
-// replay, so this check can change without a version.)
+// session id needs job ids given. A job id accepted lately for another
+// message is a Conflict: a job id names one request. (Update validators
+// do not run on replay, so these checks can change without a version.)
 func (c *conversation) validate(m agent.SendMessage) error {
 	if err := m.Validate(); err != nil {
 		return err
@@ -125,27 +128,54 @@ func (c *conversation) validate(m agent.SendMessage) error {
 			"session_id is %d bytes, too long to number its messages (at most %d): give each message a job_id",
 			len(c.in.SessionID), agent.MaxKeyLength-maxDefaultJobSuffix)
 	}
+	if hash, ok := c.recent[m.JobID]; ok && m.JobID != "" && hash != "" && hash != c.hash(m.JobID, m) {
+		return agent.Errorf(agent.CodeConflict, "job id %q names another message of this session; use a new job id", m.JobID)
+	}
 	return nil
 }
 
+// hash is the hash of the turn a message becomes (agent.TurnRequest.Hash).
+func (c *conversation) hash(jobID string, m agent.SendMessage) string {
+	// JSON encoding sorts map keys and SHA-256 is a function of its
+	// input: deterministic, which workflowcheck cannot tell.
+	return c.request(jobID, m).Hash() //workflowcheck:ignore
+}
+
+// request is the turn a message becomes.
+func (c *conversation) request(jobID string, m agent.SendMessage) agent.TurnRequest {
+	req := agent.TurnRequest{
+		TenantID: c.in.TenantID, SessionID: c.in.SessionID, AgentID: c.in.AgentID, JobID: jobID,
+		Prompt: m.Prompt, History: c.in.History, Context: m.Context, Caller: m.Caller,
+	}
+	req.Normalize()
+	return req
+}
+
 // send accepts a message and returns once its turn has started (or the run
-// rolls over: the next run starts it). A job id seen lately returns the
-// same answer without a second turn.
+// rolls over: the next run starts it). A job id seen lately (for the same
+// message: validate refuses another) returns the same answer without a
+// second turn.
 func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.SendMessageResult, error) {
 	jobID := m.JobID
 	if jobID == "" {
 		jobID = fmt.Sprintf("%s-%d", c.in.SessionID, c.carry.Accepted+1)
 	}
 	res := agent.SendMessageResult{TurnWorkflowID: contract.TurnWorkflowID(c.in.TenantID, jobID), JobID: jobID}
-	if c.recent[jobID] {
+	if _, ok := c.recent[jobID]; ok {
 		return res, nil
 	}
 	c.carry.Accepted++
-	c.recent[jobID] = true
+	hash := c.hash(jobID, m)
+	c.recent[jobID] = hash
 	c.carry.Recent = append(c.carry.Recent, jobID)
+	if c.carry.RecentHashes == nil {
+		c.carry.RecentHashes = map[string]string{}
+	}
+	c.carry.RecentHashes[jobID] = hash
 	if n := len(c.carry.Recent); n > recentJobs {
 		for _, old := range c.carry.Recent[:n-recentJobs] {
 			delete(c.recent, old)
+			delete(c.carry.RecentHashes, old)
 		}
 		c.carry.Recent = append([]string(nil), c.carry.Recent[n-recentJobs:]...)
 	}
@@ -158,11 +188,7 @@ func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.Se
 
 // runTurn runs one message's turn as a child and remembers its outcome.
 func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
-	req := agent.TurnRequest{
-		TenantID: c.in.TenantID, SessionID: c.in.SessionID, AgentID: c.in.AgentID, JobID: msg.JobID,
-		Prompt: msg.Prompt, History: c.in.History, Context: msg.Context, Caller: msg.Caller,
-	}
-	req.Normalize()
+	req := c.request(msg.JobID, msg.SendMessage)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            contract.TurnWorkflowID(req.TenantID, req.JobID),
 		StaticSummary:         contract.TurnSummary(req),

@@ -104,7 +104,11 @@ type ConversationCarry struct {
 	// Accepted counts messages ever accepted: default job ids use it.
 	Accepted int      `json:"accepted"`
 	Recent   []string `json:"recent,omitempty"` // job ids already accepted, newest last
-	Runs     int      `json:"runs"`
+	// RecentHashes maps each of Recent to the hash of its turn's request
+	// (TurnRequest.Hash), so that a job id reused for another message is
+	// refused; a job id without one (carried by an earlier release) is not.
+	RecentHashes map[string]string `json:"recent_hashes,omitempty"`
+	Runs         int               `json:"runs"`
 }
 
 // PendingMessage is an accepted message whose turn has not started.

@@ -103,6 +103,12 @@ var (
 	SearchSession = temporal.NewSearchAttributeKeyKeyword("AgentflowSession")
 )
 
+// MemoRequestHash is the memo field of a turn started through turnclient:
+// the hash of its request (agent.TurnRequest.Hash), set with the start, so
+// that a second start of the job can tell its own request from another
+// one's; the Web UI shows it with the workflow.
+const MemoRequestHash = "agentflow_request_hash"
+
 // TurnWorkflowID is the id of the AgentTurn for a tenant's job.
 func TurnWorkflowID(tenantID, jobID string) string { return "turn/" + tenantID + "/" + jobID }
 

@@ -110,7 +110,7 @@ func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *
 const startTimeout = 30 * time.Second
 
 // start validates a request and starts its turn, or attaches to the run
-// with the same job id. It returns the run.
+// of the same request under its job id. It returns the run.
 func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.WorkflowRun, error) {
 	req, err := s.prepare(ctx, in)
 	if err != nil {
@@ -146,11 +146,13 @@ func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 	return req, nil
 }
 
-// startPrepared starts a prepared turn, or attaches to the run of its job.
+// startPrepared starts a prepared turn, or attaches to the run of its job
+// when that run is the same request; a job id whose run is another
+// request's is CodeConflict (turnclient.Start).
 //
 // A start the server did not answer in time is made again until
 // startTimeout: it is keyed by the turn's workflow id and attaches to the
-// run an earlier try started, so a repeat is harmless.
+// run an earlier try started (the same request), so a repeat is harmless.
 func (s *Service) startPrepared(ctx context.Context, req agent.TurnRequest) (client.WorkflowRun, error) {
 	select {
 	case s.starting <- struct{}{}:

@@ -26,13 +26,14 @@ const (
 INSERT INTO agent_results (
   tenant_id, job_id, run_id, node_id, workflow_id, agent_id, agent_version, route_rule,
   protocol_version, result_data, cas_id, status, error, tool_calls, tokens_used, cache_hit,
-  execution_time_ms, llm_model, data_ref, session_id, cached_tokens, completed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, now())
+  execution_time_ms, llm_model, data_ref, session_id, cached_tokens, request_hash, completed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, now())
 ON CONFLICT (tenant_id, job_id) DO NOTHING`
 
 	sqlResultColumns = `
 SELECT result_id::text, job_id, protocol_version, status, result_data, cas_id, error,
-  tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule, data_ref, cached_tokens
+  tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule, data_ref, cached_tokens,
+  request_hash
 FROM agent_results`
 
 	sqlResultByJob = sqlResultColumns + `
@@ -51,11 +52,14 @@ LIMIT 1`
 // SaveResult stores the result of a turn and returns the stored result,
 // with ResultRef set. Idempotent: the row is inserted with ON CONFLICT
 // (tenant_id, job_id) DO NOTHING and then read back, so a retry or a second
-// writer gets the first result, result_ref included.
+// writer of the same request gets the first result, result_ref included;
+// a result stored for another request under the job id is
+// agent.CodeConflict, never returned as this request's.
 //
 // The serialized output and preview go inline in result_data when shorter
 // than Options.ResultInlineLimit (ref "artifact://<result_id>"), else into
-// cas_blobs (ref "cas://sha256:<hex>"). req supplies run_id and node_id.
+// cas_blobs (ref "cas://sha256:<hex>"). req is the request the result
+// answers: it supplies run_id, node_id and the request's hash.
 func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r agent.TurnResult, req agent.TurnRequest) (agent.TurnResult, error) {
 	if err := requireJobKey(tenantID, r.JobID); err != nil {
 		return agent.TurnResult{}, err
@@ -114,33 +118,68 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	if agentID == "" {
 		agentID = req.AgentID
 	}
+	hash := req.Hash()
 	_, err = s.pool.Exec(ctx, sqlInsertResult,
 		tenantID, r.JobID, req.RunID, req.NodeID, workflowID, agentID, r.Metadata.AgentVersion, r.Metadata.RouteRule,
 		version, inline, casID, r.Status, errJSON, toolCallsJSON, r.Metadata.TokensUsed, r.Metadata.CacheHit,
-		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens)
+		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: %w", r.JobID, err)
 	}
-	stored, err := s.Result(ctx, tenantID, r.JobID)
+	stored, storedHash, err := s.result(ctx, tenantID, r.JobID)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: read back: %w", r.JobID, err)
+	}
+	if err := sameRequest(tenantID, r.JobID, storedHash, hash); err != nil {
+		return agent.TurnResult{}, err
 	}
 	return stored, nil
 }
 
 // Result returns the stored result of a job; agent.CodeNotFound when absent.
 func (s *Store) Result(ctx context.Context, tenantID, jobID string) (agent.TurnResult, error) {
-	if err := requireJobKey(tenantID, jobID); err != nil {
+	r, _, err := s.result(ctx, tenantID, jobID)
+	return r, err
+}
+
+// ResultOf returns the stored result of the job req names, if it answers
+// req: agent.CodeNotFound when the job has no result, agent.CodeConflict
+// when its result answers another request (agent.TurnRequest.Hash).
+// Results stored before requests were hashed answer any request.
+func (s *Store) ResultOf(ctx context.Context, req agent.TurnRequest) (agent.TurnResult, error) {
+	r, storedHash, err := s.result(ctx, req.TenantID, req.JobID)
+	if err != nil {
 		return agent.TurnResult{}, err
 	}
-	r, err := s.scanResult(ctx, s.pool.QueryRow(ctx, sqlResultByJob, tenantID, jobID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.TurnResult{}, agent.Errorf(agent.CodeNotFound, "result of job %q of tenant %q not found", jobID, tenantID)
-	}
-	if err != nil {
-		return agent.TurnResult{}, fmt.Errorf("load result of job %q: %w", jobID, err)
+	if err := sameRequest(req.TenantID, req.JobID, storedHash, req.Hash()); err != nil {
+		return agent.TurnResult{}, err
 	}
 	return r, nil
+}
+
+// sameRequest refuses a job's stored result for a request with another
+// hash; a result stored without one ("") is accepted.
+func sameRequest(tenantID, jobID, stored, hash string) error {
+	if stored != "" && stored != hash {
+		return agent.Errorf(agent.CodeConflict, "job id %q of tenant %q names another request, which has a result; use a new job id", jobID, tenantID)
+	}
+	return nil
+}
+
+// result is Result with the hash of the request the result answers.
+func (s *Store) result(ctx context.Context, tenantID, jobID string) (agent.TurnResult, string, error) {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return agent.TurnResult{}, "", err
+	}
+	var hash string
+	r, err := s.scanResult(ctx, s.pool.QueryRow(ctx, sqlResultByJob, tenantID, jobID), &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return agent.TurnResult{}, "", agent.Errorf(agent.CodeNotFound, "result of job %q of tenant %q not found", jobID, tenantID)
+	}
+	if err != nil {
+		return agent.TurnResult{}, "", fmt.Errorf("load result of job %q: %w", jobID, err)
+	}
+	return r, hash, nil
 }
 
 // ResultByRef returns the result an "artifact://<result_id>" or
@@ -169,7 +208,8 @@ func (s *Store) ResultByRef(ctx context.Context, tenantID, ref string) (agent.Tu
 	default:
 		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s… or %s…", truncate(ref, 100), artifactRefPrefix, casRefPrefix)
 	}
-	r, err := s.scanResult(ctx, row)
+	var hash string
+	r, err := s.scanResult(ctx, row, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return agent.TurnResult{}, agent.Errorf(agent.CodeNotFound, "result %s of tenant %q not found", ref, tenantID)
 	}
@@ -180,8 +220,9 @@ func (s *Store) ResultByRef(ctx context.Context, tenantID, ref string) (agent.Tu
 }
 
 // scanResult reads a row of sqlResultColumns, fetching the payload from
-// cas_blobs when it is not inline.
-func (s *Store) scanResult(ctx context.Context, row pgx.Row) (agent.TurnResult, error) {
+// cas_blobs when it is not inline; hash receives the hash of the request
+// the result answers.
+func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agent.TurnResult, error) {
 	var (
 		r                         agent.TurnResult
 		resultID                  string
@@ -190,7 +231,7 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row) (agent.TurnResult, 
 	)
 	m := &r.Metadata
 	err := row.Scan(&resultID, &r.JobID, &r.Version, &r.Status, &inline, &casID, &errJSON,
-		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef, &m.CachedTokens)
+		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef, &m.CachedTokens, hash)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}

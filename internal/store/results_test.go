@@ -116,6 +116,59 @@ func TestSaveResult(t *testing.T) {
 	requireCode(t, err, agent.CodeNotFound)
 }
 
+// TestResultOfRequest: a job's result answers the request it was saved
+// for; another request under the job id is a Conflict, and a result saved
+// before requests were hashed answers any.
+func TestResultOfRequest(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	req := processRequest("job-1")
+	saved, err := s.SaveResult(ctx, "demo", "turn/demo/job-1", completed("job-1", "50"), req)
+	require.NoError(t, err)
+
+	got, err := s.ResultOf(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, saved, got)
+	no := false
+	same := req
+	same.Stream, same.Version = &no, agent.ProtocolVersion
+	got, err = s.ResultOf(ctx, same)
+	require.NoError(t, err, "how the answer is delivered is not the request")
+	require.Equal(t, saved, got)
+
+	for name, mutate := range map[string]func(*agent.TurnRequest){
+		"prompt":  func(r *agent.TurnRequest) { r.Prompt = "q" },
+		"agent":   func(r *agent.TurnRequest) { r.AgentID = "writer" },
+		"node":    func(r *agent.TurnRequest) { r.NodeID = "agent_other" },
+		"context": func(r *agent.TurnRequest) { r.Context.Metadata = map[string]string{"k": "v"} },
+	} {
+		other := processRequest("job-1")
+		mutate(&other)
+		_, err := s.ResultOf(ctx, other)
+		requireCode(t, err, agent.CodeConflict)
+		require.ErrorContains(t, err, `job id "job-1" of tenant "demo" names another request`, name)
+
+		_, err = s.SaveResult(ctx, "demo", "turn/demo/job-1", completed("job-1", "other"), other)
+		requireCode(t, err, agent.CodeConflict)
+	}
+	got, err = s.Result(ctx, "demo", "job-1")
+	require.NoError(t, err)
+	require.Equal(t, saved, got, "the first result stands")
+
+	_, err = s.ResultOf(ctx, processRequest("job-2"))
+	requireCode(t, err, agent.CodeNotFound)
+
+	// Saved before the hash was kept.
+	_, err = s.Pool().Exec(ctx, "UPDATE agent_results SET request_hash = '' WHERE job_id = 'job-1'")
+	require.NoError(t, err)
+	other := processRequest("job-1")
+	other.Prompt = "q"
+	got, err = s.ResultOf(ctx, other)
+	require.NoError(t, err)
+	require.Equal(t, saved, got)
+}
+
 func TestSaveResultConcurrent(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

@@ -44,10 +44,13 @@ SELECT workflow_id, agent_id, agent_version, session_id, request
 FROM turns WHERE tenant_id = $1 AND job_id = $2`
 )
 
-// BeginTurn records the start of a turn. Idempotent: when the (tenant, job)
-// row exists with the same workflow and agent — a retried activity or a
-// replayed start — it does nothing and the first write stands. A job id
-// reused by another workflow or for another agent is agent.CodeConflict.
+// BeginTurn records the start of a turn: the job's claim, written once.
+// Idempotent: when the (tenant, job) row exists with the same request,
+// workflow and agent — a retried activity or a replayed start — it does
+// nothing and the first write stands. A job id reused for another request
+// (agent.TurnRequest.Hash), by another workflow or for another agent is
+// agent.CodeConflict. The check costs nothing on the way of a new turn:
+// only a start that finds the row reads it.
 func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 	if err := requireJobKey(t.TenantID, t.JobID); err != nil {
 		return err
@@ -107,6 +110,10 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 	stored, err := s.Turn(ctx, t.TenantID, t.JobID)
 	if err != nil {
 		return fmt.Errorf("begin turn %q: %w", t.JobID, err)
+	}
+	if stored.Request.Hash() != t.Request.Hash() {
+		return agent.Errorf(agent.CodeConflict, "job id %q of tenant %q names another request (started by workflow %q); use a new job id",
+			t.JobID, t.TenantID, stored.WorkflowID)
 	}
 	if stored.WorkflowID != t.WorkflowID {
 		return agent.Errorf(agent.CodeConflict, "job %q of tenant %q was already started by workflow %q", t.JobID, t.TenantID, stored.WorkflowID)

@@ -39,6 +39,14 @@ func TestBeginTurn(t *testing.T) {
 		{name: "retry with a newer agent version keeps the first", mutate: func(tt *store.Turn) { tt.AgentVersion = 3 }},
 		{name: "another workflow", mutate: func(tt *store.Turn) { tt.WorkflowID = "turn/demo/other" }, code: agent.CodeConflict},
 		{name: "another agent", mutate: func(tt *store.Turn) { tt.AgentID = "ops" }, code: agent.CodeConflict},
+		{name: "another request", mutate: func(tt *store.Turn) { tt.Request.Prompt = "What is 6 * 7?" }, code: agent.CodeConflict},
+		{name: "another request, another workflow", mutate: func(tt *store.Turn) {
+			tt.Request.Context.UserRole, tt.WorkflowID = "supervisor", "turn/demo/other"
+		}, code: agent.CodeConflict},
+		{name: "the same request with another delivery", mutate: func(tt *store.Turn) {
+			no := false
+			tt.Request.Stream, tt.Request.Version, tt.Request.History = &no, "", ""
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +74,39 @@ func TestBeginTurn(t *testing.T) {
 	require.Equal(t, "turn/acme/job-1", got.WorkflowID)
 	_, err = s.Turn(ctx, "demo", "job-2")
 	requireCode(t, err, agent.CodeNotFound)
+}
+
+// TestBeginTurnConcurrentRequests: ten requests begun at once under one
+// job id, each by its own workflow: one claims the job, nine are refused.
+func TestBeginTurnConcurrentRequests(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	const n = 10
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			turn := demoTurn("job-1")
+			turn.WorkflowID = fmt.Sprintf("manual-%d", i)
+			turn.Request.Prompt = fmt.Sprintf("What is %d * 4?", i)
+			errs[i] = s.BeginTurn(ctx, turn)
+		})
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		if err == nil {
+			require.Equal(t, -1, won, "two requests claimed the job")
+			won = i
+			continue
+		}
+		requireCode(t, err, agent.CodeConflict)
+	}
+	require.NotEqual(t, -1, won)
+	got, err := s.Turn(ctx, "demo", "job-1")
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("What is %d * 4?", won), got.Request.Prompt)
 }
 
 func TestSteps(t *testing.T) {

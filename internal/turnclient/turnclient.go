@@ -7,8 +7,9 @@
 //
 // Errors are domain errors (internal/agent): a workflow that does not
 // exist is CodeNotFound, a turn that has ended is CodeConflict for what
-// needs a running turn, an update's refusal keeps its code, and a server
-// that cannot be reached is CodeUnavailable.
+// needs a running turn, and so is a job id whose run is another request's
+// (Start), an update's refusal keeps its code, and a server that cannot
+// be reached is CodeUnavailable.
 package turnclient
 
 import (
@@ -20,6 +21,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -27,9 +29,13 @@ import (
 )
 
 // StartOptions are the options every starter of a turn uses: the turn's
-// id, so that starting the same job twice attaches to the first run (or
-// its completed result) instead of running it again; its search
-// attributes and summary.
+// id, the hash of its request in the memo (contract.MemoRequestHash), its
+// search attributes and summary. A start of a job whose run is open, or
+// closed successfully, does not start another run: ExecuteWorkflow with
+// these options returns that run, whatever request it runs — Start checks
+// that it is the same request. After a run that failed (a rejected turn,
+// a rate limit) the job may run again; the turn then finds any result the
+// job has stored.
 func StartOptions(taskQueue string, req agent.TurnRequest) client.StartWorkflowOptions {
 	attrs := []temporal.SearchAttributeUpdate{contract.SearchTenant.ValueSet(req.TenantID)}
 	if req.AgentID != "" {
@@ -39,26 +45,94 @@ func StartOptions(taskQueue string, req agent.TurnRequest) client.StartWorkflowO
 		attrs = append(attrs, contract.SearchSession.ValueSet(req.SessionID))
 	}
 	return client.StartWorkflowOptions{
-		ID:                       contract.TurnWorkflowID(req.TenantID, req.JobID),
-		TaskQueue:                taskQueue,
-		StaticSummary:            contract.TurnSummary(req),
-		StaticDetails:            contract.TurnDetails(req),
-		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ID:                    contract.TurnWorkflowID(req.TenantID, req.JobID),
+		TaskQueue:             taskQueue,
+		StaticSummary:         contract.TurnSummary(req),
+		StaticDetails:         contract.TurnDetails(req),
+		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
+		// The memo is written with the start, atomically: a second start
+		// of the job reads the first one's request hash from it.
+		Memo:                     map[string]any{contract.MemoRequestHash: req.Hash()},
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		// A caller that runs a worker on the task queue (the gateway in the
 		// worker process) gets the first workflow task in the start reply.
 		EnableEagerStart: true,
 	}
 }
 
-// Start starts a turn, or attaches to the run of the same job.
+// Start starts a turn, or attaches to the run of the same job when it is
+// the same request (agent.TurnRequest.Hash): open, or closed with its
+// result. A job id whose run is another request's is CodeConflict.
+//
+// The first start of a job costs one call; only a start that finds the
+// job's run compares the requests (one call more), so a start repeated
+// after a timeout attaches to the run the first try started.
 func Start(ctx context.Context, c client.Client, taskQueue string, req agent.TurnRequest) (client.WorkflowRun, error) {
-	run, err := c.ExecuteWorkflow(ctx, StartOptions(taskQueue, req), contract.AgentTurn, req)
+	opts := StartOptions(taskQueue, req)
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	run, err := c.ExecuteWorkflow(ctx, opts, contract.AgentTurn, req)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return attach(ctx, c, opts.ID, started.RunId, req)
+	}
 	if err != nil {
-		return nil, workflowError(fmt.Sprintf("turn %q", contract.TurnWorkflowID(req.TenantID, req.JobID)), err)
+		return nil, workflowError(fmt.Sprintf("turn %q", opts.ID), err)
 	}
 	return run, nil
+}
+
+// attach returns the run of a job that had started, if it runs req.
+func attach(ctx context.Context, c client.Client, workflowID, runID string, req agent.TurnRequest) (client.WorkflowRun, error) {
+	hash, startedAt, err := runRequestHash(ctx, c, workflowID, runID)
+	if err != nil {
+		return nil, workflowError(fmt.Sprintf("turn %q", workflowID), err)
+	}
+	if hash != req.Hash() {
+		return nil, agent.Errorf(agent.CodeConflict, "job id %q names another request (started %s); use a new job id",
+			req.JobID, startedAt.UTC().Format(time.RFC3339))
+	}
+	return c.GetWorkflow(ctx, workflowID, runID), nil
+}
+
+// runRequestHash returns the hash of the request a turn's run runs, and
+// when it started: from its memo, or, for a run started without it (by
+// the temporal CLI, by a parent workflow, by an earlier release), from
+// its input.
+func runRequestHash(ctx context.Context, c client.Client, workflowID, runID string) (string, time.Time, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	startedAt := info.GetStartTime().AsTime()
+	dc := converter.GetDefaultDataConverter()
+	if p, ok := info.GetMemo().GetFields()[contract.MemoRequestHash]; ok {
+		// A memo field that is not a string names no request: "" is no
+		// request's hash.
+		var hash string
+		_ = dc.FromPayload(p, &hash)
+		return hash, startedAt, nil
+	}
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return "", startedAt, fmt.Errorf("run %s of %s has no history", runID, workflowID)
+	}
+	first, err := it.Next()
+	if err != nil {
+		return "", startedAt, err
+	}
+	// A run of another type, or an input that does not decode, runs no
+	// request: "" is no request's hash.
+	attrs := first.GetWorkflowExecutionStartedEventAttributes()
+	if attrs.GetWorkflowType().GetName() != contract.AgentTurn {
+		return "", startedAt, nil
+	}
+	var req agent.TurnRequest
+	if err := dc.FromPayloads(attrs.GetInput(), &req); err != nil {
+		return "", startedAt, nil
+	}
+	return req.Hash(), startedAt, nil
 }
 
 // Result waits for a turn's result. A turn that failed or was rejected
