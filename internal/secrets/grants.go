@@ -76,22 +76,23 @@ func checkPattern(p string) error {
 	return nil
 }
 
-// Allows says whether tenant may name ref: agent.CodePermissionDenied,
-// naming the reference and the variable, when it may not.
+// Allows says whether tenant may name ref: agent.CodeInvalid, naming the
+// reference and the variable, when it may not — the catalog's to fix, and
+// at call time a tool error the model reads, as egress refusals are.
 func (g Grants) Allows(tenant, ref string) error {
 	name, err := parseRef(ref)
 	if err != nil {
 		return agent.Errorf(agent.CodeInvalid, "%v", err)
 	}
 	if platformVariable(name) {
-		return agent.Errorf(agent.CodePermissionDenied, "secret %s is a variable of the platform itself, which no tenant may name", ref)
+		return agent.Errorf(agent.CodeInvalid, "secret %s is a variable of the platform itself, which no tenant may name", ref)
 	}
 	for _, t := range []string{tenant, "*"} {
 		if slices.ContainsFunc(g.byTenant[t], func(p string) bool { return matchPattern(p, ref) }) {
 			return nil
 		}
 	}
-	return agent.Errorf(agent.CodePermissionDenied, "secret %s is not one tenant %q may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS", ref, tenant)
+	return agent.Errorf(agent.CodeInvalid, "secret %s is not one tenant %q may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS", ref, tenant)
 }
 
 func matchPattern(p, ref string) bool {
@@ -153,7 +154,7 @@ type scoped struct {
 func (s scoped) Resolve(ctx context.Context, ref string) (string, error) {
 	tenant := TenantIn(ctx)
 	if tenant == "" {
-		return "", agent.Errorf(agent.CodePermissionDenied, "secret %s: no tenant to resolve it for", ref)
+		return "", agent.Errorf(agent.CodeInvalid, "secret %s: no tenant to resolve it for", ref)
 	}
 	if err := s.grants.Allows(tenant, ref); err != nil {
 		return "", err

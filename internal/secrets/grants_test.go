@@ -23,10 +23,10 @@ func TestGrants(t *testing.T) {
 		{"demo", "env:GH_TOKEN", "", "a tenant may appear in several entries"},
 		{"demo", "env:SHARED_WEATHER_KEY", "", ""},
 		{"acme", "env:SHARED_WEATHER_KEY", "", ""},
-		{"demo", "env:ACME_KEY", agent.CodePermissionDenied, `secret env:ACME_KEY is not one tenant "demo" may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS`},
-		{"acme", "env:FLIGHTS_TOKEN", agent.CodePermissionDenied, "AGENTFLOW_SECRETS"},
-		{"other", "env:FLIGHTS_TOKEN", agent.CodePermissionDenied, "AGENTFLOW_SECRETS"},
-		{"demo", "env:FLIGHTS_TOKEN2", agent.CodePermissionDenied, "AGENTFLOW_SECRETS"},
+		{"demo", "env:ACME_KEY", agent.CodeInvalid, `secret env:ACME_KEY is not one tenant "demo" may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS`},
+		{"acme", "env:FLIGHTS_TOKEN", agent.CodeInvalid, "AGENTFLOW_SECRETS"},
+		{"other", "env:FLIGHTS_TOKEN", agent.CodeInvalid, "AGENTFLOW_SECRETS"},
+		{"demo", "env:FLIGHTS_TOKEN2", agent.CodeInvalid, "AGENTFLOW_SECRETS"},
 		{"demo", "vault:x", agent.CodeInvalid, "unknown scheme"},
 	}
 	for _, tt := range tests {
@@ -44,7 +44,7 @@ func TestGrants(t *testing.T) {
 	for _, name := range []string{"DATABASE_URL", "AGENTFLOW_TOKENS", "AGENTFLOW_GRPC_TLS_KEY", "TEMPORAL_TLS_KEY", "OTEL_EXPORTER_OTLP_HEADERS",
 		"PGPASSWORD", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST"} {
 		err := all.Allows("demo", "env:"+name)
-		require.Equal(t, agent.CodePermissionDenied, agent.ErrorCode(err), name)
+		require.Equal(t, agent.CodeInvalid, agent.ErrorCode(err), name)
 		require.ErrorContains(t, err, "a variable of the platform itself")
 	}
 	require.NoError(t, all.Allows("demo", "env:FLIGHTS_TOKEN"))

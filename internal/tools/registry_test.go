@@ -277,5 +277,6 @@ func TestExecuteResolvesForTheCallsTenant(t *testing.T) {
 	require.Equal(t, "got [secret env:KEY]", out.Text)
 	_, err = call("acme")
 	require.ErrorContains(t, err, `secret env:KEY is not one tenant "acme" may name`)
+	require.True(t, agent.IsCode(err, agent.CodeInvalid), "a tool error the model reads, not a failure to retry")
 	require.NotContains(t, err.Error(), "sk-demo")
 }
