@@ -59,6 +59,12 @@ func toolRetry() *temporal.RetryPolicy {
 
 const (
 	toolTimeout = 2 * time.Minute
+	// toolHeartbeat is a tool call's heartbeat timeout (runs since
+	// cancelToolsChange): ExecuteTool heartbeats every second, so a lost
+	// worker is noticed within it, and the SDK sends heartbeats every
+	// 0.8 of it (not every 30 s, as without one): a cancellation reaches
+	// the call with the next one.
+	toolHeartbeat = 10 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second
@@ -104,9 +110,10 @@ type turn struct {
 	cacheHit bool
 
 	// canceled is the cancellation asked for, if any; stopModel stops the
-	// model call in flight.
+	// model call in flight, stopTools the tool calls in flight.
 	canceled  *agent.CancelRequest
 	stopModel workflow.CancelFunc
+	stopTools workflow.CancelFunc
 	timedOut  bool // the turn's timeout ended its run
 	// unstored are tool calls that did not run whose results no CallModel
 	// has stored yet: SaveResult stores them when the turn ends first.
@@ -336,7 +343,19 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
 	t.data = nil
 	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
-		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)), limits: limits}
+		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)), limits: limits,
+		callCtx: ctx}
+	if workflow.GetVersion(ctx, cancelToolsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		// A cancellation of the turn stops the round's calls in flight.
+		var stop workflow.CancelFunc
+		r.callCtx, stop = workflow.WithCancel(ctx)
+		r.heartbeat = true
+		t.stopTools = stop
+		defer func() {
+			t.stopTools = nil
+			stop()
+		}()
+	}
 	for _, c := range calls {
 		if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
 			r.delegations++
@@ -380,6 +399,11 @@ type toolRound struct {
 	// delegate_to_agent calls, which share the tokens the turn has left.
 	limits      agent.Limits
 	delegations int
+	// callCtx is the context the round's tool calls run in: the turn's,
+	// or one that a cancellation of the turn cancels (cancelToolsChange),
+	// whose calls also heartbeat.
+	callCtx   workflow.Context
+	heartbeat bool
 }
 
 // start logs call i's tool_start and schedules it. The agent was loaded
@@ -412,17 +436,22 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 			Summary:             summary,
 		}
 		r.local[i] = &opts
-		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), contract.ExecuteTool, in)
+		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.callCtx, opts), contract.ExecuteTool, in)
 		return
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: toolTimeout,
 		RetryPolicy:         toolRetry(),
 		Summary:             summary,
 		// A call in flight when the turn ends is waited for: its outcome
-		// is what happened, whatever the turn decides next.
+		// is what happened (a result, or its cancellation), whatever the
+		// turn decides next.
 		WaitForCancellation: true,
-	})
+	}
+	if r.heartbeat {
+		opts.HeartbeatTimeout = toolHeartbeat
+	}
+	actx := workflow.WithActivityOptions(r.callCtx, opts)
 	in.Live = t.handOn()
 	r.futures[i] = workflow.ExecuteActivity(actx, contract.ExecuteTool, in)
 }
