@@ -60,6 +60,12 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 	msg, status := a.run(ctx, ag, in, progress.report)
 	progress.close()
 	if status == "" {
+		if err := ctx.Err(); err != nil {
+			// The turn cancelled the call (heartbeats bring that within
+			// seconds): the attempt ends canceled, with nothing stored;
+			// the turn records the call's result.
+			return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %w", in.Call.Name, err)
+		}
 		return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %s", in.Call.Name, msg.Content)
 	}
 	return a.storeToolResult(ctx, in, msg, status)
@@ -104,8 +110,8 @@ func statusOf(content string) string {
 }
 
 // run executes the call and returns what the model reads of it. An empty
-// status means a failure worth retrying; the message's content then holds
-// the error.
+// status means a failure worth retrying, or a call cancelled while it
+// ran; the message's content then holds the error.
 func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress func(string)) (agent.Message, string) {
 	spec, ok := ag.Tool(in.Call.Name)
 	if !ok {
@@ -124,6 +130,9 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	switch {
 	case err == nil:
 		return a.output(ctx, in, out)
+	case ctx.Err() != nil:
+		// Cancelled: whatever the tool made of it is not its result.
+		return agent.Message{Content: err.Error()}, ""
 	case agent.IsCode(err, agent.CodeInvalid), agent.IsCode(err, agent.CodeNotFound):
 		return agent.Message{Content: err.Error()}, agent.ToolError
 	default:
