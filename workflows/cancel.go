@@ -14,11 +14,12 @@ import (
 // it reported a cancellation as a TurnTimeout failure.
 const cancelChange = "cancel-turn"
 
-// cancelToolsChange marks runs whose cancellation also stops the tool
-// calls in flight, which heartbeat (toolHeartbeat) so that it reaches them
-// within seconds: each ends canceled and is recorded so. Runs before it
-// let the calls in flight finish, and a call stuck for minutes held the
-// cancellation. Covered by the recorded history turn_tool_canceled.
+// cancelToolsChange marks runs whose cancel_turn signal also stops the
+// tool calls in flight, which heartbeat (toolHeartbeat) so that it reaches
+// them within seconds: each ends canceled and is recorded so. Runs before
+// it let the calls in flight finish, and a call stuck for minutes held the
+// cancellation. Its marker is recorded only when a cancellation finds
+// calls in flight. Covered by the recorded history turn_tool_canceled.
 const cancelToolsChange = "cancel-tools-in-flight"
 
 // temporalCancel is the request a cancellation of the workflow itself
@@ -68,7 +69,7 @@ func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	if t.stopModel != nil {
 		t.stopModel()
 	}
-	if t.stopTools != nil {
+	if t.stopTools != nil && workflow.GetVersion(ctx, cancelToolsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 		t.stopTools()
 	}
 	t.stopDelegations()

@@ -59,11 +59,12 @@ func toolRetry() *temporal.RetryPolicy {
 
 const (
 	toolTimeout = 2 * time.Minute
-	// toolHeartbeat is a tool call's heartbeat timeout (runs since
-	// cancelToolsChange): ExecuteTool heartbeats every second, so a lost
-	// worker is noticed within it, and the SDK sends heartbeats every
-	// 0.8 of it (not every 30 s, as without one): a cancellation reaches
-	// the call with the next one.
+	// toolHeartbeat is a tool call's heartbeat timeout: ExecuteTool
+	// heartbeats every second, so a lost worker is noticed within it, and
+	// the SDK sends heartbeats every 0.8 of it (not every 30 s, as without
+	// one): a cancellation reaches the call with the next one. Activity
+	// options are not part of what replay compares (an activity's id and
+	// type are), so runs recorded without it replay as they were.
 	toolHeartbeat = 10 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
@@ -343,19 +344,16 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
 	t.data = nil
 	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
-		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)), limits: limits,
-		callCtx: ctx}
-	if workflow.GetVersion(ctx, cancelToolsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
-		// A cancellation of the turn stops the round's calls in flight.
-		var stop workflow.CancelFunc
-		r.callCtx, stop = workflow.WithCancel(ctx)
-		r.heartbeat = true
-		t.stopTools = stop
-		defer func() {
-			t.stopTools = nil
-			stop()
-		}()
-	}
+		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)), limits: limits}
+	// A cancellation of the turn stops the round's calls in flight
+	// (requestCancel).
+	var stop workflow.CancelFunc
+	r.callCtx, stop = workflow.WithCancel(ctx)
+	t.stopTools = stop
+	defer func() {
+		t.stopTools = nil
+		stop()
+	}()
 	for _, c := range calls {
 		if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
 			r.delegations++
@@ -399,11 +397,9 @@ type toolRound struct {
 	// delegate_to_agent calls, which share the tokens the turn has left.
 	limits      agent.Limits
 	delegations int
-	// callCtx is the context the round's tool calls run in: the turn's,
-	// or one that a cancellation of the turn cancels (cancelToolsChange),
-	// whose calls also heartbeat.
-	callCtx   workflow.Context
-	heartbeat bool
+	// callCtx is the context the round's tool calls run in, which a
+	// cancellation of the turn cancels.
+	callCtx workflow.Context
 }
 
 // start logs call i's tool_start and schedules it. The agent was loaded
@@ -439,19 +435,16 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.callCtx, opts), contract.ExecuteTool, in)
 		return
 	}
-	opts := workflow.ActivityOptions{
+	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
 		StartToCloseTimeout: toolTimeout,
+		HeartbeatTimeout:    toolHeartbeat,
 		RetryPolicy:         toolRetry(),
 		Summary:             summary,
 		// A call in flight when the turn ends is waited for: its outcome
 		// is what happened (a result, or its cancellation), whatever the
 		// turn decides next.
 		WaitForCancellation: true,
-	}
-	if r.heartbeat {
-		opts.HeartbeatTimeout = toolHeartbeat
-	}
-	actx := workflow.WithActivityOptions(r.callCtx, opts)
+	})
 	in.Live = t.handOn()
 	r.futures[i] = workflow.ExecuteActivity(actx, contract.ExecuteTool, in)
 }
