@@ -491,7 +491,7 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 			if opts := r.local[i]; err != nil && opts != nil {
 				// A local call that could not reach the database runs
 				// again once it is back (a regular activity waits inside).
-				err = outlast(workflow.WithLocalActivityOptions(ctx, *opts), localToolsChange, contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
+				err = outlast(workflow.WithLocalActivityOptions(r.callCtx, *opts), localToolsChange, contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
 			}
 			if err != nil {
 				status, msg := agent.ToolError, contract.ErrorOf(err).Message
