@@ -50,6 +50,10 @@ type Deps struct {
 	// DataInlineBytes is the size up to which a tool's data is shown to
 	// the model whole; larger data is shown as a preview. Default 64 KiB.
 	DataInlineBytes int
+	// MaxResultBytes is the budget of one activity result, checked before
+	// the result is returned (see DefaultMaxResultBytes for why 1 MiB);
+	// lower it with the server's limit.blobSize.error. Default 1 MiB.
+	MaxResultBytes int
 	// TraceContent records prompts, replies, tool arguments and tool
 	// output on the model and tool calls' spans (AGENTFLOW_TRACE_CONTENT).
 	// Default: off, spans carry names, counts and codes only.
@@ -82,6 +86,7 @@ type Activities struct {
 	previewBytes    int
 	sessionWindow   int
 	dataInlineBytes int
+	maxResultBytes  int
 	traceContent    bool
 }
 
@@ -114,6 +119,7 @@ func New(d Deps) (*Activities, error) {
 		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),
 		sessionWindow:   orDefault(d.SessionWindow, DefaultSessionWindow),
 		dataInlineBytes: orDefault(d.DataInlineBytes, DefaultDataInline),
+		maxResultBytes:  orDefault(d.MaxResultBytes, DefaultMaxResultBytes),
 	}, nil
 }
 

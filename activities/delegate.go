@@ -37,6 +37,7 @@ func delegated(call agent.ToolCall, res agent.TurnResult) (agent.Message, string
 	msg := agent.Message{}
 	var p agent.DataPreview
 	if res.DataRef != "" && json.Unmarshal(res.ResultPreview, &p) == nil {
+		p = p.Bounded()
 		p.Ref = res.DataRef
 		msg.Data = &p
 		b.WriteString(describeData("", p, nil, false, false))

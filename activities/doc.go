@@ -31,4 +31,20 @@
 // non-retryable application error whose type is the code's; errors with
 // no code stay retryable. A 429 from the model is ModelFailed with the
 // provider's Retry-After as the next retry delay.
+//
+// # Results stay small
+//
+// Register also checks every result against a payload budget
+// (Deps.MaxResultBytes, 1 MiB by default: half the server's blob size
+// limit) before it is returned, so that no completion is refused by the
+// server, which would time the attempt out and run it again. What grows
+// with data travels by cas:// reference with a bounded preview (a tool's
+// output and data); a tool's result over the budget all the same is the
+// tool's error, and a model reply over it fails the call for good, each
+// saying what was too large.
+//
+// ExecuteTool heartbeats every second while its tool runs: a turn's
+// cancellation reaches the call with the next heartbeat the SDK sends,
+// cancels the tool's context, and the attempt ends canceled with nothing
+// stored.
 package activities

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,9 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 // its runs (tally), so that a test can tell whether a tool ran again;
 // execute_pipeline, uncached, with the harness's API (API) in the
 // tenant's egress allowlist; and a tool that returns what its arguments
-// say (echo_data); and delegate_to_agent, whose calls the workflow runs.
+// say (echo_data); a tool whose data comes with a preview of its own that
+// shows its rows whole (own_preview); and delegate_to_agent, whose calls
+// the workflow runs.
 const testCatalog = `
 tenant: demo
 default_agent: assistant
@@ -57,13 +60,15 @@ tools:
     config: {cache_ttl_sec: 0}
   - name: echo_data
     kind: echo_data
+  - name: own_preview
+    kind: own_preview
   - name: delegate
     kind: delegate_to_agent
 agents:
   - id: assistant
     model: openai:gpt-4o-mini
     system_prompt: Be brief.
-    tools: [calculator, tally, execute_pipeline, echo_data, delegate]
+    tools: [calculator, tally, execute_pipeline, echo_data, own_preview, delegate]
 `
 
 // testDataInline is the harness's DataInlineBytes: small, so that tests
@@ -83,12 +88,15 @@ type harness struct {
 	env      *testsuite.TestActivityEnvironment
 	beats    *heartbeatRecorder
 	toolRuns *atomic.Int32
-	// api answers GET /rows with a table of three rows, counting calls.
+	// api answers GET /rows with a table of three rows, and GET
+	// /big-row?bytes=N with one row of N bytes, counting calls.
 	api     *httptest.Server
 	apiHits *atomic.Int32
 }
 
-func newHarness(t *testing.T, modelScript string) *harness {
+// newHarness starts a harness; configure, if given, changes the
+// activities' dependencies before they are built.
+func newHarness(t *testing.T, modelScript string, configure ...func(*Deps)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
@@ -109,6 +117,11 @@ func newHarness(t *testing.T, modelScript string) *harness {
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/big-row" {
+			n, _ := strconv.Atoi(r.URL.Query().Get("bytes"))
+			_, _ = io.WriteString(w, `[{"id":1,"blob":"`+strings.Repeat("a", max(0, n-22))+`"}]`)
+			return
+		}
 		_, _ = io.WriteString(w, `[{"id":1,"price":300},{"id":2,"price":100},{"id":3,"price":200}]`)
 	}))
 	t.Cleanup(api.Close)
@@ -118,7 +131,7 @@ func newHarness(t *testing.T, modelScript string) *harness {
 	// AGENTFLOW_EGRESS_ALLOW would.
 	op, err := egress.OpenOperator(strings.TrimPrefix(api.URL, "http://"))
 	require.NoError(t, err)
-	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger, Egress: op}, append(tools.Builtin(), tallyKind(runs), echoDataKind())...)
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger, Egress: op}, append(tools.Builtin(), tallyKind(runs), echoDataKind(), ownPreviewKind())...)
 	require.NoError(t, err)
 	cat, err := registry.Parse(kinds, "t.yaml", []byte(strings.ReplaceAll(testCatalog, "API", strings.TrimPrefix(api.URL, "http://"))))
 	require.NoError(t, err)
@@ -130,10 +143,14 @@ func newHarness(t *testing.T, modelScript string) *harness {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
-	acts, err := New(Deps{
+	deps := Deps{
 		Store: st, Model: model, Tools: kinds, Routes: registry.NewCache(st, op, logger), Logger: logger, Temporal: c,
 		StreamInterval: 50 * time.Millisecond, DataInlineBytes: testDataInline,
-	})
+	}
+	for _, f := range configure {
+		f(&deps)
+	}
+	acts, err := New(deps)
 	require.NoError(t, err)
 
 	env, beats := newActivityEnv(logger)
@@ -309,6 +326,35 @@ func (echoDataTool) Run(_ context.Context, call tools.Call) (tools.Output, error
 		return tools.Output{}, agent.Errorf(agent.CodeInvalid, "%v", err)
 	}
 	return tools.Output{Text: args.Text, Data: args.Data, ShowData: args.Show}, nil
+}
+
+// ownPreviewKind is a tool kind whose tools return a dataset of one row
+// of {"bytes": N} bytes with a preview of their own that shows the row
+// whole, as a tool that knows its data's shape may.
+func ownPreviewKind() tools.Kind {
+	return tools.Kind{
+		Name:        "own_preview",
+		Description: "Returns one large row with its own preview.",
+		Parameters:  json.RawMessage(`{"type": "object", "properties": {"bytes": {"type": "integer"}}}`),
+		Build: func(agent.Tool, tools.Deps) (tools.Tool, error) {
+			return ownPreviewTool{}, nil
+		},
+	}
+}
+
+type ownPreviewTool struct{}
+
+func (ownPreviewTool) Run(_ context.Context, call tools.Call) (tools.Output, error) {
+	var args struct {
+		Bytes int `json:"bytes"`
+	}
+	if err := json.Unmarshal(call.Args, &args); err != nil {
+		return tools.Output{}, agent.Errorf(agent.CodeInvalid, "%v", err)
+	}
+	row := json.RawMessage(`{"id":1,"blob":"` + strings.Repeat("b", max(0, args.Bytes-20)) + `"}`)
+	data := append(append([]byte{'['}, row...), ']')
+	return tools.Output{Text: "one row", Data: data, Preview: &agent.DataPreview{Type: agent.DataDataset, RowCount: 1,
+		Fields: []agent.Field{{Name: "id", Type: "number"}, {Name: "blob", Type: "string"}}, Sample: []json.RawMessage{row}}}, nil
 }
 
 func (t tallyTool) Run(context.Context, tools.Call) (tools.Output, error) {

@@ -15,23 +15,17 @@ type Registry interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
-// Register registers every activity under its contract name. Errors are
-// classified here, once: an activity returns domain errors, and
+// Register registers every activity under its contract name. Results
+// are checked here, once, against the payload budget (checkResult), and
+// errors classified: an activity returns domain errors, and
 // contract.Failure makes each the Temporal failure of its code.
 func (a *Activities) Register(r Registry) {
-	r.RegisterActivityWithOptions(classified(a.Route), activity.RegisterOptions{Name: contract.Route})
-	r.RegisterActivityWithOptions(classified(a.LoadAgent), activity.RegisterOptions{Name: contract.LoadAgent})
-	r.RegisterActivityWithOptions(classified(a.CallModel), activity.RegisterOptions{Name: contract.CallModel})
-	r.RegisterActivityWithOptions(classified(a.ExecuteTool), activity.RegisterOptions{Name: contract.ExecuteTool})
-	r.RegisterActivityWithOptions(classified(a.SaveResult), activity.RegisterOptions{Name: contract.SaveResult})
+	r.RegisterActivityWithOptions(checked(a, contract.Route, a.Route), activity.RegisterOptions{Name: contract.Route})
+	r.RegisterActivityWithOptions(checked(a, contract.LoadAgent, a.LoadAgent), activity.RegisterOptions{Name: contract.LoadAgent})
+	r.RegisterActivityWithOptions(checked(a, contract.CallModel, a.CallModel), activity.RegisterOptions{Name: contract.CallModel})
+	r.RegisterActivityWithOptions(checked(a, contract.ExecuteTool, a.ExecuteTool), activity.RegisterOptions{Name: contract.ExecuteTool})
+	r.RegisterActivityWithOptions(checked(a, contract.SaveResult, a.SaveResult), activity.RegisterOptions{Name: contract.SaveResult})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})
-}
-
-func classified[In, Out any](f func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	return func(ctx context.Context, in In) (Out, error) {
-		out, err := f(ctx, in)
-		return out, contract.Failure(err)
-	}
 }

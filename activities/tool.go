@@ -60,23 +60,42 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 	msg, status := a.run(ctx, ag, in, progress.report)
 	progress.close()
 	if status == "" {
+		if err := ctx.Err(); err != nil {
+			// The turn cancelled the call (heartbeats bring that within
+			// seconds): the attempt ends canceled, with nothing stored;
+			// the turn records the call's result.
+			return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %w", in.Call.Name, err)
+		}
 		return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %s", in.Call.Name, msg.Content)
 	}
 	return a.storeToolResult(ctx, in, msg, status)
 }
 
 // storeToolResult stores a call's result as step in.Seq and returns the
-// workflow's account of it.
+// workflow's account of it. An account over the payload budget
+// (checkResult) is replaced, before anything is stored, by the tool's
+// error saying what was too large: the model reads that, and the turn
+// gets a result it can take.
 func (a *Activities) storeToolResult(ctx context.Context, in contract.ExecuteToolInput, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
 	msg.Role, msg.ToolCallID, msg.Name = agent.RoleTool, in.Call.ID, in.Call.Name
 	if status == agent.ToolError {
 		msg.Content = errorPrefix + msg.Content
 	}
+	res, err := a.toolResult(ctx, in.Call.ID, msg, status)
+	if err != nil {
+		return contract.ExecuteToolResult{}, err
+	}
+	if err := a.checkResult(ctx, contract.ExecuteTool, res); err != nil {
+		msg.Content, msg.Data, msg.CacheHit, status = errorPrefix+err.Error(), nil, false, agent.ToolError
+		if res, err = a.toolResult(ctx, in.Call.ID, msg, status); err != nil {
+			return contract.ExecuteToolResult{}, err
+		}
+	}
 	// The tool has run: wait for the database rather than run it again.
 	if err := a.db(ctx, "store tool result", func() error { return a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, msg) }); err != nil {
 		return contract.ExecuteToolResult{}, fmt.Errorf("store result of tool call %q: %w", in.Call.ID, err)
 	}
-	return a.toolResult(ctx, in.Call.ID, msg, status)
+	return res, nil
 }
 
 // errorPrefix marks a stored tool result as an error, for the model and
@@ -91,8 +110,8 @@ func statusOf(content string) string {
 }
 
 // run executes the call and returns what the model reads of it. An empty
-// status means a failure worth retrying; the message's content then holds
-// the error.
+// status means a failure worth retrying, or a call cancelled while it
+// ran; the message's content then holds the error.
 func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress func(string)) (agent.Message, string) {
 	spec, ok := ag.Tool(in.Call.Name)
 	if !ok {
@@ -111,6 +130,9 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	switch {
 	case err == nil:
 		return a.output(ctx, in, out)
+	case ctx.Err() != nil:
+		// Cancelled: whatever the tool made of it is not its result.
+		return agent.Message{Content: err.Error()}, ""
 	case agent.IsCode(err, agent.CodeInvalid), agent.IsCode(err, agent.CodeNotFound):
 		return agent.Message{Content: err.Error()}, agent.ToolError
 	default:
@@ -190,7 +212,8 @@ func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, o
 	}
 	var preview agent.DataPreview
 	if out.Preview != nil {
-		preview = *out.Preview
+		// A tool's own preview is bounded like the runtime's.
+		preview = out.Preview.Bounded()
 		preview.Bytes = len(out.Data)
 	} else {
 		var err error

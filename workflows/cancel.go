@@ -14,6 +14,14 @@ import (
 // it reported a cancellation as a TurnTimeout failure.
 const cancelChange = "cancel-turn"
 
+// cancelToolsChange marks runs whose cancel_turn signal also stops the
+// tool calls in flight, which heartbeat (toolHeartbeat) so that it reaches
+// them within seconds: each ends canceled and is recorded so. Runs before
+// it let the calls in flight finish, and a call stuck for minutes held the
+// cancellation. Its marker is recorded only when a cancellation finds
+// calls in flight. Covered by the recorded history turn_tool_canceled.
+const cancelToolsChange = "cancel-tools-in-flight"
+
 // temporalCancel is the request a cancellation of the workflow itself
 // stands for.
 var temporalCancel = agent.CancelRequest{RequestedBy: "temporal", Reason: "the workflow was cancelled"}
@@ -46,8 +54,9 @@ func (t *turn) startCancel(ctx workflow.Context) {
 	})
 }
 
-// requestCancel records the first cancellation and stops the model call
-// and the child turns in flight.
+// requestCancel records the first cancellation and stops the model call,
+// the tool calls (runs since cancelToolsChange) and the child turns in
+// flight.
 func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	if t.canceled != nil {
 		return
@@ -59,6 +68,9 @@ func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	workflow.GetLogger(ctx).Info("turn cancelled", "requested_by", req.RequestedBy, "reason", req.Reason)
 	if t.stopModel != nil {
 		t.stopModel()
+	}
+	if t.stopTools != nil && workflow.GetVersion(ctx, cancelToolsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		t.stopTools()
 	}
 	t.stopDelegations()
 }

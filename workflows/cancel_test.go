@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -73,6 +74,44 @@ func TestCancelSignalStopsTheModelCall(t *testing.T) {
 	last := evs[len(evs)-1]
 	require.Equal(t, agent.StreamCanceled, last.Status)
 	require.True(t, last.Terminal())
+}
+
+// TestCancelStopsToolsInFlight: a cancellation reaches the tool calls in
+// flight, which run with a heartbeat timeout: each ends canceled, gets a
+// result, and the turn ends CANCELED without waiting for them to finish.
+func TestCancelStopsToolsInFlight(t *testing.T) {
+	f := &fakeTurn{agent: testAgent(), replies: []contract.CallModelResult{toolReply(calc("c1", "1+1"), calc("c2", "2+2"))},
+		hold: map[string]bool{"calculator": true}}
+	env := newEnv(t, f)
+	// The test environment resolves a cancelled call at once and leaves
+	// its context be (the worker tests show the context cancelled): what
+	// counts here is that the turn asked.
+	var canceled []string
+	env.SetOnActivityCanceledListener(func(info *activity.Info) { canceled = append(canceled, info.ActivityType.Name) })
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(contract.SignalCancelTurn, agent.CancelRequest{Reason: "stuck", RequestedBy: "ana"})
+	}, time.Second)
+	res := runCanceled(t, env, request())
+
+	require.Equal(t, "the turn was cancelled by ana: stuck", res.Error.Message)
+	require.Equal(t, []string{contract.ExecuteTool, contract.ExecuteTool}, canceled, "both calls in flight were cancelled")
+	require.Equal(t, []time.Duration{toolHeartbeat, toolHeartbeat}, f.toolHeartbeats)
+	require.Equal(t, []agent.ToolCallRecord{
+		{CallID: "c1", Tool: "calculator", Args: []byte(`{"expression":"1+1"}`), Status: agent.ToolCanceled},
+		{CallID: "c2", Tool: "calculator", Args: []byte(`{"expression":"2+2"}`), Status: agent.ToolCanceled},
+	}, res.Metadata.ToolCalls)
+	require.Equal(t, []contract.ToolFailure{
+		{Seq: 2, CallID: "c1", Tool: "calculator", Message: "the turn was cancelled while the call ran"},
+		{Seq: 3, CallID: "c2", Tool: "calculator", Message: "the turn was cancelled while the call ran"},
+	}, f.savedFailures, "every call gets a result")
+	require.Len(t, f.modelCalls, 1, "no model call after the cancel")
+	var ends []string
+	for _, ev := range events(t, env) {
+		if ev.Kind == agent.EventToolEnd {
+			ends = append(ends, ev.Tool.CallID+" "+ev.Tool.Status)
+		}
+	}
+	require.Equal(t, []string{"c1 canceled", "c2 canceled"}, ends)
 }
 
 func TestCancelWhileWaitingForApproval(t *testing.T) {

@@ -59,6 +59,13 @@ func toolRetry() *temporal.RetryPolicy {
 
 const (
 	toolTimeout = 2 * time.Minute
+	// toolHeartbeat is a tool call's heartbeat timeout: ExecuteTool
+	// heartbeats every second, so a lost worker is noticed within it, and
+	// the SDK sends heartbeats every 0.8 of it (not every 30 s, as without
+	// one): a cancellation reaches the call with the next one. Activity
+	// options are not part of what replay compares (an activity's id and
+	// type are), so runs recorded without it replay as they were.
+	toolHeartbeat = 10 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second
@@ -104,9 +111,10 @@ type turn struct {
 	cacheHit bool
 
 	// canceled is the cancellation asked for, if any; stopModel stops the
-	// model call in flight.
+	// model call in flight, stopTools the tool calls in flight.
 	canceled  *agent.CancelRequest
 	stopModel workflow.CancelFunc
+	stopTools workflow.CancelFunc
 	timedOut  bool // the turn's timeout ended its run
 	// unstored are tool calls that did not run whose results no CallModel
 	// has stored yet: SaveResult stores them when the turn ends first.
@@ -354,6 +362,15 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 	t.data = nil
 	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
 		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)), limits: limits}
+	// A cancellation of the turn stops the round's calls in flight
+	// (requestCancel).
+	var stop workflow.CancelFunc
+	r.callCtx, stop = workflow.WithCancel(ctx)
+	t.stopTools = stop
+	defer func() {
+		t.stopTools = nil
+		stop()
+	}()
 	for _, c := range calls {
 		if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
 			r.delegations++
@@ -397,6 +414,9 @@ type toolRound struct {
 	// delegate_to_agent calls, which share the tokens the turn has left.
 	limits      agent.Limits
 	delegations int
+	// callCtx is the context the round's tool calls run in, which a
+	// cancellation of the turn cancels.
+	callCtx workflow.Context
 }
 
 // start logs call i's tool_start and schedules it. The agent was loaded
@@ -429,15 +449,17 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 			Summary:             summary,
 		}
 		r.local[i] = &opts
-		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), contract.ExecuteTool, in)
+		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.callCtx, opts), contract.ExecuteTool, in)
 		return
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
 		StartToCloseTimeout: toolTimeout,
+		HeartbeatTimeout:    toolHeartbeat,
 		RetryPolicy:         toolRetry(),
 		Summary:             summary,
 		// A call in flight when the turn ends is waited for: its outcome
-		// is what happened, whatever the turn decides next.
+		// is what happened (a result, or its cancellation), whatever the
+		// turn decides next.
 		WaitForCancellation: true,
 	})
 	in.Live = t.handOn()
@@ -486,7 +508,7 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 			if opts := r.local[i]; err != nil && opts != nil {
 				// A local call that could not reach the database runs
 				// again once it is back (a regular activity waits inside).
-				err = outlast(workflow.WithLocalActivityOptions(ctx, *opts), localToolsChange, contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
+				err = outlast(workflow.WithLocalActivityOptions(r.callCtx, *opts), localToolsChange, contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
 			}
 			if err != nil {
 				status, msg := agent.ToolError, contract.ErrorOf(err).Message

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -46,6 +47,11 @@ type fakeTurn struct {
 	dbFailed int
 	// saveDown fails that many SaveResult attempts the same way.
 	saveDown int
+	// hold makes calls of these tools run until they are cancelled, or
+	// for an hour; toolHeartbeats holds the heartbeat timeout each call
+	// ran with.
+	hold           map[string]bool
+	toolHeartbeats []time.Duration
 }
 
 func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
@@ -98,8 +104,19 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 			return r, nil
 		})
 	env.OnActivity(contract.ExecuteTool, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+		func(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 			f.mu.Lock()
+			f.toolHeartbeats = append(f.toolHeartbeats, activity.GetInfo(ctx).HeartbeatTimeout)
+			if f.hold[in.Call.Name] {
+				f.toolCalls = append(f.toolCalls, in)
+				f.mu.Unlock()
+				select {
+				case <-ctx.Done():
+					return contract.ExecuteToolResult{}, ctx.Err()
+				case <-time.After(time.Hour):
+					return contract.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolOK, Preview: "too late"}, nil
+				}
+			}
 			defer f.mu.Unlock()
 			f.toolCalls = append(f.toolCalls, in)
 			run, ok := f.tools[in.Call.Name]

@@ -103,7 +103,10 @@ type ToolFailure struct {
 }
 
 // CallModelResult is the model's reply. Content is the final answer when
-// there are no tool calls.
+// there are no tool calls. Like every activity result it is checked
+// against the worker's payload budget (1 MiB by default) before it is
+// returned: a reply over it fails the call for good (ModelRejected,
+// saying how large it was), never a completion the server refuses.
 type CallModelResult struct {
 	Content      string           `json:"content,omitempty"`
 	ToolCalls    []agent.ToolCall `json:"tool_calls,omitempty"`
@@ -146,13 +149,17 @@ type ExecuteToolInput struct {
 
 // ExecuteToolResult is a short account of the call for the workflow. The
 // full output is stored as step Seq; when it is longer than the preview it
-// is also stored as a blob and named by Ref.
+// is also stored as a blob and named by Ref. Data's preview is bounded
+// (agent.DataPreview.Bounded), so the account stays kilobytes whatever the
+// data; one over the payload budget all the same becomes the tool's error
+// result, which says what was too large.
 type ExecuteToolResult struct {
 	CallID  string `json:"call_id"`
 	Status  string `json:"status"` // agent.ToolOK or agent.ToolError
 	Preview string `json:"preview"`
 	Ref     string `json:"ref,omitempty"`
-	// Data describes the data the call produced, kept by reference.
+	// Data describes the data the call produced, kept by reference, with
+	// a bounded preview.
 	Data *agent.DataPreview `json:"data,omitempty"`
 	// CacheHit says the result came from the tenant's cache.
 	CacheHit bool `json:"cache_hit,omitempty"`

@@ -189,8 +189,9 @@ func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) 
 	return out, nil
 }
 
-// preview describes a table result from what the run already knows; a
-// document is left to the runtime.
+// preview describes a table result from what the run already knows,
+// bounded like every preview (rows of any size are cut); a document is
+// left to the runtime.
 func preview(res pipeline.Result) *agent.DataPreview {
 	if res.Value.Kind != pipeline.KindTable {
 		return nil
@@ -208,8 +209,9 @@ func preview(res pipeline.Result) *agent.DataPreview {
 		}
 		sample = append(sample, b)
 	}
-	p.Sample = agent.CapSample(sample)
-	return p
+	p.Sample = sample
+	bounded := p.Bounded()
+	return &bounded
 }
 
 // summary is what the model reads before the data.
