@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/jqproc"
 )
 
 // Op is a step kind: the "step" field of a step.
@@ -92,6 +93,11 @@ type Env struct {
 	Load func(ctx context.Context, ref string) (Value, error)
 	// Limits bound every step; zero fields take their defaults.
 	Limits Limits
+	// JQ runs jq_transform programs, each in a child process under a
+	// memory budget, a few at once (see internal/jqproc). Nil: one pool
+	// for the whole process, with jqproc's defaults (256 MiB per program,
+	// 4 programs at once).
+	JQ *jqproc.Pool
 }
 
 // Limits bound a run. Zero fields take the defaults named on each.
@@ -180,7 +186,10 @@ func Run(ctx context.Context, p Pipeline, env Env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	e := &engine{env: env, limits: env.Limits.withDefaults()}
+	e := &engine{env: env, limits: env.Limits.withDefaults(), jq: env.JQ}
+	if e.jq == nil {
+		e.jq = sharedJQ()
+	}
 	var cur Value
 	if p.InputRef != "" {
 		if cur, err = e.load(ctx, p.InputRef); err != nil {
@@ -207,6 +216,7 @@ func Run(ctx context.Context, p Pipeline, env Env) (Result, error) {
 type engine struct {
 	env      Env
 	limits   Limits
+	jq       *jqproc.Pool
 	warnings []string
 }
 
@@ -222,7 +232,9 @@ func (e *engine) step(ctx context.Context, s step, in Value) (Value, error) {
 	sctx, cancel := context.WithTimeout(ctx, e.limits.StepTimeout)
 	defer cancel()
 	v, err := e.run(sctx, s, in)
-	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+	// A jq_transform that waited its whole time for a slot did not run
+	// long: its error says so.
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil && !errors.Is(err, jqproc.ErrBusy) {
 		return Value{}, invalidf("ran past the limit of %v; give it less to do (table_filter, top_k or table_select first)", e.limits.StepTimeout)
 	}
 	return v, err
