@@ -66,7 +66,7 @@ var (
 	ErrTooLarge = errors.New("the outputs are over the size limit")
 	// ErrBusy wraps the context's error when it ended while the run waited
 	// for a slot.
-	ErrBusy = errors.New("every jq slot stayed busy")
+	ErrBusy = errors.New("no jq slot came free")
 	// ErrCrashed: the program's process panicked (a bug in gojq that the
 	// program hit).
 	ErrCrashed = errors.New("the jq process crashed")
@@ -210,7 +210,7 @@ func (p *Pool) acquire(ctx context.Context) (release func(), err error) {
 	case p.slots <- struct{}{}:
 		return release, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w (%d programs at once; waited %v): %w", ErrBusy, cap(p.slots), time.Since(began).Round(time.Millisecond), ctx.Err())
+		return nil, fmt.Errorf("%w in %v (this process runs %d jq programs at once): %w", ErrBusy, time.Since(began).Round(time.Millisecond), cap(p.slots), ctx.Err())
 	}
 }
 
