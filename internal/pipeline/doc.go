@@ -105,7 +105,12 @@
 //
 // Every step bounds its work: no step's output may have more than
 // Limits.MaxRows rows or a JSON size over Limits.MaxBytes (fetched and
-// loaded inputs included), jq_transform stops after Limits.JQTimeout and
+// loaded inputs included). Steps whose output can be many times their
+// input — table_select and groupby of fields most rows lack (each becomes
+// a null in every row), join (a left row repeats once per match),
+// regex_extract (a field per group in every row) — measure it row by row
+// as they build it and stop at MaxBytes, so that what they hold stays
+// within a small multiple of it. jq_transform stops after Limits.JQTimeout and
 // every other step but http_request after Limits.StepTimeout, and every
 // loop over rows honours ctx. regex_extract refuses patterns that compile
 // to more than 2000 instructions and reads the first 64 KiB of each

@@ -274,13 +274,16 @@ func (e *engine) run(ctx context.Context, s step, in Value) (Value, error) {
 
 // grows reports whether a step's output can be larger than its input and
 // is not measured by the step itself: only those are measured here, as
-// measuring walks every value.
+// measuring walks every value. Steps that can make their output much
+// larger than their input (wider rows, rows repeated by a join) measure it
+// with a meter as they build it, so that they stop at MaxBytes before they
+// have built it all.
 func grows(op Op) bool {
 	switch op {
-	case OpTableSort, OpTableFilter, OpTableSelect, OpTopK, OpGroupBy, OpJQTransform:
-		return false
+	case OpHTTPRequest, OpParseDate, OpGroupBy:
+		return true
 	}
-	return true
+	return false
 }
 
 // bound checks a value against the row limit and, when bytes is set, the
@@ -295,6 +298,28 @@ func (e *engine) bound(v Value, bytes bool) error {
 	if _, err := sizeOf(v.data(), e.limits.MaxBytes); err != nil {
 		if errors.Is(err, errTooLarge) {
 			return tooLarge("the output", e.limits.MaxBytes)
+		}
+		return err
+	}
+	return nil
+}
+
+// meter measures a table as a step builds it, counting as sizeOf does.
+type meter struct {
+	s sizer
+}
+
+func (e *engine) meter() *meter {
+	return &meter{s: sizer{n: 1, limit: e.limits.MaxBytes}} // the brackets
+}
+
+// add counts one more row of the output; its error says the output is
+// over MaxBytes.
+func (m *meter) add(row map[string]any) error {
+	m.s.n++ // the comma
+	if err := m.s.walk(row, 1); err != nil {
+		if errors.Is(err, errTooLarge) {
+			return tooLarge("the output", m.s.limit)
 		}
 		return err
 	}
