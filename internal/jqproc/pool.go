@@ -153,6 +153,9 @@ func (p *Pool) run(ctx context.Context, prog Program, yield func(any, error) boo
 	retire, err := c.run(payload, prog.MaxBytes, prog.MaxDepth, yield)
 	killed := !stop()
 	switch {
+	case errors.Is(err, errStopped): // the consumer is gone: yield no more
+		c.close()
+		return nil
 	case killed && err == nil: // the run ended as the kill came
 		c.close()
 		return nil
@@ -164,9 +167,6 @@ func (p *Pool) run(ctx context.Context, prog Program, yield func(any, error) boo
 		return ErrTimeout
 	case errors.Is(err, errDied):
 		return p.died(c)
-	case errors.Is(err, errStopped):
-		c.close()
-		return nil
 	case (err == nil || isRunError(err)) && !retire:
 		p.put(c)
 		return err
