@@ -135,3 +135,19 @@ func BenchmarkJQ10MB(b *testing.B) {
 	peak.report(b)
 	b.ReportMetric(float64(len(raw))/1e6, "input-MB")
 }
+
+// BenchmarkJQSmall: one small jq_transform, as a model writes them, over a
+// small document: what the step costs beyond gojq's own work.
+func BenchmarkJQSmall(b *testing.B) {
+	in, err := Parse([]byte(`{"count": 3, "items": [{"id": 1, "price": 50}, {"id": 2, "price": 150}, {"id": 3, "price": 80}]}`), "application/json", "")
+	require.NoError(b, err)
+	p, err := Decode([]byte(callOn(`[{"step": "jq_transform", "query": "[.items[] | select(.price < 100) | {id, price}]"}]`)))
+	require.NoError(b, err)
+	env := Env{Load: func(context.Context, string) (Value, error) { return in, nil }}
+	for b.Loop() {
+		res, err := Run(context.Background(), p, env)
+		if err != nil || res.Rows != 2 {
+			b.Fatalf("rows %d, err %v", res.Rows, err)
+		}
+	}
+}

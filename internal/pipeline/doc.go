@@ -105,17 +105,29 @@
 //
 // Every step bounds its work: no step's output may have more than
 // Limits.MaxRows rows or a JSON size over Limits.MaxBytes (fetched and
-// loaded inputs included), jq_transform stops after Limits.JQTimeout and
+// loaded inputs included). Steps whose output can be many times their
+// input — table_select and groupby of fields most rows lack (each becomes
+// a null in every row), join (a left row repeats once per match),
+// regex_extract (a field per group in every row) — measure it row by row
+// as they build it and stop at MaxBytes, so that what they hold stays
+// within a small multiple of it. jq_transform stops after Limits.JQTimeout and
 // every other step but http_request after Limits.StepTimeout, and every
 // loop over rows honours ctx. regex_extract refuses patterns that compile
 // to more than 2000 instructions and reads the first 64 KiB of each
 // value, so that one row's match stays short (Go's RE2 engine is linear
 // in both). Network policy, response size and
-// request time are the caller's: its Env.Fetch enforces them. One limit is
-// outside the engine's reach: a single jq builtin (string repetition, an
-// assignment far past the end of an array) can allocate a large
-// intermediate value before the timeout stops the query, so run
-// jq_transform in a process with memory to spare or a GOMEMLIMIT.
+// request time are the caller's: its Env.Fetch enforces them.
+//
+// jq_transform runs in a child process (internal/jqproc) under a memory
+// budget the kernel enforces, 256 MiB by default: a query can build a
+// large value in one builtin (a string doubled in a reduce, "x" * 1e9,
+// recursion without end) before any size check or the timeout sees it,
+// and what runs out of memory is then the child, not the worker. Such a
+// query fails with a message that names the budget. At most a few
+// queries run at once per process (4 by default); one that finds every
+// slot taken waits within its step's time and then fails with
+// agent.CodeUnavailable. Env.JQ sets both; by default one pool serves the
+// process.
 //
 // # Caching
 //

@@ -4,40 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
-	"github.com/itchyny/gojq"
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/jqproc"
 )
 
-// jqTransform runs jq_transform. The query sees the input as JSON (a table
-// as an array of objects). Its outputs are collected: none gives an empty
-// array, one gives that value, several give an array of them. The run
-// stops at Limits.JQTimeout, at the first error, and as soon as the
-// outputs pass MaxRows values or MaxBytes of JSON. The query cannot read
-// the environment, files or other inputs: gojq allows none of that unless
-// asked.
+// sharedJQ runs jq_transform when Env.JQ is nil: one pool per process,
+// because what it bounds (programs at once, the memory they take) is the
+// process's.
+var sharedJQ = sync.OnceValue(func() *jqproc.Pool { return jqproc.New(jqproc.Options{}) })
+
+// jqTransform runs jq_transform in a child process of the engine's pool
+// (see internal/jqproc): under a memory budget, at most a few at once.
+// The query sees the input as JSON (a table as an array of objects). Its
+// outputs are collected: none gives an empty array, one gives that value,
+// several give an array of them. The run stops at Limits.JQTimeout, at
+// the first error, and as soon as the outputs pass MaxRows values or
+// MaxBytes of JSON. The query cannot read the environment, files or other
+// inputs: gojq allows none of that unless asked.
 func (e *engine) jqTransform(ctx context.Context, s step, in Value) (Value, error) {
-	var input any
+	var input any = in.Doc
 	if in.Kind == KindTable {
-		input = mapsToAny(in.Table)
-	} else {
-		input = in.Doc
+		input = in.Table
 	}
-	jctx, cancel := context.WithTimeout(ctx, e.limits.JQTimeout)
-	defer cancel()
-	iter := s.jq.RunWithContext(jctx, input)
+	prog := jqproc.Program{
+		Query:    s.Query,
+		Input:    input,
+		Timeout:  e.limits.JQTimeout,
+		MaxDepth: maxDepth,
+		// The wire is at most three times sizeOf's measure: a run whose
+		// outputs pass this is over MaxBytes too.
+		MaxBytes: 3 * e.limits.MaxBytes,
+	}
 	var outs []any
 	size := 0
-	for {
-		v, ok := iter.Next()
-		if !ok {
-			break
-		}
-		if err, isErr := v.(error); isErr {
-			var halt *gojq.HaltError
-			if errors.As(err, &halt) && halt.Value() == nil {
-				break // halt: stop without an error
-			}
-			return Value{}, e.jqError(ctx, jctx, s, err)
+	for v, err := range e.jq.Run(ctx, prog) {
+		if err != nil {
+			return Value{}, e.jqError(ctx, s, err)
 		}
 		n, err := sizeOf(v, e.limits.MaxBytes-size)
 		if errors.Is(err, errTooLarge) {
@@ -68,14 +72,38 @@ func (e *engine) jqTransform(ctx context.Context, s step, in Value) (Value, erro
 	return classify(outs), nil
 }
 
-// jqError reports an error of a running query: the caller's cancellation
-// as it is, the engine's timeout and the query's own errors for the model.
-func (e *engine) jqError(ctx, jctx context.Context, s step, err error) error {
+// jqError reports an error of a run: the caller's cancellation as it is,
+// a wait for a slot that did not end in time as a retryable error, and
+// the rest for the model.
+func (e *engine) jqError(ctx context.Context, s step, err error) error {
+	q := clip(s.Query, 200)
+	var pe *jqproc.ProgramError
 	switch {
+	case errors.Is(err, jqproc.ErrBusy):
+		return agent.WithCode(agent.CodeUnavailable, err)
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case errors.Is(err, context.DeadlineExceeded) || jctx.Err() != nil:
-		return invalidf("query %q ran past the limit of %v; make it do less (avoid recursion and large ranges)", clip(s.Query, 200), e.limits.JQTimeout)
+	case errors.As(err, &pe):
+		return invalidf("query %q: %s", q, clip(pe.Message, 300))
+	case errors.Is(err, jqproc.ErrTimeout):
+		return invalidf("query %q ran past the limit of %v; make it do less (avoid recursion and large ranges)", q, e.limits.JQTimeout)
+	case errors.Is(err, jqproc.ErrMemory):
+		return invalidf("query %q used more than %s of memory (the per-call budget); make it build less: no repeated doubling, deep recursion or large ranges", q, mib(e.jq.Memory()))
+	case errors.Is(err, jqproc.ErrTooDeep):
+		return invalidf("query %q: output is nested more than %d levels deep", q, maxDepth)
+	case errors.Is(err, jqproc.ErrTooLarge):
+		return tooLarge(fmt.Sprintf("the output of query %q", q), e.limits.MaxBytes)
+	case errors.Is(err, jqproc.ErrCrashed):
+		return invalidf("query %q stopped the jq engine (%v); write it another way", q, err)
 	}
-	return invalidf("query %q: %s", clip(s.Query, 200), clip(err.Error(), 300))
+	return fmt.Errorf("run query %q: %w", q, err)
+}
+
+// mib writes a byte count in MiB, or in bytes when it is not a whole
+// number of MiB.
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

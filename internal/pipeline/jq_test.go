@@ -3,13 +3,18 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/jqproc"
 )
 
 func TestJQTransform(t *testing.T) {
@@ -101,4 +106,95 @@ func FuzzJQTransform(f *testing.F) {
 		_, err = json.Marshal(res.Preview(3))
 		require.NoError(t, err)
 	})
+}
+
+// peakRSS is the process's peak resident set (VmHWM), in bytes.
+func peakRSS(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/self/status")
+	return 0
+}
+
+// runJQ runs one jq_transform over null with the pool.
+func runJQ(ctx context.Context, pool *jqproc.Pool, query string, limits Limits) error {
+	p := Pipeline{InputRef: "in", Steps: []Step{{Op: OpJQTransform, Query: query}}}
+	_, err := Run(ctx, p, Env{
+		Load:   func(context.Context, string) (Value, error) { return Value{Kind: KindDocument}, nil },
+		Limits: limits,
+		JQ:     pool,
+	})
+	return err
+}
+
+// TestJQMemoryBudget: the jq bombs of the hostile review, one after
+// another and four at once, end with an error the model can act on, and
+// the process that runs the pipeline does not grow: the memory was the
+// children's, and they are gone (internal/jqproc's tests bound their
+// peak). The margin is for the runs' goroutines and frames: a bomb sends
+// no output, so 32 MiB is ample; before the budget, one bomb took 1 to
+// 2.4 GB of this process.
+func TestJQMemoryBudget(t *testing.T) {
+	pool := jqproc.New(jqproc.Options{Memory: 64 << 20, Concurrency: 4})
+	t.Cleanup(func() { pool.Close() })
+	bombs := []string{`reduce range(29) as $i ("a"; . + .)`, `def f: [f]; f`}
+	want := func(q string) string {
+		return fmt.Sprintf("step 0 (jq_transform): query %q used more than 64 MiB of memory (the per-call budget); make it build less: no repeated doubling, deep recursion or large ranges", q)
+	}
+	limits := Limits{JQTimeout: time.Minute, StepTimeout: time.Minute}
+	before := peakRSS(t)
+	for _, q := range bombs {
+		err := runJQ(t.Context(), pool, q, limits)
+		require.EqualError(t, err, want(q))
+		require.Equal(t, agent.CodeInvalid, agent.ErrorCode(err))
+	}
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { errs[i] = runJQ(t.Context(), pool, bombs[i%2], limits) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.EqualError(t, err, want(bombs[i%2]))
+	}
+	grew := peakRSS(t) - before
+	t.Logf("peak RSS %d MiB; the bombs added %d MiB", peakRSS(t)>>20, grew>>20)
+	require.Less(t, grew, int64(32<<20))
+
+	require.NoError(t, runJQ(t.Context(), pool, `[limit(1000; repeat("x"))] | length`, limits), "the pool runs programs after the bombs")
+}
+
+// TestJQBusy: a jq_transform that finds every slot taken waits, and when
+// its step's time runs out waiting it says so, as an error a retry may
+// fix, not as a program that ran too long.
+func TestJQBusy(t *testing.T) {
+	pool := jqproc.New(jqproc.Options{Concurrency: 1})
+	t.Cleanup(func() { pool.Close() })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	running := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// One output over twice the child's write buffer, so that it
+		// arrives at once, then a loop.
+		for v := range pool.Run(ctx, jqproc.Program{Query: `("x" * 200000), (def f: f; f)`}) {
+			if v != nil {
+				close(running)
+			}
+		}
+	})
+	<-running
+	err := runJQ(t.Context(), pool, ".", Limits{StepTimeout: 100 * time.Millisecond})
+	require.Equal(t, agent.CodeUnavailable, agent.ErrorCode(err))
+	require.Regexp(t, `^step 0 \(jq_transform\): no jq slot came free in \d+ms \(this process runs 1 jq programs at once\): context deadline exceeded$`, err.Error())
+	cancel()
+	wg.Wait()
+	require.NoError(t, runJQ(t.Context(), pool, ".", Limits{}))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/jqproc"
 )
 
 // Op is a step kind: the "step" field of a step.
@@ -92,6 +93,11 @@ type Env struct {
 	Load func(ctx context.Context, ref string) (Value, error)
 	// Limits bound every step; zero fields take their defaults.
 	Limits Limits
+	// JQ runs jq_transform programs, each in a child process under a
+	// memory budget, a few at once (see internal/jqproc). Nil: one pool
+	// for the whole process, with jqproc's defaults (256 MiB per program,
+	// 4 programs at once).
+	JQ *jqproc.Pool
 }
 
 // Limits bound a run. Zero fields take the defaults named on each.
@@ -180,7 +186,10 @@ func Run(ctx context.Context, p Pipeline, env Env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	e := &engine{env: env, limits: env.Limits.withDefaults()}
+	e := &engine{env: env, limits: env.Limits.withDefaults(), jq: env.JQ}
+	if e.jq == nil {
+		e.jq = sharedJQ()
+	}
 	var cur Value
 	if p.InputRef != "" {
 		if cur, err = e.load(ctx, p.InputRef); err != nil {
@@ -207,6 +216,7 @@ func Run(ctx context.Context, p Pipeline, env Env) (Result, error) {
 type engine struct {
 	env      Env
 	limits   Limits
+	jq       *jqproc.Pool
 	warnings []string
 }
 
@@ -222,7 +232,9 @@ func (e *engine) step(ctx context.Context, s step, in Value) (Value, error) {
 	sctx, cancel := context.WithTimeout(ctx, e.limits.StepTimeout)
 	defer cancel()
 	v, err := e.run(sctx, s, in)
-	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+	// A jq_transform that waited its whole time for a slot did not run
+	// long: its error says so.
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil && !errors.Is(err, jqproc.ErrBusy) {
 		return Value{}, invalidf("ran past the limit of %v; give it less to do (table_filter, top_k or table_select first)", e.limits.StepTimeout)
 	}
 	return v, err
@@ -262,13 +274,16 @@ func (e *engine) run(ctx context.Context, s step, in Value) (Value, error) {
 
 // grows reports whether a step's output can be larger than its input and
 // is not measured by the step itself: only those are measured here, as
-// measuring walks every value.
+// measuring walks every value. Steps that can make their output much
+// larger than their input (wider rows, rows repeated by a join) measure it
+// with a meter as they build it, so that they stop at MaxBytes before they
+// have built it all.
 func grows(op Op) bool {
 	switch op {
-	case OpTableSort, OpTableFilter, OpTableSelect, OpTopK, OpGroupBy, OpJQTransform:
-		return false
+	case OpHTTPRequest, OpParseDate, OpGroupBy:
+		return true
 	}
-	return true
+	return false
 }
 
 // bound checks a value against the row limit and, when bytes is set, the
@@ -283,6 +298,28 @@ func (e *engine) bound(v Value, bytes bool) error {
 	if _, err := sizeOf(v.data(), e.limits.MaxBytes); err != nil {
 		if errors.Is(err, errTooLarge) {
 			return tooLarge("the output", e.limits.MaxBytes)
+		}
+		return err
+	}
+	return nil
+}
+
+// meter measures a table as a step builds it, counting as sizeOf does.
+type meter struct {
+	s sizer
+}
+
+func (e *engine) meter() *meter {
+	return &meter{s: sizer{n: 1, limit: e.limits.MaxBytes}} // the brackets
+}
+
+// add counts one more row of the output; its error says the output is
+// over MaxBytes.
+func (m *meter) add(row map[string]any) error {
+	m.s.n++ // the comma
+	if err := m.s.walk(row, 1); err != nil {
+		if errors.Is(err, errTooLarge) {
+			return tooLarge("the output", m.s.limit)
 		}
 		return err
 	}

@@ -42,6 +42,7 @@ func (e *engine) regexExtract(ctx context.Context, s step, rows []map[string]any
 	}
 	names := regexOutputs(s.re, s.Field)
 	out := make([]map[string]any, len(rows))
+	m := e.meter() // a pattern of many groups adds as many fields to every row
 	matched := 0
 	var example any
 	for i, r := range rows {
@@ -68,6 +69,9 @@ func (e *engine) regexExtract(ctx context.Context, s step, rows []map[string]any
 			} else if example == nil {
 				example = v
 			}
+		}
+		if err := m.add(row); err != nil {
+			return Value{}, err
 		}
 		out[i] = row
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -158,6 +159,7 @@ func (e *engine) selectFields(ctx context.Context, s step, rows []map[string]any
 		}
 	}
 	out := make([]map[string]any, len(rows))
+	m := e.meter() // fields a row lacks become nulls, and paths may overlap (a, a.b)
 	for i, r := range rows {
 		if err := tick(ctx, i); err != nil {
 			return Value{}, err
@@ -165,6 +167,9 @@ func (e *engine) selectFields(ctx context.Context, s step, rows []map[string]any
 		row := make(map[string]any, len(s.Fields))
 		for _, f := range s.Fields {
 			row[f], _ = lookup(r, f)
+		}
+		if err := m.add(row); err != nil {
+			return Value{}, err
 		}
 		out[i] = row
 	}
@@ -208,13 +213,27 @@ func (e *engine) groupBy(ctx context.Context, s step, rows []map[string]any) (Va
 	index := map[string]int{}
 	var groups []*group
 	var key strings.Builder
+	// Each group's row is measured when the group appears, so that the
+	// index of groups stays within a small multiple of MaxBytes; and each
+	// row's by values are measured before their key is built, so that
+	// overlapping paths (a, a.b, a.b.c) cannot make one key huge.
+	m := e.meter()
+	by := make([]any, len(s.By))
 	for i, r := range rows {
 		if err := tick(ctx, i); err != nil {
 			return Value{}, err
 		}
+		size := sizer{limit: e.limits.MaxBytes}
+		for j, f := range s.By {
+			by[j], _ = lookup(r, f)
+			if err := size.walk(by[j], 1); errors.Is(err, errTooLarge) {
+				return Value{}, tooLarge("the output", e.limits.MaxBytes)
+			} else if err != nil {
+				return Value{}, err
+			}
+		}
 		key.Reset()
-		for _, f := range s.By {
-			v, _ := lookup(r, f)
+		for _, v := range by {
 			k := groupKey(v)
 			key.WriteString(strconv.Itoa(len(k)))
 			key.WriteByte(':')
@@ -222,10 +241,9 @@ func (e *engine) groupBy(ctx context.Context, s step, rows []map[string]any) (Va
 		}
 		gi, ok := index[key.String()]
 		if !ok {
-			g := &group{ints: true}
-			for _, f := range s.By {
-				v, _ := lookup(r, f)
-				g.by = append(g.by, v)
+			g := &group{ints: true, by: slices.Clone(by)}
+			if err := m.add(g.row(s, nil)); err != nil {
+				return Value{}, err
 			}
 			gi = len(groups)
 			index[key.String()] = gi
@@ -238,17 +256,21 @@ func (e *engine) groupBy(ctx context.Context, s step, rows []map[string]any) (Va
 	if len(s.By) == 0 && len(groups) == 0 {
 		groups = append(groups, &group{ints: true}) // a total over no rows
 	}
-	name := aggName(s.Agg, s.Field)
 	out := make([]map[string]any, len(groups))
 	for i, g := range groups {
-		row := make(map[string]any, len(s.By)+1)
-		for j, f := range s.By {
-			row[f] = g.by[j]
-		}
-		row[name] = g.result(s.Agg)
-		out[i] = row
+		out[i] = g.row(s, g.result(s.Agg))
 	}
 	return TableOf(out), nil
+}
+
+// row is the group's output row with the aggregate's value.
+func (g *group) row(s step, agg any) map[string]any {
+	row := make(map[string]any, len(s.By)+1)
+	for j, f := range s.By {
+		row[f] = g.by[j]
+	}
+	row[aggName(s.Agg, s.Field)] = agg
+	return row
 }
 
 func (g *group) add(s step, i int, r map[string]any) error {
@@ -364,6 +386,7 @@ func (e *engine) join(ctx context.Context, s step, in Value) (Value, error) {
 		rightFields = fieldsOfAll(right)
 	}
 	var out []map[string]any
+	m := e.meter() // a left row repeats once per match
 	for i, l := range left {
 		if err := tick(ctx, i); err != nil {
 			return Value{}, err
@@ -379,6 +402,9 @@ func (e *engine) join(ctx context.Context, s step, in Value) (Value, error) {
 					row[rightName(l, f)] = nil
 				}
 			}
+			if err := m.add(row); err != nil {
+				return Value{}, err
+			}
 			out = append(out, row)
 		}
 		for _, j := range matched {
@@ -390,6 +416,9 @@ func (e *engine) join(ctx context.Context, s step, in Value) (Value, error) {
 				if f != s.On {
 					row[rightName(l, f)] = v
 				}
+			}
+			if err := m.add(row); err != nil {
+				return Value{}, err
 			}
 			out = append(out, row)
 		}
