@@ -98,6 +98,13 @@ type Config struct {
 	// loopback, private, link-local or metadata address, whatever a
 	// catalog says.
 	EgressAllow []string
+	// JQMemory is each jq_transform program's memory budget, in bytes,
+	// enforced by the kernel on the child process that runs it; JQPrograms
+	// is the most programs a process runs at once. Env
+	// AGENTFLOW_JQ_MEMORY_MB (16–4096, default 256) and
+	// AGENTFLOW_JQ_PROGRAMS (1–64, default 4).
+	JQMemory   int64
+	JQPrograms int
 	// SecretGrants are the secret references each tenant's catalog may
 	// name (secrets.ParseGrants): the worker's environment holds every
 	// tenant's secrets and the platform's, so the operator says whose are
@@ -197,6 +204,20 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.SecretGrants, err = secrets.ParseGrants(os.Getenv(secrets.EnvGrants)); err != nil {
 		return Config{}, err
+	}
+	if v := os.Getenv("AGENTFLOW_JQ_MEMORY_MB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 16 || n > 4096 {
+			return Config{}, fmt.Errorf("AGENTFLOW_JQ_MEMORY_MB=%q: want MiB per jq program, 16 to 4096", v)
+		}
+		c.JQMemory = int64(n) << 20
+	}
+	if v := os.Getenv("AGENTFLOW_JQ_PROGRAMS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			return Config{}, fmt.Errorf("AGENTFLOW_JQ_PROGRAMS=%q: want jq programs at once, 1 to 64", v)
+		}
+		c.JQPrograms = n
 	}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
 		n, err := strconv.Atoi(v)

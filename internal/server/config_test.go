@@ -143,3 +143,31 @@ func TestConfigFromEnvSecretGrants(t *testing.T) {
 	_, err = ConfigFromEnv()
 	require.ErrorContains(t, err, `AGENTFLOW_SECRETS: entry "demo": want <tenant>=<reference>`)
 }
+
+func TestConfigFromEnvJQ(t *testing.T) {
+	t.Setenv("AGENTFLOW_JQ_MEMORY_MB", "")
+	t.Setenv("AGENTFLOW_JQ_PROGRAMS", "")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.JQMemory, "jqproc's default")
+	require.Zero(t, c.JQPrograms, "jqproc's default")
+
+	t.Setenv("AGENTFLOW_JQ_MEMORY_MB", "512")
+	t.Setenv("AGENTFLOW_JQ_PROGRAMS", "2")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, int64(512<<20), c.JQMemory)
+	require.Equal(t, 2, c.JQPrograms)
+
+	for _, tt := range []struct{ name, value, want string }{
+		{"AGENTFLOW_JQ_MEMORY_MB", "8", `AGENTFLOW_JQ_MEMORY_MB="8": want MiB per jq program, 16 to 4096`},
+		{"AGENTFLOW_JQ_MEMORY_MB", "lots", `AGENTFLOW_JQ_MEMORY_MB="lots": want MiB per jq program, 16 to 4096`},
+		{"AGENTFLOW_JQ_PROGRAMS", "0", `AGENTFLOW_JQ_PROGRAMS="0": want jq programs at once, 1 to 64`},
+	} {
+		t.Setenv("AGENTFLOW_JQ_MEMORY_MB", "")
+		t.Setenv("AGENTFLOW_JQ_PROGRAMS", "")
+		t.Setenv(tt.name, tt.value)
+		_, err := ConfigFromEnv()
+		require.EqualError(t, err, tt.want)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metrics"
 	"github.com/agentflow/agentflow/internal/registry"
@@ -296,6 +297,7 @@ func (s *Server) newWorker() error {
 		Logger: s.logger, Secrets: secrets.Scoped(secrets.NewEnv(os.LookupEnv), s.cfg.SecretGrants), SecretGrants: &s.cfg.SecretGrants,
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
+		JQ: jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
 	}, tools.Builtin()...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)

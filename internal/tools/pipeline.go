@@ -172,6 +172,7 @@ func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) 
 			return pipeline.Parse(data, "application/json", ref)
 		},
 		Limits: pipeline.Limits{MaxRows: t.cfg.MaxRows},
+		JQ:     t.deps.JQ,
 	})
 	if err != nil {
 		return Output{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/secrets"
 )
 
@@ -193,6 +194,10 @@ type Deps struct {
 	// PATH, or absolute paths. A catalog names one, never chooses it.
 	// Default: none, and stdio servers are refused.
 	MCPCommands []string
+	// JQ runs execute_pipeline's jq_transform programs in memory-capped
+	// child processes, a few at once (internal/jqproc). Default (nil): the
+	// process's shared pool with jqproc's defaults.
+	JQ *jqproc.Pool
 	// SecretGrants are the secret references each tenant's catalog may
 	// name (AGENTFLOW_SECRETS), checked when a catalog is applied; the
 	// resolver in Secrets refuses the rest when a call is made
