@@ -507,10 +507,12 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := env.dataDemo(ctx, out, run); err != nil {
 		return err
 	}
+	fmt.Fprintln(out, "\nThe demo session passed: two turns of a conversation, a call approved through the API, and two data turns by reference.")
+	env.printHowTo(out)
 	if !*wait {
+		fmt.Fprintln(out, "\nStopping (CI=true, or -wait=false): run `go tool task up` to keep a stack running.")
 		return nil
 	}
-	env.printHowTo(out)
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
 	<-ctx.Done()
 	return nil
