@@ -82,10 +82,6 @@ func outcomeOf(d agent.ApprovalDecision) string {
 	return agent.ApprovalRejected
 }
 
-// completeChange marks runs that refuse an approve signal that does not
-// say "approved" or "approver"; runs before it took one as a rejection.
-const completeChange = "approval-complete"
-
 // complete refuses a signalled decision that does not say what it decides
 // or who decided. (The update's validator refuses those before they are
 // accepted, so its handler needs no such check.)

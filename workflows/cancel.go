@@ -9,19 +9,6 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
-// cancelChange marks runs that stop at a safe point when cancelled — by
-// the cancel_turn signal or by Temporal — and end CANCELED; runs before
-// it reported a cancellation as a TurnTimeout failure.
-const cancelChange = "cancel-turn"
-
-// cancelToolsChange marks runs whose cancel_turn signal also stops the
-// tool calls in flight, which heartbeat (toolHeartbeat) so that it reaches
-// them within seconds: each ends canceled and is recorded so. Runs before
-// it let the calls in flight finish, and a call stuck for minutes held the
-// cancellation. Its marker is recorded only when a cancellation finds
-// calls in flight. Covered by the recorded history turn_tool_canceled.
-const cancelToolsChange = "cancel-tools-in-flight"
-
 // temporalCancel is the request a cancellation of the workflow itself
 // stands for.
 var temporalCancel = agent.CancelRequest{RequestedBy: "temporal", Reason: "the workflow was cancelled"}

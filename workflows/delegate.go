@@ -11,11 +11,6 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
-// delegateChange marks runs that run a delegate_to_agent call as a child
-// AgentTurn. Runs before it had no such tools; a call of one reached
-// ExecuteTool, whose tool refuses it.
-const delegateChange = "delegate-to-agent"
-
 // Delegation (delegate_to_agent, seed 004 §5.5): the turn runs the call
 // as a child AgentTurn of the same tenant, on the same task queue, with a
 // job id made of its own and the call's (agent.ChildJobID), so that a

@@ -21,7 +21,8 @@
 //   - every side effect — the store, the model, tools — is an activity.
 //
 // Changes to a workflow keep the replay tests over the saved histories in
-// testdata/ green, or are guarded by workflow.GetVersion.
+// testdata/ green, or are guarded by workflow.GetVersion with a change id
+// declared in changes.go, which lists them all.
 //
 // # History stays small
 //

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/metrics"
 )
 
 // A turn's metrics go through workflow.GetMetricsHandler, which reports
@@ -40,8 +39,8 @@ func (t *turn) agentLabel() string {
 // mismatch.
 func (t *turn) recordEnd(ctx workflow.Context, status string, e *agent.TurnError) {
 	h := t.metrics(ctx).WithTags(map[string]string{"status": status})
-	h.Counter(metrics.Turns).Inc(1)
-	h.Timer(metrics.AgentLatency).Record(workflow.Now(ctx).Sub(t.start))
+	h.Counter(contract.MetricTurns).Inc(1)
+	h.Timer(contract.MetricAgentLatency).Record(workflow.Now(ctx).Sub(t.start))
 	if !t.routed() || e == nil {
 		return
 	}
@@ -73,7 +72,7 @@ func mismatched(errType string) bool {
 func (t *turn) mismatch(ctx workflow.Context, reason string) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"tenant": t.req.TenantID, "rule": t.rule, "reason": reason,
-	}).Counter(metrics.RoutingMismatch).Inc(1)
+	}).Counter(contract.MetricRoutingMismatch).Inc(1)
 }
 
 // recordRoute counts a request no rule could route and the rules whose
@@ -81,11 +80,11 @@ func (t *turn) mismatch(ctx workflow.Context, reason string) {
 func (t *turn) recordRoute(ctx workflow.Context, route contract.RouteResult, err error) {
 	h := workflow.GetMetricsHandler(ctx)
 	if err != nil && t.req.AgentID == "" {
-		h.WithTags(map[string]string{"tenant": t.req.TenantID, "rule": noAgent, "reason": "no_route"}).Counter(metrics.RoutingMismatch).Inc(1)
+		h.WithTags(map[string]string{"tenant": t.req.TenantID, "rule": noAgent, "reason": "no_route"}).Counter(contract.MetricRoutingMismatch).Inc(1)
 		return
 	}
 	for _, e := range route.RuleErrors {
-		h.WithTags(map[string]string{"tenant": t.req.TenantID, "rule": e.Rule, "reason": "rule_error"}).Counter(metrics.RoutingMismatch).Inc(1)
+		h.WithTags(map[string]string{"tenant": t.req.TenantID, "rule": e.Rule, "reason": "rule_error"}).Counter(contract.MetricRoutingMismatch).Inc(1)
 	}
 }
 
@@ -98,7 +97,7 @@ func (t *turn) recordModel(ctx workflow.Context, model string, u agent.Usage) {
 		n    int
 	}{{"input", u.PromptTokens}, {"output", u.CompletionTokens}, {"cached", u.CachedTokens}, {"reasoning", u.ReasoningTokens}} {
 		if k.n > 0 {
-			h.WithTags(map[string]string{"model": model, "kind": k.kind}).Counter(metrics.ModelTokens).Inc(int64(k.n))
+			h.WithTags(map[string]string{"model": model, "kind": k.kind}).Counter(contract.MetricModelTokens).Inc(int64(k.n))
 		}
 	}
 }
@@ -111,12 +110,12 @@ func (t *turn) recordTool(ctx workflow.Context, rec agent.ToolCallRecord) {
 		tool = noAgent
 	}
 	t.metrics(ctx).WithTags(map[string]string{"tool": tool, "status": rec.Status, "cache_hit": strconv.FormatBool(rec.CacheHit)}).
-		Counter(metrics.ToolInvocations).Inc(1)
+		Counter(contract.MetricToolInvocations).Inc(1)
 }
 
 // recordApproval counts a decision on a call and how long it waited.
 func (t *turn) recordApproval(ctx workflow.Context, tool, outcome string, waited time.Duration) {
 	h := t.metrics(ctx).WithTags(map[string]string{"tool": tool, "outcome": outcome})
-	h.Counter(metrics.Approvals).Inc(1)
-	h.Timer(metrics.ApprovalWait).Record(waited)
+	h.Counter(contract.MetricApprovals).Inc(1)
+	h.Timer(contract.MetricApprovalWait).Record(waited)
 }

@@ -12,15 +12,6 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
-// durableStepsChange marks runs whose database steps outlast an outage;
-// runs before it failed the turn when a step's retries ran out.
-// localToolsChange does the same for local tools' calls, whose failure
-// the model read as the tool's.
-const (
-	durableStepsChange = "durable-database-steps"
-	localToolsChange   = "local-tools-outlast-database"
-)
-
 // Database waits: from dbWaitFirst, doubling up to dbWaitMax.
 const (
 	dbWaitFirst = time.Second

@@ -56,3 +56,29 @@ func TestSavingWaitsForTheDatabase(t *testing.T) {
 	require.Len(t, f.saved, 1)
 	require.Greater(t, env.Now().Sub(start), 10*time.Minute, "it waited out a long outage")
 }
+
+// TestLocalToolOutlastsTheDatabase: a local tool call that cannot reach
+// the database runs again once it is back, past its own retries, and the
+// model reads its result, not the outage.
+func TestLocalToolOutlastsTheDatabase(t *testing.T) {
+	down := 10 // more than a call's attempts (toolRetry), several times over
+	ag := testAgent()
+	ag.Tools[0].Execution = agent.ToolLocal
+	f := &fakeTurn{agent: ag, replies: []contract.CallModelResult{toolReply(calc("c1", "12.5 * 4")), textReply("done")},
+		tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){
+			"calculator": func(in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+				if down > 0 {
+					down--
+					return contract.ExecuteToolResult{}, contract.Failure(agent.Errorf(agent.CodeUnavailable, "dial tcp 127.0.0.1:5432: connect: connection refused"))
+				}
+				return okTool("50")(in)
+			},
+		}}
+	env := newEnv(t, f)
+	res, failure := runTurn(t, env, request())
+	require.Nil(t, failure)
+	require.Equal(t, "done", res.Output)
+	require.Len(t, f.toolCalls, 11, "ten calls failed, the eleventh ran")
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+	require.Empty(t, f.modelCalls[1].ToolFailures)
+}

@@ -226,18 +226,6 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	return t.finish(ctx, output, failure)
 }
 
-// boundedContextChange marks runs that refuse a request context over
-// agent's bounds.
-const boundedContextChange = "bounded-context"
-
-// tenantCheckChange marks runs that refuse a workflow id of another
-// tenant than the request's.
-const tenantCheckChange = "tenant-matches-workflow-id"
-
-// notifyTenantChange marks runs that refuse a notify workflow of another
-// tenant (agent.TurnRequest.CheckNotify).
-const notifyTenantChange = "notify-own-tenant"
-
 // parentWorkflowID is the id of the workflow that started this one as
 // its child, "" when none did.
 func parentWorkflowID(ctx workflow.Context) string {

@@ -323,6 +323,12 @@ func TestAgentTurnFailures(t *testing.T) {
 		{name: "empty prompt", req: func(r *agent.TurnRequest) { r.Prompt = "  " }, wantType: agent.ErrTypeInvalidRequest, wantMsg: "prompt is required"},
 		{name: "unknown major version", req: func(r *agent.TurnRequest) { r.Version = "2.0" }, wantType: agent.ErrTypeInvalidRequest, wantMsg: `version "2.0" is not supported`},
 		{name: "bad history mode", req: func(r *agent.TurnRequest) { r.History = "all" }, wantType: agent.ErrTypeInvalidRequest, wantMsg: `history "all"`},
+		{name: "context over bounds", req: func(r *agent.TurnRequest) {
+			r.Context.Metadata = map[string]string{}
+			for i := range agent.MaxContextMetadata + 1 {
+				r.Context.Metadata[fmt.Sprint("k", i)] = "v"
+			}
+		}, wantType: agent.ErrTypeInvalidRequest, wantMsg: "context.metadata has 65 keys; the limit is 64"},
 		{name: "unknown agent", req: func(r *agent.TurnRequest) { r.AgentID = "nobody" }, wantType: agent.ErrTypeAgentNotFound, wantMsg: `agent "nobody" not found`},
 		{
 			name:     "max iterations",

@@ -131,6 +131,18 @@ const (
 // IsLocal reports whether the tool's calls run as local activities.
 func (t Tool) IsLocal() bool { return t.Execution == ToolLocal }
 
+// Providers a model may name, the part of "provider:model" before the
+// colon. A catalog naming another is refused when it is applied;
+// internal/llm has a client for each.
+const (
+	ProviderAnthropic = "anthropic"
+	ProviderOllama    = "ollama"
+	ProviderOpenAI    = "openai"
+)
+
+// Providers lists the providers a model may name, sorted.
+func Providers() []string { return []string{ProviderAnthropic, ProviderOllama, ProviderOpenAI} }
+
 // ParseModel splits "provider:model" into its parts.
 func ParseModel(s string) (provider, model string, err error) {
 	provider, model, ok := strings.Cut(s, ":")

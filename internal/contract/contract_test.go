@@ -97,6 +97,8 @@ func TestNamesDeclaredOnce(t *testing.T) {
 		contract.SignalTokens, contract.QueryEvents, contract.SignalApprove, contract.QueryPendingApprovals,
 		contract.SignalNotifyTokens, contract.UpdateSendMessage, contract.QueryTranscript,
 		contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName(),
+		contract.MetricTurns, contract.MetricAgentLatency, contract.MetricModelTokens, contract.MetricToolInvocations,
+		contract.MetricApprovals, contract.MetricApprovalWait, contract.MetricRoutingMismatch,
 	}
 	seen := map[string][]string{}
 	root := filepath.Join("..", "..")
@@ -149,15 +151,40 @@ func record(fset *token.FileSet, n ast.Node, seen map[string][]string) {
 	}
 }
 
-// TestWorkflowsLinkNoAdapter: the workflow package links the SDK and the
-// domain, not the store, the model or CEL.
-func TestWorkflowsLinkNoAdapter(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "../../workflows").CombinedOutput()
-	require.NoError(t, err, string(out))
-	for _, dep := range strings.Fields(string(out)) {
-		for _, adapter := range []string{"github.com/jackc/pgx", "github.com/tmc/langchaingo", "cel.dev/", "github.com/agentflow/agentflow/activities", "github.com/agentflow/agentflow/internal/store"} {
-			require.False(t, strings.HasPrefix(dep, adapter), "workflows links %s", dep)
-		}
+// TestLinksNoAdapter: packages others build on link what they need and
+// nothing heavier. The workflow package links the SDK, the domain and
+// this contract: not the store, the model, CEL, or the process's metrics
+// and telemetry (Prometheus, the OpenTelemetry SDK and its OTLP exporter,
+// zap), which a few names in the wrong home once pulled in. The catalog
+// (internal/registry) checks models against the domain's list of
+// providers, not against the model clients (langchaingo).
+func TestLinksNoAdapter(t *testing.T) {
+	tests := []struct {
+		pkg   string
+		links string   // a package it does link: the list is not empty by mistake
+		never []string // prefixes of packages it must not link
+	}{
+		{"../../workflows", "github.com/agentflow/agentflow/internal/contract", []string{
+			"github.com/jackc/pgx", "github.com/tmc/langchaingo", "cel.dev/",
+			"github.com/agentflow/agentflow/activities", "github.com/agentflow/agentflow/internal/store",
+			"github.com/agentflow/agentflow/internal/metrics", "github.com/agentflow/agentflow/internal/telemetry",
+			"github.com/prometheus/", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/",
+			"go.opentelemetry.io/proto/otlp", "go.uber.org/zap",
+		}},
+		{"../registry", "github.com/agentflow/agentflow/internal/agent", []string{"github.com/tmc/langchaingo", "github.com/agentflow/agentflow/internal/llm"}},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.pkg), func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", tt.pkg).CombinedOutput()
+			require.NoError(t, err, string(out))
+			deps := strings.Fields(string(out))
+			require.Contains(t, deps, tt.links)
+			for _, dep := range deps {
+				for _, never := range tt.never {
+					require.False(t, strings.HasPrefix(dep, never), "%s links %s", tt.pkg, dep)
+				}
+			}
+		})
 	}
 }
 

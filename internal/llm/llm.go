@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -48,16 +47,6 @@ type Response struct {
 	Model        string // "provider:model" actually used
 	FinishReason string // stop | tool_calls | length | content_filter (others passed through)
 }
-
-// Provider names, the prefix of Request.Model.
-const (
-	ProviderOpenAI    = "openai"
-	ProviderAnthropic = "anthropic"
-	ProviderOllama    = "ollama"
-)
-
-// Providers lists the provider names Router knows.
-func Providers() []string { return []string{ProviderAnthropic, ProviderOllama, ProviderOpenAI} }
 
 // Config says how to reach the providers. ConfigFromEnv fills it from the
 // environment variables named on each field; a provider without its
@@ -152,7 +141,7 @@ func New(cfg Config) (*Router, error) {
 
 	// openai
 	if cfg.OpenAIAPIKey == "" && cfg.OpenAIBaseURL == "" {
-		r.unavailable[ProviderOpenAI] = "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)"
+		r.unavailable[agent.ProviderOpenAI] = "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)"
 	} else {
 		baseURL := cfg.OpenAIBaseURL
 		if baseURL != "" {
@@ -170,12 +159,12 @@ func New(cfg Config) (*Router, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create openai client: %w", err)
 		}
-		r.providers[ProviderOpenAI] = &provider{name: ProviderOpenAI, model: m, openAIWire: true}
+		r.providers[agent.ProviderOpenAI] = &provider{name: agent.ProviderOpenAI, model: m, openAIWire: true}
 	}
 
 	// ollama, through its OpenAI-compatible API
 	if cfg.OllamaHost == "" {
-		r.unavailable[ProviderOllama] = "set OLLAMA_HOST (e.g. 127.0.0.1:11434)"
+		r.unavailable[agent.ProviderOllama] = "set OLLAMA_HOST (e.g. 127.0.0.1:11434)"
 	} else {
 		baseURL, err := ollamaBaseURL(cfg.OllamaHost)
 		if err != nil {
@@ -185,12 +174,12 @@ func New(cfg Config) (*Router, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create ollama client: %w", err)
 		}
-		r.providers[ProviderOllama] = &provider{name: ProviderOllama, model: m, openAIWire: true, legacyMaxTokens: true}
+		r.providers[agent.ProviderOllama] = &provider{name: agent.ProviderOllama, model: m, openAIWire: true, legacyMaxTokens: true}
 	}
 
 	// anthropic
 	if cfg.AnthropicAPIKey == "" {
-		r.unavailable[ProviderAnthropic] = "set ANTHROPIC_API_KEY"
+		r.unavailable[agent.ProviderAnthropic] = "set ANTHROPIC_API_KEY"
 	} else {
 		baseURL := cfg.AnthropicBaseURL
 		if baseURL == "" {
@@ -205,7 +194,7 @@ func New(cfg Config) (*Router, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create anthropic client: %w", err)
 		}
-		r.providers[ProviderAnthropic] = &provider{name: ProviderAnthropic, model: m, oneBlockPerMessage: true}
+		r.providers[agent.ProviderAnthropic] = &provider{name: agent.ProviderAnthropic, model: m, oneBlockPerMessage: true}
 	}
 	return r, nil
 }
@@ -258,9 +247,7 @@ func (r *Router) resolve(model string) (*provider, string, error) {
 	if how, ok := r.unavailable[name]; ok {
 		return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: provider %s is not configured: %s", model, name, how)
 	}
-	known := []string{ProviderOpenAI, ProviderAnthropic, ProviderOllama}
-	sort.Strings(known)
-	return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: unknown provider %q (known: %s)", model, name, strings.Join(known, ", "))
+	return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: unknown provider %q (known: %s)", model, name, strings.Join(agent.Providers(), ", "))
 }
 
 // Generate implements Model.

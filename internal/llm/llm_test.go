@@ -210,6 +210,24 @@ func TestGenerateInvalidRequests(t *testing.T) {
 	}
 }
 
+// TestRouterServesTheDomainsProviders: the catalog accepts the providers
+// agent.Providers lists; the router has a client for each of them (one
+// that says what to set while unconfigured) and for no other.
+func TestRouterServesTheDomainsProviders(t *testing.T) {
+	unconfigured, err := llm.New(llm.Config{})
+	require.NoError(t, err)
+	configured, err := llm.New(llm.Config{OpenAIAPIKey: "k", AnthropicAPIKey: "k", OllamaHost: "127.0.0.1:11434"})
+	require.NoError(t, err)
+	for _, p := range agent.Providers() {
+		err := unconfigured.Check(p + ":m")
+		require.True(t, agent.IsCode(err, agent.CodeInvalid), "%s: %v", p, err)
+		require.Contains(t, err.Error(), "is not configured: set ", p)
+		require.NoError(t, configured.Check(p+":m"), p)
+	}
+	err = configured.Check("acme:m")
+	require.ErrorContains(t, err, `unknown provider "acme" (known: `+strings.Join(agent.Providers(), ", ")+")")
+}
+
 func TestNewRejectsBadURLs(t *testing.T) {
 	_, err := llm.New(llm.Config{OpenAIBaseURL: "localhost:8080"})
 	require.True(t, agent.IsCode(err, agent.CodeInvalid))

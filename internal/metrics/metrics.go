@@ -5,8 +5,9 @@
 // writes to the registry; workflows report through the same meter (with
 // workflow.GetMetricsHandler, which drops what a replay would report
 // again), and the rest of the process registers Prometheus collectors
-// directly. Metric names are listed in Names, the ones workflows emit as
-// constants here.
+// directly. The names workflows report under are part of the Temporal
+// contract (internal/contract's Metric* constants), declared there so
+// that the workflow package links none of this package's dependencies.
 package metrics
 
 import (
@@ -22,19 +23,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/telemetry"
-)
-
-// Instruments workflows report through workflow.GetMetricsHandler. The
-// exporter appends the unit and _total: turns is turns_total, agent_latency
-// (a timer, in seconds) agent_latency_seconds.
-const (
-	Turns           = "turns"
-	AgentLatency    = "agent_latency"
-	ModelTokens     = "model_tokens"
-	ToolInvocations = "tool_invocations"
-	Approvals       = "approvals"
-	RoutingMismatch = "routing_mismatch"
-	ApprovalWait    = "approval_wait"
 )
 
 // LatencyBuckets are the bounds, in seconds, of every latency histogram:

@@ -20,7 +20,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/process"
 	"github.com/agentflow/agentflow/internal/routing"
@@ -396,8 +395,8 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		l.addf(m.pos, `is required, as "provider:model", e.g. "openai:gpt-4o-mini"`)
 	case err != nil:
 		l.addf(m.pos, `%q is not "provider:model", e.g. "openai:gpt-4o-mini"`, m.s)
-	case !slices.Contains(llm.Providers(), provider):
-		l.addf(m.pos, "unknown provider %q (known: %s)", provider, strings.Join(llm.Providers(), ", "))
+	case !slices.Contains(agent.Providers(), provider):
+		l.addf(m.pos, "unknown provider %q (known: %s)", provider, strings.Join(agent.Providers(), ", "))
 	}
 	def := agentDef{agent: agent.Agent{
 		TenantID:     t.id,

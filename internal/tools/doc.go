@@ -21,13 +21,74 @@
 //
 // # Built-in kinds
 //
-// calculator evaluates arithmetic exactly; see Calculator for the syntax
-// and for how results are written. execute_pipeline fetches and reshapes
-// data in steps (ExecutePipeline). openapi_action calls the operations of
-// an HTTP API described by an OpenAPI 3 document (OpenAPIAction); its
-// entries are resolved when the catalog is applied, which pins the
-// document in the tool's config.
-// delegate_to_agent hands a sub-task to another agent: the turn's
-// workflow runs its calls as child turns, and its Run only refuses
-// (DelegateToAgent).
+// Builtin returns the eight kinds every worker offers:
+//
+//   - calculator (Calculator, local): evaluates arithmetic exactly; see
+//     Calculator for the syntax and for how results are written.
+//   - execute_pipeline (ExecutePipeline): the model writes a short
+//     pipeline of steps — http_request, table and JSON steps, jq_transform
+//     (internal/pipeline, internal/jqproc) — that fetches and reshapes
+//     data; the result is kept by reference and cached per tenant. A pipeline the tenant runs often enough is promoted into a
+//     composite (Deps.Composites).
+//   - composite_pipeline (CompositePipeline): a pipeline kept as a tool of
+//     its own, called with just the values that differ between runs;
+//     promoted by execute_pipeline or declared in the catalog.
+//   - search_tools (SearchTools, local): full-text search over the
+//     tenant's tools and composites (Deps.ToolSearch), so the model finds
+//     one before it builds a pipeline.
+//   - openapi_action (OpenAPIAction): calls the operations of an HTTP API
+//     described by an OpenAPI 3 document (internal/openapi); its entries
+//     are resolved when the catalog is applied, which pins the document in
+//     the tool's config.
+//   - patch_workflow (PatchWorkflow): changes one of the tenant's process
+//     definitions with RFC 6902 operations, stored as a new version with
+//     an audit record (Deps.Processes, internal/process).
+//   - mcp (MCP): the tools of an MCP server, over Streamable HTTP or a
+//     stdio command the worker allows (Deps.MCPCommands); resolved into one
+//     tool per server tool when the catalog is applied.
+//   - delegate_to_agent (DelegateToAgent): hands a sub-task to another
+//     agent. The turn's workflow runs its calls as child turns
+//     (workflows/delegate.go, activities/delegate.go, with the config and
+//     arguments in internal/agent); this kind's Build checks the config and
+//     its Run only refuses.
+//
+// # Approval
+//
+// Whether a call waits for a person is decided by one rule, written out in
+// approval.go: the catalog entry's policy, else its kind's default
+// (Kind.Approval), held to the kind's floor (Kind.ApprovalFloor); a tool
+// derived from an entry (Kind.Resolve) is never held to less than the
+// policy the catalog wrote for the entry (DerivedApproval).
+// Registry.Approval is the one function that says what a call's policy
+// is. A kind whose
+// calls change things elsewhere sets a default that asks for approval of
+// those calls: patch_workflow and mcp always, openapi_action for
+// operations other than GET and HEAD, execute_pipeline and
+// composite_pipeline for pipelines that POST.
+//
+// # Secrets
+//
+// A kind never reads the environment: its config names secrets by
+// reference (`env:NAME`), always in fields called "secret", at any depth
+// (a pipeline's credentials, an API's auth, an MCP server's headers and
+// env). SecretRefs finds them by that name alone, so the catalog checks
+// every kind's references against what the operator granted the tenant
+// (Deps.SecretGrants) without knowing the kind; Build resolves none, and
+// a call resolves them through Deps.Secrets when it is made. A new kind
+// keeps to the field name, or its secrets escape that check.
+//
+// # Adding a kind
+//
+// Write a func returning its Kind (name, description, parameters, config
+// schema, Build; Local, Approval and Resolve when they apply), with tests
+// beside it, and add it to Builtin. The catalog checks each entry's config
+// against Kind.Config, and catalog/schema.json publishes those schemas to
+// editors; it is generated from Builtin, not written by hand:
+//
+//	go test ./internal/registry -run TestPublishedKindConfigs -update
+//
+// rewrites it (without -update the test fails while the file is behind
+// the kinds). A kind whose calls the workflow must run itself, as
+// delegate_to_agent's are, also needs workflow code and a change id
+// (workflows/changes.go).
 package tools

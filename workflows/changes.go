@@ -1,0 +1,110 @@
+package workflows
+
+// The change ids of AgentTurn, each given to workflow.GetVersion where
+// the turn does what it did not do before. A run that started before a
+// change replays the old way (GetVersion returns workflow.DefaultVersion:
+// its history has no marker for the id), a run since then records the
+// marker the first time it reaches the gate and goes the new way. The
+// names and values are in recorded histories, so neither ever changes; a
+// change that is no longer needed keeps its gate until no run from before
+// it can be replayed.
+//
+// Each id says what it changed, and which recorded history in testdata/
+// replays its new way ("Recorded:"). Most gates are reached only on a
+// rare path (an outage, a bad signal, a request from the wrong tenant),
+// which a recorded history of an ordinary run never takes: those name
+// the workflow tests that run the new way instead. TestChangeIDs holds
+// this list to the code and to the histories.
+//
+// Adding one: declare it here, with what it changes; gate the new
+// behaviour with workflow.GetVersion(ctx, id, workflow.DefaultVersion, 1)
+// and keep the old behaviour on the DefaultVersion branch; record a
+// history that takes the new way (the end-to-end tests record with
+// AGENTFLOW_RECORD_HISTORIES=1) and name it here.
+const (
+	// durableStepsChange: a database step (Route, LoadAgent, SaveResult,
+	// RecordApproval) that fails because the database is away waits and
+	// runs again (outlast) until the turn's deadline — SaveResult for as
+	// long as it takes — and the turn's current details say it is waiting.
+	// Runs before it failed the turn when the step's retries ran out.
+	//
+	// Recorded: none; the marker is written only when a step fails for
+	// want of the database. TestDatabaseOutage,
+	// TestDatabaseOutageOutlastsTheTurn and TestSavingWaitsForTheDatabase
+	// run the new way.
+	durableStepsChange = "durable-database-steps"
+
+	// tenantCheckChange: a turn whose workflow id names another tenant
+	// than its request (turn/<tenant>/<job>) is refused before it reads or
+	// runs anything (checkTenant). Runs before it ran such a turn.
+	//
+	// Recorded: none; the marker is written only when the tenants differ.
+	// TestWorkflowIDNamesTheTenant runs the new way.
+	tenantCheckChange = "tenant-matches-workflow-id"
+
+	// cancelChange: a cancel_turn signal or a cancellation of the workflow
+	// stops the turn at its next safe point (requestCancel): the model call
+	// is stopped, pending approvals close as canceled, and the turn stores
+	// a canceled result and ends CANCELED. Runs before it reported a
+	// cancellation as a TurnTimeout failure.
+	//
+	// Recorded: testdata/turn_canceled_by_signal.json,
+	// testdata/turn_canceled_by_temporal.json,
+	// testdata/turn_tool_canceled.json.
+	cancelChange = "cancel-turn"
+
+	// completeChange: an approve signal that does not say "approved" or
+	// "approver" is refused and decides nothing (complete). Runs before it
+	// took one as a rejection. (The approve update's validator refuses
+	// such decisions before they are accepted, so it needs no gate.)
+	//
+	// Recorded: none; the marker is written only when an incomplete
+	// signal arrives. TestIncompleteDecisionsAreRefused runs the new way.
+	completeChange = "approval-complete"
+
+	// localToolsChange: a local tool call that fails because the database
+	// is away (agent.CodeUnavailable) runs again once it is back, as
+	// durableStepsChange's steps do; a regular ExecuteTool activity waits
+	// inside instead. Runs before it gave the model the failure as the
+	// tool's.
+	//
+	// Recorded: none; the marker is written only when a local call fails
+	// that way. TestLocalToolOutlastsTheDatabase runs the new way.
+	localToolsChange = "local-tools-outlast-database"
+
+	// boundedContextChange: a request whose context is over agent's
+	// bounds (agent.TurnContext.Bounded: keys, entries, bytes) is
+	// rejected. Runs before it accepted it. The gateway refuses such a
+	// request before it starts a turn; the gate holds for turns started
+	// with Temporal's own clients.
+	//
+	// Recorded: none; the marker is written only for a context over the
+	// bounds. TestAgentTurnFailures ("context over bounds") runs the new
+	// way.
+	boundedContextChange = "bounded-context"
+
+	// delegateChange: a call of a delegate_to_agent tool runs as a child
+	// AgentTurn (see delegate.go). Runs before it had no such tools; a
+	// call of one reached ExecuteTool, whose tool refuses it.
+	//
+	// Recorded: testdata/turn_delegated.json.
+	delegateChange = "delegate-to-agent"
+
+	// cancelToolsChange: a cancellation also stops the tool calls in
+	// flight, which heartbeat (toolHeartbeat) so that it reaches them
+	// within seconds; each ends canceled and is recorded so. Runs before it
+	// let the calls in flight finish, and a call stuck for minutes held
+	// the cancellation. Its marker is written only when a cancellation
+	// finds calls in flight.
+	//
+	// Recorded: testdata/turn_tool_canceled.json.
+	cancelToolsChange = "cancel-tools-in-flight"
+
+	// notifyTenantChange: a turn whose notify workflow
+	// (agent.TurnRequest.Notify) is neither of its own tenant nor its
+	// parent is rejected (agent.TurnRequest.CheckNotify). Runs before it
+	// signalled that workflow its token batches.
+	//
+	// Recorded: testdata/turn_notify_other_tenant.json.
+	notifyTenantChange = "notify-own-tenant"
+)
