@@ -197,19 +197,19 @@ func intOf(v any) (int, bool) {
 func normalizeFinish(reason string, hasToolCalls bool) string {
 	switch reason {
 	case "end_turn", "stop_sequence":
-		reason = "stop"
+		reason = agent.FinishStop
 	case "tool_use":
-		reason = "tool_calls"
+		reason = agent.FinishToolCalls
 	case "max_tokens":
-		reason = "length"
+		reason = agent.FinishLength
 	case "<nil>":
 		reason = ""
 	}
 	if reason == "" {
 		if hasToolCalls {
-			return "tool_calls"
+			return agent.FinishToolCalls
 		}
-		return "stop"
+		return agent.FinishStop
 	}
 	return reason
 }
