@@ -318,3 +318,43 @@ func FuzzCheckNotify(f *testing.F) {
 		require.NotEmpty(t, parts[2])
 	})
 }
+
+// FuzzDecodeEvent: events as readers of logs and tool payloads decode
+// them. Any input is refused with CodeInvalid or decodes to an event of
+// its kind's shape that survives a JSON round trip and validates again.
+func FuzzDecodeEvent(f *testing.F) {
+	for _, d := range documentedEvents() {
+		f.Add(d.json)
+	}
+	for _, s := range []string{
+		`{"kind":"token","text":""}`,
+		`{"kind":"status","status":"RETRYING","void_from":5,"event_index":3}`,
+		`{"kind":"tool_args_delta","tool":{"call_id":"c","name":"n","args_delta":"\ud800"}}`,
+		`{"kind":"custom","custom":{"name":"a.b-c_d","value":null}}`,
+		`{"kind":"custom","custom":{"name":"x","value":{"a":[1,2,{"b":"\u0000"}]}}}`,
+		`{"kind":"step_finish","step":1,"usage":{"prompt_tokens":-1},"finish_reason":"stop"}`,
+		`{"kind":"approval_decided","tool":{"call_id":"c","name":"n"},"approval":{"outcome":"approved","via":"update"}}`,
+		`{"kind":"message_end","message":{"id":"m","status":"completed"},"child":{"call_id":"c","stream_id":"s","event_index":1}}`,
+		`{"kind":"content","content":null}`,
+		`{"kind":"tool_start","tool":{"call_id":"c","name":"n","deadline":"not a time"}}`,
+		`{"kind":7}`, `[]`, `null`, `{}`, `"x"`, `{`, ``,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		e, err := DecodeEvent([]byte(raw))
+		if err != nil {
+			requireInvalid(t, err)
+			return
+		}
+		require.NoError(t, e.Validate())
+		require.Contains(t, EventKinds(), e.Kind)
+		back := requireRoundTrip(t, e)
+		require.NoError(t, back.Validate(), "a valid event stays valid through JSON")
+		if e.Custom != nil {
+			require.LessOrEqual(t, len(e.Custom.Value), MaxCustomValueBytes)
+			require.True(t, json.Valid(e.Custom.Value))
+		}
+		_ = e.String()
+	})
+}

@@ -126,8 +126,59 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 			CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens)}}
 	case agent.EventError:
 		out.Event = &pb.StreamEvent_Error{Error: &pb.ErrorEvent{Error: toPBError(e.Error)}}
+	case agent.EventReasoning:
+		out.Event = &pb.StreamEvent_Reasoning{Reasoning: &pb.TokenEvent{Text: e.Text, Step: int32(e.Step), Attempt: int32(e.Attempt)}}
+	case agent.EventToolArgsDelta:
+		t := toolOrEmpty(e.Tool)
+		out.Event = &pb.StreamEvent_ToolArgsDelta{ToolArgsDelta: &pb.ToolArgsDeltaEvent{CallId: t.CallID, Name: t.Name,
+			ArgsDelta: t.ArgsDelta, Step: int32(e.Step), Attempt: int32(e.Attempt)}}
+	case agent.EventStepStart:
+		out.Event = &pb.StreamEvent_StepStart{StepStart: &pb.StepEvent{Step: int32(e.Step)}}
+	case agent.EventStepFinish:
+		out.Event = &pb.StreamEvent_StepFinish{StepFinish: &pb.StepEvent{Step: int32(e.Step), FinishReason: e.FinishReason,
+			Usage: toPBTokenUsage(e.Usage)}}
+	case agent.EventApprovalDecided:
+		t, a := toolOrEmpty(e.Tool), agent.ApprovalEvent{}
+		if e.Approval != nil {
+			a = *e.Approval
+		}
+		out.Event = &pb.StreamEvent_ApprovalDecided{ApprovalDecided: &pb.ApprovalDecidedEvent{CallId: t.CallID, Name: t.Name,
+			Outcome: a.Outcome, Approver: a.Approver, Reason: a.Reason, Via: a.Via}}
+	case agent.EventMessageStart:
+		out.Event = &pb.StreamEvent_MessageStart{MessageStart: toPBMessage(e.Message)}
+	case agent.EventMessageEnd:
+		out.Event = &pb.StreamEvent_MessageEnd{MessageEnd: toPBMessage(e.Message)}
+	case agent.EventCustom:
+		c, t := agent.CustomEvent{}, toolOrEmpty(e.Tool)
+		if e.Custom != nil {
+			c = *e.Custom
+		}
+		out.Event = &pb.StreamEvent_Custom{Custom: &pb.CustomEvent{Name: c.Name, Id: c.ID, ValueJson: string(c.Value),
+			CallId: t.CallID, Tool: t.Name}}
 	}
 	return out
+}
+
+func toolOrEmpty(t *agent.ToolEvent) agent.ToolEvent {
+	if t == nil {
+		return agent.ToolEvent{}
+	}
+	return *t
+}
+
+func toPBTokenUsage(u *agent.Usage) *pb.TokenUsage {
+	if u == nil {
+		return nil
+	}
+	return &pb.TokenUsage{PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens),
+		TotalTokens: int64(u.TotalTokens), CachedTokens: int64(u.CachedTokens), ReasoningTokens: int64(u.ReasoningTokens)}
+}
+
+func toPBMessage(m *agent.MessageEvent) *pb.MessageEvent {
+	if m == nil {
+		return &pb.MessageEvent{}
+	}
+	return &pb.MessageEvent{Id: m.ID, StreamId: m.StreamID, Status: m.Status}
 }
 
 // FromPBEvent converts an event back to the domain type, for clients
@@ -189,8 +240,47 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 			TotalTokens: int(ev.Usage.GetTotalTokens())}
 	case *pb.StreamEvent_Error:
 		out.Kind, out.Error = agent.EventError, turnErr(ev.Error.GetError())
+	case *pb.StreamEvent_Reasoning:
+		r := ev.Reasoning
+		out.Kind, out.Text, out.Step, out.Attempt = agent.EventReasoning, r.GetText(), int(r.GetStep()), int(r.GetAttempt())
+	case *pb.StreamEvent_ToolArgsDelta:
+		d := ev.ToolArgsDelta
+		out.Kind, out.Step, out.Attempt = agent.EventToolArgsDelta, int(d.GetStep()), int(d.GetAttempt())
+		out.Tool = &agent.ToolEvent{CallID: d.GetCallId(), Name: d.GetName(), ArgsDelta: d.GetArgsDelta()}
+	case *pb.StreamEvent_StepStart:
+		out.Kind, out.Step = agent.EventStepStart, int(ev.StepStart.GetStep())
+	case *pb.StreamEvent_StepFinish:
+		s := ev.StepFinish
+		out.Kind, out.Step, out.FinishReason = agent.EventStepFinish, int(s.GetStep()), s.GetFinishReason()
+		if u := s.GetUsage(); u != nil {
+			out.Usage = &agent.Usage{PromptTokens: int(u.GetPromptTokens()), CompletionTokens: int(u.GetCompletionTokens()),
+				TotalTokens: int(u.GetTotalTokens()), CachedTokens: int(u.GetCachedTokens()), ReasoningTokens: int(u.GetReasoningTokens())}
+		}
+	case *pb.StreamEvent_ApprovalDecided:
+		a := ev.ApprovalDecided
+		out.Kind = agent.EventApprovalDecided
+		out.Tool = &agent.ToolEvent{CallID: a.GetCallId(), Name: a.GetName()}
+		out.Approval = &agent.ApprovalEvent{Outcome: a.GetOutcome(), Approver: a.GetApprover(), Reason: a.GetReason(), Via: a.GetVia()}
+	case *pb.StreamEvent_MessageStart:
+		out.Kind, out.Message = agent.EventMessageStart, fromPBMessage(ev.MessageStart)
+	case *pb.StreamEvent_MessageEnd:
+		out.Kind, out.Message = agent.EventMessageEnd, fromPBMessage(ev.MessageEnd)
+	case *pb.StreamEvent_Custom:
+		c := ev.Custom
+		out.Kind = agent.EventCustom
+		out.Custom = &agent.CustomEvent{Name: c.GetName(), ID: c.GetId()}
+		if v := c.GetValueJson(); v != "" {
+			out.Custom.Value = json.RawMessage(v)
+		}
+		if c.GetCallId() != "" || c.GetTool() != "" {
+			out.Tool = &agent.ToolEvent{CallID: c.GetCallId(), Name: c.GetTool()}
+		}
 	}
 	return out
+}
+
+func fromPBMessage(m *pb.MessageEvent) *agent.MessageEvent {
+	return &agent.MessageEvent{ID: m.GetId(), StreamID: m.GetStreamId(), Status: m.GetStatus()}
 }
 
 func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {

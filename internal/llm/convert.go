@@ -86,26 +86,6 @@ func toTools(tools []agent.Tool) ([]llms.Tool, error) {
 	return out, nil
 }
 
-// isToolCallJSON reports whether a streamed chunk is langchaingo's JSON
-// encoding of tool-call deltas rather than reply text: a JSON array of
-// objects that carry a "function" member.
-func isToolCallJSON(chunk []byte) bool {
-	b := bytes.TrimSpace(chunk)
-	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
-		return false
-	}
-	var deltas []map[string]json.RawMessage
-	if err := json.Unmarshal(b, &deltas); err != nil || len(deltas) == 0 {
-		return false
-	}
-	for _, d := range deltas {
-		if _, ok := d["function"]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // toResponse merges the choices of a langchaingo response into one
 // assistant message. OpenAI answers with one choice holding text and tool
 // calls; Anthropic with one choice per content block.
@@ -114,13 +94,14 @@ func toResponse(resp *llms.ContentResponse) (*Response, error) {
 		return nil, fmt.Errorf("the provider returned no choices")
 	}
 	out := &Response{Message: agent.Message{Role: agent.RoleAssistant}}
-	var text strings.Builder
+	var text, reasoning strings.Builder
 	usageSeen := false
 	for _, c := range resp.Choices {
 		if c == nil {
 			continue
 		}
 		text.WriteString(c.Content)
+		reasoning.WriteString(reasoningOf(c))
 		for _, tc := range c.ToolCalls {
 			if tc.FunctionCall == nil {
 				continue
@@ -144,9 +125,26 @@ func toResponse(resp *llms.ContentResponse) (*Response, error) {
 			}
 		}
 	}
-	out.Message.Content = text.String()
+	out.Message.Content, out.Reasoning = text.String(), reasoning.String()
 	out.FinishReason = normalizeFinish(out.FinishReason, len(out.Message.ToolCalls) > 0)
 	return out, nil
+}
+
+// reasoningOf is a choice's reasoning: the openai client's
+// ReasoningContent (reasoning_content), or the text of an anthropic
+// thinking block, a choice of its own whose GenerationInfo has the
+// block's ThinkingSignature. (The anthropic client also fills
+// ThinkingContent of text blocks from <thinking> tags it finds in the
+// text, which stays the answer's.)
+func reasoningOf(c *llms.ContentChoice) string {
+	if c.ReasoningContent != "" {
+		return c.ReasoningContent
+	}
+	if _, thinking := c.GenerationInfo["ThinkingSignature"]; thinking {
+		s, _ := c.GenerationInfo["ThinkingContent"].(string)
+		return s
+	}
+	return ""
 }
 
 // usageOf reads token counts from GenerationInfo, in OpenAI's names or
@@ -199,19 +197,19 @@ func intOf(v any) (int, bool) {
 func normalizeFinish(reason string, hasToolCalls bool) string {
 	switch reason {
 	case "end_turn", "stop_sequence":
-		reason = "stop"
+		reason = agent.FinishStop
 	case "tool_use":
-		reason = "tool_calls"
+		reason = agent.FinishToolCalls
 	case "max_tokens":
-		reason = "length"
+		reason = agent.FinishLength
 	case "<nil>":
 		reason = ""
 	}
 	if reason == "" {
 		if hasToolCalls {
-			return "tool_calls"
+			return agent.FinishToolCalls
 		}
-		return "stop"
+		return agent.FinishStop
 	}
 	return reason
 }

@@ -28,6 +28,12 @@ func FuzzGenerateResponse(f *testing.F) {
 	}{
 		{chunk + `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n", true},
 		{chunk + `data: {"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"calculator","arguments":"{\"expression\":\"1+1\"}"}}]},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n", true},
+		{chunk + `data: {"id":"c1","choices":[{"index":0,"delta":{"reasoning_content":"I think"}}]}` + "\n\n" +
+			`data: {"id":"c1","choices":[{"index":0,"delta":{"reasoning":" hard"}}]}` + "\n\n" +
+			`data: {"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"calculator","arguments":""}}]}}]}` + "\n\n" +
+			`data: {"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"expression\""}}]}}]}` + "\n\n" +
+			`data: {"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":\"1+1\"}"}}]}}]}` + "\n\n" +
+			`data: {"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"type":"function","function":{"name":"clock","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n", true},
 		{chunk, true},
 		{chunk + "data: {not json\n\ndata: [DONE]\n\n", true},
 		{"data: [DONE]\n\n", true},
@@ -63,9 +69,28 @@ func FuzzGenerateResponse(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		req := llm.Request{Model: "openai:gpt-test", Messages: user("hi"), Tools: []agent.Tool{calculator}}
-		var streamed strings.Builder
+		var streamed, chunkText, reasoning strings.Builder
+		var calls []agent.ToolCall // assembled from the tool-call chunks, by index
 		if stream {
 			req.OnText = func(_ context.Context, s string) error { streamed.WriteString(s); return nil }
+			req.OnChunk = func(_ context.Context, c llm.Chunk) error {
+				switch c.Kind {
+				case llm.ChunkText:
+					chunkText.WriteString(c.Text)
+				case llm.ChunkReasoning:
+					reasoning.WriteString(c.Text)
+				case llm.ChunkToolCall:
+					d := c.ToolCall
+					if d.Index == len(calls) {
+						calls = append(calls, agent.ToolCall{ID: d.ID, Name: d.Name})
+					}
+					require.Less(t, d.Index, len(calls), "calls are announced in order")
+					require.Equal(t, calls[d.Index].ID, d.ID)
+					require.Equal(t, calls[d.Index].Name, d.Name)
+					calls[d.Index].Arguments += d.Args
+				}
+				return nil
+			}
 		}
 		resp, err := r.Generate(ctx, req)
 		if err != nil {
@@ -86,6 +111,16 @@ func FuzzGenerateResponse(f *testing.F) {
 		}
 		if stream {
 			require.Contains(t, b, "[DONE]", "a stream without its end is incomplete")
+			require.Equal(t, streamed.String(), chunkText.String(), "OnText and OnChunk see the same text")
+			require.Equal(t, resp.Reasoning, reasoning.String(), "the reasoning chunks add up to the reply's")
+			require.Len(t, calls, len(resp.Message.ToolCalls), "one announced call per tool call of the reply")
+			for i, want := range resp.Message.ToolCalls {
+				got := calls[i]
+				if strings.TrimSpace(got.Arguments) == "" {
+					got.Arguments = "{}"
+				}
+				require.Equal(t, want, got, "call %d: the chunks add up to the reply's call", i)
+			}
 		}
 	})
 }

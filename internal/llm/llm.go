@@ -19,9 +19,11 @@ import (
 // Model is what activities need from a language model.
 type Model interface {
 	// Generate sends the conversation and returns the assistant's reply. When
-	// req.OnText is set the reply is streamed: OnText receives the text
-	// fragments in order — never tool-call JSON — and an error from it
-	// aborts the call (Generate returns an error that wraps it).
+	// req.OnText or req.OnChunk is set the reply is streamed: OnText
+	// receives the text fragments in order — never reasoning or tool-call
+	// JSON —, OnChunk every chunk (text, reasoning, tool-call deltas), and
+	// an error from either aborts the call (Generate returns an error that
+	// wraps it).
 	//
 	// Provider failures are returned as *Error (see its Retryable and
 	// RetryAfter); requests that cannot be valid (unknown provider, missing
@@ -37,15 +39,61 @@ type Request struct {
 	Tools       []agent.Tool    // name, description, parameters (JSON Schema)
 	MaxTokens   int             // 0 = the provider's default
 	Temperature *float64        // nil = the provider's default
-	OnText      func(ctx context.Context, text string) error
+	// OnText, when set, streams the reply's text (see Model.Generate).
+	OnText func(ctx context.Context, text string) error
+	// OnChunk, when set, streams every chunk of the reply as the provider
+	// sends it: text, reasoning and tool-call argument deltas. With both
+	// set, a text chunk goes to OnChunk, then to OnText.
+	OnChunk func(ctx context.Context, c Chunk) error
 }
 
 // Response is the assistant's reply.
 type Response struct {
-	Message      agent.Message // role assistant: content and/or tool calls (ids, names, JSON arguments)
+	Message agent.Message // role assistant: content and/or tool calls (ids, names, JSON arguments)
+	// Reasoning is the model's reasoning before its answer, when the
+	// provider returns it (reasoning_content, thinking blocks); never part
+	// of Message.Content.
+	Reasoning    string
 	Usage        agent.Usage
 	Model        string // "provider:model" actually used
-	FinishReason string // stop | tool_calls | length | content_filter (others passed through)
+	FinishReason string // agent.FinishStop, FinishToolCalls, FinishLength, FinishContentFilter (others passed through)
+}
+
+// ChunkKind says what a streamed Chunk carries.
+type ChunkKind string
+
+const (
+	// ChunkText: a fragment of the answer's text (Chunk.Text).
+	ChunkText ChunkKind = "text"
+	// ChunkReasoning: a fragment of the model's reasoning (Chunk.Text).
+	ChunkReasoning ChunkKind = "reasoning"
+	// ChunkToolCall: a fragment of a tool call (Chunk.ToolCall).
+	ChunkToolCall ChunkKind = "tool_call"
+)
+
+// Chunk is one piece of a streamed reply, in the order the provider sent
+// it.
+type Chunk struct {
+	Kind ChunkKind
+	// Text is the fragment of a text or reasoning chunk.
+	Text string
+	// ToolCall is the fragment of a tool_call chunk.
+	ToolCall ToolCallDelta
+}
+
+// ToolCallDelta is a fragment of a tool call as the model streams it. Each
+// delta names its call completely; the Args of a call's deltas, joined in
+// order, are the call's arguments in the Response.
+type ToolCallDelta struct {
+	// Index is the call's position among the reply's tool calls, from 0.
+	Index int
+	// ID and Name are the call's id (as in Response.Message.ToolCalls) and
+	// tool, on every delta of the call.
+	ID   string
+	Name string
+	// Args is the next fragment of the call's JSON arguments; empty on a
+	// delta that only announces the call.
+	Args string
 }
 
 // Config says how to reach the providers. ConfigFromEnv fills it from the
@@ -269,7 +317,8 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 
-	st := &callState{omitTemperature: req.Temperature == nil, watchDone: req.OnText != nil && p.openAIWire}
+	streaming := req.OnText != nil || req.OnChunk != nil
+	st := &callState{omitTemperature: req.Temperature == nil, watchDone: streaming && p.openAIWire, aliasReasoning: p.openAIWire}
 	ctx = withCallState(ctx, st)
 	opts := []llms.CallOption{llms.WithModel(modelName)}
 	if len(tools) > 0 {
@@ -284,17 +333,8 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 	if p.legacyMaxTokens {
 		opts = append(opts, llms.WithMetadata(map[string]any{"openai:use_legacy_max_tokens": true}))
 	}
-	if req.OnText != nil {
-		opts = append(opts, llms.WithStreamingFunc(func(ctx context.Context, chunk []byte) error {
-			if len(chunk) == 0 || isToolCallJSON(chunk) {
-				return nil
-			}
-			if err := req.OnText(ctx, string(chunk)); err != nil {
-				st.setTextErr(err)
-				return err
-			}
-			return nil
-		}))
+	if streaming {
+		opts = append(opts, streamOptions(p, &chunker{req: req, st: st})...)
 	}
 
 	resp, genErr := p.model.GenerateContent(ctx, msgs, opts...)

@@ -85,6 +85,9 @@ func (c Config) HasCredentials() bool {
 type callState struct {
 	omitTemperature bool // drop langchaingo's always-sent "temperature": 0
 	watchDone       bool // look for the stream's final "data: [DONE]"
+	// aliasReasoning copies "reasoning" into "reasoning_content" (see
+	// aliasReasoning) in an OpenAI-compatible reply.
+	aliasReasoning bool
 
 	mu         sync.Mutex
 	status     int
@@ -157,7 +160,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	st.setResponse(resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), t.now()))
-	if st.watchDone && resp.StatusCode == http.StatusOK {
+	if resp.StatusCode != http.StatusOK {
+		return resp, nil
+	}
+	switch {
+	case st.aliasReasoning && st.watchDone:
+		resp.Body = newSSEReasoning(resp.Body)
+	case st.aliasReasoning:
+		resp.Body = &jsonReasoning{body: resp.Body}
+	}
+	if st.watchDone {
 		resp.Body = &doneWatcher{ReadCloser: resp.Body, st: st}
 	}
 	return resp, nil

@@ -3,8 +3,11 @@
 // (langchaingo's openai package) over real HTTP without a real model.
 //
 // A script is a list of rules; the first rule whose conditions match the
-// request answers it, with text, tool calls or both, streamed (SSE, with
-// tool-call arguments split over several chunks as OpenAI does) or not.
+// request answers it, with text, tool calls or both, and optionally the
+// model's reasoning before them, streamed (SSE: reasoning deltas first,
+// then the text, then each tool call — a first delta with its id and name,
+// then its arguments split over several chunks of a few bytes, as OpenAI
+// does) or not.
 // Rules can inject faults — HTTP errors with Retry-After, or a stream cut
 // mid-way — a given number of times before they answer, which is how the
 // retry paths of activities and workflows are tested.
@@ -12,6 +15,7 @@
 // Script format (YAML; the same structure can be built in Go):
 //
 //	pacing: {chunk_words: 1, delay_ms: 0}   # streaming: words per chunk, delay between chunks
+//	reasoning_field: reasoning_content       # or reasoning: the member that carries reasoning
 //	rules:                                   # the first rule that matches wins
 //	  - name: calculate
 //	    when: {user: '(?i)what is ([-0-9.+*/() ]+)\?'}
@@ -19,6 +23,9 @@
 //	  - name: answer
 //	    when: {tool: '(.+)'}
 //	    reply: {text: 'The result is $1.'}
+//	  - name: think
+//	    when: {user: 'why'}
+//	    reply: {reasoning: 'The user asks why.', text: 'Because.'}
 //	  - name: flaky
 //	    when: {user: 'flaky'}
 //	    fault: {status: 500, times: 2}       # the first 2 matching requests fail, then reply
@@ -36,14 +43,22 @@
 //   - system: regexp on the system prompt (system messages joined by "\n").
 //   - model: regexp on the requested model name.
 //
+// Reasoning: a reply's reasoning is streamed, word by word like the text
+// and before it, as deltas whose member is reasoning_field:
+// "reasoning_content" (the default, as DeepSeek and vLLM send it) or
+// "reasoning" (as OpenRouter, newer vLLM and Ollama do); a plain reply
+// carries it in its message under the same name. It needs a text or tool
+// calls beside it, and counts as reasoning tokens in estimated usage.
+//
 // Replies expand $1, ${1}, ${name} and $$ like regexp.Expand: numbered
 // groups come from the regexp that matched the last message (tool, else
-// user), named groups from any condition that matched. A reply's usage may
-// be given (prompt_tokens, completion_tokens, and cached_tokens and
+// user), named groups from any condition that matched; reasoning, text and
+// arguments are expanded alike. A reply's usage may be given
+// (prompt_tokens, completion_tokens, and cached_tokens and
 // reasoning_tokens, reported in prompt_tokens_details and
-// completion_tokens_details); otherwise it is estimated from word counts, and it is always
-// reported (also as the final chunk of a stream when the client asks for
-// stream_options.include_usage).
+// completion_tokens_details); otherwise it is estimated from word counts,
+// and it is always reported (also as the final chunk of a stream when the
+// client asks for stream_options.include_usage).
 //
 // Faults: status (an HTTP error with an OpenAI-style error body),
 // retry_after_sec (the Retry-After header), message (the error message),

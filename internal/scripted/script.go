@@ -18,8 +18,19 @@ import (
 // in Go (then check it with Validate before passing it to New).
 type Script struct {
 	Pacing Pacing `yaml:"pacing"`
-	Rules  []Rule `yaml:"rules"`
+	// ReasoningField names the member of a delta (and of a plain reply's
+	// message) that carries a reply's reasoning: "reasoning_content" (the
+	// default, as DeepSeek and vLLM send it) or "reasoning" (as OpenRouter,
+	// newer vLLM and Ollama do).
+	ReasoningField string `yaml:"reasoning_field"`
+	Rules          []Rule `yaml:"rules"`
 }
+
+// Reasoning fields (Script.ReasoningField).
+const (
+	ReasoningContent = "reasoning_content"
+	ReasoningPlain   = "reasoning"
+)
 
 // Pacing shapes streamed replies.
 type Pacing struct {
@@ -50,6 +61,10 @@ type When struct {
 
 // Reply is the assistant message a rule answers with.
 type Reply struct {
+	// Reasoning is what the model thinks before it answers: streamed as
+	// reasoning deltas before the text (Script.ReasoningField names them),
+	// and the message's reasoning in a plain reply. A template, like Text.
+	Reasoning string         `yaml:"reasoning"`
 	Text      string         `yaml:"text"`
 	ToolCalls []ToolCallSpec `yaml:"tool_calls"`
 	// FinishReason overrides "stop" (text) or "tool_calls" (tool calls).
@@ -166,6 +181,11 @@ type compiledRule struct {
 func (s *Script) compile() ([]compiledRule, error) {
 	if s.Pacing.ChunkWords < 0 || s.Pacing.DelayMS < 0 {
 		return nil, errors.New("pacing: chunk_words and delay_ms must not be negative")
+	}
+	switch s.ReasoningField {
+	case "", ReasoningContent, ReasoningPlain:
+	default:
+		return nil, fmt.Errorf("reasoning_field %q: want %q or %q", s.ReasoningField, ReasoningContent, ReasoningPlain)
 	}
 	if len(s.Rules) == 0 {
 		return nil, errors.New("script has no rules")

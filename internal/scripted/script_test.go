@@ -23,6 +23,8 @@ func TestParseErrors(t *testing.T) {
 		{"tool call needs a name", `rules: [{name: r, reply: {tool_calls: [{arguments: '{}'}]}}]`, `reply.tool_calls[0].name is required`},
 		{"duplicate names", `rules: [{name: r, reply: {text: a}}, {name: r, reply: {text: b}}]`, `rule "r": duplicate name`},
 		{"negative pacing", `{pacing: {delay_ms: -1}, rules: [{reply: {text: a}}]}`, `must not be negative`},
+		{"unknown reasoning field", `{reasoning_field: thinking, rules: [{reply: {text: a}}]}`, `reasoning_field "thinking": want "reasoning_content" or "reasoning"`},
+		{"reasoning is no reply", `rules: [{name: r, reply: {reasoning: 'hmm'}}]`, `rule "r": reply needs text or tool_calls`},
 		{"not yaml", `rules: [`, `parse script`},
 	}
 	for _, tt := range tests {

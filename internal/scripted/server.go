@@ -65,6 +65,7 @@ type ToolCall struct {
 type Server struct {
 	rules       []compiledRule
 	pacing      Pacing
+	reasoningAs string // Script.ReasoningField
 	log         *zap.Logger
 	maxRecorded int
 	onChunk     func(string, time.Time)
@@ -99,6 +100,7 @@ func New(script *Script, opts Options) *Server {
 	s := &Server{
 		rules:       rules,
 		pacing:      script.Pacing,
+		reasoningAs: script.ReasoningField,
 		log:         opts.Logger,
 		maxRecorded: opts.MaxRecorded,
 		onChunk:     opts.OnChunk,
@@ -363,6 +365,7 @@ type reply struct {
 	id        string
 	model     string
 	created   int64
+	reasoning string
 	text      string
 	toolCalls []wireToolCall
 	finish    string
@@ -371,11 +374,12 @@ type reply struct {
 
 func (s *Server) render(rule *compiledRule, v vars, req chatRequest) reply {
 	rep := reply{
-		id:      fmt.Sprintf("chatcmpl-scripted-%d", s.completionIDs.Add(1)),
-		model:   req.Model,
-		created: time.Now().Unix(),
-		text:    v.expand(rule.reply.Text),
-		finish:  rule.reply.FinishReason,
+		id:        fmt.Sprintf("chatcmpl-scripted-%d", s.completionIDs.Add(1)),
+		model:     req.Model,
+		created:   time.Now().Unix(),
+		reasoning: v.expand(rule.reply.Reasoning),
+		text:      v.expand(rule.reply.Text),
+		finish:    rule.reply.FinishReason,
 	}
 	if rep.model == "" {
 		rep.model = "scripted"
@@ -418,18 +422,34 @@ func estimateUsage(req chatRequest, rep reply) wireUsage {
 			u.PromptTokens += 1 + len(strings.Fields(tc.Function.Arguments))
 		}
 	}
-	u.CompletionTokens = len(strings.Fields(rep.text))
+	reasoning := len(strings.Fields(rep.reasoning))
+	u.CompletionTokens = reasoning + len(strings.Fields(rep.text))
 	for _, tc := range rep.toolCalls {
 		u.CompletionTokens += 1 + len(strings.Fields(tc.Function.Arguments))
 	}
 	u.CompletionTokens = max(u.CompletionTokens, 1)
+	if reasoning > 0 {
+		u.CompletionTokensDetails = &completionDetails{ReasoningTokens: reasoning}
+	}
 	return u
+}
+
+// withReasoning sets text as the reasoning of a delta or message, under
+// the member the script names.
+func (s *Server) withReasoning(text string) (reasoningContent, reasoning *string) {
+	if s.reasoningAs == ReasoningPlain {
+		return nil, &text
+	}
+	return &text, nil
 }
 
 func (s *Server) respond(w http.ResponseWriter, req chatRequest, rep reply, cut int) {
 	msg := completionMessage{Role: "assistant", ToolCalls: rep.toolCalls}
 	if rep.text != "" || len(rep.toolCalls) == 0 {
 		msg.Content = &rep.text
+	}
+	if rep.reasoning != "" {
+		msg.ReasoningContent, msg.Reasoning = s.withReasoning(rep.reasoning)
 	}
 	body, err := json.Marshal(completion{
 		ID:                rep.id,
@@ -534,6 +554,11 @@ func (s *Server) chunks(rep reply, includeUsage bool) []event {
 	}
 	empty := ""
 	events := []event{{chunk: one(chunkDelta{Role: "assistant", Content: &empty}, nil)}}
+	for _, piece := range splitWords(rep.reasoning, s.pacing.ChunkWords) {
+		d := chunkDelta{}
+		d.ReasoningContent, d.Reasoning = s.withReasoning(piece)
+		events = append(events, event{chunk: one(d, nil), paced: true})
+	}
 	for _, piece := range splitWords(rep.text, s.pacing.ChunkWords) {
 		events = append(events, event{chunk: one(chunkDelta{Content: &piece}, nil), paced: true})
 	}

@@ -551,3 +551,144 @@ func TestNewPanicsOnInvalidScript(t *testing.T) {
 	_, err := Start("127.0.0.1:0", &Script{}, Options{})
 	require.ErrorContains(t, err, "no rules")
 }
+
+const reasoningScript = `
+pacing: {chunk_words: 2}
+rules:
+  - name: think
+    when: {user: 'add (\d+) and (\d+)'}
+    reply:
+      reasoning: 'The user wants $1 + $2. I will use the calculator.'
+      text: 'Let me add.'
+      tool_calls: [{name: calculator, arguments: '{"expression": "$1 + $2"}'}]
+`
+
+// streamed is what a stream's chunks carry, joined per part.
+type streamed struct {
+	order     []string // "reasoning", "text", "tool" per chunk, in stream order (runs collapsed)
+	reasoning strings.Builder
+	text      strings.Builder
+	args      strings.Builder
+	argChunks int
+	heads     []wireToolCall
+}
+
+func readStream(t *testing.T, data []string, field string) *streamed {
+	t.Helper()
+	s := &streamed{}
+	mark := func(part string) {
+		if len(s.order) == 0 || s.order[len(s.order)-1] != part {
+			s.order = append(s.order, part)
+		}
+	}
+	for _, d := range data {
+		if d == "[DONE]" {
+			continue
+		}
+		var raw struct {
+			Choices []struct {
+				Delta map[string]json.RawMessage `json:"delta"`
+			} `json:"choices"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(d), &raw))
+		if len(raw.Choices) == 0 {
+			continue
+		}
+		delta := raw.Choices[0].Delta
+		other := map[string]string{ReasoningContent: ReasoningPlain, ReasoningPlain: ReasoningContent}[field]
+		require.NotContains(t, delta, other, "reasoning goes under %s only", field)
+		if r, ok := delta[field]; ok {
+			var piece string
+			require.NoError(t, json.Unmarshal(r, &piece))
+			s.reasoning.WriteString(piece)
+			mark("reasoning")
+		}
+		if c, ok := delta["content"]; ok {
+			var piece string
+			require.NoError(t, json.Unmarshal(c, &piece))
+			if piece != "" {
+				s.text.WriteString(piece)
+				mark("text")
+			}
+		}
+		if tcs, ok := delta["tool_calls"]; ok {
+			var calls []wireToolCall
+			require.NoError(t, json.Unmarshal(tcs, &calls))
+			for _, c := range calls {
+				if c.ID != "" {
+					s.heads = append(s.heads, c)
+				} else {
+					s.argChunks++
+				}
+				s.args.WriteString(c.Function.Arguments)
+			}
+			mark("tool")
+		}
+	}
+	return s
+}
+
+func TestStreamReasoning(t *testing.T) {
+	for _, field := range []string{"", ReasoningContent, ReasoningPlain} {
+		t.Run("field="+field, func(t *testing.T) {
+			script := reasoningScript
+			if field != "" {
+				script = "reasoning_field: " + field + "\n" + script
+			}
+			srv := start(t, script)
+			want := field
+			if want == "" {
+				want = ReasoningContent
+			}
+
+			resp := post(t, srv, userRequest("add 2 and 3", true))
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			s := readStream(t, sse(t, resp.Body), want)
+			require.Equal(t, []string{"reasoning", "text", "tool"}, s.order, "reasoning streams before the text, the text before the tool calls")
+			require.Equal(t, "The user wants 2 + 3. I will use the calculator.", s.reasoning.String())
+			require.Equal(t, "Let me add.", s.text.String())
+			require.Len(t, s.heads, 1)
+			require.Equal(t, "calculator", s.heads[0].Function.Name)
+			require.Empty(t, s.heads[0].Function.Arguments, "the first delta announces the call")
+			require.Equal(t, `{"expression": "2 + 3"}`, s.args.String())
+			require.GreaterOrEqual(t, s.argChunks, 3, "arguments come in several fragments")
+
+			// A plain reply carries the reasoning in its message.
+			resp = post(t, srv, userRequest("add 2 and 3", false))
+			var body struct {
+				Choices []struct {
+					Message map[string]json.RawMessage `json:"message"`
+				} `json:"choices"`
+				Usage wireUsage `json:"usage"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+			var reasoning string
+			require.NoError(t, json.Unmarshal(body.Choices[0].Message[want], &reasoning))
+			require.Equal(t, "The user wants 2 + 3. I will use the calculator.", reasoning)
+			require.NotNil(t, body.Usage.CompletionTokensDetails)
+			require.Equal(t, 11, body.Usage.CompletionTokensDetails.ReasoningTokens, "estimated: the reasoning's words")
+		})
+	}
+}
+
+// TestReasoningThroughClient: langchaingo's openai client reads
+// reasoning_content deltas and hands them to its reasoning callback apart
+// from the text.
+func TestReasoningThroughClient(t *testing.T) {
+	srv := start(t, reasoningScript)
+	llm := client(t, srv)
+	var reasoning, text strings.Builder
+	resp, err := llm.GenerateContent(t.Context(), []llms.MessageContent{human("add 4 and 5")},
+		llms.WithStreamingReasoningFunc(func(_ context.Context, r, c []byte) error {
+			reasoning.Write(r)
+			if !bytes.HasPrefix(c, []byte("[")) {
+				text.Write(c)
+			}
+			return nil
+		}))
+	require.NoError(t, err)
+	require.Equal(t, "The user wants 4 + 5. I will use the calculator.", reasoning.String())
+	require.Equal(t, "Let me add.", text.String())
+	require.Equal(t, "The user wants 4 + 5. I will use the calculator.", resp.Choices[0].ReasoningContent)
+	require.Equal(t, "Let me add.", resp.Choices[0].Content)
+}

@@ -1031,6 +1031,15 @@ func (x *ChildEvent) GetEventIndex() int64 {
 	return 0
 }
 
+// StreamEvent is one entry of a turn's (or a conversation's) event log.
+// Its kind is the field of the oneof that is set; each kind has one shape,
+// the same as in the JSON of the event log (docs/events.md, which also maps
+// each kind to the AI SDK, AG-UI, LangGraph, OpenAI and MCP).
+//
+// Streamed events — token, reasoning and tool_args_delta — belong to one
+// attempt of a model call (step, attempt). When an attempt fails and is
+// retried, a STATUS_RETRYING event says from which index (void_from) the
+// streamed events before it are void: drop them, the retry streams again.
 type StreamEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Meta  *StreamEventMeta       `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
@@ -1045,6 +1054,14 @@ type StreamEvent struct {
 	//	*StreamEvent_Usage
 	//	*StreamEvent_Error
 	//	*StreamEvent_ToolProgress
+	//	*StreamEvent_Reasoning
+	//	*StreamEvent_ToolArgsDelta
+	//	*StreamEvent_StepStart
+	//	*StreamEvent_StepFinish
+	//	*StreamEvent_ApprovalDecided
+	//	*StreamEvent_MessageStart
+	//	*StreamEvent_MessageEnd
+	//	*StreamEvent_Custom
 	Event         isStreamEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1175,44 +1192,168 @@ func (x *StreamEvent) GetToolProgress() *ToolEvent {
 	return nil
 }
 
+func (x *StreamEvent) GetReasoning() *TokenEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_Reasoning); ok {
+			return x.Reasoning
+		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetToolArgsDelta() *ToolArgsDeltaEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_ToolArgsDelta); ok {
+			return x.ToolArgsDelta
+		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetStepStart() *StepEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_StepStart); ok {
+			return x.StepStart
+		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetStepFinish() *StepEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_StepFinish); ok {
+			return x.StepFinish
+		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetApprovalDecided() *ApprovalDecidedEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_ApprovalDecided); ok {
+			return x.ApprovalDecided
+		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetMessageStart() *MessageEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_MessageStart); ok {
+			return x.MessageStart
+		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetMessageEnd() *MessageEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_MessageEnd); ok {
+			return x.MessageEnd
+		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetCustom() *CustomEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_Custom); ok {
+			return x.Custom
+		}
+	}
+	return nil
+}
+
 type isStreamEvent_Event interface {
 	isStreamEvent_Event()
 }
 
 type StreamEvent_Status struct {
+	// The turn's state; COMPLETED, FAILED and CANCELED end the stream.
 	Status *StatusEvent `protobuf:"bytes,2,opt,name=status,proto3,oneof"`
 }
 
 type StreamEvent_Token struct {
+	// Answer text as the model streams it.
 	Token *TokenEvent `protobuf:"bytes,3,opt,name=token,proto3,oneof"`
 }
 
 type StreamEvent_ToolStart struct {
+	// The turn starts a tool call, with its complete arguments.
 	ToolStart *ToolEvent `protobuf:"bytes,4,opt,name=tool_start,json=toolStart,proto3,oneof"`
 }
 
 type StreamEvent_ToolEnd struct {
+	// A tool call has ended: status, output preview, data.
 	ToolEnd *ToolEvent `protobuf:"bytes,5,opt,name=tool_end,json=toolEnd,proto3,oneof"`
 }
 
 type StreamEvent_ApprovalRequired struct {
+	// A tool call waits for a decision (Approve) until its deadline.
 	ApprovalRequired *ToolEvent `protobuf:"bytes,6,opt,name=approval_required,json=approvalRequired,proto3,oneof"`
 }
 
 type StreamEvent_Content struct {
+	// A content block of the answer, e.g. the final text.
 	Content *ContentEvent `protobuf:"bytes,7,opt,name=content,proto3,oneof"`
 }
 
 type StreamEvent_Usage struct {
+	// The token counts of one model call.
 	Usage *UsageEvent `protobuf:"bytes,8,opt,name=usage,proto3,oneof"`
 }
 
 type StreamEvent_Error struct {
+	// The turn's failure, before its FAILED status.
 	Error *ErrorEvent `protobuf:"bytes,9,opt,name=error,proto3,oneof"`
 }
 
 type StreamEvent_ToolProgress struct {
+	// A running tool call says what it is doing.
 	ToolProgress *ToolEvent `protobuf:"bytes,10,opt,name=tool_progress,json=toolProgress,proto3,oneof"`
+}
+
+type StreamEvent_Reasoning struct {
+	// The model's reasoning as it streams it (text, step, attempt), kept
+	// apart from the answer: never part of the answer text.
+	Reasoning *TokenEvent `protobuf:"bytes,11,opt,name=reasoning,proto3,oneof"`
+}
+
+type StreamEvent_ToolArgsDelta struct {
+	// A fragment of a tool call's JSON arguments as the model streams it.
+	ToolArgsDelta *ToolArgsDeltaEvent `protobuf:"bytes,12,opt,name=tool_args_delta,json=toolArgsDelta,proto3,oneof"`
+}
+
+type StreamEvent_StepStart struct {
+	// A step begins: one model call and the tool calls it asks for. It
+	// precedes everything the step's model call streams.
+	StepStart *StepEvent `protobuf:"bytes,13,opt,name=step_start,json=stepStart,proto3,oneof"`
+}
+
+type StreamEvent_StepFinish struct {
+	// The step has ended (its model call answered and its tool calls
+	// ended): the model call's usage and finish reason.
+	StepFinish *StepEvent `protobuf:"bytes,14,opt,name=step_finish,json=stepFinish,proto3,oneof"`
+}
+
+type StreamEvent_ApprovalDecided struct {
+	// A tool call that waited for approval was decided.
+	ApprovalDecided *ApprovalDecidedEvent `protobuf:"bytes,15,opt,name=approval_decided,json=approvalDecided,proto3,oneof"`
+}
+
+type StreamEvent_MessageStart struct {
+	// A message was accepted and its answer begins.
+	MessageStart *MessageEvent `protobuf:"bytes,16,opt,name=message_start,json=messageStart,proto3,oneof"`
+}
+
+type StreamEvent_MessageEnd struct {
+	// The answer to a message is complete.
+	MessageEnd *MessageEvent `protobuf:"bytes,17,opt,name=message_end,json=messageEnd,proto3,oneof"`
+}
+
+type StreamEvent_Custom struct {
+	// Application data a tool emitted for the client.
+	Custom *CustomEvent `protobuf:"bytes,18,opt,name=custom,proto3,oneof"`
 }
 
 func (*StreamEvent_Status) isStreamEvent_Event() {}
@@ -1232,6 +1373,22 @@ func (*StreamEvent_Usage) isStreamEvent_Event() {}
 func (*StreamEvent_Error) isStreamEvent_Event() {}
 
 func (*StreamEvent_ToolProgress) isStreamEvent_Event() {}
+
+func (*StreamEvent_Reasoning) isStreamEvent_Event() {}
+
+func (*StreamEvent_ToolArgsDelta) isStreamEvent_Event() {}
+
+func (*StreamEvent_StepStart) isStreamEvent_Event() {}
+
+func (*StreamEvent_StepFinish) isStreamEvent_Event() {}
+
+func (*StreamEvent_ApprovalDecided) isStreamEvent_Event() {}
+
+func (*StreamEvent_MessageStart) isStreamEvent_Event() {}
+
+func (*StreamEvent_MessageEnd) isStreamEvent_Event() {}
+
+func (*StreamEvent_Custom) isStreamEvent_Event() {}
 
 type StatusEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1309,6 +1466,7 @@ func (x *StatusEvent) GetError() *TurnError {
 	return nil
 }
 
+// TokenEvent is the text of a token (answer) or reasoning event.
 type TokenEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
@@ -1369,6 +1527,456 @@ func (x *TokenEvent) GetAttempt() int32 {
 	return 0
 }
 
+// ToolArgsDeltaEvent is the next fragment of a tool call's arguments. The
+// call's fragments joined in event order are its JSON arguments; the first
+// may be empty, announcing the call (id and name). The call's deltas
+// precede its approval_required or tool_start, which carry the complete
+// arguments.
+type ToolArgsDeltaEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`                            // the tool
+	ArgsDelta     string                 `protobuf:"bytes,3,opt,name=args_delta,json=argsDelta,proto3" json:"args_delta,omitempty"` // a fragment, not JSON on its own
+	Step          int32                  `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
+	Attempt       int32                  `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolArgsDeltaEvent) Reset() {
+	*x = ToolArgsDeltaEvent{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolArgsDeltaEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolArgsDeltaEvent) ProtoMessage() {}
+
+func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolArgsDeltaEvent.ProtoReflect.Descriptor instead.
+func (*ToolArgsDeltaEvent) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ToolArgsDeltaEvent) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ToolArgsDeltaEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolArgsDeltaEvent) GetArgsDelta() string {
+	if x != nil {
+		return x.ArgsDelta
+	}
+	return ""
+}
+
+func (x *ToolArgsDeltaEvent) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *ToolArgsDeltaEvent) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+// StepEvent marks a step's start (step only) or finish.
+type StepEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Step  int32                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	// step_finish: why the model call stopped: stop, tool_calls, length,
+	// content_filter, or a provider's own reason.
+	FinishReason  string      `protobuf:"bytes,2,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	Usage         *TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"` // step_finish: the model call's token counts
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepEvent) Reset() {
+	*x = StepEvent{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepEvent) ProtoMessage() {}
+
+func (x *StepEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepEvent.ProtoReflect.Descriptor instead.
+func (*StepEvent) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *StepEvent) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *StepEvent) GetFinishReason() string {
+	if x != nil {
+		return x.FinishReason
+	}
+	return ""
+}
+
+func (x *StepEvent) GetUsage() *TokenUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// TokenUsage counts the tokens of a model call.
+type TokenUsage struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PromptTokens     int64                  `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64                  `protobuf:"varint,2,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	TotalTokens      int64                  `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	CachedTokens     int64                  `protobuf:"varint,4,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`          // part of prompt_tokens read from the provider's prompt cache
+	ReasoningTokens  int64                  `protobuf:"varint,5,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"` // part of completion_tokens spent reasoning
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TokenUsage) Reset() {
+	*x = TokenUsage{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenUsage) ProtoMessage() {}
+
+func (x *TokenUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
+func (*TokenUsage) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TokenUsage) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *TokenUsage) GetCompletionTokens() int64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *TokenUsage) GetTotalTokens() int64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *TokenUsage) GetCachedTokens() int64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *TokenUsage) GetReasoningTokens() int64 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+// ApprovalDecidedEvent is the decision on a call that waited for approval.
+type ApprovalDecidedEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`         // the tool
+	Outcome       string                 `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`   // approved | rejected | timed_out | canceled
+	Approver      string                 `protobuf:"bytes,4,opt,name=approver,proto3" json:"approver,omitempty"` // who decided; empty on timed_out and canceled
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`     // the approver's comment
+	Via           string                 `protobuf:"bytes,6,opt,name=via,proto3" json:"via,omitempty"`           // signal | update | timeout | cancel
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalDecidedEvent) Reset() {
+	*x = ApprovalDecidedEvent{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalDecidedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalDecidedEvent) ProtoMessage() {}
+
+func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalDecidedEvent.ProtoReflect.Descriptor instead.
+func (*ApprovalDecidedEvent) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ApprovalDecidedEvent) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ApprovalDecidedEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ApprovalDecidedEvent) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ApprovalDecidedEvent) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *ApprovalDecidedEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ApprovalDecidedEvent) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+// MessageEvent names a message: a user message accepted (a turn's request,
+// or a conversation's SendMessage) and the answer to it.
+type MessageEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                             // the message's job id
+	StreamId      string                 `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // the turn that answers it (on a conversation's stream, its child turn)
+	Status        string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`                     // message_end: completed | failed | rejected | canceled
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageEvent) Reset() {
+	*x = MessageEvent{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageEvent) ProtoMessage() {}
+
+func (x *MessageEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageEvent.ProtoReflect.Descriptor instead.
+func (*MessageEvent) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *MessageEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MessageEvent) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *MessageEvent) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+// CustomEvent is application data a tool emitted for the client; the turn
+// carries it without reading it.
+type CustomEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the value is: a letter, then letters, digits, '_', '-' or '.'
+	// (at most 64 bytes).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When set, a later custom event with the same name and id replaces
+	// this one.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	ValueJson     string `protobuf:"bytes,3,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"` // any JSON value, at most 16 KiB
+	CallId        string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`          // the tool call that emitted it, if one did
+	Tool          string `protobuf:"bytes,5,opt,name=tool,proto3" json:"tool,omitempty"`                            // that call's tool
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CustomEvent) Reset() {
+	*x = CustomEvent{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CustomEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CustomEvent) ProtoMessage() {}
+
+func (x *CustomEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CustomEvent.ProtoReflect.Descriptor instead.
+func (*CustomEvent) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CustomEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CustomEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CustomEvent) GetValueJson() string {
+	if x != nil {
+		return x.ValueJson
+	}
+	return ""
+}
+
+func (x *CustomEvent) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CustomEvent) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
 type ToolEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -1388,7 +1996,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +2008,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +2021,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolEvent) GetCallId() string {
@@ -1502,7 +2110,7 @@ type ContentEvent struct {
 
 func (x *ContentEvent) Reset() {
 	*x = ContentEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +2122,7 @@ func (x *ContentEvent) String() string {
 func (*ContentEvent) ProtoMessage() {}
 
 func (x *ContentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +2135,7 @@ func (x *ContentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentEvent.ProtoReflect.Descriptor instead.
 func (*ContentEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ContentEvent) GetBlockJson() string {
@@ -1549,7 +2157,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +2169,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +2182,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UsageEvent) GetStep() int32 {
@@ -1614,7 +2222,7 @@ type ErrorEvent struct {
 
 func (x *ErrorEvent) Reset() {
 	*x = ErrorEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +2234,7 @@ func (x *ErrorEvent) String() string {
 func (*ErrorEvent) ProtoMessage() {}
 
 func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +2247,7 @@ func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEvent.ProtoReflect.Descriptor instead.
 func (*ErrorEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ErrorEvent) GetError() *TurnError {
@@ -1661,7 +2269,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +2281,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +2294,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListAgentsRequest) GetAgentId() string {
@@ -1727,7 +2335,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +2347,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +2360,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -1784,7 +2392,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +2404,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +2417,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AgentInfo) GetId() string {
@@ -1876,7 +2484,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2496,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2509,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -1967,7 +2575,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2587,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2600,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Limits) GetMaxIterations() int32 {
@@ -2052,7 +2660,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2672,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2685,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -2133,7 +2741,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2753,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2766,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SendMessageResponse) GetStreamId() string {
@@ -2200,7 +2808,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2820,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2833,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -2274,7 +2882,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2894,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2907,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -2325,7 +2933,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2945,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2958,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -2369,7 +2977,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2989,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +3002,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -2417,7 +3025,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +3037,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +3050,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -2499,7 +3107,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +3119,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +3132,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -2578,7 +3186,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +3198,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +3211,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -2669,7 +3277,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +3289,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +3302,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -2754,7 +3362,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2766,7 +3374,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +3387,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -2846,7 +3454,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +3466,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +3479,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -2913,7 +3521,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3533,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3546,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -2993,7 +3601,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3613,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3626,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -3047,7 +3655,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3667,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3680,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Rule) GetName() string {
@@ -3111,7 +3719,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3731,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3744,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 type ListRulesResponse struct {
@@ -3150,7 +3758,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3770,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3783,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -3209,7 +3817,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3829,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3842,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -3263,7 +3871,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3883,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3896,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -3329,7 +3937,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3949,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3962,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RuleError) GetRule() string {
@@ -3379,7 +3987,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3999,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +4012,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -3425,7 +4033,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +4045,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +4058,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -3512,7 +4120,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +4132,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +4145,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -3572,7 +4180,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3584,7 +4192,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3597,7 +4205,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Process) GetTag() string {
@@ -3671,7 +4279,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +4291,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +4304,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 type ListProcessesResponse struct {
@@ -3708,7 +4316,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +4328,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +4341,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -3752,7 +4360,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +4372,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +4385,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -3796,7 +4404,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +4416,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +4429,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -3843,7 +4451,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3855,7 +4463,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3868,7 +4476,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -3918,7 +4526,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4538,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4551,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -4026,7 +4634,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4038,7 +4646,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4051,7 +4659,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -4076,7 +4684,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4696,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4709,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
@@ -4197,7 +4805,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1b\n" +
 	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x1f\n" +
 	"\vevent_index\x18\x03 \x01(\x03R\n" +
-	"eventIndex\"\xc4\x04\n" +
+	"eventIndex\"\xc8\b\n" +
 	"\vStreamEvent\x121\n" +
 	"\x04meta\x18\x01 \x01(\v2\x1d.agentflow.v1.StreamEventMetaR\x04meta\x123\n" +
 	"\x06status\x18\x02 \x01(\v2\x19.agentflow.v1.StatusEventH\x00R\x06status\x120\n" +
@@ -4210,7 +4818,18 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x05usage\x18\b \x01(\v2\x18.agentflow.v1.UsageEventH\x00R\x05usage\x120\n" +
 	"\x05error\x18\t \x01(\v2\x18.agentflow.v1.ErrorEventH\x00R\x05error\x12>\n" +
 	"\rtool_progress\x18\n" +
-	" \x01(\v2\x17.agentflow.v1.ToolEventH\x00R\ftoolProgressB\a\n" +
+	" \x01(\v2\x17.agentflow.v1.ToolEventH\x00R\ftoolProgress\x128\n" +
+	"\treasoning\x18\v \x01(\v2\x18.agentflow.v1.TokenEventH\x00R\treasoning\x12J\n" +
+	"\x0ftool_args_delta\x18\f \x01(\v2 .agentflow.v1.ToolArgsDeltaEventH\x00R\rtoolArgsDelta\x128\n" +
+	"\n" +
+	"step_start\x18\r \x01(\v2\x17.agentflow.v1.StepEventH\x00R\tstepStart\x12:\n" +
+	"\vstep_finish\x18\x0e \x01(\v2\x17.agentflow.v1.StepEventH\x00R\n" +
+	"stepFinish\x12O\n" +
+	"\x10approval_decided\x18\x0f \x01(\v2\".agentflow.v1.ApprovalDecidedEventH\x00R\x0fapprovalDecided\x12A\n" +
+	"\rmessage_start\x18\x10 \x01(\v2\x1a.agentflow.v1.MessageEventH\x00R\fmessageStart\x12=\n" +
+	"\vmessage_end\x18\x11 \x01(\v2\x1a.agentflow.v1.MessageEventH\x00R\n" +
+	"messageEnd\x123\n" +
+	"\x06custom\x18\x12 \x01(\v2\x19.agentflow.v1.CustomEventH\x00R\x06customB\a\n" +
 	"\x05event\"\xb5\x01\n" +
 	"\vStatusEvent\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.agentflow.v1.StatusR\x06status\x12\x1b\n" +
@@ -4222,7 +4841,43 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"TokenEvent\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x05R\x04step\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\x05R\aattempt\"\xc7\x02\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\"\x8e\x01\n" +
+	"\x12ToolArgsDeltaEvent\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"args_delta\x18\x03 \x01(\tR\targsDelta\x12\x12\n" +
+	"\x04step\x18\x04 \x01(\x05R\x04step\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\"t\n" +
+	"\tStepEvent\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x05R\x04step\x12#\n" +
+	"\rfinish_reason\x18\x02 \x01(\tR\ffinishReason\x12.\n" +
+	"\x05usage\x18\x03 \x01(\v2\x18.agentflow.v1.TokenUsageR\x05usage\"\xd1\x01\n" +
+	"\n" +
+	"TokenUsage\x12#\n" +
+	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +
+	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x12#\n" +
+	"\rcached_tokens\x18\x04 \x01(\x03R\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xa3\x01\n" +
+	"\x14ApprovalDecidedEvent\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x1a\n" +
+	"\bapprover\x18\x04 \x01(\tR\bapprover\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x10\n" +
+	"\x03via\x18\x06 \x01(\tR\x03via\"S\n" +
+	"\fMessageEvent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\"}\n" +
+	"\vCustomEvent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"value_json\x18\x03 \x01(\tR\tvalueJson\x12\x17\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x05 \x01(\tR\x04tool\"\xc7\x02\n" +
 	"\tToolEvent\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -4481,7 +5136,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -4500,54 +5155,60 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*StreamEvent)(nil),                  // 14: agentflow.v1.StreamEvent
 	(*StatusEvent)(nil),                  // 15: agentflow.v1.StatusEvent
 	(*TokenEvent)(nil),                   // 16: agentflow.v1.TokenEvent
-	(*ToolEvent)(nil),                    // 17: agentflow.v1.ToolEvent
-	(*ContentEvent)(nil),                 // 18: agentflow.v1.ContentEvent
-	(*UsageEvent)(nil),                   // 19: agentflow.v1.UsageEvent
-	(*ErrorEvent)(nil),                   // 20: agentflow.v1.ErrorEvent
-	(*ListAgentsRequest)(nil),            // 21: agentflow.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),           // 22: agentflow.v1.ListAgentsResponse
-	(*AgentInfo)(nil),                    // 23: agentflow.v1.AgentInfo
-	(*ToolInfo)(nil),                     // 24: agentflow.v1.ToolInfo
-	(*Limits)(nil),                       // 25: agentflow.v1.Limits
-	(*SendMessageRequest)(nil),           // 26: agentflow.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),          // 27: agentflow.v1.SendMessageResponse
-	(*ApproveRequest)(nil),               // 28: agentflow.v1.ApproveRequest
-	(*ApproveResponse)(nil),              // 29: agentflow.v1.ApproveResponse
-	(*ListPendingApprovalsRequest)(nil),  // 30: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 31: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 32: agentflow.v1.PendingApproval
-	(*GetUsageRequest)(nil),              // 33: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 34: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 35: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 36: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 37: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 38: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 39: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 40: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 41: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 42: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 43: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 44: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 45: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 46: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 47: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 48: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 49: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 50: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 51: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 52: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 53: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 54: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 55: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 56: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 57: agentflow.v1.CancelResponse
-	nil,                                  // 58: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 59: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 60: google.protobuf.Timestamp
+	(*ToolArgsDeltaEvent)(nil),           // 17: agentflow.v1.ToolArgsDeltaEvent
+	(*StepEvent)(nil),                    // 18: agentflow.v1.StepEvent
+	(*TokenUsage)(nil),                   // 19: agentflow.v1.TokenUsage
+	(*ApprovalDecidedEvent)(nil),         // 20: agentflow.v1.ApprovalDecidedEvent
+	(*MessageEvent)(nil),                 // 21: agentflow.v1.MessageEvent
+	(*CustomEvent)(nil),                  // 22: agentflow.v1.CustomEvent
+	(*ToolEvent)(nil),                    // 23: agentflow.v1.ToolEvent
+	(*ContentEvent)(nil),                 // 24: agentflow.v1.ContentEvent
+	(*UsageEvent)(nil),                   // 25: agentflow.v1.UsageEvent
+	(*ErrorEvent)(nil),                   // 26: agentflow.v1.ErrorEvent
+	(*ListAgentsRequest)(nil),            // 27: agentflow.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),           // 28: agentflow.v1.ListAgentsResponse
+	(*AgentInfo)(nil),                    // 29: agentflow.v1.AgentInfo
+	(*ToolInfo)(nil),                     // 30: agentflow.v1.ToolInfo
+	(*Limits)(nil),                       // 31: agentflow.v1.Limits
+	(*SendMessageRequest)(nil),           // 32: agentflow.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),          // 33: agentflow.v1.SendMessageResponse
+	(*ApproveRequest)(nil),               // 34: agentflow.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 35: agentflow.v1.ApproveResponse
+	(*ListPendingApprovalsRequest)(nil),  // 36: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 37: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 38: agentflow.v1.PendingApproval
+	(*GetUsageRequest)(nil),              // 39: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 40: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 41: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 42: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 43: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 44: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 45: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 46: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 47: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 48: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 49: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 50: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 51: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 52: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 53: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 54: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 55: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 56: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 57: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 58: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 59: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 60: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 61: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 62: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 63: agentflow.v1.CancelResponse
+	nil,                                  // 64: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 65: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 66: google.protobuf.Timestamp
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	58, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	64, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
 	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
@@ -4558,84 +5219,93 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	12, // 9: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
 	15, // 10: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
 	16, // 11: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	17, // 12: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	17, // 13: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	17, // 14: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	18, // 15: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	19, // 16: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	20, // 17: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	17, // 18: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	0,  // 19: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	11, // 20: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	60, // 21: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	11, // 22: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	23, // 23: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	24, // 24: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	25, // 25: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	2,  // 26: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	32, // 27: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	60, // 28: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	60, // 29: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	60, // 30: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	60, // 31: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	60, // 32: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	60, // 33: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	60, // 34: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	34, // 35: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	34, // 36: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	35, // 37: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	59, // 38: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	38, // 39: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	40, // 40: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	2,  // 41: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	45, // 42: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	23, // 43: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	40, // 44: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	60, // 45: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	49, // 46: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	54, // 47: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	60, // 48: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	55, // 49: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	60, // 50: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	4,  // 51: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	5,  // 52: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	6,  // 53: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	7,  // 54: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	21, // 55: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	26, // 56: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	28, // 57: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	30, // 58: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	56, // 59: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	37, // 60: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	41, // 61: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	43, // 62: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	46, // 63: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	48, // 64: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	50, // 65: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	52, // 66: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	33, // 67: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	8,  // 68: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	14, // 69: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	14, // 70: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	8,  // 71: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	22, // 72: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	27, // 73: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	29, // 74: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	31, // 75: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	57, // 76: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	39, // 77: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	42, // 78: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	44, // 79: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	47, // 80: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	49, // 81: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	51, // 82: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	53, // 83: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	36, // 84: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	68, // [68:85] is the sub-list for method output_type
-	51, // [51:68] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	23, // 12: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	23, // 13: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	23, // 14: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	24, // 15: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	25, // 16: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	26, // 17: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	23, // 18: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	16, // 19: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	17, // 20: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	18, // 21: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	18, // 22: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	20, // 23: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	21, // 24: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	21, // 25: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	22, // 26: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	0,  // 27: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	11, // 28: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	19, // 29: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	66, // 30: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	11, // 31: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	29, // 32: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	30, // 33: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	31, // 34: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	2,  // 35: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	38, // 36: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	66, // 37: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	66, // 38: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	66, // 39: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	66, // 40: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	66, // 41: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	66, // 42: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	66, // 43: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	40, // 44: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	40, // 45: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	41, // 46: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	65, // 47: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	44, // 48: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	46, // 49: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	2,  // 50: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	51, // 51: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	29, // 52: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	46, // 53: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	66, // 54: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	55, // 55: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	60, // 56: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	66, // 57: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	61, // 58: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	66, // 59: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	4,  // 60: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	5,  // 61: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	6,  // 62: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	7,  // 63: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	27, // 64: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	32, // 65: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	34, // 66: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	36, // 67: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	62, // 68: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	43, // 69: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	47, // 70: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	49, // 71: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	52, // 72: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	54, // 73: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	56, // 74: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	58, // 75: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	39, // 76: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	8,  // 77: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	14, // 78: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	14, // 79: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	8,  // 80: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	28, // 81: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	33, // 82: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	35, // 83: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	37, // 84: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	63, // 85: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	45, // 86: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	48, // 87: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	50, // 88: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	53, // 89: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	55, // 90: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	57, // 91: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	59, // 92: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	42, // 93: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	77, // [77:94] is the sub-list for method output_type
+	60, // [60:77] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -4654,15 +5324,23 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_Usage)(nil),
 		(*StreamEvent_Error)(nil),
 		(*StreamEvent_ToolProgress)(nil),
+		(*StreamEvent_Reasoning)(nil),
+		(*StreamEvent_ToolArgsDelta)(nil),
+		(*StreamEvent_StepStart)(nil),
+		(*StreamEvent_StepFinish)(nil),
+		(*StreamEvent_ApprovalDecided)(nil),
+		(*StreamEvent_MessageStart)(nil),
+		(*StreamEvent_MessageEnd)(nil),
+		(*StreamEvent_Custom)(nil),
 	}
-	file_agentflow_v1_agentflow_proto_msgTypes[27].OneofWrappers = []any{}
+	file_agentflow_v1_agentflow_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   59,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
