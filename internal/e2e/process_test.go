@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs 
 	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + randomID(),
 		logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	address, namespace := devtest.Temporal(t)
-	out, err := exec.Command("go", "build", "-o", p.bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", p.bin, "github.com/agentflow/agentflow/worker").CombinedOutput()
 	require.NoError(t, err, string(out))
 	scriptFile := filepath.Join(dir, "script.yaml")
 	require.NoError(t, os.WriteFile(scriptFile, []byte(modelScript), 0o644))

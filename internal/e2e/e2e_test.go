@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -155,7 +155,7 @@ func (e *env) replayEvents(events []*historypb.HistoryEvent, name string) {
 	workflows.Register(r)
 	require.NoError(e.t, r.ReplayWorkflowHistory(nil, &hist))
 	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
-		require.NoError(e.t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), data, 0o644))
+		require.NoError(e.t, os.WriteFile(filepath.Join("..", "..", "workflows", "testdata", name+".json"), data, 0o644))
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestCatalogHotReload(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	starter := filepath.Join(dir, "starter")
-	out, err := exec.Command("go", "build", "-o", starter, "../starter").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", starter, "github.com/agentflow/agentflow/starter").CombinedOutput()
 	require.NoError(t, err, string(out))
 	apply := func(doc string) string {
 		f := filepath.Join(dir, "catalog.yaml")
