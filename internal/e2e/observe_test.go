@@ -82,7 +82,7 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 	// a request for an agent the tenant does not have.
 	tokensA := 0
 	for i, prompt := range []string{"What is 6 * 7?", "What is 2 + 3?"} {
-		job := fmt.Sprintf("obs-a-%d-%s", i, randomID())
+		job := fmt.Sprintf("obs-a-%d-%s", i, testserver.RandomID())
 		if i == 0 {
 			gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer obs-a-token")
 			r, err := grpcturn.Stream(gctx, pb.NewAgentServiceClient(ts.Conn), &pb.TurnRequest{JobId: job, Prompt: prompt})
@@ -102,12 +102,12 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 		tokensA += res.Metadata.TokensUsed
 	}
 	// A tool the agent does not have is not a label of its own.
-	job := "obs-a-hammer-" + randomID()
+	job := "obs-a-hammer-" + testserver.RandomID()
 	e.startWithCLI(contract.TurnWorkflowID("obs-a", job), fmt.Sprintf(`{"tenant_id":"obs-a","job_id":%q,"prompt":"hammer it"}`, job))
 	res, err := e.result(contract.TurnWorkflowID("obs-a", job))
 	require.NoError(t, err)
 	tokensA += res.Metadata.TokensUsed
-	job = "obs-a-missing-" + randomID()
+	job = "obs-a-missing-" + testserver.RandomID()
 	e.startWithCLI(contract.TurnWorkflowID("obs-a", job), fmt.Sprintf(`{"tenant_id":"obs-a","job_id":%q,"agent_id":"nobody","prompt":"hi"}`, job))
 	_, err = e.result(contract.TurnWorkflowID("obs-a", job))
 	require.Error(t, err)
@@ -116,7 +116,7 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 	// cache lost the turn.
 	tokensB := 0
 	for i, approved := range []bool{true, false} {
-		job := fmt.Sprintf("obs-b-%d-%s", i, randomID())
+		job := fmt.Sprintf("obs-b-%d-%s", i, testserver.RandomID())
 		id := contract.TurnWorkflowID("obs-b", job)
 		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"obs-b","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
 		p := e.awaitPending(id)

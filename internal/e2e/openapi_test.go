@@ -135,7 +135,7 @@ func startCRM(t *testing.T, token string) *crmAPI {
 // version; the token is used on every call and kept out of histories,
 // tables and logs.
 func TestOpenAPITurns(t *testing.T) {
-	token := "crm-token-" + randomID() + randomID()
+	token := "crm-token-" + testserver.RandomID() + testserver.RandomID()
 	t.Setenv("TEST_CRM_TOKEN", token)
 	api := startCRM(t, token)
 	catalog := strings.NewReplacer("URL", api.URL, "HOST", strings.TrimPrefix(api.URL, "http://")).Replace(openapiCatalog)
@@ -153,7 +153,7 @@ func TestOpenAPITurns(t *testing.T) {
 	var job string // the last turn's
 	start := func(name, prompt string) client.WorkflowRun {
 		t.Helper()
-		job = name + "-" + randomID()
+		job = name + "-" + testserver.RandomID()
 		run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
 			TenantID: "sales", JobID: job, Prompt: prompt})
 		require.NoError(t, err)

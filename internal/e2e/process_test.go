@@ -35,7 +35,7 @@ type procEnv struct {
 func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs ...string) *procEnv {
 	t.Helper()
 	dir := t.TempDir()
-	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + randomID(),
+	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + testserver.RandomID(),
 		logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	address, namespace := devtest.Temporal(t)
 	out, err := exec.Command("go", "build", "-o", p.bin, "github.com/agentflow/agentflow/worker").CombinedOutput()

@@ -71,7 +71,7 @@ func TestCatalogHotReload(t *testing.T) {
 		return string(out)
 	}
 	turn := func(prompt, page string) string {
-		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt, Context: agent.TurnContext{UIPage: page}}
+		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: prompt, Context: agent.TurnContext{UIPage: page}}
 		req.Normalize()
 		run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
 		require.NoError(t, err)
