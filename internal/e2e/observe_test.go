@@ -47,19 +47,7 @@ rules:
     priority: 10
     when: 'metadata.plan == "gold"'
     agent: gold
-`, `
-tenant: obs-b
-default_agent: careful
-tools:
-  - name: calculator
-    kind: calculator
-    approval: always
-agents:
-  - id: careful
-    model: openai:gpt-4o-mini
-    tools: [calculator]
-    limits: {max_iterations: 4, turn_timeout_sec: 120, approval_timeout_sec: 60}
-`}
+`, strings.Replace(careCatalog, "tenant: care", "tenant: obs-b", 1)}
 
 // observeScript is testScript with a model that calls a tool no agent has.
 var observeScript = strings.Replace(testScript, "rules:\n", `rules:
