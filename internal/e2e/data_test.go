@@ -134,11 +134,7 @@ func newDataEnv(t *testing.T) *dataEnv {
 	t.Setenv("TEST_FLIGHTS_KEY", key)
 	api := startFlights(t, key)
 	host := strings.TrimPrefix(api.URL, "http://")
-	log := &lockedBuffer{}
-	logger := zap.New(zapcore.NewTee(
-		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(),
-		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
-	))
+	logger, log := keptLog(t, zap.WarnLevel)
 	srv := testserver.Start(t, testserver.Options{
 		Script:   strings.ReplaceAll(dataScript, "API", api.URL),
 		Catalogs: []string{strings.ReplaceAll(dataCatalog, "API", host)},
@@ -330,6 +326,18 @@ func (e *dataEnv) requireNoSecret(secret string) {
 	log := e.log.Bytes()
 	require.NotEmpty(e.t, log)
 	require.False(e.t, contains(log), "the secret is in the worker's log")
+}
+
+// keptLog is a logger for a test server that keeps everything the server
+// logs, at every level, as JSON lines in log (for tests that search it for
+// what must not be there), and shows the test what it logs from level
+// shown up.
+func keptLog(t *testing.T, shown zapcore.Level) (logger *zap.Logger, log *lockedBuffer) {
+	log = &lockedBuffer{}
+	return zap.New(zapcore.NewTee(
+		zaptest.NewLogger(t, zaptest.Level(shown)).Core(),
+		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
+	)), log
 }
 
 // lockedBuffer is a log sink that the server writes while a test reads.

@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/testserver"
@@ -119,11 +117,7 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "runbook.txt"), []byte("RUNBOOK: restart the SSO proxy, then clear the sessions."), 0o644))
 	catalog := strings.NewReplacer("@URL", issues.URL, "@HOST", issues.Addr, "@EXE", files, "@ROOT", root).Replace(mcpCatalog)
 
-	log := &lockedBuffer{}
-	logger := zap.New(zapcore.NewTee(
-		zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)).Core(),
-		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
-	))
+	logger, log := keptLog(t, zap.ErrorLevel)
 	srv := testserver.Start(t, testserver.Options{
 		Script:      mcpScript,
 		Catalogs:    []string{catalog},

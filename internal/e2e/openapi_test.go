@@ -13,8 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -139,11 +137,7 @@ func TestOpenAPITurns(t *testing.T) {
 	t.Setenv("TEST_CRM_TOKEN", token)
 	api := startCRM(t, token)
 	catalog := strings.NewReplacer("URL", api.URL, "HOST", strings.TrimPrefix(api.URL, "http://")).Replace(openapiCatalog)
-	log := &lockedBuffer{}
-	logger := zap.New(zapcore.NewTee(
-		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(),
-		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
-	))
+	logger, log := keptLog(t, zap.WarnLevel)
 	srv := testserver.Start(t, testserver.Options{Script: openapiScript, Catalogs: []string{catalog}, Logger: logger})
 	e := &dataEnv{env: &env{Server: srv, t: t}, log: log}
 	require.EqualValues(t, 1, api.docs.Load(), "applying the catalog fetched the document")

@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/testserver"
@@ -133,11 +131,7 @@ func TestEchoedSecretIsKeptNowhere(t *testing.T) {
 	key := "echo-key-" + testserver.RandomID() + testserver.RandomID()
 	t.Setenv("TEST_ECHO_KEY", key)
 	api := startEchoingAPI(t, key)
-	log := &lockedBuffer{}
-	logger := zap.New(zapcore.NewTee(
-		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(),
-		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
-	))
+	logger, log := keptLog(t, zap.WarnLevel)
 	hosts := strings.NewReplacer("ECHO_HOST", strings.TrimPrefix(api.api.URL, "http://"), "OTHER_HOST", strings.TrimPrefix(api.other.URL, "http://"))
 	srv := testserver.Start(t, testserver.Options{
 		Script:   strings.ReplaceAll(outboundScript, "ECHO_URL", api.api.URL),
