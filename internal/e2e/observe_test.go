@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -163,8 +164,20 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 	}
 }
 
-// scraped is one scrape of /metrics.
+// scraped is one scrape of /metrics, or one gathering of a registry.
 type scraped map[string]*dto.MetricFamily
+
+// gathered reads the worker's registry as /metrics shows it.
+func gathered(t *testing.T, g prometheus.Gatherer) scraped {
+	t.Helper()
+	families, err := g.Gather()
+	require.NoError(t, err)
+	s := scraped{}
+	for _, f := range families {
+		s[f.GetName()] = f
+	}
+	return s
+}
 
 func scrape(t *testing.T, addr string) scraped {
 	t.Helper()
