@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/flights"
+	"github.com/agentflow/agentflow/internal/testserver"
 )
 
 func TestMain(m *testing.M) { devtest.Main(m) }
@@ -25,12 +24,10 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 // printed.
 func TestDemo(t *testing.T) {
 	address, namespace := devtest.Temporal(t)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
 	t.Setenv("DATABASE_URL", devtest.Database(t))
 	t.Setenv("TEMPORAL_ADDRESS", address)
 	t.Setenv("TEMPORAL_NAMESPACE", namespace)
-	t.Setenv("AGENTFLOW_TASK_QUEUE", "demo-test-"+hex.EncodeToString(b[:]))
+	t.Setenv("AGENTFLOW_TASK_QUEUE", "demo-test-"+testserver.RandomID())
 	t.Setenv("AGENTFLOW_HTTP_ADDR", "off")
 	t.Setenv("AGENTFLOW_GRPC_ADDR", "127.0.0.1:0")
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST", "AGENTFLOW_SCRIPT", "AGENTFLOW_DEMO_MODEL"} {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
@@ -125,10 +124,7 @@ func TestUsageLedger(t *testing.T) {
 	require.NoError(t, err)
 	// The refusal is not retried: CallModel ran once, and failed.
 	var started, failed int
-	it := srv.Client().GetWorkflowHistory(ctx, contract.TurnWorkflowID("acme", over), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
+	for _, ev := range testserver.History(ctx, t, srv.Client(), contract.TurnWorkflowID("acme", over), "") {
 		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
 			started++
 			require.Equal(t, int32(1), a.GetAttempt())

@@ -84,7 +84,7 @@ func TestCancelStopsToolsInFlight(t *testing.T) {
 		hold: map[string]bool{"calculator": true}}
 	env := newEnv(t, f)
 	// The test environment resolves a cancelled call at once and leaves
-	// its context be (the worker tests show the context cancelled): what
+	// its context be (the end-to-end tests show the context cancelled): what
 	// counts here is that the turn asked.
 	var canceled []string
 	env.SetOnActivityCanceledListener(func(info *activity.Info) { canceled = append(canceled, info.ActivityType.Name) })

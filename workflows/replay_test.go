@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/worker"
 )
 
-// TestReplay replays histories of real runs (recorded by the worker's
-// end-to-end tests with AGENTFLOW_RECORD_HISTORIES=1). A failure means a
+// TestReplay replays histories of real runs (recorded by the end-to-end
+// tests, internal/e2e, with AGENTFLOW_RECORD_HISTORIES=1). A failure means a
 // change to workflow code is not deterministic for runs already in
 // flight: guard it with workflow.GetVersion.
 func TestReplay(t *testing.T) {

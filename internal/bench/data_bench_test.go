@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -90,7 +89,7 @@ func BenchmarkDataTurn(b *testing.B) {
 			var hist, data int
 			for range b.N {
 				for range turns {
-					id := randomID()
+					id := testserver.RandomID()
 					req := agent.TurnRequest{TenantID: "demo", JobID: "data-" + id, Prompt: fmt.Sprintf("rows %d %s", n, id)}
 					req.Normalize()
 					start := time.Now()
@@ -106,10 +105,7 @@ func BenchmarkDataTurn(b *testing.B) {
 					must(b, err)
 					data = len(raw)
 					hist = 0
-					it := ts.Client().GetWorkflowHistory(ctx, run.GetID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-					for it.HasNext() {
-						ev, err := it.Next()
-						must(b, err)
+					for _, ev := range testserver.History(ctx, b, ts.Client(), run.GetID(), "") {
 						hist += proto.Size(ev)
 					}
 				}

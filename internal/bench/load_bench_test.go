@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -56,7 +57,7 @@ func BenchmarkThroughput(b *testing.B) {
 		return nil
 	}
 	for range 5 {
-		must(b, turn(randomID()))
+		must(b, turn(testserver.RandomID()))
 	}
 	for _, n := range []int{1, 8, 32, 64} {
 		b.Run(fmt.Sprintf("c%d", n), func(b *testing.B) {
@@ -78,7 +79,7 @@ func BenchmarkThroughput(b *testing.B) {
 						defer wg.Done()
 						for next.Add(1) <= int64(total) {
 							t0 := time.Now()
-							if err := turn(randomID()); err != nil {
+							if err := turn(testserver.RandomID()); err != nil {
 								errs.Add(1)
 								firstErr.CompareAndSwap(nil, err.Error())
 								continue
@@ -134,8 +135,8 @@ func BenchmarkIdleConversations(b *testing.B) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			t0 := time.Now()
-			in := agent.ConversationInput{TenantID: "demo", SessionID: fmt.Sprintf("idle-%s-%d", randomID(), i), History: agent.HistoryFresh}
-			sent, err := turnclient.SendMessage(ctx, c, st.TaskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
+			in := agent.ConversationInput{TenantID: "demo", SessionID: fmt.Sprintf("idle-%s-%d", testserver.RandomID(), i), History: agent.HistoryFresh}
+			sent, err := turnclient.SendMessage(ctx, c, st.TaskQueue, in, agent.SendMessage{Prompt: "calc " + testserver.RandomID()})
 			if err == nil {
 				err = awaitTurn(ctx, c, sent.TurnWorkflowID)
 			}
@@ -176,16 +177,17 @@ func BenchmarkReplay(b *testing.B) {
 	st := newStack(b)
 	ctx := context.Background()
 	c := st.Client()
-	in := agent.ConversationInput{TenantID: "demo", SessionID: "replay-" + randomID(), History: agent.HistoryFresh}
+	in := agent.ConversationInput{TenantID: "demo", SessionID: "replay-" + testserver.RandomID(), History: agent.HistoryFresh}
 	for range turns {
-		sent, err := turnclient.SendMessage(ctx, c, st.TaskQueue, in, agent.SendMessage{Prompt: "calc " + randomID()})
+		sent, err := turnclient.SendMessage(ctx, c, st.TaskQueue, in, agent.SendMessage{Prompt: "calc " + testserver.RandomID()})
 		must(b, err)
 		must(b, awaitTurn(ctx, c, sent.TurnWorkflowID))
 	}
-	runs := conversationRuns(b, c, contract.ConversationWorkflowID(in.TenantID, in.SessionID))
+	runs := testserver.Runs(ctx, b, c, contract.ConversationWorkflowID(in.TenantID, in.SessionID))
 	replayer := worker.NewWorkflowReplayer()
 	replayer.RegisterWorkflowWithOptions(workflows.Conversation, workflow.RegisterOptions{Name: contract.Conversation})
-	replay := func(h *historypb.History) time.Duration {
+	replay := func(events []*historypb.HistoryEvent) time.Duration {
+		h := &historypb.History{Events: events}
 		var best time.Duration
 		for range 5 {
 			t0 := time.Now()
@@ -197,15 +199,15 @@ func BenchmarkReplay(b *testing.B) {
 		return best
 	}
 	longest, longestTook := 0, time.Duration(0)
-	for _, h := range runs {
-		if d := replay(h); len(h.Events) > longest {
-			longest, longestTook = len(h.Events), d
+	for _, events := range runs {
+		if d := replay(events); len(events) > longest {
+			longest, longestTook = len(events), d
 		}
 	}
 	latest := runs[len(runs)-1]
 	b.ReportMetric(float64(turns), "turns")
 	b.ReportMetric(float64(len(runs)), "runs")
-	b.ReportMetric(float64(len(latest.Events)), "latest-events")
+	b.ReportMetric(float64(len(latest)), "latest-events")
 	b.ReportMetric(ms(replay(latest)), "latest-replay-ms")
 	b.ReportMetric(float64(longest), "longest-events")
 	b.ReportMetric(ms(longestTook), "longest-replay-ms")
@@ -227,33 +229,6 @@ func awaitTurn(ctx context.Context, c client.Client, id string) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// conversationRuns returns the histories of a conversation's runs, oldest
-// first, following continue-as-new from the first run.
-func conversationRuns(b *testing.B, c client.Client, id string) []*historypb.History {
-	b.Helper()
-	ctx := context.Background()
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
-	must(b, err)
-	runID := desc.WorkflowExecutionInfo.GetFirstRunId()
-	var runs []*historypb.History
-	for runID != "" {
-		h := &historypb.History{}
-		it := c.GetWorkflowHistory(ctx, id, runID, false, 0)
-		next := ""
-		for it.HasNext() {
-			ev, err := it.Next()
-			must(b, err)
-			h.Events = append(h.Events, ev)
-			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
-				next = a.GetNewExecutionRunId()
-			}
-		}
-		runs = append(runs, h)
-		runID = next
-	}
-	return runs
 }
 
 // processCPU is the user and system CPU time a process has used so far,

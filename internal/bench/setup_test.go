@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -108,12 +106,6 @@ func (st *stack) startTurn(ctx context.Context, c client.Client, id string) (str
 		return "", err
 	}
 	return contract.TurnWorkflowID(req.TenantID, req.JobID), nil
-}
-
-func randomID() string {
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 func must(b *testing.B, err error) {

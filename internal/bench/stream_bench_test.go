@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/stream"
+	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -132,7 +133,7 @@ func BenchmarkStreamLatency(b *testing.B) {
 	ctx := context.Background()
 	floorOnce.Do(func() {
 		for range samples {
-			t, err := direct(ctx, st, randomID())
+			t, err := direct(ctx, st, testserver.RandomID())
 			must(b, err)
 			floor.add(t)
 		}
@@ -169,7 +170,7 @@ func BenchmarkStreamLatency(b *testing.B) {
 		for range b.N {
 			var s summary
 			for range samples {
-				t, err := viaGateway(ctx, st, c, randomID())
+				t, err := viaGateway(ctx, st, c, testserver.RandomID())
 				must(b, err)
 				s.add(t)
 			}
@@ -183,7 +184,7 @@ func BenchmarkStreamLatency(b *testing.B) {
 				for range samples {
 					t, err := durable(ctx, st, func(ctx context.Context, id string, send func(agent.Event) error) error {
 						return m.follow.Follow(ctx, id, 0, send)
-					}, randomID())
+					}, testserver.RandomID())
 					must(b, err)
 					s.add(t)
 				}
@@ -214,7 +215,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 		start := time.Now()
 		for range streams {
 			wg.Go(func() {
-				t, err := viaGateway(ctx, st, c, randomID())
+				t, err := viaGateway(ctx, st, c, testserver.RandomID())
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -15,6 +14,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -88,14 +88,14 @@ func BenchmarkTurnOverhead(b *testing.B) {
 			for range b.N {
 				// Warm up connections and caches first.
 				for range 3 {
-					if _, err := p.run(randomID()); err != nil {
+					if _, err := p.run(testserver.RandomID()); err != nil {
 						b.Fatal(err)
 					}
 				}
 				var d []time.Duration
 				for range samples {
 					start := time.Now()
-					out, err := p.run(randomID())
+					out, err := p.run(testserver.RandomID())
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -124,22 +124,18 @@ func BenchmarkTurnHistory(b *testing.B) {
 	for _, streamed := range []bool{false, true} {
 		b.Run(map[bool]string{false: "unstreamed", true: "streamed"}[streamed], func(b *testing.B) {
 			for range b.N {
-				id := randomID()
+				id := testserver.RandomID()
 				s := streamed
 				req := agent.TurnRequest{TenantID: "demo", JobID: "hist-" + id, Prompt: "calc " + id, Stream: &s}
 				req.Normalize()
 				run, err := st.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(st.TaskQueue, req), contract.AgentTurn, req)
 				must(b, err)
 				must(b, run.Get(ctx, nil))
-				events, size := 0, 0
-				it := st.Client().GetWorkflowHistory(ctx, run.GetID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-				for it.HasNext() {
-					ev, err := it.Next()
-					must(b, err)
-					events++
+				events, size := testserver.History(ctx, b, st.Client(), run.GetID(), ""), 0
+				for _, ev := range events {
 					size += proto.Size(ev)
 				}
-				b.ReportMetric(float64(events), "events")
+				b.ReportMetric(float64(len(events)), "events")
 				b.ReportMetric(float64(size), "bytes")
 			}
 		})

@@ -157,7 +157,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
 	if s.TaskQueue == "" {
-		s.TaskQueue = "agentflow-test-" + randomID()
+		s.TaskQueue = "agentflow-test-" + RandomID()
 	}
 
 	script, err := scripted.Parse([]byte(opts.Script))
@@ -337,7 +337,10 @@ func moduleRoot() (string, error) {
 	}
 }
 
-func randomID() string {
+// RandomID is a new random id of 12 hex digits, for the names a test
+// gives what it creates on the servers the test binary shares (task
+// queues, job, session and workflow ids), so that tests keep apart.
+func RandomID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	return hex.EncodeToString(b[:])

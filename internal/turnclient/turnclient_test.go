@@ -2,8 +2,6 @@ package turnclient_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -34,7 +33,7 @@ func newStarter(t *testing.T) starter {
 	c, err := client.Dial(client.Options{HostPort: address, Namespace: namespace})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	return starter{c: c, queue: "turnclient-" + randomID()}
+	return starter{c: c, queue: "turnclient-" + testserver.RandomID()}
 }
 
 // terminate ends the open run of a workflow when the test ends.
@@ -48,12 +47,6 @@ func request(job, prompt string) agent.TurnRequest {
 	return agent.TurnRequest{Version: agent.ProtocolVersion, JobID: job, TenantID: "demo", AgentID: "assistant", Prompt: prompt}
 }
 
-func randomID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // TestStartAttachesToTheSameRequestOnly: a second start of a job attaches
 // to its run when it is the same request, and is a Conflict otherwise,
 // whether the run was started by Start (memo) or without it (input).
@@ -61,7 +54,7 @@ func TestStartAttachesToTheSameRequestOnly(t *testing.T) {
 	s := newStarter(t)
 	ctx := t.Context()
 
-	byStart, byOther := "job-"+randomID(), "job-"+randomID()
+	byStart, byOther := "job-"+testserver.RandomID(), "job-"+testserver.RandomID()
 	first, err := turnclient.Start(ctx, s.c, s.queue, request(byStart, "What is 6 * 7?"))
 	require.NoError(t, err)
 	s.terminate(t, first.GetID())
@@ -98,7 +91,7 @@ func TestStartAttachesToTheSameRequestOnly(t *testing.T) {
 	}
 
 	// A workflow of another type under a turn's id runs no request.
-	squatter := "job-" + randomID()
+	squatter := "job-" + testserver.RandomID()
 	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.TurnWorkflowID("demo", squatter), TaskQueue: s.queue},
 		"SomethingElse", request(squatter, "What is 6 * 7?"))
 	require.NoError(t, err)
@@ -113,7 +106,7 @@ func TestStartAttachesToTheSameRequestOnly(t *testing.T) {
 func TestStartConcurrentRequests(t *testing.T) {
 	s := newStarter(t)
 	ctx := t.Context()
-	job := "job-" + randomID()
+	job := "job-" + testserver.RandomID()
 	s.terminate(t, contract.TurnWorkflowID("demo", job))
 	const n = 10
 	runs := make([]client.WorkflowRun, n)

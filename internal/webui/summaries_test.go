@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/grpc/metadata"
@@ -79,20 +77,20 @@ func TestSummariesOnEveryStartPath(t *testing.T) {
 	agents := pb.NewAgentServiceClient(ts.Conn)
 
 	// The gateway (and `starter run`, by the same turnclient.Start).
-	gatewayJob := "sum-" + randomID()
+	gatewayJob := "sum-" + testserver.RandomID()
 	res, err := agents.Invoke(gctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: gatewayJob, AgentId: "researcher", Prompt: "What is 2 + 3?"}})
 	require.NoError(t, err)
 	require.Equal(t, "The result is 5.", res.GetOutput())
 	gateway := contract.TurnWorkflowID("team", gatewayJob)
 
 	// A delegated child turn.
-	job := "sum-" + randomID()
+	job := "sum-" + testserver.RandomID()
 	res, err = agents.Invoke(gctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: job, AgentId: "lead", Prompt: "ask researcher: What is 6 * 7?"}})
 	require.NoError(t, err)
 	require.Equal(t, "The researcher says: The result is 42.", res.GetOutput())
 	lead := contract.TurnWorkflowID("team", job)
 	var child string
-	for _, ev := range historyOf(ctx, t, ts.Client(), lead) {
+	for _, ev := range testserver.History(ctx, t, ts.Client(), lead, "") {
 		if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
 			child = a.GetWorkflowId()
 		}
@@ -100,18 +98,18 @@ func TestSummariesOnEveryStartPath(t *testing.T) {
 	require.NotEmpty(t, child, "the lead started no child turn")
 
 	// A conversation and its message's child turn (`starter chat` too).
-	session := "s-" + randomID()
+	session := "s-" + testserver.RandomID()
 	sent, err := agents.SendMessage(gctx, &pb.SendMessageRequest{SessionId: session, AgentId: "researcher", Prompt: "What is 1 + 1?"})
 	require.NoError(t, err)
 	require.NoError(t, ts.Client().GetWorkflow(ctx, sent.GetStreamId(), "").Get(ctx, nil), "the conversation's turn")
 
 	// A process workflow's child turns (examples/process).
-	queue := "process-" + randomID()
+	queue := "process-" + testserver.RandomID()
 	w := sdkworker.New(ts.Client(), queue, sdkworker.Options{})
 	process.Register(w)
 	require.NoError(t, w.Start())
 	defer w.Stop()
-	procID := "process-" + randomID()
+	procID := "process-" + testserver.RandomID()
 	run, err := ts.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: procID, TaskQueue: queue}, process.Name,
 		process.Input{TenantID: "team", Question: "What is 3 * 3?", TaskQueue: ts.TaskQueue})
 	require.NoError(t, err)
@@ -143,16 +141,4 @@ func TestSummariesOnEveryStartPath(t *testing.T) {
 			}
 		})
 	}
-}
-
-func historyOf(ctx context.Context, t *testing.T, c client.Client, workflowID string) []*historypb.HistoryEvent {
-	t.Helper()
-	var events []*historypb.HistoryEvent
-	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		events = append(events, ev)
-	}
-	return events
 }

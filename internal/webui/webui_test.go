@@ -102,7 +102,7 @@ func TestWebUI(t *testing.T) {
 	}
 
 	// Two finished turns, one of each tenant.
-	job1, job2 := "webui-"+randomID(), "webui-"+randomID()
+	job1, job2 := "webui-"+testserver.RandomID(), "webui-"+testserver.RandomID()
 	res, err := agents.Invoke(as("tok-t1"), &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: job1, AgentId: "assistant", Prompt: "What is 12.5 * 4?"}})
 	require.NoError(t, err)
 	require.Equal(t, "The result is 50.", res.GetOutput())
@@ -111,7 +111,7 @@ func TestWebUI(t *testing.T) {
 	require.Equal(t, "The result is 42.", res.GetOutput())
 
 	// A turn of t1 that waits for a person's approval.
-	job3 := "webui-" + randomID()
+	job3 := "webui-" + testserver.RandomID()
 	stream, err := agents.Stream(as("tok-t1"), &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job3, AgentId: "careful", Prompt: "What is 6 * 7?"}})
 	require.NoError(t, err)
 	var pending *pb.ToolEvent
@@ -373,5 +373,3 @@ func holdsAll(text string, want []string) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func randomID() string { return fmt.Sprintf("%x", time.Now().UnixNano()) }

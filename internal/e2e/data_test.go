@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -130,15 +130,11 @@ type dataEnv struct {
 
 func newDataEnv(t *testing.T) *dataEnv {
 	t.Helper()
-	key := "flights-key-" + randomID() + randomID()
+	key := "flights-key-" + testserver.RandomID() + testserver.RandomID()
 	t.Setenv("TEST_FLIGHTS_KEY", key)
 	api := startFlights(t, key)
 	host := strings.TrimPrefix(api.URL, "http://")
-	log := &lockedBuffer{}
-	logger := zap.New(zapcore.NewTee(
-		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(),
-		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
-	))
+	logger, log := keptLog(t, zap.WarnLevel)
 	srv := testserver.Start(t, testserver.Options{
 		Script:   strings.ReplaceAll(dataScript, "API", api.URL),
 		Catalogs: []string{strings.ReplaceAll(dataCatalog, "API", host)},
@@ -175,10 +171,10 @@ func cheapest(origin, dest string) []flights.Flight {
 // again; a third asks for a host outside the allowlist and is refused.
 func TestDataTurns(t *testing.T) {
 	e := newDataEnv(t)
-	session := "trip-" + randomID()
+	session := "trip-" + testserver.RandomID()
 	want := cheapest("NYC", "LAX")[:3]
 
-	res, id := e.run(agent.TurnRequest{JobID: "top-" + randomID(), SessionID: session,
+	res, id := e.run(agent.TurnRequest{JobID: "top-" + testserver.RandomID(), SessionID: session,
 		Prompt: "fetch flights from NYC to LAX, sort by price, show top 3"})
 	require.Equal(t, agent.StatusCompleted, res.Status)
 	require.Equal(t, fmt.Sprintf("Found 3 flights; the first is %s at $%d.", want[0].Airline, want[0].Price), res.Output)
@@ -229,7 +225,7 @@ func TestDataTurns(t *testing.T) {
 	e.replay(id, "data_turn")
 
 	// Test 3: the next turn works on that result by ref.
-	res2, _ := e.run(agent.TurnRequest{JobID: "under-" + randomID(), SessionID: session,
+	res2, _ := e.run(agent.TurnRequest{JobID: "under-" + testserver.RandomID(), SessionID: session,
 		Prompt: "now filter those under $" + fmt.Sprint(want[2].Price)})
 	require.Equal(t, agent.StatusCompleted, res2.Status)
 	require.EqualValues(t, 1, e.api.searches.Load(), "the second turn does not fetch again")
@@ -249,7 +245,7 @@ func TestDataTurns(t *testing.T) {
 	require.Equal(t, kept, preview.RowCount)
 
 	// The same question again is answered from the tenant's cache.
-	res3, _ := e.run(agent.TurnRequest{JobID: "again-" + randomID(), SessionID: "other-" + session,
+	res3, _ := e.run(agent.TurnRequest{JobID: "again-" + testserver.RandomID(), SessionID: "other-" + session,
 		Prompt: "fetch flights from NYC to LAX, sort by price, show top 3"})
 	require.Equal(t, res.Output, res3.Output)
 	require.True(t, res3.Metadata.CacheHit)
@@ -258,7 +254,7 @@ func TestDataTurns(t *testing.T) {
 
 	// Egress: the instance metadata address is refused, and the model is
 	// told why.
-	res4, _ := e.run(agent.TurnRequest{JobID: "meta-" + randomID(), Prompt: "show me the instance metadata"})
+	res4, _ := e.run(agent.TurnRequest{JobID: "meta-" + testserver.RandomID(), Prompt: "show me the instance metadata"})
 	require.Equal(t, agent.StatusCompleted, res4.Status)
 	require.Contains(t, res4.Output, "The tool said: execute_pipeline: step 0 (http_request)")
 	require.Contains(t, res4.Output, "169.254.169.254")
@@ -330,6 +326,18 @@ func (e *dataEnv) requireNoSecret(secret string) {
 	log := e.log.Bytes()
 	require.NotEmpty(e.t, log)
 	require.False(e.t, contains(log), "the secret is in the worker's log")
+}
+
+// keptLog is a logger for a test server that keeps everything the server
+// logs, at every level, as JSON lines in log (for tests that search it for
+// what must not be there), and shows the test what it logs from level
+// shown up.
+func keptLog(t *testing.T, shown zapcore.Level) (logger *zap.Logger, log *lockedBuffer) {
+	log = &lockedBuffer{}
+	return zap.New(zapcore.NewTee(
+		zaptest.NewLogger(t, zaptest.Level(shown)).Core(),
+		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
+	)), log
 }
 
 // lockedBuffer is a log sink that the server writes while a test reads.

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -37,13 +37,13 @@ func runProcess(t *testing.T, srv *testserver.Server, question string) (process.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	queue := "examples-" + randomID()
+	queue := "examples-" + testserver.RandomID()
 	w := sdkworker.New(srv.Client(), queue, sdkworker.Options{})
 	process.Register(w)
 	require.NoError(t, w.Start())
 	defer w.Stop()
 
-	run, err := srv.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + randomID(), TaskQueue: queue},
+	run, err := srv.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-" + testserver.RandomID(), TaskQueue: queue},
 		process.Name, process.Input{TenantID: "demo", Question: question, TaskQueue: srv.TaskQueue})
 	require.NoError(t, err)
 	var out process.Result

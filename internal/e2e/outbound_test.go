@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/testserver"
@@ -130,14 +128,10 @@ func listenOn(t *testing.T, addr string, h http.Handler) *httptest.Server {
 // from the API to a second host is not followed, and that host sees no
 // credential.
 func TestEchoedSecretIsKeptNowhere(t *testing.T) {
-	key := "echo-key-" + randomID() + randomID()
+	key := "echo-key-" + testserver.RandomID() + testserver.RandomID()
 	t.Setenv("TEST_ECHO_KEY", key)
 	api := startEchoingAPI(t, key)
-	log := &lockedBuffer{}
-	logger := zap.New(zapcore.NewTee(
-		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(),
-		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
-	))
+	logger, log := keptLog(t, zap.WarnLevel)
 	hosts := strings.NewReplacer("ECHO_HOST", strings.TrimPrefix(api.api.URL, "http://"), "OTHER_HOST", strings.TrimPrefix(api.other.URL, "http://"))
 	srv := testserver.Start(t, testserver.Options{
 		Script:   strings.ReplaceAll(outboundScript, "ECHO_URL", api.api.URL),
@@ -146,7 +140,7 @@ func TestEchoedSecretIsKeptNowhere(t *testing.T) {
 	})
 	e := &dataEnv{env: &env{Server: srv, t: t}, key: key, log: log}
 
-	res, _ := e.run(agent.TurnRequest{JobID: "echo-" + randomID(), SessionID: "s-" + randomID(), Prompt: "what does the API see?"})
+	res, _ := e.run(agent.TurnRequest{JobID: "echo-" + testserver.RandomID(), SessionID: "s-" + testserver.RandomID(), Prompt: "what does the API see?"})
 	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res)
 	api.mu.Lock()
 	require.Equal(t, 1, api.keys, "the API got its key, in the header and the query")
@@ -157,14 +151,14 @@ func TestEchoedSecretIsKeptNowhere(t *testing.T) {
 
 	// The same question again: from the tenant's cache, which holds the
 	// placeholder too.
-	res, _ = e.run(agent.TurnRequest{JobID: "again-" + randomID(), Prompt: "what does the API see?"})
+	res, _ = e.run(agent.TurnRequest{JobID: "again-" + testserver.RandomID(), Prompt: "what does the API see?"})
 	require.True(t, res.Metadata.CacheHit)
 	require.Contains(t, res.Output, `[secret env:TEST_ECHO_KEY]`)
 	requireNoKey(t, res, key)
 
 	// A redirect to the second host is not followed: the model is told,
 	// and the host sees nothing.
-	res, _ = e.run(agent.TurnRequest{JobID: "away-" + randomID(), Prompt: "follow the API away"})
+	res, _ = e.run(agent.TurnRequest{JobID: "away-" + testserver.RandomID(), Prompt: "follow the API away"})
 	require.Equal(t, agent.StatusCompleted, res.Status)
 	require.Contains(t, res.Output, "302 Found redirects from "+api.api.URL+"/away to "+api.other.URL+"/steal, another host: not followed")
 	require.Equal(t, agent.ToolError, res.Metadata.ToolCalls[0].Status)

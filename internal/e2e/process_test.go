@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -35,10 +35,10 @@ type procEnv struct {
 func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs ...string) *procEnv {
 	t.Helper()
 	dir := t.TempDir()
-	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + randomID(),
+	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + testserver.RandomID(),
 		logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	address, namespace := devtest.Temporal(t)
-	out, err := exec.Command("go", "build", "-o", p.bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", p.bin, "github.com/agentflow/agentflow/worker").CombinedOutput()
 	require.NoError(t, err, string(out))
 	scriptFile := filepath.Join(dir, "script.yaml")
 	require.NoError(t, os.WriteFile(scriptFile, []byte(modelScript), 0o644))

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -74,29 +74,6 @@ func turnSpan(events []*historypb.HistoryEvent, prompt string) int {
 	return 0
 }
 
-// runHistories returns the events of every run of a workflow id, oldest first.
-func (e *env) runHistories(workflowID string) [][]*historypb.HistoryEvent {
-	e.t.Helper()
-	resp, err := e.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowId = %q", workflowID), PageSize: 1000,
-	})
-	require.NoError(e.t, err)
-	var out [][]*historypb.HistoryEvent
-	execs := resp.GetExecutions()
-	for i := len(execs) - 1; i >= 0; i-- {
-		it := e.Client().GetWorkflowHistory(context.Background(), workflowID, execs[i].GetExecution().GetRunId(), false,
-			enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		var evs []*historypb.HistoryEvent
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(e.t, err)
-			evs = append(evs, ev)
-		}
-		out = append(out, evs)
-	}
-	return out
-}
-
 func TestThousandTurnConversation(t *testing.T) {
 	e := newEnvWith(t, echoScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -105,7 +82,7 @@ func TestThousandTurnConversation(t *testing.T) {
 	if n := os.Getenv("AGENTFLOW_CONVERSATION_TURNS"); n != "" {
 		turns, _ = strconv.Atoi(n)
 	}
-	in := agent.ConversationInput{TenantID: "demo", SessionID: "long-" + randomID(), MaxHistoryEvents: maxEvents, History: agent.HistoryFresh}
+	in := agent.ConversationInput{TenantID: "demo", SessionID: "long-" + testserver.RandomID(), MaxHistoryEvents: maxEvents, History: agent.HistoryFresh}
 	convID := contract.ConversationWorkflowID(in.TenantID, in.SessionID)
 	prompt := func(i int) string { return fmt.Sprintf("message %04d", i) }
 
@@ -143,7 +120,7 @@ func TestThousandTurnConversation(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Len(t, tr.Window, 10)
 
-	runs := e.runHistories(convID)
+	runs := testserver.Runs(ctx, t, e.Client(), convID)
 	require.Greater(t, len(runs), 1, "the conversation continued as new")
 	require.Equal(t, len(runs)-1, tr.Runs)
 	var first, final int
@@ -168,7 +145,7 @@ func TestMessagesDuringRollOver(t *testing.T) {
 	e := newEnvWith(t, echoScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	in := agent.ConversationInput{TenantID: "demo", SessionID: "busy-" + randomID(), MaxHistoryEvents: 200, History: agent.HistoryFresh}
+	in := agent.ConversationInput{TenantID: "demo", SessionID: "busy-" + testserver.RandomID(), MaxHistoryEvents: 200, History: agent.HistoryFresh}
 	const senders, each = 6, 10
 	var wg sync.WaitGroup
 	results := make(chan string, senders*each)
@@ -206,7 +183,7 @@ func TestMessagesDuringRollOver(t *testing.T) {
 	for p, n := range seen {
 		require.Equal(t, 1, n, "answered once: %s", p)
 	}
-	runs := e.runHistories(contract.ConversationWorkflowID(in.TenantID, in.SessionID))
+	runs := testserver.Runs(ctx, t, e.Client(), contract.ConversationWorkflowID(in.TenantID, in.SessionID))
 	require.Greater(t, len(runs), 1, "messages arrived while the conversation rolled over")
 	last := runs[0][len(runs[0])-1]
 	require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, last.GetEventType())
@@ -217,7 +194,7 @@ func TestMessagesDuringRollOver(t *testing.T) {
 // CLI exactly as the README shows.
 func TestConversationWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)
-	session := "cli-" + randomID()
+	session := "cli-" + testserver.RandomID()
 	send := func(prompt string) string {
 		out, err := e.Temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.TaskQueue,
 			"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -76,7 +76,7 @@ agents:
 // not two), granted to the agent in a new version; a third turn calls it
 // by name with just its arguments, and search_tools finds it.
 func TestAutoPromotion(t *testing.T) {
-	key := "flights-key-" + randomID()
+	key := "flights-key-" + testserver.RandomID()
 	t.Setenv("TEST_FLIGHTS_KEY", key)
 	api := startFlights(t, key)
 	host := strings.TrimPrefix(api.URL, "http://")
@@ -93,13 +93,13 @@ func TestAutoPromotion(t *testing.T) {
 	}
 
 	nyc := cheapest("NYC", "LAX")
-	res, _ := e.run(agent.TurnRequest{JobID: "p1-" + randomID(), Prompt: "flights from NYC to LAX top 3"})
+	res, _ := e.run(agent.TurnRequest{JobID: "p1-" + testserver.RandomID(), Prompt: "flights from NYC to LAX top 3"})
 	require.Equal(t, fmt.Sprintf("Found 3 flights; the first is %s at $%d.", nyc[0].Airline, nyc[0].Price), res.Output)
 	require.Equal(t, 1, res.Metadata.AgentVersion)
 	require.Zero(t, composites())
 
 	sfo := cheapest("SFO", "SEA")
-	res, _ = e.run(agent.TurnRequest{JobID: "p2-" + randomID(), Prompt: "flights from SFO to SEA top 5"})
+	res, _ = e.run(agent.TurnRequest{JobID: "p2-" + testserver.RandomID(), Prompt: "flights from SFO to SEA top 5"})
 	require.Equal(t, fmt.Sprintf("Found 5 flights; the first is %s at $%d. Saved as search_sorted_top.", sfo[0].Airline, sfo[0].Price), res.Output)
 	require.Equal(t, 1, res.Metadata.AgentVersion, "the turn that promoted keeps its version")
 	require.Equal(t, 1, composites())
@@ -116,17 +116,17 @@ func TestAutoPromotion(t *testing.T) {
 
 	// The third turn calls it by name, with the API key the pipeline had.
 	bos := cheapest("BOS", "MIA")
-	res, _ = e.run(agent.TurnRequest{JobID: "p3-" + randomID(), Prompt: "use the saved tool for BOS to MIA top 2"})
+	res, _ = e.run(agent.TurnRequest{JobID: "p3-" + testserver.RandomID(), Prompt: "use the saved tool for BOS to MIA top 2"})
 	require.Equal(t, fmt.Sprintf("Found 2 flights; the first is %s at $%d.", bos[0].Airline, bos[0].Price), res.Output)
 	require.Equal(t, 2, res.Metadata.AgentVersion)
 	require.Equal(t, "search_sorted_top", res.Metadata.ToolCalls[0].Tool)
 	require.EqualValues(t, 3, api.searches.Load())
 
 	// Another run of the shape makes no second composite.
-	e.run(agent.TurnRequest{JobID: "p4-" + randomID(), Prompt: "flights from LAX to NYC top 1"})
+	e.run(agent.TurnRequest{JobID: "p4-" + testserver.RandomID(), Prompt: "flights from LAX to NYC top 1"})
 	require.Equal(t, 1, composites())
 
-	res, _ = e.run(agent.TurnRequest{JobID: "p5-" + randomID(), Prompt: "find a tool for cheap flights sorted by price"})
+	res, _ = e.run(agent.TurnRequest{JobID: "p5-" + testserver.RandomID(), Prompt: "find a tool for cheap flights sorted by price"})
 	require.Contains(t, res.Output, "search_sorted_top (composite_pipeline; you can call it): A saved pipeline: GET "+api.URL+"/search with dest, origin; then sort by price asc; then keep the first k.")
 	require.Contains(t, res.Output, "Arguments: dest, origin, k.")
 }
@@ -181,7 +181,7 @@ agents:
 // composite's call POSTs with the tool's credential, so it waits too: the
 // API sees nothing until the decision, and the decision is stored.
 func TestPromotedCompositeNeedsApproval(t *testing.T) {
-	key := "orders-key-" + randomID()
+	key := "orders-key-" + testserver.RandomID()
 	t.Setenv("TEST_ORDERS_KEY", key)
 	var posts atomic.Int64
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -207,7 +207,7 @@ func TestPromotedCompositeNeedsApproval(t *testing.T) {
 	// turn's result and the tool that waited.
 	order := func(prompt string, before int64) (agent.TurnResult, agent.PendingApproval) {
 		t.Helper()
-		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "order-" + randomID(), Prompt: prompt}
+		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "order-" + testserver.RandomID(), Prompt: prompt}
 		run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
 		require.NoError(t, err)
 		p := e.awaitPending(run.GetID())

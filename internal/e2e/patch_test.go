@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func TestPatchWorkflowApproved(t *testing.T) {
 	// the job, the call and the result.
 	turn := func(prompt string) (job, callID string, res agent.TurnResult) {
 		t.Helper()
-		req := agent.TurnRequest{TenantID: "travel", JobID: "patch-" + randomID(), Prompt: prompt}
+		req := agent.TurnRequest{TenantID: "travel", JobID: "patch-" + testserver.RandomID(), Prompt: prompt}
 		req.Normalize()
 		run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
 		require.NoError(t, err)

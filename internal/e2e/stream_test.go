@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -19,13 +19,14 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/stream"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // startTurn starts a turn from Go, as the gateway does.
 func (e *env) startTurn(prompt string) string {
 	e.t.Helper()
-	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt}
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: prompt}
 	req.Normalize()
 	_, err := e.Client().ExecuteWorkflow(context.Background(), turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
 	require.NoError(e.t, err)
@@ -183,7 +184,7 @@ func TestStreamWorkerKilled(t *testing.T) {
 	follower := stream.NewFollower(c, hub, p.logger, 0)
 	first := p.startWorker()
 
-	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: "tell a story"}
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
 	req.Normalize()
 	_, err = c.ExecuteWorkflow(ctx, turnclient.StartOptions(queue, req), contract.AgentTurn, req)
 	require.NoError(t, err)
@@ -278,7 +279,7 @@ func TestStreamNewTurnFollowsLive(t *testing.T) {
 	} {
 		counter := &queryCounter{Client: e.Client()}
 		follower := stream.NewFollower(counter, e.Hub(), zaptest.NewLogger(t), 0)
-		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: tc.prompt}
+		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: tc.prompt}
 		req.Normalize()
 		id := contract.TurnWorkflowID(req.TenantID, req.JobID)
 		var got []agent.Event

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestBudgetTurns(t *testing.T) {
 		return res, run.GetID(), err
 	}
 
-	res, id, err := start("calc-"+randomID(), "What is 6*7?")
+	res, id, err := start("calc-"+testserver.RandomID(), "What is 6*7?")
 	require.NoError(t, err)
 	require.Equal(t, "The result is 42.", res.Output)
 	require.True(t, res.Metadata.CacheHit)
@@ -66,7 +66,7 @@ func TestBudgetTurns(t *testing.T) {
 	}
 
 	served := len(srv.Model.Requests())
-	job := "over-" + randomID()
+	job := "over-" + testserver.RandomID()
 	res, id, err = start(job, "What is 1+1?")
 	require.NoError(t, err, "a failed turn's result is its answer")
 	require.Equal(t, agent.StatusFailed, res.Status)

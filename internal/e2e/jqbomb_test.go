@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func peakRSS(t *testing.T) int64 {
 // 65 MiB under -race, bombs or not; before the budget a single bomb took
 // the worker to 2.4 GB).
 func TestJQBombs(t *testing.T) {
-	key := "flights-key-" + randomID()
+	key := "flights-key-" + testserver.RandomID()
 	t.Setenv("TEST_FLIGHTS_KEY", key)
 	api := startFlights(t, key)
 	bomb := `  - name: bomb
@@ -62,7 +62,7 @@ func TestJQBombs(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo",
-				JobID: "bomb-" + randomID(), Prompt: "jq bomb " + strconv.Itoa(i)})
+				JobID: "bomb-" + testserver.RandomID(), Prompt: "jq bomb " + strconv.Itoa(i)})
 			require.NoError(t, err)
 			res, err := turnclient.Result(ctx, run)
 			require.NoError(t, err)

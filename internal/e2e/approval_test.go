@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/testserver"
 )
 
 // careCatalog is a tenant whose calculator needs a person's approval.
@@ -74,7 +75,7 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			job := fmt.Sprintf("approve-%d-%s", i, randomID())
+			job := fmt.Sprintf("approve-%d-%s", i, testserver.RandomID())
 			id := contract.TurnWorkflowID("care", job)
 			e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"care","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
 			p := e.awaitPending(id)
@@ -116,7 +117,7 @@ func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 	e.ApplyCatalog(t, hurryCatalog)
 
 	t.Run("timed out call reaches the model", func(t *testing.T) {
-		job := "hurry-" + randomID()
+		job := "hurry-" + testserver.RandomID()
 		id := contract.TurnWorkflowID("hurry", job)
 		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"hurry","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
 		res, err := e.result(id)
@@ -126,7 +127,7 @@ func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 	})
 
 	t.Run("two calls decided separately", func(t *testing.T) {
-		job := "two-" + randomID()
+		job := "two-" + testserver.RandomID()
 		id := contract.TurnWorkflowID("care", job)
 		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"care","job_id":%q,"prompt":"compare 2 * 3 and 4 * 5"}`, job))
 		var pending []agent.PendingApproval

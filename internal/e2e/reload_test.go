@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestCatalogHotReload(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	starter := filepath.Join(dir, "starter")
-	out, err := exec.Command("go", "build", "-o", starter, "../starter").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", starter, "github.com/agentflow/agentflow/starter").CombinedOutput()
 	require.NoError(t, err, string(out))
 	apply := func(doc string) string {
 		f := filepath.Join(dir, "catalog.yaml")
@@ -71,7 +71,7 @@ func TestCatalogHotReload(t *testing.T) {
 		return string(out)
 	}
 	turn := func(prompt, page string) string {
-		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + randomID(), Prompt: prompt, Context: agent.TurnContext{UIPage: page}}
+		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: prompt, Context: agent.TurnContext{UIPage: page}}
 		req.Normalize()
 		run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
 		require.NoError(t, err)
@@ -125,39 +125,10 @@ func TestCatalogHotReload(t *testing.T) {
 
 	// The registry's metrics saw it all.
 	// Counted per execution of Route: a retried local activity counts again.
-	require.GreaterOrEqual(t, e.metric("routing_decisions_total", map[string]string{"tenant": "demo", "rule": "billing-rule"}), 2.0)
-	require.GreaterOrEqual(t, e.metric("routing_decisions_total", map[string]string{"tenant": "demo", "rule": "default"}), 3.0)
-	require.Equal(t, 1.0, e.metric("registry_nodes_total", map[string]string{"tenant": "demo", "kind": "rule"}))
-	require.Equal(t, 3.0, e.metric("registry_nodes_total", map[string]string{"tenant": "demo", "kind": "agent"}), "assistant (from newEnv), general, billing")
-	require.GreaterOrEqual(t, e.metric("registry_reload_duration_seconds", nil), 2.0, "loaded once per catalog version at least")
-}
-
-// metric reads a counter or gauge (or a histogram's count) from the
-// worker's registry.
-func (e *env) metric(name string, labels map[string]string) float64 {
-	e.t.Helper()
-	families, err := e.Metrics().Gather()
-	require.NoError(e.t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
+	m := gathered(t, e.Metrics())
+	require.GreaterOrEqual(t, m.sum("routing_decisions_total", map[string]string{"tenant": "demo", "rule": "billing-rule"}), 2.0)
+	require.GreaterOrEqual(t, m.sum("routing_decisions_total", map[string]string{"tenant": "demo", "rule": "default"}), 3.0)
+	require.Equal(t, 1.0, m.sum("registry_nodes_total", map[string]string{"tenant": "demo", "kind": "rule"}))
+	require.Equal(t, 3.0, m.sum("registry_nodes_total", map[string]string{"tenant": "demo", "kind": "agent"}), "assistant (from newEnv), general, billing")
+	require.GreaterOrEqual(t, m.sum("registry_reload_duration_seconds_count", nil), 2.0, "loaded once per catalog version at least")
 }

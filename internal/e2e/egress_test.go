@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -102,7 +102,7 @@ func (e *egressEnv) apply(doc string) error {
 func (e *egressEnv) tryFetch(u string) (string, error) {
 	ctx, cancel := context.WithTimeout(withToken("tok-b"), 2*time.Minute)
 	defer cancel()
-	res, err := e.agents.Invoke(ctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "fetch-" + randomID(), Prompt: "fetch " + u}})
+	res, err := e.agents.Invoke(ctx, &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "fetch-" + testserver.RandomID(), Prompt: "fetch " + u}})
 	if err != nil {
 		return "", err
 	}
@@ -157,7 +157,7 @@ func TestEgressPlatformPort(t *testing.T) {
 	e := newEgressEnv(t, nil)
 
 	// Tenant a has a turn; the HTTP API lists it to anyone who asks.
-	res, err := e.agents.Invoke(withToken("tok-a"), &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "a-" + randomID(), Prompt: "hello"}})
+	res, err := e.agents.Invoke(withToken("tok-a"), &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "a-" + testserver.RandomID(), Prompt: "hello"}})
 	require.NoError(t, err)
 	listA := "http://" + httpAPI + "/api/v1/namespaces/" + namespace + "/workflows?query=" + url.QueryEscape(`AgentflowTenant="a"`)
 	var body []byte

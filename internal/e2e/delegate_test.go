@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/metadata"
 
@@ -134,7 +133,7 @@ func newTeamEnv(t *testing.T) *env {
 // startTeamTurn starts a turn of tenant team, as the gateway does.
 func (e *env) startTeamTurn(agentID, prompt string) (job, workflowID string) {
 	e.t.Helper()
-	req := agent.TurnRequest{TenantID: "team", JobID: "job-" + randomID(), AgentID: agentID, Prompt: prompt}
+	req := agent.TurnRequest{TenantID: "team", JobID: "job-" + testserver.RandomID(), AgentID: agentID, Prompt: prompt}
 	req.Normalize()
 	_, err := e.Client().ExecuteWorkflow(context.Background(), turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
 	require.NoError(e.t, err)
@@ -218,7 +217,7 @@ func TestDelegateThroughGateway(t *testing.T) {
 	client := pb.NewAgentServiceClient(e.Conn)
 	gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+teamToken)
 
-	job := "deleg-" + randomID()
+	job := "deleg-" + testserver.RandomID()
 	s, err := client.Stream(gctx, &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, AgentId: "lead", Prompt: "ask researcher: What is 6 * 7?"}})
 	require.NoError(t, err)
 	var raw []*pb.StreamEvent
@@ -300,19 +299,6 @@ func TestDelegateThroughGateway(t *testing.T) {
 
 	e.replay(parentID, "turn_delegated")
 	e.replay(childID, "turn_delegated_child")
-}
-
-// historyOf is a workflow's history, read with client c.
-func historyOf(ctx context.Context, t *testing.T, c client.Client, workflowID string) []*historypb.HistoryEvent {
-	t.Helper()
-	var events []*historypb.HistoryEvent
-	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		events = append(events, ev)
-	}
-	return events
 }
 
 // countChildStarts counts the child workflows a history started.
@@ -446,7 +432,7 @@ func TestDelegateSurvivesWorkerKill(t *testing.T) {
 	c := p.client
 
 	first := p.startWorker()
-	req := agent.TurnRequest{TenantID: "team", JobID: "kill-" + randomID(), AgentID: "lead", Prompt: "ask researcher: think for 3000 ms"}
+	req := agent.TurnRequest{TenantID: "team", JobID: "kill-" + testserver.RandomID(), AgentID: "lead", Prompt: "ask researcher: think for 3000 ms"}
 	req.Normalize()
 	run, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(p.queue, req), contract.AgentTurn, req)
 	require.NoError(t, err)
@@ -454,7 +440,7 @@ func TestDelegateSurvivesWorkerKill(t *testing.T) {
 	// The child is running: its model call thinks for 3s.
 	var childID string
 	require.Eventually(t, func() bool {
-		for _, ev := range historyOf(ctx, t, c, run.GetID()) {
+		for _, ev := range testserver.History(ctx, t, c, run.GetID(), "") {
 			if a := ev.GetChildWorkflowExecutionStartedEventAttributes(); a != nil {
 				childID = a.GetWorkflowExecution().GetWorkflowId()
 				return true
@@ -471,7 +457,7 @@ func TestDelegateSurvivesWorkerKill(t *testing.T) {
 	require.NoError(t, run.Get(ctx, &res))
 	require.True(t, strings.HasPrefix(res.Output, "The researcher says: Thought it through. (result: artifact://"), res.Output)
 
-	hist := historyOf(ctx, t, c, run.GetID())
+	hist := testserver.History(ctx, t, c, run.GetID(), "")
 	require.Equal(t, 1, countChildStarts(hist), "one child, however often the parent's code ran")
 	callID := res.Metadata.ToolCalls[0].CallID
 	require.Equal(t, contract.TurnWorkflowID("team", agent.ChildJobID(req.JobID, callID)), childID)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -135,15 +133,11 @@ func startCRM(t *testing.T, token string) *crmAPI {
 // version; the token is used on every call and kept out of histories,
 // tables and logs.
 func TestOpenAPITurns(t *testing.T) {
-	token := "crm-token-" + randomID() + randomID()
+	token := "crm-token-" + testserver.RandomID() + testserver.RandomID()
 	t.Setenv("TEST_CRM_TOKEN", token)
 	api := startCRM(t, token)
 	catalog := strings.NewReplacer("URL", api.URL, "HOST", strings.TrimPrefix(api.URL, "http://")).Replace(openapiCatalog)
-	log := &lockedBuffer{}
-	logger := zap.New(zapcore.NewTee(
-		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(),
-		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
-	))
+	logger, log := keptLog(t, zap.WarnLevel)
 	srv := testserver.Start(t, testserver.Options{Script: openapiScript, Catalogs: []string{catalog}, Logger: logger})
 	e := &dataEnv{env: &env{Server: srv, t: t}, log: log}
 	require.EqualValues(t, 1, api.docs.Load(), "applying the catalog fetched the document")
@@ -153,7 +147,7 @@ func TestOpenAPITurns(t *testing.T) {
 	var job string // the last turn's
 	start := func(name, prompt string) client.WorkflowRun {
 		t.Helper()
-		job = name + "-" + randomID()
+		job = name + "-" + testserver.RandomID()
 		run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
 			TenantID: "sales", JobID: job, Prompt: prompt})
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -47,19 +48,7 @@ rules:
     priority: 10
     when: 'metadata.plan == "gold"'
     agent: gold
-`, `
-tenant: obs-b
-default_agent: careful
-tools:
-  - name: calculator
-    kind: calculator
-    approval: always
-agents:
-  - id: careful
-    model: openai:gpt-4o-mini
-    tools: [calculator]
-    limits: {max_iterations: 4, turn_timeout_sec: 120, approval_timeout_sec: 60}
-`}
+`, strings.Replace(careCatalog, "tenant: care", "tenant: obs-b", 1)}
 
 // observeScript is testScript with a model that calls a tool no agent has.
 var observeScript = strings.Replace(testScript, "rules:\n", `rules:
@@ -82,7 +71,7 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 	// a request for an agent the tenant does not have.
 	tokensA := 0
 	for i, prompt := range []string{"What is 6 * 7?", "What is 2 + 3?"} {
-		job := fmt.Sprintf("obs-a-%d-%s", i, randomID())
+		job := fmt.Sprintf("obs-a-%d-%s", i, testserver.RandomID())
 		if i == 0 {
 			gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer obs-a-token")
 			r, err := grpcturn.Stream(gctx, pb.NewAgentServiceClient(ts.Conn), &pb.TurnRequest{JobId: job, Prompt: prompt})
@@ -102,12 +91,12 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 		tokensA += res.Metadata.TokensUsed
 	}
 	// A tool the agent does not have is not a label of its own.
-	job := "obs-a-hammer-" + randomID()
+	job := "obs-a-hammer-" + testserver.RandomID()
 	e.startWithCLI(contract.TurnWorkflowID("obs-a", job), fmt.Sprintf(`{"tenant_id":"obs-a","job_id":%q,"prompt":"hammer it"}`, job))
 	res, err := e.result(contract.TurnWorkflowID("obs-a", job))
 	require.NoError(t, err)
 	tokensA += res.Metadata.TokensUsed
-	job = "obs-a-missing-" + randomID()
+	job = "obs-a-missing-" + testserver.RandomID()
 	e.startWithCLI(contract.TurnWorkflowID("obs-a", job), fmt.Sprintf(`{"tenant_id":"obs-a","job_id":%q,"agent_id":"nobody","prompt":"hi"}`, job))
 	_, err = e.result(contract.TurnWorkflowID("obs-a", job))
 	require.Error(t, err)
@@ -116,7 +105,7 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 	// cache lost the turn.
 	tokensB := 0
 	for i, approved := range []bool{true, false} {
-		job := fmt.Sprintf("obs-b-%d-%s", i, randomID())
+		job := fmt.Sprintf("obs-b-%d-%s", i, testserver.RandomID())
 		id := contract.TurnWorkflowID("obs-b", job)
 		e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"obs-b","job_id":%q,"prompt":"What is 6 * 7?"}`, job))
 		p := e.awaitPending(id)
@@ -175,8 +164,20 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 	}
 }
 
-// scraped is one scrape of /metrics.
+// scraped is one scrape of /metrics, or one gathering of a registry.
 type scraped map[string]*dto.MetricFamily
+
+// gathered reads the worker's registry as /metrics shows it.
+func gathered(t *testing.T, g prometheus.Gatherer) scraped {
+	t.Helper()
+	families, err := g.Gather()
+	require.NoError(t, err)
+	s := scraped{}
+	for _, f := range families {
+		s[f.GetName()] = f
+	}
+	return s
+}
 
 func scrape(t *testing.T, addr string) scraped {
 	t.Helper()

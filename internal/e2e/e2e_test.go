@@ -1,9 +1,7 @@
-package main
+package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -100,12 +98,6 @@ func newEnvWith(t *testing.T, modelScript string) *env {
 	return &env{Server: testserver.Start(t, testserver.Options{Script: modelScript, Catalogs: []string{testCatalog}}), t: t}
 }
 
-func randomID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // startWithCLI starts an AgentTurn exactly as the README shows.
 func (e *env) startWithCLI(workflowID, input string) {
 	e.t.Helper()
@@ -122,18 +114,12 @@ func (e *env) result(workflowID string) (agent.TurnResult, error) {
 	return res, err
 }
 
+// history is the events of a workflow's latest run.
 func (e *env) history(workflowID string) []*historypb.HistoryEvent {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var events []*historypb.HistoryEvent
-	it := e.Client().GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(e.t, err)
-		events = append(events, ev)
-	}
-	return events
+	return testserver.History(ctx, e.t, e.Client(), workflowID, "")
 }
 
 // replay checks that the current workflow code replays a real history, and
@@ -155,7 +141,7 @@ func (e *env) replayEvents(events []*historypb.HistoryEvent, name string) {
 	workflows.Register(r)
 	require.NoError(e.t, r.ReplayWorkflowHistory(nil, &hist))
 	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
-		require.NoError(e.t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), data, 0o644))
+		require.NoError(e.t, os.WriteFile(filepath.Join("..", "..", "workflows", "testdata", name+".json"), data, 0o644))
 	}
 }
 
@@ -175,7 +161,7 @@ func (e *env) resultRows(jobID string) (count int, status string, tokens int, to
 
 func TestTurnStartedWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)
-	job := "job-" + randomID()
+	job := "job-" + testserver.RandomID()
 	id := contract.TurnWorkflowID("demo", job)
 	e.startWithCLI(id, `{"version":"1.0","job_id":"`+job+`","tenant_id":"demo","agent_id":"assistant","prompt":"What is 12.5 * 4?"}`)
 
@@ -226,7 +212,7 @@ func TestTurnStartedWithTemporalCLI(t *testing.T) {
 
 func TestSameJobTwiceGivesOneResult(t *testing.T) {
 	e := newEnv(t)
-	job := "job-" + randomID()
+	job := "job-" + testserver.RandomID()
 	id := contract.TurnWorkflowID("demo", job)
 	input := `{"job_id":"` + job + `","tenant_id":"demo","prompt":"What is 7 * 6?"}`
 
@@ -262,13 +248,13 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 		{"malformed JSON", `{"tenant_id":["demo"],"prompt":"hi"}`, agent.ErrTypeInvalidRequest, "field tenant_id must be a string, not an array", ""},
 		{"not an object", `"What is 1+1?"`, agent.ErrTypeInvalidRequest, "must be a JSON object", ""},
 		{"id of another tenant", `{"tenant_id":"demo","prompt":"hi"}`, agent.ErrTypeInvalidRequest,
-			`belongs to tenant "acme", but the request's tenant_id is "demo"`, "turn/acme/" + randomID()},
+			`belongs to tenant "acme", but the request's tenant_id is "demo"`, "turn/acme/" + testserver.RandomID()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := tt.id
 			if id == "" {
-				id = "bad-input-" + randomID()
+				id = "bad-input-" + testserver.RandomID()
 			}
 			e.startWithCLI(id, tt.input)
 			_, err := e.result(id)
@@ -285,7 +271,7 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 	}
 	// The CLI itself refuses input that is not JSON at all.
 	out, err := e.Temporal("workflow", "start", "--type", "AgentTurn", "--task-queue", e.TaskQueue,
-		"--workflow-id", "turn/bad/"+randomID(), "--input", `{"tenant_id": demo}`)
+		"--workflow-id", "turn/bad/"+testserver.RandomID(), "--input", `{"tenant_id": demo}`)
 	require.Error(t, err)
 	require.Contains(t, strings.ToLower(out), "json")
 }
@@ -293,7 +279,7 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 func TestModelFailures(t *testing.T) {
 	e := newEnv(t)
 	run := func(prompt string) (string, agent.TurnResult, error) {
-		job := "job-" + randomID()
+		job := "job-" + testserver.RandomID()
 		id := contract.TurnWorkflowID("demo", job)
 		input, err := json.Marshal(agent.TurnRequest{TenantID: "demo", JobID: job, Prompt: prompt})
 		require.NoError(t, err)
@@ -366,7 +352,7 @@ func TestToolExecution(t *testing.T) {
 		{"remote", 1, 3}, // Route, LoadAgent, SaveResult
 	} {
 		t.Run(tt.tenant, func(t *testing.T) {
-			req := agent.TurnRequest{TenantID: tt.tenant, JobID: "job-" + randomID(), Prompt: "What is 6 * 7?"}
+			req := agent.TurnRequest{TenantID: tt.tenant, JobID: "job-" + testserver.RandomID(), Prompt: "What is 6 * 7?"}
 			req.Normalize()
 			run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
 			require.NoError(t, err)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/testserver"
 )
 
 // TestScheduledTurns creates a schedule with the real temporal CLI exactly
@@ -17,7 +18,7 @@ import (
 // context, each with its own stored result.
 func TestScheduledTurns(t *testing.T) {
 	e := newEnv(t)
-	id := "report-" + randomID()
+	id := "report-" + testserver.RandomID()
 	out, err := e.Temporal("schedule", "create", "--schedule-id", id, "--interval", "24h",
 		"--task-queue", e.TaskQueue, "--type", "AgentTurn", "--workflow-id", "turn/demo/"+id,
 		"--input", `{"tenant_id":"demo","prompt":"What is 2 + 3?","history":"fresh"}`)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -23,7 +24,7 @@ func TestApprovalSurvivesWorkerKill(t *testing.T) {
 	c, queue := p.client, p.queue
 
 	first := p.startWorker()
-	req := agent.TurnRequest{TenantID: "care", JobID: "kill-" + randomID(), Prompt: "What is 6 * 7?"}
+	req := agent.TurnRequest{TenantID: "care", JobID: "kill-" + testserver.RandomID(), Prompt: "What is 6 * 7?"}
 	req.Normalize()
 	run, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(queue, req), contract.AgentTurn, req)
 	require.NoError(t, err)

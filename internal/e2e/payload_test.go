@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -163,7 +163,7 @@ func TestBigRowTurn(t *testing.T) {
 	e, api := newPayloadEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	job := "big-row-" + randomID()
+	job := "big-row-" + testserver.RandomID()
 	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
 		TenantID: "demo", JobID: job, Prompt: "fetch the big row"})
 	require.NoError(t, err)
@@ -222,7 +222,7 @@ func TestCancelEndsStuckTool(t *testing.T) {
 	e, api := newPayloadEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	job := "stuck-" + randomID()
+	job := "stuck-" + testserver.RandomID()
 	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
 		TenantID: "demo", JobID: job, Prompt: "fetch from the stuck service"})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func TestSlowUnstreamedModelCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	off := false
-	req := agent.TurnRequest{TenantID: "demo", JobID: "slow-" + randomID(), Prompt: "think about the plan", Stream: &off}
+	req := agent.TurnRequest{TenantID: "demo", JobID: "slow-" + testserver.RandomID(), Prompt: "think about the plan", Stream: &off}
 	req.Normalize()
 	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestPostgresOutage(t *testing.T) {
 	e := &env{Server: testserver.Start(t, testserver.Options{Script: slowScript, Catalogs: []string{catalog},
 		DatabaseURL: pg.DatabaseURL}), t: t}
 	start := func(prompt string) string {
-		req := agent.TurnRequest{TenantID: "demo", JobID: "outage-" + randomID(), Prompt: prompt}
+		req := agent.TurnRequest{TenantID: "demo", JobID: "outage-" + testserver.RandomID(), Prompt: prompt}
 		req.Normalize()
 		run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
 		require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestCancelFromTemporal(t *testing.T) {
 
 	for _, how := range []string{"workflow cancel", "cancel_turn signal"} {
 		t.Run(how, func(t *testing.T) {
-			job := "cancel-" + randomID()
+			job := "cancel-" + testserver.RandomID()
 			id := contract.TurnWorkflowID("demo", job)
 			e.startWithCLI(id, `{"tenant_id":"demo","job_id":"`+job+`","prompt":"think about the plan"}`)
 			require.Eventually(t, func() bool { return e.Model.Served("think") > 0 }, time.Minute, 50*time.Millisecond)
@@ -178,7 +178,7 @@ func TestCancelFromTemporal(t *testing.T) {
 	}
 
 	t.Run("conversation goes on", func(t *testing.T) {
-		in := agent.ConversationInput{TenantID: "demo", SessionID: "s-" + randomID()}
+		in := agent.ConversationInput{TenantID: "demo", SessionID: "s-" + testserver.RandomID()}
 		first, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: "think about the plan"})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -118,7 +118,7 @@ func TestTraceStreamedToolTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+traceToken)
-	job := "trace-" + randomID()
+	job := "trace-" + testserver.RandomID()
 	s, err := pb.NewAgentServiceClient(ts.Conn).Stream(gctx, &pb.StreamRequest{Turn: &pb.TurnRequest{
 		JobId: job, AgentId: "assistant", SessionId: "sess-" + job, Prompt: "What is 6 * 7?"}})
 	require.NoError(t, err)
@@ -273,7 +273,7 @@ func TestTraceAcrossEviction(t *testing.T) {
 	e := &env{Server: ts, t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	req := agent.TurnRequest{TenantID: "care", JobID: "trace-" + randomID(), Prompt: "What is 6 * 7?"}
+	req := agent.TurnRequest{TenantID: "care", JobID: "trace-" + testserver.RandomID(), Prompt: "What is 6 * 7?"}
 	req.Normalize()
 	run, err := turnclient.Start(ctx, ts.Client(), ts.TaskQueue, req)
 	require.NoError(t, err)
@@ -331,7 +331,7 @@ rules:
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	turn := func(prompt string) (agent.TurnResult, error) {
-		req := agent.TurnRequest{TenantID: "demo", JobID: "trace-" + randomID(), AgentID: "assistant", Prompt: prompt}
+		req := agent.TurnRequest{TenantID: "demo", JobID: "trace-" + testserver.RandomID(), AgentID: "assistant", Prompt: prompt}
 		req.Normalize()
 		run, err := turnclient.Start(ctx, ts.Client(), ts.TaskQueue, req)
 		require.NoError(t, err)
@@ -374,7 +374,7 @@ func calcTurn(t *testing.T, ts *testserver.Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	req := agent.TurnRequest{TenantID: "demo", JobID: "trace-" + randomID(), AgentID: "assistant", Prompt: "What is 6 * 7?"}
+	req := agent.TurnRequest{TenantID: "demo", JobID: "trace-" + testserver.RandomID(), AgentID: "assistant", Prompt: "What is 6 * 7?"}
 	req.Normalize()
 	run, err := turnclient.Start(ctx, ts.Client(), ts.TaskQueue, req)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func TestIdentityComesFromTheCredential(t *testing.T) {
 
 	// bo claims to be a supervisor: the call waits, the rule does not
 	// route, and the turn's caller is bo with bo's roles.
-	claim := &pb.TurnRequest{JobId: "claim-" + randomID(), Prompt: "What is 6 * 7?", Context: &pb.TurnContext{UserRole: "supervisor"}}
+	claim := &pb.TurnRequest{JobId: "claim-" + testserver.RandomID(), Prompt: "What is 6 * 7?", Context: &pb.TurnContext{UserRole: "supervisor"}}
 	s, err := grpcClient.Stream(as("tok-bo"), &pb.StreamRequest{Turn: claim})
 	require.NoError(t, err)
 	id := contract.TurnWorkflowID("care", claim.GetJobId())
@@ -95,7 +95,7 @@ func TestIdentityComesFromTheCredential(t *testing.T) {
 	e.replay(id, "turn_caller_from_token")
 
 	// ana holds the role: no approval, and the supervisors' agent.
-	out, err := grpcClient.Invoke(as("tok-ana"), &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "sup-" + randomID(), Prompt: "What is 6 * 7?"}})
+	out, err := grpcClient.Invoke(as("tok-ana"), &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: "sup-" + testserver.RandomID(), Prompt: "What is 6 * 7?"}})
 	require.NoError(t, err)
 	require.Equal(t, agent.StatusCompleted, out.GetStatus())
 	require.Equal(t, "The result is 42.", out.GetOutput())
@@ -119,7 +119,7 @@ func TestNotifyStaysInItsTenant(t *testing.T) {
 	defer cancel()
 
 	// A turn of care that waits for approval: the target.
-	target := &pb.TurnRequest{JobId: "target-" + randomID(), Prompt: "What is 6 * 7?"}
+	target := &pb.TurnRequest{JobId: "target-" + testserver.RandomID(), Prompt: "What is 6 * 7?"}
 	_, err := grpcClient.Stream(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok-bo"), &pb.StreamRequest{Turn: target})
 	require.NoError(t, err)
 	targetID := contract.TurnWorkflowID("care", target.GetJobId())
@@ -137,7 +137,7 @@ func TestNotifyStaysInItsTenant(t *testing.T) {
 	require.Equal(t, "The result is 6.", out.GetOutput())
 
 	// Through Temporal, as the CLI or another workflow would start it.
-	job := "cross-" + randomID()
+	job := "cross-" + testserver.RandomID()
 	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "rival", JobID: job, Prompt: "tell a story", Notify: targetID}
 	run, err := srv.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(srv.TaskQueue, req), contract.AgentTurn, req)
 	require.NoError(t, err)

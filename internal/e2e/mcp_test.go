@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/testserver"
@@ -105,7 +103,7 @@ type mcpEnv struct {
 
 func newMCPEnv(t *testing.T) *mcpEnv {
 	t.Helper()
-	token := "mcp-token-" + randomID() + randomID()
+	token := "mcp-token-" + testserver.RandomID() + testserver.RandomID()
 	t.Setenv("TEST_MCP_TOKEN", token)
 	started := make(chan string, 16)
 	issues := mcptest.StartHTTP(t, mcptest.Options{Token: token, OnCall: func(tool string) {
@@ -119,11 +117,7 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "runbook.txt"), []byte("RUNBOOK: restart the SSO proxy, then clear the sessions."), 0o644))
 	catalog := strings.NewReplacer("@URL", issues.URL, "@HOST", issues.Addr, "@EXE", files, "@ROOT", root).Replace(mcpCatalog)
 
-	log := &lockedBuffer{}
-	logger := zap.New(zapcore.NewTee(
-		zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)).Core(),
-		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(log), zap.DebugLevel),
-	))
+	logger, log := keptLog(t, zap.ErrorLevel)
 	srv := testserver.Start(t, testserver.Options{
 		Script:      mcpScript,
 		Catalogs:    []string{catalog},
@@ -149,7 +143,7 @@ func TestMCPTurn(t *testing.T) {
 	}
 	require.Equal(t, []string{"gh_search<gh", "gh_get_issue<gh", "gh_slow<gh", "files_read_file<files"}, names)
 
-	res, id := e.run(agent.TurnRequest{JobID: "triage-" + randomID(), Prompt: "triage the SSO issues"})
+	res, id := e.run(agent.TurnRequest{JobID: "triage-" + testserver.RandomID(), Prompt: "triage the SSO issues"})
 	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
 	require.Equal(t, "Issue #1 is open; the runbook says: restart the SSO proxy, then clear the sessions.", res.Output)
 	var calls []string
@@ -192,7 +186,7 @@ func TestMCPTurn(t *testing.T) {
 // back on the same port by then, and the turn completes with one result.
 func TestMCPServerKilledMidCall(t *testing.T) {
 	e := newMCPEnv(t)
-	job := "slow-" + randomID()
+	job := "slow-" + testserver.RandomID()
 	done := make(chan struct{})
 	var res agent.TurnResult
 	var id string
@@ -258,7 +252,7 @@ func TestMCPToolError(t *testing.T) {
 		{"read the file missing.txt", "files_read_file", `The tool said: files_read_file: no file "missing.txt"`},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
-			res, id := e.run(agent.TurnRequest{JobID: "err-" + randomID(), Prompt: tc.prompt})
+			res, id := e.run(agent.TurnRequest{JobID: "err-" + testserver.RandomID(), Prompt: tc.prompt})
 			require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
 			require.Equal(t, tc.said, res.Output)
 			require.Len(t, res.Metadata.ToolCalls, 1)

@@ -1,0 +1,49 @@
+package testserver
+
+import (
+	"context"
+	"testing"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// History is the events of one run of a workflow (runID "" for its
+// latest run), read with c, which need not be a test server's. It fails
+// the test when the history cannot be read.
+func History(ctx context.Context, t testing.TB, c client.Client, workflowID, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	var events []*historypb.HistoryEvent
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("testserver: history of %s: %v", workflowID, err)
+		}
+		events = append(events, ev)
+	}
+	return events
+}
+
+// Runs is the events of every run of a workflow, oldest first: from its
+// first run along its continue-as-new, so a run is found as soon as its
+// predecessor names it (no wait for visibility). It fails the test when a
+// history cannot be read.
+func Runs(ctx context.Context, t testing.TB, c client.Client, workflowID string) [][]*historypb.HistoryEvent {
+	t.Helper()
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		t.Fatalf("testserver: describe %s: %v", workflowID, err)
+	}
+	var runs [][]*historypb.HistoryEvent
+	for runID := desc.GetWorkflowExecutionInfo().GetFirstRunId(); runID != ""; {
+		events := History(ctx, t, c, workflowID, runID)
+		runs = append(runs, events)
+		runID = ""
+		if n := len(events); n > 0 {
+			runID = events[n-1].GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		}
+	}
+	return runs
+}
