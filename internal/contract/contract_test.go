@@ -149,13 +149,15 @@ func record(fset *token.FileSet, n ast.Node, seen map[string][]string) {
 	}
 }
 
-// TestWorkflowsLinkNoAdapter: the workflow package links the SDK and the
-// domain, not the store, the model or CEL.
+// TestWorkflowsLinkNoAdapter: the workflow package links the SDK, the
+// domain and the event log, not the store, the model, CEL or the event
+// log's Postgres live path.
 func TestWorkflowsLinkNoAdapter(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "../../workflows").CombinedOutput()
 	require.NoError(t, err, string(out))
 	for _, dep := range strings.Fields(string(out)) {
-		for _, adapter := range []string{"github.com/jackc/pgx", "github.com/tmc/langchaingo", "cel.dev/", "github.com/agentflow/agentflow/activities", "github.com/agentflow/agentflow/internal/store"} {
+		for _, adapter := range []string{"github.com/jackc/pgx", "github.com/tmc/langchaingo", "cel.dev/", "github.com/agentflow/agentflow/activities",
+			"github.com/agentflow/agentflow/internal/store", "github.com/agentflow/agentflow/internal/eventlog/pglive"} {
 			require.False(t, strings.HasPrefix(dep, adapter), "workflows links %s", dep)
 		}
 	}
