@@ -80,7 +80,7 @@ func (h *harness) signalledBatches(t *testing.T, turnID string) []sentBatch {
 }
 
 // slowScript streams its reply a word every 1.5 s, slower than the
-// streamer's one-second heartbeat.
+// batcher's one-second heartbeat.
 const slowScript = `
 pacing: {chunk_words: 1, delay_ms: 1500}
 rules:
