@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/registry"
@@ -29,9 +33,10 @@ type Deps struct {
 	// Temporal sends token batches to turns and reads a turn's event log
 	// head when a streaming call is retried. Required.
 	Temporal client.Client
-	// Events is the live path of stream events to gateways; nil means
-	// none (gateways then read the turn's log).
-	Events EventPublisher
+	// Events is the live path of stream events to gateways
+	// (pglive.Publisher); nil means none (gateways then read the turn's
+	// log).
+	Events eventlog.Publisher
 	// Policy applies tools' approval policies; nil: New makes one.
 	Policy *policy.Checker
 
@@ -78,7 +83,7 @@ type Activities struct {
 	routes   *registry.Cache
 	logger   *zap.Logger
 	temporal client.Client
-	events   EventPublisher
+	events   eventlog.Publisher
 	policy   *policy.Checker
 
 	streamInterval  time.Duration
@@ -178,3 +183,11 @@ func truncate(s string, n int) (string, bool) {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// sinks is the activity's way to its turn's event log (and to notify, a
+// workflow that also receives its token batches), logging through the
+// activity's logger.
+func (a *Activities) sinks(ctx context.Context, notify string) eventlog.Sinks {
+	return eventlog.Sinks{Temporal: a.temporal, Live: a.events, Notify: notify,
+		Logger: tlog.NewStructuredLogger(slog.New(zapslog.NewHandler(a.log(ctx).Core())))}
+}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
@@ -258,32 +257,6 @@ func (o *heartbeatOutbound) RecordHeartbeat(ctx context.Context, details ...any)
 		}
 	}
 	o.Next.RecordHeartbeat(ctx, details...)
-}
-
-// activityContext runs an activity that holds until the test ends and
-// returns its context: the streamer heartbeats, which needs one. The test
-// itself stays on its own goroutine.
-func activityContext(t *testing.T) (context.Context, *heartbeatRecorder) {
-	t.Helper()
-	env, beats := newActivityEnv(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	started := make(chan context.Context)
-	release := make(chan struct{})
-	env.RegisterActivityWithOptions(func(ctx context.Context) error {
-		started <- ctx
-		<-release
-		return nil
-	}, activity.RegisterOptions{Name: "Hold"})
-	done := make(chan error, 1)
-	go func() {
-		_, err := env.ExecuteActivity("Hold")
-		done <- err
-	}()
-	ctx := <-started
-	t.Cleanup(func() {
-		close(release)
-		require.NoError(t, <-done)
-	})
-	return ctx, beats
 }
 
 // tallyKind is a tool kind whose tools count their runs and answer with

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/store"
@@ -154,7 +155,7 @@ func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contrac
 	if in.Stream && in.StreamID != "" && in.TailInResult && m.Content != "" {
 		// The attempt that stored the reply kept its last batch for its
 		// result, which the turn never got: stream the whole reply again.
-		tail, err := a.restream(ctx, in, m.Content, int(activity.GetInfo(ctx).Attempt), a.turnLink())
+		tail, err := eventlog.Restream(ctx, a.sinks(ctx, in.Notify), streamCall(ctx, in), m.Content)
 		if err != nil {
 			return contract.CallModelResult{}, err
 		}
@@ -163,25 +164,10 @@ func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contrac
 	return res, nil
 }
 
-// restream is the batch that replaces whatever earlier attempts of a call
-// streamed with its stored reply: a RETRYING event voiding their text, if
-// the log has any, then the reply as one token event.
-func (a *Activities) restream(ctx context.Context, in contract.CallModelInput, content string, attempt int, link turnLink) (agent.TokenBatch, error) {
-	head, err := link.head(ctx, in.StreamID)
-	if err != nil {
-		return agent.TokenBatch{}, err
-	}
-	first := max(head, in.FirstIndex)
-	var events []agent.Event
-	if head > in.FirstIndex {
-		events = append(events, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying,
-			VoidFrom: in.FirstIndex, Attempt: attempt, Step: in.Seq})
-	}
-	events = append(events, agent.Event{Kind: agent.EventToken, Text: content, Step: in.Seq, Attempt: attempt})
-	for i := range events {
-		events[i].StreamID, events[i].Index = in.StreamID, first+int64(i)
-	}
-	return agent.TokenBatch{StreamID: in.StreamID, Step: in.Seq, Attempt: attempt, First: first, Events: events}, nil
+// streamCall is this attempt of a streaming call, as its events are
+// stamped.
+func streamCall(ctx context.Context, in contract.CallModelInput) eventlog.Call {
+	return eventlog.Call{StreamID: in.StreamID, Step: in.Seq, Attempt: int(activity.GetInfo(ctx).Attempt), First: in.FirstIndex, Live: in.Live}
 }
 
 // messages is what the model reads: the agent's system prompt, the
@@ -272,15 +258,15 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
 	}
-	var st *streamer
+	var st *eventlog.Batcher
 	if in.Stream && in.StreamID != "" {
 		var err error
-		if st, err = a.startStreamer(ctx, in, int(activity.GetInfo(ctx).Attempt), a.turnLink()); err != nil {
+		if st, err = eventlog.StartBatcher(ctx, a.sinks(ctx, in.Notify), streamCall(ctx, in), a.streamInterval, a.streamMaxBytes); err != nil {
 			return nil, nil, err
 		}
-		req.OnText = st.add
+		req.OnText = st.Add
 	} else {
-		// The streamer heartbeats a streamed call; an unstreamed one needs
+		// The batcher heartbeats a streamed call; an unstreamed one needs
 		// its own, or a long call is given up for lost while it still runs
 		// and is paid for again.
 		stop := heartbeat(ctx, time.Second)
@@ -292,15 +278,15 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		var serr error
 		switch {
 		case err != nil:
-			st.abort()
+			st.Abort()
 		case in.TailInResult:
-			if b, ok, e := st.closeTail(); e != nil {
+			if b, ok, e := st.CloseTail(); e != nil {
 				serr = e
 			} else if ok {
 				tail = &b
 			}
 		default:
-			serr = st.close()
+			serr = st.Close()
 		}
 		if serr != nil {
 			// The reply is not stored: the retry calls the model again and

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -81,7 +80,7 @@ func (h *harness) signalledBatches(t *testing.T, turnID string) []sentBatch {
 }
 
 // slowScript streams its reply a word every 1.5 s, slower than the
-// streamer's one-second heartbeat.
+// batcher's one-second heartbeat.
 const slowScript = `
 pacing: {chunk_words: 1, delay_ms: 1500}
 rules:
@@ -266,41 +265,4 @@ func TestCallModelKeepsLastBatchForResult(t *testing.T) {
 	all := append(bs, sentBatch{TokenBatch: *res.Tail})
 	requireGapFree(t, all, 4, in, 1)
 	require.Equal(t, res.Content, strings.Join(texts(all), ""))
-}
-
-// TestRestream: a retried call whose reply an earlier attempt stored
-// voids what the log holds of that attempt's text and sends the reply
-// whole, as the batch of its result.
-func TestRestream(t *testing.T) {
-	a := &Activities{logger: zaptest.NewLogger(t)}
-	in := streamInput(5)
-	for _, tc := range []struct {
-		name  string
-		head  int64
-		first int64
-		kinds []agent.EventKind
-	}{
-		{"the earlier attempt streamed text", 9, 9, []agent.EventKind{agent.EventStatus, agent.EventToken}},
-		{"nothing of it in the log", 5, 5, []agent.EventKind{agent.EventToken}},
-	} {
-		b, err := a.restream(t.Context(), in, "the whole reply", 2, &recordingLink{headIndex: tc.head})
-		require.NoError(t, err, tc.name)
-		require.Equal(t, tc.first, b.First, tc.name)
-		require.Equal(t, in.Seq, b.Step)
-		require.Equal(t, 2, b.Attempt)
-		var kinds []agent.EventKind
-		for i, e := range b.Events {
-			kinds = append(kinds, e.Kind)
-			require.Equal(t, b.First+int64(i), e.Index)
-			require.Equal(t, in.StreamID, e.StreamID)
-		}
-		require.Equal(t, tc.kinds, kinds, tc.name)
-		if tc.head > in.FirstIndex {
-			require.Equal(t, agent.StreamRetrying, b.Events[0].Status)
-			require.Equal(t, in.FirstIndex, b.Events[0].VoidFrom)
-		}
-		require.Equal(t, "the whole reply", b.Events[len(b.Events)-1].Text)
-	}
-	_, err := a.restream(t.Context(), in, "x", 2, &recordingLink{headErr: errTurnGone})
-	require.ErrorIs(t, err, errTurnGone)
 }

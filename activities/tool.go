@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -26,7 +26,8 @@ import (
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	// The turn logged tool_start before scheduling this: let gateways know.
 	turnID := activity.GetInfo(ctx).WorkflowExecution.ID
-	a.publishLive(ctx, turnID, in.Live)
+	sinks := a.sinks(ctx, "")
+	sinks.HandOn(ctx, turnID, in.Live)
 	var stored agent.Message
 	err := a.db(ctx, "look up step", func() (err error) {
 		stored, err = a.store.Step(ctx, in.TenantID, in.JobID, in.Seq)
@@ -56,9 +57,9 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		stop := heartbeat(ctx, time.Second)
 		defer stop()
 	}
-	progress := a.startProgress(ctx, turnID, in.Call)
-	msg, status := a.run(ctx, ag, in, progress.report)
-	progress.close()
+	progress := eventlog.StartProgress(ctx, sinks, turnID, in.Call)
+	msg, status := a.run(ctx, ag, in, progress.Report)
+	progress.Close()
 	if status == "" {
 		if err := ctx.Err(); err != nil {
 			// The turn cancelled the call (heartbeats bring that within
@@ -326,93 +327,4 @@ type cachedOutput struct {
 	Data     json.RawMessage    `json:"data,omitempty"`
 	ShowData bool               `json:"show_data,omitempty"`
 	Preview  *agent.DataPreview `json:"preview,omitempty"`
-}
-
-// progressEvery is the least time between two tool_progress signals of a
-// call: progress is batched like tokens, and the latest message wins.
-const progressEvery = 500 * time.Millisecond
-
-// maxProgressBytes bounds one progress message.
-const maxProgressBytes = 500
-
-// progress sends a call's progress to its turn as tool_progress signals,
-// from a goroutine of its own, so that a tool reporting never waits.
-type progress struct {
-	a      *Activities
-	turnID string
-	call   agent.ToolCall
-
-	mu      sync.Mutex
-	pending string
-
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
-}
-
-func (a *Activities) startProgress(ctx context.Context, turnID string, call agent.ToolCall) *progress {
-	p := &progress{a: a, turnID: turnID, call: call,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go p.run(ctx)
-	return p
-}
-
-// report keeps the latest message for the next send.
-func (p *progress) report(message string) {
-	p.mu.Lock()
-	p.pending = message
-	p.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (p *progress) run(ctx context.Context) {
-	defer close(p.done)
-	var last time.Time
-	for {
-		select {
-		case <-p.kick:
-		case <-p.stop:
-			p.send(ctx)
-			return
-		case <-ctx.Done():
-			return
-		}
-		if wait := progressEvery - time.Since(last); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-p.stop:
-				p.send(ctx)
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-		p.send(ctx)
-		last = time.Now()
-	}
-}
-
-func (p *progress) send(ctx context.Context) {
-	p.mu.Lock()
-	msg := p.pending
-	p.pending = ""
-	p.mu.Unlock()
-	if msg == "" {
-		return
-	}
-	ev := agent.ToolProgress{CallID: p.call.ID, Tool: p.call.Name, Message: agent.Clip(msg, maxProgressBytes)}
-	if err := p.a.temporal.SignalWorkflow(ctx, p.turnID, "", contract.SignalToolProgress, ev); err != nil {
-		p.a.logger.Debug("tool progress not delivered", zap.String("turn", p.turnID), zap.Error(err))
-		return
-	}
-	p.a.wake(ctx, p.turnID)
-}
-
-// close sends what is pending, before the call's result, and stops.
-func (p *progress) close() {
-	close(p.stop)
-	<-p.done
 }

@@ -194,10 +194,7 @@ func (t *turn) acceptChild(ctx workflow.Context, b agent.TokenBatch) {
 		workflow.GetLogger(ctx).Debug("batch of an unknown child refused", "stream_id", b.StreamID)
 		return
 	}
-	for _, e := range b.Events {
-		e.Child = &agent.ChildEvent{CallID: callID, StreamID: b.StreamID, Index: e.Index}
-		t.log.add(e)
-	}
+	t.log.AppendChild(b, callID)
 }
 
 // drainChildren logs the child batches already received.
@@ -209,56 +206,4 @@ func (t *turn) drainChildren(ctx workflow.Context) {
 		}
 		t.acceptChild(ctx, b)
 	}
-}
-
-// forwarded reports the kinds of its own events a child turn sends to its
-// parent: what the parent's clients need to follow the child's work and
-// to find its approvals. Its tokens go by notify; its end is the call's.
-func forwarded(k agent.EventKind) bool {
-	return k == agent.EventToolStart || k == agent.EventToolEnd || k == agent.EventApprovalRequired
-}
-
-// forward queues a child turn's event for its parent. The events go in
-// order, in one signal at a time: Temporal delivers separate signals in
-// any order (a tool_end could overtake its tool_start). They go even when
-// the turn is being cancelled; the turn waits for them before a model
-// call (whose tokens the parent receives by notify, from the activity)
-// and before it ends, so that the parent has them in the child's order and
-// all of them before it learns that the child ended.
-func (t *turn) forward(ctx workflow.Context, e agent.Event) {
-	if t.req.Parent == nil || t.req.Notify == "" || !forwarded(e.Kind) {
-		return
-	}
-	t.outbox = append(t.outbox, e)
-	if t.sender {
-		return
-	}
-	t.sender = true
-	sctx, _ := workflow.NewDisconnectedContext(ctx)
-	workflow.Go(sctx, func(ctx workflow.Context) {
-		for {
-			if err := workflow.Await(ctx, func() bool { return len(t.outbox) > 0 }); err != nil {
-				return
-			}
-			events := t.outbox
-			t.sending = true
-			err := workflow.SignalExternalWorkflow(ctx, t.req.Notify, "", contract.SignalNotifyTokens,
-				agent.TokenBatch{StreamID: t.workflowID, First: events[0].Index, Events: events}).Get(ctx, nil)
-			if err != nil {
-				// A parent that is gone does not hold the child up.
-				workflow.GetLogger(ctx).Debug("events not delivered to the parent turn", "parent", t.req.Notify, "error", err.Error())
-			}
-			t.outbox = t.outbox[len(events):]
-			t.sending = false
-		}
-	})
-}
-
-// flushForwards waits until the events queued for the parent are sent.
-func (t *turn) flushForwards(ctx workflow.Context) {
-	if !t.sender {
-		return
-	}
-	sctx, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.Await(sctx, func() bool { return len(t.outbox) == 0 && !t.sending })
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 )
 
 // Activity options. Local activities are for the cheap steps (a few
@@ -83,7 +84,13 @@ func AgentTurn(ctx workflow.Context, req agent.TurnRequest) (agent.TurnResult, e
 	if req.JobID == "" {
 		req.JobID = info.WorkflowExecution.ID
 	}
-	t := &turn{req: req, workflowID: info.WorkflowExecution.ID, start: workflow.Now(ctx)}
+	t := &turn{req: req, workflowID: info.WorkflowExecution.ID, start: workflow.Now(ctx), log: eventlog.New(info.WorkflowExecution.ID)}
+	// A child turn's own tool and approval events go to its parent's log.
+	parent := ""
+	if req.Parent != nil {
+		parent = req.Notify
+	}
+	t.forward = eventlog.NewForwarder(parent, t.workflowID)
 	return t.run(ctx)
 }
 
@@ -100,8 +107,7 @@ type turn struct {
 	usage agent.Usage
 	calls []agent.ToolCallRecord
 
-	log      eventLog
-	tokens   workflow.ReceiveChannel
+	log      *eventlog.Log
 	progress workflow.ReceiveChannel
 	appr     approvals
 	// data is what the latest tool round's calls produced last, by ref:
@@ -126,14 +132,9 @@ type turn struct {
 	children        workflow.ReceiveChannel
 	delegations     []*delegation
 	delegatedTokens int
-	// outbox holds the turn's own events for its parent turn, when it is
-	// a child, not yet delivered; sender is set once the coroutine that
-	// sends them runs, sending while it waits for a signal.
-	outbox          []agent.Event
-	sender, sending bool
-	// handed counts the log's events handed to activities to publish live
-	// (handOn) or published by CallModel as token batches.
-	handed int
+	// forward sends the turn's own events to its parent turn, when it is
+	// a child.
+	forward *eventlog.Forwarder
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
@@ -316,7 +317,7 @@ func (t *turn) overBudget(limits agent.Limits) *agent.TurnError {
 // the turn stops the call.
 func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (contract.CallModelResult, error) {
 	// A child turn's parent gets the call's tokens after its tool events.
-	t.flushForwards(ctx)
+	t.forward.Flush(ctx)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
 	mctx, stop := workflow.WithCancel(ctx)
 	t.stopModel = stop
@@ -326,18 +327,18 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 	}()
 	mctx = workflow.WithActivityOptions(mctx, modelOptions(limits, fmt.Sprintf("%s · iteration %d", t.agent.Model, i)))
 	t.seq++
-	t.log.step, t.log.attempt = t.seq, 0
+	t.log.OpenStep(t.seq)
 	var reply contract.CallModelResult
 	call := workflow.ExecuteActivity(mctx, contract.CallModel, contract.CallModelInput{
 		TenantID: t.req.TenantID, JobID: t.req.JobID,
 		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
 		SessionID: t.req.SessionID, History: t.req.History,
 		Seq: t.seq, ToolFailures: t.unstored,
-		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.next(), Notify: t.req.Notify,
-		Context: t.req.Context, Caller: t.req.Caller, Live: t.handOn(), TailInResult: t.req.Notify == "",
+		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
+		Context: t.req.Context, Caller: t.req.Caller, Live: t.log.HandOn(t.req.Streaming()), TailInResult: t.req.Notify == "",
 	})
 	err := t.awaitModel(ctx, call, &reply)
-	t.log.step = 0
+	t.log.CloseStep()
 	return reply, err
 }
 
@@ -450,7 +451,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		// turn decides next.
 		WaitForCancellation: true,
 	})
-	in.Live = t.handOn()
+	in.Live = t.log.HandOn(t.req.Streaming())
 	r.futures[i] = workflow.ExecuteActivity(actx, contract.ExecuteTool, in)
 }
 
@@ -580,7 +581,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 
 // finishStored ends the workflow with a stored result.
 func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.TurnResult, error) {
-	defer t.flushForwards(ctx)
+	defer t.forward.Flush(ctx)
 	t.recordEnd(ctx, res.Status, res.Error)
 	if res.Status == agent.StatusCompleted {
 		workflow.SetCurrentDetails(ctx, "completed")
@@ -617,7 +618,7 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 	t.recordEnd(ctx, res.Status, res.Error)
 	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
-	t.flushForwards(ctx)
+	t.forward.Flush(ctx)
 	return agent.TurnResult{}, contract.TurnFailure(res)
 }
 

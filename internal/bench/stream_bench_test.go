@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -12,11 +13,11 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/openai"
-	"go.uber.org/zap"
+	tlog "go.temporal.io/sdk/log"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/stream"
+	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -158,12 +159,12 @@ func BenchmarkStreamLatency(b *testing.B) {
 	})
 	modes := []struct {
 		name   string
-		follow *stream.Follower
+		follow *eventlog.Follower
 	}{
 		// The product's design: NOTIFY live path, log reads to fill gaps.
 		{"live", st.Follower()},
 		// The alternative it was chosen over: read the log every 50ms.
-		{"poll-50ms", stream.NewFollower(st.Client(), nil, zap.NewNop(), 50*time.Millisecond)},
+		{"poll-50ms", eventlog.NewFollower(st.Client(), nil, tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)), 50*time.Millisecond)},
 	}
 	b.Run("grpc", func(b *testing.B) {
 		c := pb.NewAgentServiceClient(st.Conn)

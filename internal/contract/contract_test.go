@@ -152,8 +152,9 @@ func record(fset *token.FileSet, n ast.Node, seen map[string][]string) {
 }
 
 // TestLinksNoAdapter: packages others build on link what they need and
-// nothing heavier. The workflow package links the SDK, the domain and
-// this contract: not the store, the model, CEL, or the process's metrics
+// nothing heavier. The workflow package links the SDK, the domain, this
+// contract and the event log: not the store, the model, CEL, the event
+// log's Postgres live path, or the process's metrics
 // and telemetry (Prometheus, the OpenTelemetry SDK and its OTLP exporter,
 // zap), which a few names in the wrong home once pulled in. The catalog
 // (internal/registry) checks models against the domain's list of
@@ -170,6 +171,7 @@ func TestLinksNoAdapter(t *testing.T) {
 			"github.com/agentflow/agentflow/internal/metrics", "github.com/agentflow/agentflow/internal/telemetry",
 			"github.com/prometheus/", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/",
 			"go.opentelemetry.io/proto/otlp", "go.uber.org/zap",
+			"github.com/agentflow/agentflow/internal/eventlog/pglive",
 		}},
 		{"../registry", "github.com/agentflow/agentflow/internal/agent", []string{"github.com/tmc/langchaingo", "github.com/agentflow/agentflow/internal/llm"}},
 	}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/stream"
+	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/eventlog/pglive"
+	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
@@ -35,7 +37,7 @@ func (e *env) startTurn(prompt string) string {
 
 // collect follows a stream from after and returns what it received, also
 // when following ends early (ctx) — the events are then a prefix.
-func collect(ctx context.Context, f *stream.Follower, streamID string, after int64) ([]agent.Event, error) {
+func collect(ctx context.Context, f *eventlog.Follower, streamID string, after int64) ([]agent.Event, error) {
 	var got []agent.Event
 	err := f.Follow(ctx, streamID, after, func(e agent.Event) error {
 		got = append(got, e)
@@ -179,9 +181,9 @@ func TestStreamWorkerKilled(t *testing.T) {
 	pool, err := pgxpool.New(ctx, p.dbURL)
 	require.NoError(t, err)
 	defer pool.Close()
-	hub := stream.NewHub(pool, p.logger)
+	hub := pglive.NewHub(pool, p.logger)
 	go func() { _ = hub.Run(ctx) }()
-	follower := stream.NewFollower(c, hub, p.logger, 0)
+	follower := eventlog.NewFollower(c, hub, server.SDKLogger(p.logger), 0)
 	first := p.startWorker()
 
 	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
@@ -278,7 +280,7 @@ func TestStreamNewTurnFollowsLive(t *testing.T) {
 		{"What is 12.5 * 4?", "The result is 50.", "turn_streamed_live_tool"},
 	} {
 		counter := &queryCounter{Client: e.Client()}
-		follower := stream.NewFollower(counter, e.Hub(), zaptest.NewLogger(t), 0)
+		follower := eventlog.NewFollower(counter, e.Hub(), server.SDKLogger(zaptest.NewLogger(t)), 0)
 		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: tc.prompt}
 		req.Normalize()
 		id := contract.TurnWorkflowID(req.TenantID, req.JobID)

@@ -1,7 +1,7 @@
 // Package gateway serves the agentflow.v1 gRPC API (proto/agentflow/v1).
 // Service (AgentService) starts turns, sends messages to conversations and
 // decides approvals through internal/turnclient, follows turns' event logs
-// (internal/stream) and reads stored results and agents (internal/store).
+// (internal/eventlog) and reads stored results and agents (internal/store).
 // CatalogService validates and applies catalog YAML
 // (internal/registry), lists the routing rules, answers RouteDryRun from
 // the routing cache, and streams the catalog's changes.

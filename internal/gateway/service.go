@@ -27,7 +27,7 @@ import (
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-// EventSource follows a turn's event log (internal/stream.Follower).
+// EventSource follows a turn's event log (eventlog.Follower).
 type EventSource interface {
 	Follow(ctx context.Context, streamID string, after int64, send func(agent.Event) error) error
 	// FollowNew follows the stream that start starts, from its first event.

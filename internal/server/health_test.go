@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 	"github.com/agentflow/agentflow/internal/store"
-	"github.com/agentflow/agentflow/internal/stream"
 )
 
 func TestMain(m *testing.M) { devtest.Main(m) }
@@ -35,7 +35,7 @@ func TestHealthzTemporalDown(t *testing.T) {
 	c, err := client.NewLazyClient(client.Options{HostPort: down, Logger: SDKLogger(logger)})
 	require.NoError(t, err)
 	defer c.Close()
-	s := &Server{logger: logger, store: st, client: c, hub: stream.NewHub(st.Pool(), logger)}
+	s := &Server{logger: logger, store: st, client: c, hub: pglive.NewHub(st.Pool(), logger)}
 
 	rec := httptest.NewRecorder()
 	s.healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))

@@ -27,6 +27,8 @@ import (
 
 	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/llm"
@@ -35,7 +37,6 @@ import (
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
-	"github.com/agentflow/agentflow/internal/stream"
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/workflows"
@@ -53,8 +54,8 @@ type Server struct {
 	scripted *scripted.Server
 	http     *http.Server
 	httpLn   net.Listener
-	hub      *stream.Hub
-	follower *stream.Follower
+	hub      *pglive.Hub
+	follower *eventlog.Follower
 	grpc     *grpc.Server
 	grpcLn   net.Listener
 	routes   *registry.Cache
@@ -96,10 +97,10 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	}
 	s.routes = registry.NewCache(s.store, s.egress, logger)
 	s.routes.Metrics = registry.NewMetrics(s.metrics.Registry)
-	streamMetrics := stream.NewMetrics(s.metrics.Registry, metrics.LatencyBuckets)
-	s.hub = stream.NewHub(s.store.Pool(), logger)
+	streamMetrics := pglive.NewMetrics(s.metrics.Registry, metrics.LatencyBuckets)
+	s.hub = pglive.NewHub(s.store.Pool(), logger)
 	s.hub.Metrics = streamMetrics
-	s.follower = stream.NewFollower(s.client, s.hub, logger, 0)
+	s.follower = eventlog.NewFollower(s.client, s.hub, SDKLogger(logger), 0)
 	s.follower.Metrics = streamMetrics
 	if err := s.newWorker(); err != nil {
 		return nil, err
@@ -304,7 +305,7 @@ func (s *Server) newWorker() error {
 	}
 	acts, err := activities.New(activities.Deps{
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger,
-		Temporal: s.client, Events: stream.NewPublisher(s.store.Pool()),
+		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()),
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent,
 	})
@@ -392,10 +393,10 @@ func (s *Server) Metrics() *prometheus.Registry { return s.metrics.Registry }
 func (s *Server) Tracing() *telemetry.Tracing { return s.tracing }
 
 // Follower follows turns' event streams (with this process's live path).
-func (s *Server) Follower() *stream.Follower { return s.follower }
+func (s *Server) Follower() *eventlog.Follower { return s.follower }
 
 // Hub is the live path the follower listens on.
-func (s *Server) Hub() *stream.Hub { return s.hub }
+func (s *Server) Hub() *pglive.Hub { return s.hub }
 
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }

@@ -1,4 +1,4 @@
-package stream
+package pglive
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -31,16 +32,22 @@ type Hub struct {
 	Metrics *Metrics
 }
 
-// Subscription receives one stream's live messages.
+// Subscription receives one stream's live messages (eventlog.Subscription).
 type Subscription struct {
 	hub      *Hub
 	streamID string
-	// C carries live events (empty Events: a wake-up).
-	C chan []agent.Event
-	// Lagged is signalled when messages were dropped (buffer full, or the
+	// c carries live events (none: a wake-up).
+	c chan []agent.Event
+	// lagged is signalled when messages were dropped (buffer full, or the
 	// listener reconnected): the follower must read the log.
-	Lagged chan struct{}
+	lagged chan struct{}
 }
+
+// Events carries the stream's live batches; an empty one is a wake-up.
+func (s *Subscription) Events() <-chan []agent.Event { return s.c }
+
+// Lagged is signalled when messages may have been lost.
+func (s *Subscription) Lagged() <-chan struct{} { return s.lagged }
 
 // NewHub returns a Hub; call Run to listen.
 func NewHub(pool *pgxpool.Pool, logger *zap.Logger) *Hub {
@@ -56,8 +63,10 @@ func (h *Hub) Connected() bool {
 }
 
 // Subscribe starts receiving streamID's messages. Close it when done.
-func (h *Hub) Subscribe(streamID string) *Subscription {
-	s := &Subscription{hub: h, streamID: streamID, C: make(chan []agent.Event, subscriberBuffer), Lagged: make(chan struct{}, 1)}
+func (h *Hub) Subscribe(streamID string) eventlog.Subscription { return h.subscribe(streamID) }
+
+func (h *Hub) subscribe(streamID string) *Subscription {
+	s := &Subscription{hub: h, streamID: streamID, c: make(chan []agent.Event, subscriberBuffer), lagged: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := h.subs[streamID]
@@ -87,7 +96,7 @@ func (s *Subscription) Close() {
 
 func (s *Subscription) lag() {
 	select {
-	case s.Lagged <- struct{}{}:
+	case s.lagged <- struct{}{}:
 	default:
 	}
 }
@@ -125,7 +134,7 @@ func (h *Hub) dispatch(m message) {
 	}
 	for s := range h.subs[m.StreamID] {
 		select {
-		case s.C <- m.Events:
+		case s.c <- m.Events:
 		default:
 			s.lag()
 		}

@@ -1,4 +1,4 @@
-package stream
+package eventlog
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
-	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -19,20 +19,45 @@ import (
 // most this much delay.
 const DefaultIdleRead = 2 * time.Second
 
-// Follower follows turns' event logs for clients.
+// LiveSource is the receiving end of the live path (pglive.Hub): what
+// activities published of each stream, fanned out to its subscribers.
+type LiveSource interface {
+	// Subscribe starts receiving streamID's live messages.
+	Subscribe(streamID string) Subscription
+}
+
+// Subscription receives one stream's live messages, in the order they
+// were published; Close it when done.
+type Subscription interface {
+	// Events carries batches of live events (none: a wake-up, the log has
+	// news).
+	Events() <-chan []agent.Event
+	// Lagged is signalled when messages may have been lost (a full
+	// buffer, the listener reconnecting, or not yet up): read the log.
+	Lagged() <-chan struct{}
+	Close()
+}
+
+// ReadCounter counts a follower's reads of the log, by reason: start,
+// gap, idle or close (pglive.Metrics).
+type ReadCounter interface {
+	LogRead(reason string)
+}
+
+// Follower follows turns' event logs for clients: the reader side.
 type Follower struct {
 	client   client.Client
-	hub      *Hub // nil: read the log only
-	logger   *zap.Logger
+	hub      LiveSource // nil: read the log only
+	logger   log.Logger
 	idleRead time.Duration
 	// Metrics counts log reads; nil counts nothing.
-	Metrics *Metrics
+	Metrics ReadCounter
 }
 
 // NewFollower returns a Follower. With a nil hub it only reads the log,
 // every idleRead (0 means DefaultIdleRead): that is the polling design
 // the live path is measured against.
-func NewFollower(c client.Client, hub *Hub, logger *zap.Logger, idleRead time.Duration) *Follower {
+func NewFollower(c client.Client, hub LiveSource, logger log.Logger, idleRead time.Duration) *Follower {
 	if idleRead <= 0 {
 		idleRead = DefaultIdleRead
 	}
@@ -47,14 +72,14 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	var sub *Subscription
+	var sub Subscription
 	if f.hub != nil {
 		// Subscribe before the first read: nothing falls between the two.
 		sub = f.hub.Subscribe(streamID)
 		defer sub.Close()
 	}
 
-	f.Metrics.read("start")
+	f.count("start")
 	page, err := f.read(ctx, streamID, after)
 	if err != nil {
 		return err
@@ -109,7 +134,7 @@ type following struct {
 // wait delivers what arrives next — live events, wake-ups, or what the
 // log holds after an idle spell or the workflow's end — until the
 // terminal event has been sent.
-func (fl *following) wait(ctx context.Context, sub *Subscription) error {
+func (fl *following) wait(ctx context.Context, sub Subscription) error {
 	// The turn's completion: a last read of the log ends every follower,
 	// whatever happened to the live path.
 	closed := make(chan struct{})
@@ -121,7 +146,7 @@ func (fl *following) wait(ctx context.Context, sub *Subscription) error {
 	var live <-chan []agent.Event
 	var lagged <-chan struct{}
 	if sub != nil {
-		live, lagged = sub.C, sub.Lagged
+		live, lagged = sub.Events(), sub.Lagged()
 	}
 	idle := time.NewTimer(fl.f.idleRead)
 	defer idle.Stop()
@@ -216,7 +241,7 @@ func (fl *following) live(ctx context.Context, evs []agent.Event) (bool, error) 
 // catchUp reads the log from the client's position, then sends the held
 // events that now follow.
 func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
-	fl.f.Metrics.read(reason)
+	fl.f.count(reason)
 	p, err := fl.f.read(ctx, fl.streamID, fl.next-1)
 	if err != nil {
 		return false, err
@@ -249,6 +274,13 @@ func (fl *following) drainHeld() (bool, error) {
 	}
 }
 
+// count counts a read of the log.
+func (f *Follower) count(reason string) {
+	if f.Metrics != nil {
+		f.Metrics.LogRead(reason)
+	}
+}
+
 // readRetryFor bounds how long a follower reads a log again after failed
 // reads before it gives the client the error. Generous: the turn is
 // durable, and a server saturated by a burst of turns (a thousand ending
@@ -269,7 +301,7 @@ func (f *Follower) read(ctx context.Context, streamID string, after int64) (agen
 		if err == nil || !agent.IsCode(err, agent.CodeUnavailable) || time.Now().Add(wait).After(deadline) {
 			break
 		}
-		f.logger.Warn("stream read failed; reading again", zap.String("stream_id", streamID), zap.Duration("wait", wait), zap.Error(err))
+		f.logger.Warn("stream read failed; reading again", "stream_id", streamID, "wait", wait, "error", err)
 		select {
 		case <-ctx.Done():
 			return page, ctx.Err()

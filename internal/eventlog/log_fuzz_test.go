@@ -1,4 +1,4 @@
-package workflows
+package eventlog
 
 import (
 	"encoding/json"
@@ -34,17 +34,18 @@ func FuzzTokenBatch(f *testing.F) {
 		if json.Unmarshal([]byte(raw), &b) != nil {
 			return
 		}
-		l := &eventLog{streamID: "turn/demo/j1", step: 1}
-		l.add(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+		l := New("turn/demo/j1")
+		l.OpenStep(1)
+		l.Append(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
 		before := len(l.events)
 
-		if l.accept(b) {
+		if l.Accept(b) {
 			require.Len(t, l.events, before+len(b.Events))
 			require.NotEmpty(t, b.Events)
 			for _, e := range l.events[before:] {
 				require.False(t, e.Kind == agent.EventStatus && e.Status != agent.StreamRetrying, "status %s from a batch", e.Status)
 			}
-			require.False(t, l.accept(b), "a repeated batch enters once")
+			require.False(t, l.Accept(b), "a repeated batch enters once")
 		} else {
 			require.Len(t, l.events, before)
 		}
@@ -53,8 +54,8 @@ func FuzzTokenBatch(f *testing.F) {
 			require.Equal(t, l.streamID, e.StreamID)
 		}
 
-		p := l.page(agent.EventsQuery{AfterIndex: after, Limit: limit, HeadOnly: headOnly})
-		require.Equal(t, l.next(), p.Next)
+		p := l.Page(agent.EventsQuery{AfterIndex: after, Limit: limit, HeadOnly: headOnly})
+		require.Equal(t, l.Next(), p.Next)
 		if limit > 0 {
 			require.LessOrEqual(t, len(p.Events), limit)
 		}

@@ -1,4 +1,4 @@
-package stream
+package pglive
 
 import (
 	"time"
@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics of the live path and of log reads.
+// Metrics of the live path and of followers' reads of the log.
 type Metrics struct {
 	lag   prometheus.Histogram
 	reads *prometheus.CounterVec
@@ -35,7 +35,8 @@ func (m *Metrics) published(at int64, now time.Time) {
 	}
 }
 
-func (m *Metrics) read(reason string) {
+// LogRead counts a follower's read of a log (eventlog.ReadCounter).
+func (m *Metrics) LogRead(reason string) {
 	if m != nil {
 		m.reads.WithLabelValues(reason).Inc()
 	}

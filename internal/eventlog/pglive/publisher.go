@@ -1,4 +1,4 @@
-package stream
+package pglive
 
 import (
 	"context"

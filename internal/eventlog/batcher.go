@@ -1,0 +1,315 @@
+package eventlog
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// Sink is where a streaming model call's batches go (Sinks over Temporal
+// and the live path).
+type Sink interface {
+	// Send delivers a batch: to the turn's log first, the durable record,
+	// then on the live path. An error means the turn did not take it.
+	Send(ctx context.Context, b agent.TokenBatch) error
+	// Head is the index the turn's log gives its next event.
+	Head(ctx context.Context, streamID string) (int64, error)
+	// HandOn publishes on the live path what the turn handed the activity
+	// (contract.Live).
+	HandOn(ctx context.Context, streamID string, live contract.Live)
+}
+
+// Call is one attempt of a streaming model call, as the batcher stamps its
+// events.
+type Call struct {
+	StreamID string
+	Step     int   // the turn's step: CallModel's seq
+	Attempt  int   // the activity's attempt, from 1
+	First    int64 // the index of the call's first event (CallModelInput.FirstIndex)
+	// Live is what the turn handed the call to publish before its own
+	// events.
+	Live contract.Live
+}
+
+// Batcher batches a model call's text into token events and sends each
+// batch to its Sink. The first text goes out at once, for a fast first
+// token; after that a batch leaves every interval, or sooner when it
+// reaches maxBytes, and never while the previous one is still being sent —
+// so a slow server gets fewer, larger batches instead of a queue. It
+// heartbeats the last index sent every second: the activity's heartbeat
+// timeout notices a lost worker, and the details say how far it got.
+type Batcher struct {
+	sink     Sink
+	interval time.Duration
+	maxBytes int
+	streamID string
+	step     int
+	attempt  int
+
+	mu      sync.Mutex
+	buf     strings.Builder
+	pending []agent.Event // events to send before the text (RETRYING)
+	next    int64         // index of the next event
+	err     error
+	// keepTail: at the stop, what is buffered stays for CloseTail.
+	keepTail bool
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// StartBatcher starts the sender for one attempt of a call; ctx is the
+// activity's. On a retried attempt it first fences off what earlier
+// attempts streamed: the log's head is read from the turn (the authority:
+// an earlier attempt may have died between a signal and its heartbeat),
+// and a RETRYING event voids the indices from the call's first on. Then
+// it publishes what the turn handed the call, and starts sending.
+func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration, maxBytes int) (*Batcher, error) {
+	b := &Batcher{
+		sink: sink, interval: interval, maxBytes: maxBytes,
+		streamID: c.StreamID, step: c.Step, attempt: c.Attempt,
+		next: c.First,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if c.Attempt > 1 {
+		head, err := sink.Head(ctx, c.StreamID)
+		if err != nil {
+			return nil, err
+		}
+		if head > c.First {
+			b.next = head
+			b.pending = append(b.pending, retrying(c))
+		}
+	}
+	sink.HandOn(ctx, c.StreamID, c.Live)
+	go b.run(ctx)
+	if len(b.pending) > 0 {
+		b.poke()
+	}
+	return b, nil
+}
+
+// retrying is the RETRYING status that voids what earlier attempts of the
+// call streamed.
+func retrying(c Call) agent.Event {
+	return agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: c.First, Attempt: c.Attempt, Step: c.Step}
+}
+
+// Restream is the batch that replaces whatever earlier attempts of a call
+// streamed with its stored reply: a RETRYING event voiding their text, if
+// the log has any, then the reply as one token event. The call returns it
+// as its last batch (contract.CallModelResult.Tail).
+func Restream(ctx context.Context, sink Sink, c Call, content string) (agent.TokenBatch, error) {
+	head, err := sink.Head(ctx, c.StreamID)
+	if err != nil {
+		return agent.TokenBatch{}, err
+	}
+	first := max(head, c.First)
+	var events []agent.Event
+	if head > c.First {
+		events = append(events, retrying(c))
+	}
+	events = append(events, agent.Event{Kind: agent.EventToken, Text: content, Step: c.Step, Attempt: c.Attempt})
+	for i := range events {
+		events[i].StreamID, events[i].Index = c.StreamID, first+int64(i)
+	}
+	return agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: first, Events: events}, nil
+}
+
+// Add is the model's OnText: it never blocks on the network.
+func (b *Batcher) Add(_ context.Context, text string) error {
+	b.mu.Lock()
+	b.buf.WriteString(text)
+	err := b.err
+	b.mu.Unlock()
+	if err != nil {
+		return err // stop the model call: the turn cannot take more text
+	}
+	b.poke()
+	return nil
+}
+
+func (b *Batcher) poke() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close sends what is left and waits; it returns the first send error.
+func (b *Batcher) Close() error {
+	close(b.stop)
+	<-b.done
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// CloseTail stops like Close but does not send what is buffered: it is
+// returned as the call's last batch (false when there is none), for the
+// call's result.
+func (b *Batcher) CloseTail() (agent.TokenBatch, bool, error) {
+	b.mu.Lock()
+	b.keepTail = true
+	b.mu.Unlock()
+	if err := b.Close(); err != nil {
+		return agent.TokenBatch{}, false, err
+	}
+	batch, ok := b.take()
+	return batch, ok, nil
+}
+
+// Abort stops without sending what is buffered: the attempt failed and
+// its text will be voided by the next attempt.
+func (b *Batcher) Abort() {
+	b.mu.Lock()
+	b.buf.Reset()
+	b.pending = nil
+	b.mu.Unlock()
+	_ = b.Close()
+}
+
+// Done is closed once the batcher has stopped sending.
+func (b *Batcher) Done() <-chan struct{} { return b.done }
+
+// finish sends what is buffered at the stop, unless CloseTail keeps it.
+func (b *Batcher) finish(ctx context.Context) {
+	b.mu.Lock()
+	keep := b.keepTail
+	b.mu.Unlock()
+	if !keep {
+		b.flush(ctx)
+	}
+}
+
+// run sends batches until Close or the end of the call's context.
+func (b *Batcher) run(ctx context.Context) {
+	defer close(b.done)
+	heartbeat := time.NewTicker(time.Second)
+	defer heartbeat.Stop()
+	var last time.Time // zero: the first batch leaves at once
+	for {
+		select {
+		case <-b.kick:
+		case <-heartbeat.C:
+			activity.RecordHeartbeat(ctx, b.lastIndex())
+			continue
+		case <-b.stop:
+			b.finish(ctx)
+			return
+		case <-ctx.Done():
+			return
+		}
+		switch b.wait(ctx, last) {
+		case waitStopped:
+			b.finish(ctx)
+			return
+		case waitCanceled:
+			return
+		}
+		if !b.flush(ctx) {
+			return
+		}
+		last = time.Now()
+	}
+}
+
+type waitOutcome int
+
+const (
+	waitDue waitOutcome = iota
+	waitStopped
+	waitCanceled
+)
+
+// wait waits until the interval since the last batch has passed, unless
+// the batch fills up first.
+func (b *Batcher) wait(ctx context.Context, last time.Time) waitOutcome {
+	for {
+		d := b.interval - time.Since(last)
+		if d <= 0 || b.size() >= b.maxBytes {
+			return waitDue
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			return waitDue
+		case <-b.kick:
+			t.Stop()
+		case <-b.stop:
+			t.Stop()
+			return waitStopped
+		case <-ctx.Done():
+			t.Stop()
+			return waitCanceled
+		}
+	}
+}
+
+// size is the text waiting to be sent, in bytes.
+func (b *Batcher) size() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+func (b *Batcher) lastIndex() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.next - 1
+}
+
+// take moves the buffered events into a batch; false when there are none.
+func (b *Batcher) take() (agent.TokenBatch, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	events := b.pending
+	b.pending = nil
+	if b.buf.Len() > 0 {
+		events = append(events, agent.Event{Kind: agent.EventToken, Text: b.buf.String(), Step: b.step, Attempt: b.attempt})
+		b.buf.Reset()
+	}
+	if len(events) == 0 {
+		return agent.TokenBatch{}, false
+	}
+	batch := agent.TokenBatch{StreamID: b.streamID, Step: b.step, Attempt: b.attempt, First: b.next, Events: events}
+	for i := range events {
+		events[i].StreamID = b.streamID
+		events[i].Index = b.next + int64(i)
+	}
+	return batch, true
+}
+
+// flush sends the buffered events as one batch; false after a failure.
+func (b *Batcher) flush(ctx context.Context) bool {
+	b.mu.Lock()
+	failed := b.err != nil
+	b.mu.Unlock()
+	if failed {
+		return false
+	}
+	batch, ok := b.take()
+	if !ok {
+		return true
+	}
+	if err := b.sink.Send(ctx, batch); err != nil {
+		b.mu.Lock()
+		b.err = err
+		b.mu.Unlock()
+		return false
+	}
+	last := batch.First + int64(len(batch.Events)) - 1
+	b.mu.Lock()
+	b.next = last + 1
+	b.mu.Unlock()
+	// No heartbeat here: the ticker's carries the last index, and a short
+	// call is spared the server round trip of a heartbeat of its own.
+	return true
+}

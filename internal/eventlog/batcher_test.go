@@ -1,0 +1,652 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// Generous bounds for things that happen "at once": they only fail a
+// broken batcher, never a slow machine.
+const (
+	waitFor = 10 * time.Second
+	tick    = 2 * time.Millisecond
+)
+
+// recordingSink is a Sink that records what the batcher sends. It is our
+// own seam (the batcher's way to its turn), so the batcher can be checked
+// without a turn. A send can be held until the test lets it go, be slow,
+// or fail.
+type recordingSink struct {
+	headIndex int64         // what head returns
+	headErr   error         // what head fails with
+	failAt    int           // the send (counted from 1) that fails; 0: none
+	gate      chan struct{} // when set, each send waits for a value from it
+	delay     time.Duration // how long each send takes
+
+	mu          sync.Mutex
+	sent        []sentBatch // the sends that succeeded
+	started     int         // sends begun
+	inFlight    int
+	maxInFlight int
+	heads       int
+	handedOn    []contract.Live
+}
+
+type sentBatch struct {
+	agent.TokenBatch
+	start, end time.Time
+}
+
+var errTurnGone = errors.New("turn is gone")
+
+func (l *recordingSink) Send(ctx context.Context, b agent.TokenBatch) error {
+	start := time.Now()
+	l.mu.Lock()
+	l.started++
+	n := l.started
+	l.inFlight++
+	l.maxInFlight = max(l.maxInFlight, l.inFlight)
+	l.mu.Unlock()
+
+	var err error
+	switch {
+	case l.gate != nil:
+		select {
+		case <-l.gate:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	case l.delay > 0:
+		select {
+		case <-time.After(l.delay):
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight--
+	if n == l.failAt {
+		err = errTurnGone
+	}
+	if err != nil {
+		return err
+	}
+	l.sent = append(l.sent, sentBatch{TokenBatch: b, start: start, end: time.Now()})
+	return nil
+}
+
+func (l *recordingSink) Head(context.Context, string) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.heads++
+	return l.headIndex, l.headErr
+}
+
+func (l *recordingSink) HandOn(_ context.Context, _ string, live contract.Live) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.handedOn = append(l.handedOn, live)
+}
+
+func (l *recordingSink) batches() []sentBatch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]sentBatch(nil), l.sent...)
+}
+
+func (l *recordingSink) sentCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.sent)
+}
+
+func (l *recordingSink) startedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.started
+}
+
+func (l *recordingSink) busy() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight
+}
+
+// streamCall is attempt 1 of a streaming call of step 2 whose first event
+// index is first.
+func streamCall(first int64) Call {
+	return Call{StreamID: "turn/demo/job-1", Step: 2, Attempt: 1, First: first}
+}
+
+// startTestBatcher starts a batcher for c, inside an activity, and stops
+// it when the test ends.
+func startTestBatcher(t *testing.T, interval time.Duration, maxBytes int, c Call, link Sink) (*Batcher, *heartbeatRecorder) {
+	t.Helper()
+	actx, beats := activityContext(t)
+	ctx, cancel := context.WithCancel(actx)
+	s, err := StartBatcher(ctx, link, c, interval, maxBytes)
+	require.NoError(t, err)
+	// Runs before the activity ends: the batcher heartbeats until done.
+	t.Cleanup(func() {
+		cancel()
+		<-s.Done()
+	})
+	return s, beats
+}
+
+func texts(bs []sentBatch) []string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.Text())
+	}
+	return out
+}
+
+func sentEvents(bs []sentBatch) []agent.Event {
+	var out []agent.Event
+	for _, b := range bs {
+		out = append(out, b.Events...)
+	}
+	return out
+}
+
+// requireGapFree checks that the batches continue each other from index
+// first, each stamped with the call's stream, step and attempt.
+func requireGapFree(t *testing.T, bs []sentBatch, first int64, c Call) {
+	t.Helper()
+	next := first
+	for i, b := range bs {
+		require.Equal(t, next, b.First, "batch %d", i)
+		require.NotEmpty(t, b.Events, "batch %d", i)
+		require.Equal(t, c.StreamID, b.StreamID)
+		require.Equal(t, c.Step, b.Step)
+		require.Equal(t, c.Attempt, b.Attempt)
+		for j, e := range b.Events {
+			require.Equal(t, b.First+int64(j), e.Index, "batch %d event %d", i, j)
+			require.Equal(t, c.StreamID, e.StreamID)
+			require.Equal(t, c.Step, e.Step)
+			require.Equal(t, c.Attempt, e.Attempt)
+		}
+		next += int64(len(b.Events))
+	}
+}
+
+// requireHeartbeats checks that the heartbeats report the last index the
+// turn took: before, the index before the call's first, or a batch's last
+// index, in order, and never one of a batch that was not taken. (Batches
+// are not heartbeaten one by one: the one-second heartbeat reports the
+// latest, and a short call sends none of its own.)
+func requireHeartbeats(t *testing.T, beats []int64, bs []sentBatch, before int64) {
+	t.Helper()
+	taken := map[int64]bool{before: true}
+	for _, b := range bs {
+		taken[b.First+int64(len(b.Events))-1] = true
+	}
+	require.IsNonDecreasing(t, beats)
+	for _, v := range beats {
+		require.True(t, taken[v], "heartbeat %d is not the last index of a batch the turn took (heartbeats %v)", v, beats)
+	}
+}
+
+func TestBatcherSendsFirstTextAtOnce(t *testing.T) {
+	link := &recordingSink{}
+	in := streamCall(7)
+	// An hour between batches: the first one can only be in time if it
+	// does not wait for the interval.
+	s, beats := startTestBatcher(t, time.Hour, 1<<20, in, link)
+
+	require.NoError(t, s.Add(t.Context(), "Hel"))
+	require.Eventually(t, func() bool { return link.sentCount() == 1 }, waitFor, tick)
+	require.NoError(t, s.Add(t.Context(), "lo"))
+	require.NoError(t, s.Add(t.Context(), " world"))
+	require.Equal(t, 1, link.startedCount(), "later text waits for the interval")
+
+	require.NoError(t, s.Close(), "close sends what is left")
+	bs := link.batches()
+	require.Equal(t, []string{"Hel", "lo world"}, texts(bs))
+	requireGapFree(t, bs, 7, in)
+	requireHeartbeats(t, beats.all(), bs, 6)
+}
+
+func TestBatcherSendsAtMostEveryInterval(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	link := &recordingSink{}
+	in := streamCall(1)
+	s, beats := startTestBatcher(t, interval, 1<<20, in, link)
+
+	// A model that streams a piece every 5 ms for about 300 ms.
+	const adds = 60
+	var want strings.Builder
+	pace := time.NewTicker(5 * time.Millisecond)
+	defer pace.Stop()
+	for i := range adds {
+		<-pace.C
+		piece := fmt.Sprintf("w%d ", i)
+		want.WriteString(piece)
+		require.NoError(t, s.Add(t.Context(), piece))
+	}
+	// Let the last text leave on its own: close would send it at once.
+	require.Eventually(t, func() bool { return strings.Join(texts(link.batches()), "") == want.String() }, waitFor, tick)
+	require.NoError(t, s.Close())
+
+	bs := link.batches()
+	require.Less(t, len(bs), adds, "pieces are batched")
+	for i := 1; i < len(bs); i++ {
+		// The batcher starts the interval when a send returns, after the
+		// link's end stamp, so the gap cannot be shorter on any machine.
+		require.GreaterOrEqual(t, bs[i].start.Sub(bs[i-1].end), interval, "batch %d left early", i)
+	}
+	requireGapFree(t, bs, 1, in)
+	requireHeartbeats(t, beats.all(), bs, 0)
+}
+
+func TestBatcherSendsFullBatchEarly(t *testing.T) {
+	link := &recordingSink{}
+	in := streamCall(1)
+	s, beats := startTestBatcher(t, time.Hour, 8, in, link)
+
+	require.NoError(t, s.Add(t.Context(), "a"))
+	require.Eventually(t, func() bool { return link.sentCount() == 1 }, waitFor, tick)
+
+	require.NoError(t, s.Add(t.Context(), "0123"))
+	require.Equal(t, 1, link.startedCount(), "4 bytes of 8 wait for the interval")
+	require.NoError(t, s.Add(t.Context(), "4567"))
+	// With an hour's interval, only the size cap sends it.
+	require.Eventually(t, func() bool { return link.sentCount() == 2 }, waitFor, tick)
+
+	require.NoError(t, s.Add(t.Context(), "xy"))
+	require.Equal(t, 2, link.startedCount())
+	require.NoError(t, s.Close())
+
+	bs := link.batches()
+	require.Equal(t, []string{"a", "01234567", "xy"}, texts(bs))
+	requireGapFree(t, bs, 1, in)
+	requireHeartbeats(t, beats.all(), bs, 0)
+}
+
+func TestBatcherWaitsForSendInFlight(t *testing.T) {
+	link := &recordingSink{gate: make(chan struct{})}
+	in := streamCall(3)
+	s, beats := startTestBatcher(t, 10*time.Millisecond, 1<<20, in, link)
+
+	require.NoError(t, s.Add(t.Context(), "first"))
+	require.Eventually(t, func() bool { return link.busy() == 1 }, waitFor, tick)
+
+	// The turn is slow to take the first batch; the model goes on, and
+	// add does not wait for the network (it would block this test).
+	var more strings.Builder
+	for i := range 20 {
+		piece := fmt.Sprintf(" w%d", i)
+		more.WriteString(piece)
+		require.NoError(t, s.Add(t.Context(), piece))
+	}
+	require.Equal(t, 1, link.startedCount(), "no second send while the first is in flight")
+
+	link.gate <- struct{}{} // the first send returns
+	require.Eventually(t, func() bool { return link.busy() == 1 && link.startedCount() == 2 }, waitFor, tick)
+	link.gate <- struct{}{}
+	require.NoError(t, s.Close())
+
+	bs := link.batches()
+	require.Equal(t, []string{"first", more.String()}, texts(bs), "what waited goes as one batch")
+	require.Equal(t, 1, link.maxInFlight)
+	requireGapFree(t, bs, 3, in)
+	requireHeartbeats(t, beats.all(), bs, 2)
+}
+
+func TestBatcherSlowSendGivesFewerLargerBatches(t *testing.T) {
+	link := &recordingSink{delay: 300 * time.Millisecond}
+	in := streamCall(1)
+	s, beats := startTestBatcher(t, 50*time.Millisecond, 1<<20, in, link)
+
+	// About 600 ms of text, a piece every 10 ms: with 50 ms batches and an
+	// instant turn that would be a dozen batches or more.
+	const adds = 60
+	var want strings.Builder
+	pace := time.NewTicker(10 * time.Millisecond)
+	defer pace.Stop()
+	for i := range adds {
+		<-pace.C
+		piece := fmt.Sprintf("w%d ", i)
+		want.WriteString(piece)
+		require.NoError(t, s.Add(t.Context(), piece))
+	}
+	require.NoError(t, s.Close())
+
+	bs := link.batches()
+	require.Equal(t, want.String(), strings.Join(texts(bs), ""))
+	require.Equal(t, 1, link.maxInFlight, "never two sends in flight")
+	for i := 1; i < len(bs); i++ {
+		require.False(t, bs[i].start.Before(bs[i-1].end), "batch %d overlaps the one before", i)
+	}
+	// Each send takes 300 ms, so 600 ms of text fits in a handful of
+	// batches; a third of the pieces leaves ample room for a slow machine.
+	require.Less(t, len(bs), adds/3)
+	requireGapFree(t, bs, 1, in)
+	requireHeartbeats(t, beats.all(), bs, 0)
+}
+
+func TestBatcherAbortSendsNothingBuffered(t *testing.T) {
+	tests := []struct {
+		name string
+		hold bool // abort while the first batch is still being sent
+	}{
+		{name: "text waiting for the interval"},
+		{name: "text waiting behind a send in flight", hold: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			link := &recordingSink{}
+			if tt.hold {
+				link.gate = make(chan struct{})
+			}
+			s, _ := startTestBatcher(t, time.Hour, 1<<20, streamCall(1), link)
+
+			require.NoError(t, s.Add(t.Context(), "kept"))
+			require.Eventually(t, func() bool { return link.startedCount() == 1 }, waitFor, tick)
+			require.NoError(t, s.Add(t.Context(), " dropped"))
+
+			aborted := make(chan struct{})
+			go func() {
+				s.Abort()
+				close(aborted)
+			}()
+			if tt.hold {
+				// abort drops the buffer, then waits for the send in flight.
+				require.Eventually(t, func() bool { return s.size() == 0 }, waitFor, tick)
+				link.gate <- struct{}{}
+			}
+			<-aborted
+
+			require.Equal(t, 1, link.startedCount())
+			require.Equal(t, []string{"kept"}, texts(link.batches()))
+		})
+	}
+}
+
+func TestBatcherSendErrorStopsStream(t *testing.T) {
+	tests := []struct {
+		name   string
+		failAt int
+	}{
+		{name: "first send fails", failAt: 1},
+		{name: "a later send fails", failAt: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			link := &recordingSink{failAt: tt.failAt}
+			in := streamCall(1)
+			s, beats := startTestBatcher(t, 10*time.Millisecond, 1<<20, in, link)
+
+			for i := 1; i < tt.failAt; i++ {
+				require.NoError(t, s.Add(t.Context(), "ok "))
+				require.Eventually(t, func() bool { return link.sentCount() == i }, waitFor, tick)
+			}
+			require.NoError(t, s.Add(t.Context(), "lost"))
+			// Once the send has failed, add returns its error: the model
+			// call stops instead of streaming into the void.
+			require.Eventually(t, func() bool { return errors.Is(s.Add(t.Context(), " more"), errTurnGone) }, waitFor, tick)
+			require.ErrorIs(t, s.Add(t.Context(), " and more"), errTurnGone)
+			require.ErrorIs(t, s.Close(), errTurnGone)
+
+			require.Equal(t, tt.failAt, link.startedCount(), "nothing is sent after a failure")
+			bs := link.batches()
+			require.Len(t, bs, tt.failAt-1)
+			requireGapFree(t, bs, 1, in)
+			requireHeartbeats(t, beats.all(), bs, 0)
+		})
+	}
+}
+
+func TestBatcherFencesRetriedAttempt(t *testing.T) {
+	const first = 5
+	in := streamCall(first)
+	token := func(index int64, attempt int) agent.Event {
+		return agent.Event{StreamID: in.StreamID, Index: index, Kind: agent.EventToken, Text: "Hi", Step: in.Step, Attempt: attempt}
+	}
+	tests := []struct {
+		name      string
+		attempt   int
+		head      int64
+		headErr   error
+		wantHeads int
+		wantFirst int64
+		want      []agent.Event
+		wantErr   error
+	}{
+		{
+			name:    "first attempt",
+			attempt: 1, head: 9,
+			wantHeads: 0, // TestActivityEnvironment's attempt: the head is not read
+			wantFirst: first,
+			want:      []agent.Event{token(first, 1)},
+		},
+		{
+			name:    "retry after an attempt streamed text",
+			attempt: 3, head: 9,
+			wantHeads: 1,
+			wantFirst: 9,
+			want: []agent.Event{
+				{StreamID: in.StreamID, Index: 9, Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: first, Attempt: 3, Step: in.Step},
+				token(10, 3),
+			},
+		},
+		{
+			name:    "retry before any text was streamed",
+			attempt: 2, head: first,
+			wantHeads: 1,
+			wantFirst: first,
+			want:      []agent.Event{token(first, 2)},
+		},
+		{
+			name:    "retry with the head short of the call's first index",
+			attempt: 2, head: first - 2,
+			wantHeads: 1,
+			wantFirst: first,
+			want:      []agent.Event{token(first, 2)},
+		},
+		{
+			name:    "retry that cannot read the head",
+			attempt: 2, headErr: errTurnGone,
+			wantHeads: 1,
+			wantErr:   errTurnGone,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			link := &recordingSink{headIndex: tt.head, headErr: tt.headErr}
+			c := in
+			c.Attempt = tt.attempt
+			if tt.wantErr != nil {
+				ctx, _ := activityContext(t)
+				_, err := StartBatcher(ctx, link, c, time.Millisecond, 1<<20)
+				require.ErrorIs(t, err, tt.wantErr)
+				require.Equal(t, tt.wantHeads, link.heads)
+				require.Zero(t, link.startedCount())
+				require.Empty(t, link.handedOn, "nothing is published for a call that cannot start")
+				return
+			}
+
+			s, beats := startTestBatcher(t, 10*time.Millisecond, 1<<20, c, link)
+			if tt.want[0].Status == agent.StreamRetrying {
+				// The fence goes out at once, before the model's first text.
+				require.Eventually(t, func() bool { return link.sentCount() == 1 }, waitFor, tick)
+				require.Equal(t, tt.want[:1], link.batches()[0].Events)
+			}
+			require.NoError(t, s.Add(t.Context(), "Hi"))
+			require.NoError(t, s.Close())
+
+			bs := link.batches()
+			require.Equal(t, tt.want, sentEvents(bs))
+			require.Equal(t, tt.wantHeads, link.heads)
+			requireGapFree(t, bs, tt.wantFirst, c)
+			requireHeartbeats(t, beats.all(), bs, tt.wantFirst-1)
+		})
+	}
+}
+
+// TestBatcherHandsOnFirst: what the turn handed the call is published
+// before the call's first batch, so that followers see the log's order.
+func TestBatcherHandsOnFirst(t *testing.T) {
+	link := &recordingSink{}
+	in := streamCall(3)
+	in.Live = contract.Live{Events: []agent.Event{{StreamID: in.StreamID, Index: 2, Kind: agent.EventUsage}}}
+	s, _ := startTestBatcher(t, time.Hour, 1<<20, in, link)
+	link.mu.Lock()
+	require.Equal(t, []contract.Live{in.Live}, link.handedOn, "published at the start")
+	link.mu.Unlock()
+	require.NoError(t, s.Add(t.Context(), "x"))
+	require.NoError(t, s.Close())
+	require.Equal(t, []string{"x"}, texts(link.batches()))
+}
+
+// TestBatcherCloseTail: CloseTail sends nothing of what is buffered and
+// returns it as the call's last batch, continuing the batches sent.
+func TestBatcherCloseTail(t *testing.T) {
+	link := &recordingSink{}
+	in := streamCall(4)
+	s, _ := startTestBatcher(t, time.Hour, 1<<20, in, link)
+	require.NoError(t, s.Add(t.Context(), "first"))
+	require.Eventually(t, func() bool { return link.sentCount() == 1 }, waitFor, tick)
+	require.NoError(t, s.Add(t.Context(), " last"))
+	tail, ok, err := s.CloseTail()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 1, link.startedCount(), "the tail is not sent")
+	requireGapFree(t, append(link.batches(), sentBatch{TokenBatch: tail}), 4, in)
+	require.Equal(t, " last", tail.Text())
+}
+
+// TestRestream: a retried call whose reply an earlier attempt stored
+// voids what the log holds of that attempt's text and sends the reply
+// whole, as the batch of its result.
+func TestRestream(t *testing.T) {
+	in := streamCall(5)
+	in.Attempt = 2
+	for _, tc := range []struct {
+		name  string
+		head  int64
+		first int64
+		kinds []agent.EventKind
+	}{
+		{"the earlier attempt streamed text", 9, 9, []agent.EventKind{agent.EventStatus, agent.EventToken}},
+		{"nothing of it in the log", 5, 5, []agent.EventKind{agent.EventToken}},
+	} {
+		b, err := Restream(t.Context(), &recordingSink{headIndex: tc.head}, in, "the whole reply")
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.first, b.First, tc.name)
+		require.Equal(t, in.Step, b.Step)
+		require.Equal(t, 2, b.Attempt)
+		var kinds []agent.EventKind
+		for i, e := range b.Events {
+			kinds = append(kinds, e.Kind)
+			require.Equal(t, b.First+int64(i), e.Index)
+			require.Equal(t, in.StreamID, e.StreamID)
+		}
+		require.Equal(t, tc.kinds, kinds, tc.name)
+		if tc.head > in.First {
+			require.Equal(t, agent.StreamRetrying, b.Events[0].Status)
+			require.Equal(t, in.First, b.Events[0].VoidFrom)
+		}
+		require.Equal(t, "the whole reply", b.Events[len(b.Events)-1].Text)
+	}
+	_, err := Restream(t.Context(), &recordingSink{headErr: errTurnGone}, in, "x")
+	require.ErrorIs(t, err, errTurnGone)
+}
+
+// heartbeatRecorder is a worker interceptor that records every
+// activity.RecordHeartbeat. The SDK sends an activity's first heartbeat
+// at once and batches the later ones over a throttle window (30 s without
+// a heartbeat timeout, as in TestActivityEnvironment), so the
+// environment's heartbeat listener sees only the first: the interceptor
+// sees every heartbeat the activity reports.
+type heartbeatRecorder struct {
+	interceptor.WorkerInterceptorBase
+
+	mu    sync.Mutex
+	beats []int64
+}
+
+func (r *heartbeatRecorder) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &heartbeatInbound{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, r: r}
+}
+
+// all returns the heartbeats so far, in order.
+func (r *heartbeatRecorder) all() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int64(nil), r.beats...)
+}
+
+type heartbeatInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	r *heartbeatRecorder
+}
+
+func (i *heartbeatInbound) Init(outbound interceptor.ActivityOutboundInterceptor) error {
+	return i.Next.Init(&heartbeatOutbound{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: outbound}, r: i.r})
+}
+
+type heartbeatOutbound struct {
+	interceptor.ActivityOutboundInterceptorBase
+	r *heartbeatRecorder
+}
+
+func (o *heartbeatOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
+	if len(details) == 1 {
+		if index, ok := details[0].(int64); ok {
+			o.r.mu.Lock()
+			o.r.beats = append(o.r.beats, index)
+			o.r.mu.Unlock()
+		}
+	}
+	o.Next.RecordHeartbeat(ctx, details...)
+}
+
+// activityContext runs an activity that holds until the test ends and
+// returns its context: the batcher heartbeats, which needs one. The test
+// itself stays on its own goroutine.
+func activityContext(t *testing.T) (context.Context, *heartbeatRecorder) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestActivityEnvironment()
+	beats := &heartbeatRecorder{}
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{beats}})
+	started := make(chan context.Context)
+	release := make(chan struct{})
+	env.RegisterActivityWithOptions(func(ctx context.Context) error {
+		started <- ctx
+		<-release
+		return nil
+	}, activity.RegisterOptions{Name: "Hold"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.ExecuteActivity("Hold")
+		done <- err
+	}()
+	ctx := <-started
+	t.Cleanup(func() {
+		close(release)
+		require.NoError(t, <-done)
+	})
+	return ctx, beats
+}

@@ -1,0 +1,395 @@
+package eventlog_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/eventlog/pglive"
+	"github.com/agentflow/agentflow/internal/turnclient"
+)
+
+func TestMain(m *testing.M) { devtest.Main(m) }
+
+const waitFor = 10 * time.Second
+
+// logWorkflow is a turn reduced to its event log: the test appends events
+// with the "append" signal, as a turn would log them, and the workflow
+// ends when the test sends no events (or terminates it), so that when it
+// closes is the test's choice. Followers read it with the events query,
+// as they read a turn's.
+func logWorkflow(ctx workflow.Context) error {
+	l := eventlog.New(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	if err := l.Register(ctx, "demo"); err != nil {
+		return err
+	}
+	ch := workflow.GetSignalChannel(ctx, "append")
+	for {
+		var evs []agent.Event
+		ch.Receive(ctx, &evs)
+		if len(evs) == 0 {
+			return nil
+		}
+		for _, e := range evs {
+			l.Append(e)
+		}
+	}
+}
+
+// queryCounter counts the queries a follower makes through the real
+// client: its reads of the log.
+type queryCounter struct {
+	client.Client
+	queries atomic.Int32
+}
+
+func (c *queryCounter) QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error) {
+	c.queries.Add(1)
+	return c.Client.QueryWorkflow(ctx, workflowID, runID, queryType, args...)
+}
+
+// followEnv is a worker running logWorkflow on the test's own task queue,
+// the live path on the test's own database, and a follower of both whose
+// reads are counted. The follower never reads the log for want of news
+// (idle reads an hour apart), so every read a test sees has a reason.
+type followEnv struct {
+	t        *testing.T
+	c        client.Client
+	queue    string
+	hub      *pglive.Hub
+	pub      *pglive.Publisher
+	pool     *pgxpool.Pool
+	counter  *queryCounter
+	follower *eventlog.Follower
+}
+
+func newFollowEnv(t *testing.T) *followEnv {
+	t.Helper()
+	address, namespace := devtest.Temporal(t)
+	c, err := client.Dial(client.Options{HostPort: address, Namespace: namespace, Logger: quiet()})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	queue := "eventlog-" + randomID()
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(logWorkflow, workflow.RegisterOptions{Name: "EventLogTest"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pool, err := pgxpool.New(ctx, devtest.Database(t))
+	require.NoError(t, err)
+	hub := pglive.NewHub(pool, zaptest.NewLogger(t))
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		pool.Close()
+	})
+	require.Eventually(t, hub.Connected, waitFor, 5*time.Millisecond)
+	counter := &queryCounter{Client: c}
+	return &followEnv{t: t, c: c, queue: queue, hub: hub, pub: pglive.NewPublisher(pool), pool: pool, counter: counter,
+		follower: eventlog.NewFollower(counter, hub, quiet(), time.Hour)}
+}
+
+func quiet() tlog.Logger { return tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// start starts a log whose stream is a turn's of tenant demo.
+func (e *followEnv) start() (streamID, runID string) {
+	e.t.Helper()
+	id := contract.TurnWorkflowID("demo", "job-"+randomID())
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: e.queue}, "EventLogTest")
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = e.c.TerminateWorkflow(context.Background(), id, "", "test over") })
+	return id, run.GetRunID()
+}
+
+// log appends events to the stream's log, as the turn does, and waits
+// until the log holds them. It reads the log with its own client: the
+// follower's reads are counted.
+func (e *followEnv) log(streamID string, evs ...agent.Event) {
+	e.t.Helper()
+	require.NoError(e.t, e.c.SignalWorkflow(context.Background(), streamID, "", "append", evs))
+	want := evs[len(evs)-1].Index + 1
+	require.Eventually(e.t, func() bool {
+		p, err := turnclient.Events(context.Background(), e.c, streamID, agent.EventsQuery{HeadOnly: true})
+		return err == nil && p.Next == want
+	}, waitFor, 10*time.Millisecond)
+}
+
+// publish sends events on the live path, as an activity does once the
+// turn holds them.
+func (e *followEnv) publish(streamID string, evs ...agent.Event) {
+	e.t.Helper()
+	require.NoError(e.t, e.pub.Publish(context.Background(), agent.TokenBatch{StreamID: streamID, First: evs[0].Index, Events: evs}))
+}
+
+// following is a follower at work on its own goroutine; the test reads
+// what it delivered from got.
+type following struct {
+	got  chan agent.Event
+	done chan error
+}
+
+func (e *followEnv) follow(ctx context.Context, streamID string, after int64) *following {
+	f := &following{got: make(chan agent.Event, 100), done: make(chan error, 1)}
+	go func() {
+		f.done <- e.follower.Follow(ctx, streamID, after, func(ev agent.Event) error {
+			f.got <- ev
+			return nil
+		})
+	}()
+	return f
+}
+
+// next returns the next n events delivered.
+func (f *following) next(t *testing.T, n int) []agent.Event {
+	t.Helper()
+	var out []agent.Event
+	for range n {
+		select {
+		case ev := <-f.got:
+			out = append(out, ev)
+		case err := <-f.done:
+			// What it delivered before it returned comes first.
+			select {
+			case ev := <-f.got:
+				out = append(out, ev)
+				f.done <- err
+				continue
+			default:
+			}
+			t.Fatalf("following ended after %d of %d events: %v", len(out), n, err)
+		case <-time.After(waitFor):
+			t.Fatalf("%d of %d events delivered", len(out), n)
+		}
+	}
+	return out
+}
+
+// end waits for the follower to return, with nothing more delivered.
+func (f *following) end(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-f.done:
+		require.Empty(t, f.got, "delivered after the end")
+		return err
+	case <-time.After(waitFor):
+		t.Fatal("following did not end")
+		return nil
+	}
+}
+
+func ev(streamID string, index int64, kind agent.EventKind, text string) agent.Event {
+	e := agent.Event{StreamID: streamID, Index: index, Kind: kind, Text: text}
+	if kind == agent.EventStatus {
+		e.Text, e.Status = "", text
+	}
+	return e
+}
+
+func requireIndices(t *testing.T, evs []agent.Event, from, to int64) {
+	t.Helper()
+	var got []int64
+	for _, e := range evs {
+		got = append(got, e.Index)
+	}
+	var want []int64
+	for i := from; i <= to; i++ {
+		want = append(want, i)
+	}
+	require.Equal(t, want, got)
+}
+
+// TestFollowCatchesUpThenFollowsLive: a follower of a running turn reads
+// what the log holds once, then takes what follows from the live path
+// without reading the log again, to the terminal event.
+func TestFollowCatchesUpThenFollowsLive(t *testing.T) {
+	e := newFollowEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, _ := e.start()
+	e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning), ev(id, 2, agent.EventToken, "a"), ev(id, 3, agent.EventToken, "b"))
+
+	f := e.follow(ctx, id, 0)
+	requireIndices(t, f.next(t, 3), 1, 3)
+	require.Equal(t, int32(1), e.counter.queries.Load(), "one read to catch up")
+
+	live := []agent.Event{ev(id, 4, agent.EventToken, "c"), ev(id, 5, agent.EventToken, "d")}
+	e.log(id, live...)
+	e.publish(id, live...)
+	require.Equal(t, live, f.next(t, 2))
+	end := ev(id, 6, agent.EventStatus, agent.StreamCompleted)
+	e.publish(id, end)
+	require.Equal(t, end, f.next(t, 1)[0])
+	require.NoError(t, f.end(t))
+	require.Equal(t, int32(1), e.counter.queries.Load(), "the live events were not read from the log")
+}
+
+// TestFollowFillsGapFromLog: a live batch that does not continue what the
+// client has (notifications lost) makes the follower read the gap from
+// the log; the batch's events are delivered once, in order, and a late
+// repeat of them is not delivered again.
+func TestFollowFillsGapFromLog(t *testing.T) {
+	e := newFollowEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, _ := e.start()
+	e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning), ev(id, 2, agent.EventToken, "a"))
+	f := e.follow(ctx, id, 0)
+	requireIndices(t, f.next(t, 2), 1, 2)
+
+	e.log(id, ev(id, 3, agent.EventToken, "b"), ev(id, 4, agent.EventToken, "c"), ev(id, 5, agent.EventToken, "d"))
+	e.publish(id, ev(id, 5, agent.EventToken, "d")) // 3 and 4 were never published
+	got := f.next(t, 3)
+	requireIndices(t, got, 3, 5)
+	require.Equal(t, "abcd", "a"+got[0].Text+got[1].Text+got[2].Text)
+	require.Equal(t, int32(2), e.counter.queries.Load(), "one read to catch up, one for the gap")
+
+	e.publish(id, ev(id, 4, agent.EventToken, "c"), ev(id, 5, agent.EventToken, "d")) // late
+	e.publish(id, ev(id, 6, agent.EventStatus, agent.StreamCompleted))
+	require.Equal(t, int64(6), f.next(t, 1)[0].Index, "the late batch is not delivered again")
+	require.NoError(t, f.end(t))
+}
+
+// TestFollowReadsLogAfterReconnect: notifications lost while the
+// listener reconnects are read from the log once it is back; without the
+// reconnect the follower would wait for its next idle read, an hour away.
+func TestFollowReadsLogAfterReconnect(t *testing.T) {
+	e := newFollowEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, _ := e.start()
+	e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning))
+	f := e.follow(ctx, id, 0)
+	requireIndices(t, f.next(t, 1), 1, 1)
+
+	// Logged while their notifications are lost with the listener.
+	e.log(id, ev(id, 2, agent.EventToken, "a"), ev(id, 3, agent.EventToken, "b"))
+	var killed int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN '||$1`, pglive.Channel).Scan(&killed))
+	require.Equal(t, 1, killed)
+	requireIndices(t, f.next(t, 2), 2, 3)
+
+	// The live path works again once the listener is back.
+	require.Eventually(t, e.hub.Connected, waitFor, 5*time.Millisecond)
+	reads := e.counter.queries.Load()
+	end := ev(id, 4, agent.EventStatus, agent.StreamCompleted)
+	e.publish(id, end)
+	require.Equal(t, end, f.next(t, 1)[0])
+	require.NoError(t, f.end(t))
+	require.Equal(t, reads, e.counter.queries.Load(), "the end came live")
+}
+
+// TestFollowNewNeedsNoRead: a follower of a turn it starts subscribes
+// first, so that when the live path carries every event it never reads
+// the log at all.
+func TestFollowNewNeedsNoRead(t *testing.T) {
+	e := newFollowEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var got []agent.Event
+	id := contract.TurnWorkflowID("demo", "job-"+randomID())
+	err := e.follower.FollowNew(ctx, id, func() (string, error) {
+		run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: e.queue}, "EventLogTest")
+		if err != nil {
+			return "", err
+		}
+		t.Cleanup(func() { _ = e.c.TerminateWorkflow(context.Background(), id, "", "test over") })
+		evs := []agent.Event{ev(id, 1, agent.EventStatus, agent.StreamRunning), ev(id, 2, agent.EventToken, "hi"), ev(id, 3, agent.EventStatus, agent.StreamCompleted)}
+		if err := e.c.SignalWorkflow(ctx, id, "", "append", evs); err != nil {
+			return "", err
+		}
+		if err := e.pub.Publish(ctx, agent.TokenBatch{StreamID: id, First: 1, Events: evs}); err != nil {
+			return "", err
+		}
+		return run.GetRunID(), nil
+	}, func(ev agent.Event) error {
+		got = append(got, ev)
+		return nil
+	})
+	require.NoError(t, err)
+	requireIndices(t, got, 1, 3)
+	require.Equal(t, int32(0), e.counter.queries.Load(), "nothing read from the log")
+}
+
+// TestFollowEnds: the ways following ends other than the terminal event.
+func TestFollowEnds(t *testing.T) {
+	e := newFollowEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	t.Run("the workflow closes: a last read delivers the end", func(t *testing.T) {
+		id, _ := e.start()
+		e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning))
+		f := e.follow(ctx, id, 0)
+		requireIndices(t, f.next(t, 1), 1, 1)
+		// Logged, never published: only the close makes the follower read.
+		e.log(id, ev(id, 2, agent.EventToken, "a"), ev(id, 3, agent.EventStatus, agent.StreamCompleted))
+		require.NoError(t, e.c.SignalWorkflow(ctx, id, "", "append", []agent.Event{}))
+		requireIndices(t, f.next(t, 2), 2, 3)
+		require.NoError(t, f.end(t))
+	})
+	t.Run("the workflow ends without a final status", func(t *testing.T) {
+		id, _ := e.start()
+		e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning))
+		f := e.follow(ctx, id, 0)
+		requireIndices(t, f.next(t, 1), 1, 1)
+		require.NoError(t, e.c.TerminateWorkflow(ctx, id, "", "gone"))
+		err := f.end(t)
+		require.True(t, agent.IsCode(err, agent.CodeUnavailable), "%v", err)
+	})
+	t.Run("resuming past the end", func(t *testing.T) {
+		id, _ := e.start()
+		e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning))
+		err := e.follow(ctx, id, 5).end(t)
+		require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+	})
+	t.Run("a stream that does not exist", func(t *testing.T) {
+		err := e.follow(ctx, contract.TurnWorkflowID("demo", "no-such-job"), 0).end(t)
+		require.True(t, agent.IsCode(err, agent.CodeNotFound), "%v", err)
+	})
+	t.Run("a workflow of another tenant than its id names", func(t *testing.T) {
+		// The log answers as tenant demo; an id that names another
+		// tenant is not that tenant's stream.
+		id := contract.TurnWorkflowID("other", "job-"+randomID())
+		_, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: e.queue}, "EventLogTest")
+		require.NoError(t, err)
+		defer func() { _ = e.c.TerminateWorkflow(context.Background(), id, "", "test over") }()
+		err = e.follow(ctx, id, 0).end(t)
+		require.True(t, agent.IsCode(err, agent.CodeNotFound), "%v", err)
+	})
+	t.Run("the client's context", func(t *testing.T) {
+		id, _ := e.start()
+		e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning))
+		cctx, ccancel := context.WithCancel(ctx)
+		f := e.follow(cctx, id, 0)
+		requireIndices(t, f.next(t, 1), 1, 1)
+		ccancel()
+		require.ErrorIs(t, f.end(t), context.Canceled)
+	})
+}

@@ -1,0 +1,244 @@
+package eventlog
+
+import (
+	"slices"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// Log is a turn's event log, the workflow side: the turn appends its own
+// events (status, tools, usage) and accepts the token batches of its
+// streaming model calls, fenced by step and attempt, so that a late or
+// repeated batch of a failed attempt never enters the log. It answers the
+// events query and hands what it logged on to the next activity to
+// publish live.
+//
+// Everything here runs inside the workflow: it is deterministic, reads no
+// clock and does no I/O.
+type Log struct {
+	streamID string
+	events   []agent.Event
+	// step is the CallModel whose batches are accepted (0: none); attempt
+	// is the highest attempt of it seen so far.
+	step    int
+	attempt int
+	dropped int // batches refused, for the logs
+	// handed counts the events handed to activities to publish live
+	// (HandOn) or published by CallModel as token batches.
+	handed int
+	// tokens receives the token batches of the model call in flight
+	// (contract.SignalTokens); nil until Register.
+	tokens workflow.ReceiveChannel
+}
+
+// New returns the empty log of the stream (the turn's workflow id).
+func New(streamID string) *Log { return &Log{streamID: streamID} }
+
+// Register registers the events query, which reports tenantID as the
+// turn's tenant, and the tokens signal. Batches are only ever received by
+// the workflow's main coroutine (Receive, Drain): a second coroutine
+// blocked in Receive would take a batch off the channel and might run only
+// after the main one had closed the step.
+func (l *Log) Register(ctx workflow.Context, tenantID string) error {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryEvents, func(q agent.EventsQuery) (agent.EventsPage, error) {
+		p := l.Page(q)
+		p.TenantID = tenantID
+		return p, nil
+	}, workflow.QueryHandlerOptions{Description: `events after {"after_index": N}; {"head_only": true} for the next index only`}); err != nil {
+		return err
+	}
+	l.tokens = workflow.GetSignalChannelWithOptions(ctx, contract.SignalTokens, workflow.SignalChannelOptions{
+		Description: "token batches of a streaming model call (sent by CallModel)",
+	})
+	return nil
+}
+
+// Next is the index the next event will have.
+func (l *Log) Next() int64 { return int64(len(l.events)) + 1 }
+
+// Len is the number of events logged.
+func (l *Log) Len() int { return len(l.events) }
+
+// Event returns the event at index i (1-based).
+func (l *Log) Event(i int64) agent.Event { return l.events[i-1] }
+
+// Append logs an event of the turn's own at the next index and returns it
+// as logged.
+func (l *Log) Append(e agent.Event) agent.Event {
+	e.StreamID = l.streamID
+	e.Index = l.Next()
+	l.events = append(l.events, e)
+	return e
+}
+
+// AppendChild logs the events of a child turn's batch (its token batches,
+// or one of its tool events) as child events of the call callID.
+func (l *Log) AppendChild(b agent.TokenBatch, callID string) {
+	for _, e := range b.Events {
+		e.Child = &agent.ChildEvent{CallID: callID, StreamID: b.StreamID, Index: e.Index}
+		l.Append(e)
+	}
+}
+
+// OpenStep starts accepting the token batches of step's model call, from
+// its first attempt on.
+func (l *Log) OpenStep(step int) { l.step, l.attempt = step, 0 }
+
+// CloseStep stops accepting token batches: the call has ended.
+func (l *Log) CloseStep() { l.step = 0 }
+
+// Accept appends a batch if it continues the log for the current step and
+// is not from an attempt older than one already seen. A batch may hold
+// token events and RETRYING statuses, nothing else: it cannot end the
+// stream.
+func (l *Log) Accept(b agent.TokenBatch) bool {
+	if b.Step != l.step || b.Attempt < l.attempt || b.First != l.Next() || len(b.Events) == 0 {
+		l.dropped++
+		return false
+	}
+	for i, e := range b.Events {
+		if e.Index != b.First+int64(i) || e.Kind == agent.EventStatus && e.Status != agent.StreamRetrying {
+			l.dropped++
+			return false
+		}
+	}
+	l.attempt = b.Attempt
+	for _, e := range b.Events {
+		l.Append(e)
+	}
+	return true
+}
+
+// Dropped is the number of batches refused so far.
+func (l *Log) Dropped() int { return l.dropped }
+
+// Page answers the events query.
+func (l *Log) Page(q agent.EventsQuery) agent.EventsPage {
+	p := agent.EventsPage{Next: l.Next(), Done: l.Done()}
+	if q.HeadOnly || q.AfterIndex < 0 || q.AfterIndex >= int64(len(l.events)) {
+		return p
+	}
+	evs := l.events[q.AfterIndex:]
+	if q.Limit > 0 && len(evs) > q.Limit {
+		evs = evs[:q.Limit]
+		p.Done = false
+	}
+	p.Events = append([]agent.Event(nil), evs...)
+	return p
+}
+
+// Done reports whether the log holds its terminal event.
+func (l *Log) Done() bool {
+	return len(l.events) > 0 && l.events[len(l.events)-1].Terminal()
+}
+
+// Status is the latest status of the turn's own (not RETRYING, not a
+// child's), "" before the first.
+func (l *Log) Status() string {
+	for i := len(l.events) - 1; i >= 0; i-- {
+		if e := l.events[i]; e.Kind == agent.EventStatus && e.Status != agent.StreamRetrying && e.Child == nil {
+			return e.Status
+		}
+	}
+	return ""
+}
+
+// Receive adds the tokens signal to sel: a batch is accepted as it
+// arrives.
+func (l *Log) Receive(ctx workflow.Context, sel workflow.Selector) {
+	sel.AddReceive(l.tokens, func(c workflow.ReceiveChannel, _ bool) {
+		var b agent.TokenBatch
+		// ReceiveAsync, not Receive: a signal whose payload does not
+		// decode is dropped, and Receive would then wait for the next
+		// signal inside this callback, with the rest of the selector
+		// unseen until one came.
+		if c.ReceiveAsync(&b) {
+			l.acceptSignalled(ctx, b)
+		}
+	})
+}
+
+// Drain accepts the batches already received.
+func (l *Log) Drain(ctx workflow.Context) {
+	if l.tokens == nil {
+		return
+	}
+	for {
+		var b agent.TokenBatch
+		if !l.tokens.ReceiveAsync(&b) {
+			return
+		}
+		l.acceptSignalled(ctx, b)
+	}
+}
+
+func (l *Log) acceptSignalled(ctx workflow.Context, b agent.TokenBatch) {
+	if !l.Accept(b) {
+		workflow.GetLogger(ctx).Debug("token batch refused", "step", b.Step, "attempt", b.Attempt, "first", b.First, "next", l.Next())
+		return
+	}
+	// CallModel publishes a batch once the turn has taken it.
+	if b.First == int64(l.handed)+1 {
+		l.handed += len(b.Events)
+	}
+}
+
+// AcceptTail accepts a call's last batch, which it returned with its
+// result instead of signalling (contract.CallModelResult.Tail): logged as
+// its signal would have been, and published by the activity that follows.
+func (l *Log) AcceptTail(ctx workflow.Context, b *agent.TokenBatch) {
+	if b != nil && !l.Accept(*b) {
+		workflow.GetLogger(ctx).Debug("last token batch refused", "step", b.Step, "attempt", b.Attempt, "first", b.First, "next", l.Next())
+	}
+}
+
+// MaxLiveBytes bounds the events handed to one activity: they travel in
+// its input (the history) and in one notification.
+const MaxLiveBytes = 6 << 10
+
+// HandOn is what the next activity publishes live (contract.Live): the
+// events logged since the last hand-on, or a wake-up when they are too
+// large. Followers of a streamed turn then read nothing while it runs: the
+// turn's own events (status, usage, tools) reach them from the activity
+// that follows, its tokens from CallModel. An unstreamed turn hands on
+// nothing and its tool calls wake followers, if any, to read the log.
+func (l *Log) HandOn(streamed bool) contract.Live {
+	evs := l.events[l.handed:]
+	l.handed = len(l.events)
+	if len(evs) == 0 {
+		return contract.Live{}
+	}
+	if !streamed {
+		return contract.Live{Wake: true}
+	}
+	size := 0
+	for _, e := range evs {
+		size += liveSize(e)
+	}
+	if size > MaxLiveBytes {
+		return contract.Live{Wake: true}
+	}
+	return contract.Live{Events: slices.Clone(evs)}
+}
+
+// liveSize is a bound on an event's size as JSON, from its strings (each
+// counted twice, for escapes) and a fixed allowance for the rest; without
+// encoding it, which workflow code must not (encoding/json caches by type).
+// Events with a data preview or of a child turn count as too large: they
+// are read from the log. The publisher checks the real size again.
+func liveSize(e agent.Event) int {
+	if e.Child != nil || e.Tool != nil && e.Tool.Data != nil {
+		return MaxLiveBytes + 1
+	}
+	n := len(e.StreamID) + len(e.Text) + len(e.Content)
+	if t := e.Tool; t != nil {
+		n += len(t.CallID) + len(t.Name) + len(t.Args) + len(t.Output) + len(t.Reason) + len(t.Message) + len(t.Source) + len(t.FromToolkit)
+	}
+	if e.Error != nil {
+		n += len(e.Error.Type) + len(e.Error.Message) + len(e.Error.Tool)
+	}
+	return 2*n + 400
+}

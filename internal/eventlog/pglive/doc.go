@@ -1,0 +1,14 @@
+// Package pglive is the live path of turns' event logs over Postgres
+// (internal/eventlog): activities publish the events a turn has accepted
+// with NOTIFY on one channel (Publisher, an eventlog.Publisher), and every
+// process that serves followers LISTENs on it with one connection and fans
+// the batches out to its subscribers by stream id (Hub, an
+// eventlog.LiveSource). A batch too large for one notification goes as a
+// wake-up: its followers read it from the log.
+//
+// The path is lossy by design and never the source of truth: a
+// subscriber that falls behind, or any subscriber while the listener
+// reconnects, is told it lagged and reads the log. It lives apart from
+// internal/eventlog so that the workflow package, which links eventlog,
+// links no Postgres driver.
+package pglive

@@ -1,0 +1,145 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/turnclient"
+)
+
+// Publisher is the sending end of the live path (pglive.Publisher). A
+// batch is published only after the turn has accepted it, so the live
+// path never shows what the log will not hold. Wake says that a stream
+// has new events that only its log holds.
+type Publisher interface {
+	Publish(ctx context.Context, b agent.TokenBatch) error
+	Wake(ctx context.Context, streamID string) error
+}
+
+// Sinks is the activity side's way to a turn's log, one per activity
+// call: Temporal for the durable record (signals to the turn, the events
+// query), and the live path when there is one.
+type Sinks struct {
+	// Temporal signals the turn and reads its log's head. Required.
+	Temporal client.Client
+	// Live publishes accepted events to followers; nil: none (they read
+	// the log).
+	Live Publisher
+	// Notify is a workflow that also receives the call's batches
+	// (contract.SignalNotifyTokens): a process workflow, or the turn's
+	// parent turn. "": none.
+	Notify string
+	// Logger logs what did not reach a follower or the notify workflow;
+	// those are not the call's failures. Required.
+	Logger log.Logger
+}
+
+// Send sends a batch to its turn (contract.SignalTokens), then to the live
+// path and the notify workflow.
+func (s Sinks) Send(ctx context.Context, b agent.TokenBatch) error {
+	if err := s.signal(ctx, b); err != nil {
+		return fmt.Errorf("send token batch to %q: %w", b.StreamID, err)
+	}
+	if s.Live != nil {
+		if err := s.Live.Publish(ctx, b); err != nil {
+			// Followers fall back to reading the log.
+			s.Logger.Debug("publish token batch", "stream_id", b.StreamID, "error", err)
+		}
+	}
+	if s.Notify != "" {
+		if err := s.Temporal.SignalWorkflow(ctx, s.Notify, "", contract.SignalNotifyTokens, b); err != nil {
+			// The caller's loss, not the turn's: its own result still arrives.
+			s.Logger.Warn("notify token batch", "notify", s.Notify, "error", err)
+		} else {
+			// A delegating turn's log now holds the batch as child
+			// events: its followers read it (a process workflow has none).
+			s.Wake(ctx, s.Notify)
+		}
+	}
+	return nil
+}
+
+// signal sends a batch to its turn. A loaded server that does not answer
+// in time is asked again, for as long as the call lasts: a batch that got
+// through the first time is refused by the turn the second (its indices
+// are taken), so the repeat is harmless. A turn that is gone is not asked
+// again.
+func (s Sinks) signal(ctx context.Context, b agent.TokenBatch) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := s.Temporal.SignalWorkflow(ctx, b.StreamID, "", contract.SignalTokens, b)
+		var notFound *serviceerror.NotFound
+		if err == nil || errors.As(err, &notFound) || ctx.Err() != nil {
+			return err
+		}
+		s.Logger.Warn("token batch not delivered; sending it again", "stream_id", b.StreamID, "wait", wait, "error", err)
+		// Still alive, and nothing past the batch before this one sent.
+		activity.RecordHeartbeat(ctx, b.First-1)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// Head reads the index the turn's log gives its next event, with the
+// events query.
+func (s Sinks) Head(ctx context.Context, streamID string) (int64, error) {
+	page, err := turnclient.Events(ctx, s.Temporal, streamID, agent.EventsQuery{HeadOnly: true})
+	if err != nil {
+		return 0, fmt.Errorf("read the head of stream %q: %w", streamID, err)
+	}
+	return page.Next, nil
+}
+
+// HandOn publishes what the turn handed the activity: its events, or a
+// wake-up.
+func (s Sinks) HandOn(ctx context.Context, streamID string, live contract.Live) {
+	if s.Live == nil || streamID == "" {
+		return
+	}
+	var err error
+	switch {
+	case len(live.Events) > 0:
+		err = s.Live.Publish(ctx, agent.TokenBatch{StreamID: streamID, First: live.Events[0].Index, Events: live.Events})
+	case live.Wake:
+		err = s.Live.Wake(ctx, streamID)
+	default:
+		return
+	}
+	if err != nil {
+		s.Logger.Debug("publish the turn's events", "stream_id", streamID, "error", err)
+	}
+}
+
+// Wake tells the followers of streamID to read its log.
+func (s Sinks) Wake(ctx context.Context, streamID string) {
+	if s.Live == nil || streamID == "" {
+		return
+	}
+	if err := s.Live.Wake(ctx, streamID); err != nil {
+		s.Logger.Debug("wake stream", "stream_id", streamID, "error", err)
+	}
+}
+
+// Progress sends what a running tool call is doing to its turn
+// (contract.SignalToolProgress), which logs it as a tool_progress event,
+// then wakes the turn's followers.
+func (s Sinks) Progress(ctx context.Context, turnID string, p agent.ToolProgress) error {
+	if err := s.Temporal.SignalWorkflow(ctx, turnID, "", contract.SignalToolProgress, p); err != nil {
+		return err
+	}
+	s.Wake(ctx, turnID)
+	return nil
+}
