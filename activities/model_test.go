@@ -233,10 +233,12 @@ func TestCallModelRetryAfterReplyStored(t *testing.T) {
 	require.Equal(t, agent.Message{Role: agent.RoleAssistant, Content: "Hello there.", Usage: &first.Usage, Model: first.Model}, step)
 }
 
-// pacedScript streams its reply a word every 30 ms: several batches at a
-// short interval.
+// pacedScript streams its reply a word every 5 ms: the first word leaves
+// at once as a batch of its own, and the rest arrive well within the next
+// interval (the test sets 200 ms), so they are still buffered when the
+// call ends however loaded the machine is.
 const pacedScript = `
-pacing: {chunk_words: 1, delay_ms: 30}
+pacing: {chunk_words: 1, delay_ms: 5}
 rules:
   - reply: {text: 'one two three four five six seven eight'}
 `
@@ -248,7 +250,7 @@ rules:
 func TestCallModelKeepsLastBatchForResult(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, pacedScript)
-	h.acts.streamInterval = 50 * time.Millisecond
+	h.acts.streamInterval = 200 * time.Millisecond
 	job := randomJob()
 	ag := h.loadAgent(t, job, "count")
 	turnID := h.startTurn(t, job)
