@@ -45,7 +45,7 @@ func (t *turn) status() agent.TurnStatus {
 // emit appends a workflow event after the batches and progress already
 // received, so that the log keeps the order in which things happened.
 func (t *turn) emit(ctx workflow.Context, e agent.Event) {
-	t.log.Drain(ctx)
+	t.log.TakeBatches(ctx)
 	t.drainProgress(ctx)
 	t.drainChildren(ctx)
 	t.forward.Forward(ctx, t.log.Append(e))
@@ -98,11 +98,11 @@ func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contra
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f, func(workflow.Future) { done = true })
-	t.log.Receive(ctx, sel)
+	t.log.ReceiveBatches(ctx, sel)
 	for !done {
 		sel.Select(ctx)
 	}
-	t.log.Drain(ctx)
+	t.log.TakeBatches(ctx)
 	if err := f.Get(ctx, reply); err != nil {
 		return err
 	}
