@@ -11,11 +11,17 @@ import (
 // own events and takes its model calls' token batches into it (fenced
 // there), and its child turns' events; what follows is when it does so.
 
-// startEvents registers the event log's query and signal, the status
-// query, and the signals whose payloads the turn logs: tool progress and
-// its child turns' events.
+// startEvents registers the event log's query and signal, its Workflow
+// Streams handlers (runs since workflowStreamsChange), the status query,
+// and the signals whose payloads the turn logs: tool progress and its
+// child turns' events.
 func (t *turn) startEvents(ctx workflow.Context) error {
 	if err := t.log.Register(ctx, t.req.TenantID); err != nil {
+		return err
+	}
+	if err := t.log.ServeStream(ctx, func(ctx workflow.Context) bool {
+		return workflow.GetVersion(ctx, workflowStreamsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	}); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryStatus, func() (agent.TurnStatus, error) {

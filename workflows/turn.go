@@ -91,7 +91,11 @@ func AgentTurn(ctx workflow.Context, req agent.TurnRequest) (agent.TurnResult, e
 		parent = req.Notify
 	}
 	t.forward = eventlog.NewForwarder(parent, t.workflowID)
-	return t.run(ctx)
+	res, err := t.run(ctx)
+	// Subscribers polling as the turn ends get every event through its
+	// final status before the workflow closes.
+	t.log.DrainStream(ctx)
+	return res, err
 }
 
 type turn struct {
@@ -231,6 +235,15 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 // agent's bounds.
 const boundedContextChange = "bounded-context"
 
+// workflowStreamsChange marks runs that answer Workflow Streams' poll
+// update over their event log (eventlog.ServeStream). Its marker is
+// recorded at a run's first poll only, so that a turn no one polls is
+// spared its two commands (the marker and a search-attribute update). A
+// run waits for the polls in flight before it returns
+// (eventlog.DrainStream), which only a polled run has. Covered by the
+// recorded history turn_workflow_streams.
+const workflowStreamsChange = "workflow-streams"
+
 // tenantCheckChange marks runs that refuse a workflow id of another
 // tenant than the request's.
 const tenantCheckChange = "tenant-matches-workflow-id"
@@ -277,6 +290,8 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 			}
 			return "", modelFailure(err)
 		}
+		// The reply's text is final: its call has completed.
+		t.log.AppendText(reply.Content)
 		t.unstored = nil
 		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: t.seq, Usage: &reply.Usage})
 		t.usage = t.usage.Add(reply.Usage)
