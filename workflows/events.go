@@ -12,9 +12,9 @@ import (
 // there), and its child turns' events; what follows is when it does so.
 
 // startEvents registers the event log's query and signal, its Workflow
-// Streams handlers (runs since workflowStreamsChange), the status query,
-// and the signals whose payloads the turn logs: tool progress and its
-// child turns' events.
+// Streams handlers (which serve polls in runs marked with
+// workflowStreamsChange), the status query, and the signals whose
+// payloads the turn logs: tool progress and its child turns' events.
 func (t *turn) startEvents(ctx workflow.Context) error {
 	if err := t.log.Register(ctx, t.req.TenantID); err != nil {
 		return err

@@ -129,6 +129,12 @@
 // should stop at the terminal event: the stream has no other end marker.
 // A run no one polled neither waits nor records anything for the stream.
 //
+// Each poll is an update, written to the turn's history; a self-hosted
+// Temporal server allows 10 updates in flight per workflow and 2,000 in
+// a run by default. Workflow Streams suits a few subscribers per turn;
+// many clients of one turn belong on agentflow's channels, which read
+// the log once and fan it out.
+//
 // # Continue-as-new
 //
 // A turn does not continue as new: its log and its stream live and end

@@ -68,12 +68,6 @@ func (l *Log) Register(ctx workflow.Context, tenantID string) error {
 // Next is the index the next event will have.
 func (l *Log) Next() int64 { return int64(len(l.events)) + 1 }
 
-// Len is the number of events logged.
-func (l *Log) Len() int { return len(l.events) }
-
-// Event returns the event at index i (1-based).
-func (l *Log) Event(i int64) agent.Event { return l.events[i-1] }
-
 // Append logs an event of the turn's own at the next index and returns it
 // as logged.
 func (l *Log) Append(e agent.Event) agent.Event {
