@@ -107,4 +107,14 @@ const (
 	//
 	// Recorded: testdata/turn_notify_other_tenant.json.
 	notifyTenantChange = "notify-own-tenant"
+
+	// workflowStreamsChange: the turn answers Workflow Streams' poll update
+	// over its event log (eventlog.ServeStream), and a polled run waits for
+	// the polls in flight before it returns (eventlog.DrainStream). The
+	// marker is written at a run's first poll only, so that a turn no one
+	// polls is spared its two commands (the marker and a search-attribute
+	// update). Runs before it refused the poll as an unknown update.
+	//
+	// Recorded: testdata/turn_workflow_streams.json.
+	workflowStreamsChange = "workflow-streams"
 )

@@ -11,11 +11,17 @@ import (
 // own events and takes its model calls' token batches into it (fenced
 // there), and its child turns' events; what follows is when it does so.
 
-// startEvents registers the event log's query and signal, the status
-// query, and the signals whose payloads the turn logs: tool progress and
-// its child turns' events.
+// startEvents registers the event log's query and signal, its Workflow
+// Streams handlers (which serve polls in runs marked with
+// workflowStreamsChange), the status query, and the signals whose
+// payloads the turn logs: tool progress and its child turns' events.
 func (t *turn) startEvents(ctx workflow.Context) error {
 	if err := t.log.Register(ctx, t.req.TenantID); err != nil {
+		return err
+	}
+	if err := t.log.ServeStream(ctx, func(ctx workflow.Context) bool {
+		return workflow.GetVersion(ctx, workflowStreamsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	}); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryStatus, func() (agent.TurnStatus, error) {
@@ -45,7 +51,7 @@ func (t *turn) status() agent.TurnStatus {
 // emit appends a workflow event after the batches and progress already
 // received, so that the log keeps the order in which things happened.
 func (t *turn) emit(ctx workflow.Context, e agent.Event) {
-	t.log.Drain(ctx)
+	t.log.TakeBatches(ctx)
 	t.drainProgress(ctx)
 	t.drainChildren(ctx)
 	t.forward.Forward(ctx, t.log.Append(e))
@@ -98,11 +104,11 @@ func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contra
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f, func(workflow.Future) { done = true })
-	t.log.Receive(ctx, sel)
+	t.log.ReceiveBatches(ctx, sel)
 	for !done {
 		sel.Select(ctx)
 	}
-	t.log.Drain(ctx)
+	t.log.TakeBatches(ctx)
 	if err := f.Get(ctx, reply); err != nil {
 		return err
 	}

@@ -91,7 +91,11 @@ func AgentTurn(ctx workflow.Context, req agent.TurnRequest) (agent.TurnResult, e
 		parent = req.Notify
 	}
 	t.forward = eventlog.NewForwarder(parent, t.workflowID)
-	return t.run(ctx)
+	res, err := t.run(ctx)
+	// Subscribers polling as the turn ends get every event through its
+	// final status before the workflow closes.
+	t.log.DrainStream(ctx)
+	return res, err
 }
 
 type turn struct {
@@ -265,6 +269,8 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 			}
 			return "", modelFailure(err)
 		}
+		// The reply's text is final: its call has completed.
+		t.log.AppendText(reply.Content)
 		t.unstored = nil
 		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: t.seq, Usage: &reply.Usage})
 		t.usage = t.usage.Add(reply.Usage)

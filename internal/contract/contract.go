@@ -76,6 +76,28 @@ const (
 	SignalCancelTurn = "cancel_turn"
 )
 
+// Workflow Streams: the protocol of Temporal's workflowstreams packages
+// (go.temporal.io/sdk/contrib/workflowstreams and its Python and
+// TypeScript twins), so that their clients in any language can follow a
+// turn. AgentTurn answers the poll update (an eventlog.PollInput, answered
+// with an eventlog.PollResult) and the offset query (the next offset, a
+// number) over its event log; internal/eventlog states the topics, the
+// offsets and how they map to event indices.
+const (
+	UpdateStreamPoll  = "__temporal_workflow_stream_poll"
+	QueryStreamOffset = "__temporal_workflow_stream_offset"
+	// SignalStreamPublish is the protocol's publish signal. A turn takes
+	// no events from it: its log is written by the turn and its model
+	// calls only (internal/eventlog says why); it logs and drops each one.
+	SignalStreamPublish = "__temporal_workflow_stream_publish"
+	// StreamTopicEvents carries every event of the log, each as the JSON
+	// of an agent.Event: what the events query pages, hence the same word.
+	StreamTopicEvents = QueryEvents
+	// StreamTopicText carries the text of each model reply once it is
+	// final: a JSON string per reply that has text.
+	StreamTopicText = "text"
+)
+
 // SignalNotifyTokens is the signal a turn's notify workflow
 // (agent.TurnRequest.Notify) receives: the same agent.TokenBatch. A turn
 // that delegates (delegate_to_agent) is its children's notify workflow:

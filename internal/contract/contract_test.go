@@ -96,6 +96,7 @@ func TestNamesDeclaredOnce(t *testing.T) {
 		contract.Route, contract.LoadAgent, contract.CallModel, contract.ExecuteTool, contract.SaveResult, contract.RecordApproval,
 		contract.SignalTokens, contract.QueryEvents, contract.SignalApprove, contract.QueryPendingApprovals,
 		contract.SignalNotifyTokens, contract.UpdateSendMessage, contract.QueryTranscript,
+		contract.UpdateStreamPoll, contract.QueryStreamOffset, contract.SignalStreamPublish,
 		contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName(),
 		contract.MetricTurns, contract.MetricAgentLatency, contract.MetricModelTokens, contract.MetricToolInvocations,
 		contract.MetricApprovals, contract.MetricApprovalWait, contract.MetricRoutingMismatch,

@@ -3,8 +3,9 @@
 // call (Batcher, Sinks, Progress), the reader side that follows it for
 // clients (Follower), and, in the sub-package pglive, the Postgres path
 // that carries it live. Its shape follows Temporal's Workflow Streams
-// (go.temporal.io/sdk/contrib/workflowstreams): one package for both
-// sides of one protocol.
+// (go.temporal.io/sdk/contrib/workflowstreams), one package for both
+// sides of one protocol, and a turn speaks that protocol too (see
+// Workflow Streams below).
 //
 // # Indices
 //
@@ -75,7 +76,67 @@
 // only when the turn has closed. It delivers each index once, in order,
 // and never waits on another follower.
 //
+// # Workflow Streams
+//
+// A turn also speaks Temporal's Workflow Streams protocol, so that its
+// clients in any language (Go, Python, TypeScript) follow a turn with no
+// agentflow code: the poll update contract.UpdateStreamPoll
+// ("__temporal_workflow_stream_poll", PollInput → PollResult) and the
+// offset query contract.QueryStreamOffset (Log.ServeStream), with the
+// package's JSON envelopes, its item encoding (the standard base64 of the
+// protobuf of a Payload made by the default payload converter, json/plain),
+// its 1,000,000-byte pages with more_ready, and its error types
+// (ErrTypeTruncatedOffset, ErrTypeStreamDraining).
+//
+// Topics. "events" (contract.StreamTopicEvents) carries every event of
+// the log, child events and RETRYING included, each as the JSON of its
+// agent.Event: what the events query pages and gRPC streams. "text"
+// (contract.StreamTopicText) carries the text of each model reply as one
+// JSON string, put on the stream when the call that produced it has
+// completed (Log.AppendText): a completed activity is never run again,
+// so nothing on "text" is ever voided. A client that wants the answer
+// without folding RETRYING reads "text" (the turn's answer is its last
+// item); one that wants tokens as they stream reads "events" and folds
+// them as agent.ReplayText does. Concatenated, the text items are what
+// agent.ReplayText makes of the events.
+//
+// Offsets and indices. The stream's offsets are global across topics and
+// start at 0; the items are the log's events in index order with each
+// reply's text item after the events of its call. So the event at index i
+// has offset i-1 plus the number of text items before it: a subscriber
+// resumes from an item's offset + 1, never from an event index. Offsets
+// are positions in an append-only list, so a subscriber that resumes from
+// an offset gets every later item once. A turn's stream is never
+// truncated, so TruncatedOffset meets only a negative offset.
+//
+// The publish signal. contract.SignalStreamPublish is accepted (signals
+// cannot be refused) and dropped, with a warning in the worker's log. A
+// turn's log is written by the turn and its model calls only: token
+// batches keep the tokens signal, whose fencing by step, attempt and
+// first index is what keeps a retried call's text exact; a publish
+// carries a publisher id and a sequence, nothing that could fence an
+// attempt, and taking it would let anyone who may signal the workflow put
+// events — a forged answer, a COMPLETED — into a tenant's turn.
+//
+// Draining. An update cannot reach a closed workflow, so before a polled
+// turn returns (Log.DrainStream) it keeps answering polls for StreamGrace
+// after its last event — a subscriber between two polls comes back and
+// reads the end — then refuses new polls with StreamDraining, answers the
+// polls still waiting with what the log holds, and waits for every
+// handler to finish. A subscriber polling as the turn ends thus receives
+// every event through the final status; a later one (the workflow has
+// closed) reads the events query or agentflow's channels. Subscribers
+// should stop at the terminal event: the stream has no other end marker.
+// A run no one polled neither waits nor records anything for the stream.
+//
+// Each poll is an update, written to the turn's history; a self-hosted
+// Temporal server allows 10 updates in flight per workflow and 2,000 in
+// a run by default. Workflow Streams suits a few subscribers per turn;
+// many clients of one turn belong on agentflow's channels, which read
+// the log once and fan it out.
+//
 // # Continue-as-new
 //
-// A turn does not continue as new: its log lives and ends with its run.
+// A turn does not continue as new: its log and its stream live and end
+// with its run, and the stream's base offset stays 0.
 package eventlog

@@ -32,6 +32,15 @@ type Log struct {
 	// tokens receives the token batches of the model call in flight
 	// (contract.SignalTokens); nil until Register.
 	tokens workflow.ReceiveChannel
+
+	// entries are the items of the log's Workflow Stream, in offset order
+	// from base: each event, and the text of each model reply once final
+	// (streams.go). A turn's stream is never truncated: base stays 0.
+	entries []entry
+	base    int64
+	// polled is set once the run has answered a poll (ServeStream),
+	// draining once the stream ends (DrainStream).
+	polled, draining bool
 }
 
 // New returns the empty log of the stream (the turn's workflow id).
@@ -39,9 +48,9 @@ func New(streamID string) *Log { return &Log{streamID: streamID} }
 
 // Register registers the events query, which reports tenantID as the
 // turn's tenant, and the tokens signal. Batches are only ever received by
-// the workflow's main coroutine (Receive, Drain): a second coroutine
-// blocked in Receive would take a batch off the channel and might run only
-// after the main one had closed the step.
+// the workflow's main coroutine (ReceiveBatches, TakeBatches): a second
+// coroutine blocked in Receive would take a batch off the channel and
+// might run only after the main one had closed the step.
 func (l *Log) Register(ctx workflow.Context, tenantID string) error {
 	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryEvents, func(q agent.EventsQuery) (agent.EventsPage, error) {
 		p := l.Page(q)
@@ -59,18 +68,13 @@ func (l *Log) Register(ctx workflow.Context, tenantID string) error {
 // Next is the index the next event will have.
 func (l *Log) Next() int64 { return int64(len(l.events)) + 1 }
 
-// Len is the number of events logged.
-func (l *Log) Len() int { return len(l.events) }
-
-// Event returns the event at index i (1-based).
-func (l *Log) Event(i int64) agent.Event { return l.events[i-1] }
-
 // Append logs an event of the turn's own at the next index and returns it
 // as logged.
 func (l *Log) Append(e agent.Event) agent.Event {
 	e.StreamID = l.streamID
 	e.Index = l.Next()
 	l.events = append(l.events, e)
+	l.entries = append(l.entries, entry{index: e.Index})
 	return e
 }
 
@@ -146,9 +150,9 @@ func (l *Log) Status() string {
 	return ""
 }
 
-// Receive adds the tokens signal to sel: a batch is accepted as it
+// ReceiveBatches adds the tokens signal to sel: a batch is accepted as it
 // arrives.
-func (l *Log) Receive(ctx workflow.Context, sel workflow.Selector) {
+func (l *Log) ReceiveBatches(ctx workflow.Context, sel workflow.Selector) {
 	sel.AddReceive(l.tokens, func(c workflow.ReceiveChannel, _ bool) {
 		var b agent.TokenBatch
 		// ReceiveAsync, not Receive: a signal whose payload does not
@@ -161,8 +165,8 @@ func (l *Log) Receive(ctx workflow.Context, sel workflow.Selector) {
 	})
 }
 
-// Drain accepts the batches already received.
-func (l *Log) Drain(ctx workflow.Context) {
+// TakeBatches accepts the batches already received.
+func (l *Log) TakeBatches(ctx workflow.Context) {
 	if l.tokens == nil {
 		return
 	}

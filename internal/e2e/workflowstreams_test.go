@@ -1,0 +1,512 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/turnclient"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// A Workflow Streams client, written from the protocol's documents
+// (Temporal's contrib/workflowstreams: types.go, codec.go, client.go, and
+// the Python and TypeScript packages of the same protocol), not from
+// agentflow's code: handler names, JSON envelopes, base64 of a
+// protobuf-marshalled Payload per item, the follow loop and its errors.
+
+const (
+	wsPollUpdate  = "__temporal_workflow_stream_poll"
+	wsOffsetQuery = "__temporal_workflow_stream_offset"
+	wsCooldown    = 100 * time.Millisecond
+)
+
+type wsPollInput struct {
+	Topics     []string `json:"topics"`
+	FromOffset int64    `json:"from_offset"`
+}
+
+type wsWireItem struct {
+	Topic  string `json:"topic"`
+	Data   string `json:"data"`
+	Offset int64  `json:"offset"`
+}
+
+type wsPollResult struct {
+	Items      []wsWireItem `json:"items"`
+	NextOffset int64        `json:"next_offset"`
+	MoreReady  bool         `json:"more_ready"`
+}
+
+// wsItem is an item as a subscriber holds it: its Payload decoded from
+// the wire.
+type wsItem struct {
+	Topic   string
+	Offset  int64
+	Payload *commonpb.Payload
+}
+
+// wsFollowed is what one subscriber saw: the items, in order, and every
+// poll's answer.
+type wsFollowed struct {
+	items   []wsItem
+	answers []wsPollResult
+	// draining counts the polls refused with StreamDraining.
+	draining int
+	// end is the failure of the last poll, after which the run was found
+	// closed.
+	end error
+}
+
+// wsSubscribe follows workflowID's stream from offset as the protocol's
+// client does: poll (Accepted stage, the latest run), take the items, go
+// on from next_offset, at once when more_ready, after a cooldown when
+// not; TruncatedOffset starts again from 0, StreamDraining waits and
+// polls again, and any other failure ends the subscription cleanly when
+// the polled run has closed.
+func wsSubscribe(ctx context.Context, c client.Client, workflowID string, topics []string, offset int64) (wsFollowed, error) {
+	var f wsFollowed
+	if topics == nil {
+		topics = []string{}
+	}
+	var polledRun string
+	for {
+		if err := ctx.Err(); err != nil {
+			return f, err
+		}
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: workflowID, UpdateName: wsPollUpdate,
+			Args:         []any{wsPollInput{Topics: topics, FromOffset: offset}},
+			WaitForStage: client.WorkflowUpdateStageAccepted,
+		})
+		var raw json.RawMessage
+		if err == nil {
+			polledRun = h.RunID()
+			err = h.Get(ctx, &raw)
+		}
+		if err != nil {
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.Type() == "TruncatedOffset" {
+				offset = 0
+				continue
+			}
+			if errors.As(err, &app) && app.Type() == "StreamDraining" {
+				f.draining++
+				time.Sleep(wsCooldown)
+				continue
+			}
+			desc, derr := c.DescribeWorkflowExecution(ctx, workflowID, polledRun)
+			if derr != nil {
+				return f, fmt.Errorf("poll: %w; describe: %v", err, derr)
+			}
+			switch desc.GetWorkflowExecutionInfo().GetStatus() {
+			case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+				continue
+			case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED,
+				enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+				enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+				f.end = err
+				return f, nil
+			}
+			return f, err
+		}
+		var res wsPollResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return f, fmt.Errorf("decode poll result %s: %w", raw, err)
+		}
+		if res.Items == nil {
+			return f, fmt.Errorf("poll result %s: items is null", raw)
+		}
+		f.answers = append(f.answers, res)
+		for _, it := range res.Items {
+			b, err := base64.StdEncoding.DecodeString(it.Data)
+			if err != nil {
+				return f, fmt.Errorf("item %d: %w", it.Offset, err)
+			}
+			p := &commonpb.Payload{}
+			if err := proto.Unmarshal(b, p); err != nil {
+				return f, fmt.Errorf("item %d: %w", it.Offset, err)
+			}
+			f.items = append(f.items, wsItem{Topic: it.Topic, Offset: it.Offset, Payload: p})
+		}
+		offset = res.NextOffset
+		if !res.MoreReady {
+			time.Sleep(wsCooldown)
+		}
+	}
+}
+
+// wsJSON decodes an item's JSON payload.
+func wsJSON(t *testing.T, it wsItem, v any) {
+	t.Helper()
+	require.Equal(t, "json/plain", string(it.Payload.GetMetadata()["encoding"]), "item %d", it.Offset)
+	require.NoError(t, json.Unmarshal(it.Payload.GetData(), v), "item %d", it.Offset)
+}
+
+// wsEvents and wsText are the items of the events and text topics.
+func wsEvents(t *testing.T, items []wsItem) []agent.Event {
+	t.Helper()
+	var out []agent.Event
+	for _, it := range items {
+		if it.Topic == "events" {
+			var e agent.Event
+			wsJSON(t, it, &e)
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func wsText(t *testing.T, items []wsItem) []string {
+	t.Helper()
+	var out []string
+	for _, it := range items {
+		if it.Topic == "text" {
+			var s string
+			wsJSON(t, it, &s)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// streamsToken is the gateway's token in these tests.
+const streamsToken = "ws-token"
+
+// streamsCatalog's calculator needs approval; the story prompts use no
+// tool.
+const streamsCatalog = `
+tenant: demo
+default_agent: assistant
+tools:
+  - name: calculator
+    kind: calculator
+    approval: always
+agents:
+  - id: assistant
+    model: openai:gpt-4o-mini
+    system_prompt: Use the calculator for arithmetic.
+    tools: [calculator]
+    limits: {max_iterations: 4, turn_timeout_sec: 120, approval_timeout_sec: 120}
+`
+
+type streamsEnv struct {
+	*env
+	agents pb.AgentServiceClient
+}
+
+func newStreamsEnv(t *testing.T) *streamsEnv {
+	t.Helper()
+	// Slow enough that subscribers start while the turn runs.
+	script := strings.Replace(testScript, "delay_ms: 15", "delay_ms: 30", 1)
+	ts := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{streamsCatalog},
+		Tokens: map[string]string{streamsToken: "demo:user+approver"}})
+	return &streamsEnv{env: &env{Server: ts, t: t}, agents: pb.NewAgentServiceClient(ts.Conn)}
+}
+
+func (e *streamsEnv) auth(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+streamsToken)
+}
+
+// recvAll reads a gRPC stream of events to its end, handing each event to
+// seen as it arrives.
+func recvAll(s pb.AgentService_StreamClient, seen func(agent.Event)) ([]agent.Event, error) {
+	var out []agent.Event
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		e := gateway.FromPBEvent(ev)
+		out = append(out, e)
+		if seen != nil {
+			seen(e)
+		}
+	}
+}
+
+// resume reads a turn's events after index after over gRPC Resume.
+func (e *streamsEnv) resume(ctx context.Context, id string, after int64) []agent.Event {
+	e.t.Helper()
+	s, err := e.agents.Resume(e.auth(ctx), &pb.ResumeRequest{StreamId: id, AfterIndex: after})
+	require.NoError(e.t, err)
+	evs, err := recvAll(s, nil)
+	require.NoError(e.t, err)
+	return evs
+}
+
+// asGRPC is an event as the gRPC API carries it: what FromPBEvent gives
+// back of it.
+func asGRPC(e agent.Event) agent.Event {
+	if e.Usage != nil {
+		e.Usage = &agent.Usage{PromptTokens: e.Usage.PromptTokens, CompletionTokens: e.Usage.CompletionTokens, TotalTokens: e.Usage.TotalTokens}
+	}
+	if e.Error != nil {
+		e.Error = &agent.TurnError{Type: e.Error.Type, Message: e.Error.Message, Retryable: e.Error.Retryable}
+	}
+	if e.Tool != nil {
+		tool := *e.Tool
+		if tool.Deadline != nil {
+			d := tool.Deadline.UTC()
+			tool.Deadline = &d
+		}
+		e.Tool = &tool
+	}
+	return e
+}
+
+func asGRPCAll(evs []agent.Event) []agent.Event {
+	out := make([]agent.Event, len(evs))
+	for i, e := range evs {
+		out[i] = asGRPC(e)
+	}
+	return out
+}
+
+// subscription is a subscriber running beside the turn.
+type subscription struct {
+	from   int64
+	topics []string
+	got    wsFollowed
+	err    error
+}
+
+// subscribe starts subscribers of the turn from each offset (all topics)
+// and one of the text topic from 0; wait returns once all have ended.
+func (e *streamsEnv) subscribe(ctx context.Context, id string, offsets ...int64) (subs []*subscription, text *subscription, wait func()) {
+	var wg sync.WaitGroup
+	start := func(s *subscription) {
+		wg.Go(func() { s.got, s.err = wsSubscribe(ctx, e.Client(), id, s.topics, s.from) })
+	}
+	for _, o := range offsets {
+		s := &subscription{from: o}
+		subs = append(subs, s)
+		start(s)
+	}
+	text = &subscription{topics: []string{"text"}}
+	start(text)
+	return subs, text, wg.Wait
+}
+
+// requireSameStream checks what every reader of a finished turn must
+// agree on: the subscriber from 0 got the whole log (the events query's,
+// event for event) and the gRPC stream's events, once each, in order, at
+// offsets 0, 1, 2, … through the final status; a subscriber from an
+// offset got exactly the items from there; the text topic is the replies'
+// final text; gRPC Resume from any index gives the rest; and the offset
+// query counts the items.
+func (e *streamsEnv) requireSameStream(ctx context.Context, id string, grpcEvents []agent.Event, subs []*subscription, text *subscription) []agent.Event {
+	t := e.t
+	t.Helper()
+	full := subs[0]
+	require.Zero(t, full.from)
+	for _, s := range append(subs, text) {
+		require.NoError(t, s.err, "subscriber from %d %v", s.from, s.topics)
+		t.Logf("subscriber from %d %v: %d items, %d answers, %d refused as draining, ended by %v", s.from, s.topics, len(s.got.items), len(s.got.answers), s.got.draining, s.got.end)
+	}
+	for i, it := range full.got.items {
+		require.Equal(t, int64(i), it.Offset, "offsets are global, from 0, and a subscriber of every topic sees each")
+	}
+	polled := wsEvents(t, full.got.items)
+	page, err := turnclient.Events(ctx, e.Client(), id, agent.EventsQuery{})
+	require.NoError(t, err)
+	require.Equal(t, page.Events, polled, "the events topic is the log")
+	require.Equal(t, grpcEvents, asGRPCAll(polled), "the events topic is what gRPC Stream sent")
+	last := polled[len(polled)-1]
+	require.True(t, last.Terminal(), "the subscriber got the final status before the workflow closed: %s", last)
+
+	for _, s := range subs[1:] {
+		var want []wsItem
+		for _, it := range full.got.items {
+			if it.Offset >= s.from {
+				want = append(want, it)
+			}
+		}
+		require.Equal(t, len(want), len(s.got.items), "subscriber from %d", s.from)
+		for i := range want {
+			require.Equal(t, want[i].Offset, s.got.items[i].Offset)
+			require.True(t, proto.Equal(want[i].Payload, s.got.items[i].Payload), "subscriber from %d, item %d", s.from, want[i].Offset)
+		}
+	}
+	texts := wsText(t, full.got.items)
+	require.Equal(t, texts, wsText(t, text.got.items))
+	for _, it := range text.got.items {
+		require.Equal(t, "text", it.Topic)
+	}
+	require.Equal(t, agent.ReplayText(polled), strings.Join(texts, ""), "the text topic holds the text the events fold to, and nothing voided")
+
+	for _, after := range []int64{0, 1, 3, int64(len(grpcEvents)) - 2, int64(len(grpcEvents)) - 1} {
+		require.Equal(t, grpcEvents[after:], e.resume(ctx, id, after), "Resume after %d", after)
+	}
+
+	v, err := e.Client().QueryWorkflow(ctx, id, "", wsOffsetQuery)
+	require.NoError(t, err)
+	var offset int64
+	require.NoError(t, v.Get(&offset))
+	require.Equal(t, int64(len(full.got.items)), offset)
+	return polled
+}
+
+// requireDrained checks a subscriber that waited past the end of the
+// stream: the turn answered its poll as it ended (an empty page at the
+// stream's end), rather than closing with the poll unanswered.
+func requireDrained(t *testing.T, s *subscription, end int64) {
+	t.Helper()
+	require.NoError(t, s.err)
+	require.Empty(t, s.got.items)
+	require.NotEmpty(t, s.got.answers, "the poll in flight was answered")
+	a := s.got.answers[0]
+	require.Empty(t, a.Items)
+	require.Equal(t, end, a.NextOffset)
+	require.False(t, a.MoreReady)
+}
+
+// TestWorkflowStreamsApprovedToolCall: subscribers of a streamed turn
+// whose tool call waits for approval and is approved, polling with
+// Temporal's protocol from several offsets, get exactly the events gRPC
+// Stream and Resume give, and the answer's text; the temporal CLI reads
+// the stream as the README shows; one waiting past the end is answered
+// as the turn ends.
+func TestWorkflowStreamsApprovedToolCall(t *testing.T) {
+	e := newStreamsEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	job := "ws-" + testserver.RandomID()
+	id := contract.TurnWorkflowID("demo", job)
+	s, err := e.agents.Stream(e.auth(ctx), &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "What is 12.5 * 4?"}})
+	require.NoError(t, err)
+
+	type streamed struct {
+		events []agent.Event
+		err    error
+	}
+	grpcDone := make(chan streamed, 1)
+	started := make(chan struct{})
+	waiting := make(chan string, 1)
+	go func() {
+		var once sync.Once
+		evs, err := recvAll(s, func(ev agent.Event) {
+			once.Do(func() { close(started) })
+			if ev.Kind == agent.EventApprovalRequired {
+				waiting <- ev.Tool.CallID
+			}
+		})
+		grpcDone <- streamed{evs, err}
+	}()
+	<-started
+	subs, text, wait := e.subscribe(ctx, id, 0, 2, 5, 9)
+	far := &subscription{from: 1000}
+	var farDone sync.WaitGroup
+	farDone.Go(func() { far.got, far.err = wsSubscribe(ctx, e.Client(), id, []string{"events"}, far.from) })
+
+	callID := <-waiting
+	// The README's recipe: the temporal CLI polls the stream of a running
+	// turn, and reads its offset.
+	out, err := e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", wsPollUpdate,
+		"--input", `{"topics":["events"],"from_offset":0}`, "--output", "json")
+	require.NoError(t, err, out)
+	cliEvents := cliPollEvents(t, out)
+	require.NotEmpty(t, cliEvents)
+	require.Equal(t, agent.StreamRunning, cliEvents[0].Status)
+	require.Contains(t, kinds(cliEvents), agent.EventApprovalRequired)
+	out, err = e.Temporal("workflow", "query", "--workflow-id", id, "--name", wsOffsetQuery, "--output", "json")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "queryResult")
+
+	_, err = turnclient.Approve(ctx, e.Client(), id, agent.ApprovalDecision{CallID: callID, Approved: true, Approver: "test"})
+	require.NoError(t, err)
+	g := <-grpcDone
+	require.NoError(t, g.err)
+	wait()
+	farDone.Wait()
+
+	polled := e.requireSameStream(ctx, id, g.events, subs, text)
+	require.Equal(t, asGRPCAll(cliEvents), g.events[:len(cliEvents)], "the CLI's poll is the stream so far")
+	require.Equal(t, []string{"The result is 50."}, wsText(t, subs[0].got.items))
+	require.Equal(t, agent.StreamCompleted, polled[len(polled)-1].Status)
+	requireDrained(t, far, int64(len(subs[0].got.items)))
+	e.replay(id, "turn_workflow_streams")
+}
+
+// TestWorkflowStreamsRetriedStream: a model call cut half way and tried
+// again is exact on the poll as on gRPC: the events topic carries the
+// failed attempt's tokens and the RETRYING status that voids them, as
+// gRPC does, and the text topic only the reply's final text.
+func TestWorkflowStreamsRetriedStream(t *testing.T) {
+	e := newStreamsEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	job := "ws-" + testserver.RandomID()
+	id := contract.TurnWorkflowID("demo", job)
+	s, err := e.agents.Stream(e.auth(ctx), &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "cut a story"}})
+	require.NoError(t, err)
+	first, err := s.Recv()
+	require.NoError(t, err)
+	subs, text, wait := e.subscribe(ctx, id, 0, 3, 10, 18)
+	rest, err := recvAll(s, nil)
+	require.NoError(t, err)
+	wait()
+	grpcEvents := append([]agent.Event{gateway.FromPBEvent(first)}, rest...)
+
+	polled := e.requireSameStream(ctx, id, grpcEvents, subs, text)
+	require.Equal(t, 2, e.Model.Served("cut"), "cut once, then answered")
+	var retrying []agent.Event
+	for _, ev := range polled {
+		if ev.Status == agent.StreamRetrying {
+			retrying = append(retrying, ev)
+		}
+	}
+	require.Len(t, retrying, 1)
+	require.Less(t, retrying[0].VoidFrom, retrying[0].Index, "the failed attempt streamed text, voided")
+	require.Equal(t, []string{storyText}, wsText(t, subs[0].got.items), "no voided text on the text topic")
+	require.Equal(t, storyText, agent.ReplayText(polled))
+}
+
+// cliPollEvents decodes the events of a poll's result as the temporal CLI
+// prints it with --output json.
+func cliPollEvents(t *testing.T, out string) []agent.Event {
+	t.Helper()
+	var printed struct {
+		Result wsPollResult `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &printed), out)
+	var items []wsItem
+	for _, it := range printed.Result.Items {
+		b, err := base64.StdEncoding.DecodeString(it.Data)
+		require.NoError(t, err)
+		p := &commonpb.Payload{}
+		require.NoError(t, proto.Unmarshal(b, p))
+		items = append(items, wsItem{Topic: it.Topic, Offset: it.Offset, Payload: p})
+	}
+	return wsEvents(t, items)
+}
+
+func kinds(evs []agent.Event) []agent.EventKind {
+	var out []agent.EventKind
+	for _, e := range evs {
+		out = append(out, e.Kind)
+	}
+	return out
+}

@@ -1,0 +1,246 @@
+package eventlog
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// The wire types of Workflow Streams, as Temporal's packages declare them
+// (contrib/workflowstreams types.go): the envelopes travel as JSON through
+// the default data converter, with these field names.
+
+// PollInput is the poll update's argument: the topics wanted (none: all)
+// and the global offset to read from.
+type PollInput struct {
+	Topics     []string `json:"topics"`
+	FromOffset int64    `json:"from_offset"`
+}
+
+// WireItem is one item of a poll's answer: its topic, its value (Data: the
+// standard base64 of a protobuf-marshalled temporal.api.common.v1.Payload
+// made by the default payload converter) and its global offset.
+type WireItem struct {
+	Topic  string `json:"topic"`
+	Data   string `json:"data"`
+	Offset int64  `json:"offset"`
+}
+
+// PollResult is the poll update's answer. Items is never null;
+// NextOffset is where to poll next; MoreReady says the page was cut at the
+// size budget, so the next poll should be made at once.
+type PollResult struct {
+	Items      []WireItem `json:"items"`
+	NextOffset int64      `json:"next_offset"`
+	MoreReady  bool       `json:"more_ready"`
+}
+
+// Error types of the protocol (the application errors' types; clients
+// match on them, never on messages).
+const (
+	// ErrTypeTruncatedOffset fails a poll from an offset below the
+	// stream's base (0 < from_offset < base, or a negative one): what was
+	// there is gone. Clients poll again from 0. A turn's stream is never
+	// truncated, so its base is 0 and only a negative offset meets it.
+	ErrTypeTruncatedOffset = "TruncatedOffset"
+	// ErrTypeStreamDraining refuses a poll (in the update's validator, so
+	// it is not written to history) while the stream drains, before the
+	// workflow closes. Clients wait and poll again; the workflow has
+	// closed by then.
+	ErrTypeStreamDraining = "StreamDraining"
+)
+
+// maxPollBytes bounds one poll's answer, as Temporal's packages do: the
+// sum of each item's base64 data and topic. A page always holds at least
+// one item, however large.
+const maxPollBytes = 1_000_000
+
+// entry is one item of the stream: the log's event at index, or (index 0)
+// the text of a model reply.
+type entry struct {
+	index int64
+	text  string
+}
+
+// topic is the entry's topic.
+func (e entry) topic() string {
+	if e.index == 0 {
+		return contract.StreamTopicText
+	}
+	return contract.StreamTopicEvents
+}
+
+// AppendText puts the text of a model reply on the text topic. The turn
+// calls it once the call that produced the reply has completed: a
+// completed activity is never run again, so no retry can void the text.
+func (l *Log) AppendText(text string) {
+	if text != "" {
+		l.entries = append(l.entries, entry{text: text})
+	}
+}
+
+// Offset is the offset the stream's next item will have: the number of
+// items so far (the offset query's answer).
+func (l *Log) Offset() int64 { return l.base + int64(len(l.entries)) }
+
+// ServeStream answers Workflow Streams' poll update and offset query over
+// the log, and drops what the publish signal sends (see the package doc).
+// Call it with the log's other handlers, before the workflow first
+// blocks; call DrainStream before the workflow returns.
+//
+// gate says whether this run serves polls: the turn's workflow.GetVersion
+// of the change that brought them. Each poll asks it, so that the marker
+// is recorded in the runs that are polled only, where it is first polled.
+func (l *Log) ServeStream(ctx workflow.Context, gate func(workflow.Context) bool) error {
+	poll := func(ctx workflow.Context, in PollInput) (PollResult, error) {
+		if !gate(ctx) {
+			return PollResult{}, temporal.NewNonRetryableApplicationError("this run does not serve Workflow Streams", "StreamUnsupported", nil)
+		}
+		l.polled = true
+		return l.poll(ctx, in)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateStreamPoll, poll, workflow.UpdateHandlerOptions{
+		Validator: func(_ workflow.Context, _ PollInput) error {
+			if l.draining {
+				return temporal.NewApplicationError("workflow is draining: it is about to close", ErrTypeStreamDraining)
+			}
+			return nil
+		},
+		Description: `Workflow Streams: items from {"topics":["events"|"text"],"from_offset":N}; waits until there are some`,
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryStreamOffset, func() (int64, error) {
+		return l.Offset(), nil
+	}, workflow.QueryHandlerOptions{Description: "Workflow Streams: the offset the next item will have"}); err != nil {
+		return err
+	}
+	publish := workflow.GetSignalChannelWithOptions(ctx, contract.SignalStreamPublish, workflow.SignalChannelOptions{
+		Description: "Workflow Streams publish: not taken (a turn's log is written by the turn only); logged and dropped",
+	})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var raw json.RawMessage
+			publish.Receive(ctx, &raw)
+			workflow.GetLogger(ctx).Warn("Workflow Streams publish signal dropped: a turn's log takes no events from outside", "bytes", len(raw))
+		}
+	})
+	return nil
+}
+
+// StreamGrace is how long a polled run keeps answering polls after its
+// last event before it drains: a subscriber between two polls (Temporal's
+// clients wait 100 ms after a page that was not cut) comes back within
+// it and reads the end of the stream; an update cannot reach a closed
+// workflow.
+const StreamGrace = time.Second
+
+// DrainStream ends the stream before the workflow returns. A run that was
+// polled first keeps answering polls for StreamGrace; then new polls are
+// refused (StreamDraining), the polls waiting are answered with what the
+// log holds, and it returns once every update handler has finished — so a
+// subscriber polling while the turn ends has every event through the
+// final status, and none is left with a poll the closed workflow cannot
+// answer.
+//
+// A run that no one polled (and every run recorded before the stream)
+// neither waits nor blocks: it returns as it did.
+func (l *Log) DrainStream(ctx workflow.Context) {
+	// The turn's own context may be cancelled; the polls are answered all
+	// the same.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if l.polled {
+		_ = workflow.NewTimerWithOptions(dctx, StreamGrace, workflow.TimerOptions{Summary: "Workflow Streams subscribers reading the end"}).Get(dctx, nil)
+	}
+	l.draining = true
+	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })
+}
+
+// poll is the poll update's handler: it waits until the stream has an
+// item at or after from_offset (any topic), or drains, then answers a page
+// of the items of the topics asked for.
+func (l *Log) poll(ctx workflow.Context, in PollInput) (PollResult, error) {
+	truncated := false
+	// Answered even while the turn is being cancelled: the turn still
+	// logs how it ends.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := workflow.Await(dctx, func() bool {
+		if l.draining {
+			return true
+		}
+		if in.FromOffset != 0 && in.FromOffset < l.base {
+			truncated = true
+			return true
+		}
+		return l.Offset() > max(in.FromOffset, l.base)
+	}); err != nil {
+		return PollResult{}, err
+	}
+	if truncated {
+		return PollResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("offset %d has been truncated; the stream starts at %d: poll from 0", in.FromOffset, l.base), ErrTypeTruncatedOffset, nil)
+	}
+	return l.page(in)
+}
+
+// page is the items from in.FromOffset (0: the stream's start) of the
+// topics asked for, up to the size budget.
+func (l *Log) page(in PollInput) (PollResult, error) {
+	res := PollResult{Items: make([]WireItem, 0), NextOffset: l.Offset()}
+	size := 0
+	for i := max(in.FromOffset-l.base, 0); i < int64(len(l.entries)); i++ {
+		e := l.entries[i]
+		topic := e.topic()
+		if len(in.Topics) > 0 && !slices.Contains(in.Topics, topic) {
+			continue
+		}
+		data, err := l.encode(e)
+		if err != nil {
+			return PollResult{}, err
+		}
+		n := len(data) + len(topic)
+		if size+n > maxPollBytes && len(res.Items) > 0 {
+			res.NextOffset, res.MoreReady = l.base+i, true
+			break
+		}
+		size += n
+		res.Items = append(res.Items, WireItem{Topic: topic, Data: data, Offset: l.base + i})
+	}
+	return res, nil
+}
+
+// encode is an item's value on the wire: the standard base64 of the
+// protobuf of the Payload the default payload converter makes of it (the
+// event, or the text as a JSON string).
+func (l *Log) encode(e entry) (string, error) {
+	var v any = e.text
+	if e.index > 0 {
+		v = l.events[e.index-1]
+	}
+	// Encoding JSON and protobuf is deterministic (the payload's metadata
+	// is one key, and marshalled deterministically); workflowcheck cannot
+	// tell.
+	p, err := converter.GetDefaultDataConverter().ToPayload(v) //workflowcheck:ignore
+	if err != nil {
+		return "", fmt.Errorf("encode stream item: %w", err)
+	}
+	return encodePayload(p)
+}
+
+func encodePayload(p *commonpb.Payload) (string, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p) //workflowcheck:ignore
+	if err != nil {
+		return "", fmt.Errorf("encode stream item: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
