@@ -39,6 +39,16 @@ func bodyMarshaler() runtime.Marshaler {
 // not a setting silently dropped. An empty body is an empty message.
 type strictJSON struct{ *runtime.JSONPb }
 
+// Marshal implements runtime.Marshaler: the JSON, and a newline, which
+// shells and line-oriented tools expect at the end of an answer.
+func (m strictJSON) Marshal(v any) ([]byte, error) {
+	data, err := m.JSONPb.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
 // NewDecoder implements runtime.Marshaler.
 func (m strictJSON) NewDecoder(r io.Reader) runtime.Decoder {
 	return runtime.DecoderFunc(func(v any) error {
