@@ -108,7 +108,7 @@ func (a *HTTPAPI) Serve() error {
 }
 
 // Stop ends the in-process gRPC server, waiting up to wait for the calls
-// in flight. Stop the HTTP server first.
+// in flight. Stop the HTTP server first. Stopping again does nothing.
 func (a *HTTPAPI) Stop(wait time.Duration) {
 	_ = a.conn.Close()
 	done := make(chan struct{})

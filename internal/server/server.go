@@ -536,6 +536,10 @@ func (s *Server) Close() {
 			_ = ln.Close() // already closed when Run served on it
 		}
 	}
+	if s.api != nil {
+		s.api.Stop(0) // already stopped when Run served it
+		s.api = nil
+	}
 	if s.mcp != nil {
 		s.mcp.Close() // stops the stdio MCP servers it started
 		s.mcp = nil
