@@ -30,6 +30,7 @@ func TestDemo(t *testing.T) {
 	t.Setenv("AGENTFLOW_TASK_QUEUE", "demo-test-"+testserver.RandomID())
 	t.Setenv("AGENTFLOW_HTTP_ADDR", "off")
 	t.Setenv("AGENTFLOW_GRPC_ADDR", "127.0.0.1:0")
+	t.Setenv("AGENTFLOW_HTTP_API_ADDR", "127.0.0.1:0")
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST", "AGENTFLOW_SCRIPT", "AGENTFLOW_DEMO_MODEL"} {
 		t.Setenv(k, "")
 	}
@@ -85,6 +86,7 @@ func TestDemoProduction(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	t.Setenv("TEMPORAL_ADDRESS", "")
 	t.Setenv("AGENTFLOW_GRPC_ADDR", "127.0.0.1:0")
+	t.Setenv("AGENTFLOW_HTTP_API_ADDR", "127.0.0.1:0")
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST", "AGENTFLOW_SCRIPT", "AGENTFLOW_DEMO_MODEL", "AGENTFLOW_TOKENS"} {
 		t.Setenv(k, "")
 	}

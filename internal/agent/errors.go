@@ -8,8 +8,8 @@ import (
 
 // Code classifies an error. Every transport reads its classification from
 // one table (see Class): the error type that Temporal failures, update
-// refusals and TurnError.Type carry, the gRPC status code, and whether a
-// retry may succeed.
+// refusals and TurnError.Type carry, the gRPC status code, the HTTP status,
+// and whether a retry may succeed.
 type Code string
 
 const (
@@ -60,6 +60,9 @@ type Class struct {
 	// with (a number, so that this package needs nothing but the standard
 	// library; the gateway's tests check it against the named codes).
 	GRPC uint32
+	// HTTP is the status the HTTP API answers with (net/http's StatusXxx
+	// values).
+	HTTP int
 	// Retryable says a retry of the same request may succeed: Temporal
 	// retries activities that fail with it, and TurnError.Retryable tells
 	// callers.
@@ -84,24 +87,32 @@ const (
 	grpcUnauthenticated    = 16
 )
 
-// classes is the one table every transport maps errors with.
+// classes is the one table every transport maps errors with. The HTTP
+// statuses are RFC 9110's, and 429 (RFC 6585) for a limit that a later
+// request may fit in.
 var classes = map[Code]Class{
-	CodeInvalid:          {Type: ErrTypeInvalidRequest, GRPC: grpcInvalidArgument, Public: true},
-	CodeNotFound:         {Type: ErrTypeNotFound, GRPC: grpcNotFound, Public: true},
-	CodeAgentNotFound:    {Type: ErrTypeAgentNotFound, GRPC: grpcNotFound, Public: true},
-	CodeUnauthenticated:  {Type: ErrTypeUnauthenticated, GRPC: grpcUnauthenticated, Public: true},
-	CodePermissionDenied: {Type: ErrTypePermissionDenied, GRPC: grpcPermissionDenied, Public: true},
-	CodeConflict:         {Type: ErrTypeConflict, GRPC: grpcFailedPrecondition, Public: true},
-	CodeRateLimited:      {Type: ErrTypeRateLimited, GRPC: grpcResourceExhausted, Public: true},
-	CodeModelRejected:    {Type: ErrTypeModelRejected, GRPC: grpcFailedPrecondition, Public: true},
-	CodeModelFailed:      {Type: ErrTypeModelFailed, GRPC: grpcUnavailable, Retryable: true, Public: true},
-	CodeMaxIterations:    {Type: ErrTypeMaxIterations, GRPC: grpcResourceExhausted, Public: true},
-	CodeTokenBudget:      {Type: ErrTypeTokenBudget, GRPC: grpcResourceExhausted, Public: true},
-	CodeBudget:           {Type: ErrTypeBudget, GRPC: grpcResourceExhausted, Public: true},
-	CodeTimeout:          {Type: ErrTypeTimeout, GRPC: grpcDeadlineExceeded, Retryable: true, Public: true},
-	CodeCanceled:         {Type: ErrTypeCanceled, GRPC: grpcCanceled, Public: true},
-	CodeUnavailable:      {Type: ErrTypeUnavailable, GRPC: grpcUnavailable, Retryable: true},
-	CodeInternal:         {Type: ErrTypeInternal, GRPC: grpcInternal},
+	CodeInvalid:          {Type: ErrTypeInvalidRequest, GRPC: grpcInvalidArgument, HTTP: 400, Public: true},
+	CodeNotFound:         {Type: ErrTypeNotFound, GRPC: grpcNotFound, HTTP: 404, Public: true},
+	CodeAgentNotFound:    {Type: ErrTypeAgentNotFound, GRPC: grpcNotFound, HTTP: 404, Public: true},
+	CodeUnauthenticated:  {Type: ErrTypeUnauthenticated, GRPC: grpcUnauthenticated, HTTP: 401, Public: true},
+	CodePermissionDenied: {Type: ErrTypePermissionDenied, GRPC: grpcPermissionDenied, HTTP: 403, Public: true},
+	CodeConflict:         {Type: ErrTypeConflict, GRPC: grpcFailedPrecondition, HTTP: 409, Public: true},
+	CodeRateLimited:      {Type: ErrTypeRateLimited, GRPC: grpcResourceExhausted, HTTP: 429, Public: true},
+	// The model refused what the turn sent it: the request cannot be
+	// served as it is, and sending it again will not change that.
+	CodeModelRejected: {Type: ErrTypeModelRejected, GRPC: grpcFailedPrecondition, HTTP: 422, Public: true},
+	// The model is the server's upstream: it failed, and may not next time.
+	CodeModelFailed: {Type: ErrTypeModelFailed, GRPC: grpcUnavailable, HTTP: 502, Retryable: true, Public: true},
+	// The agent's own limits: the same request would end the same way.
+	CodeMaxIterations: {Type: ErrTypeMaxIterations, GRPC: grpcResourceExhausted, HTTP: 422, Public: true},
+	CodeTokenBudget:   {Type: ErrTypeTokenBudget, GRPC: grpcResourceExhausted, HTTP: 422, Public: true},
+	// The tenant's budget for the day or month: a later period has room.
+	CodeBudget:  {Type: ErrTypeBudget, GRPC: grpcResourceExhausted, HTTP: 429, Public: true},
+	CodeTimeout: {Type: ErrTypeTimeout, GRPC: grpcDeadlineExceeded, HTTP: 504, Retryable: true, Public: true},
+	// The work was cancelled by someone: it conflicts with the request.
+	CodeCanceled:    {Type: ErrTypeCanceled, GRPC: grpcCanceled, HTTP: 409, Public: true},
+	CodeUnavailable: {Type: ErrTypeUnavailable, GRPC: grpcUnavailable, HTTP: 503, Retryable: true},
+	CodeInternal:    {Type: ErrTypeInternal, GRPC: grpcInternal, HTTP: 500},
 }
 
 // Error types: Class.Type of each code. They are the types of TurnError

@@ -263,9 +263,9 @@ func (s scraped) names() string {
 	return strings.Join(names, " ")
 }
 
-// TestHealthz checks readiness per dependency: ready while Postgres and
-// Temporal answer, 503 naming Postgres once the database refuses
-// connections, while /livez still answers.
+// TestHealthz checks readiness per dependency (at /healthz and its alias
+// /health): ready while Postgres and Temporal answer, 503 naming Postgres
+// once the database refuses connections, while /livez still answers.
 func TestHealthz(t *testing.T) {
 	dbURL := devtest.Database(t)
 	ts := testserver.Start(t, testserver.Options{Script: testScript, DatabaseURL: dbURL, HTTP: true})
@@ -298,14 +298,21 @@ func TestHealthz(t *testing.T) {
 	status, cs := checks(body)
 	require.Equal(t, "ok", status)
 	require.Equal(t, []check{{"postgres", "ok"}, {"temporal", "ok"}, {"live_path", "ok"}}, cs)
+	code, body = get("/health") // seed 004's name for it
+	require.Equal(t, http.StatusOK, code, body)
+	status, cs = checks(body)
+	require.Equal(t, "ok", status)
+	require.Len(t, cs, 3)
 
 	devtest.RefuseConnections(t, dbURL)
-	code, body = get("/healthz")
-	require.Equal(t, http.StatusServiceUnavailable, code, body)
-	status, cs = checks(body)
-	require.Equal(t, "unavailable", status)
-	require.Equal(t, check{"postgres", "unavailable"}, cs[0])
-	require.Equal(t, check{"temporal", "ok"}, cs[1])
+	for _, path := range []string{"/healthz", "/health"} {
+		code, body = get(path)
+		require.Equal(t, http.StatusServiceUnavailable, code, body)
+		status, cs = checks(body)
+		require.Equal(t, "unavailable", status)
+		require.Equal(t, check{"postgres", "unavailable"}, cs[0])
+		require.Equal(t, check{"temporal", "ok"}, cs[1])
+	}
 
 	code, _ = get("/livez")
 	require.Equal(t, http.StatusOK, code)

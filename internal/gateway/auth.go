@@ -16,6 +16,8 @@ import (
 // open to no token: a new RPC is refused until it is given a role.
 var methodRoles = map[string]Role{
 	pb.AgentService_Invoke_FullMethodName:                RoleUser,
+	pb.AgentService_Start_FullMethodName:                 RoleUser,
+	pb.AgentService_ListEvents_FullMethodName:            RoleUser,
 	pb.AgentService_Stream_FullMethodName:                RoleUser,
 	pb.AgentService_Resume_FullMethodName:                RoleUser,
 	pb.AgentService_GetResult_FullMethodName:             RoleUser,

@@ -16,5 +16,14 @@
 // Every error leaves through Status, which maps it once by agent's table
 // of codes: errors written for the caller keep their message; others reach
 // the client as a plain message with a reference, and the log has the
-// details under the same reference.
+// details under the same reference. The status carries the error's type
+// (an ErrorInfo of ErrorDomain).
+//
+// HTTPAPI serves the same API over HTTP/JSON: grpc-gateway's handlers,
+// generated from the .proto and agentflow_http.yaml, call the gRPC API on
+// an in-process server that NewGRPCServer makes, so that a request is
+// authenticated, authorized, scoped and answered by exactly the code a
+// gRPC call is. What is HTTP's own lives here too: the strict reading of
+// bodies and query parameters, errors as RFC 9457 problem details (from
+// the status Status made), the body limit, CORS and the OpenAPI document.
 package gateway

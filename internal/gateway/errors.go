@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -33,7 +34,7 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 	}
 	class := code.Class()
 	if class.Public {
-		return status.Error(codes.Code(class.GRPC), err.Error())
+		return typed(status.New(codes.Code(class.GRPC), err.Error()), class, "")
 	}
 	ref := newRef()
 	telemetry.Logger(ctx, logger).Error("request failed", zap.String("ref", ref), zap.String("code", string(code)),
@@ -42,7 +43,35 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 	if code == agent.CodeUnavailable {
 		msg = "a service agentflow depends on is unavailable; try again later"
 	}
-	return status.Errorf(codes.Code(class.GRPC), "%s (reference %s)", msg, ref)
+	return typed(status.Newf(codes.Code(class.GRPC), "%s (reference %s)", msg, ref), class, ref)
+}
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo that every error
+// status of the gateway carries: its reason is the error's type in agent's
+// table (AgentNotFound, Conflict, …), and an internal error's metadata
+// has its "reference". The HTTP API's problem details are made from it.
+const ErrorDomain = "agentflow"
+
+// typed adds the error's type (and reference) to st as an ErrorInfo.
+func typed(st *status.Status, class agent.Class, ref string) error {
+	info := &errdetails.ErrorInfo{Reason: class.Type, Domain: ErrorDomain}
+	if ref != "" {
+		info.Metadata = map[string]string{"reference": ref}
+	}
+	if withInfo, err := st.WithDetails(info); err == nil {
+		st = withInfo
+	}
+	return st.Err()
+}
+
+// errorInfo returns the ErrorInfo that Status added to st.
+func errorInfo(st *status.Status) (*errdetails.ErrorInfo, bool) {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+			return info, true
+		}
+	}
+	return nil, false
 }
 
 // newRef is a short random id that ties a client's error to the log.

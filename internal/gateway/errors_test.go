@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -46,14 +48,47 @@ func TestErrorTable(t *testing.T) {
 		agent.CodeUnavailable:      codes.Unavailable,
 		agent.CodeInternal:         codes.Internal,
 	}
+	// The HTTP API's status for each code.
+	wantHTTP := map[agent.Code]int{
+		agent.CodeInvalid:          http.StatusBadRequest,
+		agent.CodeNotFound:         http.StatusNotFound,
+		agent.CodeAgentNotFound:    http.StatusNotFound,
+		agent.CodeUnauthenticated:  http.StatusUnauthorized,
+		agent.CodePermissionDenied: http.StatusForbidden,
+		agent.CodeConflict:         http.StatusConflict,
+		agent.CodeRateLimited:      http.StatusTooManyRequests,
+		agent.CodeModelRejected:    http.StatusUnprocessableEntity,
+		agent.CodeModelFailed:      http.StatusBadGateway,
+		agent.CodeMaxIterations:    http.StatusUnprocessableEntity,
+		agent.CodeTokenBudget:      http.StatusUnprocessableEntity,
+		agent.CodeBudget:           http.StatusTooManyRequests,
+		agent.CodeTimeout:          http.StatusGatewayTimeout,
+		agent.CodeCanceled:         http.StatusConflict,
+		agent.CodeUnavailable:      http.StatusServiceUnavailable,
+		agent.CodeInternal:         http.StatusInternalServerError,
+	}
 	require.ElementsMatch(t, agent.Codes(), keys(want), "every code has a gRPC code here")
+	require.ElementsMatch(t, agent.Codes(), keys(wantHTTP), "every code has an HTTP status here")
 	for _, code := range agent.Codes() {
 		t.Run(string(code), func(t *testing.T) {
+			require.Equal(t, wantHTTP[code], code.Class().HTTP)
 			core, logs := observer.New(zap.DebugLevel)
 			err := gateway.Status(context.Background(), zap.New(core),
 				&agent.Error{Code: code, Message: "the detail", Err: errSecret})
 			st := status.Convert(err)
 			require.Equal(t, want[code], st.Code())
+			// The status says the error's type, for clients that tell
+			// AgentNotFound from NotFound, and the HTTP API.
+			var info *errdetails.ErrorInfo
+			for _, d := range st.Details() {
+				info, _ = d.(*errdetails.ErrorInfo)
+			}
+			require.NotNil(t, info)
+			require.Equal(t, gateway.ErrorDomain, info.GetDomain())
+			require.Equal(t, code.Class().Type, info.GetReason())
+			if !code.Class().Public {
+				require.Contains(t, st.Message(), info.GetMetadata()["reference"])
+			}
 			if code.Class().Public {
 				require.Equal(t, "the detail: "+errSecret.Error(), st.Message())
 				require.Zero(t, logs.Len())

@@ -184,6 +184,9 @@ func (s *Service) startPrepared(ctx context.Context, req agent.TurnRequest) (cli
 func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 	if req.AgentID != "" {
 		_, err := s.store.ActiveAgent(ctx, req.TenantID, req.AgentID)
+		if agent.IsCode(err, agent.CodeNotFound) {
+			return agent.WithCode(agent.CodeAgentNotFound, err)
+		}
 		return err
 	}
 	r, err := s.store.Routing(ctx, req.TenantID)

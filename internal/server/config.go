@@ -32,8 +32,19 @@ type Config struct {
 	TaskQueue string
 	// DatabaseURL of Postgres. Env DATABASE_URL; required.
 	DatabaseURL string
-	// HTTPAddr serves /healthz. Env AGENTFLOW_HTTP_ADDR; default 127.0.0.1:9090; "off" disables it.
+	// HTTPAddr serves /healthz (and its alias /health), /livez and
+	// /metrics: the admin port. Env AGENTFLOW_HTTP_ADDR; default
+	// 127.0.0.1:9090; "off" disables it.
 	HTTPAddr string
+	// HTTPAPIAddr serves the HTTP/JSON API (gateway role only), beside
+	// the gRPC API. Env AGENTFLOW_HTTP_API_ADDR; default 127.0.0.1:8080;
+	// "off" (or empty) disables it.
+	HTTPAPIAddr string
+	// CORSOrigins are the browser origins whose pages may call the HTTP
+	// API (gateway.ParseCORSOrigins: scheme://host[:port], each named).
+	// Env AGENTFLOW_CORS_ORIGINS, comma-separated; default none: browsers
+	// refuse every cross-origin call.
+	CORSOrigins []string
 	// Model providers. Env OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, OLLAMA_HOST.
 	Model llm.Config
 	// Script, when set, serves the scripted OpenAI-compatible model
@@ -49,7 +60,7 @@ type Config struct {
 	// preview. Env AGENTFLOW_TOOL_DATA_INLINE; default 64 KiB.
 	ToolDataInline int
 	// Roles this process plays: RoleWorker (the Temporal worker) and
-	// RoleGateway (the gRPC API). Env AGENTFLOW_ROLES, comma-separated;
+	// RoleGateway (the gRPC and HTTP APIs). Env AGENTFLOW_ROLES, comma-separated;
 	// default both. Empty means worker only.
 	Roles []string
 	// GRPCAddr is where the gateway listens. Env AGENTFLOW_GRPC_ADDR;
@@ -170,6 +181,10 @@ func ConfigFromEnv() (Config, error) {
 		return Config{}, err
 	}
 	c.Tokens = tokens
+	c.HTTPAPIAddr = envOr("AGENTFLOW_HTTP_API_ADDR", "127.0.0.1:8080")
+	if c.CORSOrigins, err = gateway.ParseCORSOrigins(os.Getenv("AGENTFLOW_CORS_ORIGINS")); err != nil {
+		return Config{}, err
+	}
 	c.GRPCTLS = gateway.TLSConfig{CertFile: os.Getenv("AGENTFLOW_GRPC_TLS_CERT"), KeyFile: os.Getenv("AGENTFLOW_GRPC_TLS_KEY"),
 		ClientCAFile: os.Getenv("AGENTFLOW_GRPC_CLIENT_CA")}
 	for _, p := range []struct {

@@ -171,3 +171,21 @@ func TestConfigFromEnvJQ(t *testing.T) {
 		require.EqualError(t, err, tt.want)
 	}
 }
+
+func TestConfigFromEnvHTTPAPI(t *testing.T) {
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", c.HTTPAPIAddr, "the local default")
+	require.Empty(t, c.CORSOrigins, "no origin is allowed by default")
+
+	t.Setenv("AGENTFLOW_HTTP_API_ADDR", "off")
+	t.Setenv("AGENTFLOW_CORS_ORIGINS", "http://localhost:3000, https://app.example.com/")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, "off", c.HTTPAPIAddr)
+	require.Equal(t, []string{"http://localhost:3000", "https://app.example.com"}, c.CORSOrigins)
+
+	t.Setenv("AGENTFLOW_CORS_ORIGINS", "*")
+	_, err = ConfigFromEnv()
+	require.ErrorContains(t, err, `AGENTFLOW_CORS_ORIGINS entry "*": name each origin`)
+}

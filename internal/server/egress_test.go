@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/gateway"
 )
 
 func TestConfigFromEnvEgress(t *testing.T) {
@@ -42,12 +43,13 @@ func TestPlatformAddrs(t *testing.T) {
 		want []egress.PlatformAddr
 	}{
 		{"compose", Config{TemporalAddress: "temporal:7233", DatabaseURL: "postgres://agentflow:pw@postgres:5432/agentflow?sslmode=disable",
-			GRPCAddr: "0.0.0.0:50051", PlatformAddrs: []string{"temporal-ui:8080"}},
+			GRPCAddr: "0.0.0.0:50051", HTTPAPIAddr: "0.0.0.0:8080", PlatformAddrs: []string{"temporal-ui:8080"}},
 			[]egress.PlatformAddr{
 				{Addr: "temporal:7233", What: "the Temporal frontend's gRPC API", From: "TEMPORAL_ADDRESS"},
 				{Addr: "temporal:7243", What: "the Temporal frontend's HTTP API", From: "TEMPORAL_ADDRESS"},
 				{Addr: "postgres:5432", What: "Postgres", From: "DATABASE_URL"},
 				{Addr: "0.0.0.0:50051", What: "the gateway's gRPC API", From: "AGENTFLOW_GRPC_ADDR"},
+				{Addr: "0.0.0.0:8080", What: "the gateway's HTTP API", From: "AGENTFLOW_HTTP_API_ADDR"},
 				{Addr: "temporal-ui:8080", What: "a platform address", From: "AGENTFLOW_PLATFORM_ADDRS"},
 			}},
 		{"the HTTP API named", Config{TemporalAddress: "127.0.0.1:7233", TemporalHTTPAddr: "127.0.0.1:41234", DatabaseURL: "postgres://u@127.0.0.1:5432/x"},
@@ -57,7 +59,7 @@ func TestPlatformAddrs(t *testing.T) {
 				{Addr: "127.0.0.1:5432", What: "Postgres", From: "DATABASE_URL"},
 			}},
 		{"gRPC target, socket and fallback hosts", Config{TemporalAddress: "dns:///temporal.internal:7233",
-			DatabaseURL: "host=/var/run/postgresql,db1.internal,db2.internal port=5432,5433,5434 dbname=app", GRPCAddr: "127.0.0.1:0"},
+			DatabaseURL: "host=/var/run/postgresql,db1.internal,db2.internal port=5432,5433,5434 dbname=app", GRPCAddr: "127.0.0.1:0", HTTPAPIAddr: "off"},
 			[]egress.PlatformAddr{
 				{Addr: "temporal.internal:7233", What: "the Temporal frontend's gRPC API", From: "TEMPORAL_ADDRESS"},
 				{Addr: "temporal.internal:7243", What: "the Temporal frontend's HTTP API", From: "TEMPORAL_ADDRESS"},
@@ -91,4 +93,13 @@ func TestNewRefusesOpeningPlatformPorts(t *testing.T) {
 	cfg.HTTPAddr, cfg.EgressAllow = "off", []string{"127.0.0.1:7243"}
 	_, err = New(context.Background(), cfg, zaptest.NewLogger(t))
 	require.ErrorContains(t, err, `"127.0.0.1:7243": 127.0.0.1:7243 is the Temporal frontend's HTTP API`)
+
+	// The gateway's HTTP API, on the port it took.
+	tokens, err := gateway.ParseTokens("t=demo")
+	require.NoError(t, err)
+	cfg.Roles, cfg.Tokens, cfg.GRPCAddr, cfg.HTTPAPIAddr = []string{RoleGateway}, tokens, "127.0.0.1:0", addr
+	cfg.EgressAllow = []string{addr}
+	_, err = New(context.Background(), cfg, zaptest.NewLogger(t))
+	require.EqualError(t, err, `egress policy: AGENTFLOW_EGRESS_ALLOW entry "`+addr+`": `+addr+
+		` is the gateway's HTTP API, a port of the platform's own, which stays closed`)
 }

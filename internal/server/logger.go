@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -29,4 +30,15 @@ func NewLogger(format, level string) (*zap.Logger, error) {
 		return nil, fmt.Errorf("build logger: %w", err)
 	}
 	return logger, nil
+}
+
+// httpErrorLog sends net/http's own complaints about the HTTP API's
+// connections (one it could not read, a handler's panic) to the
+// process's log, as warnings.
+func httpErrorLog(logger *zap.Logger) *log.Logger {
+	l, err := zap.NewStdLogAt(logger.With(zap.String("component", "http_api")), zap.WarnLevel)
+	if err != nil {
+		return nil // only for a level zap does not know; net/http then logs to stderr
+	}
+	return l
 }

@@ -58,6 +58,9 @@ type Server struct {
 	follower *eventlog.Follower
 	grpc     *grpc.Server
 	grpcLn   net.Listener
+	api      *gateway.HTTPAPI
+	apiHTTP  *http.Server
+	apiLn    net.Listener
 	routes   *registry.Cache
 	egress   *egress.Operator
 	metrics  *metrics.Metrics
@@ -163,16 +166,22 @@ func (s *Server) startTracing(ctx context.Context) error {
 	return nil
 }
 
-// listen opens the gateway's and the HTTP endpoint's listeners first, so
-// that the egress policy knows the ports they really took.
+// listen opens the gateway's (gRPC and HTTP APIs) and the admin
+// endpoint's listeners first, so that the egress policy knows the ports
+// they really took.
 func (s *Server) listen() error {
 	var err error
 	if s.cfg.Has(RoleGateway) {
 		if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 			return fmt.Errorf("listen on %s (AGENTFLOW_GRPC_ADDR): %w", s.cfg.GRPCAddr, err)
 		}
+		if on(s.cfg.HTTPAPIAddr) {
+			if s.apiLn, err = net.Listen("tcp", s.cfg.HTTPAPIAddr); err != nil {
+				return fmt.Errorf("listen on %s (AGENTFLOW_HTTP_API_ADDR): %w", s.cfg.HTTPAPIAddr, err)
+			}
+		}
 	}
-	if s.cfg.HTTPAddr != "" && s.cfg.HTTPAddr != "off" {
+	if on(s.cfg.HTTPAddr) {
 		if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 			return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 		}
@@ -209,9 +218,9 @@ const temporalHTTPPort = "7243"
 // platformAddrs are the platform's own listening addresses this process
 // knows: the Temporal frontend (gRPC, and HTTP where TemporalHTTPAddr
 // says, by default at the server's default port),
-// Postgres, the gateway, the health and metrics endpoint, the scripted
-// model it serves, and AGENTFLOW_PLATFORM_ADDRS. A listener the process
-// gains (a public HTTP API) belongs here too.
+// Postgres, the gateway's gRPC and HTTP APIs, the health and metrics
+// endpoint, the scripted model it serves, and AGENTFLOW_PLATFORM_ADDRS. A
+// listener the process gains belongs here too.
 func (s *Server) platformAddrs() ([]egress.PlatformAddr, error) {
 	temporal := strings.TrimPrefix(s.cfg.TemporalAddress, "dns:///")
 	out := []egress.PlatformAddr{{Addr: temporal, What: "the Temporal frontend's gRPC API", From: "TEMPORAL_ADDRESS"}}
@@ -233,12 +242,13 @@ func (s *Server) platformAddrs() ([]egress.PlatformAddr, error) {
 			out = append(out, egress.PlatformAddr{Addr: addr, What: "Postgres", From: "DATABASE_URL"})
 		}
 	}
-	grpcAddr := s.GRPCAddr()
-	if _, port, err := net.SplitHostPort(s.cfg.GRPCAddr); grpcAddr == "" && err == nil && port != "0" {
-		grpcAddr = s.cfg.GRPCAddr // another process's on this machine, most likely
+	// A gateway address this process does not listen on is another
+	// process's on this machine, most likely.
+	if a := listenedOr(s.GRPCAddr(), s.cfg.GRPCAddr); a != "" {
+		out = append(out, egress.PlatformAddr{Addr: a, What: "the gateway's gRPC API", From: "AGENTFLOW_GRPC_ADDR"})
 	}
-	if grpcAddr != "" {
-		out = append(out, egress.PlatformAddr{Addr: grpcAddr, What: "the gateway's gRPC API", From: "AGENTFLOW_GRPC_ADDR"})
+	if a := listenedOr(s.HTTPAPIAddr(), s.cfg.HTTPAPIAddr); a != "" {
+		out = append(out, egress.PlatformAddr{Addr: a, What: "the gateway's HTTP API", From: "AGENTFLOW_HTTP_API_ADDR"})
 	}
 	if a := s.HTTPAddr(); a != "" {
 		out = append(out, egress.PlatformAddr{Addr: a, What: "the health and metrics endpoint", From: "AGENTFLOW_HTTP_ADDR"})
@@ -253,6 +263,21 @@ func (s *Server) platformAddrs() ([]egress.PlatformAddr, error) {
 	}
 	return out, nil
 }
+
+// listenedOr is the address a listener took, or else the configured one
+// when it names a port (not "off", not port 0).
+func listenedOr(listened, configured string) string {
+	if listened != "" {
+		return listened
+	}
+	if _, port, err := net.SplitHostPort(configured); err == nil && port != "0" {
+		return configured
+	}
+	return ""
+}
+
+// on reports whether an address setting asks for a listener.
+func on(addr string) bool { return addr != "" && addr != "off" }
 
 // connect opens the store and the Temporal client.
 func (s *Server) connect(ctx context.Context) error {
@@ -331,7 +356,7 @@ func (s *Server) newWorker() error {
 	return nil
 }
 
-// newGateway listens for the gRPC API.
+// newGateway serves the gRPC API, and the HTTP API unless it is off.
 func (s *Server) newGateway() error {
 	svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens,
 		TaskQueue: s.cfg.TaskQueue, Logger: s.logger})
@@ -348,17 +373,30 @@ func (s *Server) newGateway() error {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	s.grpc = gateway.NewGRPCServer(svc, gateway.NewCatalogService(s.store, s.tools, s.routes, s.logger), opts...)
+	cat := gateway.NewCatalogService(s.store, s.tools, s.routes, s.logger)
+	s.grpc = gateway.NewGRPCServer(svc, cat, opts...)
+	if s.apiLn == nil {
+		return nil
+	}
+	// The HTTP API's calls are the gRPC API's, traced and counted the same.
+	if s.api, err = gateway.NewHTTPAPI(svc, cat, gateway.HTTPOptions{CORSOrigins: s.cfg.CORSOrigins,
+		ServerOptions: s.tracing.GRPCServerOptions(s.metrics.MeterProvider)}); err != nil {
+		return err
+	}
+	s.apiHTTP = &http.Server{Handler: s.api, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: httpErrorLog(s.logger)}
 	return nil
 }
 
-// newHTTP serves /healthz and /metrics, unless HTTPAddr is off.
+// newHTTP serves /healthz, /health, /livez and /metrics, unless HTTPAddr is off.
 func (s *Server) newHTTP() error {
 	if s.httpLn == nil {
 		return nil
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
+	// The name seed 004's service answers its health checks on.
+	mux.HandleFunc("GET /health", s.healthz)
 	// Liveness: the process serves. Restarting it would not bring a
 	// dependency back, so an outage fails /healthz, not this.
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -373,6 +411,15 @@ func (s *Server) HTTPAddr() string {
 		return ""
 	}
 	return s.httpLn.Addr().String()
+}
+
+// HTTPAPIAddr is the HTTP API's listening address, "" when off or
+// without the gateway role.
+func (s *Server) HTTPAPIAddr() string {
+	if s.apiLn == nil {
+		return ""
+	}
+	return s.apiLn.Addr().String()
 }
 
 // Client is the server's Temporal client.
@@ -440,6 +487,28 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if s.api != nil {
+		s.logger.Info("HTTP API serving", zap.String("addr", s.HTTPAPIAddr()))
+		g.Go(s.api.Serve)
+		g.Go(func() error {
+			if err := s.apiHTTP.Serve(s.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve http api: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			// As the gRPC API: calls in flight may finish, briefly.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := s.apiHTTP.Shutdown(sctx)
+			if err != nil {
+				_ = s.apiHTTP.Close()
+			}
+			s.api.Stop(time.Second)
+			return nil
+		})
+	}
 	if s.http != nil {
 		g.Go(func() error {
 			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -463,10 +532,14 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Close releases what New acquired. Safe to call more than once.
 func (s *Server) Close() {
-	for _, ln := range []net.Listener{s.grpcLn, s.httpLn} {
+	for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.apiLn} {
 		if ln != nil {
 			_ = ln.Close() // already closed when Run served on it
 		}
+	}
+	if s.api != nil {
+		s.api.Stop(0) // already stopped when Run served it
+		s.api = nil
 	}
 	if s.mcp != nil {
 		s.mcp.Close() // stops the stdio MCP servers it started

@@ -1,6 +1,6 @@
 // Package testserver runs agentflow's whole process in-process for
 // end-to-end tests: the assembly of internal/server (worker, and with
-// tokens the gRPC gateway) on a private database and task queue of the
+// tokens the gateway's gRPC API, and its HTTP API when asked) on a private database and task queue of the
 // test's own, against the Temporal dev server shared by the test binary
 // (both from devtest), with a scripted model and catalog documents
 // applied before it starts.
@@ -82,6 +82,12 @@ type Options struct {
 	// HTTP serves /healthz, /livez and /metrics on a free port
 	// (Server.HTTPAddr). Default: off.
 	HTTP bool
+	// HTTPAPI serves the gateway's HTTP API on a free port
+	// (Server.HTTPAPIAddr); it needs Tokens. Default: off.
+	HTTPAPI bool
+	// CORSOrigins are the origins the HTTP API lets pages call it from
+	// (AGENTFLOW_CORS_ORIGINS). Default: none.
+	CORSOrigins []string
 	// Logger is the server's logger. Default: the test's log, warnings
 	// and errors only.
 	Logger *zap.Logger
@@ -196,9 +202,15 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.HTTP {
 		cfg.HTTPAddr = "127.0.0.1:0"
 	}
+	if opts.HTTPAPI && len(opts.Tokens) == 0 {
+		t.Fatal("testserver: Options.HTTPAPI needs Tokens (the gateway role)")
+	}
 	if len(opts.Tokens) > 0 {
 		cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
 		cfg.GRPCAddr = "127.0.0.1:0"
+		if opts.HTTPAPI {
+			cfg.HTTPAPIAddr, cfg.CORSOrigins = "127.0.0.1:0", opts.CORSOrigins
+		}
 		for secret, spec := range opts.Tokens {
 			tok, err := gateway.ParseToken(secret, spec)
 			if err != nil {

@@ -218,9 +218,9 @@ func Build(ctx context.Context, dir string) (string, error) {
 type Process struct {
 	Name string
 	Role string
-	// GRPCAddr is the gateway's address (gateways only); HTTPAddr serves
-	// /healthz and /metrics.
-	GRPCAddr, HTTPAddr string
+	// GRPCAddr is the gateway's address and HTTPAPIAddr its HTTP API's
+	// (gateways only); HTTPAddr serves /healthz and /metrics.
+	GRPCAddr, HTTPAPIAddr, HTTPAddr string
 	// Log is the path of its log file (appended across restarts).
 	Log string
 
@@ -247,7 +247,10 @@ func newProcess(name, role, bin, dir string, base []string, log *zap.Logger) (*P
 		if p.GRPCAddr, err = devstack.FreeAddr(); err != nil {
 			return nil, err
 		}
-		env = append(env, "AGENTFLOW_GRPC_ADDR="+p.GRPCAddr)
+		if p.HTTPAPIAddr, err = devstack.FreeAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, "AGENTFLOW_GRPC_ADDR="+p.GRPCAddr, "AGENTFLOW_HTTP_API_ADDR="+p.HTTPAPIAddr)
 	}
 	p.env = env
 	return p, nil

@@ -441,6 +441,225 @@ func (x *StreamRequest) GetTurn() *TurnRequest {
 	return nil
 }
 
+type StartRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Turn          *TurnRequest           `protobuf:"bytes,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartRequest) Reset() {
+	*x = StartRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartRequest) ProtoMessage() {}
+
+func (x *StartRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
+func (*StartRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StartRequest) GetTurn() *TurnRequest {
+	if x != nil {
+		return x.Turn
+	}
+	return nil
+}
+
+type StartResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // turn/<tenant>/<job_id>
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartResponse) Reset() {
+	*x = StartResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartResponse) ProtoMessage() {}
+
+func (x *StartResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
+func (*StartResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StartResponse) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *StartResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type ListEventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	AfterIndex    int64                  `protobuf:"varint,2,opt,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"` // events after this index; 0: from the first
+	PageSize      int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`       // at most this many events; 0 = 1000, at most 1000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsRequest) Reset() {
+	*x = ListEventsRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsRequest) ProtoMessage() {}
+
+func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListEventsRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListEventsRequest) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *ListEventsRequest) GetAfterIndex() int64 {
+	if x != nil {
+		return x.AfterIndex
+	}
+	return 0
+}
+
+func (x *ListEventsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListEventsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*StreamEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// The index the log's next event will have: the log holds the events
+	// up to next_index - 1 now.
+	NextIndex int64 `protobuf:"varint,2,opt,name=next_index,json=nextIndex,proto3" json:"next_index,omitempty"`
+	// The log holds its terminal event: nothing follows next_index - 1.
+	Done          bool `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsResponse) Reset() {
+	*x = ListEventsResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsResponse) ProtoMessage() {}
+
+func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListEventsResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListEventsResponse) GetEvents() []*StreamEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListEventsResponse) GetNextIndex() int64 {
+	if x != nil {
+		return x.NextIndex
+	}
+	return 0
+}
+
+func (x *ListEventsResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 type ResumeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
@@ -451,7 +670,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[5]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +682,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[5]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +695,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{5}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ResumeRequest) GetStreamId() string {
@@ -502,7 +721,7 @@ type GetResultRequest struct {
 
 func (x *GetResultRequest) Reset() {
 	*x = GetResultRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[6]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +733,7 @@ func (x *GetResultRequest) String() string {
 func (*GetResultRequest) ProtoMessage() {}
 
 func (x *GetResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[6]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +746,7 @@ func (x *GetResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResultRequest.ProtoReflect.Descriptor instead.
 func (*GetResultRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{6}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetResultRequest) GetResultRef() string {
@@ -560,7 +779,7 @@ type TurnResult struct {
 
 func (x *TurnResult) Reset() {
 	*x = TurnResult{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[7]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +791,7 @@ func (x *TurnResult) String() string {
 func (*TurnResult) ProtoMessage() {}
 
 func (x *TurnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[7]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +804,7 @@ func (x *TurnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnResult.ProtoReflect.Descriptor instead.
 func (*TurnResult) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{7}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TurnResult) GetVersion() string {
@@ -679,7 +898,7 @@ type ResultMetadata struct {
 
 func (x *ResultMetadata) Reset() {
 	*x = ResultMetadata{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[8]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +910,7 @@ func (x *ResultMetadata) String() string {
 func (*ResultMetadata) ProtoMessage() {}
 
 func (x *ResultMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[8]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +923,7 @@ func (x *ResultMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultMetadata.ProtoReflect.Descriptor instead.
 func (*ResultMetadata) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{8}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResultMetadata) GetAgentId() string {
@@ -783,7 +1002,7 @@ type ToolCallRecord struct {
 
 func (x *ToolCallRecord) Reset() {
 	*x = ToolCallRecord{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[9]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +1014,7 @@ func (x *ToolCallRecord) String() string {
 func (*ToolCallRecord) ProtoMessage() {}
 
 func (x *ToolCallRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[9]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +1027,7 @@ func (x *ToolCallRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecord.ProtoReflect.Descriptor instead.
 func (*ToolCallRecord) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{9}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolCallRecord) GetCallId() string {
@@ -857,7 +1076,7 @@ type TurnError struct {
 
 func (x *TurnError) Reset() {
 	*x = TurnError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[10]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1088,7 @@ func (x *TurnError) String() string {
 func (*TurnError) ProtoMessage() {}
 
 func (x *TurnError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[10]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1101,7 @@ func (x *TurnError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnError.ProtoReflect.Descriptor instead.
 func (*TurnError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{10}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TurnError) GetType() string {
@@ -921,7 +1140,7 @@ type StreamEventMeta struct {
 
 func (x *StreamEventMeta) Reset() {
 	*x = StreamEventMeta{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[11]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1152,7 @@ func (x *StreamEventMeta) String() string {
 func (*StreamEventMeta) ProtoMessage() {}
 
 func (x *StreamEventMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[11]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1165,7 @@ func (x *StreamEventMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventMeta.ProtoReflect.Descriptor instead.
 func (*StreamEventMeta) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{11}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamEventMeta) GetStreamId() string {
@@ -982,7 +1201,7 @@ type ChildEvent struct {
 
 func (x *ChildEvent) Reset() {
 	*x = ChildEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[12]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1213,7 @@ func (x *ChildEvent) String() string {
 func (*ChildEvent) ProtoMessage() {}
 
 func (x *ChildEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[12]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1226,7 @@ func (x *ChildEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildEvent.ProtoReflect.Descriptor instead.
 func (*ChildEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{12}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ChildEvent) GetCallId() string {
@@ -1069,7 +1288,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[13]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1300,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[13]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1313,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{13}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StreamEvent) GetMeta() *StreamEventMeta {
@@ -1403,7 +1622,7 @@ type StatusEvent struct {
 
 func (x *StatusEvent) Reset() {
 	*x = StatusEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1634,7 @@ func (x *StatusEvent) String() string {
 func (*StatusEvent) ProtoMessage() {}
 
 func (x *StatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1647,7 @@ func (x *StatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEvent.ProtoReflect.Descriptor instead.
 func (*StatusEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{14}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusEvent) GetStatus() Status {
@@ -1478,7 +1697,7 @@ type TokenEvent struct {
 
 func (x *TokenEvent) Reset() {
 	*x = TokenEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1709,7 @@ func (x *TokenEvent) String() string {
 func (*TokenEvent) ProtoMessage() {}
 
 func (x *TokenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1722,7 @@ func (x *TokenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenEvent.ProtoReflect.Descriptor instead.
 func (*TokenEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{15}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TokenEvent) GetText() string {
@@ -1545,7 +1764,7 @@ type ToolArgsDeltaEvent struct {
 
 func (x *ToolArgsDeltaEvent) Reset() {
 	*x = ToolArgsDeltaEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1776,7 @@ func (x *ToolArgsDeltaEvent) String() string {
 func (*ToolArgsDeltaEvent) ProtoMessage() {}
 
 func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1789,7 @@ func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolArgsDeltaEvent.ProtoReflect.Descriptor instead.
 func (*ToolArgsDeltaEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolArgsDeltaEvent) GetCallId() string {
@@ -1622,7 +1841,7 @@ type StepEvent struct {
 
 func (x *StepEvent) Reset() {
 	*x = StepEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1853,7 @@ func (x *StepEvent) String() string {
 func (*StepEvent) ProtoMessage() {}
 
 func (x *StepEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1866,7 @@ func (x *StepEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepEvent.ProtoReflect.Descriptor instead.
 func (*StepEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StepEvent) GetStep() int32 {
@@ -1685,7 +1904,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1916,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1929,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TokenUsage) GetPromptTokens() int64 {
@@ -1763,7 +1982,7 @@ type ApprovalDecidedEvent struct {
 
 func (x *ApprovalDecidedEvent) Reset() {
 	*x = ApprovalDecidedEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1994,7 @@ func (x *ApprovalDecidedEvent) String() string {
 func (*ApprovalDecidedEvent) ProtoMessage() {}
 
 func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +2007,7 @@ func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecidedEvent.ProtoReflect.Descriptor instead.
 func (*ApprovalDecidedEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApprovalDecidedEvent) GetCallId() string {
@@ -1846,7 +2065,7 @@ type MessageEvent struct {
 
 func (x *MessageEvent) Reset() {
 	*x = MessageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2077,7 @@ func (x *MessageEvent) String() string {
 func (*MessageEvent) ProtoMessage() {}
 
 func (x *MessageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2090,7 @@ func (x *MessageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEvent.ProtoReflect.Descriptor instead.
 func (*MessageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MessageEvent) GetId() string {
@@ -1914,7 +2133,7 @@ type CustomEvent struct {
 
 func (x *CustomEvent) Reset() {
 	*x = CustomEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2145,7 @@ func (x *CustomEvent) String() string {
 func (*CustomEvent) ProtoMessage() {}
 
 func (x *CustomEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2158,7 @@ func (x *CustomEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomEvent.ProtoReflect.Descriptor instead.
 func (*CustomEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CustomEvent) GetName() string {
@@ -1996,7 +2215,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2227,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2240,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolEvent) GetCallId() string {
@@ -2110,7 +2329,7 @@ type ContentEvent struct {
 
 func (x *ContentEvent) Reset() {
 	*x = ContentEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2341,7 @@ func (x *ContentEvent) String() string {
 func (*ContentEvent) ProtoMessage() {}
 
 func (x *ContentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2354,7 @@ func (x *ContentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentEvent.ProtoReflect.Descriptor instead.
 func (*ContentEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ContentEvent) GetBlockJson() string {
@@ -2157,7 +2376,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2388,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2401,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UsageEvent) GetStep() int32 {
@@ -2222,7 +2441,7 @@ type ErrorEvent struct {
 
 func (x *ErrorEvent) Reset() {
 	*x = ErrorEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2453,7 @@ func (x *ErrorEvent) String() string {
 func (*ErrorEvent) ProtoMessage() {}
 
 func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2466,7 @@ func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEvent.ProtoReflect.Descriptor instead.
 func (*ErrorEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ErrorEvent) GetError() *TurnError {
@@ -2269,7 +2488,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2500,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2513,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListAgentsRequest) GetAgentId() string {
@@ -2335,7 +2554,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2566,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2579,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -2392,7 +2611,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2623,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2636,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AgentInfo) GetId() string {
@@ -2484,7 +2703,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2715,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2728,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -2575,7 +2794,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2806,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2819,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Limits) GetMaxIterations() int32 {
@@ -2660,7 +2879,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2891,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2904,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -2741,7 +2960,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2972,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +2985,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SendMessageResponse) GetStreamId() string {
@@ -2808,7 +3027,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +3039,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +3052,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -2882,7 +3101,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3113,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3126,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -2933,7 +3152,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3164,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3177,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -2977,7 +3196,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3208,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3221,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -3025,7 +3244,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3256,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3269,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -3107,7 +3326,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3119,7 +3338,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3132,7 +3351,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -3186,7 +3405,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3417,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3430,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -3277,7 +3496,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3508,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3521,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -3362,7 +3581,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3593,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3606,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -3454,7 +3673,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3685,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3698,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -3521,7 +3740,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3752,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3765,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -3601,7 +3820,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3832,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3845,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -3655,7 +3874,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3667,7 +3886,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3680,7 +3899,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Rule) GetName() string {
@@ -3719,7 +3938,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3731,7 +3950,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3744,7 +3963,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 type ListRulesResponse struct {
@@ -3758,7 +3977,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3989,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +4002,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -3817,7 +4036,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +4048,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +4061,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -3871,7 +4090,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +4102,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +4115,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -3937,7 +4156,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3949,7 +4168,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3962,7 +4181,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RuleError) GetRule() string {
@@ -3987,7 +4206,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4218,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4231,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -4033,7 +4252,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4045,7 +4264,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4058,7 +4277,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -4120,7 +4339,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4132,7 +4351,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4145,7 +4364,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -4180,7 +4399,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4192,7 +4411,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4205,7 +4424,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Process) GetTag() string {
@@ -4279,7 +4498,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +4510,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +4523,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 type ListProcessesResponse struct {
@@ -4316,7 +4535,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4328,7 +4547,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4341,7 +4560,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -4360,7 +4579,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4372,7 +4591,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4385,7 +4604,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -4404,7 +4623,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4635,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4648,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -4451,7 +4670,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4463,7 +4682,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4476,7 +4695,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -4526,7 +4745,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4538,7 +4757,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4551,7 +4770,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -4634,7 +4853,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4646,7 +4865,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4659,7 +4878,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -4684,7 +4903,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4696,7 +4915,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4709,7 +4928,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
 }
 
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
@@ -4750,7 +4969,22 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\rInvokeRequest\x12-\n" +
 	"\x04turn\x18\x01 \x01(\v2\x19.agentflow.v1.TurnRequestR\x04turn\">\n" +
 	"\rStreamRequest\x12-\n" +
-	"\x04turn\x18\x01 \x01(\v2\x19.agentflow.v1.TurnRequestR\x04turn\"M\n" +
+	"\x04turn\x18\x01 \x01(\v2\x19.agentflow.v1.TurnRequestR\x04turn\"=\n" +
+	"\fStartRequest\x12-\n" +
+	"\x04turn\x18\x01 \x01(\v2\x19.agentflow.v1.TurnRequestR\x04turn\"C\n" +
+	"\rStartResponse\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"n\n" +
+	"\x11ListEventsRequest\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x1f\n" +
+	"\vafter_index\x18\x02 \x01(\x03R\n" +
+	"afterIndex\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\"z\n" +
+	"\x12ListEventsResponse\x121\n" +
+	"\x06events\x18\x01 \x03(\v2\x19.agentflow.v1.StreamEventR\x06events\x12\x1d\n" +
+	"\n" +
+	"next_index\x18\x02 \x01(\x03R\tnextIndex\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\"M\n" +
 	"\rResumeRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x1f\n" +
 	"\vafter_index\x18\x02 \x01(\x03R\n" +
@@ -5100,11 +5334,14 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0fSTATUS_RETRYING\x10\x03\x12\x14\n" +
 	"\x10STATUS_COMPLETED\x10\x04\x12\x11\n" +
 	"\rSTATUS_FAILED\x10\x05\x12\x13\n" +
-	"\x0fSTATUS_CANCELED\x10\x062\xbf\x05\n" +
+	"\x0fSTATUS_CANCELED\x10\x062\xd2\x06\n" +
 	"\fAgentService\x12?\n" +
-	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12B\n" +
+	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12@\n" +
+	"\x05Start\x12\x1a.agentflow.v1.StartRequest\x1a\x1b.agentflow.v1.StartResponse\x12B\n" +
 	"\x06Stream\x12\x1b.agentflow.v1.StreamRequest\x1a\x19.agentflow.v1.StreamEvent0\x01\x12B\n" +
-	"\x06Resume\x12\x1b.agentflow.v1.ResumeRequest\x1a\x19.agentflow.v1.StreamEvent0\x01\x12E\n" +
+	"\x06Resume\x12\x1b.agentflow.v1.ResumeRequest\x1a\x19.agentflow.v1.StreamEvent0\x01\x12O\n" +
+	"\n" +
+	"ListEvents\x12\x1f.agentflow.v1.ListEventsRequest\x1a .agentflow.v1.ListEventsResponse\x12E\n" +
 	"\tGetResult\x12\x1e.agentflow.v1.GetResultRequest\x1a\x18.agentflow.v1.TurnResult\x12O\n" +
 	"\n" +
 	"ListAgents\x12\x1f.agentflow.v1.ListAgentsRequest\x1a .agentflow.v1.ListAgentsResponse\x12R\n" +
@@ -5136,7 +5373,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -5144,168 +5381,178 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*PreviousResult)(nil),               // 3: agentflow.v1.PreviousResult
 	(*InvokeRequest)(nil),                // 4: agentflow.v1.InvokeRequest
 	(*StreamRequest)(nil),                // 5: agentflow.v1.StreamRequest
-	(*ResumeRequest)(nil),                // 6: agentflow.v1.ResumeRequest
-	(*GetResultRequest)(nil),             // 7: agentflow.v1.GetResultRequest
-	(*TurnResult)(nil),                   // 8: agentflow.v1.TurnResult
-	(*ResultMetadata)(nil),               // 9: agentflow.v1.ResultMetadata
-	(*ToolCallRecord)(nil),               // 10: agentflow.v1.ToolCallRecord
-	(*TurnError)(nil),                    // 11: agentflow.v1.TurnError
-	(*StreamEventMeta)(nil),              // 12: agentflow.v1.StreamEventMeta
-	(*ChildEvent)(nil),                   // 13: agentflow.v1.ChildEvent
-	(*StreamEvent)(nil),                  // 14: agentflow.v1.StreamEvent
-	(*StatusEvent)(nil),                  // 15: agentflow.v1.StatusEvent
-	(*TokenEvent)(nil),                   // 16: agentflow.v1.TokenEvent
-	(*ToolArgsDeltaEvent)(nil),           // 17: agentflow.v1.ToolArgsDeltaEvent
-	(*StepEvent)(nil),                    // 18: agentflow.v1.StepEvent
-	(*TokenUsage)(nil),                   // 19: agentflow.v1.TokenUsage
-	(*ApprovalDecidedEvent)(nil),         // 20: agentflow.v1.ApprovalDecidedEvent
-	(*MessageEvent)(nil),                 // 21: agentflow.v1.MessageEvent
-	(*CustomEvent)(nil),                  // 22: agentflow.v1.CustomEvent
-	(*ToolEvent)(nil),                    // 23: agentflow.v1.ToolEvent
-	(*ContentEvent)(nil),                 // 24: agentflow.v1.ContentEvent
-	(*UsageEvent)(nil),                   // 25: agentflow.v1.UsageEvent
-	(*ErrorEvent)(nil),                   // 26: agentflow.v1.ErrorEvent
-	(*ListAgentsRequest)(nil),            // 27: agentflow.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),           // 28: agentflow.v1.ListAgentsResponse
-	(*AgentInfo)(nil),                    // 29: agentflow.v1.AgentInfo
-	(*ToolInfo)(nil),                     // 30: agentflow.v1.ToolInfo
-	(*Limits)(nil),                       // 31: agentflow.v1.Limits
-	(*SendMessageRequest)(nil),           // 32: agentflow.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),          // 33: agentflow.v1.SendMessageResponse
-	(*ApproveRequest)(nil),               // 34: agentflow.v1.ApproveRequest
-	(*ApproveResponse)(nil),              // 35: agentflow.v1.ApproveResponse
-	(*ListPendingApprovalsRequest)(nil),  // 36: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 37: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 38: agentflow.v1.PendingApproval
-	(*GetUsageRequest)(nil),              // 39: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 40: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 41: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 42: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 43: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 44: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 45: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 46: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 47: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 48: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 49: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 50: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 51: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 52: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 53: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 54: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 55: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 56: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 57: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 58: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 59: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 60: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 61: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 62: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 63: agentflow.v1.CancelResponse
-	nil,                                  // 64: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 65: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 66: google.protobuf.Timestamp
+	(*StartRequest)(nil),                 // 6: agentflow.v1.StartRequest
+	(*StartResponse)(nil),                // 7: agentflow.v1.StartResponse
+	(*ListEventsRequest)(nil),            // 8: agentflow.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),           // 9: agentflow.v1.ListEventsResponse
+	(*ResumeRequest)(nil),                // 10: agentflow.v1.ResumeRequest
+	(*GetResultRequest)(nil),             // 11: agentflow.v1.GetResultRequest
+	(*TurnResult)(nil),                   // 12: agentflow.v1.TurnResult
+	(*ResultMetadata)(nil),               // 13: agentflow.v1.ResultMetadata
+	(*ToolCallRecord)(nil),               // 14: agentflow.v1.ToolCallRecord
+	(*TurnError)(nil),                    // 15: agentflow.v1.TurnError
+	(*StreamEventMeta)(nil),              // 16: agentflow.v1.StreamEventMeta
+	(*ChildEvent)(nil),                   // 17: agentflow.v1.ChildEvent
+	(*StreamEvent)(nil),                  // 18: agentflow.v1.StreamEvent
+	(*StatusEvent)(nil),                  // 19: agentflow.v1.StatusEvent
+	(*TokenEvent)(nil),                   // 20: agentflow.v1.TokenEvent
+	(*ToolArgsDeltaEvent)(nil),           // 21: agentflow.v1.ToolArgsDeltaEvent
+	(*StepEvent)(nil),                    // 22: agentflow.v1.StepEvent
+	(*TokenUsage)(nil),                   // 23: agentflow.v1.TokenUsage
+	(*ApprovalDecidedEvent)(nil),         // 24: agentflow.v1.ApprovalDecidedEvent
+	(*MessageEvent)(nil),                 // 25: agentflow.v1.MessageEvent
+	(*CustomEvent)(nil),                  // 26: agentflow.v1.CustomEvent
+	(*ToolEvent)(nil),                    // 27: agentflow.v1.ToolEvent
+	(*ContentEvent)(nil),                 // 28: agentflow.v1.ContentEvent
+	(*UsageEvent)(nil),                   // 29: agentflow.v1.UsageEvent
+	(*ErrorEvent)(nil),                   // 30: agentflow.v1.ErrorEvent
+	(*ListAgentsRequest)(nil),            // 31: agentflow.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),           // 32: agentflow.v1.ListAgentsResponse
+	(*AgentInfo)(nil),                    // 33: agentflow.v1.AgentInfo
+	(*ToolInfo)(nil),                     // 34: agentflow.v1.ToolInfo
+	(*Limits)(nil),                       // 35: agentflow.v1.Limits
+	(*SendMessageRequest)(nil),           // 36: agentflow.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),          // 37: agentflow.v1.SendMessageResponse
+	(*ApproveRequest)(nil),               // 38: agentflow.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 39: agentflow.v1.ApproveResponse
+	(*ListPendingApprovalsRequest)(nil),  // 40: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 41: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 42: agentflow.v1.PendingApproval
+	(*GetUsageRequest)(nil),              // 43: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 44: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 45: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 46: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 47: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 48: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 49: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 50: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 51: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 52: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 53: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 54: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 55: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 56: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 57: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 58: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 59: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 60: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 61: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 62: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 63: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 64: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 65: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 66: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 67: agentflow.v1.CancelResponse
+	nil,                                  // 68: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 69: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 70: google.protobuf.Timestamp
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	64, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	68, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
 	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
-	9,  // 5: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
-	11, // 6: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	10, // 7: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
-	13, // 8: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
-	12, // 9: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
-	15, // 10: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
-	16, // 11: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	23, // 12: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	23, // 13: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	23, // 14: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	24, // 15: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	25, // 16: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	26, // 17: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	23, // 18: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	16, // 19: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
-	17, // 20: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
-	18, // 21: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
-	18, // 22: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
-	20, // 23: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
-	21, // 24: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
-	21, // 25: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
-	22, // 26: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
-	0,  // 27: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	11, // 28: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	19, // 29: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	66, // 30: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	11, // 31: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	29, // 32: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	30, // 33: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	31, // 34: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	2,  // 35: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	38, // 36: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	66, // 37: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	66, // 38: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	66, // 39: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	66, // 40: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	66, // 41: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	66, // 42: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	66, // 43: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	40, // 44: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	40, // 45: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	41, // 46: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	65, // 47: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	44, // 48: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	46, // 49: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	2,  // 50: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	51, // 51: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	29, // 52: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	46, // 53: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	66, // 54: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	55, // 55: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	60, // 56: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	66, // 57: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	61, // 58: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	66, // 59: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	4,  // 60: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	5,  // 61: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	6,  // 62: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	7,  // 63: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	27, // 64: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	32, // 65: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	34, // 66: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	36, // 67: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	62, // 68: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	43, // 69: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	47, // 70: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	49, // 71: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	52, // 72: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	54, // 73: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	56, // 74: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	58, // 75: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	39, // 76: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	8,  // 77: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	14, // 78: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	14, // 79: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	8,  // 80: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	28, // 81: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	33, // 82: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	35, // 83: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	37, // 84: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	63, // 85: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	45, // 86: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	48, // 87: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	50, // 88: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	53, // 89: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	55, // 90: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	57, // 91: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	59, // 92: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	42, // 93: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	77, // [77:94] is the sub-list for method output_type
-	60, // [60:77] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	1,  // 5: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
+	18, // 6: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
+	13, // 7: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
+	15, // 8: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
+	14, // 9: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
+	17, // 10: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
+	16, // 11: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
+	19, // 12: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
+	20, // 13: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
+	27, // 14: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	27, // 15: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	27, // 16: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	28, // 17: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	29, // 18: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	30, // 19: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	27, // 20: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	20, // 21: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	21, // 22: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	22, // 23: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	22, // 24: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	24, // 25: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	25, // 26: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	25, // 27: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	26, // 28: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	0,  // 29: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	15, // 30: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	23, // 31: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	70, // 32: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	15, // 33: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	33, // 34: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	34, // 35: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	35, // 36: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	2,  // 37: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	42, // 38: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	70, // 39: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	70, // 40: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	70, // 41: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	70, // 42: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	70, // 43: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	70, // 44: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	70, // 45: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	44, // 46: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	44, // 47: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	45, // 48: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	69, // 49: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	48, // 50: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	50, // 51: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	2,  // 52: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	55, // 53: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	33, // 54: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	50, // 55: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	70, // 56: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	59, // 57: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	64, // 58: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	70, // 59: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	65, // 60: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	70, // 61: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	4,  // 62: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	6,  // 63: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	5,  // 64: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	10, // 65: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	8,  // 66: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	11, // 67: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	31, // 68: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	36, // 69: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	38, // 70: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	40, // 71: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	66, // 72: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	47, // 73: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	51, // 74: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	53, // 75: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	56, // 76: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	58, // 77: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	60, // 78: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	62, // 79: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	43, // 80: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	12, // 81: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	7,  // 82: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	18, // 83: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	18, // 84: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	9,  // 85: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	12, // 86: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	32, // 87: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	37, // 88: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	39, // 89: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	41, // 90: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	67, // 91: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	49, // 92: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	52, // 93: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	54, // 94: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	57, // 95: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	59, // 96: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	61, // 97: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	63, // 98: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	46, // 99: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	81, // [81:100] is the sub-list for method output_type
+	62, // [62:81] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -5314,7 +5561,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 		return
 	}
 	file_agentflow_v1_agentflow_proto_msgTypes[0].OneofWrappers = []any{}
-	file_agentflow_v1_agentflow_proto_msgTypes[13].OneofWrappers = []any{
+	file_agentflow_v1_agentflow_proto_msgTypes[17].OneofWrappers = []any{
 		(*StreamEvent_Status)(nil),
 		(*StreamEvent_Token)(nil),
 		(*StreamEvent_ToolStart)(nil),
@@ -5333,14 +5580,14 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_MessageEnd)(nil),
 		(*StreamEvent_Custom)(nil),
 	}
-	file_agentflow_v1_agentflow_proto_msgTypes[33].OneofWrappers = []any{}
+	file_agentflow_v1_agentflow_proto_msgTypes[37].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   65,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -26,8 +26,10 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	AgentService_Invoke_FullMethodName               = "/agentflow.v1.AgentService/Invoke"
+	AgentService_Start_FullMethodName                = "/agentflow.v1.AgentService/Start"
 	AgentService_Stream_FullMethodName               = "/agentflow.v1.AgentService/Stream"
 	AgentService_Resume_FullMethodName               = "/agentflow.v1.AgentService/Resume"
+	AgentService_ListEvents_FullMethodName           = "/agentflow.v1.AgentService/ListEvents"
 	AgentService_GetResult_FullMethodName            = "/agentflow.v1.AgentService/GetResult"
 	AgentService_ListAgents_FullMethodName           = "/agentflow.v1.AgentService/ListAgents"
 	AgentService_SendMessage_FullMethodName          = "/agentflow.v1.AgentService/SendMessage"
@@ -44,11 +46,18 @@ type AgentServiceClient interface {
 	// waits for it and returns its result. A turn that fails is a result
 	// with status "failed" or "rejected", not an RPC error.
 	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*TurnResult, error)
+	// Start starts a turn (or attaches to the run with the same job_id) and
+	// returns its stream id without waiting: follow it with Resume, or read
+	// it a page at a time with ListEvents.
+	Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error)
 	// Stream starts a turn (or attaches to it) and streams its events from
 	// index 1 until the terminal status. Ending the RPC never cancels the turn.
 	Stream(ctx context.Context, in *StreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEvent], error)
 	// Resume streams a turn's events after after_index until the terminal status.
 	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEvent], error)
+	// ListEvents reads a page of a turn's events after after_index, as the
+	// log holds them now, without waiting for more.
+	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 	// GetResult returns a stored result by its result_ref.
 	GetResult(ctx context.Context, in *GetResultRequest, opts ...grpc.CallOption) (*TurnResult, error)
 	// ListAgents lists the tenant's active agents and what they can do.
@@ -81,6 +90,16 @@ func (c *agentServiceClient) Invoke(ctx context.Context, in *InvokeRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TurnResult)
 	err := c.cc.Invoke(ctx, AgentService_Invoke_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartResponse)
+	err := c.cc.Invoke(ctx, AgentService_Start_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +143,16 @@ func (c *agentServiceClient) Resume(ctx context.Context, in *ResumeRequest, opts
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_ResumeClient = grpc.ServerStreamingClient[StreamEvent]
+
+func (c *agentServiceClient) ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *agentServiceClient) GetResult(ctx context.Context, in *GetResultRequest, opts ...grpc.CallOption) (*TurnResult, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -193,11 +222,18 @@ type AgentServiceServer interface {
 	// waits for it and returns its result. A turn that fails is a result
 	// with status "failed" or "rejected", not an RPC error.
 	Invoke(context.Context, *InvokeRequest) (*TurnResult, error)
+	// Start starts a turn (or attaches to the run with the same job_id) and
+	// returns its stream id without waiting: follow it with Resume, or read
+	// it a page at a time with ListEvents.
+	Start(context.Context, *StartRequest) (*StartResponse, error)
 	// Stream starts a turn (or attaches to it) and streams its events from
 	// index 1 until the terminal status. Ending the RPC never cancels the turn.
 	Stream(*StreamRequest, grpc.ServerStreamingServer[StreamEvent]) error
 	// Resume streams a turn's events after after_index until the terminal status.
 	Resume(*ResumeRequest, grpc.ServerStreamingServer[StreamEvent]) error
+	// ListEvents reads a page of a turn's events after after_index, as the
+	// log holds them now, without waiting for more.
+	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	// GetResult returns a stored result by its result_ref.
 	GetResult(context.Context, *GetResultRequest) (*TurnResult, error)
 	// ListAgents lists the tenant's active agents and what they can do.
@@ -229,11 +265,17 @@ type UnimplementedAgentServiceServer struct{}
 func (UnimplementedAgentServiceServer) Invoke(context.Context, *InvokeRequest) (*TurnResult, error) {
 	return nil, status.Error(codes.Unimplemented, "method Invoke not implemented")
 }
+func (UnimplementedAgentServiceServer) Start(context.Context, *StartRequest) (*StartResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Start not implemented")
+}
 func (UnimplementedAgentServiceServer) Stream(*StreamRequest, grpc.ServerStreamingServer[StreamEvent]) error {
 	return status.Error(codes.Unimplemented, "method Stream not implemented")
 }
 func (UnimplementedAgentServiceServer) Resume(*ResumeRequest, grpc.ServerStreamingServer[StreamEvent]) error {
 	return status.Error(codes.Unimplemented, "method Resume not implemented")
+}
+func (UnimplementedAgentServiceServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
 }
 func (UnimplementedAgentServiceServer) GetResult(context.Context, *GetResultRequest) (*TurnResult, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetResult not implemented")
@@ -292,6 +334,24 @@ func _AgentService_Invoke_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_Start_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Start(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Start_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Start(ctx, req.(*StartRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_Stream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(StreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -313,6 +373,24 @@ func _AgentService_Resume_Handler(srv interface{}, stream grpc.ServerStream) err
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_ResumeServer = grpc.ServerStreamingServer[StreamEvent]
+
+func _AgentService_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListEvents(ctx, req.(*ListEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _AgentService_GetResult_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetResultRequest)
@@ -432,6 +510,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Invoke",
 			Handler:    _AgentService_Invoke_Handler,
+		},
+		{
+			MethodName: "Start",
+			Handler:    _AgentService_Start_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _AgentService_ListEvents_Handler,
 		},
 		{
 			MethodName: "GetResult",

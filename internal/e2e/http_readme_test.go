@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/testserver"
+)
+
+// readmeProcess is the process of the README's "Process definitions and
+// patch_workflow", which the recipes read.
+const readmeProcess = `
+processes:
+  - tag: main
+    description: Watch flight prices.
+    definition:
+      nodes:
+        - {id: fetch_flights, type: task}
+      edges: []
+`
+
+// readmeRecipes returns the shell blocks of the README's "HTTP and the
+// browser" section, without those that only export settings (the test
+// sets its own).
+func readmeRecipes(t *testing.T, root string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n## HTTP and the browser\n")
+	require.True(t, ok, "the README has the section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var blocks []string
+	for _, part := range strings.Split(section, "```sh\n")[1:] {
+		block, _, ok := strings.Cut(part, "```")
+		require.True(t, ok, "a closed block")
+		settings := true
+		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+			settings = settings && strings.HasPrefix(line, "export ")
+		}
+		if !settings {
+			blocks = append(blocks, block)
+		}
+	}
+	return blocks
+}
+
+// TestHTTPReadmeRecipes runs the README's curl recipes, in order and as
+// written, against a server with the sample catalog and the demo model,
+// and checks what each prints.
+func TestHTTPReadmeRecipes(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		_, err := exec.LookPath(tool)
+		require.NoError(t, err, "the README's recipes need %s", tool)
+	}
+	root, err := devstack.RepoRoot()
+	require.NoError(t, err)
+	blocks := readmeRecipes(t, root)
+	all := strings.Join(blocks, "\n")
+	for _, route := range []string{"/v1/agents", "/v1/turns:invoke", "/test/chat", `/v1/turns"`, "/events", "/approvals\"",
+		"/approvals/$CALL", "/cancel", "/v1/results", "/v1/conversations/", "/v1/catalog", "/v1/rules", "/v1/routing/dry-run",
+		"/v1/processes\"", "/v1/processes/main\"", "/versions", "/v1/usage", "/openapi.json"} {
+		require.Contains(t, all, route, "a recipe for each route")
+	}
+
+	demo, err := os.ReadFile(filepath.Join(root, "catalog", "demo.yaml"))
+	require.NoError(t, err)
+	token := "secret-" + testserver.RandomID()
+	srv := testserver.Start(t, testserver.Options{Script: string(scripted.DemoYAML()), Catalogs: []string{string(demo) + readmeProcess},
+		Tokens: map[string]string{token: "demo:user+approver+admin:dev"}, HTTPAPI: true, CORSOrigins: []string{"http://localhost:3000"}})
+	job, session := "readme-"+testserver.RandomID(), "s-"+testserver.RandomID()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+all)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "API=http://"+srv.HTTPAPIAddr(), "TOKEN="+token, "JOB="+job, "SESSION="+session)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	got := string(out)
+	t.Logf("the recipes print:\n%s", got)
+	for _, want := range []string{
+		"assistant\ndata\nops\n",                                            // the agents
+		"12.5 * 4 = 50\ncompleted\n",                                        // invoked, and by /test/chat
+		"turn/demo/" + job + "\n",                                           // a turn's stream id
+		"12.5 * 4 = 50\n",                                                   // its stored result
+		"approved\n6 * 7 = 42\n{}\nconv/demo/" + session + "\n",             // a decision, its call's answer, a cancel, a message
+		"unchanged agent assistant\n",                                       // a dry run
+		"10 ops-console → ops\n",                                            // the rules
+		`{"agent_id":"data","rule":"data-page"}` + "\nmain\n",               // a dry run of routing, the processes
+		`{"edges": [], "nodes": [{"id": "fetch_flights", "type": "task"}]}`, // a process
+		"v1 catalog\n",                                                      // its versions
+		`{"type":"urn:agentflow:error:AgentNotFound","title":"AgentNotFound","status":404,"detail":"agent \"nope\" of tenant \"demo\" not found","retryable":false}`,
+		"/v1/{stream_id}/events\n",    // the OpenAPI document's paths
+		"204 http://localhost:3000\n", // the preflight
+	} {
+		require.Contains(t, got, want)
+	}
+	require.Regexp(t, `\nassistant \d+ calls\nops \d+ calls\n`, got, "usage by agent")
+}

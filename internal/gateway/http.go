@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// HTTPOptions configure the HTTP API.
+type HTTPOptions struct {
+	// CORSOrigins are the browser origins (scheme://host[:port],
+	// ParseCORSOrigins) whose pages may call the API. Default: none, and
+	// browsers refuse every cross-origin call.
+	CORSOrigins []string
+	// ServerOptions are the in-process gRPC server's, such as tracing and
+	// metrics; never transport credentials (it has no network listener).
+	ServerOptions []grpc.ServerOption
+}
+
+// MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
+// message limit, so that what one API takes the other takes too.
+const MaxBodyBytes = 4 << 20
+
+// OpenAPIPath is where the HTTP API serves its OpenAPI document, to anyone.
+const OpenAPIPath = "/openapi.json"
+
+// HTTPAPI is the HTTP/JSON API: grpc-gateway's handlers, generated from
+// agentflow.proto and agentflow_http.yaml, turn each request into a call
+// of the gRPC API on a server of its own in this process, reached through
+// an in-memory connection. That server is NewGRPCServer's, with the same
+// services and interceptors: a request is authenticated, authorized
+// (methodRoles), scoped to its tenant and answered by exactly the code a
+// gRPC call is. It has no transport credentials, as nothing but this
+// process can reach it; the bearer token is what it checks.
+type HTTPAPI struct {
+	grpc    *grpc.Server
+	ln      *bufconn.Listener
+	conn    *grpc.ClientConn
+	handler http.Handler
+	logger  *zap.Logger
+}
+
+// inProcessBuffer is the in-memory connection's buffer per direction.
+const inProcessBuffer = 1 << 20
+
+// NewHTTPAPI returns the HTTP API of s and cat (which may be nil). Serve
+// runs its in-process gRPC server; Stop ends it.
+func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error) {
+	cors, err := newCORS(o.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
+	a := &HTTPAPI{grpc: NewGRPCServer(s, cat, o.ServerOptions...), ln: bufconn.Listen(inProcessBuffer), logger: s.logger}
+	a.conn, err = grpc.NewClient("passthrough:///agentflow-in-process",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.ln.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("http api: connect to the in-process gRPC server: %w", err)
+	}
+	mux := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, bodyMarshaler()),
+		runtime.WithErrorHandler(a.writeError),
+		runtime.WithRoutingErrorHandler(a.routingError),
+		// A stream id's slashes may come percent-encoded (turn%2Fdemo%2Fj1),
+		// as clients made from the OpenAPI document send them.
+		runtime.WithUnescapingMode(runtime.UnescapingModeAllCharacters),
+		runtime.WithIncomingHeaderMatcher(forwardHeader),
+		runtime.SetQueryParameterParser(strictQuery{}),
+		runtime.WithDisableHTTPMethodOverride(),
+	)
+	// The handlers keep no context: the one they are given is for
+	// registering only.
+	if err := pb.RegisterAgentServiceHandler(context.Background(), mux, a.conn); err != nil {
+		return nil, fmt.Errorf("http api: %w", err)
+	}
+	if cat != nil {
+		if err := pb.RegisterCatalogServiceHandler(context.Background(), mux, a.conn); err != nil {
+			return nil, fmt.Errorf("http api: %w", err)
+		}
+	}
+	root := http.NewServeMux()
+	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
+	root.Handle("/", a.limitBody(mux))
+	a.handler = cors.wrap(root, a)
+	return a, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (a *HTTPAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+
+// Serve runs the in-process gRPC server until Stop.
+func (a *HTTPAPI) Serve() error {
+	if err := a.grpc.Serve(a.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("http api: serve in-process grpc: %w", err)
+	}
+	return nil
+}
+
+// Stop ends the in-process gRPC server, waiting up to wait for the calls
+// in flight. Stop the HTTP server first. Stopping again does nothing.
+func (a *HTTPAPI) Stop(wait time.Duration) {
+	_ = a.conn.Close()
+	done := make(chan struct{})
+	go func() { a.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		a.grpc.Stop()
+		<-done
+	}
+}
+
+// forwardHeader passes a request's W3C trace context on to the gRPC
+// call, so that a caller's trace goes on through the turn; grpc-gateway
+// passes Authorization itself. Nothing else a client sends becomes
+// metadata.
+func forwardHeader(key string) (string, bool) {
+	switch http.CanonicalHeaderKey(key) {
+	case "Traceparent", "Tracestate":
+		return key, true
+	}
+	return "", false
+}
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(pb.OpenAPI)
+}

@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Problem is an error of the HTTP API as RFC 9457 problem details
+// (application/problem+json). Every error leaves through Status first, so
+// that an HTTP caller reads what a gRPC caller does: the type and HTTP
+// status from agent's table, the same plain message, and for an internal
+// error a reference to the log instead of its details.
+type Problem struct {
+	// Type is ProblemTypePrefix and the error's type (Title).
+	Type string `json:"type"`
+	// Title is the error's type in agent's table: AgentNotFound, Conflict, …
+	Title string `json:"title"`
+	// Status is the HTTP status.
+	Status int `json:"status"`
+	// Detail says what is wrong, in plain words.
+	Detail string `json:"detail"`
+	// Retryable says the same request may succeed later.
+	Retryable bool `json:"retryable"`
+	// Reference ties an internal error to the gateway's log.
+	Reference string `json:"reference,omitempty"`
+}
+
+// ProblemTypePrefix begins every Problem's type.
+const ProblemTypePrefix = "urn:agentflow:error:"
+
+// ProblemContentType is the media type of a Problem.
+const ProblemContentType = "application/problem+json"
+
+// writeError is the mux's error handler: a failed call, or a request its
+// handlers could not read.
+func (a *HTTPAPI) writeError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+	httpStatus := 0
+	var hs *runtime.HTTPStatusError
+	if errors.As(err, &hs) {
+		httpStatus, err = hs.HTTPStatus, hs.Err
+	}
+	st := status.Convert(err)
+	if _, ok := errorInfo(st); !ok {
+		// Not from the service: grpc-gateway's own (a body or parameter
+		// it could not read) or the in-process connection's. Its gRPC
+		// code says what it is; Status decides what the caller may read.
+		st = status.Convert(Status(ctx, a.logger, &agent.Error{Code: codeOfGRPC(st.Code()), Message: st.Message()}))
+	}
+	p := problemFromStatus(st)
+	if httpStatus != 0 {
+		p.Status = httpStatus
+	}
+	writeProblem(w, p)
+}
+
+// routingError answers a request no route takes.
+func (a *HTTPAPI) routingError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, httpStatus int) {
+	var err error
+	switch httpStatus {
+	case http.StatusNotFound:
+		err = agent.Errorf(agent.CodeNotFound, "no route %s %s: the routes are listed in %s", r.Method, r.URL.Path, OpenAPIPath)
+	case http.StatusMethodNotAllowed:
+		err = agent.Errorf(agent.CodeInvalid, "%s does not take %s: the routes are listed in %s", r.URL.Path, r.Method, OpenAPIPath)
+	default:
+		err = agent.Errorf(agent.CodeInvalid, "a malformed request path")
+	}
+	a.fail(w, r.WithContext(ctx), err, httpStatus)
+}
+
+// fail answers err, with httpStatus instead of its code's when not 0.
+func (a *HTTPAPI) fail(w http.ResponseWriter, r *http.Request, err error, httpStatus int) {
+	p := problemFromStatus(status.Convert(Status(r.Context(), a.logger, err)))
+	if httpStatus != 0 {
+		p.Status = httpStatus
+	}
+	writeProblem(w, p)
+}
+
+// problemFromStatus reads a status Status made.
+func problemFromStatus(st *status.Status) Problem {
+	code := codeOfGRPC(st.Code())
+	ref := ""
+	if info, ok := errorInfo(st); ok {
+		if c, known := agent.CodeOfType(info.GetReason()); known {
+			code = c
+		}
+		ref = info.GetMetadata()["reference"]
+	}
+	class := code.Class()
+	return Problem{Type: ProblemTypePrefix + class.Type, Title: class.Type, Status: class.HTTP, Detail: st.Message(),
+		Retryable: class.Retryable, Reference: ref}
+}
+
+// codeOfGRPC classifies a status that carries no type: one that did not
+// come from the service.
+func codeOfGRPC(c codes.Code) agent.Code {
+	switch c {
+	case codes.InvalidArgument, codes.OutOfRange:
+		return agent.CodeInvalid
+	case codes.NotFound:
+		return agent.CodeNotFound
+	case codes.Unauthenticated:
+		return agent.CodeUnauthenticated
+	case codes.PermissionDenied:
+		return agent.CodePermissionDenied
+	case codes.FailedPrecondition, codes.AlreadyExists, codes.Aborted:
+		return agent.CodeConflict
+	case codes.ResourceExhausted:
+		return agent.CodeRateLimited
+	case codes.DeadlineExceeded:
+		return agent.CodeTimeout
+	case codes.Canceled:
+		return agent.CodeCanceled
+	case codes.Unavailable:
+		return agent.CodeUnavailable
+	}
+	return agent.CodeInternal
+}
+
+// writeProblem answers p.
+func writeProblem(w http.ResponseWriter, p Problem) {
+	h := w.Header()
+	// What a handler set for an answer that is not coming.
+	h.Del("Trailer")
+	h.Del("Content-Length")
+	h.Set("Content-Type", ProblemContentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if p.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="agentflow"`)
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
