@@ -603,7 +603,8 @@ type ListEventsResponse struct {
 	// The index the log's next event will have: the log holds the events
 	// up to next_index - 1 now.
 	NextIndex int64 `protobuf:"varint,2,opt,name=next_index,json=nextIndex,proto3" json:"next_index,omitempty"`
-	// The log holds its terminal event: nothing follows next_index - 1.
+	// The page ends with the turn's terminal event: no event follows. Else
+	// read on after the page's last index (or wait and read again).
 	Done          bool `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
