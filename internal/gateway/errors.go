@@ -46,11 +46,11 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 	return typed(status.Newf(codes.Code(class.GRPC), "%s (reference %s)", msg, ref), class, ref)
 }
 
-// ErrorDomain is the domain of the google.rpc.ErrorInfo that every error
+// ErrorDomain (the API's package) is the domain of the google.rpc.ErrorInfo that every error
 // status of the gateway carries: its reason is the error's type in agent's
 // table (AgentNotFound, Conflict, …), and an internal error's metadata
 // has its "reference". The HTTP API's problem details are made from it.
-const ErrorDomain = "agentflow"
+const ErrorDomain = "agentflow.v1"
 
 // typed adds the error's type (and reference) to st as an ErrorInfo.
 func typed(st *status.Status, class agent.Class, ref string) error {

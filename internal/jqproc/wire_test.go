@@ -25,7 +25,7 @@ func nested(depth int) any {
 func TestValueRoundTrip(t *testing.T) {
 	huge, _ := new(big.Int).SetString("-123456789012345678901234567890", 10)
 	for _, v := range []any{
-		nil, true, false, 0, -1, math.MaxInt, math.MinInt, 1.5, -0.0, math.NaN(), math.Inf(-1), math.SmallestNonzeroFloat64,
+		nil, true, false, 0, -1, math.MaxInt, math.MinInt, 1.5, math.Copysign(0, -1), math.NaN(), math.Inf(-1), math.SmallestNonzeroFloat64,
 		json.Number("12.50"), json.Number("-1e400"), huge, "", "é\x00\xff\"", strings.Repeat("x", 1000),
 		[]any{}, map[string]any{}, []any{1, "a", nil, []any{map[string]any{"": 1, "k": []any{}}}},
 		nested(DefaultMaxDepth - 1),

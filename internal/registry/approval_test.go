@@ -118,9 +118,7 @@ agents:
 		promoted.Name = tool + "_" + strings.ToLower(method) + "_promoted"
 		return promoted
 	}
-	for _, c := range []agent.Tool{promote("pipe", "POST"), promote("pipe", "GET"), promote("pipe_always", "GET"), promote("pipe_gold", "GET")} {
-		ag.Tools = append(ag.Tools, c)
-	}
+	ag.Tools = append(ag.Tools, promote("pipe", "POST"), promote("pipe", "GET"), promote("pipe_always", "GET"), promote("pipe_gold", "GET"))
 
 	for _, tt := range []approvalCase{
 		// catalog and toolkit: the kind's default, a POST waits
