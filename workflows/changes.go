@@ -117,4 +117,18 @@ const (
 	//
 	// Recorded: testdata/turn_workflow_streams.json.
 	workflowStreamsChange = "workflow-streams"
+
+	// vocabularyChange: the turn logs the workflow's events of the event
+	// vocabulary: step_start before a step's model call, step_finish
+	// (the call's usage and finish reason) once the step's tool calls
+	// have ended, approval_decided when a waiting call is decided (with
+	// RUNNING logged before the last decided call starts, not after it),
+	// and the custom events its tool calls emit (agent.ToolProgress.Custom).
+	// They change the log's indices, and so what the turn hands its
+	// activities (CallModelInput.FirstIndex, the live events). The marker
+	// is written at a run's first model call. Runs before it logged none
+	// of them, and dropped custom events.
+	//
+	// Recorded: testdata/turn_vocabulary.json.
+	vocabularyChange = "event-vocabulary"
 )
