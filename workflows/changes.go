@@ -115,7 +115,8 @@ const (
 	// polls is spared its two commands (the marker and a search-attribute
 	// update). Runs before it refused the poll as an unknown update.
 	//
-	// Recorded: testdata/turn_workflow_streams.json.
+	// Recorded: testdata/turn_workflow_streams.json,
+	// testdata/turn_vocabulary.json.
 	workflowStreamsChange = "workflow-streams"
 
 	// vocabularyChange: the turn logs the workflow's events of the event
@@ -129,6 +130,9 @@ const (
 	// is written at a run's first model call. Runs before it logged none
 	// of them, and dropped custom events.
 	//
-	// Recorded: testdata/turn_vocabulary.json.
+	// Recorded: testdata/turn_vocabulary.json (streamed: reasoning,
+	// argument deltas, a step boundary, an approved call, read by
+	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
+	// tool's custom events).
 	vocabularyChange = "event-vocabulary"
 )
