@@ -27,7 +27,8 @@ const maxSignalCustom = 256 << 10
 // turn (Sinks.Progress), from a goroutine of its own, so that a tool
 // reporting never waits. Progress is batched, the latest message winning;
 // custom events are each delivered, in the order emitted, except that one
-// not yet sent is replaced by a later one of the same name and id.
+// not yet sent is replaced, in its place, by a later one of the same name
+// and id.
 type Progress struct {
 	sinks  Sinks
 	turnID string

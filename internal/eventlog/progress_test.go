@@ -69,9 +69,9 @@ func progressSignals(t *testing.T, c client.Client, id string) []agent.ToolProgr
 
 // TestProgressCustomEvents: a tool call's custom events reach its turn in
 // the tool_progress signal, each one, in the order emitted, beside the
-// latest progress message; one not yet sent is replaced by a later one of
-// the same name and id; an event not of its shape, or past the call's
-// budget, is refused and never sent.
+// latest progress message; one not yet sent is replaced, in its place, by
+// a later one of the same name and id; an event not of its shape is
+// refused and never sent.
 func TestProgressCustomEvents(t *testing.T) {
 	address, namespace := devtest.Temporal(t)
 	c, err := client.Dial(client.Options{HostPort: address, Namespace: namespace, Logger: quiet()})
@@ -91,15 +91,16 @@ func TestProgressCustomEvents(t *testing.T) {
 	}
 
 	p.Report("starting")
-	p.Report("reading")
-	require.NoError(t, p.Emit(custom("chart", "c1", `{"points":[1]}`)))
-	// The first send leaves at once, with what it found, and is held.
+	// The first send leaves at once, with what it found, and is held:
+	// what follows waits for the next.
 	require.Eventually(t, func() bool { return held.count() == 1 }, waitFor, time.Millisecond)
 
+	p.Report("reading")
+	p.Report("drawing")
+	require.NoError(t, p.Emit(custom("chart", "c1", `{"points":[1]}`)))
 	require.NoError(t, p.Emit(custom("citation", "", `"doc-7"`)))
-	require.NoError(t, p.Emit(custom("chart", "c1", `{"points":[1,2]}`)), "c1 was sent: this one is queued anew")
-	require.NoError(t, p.Emit(custom("table", "t1", `[1]`)))
-	require.NoError(t, p.Emit(custom("table", "t1", `[1,2]`)), "replaces the t1 not yet sent")
+	require.NoError(t, p.Emit(custom("chart", "c1", `{"points":[1,2]}`)), "replaces the c1 not yet sent, in its place")
+	require.NoError(t, p.Emit(custom("chart", "c2", `{"points":[3]}`)), "another id: another chart")
 	for _, bad := range []struct {
 		e    agent.CustomEvent
 		want string
@@ -119,9 +120,9 @@ func TestProgressCustomEvents(t *testing.T) {
 
 	got := progressSignals(t, c, id)
 	require.Equal(t, []agent.ToolProgress{
-		{CallID: "call_1", Tool: "report", Message: "reading", Custom: []agent.CustomEvent{custom("chart", "c1", `{"points":[1]}`)}},
-		{CallID: "call_1", Tool: "report", Custom: []agent.CustomEvent{
-			custom("citation", "", `"doc-7"`), custom("chart", "c1", `{"points":[1,2]}`), custom("table", "t1", `[1,2]`)}},
+		{CallID: "call_1", Tool: "report", Message: "starting"},
+		{CallID: "call_1", Tool: "report", Message: "drawing", Custom: []agent.CustomEvent{
+			custom("chart", "c1", `{"points":[1,2]}`), custom("citation", "", `"doc-7"`), custom("chart", "c2", `{"points":[3]}`)}},
 	}, got)
 }
 
