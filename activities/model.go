@@ -148,20 +148,32 @@ func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contrac
 			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role)
 	}
 	res := contract.CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: cmp.Or(m.Model, ag.Model), Stored: true,
-		Approvals: a.approvals(ag, in, m.ToolCalls)}
+		FinishReason: storedFinish(m), Approvals: a.approvals(ag, in, m.ToolCalls)}
 	if m.Usage != nil {
 		res.Usage = *m.Usage
 	}
-	if in.Stream && in.StreamID != "" && in.TailInResult && m.Content != "" {
+	if in.Stream && in.StreamID != "" && in.TailInResult {
 		// The attempt that stored the reply kept its last batch for its
 		// result, which the turn never got: stream the whole reply again.
-		tail, err := eventlog.Restream(ctx, a.sinks(ctx, in.Notify), streamCall(ctx, in), m.Content)
+		tail, ok, err := eventlog.Restream(ctx, a.sinks(ctx, in.Notify), streamCall(ctx, in), m.Content, m.ToolCalls)
 		if err != nil {
 			return contract.CallModelResult{}, err
 		}
-		res.Tail = &tail
+		if ok {
+			res.Tail = &tail
+		}
 	}
 	return res, nil
+}
+
+// storedFinish is why the model stopped, for a reply read back from the
+// store (which keeps no finish reason): it asked for tools, or it
+// answered.
+func storedFinish(m agent.Message) string {
+	if len(m.ToolCalls) > 0 {
+		return agent.FinishToolCalls
+	}
+	return agent.FinishStop
 }
 
 // streamCall is this attempt of a streaming call, as its events are
@@ -248,8 +260,9 @@ func describePreview(raw json.RawMessage, output string) string {
 	return "text: " + agent.Clip(output, 200)
 }
 
-// generate calls the model, streaming its text to the turn when asked.
-// With in.TailInResult the last batch is returned instead of sent.
+// generate calls the model, streaming what it sends — text, reasoning,
+// tool-call arguments — to the turn when asked. With in.TailInResult the
+// last batch is returned instead of sent.
 func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, *agent.TokenBatch, error) {
 	req := llm.Request{
 		Model:       ag.Model,
@@ -264,7 +277,7 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		if st, err = eventlog.StartBatcher(ctx, a.sinks(ctx, in.Notify), streamCall(ctx, in), a.streamInterval, a.streamMaxBytes); err != nil {
 			return nil, nil, err
 		}
-		req.OnText = st.Add
+		req.OnChunk = func(ctx context.Context, c llm.Chunk) error { return streamChunk(ctx, st, c) }
 	} else {
 		// The batcher heartbeats a streamed call; an unstreamed one needs
 		// its own, or a long call is given up for lost while it still runs
@@ -300,6 +313,20 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		return nil, nil, modelError(err)
 	}
 	return resp, tail, nil
+}
+
+// streamChunk hands a chunk of the model's reply to the batcher as the
+// event kind it becomes.
+func streamChunk(ctx context.Context, st *eventlog.Batcher, c llm.Chunk) error {
+	switch c.Kind {
+	case llm.ChunkText:
+		return st.Add(ctx, c.Text)
+	case llm.ChunkReasoning:
+		return st.AddReasoning(ctx, c.Text)
+	case llm.ChunkToolCall:
+		return st.AddToolArgs(ctx, c.ToolCall.ID, c.ToolCall.Name, c.ToolCall.Args)
+	}
+	return nil
 }
 
 // heartbeat records a heartbeat every interval until stop is called.

@@ -175,7 +175,8 @@ func TestCallModelReturnsStoredStep(t *testing.T) {
 		{
 			name:   "reply an earlier attempt stored",
 			stored: agent.Message{Role: agent.RoleAssistant, Content: "Stored reply.", ToolCalls: calls},
-			want:   contract.CallModelResult{Content: "Stored reply.", ToolCalls: calls, Model: "openai:gpt-4o-mini", Stored: true},
+			want: contract.CallModelResult{Content: "Stored reply.", ToolCalls: calls, Model: "openai:gpt-4o-mini", Stored: true,
+				FinishReason: agent.FinishToolCalls},
 		},
 		{
 			name:     "step that is not a reply",
@@ -267,4 +268,65 @@ func TestCallModelKeepsLastBatchForResult(t *testing.T) {
 	all := append(bs, sentBatch{TokenBatch: *res.Tail})
 	requireGapFree(t, all, 4, in, 1)
 	require.Equal(t, res.Content, strings.Join(texts(all), ""))
+}
+
+// thinkingScript reasons, says a few words and calls a tool, streamed a
+// word (and a few bytes of arguments) at a time.
+const thinkingScript = `
+pacing: {chunk_words: 1, delay_ms: 5}
+rules:
+  - reply:
+      reasoning: 'The user wants a sum.'
+      text: 'Let me add.'
+      tool_calls: [{name: calculator, arguments: '{"expression": "2+2"}'}]
+`
+
+// TestCallModelStreamsWhatTheModelSends: a streamed reply's reasoning,
+// text and tool-call arguments reach the turn as reasoning, token and
+// tool_args_delta events, in the model's order; the call's fragments
+// joined are its arguments, under the id and name the result gives it;
+// the result says why the model stopped.
+func TestCallModelStreamsWhatTheModelSends(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, thinkingScript)
+	h.acts.streamInterval = 20 * time.Millisecond
+	job := randomJob()
+	ag := h.loadAgent(t, job, "add two and two")
+	turnID := h.startTurn(t, job)
+
+	in := callModelInput(job, ag)
+	in.Stream, in.StreamID, in.FirstIndex, in.TailInResult = true, turnID, 4, true
+	var res contract.CallModelResult
+	h.execute(t, contract.CallModel, in, &res)
+	require.Equal(t, "Let me add.", res.Content)
+	require.Equal(t, agent.FinishToolCalls, res.FinishReason)
+	require.Len(t, res.ToolCalls, 1)
+	call := res.ToolCalls[0]
+
+	all := h.signalledBatches(t, turnID)
+	if res.Tail != nil {
+		all = append(all, sentBatch{TokenBatch: *res.Tail})
+	}
+	requireGapFree(t, all, 4, in, 1)
+	var events []agent.Event
+	for _, b := range all {
+		events = append(events, b.Events...)
+	}
+	var order []agent.EventKind
+	var args strings.Builder
+	for _, e := range events {
+		require.NoError(t, e.Validate(), "%s", e)
+		if len(order) == 0 || order[len(order)-1] != e.Kind {
+			order = append(order, e.Kind)
+		}
+		if e.Kind == agent.EventToolArgsDelta {
+			require.Equal(t, call.ID, e.Tool.CallID)
+			require.Equal(t, "calculator", e.Tool.Name)
+			args.WriteString(e.Tool.ArgsDelta)
+		}
+	}
+	require.Equal(t, []agent.EventKind{agent.EventReasoning, agent.EventToken, agent.EventToolArgsDelta}, order)
+	require.Equal(t, "The user wants a sum.", agent.ReplayReasoning(events))
+	require.Equal(t, "Let me add.", agent.ReplayText(events))
+	require.JSONEq(t, call.Arguments, args.String())
 }

@@ -58,7 +58,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		defer stop()
 	}
 	progress := eventlog.StartProgress(ctx, sinks, turnID, in.Call)
-	msg, status := a.run(ctx, ag, in, progress.Report)
+	msg, status := a.run(ctx, ag, in, progress)
 	progress.Close()
 	if status == "" {
 		if err := ctx.Err(); err != nil {
@@ -113,7 +113,7 @@ func statusOf(content string) string {
 // run executes the call and returns what the model reads of it. An empty
 // status means a failure worth retrying, or a call cancelled while it
 // ran; the message's content then holds the error.
-func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress func(string)) (agent.Message, string) {
+func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress *eventlog.Progress) (agent.Message, string) {
 	spec, ok := ag.Tool(in.Call.Name)
 	if !ok {
 		return agent.Message{Content: notGranted(ag, in.Call.Name)}, agent.ToolError
@@ -171,8 +171,9 @@ func notGranted(ag agent.Agent, name string) string {
 	return fmt.Sprintf("tool %q is not granted to agent %q; it has %s", name, ag.ID, strings.Join(have, "; "))
 }
 
-// call is what the runtime offers one call of agent ag for its tenant.
-func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress func(string)) (tools.Call, error) {
+// call is what the runtime offers one call of agent ag for its tenant:
+// progress and custom events go to the turn through progress.
+func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress *eventlog.Progress) (tools.Call, error) {
 	snap, err := a.routes.Routing(ctx, in.TenantID)
 	if err != nil {
 		return tools.Call{}, fmt.Errorf("load tenant %q: %w", in.TenantID, err)
@@ -191,7 +192,8 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 			return data, err
 		},
 		Cache:    toolCache{a: a, tenantID: in.TenantID},
-		Progress: progress,
+		Progress: progress.Report,
+		Emit:     progress.Emit,
 		Granted: func(name string) bool {
 			_, ok := ag.Tool(name)
 			return ok

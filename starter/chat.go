@@ -49,7 +49,7 @@ func chatCmd(ctx context.Context, args []string, out io.Writer) error {
 // Resume from the last event it got, or — before the first event — by
 // streaming the same job again, which attaches to the running turn.
 func chat(ctx context.Context, c pb.AgentServiceClient, req *pb.TurnRequest, out, errOut io.Writer) error {
-	r := &renderer{out: out}
+	r := &renderer{out: out, dim: faintOK(out)}
 	var streamID string
 	var last int64
 	var usage int

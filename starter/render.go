@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -10,12 +11,47 @@ import (
 )
 
 // renderer prints a turn's events as they arrive: the model's text inline,
-// tool calls and status changes on lines of their own.
+// its reasoning on lines of their own (prefixed, and dimmed on a
+// terminal), tool calls, approvals, step ends and status changes on lines
+// of their own. Tool-call argument fragments are not printed: tool_start
+// shows the call's arguments whole.
 type renderer struct {
-	out     io.Writer
-	midLine bool // the last thing printed was text without a newline
-	// childText: that text is a delegated child turn's.
-	childText bool
+	out io.Writer
+	// dim marks reasoning with the terminal's faint style.
+	dim bool
+	// inline is what the last thing printed was, when it ended without a
+	// newline.
+	inline inlineText
+}
+
+// inlineText is what a line being printed holds.
+type inlineText int
+
+const (
+	inlineNone      inlineText = iota
+	inlineAnswer               // the model's text
+	inlineReasoning            // the model's reasoning
+	inlineChild                // a delegated child turn's text
+)
+
+const (
+	// reasoningPrefix starts each line of the model's reasoning.
+	reasoningPrefix = "  thinking: "
+	// childPrefix marks the lines of a delegated child turn's events.
+	childPrefix = "    │ "
+	faint       = "\x1b[2m"
+	plain       = "\x1b[0m"
+)
+
+// faintOK reports whether out shows the faint style: a terminal, and
+// NO_COLOR (no-color.org) not set.
+func faintOK(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (r *renderer) line(format string, args ...any) {
@@ -24,14 +60,29 @@ func (r *renderer) line(format string, args ...any) {
 }
 
 func (r *renderer) endLine() {
-	if r.midLine {
-		fmt.Fprintln(r.out)
+	if r.inline == inlineNone {
+		return
 	}
-	r.midLine, r.childText = false, false
+	if r.inline == inlineReasoning && r.dim {
+		fmt.Fprint(r.out, plain)
+	}
+	fmt.Fprintln(r.out)
+	r.inline = inlineNone
 }
 
-// childPrefix marks the lines of a delegated child turn's events.
-const childPrefix = "    │ "
+// inlineStart ends the line being printed unless it holds kind, and
+// starts one with prefix if it ended.
+func (r *renderer) inlineStart(kind inlineText, prefix string) {
+	if r.inline == kind {
+		return
+	}
+	r.endLine()
+	if kind == inlineReasoning && r.dim {
+		fmt.Fprint(r.out, faint)
+	}
+	fmt.Fprint(r.out, prefix)
+	r.inline = kind
+}
 
 func (r *renderer) event(e agent.Event) {
 	if e.Child != nil {
@@ -40,11 +91,20 @@ func (r *renderer) event(e agent.Event) {
 	}
 	switch e.Kind {
 	case agent.EventToken:
-		if r.childText {
-			r.endLine()
-		}
+		r.inlineStart(inlineAnswer, "")
 		fmt.Fprint(r.out, e.Text)
-		r.midLine = true
+	case agent.EventReasoning:
+		r.inlineStart(inlineReasoning, reasoningPrefix)
+		fmt.Fprint(r.out, strings.ReplaceAll(e.Text, "\n", "\n"+reasoningPrefix))
+	case agent.EventStepStart:
+		// A new step's text starts on a line of its own.
+		r.endLine()
+	case agent.EventStepFinish:
+		tokens := 0
+		if e.Usage != nil {
+			tokens = e.Usage.TotalTokens
+		}
+		r.line("  [step %d: %s, %d tokens]", e.Step, e.FinishReason, tokens)
 	case agent.EventToolStart:
 		r.line("  tool %s %s", e.Tool.Name, e.Tool.Args)
 	case agent.EventToolProgress:
@@ -54,22 +114,47 @@ func (r *renderer) event(e agent.Event) {
 		if d := e.Tool.Data; d != nil {
 			r.line("  data %s", describeData(*d))
 		}
+	case agent.EventCustom:
+		r.line("  %s%s %s", customOf(e), e.Custom.Name, agent.Clip(string(e.Custom.Value), 120))
 	case agent.EventApprovalRequired:
 		r.line("  waiting for approval of %s (call %s)", e.Tool.Name, e.Tool.CallID)
+	case agent.EventApprovalDecided:
+		r.line("  %s (call %s) %s", e.Tool.Name, e.Tool.CallID, describeDecision(*e.Approval))
 	case agent.EventStatus:
 		switch e.Status {
 		case agent.StreamRetrying:
-			r.line("  [the model call failed and is retried: the text since event %d is replaced]", e.VoidFrom)
+			r.line("  [the model call failed and is retried: what it streamed since event %d is replaced]", e.VoidFrom)
 		case agent.StreamWaitingApproval:
 			r.line("  [waiting for approval]")
 		case agent.StreamCompleted, agent.StreamFailed:
-			if r.midLine {
-				fmt.Fprintln(r.out)
-				r.midLine = false
-			}
+			r.endLine()
 		}
 	case agent.EventError:
 		r.line("  error %s: %s", e.Error.Type, e.Error.Message)
+	}
+}
+
+// customOf names the tool call that emitted a custom event, if any.
+func customOf(e agent.Event) string {
+	if e.Tool == nil {
+		return "data "
+	}
+	return "tool " + e.Tool.Name + " data "
+}
+
+// describeDecision says in a few words how a waiting call was decided.
+func describeDecision(a agent.ApprovalEvent) string {
+	switch a.Outcome {
+	case agent.ApprovalApproved, agent.ApprovalRejected:
+		s := a.Outcome + " by " + a.Approver
+		if a.Reason != "" {
+			s += ": " + agent.Clip(a.Reason, 80)
+		}
+		return s
+	case agent.ApprovalTimedOut:
+		return "not decided in time: not run"
+	default:
+		return "not run: the turn was cancelled"
 	}
 }
 
@@ -79,11 +164,7 @@ func (r *renderer) event(e agent.Event) {
 func (r *renderer) child(e agent.Event) {
 	switch e.Kind {
 	case agent.EventToken:
-		if !r.childText {
-			r.endLine()
-			fmt.Fprint(r.out, childPrefix)
-			r.midLine, r.childText = true, true
-		}
+		r.inlineStart(inlineChild, childPrefix)
 		fmt.Fprint(r.out, strings.ReplaceAll(e.Text, "\n", "\n"+childPrefix))
 	case agent.EventToolStart:
 		r.line("%stool %s %s", childPrefix, e.Tool.Name, e.Tool.Args)
@@ -91,6 +172,8 @@ func (r *renderer) child(e agent.Event) {
 		r.line("%stool %s → %s %s", childPrefix, e.Tool.Name, e.Tool.Status, e.Tool.Output)
 	case agent.EventApprovalRequired:
 		r.line("%swaiting for approval of %s (call %s of %s)", childPrefix, e.Tool.Name, e.Tool.CallID, e.Child.StreamID)
+	case agent.EventApprovalDecided:
+		r.line("%s%s (call %s) %s", childPrefix, e.Tool.Name, e.Tool.CallID, describeDecision(*e.Approval))
 	case agent.EventStatus:
 		if e.Status == agent.StreamRetrying {
 			r.line("%s[the model call failed and is retried: the text above is replaced]", childPrefix)

@@ -22,7 +22,7 @@ type approvals struct {
 
 type decisionIn struct {
 	agent.ApprovalDecision
-	via string // signal | update | timeout
+	via string // agent.ViaSignal, ViaUpdate, ViaTimeout or ViaCancel
 }
 
 // startApprovals registers the approve signal and update and the
@@ -35,7 +35,7 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateApprove,
 		func(ctx workflow.Context, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
-			if err := t.offer(d, "update"); err != nil {
+			if err := t.offer(d, agent.ViaUpdate); err != nil {
 				return contract.ApprovalAck{}, contract.Failure(err)
 			}
 			return contract.ApprovalAck{CallID: d.CallID, Outcome: outcomeOf(d)}, nil
@@ -65,7 +65,7 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 				err = t.complete(c, d)
 			}
 			if err == nil {
-				err = t.offer(d, "signal")
+				err = t.offer(d, agent.ViaSignal)
 			}
 			if err != nil {
 				workflow.GetLogger(c).Warn("approve signal ignored", "error", err.Error())
@@ -151,6 +151,8 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval})
 	workflow.SetCurrentDetails(ctx, "waiting for approval: "+strings.Join(names, ", "))
 
+	// running: RUNNING is logged, before the last decided call starts.
+	running := false
 	for len(t.appr.pending) > 0 {
 		if len(t.appr.inbox) == 0 && t.canceled == nil {
 			remaining := deadline.Sub(workflow.Now(ctx))
@@ -169,7 +171,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 			if !got && t.canceled == nil {
 				for _, p := range t.appr.pending {
 					t.appr.decided = append(t.appr.decided, p.CallID)
-					t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: "timeout"})
+					t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaTimeout})
 				}
 			}
 		}
@@ -178,7 +180,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 			for _, p := range t.appr.pending {
 				if !slices.Contains(t.appr.decided, p.CallID) {
 					t.appr.decided = append(t.appr.decided, p.CallID)
-					t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: "cancel"})
+					t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaCancel})
 				}
 			}
 		}
@@ -191,9 +193,9 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 			}
 			outcome, message := outcomeOf(d.ApprovalDecision), ""
 			switch {
-			case d.via == "timeout":
+			case d.via == agent.ViaTimeout:
 				outcome, message = agent.ApprovalTimedOut, fmt.Sprintf("no decision on the call within the approval timeout of %s; it was not run", timeout)
-			case d.via == "cancel":
+			case d.via == agent.ViaCancel:
 				outcome, message = agent.ApprovalCanceled, "the turn was cancelled before the call was decided; it was not run"
 			case !d.Approved:
 				who := d.Approver
@@ -217,10 +219,22 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 				workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
 			}
 			t.recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
+			if t.vocab == vocabNew {
+				t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool},
+					Approval: &agent.ApprovalEvent{Outcome: outcome, Approver: d.Approver, Reason: d.Reason, Via: d.via}})
+				if len(t.appr.pending) == 0 {
+					// No call waits any more: the turn runs again before
+					// the last call decided starts.
+					t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+					running = true
+				}
+			}
 			decide(i, outcome, message)
 		}
 	}
-	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+	if !running {
+		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+	}
 }
 
 // takePending removes a call from the waiting list and returns its index

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -130,6 +131,8 @@ func TestApprovalRejectedByUpdateReachesTheModel(t *testing.T) {
 		Message: "the call was rejected by ana and not run: not during the sale"}}, f.modelCalls[1].ToolFailures)
 	require.Len(t, f.approvals, 1)
 	require.Equal(t, "update", f.approvals[0].Via)
+	require.Equal(t, []agent.ApprovalEvent{{Outcome: agent.ApprovalRejected, Approver: "ana", Reason: "not during the sale", Via: agent.ViaUpdate}},
+		decisions(t, env))
 }
 
 func TestApprovalTimesOut(t *testing.T) {
@@ -142,6 +145,20 @@ func TestApprovalTimesOut(t *testing.T) {
 	require.Len(t, f.approvals, 1)
 	require.Equal(t, agent.ApprovalTimedOut, f.approvals[0].Outcome)
 	require.Equal(t, 10*time.Minute, f.approvals[0].DecidedAt.Sub(f.approvals[0].RequestedAt))
+	require.Equal(t, []agent.ApprovalEvent{{Outcome: agent.ApprovalTimedOut, Via: agent.ViaTimeout}}, decisions(t, env))
+}
+
+// decisions are the approval_decided events of the turn's log, in order.
+func decisions(t *testing.T, env *testsuite.TestWorkflowEnvironment) []agent.ApprovalEvent {
+	t.Helper()
+	var out []agent.ApprovalEvent
+	for _, e := range events(t, env) {
+		if e.Kind == agent.EventApprovalDecided {
+			require.NoError(t, e.Validate())
+			out = append(out, *e.Approval)
+		}
+	}
+	return out
 }
 
 func TestTwoApprovalsDecidedSeparately(t *testing.T) {
@@ -182,10 +199,20 @@ func TestTwoApprovalsDecidedSeparately(t *testing.T) {
 		if e.Tool != nil {
 			k += ":" + e.Tool.CallID
 		}
+		if a := e.Approval; a != nil {
+			k += fmt.Sprintf(" %s by %s via %s", a.Outcome, a.Approver, a.Via)
+		}
 		kinds = append(kinds, k)
 	}
-	require.Equal(t, []string{"RUNNING", "usage", "tool_start:c2", "approval_required:c1", "approval_required:c3",
-		"WAITING_APPROVAL", "tool_end:c3", "tool_start:c1", "RUNNING", "tool_end:c1", "tool_end:c2", "usage", "content", "COMPLETED"}, kinds)
+	// Each decision is logged as it is acted on; the turn runs again
+	// before the last call decided starts.
+	require.Equal(t, []string{"RUNNING", "step_start", "usage", "tool_start:c2", "approval_required:c1", "approval_required:c3",
+		"WAITING_APPROVAL", "approval_decided:c3 rejected by bob via signal", "tool_end:c3",
+		"approval_decided:c1 approved by ana via update", "RUNNING", "tool_start:c1", "tool_end:c1", "tool_end:c2", "step_finish",
+		"step_start", "usage", "step_finish", "content", "COMPLETED"}, kinds)
+	for _, e := range page.Events {
+		require.NoError(t, e.Validate(), "%s", e)
+	}
 }
 
 // TestIncompleteDecisionsAreRefused: a decision must say whether it

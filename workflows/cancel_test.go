@@ -132,6 +132,7 @@ func TestCancelWhileWaitingForApproval(t *testing.T) {
 	require.Len(t, f.approvals, 1)
 	require.Equal(t, agent.ApprovalCanceled, f.approvals[0].Outcome)
 	require.Equal(t, "cancel", f.approvals[0].Via)
+	require.Equal(t, []agent.ApprovalEvent{{Outcome: agent.ApprovalCanceled, Via: agent.ViaCancel}}, decisions(t, env))
 	require.Equal(t, []contract.ToolFailure{{Seq: 2, CallID: "c1", Tool: "restart",
 		Message: "the turn was cancelled before the call was decided; it was not run"}}, f.savedFailures,
 		"the call that will not run gets a result, so no call is left unanswered")

@@ -115,6 +115,24 @@ const (
 	// polls is spared its two commands (the marker and a search-attribute
 	// update). Runs before it refused the poll as an unknown update.
 	//
-	// Recorded: testdata/turn_workflow_streams.json.
+	// Recorded: testdata/turn_workflow_streams.json,
+	// testdata/turn_vocabulary.json.
 	workflowStreamsChange = "workflow-streams"
+
+	// vocabularyChange: the turn logs the workflow's events of the event
+	// vocabulary: step_start before a step's model call, step_finish
+	// (the call's usage and finish reason) once the step's tool calls
+	// have ended, approval_decided when a waiting call is decided (with
+	// RUNNING logged before the last decided call starts, not after it),
+	// and the custom events its tool calls emit (agent.ToolProgress.Custom).
+	// They change the log's indices, and so what the turn hands its
+	// activities (CallModelInput.FirstIndex, the live events). The marker
+	// is written at a run's first model call. Runs before it logged none
+	// of them, and dropped custom events.
+	//
+	// Recorded: testdata/turn_vocabulary.json (streamed: reasoning,
+	// argument deltas, a step boundary, an approved call, read by
+	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
+	// tool's custom events).
+	vocabularyChange = "event-vocabulary"
 )

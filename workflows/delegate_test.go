@@ -241,9 +241,9 @@ func TestDelegateRunsAChildTurn(t *testing.T) {
 		kinds = append(kinds, k)
 	}
 	require.Equal(t, []string{
-		"status", "usage", "tool_start",
+		"status", "step_start", "usage", "tool_start",
 		"child:tool_start", "child:tool_end", "child:token", "child:token",
-		"tool_end", "usage", "content", "status",
+		"tool_end", "step_finish", "step_start", "usage", "step_finish", "content", "status",
 	}, kinds)
 	require.True(t, evs[len(evs)-1].Terminal())
 	require.Equal(t, "It is 50.", agent.ReplayText(agent.ChildEvents(evs, "c1")))

@@ -69,7 +69,7 @@ func (t *turn) awaitTool(ctx workflow.Context, f workflow.Future) {
 	sel.AddReceive(t.progress, func(c workflow.ReceiveChannel, _ bool) {
 		var p agent.ToolProgress
 		if c.ReceiveAsync(&p) {
-			t.addProgress(p)
+			t.addProgress(ctx, p)
 		}
 	})
 	sel.AddReceive(t.children, func(c workflow.ReceiveChannel, _ bool) {
@@ -90,12 +90,34 @@ func (t *turn) drainProgress(ctx workflow.Context) {
 		if !t.progress.ReceiveAsync(&p) {
 			return
 		}
-		t.addProgress(p)
+		t.addProgress(ctx, p)
 	}
 }
 
-func (t *turn) addProgress(p agent.ToolProgress) {
-	t.log.Append(agent.Event{Kind: agent.EventToolProgress, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool, Message: p.Message}})
+// addProgress logs what a running call reported: its progress message as
+// tool_progress, then the custom events it emitted, in order, in runs
+// that log the vocabulary (vocabularyChange; the run's first model call
+// decided it before any tool ran). A custom event not of its shape is
+// dropped.
+func (t *turn) addProgress(ctx workflow.Context, p agent.ToolProgress) {
+	if p.Message != "" || len(p.Custom) == 0 {
+		t.log.Append(agent.Event{Kind: agent.EventToolProgress, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool, Message: p.Message}})
+	}
+	if len(p.Custom) == 0 {
+		return
+	}
+	if t.vocab != vocabNew {
+		workflow.GetLogger(ctx).Warn("custom events dropped: the run does not log them", "call_id", p.CallID, "count", len(p.Custom))
+		return
+	}
+	for _, c := range p.Custom {
+		e := agent.Event{Kind: agent.EventCustom, Custom: &c, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool}}
+		if err := e.Validate(); err != nil {
+			workflow.GetLogger(ctx).Warn("custom event dropped", "call_id", p.CallID, "error", err.Error())
+			continue
+		}
+		t.forward.Forward(ctx, t.log.Append(e))
+	}
 }
 
 // awaitModel waits for a CallModel, taking its token batches into the log

@@ -139,6 +139,32 @@ type turn struct {
 	// forward sends the turn's own events to its parent turn, when it is
 	// a child.
 	forward *eventlog.Forwarder
+	// vocab says whether the run logs the vocabulary's workflow events
+	// (vocabularyChange), once its first model call has decided it.
+	vocab vocabulary
+}
+
+// vocabulary is what a run knows of vocabularyChange.
+type vocabulary int
+
+const (
+	vocabUndecided vocabulary = iota // no model call yet
+	vocabOld                         // a run from before the change
+	vocabNew
+)
+
+// logsVocabulary reports whether the run logs step_start, step_finish,
+// approval_decided and custom events (vocabularyChange). The run's first
+// model call decides, and records the change's marker: the first event it
+// changes is that call's step_start.
+func (t *turn) logsVocabulary(ctx workflow.Context) bool {
+	if t.vocab == vocabUndecided {
+		t.vocab = vocabOld
+		if workflow.GetVersion(ctx, vocabularyChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+			t.vocab = vocabNew
+		}
+	}
+	return t.vocab == vocabNew
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
@@ -269,22 +295,28 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 			}
 			return "", modelFailure(err)
 		}
+		step := t.seq
 		// The reply's text is final: its call has completed.
 		t.log.AppendText(reply.Content)
 		t.unstored = nil
-		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: t.seq, Usage: &reply.Usage})
+		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: step, Usage: &reply.Usage})
 		t.usage = t.usage.Add(reply.Usage)
 		if reply.Model != "" {
 			t.model = reply.Model
 		}
 		t.recordModel(ctx, t.model, reply.Usage)
 		if err := t.overBudget(limits); err != nil {
+			t.finishStep(ctx, step, reply)
 			return "", err
 		}
 		if len(reply.ToolCalls) == 0 {
+			t.finishStep(ctx, step, reply)
 			return reply.Content, nil
 		}
 		t.unstored = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
+		// Every call of the step has ended (runTools waits for them all),
+		// however it ended.
+		t.finishStep(ctx, step, reply)
 		if t.canceled != nil {
 			return "", t.cancelError()
 		}
@@ -298,6 +330,25 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 	}
 	return "", agent.TurnErrorOf(agent.Errorf(agent.CodeMaxIterations,
 		"the model still asked for tools after %d iterations (the agent's max_iterations)", limits.MaxIterations))
+}
+
+// finishStep logs step_finish for the step whose model call answered with
+// reply, in runs that log the vocabulary: the call's usage, and why the
+// model stopped. A reason the provider did not give, or one no client
+// could take, is told from the reply.
+func (t *turn) finishStep(ctx workflow.Context, step int, reply contract.CallModelResult) {
+	if t.vocab != vocabNew {
+		return
+	}
+	usage := reply.Usage
+	e := agent.Event{Kind: agent.EventStepFinish, Step: step, Usage: &usage, FinishReason: reply.FinishReason}
+	if e.FinishReason == "" || e.Validate() != nil {
+		e.FinishReason = agent.FinishStop
+		if len(reply.ToolCalls) > 0 {
+			e.FinishReason = agent.FinishToolCalls
+		}
+	}
+	t.emit(ctx, e)
 }
 
 // overBudget is the turn's failure once it has used more tokens than its
@@ -333,6 +384,9 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 	}()
 	mctx = workflow.WithActivityOptions(mctx, modelOptions(limits, fmt.Sprintf("%s · iteration %d", t.agent.Model, i)))
 	t.seq++
+	if t.logsVocabulary(ctx) {
+		t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
+	}
 	t.log.OpenStep(t.seq)
 	var reply contract.CallModelResult
 	call := workflow.ExecuteActivity(mctx, contract.CallModel, contract.CallModelInput{

@@ -415,21 +415,33 @@ func TestAgentTurnDefaultsJobIDToWorkflowID(t *testing.T) {
 	require.Equal(t, "turn/t1/manual", res.JobID)
 }
 
-// TestStreamedTurnEvents signals token batches from inside CallModel, as a
-// streaming call does: the log holds them in order, each step's tokens
-// before its usage and tool events.
+// TestStreamedTurnEvents signals batches from inside CallModel, as a
+// streaming call does: the log holds them in order, each step between
+// its step_start and step_finish, its streamed events (reasoning, tokens,
+// argument deltas) before its usage and tool events; step_finish carries
+// the call's usage and finish reason, told from the reply when the
+// provider gave none.
 func TestStreamedTurnEvents(t *testing.T) {
-	f := &fakeTurn{agent: testAgent(), replies: []contract.CallModelResult{
-		toolReply(calc("c1", "12.5*4")), textReply("12.5 * 4 = 50"),
-	}, tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("50")}}
+	first := toolReply(calc("c1", "12.5*4"))
+	first.Usage = agent.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}
+	first.FinishReason = agent.FinishToolCalls
+	f := &fakeTurn{agent: testAgent(), replies: []contract.CallModelResult{first, textReply("12.5 * 4 = 50")},
+		tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("50")}}
 	env := newEnv(t, f)
-	texts := map[int][]string{1: {"Let me ", "compute."}, 3: {"12.5 * 4", " = 50"}}
+	delta := func(args string) agent.Event {
+		return agent.Event{Kind: agent.EventToolArgsDelta, Tool: &agent.ToolEvent{CallID: "c1", Name: "calculator", ArgsDelta: args}}
+	}
+	streamed := map[int][]agent.Event{
+		1: {{Kind: agent.EventReasoning, Text: "A product."}, {Kind: agent.EventToken, Text: "Let me "}, {Kind: agent.EventToken, Text: "compute."},
+			delta(""), delta(`{"expression":"12.5*4"}`)},
+		3: {{Kind: agent.EventToken, Text: "12.5 * 4"}, {Kind: agent.EventToken, Text: " = 50"}},
+	}
 	f.onModel = func(in contract.CallModelInput) {
 		require.True(t, in.Stream)
 		next := in.FirstIndex
-		for _, text := range texts[in.Seq] {
-			b := agent.TokenBatch{StreamID: in.StreamID, Step: in.Seq, Attempt: 1, First: next,
-				Events: []agent.Event{{Index: next, Kind: agent.EventToken, Text: text}}}
+		for _, e := range streamed[in.Seq] {
+			e.Index, e.Step, e.Attempt = next, in.Seq, 1
+			b := agent.TokenBatch{StreamID: in.StreamID, Step: in.Seq, Attempt: 1, First: next, Events: []agent.Event{e}}
 			env.SignalWorkflow(contract.SignalTokens, b)
 			next++
 		}
@@ -453,10 +465,24 @@ func TestStreamedTurnEvents(t *testing.T) {
 		kinds = append(kinds, k)
 	}
 	require.Equal(t, []string{
-		"status:RUNNING", "token", "token", "usage", "tool_start", "tool_end",
-		"token", "token", "usage", "content", "status:COMPLETED",
+		"status:RUNNING", "step_start", "reasoning", "token", "token", "tool_args_delta", "tool_args_delta", "usage", "tool_start", "tool_end", "step_finish",
+		"step_start", "token", "token", "usage", "step_finish", "content", "status:COMPLETED",
 	}, kinds)
 	require.Equal(t, "Let me compute.12.5 * 4 = 50", agent.ReplayText(page.Events))
+	require.Equal(t, "A product.", agent.ReplayReasoning(page.Events))
+	var steps []string
+	for _, e := range page.Events {
+		require.NoError(t, e.Validate(), "%s", e)
+		switch e.Kind {
+		case agent.EventStepStart:
+			steps = append(steps, fmt.Sprintf("start %d", e.Step))
+		case agent.EventStepFinish:
+			steps = append(steps, fmt.Sprintf("finish %d %s %d", e.Step, e.FinishReason, e.Usage.TotalTokens))
+		}
+	}
+	require.Equal(t, []string{"start 1", "finish 1 tool_calls 15", "start 3", "finish 3 stop 7"}, steps,
+		"step numbers are the turn's steps, which tool calls share; the second reply gave no reason")
+	require.Equal(t, int64(3), f.modelCalls[0].FirstIndex, "the step's first streamed event follows its step_start")
 }
 
 // A local tool runs as a local activity with the same input, and a
@@ -506,4 +532,44 @@ func TestCorruptSignalsDoNotStallTheTurn(t *testing.T) {
 	res, failure := runTurn(t, env, request())
 	require.Nil(t, failure)
 	require.Equal(t, "12.5 * 4 = 50", res.Output)
+}
+
+// TestToolCustomEvents: the custom events a running call emits (in its
+// tool_progress signals) are logged after its progress message, in order,
+// as the call's; one not of its shape is dropped, and a signal with custom
+// events only logs no empty tool_progress.
+func TestToolCustomEvents(t *testing.T) {
+	f := &fakeTurn{agent: testAgent(), replies: []contract.CallModelResult{toolReply(calc("c1", "12.5*4")), textReply("50")}}
+	env := newEnv(t, f)
+	f.tools = map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){
+		"calculator": func(in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+			env.SignalWorkflow(contract.SignalToolProgress, agent.ToolProgress{CallID: in.Call.ID, Tool: in.Call.Name, Message: "parsing",
+				Custom: []agent.CustomEvent{
+					{Name: "chart", ID: "c", Value: []byte(`{"points":[1]}`)},
+					{Name: "9 not a name", Value: []byte(`1`)},
+					{Name: "chart", ID: "c", Value: []byte(`{"points":[1,2]}`)},
+				}})
+			env.SignalWorkflow(contract.SignalToolProgress, agent.ToolProgress{CallID: in.Call.ID, Tool: in.Call.Name,
+				Custom: []agent.CustomEvent{{Name: "done", Value: []byte(`true`)}}})
+			return okTool("50")(in)
+		},
+	}
+	_, failure := runTurn(t, env, request())
+	require.Nil(t, failure)
+
+	var got []string
+	for _, e := range events(t, env) {
+		require.NoError(t, e.Validate(), "%s", e)
+		switch e.Kind {
+		case agent.EventToolProgress:
+			got = append(got, "progress "+e.Tool.Message)
+		case agent.EventCustom:
+			require.Equal(t, &agent.ToolEvent{CallID: "c1", Name: "calculator"}, e.Tool)
+			got = append(got, fmt.Sprintf("custom %s %s %s", e.Custom.Name, e.Custom.ID, e.Custom.Value))
+		case agent.EventToolStart, agent.EventToolEnd:
+			got = append(got, string(e.Kind))
+		}
+	}
+	require.Equal(t, []string{"tool_start", "progress parsing", `custom chart c {"points":[1]}`, `custom chart c {"points":[1,2]}`,
+		"custom done  true", "tool_end"}, got)
 }

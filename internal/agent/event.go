@@ -452,11 +452,15 @@ type TurnStatus struct {
 }
 
 // ToolProgress is the payload of a turn's "tool_progress" signal: what a
-// running tool call is doing.
+// running tool call is doing (Message, logged as a tool_progress event),
+// and the custom events it emitted since the last signal, in order
+// (logged as custom events after it). A signal with custom events may
+// have no message.
 type ToolProgress struct {
-	CallID  string `json:"call_id"`
-	Tool    string `json:"tool"`
-	Message string `json:"message"`
+	CallID  string        `json:"call_id"`
+	Tool    string        `json:"tool"`
+	Message string        `json:"message"`
+	Custom  []CustomEvent `json:"custom,omitempty"`
 }
 
 // Clip shortens s to at most n bytes, cut at a rune boundary, marking the

@@ -64,9 +64,11 @@ type CallModelInput struct {
 	// as the calls' results before the model is called.
 	ToolFailures []ToolFailure `json:"tool_failures,omitempty"`
 
-	// Stream asks for the reply's text as token batches, signalled to the
-	// turn StreamID (SignalTokens); FirstIndex is the log index of the
-	// first of them.
+	// Stream asks for what the model streams — its text, its reasoning,
+	// its tool calls' argument fragments — as token batches (token,
+	// reasoning and tool_args_delta events), signalled to the turn
+	// StreamID (SignalTokens); FirstIndex is the log index of the first
+	// of them.
 	Stream     bool   `json:"stream,omitempty"`
 	StreamID   string `json:"stream_id,omitempty"`
 	FirstIndex int64  `json:"first_index,omitempty"`
@@ -108,11 +110,15 @@ type ToolFailure struct {
 // returned: a reply over it fails the call for good (ModelRejected,
 // saying how large it was), never a completion the server refuses.
 type CallModelResult struct {
-	Content      string           `json:"content,omitempty"`
-	ToolCalls    []agent.ToolCall `json:"tool_calls,omitempty"`
-	Usage        agent.Usage      `json:"usage"`
-	Model        string           `json:"model,omitempty"`
-	FinishReason string           `json:"finish_reason,omitempty"`
+	Content   string           `json:"content,omitempty"`
+	ToolCalls []agent.ToolCall `json:"tool_calls,omitempty"`
+	Usage     agent.Usage      `json:"usage"`
+	Model     string           `json:"model,omitempty"`
+	// FinishReason is why the model stopped (agent.FinishStop,
+	// FinishToolCalls, …, or a provider's own), for the step's
+	// step_finish; told from the reply when it was read back from the
+	// store.
+	FinishReason string `json:"finish_reason,omitempty"`
 	// Stored is true when the reply was already stored by an earlier
 	// attempt and the model was not called again (its usage is then not
 	// known and reported as zero).

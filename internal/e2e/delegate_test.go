@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -142,8 +143,9 @@ func (e *env) startTeamTurn(agentID, prompt string) (job, workflowID string) {
 
 // requireNested checks a parent's log: its own events are a whole stream
 // that ends completed; the child events it carries are those of one call's
-// child turn, each once and in the child's order, and exactly the child's
-// tokens and tool events of its own stream.
+// child turn, each once and in the child's order, and exactly what the
+// child's model calls streamed and the tool and approval events of its own
+// stream.
 func requireNested(t *testing.T, parent []agent.Event, parentID string, child []agent.Event, callID, childID string) {
 	t.Helper()
 	var own, nested []agent.Event
@@ -177,8 +179,9 @@ func requireNested(t *testing.T, parent []agent.Event, parentID string, child []
 	}
 	var want, got []string
 	for _, e := range child {
-		switch e.Kind {
-		case agent.EventToken, agent.EventToolStart, agent.EventToolEnd, agent.EventApprovalRequired:
+		// What its model calls stream, and the tool, approval and custom
+		// events the child forwards.
+		if e.Kind.Streamed() || eventlog.Forwarded(e.Kind) {
 			want = append(want, key(e))
 		}
 	}

@@ -217,7 +217,12 @@ type streamsEnv struct {
 func newStreamsEnv(t *testing.T) *streamsEnv {
 	t.Helper()
 	// Slow enough that subscribers start while the turn runs.
-	script := strings.Replace(testScript, "delay_ms: 15", "delay_ms: 30", 1)
+	return newStreamsEnvWith(t, strings.Replace(testScript, "delay_ms: 15", "delay_ms: 30", 1))
+}
+
+// newStreamsEnvWith is newStreamsEnv with another model script.
+func newStreamsEnvWith(t *testing.T, script string) *streamsEnv {
+	t.Helper()
 	ts := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{streamsCatalog},
 		Tokens: map[string]string{streamsToken: "demo:user+approver"}})
 	return &streamsEnv{env: &env{Server: ts, t: t}, agents: pb.NewAgentServiceClient(ts.Conn)}
@@ -260,7 +265,8 @@ func (e *streamsEnv) resume(ctx context.Context, id string, after int64) []agent
 // asGRPC is an event as the gRPC API carries it: what FromPBEvent gives
 // back of it.
 func asGRPC(e agent.Event) agent.Event {
-	if e.Usage != nil {
+	// A usage event carries three counts; step_finish carries them all.
+	if e.Usage != nil && e.Kind == agent.EventUsage {
 		e.Usage = &agent.Usage{PromptTokens: e.Usage.PromptTokens, CompletionTokens: e.Usage.CompletionTokens, TotalTokens: e.Usage.TotalTokens}
 	}
 	if e.Error != nil {

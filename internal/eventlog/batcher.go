@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,13 +36,17 @@ type Call struct {
 	Live contract.Live
 }
 
-// Batcher batches a model call's text into token events and sends each
-// batch to its Sink. The first text goes out at once, for a fast first
-// token; after that a batch leaves every interval, or sooner when it
-// reaches maxBytes, and never while the previous one is still being sent —
-// so a slow server gets fewer, larger batches instead of a queue. It
-// heartbeats the last index sent every second: the activity's heartbeat
-// timeout notices a lost worker, and the details say how far it got.
+// Batcher batches what a model call streams — its answer's text, its
+// reasoning and its tool calls' argument fragments — into token,
+// reasoning and tool_args_delta events, in the order the model sent them,
+// and sends each batch to its Sink. Consecutive fragments of one kind (and
+// of one tool call) become one event. The first fragment goes out at
+// once, for a fast first token; after that a batch leaves every interval,
+// or sooner when it reaches maxBytes, and never while the previous one is
+// still being sent — so a slow server gets fewer, larger batches instead
+// of a queue. It heartbeats the last index sent every second: the
+// activity's heartbeat timeout notices a lost worker, and the details say
+// how far it got.
 type Batcher struct {
 	sink     Sink
 	interval time.Duration
@@ -53,10 +56,13 @@ type Batcher struct {
 	attempt  int
 
 	mu      sync.Mutex
-	buf     strings.Builder
-	pending []agent.Event // events to send before the text (RETRYING)
-	next    int64         // index of the next event
-	err     error
+	pending []agent.Event // events to send before the streamed ones (RETRYING)
+	// streamed are the events built from the model's fragments since the
+	// last batch, in order; size counts their bytes.
+	streamed []agent.Event
+	size     int
+	next     int64 // index of the next event
+	err      error
 	// keepTail: at the stop, what is buffered stays for CloseTail.
 	keepTail bool
 
@@ -103,37 +109,95 @@ func retrying(c Call) agent.Event {
 }
 
 // Restream is the batch that replaces whatever earlier attempts of a call
-// streamed with its stored reply: a RETRYING event voiding their text, if
-// the log has any, then the reply as one token event. The call returns it
-// as its last batch (contract.CallModelResult.Tail).
-func Restream(ctx context.Context, sink Sink, c Call, content string) (agent.TokenBatch, error) {
+// streamed with its stored reply: a RETRYING event voiding their events,
+// if the log has any, then the reply's text as one token event and each
+// of its tool calls' arguments as one tool_args_delta event. (The reply's
+// reasoning is not stored: what the log held of it is voided, and not
+// replaced.) The call returns it as its last batch
+// (contract.CallModelResult.Tail); false when there is nothing to send.
+func Restream(ctx context.Context, sink Sink, c Call, content string, calls []agent.ToolCall) (agent.TokenBatch, bool, error) {
 	head, err := sink.Head(ctx, c.StreamID)
 	if err != nil {
-		return agent.TokenBatch{}, err
+		return agent.TokenBatch{}, false, err
 	}
 	first := max(head, c.First)
 	var events []agent.Event
 	if head > c.First {
 		events = append(events, retrying(c))
 	}
-	events = append(events, agent.Event{Kind: agent.EventToken, Text: content, Step: c.Step, Attempt: c.Attempt})
+	if content != "" {
+		events = append(events, agent.Event{Kind: agent.EventToken, Text: content, Step: c.Step, Attempt: c.Attempt})
+	}
+	for _, tc := range calls {
+		events = append(events, agent.Event{Kind: agent.EventToolArgsDelta, Step: c.Step, Attempt: c.Attempt,
+			Tool: &agent.ToolEvent{CallID: tc.ID, Name: tc.Name, ArgsDelta: tc.Arguments}})
+	}
+	if len(events) == 0 {
+		return agent.TokenBatch{}, false, nil
+	}
 	for i := range events {
 		events[i].StreamID, events[i].Index = c.StreamID, first+int64(i)
 	}
-	return agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: first, Events: events}, nil
+	return agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: first, Events: events}, true, nil
 }
 
-// Add is the model's OnText: it never blocks on the network.
+// Add takes a fragment of the answer's text (a token event). Like
+// AddReasoning and AddToolArgs it never blocks on the network; an error
+// says the turn cannot take more, and stops the model call.
 func (b *Batcher) Add(_ context.Context, text string) error {
-	b.mu.Lock()
-	b.buf.WriteString(text)
-	err := b.err
-	b.mu.Unlock()
-	if err != nil {
-		return err // stop the model call: the turn cannot take more text
+	if text == "" {
+		return b.failure()
 	}
+	return b.add(agent.EventToken, text, nil)
+}
+
+// AddReasoning takes a fragment of the model's reasoning (a reasoning
+// event).
+func (b *Batcher) AddReasoning(_ context.Context, text string) error {
+	if text == "" {
+		return b.failure()
+	}
+	return b.add(agent.EventReasoning, text, nil)
+}
+
+// AddToolArgs takes a fragment of the JSON arguments of the tool call
+// callID of tool name (a tool_args_delta event). An empty fragment
+// announces the call: its event is sent even with no arguments yet.
+func (b *Batcher) AddToolArgs(_ context.Context, callID, name, fragment string) error {
+	return b.add(agent.EventToolArgsDelta, fragment, &agent.ToolEvent{CallID: callID, Name: name})
+}
+
+// add appends a fragment to the last streamed event when it continues it
+// (same kind, same tool call), else as a new event.
+func (b *Batcher) add(kind agent.EventKind, text string, call *agent.ToolEvent) error {
+	b.mu.Lock()
+	if err := b.err; err != nil {
+		b.mu.Unlock()
+		return err // stop the model call: the turn cannot take more
+	}
+	n := len(b.streamed)
+	switch last := n - 1; {
+	case n > 0 && b.streamed[last].Kind == kind && kind != agent.EventToolArgsDelta:
+		b.streamed[last].Text += text
+	case n > 0 && b.streamed[last].Kind == kind && b.streamed[last].Tool.CallID == call.CallID:
+		b.streamed[last].Tool.ArgsDelta += text
+	case kind == agent.EventToolArgsDelta:
+		call.ArgsDelta = text
+		b.streamed = append(b.streamed, agent.Event{Kind: kind, Tool: call})
+	default:
+		b.streamed = append(b.streamed, agent.Event{Kind: kind, Text: text})
+	}
+	b.size += len(text)
+	b.mu.Unlock()
 	b.poke()
 	return nil
+}
+
+// failure is the error of a send that failed, if one has.
+func (b *Batcher) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 func (b *Batcher) poke() {
@@ -170,7 +234,7 @@ func (b *Batcher) CloseTail() (agent.TokenBatch, bool, error) {
 // its text will be voided by the next attempt.
 func (b *Batcher) Abort() {
 	b.mu.Lock()
-	b.buf.Reset()
+	b.streamed, b.size = nil, 0
 	b.pending = nil
 	b.mu.Unlock()
 	_ = b.Close()
@@ -234,7 +298,7 @@ const (
 func (b *Batcher) wait(ctx context.Context, last time.Time) waitOutcome {
 	for {
 		d := b.interval - time.Since(last)
-		if d <= 0 || b.size() >= b.maxBytes {
+		if d <= 0 || b.buffered() >= b.maxBytes {
 			return waitDue
 		}
 		t := time.NewTimer(d)
@@ -253,11 +317,11 @@ func (b *Batcher) wait(ctx context.Context, last time.Time) waitOutcome {
 	}
 }
 
-// size is the text waiting to be sent, in bytes.
-func (b *Batcher) size() int {
+// buffered is what waits to be sent of the model's fragments, in bytes.
+func (b *Batcher) buffered() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Len()
+	return b.size
 }
 
 func (b *Batcher) lastIndex() int64 {
@@ -270,12 +334,8 @@ func (b *Batcher) lastIndex() int64 {
 func (b *Batcher) take() (agent.TokenBatch, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	events := b.pending
-	b.pending = nil
-	if b.buf.Len() > 0 {
-		events = append(events, agent.Event{Kind: agent.EventToken, Text: b.buf.String(), Step: b.step, Attempt: b.attempt})
-		b.buf.Reset()
-	}
+	events := append(b.pending, b.streamed...)
+	b.pending, b.streamed, b.size = nil, nil, 0
 	if len(events) == 0 {
 		return agent.TokenBatch{}, false
 	}
@@ -283,6 +343,9 @@ func (b *Batcher) take() (agent.TokenBatch, bool) {
 	for i := range events {
 		events[i].StreamID = b.streamID
 		events[i].Index = b.next + int64(i)
+		if events[i].Kind.Streamed() {
+			events[i].Step, events[i].Attempt = b.step, b.attempt
+		}
 	}
 	return batch, true
 }

@@ -371,7 +371,7 @@ func TestBatcherAbortSendsNothingBuffered(t *testing.T) {
 			}()
 			if tt.hold {
 				// abort drops the buffer, then waits for the send in flight.
-				require.Eventually(t, func() bool { return s.size() == 0 }, waitFor, tick)
+				require.Eventually(t, func() bool { return s.buffered() == 0 }, waitFor, tick)
 				link.gate <- struct{}{}
 			}
 			<-aborted
@@ -536,22 +536,30 @@ func TestBatcherCloseTail(t *testing.T) {
 }
 
 // TestRestream: a retried call whose reply an earlier attempt stored
-// voids what the log holds of that attempt's text and sends the reply
-// whole, as the batch of its result.
+// voids what the log holds of that attempt's events and sends the reply
+// whole — its text, then each tool call's arguments — as the batch of its
+// result.
 func TestRestream(t *testing.T) {
 	in := streamCall(5)
 	in.Attempt = 2
+	calls := []agent.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"2+2"}`}}
 	for _, tc := range []struct {
-		name  string
-		head  int64
-		first int64
-		kinds []agent.EventKind
+		name    string
+		head    int64
+		content string
+		calls   []agent.ToolCall
+		first   int64
+		kinds   []agent.EventKind
 	}{
-		{"the earlier attempt streamed text", 9, 9, []agent.EventKind{agent.EventStatus, agent.EventToken}},
-		{"nothing of it in the log", 5, 5, []agent.EventKind{agent.EventToken}},
+		{"the earlier attempt streamed text", 9, "the whole reply", nil, 9, []agent.EventKind{agent.EventStatus, agent.EventToken}},
+		{"nothing of it in the log", 5, "the whole reply", nil, 5, []agent.EventKind{agent.EventToken}},
+		{"text and a tool call", 9, "Let me add.", calls, 9, []agent.EventKind{agent.EventStatus, agent.EventToken, agent.EventToolArgsDelta}},
+		{"a tool call only", 5, "", calls, 5, []agent.EventKind{agent.EventToolArgsDelta}},
+		{"nothing but the void", 9, "", nil, 9, []agent.EventKind{agent.EventStatus}},
 	} {
-		b, err := Restream(t.Context(), &recordingSink{headIndex: tc.head}, in, "the whole reply")
+		b, ok, err := Restream(t.Context(), &recordingSink{headIndex: tc.head}, in, tc.content, tc.calls)
 		require.NoError(t, err, tc.name)
+		require.True(t, ok, tc.name)
 		require.Equal(t, tc.first, b.First, tc.name)
 		require.Equal(t, in.Step, b.Step)
 		require.Equal(t, 2, b.Attempt)
@@ -560,16 +568,91 @@ func TestRestream(t *testing.T) {
 			kinds = append(kinds, e.Kind)
 			require.Equal(t, b.First+int64(i), e.Index)
 			require.Equal(t, in.StreamID, e.StreamID)
+			require.NoError(t, e.Validate(), "%s: %s", tc.name, e)
 		}
 		require.Equal(t, tc.kinds, kinds, tc.name)
 		if tc.head > in.First {
 			require.Equal(t, agent.StreamRetrying, b.Events[0].Status)
 			require.Equal(t, in.First, b.Events[0].VoidFrom)
 		}
-		require.Equal(t, "the whole reply", b.Events[len(b.Events)-1].Text)
+		require.Equal(t, tc.content, agent.ReplayText(b.Events), tc.name)
+		if len(tc.calls) > 0 {
+			last := b.Events[len(b.Events)-1]
+			require.Equal(t, agent.ToolEvent{CallID: "call_1", Name: "calculator", ArgsDelta: `{"expression":"2+2"}`}, *last.Tool)
+		}
 	}
-	_, err := Restream(t.Context(), &recordingSink{headErr: errTurnGone}, in, "x")
+	_, ok, err := Restream(t.Context(), &recordingSink{headIndex: 5}, in, "", nil)
+	require.NoError(t, err)
+	require.False(t, ok, "no reply to send and nothing to void")
+	_, _, err = Restream(t.Context(), &recordingSink{headErr: errTurnGone}, in, "x", nil)
 	require.ErrorIs(t, err, errTurnGone)
+}
+
+// TestBatcherKeepsTheModelsOrder: reasoning, text and tool-call argument
+// fragments become reasoning, token and tool_args_delta events in the
+// order the model sent them, a run of one kind (and one call) as one
+// event, each stamped with the call's step and attempt; the call's
+// arguments are its fragments joined; every kind counts toward the size
+// that sends a batch early.
+func TestBatcherKeepsTheModelsOrder(t *testing.T) {
+	link := &recordingSink{gate: make(chan struct{})}
+	in := streamCall(3)
+	s, _ := startTestBatcher(t, time.Hour, 1<<20, in, link)
+
+	ctx := t.Context()
+	// The first fragment leaves at once and is held in flight, so that
+	// the rest waits for one batch.
+	require.NoError(t, s.AddReasoning(ctx, "The user"))
+	require.Eventually(t, func() bool { return link.busy() == 1 }, waitFor, tick)
+	require.NoError(t, s.AddReasoning(ctx, " wants "))
+	require.NoError(t, s.AddReasoning(ctx, "a sum."))
+	require.NoError(t, s.Add(ctx, "Let me "))
+	require.NoError(t, s.Add(ctx, "add."))
+	require.NoError(t, s.AddToolArgs(ctx, "call_1", "calculator", ""))
+	require.NoError(t, s.AddToolArgs(ctx, "call_1", "calculator", `{"expres`))
+	require.NoError(t, s.AddToolArgs(ctx, "call_1", "calculator", `sion": "2+2"}`))
+	require.NoError(t, s.AddToolArgs(ctx, "call_2", "calculator", ""))
+	require.NoError(t, s.AddToolArgs(ctx, "call_2", "calculator", `{"expression": "3"}`))
+	require.NoError(t, s.Add(ctx, ""), "an empty fragment adds nothing")
+	require.Equal(t, len(" wants a sum.Let me add.")+len(`{"expression": "2+2"}`)+len(`{"expression": "3"}`), s.buffered(), "what waits, in bytes")
+	link.gate <- struct{}{}
+	require.Eventually(t, func() bool { return link.sentCount() == 1 }, waitFor, tick)
+	close(link.gate) // close sends the rest at once
+	require.NoError(t, s.Close())
+
+	bs := link.batches()
+	require.Len(t, bs, 2)
+	requireGapFree(t, bs, 3, in)
+	got := sentEvents(bs)
+	tool := func(id, args string) *agent.ToolEvent {
+		return &agent.ToolEvent{CallID: id, Name: "calculator", ArgsDelta: args}
+	}
+	want := []agent.Event{
+		{Kind: agent.EventReasoning, Text: "The user"},
+		{Kind: agent.EventReasoning, Text: " wants a sum."},
+		{Kind: agent.EventToken, Text: "Let me add."},
+		{Kind: agent.EventToolArgsDelta, Tool: tool("call_1", `{"expression": "2+2"}`)},
+		{Kind: agent.EventToolArgsDelta, Tool: tool("call_2", `{"expression": "3"}`)},
+	}
+	for i := range want {
+		want[i].StreamID, want[i].Index, want[i].Step, want[i].Attempt = in.StreamID, 3+int64(i), in.Step, in.Attempt
+		require.NoError(t, got[i].Validate())
+	}
+	require.Equal(t, want, got)
+	require.Equal(t, "Let me add.", agent.ReplayText(got))
+	require.Equal(t, "The user wants a sum.", agent.ReplayReasoning(got))
+
+	// Every kind counts toward the size cap: with an hour's interval,
+	// only the cap sends these.
+	link2 := &recordingSink{}
+	s2, _ := startTestBatcher(t, time.Hour, 8, streamCall(1), link2)
+	require.NoError(t, s2.AddReasoning(ctx, "a"))
+	require.Eventually(t, func() bool { return link2.sentCount() == 1 }, waitFor, tick)
+	require.NoError(t, s2.AddToolArgs(ctx, "c", "t", "0123"))
+	require.Equal(t, 1, link2.startedCount(), "4 bytes of 8 wait for the interval")
+	require.NoError(t, s2.AddReasoning(ctx, "4567"))
+	require.Eventually(t, func() bool { return link2.sentCount() == 2 }, waitFor, tick)
+	require.NoError(t, s2.Close())
 }
 
 // heartbeatRecorder is a worker interceptor that records every

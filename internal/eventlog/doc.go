@@ -17,16 +17,18 @@
 //
 // # Steps, attempts and fencing
 //
-// The turn logs its own events (status, tool calls, usage, the answer) in
-// workflow code (Log.Append). A model call streams its text from an
-// activity, which Temporal may run more than once: as token batches
-// (agent.TokenBatch), signalled to the turn (contract.SignalTokens). Each
-// batch names its step (the call's seq), its attempt and the index of its
-// first event, and the log takes it only if it continues the log exactly,
-// for the step in flight, from an attempt no older than one already seen
-// (Log.Accept). A repeated, late or forged batch is refused whole, and a
-// batch can carry token events and RETRYING statuses only: it cannot end
-// the stream.
+// The turn logs its own events (status, steps, tool calls, approvals,
+// usage, the answer) in workflow code (Log.Append). A model call streams
+// from an activity, which Temporal may run more than once: its answer's
+// text, its reasoning and its tool calls' argument fragments, as token,
+// reasoning and tool_args_delta events in the order the model sent them
+// (Batcher), in token batches (agent.TokenBatch) signalled to the turn
+// (contract.SignalTokens). Each batch names its step (the call's seq), its
+// attempt and the index of its first event, and the log takes it only if
+// it continues the log exactly, for the step in flight, from an attempt no
+// older than one already seen (Log.Accept). A repeated, late or forged
+// batch is refused whole, and a batch can carry those three kinds (each of
+// its shape) and RETRYING statuses only: it cannot end the stream.
 //
 // # RETRYING and void_from
 //
@@ -34,10 +36,11 @@
 // it streams, it reads the log's head from the turn (the authority: an
 // earlier attempt may have died between a signal and its heartbeat) and,
 // if an earlier attempt streamed anything, sends a status RETRYING whose
-// void_from is the call's first index: token events from void_from up to
-// that status are void, and the new attempt continues the index space
-// (StartBatcher, Restream). Clients fold the text with agent.ReplayText.
-// Nothing is ever removed from the log.
+// void_from is the call's first index: the streamed events (token,
+// reasoning, tool_args_delta) from void_from up to that status are void,
+// and the new attempt continues the index space (StartBatcher, Restream).
+// Clients drop them with agent.Unvoided, or fold the text with
+// agent.ReplayText. Nothing is ever removed from the log.
 //
 // # Durable and live
 //

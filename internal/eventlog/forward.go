@@ -30,9 +30,14 @@ func NewForwarder(parent, streamID string) *Forwarder {
 }
 
 // Forwarded reports the kinds of its own events a child turn sends to its
-// parent.
+// parent: its tool calls, its approvals and how they were decided, and
+// what its tools emit for clients. (Its steps and statuses are its own.)
 func Forwarded(k agent.EventKind) bool {
-	return k == agent.EventToolStart || k == agent.EventToolEnd || k == agent.EventApprovalRequired
+	switch k {
+	case agent.EventToolStart, agent.EventToolEnd, agent.EventApprovalRequired, agent.EventApprovalDecided, agent.EventCustom:
+		return true
+	}
+	return false
 }
 
 // Forward queues an event for the parent. The events go in order, in one

@@ -96,15 +96,16 @@ func (l *Log) CloseStep() { l.step = 0 }
 
 // Accept appends a batch if it continues the log for the current step and
 // is not from an attempt older than one already seen. A batch may hold
-// token events and RETRYING statuses, nothing else: it cannot end the
-// stream.
+// what a model call streams (token, reasoning and tool_args_delta events,
+// each of its kind's shape) and RETRYING statuses, nothing else: it cannot
+// end the stream, nor speak for a child turn.
 func (l *Log) Accept(b agent.TokenBatch) bool {
 	if b.Step != l.step || b.Attempt < l.attempt || b.First != l.Next() || len(b.Events) == 0 {
 		l.dropped++
 		return false
 	}
 	for i, e := range b.Events {
-		if e.Index != b.First+int64(i) || e.Kind == agent.EventStatus && e.Status != agent.StreamRetrying {
+		if e.Index != b.First+int64(i) || !batched(e) {
 			l.dropped++
 			return false
 		}
@@ -114,6 +115,14 @@ func (l *Log) Accept(b agent.TokenBatch) bool {
 		l.Append(e)
 	}
 	return true
+}
+
+// batched reports whether a batch may carry e.
+func batched(e agent.Event) bool {
+	if e.Child != nil || !e.Kind.Streamed() && (e.Kind != agent.EventStatus || e.Status != agent.StreamRetrying) {
+		return false
+	}
+	return e.Validate() == nil
 }
 
 // Dropped is the number of batches refused so far.
@@ -237,9 +246,18 @@ func liveSize(e agent.Event) int {
 	if e.Child != nil || e.Tool != nil && e.Tool.Data != nil {
 		return MaxLiveBytes + 1
 	}
-	n := len(e.StreamID) + len(e.Text) + len(e.Content)
+	n := len(e.StreamID) + len(e.Text) + len(e.Content) + len(e.FinishReason)
 	if t := e.Tool; t != nil {
-		n += len(t.CallID) + len(t.Name) + len(t.Args) + len(t.Output) + len(t.Reason) + len(t.Message) + len(t.Source) + len(t.FromToolkit)
+		n += len(t.CallID) + len(t.Name) + len(t.Args) + len(t.ArgsDelta) + len(t.Output) + len(t.Reason) + len(t.Message) + len(t.Source) + len(t.FromToolkit)
+	}
+	if a := e.Approval; a != nil {
+		n += len(a.Outcome) + len(a.Approver) + len(a.Reason) + len(a.Via)
+	}
+	if m := e.Message; m != nil {
+		n += len(m.ID) + len(m.StreamID) + len(m.Status)
+	}
+	if c := e.Custom; c != nil {
+		n += len(c.Name) + len(c.ID) + len(c.Value)
 	}
 	if e.Error != nil {
 		n += len(e.Error.Type) + len(e.Error.Message) + len(e.Error.Tool)

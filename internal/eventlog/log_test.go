@@ -108,6 +108,58 @@ func TestLogRefusesStaleBatches(t *testing.T) {
 	}
 }
 
+// TestLogAcceptsWhatModelsStream: a batch may carry reasoning and
+// tool_args_delta events beside tokens, each of its kind's shape, and
+// RETRYING voids them all; any other kind, a malformed event or one that
+// claims to be a child's, makes the batch refused whole.
+func TestLogAcceptsWhatModelsStream(t *testing.T) {
+	delta := func(index int64, args string) agent.Event {
+		return agent.Event{Index: index, Kind: agent.EventToolArgsDelta, Tool: &agent.ToolEvent{CallID: "c1", Name: "calculator", ArgsDelta: args}}
+	}
+	stream := func(first int64, evs ...agent.Event) agent.TokenBatch {
+		return agent.TokenBatch{StreamID: "s", Step: 1, Attempt: 1, First: first, Events: evs}
+	}
+	refused := []struct {
+		name string
+		e    agent.Event
+	}{
+		{"a tool_start", agent.Event{Index: 2, Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: "c1", Name: "calculator"}}},
+		{"a step_finish", agent.Event{Index: 2, Kind: agent.EventStepFinish, Step: 1, Usage: &agent.Usage{}, FinishReason: "stop"}},
+		{"a custom event", agent.Event{Index: 2, Kind: agent.EventCustom, Custom: &agent.CustomEvent{Name: "x", Value: []byte("1")}}},
+		{"a delta without its call", agent.Event{Index: 2, Kind: agent.EventToolArgsDelta}},
+		{"a delta with complete args", agent.Event{Index: 2, Kind: agent.EventToolArgsDelta, Tool: &agent.ToolEvent{CallID: "c1", Name: "calculator", Args: []byte("{}")}}},
+		{"reasoning without text", agent.Event{Index: 2, Kind: agent.EventReasoning}},
+		{"a child's token", agent.Event{Index: 2, Kind: agent.EventToken, Text: "x", Child: &agent.ChildEvent{CallID: "c", StreamID: "turn/demo/c", Index: 1}}},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			l := New("s")
+			l.Append(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+			l.OpenStep(1)
+			require.False(t, l.Accept(stream(2, agent.Event{Index: 2, Kind: agent.EventToken, Text: "ok"}, func() agent.Event { e := tt.e; e.Index = 3; return e }())))
+			require.Equal(t, int64(2), l.Next())
+		})
+	}
+
+	l := New("s")
+	l.Append(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning}) // 1
+	l.OpenStep(1)
+	require.True(t, l.Accept(stream(2, agent.Event{Index: 2, Kind: agent.EventReasoning, Text: "hmm"}, agent.Event{Index: 3, Kind: agent.EventToken, Text: "Hel"}, delta(4, ""))))
+	retry := stream(5, agent.Event{Index: 5, Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 2},
+		agent.Event{Index: 6, Kind: agent.EventReasoning, Text: "so"}, agent.Event{Index: 7, Kind: agent.EventToken, Text: "Hello"}, delta(8, `{"a":1}`))
+	retry.Attempt = 2
+	require.True(t, l.Accept(retry))
+	require.Equal(t, "Hello", agent.ReplayText(l.events))
+	require.Equal(t, "so", agent.ReplayReasoning(l.events))
+	var args []string
+	for _, e := range agent.Unvoided(l.events) {
+		if e.Kind == agent.EventToolArgsDelta {
+			args = append(args, e.Tool.ArgsDelta)
+		}
+	}
+	require.Equal(t, []string{`{"a":1}`}, args, "the failed attempt's deltas are void")
+}
+
 // TestLogAppendChild: a child's batch enters as child events of its call,
 // at the log's own indices, keeping the child's stream and indices.
 func TestLogAppendChild(t *testing.T) {

@@ -141,6 +141,11 @@ type Config struct {
 	// may hold personal data: only for an operator who means it. Env
 	// AGENTFLOW_TRACE_CONTENT=true; default off.
 	TraceContent bool
+	// ToolKinds are tool kinds the worker offers beside the built-in
+	// ones (tools.Builtin), for a program that embeds the server with
+	// kinds of its own, and for tests. Not from the environment; default
+	// none.
+	ToolKinds []tools.Kind
 }
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.

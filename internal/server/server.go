@@ -324,7 +324,7 @@ func (s *Server) newWorker() error {
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		JQ: jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
-	}, tools.Builtin()...)
+	}, append(tools.Builtin(), s.cfg.ToolKinds...)...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}

@@ -50,6 +50,7 @@ import (
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tools"
 )
 
 // cliTimeout bounds one run of the temporal CLI.
@@ -115,6 +116,9 @@ type Options struct {
 	// TraceContent records prompts, replies and tool arguments and output
 	// on the spans (AGENTFLOW_TRACE_CONTENT). Default: off.
 	TraceContent bool
+	// ToolKinds are tool kinds the worker offers beside the built-in
+	// ones, for tests of what a tool can do. Default: none.
+	ToolKinds []tools.Kind
 	// TemporalAddress and Namespace are a Temporal server of the test's
 	// own, for instance a dev server with its Web UI, and
 	// TemporalHTTPAddress its HTTP API, closed to tools. Default: the dev
@@ -195,6 +199,7 @@ func Start(t testing.TB, opts Options) *Server {
 		PlatformAddrs:    opts.PlatformAddrs,
 		TracerProvider:   opts.TracerProvider,
 		TraceContent:     opts.TraceContent,
+		ToolKinds:        opts.ToolKinds,
 	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()

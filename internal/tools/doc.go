@@ -19,6 +19,23 @@
 // agent.CodeNotFound means the spec names a kind this registry does not
 // offer. Anything else is a failure of the tool itself, worth a retry.
 //
+// # What a call tells the turn's clients
+//
+// While it runs, a call may say what it is doing and hand clients data
+// of its own, through its Call: Progress("fetching 3 pages") shows as a
+// tool_progress event (batched, the latest message winning), and
+// Emit(agent.CustomEvent{Name: "chart", ID: "c1", Value: …}) as a custom
+// event of the call (docs/events.md): every one delivered, in order,
+// between the call's tool_start and tool_end, a JSON value of at most
+// agent.MaxCustomValueBytes, and at most eventlog.MaxCustomBytes of values
+// a call. An event with an id replaces, for clients, the earlier ones of
+// its name and id: a progress bar or a table that grows sends the whole
+// value each time. Emit refuses an event not of its shape, or past the
+// call's budget, with an agent.CodeInvalid error and sends nothing; a tool
+// goes on with its work. Both pass through the registry's secret
+// redaction like the call's output. The model never sees them: they are
+// for the people watching, not part of the result.
+//
 // # Built-in kinds
 //
 // Builtin returns the eight kinds every worker offers:

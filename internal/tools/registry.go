@@ -104,9 +104,9 @@ func (r *Registry) Kinds() []Kind {
 // Every call of every kind comes through here, so here the call's output
 // is cleaned of every secret the tool resolved during it (through
 // Deps.Secrets, whatever it was for: a header, a query, a stdio server's
-// environment): its text, data, preview, progress messages and error hold
-// "[secret env:NAME]" where the value was, before anything stores, returns
-// or logs them. The egress client's Credentials clean what comes over
+// environment): its text, data, preview, progress messages, custom events
+// and error hold "[secret env:NAME]" where the value was, before anything
+// stores, returns, sends or logs them. The egress client's Credentials clean what comes over
 // HTTP before the tool reads it; this is the rule for everything else (a
 // stdio server that prints its environment) and the net under it.
 //
@@ -119,6 +119,9 @@ func (r *Registry) Execute(ctx context.Context, spec agent.Tool, call Call) (Out
 	clean := &cleaner{seen: seen}
 	if progress := call.Progress; progress != nil {
 		call.Progress = func(m string) { progress(clean.redactor().String(m)) }
+	}
+	if emit := call.Emit; emit != nil {
+		call.Emit = func(e agent.CustomEvent) error { return clean.emit(emit, e) }
 	}
 	out, err := r.execute(ctx, spec, call)
 	if err == nil {
@@ -150,6 +153,22 @@ func (c *cleaner) redactor() *egress.Redactor {
 		c.red, c.n = egress.NewRedactor(list), len(list)
 	}
 	return c.red
+}
+
+// emit cleans a custom event, then sends it. A secret's value where it
+// cannot be replaced (outside a JSON string, or in the name or id, which
+// allow no "[secret …]") keeps the event from being sent.
+func (c *cleaner) emit(send func(agent.CustomEvent) error, e agent.CustomEvent) error {
+	red := c.redactor()
+	if red.Empty() {
+		return send(e)
+	}
+	value := red.Bytes(e.Value)
+	if red.String(e.Name) != e.Name || red.String(e.ID) != e.ID || !bytes.Equal(value, e.Value) && json.Valid(e.Value) && !json.Valid(value) {
+		return agent.Errorf(agent.CodeInvalid, "custom %q holds a secret's value where it cannot be replaced: the event is not sent", red.String(e.Name))
+	}
+	e.Value = value
+	return send(e)
 }
 
 // output cleans out. A value found in Data in a place that is not a JSON

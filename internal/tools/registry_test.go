@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -179,8 +180,9 @@ func TestExecuteCacheIsBounded(t *testing.T) {
 }
 
 // leakKind builds tools that resolve env:KEY and put its value wherever
-// their arguments say: the text, the data, the preview, progress, the
-// error, or the data as a JSON number.
+// their arguments say: the text, the data, the preview, progress, a
+// custom event, the error, or the data or a custom event as a JSON
+// number.
 func leakKind() Kind {
 	return Kind{
 		Name: "leak",
@@ -192,7 +194,13 @@ func leakKind() Kind {
 				}
 				quoted, _ := json.Marshal(v)
 				call.Progress("working with " + v)
+				if err := call.Emit(agent.CustomEvent{Name: "leak", Value: json.RawMessage(`{"key":` + string(quoted) + `}`)}); err != nil {
+					return Output{}, err
+				}
 				switch string(call.Args) {
+				case `{"where":"custom number"}`:
+					err := call.Emit(agent.CustomEvent{Name: "n", Value: json.RawMessage(v)})
+					return Output{Text: fmt.Sprint(err)}, nil
 				case `{"where":"error"}`:
 					return Output{}, agent.Errorf(agent.CodeInvalid, "the API said: key %s is wrong", v)
 				case `{"where":"number"}`:
@@ -224,9 +232,11 @@ func TestExecuteCleansSecrets(t *testing.T) {
 			r, err := NewRegistry(Deps{Secrets: secrets.NewEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })}, leakKind())
 			require.NoError(t, err)
 			var progress []string
+			var custom []string
 			call := func(args string) (Output, error) {
 				return r.Execute(context.Background(), agent.Tool{Name: "leaky", Kind: "leak"},
-					Call{Args: json.RawMessage(args), Progress: func(m string) { progress = append(progress, m) }})
+					Call{Args: json.RawMessage(args), Progress: func(m string) { progress = append(progress, m) },
+						Emit: func(e agent.CustomEvent) error { custom = append(custom, string(e.Value)); return nil }})
 			}
 			out, err := call(`{"where":"output"}`)
 			require.NoError(t, err)
@@ -235,6 +245,8 @@ func TestExecuteCleansSecrets(t *testing.T) {
 			require.Equal(t, "[secret env:KEY]", out.Preview.Fields[0].Name)
 			require.JSONEq(t, `{"key":"[secret env:KEY]"}`, string(out.Preview.Sample[0]))
 			require.Equal(t, []string{"working with [secret env:KEY]"}, progress)
+			require.Len(t, custom, 1)
+			require.JSONEq(t, `{"key":"[secret env:KEY]"}`, custom[0])
 
 			_, err = call(`{"where":"error"}`)
 			require.EqualError(t, err, "leaky: the API said: key [secret env:KEY] is wrong")
@@ -249,6 +261,14 @@ func TestExecuteCleansSecrets(t *testing.T) {
 	_, err = r.Execute(context.Background(), agent.Tool{Name: "leaky", Kind: "leak"}, Call{Args: json.RawMessage(`{"where":"number"}`)})
 	require.ErrorContains(t, err, "leaky: the tool's data holds a secret's value outside a JSON string")
 	require.NotContains(t, err.Error(), "1234567890")
+	// Nor in a custom event's value: the event is not sent, and the tool
+	// is told why.
+	var sent []string
+	out, err := r.Execute(context.Background(), agent.Tool{Name: "leaky", Kind: "leak"}, Call{Args: json.RawMessage(`{"where":"custom number"}`),
+		Emit: func(e agent.CustomEvent) error { sent = append(sent, string(e.Value)); return nil }})
+	require.NoError(t, err)
+	require.Equal(t, `custom "n" holds a secret's value where it cannot be replaced: the event is not sent`, out.Text)
+	require.Equal(t, []string{`{"key":"[secret env:KEY]"}`}, sent)
 
 	// A value too short to be found is refused, not used.
 	env["KEY"] = "4711"
@@ -279,4 +299,22 @@ func TestExecuteResolvesForTheCallsTenant(t *testing.T) {
 	require.ErrorContains(t, err, `secret env:KEY is not one tenant "acme" may name`)
 	require.True(t, agent.IsCode(err, agent.CodeInvalid), "a tool error the model reads, not a failure to retry")
 	require.NotContains(t, err.Error(), "sk-demo")
+}
+
+// TestCallDefaultsCheckCustomEvents: a call made without a turn (a test,
+// a catalog check) still refuses custom events not of their shape, so a
+// tool's mistake shows wherever it runs.
+func TestCallDefaultsCheckCustomEvents(t *testing.T) {
+	emit := Call{}.WithDefaults().Emit
+	require.NoError(t, emit(agent.CustomEvent{Name: "chart", ID: "c1", Value: json.RawMessage(`{"points":[1,2]}`)}))
+	for _, e := range []agent.CustomEvent{
+		{Name: "chart"},
+		{Name: "chart", Value: json.RawMessage(`{"points":`)},
+		{Name: "a chart", Value: json.RawMessage(`1`)},
+		{Name: "chart", ID: "with space", Value: json.RawMessage(`1`)},
+	} {
+		err := emit(e)
+		require.Error(t, err, "%+v", e)
+		require.True(t, agent.IsCode(err, agent.CodeInvalid))
+	}
 }

@@ -40,8 +40,19 @@ type Call struct {
 	// Cache keeps results of pure calls for the tenant.
 	Cache Cache
 	// Progress reports what the call is doing: the turn's stream shows it
-	// as tool_progress events.
+	// as tool_progress events. Reports are batched; the latest wins.
 	Progress func(message string)
+	// Emit sends application data for the turn's clients — a chart, a
+	// citation, a figure that grows — as a custom event of the call: a
+	// name, an optional id (a later event with the same name and id
+	// replaces the value, for clients and for events not yet sent), and a
+	// JSON value of at most agent.MaxCustomValueBytes. Every event is
+	// delivered, in order, after the call's tool_start and before its
+	// tool_end. It returns an agent.CodeInvalid error and sends nothing
+	// when the event is not of its shape (agent.CustomEvent.Validate) or
+	// the call has emitted all it may (eventlog.MaxCustomBytes); a tool
+	// that gets one goes on with its work.
+	Emit func(c agent.CustomEvent) error
 	// Granted reports whether the calling agent has the named tool.
 	Granted func(name string) bool
 }
@@ -53,7 +64,8 @@ type Cache interface {
 }
 
 // WithDefaults returns c with nil fields replaced by ones that do nothing
-// or refuse: no egress, no data, no cache, progress dropped.
+// or refuse: no egress, no data, no cache, progress dropped, custom events
+// checked and dropped.
 func (c Call) WithDefaults() Call {
 	if c.HTTP == nil {
 		c.HTTP = &http.Client{Transport: refuseTransport{}}
@@ -71,6 +83,9 @@ func (c Call) WithDefaults() Call {
 	}
 	if c.Progress == nil {
 		c.Progress = func(string) {}
+	}
+	if c.Emit == nil {
+		c.Emit = func(e agent.CustomEvent) error { return e.Validate() }
 	}
 	return c
 }
