@@ -34,9 +34,9 @@ func TestOpenAIRefusals(t *testing.T) {
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct {
 		name, method, path, token, body string
-		header                           map[string]string
-		status                           int
-		typ, code, param, msg            string
+		header                          map[string]string
+		status                          int
+		typ, code, param, msg           string
 	}{
 		{"no token", "GET", "/v1/models", "", "", nil, 401, "authentication_error", "invalid_api_key", "", "missing bearer token"},
 		{"unknown token", "POST", "/v1/chat/completions", "nope", `{"model":"a",` + msgs + `}`, nil, 401, "authentication_error", "invalid_api_key", "", "unknown token"},
