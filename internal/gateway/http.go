@@ -91,6 +91,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	}
 	root := http.NewServeMux()
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
+	openAI{s: s}.register(root)
 	root.Handle("/", a.limitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil
