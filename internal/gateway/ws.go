@@ -32,7 +32,9 @@ import (
 // the gRPC request it is (SocketCommand*), answered by an ack or an error
 // message (SocketReply) with the same id. A socket follows one stream at
 // a time; a start, message or follow replaces the stream it follows (the
-// turn it leaves runs on). It holds one of its tenant's streams
+// turn it leaves runs on). Any token opens a socket, and each command is
+// authorized as the gRPC call it is (approve needs the approver role).
+// A socket holds one of its tenant's streams
 // (Options.MaxStreamsPerTenant) for as long as it is open.
 
 // Route and subprotocols of the WebSocket.
@@ -107,7 +109,8 @@ func (a *HTTPAPI) serveSocket(w http.ResponseWriter, r *http.Request) {
 	authz, err := socketAuthorization(r)
 	var ctx context.Context
 	if err == nil {
-		ctx, err = a.caller(r, authz, pb.AgentService_Resume_FullMethodName)
+		// Any token opens a socket; each command needs its call's role.
+		ctx, err = a.authenticated(r, authz)
 	}
 	if err != nil {
 		a.fail(w, r, err, 0)
@@ -119,7 +122,10 @@ func (a *HTTPAPI) serveSocket(w http.ResponseWriter, r *http.Request) {
 		err = a.socketOrigin(r)
 	}
 	if err == nil && streamID != "" {
-		err = ownStream(ctx, streamID)
+		// The stream it opens to follow: as a Resume call.
+		if _, err = a.caller(r, authz, pb.AgentService_Resume_FullMethodName); err == nil {
+			err = ownStream(ctx, streamID)
+		}
 	}
 	if err != nil {
 		a.fail(w, r, err, 0)
@@ -144,6 +150,17 @@ func (a *HTTPAPI) serveSocket(w http.ResponseWriter, r *http.Request) {
 	s := &socket{a: a, c: c, ctx: sctx, cancel: cancel, authz: authz, out: make(chan []byte, streamBuffer),
 		cmds: make(chan struct{}, maxSocketCommands)}
 	s.run(streamID, after)
+}
+
+// authenticated is the request's context with its token's caller.
+func (a *HTTPAPI) authenticated(r *http.Request, authorization []string) (context.Context, error) {
+	md := metadata.MD{}
+	md.Set("authorization", authorization...)
+	caller, err := a.svc.authenticate(metadata.NewIncomingContext(r.Context(), md))
+	if err != nil {
+		return nil, err
+	}
+	return context.WithValue(r.Context(), callerKey{}, caller), nil
 }
 
 // socketAuthorization is the upgrade request's Authorization header, or
