@@ -82,7 +82,10 @@ type httpEnv struct {
 	log                        *lockedBuffer
 }
 
-func newHTTPEnv(t *testing.T) *httpEnv {
+func newHTTPEnv(t *testing.T) *httpEnv { return newHTTPEnvWith(t, nil) }
+
+// newHTTPEnvWith is newHTTPEnv with options of the test's changed by opt.
+func newHTTPEnvWith(t *testing.T, opt func(*testserver.Options)) *httpEnv {
 	t.Helper()
 	e := &httpEnv{t: t}
 	for _, tok := range []*string{&e.user, &e.approver, &e.admin, &e.all, &e.rival} {
@@ -90,11 +93,15 @@ func newHTTPEnv(t *testing.T) *httpEnv {
 	}
 	logger, log := keptLog(t, zapcore.WarnLevel)
 	e.log = log
-	e.Server = testserver.Start(t, testserver.Options{Script: httpScript, Catalogs: httpCatalogs, HTTPAPI: true, Logger: logger,
+	opts := testserver.Options{Script: httpScript, Catalogs: httpCatalogs, HTTPAPI: true, Logger: logger,
 		Tokens: map[string]string{
 			e.user: "demo:user:uma", e.approver: "demo:approver:ann", e.admin: "demo:admin:ada",
 			e.all: "demo:user+approver+admin:al", e.rival: "rival:user+approver+admin:riv",
-		}})
+		}}
+	if opt != nil {
+		opt(&opts)
+	}
+	e.Server = testserver.Start(t, opts)
 	e.api = "http://" + e.HTTPAPIAddr()
 	return e
 }

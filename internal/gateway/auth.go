@@ -56,25 +56,9 @@ func public(fullMethod string) bool {
 // authorize finds the call's bearer token and checks that it may call the
 // method. Tokens are compared by hash in constant time, and never logged.
 func (s *Service) authorize(ctx context.Context, method string) (context.Context, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
-	if len(vals) == 0 {
-		return nil, agent.Errorf(agent.CodeUnauthenticated, "missing bearer token: send the metadata \"authorization: Bearer <token>\"")
-	}
-	secret, ok := strings.CutPrefix(vals[0], "Bearer ")
-	if !ok || secret == "" {
-		return nil, agent.Errorf(agent.CodeUnauthenticated, "malformed authorization: want \"Bearer <token>\"")
-	}
-	hash := sha256.Sum256([]byte(secret))
-	var caller Token
-	found := false
-	for _, t := range s.tokens {
-		if t.matches(hash) {
-			caller, found = t, true
-		}
-	}
-	if !found {
-		return nil, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
+	caller, err := s.authenticate(ctx)
+	if err != nil {
+		return nil, err
 	}
 	need, ok := methodRoles[method]
 	switch {
@@ -85,6 +69,31 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 			caller.Name, roleList(caller.Roles), method[strings.LastIndex(method, "/")+1:], need)
 	}
 	return context.WithValue(ctx, callerKey{}, caller), nil
+}
+
+// authenticate finds the call's bearer token, whatever its roles.
+func (s *Service) authenticate(ctx context.Context) (Token, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		return Token{}, agent.Errorf(agent.CodeUnauthenticated, "missing bearer token: send the metadata \"authorization: Bearer <token>\"")
+	}
+	secret, ok := strings.CutPrefix(vals[0], "Bearer ")
+	if !ok || secret == "" {
+		return Token{}, agent.Errorf(agent.CodeUnauthenticated, "malformed authorization: want \"Bearer <token>\"")
+	}
+	hash := sha256.Sum256([]byte(secret))
+	var caller Token
+	found := false
+	for _, t := range s.tokens {
+		if t.matches(hash) {
+			caller, found = t, true
+		}
+	}
+	if !found {
+		return Token{}, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
+	}
+	return caller, nil
 }
 
 func roleList(roles []Role) string {

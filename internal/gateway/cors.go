@@ -54,7 +54,7 @@ func corsOrigin(o string) (string, error) {
 // the token; there are no cookies, so credentials are never allowed.
 var (
 	corsMethods = []string{http.MethodGet, http.MethodPost}
-	corsHeaders = []string{"authorization", "content-type", "traceparent", "tracestate"}
+	corsHeaders = []string{"authorization", "content-type", "last-event-id", "traceparent", "tracestate"}
 )
 
 // corsMaxAge is how long, in seconds, a browser may keep a preflight's answer.

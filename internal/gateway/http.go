@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,13 @@ type HTTPOptions struct {
 	// ServerOptions are the in-process gRPC server's, such as tracing and
 	// metrics; never transport credentials (it has no network listener).
 	ServerOptions []grpc.ServerOption
+	// KeepAlive is how often a quiet event stream or WebSocket gets a
+	// keep-alive (an SSE comment, a ping). Default: DefaultKeepAlive.
+	KeepAlive time.Duration
+	// SlowClient is how long a write to a stream's client may wait: a
+	// client that reads nothing for that long is dropped, and resumes
+	// from its last index. Default: DefaultSlowClient.
+	SlowClient time.Duration
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -45,10 +53,18 @@ const OpenAPIPath = "/openapi.json"
 // process can reach it; the bearer token is what it checks.
 type HTTPAPI struct {
 	grpc    *grpc.Server
+	svc     *Service
 	ln      *bufconn.Listener
 	conn    *grpc.ClientConn
 	handler http.Handler
 	logger  *zap.Logger
+	cors    corsPolicy
+	// ending is done once EndStreams is called: event streams and
+	// WebSockets end, and their clients resume on another gateway.
+	ending     context.Context
+	endStreams context.CancelFunc
+	keepAlive  time.Duration
+	slowClient time.Duration
 }
 
 // inProcessBuffer is the in-memory connection's buffer per direction.
@@ -61,7 +77,9 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	if err != nil {
 		return nil, err
 	}
-	a := &HTTPAPI{grpc: NewGRPCServer(s, cat, o.ServerOptions...), ln: bufconn.Listen(inProcessBuffer), logger: s.logger}
+	a := &HTTPAPI{grpc: NewGRPCServer(s, cat, o.ServerOptions...), svc: s, ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
+		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient)}
+	a.ending, a.endStreams = context.WithCancel(context.Background())
 	a.conn, err = grpc.NewClient("passthrough:///agentflow-in-process",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.ln.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -92,6 +110,8 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	root := http.NewServeMux()
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	openAI{s: s}.register(root)
+	a.registerSSE(root)
+	a.registerSocket(root)
 	root.Handle("/", a.limitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil
@@ -108,9 +128,18 @@ func (a *HTTPAPI) Serve() error {
 	return nil
 }
 
+// EndStreams ends the event streams and WebSockets being served, whose
+// clients resume from their last index (on another gateway, or this one
+// when it is back): http.Server.Shutdown waits for neither, as a stream
+// lasts as long as its turn and a WebSocket has left the server's hands.
+// Register it with the server's RegisterOnShutdown.
+func (a *HTTPAPI) EndStreams() { a.endStreams() }
+
 // Stop ends the in-process gRPC server, waiting up to wait for the calls
-// in flight. Stop the HTTP server first. Stopping again does nothing.
+// in flight, and the streams (EndStreams). Stop the HTTP server first.
+// Stopping again does nothing.
 func (a *HTTPAPI) Stop(wait time.Duration) {
+	a.endStreams()
 	_ = a.conn.Close()
 	done := make(chan struct{})
 	go func() { a.grpc.GracefulStop(); close(done) }()

@@ -42,6 +42,10 @@ type Options struct {
 	Tokens    []Token // the bearer tokens accepted, with their tenants and roles
 	TaskQueue string
 	Logger    *zap.Logger
+	// MaxStreamsPerTenant bounds each tenant's open streams in this
+	// process: gRPC Stream and Resume calls, SSE responses and WebSocket
+	// connections together. Default (0): DefaultMaxStreamsPerTenant.
+	MaxStreamsPerTenant int
 }
 
 // Service implements pb.AgentServiceServer.
@@ -55,6 +59,8 @@ type Service struct {
 	logger    *zap.Logger
 	// starting holds a slot per turn being started (maxStarting).
 	starting chan struct{}
+	// streams counts each tenant's open streams.
+	streams *streamSlots
 }
 
 // maxStarting bounds the turns a gateway process starts at once. A burst of
@@ -80,8 +86,14 @@ func New(o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	switch {
+	case o.MaxStreamsPerTenant < 0:
+		return nil, fmt.Errorf("gateway: %d streams per tenant: want a positive number (AGENTFLOW_MAX_STREAMS_PER_TENANT)", o.MaxStreamsPerTenant)
+	case o.MaxStreamsPerTenant == 0:
+		o.MaxStreamsPerTenant = DefaultMaxStreamsPerTenant
+	}
 	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, taskQueue: o.TaskQueue, logger: o.Logger,
-		starting: make(chan struct{}, maxStarting)}, nil
+		starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}, nil
 }
 
 // Register adds the AgentService to g. Calls reach it unauthenticated
@@ -214,28 +226,32 @@ func (s *Service) Invoke(ctx context.Context, in *pb.InvokeRequest) (*pb.TurnRes
 
 // Stream implements pb.AgentServiceServer.
 func (s *Service) Stream(in *pb.StreamRequest, ss grpc.ServerStreamingServer[pb.StreamEvent]) error {
-	req, err := s.prepare(ss.Context(), in.GetTurn())
+	ctx := ss.Context()
+	req, err := s.prepare(ctx, in.GetTurn())
 	if err != nil {
-		return s.status(ss.Context(), err)
+		return s.status(ctx, err)
 	}
-	return s.send(ss, func(send func(agent.Event) error) error {
-		return s.events.FollowNew(ss.Context(), contract.TurnWorkflowID(req.TenantID, req.JobID), func() (string, error) {
-			run, err := s.startPrepared(ss.Context(), req)
-			if err != nil {
-				return "", err
-			}
-			return run.GetRunID(), nil
-		}, send)
-	})
+	release, err := s.streams.take(req.TenantID)
+	if err != nil {
+		return s.status(ctx, err)
+	}
+	defer release()
+	return s.send(ss, func(send func(agent.Event) error) error { return s.followNew(ctx, req, nil, send) })
 }
 
 // Resume implements pb.AgentServiceServer.
 func (s *Service) Resume(in *pb.ResumeRequest, ss grpc.ServerStreamingServer[pb.StreamEvent]) error {
-	if err := ownStream(ss.Context(), in.GetStreamId()); err != nil {
-		return s.status(ss.Context(), err)
+	ctx := ss.Context()
+	if err := ownStream(ctx, in.GetStreamId()); err != nil {
+		return s.status(ctx, err)
 	}
+	release, err := s.streams.take(tenantOf(ctx))
+	if err != nil {
+		return s.status(ctx, err)
+	}
+	defer release()
 	return s.send(ss, func(send func(agent.Event) error) error {
-		return s.events.Follow(ss.Context(), in.GetStreamId(), in.GetAfterIndex(), send)
+		return s.events.Follow(ctx, in.GetStreamId(), in.GetAfterIndex(), send)
 	})
 }
 

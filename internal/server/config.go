@@ -45,6 +45,12 @@ type Config struct {
 	// Env AGENTFLOW_CORS_ORIGINS, comma-separated; default none: browsers
 	// refuse every cross-origin call.
 	CORSOrigins []string
+	// MaxStreamsPerTenant bounds each tenant's open streams on this
+	// gateway process — gRPC Stream and Resume calls, SSE answers and
+	// WebSockets together — beyond which a new one is refused (HTTP 429,
+	// gRPC ResourceExhausted). Env AGENTFLOW_MAX_STREAMS_PER_TENANT, 1 to
+	// 1,000,000; default 0: gateway.DefaultMaxStreamsPerTenant (1000).
+	MaxStreamsPerTenant int
 	// Model providers. Env OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, OLLAMA_HOST.
 	Model llm.Config
 	// Script, when set, serves the scripted OpenAI-compatible model
@@ -190,6 +196,13 @@ func ConfigFromEnv() (Config, error) {
 	if c.CORSOrigins, err = gateway.ParseCORSOrigins(os.Getenv("AGENTFLOW_CORS_ORIGINS")); err != nil {
 		return Config{}, err
 	}
+	if v := os.Getenv("AGENTFLOW_MAX_STREAMS_PER_TENANT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxStreamsPerTenant {
+			return Config{}, fmt.Errorf("AGENTFLOW_MAX_STREAMS_PER_TENANT=%q: want open streams per tenant, 1 to %d", v, maxStreamsPerTenant)
+		}
+		c.MaxStreamsPerTenant = n
+	}
 	c.GRPCTLS = gateway.TLSConfig{CertFile: os.Getenv("AGENTFLOW_GRPC_TLS_CERT"), KeyFile: os.Getenv("AGENTFLOW_GRPC_TLS_KEY"),
 		ClientCAFile: os.Getenv("AGENTFLOW_GRPC_CLIENT_CA")}
 	for _, p := range []struct {
@@ -268,6 +281,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d workflow pollers: want %d to %d (AGENTFLOW_WORKFLOW_POLLERS)", c.WorkflowPollers, minPollers, maxPollers)
 	case c.ActivityPollers != 0 && (c.ActivityPollers < minPollers || c.ActivityPollers > maxPollers):
 		return fmt.Errorf("%d activity pollers: want %d to %d (AGENTFLOW_ACTIVITY_POLLERS)", c.ActivityPollers, minPollers, maxPollers)
+	case c.MaxStreamsPerTenant < 0 || c.MaxStreamsPerTenant > maxStreamsPerTenant:
+		return fmt.Errorf("%d streams per tenant: want 1 to %d (AGENTFLOW_MAX_STREAMS_PER_TENANT)", c.MaxStreamsPerTenant, maxStreamsPerTenant)
 	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):
 		return fmt.Errorf("workflow cache of %d: want %d to %d workflows (AGENTFLOW_WORKFLOW_CACHE_SIZE)", c.WorkflowCacheSize, minWorkflowCache, maxWorkflowCache)
 	}
@@ -283,6 +298,9 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// maxStreamsPerTenant bounds MaxStreamsPerTenant.
+const maxStreamsPerTenant = 1_000_000
 
 // maxPollers bounds the poller settings; each poller holds a long poll
 // open on the server.

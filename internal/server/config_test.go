@@ -189,3 +189,21 @@ func TestConfigFromEnvHTTPAPI(t *testing.T) {
 	_, err = ConfigFromEnv()
 	require.ErrorContains(t, err, `AGENTFLOW_CORS_ORIGINS entry "*": name each origin`)
 }
+
+func TestConfigFromEnvMaxStreams(t *testing.T) {
+	t.Setenv("AGENTFLOW_MAX_STREAMS_PER_TENANT", "")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.MaxStreamsPerTenant, "the gateway's default")
+
+	t.Setenv("AGENTFLOW_MAX_STREAMS_PER_TENANT", "25")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 25, c.MaxStreamsPerTenant)
+
+	for _, v := range []string{"0", "-3", "many", "1000001"} {
+		t.Setenv("AGENTFLOW_MAX_STREAMS_PER_TENANT", v)
+		_, err := ConfigFromEnv()
+		require.EqualError(t, err, `AGENTFLOW_MAX_STREAMS_PER_TENANT="`+v+`": want open streams per tenant, 1 to 1000000`)
+	}
+}

@@ -359,7 +359,7 @@ func (s *Server) newWorker() error {
 // newGateway serves the gRPC API, and the HTTP API unless it is off.
 func (s *Server) newGateway() error {
 	svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens,
-		TaskQueue: s.cfg.TaskQueue, Logger: s.logger})
+		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant})
 	if err != nil {
 		return err
 	}
@@ -385,6 +385,8 @@ func (s *Server) newGateway() error {
 	}
 	s.apiHTTP = &http.Server{Handler: s.api, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 64 << 10, ErrorLog: httpErrorLog(s.logger)}
+	// Shutdown waits for neither event streams nor WebSockets: end them.
+	s.apiHTTP.RegisterOnShutdown(s.api.EndStreams)
 	return nil
 }
 

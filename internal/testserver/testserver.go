@@ -89,6 +89,9 @@ type Options struct {
 	// CORSOrigins are the origins the HTTP API lets pages call it from
 	// (AGENTFLOW_CORS_ORIGINS). Default: none.
 	CORSOrigins []string
+	// MaxStreamsPerTenant bounds each tenant's open streams on the
+	// gateway (AGENTFLOW_MAX_STREAMS_PER_TENANT). Default: the server's.
+	MaxStreamsPerTenant int
 	// Logger is the server's logger. Default: the test's log, warnings
 	// and errors only.
 	Logger *zap.Logger
@@ -185,21 +188,22 @@ func Start(t testing.TB, opts Options) *Server {
 		logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
 	cfg := server.Config{
-		TemporalAddress:  address,
-		TemporalHTTPAddr: httpAPI,
-		Namespace:        namespace,
-		TaskQueue:        s.TaskQueue,
-		DatabaseURL:      dbURL,
-		HTTPAddr:         "off",
-		Model:            llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
-		StreamInterval:   opts.StreamInterval,
-		MCPCommands:      opts.MCPCommands,
-		EgressAllow:      allow,
-		SecretGrants:     grants,
-		PlatformAddrs:    opts.PlatformAddrs,
-		TracerProvider:   opts.TracerProvider,
-		TraceContent:     opts.TraceContent,
-		ToolKinds:        opts.ToolKinds,
+		TemporalAddress:     address,
+		TemporalHTTPAddr:    httpAPI,
+		Namespace:           namespace,
+		TaskQueue:           s.TaskQueue,
+		DatabaseURL:         dbURL,
+		HTTPAddr:            "off",
+		Model:               llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
+		StreamInterval:      opts.StreamInterval,
+		MCPCommands:         opts.MCPCommands,
+		EgressAllow:         allow,
+		SecretGrants:        grants,
+		PlatformAddrs:       opts.PlatformAddrs,
+		TracerProvider:      opts.TracerProvider,
+		TraceContent:        opts.TraceContent,
+		ToolKinds:           opts.ToolKinds,
+		MaxStreamsPerTenant: opts.MaxStreamsPerTenant,
 	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"net/url"
+	"strconv"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// maxQuoted is how much of a client's bad value an error quotes back.
+const maxQuoted = 40
+
+// resumeIndex reads where a client picks a stream up: after the index in
+// the Last-Event-ID header (lastEventID: its values, as an EventSource
+// sends it when it reconnects), else after the query parameter
+// after_index (for clients that cannot set headers). The header wins: a
+// browser's EventSource reconnects to the URL it first opened, whose
+// after_index is where that first connection began, and adds the header
+// with where it got to. ok is false when the client named no index. The
+// query may hold after_index only; anything else is refused, as the HTTP
+// API's other routes refuse unknown parameters.
+func resumeIndex(lastEventID []string, query url.Values) (after int64, ok bool, err error) {
+	for key, vals := range query {
+		if key != "after_index" {
+			return 0, false, agent.Errorf(agent.CodeInvalid, "unknown query parameter %q: a stream takes after_index only", cut(key))
+		}
+		if len(vals) != 1 {
+			return 0, false, agent.Errorf(agent.CodeInvalid, "after_index is given %d times: give it once", len(vals))
+		}
+	}
+	switch len(lastEventID) {
+	case 0:
+	case 1:
+		if lastEventID[0] != "" {
+			after, err := parseIndex("Last-Event-ID", lastEventID[0])
+			return after, err == nil, err
+		}
+	default:
+		return 0, false, agent.Errorf(agent.CodeInvalid, "Last-Event-ID is given %d times: give it once", len(lastEventID))
+	}
+	if v, given := query["after_index"]; given {
+		after, err := parseIndex("after_index", v[0])
+		return after, err == nil, err
+	}
+	return 0, false, nil
+}
+
+// parseIndex reads an event index: a whole number, 0 or more, in decimal
+// digits only (no sign, no spaces), as the stream's ids are written.
+func parseIndex(name, v string) (int64, error) {
+	bad := agent.Errorf(agent.CodeInvalid, "%s %q is not an event index: want the index of the last event received, a whole number from 0", name, cut(v))
+	if v == "" || len(v) > 19 {
+		return 0, bad
+	}
+	for i := range len(v) {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, bad
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, bad
+	}
+	return n, nil
+}
+
+// cut shortens a client's value for an error message.
+func cut(v string) string {
+	if len(v) > maxQuoted {
+		return v[:maxQuoted] + "…"
+	}
+	return v
+}

@@ -1,0 +1,197 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+func TestStreamSlots(t *testing.T) {
+	l := newStreamSlots(2)
+	r1, err := l.take("demo")
+	require.NoError(t, err)
+	r2, err := l.take("demo")
+	require.NoError(t, err)
+	_, err = l.take("demo")
+	require.True(t, agent.IsCode(err, agent.CodeRateLimited), "%v", err)
+	require.Contains(t, err.Error(), "AGENTFLOW_MAX_STREAMS_PER_TENANT")
+	_, err = l.take("rival")
+	require.NoError(t, err, "each tenant has its own")
+	r1()
+	r1() // again: nothing
+	r3, err := l.take("demo")
+	require.NoError(t, err)
+	r2()
+	r3()
+	require.Equal(t, map[string]int{"rival": 1}, l.open)
+}
+
+func TestResumeIndex(t *testing.T) {
+	tests := []struct {
+		name    string
+		header  []string
+		query   string
+		after   int64
+		ok      bool
+		problem string
+	}{
+		{"none", nil, "", 0, false, ""},
+		{"the header", []string{"42"}, "", 42, true, ""},
+		{"the query", nil, "after_index=7", 7, true, ""},
+		{"the header wins over the URL it reconnects to", []string{"42"}, "after_index=7", 42, true, ""},
+		{"an empty header is none", []string{""}, "after_index=7", 7, true, ""},
+		{"zero", []string{"0"}, "", 0, true, ""},
+		{"the largest", []string{"9223372036854775807"}, "", 1<<63 - 1, true, ""},
+		{"not a number", []string{"abc"}, "", 0, false, `Last-Event-ID "abc" is not an event index`},
+		{"negative", []string{"-1"}, "", 0, false, `Last-Event-ID "-1" is not an event index`},
+		{"signed", []string{"+1"}, "", 0, false, "is not an event index"},
+		{"spaced", []string{" 1"}, "", 0, false, "is not an event index"},
+		{"too large", []string{"9223372036854775808"}, "", 0, false, "is not an event index"},
+		{"twice", []string{"1", "2"}, "", 0, false, "Last-Event-ID is given 2 times"},
+		{"a bad query", nil, "after_index=x", 0, false, `after_index "x" is not an event index`},
+		{"a query twice", nil, "after_index=1&after_index=2", 0, false, "after_index is given 2 times"},
+		{"an unknown parameter", nil, "last_event=3", 0, false, `unknown query parameter "last_event"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q, err := url.ParseQuery(tt.query)
+			require.NoError(t, err)
+			after, ok, err := resumeIndex(tt.header, q)
+			if tt.problem != "" {
+				require.ErrorContains(t, err, tt.problem)
+				require.True(t, agent.IsCode(err, agent.CodeInvalid))
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.after, after)
+			require.Equal(t, tt.ok, ok)
+		})
+	}
+}
+
+// FuzzResumeIndex: any Last-Event-ID and query is an index of 0 or more,
+// written as the stream writes ids, or CodeInvalid; never a panic.
+func FuzzResumeIndex(f *testing.F) {
+	for _, s := range [][2]string{{"42", ""}, {"", "after_index=3"}, {"x", "after_index=1"}, {"", "a=1&after_index=2&after_index=3"}, {"007", "%zz"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, header, rawQuery string) {
+		q, err := url.ParseQuery(rawQuery)
+		if err != nil {
+			return
+		}
+		after, ok, err := resumeIndex([]string{header}, q)
+		if err != nil {
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+			require.LessOrEqual(t, len(err.Error()), 200, "a bounded message")
+			return
+		}
+		require.GreaterOrEqual(t, after, int64(0))
+		if header != "" {
+			require.True(t, ok)
+			n, perr := strconv.ParseInt(header, 10, 64)
+			require.NoError(t, perr)
+			require.Equal(t, n, after)
+		}
+	})
+}
+
+func TestDecodeCommand(t *testing.T) {
+	approved := true
+	tests := []struct {
+		name, data string
+		typ, id    string
+		want       proto.Message
+		problem    string
+	}{
+		{"start", `{"type":"start","id":"c1","prompt":"hi","agent_id":"a"}`, "start", "c1", &pb.TurnRequest{Prompt: "hi", AgentId: "a"}, ""},
+		{"message", `{"type":"message","session_id":"s1","prompt":"hi"}`, "message", "", &pb.SendMessageRequest{SessionId: "s1", Prompt: "hi"}, ""},
+		{"follow", `{"type":"follow","id":"f","stream_id":"turn/demo/j","after_index":"12"}`, "follow", "f", &pb.ResumeRequest{StreamId: "turn/demo/j", AfterIndex: 12}, ""},
+		{"follow, a number index", `{"type":"follow","stream_id":"turn/demo/j","after_index":3}`, "follow", "", &pb.ResumeRequest{StreamId: "turn/demo/j", AfterIndex: 3}, ""},
+		{"approve", `{"type":"approve","stream_id":"turn/demo/j","call_id":"c","approved":true,"reason":"ok"}`, "approve", "",
+			&pb.ApproveRequest{StreamId: "turn/demo/j", CallId: "c", Approved: &approved, Reason: "ok"}, ""},
+		{"cancel", `{"type":"cancel","stream_id":"turn/demo/j"}`, "cancel", "", &pb.CancelRequest{StreamId: "turn/demo/j"}, ""},
+		{"not JSON", `{"type":`, "", "", nil, "a command is a JSON object"},
+		{"two values", `{"type":"cancel"} {}`, "", "", nil, "more after the JSON value"},
+		{"an array", `["cancel"]`, "", "", nil, "a command is a JSON object, with a type"},
+		{"null", `null`, "", "", nil, "a command is a JSON object, with a type"},
+		{"no type", `{"id":"c9","prompt":"hi"}`, "", "c9", nil, "a command needs a type: start, message, follow, approve, cancel"},
+		{"a type not a string", `{"type":1}`, "", "", nil, "a command needs a type"},
+		{"an unknown type", `{"type":"delete","id":"c2"}`, "", "c2", nil, `unknown command type "delete"`},
+		{"an unknown field", `{"type":"cancel","id":"c3","stream_id":"turn/demo/j","tenant_id":"rival"}`, "cancel", "c3", nil, `cancel command: `},
+		{"a field of the wrong type", `{"type":"approve","approved":"yes"}`, "approve", "", nil, "approve command: "},
+		{"a long id", `{"type":"cancel","id":"` + strings.Repeat("x", 65) + `"}`, "", "", nil, "a command's id is a string of at most 64 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, err := decodeCommand([]byte(tt.data))
+			require.Equal(t, tt.id, cmd.ID)
+			require.Equal(t, tt.typ, cmd.Type)
+			if tt.problem != "" {
+				require.ErrorContains(t, err, tt.problem)
+				require.True(t, agent.IsCode(err, agent.CodeInvalid))
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, proto.Equal(tt.want, cmd.msg), "want %v\ngot  %v", tt.want, cmd.msg)
+		})
+	}
+}
+
+// FuzzDecodeCommand: any message a client sends is a command with its
+// request, or CodeInvalid; never a panic.
+func FuzzDecodeCommand(f *testing.F) {
+	for _, s := range []string{`{"type":"start","id":"c1","prompt":"hi"}`, `{"type":"approve","stream_id":"turn/a/b","call_id":"c","approved":false}`,
+		`{"type":"follow","stream_id":"turn/a/b","after_index":"-1"}`, `{"type":"message","session_id":"s","context":{"metadata":{"k":"v"}}}`,
+		`{"type":"cancel","type":"start"}`, `[]`, `{"type":null}`, "\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cmd, err := decodeCommand(data)
+		if err != nil {
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+			require.LessOrEqual(t, len(cmd.ID), maxCommandID)
+			return
+		}
+		require.Contains(t, socketCommands, cmd.Type)
+		require.NotNil(t, cmd.msg)
+	})
+}
+
+func TestSocketAuthorization(t *testing.T) {
+	enc := base64.RawURLEncoding.EncodeToString([]byte("s3cret/+="))
+	tests := []struct {
+		name    string
+		header  http.Header
+		want    []string
+		problem string
+	}{
+		{"the header", http.Header{"Authorization": {"Bearer tok"}}, []string{"Bearer tok"}, ""},
+		{"a browser's subprotocols", http.Header{"Sec-Websocket-Protocol": {SocketProtocol + ", " + SocketBearerPrefix + enc}}, []string{"Bearer s3cret/+="}, ""},
+		{"padded", http.Header{"Sec-Websocket-Protocol": {SocketProtocol, SocketBearerPrefix + base64.URLEncoding.EncodeToString([]byte("tok"))}}, []string{"Bearer tok"}, ""},
+		{"the header wins", http.Header{"Authorization": {"Bearer a"}, "Sec-Websocket-Protocol": {SocketProtocol + "," + SocketBearerPrefix + enc}}, []string{"Bearer a"}, ""},
+		{"nothing", http.Header{}, nil, "missing bearer token"},
+		{"the token without the protocol", http.Header{"Sec-Websocket-Protocol": {SocketBearerPrefix + enc}}, nil, "needs the subprotocol agentflow.v1 offered beside it"},
+		{"not base64url", http.Header{"Sec-Websocket-Protocol": {SocketProtocol + "," + SocketBearerPrefix + "a*b"}}, nil, "malformed subprotocol"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := socketAuthorization(&http.Request{Header: tt.header})
+			if tt.problem != "" {
+				require.ErrorContains(t, err, tt.problem)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
