@@ -117,7 +117,7 @@ func (a *HTTPAPI) sseStart(w http.ResponseWriter, r *http.Request) {
 	var in pb.TurnRequest
 	after, resumed, err := resumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
 	if err == nil {
-		err = readBody(r, &in)
+		err = decodeBody(w, r, &in)
 	}
 	if err == nil && resumed && in.GetJobId() == "" {
 		err = agent.Errorf(agent.CodeInvalid, "a stream resumed after an index needs the job_id of its turn")
@@ -153,7 +153,7 @@ func (a *HTTPAPI) sseMessage(w http.ResponseWriter, r *http.Request) {
 	var in pb.SendMessageRequest
 	after, resumed, err := resumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
 	if err == nil {
-		err = readBody(r, &in)
+		err = decodeBody(w, r, &in)
 	}
 	in.SessionId = r.PathValue("session_id") // the path's, as the message route does
 	if err == nil && resumed && in.GetJobId() == "" {
@@ -176,12 +176,13 @@ func (a *HTTPAPI) sseMessage(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// readBody reads a request's body, as the HTTP API reads its routes'
-// bodies (strictJSON); an empty body is an empty message.
-func readBody(r *http.Request, msg proto.Message) error {
-	data, err := io.ReadAll(r.Body)
+// decodeBody reads a request's body, bounded as every body is (readBody),
+// and decodes it as the HTTP API decodes its routes' bodies (strictJSON);
+// an empty body is an empty message.
+func decodeBody(w http.ResponseWriter, r *http.Request, msg proto.Message) error {
+	data, err := readBody(w, r)
 	if err != nil {
-		return agent.Errorf(agent.CodeInvalid, "the request body could not be read: %v", err)
+		return err
 	}
 	if err := bodyMarshaler().(strictJSON).decode(data, msg); err != nil && !errors.Is(err, io.EOF) {
 		return agent.Errorf(agent.CodeInvalid, "%s", err.Error())
