@@ -372,13 +372,13 @@ func TestOpenAIStreamRetried(t *testing.T) {
 	for _, ev := range events {
 		if ev.Kind == agent.EventStatus && ev.Status == agent.StreamRetrying && ev.VoidFrom > 0 {
 			for _, v := range events {
-				if v.Kind == agent.EventToken && v.Index >= ev.VoidFrom && v.Index < ev.Index {
+				if (v.Kind == agent.EventToken || v.Kind == agent.EventReasoning) && v.Index >= ev.VoidFrom && v.Index < ev.Index {
 					voided++
 				}
 			}
 		}
 	}
-	require.Positive(t, voided, "the cut attempt streamed text that the retry voided")
+	require.Positive(t, voided, "the cut attempt streamed text or reasoning that the retry voided")
 	require.Equal(t, storyText, agent.ReplayText(events))
 	require.Equal(t, int64(logUsage(events).TotalTokens), got.usage.TotalTokens)
 }

@@ -32,7 +32,6 @@ import (
 // AIP-136's custom-method suffix that /v1/turns:invoke uses too.
 const (
 	sseFollowPath  = "GET /v1/turn/{tenant}/{job}/events:stream"
-	sseFollowPathE = "GET /v1/{stream_id}/events:stream" // a stream id percent-encoded
 	sseStartPath   = "POST /v1/turns:stream"
 	sseMessagePath = "POST /v1/conversations/{session_id}/messages:stream"
 )
@@ -61,7 +60,6 @@ const streamBuffer = 256
 
 func (a *HTTPAPI) registerSSE(mux *http.ServeMux) {
 	mux.HandleFunc(sseFollowPath, a.sseFollow)
-	mux.HandleFunc(sseFollowPathE, a.sseFollow)
 	mux.Handle(sseStartPath, a.limitBody(http.HandlerFunc(a.sseStart)))
 	mux.Handle(sseMessagePath, a.limitBody(http.HandlerFunc(a.sseMessage)))
 }
@@ -80,10 +78,7 @@ func (a *HTTPAPI) caller(r *http.Request, authorization []string, method string)
 // sseFollow streams a turn's events after the client's index: gRPC
 // Resume.
 func (a *HTTPAPI) sseFollow(w http.ResponseWriter, r *http.Request) {
-	streamID := r.PathValue("stream_id")
-	if streamID == "" {
-		streamID = "turn/" + r.PathValue("tenant") + "/" + r.PathValue("job")
-	}
+	streamID := "turn/" + r.PathValue("tenant") + "/" + r.PathValue("job")
 	ctx, err := a.caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
 	if err != nil {
 		a.fail(w, r, err, 0)
