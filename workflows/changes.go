@@ -1,7 +1,7 @@
 package workflows
 
-// The change ids of AgentTurn, each given to workflow.GetVersion where
-// the turn does what it did not do before. A run that started before a
+// The change ids of AgentTurn and Conversation, each given to
+// workflow.GetVersion where the workflow does what it did not do before. A run that started before a
 // change replays the old way (GetVersion returns workflow.DefaultVersion:
 // its history has no marker for the id), a run since then records the
 // marker the first time it reaches the gate and goes the new way. The
@@ -135,4 +135,30 @@ const (
 	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
 	// tool's custom events).
 	vocabularyChange = "event-vocabulary"
+
+	// conversationStreamsChange: a Conversation keeps an event log — each
+	// message's message_start, its turn's events (the Conversation is the
+	// turn's notify workflow, and the turn forwards its own events:
+	// conversationTurnEventsChange), its answer on the text topic and its
+	// message_end — and answers Workflow Streams' poll update and offset
+	// query over it; before it continues as new it refuses new polls,
+	// answers those waiting, and hands its last items on
+	// (agent.ConversationCarry.Stream), so that offsets and indices go on
+	// in the next run; and it keeps room in its history for a turn as
+	// large as the largest of the run so far. The marker is the first
+	// command of each run. Runs before it kept no log, refused the poll,
+	// started turns without notify and kept a fixed room.
+	//
+	// Recorded: testdata/conversation_workflow_streams.json.
+	conversationStreamsChange = "conversation-streams"
+
+	// conversationTurnEventsChange: a turn whose request asks it
+	// (ForwardEvents), with its notify workflow its parent — a
+	// Conversation's turn, since conversationStreamsChange — forwards that
+	// workflow its own tool and approval events, as a delegated turn does
+	// its parent (eventlog.Forwarder). The marker is the turn's first
+	// command. Runs before it forwarded to delegating turns only.
+	//
+	// Recorded: testdata/conversation_turn_events.json.
+	conversationTurnEventsChange = "conversation-turn-events"
 )

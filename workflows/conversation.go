@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 )
 
 // Conversation limits.
@@ -30,6 +31,10 @@ const (
 // as new when the server suggests it or its history reaches
 // MaxHistoryEvents — only between turns and once every handler has
 // returned — carrying the messages not yet answered.
+//
+// It keeps an event log (stream.go) and serves it with Workflow Streams:
+// each message's start, its turn's events, its answer and its end, at
+// offsets that go on across runs.
 func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 	if err := in.Validate(); err != nil {
 		return contract.Failure(err)
@@ -42,6 +47,9 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 		}
 	}
 	c.in.Carry = nil
+	if err := c.startStream(ctx, in.Carry); err != nil {
+		return err
+	}
 	if err := c.register(ctx); err != nil {
 		return err
 	}
@@ -57,14 +65,21 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 		}
 		if c.shouldRoll(ctx) {
 			// Release the handlers waiting for their turn to start (the next
-			// run starts them), let every handler return, then roll over.
+			// run starts them) and the polls waiting for events (the next
+			// run answers them), let every handler return, then roll over.
 			c.rolling = true
+			c.detachPollers()
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return err
 			}
 			next := c.in
 			carry := c.carry
 			carry.Runs++
+			stream, err := c.handOn(ctx)
+			if err != nil {
+				return err
+			}
+			carry.Stream = stream
 			next.Carry = &carry
 			return workflow.NewContinueAsNewError(ctx, contract.Conversation, next)
 		}
@@ -82,6 +97,15 @@ type conversation struct {
 	// turn's request ("": accepted before hashes were kept) (lookups only).
 	recent  map[string]string
 	rolling bool
+
+	// The event log (stream.go): streams says this run keeps it
+	// (conversationStreamsChange); turns receives the batches of the
+	// running message's turn; span is the most history events one
+	// message's turn added to this run.
+	streams bool
+	log     *eventlog.Log
+	turns   workflow.ReceiveChannel
+	span    int
 }
 
 func (c *conversation) shouldRoll(ctx workflow.Context) bool {
@@ -90,7 +114,7 @@ func (c *conversation) shouldRoll(ctx workflow.Context) bool {
 	if max <= 0 {
 		max = defaultMaxHistoryEvents
 	}
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength()+rollHeadroom >= max
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength()+c.headroom() >= max
 }
 
 func (c *conversation) register(ctx workflow.Context) error {
@@ -101,6 +125,9 @@ func (c *conversation) register(ctx workflow.Context) error {
 			Runs: c.carry.Runs,
 		}, nil
 	}, workflow.QueryHandlerOptions{Description: "the recent turns, a digest of earlier ones and the messages waiting"}); err != nil {
+		return err
+	}
+	if err := c.serveStream(ctx); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateSendMessage, c.send, workflow.UpdateHandlerOptions{
@@ -189,6 +216,7 @@ func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.Se
 // runTurn runs one message's turn as a child and remembers its outcome.
 func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	req := c.request(msg.JobID, msg.SendMessage)
+	c.followTurn(ctx, &req)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            contract.TurnWorkflowID(req.TenantID, req.JobID),
 		StaticSummary:         contract.TurnSummary(req),
@@ -198,13 +226,16 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	})
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("turn %d: %s", c.carry.Turns+1, contract.OneLine(msg.Prompt, 80)))
 	child := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, req)
+	end := c.startMessage(ctx, msg.JobID, contract.TurnWorkflowID(req.TenantID, req.JobID))
 	entry := agent.TranscriptEntry{JobID: msg.JobID, Prompt: contract.OneLine(msg.Prompt, 500)}
 	var exec workflow.Execution
 	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
 		entry.Status = agent.StatusFailed
 		entry.Output = "the turn could not start: " + contract.ErrorOf(err).Message
+		end(entry.Status, "")
 	} else {
 		c.started[msg.JobID] = true
+		c.awaitTurn(ctx, child)
 		var res agent.TurnResult
 		if err := child.Get(ctx, &res); err != nil {
 			failed, ok := contract.FailedResult(err)
@@ -213,6 +244,7 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 			}
 			res = failed
 		}
+		end(res.Status, res.Output)
 		entry.Status, entry.ResultRef = res.Status, res.ResultRef
 		entry.Output = contract.OneLine(res.Output, 500)
 		if res.Error != nil {

@@ -87,7 +87,7 @@ func AgentTurn(ctx workflow.Context, req agent.TurnRequest) (agent.TurnResult, e
 	t := &turn{req: req, workflowID: info.WorkflowExecution.ID, start: workflow.Now(ctx), log: eventlog.New(info.WorkflowExecution.ID)}
 	// A child turn's own tool and approval events go to its parent's log.
 	parent := ""
-	if req.Parent != nil {
+	if forwardsEvents(ctx, req) {
 		parent = req.Notify
 	}
 	t.forward = eventlog.NewForwarder(parent, t.workflowID)

@@ -109,6 +109,33 @@ type ConversationCarry struct {
 	// refused; a job id without one (carried by an earlier release) is not.
 	RecentHashes map[string]string `json:"recent_hashes,omitempty"`
 	Runs         int               `json:"runs"`
+	// Stream is the conversation's event log as its Workflow Stream
+	// hands it on: the last items and the offsets and indices they have.
+	// Nil from runs that kept no log.
+	Stream *StreamState `json:"stream,omitempty"`
+}
+
+// StreamState is what a workflow's event log hands to its next run when it
+// continues as new, in the shape of Temporal's WorkflowStreamState
+// (contrib/workflowstreams): the log's last items, each as a Workflow
+// Streams item (topic, data: the standard base64 of a protobuf Payload;
+// offset written as 0, as Temporal's packages write it: the items' offsets
+// follow from BaseOffset), and the offset of the first of them. It is a
+// bounded tail, not the whole log, so that the next run's input does not
+// grow with the conversation. NextIndex is the index the log's next event
+// will have: event indices go on across runs as offsets do.
+// internal/eventlog makes and reads it (Log.Carry, Restore).
+type StreamState struct {
+	Log        []StreamItem `json:"log"`
+	BaseOffset int64        `json:"base_offset"`
+	NextIndex  int64        `json:"next_index"`
+}
+
+// StreamItem is one item of a StreamState's log.
+type StreamItem struct {
+	Topic  string `json:"topic"`
+	Data   string `json:"data"`
+	Offset int64  `json:"offset"`
 }
 
 // PendingMessage is an accepted message whose turn has not started.

@@ -616,8 +616,14 @@ func (e Event) validatePayload() error {
 		if e.VoidFrom != 0 && e.Status != StreamRetrying {
 			return Errorf(CodeInvalid, "status event: void_from belongs to a RETRYING status only")
 		}
-		if e.VoidFrom != 0 && e.Index != 0 && e.VoidFrom >= e.Index {
-			return Errorf(CodeInvalid, "status event: void_from %d must be before the event's own index %d", e.VoidFrom, e.Index)
+		// void_from is an index of the stream that logged the status: a
+		// child turn's, for a child event.
+		own := e.Index
+		if e.Child != nil {
+			own = e.Child.Index
+		}
+		if e.VoidFrom != 0 && own != 0 && e.VoidFrom >= own {
+			return Errorf(CodeInvalid, "status event: void_from %d must be before the event's own index %d", e.VoidFrom, own)
 		}
 	case EventToolArgsDelta, EventToolStart, EventToolEnd, EventToolProgress, EventApprovalRequired, EventApprovalDecided:
 		if err := e.Tool.validate(e.Kind); err != nil {

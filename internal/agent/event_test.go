@@ -135,6 +135,18 @@ func TestEventShapes(t *testing.T) {
 	require.Len(t, eventShapes, len(EventKinds()))
 }
 
+// TestChildVoidFrom: a child event's void_from is an index of the child's
+// stream, which the parent's log (a delegating turn's, a Conversation's)
+// numbers otherwise.
+func TestChildVoidFrom(t *testing.T) {
+	retrying := func(index, childIndex, voidFrom int64) Event {
+		return Event{StreamID: "conv/acme/s1", Index: index, Kind: EventStatus, Status: StreamRetrying, VoidFrom: voidFrom, Attempt: 2, Step: 3,
+			Child: &ChildEvent{CallID: "s1-1", StreamID: "turn/acme/s1-1", Index: childIndex}}
+	}
+	require.NoError(t, retrying(4, 40, 31).Validate(), "void_from after the parent's index, before the child's")
+	require.ErrorContains(t, retrying(90, 40, 40).Validate(), "void_from 40 must be before the event's own index 40")
+}
+
 func TestEventValidateRefuses(t *testing.T) {
 	tool := &ToolEvent{CallID: "c1", Name: "calc"}
 	usage := &Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}

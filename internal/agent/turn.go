@@ -54,6 +54,12 @@ type TurnRequest struct {
 	WorkflowTag string `json:"workflow_tag,omitempty"`
 	// Notify names a workflow that receives the turn's token batches as signals.
 	Notify string `json:"notify,omitempty"`
+	// ForwardEvents, with Notify naming the workflow that started the
+	// turn as its child, makes the turn send that workflow its own tool
+	// and approval events too, as a delegated turn sends its parent: a
+	// Conversation sets it on the turn of each message, whose events its
+	// log then carries. The turn ignores it when Notify is not its parent.
+	ForwardEvents bool `json:"forward_events,omitempty"`
 	// Stream, when false, turns token streaming off: the turn's history
 	// then holds no token signals. Default on.
 	Stream *bool `json:"stream,omitempty"`

@@ -33,7 +33,13 @@ rules:
 // failures instead of failing the test: senders call it on goroutines of
 // their own, where require must not run.
 func (e *env) converse(ctx context.Context, in agent.ConversationInput, prompt string) (agent.TurnResult, error) {
-	sent, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: prompt})
+	return e.converseMessage(ctx, in, agent.SendMessage{Prompt: prompt})
+}
+
+// converseMessage is converse for a message with more than a prompt.
+func (e *env) converseMessage(ctx context.Context, in agent.ConversationInput, m agent.SendMessage) (agent.TurnResult, error) {
+	prompt := m.Prompt
+	sent, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, m)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("send %q: %w", prompt, err)
 	}

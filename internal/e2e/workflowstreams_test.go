@@ -70,8 +70,11 @@ type wsItem struct {
 type wsFollowed struct {
 	items   []wsItem
 	answers []wsPollResult
-	// draining counts the polls refused with StreamDraining.
-	draining int
+	// draining counts the polls refused with StreamDraining, truncated
+	// those failed with TruncatedOffset.
+	draining, truncated int
+	// runs are the runs that answered polls, in order.
+	runs []string
 	// end is the failure of the last poll, after which the run was found
 	// closed.
 	end error
@@ -84,6 +87,13 @@ type wsFollowed struct {
 // polls again, and any other failure ends the subscription cleanly when
 // the polled run has closed.
 func wsSubscribe(ctx context.Context, c client.Client, workflowID string, topics []string, offset int64) (wsFollowed, error) {
+	return wsFollow(ctx, c, workflowID, topics, offset, nil)
+}
+
+// wsFollow is wsSubscribe that also stops, without an error, once until
+// says the items so far are enough: a stream that never ends (a
+// conversation's) has no other end.
+func wsFollow(ctx context.Context, c client.Client, workflowID string, topics []string, offset int64, until func([]wsItem) bool) (wsFollowed, error) {
 	var f wsFollowed
 	if topics == nil {
 		topics = []string{}
@@ -106,6 +116,7 @@ func wsSubscribe(ctx context.Context, c client.Client, workflowID string, topics
 		if err != nil {
 			var app *temporal.ApplicationError
 			if errors.As(err, &app) && app.Type() == "TruncatedOffset" {
+				f.truncated++
 				offset = 0
 				continue
 			}
@@ -137,6 +148,9 @@ func wsSubscribe(ctx context.Context, c client.Client, workflowID string, topics
 			return f, fmt.Errorf("poll result %s: items is null", raw)
 		}
 		f.answers = append(f.answers, res)
+		if n := len(f.runs); n == 0 || f.runs[n-1] != polledRun {
+			f.runs = append(f.runs, polledRun)
+		}
 		for _, it := range res.Items {
 			b, err := base64.StdEncoding.DecodeString(it.Data)
 			if err != nil {
@@ -147,6 +161,9 @@ func wsSubscribe(ctx context.Context, c client.Client, workflowID string, topics
 				return f, fmt.Errorf("item %d: %w", it.Offset, err)
 			}
 			f.items = append(f.items, wsItem{Topic: it.Topic, Offset: it.Offset, Payload: p})
+		}
+		if until != nil && until(f.items) {
+			return f, nil
 		}
 		offset = res.NextOffset
 		if !res.MoreReady {

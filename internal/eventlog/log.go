@@ -21,6 +21,9 @@ import (
 type Log struct {
 	streamID string
 	events   []agent.Event
+	// skipped is the number of events before events[0]: those of earlier
+	// runs that a Conversation did not carry (Restore); 0 for a turn.
+	skipped int64
 	// step is the CallModel whose batches are accepted (0: none); attempt
 	// is the highest attempt of it seen so far.
 	step    int
@@ -39,8 +42,12 @@ type Log struct {
 	entries []entry
 	base    int64
 	// polled is set once the run has answered a poll (ServeStream),
-	// draining once the stream ends (DrainStream).
+	// draining once the stream ends (DrainStream, DetachPollers).
 	polled, draining bool
+
+	// msg is the message whose turn a Conversation's log takes events
+	// from (conversation.go); nil between messages and in a turn's log.
+	msg *message
 }
 
 // New returns the empty log of the stream (the turn's workflow id).
@@ -66,7 +73,7 @@ func (l *Log) Register(ctx workflow.Context, tenantID string) error {
 }
 
 // Next is the index the next event will have.
-func (l *Log) Next() int64 { return int64(len(l.events)) + 1 }
+func (l *Log) Next() int64 { return l.skipped + int64(len(l.events)) + 1 }
 
 // Append logs an event of the turn's own at the next index and returns it
 // as logged.
@@ -131,10 +138,11 @@ func (l *Log) Dropped() int { return l.dropped }
 // Page answers the events query.
 func (l *Log) Page(q agent.EventsQuery) agent.EventsPage {
 	p := agent.EventsPage{Next: l.Next(), Done: l.Done()}
-	if q.HeadOnly || q.AfterIndex < 0 || q.AfterIndex >= int64(len(l.events)) {
+	after := q.AfterIndex - l.skipped
+	if q.HeadOnly || after < 0 || after >= int64(len(l.events)) {
 		return p
 	}
-	evs := l.events[q.AfterIndex:]
+	evs := l.events[after:]
 	if q.Limit > 0 && len(evs) > q.Limit {
 		evs = evs[:q.Limit]
 		p.Done = false

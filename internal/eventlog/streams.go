@@ -51,12 +51,14 @@ const (
 	// ErrTypeTruncatedOffset fails a poll from an offset below the
 	// stream's base (0 < from_offset < base, or a negative one): what was
 	// there is gone. Clients poll again from 0. A turn's stream is never
-	// truncated, so its base is 0 and only a negative offset meets it.
+	// truncated, so its base is 0 and only a negative offset meets it; a
+	// Conversation's base is the first item its run was handed (Carry).
 	ErrTypeTruncatedOffset = "TruncatedOffset"
 	// ErrTypeStreamDraining refuses a poll (in the update's validator, so
 	// it is not written to history) while the stream drains, before the
-	// workflow closes. Clients wait and poll again; the workflow has
-	// closed by then.
+	// workflow closes or continues as new. Clients wait and poll again:
+	// the workflow has closed by then, or its next run answers, from the
+	// same offsets.
 	ErrTypeStreamDraining = "StreamDraining"
 )
 
@@ -112,7 +114,7 @@ func (l *Log) ServeStream(ctx workflow.Context, gate func(workflow.Context) bool
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateStreamPoll, poll, workflow.UpdateHandlerOptions{
 		Validator: func(_ workflow.Context, _ PollInput) error {
 			if l.draining {
-				return temporal.NewApplicationError("workflow is draining: it is about to close", ErrTypeStreamDraining)
+				return temporal.NewApplicationError("workflow is draining: it is about to close or continue as new", ErrTypeStreamDraining)
 			}
 			return nil
 		},
@@ -162,7 +164,7 @@ func (l *Log) DrainStream(ctx workflow.Context) {
 	if l.polled {
 		_ = workflow.NewTimerWithOptions(dctx, StreamGrace, workflow.TimerOptions{Summary: "Workflow Streams subscribers reading the end"}).Get(dctx, nil)
 	}
-	l.draining = true
+	l.DetachPollers()
 	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })
 }
 
@@ -225,7 +227,7 @@ func (l *Log) page(in PollInput) (PollResult, error) {
 func (l *Log) encode(e entry) (string, error) {
 	var v any = e.text
 	if e.index > 0 {
-		v = l.events[e.index-1]
+		v = l.events[e.index-1-l.skipped]
 	}
 	// Encoding JSON and protobuf is deterministic (the payload's metadata
 	// is one key, and marshalled deterministically); workflowcheck cannot
