@@ -27,6 +27,9 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 const (
 	words      = 40
 	chunkDelay = 20 * time.Millisecond
+	// longWords is the reply to "long <id>": ten seconds of streaming, for
+	// followers that must be open at the same time.
+	longWords = 500
 )
 
 // benchScript answers "bench <id>" with words "<id>-00 <id>-01 …": every
@@ -48,7 +51,10 @@ rules:
   - name: bench
     when: {user: '^bench (?P<id>[a-z0-9]+)$'}
     reply: {text: '%s'}
-`, chunkDelay.Milliseconds(), strings.TrimSpace(text.String()))
+  - name: long
+    when: {user: '^long (?P<id>[a-z0-9]+)$'}
+    reply: {text: '%s'}
+`, chunkDelay.Milliseconds(), strings.TrimSpace(text.String()), strings.TrimSpace(strings.Repeat("${id} ", longWords)))
 }
 
 const benchCatalog = `
@@ -93,6 +99,7 @@ func newStack(b *testing.B) *stack {
 		Model:    scripted.Options{OnChunk: emitted.record, MaxRecorded: 1},
 		Catalogs: []string{benchCatalog},
 		Tokens:   map[string]string{"bench-token": "demo"},
+		HTTPAPI:  true,
 		Logger:   zap.NewNop(),
 	})
 	return &stack{Server: ts, emitted: emitted}

@@ -29,6 +29,7 @@ const samples = 30
 type timing struct {
 	ttft     time.Duration   // from the request to the first token at the client
 	perToken []time.Duration // per word: client arrival - the model's flush of it
+	turn     time.Duration   // from the request to the turn's last event at the client
 	events   int
 }
 
@@ -68,6 +69,7 @@ func durable(ctx context.Context, st *stack, follow followFunc, id string) (timi
 		}
 		return nil
 	})
+	t.turn = time.Since(start)
 	if err == nil && len(t.perToken) != words {
 		err = fmt.Errorf("stream %s: got %d words, want %d: %v", streamID, len(t.perToken), words, got)
 	}
@@ -108,6 +110,7 @@ func viaGateway(ctx context.Context, st *stack, c pb.AgentServiceClient, id stri
 			t.observe(st, start, tok.GetText(), time.Now())
 		}
 	}
+	t.turn = time.Since(start)
 	if len(t.perToken) != words {
 		return t, fmt.Errorf("stream of %s: got %d words, want %d", id, len(t.perToken), words)
 	}
@@ -116,11 +119,12 @@ func viaGateway(ctx context.Context, st *stack, c pb.AgentServiceClient, id stri
 
 // summary aggregates timings.
 type summary struct {
-	ttft, perToken []time.Duration
+	ttft, perToken, turn []time.Duration
 }
 
 func (s *summary) add(t timing) {
 	s.ttft = append(s.ttft, t.ttft)
+	s.turn = append(s.turn, t.turn)
 	s.perToken = append(s.perToken, t.perToken...)
 }
 
@@ -144,6 +148,7 @@ func BenchmarkStreamLatency(b *testing.B) {
 		b.ReportMetric(ms(percentile(s.ttft, 0.99)), "ttft-p99-ms")
 		b.ReportMetric(ms(percentile(s.perToken, 0.5)), "token-p50-ms")
 		b.ReportMetric(ms(percentile(s.perToken, 0.99)), "token-p99-ms")
+		b.ReportMetric(ms(percentile(s.turn, 0.5)), "turn-p50-ms")
 		base := percentile(floor.ttft, 0.5)
 		baseTok := percentile(floor.perToken, 0.5)
 		b.ReportMetric(ms(percentile(s.ttft, 0.5)-base), "added-ttft-p50-ms")
@@ -172,6 +177,19 @@ func BenchmarkStreamLatency(b *testing.B) {
 			var s summary
 			for range samples {
 				t, err := viaGateway(ctx, st, c, testserver.RandomID())
+				must(b, err)
+				s.add(t)
+			}
+			report(b, s)
+		}
+	})
+	// The same turn started and followed over HTTP as Server-Sent Events
+	// (POST /v1/turns:stream), as a browser or a curl does.
+	b.Run("sse", func(b *testing.B) {
+		for range b.N {
+			var s summary
+			for range samples {
+				t, err := viaSSE(ctx, st, testserver.RandomID())
 				must(b, err)
 				s.add(t)
 			}

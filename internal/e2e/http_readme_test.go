@@ -67,7 +67,8 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 	all := strings.Join(blocks, "\n")
 	for _, route := range []string{"/v1/agents", "/v1/turns:invoke", "/test/chat", `/v1/turns"`, "/events", "/approvals\"",
 		"/approvals/$CALL", "/cancel", "/v1/results", "/v1/conversations/", "/v1/catalog", "/v1/rules", "/v1/routing/dry-run",
-		"/v1/processes\"", "/v1/processes/main\"", "/versions", "/v1/usage", "/openapi.json"} {
+		"/v1/processes\"", "/v1/processes/main\"", "/versions", "/v1/usage", "/openapi.json",
+		"/v1/turns:stream", "/events:stream", "/messages:stream", "/v1/models", "/v1/chat/completions"} {
 		require.Contains(t, all, route, "a recipe for each route")
 	}
 
@@ -99,8 +100,10 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 		`{"edges": [], "nodes": [{"id": "fetch_flights", "type": "task"}]}`, // a process
 		"v1 catalog\n",                                                      // its versions
 		`{"type":"urn:agentflow:error:AgentNotFound","title":"AgentNotFound","status":404,"detail":"agent \"nope\" of tenant \"demo\" not found","retryable":false}`,
-		"/v1/{stream_id}/events\n",    // the OpenAPI document's paths
-		"204 http://localhost:3000\n", // the preflight
+		"/v1/{stream_id}/events\n",                               // the OpenAPI document's paths
+		"204 http://localhost:3000\n",                            // the preflight
+		"COMPLETED\nid: 4\n2 + 3 = 5\n",                          // SSE: a turn's last status, a resumed follow, a message's text
+		"assistant\ndata\nops\n12.5 * 4 = 50\n2 + 3 = 5\ntrue\n", // OpenAI: models, a completion, a streamed one and its usage
 	} {
 		require.Contains(t, got, want)
 	}
