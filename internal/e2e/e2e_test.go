@@ -369,7 +369,10 @@ func TestToolExecution(t *testing.T) {
 						tools++
 					}
 				case enumspb.EVENT_TYPE_MARKER_RECORDED:
-					markers++
+					// Local activities' markers, not GetVersion's.
+					if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+						markers++
+					}
 				}
 			}
 			require.Equal(t, tt.activities, tools)
