@@ -51,9 +51,6 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
-	if err := a.checkBudgets(ctx, in.TenantID, billing.Budgets); err != nil {
-		return contract.CallModelResult{}, err
-	}
 	var msgs []agent.Message
 	err = a.db(ctx, "load session", func() (err error) {
 		msgs, err = a.messages(ctx, ag, in, steps)
@@ -62,8 +59,15 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
+	held, err := a.reserve(ctx, &ag, in, billing, msgs)
+	if err != nil {
+		return contract.CallModelResult{}, err
+	}
 	resp, tail, err := a.tracedGenerate(ctx, ag, in, msgs)
 	if err != nil {
+		if held {
+			a.release(ctx, in)
+		}
 		return contract.CallModelResult{}, err
 	}
 	reply := resp.Message
@@ -90,28 +94,6 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		Approvals:    a.approvals(ag, in, reply.ToolCalls),
 		Tail:         tail,
 	}, nil
-}
-
-// checkBudgets refuses a model call when the tenant has used a budget of
-// the current UTC day or month.
-func (a *Activities) checkBudgets(ctx context.Context, tenantID string, b agent.Budgets) error {
-	now := time.Now().UTC()
-	for _, pb := range b.Periods() {
-		var spent agent.Spent
-		err := a.db(ctx, "sum usage", func() (err error) {
-			spent, err = a.store.SpentSince(ctx, tenantID, agent.PeriodStart(pb.Period, now))
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if err := pb.Exceeded(tenantID, spent); err != nil {
-			a.logger.Info("model call refused: budget used", zap.String("tenant", tenantID), zap.String("period", pb.Period),
-				zap.Int64("tokens_used", spent.Tokens), zap.Float64("cost_used", spent.Cost))
-			return err
-		}
-	}
-	return nil
 }
 
 // turnSoFar stores the tool calls that failed for good as their results
