@@ -22,7 +22,10 @@ import (
 
 // CallModel sends the turn so far to the agent's model and stores the
 // reply as step Seq. A reply an earlier attempt stored is returned as it
-// is, without calling the model again.
+// is, without calling the model again. Before the call is sent, its worst
+// case is reserved against the tenant's budgets (reserve), or the call is
+// refused with BudgetExceeded; storing the reply settles the reservation
+// to the call's real usage.
 func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 	var ag agent.Agent
 	err := a.db(ctx, "load agent", func() (err error) {
