@@ -22,7 +22,10 @@ import (
 
 // CallModel sends the turn so far to the agent's model and stores the
 // reply as step Seq. A reply an earlier attempt stored is returned as it
-// is, without calling the model again.
+// is, without calling the model again. Before the call is sent, its worst
+// case is reserved against the tenant's budgets (reserve), or the call is
+// refused with BudgetExceeded; storing the reply settles the reservation
+// to the call's real usage.
 func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 	var ag agent.Agent
 	err := a.db(ctx, "load agent", func() (err error) {
@@ -51,9 +54,6 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
-	if err := a.checkBudgets(ctx, in.TenantID, billing.Budgets); err != nil {
-		return contract.CallModelResult{}, err
-	}
 	var msgs []agent.Message
 	err = a.db(ctx, "load session", func() (err error) {
 		msgs, err = a.messages(ctx, ag, in, steps)
@@ -62,8 +62,15 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
+	held, err := a.reserve(ctx, &ag, in, billing, msgs)
+	if err != nil {
+		return contract.CallModelResult{}, err
+	}
 	resp, tail, err := a.tracedGenerate(ctx, ag, in, msgs)
 	if err != nil {
+		if held {
+			a.release(ctx, in)
+		}
 		return contract.CallModelResult{}, err
 	}
 	reply := resp.Message
@@ -90,28 +97,6 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		Approvals:    a.approvals(ag, in, reply.ToolCalls),
 		Tail:         tail,
 	}, nil
-}
-
-// checkBudgets refuses a model call when the tenant has used a budget of
-// the current UTC day or month.
-func (a *Activities) checkBudgets(ctx context.Context, tenantID string, b agent.Budgets) error {
-	now := time.Now().UTC()
-	for _, pb := range b.Periods() {
-		var spent agent.Spent
-		err := a.db(ctx, "sum usage", func() (err error) {
-			spent, err = a.store.SpentSince(ctx, tenantID, agent.PeriodStart(pb.Period, now))
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if err := pb.Exceeded(tenantID, spent); err != nil {
-			a.logger.Info("model call refused: budget used", zap.String("tenant", tenantID), zap.String("period", pb.Period),
-				zap.Int64("tokens_used", spent.Tokens), zap.Float64("cost_used", spent.Cost))
-			return err
-		}
-	}
-	return nil
 }
 
 // turnSoFar stores the tool calls that failed for good as their results

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -89,18 +90,85 @@ type Spent struct {
 	Cost   float64
 }
 
-// Exceeded says which bound of b spent has reached, as a BudgetExceeded
-// error; nil when none.
-func (b PeriodBudget) Exceeded(tenantID string, spent Spent) error {
-	if b.Tokens > 0 && spent.Tokens >= b.Tokens {
-		return Errorf(CodeBudget, "tenant %q has used %d tokens this %s (UTC); its %s budget is %d tokens",
-			tenantID, spent.Tokens, b.Period, b.Period, b.Tokens)
+// Exceeded says which bound of b a call may not pass, as a BudgetExceeded
+// error; nil when none. spent is what the tenant's calls used this
+// period, reserved what the calls in flight hold, want what this call
+// would reserve. A bound is reached by spent and reserved alone: the
+// call's own reservation may carry the period past its budget, which is
+// what lets a call through when its worst case is larger than the budget
+// left, and is why calls made at once pass a budget by at most one call's
+// reservation.
+func (b PeriodBudget) Exceeded(tenantID string, spent, reserved, want Spent) error {
+	if b.Tokens > 0 && spent.Tokens+reserved.Tokens >= b.Tokens {
+		held := ""
+		if reserved.Tokens > 0 {
+			held = fmt.Sprintf(" and calls in flight reserve %d more", reserved.Tokens)
+		}
+		return Errorf(CodeBudget, "tenant %q has used %d tokens this %s (UTC)%s; its %s budget is %d tokens; this call would reserve %d more",
+			tenantID, spent.Tokens, b.Period, held, b.Period, b.Tokens, want.Tokens)
 	}
-	if b.Cost > 0 && spent.Cost >= b.Cost {
-		return Errorf(CodeBudget, "tenant %q has spent %s USD this %s (UTC); its %s budget is %s USD",
-			tenantID, formatUSD(spent.Cost), b.Period, b.Period, formatUSD(b.Cost))
+	if b.Cost > 0 && spent.Cost+reserved.Cost >= b.Cost {
+		held := ""
+		if reserved.Cost > 0 {
+			held = " and calls in flight reserve " + formatUSD(reserved.Cost) + " USD more"
+		}
+		return Errorf(CodeBudget, "tenant %q has spent %s USD this %s (UTC)%s; its %s budget is %s USD; this call would reserve %s USD more",
+			tenantID, formatUSD(spent.Cost), b.Period, held, b.Period, formatUSD(b.Cost), formatUSD(want.Cost))
 	}
 	return nil
+}
+
+// DefaultReservedOutputTokens is the output a model call of a tenant with
+// a budget is bounded to (its max_tokens) and reserves when its agent
+// sets no max_output_tokens: without a bound sent to the provider, a
+// reservation would bound nothing. 4096 is the output limit many
+// providers apply by default; an agent that writes longer answers sets
+// max_output_tokens.
+const DefaultReservedOutputTokens = 4096
+
+// Reservation estimates, as overhead bytes, the framing providers add
+// around each message and each tool they are sent (role markers, the
+// tool's JSON wrapper); bytesPerToken is the bytes a token is taken to
+// hold when a prompt is counted.
+const (
+	messageOverheadBytes = 12
+	toolOverheadBytes    = 24
+	bytesPerToken        = 3
+)
+
+// PromptTokens is an upper estimate of the prompt tokens msgs and the
+// schemas of tools make when sent to a model: their bytes (text, tool
+// calls and their arguments, names, descriptions, JSON Schemas, plus
+// messageOverheadBytes a message and toolOverheadBytes a tool) divided by
+// 3, rounded up. The BPE tokenizers of current models hold about 4 bytes
+// a token of English and 3 or more of code and JSON, so this counts more
+// tokens than the provider will for such text; text that tokenizes worse
+// (some non-Latin scripts) is counted short, and its call is settled to
+// what the provider reports all the same. No tokenizer is used: each
+// provider has its own, and the estimate must hold for all of them.
+func PromptTokens(msgs []Message, tools []Tool) int {
+	n := 0
+	for _, m := range msgs {
+		n += messageOverheadBytes + len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.Name)
+		for _, c := range m.ToolCalls {
+			n += len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	}
+	for _, t := range tools {
+		n += toolOverheadBytes + len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return (n + bytesPerToken - 1) / bytesPerToken
+}
+
+// Reserve is what a call of up to maxOutput completion tokens whose
+// prompt counts promptTokens may use at most: its tokens, and its cost at
+// price (0 without one; no prompt tokens are taken to be cached).
+func Reserve(promptTokens, maxOutput int, price *Price) Spent {
+	r := Spent{Tokens: int64(promptTokens) + int64(maxOutput)}
+	if price != nil {
+		r.Cost = price.Cost(Usage{PromptTokens: promptTokens, CompletionTokens: maxOutput})
+	}
+	return r
 }
 
 // formatUSD writes an amount to the millionth of a dollar, without

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/testserver"
@@ -83,4 +85,77 @@ func TestBudgetTurns(t *testing.T) {
 	require.Equal(t, 1770.0, m.sum("model_tokens_total", map[string]string{"tenant": "demo", "kind": "input"})+
 		m.sum("model_tokens_total", map[string]string{"tenant": "demo", "kind": "output"}), "the refused turn called no model")
 	e.replay(id, "budget_exceeded")
+}
+
+// concurrentBudgetCatalog bounds the demo tenant to 1000 tokens a day and
+// its agent's calls to 100 output tokens; concurrentBudgetScript answers
+// each call with 100 tokens, slowly, so that the turns' calls are in
+// flight together. One after the other, ten calls fit the budget.
+const (
+	concurrentBudgetCatalog = `
+tenant: demo
+default_agent: assistant
+agents:
+  - id: assistant
+    model: openai:gpt-4o-mini
+    system_prompt: Answer in one line.
+    limits: {max_iterations: 2, turn_timeout_sec: 60, max_output_tokens: 100}
+budgets:
+  day: {tokens: 1000}
+`
+	concurrentBudgetScript = `
+rules:
+  - name: answer
+    reply: {text: 'Done.', delay_ms: 400, usage: {prompt_tokens: 60, completion_tokens: 40}}
+`
+)
+
+// TestBudgetConcurrentTurns: twenty turns started at once against a
+// budget that allows ten calls make at most eleven calls at the model
+// (each reserves its worst case before it is sent, checked one at a time
+// against what the others hold); the turns that were refused fail
+// BudgetExceeded and say what was used, reserved and allowed.
+func TestBudgetConcurrentTurns(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Script: concurrentBudgetScript, Catalogs: []string{concurrentBudgetCatalog}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	const turns = 20
+	runs := make([]client.WorkflowRun, turns)
+	for i := range runs {
+		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
+			TenantID: "demo", JobID: fmt.Sprintf("burst-%d-%s", i, testserver.RandomID()), Prompt: "Say done."})
+		require.NoError(t, err)
+		runs[i] = run
+	}
+	completed, refused := 0, 0
+	for _, run := range runs {
+		res, err := turnclient.Result(ctx, run)
+		require.NoError(t, err, "a failed turn's result is its answer")
+		if res.Status == agent.StatusCompleted {
+			completed++
+			require.Equal(t, "Done.", res.Output)
+			continue
+		}
+		refused++
+		require.Equal(t, agent.StatusFailed, res.Status)
+		require.NotNil(t, res.Error)
+		require.Equal(t, agent.ErrTypeBudget, res.Error.Type, res.Error.Message)
+		require.Regexp(t, `^tenant "demo" has used \d+ tokens this day \(UTC\)( and calls in flight reserve \d+ more)?; its day budget is 1000 tokens; this call would reserve \d+ more$`, res.Error.Message)
+	}
+
+	sent := srv.Model.Requests()
+	require.LessOrEqual(t, len(sent), 11, "at most one call over the budget")
+	require.Equal(t, completed, len(sent), "a completed turn made one call, a refused one none")
+	require.Equal(t, turns, completed+refused)
+	require.Positive(t, refused)
+	for _, r := range sent {
+		require.Equal(t, 100, r.MaxTokens, "the call is bounded to what it reserved")
+	}
+	spent, err := srv.Store().SpentSince(ctx, "demo", agent.PeriodStart(agent.PeriodDay, time.Now()))
+	require.NoError(t, err)
+	require.Equal(t, int64(100*completed), spent.Tokens)
+	held, err := srv.Store().Reserved(ctx, "demo")
+	require.NoError(t, err)
+	require.Zero(t, held, "every reservation settled or released")
 }

@@ -116,7 +116,9 @@ FROM usage_ledger WHERE tenant_id = $1 AND created_at >= $2`
 
 // PutReply stores a model's reply as step c.Step of its turn and records
 // the call in the usage ledger, in one transaction: a reply another
-// attempt stored first is kept and the call is not recorded.
+// attempt stored first is kept and the call is not recorded. The same
+// transaction settles the budget reservations of the step's attempts
+// (Reserve): the ledger row replaces them, so the call counts once.
 func (s *Store) PutReply(ctx context.Context, c ModelCall, m agent.Message) error {
 	if err := requireJobKey(c.TenantID, c.JobID); err != nil {
 		return err
@@ -129,6 +131,11 @@ func (s *Store) PutReply(ctx context.Context, c ModelCall, m agent.Message) erro
 		return fmt.Errorf("put reply %d of turn %q: encode: %w", c.Step, c.JobID, err)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The step's reservations are settled whoever stores its reply:
+		// from here on the ledger row counts the call.
+		if _, err := tx.Exec(ctx, sqlSettleReservations, c.TenantID, c.JobID, c.Step); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, sqlInsertStep, c.TenantID, c.JobID, c.Step, msg)
 		if err != nil {
 			return err
