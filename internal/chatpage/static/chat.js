@@ -431,18 +431,16 @@ function renderTool(turn, t) {
   box.dataset.call = t.call_id;
   const head = el("div", "tool-head");
   head.append(el("span", "label", "tool"), el("span", "tool-name", t.name));
-  let state = t.state;
-  if (t.decision && t.state === "approved") state = "approved by " + (t.decision.approver || "?");
-  if (t.state === "waiting") state = "waiting for approval" + (t.reason ? ": " + t.reason : "");
+  const state = t.state === "waiting" ? "waiting for approval" + (t.reason ? ": " + t.reason : "") : t.state;
   head.append(el("span", "tool-state " + t.state, state));
+  if (t.decision) {
+    const d = t.decision;
+    head.append(el("span", "decided", d.outcome.replace("_", " ") + (d.approver ? " by " + d.approver : "") + (d.reason ? ": " + d.reason : "")));
+  }
   box.append(head);
   const args = t.args !== undefined ? pretty(t.args) : t.deltas.map((d) => d.text).join("");
   if (args) box.append(el("div", "label", "arguments"), el("pre", "args", args));
   if (t.progress) box.append(el("div", "label", t.progress));
-  if (t.decision && t.decision.outcome !== "approved") {
-    box.append(el("div", "label", t.decision.outcome + (t.decision.approver ? " by " + t.decision.approver : "") +
-      (t.decision.reason ? ": " + t.decision.reason : "")));
-  }
   if (t.output !== undefined && t.state !== "running") box.append(el("div", "label", "result"), el("pre", "output", t.output));
   if (t.state === "waiting" && running(turn)) {
     const row = el("div", "decision");
