@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/chatpage"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/testserver"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // EnvScreenshots, set to 1, writes the chat page test's screenshots to
@@ -41,7 +43,8 @@ const (
 
 // chatScript: "Carefully, what is X?" thinks aloud, then asks for the
 // calculator that waits for approval; the tool's result is answered with
-// chatAnswer; "Tell me a story" with chatStory.
+// chatAnswer; "Tell me a story" with chatStory, and so does "Cut a story",
+// whose first model call is cut mid-way and retried.
 const chatScript = `
 pacing: {chunk_words: 1, delay_ms: 80}
 rules:
@@ -56,6 +59,10 @@ rules:
   - name: story
     when: {user: '(?i)^tell me a story'}
     reply: {text: '` + chatStory + `'}
+  - name: cut
+    when: {user: '(?i)^cut a story'}
+    fault: {cut_after_chunks: 12, times: 1}
+    reply: {text: '` + chatStory + `'}
 `
 
 // TestChatPage drives the gateway's chat page in headless Chromium on the
@@ -63,8 +70,9 @@ rules:
 // (collapsed) and its calculator call waiting, which a user token cannot
 // approve and an approver's can; the answer streams in, a reload mid-way
 // resumes it after the last event the page held, and it ends complete and
-// once; a second message is canceled mid-way. The token never appears in
-// a URL the page requests.
+// once; a second message is canceled mid-way; a third's model call is cut
+// and retried, and the page drops what the retry voided. The token never
+// appears in a URL the page requests.
 func TestChatPage(t *testing.T) {
 	chromium := findChromium(t)
 	person := "secret-" + testserver.RandomID() + testserver.RandomID()
@@ -148,12 +156,35 @@ func TestChatPage(t *testing.T) {
 		"the canceled story shows %q, not a part of the story", turn.Text)
 	first := b.eval(`document.querySelector(".turn .text").textContent`)
 	require.Equal(t, chatAnswer, first, "the first answer is still there, once")
+
+	// A model call cut mid-way is retried: what the cut attempt streamed
+	// is void, and the page drops it.
+	b.run(chromedp.SendKeys(chromedp.ID("prompt"), "Cut a story"), chromedp.Click(chromedp.ID("send")))
+	turn = b.waitTurn("the retried story complete", func(p pageTurn) bool { return p.Turns == 3 && p.Status == "COMPLETED" })
+	require.Equal(t, chatStory, turn.Text, "the story once, without what the cut attempt streamed")
+	require.Equal(t, "model call retried once", turn.Retries)
+	voided := 0
+	var tokens []int64
+	for _, ev := range e.events(contract.TurnWorkflowID("demo", turn.Job), person) {
+		if ev.GetToken() != nil {
+			tokens = append(tokens, ev.GetMeta().GetEventIndex())
+		}
+		if st := ev.GetStatus(); st.GetStatus() == pb.Status_STATUS_RETRYING {
+			for _, i := range tokens {
+				if i >= st.GetVoidFrom() {
+					voided++
+				}
+			}
+		}
+	}
+	require.Positive(t, voided, "the cut attempt streamed text that its retry voided")
 	b.noTokenInURLs(e.user, person)
 }
 
 // pageTurn is what the page shows of its last turn.
 type pageTurn struct {
 	Turns         int    `json:"turns"`
+	Job           string `json:"job"`
 	Last          int64  `json:"last"`
 	Status        string `json:"status"`
 	Prompt        string `json:"prompt"`
@@ -169,6 +200,7 @@ type pageTurn struct {
 	Problem       string `json:"problem"`
 	Resumed       string `json:"resumed"`
 	Cancel        bool   `json:"cancel"`
+	Retries       string `json:"retries"`
 }
 
 // readTurn reads pageTurn from the page's DOM.
@@ -179,12 +211,12 @@ const readTurn = `(() => {
 	const text = (s) => { const n = turn.querySelector(s); return n ? n.textContent : ""; };
 	const r = turn.querySelector(".reasoning");
 	return {
-		turns: turns.length, last: Number(turn.dataset.last), status: turn.dataset.status,
+		turns: turns.length, job: turn.dataset.job, last: Number(turn.dataset.last), status: turn.dataset.status,
 		prompt: text(".prompt"), text: [...turn.querySelectorAll(".text")].map(n => n.textContent).join(""),
 		reasoning: text(".reasoning div"), reasoningOpen: !!(r && r.open),
 		tool: text(".tool-name"), toolState: text(".tool-state"), decided: text(".decided"), args: text(".args"), output: text(".output"),
 		approve: !!turn.querySelector(".approve"), problem: text(".problem"), resumed: text(".resumed"),
-		cancel: !!turn.querySelector(".cancel"),
+		cancel: !!turn.querySelector(".cancel"), retries: text(".retries"),
 	};
 })()`
 

@@ -43,7 +43,11 @@ function loadChat() {
 }
 
 function saveChat() {
-  sessionStorage.setItem(CHAT_KEY, JSON.stringify(chat));
+  try {
+    sessionStorage.setItem(CHAT_KEY, JSON.stringify(chat));
+  } catch (err) {
+    notice("This tab's storage is full (" + err.message + "): a reload will start a new chat. Start one with New chat.");
+  }
 }
 
 function randomID() {
@@ -164,7 +168,10 @@ function apply(turn, e) {
   switch (e.kind) {
     case "status":
       turn.status = e.status;
-      if (e.status === "RETRYING" && e.void_from) voidAttempt(turn, e.void_from, e.event_index);
+      if (e.status === "RETRYING") {
+        turn.retries = (turn.retries || 0) + 1;
+        if (e.void_from) voidAttempt(turn, e.void_from, e.event_index);
+      }
       if (e.error && !turn.error) turn.error = e.error.message;
       break;
     case "token":
@@ -492,6 +499,7 @@ function renderAnswer(turn) {
   const state = turn.status || "sending";
   st.append(el("span", "state " + state.toLowerCase(), state.toLowerCase().replace("_", " ")));
   if (turn.tokens) st.append(el("span", "", turn.tokens + " tokens"));
+  if (turn.retries) st.append(el("span", "retries", "model call retried " + (turn.retries === 1 ? "once" : turn.retries + " times")));
   if (turn.resumed) st.append(el("span", "resumed", "resumed after event " + turn.resumed));
   if (turn.note) st.append(el("span", "note", turn.note));
   if (running(turn) && turn.stream) {
