@@ -100,7 +100,7 @@ func TestChatPage(t *testing.T) {
 	require.Equal(t, "{\n  \"expression\": \"6 * 7\"\n}", turn.Args)
 	require.Empty(t, turn.Text)
 	require.Equal(t, "WAITING_APPROVAL", turn.Status)
-	b.shot("chat-approval")
+	b.shot(b.dir, "chat-approval")
 
 	// The user's token may not decide: the page shows the API's problem.
 	b.run(chromedp.Click(chromedp.CSS(".turn:last-of-type .approve")))
@@ -122,7 +122,7 @@ func TestChatPage(t *testing.T) {
 	require.Equal(t, "approved by pat: approved in the chat page", turn.Decided)
 	require.Equal(t, "42", turn.Output)
 	require.Empty(t, turn.Problem)
-	b.shot("chat-streaming")
+	b.shot(b.dir, "chat-streaming")
 	b.noTokenInURLs(e.user, person)
 
 	// A reload mid-answer: the page shows what it had and follows the turn
@@ -145,7 +145,7 @@ func TestChatPage(t *testing.T) {
 	// The reasoning opens when asked.
 	b.run(chromedp.Click(chromedp.CSS(".turn:last-of-type .reasoning summary")))
 	b.waitTurn("the reasoning open", func(p pageTurn) bool { return p.ReasoningOpen })
-	b.shot("chat-resumed")
+	b.shot(b.dir, "chat-resumed")
 
 	// A second message, canceled while it streams: the part streamed stays.
 	b.run(chromedp.SendKeys(chromedp.ID("prompt"), "Tell me a story"), chromedp.Click(chromedp.ID("send")))
@@ -224,7 +224,8 @@ const readTurn = `(() => {
 type chatBrowser struct {
 	t   *testing.T
 	ctx context.Context
-	dir string // screenshots
+	// dir holds the screenshots, tmp the one of a failure (never docs/).
+	dir, tmp string
 }
 
 func newChatBrowser(t *testing.T, path string) *chatBrowser {
@@ -243,11 +244,12 @@ func newChatBrowser(t *testing.T, path string) *chatBrowser {
 	t.Cleanup(cancel)
 	// The first action starts the browser, for as long as ctx lives.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")), "start chromium at %s", path)
-	dir := t.TempDir()
+	b := &chatBrowser{t: t, ctx: ctx, dir: t.TempDir()}
+	b.tmp = b.dir
 	if os.Getenv(EnvScreenshots) == "1" {
-		dir = filepath.Join("..", "..", "docs")
+		b.dir = filepath.Join("..", "..", "docs")
 	}
-	return &chatBrowser{t: t, ctx: ctx, dir: dir}
+	return b
 }
 
 func (b *chatBrowser) run(actions ...chromedp.Action[chromedp.Void]) {
@@ -297,20 +299,20 @@ func (b *chatBrowser) wait(what string, check func() bool) {
 	b.t.Helper()
 	if !assert.Eventually(b.t, check, 90*time.Second, 50*time.Millisecond, "the chat page shows %s", what) {
 		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-		b.t.Fatalf("the chat page did not show %s; screenshot %s; it shows:\n%s", what, b.shot("chat-failed"), text)
+		b.t.Fatalf("the chat page did not show %s; screenshot %s; it shows:\n%s", what, b.shot(b.tmp, "chat-failed"), text)
 	}
 }
 
-// shot writes a screenshot of the whole page to name.png and returns its
-// path.
-func (b *chatBrowser) shot(name string) string {
+// shot writes a screenshot of the whole page to dir/name.png and returns
+// its path.
+func (b *chatBrowser) shot(dir, name string) string {
 	b.t.Helper()
 	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		b.t.Logf("screenshot %s: %v", name, err)
 		return ""
 	}
-	path := filepath.Join(b.dir, name+".png")
+	path := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		b.t.Errorf("write screenshot: %v", err)
 	}
