@@ -262,10 +262,10 @@ async function follow(turn, send) {
           }
           resp = await fetch("/v1/" + turnPath(turn.stream) + "/events:stream", { headers: h });
         } else {
-          resp = await fetch("/v1/conversations/" + encodeURIComponent(chat.session) + "/messages:stream", {
+          resp = await fetch("/v1/conversations/" + encodeURIComponent(turn.session) + "/messages:stream", {
             method: "POST",
             headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
-            body: JSON.stringify({ prompt: turn.prompt, job_id: turn.job, agent_id: chat.agent }),
+            body: JSON.stringify({ prompt: turn.prompt, job_id: turn.job, agent_id: turn.agent }),
           });
         }
         send = false;
@@ -381,7 +381,7 @@ function sendMessage() {
   if (!prompt || !token || running(lastTurn())) return;
   chat.agent = chat.agent || $("agent").value;
   chat.seq += 1;
-  const turn = { job: chat.session + "-" + chat.seq, prompt, stream: "", last: 0, status: "", items: [] };
+  const turn = { session: chat.session, agent: chat.agent, job: chat.session + "-" + chat.seq, prompt, stream: "", last: 0, status: "", items: [] };
   chat.turns.push(turn);
   $("prompt").value = "";
   saveChat();
