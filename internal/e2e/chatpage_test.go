@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,14 @@ func TestChatPage(t *testing.T) {
 		o.Script = chatScript
 		o.Tokens[person] = "demo:user+approver:pat"
 	})
+	// The gateway serves the page under its policy, which the browser
+	// enforces below: the page runs on its own script alone.
+	resp, err := http.Get(e.api + chatpage.Path)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, chatpage.ContentSecurityPolicy, resp.Header.Get("Content-Security-Policy"))
+
 	b := newChatBrowser(t, chromium)
 	b.run(chromedp.Navigate(e.api + chatpage.Path))
 
@@ -133,7 +142,7 @@ func TestChatPage(t *testing.T) {
 	require.Equal(t, chatAnswer, turn.Text, "the answer after a reload is the whole answer, once")
 	require.Equal(t, 1, turn.Turns)
 	var resumed int64
-	_, err := fmt.Sscanf(turn.Resumed, "resumed after event %d", &resumed)
+	_, err = fmt.Sscanf(turn.Resumed, "resumed after event %d", &resumed)
 	require.NoError(t, err, "the page says where it resumed: %q", turn.Resumed)
 	require.GreaterOrEqual(t, resumed, before, "the page resumed before the events it had shown")
 	require.Greater(t, turn.Last, resumed, "no event came after the reload: it was not mid-answer")
