@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/chatpage"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/egress"
@@ -296,6 +298,24 @@ func (l *local) grpcAddr() string {
 	return l.srv.GRPCAddr()
 }
 
+// chatURL is the link of the chat page the gateway serves on its HTTP
+// API; a listener on every interface is linked on the loopback one.
+func (l *local) chatURL() string {
+	addr := ""
+	if l.top != nil {
+		addr = l.top.Gateways[0].HTTPAPIAddr
+	} else {
+		addr = l.srv.HTTPAPIAddr()
+	}
+	if addr == "" {
+		return "off (AGENTFLOW_HTTP_API_ADDR=off)"
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || net.ParseIP(host).IsUnspecified()) {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	return "http://" + addr + chatpage.Path
+}
+
 // flightsAddr is where the sample catalog's data agent finds the flights
 // API (its egress allowlist names it).
 const flightsAddr = "127.0.0.1:8089"
@@ -399,6 +419,7 @@ agentflow is running.
   Postgres:  %s
   Model:     %s
   gRPC API:  %s (%s)
+  Chat page: %s (the same tokens)
   Flights:   %s (the sample API of the data agent)
 
 Try:
@@ -411,7 +432,7 @@ Try:
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.modelName(),
-		l.grpcAddr(), l.tokenNote(), l.flightsURL(),
+		l.grpcAddr(), l.tokenNote(), l.chatURL(), l.flightsURL(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
 }
 

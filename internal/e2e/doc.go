@@ -13,7 +13,8 @@
 //     job twice, bad input, every way a model call fails, tools as local
 //     activities or activities, token budgets;
 //   - streaming: the gRPC Stream and Resume, a retried attempt voided, a
-//     slow client, a worker killed mid-stream;
+//     slow client, a worker killed mid-stream; the gateway's chat page in
+//     headless Chromium;
 //   - approvals and people: approve and timeout with the temporal CLI, the
 //     caller taken from the credential, approval across a worker kill;
 //   - conversations: a thousand turns across continue-as-new, messages

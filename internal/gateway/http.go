@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/agentflow/agentflow/internal/chatpage"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -109,6 +110,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	}
 	root := http.NewServeMux()
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
+	chatpage.Register(root)
 	openAI{s: s}.register(root)
 	a.registerSSE(root)
 	a.registerSocket(root)

@@ -1,0 +1,94 @@
+// Package chatpage is the chat page the gateway serves beside its HTTP
+// API, at /chat: a plain HTML document, one script and one style sheet,
+// embedded in the binary, with no build step and nothing fetched from
+// elsewhere. The page is a client of the HTTP API like any other: it
+// lists the tenant's agents (GET /v1/agents), sends a session's messages
+// and reads the turns' events as Server-Sent Events (POST
+// /v1/conversations/{session}/messages:stream, GET
+// /v1/turn/{tenant}/{job}/events:stream), decides waiting calls (POST
+// /v1/{stream_id}/approvals/{call_id}) and cancels turns (POST
+// /v1/{stream_id}/cancel), with the bearer token a person types in.
+//
+// The token stays in the tab (sessionStorage) and travels only in the
+// Authorization header: the page reads event streams with fetch rather
+// than EventSource, which cannot set headers and would need the token in
+// the URL. The tab also keeps the session's transcript as the events
+// built it and, for the turn being answered, the index of the last event
+// applied, saved together: a reload shows the transcript and follows the
+// turn after that index (Last-Event-ID), so the answer goes on where it
+// was, with nothing shown twice.
+//
+// The page's answers carry a Content Security Policy that allows scripts,
+// styles and connections of the page's own origin only, no frames and no
+// forms: text from models and tools is only ever set as text, and the
+// policy is the second line should that ever change.
+package chatpage
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Path is where the page is served; its script and style sheet are
+// below it.
+const Path = "/chat"
+
+// ContentSecurityPolicy is the policy of the page and its files.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+	"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+//go:embed static
+var static embed.FS
+
+// file is one of the page's files, as served.
+type file struct {
+	name, contentType, etag string
+	body                    []byte
+}
+
+// files are the page (at Path) and what it loads (at Path/<name>).
+var files = map[string]file{
+	"":         mustRead("index.html", "text/html; charset=utf-8"),
+	"chat.js":  mustRead("chat.js", "text/javascript; charset=utf-8"),
+	"chat.css": mustRead("chat.css", "text/css; charset=utf-8"),
+}
+
+// mustRead reads an embedded file; one missing is a build mistake that
+// the package's test catches.
+func mustRead(name, contentType string) file {
+	body, err := static.ReadFile("static/" + name)
+	if err != nil {
+		panic(fmt.Sprintf("chatpage: embedded %s: %v", name, err))
+	}
+	sum := sha256.Sum256(body)
+	return file{name: name, contentType: contentType, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, body: body}
+}
+
+// Register serves the page on mux: GET Path and GET Path/<file>.
+func Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+Path, serve)
+	mux.HandleFunc("GET "+Path+"/{file}", serve)
+}
+
+func serve(w http.ResponseWriter, r *http.Request) {
+	f, ok := files[r.PathValue("file")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", f.contentType)
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	// Revalidated on each load, so that a new gateway's page is the one
+	// used; the file never changes while the process runs.
+	h.Set("Cache-Control", "no-cache")
+	h.Set("ETag", f.etag)
+	http.ServeContent(w, r, f.name, time.Time{}, bytes.NewReader(f.body))
+}

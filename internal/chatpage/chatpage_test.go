@@ -1,0 +1,78 @@
+package chatpage
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestServe(t *testing.T) {
+	mux := http.NewServeMux()
+	Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	get := func(path string, header map[string]string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(body)
+	}
+
+	for _, tc := range []struct {
+		path, contentType, holds string
+	}{
+		{Path, "text/html; charset=utf-8", "<title>agentflow chat</title>"},
+		{Path + "/chat.js", "text/javascript; charset=utf-8", `"use strict";`},
+		{Path + "/chat.css", "text/css; charset=utf-8", ".turn {"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			resp, body := get(tc.path, nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			require.Equal(t, tc.contentType, resp.Header.Get("Content-Type"))
+			require.Equal(t, ContentSecurityPolicy, resp.Header.Get("Content-Security-Policy"))
+			require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+			require.Contains(t, body, tc.holds)
+
+			// Revalidation: the same file is not sent again.
+			etag := resp.Header.Get("ETag")
+			require.NotEmpty(t, etag)
+			again, body := get(tc.path, map[string]string{"If-None-Match": etag})
+			require.Equal(t, http.StatusNotModified, again.StatusCode)
+			require.Empty(t, body)
+		})
+	}
+
+	// The page loads only its own files, each of which is served.
+	_, page := get(Path, nil)
+	refs := regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(page, -1)
+	require.Len(t, refs, 2, "the page loads its script and its style sheet")
+	for _, ref := range refs {
+		require.True(t, strings.HasPrefix(ref[1], Path+"/"), "the page loads %s, not a file of its own", ref[1])
+		resp, _ := get(ref[1], nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, ref[1])
+	}
+
+	for _, path := range []string{Path + "/index.html", Path + "/nope.js", Path + "/static"} {
+		resp, _ := get(path, nil)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+	}
+	// Only GET (and HEAD) reach the page.
+	resp, err := http.Post(srv.URL+Path, "text/plain", strings.NewReader("x"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
