@@ -1,0 +1,355 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/sse"
+	"github.com/agentflow/agentflow/internal/testserver"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// uiChunk is a chunk of the AI SDK's UI message stream, as a client
+// reads it.
+type uiChunk struct {
+	Type            string          `json:"type"`
+	ID              string          `json:"id"`
+	Delta           string          `json:"delta"`
+	MessageID       string          `json:"messageId"`
+	ToolCallID      string          `json:"toolCallId"`
+	ToolName        string          `json:"toolName"`
+	InputTextDelta  string          `json:"inputTextDelta"`
+	Input           json.RawMessage `json:"input"`
+	Output          json.RawMessage `json:"output"`
+	ErrorText       string          `json:"errorText"`
+	ApprovalID      string          `json:"approvalId"`
+	FinishReason    string          `json:"finishReason"`
+	MessageMetadata struct {
+		Usage agent.Usage `json:"usage"`
+	} `json:"messageMetadata"`
+}
+
+// uiMessage is a UIMessage as the test sends it.
+type uiMessage struct {
+	ID    string           `json:"id"`
+	Role  string           `json:"role"`
+	Parts []map[string]any `json:"parts"`
+}
+
+func userMessage(text string) uiMessage {
+	return uiMessage{ID: "u-" + testserver.RandomID(), Role: "user", Parts: []map[string]any{{"type": "text", "text": text}}}
+}
+
+// uiBody is a chat request's body, as the SDK's transport sends it.
+func uiBody(t *testing.T, chat, agentID string, msgs ...uiMessage) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"id": chat, "agent": agentID, "trigger": "submit-message", "messages": msgs})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// uiStream sends a chat request (or, with no body, resumes) that must
+// answer 200 with a UI message stream, and reads it to its [DONE].
+func (e *httpEnv) uiStream(method, path, token, body string) (chunks []uiChunk, header http.Header) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp := e.sseCall(ctx, method, path, token, body, nil)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	require.Equal(e.t, "text/event-stream", resp.Header.Get("Content-Type"))
+	require.Equal(e.t, "v1", resp.Header.Get("x-vercel-ai-ui-message-stream"))
+	rd := sse.NewReader(resp.Body)
+	done := false
+	for {
+		m, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			require.True(e.t, done, "the stream ends with [DONE]")
+			return chunks, resp.Header
+		}
+		require.NoError(e.t, err)
+		require.False(e.t, done, "nothing after [DONE]")
+		require.Equal(e.t, "message", m.Type, "data events only")
+		if m.Data == "[DONE]" {
+			done = true
+			continue
+		}
+		var c uiChunk
+		require.NoError(e.t, json.Unmarshal([]byte(m.Data), &c), "%s", m.Data)
+		require.NotEqual(e.t, "error", c.Type, "%s", m.Data)
+		chunks = append(chunks, c)
+	}
+}
+
+// folded is chunks' types, a run of deltas of one part as one.
+func foldedTypes(chunks []uiChunk) []string {
+	var out []string
+	for i, c := range chunks {
+		if i > 0 && strings.HasSuffix(c.Type, "-delta") && chunks[i-1].Type == c.Type {
+			continue
+		}
+		out = append(out, c.Type)
+	}
+	return out
+}
+
+// grpcTurn is the whole log of a turn as gRPC Resume gives it.
+func (e *httpEnv) grpcTurn(streamID string) []agent.Event {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), 2*time.Minute)
+	defer cancel()
+	stream, err := pb.NewAgentServiceClient(e.Conn).Resume(ctx, &pb.ResumeRequest{StreamId: streamID})
+	require.NoError(e.t, err)
+	return fromPB(readAll(e.t, stream))
+}
+
+// requireMapped: the chunks are the UI message stream of the events, by
+// the table of docs/events.md: each step's start and finish, the text,
+// each call's streamed input, its input and its output, the usage.
+func requireMapped(t *testing.T, events []agent.Event, chunks []uiChunk) {
+	t.Helper()
+	count := func(kind agent.EventKind) int {
+		n := 0
+		for _, ev := range events {
+			if ev.Kind == kind && ev.Child == nil {
+				n++
+			}
+		}
+		return n
+	}
+	types := map[string]int{}
+	var text strings.Builder
+	inputs := map[string]string{}
+	for _, c := range chunks {
+		types[c.Type]++
+		switch c.Type {
+		case "text-delta":
+			text.WriteString(c.Delta)
+		case "tool-input-delta":
+			inputs[c.ToolCallID] += c.InputTextDelta
+		}
+	}
+	require.Equal(t, count(agent.EventStepStart), types["start-step"])
+	require.Equal(t, count(agent.EventStepFinish), types["finish-step"])
+	require.Equal(t, agent.ReplayText(events), text.String())
+	require.Equal(t, count(agent.EventToolStart), types["tool-input-available"])
+	require.Equal(t, count(agent.EventToolEnd), types["tool-output-available"])
+	args := map[string]string{}
+	for _, ev := range agent.Unvoided(events) {
+		switch ev.Kind {
+		case agent.EventToolArgsDelta:
+			args[ev.Tool.CallID] += ev.Tool.ArgsDelta
+		case agent.EventToolStart:
+			require.True(t, hasChunk(chunks, func(c uiChunk) bool {
+				return c.Type == "tool-input-available" && c.ToolCallID == ev.Tool.CallID && c.ToolName == ev.Tool.Name && string(c.Input) == string(ev.Tool.Args)
+			}), "the input of %s", ev.Tool.CallID)
+		case agent.EventToolEnd:
+			out, _ := json.Marshal(ev.Tool.Output)
+			require.True(t, hasChunk(chunks, func(c uiChunk) bool {
+				return c.Type == "tool-output-available" && c.ToolCallID == ev.Tool.CallID && string(c.Output) == string(out)
+			}), "the output of %s", ev.Tool.CallID)
+		}
+	}
+	require.Equal(t, args, inputs, "each call's streamed input")
+	last := chunks[len(chunks)-1]
+	require.Equal(t, "finish", last.Type)
+	require.Equal(t, logUsage(events), last.MessageMetadata.Usage)
+}
+
+func hasChunk(chunks []uiChunk, f func(uiChunk) bool) bool {
+	for _, c := range chunks {
+		if f(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAISDKChat: a useChat request streams a one-tool turn as the UI
+// message stream, chunk for event as gRPC Resume gives the same turn; the
+// chat's second message continues its conversation.
+func TestAISDKChat(t *testing.T) {
+	e := newHTTPEnv(t)
+	chat := "chat-" + testserver.RandomID()
+	first := userMessage("What is 12.5 * 4?")
+	chunks, header := e.uiStream("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "assistant", first))
+	streamID := contract.TurnWorkflowID("demo", chat+"-1")
+	require.Equal(t, streamID, header.Get("X-Agentflow-Stream-Id"))
+	require.Equal(t, uiChunk{Type: "start", MessageID: chat + "-1"}, chunks[0], "the message is named after its turn's job")
+	require.Equal(t, []string{"start",
+		"start-step", "tool-input-start", "tool-input-delta", "tool-input-available", "tool-output-available", "finish-step",
+		"start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"}, foldedTypes(chunks))
+	events := e.grpcTurn(streamID)
+	requireMapped(t, events, chunks)
+	require.Equal(t, "stop", chunks[len(chunks)-1].FinishReason)
+
+	// The client sends the chat's messages again, with the answer and the
+	// next question: the Conversation holds the history, the last message
+	// is what it answers.
+	answer := uiMessage{ID: chat + "-1", Role: "assistant", Parts: []map[string]any{{"type": "text", "text": "The result is 50."}}}
+	chunks, _ = e.uiStream("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "assistant", first, answer, userMessage("What is 6 * 7?")))
+	require.Equal(t, chat+"-2", chunks[0].MessageID)
+	requireMapped(t, e.grpcTurn(contract.TurnWorkflowID("demo", chat+"-2")), chunks)
+	v, err := e.Client().QueryWorkflow(context.Background(), contract.ConversationWorkflowID("demo", chat), "", contract.QueryTranscript)
+	require.NoError(t, err)
+	var tr agent.Transcript
+	require.NoError(t, v.Get(&tr))
+	require.Equal(t, 2, tr.Turns)
+	require.Equal(t, "What is 12.5 * 4?", tr.Window[0].Prompt)
+	require.Equal(t, "The result is 42.", tr.Window[1].Output)
+
+	// Nothing runs now: a reconnecting client has nothing to resume.
+	require.Eventually(t, func() bool {
+		code, _ := e.rawCall("GET", "/v1/ui/chat/"+chat+"/stream", e.user)
+		return code == http.StatusNoContent
+	}, time.Minute, 50*time.Millisecond)
+}
+
+// rawCall sends a request without a body and returns its status and body.
+func (e *httpEnv) rawCall(method, path, token string) (int, []byte) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp := e.sseCall(ctx, method, path, token, "", nil)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return resp.StatusCode, data
+}
+
+// approvalAnswer is the assistant message as the client holds it once
+// its user has answered the approval request (addToolApprovalResponse).
+func approvalAnswer(id, tool, callID string, approved bool) uiMessage {
+	return uiMessage{ID: id, Role: "assistant", Parts: []map[string]any{
+		{"type": "step-start"},
+		{"type": "tool-" + tool, "toolCallId": callID, "state": "approval-responded", "input": map[string]any{"expression": "6 * 7"},
+			"approval": map[string]any{"id": callID, "approved": approved, "reason": "checked"}},
+	}}
+}
+
+// TestAISDKApproval: a call waiting for approval ends the message with
+// the SDK's approval request; resuming the chat gives the same message;
+// a user's token cannot answer it, another tenant cannot find it, and
+// the chat takes no new message meanwhile; the approver's answer, as the
+// SDK sends it, decides the call through Approve and the same message
+// goes on to its end.
+func TestAISDKApproval(t *testing.T) {
+	e := newHTTPEnv(t)
+	chat := "careful-" + testserver.RandomID()
+	question := userMessage("Carefully, what is 6 * 7?")
+	chunks, _ := e.uiStream("POST", "/v1/ui/chat", e.all, uiBody(t, chat, "careful", question))
+	job := chat + "-1"
+	require.Equal(t, job, chunks[0].MessageID)
+	last := chunks[len(chunks)-1]
+	require.Equal(t, "finish", last.Type)
+	require.Equal(t, "tool-calls", last.FinishReason)
+	request := chunks[len(chunks)-2]
+	require.Equal(t, "tool-approval-request", request.Type)
+	require.Equal(t, request.ToolCallID, request.ApprovalID, "the approval is named after its call")
+	streamID := contract.TurnWorkflowID("demo", job)
+	pending := e.waitPending(streamID)
+	require.Equal(t, pending.GetCallId(), request.ToolCallID)
+	for _, c := range chunks {
+		if c.Type == "tool-input-available" {
+			require.Equal(t, "careful_calculator", c.ToolName)
+			require.JSONEq(t, `{"expression": "6 * 7"}`, string(c.Input))
+		}
+	}
+
+	// A reconnecting client gets the same message.
+	resumed, _ := e.uiStream("GET", "/v1/ui/chat/"+chat+"/stream", e.user, "")
+	require.Equal(t, chunks, resumed)
+
+	answer := func(approved bool) string {
+		return uiBody(t, chat, "careful", question, approvalAnswer(job, "careful_calculator", request.ToolCallID, approved))
+	}
+	p := e.problem("POST", "/v1/ui/chat", e.user, answer(true), http.StatusForbidden)
+	require.Contains(t, p.Detail, "needs the role approver")
+	p = e.problem("POST", "/v1/ui/chat", e.rival, answer(true), http.StatusNotFound)
+	require.Equal(t, agent.ErrTypeNotFound, p.Title)
+	p = e.problem("POST", "/v1/ui/chat", e.all, uiBody(t, chat, "careful", question, userMessage("And 1 + 1?")), http.StatusConflict)
+	require.Contains(t, p.Detail, "still answering message \""+job+"\"")
+	p = e.problem("POST", "/v1/ui/chat", e.all, uiBody(t, chat, "careful", question,
+		approvalAnswer("other-1", "careful_calculator", request.ToolCallID, true)), http.StatusNotFound)
+	require.Contains(t, p.Detail, "is not an answer in chat")
+	require.Equal(t, pending.GetCallId(), e.waitPending(streamID).GetCallId(), "still waiting")
+
+	rest, _ := e.uiStream("POST", "/v1/ui/chat", e.all, answer(true))
+	require.Equal(t, uiChunk{Type: "start", MessageID: job}, rest[0], "the same message goes on")
+	require.Equal(t, []string{"start", "tool-output-available", "finish-step", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"},
+		foldedTypes(rest))
+	require.Equal(t, request.ToolCallID, rest[1].ToolCallID)
+	require.JSONEq(t, `"42"`, string(rest[1].Output))
+
+	events := e.grpcTurn(streamID)
+	whole := append(append([]uiChunk{}, chunks[:len(chunks)-1]...), rest[1:]...)
+	requireMapped(t, events, whole)
+	recs, err := e.Store().Approvals(context.Background(), "demo", job)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, "al", recs[0].Approver, "the token's name")
+	require.Equal(t, "checked", recs[0].Reason)
+
+	// Answered twice: the call was decided, and its turn has ended.
+	p = e.problem("POST", "/v1/ui/chat", e.all, answer(false), http.StatusConflict)
+	require.Contains(t, p.Detail, "has ended")
+}
+
+// TestAISDKRefusals: what the chat routes refuse is a problem with its
+// status, and nothing is started.
+func TestAISDKRefusals(t *testing.T) {
+	e := newHTTPEnv(t)
+	chat := "ref-" + testserver.RandomID()
+	hello := userMessage("Hello")
+	for _, tc := range []struct {
+		name, token, body string
+		status            int
+		detail            string
+	}{
+		{"no token", "", uiBody(t, chat, "assistant", hello), http.StatusUnauthorized, "bearer token"},
+		{"not JSON", e.user, `{"id": "` + chat + `", "messages": [`, http.StatusBadRequest, "not JSON"},
+		{"an unknown member", e.user, `{"id": "` + chat + `", "model": "assistant", "messages": []}`, http.StatusBadRequest, `unknown member "model"`},
+		{"no message", e.user, `{"id": "` + chat + `", "messages": []}`, http.StatusBadRequest, "messages is empty"},
+		{"the assistant's last", e.user, uiBody(t, chat, "assistant", hello, uiMessage{ID: "a", Role: "assistant", Parts: []map[string]any{}}), http.StatusBadRequest, "answers no tool approval"},
+		{"an unknown agent", e.user, uiBody(t, chat, "nobody", hello), http.StatusNotFound, "nobody"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := e.problem("POST", "/v1/ui/chat", tc.token, tc.body, tc.status)
+			require.Contains(t, strings.ToLower(p.Detail), strings.ToLower(tc.detail))
+		})
+	}
+	_, err := e.Client().DescribeWorkflowExecution(context.Background(), contract.ConversationWorkflowID("demo", chat), "")
+	require.Error(t, err, "no conversation was started")
+
+	// A chat keeps its agent.
+	e.uiStream("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "assistant", hello))
+	p := e.problem("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "careful", hello), http.StatusConflict)
+	require.Contains(t, p.Detail, `conversation with agent "assistant"`)
+
+	// The resume route: nothing running is 204, for a chat of another
+	// tenant too, which it cannot tell from none.
+	for _, tok := range []string{e.user, e.rival} {
+		code, body := e.rawCall("GET", "/v1/ui/chat/never-"+testserver.RandomID()+"/stream", tok)
+		require.Equal(t, http.StatusNoContent, code, "%s", body)
+	}
+	p = e.problem("GET", "/v1/ui/chat/"+chat+"/stream?after_index=3", e.user, "", http.StatusBadRequest)
+	require.Contains(t, p.Detail, `unknown query parameter "after_index"`)
+	e.problem("GET", "/v1/ui/chat/"+chat+"/stream", "", "", http.StatusUnauthorized)
+	p = e.problem("PUT", "/v1/ui/chat", e.user, "", http.StatusMethodNotAllowed)
+	require.Contains(t, p.Detail, fmt.Sprintf("%s does not take PUT", "/v1/ui/chat"))
+	require.NotContains(t, string(e.log.Bytes()), e.user, "no token in the log")
+}
