@@ -1,12 +1,18 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -352,4 +358,125 @@ func TestAISDKRefusals(t *testing.T) {
 	p = e.problem("PUT", "/v1/ui/chat", e.user, "", http.StatusMethodNotAllowed)
 	require.Contains(t, p.Detail, fmt.Sprintf("%s does not take PUT", "/v1/ui/chat"))
 	require.NotContains(t, string(e.log.Bytes()), e.user, "no token in the log")
+}
+
+// TestAISDKClient: the AI SDK's own client code — DefaultChatTransport,
+// which useChat uses, and readUIMessageStream — reads the chat endpoint's
+// streams into the messages a React app would show: a one-tool answer, a
+// chat's second answer, an approval requested and, answered as
+// addToolApprovalResponse answers it, the same message completed; and
+// finds nothing to resume. It needs Node.js (with npm) to run the SDK:
+// without it the test skips, except under CI.
+func TestAISDKClient(t *testing.T) {
+	dir := aisdkClient(t)
+	e := newHTTPEnv(t)
+	in, err := json.Marshal(map[string]string{"api": e.api + "/v1/ui/chat", "token": e.all,
+		"chat": "sdk-" + testserver.RandomID(), "approvalChat": "sdk-careful-" + testserver.RandomID()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "chat.mjs")
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", stderr.String())
+
+	type part struct {
+		Type       string          `json:"type"`
+		Text       string          `json:"text"`
+		State      string          `json:"state"`
+		ToolCallID string          `json:"toolCallId"`
+		Input      json.RawMessage `json:"input"`
+		Output     json.RawMessage `json:"output"`
+		Approval   *struct {
+			ID       string `json:"id"`
+			Approved *bool  `json:"approved"`
+		} `json:"approval"`
+	}
+	type message struct {
+		ID       string `json:"id"`
+		Role     string `json:"role"`
+		Parts    []part `json:"parts"`
+		Metadata struct {
+			Usage agent.Usage `json:"usage"`
+		} `json:"metadata"`
+	}
+	var got struct {
+		First, Second, Asked, Decided message
+		Resumed                       *string
+	}
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	text := func(m message) string {
+		var s strings.Builder
+		for _, p := range m.Parts {
+			if p.Type == "text" {
+				s.WriteString(p.Text)
+			}
+		}
+		return s.String()
+	}
+	types := func(m message) []string {
+		var out []string
+		for _, p := range m.Parts {
+			out = append(out, p.Type+" "+p.State)
+		}
+		return out
+	}
+
+	require.Equal(t, "assistant", got.First.Role)
+	require.Equal(t, []string{"step-start ", "tool-calculator output-available", "step-start ", "text done"}, types(got.First))
+	require.JSONEq(t, `{"expression": "12.5 * 4"}`, string(got.First.Parts[1].Input))
+	require.JSONEq(t, `"50"`, string(got.First.Parts[1].Output))
+	require.Equal(t, "The result is 50.", text(got.First))
+	require.Positive(t, got.First.Metadata.Usage.TotalTokens)
+	require.NotEqual(t, got.First.ID, got.Second.ID)
+	require.Equal(t, "The result is 42.", text(got.Second))
+
+	require.Equal(t, []string{"step-start ", "tool-careful_calculator approval-requested"}, types(got.Asked))
+	call := got.Asked.Parts[1]
+	require.Equal(t, call.ToolCallID, call.Approval.ID)
+	require.Equal(t, got.Asked.ID, got.Decided.ID, "the same message, completed")
+	require.Equal(t, []string{"step-start ", "tool-careful_calculator output-available", "step-start ", "text done"}, types(got.Decided))
+	require.JSONEq(t, `"42"`, string(got.Decided.Parts[1].Output))
+	require.True(t, *got.Decided.Parts[1].Approval.Approved)
+	require.Equal(t, "The result is 42.", text(got.Decided))
+	require.Nil(t, got.Resumed, "nothing to resume: 204")
+}
+
+// aisdkClient is a directory with the AI SDK installed (testdata/aisdk's
+// package-lock.json, kept in the user's cache between runs) and chat.mjs.
+func aisdkClient(t *testing.T) string {
+	t.Helper()
+	_, nodeErr := exec.LookPath("node")
+	_, npmErr := exec.LookPath("npm")
+	if nodeErr != nil || npmErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node and npm are needed to check the AI SDK stream with the SDK's own client; install Node.js 18 or later")
+		}
+		t.Skip("node and npm are not installed: the AI SDK's client cannot be run (install Node.js 18 or later to run this test)")
+	}
+	lock, err := os.ReadFile(filepath.Join("testdata", "aisdk", "package-lock.json"))
+	require.NoError(t, err)
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
+	sum := sha256.Sum256(lock)
+	dir := filepath.Join(cache, "agentflow", "aisdk-"+hex.EncodeToString(sum[:6]))
+	for _, f := range []string{"package.json", "package-lock.json", "chat.mjs"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "aisdk", f))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), data, 0o644))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json")); err == nil {
+		return dir
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "npm ci (the AI SDK, from the npm registry): %s", out)
+	return dir
 }
