@@ -173,7 +173,10 @@ func requireMapped(t *testing.T, events []agent.Event, chunks []uiChunk) {
 	require.Equal(t, args, inputs, "each call's streamed input")
 	last := chunks[len(chunks)-1]
 	require.Equal(t, "finish", last.Type)
-	require.Equal(t, logUsage(events), last.MessageMetadata.Usage)
+	// gRPC's usage event has the three counts (step_finish has them all).
+	want, got := logUsage(events), last.MessageMetadata.Usage
+	require.Equal(t, [3]int{want.PromptTokens, want.CompletionTokens, want.TotalTokens}, [3]int{got.PromptTokens, got.CompletionTokens, got.TotalTokens},
+		"the turn's usage, summed")
 }
 
 func hasChunk(chunks []uiChunk, f func(uiChunk) bool) bool {
@@ -479,4 +482,43 @@ func aisdkClient(t *testing.T) string {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "npm ci (the AI SDK, from the npm registry): %s", out)
 	return dir
+}
+
+// TestAISDKRetried: a model call cut part-way and retried streams its
+// reply to a chat once — one text part, one reasoning part, none of the
+// voided attempt — though the log holds both attempts.
+func TestAISDKRetried(t *testing.T) {
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = `
+pacing: {chunk_words: 1, delay_ms: 5}
+rules:
+  - name: cut
+    when: {user: '^cut a story$'}
+    fault: {cut_after_chunks: 25, times: 1}
+    reply: {reasoning: 'The user wants the story told exactly once.', text: '` + storyText + `'}
+`
+	})
+	chat := "retry-" + testserver.RandomID()
+	chunks, _ := e.uiStream("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "assistant", userMessage("cut a story")))
+	require.Equal(t, 2, e.Model.Served("cut"), "cut once, then answered")
+	require.Equal(t, []string{"start", "start-step", "reasoning-start", "reasoning-delta", "reasoning-end", "text-start", "text-delta", "text-end", "finish-step", "finish"},
+		foldedTypes(chunks))
+	var text, reasoning strings.Builder
+	for _, c := range chunks {
+		switch c.Type {
+		case "text-delta":
+			text.WriteString(c.Delta)
+		case "reasoning-delta":
+			reasoning.WriteString(c.Delta)
+		}
+	}
+	require.Equal(t, storyText, text.String())
+	events := e.grpcTurn(contract.TurnWorkflowID("demo", chat+"-1"))
+	require.Equal(t, agent.ReplayReasoning(events), reasoning.String())
+	voided := false
+	for _, ev := range events {
+		voided = voided || ev.Kind == agent.EventStatus && ev.Status == agent.StreamRetrying && ev.VoidFrom > 0
+	}
+	require.True(t, voided, "the cut attempt streamed what the retry voided")
+	requireMapped(t, events, chunks)
 }

@@ -44,9 +44,9 @@ func evCall(kind agent.EventKind, status, output string) agent.Event {
 	return e
 }
 
-// TestUIMapper: the chunks of the UI message stream a turn's log maps to
+// TestUIMessageMapper: the chunks of the UI message stream a turn's log maps to
 // (docs/events.md, "Mapping to other protocols").
-func TestUIMapper(t *testing.T) {
+func TestUIMessageMapper(t *testing.T) {
 	step := func(kind agent.EventKind, n int, finish string) agent.Event {
 		return agent.Event{Kind: kind, Step: n, FinishReason: finish}
 	}
@@ -160,10 +160,10 @@ func TestUIMapper(t *testing.T) {
 	}
 }
 
-// TestUIMapperPause: calls waiting for approval end the message with
+// TestUIMessagePause: calls waiting for approval end the message with
 // the tool-calls finish; the same log maps to the same part ids when read
 // again.
-func TestUIMapperPause(t *testing.T) {
+func TestUIMessagePause(t *testing.T) {
 	events := replyLog(evToken(1, 1, "Checking."), evUsage(1, 1, 1), evCall(agent.EventApprovalRequired, "", ""), evStatus(agent.StreamWaitingApproval))
 	m := newUIMapper()
 	var got []uiChunk
@@ -177,8 +177,8 @@ func TestUIMapperPause(t *testing.T) {
 	require.Equal(t, lines[:len(lines)-1], chunkLines(t, mapAll(events)))
 }
 
-// TestDecodeUIChat: what a chat request asks for, or what is wrong with it.
-func TestDecodeUIChat(t *testing.T) {
+// TestUIMessageChatDecode: what a chat request asks for, or what is wrong with it.
+func TestUIMessageChatDecode(t *testing.T) {
 	user := `{"id":"m1","role":"user","parts":[{"type":"text","text":"What is 2+2?"}]}`
 	answer := func(state, approval string) string {
 		return `{"id":"c1-1","role":"assistant","metadata":{"usage":{}},"parts":[{"type":"step-start"},{"type":"text","text":"Let me check.","state":"done"},` +
@@ -243,10 +243,10 @@ func TestDecodeUIChat(t *testing.T) {
 	}
 }
 
-// FuzzUIChatRequest: any body is a chat request that asks for a message
+// FuzzUIMessageChat: any body is a chat request that asks for a message
 // the turn takes or for decisions of calls, or a CodeInvalid error that
 // says what is wrong; never a panic.
-func FuzzUIChatRequest(f *testing.F) {
+func FuzzUIMessageChat(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"c1","agent":"assistant","trigger":"submit-message","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"hi"}]}]}`,
 		`{"id":"c1","messageId":"c1-1","messages":[{"id":"c1-1","role":"assistant","metadata":{},"parts":[{"type":"step-start"},{"type":"reasoning","text":"r"},` +
