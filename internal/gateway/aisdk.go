@@ -100,7 +100,7 @@ func (a *HTTPAPI) uiSend(w http.ResponseWriter, r *http.Request, req uiChatReque
 	if err == nil {
 		running, err = a.chatTurn(ctx, req.ChatID)
 	}
-	if err == nil && running != "" {
+	if err == nil && running != "" && !a.turnEnded(ctx, running) {
 		err = agent.Errorf(agent.CodeConflict, "chat %q is still answering message %q: resume it (GET %s/%s/stream) or answer its approval requests before sending the next message",
 			req.ChatID, jobOf(running), uiChatPath, req.ChatID)
 	}
@@ -212,6 +212,22 @@ func (a *HTTPAPI) chatTurn(ctx context.Context, chatID string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// turnEnded: the turn has logged its final status. Its Conversation
+// records the turn's end a moment later; a message sent meanwhile waits
+// that moment, not for an answer.
+func (a *HTTPAPI) turnEnded(ctx context.Context, streamID string) bool {
+	v, err := a.svc.client.QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
+	var st agent.TurnStatus
+	if err != nil || v.Get(&st) != nil {
+		return false
+	}
+	switch st.Status {
+	case agent.StreamCompleted, agent.StreamFailed, agent.StreamCanceled:
+		return true
+	}
+	return false
 }
 
 // jobOf is the job id of a turn's stream id (turn/<tenant>/<job>).
