@@ -114,6 +114,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	openAI{s: s}.register(root)
 	a.registerSSE(root)
 	a.registerSocket(root)
+	a.registerAISDK(root)
 	root.Handle("/", a.limitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil

@@ -1,0 +1,524 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/sse"
+	"github.com/agentflow/agentflow/internal/testserver"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// uiChunk is a chunk of the AI SDK's UI message stream, as a client
+// reads it.
+type uiChunk struct {
+	Type            string          `json:"type"`
+	ID              string          `json:"id"`
+	Delta           string          `json:"delta"`
+	MessageID       string          `json:"messageId"`
+	ToolCallID      string          `json:"toolCallId"`
+	ToolName        string          `json:"toolName"`
+	InputTextDelta  string          `json:"inputTextDelta"`
+	Input           json.RawMessage `json:"input"`
+	Output          json.RawMessage `json:"output"`
+	ErrorText       string          `json:"errorText"`
+	ApprovalID      string          `json:"approvalId"`
+	FinishReason    string          `json:"finishReason"`
+	MessageMetadata struct {
+		Usage agent.Usage `json:"usage"`
+	} `json:"messageMetadata"`
+}
+
+// uiMessage is a UIMessage as the test sends it.
+type uiMessage struct {
+	ID    string           `json:"id"`
+	Role  string           `json:"role"`
+	Parts []map[string]any `json:"parts"`
+}
+
+func userMessage(text string) uiMessage {
+	return uiMessage{ID: "u-" + testserver.RandomID(), Role: "user", Parts: []map[string]any{{"type": "text", "text": text}}}
+}
+
+// uiBody is a chat request's body, as the SDK's transport sends it.
+func uiBody(t *testing.T, chat, agentID string, msgs ...uiMessage) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"id": chat, "agent": agentID, "trigger": "submit-message", "messages": msgs})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// uiStream sends a chat request (or, with no body, resumes) that must
+// answer 200 with a UI message stream, and reads it to its [DONE].
+func (e *httpEnv) uiStream(method, path, token, body string) (chunks []uiChunk, header http.Header) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp := e.sseCall(ctx, method, path, token, body, nil)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	require.Equal(e.t, "text/event-stream", resp.Header.Get("Content-Type"))
+	require.Equal(e.t, "v1", resp.Header.Get("x-vercel-ai-ui-message-stream"))
+	rd := sse.NewReader(resp.Body)
+	done := false
+	for {
+		m, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			require.True(e.t, done, "the stream ends with [DONE]")
+			return chunks, resp.Header
+		}
+		require.NoError(e.t, err)
+		require.False(e.t, done, "nothing after [DONE]")
+		require.Equal(e.t, "message", m.Type, "data events only")
+		if m.Data == "[DONE]" {
+			done = true
+			continue
+		}
+		var c uiChunk
+		require.NoError(e.t, json.Unmarshal([]byte(m.Data), &c), "%s", m.Data)
+		require.NotEqual(e.t, "error", c.Type, "%s", m.Data)
+		chunks = append(chunks, c)
+	}
+}
+
+// folded is chunks' types, a run of deltas of one part as one.
+func foldedTypes(chunks []uiChunk) []string {
+	var out []string
+	for i, c := range chunks {
+		if i > 0 && strings.HasSuffix(c.Type, "-delta") && chunks[i-1].Type == c.Type {
+			continue
+		}
+		out = append(out, c.Type)
+	}
+	return out
+}
+
+// grpcTurn is the whole log of a turn as gRPC Resume gives it.
+func (e *httpEnv) grpcTurn(streamID string) []agent.Event {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), 2*time.Minute)
+	defer cancel()
+	stream, err := pb.NewAgentServiceClient(e.Conn).Resume(ctx, &pb.ResumeRequest{StreamId: streamID})
+	require.NoError(e.t, err)
+	return fromPB(readAll(e.t, stream))
+}
+
+// requireMapped: the chunks are the UI message stream of the events, by
+// the table of docs/events.md: each step's start and finish, the text,
+// each call's streamed input, its input and its output, the usage.
+func requireMapped(t *testing.T, events []agent.Event, chunks []uiChunk) {
+	t.Helper()
+	count := func(kind agent.EventKind) int {
+		n := 0
+		for _, ev := range events {
+			if ev.Kind == kind && ev.Child == nil {
+				n++
+			}
+		}
+		return n
+	}
+	types := map[string]int{}
+	var text strings.Builder
+	inputs := map[string]string{}
+	for _, c := range chunks {
+		types[c.Type]++
+		switch c.Type {
+		case "text-delta":
+			text.WriteString(c.Delta)
+		case "tool-input-delta":
+			inputs[c.ToolCallID] += c.InputTextDelta
+		}
+	}
+	require.Equal(t, count(agent.EventStepStart), types["start-step"])
+	require.Equal(t, count(agent.EventStepFinish), types["finish-step"])
+	require.Equal(t, agent.ReplayText(events), text.String())
+	require.Equal(t, count(agent.EventToolStart), types["tool-input-available"])
+	require.Equal(t, count(agent.EventToolEnd), types["tool-output-available"])
+	args := map[string]string{}
+	for _, ev := range agent.Unvoided(events) {
+		switch ev.Kind {
+		case agent.EventToolArgsDelta:
+			args[ev.Tool.CallID] += ev.Tool.ArgsDelta
+		case agent.EventToolStart:
+			require.True(t, hasChunk(chunks, func(c uiChunk) bool {
+				return c.Type == "tool-input-available" && c.ToolCallID == ev.Tool.CallID && c.ToolName == ev.Tool.Name && string(c.Input) == string(ev.Tool.Args)
+			}), "the input of %s", ev.Tool.CallID)
+		case agent.EventToolEnd:
+			out, _ := json.Marshal(ev.Tool.Output)
+			require.True(t, hasChunk(chunks, func(c uiChunk) bool {
+				return c.Type == "tool-output-available" && c.ToolCallID == ev.Tool.CallID && string(c.Output) == string(out)
+			}), "the output of %s", ev.Tool.CallID)
+		}
+	}
+	require.Equal(t, args, inputs, "each call's streamed input")
+	last := chunks[len(chunks)-1]
+	require.Equal(t, "finish", last.Type)
+	// gRPC's usage event has the three counts (step_finish has them all).
+	want, got := logUsage(events), last.MessageMetadata.Usage
+	require.Equal(t, [3]int{want.PromptTokens, want.CompletionTokens, want.TotalTokens}, [3]int{got.PromptTokens, got.CompletionTokens, got.TotalTokens},
+		"the turn's usage, summed")
+}
+
+func hasChunk(chunks []uiChunk, f func(uiChunk) bool) bool {
+	for _, c := range chunks {
+		if f(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAISDKChat: a useChat request streams a one-tool turn as the UI
+// message stream, chunk for event as gRPC Resume gives the same turn; the
+// chat's second message continues its conversation.
+func TestAISDKChat(t *testing.T) {
+	e := newHTTPEnv(t)
+	chat := "chat-" + testserver.RandomID()
+	first := userMessage("What is 12.5 * 4?")
+	chunks, header := e.uiStream("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "assistant", first))
+	streamID := contract.TurnWorkflowID("demo", chat+"-1")
+	require.Equal(t, streamID, header.Get("X-Agentflow-Stream-Id"))
+	require.Equal(t, uiChunk{Type: "start", MessageID: chat + "-1"}, chunks[0], "the message is named after its turn's job")
+	require.Equal(t, []string{"start",
+		"start-step", "tool-input-start", "tool-input-delta", "tool-input-available", "tool-output-available", "finish-step",
+		"start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"}, foldedTypes(chunks))
+	events := e.grpcTurn(streamID)
+	requireMapped(t, events, chunks)
+	require.Equal(t, "stop", chunks[len(chunks)-1].FinishReason)
+
+	// The client sends the chat's messages again, with the answer and the
+	// next question: the Conversation holds the history, the last message
+	// is what it answers.
+	answer := uiMessage{ID: chat + "-1", Role: "assistant", Parts: []map[string]any{{"type": "text", "text": "The result is 50."}}}
+	chunks, _ = e.uiStream("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "assistant", first, answer, userMessage("What is 6 * 7?")))
+	require.Equal(t, chat+"-2", chunks[0].MessageID)
+	requireMapped(t, e.grpcTurn(contract.TurnWorkflowID("demo", chat+"-2")), chunks)
+	v, err := e.Client().QueryWorkflow(context.Background(), contract.ConversationWorkflowID("demo", chat), "", contract.QueryTranscript)
+	require.NoError(t, err)
+	var tr agent.Transcript
+	require.NoError(t, v.Get(&tr))
+	require.Equal(t, 2, tr.Turns)
+	require.Equal(t, "What is 12.5 * 4?", tr.Window[0].Prompt)
+	require.Equal(t, "The result is 42.", tr.Window[1].Output)
+
+	// Nothing runs now: a reconnecting client has nothing to resume.
+	require.Eventually(t, func() bool {
+		code, _ := e.rawCall("GET", "/v1/ui/chat/"+chat+"/stream", e.user)
+		return code == http.StatusNoContent
+	}, time.Minute, 50*time.Millisecond)
+}
+
+// rawCall sends a request without a body and returns its status and body.
+func (e *httpEnv) rawCall(method, path, token string) (int, []byte) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp := e.sseCall(ctx, method, path, token, "", nil)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return resp.StatusCode, data
+}
+
+// approvalAnswer is the assistant message as the client holds it once
+// its user has answered the approval request (addToolApprovalResponse).
+func approvalAnswer(id, tool, callID string, approved bool) uiMessage {
+	return uiMessage{ID: id, Role: "assistant", Parts: []map[string]any{
+		{"type": "step-start"},
+		{"type": "tool-" + tool, "toolCallId": callID, "state": "approval-responded", "input": map[string]any{"expression": "6 * 7"},
+			"approval": map[string]any{"id": callID, "approved": approved, "reason": "checked"}},
+	}}
+}
+
+// TestAISDKApproval: a call waiting for approval ends the message with
+// the SDK's approval request; resuming the chat gives the same message;
+// a user's token cannot answer it, another tenant cannot find it, and
+// the chat takes no new message meanwhile; the approver's answer, as the
+// SDK sends it, decides the call through Approve and the same message
+// goes on to its end.
+func TestAISDKApproval(t *testing.T) {
+	e := newHTTPEnv(t)
+	chat := "careful-" + testserver.RandomID()
+	question := userMessage("Carefully, what is 6 * 7?")
+	chunks, _ := e.uiStream("POST", "/v1/ui/chat", e.all, uiBody(t, chat, "careful", question))
+	job := chat + "-1"
+	require.Equal(t, job, chunks[0].MessageID)
+	last := chunks[len(chunks)-1]
+	require.Equal(t, "finish", last.Type)
+	require.Equal(t, "tool-calls", last.FinishReason)
+	request := chunks[len(chunks)-2]
+	require.Equal(t, "tool-approval-request", request.Type)
+	require.Equal(t, request.ToolCallID, request.ApprovalID, "the approval is named after its call")
+	streamID := contract.TurnWorkflowID("demo", job)
+	pending := e.waitPending(streamID)
+	require.Equal(t, pending.GetCallId(), request.ToolCallID)
+	for _, c := range chunks {
+		if c.Type == "tool-input-available" {
+			require.Equal(t, "careful_calculator", c.ToolName)
+			require.JSONEq(t, `{"expression": "6 * 7"}`, string(c.Input))
+		}
+	}
+
+	// A reconnecting client gets the same message.
+	resumed, _ := e.uiStream("GET", "/v1/ui/chat/"+chat+"/stream", e.user, "")
+	require.Equal(t, chunks, resumed)
+
+	answer := func(approved bool) string {
+		return uiBody(t, chat, "careful", question, approvalAnswer(job, "careful_calculator", request.ToolCallID, approved))
+	}
+	p := e.problem("POST", "/v1/ui/chat", e.user, answer(true), http.StatusForbidden)
+	require.Contains(t, p.Detail, "needs the role approver")
+	p = e.problem("POST", "/v1/ui/chat", e.rival, answer(true), http.StatusNotFound)
+	require.Equal(t, agent.ErrTypeNotFound, p.Title)
+	p = e.problem("POST", "/v1/ui/chat", e.all, uiBody(t, chat, "careful", question, userMessage("And 1 + 1?")), http.StatusConflict)
+	require.Contains(t, p.Detail, "still answering message \""+job+"\"")
+	p = e.problem("POST", "/v1/ui/chat", e.all, uiBody(t, chat, "careful", question,
+		approvalAnswer("other-1", "careful_calculator", request.ToolCallID, true)), http.StatusNotFound)
+	require.Contains(t, p.Detail, "is not an answer in chat")
+	require.Equal(t, pending.GetCallId(), e.waitPending(streamID).GetCallId(), "still waiting")
+
+	rest, _ := e.uiStream("POST", "/v1/ui/chat", e.all, answer(true))
+	require.Equal(t, uiChunk{Type: "start", MessageID: job}, rest[0], "the same message goes on")
+	require.Equal(t, []string{"start", "tool-output-available", "finish-step", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"},
+		foldedTypes(rest))
+	require.Equal(t, request.ToolCallID, rest[1].ToolCallID)
+	require.JSONEq(t, `"42"`, string(rest[1].Output))
+
+	events := e.grpcTurn(streamID)
+	whole := append(append([]uiChunk{}, chunks[:len(chunks)-1]...), rest[1:]...)
+	requireMapped(t, events, whole)
+	recs, err := e.Store().Approvals(context.Background(), "demo", job)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, "al", recs[0].Approver, "the token's name")
+	require.Equal(t, "checked", recs[0].Reason)
+
+	// Answered twice: the call was decided, and its turn has ended.
+	p = e.problem("POST", "/v1/ui/chat", e.all, answer(false), http.StatusConflict)
+	require.Contains(t, p.Detail, "has ended")
+}
+
+// TestAISDKRefusals: what the chat routes refuse is a problem with its
+// status, and nothing is started.
+func TestAISDKRefusals(t *testing.T) {
+	e := newHTTPEnv(t)
+	chat := "ref-" + testserver.RandomID()
+	hello := userMessage("Hello")
+	for _, tc := range []struct {
+		name, token, body string
+		status            int
+		detail            string
+	}{
+		{"no token", "", uiBody(t, chat, "assistant", hello), http.StatusUnauthorized, "bearer token"},
+		{"not JSON", e.user, `{"id": "` + chat + `", "messages": [`, http.StatusBadRequest, "not JSON"},
+		{"an unknown member", e.user, `{"id": "` + chat + `", "model": "assistant", "messages": []}`, http.StatusBadRequest, `unknown member "model"`},
+		{"no message", e.user, `{"id": "` + chat + `", "messages": []}`, http.StatusBadRequest, "messages is empty"},
+		{"the assistant's last", e.user, uiBody(t, chat, "assistant", hello, uiMessage{ID: "a", Role: "assistant", Parts: []map[string]any{}}), http.StatusBadRequest, "answers no tool approval"},
+		{"an unknown agent", e.user, uiBody(t, chat, "nobody", hello), http.StatusNotFound, "nobody"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := e.problem("POST", "/v1/ui/chat", tc.token, tc.body, tc.status)
+			require.Contains(t, strings.ToLower(p.Detail), strings.ToLower(tc.detail))
+		})
+	}
+	_, err := e.Client().DescribeWorkflowExecution(context.Background(), contract.ConversationWorkflowID("demo", chat), "")
+	require.Error(t, err, "no conversation was started")
+
+	// A chat keeps its agent.
+	e.uiStream("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "assistant", hello))
+	p := e.problem("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "careful", hello), http.StatusConflict)
+	require.Contains(t, p.Detail, `conversation with agent "assistant"`)
+
+	// The resume route: nothing running is 204, for a chat of another
+	// tenant too, which it cannot tell from none.
+	for _, tok := range []string{e.user, e.rival} {
+		code, body := e.rawCall("GET", "/v1/ui/chat/never-"+testserver.RandomID()+"/stream", tok)
+		require.Equal(t, http.StatusNoContent, code, "%s", body)
+	}
+	p = e.problem("GET", "/v1/ui/chat/"+chat+"/stream?after_index=3", e.user, "", http.StatusBadRequest)
+	require.Contains(t, p.Detail, `unknown query parameter "after_index"`)
+	e.problem("GET", "/v1/ui/chat/"+chat+"/stream", "", "", http.StatusUnauthorized)
+	p = e.problem("PUT", "/v1/ui/chat", e.user, "", http.StatusMethodNotAllowed)
+	require.Contains(t, p.Detail, fmt.Sprintf("%s does not take PUT", "/v1/ui/chat"))
+	require.NotContains(t, string(e.log.Bytes()), e.user, "no token in the log")
+}
+
+// TestAISDKClient: the AI SDK's own client code — DefaultChatTransport,
+// which useChat uses, and readUIMessageStream — reads the chat endpoint's
+// streams into the messages a React app would show: a one-tool answer, a
+// chat's second answer, an approval requested and, answered as
+// addToolApprovalResponse answers it, the same message completed; and
+// finds nothing to resume. It needs Node.js (with npm) to run the SDK:
+// without it the test skips, except under CI.
+func TestAISDKClient(t *testing.T) {
+	dir := aisdkClient(t)
+	e := newHTTPEnv(t)
+	in, err := json.Marshal(map[string]string{"api": e.api + "/v1/ui/chat", "token": e.all,
+		"chat": "sdk-" + testserver.RandomID(), "approvalChat": "sdk-careful-" + testserver.RandomID()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "chat.mjs")
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", stderr.String())
+
+	type part struct {
+		Type       string          `json:"type"`
+		Text       string          `json:"text"`
+		State      string          `json:"state"`
+		ToolCallID string          `json:"toolCallId"`
+		Input      json.RawMessage `json:"input"`
+		Output     json.RawMessage `json:"output"`
+		Approval   *struct {
+			ID       string `json:"id"`
+			Approved *bool  `json:"approved"`
+		} `json:"approval"`
+	}
+	type message struct {
+		ID       string `json:"id"`
+		Role     string `json:"role"`
+		Parts    []part `json:"parts"`
+		Metadata struct {
+			Usage agent.Usage `json:"usage"`
+		} `json:"metadata"`
+	}
+	var got struct {
+		First, Second, Asked, Decided message
+		Resumed                       *string
+	}
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	text := func(m message) string {
+		var s strings.Builder
+		for _, p := range m.Parts {
+			if p.Type == "text" {
+				s.WriteString(p.Text)
+			}
+		}
+		return s.String()
+	}
+	types := func(m message) []string {
+		var out []string
+		for _, p := range m.Parts {
+			out = append(out, p.Type+" "+p.State)
+		}
+		return out
+	}
+
+	require.Equal(t, "assistant", got.First.Role)
+	require.Equal(t, []string{"step-start ", "tool-calculator output-available", "step-start ", "text done"}, types(got.First))
+	require.JSONEq(t, `{"expression": "12.5 * 4"}`, string(got.First.Parts[1].Input))
+	require.JSONEq(t, `"50"`, string(got.First.Parts[1].Output))
+	require.Equal(t, "The result is 50.", text(got.First))
+	require.Positive(t, got.First.Metadata.Usage.TotalTokens)
+	require.NotEqual(t, got.First.ID, got.Second.ID)
+	require.Equal(t, "The result is 42.", text(got.Second))
+
+	require.Equal(t, []string{"step-start ", "tool-careful_calculator approval-requested"}, types(got.Asked))
+	call := got.Asked.Parts[1]
+	require.Equal(t, call.ToolCallID, call.Approval.ID)
+	require.Equal(t, got.Asked.ID, got.Decided.ID, "the same message, completed")
+	require.Equal(t, []string{"step-start ", "tool-careful_calculator output-available", "step-start ", "text done"}, types(got.Decided))
+	require.JSONEq(t, `"42"`, string(got.Decided.Parts[1].Output))
+	require.True(t, *got.Decided.Parts[1].Approval.Approved)
+	require.Equal(t, "The result is 42.", text(got.Decided))
+	require.Nil(t, got.Resumed, "nothing to resume: 204")
+}
+
+// aisdkClient is a directory with the AI SDK installed (testdata/aisdk's
+// package-lock.json, kept in the user's cache between runs) and chat.mjs.
+func aisdkClient(t *testing.T) string {
+	t.Helper()
+	_, nodeErr := exec.LookPath("node")
+	_, npmErr := exec.LookPath("npm")
+	if nodeErr != nil || npmErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node and npm are needed to check the AI SDK stream with the SDK's own client; install Node.js 18 or later")
+		}
+		t.Skip("node and npm are not installed: the AI SDK's client cannot be run (install Node.js 18 or later to run this test)")
+	}
+	lock, err := os.ReadFile(filepath.Join("testdata", "aisdk", "package-lock.json"))
+	require.NoError(t, err)
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
+	sum := sha256.Sum256(lock)
+	dir := filepath.Join(cache, "agentflow", "aisdk-"+hex.EncodeToString(sum[:6]))
+	for _, f := range []string{"package.json", "package-lock.json", "chat.mjs"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "aisdk", f))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), data, 0o644))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json")); err == nil {
+		return dir
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "npm ci (the AI SDK, from the npm registry): %s", out)
+	return dir
+}
+
+// TestAISDKRetried: a model call cut part-way and retried streams its
+// reply to a chat once — one text part, one reasoning part, none of the
+// voided attempt — though the log holds both attempts.
+func TestAISDKRetried(t *testing.T) {
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = `
+pacing: {chunk_words: 1, delay_ms: 5}
+rules:
+  - name: cut
+    when: {user: '^cut a story$'}
+    fault: {cut_after_chunks: 25, times: 1}
+    reply: {reasoning: 'The user wants the story told exactly once.', text: '` + storyText + `'}
+`
+	})
+	chat := "retry-" + testserver.RandomID()
+	chunks, _ := e.uiStream("POST", "/v1/ui/chat", e.user, uiBody(t, chat, "assistant", userMessage("cut a story")))
+	require.Equal(t, 2, e.Model.Served("cut"), "cut once, then answered")
+	require.Equal(t, []string{"start", "start-step", "reasoning-start", "reasoning-delta", "reasoning-end", "text-start", "text-delta", "text-end", "finish-step", "finish"},
+		foldedTypes(chunks))
+	var text, reasoning strings.Builder
+	for _, c := range chunks {
+		switch c.Type {
+		case "text-delta":
+			text.WriteString(c.Delta)
+		case "reasoning-delta":
+			reasoning.WriteString(c.Delta)
+		}
+	}
+	require.Equal(t, storyText, text.String())
+	events := e.grpcTurn(contract.TurnWorkflowID("demo", chat+"-1"))
+	require.Equal(t, agent.ReplayReasoning(events), reasoning.String())
+	voided := false
+	for _, ev := range events {
+		voided = voided || ev.Kind == agent.EventStatus && ev.Status == agent.StreamRetrying && ev.VoidFrom > 0
+	}
+	require.True(t, voided, "the cut attempt streamed what the retry voided")
+	requireMapped(t, events, chunks)
+}

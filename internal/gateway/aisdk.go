@@ -1,0 +1,496 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/sse"
+	"github.com/agentflow/agentflow/internal/turnclient"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// The Vercel AI SDK's chat endpoint: a React app's useChat, with the
+// SDK's default transport pointed here, drives a durable agent. A chat is
+// a session: its id names the Conversation that answers its messages, so
+// the chat's next message continues it. The request is the transport's
+// (aisdk_request.go); the answer is the SDK's UI message stream
+// (aisdk_map.go): Server-Sent Events whose data are the chunks of one
+// assistant message, whose id is its turn's job id, ending with [DONE].
+//
+// The path is the SDK's UI protocol's, beside OpenAI's
+// /v1/chat/completions: /v1/ui/chat. The transport derives its resume
+// route from it ({api}/{chatId}/stream), which GET serves.
+//
+// A request is authorized as the gRPC calls whose work it does, with the
+// gRPC API's code (a.caller): every answer follows a turn (Resume); a
+// message is SendMessage; approval responses are Approve, whose role
+// (approver) a user's token lacks. Streams take a slot of the tenant's
+// (a.svc.streams) and read the turn through the one follower.
+const (
+	uiChatPath   = "/v1/ui/chat"
+	uiResumePath = "/v1/ui/chat/{id}/stream"
+)
+
+// UIMessageStreamHeader marks an answer as the AI SDK's UI message
+// stream, in the version the SDK's clients read.
+const UIMessageStreamHeader = "X-Vercel-Ai-Ui-Message-Stream"
+
+func (a *HTTPAPI) registerAISDK(mux *http.ServeMux) {
+	mux.Handle("POST "+uiChatPath, a.limitBody(http.HandlerFunc(a.uiChat)))
+	mux.HandleFunc("GET "+uiResumePath, a.uiResume)
+	for _, path := range []string{uiChatPath, uiResumePath} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			a.fail(w, r, agent.Errorf(agent.CodeInvalid, "%s does not take %s", r.URL.Path, r.Method), http.StatusMethodNotAllowed)
+		})
+	}
+}
+
+// uiChat answers a chat request: a user message, or the answers to tool
+// calls' approval requests.
+func (a *HTTPAPI) uiChat(w http.ResponseWriter, r *http.Request) {
+	ctx, err := a.caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
+	if err != nil {
+		a.refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	var req uiChatRequest
+	var ask uiAsk
+	data, err := readBody(w, r)
+	if err == nil {
+		req, err = decodeUIChat(data)
+	}
+	if err == nil {
+		ask, err = req.ask()
+	}
+	if err != nil {
+		a.refuse(w, r, err)
+		return
+	}
+	if len(ask.Decisions) > 0 {
+		a.uiDecide(w, r, req, ask)
+		return
+	}
+	a.uiSend(w, r, req, ask)
+}
+
+// uiSend sends the user's message to the chat's Conversation and streams
+// the turn that answers it. A chat still answering its last message
+// (running, or waiting for approvals) is a conflict: messages would
+// queue behind it unseen.
+func (a *HTTPAPI) uiSend(w http.ResponseWriter, r *http.Request, req uiChatRequest, ask uiAsk) {
+	ctx, err := a.caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
+	if err == nil {
+		err = openAI{s: a.svc}.checkSession(ctx, req.ChatID, req.Agent)
+	}
+	running := ""
+	if err == nil {
+		running, err = a.chatTurn(ctx, req.ChatID)
+	}
+	if err == nil && running != "" && !a.turnEnded(ctx, running) {
+		err = agent.Errorf(agent.CodeConflict, "chat %q is still answering message %q: resume it (GET %s/%s/stream) or answer its approval requests before sending the next message",
+			req.ChatID, jobOf(running), uiChatPath, req.ChatID)
+	}
+	if err != nil {
+		a.refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper()}
+	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
+		res, err := a.svc.SendMessage(ctx, &pb.SendMessageRequest{SessionId: req.ChatID, AgentId: req.Agent, Prompt: ask.Prompt})
+		if err != nil {
+			return err
+		}
+		u.setTurn(res.GetStreamId(), res.GetJobId())
+		return openAI{s: a.svc}.followStarted(ctx, res.GetStreamId(), send)
+	})
+}
+
+// uiDecide decides the calls the request answers, as Approve does, then
+// goes on with the turn's stream where the client's message stopped: at
+// the approval requests.
+func (a *HTTPAPI) uiDecide(w http.ResponseWriter, r *http.Request, req uiChatRequest, ask uiAsk) {
+	ctx, err := a.caller(r, r.Header.Values("Authorization"), pb.AgentService_Approve_FullMethodName)
+	if err == nil && !strings.HasPrefix(ask.Answer, req.ChatID+"-") {
+		// A chat's answers are its Conversation's turns: <chat id>-<n>.
+		err = agent.Errorf(agent.CodeNotFound, "message %q is not an answer in chat %q", ask.Answer, req.ChatID)
+	}
+	if err != nil {
+		a.refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	streamID := contract.TurnWorkflowID(tenantOf(ctx), ask.Answer)
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(), streamID: streamID, messageID: ask.Answer, quiet: map[string]bool{}}
+	for _, d := range ask.Decisions {
+		u.quiet[d.CallID] = true
+	}
+	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
+		for _, d := range ask.Decisions {
+			approved := d.Approved
+			if _, err := a.svc.Approve(ctx, &pb.ApproveRequest{StreamId: streamID, CallId: d.CallID, Approved: &approved, Reason: d.Reason}); err != nil {
+				return err
+			}
+		}
+		return a.svc.events.Follow(ctx, streamID, 0, send)
+	})
+}
+
+// uiResume re-attaches a reconnecting client to the turn its chat is
+// running, from the start of the turn's message (the client rebuilds the
+// message from it); 204 when the chat runs none, which is also the
+// answer for a chat id no Conversation of the caller's tenant has.
+func (a *HTTPAPI) uiResume(w http.ResponseWriter, r *http.Request) {
+	ctx, err := a.caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
+	if err != nil {
+		a.refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	chatID := r.PathValue("id")
+	err = agent.ValidateID("chat id", chatID)
+	for key := range r.URL.Query() {
+		err = cmpErr(err, agent.Errorf(agent.CodeInvalid, "unknown query parameter %q: the resume route takes none", cut(key)))
+	}
+	streamID := ""
+	if err == nil {
+		streamID, err = a.chatTurn(ctx, chatID)
+	}
+	if err != nil {
+		a.refuse(w, r, err)
+		return
+	}
+	if streamID == "" {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(), streamID: streamID, messageID: jobOf(streamID)}
+	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
+		return a.svc.events.Follow(ctx, streamID, 0, send)
+	})
+}
+
+// cmpErr is err, or next when err is nil.
+func cmpErr(err, next error) error {
+	if err != nil {
+		return err
+	}
+	return next
+}
+
+// chatTurn is the stream id of the turn the chat's Conversation is
+// running (its child AgentTurn), "" when it runs none.
+func (a *HTTPAPI) chatTurn(ctx context.Context, chatID string) (string, error) {
+	id := contract.ConversationWorkflowID(tenantOf(ctx), chatID)
+	desc, err := a.svc.client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return "", nil
+	case err != nil:
+		return "", agent.WithCode(agent.CodeUnavailable, fmt.Errorf("describe conversation %s: %w", id, err))
+	case desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "", nil
+	}
+	for _, c := range desc.GetPendingChildren() {
+		if c.GetWorkflowTypeName() == contract.AgentTurn {
+			return c.GetWorkflowId(), nil
+		}
+	}
+	return "", nil
+}
+
+// turnEnded: the turn has logged its final status. Its Conversation
+// records the turn's end a moment later; a message sent meanwhile waits
+// that moment, not for an answer.
+func (a *HTTPAPI) turnEnded(ctx context.Context, streamID string) bool {
+	v, err := a.svc.client.QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
+	var st agent.TurnStatus
+	if err != nil || v.Get(&st) != nil {
+		return false
+	}
+	switch st.Status {
+	case agent.StreamCompleted, agent.StreamFailed, agent.StreamCanceled:
+		return true
+	}
+	return false
+}
+
+// jobOf is the job id of a turn's stream id (turn/<tenant>/<job>).
+func jobOf(streamID string) string {
+	return streamID[strings.LastIndexByte(streamID, '/')+1:]
+}
+
+// refuse answers err as a problem: an error of the service's methods (a
+// status) as it is, any other through Status.
+func (a *HTTPAPI) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client has gone
+	}
+	p := a.problemOf(r.Context(), err)
+	var hs *httpStatusError
+	if errors.As(err, &hs) {
+		p.Status = hs.status
+	}
+	writeProblem(w, p)
+}
+
+// uiStream answers one chat request with a turn's UI message stream.
+type uiStream struct {
+	a *HTTPAPI
+	w http.ResponseWriter
+	r *http.Request
+	m *uiMapper
+	// streamID and messageID are the turn's stream and job ids; a follow
+	// that sends the message sets them (setTurn) before its first event.
+	mu                  sync.Mutex
+	streamID, messageID string
+	// quiet, on a stream that goes on after approvals, holds the calls
+	// decided: nothing is written until the WAITING_APPROVAL status after
+	// their approval requests, where the client's message stopped. The
+	// events before it are mapped all the same, so that the parts'
+	// state (and ids) are the first reading's.
+	quiet map[string]bool
+
+	st      *sseWriter
+	started bool // the start chunk is sent
+	ended   bool // [DONE] is sent
+}
+
+// serve takes a slot of the caller's tenant's streams, then answers with
+// the chunks of the events follow sends. Until the first chunk (or
+// keep-alive) the answer is not begun, so that a refusal — a turn not
+// found, a message refused, a decision refused — is a problem with its
+// HTTP status; a failure after it is an error chunk. Chunks are flushed
+// when no more events are waiting.
+func (u *uiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
+	a := u.a
+	release, err := a.svc.streams.take(tenantOf(u.r.Context()))
+	if err != nil {
+		a.refuse(u.w, u.r, err)
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(u.r.Context())
+	defer cancel()
+	defer context.AfterFunc(a.ending, cancel)()
+
+	events := make(chan agent.Event, streamBuffer)
+	done := make(chan error, 1)
+	go func() {
+		done <- follow(ctx, func(e agent.Event) error {
+			select {
+			case events <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	u.st = &sseWriter{a: a, w: u.w, r: u.r, rc: http.NewResponseController(u.w)}
+	defer func() { _ = u.st.rc.SetWriteDeadline(time.Time{}) }()
+	keepAlive := time.NewTicker(a.keepAlive)
+	defer keepAlive.Stop()
+	for {
+		var err error
+		select {
+		case e := <-events:
+			err = u.events(ctx, e, events)
+		case <-keepAlive.C:
+			err = u.comment("keep-alive")
+		case ferr := <-done:
+			for len(events) > 0 && err == nil && !u.ended {
+				err = u.events(ctx, <-events, events)
+			}
+			if err == nil && !u.ended {
+				u.fail(ferr)
+			}
+			return
+		}
+		if err != nil || u.ended {
+			// Done, or the client is gone or too slow: end the follower.
+			cancel()
+			<-done
+			return
+		}
+	}
+}
+
+// events writes the chunks of e and of every event waiting behind it,
+// then flushes.
+func (u *uiStream) events(ctx context.Context, e agent.Event, more <-chan agent.Event) error {
+	u.st.deadline()
+	for {
+		if err := u.event(ctx, e); err != nil || u.ended {
+			if err == nil {
+				err = u.st.rc.Flush()
+			}
+			return err
+		}
+		select {
+		case e = <-more:
+		default:
+			if !u.st.started {
+				return nil
+			}
+			return u.st.rc.Flush()
+		}
+	}
+}
+
+// event maps one event and writes its chunks; the turn's end, or calls
+// left waiting for approval, end the message.
+func (u *uiStream) event(ctx context.Context, e agent.Event) error {
+	chunks := u.m.add(e)
+	waiting := e.Child == nil && e.Kind == agent.EventStatus && e.Status == agent.StreamWaitingApproval
+	if u.quiet != nil && !e.Terminal() {
+		if waiting && u.requested() {
+			u.quiet = nil
+		}
+		return nil
+	}
+	u.quiet = nil
+	if err := u.write(chunks...); err != nil {
+		return err
+	}
+	switch {
+	case e.Terminal():
+		return u.end()
+	case waiting && len(u.m.waiting) > 0 && u.stillWaiting(ctx):
+		if err := u.write(u.m.pause()...); err != nil {
+			return err
+		}
+		return u.end()
+	}
+	return nil
+}
+
+// setTurn names the turn the stream follows.
+func (u *uiStream) setTurn(streamID, messageID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.streamID, u.messageID = streamID, messageID
+}
+
+// turn is the turn the stream follows ("" until it is known).
+func (u *uiStream) turn() (streamID, messageID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.streamID, u.messageID
+}
+
+// requested: every call in quiet has asked for approval.
+func (u *uiStream) requested() bool {
+	for id := range u.quiet {
+		if !u.m.requested[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// stillWaiting asks the turn whether a call the message has requested
+// approval for still waits: a stream read after the decision (a resumed
+// one) goes on. When the turn cannot say, the message stops there; the
+// client can resume.
+func (u *uiStream) stillWaiting(ctx context.Context) bool {
+	streamID, _ := u.turn()
+	pending, err := turnclient.PendingApprovals(ctx, u.a.svc.client, streamID)
+	if err != nil {
+		u.a.logger.Debug("pending approvals unknown; the message stops at the approval requests", zap.String("stream_id", streamID), zap.Error(err))
+		return true
+	}
+	for _, p := range pending {
+		if u.m.waiting[p.CallID] {
+			return true
+		}
+	}
+	return false
+}
+
+// begin writes the answer's head, once.
+func (u *uiStream) begin() {
+	if !u.st.started {
+		u.w.Header().Set(UIMessageStreamHeader, "v1")
+		if streamID, _ := u.turn(); streamID != "" {
+			u.w.Header().Set(headerStreamID, streamID)
+		}
+		u.st.begin()
+	}
+}
+
+// write writes chunks, after the start chunk that names the message.
+func (u *uiStream) write(chunks ...uiChunk) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	u.begin()
+	if !u.started {
+		u.started = true
+		_, messageID := u.turn()
+		chunks = append([]uiChunk{{Type: "start", MessageID: messageID}}, chunks...)
+	}
+	for _, c := range chunks {
+		data, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		if err := sse.WriteEvent(u.w, "", "", data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// end writes the stream's last line.
+func (u *uiStream) end() error {
+	u.ended = true
+	_, err := u.w.Write([]byte("data: [DONE]\n\n"))
+	return err
+}
+
+func (u *uiStream) comment(text string) error {
+	u.st.deadline()
+	u.begin()
+	if err := sse.WriteComment(u.w, text); err != nil {
+		return err
+	}
+	return u.st.rc.Flush()
+}
+
+// fail answers the follower's outcome when the message has not ended: a
+// problem before the stream began, an error chunk after.
+func (u *uiStream) fail(err error) {
+	ctx := u.r.Context()
+	if ctx.Err() != nil || u.a.ending.Err() != nil {
+		return // the client left, or the gateway is stopping: the client resumes
+	}
+	if err == nil {
+		streamID, _ := u.turn()
+		err = agent.Errorf(agent.CodeUnavailable, "stream %q ended without a final status", streamID)
+	}
+	p := u.a.problemOf(ctx, err)
+	if !u.st.started {
+		writeProblem(u.w, p)
+		return
+	}
+	u.st.deadline()
+	if u.write(uiChunk{Type: "error", ErrorText: p.Detail}) == nil && u.end() == nil {
+		_ = u.st.rc.Flush()
+	}
+	u.a.logger.Debug("ui message stream ended by a failure", zap.String("type", p.Title))
+}
