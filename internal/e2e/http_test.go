@@ -345,6 +345,8 @@ func TestHTTPRoles(t *testing.T) {
 	e.waitPending(running.GetStreamId())
 	var done pb.TurnResult
 	e.ok("POST", "/v1/turns:invoke", e.user, `{"prompt": "What is 2 * 3?"}`, &done)
+	session := "s-" + testserver.RandomID()
+	e.ok("POST", "/v1/conversations/"+session+"/messages", e.user, `{"prompt": "hello"}`, &pb.SendMessageResponse{})
 
 	fresh := func(body string) func() string {
 		return func() string { return strings.Replace(body, "JOB", "job-"+testserver.RandomID(), 1) }
@@ -373,6 +375,7 @@ func TestHTTPRoles(t *testing.T) {
 		{"GET", "/v1/results?result_ref=" + url.QueryEscape(done.GetResultRef()), same(""), gateway.RoleUser, 200, true},
 		{"GET", "/v1/agents?page_size=1", same(""), gateway.RoleUser, 200, false},
 		{"POST", "/v1/conversations/s-" + testserver.RandomID() + "/messages", same(`{"prompt": "hello"}`), gateway.RoleUser, 200, false},
+		{"GET", "/v1/conversations/" + session + "/transcript", same(""), gateway.RoleUser, 200, true},
 		{"POST", "/v1/catalog", same(string(catalog)), gateway.RoleAdmin, 200, false},
 		{"GET", "/v1/rules", same(""), gateway.RoleAdmin, 200, false},
 		{"POST", "/v1/routing/dry-run", same(`{"message": "hello"}`), gateway.RoleAdmin, 200, false},
@@ -421,6 +424,52 @@ func TestHTTPRoles(t *testing.T) {
 	}, time.Minute, 50*time.Millisecond)
 	for _, tok := range []string{e.user, e.approver, e.admin, e.all, e.rival} {
 		require.NotContains(t, string(e.log.Bytes()), tok, "a token in the log")
+	}
+}
+
+// TestHTTPTranscript: a session's conversation read over HTTP is its
+// Conversation's transcript: each answered message with its turn's stream
+// id, prompt, answer and status, in order; a session that does not exist,
+// or is another tenant's, is NotFound, and a malformed id is refused.
+func TestHTTPTranscript(t *testing.T) {
+	e := newHTTPEnv(t)
+	session := "s-" + testserver.RandomID()
+	var first, second pb.SendMessageResponse
+	e.ok("POST", "/v1/conversations/"+session+"/messages", e.user, `{"prompt": "What is 6 * 7?"}`, &first)
+	e.ok("POST", "/v1/conversations/"+session+"/messages", e.user, `{"prompt": "What is 2 + 3?", "job_id": "`+session+`-second"}`, &second)
+	var tr pb.Transcript
+	require.Eventually(t, func() bool {
+		e.ok("GET", "/v1/conversations/"+session+"/transcript", e.user, "", &tr)
+		return tr.GetTurns() == 2
+	}, 2*time.Minute, 100*time.Millisecond)
+	require.Equal(t, "conv/demo/"+session, tr.GetConversationId())
+	require.Equal(t, session, tr.GetSessionId())
+	require.Empty(t, tr.GetPending())
+	var got []string
+	for _, en := range tr.GetEntries() {
+		got = append(got, strings.Join([]string{en.GetJobId(), en.GetStreamId(), en.GetPrompt(), en.GetOutput(), en.GetStatus()}, " | "))
+		require.NotEmpty(t, en.GetResultRef())
+	}
+	require.Equal(t, []string{
+		first.GetJobId() + " | " + first.GetStreamId() + " | What is 6 * 7? | The result is 42. | " + agent.StatusCompleted,
+		session + "-second | turn/demo/" + session + "-second | What is 2 + 3? | The result is 5. | " + agent.StatusCompleted,
+	}, got)
+
+	for _, tt := range []struct {
+		name, path, token string
+		status            int
+		title, detail     string
+	}{
+		{"another tenant's session", "/v1/conversations/" + session + "/transcript", e.rival, 404, agent.ErrTypeNotFound, "not found"},
+		{"a session that does not exist", "/v1/conversations/none-" + testserver.RandomID() + "/transcript", e.user, 404, agent.ErrTypeNotFound, "not found"},
+		{"a malformed session id", "/v1/conversations/" + strings.Repeat("x", 300) + "/transcript", e.user, 400, agent.ErrTypeInvalidRequest, "session_id"},
+		{"no token", "/v1/conversations/" + session + "/transcript", "", 401, agent.ErrTypeUnauthenticated, "missing bearer token"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := e.problem("GET", tt.path, tt.token, "", tt.status)
+			require.Equal(t, tt.title, p.Title)
+			require.Contains(t, p.Detail, tt.detail)
+		})
 	}
 }
 

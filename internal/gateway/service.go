@@ -422,6 +422,29 @@ func newJobID() string {
 	return time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(b[:])
 }
 
+// GetTranscript implements pb.AgentServiceServer: the transcript query of
+// the caller's tenant's conversation.
+func (s *Service) GetTranscript(ctx context.Context, in *pb.GetTranscriptRequest) (*pb.Transcript, error) {
+	conv := agent.ConversationInput{TenantID: tenantOf(ctx), SessionID: in.GetSessionId()}
+	if err := conv.Validate(); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	id := contract.ConversationWorkflowID(conv.TenantID, conv.SessionID)
+	t, err := turnclient.Transcript(ctx, s.client, id)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	out := &pb.Transcript{ConversationId: id, SessionId: conv.SessionID, Turns: int32(t.Turns), Digest: t.Digest, Runs: int32(t.Runs)}
+	for _, e := range t.Window {
+		out.Entries = append(out.Entries, &pb.TranscriptEntry{JobId: e.JobID, StreamId: contract.TurnWorkflowID(conv.TenantID, e.JobID),
+			Prompt: e.Prompt, Output: e.Output, Status: e.Status, ResultRef: e.ResultRef})
+	}
+	for _, m := range t.Pending {
+		out.Pending = append(out.Pending, &pb.PendingMessage{JobId: m.JobID, StreamId: contract.TurnWorkflowID(conv.TenantID, m.JobID), Prompt: m.Prompt})
+	}
+	return out, nil
+}
+
 // SendMessage implements pb.AgentServiceServer.
 func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
 	conv := agent.ConversationInput{TenantID: tenantOf(ctx), SessionID: in.GetSessionId(), AgentID: in.GetAgentId(), History: in.GetHistory()}

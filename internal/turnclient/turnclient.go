@@ -243,6 +243,19 @@ func PendingApprovals(ctx context.Context, c client.Client, workflowID string) (
 	return pending, nil
 }
 
+// Transcript reads a conversation's transcript query.
+func Transcript(ctx context.Context, c client.Client, workflowID string) (agent.Transcript, error) {
+	v, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryTranscript)
+	if err != nil {
+		return agent.Transcript{}, workflowError(fmt.Sprintf("conversation %q", workflowID), err)
+	}
+	var t agent.Transcript
+	if err := v.Get(&t); err != nil {
+		return agent.Transcript{}, fmt.Errorf("decode transcript of %s: %w", workflowID, err)
+	}
+	return t, nil
+}
+
 // Events reads a page of a turn's event log.
 func Events(ctx context.Context, c client.Client, workflowID string, q agent.EventsQuery) (agent.EventsPage, error) {
 	resp, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryEvents, q)

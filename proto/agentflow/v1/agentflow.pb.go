@@ -3010,6 +3010,286 @@ func (x *SendMessageResponse) GetConversationId() string {
 	return ""
 }
 
+type GetTranscriptRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTranscriptRequest) Reset() {
+	*x = GetTranscriptRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTranscriptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTranscriptRequest) ProtoMessage() {}
+
+func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
+func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetTranscriptRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type Transcript struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"` // conv/<tenant>/<session>
+	SessionId      string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Turns          int32                  `protobuf:"varint,3,opt,name=turns,proto3" json:"turns,omitempty"`    // turns answered, the digested ones included
+	Digest         string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`   // a digest of the turns before entries
+	Entries        []*TranscriptEntry     `protobuf:"bytes,5,rep,name=entries,proto3" json:"entries,omitempty"` // the recent turns, oldest first
+	Pending        []*PendingMessage      `protobuf:"bytes,6,rep,name=pending,proto3" json:"pending,omitempty"` // messages waiting for their turn, in order
+	Runs           int32                  `protobuf:"varint,7,opt,name=runs,proto3" json:"runs,omitempty"`      // how many times the conversation has continued as new
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Transcript) Reset() {
+	*x = Transcript{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Transcript) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Transcript) ProtoMessage() {}
+
+func (x *Transcript) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
+func (*Transcript) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Transcript) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *Transcript) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Transcript) GetTurns() int32 {
+	if x != nil {
+		return x.Turns
+	}
+	return 0
+}
+
+func (x *Transcript) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Transcript) GetEntries() []*TranscriptEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *Transcript) GetPending() []*PendingMessage {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *Transcript) GetRuns() int32 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+type TranscriptEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	StreamId      string                 `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // the turn's workflow id: its events, its result
+	Prompt        string                 `protobuf:"bytes,3,opt,name=prompt,proto3" json:"prompt,omitempty"`                     // at most 500 bytes
+	Output        string                 `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`                     // at most 500 bytes; the whole answer is at result_ref
+	Status        string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	ResultRef     string                 `protobuf:"bytes,6,opt,name=result_ref,json=resultRef,proto3" json:"result_ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TranscriptEntry) Reset() {
+	*x = TranscriptEntry{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TranscriptEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TranscriptEntry) ProtoMessage() {}
+
+func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
+func (*TranscriptEntry) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TranscriptEntry) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TranscriptEntry) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *TranscriptEntry) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *TranscriptEntry) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *TranscriptEntry) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *TranscriptEntry) GetResultRef() string {
+	if x != nil {
+		return x.ResultRef
+	}
+	return ""
+}
+
+type PendingMessage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	StreamId      string                 `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // the turn that will answer it
+	Prompt        string                 `protobuf:"bytes,3,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingMessage) Reset() {
+	*x = PendingMessage{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingMessage) ProtoMessage() {}
+
+func (x *PendingMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingMessage.ProtoReflect.Descriptor instead.
+func (*PendingMessage) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *PendingMessage) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *PendingMessage) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *PendingMessage) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
 type ApproveRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	StreamId string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
@@ -3028,7 +3308,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3320,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3333,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -3102,7 +3382,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3394,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3407,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -3153,7 +3433,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3445,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3458,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -3197,7 +3477,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3489,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3502,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -3245,7 +3525,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3257,7 +3537,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3270,7 +3550,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -3327,7 +3607,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3619,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3632,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -3406,7 +3686,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3418,7 +3698,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3431,7 +3711,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -3497,7 +3777,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3509,7 +3789,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3522,7 +3802,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -3582,7 +3862,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3594,7 +3874,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3607,7 +3887,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -3674,7 +3954,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3686,7 +3966,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3699,7 +3979,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -3741,7 +4021,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3753,7 +4033,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3766,7 +4046,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -3821,7 +4101,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +4113,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +4126,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -3875,7 +4155,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3887,7 +4167,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3900,7 +4180,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Rule) GetName() string {
@@ -3939,7 +4219,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3951,7 +4231,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3964,7 +4244,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
 }
 
 type ListRulesResponse struct {
@@ -3978,7 +4258,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4270,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4283,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -4037,7 +4317,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4049,7 +4329,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4062,7 +4342,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -4091,7 +4371,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4103,7 +4383,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4116,7 +4396,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -4157,7 +4437,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4169,7 +4449,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4182,7 +4462,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RuleError) GetRule() string {
@@ -4207,7 +4487,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4219,7 +4499,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4232,7 +4512,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -4253,7 +4533,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4265,7 +4545,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4278,7 +4558,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -4340,7 +4620,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4632,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4645,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -4400,7 +4680,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +4692,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +4705,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Process) GetTag() string {
@@ -4499,7 +4779,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4511,7 +4791,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4524,7 +4804,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
 }
 
 type ListProcessesResponse struct {
@@ -4536,7 +4816,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4548,7 +4828,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4561,7 +4841,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -4580,7 +4860,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4592,7 +4872,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4605,7 +4885,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -4624,7 +4904,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +4916,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +4929,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -4671,7 +4951,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4683,7 +4963,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4696,7 +4976,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -4746,7 +5026,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4758,7 +5038,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4771,7 +5051,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -4854,7 +5134,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4866,7 +5146,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4879,7 +5159,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -4904,7 +5184,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +5196,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +5209,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
 }
 
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
@@ -5181,7 +5461,32 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x13SendMessageResponse\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
-	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\"\xac\x01\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\"5\n" +
+	"\x14GetTranscriptRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x87\x02\n" +
+	"\n" +
+	"Transcript\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05turns\x18\x03 \x01(\x05R\x05turns\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\x127\n" +
+	"\aentries\x18\x05 \x03(\v2\x1d.agentflow.v1.TranscriptEntryR\aentries\x126\n" +
+	"\apending\x18\x06 \x03(\v2\x1c.agentflow.v1.PendingMessageR\apending\x12\x12\n" +
+	"\x04runs\x18\a \x01(\x05R\x04runs\"\xac\x01\n" +
+	"\x0fTranscriptEntry\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x16\n" +
+	"\x06prompt\x18\x03 \x01(\tR\x06prompt\x12\x16\n" +
+	"\x06output\x18\x04 \x01(\tR\x06output\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"result_ref\x18\x06 \x01(\tR\tresultRef\"\\\n" +
+	"\x0ePendingMessage\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x16\n" +
+	"\x06prompt\x18\x03 \x01(\tR\x06prompt\"\xac\x01\n" +
 	"\x0eApproveRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1f\n" +
@@ -5335,7 +5640,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0fSTATUS_RETRYING\x10\x03\x12\x14\n" +
 	"\x10STATUS_COMPLETED\x10\x04\x12\x11\n" +
 	"\rSTATUS_FAILED\x10\x05\x12\x13\n" +
-	"\x0fSTATUS_CANCELED\x10\x062\xd2\x06\n" +
+	"\x0fSTATUS_CANCELED\x10\x062\xa1\a\n" +
 	"\fAgentService\x12?\n" +
 	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12@\n" +
 	"\x05Start\x12\x1a.agentflow.v1.StartRequest\x1a\x1b.agentflow.v1.StartResponse\x12B\n" +
@@ -5346,7 +5651,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\tGetResult\x12\x1e.agentflow.v1.GetResultRequest\x1a\x18.agentflow.v1.TurnResult\x12O\n" +
 	"\n" +
 	"ListAgents\x12\x1f.agentflow.v1.ListAgentsRequest\x1a .agentflow.v1.ListAgentsResponse\x12R\n" +
-	"\vSendMessage\x12 .agentflow.v1.SendMessageRequest\x1a!.agentflow.v1.SendMessageResponse\x12F\n" +
+	"\vSendMessage\x12 .agentflow.v1.SendMessageRequest\x1a!.agentflow.v1.SendMessageResponse\x12M\n" +
+	"\rGetTranscript\x12\".agentflow.v1.GetTranscriptRequest\x1a\x18.agentflow.v1.Transcript\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
 	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse\x12C\n" +
 	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xb6\x05\n" +
@@ -5374,7 +5680,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -5414,43 +5720,47 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*Limits)(nil),                       // 35: agentflow.v1.Limits
 	(*SendMessageRequest)(nil),           // 36: agentflow.v1.SendMessageRequest
 	(*SendMessageResponse)(nil),          // 37: agentflow.v1.SendMessageResponse
-	(*ApproveRequest)(nil),               // 38: agentflow.v1.ApproveRequest
-	(*ApproveResponse)(nil),              // 39: agentflow.v1.ApproveResponse
-	(*ListPendingApprovalsRequest)(nil),  // 40: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 41: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 42: agentflow.v1.PendingApproval
-	(*GetUsageRequest)(nil),              // 43: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 44: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 45: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 46: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 47: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 48: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 49: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 50: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 51: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 52: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 53: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 54: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 55: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 56: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 57: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 58: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 59: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 60: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 61: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 62: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 63: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 64: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 65: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 66: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 67: agentflow.v1.CancelResponse
-	nil,                                  // 68: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 69: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 70: google.protobuf.Timestamp
+	(*GetTranscriptRequest)(nil),         // 38: agentflow.v1.GetTranscriptRequest
+	(*Transcript)(nil),                   // 39: agentflow.v1.Transcript
+	(*TranscriptEntry)(nil),              // 40: agentflow.v1.TranscriptEntry
+	(*PendingMessage)(nil),               // 41: agentflow.v1.PendingMessage
+	(*ApproveRequest)(nil),               // 42: agentflow.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 43: agentflow.v1.ApproveResponse
+	(*ListPendingApprovalsRequest)(nil),  // 44: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 45: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 46: agentflow.v1.PendingApproval
+	(*GetUsageRequest)(nil),              // 47: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 48: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 49: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 50: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 51: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 52: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 53: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 54: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 55: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 56: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 57: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 58: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 59: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 60: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 61: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 62: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 63: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 64: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 65: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 66: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 67: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 68: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 69: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 70: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 71: agentflow.v1.CancelResponse
+	nil,                                  // 72: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 73: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 74: google.protobuf.Timestamp
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	68, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	72, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
 	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
@@ -5481,79 +5791,83 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	0,  // 29: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	15, // 30: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
 	23, // 31: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	70, // 32: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	74, // 32: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	15, // 33: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	33, // 34: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	34, // 35: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
 	35, // 36: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
 	2,  // 37: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	42, // 38: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	70, // 39: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	70, // 40: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	70, // 41: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	70, // 42: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	70, // 43: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	70, // 44: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	70, // 45: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	44, // 46: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	44, // 47: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	45, // 48: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	69, // 49: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	48, // 50: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	50, // 51: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	2,  // 52: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	55, // 53: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	33, // 54: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	50, // 55: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	70, // 56: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	59, // 57: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	64, // 58: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	70, // 59: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	65, // 60: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	70, // 61: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	4,  // 62: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	6,  // 63: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	5,  // 64: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	10, // 65: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	8,  // 66: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	11, // 67: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	31, // 68: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	36, // 69: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	38, // 70: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	40, // 71: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	66, // 72: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	47, // 73: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	51, // 74: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	53, // 75: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	56, // 76: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	58, // 77: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	60, // 78: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	62, // 79: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	43, // 80: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	12, // 81: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	7,  // 82: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	18, // 83: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	18, // 84: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	9,  // 85: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	12, // 86: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	32, // 87: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	37, // 88: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	39, // 89: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	41, // 90: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	67, // 91: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	49, // 92: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	52, // 93: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	54, // 94: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	57, // 95: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	59, // 96: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	61, // 97: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	63, // 98: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	46, // 99: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	81, // [81:100] is the sub-list for method output_type
-	62, // [62:81] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	40, // 38: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	41, // 39: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	46, // 40: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	74, // 41: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	74, // 42: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	74, // 43: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	74, // 44: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	74, // 45: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	74, // 46: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	74, // 47: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	48, // 48: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	48, // 49: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	49, // 50: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	73, // 51: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	52, // 52: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	54, // 53: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	2,  // 54: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	59, // 55: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	33, // 56: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	54, // 57: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	74, // 58: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	63, // 59: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	68, // 60: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	74, // 61: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	69, // 62: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	74, // 63: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	4,  // 64: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	6,  // 65: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	5,  // 66: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	10, // 67: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	8,  // 68: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	11, // 69: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	31, // 70: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	36, // 71: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	38, // 72: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	42, // 73: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	44, // 74: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	70, // 75: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	51, // 76: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	55, // 77: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	57, // 78: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	60, // 79: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	62, // 80: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	64, // 81: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	66, // 82: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	47, // 83: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	12, // 84: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	7,  // 85: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	18, // 86: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	18, // 87: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	9,  // 88: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	12, // 89: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	32, // 90: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	37, // 91: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	39, // 92: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	43, // 93: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	45, // 94: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	71, // 95: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	53, // 96: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	56, // 97: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	58, // 98: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	61, // 99: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	63, // 100: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	65, // 101: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	67, // 102: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	50, // 103: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	84, // [84:104] is the sub-list for method output_type
+	64, // [64:84] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -5581,14 +5895,14 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_MessageEnd)(nil),
 		(*StreamEvent_Custom)(nil),
 	}
-	file_agentflow_v1_agentflow_proto_msgTypes[37].OneofWrappers = []any{}
+	file_agentflow_v1_agentflow_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   69,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

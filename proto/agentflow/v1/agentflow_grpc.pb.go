@@ -33,6 +33,7 @@ const (
 	AgentService_GetResult_FullMethodName            = "/agentflow.v1.AgentService/GetResult"
 	AgentService_ListAgents_FullMethodName           = "/agentflow.v1.AgentService/ListAgents"
 	AgentService_SendMessage_FullMethodName          = "/agentflow.v1.AgentService/SendMessage"
+	AgentService_GetTranscript_FullMethodName        = "/agentflow.v1.AgentService/GetTranscript"
 	AgentService_Approve_FullMethodName              = "/agentflow.v1.AgentService/Approve"
 	AgentService_ListPendingApprovals_FullMethodName = "/agentflow.v1.AgentService/ListPendingApprovals"
 	AgentService_Cancel_FullMethodName               = "/agentflow.v1.AgentService/Cancel"
@@ -67,6 +68,10 @@ type AgentServiceClient interface {
 	// turn may start after the call returns (messages are answered in order),
 	// so Resume it from index 0 and retry while it is NotFound.
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
+	// GetTranscript returns a session's conversation as its Conversation
+	// remembers it: the recent turns in full (each with its stream id), a
+	// digest of earlier ones, and the messages waiting for their turn.
+	GetTranscript(ctx context.Context, in *GetTranscriptRequest, opts ...grpc.CallOption) (*Transcript, error)
 	// Approve decides a tool call that waits for approval.
 	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
@@ -184,6 +189,16 @@ func (c *agentServiceClient) SendMessage(ctx context.Context, in *SendMessageReq
 	return out, nil
 }
 
+func (c *agentServiceClient) GetTranscript(ctx context.Context, in *GetTranscriptRequest, opts ...grpc.CallOption) (*Transcript, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Transcript)
+	err := c.cc.Invoke(ctx, AgentService_GetTranscript_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ApproveResponse)
@@ -243,6 +258,10 @@ type AgentServiceServer interface {
 	// turn may start after the call returns (messages are answered in order),
 	// so Resume it from index 0 and retry while it is NotFound.
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
+	// GetTranscript returns a session's conversation as its Conversation
+	// remembers it: the recent turns in full (each with its stream id), a
+	// digest of earlier ones, and the messages waiting for their turn.
+	GetTranscript(context.Context, *GetTranscriptRequest) (*Transcript, error)
 	// Approve decides a tool call that waits for approval.
 	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
@@ -285,6 +304,9 @@ func (UnimplementedAgentServiceServer) ListAgents(context.Context, *ListAgentsRe
 }
 func (UnimplementedAgentServiceServer) SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SendMessage not implemented")
+}
+func (UnimplementedAgentServiceServer) GetTranscript(context.Context, *GetTranscriptRequest) (*Transcript, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTranscript not implemented")
 }
 func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
@@ -446,6 +468,24 @@ func _AgentService_SendMessage_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_GetTranscript_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTranscriptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetTranscript(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetTranscript_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetTranscript(ctx, req.(*GetTranscriptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_Approve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ApproveRequest)
 	if err := dec(in); err != nil {
@@ -530,6 +570,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SendMessage",
 			Handler:    _AgentService_SendMessage_Handler,
+		},
+		{
+			MethodName: "GetTranscript",
+			Handler:    _AgentService_GetTranscript_Handler,
 		},
 		{
 			MethodName: "Approve",
