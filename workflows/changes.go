@@ -161,4 +161,14 @@ const (
 	//
 	// Recorded: testdata/conversation_turn_events.json.
 	conversationTurnEventsChange = "conversation-turn-events"
+
+	// fallbackChange: a model call that fails for good with an error type
+	// the agent falls back on (agent.Agent.FallbackOn) is followed by a
+	// CallModel of the agent's next fallback model for the same step, and
+	// the model that answered takes the turn's later steps. The marker is
+	// written when a run first falls back. Runs before it had no fallback
+	// models, and failed.
+	//
+	// Recorded: testdata/turn_model_fallback.json.
+	fallbackChange = "fallback-models"
 )
