@@ -133,7 +133,8 @@ const (
 	// Recorded: testdata/turn_vocabulary.json (streamed: reasoning,
 	// argument deltas, a step boundary, an approved call, read by
 	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
-	// tool's custom events).
+	// tool's custom events), testdata/turn_model_fallback.json (steps
+	// answered by a fallback model, whose step_finish names it).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each

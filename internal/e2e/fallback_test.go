@@ -86,11 +86,10 @@ func (e *fallbackEnv) run(agentID, prompt string) (string, agent.TurnResult, err
 	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", AgentID: agentID, JobID: "job-" + testserver.RandomID(), Prompt: prompt}
 	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
 	require.NoError(e.t, err)
-	res, err := turnclient.Result(ctx, run)
-	if err != nil {
-		if failed, ok := contract.FailedResult(err); ok {
-			res = failed
-		}
+	var res agent.TurnResult
+	err = run.Get(ctx, &res)
+	if failed, ok := contract.FailedResult(err); ok {
+		res = failed
 	}
 	return run.GetID(), res, err
 }
