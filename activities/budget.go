@@ -39,7 +39,7 @@ func (a *Activities) reserve(ctx context.Context, ag *agent.Agent, in contract.C
 		price = &p
 	}
 	info := activity.GetInfo(ctx)
-	r := store.Reservation{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: int(info.Attempt),
+	r := store.Reservation{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: stepAttempt(ctx, in),
 		Want: agent.Reserve(agent.PromptTokens(msgs, ag.Tools), ag.Limits.MaxOutputTokens, price),
 		TTL:  reservationTTL(info.Deadline, time.Now())}
 	err = a.db(ctx, "reserve budget", func() error { return a.store.Reserve(ctx, r, periods, time.Now()) })
@@ -75,7 +75,7 @@ func (a *Activities) release(ctx context.Context, in contract.CallModelInput) {
 	// The call may have failed because ctx was cancelled.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := a.store.ReleaseReservation(ctx, in.TenantID, in.JobID, in.Seq, int(activity.GetInfo(ctx).Attempt)); err != nil {
+	if err := a.store.ReleaseReservation(ctx, in.TenantID, in.JobID, in.Seq, stepAttempt(ctx, in)); err != nil {
 		a.log(ctx).Warn("budget reservation not released; it expires with the attempt", zap.String("tenant", in.TenantID),
 			zap.String("job_id", in.JobID), zap.Int("step", in.Seq), zap.Error(err))
 	}

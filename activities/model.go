@@ -20,9 +20,11 @@ import (
 	"github.com/agentflow/agentflow/internal/store"
 )
 
-// CallModel sends the turn so far to the agent's model and stores the
-// reply as step Seq. A reply an earlier attempt stored is returned as it
-// is, without calling the model again. Before the call is sent, its worst
+// CallModel sends the turn so far to the agent's model (or to the
+// fallback model the input names) and stores the reply as step Seq. A
+// reply an earlier attempt stored is returned as it is, without calling
+// the model again, whichever model this call names: a fallback never pays
+// again for a call that produced an answer. Before the call is sent, its worst
 // case is reserved against the tenant's budgets (reserve), or the call is
 // refused with BudgetExceeded; storing the reply settles the reservation
 // to the call's real usage.
@@ -34,6 +36,15 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	})
 	if err != nil {
 		return contract.CallModelResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
+	}
+	if in.Model != "" {
+		if !ag.Calls(in.Model) {
+			return contract.CallModelResult{}, agent.Errorf(agent.CodeInvalid,
+				"model %q is neither agent %q's model nor one of its fallback models", in.Model, ag.ID)
+		}
+		// From here on the call is the fallback's: its price, its span,
+		// its ledger row.
+		ag.Model = in.Model
 	}
 	var steps []agent.Message
 	err = a.db(ctx, "load steps", func() (err error) {
@@ -76,7 +87,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	reply := resp.Message
 	reply.Role = agent.RoleAssistant
 	reply.Usage, reply.Model = &resp.Usage, resp.Model
-	call := store.ModelCall{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: int(activity.GetInfo(ctx).Attempt),
+	call := store.ModelCall{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: stepAttempt(ctx, in),
 		AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: cmp.Or(resp.Model, ag.Model), Usage: resp.Usage}
 	if p, ok := agent.PriceOf(billing.Prices, call.Model); ok {
 		cost := p.Cost(resp.Usage)
@@ -164,7 +175,13 @@ func storedFinish(m agent.Message) string {
 // streamCall is this attempt of a streaming call, as its events are
 // stamped.
 func streamCall(ctx context.Context, in contract.CallModelInput) eventlog.Call {
-	return eventlog.Call{StreamID: in.StreamID, Step: in.Seq, Attempt: int(activity.GetInfo(ctx).Attempt), First: in.FirstIndex, Live: in.Live}
+	return eventlog.Call{StreamID: in.StreamID, Step: in.Seq, Attempt: stepAttempt(ctx, in), First: in.FirstIndex, Live: in.Live}
+}
+
+// stepAttempt is this attempt's number among the step's model calls
+// (contract.CallModelInput.AttemptBase).
+func stepAttempt(ctx context.Context, in contract.CallModelInput) int {
+	return in.AttemptBase + int(activity.GetInfo(ctx).Attempt)
 }
 
 // messages is what the model reads: the agent's system prompt, the
@@ -339,13 +356,17 @@ func heartbeat(ctx context.Context, interval time.Duration) (stop func()) {
 
 // modelError says what a provider's failure means: retryable failures
 // stay retryable (with the provider's Retry-After as the least delay), a
-// refused request is ModelRejected.
+// request refused as over the model's context window is
+// ContextLengthExceeded, any other refused request ModelRejected.
 func modelError(err error) error {
 	var le *llm.Error
 	if errors.As(err, &le) {
 		code := agent.CodeModelRejected
 		if le.Retryable {
 			code = agent.CodeModelFailed
+		}
+		if le.ContextLength {
+			code = agent.CodeContextLength
 		}
 		return &agent.Error{Code: code, Message: "model call failed: " + le.Message, RetryAfter: le.RetryAfter}
 	}

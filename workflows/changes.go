@@ -133,7 +133,8 @@ const (
 	// Recorded: testdata/turn_vocabulary.json (streamed: reasoning,
 	// argument deltas, a step boundary, an approved call, read by
 	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
-	// tool's custom events).
+	// tool's custom events), testdata/turn_model_fallback.json (steps
+	// answered by a fallback model, whose step_finish names it).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -161,4 +162,14 @@ const (
 	//
 	// Recorded: testdata/conversation_turn_events.json.
 	conversationTurnEventsChange = "conversation-turn-events"
+
+	// fallbackChange: a model call that fails for good with an error type
+	// the agent falls back on (agent.Agent.FallbackOn) is followed by a
+	// CallModel of the agent's next fallback model for the same step, and
+	// the model that answered takes the turn's later steps. The marker is
+	// written when a run first falls back. Runs before it had no fallback
+	// models, and failed.
+	//
+	// Recorded: testdata/turn_model_fallback.json.
+	fallbackChange = "fallback-models"
 )

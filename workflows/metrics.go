@@ -62,7 +62,7 @@ func (t *turn) routed() bool {
 // within the agent's iterations.
 func mismatched(errType string) bool {
 	switch errType {
-	case agent.ErrTypeModelRejected, agent.ErrTypeMaxIterations:
+	case agent.ErrTypeModelRejected, agent.ErrTypeContextLength, agent.ErrTypeMaxIterations:
 		return true
 	}
 	return false

@@ -43,11 +43,14 @@ func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions 
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
 			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    6,
+			MaximumAttempts:    modelAttempts,
 		},
 		Summary: summary,
 	}
 }
+
+// modelAttempts is how many attempts a CallModel activity makes at most.
+const modelAttempts = 6
 
 func toolRetry() *temporal.RetryPolicy {
 	return &temporal.RetryPolicy{
@@ -106,10 +109,14 @@ type turn struct {
 
 	agent agent.Agent
 	rule  string
-	model string
-	seq   int // the last step stored for the turn; 0 is the prompt
-	usage agent.Usage
-	calls []agent.ToolCallRecord
+	// model is the model the turn called last (the result's llm_model);
+	// calling, once a fallback model has taken over, the model its next
+	// step calls (callingModel).
+	model   string
+	calling string
+	seq     int // the last step stored for the turn; 0 is the prompt
+	usage   agent.Usage
+	calls   []agent.ToolCallRecord
 
 	log      *eventlog.Log
 	progress workflow.ReceiveChannel
@@ -299,7 +306,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		// The reply's text is final: its call has completed.
 		t.log.AppendText(reply.Content)
 		t.unstored = nil
-		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: step, Usage: &reply.Usage})
+		t.emit(ctx, agent.Event{Kind: agent.EventUsage, Step: step, Usage: &reply.Usage, Model: reply.Model})
 		t.usage = t.usage.Add(reply.Usage)
 		if reply.Model != "" {
 			t.model = reply.Model
@@ -341,7 +348,7 @@ func (t *turn) finishStep(ctx workflow.Context, step int, reply contract.CallMod
 		return
 	}
 	usage := reply.Usage
-	e := agent.Event{Kind: agent.EventStepFinish, Step: step, Usage: &usage, FinishReason: reply.FinishReason}
+	e := agent.Event{Kind: agent.EventStepFinish, Step: step, Usage: &usage, FinishReason: reply.FinishReason, Model: reply.Model}
 	if e.FinishReason == "" || e.Validate() != nil {
 		e.FinishReason = agent.FinishStop
 		if len(reply.ToolCalls) > 0 {
@@ -371,35 +378,86 @@ func (t *turn) overBudget(limits agent.Limits) *agent.TurnError {
 
 // callModel runs iteration i's CallModel as the turn's next step, taking
 // its token batches into the event log while it runs. A cancellation of
-// the turn stops the call.
+// the turn stops the call. When the call fails for good with an error
+// the agent falls back on, the step calls the agent's next fallback
+// model (fallback), and so on down its list; the model that answered
+// takes the turn's later steps (callingModel), so that an outage costs
+// the turn its retries once, not at every step.
 func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (contract.CallModelResult, error) {
 	// A child turn's parent gets the call's tokens after its tool events.
 	t.forward.Flush(ctx)
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", t.agent.Model, i, limits.MaxIterations))
+	model := t.callingModel()
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", model, i, limits.MaxIterations))
 	mctx, stop := workflow.WithCancel(ctx)
 	t.stopModel = stop
 	defer func() {
 		t.stopModel = nil
 		stop()
 	}()
-	mctx = workflow.WithActivityOptions(mctx, modelOptions(limits, fmt.Sprintf("%s · iteration %d", t.agent.Model, i)))
 	t.seq++
 	if t.logsVocabulary(ctx) {
 		t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
 	}
 	t.log.OpenStep(t.seq)
-	var reply contract.CallModelResult
-	call := workflow.ExecuteActivity(mctx, contract.CallModel, contract.CallModelInput{
+	defer t.log.CloseStep()
+	in := contract.CallModelInput{
 		TenantID: t.req.TenantID, JobID: t.req.JobID,
 		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
 		SessionID: t.req.SessionID, History: t.req.History,
 		Seq: t.seq, ToolFailures: t.unstored,
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
-		Context: t.req.Context, Caller: t.req.Caller, Live: t.log.HandOn(t.req.Streaming()), TailInResult: t.req.Notify == "",
-	})
-	err := t.awaitModel(ctx, call, &reply)
-	t.log.CloseStep()
-	return reply, err
+		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "",
+	}
+	for {
+		if model != t.agent.Model {
+			in.Model = model
+		}
+		in.Live = t.log.HandOn(t.req.Streaming())
+		actx := workflow.WithActivityOptions(mctx, modelOptions(limits, fmt.Sprintf("%s · iteration %d", model, i)))
+		var reply contract.CallModelResult
+		err := t.awaitModel(ctx, workflow.ExecuteActivity(actx, contract.CallModel, in), &reply)
+		if err == nil {
+			return reply, nil
+		}
+		next := t.fallback(ctx, model, err)
+		if next == "" {
+			return reply, err
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s after %s failed (iteration %d of at most %d)", next, model, i, limits.MaxIterations))
+		// The fallback's attempts follow the failed call's: its first
+		// voids what they streamed (from the step's first index on).
+		model, in.AttemptBase = next, in.AttemptBase+modelAttempts
+		t.model, t.calling = next, next
+	}
+}
+
+// callingModel is the model the turn's next step calls: the agent's own,
+// or the fallback model that last took over from it.
+func (t *turn) callingModel() string {
+	if t.calling != "" {
+		return t.calling
+	}
+	return t.agent.Model
+}
+
+// fallback is the model to call after a call of model failed for good
+// with err: the agent's next fallback model when the agent falls back on
+// err's type (agent.Agent.NextModel) and the turn goes on; "" when the
+// failure stands. Temporal's retries of the call have run by then: a
+// fallback takes over from a call whose retries are spent (or that was
+// refused outright), never from one attempt of it.
+func (t *turn) fallback(ctx workflow.Context, model string, err error) string {
+	if t.canceled != nil || ctx.Err() != nil {
+		return ""
+	}
+	e := contract.ErrorOf(err)
+	next := t.agent.NextModel(model, e.Code.Class().Type)
+	if next == "" || workflow.GetVersion(ctx, fallbackChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return ""
+	}
+	workflow.GetLogger(ctx).Info("model call failed; falling back", "model", model, "fallback", next,
+		"type", e.Code.Class().Type, "error", e.Message)
+	return next
 }
 
 // runTools runs one reply's tool calls in parallel, one activity (or
@@ -708,7 +766,7 @@ func modelFailure(err error) *agent.TurnError {
 	case agent.CodeCanceled:
 		// The turn's timeout cancels the call; run reports it.
 		e = agent.Errorf(agent.CodeTimeout, "turn was cancelled")
-	case agent.CodeModelRejected, agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodeBudget:
+	case agent.CodeModelRejected, agent.CodeContextLength, agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodeBudget:
 	default:
 		e = &agent.Error{Code: agent.CodeModelFailed, Message: e.Message}
 	}

@@ -39,7 +39,9 @@ type fakeTurn struct {
 	existing      *agent.TurnResult
 	// onModel runs inside CallModel before it returns, as a streaming
 	// call's last signals do.
-	onModel   func(contract.CallModelInput)
+	onModel func(contract.CallModelInput)
+	// failModel, when it returns an error, fails the call with it.
+	failModel func(contract.CallModelInput) error
 	approvals []agent.ApprovalRecord
 	// dbDown fails that many database step attempts (Route, LoadAgent,
 	// SaveResult, RecordApproval) as an unreachable database would.
@@ -93,6 +95,11 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 			f.modelCalls = append(f.modelCalls, in)
 			if f.onModel != nil {
 				f.onModel(in)
+			}
+			if f.failModel != nil {
+				if err := f.failModel(in); err != nil {
+					return contract.CallModelResult{}, err
+				}
 			}
 			if len(f.replies) == 0 {
 				return contract.CallModelResult{}, errors.New("no scripted reply left")

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 )
@@ -9,13 +10,23 @@ import (
 // Agent is one immutable version of an agent's configuration. A turn pins
 // the version it loaded, so a catalog change never alters a turn in flight.
 type Agent struct {
-	TenantID     string `json:"tenant_id"`
-	ID           string `json:"id"`
-	Version      int    `json:"version"`
-	Description  string `json:"description,omitempty"`
-	Model        string `json:"model"` // "provider:model", e.g. "openai:gpt-4o-mini"
-	SystemPrompt string `json:"system_prompt,omitempty"`
-	Tools        []Tool `json:"tools,omitempty"`
+	TenantID    string `json:"tenant_id"`
+	ID          string `json:"id"`
+	Version     int    `json:"version"`
+	Description string `json:"description,omitempty"`
+	Model       string `json:"model"` // "provider:model", e.g. "openai:gpt-4o-mini"
+	// FallbackModels are tried in order when a model call of the turn
+	// fails for good with an error type FallbackOn names: each is
+	// "provider:model", none is Model, none twice.
+	FallbackModels []string `json:"fallback_models,omitempty"`
+	// FallbackOn names the error types (ErrType*, one of FallbackTypes)
+	// that send a turn to its next fallback model. The catalog fills in
+	// DefaultFallbackOn when an agent with fallback models names none, so
+	// that a stored version keeps what it meant whatever the default
+	// becomes.
+	FallbackOn   []string `json:"fallback_on,omitempty"`
+	SystemPrompt string   `json:"system_prompt,omitempty"`
+	Tools        []Tool   `json:"tools,omitempty"`
 	// Composites grants the agent every composite tool of its tenant
 	// (kind composite_pipeline), those promoted later included: each
 	// promotion makes a new version of the agent with the new tool.
@@ -33,6 +44,49 @@ func (a *Agent) Tool(name string) (Tool, bool) {
 		}
 	}
 	return Tool{}, false
+}
+
+// FallbackTypes are the error types a model call can fail with for good
+// that a fallback model may fix, the values FallbackOn may name:
+//   - ModelFailed: the provider failed (5xx, 429, a broken stream or
+//     connection) on every attempt of the call's retry policy;
+//   - Unavailable: the call timed out (or its worker was lost) on every
+//     attempt;
+//   - ContextLengthExceeded: the model refused the request as longer than
+//     its context window (not retried);
+//   - ModelRejected: the model refused the request for any other reason
+//     (a 4xx other than 429; not retried).
+func FallbackTypes() []string {
+	return []string{ErrTypeModelFailed, ErrTypeUnavailable, ErrTypeContextLength, ErrTypeModelRejected}
+}
+
+// DefaultFallbackOn is what an agent with fallback models falls back on
+// when it names nothing: outages and rate limits that outlasted the
+// retries, and a conversation too long for the model. A request the
+// model refused for another reason is likely refused by the next.
+func DefaultFallbackOn() []string {
+	return []string{ErrTypeModelFailed, ErrTypeUnavailable, ErrTypeContextLength}
+}
+
+// NextModel is the model a turn calls when a call of model failed for
+// good with an error of type errType: the fallback after model, when the
+// agent falls back on errType; "" when there is none.
+func (a *Agent) NextModel(model, errType string) string {
+	if !slices.Contains(a.FallbackOn, errType) {
+		return ""
+	}
+	chain := append([]string{a.Model}, a.FallbackModels...)
+	i := slices.Index(chain, model)
+	if i < 0 || i+1 >= len(chain) {
+		return ""
+	}
+	return chain[i+1]
+}
+
+// Calls reports whether the agent may call model: its own or one of its
+// fallbacks.
+func (a *Agent) Calls(model string) bool {
+	return model == a.Model || slices.Contains(a.FallbackModels, model)
 }
 
 // Limits bound a turn. Zero values mean "use the default" (see Defaults).

@@ -30,6 +30,11 @@ const (
 	CodeRateLimited Code = "rate_limited"
 	// CodeModelRejected: the model refused the request (a 4xx other than 429).
 	CodeModelRejected Code = "model_rejected"
+	// CodeContextLength: the model refused the request because it is
+	// longer than its context window: a ModelRejected of its own kind, so
+	// that an agent can fall back to a model with a larger window
+	// (Agent.FallbackOn) and a client can tell it apart.
+	CodeContextLength Code = "context_length"
 	// CodeModelFailed: the model failed in a way a retry may fix.
 	CodeModelFailed Code = "model_failed"
 	// CodeMaxIterations: the model still asked for tools after the agent's
@@ -101,6 +106,7 @@ var classes = map[Code]Class{
 	// The model refused what the turn sent it: the request cannot be
 	// served as it is, and sending it again will not change that.
 	CodeModelRejected: {Type: ErrTypeModelRejected, GRPC: grpcFailedPrecondition, HTTP: 422, Public: true},
+	CodeContextLength: {Type: ErrTypeContextLength, GRPC: grpcFailedPrecondition, HTTP: 422, Public: true},
 	// The model is the server's upstream: it failed, and may not next time.
 	CodeModelFailed: {Type: ErrTypeModelFailed, GRPC: grpcUnavailable, HTTP: 502, Retryable: true, Public: true},
 	// The agent's own limits: the same request would end the same way.
@@ -126,6 +132,7 @@ const (
 	ErrTypeConflict         = "Conflict"
 	ErrTypeRateLimited      = "RateLimited"
 	ErrTypeModelRejected    = "ModelRejected"
+	ErrTypeContextLength    = "ContextLengthExceeded"
 	ErrTypeModelFailed      = "ModelFailed"
 	ErrTypeMaxIterations    = "MaxIterationsExceeded"
 	ErrTypeTokenBudget      = "TokenBudgetExceeded"
@@ -139,7 +146,7 @@ const (
 // Codes lists every code, for tests and documentation.
 func Codes() []Code {
 	return []Code{CodeInvalid, CodeNotFound, CodeAgentNotFound, CodeUnauthenticated, CodePermissionDenied, CodeConflict, CodeRateLimited, CodeModelRejected,
-		CodeModelFailed, CodeMaxIterations, CodeTokenBudget, CodeBudget, CodeTimeout, CodeCanceled, CodeUnavailable, CodeInternal}
+		CodeContextLength, CodeModelFailed, CodeMaxIterations, CodeTokenBudget, CodeBudget, CodeTimeout, CodeCanceled, CodeUnavailable, CodeInternal}
 }
 
 // Class returns the code's classification; an unknown code is classed as

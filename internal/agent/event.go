@@ -33,7 +33,9 @@ const (
 	// EventContent: {content}. A content block of the answer, e.g.
 	// {"type":"text","text":"…"} with the final answer.
 	EventContent EventKind = "content"
-	// EventUsage: {step, usage}. The token counts of one model call.
+	// EventUsage: {step, usage, model?}. The token counts of one model
+	// call, and the model that answered it ("provider:model": a fallback
+	// model when the agent's own failed).
 	EventUsage EventKind = "usage"
 	// EventError: {error}. The turn's failure, before its FAILED status.
 	EventError EventKind = "error"
@@ -54,10 +56,11 @@ const (
 	// calls it asks for. It precedes everything the step's model call
 	// streams; a retried model call stays in its step.
 	EventStepStart EventKind = "step_start"
-	// EventStepFinish: {step, usage, finish_reason}. The step has ended:
-	// its model call answered and the tool calls it asked for have ended.
-	// usage is the model call's; finish_reason why it stopped (stop,
-	// tool_calls, length, content_filter, or a provider's own reason).
+	// EventStepFinish: {step, usage, finish_reason, model?}. The step has
+	// ended: its model call answered and the tool calls it asked for have
+	// ended. usage is the model call's; finish_reason why it stopped
+	// (stop, tool_calls, length, content_filter, or a provider's own
+	// reason); model the model that answered.
 	EventStepFinish EventKind = "step_finish"
 	// EventApprovalDecided: {tool: {call_id, name}, approval: {outcome,
 	// approver?, reason?, via}}. A call that waited for approval was
@@ -164,6 +167,10 @@ type Event struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// FinishReason, on step_finish, is why the step's model call stopped.
 	FinishReason string `json:"finish_reason,omitempty"`
+	// Model, on usage and step_finish, is the model that answered the
+	// step's call ("provider:model"), which is a fallback model when the
+	// agent's own failed.
+	Model string `json:"model,omitempty"`
 	// Approval is an approval_decided event's decision.
 	Approval *ApprovalEvent `json:"approval,omitempty"`
 	// Message names the message of message_start and message_end events.
@@ -525,10 +532,11 @@ const (
 	fCustom
 	fContent
 	fError
+	fModel
 )
 
 var fieldNames = []string{"status", "void_from", "attempt", "step", "text", "tool", "usage", "finish_reason",
-	"approval", "message", "custom", "content", "error"}
+	"approval", "message", "custom", "content", "error", "model"}
 
 // eventShape is what a kind may and must set.
 type eventShape struct{ allowed, required eventFields }
@@ -544,11 +552,11 @@ var eventShapes = map[EventKind]eventShape{
 	EventApprovalRequired: {fTool, fTool},
 	EventApprovalDecided:  {fTool | fApproval, fTool | fApproval},
 	EventStepStart:        {fStep, fStep},
-	EventStepFinish:       {fStep | fUsage | fFinish, fStep | fUsage | fFinish},
+	EventStepFinish:       {fStep | fUsage | fFinish | fModel, fStep | fUsage | fFinish},
 	EventMessageStart:     {fMessage, fMessage},
 	EventMessageEnd:       {fMessage, fMessage},
 	EventContent:          {fContent, fContent},
-	EventUsage:            {fUsage | fStep, fUsage},
+	EventUsage:            {fUsage | fStep | fModel, fUsage},
 	EventCustom:           {fCustom | fTool, fCustom},
 	EventError:            {fError, fError},
 }
@@ -562,7 +570,7 @@ func (e Event) fields() eventFields {
 		{e.Status != "", fStatus}, {e.VoidFrom != 0, fVoidFrom}, {e.Attempt != 0, fAttempt}, {e.Step != 0, fStep},
 		{e.Text != "", fText}, {e.Tool != nil, fTool}, {e.Usage != nil, fUsage}, {e.FinishReason != "", fFinish},
 		{e.Approval != nil, fApproval}, {e.Message != nil, fMessage}, {e.Custom != nil, fCustom},
-		{len(e.Content) > 0, fContent}, {e.Error != nil, fError},
+		{len(e.Content) > 0, fContent}, {e.Error != nil, fError}, {e.Model != "", fModel},
 	} {
 		if set.on {
 			f |= set.bit

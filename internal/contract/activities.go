@@ -60,6 +60,18 @@ type CallModelInput struct {
 	// Seq is the step number the reply is stored under; steps 0..Seq-1 are
 	// the turn so far.
 	Seq int `json:"seq"`
+	// Model is the model to call, one of the agent's fallback models
+	// (agent.Agent.FallbackModels) after the model before it failed for
+	// good; empty for the agent's own. A reply already stored for the
+	// step is returned whichever model is asked for: it is never paid
+	// for twice.
+	Model string `json:"model,omitempty"`
+	// AttemptBase is how many attempts the step's earlier model calls
+	// may have made: this call's attempt n is the step's attempt
+	// AttemptBase+n, as its events, its budget reservation and its ledger
+	// row are keyed, so that a fallback's attempts follow the failed
+	// call's instead of repeating their numbers.
+	AttemptBase int `json:"attempt_base,omitempty"`
 	// ToolFailures are tool calls whose ExecuteTool gave up; they are stored
 	// as the calls' results before the model is called.
 	ToolFailures []ToolFailure `json:"tool_failures,omitempty"`
@@ -113,7 +125,9 @@ type CallModelResult struct {
 	Content   string           `json:"content,omitempty"`
 	ToolCalls []agent.ToolCall `json:"tool_calls,omitempty"`
 	Usage     agent.Usage      `json:"usage"`
-	Model     string           `json:"model,omitempty"`
+	// Model is the model that answered, "provider:model": the one the
+	// input named, or the agent's own.
+	Model string `json:"model,omitempty"`
 	// FinishReason is why the model stopped (agent.FinishStop,
 	// FinishToolCalls, …, or a provider's own), for the step's
 	// step_finish; told from the reply when it was read back from the

@@ -123,7 +123,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 			u = *e.Usage
 		}
 		out.Event = &pb.StreamEvent_Usage{Usage: &pb.UsageEvent{Step: int32(e.Step), PromptTokens: int64(u.PromptTokens),
-			CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens)}}
+			CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens), Model: e.Model}}
 	case agent.EventError:
 		out.Event = &pb.StreamEvent_Error{Error: &pb.ErrorEvent{Error: toPBError(e.Error)}}
 	case agent.EventReasoning:
@@ -136,7 +136,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 		out.Event = &pb.StreamEvent_StepStart{StepStart: &pb.StepEvent{Step: int32(e.Step)}}
 	case agent.EventStepFinish:
 		out.Event = &pb.StreamEvent_StepFinish{StepFinish: &pb.StepEvent{Step: int32(e.Step), FinishReason: e.FinishReason,
-			Usage: toPBTokenUsage(e.Usage)}}
+			Usage: toPBTokenUsage(e.Usage), Model: e.Model}}
 	case agent.EventApprovalDecided:
 		t, a := toolOrEmpty(e.Tool), agent.ApprovalEvent{}
 		if e.Approval != nil {
@@ -235,7 +235,7 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 	case *pb.StreamEvent_Content:
 		out.Kind, out.Content = agent.EventContent, json.RawMessage(ev.Content.GetBlockJson())
 	case *pb.StreamEvent_Usage:
-		out.Kind, out.Step = agent.EventUsage, int(ev.Usage.GetStep())
+		out.Kind, out.Step, out.Model = agent.EventUsage, int(ev.Usage.GetStep()), ev.Usage.GetModel()
 		out.Usage = &agent.Usage{PromptTokens: int(ev.Usage.GetPromptTokens()), CompletionTokens: int(ev.Usage.GetCompletionTokens()),
 			TotalTokens: int(ev.Usage.GetTotalTokens())}
 	case *pb.StreamEvent_Error:
@@ -251,7 +251,7 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 		out.Kind, out.Step = agent.EventStepStart, int(ev.StepStart.GetStep())
 	case *pb.StreamEvent_StepFinish:
 		s := ev.StepFinish
-		out.Kind, out.Step, out.FinishReason = agent.EventStepFinish, int(s.GetStep()), s.GetFinishReason()
+		out.Kind, out.Step, out.FinishReason, out.Model = agent.EventStepFinish, int(s.GetStep()), s.GetFinishReason(), s.GetModel()
 		if u := s.GetUsage(); u != nil {
 			out.Usage = &agent.Usage{PromptTokens: int(u.GetPromptTokens()), CompletionTokens: int(u.GetCompletionTokens()),
 				TotalTokens: int(u.GetTotalTokens()), CachedTokens: int(u.GetCachedTokens()), ReasoningTokens: int(u.GetReasoningTokens())}

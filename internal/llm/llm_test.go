@@ -34,6 +34,12 @@ rules:
   - name: rejected
     when: {user: 'reject'}
     fault: {status: 400, message: 'bad request: sk-secret-123 is not allowed', times: -1}
+  - name: too-long
+    when: {user: 'too long'}
+    fault: {status: 400, code: context_length_exceeded, message: 'too many tokens', times: -1}
+  - name: too-long-said
+    when: {user: 'said long'}
+    fault: {status: 400, message: 'prompt is too long: 210000 tokens > 200000 maximum', times: -1}
   - name: cut
     when: {user: 'cut'}
     fault: {cut_after_chunks: 3, times: -1}
@@ -129,12 +135,16 @@ func TestGenerateFailures(t *testing.T) {
 		retryable  bool
 		retryAfter time.Duration
 		contains   string
+		context    bool // refused as over the context window
 	}{
 		{prompt: "throttle", status: 429, retryable: true, retryAfter: 7 * time.Second},
 		{prompt: "throttle", stream: true, status: 429, retryable: true, retryAfter: 7 * time.Second},
 		{prompt: "broken", status: 500, retryable: true},
 		{prompt: "reject", status: 400, retryable: false, contains: "[redacted] is not allowed"},
 		{prompt: "cut", stream: true, status: 200, retryable: true},
+		{prompt: "too long", status: 400, contains: "too many tokens", context: true},
+		{prompt: "too long", stream: true, status: 400, context: true},
+		{prompt: "said long", status: 400, contains: "prompt is too long", context: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.prompt, func(t *testing.T) {
@@ -149,6 +159,7 @@ func TestGenerateFailures(t *testing.T) {
 			require.Equal(t, tt.status, le.Status)
 			require.Equal(t, tt.retryable, le.Retryable)
 			require.Equal(t, tt.retryAfter, le.RetryAfter)
+			require.Equal(t, tt.context, le.ContextLength)
 			require.Equal(t, "openai:m", le.Model)
 			require.NotContains(t, err.Error(), "sk-secret-123")
 			if tt.contains != "" {

@@ -22,6 +22,9 @@ type Error struct {
 	RetryAfter time.Duration // the provider's Retry-After, 0 if none
 	Retryable  bool          // whether the same call may succeed later
 	Message    string        // what went wrong, secrets redacted
+	// ContextLength says the provider refused the request as longer than
+	// the model's context window: a model with a larger one may take it.
+	ContextLength bool
 }
 
 func (e *Error) Error() string {
@@ -50,6 +53,57 @@ func retryableStatus(status int) bool {
 	return false
 }
 
+// contextLength reports whether a provider's refusal (its status, and
+// its error body's code and message) says the prompt is longer than the
+// model's context window. OpenAI names the error by its code; Anthropic,
+// vLLM and Ollama only say it in the message.
+func contextLength(status int, code, message string) bool {
+	if status < 400 || status >= 500 || status == http.StatusTooManyRequests {
+		return false
+	}
+	if code == "context_length_exceeded" {
+		return true
+	}
+	m := strings.ToLower(message)
+	for _, s := range []string{"maximum context length", "context length exceeded", "context window", "prompt is too long", "context_length_exceeded"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxErrorBody bounds how much of a refusal's body is read to classify
+// it; the client reads the rest as it would have.
+const maxErrorBody = 64 << 10
+
+// readErrorBody reads the code and message of an error response's body,
+// {"error": {"code", "message"}} (OpenAI's, and Anthropic's without a
+// code), and returns a body that reads the same bytes again.
+func readErrorBody(body io.ReadCloser) (code, message string, again io.ReadCloser) {
+	head, err := io.ReadAll(io.LimitReader(body, maxErrorBody))
+	again = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), body), body}
+	if err != nil {
+		return "", "", again
+	}
+	var e struct {
+		Error struct {
+			Code    any    `json:"code"` // a string, or a number from some servers
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(head, &e) != nil {
+		return "", "", again
+	}
+	if c, ok := e.Error.Code.(string); ok {
+		code = c
+	}
+	return code, e.Error.Message, again
+}
+
 // failure classifies an error from langchaingo using what the transport
 // saw of the HTTP exchange.
 func (r *Router) failure(ctx context.Context, model string, st *callState, err error) error {
@@ -63,7 +117,8 @@ func (r *Router) failure(ctx context.Context, model string, st *callState, err e
 	msg := r.redact(err.Error())
 	if snap.status >= 400 {
 		return &Error{Model: model, Status: snap.status, RetryAfter: snap.retryAfter,
-			Retryable: retryableStatus(snap.status), Message: msg}
+			Retryable: retryableStatus(snap.status), Message: msg,
+			ContextLength: contextLength(snap.status, snap.errCode, snap.errMessage)}
 	}
 	// No response, or one that broke off: a network failure, worth a retry.
 	return &Error{Model: model, Status: snap.status, Retryable: true, Message: msg}
@@ -94,20 +149,30 @@ type callState struct {
 	retryAfter time.Duration
 	sawDone    bool
 	textErr    error
+	// errCode and errMessage are a refusal's, from its body.
+	errCode, errMessage string
 }
 
 type callSnapshot struct {
-	watchDone  bool
-	status     int
-	retryAfter time.Duration
-	sawDone    bool
-	textErr    error
+	watchDone           bool
+	status              int
+	retryAfter          time.Duration
+	sawDone             bool
+	textErr             error
+	errCode, errMessage string
 }
 
 func (s *callState) snapshot() callSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return callSnapshot{watchDone: s.watchDone, status: s.status, retryAfter: s.retryAfter, sawDone: s.sawDone, textErr: s.textErr}
+	return callSnapshot{watchDone: s.watchDone, status: s.status, retryAfter: s.retryAfter, sawDone: s.sawDone, textErr: s.textErr,
+		errCode: s.errCode, errMessage: s.errMessage}
+}
+
+func (s *callState) setRefusal(code, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errCode, s.errMessage = code, message
 }
 
 func (s *callState) setTextErr(err error) {
@@ -160,6 +225,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	st.setResponse(resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), t.now()))
+	if resp.StatusCode >= 400 && resp.Body != nil {
+		code, message, body := readErrorBody(resp.Body)
+		resp.Body = body
+		st.setRefusal(code, message)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return resp, nil
 	}

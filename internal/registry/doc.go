@@ -32,6 +32,8 @@
 //	  - id: assistant            # required, unique per tenant
 //	    description: ...
 //	    model: openai:gpt-4o-mini  # required, provider:model
+//	    fallback_models: [anthropic:claude-3-5-haiku-latest]  # optional, in order
+//	    fallback_on: [ModelFailed, Unavailable, ContextLengthExceeded]  # the default
 //	    system_prompt: ...
 //	    tools: [calculator]      # names of the tenant's tools
 //	    temperature: 0           # 0 to 2; absent = the provider's default

@@ -73,13 +73,16 @@ type toolDoc struct {
 }
 
 type agentDoc struct {
-	ID           text        `yaml:"id"`
-	Description  text        `yaml:"description"`
-	Model        text        `yaml:"model"`
-	SystemPrompt text        `yaml:"system_prompt"`
-	Tools        []text      `yaml:"tools"`
-	Temperature  temperature `yaml:"temperature"`
-	Limits       *limitsDoc  `yaml:"limits"`
+	ID          text `yaml:"id"`
+	Description text `yaml:"description"`
+	Model       text `yaml:"model"`
+	// FallbackModels and FallbackOn: agent.Agent's.
+	FallbackModels []text      `yaml:"fallback_models"`
+	FallbackOn     []text      `yaml:"fallback_on"`
+	SystemPrompt   text        `yaml:"system_prompt"`
+	Tools          []text      `yaml:"tools"`
+	Temperature    temperature `yaml:"temperature"`
+	Limits         *limitsDoc  `yaml:"limits"`
 }
 
 type limitsDoc struct {
@@ -388,23 +391,20 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	if l.required(d.ID, agent.ValidateID("id", d.ID.s)) {
 		l.define(t.agentAt, "agent", d.ID)
 	}
-	provider, _, err := agent.ParseModel(d.Model.s)
-	switch m := d.Model; {
-	case m.bad:
-	case m.s == "":
-		l.addf(m.pos, `is required, as "provider:model", e.g. "openai:gpt-4o-mini"`)
-	case err != nil:
-		l.addf(m.pos, `%q is not "provider:model", e.g. "openai:gpt-4o-mini"`, m.s)
-	case !slices.Contains(agent.Providers(), provider):
-		l.addf(m.pos, "unknown provider %q (known: %s)", provider, strings.Join(agent.Providers(), ", "))
+	if d.Model.s == "" && !d.Model.bad {
+		l.addf(d.Model.pos, `is required, as "provider:model", e.g. "openai:gpt-4o-mini"`)
+	} else {
+		l.model(d.Model)
 	}
 	def := agentDef{agent: agent.Agent{
-		TenantID:     t.id,
-		ID:           d.ID.s,
-		Description:  d.Description.s,
-		Model:        d.Model.s,
-		SystemPrompt: d.SystemPrompt.s,
-		Temperature:  d.Temperature.v,
+		TenantID:       t.id,
+		ID:             d.ID.s,
+		Description:    d.Description.s,
+		Model:          d.Model.s,
+		FallbackModels: l.fallbackModels(d),
+		FallbackOn:     l.fallbackOn(d),
+		SystemPrompt:   d.SystemPrompt.s,
+		Temperature:    d.Temperature.v,
 	}}
 	if lim := d.Limits; lim != nil {
 		def.agent.Limits = agent.Limits{
@@ -432,6 +432,69 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		}
 	}
 	t.agents = append(t.agents, def)
+}
+
+// model checks a "provider:model" value; it reports false when it is
+// not one.
+func (l *loader) model(m text) bool {
+	if m.bad {
+		return false
+	}
+	provider, _, err := agent.ParseModel(m.s)
+	switch {
+	case err != nil:
+		l.addf(m.pos, `%q is not "provider:model", e.g. "openai:gpt-4o-mini"`, m.s)
+	case !slices.Contains(agent.Providers(), provider):
+		l.addf(m.pos, "unknown provider %q (known: %s)", provider, strings.Join(agent.Providers(), ", "))
+	default:
+		return true
+	}
+	return false
+}
+
+// fallbackModels checks an agent's fallback models: each a model of a
+// known provider, neither the agent's own model nor listed twice.
+func (l *loader) fallbackModels(d *agentDoc) []string {
+	var out []string
+	for _, m := range d.FallbackModels {
+		switch {
+		case m.bad:
+		case m.s == d.Model.s:
+			l.addf(m.pos, "%q is the agent's own model: a fallback must be another", m.s)
+		case slices.Contains(out, m.s):
+			l.addf(m.pos, "%q is listed twice", m.s)
+		case l.model(m):
+			out = append(out, m.s)
+		}
+	}
+	return out
+}
+
+// fallbackOn checks the error types an agent falls back on, and gives an
+// agent with fallback models that names none the defaults.
+func (l *loader) fallbackOn(d *agentDoc) []string {
+	if len(d.FallbackModels) == 0 {
+		if len(d.FallbackOn) > 0 {
+			l.addf(d.FallbackOn[0].pos, "the agent has no fallback_models to fall back on")
+		}
+		return nil
+	}
+	if len(d.FallbackOn) == 0 {
+		return agent.DefaultFallbackOn()
+	}
+	var out []string
+	for _, typ := range d.FallbackOn {
+		switch {
+		case typ.bad:
+		case !slices.Contains(agent.FallbackTypes(), typ.s):
+			l.addf(typ.pos, "%q is not an error type a fallback model may fix (want one of %s)", typ.s, strings.Join(agent.FallbackTypes(), ", "))
+		case slices.Contains(out, typ.s):
+			l.addf(typ.pos, "%q is listed twice", typ.s)
+		default:
+			out = append(out, typ.s)
+		}
+	}
+	return out
 }
 
 // rule adds one routing rule; finish looks up its agent.

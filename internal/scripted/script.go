@@ -102,6 +102,11 @@ type Fault struct {
 	RetryAfterSec int `yaml:"retry_after_sec"`
 	// Message is the error message; a default names the rule.
 	Message string `yaml:"message"`
+	// Code is the error body's code member, as OpenAI names its errors:
+	// "context_length_exceeded" for a prompt longer than the model's
+	// context window (with status 400). Default: the status's own
+	// (rate_limit_exceeded for 429, …), or none.
+	Code string `yaml:"code"`
 	// CutAfterChunks closes the connection after that many SSE events (a
 	// non-streamed reply is cut half-way through its body).
 	CutAfterChunks int `yaml:"cut_after_chunks"`
@@ -243,6 +248,9 @@ func (s *Script) compile() ([]compiledRule, error) {
 			}
 			if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
 				return nil, fmt.Errorf("rule %q: fault.status %d is not an HTTP error status", name, f.Status)
+			}
+			if f.Code != "" && f.Status == 0 {
+				return nil, fmt.Errorf("rule %q: fault.code needs a status to answer with", name)
 			}
 			if f.Status != 0 && f.CutAfterChunks != 0 {
 				return nil, fmt.Errorf("rule %q: fault.status and fault.cut_after_chunks are exclusive", name)

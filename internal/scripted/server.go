@@ -256,7 +256,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		if msg == "" {
 			msg = fmt.Sprintf("scripted fault of rule %q", rule.name)
 		}
-		writeError(w, fault.Status, msg, fault.RetryAfterSec)
+		writeFault(w, fault.Status, msg, fault.Code, fault.RetryAfterSec)
 		return
 	}
 	cut := 0
@@ -625,10 +625,20 @@ func splitBytes(s string, n int) []string {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string, retryAfterSec int) {
+	writeFault(w, status, msg, "", retryAfterSec)
+}
+
+// writeFault is writeError with the error's code member, when code is
+// set.
+func writeFault(w http.ResponseWriter, status int, msg, code string, retryAfterSec int) {
 	if retryAfterSec > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSec))
 	}
-	writeJSON(w, status, newErrorBody(status, msg))
+	b := newErrorBody(status, msg)
+	if code != "" {
+		b.Error.Code = &code
+	}
+	writeJSON(w, status, b)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

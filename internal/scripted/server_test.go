@@ -692,3 +692,49 @@ func TestReasoningThroughClient(t *testing.T) {
 	require.Equal(t, "The user wants 4 + 5. I will use the calculator.", resp.Choices[0].ReasoningContent)
 	require.Equal(t, "Let me add.", resp.Choices[0].Content)
 }
+
+// TestFallbackFaults: a rule can fault one model and not another (when:
+// model), and say which error it is (fault: code), as providers refuse a
+// prompt over the model's context window.
+func TestFallbackFaults(t *testing.T) {
+	srv := start(t, `
+rules:
+  - name: too-long
+    when: {model: '^small$'}
+    fault: {status: 400, code: context_length_exceeded, message: "This model's maximum context length is 8192 tokens.", times: -1}
+  - name: large
+    when: {model: '^large$'}
+    reply: {text: 'answered by large'}
+`)
+	request := func(model string) *http.Response {
+		b, err := json.Marshal(map[string]any{"model": model, "messages": []map[string]any{{"role": "user", "content": "a long story"}}})
+		require.NoError(t, err)
+		return post(t, srv, string(b))
+	}
+	for range 2 {
+		resp := request("small")
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		var body errorBody
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		require.Equal(t, "invalid_request_error", body.Error.Type)
+		require.NotNil(t, body.Error.Code)
+		require.Equal(t, "context_length_exceeded", *body.Error.Code)
+		require.Contains(t, body.Error.Message, "maximum context length")
+	}
+	resp := request("large")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var reply struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&reply))
+	require.Equal(t, "answered by large", reply.Choices[0].Message.Content)
+	require.Equal(t, 2, srv.Served("too-long"))
+	require.Equal(t, 1, srv.Served("large"))
+
+	_, err := Parse([]byte("rules: [{name: r, fault: {code: context_length_exceeded, cut_after_chunks: 1}, reply: {text: x}}]"))
+	require.ErrorContains(t, err, `rule "r": fault.code needs a status to answer with`)
+}

@@ -1834,8 +1834,11 @@ type StepEvent struct {
 	Step  int32                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
 	// step_finish: why the model call stopped: stop, tool_calls, length,
 	// content_filter, or a provider's own reason.
-	FinishReason  string      `protobuf:"bytes,2,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
-	Usage         *TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"` // step_finish: the model call's token counts
+	FinishReason string      `protobuf:"bytes,2,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	Usage        *TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"` // step_finish: the model call's token counts
+	// step_finish: the model that answered the step's call, provider:model
+	// (one of the agent's fallback_models when its own failed).
+	Model         string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1889,6 +1892,13 @@ func (x *StepEvent) GetUsage() *TokenUsage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *StepEvent) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
 }
 
 // TokenUsage counts the tokens of a model call.
@@ -2371,8 +2381,11 @@ type UsageEvent struct {
 	PromptTokens     int64                  `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CompletionTokens int64                  `protobuf:"varint,3,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
 	TotalTokens      int64                  `protobuf:"varint,4,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The model that answered the call, provider:model (one of the
+	// agent's fallback_models when its own failed).
+	Model         string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageEvent) Reset() {
@@ -2431,6 +2444,13 @@ func (x *UsageEvent) GetTotalTokens() int64 {
 		return x.TotalTokens
 	}
 	return 0
+}
+
+func (x *UsageEvent) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
 }
 
 type ErrorEvent struct {
@@ -5363,11 +5383,12 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"args_delta\x18\x03 \x01(\tR\targsDelta\x12\x12\n" +
 	"\x04step\x18\x04 \x01(\x05R\x04step\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\x05R\aattempt\"t\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\"\x8a\x01\n" +
 	"\tStepEvent\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x05R\x04step\x12#\n" +
 	"\rfinish_reason\x18\x02 \x01(\tR\ffinishReason\x12.\n" +
-	"\x05usage\x18\x03 \x01(\v2\x18.agentflow.v1.TokenUsageR\x05usage\"\xd1\x01\n" +
+	"\x05usage\x18\x03 \x01(\v2\x18.agentflow.v1.TokenUsageR\x05usage\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\"\xd1\x01\n" +
 	"\n" +
 	"TokenUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
@@ -5408,13 +5429,14 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\ffrom_toolkit\x18\v \x01(\tR\vfromToolkit\"-\n" +
 	"\fContentEvent\x12\x1d\n" +
 	"\n" +
-	"block_json\x18\x01 \x01(\tR\tblockJson\"\x95\x01\n" +
+	"block_json\x18\x01 \x01(\tR\tblockJson\"\xab\x01\n" +
 	"\n" +
 	"UsageEvent\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x05R\x04step\x12#\n" +
 	"\rprompt_tokens\x18\x02 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x03 \x01(\x03R\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x04 \x01(\x03R\vtotalTokens\";\n" +
+	"\ftotal_tokens\x18\x04 \x01(\x03R\vtotalTokens\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\";\n" +
 	"\n" +
 	"ErrorEvent\x12-\n" +
 	"\x05error\x18\x01 \x01(\v2\x17.agentflow.v1.TurnErrorR\x05error\"~\n" +
