@@ -40,8 +40,11 @@ type Call struct {
 // reasoning and its tool calls' argument fragments — into token,
 // reasoning and tool_args_delta events, in the order the model sent them,
 // and sends each batch to its Sink. Consecutive fragments of one kind (and
-// of one tool call) become one event. The first fragment goes out at
-// once, for a fast first token; after that a batch leaves every interval,
+// of one tool call) become one event. The first text or reasoning goes
+// out at once, for a fast first token (argument fragments alone wait the
+// interval: a model that writes a tool call quickly hands its arguments
+// on in its result, sparing the turn a signal and a workflow task, and
+// the call's tool_start follows them at once); after that a batch leaves every interval,
 // or sooner when it reaches maxBytes, and never while the previous one is
 // still being sent — so a slow server gets fewer, larger batches instead
 // of a queue. It heartbeats the last index sent every second: the
@@ -258,7 +261,8 @@ func (b *Batcher) run(ctx context.Context) {
 	defer close(b.done)
 	heartbeat := time.NewTicker(time.Second)
 	defer heartbeat.Stop()
-	var last time.Time // zero: the first batch leaves at once
+	start := time.Now()
+	var last time.Time // zero: the first batch of text leaves at once
 	for {
 		select {
 		case <-b.kick:
@@ -271,7 +275,11 @@ func (b *Batcher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		switch b.wait(ctx, last) {
+		since := last
+		if since.IsZero() && !b.visible() {
+			since = start // only argument fragments so far: no hurry
+		}
+		switch b.wait(ctx, since) {
 		case waitStopped:
 			b.finish(ctx)
 			return
@@ -315,6 +323,19 @@ func (b *Batcher) wait(ctx context.Context, last time.Time) waitOutcome {
 			return waitCanceled
 		}
 	}
+}
+
+// visible says whether what waits to be sent holds text or reasoning: what
+// a reader shows as it streams.
+func (b *Batcher) visible() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.streamed {
+		if e.Kind != agent.EventToolArgsDelta {
+			return true
+		}
+	}
+	return len(b.pending) > 0
 }
 
 // buffered is what waits to be sent of the model's fragments, in bytes.

@@ -226,6 +226,34 @@ func TestBatcherSendsFirstTextAtOnce(t *testing.T) {
 	requireHeartbeats(t, beats.all(), bs, 6)
 }
 
+// TestBatcherArgumentsWaitTheInterval: argument fragments alone are no
+// first token: they wait the interval (or the call's end, which hands
+// them on in its result), and the first text after them leaves at once
+// with them.
+func TestBatcherArgumentsWaitTheInterval(t *testing.T) {
+	link := &recordingSink{}
+	in := streamCall(1)
+	s, _ := startTestBatcher(t, time.Hour, 1<<20, in, link)
+	ctx := t.Context()
+	require.NoError(t, s.AddToolArgs(ctx, "call_1", "calculator", ""))
+	require.NoError(t, s.AddToolArgs(ctx, "call_1", "calculator", `{"expression": "2+2"}`))
+	require.Never(t, func() bool { return link.startedCount() > 0 }, 100*time.Millisecond, tick, "arguments alone wait")
+	batch, ok, err := s.CloseTail()
+	require.NoError(t, err)
+	require.True(t, ok, "the call's result hands them on")
+	require.Equal(t, []agent.Event{{Kind: agent.EventToolArgsDelta, StreamID: in.StreamID, Index: 1, Step: in.Step, Attempt: in.Attempt,
+		Tool: &agent.ToolEvent{CallID: "call_1", Name: "calculator", ArgsDelta: `{"expression": "2+2"}`}}}, batch.Events)
+	require.Zero(t, link.startedCount())
+
+	link2 := &recordingSink{}
+	s2, _ := startTestBatcher(t, time.Hour, 1<<20, streamCall(1), link2)
+	require.NoError(t, s2.AddToolArgs(ctx, "call_1", "calculator", `{}`))
+	require.NoError(t, s2.Add(ctx, "Done."))
+	require.Eventually(t, func() bool { return link2.sentCount() == 1 }, waitFor, tick, "text leaves at once, with the arguments before it")
+	require.Len(t, link2.batches()[0].Events, 2)
+	require.NoError(t, s2.Close())
+}
+
 func TestBatcherSendsAtMostEveryInterval(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	link := &recordingSink{}
