@@ -3,12 +3,14 @@ package eventlog
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -52,6 +54,10 @@ type Follower struct {
 	idleRead time.Duration
 	// Metrics counts log reads; nil counts nothing.
 	Metrics ReadCounter
+	// reads shares one query among the followers that read the same log
+	// from the same index at the same moment: a hundred viewers opening a
+	// turn at once cost Temporal one query, not a hundred.
+	reads singleflight.Group
 }
 
 // NewFollower returns a Follower. With a nil hub it only reads the log,
@@ -293,6 +299,27 @@ const readRetryFor = 2 * time.Minute
 // turn that runs as another tenant than its id names is not the caller's:
 // it is not found.
 func (f *Follower) read(ctx context.Context, streamID string, after int64) (agent.EventsPage, error) {
+	// The shared read is not any one caller's: it runs to its own end
+	// (bounded by readRetryFor), and each caller waits for it or for its
+	// own context. The page's events are only read by the followers.
+	ch := f.reads.DoChan(streamID+"\x00"+strconv.FormatInt(after, 10), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readRetryFor+10*time.Second)
+		defer cancel()
+		return f.readOnce(rctx, streamID, after)
+	})
+	select {
+	case <-ctx.Done():
+		return agent.EventsPage{}, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return agent.EventsPage{}, r.Err
+		}
+		return r.Val.(agent.EventsPage), nil
+	}
+}
+
+// readOnce is read for one caller.
+func (f *Follower) readOnce(ctx context.Context, streamID string, after int64) (agent.EventsPage, error) {
 	var page agent.EventsPage
 	var err error
 	wait, deadline := 50*time.Millisecond, time.Now().Add(readRetryFor)

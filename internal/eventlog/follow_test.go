@@ -58,10 +58,14 @@ func logWorkflow(ctx workflow.Context) error {
 type queryCounter struct {
 	client.Client
 	queries atomic.Int32
+	// slow, when set, holds each query this long first, as a loaded
+	// server does.
+	slow atomic.Int64
 }
 
 func (c *queryCounter) QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error) {
 	c.queries.Add(1)
+	time.Sleep(time.Duration(c.slow.Load()))
 	return c.Client.QueryWorkflow(ctx, workflowID, runID, queryType, args...)
 }
 
@@ -247,6 +251,31 @@ func TestFollowCatchesUpThenFollowsLive(t *testing.T) {
 	require.Equal(t, end, f.next(t, 1)[0])
 	require.NoError(t, f.end(t))
 	require.Equal(t, int32(1), e.counter.queries.Load(), "the live events were not read from the log")
+}
+
+// TestFollowSharesReads: followers that open a stream at the same moment
+// from the same index share one read of its log, and each gets every
+// event; one whose context ends stops waiting without ending the others'.
+func TestFollowSharesReads(t *testing.T) {
+	e := newFollowEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, _ := e.start()
+	e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning), ev(id, 2, agent.EventToken, "a"))
+	e.counter.slow.Store(int64(300 * time.Millisecond))
+
+	gone, leave := context.WithCancel(ctx)
+	left := e.follow(gone, id, 0)
+	var fs []*following
+	for range 20 {
+		fs = append(fs, e.follow(ctx, id, 0))
+	}
+	leave()
+	require.ErrorIs(t, left.end(t), context.Canceled)
+	for _, f := range fs {
+		requireIndices(t, f.next(t, 2), 1, 2)
+	}
+	require.Less(t, e.counter.queries.Load(), int32(5), "21 followers, one read of the log (a few at most, by timing)")
 }
 
 // TestFollowFillsGapFromLog: a live batch that does not continue what the
