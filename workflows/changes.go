@@ -172,4 +172,15 @@ const (
 	//
 	// Recorded: testdata/turn_model_fallback.json.
 	fallbackChange = "fallback-models"
+
+	// structuredOutputChange: a final answer that does not match the
+	// turn's output schema (CallModelResult.OutputProblems) is followed by
+	// one more CallModel, which stores what was wrong as a step and asks
+	// the model again; an answer that still does not match fails the turn
+	// InvalidOutput. The marker is written when a run first gets an answer
+	// that does not match. Runs before it had no output schemas, and took
+	// any answer as it was.
+	//
+	// Recorded: testdata/turn_output_repair.json.
+	structuredOutputChange = "structured-output"
 )
