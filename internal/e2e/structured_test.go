@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
@@ -45,6 +48,9 @@ rules:
   - name: zero-nights
     when: {user: 'no nights in Bergen'}
     reply: {text: '{"city": "Bergen", "nights": 0}'}
+  - name: forecast
+    when: {user: 'forecast'}
+    reply: {text: '{"temp_c": 18}'}
   - name: weather
     when: {user: 'weather'}
     reply: {text: "` + "```json\\n{\\\"temp_c\\\": 21}\\n```" + `"}
@@ -323,4 +329,58 @@ func TestStructuredOutputRefused(t *testing.T) {
 	})
 
 	require.Len(t, e.Model.Requests(), before, "no model was called")
+}
+
+// TestStructuredOutputOpenAIClient: OpenAI's client asks the
+// OpenAI-compatible endpoint for structured output as it asks OpenAI
+// (response_format json_schema), and the turn holds the answer to that
+// schema; a completion of an agent whose answer was repaired is the
+// repaired answer alone, streamed or not.
+func TestStructuredOutputOpenAIClient(t *testing.T) {
+	e := newStructuredEnv(t)
+	client := openai.NewClient(option.WithBaseURL(e.api+"/v1"), option.WithAPIKey(e.token), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var schema map[string]any
+	require.NoError(t, json.Unmarshal([]byte(weatherSchema), &schema))
+	format := openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+		JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "forecast", Schema: schema, Strict: openai.Bool(true)}}}
+
+	t.Run("a turn's schema", func(t *testing.T) {
+		prompt := "What is the forecast for Oslo?"
+		var resp *http.Response
+		c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "plain", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+			ResponseFormat: format}, option.WithResponseInto(&resp))
+		require.NoError(t, err)
+		require.Equal(t, `{"temp_c": 18}`, c.Choices[0].Message.Content)
+		requireSchemaSent(t, e.requestsOf(prompt)[0], "plain", weatherSchema, false)
+		var res agent.TurnResult
+		require.NoError(t, e.Client().GetWorkflow(ctx, resp.Header.Get("X-Agentflow-Stream-Id"), "").Get(ctx, &res))
+		require.Equal(t, `{"temp_c":18}`, string(res.OutputJSON))
+	})
+
+	t.Run("a repaired answer, whole and streamed", func(t *testing.T) {
+		params := openai.ChatCompletionNewParams{Model: "planner", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Plan somewhere for three nights.")}}
+		c, err := client.Chat.Completions.New(ctx, params)
+		require.NoError(t, err)
+		require.Equal(t, `{"city": "Oslo", "nights": 3}`, c.Choices[0].Message.Content, "the answer that did not match is not part of it")
+
+		stream := client.Chat.Completions.NewStreaming(ctx, params)
+		var content strings.Builder
+		for stream.Next() {
+			if ch := stream.Current(); len(ch.Choices) > 0 {
+				content.WriteString(ch.Choices[0].Delta.Content)
+			}
+		}
+		require.NoError(t, stream.Err())
+		require.Equal(t, `{"city": "Oslo", "nights": 3}`, content.String())
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		bad := openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "plain", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+			ResponseFormat: bad})
+		apiErr := requireAPIError(t, err, http.StatusBadRequest, "unsupported_value")
+		require.Equal(t, "response_format.type", apiErr.Param)
+	})
 }
