@@ -59,7 +59,7 @@ rules:
 `
 
 // plannerSchema is the planner agent's output schema, as JSON.
-const plannerSchema = `{"type":"object","properties":{"city":{"type":"string","minLength":1},"nights":{"type":"integer","minimum":1}},"required":["city","nights"],"additionalProperties":false}`
+const plannerSchema = `{"type":"object","properties":{"city":{"type":"string"},"nights":{"type":"integer","minimum":1}},"required":["city","nights"],"additionalProperties":false}`
 
 const structuredCatalog = `
 tenant: demo
@@ -69,7 +69,7 @@ agents:
     output_schema:
       type: object
       properties:
-        city: {type: string, minLength: 1}
+        city: {type: string}
         nights: {type: integer, minimum: 1}
       required: [city, nights]
       additionalProperties: false

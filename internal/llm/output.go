@@ -58,14 +58,30 @@ func responseFormat(f OutputFormat) (json.RawMessage, error) {
 	return b, nil
 }
 
-// strictable reports whether a schema meets OpenAI's strict mode where
-// schemas most often miss it: every object schema lists each of its
+// strictKeywords are the keywords OpenAI's strict mode takes; a schema
+// with any other (minLength, not, if, …) is sent without strict, which
+// it would refuse.
+var strictKeywords = map[string]bool{
+	"type": true, "properties": true, "required": true, "additionalProperties": true, "items": true,
+	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
+	"description": true, "title": true, "pattern": true, "format": true,
+	"multipleOf": true, "maximum": true, "exclusiveMaximum": true, "minimum": true, "exclusiveMinimum": true,
+	"minItems": true, "maxItems": true,
+}
+
+// strictable reports whether a schema meets OpenAI's strict mode: it uses
+// only strictKeywords, and every object schema lists each of its
 // properties as required and allows no others (additionalProperties:
-// false). Subschemas under properties, items, $defs, definitions, anyOf
-// and prefixItems are held to the same.
+// false). Subschemas under properties, items, $defs, definitions and
+// anyOf are held to the same.
 func strictable(s any) bool {
 	switch v := s.(type) {
 	case map[string]any:
+		for k := range v {
+			if !strictKeywords[k] {
+				return false
+			}
+		}
 		props, hasProps := v["properties"].(map[string]any)
 		if hasProps || v["type"] == "object" {
 			if v["additionalProperties"] != false {
@@ -87,7 +103,7 @@ func strictable(s any) bool {
 				}
 			}
 		}
-		for _, key := range []string{"items", "anyOf", "prefixItems"} {
+		for _, key := range []string{"items", "anyOf"} {
 			if sub, ok := v[key]; ok && !strictable(sub) {
 				return false
 			}

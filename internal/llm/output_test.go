@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,6 +28,7 @@ func TestGenerateSendsResponseFormat(t *testing.T) {
 		{"open schema", open, "trip", false, false},
 		{"closed schema, streamed", closed, "trip", true, true},
 		{"a name providers refuse", closed, "output", false, true},
+		{"a keyword strict mode does not take", strings.Replace(closed, `{"type":"string"}`, `{"type":"string","minLength":1}`, 1), "trip", false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
