@@ -98,11 +98,11 @@ var chatParams = map[string]func(req *chatRequest, name string, raw json.RawMess
 	"prediction":            ignored('{'),
 
 	// What the answer cannot honour: refused unless it asks for nothing.
-	"tools":         refusedUnless(emptyArray, noClientTools),
-	"functions":     refusedUnless(emptyArray, noClientTools),
-	"tool_choice":   refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools),
-	"function_call": refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools),
-	"response_format": readResponseFormat,
+	"tools":              refusedUnless(emptyArray, noClientTools),
+	"functions":          refusedUnless(emptyArray, noClientTools),
+	"tool_choice":        refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools),
+	"function_call":      refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools),
+	"response_format":    readResponseFormat,
 	"logprobs":           refusedUnless(oneOf(`false`), "an agent's answer has no log probabilities"),
 	"top_logprobs":       refusedUnless(oneOf(`0`), "an agent's answer has no log probabilities"),
 	"stop":               refusedUnless(emptyArrayOrString, "an agent's model calls are its own: stop sequences cannot be honoured"),

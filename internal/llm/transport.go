@@ -142,7 +142,7 @@ type callState struct {
 	// responseFormat, when set, is the request body's response_format
 	// (OutputFormat).
 	responseFormat json.RawMessage
-	watchDone       bool // look for the stream's final "data: [DONE]"
+	watchDone      bool // look for the stream's final "data: [DONE]"
 	// aliasReasoning copies "reasoning" into "reasoning_content" (see
 	// aliasReasoning) in an OpenAI-compatible reply.
 	aliasReasoning bool
