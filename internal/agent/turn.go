@@ -146,6 +146,9 @@ type PreviousResult struct {
 
 // Normalize fills defaults that do not depend on where the request runs.
 func (r *TurnRequest) Normalize() {
+	if !HasOutputSchema(r.OutputSchema) {
+		r.OutputSchema = nil // null is none
+	}
 	if r.Version == "" {
 		r.Version = ProtocolVersion
 	}
