@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -256,6 +257,15 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 		return agent.TurnResult{}, fmt.Errorf("decode result data: %w", err)
 	}
 	r.Output, r.ResultPreview, r.OutputJSON = p.Output, p.ResultPreview, p.OutputJSON
+	if len(p.OutputJSON) > 0 {
+		// jsonb spaces what it stores; the object is compact JSON, as the
+		// turn returned it.
+		var b bytes.Buffer
+		if err := json.Compact(&b, p.OutputJSON); err != nil {
+			return agent.TurnResult{}, fmt.Errorf("decode result output_json: %w", err)
+		}
+		r.OutputJSON = b.Bytes()
+	}
 	if errJSON != nil {
 		r.Error = &agent.TurnError{}
 		if err := json.Unmarshal(errJSON, r.Error); err != nil {
