@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +17,9 @@ import (
 type resultPayload struct {
 	Output        string          `json:"output,omitempty"`
 	ResultPreview json.RawMessage `json:"result_preview,omitempty"`
-	OutputJSON    json.RawMessage `json:"output_json,omitempty"`
+	// OutputJSON is the result's output_json as text: jsonb would
+	// reorder an object's keys, and the answer's order is the model's.
+	OutputJSON string `json:"output_json,omitempty"`
 }
 
 const resultContentType = "application/json"
@@ -84,7 +85,7 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	if len(r.OutputJSON) > 0 && !json.Valid(r.OutputJSON) {
 		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "output_json of job %q is not valid JSON", r.JobID)
 	}
-	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: r.OutputJSON})
+	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: string(r.OutputJSON)})
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: encode: %w", r.JobID, err)
 	}
@@ -256,15 +257,9 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 	if err := json.Unmarshal(inline, &p); err != nil {
 		return agent.TurnResult{}, fmt.Errorf("decode result data: %w", err)
 	}
-	r.Output, r.ResultPreview, r.OutputJSON = p.Output, p.ResultPreview, p.OutputJSON
-	if len(p.OutputJSON) > 0 {
-		// jsonb spaces what it stores; the object is compact JSON, as the
-		// turn returned it.
-		var b bytes.Buffer
-		if err := json.Compact(&b, p.OutputJSON); err != nil {
-			return agent.TurnResult{}, fmt.Errorf("decode result output_json: %w", err)
-		}
-		r.OutputJSON = b.Bytes()
+	r.Output, r.ResultPreview = p.Output, p.ResultPreview
+	if p.OutputJSON != "" {
+		r.OutputJSON = json.RawMessage(p.OutputJSON)
 	}
 	if errJSON != nil {
 		r.Error = &agent.TurnError{}
