@@ -18,6 +18,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/structured"
 )
 
 // CallModel sends the turn so far to the agent's model (or to the
@@ -46,6 +47,10 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		// its ledger row.
 		ag.Model = in.Model
 	}
+	schema, err := structured.Compile(outputSchema(ag, in))
+	if err != nil {
+		return contract.CallModelResult{}, err
+	}
 	var steps []agent.Message
 	err = a.db(ctx, "load steps", func() (err error) {
 		steps, err = a.turnSoFar(ctx, in)
@@ -55,7 +60,11 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		return contract.CallModelResult{}, err
 	}
 	if len(steps) > in.Seq {
-		return a.storedReply(ctx, ag, in, steps[in.Seq])
+		res, err := a.storedReply(ctx, ag, in, steps[in.Seq])
+		if err != nil {
+			return contract.CallModelResult{}, err
+		}
+		return checkOutput(res, schema), nil
 	}
 	var billing store.Billing
 	err = a.db(ctx, "load prices and budgets", func() (err error) {
@@ -99,7 +108,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err := a.db(ctx, "store reply", func() error { return a.store.PutReply(ctx, call, reply) }); err != nil {
 		return contract.CallModelResult{}, fmt.Errorf("store reply: %w", err)
 	}
-	return contract.CallModelResult{
+	return checkOutput(contract.CallModelResult{
 		Content:      reply.Content,
 		ToolCalls:    reply.ToolCalls,
 		Usage:        resp.Usage,
@@ -107,7 +116,29 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		FinishReason: resp.FinishReason,
 		Approvals:    a.approvals(ag, in, reply.ToolCalls),
 		Tail:         tail,
-	}, nil
+	}, schema), nil
+}
+
+// outputSchema is the schema the call's answer must match: the turn's
+// own, else its agent's; nil for none.
+func outputSchema(ag agent.Agent, in contract.CallModelInput) json.RawMessage {
+	return agent.TurnRequest{OutputSchema: in.OutputSchema}.OutputSchemaOf(ag)
+}
+
+// checkOutput checks a final answer against the turn's output schema (nil:
+// none), for the turn to take it (OutputJSON) or repair it
+// (OutputProblems). A reply that asks for tools is not an answer yet.
+func checkOutput(res contract.CallModelResult, schema *structured.Schema) contract.CallModelResult {
+	if schema == nil || len(res.ToolCalls) > 0 {
+		return res
+	}
+	out, problems := schema.Check(res.Content)
+	if len(problems) > 0 {
+		res.OutputProblems = problems.String()
+		return res
+	}
+	res.OutputJSON = out
+	return res
 }
 
 // turnSoFar stores the tool calls that failed for good as their results
@@ -115,6 +146,14 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) ([]agent.Message, error) {
 	if err := a.storeToolFailures(ctx, in.TenantID, in.JobID, in.ToolFailures); err != nil {
 		return nil, err
+	}
+	if in.Repair != "" {
+		// The answer to repair is step Seq-2; what was wrong with it comes
+		// after it, and the repaired answer after that.
+		msg := agent.Message{Role: agent.RoleUser, Content: structured.RepairPrompt(in.Repair)}
+		if err := a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq-1, msg); err != nil {
+			return nil, fmt.Errorf("store the output's problems: %w", err)
+		}
 	}
 	steps, err := a.store.Steps(ctx, in.TenantID, in.JobID)
 	if err != nil {
@@ -272,6 +311,9 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		Tools:       ag.Tools,
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
+	}
+	if schema := outputSchema(ag, in); schema != nil {
+		req.Output = &llm.OutputFormat{Name: ag.ID, Schema: schema}
 	}
 	var st *eventlog.Batcher
 	if in.Stream && in.StreamID != "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/structured"
 )
 
 // Route picks the agent for a request: the one it names, else the first
@@ -54,6 +55,12 @@ func (a *Activities) Route(ctx context.Context, in contract.RouteInput) (contrac
 // workflow) and under whatever workflow id.
 func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) (contract.LoadAgentResult, error) {
 	req := in.Request
+	// The gateway compiles a request's output schema before it starts the
+	// turn; a turn started through Temporal directly has it compiled here,
+	// before anything is stored or sent to a model.
+	if _, err := structured.Compile(req.OutputSchema); err != nil {
+		return contract.LoadAgentResult{}, err
+	}
 	existing, err := a.store.ResultOf(ctx, req)
 	switch {
 	case err == nil:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -28,6 +29,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&req.JobID, "job", "", "job id, the idempotency key (default: a random id)")
 	fs.StringVar(&req.History, "history", "", `"load" the session's transcript or start "fresh"`)
 	fs.IntVar(&req.TimeoutSec, "timeout", 0, "turn timeout in seconds (default: the agent's)")
+	schema := fs.String("output-schema", "", "a JSON Schema (of a JSON object) the answer must match, or @file holding one; the answer is printed as that object")
 	asJSON := fs.Bool("json", false, "print the whole TurnResult as JSON")
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
@@ -40,12 +42,22 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	req.Prompt = strings.Join(fs.Args(), " ")
+	if *schema != "" {
+		raw, err := readSchema(*schema)
+		if err != nil {
+			return err
+		}
+		req.OutputSchema = raw
+	}
 	if req.JobID == "" {
 		req.JobID = newJobID()
 	}
 	req.Normalize()
 	// Catch what the workflow would reject before anything is started.
 	if err := req.Validate(); err != nil {
+		return err
+	}
+	if _, err := structured.Compile(req.OutputSchema); err != nil {
 		return err
 	}
 
@@ -86,7 +98,11 @@ func printResult(out io.Writer, res agent.TurnResult, err error, asJSON bool) er
 		if res.Error != nil {
 			fmt.Fprintf(os.Stderr, "turn %s: %s: %s\n", res.Status, res.Error.Type, res.Error.Message)
 		} else {
-			fmt.Fprintln(out, res.Output)
+			answer := res.Output
+			if len(res.OutputJSON) > 0 {
+				answer = string(res.OutputJSON)
+			}
+			fmt.Fprintln(out, answer)
 			summary(out, res)
 		}
 	}
@@ -94,6 +110,19 @@ func printResult(out io.Writer, res agent.TurnResult, err error, asJSON bool) er
 		return exitError(1)
 	}
 	return nil
+}
+
+// readSchema reads --output-schema: JSON, or @file naming a file of it.
+func readSchema(v string) (json.RawMessage, error) {
+	path, ok := strings.CutPrefix(v, "@")
+	if !ok {
+		return json.RawMessage(v), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read --output-schema: %w", err)
+	}
+	return b, nil
 }
 
 func newJobID() string {

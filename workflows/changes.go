@@ -134,7 +134,9 @@ const (
 	// argument deltas, a step boundary, an approved call, read by
 	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
 	// tool's custom events), testdata/turn_model_fallback.json (steps
-	// answered by a fallback model, whose step_finish names it).
+	// answered by a fallback model, whose step_finish names it),
+	// testdata/turn_output_repair.json (an answer's step, and the step
+	// that repairs it).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -172,4 +174,15 @@ const (
 	//
 	// Recorded: testdata/turn_model_fallback.json.
 	fallbackChange = "fallback-models"
+
+	// structuredOutputChange: a final answer that does not match the
+	// turn's output schema (CallModelResult.OutputProblems) is followed by
+	// one more CallModel, which stores what was wrong as a step and asks
+	// the model again; an answer that still does not match fails the turn
+	// InvalidOutput. The marker is written when a run first gets an answer
+	// that does not match. Runs before it had no output schemas, and took
+	// any answer as it was.
+	//
+	// Recorded: testdata/turn_output_repair.json.
+	structuredOutputChange = "structured-output"
 )

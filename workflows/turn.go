@@ -149,6 +149,13 @@ type turn struct {
 	// vocab says whether the run logs the vocabulary's workflow events
 	// (vocabularyChange), once its first model call has decided it.
 	vocab vocabulary
+	// output is the final answer as JSON, when the turn has an output
+	// schema and the answer matched it; repairs counts the calls made to
+	// repair an answer that did not (at most one), and repair is what the
+	// next model call is to repair (structuredOutputChange).
+	output  json.RawMessage
+	repairs int
+	repair  string
 }
 
 // vocabulary is what a run knows of vocabularyChange.
@@ -291,7 +298,8 @@ func (t *turn) checkTenant(ctx workflow.Context) error {
 // loop calls the model and runs the tools it asks for until it answers,
 // a limit is reached or a call fails.
 func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.TurnError) {
-	for i := 1; i <= limits.MaxIterations; i++ {
+	// A repair call is one more than the agent's max_iterations allow.
+	for i := 1; i <= limits.MaxIterations+t.repairs; i++ {
 		if t.canceled != nil {
 			return "", t.cancelError()
 		}
@@ -318,7 +326,17 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		}
 		if len(reply.ToolCalls) == 0 {
 			t.finishStep(ctx, step, reply)
-			return reply.Content, nil
+			if reply.OutputProblems == "" || !t.checksOutput(ctx) {
+				t.output = reply.OutputJSON
+				return reply.Content, nil
+			}
+			if t.repairs > 0 {
+				return "", agent.TurnErrorOf(agent.Errorf(agent.CodeInvalidOutput,
+					"the model's answer does not match the output schema, also after a repair: %s", agent.Clip(reply.OutputProblems, 1000)))
+			}
+			workflow.GetLogger(ctx).Info("answer does not match the output schema; repairing it", "problems", reply.OutputProblems)
+			t.repairs, t.repair = 1, reply.OutputProblems
+			continue
 		}
 		t.unstored = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
 		// Every call of the step has ended (runTools waits for them all),
@@ -337,6 +355,15 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 	}
 	return "", agent.TurnErrorOf(agent.Errorf(agent.CodeMaxIterations,
 		"the model still asked for tools after %d iterations (the agent's max_iterations)", limits.MaxIterations))
+}
+
+// checksOutput reports whether the run holds answers to their output
+// schema, repairing one that does not match and failing InvalidOutput
+// when the repair does not match either (structuredOutputChange). The
+// first answer that does not match decides, and records the change's
+// marker; runs before it took any answer as it was.
+func (t *turn) checksOutput(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, structuredOutputChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 }
 
 // finishStep logs step_finish for the step whose model call answered with
@@ -394,6 +421,14 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		t.stopModel = nil
 		stop()
 	}()
+	repair := t.repair
+	if repair != "" {
+		// What was wrong with the answer is the step before the repair's
+		// (CallModelInput.Repair).
+		t.seq++
+		t.repair = ""
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s to repair an answer that does not match the output schema", model))
+	}
 	t.seq++
 	if t.logsVocabulary(ctx) {
 		t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
@@ -407,6 +442,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		Seq: t.seq, ToolFailures: t.unstored,
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
 		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "",
+		OutputSchema: t.req.OutputSchema, Repair: repair,
 	}
 	for {
 		if model != t.agent.Model {
@@ -679,6 +715,10 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	case t.data != nil:
 		res.DataRef = t.data.Ref
 		res.ResultPreview = dataPreview(*t.data)
+		res.OutputJSON = t.output
+	case t.output != nil:
+		res.OutputJSON = t.output
+		res.ResultPreview = jsonPreview(t.output)
 	default:
 		res.ResultPreview = textPreview(output)
 	}
@@ -787,6 +827,15 @@ func argsJSON(s string) json.RawMessage {
 // textPreview is the result_preview of a text answer.
 func textPreview(s string) json.RawMessage {
 	p := preview{Type: "text", Chars: len([]rune(s)), Text: contract.OneLine(s, 200)}
+	// Marshalling a struct of strings and ints is deterministic.
+	b, _ := json.Marshal(p) //workflowcheck:ignore
+	return b
+}
+
+// jsonPreview is the result_preview of an answer that matched the turn's
+// output schema: the JSON, in one line.
+func jsonPreview(out json.RawMessage) json.RawMessage {
+	p := preview{Type: "json", Chars: len([]rune(string(out))), Text: contract.OneLine(string(out), 200)}
 	// Marshalling a struct of strings and ints is deterministic.
 	b, _ := json.Marshal(p) //workflowcheck:ignore
 	return b

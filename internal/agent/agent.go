@@ -34,6 +34,12 @@ type Agent struct {
 	Limits     Limits `json:"limits"`
 	// Temperature for the model; nil leaves the provider's default.
 	Temperature *float64 `json:"temperature,omitempty"`
+	// OutputSchema, when set, is the JSON Schema (of a JSON object) the
+	// agent's final answers must match: sent as the provider's native
+	// structured-output option where it has one, checked when the answer
+	// arrives, repaired once, else the turn fails InvalidOutput. A turn's
+	// request may name its own (TurnRequest.OutputSchema).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // Tool returns the agent's tool with the given name.

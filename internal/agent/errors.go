@@ -35,6 +35,9 @@ const (
 	// that an agent can fall back to a model with a larger window
 	// (Agent.FallbackOn) and a client can tell it apart.
 	CodeContextLength Code = "context_length"
+	// CodeInvalidOutput: the model's answer did not match the turn's
+	// output schema, neither at first nor after the one repair call.
+	CodeInvalidOutput Code = "invalid_output"
 	// CodeModelFailed: the model failed in a way a retry may fix.
 	CodeModelFailed Code = "model_failed"
 	// CodeMaxIterations: the model still asked for tools after the agent's
@@ -107,6 +110,10 @@ var classes = map[Code]Class{
 	// served as it is, and sending it again will not change that.
 	CodeModelRejected: {Type: ErrTypeModelRejected, GRPC: grpcFailedPrecondition, HTTP: 422, Public: true},
 	CodeContextLength: {Type: ErrTypeContextLength, GRPC: grpcFailedPrecondition, HTTP: 422, Public: true},
+	// The model could not answer in the shape the request asks for, even
+	// when told what was wrong: the same request would likely end the
+	// same way.
+	CodeInvalidOutput: {Type: ErrTypeInvalidOutput, GRPC: grpcFailedPrecondition, HTTP: 422, Public: true},
 	// The model is the server's upstream: it failed, and may not next time.
 	CodeModelFailed: {Type: ErrTypeModelFailed, GRPC: grpcUnavailable, HTTP: 502, Retryable: true, Public: true},
 	// The agent's own limits: the same request would end the same way.
@@ -133,6 +140,7 @@ const (
 	ErrTypeRateLimited      = "RateLimited"
 	ErrTypeModelRejected    = "ModelRejected"
 	ErrTypeContextLength    = "ContextLengthExceeded"
+	ErrTypeInvalidOutput    = "InvalidOutput"
 	ErrTypeModelFailed      = "ModelFailed"
 	ErrTypeMaxIterations    = "MaxIterationsExceeded"
 	ErrTypeTokenBudget      = "TokenBudgetExceeded"
@@ -146,7 +154,7 @@ const (
 // Codes lists every code, for tests and documentation.
 func Codes() []Code {
 	return []Code{CodeInvalid, CodeNotFound, CodeAgentNotFound, CodeUnauthenticated, CodePermissionDenied, CodeConflict, CodeRateLimited, CodeModelRejected,
-		CodeContextLength, CodeModelFailed, CodeMaxIterations, CodeTokenBudget, CodeBudget, CodeTimeout, CodeCanceled, CodeUnavailable, CodeInternal}
+		CodeContextLength, CodeInvalidOutput, CodeModelFailed, CodeMaxIterations, CodeTokenBudget, CodeBudget, CodeTimeout, CodeCanceled, CodeUnavailable, CodeInternal}
 }
 
 // Class returns the code's classification; an unknown code is classed as

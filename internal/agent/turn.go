@@ -78,6 +78,11 @@ type TurnRequest struct {
 	// Temporal directly (the CLI, other workflows): whoever can start
 	// workflows on the server is trusted as the operator is.
 	Caller *Caller `json:"caller,omitempty"`
+	// OutputSchema, when set, is the JSON Schema (of a JSON object) the
+	// turn's answer must match, in place of its agent's output_schema
+	// (Agent.OutputSchema); the result then carries the answer as
+	// output_json.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 
 	decodeErr string // set by UnmarshalJSON when the JSON had the wrong shape
 }
@@ -141,6 +146,9 @@ type PreviousResult struct {
 
 // Normalize fills defaults that do not depend on where the request runs.
 func (r *TurnRequest) Normalize() {
+	if !HasOutputSchema(r.OutputSchema) {
+		r.OutputSchema = nil // null is none
+	}
 	if r.Version == "" {
 		r.Version = ProtocolVersion
 	}
@@ -202,6 +210,9 @@ func (r *TurnRequest) Validate() error {
 		return Errorf(CodeInvalid, "token_budget must not be negative")
 	}
 	if err := r.Caller.validate(); err != nil {
+		return err
+	}
+	if err := CheckOutputSchema(r.OutputSchema); err != nil {
 		return err
 	}
 	return r.Parent.validate()
@@ -348,9 +359,13 @@ type TurnResult struct {
 	// DataRef names the data the turn's last tool produced (a dataset or a
 	// document, stored by reference), when its answer rests on it;
 	// ResultPreview then describes that data.
-	DataRef  string         `json:"data_ref,omitempty"`
-	Metadata ResultMetadata `json:"metadata"`
-	Error    *TurnError     `json:"error,omitempty"`
+	DataRef string `json:"data_ref,omitempty"`
+	// OutputJSON is the answer as a JSON object, when the turn had an
+	// output schema (TurnRequest.OutputSchemaOf) and the answer matched
+	// it; Output keeps the answer's text.
+	OutputJSON json.RawMessage `json:"output_json,omitempty"`
+	Metadata   ResultMetadata  `json:"metadata"`
+	Error      *TurnError      `json:"error,omitempty"`
 }
 
 // ResultMetadata describes how a result was produced.

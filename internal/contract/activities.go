@@ -1,6 +1,10 @@
 package contract
 
-import "github.com/agentflow/agentflow/internal/agent"
+import (
+	"encoding/json"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
 
 // RouteInput asks which agent should answer a request.
 type RouteInput struct {
@@ -94,6 +98,18 @@ type CallModelInput struct {
 	// tools' approval policies.
 	Context agent.TurnContext `json:"context,omitzero"`
 	Caller  *agent.Caller     `json:"caller,omitempty"`
+	// OutputSchema is the turn request's own output schema
+	// (agent.TurnRequest.OutputSchema), which takes the place of the
+	// agent's. With either, the call asks the model for an answer that
+	// matches it, and checks a final answer (CallModelResult.OutputJSON,
+	// OutputProblems).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Repair, on the call that repairs a final answer which did not match
+	// the output schema, is what was wrong with it (the earlier call's
+	// OutputProblems): the call stores it, with what to do, as step Seq-1
+	// (a user message the model reads after its answer) before it calls
+	// the model.
+	Repair string `json:"repair,omitempty"`
 	Live
 }
 
@@ -143,6 +159,12 @@ type CallModelResult struct {
 	// Tail is the streamed reply's last batch, when the input asked for it
 	// (TailInResult): the turn logs it as it would the batch's signal.
 	Tail *agent.TokenBatch `json:"tail,omitempty"`
+	// OutputJSON is a final answer (no tool calls) that matched the turn's
+	// output schema, as compact JSON; OutputProblems says what did not
+	// match when it did not. Both are empty without a schema, and on a
+	// reply that asks for tools.
+	OutputJSON     json.RawMessage `json:"output_json,omitempty"`
+	OutputProblems string          `json:"output_problems,omitempty"`
 }
 
 // ApprovalNeed says that a tool call waits for a person, and why.

@@ -22,6 +22,9 @@ func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 		WorkflowTag: in.GetWorkflowTag(), Notify: in.GetNotify(),
 		Context: toContext(in.GetContext()), Caller: caller.Caller(),
 	}
+	if s := in.GetOutputSchemaJson(); s != "" {
+		r.OutputSchema = json.RawMessage(s)
+	}
 	if in.Stream != nil {
 		v := in.GetStream()
 		r.Stream = &v
@@ -58,6 +61,7 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 	out := &pb.TurnResult{
 		Version: r.Version, JobId: r.JobID, Status: r.Status, Output: r.Output, ResultRef: r.ResultRef,
 		ResultPreviewJson: string(r.ResultPreview), Error: toPBError(r.Error), StreamId: streamID, DataRef: r.DataRef,
+		OutputJson: string(r.OutputJSON),
 		Metadata: &pb.ResultMetadata{
 			AgentId: m.AgentID, AgentVersion: int32(m.AgentVersion), RouteRule: m.RouteRule,
 			TokensUsed: int64(m.TokensUsed), CacheHit: m.CacheHit, ExecutionTimeMs: m.ExecutionTimeMS, LlmModel: m.LLMModel,

@@ -159,9 +159,13 @@ func (o openAI) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	jobID := r.Header.Get(headerIdempotency)
 	var turn chatTurn
-	if session == "" {
-		turn, err = o.startTurn(ctx, req.Model, prompt, jobID)
-	} else {
+	switch {
+	case session == "":
+		turn, err = o.startTurn(ctx, req, prompt, jobID)
+	case req.OutputSchema != nil:
+		err = badParam("response_format", codeUnsupportedParameter,
+			"response_format json_schema is not supported with %s: a session's messages answer in their agent's format", headerSession)
+	default:
 		turn, err = o.sendMessage(ctx, session, req.Model, prompt, jobID)
 	}
 	if err != nil {
@@ -211,10 +215,11 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return data, nil
 }
 
-// startTurn prepares a turn of model as Stream does; following it starts
-// it (or attaches to its job's run).
-func (o openAI) startTurn(ctx context.Context, model, prompt, jobID string) (chatTurn, error) {
-	req, err := o.s.prepare(ctx, &pb.TurnRequest{AgentId: model, Prompt: prompt, JobId: jobID})
+// startTurn prepares a turn of the chat's model as Stream does, with the
+// chat's output schema; following it starts it (or attaches to its job's
+// run).
+func (o openAI) startTurn(ctx context.Context, chat chatRequest, prompt, jobID string) (chatTurn, error) {
+	req, err := o.s.prepare(ctx, &pb.TurnRequest{AgentId: chat.Model, Prompt: prompt, JobId: jobID, OutputSchemaJson: string(chat.OutputSchema)})
 	if err != nil {
 		return chatTurn{}, err
 	}

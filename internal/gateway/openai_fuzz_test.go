@@ -18,6 +18,7 @@ func FuzzChatRequest(f *testing.F) {
 		`{"model":"a","n":2,"tools":[{"type":"function"}],"messages":[{"role":"tool","content":"4"}]}`,
 		`{"model":"a","temperature":0.5,"metadata":{"k":"v"},"messages":[{"role":"assistant","content":null,"tool_calls":[]},{"role":"user","content":"z","name":"n"}]}`,
 		`{"model":1}`, `[]`, `null`, ``, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`,
+		`{"model":"a","response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"messages":[{"role":"user","content":"hi"}]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -22,9 +22,11 @@ import (
 //
 // The answer (content) is the text of the turn's last model call, which
 // is the turn's output: text a model call writes before it asks for tools
-// is not part of it, as in the turn's result. A call's text is therefore
-// held a little longer, until the turn shows what follows the call: a
-// tool call drops it, the end of the step or of the turn releases it.
+// is not part of it, as in the turn's result, and neither is an answer
+// that did not match the turn's output schema, which the call that
+// repairs it replaces. A call's text is therefore held a little longer,
+// until the turn shows what follows the call: a tool call or another
+// call drops it, the end of the turn releases it.
 // Reasoning is released for every call. A turn that streams no tokens
 // answers with its content event. Events of delegated child turns are
 // not this turn's and are skipped.
@@ -64,8 +66,9 @@ func (c *chatReply) add(e agent.Event) []chatDelta {
 			c.pending = ""
 			return nil
 		}
+		// Not released yet: a call that repairs the answer may follow.
 		c.finish = e.FinishReason
-		return c.release()
+		return nil
 	case agent.EventContent:
 		out := c.release()
 		if !c.answered {

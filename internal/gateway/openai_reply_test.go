@@ -69,6 +69,15 @@ func TestChatReply(t *testing.T) {
 			{Content: "2+2 = 4"}},
 		finish: "length", usage: agent.Usage{PromptTokens: 30, CompletionTokens: 10, TotalTokens: 40},
 	}, {
+		name: "a repaired answer: the one that did not match the output schema is not the answer",
+		events: replyLog(evStatus(agent.StreamRunning), agent.Event{Kind: agent.EventStepStart, Step: 1}, evToken(1, 1, `{"n": 0}`), evUsage(1, 10, 5),
+			agent.Event{Kind: agent.EventStepFinish, Step: 1, FinishReason: agent.FinishStop},
+			agent.Event{Kind: agent.EventStepStart, Step: 3}, evToken(3, 1, `{"n": 1}`), evUsage(3, 20, 5),
+			agent.Event{Kind: agent.EventStepFinish, Step: 3, FinishReason: agent.FinishStop},
+			evContent(`{"n": 1}`), evStatus(agent.StreamCompleted)),
+		want:   []chatDelta{{Content: `{"n": 1}`}},
+		finish: "stop", usage: agent.Usage{PromptTokens: 30, CompletionTokens: 10, TotalTokens: 40},
+	}, {
 		name:   "a turn that streams no tokens answers with its content",
 		events: replyLog(evStatus(agent.StreamRunning), evUsage(1, 3, 2), evContent("Plain."), evStatus(agent.StreamCompleted)),
 		want:   []chatDelta{{Content: "Plain."}},

@@ -16,7 +16,8 @@ import (
 // and ignored because it only tunes how a model samples or is billed (the
 // agent's own configuration decides that), or refused because the answer
 // cannot honour it (the client's own tools, several choices, log
-// probabilities, a response format, stop sequences, audio); an unknown
+// probabilities, a response format other than text or a JSON schema,
+// stop sequences, audio); an unknown
 // parameter is refused too, as OpenAI refuses it. What is wrong is said,
 // with the parameter, and nothing is started.
 
@@ -29,6 +30,9 @@ type chatRequest struct {
 	// IncludeUsage: stream_options.include_usage, a last chunk with the
 	// usage.
 	IncludeUsage bool
+	// OutputSchema is response_format's json_schema.schema: the turn's
+	// output schema (agent.TurnRequest.OutputSchema).
+	OutputSchema json.RawMessage
 }
 
 // chatMessage is one message of the request, its content as text.
@@ -94,12 +98,11 @@ var chatParams = map[string]func(req *chatRequest, name string, raw json.RawMess
 	"prediction":            ignored('{'),
 
 	// What the answer cannot honour: refused unless it asks for nothing.
-	"tools":         refusedUnless(emptyArray, noClientTools),
-	"functions":     refusedUnless(emptyArray, noClientTools),
-	"tool_choice":   refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools),
-	"function_call": refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools),
-	"response_format": refusedUnless(oneOf(`{"type":"text"}`),
-		"an agent answers in the format its instructions give; only {\"type\": \"text\"} is taken"),
+	"tools":              refusedUnless(emptyArray, noClientTools),
+	"functions":          refusedUnless(emptyArray, noClientTools),
+	"tool_choice":        refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools),
+	"function_call":      refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools),
+	"response_format":    readResponseFormat,
 	"logprobs":           refusedUnless(oneOf(`false`), "an agent's answer has no log probabilities"),
 	"top_logprobs":       refusedUnless(oneOf(`0`), "an agent's answer has no log probabilities"),
 	"stop":               refusedUnless(emptyArrayOrString, "an agent's model calls are its own: stop sequences cannot be honoured"),
@@ -185,6 +188,44 @@ func readModel(req *chatRequest, name string, raw json.RawMessage) error {
 	if err := agent.ValidateID("model", req.Model); err != nil {
 		return &chatParamError{param: name, err: err}
 	}
+	return nil
+}
+
+// readResponseFormat takes {"type": "text"}, and {"type": "json_schema",
+// "json_schema": {"name", "schema", "strict", "description"}}, whose
+// schema becomes the turn's output schema. json_object is refused: an
+// answer is checked against a schema, and it gives none.
+func readResponseFormat(req *chatRequest, name string, raw json.RawMessage) error {
+	var f struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+		} `json:"json_schema"`
+	}
+	if err := readJSON(name, raw, `{"type": "text"} or {"type": "json_schema", "json_schema": {"name", "schema"}}`, &f); err != nil {
+		return err
+	}
+	switch f.Type {
+	case "text":
+		if f.JSONSchema != nil {
+			return badParam(name+".json_schema", "", "%s.json_schema is only taken with type json_schema", name)
+		}
+		return nil
+	case "json_schema":
+	default:
+		return badParam(name+".type", codeUnsupportedValue, `%s.type %q is not supported: an agent answers text, or JSON that matches a schema ({"type": "json_schema", "json_schema": {"name", "schema"}})`,
+			name, agent.Clip(f.Type, 64))
+	}
+	if f.JSONSchema == nil || !agent.HasOutputSchema(f.JSONSchema.Schema) {
+		return badParam(name+".json_schema.schema", "", "%s.json_schema.schema is required: the JSON Schema the answer must match", name)
+	}
+	if err := agent.CheckOutputSchema(f.JSONSchema.Schema); err != nil {
+		return &chatParamError{param: name + ".json_schema.schema", err: err}
+	}
+	req.OutputSchema = f.JSONSchema.Schema
 	return nil
 }
 

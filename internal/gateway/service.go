@@ -22,6 +22,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -145,6 +146,12 @@ func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 		return req, err
 	}
 	if err := req.CheckNotify(""); err != nil {
+		return req, err
+	}
+	// A schema that does not compile is refused here, before a turn
+	// starts (its LoadAgent compiles it again for starts that bypass the
+	// gateway).
+	if _, err := structured.Compile(req.OutputSchema); err != nil {
 		return req, err
 	}
 	if err := s.checkAgent(ctx, req); err != nil {

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -39,6 +40,9 @@ type Request struct {
 	Tools       []agent.Tool    // name, description, parameters (JSON Schema)
 	MaxTokens   int             // 0 = the provider's default
 	Temperature *float64        // nil = the provider's default
+	// Output, when set, asks for an answer that is a JSON object matching
+	// its schema (see OutputFormat for how each provider is asked).
+	Output *OutputFormat
 	// OnText, when set, streams the reply's text (see Model.Generate).
 	OnText func(ctx context.Context, text string) error
 	// OnChunk, when set, streams every chunk of the reply as the provider
@@ -308,7 +312,18 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 	if len(req.Messages) == 0 {
 		return nil, agent.Errorf(agent.CodeInvalid, "call %s: no messages", fullName)
 	}
-	msgs, err := toMessages(req.Messages, p.oneBlockPerMessage)
+	var format json.RawMessage
+	messages := req.Messages
+	if req.Output != nil {
+		if p.openAIWire {
+			if format, err = responseFormat(*req.Output); err != nil {
+				return nil, err
+			}
+		} else {
+			messages = withSchemaInstruction(messages, *req.Output)
+		}
+	}
+	msgs, err := toMessages(messages, p.oneBlockPerMessage)
 	if err != nil {
 		return nil, err
 	}
@@ -318,9 +333,15 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 	}
 
 	streaming := req.OnText != nil || req.OnChunk != nil
-	st := &callState{omitTemperature: req.Temperature == nil, watchDone: streaming && p.openAIWire, aliasReasoning: p.openAIWire}
+	st := &callState{omitTemperature: req.Temperature == nil, watchDone: streaming && p.openAIWire, aliasReasoning: p.openAIWire,
+		responseFormat: format}
 	ctx = withCallState(ctx, st)
 	opts := []llms.CallOption{llms.WithModel(modelName)}
+	if format != nil {
+		// The transport puts the schema in place of JSON mode's bare
+		// json_object (OutputFormat).
+		opts = append(opts, llms.WithJSONMode())
+	}
 	if len(tools) > 0 {
 		opts = append(opts, llms.WithTools(tools))
 	}

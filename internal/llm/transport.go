@@ -139,7 +139,10 @@ func (c Config) HasCredentials() bool {
 // callState is what the transport learns about one Generate call.
 type callState struct {
 	omitTemperature bool // drop langchaingo's always-sent "temperature": 0
-	watchDone       bool // look for the stream's final "data: [DONE]"
+	// responseFormat, when set, is the request body's response_format
+	// (OutputFormat).
+	responseFormat json.RawMessage
+	watchDone      bool // look for the stream's final "data: [DONE]"
 	// aliasReasoning copies "reasoning" into "reasoning_content" (see
 	// aliasReasoning) in an OpenAI-compatible reply.
 	aliasReasoning bool
@@ -213,8 +216,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st == nil {
 		return t.base.RoundTrip(req)
 	}
-	if st.omitTemperature && req.Body != nil && req.Method == http.MethodPost {
-		r2, err := withoutTemperature(req)
+	if (st.omitTemperature || st.responseFormat != nil) && req.Body != nil && req.Method == http.MethodPost {
+		r2, err := rewriteBody(req, st)
 		if err != nil {
 			return nil, err
 		}
@@ -245,9 +248,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// withoutTemperature returns a copy of req whose JSON body lacks the
-// "temperature" member, so the provider applies its own default.
-func withoutTemperature(req *http.Request) (*http.Request, error) {
+// rewriteBody returns a copy of req whose JSON body lacks the
+// "temperature" member when st omits it, so the provider applies its own
+// default, and has st's response_format.
+func rewriteBody(req *http.Request, st *callState) (*http.Request, error) {
 	body, err := io.ReadAll(req.Body)
 	_ = req.Body.Close()
 	if err != nil {
@@ -255,11 +259,17 @@ func withoutTemperature(req *http.Request) (*http.Request, error) {
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(body, &obj) == nil {
-		if _, ok := obj["temperature"]; ok {
+		_, hasTemperature := obj["temperature"]
+		changed := st.omitTemperature && hasTemperature
+		if changed {
 			delete(obj, "temperature")
-			if b, err := json.Marshal(obj); err == nil {
-				body = b
-			}
+		}
+		if st.responseFormat != nil {
+			obj["response_format"] = st.responseFormat
+			changed = true
+		}
+		if b, err := json.Marshal(obj); changed && err == nil {
+			body = b
 		}
 	}
 	r2 := req.Clone(req.Context())

@@ -23,6 +23,7 @@ import (
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/process"
 	"github.com/agentflow/agentflow/internal/routing"
+	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -82,7 +83,9 @@ type agentDoc struct {
 	SystemPrompt   text        `yaml:"system_prompt"`
 	Tools          []text      `yaml:"tools"`
 	Temperature    temperature `yaml:"temperature"`
-	Limits         *limitsDoc  `yaml:"limits"`
+	// OutputSchema: agent.Agent's, compiled here (internal/structured).
+	OutputSchema jsonDoc    `yaml:"output_schema"`
+	Limits       *limitsDoc `yaml:"limits"`
 }
 
 type limitsDoc struct {
@@ -406,6 +409,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		SystemPrompt:   d.SystemPrompt.s,
 		Temperature:    d.Temperature.v,
 	}}
+	def.agent.OutputSchema = l.outputSchema(d)
 	if lim := d.Limits; lim != nil {
 		def.agent.Limits = agent.Limits{
 			MaxIterations:      lim.MaxIterations.n,
@@ -432,6 +436,26 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		}
 	}
 	t.agents = append(t.agents, def)
+}
+
+// outputSchema compiles an agent's output schema, so that one that does
+// not compile is refused when the catalog is applied, at the line of the
+// value the problem is about when the compiler says which.
+func (l *loader) outputSchema(d *agentDoc) json.RawMessage {
+	s := &d.OutputSchema
+	if s.raw == nil || s.bad {
+		return nil
+	}
+	if _, err := structured.Compile(s.raw); err != nil {
+		at := s.on(s.node)
+		var ce *structured.CompileError
+		if errors.As(err, &ce) && ce.Pointer != "" {
+			at = s.at(ce.Pointer)
+		}
+		l.addf(at, "%s", err)
+		return nil
+	}
+	return s.raw
 }
 
 // model checks a "provider:model" value; it reports false when it is

@@ -40,8 +40,11 @@ type Request struct {
 	Tools       []string // names of the offered tools
 	Temperature *float64 // nil when the client did not send one
 	MaxTokens   int      // max_completion_tokens, else max_tokens
-	Status      int      // HTTP status answered (200 for a cut stream)
-	Faulted     bool     // a fault of the rule was served instead of its reply
+	// ResponseFormat is the request's response_format as the client sent
+	// it (structured output); nil when it sent none.
+	ResponseFormat json.RawMessage
+	Status         int  // HTTP status answered (200 for a cut stream)
+	Faulted        bool // a fault of the rule was served instead of its reply
 }
 
 // Message is one message of a recorded request.
@@ -326,6 +329,9 @@ func record(req chatRequest) Request {
 		Stream:      req.Stream,
 		Temperature: req.Temperature,
 		MaxTokens:   req.MaxCompletionTokens,
+	}
+	if f := req.ResponseFormat; len(f) > 0 && string(f) != "null" {
+		rec.ResponseFormat = f
 	}
 	if rec.MaxTokens == 0 {
 		rec.MaxTokens = req.MaxTokens

@@ -449,6 +449,26 @@ func TestRecordedRequest(t *testing.T) {
 	require.False(t, r.Faulted)
 }
 
+// TestRecordedResponseFormat: a request's response_format is recorded as
+// sent, and a request without one records none.
+func TestRecordedResponseFormat(t *testing.T) {
+	srv := start(t, testScript)
+	format := `{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object","properties":{"n":{"type":"integer"}}},"strict":false}}`
+	for _, body := range []string{
+		`{"model":"m","response_format":` + format + `,"messages":[{"role":"user","content":"count"}]}`,
+		`{"model":"m","response_format":null,"messages":[{"role":"user","content":"count"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"count"}]}`,
+	} {
+		resp := post(t, srv, body)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	reqs := srv.Requests()
+	require.Len(t, reqs, 3)
+	require.JSONEq(t, format, string(reqs[0].ResponseFormat))
+	require.Nil(t, reqs[1].ResponseFormat)
+	require.Nil(t, reqs[2].ResponseFormat)
+}
+
 func TestMaxRecorded(t *testing.T) {
 	script, err := Parse([]byte(testScript))
 	require.NoError(t, err)

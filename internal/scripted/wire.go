@@ -23,6 +23,10 @@ type chatRequest struct {
 	Temperature         *float64 `json:"temperature"`
 	MaxTokens           int      `json:"max_tokens"`
 	MaxCompletionTokens int      `json:"max_completion_tokens"`
+	// ResponseFormat is kept as sent: {"type": "json_schema",
+	// "json_schema": {"name", "schema", "strict"}}, {"type":
+	// "json_object"} or {"type": "text"}.
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 type wireMessage struct {

@@ -17,6 +17,9 @@ import (
 type resultPayload struct {
 	Output        string          `json:"output,omitempty"`
 	ResultPreview json.RawMessage `json:"result_preview,omitempty"`
+	// OutputJSON is the result's output_json as text: jsonb would
+	// reorder an object's keys, and the answer's order is the model's.
+	OutputJSON string `json:"output_json,omitempty"`
 }
 
 const resultContentType = "application/json"
@@ -79,7 +82,10 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	if len(r.ResultPreview) > 0 && !json.Valid(r.ResultPreview) {
 		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result_preview of job %q is not valid JSON", r.JobID)
 	}
-	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview})
+	if len(r.OutputJSON) > 0 && !json.Valid(r.OutputJSON) {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "output_json of job %q is not valid JSON", r.JobID)
+	}
+	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: string(r.OutputJSON)})
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: encode: %w", r.JobID, err)
 	}
@@ -252,6 +258,9 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 		return agent.TurnResult{}, fmt.Errorf("decode result data: %w", err)
 	}
 	r.Output, r.ResultPreview = p.Output, p.ResultPreview
+	if p.OutputJSON != "" {
+		r.OutputJSON = json.RawMessage(p.OutputJSON)
+	}
 	if errJSON != nil {
 		r.Error = &agent.TurnError{}
 		if err := json.Unmarshal(errJSON, r.Error); err != nil {

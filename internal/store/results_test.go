@@ -297,3 +297,25 @@ func TestTenantIsolation(t *testing.T) {
 	require.Equal(t, "acme's", mine.Output)
 	require.NotEqual(t, small.ResultRef, mine.ResultRef)
 }
+
+// TestSaveResultOutputJSON: a structured result's object comes back as
+// it was stored, its keys in the model's order (jsonb would sort them),
+// and an object that is not JSON is refused.
+func TestSaveResultOutputJSON(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	res := completed("job-json", `{"temp_c": 21, "sky": "clear"}`)
+	res.OutputJSON = json.RawMessage(`{"temp_c":21,"sky":"clear"}`)
+	saved, err := s.SaveResult(ctx, "demo", "turn/demo/job-json", res, processRequest("job-json"))
+	require.NoError(t, err)
+	require.Equal(t, `{"temp_c":21,"sky":"clear"}`, string(saved.OutputJSON))
+	read, err := s.Result(ctx, "demo", "job-json")
+	require.NoError(t, err)
+	require.Equal(t, `{"temp_c":21,"sky":"clear"}`, string(read.OutputJSON))
+
+	bad := completed("job-bad-json", "x")
+	bad.OutputJSON = json.RawMessage(`{"temp_c":`)
+	_, err = s.SaveResult(ctx, "demo", "turn/demo/job-bad-json", bad, processRequest("job-bad-json"))
+	require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+}

@@ -94,22 +94,27 @@ func (Status) EnumDescriptor() ([]byte, []int) {
 // TurnRequest is the v1 job protocol's input, without tenant_id: the
 // tenant comes from the bearer token.
 type TurnRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`       // idempotency key; empty: a fresh one
-	AgentId       string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // empty: routed
-	SessionId     string                 `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Prompt        string                 `protobuf:"bytes,5,opt,name=prompt,proto3" json:"prompt,omitempty"`
-	History       string                 `protobuf:"bytes,6,opt,name=history,proto3" json:"history,omitempty"` // "load" | "fresh"
-	Context       *TurnContext           `protobuf:"bytes,7,opt,name=context,proto3" json:"context,omitempty"`
-	TimeoutSec    int32                  `protobuf:"varint,8,opt,name=timeout_sec,json=timeoutSec,proto3" json:"timeout_sec,omitempty"`
-	RunId         string                 `protobuf:"bytes,9,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	NodeId        string                 `protobuf:"bytes,10,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	WorkflowTag   string                 `protobuf:"bytes,11,opt,name=workflow_tag,json=workflowTag,proto3" json:"workflow_tag,omitempty"`
-	Notify        string                 `protobuf:"bytes,12,opt,name=notify,proto3" json:"notify,omitempty"`
-	Stream        *bool                  `protobuf:"varint,13,opt,name=stream,proto3,oneof" json:"stream,omitempty"` // default true
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Version     string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	JobId       string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`       // idempotency key; empty: a fresh one
+	AgentId     string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // empty: routed
+	SessionId   string                 `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Prompt      string                 `protobuf:"bytes,5,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	History     string                 `protobuf:"bytes,6,opt,name=history,proto3" json:"history,omitempty"` // "load" | "fresh"
+	Context     *TurnContext           `protobuf:"bytes,7,opt,name=context,proto3" json:"context,omitempty"`
+	TimeoutSec  int32                  `protobuf:"varint,8,opt,name=timeout_sec,json=timeoutSec,proto3" json:"timeout_sec,omitempty"`
+	RunId       string                 `protobuf:"bytes,9,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	NodeId      string                 `protobuf:"bytes,10,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	WorkflowTag string                 `protobuf:"bytes,11,opt,name=workflow_tag,json=workflowTag,proto3" json:"workflow_tag,omitempty"`
+	Notify      string                 `protobuf:"bytes,12,opt,name=notify,proto3" json:"notify,omitempty"`
+	Stream      *bool                  `protobuf:"varint,13,opt,name=stream,proto3,oneof" json:"stream,omitempty"` // default true
+	// output_schema_json, when set, is a JSON Schema (of a JSON object) the
+	// turn's answer must match, in place of its agent's output_schema; the
+	// result then carries the answer as output_json. A schema that does not
+	// compile is refused with InvalidArgument.
+	OutputSchemaJson string `protobuf:"bytes,14,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TurnRequest) Reset() {
@@ -231,6 +236,13 @@ func (x *TurnRequest) GetStream() bool {
 		return *x.Stream
 	}
 	return false
+}
+
+func (x *TurnRequest) GetOutputSchemaJson() string {
+	if x != nil {
+		return x.OutputSchemaJson
+	}
+	return ""
 }
 
 type TurnContext struct {
@@ -773,7 +785,12 @@ type TurnResult struct {
 	StreamId          string          `protobuf:"bytes,9,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
 	// data_ref names that data (cas://sha256:…), for tools of later turns
 	// and GetResult; empty when the answer is text only.
-	DataRef       string `protobuf:"bytes,10,opt,name=data_ref,json=dataRef,proto3" json:"data_ref,omitempty"`
+	DataRef string `protobuf:"bytes,10,opt,name=data_ref,json=dataRef,proto3" json:"data_ref,omitempty"`
+	// output_json is the answer as a JSON object, when the turn had an
+	// output schema (the agent's or the request's) and the answer matched
+	// it; output keeps its text, and result_preview_json is then
+	// {"type":"json","chars":…,"text":…} unless the answer rests on data.
+	OutputJson    string `protobuf:"bytes,11,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -874,6 +891,13 @@ func (x *TurnResult) GetStreamId() string {
 func (x *TurnResult) GetDataRef() string {
 	if x != nil {
 		return x.DataRef
+	}
+	return ""
+}
+
+func (x *TurnResult) GetOutputJson() string {
+	if x != nil {
+		return x.OutputJson
 	}
 	return ""
 }
@@ -5236,7 +5260,7 @@ var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\x03\n" +
+	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc1\x03\n" +
 	"\vTurnRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -5253,7 +5277,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	" \x01(\tR\x06nodeId\x12!\n" +
 	"\fworkflow_tag\x18\v \x01(\tR\vworkflowTag\x12\x16\n" +
 	"\x06notify\x18\f \x01(\tR\x06notify\x12\x1b\n" +
-	"\x06stream\x18\r \x01(\bH\x00R\x06stream\x88\x01\x01B\t\n" +
+	"\x06stream\x18\r \x01(\bH\x00R\x06stream\x88\x01\x01\x12,\n" +
+	"\x12output_schema_json\x18\x0e \x01(\tR\x10outputSchemaJsonB\t\n" +
 	"\a_stream\"\x8e\x02\n" +
 	"\vTurnContext\x12\x1b\n" +
 	"\tuser_role\x18\x01 \x01(\tR\buserRole\x12\x17\n" +
@@ -5292,7 +5317,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xdd\x02\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xfe\x02\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -5306,7 +5331,9 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\v2\x17.agentflow.v1.TurnErrorR\x05error\x12\x1b\n" +
 	"\tstream_id\x18\t \x01(\tR\bstreamId\x12\x19\n" +
 	"\bdata_ref\x18\n" +
-	" \x01(\tR\adataRef\"\xd8\x02\n" +
+	" \x01(\tR\adataRef\x12\x1f\n" +
+	"\voutput_json\x18\v \x01(\tR\n" +
+	"outputJson\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
