@@ -37,11 +37,12 @@ type Request struct {
 	Model       string
 	Stream      bool
 	Messages    []Message
-	Tools       []string // names of the offered tools
-	Temperature *float64 // nil when the client did not send one
-	MaxTokens   int      // max_completion_tokens, else max_tokens
-	Status      int      // HTTP status answered (200 for a cut stream)
-	Faulted     bool     // a fault of the rule was served instead of its reply
+	Tools       []string  // names of the offered tools
+	Temperature *float64  // nil when the client did not send one
+	MaxTokens   int       // max_completion_tokens, else max_tokens
+	Status      int       // HTTP status answered (200 for a cut stream)
+	Faulted     bool      // a fault of the rule was served instead of its reply
+	At          time.Time // when the request arrived
 }
 
 // Message is one message of a recorded request.
@@ -236,6 +237,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := record(req)
+	rec.At = time.Now()
 	conv := toConversation(req)
 
 	rule, v, ok := s.match(conv)
@@ -255,6 +257,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		msg := fault.Message
 		if msg == "" {
 			msg = fmt.Sprintf("scripted fault of rule %q", rule.name)
+		}
+		for k, v := range fault.Headers {
+			w.Header().Set(k, v)
 		}
 		writeFault(w, fault.Status, msg, fault.Code, fault.RetryAfterSec)
 		return
