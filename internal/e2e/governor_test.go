@@ -153,3 +153,55 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+// pauseScript refuses the first call of "first" with a 429 that says,
+// in OpenAI's rate-limit headers only, that requests are used up for 4
+// seconds.
+const pauseScript = `
+rules:
+  - name: refused
+    when: {user: first}
+    fault: {status: 429, times: 1, headers: {x-ratelimit-remaining-requests: "0", x-ratelimit-reset-requests: 4s}}
+    reply: {text: 'First, at last.'}
+  - name: answer
+    when: {user: '.'}
+    reply: {text: 'Noted.'}
+`
+
+// TestGovernorPausedByProviderRefusal: a provider's 429 with rate-limit
+// reset headers pauses its key for every call, not only the refused
+// one: a turn started after the refusal waits, saying the provider asked
+// to wait, and reaches the provider only when the pause is over.
+func TestGovernorPausedByProviderRefusal(t *testing.T) {
+	limits, err := governor.ParseLimits("openai=concurrent:10")
+	require.NoError(t, err)
+	srv := testserver.Start(t, testserver.Options{Script: pauseScript, ModelLimits: limits,
+		Catalogs: []string{fmt.Sprintf(governorCatalog, "demo")}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := func(prompt string) string {
+		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", AgentID: "governed",
+			JobID: "gov-" + testserver.RandomID(), Prompt: prompt}
+		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
+		require.NoError(t, err)
+		return run.GetID()
+	}
+	first := start("first")
+	require.Eventually(t, func() bool { return counterSum(t, srv.Metrics(), governor.MetricPauses) == 1 }, time.Minute, 20*time.Millisecond)
+	refusedAt := srv.Model.Requests()[0].At
+	second := start("second")
+	require.Eventually(t, func() bool {
+		return strings.Contains(pendingDetails(t, srv, second), "waiting for openai: the provider asked to wait")
+	}, time.Minute, 50*time.Millisecond)
+
+	for _, id := range []string{first, second} {
+		var res agent.TurnResult
+		require.NoError(t, srv.Client().GetWorkflow(ctx, id, "").Get(ctx, &res))
+		require.Equal(t, agent.StatusCompleted, res.Status)
+	}
+	reqs := srv.Model.Requests()
+	require.Len(t, reqs, 3, "the refused call, its retry and the second turn's")
+	for _, r := range reqs[1:] {
+		require.GreaterOrEqual(t, r.At.Sub(refusedAt), 4*time.Second, "rule %s reached the provider during the pause", r.Rule)
+	}
+}
