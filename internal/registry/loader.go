@@ -418,7 +418,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 			ModelPriority:      lim.ModelPriority.n,
 		}
 		if p := lim.ModelPriority; p.n > 5 {
-			l.addf(p.pos, "model_priority %d: want 1 (first) to 5 (last), or 0 for the default, 3", p.n)
+			l.addf(p.pos, "%d is out of range: want 1 (first) to 5 (last), or 0 for the default, 3", p.n)
 		}
 	}
 	listed := map[string]bool{}
