@@ -29,6 +29,8 @@ CREATE TABLE governor_grants (
 );
 
 CREATE INDEX governor_grants_window_idx ON governor_grants (key, granted_at);
+-- Each waiter's tenant's recent grants, for the queue's order.
+CREATE INDEX governor_grants_tenant_idx ON governor_grants (key, tenant_id, granted_at);
 
 -- A call waiting for a key: the admission of each waiter picks the next
 -- call to admit among them (priority, then the tenant with the fewest
