@@ -52,6 +52,9 @@ const (
 	DefaultPoll     = 200 * time.Millisecond
 )
 
+// maxPolls bounds the polls a waiting call deep in the queue skips.
+const maxPolls = 10
+
 // aliveGrace is how long a waiting call stays queued past the time it
 // said it would ask again.
 const aliveGrace = 5 * time.Second
@@ -188,7 +191,14 @@ func (g *Governor) Acquire(ctx context.Context, c Call) (*Permit, error) {
 		}
 		wait := adm.Retry
 		if wait <= 0 {
+			// Only asking again tells. A call behind others while there is
+			// room asks again soon: the first is being admitted. A call
+			// waiting for a slot asks less often the deeper it is in the
+			// queue.
 			wait = g.poll
+			if adm.Reason == store.GovernorConcurrent {
+				wait *= time.Duration(min(1+adm.Ahead, maxPolls))
+			}
 		}
 		// Calls told the same time do not all ask at the same instant.
 		wait += rand.N(g.poll/4 + 1)

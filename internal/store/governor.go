@@ -97,7 +97,7 @@ WITH n AS (SELECT clock_timestamp() AS t),
 u AS (
   SELECT
     count(*) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $2)) AS reqs,
-    min(g.granted_at) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $2)) AS reqs_oldest,
+    array_agg(g.granted_at ORDER BY g.granted_at) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $2)) AS reqs_at,
     COALESCE(sum(g.input_tokens) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $3)), 0)::bigint AS input,
     min(g.granted_at) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $3)) AS input_oldest,
     COALESCE(sum(g.output_tokens) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $4)), 0)::bigint AS output,
@@ -112,7 +112,7 @@ q AS (
     SELECT count(*) AS recent FROM governor_grants g
     WHERE g.key = w.key AND g.tenant_id = w.tenant_id AND g.granted_at > n.t - make_interval(secs => $5)) r
   WHERE w.key = $1 AND w.alive_until > n.t)
-SELECT n.t, u.reqs, u.reqs_oldest, u.input, u.input_oldest, u.output, u.output_oldest, u.held,
+SELECT n.t, u.reqs, u.reqs_at, u.input, u.input_oldest, u.output, u.output_oldest, u.held,
   COALESCE((SELECT pos FROM q WHERE q.call_id = $6), 1)
 FROM n, u`
 	sqlInsertGrant = `
@@ -133,11 +133,12 @@ ON CONFLICT (key) DO UPDATE SET paused_until = greatest(governor_keys.paused_unt
 
 // governorUse is a key's counts as one admission sees them.
 type governorUse struct {
-	now, paused            time.Time
-	requests, held         int
-	input, output          int64
-	reqsOld, inOld, outOld *time.Time
-	position               int
+	now, paused    time.Time
+	requests, held int
+	input, output  int64
+	reqsAt         []time.Time // the request window's grants, oldest first
+	inOld, outOld  *time.Time  // the oldest grant of each token window
+	position       int         // the call's place among the waiting calls, from 1
 }
 
 // Admit decides whether the key admits the call now, and records the
@@ -168,7 +169,7 @@ func (s *Store) Admit(ctx context.Context, lim GovernorLimits, c GovernorCall) (
 		b.Queue(sqlUpsertWaiter, c.Key, c.CallID, c.TenantID, c.Priority, c.Alive.Seconds())
 		b.Queue(sqlGovernorUse, c.Key, lim.RequestWindow.Seconds(), lim.InputWindow.Seconds(), lim.OutputWindow.Seconds(),
 			lim.longestWindow().Seconds(), c.CallID).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&u.now, &u.requests, &u.reqsOld, &u.input, &u.inOld, &u.output, &u.outOld, &u.held, &u.position)
+			return row.Scan(&u.now, &u.requests, &u.reqsAt, &u.input, &u.inOld, &u.output, &u.outOld, &u.held, &u.position)
 		})
 		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			return err
@@ -204,7 +205,16 @@ func (l GovernorLimits) decide(c GovernorCall, u governorUse) Admission {
 	case l.Concurrent > 0 && u.held >= l.Concurrent:
 		return Admission{Reason: GovernorConcurrent, Ahead: u.position - 1}
 	case l.Requests > 0 && u.requests >= l.Requests:
-		return Admission{Reason: GovernorRequests, Retry: until(u.reqsOld, l.RequestWindow), Ahead: u.position - 1}
+		// The call's turn comes when as many of the window's calls have
+		// left it as put it over the limit, and one more for each call
+		// ahead: calls deep in the queue do not all ask at the next free
+		// slot.
+		i := min(u.requests-l.Requests+u.position-1, len(u.reqsAt)-1)
+		var at *time.Time
+		if i >= 0 {
+			at = &u.reqsAt[i]
+		}
+		return Admission{Reason: GovernorRequests, Retry: until(at, l.RequestWindow), Ahead: u.position - 1}
 	case l.InputTokens > 0 && u.input > 0 && u.input+c.Input > l.InputTokens:
 		return Admission{Reason: GovernorInputTokens, Retry: until(u.inOld, l.InputWindow), Ahead: u.position - 1}
 	case l.OutputTokens > 0 && u.output > 0 && u.output+c.Output > l.OutputTokens:
