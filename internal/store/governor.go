@@ -133,7 +133,8 @@ ON CONFLICT (key) DO UPDATE SET paused_until = greatest(governor_keys.paused_unt
 
 // governorUse is a key's counts as one admission sees them.
 type governorUse struct {
-	now, paused    time.Time
+	now            time.Time
+	paused         *time.Time // nil: never paused
 	requests, held int
 	input, output  int64
 	reqsAt         []time.Time // the request window's grants, oldest first
@@ -200,7 +201,7 @@ func (l GovernorLimits) decide(c GovernorCall, u governorUse) Admission {
 		return max(oldest.Add(window).Sub(u.now), 0)
 	}
 	switch {
-	case u.paused.After(u.now):
+	case u.paused != nil && u.paused.After(u.now):
 		return Admission{Reason: GovernorPaused, Retry: u.paused.Sub(u.now), Ahead: u.position - 1}
 	case l.Concurrent > 0 && u.held >= l.Concurrent:
 		return Admission{Reason: GovernorConcurrent, Ahead: u.position - 1}

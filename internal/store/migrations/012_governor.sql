@@ -1,13 +1,13 @@
 -- The provider governor's state, shared by every worker process: one row
 -- per governed key (a provider, or one of its models), locked (FOR UPDATE)
 -- by each admission, so that the fleet's admissions to a key are decided
--- one at a time against the same counts. paused_until is how long the
+-- one at a time against the same counts. paused_until, when set, is how long the
 -- provider asked the key to wait (a 429's Retry-After or rate-limit
 -- reset headers). Times are the database's clock, so that workers on
 -- machines whose clocks disagree still count one window.
 CREATE TABLE governor_keys (
     key          TEXT PRIMARY KEY,
-    paused_until TIMESTAMPTZ NOT NULL DEFAULT '-infinity'
+    paused_until TIMESTAMPTZ
 );
 
 -- A call admitted to a key: it counts against the key's request and token
