@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -60,13 +61,19 @@ func TestGovernorSharedByTwoWorkers(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// A client of neither worker, as a gateway's: a worker's own client
+	// would start turns eagerly on that worker, and their activities
+	// would follow.
+	c, err := client.DialContext(ctx, client.Options{HostPort: first.Address, Namespace: first.Namespace})
+	require.NoError(t, err)
+	defer c.Close()
 	const turns = 30
 	runs := make([]string, turns)
 	for i := range turns {
 		tenant := []string{"demo", "acme"}[i%2]
 		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: tenant, AgentID: "governed",
 			JobID: "gov-" + testserver.RandomID(), Prompt: fmt.Sprintf("note %d", i)}
-		run, err := turnclient.Start(ctx, first.Client(), first.TaskQueue, req)
+		run, err := turnclient.Start(ctx, c, first.TaskQueue, req)
 		require.NoError(t, err)
 		runs[i] = run.GetID()
 	}
