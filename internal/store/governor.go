@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,7 +88,8 @@ WHERE key = $1 AND granted_at < clock_timestamp() - make_interval(secs => $2)
 INSERT INTO governor_waiters (key, call_id, tenant_id, priority, since, alive_until)
 VALUES ($1, $2, $3, $4, clock_timestamp(), clock_timestamp() + make_interval(secs => $5))
 ON CONFLICT (key, call_id) DO UPDATE SET alive_until = EXCLUDED.alive_until, priority = EXCLUDED.priority`
-	// One statement, one now: the key's counts over each window, and the
+	// One statement, one now: the key's counts over each window (and,
+	// when the request window is full, its grants' times), and the
 	// caller's place among the live waiters, ordered by priority, then by
 	// the tenant's grants within the fairness window (fewest first: a
 	// tenant with many calls waiting takes turns with one with few), then
@@ -97,7 +99,7 @@ WITH n AS (SELECT clock_timestamp() AS t),
 u AS (
   SELECT
     count(*) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $2)) AS reqs,
-    array_agg(g.granted_at ORDER BY g.granted_at) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $2)) AS reqs_at,
+    count(*) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $2)) >= $7 AS reqs_full,
     COALESCE(sum(g.input_tokens) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $3)), 0)::bigint AS input,
     min(g.granted_at) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $3)) AS input_oldest,
     COALESCE(sum(g.output_tokens) FILTER (WHERE g.granted_at > n.t - make_interval(secs => $4)), 0)::bigint AS output,
@@ -112,7 +114,10 @@ q AS (
     SELECT count(*) AS recent FROM governor_grants g
     WHERE g.key = w.key AND g.tenant_id = w.tenant_id AND g.granted_at > n.t - make_interval(secs => $5)) r
   WHERE w.key = $1 AND w.alive_until > n.t)
-SELECT n.t, u.reqs, u.reqs_at, u.input, u.input_oldest, u.output, u.output_oldest, u.held,
+SELECT n.t, u.reqs,
+  CASE WHEN u.reqs_full THEN (SELECT array_agg(g.granted_at ORDER BY g.granted_at) FROM governor_grants g
+    WHERE g.key = $1 AND g.granted_at > n.t - make_interval(secs => $2)) END,
+  u.input, u.input_oldest, u.output, u.output_oldest, u.held,
   COALESCE((SELECT pos FROM q WHERE q.call_id = $6), 1)
 FROM n, u`
 	sqlInsertGrant = `
@@ -169,7 +174,7 @@ func (s *Store) Admit(ctx context.Context, lim GovernorLimits, c GovernorCall) (
 		b.Queue(sqlDropOldGrants, c.Key, lim.longestWindow().Seconds())
 		b.Queue(sqlUpsertWaiter, c.Key, c.CallID, c.TenantID, c.Priority, c.Alive.Seconds())
 		b.Queue(sqlGovernorUse, c.Key, lim.RequestWindow.Seconds(), lim.InputWindow.Seconds(), lim.OutputWindow.Seconds(),
-			lim.longestWindow().Seconds(), c.CallID).QueryRow(func(row pgx.Row) error {
+			lim.longestWindow().Seconds(), c.CallID, requestsFull(lim)).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&u.now, &u.requests, &u.reqsAt, &u.input, &u.inOld, &u.output, &u.outOld, &u.held, &u.position)
 		})
 		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
@@ -190,6 +195,15 @@ func (s *Store) Admit(ctx context.Context, lim GovernorLimits, c GovernorCall) (
 		return Admission{}, fmt.Errorf("admit call to %q: %w", c.Key, err)
 	}
 	return adm, nil
+}
+
+// requestsFull is the count at which the request window is full; with no
+// request limit, a count it never reaches.
+func requestsFull(l GovernorLimits) int64 {
+	if l.Requests <= 0 {
+		return math.MaxInt64
+	}
+	return int64(l.Requests)
 }
 
 // decide is the admission of c by counts u.
