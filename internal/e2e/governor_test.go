@@ -59,6 +59,10 @@ func TestGovernorSharedByTwoWorkers(t *testing.T) {
 	second := testserver.Start(t, testserver.Options{SharedModel: first.Model, DatabaseURL: dbURL, ModelLimits: limits,
 		TaskQueue: first.TaskQueue})
 
+	// Both workers poll before the turns start, so that either may take
+	// them.
+	require.Eventually(t, func() bool { return polling(t, first.Metrics()) && polling(t, second.Metrics()) },
+		time.Minute, 20*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// A client of neither worker, as a gateway's: a worker's own client
@@ -143,6 +147,27 @@ func pendingDetails(t *testing.T, srv *testserver.Server, workflowID string) str
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// polling reports whether a server's worker has asked for a workflow
+// task (the SDK counts a long poll when it starts).
+func polling(t *testing.T, reg *prometheus.Registry) bool {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "temporal_long_request_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" && l.GetValue() == "PollWorkflowTaskQueue" && m.GetCounter().GetValue() > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // counterSum is the sum of a counter's series in reg.
