@@ -21,7 +21,7 @@
 // server's rate limit counts activity dispatches per second, not
 // requests in a window nor tokens, lets a burst through, cannot be paused
 // by a provider's 429, and its fairness needs a server with fairness
-// turned on; every count the issue asks for would still need PostgreSQL.
+// turned on; the token and window counts would still need PostgreSQL.
 package governor
 
 import (
