@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/registry"
@@ -39,6 +40,9 @@ type Deps struct {
 	Events eventlog.Publisher
 	// Policy applies tools' approval policies; nil: New makes one.
 	Policy *policy.Checker
+	// Governor holds model calls to the providers' limits, shared by the
+	// fleet (AGENTFLOW_MODEL_LIMITS); nil: calls are sent at once.
+	Governor *governor.Governor
 
 	// StreamInterval is the time between token batches; default 200ms.
 	StreamInterval time.Duration
@@ -85,6 +89,7 @@ type Activities struct {
 	temporal client.Client
 	events   eventlog.Publisher
 	policy   *policy.Checker
+	governor *governor.Governor
 
 	streamInterval  time.Duration
 	streamMaxBytes  int
@@ -118,7 +123,7 @@ func New(d Deps) (*Activities, error) {
 	}
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, policy: checker, traceContent: d.TraceContent,
+		temporal: d.Temporal, events: d.Events, policy: checker, governor: d.Governor, traceContent: d.TraceContent,
 		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
 		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
 		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),

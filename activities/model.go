@@ -86,13 +86,23 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err != nil {
 		return contract.CallModelResult{}, err
 	}
-	resp, tail, err := a.tracedGenerate(ctx, ag, in, msgs)
+	permit, err := a.admit(ctx, ag, in, msgs)
 	if err != nil {
 		if held {
 			a.release(ctx, in)
 		}
 		return contract.CallModelResult{}, err
 	}
+	resp, tail, err := a.tracedGenerate(ctx, ag, in, msgs)
+	if err != nil {
+		permit.Done(ctx, nil)
+		a.refused(ctx, ag.Model, err)
+		if held {
+			a.release(ctx, in)
+		}
+		return contract.CallModelResult{}, err
+	}
+	permit.Done(ctx, &resp.Usage)
 	reply := resp.Message
 	reply.Role = agent.RoleAssistant
 	reply.Usage, reply.Model = &resp.Usage, resp.Model

@@ -110,6 +110,10 @@ type Limits struct {
 	// TurnsPerMinute caps the turns the agent starts per minute (per
 	// tenant); more are rejected with RateLimited. 0 = no cap.
 	TurnsPerMinute int `json:"turns_per_minute,omitempty"`
+	// ModelPriority orders the agent's model calls among those waiting
+	// for a provider's limits (AGENTFLOW_MODEL_LIMITS): 1 first, 5 last;
+	// 0 = 3.
+	ModelPriority int `json:"model_priority,omitempty"`
 }
 
 // Default limits, used where an agent leaves a field at zero.

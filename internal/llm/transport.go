@@ -227,7 +227,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	st.setResponse(resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), t.now()))
+	st.setResponse(resp.StatusCode, retryAfter(resp.StatusCode, resp.Header, t.now()))
 	if resp.StatusCode >= 400 && resp.Body != nil {
 		code, message, body := readErrorBody(resp.Body)
 		resp.Body = body
@@ -277,6 +277,67 @@ func rewriteBody(req *http.Request, st *callState) (*http.Request, error) {
 	r2.ContentLength = int64(len(body))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	return r2, nil
+}
+
+// retryAfter is how long a provider's answer asks the caller to wait:
+// its Retry-After, else OpenAI's retry-after-ms, else, on a 429, the
+// latest reset of the rate limits it says are used up (OpenAI's
+// x-ratelimit-reset-requests and -tokens, durations such as "6m0s";
+// Anthropic's anthropic-ratelimit-*-reset, RFC 3339 times), or of all
+// those it sends when it says none is used up.
+func retryAfter(status int, h http.Header, now time.Time) time.Duration {
+	if d := parseRetryAfter(h.Get("Retry-After"), now); d > 0 {
+		return d
+	}
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After-Ms")), 64); err == nil && ms > 0 && ms < 1e12 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	if status != http.StatusTooManyRequests {
+		return 0
+	}
+	var spent, all time.Duration
+	for _, l := range rateLimitHeaders {
+		reset := h.Get(l.reset)
+		if reset == "" {
+			continue
+		}
+		var d time.Duration
+		if l.rfc3339 {
+			if at, err := time.Parse(time.RFC3339, strings.TrimSpace(reset)); err == nil {
+				d = at.Sub(now)
+			}
+		} else if v, err := time.ParseDuration(strings.TrimSpace(reset)); err == nil {
+			d = v
+		}
+		if d <= 0 || d > maxRateLimitReset {
+			continue
+		}
+		all = max(all, d)
+		if strings.TrimSpace(h.Get(l.remaining)) == "0" {
+			spent = max(spent, d)
+		}
+	}
+	if spent > 0 {
+		return spent
+	}
+	return all
+}
+
+// maxRateLimitReset bounds a reset header believed: a day.
+const maxRateLimitReset = 24 * time.Hour
+
+// rateLimitHeaders are the providers' rate-limit headers: how much of a
+// limit is left, and when it is whole again.
+var rateLimitHeaders = []struct {
+	remaining, reset string
+	rfc3339          bool
+}{
+	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", false},
+	{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", false},
+	{"Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", true},
+	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", true},
+	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", true},
+	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", true},
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date.

@@ -95,6 +95,7 @@ type limitsDoc struct {
 	ApprovalTimeoutSec count `yaml:"approval_timeout_sec"`
 	MaxOutputTokens    count `yaml:"max_output_tokens"`
 	TurnsPerMinute     count `yaml:"turns_per_minute"`
+	ModelPriority      count `yaml:"model_priority"`
 }
 
 type ruleDoc struct {
@@ -418,6 +419,10 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 			ApprovalTimeoutSec: lim.ApprovalTimeoutSec.n,
 			MaxOutputTokens:    lim.MaxOutputTokens.n,
 			TurnsPerMinute:     lim.TurnsPerMinute.n,
+			ModelPriority:      lim.ModelPriority.n,
+		}
+		if p := lim.ModelPriority; p.n > 5 {
+			l.addf(p.pos, "%d is out of range: want 1 (first) to 5 (last), or 0 for the default, 3", p.n)
 		}
 	}
 	listed := map[string]bool{}

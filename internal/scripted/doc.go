@@ -61,7 +61,8 @@
 // client asks for stream_options.include_usage).
 //
 // Faults: status (an HTTP error with an OpenAI-style error body),
-// retry_after_sec (the Retry-After header), message (the error message),
+// retry_after_sec (the Retry-After header), headers (more headers, such as
+// x-ratelimit-reset-requests), message (the error message),
 // cut_after_chunks (close the connection after that many SSE events, or
 // half-way through a non-streamed body) and times (how many matching
 // requests fail: default 1, -1 for all). Fault counters are per rule and

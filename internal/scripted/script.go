@@ -100,6 +100,9 @@ type Fault struct {
 	Status int `yaml:"status"`
 	// RetryAfterSec sets the Retry-After header.
 	RetryAfterSec int `yaml:"retry_after_sec"`
+	// Headers are more headers of the failure, such as the rate-limit
+	// headers providers send with a 429 (x-ratelimit-reset-requests, …).
+	Headers map[string]string `yaml:"headers"`
 	// Message is the error message; a default names the rule.
 	Message string `yaml:"message"`
 	// Code is the error body's code member, as OpenAI names its errors:
@@ -248,6 +251,14 @@ func (s *Script) compile() ([]compiledRule, error) {
 			}
 			if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
 				return nil, fmt.Errorf("rule %q: fault.status %d is not an HTTP error status", name, f.Status)
+			}
+			if len(f.Headers) > 0 && f.Status == 0 {
+				return nil, fmt.Errorf("rule %q: fault.headers needs a status to answer with", name)
+			}
+			for k, v := range f.Headers {
+				if !validHeader(k, v) {
+					return nil, fmt.Errorf("rule %q: fault.headers: %q: %q is not a valid header", name, k, v)
+				}
 			}
 			if f.Code != "" && f.Status == 0 {
 				return nil, fmt.Errorf("rule %q: fault.code needs a status to answer with", name)
@@ -398,4 +409,23 @@ func validName(s string) bool {
 
 func isNameByte(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// validHeader reports whether name and value can be sent as an HTTP
+// header: a token of a name, and a value without control characters.
+func validHeader(name, value string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r) {
+			return false
+		}
+	}
+	for _, r := range value {
+		if (r < ' ' && r != '\t') || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }

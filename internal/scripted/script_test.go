@@ -26,6 +26,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown reasoning field", `{reasoning_field: thinking, rules: [{reply: {text: a}}]}`, `reasoning_field "thinking": want "reasoning_content" or "reasoning"`},
 		{"reasoning is no reply", `rules: [{name: r, reply: {reasoning: 'hmm'}}]`, `rule "r": reply needs text or tool_calls`},
 		{"not yaml", `rules: [`, `parse script`},
+		{"fault headers need a status", `rules: [{name: r, fault: {cut_after_chunks: 1, headers: {X-A: b}}, reply: {text: x}}]`, `rule "r": fault.headers needs a status`},
+		{"a bad header name", `rules: [{name: r, fault: {status: 429, headers: {"X A": b}}, reply: {text: x}}]`, `rule "r": fault.headers: "X A"`},
+		{"a bad header value", `rules: [{name: r, fault: {status: 429, headers: {X-A: "a\nb"}}, reply: {text: x}}]`, `is not a valid header`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,8 +43,9 @@ type Request struct {
 	// ResponseFormat is the request's response_format as the client sent
 	// it (structured output); nil when it sent none.
 	ResponseFormat json.RawMessage
-	Status         int  // HTTP status answered (200 for a cut stream)
-	Faulted        bool // a fault of the rule was served instead of its reply
+	Status         int       // HTTP status answered (200 for a cut stream)
+	Faulted        bool      // a fault of the rule was served instead of its reply
+	At             time.Time // when the request arrived
 }
 
 // Message is one message of a recorded request.
@@ -239,6 +240,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := record(req)
+	rec.At = time.Now()
 	conv := toConversation(req)
 
 	rule, v, ok := s.match(conv)
@@ -258,6 +260,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		msg := fault.Message
 		if msg == "" {
 			msg = fmt.Sprintf("scripted fault of rule %q", rule.name)
+		}
+		for k, v := range fault.Headers {
+			w.Header().Set(k, v)
 		}
 		writeFault(w, fault.Status, msg, fault.Code, fault.RetryAfterSec)
 		return

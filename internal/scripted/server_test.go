@@ -469,6 +469,31 @@ func TestRecordedResponseFormat(t *testing.T) {
 	require.Nil(t, reqs[2].ResponseFormat)
 }
 
+// TestFaultHeaders: a fault's headers reach the client, as a provider's
+// rate-limit headers do with its 429, and each request is recorded with
+// the time it arrived.
+func TestFaultHeaders(t *testing.T) {
+	srv := start(t, `rules:
+  - name: limited
+    when: {user: limited}
+    fault: {status: 429, times: 1, headers: {x-ratelimit-remaining-requests: "0", x-ratelimit-reset-requests: 6m0s}}
+    reply: {text: fine}
+`)
+	before := time.Now()
+	resp := post(t, srv, userRequest("limited", false))
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "0", resp.Header.Get("X-Ratelimit-Remaining-Requests"))
+	require.Equal(t, "6m0s", resp.Header.Get("X-Ratelimit-Reset-Requests"))
+	resp = post(t, srv, userRequest("limited", false))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("X-Ratelimit-Reset-Requests"))
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	require.True(t, reqs[0].Faulted)
+	require.False(t, reqs[0].At.Before(before))
+	require.False(t, reqs[1].At.Before(reqs[0].At))
+}
+
 func TestMaxRecorded(t *testing.T) {
 	script, err := Parse([]byte(testScript))
 	require.NoError(t, err)

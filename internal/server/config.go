@@ -12,6 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -152,6 +153,12 @@ type Config struct {
 	// kinds of its own, and for tests. Not from the environment; default
 	// none.
 	ToolKinds []tools.Kind
+	// ModelLimits are the providers' limits the fleet's model calls are
+	// held to (internal/governor), counted in Postgres across every
+	// worker process. Env AGENTFLOW_MODEL_LIMITS (governor.ParseLimits:
+	// `openai=requests:500/1m,input_tokens:200000/1m,concurrent:20;…`);
+	// default none: calls are sent at once.
+	ModelLimits governor.Limits
 }
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.
@@ -236,6 +243,9 @@ func ConfigFromEnv() (Config, error) {
 		return Config{}, err
 	}
 	if c.SecretGrants, err = secrets.ParseGrants(os.Getenv(secrets.EnvGrants)); err != nil {
+		return Config{}, err
+	}
+	if c.ModelLimits, err = governor.ParseLimits(os.Getenv(governor.EnvLimits)); err != nil {
 		return Config{}, err
 	}
 	if v := os.Getenv("AGENTFLOW_JQ_MEMORY_MB"); v != "" {

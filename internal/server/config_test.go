@@ -62,6 +62,22 @@ func TestConfigFromEnvWorkflowCache(t *testing.T) {
 	}
 }
 
+func TestConfigFromEnvModelLimits(t *testing.T) {
+	t.Setenv("AGENTFLOW_MODEL_LIMITS", "openai=requests:500/1m,concurrent:8;anthropic:claude-sonnet-4-5=output_tokens:8000")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, []string{"anthropic:claude-sonnet-4-5", "openai"}, c.ModelLimits.Keys())
+	for bad, want := range map[string]string{
+		"openai=requests:0":  `AGENTFLOW_MODEL_LIMITS: key "openai": limit "requests": count "0": want a whole number from 1`,
+		"openai=rpm:10":      `AGENTFLOW_MODEL_LIMITS: key "openai": unknown limit "rpm"`,
+		"openai:requests:10": `AGENTFLOW_MODEL_LIMITS: entry "openai:requests:10": want <provider>[:<model>]=<limit>`,
+	} {
+		t.Setenv("AGENTFLOW_MODEL_LIMITS", bad)
+		_, err := ConfigFromEnv()
+		require.ErrorContains(t, err, want)
+	}
+}
+
 func TestConfigFromEnvPollers(t *testing.T) {
 	t.Setenv("AGENTFLOW_WORKFLOW_POLLERS", "6")
 	t.Setenv("AGENTFLOW_ACTIVITY_POLLERS", "12")

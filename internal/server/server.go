@@ -30,6 +30,7 @@ import (
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metrics"
@@ -328,8 +329,15 @@ func (s *Server) newWorker() error {
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
+	gov, err := governor.New(governor.Options{Store: s.store, Limits: s.cfg.ModelLimits, Logger: s.logger, Metrics: s.metrics.Registry})
+	if err != nil {
+		return err
+	}
+	if !s.cfg.ModelLimits.Empty() {
+		s.logger.Info("model calls governed", zap.Strings("keys", s.cfg.ModelLimits.Keys()))
+	}
 	acts, err := activities.New(activities.Deps{
-		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger,
+		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger, Governor: gov,
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()),
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent,

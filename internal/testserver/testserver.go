@@ -44,6 +44,7 @@ import (
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -58,8 +59,16 @@ const cliTimeout = time.Minute
 
 // Options of a test server.
 type Options struct {
-	// Script is the scripted model's script (YAML). Required.
+	// Script is the scripted model's script (YAML). Required unless
+	// SharedModel is set.
 	Script string
+	// SharedModel is a scripted model already serving (another test
+	// server's Model), for a second worker process that calls the same
+	// provider. Default: none, a model of the server's own from Script.
+	SharedModel *scripted.Server
+	// ModelLimits are the providers' limits the worker's model calls are
+	// held to (AGENTFLOW_MODEL_LIMITS). Default: none.
+	ModelLimits governor.Limits
 	// Model configures the scripted model's server, for instance to time
 	// its chunks with OnChunk. Default: scripted's defaults.
 	Model scripted.Options
@@ -148,7 +157,7 @@ type Server struct {
 // when anything does not start; call it on the test's goroutine.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	if opts.Script == "" {
+	if opts.Script == "" && opts.SharedModel == nil {
 		t.Fatal("testserver: Options.Script is required")
 	}
 	dbURL := opts.DatabaseURL
@@ -173,15 +182,18 @@ func Start(t testing.TB, opts Options) *Server {
 		s.TaskQueue = "agentflow-test-" + RandomID()
 	}
 
-	script, err := scripted.Parse([]byte(opts.Script))
-	if err != nil {
-		t.Fatalf("testserver: model script: %v", err)
+	var err error
+	if s.Model = opts.SharedModel; s.Model == nil {
+		script, err := scripted.Parse([]byte(opts.Script))
+		if err != nil {
+			t.Fatalf("testserver: model script: %v", err)
+		}
+		s.Model, err = scripted.Start("127.0.0.1:0", script, opts.Model)
+		if err != nil {
+			t.Fatalf("testserver: start scripted model: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Model.Close() })
 	}
-	s.Model, err = scripted.Start("127.0.0.1:0", script, opts.Model)
-	if err != nil {
-		t.Fatalf("testserver: start scripted model: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Model.Close() })
 
 	logger := opts.Logger
 	if logger == nil {
@@ -204,6 +216,7 @@ func Start(t testing.TB, opts Options) *Server {
 		TraceContent:        opts.TraceContent,
 		ToolKinds:           opts.ToolKinds,
 		MaxStreamsPerTenant: opts.MaxStreamsPerTenant,
+		ModelLimits:         opts.ModelLimits,
 	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()

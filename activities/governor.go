@@ -1,0 +1,54 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/governor"
+)
+
+// admit waits until the provider governor lets the call be sent
+// (governor.Governor.Acquire), heartbeating with what it waits for, which
+// the pending activity shows (temporal workflow describe, the Web UI).
+// Its worst case is the prompt counted from msgs and the agent's
+// max_output_tokens. The wait ends with the attempt's context: its
+// start-to-close timeout, the turn's timeout, still applies. A nil permit
+// is an ungoverned call.
+func (a *Activities) admit(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*governor.Permit, error) {
+	if a.governor == nil {
+		return nil, nil
+	}
+	info := activity.GetInfo(ctx)
+	call := governor.Call{
+		Model:    ag.Model,
+		ID:       fmt.Sprintf("%s/%s/%d/%d", in.TenantID, in.JobID, in.Seq, stepAttempt(ctx, in)),
+		TenantID: in.TenantID,
+		Priority: ag.Limits.ModelPriority,
+		Input:    int64(agent.PromptTokens(msgs, ag.Tools)),
+		Output:   int64(max(ag.Limits.MaxOutputTokens, 0)),
+		Hold:     reservationTTL(info.Deadline, time.Now()),
+		Waiting:  func(w governor.Wait) { activity.RecordHeartbeat(ctx, w.String()) },
+	}
+	var permit *governor.Permit
+	err := a.db(ctx, "wait for the provider's limits", func() (err error) {
+		permit, err = a.governor.Acquire(ctx, call)
+		return err
+	})
+	return permit, err
+}
+
+// refused passes a provider's request to wait (the Retry-After or
+// rate-limit reset headers of a failed call) to the governor, which holds
+// the fleet's calls of the model's key until then.
+func (a *Activities) refused(ctx context.Context, model string, err error) {
+	var ae *agent.Error
+	if a.governor != nil && errors.As(err, &ae) && ae.RetryAfter > 0 {
+		a.governor.Refused(ctx, model, ae.RetryAfter)
+	}
+}
