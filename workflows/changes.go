@@ -172,4 +172,14 @@ const (
 	//
 	// Recorded: testdata/turn_model_fallback.json.
 	fallbackChange = "fallback-models"
+
+	// modelOverrideChange: a turn whose request names a model
+	// (agent.TurnRequest.Model) other than its agent's calls that model
+	// at every step (LoadAgent refuses one the agent does not allow,
+	// agent.Agent.ModelsAllowed). The marker is written once the agent is
+	// loaded, only when the request names another model. Runs before it
+	// called the agent's model whatever the request named.
+	//
+	// Recorded: testdata/turn_model_override.json.
+	modelOverrideChange = "model-override"
 )

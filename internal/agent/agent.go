@@ -24,9 +24,13 @@ type Agent struct {
 	// DefaultFallbackOn when an agent with fallback models names none, so
 	// that a stored version keeps what it meant whatever the default
 	// becomes.
-	FallbackOn   []string `json:"fallback_on,omitempty"`
-	SystemPrompt string   `json:"system_prompt,omitempty"`
-	Tools        []Tool   `json:"tools,omitempty"`
+	FallbackOn []string `json:"fallback_on,omitempty"`
+	// ModelsAllowed are the models a turn of the agent may name instead
+	// of Model (TurnRequest.Model): each "provider:model", none twice.
+	// Empty: a turn runs on Model (and its fallbacks) only.
+	ModelsAllowed []string `json:"models_allowed,omitempty"`
+	SystemPrompt  string   `json:"system_prompt,omitempty"`
+	Tools         []Tool   `json:"tools,omitempty"`
 	// Composites grants the agent every composite tool of its tenant
 	// (kind composite_pipeline), those promoted later included: each
 	// promotion makes a new version of the agent with the new tool.
@@ -83,10 +87,25 @@ func (a *Agent) NextModel(model, errType string) string {
 	return chain[i+1]
 }
 
-// Calls reports whether the agent may call model: its own or one of its
-// fallbacks.
+// Calls reports whether the agent may call model: its own, one of its
+// fallbacks, or one a turn may name instead of its own.
 func (a *Agent) Calls(model string) bool {
-	return model == a.Model || slices.Contains(a.FallbackModels, model)
+	return model == a.Model || slices.Contains(a.FallbackModels, model) || slices.Contains(a.ModelsAllowed, model)
+}
+
+// CheckModel refuses a turn's model override (TurnRequest.Model) the
+// agent does not allow: PermissionDenied, naming what it allows. Its own
+// model, or none, is always allowed.
+func (a *Agent) CheckModel(model string) error {
+	if model == "" || model == a.Model || slices.Contains(a.ModelsAllowed, model) {
+		return nil
+	}
+	if len(a.ModelsAllowed) == 0 {
+		return Errorf(CodePermissionDenied, "model %q: agent %q does not let a turn choose its model (it runs on %s; list the models a turn may name under models_allowed)",
+			Clip(model, 100), a.ID, a.Model)
+	}
+	return Errorf(CodePermissionDenied, "model %q: agent %q lets a turn choose only %s (models_allowed) or its own %s",
+		Clip(model, 100), a.ID, strings.Join(a.ModelsAllowed, ", "), a.Model)
 }
 
 // Limits bound a turn. Zero values mean "use the default" (see Defaults).

@@ -77,12 +77,14 @@ type agentDoc struct {
 	Description text `yaml:"description"`
 	Model       text `yaml:"model"`
 	// FallbackModels and FallbackOn: agent.Agent's.
-	FallbackModels []text      `yaml:"fallback_models"`
-	FallbackOn     []text      `yaml:"fallback_on"`
-	SystemPrompt   text        `yaml:"system_prompt"`
-	Tools          []text      `yaml:"tools"`
-	Temperature    temperature `yaml:"temperature"`
-	Limits         *limitsDoc  `yaml:"limits"`
+	FallbackModels []text `yaml:"fallback_models"`
+	FallbackOn     []text `yaml:"fallback_on"`
+	// ModelsAllowed: agent.Agent's.
+	ModelsAllowed []text      `yaml:"models_allowed"`
+	SystemPrompt  text        `yaml:"system_prompt"`
+	Tools         []text      `yaml:"tools"`
+	Temperature   temperature `yaml:"temperature"`
+	Limits        *limitsDoc  `yaml:"limits"`
 }
 
 type limitsDoc struct {
@@ -403,6 +405,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		Model:          d.Model.s,
 		FallbackModels: l.fallbackModels(d),
 		FallbackOn:     l.fallbackOn(d),
+		ModelsAllowed:  l.modelsAllowed(d),
 		SystemPrompt:   d.SystemPrompt.s,
 		Temperature:    d.Temperature.v,
 	}}
@@ -461,6 +464,25 @@ func (l *loader) fallbackModels(d *agentDoc) []string {
 		case m.bad:
 		case m.s == d.Model.s:
 			l.addf(m.pos, "%q is the agent's own model: a fallback must be another", m.s)
+		case slices.Contains(out, m.s):
+			l.addf(m.pos, "%q is listed twice", m.s)
+		case l.model(m):
+			out = append(out, m.s)
+		}
+	}
+	return out
+}
+
+// modelsAllowed checks the models a turn of an agent may name instead of
+// its own: each a model of a known provider, neither the agent's own
+// model (which a turn may always name) nor listed twice.
+func (l *loader) modelsAllowed(d *agentDoc) []string {
+	var out []string
+	for _, m := range d.ModelsAllowed {
+		switch {
+		case m.bad:
+		case m.s == d.Model.s:
+			l.addf(m.pos, "%q is the agent's own model, which a turn may always name: list only the others", m.s)
 		case slices.Contains(out, m.s):
 			l.addf(m.pos, "%q is listed twice", m.s)
 		case l.model(m):
