@@ -266,12 +266,17 @@ func describePreview(raw json.RawMessage, output string) string {
 // tool-call arguments — to the turn when asked. With in.TailInResult the
 // last batch is returned instead of sent.
 func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, *agent.TokenBatch, error) {
+	// The prompt's prefix — the tools in the version's order, then its
+	// system prompt — is the same for every call of the agent version;
+	// what varies (the note on data, the session, the turn) follows it.
+	// The key lets the provider keep that prefix cached between turns.
 	req := llm.Request{
 		Model:       ag.Model,
 		Messages:    msgs,
 		Tools:       ag.Tools,
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
+		CacheKey:    agent.PromptCacheKey(in.TenantID, ag.ID, ag.Version),
 	}
 	var st *eventlog.Batcher
 	if in.Stream && in.StreamID != "" {

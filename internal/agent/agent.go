@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -106,6 +109,16 @@ func (a *Agent) CheckModel(model string) error {
 	}
 	return Errorf(CodePermissionDenied, "model %q: agent %q lets a turn choose only %s (models_allowed) or its own %s",
 		Clip(model, 100), a.ID, strings.Join(a.ModelsAllowed, ", "), a.Model)
+}
+
+// PromptCacheKey is the key a model call of a tenant's agent version asks
+// its provider to cache the prompt's prefix under (OpenAI's
+// prompt_cache_key): the same for every turn of the version, another for
+// the next version (whose prompt or tools may differ), and opaque, so
+// that the provider learns neither the tenant's nor the agent's name.
+func PromptCacheKey(tenantID, agentID string, version int) string {
+	sum := sha256.Sum256([]byte(tenantID + "\x00" + agentID + "\x00" + strconv.Itoa(version)))
+	return "agentflow-" + hex.EncodeToString(sum[:16])
 }
 
 // Limits bound a turn. Zero values mean "use the default" (see Defaults).

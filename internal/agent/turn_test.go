@@ -177,3 +177,17 @@ func TestJobEnvelopeJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"tenant_id": "demo", "prompt": "x", "context": {"workflow_state": "step 5"}}`), &bad))
 	require.ErrorContains(t, bad.Validate(), "context.workflow_state must be a JSON object")
 }
+
+// TestPromptCacheKey: one key per agent version, the same every time,
+// another for another version, agent or tenant; opaque and short enough
+// for OpenAI's prompt_cache_key.
+func TestPromptCacheKey(t *testing.T) {
+	k := PromptCacheKey("demo", "assistant", 3)
+	require.Equal(t, k, PromptCacheKey("demo", "assistant", 3))
+	require.Regexp(t, `^agentflow-[0-9a-f]{32}$`, k)
+	require.NotContains(t, k, "demo")
+	for _, other := range []string{PromptCacheKey("demo", "assistant", 4), PromptCacheKey("demo", "other", 3),
+		PromptCacheKey("acme", "assistant", 3), PromptCacheKey("demo\x00assistant", "", 3)} {
+		require.NotEqual(t, k, other)
+	}
+}

@@ -38,6 +38,11 @@ type Request struct {
 	Stream      bool
 	Messages    []Message
 	Tools       []string // names of the offered tools
+	// ToolsJSON is the request's "tools" member as it was sent, byte for
+	// byte, so that a test can tell whether two requests share a prefix.
+	ToolsJSON string
+	// PromptCacheKey is OpenAI's prompt_cache_key, "" when not sent.
+	PromptCacheKey string
 	Temperature *float64 // nil when the client did not send one
 	MaxTokens   int      // max_completion_tokens, else max_tokens
 	Status      int      // HTTP status answered (200 for a cut stream)
@@ -227,7 +232,11 @@ const maxBody = 32 << 20
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(&req); err != nil {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid request body: "+err.Error(), 0)
 		return
 	}
@@ -236,6 +245,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := record(req)
+	var raw struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	if json.Unmarshal(body, &raw) == nil {
+		rec.ToolsJSON = string(raw.Tools)
+	}
 	conv := toConversation(req)
 
 	rule, v, ok := s.match(conv)
@@ -322,10 +337,11 @@ func (s *Server) remember(rec Request, rule *compiledRule) *Fault {
 
 func record(req chatRequest) Request {
 	rec := Request{
-		Model:       req.Model,
-		Stream:      req.Stream,
-		Temperature: req.Temperature,
-		MaxTokens:   req.MaxCompletionTokens,
+		Model:          req.Model,
+		Stream:         req.Stream,
+		Temperature:    req.Temperature,
+		MaxTokens:      req.MaxCompletionTokens,
+		PromptCacheKey: req.PromptCacheKey,
 	}
 	if rec.MaxTokens == 0 {
 		rec.MaxTokens = req.MaxTokens

@@ -23,6 +23,7 @@ type chatRequest struct {
 	Temperature         *float64 `json:"temperature"`
 	MaxTokens           int      `json:"max_tokens"`
 	MaxCompletionTokens int      `json:"max_completion_tokens"`
+	PromptCacheKey      string   `json:"prompt_cache_key"`
 }
 
 type wireMessage struct {
