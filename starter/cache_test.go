@@ -123,7 +123,8 @@ func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	fams, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
 	require.NoError(t, err)
 	out := map[string]float64{}
 	for _, m := range fams["model_calls_total"].GetMetric() {

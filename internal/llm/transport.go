@@ -150,7 +150,7 @@ type callState struct {
 	// and tools without cache_control.
 	cacheBreakpoints bool
 	stableSystem     string
-	watchDone       bool // look for the stream's final "data: [DONE]"
+	watchDone        bool // look for the stream's final "data: [DONE]"
 	// aliasReasoning copies "reasoning" into "reasoning_content" (see
 	// aliasReasoning) in an OpenAI-compatible reply.
 	aliasReasoning bool

@@ -33,20 +33,20 @@ type Options struct {
 
 // Request is a chat request as the server saw and answered it.
 type Request struct {
-	Rule        string // the matching rule; "" when none matched
-	Model       string
-	Stream      bool
-	Messages    []Message
-	Tools       []string // names of the offered tools
+	Rule     string // the matching rule; "" when none matched
+	Model    string
+	Stream   bool
+	Messages []Message
+	Tools    []string // names of the offered tools
 	// ToolsJSON is the request's "tools" member as it was sent, byte for
 	// byte, so that a test can tell whether two requests share a prefix.
 	ToolsJSON string
 	// PromptCacheKey is OpenAI's prompt_cache_key, "" when not sent.
 	PromptCacheKey string
-	Temperature *float64 // nil when the client did not send one
-	MaxTokens   int      // max_completion_tokens, else max_tokens
-	Status      int      // HTTP status answered (200 for a cut stream)
-	Faulted     bool     // a fault of the rule was served instead of its reply
+	Temperature    *float64 // nil when the client did not send one
+	MaxTokens      int      // max_completion_tokens, else max_tokens
+	Status         int      // HTTP status answered (200 for a cut stream)
+	Faulted        bool     // a fault of the rule was served instead of its reply
 }
 
 // Message is one message of a recorded request.
