@@ -187,7 +187,7 @@ func TestJobEnvelopeOverHTTP(t *testing.T) {
 		`{"prompt": "hi", "retry_count": -1}`:                           "retry_count -1: want 0 (the first attempt) to 10000",
 		`{"prompt": "hi", "user_id": "two words"}`:                      `user_id "two words" may not contain spaces`,
 		`{"prompt": "hi", "model": "gpt-4o"}`:                           `model "gpt-4o": want "provider:model"`,
-		`{"prompt": "hi", "context": {"workflow_state": "step 5"}}`:     "workflow_state",
+		`{"prompt": "hi", "context": {"workflow_state": "step 5"}}`:     `unexpected token "step 5"`,
 		`{"prompt": "hi", "created_at": "yesterday"}`:                   `invalid google.protobuf.Timestamp value "yesterday"`,
 		`{"prompt": "hi", "workflow_owner": "sdutt", "owner": "sdutt"}`: `unknown field "owner"`,
 	} {
