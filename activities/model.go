@@ -184,12 +184,18 @@ func stepAttempt(ctx context.Context, in contract.CallModelInput) int {
 	return in.AttemptBase + int(activity.GetInfo(ctx).Attempt)
 }
 
-// messages is what the model reads: the agent's system prompt, the
-// session's recent messages when the turn loads history, and the turn.
+// messages is what the model reads: first what every call of the agent
+// version sends alike — its system prompt, then its few-shot examples —,
+// then what varies: the note on the data the turn may use, the session's
+// recent messages when the turn loads history, and the turn. The stable
+// prefix first is what lets a provider serve it from its prompt cache.
 func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.CallModelInput, steps []agent.Message) ([]agent.Message, error) {
 	var msgs []agent.Message
 	if ag.SystemPrompt != "" {
 		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: ag.SystemPrompt})
+	}
+	for _, ex := range ag.Examples {
+		msgs = append(msgs, agent.Message{Role: agent.RoleUser, Content: ex.User}, agent.Message{Role: agent.RoleAssistant, Content: ex.Assistant})
 	}
 	note, err := a.dataNote(ctx, in)
 	if err != nil {

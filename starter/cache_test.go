@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -46,13 +47,16 @@ agents:
   - id: cached
     model: 'openai:gpt-4o-mini'
     system_prompt: 'You add numbers with the calculator. Answer in one sentence.'
+    examples:
+      - {user: 'add 1 and 1', assistant: 'The sum is 2.'}
     tools: [calculator, search]
   - {id: plain, model: 'openai:gpt-4o', system_prompt: 'Be plain.'}
 `
 
 // TestPromptCache: every model call of an agent version sends the
 // version's prompt_cache_key and the same prefix — the tools, byte for
-// byte in the version's order, then the system prompt — whatever the
+// byte in the version's order, then the system prompt and the few-shot
+// examples — whatever the
 // turn asks and whatever varies after it (the data of earlier turns of
 // the session); another agent sends another key. The hit rate the
 // provider's cached tokens make shows per agent in GetUsage and in
@@ -88,6 +92,8 @@ func TestPromptCache(t *testing.T) {
 		require.Equal(t, []string{"calculator", "search"}, r.Tools)
 		require.Equal(t, "system", r.Messages[0].Role)
 		require.Equal(t, "You add numbers with the calculator. Answer in one sentence.", r.Messages[0].Content, "call %d", i)
+		require.Equal(t, []scripted.Message{{Role: "user", Content: "add 1 and 1"}, {Role: "assistant", Content: "The sum is 2."}}, r.Messages[1:3],
+			"call %d: the few-shot example follows the system prompt", i)
 	}
 	require.NotEqual(t, cached[1].Messages, cached[2].Messages, "what follows the prefix varies")
 	require.Equal(t, agent.PromptCacheKey("demo", "plain", 1), plain.PromptCacheKey)

@@ -33,7 +33,11 @@ type Agent struct {
 	// Empty: a turn runs on Model (and its fallbacks) only.
 	ModelsAllowed []string `json:"models_allowed,omitempty"`
 	SystemPrompt  string   `json:"system_prompt,omitempty"`
-	Tools         []Tool   `json:"tools,omitempty"`
+	// Examples are exchanges the model reads after the system prompt, as
+	// if they had happened (few-shot examples): part of the prompt's
+	// stable prefix, before anything a turn varies.
+	Examples []Example `json:"examples,omitempty"`
+	Tools    []Tool    `json:"tools,omitempty"`
 	// Composites grants the agent every composite tool of its tenant
 	// (kind composite_pipeline), those promoted later included: each
 	// promotion makes a new version of the agent with the new tool.
@@ -120,6 +124,16 @@ func PromptCacheKey(tenantID, agentID string, version int) string {
 	sum := sha256.Sum256([]byte(tenantID + "\x00" + agentID + "\x00" + strconv.Itoa(version)))
 	return "agentflow-" + hex.EncodeToString(sum[:16])
 }
+
+// Example is one few-shot exchange of an agent's prompt: what a user
+// asked and what the assistant answered.
+type Example struct {
+	User      string `json:"user"`
+	Assistant string `json:"assistant"`
+}
+
+// MaxExamples bounds an agent's few-shot examples.
+const MaxExamples = 32
 
 // Limits bound a turn. Zero values mean "use the default" (see Defaults).
 type Limits struct {

@@ -80,11 +80,18 @@ type agentDoc struct {
 	FallbackModels []text `yaml:"fallback_models"`
 	FallbackOn     []text `yaml:"fallback_on"`
 	// ModelsAllowed: agent.Agent's.
-	ModelsAllowed []text      `yaml:"models_allowed"`
-	SystemPrompt  text        `yaml:"system_prompt"`
-	Tools         []text      `yaml:"tools"`
-	Temperature   temperature `yaml:"temperature"`
-	Limits        *limitsDoc  `yaml:"limits"`
+	ModelsAllowed []text       `yaml:"models_allowed"`
+	SystemPrompt  text         `yaml:"system_prompt"`
+	Examples      []exampleDoc `yaml:"examples"`
+	Tools         []text       `yaml:"tools"`
+	Temperature   temperature  `yaml:"temperature"`
+	Limits        *limitsDoc   `yaml:"limits"`
+}
+
+// exampleDoc is one few-shot exchange: agent.Example.
+type exampleDoc struct {
+	User      text `yaml:"user"`
+	Assistant text `yaml:"assistant"`
 }
 
 type limitsDoc struct {
@@ -407,6 +414,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		FallbackOn:     l.fallbackOn(d),
 		ModelsAllowed:  l.modelsAllowed(d),
 		SystemPrompt:   d.SystemPrompt.s,
+		Examples:       l.examples(d),
 		Temperature:    d.Temperature.v,
 	}}
 	if lim := d.Limits; lim != nil {
@@ -487,6 +495,32 @@ func (l *loader) modelsAllowed(d *agentDoc) []string {
 			l.addf(m.pos, "%q is listed twice", m.s)
 		case l.model(m):
 			out = append(out, m.s)
+		}
+	}
+	return out
+}
+
+// examples checks an agent's few-shot examples: each a user's message
+// and the assistant's answer, neither blank; at most agent.MaxExamples.
+func (l *loader) examples(d *agentDoc) []agent.Example {
+	if len(d.Examples) > agent.MaxExamples {
+		l.addf(d.Examples[agent.MaxExamples].User.pos, "the agent has %d examples; the limit is %d", len(d.Examples), agent.MaxExamples)
+		return nil
+	}
+	var out []agent.Example
+	for i := range d.Examples {
+		ex := &d.Examples[i]
+		ok := true
+		for _, f := range []*text{&ex.User, &ex.Assistant} {
+			if f.bad {
+				ok = false
+			} else if strings.TrimSpace(f.s) == "" {
+				l.addf(f.pos, "is required: an example is what a user asked and what the assistant answered")
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, agent.Example{User: ex.User.s, Assistant: ex.Assistant.s})
 		}
 	}
 	return out
