@@ -239,8 +239,8 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	t.model = t.agent.Model
 	if m := t.req.Model; m != "" && m != t.agent.Model &&
 		workflow.GetVersion(ctx, modelOverrideChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
-		// LoadAgent refused a model the agent does not allow: this one
-		// takes the turn's steps, as a fallback model would.
+		// The agent allows it (LoadAgent refuses a model it does not):
+		// it takes the turn's steps, as a fallback model would.
 		t.model, t.calling = m, m
 	}
 	if err := t.upsertSearch(ctx); err != nil {
