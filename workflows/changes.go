@@ -182,4 +182,14 @@ const (
 	//
 	// Recorded: testdata/turn_model_override.json.
 	modelOverrideChange = "model-override"
+
+	// jobEnvelopeChange: a request whose job envelope is malformed
+	// (agent.TurnRequest.ValidateEnvelope: model, workflow_owner, user_id,
+	// retry_count, created_at, context.workflow_state) is rejected. Runs
+	// before it did not read those fields, and ran the turn.
+	//
+	// Recorded: none; the marker is written only for a malformed
+	// envelope. TestAgentTurnFailures ("malformed envelope") runs the new
+	// way.
+	jobEnvelopeChange = "job-envelope"
 )

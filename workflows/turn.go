@@ -188,7 +188,11 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	t.startCancel(ctx)
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
-	if err := t.req.Validate(); err != nil {
+	if err := t.req.ValidateBase(); err != nil {
+		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
+	}
+	if err := t.req.ValidateEnvelope(); err != nil &&
+		workflow.GetVersion(ctx, jobEnvelopeChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
 	}
 	if err := t.checkTenant(ctx); err != nil {

@@ -181,8 +181,19 @@ func (r *TurnRequest) Normalize() {
 }
 
 // Validate reports the first problem with the request as a CodeInvalid
-// error whose message names the field.
+// error whose message names the field: ValidateBase's, then
+// ValidateEnvelope's.
 func (r *TurnRequest) Validate() error {
+	if err := r.ValidateBase(); err != nil {
+		return err
+	}
+	return r.ValidateEnvelope()
+}
+
+// ValidateBase is Validate without the job envelope's checks
+// (ValidateEnvelope): what requests were checked for before the envelope
+// was read, which a turn from then replays.
+func (r *TurnRequest) ValidateBase() error {
 	if r.decodeErr != "" {
 		return Errorf(CodeInvalid, "malformed request: %s", r.decodeErr)
 	}
@@ -222,9 +233,6 @@ func (r *TurnRequest) Validate() error {
 	if r.TimeoutSec < 0 {
 		return Errorf(CodeInvalid, "timeout_sec must not be negative")
 	}
-	if err := r.validateEnvelope(); err != nil {
-		return err
-	}
 	if err := r.Context.validate(); err != nil {
 		return err
 	}
@@ -241,9 +249,10 @@ func (r *TurnRequest) Validate() error {
 // caller's mistake, not a retry.
 const MaxRetryCount = 10000
 
-// validateEnvelope checks the model override and what the caller says of
-// the job: the owner, the user, the retry count and the time it was made.
-func (r *TurnRequest) validateEnvelope() error {
+// ValidateEnvelope checks the model override and what the caller says of
+// the job: the owner, the user, the retry count, the time it was made and
+// the state of its workflow (context.workflow_state).
+func (r *TurnRequest) ValidateEnvelope() error {
 	if r.Model != "" {
 		provider, _, err := ParseModel(r.Model)
 		if err != nil {
@@ -267,6 +276,12 @@ func (r *TurnRequest) validateEnvelope() error {
 	if r.CreatedAt != "" {
 		if _, err := time.Parse(time.RFC3339, r.CreatedAt); err != nil {
 			return Errorf(CodeInvalid, "created_at %q: want an RFC 3339 time such as 2024-10-12T10:30:00Z", Clip(r.CreatedAt, 100))
+		}
+	}
+	if st := r.Context.WorkflowState; len(st) > 0 {
+		trimmed := bytes.TrimSpace(st)
+		if !json.Valid(trimmed) || len(trimmed) == 0 || trimmed[0] != '{' {
+			return Errorf(CodeInvalid, "context.workflow_state must be a JSON object, such as {\"current_step\": 5, \"total_steps\": 10}")
 		}
 	}
 	return nil
@@ -339,12 +354,6 @@ func (c TurnContext) validate() error {
 	for i, p := range c.PreviousResults {
 		if p.ResultRef == "" {
 			return Errorf(CodeInvalid, "context.previous_results[%d].result_ref is required", i)
-		}
-	}
-	if len(c.WorkflowState) > 0 {
-		trimmed := bytes.TrimSpace(c.WorkflowState)
-		if !json.Valid(trimmed) || len(trimmed) == 0 || trimmed[0] != '{' {
-			return Errorf(CodeInvalid, "context.workflow_state must be a JSON object, such as {\"current_step\": 5, \"total_steps\": 10}")
 		}
 	}
 	return nil
