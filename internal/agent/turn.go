@@ -482,11 +482,11 @@ type TurnError struct {
 	Type      string `json:"type"`
 	Message   string `json:"message"`
 	Retryable bool   `json:"retryable"`
-	// Tool is the tool call that caused the failure, when one did: the
-	// call the turn's timeout or cancellation interrupted, the delegation
-	// whose tokens took the turn over its budget, or the failing call the
-	// model kept making until max_iterations. Step is that call's
-	// pipeline step which failed, when it is known.
+	// Tool is the tool of the call that caused the failure, when one did:
+	// the call the turn's timeout interrupted, the delegation whose tokens
+	// took the turn over its budget, or the failing call the model kept
+	// making until max_iterations. Step is the pipeline step that failed
+	// that call, when it is known.
 	Tool string `json:"tool,omitempty"`
 	Step string `json:"step,omitempty"`
 }
