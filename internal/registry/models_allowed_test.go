@@ -49,7 +49,7 @@ func TestModelsAllowed(t *testing.T) {
 		{
 			name: "not a list",
 			src:  head + "    models_allowed: openai:gpt-4o\n",
-			want: []string{`t.yaml:5: agents[0].models_allowed: want a list, not a string`},
+			want: []string{`t.yaml:5: agents[0].models_allowed: want a list, not "openai:gpt-4o"`},
 		},
 	}
 	for _, tt := range tests {
