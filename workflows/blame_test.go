@@ -9,8 +9,8 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
-// TestFailureNamesTheTool: a turn whose timeout interrupts a tool call,
-// or that runs out of iterations calling a tool that fails, names the
+// TestFailureNamesTheTool: a turn whose timeout interrupts a tool call
+// (here one waiting for approval), or that runs out of iterations calling a tool that fails, names the
 // call's tool (and the pipeline step that failed it, whether the call
 // failed once or after its retries) in its error; a failure in a model
 // call names none. Every result says when the turn completed.
@@ -26,7 +26,6 @@ func TestFailureNamesTheTool(t *testing.T) {
 	tests := []struct {
 		name      string
 		limits    agent.Limits
-		hold      bool
 		tool      func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error)
 		replies   []contract.CallModelResult
 		wantType  string
@@ -35,8 +34,9 @@ func TestFailureNamesTheTool(t *testing.T) {
 		wantSteps []string // the records' steps
 	}{
 		{
-			name: "timeout in a tool", limits: agent.Limits{MaxIterations: 4, TurnTimeoutSec: 30}, hold: true,
-			replies:  []contract.CallModelResult{toolReply(calc("c1", "1+1"))},
+			name: "timeout while a call waits for approval", limits: agent.Limits{MaxIterations: 4, TurnTimeoutSec: 30},
+			tool:     okTool("2"),
+			replies:  []contract.CallModelResult{needsApproval(toolReply(calc("c1", "1+1")), "c1")},
 			wantType: agent.ErrTypeTimeout, wantTool: "calculator", wantSteps: []string{""},
 		},
 		{
@@ -63,9 +63,6 @@ func TestFailureNamesTheTool(t *testing.T) {
 			a := testAgent()
 			a.Limits = tt.limits
 			f := &fakeTurn{agent: a, replies: tt.replies, tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": tt.tool}}
-			if tt.hold {
-				f.hold = map[string]bool{"calculator": true}
-			}
 			env := newEnv(t, f)
 			_, failure := runTurn(t, env, request())
 			require.NotNil(t, failure)
@@ -83,6 +80,12 @@ func TestFailureNamesTheTool(t *testing.T) {
 			require.Equal(t, res.Error, f.saved[0].Error, "the stored result names them too")
 		})
 	}
+}
+
+// needsApproval is r with call id waiting for a person's decision.
+func needsApproval(r contract.CallModelResult, id string) contract.CallModelResult {
+	r.Approvals = []contract.ApprovalNeed{{CallID: id, Reason: "the tool's policy asks"}}
+	return r
 }
 
 // TestModelOverride: a turn naming a model its agent allows calls that
