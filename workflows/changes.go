@@ -134,7 +134,9 @@ const (
 	// argument deltas, a step boundary, an approved call, read by
 	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
 	// tool's custom events), testdata/turn_model_fallback.json (steps
-	// answered by a fallback model, whose step_finish names it).
+	// answered by a fallback model, whose step_finish names it),
+	// testdata/turn_model_override.json (steps on the model the request
+	// named).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
