@@ -233,12 +233,18 @@ func stepAttempt(ctx context.Context, in contract.CallModelInput) int {
 	return in.AttemptBase + int(activity.GetInfo(ctx).Attempt)
 }
 
-// messages is what the model reads: the agent's system prompt, the
-// session's recent messages when the turn loads history, and the turn.
+// messages is what the model reads: first what every call of the agent
+// version sends alike — its system prompt, then its few-shot examples —,
+// then what varies: the note on the data the turn may use, the session's
+// recent messages when the turn loads history, and the turn. The stable
+// prefix first is what lets a provider serve it from its prompt cache.
 func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.CallModelInput, steps []agent.Message) ([]agent.Message, error) {
 	var msgs []agent.Message
 	if ag.SystemPrompt != "" {
 		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: ag.SystemPrompt})
+	}
+	for _, ex := range ag.Examples {
+		msgs = append(msgs, agent.Message{Role: agent.RoleUser, Content: ex.User}, agent.Message{Role: agent.RoleAssistant, Content: ex.Assistant})
 	}
 	note, err := a.dataNote(ctx, in)
 	if err != nil {
@@ -315,12 +321,17 @@ func describePreview(raw json.RawMessage, output string) string {
 // tool-call arguments — to the turn when asked. With in.TailInResult the
 // last batch is returned instead of sent.
 func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, *agent.TokenBatch, error) {
+	// The prompt's prefix — the tools in the version's order, then its
+	// system prompt — is the same for every call of the agent version;
+	// what varies (the note on data, the session, the turn) follows it.
+	// The key lets the provider keep that prefix cached between turns.
 	req := llm.Request{
 		Model:       ag.Model,
 		Messages:    msgs,
 		Tools:       ag.Tools,
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
+		CacheKey:    agent.PromptCacheKey(in.TenantID, ag.ID, ag.Version),
 	}
 	if schema := outputSchema(ag, in); schema != nil {
 		req.Output = &llm.OutputFormat{Name: ag.ID, Schema: schema}

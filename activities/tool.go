@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -58,7 +60,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		defer stop()
 	}
 	progress := eventlog.StartProgress(ctx, sinks, turnID, in.Call)
-	msg, status := a.run(ctx, ag, in, progress)
+	msg, status, step := a.run(ctx, ag, in, progress)
 	progress.Close()
 	if status == "" {
 		if err := ctx.Err(); err != nil {
@@ -67,9 +69,13 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 			// the turn records the call's result.
 			return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %w", in.Call.Name, err)
 		}
-		return contract.ExecuteToolResult{}, fmt.Errorf("tool %q: %s", in.Call.Name, msg.Content)
+		return contract.ExecuteToolResult{}, contract.ToolCallFailed(fmt.Sprintf("tool %q: %s", in.Call.Name, msg.Content), step)
 	}
-	return a.storeToolResult(ctx, in, msg, status)
+	res, err := a.storeToolResult(ctx, in, msg, status)
+	if err == nil && res.Status == agent.ToolError {
+		res.Step = step
+	}
+	return res, err
 }
 
 // storeToolResult stores a call's result as step in.Seq and returns the
@@ -110,35 +116,42 @@ func statusOf(content string) string {
 	return agent.ToolOK
 }
 
-// run executes the call and returns what the model reads of it. An empty
-// status means a failure worth retrying, or a call cancelled while it
-// ran; the message's content then holds the error.
-func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress *eventlog.Progress) (agent.Message, string) {
+// run executes the call and returns what the model reads of it, and the
+// pipeline step that failed it, if one did. An empty status means a
+// failure worth retrying, or a call cancelled while it ran; the message's
+// content then holds the error.
+func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress *eventlog.Progress) (agent.Message, string, string) {
 	spec, ok := ag.Tool(in.Call.Name)
 	if !ok {
-		return agent.Message{Content: notGranted(ag, in.Call.Name)}, agent.ToolError
+		return agent.Message{Content: notGranted(ag, in.Call.Name)}, agent.ToolError, ""
 	}
 	if n := len(in.Call.Arguments); n > agent.MaxToolArgumentBytes {
-		return agent.Message{Content: fmt.Sprintf("the arguments are %d bytes; the limit is %d", n, agent.MaxToolArgumentBytes)}, agent.ToolError
+		return agent.Message{Content: fmt.Sprintf("the arguments are %d bytes; the limit is %d", n, agent.MaxToolArgumentBytes)}, agent.ToolError, ""
 	}
 	call, err := a.call(ctx, ag, in, progress)
 	if err != nil {
-		return agent.Message{Content: err.Error()}, ""
+		return agent.Message{Content: err.Error()}, "", ""
 	}
 	spanCtx, span := a.startToolSpan(ctx, in, spec)
 	out, err := a.tools.Execute(spanCtx, spec, call)
 	a.endToolSpan(span, out, err)
+	var failed *pipeline.StepError
+	step := ""
+	if errors.As(err, &failed) {
+		step = string(failed.Op)
+	}
 	switch {
 	case err == nil:
-		return a.output(ctx, in, out)
+		msg, status := a.output(ctx, in, out)
+		return msg, status, ""
 	case ctx.Err() != nil:
 		// Cancelled: whatever the tool made of it is not its result.
-		return agent.Message{Content: err.Error()}, ""
+		return agent.Message{Content: err.Error()}, "", step
 	case agent.IsCode(err, agent.CodeInvalid), agent.IsCode(err, agent.CodeNotFound):
-		return agent.Message{Content: err.Error()}, agent.ToolError
+		return agent.Message{Content: err.Error()}, agent.ToolError, step
 	default:
 		a.log(ctx).Warn("tool call failed", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID), zap.Error(err))
-		return agent.Message{Content: err.Error()}, ""
+		return agent.Message{Content: err.Error()}, "", step
 	}
 }
 

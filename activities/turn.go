@@ -75,6 +75,11 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if err != nil {
 		return contract.LoadAgentResult{}, fmt.Errorf("load agent %q: %w", in.AgentID, agentNotFound(err))
 	}
+	// A model the agent does not let a turn choose is refused before the
+	// turn counts against the agent's rate or stores anything.
+	if err := ag.CheckModel(req.Model); err != nil {
+		return contract.LoadAgentResult{}, err
+	}
 	err = a.store.BeginTurn(ctx, store.Turn{
 		TenantID:     req.TenantID,
 		JobID:        req.JobID,

@@ -201,6 +201,9 @@ func summary(out io.Writer, res agent.TurnResult) {
 	if m.CacheHit {
 		ref += " · from the cache"
 	}
+	if !res.CompletedAt.IsZero() {
+		ref += " · completed " + res.CompletedAt.UTC().Format(time.RFC3339)
+	}
 	fmt.Fprintf(out, "  [%s v%d · %s · %d tokens · %s · %s]\n", m.AgentID, m.AgentVersion, m.LLMModel,
 		m.TokensUsed, time.Duration(m.ExecutionTimeMS)*time.Millisecond, ref)
 }

@@ -30,6 +30,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&req.History, "history", "", `"load" the session's transcript or start "fresh"`)
 	fs.IntVar(&req.TimeoutSec, "timeout", 0, "turn timeout in seconds (default: the agent's)")
 	schema := fs.String("output-schema", "", "a JSON Schema (of a JSON object) the answer must match, or @file holding one; the answer is printed as that object")
+	fs.StringVar(&req.Model, "model", "", `the model to call instead of the agent's, "provider:model" (one the agent lists in models_allowed)`)
 	asJSON := fs.Bool("json", false, "print the whole TurnResult as JSON")
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
@@ -96,7 +97,7 @@ func printResult(out io.Writer, res agent.TurnResult, err error, asJSON bool) er
 			fmt.Fprintf(out, "  tool %s %s → %s\n", tc.Tool, tc.Args, tc.Status)
 		}
 		if res.Error != nil {
-			fmt.Fprintf(os.Stderr, "turn %s: %s: %s\n", res.Status, res.Error.Type, res.Error.Message)
+			fmt.Fprintf(os.Stderr, "turn %s: %s: %s%s\n", res.Status, res.Error.Type, res.Error.Message, failedIn(res.Error))
 		} else {
 			answer := res.Output
 			if len(res.OutputJSON) > 0 {
@@ -123,6 +124,18 @@ func readSchema(v string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("read --output-schema: %w", err)
 	}
 	return b, nil
+}
+
+// failedIn says which tool call, and which of its pipeline steps, caused
+// a failure, when one did.
+func failedIn(e *agent.TurnError) string {
+	switch {
+	case e.Tool == "":
+		return ""
+	case e.Step != "":
+		return fmt.Sprintf(" (in tool %s, step %s)", e.Tool, e.Step)
+	}
+	return fmt.Sprintf(" (in tool %s)", e.Tool)
 }
 
 func newJobID() string {

@@ -24,6 +24,7 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	id := fs.String("id", "", "schedule id (required)")
 	tenant := fs.String("tenant", "demo", "tenant id")
 	agentID := fs.String("agent", "", "agent id (default: routed)")
+	model := fs.String("model", "", `the model the runs call instead of the agent's, "provider:model" (one the agent lists in models_allowed)`)
 	every := fs.Duration("every", 0, "run every interval, e.g. 1h")
 	cron := fs.String("cron", "", "run on a cron spec, e.g. '0 9 * * MON-FRI'")
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
@@ -48,7 +49,7 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 
-	req := agent.TurnRequest{TenantID: *tenant, AgentID: *agentID, Prompt: strings.Join(fs.Args(), " "), History: agent.HistoryFresh}
+	req := agent.TurnRequest{TenantID: *tenant, AgentID: *agentID, Model: *model, Prompt: strings.Join(fs.Args(), " "), History: agent.HistoryFresh}
 	req.Normalize()
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("schedule: %w", err)

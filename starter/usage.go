@@ -73,7 +73,8 @@ func usageCmd(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // printUsage prints a usage table: a row per group, then the totals and
-// the budgets of the current periods.
+// the budgets of the current periods. "cache hits" is the share of the
+// input tokens the provider read from its prompt cache.
 func printUsage(out io.Writer, r *pb.GetUsageResponse) {
 	fmt.Fprintf(out, "usage of tenant %s from %s to %s\n", r.GetTenant(), stamp(r.GetSince().AsTime()), stamp(r.GetUntil().AsTime()))
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -81,10 +82,10 @@ func printUsage(out io.Writer, r *pb.GetUsageResponse) {
 	if key == "" {
 		key = "-"
 	}
-	fmt.Fprintf(w, "%s\tcalls\tinput\tcached\toutput\treasoning\tcost (USD)\t\n", key)
+	fmt.Fprintf(w, "%s\tcalls\tinput\tcached\toutput\treasoning\tcost (USD)\tcache hits\t\n", key)
 	row := func(name string, u *pb.UsageRow) {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t\n", name, u.GetCalls(), u.GetInputTokens(), u.GetCachedTokens(),
-			u.GetOutputTokens(), u.GetReasoningTokens(), u.GetCostUsd())
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%.1f%%\t\n", name, u.GetCalls(), u.GetInputTokens(), u.GetCachedTokens(),
+			u.GetOutputTokens(), u.GetReasoningTokens(), u.GetCostUsd(), 100*u.GetCacheHitRate())
 	}
 	for _, u := range r.GetRows() {
 		name := u.GetKey()

@@ -136,7 +136,8 @@ const (
 	// tool's custom events), testdata/turn_model_fallback.json (steps
 	// answered by a fallback model, whose step_finish names it),
 	// testdata/turn_output_repair.json (an answer's step, and the step
-	// that repairs it).
+	// that repairs it), testdata/turn_model_override.json (steps on the
+	// model the request named).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -185,4 +186,24 @@ const (
 	//
 	// Recorded: testdata/turn_output_repair.json.
 	structuredOutputChange = "structured-output"
+
+	// modelOverrideChange: a turn whose request names a model
+	// (agent.TurnRequest.Model) other than its agent's calls that model
+	// at every step (LoadAgent refuses one the agent does not allow,
+	// agent.Agent.ModelsAllowed). The marker is written once the agent is
+	// loaded, only when the request names another model. Runs before it
+	// called the agent's model whatever the request named.
+	//
+	// Recorded: testdata/turn_model_override.json.
+	modelOverrideChange = "model-override"
+
+	// jobEnvelopeChange: a request whose job envelope is malformed
+	// (agent.TurnRequest.ValidateEnvelope: model, workflow_owner, user_id,
+	// retry_count, created_at, context.workflow_state) is rejected. Runs
+	// before it did not read those fields, and ran the turn.
+	//
+	// Recorded: none; the marker is written only for a malformed
+	// envelope. TestAgentTurnFailures ("malformed envelope") runs the new
+	// way.
+	jobEnvelopeChange = "job-envelope"
 )

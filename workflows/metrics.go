@@ -88,10 +88,13 @@ func (t *turn) recordRoute(ctx workflow.Context, route contract.RouteResult, err
 	}
 }
 
-// recordModel counts a model call's tokens by kind: cached tokens are a
-// part of the input, reasoning tokens of the output.
+// recordModel counts a model call, by whether the provider read part of
+// its prompt from its cache, and its tokens by kind: cached tokens are a
+// part of the input, reasoning tokens of the output. The cache hit rate
+// of an agent is its cached tokens over its input tokens.
 func (t *turn) recordModel(ctx workflow.Context, model string, u agent.Usage) {
 	h := t.metrics(ctx)
+	h.WithTags(map[string]string{"model": model, "cache_hit": strconv.FormatBool(u.CachedTokens > 0)}).Counter(contract.MetricModelCalls).Inc(1)
 	for _, k := range []struct {
 		kind string
 		n    int

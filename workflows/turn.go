@@ -117,6 +117,11 @@ type turn struct {
 	seq     int // the last step stored for the turn; 0 is the prompt
 	usage   agent.Usage
 	calls   []agent.ToolCallRecord
+	// round is the records of the latest tool round's calls, and
+	// afterTools says no model call has started since it ended: a
+	// failure then may be the round's doing (blame).
+	round      []agent.ToolCallRecord
+	afterTools bool
 
 	log      *eventlog.Log
 	progress workflow.ReceiveChannel
@@ -190,7 +195,11 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	t.startCancel(ctx)
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
-	if err := t.req.Validate(); err != nil {
+	if err := t.req.ValidateBase(); err != nil {
+		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
+	}
+	if err := t.req.ValidateEnvelope(); err != nil &&
+		workflow.GetVersion(ctx, jobEnvelopeChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
 	}
 	if err := t.checkTenant(ctx); err != nil {
@@ -239,6 +248,12 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	t.agent = loaded.Agent
 	t.model = t.agent.Model
+	if m := t.req.Model; m != "" && m != t.agent.Model &&
+		workflow.GetVersion(ctx, modelOverrideChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		// The agent allows it (LoadAgent refuses a model it does not):
+		// it takes the turn's steps, as a fallback model would.
+		t.model, t.calling = m, m
+	}
 	if err := t.upsertSearch(ctx); err != nil {
 		return agent.TurnResult{}, err
 	}
@@ -268,7 +283,7 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	case t.timedOut:
 		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", timeout))
 	}
-	return t.finish(ctx, output, failure)
+	return t.finish(ctx, output, t.blame(failure))
 }
 
 // parentWorkflowID is the id of the workflow that started this one as
@@ -430,6 +445,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s to repair an answer that does not match the output schema", model))
 	}
 	t.seq++
+	t.afterTools = false
 	if t.logsVocabulary(ctx) {
 		t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
 	}
@@ -537,8 +553,10 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 			r.decided(ctx, i, outcome, message)
 		})
 	}
+	first := len(t.calls)
 	failures := r.collect(ctx)
 	t.seq += len(calls)
+	t.round, t.afterTools = t.calls[first:], true
 	return failures
 }
 
@@ -658,10 +676,11 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 				if t.canceled != nil && contract.ErrorOf(err).Code == agent.CodeCanceled {
 					status, msg = agent.ToolCanceled, "the turn was cancelled while the call ran"
 				}
+				rec.Step = contract.StepOf(err)
 				fail(status, msg)
 				end.Status, end.Output = status, contract.OneLine(msg, 200)
 			} else {
-				rec.Status, rec.CacheHit = res.Status, res.CacheHit
+				rec.Status, rec.CacheHit, rec.Step = res.Status, res.CacheHit, res.Step
 				t.cacheHit = t.cacheHit || res.CacheHit
 				end.Status, end.Output, end.Data = res.Status, contract.OneLine(res.Preview, 200), res.Data
 				if res.Data != nil {
@@ -688,10 +707,11 @@ func reasonFor(needs []contract.ApprovalNeed, callID string) string {
 // finish stores the result and returns it, or fails the workflow with it.
 func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnError) (agent.TurnResult, error) {
 	res := agent.TurnResult{
-		Version: agent.ProtocolVersion,
-		JobID:   t.req.JobID,
-		Status:  agent.StatusCompleted,
-		Output:  output,
+		Version:     agent.ProtocolVersion,
+		JobID:       t.req.JobID,
+		Status:      agent.StatusCompleted,
+		Output:      output,
+		CompletedAt: workflow.Now(ctx),
 		Metadata: agent.ResultMetadata{
 			AgentID:         t.agent.ID,
 			AgentVersion:    t.agent.Version,
@@ -767,10 +787,11 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 	workflow.GetLogger(ctx).Info("turn rejected", "type", e.Type, "error", e.Message)
 	workflow.SetCurrentDetails(ctx, "rejected: "+e.Message)
 	res := agent.TurnResult{
-		Version: agent.ProtocolVersion,
-		JobID:   t.req.JobID,
-		Status:  agent.StatusRejected,
-		Error:   e,
+		Version:     agent.ProtocolVersion,
+		JobID:       t.req.JobID,
+		Status:      agent.StatusRejected,
+		Error:       e,
+		CompletedAt: workflow.Now(ctx),
 	}
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
 	t.recordEnd(ctx, res.Status, res.Error)
@@ -778,6 +799,51 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
 	t.forward.Flush(ctx)
 	return agent.TurnResult{}, contract.TurnFailure(res)
+}
+
+// blame names the tool call that caused a failure, when one did
+// (agent.TurnError.Tool, Step): the call of the latest tool round the
+// turn's timeout interrupted; the delegation of that round whose tokens
+// took the turn over its budget; the failing call of the last round when
+// the model was still calling tools at max_iterations. A failure in a
+// model call, or one a person caused (a cancellation), names none.
+func (t *turn) blame(failure *agent.TurnError) *agent.TurnError {
+	if failure == nil || !t.afterTools || failure.Tool != "" {
+		return failure
+	}
+	var rec *agent.ToolCallRecord
+	switch failure.Type {
+	case agent.ErrTypeTimeout:
+		rec = t.roundCall(func(r agent.ToolCallRecord) bool { return r.Status != agent.ToolOK })
+	case agent.ErrTypeTokenBudget:
+		rec = t.roundCall(func(r agent.ToolCallRecord) bool {
+			spec, ok := t.agent.Tool(r.Tool)
+			return ok && spec.Kind == agent.KindDelegate
+		})
+	case agent.ErrTypeMaxIterations:
+		for i := len(t.round) - 1; i >= 0 && rec == nil; i-- {
+			if t.round[i].Status != agent.ToolOK {
+				rec = &t.round[i]
+			}
+		}
+	}
+	if rec == nil {
+		return failure
+	}
+	out := *failure
+	out.Tool, out.Step = rec.Tool, rec.Step
+	return &out
+}
+
+// roundCall is the first call of the latest tool round that match
+// holds for, nil when none.
+func (t *turn) roundCall(match func(agent.ToolCallRecord) bool) *agent.ToolCallRecord {
+	for i := range t.round {
+		if match(t.round[i]) {
+			return &t.round[i]
+		}
+	}
+	return nil
 }
 
 // upsertSearch sets the turn's search attributes in one command, whatever

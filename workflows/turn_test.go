@@ -337,6 +337,7 @@ func TestAgentTurnFailures(t *testing.T) {
 			}
 		}, wantType: agent.ErrTypeInvalidRequest, wantMsg: "context.metadata has 65 keys; the limit is 64"},
 		{name: "unknown agent", req: func(r *agent.TurnRequest) { r.AgentID = "nobody" }, wantType: agent.ErrTypeAgentNotFound, wantMsg: `agent "nobody" not found`},
+		{name: "malformed envelope", req: func(r *agent.TurnRequest) { r.CreatedAt = "yesterday" }, wantType: agent.ErrTypeInvalidRequest, wantMsg: `created_at "yesterday": want an RFC 3339 time`},
 		{
 			name:     "max iterations",
 			agent:    func(a *agent.Agent) { a.Limits.MaxIterations = 2 },

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,9 +27,17 @@ type Agent struct {
 	// DefaultFallbackOn when an agent with fallback models names none, so
 	// that a stored version keeps what it meant whatever the default
 	// becomes.
-	FallbackOn   []string `json:"fallback_on,omitempty"`
-	SystemPrompt string   `json:"system_prompt,omitempty"`
-	Tools        []Tool   `json:"tools,omitempty"`
+	FallbackOn []string `json:"fallback_on,omitempty"`
+	// ModelsAllowed are the models a turn of the agent may name instead
+	// of Model (TurnRequest.Model): each "provider:model", none twice.
+	// Empty: a turn runs on Model (and its fallbacks) only.
+	ModelsAllowed []string `json:"models_allowed,omitempty"`
+	SystemPrompt  string   `json:"system_prompt,omitempty"`
+	// Examples are exchanges the model reads after the system prompt, as
+	// if they had happened (few-shot examples): part of the prompt's
+	// stable prefix, before anything a turn varies.
+	Examples []Example `json:"examples,omitempty"`
+	Tools    []Tool    `json:"tools,omitempty"`
 	// Composites grants the agent every composite tool of its tenant
 	// (kind composite_pipeline), those promoted later included: each
 	// promotion makes a new version of the agent with the new tool.
@@ -89,11 +100,46 @@ func (a *Agent) NextModel(model, errType string) string {
 	return chain[i+1]
 }
 
-// Calls reports whether the agent may call model: its own or one of its
-// fallbacks.
+// Calls reports whether the agent may call model: its own, one of its
+// fallbacks, or one a turn may name instead of its own.
 func (a *Agent) Calls(model string) bool {
-	return model == a.Model || slices.Contains(a.FallbackModels, model)
+	return model == a.Model || slices.Contains(a.FallbackModels, model) || slices.Contains(a.ModelsAllowed, model)
 }
+
+// CheckModel refuses a turn's model override (TurnRequest.Model) the
+// agent does not allow: PermissionDenied, naming what it allows. Its own
+// model, or none, is always allowed.
+func (a *Agent) CheckModel(model string) error {
+	if model == "" || model == a.Model || slices.Contains(a.ModelsAllowed, model) {
+		return nil
+	}
+	if len(a.ModelsAllowed) == 0 {
+		return Errorf(CodePermissionDenied, "model %q: agent %q does not let a turn choose its model (it runs on %s; list the models a turn may name under models_allowed)",
+			Clip(model, 100), a.ID, a.Model)
+	}
+	return Errorf(CodePermissionDenied, "model %q: agent %q lets a turn choose only %s (models_allowed) or its own %s",
+		Clip(model, 100), a.ID, strings.Join(a.ModelsAllowed, ", "), a.Model)
+}
+
+// PromptCacheKey is the key a model call of a tenant's agent version asks
+// its provider to cache the prompt's prefix under (OpenAI's
+// prompt_cache_key): the same for every turn of the version, another for
+// the next version (whose prompt or tools may differ), and opaque, so
+// that the provider learns neither the tenant's nor the agent's name.
+func PromptCacheKey(tenantID, agentID string, version int) string {
+	sum := sha256.Sum256([]byte(tenantID + "\x00" + agentID + "\x00" + strconv.Itoa(version)))
+	return "agentflow-" + hex.EncodeToString(sum[:16])
+}
+
+// Example is one few-shot exchange of an agent's prompt: what a user
+// asked and what the assistant answered.
+type Example struct {
+	User      string `json:"user"`
+	Assistant string `json:"assistant"`
+}
+
+// MaxExamples bounds an agent's few-shot examples.
+const MaxExamples = 32
 
 // Limits bound a turn. Zero values mean "use the default" (see Defaults).
 type Limits struct {

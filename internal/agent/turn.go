@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -47,6 +50,25 @@ type TurnRequest struct {
 	Context   TurnContext `json:"context,omitzero"`
 	// TimeoutSec lowers the agent's turn timeout for this request; 0 = the agent's.
 	TimeoutSec int `json:"timeout_sec,omitempty"`
+	// Model is the model this turn calls instead of its agent's,
+	// "provider:model": one its agent lists in models_allowed (a scheduled
+	// run on a cheaper model, say), else the turn is rejected
+	// PermissionDenied. Empty: the agent's.
+	Model string `json:"model,omitempty"`
+
+	// What the caller's system says of the job (the v1 job protocol's
+	// envelope): stored with the turn's request and shown in its details,
+	// never used to decide anything. Who asks, for policies and rules, is
+	// Caller.
+	WorkflowOwner string `json:"workflow_owner,omitempty"`
+	UserID        string `json:"user_id,omitempty"`
+	// RetryCount is the caller's attempt number for the job (0: the
+	// first). A retry keeps the job id and is the same request: the count
+	// is not part of the request's Hash.
+	RetryCount int `json:"retry_count,omitempty"`
+	// CreatedAt is when the caller made the job, an RFC 3339 time; not
+	// part of the request's Hash either.
+	CreatedAt string `json:"created_at,omitempty"`
 
 	// Set by process callers (other workflows).
 	RunID       string `json:"run_id,omitempty"`
@@ -136,6 +158,11 @@ type TurnContext struct {
 	UIPage          string            `json:"ui_page,omitempty"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
 	PreviousResults []PreviousResult  `json:"previous_results,omitempty"`
+	// WorkflowState is where the caller's workflow stands (a JSON object,
+	// e.g. {"current_step": 5, "total_steps": 10}): stored and shown with
+	// the turn, as the rest of the context counted against
+	// MaxContextBytes.
+	WorkflowState json.RawMessage `json:"workflow_state,omitempty"`
 }
 
 // PreviousResult points at the result of an earlier node of a process.
@@ -162,8 +189,19 @@ func (r *TurnRequest) Normalize() {
 }
 
 // Validate reports the first problem with the request as a CodeInvalid
-// error whose message names the field.
+// error whose message names the field: ValidateBase's, then
+// ValidateEnvelope's.
 func (r *TurnRequest) Validate() error {
+	if err := r.ValidateBase(); err != nil {
+		return err
+	}
+	return r.ValidateEnvelope()
+}
+
+// ValidateBase is Validate without the job envelope's checks
+// (ValidateEnvelope): what requests were checked for before the envelope
+// was read, which a turn from then replays.
+func (r *TurnRequest) ValidateBase() error {
 	if r.decodeErr != "" {
 		return Errorf(CodeInvalid, "malformed request: %s", r.decodeErr)
 	}
@@ -216,6 +254,48 @@ func (r *TurnRequest) Validate() error {
 		return err
 	}
 	return r.Parent.validate()
+}
+
+// MaxRetryCount bounds a request's retry_count: a larger one is a
+// caller's mistake, not a retry.
+const MaxRetryCount = 10000
+
+// ValidateEnvelope checks the model override and what the caller says of
+// the job: the owner, the user, the retry count, the time it was made and
+// the state of its workflow (context.workflow_state).
+func (r *TurnRequest) ValidateEnvelope() error {
+	if r.Model != "" {
+		provider, _, err := ParseModel(r.Model)
+		if err != nil {
+			return Errorf(CodeInvalid, "model %q: want \"provider:model\", e.g. \"openai:gpt-4o-mini\"", Clip(r.Model, 100))
+		}
+		if !slices.Contains(Providers(), provider) {
+			return Errorf(CodeInvalid, "model %q: unknown provider %q (known: %s)", Clip(r.Model, 100), Clip(provider, 50), strings.Join(Providers(), ", "))
+		}
+		if err := validateKey("model", r.Model); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct{ name, value string }{{"workflow_owner", r.WorkflowOwner}, {"user_id", r.UserID}} {
+		if err := validateKey(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	if r.RetryCount < 0 || r.RetryCount > MaxRetryCount {
+		return Errorf(CodeInvalid, "retry_count %d: want 0 (the first attempt) to %d", r.RetryCount, MaxRetryCount)
+	}
+	if r.CreatedAt != "" {
+		if _, err := time.Parse(time.RFC3339, r.CreatedAt); err != nil {
+			return Errorf(CodeInvalid, "created_at %q: want an RFC 3339 time such as 2024-10-12T10:30:00Z", Clip(r.CreatedAt, 100))
+		}
+	}
+	if st := r.Context.WorkflowState; len(st) > 0 {
+		trimmed := bytes.TrimSpace(st)
+		if !json.Valid(trimmed) || len(trimmed) == 0 || trimmed[0] != '{' {
+			return Errorf(CodeInvalid, "context.workflow_state must be a JSON object, such as {\"current_step\": 5, \"total_steps\": 10}")
+		}
+	}
+	return nil
 }
 
 // MaxCallerRoles bounds the roles of a caller.
@@ -308,6 +388,7 @@ func (c TurnContext) Bounded() error {
 	for _, p := range c.PreviousResults {
 		size += len(p.NodeID) + len(p.ResultRef)
 	}
+	size += len(c.WorkflowState)
 	if size > MaxContextBytes {
 		return Errorf(CodeInvalid, "context is %d bytes; the limit is %d", size, MaxContextBytes)
 	}
@@ -366,6 +447,10 @@ type TurnResult struct {
 	OutputJSON json.RawMessage `json:"output_json,omitempty"`
 	Metadata   ResultMetadata  `json:"metadata"`
 	Error      *TurnError      `json:"error,omitempty"`
+	// CompletedAt is when the turn ended, by its workflow's clock (to the
+	// microsecond, as stored); zero only in results stored before it was
+	// kept.
+	CompletedAt time.Time `json:"completed_at,omitzero"`
 }
 
 // ResultMetadata describes how a result was produced.
@@ -393,6 +478,9 @@ type ToolCallRecord struct {
 	Status string          `json:"status"` // ok | error | rejected | timed_out | canceled
 	// CacheHit says the tool's result came from the tenant's cache.
 	CacheHit bool `json:"cache_hit,omitempty"`
+	// Step is the pipeline step (its op, such as http_request) that
+	// failed the call, when the tool is a pipeline and says so.
+	Step string `json:"step,omitempty"`
 }
 
 // Tool call statuses.
@@ -409,7 +497,13 @@ type TurnError struct {
 	Type      string `json:"type"`
 	Message   string `json:"message"`
 	Retryable bool   `json:"retryable"`
-	Tool      string `json:"tool,omitempty"`
+	// Tool is the tool of the call that caused the failure, when one did:
+	// the call the turn's timeout interrupted, the delegation whose tokens
+	// took the turn over its budget, or the failing call the model kept
+	// making until max_iterations. Step is the pipeline step that failed
+	// that call, when it is known.
+	Tool string `json:"tool,omitempty"`
+	Step string `json:"step,omitempty"`
 }
 
 // MovedVariableHint says, for a CEL error about the undeclared user_role

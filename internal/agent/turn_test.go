@@ -31,6 +31,22 @@ func TestTurnRequestValidate(t *testing.T) {
 		{"previous result without ref", func(r *TurnRequest) {
 			r.Context.PreviousResults = []PreviousResult{{NodeID: "n"}}
 		}, "context.previous_results[0].result_ref"},
+		{"job envelope", func(r *TurnRequest) {
+			r.WorkflowOwner, r.UserID, r.RetryCount, r.CreatedAt = "sdutt", "sdutt@example.com", 2, "2024-10-12T10:30:00+02:00"
+			r.Model = "anthropic:claude-3-5-haiku-latest"
+			r.Context.WorkflowState = json.RawMessage(` {"current_step": 5, "total_steps": 10}`)
+		}, ""},
+		{"model not provider:model", func(r *TurnRequest) { r.Model = "gpt-4o" }, `model "gpt-4o": want "provider:model"`},
+		{"model of an unknown provider", func(r *TurnRequest) { r.Model = "acme:big" }, `model "acme:big": unknown provider "acme" (known: anthropic, ollama, openai)`},
+		{"model with a space", func(r *TurnRequest) { r.Model = "openai:gpt 4o" }, `model "openai:gpt 4o" may not contain spaces`},
+		{"owner with a space", func(r *TurnRequest) { r.WorkflowOwner = "s dutt" }, `workflow_owner "s dutt" may not contain spaces`},
+		{"long user id", func(r *TurnRequest) { r.UserID = strings.Repeat("u", MaxKeyLength+1) }, "user_id is 201 bytes; the limit is 200"},
+		{"negative retry count", func(r *TurnRequest) { r.RetryCount = -1 }, "retry_count -1: want 0 (the first attempt) to 10000"},
+		{"huge retry count", func(r *TurnRequest) { r.RetryCount = MaxRetryCount + 1 }, "retry_count 10001"},
+		{"created_at not a time", func(r *TurnRequest) { r.CreatedAt = "yesterday" }, `created_at "yesterday": want an RFC 3339 time such as 2024-10-12T10:30:00Z`},
+		{"created_at without a zone", func(r *TurnRequest) { r.CreatedAt = "2024-10-12T10:30:00" }, `created_at "2024-10-12T10:30:00"`},
+		{"workflow state not an object", func(r *TurnRequest) { r.Context.WorkflowState = json.RawMessage(`[5, 10]`) }, "context.workflow_state must be a JSON object"},
+		{"workflow state not JSON", func(r *TurnRequest) { r.Context.WorkflowState = json.RawMessage(`{"a":`) }, "context.workflow_state must be a JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,5 +138,56 @@ func TestSendMessageValidate(t *testing.T) {
 			require.Equal(t, CodeInvalid, ErrorCode(err))
 			require.ErrorContains(t, err, tt.wantErr)
 		})
+	}
+}
+
+// TestJobEnvelopeJSON: the v1 job protocol's envelope fields decode from
+// the seed's example, and a retry of a job (another retry_count and
+// created_at) is the same request; another owner or model is not.
+func TestJobEnvelopeJSON(t *testing.T) {
+	var r TurnRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"version": "1.0", "job_id": "550e8400", "tenant_id": "demo", "run_id": "run-2024-001",
+		"node_id": "agent_analyze_data", "workflow_tag": "main", "workflow_owner": "sdutt", "user_id": "sdutt", "prompt": "fetch flight prices",
+		"context": {"workflow_state": {"current_step": 5, "total_steps": 10}, "session_id": "sess-xyz789"},
+		"timeout_sec": 300, "retry_count": 0, "created_at": "2024-10-12T10:30:00Z", "model": "openai:gpt-4o"}`), &r))
+	require.NoError(t, r.Validate())
+	require.Equal(t, []any{"sdutt", "sdutt", 0, "2024-10-12T10:30:00Z", "openai:gpt-4o"}, []any{r.WorkflowOwner, r.UserID, r.RetryCount, r.CreatedAt, r.Model})
+	require.JSONEq(t, `{"current_step": 5, "total_steps": 10}`, string(r.Context.WorkflowState))
+	require.NoError(t, r.Context.Bounded())
+
+	retry := r
+	retry.RetryCount, retry.CreatedAt = 1, "2024-10-12T10:31:00Z"
+	require.Equal(t, r.Hash(), retry.Hash(), "a retry is the same request")
+	for name, mutate := range map[string]func(*TurnRequest){
+		"owner": func(x *TurnRequest) { x.WorkflowOwner = "other" },
+		"user":  func(x *TurnRequest) { x.UserID = "other" },
+		"model": func(x *TurnRequest) { x.Model = "openai:gpt-4o-mini" },
+		"state": func(x *TurnRequest) { x.Context.WorkflowState = json.RawMessage(`{"current_step": 6}`) },
+	} {
+		other := r
+		mutate(&other)
+		require.NotEqual(t, r.Hash(), other.Hash(), name)
+	}
+	// The state counts against the context's bound.
+	big := r
+	big.Context.WorkflowState = json.RawMessage(`{"s": "` + strings.Repeat("x", MaxContextBytes) + `"}`)
+	require.ErrorContains(t, big.Context.Bounded(), "context is")
+	// A state that is not an object is not accepted silently.
+	var bad TurnRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"tenant_id": "demo", "prompt": "x", "context": {"workflow_state": "step 5"}}`), &bad))
+	require.ErrorContains(t, bad.Validate(), "context.workflow_state must be a JSON object")
+}
+
+// TestPromptCacheKey: one key per agent version, the same every time,
+// another for another version, agent or tenant; opaque and short enough
+// for OpenAI's prompt_cache_key.
+func TestPromptCacheKey(t *testing.T) {
+	k := PromptCacheKey("demo", "assistant", 3)
+	require.Equal(t, k, PromptCacheKey("demo", "assistant", 3))
+	require.Regexp(t, `^agentflow-[0-9a-f]{32}$`, k)
+	require.NotContains(t, k, "demo")
+	for _, other := range []string{PromptCacheKey("demo", "assistant", 4), PromptCacheKey("demo", "other", 3),
+		PromptCacheKey("acme", "assistant", 3), PromptCacheKey("demo\x00assistant", "", 3)} {
+		require.NotEqual(t, k, other)
 	}
 }

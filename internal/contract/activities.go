@@ -205,6 +205,9 @@ type ExecuteToolResult struct {
 	Data *agent.DataPreview `json:"data,omitempty"`
 	// CacheHit says the result came from the tenant's cache.
 	CacheHit bool `json:"cache_hit,omitempty"`
+	// Step is the pipeline step (its op) that failed an error result,
+	// when the tool is a pipeline.
+	Step string `json:"step,omitempty"`
 }
 
 // SaveResultInput is a finished turn's result.

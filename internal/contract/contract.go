@@ -17,6 +17,9 @@
 package contract
 
 import (
+	"bytes"
+	"encoding/json"
+	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -167,6 +170,10 @@ func TurnDetails(req agent.TurnRequest) string {
 	if req.RunID != "" {
 		facts = append(facts, "process run `"+req.RunID+"` node `"+req.NodeID+"`")
 	}
+	if req.Model != "" {
+		facts = append(facts, "model `"+req.Model+"`")
+	}
+	facts = append(facts, jobFacts(req)...)
 	prompt := []rune(req.Prompt)
 	if len(prompt) > detailsPrompt {
 		prompt = append(prompt[:detailsPrompt-1], '…')
@@ -177,6 +184,37 @@ func TurnDetails(req agent.TurnRequest) string {
 // detailsPrompt bounds the prompt in a turn's details: they travel with
 // every start.
 const detailsPrompt = 2000
+
+// detailsState bounds the workflow state shown in a turn's details.
+const detailsState = 300
+
+// jobFacts are what the caller's system says of the job, for a turn's
+// details: its owner, user, attempt, when it was made and where the
+// caller's workflow stands.
+func jobFacts(req agent.TurnRequest) []string {
+	var facts []string
+	if req.WorkflowOwner != "" {
+		facts = append(facts, "owner `"+req.WorkflowOwner+"`")
+	}
+	if req.UserID != "" {
+		facts = append(facts, "user `"+req.UserID+"`")
+	}
+	if req.RetryCount > 0 {
+		facts = append(facts, "retry "+strconv.Itoa(req.RetryCount))
+	}
+	if req.CreatedAt != "" {
+		facts = append(facts, "created "+req.CreatedAt)
+	}
+	if st := req.Context.WorkflowState; len(st) > 0 {
+		var b bytes.Buffer
+		if json.Compact(&b, st) != nil {
+			b.Reset()
+			b.Write(st)
+		}
+		facts = append(facts, "workflow state `"+agent.Clip(b.String(), detailsState)+"`")
+	}
+	return facts
+}
 
 // OneLine shortens s to at most n runes on one line, for summaries and
 // previews.

@@ -1,6 +1,7 @@
 package contract_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -207,6 +208,11 @@ func TestTurnDetails(t *testing.T) {
 			"tenant `t1` · agent `routed` · job `j1`\n\nWhat is\n2 + 3?"},
 		{"session and process", agent.TurnRequest{TenantID: "t1", AgentID: "a", JobID: "j1", SessionID: "s1", RunID: "r1", NodeID: "n1", Prompt: "hi"},
 			"tenant `t1` · agent `a` · job `j1` · session `s1` · process run `r1` node `n1`\n\nhi"},
+		{"job envelope", agent.TurnRequest{TenantID: "t1", AgentID: "a", JobID: "j1", Model: "openai:gpt-4o", WorkflowOwner: "sdutt", UserID: "u7",
+			RetryCount: 2, CreatedAt: "2024-10-12T10:30:00Z", Prompt: "hi",
+			Context: agent.TurnContext{WorkflowState: json.RawMessage(`{ "current_step": 5, "total_steps": 10 }`)}},
+			"tenant `t1` · agent `a` · job `j1` · model `openai:gpt-4o` · owner `sdutt` · user `u7` · retry 2 · created 2024-10-12T10:30:00Z · " +
+				"workflow state `{\"current_step\":5,\"total_steps\":10}`\n\nhi"},
 		{"long prompt", agent.TurnRequest{TenantID: "t1", AgentID: "a", Prompt: long},
 			"tenant `t1` · agent `a`\n\n" + long[:2000-1] + "…"},
 	}

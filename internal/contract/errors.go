@@ -84,3 +84,34 @@ func FailedResult(err error) (agent.TurnResult, bool) {
 	}
 	return agent.TurnResult{}, false
 }
+
+// ToolCallFailed is the failure of an ExecuteTool attempt that a retry may
+// fix, saying which pipeline step failed (step, "" when the tool is not a
+// pipeline or did not say): Temporal retries it, and once the retries are
+// spent the turn reads the step back (StepOf) for the call's record.
+func ToolCallFailed(message, step string) error {
+	opts := temporal.ApplicationErrorOptions{}
+	if step != "" {
+		opts.Details = []any{toolFailureDetails{Step: step}}
+	}
+	return temporal.NewApplicationErrorWithOptions(message, "", opts)
+}
+
+// toolFailureDetails are the details of a ToolCallFailed.
+type toolFailureDetails struct {
+	Step string `json:"step"`
+}
+
+// StepOf is the pipeline step a failed ExecuteTool names (ToolCallFailed),
+// "" when it names none.
+func StepOf(err error) string {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || !app.HasDetails() {
+		return ""
+	}
+	var d toolFailureDetails
+	if app.Details(&d) != nil {
+		return ""
+	}
+	return d.Step
+}

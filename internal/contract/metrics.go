@@ -16,6 +16,9 @@ const (
 	MetricAgentLatency = "agent_latency"
 	// MetricModelTokens counts the tokens of model calls by kind.
 	MetricModelTokens = "model_tokens"
+	// MetricModelCalls counts model calls by whether the provider read
+	// part of the prompt from its prompt cache.
+	MetricModelCalls = "model_calls"
 	// MetricToolInvocations counts tool calls by outcome.
 	MetricToolInvocations = "tool_invocations"
 	// MetricApprovals counts decisions on calls waiting for approval.

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,6 +23,7 @@ func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 		TimeoutSec: int(in.GetTimeoutSec()), RunID: in.GetRunId(), NodeID: in.GetNodeId(),
 		WorkflowTag: in.GetWorkflowTag(), Notify: in.GetNotify(),
 		Context: toContext(in.GetContext()), Caller: caller.Caller(),
+		Model: in.GetModel(), WorkflowOwner: in.GetWorkflowOwner(), UserID: in.GetUserId(), RetryCount: int(in.GetRetryCount()),
 	}
 	if s := in.GetOutputSchemaJson(); s != "" {
 		r.OutputSchema = json.RawMessage(s)
@@ -28,6 +31,14 @@ func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 	if in.Stream != nil {
 		v := in.GetStream()
 		r.Stream = &v
+	}
+	if c := in.GetCreatedAt(); c != nil {
+		// A timestamp out of range stays what it was, which Validate
+		// refuses as no RFC 3339 time.
+		r.CreatedAt = fmt.Sprintf("{seconds: %d, nanos: %d}", c.GetSeconds(), c.GetNanos())
+		if c.CheckValid() == nil {
+			r.CreatedAt = c.AsTime().UTC().Format(time.RFC3339Nano)
+		}
 	}
 	return r
 }
@@ -46,6 +57,11 @@ func toContext(c *pb.TurnContext) agent.TurnContext {
 	for _, p := range c.GetPreviousResults() {
 		out.PreviousResults = append(out.PreviousResults, agent.PreviousResult{NodeID: p.GetNodeId(), ResultRef: p.GetResultRef()})
 	}
+	if st := c.GetWorkflowState(); st != nil {
+		// encoding/json sorts the keys: the same state is the same bytes.
+		// A Struct's values are JSON values, so it always encodes.
+		out.WorkflowState, _ = json.Marshal(st.AsMap())
+	}
 	return out
 }
 
@@ -53,7 +69,7 @@ func toPBError(e *agent.TurnError) *pb.TurnError {
 	if e == nil {
 		return nil
 	}
-	return &pb.TurnError{Type: e.Type, Message: e.Message, Retryable: e.Retryable}
+	return &pb.TurnError{Type: e.Type, Message: e.Message, Retryable: e.Retryable, Tool: e.Tool, Step: e.Step}
 }
 
 func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
@@ -67,6 +83,9 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 			TokensUsed: int64(m.TokensUsed), CacheHit: m.CacheHit, ExecutionTimeMs: m.ExecutionTimeMS, LlmModel: m.LLMModel,
 			CachedTokens: int64(m.CachedTokens),
 		},
+	}
+	if !r.CompletedAt.IsZero() {
+		out.CompletedAt = timestamppb.New(r.CompletedAt)
 	}
 	for _, c := range m.ToolCalls {
 		out.Metadata.ToolCalls = append(out.Metadata.ToolCalls, &pb.ToolCallRecord{CallId: c.CallID, Tool: c.Tool, ArgsJson: string(c.Args), Status: c.Status, CacheHit: c.CacheHit})
@@ -214,7 +233,7 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 		if e == nil {
 			return nil
 		}
-		return &agent.TurnError{Type: e.GetType(), Message: e.GetMessage(), Retryable: e.GetRetryable()}
+		return &agent.TurnError{Type: e.GetType(), Message: e.GetMessage(), Retryable: e.GetRetryable(), Tool: e.GetTool(), Step: e.GetStep()}
 	}
 	switch ev := e.GetEvent().(type) {
 	case *pb.StreamEvent_Status:

@@ -198,15 +198,21 @@ func (s *Service) startPrepared(ctx context.Context, req agent.TurnRequest) (cli
 	}
 }
 
-// checkAgent refuses a turn whose agent does not exist before anything is
-// started; the turn checks again when it loads the agent.
+// checkAgent refuses a turn whose agent does not exist, or does not let
+// it choose the model it names, before anything is started; the turn
+// checks again when it loads the agent.
 func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 	if req.AgentID != "" {
-		_, err := s.store.ActiveAgent(ctx, req.TenantID, req.AgentID)
+		ag, err := s.store.ActiveAgent(ctx, req.TenantID, req.AgentID)
 		if agent.IsCode(err, agent.CodeNotFound) {
 			return agent.WithCode(agent.CodeAgentNotFound, err)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		// A model the agent does not allow is refused here too (the turn
+		// checks the version it pins), so that no turn is started for it.
+		return ag.CheckModel(req.Model)
 	}
 	r, err := s.store.Routing(ctx, req.TenantID)
 	if err != nil {

@@ -43,6 +43,7 @@ func (c *CatalogService) GetUsage(ctx context.Context, in *pb.GetUsageRequest) (
 		t.ReasoningTokens += row.ReasoningTokens
 		t.CostUsd += row.CostUsd
 	}
+	out.Total.CacheHitRate = hitRate(out.Total)
 	billing, err := c.store.TenantBilling(ctx, tenant)
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
@@ -60,8 +61,19 @@ func (c *CatalogService) GetUsage(ctx context.Context, in *pb.GetUsageRequest) (
 }
 
 func toPBUsage(r store.UsageRow) *pb.UsageRow {
-	return &pb.UsageRow{Key: r.Key, Calls: r.Calls, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
+	row := &pb.UsageRow{Key: r.Key, Calls: r.Calls, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
 		CachedTokens: r.CachedTokens, ReasoningTokens: r.ReasoningTokens, CostUsd: r.Cost}
+	row.CacheHitRate = hitRate(row)
+	return row
+}
+
+// hitRate is the share of a row's input tokens the provider read from
+// its prompt cache; 0 without input.
+func hitRate(r *pb.UsageRow) float64 {
+	if r.GetInputTokens() <= 0 {
+		return 0
+	}
+	return float64(r.GetCachedTokens()) / float64(r.GetInputTokens())
 }
 
 // usagePeriod checks a GetUsage request and returns its period.

@@ -43,6 +43,15 @@ type Request struct {
 	// Output, when set, asks for an answer that is a JSON object matching
 	// its schema (see OutputFormat for how each provider is asked).
 	Output *OutputFormat
+	// CacheKey, when set, asks the provider to cache the request's stable
+	// prefix — its tools, then its first message when that is a system
+	// message — for the calls that send the same key and prefix: OpenAI
+	// gets it as prompt_cache_key (which routes the calls to the same
+	// cache), Anthropic gets cache_control breakpoints after the last
+	// tool and after the first system message. Ollama and other
+	// OpenAI-compatible servers get nothing: they cache, or not, on their
+	// own.
+	CacheKey string
 	// OnText, when set, streams the reply's text (see Model.Generate).
 	OnText func(ctx context.Context, text string) error
 	// OnChunk, when set, streams every chunk of the reply as the provider
@@ -335,6 +344,17 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 	streaming := req.OnText != nil || req.OnChunk != nil
 	st := &callState{omitTemperature: req.Temperature == nil, watchDone: streaming && p.openAIWire, aliasReasoning: p.openAIWire,
 		responseFormat: format}
+	if req.CacheKey != "" {
+		switch p.name {
+		case agent.ProviderOpenAI:
+			st.promptCacheKey = req.CacheKey
+		case agent.ProviderAnthropic:
+			st.cacheBreakpoints = true
+			if len(req.Messages) > 0 && req.Messages[0].Role == agent.RoleSystem {
+				st.stableSystem = req.Messages[0].Content
+			}
+		}
+	}
 	ctx = withCallState(ctx, st)
 	opts := []llms.CallOption{llms.WithModel(modelName)}
 	if format != nil {

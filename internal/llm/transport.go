@@ -136,13 +136,24 @@ func (c Config) HasCredentials() bool {
 	return c.OpenAIAPIKey != "" || c.OpenAIBaseURL != "" || c.AnthropicAPIKey != "" || c.OllamaHost != ""
 }
 
-// callState is what the transport learns about one Generate call.
+// callState is what the transport learns about one Generate call, and
+// what it adds to the request's body that langchaingo cannot send.
 type callState struct {
 	omitTemperature bool // drop langchaingo's always-sent "temperature": 0
 	// responseFormat, when set, is the request body's response_format
 	// (OutputFormat).
 	responseFormat json.RawMessage
-	watchDone      bool // look for the stream's final "data: [DONE]"
+	// promptCacheKey is sent as OpenAI's "prompt_cache_key", which
+	// langchaingo's openai client has no field for.
+	promptCacheKey string
+	// cacheBreakpoints marks an Anthropic request's stable prefix with
+	// cache_control: its last tool, and its system prompt up to the end
+	// of stableSystem (the agent's own, before what varies per turn).
+	// langchaingo's anthropic client sends the system prompt as a string
+	// and tools without cache_control.
+	cacheBreakpoints bool
+	stableSystem     string
+	watchDone        bool // look for the stream's final "data: [DONE]"
 	// aliasReasoning copies "reasoning" into "reasoning_content" (see
 	// aliasReasoning) in an OpenAI-compatible reply.
 	aliasReasoning bool
@@ -216,8 +227,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st == nil {
 		return t.base.RoundTrip(req)
 	}
-	if (st.omitTemperature || st.responseFormat != nil) && req.Body != nil && req.Method == http.MethodPost {
-		r2, err := rewriteBody(req, st)
+	if st.editsBody() && req.Body != nil && req.Method == http.MethodPost {
+		r2, err := editBody(req, st)
 		if err != nil {
 			return nil, err
 		}
@@ -248,10 +259,17 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// rewriteBody returns a copy of req whose JSON body lacks the
-// "temperature" member when st omits it, so the provider applies its own
-// default, and has st's response_format.
-func rewriteBody(req *http.Request, st *callState) (*http.Request, error) {
+// editsBody says the call's request body needs editing.
+func (s *callState) editsBody() bool {
+	return s.omitTemperature || s.responseFormat != nil || s.promptCacheKey != "" || s.cacheBreakpoints
+}
+
+// editBody returns a copy of req whose JSON body lacks the "temperature"
+// member when the provider should apply its own default, has st's
+// response_format, and carries the prompt-caching members langchaingo
+// cannot send (callState). A body that is not a JSON object is sent as it
+// is.
+func editBody(req *http.Request, st *callState) (*http.Request, error) {
 	body, err := io.ReadAll(req.Body)
 	_ = req.Body.Close()
 	if err != nil {
@@ -259,17 +277,26 @@ func rewriteBody(req *http.Request, st *callState) (*http.Request, error) {
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(body, &obj) == nil {
-		_, hasTemperature := obj["temperature"]
-		changed := st.omitTemperature && hasTemperature
-		if changed {
+		changed := false
+		if _, ok := obj["temperature"]; ok && st.omitTemperature {
 			delete(obj, "temperature")
+			changed = true
 		}
 		if st.responseFormat != nil {
 			obj["response_format"] = st.responseFormat
 			changed = true
 		}
-		if b, err := json.Marshal(obj); changed && err == nil {
-			body = b
+		if st.promptCacheKey != "" {
+			obj["prompt_cache_key"], _ = json.Marshal(st.promptCacheKey) // a string always encodes
+			changed = true
+		}
+		if st.cacheBreakpoints && markCachePrefix(obj, st.stableSystem) {
+			changed = true
+		}
+		if changed {
+			if b, err := json.Marshal(obj); err == nil {
+				body = b
+			}
 		}
 	}
 	r2 := req.Clone(req.Context())
@@ -338,6 +365,42 @@ var rateLimitHeaders = []struct {
 	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", true},
 	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", true},
 	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", true},
+}
+
+// ephemeralCache is Anthropic's cache_control for a breakpoint.
+var ephemeralCache = json.RawMessage(`{"type":"ephemeral"}`)
+
+// markCachePrefix puts cache_control breakpoints on an Anthropic
+// request's stable prefix, which the API reads as tools, then system,
+// then messages: after the last tool, and after the part of the system
+// prompt that is stable (the system string split in two text blocks,
+// the stable one marked, when it starts with stable). It reports whether
+// it changed anything.
+func markCachePrefix(obj map[string]json.RawMessage, stable string) bool {
+	changed := false
+	var tools []map[string]json.RawMessage
+	if raw, ok := obj["tools"]; ok && json.Unmarshal(raw, &tools) == nil && len(tools) > 0 {
+		tools[len(tools)-1]["cache_control"] = ephemeralCache
+		if b, err := json.Marshal(tools); err == nil {
+			obj["tools"], changed = b, true
+		}
+	}
+	var system string
+	if raw, ok := obj["system"]; ok && stable != "" && json.Unmarshal(raw, &system) == nil && strings.HasPrefix(system, stable) {
+		type textBlock struct {
+			Type         string          `json:"type"`
+			Text         string          `json:"text"`
+			CacheControl json.RawMessage `json:"cache_control,omitempty"`
+		}
+		blocks := []textBlock{{Type: "text", Text: stable, CacheControl: ephemeralCache}}
+		if rest := system[len(stable):]; rest != "" {
+			blocks = append(blocks, textBlock{Type: "text", Text: rest})
+		}
+		if b, err := json.Marshal(blocks); err == nil {
+			obj["system"], changed = b, true
+		}
+	}
+	return changed
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date.

@@ -34,7 +34,9 @@
 //	    model: openai:gpt-4o-mini  # required, provider:model
 //	    fallback_models: [anthropic:claude-3-5-haiku-latest]  # optional, in order
 //	    fallback_on: [ModelFailed, Unavailable, ContextLengthExceeded]  # the default
+//	    models_allowed: [openai:gpt-4o]  # optional: models a turn may name instead
 //	    system_prompt: ...
+//	    examples: [{user: ..., assistant: ...}]  # optional few-shot examples
 //	    tools: [calculator]      # names of the tenant's tools
 //	    temperature: 0           # 0 to 2; absent = the provider's default
 //	    limits: {max_iterations: 6, turn_timeout_sec: 120, token_budget: 20000,

@@ -78,14 +78,23 @@ type agentDoc struct {
 	Description text `yaml:"description"`
 	Model       text `yaml:"model"`
 	// FallbackModels and FallbackOn: agent.Agent's.
-	FallbackModels []text      `yaml:"fallback_models"`
-	FallbackOn     []text      `yaml:"fallback_on"`
-	SystemPrompt   text        `yaml:"system_prompt"`
-	Tools          []text      `yaml:"tools"`
-	Temperature    temperature `yaml:"temperature"`
+	FallbackModels []text `yaml:"fallback_models"`
+	FallbackOn     []text `yaml:"fallback_on"`
+	// ModelsAllowed: agent.Agent's.
+	ModelsAllowed []text       `yaml:"models_allowed"`
+	SystemPrompt  text         `yaml:"system_prompt"`
+	Examples      []exampleDoc `yaml:"examples"`
+	Tools         []text       `yaml:"tools"`
+	Temperature   temperature  `yaml:"temperature"`
 	// OutputSchema: agent.Agent's, compiled here (internal/structured).
 	OutputSchema jsonDoc    `yaml:"output_schema"`
 	Limits       *limitsDoc `yaml:"limits"`
+}
+
+// exampleDoc is one few-shot exchange: agent.Example.
+type exampleDoc struct {
+	User      text `yaml:"user"`
+	Assistant text `yaml:"assistant"`
 }
 
 type limitsDoc struct {
@@ -407,7 +416,9 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		Model:          d.Model.s,
 		FallbackModels: l.fallbackModels(d),
 		FallbackOn:     l.fallbackOn(d),
+		ModelsAllowed:  l.modelsAllowed(d),
 		SystemPrompt:   d.SystemPrompt.s,
+		Examples:       l.examples(d),
 		Temperature:    d.Temperature.v,
 	}}
 	def.agent.OutputSchema = l.outputSchema(d)
@@ -494,6 +505,51 @@ func (l *loader) fallbackModels(d *agentDoc) []string {
 			l.addf(m.pos, "%q is listed twice", m.s)
 		case l.model(m):
 			out = append(out, m.s)
+		}
+	}
+	return out
+}
+
+// modelsAllowed checks the models a turn of an agent may name instead of
+// its own: each a model of a known provider, neither the agent's own
+// model (which a turn may always name) nor listed twice.
+func (l *loader) modelsAllowed(d *agentDoc) []string {
+	var out []string
+	for _, m := range d.ModelsAllowed {
+		switch {
+		case m.bad:
+		case m.s == d.Model.s:
+			l.addf(m.pos, "%q is the agent's own model, which a turn may always name: list only the others", m.s)
+		case slices.Contains(out, m.s):
+			l.addf(m.pos, "%q is listed twice", m.s)
+		case l.model(m):
+			out = append(out, m.s)
+		}
+	}
+	return out
+}
+
+// examples checks an agent's few-shot examples: each a user's message
+// and the assistant's answer, neither blank; at most agent.MaxExamples.
+func (l *loader) examples(d *agentDoc) []agent.Example {
+	if len(d.Examples) > agent.MaxExamples {
+		l.addf(d.Examples[agent.MaxExamples].User.pos, "the agent has %d examples; the limit is %d", len(d.Examples), agent.MaxExamples)
+		return nil
+	}
+	var out []agent.Example
+	for i := range d.Examples {
+		ex := &d.Examples[i]
+		ok := true
+		for _, f := range []*text{&ex.User, &ex.Assistant} {
+			if f.bad {
+				ok = false
+			} else if strings.TrimSpace(f.s) == "" {
+				l.addf(f.pos, "is required: an example is what a user asked and what the assistant answered")
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, agent.Example{User: ex.User.s, Assistant: ex.Assistant.s})
 		}
 	}
 	return out

@@ -42,6 +42,8 @@ func TestPublishedSchema(t *testing.T) {
 		"model without provider": "tenant: demo\nagents:\n  - id: a\n    model: gpt-4o\n",
 		"rule without when":      "tenant: demo\nrules:\n  - name: r\n    agent: a\n",
 		"bad limit":              "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    limits: {max_iterations: 0}\n",
+		"allowed model bare":     "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    models_allowed: [gpt-4o]\n",
+		"example without answer": "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    examples: [{user: q}]\n",
 	} {
 		require.Error(t, validate(src), name)
 	}

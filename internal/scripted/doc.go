@@ -70,4 +70,9 @@
 //
 // A request no rule matches gets HTTP 400 with an error that quotes the
 // last message, so a missing rule is obvious in a test failure.
+//
+// Server.Requests records each request as it arrived: its model, messages,
+// tools (their names, and the "tools" member byte for byte, so that a
+// test can tell two requests share a prefix), temperature, max tokens and
+// OpenAI's prompt_cache_key.
 package scripted

@@ -33,13 +33,18 @@ type Options struct {
 
 // Request is a chat request as the server saw and answered it.
 type Request struct {
-	Rule        string // the matching rule; "" when none matched
-	Model       string
-	Stream      bool
-	Messages    []Message
-	Tools       []string // names of the offered tools
-	Temperature *float64 // nil when the client did not send one
-	MaxTokens   int      // max_completion_tokens, else max_tokens
+	Rule     string // the matching rule; "" when none matched
+	Model    string
+	Stream   bool
+	Messages []Message
+	Tools    []string // names of the offered tools
+	// ToolsJSON is the request's "tools" member as it was sent, byte for
+	// byte, so that a test can tell whether two requests share a prefix.
+	ToolsJSON string
+	// PromptCacheKey is OpenAI's prompt_cache_key, "" when not sent.
+	PromptCacheKey string
+	Temperature    *float64 // nil when the client did not send one
+	MaxTokens      int      // max_completion_tokens, else max_tokens
 	// ResponseFormat is the request's response_format as the client sent
 	// it (structured output); nil when it sent none.
 	ResponseFormat json.RawMessage
@@ -231,7 +236,11 @@ const maxBody = 32 << 20
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(&req); err != nil {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid request body: "+err.Error(), 0)
 		return
 	}
@@ -241,6 +250,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := record(req)
 	rec.At = time.Now()
+	var raw struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	if json.Unmarshal(body, &raw) == nil {
+		rec.ToolsJSON = string(raw.Tools)
+	}
 	conv := toConversation(req)
 
 	rule, v, ok := s.match(conv)
@@ -330,10 +345,11 @@ func (s *Server) remember(rec Request, rule *compiledRule) *Fault {
 
 func record(req chatRequest) Request {
 	rec := Request{
-		Model:       req.Model,
-		Stream:      req.Stream,
-		Temperature: req.Temperature,
-		MaxTokens:   req.MaxCompletionTokens,
+		Model:          req.Model,
+		Stream:         req.Stream,
+		Temperature:    req.Temperature,
+		MaxTokens:      req.MaxCompletionTokens,
+		PromptCacheKey: req.PromptCacheKey,
 	}
 	if f := req.ResponseFormat; len(f) > 0 && string(f) != "null" {
 		rec.ResponseFormat = f

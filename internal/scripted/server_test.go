@@ -431,7 +431,7 @@ func TestBadRequests(t *testing.T) {
 
 func TestRecordedRequest(t *testing.T) {
 	srv := start(t, testScript)
-	resp := post(t, srv, `{"model":"gpt-x","temperature":0.25,"max_completion_tokens":99,
+	resp := post(t, srv, `{"model":"gpt-x","temperature":0.25,"max_completion_tokens":99,"prompt_cache_key":"agentflow-0123",
 		"tools":[{"type":"function","function":{"name":"calculator","parameters":{}}}],
 		"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"What is "},{"type":"text","text":"1+1?"}]}]}`)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -441,6 +441,8 @@ func TestRecordedRequest(t *testing.T) {
 	require.Equal(t, "calculate", r.Rule)
 	require.Equal(t, "gpt-x", r.Model)
 	require.Equal(t, []string{"calculator"}, r.Tools)
+	require.Equal(t, `[{"type":"function","function":{"name":"calculator","parameters":{}}}]`, r.ToolsJSON, "the tools as sent, byte for byte")
+	require.Equal(t, "agentflow-0123", r.PromptCacheKey)
 	require.NotNil(t, r.Temperature)
 	require.InDelta(t, 0.25, *r.Temperature, 1e-9)
 	require.Equal(t, 99, r.MaxTokens)

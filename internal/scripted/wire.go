@@ -27,6 +27,7 @@ type chatRequest struct {
 	// "json_schema": {"name", "schema", "strict"}}, {"type":
 	// "json_object"} or {"type": "text"}.
 	ResponseFormat json.RawMessage `json:"response_format"`
+	PromptCacheKey string          `json:"prompt_cache_key"`
 }
 
 type wireMessage struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,13 +31,13 @@ INSERT INTO agent_results (
   tenant_id, job_id, run_id, node_id, workflow_id, agent_id, agent_version, route_rule,
   protocol_version, result_data, cas_id, status, error, tool_calls, tokens_used, cache_hit,
   execution_time_ms, llm_model, data_ref, session_id, cached_tokens, request_hash, completed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, now())
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, coalesce($23, now()))
 ON CONFLICT (tenant_id, job_id) DO NOTHING`
 
 	sqlResultColumns = `
 SELECT result_id::text, job_id, protocol_version, status, result_data, cas_id, error,
   tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule, data_ref, cached_tokens,
-  request_hash
+  request_hash, completed_at
 FROM agent_results`
 
 	sqlResultByJob = sqlResultColumns + `
@@ -125,10 +126,16 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 		agentID = req.AgentID
 	}
 	hash := req.Hash()
+	// The turn's own clock says when it ended (it is in the workflow's
+	// history); a result without one is stamped as it is stored.
+	var completedAt *time.Time
+	if !r.CompletedAt.IsZero() {
+		completedAt = &r.CompletedAt
+	}
 	_, err = s.pool.Exec(ctx, sqlInsertResult,
 		tenantID, r.JobID, req.RunID, req.NodeID, workflowID, agentID, r.Metadata.AgentVersion, r.Metadata.RouteRule,
 		version, inline, casID, r.Status, errJSON, toolCallsJSON, r.Metadata.TokensUsed, r.Metadata.CacheHit,
-		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash)
+		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash, completedAt)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: %w", r.JobID, err)
 	}
@@ -234,12 +241,16 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 		resultID                  string
 		inline, errJSON, toolJSON []byte
 		casID                     *string
+		completedAt               *time.Time
 	)
 	m := &r.Metadata
 	err := row.Scan(&resultID, &r.JobID, &r.Version, &r.Status, &inline, &casID, &errJSON,
-		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef, &m.CachedTokens, hash)
+		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef, &m.CachedTokens, hash, &completedAt)
 	if err != nil {
 		return agent.TurnResult{}, err
+	}
+	if completedAt != nil {
+		r.CompletedAt = completedAt.UTC()
 	}
 	switch {
 	case inline != nil:

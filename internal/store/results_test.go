@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -15,9 +16,12 @@ import (
 	"github.com/agentflow/agentflow/internal/store"
 )
 
+// completedAt is when the test's turns ended, by their workflow's clock.
+var completedAt = time.Date(2024, 10, 12, 10, 30, 15, 123456000, time.UTC)
+
 func completed(jobID, output string) agent.TurnResult {
 	return agent.TurnResult{
-		Version: agent.ProtocolVersion, JobID: jobID, Status: agent.StatusCompleted, Output: output,
+		Version: agent.ProtocolVersion, JobID: jobID, Status: agent.StatusCompleted, Output: output, CompletedAt: completedAt,
 		ResultPreview: json.RawMessage(`{"type":"text","chars":` + strconv.Itoa(len(output)) + `}`),
 		Metadata: agent.ResultMetadata{
 			AgentID: "assistant", AgentVersion: 2, RouteRule: "default",
@@ -50,8 +54,8 @@ func TestSaveResult(t *testing.T) {
 	s := open(t, store.Options{ResultInlineLimit: limit})
 	ctx := t.Context()
 	failed := agent.TurnResult{
-		JobID: "job-failed", Status: agent.StatusFailed,
-		Error: &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: "upstream 503", Retryable: true},
+		JobID: "job-failed", Status: agent.StatusFailed, CompletedAt: completedAt,
+		Error: &agent.TurnError{Type: agent.ErrTypeModelFailed, Message: "upstream 503", Retryable: true, Tool: "execute_pipeline", Step: "http_request"},
 	}
 
 	tests := []struct {

@@ -15,6 +15,7 @@ package agentflowv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -113,8 +114,21 @@ type TurnRequest struct {
 	// result then carries the answer as output_json. A schema that does not
 	// compile is refused with InvalidArgument.
 	OutputSchemaJson string `protobuf:"bytes,14,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The model this turn calls instead of its agent's, "provider:model":
+	// one the agent lists in models_allowed, else the turn is rejected
+	// (PermissionDenied). Empty: the agent's.
+	Model string `protobuf:"bytes,15,opt,name=model,proto3" json:"model,omitempty"`
+	// What the caller's system says of the job: stored with the turn's
+	// request and shown in its details, never used to decide anything (who
+	// asks is the bearer token's). A retry of a job keeps its job_id and
+	// counts retry_count up; retry_count and created_at are not part of
+	// what makes two requests with one job_id the same.
+	WorkflowOwner string                 `protobuf:"bytes,16,opt,name=workflow_owner,json=workflowOwner,proto3" json:"workflow_owner,omitempty"`
+	UserId        string                 `protobuf:"bytes,17,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	RetryCount    int32                  `protobuf:"varint,18,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TurnRequest) Reset() {
@@ -245,14 +259,52 @@ func (x *TurnRequest) GetOutputSchemaJson() string {
 	return ""
 }
 
+func (x *TurnRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *TurnRequest) GetWorkflowOwner() string {
+	if x != nil {
+		return x.WorkflowOwner
+	}
+	return ""
+}
+
+func (x *TurnRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *TurnRequest) GetRetryCount() int32 {
+	if x != nil {
+		return x.RetryCount
+	}
+	return 0
+}
+
+func (x *TurnRequest) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 type TurnContext struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	UserRole        string                 `protobuf:"bytes,1,opt,name=user_role,json=userRole,proto3" json:"user_role,omitempty"`
 	UiPage          string                 `protobuf:"bytes,2,opt,name=ui_page,json=uiPage,proto3" json:"ui_page,omitempty"`
 	Metadata        map[string]string      `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	PreviousResults []*PreviousResult      `protobuf:"bytes,4,rep,name=previous_results,json=previousResults,proto3" json:"previous_results,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Where the caller's workflow stands, e.g. {"current_step": 5,
+	// "total_steps": 10}: stored and shown with the turn.
+	WorkflowState *structpb.Struct `protobuf:"bytes,5,opt,name=workflow_state,json=workflowState,proto3" json:"workflow_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TurnContext) Reset() {
@@ -309,6 +361,13 @@ func (x *TurnContext) GetMetadata() map[string]string {
 func (x *TurnContext) GetPreviousResults() []*PreviousResult {
 	if x != nil {
 		return x.PreviousResults
+	}
+	return nil
+}
+
+func (x *TurnContext) GetWorkflowState() *structpb.Struct {
+	if x != nil {
+		return x.WorkflowState
 	}
 	return nil
 }
@@ -790,7 +849,9 @@ type TurnResult struct {
 	// output schema (the agent's or the request's) and the answer matched
 	// it; output keeps its text, and result_preview_json is then
 	// {"type":"json","chars":…,"text":…} unless the answer rests on data.
-	OutputJson    string `protobuf:"bytes,11,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
+	OutputJson string `protobuf:"bytes,11,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
+	// When the turn ended, by its workflow's clock.
+	CompletedAt   *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -900,6 +961,13 @@ func (x *TurnResult) GetOutputJson() string {
 		return x.OutputJson
 	}
 	return ""
+}
+
+func (x *TurnResult) GetCompletedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompletedAt
+	}
+	return nil
 }
 
 type ResultMetadata struct {
@@ -1091,10 +1159,16 @@ func (x *ToolCallRecord) GetCacheHit() bool {
 }
 
 type TurnError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Retryable     bool                   `protobuf:"varint,3,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Type      string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Message   string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Retryable bool                   `protobuf:"varint,3,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	// The tool call that caused the failure, when one did (a call the
+	// turn's timeout interrupted, a delegation that took the turn over its
+	// token budget, the failing call the model kept making until
+	// max_iterations), and its pipeline step that failed, when known.
+	Tool          string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	Step          string `protobuf:"bytes,5,opt,name=step,proto3" json:"step,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1148,6 +1222,20 @@ func (x *TurnError) GetRetryable() bool {
 		return x.Retryable
 	}
 	return false
+}
+
+func (x *TurnError) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *TurnError) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
 }
 
 type StreamEventMeta struct {
@@ -3724,8 +3812,11 @@ type UsageRow struct {
 	CachedTokens    int64   `protobuf:"varint,5,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`          // prompt tokens read from the provider's cache
 	ReasoningTokens int64   `protobuf:"varint,6,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"` // completion tokens spent reasoning
 	CostUsd         float64 `protobuf:"fixed64,7,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`                        // at the tenant's prices when each call was made
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The share of the input tokens read from the provider's prompt cache,
+	// cached_tokens / input_tokens (0 without input).
+	CacheHitRate  float64 `protobuf:"fixed64,8,opt,name=cache_hit_rate,json=cacheHitRate,proto3" json:"cache_hit_rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageRow) Reset() {
@@ -3803,6 +3894,13 @@ func (x *UsageRow) GetReasoningTokens() int64 {
 func (x *UsageRow) GetCostUsd() float64 {
 	if x != nil {
 		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCacheHitRate() float64 {
+	if x != nil {
+		return x.CacheHitRate
 	}
 	return 0
 }
@@ -5260,7 +5358,7 @@ var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc1\x03\n" +
+	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf3\x04\n" +
 	"\vTurnRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -5278,13 +5376,21 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\fworkflow_tag\x18\v \x01(\tR\vworkflowTag\x12\x16\n" +
 	"\x06notify\x18\f \x01(\tR\x06notify\x12\x1b\n" +
 	"\x06stream\x18\r \x01(\bH\x00R\x06stream\x88\x01\x01\x12,\n" +
-	"\x12output_schema_json\x18\x0e \x01(\tR\x10outputSchemaJsonB\t\n" +
-	"\a_stream\"\x8e\x02\n" +
+	"\x12output_schema_json\x18\x0e \x01(\tR\x10outputSchemaJson\x12\x14\n" +
+	"\x05model\x18\x0f \x01(\tR\x05model\x12%\n" +
+	"\x0eworkflow_owner\x18\x10 \x01(\tR\rworkflowOwner\x12\x17\n" +
+	"\auser_id\x18\x11 \x01(\tR\x06userId\x12\x1f\n" +
+	"\vretry_count\x18\x12 \x01(\x05R\n" +
+	"retryCount\x129\n" +
+	"\n" +
+	"created_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAtB\t\n" +
+	"\a_stream\"\xce\x02\n" +
 	"\vTurnContext\x12\x1b\n" +
 	"\tuser_role\x18\x01 \x01(\tR\buserRole\x12\x17\n" +
 	"\aui_page\x18\x02 \x01(\tR\x06uiPage\x12C\n" +
 	"\bmetadata\x18\x03 \x03(\v2'.agentflow.v1.TurnContext.MetadataEntryR\bmetadata\x12G\n" +
-	"\x10previous_results\x18\x04 \x03(\v2\x1c.agentflow.v1.PreviousResultR\x0fpreviousResults\x1a;\n" +
+	"\x10previous_results\x18\x04 \x03(\v2\x1c.agentflow.v1.PreviousResultR\x0fpreviousResults\x12>\n" +
+	"\x0eworkflow_state\x18\x05 \x01(\v2\x17.google.protobuf.StructR\rworkflowState\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
@@ -5317,7 +5423,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xfe\x02\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xbd\x03\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -5333,7 +5439,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\bdata_ref\x18\n" +
 	" \x01(\tR\adataRef\x12\x1f\n" +
 	"\voutput_json\x18\v \x01(\tR\n" +
-	"outputJson\"\xd8\x02\n" +
+	"outputJson\x12=\n" +
+	"\fcompleted_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
@@ -5352,11 +5459,13 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12\x16\n" +
 	"\x06status\x18\x04 \x01(\tR\x06status\x12\x1b\n" +
-	"\tcache_hit\x18\x05 \x01(\bR\bcacheHit\"W\n" +
+	"\tcache_hit\x18\x05 \x01(\bR\bcacheHit\"\x7f\n" +
 	"\tTurnError\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
-	"\tretryable\x18\x03 \x01(\bR\tretryable\"\x7f\n" +
+	"\tretryable\x18\x03 \x01(\bR\tretryable\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x12\x12\n" +
+	"\x04step\x18\x05 \x01(\tR\x04step\"\x7f\n" +
 	"\x0fStreamEventMeta\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x1f\n" +
 	"\vevent_index\x18\x02 \x01(\x03R\n" +
@@ -5561,7 +5670,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12%\n" +
 	"\x0esince_duration\x18\x03 \x01(\tR\rsinceDuration\x120\n" +
 	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x19\n" +
-	"\bgroup_by\x18\x05 \x01(\tR\agroupBy\"\xe5\x01\n" +
+	"\bgroup_by\x18\x05 \x01(\tR\agroupBy\"\x8b\x02\n" +
 	"\bUsageRow\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05calls\x18\x02 \x01(\x03R\x05calls\x12!\n" +
@@ -5569,7 +5678,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\routput_tokens\x18\x04 \x01(\x03R\foutputTokens\x12#\n" +
 	"\rcached_tokens\x18\x05 \x01(\x03R\fcachedTokens\x12)\n" +
 	"\x10reasoning_tokens\x18\x06 \x01(\x03R\x0freasoningTokens\x12\x19\n" +
-	"\bcost_usd\x18\a \x01(\x01R\acostUsd\"\xee\x01\n" +
+	"\bcost_usd\x18\a \x01(\x01R\acostUsd\x12$\n" +
+	"\x0ecache_hit_rate\x18\b \x01(\x01R\fcacheHitRate\"\xee\x01\n" +
 	"\tBudgetUse\x12\x16\n" +
 	"\x06period\x18\x01 \x01(\tR\x06period\x12=\n" +
 	"\fperiod_start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vperiodStart\x12\x1f\n" +
@@ -5806,117 +5916,121 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	nil,                                  // 72: agentflow.v1.TurnContext.MetadataEntry
 	nil,                                  // 73: agentflow.v1.UpsertCatalogRequest.FilesEntry
 	(*timestamppb.Timestamp)(nil),        // 74: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 75: google.protobuf.Struct
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	72, // 1: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
-	3,  // 2: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	1,  // 3: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
-	1,  // 4: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
-	1,  // 5: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
-	18, // 6: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
-	13, // 7: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
-	15, // 8: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	14, // 9: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
-	17, // 10: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
-	16, // 11: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
-	19, // 12: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
-	20, // 13: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	27, // 14: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	27, // 15: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	27, // 16: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	28, // 17: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	29, // 18: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	30, // 19: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	27, // 20: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	20, // 21: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
-	21, // 22: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
-	22, // 23: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
-	22, // 24: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
-	24, // 25: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
-	25, // 26: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
-	25, // 27: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
-	26, // 28: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
-	0,  // 29: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	15, // 30: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	23, // 31: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	74, // 32: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	15, // 33: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	33, // 34: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	34, // 35: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	35, // 36: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	2,  // 37: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	40, // 38: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
-	41, // 39: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	46, // 40: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	74, // 41: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	74, // 42: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	74, // 43: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	74, // 44: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	74, // 45: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	74, // 46: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	74, // 47: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	48, // 48: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	48, // 49: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	49, // 50: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	73, // 51: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	52, // 52: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	54, // 53: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	2,  // 54: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	59, // 55: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	33, // 56: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	54, // 57: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	74, // 58: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	63, // 59: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	68, // 60: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	74, // 61: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	69, // 62: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	74, // 63: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	4,  // 64: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	6,  // 65: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	5,  // 66: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	10, // 67: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	8,  // 68: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	11, // 69: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	31, // 70: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	36, // 71: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	38, // 72: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	42, // 73: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	44, // 74: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	70, // 75: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	51, // 76: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	55, // 77: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	57, // 78: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	60, // 79: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	62, // 80: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	64, // 81: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	66, // 82: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	47, // 83: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	12, // 84: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	7,  // 85: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	18, // 86: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	18, // 87: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	9,  // 88: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	12, // 89: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	32, // 90: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	37, // 91: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	39, // 92: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	43, // 93: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	45, // 94: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	71, // 95: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	53, // 96: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	56, // 97: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	58, // 98: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	61, // 99: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	63, // 100: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	65, // 101: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	67, // 102: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	50, // 103: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	84, // [84:104] is the sub-list for method output_type
-	64, // [64:84] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	74, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	72, // 2: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	3,  // 3: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
+	75, // 4: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	1,  // 5: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
+	1,  // 6: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
+	1,  // 7: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
+	18, // 8: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
+	13, // 9: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
+	15, // 10: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
+	74, // 11: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	14, // 12: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
+	17, // 13: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
+	16, // 14: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
+	19, // 15: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
+	20, // 16: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
+	27, // 17: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	27, // 18: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	27, // 19: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	28, // 20: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	29, // 21: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	30, // 22: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	27, // 23: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	20, // 24: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	21, // 25: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	22, // 26: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	22, // 27: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	24, // 28: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	25, // 29: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	25, // 30: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	26, // 31: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	0,  // 32: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	15, // 33: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	23, // 34: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	74, // 35: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	15, // 36: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	33, // 37: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	34, // 38: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	35, // 39: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	2,  // 40: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	40, // 41: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	41, // 42: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	46, // 43: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	74, // 44: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	74, // 45: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	74, // 46: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	74, // 47: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	74, // 48: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	74, // 49: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	74, // 50: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	48, // 51: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	48, // 52: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	49, // 53: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	73, // 54: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	52, // 55: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	54, // 56: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	2,  // 57: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	59, // 58: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	33, // 59: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	54, // 60: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	74, // 61: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	63, // 62: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	68, // 63: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	74, // 64: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	69, // 65: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	74, // 66: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	4,  // 67: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	6,  // 68: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	5,  // 69: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	10, // 70: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	8,  // 71: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	11, // 72: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	31, // 73: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	36, // 74: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	38, // 75: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	42, // 76: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	44, // 77: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	70, // 78: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	51, // 79: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	55, // 80: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	57, // 81: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	60, // 82: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	62, // 83: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	64, // 84: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	66, // 85: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	47, // 86: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	12, // 87: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	7,  // 88: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	18, // 89: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	18, // 90: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	9,  // 91: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	12, // 92: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	32, // 93: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	37, // 94: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	39, // 95: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	43, // 96: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	45, // 97: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	71, // 98: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	53, // 99: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	56, // 100: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	58, // 101: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	61, // 102: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	63, // 103: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	65, // 104: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	67, // 105: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	50, // 106: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	87, // [87:107] is the sub-list for method output_type
+	67, // [67:87] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
