@@ -50,6 +50,8 @@ func FuzzTurnRequest(f *testing.F) {
 		`{"tenant_id":"demo","prompt":"hi","output_schema":{"type":"array"}}`,
 		`{"tenant_id":"demo","prompt":"hi","parent":{"workflow_id":"turn/demo/p","call_id":"c1","depth":9}}`,
 		`{"tenant_id":"demo","prompt":"hi","context":{"previous_results":[{"node_id":"n1"}]}}`,
+		`{"tenant_id":"0","prompt":"0","context":{"previous_results":[]}}`,
+		`{"tenant_id":"0","prompt":"0","context":{"metadata":{}}}`,
 		`{"version":"2.0","tenant_id":"demo","prompt":"hi"}`,
 		`{"tenant_id":"de/mo","prompt":"hi"}`,
 		`{"tenant_id":"demo","prompt":"   "}`,

@@ -179,6 +179,14 @@ func (r *TurnRequest) Normalize() {
 	if r.Version == "" {
 		r.Version = ProtocolVersion
 	}
+	// Empty is none: a request that sent "previous_results": [] or
+	// "metadata": {} is the same request after any JSON round trip.
+	if len(r.Context.PreviousResults) == 0 {
+		r.Context.PreviousResults = nil
+	}
+	if len(r.Context.Metadata) == 0 {
+		r.Context.Metadata = nil
+	}
 	if r.History == "" {
 		if r.SessionID != "" {
 			r.History = HistoryLoad
