@@ -112,7 +112,7 @@ func TestChatPage(t *testing.T) {
 	b.shot(b.dir, "chat-approval")
 
 	// The user's token may not decide: the page shows the API's problem.
-	b.run(chromedp.Click(chromedp.CSS(".turn:last-of-type .approve")))
+	b.click(".turn:last-of-type .approve")
 	turn = b.waitTurn("the refusal shown", func(p pageTurn) bool { return p.Problem != "" })
 	require.Contains(t, turn.Problem, "needs the role approver")
 	require.Contains(t, turn.Problem, "403")
@@ -121,7 +121,7 @@ func TestChatPage(t *testing.T) {
 	// An approver's token decides it, and the answer streams in: a part of
 	// it is on the page while the turn runs.
 	b.run(chromedp.SetValue(chromedp.ID("token"), person), chromedp.Click(chromedp.ID("use-token")))
-	b.run(chromedp.Click(chromedp.CSS(".turn:last-of-type .approve")))
+	b.click(".turn:last-of-type .approve")
 	turn = b.waitTurn("a part of the answer", func(p pageTurn) bool {
 		return len(strings.Fields(p.Text)) >= 10 && p.Status == "RUNNING"
 	})
@@ -152,14 +152,14 @@ func TestChatPage(t *testing.T) {
 	require.Equal(t, "42", turn.Output)
 	require.False(t, turn.Cancel, "a finished turn has nothing to cancel")
 	// The reasoning opens when asked.
-	b.run(chromedp.Click(chromedp.CSS(".turn:last-of-type .reasoning summary")))
+	b.click(".turn:last-of-type .reasoning summary")
 	b.waitTurn("the reasoning open", func(p pageTurn) bool { return p.ReasoningOpen })
 	b.shot(b.dir, "chat-resumed")
 
 	// A second message, canceled while it streams: the part streamed stays.
 	b.run(chromedp.SendKeys(chromedp.ID("prompt"), "Tell me a story"), chromedp.Click(chromedp.ID("send")))
 	turn = b.waitTurn("a part of the story", func(p pageTurn) bool { return p.Turns == 2 && p.Text != "" && p.Cancel })
-	b.run(chromedp.Click(chromedp.CSS(".turn:last-of-type .cancel")))
+	b.click(".turn:last-of-type .cancel")
 	turn = b.waitTurn("the story canceled", func(p pageTurn) bool { return p.Status == "CANCELED" })
 	require.True(t, strings.HasPrefix(chatStory, turn.Text) && turn.Text != chatStory,
 		"the canceled story shows %q, not a part of the story", turn.Text)
@@ -276,6 +276,18 @@ func (b *chatBrowser) eval(script string) string {
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](script))
 	require.NoError(b.t, err, "%s", script)
 	return v
+}
+
+// click clicks the element selector finds, once there is one, in one
+// step of the page's own script: the page re-renders a turn as its events
+// arrive, and a node found in one call may be gone by the next.
+func (b *chatBrowser) click(selector string) {
+	b.t.Helper()
+	script := fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false; el.click(); return true; })()`, selector)
+	b.wait("a "+selector+" to click", func() bool {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](script))
+		return err == nil && ok
+	})
 }
 
 // waitPage waits until the script cond is true on the page.
