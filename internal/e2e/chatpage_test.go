@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,7 +74,7 @@ rules:
 // and retried, and the page drops what the retry voided. The token never
 // appears in a URL the page requests.
 func TestChatPage(t *testing.T) {
-	chromium := findChromium(t)
+	chromium := testserver.Chromium(t, "the chat page test")
 	person := "secret-" + testserver.RandomID() + testserver.RandomID()
 	e := newHTTPEnvWith(t, func(o *testserver.Options) {
 		o.Script = chatScript
@@ -354,20 +353,4 @@ func (b *chatBrowser) noTokenInURLs(tokens ...string) {
 			require.NotContains(b.t, u, tok, "a URL the page requested holds a token")
 		}
 	}
-}
-
-// findChromium is the browser's path. Without one the test skips, saying
-// how to install it, except under CI, whose task installs it.
-func findChromium(t *testing.T) string {
-	t.Helper()
-	const install = "go tool task chromium (as root), or: sudo apt-get install -y --no-install-recommends chromium"
-	path, err := exec.LookPath("chromium")
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("chromium is not installed; the CI task `go tool task test` installs it first: %s", install)
-	}
-	t.Skipf("chromium is not installed; install it to run the chat page test: %s", install)
-	return ""
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,9 +32,6 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 // test's temporary folder. `AGENTFLOW_UI_SCREENSHOTS=docs` (from the
 // package folder: ../../docs) refreshes the README's pictures.
 const EnvScreenshots = "AGENTFLOW_UI_SCREENSHOTS"
-
-// installChromium is what installs the browser; the task runs it as root.
-const installChromium = "go tool task chromium (as root), or: sudo apt-get install -y --no-install-recommends chromium"
 
 // script: "what is X?" is a calculator call (guarded_calculator for the
 // careful agent), its result the answer.
@@ -85,7 +81,7 @@ agents:
 // the dev server's Web UI (v2.42, shipped with the temporal CLI v1.5.1)
 // renders of them in headless Chromium.
 func TestWebUI(t *testing.T) {
-	chromium := findChromium(t)
+	chromium := testserver.Chromium(t, "the Web UI test")
 	stack := startStack(t)
 	ts := testserver.Start(t, testserver.Options{
 		Script:          script,
@@ -162,21 +158,6 @@ func TestWebUI(t *testing.T) {
 			break
 		}
 	}
-}
-
-// findChromium is the browser's path. Without one the test skips, saying
-// how to install it, except under CI, whose task installs it.
-func findChromium(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("chromium is not installed; the CI task `go tool task test` installs it first: %s", installChromium)
-	}
-	t.Skipf("chromium is not installed; install it to run the Web UI test: %s", installChromium)
-	return ""
 }
 
 // startStack starts a dev server of the test's own, with its Web UI on a
