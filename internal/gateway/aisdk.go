@@ -127,7 +127,7 @@ func (a *HTTPAPI) uiDecide(w http.ResponseWriter, r *http.Request, req uiChatReq
 	ctx, err := a.caller(r, r.Header.Values("Authorization"), pb.AgentService_Approve_FullMethodName)
 	if err == nil && !strings.HasPrefix(ask.Answer, req.ChatID+"-") {
 		// A chat's answers are its Conversation's turns: <chat id>-<n>.
-		err = agent.Errorf(agent.CodeNotFound, "message %q is not an answer in chat %q", ask.Answer, req.ChatID)
+		err = agent.Errorf(agent.CodeNotFound, "message %s is not an answer in chat %q", ask.Answer, req.ChatID)
 	}
 	if err != nil {
 		a.refuse(w, r, err)
@@ -164,7 +164,7 @@ func (a *HTTPAPI) uiResume(w http.ResponseWriter, r *http.Request) {
 	chatID := r.PathValue("id")
 	err = agent.ValidateID("chat id", chatID)
 	for key := range r.URL.Query() {
-		err = cmpErr(err, agent.Errorf(agent.CodeInvalid, "unknown query parameter %q: the resume route takes none", cut(key)))
+		err = cmpErr(err, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the resume route takes none", cut(key)))
 	}
 	streamID := ""
 	if err == nil {

@@ -22,7 +22,7 @@ const maxQuoted = 40
 func resumeIndex(lastEventID []string, query url.Values) (after int64, ok bool, err error) {
 	for key, vals := range query {
 		if key != "after_index" {
-			return 0, false, agent.Errorf(agent.CodeInvalid, "unknown query parameter %q: a stream takes after_index only", cut(key))
+			return 0, false, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: a stream takes after_index only", cut(key))
 		}
 		if len(vals) != 1 {
 			return 0, false, agent.Errorf(agent.CodeInvalid, "after_index is given %d times: give it once", len(vals))
@@ -48,7 +48,7 @@ func resumeIndex(lastEventID []string, query url.Values) (after int64, ok bool, 
 // parseIndex reads an event index: a whole number, 0 or more, in decimal
 // digits only (no sign, no spaces), as the stream's ids are written.
 func parseIndex(name, v string) (int64, error) {
-	bad := agent.Errorf(agent.CodeInvalid, "%s %q is not an event index: want the index of the last event received, a whole number from 0", name, cut(v))
+	bad := agent.Errorf(agent.CodeInvalid, "%s %s is not an event index: want the index of the last event received, a whole number from 0", name, cut(v))
 	if v == "" || len(v) > 19 {
 		return 0, bad
 	}
@@ -64,10 +64,13 @@ func parseIndex(name, v string) (int64, error) {
 	return n, nil
 }
 
-// cut shortens a client's value for an error message.
+// cut is a client's value quoted for an error message (as %q writes it),
+// and shortened: bytes that are not text quote as four characters each,
+// so the bound is on the quoted form.
 func cut(v string) string {
-	if len(v) > maxQuoted {
-		return v[:maxQuoted] + "…"
+	q := strconv.Quote(v)
+	if len(q) > 2*maxQuoted {
+		return q[:2*maxQuoted] + "…"
 	}
-	return v
+	return q
 }

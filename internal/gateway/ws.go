@@ -200,7 +200,7 @@ func socketQuery(q url.Values) (streamID string, after int64, err error) {
 	for key, vals := range q {
 		switch {
 		case key != "stream_id" && key != "after_index":
-			return "", 0, agent.Errorf(agent.CodeInvalid, "unknown query parameter %q: a socket takes stream_id and after_index", cut(key))
+			return "", 0, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: a socket takes stream_id and after_index", cut(key))
 		case len(vals) != 1:
 			return "", 0, agent.Errorf(agent.CodeInvalid, "%s is given %d times: give it once", key, len(vals))
 		}
@@ -226,7 +226,7 @@ func (a *HTTPAPI) socketOrigin(r *http.Request) error {
 	if u, err := url.Parse(origin); err == nil && strings.EqualFold(u.Host, r.Host) {
 		return nil
 	}
-	return agent.Errorf(agent.CodePermissionDenied, "origin %q may not open a WebSocket (AGENTFLOW_CORS_ORIGINS)", cut(origin))
+	return agent.Errorf(agent.CodePermissionDenied, "origin %s may not open a WebSocket (AGENTFLOW_CORS_ORIGINS)", cut(origin))
 }
 
 // boundedSend gives the hijacked connection a small kernel send buffer
@@ -587,7 +587,7 @@ func decodeCommand(data []byte) (socketCommand, error) {
 	default:
 		typ := cmd.Type
 		cmd.Type = ""
-		return cmd, agent.Errorf(agent.CodeInvalid, "unknown command type %q: want %s", cut(typ), strings.Join(socketCommands, ", "))
+		return cmd, agent.Errorf(agent.CodeInvalid, "unknown command type %s: want %s", cut(typ), strings.Join(socketCommands, ", "))
 	}
 	delete(fields, "type")
 	delete(fields, "id")
