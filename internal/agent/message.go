@@ -30,6 +30,14 @@ type Message struct {
 	// CacheHit, on a stored tool message, says the result came from the
 	// tenant's cache.
 	CacheHit bool `json:"cache_hit,omitempty"`
+	// Parts are what a message carries beside its text: the images and
+	// files a person sent with a prompt, the images a tool produced. By
+	// ref only (Part).
+	Parts []Part `json:"parts,omitempty"`
+	// Reasoning, on a stored assistant message, is what the model
+	// thought before this reply, block by block; it goes back to a
+	// provider that needs it (Reasoning.Signature).
+	Reasoning []Reasoning `json:"reasoning,omitempty"`
 }
 
 // ToolCall is a model's request to run a tool.

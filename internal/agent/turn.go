@@ -40,14 +40,18 @@ const (
 
 // TurnRequest is the v1 job protocol's input: one agent turn.
 type TurnRequest struct {
-	Version   string      `json:"version,omitempty"`
-	JobID     string      `json:"job_id,omitempty"` // idempotency key; defaults to the workflow id
-	TenantID  string      `json:"tenant_id"`
-	AgentID   string      `json:"agent_id,omitempty"` // empty: routed
-	SessionID string      `json:"session_id,omitempty"`
-	Prompt    string      `json:"prompt"`
-	History   string      `json:"history,omitempty"` // load | fresh
-	Context   TurnContext `json:"context,omitzero"`
+	Version   string `json:"version,omitempty"`
+	JobID     string `json:"job_id,omitempty"` // idempotency key; defaults to the workflow id
+	TenantID  string `json:"tenant_id"`
+	AgentID   string `json:"agent_id,omitempty"` // empty: routed
+	SessionID string `json:"session_id,omitempty"`
+	Prompt    string `json:"prompt"`
+	// Parts go with the prompt: images and files (by cas:// ref or https
+	// URL) and more text. A model whose provider cannot take a part
+	// refuses the turn, naming it.
+	Parts   []Part      `json:"parts,omitempty"`
+	History string      `json:"history,omitempty"` // load | fresh
+	Context TurnContext `json:"context,omitzero"`
 	// TimeoutSec lowers the agent's turn timeout for this request; 0 = the agent's.
 	TimeoutSec int `json:"timeout_sec,omitempty"`
 	// Model is the model this turn calls instead of its agent's,
@@ -187,6 +191,9 @@ func (r *TurnRequest) Normalize() {
 	if len(r.Context.Metadata) == 0 {
 		r.Context.Metadata = nil
 	}
+	if len(r.Parts) == 0 {
+		r.Parts = nil
+	}
 	if r.History == "" {
 		if r.SessionID != "" {
 			r.History = HistoryLoad
@@ -272,6 +279,9 @@ const MaxRetryCount = 10000
 // the job: the owner, the user, the retry count, the time it was made and
 // the state of its workflow (context.workflow_state).
 func (r *TurnRequest) ValidateEnvelope() error {
+	if err := ValidateParts(r.Parts); err != nil {
+		return err
+	}
 	if r.Model != "" {
 		provider, _, err := ParseModel(r.Model)
 		if err != nil {
@@ -453,8 +463,12 @@ type TurnResult struct {
 	// output schema (TurnRequest.OutputSchemaOf) and the answer matched
 	// it; Output keeps the answer's text.
 	OutputJSON json.RawMessage `json:"output_json,omitempty"`
-	Metadata   ResultMetadata  `json:"metadata"`
-	Error      *TurnError      `json:"error,omitempty"`
+	// Blocks are the answer's content blocks, in order: the model's
+	// reasoning, the images and files its tools produced (by cas:// ref),
+	// its JSON (OutputJSON) and its text (Output).
+	Blocks   []Block        `json:"blocks,omitempty"`
+	Metadata ResultMetadata `json:"metadata"`
+	Error    *TurnError     `json:"error,omitempty"`
 	// CompletedAt is when the turn ended, by its workflow's clock (to the
 	// microsecond, as stored); zero only in results stored before it was
 	// kept.

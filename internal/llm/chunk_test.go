@@ -240,8 +240,9 @@ data: {"type":"message_stop"}
 
 `
 
-// TestGenerateAnthropicChunks: what langchaingo's anthropic client passes
-// on — thinking and text deltas, not the tool's input_json_delta.
+// TestGenerateAnthropicChunks: a Messages API stream's thinking, text and
+// tool input deltas become chunks in order, and the thinking block is
+// kept with its signature, to be sent back.
 func TestGenerateAnthropicChunks(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -257,7 +258,11 @@ func TestGenerateAnthropicChunks(t *testing.T) {
 		Tools: []agent.Tool{calculator}, OnChunk: got.add,
 		OnText: func(_ context.Context, s string) error { onText.WriteString(s); return nil }})
 	require.NoError(t, err)
-	require.Equal(t, []llm.ChunkKind{llm.ChunkReasoning, llm.ChunkText}, got.order, "no tool-call deltas: langchaingo keeps input_json_delta to itself")
+	require.Equal(t, []llm.ChunkKind{llm.ChunkReasoning, llm.ChunkText, llm.ChunkToolCall}, got.order)
+	require.Equal(t, []agent.Reasoning{{Text: "Two plus three.", Signature: "c2ln"}}, resp.Message.Reasoning)
+	require.Equal(t, "toolu_1", got.calls[0].ID)
+	require.Equal(t, "calculator", got.calls[0].Name)
+	require.JSONEq(t, `{"expression": "2 + 3"}`, got.calls[0].Args, "the arguments streamed as they came")
 	require.Equal(t, "Two plus three.", got.reasoning.String())
 	require.Equal(t, "Two plus three.", resp.Reasoning)
 	require.Equal(t, "Let me add.", got.text.String())

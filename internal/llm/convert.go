@@ -2,6 +2,8 @@ package llm
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,17 +13,43 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
-// toMessages converts the conversation to langchaingo's form. With
-// oneBlockPerMessage every part of an assistant message becomes a message
-// of its own (the Anthropic API merges consecutive same-role turns).
-func toMessages(msgs []agent.Message, oneBlockPerMessage bool) ([]llms.MessageContent, error) {
+// toMessages converts the conversation to langchaingo's form for an
+// OpenAI-compatible server. A user message's parts follow its text; a
+// tool's images, which the API does not take in a tool message, go in a
+// user message after the tool results of that step.
+func toMessages(ctx context.Context, req Request, msgs []agent.Message) ([]llms.MessageContent, error) {
 	out := make([]llms.MessageContent, 0, len(msgs))
+	var toolImages []llms.ContentPart // images of the tool results just read
+	flush := func() {
+		if len(toolImages) > 0 {
+			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeHuman, Parts: toolImages})
+			toolImages = nil
+		}
+	}
 	for i, m := range msgs {
+		if m.Role != agent.RoleTool {
+			flush()
+		}
 		switch m.Role {
 		case agent.RoleSystem:
 			out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, m.Content))
 		case agent.RoleUser:
-			out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+			if len(m.Parts) == 0 {
+				out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+				continue
+			}
+			var parts []llms.ContentPart
+			if m.Content != "" {
+				parts = append(parts, llms.TextContent{Text: m.Content})
+			}
+			for j, p := range m.Parts {
+				part, err := openAIPart(ctx, req, p, fmt.Sprintf("message %d part %d", i, j))
+				if err != nil {
+					return nil, err
+				}
+				parts = append(parts, part)
+			}
+			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeHuman, Parts: parts})
 		case agent.RoleAssistant:
 			var parts []llms.ContentPart
 			if m.Content != "" {
@@ -41,13 +69,7 @@ func toMessages(msgs []agent.Message, oneBlockPerMessage bool) ([]llms.MessageCo
 			if len(parts) == 0 {
 				continue // an empty assistant turn says nothing, and some providers reject it
 			}
-			if oneBlockPerMessage {
-				for _, p := range parts {
-					out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: []llms.ContentPart{p}})
-				}
-			} else {
-				out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: parts})
-			}
+			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: parts})
 		case agent.RoleTool:
 			if m.ToolCallID == "" {
 				return nil, agent.Errorf(agent.CodeInvalid, "message %d: tool result without tool_call_id", i)
@@ -55,11 +77,84 @@ func toMessages(msgs []agent.Message, oneBlockPerMessage bool) ([]llms.MessageCo
 			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{
 				llms.ToolCallResponse{ToolCallID: m.ToolCallID, Name: m.Name, Content: m.Content},
 			}})
+			for j, p := range m.Parts {
+				part, err := openAIPart(ctx, req, p, fmt.Sprintf("message %d part %d", i, j))
+				if err != nil {
+					return nil, err
+				}
+				if len(toolImages) == 0 {
+					toolImages = append(toolImages, llms.TextContent{Text: "Images the tool calls above returned:"})
+				}
+				toolImages = append(toolImages, llms.TextContent{Text: fmt.Sprintf("From call %s:", m.ToolCallID)}, part)
+			}
 		default:
 			return nil, agent.Errorf(agent.CodeInvalid, "message %d: unknown role %q", i, m.Role)
 		}
 	}
+	flush()
 	return out, nil
+}
+
+// openAIPart is a part as OpenAI's chat completions take it: text, or an
+// image as a data: URL of its bytes.
+func openAIPart(ctx context.Context, req Request, p agent.Part, at string) (llms.ContentPart, error) {
+	if p.Type == agent.PartText {
+		return llms.TextContent{Text: p.Text}, nil
+	}
+	data, mime, err := req.media(ctx, p, at)
+	if err != nil {
+		return nil, err
+	}
+	if !agent.IsImageType(mime) {
+		return nil, agent.Errorf(agent.CodeInvalid, "%s: a %s %s cannot be sent to an OpenAI-compatible model; it takes images (%s)",
+			at, mime, p.Type, strings.Join(agent.ImageTypes, ", "))
+	}
+	return llms.ImageURLContent{URL: "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(data)}, nil
+}
+
+// MaxMediaBytes bounds an image or a file sent to a model.
+const MaxMediaBytes = 20 << 20
+
+// media reads the bytes behind a part's cas:// ref.
+func (req Request) media(ctx context.Context, p agent.Part, at string) ([]byte, string, error) {
+	if !strings.HasPrefix(p.URL, agent.CASRefPrefix) {
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: %s parts reach a model by cas:// ref, not %q", at, p.Type, agent.Clip(p.URL, 80))
+	}
+	if req.Media == nil {
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: this call cannot read %s parts", at, p.Type)
+	}
+	data, mime, err := req.Media(ctx, p.URL)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: read %s: %w", at, p.URL, err)
+	}
+	if p.MIMEType != "" {
+		mime = p.MIMEType
+	}
+	if len(data) > MaxMediaBytes {
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: %s is %d bytes; a model is sent at most %d", at, p.URL, len(data), MaxMediaBytes)
+	}
+	if p.Type == agent.PartImage && !agent.IsImageType(mime) {
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: %s is %s, not an image type models take (%s)", at, p.URL, mime, strings.Join(agent.ImageTypes, ", "))
+	}
+	return data, mime, nil
+}
+
+// checkParts refuses, before anything is sent, the parts a provider
+// cannot take at all: files, except for Anthropic's models (PDFs and text
+// documents).
+func checkParts(provider string, req Request) error {
+	if provider == agent.ProviderAnthropic {
+		return nil
+	}
+	for i, m := range req.Messages {
+		for j, p := range m.Parts {
+			if p.Type == agent.PartFile {
+				return agent.Errorf(agent.CodeInvalid, "message %d part %d: provider %s cannot take file parts (%s); use an anthropic model, or send the file's text",
+					i, j, provider, agent.Clip(p.Name, 80))
+			}
+		}
+	}
+	return nil
 }
 
 // emptySchema is the parameters of a tool that declares none.

@@ -1,26 +1,27 @@
 // Package llm is the seam between agentflow and language models: the small
-// Model interface the activities call, and Router, its implementation over
-// langchaingo for the providers agents name in "provider:model" strings:
+// Model interface the activities call, and Router, its implementation for
+// the providers agents name in "provider:model" strings:
 //
 //   - openai: api.openai.com, or any OpenAI-compatible server (vLLM, the
-//     scripted test server) through Config.OpenAIBaseURL;
-//   - ollama: a local Ollama through its OpenAI-compatible /v1 API;
-//   - anthropic: the Anthropic Messages API.
+//     scripted test server) through Config.OpenAIBaseURL, over langchaingo;
+//   - ollama: a local Ollama through its OpenAI-compatible /v1 API, over
+//     langchaingo;
+//   - anthropic: the Anthropic Messages API, over Anthropic's own Go SDK
+//     (anthropic.go says what langchaingo could not carry).
 //
 // Temporal owns retries, so nothing here retries: a failed call returns at
 // once, classified as an *Error that says whether a retry may help and, for
 // 429s, how long the provider asked to wait (Retry-After). CallModel turns
 // that into a domain error — ModelFailed with the Retry-After as the next
 // retry delay, or ModelRejected — and activities.Register classifies it
-// for Temporal. langchaingo reports HTTP failures as strings without
-// headers, so Router observes status and Retry-After itself, with an
+// for Temporal. The clients report HTTP failures without their headers,
+// so Router observes status and Retry-After itself, with an
 // http.RoundTripper keyed by the call's context.
 //
 // Streaming: with Request.OnText or Request.OnChunk set, Router streams.
 // OnText gets the reply's text fragments only; OnChunk gets typed Chunks in
 // the order the provider sent them: text, reasoning, and tool-call
-// argument deltas, each naming its call (index, id, tool). What a provider
-// yields is what langchaingo v0.1.14 passes on:
+// argument deltas, each naming its call (index, id, tool):
 //
 //   - openai (and ollama, vLLM, OpenRouter, DeepSeek… through the OpenAI
 //     API): text; reasoning from the deltas' reasoning_content, and from
@@ -30,14 +31,20 @@
 //     which langchaingo hands to the text callback as JSON (a call's first
 //     delta with id and name, then argument fragments, without index):
 //     Router turns them into deltas named as the Response names the calls.
-//   - anthropic: text, and thinking deltas as reasoning (when thinking is
-//     enabled, which Request cannot ask for yet); the tool input's
-//     input_json_delta reaches no callback, so anthropic tool calls arrive
-//     whole, in the Response only.
+//   - anthropic: text, thinking (Request.ReasoningBudget) and the tool
+//     input's input_json_delta fragments.
 //
-// A stream that breaks off (connection lost, or no final [DONE]) is a
-// retryable error, never a truncated success. Response.Reasoning is the
-// reply's reasoning, streamed or not; it is never part of the message.
+// A stream that breaks off (connection lost, no final [DONE] or
+// message_stop) is a retryable error, never a truncated success.
+// Response.Reasoning is the reply's reasoning, streamed or not; it is
+// never part of the message's text. The message keeps it block by block
+// (agent.Message.Reasoning) with the provider's signatures, and sends
+// signed blocks back to Anthropic on the next call, as its API requires.
+//
+// Content: a message's parts (agent.Part) are sent by their bytes, read
+// through Request.Media from their cas:// refs: images to every provider,
+// PDFs and text files to Anthropic's; a part a provider cannot take is an
+// agent.CodeInvalid error before anything is sent.
 //
 // Normalisation: whatever the provider, a Response carries one assistant
 // message (text and tool calls with ids and JSON arguments), token usage,

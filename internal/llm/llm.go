@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	anthropicsdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/tmc/langchaingo/llms"
-	"github.com/tmc/langchaingo/llms/anthropic"
 	"github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -52,6 +52,20 @@ type Request struct {
 	// OpenAI-compatible servers get nothing: they cache, or not, on their
 	// own.
 	CacheKey string
+	// ReasoningBudget, when positive, asks a model that can think before
+	// it answers to do so with at most that many tokens: Anthropic's
+	// extended thinking (budget_tokens, at least 1024). ReasoningEffort
+	// ("low", "medium", "high") is OpenAI's reasoning_effort for its
+	// reasoning models. Models that reason on their own (DeepSeek's,
+	// Ollama's) need neither: their reasoning is streamed and stored
+	// whenever they send it.
+	ReasoningBudget int
+	ReasoningEffort string
+	// Media returns the bytes and media type behind a part's cas:// ref,
+	// for a message's images and files: the provider is sent the bytes
+	// (history keeps only the ref). Nil: parts cannot be sent, and a
+	// request with one is refused.
+	Media func(ctx context.Context, ref string) (data []byte, mimeType string, err error)
 	// OnText, when set, streams the reply's text (see Model.Generate).
 	OnText func(ctx context.Context, text string) error
 	// OnChunk, when set, streams every chunk of the reply as the provider
@@ -173,9 +187,9 @@ type provider struct {
 	// legacyMaxTokens sends max_tokens instead of max_completion_tokens,
 	// which OpenAI-compatible servers such as Ollama understand.
 	legacyMaxTokens bool
-	// oneBlockPerMessage: langchaingo's anthropic client sends only the
-	// first part of an assistant message, so each part gets its own message.
-	oneBlockPerMessage bool
+	// anthropic, when set, is the Messages API client the provider
+	// calls instead of model (anthropic.go).
+	anthropic *anthropicsdk.Client
 }
 
 // New builds the clients of the providers cfg configures. It fails with a
@@ -244,18 +258,12 @@ func New(cfg Config) (*Router, error) {
 	} else {
 		baseURL := cfg.AnthropicBaseURL
 		if baseURL == "" {
-			// Never empty: langchaingo's anthropic client fills an empty base
-			// URL on every call, a data race between concurrent calls.
 			baseURL = defaultAnthropicBaseURL
 		} else if err := checkURL("ANTHROPIC_BASE_URL", baseURL); err != nil {
 			return nil, err
 		}
-		m, err := anthropic.New(anthropic.WithToken(cfg.AnthropicAPIKey), anthropic.WithBaseURL(strings.TrimSuffix(baseURL, "/")),
-			anthropic.WithHTTPClient(&hc))
-		if err != nil {
-			return nil, fmt.Errorf("create anthropic client: %w", err)
-		}
-		r.providers[agent.ProviderAnthropic] = &provider{name: agent.ProviderAnthropic, model: m, oneBlockPerMessage: true}
+		c := anthropicClient(cfg.AnthropicAPIKey, baseURL, &hc)
+		r.providers[agent.ProviderAnthropic] = &provider{name: agent.ProviderAnthropic, anthropic: &c}
 	}
 	return r, nil
 }
@@ -321,6 +329,9 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 	if len(req.Messages) == 0 {
 		return nil, agent.Errorf(agent.CodeInvalid, "call %s: no messages", fullName)
 	}
+	if err := checkParts(p.name, req); err != nil {
+		return nil, err
+	}
 	var format json.RawMessage
 	messages := req.Messages
 	if req.Output != nil {
@@ -332,7 +343,10 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 			messages = withSchemaInstruction(messages, *req.Output)
 		}
 	}
-	msgs, err := toMessages(messages, p.oneBlockPerMessage)
+	if p.anthropic != nil {
+		return r.generateAnthropic(ctx, p, modelName, fullName, req, messages)
+	}
+	msgs, err := toMessages(ctx, req, messages)
 	if err != nil {
 		return nil, err
 	}
@@ -344,16 +358,11 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 	streaming := req.OnText != nil || req.OnChunk != nil
 	st := &callState{omitTemperature: req.Temperature == nil, watchDone: streaming && p.openAIWire, aliasReasoning: p.openAIWire,
 		responseFormat: format}
-	if req.CacheKey != "" {
-		switch p.name {
-		case agent.ProviderOpenAI:
-			st.promptCacheKey = req.CacheKey
-		case agent.ProviderAnthropic:
-			st.cacheBreakpoints = true
-			if len(req.Messages) > 0 && req.Messages[0].Role == agent.RoleSystem {
-				st.stableSystem = req.Messages[0].Content
-			}
-		}
+	if req.CacheKey != "" && p.name == agent.ProviderOpenAI {
+		st.promptCacheKey = req.CacheKey
+	}
+	if req.ReasoningEffort != "" && p.name == agent.ProviderOpenAI {
+		st.reasoningEffort = req.ReasoningEffort
 	}
 	ctx = withCallState(ctx, st)
 	opts := []llms.CallOption{llms.WithModel(modelName)}
@@ -375,7 +384,7 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 		opts = append(opts, llms.WithMetadata(map[string]any{"openai:use_legacy_max_tokens": true}))
 	}
 	if streaming {
-		opts = append(opts, streamOptions(p, &chunker{req: req, st: st})...)
+		opts = append(opts, streamOptions(&chunker{req: req, st: st})...)
 	}
 
 	resp, genErr := p.model.GenerateContent(ctx, msgs, opts...)

@@ -129,10 +129,6 @@ func withSchemaInstruction(msgs []agent.Message, f OutputFormat) []agent.Message
 	for i < len(msgs) && msgs[i].Role == agent.RoleSystem {
 		i++
 	}
-	if i > 0 {
-		// langchaingo's anthropic client joins system messages as they are.
-		text = "\n\n" + text
-	}
 	out := make([]agent.Message, 0, len(msgs)+1)
 	out = append(out, msgs[:i]...)
 	out = append(out, agent.Message{Role: agent.RoleSystem, Content: text})

@@ -90,10 +90,14 @@ func TestGenerateAnthropicOutputInstruction(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `{"city":"Oslo"}`, resp.Message.Content)
 	var sent struct {
-		System         string          `json:"system"`
+		System []struct {
+			Text string `json:"text"`
+		} `json:"system"`
 		ResponseFormat json.RawMessage `json:"response_format"`
 	}
 	require.NoError(t, json.Unmarshal(body, &sent))
-	require.Equal(t, "be brief\n\nAnswer with only a JSON object that matches this JSON Schema, without any other text or code fences:\n"+schema, sent.System)
+	require.Len(t, sent.System, 2, "the agent's system prompt, then the instruction: one block each")
+	require.Equal(t, "be brief", sent.System[0].Text)
+	require.Equal(t, "Answer with only a JSON object that matches this JSON Schema, without any other text or code fences:\n"+schema, sent.System[1].Text)
 	require.Nil(t, sent.ResponseFormat)
 }

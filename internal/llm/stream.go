@@ -9,24 +9,17 @@ import (
 	"github.com/tmc/langchaingo/llms"
 )
 
-// streamOptions are the langchaingo options that stream a call of p into
-// c. langchaingo v0.1.14's clients stream differently:
-//
-//   - openai calls StreamingReasoningFunc(reasoning, chunk) for every SSE
-//     chunk: reasoning is the delta's reasoning_content, chunk its content
-//     or, when it has tool-call deltas, those deltas as a JSON array (a
-//     call's first delta with id, type and name, then argument fragments
-//     without them; no index). StreamingFunc gets the same chunks without
-//     the reasoning, so only the first is set and no chunk is seen twice.
-//   - anthropic parses a stream only when StreamingFunc is set, and calls
-//     it with text_delta text only; thinking_delta text goes to
-//     StreamingReasoningFunc (with an empty chunk); input_json_delta, the
-//     tool arguments, reaches neither.
-func streamOptions(p *provider, c *chunker) []llms.CallOption {
-	if p.openAIWire {
-		return []llms.CallOption{llms.WithStreamingReasoningFunc(c.openAI)}
-	}
-	return []llms.CallOption{llms.WithStreamingFunc(c.text), llms.WithStreamingReasoningFunc(c.reasoning)}
+// streamOptions are the langchaingo options that stream a call of an
+// OpenAI-compatible provider into c. langchaingo v0.1.14's openai client
+// calls StreamingReasoningFunc(reasoning, chunk) for every SSE chunk:
+// reasoning is the delta's reasoning_content, chunk its content or, when
+// it has tool-call deltas, those deltas as a JSON array (a call's first
+// delta with id, type and name, then argument fragments without them; no
+// index). StreamingFunc gets the same chunks without the reasoning, so
+// only the first is set and no chunk is seen twice. (The anthropic
+// provider streams through its own SDK: anthropic.go.)
+func streamOptions(c *chunker) []llms.CallOption {
+	return []llms.CallOption{llms.WithStreamingReasoningFunc(c.openAI)}
 }
 
 // chunker turns what langchaingo streams into Chunks for one call. The

@@ -146,13 +146,9 @@ type callState struct {
 	// promptCacheKey is sent as OpenAI's "prompt_cache_key", which
 	// langchaingo's openai client has no field for.
 	promptCacheKey string
-	// cacheBreakpoints marks an Anthropic request's stable prefix with
-	// cache_control: its last tool, and its system prompt up to the end
-	// of stableSystem (the agent's own, before what varies per turn).
-	// langchaingo's anthropic client sends the system prompt as a string
-	// and tools without cache_control.
-	cacheBreakpoints bool
-	stableSystem     string
+	// reasoningEffort is OpenAI's "reasoning_effort", which langchaingo
+	// v0.1.14 never sends.
+	reasoningEffort string
 	watchDone        bool // look for the stream's final "data: [DONE]"
 	// aliasReasoning copies "reasoning" into "reasoning_content" (see
 	// aliasReasoning) in an OpenAI-compatible reply.
@@ -261,7 +257,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // editsBody says the call's request body needs editing.
 func (s *callState) editsBody() bool {
-	return s.omitTemperature || s.responseFormat != nil || s.promptCacheKey != "" || s.cacheBreakpoints
+	return s.omitTemperature || s.responseFormat != nil || s.promptCacheKey != "" || s.reasoningEffort != ""
 }
 
 // editBody returns a copy of req whose JSON body lacks the "temperature"
@@ -290,7 +286,8 @@ func editBody(req *http.Request, st *callState) (*http.Request, error) {
 			obj["prompt_cache_key"], _ = json.Marshal(st.promptCacheKey) // a string always encodes
 			changed = true
 		}
-		if st.cacheBreakpoints && markCachePrefix(obj, st.stableSystem) {
+		if st.reasoningEffort != "" {
+			obj["reasoning_effort"], _ = json.Marshal(st.reasoningEffort)
 			changed = true
 		}
 		if changed {
@@ -365,42 +362,6 @@ var rateLimitHeaders = []struct {
 	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", true},
 	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", true},
 	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", true},
-}
-
-// ephemeralCache is Anthropic's cache_control for a breakpoint.
-var ephemeralCache = json.RawMessage(`{"type":"ephemeral"}`)
-
-// markCachePrefix puts cache_control breakpoints on an Anthropic
-// request's stable prefix, which the API reads as tools, then system,
-// then messages: after the last tool, and after the part of the system
-// prompt that is stable (the system string split in two text blocks,
-// the stable one marked, when it starts with stable). It reports whether
-// it changed anything.
-func markCachePrefix(obj map[string]json.RawMessage, stable string) bool {
-	changed := false
-	var tools []map[string]json.RawMessage
-	if raw, ok := obj["tools"]; ok && json.Unmarshal(raw, &tools) == nil && len(tools) > 0 {
-		tools[len(tools)-1]["cache_control"] = ephemeralCache
-		if b, err := json.Marshal(tools); err == nil {
-			obj["tools"], changed = b, true
-		}
-	}
-	var system string
-	if raw, ok := obj["system"]; ok && stable != "" && json.Unmarshal(raw, &system) == nil && strings.HasPrefix(system, stable) {
-		type textBlock struct {
-			Type         string          `json:"type"`
-			Text         string          `json:"text"`
-			CacheControl json.RawMessage `json:"cache_control,omitempty"`
-		}
-		blocks := []textBlock{{Type: "text", Text: stable, CacheControl: ephemeralCache}}
-		if rest := system[len(stable):]; rest != "" {
-			blocks = append(blocks, textBlock{Type: "text", Text: rest})
-		}
-		if b, err := json.Marshal(blocks); err == nil {
-			obj["system"], changed = b, true
-		}
-	}
-	return changed
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date.
