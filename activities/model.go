@@ -47,6 +47,11 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		// its ledger row.
 		ag.Model = in.Model
 	}
+	// A thinking model spends its budget inside max_tokens: leave room
+	// for the answer (and reserve for it: reserve).
+	if b := ag.Thinking.Budget(); b > 0 && ag.Limits.MaxOutputTokens <= b {
+		ag.Limits.MaxOutputTokens = b + agent.DefaultReservedOutputTokens
+	}
 	schema, err := structured.Compile(outputSchema(ag, in))
 	if err != nil {
 		return contract.CallModelResult{}, err
@@ -120,6 +125,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	}
 	return checkOutput(contract.CallModelResult{
 		Content:      reply.Content,
+		Reasoning:    agent.Clip(resp.Reasoning, agent.MaxResultReasoningBytes),
 		ToolCalls:    reply.ToolCalls,
 		Usage:        resp.Usage,
 		Model:        resp.Model,
@@ -193,7 +199,8 @@ func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contrac
 			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role)
 	}
 	res := contract.CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: cmp.Or(m.Model, ag.Model), Stored: true,
-		FinishReason: storedFinish(m), Approvals: a.approvals(ag, in, m.ToolCalls)}
+		FinishReason: storedFinish(m), Approvals: a.approvals(ag, in, m.ToolCalls),
+		Reasoning: agent.Clip(agent.ReasoningText(m.Reasoning), agent.MaxResultReasoningBytes)}
 	if m.Usage != nil {
 		res.Usage = *m.Usage
 	}
@@ -332,6 +339,14 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
 		CacheKey:    agent.PromptCacheKey(in.TenantID, ag.ID, ag.Version),
+
+		ReasoningBudget: ag.Thinking.Budget(),
+		ReasoningEffort: ag.Thinking.EffortLevel(),
+		// A message's images and files are sent by their bytes, read from
+		// the tenant's blobs: a ref of another tenant's is not found.
+		Media: func(ctx context.Context, ref string) ([]byte, string, error) {
+			return a.store.TenantBlob(ctx, in.TenantID, ref)
+		},
 	}
 	if schema := outputSchema(ag, in); schema != nil {
 		req.Output = &llm.OutputFormat{Name: ag.ID, Schema: schema}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/pipeline"
+	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -219,6 +221,58 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 // preview. A dataset is always kept by ref, so that later steps, turns and
 // workflows can use it; other data when it is large.
 func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, out tools.Output) (agent.Message, string) {
+	parts, note, err := a.files(ctx, in.TenantID, out.Files)
+	if err != nil {
+		return agent.Message{Content: err.Error()}, ""
+	}
+	out.Text += note
+	msg, status := a.dataOutput(ctx, in, out)
+	if status == agent.ToolOK {
+		msg.Parts = parts
+	}
+	return msg, status
+}
+
+// files stores the files a call produced as the tenant's blobs, and
+// returns them as parts by ref and a note for the model that names them.
+// Files past tools.MaxFiles, or over tools.MaxFileBytes, are left out and
+// the note says so.
+func (a *Activities) files(ctx context.Context, tenantID string, files []tools.File) ([]agent.Part, string, error) {
+	var parts []agent.Part
+	var note strings.Builder
+	for i, f := range files {
+		if i == tools.MaxFiles {
+			fmt.Fprintf(&note, "\n(%d more files left out: a call keeps at most %d)", len(files)-i, tools.MaxFiles)
+			break
+		}
+		if len(f.Data) > tools.MaxFileBytes {
+			fmt.Fprintf(&note, "\n(file %d left out: %d bytes; the limit is %d)", i, len(f.Data), tools.MaxFileBytes)
+			continue
+		}
+		mime := f.MIMEType
+		if mime == "" || mime == store.DefaultContentType {
+			mime, _, _ = strings.Cut(http.DetectContentType(f.Data), ";")
+		}
+		var ref string
+		err := a.db(ctx, "store tool file", func() (err error) {
+			ref, err = a.store.PutTenantBlob(ctx, tenantID, f.Data, mime)
+			return err
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("store the tool's file: %w", err)
+		}
+		p := agent.Part{Type: agent.PartFile, URL: ref, MIMEType: mime, Name: f.Name}
+		if agent.IsImageType(mime) {
+			p.Type = agent.PartImage
+		}
+		parts = append(parts, p)
+		fmt.Fprintf(&note, "\n%s: %s (%s, %d bytes)", p.Type, ref, mime, len(f.Data))
+	}
+	return parts, note.String(), nil
+}
+
+// dataOutput is output's text and data part.
+func (a *Activities) dataOutput(ctx context.Context, in contract.ExecuteToolInput, out tools.Output) (agent.Message, string) {
 	msg := agent.Message{Content: out.Text, CacheHit: out.CacheHit}
 	if len(out.Data) == 0 {
 		if len(msg.Content) > agent.MaxToolOutputBytes {
@@ -296,7 +350,7 @@ func describeData(text string, p agent.DataPreview, data []byte, show, cacheHit 
 
 func (a *Activities) toolResult(ctx context.Context, callID string, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
 	preview, cut := truncate(msg.Content, a.previewBytes)
-	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview, Data: msg.Data, CacheHit: msg.CacheHit}
+	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview, Data: msg.Data, CacheHit: msg.CacheHit, Parts: msg.Parts}
 	if cut {
 		var ref string
 		err := a.db(ctx, "store tool output", func() (err error) {
@@ -330,6 +384,9 @@ func (c toolCache) Get(ctx context.Context, key string) (tools.Output, bool, err
 }
 
 func (c toolCache) Put(ctx context.Context, key string, out tools.Output, ttl time.Duration) error {
+	if len(out.Files) > 0 {
+		return nil // files are kept as blobs, not in cache rows
+	}
 	raw, err := json.Marshal(cachedOutput{Text: out.Text, Data: out.Data, ShowData: out.ShowData, Preview: out.Preview})
 	if err != nil {
 		return fmt.Errorf("encode cached output: %w", err)

@@ -80,6 +80,10 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if err := ag.CheckModel(req.Model); err != nil {
 		return contract.LoadAgentResult{}, err
 	}
+	parts, err := a.resolveParts(ctx, req.TenantID, req.Parts)
+	if err != nil {
+		return contract.LoadAgentResult{}, err
+	}
 	err = a.store.BeginTurn(ctx, store.Turn{
 		TenantID:     req.TenantID,
 		JobID:        req.JobID,
@@ -97,10 +101,27 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if err != nil {
 		return contract.LoadAgentResult{}, fmt.Errorf("begin turn: %w", err)
 	}
-	if err := a.store.PutStep(ctx, req.TenantID, req.JobID, 0, agent.Message{Role: agent.RoleUser, Content: req.Prompt}); err != nil {
+	if err := a.store.PutStep(ctx, req.TenantID, req.JobID, 0, agent.Message{Role: agent.RoleUser, Content: req.Prompt, Parts: parts}); err != nil {
 		return contract.LoadAgentResult{}, fmt.Errorf("store prompt: %w", err)
 	}
 	return contract.LoadAgentResult{Agent: ag}, nil
+}
+
+// resultBlocks are a completed result's content blocks: the reasoning,
+// the files, the JSON answer and the text, each when there is one.
+func resultBlocks(res agent.TurnResult, reasoning string, files []agent.Block) []agent.Block {
+	var blocks []agent.Block
+	if reasoning != "" {
+		blocks = append(blocks, agent.Block{Type: agent.BlockReasoning, Text: agent.Clip(reasoning, agent.MaxResultReasoningBytes)})
+	}
+	blocks = append(blocks, files...)
+	if len(res.OutputJSON) > 0 {
+		blocks = append(blocks, agent.Block{Type: agent.BlockJSON, JSON: res.OutputJSON})
+	}
+	if res.Output != "" {
+		blocks = append(blocks, agent.Block{Type: agent.BlockText, Text: res.Output})
+	}
+	return blocks
 }
 
 // SaveResult stores the results of tool calls that did not run, then the
@@ -112,15 +133,28 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	if err := a.storeToolFailures(ctx, req.TenantID, req.JobID, in.ToolFailures); err != nil {
 		return agent.TurnResult{}, err
 	}
-	stored, err := a.store.SaveResult(ctx, req.TenantID, in.WorkflowID, in.Result, req)
+	res := in.Result
+	if res.Status == agent.StatusCompleted {
+		res.Blocks = resultBlocks(res, in.Reasoning, in.Files)
+	}
+	stored, err := a.store.SaveResult(ctx, req.TenantID, in.WorkflowID, res, req)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result of job %q: %w", req.JobID, err)
 	}
 	if req.SessionID != "" && stored.Status == agent.StatusCompleted {
-		msgs := []agent.Message{
-			{Role: agent.RoleUser, Content: req.Prompt},
-			{Role: agent.RoleAssistant, Content: stored.Output},
+		// The prompt's parts as the turn kept them (by cas:// ref), so
+		// that later turns of the session show the model the same images.
+		prompt := agent.Message{Role: agent.RoleUser, Content: req.Prompt}
+		if len(req.Parts) > 0 {
+			steps, err := a.store.Steps(ctx, req.TenantID, req.JobID)
+			if err != nil {
+				return agent.TurnResult{}, fmt.Errorf("load prompt of job %q: %w", req.JobID, err)
+			}
+			if len(steps) > 0 {
+				prompt.Parts = steps[0].Parts
+			}
 		}
+		msgs := []agent.Message{prompt, {Role: agent.RoleAssistant, Content: stored.Output}}
 		if err := a.store.AppendSession(ctx, req.TenantID, req.SessionID, req.JobID, msgs); err != nil {
 			return agent.TurnResult{}, fmt.Errorf("append to session %q: %w", req.SessionID, err)
 		}

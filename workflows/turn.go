@@ -131,6 +131,11 @@ type turn struct {
 	data *agent.DataPreview
 	// cacheHit says a tool call's result came from the tenant's cache.
 	cacheHit bool
+	// reasoning is what the turn's model calls thought, in order, and
+	// files the images and files its tool calls produced: the result's
+	// blocks, with its JSON and text.
+	reasoning []string
+	files     []agent.Block
 
 	// canceled is the cancellation asked for, if any; stopModel stops the
 	// model call in flight, stopTools the tool calls in flight.
@@ -326,6 +331,9 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 			return "", modelFailure(err)
 		}
 		step := t.seq
+		if reply.Reasoning != "" {
+			t.reasoning = append(t.reasoning, reply.Reasoning)
+		}
 		// The reply's text is final: its call has completed.
 		t.log.AppendText(reply.Content)
 		t.unstored = nil
@@ -686,6 +694,9 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 				if res.Data != nil {
 					t.data = res.Data
 				}
+				for _, p := range res.Parts {
+					t.files = append(t.files, agent.Block{Type: p.Type, Ref: p.URL, MIMEType: p.MIMEType, Name: p.Name, CallID: c.ID})
+				}
 			}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		}
@@ -750,6 +761,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	var saved agent.TurnResult
 	err := dbStep(sctx, contract.SaveResult, time.Time{}, contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
+		Reasoning: agent.Clip(strings.Join(t.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.files,
 	}, &saved)
 	if err != nil {
 		return agent.TurnResult{}, err
@@ -763,7 +775,14 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 	t.recordEnd(ctx, res.Status, res.Error)
 	if res.Status == agent.StatusCompleted {
 		workflow.SetCurrentDetails(ctx, "completed")
-		t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: textBlock(res.Output)})
+		// A result stored with blocks is told block by block; one stored
+		// before blocks were kept (its history says so), by its text.
+		if len(res.Blocks) == 0 {
+			t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: textBlock(res.Output)})
+		}
+		for _, b := range res.Blocks {
+			t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: blockJSON(b)})
+		}
 		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
 		return res, nil
 	}
@@ -918,6 +937,13 @@ func dataPreview(p agent.DataPreview) json.RawMessage {
 func textBlock(s string) json.RawMessage {
 	b := block{Type: "text", Text: s}
 	// Marshalling a struct of strings is deterministic.
+	out, _ := json.Marshal(b) //workflowcheck:ignore
+	return out
+}
+
+// blockJSON is a content event's block.
+func blockJSON(b agent.Block) json.RawMessage {
+	// Marshalling a struct of strings and raw JSON is deterministic.
 	out, _ := json.Marshal(b) //workflowcheck:ignore
 	return out
 }

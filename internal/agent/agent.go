@@ -51,6 +51,54 @@ type Agent struct {
 	// arrives, repaired once, else the turn fails InvalidOutput. A turn's
 	// request may name its own (TurnRequest.OutputSchema).
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Thinking, when set, asks the agent's model to reason before it
+	// answers (models that reason on their own do so without it).
+	Thinking *Thinking `json:"thinking,omitempty"`
+}
+
+// Thinking is how much a model reasons before it answers: an effort
+// ("low", "medium", "high") or a budget of tokens, or both. Anthropic's
+// models get budget_tokens (from the effort when no budget is given:
+// ThinkingBudgets), OpenAI's reasoning models reasoning_effort (from the
+// budget when no effort is given).
+type Thinking struct {
+	Effort       string `json:"effort,omitempty"`
+	BudgetTokens int    `json:"budget_tokens,omitempty"`
+}
+
+// Thinking efforts, and the budgets they mean for models that take one.
+var (
+	ThinkingEfforts = []string{"low", "medium", "high"}
+	ThinkingBudgets = map[string]int{"low": 1024, "medium": 4096, "high": 16384}
+)
+
+// MinThinkingBudget is the least budget Anthropic's models take.
+const MinThinkingBudget = 1024
+
+// Budget is the thinking budget in tokens; 0 without thinking.
+func (t *Thinking) Budget() int {
+	switch {
+	case t == nil:
+		return 0
+	case t.BudgetTokens > 0:
+		return t.BudgetTokens
+	}
+	return ThinkingBudgets[t.Effort]
+}
+
+// EffortLevel is the thinking effort; "" without thinking.
+func (t *Thinking) EffortLevel() string {
+	switch {
+	case t == nil:
+		return ""
+	case t.Effort != "":
+		return t.Effort
+	case t.BudgetTokens <= ThinkingBudgets["low"]:
+		return "low"
+	case t.BudgetTokens <= ThinkingBudgets["medium"]:
+		return "medium"
+	}
+	return "high"
 }
 
 // Tool returns the agent's tool with the given name.

@@ -138,7 +138,12 @@ type ToolFailure struct {
 // returned: a reply over it fails the call for good (ModelRejected,
 // saying how large it was), never a completion the server refuses.
 type CallModelResult struct {
-	Content   string           `json:"content,omitempty"`
+	Content string `json:"content,omitempty"`
+	// Reasoning is what the model thought before this reply, for the
+	// result's reasoning block: the text only, cut to
+	// agent.MaxResultReasoningBytes (the step keeps all of it, with the
+	// provider's signatures).
+	Reasoning string           `json:"reasoning,omitempty"`
 	ToolCalls []agent.ToolCall `json:"tool_calls,omitempty"`
 	Usage     agent.Usage      `json:"usage"`
 	// Model is the model that answered, "provider:model": the one the
@@ -208,6 +213,8 @@ type ExecuteToolResult struct {
 	// Step is the pipeline step (its op) that failed an error result,
 	// when the tool is a pipeline.
 	Step string `json:"step,omitempty"`
+	// Parts are the images and files the call produced, by cas:// ref.
+	Parts []agent.Part `json:"parts,omitempty"`
 }
 
 // SaveResultInput is a finished turn's result.
@@ -219,6 +226,12 @@ type SaveResultInput struct {
 	// turn ended first): their results are stored before the result, so
 	// the turn's steps answer every call the model made.
 	ToolFailures []ToolFailure `json:"tool_failures,omitempty"`
+	// Reasoning is what the turn's model calls thought, joined and cut
+	// to agent.MaxResultReasoningBytes; Files the images and files its
+	// tool calls produced. A completed result's blocks are made of them,
+	// with its JSON and its text (agent.TurnResult.Blocks).
+	Reasoning string        `json:"reasoning,omitempty"`
+	Files     []agent.Block `json:"files,omitempty"`
 }
 
 // ApprovalAck is the answer of UpdateApprove.

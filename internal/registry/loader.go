@@ -87,8 +87,15 @@ type agentDoc struct {
 	Tools         []text       `yaml:"tools"`
 	Temperature   temperature  `yaml:"temperature"`
 	// OutputSchema: agent.Agent's, compiled here (internal/structured).
-	OutputSchema jsonDoc    `yaml:"output_schema"`
-	Limits       *limitsDoc `yaml:"limits"`
+	OutputSchema jsonDoc      `yaml:"output_schema"`
+	Limits       *limitsDoc   `yaml:"limits"`
+	Thinking     *thinkingDoc `yaml:"thinking"`
+}
+
+// thinkingDoc is agent.Thinking.
+type thinkingDoc struct {
+	Effort       text  `yaml:"effort"`
+	BudgetTokens count `yaml:"budget_tokens"`
 }
 
 // exampleDoc is one few-shot exchange: agent.Example.
@@ -422,6 +429,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		Temperature:    d.Temperature.v,
 	}}
 	def.agent.OutputSchema = l.outputSchema(d)
+	def.agent.Thinking = l.thinking(d)
 	if lim := d.Limits; lim != nil {
 		def.agent.Limits = agent.Limits{
 			MaxIterations:      lim.MaxIterations.n,
@@ -452,6 +460,27 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		}
 	}
 	t.agents = append(t.agents, def)
+}
+
+// thinking checks an agent's thinking: a known effort, a budget Anthropic
+// takes, and room for an answer under max_output_tokens.
+func (l *loader) thinking(d *agentDoc) *agent.Thinking {
+	th := d.Thinking
+	if th == nil {
+		return nil
+	}
+	if e := th.Effort; e.s != "" && !slices.Contains(agent.ThinkingEfforts, e.s) {
+		l.addf(e.pos, "effort %q: want one of %s", e.s, strings.Join(agent.ThinkingEfforts, ", "))
+	}
+	if b := th.BudgetTokens; b.n != 0 && b.n < agent.MinThinkingBudget {
+		l.addf(b.pos, "%d is too small: a thinking budget is at least %d tokens", b.n, agent.MinThinkingBudget)
+	}
+	out := &agent.Thinking{Effort: th.Effort.s, BudgetTokens: th.BudgetTokens.n}
+	if out.Effort == "" && out.BudgetTokens == 0 {
+		l.addf(th.Effort.pos, "thinking needs an effort (%s) or a budget_tokens", strings.Join(agent.ThinkingEfforts, ", "))
+		return nil
+	}
+	return out
 }
 
 // outputSchema compiles an agent's output schema, so that one that does

@@ -21,6 +21,26 @@ type resultPayload struct {
 	// OutputJSON is the result's output_json as text: jsonb would
 	// reorder an object's keys, and the answer's order is the model's.
 	OutputJSON string `json:"output_json,omitempty"`
+	// Blocks are the result's content blocks; a json block's value is
+	// OutputJSON's, filled in when the result is read (jsonb would
+	// reorder it).
+	Blocks []agent.Block `json:"blocks,omitempty"`
+}
+
+// storedBlocks are blocks as a result payload keeps them: a json block
+// without its value.
+func storedBlocks(blocks []agent.Block) []agent.Block {
+	if len(blocks) == 0 {
+		return nil
+	}
+	out := make([]agent.Block, len(blocks))
+	for i, b := range blocks {
+		if b.Type == agent.BlockJSON {
+			b.JSON = nil
+		}
+		out[i] = b
+	}
+	return out
 }
 
 const resultContentType = "application/json"
@@ -86,7 +106,8 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	if len(r.OutputJSON) > 0 && !json.Valid(r.OutputJSON) {
 		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "output_json of job %q is not valid JSON", r.JobID)
 	}
-	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: string(r.OutputJSON)})
+	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: string(r.OutputJSON),
+		Blocks: storedBlocks(r.Blocks)})
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: encode: %w", r.JobID, err)
 	}
@@ -268,9 +289,14 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 	if err := json.Unmarshal(inline, &p); err != nil {
 		return agent.TurnResult{}, fmt.Errorf("decode result data: %w", err)
 	}
-	r.Output, r.ResultPreview = p.Output, p.ResultPreview
+	r.Output, r.ResultPreview, r.Blocks = p.Output, p.ResultPreview, p.Blocks
 	if p.OutputJSON != "" {
 		r.OutputJSON = json.RawMessage(p.OutputJSON)
+	}
+	for i := range r.Blocks {
+		if r.Blocks[i].Type == agent.BlockJSON {
+			r.Blocks[i].JSON = r.OutputJSON
+		}
 	}
 	if errJSON != nil {
 		r.Error = &agent.TurnError{}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -405,7 +406,7 @@ func mcpOutput(res *mcp.CallToolResult) (Output, error) {
 		}
 		return Output{}, agent.Errorf(agent.CodeInvalid, "%s", text)
 	}
-	out := Output{Text: text}
+	out := Output{Text: text, Files: mcpFiles(res.Content)}
 	if res.StructuredContent != nil {
 		data, err := json.Marshal(res.StructuredContent)
 		if err != nil {
@@ -417,6 +418,23 @@ func mcpOutput(res *mcp.CallToolResult) (Output, error) {
 		out.Text = "the tool returned nothing"
 	}
 	return out, nil
+}
+
+// mcpFiles are a result's images, and the blobs of its embedded
+// resources, as files of the call.
+func mcpFiles(content []mcp.Content) []File {
+	var files []File
+	for _, c := range content {
+		switch c := c.(type) {
+		case *mcp.ImageContent:
+			files = append(files, File{MIMEType: c.MIMEType, Data: c.Data})
+		case *mcp.EmbeddedResource:
+			if r := c.Resource; r != nil && len(r.Blob) > 0 {
+				files = append(files, File{Name: path.Base(r.URI), MIMEType: r.MIMEType, Data: r.Blob})
+			}
+		}
+	}
+	return files
 }
 
 // mcpText joins a result's content as text; what is not text is named.

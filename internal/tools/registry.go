@@ -198,6 +198,18 @@ func (c *cleaner) output(out Output) (Output, error) {
 		}
 		out.Preview = &p
 	}
+	// A file's bytes are searched as they are: a secret a tool wrote into
+	// a text file is replaced; in an image's bytes one would be there only
+	// by chance, and is replaced all the same (the image is then broken,
+	// which is the lesser harm).
+	if len(out.Files) > 0 {
+		files := slices.Clone(out.Files)
+		for i := range files {
+			files[i].Data = red.Bytes(files[i].Data)
+			files[i].Name = red.String(files[i].Name)
+		}
+		out.Files = files
+	}
 	return out, nil
 }
 

@@ -122,7 +122,26 @@ type Output struct {
 	Preview *agent.DataPreview
 	// CacheHit says the output came from the tenant's cache.
 	CacheHit bool
+	// Files are images and other files the call produced (a chart, a
+	// screenshot, a PDF): the runtime stores each as the tenant's blob,
+	// shows the model the images, and gives the turn's result an image
+	// or file block by cas:// ref. At most MaxFiles, each at most
+	// MaxFileBytes; an output with files is not cached.
+	Files []File
 }
+
+// File is a file a tool produced.
+type File struct {
+	Name     string // optional
+	MIMEType string // e.g. image/png; sniffed when empty
+	Data     []byte
+}
+
+// Bounds of a call's files.
+const (
+	MaxFiles     = 8
+	MaxFileBytes = 20 << 20
+)
 
 // Kind is a tool kind: the builder a catalog names with `kind:`.
 type Kind struct {
