@@ -118,9 +118,10 @@ type ToolCall struct {
 	Arguments string // JSON: OpenAI's arguments string, Anthropic's input object
 }
 
-// Server is an http.Handler serving the OpenAI chat-completions API from a
-// Script (routes /v1/chat/completions, /chat/completions, /v1/models). It
-// is safe for concurrent use.
+// Server is an http.Handler serving, from a Script, OpenAI's
+// chat-completions API (routes /v1/chat/completions, /chat/completions,
+// /v1/models) and Anthropic's Messages API (/v1/messages, /messages). It is
+// safe for concurrent use.
 type Server struct {
 	rules       []compiledRule
 	pacing      Pacing
@@ -201,6 +202,12 @@ func Start(addr string, script *Script, opts Options) (*Server, error) {
 // "http://127.0.0.1:41234/v1". It is empty unless the server was started
 // with Start.
 func (s *Server) URL() string { return s.url }
+
+// RootURL is URL without its /v1, e.g. "http://127.0.0.1:41234": the base
+// URL to give Anthropic's SDK (option.WithBaseURL), which appends
+// v1/messages to it. It is empty unless the server was started with
+// Start.
+func (s *Server) RootURL() string { return strings.TrimSuffix(s.url, "/v1") }
 
 // Close stops a server started with Start: it closes the listener and all
 // connections (cutting streams in flight) and waits for the handlers to
@@ -467,7 +474,7 @@ func decodeOpenAI(body []byte) (incoming, error) {
 	for i, m := range req.Messages {
 		parts, err := m.parts()
 		if err != nil {
-			return incoming{}, fmt.Errorf("messages[%d].content: %w", i, err)
+			return incoming{}, fmt.Errorf("messages[%d].content%w", i, err)
 		}
 		msg := Message{Role: m.Role, Content: m.text(), ToolCallID: m.ToolCallID, Parts: parts}
 		for _, tc := range m.ToolCalls {

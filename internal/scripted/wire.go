@@ -16,10 +16,10 @@ type chatRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	// Tools is kept as sent (Request.ToolsJSON); decoded for the names.
-	Tools json.RawMessage `json:"tools"`
-	Temperature         *float64 `json:"temperature"`
-	MaxTokens           int      `json:"max_tokens"`
-	MaxCompletionTokens int      `json:"max_completion_tokens"`
+	Tools               json.RawMessage `json:"tools"`
+	Temperature         *float64        `json:"temperature"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
 	// ResponseFormat is kept as sent: {"type": "json_schema",
 	// "json_schema": {"name", "schema", "strict"}}, {"type":
 	// "json_object"} or {"type": "text"}.
@@ -75,19 +75,21 @@ type openAIPart struct {
 	} `json:"file"`
 }
 
-// parts returns the parts of a content array; nil for a string.
+// parts returns the parts of a content array; nil for a string. Errors
+// start with the part at fault ("[1].image_url…").
 func (m wireMessage) parts() ([]Part, error) {
 	if len(m.Content) == 0 || m.Content[0] != '[' {
 		return nil, nil
 	}
 	var raw []openAIPart
 	if err := json.Unmarshal(m.Content, &raw); err != nil {
-		return nil, err
+		return nil, fmt.Errorf(": %w", err)
 	}
 	parts := make([]Part, 0, len(raw))
 	for i, p := range raw {
 		part := Part{Type: p.Type, Text: p.Text}
 		switch p.Type {
+		case "text", "input_audio", "refusal":
 		case "image_url":
 			part.Type = "image"
 			var ref struct {
@@ -114,6 +116,10 @@ func (m wireMessage) parts() ([]Part, error) {
 					return nil, fmt.Errorf("[%d].file.file_data: %w", i, err)
 				}
 			}
+		default:
+			// As OpenAI refuses it: a client's own part type (langchaingo's
+			// "binary") would fail there too.
+			return nil, fmt.Errorf("[%d].type: invalid value %q: supported are text, image_url, input_audio, file and refusal", i, p.Type)
 		}
 		parts = append(parts, part)
 	}
