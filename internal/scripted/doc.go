@@ -1,16 +1,51 @@
-// Package scripted serves the OpenAI chat-completions API from a script, so
-// that tests and the offline demo exercise the real provider client
-// (langchaingo's openai package) over real HTTP without a real model.
+// Package scripted serves OpenAI's chat-completions API and Anthropic's
+// Messages API from a script, so that tests and the offline demo exercise
+// the real provider clients (langchaingo's openai package, Anthropic's
+// official Go SDK) over real HTTP without a real model.
 //
 // A script is a list of rules; the first rule whose conditions match the
 // request answers it, with text, tool calls or both, and optionally the
-// model's reasoning before them, streamed (SSE: reasoning deltas first,
-// then the text, then each tool call — a first delta with its id and name,
-// then its arguments split over several chunks of a few bytes, as OpenAI
-// does) or not.
+// model's reasoning before them, streamed or not. Both APIs are answered
+// from the same rules: an Anthropic request is mapped onto the same
+// conversation (see below), and the reply is rendered in the API's own
+// shape.
 // Rules can inject faults — HTTP errors with Retry-After, or a stream cut
 // mid-way — a given number of times before they answer, which is how the
 // retry paths of activities and workflows are tested.
+//
+// Routes: POST /v1/chat/completions and /chat/completions (OpenAI), POST
+// /v1/messages and /messages (Anthropic), GET /v1/models. Server.URL ends
+// in /v1, as OpenAI clients want it; Anthropic's SDK appends v1/messages to
+// its base URL, so it is given Server.RootURL (a base URL ending in /v1
+// asks for /v1/v1/messages, which is refused with a 404 that says so, as
+// the real API refuses it).
+//
+// OpenAI: a stream sends reasoning deltas first, then the text, then each
+// tool call — a first delta with its id and name, then its arguments split
+// over several chunks of a few bytes, as OpenAI does — and data: [DONE].
+//
+// Anthropic: a reply is a Message (id msg_…, content blocks, stop_reason
+// end_turn, tool_use or max_tokens, usage with input_tokens,
+// output_tokens, cache_creation_input_tokens and cache_read_input_tokens).
+// Its reasoning is a thinking block first, signed with Signature(text)
+// ("sig-" and the hex SHA-256 of the text); the text a text block; each
+// tool call a tool_use block (id toolu_…) whose input is the call's
+// arguments, which must then be a JSON object. Streamed (stream: true), it
+// is the event stream Anthropic sends, each event with its event: line:
+// message_start, ping, per block content_block_start, its deltas
+// (thinking_delta words then one signature_delta; text_delta words;
+// input_json_delta fragments of a few bytes) and content_block_stop, then
+// message_delta (stop_reason, usage) and message_stop. A finish_reason of
+// the script is translated (stop → end_turn, length → max_tokens,
+// tool_calls → tool_use, content_filter → refusal) or sent as given.
+// The request is checked as Anthropic checks it, as far as tests need:
+// max_tokens is required, roles are user or assistant, a thinking block
+// sent back needs its signature, inline data must be base64; messages need
+// not alternate. The top-level system (a string or text blocks, joined by
+// "\n") is the system prompt; a user message's tool_result blocks are tool
+// results (each recorded as a "tool" message, the tool condition matching
+// the last one's text) and its other blocks a user message; an assistant
+// message's tool_use blocks are its tool calls.
 //
 // Script format (YAML; the same structure can be built in Go):
 //
@@ -33,6 +68,9 @@
 //	  - name: slow
 //	    when: {user: 'think hard'}
 //	    reply: {text: 'done', delay_ms: 15000}  # answers after 15 s, streamed or not
+//	  - name: describe
+//	    when: {user: '(?i)describe', has_image: true}
+//	    reply: {text: 'A red square.'}
 //	  - when: {}                             # matches anything
 //	    reply: {text: "I don't know."}
 //
@@ -42,13 +80,18 @@
 //   - tool: regexp on the last message, which must be a tool result.
 //   - system: regexp on the system prompt (system messages joined by "\n").
 //   - model: regexp on the requested model name.
+//   - has_image: true (or false): the latest user message carries an
+//     image part (or none): OpenAI's image_url parts, Anthropic's image
+//     blocks. Like user, without tool the user message must be the last
+//     message.
 //
 // Reasoning: a reply's reasoning is streamed, word by word like the text
 // and before it, as deltas whose member is reasoning_field:
 // "reasoning_content" (the default, as DeepSeek and vLLM send it) or
 // "reasoning" (as OpenRouter, newer vLLM and Ollama do); a plain reply
-// carries it in its message under the same name. It needs a text or tool
-// calls beside it, and counts as reasoning tokens in estimated usage.
+// carries it in its message under the same name (Anthropic: a thinking
+// block, above). It needs a text or tool calls beside it, and counts as
+// reasoning tokens in estimated usage.
 //
 // Replies expand $1, ${1}, ${name} and $$ like regexp.Expand: numbered
 // groups come from the regexp that matched the last message (tool, else
@@ -56,13 +99,23 @@
 // arguments are expanded alike. A reply's usage may be given
 // (prompt_tokens, completion_tokens, and cached_tokens and
 // reasoning_tokens, reported in prompt_tokens_details and
-// completion_tokens_details); otherwise it is estimated from word counts,
-// and it is always reported (also as the final chunk of a stream when the
-// client asks for stream_options.include_usage).
+// completion_tokens_details; cache_write_tokens, which only Anthropic
+// reports); otherwise it is estimated from word counts, and it is always
+// reported (also as the final chunk of a stream when the client asks for
+// stream_options.include_usage). Anthropic reports prompt_tokens in three
+// parts: cache_read_input_tokens (cached_tokens),
+// cache_creation_input_tokens (cache_write_tokens) and input_tokens (the
+// rest).
 //
-// Faults: status (an HTTP error with an OpenAI-style error body),
+// Faults: status (an HTTP error with the API's error body: OpenAI's
+// {"error": {"message", "type", "code"}}, or Anthropic's {"type": "error",
+// "error": {"type", "message"}} whose type follows the status:
+// invalid_request_error, rate_limit_error for 429, api_error for 500,
+// overloaded_error for 529, …),
 // retry_after_sec (the Retry-After header), headers (more headers, such as
-// x-ratelimit-reset-requests), message (the error message),
+// x-ratelimit-reset-requests or anthropic-ratelimit-requests-remaining),
+// message (the error message), code (OpenAI's code member; Anthropic's
+// errors have none),
 // cut_after_chunks (close the connection after that many SSE events, or
 // half-way through a non-streamed body) and times (how many matching
 // requests fail: default 1, -1 for all). Fault counters are per rule and
@@ -71,8 +124,17 @@
 // A request no rule matches gets HTTP 400 with an error that quotes the
 // last message, so a missing rule is obvious in a test failure.
 //
-// Server.Requests records each request as it arrived: its model, messages,
-// tools (their names, and the "tools" member byte for byte, so that a
-// test can tell two requests share a prefix), temperature, max tokens and
-// OpenAI's prompt_cache_key.
+// Server.Requests records each request as it arrived (Request): the API
+// it came by, its model, system prompt, messages, tools (their names, and
+// the "tools" member byte for byte, so that a test can tell two requests
+// share a prefix), temperature, max tokens, structured-output format and
+// OpenAI's prompt_cache_key; Anthropic's thinking config and the number of
+// its cache_control breakpoints. Each message keeps its content parts
+// (text, images and files, with their URL, or the length and SHA-256 of
+// the data sent inline, so that a test can tell an image reached the
+// model), its tool calls, and the thinking and signature an assistant
+// message sent back; images a tool returned in an Anthropic tool_result
+// are parts of its tool message. OpenAI part types other than text,
+// image_url, input_audio, file and refusal are refused, as OpenAI refuses
+// them.
 package scripted

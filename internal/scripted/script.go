@@ -57,6 +57,10 @@ type When struct {
 	Tool   string `yaml:"tool"`
 	System string `yaml:"system"`
 	Model  string `yaml:"model"`
+	// HasImage, when set, says whether the latest user message carries an
+	// image part (true) or none (false); like User, without Tool the user
+	// message must be the last message.
+	HasImage *bool `yaml:"has_image"`
 }
 
 // Reply is the assistant message a rule answers with.
@@ -92,6 +96,12 @@ type Usage struct {
 	// completion_tokens_details, as OpenAI does.
 	CachedTokens    int `yaml:"cached_tokens"`
 	ReasoningTokens int `yaml:"reasoning_tokens"`
+	// CacheWriteTokens (of the prompt) are the tokens written to the
+	// prompt cache, Anthropic's cache_creation_input_tokens; OpenAI does
+	// not report them. Anthropic's input_tokens is PromptTokens less
+	// CachedTokens and CacheWriteTokens, as its prompt is reported in
+	// three parts.
+	CacheWriteTokens int `yaml:"cache_write_tokens"`
 }
 
 // Fault makes a rule fail before (or instead of) answering.
@@ -182,6 +192,7 @@ func ruleName(r Rule, i int) string {
 type compiledRule struct {
 	name                      string
 	user, tool, system, model *regexp.Regexp
+	hasImage                  *bool
 	reply                     Reply
 	fault                     *Fault
 }
@@ -206,7 +217,7 @@ func (s *Script) compile() ([]compiledRule, error) {
 			return nil, fmt.Errorf("rule %q: duplicate name", name)
 		}
 		seen[name] = true
-		c := compiledRule{name: name, reply: r.Reply, fault: r.Fault}
+		c := compiledRule{name: name, reply: r.Reply, fault: r.Fault, hasImage: r.When.HasImage}
 		for _, f := range []struct {
 			field, expr string
 			dst         **regexp.Regexp
@@ -234,11 +245,12 @@ func (s *Script) compile() ([]compiledRule, error) {
 			return nil, fmt.Errorf("rule %q: reply.delay_ms must not be negative", name)
 		}
 		if u := r.Reply.Usage; u != nil {
-			if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.CachedTokens < 0 || u.ReasoningTokens < 0 {
+			if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.CachedTokens < 0 || u.ReasoningTokens < 0 || u.CacheWriteTokens < 0 {
 				return nil, fmt.Errorf("rule %q: reply.usage must not be negative", name)
 			}
-			if u.CachedTokens > u.PromptTokens {
-				return nil, fmt.Errorf("rule %q: reply.usage.cached_tokens (%d) exceeds prompt_tokens (%d)", name, u.CachedTokens, u.PromptTokens)
+			if u.CachedTokens+u.CacheWriteTokens > u.PromptTokens {
+				return nil, fmt.Errorf("rule %q: reply.usage.cached_tokens and cache_write_tokens (%d) exceed prompt_tokens (%d)",
+					name, u.CachedTokens+u.CacheWriteTokens, u.PromptTokens)
 			}
 			if u.ReasoningTokens > u.CompletionTokens {
 				return nil, fmt.Errorf("rule %q: reply.usage.reasoning_tokens (%d) exceeds completion_tokens (%d)", name, u.ReasoningTokens, u.CompletionTokens)
@@ -291,6 +303,8 @@ type conversation struct {
 	last     string // content of the last message
 	lastUser string // content of the latest user message
 	hasUser  bool
+	// userImage: the latest user message carries an image part.
+	userImage bool
 }
 
 // match reports whether the rule matches and, if so, the variables its
@@ -325,6 +339,11 @@ func (c *compiledRule) match(conv conversation) (vars, bool) {
 			return vars{}, false
 		}
 		if !try(c.user, conv.lastUser, c.tool == nil) {
+			return vars{}, false
+		}
+	}
+	if c.hasImage != nil {
+		if !conv.hasUser || (c.tool == nil && conv.lastRole != "user") || conv.userImage != *c.hasImage {
 			return vars{}, false
 		}
 	}

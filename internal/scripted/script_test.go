@@ -28,6 +28,9 @@ func TestParseErrors(t *testing.T) {
 		{"not yaml", `rules: [`, `parse script`},
 		{"fault headers need a status", `rules: [{name: r, fault: {cut_after_chunks: 1, headers: {X-A: b}}, reply: {text: x}}]`, `rule "r": fault.headers needs a status`},
 		{"a bad header name", `rules: [{name: r, fault: {status: 429, headers: {"X A": b}}, reply: {text: x}}]`, `rule "r": fault.headers: "X A"`},
+		{"cache tokens beyond the prompt", `rules: [{name: r, reply: {text: x, usage: {prompt_tokens: 10, cached_tokens: 6, cache_write_tokens: 5}}}]`,
+			`rule "r": reply.usage.cached_tokens and cache_write_tokens (11) exceed prompt_tokens (10)`},
+		{"has_image is a boolean", `rules: [{name: r, when: {has_image: maybe}, reply: {text: x}}]`, `parse script`},
 		{"a bad header value", `rules: [{name: r, fault: {status: 429, headers: {X-A: "a\nb"}}, reply: {text: x}}]`, `is not a valid header`},
 	}
 	for _, tt := range tests {
@@ -88,6 +91,15 @@ rules:
   - name: after-tool
     when: {user: 'sum (?P<a>\d+)', tool: '(\d+)'}
     reply: {text: t}
+  - name: image
+    when: {has_image: true, user: 'look'}
+    reply: {text: i}
+  - name: no-image
+    when: {has_image: false, user: 'look'}
+    reply: {text: n}
+  - name: image-then-tool
+    when: {has_image: true, tool: '.'}
+    reply: {text: it}
   - name: user
     when: {user: '^hello'}
     reply: {text: u}
@@ -109,6 +121,10 @@ rules:
 		{"tool with the earlier user question", conversation{lastRole: "tool", last: "42", lastUser: "sum 40 2", hasUser: true}, "after-tool"},
 		{"tool regexp must match", conversation{lastRole: "tool", last: "n/a", lastUser: "sum 40 2", hasUser: true}, ""},
 		{"nothing", conversation{lastRole: "user", last: "bye", lastUser: "bye", hasUser: true}, ""},
+		{"image", conversation{lastRole: "user", last: "look", lastUser: "look", hasUser: true, userImage: true}, "image"},
+		{"no image", conversation{lastRole: "user", last: "look", lastUser: "look", hasUser: true}, "no-image"},
+		{"image, then a tool result", conversation{lastRole: "tool", last: "x", lastUser: "look", hasUser: true, userImage: true}, "image-then-tool"},
+		{"no image, then a tool result", conversation{lastRole: "tool", last: "x", lastUser: "look", hasUser: true}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,11 +31,22 @@ type Options struct {
 	OnChunk func(text string, at time.Time)
 }
 
+// APIs a Server speaks (Request.API).
+const (
+	APIOpenAI    = "openai"    // chat completions
+	APIAnthropic = "anthropic" // Messages
+)
+
 // Request is a chat request as the server saw and answered it.
 type Request struct {
-	Rule     string // the matching rule; "" when none matched
-	Model    string
-	Stream   bool
+	Rule   string // the matching rule; "" when none matched
+	API    string // APIOpenAI or APIAnthropic: the route the request came by
+	Model  string
+	Stream bool
+	// System is the system prompt as rules see it: OpenAI's system and
+	// developer messages (which stay in Messages too) or Anthropic's
+	// top-level system member, joined by "\n".
+	System   string
 	Messages []Message
 	Tools    []string // names of the offered tools
 	// ToolsJSON is the request's "tools" member as it was sent, byte for
@@ -45,32 +56,72 @@ type Request struct {
 	PromptCacheKey string
 	Temperature    *float64 // nil when the client did not send one
 	MaxTokens      int      // max_completion_tokens, else max_tokens
-	// ResponseFormat is the request's response_format as the client sent
-	// it (structured output); nil when it sent none.
+	// ResponseFormat is the request's structured-output format as the
+	// client sent it: OpenAI's response_format, Anthropic's
+	// output_config.format; nil when it sent none.
 	ResponseFormat json.RawMessage
-	Status         int       // HTTP status answered (200 for a cut stream)
-	Faulted        bool      // a fault of the rule was served instead of its reply
-	At             time.Time // when the request arrived
+	// Thinking is Anthropic's thinking member as sent ({"type":
+	// "enabled", "budget_tokens": 1024}, {"type": "adaptive"}, …); nil
+	// when absent.
+	Thinking json.RawMessage
+	// CacheControl counts the cache_control breakpoints of an Anthropic
+	// request: on the request itself, its system blocks, tools, message
+	// content blocks and the blocks inside tool results.
+	CacheControl int
+	Status       int       // HTTP status answered (200 for a cut stream)
+	Faulted      bool      // a fault of the rule was served instead of its reply
+	At           time.Time // when the request arrived
 }
 
-// Message is one message of a recorded request.
+// Message is one message of a recorded request. An Anthropic user message
+// is recorded as one "tool" message per tool_result block (in order) and
+// one "user" message for the blocks between them, as OpenAI would have
+// them, so that rules and tests see both APIs alike.
 type Message struct {
-	Role       string
-	Content    string
+	Role       string // "system", "developer", "user", "assistant" or "tool"
+	Content    string // the text: a string, or the text parts joined
 	ToolCalls  []ToolCall
-	ToolCallID string
+	ToolCallID string // of a tool result
+	// IsError marks an Anthropic tool_result sent with is_error.
+	IsError bool
+	// Parts are the parts of content sent as an array (text, images,
+	// files), in order; nil when the content was a plain string.
+	Parts []Part
+	// Reasoning and Signature are the thinking block(s) of an Anthropic
+	// assistant message sent back: their text (joined) and the signature
+	// of the last one.
+	Reasoning string
+	Signature string
+}
+
+// Part is one part of a message's content as it arrived.
+type Part struct {
+	// Type is "text", "image", "file" (OpenAI's file parts and Anthropic's
+	// document blocks) or, for other parts, the type as sent.
+	Type string
+	Text string // of a text part, or of a plain-text document
+	// MIMEType is the media type sent with data (or in a data: URL).
+	MIMEType string
+	URL      string // when sent by URL (not a data: URL)
+	FileID   string // when sent by file id
+	Name     string // a file's filename, a document's title
+	// DataLen and DataSHA256 (hex) describe the bytes sent inline, base64
+	// or in a data: URL, after decoding.
+	DataLen    int
+	DataSHA256 string
 }
 
 // ToolCall is a tool call of a recorded assistant message.
 type ToolCall struct {
 	ID        string
 	Name      string
-	Arguments string
+	Arguments string // JSON: OpenAI's arguments string, Anthropic's input object
 }
 
-// Server is an http.Handler serving the OpenAI chat-completions API from a
-// Script (routes /v1/chat/completions, /chat/completions, /v1/models). It
-// is safe for concurrent use.
+// Server is an http.Handler serving, from a Script, OpenAI's
+// chat-completions API (routes /v1/chat/completions, /chat/completions,
+// /v1/models) and Anthropic's Messages API (/v1/messages, /messages). It is
+// safe for concurrent use.
 type Server struct {
 	rules       []compiledRule
 	pacing      Pacing
@@ -80,6 +131,7 @@ type Server struct {
 	onChunk     func(string, time.Time)
 
 	completionIDs atomic.Int64
+	requestIDs    atomic.Int64
 	callIDs       atomic.Int64
 	inFlight      atomic.Int64
 
@@ -151,6 +203,12 @@ func Start(addr string, script *Script, opts Options) (*Server, error) {
 // with Start.
 func (s *Server) URL() string { return s.url }
 
+// RootURL is URL without its /v1, e.g. "http://127.0.0.1:41234": the base
+// URL to give Anthropic's SDK (option.WithBaseURL), which appends
+// v1/messages to it. It is empty unless the server was started with
+// Start.
+func (s *Server) RootURL() string { return strings.TrimSuffix(s.url, "/v1") }
+
 // Close stops a server started with Start: it closes the listener and all
 // connections (cutting streams in flight) and waits for the handlers to
 // return. It is safe to call more than once.
@@ -192,22 +250,12 @@ func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
 // ServeHTTP implements http.Handler. A cut fault aborts the handler with
 // http.ErrAbortHandler, which net/http turns into a closed connection.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	path := strings.TrimPrefix(r.URL.Path, "/v1")
-	switch path {
-	case "/chat/completions":
-		if r.Method != http.MethodPost {
-			writeError(w, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path, 0)
-			return
-		}
-		if !s.enter() {
-			writeError(w, http.StatusServiceUnavailable, "the scripted server is shutting down", 0)
-			return
-		}
-		defer s.handlers.Done()
-		s.inFlight.Add(1)
-		defer s.inFlight.Add(-1)
-		s.chat(w, r)
-	case "/models":
+	switch r.URL.Path {
+	case "/v1/chat/completions", "/chat/completions":
+		s.serveChat(w, r, APIOpenAI)
+	case "/v1/messages", "/messages":
+		s.serveChat(w, r, APIAnthropic)
+	case "/v1/models", "/models":
 		if r.Method != http.MethodGet {
 			writeError(w, http.StatusMethodNotAllowed, "use GET for "+r.URL.Path, 0)
 			return
@@ -217,8 +265,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"data":   []map[string]any{{"id": "scripted", "object": "model", "created": 0, "owned_by": "agentflow-scripted"}},
 		})
 	default:
+		if strings.HasSuffix(r.URL.Path, "/v1/messages") {
+			// The Anthropic SDK appends v1/messages to its base URL, so a
+			// base URL ending in /v1 asks for /v1/v1/messages, which the
+			// real API does not serve either.
+			writeAnthropicError(w, http.StatusNotFound, "unknown path "+r.URL.Path+
+				": the Anthropic SDK appends v1/messages to its base URL, so give it the server's root URL", 0)
+			return
+		}
 		writeError(w, http.StatusNotFound, "unknown path "+r.URL.Path, 0)
 	}
+}
+
+func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, api string) {
+	if api == APIAnthropic {
+		// As the API does; the SDK quotes it in its errors.
+		w.Header().Set("Request-Id", fmt.Sprintf("req_scripted_%d", s.requestIDs.Add(1)))
+	}
+	if r.Method != http.MethodPost {
+		apiError(w, api, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path, "", 0)
+		return
+	}
+	if !s.enter() {
+		apiError(w, api, http.StatusServiceUnavailable, "the scripted server is shutting down", "", 0)
+		return
+	}
+	defer s.handlers.Done()
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	s.chat(w, r, api)
 }
 
 func (s *Server) enter() bool {
@@ -234,41 +309,53 @@ func (s *Server) enter() bool {
 // maxBody bounds a request body; conversations in tests are far smaller.
 const maxBody = 32 << 20
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	var req chatRequest
+// incoming is a decoded request of either API.
+type incoming struct {
+	rec          Request
+	includeUsage bool // OpenAI's stream_options.include_usage
+}
+
+// apiError writes an error in the shape of the API the request came by.
+func apiError(w http.ResponseWriter, api string, status int, msg, code string, retryAfterSec int) {
+	if api == APIAnthropic {
+		writeAnthropicError(w, status, msg, retryAfterSec)
+		return
+	}
+	writeFault(w, status, msg, code, retryAfterSec)
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, api string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	if err == nil {
-		err = json.Unmarshal(body, &req)
+	if err != nil {
+		apiError(w, api, http.StatusBadRequest, "read request body: "+err.Error(), "", 0)
+		return
+	}
+	var in incoming
+	if api == APIAnthropic {
+		in, err = decodeAnthropic(body)
+	} else {
+		in, err = decodeOpenAI(body)
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid request body: "+err.Error(), 0)
+		apiError(w, api, http.StatusBadRequest, err.Error(), "", 0)
 		return
 	}
-	if len(req.Messages) == 0 {
-		writeError(w, http.StatusBadRequest, "messages must not be empty", 0)
-		return
-	}
-	rec := record(req)
+	rec := in.rec
+	rec.API = api
 	rec.At = time.Now()
-	var raw struct {
-		Tools json.RawMessage `json:"tools"`
-	}
-	if json.Unmarshal(body, &raw) == nil {
-		rec.ToolsJSON = string(raw.Tools)
-	}
-	conv := toConversation(req)
+	conv := toConversation(rec)
 
 	rule, v, ok := s.match(conv)
 	if !ok {
 		rec.Status = http.StatusBadRequest
 		s.remember(rec, nil)
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("no script rule matches the last message: %s %q",
-			conv.lastRole, truncate(conv.last, 200)), 0)
+		apiError(w, api, http.StatusBadRequest, fmt.Sprintf("no script rule matches the last message: %s %q",
+			conv.lastRole, truncate(conv.last, 200)), "", 0)
 		return
 	}
 	rec.Rule = rule.name
 	fault := s.remember(rec, rule)
-	s.log.Debug("scripted request", zap.String("rule", rule.name), zap.Bool("stream", req.Stream),
+	s.log.Debug("scripted request", zap.String("api", api), zap.String("rule", rule.name), zap.Bool("stream", rec.Stream),
 		zap.Bool("fault", fault != nil))
 
 	if fault != nil && fault.Status != 0 {
@@ -279,7 +366,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		for k, v := range fault.Headers {
 			w.Header().Set(k, v)
 		}
-		writeFault(w, fault.Status, msg, fault.Code, fault.RetryAfterSec)
+		apiError(w, api, fault.Status, msg, fault.Code, fault.RetryAfterSec)
 		return
 	}
 	cut := 0
@@ -293,12 +380,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rep := s.render(rule, v, req)
-	if req.Stream {
-		s.stream(w, r, req, rep, cut)
+	rep := s.render(rule, v, rec)
+	if api == APIAnthropic {
+		s.anthropicReply(w, r, rule, rec, rep, cut)
 		return
 	}
-	s.respond(w, req, rep, cut)
+	if rec.Stream {
+		s.send(w, r, s.chunks(rep, in.includeUsage), cut, "data: [DONE]\n\n")
+		return
+	}
+	s.respond(w, rep, cut)
 }
 
 func (s *Server) match(conv conversation) (*compiledRule, vars, bool) {
@@ -343,7 +434,15 @@ func (s *Server) remember(rec Request, rule *compiledRule) *Fault {
 	return fault
 }
 
-func record(req chatRequest) Request {
+// decodeOpenAI decodes and records a chat-completions request.
+func decodeOpenAI(body []byte) (incoming, error) {
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return incoming{}, fmt.Errorf("invalid request body: %w", err)
+	}
+	if len(req.Messages) == 0 {
+		return incoming{}, errors.New("messages must not be empty")
+	}
 	rec := Request{
 		Model:          req.Model,
 		Stream:         req.Stream,
@@ -357,34 +456,60 @@ func record(req chatRequest) Request {
 	if rec.MaxTokens == 0 {
 		rec.MaxTokens = req.MaxTokens
 	}
-	for _, t := range req.Tools {
-		rec.Tools = append(rec.Tools, t.Function.Name)
+	rec.ToolsJSON = string(req.Tools)
+	if len(req.Tools) > 0 {
+		var tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(req.Tools, &tools); err != nil {
+			return incoming{}, fmt.Errorf("invalid request body: tools: %w", err)
+		}
+		for _, t := range tools {
+			rec.Tools = append(rec.Tools, t.Function.Name)
+		}
 	}
-	for _, m := range req.Messages {
-		msg := Message{Role: m.Role, Content: m.text(), ToolCallID: m.ToolCallID}
+	var system []string
+	for i, m := range req.Messages {
+		parts, err := m.parts()
+		if err != nil {
+			return incoming{}, fmt.Errorf("messages[%d].content%w", i, err)
+		}
+		msg := Message{Role: m.Role, Content: m.text(), ToolCallID: m.ToolCallID, Parts: parts}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
+		if m.Role == "system" || m.Role == "developer" {
+			system = append(system, msg.Content)
+		}
 		rec.Messages = append(rec.Messages, msg)
 	}
-	return rec
+	rec.System = strings.Join(system, "\n")
+	return incoming{rec: rec, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}, nil
 }
 
-func toConversation(req chatRequest) conversation {
-	conv := conversation{model: req.Model}
-	var system []string
-	for _, m := range req.Messages {
-		switch m.Role {
-		case "system", "developer":
-			system = append(system, m.text())
-		case "user":
-			conv.lastUser, conv.hasUser = m.text(), true
+func toConversation(rec Request) conversation {
+	conv := conversation{model: rec.Model, system: rec.System}
+	for _, m := range rec.Messages {
+		if m.Role == "user" {
+			conv.lastUser, conv.hasUser, conv.userImage = m.Content, true, hasImage(m.Parts)
 		}
 	}
-	last := req.Messages[len(req.Messages)-1]
-	conv.system = strings.Join(system, "\n")
-	conv.lastRole, conv.last = last.Role, last.text()
+	if n := len(rec.Messages); n > 0 {
+		last := rec.Messages[n-1]
+		conv.lastRole, conv.last = last.Role, last.Content
+	}
 	return conv
+}
+
+func hasImage(parts []Part) bool {
+	for _, p := range parts {
+		if p.Type == "image" {
+			return true
+		}
+	}
+	return false
 }
 
 // reply is a rendered answer.
@@ -395,14 +520,17 @@ type reply struct {
 	reasoning string
 	text      string
 	toolCalls []wireToolCall
-	finish    string
+	finish    string // as the script gives it; "" for the default
 	usage     wireUsage
+	// cacheWrite is the prompt tokens written to the cache (Anthropic's
+	// cache_creation_input_tokens).
+	cacheWrite int
 }
 
-func (s *Server) render(rule *compiledRule, v vars, req chatRequest) reply {
+func (s *Server) render(rule *compiledRule, v vars, rec Request) reply {
 	rep := reply{
 		id:        fmt.Sprintf("chatcmpl-scripted-%d", s.completionIDs.Add(1)),
-		model:     req.Model,
+		model:     rec.Model,
 		created:   time.Now().Unix(),
 		reasoning: v.expand(rule.reply.Reasoning),
 		text:      v.expand(rule.reply.Text),
@@ -418,12 +546,6 @@ func (s *Server) render(rule *compiledRule, v vars, req chatRequest) reply {
 			Function: wireFunction{Name: tc.Name, Arguments: v.expand(tc.Arguments)},
 		})
 	}
-	if rep.finish == "" {
-		rep.finish = "stop"
-		if len(rep.toolCalls) > 0 {
-			rep.finish = "tool_calls"
-		}
-	}
 	if u := rule.reply.Usage; u != nil {
 		rep.usage = wireUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
 		if u.CachedTokens > 0 {
@@ -432,21 +554,30 @@ func (s *Server) render(rule *compiledRule, v vars, req chatRequest) reply {
 		if u.ReasoningTokens > 0 {
 			rep.usage.CompletionTokensDetails = &completionDetails{ReasoningTokens: u.ReasoningTokens}
 		}
+		rep.cacheWrite = u.CacheWriteTokens
 	} else {
-		rep.usage = estimateUsage(req, rep)
+		rep.usage = estimateUsage(rec, rep)
 	}
 	rep.usage.TotalTokens = rep.usage.PromptTokens + rep.usage.CompletionTokens
 	return rep
 }
 
 // estimateUsage counts words, plus a few tokens of overhead per message as
-// real tokenizers have.
-func estimateUsage(req chatRequest, rep reply) wireUsage {
+// real tokenizers have, and a token per part that is not text.
+func estimateUsage(rec Request, rep reply) wireUsage {
 	var u wireUsage
-	for _, m := range req.Messages {
-		u.PromptTokens += 3 + len(strings.Fields(m.text()))
+	if rec.API == APIAnthropic && rec.System != "" {
+		u.PromptTokens += 3 + len(strings.Fields(rec.System))
+	}
+	for _, m := range rec.Messages {
+		u.PromptTokens += 3 + len(strings.Fields(m.Content)) + len(strings.Fields(m.Reasoning))
 		for _, tc := range m.ToolCalls {
-			u.PromptTokens += 1 + len(strings.Fields(tc.Function.Arguments))
+			u.PromptTokens += 1 + len(strings.Fields(tc.Arguments))
+		}
+		for _, p := range m.Parts {
+			if p.Type != "text" {
+				u.PromptTokens++
+			}
 		}
 	}
 	reasoning := len(strings.Fields(rep.reasoning))
@@ -470,7 +601,20 @@ func (s *Server) withReasoning(text string) (reasoningContent, reasoning *string
 	return &text, nil
 }
 
-func (s *Server) respond(w http.ResponseWriter, req chatRequest, rep reply, cut int) {
+// openAIFinish is the finish_reason of a reply: the script's, else stop
+// or tool_calls.
+func openAIFinish(rep reply) string {
+	switch {
+	case rep.finish != "":
+		return rep.finish
+	case len(rep.toolCalls) > 0:
+		return "tool_calls"
+	default:
+		return "stop"
+	}
+}
+
+func (s *Server) respond(w http.ResponseWriter, rep reply, cut int) {
 	msg := completionMessage{Role: "assistant", ToolCalls: rep.toolCalls}
 	if rep.text != "" || len(rep.toolCalls) == 0 {
 		msg.Content = &rep.text
@@ -478,17 +622,22 @@ func (s *Server) respond(w http.ResponseWriter, req chatRequest, rep reply, cut 
 	if rep.reasoning != "" {
 		msg.ReasoningContent, msg.Reasoning = s.withReasoning(rep.reasoning)
 	}
-	body, err := json.Marshal(completion{
+	s.writeBody(w, completion{
 		ID:                rep.id,
 		Object:            "chat.completion",
 		Created:           rep.created,
 		Model:             rep.model,
-		Choices:           []completionChoice{{Message: msg, FinishReason: rep.finish}},
+		Choices:           []completionChoice{{Message: msg, FinishReason: openAIFinish(rep)}},
 		Usage:             rep.usage,
 		SystemFingerprint: "fp_scripted",
-	})
+	}, cut, APIOpenAI)
+}
+
+// writeBody writes a plain reply, or half of it and cuts the connection.
+func (s *Server) writeBody(w http.ResponseWriter, v any, cut int, api string) {
+	body, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "encode response: "+err.Error(), 0)
+		apiError(w, api, http.StatusInternalServerError, "encode response: "+err.Error(), "", 0)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -504,20 +653,28 @@ func (s *Server) respond(w http.ResponseWriter, req chatRequest, rep reply, cut 
 	_, _ = w.Write(body)
 }
 
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, rep reply, cut int) {
+// event is one SSE event; paced events wait Pacing.DelayMS before they go.
+type event struct {
+	name  string // the event: line; "" for none (OpenAI)
+	data  any    // marshalled as the data: line
+	text  string // the reply text it carries, for Options.OnChunk
+	paced bool
+}
+
+// send streams events, then trailer, pacing them and cutting the stream
+// after cut events when cut > 0.
+func (s *Server) send(w http.ResponseWriter, r *http.Request, events []event, cut int, trailer string) {
 	ctx := r.Context()
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	events := s.chunks(rep, includeUsage)
 	delay := time.Duration(s.pacing.DelayMS) * time.Millisecond
 	var timer *time.Timer
 	if delay > 0 {
 		timer = time.NewTimer(delay)
-		timer.Stop() // armed by Reset before each paced chunk
+		timer.Stop() // armed by Reset before each paced event
 		defer timer.Stop()
 	}
 	for i, ev := range events {
@@ -535,36 +692,36 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest,
 			case <-timer.C:
 			}
 		}
-		data, err := json.Marshal(ev.chunk)
+		data, err := json.Marshal(ev.data)
 		if err != nil {
 			return
 		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
+		if ev.name != "" {
+			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, data)
+		} else {
+			_, err = fmt.Fprintf(w, "data: %s\n\n", data)
+		}
+		if err != nil {
 			return
 		}
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if s.onChunk != nil {
-			if text := ev.chunk.text(); text != "" {
-				s.onChunk(text, time.Now())
-			}
+		if s.onChunk != nil && ev.text != "" {
+			s.onChunk(ev.text, time.Now())
 		}
 	}
 	if cut > 0 {
-		// The stream had fewer events than the cut point: cut before [DONE],
-		// so it never completes.
+		// The stream had fewer events than the cut point: cut before its
+		// end, so it never completes.
 		panic(http.ErrAbortHandler)
 	}
-	if _, err := io.WriteString(w, "data: [DONE]\n\n"); err == nil && flusher != nil {
+	if trailer == "" {
+		return
+	}
+	if _, err := io.WriteString(w, trailer); err == nil && flusher != nil {
 		flusher.Flush()
 	}
-}
-
-// event is one SSE chunk; paced chunks wait Pacing.DelayMS before they go.
-type event struct {
-	chunk chunk
-	paced bool
 }
 
 // argFragmentBytes is the size of the tool-call argument fragments of a
@@ -580,33 +737,33 @@ func (s *Server) chunks(rep reply, includeUsage bool) []event {
 		return c
 	}
 	empty := ""
-	events := []event{{chunk: one(chunkDelta{Role: "assistant", Content: &empty}, nil)}}
+	events := []event{{data: one(chunkDelta{Role: "assistant", Content: &empty}, nil)}}
 	for _, piece := range splitWords(rep.reasoning, s.pacing.ChunkWords) {
 		d := chunkDelta{}
 		d.ReasoningContent, d.Reasoning = s.withReasoning(piece)
-		events = append(events, event{chunk: one(d, nil), paced: true})
+		events = append(events, event{data: one(d, nil), paced: true})
 	}
 	for _, piece := range splitWords(rep.text, s.pacing.ChunkWords) {
-		events = append(events, event{chunk: one(chunkDelta{Content: &piece}, nil), paced: true})
+		events = append(events, event{data: one(chunkDelta{Content: &piece}, nil), text: piece, paced: true})
 	}
 	for i, tc := range rep.toolCalls {
 		head := tc
 		head.Index = &i
 		head.Function.Arguments = ""
-		events = append(events, event{chunk: one(chunkDelta{ToolCalls: []wireToolCall{head}}, nil), paced: true})
+		events = append(events, event{data: one(chunkDelta{ToolCalls: []wireToolCall{head}}, nil), paced: true})
 		for _, frag := range splitBytes(tc.Function.Arguments, argFragmentBytes) {
 			d := wireToolCall{Index: &i, Function: wireFunction{Arguments: frag}}
-			events = append(events, event{chunk: one(chunkDelta{ToolCalls: []wireToolCall{d}}, nil), paced: true})
+			events = append(events, event{data: one(chunkDelta{ToolCalls: []wireToolCall{d}}, nil), paced: true})
 		}
 	}
-	finish := rep.finish
-	events = append(events, event{chunk: one(chunkDelta{}, &finish)})
+	finish := openAIFinish(rep)
+	events = append(events, event{data: one(chunkDelta{}, &finish)})
 	if includeUsage {
 		u := rep.usage
 		c := base
 		c.Choices = []chunkChoice{}
 		c.Usage = &u
-		events = append(events, event{chunk: c})
+		events = append(events, event{data: c})
 	}
 	return events
 }

@@ -446,7 +446,10 @@ func TestRecordedRequest(t *testing.T) {
 	require.NotNil(t, r.Temperature)
 	require.InDelta(t, 0.25, *r.Temperature, 1e-9)
 	require.Equal(t, 99, r.MaxTokens)
-	require.Equal(t, Message{Role: "user", Content: "What is 1+1?"}, r.Messages[1])
+	require.Equal(t, Message{Role: "user", Content: "What is 1+1?",
+		Parts: []Part{{Type: "text", Text: "What is "}, {Type: "text", Text: "1+1?"}}}, r.Messages[1])
+	require.Equal(t, "be brief", r.System)
+	require.Equal(t, APIOpenAI, r.API)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.False(t, r.Faulted)
 }

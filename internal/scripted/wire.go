@@ -2,6 +2,7 @@ package scripted
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 )
 
@@ -14,15 +15,11 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Tools []struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	} `json:"tools"`
-	Temperature         *float64 `json:"temperature"`
-	MaxTokens           int      `json:"max_tokens"`
-	MaxCompletionTokens int      `json:"max_completion_tokens"`
+	// Tools is kept as sent (Request.ToolsJSON); decoded for the names.
+	Tools               json.RawMessage `json:"tools"`
+	Temperature         *float64        `json:"temperature"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
 	// ResponseFormat is kept as sent: {"type": "json_schema",
 	// "json_schema": {"name", "schema", "strict"}}, {"type":
 	// "json_object"} or {"type": "text"}.
@@ -62,6 +59,71 @@ func (m wireMessage) text() string {
 		}
 	}
 	return b.String()
+}
+
+// openAIPart is one part of a content array.
+type openAIPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+	// ImageURL is {"url": ..., "detail": ...}, or a bare URL string as
+	// some clients send it.
+	ImageURL json.RawMessage `json:"image_url"`
+	File     *struct {
+		FileData string `json:"file_data"` // a data: URL
+		FileID   string `json:"file_id"`
+		Filename string `json:"filename"`
+	} `json:"file"`
+}
+
+// parts returns the parts of a content array; nil for a string. Errors
+// start with the part at fault ("[1].image_url…").
+func (m wireMessage) parts() ([]Part, error) {
+	if len(m.Content) == 0 || m.Content[0] != '[' {
+		return nil, nil
+	}
+	var raw []openAIPart
+	if err := json.Unmarshal(m.Content, &raw); err != nil {
+		return nil, fmt.Errorf(": %w", err)
+	}
+	parts := make([]Part, 0, len(raw))
+	for i, p := range raw {
+		part := Part{Type: p.Type, Text: p.Text}
+		switch p.Type {
+		case "text", "input_audio", "refusal":
+		case "image_url":
+			part.Type = "image"
+			var ref struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal(p.ImageURL, &ref.URL) != nil {
+				if err := json.Unmarshal(p.ImageURL, &ref); err != nil {
+					return nil, fmt.Errorf("[%d].image_url: %w", i, err)
+				}
+			}
+			if ref.URL == "" {
+				return nil, fmt.Errorf("[%d].image_url.url is required", i)
+			}
+			if err := part.setURL(ref.URL); err != nil {
+				return nil, fmt.Errorf("[%d].image_url.url: %w", i, err)
+			}
+		case "file":
+			if p.File == nil {
+				return nil, fmt.Errorf("[%d].file is required", i)
+			}
+			part.FileID, part.Name = p.File.FileID, p.File.Filename
+			if p.File.FileData != "" {
+				if err := part.setURL(p.File.FileData); err != nil {
+					return nil, fmt.Errorf("[%d].file.file_data: %w", i, err)
+				}
+			}
+		default:
+			// As OpenAI refuses it: a client's own part type (langchaingo's
+			// "binary") would fail there too.
+			return nil, fmt.Errorf("[%d].type: invalid value %q: supported are text, image_url, input_audio, file and refusal", i, p.Type)
+		}
+		parts = append(parts, part)
+	}
+	return parts, nil
 }
 
 type wireToolCall struct {
@@ -177,12 +239,4 @@ func newErrorBody(status int, msg string) errorBody {
 		b.Error.Code = &code
 	}
 	return b
-}
-
-// text is the content a chunk carries, "" for none.
-func (c chunk) text() string {
-	if len(c.Choices) == 0 || c.Choices[0].Delta.Content == nil {
-		return ""
-	}
-	return *c.Choices[0].Delta.Content
 }
