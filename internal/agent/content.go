@@ -35,7 +35,7 @@ const (
 // person sent with a prompt, or an image a tool produced. Bytes never
 // travel in a part: it names them, by a tenant's cas:// ref (uploaded
 // with POST /v1/files, or stored by the platform) or, in a request, by an
-// https URL that the turn fetches once through the tenant's egress policy
+// http(s) URL that the turn fetches once through the tenant's egress policy
 // and keeps as a cas:// ref. A workflow's history therefore holds refs,
 // never images.
 type Part struct {
@@ -43,7 +43,7 @@ type Part struct {
 	// Text is a text part's text.
 	Text string `json:"text,omitempty"`
 	// URL is an image's or a file's "cas://sha256:<hex>" ref, or in a
-	// request an https URL.
+	// request an http(s) URL.
 	URL string `json:"url,omitempty"`
 	// MIMEType is the media type, e.g. image/png or application/pdf;
 	// required for a file, taken from the stored blob when empty.
@@ -111,7 +111,7 @@ func (p Part) Validate(at string) error {
 func checkPartURL(at, raw string) error {
 	switch {
 	case raw == "":
-		return Errorf(CodeInvalid, "%s: url is required: a cas:// ref (upload with POST /v1/files) or an https URL", at)
+		return Errorf(CodeInvalid, "%s: url is required: a cas:// ref (upload with POST /v1/files) or an http(s) URL", at)
 	case len(raw) > MaxPartURLBytes:
 		return Errorf(CodeInvalid, "%s: url is %d bytes; the limit is %d", at, len(raw), MaxPartURLBytes)
 	case strings.HasPrefix(raw, CASRefPrefix):
@@ -122,9 +122,11 @@ func checkPartURL(at, raw string) error {
 	case strings.HasPrefix(strings.ToLower(raw), "data:"):
 		return Errorf(CodeInvalid, "%s: data: URLs are not taken (the bytes would be kept in the turn's history): upload the file with POST /v1/files and send its cas:// ref", at)
 	}
+	// Which hosts and schemes the turn may fetch is the tenant's egress
+	// policy's to say, as for its tools; here only the URL's form.
 	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-		return Errorf(CodeInvalid, "%s: url %q: want a cas:// ref or an https URL without credentials", at, Clip(raw, 100))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return Errorf(CodeInvalid, "%s: url %q: want a cas:// ref or an http(s) URL without credentials", at, Clip(raw, 100))
 	}
 	return nil
 }

@@ -173,6 +173,7 @@ func TestStreamVocabularyInOrder(t *testing.T) {
 		`token "2+2 = 4"`,
 		"usage 3",
 		"step_finish 3 stop",
+		`content {"type":"reasoning","text":"The user wants 2+2."}`,
 		`content {"type":"text","text":"2+2 = 4"}`,
 		"status COMPLETED",
 	}, folded(polled))

@@ -28,6 +28,9 @@ func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 	if s := in.GetOutputSchemaJson(); s != "" {
 		r.OutputSchema = json.RawMessage(s)
 	}
+	for _, p := range in.GetParts() {
+		r.Parts = append(r.Parts, agent.Part{Type: p.GetType(), Text: p.GetText(), URL: p.GetUrl(), MIMEType: p.GetMimeType(), Name: p.GetName()})
+	}
 	if in.Stream != nil {
 		v := in.GetStream()
 		r.Stream = &v
@@ -89,6 +92,10 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 	}
 	for _, c := range m.ToolCalls {
 		out.Metadata.ToolCalls = append(out.Metadata.ToolCalls, &pb.ToolCallRecord{CallId: c.CallID, Tool: c.Tool, ArgsJson: string(c.Args), Status: c.Status, CacheHit: c.CacheHit})
+	}
+	for _, b := range r.Blocks {
+		out.Blocks = append(out.Blocks, &pb.ContentBlock{Type: b.Type, Text: b.Text, Ref: b.Ref, MimeType: b.MIMEType, Name: b.Name,
+			Json: string(b.JSON), CallId: b.CallID})
 	}
 	return out
 }

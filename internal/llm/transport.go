@@ -149,7 +149,7 @@ type callState struct {
 	// reasoningEffort is OpenAI's "reasoning_effort", which langchaingo
 	// v0.1.14 never sends.
 	reasoningEffort string
-	watchDone        bool // look for the stream's final "data: [DONE]"
+	watchDone       bool // look for the stream's final "data: [DONE]"
 	// aliasReasoning copies "reasoning" into "reasoning_content" (see
 	// aliasReasoning) in an OpenAI-compatible reply.
 	aliasReasoning bool

@@ -200,13 +200,16 @@ func Start(t testing.TB, opts Options) *Server {
 		logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
 	cfg := server.Config{
-		TemporalAddress:     address,
-		TemporalHTTPAddr:    httpAPI,
-		Namespace:           namespace,
-		TaskQueue:           s.TaskQueue,
-		DatabaseURL:         dbURL,
-		HTTPAddr:            "off",
-		Model:               llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key"},
+		TemporalAddress:  address,
+		TemporalHTTPAddr: httpAPI,
+		Namespace:        namespace,
+		TaskQueue:        s.TaskQueue,
+		DatabaseURL:      dbURL,
+		HTTPAddr:         "off",
+		// The scripted model speaks OpenAI's API and Anthropic's Messages
+		// API: agents of either provider reach it.
+		Model: llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key",
+			AnthropicBaseURL: s.Model.RootURL(), AnthropicAPIKey: "test-key"},
 		StreamInterval:      opts.StreamInterval,
 		MCPCommands:         opts.MCPCommands,
 		EgressAllow:         allow,

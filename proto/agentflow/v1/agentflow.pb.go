@@ -127,6 +127,11 @@ type TurnRequest struct {
 	UserId        string                 `protobuf:"bytes,17,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	RetryCount    int32                  `protobuf:"varint,18,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
 	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// parts go with the prompt: images and files by cas:// ref (POST
+	// /v1/files) or http(s) URL (fetched once, through the tenant's egress
+	// policy), and more text. A model whose provider cannot take a part
+	// refuses the turn, naming it.
+	Parts         []*Part `protobuf:"bytes,20,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -294,6 +299,183 @@ func (x *TurnRequest) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TurnRequest) GetParts() []*Part {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+// Part is a piece of a message beside its text.
+type Part struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`                         // text | image | file
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`                         // a text part's text
+	Url           string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`                           // cas://sha256:… or an http(s) URL
+	MimeType      string                 `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"` // e.g. image/png, application/pdf
+	Name          string                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`                         // a file's name
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Part) Reset() {
+	*x = Part{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Part) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Part) ProtoMessage() {}
+
+func (x *Part) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Part.ProtoReflect.Descriptor instead.
+func (*Part) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Part) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Part) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Part) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Part) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Part) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ContentBlock is a block of a turn's answer.
+type ContentBlock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // reasoning | image | file | json | text
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"` // reasoning and text
+	Ref           string                 `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`   // image and file: cas://sha256:…, readable with GET /v1/files/{ref}
+	MimeType      string                 `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Name          string                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Json          string                 `protobuf:"bytes,6,opt,name=json,proto3" json:"json,omitempty"`                   // json: the answer as a JSON object
+	CallId        string                 `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"` // image and file: the tool call that produced it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentBlock) Reset() {
+	*x = ContentBlock{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentBlock) ProtoMessage() {}
+
+func (x *ContentBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentBlock.ProtoReflect.Descriptor instead.
+func (*ContentBlock) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ContentBlock) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ContentBlock) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ContentBlock) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *ContentBlock) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *ContentBlock) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContentBlock) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
+func (x *ContentBlock) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
 type TurnContext struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	UserRole        string                 `protobuf:"bytes,1,opt,name=user_role,json=userRole,proto3" json:"user_role,omitempty"`
@@ -309,7 +491,7 @@ type TurnContext struct {
 
 func (x *TurnContext) Reset() {
 	*x = TurnContext{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[1]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +503,7 @@ func (x *TurnContext) String() string {
 func (*TurnContext) ProtoMessage() {}
 
 func (x *TurnContext) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[1]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +516,7 @@ func (x *TurnContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnContext.ProtoReflect.Descriptor instead.
 func (*TurnContext) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{1}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TurnContext) GetUserRole() string {
@@ -382,7 +564,7 @@ type PreviousResult struct {
 
 func (x *PreviousResult) Reset() {
 	*x = PreviousResult{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[2]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +576,7 @@ func (x *PreviousResult) String() string {
 func (*PreviousResult) ProtoMessage() {}
 
 func (x *PreviousResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[2]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +589,7 @@ func (x *PreviousResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviousResult.ProtoReflect.Descriptor instead.
 func (*PreviousResult) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{2}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PreviousResult) GetNodeId() string {
@@ -433,7 +615,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[3]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +627,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[3]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +640,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{3}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InvokeRequest) GetTurn() *TurnRequest {
@@ -477,7 +659,7 @@ type StreamRequest struct {
 
 func (x *StreamRequest) Reset() {
 	*x = StreamRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[4]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +671,7 @@ func (x *StreamRequest) String() string {
 func (*StreamRequest) ProtoMessage() {}
 
 func (x *StreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[4]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +684,7 @@ func (x *StreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRequest.ProtoReflect.Descriptor instead.
 func (*StreamRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{4}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StreamRequest) GetTurn() *TurnRequest {
@@ -521,7 +703,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[5]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +715,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[5]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +728,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{5}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StartRequest) GetTurn() *TurnRequest {
@@ -566,7 +748,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[6]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +760,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[6]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +773,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{6}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StartResponse) GetStreamId() string {
@@ -619,7 +801,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[7]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +813,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[7]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +826,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{7}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListEventsRequest) GetStreamId() string {
@@ -683,7 +865,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[8]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +877,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[8]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +890,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{8}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListEventsResponse) GetEvents() []*StreamEvent {
@@ -742,7 +924,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[9]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +936,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[9]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +949,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{9}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResumeRequest) GetStreamId() string {
@@ -793,7 +975,7 @@ type GetResultRequest struct {
 
 func (x *GetResultRequest) Reset() {
 	*x = GetResultRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[10]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +987,7 @@ func (x *GetResultRequest) String() string {
 func (*GetResultRequest) ProtoMessage() {}
 
 func (x *GetResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[10]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +1000,7 @@ func (x *GetResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResultRequest.ProtoReflect.Descriptor instead.
 func (*GetResultRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{10}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetResultRequest) GetResultRef() string {
@@ -851,14 +1033,17 @@ type TurnResult struct {
 	// {"type":"json","chars":…,"text":…} unless the answer rests on data.
 	OutputJson string `protobuf:"bytes,11,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
 	// When the turn ended, by its workflow's clock.
-	CompletedAt   *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// The answer's content blocks, in order: the model's reasoning, the
+	// images and files its tools produced (by ref), its JSON and its text.
+	Blocks        []*ContentBlock `protobuf:"bytes,13,rep,name=blocks,proto3" json:"blocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TurnResult) Reset() {
 	*x = TurnResult{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[11]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1055,7 @@ func (x *TurnResult) String() string {
 func (*TurnResult) ProtoMessage() {}
 
 func (x *TurnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[11]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1068,7 @@ func (x *TurnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnResult.ProtoReflect.Descriptor instead.
 func (*TurnResult) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{11}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TurnResult) GetVersion() string {
@@ -970,6 +1155,13 @@ func (x *TurnResult) GetCompletedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TurnResult) GetBlocks() []*ContentBlock {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
 type ResultMetadata struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	AgentId      string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
@@ -991,7 +1183,7 @@ type ResultMetadata struct {
 
 func (x *ResultMetadata) Reset() {
 	*x = ResultMetadata{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[12]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1195,7 @@ func (x *ResultMetadata) String() string {
 func (*ResultMetadata) ProtoMessage() {}
 
 func (x *ResultMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[12]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1208,7 @@ func (x *ResultMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultMetadata.ProtoReflect.Descriptor instead.
 func (*ResultMetadata) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{12}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResultMetadata) GetAgentId() string {
@@ -1095,7 +1287,7 @@ type ToolCallRecord struct {
 
 func (x *ToolCallRecord) Reset() {
 	*x = ToolCallRecord{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[13]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1299,7 @@ func (x *ToolCallRecord) String() string {
 func (*ToolCallRecord) ProtoMessage() {}
 
 func (x *ToolCallRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[13]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1312,7 @@ func (x *ToolCallRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecord.ProtoReflect.Descriptor instead.
 func (*ToolCallRecord) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{13}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolCallRecord) GetCallId() string {
@@ -1175,7 +1367,7 @@ type TurnError struct {
 
 func (x *TurnError) Reset() {
 	*x = TurnError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1379,7 @@ func (x *TurnError) String() string {
 func (*TurnError) ProtoMessage() {}
 
 func (x *TurnError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1392,7 @@ func (x *TurnError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnError.ProtoReflect.Descriptor instead.
 func (*TurnError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{14}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TurnError) GetType() string {
@@ -1253,7 +1445,7 @@ type StreamEventMeta struct {
 
 func (x *StreamEventMeta) Reset() {
 	*x = StreamEventMeta{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1457,7 @@ func (x *StreamEventMeta) String() string {
 func (*StreamEventMeta) ProtoMessage() {}
 
 func (x *StreamEventMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1470,7 @@ func (x *StreamEventMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventMeta.ProtoReflect.Descriptor instead.
 func (*StreamEventMeta) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{15}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StreamEventMeta) GetStreamId() string {
@@ -1314,7 +1506,7 @@ type ChildEvent struct {
 
 func (x *ChildEvent) Reset() {
 	*x = ChildEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1518,7 @@ func (x *ChildEvent) String() string {
 func (*ChildEvent) ProtoMessage() {}
 
 func (x *ChildEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1531,7 @@ func (x *ChildEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildEvent.ProtoReflect.Descriptor instead.
 func (*ChildEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ChildEvent) GetCallId() string {
@@ -1401,7 +1593,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1605,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1618,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamEvent) GetMeta() *StreamEventMeta {
@@ -1735,7 +1927,7 @@ type StatusEvent struct {
 
 func (x *StatusEvent) Reset() {
 	*x = StatusEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1939,7 @@ func (x *StatusEvent) String() string {
 func (*StatusEvent) ProtoMessage() {}
 
 func (x *StatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1952,7 @@ func (x *StatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEvent.ProtoReflect.Descriptor instead.
 func (*StatusEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusEvent) GetStatus() Status {
@@ -1810,7 +2002,7 @@ type TokenEvent struct {
 
 func (x *TokenEvent) Reset() {
 	*x = TokenEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +2014,7 @@ func (x *TokenEvent) String() string {
 func (*TokenEvent) ProtoMessage() {}
 
 func (x *TokenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2027,7 @@ func (x *TokenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenEvent.ProtoReflect.Descriptor instead.
 func (*TokenEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TokenEvent) GetText() string {
@@ -1877,7 +2069,7 @@ type ToolArgsDeltaEvent struct {
 
 func (x *ToolArgsDeltaEvent) Reset() {
 	*x = ToolArgsDeltaEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2081,7 @@ func (x *ToolArgsDeltaEvent) String() string {
 func (*ToolArgsDeltaEvent) ProtoMessage() {}
 
 func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2094,7 @@ func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolArgsDeltaEvent.ProtoReflect.Descriptor instead.
 func (*ToolArgsDeltaEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolArgsDeltaEvent) GetCallId() string {
@@ -1957,7 +2149,7 @@ type StepEvent struct {
 
 func (x *StepEvent) Reset() {
 	*x = StepEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2161,7 @@ func (x *StepEvent) String() string {
 func (*StepEvent) ProtoMessage() {}
 
 func (x *StepEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2174,7 @@ func (x *StepEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepEvent.ProtoReflect.Descriptor instead.
 func (*StepEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StepEvent) GetStep() int32 {
@@ -2027,7 +2219,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2231,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2244,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TokenUsage) GetPromptTokens() int64 {
@@ -2105,7 +2297,7 @@ type ApprovalDecidedEvent struct {
 
 func (x *ApprovalDecidedEvent) Reset() {
 	*x = ApprovalDecidedEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2309,7 @@ func (x *ApprovalDecidedEvent) String() string {
 func (*ApprovalDecidedEvent) ProtoMessage() {}
 
 func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2322,7 @@ func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecidedEvent.ProtoReflect.Descriptor instead.
 func (*ApprovalDecidedEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ApprovalDecidedEvent) GetCallId() string {
@@ -2188,7 +2380,7 @@ type MessageEvent struct {
 
 func (x *MessageEvent) Reset() {
 	*x = MessageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2392,7 @@ func (x *MessageEvent) String() string {
 func (*MessageEvent) ProtoMessage() {}
 
 func (x *MessageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2405,7 @@ func (x *MessageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEvent.ProtoReflect.Descriptor instead.
 func (*MessageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MessageEvent) GetId() string {
@@ -2256,7 +2448,7 @@ type CustomEvent struct {
 
 func (x *CustomEvent) Reset() {
 	*x = CustomEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2460,7 @@ func (x *CustomEvent) String() string {
 func (*CustomEvent) ProtoMessage() {}
 
 func (x *CustomEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2473,7 @@ func (x *CustomEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomEvent.ProtoReflect.Descriptor instead.
 func (*CustomEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CustomEvent) GetName() string {
@@ -2338,7 +2530,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2542,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2555,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolEvent) GetCallId() string {
@@ -2452,7 +2644,7 @@ type ContentEvent struct {
 
 func (x *ContentEvent) Reset() {
 	*x = ContentEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2656,7 @@ func (x *ContentEvent) String() string {
 func (*ContentEvent) ProtoMessage() {}
 
 func (x *ContentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2669,7 @@ func (x *ContentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentEvent.ProtoReflect.Descriptor instead.
 func (*ContentEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ContentEvent) GetBlockJson() string {
@@ -2502,7 +2694,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2706,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2719,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UsageEvent) GetStep() int32 {
@@ -2574,7 +2766,7 @@ type ErrorEvent struct {
 
 func (x *ErrorEvent) Reset() {
 	*x = ErrorEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2778,7 @@ func (x *ErrorEvent) String() string {
 func (*ErrorEvent) ProtoMessage() {}
 
 func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2791,7 @@ func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEvent.ProtoReflect.Descriptor instead.
 func (*ErrorEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ErrorEvent) GetError() *TurnError {
@@ -2621,7 +2813,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2825,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2838,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListAgentsRequest) GetAgentId() string {
@@ -2687,7 +2879,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +2891,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +2904,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -2744,7 +2936,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2948,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2961,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AgentInfo) GetId() string {
@@ -2836,7 +3028,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +3040,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +3053,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -2927,7 +3119,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3131,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3144,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Limits) GetMaxIterations() int32 {
@@ -3012,7 +3204,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3216,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3229,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -3093,7 +3285,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3297,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3310,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SendMessageResponse) GetStreamId() string {
@@ -3151,7 +3343,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3355,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3368,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -3201,7 +3393,7 @@ type Transcript struct {
 
 func (x *Transcript) Reset() {
 	*x = Transcript{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +3405,7 @@ func (x *Transcript) String() string {
 func (*Transcript) ProtoMessage() {}
 
 func (x *Transcript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +3418,7 @@ func (x *Transcript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
 func (*Transcript) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Transcript) GetConversationId() string {
@@ -3292,7 +3484,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3496,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3509,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TranscriptEntry) GetJobId() string {
@@ -3373,7 +3565,7 @@ type PendingMessage struct {
 
 func (x *PendingMessage) Reset() {
 	*x = PendingMessage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3385,7 +3577,7 @@ func (x *PendingMessage) String() string {
 func (*PendingMessage) ProtoMessage() {}
 
 func (x *PendingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3398,7 +3590,7 @@ func (x *PendingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingMessage.ProtoReflect.Descriptor instead.
 func (*PendingMessage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PendingMessage) GetJobId() string {
@@ -3440,7 +3632,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3644,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3657,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -3514,7 +3706,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3718,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3731,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -3565,7 +3757,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +3769,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +3782,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -3609,7 +3801,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3813,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3826,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -3657,7 +3849,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3669,7 +3861,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3682,7 +3874,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -3739,7 +3931,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3751,7 +3943,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3764,7 +3956,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -3821,7 +4013,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +4025,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +4038,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -3919,7 +4111,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4123,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4136,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -4004,7 +4196,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4208,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4221,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -4096,7 +4288,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4300,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +4313,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -4163,7 +4355,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4367,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4380,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -4243,7 +4435,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +4447,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +4460,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -4297,7 +4489,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4309,7 +4501,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4322,7 +4514,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Rule) GetName() string {
@@ -4361,7 +4553,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4373,7 +4565,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4386,7 +4578,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 type ListRulesResponse struct {
@@ -4400,7 +4592,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +4604,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +4617,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -4459,7 +4651,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4471,7 +4663,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4484,7 +4676,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -4513,7 +4705,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4525,7 +4717,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4538,7 +4730,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -4579,7 +4771,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4591,7 +4783,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4604,7 +4796,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RuleError) GetRule() string {
@@ -4629,7 +4821,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +4833,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +4846,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -4675,7 +4867,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4687,7 +4879,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4700,7 +4892,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -4762,7 +4954,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4774,7 +4966,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4787,7 +4979,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -4822,7 +5014,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4834,7 +5026,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4847,7 +5039,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Process) GetTag() string {
@@ -4921,7 +5113,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4933,7 +5125,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4946,7 +5138,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
 }
 
 type ListProcessesResponse struct {
@@ -4958,7 +5150,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4970,7 +5162,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4983,7 +5175,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -5002,7 +5194,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5014,7 +5206,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5027,7 +5219,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -5046,7 +5238,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5058,7 +5250,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5071,7 +5263,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -5093,7 +5285,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5105,7 +5297,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5118,7 +5310,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -5168,7 +5360,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5180,7 +5372,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5193,7 +5385,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -5276,7 +5468,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5288,7 +5480,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5301,7 +5493,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -5326,7 +5518,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5338,7 +5530,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5351,14 +5543,14 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
 }
 
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf3\x04\n" +
+	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x05\n" +
 	"\vTurnRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -5383,8 +5575,23 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\vretry_count\x18\x12 \x01(\x05R\n" +
 	"retryCount\x129\n" +
 	"\n" +
-	"created_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAtB\t\n" +
-	"\a_stream\"\xce\x02\n" +
+	"created_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12(\n" +
+	"\x05parts\x18\x14 \x03(\v2\x12.agentflow.v1.PartR\x05partsB\t\n" +
+	"\a_stream\"q\n" +
+	"\x04Part\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x1b\n" +
+	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\"\xa6\x01\n" +
+	"\fContentBlock\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x10\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x1b\n" +
+	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x12\n" +
+	"\x04json\x18\x06 \x01(\tR\x04json\x12\x17\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId\"\xce\x02\n" +
 	"\vTurnContext\x12\x1b\n" +
 	"\tuser_role\x18\x01 \x01(\tR\buserRole\x12\x17\n" +
 	"\aui_page\x18\x02 \x01(\tR\x06uiPage\x12C\n" +
@@ -5423,7 +5630,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xbd\x03\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xf1\x03\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -5440,7 +5647,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	" \x01(\tR\adataRef\x12\x1f\n" +
 	"\voutput_json\x18\v \x01(\tR\n" +
 	"outputJson\x12=\n" +
-	"\fcompleted_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\"\xd8\x02\n" +
+	"\fcompleted_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x122\n" +
+	"\x06blocks\x18\r \x03(\v2\x1a.agentflow.v1.ContentBlockR\x06blocks\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
@@ -5839,198 +6047,202 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
-	(*TurnContext)(nil),                  // 2: agentflow.v1.TurnContext
-	(*PreviousResult)(nil),               // 3: agentflow.v1.PreviousResult
-	(*InvokeRequest)(nil),                // 4: agentflow.v1.InvokeRequest
-	(*StreamRequest)(nil),                // 5: agentflow.v1.StreamRequest
-	(*StartRequest)(nil),                 // 6: agentflow.v1.StartRequest
-	(*StartResponse)(nil),                // 7: agentflow.v1.StartResponse
-	(*ListEventsRequest)(nil),            // 8: agentflow.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),           // 9: agentflow.v1.ListEventsResponse
-	(*ResumeRequest)(nil),                // 10: agentflow.v1.ResumeRequest
-	(*GetResultRequest)(nil),             // 11: agentflow.v1.GetResultRequest
-	(*TurnResult)(nil),                   // 12: agentflow.v1.TurnResult
-	(*ResultMetadata)(nil),               // 13: agentflow.v1.ResultMetadata
-	(*ToolCallRecord)(nil),               // 14: agentflow.v1.ToolCallRecord
-	(*TurnError)(nil),                    // 15: agentflow.v1.TurnError
-	(*StreamEventMeta)(nil),              // 16: agentflow.v1.StreamEventMeta
-	(*ChildEvent)(nil),                   // 17: agentflow.v1.ChildEvent
-	(*StreamEvent)(nil),                  // 18: agentflow.v1.StreamEvent
-	(*StatusEvent)(nil),                  // 19: agentflow.v1.StatusEvent
-	(*TokenEvent)(nil),                   // 20: agentflow.v1.TokenEvent
-	(*ToolArgsDeltaEvent)(nil),           // 21: agentflow.v1.ToolArgsDeltaEvent
-	(*StepEvent)(nil),                    // 22: agentflow.v1.StepEvent
-	(*TokenUsage)(nil),                   // 23: agentflow.v1.TokenUsage
-	(*ApprovalDecidedEvent)(nil),         // 24: agentflow.v1.ApprovalDecidedEvent
-	(*MessageEvent)(nil),                 // 25: agentflow.v1.MessageEvent
-	(*CustomEvent)(nil),                  // 26: agentflow.v1.CustomEvent
-	(*ToolEvent)(nil),                    // 27: agentflow.v1.ToolEvent
-	(*ContentEvent)(nil),                 // 28: agentflow.v1.ContentEvent
-	(*UsageEvent)(nil),                   // 29: agentflow.v1.UsageEvent
-	(*ErrorEvent)(nil),                   // 30: agentflow.v1.ErrorEvent
-	(*ListAgentsRequest)(nil),            // 31: agentflow.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),           // 32: agentflow.v1.ListAgentsResponse
-	(*AgentInfo)(nil),                    // 33: agentflow.v1.AgentInfo
-	(*ToolInfo)(nil),                     // 34: agentflow.v1.ToolInfo
-	(*Limits)(nil),                       // 35: agentflow.v1.Limits
-	(*SendMessageRequest)(nil),           // 36: agentflow.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),          // 37: agentflow.v1.SendMessageResponse
-	(*GetTranscriptRequest)(nil),         // 38: agentflow.v1.GetTranscriptRequest
-	(*Transcript)(nil),                   // 39: agentflow.v1.Transcript
-	(*TranscriptEntry)(nil),              // 40: agentflow.v1.TranscriptEntry
-	(*PendingMessage)(nil),               // 41: agentflow.v1.PendingMessage
-	(*ApproveRequest)(nil),               // 42: agentflow.v1.ApproveRequest
-	(*ApproveResponse)(nil),              // 43: agentflow.v1.ApproveResponse
-	(*ListPendingApprovalsRequest)(nil),  // 44: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 45: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 46: agentflow.v1.PendingApproval
-	(*GetUsageRequest)(nil),              // 47: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 48: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 49: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 50: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 51: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 52: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 53: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 54: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 55: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 56: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 57: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 58: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 59: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 60: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 61: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 62: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 63: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 64: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 65: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 66: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 67: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 68: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 69: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 70: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 71: agentflow.v1.CancelResponse
-	nil,                                  // 72: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 73: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 74: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 75: google.protobuf.Struct
+	(*Part)(nil),                         // 2: agentflow.v1.Part
+	(*ContentBlock)(nil),                 // 3: agentflow.v1.ContentBlock
+	(*TurnContext)(nil),                  // 4: agentflow.v1.TurnContext
+	(*PreviousResult)(nil),               // 5: agentflow.v1.PreviousResult
+	(*InvokeRequest)(nil),                // 6: agentflow.v1.InvokeRequest
+	(*StreamRequest)(nil),                // 7: agentflow.v1.StreamRequest
+	(*StartRequest)(nil),                 // 8: agentflow.v1.StartRequest
+	(*StartResponse)(nil),                // 9: agentflow.v1.StartResponse
+	(*ListEventsRequest)(nil),            // 10: agentflow.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),           // 11: agentflow.v1.ListEventsResponse
+	(*ResumeRequest)(nil),                // 12: agentflow.v1.ResumeRequest
+	(*GetResultRequest)(nil),             // 13: agentflow.v1.GetResultRequest
+	(*TurnResult)(nil),                   // 14: agentflow.v1.TurnResult
+	(*ResultMetadata)(nil),               // 15: agentflow.v1.ResultMetadata
+	(*ToolCallRecord)(nil),               // 16: agentflow.v1.ToolCallRecord
+	(*TurnError)(nil),                    // 17: agentflow.v1.TurnError
+	(*StreamEventMeta)(nil),              // 18: agentflow.v1.StreamEventMeta
+	(*ChildEvent)(nil),                   // 19: agentflow.v1.ChildEvent
+	(*StreamEvent)(nil),                  // 20: agentflow.v1.StreamEvent
+	(*StatusEvent)(nil),                  // 21: agentflow.v1.StatusEvent
+	(*TokenEvent)(nil),                   // 22: agentflow.v1.TokenEvent
+	(*ToolArgsDeltaEvent)(nil),           // 23: agentflow.v1.ToolArgsDeltaEvent
+	(*StepEvent)(nil),                    // 24: agentflow.v1.StepEvent
+	(*TokenUsage)(nil),                   // 25: agentflow.v1.TokenUsage
+	(*ApprovalDecidedEvent)(nil),         // 26: agentflow.v1.ApprovalDecidedEvent
+	(*MessageEvent)(nil),                 // 27: agentflow.v1.MessageEvent
+	(*CustomEvent)(nil),                  // 28: agentflow.v1.CustomEvent
+	(*ToolEvent)(nil),                    // 29: agentflow.v1.ToolEvent
+	(*ContentEvent)(nil),                 // 30: agentflow.v1.ContentEvent
+	(*UsageEvent)(nil),                   // 31: agentflow.v1.UsageEvent
+	(*ErrorEvent)(nil),                   // 32: agentflow.v1.ErrorEvent
+	(*ListAgentsRequest)(nil),            // 33: agentflow.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),           // 34: agentflow.v1.ListAgentsResponse
+	(*AgentInfo)(nil),                    // 35: agentflow.v1.AgentInfo
+	(*ToolInfo)(nil),                     // 36: agentflow.v1.ToolInfo
+	(*Limits)(nil),                       // 37: agentflow.v1.Limits
+	(*SendMessageRequest)(nil),           // 38: agentflow.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),          // 39: agentflow.v1.SendMessageResponse
+	(*GetTranscriptRequest)(nil),         // 40: agentflow.v1.GetTranscriptRequest
+	(*Transcript)(nil),                   // 41: agentflow.v1.Transcript
+	(*TranscriptEntry)(nil),              // 42: agentflow.v1.TranscriptEntry
+	(*PendingMessage)(nil),               // 43: agentflow.v1.PendingMessage
+	(*ApproveRequest)(nil),               // 44: agentflow.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 45: agentflow.v1.ApproveResponse
+	(*ListPendingApprovalsRequest)(nil),  // 46: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 47: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 48: agentflow.v1.PendingApproval
+	(*GetUsageRequest)(nil),              // 49: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 50: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 51: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 52: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 53: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 54: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 55: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 56: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 57: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 58: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 59: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 60: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 61: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 62: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 63: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 64: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 65: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 66: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 67: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 68: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 69: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 70: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 71: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 72: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 73: agentflow.v1.CancelResponse
+	nil,                                  // 74: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 75: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 76: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 77: google.protobuf.Struct
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
-	2,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	74, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
-	72, // 2: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
-	3,  // 3: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	75, // 4: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
-	1,  // 5: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
-	1,  // 6: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
-	1,  // 7: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
-	18, // 8: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
-	13, // 9: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
-	15, // 10: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	74, // 11: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
-	14, // 12: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
-	17, // 13: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
-	16, // 14: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
-	19, // 15: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
-	20, // 16: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	27, // 17: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	27, // 18: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	27, // 19: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	28, // 20: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	29, // 21: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	30, // 22: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	27, // 23: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	20, // 24: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
-	21, // 25: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
-	22, // 26: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
-	22, // 27: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
-	24, // 28: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
-	25, // 29: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
-	25, // 30: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
-	26, // 31: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
-	0,  // 32: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	15, // 33: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	23, // 34: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	74, // 35: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	15, // 36: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	33, // 37: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	34, // 38: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	35, // 39: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	2,  // 40: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	40, // 41: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
-	41, // 42: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	46, // 43: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	74, // 44: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	74, // 45: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	74, // 46: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	74, // 47: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	74, // 48: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	74, // 49: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	74, // 50: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	48, // 51: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	48, // 52: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	49, // 53: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	73, // 54: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	52, // 55: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	54, // 56: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	2,  // 57: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	59, // 58: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	33, // 59: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	54, // 60: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	74, // 61: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	63, // 62: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	68, // 63: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	74, // 64: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	69, // 65: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	74, // 66: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	4,  // 67: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	6,  // 68: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	5,  // 69: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	10, // 70: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	8,  // 71: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	11, // 72: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	31, // 73: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	36, // 74: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	38, // 75: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	42, // 76: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	44, // 77: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	70, // 78: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	51, // 79: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	55, // 80: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	57, // 81: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	60, // 82: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	62, // 83: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	64, // 84: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	66, // 85: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	47, // 86: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	12, // 87: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	7,  // 88: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	18, // 89: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	18, // 90: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	9,  // 91: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	12, // 92: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	32, // 93: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	37, // 94: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	39, // 95: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	43, // 96: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	45, // 97: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	71, // 98: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	53, // 99: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	56, // 100: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	58, // 101: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	61, // 102: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	63, // 103: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	65, // 104: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	67, // 105: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	50, // 106: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	87, // [87:107] is the sub-list for method output_type
-	67, // [67:87] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	4,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
+	76, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
+	74, // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	5,  // 4: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
+	77, // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	1,  // 6: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
+	1,  // 7: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
+	1,  // 8: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
+	20, // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
+	15, // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
+	17, // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
+	76, // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	3,  // 13: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
+	16, // 14: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
+	19, // 15: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
+	18, // 16: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
+	21, // 17: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
+	22, // 18: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
+	29, // 19: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	29, // 20: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	29, // 21: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	30, // 22: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	31, // 23: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	32, // 24: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	29, // 25: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	22, // 26: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	23, // 27: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	24, // 28: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	24, // 29: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	26, // 30: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	27, // 31: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	27, // 32: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	28, // 33: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	0,  // 34: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	17, // 35: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	25, // 36: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	76, // 37: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	17, // 38: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	35, // 39: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	36, // 40: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	37, // 41: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	4,  // 42: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	42, // 43: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	43, // 44: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	48, // 45: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	76, // 46: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	76, // 47: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	76, // 48: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	76, // 49: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	76, // 50: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	76, // 51: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	76, // 52: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	50, // 53: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	50, // 54: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	51, // 55: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	75, // 56: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	54, // 57: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	56, // 58: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	4,  // 59: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	61, // 60: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	35, // 61: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	56, // 62: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	76, // 63: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	65, // 64: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	70, // 65: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	76, // 66: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	71, // 67: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	76, // 68: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	6,  // 69: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,  // 70: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,  // 71: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12, // 72: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10, // 73: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13, // 74: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	33, // 75: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	38, // 76: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	40, // 77: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	44, // 78: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	46, // 79: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	72, // 80: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	53, // 81: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	57, // 82: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	59, // 83: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	62, // 84: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	64, // 85: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	66, // 86: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	68, // 87: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	49, // 88: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	14, // 89: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,  // 90: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	20, // 91: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	20, // 92: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11, // 93: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14, // 94: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	34, // 95: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	39, // 96: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	41, // 97: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	45, // 98: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	47, // 99: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	73, // 100: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	55, // 101: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	58, // 102: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	60, // 103: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	63, // 104: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	65, // 105: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	67, // 106: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	69, // 107: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	52, // 108: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	89, // [89:109] is the sub-list for method output_type
+	69, // [69:89] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -6039,7 +6251,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 		return
 	}
 	file_agentflow_v1_agentflow_proto_msgTypes[0].OneofWrappers = []any{}
-	file_agentflow_v1_agentflow_proto_msgTypes[17].OneofWrappers = []any{
+	file_agentflow_v1_agentflow_proto_msgTypes[19].OneofWrappers = []any{
 		(*StreamEvent_Status)(nil),
 		(*StreamEvent_Token)(nil),
 		(*StreamEvent_ToolStart)(nil),
@@ -6058,14 +6270,14 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_MessageEnd)(nil),
 		(*StreamEvent_Custom)(nil),
 	}
-	file_agentflow_v1_agentflow_proto_msgTypes[41].OneofWrappers = []any{}
+	file_agentflow_v1_agentflow_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   73,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
