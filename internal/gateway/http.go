@@ -35,6 +35,9 @@ type HTTPOptions struct {
 	// client that reads nothing for that long is dropped, and resumes
 	// from its last index. Default: DefaultSlowClient.
 	SlowClient time.Duration
+	// MaxUploadBytes is the largest file POST /v1/files takes, 1 to
+	// MaxUploadBytesLimit. Default (0): DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -66,6 +69,7 @@ type HTTPAPI struct {
 	endStreams context.CancelFunc
 	keepAlive  time.Duration
 	slowClient time.Duration
+	maxUpload  int64
 }
 
 // inProcessBuffer is the in-memory connection's buffer per direction.
@@ -78,7 +82,11 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	if err != nil {
 		return nil, err
 	}
-	a := &HTTPAPI{grpc: NewGRPCServer(s, cat, o.ServerOptions...), svc: s, ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
+	maxUpload, err := checkMaxUpload(o.MaxUploadBytes)
+	if err != nil {
+		return nil, err
+	}
+	a := &HTTPAPI{maxUpload: maxUpload, grpc: NewGRPCServer(s, cat, o.ServerOptions...), svc: s, ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
 		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient)}
 	a.ending, a.endStreams = context.WithCancel(context.Background())
 	a.conn, err = grpc.NewClient("passthrough:///agentflow-in-process",
@@ -115,6 +123,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	a.registerSSE(root)
 	a.registerSocket(root)
 	a.registerAISDK(root)
+	a.registerFiles(root)
 	root.Handle("/", a.limitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil
