@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -72,6 +73,12 @@ type HTTPAPI struct {
 	maxUpload  int64
 }
 
+// installStrictQuery makes strictQuery grpc-gateway's query parser.
+// grpc-gateway keeps it in a package variable: as an option of each mux
+// it would be written again by every HTTP API made while another one
+// reads it (two in one process, as parallel tests run them).
+var installStrictQuery = sync.OnceFunc(func() { runtime.SetQueryParameterParser(strictQuery{})(nil) })
+
 // inProcessBuffer is the in-memory connection's buffer per direction.
 const inProcessBuffer = 1 << 20
 
@@ -95,6 +102,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	if err != nil {
 		return nil, fmt.Errorf("http api: connect to the in-process gRPC server: %w", err)
 	}
+	installStrictQuery()
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, bodyMarshaler()),
 		runtime.WithErrorHandler(a.writeError),
@@ -103,7 +111,6 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 		// as clients made from the OpenAPI document send them.
 		runtime.WithUnescapingMode(runtime.UnescapingModeAllCharacters),
 		runtime.WithIncomingHeaderMatcher(forwardHeader),
-		runtime.SetQueryParameterParser(strictQuery{}),
 		runtime.WithDisableHTTPMethodOverride(),
 	)
 	// The handlers keep no context: the one they are given is for
