@@ -54,7 +54,9 @@ func corsOrigin(o string) (string, error) {
 // the token; there are no cookies, so credentials are never allowed.
 var (
 	corsMethods = []string{http.MethodGet, http.MethodPost}
-	corsHeaders = []string{"authorization", "content-type", "last-event-id", "traceparent", "tracestate"}
+	// content-disposition names a file a page uploads (POST /v1/files);
+	// if-none-match revalidates a file it downloaded.
+	corsHeaders = []string{"authorization", "content-disposition", "content-type", "if-none-match", "last-event-id", "traceparent", "tracestate"}
 )
 
 // corsMaxAge is how long, in seconds, a browser may keep a preflight's answer.
@@ -100,7 +102,7 @@ func (c corsPolicy) wrap(next http.Handler, a *HTTPAPI) http.Handler {
 		}
 		if allowed {
 			h.Set("Access-Control-Allow-Origin", origin)
-			h.Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+			h.Set("Access-Control-Expose-Headers", "WWW-Authenticate, ETag")
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -26,4 +26,8 @@
 // gRPC call is. What is HTTP's own lives here too: the strict reading of
 // bodies and query parameters, errors as RFC 9457 problem details (from
 // the status Status made), the body limit, CORS and the OpenAPI document.
+// Files (files.go) are HTTP's alone: POST /v1/files stores one file as a
+// blob of the caller's tenant and answers its cas:// ref; GET
+// /v1/files/{ref} serves a tenant's blob back, so that no browser runs it
+// on the API's origin.
 package gateway

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -35,6 +36,9 @@ type HTTPOptions struct {
 	// client that reads nothing for that long is dropped, and resumes
 	// from its last index. Default: DefaultSlowClient.
 	SlowClient time.Duration
+	// MaxUploadBytes is the largest file POST /v1/files takes, 1 to
+	// MaxUploadBytesLimit. Default (0): DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -66,7 +70,14 @@ type HTTPAPI struct {
 	endStreams context.CancelFunc
 	keepAlive  time.Duration
 	slowClient time.Duration
+	maxUpload  int64
 }
+
+// installStrictQuery makes strictQuery grpc-gateway's query parser.
+// grpc-gateway keeps it in a package variable: as an option of each mux
+// it would be written again by every HTTP API made while another one
+// reads it (two in one process, as parallel tests run them).
+var installStrictQuery = sync.OnceFunc(func() { runtime.SetQueryParameterParser(strictQuery{})(nil) })
 
 // inProcessBuffer is the in-memory connection's buffer per direction.
 const inProcessBuffer = 1 << 20
@@ -78,7 +89,11 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	if err != nil {
 		return nil, err
 	}
-	a := &HTTPAPI{grpc: NewGRPCServer(s, cat, o.ServerOptions...), svc: s, ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
+	maxUpload, err := checkMaxUpload(o.MaxUploadBytes)
+	if err != nil {
+		return nil, err
+	}
+	a := &HTTPAPI{maxUpload: maxUpload, grpc: NewGRPCServer(s, cat, o.ServerOptions...), svc: s, ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
 		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient)}
 	a.ending, a.endStreams = context.WithCancel(context.Background())
 	a.conn, err = grpc.NewClient("passthrough:///agentflow-in-process",
@@ -87,6 +102,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	if err != nil {
 		return nil, fmt.Errorf("http api: connect to the in-process gRPC server: %w", err)
 	}
+	installStrictQuery()
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, bodyMarshaler()),
 		runtime.WithErrorHandler(a.writeError),
@@ -95,7 +111,6 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 		// as clients made from the OpenAPI document send them.
 		runtime.WithUnescapingMode(runtime.UnescapingModeAllCharacters),
 		runtime.WithIncomingHeaderMatcher(forwardHeader),
-		runtime.SetQueryParameterParser(strictQuery{}),
 		runtime.WithDisableHTTPMethodOverride(),
 	)
 	// The handlers keep no context: the one they are given is for
@@ -115,6 +130,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	a.registerSSE(root)
 	a.registerSocket(root)
 	a.registerAISDK(root)
+	a.registerFiles(root)
 	root.Handle("/", a.limitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil

@@ -152,3 +152,37 @@ func (s *Store) TenantBlob(ctx context.Context, tenantID, ref string) ([]byte, s
 	}
 	return data, contentType, nil
 }
+
+const sqlTenantBlobInfo = `SELECT b.content_type, b.size FROM cas_blobs b JOIN blob_owners o USING (sha256) WHERE o.tenant_id = $1 AND b.sha256 = $2`
+
+// BlobInfo describes a stored blob without its bytes.
+type BlobInfo struct {
+	// Ref is "cas://sha256:<hex>".
+	Ref string
+	// ContentType is the type the bytes were first stored with.
+	ContentType string
+	// Size is the length of the bytes.
+	Size int64
+}
+
+// TenantBlobInfo describes the blob behind a cas:// ref the tenant stored,
+// without reading its bytes: agent.CodeInvalid for a malformed ref,
+// agent.CodeNotFound for nothing stored or another tenant's, as TenantBlob.
+func (s *Store) TenantBlobInfo(ctx context.Context, tenantID, ref string) (BlobInfo, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return BlobInfo{}, err
+	}
+	sum, err := parseCASRef(ref)
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	info := BlobInfo{Ref: casRefPrefix + sum}
+	err = s.pool.QueryRow(ctx, sqlTenantBlobInfo, tenantID, sum).Scan(&info.ContentType, &info.Size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return BlobInfo{}, agent.Errorf(agent.CodeNotFound, "data %s not found", ref)
+	}
+	if err != nil {
+		return BlobInfo{}, fmt.Errorf("describe blob %s: %w", sum, err)
+	}
+	return info, nil
+}
