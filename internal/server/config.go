@@ -52,6 +52,11 @@ type Config struct {
 	// gRPC ResourceExhausted). Env AGENTFLOW_MAX_STREAMS_PER_TENANT, 1 to
 	// 1,000,000; default 0: gateway.DefaultMaxStreamsPerTenant (1000).
 	MaxStreamsPerTenant int
+	// MaxUploadBytes is the largest file the HTTP API's POST /v1/files
+	// takes; a larger one is refused with 413 and nothing is stored. Env
+	// AGENTFLOW_MAX_UPLOAD_BYTES, 1 to gateway.MaxUploadBytesLimit
+	// (256 MiB); default 0: gateway.DefaultMaxUploadBytes (20 MiB).
+	MaxUploadBytes int64
 	// Model providers. Env OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, OLLAMA_HOST.
 	Model llm.Config
 	// Script, when set, serves the scripted OpenAI-compatible model
@@ -210,6 +215,13 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.MaxStreamsPerTenant = n
 	}
+	if v := os.Getenv("AGENTFLOW_MAX_UPLOAD_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > gateway.MaxUploadBytesLimit {
+			return Config{}, fmt.Errorf("AGENTFLOW_MAX_UPLOAD_BYTES=%q: want the largest upload in bytes, 1 to %d", v, gateway.MaxUploadBytesLimit)
+		}
+		c.MaxUploadBytes = n
+	}
 	c.GRPCTLS = gateway.TLSConfig{CertFile: os.Getenv("AGENTFLOW_GRPC_TLS_CERT"), KeyFile: os.Getenv("AGENTFLOW_GRPC_TLS_KEY"),
 		ClientCAFile: os.Getenv("AGENTFLOW_GRPC_CLIENT_CA")}
 	for _, p := range []struct {
@@ -293,6 +305,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d activity pollers: want %d to %d (AGENTFLOW_ACTIVITY_POLLERS)", c.ActivityPollers, minPollers, maxPollers)
 	case c.MaxStreamsPerTenant < 0 || c.MaxStreamsPerTenant > maxStreamsPerTenant:
 		return fmt.Errorf("%d streams per tenant: want 1 to %d (AGENTFLOW_MAX_STREAMS_PER_TENANT)", c.MaxStreamsPerTenant, maxStreamsPerTenant)
+	case c.MaxUploadBytes < 0 || c.MaxUploadBytes > gateway.MaxUploadBytesLimit:
+		return fmt.Errorf("an upload limit of %d bytes: want 1 to %d (AGENTFLOW_MAX_UPLOAD_BYTES)", c.MaxUploadBytes, gateway.MaxUploadBytesLimit)
 	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):
 		return fmt.Errorf("workflow cache of %d: want %d to %d workflows (AGENTFLOW_WORKFLOW_CACHE_SIZE)", c.WorkflowCacheSize, minWorkflowCache, maxWorkflowCache)
 	}

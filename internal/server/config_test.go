@@ -223,3 +223,21 @@ func TestConfigFromEnvMaxStreams(t *testing.T) {
 		require.EqualError(t, err, `AGENTFLOW_MAX_STREAMS_PER_TENANT="`+v+`": want open streams per tenant, 1 to 1000000`)
 	}
 }
+
+func TestConfigFromEnvMaxUpload(t *testing.T) {
+	t.Setenv("AGENTFLOW_MAX_UPLOAD_BYTES", "")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.MaxUploadBytes, "the gateway's default")
+
+	t.Setenv("AGENTFLOW_MAX_UPLOAD_BYTES", "1048576")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, int64(1<<20), c.MaxUploadBytes)
+
+	for _, v := range []string{"0", "-3", "20MiB", "268435457"} {
+		t.Setenv("AGENTFLOW_MAX_UPLOAD_BYTES", v)
+		_, err := ConfigFromEnv()
+		require.EqualError(t, err, `AGENTFLOW_MAX_UPLOAD_BYTES="`+v+`": want the largest upload in bytes, 1 to 268435456`)
+	}
+}

@@ -387,7 +387,7 @@ func (s *Server) newGateway() error {
 		return nil
 	}
 	// The HTTP API's calls are the gRPC API's, traced and counted the same.
-	if s.api, err = gateway.NewHTTPAPI(svc, cat, gateway.HTTPOptions{CORSOrigins: s.cfg.CORSOrigins,
+	if s.api, err = gateway.NewHTTPAPI(svc, cat, gateway.HTTPOptions{CORSOrigins: s.cfg.CORSOrigins, MaxUploadBytes: s.cfg.MaxUploadBytes,
 		ServerOptions: s.tracing.GRPCServerOptions(s.metrics.MeterProvider)}); err != nil {
 		return err
 	}
