@@ -137,7 +137,10 @@ const (
 	// answered by a fallback model, whose step_finish names it),
 	// testdata/turn_output_repair.json (an answer's step, and the step
 	// that repairs it), testdata/turn_model_override.json (steps on the
-	// model the request named).
+	// model the request named), testdata/turn_reasoning_blocks.json (an
+	// Anthropic model's signed thinking, and the result's reasoning and
+	// text blocks told as content events), testdata/turn_tool_image.json
+	// (a tool's image, kept by ref, as the result's image block).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each

@@ -477,7 +477,7 @@ func (l *loader) thinking(d *agentDoc) *agent.Thinking {
 	}
 	out := &agent.Thinking{Effort: th.Effort.s, BudgetTokens: th.BudgetTokens.n}
 	if out.Effort == "" && out.BudgetTokens == 0 {
-		l.addf(th.Effort.pos, "thinking needs an effort (%s) or a budget_tokens", strings.Join(agent.ThinkingEfforts, ", "))
+		l.addf(th.Effort.pos, "is required: one of %s (or give budget_tokens instead)", strings.Join(agent.ThinkingEfforts, ", "))
 		return nil
 	}
 	return out
