@@ -31,6 +31,9 @@ func (in ConversationInput) Validate() error {
 	if err := requireKey("session_id", in.SessionID); err != nil {
 		return err
 	}
+	if err := ValidateID("agent_id", in.AgentID); err != nil {
+		return err
+	}
 	switch in.History {
 	case "", HistoryLoad, HistoryFresh:
 	default:
