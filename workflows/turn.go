@@ -784,6 +784,9 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 			t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: blockJSON(b)})
 		}
 		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
+		// Followers end with what the close carries (the value returned
+		// is not compared on replay: old runs replay as they were).
+		res.StreamTail = t.log.Tail(t.req.Streaming())
 		return res, nil
 	}
 	if res.Error == nil {

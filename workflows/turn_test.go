@@ -407,6 +407,8 @@ func TestAgentTurnReturnsStoredResult(t *testing.T) {
 	env := newEnv(t, f)
 	res, failure := runTurn(t, env, request())
 	require.Nil(t, failure)
+	require.Equal(t, agent.StreamCompleted, res.StreamTail[len(res.StreamTail)-1].Status, "the log's end comes with the result, for followers")
+	res.StreamTail = nil
 	require.Equal(t, stored, res)
 	require.Empty(t, f.modelCalls, "a job with a stored result does not call the model again")
 	require.Empty(t, f.saved)

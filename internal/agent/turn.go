@@ -473,6 +473,14 @@ type TurnResult struct {
 	// microsecond, as stored); zero only in results stored before it was
 	// kept.
 	CompletedAt time.Time `json:"completed_at,omitzero"`
+	// StreamTail, on the value an AgentTurn workflow returns (not on a
+	// stored result), is the end of the turn's event log: the events its
+	// last workflow task logged, through the terminal status, when they
+	// are small. A follower of the stream that has every event before
+	// them ends with them when the workflow closes, instead of reading
+	// the log from a closed workflow (a query its worker answers by
+	// replaying the whole history).
+	StreamTail []Event `json:"stream_tail,omitempty"`
 }
 
 // ResultMetadata describes how a result was produced.

@@ -29,6 +29,12 @@ const (
 	maxSocketPath = 107
 )
 
+// EnvStatStatements, set to true, loads pg_stat_statements into the
+// stack's PostgreSQL, so that a benchmark can count the statements a turn
+// makes (CREATE EXTENSION pg_stat_statements, then read the view). Off by
+// default: it costs a little on every statement.
+const EnvStatStatements = "AGENTFLOW_PG_STAT_STATEMENTS"
+
 // startPostgres initialises Dir/postgres once and runs a postmaster on it.
 func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error {
 	begin := time.Now()
@@ -77,6 +83,9 @@ func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=" + socketDir,
 		"-c", "max_connections=200",
+	}
+	if v, _ := strconv.ParseBool(os.Getenv(EnvStatStatements)); v {
+		argv = append(argv, "-c", "shared_preload_libraries=pg_stat_statements", "-c", "pg_stat_statements.track=all")
 	}
 	if !durable {
 		// Durability is not worth the time in a throwaway dev database.

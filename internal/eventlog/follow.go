@@ -144,9 +144,10 @@ func (fl *following) wait(ctx context.Context, sub Subscription) error {
 	// The turn's completion: a last read of the log ends every follower,
 	// whatever happened to the live path.
 	closed := make(chan struct{})
+	var tail []agent.Event // what the close carries: read once closed is closed
 	go func() {
 		defer close(closed)
-		fl.awaitClose(ctx)
+		tail = fl.awaitClose(ctx)
 	}()
 
 	var live <-chan []agent.Event
@@ -170,7 +171,7 @@ func (fl *following) wait(ctx context.Context, sub Subscription) error {
 			done, err = fl.catchUp(ctx, "idle")
 		case <-closed:
 			closed = nil
-			done, err = fl.catchUp(ctx, "close")
+			done, err = fl.ended(ctx, tail)
 			if err == nil && !done {
 				// The workflow ended without a terminal event (terminated,
 				// timed out by the server): say so instead of waiting.
@@ -190,25 +191,43 @@ func (fl *following) wait(ctx context.Context, sub Subscription) error {
 	}
 }
 
-// awaitClose returns when the turn's workflow has closed, or ctx ends. A
-// wait the server breaks off (a loaded or restarting Temporal) is not a
-// close: it waits again.
-func (fl *following) awaitClose(ctx context.Context) {
+// awaitClose returns when the turn's workflow has closed, or ctx ends,
+// with the end of its log that the workflow returned, if any
+// (agent.TurnResult.StreamTail). A wait the server breaks off (a loaded
+// or restarting Temporal) is not a close: it waits again.
+func (fl *following) awaitClose(ctx context.Context) []agent.Event {
 	wait := 100 * time.Millisecond
 	for {
-		err := fl.f.client.GetWorkflow(ctx, fl.streamID, fl.runID).Get(ctx, nil)
+		var res struct {
+			StreamTail []agent.Event `json:"stream_tail"`
+		}
+		err := fl.f.client.GetWorkflow(ctx, fl.streamID, fl.runID).Get(ctx, &res)
+		if err == nil {
+			return res.StreamTail
+		}
 		var ended *temporal.WorkflowExecutionError
 		var notFound *serviceerror.NotFound
-		if err == nil || errors.As(err, &ended) || errors.As(err, &notFound) || ctx.Err() != nil {
-			return
+		if errors.As(err, &ended) || errors.As(err, &notFound) || ctx.Err() != nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, 2*time.Second)
 	}
+}
+
+// ended takes the close of the workflow: the tail it returned ends the
+// stream when it continues it exactly through the terminal event;
+// otherwise — no tail, or events missing before it — the log is read, as
+// a closed workflow's log is final.
+func (fl *following) ended(ctx context.Context, tail []agent.Event) (bool, error) {
+	if len(tail) > 0 && tail[0].Index <= fl.next && tail[len(tail)-1].Terminal() && tail[len(tail)-1].Index >= fl.next {
+		return fl.deliver(tail)
+	}
+	return fl.catchUp(ctx, "close")
 }
 
 // deliver sends the events that continue the stream; it reports true

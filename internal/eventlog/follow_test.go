@@ -33,19 +33,25 @@ const waitFor = 10 * time.Second
 // logWorkflow is a turn reduced to its event log: the test appends events
 // with the "append" signal, as a turn would log them, and the workflow
 // ends when the test sends no events (or terminates it), so that when it
-// closes is the test's choice. Followers read it with the events query,
-// as they read a turn's.
-func logWorkflow(ctx workflow.Context) error {
+// closes is the test's choice — returning the log's tail, as a turn does,
+// when the test sent "tail" first. Followers read it with the events
+// query, as they read a turn's.
+func logWorkflow(ctx workflow.Context) (agent.TurnResult, error) {
 	l := eventlog.New(workflow.GetInfo(ctx).WorkflowExecution.ID)
 	if err := l.Register(ctx, "demo"); err != nil {
-		return err
+		return agent.TurnResult{}, err
 	}
 	ch := workflow.GetSignalChannel(ctx, "append")
+	tail := workflow.GetSignalChannel(ctx, "tail")
 	for {
 		var evs []agent.Event
 		ch.Receive(ctx, &evs)
 		if len(evs) == 0 {
-			return nil
+			var res agent.TurnResult
+			if tail.ReceiveAsync(nil) {
+				res.StreamTail = l.Tail(true)
+			}
+			return res, nil
 		}
 		for _, e := range evs {
 			l.Append(e)
@@ -382,6 +388,19 @@ func TestFollowEnds(t *testing.T) {
 		require.NoError(t, e.c.SignalWorkflow(ctx, id, "", "append", []agent.Event{}))
 		requireIndices(t, f.next(t, 2), 2, 3)
 		require.NoError(t, f.end(t))
+	})
+	t.Run("the workflow closes with its tail: nothing is read", func(t *testing.T) {
+		id, _ := e.start()
+		e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning))
+		f := e.follow(ctx, id, 0)
+		requireIndices(t, f.next(t, 1), 1, 1)
+		before := e.counter.queries.Load()
+		e.log(id, ev(id, 2, agent.EventToken, "a"), ev(id, 3, agent.EventStatus, agent.StreamCompleted))
+		require.NoError(t, e.c.SignalWorkflow(ctx, id, "", "tail", nil))
+		require.NoError(t, e.c.SignalWorkflow(ctx, id, "", "append", []agent.Event{}))
+		requireIndices(t, f.next(t, 2), 2, 3)
+		require.NoError(t, f.end(t))
+		require.Equal(t, before, e.counter.queries.Load(), "the close carried the end of the log")
 	})
 	t.Run("the workflow ends without a final status", func(t *testing.T) {
 		id, _ := e.start()

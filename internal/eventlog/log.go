@@ -245,6 +245,28 @@ func (l *Log) HandOn(streamed bool) contract.Live {
 	return contract.Live{Events: slices.Clone(evs)}
 }
 
+// MaxTailBytes bounds the events a closing turn returns with its result
+// (agent.TurnResult.StreamTail): they are kept in its history once more.
+const MaxTailBytes = 16 << 10
+
+// Tail is what a turn that has logged its terminal event returns for its
+// followers (agent.TurnResult.StreamTail): the events logged since the
+// last hand-on, ending with the terminal one; none when they are too
+// large, when the turn is not streamed, or when the log has not ended.
+func (l *Log) Tail(streamed bool) []agent.Event {
+	evs := l.events[l.handed:]
+	if !streamed || len(evs) == 0 || !evs[len(evs)-1].Terminal() {
+		return nil
+	}
+	size := 0
+	for _, e := range evs {
+		if size += liveSize(e); size > MaxTailBytes {
+			return nil
+		}
+	}
+	return slices.Clone(evs)
+}
+
 // liveSize is a bound on an event's size as JSON, from its strings (each
 // counted twice, for escapes) and a fixed allowance for the rest; without
 // encoding it, which workflow code must not (encoding/json caches by type).

@@ -2,12 +2,14 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/egress"
@@ -153,6 +155,19 @@ type Config struct {
 	// may hold personal data: only for an operator who means it. Env
 	// AGENTFLOW_TRACE_CONTENT=true; default off.
 	TraceContent bool
+	// TemporalCompression is how requests to Temporal are compressed:
+	// "gzip", "none", or "" (the default) for none when TemporalAddress
+	// is a loopback address and gzip otherwise. gzip costs CPU on the
+	// client and the server for every request, and saves bandwidth only
+	// where there is a network to save it on. Env
+	// AGENTFLOW_TEMPORAL_COMPRESSION.
+	TemporalCompression string
+	// Profiling serves Go's profiles (net/http/pprof) under /debug/pprof/
+	// on the health and metrics listener (HTTPAddr), for an operator
+	// finding where a process's time goes. They show code paths and
+	// timings, not data, but a CPU profile costs CPU while it runs: keep
+	// the listener private. Env AGENTFLOW_PPROF=true; default off.
+	Profiling bool
 	// ToolKinds are tool kinds the worker offers beside the built-in
 	// ones (tools.Builtin), for a program that embeds the server with
 	// kinds of its own, and for tests. Not from the environment; default
@@ -177,13 +192,20 @@ func ConfigFromEnv() (Config, error) {
 		HTTPAddr:         envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
 		Model:            llm.ConfigFromEnv(),
 		Script:           os.Getenv("AGENTFLOW_SCRIPT"),
+
+		TemporalCompression: os.Getenv("AGENTFLOW_TEMPORAL_COMPRESSION"),
 	}
-	if v := os.Getenv("AGENTFLOW_TRACE_CONTENT"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return Config{}, fmt.Errorf("AGENTFLOW_TRACE_CONTENT=%q: want true or false", v)
+	for _, p := range []struct {
+		env string
+		dst *bool
+	}{{"AGENTFLOW_TRACE_CONTENT", &c.TraceContent}, {"AGENTFLOW_PPROF", &c.Profiling}} {
+		if v := os.Getenv(p.env); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return Config{}, fmt.Errorf("%s=%q: want true or false", p.env, v)
+			}
+			*p.dst = b
 		}
-		c.TraceContent = b
 	}
 	for _, p := range []struct {
 		env string
@@ -286,6 +308,9 @@ func ConfigFromEnv() (Config, error) {
 
 // Validate reports missing settings before anything is started.
 func (c Config) Validate() error {
+	if _, err := Compression(c.TemporalAddress, c.TemporalCompression); err != nil {
+		return err
+	}
 	switch {
 	case c.DatabaseURL == "":
 		return fmt.Errorf("DATABASE_URL is not set: point it at PostgreSQL, or run `go tool task up` for a local stack")
@@ -369,3 +394,24 @@ const (
 	minWorkflowCache = 100
 	maxWorkflowCache = 1_000_000
 )
+
+// Compression is the SDK's compression of requests to the Temporal
+// frontend at address under setting (Config.TemporalCompression).
+func Compression(address, setting string) (client.GrpcCompression, error) {
+	switch setting {
+	case "gzip":
+		return &client.GrpcCompressionGzip{}, nil
+	case "none":
+		return &client.GrpcCompressionNone{}, nil
+	case "":
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			host = address
+		}
+		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+			return &client.GrpcCompressionNone{}, nil
+		}
+		return &client.GrpcCompressionGzip{}, nil
+	}
+	return nil, fmt.Errorf("AGENTFLOW_TEMPORAL_COMPRESSION=%q: want gzip, none, or nothing (none for a loopback address, else gzip)", setting)
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"strconv"
@@ -293,11 +294,16 @@ func (s *Server) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	compression, err := Compression(s.cfg.TemporalAddress, s.cfg.TemporalCompression)
+	if err != nil {
+		return err
+	}
 	s.client, err = client.DialContext(ctx, client.Options{
-		HostPort:     s.cfg.TemporalAddress,
-		Namespace:    s.cfg.Namespace,
-		Logger:       SDKLogger(s.logger),
-		Interceptors: interceptors,
+		HostPort:          s.cfg.TemporalAddress,
+		Namespace:         s.cfg.Namespace,
+		Logger:            SDKLogger(s.logger),
+		Interceptors:      interceptors,
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: compression},
 		// Workers of this client report the SDK's metrics, and workflows
 		// agentflow's, through it.
 		MetricsHandler: s.metrics.Handler,
@@ -411,6 +417,13 @@ func (s *Server) newHTTP() error {
 	// dependency back, so an outage fails /healthz, not this.
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	if s.cfg.Profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return nil
 }

@@ -42,6 +42,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/server"
 )
 
 func main() {
@@ -78,8 +79,15 @@ func run() error {
 		return errors.New("seq, conc, total and pollers (≥ 2) must be positive, signals not negative")
 	}
 
+	// Compressed as agentflow's server compresses its requests to the same
+	// address: the floor is measured with the same client.
+	compression, err := server.Compression(o.address, os.Getenv("AGENTFLOW_TEMPORAL_COMPRESSION"))
+	if err != nil {
+		return err
+	}
 	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: compression}})
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", o.address, err)
 	}
