@@ -41,7 +41,7 @@ agents:
     fallback_models: [openai:backup-model]
 `))
 	require.NoError(t, err)
-	_, err = h.store.ApplyCatalog(t.Context(), cat, false)
+	_, err = h.applyCatalog(t.Context(), cat, false)
 	require.NoError(t, err)
 	job := randomJob()
 	in := loadAgentInput(job, "a long question")

@@ -91,6 +91,15 @@ type harness struct {
 	// /big-row?bytes=N with one row of N bytes, counting calls.
 	api     *httptest.Server
 	apiHits *atomic.Int32
+	routes  *registry.Cache
+}
+
+// applyCatalog applies cat and drops the activities' snapshot of it, as
+// the catalog's notification does in a worker.
+func (h *harness) applyCatalog(ctx context.Context, cat agent.Catalog, dryRun bool) (store.ApplyReport, error) {
+	r, err := h.store.ApplyCatalog(ctx, cat, dryRun)
+	h.routes.Invalidate("")
+	return r, err
 }
 
 // newHarness starts a harness; configure, if given, changes the
@@ -142,8 +151,9 @@ func newHarness(t *testing.T, modelScript string, configure ...func(*Deps)) *har
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
+	routes := registry.NewCache(st, op, logger)
 	deps := Deps{
-		Store: st, Model: model, Tools: kinds, Routes: registry.NewCache(st, op, logger), Logger: logger, Temporal: c,
+		Store: st, Model: model, Tools: kinds, Routes: routes, Logger: logger, Temporal: c,
 		StreamInterval: 50 * time.Millisecond, DataInlineBytes: testDataInline,
 	}
 	for _, f := range configure {
@@ -154,7 +164,7 @@ func newHarness(t *testing.T, modelScript string, configure ...func(*Deps)) *har
 
 	env, beats := newActivityEnv(logger)
 	acts.Register(env)
-	return &harness{acts: acts, store: st, model: srv, temporal: c, env: env, beats: beats, toolRuns: runs, api: api, apiHits: hits}
+	return &harness{acts: acts, store: st, model: srv, temporal: c, env: env, beats: beats, toolRuns: runs, api: api, apiHits: hits, routes: routes}
 }
 
 // newActivityEnv is a TestActivityEnvironment whose heartbeats are

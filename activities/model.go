@@ -71,9 +71,14 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		}
 		return checkOutput(res, schema), nil
 	}
+	// Prices and budgets come with the tenant's cached catalog snapshot,
+	// current within moments of a catalog change.
 	var billing store.Billing
-	err = a.db(ctx, "load prices and budgets", func() (err error) {
-		billing, err = a.store.TenantBilling(ctx, in.TenantID)
+	err = a.db(ctx, "load prices and budgets", func() error {
+		snap, err := a.routes.Routing(ctx, in.TenantID)
+		if err == nil {
+			billing = snap.Billing
+		}
 		return err
 	})
 	if err != nil {
@@ -112,7 +117,8 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	reply.Role = agent.RoleAssistant
 	reply.Usage, reply.Model = &resp.Usage, resp.Model
 	call := store.ModelCall{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: stepAttempt(ctx, in),
-		AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: cmp.Or(resp.Model, ag.Model), Usage: resp.Usage}
+		AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: cmp.Or(resp.Model, ag.Model), Usage: resp.Usage,
+		Unbudgeted: len(billing.Budgets.Periods()) == 0 && !held}
 	if p, ok := agent.PriceOf(billing.Prices, call.Model); ok {
 		cost := p.Cost(resp.Usage)
 		call.Cost = &cost

@@ -18,7 +18,7 @@ import (
 func TestCallModelLedger(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, modelScript)
-	_, err := h.store.ApplyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
+	_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
 		Prices: []agent.Price{{Model: "openai:gpt-4o-mini", Input: 0.15, CachedInput: 0.075, Output: 0.6}}}}}, false)
 	require.NoError(t, err)
 	job := randomJob()
@@ -47,7 +47,7 @@ func TestCallModelLedger(t *testing.T) {
 func TestCallModelBudget(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, modelScript)
-	_, err := h.store.ApplyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo",
+	_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo",
 		Budgets: &agent.Budgets{Day: &agent.Budget{Tokens: 1000}}}}}, false)
 	require.NoError(t, err)
 
@@ -73,7 +73,7 @@ func TestCallModelBudget(t *testing.T) {
 func TestCallModelCostBudget(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, modelScript)
-	_, err := h.store.ApplyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
+	_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
 		Prices:  []agent.Price{{Model: "openai:gpt-4o-mini", Input: 0.15, CachedInput: 0.075, Output: 0.6}},
 		Budgets: &agent.Budgets{Month: &agent.Budget{Cost: 0.0002}}}}}, false)
 	require.NoError(t, err)
@@ -142,7 +142,7 @@ func TestCallModelReservesBudget(t *testing.T) {
 	require.Zero(t, reserved())
 
 	price := agent.Price{Model: "openai:gpt-4o-mini", Input: 0.15, CachedInput: 0.075, Output: 0.6}
-	_, err = h.store.ApplyCatalog(ctx, agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
+	_, err = h.applyCatalog(ctx, agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
 		Prices: []agent.Price{price}, Budgets: &agent.Budgets{Day: &agent.Budget{Tokens: 1_000_000}}}}}, false)
 	require.NoError(t, err)
 

@@ -66,6 +66,11 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
+	if !in.GetDryRun() && c.routes != nil {
+		// A worker in this process serves the next turn with the new
+		// catalog at once; others hear of it from the notification.
+		c.routes.Invalidate(tenant)
+	}
 	out := &pb.UpsertCatalogResponse{}
 	for _, ch := range report.Changes {
 		out.Changes = append(out.Changes, &pb.CatalogChange{Kind: ch.Kind, Name: ch.Name, Action: ch.Action, Version: int32(ch.Version), Note: ch.Note, Source: ch.Source})

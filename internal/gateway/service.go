@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/telemetry"
@@ -47,6 +48,10 @@ type Options struct {
 	// process: gRPC Stream and Resume calls, SSE responses and WebSocket
 	// connections together. Default (0): DefaultMaxStreamsPerTenant.
 	MaxStreamsPerTenant int
+	// Routes, when set, is the process's cache of tenants' catalog
+	// snapshots: a turn that names no agent is checked against it (a
+	// default agent or rules) instead of reading the catalog.
+	Routes *registry.Cache
 }
 
 // Service implements pb.AgentServiceServer.
@@ -58,6 +63,7 @@ type Service struct {
 	tokens    []Token
 	taskQueue string
 	logger    *zap.Logger
+	routes    *registry.Cache
 	// starting holds a slot per turn being started (maxStarting).
 	starting chan struct{}
 	// streams counts each tenant's open streams.
@@ -94,7 +100,7 @@ func New(o Options) (*Service, error) {
 		o.MaxStreamsPerTenant = DefaultMaxStreamsPerTenant
 	}
 	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, taskQueue: o.TaskQueue, logger: o.Logger,
-		starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}, nil
+		routes: o.Routes, starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}, nil
 }
 
 // Register adds the AgentService to g. Calls reach it unauthenticated
@@ -213,6 +219,16 @@ func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 		// A model the agent does not allow is refused here too (the turn
 		// checks the version it pins), so that no turn is started for it.
 		return ag.CheckModel(req.Model)
+	}
+	if s.routes != nil {
+		snap, err := s.routes.Routing(ctx, req.TenantID)
+		if err != nil {
+			return err
+		}
+		if snap.DefaultAgent == "" && snap.Table.Len() == 0 {
+			return agent.Errorf(agent.CodeNotFound, "tenant %q has neither routing rules nor a default agent: name an agent_id", req.TenantID)
+		}
+		return nil
 	}
 	r, err := s.store.Routing(ctx, req.TenantID)
 	if err != nil {

@@ -47,8 +47,11 @@ type Snapshot struct {
 	Table        *routing.Table
 	// HTTP calls out under the tenant's egress allowlist, within the
 	// operator's policy; tools get it.
-	HTTP   *http.Client
-	loaded time.Time
+	HTTP *http.Client
+	// Billing is the tenant's prices and budgets, which every model call
+	// needs (its cost, its reservation).
+	Billing store.Billing
+	loaded  time.Time
 }
 
 // NewCache returns a Cache over st whose snapshots call out within what
@@ -75,7 +78,7 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 	}
 	if s != nil && s.Version == r.Version {
 		s2 := *s
-		s2.loaded = c.now()
+		s2.loaded, s2.Billing = c.now(), r.Billing
 		c.put(&s2, gen)
 		return &s2, nil
 	}
@@ -101,7 +104,7 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 		}
 	}
 	s = &Snapshot{TenantID: tenantID, Version: r.Version, DefaultAgent: r.DefaultAgent, Table: table,
-		HTTP: c.egress.Client(policy), loaded: c.now()}
+		HTTP: c.egress.Client(policy), Billing: r.Billing, loaded: c.now()}
 	c.put(s, gen)
 	if m := c.Metrics; m != nil {
 		m.reload.Observe(c.now().Sub(start).Seconds())

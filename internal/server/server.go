@@ -373,7 +373,7 @@ func (s *Server) newWorker() error {
 // newGateway serves the gRPC API, and the HTTP API unless it is off.
 func (s *Server) newGateway() error {
 	svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens,
-		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant})
+		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes})
 	if err != nil {
 		return err
 	}
@@ -470,6 +470,9 @@ func (s *Server) Hub() *pglive.Hub { return s.hub }
 
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
+
+// Routes is the worker's cache of its tenants' catalog snapshots.
+func (s *Server) Routes() *registry.Cache { return s.routes }
 
 // Tools is the server's tool registry.
 func (s *Server) Tools() *tools.Registry { return s.tools }

@@ -62,8 +62,6 @@ DELETE FROM budget_reservations WHERE tenant_id = $1 AND job_id = $2 AND step = 
 
 	// A stored reply settles every reservation of its step: the ledger
 	// row now counts the call.
-	sqlSettleReservations = `DELETE FROM budget_reservations WHERE tenant_id = $1 AND job_id = $2 AND step = $3`
-
 	sqlReserved = `
 SELECT COALESCE(sum(tokens), 0)::bigint, COALESCE(sum(cost), 0)::float8
 FROM budget_reservations WHERE tenant_id = $1 AND expires_at > clock_timestamp()`

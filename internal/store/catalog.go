@@ -418,6 +418,10 @@ func (s *Store) AgentVersion(ctx context.Context, tenantID, agentID string, vers
 	if version <= 0 {
 		return agent.Agent{}, agent.Errorf(agent.CodeInvalid, "agent version must be positive, got %d", version)
 	}
+	key := versionKey{tenantID, agentID, version}
+	if a, ok := s.versions.get(key); ok {
+		return a, nil
+	}
 	a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentVersion, tenantID, agentID, version))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "version %d of agent %q of tenant %q not found", version, agentID, tenantID)
@@ -425,7 +429,8 @@ func (s *Store) AgentVersion(ctx context.Context, tenantID, agentID string, vers
 	if err != nil {
 		return agent.Agent{}, fmt.Errorf("load agent %q version %d: %w", agentID, version, err)
 	}
-	return a, nil
+	s.versions.put(key, a)
+	return clipped(a), nil
 }
 
 // DefaultAgent returns the id of the tenant's default agent;

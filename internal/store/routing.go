@@ -30,6 +30,8 @@ type Routing struct {
 	Tools        int
 	// Egress is the tenant's egress allowlist (internal/egress entries).
 	Egress []string
+	// Billing is the tenant's prices and budgets.
+	Billing Billing
 }
 
 const (
@@ -40,7 +42,7 @@ WHERE tenant_id = $1 ORDER BY priority DESC, name`
 SELECT catalog_version, coalesce(default_agent, ''),
        (SELECT count(*) FROM agents a WHERE a.tenant_id = t.tenant_id),
        (SELECT count(*) FROM tools o WHERE o.tenant_id = t.tenant_id),
-       egress
+       egress, prices, budgets
 FROM tenants t WHERE tenant_id = $1`
 	sqlUpsertRule = `
 INSERT INTO routing_rules (tenant_id, name, priority, condition, agent_id) VALUES ($1, $2, $3, $4, $5)
@@ -58,8 +60,9 @@ func (s *Store) Routing(ctx context.Context, tenantID string) (Routing, error) {
 		return Routing{}, err
 	}
 	r := Routing{TenantID: tenantID}
+	var prices, budgets []byte
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, sqlTenantRouting, tenantID).Scan(&r.Version, &r.DefaultAgent, &r.Agents, &r.Tools, &r.Egress); err != nil {
+		if err := tx.QueryRow(ctx, sqlTenantRouting, tenantID).Scan(&r.Version, &r.DefaultAgent, &r.Agents, &r.Tools, &r.Egress, &prices, &budgets); err != nil {
 			return err
 		}
 		var err error
@@ -71,6 +74,9 @@ func (s *Store) Routing(ctx context.Context, tenantID string) (Routing, error) {
 	}
 	if err != nil {
 		return Routing{}, fmt.Errorf("load routing of tenant %q: %w", tenantID, err)
+	}
+	if r.Billing, err = decodeBilling(tenantID, prices, budgets); err != nil {
+		return Routing{}, err
 	}
 	return r, nil
 }

@@ -43,6 +43,10 @@ type Store struct {
 	pool        *pgxpool.Pool
 	inlineLimit int
 	log         *zap.Logger
+	// versions keeps agent versions read: a version never changes once
+	// stored, so every model and tool call of every turn need not read
+	// it again.
+	versions versionCache
 }
 
 // Open connects to databaseURL and applies pending migrations. Concurrent

@@ -65,6 +65,11 @@ func (s *Store) TenantBilling(ctx context.Context, tenantID string) (Billing, er
 	if err != nil {
 		return Billing{}, fmt.Errorf("load prices and budgets of tenant %q: %w", tenantID, err)
 	}
+	return decodeBilling(tenantID, prices, budgets)
+}
+
+// decodeBilling reads a tenant's prices and budgets columns.
+func decodeBilling(tenantID string, prices, budgets []byte) (Billing, error) {
 	var b Billing
 	if len(prices) > 0 {
 		if err := json.Unmarshal(prices, &b.Prices); err != nil {
@@ -94,13 +99,27 @@ type ModelCall struct {
 	// Cost in USD; nil when the model has no price.
 	Cost      *float64
 	CreatedAt time.Time // set when read
+	// Unbudgeted says the tenant has no budgets, so no attempt of the
+	// call reserved anything: PutReply settles nothing. (A reservation
+	// made before the budgets were removed expires on its own.)
+	Unbudgeted bool
 }
 
 const (
-	sqlInsertUsage = `
+	// sqlPutReply stores a reply as its step and its ledger row, and
+	// settles the step's reservations when $15 says there may be some.
+	// A data-modifying WITH runs whether or not it is read.
+	sqlPutReply = `
+WITH settled AS (
+  DELETE FROM budget_reservations WHERE $15::bool AND tenant_id = $1 AND job_id = $2 AND step = $3
+), step AS (
+  INSERT INTO turn_steps (tenant_id, job_id, seq, message) VALUES ($1, $2, $3, $14)
+  ON CONFLICT (tenant_id, job_id, seq) DO NOTHING
+  RETURNING 1
+)
 INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
   input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM step
 ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
 
 	sqlJobUsage = `
@@ -130,24 +149,13 @@ func (s *Store) PutReply(ctx context.Context, c ModelCall, m agent.Message) erro
 	if err != nil {
 		return fmt.Errorf("put reply %d of turn %q: encode: %w", c.Step, c.JobID, err)
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The step's reservations are settled whoever stores its reply:
-		// from here on the ledger row counts the call.
-		if _, err := tx.Exec(ctx, sqlSettleReservations, c.TenantID, c.JobID, c.Step); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, sqlInsertStep, c.TenantID, c.JobID, c.Step, msg)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // stored, and recorded, by another attempt
-		}
-		u := c.Usage
-		_, err = tx.Exec(ctx, sqlInsertUsage, c.TenantID, c.JobID, c.Step, c.Attempt, c.AgentID, c.AgentVersion, c.SessionID, c.Model,
-			max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost)
-		return err
-	})
+	// One statement, so one round trip and one transaction: the step's
+	// reservations are settled whoever stores its reply (from here on
+	// the ledger row counts the call), and the ledger row is written only
+	// with the step, so a reply another attempt stored is counted once.
+	u := c.Usage
+	_, err = s.pool.Exec(ctx, sqlPutReply, c.TenantID, c.JobID, c.Step, c.Attempt, c.AgentID, c.AgentVersion, c.SessionID, c.Model,
+		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost, msg, !c.Unbudgeted)
 	if err != nil {
 		if pgCode(err) == pgForeignKeyViolation {
 			return agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found: begin it before storing steps", c.JobID, c.TenantID)

@@ -284,6 +284,8 @@ func (s *Server) ApplyCatalog(t testing.TB, docs ...string) {
 	if err := ApplyCatalogs(context.Background(), s.Store(), s.Tools(), docs...); err != nil {
 		t.Fatalf("testserver: %v", err)
 	}
+	// As the gateway does after an apply: the next turn sees it at once.
+	s.Routes().Invalidate("")
 }
 
 // ApplyCatalogs parses catalog documents and applies them to st one after
