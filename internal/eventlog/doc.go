@@ -73,11 +73,15 @@
 // A Follower reads the log from the client's position, then takes live
 // batches that continue it. A batch after a gap, a wake-up, a lagging
 // subscription (its buffer full, the listener reconnecting) or a quiet
-// spell makes it read the log again; the workflow's close makes it read
-// the log a last time. A follower of a turn it starts subscribes before
-// the start (FollowNew), so that with the live path whole it reads the log
-// only when the turn has closed. It delivers each index once, in order,
-// and never waits on another follower.
+// spell makes it read the log again. The workflow's close ends it: a
+// turn returns the events it logged after its last hand-on, through its
+// terminal status (Log.Tail, agent.TurnResult.StreamTail), and a follower
+// that has every event before them ends with them; otherwise it reads the
+// log a last time (a query that a closed workflow's worker answers by
+// replaying its whole history). A follower of a turn it starts subscribes
+// before the start (FollowNew), so that with the live path whole it reads
+// nothing at all. It delivers each index once, in order, and never waits
+// on another follower.
 //
 // # Workflow Streams
 //

@@ -71,9 +71,13 @@ func run() error {
 	flag.IntVar(&o.total, "total", 320, "workflows run by the concurrent callers")
 	flag.IntVar(&o.signals, "signals", 1, "signals the second model-like activity sends (a streamed reply's token batches)")
 	flag.IntVar(&o.pollers, "pollers", 4, "workflow and activity pollers, as agentflow's worker runs by default")
+	only := flag.String("only", "", "measure only this workflow: empty or turn (default both)")
 	flag.Parse()
 	if report != "" {
 		return printReport(os.Stdout, report, against)
+	}
+	if *only != "" && *only != "empty" && *only != "turn" {
+		return fmt.Errorf("-only %q: want empty or turn", *only)
 	}
 	if o.seq < 1 || o.conc < 1 || o.total < 1 || o.signals < 0 || o.pollers < 2 {
 		return errors.New("seq, conc, total and pollers (≥ 2) must be positive, signals not negative")
@@ -116,6 +120,9 @@ func run() error {
 		{"empty workflow", "FloorEmpty", nil},
 		{"turn shape", "FloorTurnShape", []any{o.signals}},
 	} {
+		if *only != "" && !strings.Contains(b.mode, *only) {
+			continue
+		}
 		r, err := measure(context.Background(), c, o, b.workflow, b.args)
 		if err != nil {
 			return fmt.Errorf("%s: %w", b.mode, err)
