@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -72,32 +73,44 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 		return fmt.Errorf("begin turn %q: encode request: %w", t.JobID, err)
 	}
 	inserted := false
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if t.TurnsPerMinute > 0 {
-			// One counter per agent: concurrent starts wait here, so the
-			// limit holds exactly.
-			if _, err := tx.Exec(ctx, sqlLockAgentRate, t.TenantID+"/"+t.AgentID); err != nil {
-				return err
-			}
-			var exists bool
-			if err := tx.QueryRow(ctx, sqlTurnExists, t.TenantID, t.JobID).Scan(&exists); err != nil {
-				return err
-			}
-			if !exists {
-				var recent int
-				if err := tx.QueryRow(ctx, sqlRecentTurns, t.TenantID, t.AgentID).Scan(&recent); err != nil {
-					return err
-				}
-				if recent >= t.TurnsPerMinute {
-					return agent.Errorf(agent.CodeRateLimited, "agent %q of tenant %q allows %d turns a minute and has had them; try again shortly",
-						t.AgentID, t.TenantID, t.TurnsPerMinute)
-				}
-			}
-		}
-		tag, err := tx.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req)
+	insert := func(q interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}) error {
+		tag, err := q.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req)
 		inserted = err == nil && tag.RowsAffected() == 1
 		return err
-	})
+	}
+	// claim counts the agent's turns of the last minute, under its lock,
+	// before it inserts the turn.
+	claim := func(tx pgx.Tx) error {
+		// One counter per agent: concurrent starts wait here, so the
+		// limit holds exactly.
+		if _, err := tx.Exec(ctx, sqlLockAgentRate, t.TenantID+"/"+t.AgentID); err != nil {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, sqlTurnExists, t.TenantID, t.JobID).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			var recent int
+			if err := tx.QueryRow(ctx, sqlRecentTurns, t.TenantID, t.AgentID).Scan(&recent); err != nil {
+				return err
+			}
+			if recent >= t.TurnsPerMinute {
+				return agent.Errorf(agent.CodeRateLimited, "agent %q of tenant %q allows %d turns a minute and has had them; try again shortly",
+					t.AgentID, t.TenantID, t.TurnsPerMinute)
+			}
+		}
+		return insert(tx)
+	}
+	if t.TurnsPerMinute > 0 {
+		err = pgx.BeginFunc(ctx, s.pool, claim)
+	} else {
+		// Without a rate to count, the claim is one statement: no
+		// transaction to open and commit around it.
+		err = insert(s.pool)
+	}
 	if err != nil {
 		if agent.IsCode(err, agent.CodeRateLimited) {
 			return err
