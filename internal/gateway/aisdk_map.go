@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"cmp"
 	"encoding/json"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -27,6 +29,8 @@ type uiChunk struct {
 	FinishReason    string          `json:"finishReason,omitempty"`
 	MessageMetadata *uiMetadata     `json:"messageMetadata,omitempty"`
 	Reason          string          `json:"reason,omitempty"`
+	URL             string          `json:"url,omitempty"`
+	MediaType       string          `json:"mediaType,omitempty"`
 }
 
 // uiMetadata is the assistant message's metadata, sent with finish: the
@@ -104,6 +108,9 @@ func (m *uiMapper) add(e agent.Event) []uiChunk {
 		out := m.release()
 		if text := contentText(e.Content); text != "" && !m.wroteText {
 			out = m.textDelta(out, "content-"+strconv.FormatInt(e.Index, 10), text)
+		}
+		if f, ok := contentFile(e.Content); ok {
+			out = append(m.closeParts(out), f)
 		}
 		return out
 	case agent.EventError:
@@ -300,4 +307,16 @@ func orNull(raw json.RawMessage) json.RawMessage {
 		return jsonNull
 	}
 	return raw
+}
+
+// contentFile is an image or file block of the answer as the UI
+// message's file part, by the gateway's URL for the tenant's file (GET
+// /v1/files/{ref}, relative to the API: the client fetches it with its
+// token).
+func contentFile(block json.RawMessage) (uiChunk, bool) {
+	var b agent.Block
+	if json.Unmarshal(block, &b) != nil || (b.Type != agent.BlockImage && b.Type != agent.BlockFile) || b.Ref == "" {
+		return uiChunk{}, false
+	}
+	return uiChunk{Type: "file", URL: filesPath + "/" + url.PathEscape(b.Ref), MediaType: cmp.Or(b.MIMEType, "application/octet-stream")}, true
 }

@@ -84,6 +84,19 @@ func TestUIMessageMapper(t *testing.T) {
 			`{"type":"finish","finishReason":"stop","messageMetadata":{"usage":{"prompt_tokens":30,"completion_tokens":9,"total_tokens":39}}}`,
 		},
 	}, {
+		name: "an image a tool made: a file part the client fetches from the API",
+		events: replyLog(evStatus(agent.StreamRunning), evToken(1, 1, "Here it is."), evUsage(1, 1, 1),
+			agent.Event{Kind: agent.EventContent, Content: json.RawMessage(`{"type":"image","ref":"cas://sha256:ab","mime_type":"image/png","call_id":"call_1"}`)},
+			agent.Event{Kind: agent.EventContent, Content: json.RawMessage(`{"type":"reasoning","text":"hidden"}`)},
+			evContent("Here it is."), evStatus(agent.StreamCompleted)),
+		want: []string{
+			`{"type":"text-start","id":"text-2"}`,
+			`{"type":"text-delta","id":"text-2","delta":"Here it is."}`,
+			`{"type":"text-end","id":"text-2"}`,
+			`{"type":"file","url":"/v1/files/cas:%2F%2Fsha256:ab","mediaType":"image/png"}`,
+			`{"type":"finish","finishReason":"stop","messageMetadata":{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}}`,
+		},
+	}, {
 		name: "a retried call: held until it answers, the voided attempt never sent",
 		events: replyLog(evStatus(agent.StreamRunning), evToken(1, 1, "Once"), evToken(1, 1, " up"),
 			agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 2, Attempt: 2},
