@@ -3,11 +3,7 @@ package llm_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,24 +59,7 @@ const anthropicReply = `{"id":"msg_1","type":"message","role":"assistant","model
 // without one nothing does. The
 // cached tokens the API reports come back in the usage.
 func TestAnthropicCacheControl(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []map[string]json.RawMessage
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var body map[string]json.RawMessage
-		if err := json.Unmarshal(b, &body); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		bodies = append(bodies, body)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(anthropicReply))
-	}))
-	t.Cleanup(srv.Close)
-	r, err := llm.New(llm.Config{AnthropicAPIKey: "sk-ant-test", AnthropicBaseURL: srv.URL + "/v1"})
-	require.NoError(t, err)
+	r, recorded := anthropicRecorder(t, anthropicReply)
 	ctx := context.Background()
 	tools := []agent.Tool{calculator, {Name: "search"}}
 
@@ -93,6 +72,7 @@ func TestAnthropicCacheControl(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Generate(ctx, llm.Request{Model: "anthropic:claude-test", Messages: withNote("Data you can use: cas://x", "hi"), Tools: tools})
 	require.NoError(t, err)
+	bodies := recorded()
 	require.Len(t, bodies, 3)
 
 	require.JSONEq(t, `[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Data you can use: cas://x"}]`,

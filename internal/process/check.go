@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/structured"
 )
 
 // Bounds of a definition. A process is a graph a person can read; these
@@ -72,32 +70,13 @@ var builtin = func() *jsonschema.Schema {
 	return s
 }()
 
-// Problem is one thing wrong with a definition.
-type Problem struct {
-	// Pointer is the JSON Pointer of the value it is about; "" for the
-	// whole definition.
-	Pointer string
-	Message string
-}
-
-func (p Problem) String() string {
-	if p.Pointer == "" {
-		return p.Message
-	}
-	return p.Pointer + ": " + p.Message
-}
-
-// Problems is a list of problems, as an error: agent.CodeInvalid with
-// every problem, one after another.
-type Problems []Problem
-
-func (ps Problems) Error() string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
-	}
-	return strings.Join(s, "; ")
-}
+// Problem is one thing wrong with a definition, and Problems a list of
+// them, as an error: agent.CodeInvalid with every problem, one after
+// another. They are the JSON Schema checks' own (internal/structured).
+type (
+	Problem  = structured.Problem
+	Problems = structured.Problems
+)
 
 // Schema checks definitions: the built-in rules, and a catalog's JSON
 // Schema when it gave one. It is safe for concurrent use.
@@ -189,35 +168,13 @@ func (s *Schema) CheckError(def json.RawMessage) error {
 	return nil
 }
 
-var printer = message.NewPrinter(language.English)
-
 // schemaProblems validates doc and lists the leaves of the error tree,
 // each at its instance location.
 func schemaProblems(s *jsonschema.Schema, doc any) Problems {
-	err := s.Validate(doc)
-	if err == nil {
-		return nil
+	if err := s.Validate(doc); err != nil {
+		return structured.ValidationProblems(err)
 	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return Problems{{Message: err.Error()}}
-	}
-	var out Problems
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			p := Problem{Pointer: Pointer(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer)}
-			if !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return out
+	return nil
 }
 
 // graphProblems checks what the schema cannot: unique node ids, edges
@@ -271,14 +228,7 @@ func listIDs(ids []string) string {
 }
 
 // Pointer is the JSON Pointer (RFC 6901) of a path of tokens.
-func Pointer(tokens []string) string {
-	var b strings.Builder
-	for _, t := range tokens {
-		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
-	}
-	return b.String()
-}
+func Pointer(tokens []string) string { return structured.Pointer(tokens) }
 
 // Tokens splits a JSON Pointer into its unescaped tokens; ok is false
 // when p is not a JSON Pointer ("" is the whole document: no tokens).

@@ -156,10 +156,11 @@ func Unfence(answer string) string {
 	return strings.TrimSpace(rest)
 }
 
-// Problem is one way an answer does not match its schema.
+// Problem is one way a JSON document does not match its schema (an
+// answer its output schema, a process definition its rules).
 type Problem struct {
 	// Pointer is the JSON Pointer of the value it is about; "" for the
-	// whole answer.
+	// whole document.
 	Pointer string
 	Message string
 }
@@ -171,7 +172,8 @@ func (p Problem) String() string {
 	return p.Pointer + ": " + p.Message
 }
 
-// Problems lists what is wrong with an answer.
+// Problems lists what is wrong with a document. As an error it is every
+// problem, one after another.
 type Problems []Problem
 
 // String is the problems in one line, "; " between them.
@@ -183,11 +185,14 @@ func (ps Problems) String() string {
 	return strings.Join(s, "; ")
 }
 
+func (ps Problems) Error() string { return ps.String() }
+
 var printer = message.NewPrinter(language.English)
 
-// problems lists the leaves of a validation error's tree, each at its
-// instance location.
-func problems(err error) Problems {
+// ValidationProblems lists the leaves of a jsonschema validation error's
+// tree, each at its instance location, each once; another error is one
+// problem about the whole document.
+func ValidationProblems(err error) Problems {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
 		return Problems{{Message: err.Error()}}
@@ -196,7 +201,7 @@ func problems(err error) Problems {
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			p := Problem{Pointer: pointer(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer)}
+			p := Problem{Pointer: Pointer(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer)}
 			if !slices.Contains(out, p) {
 				out = append(out, p)
 			}
@@ -207,14 +212,20 @@ func problems(err error) Problems {
 		}
 	}
 	walk(ve)
+	return out
+}
+
+// problems is ValidationProblems, at most maxProblems of them.
+func problems(err error) Problems {
+	out := ValidationProblems(err)
 	if len(out) > maxProblems {
 		out = append(out[:maxProblems], Problem{Message: fmt.Sprintf("and %d more problems", len(out)-maxProblems)})
 	}
 	return out
 }
 
-// pointer is the JSON Pointer of a location's tokens.
-func pointer(tokens []string) string {
+// Pointer is the JSON Pointer (RFC 6901) of a path of tokens.
+func Pointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
