@@ -51,7 +51,13 @@ const UIMessageStreamHeader = "X-Vercel-Ai-Ui-Message-Stream"
 func (a *HTTPAPI) registerAISDK(mux *http.ServeMux) {
 	mux.Handle("POST "+uiChatPath, a.limitBody(http.HandlerFunc(a.uiChat)))
 	mux.HandleFunc("GET "+uiResumePath, a.uiResume)
-	for _, path := range []string{uiChatPath, uiResumePath} {
+	a.refuseOtherMethods(mux, uiChatPath, uiResumePath)
+}
+
+// refuseOtherMethods answers 405 on paths for the methods their routes
+// do not take.
+func (a *HTTPAPI) refuseOtherMethods(mux *http.ServeMux, paths ...string) {
+	for _, path := range paths {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			a.fail(w, r, agent.Errorf(agent.CodeInvalid, "%s does not take %s", r.URL.Path, r.Method), http.StatusMethodNotAllowed)
 		})

@@ -83,11 +83,7 @@ type upload struct {
 func (a *HTTPAPI) registerFiles(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+filesPath, a.postFile)
 	mux.HandleFunc("GET "+filePath, a.getFile)
-	for _, path := range []string{filesPath, filePath} {
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			a.fail(w, r, agent.Errorf(agent.CodeInvalid, "%s does not take %s", r.URL.Path, r.Method), http.StatusMethodNotAllowed)
-		})
-	}
+	a.refuseOtherMethods(mux, filesPath, filePath)
 }
 
 // postFile stores the request's file for the caller's tenant: 201 and

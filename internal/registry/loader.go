@@ -524,31 +524,26 @@ func (l *loader) model(m text) bool {
 // fallbackModels checks an agent's fallback models: each a model of a
 // known provider, neither the agent's own model nor listed twice.
 func (l *loader) fallbackModels(d *agentDoc) []string {
-	var out []string
-	for _, m := range d.FallbackModels {
-		switch {
-		case m.bad:
-		case m.s == d.Model.s:
-			l.addf(m.pos, "%q is the agent's own model: a fallback must be another", m.s)
-		case slices.Contains(out, m.s):
-			l.addf(m.pos, "%q is listed twice", m.s)
-		case l.model(m):
-			out = append(out, m.s)
-		}
-	}
-	return out
+	return l.otherModels(d, d.FallbackModels, ": a fallback must be another")
 }
 
 // modelsAllowed checks the models a turn of an agent may name instead of
 // its own: each a model of a known provider, neither the agent's own
 // model (which a turn may always name) nor listed twice.
 func (l *loader) modelsAllowed(d *agentDoc) []string {
+	return l.otherModels(d, d.ModelsAllowed, ", which a turn may always name: list only the others")
+}
+
+// otherModels checks a list of models beside an agent's own: each of a
+// known provider, not the agent's own (own ends the message that says
+// so), none twice.
+func (l *loader) otherModels(d *agentDoc, list []text, own string) []string {
 	var out []string
-	for _, m := range d.ModelsAllowed {
+	for _, m := range list {
 		switch {
 		case m.bad:
 		case m.s == d.Model.s:
-			l.addf(m.pos, "%q is the agent's own model, which a turn may always name: list only the others", m.s)
+			l.addf(m.pos, "%q is the agent's own model%s", m.s, own)
 		case slices.Contains(out, m.s):
 			l.addf(m.pos, "%q is listed twice", m.s)
 		case l.model(m):
