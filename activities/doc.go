@@ -1,5 +1,6 @@
 // Package activities implements agentflow's Temporal activities: Route,
-// LoadAgent, CallModel, ExecuteTool, SaveResult and RecordApproval. The
+// LoadAgent, CallModel, ExecuteTool, SaveResult, RecordApproval and
+// SealStream. The
 // package name is plural so it does not clash with the SDK's activity
 // package.
 //

@@ -137,7 +137,8 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		Model:        resp.Model,
 		FinishReason: resp.FinishReason,
 		Approvals:    a.approvals(ag, in, reply.ToolCalls),
-		Tail:         tail,
+		Tail:         tail.batch,
+		TailLive:     tail.live,
 	}, schema), nil
 }
 
@@ -213,12 +214,15 @@ func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contrac
 	if in.Stream && in.StreamID != "" && in.TailInResult {
 		// The attempt that stored the reply kept its last batch for its
 		// result, which the turn never got: stream the whole reply again.
-		tail, ok, err := eventlog.Restream(ctx, a.sinks(ctx, in.Notify), streamCall(ctx, in), m.Content, m.ToolCalls)
+		tail, ok, err := eventlog.Restream(ctx, a.sinks(ctx, in.Notify), a.streamCall(ctx, in), m.Content, m.ToolCalls)
 		if err != nil {
 			return contract.CallModelResult{}, err
 		}
 		if ok {
 			res.Tail = &tail
+			if a.liveFirst(in) {
+				res.TailLive = tail.First + int64(len(tail.Events)) - 1
+			}
 		}
 	}
 	return res, nil
@@ -236,8 +240,16 @@ func storedFinish(m agent.Message) string {
 
 // streamCall is this attempt of a streaming call, as its events are
 // stamped.
-func streamCall(ctx context.Context, in contract.CallModelInput) eventlog.Call {
-	return eventlog.Call{StreamID: in.StreamID, Step: in.Seq, Attempt: stepAttempt(ctx, in), First: in.FirstIndex, Live: in.Live}
+func (a *Activities) streamCall(ctx context.Context, in contract.CallModelInput) eventlog.Call {
+	return eventlog.Call{StreamID: in.StreamID, Step: in.Seq, Attempt: stepAttempt(ctx, in), First: in.FirstIndex, Live: in.Live,
+		LiveFirst: a.liveFirst(in)}
+}
+
+// liveFirst says whether a call streams live first (CallModelInput.LiveFirst):
+// when the turn asks and the live path stores what it carries.
+func (a *Activities) liveFirst(in contract.CallModelInput) bool {
+	_, ok := a.events.(eventlog.Appender)
+	return in.LiveFirst && in.TailInResult && ok
 }
 
 // stepAttempt is this attempt's number among the step's model calls
@@ -333,7 +345,7 @@ func describePreview(raw json.RawMessage, output string) string {
 // generate calls the model, streaming what it sends — text, reasoning,
 // tool-call arguments — to the turn when asked. With in.TailInResult the
 // last batch is returned instead of sent.
-func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, *agent.TokenBatch, error) {
+func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, streamTail, error) {
 	// The prompt's prefix — the tools in the version's order, then its
 	// system prompt — is the same for every call of the agent version;
 	// what varies (the note on data, the session, the turn) follows it.
@@ -360,8 +372,8 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 	var st *eventlog.Batcher
 	if in.Stream && in.StreamID != "" {
 		var err error
-		if st, err = eventlog.StartBatcher(ctx, a.sinks(ctx, in.Notify), streamCall(ctx, in), a.streamInterval, a.streamMaxBytes); err != nil {
-			return nil, nil, err
+		if st, err = eventlog.StartBatcher(ctx, a.sinks(ctx, in.Notify), a.streamCall(ctx, in), a.streamInterval, a.streamMaxBytes); err != nil {
+			return nil, streamTail{}, err
 		}
 		req.OnChunk = func(ctx context.Context, c llm.Chunk) error { return streamChunk(ctx, st, c) }
 	} else {
@@ -372,7 +384,7 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		defer stop()
 	}
 	resp, err := a.model.Generate(ctx, req)
-	var tail *agent.TokenBatch
+	var tail streamTail
 	if st != nil {
 		var serr error
 		switch {
@@ -382,7 +394,7 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 			if b, ok, e := st.CloseTail(); e != nil {
 				serr = e
 			} else if ok {
-				tail = &b
+				tail = streamTail{batch: &b, live: st.Published()}
 			}
 		default:
 			serr = st.Close()
@@ -390,15 +402,23 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		if serr != nil {
 			// The reply is not stored: the retry calls the model again and
 			// voids what this attempt streamed.
-			return nil, nil, serr
+			return nil, streamTail{}, serr
 		}
 	}
 	if err != nil {
 		a.log(ctx).Warn("model call failed", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
 			zap.String("model", ag.Model), zap.Error(err))
-		return nil, nil, modelError(err)
+		return nil, streamTail{}, modelError(err)
 	}
 	return resp, tail, nil
+}
+
+// streamTail is a streamed reply's last batch, when the turn asks for it in
+// the result (contract.CallModelResult.Tail), and the index of the last of
+// its events that a live-first call has published (0: none).
+type streamTail struct {
+	batch *agent.TokenBatch
+	live  int64
 }
 
 // streamChunk hands a chunk of the model's reply to the batcher as the

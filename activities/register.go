@@ -25,6 +25,7 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(checked(a, contract.CallModel, a.CallModel), activity.RegisterOptions{Name: contract.CallModel})
 	r.RegisterActivityWithOptions(checked(a, contract.ExecuteTool, a.ExecuteTool), activity.RegisterOptions{Name: contract.ExecuteTool})
 	r.RegisterActivityWithOptions(checked(a, contract.SaveResult, a.SaveResult), activity.RegisterOptions{Name: contract.SaveResult})
+	r.RegisterActivityWithOptions(checked(a, contract.SealStream, a.SealStream), activity.RegisterOptions{Name: contract.SealStream})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})

@@ -69,7 +69,7 @@ func tracer(ctx context.Context) trace.Tracer {
 func (a *Activities) log(ctx context.Context) *zap.Logger { return telemetry.Logger(ctx, a.logger) }
 
 // tracedGenerate is generate inside a "chat <model>" span.
-func (a *Activities) tracedGenerate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, *agent.TokenBatch, error) {
+func (a *Activities) tracedGenerate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, streamTail, error) {
 	provider, model, _ := strings.Cut(ag.Model, ":")
 	ctx, span := tracer(ctx).Start(ctx, opChat+" "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String(attrOperation, opChat),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
@@ -140,6 +141,12 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	stored, err := a.store.SaveResult(ctx, req.TenantID, in.WorkflowID, res, req)
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result of job %q: %w", req.JobID, err)
+	}
+	if ap, ok := a.events.(eventlog.Appender); ok && req.Streaming() {
+		// The log holds what the turn's calls streamed live first.
+		if err := ap.Forget(ctx, in.WorkflowID); err != nil {
+			a.log(ctx).Warn("forget streamed batches", zap.String("workflow_id", in.WorkflowID), zap.Error(err))
+		}
 	}
 	if req.SessionID != "" && stored.Status == agent.StatusCompleted {
 		// The prompt's parts as the turn kept them (by cas:// ref), so

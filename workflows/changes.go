@@ -50,7 +50,8 @@ const (
 	//
 	// Recorded: testdata/turn_canceled_by_signal.json,
 	// testdata/turn_canceled_by_temporal.json,
-	// testdata/turn_tool_canceled.json.
+	// testdata/turn_tool_canceled.json, testdata/turn_live_first_canceled.json
+	// (stopped while its model streamed).
 	cancelChange = "cancel-turn"
 
 	// completeChange: an approve signal that does not say "approved" or
@@ -140,7 +141,9 @@ const (
 	// model the request named), testdata/turn_reasoning_blocks.json (an
 	// Anthropic model's signed thinking, and the result's reasoning and
 	// text blocks told as content events), testdata/turn_tool_image.json
-	// (a tool's image, kept by ref, as the result's image block).
+	// (a tool's image, kept by ref, as the result's image block),
+	// testdata/turn_live_first_canceled.json (a call streamed live first,
+	// sealed when the turn stopped).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -209,4 +212,13 @@ const (
 	// envelope. TestAgentTurnFailures ("malformed envelope") runs the new
 	// way.
 	jobEnvelopeChange = "job-envelope"
+
+	// liveFirstChange: a streamed model call that fails for good (or is
+	// stopped) after streaming live first (contract.CallModelInput.LiveFirst)
+	// has what it showed followers sealed into the log by a SealStream
+	// local activity, before anything else is logged. Runs before it
+	// signalled every batch, and had nothing to seal.
+	//
+	// Recorded: testdata/turn_live_first_canceled.json.
+	liveFirstChange = "live-first-streaming"
 )

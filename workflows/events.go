@@ -134,6 +134,6 @@ func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contra
 	if err := f.Get(ctx, reply); err != nil {
 		return err
 	}
-	t.log.AcceptTail(ctx, reply.Tail)
+	t.log.AcceptTail(ctx, reply.Tail, reply.TailLive)
 	return nil
 }

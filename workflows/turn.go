@@ -467,6 +467,9 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
 		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "",
 		OutputSchema: t.req.OutputSchema, Repair: repair,
+		// A Workflow Streams subscriber polls the log, so it gets the
+		// batches as signals, as they stream.
+		LiveFirst: t.req.Notify == "" && !t.log.Polled(),
 	}
 	for {
 		if model != t.agent.Model {
@@ -481,6 +484,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		}
 		next := t.fallback(ctx, model, err)
 		if next == "" {
+			t.seal(ctx, in)
 			return reply, err
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s after %s failed (iteration %d of at most %d)", next, model, i, limits.MaxIterations))
@@ -488,6 +492,30 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		// voids what they streamed (from the step's first index on).
 		model, in.AttemptBase = next, in.AttemptBase+modelAttempts
 		t.model, t.calling = next, next
+	}
+}
+
+// seal takes into the log what a live-first call that failed for good, or
+// was stopped, showed its followers (contract.SealStream): they have seen
+// it at the indices the turn would otherwise give its next events. The
+// text stays, as a signalled call's does; a fallback's call voids it
+// itself.
+func (t *turn) seal(ctx workflow.Context, in contract.CallModelInput) {
+	if !in.Stream || !in.LiveFirst || workflow.GetVersion(ctx, liveFirstChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	// A stopped turn still seals: its context is canceled.
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	var b *agent.TokenBatch
+	err := dbStep(dctx, contract.SealStream, t.deadline, contract.SealStreamInput{
+		StreamID: t.workflowID, Step: in.Seq, From: t.log.Next(), VoidFrom: in.FirstIndex}, &b)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("sealing the stream failed", "step", in.Seq, "error", contract.ErrorOf(err).Message)
+		return
+	}
+	if b != nil {
+		t.log.AcceptTail(ctx, b, b.First+int64(len(b.Events))-1)
 	}
 }
 

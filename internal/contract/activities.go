@@ -94,6 +94,13 @@ type CallModelInput struct {
 	// instead of as a signal: the turn takes it with the completion, in one
 	// workflow task instead of two. Only without Notify.
 	TailInResult bool `json:"tail_in_result,omitempty"`
+	// LiveFirst (with TailInResult) asks the call to stream its batches
+	// on the live path only, stored there as they go (eventlog.Appender),
+	// and to return all of them in Tail: the turn takes them in one
+	// workflow task instead of one per batch. A worker whose live path
+	// stores nothing signals them as before. When the call fails for good,
+	// the turn seals what it streamed (SealStream).
+	LiveFirst bool `json:"live_first,omitempty"`
 	// Context is the turn's context and Caller who it acts for, for
 	// tools' approval policies.
 	Context agent.TurnContext `json:"context,omitzero"`
@@ -164,6 +171,10 @@ type CallModelResult struct {
 	// Tail is the streamed reply's last batch, when the input asked for it
 	// (TailInResult): the turn logs it as it would the batch's signal.
 	Tail *agent.TokenBatch `json:"tail,omitempty"`
+	// TailLive is the index of the last of Tail's events that is on the
+	// live path already (a live-first call streamed them); 0: none. The
+	// turn hands on only those after it.
+	TailLive int64 `json:"tail_live,omitempty"`
 	// OutputJSON is a final answer (no tool calls) that matched the turn's
 	// output schema, as compact JSON; OutputProblems says what did not
 	// match when it did not. Both are empty without a schema, and on a
@@ -232,6 +243,17 @@ type SaveResultInput struct {
 	// with its JSON and its text (agent.TurnResult.Blocks).
 	Reasoning string        `json:"reasoning,omitempty"`
 	Files     []agent.Block `json:"files,omitempty"`
+}
+
+// SealStreamInput names a live-first model call that failed for good or
+// was stopped (CallModelInput.LiveFirst).
+type SealStreamInput struct {
+	StreamID string `json:"stream_id"`
+	Step     int    `json:"step"`
+	// From is the log's head: what the call's attempts stored from there
+	// on is returned for the log. VoidFrom is the call's first index.
+	From     int64 `json:"from"`
+	VoidFrom int64 `json:"void_from"`
 }
 
 // ApprovalAck is the answer of UpdateApprove.

@@ -42,8 +42,8 @@ const (
 	Conversation = "Conversation"
 )
 
-// Activity types. AgentTurn runs Route, LoadAgent, SaveResult and
-// RecordApproval as local activities, and CallModel and ExecuteTool as
+// Activity types. AgentTurn runs Route, LoadAgent, SaveResult,
+// RecordApproval and SealStream as local activities, and CallModel and ExecuteTool as
 // activities (ExecuteTool as a local activity for tools whose execution
 // is local).
 const (
@@ -53,6 +53,7 @@ const (
 	ExecuteTool    = "ExecuteTool"    // ExecuteToolInput → ExecuteToolResult
 	SaveResult     = "SaveResult"     // SaveResultInput → agent.TurnResult
 	RecordApproval = "RecordApproval" // agent.ApprovalRecord → nothing
+	SealStream     = "SealStream"     // SealStreamInput → *agent.TokenBatch
 )
 
 // Signals, queries and updates of AgentTurn.

@@ -86,18 +86,68 @@ func TestStreamNormalTurn(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, storyText, res.Output)
 
-	// Batches, not tokens, are signalled: about one per interval while the
-	// model streams (~70 chunks over ~1s at the 200ms default).
+	// The batches — about one per interval while the model streams (~70
+	// chunks over ~1s at the 200ms default) — went to the follower live,
+	// and to the turn all at once with CallModel's result: no signal, and
+	// no workflow task, per batch.
 	signals := 0
 	for _, ev := range e.history(id) {
 		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
 			signals++
 		}
 	}
-	require.Equal(t, countTokens(events)-1, signals, "one signal per token event but the last, which comes with CallModel's result")
-	require.GreaterOrEqual(t, signals, 3)
-	require.LessOrEqual(t, signals, 12, "about 1s / 200ms batches plus the first")
+	require.Zero(t, signals)
+	require.GreaterOrEqual(t, countTokens(events), 3)
+	require.LessOrEqual(t, countTokens(events), 12, "about 1s / 200ms batches plus the first")
 	e.replay(id, "turn_streamed")
+}
+
+// TestStreamCanceledMidCall: a turn stopped while its model streams keeps
+// what the call showed its followers: the turn seals it into the log, at
+// the indices the followers saw, before its CANCELED status, so that a
+// follower that watched it live and one that reads the log afterwards get
+// the same events.
+func TestStreamCanceledMidCall(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := e.startTurn("tell a story")
+
+	var mu sync.Mutex
+	var live []agent.Event
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			live = append(live, ev)
+			return nil
+		})
+	}()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return countTokens(live) >= 2
+	}, 30*time.Second, 10*time.Millisecond, "the model streams")
+	require.NoError(t, e.Client().SignalWorkflow(ctx, id, "", contract.SignalCancelTurn, agent.CancelRequest{Reason: "enough", RequestedBy: "test"}))
+	require.NoError(t, <-done)
+
+	mu.Lock()
+	defer mu.Unlock()
+	last := live[len(live)-1]
+	require.Equal(t, agent.StreamCanceled, last.Status, "last event %s", last)
+	for i, ev := range live {
+		require.Equal(t, int64(i+1), ev.Index, "event %d: %s", i, ev)
+	}
+	partial := agent.ReplayText(live)
+	require.NotEmpty(t, partial)
+	require.True(t, strings.HasPrefix(storyText, partial), "the partial text is the story's beginning: %q", partial)
+	require.Less(t, len(partial), len(storyText))
+
+	after, err := collect(ctx, e.Follower(), id, 0)
+	require.NoError(t, err)
+	require.Equal(t, live, after, "the log holds what the follower saw live")
+	e.replay(id, "turn_live_first_canceled")
 }
 
 func TestStreamRetriedAttemptIsVoided(t *testing.T) {

@@ -2,6 +2,8 @@ package eventlog
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +24,12 @@ type Sink interface {
 	// HandOn publishes on the live path what the turn handed the activity
 	// (contract.Live).
 	HandOn(ctx context.Context, streamID string, live contract.Live)
+	// Append stores a batch of a live-first call and publishes it
+	// (Appender.Append): the log takes it with the call's result.
+	Append(ctx context.Context, b agent.TokenBatch) error
+	// Claim fences earlier attempts off the stream and returns what they
+	// stored from index from on (Appender.Claim).
+	Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error)
 }
 
 // Call is one attempt of a streaming model call, as the batcher stamps its
@@ -34,6 +42,10 @@ type Call struct {
 	// Live is what the turn handed the call to publish before its own
 	// events.
 	Live contract.Live
+	// LiveFirst: the call's batches go to the live path as they stream,
+	// stored (Appender), and to the log all at once, with the call's
+	// result (contract.CallModelInput.LiveFirst).
+	LiveFirst bool
 }
 
 // Batcher batches what a model call streams — its answer's text, its
@@ -68,6 +80,15 @@ type Batcher struct {
 	err      error
 	// keepTail: at the stop, what is buffered stays for CloseTail.
 	keepTail bool
+	// liveFirst: batches are appended to the live path, not signalled;
+	// sent is every event appended for the call since first (earlier
+	// attempts' included), which the call's result hands the log.
+	liveFirst bool
+	first     int64
+	sent      []agent.Event
+	// unsent are events a live-first call could not append yet (the live
+	// path is down): they go with the next append, or in the result.
+	unsent []agent.Event
 
 	kick chan struct{}
 	stop chan struct{}
@@ -84,10 +105,21 @@ func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration
 	b := &Batcher{
 		sink: sink, interval: interval, maxBytes: maxBytes,
 		streamID: c.StreamID, step: c.Step, attempt: c.Attempt,
-		next: c.First,
+		next: c.First, liveFirst: c.LiveFirst, first: c.First,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	if c.Attempt > 1 {
+	switch {
+	case c.LiveFirst && c.Attempt > 1:
+		first, prefix, err := claim(ctx, sink, c)
+		if err != nil {
+			return nil, err
+		}
+		b.first, b.sent = first, prefix
+		b.next = first + int64(len(prefix))
+		if b.next > c.First {
+			b.pending = append(b.pending, retrying(c))
+		}
+	case c.Attempt > 1:
 		head, err := sink.Head(ctx, c.StreamID)
 		if err != nil {
 			return nil, err
@@ -105,6 +137,22 @@ func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration
 	return b, nil
 }
 
+// claim fences a live-first call's earlier attempts off its stream: it
+// returns the index its result's batch starts at (the log's head) and what
+// they stored from there, which the batch carries first.
+func claim(ctx context.Context, sink Sink, c Call) (int64, []agent.Event, error) {
+	head, err := sink.Head(ctx, c.StreamID)
+	if err != nil {
+		return 0, nil, err
+	}
+	first := max(head, c.First)
+	prefix, err := sink.Claim(ctx, c.StreamID, c.Step, c.Attempt, first)
+	if err != nil {
+		return 0, nil, err
+	}
+	return first, prefix, nil
+}
+
 // retrying is the RETRYING status that voids what earlier attempts of the
 // call streamed.
 func retrying(c Call) agent.Event {
@@ -119,13 +167,54 @@ func retrying(c Call) agent.Event {
 // replaced.) The call returns it as its last batch
 // (contract.CallModelResult.Tail); false when there is nothing to send.
 func Restream(ctx context.Context, sink Sink, c Call, content string, calls []agent.ToolCall) (agent.TokenBatch, bool, error) {
+	if c.LiveFirst {
+		return restreamLive(ctx, sink, c, content, calls)
+	}
 	head, err := sink.Head(ctx, c.StreamID)
 	if err != nil {
 		return agent.TokenBatch{}, false, err
 	}
 	first := max(head, c.First)
+	events := replyEvents(c, head > c.First, content, calls)
+	if len(events) == 0 {
+		return agent.TokenBatch{}, false, nil
+	}
+	for i := range events {
+		events[i].StreamID, events[i].Index = c.StreamID, first+int64(i)
+	}
+	return agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: first, Events: events}, true, nil
+}
+
+// restreamLive is Restream for a live-first call: what earlier attempts
+// stored, then the replacement, which is appended to the live path too.
+func restreamLive(ctx context.Context, sink Sink, c Call, content string, calls []agent.ToolCall) (agent.TokenBatch, bool, error) {
+	first, prefix, err := claim(ctx, sink, c)
+	if err != nil {
+		return agent.TokenBatch{}, false, err
+	}
+	next := first + int64(len(prefix))
+	events := replyEvents(c, next > c.First, content, calls)
+	for i := range events {
+		events[i].StreamID, events[i].Index = c.StreamID, next+int64(i)
+	}
+	if len(events) > 0 {
+		if err := sink.Append(ctx, agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: next, Events: events}); err != nil {
+			return agent.TokenBatch{}, false, err
+		}
+	}
+	all := append(prefix, events...)
+	if len(all) == 0 {
+		return agent.TokenBatch{}, false, nil
+	}
+	return agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: first, Events: all}, true, nil
+}
+
+// replyEvents are a stored reply's events: a RETRYING that voids what
+// earlier attempts streamed when void, the text as one token event and
+// each tool call's arguments as one tool_args_delta event.
+func replyEvents(c Call, void bool, content string, calls []agent.ToolCall) []agent.Event {
 	var events []agent.Event
-	if head > c.First {
+	if void {
 		events = append(events, retrying(c))
 	}
 	if content != "" {
@@ -135,13 +224,7 @@ func Restream(ctx context.Context, sink Sink, c Call, content string, calls []ag
 		events = append(events, agent.Event{Kind: agent.EventToolArgsDelta, Step: c.Step, Attempt: c.Attempt,
 			Tool: &agent.ToolEvent{CallID: tc.ID, Name: tc.Name, ArgsDelta: tc.Arguments}})
 	}
-	if len(events) == 0 {
-		return agent.TokenBatch{}, false, nil
-	}
-	for i := range events {
-		events[i].StreamID, events[i].Index = c.StreamID, first+int64(i)
-	}
-	return agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: first, Events: events}, true, nil
+	return events
 }
 
 // Add takes a fragment of the answer's text (a token event). Like
@@ -222,6 +305,11 @@ func (b *Batcher) Close() error {
 // CloseTail stops like Close but does not send what is buffered: it is
 // returned as the call's last batch (false when there is none), for the
 // call's result.
+//
+// A live-first call returns every event it appended since its first (with
+// what earlier attempts stored) and what was still buffered: all of it
+// goes to the log at once. What was buffered is not appended: the
+// activity after the call publishes it, once the turn has logged it.
 func (b *Batcher) CloseTail() (agent.TokenBatch, bool, error) {
 	b.mu.Lock()
 	b.keepTail = true
@@ -230,7 +318,29 @@ func (b *Batcher) CloseTail() (agent.TokenBatch, bool, error) {
 		return agent.TokenBatch{}, false, err
 	}
 	batch, ok := b.take()
-	return batch, ok, nil
+	if !b.liveFirst {
+		return batch, ok, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	events := slices.Concat(b.sent, b.unsent, batch.Events)
+	if len(events) == 0 {
+		return agent.TokenBatch{}, false, nil
+	}
+	return agent.TokenBatch{StreamID: b.streamID, Step: b.step, Attempt: b.attempt, First: b.first, Events: events}, true, nil
+}
+
+// Published is the index of the last event a live-first call has
+// appended to the live path (0: none): CloseTail's batch holds it and
+// those before it, and what was still buffered after it, which the turn
+// hands on.
+func (b *Batcher) Published() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.liveFirst || len(b.sent) == 0 {
+		return 0
+	}
+	return b.sent[len(b.sent)-1].Index
 }
 
 // Abort stops without sending what is buffered: the attempt failed and
@@ -371,6 +481,37 @@ func (b *Batcher) take() (agent.TokenBatch, bool) {
 	return batch, true
 }
 
+// flushLive appends the buffered events of a live-first call, with those
+// an earlier append could not store, as one batch; false once fenced. A
+// live path that is down (Postgres away) fails nothing: the call streams
+// on, its events wait for the next append or for the call's result, and
+// its followers, which read the log meanwhile, get them with the result.
+func (b *Batcher) flushLive(ctx context.Context) bool {
+	batch, ok := b.take()
+	b.mu.Lock()
+	if ok {
+		b.next = batch.First + int64(len(batch.Events))
+		b.unsent = append(b.unsent, batch.Events...)
+	}
+	unsent := slices.Clone(b.unsent)
+	b.mu.Unlock()
+	if len(unsent) == 0 {
+		return true
+	}
+	err := b.sink.Append(ctx, agent.TokenBatch{StreamID: b.streamID, Step: b.step, Attempt: b.attempt, First: unsent[0].Index, Events: unsent})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case err == nil:
+		b.sent = append(b.sent, unsent...)
+		b.unsent = b.unsent[len(unsent):]
+	case errors.Is(err, ErrFenced) || ctx.Err() != nil:
+		b.err = err
+		return false
+	}
+	return true
+}
+
 // flush sends the buffered events as one batch; false after a failure.
 func (b *Batcher) flush(ctx context.Context) bool {
 	b.mu.Lock()
@@ -378,6 +519,9 @@ func (b *Batcher) flush(ctx context.Context) bool {
 	b.mu.Unlock()
 	if failed {
 		return false
+	}
+	if b.liveFirst {
+		return b.flushLive(ctx)
 	}
 	batch, ok := b.take()
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,12 @@ type recordingSink struct {
 	maxInFlight int
 	heads       int
 	handedOn    []contract.Live
+	// stored is what the live path holds (Append, Claim); claims records
+	// each claim's attempt, and claimErr fails them.
+	stored   []agent.Event
+	appended []agent.TokenBatch
+	claims   []int
+	claimErr error
 }
 
 type sentBatch struct {
@@ -104,6 +111,34 @@ func (l *recordingSink) HandOn(_ context.Context, _ string, live contract.Live) 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.handedOn = append(l.handedOn, live)
+}
+
+func (l *recordingSink) Append(_ context.Context, b agent.TokenBatch) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.started++
+	if l.started == l.failAt {
+		return errTurnGone
+	}
+	l.appended = append(l.appended, b)
+	l.stored = append(l.stored, b.Events...)
+	return nil
+}
+
+func (l *recordingSink) Claim(_ context.Context, _ string, _, attempt int, from int64) ([]agent.Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.claims = append(l.claims, attempt)
+	if l.claimErr != nil {
+		return nil, l.claimErr
+	}
+	var out []agent.Event
+	for _, e := range l.stored {
+		if e.Index >= from {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 func (l *recordingSink) batches() []sentBatch {
@@ -761,3 +796,146 @@ func activityContext(t *testing.T) (context.Context, *heartbeatRecorder) {
 	})
 	return ctx, beats
 }
+
+// TestBatcherLiveFirst: a live-first call appends its batches to the live
+// path instead of sending them to the turn, and CloseTail returns all of
+// them with what was still buffered — the log takes the call at once —
+// and says how far the live path has it.
+func TestBatcherLiveFirst(t *testing.T) {
+	link := &recordingSink{}
+	in := streamCall(4)
+	in.LiveFirst = true
+	s, _ := startTestBatcher(t, time.Hour, 1<<20, in, link)
+	require.NoError(t, s.Add(t.Context(), "first"))
+	require.Eventually(t, func() bool { return link.startedCount() == 1 }, waitFor, tick)
+	require.NoError(t, s.AddToolArgs(t.Context(), "c1", "calculator", `{"x":1}`))
+	tail, ok, err := s.CloseTail()
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	require.Zero(t, link.sentCount(), "nothing is signalled")
+	link.mu.Lock()
+	appended := slices.Clone(link.appended)
+	link.mu.Unlock()
+	require.Len(t, appended, 1, "the buffered arguments are not appended")
+	require.Equal(t, "first", appended[0].Text())
+	require.Equal(t, int64(4), tail.First)
+	require.Equal(t, []int64{4, 5}, indices(tail.Events))
+	require.Equal(t, "first", tail.Text())
+	require.Equal(t, `{"x":1}`, tail.Events[1].Tool.ArgsDelta)
+	require.Equal(t, int64(4), s.Published())
+	requireGapFree(t, []sentBatch{{TokenBatch: tail}}, 4, in)
+}
+
+// TestBatcherLiveFirstRetry: a retried live-first attempt claims the
+// stream, carries what earlier attempts appended at the head of its
+// result's batch, and voids it with a RETRYING it appends at once.
+func TestBatcherLiveFirstRetry(t *testing.T) {
+	const first = 5
+	in := streamCall(first)
+	in.LiveFirst, in.Attempt = true, 2
+	earlier := agent.Event{StreamID: in.StreamID, Index: first, Kind: agent.EventToken, Text: "Hel", Step: in.Step, Attempt: 1}
+	for _, tc := range []struct {
+		name    string
+		head    int64
+		stored  []agent.Event
+		want    []agent.EventKind
+		first   int64
+		claimed bool
+	}{
+		{"an earlier attempt appended text", first, []agent.Event{earlier}, []agent.EventKind{agent.EventToken, agent.EventStatus, agent.EventToken}, first, true},
+		{"nothing was appended", first, nil, []agent.EventKind{agent.EventToken}, first, true},
+		{"an earlier attempt signalled text", first + 2, nil, []agent.EventKind{agent.EventStatus, agent.EventToken}, first + 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			link := &recordingSink{headIndex: tc.head, stored: tc.stored}
+			s, _ := startTestBatcher(t, time.Hour, 1<<20, in, link)
+			voids := len(tc.want) > 1
+			if voids {
+				// The RETRYING goes out at once, before the model's text.
+				require.Eventually(t, func() bool { return link.startedCount() == 1 }, waitFor, tick)
+			}
+			require.NoError(t, s.Add(t.Context(), "Hello"))
+			tail, ok, err := s.CloseTail()
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, []int{2}, link.claims)
+			require.Equal(t, tc.first, tail.First)
+			var kinds []agent.EventKind
+			for i, e := range tail.Events {
+				kinds = append(kinds, e.Kind)
+				require.Equal(t, tc.first+int64(i), e.Index)
+			}
+			require.Equal(t, tc.want, kinds)
+			if len(tc.stored) > 0 {
+				require.Equal(t, tc.stored, tail.Events[:len(tc.stored)], "what earlier attempts appended comes first, as it was")
+			}
+			if voids {
+				retry := tail.Events[len(tail.Events)-2]
+				require.Equal(t, agent.StreamRetrying, retry.Status)
+				require.Equal(t, int64(first), retry.VoidFrom)
+				require.Equal(t, retry.Index, s.Published())
+			}
+			require.Equal(t, "Hello", agent.ReplayText(tail.Events))
+		})
+	}
+
+	t.Run("a newer attempt has claimed the stream", func(t *testing.T) {
+		link := &recordingSink{headIndex: first, claimErr: ErrFenced}
+		ctx, _ := activityContext(t)
+		_, err := StartBatcher(ctx, link, in, time.Millisecond, 1<<20)
+		require.ErrorIs(t, err, ErrFenced)
+		require.Empty(t, link.handedOn, "nothing is published for a call that cannot start")
+	})
+}
+
+// TestRestreamLiveFirst: a live-first retry that finds the reply stored
+// appends the reply after what earlier attempts appended, voided.
+func TestRestreamLiveFirst(t *testing.T) {
+	in := streamCall(5)
+	in.LiveFirst, in.Attempt = true, 2
+	link := &recordingSink{headIndex: 5, stored: []agent.Event{{StreamID: in.StreamID, Index: 5, Kind: agent.EventToken, Text: "the wh", Step: in.Step, Attempt: 1}}}
+	b, ok, err := Restream(t.Context(), link, in, "the whole reply", nil)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []int64{5, 6, 7}, indices(b.Events))
+	require.Equal(t, agent.StreamRetrying, b.Events[1].Status)
+	require.Equal(t, "the whole reply", agent.ReplayText(b.Events))
+	require.Len(t, link.appended, 1)
+	require.Equal(t, []int64{6, 7}, indices(link.appended[0].Events), "the replacement is appended")
+}
+
+// TestBatcherLiveFirstOutage: an append the live path cannot store (its
+// database away) stops nothing: the events go with the next append, and
+// the call's result holds them all; being fenced off stops the call.
+func TestBatcherLiveFirstOutage(t *testing.T) {
+	in := streamCall(1)
+	in.LiveFirst = true
+	link := &recordingSink{failAt: 1}
+	s, _ := startTestBatcher(t, 5*time.Millisecond, 1<<20, in, link)
+	require.NoError(t, s.Add(t.Context(), "a"))
+	require.Eventually(t, func() bool { return link.startedCount() == 1 }, waitFor, tick)
+	require.NoError(t, s.Add(t.Context(), "b"))
+	require.Eventually(t, func() bool { return link.startedCount() >= 2 }, waitFor, tick)
+	tail, ok, err := s.CloseTail()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "ab", tail.Text())
+	link.mu.Lock()
+	require.Len(t, link.appended, 1)
+	require.Equal(t, "ab", link.appended[0].Text(), "what failed went with the next append")
+	link.mu.Unlock()
+	require.Equal(t, tail.Events[len(tail.Events)-1].Index, s.Published())
+
+	fenced := &fencingSink{recordingSink: &recordingSink{}}
+	s, _ = startTestBatcher(t, 5*time.Millisecond, 1<<20, in, fenced)
+	require.NoError(t, s.Add(t.Context(), "a"))
+	require.Eventually(t, func() bool { return errors.Is(s.Add(t.Context(), "b"), ErrFenced) }, waitFor, tick)
+	_, _, err = s.CloseTail()
+	require.ErrorIs(t, err, ErrFenced)
+}
+
+// fencingSink refuses every append: a newer attempt owns the stream.
+type fencingSink struct{ *recordingSink }
+
+func (fencingSink) Append(context.Context, agent.TokenBatch) error { return ErrFenced }

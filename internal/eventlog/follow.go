@@ -26,6 +26,10 @@ const DefaultIdleRead = 2 * time.Second
 type LiveSource interface {
 	// Subscribe starts receiving streamID's live messages.
 	Subscribe(streamID string) Subscription
+	// Stored returns the events after index after that model calls in
+	// flight have streamed live first (Appender): shown to followers, not
+	// yet in the log.
+	Stored(ctx context.Context, streamID string, after int64) ([]agent.Event, error)
 }
 
 // Subscription receives one stream's live messages, in the order they
@@ -90,11 +94,31 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 	if err != nil {
 		return err
 	}
-	if err := agent.ValidateAfter(after, page.Next); err != nil {
+	fl := &following{f: f, streamID: streamID, next: page.Next, send: send, held: map[int64]agent.Event{}}
+	// A model call in flight may have shown the client events past the
+	// log's end: the stream ends where they do.
+	var stored []agent.Event
+	if after >= page.Next && !page.Done {
+		if stored, err = fl.readStored(ctx); err != nil {
+			return err
+		}
+	}
+	end := page.Next
+	if len(stored) > 0 {
+		end = stored[len(stored)-1].Index + 1
+	}
+	if err := agent.ValidateAfter(after, end); err != nil {
 		return err
 	}
-	fl := &following{f: f, streamID: streamID, next: after + 1, send: send, held: map[int64]agent.Event{}}
+	fl.next = after + 1
 	if done, err := fl.deliver(page.Events); done || err != nil {
+		return err
+	}
+	if stored != nil {
+		if done, err := fl.deliver(stored); done || err != nil {
+			return err
+		}
+	} else if done, err := fl.stored(ctx); done || err != nil {
 		return err
 	}
 	return fl.wait(ctx, sub)
@@ -274,12 +298,44 @@ func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
 	if done, err := fl.deliver(p.Events); done || err != nil {
 		return done, err
 	}
+	if done, err := fl.stored(ctx); done || err != nil {
+		return done, err
+	}
 	for i := range fl.held {
 		if i < fl.next {
 			delete(fl.held, i)
 		}
 	}
 	return fl.drainHeld()
+}
+
+// stored sends what a model call in flight has streamed past the log's
+// end (LiveSource.Stored). Its failure costs only time: the events reach
+// the log with the call's end.
+func (fl *following) stored(ctx context.Context) (bool, error) {
+	evs, err := fl.readStored(ctx)
+	if err != nil {
+		return false, err
+	}
+	return fl.deliver(evs)
+}
+
+// readStored reads what model calls in flight streamed after the client's
+// position (LiveSource.Stored); none without a live path, or when it
+// cannot be read.
+func (fl *following) readStored(ctx context.Context) ([]agent.Event, error) {
+	if fl.f.hub == nil {
+		return nil, nil
+	}
+	evs, err := fl.f.hub.Stored(ctx, fl.streamID, fl.next-1)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		fl.f.logger.Warn("reading stored stream events failed", "stream_id", fl.streamID, "error", err)
+		return nil, nil
+	}
+	return evs, nil
 }
 
 func (fl *following) drainHeld() (bool, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
+	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -103,15 +105,16 @@ func newFollowEnv(t *testing.T) *followEnv {
 	t.Cleanup(w.Stop)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	pool, err := pgxpool.New(ctx, devtest.Database(t))
+	st, err := store.Open(ctx, devtest.Database(t), store.Options{})
 	require.NoError(t, err)
+	pool := st.Pool()
 	hub := pglive.NewHub(pool, zaptest.NewLogger(t))
 	done := make(chan error, 1)
 	go func() { done <- hub.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)
-		pool.Close()
+		st.Close()
 	})
 	require.Eventually(t, hub.Connected, waitFor, 5*time.Millisecond)
 	counter := &queryCounter{Client: c}
@@ -257,6 +260,48 @@ func TestFollowCatchesUpThenFollowsLive(t *testing.T) {
 	require.Equal(t, end, f.next(t, 1)[0])
 	require.NoError(t, f.end(t))
 	require.Equal(t, int32(1), e.counter.queries.Load(), "the live events were not read from the log")
+}
+
+// TestFollowReadsCallInFlight: a follower that joins while a live-first
+// model call streams reads the log, then what the call has appended past
+// it, and follows the call live; a lost notification is read back from
+// the stored batches, though the log does not hold them yet. Once the
+// turn logs the call whole, nothing is delivered twice.
+func TestFollowReadsCallInFlight(t *testing.T) {
+	e := newFollowEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, _ := e.start()
+	e.log(id, ev(id, 1, agent.EventStatus, agent.StreamRunning), ev(id, 2, agent.EventStepStart, ""))
+	call := func(evs ...agent.Event) agent.TokenBatch {
+		for i := range evs {
+			evs[i].Step, evs[i].Attempt = 1, 1
+		}
+		return agent.TokenBatch{StreamID: id, Step: 1, Attempt: 1, First: evs[0].Index, Events: evs}
+	}
+	require.NoError(t, e.pub.Append(ctx, call(ev(id, 3, agent.EventToken, "Hel"), ev(id, 4, agent.EventToken, "lo"))))
+
+	f := e.follow(ctx, id, 0)
+	requireIndices(t, f.next(t, 4), 1, 4)
+	require.Equal(t, int32(1), e.counter.queries.Load(), "one read of the log; the rest was stored")
+
+	// 5 is stored, but its notification is lost: 6 comes after a gap.
+	lost, err := json.Marshal(call(ev(id, 5, agent.EventToken, " wor")).Events)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `INSERT INTO live_batches (stream_id, first, last, events) VALUES ($1, 5, 5, $2)`, id, lost)
+	require.NoError(t, err)
+	require.NoError(t, e.pub.Append(ctx, call(ev(id, 6, agent.EventToken, "ld"))))
+	got := f.next(t, 2)
+	requireIndices(t, got, 5, 6)
+	require.Equal(t, " world", got[0].Text+got[1].Text)
+
+	// The call ends: the turn logs all of it with its result, and the
+	// events after it reach the follower live.
+	all := []agent.Event{ev(id, 3, agent.EventToken, "Hel"), ev(id, 4, agent.EventToken, "lo"), ev(id, 5, agent.EventToken, " wor"), ev(id, 6, agent.EventToken, "ld")}
+	e.log(id, all...)
+	e.publish(id, append(all[2:], ev(id, 7, agent.EventStatus, agent.StreamCompleted))...)
+	require.Equal(t, int64(7), f.next(t, 1)[0].Index, "nothing twice")
+	require.NoError(t, f.end(t))
 }
 
 // TestFollowSharesReads: followers that open a stream at the same moment

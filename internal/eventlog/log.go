@@ -210,11 +210,27 @@ func (l *Log) acceptSignalled(ctx workflow.Context, b agent.TokenBatch) {
 // AcceptTail accepts a call's last batch, which it returned with its
 // result instead of signalling (contract.CallModelResult.Tail): logged as
 // its signal would have been, and published by the activity that follows.
-func (l *Log) AcceptTail(ctx workflow.Context, b *agent.TokenBatch) {
-	if b != nil && !l.Accept(*b) {
+//
+// live is the index of the batch's last event that is on the live path
+// already (a live-first call's, 0: none): when everything before the
+// batch has been handed on, those events are not handed on again.
+func (l *Log) AcceptTail(ctx workflow.Context, b *agent.TokenBatch, live int64) {
+	if b == nil {
+		return
+	}
+	at := len(l.events)
+	if !l.Accept(*b) {
 		workflow.GetLogger(ctx).Debug("last token batch refused", "step", b.Step, "attempt", b.Attempt, "first", b.First, "next", l.Next())
+		return
+	}
+	if l.handed == at && live >= b.First {
+		l.handed += int(min(live-b.First+1, int64(len(b.Events))))
 	}
 }
+
+// Polled reports whether a Workflow Streams subscriber has polled the run
+// (ServeStream).
+func (l *Log) Polled() bool { return l.polled }
 
 // MaxLiveBytes bounds the events handed to one activity: they travel in
 // its input (the history) and in one notification.

@@ -207,8 +207,16 @@ func TestHandOn(t *testing.T) {
 	// next activity: CallModel did not publish it.
 	streamed.OpenStep(2)
 	streamed.AcceptTail(nil, &agent.TokenBatch{StreamID: "s", Step: 2, Attempt: 1, First: 4,
-		Events: []agent.Event{{Index: 4, Kind: agent.EventToken, Text: "b"}}})
+		Events: []agent.Event{{Index: 4, Kind: agent.EventToken, Text: "b"}}}, 0)
 	require.Equal(t, []int64{4}, indices(streamed.HandOn(true).Events))
+
+	// A live-first call published what it streamed, all but its last
+	// batch: the next activity hands on that batch and what follows.
+	streamed.OpenStep(3)
+	streamed.AcceptTail(nil, &agent.TokenBatch{StreamID: "s", Step: 3, Attempt: 1, First: 5,
+		Events: []agent.Event{{Index: 5, Kind: agent.EventToken, Text: "c"}, {Index: 6, Kind: agent.EventToken, Text: "d"}}}, 5)
+	streamed.Append(agent.Event{Kind: agent.EventUsage, Usage: &agent.Usage{TotalTokens: 3}})
+	require.Equal(t, []int64{6, 7}, indices(streamed.HandOn(true).Events))
 
 	big := strings.Repeat("x", MaxLiveBytes)
 	streamed.Append(agent.Event{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: "c", Name: "t", Args: []byte(`"` + big + `"`)}})

@@ -25,6 +25,29 @@ type Publisher interface {
 	Wake(ctx context.Context, streamID string) error
 }
 
+// ErrFenced is what an Appender says to an attempt of a model call that a
+// newer attempt, or a later call, has fenced off its stream: it must stop
+// streaming.
+var ErrFenced = errors.New("a newer model call owns the stream")
+
+// Appender is the live path's store of model calls in flight
+// (pglive.Publisher): a live-first call appends its batches there as they
+// stream, instead of signalling each to the turn, and its result hands
+// them all to the log at once. Appends are fenced per stream: once an
+// attempt (or the turn, sealing a call that failed) has claimed the
+// stream, no earlier attempt appends again, so what followers were shown
+// is exactly what the claimer read and hands on to the log.
+type Appender interface {
+	// Append stores a batch and publishes it; ErrFenced when a newer
+	// attempt or call has claimed the stream.
+	Append(ctx context.Context, b agent.TokenBatch) error
+	// Claim makes attempt of step the stream's newest call and returns
+	// what was stored from index from on, contiguous from it.
+	Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error)
+	// Forget drops what was stored for the stream, once its log holds it.
+	Forget(ctx context.Context, streamID string) error
+}
+
 // Sinks is the activity side's way to a turn's log, one per activity
 // call: Temporal for the durable record (signals to the turn, the events
 // query), and the live path when there is one.
@@ -91,6 +114,35 @@ func (s Sinks) signal(ctx context.Context, b agent.TokenBatch) error {
 		}
 		wait = min(wait*2, 2*time.Second)
 	}
+}
+
+// Append appends a batch of a live-first call to the live path's store
+// (Appender).
+func (s Sinks) Append(ctx context.Context, b agent.TokenBatch) error {
+	a, ok := s.Live.(Appender)
+	if !ok {
+		return fmt.Errorf("append token batch to %q: the live path stores nothing", b.StreamID)
+	}
+	if err := a.Append(ctx, b); err != nil {
+		return fmt.Errorf("append token batch to %q: %w", b.StreamID, err)
+	}
+	return nil
+}
+
+// Claim claims the stream for an attempt of a live-first call (Appender).
+func (s Sinks) Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error) {
+	a, ok := s.Live.(Appender)
+	if !ok {
+		return nil, fmt.Errorf("claim stream %q: the live path stores nothing", streamID)
+	}
+	return a.Claim(ctx, streamID, step, attempt, from)
+}
+
+// Appends reports whether the live path stores what it carries
+// (Appender): only then can a call stream live first.
+func (s Sinks) Appends() bool {
+	_, ok := s.Live.(Appender)
+	return ok
 }
 
 // Head reads the index the turn's log gives its next event, with the

@@ -1,0 +1,173 @@
+package pglive
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/eventlog"
+)
+
+// The batches of model calls in flight (eventlog.Appender): stored as they
+// are published, fenced per stream by step and attempt. See the migration
+// 013_live_batches.sql for the tables.
+const (
+	// sqlAppend stores a batch and publishes it, in one statement: the
+	// fence upsert locks the stream's row (even when its WHERE is false),
+	// so appends and claims of one stream happen one at a time, and an
+	// append of an attempt older than the stream's claim stores nothing
+	// and notifies nobody. It returns one row when the batch was stored.
+	sqlAppend = `
+WITH f AS (
+  INSERT INTO live_fences AS f (stream_id, step, attempt) VALUES ($1, $2, $3)
+  ON CONFLICT (stream_id) DO UPDATE SET step = EXCLUDED.step, attempt = EXCLUDED.attempt, updated_at = now()
+  WHERE (f.step, f.attempt) <= (EXCLUDED.step, EXCLUDED.attempt)
+  RETURNING 1
+), b AS (
+  INSERT INTO live_batches (stream_id, first, last, events)
+  SELECT $1, $4, $5, $6 FROM f
+  ON CONFLICT DO NOTHING
+  RETURNING 1
+)
+SELECT pg_notify($7, $8)::text FROM b`
+
+	// sqlClaim makes (step, attempt) the stream's newest call; no row when
+	// a newer one has claimed it.
+	sqlClaim = `
+INSERT INTO live_fences AS f (stream_id, step, attempt) VALUES ($1, $2, $3)
+ON CONFLICT (stream_id) DO UPDATE SET step = EXCLUDED.step, attempt = EXCLUDED.attempt, updated_at = now()
+WHERE (f.step, f.attempt) <= (EXCLUDED.step, EXCLUDED.attempt)
+RETURNING 1`
+
+	// sqlStored reads the batches that hold events after an index.
+	sqlStored = `SELECT events FROM live_batches WHERE stream_id = $1 AND last > $2 ORDER BY first`
+
+	// sqlForget drops a stream's batches and fence once its log holds
+	// them, and, a few at a time, what turns that never got that far (a
+	// terminated workflow) left behind.
+	sqlForget = `
+WITH b AS (DELETE FROM live_batches WHERE stream_id = $1),
+     f AS (DELETE FROM live_fences WHERE stream_id = $1),
+     old AS (DELETE FROM live_fences WHERE ctid IN (
+       SELECT ctid FROM live_fences WHERE updated_at < now() - $2::interval LIMIT 100))
+DELETE FROM live_batches WHERE ctid IN (
+  SELECT ctid FROM live_batches WHERE created_at < now() - $2::interval LIMIT 100)`
+)
+
+// keepAbandoned is how long the batches of a turn that never forgot them
+// are kept: far longer than any model call streams.
+const keepAbandoned = "6 hours"
+
+// Append stores a batch of a model call in flight and publishes it
+// (eventlog.Appender). eventlog.ErrFenced: a newer attempt of the call, or
+// a later call, has claimed the stream, and nothing was stored.
+func (p *Publisher) Append(ctx context.Context, b agent.TokenBatch) error {
+	if len(b.Events) == 0 {
+		return nil
+	}
+	events, err := json.Marshal(b.Events)
+	if err != nil {
+		return fmt.Errorf("encode batch: %w", err)
+	}
+	payload, err := json.Marshal(message{StreamID: b.StreamID, Events: b.Events, At: time.Now().UnixMicro()})
+	if err != nil {
+		return fmt.Errorf("encode batch: %w", err)
+	}
+	if len(payload) > maxPayload {
+		// Too large for a notification: its followers read it stored.
+		if payload, err = json.Marshal(message{StreamID: b.StreamID}); err != nil {
+			return fmt.Errorf("encode wake-up: %w", err)
+		}
+	}
+	last := b.First + int64(len(b.Events)) - 1
+	rows, err := p.pool.Query(ctx, sqlAppend, b.StreamID, b.Step, b.Attempt, b.First, last, events, Channel, string(payload))
+	if err != nil {
+		return fmt.Errorf("store batch: %w", err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store batch: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("batch %d of stream %q, step %d, attempt %d: %w", b.First, b.StreamID, b.Step, b.Attempt, eventlog.ErrFenced)
+	}
+	return nil
+}
+
+// Claim makes attempt of step the stream's newest call, so that no earlier
+// one publishes again, then returns what the stream's calls stored at
+// index from and after (eventlog.Appender). eventlog.ErrFenced: a newer
+// one has claimed it.
+func (p *Publisher) Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error) {
+	tag, err := p.pool.Exec(ctx, sqlClaim, streamID, step, attempt)
+	if err != nil {
+		return nil, fmt.Errorf("claim stream %q: %w", streamID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, fmt.Errorf("claim stream %q for step %d, attempt %d: %w", streamID, step, attempt, eventlog.ErrFenced)
+	}
+	// A separate statement: it sees every append that committed before
+	// the claim, and the claim refuses every later one.
+	evs, err := stored(ctx, p.pool, streamID, from-1)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range evs {
+		if e.Index != from+int64(i) {
+			return nil, fmt.Errorf("stored events of stream %q do not continue its log at index %d", streamID, from+int64(i))
+		}
+	}
+	return evs, nil
+}
+
+// Forget drops what a stream's calls stored, once its log holds it
+// (eventlog.Appender).
+func (p *Publisher) Forget(ctx context.Context, streamID string) error {
+	if _, err := p.pool.Exec(ctx, sqlForget, streamID, keepAbandoned); err != nil {
+		return fmt.Errorf("forget stream %q: %w", streamID, err)
+	}
+	return nil
+}
+
+// Stored returns the events of the stream's calls in flight after index
+// after (eventlog.LiveSource): what followers have been shown that the
+// log does not hold yet.
+func (h *Hub) Stored(ctx context.Context, streamID string, after int64) ([]agent.Event, error) {
+	return stored(ctx, h.pool, streamID, after)
+}
+
+func stored(ctx context.Context, pool *pgxpool.Pool, streamID string, after int64) ([]agent.Event, error) {
+	rows, err := pool.Query(ctx, sqlStored, streamID, after)
+	if err != nil {
+		return nil, fmt.Errorf("read stored events of stream %q: %w", streamID, err)
+	}
+	defer rows.Close()
+	var out []agent.Event
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("read stored events of stream %q: %w", streamID, err)
+		}
+		var evs []agent.Event
+		if err := json.Unmarshal(raw, &evs); err != nil {
+			return nil, fmt.Errorf("decode stored events of stream %q: %w", streamID, err)
+		}
+		for _, e := range evs {
+			if e.Index > after {
+				out = append(out, e)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read stored events of stream %q: %w", streamID, err)
+	}
+	return out, nil
+}
