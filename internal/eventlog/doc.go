@@ -22,13 +22,25 @@
 // from an activity, which Temporal may run more than once: its answer's
 // text, its reasoning and its tool calls' argument fragments, as token,
 // reasoning and tool_args_delta events in the order the model sent them
-// (Batcher), in token batches (agent.TokenBatch) signalled to the turn
-// (contract.SignalTokens). Each batch names its step (the call's seq), its
-// attempt and the index of its first event, and the log takes it only if
-// it continues the log exactly, for the step in flight, from an attempt no
-// older than one already seen (Log.Accept). A repeated, late or forged
-// batch is refused whole, and a batch can carry those three kinds (each of
-// its shape) and RETRYING statuses only: it cannot end the stream.
+// (Batcher), in token batches (agent.TokenBatch). Each batch names its
+// step (the call's seq), its attempt and the index of its first event, and
+// the log takes it only if it continues the log exactly, for the step in
+// flight, from an attempt no older than one already seen (Log.Accept). A
+// repeated, late or forged batch is refused whole, and a batch can carry
+// those three kinds (each of its shape) and RETRYING statuses only: it
+// cannot end the stream.
+//
+// How batches reach the log. A call streams live first
+// (contract.CallModelInput.LiveFirst) when the turn has no notify workflow
+// and no Workflow Streams subscriber, and the worker's live path stores
+// what it carries (Appender): each batch is appended to the live path as
+// it leaves — stored in Postgres and published in one statement — and the
+// call returns all of them in its result (contract.CallModelResult.Tail),
+// which the turn logs at once. A streamed reply then costs the turn no
+// signal and no workflow task per batch, which under load is most of what
+// a streamed turn costs the Temporal server. Otherwise each batch is
+// signalled to the turn (contract.SignalTokens), as before, and only the
+// last comes with the result.
 //
 // # RETRYING and void_from
 //
@@ -42,19 +54,35 @@
 // Clients drop them with agent.Unvoided, or fold the text with
 // agent.ReplayText. Nothing is ever removed from the log.
 //
+// A live-first attempt also claims the stream (Appender.Claim): from then
+// on no earlier attempt appends anything (each append locks the stream's
+// fence row and is refused for an older attempt), and the claim returns
+// what earlier attempts appended — exactly what followers may have seen —
+// which the new attempt's result carries first, before its RETRYING. A
+// live-first call that fails for good, or is stopped, is sealed by the
+// turn (contract.SealStream, a claim newer than any attempt) before it
+// logs anything else: what the call showed is logged at the indices its
+// followers saw, and its text stays, as a signalled call's does.
+//
 // # Durable and live
 //
-// The log in the workflow is the only source of truth (the durable path):
+// The log in the workflow is the source of truth (the durable path):
 // readers read it with the events query, paged (Log.Page), and its
 // history holds it. A query costs a round trip through the Temporal
 // server, so events also travel a live path: an activity publishes with
-// Postgres NOTIFY (pglive.Publisher) what the turn has already accepted —
-// a batch once its signal returned; the turn's own events, handed to the
-// next activity in its input (Log.HandOn, contract.Live), once the
-// workflow task that logged them has completed — and every process that
-// serves clients LISTENs once (pglive.Hub) and fans batches out to its
-// followers. The live path never shows what the log will not hold, but
-// may lose or delay anything: it only makes readers fast, never correct.
+// Postgres NOTIFY (pglive.Publisher) what the turn has accepted — a
+// signalled batch once its signal returned; the turn's own events, handed
+// to the next activity in its input (Log.HandOn, contract.Live), once the
+// workflow task that logged them has completed — and the batches of a
+// live-first call as they leave, stored, with the fencing above that
+// makes the log hold exactly them; every process that serves clients
+// LISTENs once (pglive.Hub) and fans batches out to its followers. The
+// live path never shows what the log will not hold, but may lose or delay
+// anything: it only makes readers fast, never correct. While a live-first
+// call runs, its batches are past the log's end: the events query and
+// Workflow Streams do not have them yet (a turn that a Workflow Streams
+// subscriber polls signals its later calls' batches), followers read them
+// stored (LiveSource.Stored).
 //
 // # Child turns and tool progress
 //
@@ -70,7 +98,8 @@
 //
 // # Catch up, then follow
 //
-// A Follower reads the log from the client's position, then takes live
+// A Follower reads the log from the client's position, and what a
+// live-first call in flight has stored past its end, then takes live
 // batches that continue it. A batch after a gap, a wake-up, a lagging
 // subscription (its buffer full, the listener reconnecting) or a quiet
 // spell makes it read the log again. The workflow's close ends it: a

@@ -6,6 +6,15 @@
 // eventlog.LiveSource). A batch too large for one notification goes as a
 // wake-up: its followers read it from the log.
 //
+// A model call that streams live first appends its batches (Publisher.Append):
+// each is stored in the live_batches table and published in one statement,
+// fenced per stream by the call's step and attempt (the live_fences row,
+// locked by every append and claim), so that a retried attempt, or the
+// turn sealing a failed call, reads exactly what followers were shown and
+// no earlier attempt appends after it (Publisher.Claim). Followers read
+// the stored batches past the log's end (Hub.Stored); the turn's last
+// activity drops them once the log holds them (Publisher.Forget).
+//
 // The path is lossy by design and never the source of truth: a
 // subscriber that falls behind, or any subscriber while the listener
 // reconnects, is told it lagged and reads the log. It lives apart from
