@@ -52,13 +52,14 @@ INSERT INTO agent_results (
   protocol_version, result_data, cas_id, status, error, tool_calls, tokens_used, cache_hit,
   execution_time_ms, llm_model, data_ref, session_id, cached_tokens, request_hash, completed_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, coalesce($23, now()))
-ON CONFLICT (tenant_id, job_id) DO NOTHING`
+ON CONFLICT (tenant_id, job_id) DO NOTHING
+RETURNING ` + resultColumns
 
-	sqlResultColumns = `
-SELECT result_id::text, job_id, protocol_version, status, result_data, cas_id, error,
+	resultColumns = `result_id::text, job_id, protocol_version, status, result_data, cas_id, error,
   tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule, data_ref, cached_tokens,
-  request_hash, completed_at
-FROM agent_results`
+  request_hash, completed_at`
+
+	sqlResultColumns = `SELECT ` + resultColumns + ` FROM agent_results`
 
 	sqlResultByJob = sqlResultColumns + `
 WHERE tenant_id = $1 AND job_id = $2`
@@ -153,16 +154,19 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	if !r.CompletedAt.IsZero() {
 		completedAt = &r.CompletedAt
 	}
-	_, err = s.pool.Exec(ctx, sqlInsertResult,
+	// The insert returns the row it stored; one that finds a result
+	// stored first returns nothing, and that result is read.
+	var storedHash string
+	stored, err := s.scanResult(ctx, s.pool.QueryRow(ctx, sqlInsertResult,
 		tenantID, r.JobID, req.RunID, req.NodeID, workflowID, agentID, r.Metadata.AgentVersion, r.Metadata.RouteRule,
 		version, inline, casID, r.Status, errJSON, toolCallsJSON, r.Metadata.TokensUsed, r.Metadata.CacheHit,
-		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash, completedAt)
-	if err != nil {
+		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash, completedAt), &storedHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if stored, storedHash, err = s.result(ctx, tenantID, r.JobID); err != nil {
+			return agent.TurnResult{}, fmt.Errorf("save result %q: read back: %w", r.JobID, err)
+		}
+	} else if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: %w", r.JobID, err)
-	}
-	stored, storedHash, err := s.result(ctx, tenantID, r.JobID)
-	if err != nil {
-		return agent.TurnResult{}, fmt.Errorf("save result %q: read back: %w", r.JobID, err)
 	}
 	if err := sameRequest(tenantID, r.JobID, storedHash, hash); err != nil {
 		return agent.TurnResult{}, err
