@@ -1,8 +1,10 @@
 // Command floor measures what Temporal alone costs on a running stack, for
 // comparison with a streamed agent turn on the same stack: an empty
 // workflow, and a workflow with the same shape of workflow tasks, local
-// activities, activities, signals and timer as a streamed one-tool turn,
-// with no work in any of them. Each is started with eager start by a
+// activities, activities, search attribute upsert and timer as a streamed
+// one-tool turn, with no work in any of them. A turn's model call streams
+// live first and signals nothing; -signals adds signals for the shape of
+// a turn that signals its batches (one followed through Workflow Streams). Each is started with eager start by a
 // client that runs the worker, and awaited with a long poll on its result,
 // the way the gateway starts and follows a turn.
 //
@@ -69,7 +71,7 @@ func run() error {
 	flag.IntVar(&o.seq, "seq", 50, "workflows one after another (latency)")
 	flag.IntVar(&o.conc, "conc", 32, "concurrent callers (throughput)")
 	flag.IntVar(&o.total, "total", 320, "workflows run by the concurrent callers")
-	flag.IntVar(&o.signals, "signals", 1, "signals the second model-like activity sends (a streamed reply's token batches)")
+	flag.IntVar(&o.signals, "signals", 0, "signals the second model-like activity sends (a streamed reply's token batches, when they are signalled)")
 	flag.IntVar(&o.pollers, "pollers", 4, "workflow and activity pollers, as agentflow's worker runs by default")
 	only := flag.String("only", "", "measure only this workflow: empty or turn (default both)")
 	flag.Parse()
@@ -272,8 +274,8 @@ func Empty(workflow.Context) error { return nil }
 // TurnShape has the tasks of a streamed turn with one local tool call and
 // no work in them: two local steps (route, load the agent), the search
 // attribute upsert, a timer for the turn's timeout, a model call that asks for the tool, the tool as a local
-// step, a model call that streams its reply as signals, a local step that
-// saves the result.
+// step, a model call that streams its reply (as signals, when signals > 0),
+// a local step that saves the result.
 func TurnShape(ctx workflow.Context, signals int) error {
 	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	for range 2 {
