@@ -54,7 +54,24 @@ type Agent struct {
 	// Thinking, when set, asks the agent's model to reason before it
 	// answers (models that reason on their own do so without it).
 	Thinking *Thinking `json:"thinking,omitempty"`
+	// Expose names the protocols through which other agents and apps may
+	// call the agent (ExposeMCP, ExposeA2A, ExposeAGUI): nothing is
+	// exposed by default.
+	Expose []string `json:"expose,omitempty"`
 }
+
+// Protocols an agent can be exposed through (Agent.Expose).
+const (
+	ExposeMCP  = "mcp"
+	ExposeA2A  = "a2a"
+	ExposeAGUI = "ag_ui"
+)
+
+// ExposeProtocols are the values Agent.Expose takes.
+var ExposeProtocols = []string{ExposeMCP, ExposeA2A, ExposeAGUI}
+
+// Exposed reports whether the agent is exposed through protocol.
+func (a Agent) Exposed(protocol string) bool { return slices.Contains(a.Expose, protocol) }
 
 // Thinking is how much a model reasons before it answers: an effort
 // ("low", "medium", "high") or a budget of tokens, or both. Anthropic's

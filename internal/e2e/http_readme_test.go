@@ -68,7 +68,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 	for _, route := range []string{"/v1/agents", "/v1/turns:invoke", "/test/chat", `/v1/turns"`, "/events", "/approvals\"",
 		"/approvals/$CALL", "/cancel", "/v1/results", "/v1/conversations/", "/transcript", "/v1/catalog", "/v1/rules", "/v1/routing/dry-run",
 		"/v1/processes\"", "/v1/processes/main\"", "/versions", "/v1/usage", "/openapi.json",
-		"/v1/turns:stream", "/events:stream", "/messages:stream", "/v1/models", "/v1/chat/completions", "/v1/ui/chat", "/v1/files"} {
+		"/v1/turns:stream", "/events:stream", "/messages:stream", "/v1/models", "/v1/chat/completions", "/v1/ui/chat", "/v1/files", "/mcp"} {
 		require.Contains(t, all, route, "a recipe for each route")
 	}
 
@@ -108,6 +108,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 			"start-step text-start text-delta text-end finish-step finish\n12.5 * 4 = 50\ndata: [DONE]\n", // the AI SDK's stream
 		"demo.yaml application/yaml true\nhello, file\n304\n",         // files
 		"A picture of a chat, as far as a scripted model can tell.\n", // a picture with a question
+		"assistant\n12.5 * 4 = 50\n", // MCP: the exposed agents, a call
 	} {
 		require.Contains(t, got, want)
 	}

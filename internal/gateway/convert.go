@@ -318,7 +318,7 @@ func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {
 	out := &pb.AgentInfo{Id: a.ID, Version: int32(a.Version), Description: a.Description, Model: a.Model, Default: isDefault,
 		Limits: &pb.Limits{MaxIterations: int32(l.MaxIterations), TurnTimeoutSec: int32(l.TurnTimeoutSec), TokenBudget: int32(l.TokenBudget),
 			ApprovalTimeoutSec: int32(l.ApprovalTimeoutSec), MaxOutputTokens: int32(l.MaxOutputTokens),
-			TurnsPerMinute: int32(l.TurnsPerMinute)}}
+			TurnsPerMinute: int32(l.TurnsPerMinute)}, Expose: a.Expose}
 	for _, t := range a.Tools {
 		approval := t.Approval
 		if approval == "" {

@@ -131,6 +131,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	a.registerSocket(root)
 	a.registerAISDK(root)
 	a.registerFiles(root)
+	a.registerMCP(root)
 	root.Handle("/", a.limitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil

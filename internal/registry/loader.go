@@ -90,6 +90,8 @@ type agentDoc struct {
 	OutputSchema jsonDoc      `yaml:"output_schema"`
 	Limits       *limitsDoc   `yaml:"limits"`
 	Thinking     *thinkingDoc `yaml:"thinking"`
+	// Expose: agent.Agent's.
+	Expose []text `yaml:"expose"`
 }
 
 // thinkingDoc is agent.Thinking.
@@ -430,6 +432,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	}}
 	def.agent.OutputSchema = l.outputSchema(d)
 	def.agent.Thinking = l.thinking(d)
+	def.agent.Expose = l.expose(d)
 	if lim := d.Limits; lim != nil {
 		def.agent.Limits = agent.Limits{
 			MaxIterations:      lim.MaxIterations.n,
@@ -532,6 +535,24 @@ func (l *loader) fallbackModels(d *agentDoc) []string {
 // model (which a turn may always name) nor listed twice.
 func (l *loader) modelsAllowed(d *agentDoc) []string {
 	return l.otherModels(d, d.ModelsAllowed, ", which a turn may always name: list only the others")
+}
+
+// expose checks the protocols an agent is exposed through: each a known
+// one (agent.ExposeProtocols), none twice.
+func (l *loader) expose(d *agentDoc) []string {
+	var out []string
+	for _, p := range d.Expose {
+		switch {
+		case p.bad:
+		case !slices.Contains(agent.ExposeProtocols, p.s):
+			l.addf(p.pos, "%q is not a protocol an agent can be exposed through; want one of %s", p.s, strings.Join(agent.ExposeProtocols, ", "))
+		case slices.Contains(out, p.s):
+			l.addf(p.pos, "%q is listed twice", p.s)
+		default:
+			out = append(out, p.s)
+		}
+	}
+	return out
 }
 
 // otherModels checks a list of models beside an agent's own: each of a

@@ -2922,14 +2922,17 @@ func (x *ListAgentsResponse) GetNextPageToken() string {
 }
 
 type AgentInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
-	Model         string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
-	Tools         []*ToolInfo            `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
-	Limits        *Limits                `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
-	Default       bool                   `protobuf:"varint,7,opt,name=default,proto3" json:"default,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Version     int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Model       string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Tools       []*ToolInfo            `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
+	Limits      *Limits                `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	Default     bool                   `protobuf:"varint,7,opt,name=default,proto3" json:"default,omitempty"`
+	// The protocols through which other agents and apps may call it: mcp,
+	// a2a, ag_ui (the catalog's expose).
+	Expose        []string `protobuf:"bytes,8,rep,name=expose,proto3" json:"expose,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3011,6 +3014,13 @@ func (x *AgentInfo) GetDefault() bool {
 		return x.Default
 	}
 	return false
+}
+
+func (x *AgentInfo) GetExpose() []string {
+	if x != nil {
+		return x.Expose
+	}
+	return nil
 }
 
 type ToolInfo struct {
@@ -5792,7 +5802,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"m\n" +
 	"\x12ListAgentsResponse\x12/\n" +
 	"\x06agents\x18\x01 \x03(\v2\x17.agentflow.v1.AgentInfoR\x06agents\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe3\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfb\x01\n" +
 	"\tAgentInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12 \n" +
@@ -5800,7 +5810,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12,\n" +
 	"\x05tools\x18\x05 \x03(\v2\x16.agentflow.v1.ToolInfoR\x05tools\x12,\n" +
 	"\x06limits\x18\x06 \x01(\v2\x14.agentflow.v1.LimitsR\x06limits\x12\x18\n" +
-	"\adefault\x18\a \x01(\bR\adefault\"\xd4\x01\n" +
+	"\adefault\x18\a \x01(\bR\adefault\x12\x16\n" +
+	"\x06expose\x18\b \x03(\tR\x06expose\"\xd4\x01\n" +
 	"\bToolInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12 \n" +

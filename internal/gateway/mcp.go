@@ -1,0 +1,333 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/turnclient"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// The MCP server: the agents a tenant's catalog exposes through MCP
+// (expose: [mcp]) are the tools of an MCP server at MCPPath on the HTTP
+// API's listener, over Streamable HTTP with the official MCP Go SDK, for
+// any MCP host — Claude Desktop, an IDE, another agent. The bearer tokens
+// are the gRPC API's, checked by its code; a token needs the user role,
+// and every request of a session must come with the token that opened
+// it. tools/list is the tenant's exposed agents when the session opens;
+// tools/call runs a durable turn of the agent, as Stream does (prepare,
+// startPrepared, the follower), and answers with its text, and its JSON
+// as structured content when the agent has an output schema. While the
+// turn runs, a call with a progress token gets progress notifications —
+// tool calls, a call waiting for approval (approved over the approvals
+// API), a preview of the answer — and the client's cancellation of the
+// call cancels the turn.
+
+// MCPPath is where the MCP server answers.
+const MCPPath = "/mcp"
+
+// Bounds of the MCP server.
+const (
+	// mcpSessionTimeout closes a session idle this long.
+	mcpSessionTimeout = 30 * time.Minute
+	// mcpPreviewEvery spaces the text previews of one call's progress.
+	mcpPreviewEvery = 250 * time.Millisecond
+	// mcpPreviewBytes bounds a text preview.
+	mcpPreviewBytes = 200
+)
+
+// mcpServer serves a Service's agents over MCP.
+type mcpServer struct {
+	s      *Service
+	logger *zap.Logger
+}
+
+// registerMCP adds the MCP server to mux.
+func (a *HTTPAPI) registerMCP(mux *http.ServeMux) {
+	m := &mcpServer{s: a.svc, logger: a.logger}
+	h := mcp.NewStreamableHTTPHandler(m.session, &mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout})
+	mux.Handle(MCPPath, auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{
+		Scopes: []string{string(RoleUser)}, AllowMissingExpiration: true,
+	})(a.limitBody(h)))
+}
+
+// verify checks a bearer token with the gRPC API's code (auth.TokenVerifier).
+// The token's roles are its scopes; its tenant and name identify the user,
+// so that no other token can use a session it opened.
+func (m *mcpServer) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	caller, err := m.s.authenticate(metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+token)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, status.Convert(m.s.status(ctx, err)).Message())
+	}
+	var scopes []string
+	for _, r := range []Role{RoleUser, RoleApprover, RoleAdmin} {
+		if caller.Has(r) {
+			scopes = append(scopes, string(r))
+		}
+	}
+	return &auth.TokenInfo{Scopes: scopes, UserID: caller.Tenant + "/" + caller.Name, Extra: map[string]any{mcpCallerKey: caller}}, nil
+}
+
+// mcpCallerKey holds the caller's Token in auth.TokenInfo.Extra.
+const mcpCallerKey = "agentflow.caller"
+
+// mcpCaller is the context of a request's caller, as the gRPC API's
+// interceptors make it; false when the request carries none.
+func mcpCaller(ctx context.Context, info *auth.TokenInfo) (context.Context, bool) {
+	if info == nil {
+		return ctx, false
+	}
+	caller, ok := info.Extra[mcpCallerKey].(Token)
+	if !ok {
+		return ctx, false
+	}
+	return context.WithValue(ctx, callerKey{}, caller), true
+}
+
+// session makes the server of a new session: its tools are the tenant's
+// agents exposed through MCP, now. A tenant whose agents cannot be read
+// gets no session (the SDK answers 400), and tries again.
+func (m *mcpServer) session(r *http.Request) *mcp.Server {
+	ctx, ok := mcpCaller(r.Context(), auth.TokenInfoFromContext(r.Context()))
+	if !ok {
+		return nil
+	}
+	agents, err := m.s.store.ListAgents(ctx, tenantOf(ctx))
+	if err != nil {
+		telemetry.Logger(ctx, m.logger).Warn("mcp session refused: agents not read", zap.String("tenant", tenantOf(ctx)), zap.Error(err))
+		return nil
+	}
+	slices.SortFunc(agents, func(a, b agent.Agent) int { return strings.Compare(a.ID, b.ID) })
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentflow", Title: "agentflow: " + tenantOf(ctx) + "'s agents"}, &mcp.ServerOptions{
+		Instructions: "Each tool is a durable agent of agentflow: a call runs one turn of the agent, which survives restarts; " +
+			"calls that need a person's approval wait for it.",
+	})
+	for _, a := range agents {
+		if a.Exposed(agent.ExposeMCP) {
+			srv.AddTool(mcpTool(a), m.call(a.ID))
+		}
+	}
+	return srv
+}
+
+// mcpInput is a tools/call's arguments: the prompt of the agent's turn.
+type mcpInput struct {
+	Prompt string `json:"prompt"`
+}
+
+// mcpInputSchema is every agent tool's input schema.
+var mcpInputSchema = json.RawMessage(`{"type":"object","properties":{"prompt":{"type":"string","minLength":1,` +
+	`"description":"What to ask the agent: the turn's prompt."}},"required":["prompt"],"additionalProperties":false}`)
+
+// mcpTool is an agent as an MCP tool: its id, its description, a prompt
+// in, and its output schema, when it has one, out.
+func mcpTool(a agent.Agent) *mcp.Tool {
+	t := &mcp.Tool{Name: a.ID, Description: a.Description, InputSchema: mcpInputSchema,
+		Annotations: &mcp.ToolAnnotations{Title: a.ID, OpenWorldHint: ptr(true)}}
+	if t.Description == "" {
+		t.Description = "The agent " + a.ID + " of agentflow."
+	}
+	if len(a.OutputSchema) > 0 {
+		t.OutputSchema = a.OutputSchema
+	}
+	return t
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// call is the tools/call handler of agent id: one durable turn.
+func (m *mcpServer) call(id string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var extra *auth.TokenInfo
+		if req.Extra != nil {
+			extra = req.Extra.TokenInfo
+		}
+		ctx, ok := mcpCaller(ctx, extra)
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the call carries no bearer token"}
+		}
+		in, err := decodeMCPInput(req.Params.Arguments)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+		turn, err := m.s.prepare(ctx, &pb.TurnRequest{AgentId: id, Prompt: in.Prompt})
+		if err != nil {
+			return mcpError(m.s.clientMessage(ctx, err)), nil
+		}
+		release, err := m.s.streams.take(turn.TenantID)
+		if err != nil {
+			return mcpError(m.s.clientMessage(ctx, err)), nil
+		}
+		defer release()
+		p := &mcpProgress{req: req, token: req.Params.GetProgressToken()}
+		var events []agent.Event
+		streamID := contract.TurnWorkflowID(turn.TenantID, turn.JobID)
+		err = m.s.followNew(ctx, turn, nil, func(e agent.Event) error {
+			events = append(events, e)
+			p.event(ctx, e)
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				m.canceled(ctx, streamID)
+				return nil, ctx.Err()
+			}
+			return mcpError(m.s.clientMessage(ctx, err)), nil
+		}
+		return mcpResult(events, streamID), nil
+	}
+}
+
+// decodeMCPInput reads a call's arguments strictly.
+func decodeMCPInput(raw json.RawMessage) (mcpInput, error) {
+	var in mcpInput
+	if len(raw) == 0 {
+		return in, errors.New(`arguments are required: {"prompt": "…"}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, fmt.Errorf(`arguments: want {"prompt": "…"}: %v`, err)
+	}
+	if dec.More() {
+		return in, errors.New("arguments: one JSON object only")
+	}
+	if strings.TrimSpace(in.Prompt) == "" {
+		return in, errors.New("arguments.prompt is required and must not be blank")
+	}
+	return in, nil
+}
+
+// canceled cancels the turn of a call whose client cancelled it
+// (notifications/cancelled). A call that ends because its session or the
+// gateway closes leaves its turn running: it is durable.
+func (m *mcpServer) canceled(ctx context.Context, streamID string) {
+	if !errors.Is(context.Cause(ctx), context.Canceled) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	req := agent.CancelRequest{Reason: "the MCP client cancelled the call", RequestedBy: callerOf(ctx).Name}
+	if err := turnclient.Cancel(cctx, m.s.client, streamID, req); err != nil {
+		telemetry.Logger(ctx, m.logger).Warn("mcp call cancelled; its turn was not", zap.String("stream_id", streamID), zap.Error(err))
+	}
+}
+
+// clientMessage is what a client is told of err: the message of its
+// status, as every channel of the gateway says it.
+func (s *Service) clientMessage(ctx context.Context, err error) string {
+	return status.Convert(s.status(ctx, err)).Message()
+}
+
+// mcpError is a tool result that reports a failure to the model.
+func mcpError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// mcpResult is the answer of a turn that ended: its text, its JSON as
+// structured content, or its failure. The turn's stream id goes in _meta,
+// for the rest of the API (events, result, approvals).
+func mcpResult(events []agent.Event, streamID string) *mcp.CallToolResult {
+	last := events[len(events)-1]
+	meta := mcp.Meta{"agentflow/stream_id": streamID}
+	if last.Status != agent.StreamCompleted {
+		msg := "the turn ended " + strings.ToLower(last.Status)
+		if last.Error != nil && last.Error.Message != "" {
+			msg += ": " + last.Error.Message
+		}
+		res := mcpError(msg)
+		res.Meta = meta
+		return res
+	}
+	res := &mcp.CallToolResult{Meta: meta}
+	for _, e := range events {
+		if e.Kind != agent.EventContent || e.Child != nil {
+			continue
+		}
+		var b agent.Block
+		if json.Unmarshal(e.Content, &b) != nil {
+			continue
+		}
+		switch b.Type {
+		case agent.BlockText:
+			res.Content = append(res.Content, &mcp.TextContent{Text: b.Text})
+		case agent.BlockJSON:
+			res.StructuredContent = b.JSON
+		}
+	}
+	if len(res.Content) == 0 {
+		// A turn that logged no blocks (recorded before them): its text.
+		res.Content = []mcp.Content{&mcp.TextContent{Text: agent.ReplayText(events)}}
+	}
+	return res
+}
+
+// mcpProgress sends a call's progress notifications, when the call asked
+// for them with a progress token.
+type mcpProgress struct {
+	req   *mcp.CallToolRequest
+	token any
+
+	mu      sync.Mutex
+	n       float64
+	text    strings.Builder
+	preview time.Time // when the last text preview went
+}
+
+// event sends what e says of the turn's progress, if anything.
+func (p *mcpProgress) event(ctx context.Context, e agent.Event) {
+	if p.token == nil || e.Child != nil {
+		return
+	}
+	var msg string
+	switch e.Kind {
+	case agent.EventToolStart:
+		msg = "calling the tool " + e.Tool.Name
+	case agent.EventToolEnd:
+		msg = "the tool " + e.Tool.Name + " ended " + e.Tool.Status
+	case agent.EventApprovalRequired:
+		msg = fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: stream %s)",
+			e.Tool.CallID, e.Tool.Name, e.StreamID)
+	case agent.EventApprovalDecided:
+		msg = "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
+	case agent.EventStatus:
+		if e.Status == agent.StreamRetrying {
+			p.text.Reset()
+			msg = "the model call is retried"
+		}
+	case agent.EventToken:
+		p.text.WriteString(e.Text)
+		if time.Since(p.preview) < mcpPreviewEvery {
+			return
+		}
+		p.preview = time.Now()
+		msg = agent.Clip(p.text.String(), mcpPreviewBytes)
+	}
+	if msg == "" {
+		return
+	}
+	p.mu.Lock()
+	p.n++
+	n := p.n
+	p.mu.Unlock()
+	// A lost notification costs the client a line of progress, nothing else.
+	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: n, Message: msg})
+}

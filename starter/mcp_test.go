@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/testserver"
+)
+
+const mcpServerScript = `
+pacing: {chunk_words: 1, delay_ms: 100}
+rules:
+  - name: calc
+    when: {user: '(?i)what is ([-0-9.+*/^() ]+)\?'}
+    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
+  - name: answer
+    when: {tool: '^(.+)$'}
+    reply: {text: 'The result is $1.'}
+  - name: weather
+    when: {user: 'weather'}
+    reply: {text: '{"temp_c": 21, "sky": "clear"}'}
+  - name: slow
+    when: {user: 'slowly'}
+    reply: {text: 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen'}
+`
+
+const mcpServerCatalog = `
+tenant: demo
+tools:
+  - name: calculator
+    kind: calculator
+agents:
+  - id: calc
+    description: Does arithmetic with a calculator.
+    model: openai:gpt-4o-mini
+    tools: [calculator]
+    expose: [mcp]
+  - id: weather
+    model: openai:gpt-4o-mini
+    output_schema: {type: object, properties: {temp_c: {type: number}, sky: {type: string}}, required: [temp_c]}
+    expose: [mcp, a2a]
+  - id: hidden
+    model: openai:gpt-4o-mini
+`
+
+const mcpServerOtherCatalog = `
+tenant: other
+agents:
+  - id: theirs
+    model: openai:gpt-4o-mini
+    expose: [mcp]
+`
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// mcpConnect opens a session of the MCP Go SDK's client with token.
+func mcpConnect(ctx context.Context, t *testing.T, srv *testserver.Server, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentflow-test", Version: "1"}, opts)
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   "http://" + srv.HTTPAPIAddr() + gateway.MCPPath,
+		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}},
+	}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = session.Close() })
+	return session
+}
+
+// TestMCPServer: an MCP client (the official Go SDK's) lists a tenant's
+// exposed agents as tools and calls them: each call is a durable turn,
+// answered with its text and, for an agent with an output schema, its
+// JSON as structured content, with progress notifications while it runs.
+// Agents not exposed, other tenants' agents and malformed arguments are
+// refused with the protocol's errors, and a request without a token never
+// reaches the server.
+func TestMCPServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := testserver.Start(t, testserver.Options{
+		Script: mcpServerScript, Catalogs: []string{mcpServerCatalog, mcpServerOtherCatalog},
+		Tokens:  map[string]string{"tok": "demo", "tok2": "other", "approver": "demo:approver:ops"},
+		HTTPAPI: true,
+		Logger:  zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+	})
+
+	var mu sync.Mutex
+	var progress []string
+	session := mcpConnect(ctx, t, srv, "tok", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, req.Params.Message)
+		},
+	})
+
+	tools, err := session.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	require.Equal(t, []string{"calc", "weather"}, names, "exposed agents only, the other tenant's not")
+	require.Equal(t, "Does arithmetic with a calculator.", tools.Tools[0].Description)
+	schema, err := json.Marshal(tools.Tools[0].InputSchema)
+	require.NoError(t, err)
+	require.Contains(t, string(schema), `"prompt"`)
+	require.Nil(t, tools.Tools[0].OutputSchema)
+	require.NotNil(t, tools.Tools[1].OutputSchema, "the agent's output schema")
+
+	params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "What is 12.5 * 4?"}}
+	params.SetProgressToken("p1")
+	res, err := session.CallTool(ctx, params)
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	require.Len(t, res.Content, 1)
+	require.Equal(t, "The result is 50.", res.Content[0].(*mcp.TextContent).Text)
+	streamID, _ := res.Meta["agentflow/stream_id"].(string)
+	require.True(t, strings.HasPrefix(streamID, "turn/demo/"), "the turn's stream id: %q", streamID)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(strings.Join(progress, "\n"), "calling the tool calculator")
+	}, 10*time.Second, 10*time.Millisecond, "progress while the turn ran: %v", progress)
+
+	res, err = session.CallTool(ctx, &mcp.CallToolParams{Name: "weather", Arguments: map[string]any{"prompt": "the weather?"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	structured, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"temp_c": 21, "sky": "clear"}`, string(structured))
+
+	for _, tc := range []struct {
+		name string
+		call *mcp.CallToolParams
+		want string
+	}{
+		{"an agent not exposed", &mcp.CallToolParams{Name: "hidden", Arguments: map[string]any{"prompt": "hi"}}, `unknown tool "hidden"`},
+		{"another tenant's agent", &mcp.CallToolParams{Name: "theirs", Arguments: map[string]any{"prompt": "hi"}}, `unknown tool "theirs"`},
+		{"no prompt", &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{}}, "arguments.prompt is required"},
+		{"a prompt that is not text", &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": 3}}, `want {"prompt": "…"}`},
+		{"an unknown argument", &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "hi", "agent": "hidden"}}, `unknown field "agent"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := session.CallTool(ctx, tc.call)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+
+	other := mcpConnect(ctx, t, srv, "tok2", nil)
+	tools, err = other.ListTools(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, tools.Tools, 1)
+	require.Equal(t, "theirs", tools.Tools[0].Name)
+
+	for token, want := range map[string]int{"": http.StatusUnauthorized, "nope": http.StatusUnauthorized, "approver": http.StatusForbidden} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.HTTPAPIAddr()+gateway.MCPPath,
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "token %q", token)
+	}
+}
+
+// TestMCPCancel: a client that cancels its call cancels the turn.
+func TestMCPCancel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := testserver.Start(t, testserver.Options{
+		Script: mcpServerScript, Catalogs: []string{mcpServerCatalog},
+		Tokens: map[string]string{"tok": "demo"}, HTTPAPI: true,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+	})
+	previewed := make(chan struct{}, 1)
+	session := mcpConnect(ctx, t, srv, "tok", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if strings.Contains(req.Params.Message, "one") {
+				select {
+				case previewed <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	callCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "say it slowly"}}
+		params.SetProgressToken("p")
+		_, err := session.CallTool(callCtx, params)
+		done <- err
+	}()
+	select {
+	case <-previewed:
+	case <-ctx.Done():
+		t.Fatal("no preview of the answer")
+	}
+	stop()
+	require.Error(t, <-done)
+
+	// The turn ends canceled, its run closed.
+	require.Eventually(t, func() bool {
+		it, err := srv.Client().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: "AgentflowAgent = 'calc' AND TaskQueue = '" + srv.TaskQueue + "'"})
+		if err != nil || len(it.GetExecutions()) == 0 {
+			return false
+		}
+		return it.GetExecutions()[0].GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
+	}, 30*time.Second, 100*time.Millisecond)
+}
