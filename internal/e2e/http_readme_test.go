@@ -108,7 +108,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 			"start-step text-start text-delta text-end finish-step finish\n12.5 * 4 = 50\ndata: [DONE]\n", // the AI SDK's stream
 		"demo.yaml application/yaml true\nhello, file\n304\n",         // files
 		"A picture of a chat, as far as a scripted model can tell.\n", // a picture with a question
-		"assistant\n12.5 * 4 = 50\n", // MCP: the exposed agents, a call
+		"assistant\n12.5 * 4 = 50\n",                                  // MCP: the exposed agents, a call
 	} {
 		require.Contains(t, got, want)
 	}
