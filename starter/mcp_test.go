@@ -23,6 +23,9 @@ import (
 const mcpServerScript = `
 pacing: {chunk_words: 1, delay_ms: 100}
 rules:
+  - name: careful
+    when: {user: '(?i)^carefully: ([-0-9.+*/^() ]+)$'}
+    reply: {tool_calls: [{name: careful_calculator, arguments: '{"expression": "$1"}'}]}
   - name: calc
     when: {user: '(?i)what is ([-0-9.+*/^() ]+)\?'}
     reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
@@ -42,7 +45,14 @@ tenant: demo
 tools:
   - name: calculator
     kind: calculator
+  - name: careful_calculator
+    kind: calculator
+    approval: always
 agents:
+  - id: careful
+    model: openai:gpt-4o-mini
+    tools: [careful_calculator]
+    expose: [mcp]
   - id: calc
     description: Does arithmetic with a calculator.
     model: openai:gpt-4o-mini
@@ -122,13 +132,13 @@ func TestMCPServer(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	require.Equal(t, []string{"calc", "weather"}, names, "exposed agents only, the other tenant's not")
+	require.Equal(t, []string{"calc", "careful", "weather"}, names, "exposed agents only, the other tenant's not")
 	require.Equal(t, "Does arithmetic with a calculator.", tools.Tools[0].Description)
 	schema, err := json.Marshal(tools.Tools[0].InputSchema)
 	require.NoError(t, err)
 	require.Contains(t, string(schema), `"prompt"`)
 	require.Nil(t, tools.Tools[0].OutputSchema)
-	require.NotNil(t, tools.Tools[1].OutputSchema, "the agent's output schema")
+	require.NotNil(t, tools.Tools[2].OutputSchema, "the agent's output schema")
 
 	params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "What is 12.5 * 4?"}}
 	params.SetProgressToken("p1")
@@ -236,4 +246,116 @@ func TestMCPCancel(t *testing.T) {
 		}
 		return it.GetExecutions()[0].GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
 	}, 30*time.Second, 100*time.Millisecond)
+}
+
+// TestMCPApproval: a call whose turn waits for approval asks the client,
+// when it can be asked and its token may approve, and the answer decides
+// the call as the token's holder; a client that cannot be asked is told
+// to wait, and an approver's decision over the approvals API ends the
+// wait.
+func TestMCPApproval(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := testserver.Start(t, testserver.Options{
+		Script: mcpServerScript, Catalogs: []string{mcpServerCatalog},
+		Tokens:  map[string]string{"tok": "demo", "alice": "demo:user+approver:alice", "ops": "demo:approver:ops"},
+		HTTPAPI: true,
+		Logger:  zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+	})
+
+	t.Run("asked of the client", func(t *testing.T) {
+		var asked []string
+		session := mcpConnect(ctx, t, srv, "alice", &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked = append(asked, req.Params.Message)
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true, "reason": "fine"}}, nil
+			},
+		})
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "careful", Arguments: map[string]any{"prompt": "carefully: 6 * 7"}})
+		require.NoError(t, err)
+		require.False(t, res.IsError, "%v", res.Content)
+		require.Equal(t, "The result is 42.", res.Content[0].(*mcp.TextContent).Text)
+		require.Len(t, asked, 1)
+		require.Contains(t, asked[0], "careful_calculator")
+		job := strings.TrimPrefix(res.Meta["agentflow/stream_id"].(string), "turn/demo/")
+		approvals, err := srv.Store().Approvals(ctx, "demo", job)
+		require.NoError(t, err)
+		require.Len(t, approvals, 1)
+		require.Equal(t, "alice", approvals[0].Approver, "decided as the token's holder")
+	})
+
+	t.Run("an approver decides", func(t *testing.T) {
+		waiting := make(chan string, 1)
+		session := mcpConnect(ctx, t, srv, "tok", &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+				if i := strings.Index(req.Params.Message, "stream turn/"); i >= 0 {
+					select {
+					case waiting <- strings.TrimSuffix(req.Params.Message[i+len("stream "):], ")"):
+					default:
+					}
+				}
+			},
+		})
+		done := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			params := &mcp.CallToolParams{Name: "careful", Arguments: map[string]any{"prompt": "carefully: 2 + 3"}}
+			params.SetProgressToken("p")
+			res, err := session.CallTool(ctx, params)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		var streamID string
+		select {
+		case streamID = <-waiting:
+		case <-ctx.Done():
+			t.Fatal("no progress notification of the wait")
+		}
+		pending := approveFirst(ctx, t, srv, streamID, "ops")
+		require.Equal(t, "careful_calculator", pending)
+		res := <-done
+		require.NotNil(t, res)
+		require.Equal(t, "The result is 5.", res.Content[0].(*mcp.TextContent).Text)
+	})
+}
+
+// approveFirst approves the first call that waits in the stream over the
+// HTTP approvals API with token, and returns its tool's name.
+func approveFirst(ctx context.Context, t *testing.T, srv *testserver.Server, streamID, token string) string {
+	t.Helper()
+	api := "http://" + srv.HTTPAPIAddr()
+	get := func() (calls []struct {
+		CallID string `json:"call_id"`
+		Tool   string `json:"tool"`
+	}) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/v1/"+streamID+"/approvals", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body struct {
+			Approvals []struct {
+				CallID string `json:"call_id"`
+				Tool   string `json:"tool"`
+			} `json:"approvals"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		return body.Approvals
+	}
+	var calls []struct {
+		CallID string `json:"call_id"`
+		Tool   string `json:"tool"`
+	}
+	require.Eventually(t, func() bool { calls = get(); return len(calls) > 0 }, 30*time.Second, 50*time.Millisecond)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/"+streamID+"/approvals/"+calls[0].CallID,
+		strings.NewReader(`{"approved": true, "reason": "ok"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return calls[0].Tool
 }

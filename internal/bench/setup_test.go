@@ -69,6 +69,7 @@ agents:
     system_prompt: You are benchmarked.
     tools: [calculator]
     limits: {max_iterations: 3, turn_timeout_sec: 120}
+    expose: [mcp]
 `
 
 // emissions records when the scripted server flushed each chunk.

@@ -37,9 +37,11 @@ import (
 // startPrepared, the follower), and answers with its text, and its JSON
 // as structured content when the agent has an output schema. While the
 // turn runs, a call with a progress token gets progress notifications —
-// tool calls, a call waiting for approval (approved over the approvals
-// API), a preview of the answer — and the client's cancellation of the
-// call cancels the turn.
+// tool calls, a call waiting for approval, a preview of the answer — and
+// the client's cancellation of the call cancels the turn. A call that
+// waits for approval is asked of the client (elicitation) when the client
+// can be asked and the caller's token may approve; otherwise it waits for
+// an approver over the approvals API, as any turn's.
 
 // MCPPath is where the MCP server answers.
 const MCPPath = "/mcp"
@@ -177,11 +179,14 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 			return mcpError(m.s.clientMessage(ctx, err)), nil
 		}
 		defer release()
-		p := &mcpProgress{req: req, token: req.Params.GetProgressToken()}
-		var events []agent.Event
 		streamID := contract.TurnWorkflowID(turn.TenantID, turn.JobID)
+		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session)}
+		var events []agent.Event
 		err = m.s.followNew(ctx, turn, nil, func(e agent.Event) error {
 			events = append(events, e)
+			if e.Kind == agent.EventApprovalRequired && e.Child == nil && p.asks {
+				go m.askApproval(ctx, req.Session, streamID, *e.Tool)
+			}
 			p.event(ctx, e)
 			return nil
 		})
@@ -193,6 +198,54 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 			return mcpError(m.s.clientMessage(ctx, err)), nil
 		}
 		return mcpResult(events, streamID), nil
+	}
+}
+
+// asks reports whether the turns of a call ask its client to decide their
+// approvals (elicitation): when the client can be asked and the caller's
+// token may approve. Otherwise a call waits for an approver, as any turn.
+func (m *mcpServer) asks(ctx context.Context, session *mcp.ServerSession) bool {
+	p := session.InitializeParams()
+	return callerOf(ctx).Has(RoleApprover) && p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+}
+
+// mcpApprovalSchema is what an elicited approval asks for.
+var mcpApprovalSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"approved":{"type":"boolean","description":"Run the call (true) or refuse it (false)."},` +
+	`"reason":{"type":"string","description":"Why, for the record."}},"required":["approved"]}`)
+
+// askApproval asks the client to decide a tool call that waits for
+// approval, and decides it as the caller, over the approvals API's path.
+// A client that cancels the question, or cannot answer it, leaves the call
+// waiting for another approver.
+func (m *mcpServer) askApproval(ctx context.Context, session *mcp.ServerSession, streamID string, call agent.ToolEvent) {
+	log := telemetry.Logger(ctx, m.logger)
+	res, err := session.Elicit(ctx, &mcp.ElicitParams{
+		Message:         fmt.Sprintf("The agent wants to call %s with %s. Approve?", call.Name, agent.Clip(string(call.Args), 1000)),
+		RequestedSchema: mcpApprovalSchema,
+	})
+	if err != nil {
+		log.Debug("mcp approval not asked", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+		return
+	}
+	var approved bool
+	reason := "declined by the MCP client"
+	switch res.Action {
+	case "accept":
+		approved, _ = res.Content["approved"].(bool)
+		reason, _ = res.Content["reason"].(string)
+	case "decline":
+	default:
+		return
+	}
+	d := agent.NewApprovalDecision(call.CallID, approved, reason, callerOf(ctx).Name)
+	if err := d.Validate(); err != nil {
+		log.Info("mcp approval refused", zap.String("stream_id", streamID), zap.Error(err))
+		return
+	}
+	if _, err := turnclient.Approve(context.WithoutCancel(ctx), m.s.client, streamID, d); err != nil {
+		// Decided already (another approver, a timeout): nothing to do.
+		log.Info("mcp approval not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
 	}
 }
 
@@ -285,6 +338,8 @@ func mcpResult(events []agent.Event, streamID string) *mcp.CallToolResult {
 type mcpProgress struct {
 	req   *mcp.CallToolRequest
 	token any
+	// asks: approvals are asked of the client (mcpServer.asks).
+	asks bool
 
 	mu      sync.Mutex
 	n       float64
@@ -306,6 +361,9 @@ func (p *mcpProgress) event(ctx context.Context, e agent.Event) {
 	case agent.EventApprovalRequired:
 		msg = fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: stream %s)",
 			e.Tool.CallID, e.Tool.Name, e.StreamID)
+		if p.asks {
+			msg = fmt.Sprintf("asking you to approve the call %s of %s", e.Tool.CallID, e.Tool.Name)
+		}
 	case agent.EventApprovalDecided:
 		msg = "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
 	case agent.EventStatus:
