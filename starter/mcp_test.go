@@ -185,6 +185,32 @@ func TestMCPServer(t *testing.T) {
 	require.Len(t, tools.Tools, 1)
 	require.Equal(t, "theirs", tools.Tools[0].Name)
 
+	// What the tenant stored is a resource of its sessions, by ref; not of
+	// another tenant's.
+	upload, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.HTTPAPIAddr()+"/v1/files?name=n.txt", strings.NewReader("a note"))
+	require.NoError(t, err)
+	upload.Header.Set("Authorization", "Bearer tok")
+	upload.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(upload)
+	require.NoError(t, err)
+	var file struct {
+		Ref string `json:"ref"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&file))
+	_ = resp.Body.Close()
+	templates, err := session.ListResourceTemplates(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, templates.ResourceTemplates, 1)
+	require.Equal(t, "cas://sha256:{digest}", templates.ResourceTemplates[0].URITemplate)
+	read, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: file.Ref})
+	require.NoError(t, err)
+	require.Equal(t, "a note", read.Contents[0].Text)
+	require.Equal(t, "text/plain", read.Contents[0].MIMEType)
+	_, err = other.ReadResource(ctx, &mcp.ReadResourceParams{URI: file.Ref})
+	require.ErrorContains(t, err, "not found", "another tenant's blob")
+	_, err = session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "cas://sha256:" + strings.Repeat("0", 64)})
+	require.ErrorContains(t, err, "not found")
+
 	for token, want := range map[string]int{"": http.StatusUnauthorized, "nope": http.StatusUnauthorized, "approver": http.StatusForbidden} {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.HTTPAPIAddr()+gateway.MCPPath,
 			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,7 +128,53 @@ func (m *mcpServer) session(r *http.Request) *mcp.Server {
 			srv.AddTool(mcpTool(a), m.call(a.ID))
 		}
 	}
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "data", Title: "Data and files of the tenant's turns", URITemplate: mcpBlobTemplate,
+		Description: "What turns produced or were given, by its cas:// ref: the images and files of a call's result, a data turn's data.",
+	}, m.readBlob)
 	return srv
+}
+
+// mcpBlobTemplate is the URI template of a tenant's blobs.
+const mcpBlobTemplate = "cas://sha256:{digest}"
+
+// readBlob reads a blob of the caller's tenant (resources/read): text as
+// text, the rest as bytes. Another tenant's ref is not found, as one that
+// does not exist.
+func (m *mcpServer) readBlob(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	var extra *auth.TokenInfo
+	if req.Extra != nil {
+		extra = req.Extra.TokenInfo
+	}
+	ctx, ok := mcpCaller(ctx, extra)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request carries no bearer token"}
+	}
+	uri := req.Params.URI
+	data, mimeType, err := m.s.store.TenantBlob(ctx, tenantOf(ctx), uri)
+	switch {
+	case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
+		return nil, mcp.ResourceNotFoundError(uri)
+	case err != nil:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: m.s.clientMessage(ctx, err)}
+	}
+	c := &mcp.ResourceContents{URI: uri, MIMEType: mimeType}
+	if textual(mimeType) {
+		c.Text = string(data)
+	} else {
+		c.Blob = data
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
+}
+
+// textual reports whether a blob of mimeType is read as text.
+func textual(mimeType string) bool {
+	base, _, _ := strings.Cut(mimeType, ";")
+	switch base = strings.TrimSpace(base); {
+	case strings.HasPrefix(base, "text/"), base == "application/json", base == "application/yaml", base == "application/x-ndjson":
+		return true
+	}
+	return strings.HasSuffix(base, "+json")
 }
 
 // mcpInput is a tools/call's arguments: the prompt of the agent's turn.
@@ -324,11 +371,14 @@ func mcpResult(events []agent.Event, streamID string) *mcp.CallToolResult {
 			res.Content = append(res.Content, &mcp.TextContent{Text: b.Text})
 		case agent.BlockJSON:
 			res.StructuredContent = b.JSON
+		case agent.BlockImage, agent.BlockFile:
+			// Read with resources/read, by its ref.
+			res.Content = append(res.Content, &mcp.ResourceLink{URI: b.Ref, Name: cmp.Or(b.Name, b.Ref), MIMEType: b.MIMEType})
 		}
 	}
-	if len(res.Content) == 0 {
+	if !slices.ContainsFunc(res.Content, func(c mcp.Content) bool { _, ok := c.(*mcp.TextContent); return ok }) {
 		// A turn that logged no blocks (recorded before them): its text.
-		res.Content = []mcp.Content{&mcp.TextContent{Text: agent.ReplayText(events)}}
+		res.Content = append([]mcp.Content{&mcp.TextContent{Text: agent.ReplayText(events)}}, res.Content...)
 	}
 	return res
 }
