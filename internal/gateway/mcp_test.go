@@ -32,7 +32,7 @@ func TestMCPResult(t *testing.T) {
 		{name: "json and a file",
 			events: []agent.Event{block(agent.Block{Type: agent.BlockImage, Ref: "cas://sha256:ab", MIMEType: "image/png", Name: "chart.png"}),
 				block(agent.Block{Type: agent.BlockJSON, JSON: json.RawMessage(`{"n":4}`)}), block(agent.Block{Type: agent.BlockText, Text: `{"n":4}`}), done},
-			want: []mcp.Content{&mcp.ResourceLink{URI: "cas://sha256:ab", Name: "chart.png", MIMEType: "image/png"}, &mcp.TextContent{Text: `{"n":4}`}},
+			want:       []mcp.Content{&mcp.ResourceLink{URI: "cas://sha256:ab", Name: "chart.png", MIMEType: "image/png"}, &mcp.TextContent{Text: `{"n":4}`}},
 			structured: `{"n":4}`},
 		{name: "no blocks", events: []agent.Event{{Kind: agent.EventToken, Text: "old"}, {Kind: agent.EventToken, Text: " turn"}, done},
 			want: []mcp.Content{&mcp.TextContent{Text: "old turn"}}},
