@@ -385,3 +385,53 @@ func approveFirst(ctx context.Context, t *testing.T, srv *testserver.Server, str
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	return calls[0].Tool
 }
+
+// TestMCPResumes: a client whose connection drops while its call runs
+// reconnects with Last-Event-ID and gets the rest of the call's stream,
+// its result once; the turn goes on meanwhile.
+func TestMCPResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := testserver.Start(t, testserver.Options{
+		Script: mcpServerScript, Catalogs: []string{mcpServerCatalog},
+		Tokens: map[string]string{"tok": "demo"}, HTTPAPI: true,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+	})
+	p := newProxy(t, srv.HTTPAPIAddr())
+	var once sync.Once
+	var mu sync.Mutex
+	var progress []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentflow-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, req.Params.Message)
+			mu.Unlock()
+			if strings.Contains(req.Params.Message, "one two") {
+				once.Do(p.cut) // mid-answer
+			}
+		},
+	})
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   "http://" + p.ln.Addr().String() + gateway.MCPPath,
+		HTTPClient: &http.Client{Transport: bearer{token: "tok", base: http.DefaultTransport}},
+	}, nil)
+	require.NoError(t, err)
+	defer session.Close()
+	params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "say it slowly"}}
+	params.SetProgressToken("p")
+	res, err := session.CallTool(ctx, params)
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	require.Equal(t, "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen", res.Content[0].(*mcp.TextContent).Text)
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, progress)
+	cut := false
+	for _, m := range progress {
+		cut = cut || strings.Contains(m, "one two")
+	}
+	require.True(t, cut, "the connection was cut mid-answer: %v", progress)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.NotEmpty(t, p.conns, "the client came back on a new connection")
+}

@@ -66,7 +66,11 @@ type mcpServer struct {
 // registerMCP adds the MCP server to mux.
 func (a *HTTPAPI) registerMCP(mux *http.ServeMux) {
 	m := &mcpServer{s: a.svc, logger: a.logger}
-	h := mcp.NewStreamableHTTPHandler(m.session, &mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout})
+	// The event store lets a client whose connection drops resume a
+	// call's stream with Last-Event-ID, on this gateway: sessions live in
+	// its memory (the SDK's), and so do their streams, up to 10 MiB.
+	h := mcp.NewStreamableHTTPHandler(m.session, &mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout,
+		EventStore: mcp.NewMemoryEventStore(nil)})
 	mux.Handle(MCPPath, auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{
 		Scopes: []string{string(RoleUser)}, AllowMissingExpiration: true,
 	})(a.limitBody(h)))
