@@ -30,4 +30,10 @@
 // blob of the caller's tenant and answers its cas:// ref; GET
 // /v1/files/{ref} serves a tenant's blob back, so that no browser runs it
 // on the API's origin.
+//
+// Other agents and apps reach a tenant's agents through open protocols on
+// the same listener, each for the agents the catalog exposes through it
+// (agent.Agent.Expose) and each running the same turn pipeline and reading
+// the same event log: MCP (mcp.go, the official MCP Go SDK's Streamable
+// HTTP server at MCPPath: agents as tools, a call as a durable turn).
 package gateway
