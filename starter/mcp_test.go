@@ -15,9 +15,11 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/testserver"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 const mcpServerScript = `
@@ -139,6 +141,15 @@ func TestMCPServer(t *testing.T) {
 	require.Contains(t, string(schema), `"prompt"`)
 	require.Nil(t, tools.Tools[0].OutputSchema)
 	require.NotNil(t, tools.Tools[2].OutputSchema, "the agent's output schema")
+
+	// ListAgents says what each agent is exposed through.
+	listed, err := pb.NewAgentServiceClient(srv.Conn).ListAgents(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok"), &pb.ListAgentsRequest{})
+	require.NoError(t, err)
+	exposed := map[string][]string{}
+	for _, a := range listed.GetAgents() {
+		exposed[a.GetId()] = a.GetExpose()
+	}
+	require.Equal(t, map[string][]string{"calc": {"mcp"}, "careful": {"mcp"}, "weather": {"mcp", "a2a"}, "hidden": nil}, exposed)
 
 	params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "What is 12.5 * 4?"}}
 	params.SetProgressToken("p1")
