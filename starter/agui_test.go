@@ -198,13 +198,22 @@ func TestAGUIRun(t *testing.T) {
 	require.Equal(t, events, again)
 
 	// A thread: a message of the session's Conversation.
-	threaded := aguiEvents(t, aguiPost(ctx, t, srv, "calc", "tok",
-		`{"threadId":"agui-thread-1","messages":[{"id":"m1","role":"user","content":"hi"}],"tools":[],"context":[]}`))
+	message := `{"threadId":"agui-thread-1","runId":"agui-msg-1","messages":[{"id":"m1","role":"user","content":"hi"}],"tools":[],"context":[]}`
+	threaded := aguiEvents(t, aguiPost(ctx, t, srv, "calc", "tok", message))
 	require.Equal(t, []string{"RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED"},
 		aguiTypes(threaded))
 	require.Equal(t, "agui-thread-1", threaded[0]["threadId"])
-	require.True(t, strings.HasPrefix(threaded[0]["runId"].(string), "agui-thread-1-"), "the Conversation's turn: %v", threaded[0]["runId"])
+	require.Equal(t, "agui-msg-1", threaded[0]["runId"])
 	require.Equal(t, "Hello there.", threaded[len(threaded)-1]["result"])
+	require.Equal(t, threaded, aguiEvents(t, aguiPost(ctx, t, srv, "calc", "tok", message)), "the same message again: the same turn")
+	next := aguiEvents(t, aguiPost(ctx, t, srv, "calc", "tok", `{"threadId":"agui-thread-1","messages":[{"id":"m2","role":"user","content":"What is 2 + 2?"}]}`))
+	require.Equal(t, "agui-thread-1", next[0]["threadId"])
+	require.NotEqual(t, "agui-msg-1", next[0]["runId"])
+	require.Equal(t, "The result is 4.", next[len(next)-1]["result"])
+
+	// The other tenant runs its own agent, not demo's.
+	theirs := aguiEvents(t, aguiPost(ctx, t, srv, "theirs", "tok2", `{"messages":[{"id":"m1","role":"user","content":"hi"}]}`))
+	require.Equal(t, "RUN_FINISHED", theirs[len(theirs)-1]["type"])
 
 	user := `[{"id":"m1","role":"user","content":"hi"}]`
 	for _, tc := range []struct {
@@ -214,6 +223,7 @@ func TestAGUIRun(t *testing.T) {
 	}{
 		{"an agent not exposed through AG-UI", "hidden", "tok", `{"messages":` + user + `}`, http.StatusNotFound, `agent "hidden" is not served over AG-UI`},
 		{"another tenant's agent", "theirs", "tok", `{"messages":` + user + `}`, http.StatusNotFound, `agent "theirs" is not served over AG-UI`},
+		{"another tenant's token", "calc", "tok2", `{"messages":` + user + `}`, http.StatusNotFound, `agent "calc" is not served over AG-UI`},
 		{"an unknown agent", "nobody", "tok", `{"messages":` + user + `}`, http.StatusNotFound, `agent "nobody" is not served over AG-UI`},
 		{"no token", "calc", "", `{"messages":` + user + `}`, http.StatusUnauthorized, "token"},
 		{"malformed JSON", "calc", "tok", `{"messages":`, http.StatusBadRequest, "not JSON"},
