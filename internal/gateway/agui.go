@@ -29,7 +29,9 @@ import (
 // A request is authorized as the gRPC call whose work it does (Stream, or
 // SendMessage with a thread), with the bearer token the only identity;
 // an agent the caller's tenant does not expose through AG-UI is not
-// found, and nothing is started.
+// found, and nothing is started. A client that disconnects leaves the
+// turn running, as every stream of the gateway does: it is durable, and
+// is cancelled over the Cancel API.
 
 // AGUIPath is where an agent's AG-UI runs are posted.
 const AGUIPath = "/ag-ui/{agent_id}"

@@ -17,10 +17,10 @@ import (
 // role; the last user message's content, a string or text parts, is the
 // prompt) and tools (client-side tools are refused: the agent's own run
 // on the server). parentRunId and context are checked for their JSON
-// type; state and forwardedProps are the client's and are not read: a
-// turn has no client state.
-// Members the protocol adds later are left unread, so that a newer client
-// is not refused for what it may send.
+// type and not used (the agent's prompt is the user's message); state and
+// forwardedProps are the client's and are not read: a turn has no client
+// state. Members the protocol adds later are left unread, so that a newer
+// client is not refused for what it may send.
 
 // aguiInput is a run's input as a turn needs it.
 type aguiInput struct {
