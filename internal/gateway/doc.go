@@ -35,5 +35,7 @@
 // the same listener, each for the agents the catalog exposes through it
 // (agent.Agent.Expose) and each running the same turn pipeline and reading
 // the same event log: MCP (mcp.go, the official MCP Go SDK's Streamable
-// HTTP server at MCPPath: agents as tools, a call as a durable turn).
+// HTTP server at MCPPath: agents as tools, a call as a durable turn) and
+// AG-UI (agui.go, at AGUIPath: AG-UI's RunAgentInput in, its event stream
+// out).
 package gateway
