@@ -132,6 +132,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	a.registerAISDK(root)
 	a.registerFiles(root)
 	a.registerMCP(root)
+	a.registerA2A(root)
 	root.Handle("/", a.limitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil
