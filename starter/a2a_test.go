@@ -71,6 +71,22 @@ agents:
     expose: [a2a]
 `
 
+// a2aCardExample is calc's agent card, as README.md shows it.
+const a2aCardExample = `{
+  "name": "calc",
+  "description": "Does arithmetic with a calculator.",
+  "url": "http://127.0.0.1:8080/a2a/calc",
+  "version": "1",
+  "protocolVersion": "0.3.0",
+  "preferredTransport": "JSONRPC",
+  "capabilities": {"streaming": true},
+  "defaultInputModes": ["text/plain", "application/json"],
+  "defaultOutputModes": ["text/plain", "application/json"],
+  "skills": [{"id": "calc", "name": "calc", "description": "Does arithmetic with a calculator.", "tags": ["agentflow"]}],
+  "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "an agentflow API token with the user role"}},
+  "security": [{"bearer": []}]
+}`
+
 // a2aEnv is a server with A2A agents, and a2a-go clients of them.
 type a2aEnv struct {
 	t   *testing.T
@@ -161,6 +177,18 @@ func TestA2AServer(t *testing.T) {
 	require.Len(t, card.Skills, 1)
 	require.Equal(t, "Does arithmetic with a calculator.", card.Skills[0].Description)
 	require.Equal(t, a2a.HTTPAuthSecurityScheme{Scheme: "bearer", Description: "an agentflow API token with the user role"}, card.SecuritySchemes["bearer"])
+
+	// The card as served, as the README shows it.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base("calc")+"/.well-known/agent-card.json", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.JSONEq(t, strings.ReplaceAll(a2aCardExample, "127.0.0.1:8080", e.srv.HTTPAPIAddr()), string(raw))
 
 	def, err := agentcard.NewResolver(nil).Resolve(ctx, "http://"+e.srv.HTTPAPIAddr(), agentcard.WithRequestHeader("Authorization", "Bearer tok"))
 	require.NoError(t, err)

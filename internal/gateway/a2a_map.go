@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
@@ -19,6 +18,7 @@ import (
 //	approval_required                   input-required (which call, and how to approve it)
 //	approval_decided                    working ("the call … was approved")
 //	content (text, JSON blocks)         artifact "answer": text and data parts
+//	content (image, file blocks)        artifact "answer": file parts, by cas:// ref
 //	status COMPLETED                    completed (final)
 //	status FAILED                       failed, or rejected when the request was refused; the error's message
 //	status CANCELED                     canceled
@@ -29,7 +29,6 @@ type a2aTask struct {
 
 	state   a2a.TaskState
 	message *a2a.Message
-	at      *time.Time
 	parts   []a2a.Part
 	text    strings.Builder // the answer's tokens, for a log without content blocks
 }
@@ -46,7 +45,7 @@ func (t *a2aTask) TaskInfo() a2a.TaskInfo {
 // task is the task as it is now.
 func (t *a2aTask) task() *a2a.Task {
 	out := &a2a.Task{ID: a2a.TaskID(t.id), ContextID: t.contextID,
-		Status:   a2a.TaskStatus{State: t.state, Message: t.message, Timestamp: t.at},
+		Status:   a2a.TaskStatus{State: t.state, Message: t.message},
 		Metadata: map[string]any{"agentflow/stream_id": t.id}}
 	if len(t.parts) > 0 {
 		out.Artifacts = []*a2a.Artifact{{ID: a2aArtifact, Name: a2aArtifact, Parts: append(a2a.ContentParts(nil), t.parts...)}}
@@ -96,6 +95,12 @@ func (t *a2aTask) apply(e agent.Event) []a2a.Event {
 			return t.artifact(a2a.TextPart{Text: b.Text})
 		case agent.BlockJSON:
 			return t.artifact(dataPart(b.JSON))
+		case agent.BlockImage, agent.BlockFile:
+			// Data the turn produced, by its tenant's cas:// ref (read with
+			// GET /v1/files/{ref} and the same token).
+			if b.Ref != "" {
+				return t.artifact(a2a.FilePart{File: a2a.FileURI{FileMeta: a2a.FileMeta{MimeType: b.MIMEType, Name: b.Name}, URI: b.Ref}})
+			}
 		}
 	}
 	return nil
@@ -162,10 +167,10 @@ func (t *a2aTask) update(e agent.Event, state a2a.TaskState, msg string) []a2a.E
 		t.message = &a2a.Message{ID: fmt.Sprintf("%s#%d", t.id, e.Index), Role: a2a.MessageRoleAgent,
 			TaskID: a2a.TaskID(t.id), ContextID: t.contextID, Parts: a2a.ContentParts{a2a.TextPart{Text: msg}}}
 	}
-	now := time.Now().UTC()
-	t.at = &now
+	// No timestamp: the log's events carry none, and the time it is read
+	// is not the time of the change.
 	return []a2a.Event{&a2a.TaskStatusUpdateEvent{TaskID: a2a.TaskID(t.id), ContextID: t.contextID, Final: state.Terminal(),
-		Status: a2a.TaskStatus{State: state, Message: t.message, Timestamp: t.at}}}
+		Status: a2a.TaskStatus{State: state, Message: t.message}}}
 }
 
 // artifact adds a part to the answer and returns its update.

@@ -67,6 +67,7 @@ func TestA2ATaskMapping(t *testing.T) {
 		{Kind: agent.EventToken, Text: "ignored", Child: &agent.ChildEvent{}},
 		{Kind: agent.EventContent, Content: block(agent.Block{Type: agent.BlockText, Text: "The result is 5."})},
 		{Kind: agent.EventContent, Content: block(agent.Block{Type: agent.BlockJSON, JSON: json.RawMessage(`[1,2]`)})},
+		{Kind: agent.EventContent, Content: block(agent.Block{Type: agent.BlockImage, Ref: "cas://sha256/ab", MIMEType: "image/png"})},
 		{Kind: agent.EventStatus, Status: agent.StreamCompleted},
 	} {
 		e.Index = int64(i + 1)
@@ -81,7 +82,8 @@ func TestA2ATaskMapping(t *testing.T) {
 	require.Equal(t, []bool{false, false, false, false, true}, finals)
 	task := tk.task()
 	require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
-	require.Equal(t, a2a.ContentParts{a2a.TextPart{Text: "The result is 5."}, a2a.DataPart{Data: map[string]any{"value": []any{1.0, 2.0}}}}, task.Artifacts[0].Parts)
+	require.Equal(t, a2a.ContentParts{a2a.TextPart{Text: "The result is 5."}, a2a.DataPart{Data: map[string]any{"value": []any{1.0, 2.0}}},
+		a2a.FilePart{File: a2a.FileURI{FileMeta: a2a.FileMeta{MimeType: "image/png"}, URI: "cas://sha256/ab"}}}, task.Artifacts[0].Parts)
 
 	for _, tc := range []struct {
 		err   *agent.TurnError
