@@ -14,9 +14,11 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -94,15 +96,16 @@ type a2aEnv struct {
 	ctx context.Context
 }
 
-func startA2A(t *testing.T) *a2aEnv {
+func startA2A(t *testing.T, opts testserver.Options) *a2aEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	srv := testserver.Start(t, testserver.Options{
-		Script: a2aScript, Catalogs: []string{a2aCatalog, a2aOtherCatalog},
-		Tokens:  map[string]string{"tok": "demo", "tok2": "other", "approver": "demo:approver:ops"},
-		HTTPAPI: true,
-		Logger:  zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
-	})
+	if opts.SharedModel == nil {
+		opts.Script, opts.Catalogs = a2aScript, []string{a2aCatalog, a2aOtherCatalog}
+	}
+	opts.Tokens = map[string]string{"tok": "demo", "tok2": "other", "approver": "demo:approver:ops"}
+	opts.HTTPAPI = true
+	opts.Logger = zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))
+	srv := testserver.Start(t, opts)
 	// The SDK's AuthInterceptor sends the credential of the session the
 	// context names for the card's bearer scheme.
 	return &a2aEnv{t: t, srv: srv, ctx: a2aclient.WithSessionID(ctx, "s")}
@@ -163,7 +166,7 @@ func statusText(s a2a.TaskStatus) string {
 // a contextId is a session. Agents not exposed and other tenants' agents
 // and tasks are refused with the protocol's errors.
 func TestA2AServer(t *testing.T) {
-	e := startA2A(t)
+	e := startA2A(t, testserver.Options{})
 	ctx := e.ctx
 
 	card, err := e.card("calc", "tok")
@@ -317,6 +320,13 @@ func TestA2AServer(t *testing.T) {
 		})
 	}
 
+	// Nothing was started for the refusals: the turns above are the
+	// tenant's workflows (the session's are its Conversation and turn).
+	require.Eventually(t, func() bool {
+		n, err := e.srv.Client().CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: "TaskQueue = '" + e.srv.TaskQueue + "'"})
+		return err == nil && n.GetCount() == 4
+	}, 10*time.Second, 100*time.Millisecond)
+
 	// Malformed JSON-RPC, unknown methods, oversized bodies, no token.
 	for _, tc := range []struct {
 		name, token, body string
@@ -363,15 +373,21 @@ func TestA2AServer(t *testing.T) {
 // TestA2AApprovalAndCancel: a task whose tool call waits for approval is
 // input-required; approved over the approvals API it completes, and a
 // client that resubscribed sees it through. A task cancelled while it
-// waits ends canceled.
+// waits ends canceled. Tasks are turns, not a gateway's memory: a second
+// gateway (another process's, sharing only the database, Temporal and
+// the task queue) answers for the tasks the first one started.
 func TestA2AApprovalAndCancel(t *testing.T) {
-	e := startA2A(t)
+	dbURL := devtest.Database(t)
+	first := startA2A(t, testserver.Options{DatabaseURL: dbURL})
+	e := startA2A(t, testserver.Options{SharedModel: first.srv.Model, DatabaseURL: dbURL, TaskQueue: first.srv.TaskQueue})
 	ctx := e.ctx
+	firstCard, err := first.card("careful", "tok")
+	require.NoError(t, err)
 	card, err := e.card("careful", "tok")
 	require.NoError(t, err)
 	c := e.client(card, "tok")
 
-	res, err := c.SendMessage(ctx, userMessage("carefully: what is 6 * 7?"))
+	res, err := first.client(firstCard, "tok").SendMessage(ctx, userMessage("carefully: what is 6 * 7?"))
 	require.NoError(t, err)
 	task := res.(*a2a.Task)
 	require.Equal(t, a2a.TaskStateInputRequired, task.Status.State, "message/send returns when the task needs input")
@@ -394,8 +410,8 @@ func TestA2AApprovalAndCancel(t *testing.T) {
 		}
 		done <- nil
 	}()
-	first := <-events
-	require.Equal(t, a2a.TaskStateInputRequired, first.(*a2a.Task).Status.State)
+	snapshot := <-events
+	require.Equal(t, a2a.TaskStateInputRequired, snapshot.(*a2a.Task).Status.State)
 
 	pending, err := turnclient.PendingApprovals(ctx, e.srv.Client(), string(task.ID))
 	require.NoError(t, err)

@@ -84,7 +84,7 @@ type a2aRequest struct {
 func (a *HTTPAPI) registerA2A(mux *http.ServeMux) {
 	m := &a2aServer{s: a.svc, logger: a.logger}
 	rpc := a2asrv.NewJSONRPCHandler(m)
-	mux.Handle(A2APrefix+"{agent}", m.authenticated(a2aLimitBody(rpc)))
+	mux.Handle(A2APrefix+"{agent}", m.authenticated(a2aLimitBody(a.endWithStreams(rpc))))
 	mux.Handle("GET "+A2APrefix+"{agent}"+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveCard)))
 	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveDefaultCard)))
 }
@@ -118,6 +118,19 @@ func (m *a2aServer) authenticated(next http.Handler) http.Handler {
 	})
 }
 
+// endWithStreams ends a request when EndStreams is called: a stream
+// lasts as long as its turn, which may wait a day for an approval, and
+// http.Server.Shutdown would wait for it. Its client resubscribes, or
+// reads the task, on another gateway.
+func (a *HTTPAPI) endWithStreams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(a.ending, cancel)()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
 // a2aLimitBody bounds a JSON-RPC request's body to MaxBodyBytes.
 func a2aLimitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -129,6 +142,9 @@ func a2aLimitBody(next http.Handler) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		}
+		// The SDK's handler writes JSON without saying so; a stream's
+		// writer sets its own type.
+		w.Header().Set("Content-Type", "application/json")
 		next.ServeHTTP(w, r)
 	})
 }
@@ -161,12 +177,17 @@ func a2aErrorCode(kind error) int {
 
 // serveCard answers the agent card of the path's agent.
 func (m *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
-	ag, err := m.agent(r.Context())
-	if err != nil {
-		writeA2AError(w, http.StatusNotFound, a2a.ErrInvalidRequest, strings.TrimSuffix(err.Error(), ": "+a2a.ErrInvalidRequest.Error()))
-		return
+	ctx := r.Context()
+	ag, err := m.agent(ctx)
+	switch {
+	case errors.Is(err, a2a.ErrInvalidRequest):
+		writeA2AError(w, http.StatusNotFound, a2a.ErrInvalidRequest, notServed(a2aRequestOf(ctx).agentID))
+	case err != nil:
+		// fail's message, which a client may see.
+		writeA2AError(w, http.StatusServiceUnavailable, a2a.ErrServerError, err.Error())
+	default:
+		writeCard(w, a2aCard(ag, a2aRequestOf(ctx).url))
 	}
-	writeCard(w, a2aCard(ag, a2aRequestOf(r.Context()).url))
 }
 
 // serveDefaultCard answers the card of the tenant's default agent, when
@@ -235,13 +256,17 @@ func (m *a2aServer) agent(ctx context.Context) (agent.Agent, error) {
 	id := a2aRequestOf(ctx).agentID
 	ag, err := m.s.store.ActiveAgent(ctx, tenantOf(ctx), id)
 	if agent.IsCode(err, agent.CodeNotFound) || (err == nil && !ag.Exposed(agent.ExposeA2A)) {
-		return ag, fmt.Errorf("no agent %q is served over A2A: %w", id, a2a.ErrInvalidRequest)
+		return ag, fmt.Errorf("%s: %w", notServed(id), a2a.ErrInvalidRequest)
 	}
 	if err != nil {
 		return ag, m.fail(ctx, err, a2a.ErrServerError)
 	}
 	return ag, nil
 }
+
+// notServed says that the token's tenant has no agent id exposed
+// through A2A, whether it has none or does not expose it.
+func notServed(id string) string { return fmt.Sprintf("no agent %q is served over A2A", id) }
 
 // fail is err as an A2A error, with the message a client may see. A
 // NotFound becomes notFound.
