@@ -34,7 +34,8 @@ import (
 // task, after a restart too:
 //
 //   - a task is a turn; its id is the turn's stream id (turn/{tenant}/{job}),
-//     which names its tenant, so another tenant's task is not found;
+//     which names its tenant, so another tenant's task is not found (any
+//     of the tenant's A2A agents answers for any of its tasks);
 //   - its contextId is a session: a message with a contextId goes to the
 //     session's Conversation (SendMessage), one without starts a turn of
 //     its own under a new contextId, which later messages may name;
@@ -369,7 +370,7 @@ func (m *a2aServer) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDP
 			return
 		}
 		defer release()
-		err = m.s.events.Follow(ctx, string(params.ID), next-1, func(e agent.Event) error {
+		err = m.s.events.Follow(ctx, string(params.ID), max(next-1, 0), func(e agent.Event) error {
 			for _, ev := range t.apply(e) {
 				if !yield(ev, nil) {
 					return a2aStop
