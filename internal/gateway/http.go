@@ -133,6 +133,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	a.registerFiles(root)
 	a.registerMCP(root)
 	a.registerAGUI(root)
+	a.registerA2A(root)
 	root.Handle("/", a.limitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil
