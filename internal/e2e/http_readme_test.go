@@ -68,7 +68,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 	for _, route := range []string{"/v1/agents", "/v1/turns:invoke", "/test/chat", `/v1/turns"`, "/events", "/approvals\"",
 		"/approvals/$CALL", "/cancel", "/v1/results", "/v1/conversations/", "/transcript", "/v1/catalog", "/v1/rules", "/v1/routing/dry-run",
 		"/v1/processes\"", "/v1/processes/main\"", "/versions", "/v1/usage", "/openapi.json",
-		"/v1/turns:stream", "/events:stream", "/messages:stream", "/v1/models", "/v1/chat/completions", "/v1/ui/chat", "/v1/files", "/mcp", "/ag-ui/"} {
+		"/v1/turns:stream", "/events:stream", "/messages:stream", "/v1/models", "/v1/chat/completions", "/v1/ui/chat", "/v1/files", "/mcp", "/ag-ui/", "/a2a/"} {
 		require.Contains(t, all, route, "a recipe for each route")
 	}
 
@@ -111,6 +111,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 		"assistant\n12.5 * 4 = 50\n",                                  // MCP: the exposed agents, a call
 		"RUN_STARTED STEP_STARTED TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT STEP_FINISHED STEP_STARTED " +
 			"TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED RUN_FINISHED 12.5 * 4 = 50\n", // AG-UI
+		"assistant\n0.3.0\ncompleted\n12.5 * 4 = 50\n", // A2A: a card, a task
 	} {
 		require.Contains(t, got, want)
 	}

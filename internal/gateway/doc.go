@@ -35,7 +35,8 @@
 // the same listener, each for the agents the catalog exposes through it
 // (agent.Agent.Expose) and each running the same turn pipeline and reading
 // the same event log: MCP (mcp.go, the official MCP Go SDK's Streamable
-// HTTP server at MCPPath: agents as tools, a call as a durable turn) and
-// AG-UI (agui.go, at AGUIPath: AG-UI's RunAgentInput in, its event stream
-// out).
+// HTTP server at MCPPath: agents as tools, a call as a durable turn), A2A
+// (a2a.go, a2a-go's JSON-RPC handler over our own request handler: agent
+// cards, tasks that are turns, read from their event logs) and AG-UI
+// (agui.go, at AGUIPath: AG-UI's RunAgentInput in, its event stream out).
 package gateway
