@@ -39,7 +39,10 @@ func newProxy(t *testing.T, backend string) *proxy {
 			if err != nil {
 				return
 			}
-			b, err := net.Dial("tcp", backend)
+			p.mu.Lock()
+			target := p.backend
+			p.mu.Unlock()
+			b, err := net.Dial("tcp", target)
 			if err != nil {
 				_ = c.Close()
 				continue

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +20,9 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -445,4 +450,142 @@ func TestMCPResumes(t *testing.T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	require.NotEmpty(t, p.conns, "the client came back on a new connection")
+}
+
+// TestMCPResumesOnAnotherGateway: a gateway is gone while a call's turn
+// runs; the client reconnects, with Last-Event-ID, to another gateway of
+// the same deployment (the same database, Temporal and task queue), which
+// sends the rest of the call's progress and its result, once.
+func TestMCPResumesOnAnotherGateway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dbURL := devtest.Database(t)
+	opts := testserver.Options{
+		Script: mcpServerScript, Catalogs: []string{mcpServerCatalog}, DatabaseURL: dbURL,
+		Tokens: map[string]string{"tok": "demo"}, HTTPAPI: true,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+	}
+	first := testserver.Start(t, opts)
+	opts.Script, opts.Catalogs, opts.SharedModel, opts.TaskQueue = "", nil, first.Model, first.TaskQueue
+	second := testserver.Start(t, opts)
+
+	p := newProxy(t, first.HTTPAPIAddr())
+	var once sync.Once
+	var mu sync.Mutex
+	var progress []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentflow-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, req.Params.Message)
+			mu.Unlock()
+			if strings.Contains(req.Params.Message, "one two") {
+				once.Do(func() {
+					// The first gateway is gone: every connection to it
+					// cut, and the next ones reach the second.
+					p.mu.Lock()
+					p.backend = second.HTTPAPIAddr()
+					p.mu.Unlock()
+					p.cut()
+				})
+			}
+		},
+	})
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   "http://" + p.ln.Addr().String() + gateway.MCPPath,
+		HTTPClient: &http.Client{Transport: bearer{token: "tok", base: http.DefaultTransport}},
+	}, nil)
+	require.NoError(t, err)
+	params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "say it slowly"}}
+	params.SetProgressToken("p")
+	res, err := session.CallTool(ctx, params)
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	require.Equal(t, "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen", res.Content[0].(*mcp.TextContent).Text)
+	mu.Lock()
+	defer mu.Unlock()
+	i := slices.IndexFunc(progress, func(m string) bool { return strings.Contains(m, "one two") })
+	require.GreaterOrEqual(t, i, 0, "the connection was cut mid-answer: %v", progress)
+	for _, m := range progress[i+1:] {
+		require.NotEqual(t, progress[i], m, "no notification twice")
+	}
+}
+
+// TestMCPResumeFinishesFromTheLog: a gateway that did not start a call —
+// the one that did is gone with its session — resumes the call's stream
+// from what was stored of it, then sends the rest of the turn's progress
+// and the call's result from the turn's event log, once; a resume after
+// the result has nothing more to send.
+func TestMCPResumeFinishesFromTheLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := testserver.Start(t, testserver.Options{
+		Script: mcpServerScript, Catalogs: []string{mcpServerCatalog},
+		Tokens: map[string]string{"tok": "demo:user:alice", "bob": "demo:user:bob"}, HTTPAPI: true,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+	})
+	job := "mcp-resume-" + testserver.RandomID()
+	_, err := pb.NewAgentServiceClient(srv.Conn).Start(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok"),
+		&pb.StartRequest{Turn: &pb.TurnRequest{AgentId: "calc", Prompt: "What is 12.5 * 4?", JobId: job}})
+	require.NoError(t, err)
+	// What the gone gateway had stored of the call's stream: its priming
+	// event, nothing else.
+	session, stream := "s-"+testserver.RandomID(), "ST"+testserver.RandomID()
+	require.NoError(t, srv.Store().MCPOpen(ctx, store.MCPStream{SessionID: session, StreamID: stream, TenantID: "demo", UserID: "demo/alice",
+		RequestID: json.RawMessage(`7`), ProgressToken: json.RawMessage(`"p"`), JobID: job}))
+	require.NoError(t, srv.Store().MCPAppend(ctx, session, stream, nil))
+
+	resume := func(token, last string) (int, []map[string]any, []string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+srv.HTTPAPIAddr()+gateway.MCPPath, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Last-Event-ID", last)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		var msgs []map[string]any
+		var ids []string
+		for _, line := range strings.Split(string(body), "\n") {
+			if id, ok := strings.CutPrefix(line, "id: "); ok {
+				ids = append(ids, id)
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var m map[string]any
+				require.NoError(t, json.Unmarshal([]byte(data), &m), data)
+				msgs = append(msgs, m)
+			}
+		}
+		return resp.StatusCode, msgs, ids
+	}
+	status, _, _ := resume("bob", stream+"_0")
+	require.Equal(t, http.StatusForbidden, status, "another user's session")
+
+	status, msgs, ids := resume("tok", stream+"_0")
+	require.Equal(t, http.StatusOK, status)
+	require.NotEmpty(t, msgs)
+	answer := msgs[len(msgs)-1]
+	require.Equal(t, float64(7), answer["id"], "the call's own id")
+	text := answer["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"]
+	require.Equal(t, "The result is 50.", text)
+	var progress []string
+	for _, m := range msgs[:len(msgs)-1] {
+		require.Equal(t, "notifications/progress", m["method"])
+		params := m["params"].(map[string]any)
+		require.Equal(t, "p", params["progressToken"])
+		progress = append(progress, params["message"].(string))
+	}
+	require.Contains(t, progress, "calling the tool calculator")
+	for i, id := range ids {
+		require.Equal(t, fmt.Sprintf("%s_%d", stream, i+1), id, "event ids go on from the stream's")
+	}
+
+	status, msgs, _ = resume("tok", ids[len(ids)-1])
+	require.Equal(t, http.StatusOK, status)
+	require.Empty(t, msgs, "answered already: nothing more")
+	status, msgs, _ = resume("tok", stream+"_0")
+	require.Equal(t, http.StatusOK, status)
+	require.Len(t, msgs, len(ids), "from the start again: what was sent, the answer once")
 }

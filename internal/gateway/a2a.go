@@ -244,7 +244,7 @@ func a2aCard(ag agent.Agent, url string) *a2a.AgentCard {
 		ProtocolVersion: A2AProtocolVersion, PreferredTransport: a2a.TransportProtocolJSONRPC,
 		Capabilities:      a2a.AgentCapabilities{Streaming: true},
 		DefaultInputModes: modes, DefaultOutputModes: modes,
-		Skills: []a2a.AgentSkill{{ID: ag.ID, Name: ag.ID, Description: desc, Tags: []string{"agentflow"}}},
+		Skills: []a2a.AgentSkill{{ID: ag.ID, Name: ag.ID, Description: desc, Tags: []string{serverName}}},
 		SecuritySchemes: a2a.NamedSecuritySchemes{a2aSecurityScheme: a2a.HTTPAuthSecurityScheme{
 			Scheme: "bearer", Description: "an agentflow API token with the user role"}},
 		Security: []a2a.SecurityRequirements{{a2aSecurityScheme: a2a.SecuritySchemeScopes{}}},

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -44,6 +43,10 @@ import (
 // can be asked and the caller's token may approve; otherwise it waits for
 // an approver over the approvals API, as any turn's.
 
+// serverName is what the gateway calls itself to other agents' clients
+// (MCP's server info, A2A's skill tags): the product's name.
+const serverName = "agentflow"
+
 // MCPPath is where the MCP server answers.
 const MCPPath = "/mcp"
 
@@ -61,19 +64,23 @@ const (
 type mcpServer struct {
 	s      *Service
 	logger *zap.Logger
+	// sessions are the sessions this gateway holds.
+	sessions mcpSessions
+	// ending is done when the gateway ends its streams.
+	ending context.Context
 }
 
 // registerMCP adds the MCP server to mux.
 func (a *HTTPAPI) registerMCP(mux *http.ServeMux) {
-	m := &mcpServer{s: a.svc, logger: a.logger}
-	// The event store lets a client whose connection drops resume a
-	// call's stream with Last-Event-ID, on this gateway: sessions live in
-	// its memory (the SDK's), and so do their streams, up to 10 MiB.
+	m := &mcpServer{s: a.svc, logger: a.logger, ending: a.ending}
+	// Sessions live in this gateway's memory (the SDK's); their streams
+	// in PostgreSQL (mcpEvents), so that a client whose connection drops
+	// resumes a call with Last-Event-ID on any gateway (mcp_resume.go).
 	h := mcp.NewStreamableHTTPHandler(m.session, &mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout,
-		EventStore: mcp.NewMemoryEventStore(nil)})
+		EventStore: mcpEvents{m}})
 	mux.Handle(MCPPath, auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{
 		Scopes: []string{string(RoleUser)}, AllowMissingExpiration: true,
-	})(a.limitBody(h)))
+	})(a.limitBody(m.front(h))))
 }
 
 // verify checks a bearer token with the gRPC API's code (auth.TokenVerifier).
@@ -123,9 +130,10 @@ func (m *mcpServer) session(r *http.Request) *mcp.Server {
 		return nil
 	}
 	slices.SortFunc(agents, func(a, b agent.Agent) int { return strings.Compare(a.ID, b.ID) })
-	srv := mcp.NewServer(&mcp.Implementation{Name: "agentflow", Title: "agentflow: " + tenantOf(ctx) + "'s agents"}, &mcp.ServerOptions{
+	srv := mcp.NewServer(&mcp.Implementation{Name: serverName, Title: "agentflow: " + tenantOf(ctx) + "'s agents"}, &mcp.ServerOptions{
 		Instructions: "Each tool is a durable agent of agentflow: a call runs one turn of the agent, which survives restarts; " +
 			"calls that need a person's approval wait for it.",
+		GetSessionID: m.newSessionID,
 	})
 	for _, a := range agents {
 		if a.Exposed(agent.ExposeMCP) {
@@ -221,7 +229,13 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		turn, err := m.s.prepare(ctx, &pb.TurnRequest{AgentId: id, Prompt: in.Prompt})
+		// The job id the front handler gave the call (mcpJobID): a call
+		// sent again attaches to its turn, and another gateway resumes it.
+		var job string
+		if req.Extra != nil {
+			job = req.Extra.Header.Get(mcpJobHeader)
+		}
+		turn, err := m.s.prepare(ctx, &pb.TurnRequest{AgentId: id, Prompt: in.Prompt, JobId: job})
 		if err != nil {
 			return mcpError(m.s.clientMessage(ctx, err)), nil
 		}
@@ -387,59 +401,84 @@ func mcpResult(events []agent.Event, streamID string) *mcp.CallToolResult {
 	return res
 }
 
-// mcpProgress sends a call's progress notifications, when the call asked
-// for them with a progress token.
+// mcpProgress makes a call's progress notifications, when the call asked
+// for them with a progress token. Each says, in _meta, the index of the
+// turn's event it tells of (mcpEventIndexMeta): a gateway that resumes
+// the call's stream goes on after it.
 type mcpProgress struct {
 	req   *mcp.CallToolRequest
 	token any
 	// asks: approvals are asked of the client (mcpServer.asks).
 	asks bool
 
-	mu      sync.Mutex
 	n       float64
 	text    strings.Builder
 	preview time.Time // when the last text preview went
 }
 
+// mcpEventIndexMeta names the turn event's index in a notification's _meta.
+const mcpEventIndexMeta = "agentflow/event_index"
+
 // event sends what e says of the turn's progress, if anything.
 func (p *mcpProgress) event(ctx context.Context, e agent.Event) {
-	if p.token == nil || e.Child != nil {
+	if p.token == nil {
 		return
 	}
-	var msg string
-	switch e.Kind {
-	case agent.EventToolStart:
-		msg = "calling the tool " + e.Tool.Name
-	case agent.EventToolEnd:
-		msg = "the tool " + e.Tool.Name + " ended " + e.Tool.Status
-	case agent.EventApprovalRequired:
-		msg = fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: stream %s)",
-			e.Tool.CallID, e.Tool.Name, e.StreamID)
-		if p.asks {
-			msg = fmt.Sprintf("asking you to approve the call %s of %s", e.Tool.CallID, e.Tool.Name)
-		}
-	case agent.EventApprovalDecided:
-		msg = "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
-	case agent.EventStatus:
-		if e.Status == agent.StreamRetrying {
-			p.text.Reset()
-			msg = "the model call is retried"
-		}
-	case agent.EventToken:
-		p.text.WriteString(e.Text)
-		if time.Since(p.preview) < mcpPreviewEvery {
-			return
-		}
-		p.preview = time.Now()
-		msg = agent.Clip(p.text.String(), mcpPreviewBytes)
-	}
+	msg := p.message(e)
 	if msg == "" {
 		return
 	}
-	p.mu.Lock()
-	p.n++
-	n := p.n
-	p.mu.Unlock()
 	// A lost notification costs the client a line of progress, nothing else.
-	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: n, Message: msg})
+	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: mcp.Meta{mcpEventIndexMeta: e.Index},
+		ProgressToken: p.token, Progress: p.next(), Message: msg})
+}
+
+// next is the next notification's progress: a count.
+func (p *mcpProgress) next() float64 {
+	p.n++
+	return p.n
+}
+
+// track takes an event the client was told of already: the text preview
+// goes on from it.
+func (p *mcpProgress) track(e agent.Event) {
+	switch {
+	case e.Kind == agent.EventToken && e.Child == nil:
+		p.text.WriteString(e.Text)
+	case e.Kind == agent.EventStatus && e.Status == agent.StreamRetrying:
+		p.text.Reset()
+	}
+}
+
+// message is what e says of the turn's progress; "" for nothing.
+func (p *mcpProgress) message(e agent.Event) string {
+	if e.Child != nil {
+		return ""
+	}
+	p.track(e)
+	switch e.Kind {
+	case agent.EventToolStart:
+		return "calling the tool " + e.Tool.Name
+	case agent.EventToolEnd:
+		return "the tool " + e.Tool.Name + " ended " + e.Tool.Status
+	case agent.EventApprovalRequired:
+		if p.asks {
+			return fmt.Sprintf("asking you to approve the call %s of %s", e.Tool.CallID, e.Tool.Name)
+		}
+		return fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: stream %s)",
+			e.Tool.CallID, e.Tool.Name, e.StreamID)
+	case agent.EventApprovalDecided:
+		return "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
+	case agent.EventStatus:
+		if e.Status == agent.StreamRetrying {
+			return "the model call is retried"
+		}
+	case agent.EventToken:
+		if time.Since(p.preview) < mcpPreviewEvery {
+			return ""
+		}
+		p.preview = time.Now()
+		return agent.Clip(p.text.String(), mcpPreviewBytes)
+	}
+	return ""
 }
