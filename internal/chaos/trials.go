@@ -107,6 +107,7 @@ func trials() []trial {
 		{id: "tool-slow", name: "tool slower than its timeout (MCP, timeout_sec 1)", runs: 3, short: 1, turn: hurryTurn},
 		{id: "mcp-kill", name: "MCP server killed mid-call", runs: 3, short: 1, turn: workTurn, on: onStart, strike: killMCP},
 		{id: "conv-roll", name: "conversation continued-as-new while a worker dies", runs: 2, short: 1, custom: conversationRoll},
+		{id: "mcp-gateway-kill", name: "SIGKILL the gateway an MCP client calls through", runs: 3, short: 1, custom: mcpGatewayKill},
 		{id: "approval-down", name: "approval decided while every worker is down", runs: 3, short: 1,
 			turn: computeTurn("", "ops"), on: onApproval, strike: approveWhileDown},
 	}
