@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -73,21 +75,18 @@ agents:
     expose: [a2a]
 `
 
-// a2aCardExample is calc's agent card, as README.md shows it.
-const a2aCardExample = `{
-  "name": "calc",
-  "description": "Does arithmetic with a calculator.",
-  "url": "http://127.0.0.1:8080/a2a/calc",
-  "version": "1",
-  "protocolVersion": "0.3.0",
-  "preferredTransport": "JSONRPC",
-  "capabilities": {"streaming": true},
-  "defaultInputModes": ["text/plain", "application/json"],
-  "defaultOutputModes": ["text/plain", "application/json"],
-  "skills": [{"id": "calc", "name": "calc", "description": "Does arithmetic with a calculator.", "tags": ["agentflow"]}],
-  "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "an agentflow API token with the user role"}},
-  "security": [{"bearer": []}]
-}`
+// a2aCardExample is calc's agent card as README.md shows it: the JSON
+// block that starts with its name.
+func a2aCardExample(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(data), "```json\n{\n  \"name\": \"calc\"")
+	require.True(t, ok, "README.md shows calc's agent card")
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	return "{\n  \"name\": \"calc\"" + block
+}
 
 // a2aEnv is a server with A2A agents, and a2a-go clients of them.
 type a2aEnv struct {
@@ -191,7 +190,7 @@ func TestA2AServer(t *testing.T) {
 	_ = resp.Body.Close()
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.JSONEq(t, strings.ReplaceAll(a2aCardExample, "127.0.0.1:8080", e.srv.HTTPAPIAddr()), string(raw))
+	require.JSONEq(t, strings.ReplaceAll(a2aCardExample(t), "127.0.0.1:8080", e.srv.HTTPAPIAddr()), string(raw))
 
 	def, err := agentcard.NewResolver(nil).Resolve(ctx, "http://"+e.srv.HTTPAPIAddr(), agentcard.WithRequestHeader("Authorization", "Bearer tok"))
 	require.NoError(t, err)
