@@ -292,8 +292,8 @@ func (m *a2aServer) fail(ctx context.Context, err error, notFound error) error {
 	return fmt.Errorf("%s: %w", st.Message(), kind)
 }
 
-// a2aStop ends a follow early, without error.
-var a2aStop = errors.New("a2a: stop following")
+// errA2AStop ends a follow early, without error.
+var errA2AStop = errors.New("a2a: stop following")
 
 // OnSendMessage implements a2asrv.RequestHandler: a turn, answered with
 // its task when it ends or waits for approval (input-required), or once
@@ -309,11 +309,11 @@ func (m *a2aServer) OnSendMessage(ctx context.Context, params *a2a.MessageSendPa
 	err = turn.follow(ctx, func(e agent.Event) error {
 		t.apply(e)
 		if !blocking || t.state == a2a.TaskStateInputRequired {
-			return a2aStop
+			return errA2AStop
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, a2aStop) {
+	if err != nil && !errors.Is(err, errA2AStop) {
 		return nil, m.fail(ctx, err, a2a.ErrInvalidParams)
 	}
 	return t.task(), nil
@@ -336,17 +336,17 @@ func (m *a2aServer) OnSendMessageStream(ctx context.Context, params *a2a.Message
 			if !sent {
 				sent = true
 				if !yield(t.task(), nil) {
-					return a2aStop
+					return errA2AStop
 				}
 			}
 			for _, ev := range t.apply(e) {
 				if !yield(ev, nil) {
-					return a2aStop
+					return errA2AStop
 				}
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, a2aStop) && ctx.Err() == nil {
+		if err != nil && !errors.Is(err, errA2AStop) && ctx.Err() == nil {
 			yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
 		}
 	}
@@ -373,12 +373,12 @@ func (m *a2aServer) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDP
 		err = m.s.events.Follow(ctx, string(params.ID), max(next-1, 0), func(e agent.Event) error {
 			for _, ev := range t.apply(e) {
 				if !yield(ev, nil) {
-					return a2aStop
+					return errA2AStop
 				}
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, a2aStop) && ctx.Err() == nil {
+		if err != nil && !errors.Is(err, errA2AStop) && ctx.Err() == nil {
 			yield(nil, m.fail(ctx, err, a2a.ErrTaskNotFound))
 		}
 	}
