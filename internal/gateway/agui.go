@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -139,68 +138,22 @@ type aguiStream struct {
 	ended    bool // RUN_FINISHED or RUN_ERROR is sent
 }
 
-// serve takes a slot of the caller's tenant's streams, then answers with
-// the AG-UI events of the events follow sends. Until the first event (or
-// keep-alive) the answer is not begun, so that a refusal — the run's
-// turn refused, another request's runId — is a problem with its HTTP
-// status; a failure after it is a RUN_ERROR. Events are flushed when no
-// more are waiting.
+// serve answers with the AG-UI events of the events follow sends
+// (HTTPAPI.serveEvents): until the first event (or keep-alive) the answer
+// is not begun, so that a refusal — the run's turn refused, another
+// request's runId — is a problem with its HTTP status; a failure after it
+// is a RUN_ERROR.
 func (s *aguiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
-	a := s.a
-	release, err := a.svc.streams.take(tenantOf(s.r.Context()))
-	if err != nil {
-		a.refuse(s.w, s.r, err)
-		return
-	}
-	defer release()
-	ctx, cancel := context.WithCancel(s.r.Context())
-	defer cancel()
-	defer context.AfterFunc(a.ending, cancel)()
-
-	events := make(chan agent.Event, streamBuffer)
-	done := make(chan error, 1)
-	go func() {
-		done <- follow(ctx, func(e agent.Event) error {
-			select {
-			case events <- e:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
-	s.st = &sseWriter{a: a, w: s.w, r: s.r, rc: http.NewResponseController(s.w)}
-	defer func() { _ = s.st.rc.SetWriteDeadline(time.Time{}) }()
-	keepAlive := time.NewTicker(a.keepAlive)
-	defer keepAlive.Stop()
-	for {
-		var err error
-		select {
-		case e := <-events:
-			err = s.events(e, events)
-		case <-keepAlive.C:
-			err = s.comment("keep-alive")
-		case ferr := <-done:
-			for len(events) > 0 && err == nil && !s.ended {
-				err = s.events(<-events, events)
-			}
-			if err == nil && !s.ended {
-				s.fail(ferr)
-			}
-			return
-		}
-		if err != nil || s.ended {
-			// Done, or the client is gone or too slow: end the follower.
-			cancel()
-			<-done
-			return
-		}
-	}
+	s.st = &sseWriter{a: s.a, w: s.w, r: s.r, rc: http.NewResponseController(s.w)}
+	s.a.serveEvents(s.w, s.r, s.st, s, follow)
 }
+
+// done reports whether RUN_FINISHED or RUN_ERROR is sent.
+func (s *aguiStream) done() bool { return s.ended }
 
 // events writes the AG-UI events of e and of every event waiting behind
 // it, then flushes.
-func (s *aguiStream) events(e agent.Event, more <-chan agent.Event) error {
+func (s *aguiStream) events(_ context.Context, e agent.Event, more <-chan agent.Event) error {
 	s.st.deadline()
 	for {
 		if err := s.write(s.m.add(e)...); err != nil {

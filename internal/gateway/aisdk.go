@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
@@ -277,64 +276,18 @@ type uiStream struct {
 	ended   bool // [DONE] is sent
 }
 
-// serve takes a slot of the caller's tenant's streams, then answers with
-// the chunks of the events follow sends. Until the first chunk (or
-// keep-alive) the answer is not begun, so that a refusal — a turn not
-// found, a message refused, a decision refused — is a problem with its
-// HTTP status; a failure after it is an error chunk. Chunks are flushed
-// when no more events are waiting.
+// serve answers with the chunks of the events follow sends
+// (HTTPAPI.serveEvents): until the first chunk (or keep-alive) the answer
+// is not begun, so that a refusal — a turn not found, a message refused,
+// a decision refused — is a problem with its HTTP status; a failure after
+// it is an error chunk.
 func (u *uiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
-	a := u.a
-	release, err := a.svc.streams.take(tenantOf(u.r.Context()))
-	if err != nil {
-		a.refuse(u.w, u.r, err)
-		return
-	}
-	defer release()
-	ctx, cancel := context.WithCancel(u.r.Context())
-	defer cancel()
-	defer context.AfterFunc(a.ending, cancel)()
-
-	events := make(chan agent.Event, streamBuffer)
-	done := make(chan error, 1)
-	go func() {
-		done <- follow(ctx, func(e agent.Event) error {
-			select {
-			case events <- e:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
-	u.st = &sseWriter{a: a, w: u.w, r: u.r, rc: http.NewResponseController(u.w)}
-	defer func() { _ = u.st.rc.SetWriteDeadline(time.Time{}) }()
-	keepAlive := time.NewTicker(a.keepAlive)
-	defer keepAlive.Stop()
-	for {
-		var err error
-		select {
-		case e := <-events:
-			err = u.events(ctx, e, events)
-		case <-keepAlive.C:
-			err = u.comment("keep-alive")
-		case ferr := <-done:
-			for len(events) > 0 && err == nil && !u.ended {
-				err = u.events(ctx, <-events, events)
-			}
-			if err == nil && !u.ended {
-				u.fail(ferr)
-			}
-			return
-		}
-		if err != nil || u.ended {
-			// Done, or the client is gone or too slow: end the follower.
-			cancel()
-			<-done
-			return
-		}
-	}
+	u.st = &sseWriter{a: u.a, w: u.w, r: u.r, rc: http.NewResponseController(u.w)}
+	u.a.serveEvents(u.w, u.r, u.st, u, follow)
 }
+
+// done reports whether [DONE] is sent.
+func (u *uiStream) done() bool { return u.ended }
 
 // events writes the chunks of e and of every event waiting behind it,
 // then flushes.

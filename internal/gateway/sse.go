@@ -348,3 +348,75 @@ func (a *HTTPAPI) problemOf(ctx context.Context, err error) Problem {
 	}
 	return problemFromStatus(status.Convert(Status(ctx, a.logger, err)))
 }
+
+// eventAnswer is an answer that streams one turn's events as Server-Sent
+// Events in another protocol's shape: the AI SDK's chunks (uiStream),
+// AG-UI's events (aguiStream).
+type eventAnswer interface {
+	// events writes the answer's part of e and of every event waiting
+	// behind it in more, then flushes.
+	events(ctx context.Context, e agent.Event, more <-chan agent.Event) error
+	// comment writes an SSE comment (a keep-alive).
+	comment(text string) error
+	// fail ends, with err, an answer whose events ended before its end.
+	fail(err error)
+	// done reports whether the answer has ended.
+	done() bool
+}
+
+// serveEvents takes a slot of the caller's tenant's streams, then answers
+// with what ans makes of the events follow sends, through st: events are
+// flushed when no more are waiting, a keep-alive comment goes out when
+// none come, and the answer ends when ans says so, when follow ends, or
+// when the gateway ends its streams. A client gone or too slow ends the
+// follower.
+func (a *HTTPAPI) serveEvents(w http.ResponseWriter, r *http.Request, st *sseWriter, ans eventAnswer,
+	follow func(ctx context.Context, send func(agent.Event) error) error) {
+	release, err := a.svc.streams.take(tenantOf(r.Context()))
+	if err != nil {
+		a.refuse(w, r, err)
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(a.ending, cancel)()
+
+	events := make(chan agent.Event, streamBuffer)
+	done := make(chan error, 1)
+	go func() {
+		done <- follow(ctx, func(e agent.Event) error {
+			select {
+			case events <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	defer func() { _ = st.rc.SetWriteDeadline(time.Time{}) }()
+	keepAlive := time.NewTicker(a.keepAlive)
+	defer keepAlive.Stop()
+	for {
+		var err error
+		select {
+		case e := <-events:
+			err = ans.events(ctx, e, events)
+		case <-keepAlive.C:
+			err = ans.comment("keep-alive")
+		case ferr := <-done:
+			for len(events) > 0 && err == nil && !ans.done() {
+				err = ans.events(ctx, <-events, events)
+			}
+			if err == nil && !ans.done() {
+				ans.fail(ferr)
+			}
+			return
+		}
+		if err != nil || ans.done() {
+			cancel()
+			<-done
+			return
+		}
+	}
+}
