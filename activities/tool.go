@@ -28,10 +28,17 @@ import (
 // (in.Delegated, a delegate_to_agent call) is not run: the child's result
 // is stored as the call's.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
-	// The turn logged tool_start before scheduling this: let gateways know.
+	// The turn logged tool_start before scheduling this: let gateways
+	// know, while the call goes on, and before the next activity tells
+	// them more.
 	turnID := activity.GetInfo(ctx).WorkflowExecution.ID
 	sinks := a.sinks(ctx, "")
-	sinks.HandOn(ctx, turnID, in.Live)
+	handed := make(chan struct{})
+	go func() {
+		defer close(handed)
+		sinks.HandOn(ctx, turnID, in.Live)
+	}()
+	defer func() { <-handed }()
 	var stored agent.Message
 	err := a.db(ctx, "look up step", func() (err error) {
 		stored, err = a.store.Step(ctx, in.TenantID, in.JobID, in.Seq)

@@ -62,19 +62,14 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if _, err := structured.Compile(req.OutputSchema); err != nil {
 		return contract.LoadAgentResult{}, err
 	}
-	existing, err := a.store.ResultOf(ctx, req)
+	ag, existing, err := a.store.TurnStart(ctx, req, in.AgentID)
 	switch {
-	case err == nil:
-		return contract.LoadAgentResult{Existing: &existing}, nil
 	case agent.IsCode(err, agent.CodeConflict):
 		return contract.LoadAgentResult{}, err
-	case !agent.IsCode(err, agent.CodeNotFound):
-		return contract.LoadAgentResult{}, fmt.Errorf("look up result of job %q: %w", req.JobID, err)
-	}
-
-	ag, err := a.store.ActiveAgent(ctx, req.TenantID, in.AgentID)
-	if err != nil {
+	case err != nil:
 		return contract.LoadAgentResult{}, fmt.Errorf("load agent %q: %w", in.AgentID, agentNotFound(err))
+	case existing != nil:
+		return contract.LoadAgentResult{Existing: existing}, nil
 	}
 	// A model the agent does not let a turn choose is refused before the
 	// turn counts against the agent's rate or stores anything.
@@ -143,10 +138,16 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 		return agent.TurnResult{}, fmt.Errorf("save result of job %q: %w", req.JobID, err)
 	}
 	if ap, ok := a.events.(eventlog.Appender); ok && req.Streaming() {
-		// The log holds what the turn's calls streamed live first.
-		if err := ap.Forget(ctx, in.WorkflowID); err != nil {
-			a.log(ctx).Warn("forget streamed batches", zap.String("workflow_id", in.WorkflowID), zap.Error(err))
-		}
+		// The log holds what the turn's calls streamed live first: those
+		// are dropped while the rest is done.
+		forgot := make(chan struct{})
+		go func() {
+			defer close(forgot)
+			if err := ap.Forget(ctx, in.WorkflowID); err != nil {
+				a.log(ctx).Warn("forget streamed batches", zap.String("workflow_id", in.WorkflowID), zap.Error(err))
+			}
+		}()
+		defer func() { <-forgot }()
 	}
 	if req.SessionID != "" && stored.Status == agent.StatusCompleted {
 		// The prompt's parts as the turn kept them (by cas:// ref), so

@@ -100,7 +100,8 @@ type Batcher struct {
 // attempts streamed: the log's head is read from the turn (the authority:
 // an earlier attempt may have died between a signal and its heartbeat),
 // and a RETRYING event voids the indices from the call's first on. Then
-// it publishes what the turn handed the call, and starts sending.
+// it starts sending: first what the turn handed the call, while the
+// caller goes on to call the model.
 func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration, maxBytes int) (*Batcher, error) {
 	b := &Batcher{
 		sink: sink, interval: interval, maxBytes: maxBytes,
@@ -129,8 +130,7 @@ func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration
 			b.pending = append(b.pending, retrying(c))
 		}
 	}
-	sink.HandOn(ctx, c.StreamID, c.Live)
-	go b.run(ctx)
+	go b.run(ctx, c.Live)
 	if len(b.pending) > 0 {
 		b.poke()
 	}
@@ -367,8 +367,11 @@ func (b *Batcher) finish(ctx context.Context) {
 }
 
 // run sends batches until Close or the end of the call's context.
-func (b *Batcher) run(ctx context.Context) {
+func (b *Batcher) run(ctx context.Context, live contract.Live) {
 	defer close(b.done)
+	// What the turn handed the call leaves before the call's own batches,
+	// on this goroutine, and no model call waits for it.
+	b.sink.HandOn(ctx, b.streamID, live)
 	heartbeat := time.NewTicker(time.Second)
 	defer heartbeat.Stop()
 	start := time.Now()

@@ -47,6 +47,8 @@ type recordingSink struct {
 	maxInFlight int
 	heads       int
 	handedOn    []contract.Live
+	// handedAtFirstSend is how many hand-ons came before the first batch.
+	handedAtFirstSend int
 	// stored is what the live path holds (Append, Claim); claims records
 	// each claim's attempt, and claimErr fails them.
 	stored   []agent.Event
@@ -67,6 +69,9 @@ func (l *recordingSink) Send(ctx context.Context, b agent.TokenBatch) error {
 	l.mu.Lock()
 	l.started++
 	n := l.started
+	if n == 1 {
+		l.handedAtFirstSend = len(l.handedOn)
+	}
 	l.inFlight++
 	l.maxInFlight = max(l.maxInFlight, l.inFlight)
 	l.mu.Unlock()
@@ -573,12 +578,13 @@ func TestBatcherHandsOnFirst(t *testing.T) {
 	in := streamCall(3)
 	in.Live = contract.Live{Events: []agent.Event{{StreamID: in.StreamID, Index: 2, Kind: agent.EventUsage}}}
 	s, _ := startTestBatcher(t, time.Hour, 1<<20, in, link)
-	link.mu.Lock()
-	require.Equal(t, []contract.Live{in.Live}, link.handedOn, "published at the start")
-	link.mu.Unlock()
 	require.NoError(t, s.Add(t.Context(), "x"))
 	require.NoError(t, s.Close())
 	require.Equal(t, []string{"x"}, texts(link.batches()))
+	link.mu.Lock()
+	defer link.mu.Unlock()
+	require.Equal(t, []contract.Live{in.Live}, link.handedOn)
+	require.Equal(t, 1, link.handedAtFirstSend, "published before the call's first batch")
 }
 
 // TestBatcherCloseTail: CloseTail sends nothing of what is buffered and

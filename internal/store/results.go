@@ -195,6 +195,41 @@ func (s *Store) ResultOf(ctx context.Context, req agent.TurnRequest) (agent.Turn
 	return r, nil
 }
 
+// TurnStart reads what a turn needs before it claims its job, in one
+// round trip: agentID's active version (as ActiveAgent) and the job's
+// stored result, when it has one (as ResultOf: CodeConflict when that is
+// another request's).
+func (s *Store) TurnStart(ctx context.Context, req agent.TurnRequest, agentID string) (agent.Agent, *agent.TurnResult, error) {
+	if err := requireAgentKey(req.TenantID, agentID); err != nil {
+		return agent.Agent{}, nil, err
+	}
+	if err := requireJobKey(req.TenantID, req.JobID); err != nil {
+		return agent.Agent{}, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(sqlActiveAgent, req.TenantID, agentID)
+	b.Queue(sqlResultByJob, req.TenantID, req.JobID)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	a, agentErr := scanAgent(br.QueryRow())
+	var hash string
+	r, err := s.scanResult(ctx, br.QueryRow(), &hash)
+	switch {
+	case err == nil:
+		if err := sameRequest(req.TenantID, req.JobID, hash, req.Hash()); err != nil {
+			return agent.Agent{}, nil, err
+		}
+		return agent.Agent{}, &r, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return agent.Agent{}, nil, fmt.Errorf("look up result of job %q: %w", req.JobID, err)
+	case errors.Is(agentErr, pgx.ErrNoRows):
+		return agent.Agent{}, nil, agent.Errorf(agent.CodeNotFound, "agent %q of tenant %q not found", agentID, req.TenantID)
+	case agentErr != nil:
+		return agent.Agent{}, nil, fmt.Errorf("load agent %q: %w", agentID, agentErr)
+	}
+	return a, nil, nil
+}
+
 // sameRequest refuses a job's stored result for a request with another
 // hash; a result stored without one ("") is accepted.
 func sameRequest(tenantID, jobID, stored, hash string) error {

@@ -323,3 +323,52 @@ func TestSaveResultOutputJSON(t *testing.T) {
 	_, err = s.SaveResult(ctx, "demo", "turn/demo/job-bad-json", bad, processRequest("job-bad-json"))
 	require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
 }
+
+// TestTurnStart: the one read before a turn's claim gives the agent's
+// active version when the job has no result, the job's result when it
+// answers the same request, and refuses another request's result or an
+// unknown agent, as ResultOf and ActiveAgent do.
+func TestTurnStart(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	_, err := s.ApplyCatalog(ctx, demoCatalog("Be brief.", "calc"), false)
+	require.NoError(t, err)
+	req := processRequest("job-1")
+	saved, err := s.SaveResult(ctx, "demo", "turn/demo/job-1", completed("job-1", "50"), req)
+	require.NoError(t, err)
+	other := processRequest("job-1")
+	other.Prompt = "q"
+
+	for _, tc := range []struct {
+		name     string
+		req      agent.TurnRequest
+		agentID  string
+		code     agent.Code
+		existing *agent.TurnResult
+	}{
+		{name: "a new job", req: processRequest("job-2"), agentID: "assistant"},
+		{name: "a job with its result", req: req, agentID: "assistant", existing: &saved},
+		{name: "a job with its result, the agent gone", req: req, agentID: "nobody", existing: &saved},
+		{name: "another request's job", req: other, agentID: "assistant", code: agent.CodeConflict},
+		{name: "an unknown agent", req: processRequest("job-3"), agentID: "nobody", code: agent.CodeNotFound},
+		{name: "no job id", req: processRequest(""), agentID: "assistant", code: agent.CodeInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, existing, err := s.TurnStart(ctx, tc.req, tc.agentID)
+			if tc.code != "" {
+				requireCode(t, err, tc.code)
+				return
+			}
+			require.NoError(t, err)
+			if tc.existing != nil {
+				require.Equal(t, tc.existing, existing)
+				return
+			}
+			require.Nil(t, existing)
+			require.Equal(t, "assistant", a.ID)
+			require.Equal(t, 1, a.Version)
+			require.Equal(t, "Be brief.", a.SystemPrompt)
+		})
+	}
+}
