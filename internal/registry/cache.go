@@ -3,11 +3,13 @@ package registry
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
@@ -37,6 +39,8 @@ type Cache struct {
 	// is not stored after it.
 	gen      uint64
 	watchers map[string]map[chan struct{}]struct{}
+	// loads shares a tenant's load among the callers waiting for it.
+	loads singleflight.Group
 }
 
 // Snapshot is a tenant's routing at one catalog version.
@@ -62,8 +66,14 @@ func NewCache(st *store.Store, op *egress.Operator, logger *zap.Logger) *Cache {
 		watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
+// loadTimeout bounds a load that callers share: it outlives the caller
+// that began it, whose leaving must not fail the others.
+const loadTimeout = 30 * time.Second
+
 // Routing returns the tenant's current snapshot, loading and compiling it
-// when it is missing or stale.
+// when it is missing or stale. Callers that miss at once share one load:
+// a catalog change, or a cold process under load, reads the tenant's
+// catalog once, not once per turn waiting for it.
 func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error) {
 	c.mu.Lock()
 	s, gen := c.tenants[tenantID], c.gen
@@ -71,6 +81,27 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 	if s != nil && c.now().Sub(s.loaded) < maxAge {
 		return s, nil
 	}
+	// Keyed by generation too: a caller after a change never takes the
+	// snapshot of a load that began before it.
+	ch := c.loads.DoChan(tenantID+"@"+strconv.FormatUint(gen, 10), func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		defer cancel()
+		return c.load(lctx, tenantID, s, gen)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*Snapshot), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// load reads and compiles the tenant's snapshot as of generation gen,
+// keeping the compiled one, s, when the catalog version has not changed.
+func (c *Cache) load(ctx context.Context, tenantID string, s *Snapshot, gen uint64) (*Snapshot, error) {
 	start := c.now()
 	r, err := c.store.Routing(ctx, tenantID)
 	if err != nil {

@@ -422,14 +422,19 @@ func (s *Store) AgentVersion(ctx context.Context, tenantID, agentID string, vers
 	if a, ok := s.versions.get(key); ok {
 		return a, nil
 	}
-	a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentVersion, tenantID, agentID, version))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "version %d of agent %q of tenant %q not found", version, agentID, tenantID)
-	}
+	a, err := s.versions.load(ctx, key, func(ctx context.Context) (agent.Agent, error) {
+		a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentVersion, tenantID, agentID, version))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "version %d of agent %q of tenant %q not found", version, agentID, tenantID)
+		}
+		if err != nil {
+			return agent.Agent{}, fmt.Errorf("load agent %q version %d: %w", agentID, version, err)
+		}
+		return a, nil
+	})
 	if err != nil {
-		return agent.Agent{}, fmt.Errorf("load agent %q version %d: %w", agentID, version, err)
+		return agent.Agent{}, err
 	}
-	s.versions.put(key, a)
 	return clipped(a), nil
 }
 

@@ -1,8 +1,14 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -22,6 +28,42 @@ type versionKey struct {
 type versionCache struct {
 	mu sync.Mutex
 	m  map[versionKey]agent.Agent
+	// flights shares a version's read among the callers that miss it at
+	// once (the turns of a cold worker); reads counts the reads made.
+	flights singleflight.Group
+	reads   atomic.Int64
+}
+
+// versionReadTimeout bounds a shared read: it outlives the caller that
+// began it, whose leaving must not fail the others.
+const versionReadTimeout = 30 * time.Second
+
+// load reads version k with read, once for all the callers waiting for
+// it, and keeps it.
+func (c *versionCache) load(ctx context.Context, k versionKey, read func(context.Context) (agent.Agent, error)) (agent.Agent, error) {
+	ch := c.flights.DoChan(fmt.Sprintf("%s\x00%s\x00%d", k.tenantID, k.agentID, k.version), func() (any, error) {
+		if a, ok := c.get(k); ok {
+			return a, nil
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), versionReadTimeout)
+		defer cancel()
+		c.reads.Add(1)
+		a, err := read(rctx)
+		if err != nil {
+			return nil, err
+		}
+		c.put(k, a)
+		return a, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return agent.Agent{}, r.Err
+		}
+		return r.Val.(agent.Agent), nil
+	case <-ctx.Done():
+		return agent.Agent{}, ctx.Err()
+	}
 }
 
 func (c *versionCache) get(k versionKey) (agent.Agent, bool) {
