@@ -283,7 +283,14 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 		if err != nil {
 			return nil, fmt.Errorf("load session %q: %w", in.SessionID, err)
 		}
-		msgs = append(msgs, past...)
+		for _, m := range past {
+			if m.Partial {
+				// The model is told the answer was cut short, not left to
+				// take it for the whole of what it meant to say.
+				m.Content += agent.InterruptedNote
+			}
+			msgs = append(msgs, m)
+		}
 	}
 	return append(msgs, steps...), nil
 }

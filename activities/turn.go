@@ -121,8 +121,9 @@ func resultBlocks(res agent.TurnResult, reasoning string, files []agent.Block) [
 }
 
 // SaveResult stores the results of tool calls that did not run, then the
-// turn's result (first write wins) and, for a completed
-// turn in a session, appends the exchange to the session's transcript. It
+// turn's result (first write wins) and, for a completed turn in a
+// session, or one stopped in its answer (agent.TurnResult.Partial),
+// appends the exchange to the session's transcript. It
 // returns the stored result, with its result_ref.
 func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput) (agent.TurnResult, error) {
 	req := in.Request
@@ -130,8 +131,11 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 		return agent.TurnResult{}, err
 	}
 	res := in.Result
-	if res.Status == agent.StatusCompleted {
+	switch {
+	case res.Status == agent.StatusCompleted:
 		res.Blocks = resultBlocks(res, in.Reasoning, in.Files)
+	case res.Partial:
+		res.Blocks = []agent.Block{{Type: agent.BlockText, Text: res.Output, Partial: true}}
 	}
 	stored, err := a.store.SaveResult(ctx, req.TenantID, in.WorkflowID, res, req)
 	if err != nil {
@@ -149,7 +153,7 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 		}()
 		defer func() { <-forgot }()
 	}
-	if req.SessionID != "" && stored.Status == agent.StatusCompleted {
+	if req.SessionID != "" && (stored.Status == agent.StatusCompleted || stored.Partial) {
 		// The prompt's parts as the turn kept them (by cas:// ref), so
 		// that later turns of the session show the model the same images.
 		prompt := agent.Message{Role: agent.RoleUser, Content: req.Prompt}
@@ -162,7 +166,7 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 				prompt.Parts = steps[0].Parts
 			}
 		}
-		msgs := []agent.Message{prompt, {Role: agent.RoleAssistant, Content: stored.Output}}
+		msgs := []agent.Message{prompt, {Role: agent.RoleAssistant, Content: stored.Output, Partial: stored.Partial}}
 		if err := a.store.AppendSession(ctx, req.TenantID, req.SessionID, req.JobID, msgs); err != nil {
 			return agent.TurnResult{}, fmt.Errorf("append to session %q: %w", req.SessionID, err)
 		}

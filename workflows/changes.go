@@ -51,8 +51,18 @@ const (
 	// Recorded: testdata/turn_canceled_by_signal.json,
 	// testdata/turn_canceled_by_temporal.json,
 	// testdata/turn_tool_canceled.json, testdata/turn_live_first_canceled.json
-	// (stopped while its model streamed).
+	// (stopped while its model streamed), testdata/turn_stopped_partial.json
+	// (the same, keeping its partial answer).
 	cancelChange = "cancel-turn"
+
+	// stopKeepsChange: a turn stopped while its model streamed keeps what
+	// the model had written as its partial answer: the result's output,
+	// marked partial (agent.TurnResult.Partial), a partial text block
+	// logged before CANCELED, and the exchange in the session's
+	// transcript. Runs before it stored a canceled result with no output.
+	//
+	// Recorded: testdata/turn_stopped_partial.json.
+	stopKeepsChange = "stop-keeps-partial"
 
 	// completeChange: an approve signal that does not say "approved" or
 	// "approver" is refused and decides nothing (complete). Runs before it
@@ -143,7 +153,8 @@ const (
 	// text blocks told as content events), testdata/turn_tool_image.json
 	// (a tool's image, kept by ref, as the result's image block),
 	// testdata/turn_live_first_canceled.json (a call streamed live first,
-	// sealed when the turn stopped).
+	// sealed when the turn stopped), testdata/turn_stopped_partial.json
+	// (the same, keeping its partial answer).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -219,6 +230,7 @@ const (
 	// local activity, before anything else is logged. Runs before it
 	// signalled every batch, and had nothing to seal.
 	//
-	// Recorded: testdata/turn_live_first_canceled.json.
+	// Recorded: testdata/turn_live_first_canceled.json,
+	// testdata/turn_stopped_partial.json.
 	liveFirstChange = "live-first-streaming"
 )

@@ -143,6 +143,9 @@ type turn struct {
 	stopModel workflow.CancelFunc
 	stopTools workflow.CancelFunc
 	timedOut  bool // the turn's timeout ended its run
+	// partial is what the model call a cancellation stopped had streamed:
+	// the turn's partial answer (stopKeepsChange).
+	partial string
 	// unstored are tool calls that did not run whose results no CallModel
 	// has stored yet: SaveResult stores them when the turn ends first.
 	unstored []contract.ToolFailure
@@ -326,7 +329,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		reply, err := t.callModel(ctx, limits, i)
 		if err != nil {
 			if t.canceled != nil {
-				return "", t.cancelError()
+				return t.partial, t.cancelError()
 			}
 			return "", modelFailure(err)
 		}
@@ -485,6 +488,11 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		next := t.fallback(ctx, model, err)
 		if next == "" {
 			t.seal(ctx, in)
+			if t.canceled != nil {
+				// Stopped while it wrote: what it had written is the
+				// turn's partial answer (stopKeepsChange).
+				t.partial = t.log.TextFrom(in.FirstIndex)
+			}
 			return reply, err
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s after %s failed (iteration %d of at most %d)", next, model, i, limits.MaxIterations))
@@ -769,6 +777,9 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	switch {
 	case failure != nil && failure.Type == agent.ErrTypeCanceled:
 		res.Status, res.Output, res.Error = agent.StatusCanceled, "", failure
+		if output != "" && workflow.GetVersion(ctx, stopKeepsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+			res.Output, res.Partial, res.ResultPreview = output, true, textPreview(output)
+		}
 	case failure != nil:
 		res.Status, res.Output, res.Error = agent.StatusFailed, "", failure
 	case t.data != nil:
@@ -822,6 +833,13 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 	}
 	if res.Status == agent.StatusCanceled {
 		workflow.SetCurrentDetails(ctx, "canceled: "+res.Error.Message)
+		// A partial answer (stopKeepsChange) is told as what the turn
+		// answered, marked so, before the end.
+		for _, b := range res.Blocks {
+			if res.Partial {
+				t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: blockJSON(b)})
+			}
+		}
 		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCanceled, Error: res.Error})
 		return agent.TurnResult{}, contract.TurnCanceled(res)
 	}

@@ -193,6 +193,9 @@ type Block struct {
 	JSON     json.RawMessage `json:"json,omitempty"`
 	// CallID names the tool call that produced an image or a file.
 	CallID string `json:"call_id,omitempty"`
+	// Partial marks the text of an answer its turn was stopped in
+	// (TurnResult.Partial).
+	Partial bool `json:"partial,omitempty"`
 }
 
 // MaxResultReasoningBytes bounds the reasoning a result's blocks repeat;

@@ -38,7 +38,17 @@ type Message struct {
 	// thought before this reply, block by block; it goes back to a
 	// provider that needs it (Reasoning.Signature).
 	Reasoning []Reasoning `json:"reasoning,omitempty"`
+	// Partial, on an assistant message of a session's transcript, says
+	// its turn was stopped while the model wrote it: the text is what it
+	// had written (TurnResult.Partial). The model reads it with
+	// InterruptedNote.
+	Partial bool `json:"partial,omitempty"`
 }
+
+// InterruptedNote follows a partial answer (Message.Partial) when a
+// session's transcript goes back to the model, so that it knows the
+// answer was cut short and by whom.
+const InterruptedNote = "\n\n[This answer was interrupted: the user stopped it here.]"
 
 // ToolCall is a model's request to run a tool.
 type ToolCall struct {

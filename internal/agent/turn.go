@@ -466,7 +466,11 @@ type TurnResult struct {
 	// Blocks are the answer's content blocks, in order: the model's
 	// reasoning, the images and files its tools produced (by cas:// ref),
 	// its JSON (OutputJSON) and its text (Output).
-	Blocks   []Block        `json:"blocks,omitempty"`
+	Blocks []Block `json:"blocks,omitempty"`
+	// Partial says the turn was stopped while its model wrote its answer
+	// (StatusCanceled): Output is what it had written, kept — in the
+	// result, the session's transcript and the stream's last events.
+	Partial  bool           `json:"partial,omitempty"`
 	Metadata ResultMetadata `json:"metadata"`
 	Error    *TurnError     `json:"error,omitempty"`
 	// CompletedAt is when the turn ended, by its workflow's clock (to the

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -357,4 +358,101 @@ func TestStreamNewTurnFollowsLive(t *testing.T) {
 			e.replay(id, tc.history)
 		}
 	}
+}
+
+// TestStopKeepsPartialAnswer: a turn stopped while its model streams keeps
+// what the model had written as its partial answer — in its result
+// (marked partial), in the stream's last events before CANCELED, and in
+// the session's transcript, from which the next turn's model reads it
+// with a note that it was cut short; a client that reconnects sees the
+// same ending.
+func TestStopKeepsPartialAnswer(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	session := "stop-" + testserver.RandomID()
+	start := func(prompt string) (string, string) {
+		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), SessionID: session, Prompt: prompt}
+		req.Normalize()
+		_, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
+		require.NoError(t, err)
+		return req.JobID, contract.TurnWorkflowID(req.TenantID, req.JobID)
+	}
+	job, id := start("tell a story")
+
+	var mu sync.Mutex
+	var live []agent.Event
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			live = append(live, ev)
+			return nil
+		})
+	}()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return countTokens(live) >= 3
+	}, 30*time.Second, 10*time.Millisecond, "the model streams")
+	require.NoError(t, e.Client().SignalWorkflow(ctx, id, "", contract.SignalCancelTurn, agent.CancelRequest{Reason: "enough", RequestedBy: "test"}))
+	require.NoError(t, <-done)
+
+	mu.Lock()
+	defer mu.Unlock()
+	partial := agent.ReplayText(live)
+	require.NotEmpty(t, partial)
+	require.True(t, strings.HasPrefix(storyText, partial), "the partial text is the story's beginning: %q", partial)
+	require.Less(t, len(partial), len(storyText))
+
+	// The stream ends with the partial answer, then CANCELED.
+	require.GreaterOrEqual(t, len(live), 2)
+	end, content := live[len(live)-1], live[len(live)-2]
+	require.Equal(t, agent.StreamCanceled, end.Status, "last event %s", end)
+	require.Equal(t, agent.EventContent, content.Kind, "the event before the end %s", content)
+	var block agent.Block
+	require.NoError(t, json.Unmarshal(content.Content, &block))
+	require.Equal(t, agent.Block{Type: agent.BlockText, Text: partial, Partial: true}, block)
+	after, err := collect(ctx, e.Follower(), id, 0)
+	require.NoError(t, err)
+	require.Equal(t, live, after, "a client that reconnects sees the same ending")
+
+	// The result keeps it, stored and as the workflow returned it.
+	res, err := turnclient.Result(ctx, e.Client().GetWorkflow(ctx, id, ""))
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCanceled, res.Status)
+	require.True(t, res.Partial)
+	require.Equal(t, partial, res.Output)
+	stored, err := e.Store().Result(ctx, "demo", job)
+	require.NoError(t, err)
+	require.True(t, stored.Partial)
+	require.Equal(t, partial, stored.Output)
+	require.Equal(t, []agent.Block{{Type: agent.BlockText, Text: partial, Partial: true}}, stored.Blocks)
+
+	// The transcript has the exchange, and the next turn's model reads the
+	// partial answer as cut short.
+	msgs, err := e.Store().SessionMessages(ctx, "demo", session, 0)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	require.Equal(t, agent.Message{Role: agent.RoleAssistant, Content: partial, Partial: true}, msgs[1])
+	_, next := start("what is 2+2?")
+	res, err = e.result(next)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status)
+	var sent []string
+	for _, r := range e.Model.Requests() {
+		if len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Content == "what is 2+2?" {
+			for _, m := range r.Messages {
+				sent = append(sent, m.Role+": "+m.Content)
+			}
+		}
+	}
+	require.Equal(t, []string{
+		"system: Use the calculator for arithmetic.",
+		"user: tell a story",
+		"assistant: " + partial + agent.InterruptedNote,
+		"user: what is 2+2?",
+	}, sent)
+	e.replay(id, "turn_stopped_partial")
 }

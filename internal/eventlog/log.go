@@ -132,6 +132,17 @@ func batched(e agent.Event) bool {
 	return e.Validate() == nil
 }
 
+// TextFrom is the text the turn's model calls streamed from index first
+// on, without what a RETRYING voided (agent.ReplayText): a stopped
+// call's partial answer, from the call's first index.
+func (l *Log) TextFrom(first int64) string {
+	at := max(first-l.skipped-1, 0)
+	if at >= int64(len(l.events)) {
+		return ""
+	}
+	return agent.ReplayText(l.events[at:])
+}
+
 // Dropped is the number of batches refused so far.
 func (l *Log) Dropped() int { return l.dropped }
 

@@ -80,7 +80,7 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 	out := &pb.TurnResult{
 		Version: r.Version, JobId: r.JobID, Status: r.Status, Output: r.Output, ResultRef: r.ResultRef,
 		ResultPreviewJson: string(r.ResultPreview), Error: toPBError(r.Error), StreamId: streamID, DataRef: r.DataRef,
-		OutputJson: string(r.OutputJSON),
+		OutputJson: string(r.OutputJSON), Partial: r.Partial,
 		Metadata: &pb.ResultMetadata{
 			AgentId: m.AgentID, AgentVersion: int32(m.AgentVersion), RouteRule: m.RouteRule,
 			TokensUsed: int64(m.TokensUsed), CacheHit: m.CacheHit, ExecutionTimeMs: m.ExecutionTimeMS, LlmModel: m.LLMModel,
@@ -95,7 +95,7 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 	}
 	for _, b := range r.Blocks {
 		out.Blocks = append(out.Blocks, &pb.ContentBlock{Type: b.Type, Text: b.Text, Ref: b.Ref, MimeType: b.MIMEType, Name: b.Name,
-			Json: string(b.JSON), CallId: b.CallID})
+			Json: string(b.JSON), CallId: b.CallID, Partial: b.Partial})
 	}
 	return out
 }

@@ -25,6 +25,8 @@ type resultPayload struct {
 	// OutputJSON's, filled in when the result is read (jsonb would
 	// reorder it).
 	Blocks []agent.Block `json:"blocks,omitempty"`
+	// Partial: the turn was stopped in its answer (agent.TurnResult.Partial).
+	Partial bool `json:"partial,omitempty"`
 }
 
 // storedBlocks are blocks as a result payload keeps them: a json block
@@ -108,7 +110,7 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "output_json of job %q is not valid JSON", r.JobID)
 	}
 	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: string(r.OutputJSON),
-		Blocks: storedBlocks(r.Blocks)})
+		Blocks: storedBlocks(r.Blocks), Partial: r.Partial})
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: encode: %w", r.JobID, err)
 	}
@@ -328,7 +330,7 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 	if err := json.Unmarshal(inline, &p); err != nil {
 		return agent.TurnResult{}, fmt.Errorf("decode result data: %w", err)
 	}
-	r.Output, r.ResultPreview, r.Blocks = p.Output, p.ResultPreview, p.Blocks
+	r.Output, r.ResultPreview, r.Blocks, r.Partial = p.Output, p.ResultPreview, p.Blocks, p.Partial
 	if p.OutputJSON != "" {
 		r.OutputJSON = json.RawMessage(p.OutputJSON)
 	}

@@ -385,14 +385,16 @@ func (x *Part) GetName() string {
 
 // ContentBlock is a block of a turn's answer.
 type ContentBlock struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // reasoning | image | file | json | text
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"` // reasoning and text
-	Ref           string                 `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`   // image and file: cas://sha256:…, readable with GET /v1/files/{ref}
-	MimeType      string                 `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
-	Name          string                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
-	Json          string                 `protobuf:"bytes,6,opt,name=json,proto3" json:"json,omitempty"`                   // json: the answer as a JSON object
-	CallId        string                 `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"` // image and file: the tool call that produced it
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Type     string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // reasoning | image | file | json | text
+	Text     string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"` // reasoning and text
+	Ref      string                 `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`   // image and file: cas://sha256:…, readable with GET /v1/files/{ref}
+	MimeType string                 `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Name     string                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Json     string                 `protobuf:"bytes,6,opt,name=json,proto3" json:"json,omitempty"`                   // json: the answer as a JSON object
+	CallId   string                 `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"` // image and file: the tool call that produced it
+	// text: the answer its turn was stopped in (TurnResult.partial).
+	Partial       bool `protobuf:"varint,8,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -474,6 +476,13 @@ func (x *ContentBlock) GetCallId() string {
 		return x.CallId
 	}
 	return ""
+}
+
+func (x *ContentBlock) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
 }
 
 type TurnContext struct {
@@ -1036,7 +1045,11 @@ type TurnResult struct {
 	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	// The answer's content blocks, in order: the model's reasoning, the
 	// images and files its tools produced (by ref), its JSON and its text.
-	Blocks        []*ContentBlock `protobuf:"bytes,13,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	Blocks []*ContentBlock `protobuf:"bytes,13,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	// The turn was stopped (status canceled) while its model wrote its
+	// answer: output is what it had written, kept, and its text block is
+	// marked partial.
+	Partial       bool `protobuf:"varint,14,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1160,6 +1173,13 @@ func (x *TurnResult) GetBlocks() []*ContentBlock {
 		return x.Blocks
 	}
 	return nil
+}
+
+func (x *TurnResult) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
 }
 
 type ResultMetadata struct {
@@ -5593,7 +5613,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x10\n" +
 	"\x03url\x18\x03 \x01(\tR\x03url\x12\x1b\n" +
 	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04name\x18\x05 \x01(\tR\x04name\"\xa6\x01\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\"\xc0\x01\n" +
 	"\fContentBlock\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x10\n" +
@@ -5601,7 +5621,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x12\n" +
 	"\x04json\x18\x06 \x01(\tR\x04json\x12\x17\n" +
-	"\acall_id\x18\a \x01(\tR\x06callId\"\xce\x02\n" +
+	"\acall_id\x18\a \x01(\tR\x06callId\x12\x18\n" +
+	"\apartial\x18\b \x01(\bR\apartial\"\xce\x02\n" +
 	"\vTurnContext\x12\x1b\n" +
 	"\tuser_role\x18\x01 \x01(\tR\buserRole\x12\x17\n" +
 	"\aui_page\x18\x02 \x01(\tR\x06uiPage\x12C\n" +
@@ -5640,7 +5661,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xf1\x03\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\x8b\x04\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -5658,7 +5679,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\voutput_json\x18\v \x01(\tR\n" +
 	"outputJson\x12=\n" +
 	"\fcompleted_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x122\n" +
-	"\x06blocks\x18\r \x03(\v2\x1a.agentflow.v1.ContentBlockR\x06blocks\"\xd8\x02\n" +
+	"\x06blocks\x18\r \x03(\v2\x1a.agentflow.v1.ContentBlockR\x06blocks\x12\x18\n" +
+	"\apartial\x18\x0e \x01(\bR\apartial\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
