@@ -170,7 +170,9 @@ const (
 	// command of each run. Runs before it kept no log, refused the poll,
 	// started turns without notify and kept a fixed room.
 	//
-	// Recorded: testdata/conversation_workflow_streams.json.
+	// Recorded: testdata/conversation_workflow_streams.json,
+	// testdata/conversation_interrupted.json (a message that interrupts
+	// the running turn, SendMessage.OnBusy).
 	conversationStreamsChange = "conversation-streams"
 
 	// conversationTurnEventsChange: a turn whose request asks it

@@ -97,6 +97,8 @@ type conversation struct {
 	// turn's request ("": accepted before hashes were kept) (lookups only).
 	recent  map[string]string
 	rolling bool
+	// running is the turn answering a message, while it runs.
+	running *runningTurn
 
 	// The event log (stream.go): streams says this run keeps it
 	// (conversationStreamsChange); turns receives the batches of the
@@ -106,6 +108,31 @@ type conversation struct {
 	log     *eventlog.Log
 	turns   workflow.ReceiveChannel
 	span    int
+}
+
+// runningTurn is the turn answering a message, and the on_busy policy of
+// a later message that stopped it (interrupt or rollback), if one did.
+type runningTurn struct {
+	jobID, workflowID string
+	stoppedBy         string
+}
+
+// onBusy is the policy a message follows if a turn runs when it arrives.
+func (c *conversation) onBusy(m agent.SendMessage) string {
+	switch {
+	case m.OnBusy != "":
+		return m.OnBusy
+	case c.in.OnBusy != "":
+		return c.in.OnBusy
+	}
+	return agent.OnBusyEnqueue
+}
+
+func (c *conversation) maxPending() int {
+	if c.in.MaxPending > 0 {
+		return c.in.MaxPending
+	}
+	return agent.DefaultMaxPending
 }
 
 func (c *conversation) shouldRoll(ctx workflow.Context) bool {
@@ -155,8 +182,22 @@ func (c *conversation) validate(m agent.SendMessage) error {
 			"session_id is %d bytes, too long to number its messages (at most %d): give each message a job_id",
 			len(c.in.SessionID), agent.MaxKeyLength-maxDefaultJobSuffix)
 	}
-	if hash, ok := c.recent[m.JobID]; ok && m.JobID != "" && hash != "" && hash != c.hash(m.JobID, m) {
+	hash, seen := c.recent[m.JobID]
+	seen = seen && m.JobID != ""
+	if seen && hash != "" && hash != c.hash(m.JobID, m) {
 		return agent.Errorf(agent.CodeConflict, "job id %q names another message of this session; use a new job id", m.JobID)
+	}
+	if seen {
+		return nil // accepted before: the same answer again
+	}
+	if r := c.running; r != nil && c.onBusy(m) == agent.OnBusyReject {
+		return agent.Errorf(agent.CodeConflict,
+			"turn %s is answering message %q, and this message asks to be refused while a turn runs (on_busy %q): send it again once it ends, or with on_busy %q",
+			r.workflowID, r.jobID, agent.OnBusyReject, agent.OnBusyEnqueue)
+	}
+	if n := len(c.carry.Pending); n >= c.maxPending() {
+		return agent.Errorf(agent.CodeRateLimited, "%d messages of session %q are waiting for their turn, its limit (max_pending): send this one once fewer wait",
+			n, c.in.SessionID)
 	}
 	return nil
 }
@@ -206,11 +247,43 @@ func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.Se
 		}
 		c.carry.Recent = append([]string(nil), c.carry.Recent[n-recentJobs:]...)
 	}
-	c.carry.Pending = append(c.carry.Pending, agent.PendingMessage{SendMessage: m, JobID: jobID})
+	pending := agent.PendingMessage{SendMessage: m, JobID: jobID}
+	if r := c.running; r != nil {
+		pending.Busy = c.onBusy(m)
+	}
+	switch pending.Busy {
+	case agent.OnBusyInterrupt, agent.OnBusyRollback:
+		// The message is answered next, once the running turn has stopped
+		// at its next safe point.
+		c.carry.Pending = append([]agent.PendingMessage{pending}, c.carry.Pending...)
+		c.stopRunning(ctx, pending)
+	default:
+		c.carry.Pending = append(c.carry.Pending, pending)
+	}
 	if err := workflow.Await(ctx, func() bool { return c.started[jobID] || c.rolling }); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// stopRunning stops the running turn for a message that interrupts it or
+// rolls it back: a cancellation that keeps its partial answer
+// (interrupt) or discards it (rollback). A turn already stopped stays
+// stopped as it was.
+func (c *conversation) stopRunning(ctx workflow.Context, by agent.PendingMessage) {
+	r := c.running
+	if r == nil || r.stoppedBy != "" {
+		return
+	}
+	r.stoppedBy = by.Busy
+	req := agent.CancelRequest{Reason: fmt.Sprintf("message %q came with on_busy %q", by.JobID, by.Busy),
+		Discard: by.Busy == agent.OnBusyRollback}
+	if by.Caller != nil {
+		req.RequestedBy = by.Caller.Name
+	}
+	// A turn that ended meanwhile has nothing to stop: the signal's
+	// failure says only that.
+	_ = workflow.SignalExternalWorkflow(ctx, r.workflowID, "", contract.SignalCancelTurn, req).Get(ctx, nil)
 }
 
 // runTurn runs one message's turn as a child and remembers its outcome.
@@ -226,15 +299,16 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	})
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("turn %d: %s", c.carry.Turns+1, contract.OneLine(msg.Prompt, 80)))
 	child := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, req)
-	end := c.startMessage(ctx, msg.JobID, contract.TurnWorkflowID(req.TenantID, req.JobID))
+	end := c.startMessage(ctx, msg, contract.TurnWorkflowID(req.TenantID, req.JobID))
 	entry := agent.TranscriptEntry{JobID: msg.JobID, Prompt: contract.OneLine(msg.Prompt, 500)}
 	var exec workflow.Execution
 	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
 		entry.Status = agent.StatusFailed
 		entry.Output = "the turn could not start: " + contract.ErrorOf(err).Message
-		end(entry.Status, "")
+		end(entry.Status, "", "")
 	} else {
 		c.started[msg.JobID] = true
+		c.running = &runningTurn{jobID: msg.JobID, workflowID: exec.ID}
 		c.awaitTurn(ctx, child)
 		var res agent.TurnResult
 		if err := child.Get(ctx, &res); err != nil {
@@ -244,11 +318,20 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 			}
 			res = failed
 		}
-		end(res.Status, res.Output)
+		stoppedBy := c.running.stoppedBy
+		c.running = nil
+		end(res.Status, res.Output, stoppedBy)
 		entry.Status, entry.ResultRef = res.Status, res.ResultRef
 		entry.Output = contract.OneLine(res.Output, 500)
 		if res.Error != nil {
 			entry.Output = contract.OneLine(res.Error.Message, 500)
+		}
+		if stoppedBy == agent.OnBusyRollback && res.Status == agent.StatusCanceled {
+			// Rolled back: left out of the transcript, as its session's
+			// is (the turn kept nothing).
+			c.started[msg.JobID] = true
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("%d turns; waiting for a message", c.carry.Turns))
+			return
 		}
 	}
 	c.started[msg.JobID] = true

@@ -64,14 +64,14 @@ func (c *conversation) followTurn(ctx workflow.Context, req *agent.TurnRequest) 
 // startMessage logs the message_start of the message whose turn just
 // started and returns what logs its end: its answer's text and its
 // message_end.
-func (c *conversation) startMessage(ctx workflow.Context, jobID, turnID string) (end func(status, output string)) {
+func (c *conversation) startMessage(ctx workflow.Context, msg agent.PendingMessage, turnID string) (end func(status, output, stoppedBy string)) {
 	if !c.streams {
-		return func(string, string) {}
+		return func(string, string, string) {}
 	}
-	c.log.StartMessage(jobID, turnID)
+	c.log.StartMessage(msg.JobID, turnID, msg.Busy)
 	from := workflow.GetInfo(ctx).GetCurrentHistoryLength()
-	return func(status, output string) {
-		c.log.EndMessage(status, output)
+	return func(status, output, stoppedBy string) {
+		c.log.EndMessage(status, output, stoppedBy)
 		c.span = max(c.span, workflow.GetInfo(ctx).GetCurrentHistoryLength()-from)
 	}
 }

@@ -777,7 +777,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	switch {
 	case failure != nil && failure.Type == agent.ErrTypeCanceled:
 		res.Status, res.Output, res.Error = agent.StatusCanceled, "", failure
-		if output != "" && workflow.GetVersion(ctx, stopKeepsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		if output != "" && (t.canceled == nil || !t.canceled.Discard) && workflow.GetVersion(ctx, stopKeepsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 			res.Output, res.Partial, res.ResultPreview = output, true, textPreview(output)
 		}
 	case failure != nil:

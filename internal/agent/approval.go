@@ -91,6 +91,10 @@ const (
 type CancelRequest struct {
 	Reason      string `json:"reason,omitempty"`
 	RequestedBy string `json:"requested_by,omitempty"`
+	// Discard: what the model had written is not kept as a partial
+	// answer, and the turn's exchange stays out of its session's
+	// transcript (a conversation's OnBusyRollback).
+	Discard bool `json:"discard,omitempty"`
 }
 
 // Validate bounds the request's fields.

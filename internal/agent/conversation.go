@@ -18,6 +18,12 @@ type ConversationInput struct {
 	// new between turns while a turn's worth of room is left. 0 = 2000;
 	// at least 200.
 	MaxHistoryEvents int `json:"max_history_events,omitempty"`
+	// OnBusy is what a message that arrives while a turn runs does, when
+	// it does not say (SendMessage.OnBusy); "" is OnBusyEnqueue.
+	OnBusy string `json:"on_busy,omitempty"`
+	// MaxPending bounds the messages waiting for their turn; 0 is
+	// DefaultMaxPending.
+	MaxPending int `json:"max_pending,omitempty"`
 
 	// Carry is set by the workflow itself when it continues as new.
 	Carry *ConversationCarry `json:"carry,omitempty"`
@@ -33,6 +39,12 @@ func (in ConversationInput) Validate() error {
 	}
 	if err := ValidateID("agent_id", in.AgentID); err != nil {
 		return err
+	}
+	if err := validOnBusy(in.OnBusy); err != nil {
+		return err
+	}
+	if in.MaxPending < 0 || in.MaxPending > 10_000 {
+		return Errorf(CodeInvalid, "max_pending %d: want 0 (%d) to 10000", in.MaxPending, DefaultMaxPending)
 	}
 	switch in.History {
 	case "", HistoryLoad, HistoryFresh:
@@ -63,6 +75,42 @@ type SendMessage struct {
 	// Caller is who sends the message, from the credential (see
 	// TurnRequest.Caller); the message's turn carries it.
 	Caller *Caller `json:"caller,omitempty"`
+	// OnBusy is what happens to the message when it arrives while a turn
+	// of the conversation runs (OnBusyEnqueue, …); "" is the
+	// conversation's own (ConversationInput.OnBusy).
+	OnBusy string `json:"on_busy,omitempty"`
+}
+
+// What a message that arrives while a turn runs does (SendMessage.OnBusy).
+const (
+	// OnBusyEnqueue waits for the running turn, and those queued before
+	// it, to end (the default).
+	OnBusyEnqueue = "enqueue"
+	// OnBusyReject refuses the message (CodeConflict): nothing is queued and
+	// the running turn goes on.
+	OnBusyReject = "reject"
+	// OnBusyInterrupt stops the running turn at its next safe point —
+	// keeping what its model had written as its partial answer, in the
+	// transcript — and answers the message next.
+	OnBusyInterrupt = "interrupt"
+	// OnBusyRollback stops the running turn and leaves it out of the
+	// transcript (its partial answer is not kept), then answers the
+	// message next.
+	OnBusyRollback = "rollback"
+)
+
+// DefaultMaxPending is how many messages a conversation queues when
+// ConversationInput.MaxPending is not set; past it a message is refused
+// (CodeRateLimited).
+const DefaultMaxPending = 100
+
+// validOnBusy checks an on_busy value.
+func validOnBusy(v string) error {
+	switch v {
+	case "", OnBusyEnqueue, OnBusyReject, OnBusyInterrupt, OnBusyRollback:
+		return nil
+	}
+	return Errorf(CodeInvalid, "on_busy %q: want %q, %q, %q or %q", v, OnBusyEnqueue, OnBusyReject, OnBusyInterrupt, OnBusyRollback)
 }
 
 // Validate checks a message before it is accepted: it refuses what the
@@ -85,6 +133,9 @@ func (m SendMessage) Validate() error {
 		return err
 	}
 	if err := m.Caller.validate(); err != nil {
+		return err
+	}
+	if err := validOnBusy(m.OnBusy); err != nil {
 		return err
 	}
 	return m.Context.Bounded()
@@ -145,6 +196,9 @@ type StreamItem struct {
 type PendingMessage struct {
 	SendMessage
 	JobID string `json:"job_id"`
+	// Busy is the on_busy policy that applied to the message: the one it
+	// came with, when another turn ran as it arrived; "" when none ran.
+	Busy string `json:"busy,omitempty"`
 }
 
 // TranscriptEntry is one turn as the Conversation remembers it.

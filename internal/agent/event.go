@@ -67,11 +67,11 @@ const (
 	// decided: by a person (signal or update), by its deadline (timeout)
 	// or by the turn's cancellation (cancel).
 	EventApprovalDecided EventKind = "approval_decided"
-	// EventMessageStart: {message: {id, stream_id?}}. A message was
+	// EventMessageStart: {message: {id, stream_id?, on_busy?}}. A message was
 	// accepted and its answer begins; id is the message's job id and
 	// stream_id the turn that answers it.
 	EventMessageStart EventKind = "message_start"
-	// EventMessageEnd: {message: {id, stream_id?, status}}. The answer to
+	// EventMessageEnd: {message: {id, stream_id?, status, on_busy?}}. The answer to
 	// the message is complete; status is its turn's result status
 	// (completed, failed, rejected, canceled).
 	EventMessageEnd EventKind = "message_end"
@@ -237,6 +237,11 @@ type MessageEvent struct {
 	// Status, on message_end, is the turn's result status: completed,
 	// failed, rejected or canceled.
 	Status string `json:"status,omitempty"`
+	// OnBusy says what a message that came while another turn ran did
+	// (SendMessage.OnBusy): on its message_start, the policy it came
+	// with; on the message_end of the turn it stopped, interrupt or
+	// rollback (a rolled back turn is left out of the transcript).
+	OnBusy string `json:"on_busy,omitempty"`
 }
 
 // CustomEvent is a custom event's data: a value a tool emits for clients,
@@ -713,6 +718,9 @@ func (m *MessageEvent) validate(kind EventKind) error {
 	}
 	if err := validateKey("message.stream_id", m.StreamID); err != nil {
 		return err
+	}
+	if err := validOnBusy(m.OnBusy); err != nil {
+		return Errorf(CodeInvalid, "%s event: message.%v", kind, err)
 	}
 	switch {
 	case kind == EventMessageStart && m.Status != "":

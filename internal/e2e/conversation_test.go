@@ -249,4 +249,22 @@ func TestConversationWithTemporalCLI(t *testing.T) {
 		"--update-name", "send_message", "--update-input", `{"prompt":"  "}`)
 	require.Error(t, err)
 	e.replay("conv/demo/"+session, "conversation_two_turns")
+
+	// A message with an on_busy policy, as the README sends one: with no
+	// turn running it is answered as any other; a policy the
+	// conversation does not know is refused.
+	sendInput := func(update string) (string, error) {
+		return e.Temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.TaskQueue,
+			"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",
+			"--input", fmt.Sprintf(`{"tenant_id":"demo","session_id":%q}`, session),
+			"--update-name", "send_message", "--update-input", update)
+	}
+	out, err = sendInput(`{"prompt":"What is 2 + 2?","on_busy":"interrupt"}`)
+	require.NoError(t, err, out)
+	res, err = e.result(fmt.Sprintf("turn/demo/%s-3", session))
+	require.NoError(t, err)
+	require.Equal(t, "The result is 4.", res.Output)
+	out, err = sendInput(`{"prompt":"What is 3 + 3?","on_busy":"later"}`)
+	require.Error(t, err)
+	require.Contains(t, out, `on_busy \"later\": want`)
 }

@@ -29,11 +29,13 @@ type message struct {
 }
 
 // StartMessage logs that a message's turn starts: a message_start with
-// the message's id (its job id) and the turn's stream. From now on the
-// log takes the turn's batches (AcceptMessage) until EndMessage.
-func (l *Log) StartMessage(id, streamID string) agent.Event {
+// the message's id (its job id), the turn's stream and, for a message
+// that came while another turn ran, the on_busy policy it came with
+// (agent.MessageEvent.OnBusy). From now on the log takes the turn's
+// batches (AcceptMessage) until EndMessage.
+func (l *Log) StartMessage(id, streamID, onBusy string) agent.Event {
 	l.msg = &message{id: id, streamID: streamID}
-	return l.Append(agent.Event{Kind: agent.EventMessageStart, Message: &agent.MessageEvent{ID: id, StreamID: streamID}})
+	return l.Append(agent.Event{Kind: agent.EventMessageStart, Message: &agent.MessageEvent{ID: id, StreamID: streamID, OnBusy: onBusy}})
 }
 
 // AcceptMessage logs a batch of the running message's turn — its model
@@ -64,9 +66,10 @@ func (l *Log) AcceptMessage(b agent.TokenBatch) bool {
 // EndMessage logs the end of the running message's turn: the answer's
 // text on the text topic (a completed turn's output: final, its turn has
 // ended) and a message_end with the turn's status (completed, failed,
-// rejected or canceled; anything else is logged as failed). The log takes
-// nothing more from the turn.
-func (l *Log) EndMessage(status, output string) agent.Event {
+// rejected or canceled; anything else is logged as failed) and, when a
+// later message's policy stopped the turn, that policy (interrupt or
+// rollback). The log takes nothing more from the turn.
+func (l *Log) EndMessage(status, output, onBusy string) agent.Event {
 	m := l.msg
 	if m == nil {
 		m = &message{}
@@ -79,7 +82,7 @@ func (l *Log) EndMessage(status, output string) agent.Event {
 	default:
 		status = agent.StatusFailed
 	}
-	return l.Append(agent.Event{Kind: agent.EventMessageEnd, Message: &agent.MessageEvent{ID: m.id, StreamID: m.streamID, Status: status}})
+	return l.Append(agent.Event{Kind: agent.EventMessageEnd, Message: &agent.MessageEvent{ID: m.id, StreamID: m.streamID, Status: status, OnBusy: onBusy}})
 }
 
 // CarryBytes bounds the items a Conversation's run hands to the next one

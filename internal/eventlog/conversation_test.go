@@ -44,7 +44,7 @@ func TestMessageLog(t *testing.T) {
 	const turn1, turn2 = "turn/demo/s1-1", "turn/demo/s1-2"
 	l := New(convID)
 	require.False(t, l.AcceptMessage(tokens(turn1, 3, "early")), "no message runs yet")
-	start := l.StartMessage("s1-1", turn1)
+	start := l.StartMessage("s1-1", turn1, "")
 	require.Equal(t, agent.Event{StreamID: convID, Index: 1, Kind: agent.EventMessageStart, Message: &agent.MessageEvent{ID: "s1-1", StreamID: turn1}}, start)
 
 	tests := []struct {
@@ -64,15 +64,15 @@ func TestMessageLog(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.taken, l.AcceptMessage(tt.batch), tt.name)
 	}
-	end := l.EndMessage(agent.StatusCompleted, "The answer")
+	end := l.EndMessage(agent.StatusCompleted, "The answer", "")
 	require.Equal(t, &agent.MessageEvent{ID: "s1-1", StreamID: turn1, Status: agent.StatusCompleted}, end.Message)
 	require.False(t, l.AcceptMessage(tokens(turn1, 20, "late")), "the message has ended")
 
-	l.StartMessage("s1-2", turn2)
+	l.StartMessage("s1-2", turn2, "")
 	require.True(t, l.AcceptMessage(tokens(turn2, 2, "no")))
-	l.EndMessage(agent.StatusFailed, "ignored: the turn failed")
-	l.StartMessage("s1-3", "turn/demo/s1-3")
-	l.EndMessage("weird", "")
+	l.EndMessage(agent.StatusFailed, "ignored: the turn failed", "")
+	l.StartMessage("s1-3", "turn/demo/s1-3", "")
+	l.EndMessage("weird", "", "")
 
 	page := l.Page(agent.EventsQuery{})
 	var got []string
@@ -117,9 +117,9 @@ func conversationLog(n int) *Log {
 	l := New(convID)
 	for i := range n {
 		turn := contract.TurnWorkflowID("demo", fmt.Sprintf("s1-%d", i))
-		l.StartMessage("m", turn)
+		l.StartMessage("m", turn, "")
 		l.AcceptMessage(tokens(turn, 2, strings.Repeat("w", 100)))
-		l.EndMessage(agent.StatusCompleted, strings.Repeat("w", 100))
+		l.EndMessage(agent.StatusCompleted, strings.Repeat("w", 100), "")
 	}
 	return l
 }
@@ -169,7 +169,7 @@ func TestCarry(t *testing.T) {
 		}
 
 		// The next run goes on where this one stopped.
-		next := r.StartMessage("m2", "turn/demo/s1-z")
+		next := r.StartMessage("m2", "turn/demo/s1-z", "")
 		require.Equal(t, l.Next(), next.Index)
 		after, err := r.page(PollInput{FromOffset: l.Offset()})
 		require.NoError(t, err)
@@ -253,7 +253,7 @@ func carriedWorkflow(ctx workflow.Context, s agent.StreamState) error {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(add, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
-			l.StartMessage("m", "turn/demo/m")
+			l.StartMessage("m", "turn/demo/m", "")
 		})
 		sel.AddReceive(done, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)

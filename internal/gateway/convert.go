@@ -208,7 +208,7 @@ func toPBMessage(m *agent.MessageEvent) *pb.MessageEvent {
 	if m == nil {
 		return &pb.MessageEvent{}
 	}
-	return &pb.MessageEvent{Id: m.ID, StreamId: m.StreamID, Status: m.Status}
+	return &pb.MessageEvent{Id: m.ID, StreamId: m.StreamID, Status: m.Status, OnBusy: m.OnBusy}
 }
 
 // FromPBEvent converts an event back to the domain type, for clients
@@ -310,7 +310,7 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 }
 
 func fromPBMessage(m *pb.MessageEvent) *agent.MessageEvent {
-	return &agent.MessageEvent{ID: m.GetId(), StreamID: m.GetStreamId(), Status: m.GetStatus()}
+	return &agent.MessageEvent{ID: m.GetId(), StreamID: m.GetStreamId(), Status: m.GetStatus(), OnBusy: m.GetOnBusy()}
 }
 
 func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {

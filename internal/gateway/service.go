@@ -480,7 +480,8 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 	if err := conv.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}
-	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()), Caller: callerOf(ctx).Caller()}
+	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()), Caller: callerOf(ctx).Caller(),
+		OnBusy: in.GetOnBusy()}
 	if err := msg.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}

@@ -2390,10 +2390,14 @@ func (x *ApprovalDecidedEvent) GetVia() string {
 // MessageEvent names a message: a user message accepted (a turn's request,
 // or a conversation's SendMessage) and the answer to it.
 type MessageEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                             // the message's job id
-	StreamId      string                 `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // the turn that answers it (on a conversation's stream, its child turn)
-	Status        string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`                     // message_end: completed | failed | rejected | canceled
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                             // the message's job id
+	StreamId string                 `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // the turn that answers it (on a conversation's stream, its child turn)
+	Status   string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`                     // message_end: completed | failed | rejected | canceled
+	// message_start: the on_busy policy the message came with while another
+	// turn ran; message_end: interrupt or rollback when a later message
+	// stopped the turn.
+	OnBusy        string `protobuf:"bytes,4,opt,name=on_busy,json=onBusy,proto3" json:"on_busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2445,6 +2449,13 @@ func (x *MessageEvent) GetStreamId() string {
 func (x *MessageEvent) GetStatus() string {
 	if x != nil {
 		return x.Status
+	}
+	return ""
+}
+
+func (x *MessageEvent) GetOnBusy() string {
+	if x != nil {
+		return x.OnBusy
 	}
 	return ""
 }
@@ -3226,8 +3237,15 @@ type SendMessageRequest struct {
 	JobId     string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"` // idempotency key; empty: the conversation numbers messages
 	Context   *TurnContext           `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
 	// For a conversation that does not exist yet:
-	AgentId       string `protobuf:"bytes,5,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // empty: routed
-	History       string `protobuf:"bytes,6,opt,name=history,proto3" json:"history,omitempty"`                // "load" (default) | "fresh"
+	AgentId string `protobuf:"bytes,5,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"` // empty: routed
+	History string `protobuf:"bytes,6,opt,name=history,proto3" json:"history,omitempty"`                // "load" (default) | "fresh"
+	// What this message does if a turn of the conversation runs when it
+	// arrives: "enqueue" (the default: it waits), "reject" (refused with
+	// FAILED_PRECONDITION, nothing queued), "interrupt" (the running turn stops
+	// at its next safe point, keeping its partial answer, and this message
+	// is answered next) or "rollback" (the same, leaving the stopped turn
+	// out of the transcript).
+	OnBusy        string `protobuf:"bytes,7,opt,name=on_busy,json=onBusy,proto3" json:"on_busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3300,6 +3318,13 @@ func (x *SendMessageRequest) GetAgentId() string {
 func (x *SendMessageRequest) GetHistory() string {
 	if x != nil {
 		return x.History
+	}
+	return ""
+}
+
+func (x *SendMessageRequest) GetOnBusy() string {
+	if x != nil {
+		return x.OnBusy
 	}
 	return ""
 }
@@ -5778,11 +5803,12 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x1a\n" +
 	"\bapprover\x18\x04 \x01(\tR\bapprover\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x10\n" +
-	"\x03via\x18\x06 \x01(\tR\x03via\"S\n" +
+	"\x03via\x18\x06 \x01(\tR\x03via\"l\n" +
 	"\fMessageEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x16\n" +
-	"\x06status\x18\x03 \x01(\tR\x06status\"}\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x17\n" +
+	"\aon_busy\x18\x04 \x01(\tR\x06onBusy\"}\n" +
 	"\vCustomEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1d\n" +
@@ -5848,7 +5874,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\ftoken_budget\x18\x03 \x01(\x05R\vtokenBudget\x120\n" +
 	"\x14approval_timeout_sec\x18\x04 \x01(\x05R\x12approvalTimeoutSec\x12*\n" +
 	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\x12(\n" +
-	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xcc\x01\n" +
+	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xe5\x01\n" +
 	"\x12SendMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5856,7 +5882,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x123\n" +
 	"\acontext\x18\x04 \x01(\v2\x19.agentflow.v1.TurnContextR\acontext\x12\x19\n" +
 	"\bagent_id\x18\x05 \x01(\tR\aagentId\x12\x18\n" +
-	"\ahistory\x18\x06 \x01(\tR\ahistory\"r\n" +
+	"\ahistory\x18\x06 \x01(\tR\ahistory\x12\x17\n" +
+	"\aon_busy\x18\a \x01(\tR\x06onBusy\"r\n" +
 	"\x13SendMessageResponse\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +

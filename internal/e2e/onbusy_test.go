@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/turnclient"
+)
+
+// busyConversation is a conversation whose first message, a story, is
+// streaming.
+type busyConversation struct {
+	e     *env
+	t     *testing.T
+	ctx   context.Context
+	in    agent.ConversationInput
+	story agent.SendMessageResult
+}
+
+// startBusy starts a conversation and returns once its first turn, the
+// story, has streamed a few words.
+func startBusy(t *testing.T, e *env, ctx context.Context, in agent.ConversationInput) *busyConversation {
+	t.Helper()
+	in.TenantID, in.SessionID = "demo", "busy-"+testserver.RandomID()
+	story, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: "tell a story"})
+	require.NoError(t, err)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var live []agent.Event
+	errEnough := errors.New("enough")
+	err = e.Follower().Follow(fctx, story.TurnWorkflowID, 0, func(ev agent.Event) error {
+		if live = append(live, ev); countTokens(live) >= 3 {
+			return errEnough
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, errEnough, "the story streams")
+	return &busyConversation{e: e, t: t, ctx: ctx, in: in, story: story}
+}
+
+func (b *busyConversation) send(m agent.SendMessage) (agent.SendMessageResult, error) {
+	return turnclient.SendMessage(b.ctx, b.e.Client(), b.e.TaskQueue, b.in, m)
+}
+
+func (b *busyConversation) result(turnID string) agent.TurnResult {
+	b.t.Helper()
+	res, err := turnclient.Result(b.ctx, b.e.Client().GetWorkflow(b.ctx, turnID, ""))
+	require.NoError(b.t, err)
+	return res
+}
+
+// transcript is the session's stored messages, as "role: text".
+func (b *busyConversation) transcript() []string {
+	b.t.Helper()
+	msgs, err := b.e.Store().SessionMessages(b.ctx, b.in.TenantID, b.in.SessionID, 0)
+	require.NoError(b.t, err)
+	var out []string
+	for _, m := range msgs {
+		out = append(out, string(m.Role)+": "+m.Content)
+	}
+	return out
+}
+
+// sentToModel is what the model was sent for the last call whose last
+// message was prompt, as "role: text".
+func (b *busyConversation) sentToModel(prompt string) []string {
+	var sent []string
+	for _, r := range b.e.Model.Requests() {
+		if len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Content == prompt {
+			sent = sent[:0]
+			for _, m := range r.Messages {
+				sent = append(sent, m.Role+": "+m.Content)
+			}
+		}
+	}
+	return sent
+}
+
+// messageEvents are the message_start and message_end events of the
+// conversation's stream until the message_end of lastJob.
+func (b *busyConversation) messageEvents(lastJob string) []agent.MessageEvent {
+	b.t.Helper()
+	got, err := wsFollow(b.ctx, b.e.Client(), contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID), nil, 0, untilMessageEnd(lastJob))
+	require.NoError(b.t, err)
+	var out []agent.MessageEvent
+	for _, it := range got.items {
+		var e agent.Event
+		if it.Topic == "events" && json.Unmarshal(it.Payload.GetData(), &e) == nil && e.Message != nil && e.Child == nil {
+			out = append(out, *e.Message)
+		}
+	}
+	return out
+}
+
+// TestConversationOnBusy: what a message that arrives while a turn runs
+// does, by its on_busy policy (or the conversation's): reject refuses it
+// and loses nothing, a full queue refuses the next one, interrupt stops
+// the running turn keeping its partial answer in the transcript and
+// answers the message next, rollback stops it and leaves it out of the
+// transcript. The conversation's stream says what each message did.
+func TestConversationOnBusy(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const question = "what is 2+2?"
+
+	t.Run("reject", func(t *testing.T) {
+		b := startBusy(t, e, ctx, agent.ConversationInput{})
+		_, err := b.send(agent.SendMessage{Prompt: question, OnBusy: agent.OnBusyReject})
+		require.Equal(t, agent.CodeConflict, agent.ErrorCode(err), "error: %v", err)
+		require.ErrorContains(t, err, `asks to be refused while a turn runs (on_busy "reject")`)
+		require.Equal(t, storyText, b.result(b.story.TurnWorkflowID).Output, "the story goes on")
+
+		// Once the conversation has seen the turn end, the message is
+		// taken.
+		var sent agent.SendMessageResult
+		require.Eventually(t, func() bool {
+			sent, err = b.send(agent.SendMessage{Prompt: question, OnBusy: agent.OnBusyReject})
+			return err == nil
+		}, 30*time.Second, 20*time.Millisecond, "the message is taken once the turn has ended: %v", err)
+		require.Equal(t, "The result is 4.", b.result(sent.TurnWorkflowID).Output)
+		require.Equal(t, []string{"user: tell a story", "assistant: " + storyText, "user: " + question, "assistant: The result is 4."},
+			b.transcript())
+	})
+
+	t.Run("a full queue", func(t *testing.T) {
+		b := startBusy(t, e, ctx, agent.ConversationInput{MaxPending: 1})
+		queued := make(chan error, 1)
+		go func() {
+			_, err := b.send(agent.SendMessage{Prompt: "what is 1+1?"})
+			queued <- err
+		}()
+		convID := contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID)
+		require.Eventually(t, func() bool {
+			tr, err := turnclient.Transcript(ctx, e.Client(), convID)
+			return err == nil && len(tr.Pending) == 1
+		}, 30*time.Second, 20*time.Millisecond, "one message waits")
+		_, err := b.send(agent.SendMessage{Prompt: question})
+		require.Equal(t, agent.CodeRateLimited, agent.ErrorCode(err), "error: %v", err)
+		require.ErrorContains(t, err, "its limit (max_pending)")
+		require.NoError(t, <-queued, "the queued message is answered")
+	})
+
+	t.Run("interrupt", func(t *testing.T) {
+		b := startBusy(t, e, ctx, agent.ConversationInput{OnBusy: agent.OnBusyInterrupt})
+		sent, err := b.send(agent.SendMessage{Prompt: question})
+		require.NoError(t, err)
+		story := b.result(b.story.TurnWorkflowID)
+		require.Equal(t, agent.StatusCanceled, story.Status)
+		require.True(t, story.Partial)
+		require.True(t, strings.HasPrefix(storyText, story.Output) && len(story.Output) < len(storyText), "partial: %q", story.Output)
+		require.Equal(t, "The result is 4.", b.result(sent.TurnWorkflowID).Output)
+
+		require.Equal(t, []string{"user: tell a story", "assistant: " + story.Output, "user: " + question, "assistant: The result is 4."},
+			b.transcript())
+		require.Equal(t, []string{
+			"system: Use the calculator for arithmetic.",
+			"user: tell a story", "assistant: " + story.Output + agent.InterruptedNote,
+			"user: " + question,
+		}, b.sentToModel(question), "the model reads the partial answer as cut short")
+		require.Equal(t, []agent.MessageEvent{
+			{ID: b.story.JobID, StreamID: b.story.TurnWorkflowID},
+			{ID: b.story.JobID, StreamID: b.story.TurnWorkflowID, Status: agent.StatusCanceled, OnBusy: agent.OnBusyInterrupt},
+			{ID: sent.JobID, StreamID: sent.TurnWorkflowID, OnBusy: agent.OnBusyInterrupt},
+			{ID: sent.JobID, StreamID: sent.TurnWorkflowID, Status: agent.StatusCompleted},
+		}, b.messageEvents(sent.JobID))
+		e.replay(contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID), "conversation_interrupted")
+	})
+
+	t.Run("rollback", func(t *testing.T) {
+		b := startBusy(t, e, ctx, agent.ConversationInput{})
+		sent, err := b.send(agent.SendMessage{Prompt: question, OnBusy: agent.OnBusyRollback})
+		require.NoError(t, err)
+		story := b.result(b.story.TurnWorkflowID)
+		require.Equal(t, agent.StatusCanceled, story.Status)
+		require.False(t, story.Partial)
+		require.Empty(t, story.Output)
+		require.Equal(t, "The result is 4.", b.result(sent.TurnWorkflowID).Output)
+
+		require.Equal(t, []string{"user: " + question, "assistant: The result is 4."}, b.transcript(), "no trace of the story")
+		require.Equal(t, []string{"system: Use the calculator for arithmetic.", "user: " + question}, b.sentToModel(question))
+		tr, err := turnclient.Transcript(ctx, e.Client(), contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID))
+		require.NoError(t, err)
+		require.Len(t, tr.Window, 1)
+		require.Equal(t, sent.JobID, tr.Window[0].JobID)
+		events := b.messageEvents(sent.JobID)
+		require.Equal(t, agent.MessageEvent{ID: b.story.JobID, StreamID: b.story.TurnWorkflowID, Status: agent.StatusCanceled, OnBusy: agent.OnBusyRollback},
+			events[1])
+	})
+}
