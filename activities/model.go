@@ -170,6 +170,12 @@ func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) 
 	if err := a.storeToolFailures(ctx, in.TenantID, in.JobID, in.ToolFailures); err != nil {
 		return nil, err
 	}
+	for _, st := range in.Steer {
+		// A message added to the turn while it ran, read in its place.
+		if err := a.store.PutStep(ctx, in.TenantID, in.JobID, st.Seq, agent.Message{Role: agent.RoleUser, Content: st.Prompt}); err != nil {
+			return nil, fmt.Errorf("store a message added to the turn: %w", err)
+		}
+	}
 	if in.Repair != "" {
 		// The answer to repair is step Seq-2; what was wrong with it comes
 		// after it, and the repaired answer after that.

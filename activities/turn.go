@@ -166,7 +166,11 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 				prompt.Parts = steps[0].Parts
 			}
 		}
-		msgs := []agent.Message{prompt, {Role: agent.RoleAssistant, Content: stored.Output, Partial: stored.Partial}}
+		msgs := []agent.Message{prompt}
+		for _, p := range in.Steered {
+			msgs = append(msgs, agent.Message{Role: agent.RoleUser, Content: p})
+		}
+		msgs = append(msgs, agent.Message{Role: agent.RoleAssistant, Content: stored.Output, Partial: stored.Partial})
 		if err := a.store.AppendSession(ctx, req.TenantID, req.SessionID, req.JobID, msgs); err != nil {
 			return agent.TurnResult{}, fmt.Errorf("append to session %q: %w", req.SessionID, err)
 		}

@@ -64,6 +64,14 @@ const (
 	// Recorded: testdata/turn_stopped_partial.json.
 	stopKeepsChange = "stop-keeps-partial"
 
+	// steerChange: a turn takes in the messages added to it while it runs
+	// (contract.SignalSteer): each becomes a user step before the next
+	// model call, and a steered event; a model that had answered answers
+	// again. Runs before it had no steer signal.
+	//
+	// Recorded: testdata/turn_steered.json.
+	steerChange = "steer-turn"
+
 	// completeChange: an approve signal that does not say "approved" or
 	// "approver" is refused and decides nothing (complete). Runs before it
 	// took one as a rejection. (The approve update's validator refuses
@@ -154,7 +162,8 @@ const (
 	// (a tool's image, kept by ref, as the result's image block),
 	// testdata/turn_live_first_canceled.json (a call streamed live first,
 	// sealed when the turn stopped), testdata/turn_stopped_partial.json
-	// (the same, keeping its partial answer).
+	// (the same, keeping its partial answer), testdata/turn_steered.json
+	// (a message taken in while it ran).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -172,7 +181,8 @@ const (
 	//
 	// Recorded: testdata/conversation_workflow_streams.json,
 	// testdata/conversation_interrupted.json (a message that interrupts
-	// the running turn, SendMessage.OnBusy).
+	// the running turn, SendMessage.OnBusy),
+	// testdata/conversation_steered.json (one added to the running turn).
 	conversationStreamsChange = "conversation-streams"
 
 	// conversationTurnEventsChange: a turn whose request asks it
@@ -182,7 +192,9 @@ const (
 	// its parent (eventlog.Forwarder). The marker is the turn's first
 	// command. Runs before it forwarded to delegating turns only.
 	//
-	// Recorded: testdata/conversation_turn_events.json.
+	// Recorded: testdata/conversation_turn_events.json,
+	// testdata/turn_steered.json (a conversation's turn that took in a
+	// message while it ran).
 	conversationTurnEventsChange = "conversation-turn-events"
 
 	// fallbackChange: a model call that fails for good with an error type

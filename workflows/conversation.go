@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -115,6 +116,8 @@ type conversation struct {
 type runningTurn struct {
 	jobID, workflowID string
 	stoppedBy         string
+	// steered are the messages added to it (on_busy steer).
+	steered []agent.PendingMessage
 }
 
 // onBusy is the policy a message follows if a turn runs when it arrives.
@@ -257,6 +260,13 @@ func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.Se
 		// at its next safe point.
 		c.carry.Pending = append([]agent.PendingMessage{pending}, c.carry.Pending...)
 		c.stopRunning(ctx, pending)
+	case agent.OnBusySteer:
+		if turnID, ok := c.steerRunning(ctx, pending); ok {
+			res.TurnWorkflowID, res.Steered = turnID, true
+			return res, nil
+		}
+		// The turn is stopping, or has ended: the message waits its turn.
+		c.carry.Pending = append(c.carry.Pending, pending)
 	default:
 		c.carry.Pending = append(c.carry.Pending, pending)
 	}
@@ -284,6 +294,36 @@ func (c *conversation) stopRunning(ctx workflow.Context, by agent.PendingMessage
 	// A turn that ended meanwhile has nothing to stop: the signal's
 	// failure says only that.
 	_ = workflow.SignalExternalWorkflow(ctx, r.workflowID, "", contract.SignalCancelTurn, req).Get(ctx, nil)
+}
+
+// steerRunning adds a message to the running turn, which takes it in at
+// its next step boundary, and returns the turn's id; false when no turn
+// can take it (none runs, a message stopped it, or it has just ended).
+func (c *conversation) steerRunning(ctx workflow.Context, m agent.PendingMessage) (string, bool) {
+	r := c.running
+	if r == nil || r.stoppedBy != "" {
+		return "", false
+	}
+	err := workflow.SignalExternalWorkflow(ctx, r.workflowID, "", contract.SignalSteer,
+		agent.SteerMessage{ID: m.JobID, Prompt: m.Prompt}).Get(ctx, nil)
+	if err != nil {
+		return "", false
+	}
+	r.steered = append(r.steered, m)
+	c.started[m.JobID] = true
+	return r.workflowID, true
+}
+
+// unanswered are the messages added to a turn that it did not take in
+// (it ended first): they are answered next, in order.
+func unanswered(steered []agent.PendingMessage, taken []string) []agent.PendingMessage {
+	var out []agent.PendingMessage
+	for _, m := range steered {
+		if !slices.Contains(taken, m.JobID) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // runTurn runs one message's turn as a child and remembers its outcome.
@@ -319,6 +359,9 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 			res = failed
 		}
 		stoppedBy := c.running.stoppedBy
+		if left := unanswered(c.running.steered, res.Steered); len(left) > 0 {
+			c.carry.Pending = append(left, c.carry.Pending...)
+		}
 		c.running = nil
 		end(res.Status, res.Output, stoppedBy)
 		entry.Status, entry.ResultRef = res.Status, res.ResultRef

@@ -146,6 +146,15 @@ type turn struct {
 	// partial is what the model call a cancellation stopped had streamed:
 	// the turn's partial answer (stopKeepsChange).
 	partial string
+	// steer receives messages added to the turn (contract.SignalSteer);
+	// inbox holds those received and not yet taken in; steers are those
+	// taken in that the next model call stores; steered their ids and
+	// prompts, in order (steerChange).
+	steer    workflow.ReceiveChannel
+	inbox    []agent.SteerMessage
+	steers   []contract.SteerStep
+	steered  []string
+	prompted []string
 	// unstored are tool calls that did not run whose results no CallModel
 	// has stored yet: SaveResult stores them when the turn ends first.
 	unstored []contract.ToolFailure
@@ -202,6 +211,7 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 		return agent.TurnResult{}, err
 	}
 	t.startCancel(ctx)
+	t.startSteer(ctx)
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
 	if err := t.req.ValidateBase(); err != nil {
 		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
@@ -326,6 +336,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if t.canceled != nil {
 			return "", t.cancelError()
 		}
+		t.takeSteers(ctx)
 		reply, err := t.callModel(ctx, limits, i)
 		if err != nil {
 			if t.canceled != nil {
@@ -352,6 +363,11 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		}
 		if len(reply.ToolCalls) == 0 {
 			t.finishStep(ctx, step, reply)
+			if t.receiveSteers(ctx) {
+				// A message came while the model answered: it answers
+				// again, having read it.
+				continue
+			}
 			if reply.OutputProblems == "" || !t.checksOutput(ctx) {
 				t.output = reply.OutputJSON
 				return reply.Content, nil
@@ -469,11 +485,12 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		Seq: t.seq, ToolFailures: t.unstored,
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
 		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "",
-		OutputSchema: t.req.OutputSchema, Repair: repair,
+		OutputSchema: t.req.OutputSchema, Repair: repair, Steer: t.steers,
 		// A Workflow Streams subscriber polls the log, so it gets the
 		// batches as signals, as they stream.
 		LiveFirst: t.req.Notify == "" && !t.log.Polled(),
 	}
+	t.steers = nil
 	for {
 		if model != t.agent.Model {
 			in.Model = model
@@ -774,6 +791,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	if res.Metadata.ToolCalls == nil {
 		res.Metadata.ToolCalls = []agent.ToolCallRecord{}
 	}
+	res.Steered = t.steered
 	switch {
 	case failure != nil && failure.Type == agent.ErrTypeCanceled:
 		res.Status, res.Output, res.Error = agent.StatusCanceled, "", failure
@@ -801,6 +819,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	err := dbStep(sctx, contract.SaveResult, time.Time{}, contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
 		Reasoning: agent.Clip(strings.Join(t.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.files,
+		Steered: t.prompted,
 	}, &saved)
 	if err != nil {
 		return agent.TurnResult{}, err

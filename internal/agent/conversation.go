@@ -97,7 +97,28 @@ const (
 	// transcript (its partial answer is not kept), then answers the
 	// message next.
 	OnBusyRollback = "rollback"
+	// OnBusySteer adds the message to the running turn, which goes on:
+	// the model reads it before its next call (one more, if it had
+	// answered). A turn that ends before it could take the message in
+	// leaves it to be answered next, as a message of its own.
+	OnBusySteer = "steer"
 )
+
+// SteerMessage is a message added to a running turn (OnBusySteer), sent
+// to it as contract.SignalSteer.
+type SteerMessage struct {
+	// ID is the message's job id in its conversation.
+	ID     string `json:"id"`
+	Prompt string `json:"prompt"`
+}
+
+// Validate checks a steer message before a turn takes it in.
+func (m SteerMessage) Validate() error {
+	if err := requireKey("id", m.ID); err != nil {
+		return err
+	}
+	return SendMessage{Prompt: m.Prompt}.Validate()
+}
 
 // DefaultMaxPending is how many messages a conversation queues when
 // ConversationInput.MaxPending is not set; past it a message is refused
@@ -107,10 +128,10 @@ const DefaultMaxPending = 100
 // validOnBusy checks an on_busy value.
 func validOnBusy(v string) error {
 	switch v {
-	case "", OnBusyEnqueue, OnBusyReject, OnBusyInterrupt, OnBusyRollback:
+	case "", OnBusyEnqueue, OnBusyReject, OnBusyInterrupt, OnBusyRollback, OnBusySteer:
 		return nil
 	}
-	return Errorf(CodeInvalid, "on_busy %q: want %q, %q, %q or %q", v, OnBusyEnqueue, OnBusyReject, OnBusyInterrupt, OnBusyRollback)
+	return Errorf(CodeInvalid, "on_busy %q: want %q, %q, %q, %q or %q", v, OnBusyEnqueue, OnBusyReject, OnBusyInterrupt, OnBusyRollback, OnBusySteer)
 }
 
 // Validate checks a message before it is accepted: it refuses what the
@@ -147,6 +168,9 @@ func (m SendMessage) Validate() error {
 type SendMessageResult struct {
 	TurnWorkflowID string `json:"turn_workflow_id"`
 	JobID          string `json:"job_id"`
+	// Steered: the message was added to the running turn
+	// TurnWorkflowID (OnBusySteer), whose answer answers it too.
+	Steered bool `json:"steered,omitempty"`
 }
 
 // ConversationCarry is what a Conversation hands to its next run.

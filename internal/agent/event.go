@@ -75,6 +75,11 @@ const (
 	// the message is complete; status is its turn's result status
 	// (completed, failed, rejected, canceled).
 	EventMessageEnd EventKind = "message_end"
+	// EventSteered: {message: {id}, text}. A message of the turn's
+	// conversation was added to it while it ran (on_busy "steer"): id is
+	// the message's job id, text its prompt, which the model reads before
+	// its next call.
+	EventSteered EventKind = "steered"
 	// EventCustom: {custom: {name, id?, value}, tool?: {call_id, name}}.
 	// Application data a tool emits for the client (a chart, a citation, a
 	// progress figure): a name, a JSON value of at most MaxCustomValueBytes
@@ -88,7 +93,7 @@ func EventKinds() []EventKind {
 	return []EventKind{
 		EventStatus, EventToken, EventReasoning, EventToolArgsDelta, EventToolStart, EventToolProgress, EventToolEnd,
 		EventApprovalRequired, EventApprovalDecided, EventStepStart, EventStepFinish, EventMessageStart, EventMessageEnd,
-		EventContent, EventUsage, EventCustom, EventError,
+		EventSteered, EventContent, EventUsage, EventCustom, EventError,
 	}
 }
 
@@ -560,6 +565,7 @@ var eventShapes = map[EventKind]eventShape{
 	EventStepFinish:       {fStep | fUsage | fFinish | fModel, fStep | fUsage | fFinish},
 	EventMessageStart:     {fMessage, fMessage},
 	EventMessageEnd:       {fMessage, fMessage},
+	EventSteered:          {fMessage | fText, fMessage | fText},
 	EventContent:          {fContent, fContent},
 	EventUsage:            {fUsage | fStep | fModel, fUsage},
 	EventCustom:           {fCustom | fTool, fCustom},
@@ -660,6 +666,14 @@ func (e Event) validatePayload() error {
 		}
 		return validateKey("finish_reason", e.FinishReason)
 	case EventMessageStart, EventMessageEnd:
+		return e.Message.validate(e.Kind)
+	case EventSteered:
+		if e.Message.StreamID != "" || e.Message.Status != "" || e.Message.OnBusy != "" {
+			return Errorf(CodeInvalid, "steered event: message has an id only")
+		}
+		if len(e.Text) > MaxPromptBytes {
+			return Errorf(CodeInvalid, "steered event: text is longer than %d bytes", MaxPromptBytes)
+		}
 		return e.Message.validate(e.Kind)
 	case EventCustom:
 		if err := e.Custom.Validate(); err != nil {

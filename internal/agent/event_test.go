@@ -101,6 +101,8 @@ func documentedEvents() []struct {
 			`{"stream_id":"conv/acme/s1","event_index":1,"kind":"message_start","message":{"id":"s1-1","stream_id":"turn/acme/s1-1"}}`},
 		{Event{StreamID: "conv/acme/s1", Index: 2, Kind: EventMessageEnd, Message: &MessageEvent{ID: "s1-1", StreamID: "turn/acme/s1-1", Status: StatusCompleted}},
 			`{"stream_id":"conv/acme/s1","event_index":2,"kind":"message_end","message":{"id":"s1-1","stream_id":"turn/acme/s1-1","status":"completed"}}`},
+		{Event{StreamID: "turn/acme/s1-3", Index: 8, Kind: EventSteered, Message: &MessageEvent{ID: "s1-4"}, Text: "in euros, please"},
+			`{"stream_id":"turn/acme/s1-3","event_index":8,"kind":"steered","message":{"id":"s1-4"},"text":"in euros, please"}`},
 		{Event{StreamID: "turn/acme/j1", Index: 12, Kind: EventContent, Content: json.RawMessage(`{"type":"text","text":"2+2 = 4"}`)},
 			`{"stream_id":"turn/acme/j1","event_index":12,"kind":"content","content":{"type":"text","text":"2+2 = 4"}}`},
 		{Event{StreamID: "turn/acme/j1", Index: 11, Kind: EventUsage, Step: 1, Usage: usage, Model: "anthropic:claude-3-5-haiku-latest"},

@@ -467,6 +467,9 @@ type TurnResult struct {
 	// reasoning, the images and files its tools produced (by cas:// ref),
 	// its JSON (OutputJSON) and its text (Output).
 	Blocks []Block `json:"blocks,omitempty"`
+	// Steered are the ids of the messages the turn took in while it ran
+	// (SteerMessage), in order.
+	Steered []string `json:"steered,omitempty"`
 	// Partial says the turn was stopped while its model wrote its answer
 	// (StatusCanceled): Output is what it had written, kept — in the
 	// result, the session's transcript and the stream's last events.

@@ -117,7 +117,18 @@ type CallModelInput struct {
 	// (a user message the model reads after its answer) before it calls
 	// the model.
 	Repair string `json:"repair,omitempty"`
+	// Steer are messages added to the turn while it ran
+	// (agent.SteerMessage), each stored as a user step at its Seq, before
+	// the call reads the turn so far.
+	Steer []SteerStep `json:"steer,omitempty"`
 	Live
+}
+
+// SteerStep is a message added to a running turn, as the step it is
+// stored under.
+type SteerStep struct {
+	Seq    int    `json:"seq"`
+	Prompt string `json:"prompt"`
 }
 
 // Live is what a turn hands an activity to publish on the live path of its
@@ -243,6 +254,10 @@ type SaveResultInput struct {
 	// with its JSON and its text (agent.TurnResult.Blocks).
 	Reasoning string        `json:"reasoning,omitempty"`
 	Files     []agent.Block `json:"files,omitempty"`
+	// Steered are the prompts of the messages the turn took in while it
+	// ran, in order: the session's transcript has them after the
+	// turn's own prompt.
+	Steered []string `json:"steered,omitempty"`
 }
 
 // SealStreamInput names a live-first model call that failed for good or

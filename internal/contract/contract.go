@@ -78,6 +78,10 @@ const (
 	// its next safe point, stores a canceled result and ends CANCELED, as
 	// it does when the workflow itself is cancelled.
 	SignalCancelTurn = "cancel_turn"
+	// SignalSteer carries an agent.SteerMessage: the turn adds it to
+	// what its model reads before its next call, and logs a steered
+	// event (a Conversation's on_busy "steer").
+	SignalSteer = "steer"
 )
 
 // Workflow Streams: the protocol of Temporal's workflowstreams packages

@@ -38,6 +38,9 @@ rules:
   - name: story
     when: {user: '^tell a story'}
     reply: {text: '` + storyText + `'}
+  - name: steered
+    when: {user: '^now make it about (.+)$'}
+    reply: {text: 'A story about $1.'}
   - name: cut
     when: {user: '^cut a story'}
     fault: {cut_after_chunks: 25, times: 1}

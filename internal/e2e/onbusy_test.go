@@ -197,3 +197,65 @@ func TestConversationOnBusy(t *testing.T) {
 			events[1])
 	})
 }
+
+// TestConversationSteer: a message with on_busy steer joins the running
+// turn, which goes on: the model reads it before its next call — here,
+// having answered, it answers again — the turn's log and the
+// conversation's stream show it taken in, its result names it, and the
+// session's transcript has it after the turn's prompt. With no turn
+// running it is answered as any message.
+func TestConversationSteer(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const steer = "now make it about a cat"
+
+	b := startBusy(t, e, ctx, agent.ConversationInput{})
+	sent, err := b.send(agent.SendMessage{Prompt: steer, OnBusy: agent.OnBusySteer})
+	require.NoError(t, err)
+	require.True(t, sent.Steered)
+	require.Equal(t, b.story.TurnWorkflowID, sent.TurnWorkflowID, "the message joins the running turn")
+
+	res := b.result(b.story.TurnWorkflowID)
+	require.Equal(t, agent.StatusCompleted, res.Status)
+	require.Equal(t, "A story about a cat.", res.Output)
+	require.Equal(t, []string{sent.JobID}, res.Steered)
+	require.Equal(t, []string{
+		"system: Use the calculator for arithmetic.",
+		"user: tell a story", "assistant: " + storyText, "user: " + steer,
+	}, b.sentToModel(steer), "the model reads the message after what it had answered")
+	require.Equal(t, []string{"user: tell a story", "user: " + steer, "assistant: A story about a cat."}, b.transcript())
+
+	events, err := collect(ctx, e.Follower(), b.story.TurnWorkflowID, 0)
+	require.NoError(t, err)
+	var steered []agent.Event
+	for _, ev := range events {
+		if ev.Kind == agent.EventSteered {
+			steered = append(steered, ev)
+		}
+	}
+	require.Len(t, steered, 1)
+	require.Equal(t, &agent.MessageEvent{ID: sent.JobID}, steered[0].Message)
+	require.Equal(t, steer, steered[0].Text)
+
+	got, err := wsFollow(ctx, e.Client(), contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID), nil, 0, untilMessageEnd(b.story.JobID))
+	require.NoError(t, err)
+	var onStream int
+	for _, it := range got.items {
+		var ev agent.Event
+		if it.Topic == "events" && json.Unmarshal(it.Payload.GetData(), &ev) == nil && ev.Kind == agent.EventSteered {
+			require.NotNil(t, ev.Child, "the turn's event, on the conversation's stream")
+			require.Equal(t, b.story.JobID, ev.Child.CallID)
+			onStream++
+		}
+	}
+	require.Equal(t, 1, onStream)
+	e.replay(b.story.TurnWorkflowID, "turn_steered")
+	e.replay(contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID), "conversation_steered")
+
+	// No turn runs: the message is answered on its own.
+	idle, err := b.send(agent.SendMessage{Prompt: "what is 3+3?", OnBusy: agent.OnBusySteer})
+	require.NoError(t, err)
+	require.False(t, idle.Steered)
+	require.Equal(t, "The result is 6.", b.result(idle.TurnWorkflowID).Output)
+}

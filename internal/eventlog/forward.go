@@ -30,11 +30,12 @@ func NewForwarder(parent, streamID string) *Forwarder {
 }
 
 // Forwarded reports the kinds of its own events a child turn sends to its
-// parent: its tool calls, its approvals and how they were decided, and
-// what its tools emit for clients. (Its steps and statuses are its own.)
+// parent: its tool calls, its approvals and how they were decided, what
+// its tools emit for clients, and the messages added to it while it ran.
+// (Its steps and statuses are its own.)
 func Forwarded(k agent.EventKind) bool {
 	switch k {
-	case agent.EventToolStart, agent.EventToolEnd, agent.EventApprovalRequired, agent.EventApprovalDecided, agent.EventCustom:
+	case agent.EventToolStart, agent.EventToolEnd, agent.EventApprovalRequired, agent.EventApprovalDecided, agent.EventCustom, agent.EventSteered:
 		return true
 	}
 	return false

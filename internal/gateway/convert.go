@@ -80,7 +80,7 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 	out := &pb.TurnResult{
 		Version: r.Version, JobId: r.JobID, Status: r.Status, Output: r.Output, ResultRef: r.ResultRef,
 		ResultPreviewJson: string(r.ResultPreview), Error: toPBError(r.Error), StreamId: streamID, DataRef: r.DataRef,
-		OutputJson: string(r.OutputJSON), Partial: r.Partial,
+		OutputJson: string(r.OutputJSON), Partial: r.Partial, Steered: r.Steered,
 		Metadata: &pb.ResultMetadata{
 			AgentId: m.AgentID, AgentVersion: int32(m.AgentVersion), RouteRule: m.RouteRule,
 			TokensUsed: int64(m.TokensUsed), CacheHit: m.CacheHit, ExecutionTimeMs: m.ExecutionTimeMS, LlmModel: m.LLMModel,
@@ -178,6 +178,8 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 		out.Event = &pb.StreamEvent_MessageStart{MessageStart: toPBMessage(e.Message)}
 	case agent.EventMessageEnd:
 		out.Event = &pb.StreamEvent_MessageEnd{MessageEnd: toPBMessage(e.Message)}
+	case agent.EventSteered:
+		out.Event = &pb.StreamEvent_Steered{Steered: &pb.SteeredEvent{Id: toPBMessage(e.Message).GetId(), Text: e.Text}}
 	case agent.EventCustom:
 		c, t := agent.CustomEvent{}, toolOrEmpty(e.Tool)
 		if e.Custom != nil {
@@ -295,6 +297,8 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 		out.Kind, out.Message = agent.EventMessageStart, fromPBMessage(ev.MessageStart)
 	case *pb.StreamEvent_MessageEnd:
 		out.Kind, out.Message = agent.EventMessageEnd, fromPBMessage(ev.MessageEnd)
+	case *pb.StreamEvent_Steered:
+		out.Kind, out.Message, out.Text = agent.EventSteered, &agent.MessageEvent{ID: ev.Steered.GetId()}, ev.Steered.GetText()
 	case *pb.StreamEvent_Custom:
 		c := ev.Custom
 		out.Kind = agent.EventCustom

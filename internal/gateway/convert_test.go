@@ -47,6 +47,7 @@ func TestEventRoundTrip(t *testing.T) {
 			Model: "openai:gpt-4o"}, "step_finish"},
 		{agent.Event{Kind: agent.EventMessageStart, Message: &agent.MessageEvent{ID: "s1-2", StreamID: "turn/acme/s1-2"}}, "message_start"},
 		{agent.Event{Kind: agent.EventMessageEnd, Message: &agent.MessageEvent{ID: "s1-2", StreamID: "turn/acme/s1-2", Status: agent.StatusFailed}}, "message_end"},
+		{agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: "s1-3"}, Text: "in euros"}, "steered"},
 		{agent.Event{Kind: agent.EventContent, Content: json.RawMessage(`{"type":"text","text":"4"}`)}, "content"},
 		// UsageEvent carries the three counts it always had.
 		{agent.Event{Kind: agent.EventUsage, Step: 3, Usage: &agent.Usage{PromptTokens: 100, CompletionTokens: 40, TotalTokens: 140},

@@ -492,6 +492,6 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
-	return &pb.SendMessageResponse{StreamId: res.TurnWorkflowID, JobId: res.JobID,
+	return &pb.SendMessageResponse{StreamId: res.TurnWorkflowID, JobId: res.JobID, Steered: res.Steered,
 		ConversationId: contract.ConversationWorkflowID(conv.TenantID, conv.SessionID)}, nil
 }

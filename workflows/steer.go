@@ -1,0 +1,58 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// A message added to a running turn (a Conversation's on_busy "steer",
+// contract.SignalSteer) is taken in at the turn's next step boundary:
+// before its next model call, each message becomes a user step of its
+// own, stored by that call before it reads the turn so far, and a
+// steered event in the log. A model that has answered when a message
+// arrives answers again, having read it. The turn's result names the
+// messages it took in (agent.TurnResult.Steered), so that its
+// Conversation answers any it did not as messages of their own.
+
+// startSteer registers the steer signal; messages are received at step
+// boundaries only.
+func (t *turn) startSteer(ctx workflow.Context) {
+	t.steer = workflow.GetSignalChannelWithOptions(ctx, contract.SignalSteer, workflow.SignalChannelOptions{
+		Description: `add a message to the running turn: {"id","prompt"}; the model reads it before its next call`,
+	})
+}
+
+// receiveSteers moves the messages that have arrived to the inbox and
+// reports whether it holds any. One that does not validate is dropped,
+// and logged.
+func (t *turn) receiveSteers(ctx workflow.Context) bool {
+	for {
+		var m agent.SteerMessage
+		if !t.steer.ReceiveAsync(&m) {
+			return len(t.inbox) > 0
+		}
+		if err := m.Validate(); err != nil {
+			workflow.GetLogger(ctx).Warn("steer signal ignored", "error", err.Error())
+			continue
+		}
+		t.inbox = append(t.inbox, m)
+	}
+}
+
+// takeSteers takes in the messages that have arrived: each gets the
+// turn's next step, for the next model call to store (CallModelInput.Steer),
+// and a steered event.
+func (t *turn) takeSteers(ctx workflow.Context) {
+	if !t.receiveSteers(ctx) || workflow.GetVersion(ctx, steerChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	for _, m := range t.inbox {
+		t.seq++
+		t.steers = append(t.steers, contract.SteerStep{Seq: t.seq, Prompt: m.Prompt})
+		t.steered, t.prompted = append(t.steered, m.ID), append(t.prompted, m.Prompt)
+		t.emit(ctx, agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: m.ID}, Text: m.Prompt})
+	}
+	t.inbox = nil
+}
