@@ -259,3 +259,20 @@ func TestConversationSteer(t *testing.T) {
 	require.False(t, idle.Steered)
 	require.Equal(t, "The result is 6.", b.result(idle.TurnWorkflowID).Output)
 }
+
+// TestSteerBadSignals: steer signals that do not decode, or name no
+// message, are dropped and logged; the turn goes on as it was.
+func TestSteerBadSignals(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := e.startTurn("tell a story")
+	for _, bad := range []any{"not a message", agent.SteerMessage{Prompt: "no id"}, agent.SteerMessage{ID: "m-1", Prompt: "  "}} {
+		require.NoError(t, e.Client().SignalWorkflow(ctx, id, "", contract.SignalSteer, bad))
+	}
+	res, err := turnclient.Result(ctx, e.Client().GetWorkflow(ctx, id, ""))
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status)
+	require.Equal(t, storyText, res.Output)
+	require.Empty(t, res.Steered)
+}
