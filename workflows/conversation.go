@@ -116,8 +116,10 @@ type conversation struct {
 type runningTurn struct {
 	jobID, workflowID string
 	stoppedBy         string
-	// steered are the messages added to it (on_busy steer).
+	// steered are the messages added to it (on_busy steer), and taken
+	// those it took in, once it has ended (agent.TurnResult.Steered).
 	steered []agent.PendingMessage
+	taken   []string
 }
 
 // onBusy is the policy a message follows if a turn runs when it arrives.
@@ -261,12 +263,10 @@ func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.Se
 		c.carry.Pending = append([]agent.PendingMessage{pending}, c.carry.Pending...)
 		c.stopRunning(ctx, pending)
 	case agent.OnBusySteer:
-		if turnID, ok := c.steerRunning(ctx, pending); ok {
+		if turnID, ok := c.steer(ctx, pending); ok {
 			res.TurnWorkflowID, res.Steered = turnID, true
 			return res, nil
 		}
-		// The turn is stopping, or has ended: the message waits its turn.
-		c.carry.Pending = append(c.carry.Pending, pending)
 	default:
 		c.carry.Pending = append(c.carry.Pending, pending)
 	}
@@ -296,20 +296,35 @@ func (c *conversation) stopRunning(ctx workflow.Context, by agent.PendingMessage
 	_ = workflow.SignalExternalWorkflow(ctx, r.workflowID, "", contract.SignalCancelTurn, req).Get(ctx, nil)
 }
 
-// steerRunning adds a message to the running turn, which takes it in at
-// its next step boundary, and returns the turn's id; false when no turn
-// can take it (none runs, a message stopped it, or it has just ended).
-func (c *conversation) steerRunning(ctx workflow.Context, m agent.PendingMessage) (string, bool) {
+// steer adds a message to the running turn, which takes it in at its
+// next step boundary, and returns the turn's id; false when no turn took
+// it (none runs, a message stopped it, or it ended first), and the
+// message is then answered on its own, queued once.
+func (c *conversation) steer(ctx workflow.Context, m agent.PendingMessage) (string, bool) {
 	r := c.running
 	if r == nil || r.stoppedBy != "" {
+		c.carry.Pending = append(c.carry.Pending, m)
 		return "", false
 	}
+	// Kept before the signal goes: a turn that ends without taking it in
+	// leaves it to be answered next (runTurn), whenever that is.
+	r.steered = append(r.steered, m)
 	err := workflow.SignalExternalWorkflow(ctx, r.workflowID, "", contract.SignalSteer,
 		agent.SteerMessage{ID: m.JobID, Prompt: m.Prompt}).Get(ctx, nil)
-	if err != nil {
+	switch {
+	case c.running != r:
+		// The turn ended while the signal went: it took the message in,
+		// or runTurn has queued it.
+		if slices.Contains(r.taken, m.JobID) {
+			c.started[m.JobID] = true
+			return r.workflowID, true
+		}
+		return "", false
+	case err != nil:
+		r.steered = slices.DeleteFunc(r.steered, func(p agent.PendingMessage) bool { return p.JobID == m.JobID })
+		c.carry.Pending = append(c.carry.Pending, m)
 		return "", false
 	}
-	r.steered = append(r.steered, m)
 	c.started[m.JobID] = true
 	return r.workflowID, true
 }
@@ -359,6 +374,7 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 			res = failed
 		}
 		stoppedBy := c.running.stoppedBy
+		c.running.taken = res.Steered
 		if left := unanswered(c.running.steered, res.Steered); len(left) > 0 {
 			c.carry.Pending = append(left, c.carry.Pending...)
 		}

@@ -363,9 +363,10 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		}
 		if len(reply.ToolCalls) == 0 {
 			t.finishStep(ctx, step, reply)
-			if t.receiveSteers(ctx) {
+			if t.receiveSteers(ctx) && i < limits.MaxIterations+t.repairs {
 				// A message came while the model answered: it answers
-				// again, having read it.
+				// again, having read it. (With no iteration left, the
+				// turn ends and its conversation answers the message.)
 				continue
 			}
 			if reply.OutputProblems == "" || !t.checksOutput(ctx) {
@@ -854,8 +855,8 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 		workflow.SetCurrentDetails(ctx, "canceled: "+res.Error.Message)
 		// A partial answer (stopKeepsChange) is told as what the turn
 		// answered, marked so, before the end.
-		for _, b := range res.Blocks {
-			if res.Partial {
+		if res.Partial {
+			for _, b := range res.Blocks {
 				t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: blockJSON(b)})
 			}
 		}
