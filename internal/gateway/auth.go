@@ -24,6 +24,7 @@ var methodRoles = map[string]Role{
 	pb.AgentService_ListAgents_FullMethodName:            RoleUser,
 	pb.AgentService_SendMessage_FullMethodName:           RoleUser,
 	pb.AgentService_GetTranscript_FullMethodName:         RoleUser,
+	pb.AgentService_ForkSession_FullMethodName:           RoleUser,
 	pb.AgentService_Cancel_FullMethodName:                RoleUser,
 	pb.AgentService_Approve_FullMethodName:               RoleApprover,
 	pb.AgentService_ListPendingApprovals_FullMethodName:  RoleApprover,

@@ -31,6 +31,7 @@ var httpRoutes = map[string][]string{
 	"AgentService_ListAgents":                 {"GET /v1/agents"},
 	"AgentService_SendMessage":                {"POST /v1/conversations/{session_id}/messages"},
 	"AgentService_GetTranscript":              {"GET /v1/conversations/{session_id}/transcript"},
+	"AgentService_ForkSession":                {"POST /v1/conversations/{session_id}:fork"},
 	"CatalogService_UpsertCatalog":            {"POST /v1/catalog"},
 	"CatalogService_ListRules":                {"GET /v1/rules"},
 	"CatalogService_RouteDryRun":              {"POST /v1/routing/dry-run"},

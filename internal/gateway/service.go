@@ -451,6 +451,54 @@ func newJobID() string {
 	return time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(b[:])
 }
 
+// ForkSession implements pb.AgentServiceServer: a new session with the
+// transcript up to a turn (store.ForkSession), and, to edit or regenerate
+// that turn, its first message.
+func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*pb.ForkSessionResponse, error) {
+	f := store.Fork{TenantID: tenantOf(ctx), From: in.GetSessionId(), To: in.GetNewSessionId(), JobID: in.GetJobId(),
+		Before: in.GetBefore() || in.GetEditPrompt() != "" || in.GetRegenerate()}
+	if in.GetEditPrompt() != "" && in.GetRegenerate() {
+		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "edit_prompt and regenerate: send one — an edit is a new prompt, regenerate sends the same one"))
+	}
+	if f.To == "" {
+		id := newJobID()
+		f.To = fmt.Sprintf("%.150s-fork-%s", f.From, id[len(id)-8:])
+	}
+	conv := agent.ConversationInput{TenantID: f.TenantID, SessionID: f.To, AgentID: in.GetAgentId(), History: in.GetHistory()}
+	if err := conv.Validate(); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	var msg *agent.SendMessage
+	if in.GetEditPrompt() != "" {
+		msg = &agent.SendMessage{Prompt: in.GetEditPrompt(), Caller: callerOf(ctx).Caller()}
+		if err := msg.Validate(); err != nil {
+			return nil, s.status(ctx, err)
+		}
+	}
+	if msg != nil || in.GetRegenerate() {
+		if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID}); err != nil {
+			return nil, s.status(ctx, err)
+		}
+	}
+	n, prompt, err := s.store.ForkSession(ctx, f)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	out := &pb.ForkSessionResponse{SessionId: f.To, ConversationId: contract.ConversationWorkflowID(f.TenantID, f.To), Messages: int32(n)}
+	if in.GetRegenerate() {
+		msg = &agent.SendMessage{Prompt: prompt, Caller: callerOf(ctx).Caller()}
+	}
+	if msg == nil {
+		return out, nil
+	}
+	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, *msg)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	out.StreamId, out.JobId = res.TurnWorkflowID, res.JobID
+	return out, nil
+}
+
 // GetTranscript implements pb.AgentServiceServer: the transcript query of
 // the caller's tenant's conversation.
 func (s *Service) GetTranscript(ctx context.Context, in *pb.GetTranscriptRequest) (*pb.Transcript, error) {

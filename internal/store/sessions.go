@@ -128,3 +128,92 @@ func (s *Store) SessionMessages(ctx context.Context, tenantID, sessionID string,
 	}
 	return msgs, nil
 }
+
+const (
+	// The last message of a job in a session, and the first: where a fork
+	// through the job, or before it, ends.
+	sqlSessionJobBounds = `
+SELECT min(seq), max(seq) FROM session_messages
+WHERE tenant_id = $1 AND session_id = $2 AND job_id = $3`
+
+	sqlCreateSession = `
+INSERT INTO sessions (tenant_id, session_id, last_seq) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id, session_id) DO NOTHING`
+
+	sqlCopySession = `
+INSERT INTO session_messages (tenant_id, session_id, seq, job_id, job_index, message)
+SELECT tenant_id, $3, seq, job_id, job_index, message FROM session_messages
+WHERE tenant_id = $1 AND session_id = $2 AND seq <= $4`
+
+	sqlFirstSessionMessage = `
+SELECT message FROM session_messages
+WHERE tenant_id = $1 AND session_id = $2 AND job_id = $3
+ORDER BY seq LIMIT 1`
+)
+
+// Fork is where a session is forked: at the turn of job JobID, through it
+// (its exchange is the fork's last) or, with Before, before it.
+type Fork struct {
+	TenantID, From, To, JobID string
+	Before                    bool
+}
+
+// ForkSession starts session To with the transcript of session From up to
+// the fork's turn, in one transaction, and returns how many messages it
+// starts with and the prompt of the turn forked at (its first message). To
+// must be a new session (CodeConflict otherwise); a turn From does not
+// have is CodeNotFound.
+func (s *Store) ForkSession(ctx context.Context, f Fork) (int, string, error) {
+	for _, k := range []struct{ name, v string }{{"tenant_id", f.TenantID}, {"session_id", f.From}, {"new_session_id", f.To}} {
+		if err := requireID(k.name, k.v); err != nil {
+			return 0, "", err
+		}
+	}
+	if err := requireJobID(f.JobID); err != nil {
+		return 0, "", err
+	}
+	if f.From == f.To {
+		return 0, "", agent.Errorf(agent.CodeInvalid, "new_session_id is the session forked: name a new one")
+	}
+	var copied int
+	var prompt string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var first, last *int64
+		if err := tx.QueryRow(ctx, sqlSessionJobBounds, f.TenantID, f.From, f.JobID).Scan(&first, &last); err != nil {
+			return fmt.Errorf("find turn: %w", err)
+		}
+		if first == nil {
+			return agent.Errorf(agent.CodeNotFound, "session %q has no turn %q", f.From, f.JobID)
+		}
+		var raw []byte
+		if err := tx.QueryRow(ctx, sqlFirstSessionMessage, f.TenantID, f.From, f.JobID).Scan(&raw); err != nil {
+			return fmt.Errorf("read turn's prompt: %w", err)
+		}
+		var m agent.Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("decode turn's prompt: %w", err)
+		}
+		prompt = m.Content
+		upTo := *last
+		if f.Before {
+			upTo = *first - 1
+		}
+		tag, err := tx.Exec(ctx, sqlCreateSession, f.TenantID, f.To, upTo)
+		if err != nil {
+			return fmt.Errorf("create session: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return agent.Errorf(agent.CodeConflict, "session %q exists: fork into a new one", f.To)
+		}
+		tag, err = tx.Exec(ctx, sqlCopySession, f.TenantID, f.From, f.To, upTo)
+		if err != nil {
+			return fmt.Errorf("copy transcript: %w", err)
+		}
+		copied = int(tag.RowsAffected())
+		return nil
+	})
+	if err != nil {
+		return 0, "", fmt.Errorf("fork session %q: %w", f.From, err)
+	}
+	return copied, prompt, nil
+}

@@ -257,3 +257,64 @@ func TestBeginTurnRateLimit(t *testing.T) {
 	other.TurnsPerMinute = 0
 	require.NoError(t, s.BeginTurn(ctx, other), "the cap is per agent")
 }
+
+// TestForkSession: a fork starts a new session with the transcript up to
+// a turn — through it, or before it — and leaves the original as it was;
+// a turn the session does not have, an existing session, another
+// tenant's session or the session itself as the fork are refused, and
+// nothing is written.
+func TestForkSession(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	exchange := func(n int) []agent.Message {
+		return []agent.Message{{Role: agent.RoleUser, Content: fmt.Sprintf("question %d", n)}, {Role: agent.RoleAssistant, Content: fmt.Sprintf("answer %d", n)}}
+	}
+	for n := 1; n <= 3; n++ {
+		require.NoError(t, s.AppendSession(ctx, "demo", "orig", fmt.Sprintf("orig-%d", n), exchange(n)))
+	}
+	contents := func(session string) []string {
+		msgs, err := s.SessionMessages(ctx, "demo", session, 0)
+		require.NoError(t, err)
+		var out []string
+		for _, m := range msgs {
+			out = append(out, m.Content)
+		}
+		return out
+	}
+
+	n, prompt, err := s.ForkSession(ctx, store.Fork{TenantID: "demo", From: "orig", To: "through", JobID: "orig-2"})
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	require.Equal(t, "question 2", prompt)
+	require.Equal(t, []string{"question 1", "answer 1", "question 2", "answer 2"}, contents("through"))
+	n, _, err = s.ForkSession(ctx, store.Fork{TenantID: "demo", From: "orig", To: "before", JobID: "orig-2", Before: true})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, []string{"question 1", "answer 1"}, contents("before"))
+	require.Len(t, contents("orig"), 6, "the original is unchanged")
+
+	// The fork goes on as a session of its own.
+	require.NoError(t, s.AppendSession(ctx, "demo", "before", "before-1", exchange(9)))
+	require.Equal(t, []string{"question 1", "answer 1", "question 9", "answer 9"}, contents("before"))
+
+	for _, tc := range []struct {
+		name string
+		fork store.Fork
+		code agent.Code
+	}{
+		{"a turn the session does not have", store.Fork{TenantID: "demo", From: "orig", To: "x1", JobID: "orig-7"}, agent.CodeNotFound},
+		{"another tenant's session", store.Fork{TenantID: "acme", From: "orig", To: "x2", JobID: "orig-1"}, agent.CodeNotFound},
+		{"an existing session", store.Fork{TenantID: "demo", From: "orig", To: "through", JobID: "orig-1"}, agent.CodeConflict},
+		{"the session itself", store.Fork{TenantID: "demo", From: "orig", To: "orig", JobID: "orig-1"}, agent.CodeInvalid},
+		{"no new session id", store.Fork{TenantID: "demo", From: "orig", JobID: "orig-1"}, agent.CodeInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := s.ForkSession(ctx, tc.fork)
+			requireCode(t, err, tc.code)
+		})
+	}
+	require.Empty(t, contents("x1"))
+	require.Empty(t, contents("x2"))
+	require.Len(t, contents("through"), 4, "an existing session is left as it was")
+}

@@ -3481,6 +3481,189 @@ func (x *SendMessageResponse) GetSteered() bool {
 	return false
 }
 
+type ForkSessionRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	JobId        string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`                        // the turn to fork at (its job id)
+	NewSessionId string                 `protobuf:"bytes,3,opt,name=new_session_id,json=newSessionId,proto3" json:"new_session_id,omitempty"` // empty: <session_id>-fork-<random>
+	// The fork keeps the turn's exchange (default), or ends before it.
+	Before bool `protobuf:"varint,4,opt,name=before,proto3" json:"before,omitempty"`
+	// Sent as the fork's first message in place of the turn's prompt (the
+	// fork then ends before the turn).
+	EditPrompt string `protobuf:"bytes,5,opt,name=edit_prompt,json=editPrompt,proto3" json:"edit_prompt,omitempty"`
+	// The turn's prompt sent again as the fork's first message (the fork
+	// then ends before the turn).
+	Regenerate bool `protobuf:"varint,6,opt,name=regenerate,proto3" json:"regenerate,omitempty"`
+	// The fork's conversation: its agent (empty: routed) and history.
+	AgentId       string `protobuf:"bytes,7,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	History       string `protobuf:"bytes,8,opt,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionRequest) Reset() {
+	*x = ForkSessionRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionRequest) ProtoMessage() {}
+
+func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
+func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ForkSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetNewSessionId() string {
+	if x != nil {
+		return x.NewSessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetBefore() bool {
+	if x != nil {
+		return x.Before
+	}
+	return false
+}
+
+func (x *ForkSessionRequest) GetEditPrompt() string {
+	if x != nil {
+		return x.EditPrompt
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetRegenerate() bool {
+	if x != nil {
+		return x.Regenerate
+	}
+	return false
+}
+
+func (x *ForkSessionRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetHistory() string {
+	if x != nil {
+		return x.History
+	}
+	return ""
+}
+
+type ForkSessionResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SessionId      string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ConversationId string                 `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"` // conv/<tenant>/<new session>
+	Messages       int32                  `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`                                  // the messages the fork starts with
+	// When a message was sent: the turn answering it, and its job id.
+	StreamId      string `protobuf:"bytes,4,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionResponse) Reset() {
+	*x = ForkSessionResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionResponse) ProtoMessage() {}
+
+func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
+func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ForkSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionResponse) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ForkSessionResponse) GetMessages() int32 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *ForkSessionResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 type GetTranscriptRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3490,7 +3673,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3685,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3698,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -3540,7 +3723,7 @@ type Transcript struct {
 
 func (x *Transcript) Reset() {
 	*x = Transcript{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3735,7 @@ func (x *Transcript) String() string {
 func (*Transcript) ProtoMessage() {}
 
 func (x *Transcript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3748,7 @@ func (x *Transcript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
 func (*Transcript) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Transcript) GetConversationId() string {
@@ -3631,7 +3814,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3826,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3839,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TranscriptEntry) GetJobId() string {
@@ -3712,7 +3895,7 @@ type PendingMessage struct {
 
 func (x *PendingMessage) Reset() {
 	*x = PendingMessage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3724,7 +3907,7 @@ func (x *PendingMessage) String() string {
 func (*PendingMessage) ProtoMessage() {}
 
 func (x *PendingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3737,7 +3920,7 @@ func (x *PendingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingMessage.ProtoReflect.Descriptor instead.
 func (*PendingMessage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PendingMessage) GetJobId() string {
@@ -3779,7 +3962,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3791,7 +3974,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3804,7 +3987,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -3853,7 +4036,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3865,7 +4048,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3878,7 +4061,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -3904,7 +4087,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3916,7 +4099,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3929,7 +4112,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -3948,7 +4131,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4143,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4156,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -3996,7 +4179,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4191,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4204,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -4078,7 +4261,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4090,7 +4273,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4103,7 +4286,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -4160,7 +4343,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4172,7 +4355,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4185,7 +4368,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -4258,7 +4441,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4270,7 +4453,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4283,7 +4466,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -4343,7 +4526,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4355,7 +4538,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4368,7 +4551,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -4435,7 +4618,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4630,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4643,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -4502,7 +4685,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4697,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4710,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -4582,7 +4765,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4594,7 +4777,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4607,7 +4790,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -4636,7 +4819,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4648,7 +4831,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4661,7 +4844,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Rule) GetName() string {
@@ -4700,7 +4883,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4712,7 +4895,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4725,7 +4908,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 type ListRulesResponse struct {
@@ -4739,7 +4922,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4751,7 +4934,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4764,7 +4947,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -4798,7 +4981,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4810,7 +4993,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4823,7 +5006,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -4852,7 +5035,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4864,7 +5047,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4877,7 +5060,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -4918,7 +5101,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4930,7 +5113,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4943,7 +5126,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RuleError) GetRule() string {
@@ -4968,7 +5151,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4980,7 +5163,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4993,7 +5176,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -5014,7 +5197,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5026,7 +5209,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5039,7 +5222,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -5101,7 +5284,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5113,7 +5296,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5126,7 +5309,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -5161,7 +5344,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5356,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5369,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Process) GetTag() string {
@@ -5260,7 +5443,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5272,7 +5455,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5285,7 +5468,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
 }
 
 type ListProcessesResponse struct {
@@ -5297,7 +5480,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5309,7 +5492,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5322,7 +5505,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -5341,7 +5524,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5353,7 +5536,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5366,7 +5549,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -5385,7 +5568,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5397,7 +5580,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5410,7 +5593,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -5432,7 +5615,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5444,7 +5627,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5457,7 +5640,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -5507,7 +5690,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5519,7 +5702,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5532,7 +5715,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -5615,7 +5798,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5627,7 +5810,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5640,7 +5823,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -5665,7 +5848,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5677,7 +5860,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5690,7 +5873,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
 }
 
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
@@ -5985,7 +6168,27 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
 	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x12\x18\n" +
-	"\asteered\x18\x04 \x01(\bR\asteered\"5\n" +
+	"\asteered\x18\x04 \x01(\bR\asteered\"\xfe\x01\n" +
+	"\x12ForkSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12$\n" +
+	"\x0enew_session_id\x18\x03 \x01(\tR\fnewSessionId\x12\x16\n" +
+	"\x06before\x18\x04 \x01(\bR\x06before\x12\x1f\n" +
+	"\vedit_prompt\x18\x05 \x01(\tR\n" +
+	"editPrompt\x12\x1e\n" +
+	"\n" +
+	"regenerate\x18\x06 \x01(\bR\n" +
+	"regenerate\x12\x19\n" +
+	"\bagent_id\x18\a \x01(\tR\aagentId\x12\x18\n" +
+	"\ahistory\x18\b \x01(\tR\ahistory\"\xad\x01\n" +
+	"\x13ForkSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12'\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x1a\n" +
+	"\bmessages\x18\x03 \x01(\x05R\bmessages\x12\x1b\n" +
+	"\tstream_id\x18\x04 \x01(\tR\bstreamId\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\"5\n" +
 	"\x14GetTranscriptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x87\x02\n" +
@@ -6165,7 +6368,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0fSTATUS_RETRYING\x10\x03\x12\x14\n" +
 	"\x10STATUS_COMPLETED\x10\x04\x12\x11\n" +
 	"\rSTATUS_FAILED\x10\x05\x12\x13\n" +
-	"\x0fSTATUS_CANCELED\x10\x062\xa1\a\n" +
+	"\x0fSTATUS_CANCELED\x10\x062\xf5\a\n" +
 	"\fAgentService\x12?\n" +
 	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12@\n" +
 	"\x05Start\x12\x1a.agentflow.v1.StartRequest\x1a\x1b.agentflow.v1.StartResponse\x12B\n" +
@@ -6177,7 +6380,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"ListAgents\x12\x1f.agentflow.v1.ListAgentsRequest\x1a .agentflow.v1.ListAgentsResponse\x12R\n" +
 	"\vSendMessage\x12 .agentflow.v1.SendMessageRequest\x1a!.agentflow.v1.SendMessageResponse\x12M\n" +
-	"\rGetTranscript\x12\".agentflow.v1.GetTranscriptRequest\x1a\x18.agentflow.v1.Transcript\x12F\n" +
+	"\rGetTranscript\x12\".agentflow.v1.GetTranscriptRequest\x1a\x18.agentflow.v1.Transcript\x12R\n" +
+	"\vForkSession\x12 .agentflow.v1.ForkSessionRequest\x1a!.agentflow.v1.ForkSessionResponse\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
 	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse\x12C\n" +
 	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xb6\x05\n" +
@@ -6205,7 +6409,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -6248,59 +6452,61 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*Limits)(nil),                       // 38: agentflow.v1.Limits
 	(*SendMessageRequest)(nil),           // 39: agentflow.v1.SendMessageRequest
 	(*SendMessageResponse)(nil),          // 40: agentflow.v1.SendMessageResponse
-	(*GetTranscriptRequest)(nil),         // 41: agentflow.v1.GetTranscriptRequest
-	(*Transcript)(nil),                   // 42: agentflow.v1.Transcript
-	(*TranscriptEntry)(nil),              // 43: agentflow.v1.TranscriptEntry
-	(*PendingMessage)(nil),               // 44: agentflow.v1.PendingMessage
-	(*ApproveRequest)(nil),               // 45: agentflow.v1.ApproveRequest
-	(*ApproveResponse)(nil),              // 46: agentflow.v1.ApproveResponse
-	(*ListPendingApprovalsRequest)(nil),  // 47: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 48: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 49: agentflow.v1.PendingApproval
-	(*GetUsageRequest)(nil),              // 50: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 51: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 52: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 53: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 54: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 55: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 56: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 57: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 58: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 59: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 60: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 61: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 62: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 63: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 64: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 65: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 66: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 67: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 68: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 69: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 70: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 71: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 72: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 73: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 74: agentflow.v1.CancelResponse
-	nil,                                  // 75: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 76: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 77: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 78: google.protobuf.Struct
+	(*ForkSessionRequest)(nil),           // 41: agentflow.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),          // 42: agentflow.v1.ForkSessionResponse
+	(*GetTranscriptRequest)(nil),         // 43: agentflow.v1.GetTranscriptRequest
+	(*Transcript)(nil),                   // 44: agentflow.v1.Transcript
+	(*TranscriptEntry)(nil),              // 45: agentflow.v1.TranscriptEntry
+	(*PendingMessage)(nil),               // 46: agentflow.v1.PendingMessage
+	(*ApproveRequest)(nil),               // 47: agentflow.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 48: agentflow.v1.ApproveResponse
+	(*ListPendingApprovalsRequest)(nil),  // 49: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 50: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 51: agentflow.v1.PendingApproval
+	(*GetUsageRequest)(nil),              // 52: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 53: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 54: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 55: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 56: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 57: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 58: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 59: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 60: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 61: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 62: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 63: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 64: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 65: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 66: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 67: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 68: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 69: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 70: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 71: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 72: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 73: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 74: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 75: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 76: agentflow.v1.CancelResponse
+	nil,                                  // 77: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 78: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 79: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 80: google.protobuf.Struct
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	77, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	79, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
-	75, // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	77, // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	5,  // 4: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	78, // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	80, // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
 	1,  // 6: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 7: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 8: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
 	20, // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
 	15, // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
 	17, // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	77, // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	79, // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
 	16, // 14: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
 	19, // 15: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
@@ -6326,38 +6532,38 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	0,  // 35: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	17, // 36: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
 	26, // 37: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	77, // 38: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	79, // 38: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	17, // 39: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	36, // 40: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	37, // 41: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
 	38, // 42: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
 	4,  // 43: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	43, // 44: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
-	44, // 45: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	49, // 46: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	77, // 47: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	77, // 48: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	77, // 49: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	77, // 50: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	77, // 51: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	77, // 52: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	77, // 53: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	51, // 54: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	51, // 55: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	52, // 56: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	76, // 57: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	55, // 58: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	57, // 59: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	45, // 44: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	46, // 45: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	51, // 46: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	79, // 47: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	79, // 48: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	79, // 49: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	79, // 50: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	79, // 51: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	79, // 52: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	79, // 53: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	53, // 54: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	53, // 55: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	54, // 56: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	78, // 57: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	57, // 58: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	59, // 59: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
 	4,  // 60: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	62, // 61: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	64, // 61: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
 	36, // 62: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	57, // 63: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	77, // 64: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	66, // 65: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	71, // 66: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	77, // 67: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	72, // 68: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	77, // 69: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	59, // 63: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	79, // 64: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	68, // 65: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	73, // 66: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	79, // 67: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	74, // 68: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	79, // 69: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
 	6,  // 70: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
 	8,  // 71: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
 	7,  // 72: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
@@ -6366,40 +6572,42 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	13, // 75: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
 	34, // 76: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
 	39, // 77: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	41, // 78: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	45, // 79: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	47, // 80: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	73, // 81: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	54, // 82: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	58, // 83: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	60, // 84: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	63, // 85: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	65, // 86: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	67, // 87: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	69, // 88: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	50, // 89: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	14, // 90: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,  // 91: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	20, // 92: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	20, // 93: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11, // 94: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14, // 95: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	35, // 96: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	40, // 97: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	42, // 98: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	46, // 99: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	48, // 100: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	74, // 101: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	56, // 102: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	59, // 103: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	61, // 104: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	64, // 105: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	66, // 106: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	68, // 107: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	70, // 108: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	53, // 109: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	90, // [90:110] is the sub-list for method output_type
-	70, // [70:90] is the sub-list for method input_type
+	43, // 78: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	41, // 79: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	47, // 80: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	49, // 81: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	75, // 82: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	56, // 83: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	60, // 84: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	62, // 85: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	65, // 86: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	67, // 87: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	69, // 88: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	71, // 89: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	52, // 90: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	14, // 91: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,  // 92: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	20, // 93: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	20, // 94: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11, // 95: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14, // 96: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	35, // 97: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	40, // 98: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	44, // 99: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	42, // 100: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	48, // 101: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	50, // 102: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	76, // 103: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	58, // 104: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	61, // 105: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	63, // 106: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	66, // 107: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	68, // 108: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	70, // 109: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	72, // 110: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	55, // 111: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	91, // [91:112] is the sub-list for method output_type
+	70, // [70:91] is the sub-list for method input_type
 	70, // [70:70] is the sub-list for extension type_name
 	70, // [70:70] is the sub-list for extension extendee
 	0,  // [0:70] is the sub-list for field type_name
@@ -6431,14 +6639,14 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_Custom)(nil),
 		(*StreamEvent_Steered)(nil),
 	}
-	file_agentflow_v1_agentflow_proto_msgTypes[44].OneofWrappers = []any{}
+	file_agentflow_v1_agentflow_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   76,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -34,6 +34,7 @@ const (
 	AgentService_ListAgents_FullMethodName           = "/agentflow.v1.AgentService/ListAgents"
 	AgentService_SendMessage_FullMethodName          = "/agentflow.v1.AgentService/SendMessage"
 	AgentService_GetTranscript_FullMethodName        = "/agentflow.v1.AgentService/GetTranscript"
+	AgentService_ForkSession_FullMethodName          = "/agentflow.v1.AgentService/ForkSession"
 	AgentService_Approve_FullMethodName              = "/agentflow.v1.AgentService/Approve"
 	AgentService_ListPendingApprovals_FullMethodName = "/agentflow.v1.AgentService/ListPendingApprovals"
 	AgentService_Cancel_FullMethodName               = "/agentflow.v1.AgentService/Cancel"
@@ -72,6 +73,12 @@ type AgentServiceClient interface {
 	// remembers it: the recent turns in full (each with its stream id), a
 	// digest of earlier ones, and the messages waiting for their turn.
 	GetTranscript(ctx context.Context, in *GetTranscriptRequest, opts ...grpc.CallOption) (*Transcript, error)
+	// ForkSession starts a new session with a session's transcript up to
+	// one of its turns (copied in the database, not through any workflow),
+	// and optionally sends it its first message: that turn's prompt edited,
+	// or the same prompt again (regenerate), each answered in the fork,
+	// which may use another agent. The original is unchanged.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
 	// Approve decides a tool call that waits for approval.
 	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
@@ -199,6 +206,16 @@ func (c *agentServiceClient) GetTranscript(ctx context.Context, in *GetTranscrip
 	return out, nil
 }
 
+func (c *agentServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSessionResponse)
+	err := c.cc.Invoke(ctx, AgentService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ApproveResponse)
@@ -262,6 +279,12 @@ type AgentServiceServer interface {
 	// remembers it: the recent turns in full (each with its stream id), a
 	// digest of earlier ones, and the messages waiting for their turn.
 	GetTranscript(context.Context, *GetTranscriptRequest) (*Transcript, error)
+	// ForkSession starts a new session with a session's transcript up to
+	// one of its turns (copied in the database, not through any workflow),
+	// and optionally sends it its first message: that turn's prompt edited,
+	// or the same prompt again (regenerate), each answered in the fork,
+	// which may use another agent. The original is unchanged.
+	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
 	// Approve decides a tool call that waits for approval.
 	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
@@ -307,6 +330,9 @@ func (UnimplementedAgentServiceServer) SendMessage(context.Context, *SendMessage
 }
 func (UnimplementedAgentServiceServer) GetTranscript(context.Context, *GetTranscriptRequest) (*Transcript, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTranscript not implemented")
+}
+func (UnimplementedAgentServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
 }
 func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
@@ -486,6 +512,24 @@ func _AgentService_GetTranscript_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_Approve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ApproveRequest)
 	if err := dec(in); err != nil {
@@ -574,6 +618,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTranscript",
 			Handler:    _AgentService_GetTranscript_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _AgentService_ForkSession_Handler,
 		},
 		{
 			MethodName: "Approve",
