@@ -53,8 +53,10 @@ type Deps struct {
 	// longer outputs are stored as blobs and passed by cas:// reference.
 	// Default 2048.
 	PreviewBytes int
-	// SessionWindow is how many earlier session messages CallModel sends
-	// to the model when a turn loads history. Default 50.
+	// SessionWindow is the most messages after a session's summary that
+	// CallModel reads when a turn loads history; of them, the model gets
+	// the latest that fit the agent's memory window (agent.Memory).
+	// Default 200.
 	SessionWindow int
 	// DataInlineBytes is the size up to which a tool's data is shown to
 	// the model whole; larger data is shown as a preview. Default 64 KiB.
@@ -74,7 +76,7 @@ const (
 	DefaultStreamInterval = 200 * time.Millisecond
 	DefaultStreamMaxBytes = 2048
 	DefaultPreviewBytes   = 2048
-	DefaultSessionWindow  = 50
+	DefaultSessionWindow  = 200
 	DefaultDataInline     = 64 << 10
 )
 

@@ -285,11 +285,14 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: note})
 	}
 	if in.History == agent.HistoryLoad && in.SessionID != "" {
-		past, err := a.store.SessionMessages(ctx, in.TenantID, in.SessionID, a.sessionWindow)
+		mem, err := a.store.SessionMemory(ctx, in.TenantID, in.SessionID, a.sessionWindow)
 		if err != nil {
 			return nil, fmt.Errorf("load session %q: %w", in.SessionID, err)
 		}
-		for _, m := range past {
+		if mem.Summary != "" {
+			msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: SummaryPreamble + mem.Summary})
+		}
+		for _, m := range recent(mem.Recent, ag.Memory.Window()) {
 			if m.Partial {
 				// The model is told the answer was cut short, not left to
 				// take it for the whole of what it meant to say.
@@ -299,6 +302,32 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 		}
 	}
 	return append(msgs, steps...), nil
+}
+
+// SummaryPreamble introduces a session's summary to the model.
+const SummaryPreamble = "Summary of the conversation before the messages that follow:\n"
+
+// recent is the latest of a session's messages that fit in window tokens
+// (agent.EstimateTokens), oldest first, always starting with a user
+// message: an answer without its question would mislead the model.
+func recent(msgs []store.SessionMessage, window int) []agent.Message {
+	used, from := 0, len(msgs)
+	for from > 0 {
+		t := agent.EstimateTokens(msgs[from-1].Content)
+		if used+t > window {
+			break
+		}
+		used += t
+		from--
+	}
+	for from < len(msgs) && msgs[from].Role != agent.RoleUser {
+		from++
+	}
+	out := make([]agent.Message, 0, len(msgs)-from)
+	for _, m := range msgs[from:] {
+		out = append(out, m.Message)
+	}
+	return out
 }
 
 // sessionData is how many of a session's latest data results the model

@@ -26,6 +26,7 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(checked(a, contract.ExecuteTool, a.ExecuteTool), activity.RegisterOptions{Name: contract.ExecuteTool})
 	r.RegisterActivityWithOptions(checked(a, contract.SaveResult, a.SaveResult), activity.RegisterOptions{Name: contract.SaveResult})
 	r.RegisterActivityWithOptions(checked(a, contract.SealStream, a.SealStream), activity.RegisterOptions{Name: contract.SealStream})
+	r.RegisterActivityWithOptions(checked(a, contract.Summarize, a.Summarize), activity.RegisterOptions{Name: contract.Summarize})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})

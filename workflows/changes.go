@@ -72,6 +72,14 @@ const (
 	// Recorded: testdata/turn_steered.json.
 	steerChange = "steer-turn"
 
+	// memoryChange: a Conversation that loads its history has its
+	// session's older messages folded into a summary (contract.Summarize)
+	// every summarizeEvery turns, once they outgrow the agent's memory
+	// window. Runs before it ran no Summarize.
+	//
+	// Recorded: testdata/conversation_memory.json.
+	memoryChange = "conversation-memory"
+
 	// completeChange: an approve signal that does not say "approved" or
 	// "approver" is refused and decides nothing (complete). Runs before it
 	// took one as a rejection. (The approve update's validator refuses
@@ -182,7 +190,8 @@ const (
 	// Recorded: testdata/conversation_workflow_streams.json,
 	// testdata/conversation_interrupted.json (a message that interrupts
 	// the running turn, SendMessage.OnBusy),
-	// testdata/conversation_steered.json (one added to the running turn).
+	// testdata/conversation_steered.json (one added to the running turn),
+	// testdata/conversation_memory.json (summaries between turns).
 	conversationStreamsChange = "conversation-streams"
 
 	// conversationTurnEventsChange: a turn whose request asks it

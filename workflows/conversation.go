@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -87,7 +89,38 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 		msg := c.carry.Pending[0]
 		c.carry.Pending = c.carry.Pending[1:]
 		c.runTurn(ctx, msg)
+		c.summarize(ctx)
 	}
+}
+
+// summarizeEvery is how many turns a Conversation answers between two
+// looks at its session's memory (Summarize).
+const summarizeEvery = 4
+
+// summarize has the session's older messages folded into its summary when
+// they have outgrown the agent's memory window (contract.Summarize), every
+// summarizeEvery turns of a conversation that loads its history
+// (memoryChange). A failure leaves the summary as it was: the next look
+// tries again, and turns read what fits meanwhile.
+func (c *conversation) summarize(ctx workflow.Context) {
+	if c.in.History == agent.HistoryFresh || c.carry.Turns == 0 || c.carry.Turns%summarizeEvery != 0 ||
+		workflow.GetVersion(ctx, memoryChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             "summarize the session's older messages",
+	})
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%d turns; keeping the session's memory", c.carry.Turns))
+	var res contract.SummarizeResult
+	err := workflow.ExecuteActivity(actx, contract.Summarize, contract.SummarizeInput{
+		TenantID: c.in.TenantID, SessionID: c.in.SessionID, AgentID: c.in.AgentID,
+	}).Get(ctx, &res)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("summarizing the session failed; its turns read what fits until the next try", "error", contract.ErrorOf(err).Message)
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%d turns; waiting for a message", c.carry.Turns))
 }
 
 type conversation struct {

@@ -54,6 +54,9 @@ type Agent struct {
 	// Thinking, when set, asks the agent's model to reason before it
 	// answers (models that reason on their own do so without it).
 	Thinking *Thinking `json:"thinking,omitempty"`
+	// Memory is how much of a session's transcript the model reads, and
+	// what writes the summary of the rest.
+	Memory Memory `json:"memory,omitzero"`
 	// Expose names the protocols through which other agents and apps may
 	// call the agent (ExposeMCP, ExposeA2A, ExposeAGUI): nothing is
 	// exposed by default.
@@ -343,4 +346,35 @@ type Rule struct {
 type RuleError struct {
 	Rule string `json:"rule"`
 	Err  string `json:"error"`
+}
+
+// Memory is how a session's transcript reaches the model: the latest
+// messages within WindowTokens (estimated, EstimateTokens), after a
+// rolling summary of the older ones, which a model call of its own
+// (SummaryModel, else the agent's model) writes between turns.
+type Memory struct {
+	WindowTokens int    `json:"window_tokens,omitempty"`
+	SummaryModel string `json:"summary_model,omitempty"`
+}
+
+// DefaultWindowTokens is Memory.WindowTokens when the agent sets none;
+// MinWindowTokens the least it may set.
+const (
+	DefaultWindowTokens = 8000
+	MinWindowTokens     = 200
+)
+
+// Window is the tokens of transcript the model reads.
+func (m Memory) Window() int {
+	if m.WindowTokens > 0 {
+		return m.WindowTokens
+	}
+	return DefaultWindowTokens
+}
+
+// EstimateTokens is a close estimate of the tokens text takes, for any
+// provider's tokenizer: a token is about four bytes of English, and no
+// text of a few runes is less than one.
+func EstimateTokens(text string) int {
+	return (len(text) + 3) / 4
 }

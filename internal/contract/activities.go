@@ -276,3 +276,20 @@ type ApprovalAck struct {
 	CallID  string `json:"call_id"`
 	Outcome string `json:"outcome"` // approved | rejected
 }
+
+// SummarizeInput names a session whose older messages the summary of its
+// transcript may take in, by the memory of agent AgentID (empty: the
+// tenant's default agent).
+type SummarizeInput struct {
+	TenantID  string `json:"tenant_id"`
+	SessionID string `json:"session_id"`
+	AgentID   string `json:"agent_id,omitempty"`
+}
+
+// SummarizeResult says what the summary took in: the messages through
+// Through, Folded of them this time (none when the transcript still fit
+// the window).
+type SummarizeResult struct {
+	Through int64 `json:"through,omitempty"`
+	Folded  int   `json:"folded,omitempty"`
+}

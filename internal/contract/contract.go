@@ -45,7 +45,7 @@ const (
 // Activity types. AgentTurn runs Route, LoadAgent, SaveResult,
 // RecordApproval and SealStream as local activities, and CallModel and ExecuteTool as
 // activities (ExecuteTool as a local activity for tools whose execution
-// is local).
+// is local). A Conversation runs Summarize between turns.
 const (
 	Route          = "Route"          // RouteInput → RouteResult
 	LoadAgent      = "LoadAgent"      // LoadAgentInput → LoadAgentResult
@@ -54,6 +54,7 @@ const (
 	SaveResult     = "SaveResult"     // SaveResultInput → agent.TurnResult
 	RecordApproval = "RecordApproval" // agent.ApprovalRecord → nothing
 	SealStream     = "SealStream"     // SealStreamInput → *agent.TokenBatch
+	Summarize      = "Summarize"      // SummarizeInput → SummarizeResult
 )
 
 // Signals, queries and updates of AgentTurn.

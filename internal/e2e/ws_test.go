@@ -225,7 +225,7 @@ func TestWebSocketCommands(t *testing.T) {
 	session := "s-" + testserver.RandomID()
 	command(t, ctx, user, `{"type": "message", "id": "m1", "session_id": "`+session+`", "prompt": "What is 2 * 3?"}`)
 	ack = reply(t, ctx, user, gateway.SocketAck)
-	require.JSONEq(t, `{"stream_id": "turn/demo/`+session+`-1", "job_id": "`+session+`-1", "conversation_id": "conv/demo/`+session+`"}`, string(ack.Result))
+	require.JSONEq(t, `{"stream_id": "turn/demo/`+session+`-1", "job_id": "`+session+`-1", "conversation_id": "conv/demo/`+session+`", "steered": false}`, string(ack.Result))
 	msg, _ := socketEvents(t, ctx, user, nil)
 	require.Equal(t, "The result is 6.", agent.ReplayText(msg))
 

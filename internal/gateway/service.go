@@ -511,7 +511,12 @@ func (s *Service) GetTranscript(ctx context.Context, in *pb.GetTranscriptRequest
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
-	out := &pb.Transcript{ConversationId: id, SessionId: conv.SessionID, Turns: int32(t.Turns), Digest: t.Digest, Runs: int32(t.Runs)}
+	mem, err := s.store.SessionMemory(ctx, conv.TenantID, conv.SessionID, 1)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	out := &pb.Transcript{ConversationId: id, SessionId: conv.SessionID, Turns: int32(t.Turns), Digest: t.Digest, Runs: int32(t.Runs),
+		Summary: mem.Summary, SummarySeq: mem.SummarySeq}
 	for _, e := range t.Window {
 		out.Entries = append(out.Entries, &pb.TranscriptEntry{JobId: e.JobID, StreamId: contract.TurnWorkflowID(conv.TenantID, e.JobID),
 			Prompt: e.Prompt, Output: e.Output, Status: e.Status, ResultRef: e.ResultRef})

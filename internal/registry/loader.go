@@ -90,6 +90,7 @@ type agentDoc struct {
 	OutputSchema jsonDoc      `yaml:"output_schema"`
 	Limits       *limitsDoc   `yaml:"limits"`
 	Thinking     *thinkingDoc `yaml:"thinking"`
+	Memory       *memoryDoc   `yaml:"memory"`
 	// Expose: agent.Agent's.
 	Expose []text `yaml:"expose"`
 }
@@ -98,6 +99,12 @@ type agentDoc struct {
 type thinkingDoc struct {
 	Effort       text  `yaml:"effort"`
 	BudgetTokens count `yaml:"budget_tokens"`
+}
+
+// memoryDoc is agent.Memory.
+type memoryDoc struct {
+	WindowTokens count `yaml:"window_tokens"`
+	SummaryModel text  `yaml:"summary_model"`
 }
 
 // exampleDoc is one few-shot exchange: agent.Example.
@@ -432,6 +439,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	}}
 	def.agent.OutputSchema = l.outputSchema(d)
 	def.agent.Thinking = l.thinking(d)
+	def.agent.Memory = l.memory(d)
 	def.agent.Expose = l.expose(d)
 	if lim := d.Limits; lim != nil {
 		def.agent.Limits = agent.Limits{
@@ -484,6 +492,22 @@ func (l *loader) thinking(d *agentDoc) *agent.Thinking {
 		return nil
 	}
 	return out
+}
+
+// memory checks an agent's memory: a window of at least
+// agent.MinWindowTokens, a summary model of a known provider.
+func (l *loader) memory(d *agentDoc) agent.Memory {
+	m := d.Memory
+	if m == nil {
+		return agent.Memory{}
+	}
+	if w := m.WindowTokens; w.n != 0 && w.n < agent.MinWindowTokens {
+		l.addf(w.pos, "%d is too small: a memory window is at least %d tokens", w.n, agent.MinWindowTokens)
+	}
+	if m.SummaryModel.s != "" {
+		l.model(m.SummaryModel)
+	}
+	return agent.Memory{WindowTokens: m.WindowTokens.n, SummaryModel: m.SummaryModel.s}
 }
 
 // outputSchema compiles an agent's output schema, so that one that does

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -216,4 +217,116 @@ func (s *Store) ForkSession(ctx context.Context, f Fork) (int, string, error) {
 		return 0, "", fmt.Errorf("fork session %q: %w", f.From, err)
 	}
 	return copied, prompt, nil
+}
+
+const (
+	sqlSessionSummary = `
+SELECT summary, summary_seq FROM sessions WHERE tenant_id = $1 AND session_id = $2`
+
+	// The messages after the summary, newest first, at most $4.
+	sqlSessionMessagesAfter = `
+SELECT seq, message FROM session_messages
+WHERE tenant_id = $1 AND session_id = $2 AND seq > $3
+ORDER BY seq DESC
+LIMIT $4`
+
+	// The summary advances only: a retry, or a slower writer, that would
+	// take it back changes nothing, and its call is not counted again.
+	sqlPutSummary = `
+WITH s AS (
+  UPDATE sessions SET summary = $3, summary_seq = $4, updated_at = now()
+  WHERE tenant_id = $1 AND session_id = $2 AND summary_seq < $4
+  RETURNING 1
+)
+INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost)
+SELECT $1, $5, 0, $6, $7, $8, $2, $9, $10, $11, $12, $13, $14 FROM s
+ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
+)
+
+// SessionMessage is a message of a session's transcript, with its place.
+type SessionMessage struct {
+	Seq int64
+	agent.Message
+}
+
+// SessionMemory is what a session's model reads of its transcript: the
+// summary of its messages up to SummarySeq, and the latest messages
+// after it, oldest first.
+type SessionMemory struct {
+	Summary    string
+	SummarySeq int64
+	Recent     []SessionMessage
+}
+
+// SessionMemory reads a session's summary and at most limit of its latest
+// messages after it; none of either for an unknown session.
+func (s *Store) SessionMemory(ctx context.Context, tenantID, sessionID string, limit int) (SessionMemory, error) {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return SessionMemory{}, err
+	}
+	if err := requireID("session_id", sessionID); err != nil {
+		return SessionMemory{}, err
+	}
+	if limit <= 0 {
+		return SessionMemory{}, agent.Errorf(agent.CodeInvalid, "limit must be positive, got %d", limit)
+	}
+	var m SessionMemory
+	err := s.pool.QueryRow(ctx, sqlSessionSummary, tenantID, sessionID).Scan(&m.Summary, &m.SummarySeq)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return SessionMemory{}, fmt.Errorf("load memory of session %q: %w", sessionID, err)
+	}
+	rows, err := s.pool.Query(ctx, sqlSessionMessagesAfter, tenantID, sessionID, m.SummarySeq, limit)
+	if err != nil {
+		return SessionMemory{}, fmt.Errorf("load memory of session %q: %w", sessionID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sm SessionMessage
+		var raw []byte
+		if err := rows.Scan(&sm.Seq, &raw); err != nil {
+			return SessionMemory{}, fmt.Errorf("load memory of session %q: %w", sessionID, err)
+		}
+		if err := json.Unmarshal(raw, &sm.Message); err != nil {
+			return SessionMemory{}, fmt.Errorf("load memory of session %q: decode message %d: %w", sessionID, sm.Seq, err)
+		}
+		m.Recent = append(m.Recent, sm)
+	}
+	if err := rows.Err(); err != nil {
+		return SessionMemory{}, fmt.Errorf("load memory of session %q: %w", sessionID, err)
+	}
+	slices.Reverse(m.Recent)
+	return m, nil
+}
+
+// Summary is a session's summary written through message Through by a
+// model call (Call: its usage, counted in the ledger under a job id of
+// its own).
+type Summary struct {
+	Text    string
+	Through int64
+	Call    ModelCall
+}
+
+// PutSummary stores a session's summary, if it goes further than the one
+// stored, and counts its model call in the usage ledger, in one
+// statement. It reports whether it stored it.
+func (s *Store) PutSummary(ctx context.Context, sum Summary) (bool, error) {
+	c := sum.Call
+	if err := requireID("tenant_id", c.TenantID); err != nil {
+		return false, err
+	}
+	if err := requireID("session_id", c.SessionID); err != nil {
+		return false, err
+	}
+	if sum.Through <= 0 || c.Attempt < 1 {
+		return false, agent.Errorf(agent.CodeInvalid, "summary through message %d, attempt %d: want both positive", sum.Through, c.Attempt)
+	}
+	u := c.Usage
+	tag, err := s.pool.Exec(ctx, sqlPutSummary, c.TenantID, c.SessionID, sum.Text, sum.Through, c.JobID, c.Attempt, c.AgentID, c.AgentVersion, c.Model,
+		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost)
+	if err != nil {
+		return false, fmt.Errorf("put summary of session %q: %w", c.SessionID, err)
+	}
+	return tag.RowsAffected() > 0, nil
 }

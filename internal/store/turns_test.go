@@ -318,3 +318,44 @@ func TestForkSession(t *testing.T) {
 	require.Empty(t, contents("x2"))
 	require.Len(t, contents("through"), 4, "an existing session is left as it was")
 }
+
+// TestSessionSummary: a session's summary only advances — a retry, or a
+// slower writer with an older one, changes nothing and is not counted
+// again — and the memory read is the summary and the messages after it.
+func TestSessionSummary(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	for n := 1; n <= 3; n++ {
+		require.NoError(t, s.AppendSession(ctx, "demo", "mem", fmt.Sprintf("mem-%d", n),
+			[]agent.Message{{Role: agent.RoleUser, Content: fmt.Sprintf("q%d", n)}, {Role: agent.RoleAssistant, Content: fmt.Sprintf("a%d", n)}}))
+	}
+	call := func(through int64, attempt int) store.ModelCall {
+		return store.ModelCall{TenantID: "demo", SessionID: "mem", JobID: fmt.Sprintf("summary:mem:%d", through), Attempt: attempt,
+			AgentID: "a", AgentVersion: 1, Model: "openai:gpt-4o-mini", Usage: agent.Usage{PromptTokens: 10, CompletionTokens: 5}}
+	}
+	stored, err := s.PutSummary(ctx, store.Summary{Text: "first two exchanges", Through: 4, Call: call(4, 1)})
+	require.NoError(t, err)
+	require.True(t, stored)
+	for _, again := range []store.Summary{
+		{Text: "first two exchanges", Through: 4, Call: call(4, 2)}, // a retry
+		{Text: "first exchange", Through: 2, Call: call(2, 1)},      // an older one
+	} {
+		stored, err := s.PutSummary(ctx, again)
+		require.NoError(t, err)
+		require.False(t, stored)
+	}
+	mem, err := s.SessionMemory(ctx, "demo", "mem", 10)
+	require.NoError(t, err)
+	require.Equal(t, "first two exchanges", mem.Summary)
+	require.Equal(t, int64(4), mem.SummarySeq)
+	require.Len(t, mem.Recent, 2)
+	require.Equal(t, "q3", mem.Recent[0].Content)
+	require.Equal(t, int64(5), mem.Recent[0].Seq)
+	require.Equal(t, 1, count(t, s, "SELECT count(*) FROM usage_ledger WHERE job_id LIKE 'summary:mem:%'"), "counted once")
+
+	mem, err = s.SessionMemory(ctx, "demo", "none", 10)
+	require.NoError(t, err)
+	require.Empty(t, mem.Summary)
+	require.Empty(t, mem.Recent)
+}

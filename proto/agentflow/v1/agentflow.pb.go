@@ -3717,8 +3717,12 @@ type Transcript struct {
 	Entries        []*TranscriptEntry     `protobuf:"bytes,5,rep,name=entries,proto3" json:"entries,omitempty"` // the recent turns, oldest first
 	Pending        []*PendingMessage      `protobuf:"bytes,6,rep,name=pending,proto3" json:"pending,omitempty"` // messages waiting for their turn, in order
 	Runs           int32                  `protobuf:"varint,7,opt,name=runs,proto3" json:"runs,omitempty"`      // how many times the conversation has continued as new
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The session's memory: the summary its turns' model reads before the
+	// latest messages, of the messages up to summary_seq.
+	Summary       string `protobuf:"bytes,8,opt,name=summary,proto3" json:"summary,omitempty"`
+	SummarySeq    int64  `protobuf:"varint,9,opt,name=summary_seq,json=summarySeq,proto3" json:"summary_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Transcript) Reset() {
@@ -3796,6 +3800,20 @@ func (x *Transcript) GetPending() []*PendingMessage {
 func (x *Transcript) GetRuns() int32 {
 	if x != nil {
 		return x.Runs
+	}
+	return 0
+}
+
+func (x *Transcript) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *Transcript) GetSummarySeq() int64 {
+	if x != nil {
+		return x.SummarySeq
 	}
 	return 0
 }
@@ -6191,7 +6209,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x06job_id\x18\x05 \x01(\tR\x05jobId\"5\n" +
 	"\x14GetTranscriptRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x87\x02\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xc2\x02\n" +
 	"\n" +
 	"Transcript\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
@@ -6201,7 +6219,10 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x06digest\x18\x04 \x01(\tR\x06digest\x127\n" +
 	"\aentries\x18\x05 \x03(\v2\x1d.agentflow.v1.TranscriptEntryR\aentries\x126\n" +
 	"\apending\x18\x06 \x03(\v2\x1c.agentflow.v1.PendingMessageR\apending\x12\x12\n" +
-	"\x04runs\x18\a \x01(\x05R\x04runs\"\xac\x01\n" +
+	"\x04runs\x18\a \x01(\x05R\x04runs\x12\x18\n" +
+	"\asummary\x18\b \x01(\tR\asummary\x12\x1f\n" +
+	"\vsummary_seq\x18\t \x01(\x03R\n" +
+	"summarySeq\"\xac\x01\n" +
 	"\x0fTranscriptEntry\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x16\n" +

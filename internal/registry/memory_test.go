@@ -1,0 +1,48 @@
+package registry
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// TestMemory: an agent's memory is checked when the catalog is applied —
+// a window of at least agent.MinWindowTokens, a summary model of a known
+// provider — and kept.
+func TestMemory(t *testing.T) {
+	const head = "tenant: demo\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"
+	tests := []struct {
+		name string
+		src  string
+		want []string // problems; nil for a valid catalog
+		out  agent.Memory
+	}{
+		{name: "none", src: head},
+		{name: "both", src: head + "    memory: {window_tokens: 4000, summary_model: 'anthropic:claude-3-5-haiku-latest'}\n",
+			out: agent.Memory{WindowTokens: 4000, SummaryModel: "anthropic:claude-3-5-haiku-latest"}},
+		{name: "a window too small", src: head + "    memory: {window_tokens: 50}\n",
+			want: []string{`t.yaml:5: agents[0].memory.window_tokens: 50 is too small: a memory window is at least 200 tokens`}},
+		{name: "an unknown provider", src: head + "    memory: {summary_model: 'acme:big'}\n",
+			want: []string{`t.yaml:5: agents[0].memory.summary_model: unknown provider "acme" (known: anthropic, ollama, openai)`}},
+		{name: "an unknown key", src: head + "    memory: {window: 4000}\n",
+			want: []string{`t.yaml:5: agents[0].memory.window: unknown field; known fields: window_tokens, summary_model`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.want != nil {
+				require.Equal(t, tt.want, problems(t, tt.src))
+				return
+			}
+			cat, err := Parse(nil, "t.yaml", []byte(tt.src))
+			require.NoError(t, err)
+			require.Equal(t, tt.out, cat.Tenants[0].Agents[0].Memory)
+			window := tt.out.WindowTokens
+			if window == 0 {
+				window = agent.DefaultWindowTokens
+			}
+			require.Equal(t, window, cat.Tenants[0].Agents[0].Memory.Window())
+		})
+	}
+}
