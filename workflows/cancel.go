@@ -53,6 +53,11 @@ func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	}
 	t.canceled = &req
 	workflow.GetLogger(ctx).Info("turn cancelled", "requested_by", req.RequestedBy, "reason", req.Reason)
+	if req.AtBoundary {
+		// What runs finishes; the turn stops at its next step boundary
+		// (loop).
+		return
+	}
 	if t.stopModel != nil {
 		t.stopModel()
 	}

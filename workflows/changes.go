@@ -52,7 +52,9 @@ const (
 	// testdata/turn_canceled_by_temporal.json,
 	// testdata/turn_tool_canceled.json, testdata/turn_live_first_canceled.json
 	// (stopped while its model streamed), testdata/turn_stopped_partial.json
-	// (the same, keeping its partial answer).
+	// (the same, keeping its partial answer),
+	// testdata/turn_stopped_at_boundary.json (stopped before the tool calls
+	// of a reply, CancelRequest.AtBoundary).
 	cancelChange = "cancel-turn"
 
 	// stopKeepsChange: a turn stopped while its model streamed keeps what
@@ -171,7 +173,9 @@ const (
 	// testdata/turn_live_first_canceled.json (a call streamed live first,
 	// sealed when the turn stopped), testdata/turn_stopped_partial.json
 	// (the same, keeping its partial answer), testdata/turn_steered.json
-	// (a message taken in while it ran).
+	// (a message taken in while it ran),
+	// testdata/turn_stopped_at_boundary.json (a step whose tool calls did
+	// not run).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -203,7 +207,8 @@ const (
 	//
 	// Recorded: testdata/conversation_turn_events.json,
 	// testdata/turn_steered.json (a conversation's turn that took in a
-	// message while it ran).
+	// message while it ran), testdata/turn_stopped_at_boundary.json (one
+	// that a message stopped).
 	conversationTurnEventsChange = "conversation-turn-events"
 
 	// fallbackChange: a model call that fails for good with an error type

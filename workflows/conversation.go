@@ -320,7 +320,7 @@ func (c *conversation) stopRunning(ctx workflow.Context, by agent.PendingMessage
 	}
 	r.stoppedBy = by.Busy
 	req := agent.CancelRequest{Reason: fmt.Sprintf("message %q came with on_busy %q", by.JobID, by.Busy),
-		Discard: by.Busy == agent.OnBusyRollback}
+		Discard: by.Busy == agent.OnBusyRollback, AtBoundary: by.StopAt == agent.StopAtBoundary}
 	if by.Caller != nil {
 		req.RequestedBy = by.Caller.Name
 	}

@@ -296,12 +296,24 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	output, failure := t.loop(runCtx, limits)
 	cancel()
 	switch {
+	case failure == nil && t.canceled != nil && t.canceled.AtBoundary:
+		// The model answered before the next boundary: the turn is done.
 	case t.cancelled(ctx):
 		failure = t.cancelError()
 	case t.timedOut:
 		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", timeout))
 	}
 	return t.finish(ctx, output, t.blame(failure))
+}
+
+// notRun answers the tool calls of a reply stored at step seq that the
+// turn stopped before running.
+func notRun(seq int, calls []agent.ToolCall) []contract.ToolFailure {
+	out := make([]contract.ToolFailure, len(calls))
+	for i, c := range calls {
+		out[i] = contract.ToolFailure{Seq: seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: "the turn was stopped before the call ran"}
+	}
+	return out
 }
 
 // parentWorkflowID is the id of the workflow that started this one as
@@ -380,6 +392,14 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 			workflow.GetLogger(ctx).Info("answer does not match the output schema; repairing it", "problems", reply.OutputProblems)
 			t.repairs, t.repair = 1, reply.OutputProblems
 			continue
+		}
+		if t.canceled != nil && t.canceled.AtBoundary {
+			// Stopped at this boundary: the reply's calls do not run, and
+			// each is answered so (SaveResult stores them).
+			t.unstored = notRun(t.seq, reply.ToolCalls)
+			t.seq += len(reply.ToolCalls)
+			t.finishStep(ctx, step, reply)
+			return reply.Content, t.cancelError()
 		}
 		t.unstored = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
 		// Every call of the step has ended (runTools waits for them all),

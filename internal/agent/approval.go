@@ -95,6 +95,11 @@ type CancelRequest struct {
 	// answer, and the turn's exchange stays out of its session's
 	// transcript (a conversation's OnBusyRollback).
 	Discard bool `json:"discard,omitempty"`
+	// AtBoundary: the model call and the tool calls in flight finish
+	// first; the turn stops at its next step boundary — before it runs
+	// the tool calls of a reply, or calls the model again. Otherwise they
+	// are stopped at once.
+	AtBoundary bool `json:"at_boundary,omitempty"`
 }
 
 // Validate bounds the request's fields.

@@ -79,7 +79,18 @@ type SendMessage struct {
 	// of the conversation runs (OnBusyEnqueue, …); "" is the
 	// conversation's own (ConversationInput.OnBusy).
 	OnBusy string `json:"on_busy,omitempty"`
+	// StopAt, for a message that interrupts or rolls back the running
+	// turn, is where the turn stops: StopNow (the default: its model call
+	// and tool calls in flight are stopped) or StopAtBoundary (they
+	// finish, and the turn stops before its next step).
+	StopAt string `json:"stop_at,omitempty"`
 }
+
+// Where a turn that a message interrupts stops (SendMessage.StopAt).
+const (
+	StopNow        = "now"
+	StopAtBoundary = "boundary"
+)
 
 // What a message that arrives while a turn runs does (SendMessage.OnBusy).
 const (
@@ -158,6 +169,11 @@ func (m SendMessage) Validate() error {
 	}
 	if err := validOnBusy(m.OnBusy); err != nil {
 		return err
+	}
+	switch m.StopAt {
+	case "", StopNow, StopAtBoundary:
+	default:
+		return Errorf(CodeInvalid, "stop_at %q: want %q or %q", m.StopAt, StopNow, StopAtBoundary)
 	}
 	return m.Context.Bounded()
 }

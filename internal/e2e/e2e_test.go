@@ -38,6 +38,9 @@ rules:
   - name: story
     when: {user: '^tell a story'}
     reply: {text: '` + storyText + `'}
+  - name: slow-calc
+    when: {user: '^slowly, what is ([-0-9.+*/^() ]+)\?'}
+    reply: {delay_ms: 1500, tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
   - name: steered
     when: {user: '^now make it about (.+)$'}
     reply: {text: 'A story about $1.'}

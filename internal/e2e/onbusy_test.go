@@ -176,6 +176,20 @@ func TestConversationOnBusy(t *testing.T) {
 		e.replay(contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID), "conversation_interrupted")
 	})
 
+	t.Run("interrupt at the boundary", func(t *testing.T) {
+		b := startBusy(t, e, ctx, agent.ConversationInput{})
+		sent, err := b.send(agent.SendMessage{Prompt: question, OnBusy: agent.OnBusyInterrupt, StopAt: agent.StopAtBoundary})
+		require.NoError(t, err)
+		// The model call in flight finishes, and with it the turn: its
+		// answer was complete before the next boundary.
+		story := b.result(b.story.TurnWorkflowID)
+		require.Equal(t, agent.StatusCompleted, story.Status)
+		require.Equal(t, storyText, story.Output)
+		require.Equal(t, "The result is 4.", b.result(sent.TurnWorkflowID).Output)
+		require.Equal(t, []string{"user: tell a story", "assistant: " + storyText, "user: " + question, "assistant: The result is 4."},
+			b.transcript())
+	})
+
 	t.Run("rollback", func(t *testing.T) {
 		b := startBusy(t, e, ctx, agent.ConversationInput{})
 		sent, err := b.send(agent.SendMessage{Prompt: question, OnBusy: agent.OnBusyRollback})
@@ -275,4 +289,40 @@ func TestSteerBadSignals(t *testing.T) {
 	require.Equal(t, agent.StatusCompleted, res.Status)
 	require.Equal(t, storyText, res.Output)
 	require.Empty(t, res.Steered)
+}
+
+// TestInterruptAtBoundary: a turn interrupted at the boundary lets its
+// model call finish, then stops before it runs the tool calls the model
+// asked for: none runs, each is answered as not run, and the message is
+// answered next.
+func TestInterruptAtBoundary(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	in := agent.ConversationInput{TenantID: "demo", SessionID: "boundary-" + testserver.RandomID()}
+	first, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: "slowly, what is 5*5?"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.Model.InFlight() > 0 }, 30*time.Second, 5*time.Millisecond, "the model call is in flight")
+	sent, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in,
+		agent.SendMessage{Prompt: "what is 2+2?", OnBusy: agent.OnBusyInterrupt, StopAt: agent.StopAtBoundary})
+	require.NoError(t, err)
+
+	res, err := turnclient.Result(ctx, e.Client().GetWorkflow(ctx, first.TurnWorkflowID, ""))
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCanceled, res.Status)
+	require.Equal(t, 1, e.Model.Served("slow-calc"), "the model call was not stopped")
+	events, err := collect(ctx, e.Follower(), first.TurnWorkflowID, 0)
+	require.NoError(t, err)
+	for _, ev := range events {
+		require.NotEqual(t, agent.EventToolStart, ev.Kind, "no tool call ran: %s", ev)
+	}
+	steps := e.steps(first.JobID)
+	require.Len(t, steps, 3, "the prompt, the reply, the call's answer")
+	require.Equal(t, agent.RoleTool, steps[2].Role)
+	require.Equal(t, "error: the turn was stopped before the call ran", steps[2].Content)
+	e.replay(first.TurnWorkflowID, "turn_stopped_at_boundary")
+
+	next, err := turnclient.Result(ctx, e.Client().GetWorkflow(ctx, sent.TurnWorkflowID, ""))
+	require.NoError(t, err)
+	require.Equal(t, "The result is 4.", next.Output)
 }

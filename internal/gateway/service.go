@@ -534,7 +534,7 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 		return nil, s.status(ctx, err)
 	}
 	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()), Caller: callerOf(ctx).Caller(),
-		OnBusy: in.GetOnBusy()}
+		OnBusy: in.GetOnBusy(), StopAt: in.GetStopAt()}
 	if err := msg.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}

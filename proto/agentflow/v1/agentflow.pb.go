@@ -3327,7 +3327,12 @@ type SendMessageRequest struct {
 	// is answered next), "rollback" (the same, leaving the stopped turn
 	// out of the transcript) or "steer" (the message joins the running
 	// turn, whose model reads it before its next call).
-	OnBusy        string `protobuf:"bytes,7,opt,name=on_busy,json=onBusy,proto3" json:"on_busy,omitempty"`
+	OnBusy string `protobuf:"bytes,7,opt,name=on_busy,json=onBusy,proto3" json:"on_busy,omitempty"`
+	// With interrupt or rollback: "now" (the default: the running turn's
+	// model call and tool calls in flight are stopped) or "boundary" (they
+	// finish; the turn stops before its next step, and a turn whose model
+	// has answered by then completes).
+	StopAt        string `protobuf:"bytes,8,opt,name=stop_at,json=stopAt,proto3" json:"stop_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3407,6 +3412,13 @@ func (x *SendMessageRequest) GetHistory() string {
 func (x *SendMessageRequest) GetOnBusy() string {
 	if x != nil {
 		return x.OnBusy
+	}
+	return ""
+}
+
+func (x *SendMessageRequest) GetStopAt() string {
+	if x != nil {
+		return x.StopAt
 	}
 	return ""
 }
@@ -6172,7 +6184,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\ftoken_budget\x18\x03 \x01(\x05R\vtokenBudget\x120\n" +
 	"\x14approval_timeout_sec\x18\x04 \x01(\x05R\x12approvalTimeoutSec\x12*\n" +
 	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\x12(\n" +
-	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xe5\x01\n" +
+	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xfe\x01\n" +
 	"\x12SendMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -6181,7 +6193,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\acontext\x18\x04 \x01(\v2\x19.agentflow.v1.TurnContextR\acontext\x12\x19\n" +
 	"\bagent_id\x18\x05 \x01(\tR\aagentId\x12\x18\n" +
 	"\ahistory\x18\x06 \x01(\tR\ahistory\x12\x17\n" +
-	"\aon_busy\x18\a \x01(\tR\x06onBusy\"\x8c\x01\n" +
+	"\aon_busy\x18\a \x01(\tR\x06onBusy\x12\x17\n" +
+	"\astop_at\x18\b \x01(\tR\x06stopAt\"\x8c\x01\n" +
 	"\x13SendMessageResponse\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
