@@ -71,6 +71,12 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	case existing != nil:
 		return contract.LoadAgentResult{Existing: existing}, nil
 	}
+	if v := req.AgentVersion; v > 0 && v != ag.Version {
+		// The request pins another version than the active one.
+		if ag, err = a.store.AgentVersion(ctx, req.TenantID, in.AgentID, v); err != nil {
+			return contract.LoadAgentResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, v, agentNotFound(err))
+		}
+	}
 	// A model the agent does not let a turn choose is refused before the
 	// turn counts against the agent's rate or stores anything.
 	if err := ag.CheckModel(req.Model); err != nil {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -102,6 +103,36 @@ agents:
 	require.Equal(t, []string{"system: Be careful.", "user: first question", "assistant: Answer to: first question",
 		"user: second question, rephrased"}, sent)
 	require.Equal(t, original, transcript(session), "the original is unchanged")
+
+	// A fork runs on an earlier version of an agent when asked, the
+	// active one otherwise.
+	cat, err := registry.Parse(nil, "v2.yaml", []byte(`
+tenant: demo
+default_agent: quick
+agents:
+  - id: quick
+    model: openai:gpt-4o-mini
+    system_prompt: Be quick.
+  - id: careful
+    model: openai:gpt-4o
+    system_prompt: Be very careful.
+`))
+	require.NoError(t, err)
+	_, err = srv.Store().ApplyCatalog(ctx, cat, false)
+	require.NoError(t, err)
+	systemOf := func(version int32) string {
+		t.Helper()
+		fork, err := client.ForkSession(as, &pb.ForkSessionRequest{SessionId: session, JobId: session + "-2", Regenerate: true,
+			AgentId: "careful", AgentVersion: version})
+		require.NoError(t, err)
+		awaitTurns(fork.GetSessionId(), 2)
+		reqs := srv.Model.Requests()
+		return reqs[len(reqs)-1].Messages[0].Content
+	}
+	require.Equal(t, "Be careful.", systemOf(1))
+	require.Equal(t, "Be very careful.", systemOf(0))
+	_, err = client.ForkSession(as, &pb.ForkSessionRequest{SessionId: session, JobId: session + "-2", Regenerate: true, AgentId: "careful", AgentVersion: 7})
+	require.Equal(t, codes.NotFound, status.Code(err), "error: %v", err)
 
 	for _, tc := range []struct {
 		name  string

@@ -250,7 +250,7 @@ func (c *conversation) hash(jobID string, m agent.SendMessage) string {
 // request is the turn a message becomes.
 func (c *conversation) request(jobID string, m agent.SendMessage) agent.TurnRequest {
 	req := agent.TurnRequest{
-		TenantID: c.in.TenantID, SessionID: c.in.SessionID, AgentID: c.in.AgentID, JobID: jobID,
+		TenantID: c.in.TenantID, SessionID: c.in.SessionID, AgentID: c.in.AgentID, AgentVersion: c.in.AgentVersion, JobID: jobID,
 		Prompt: m.Prompt, History: c.in.History, Context: m.Context, Caller: m.Caller,
 	}
 	req.Normalize()

@@ -11,6 +11,9 @@ type ConversationInput struct {
 	TenantID  string `json:"tenant_id"`
 	SessionID string `json:"session_id"`
 	AgentID   string `json:"agent_id,omitempty"` // empty: each message is routed
+	// AgentVersion pins the conversation's turns to that version of
+	// AgentID (TurnRequest.AgentVersion); 0: the active one.
+	AgentVersion int `json:"agent_version,omitempty"`
 	// History is "load" (default: turns see the session's transcript) or
 	// "fresh" (each turn starts clean).
 	History string `json:"history,omitempty"`
@@ -42,6 +45,9 @@ func (in ConversationInput) Validate() error {
 	}
 	if err := validOnBusy(in.OnBusy); err != nil {
 		return err
+	}
+	if in.AgentVersion < 0 || in.AgentVersion > 0 && in.AgentID == "" {
+		return Errorf(CodeInvalid, "agent_version %d: want a version of the agent agent_id names (0: its active one)", in.AgentVersion)
 	}
 	if in.MaxPending < 0 || in.MaxPending > 10_000 {
 		return Errorf(CodeInvalid, "max_pending %d: want 0 (%d) to 10000", in.MaxPending, DefaultMaxPending)

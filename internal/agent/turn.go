@@ -59,6 +59,10 @@ type TurnRequest struct {
 	// run on a cheaper model, say), else the turn is rejected
 	// PermissionDenied. Empty: the agent's.
 	Model string `json:"model,omitempty"`
+	// AgentVersion pins the turn to that version of its agent (AgentID
+	// is then required) instead of the active one: a fork run with an
+	// earlier version, say. 0: the active version.
+	AgentVersion int `json:"agent_version,omitempty"`
 
 	// What the caller's system says of the job (the v1 job protocol's
 	// envelope): stored with the turn's request and shown in its details,
@@ -298,6 +302,9 @@ func (r *TurnRequest) ValidateEnvelope() error {
 		if err := validateKey(f.name, f.value); err != nil {
 			return err
 		}
+	}
+	if r.AgentVersion < 0 || r.AgentVersion > 0 && r.AgentID == "" {
+		return Errorf(CodeInvalid, "agent_version %d: want a version of the agent agent_id names (0: its active one)", r.AgentVersion)
 	}
 	if r.RetryCount < 0 || r.RetryCount > MaxRetryCount {
 		return Errorf(CodeInvalid, "retry_count %d: want 0 (the first attempt) to %d", r.RetryCount, MaxRetryCount)

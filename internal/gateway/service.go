@@ -210,6 +210,9 @@ func (s *Service) startPrepared(ctx context.Context, req agent.TurnRequest) (cli
 func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 	if req.AgentID != "" {
 		ag, err := s.store.ActiveAgent(ctx, req.TenantID, req.AgentID)
+		if v := req.AgentVersion; v > 0 && err == nil && v != ag.Version {
+			ag, err = s.store.AgentVersion(ctx, req.TenantID, req.AgentID, v)
+		}
 		if agent.IsCode(err, agent.CodeNotFound) {
 			return agent.WithCode(agent.CodeAgentNotFound, err)
 		}
@@ -464,7 +467,8 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 		id := newJobID()
 		f.To = fmt.Sprintf("%.150s-fork-%s", f.From, id[len(id)-8:])
 	}
-	conv := agent.ConversationInput{TenantID: f.TenantID, SessionID: f.To, AgentID: in.GetAgentId(), History: in.GetHistory()}
+	conv := agent.ConversationInput{TenantID: f.TenantID, SessionID: f.To, AgentID: in.GetAgentId(), AgentVersion: int(in.GetAgentVersion()),
+		History: in.GetHistory()}
 	if err := conv.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -476,7 +480,7 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 		}
 	}
 	if msg != nil || in.GetRegenerate() {
-		if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID}); err != nil {
+		if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
 			return nil, s.status(ctx, err)
 		}
 	}

@@ -131,7 +131,9 @@ type TurnRequest struct {
 	// /v1/files) or http(s) URL (fetched once, through the tenant's egress
 	// policy), and more text. A model whose provider cannot take a part
 	// refuses the turn, naming it.
-	Parts         []*Part `protobuf:"bytes,20,rep,name=parts,proto3" json:"parts,omitempty"`
+	Parts []*Part `protobuf:"bytes,20,rep,name=parts,proto3" json:"parts,omitempty"`
+	// Pins the turn to that version of agent_id instead of the active one.
+	AgentVersion  int32 `protobuf:"varint,21,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +306,13 @@ func (x *TurnRequest) GetParts() []*Part {
 		return x.Parts
 	}
 	return nil
+}
+
+func (x *TurnRequest) GetAgentVersion() int32 {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return 0
 }
 
 // Part is a piece of a message beside its text.
@@ -3506,9 +3515,11 @@ type ForkSessionRequest struct {
 	// The turn's prompt sent again as the fork's first message (the fork
 	// then ends before the turn).
 	Regenerate bool `protobuf:"varint,6,opt,name=regenerate,proto3" json:"regenerate,omitempty"`
-	// The fork's conversation: its agent (empty: routed) and history.
+	// The fork's conversation: its agent (empty: routed), that agent's
+	// version (0: the active one) and history.
 	AgentId       string `protobuf:"bytes,7,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	History       string `protobuf:"bytes,8,opt,name=history,proto3" json:"history,omitempty"`
+	AgentVersion  int32  `protobuf:"varint,9,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3597,6 +3608,13 @@ func (x *ForkSessionRequest) GetHistory() string {
 		return x.History
 	}
 	return ""
+}
+
+func (x *ForkSessionRequest) GetAgentVersion() int32 {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return 0
 }
 
 type ForkSessionResponse struct {
@@ -5910,7 +5928,7 @@ var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x05\n" +
+	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x05\n" +
 	"\vTurnRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -5936,7 +5954,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"retryCount\x129\n" +
 	"\n" +
 	"created_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12(\n" +
-	"\x05parts\x18\x14 \x03(\v2\x12.agentflow.v1.PartR\x05partsB\t\n" +
+	"\x05parts\x18\x14 \x03(\v2\x12.agentflow.v1.PartR\x05parts\x12#\n" +
+	"\ragent_version\x18\x15 \x01(\x05R\fagentVersionB\t\n" +
 	"\a_stream\"q\n" +
 	"\x04Part\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
@@ -6199,7 +6218,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
 	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x12\x18\n" +
-	"\asteered\x18\x04 \x01(\bR\asteered\"\xfe\x01\n" +
+	"\asteered\x18\x04 \x01(\bR\asteered\"\xa3\x02\n" +
 	"\x12ForkSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
@@ -6212,7 +6231,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"regenerate\x18\x06 \x01(\bR\n" +
 	"regenerate\x12\x19\n" +
 	"\bagent_id\x18\a \x01(\tR\aagentId\x12\x18\n" +
-	"\ahistory\x18\b \x01(\tR\ahistory\"\xad\x01\n" +
+	"\ahistory\x18\b \x01(\tR\ahistory\x12#\n" +
+	"\ragent_version\x18\t \x01(\x05R\fagentVersion\"\xad\x01\n" +
 	"\x13ForkSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12'\n" +
