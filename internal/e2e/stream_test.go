@@ -103,17 +103,11 @@ func TestStreamNormalTurn(t *testing.T) {
 	e.replay(id, "turn_streamed")
 }
 
-// TestStreamCanceledMidCall: a turn stopped while its model streams keeps
-// what the call showed its followers: the turn seals it into the log, at
-// the indices the followers saw, before its CANCELED status, so that a
-// follower that watched it live and one that reads the log afterwards get
-// the same events.
-func TestStreamCanceledMidCall(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	id := e.startTurn("tell a story")
-
+// stopWhileStreaming follows turn id from its start and cancels it once
+// its model has streamed tokens token events, then returns every event the
+// follower saw, through the end.
+func stopWhileStreaming(t *testing.T, ctx context.Context, e *env, id string, tokens int) []agent.Event {
+	t.Helper()
 	var mu sync.Mutex
 	var live []agent.Event
 	done := make(chan error, 1)
@@ -128,13 +122,27 @@ func TestStreamCanceledMidCall(t *testing.T) {
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return countTokens(live) >= 2
+		return countTokens(live) >= tokens
 	}, 30*time.Second, 10*time.Millisecond, "the model streams")
 	require.NoError(t, e.Client().SignalWorkflow(ctx, id, "", contract.SignalCancelTurn, agent.CancelRequest{Reason: "enough", RequestedBy: "test"}))
 	require.NoError(t, <-done)
-
 	mu.Lock()
 	defer mu.Unlock()
+	return live
+}
+
+// TestStreamCanceledMidCall: a turn stopped while its model streams keeps
+// what the call showed its followers: the turn seals it into the log, at
+// the indices the followers saw, before its CANCELED status, so that a
+// follower that watched it live and one that reads the log afterwards get
+// the same events.
+func TestStreamCanceledMidCall(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := e.startTurn("tell a story")
+
+	live := stopWhileStreaming(t, ctx, e, id, 2)
 	last := live[len(live)-1]
 	require.Equal(t, agent.StreamCanceled, last.Status, "last event %s", last)
 	for i, ev := range live {
@@ -380,27 +388,7 @@ func TestStopKeepsPartialAnswer(t *testing.T) {
 	}
 	job, id := start("tell a story")
 
-	var mu sync.Mutex
-	var live []agent.Event
-	done := make(chan error, 1)
-	go func() {
-		done <- e.Follower().Follow(ctx, id, 0, func(ev agent.Event) error {
-			mu.Lock()
-			defer mu.Unlock()
-			live = append(live, ev)
-			return nil
-		})
-	}()
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return countTokens(live) >= 3
-	}, 30*time.Second, 10*time.Millisecond, "the model streams")
-	require.NoError(t, e.Client().SignalWorkflow(ctx, id, "", contract.SignalCancelTurn, agent.CancelRequest{Reason: "enough", RequestedBy: "test"}))
-	require.NoError(t, <-done)
-
-	mu.Lock()
-	defer mu.Unlock()
+	live := stopWhileStreaming(t, ctx, e, id, 3)
 	partial := agent.ReplayText(live)
 	require.NotEmpty(t, partial)
 	require.True(t, strings.HasPrefix(storyText, partial), "the partial text is the story's beginning: %q", partial)
