@@ -178,6 +178,8 @@ var payloads = []struct {
 			`{"prompt":""}`, `{"prompt":"hi","job_id":"a b"}`, `{"prompt":"hi","job_id":"a\u0000b"}`,
 			`{"prompt":"hi","context":{"previous_results":[{"node_id":"n"}]}}`,
 			`{"prompt":["hi"]}`, `null`,
+			`{"prompt":"in euros","on_busy":"steer"}`, `{"prompt":"stop","on_busy":"interrupt","stop_at":"boundary"}`,
+			`{"prompt":"hi","on_busy":"later"}`, `{"prompt":"hi","stop_at":"soon"}`,
 		},
 		check: func(t *testing.T, raw []byte) {
 			var m SendMessage
@@ -203,6 +205,30 @@ var payloads = []struct {
 			req.Normalize()
 			require.NoError(t, req.Validate(), "accepted message %s", raw)
 			require.NoError(t, req.Context.Bounded())
+		},
+	},
+	{
+		name: "steer", // signal of AgentTurn, sent by its Conversation
+		seeds: []string{
+			`{"id":"s1-4","prompt":"in euros, please"}`, `{"prompt":"no id"}`, `{"id":"s1-4","prompt":" "}`,
+			`{"id":"a\u0000b","prompt":"x"}`, `"not a message"`,
+		},
+		check: func(t *testing.T, raw []byte) {
+			var m SteerMessage
+			if json.Unmarshal(raw, &m) != nil {
+				return // dropped by the channel, logged
+			}
+			if err := m.Validate(); err != nil {
+				requireInvalid(t, err)
+				return
+			}
+			require.NoError(t, validateKey("id", m.ID))
+			require.NotEmpty(t, strings.TrimSpace(m.Prompt))
+			require.LessOrEqual(t, len(m.Prompt), MaxPromptBytes)
+			// What the turn logs of it is a valid steered event.
+			e := Event{StreamID: "turn/demo/s1-3", Index: 1, Kind: EventSteered, Message: &MessageEvent{ID: m.ID}, Text: m.Prompt}
+			require.NoError(t, e.Validate())
+			require.Equal(t, m, requireRoundTrip(t, m))
 		},
 	},
 	{
