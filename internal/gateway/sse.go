@@ -204,18 +204,7 @@ func (a *HTTPAPI) serveSSE(w http.ResponseWriter, r *http.Request, follow func(c
 	// The gateway's shutdown ends the stream; the client resumes elsewhere.
 	defer context.AfterFunc(a.ending, cancel)()
 
-	events := make(chan agent.Event, streamBuffer)
-	done := make(chan error, 1)
-	go func() {
-		done <- follow(ctx, func(e agent.Event) error {
-			select {
-			case events <- e:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
+	events, done := followInto(ctx, follow)
 	st := &sseWriter{a: a, w: w, r: r, rc: http.NewResponseController(w)}
 	// The deadlines are this answer's; the connection may serve others.
 	defer func() { _ = st.rc.SetWriteDeadline(time.Time{}) }()
@@ -382,18 +371,7 @@ func (a *HTTPAPI) serveEvents(w http.ResponseWriter, r *http.Request, st *sseWri
 	defer cancel()
 	defer context.AfterFunc(a.ending, cancel)()
 
-	events := make(chan agent.Event, streamBuffer)
-	done := make(chan error, 1)
-	go func() {
-		done <- follow(ctx, func(e agent.Event) error {
-			select {
-			case events <- e:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
+	events, done := followInto(ctx, follow)
 	defer func() { _ = st.rc.SetWriteDeadline(time.Time{}) }()
 	keepAlive := time.NewTicker(a.keepAlive)
 	defer keepAlive.Stop()
@@ -419,4 +397,23 @@ func (a *HTTPAPI) serveEvents(w http.ResponseWriter, r *http.Request, st *sseWri
 			return
 		}
 	}
+}
+
+// followInto runs follow on a goroutine of its own, handing its events
+// over a buffered channel, so that a slow client never holds the
+// follower; done receives follow's outcome.
+func followInto(ctx context.Context, follow func(ctx context.Context, send func(agent.Event) error) error) (<-chan agent.Event, <-chan error) {
+	events := make(chan agent.Event, streamBuffer)
+	done := make(chan error, 1)
+	go func() {
+		done <- follow(ctx, func(e agent.Event) error {
+			select {
+			case events <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	return events, done
 }
