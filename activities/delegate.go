@@ -6,7 +6,17 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
+
+// asked is what the model reads of an ask_user call: the person's answer,
+// or why there is none.
+func asked(o contract.AskedOutcome) (agent.Message, string) {
+	if o.Outcome != agent.QuestionAnswered {
+		return agent.Message{Content: o.Message}, agent.ToolError
+	}
+	return agent.Message{Content: o.Answer}, agent.ToolOK
+}
 
 // delegated is what the model reads of a delegate_to_agent call, which the
 // turn ran as a child turn: the child's answer (the workflow bounded it),

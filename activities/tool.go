@@ -26,7 +26,8 @@ import (
 // Temporal retries it. A result once stored is what every later attempt
 // returns: the tool is not run again. A call the turn ran as a child turn
 // (in.Delegated, a delegate_to_agent call) is not run: the child's result
-// is stored as the call's.
+// is stored as the call's; nor is a question the turn asked (in.Asked,
+// an ask_user call): its answer is.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	// The turn logged tool_start before scheduling this: let gateways
 	// know, while the call goes on, and before the next activity tells
@@ -53,6 +54,11 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 	if in.Delegated != nil {
 		// The call ran as a child turn: store what it came to.
 		msg, status := delegated(in.Call, *in.Delegated)
+		return a.storeToolResult(ctx, in, msg, status)
+	}
+	if in.Asked != nil {
+		// A person answered the question (or no one did): store that.
+		msg, status := asked(*in.Asked)
 		return a.storeToolResult(ctx, in, msg, status)
 	}
 

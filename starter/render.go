@@ -120,12 +120,23 @@ func (r *renderer) event(e agent.Event) {
 		r.line("  waiting for approval of %s (call %s)", e.Tool.Name, e.Tool.CallID)
 	case agent.EventApprovalDecided:
 		r.line("  %s (call %s) %s", e.Tool.Name, e.Tool.CallID, describeDecision(*e.Approval))
+	case agent.EventQuestion:
+		r.line("  question (call %s): %s%s", e.Tool.CallID, e.Question.Text, describeChoices(e.Question.Choices, e.Question.AllowOther))
+		r.line("  answer it: starter answer --stream %s --call %s \"…\"", e.StreamID, e.Tool.CallID)
+	case agent.EventQuestionAnswered:
+		if e.Question.Outcome == agent.QuestionAnswered {
+			r.line("  question (call %s) answered by %s", e.Tool.CallID, e.Question.Answerer)
+		} else {
+			r.line("  question (call %s) %s", e.Tool.CallID, e.Question.Outcome)
+		}
 	case agent.EventStatus:
 		switch e.Status {
 		case agent.StreamRetrying:
 			r.line("  [the model call failed and is retried: what it streamed since event %d is replaced]", e.VoidFrom)
 		case agent.StreamWaitingApproval:
 			r.line("  [waiting for approval]")
+		case agent.StreamWaitingInput:
+			r.line("  [waiting for an answer]")
 		case agent.StreamCompleted, agent.StreamFailed:
 			r.endLine()
 		}
@@ -174,6 +185,9 @@ func (r *renderer) child(e agent.Event) {
 		r.line("%swaiting for approval of %s (call %s of %s)", childPrefix, e.Tool.Name, e.Tool.CallID, e.Child.StreamID)
 	case agent.EventApprovalDecided:
 		r.line("%s%s (call %s) %s", childPrefix, e.Tool.Name, e.Tool.CallID, describeDecision(*e.Approval))
+	case agent.EventQuestion:
+		r.line("%squestion (call %s of %s): %s%s", childPrefix, e.Tool.CallID, e.Child.StreamID, e.Question.Text,
+			describeChoices(e.Question.Choices, e.Question.AllowOther))
 	case agent.EventStatus:
 		if e.Status == agent.StreamRetrying {
 			r.line("%s[the model call failed and is retried: the text above is replaced]", childPrefix)

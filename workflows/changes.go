@@ -159,7 +159,8 @@ const (
 	// is written at a run's first model call. Runs before it logged none
 	// of them, and dropped custom events.
 	//
-	// Recorded: testdata/turn_vocabulary.json (streamed: reasoning,
+	// Recorded: testdata/turn_ask_user.json (a question answered),
+	// testdata/turn_vocabulary.json (streamed: reasoning,
 	// argument deltas, a step boundary, an approved call, read by
 	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
 	// tool's custom events), testdata/turn_model_fallback.json (steps
@@ -261,4 +262,13 @@ const (
 	// Recorded: testdata/turn_live_first_canceled.json,
 	// testdata/turn_stopped_partial.json.
 	liveFirstChange = "live-first-streaming"
+
+	// askUserChange: an ask_user call (agent.KindAskUser) is held by the
+	// turn until a person answers it, its deadline passes or the turn is
+	// cancelled (question.go), and what came of it is stored as its
+	// result. The marker is written when a run first starts such a call.
+	// Runs before it sent the call to the tool runtime, which refused it.
+	//
+	// Recorded: testdata/turn_ask_user.json.
+	askUserChange = "ask-user"
 )

@@ -126,6 +126,7 @@ type turn struct {
 	log      *eventlog.Log
 	progress workflow.ReceiveChannel
 	appr     approvals
+	asks     questions
 	// data is what the latest tool round's calls produced last, by ref:
 	// the turn's answer rests on it.
 	data *agent.DataPreview
@@ -208,6 +209,9 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 		return agent.TurnResult{}, err
 	}
 	if err := t.startApprovals(ctx); err != nil {
+		return agent.TurnResult{}, err
+	}
+	if err := t.startQuestions(ctx); err != nil {
 		return agent.TurnResult{}, err
 	}
 	t.startCancel(ctx)
@@ -683,6 +687,11 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate &&
 		workflow.GetVersion(ctx, delegateChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 		r.delegate(ctx, i, spec)
+		return
+	}
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindAskUser &&
+		workflow.GetVersion(ctx, askUserChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		r.ask(ctx, i, spec)
 		return
 	}
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {

@@ -80,6 +80,15 @@ const (
 	// the message's job id, text its prompt, which the model reads before
 	// its next call.
 	EventSteered EventKind = "steered"
+	// EventQuestion: {tool: {call_id, name, args, deadline}, question:
+	// {text, choices?, allow_other?, role}}. An ask_user call asks a
+	// person; the turn waits for the answer (the answer signal and update)
+	// until the deadline. Followed by WAITING_INPUT while it waits.
+	EventQuestion EventKind = "question"
+	// EventQuestionAnswered: {tool: {call_id, name}, question: {outcome,
+	// answerer?, via}}: answered, timed_out or canceled. The answer is the
+	// call's result, in its tool_end.
+	EventQuestionAnswered EventKind = "question_answered"
 	// EventCustom: {custom: {name, id?, value}, tool?: {call_id, name}}.
 	// Application data a tool emits for the client (a chart, a citation, a
 	// progress figure): a name, a JSON value of at most MaxCustomValueBytes
@@ -92,7 +101,7 @@ const (
 func EventKinds() []EventKind {
 	return []EventKind{
 		EventStatus, EventToken, EventReasoning, EventToolArgsDelta, EventToolStart, EventToolProgress, EventToolEnd,
-		EventApprovalRequired, EventApprovalDecided, EventStepStart, EventStepFinish, EventMessageStart, EventMessageEnd,
+		EventApprovalRequired, EventApprovalDecided, EventQuestion, EventQuestionAnswered, EventStepStart, EventStepFinish, EventMessageStart, EventMessageEnd,
 		EventSteered, EventContent, EventUsage, EventCustom, EventError,
 	}
 }
@@ -132,10 +141,12 @@ const (
 const (
 	StreamRunning         = "RUNNING"
 	StreamWaitingApproval = "WAITING_APPROVAL"
-	StreamRetrying        = "RETRYING"
-	StreamCompleted       = "COMPLETED"
-	StreamFailed          = "FAILED"
-	StreamCanceled        = "CANCELED"
+	// StreamWaitingInput: an ask_user call waits for a person's answer.
+	StreamWaitingInput = "WAITING_INPUT"
+	StreamRetrying     = "RETRYING"
+	StreamCompleted    = "COMPLETED"
+	StreamFailed       = "FAILED"
+	StreamCanceled     = "CANCELED"
 )
 
 // Event is one entry of a turn's event log. Every turn has one log, whose
@@ -178,6 +189,8 @@ type Event struct {
 	Model string `json:"model,omitempty"`
 	// Approval is an approval_decided event's decision.
 	Approval *ApprovalEvent `json:"approval,omitempty"`
+	// Question is a question or question_answered event's question.
+	Question *QuestionEvent `json:"question,omitempty"`
 	// Message names the message of message_start and message_end events.
 	Message *MessageEvent `json:"message,omitempty"`
 	// Custom is a custom event's data.
@@ -438,6 +451,10 @@ func (e Event) String() string {
 		if e.Tool != nil && e.Approval != nil {
 			return fmt.Sprintf("#%d %s %s %s", e.Index, e.Kind, e.Tool.CallID, e.Approval.Outcome)
 		}
+	case EventQuestionAnswered:
+		if e.Tool != nil && e.Question != nil {
+			return fmt.Sprintf("#%d %s %s %s", e.Index, e.Kind, e.Tool.CallID, e.Question.Outcome)
+		}
 	case EventMessageStart, EventMessageEnd:
 		if e.Message != nil {
 			return strings.TrimSpace(fmt.Sprintf("#%d %s %s %s", e.Index, e.Kind, e.Message.ID, e.Message.Status))
@@ -543,10 +560,11 @@ const (
 	fContent
 	fError
 	fModel
+	fQuestion
 )
 
 var fieldNames = []string{"status", "void_from", "attempt", "step", "text", "tool", "usage", "finish_reason",
-	"approval", "message", "custom", "content", "error", "model"}
+	"approval", "message", "custom", "content", "error", "model", "question"}
 
 // eventShape is what a kind may and must set.
 type eventShape struct{ allowed, required eventFields }
@@ -561,6 +579,8 @@ var eventShapes = map[EventKind]eventShape{
 	EventToolProgress:     {fTool, fTool},
 	EventApprovalRequired: {fTool, fTool},
 	EventApprovalDecided:  {fTool | fApproval, fTool | fApproval},
+	EventQuestion:         {fTool | fQuestion, fTool | fQuestion},
+	EventQuestionAnswered: {fTool | fQuestion, fTool | fQuestion},
 	EventStepStart:        {fStep, fStep},
 	EventStepFinish:       {fStep | fUsage | fFinish | fModel, fStep | fUsage | fFinish},
 	EventMessageStart:     {fMessage, fMessage},
@@ -581,7 +601,7 @@ func (e Event) fields() eventFields {
 		{e.Status != "", fStatus}, {e.VoidFrom != 0, fVoidFrom}, {e.Attempt != 0, fAttempt}, {e.Step != 0, fStep},
 		{e.Text != "", fText}, {e.Tool != nil, fTool}, {e.Usage != nil, fUsage}, {e.FinishReason != "", fFinish},
 		{e.Approval != nil, fApproval}, {e.Message != nil, fMessage}, {e.Custom != nil, fCustom},
-		{len(e.Content) > 0, fContent}, {e.Error != nil, fError}, {e.Model != "", fModel},
+		{len(e.Content) > 0, fContent}, {e.Error != nil, fError}, {e.Model != "", fModel}, {e.Question != nil, fQuestion},
 	} {
 		if set.on {
 			f |= set.bit
@@ -628,7 +648,7 @@ func (e Event) validatePayload() error {
 	switch e.Kind {
 	case EventStatus:
 		switch e.Status {
-		case StreamRunning, StreamWaitingApproval, StreamRetrying, StreamCompleted, StreamFailed, StreamCanceled:
+		case StreamRunning, StreamWaitingApproval, StreamWaitingInput, StreamRetrying, StreamCompleted, StreamFailed, StreamCanceled:
 		default:
 			return Errorf(CodeInvalid, "status event: status %q is unknown", e.Status)
 		}
@@ -644,7 +664,8 @@ func (e Event) validatePayload() error {
 		if e.VoidFrom != 0 && own != 0 && e.VoidFrom >= own {
 			return Errorf(CodeInvalid, "status event: void_from %d must be before the event's own index %d", e.VoidFrom, own)
 		}
-	case EventToolArgsDelta, EventToolStart, EventToolEnd, EventToolProgress, EventApprovalRequired, EventApprovalDecided:
+	case EventToolArgsDelta, EventToolStart, EventToolEnd, EventToolProgress, EventApprovalRequired, EventApprovalDecided,
+		EventQuestion, EventQuestionAnswered:
 		if err := e.Tool.validate(e.Kind); err != nil {
 			return err
 		}
@@ -660,6 +681,8 @@ func (e Event) validatePayload() error {
 		}
 	case EventApprovalDecided:
 		return e.Approval.validate()
+	case EventQuestion, EventQuestionAnswered:
+		return e.Question.validate(e.Kind)
 	case EventStepFinish:
 		if len(e.FinishReason) > 64 {
 			return Errorf(CodeInvalid, "step_finish event: finish_reason is longer than 64 bytes")

@@ -93,6 +93,13 @@ func documentedEvents() []struct {
 		{Event{StreamID: "turn/acme/j1", Index: 7, Kind: EventApprovalDecided, Tool: &ToolEvent{CallID: "call_1", Name: "restart"},
 			Approval: &ApprovalEvent{Outcome: ApprovalApproved, Approver: "alice", Reason: "planned", Via: ViaUpdate}},
 			`{"stream_id":"turn/acme/j1","event_index":7,"kind":"approval_decided","tool":{"call_id":"call_1","name":"restart"},"approval":{"outcome":"approved","approver":"alice","reason":"planned","via":"update"}}`},
+		{Event{StreamID: "turn/acme/j1", Index: 6, Kind: EventQuestion,
+			Tool:     &ToolEvent{CallID: "call_2", Name: "ask_user", Args: json.RawMessage(`{"question":"Which city?","choices":["Paris","Rome"]}`), Deadline: &deadline},
+			Question: &QuestionEvent{Text: "Which city?", Choices: []string{"Paris", "Rome"}, Role: "user"}},
+			`{"stream_id":"turn/acme/j1","event_index":6,"kind":"question","tool":{"call_id":"call_2","name":"ask_user","args":{"question":"Which city?","choices":["Paris","Rome"]},"deadline":"2026-11-24T10:00:00Z"},"question":{"text":"Which city?","choices":["Paris","Rome"],"role":"user"}}`},
+		{Event{StreamID: "turn/acme/j1", Index: 8, Kind: EventQuestionAnswered, Tool: &ToolEvent{CallID: "call_2", Name: "ask_user"},
+			Question: &QuestionEvent{Outcome: QuestionAnswered, Answerer: "uma", Via: ViaUpdate}},
+			`{"stream_id":"turn/acme/j1","event_index":8,"kind":"question_answered","tool":{"call_id":"call_2","name":"ask_user"},"question":{"outcome":"answered","answerer":"uma","via":"update"}}`},
 		{Event{StreamID: "turn/acme/j1", Index: 2, Kind: EventStepStart, Step: 1},
 			`{"stream_id":"turn/acme/j1","event_index":2,"kind":"step_start","step":1}`},
 		{Event{StreamID: "turn/acme/j1", Index: 11, Kind: EventStepFinish, Step: 1, Usage: usage, FinishReason: FinishToolCalls, Model: "openai:gpt-4o-mini"},
@@ -257,5 +264,5 @@ func TestEventString(t *testing.T) {
 		require.Contains(t, s, string(d.event.Kind), "%s", s)
 	}
 	require.Equal(t, `#5 tool_args_delta call_1 "{\"expres"`, documentedEvents()[4].event.String())
-	require.Equal(t, "#2 message_end s1-1 completed", documentedEvents()[13].event.String())
+	require.Equal(t, "#2 message_end s1-1 completed", documentedEvents()[15].event.String())
 }

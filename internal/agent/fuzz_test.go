@@ -272,6 +272,42 @@ var payloads = []struct {
 			}
 		},
 	},
+	{
+		name: "answer", // signal and update of AgentTurn
+		seeds: []string{
+			`{"call_id":"call_1","answer":"Rome","answerer":"uma","roles":["user"]}`,
+			`{"call_id":"call_1","answer":"","answerer":"uma"}`,
+			`{"call_id":"call_1","answer":"yes"}`,
+			`{"call_id":"","answer":"yes","answerer":"uma"}`,
+			`{"call_id":"call_1","answer":"\xff","answerer":"uma"}`,
+			`{"call_id":"call_1","answer":1,"answerer":"uma"}`, `[]`, `null`,
+		},
+		check: func(t *testing.T, raw []byte) {
+			var a Answer
+			if json.Unmarshal(raw, &a) != nil {
+				return
+			}
+			if err := a.Validate(); err != nil {
+				requireInvalid(t, err)
+				return
+			}
+			require.NotEmpty(t, strings.TrimSpace(a.CallID))
+			require.NotEmpty(t, strings.TrimSpace(a.Text))
+			require.LessOrEqual(t, len(a.Text), MaxAnswerBytes)
+			require.True(t, utf8.ValidString(a.Text))
+			require.NotEmpty(t, strings.TrimSpace(a.Answerer))
+			q := PendingQuestion{CallID: a.CallID, Role: "user", Choices: []string{"Rome"}}
+			if err := q.Fits(a); err != nil {
+				require.Contains(t, []Code{CodeInvalid, CodePermissionDenied}, ErrorCode(err))
+			} else {
+				require.Equal(t, "Rome", a.Text)
+				require.Contains(t, a.Roles, "user")
+			}
+			back := requireRoundTrip(t, a)
+			require.Equal(t, a.Text, back.Text)
+			require.ElementsMatch(t, a.Roles, back.Roles)
+		},
+	},
 }
 
 // FuzzSignalPayloads: every signal and update payload, picked by the

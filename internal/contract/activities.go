@@ -213,7 +213,20 @@ type ExecuteToolInput struct {
 	// agent.MaxDelegateOutputBytes, without tool_calls), stored as the
 	// call's result instead of running the tool.
 	Delegated *agent.TurnResult `json:"delegated,omitempty"`
+	// Asked is set for an ask_user call, which the turn held until a
+	// person answered (or it timed out or was cancelled): what came of
+	// it, stored as the call's result instead of running the tool.
+	Asked *AskedOutcome `json:"asked,omitempty"`
 	Live
+}
+
+// AskedOutcome is what came of an ask_user call.
+type AskedOutcome struct {
+	Outcome  string `json:"outcome"` // agent.QuestionAnswered, ApprovalTimedOut
+	Answer   string `json:"answer,omitempty"`
+	Answerer string `json:"answerer,omitempty"`
+	// Message, for an unanswered question, is what the model reads.
+	Message string `json:"message,omitempty"`
 }
 
 // ExecuteToolResult is a short account of the call for the workflow. The
@@ -269,6 +282,12 @@ type SealStreamInput struct {
 	// on is returned for the log. VoidFrom is the call's first index.
 	From     int64 `json:"from"`
 	VoidFrom int64 `json:"void_from"`
+}
+
+// AnswerAck is the answer of UpdateAnswer.
+type AnswerAck struct {
+	CallID  string `json:"call_id"`
+	Outcome string `json:"outcome"` // answered
 }
 
 // ApprovalAck is the answer of UpdateApprove.

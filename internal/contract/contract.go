@@ -70,6 +70,14 @@ const (
 	UpdateApprove = SignalApprove
 	// QueryPendingApprovals answers with []agent.PendingApproval.
 	QueryPendingApprovals = "pending_approvals"
+	// SignalAnswer and UpdateAnswer carry an agent.Answer to an ask_user
+	// call; the update answers with an AnswerAck and refuses answers to
+	// calls that do not wait, from a token without the question's role,
+	// and outside its choices.
+	SignalAnswer = "answer"
+	UpdateAnswer = SignalAnswer
+	// QueryPendingQuestions answers with []agent.PendingQuestion.
+	QueryPendingQuestions = "pending_questions"
 	// QueryStatus answers with an agent.TurnStatus.
 	QueryStatus = "status"
 	// SignalToolProgress carries an agent.ToolProgress from a running

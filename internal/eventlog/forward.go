@@ -30,12 +30,14 @@ func NewForwarder(parent, streamID string) *Forwarder {
 }
 
 // Forwarded reports the kinds of its own events a child turn sends to its
-// parent: its tool calls, its approvals and how they were decided, what
+// parent: its tool calls, its approvals and questions and what came of
+// them, what
 // its tools emit for clients, and the messages added to it while it ran.
 // (Its steps and statuses are its own.)
 func Forwarded(k agent.EventKind) bool {
 	switch k {
-	case agent.EventToolStart, agent.EventToolEnd, agent.EventApprovalRequired, agent.EventApprovalDecided, agent.EventCustom, agent.EventSteered:
+	case agent.EventToolStart, agent.EventToolEnd, agent.EventApprovalRequired, agent.EventApprovalDecided, agent.EventCustom, agent.EventSteered,
+		agent.EventQuestion, agent.EventQuestionAnswered:
 		return true
 	}
 	return false

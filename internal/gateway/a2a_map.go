@@ -73,6 +73,22 @@ func (t *a2aTask) apply(e agent.Event) []a2a.Event {
 		return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf(
 			"the call %s of the tool %s waits for a person's approval: POST /v1/%s/approvals/%s (approver role)",
 			callID, toolName(e), t.id, callID))
+	case agent.EventQuestion:
+		if e.Tool == nil {
+			return nil
+		}
+		q := questionOrEmpty(e.Question)
+		msg := q.Text
+		if len(q.Choices) > 0 {
+			msg += " (choices: " + strings.Join(q.Choices, ", ") + ")"
+		}
+		return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf("%s — answer with POST /v1/%s/questions/%s {\"answer\"} (%s role)",
+			msg, t.id, e.Tool.CallID, q.Role))
+	case agent.EventQuestionAnswered:
+		if e.Tool == nil {
+			return nil
+		}
+		return t.update(e, a2a.TaskStateWorking, "the question "+e.Tool.CallID+" was "+questionOrEmpty(e.Question).Outcome)
 	case agent.EventApprovalDecided:
 		outcome := "decided"
 		if e.Approval != nil {
@@ -119,6 +135,11 @@ func (t *a2aTask) status(e agent.Event) []a2a.Event {
 			return nil
 		}
 		return t.update(e, a2a.TaskStateInputRequired, "a call waits for a person's approval")
+	case agent.StreamWaitingInput:
+		if t.state == a2a.TaskStateInputRequired {
+			return nil
+		}
+		return t.update(e, a2a.TaskStateInputRequired, "a question waits for a person's answer")
 	case agent.StreamCompleted:
 		var out []a2a.Event
 		if len(t.parts) == 0 && t.text.Len() > 0 {

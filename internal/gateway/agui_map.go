@@ -37,6 +37,8 @@ const (
 const (
 	aguiApprovalRequired = "agentflow.approval_required"
 	aguiApprovalDecided  = "agentflow.approval_decided"
+	aguiQuestion         = "agentflow.question"
+	aguiQuestionAnswered = "agentflow.question_answered"
 	aguiToolProgress     = "agentflow.tool_progress"
 )
 
@@ -77,6 +79,22 @@ type aguiApproval struct {
 	Outcome  string          `json:"outcome,omitempty"`
 	Approver string          `json:"approver,omitempty"`
 	Via      string          `json:"via,omitempty"`
+}
+
+// aguiQuestionValue is the value of the question custom events: answer with
+// POST /v1/{streamId}/questions/{callId}.
+type aguiQuestionValue struct {
+	StreamID   string     `json:"streamId"`
+	CallID     string     `json:"callId"`
+	ToolName   string     `json:"toolName"`
+	Question   string     `json:"question,omitempty"`
+	Choices    []string   `json:"choices,omitempty"`
+	AllowOther bool       `json:"allowOther,omitempty"`
+	Role       string     `json:"role,omitempty"`
+	Deadline   *time.Time `json:"deadline,omitempty"`
+	Outcome    string     `json:"outcome,omitempty"`
+	Answerer   string     `json:"answerer,omitempty"`
+	Via        string     `json:"via,omitempty"`
 }
 
 // aguiMapper maps a turn's events, in log order, to the AG-UI events of
@@ -141,7 +159,8 @@ func (m *aguiMapper) add(e agent.Event) []aguiEvent {
 		out = append(out, aguiEvent{Type: aguiStepStarted, StepName: m.step})
 	case agent.EventStepFinish:
 		out = m.endStep(m.closeMessages(m.release(out)))
-	case agent.EventToolStart, agent.EventApprovalRequired, agent.EventToolEnd, agent.EventToolProgress, agent.EventApprovalDecided:
+	case agent.EventToolStart, agent.EventApprovalRequired, agent.EventToolEnd, agent.EventToolProgress, agent.EventApprovalDecided,
+		agent.EventQuestion, agent.EventQuestionAnswered:
 		out = m.tool(e, out)
 	case agent.EventCustom:
 		if e.Custom != nil {
@@ -297,6 +316,15 @@ func (m *aguiMapper) tool(e agent.Event, out []aguiEvent) []aguiEvent {
 			v.Outcome, v.Approver, v.Reason, v.Via = e.Approval.Outcome, e.Approval.Approver, e.Approval.Reason, e.Approval.Via
 		}
 		out = append(out, m.custom(aguiApprovalDecided, v))
+	case agent.EventQuestion, agent.EventQuestionAnswered:
+		q := questionOrEmpty(e.Question)
+		v := aguiQuestionValue{StreamID: e.StreamID, CallID: t.CallID, ToolName: t.Name, Question: q.Text, Choices: q.Choices,
+			AllowOther: q.AllowOther, Role: q.Role, Deadline: t.Deadline, Outcome: q.Outcome, Answerer: q.Answerer, Via: q.Via}
+		name := aguiQuestion
+		if e.Kind == agent.EventQuestionAnswered {
+			name = aguiQuestionAnswered
+		}
+		out = append(out, m.custom(name, v))
 	case agent.EventToolProgress:
 		out = append(out, m.custom(aguiToolProgress, struct {
 			CallID   string `json:"callId"`

@@ -99,6 +99,16 @@ func (m *uiMapper) add(e agent.Event) []uiChunk {
 		return append(m.closeParts(m.release()), uiChunk{Type: "finish-step"})
 	case agent.EventToolStart, agent.EventApprovalRequired, agent.EventToolEnd, agent.EventToolProgress, agent.EventApprovalDecided:
 		return m.tool(e)
+	case agent.EventQuestion, agent.EventQuestionAnswered:
+		// data-question, one part per call (its id), which the outcome
+		// replaces: answer with POST /v1/{streamId}/questions/{callId}.
+		if e.Tool == nil {
+			return nil
+		}
+		q := questionOrEmpty(e.Question)
+		data, _ := json.Marshal(aguiQuestionValue{StreamID: e.StreamID, CallID: e.Tool.CallID, ToolName: e.Tool.Name, Question: q.Text,
+			Choices: q.Choices, AllowOther: q.AllowOther, Role: q.Role, Deadline: e.Tool.Deadline, Outcome: q.Outcome, Answerer: q.Answerer, Via: q.Via})
+		return append(m.closeParts(m.release()), uiChunk{Type: "data-question", ID: e.Tool.CallID, Data: data})
 	case agent.EventCustom:
 		if e.Custom == nil {
 			return nil

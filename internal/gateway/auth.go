@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -28,6 +29,8 @@ var methodRoles = map[string]Role{
 	pb.AgentService_Cancel_FullMethodName:                RoleUser,
 	pb.AgentService_Approve_FullMethodName:               RoleApprover,
 	pb.AgentService_ListPendingApprovals_FullMethodName:  RoleApprover,
+	pb.AgentService_Answer_FullMethodName:                roleAnswerer,
+	pb.AgentService_ListPendingQuestions_FullMethodName:  roleAnswerer,
 	pb.CatalogService_UpsertCatalog_FullMethodName:       RoleAdmin,
 	pb.CatalogService_ListRules_FullMethodName:           RoleAdmin,
 	pb.CatalogService_RouteDryRun_FullMethodName:         RoleAdmin,
@@ -36,6 +39,19 @@ var methodRoles = map[string]Role{
 	pb.CatalogService_ListProcesses_FullMethodName:       RoleAdmin,
 	pb.CatalogService_ListProcessVersions_FullMethodName: RoleAdmin,
 	pb.CatalogService_GetUsage_FullMethodName:            RoleAdmin,
+}
+
+// roleAnswerer opens a method to a token with any role of the API (user,
+// approver or admin): a question asks for a role of its own (its tool's
+// config), which the turn checks against the answerer's.
+const roleAnswerer Role = "user, approver or admin"
+
+// opens reports whether a token may call a method that needs role need.
+func opens(caller Token, need Role) bool {
+	if need == roleAnswerer {
+		return slices.ContainsFunc(AllRoles(), caller.Has)
+	}
+	return caller.Has(need)
 }
 
 type callerKey struct{}
@@ -66,7 +82,7 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 	switch {
 	case !ok:
 		return nil, agent.Errorf(agent.CodePermissionDenied, "%s is not open to tokens", method)
-	case !caller.Has(need):
+	case !opens(caller, need):
 		return nil, agent.Errorf(agent.CodePermissionDenied, "token %s has the roles %s; %s needs the role %s",
 			caller.Name, roleList(caller.Roles), method[strings.LastIndex(method, "/")+1:], need)
 	}

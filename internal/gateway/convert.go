@@ -108,6 +108,7 @@ var statuses = map[string]pb.Status{
 	agent.StreamCompleted:       pb.Status_STATUS_COMPLETED,
 	agent.StreamFailed:          pb.Status_STATUS_FAILED,
 	agent.StreamCanceled:        pb.Status_STATUS_CANCELED,
+	agent.StreamWaitingInput:    pb.Status_STATUS_WAITING_INPUT,
 }
 
 func toPBTool(t *agent.ToolEvent) *pb.ToolEvent {
@@ -181,6 +182,17 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 		out.Event = &pb.StreamEvent_MessageEnd{MessageEnd: toPBMessage(e.Message)}
 	case agent.EventSteered:
 		out.Event = &pb.StreamEvent_Steered{Steered: &pb.SteeredEvent{Id: toPBMessage(e.Message).GetId(), Text: e.Text}}
+	case agent.EventQuestion:
+		t, q := toolOrEmpty(e.Tool), questionOrEmpty(e.Question)
+		ev := &pb.QuestionEvent{CallId: t.CallID, Name: t.Name, Text: q.Text, Choices: q.Choices, AllowOther: q.AllowOther, Role: q.Role}
+		if t.Deadline != nil {
+			ev.Deadline = timestamppb.New(*t.Deadline)
+		}
+		out.Event = &pb.StreamEvent_Question{Question: ev}
+	case agent.EventQuestionAnswered:
+		t, q := toolOrEmpty(e.Tool), questionOrEmpty(e.Question)
+		out.Event = &pb.StreamEvent_QuestionAnswered{QuestionAnswered: &pb.QuestionAnsweredEvent{CallId: t.CallID, Name: t.Name,
+			Outcome: q.Outcome, Answerer: q.Answerer, Via: q.Via}}
 	case agent.EventCustom:
 		c, t := agent.CustomEvent{}, toolOrEmpty(e.Tool)
 		if e.Custom != nil {
@@ -300,6 +312,20 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 		out.Kind, out.Message = agent.EventMessageEnd, fromPBMessage(ev.MessageEnd)
 	case *pb.StreamEvent_Steered:
 		out.Kind, out.Message, out.Text = agent.EventSteered, &agent.MessageEvent{ID: ev.Steered.GetId()}, ev.Steered.GetText()
+	case *pb.StreamEvent_Question:
+		q := ev.Question
+		out.Kind = agent.EventQuestion
+		out.Tool = &agent.ToolEvent{CallID: q.GetCallId(), Name: q.GetName()}
+		if q.GetDeadline() != nil {
+			d := q.GetDeadline().AsTime()
+			out.Tool.Deadline = &d
+		}
+		out.Question = &agent.QuestionEvent{Text: q.GetText(), Choices: q.GetChoices(), AllowOther: q.GetAllowOther(), Role: q.GetRole()}
+	case *pb.StreamEvent_QuestionAnswered:
+		q := ev.QuestionAnswered
+		out.Kind = agent.EventQuestionAnswered
+		out.Tool = &agent.ToolEvent{CallID: q.GetCallId(), Name: q.GetName()}
+		out.Question = &agent.QuestionEvent{Outcome: q.GetOutcome(), Answerer: q.GetAnswerer(), Via: q.GetVia()}
 	case *pb.StreamEvent_Custom:
 		c := ev.Custom
 		out.Kind = agent.EventCustom
@@ -333,6 +359,18 @@ func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {
 			ParametersJson: string(t.Parameters), Approval: approval, Source: t.Entry(), FromToolkit: t.FromToolkit})
 	}
 	return out
+}
+
+func questionOrEmpty(q *agent.QuestionEvent) agent.QuestionEvent {
+	if q == nil {
+		return agent.QuestionEvent{}
+	}
+	return *q
+}
+
+func toPBQuestion(q agent.PendingQuestion) *pb.PendingQuestion {
+	return &pb.PendingQuestion{CallId: q.CallID, Tool: q.Tool, Question: q.Question, Choices: q.Choices, AllowOther: q.AllowOther,
+		Role: q.Role, AskedAt: timestamppb.New(q.AskedAt), Deadline: timestamppb.New(q.Deadline)}
 }
 
 func toPBPending(p agent.PendingApproval) *pb.PendingApproval {

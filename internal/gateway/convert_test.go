@@ -56,6 +56,11 @@ func TestEventRoundTrip(t *testing.T) {
 			Tool: &agent.ToolEvent{CallID: "call_1", Name: "report"}}, "custom"},
 		{agent.Event{Kind: agent.EventCustom, Custom: &agent.CustomEvent{Name: "note", Value: json.RawMessage(`null`)}}, "custom"},
 		{agent.Event{Kind: agent.EventError, Error: &agent.TurnError{Type: "ModelFailed", Message: "down"}}, "error"},
+		{agent.Event{Kind: agent.EventQuestion, Tool: &agent.ToolEvent{CallID: "call_2", Name: "ask_user", Deadline: &deadline},
+			Question: &agent.QuestionEvent{Text: "Which city?", Choices: []string{"Paris", "Rome"}, AllowOther: true, Role: "user"}}, "question"},
+		{agent.Event{Kind: agent.EventQuestionAnswered, Tool: &agent.ToolEvent{CallID: "call_2", Name: "ask_user"},
+			Question: &agent.QuestionEvent{Outcome: agent.QuestionAnswered, Answerer: "uma", Via: agent.ViaSignal}}, "question_answered"},
+		{agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingInput}, "status"},
 	}
 	covered := map[agent.EventKind]bool{}
 	for i, tt := range tests {

@@ -27,6 +27,8 @@ var httpRoutes = map[string][]string{
 	"AgentService_Cancel":                     {"POST /v1/{stream_id}/cancel"},
 	"AgentService_ListPendingApprovals":       {"GET /v1/{stream_id}/approvals"},
 	"AgentService_Approve":                    {"POST /v1/{stream_id}/approvals/{call_id}"},
+	"AgentService_ListPendingQuestions":       {"GET /v1/{stream_id}/questions"},
+	"AgentService_Answer":                     {"POST /v1/{stream_id}/questions/{call_id}"},
 	"AgentService_GetResult":                  {"GET /v1/results"},
 	"AgentService_ListAgents":                 {"GET /v1/agents"},
 	"AgentService_SendMessage":                {"POST /v1/conversations/{session_id}/messages"},

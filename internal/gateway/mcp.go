@@ -245,12 +245,15 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		}
 		defer release()
 		streamID := contract.TurnWorkflowID(turn.TenantID, turn.JobID)
-		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session)}
+		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session), elicits: elicits(req.Session)}
 		var events []agent.Event
 		err = m.s.followNew(ctx, turn, nil, func(e agent.Event) error {
 			events = append(events, e)
 			if e.Kind == agent.EventApprovalRequired && e.Child == nil && p.asks {
 				go m.askApproval(ctx, req.Session, streamID, *e.Tool)
+			}
+			if e.Kind == agent.EventQuestion && e.Child == nil && p.elicits {
+				go m.askQuestion(ctx, req.Session, streamID, *e.Tool, questionOrEmpty(e.Question))
 			}
 			p.event(ctx, e)
 			return nil
@@ -270,8 +273,46 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 // approvals (elicitation): when the client can be asked and the caller's
 // token may approve. Otherwise a call waits for an approver, as any turn.
 func (m *mcpServer) asks(ctx context.Context, session *mcp.ServerSession) bool {
+	return callerOf(ctx).Has(RoleApprover) && elicits(session)
+}
+
+// elicits reports whether the session's client can be asked questions
+// (elicitation).
+func elicits(session *mcp.ServerSession) bool {
 	p := session.InitializeParams()
-	return callerOf(ctx).Has(RoleApprover) && p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+}
+
+// askQuestion asks the client an ask_user call's question and answers it
+// as the caller, over the answers API's path (the turn checks the
+// caller's roles against the question's). A client that declines or
+// cancels leaves the question to another answerer.
+func (m *mcpServer) askQuestion(ctx context.Context, session *mcp.ServerSession, streamID string, call agent.ToolEvent, q agent.QuestionEvent) {
+	log := telemetry.Logger(ctx, m.logger)
+	answer := map[string]any{"type": "string", "description": "Your answer."}
+	if len(q.Choices) > 0 && !q.AllowOther {
+		answer["enum"] = q.Choices
+	} else if len(q.Choices) > 0 {
+		answer["description"] = "Your answer: one of " + strings.Join(q.Choices, ", ") + ", or your own."
+	}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "required": []string{"answer"},
+		"properties": map[string]any{"answer": answer}})
+	res, err := session.Elicit(ctx, &mcp.ElicitParams{Message: q.Text, RequestedSchema: json.RawMessage(schema)})
+	if err != nil || res.Action != "accept" {
+		log.Debug("mcp question not answered", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+		return
+	}
+	text, _ := res.Content["answer"].(string)
+	caller := callerOf(ctx)
+	a := agent.Answer{CallID: call.CallID, Text: text, Answerer: caller.Name, Roles: caller.Caller().Roles}
+	if err := a.Validate(); err != nil {
+		log.Info("mcp answer refused", zap.String("stream_id", streamID), zap.Error(err))
+		return
+	}
+	if _, err := turnclient.Answer(context.WithoutCancel(ctx), m.s.client, streamID, a); err != nil {
+		// Answered already, closed, or not this caller's to answer.
+		log.Info("mcp answer not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+	}
 }
 
 // mcpApprovalSchema is what an elicited approval asks for.
@@ -408,8 +449,10 @@ func mcpResult(events []agent.Event, streamID string) *mcp.CallToolResult {
 type mcpProgress struct {
 	req   *mcp.CallToolRequest
 	token any
-	// asks: approvals are asked of the client (mcpServer.asks).
-	asks bool
+	// asks: approvals are asked of the client (mcpServer.asks); elicits:
+	// questions are (ask_user), for the turn to take the answer if the
+	// caller's roles fit.
+	asks, elicits bool
 
 	n       float64
 	text    strings.Builder
@@ -469,6 +512,14 @@ func (p *mcpProgress) message(e agent.Event) string {
 			e.Tool.CallID, e.Tool.Name, e.StreamID)
 	case agent.EventApprovalDecided:
 		return "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
+	case agent.EventQuestion:
+		if p.elicits {
+			return "asking you: " + questionOrEmpty(e.Question).Text
+		}
+		return fmt.Sprintf("waiting for a person to answer: %s (answer it over the questions API: stream %s, call %s)",
+			questionOrEmpty(e.Question).Text, e.StreamID, e.Tool.CallID)
+	case agent.EventQuestionAnswered:
+		return "the question " + e.Tool.CallID + " was " + questionOrEmpty(e.Question).Outcome
 	case agent.EventStatus:
 		if e.Status == agent.StreamRetrying {
 			return "the model call is retried"

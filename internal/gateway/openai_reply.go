@@ -58,7 +58,8 @@ func (c *chatReply) add(e agent.Event) []chatDelta {
 		c.held = append(c.held, e)
 	case agent.EventUsage:
 		return c.answeredCall(e)
-	case agent.EventToolStart, agent.EventApprovalRequired, agent.EventToolEnd, agent.EventApprovalDecided:
+	case agent.EventToolStart, agent.EventApprovalRequired, agent.EventToolEnd, agent.EventApprovalDecided,
+		agent.EventQuestion, agent.EventQuestionAnswered:
 		c.pending = "" // the call asked for tools: its text is not the answer
 		return note(e)
 	case agent.EventStepFinish:
@@ -123,6 +124,8 @@ func (c *chatReply) status(e agent.Event) []chatDelta {
 		return []chatDelta{{Note: fmt.Sprintf("retrying the model call (attempt %d)", e.Attempt)}}
 	case agent.StreamWaitingApproval:
 		return []chatDelta{{Note: "waiting for approval"}}
+	case agent.StreamWaitingInput:
+		return []chatDelta{{Note: "waiting for an answer"}}
 	case agent.StreamCompleted:
 		c.done = true
 		return c.release()
@@ -190,6 +193,10 @@ func note(e agent.Event) []chatDelta {
 		what = "ended " + e.Tool.Status
 	case agent.EventApprovalRequired:
 		what = "waits for approval"
+	case agent.EventQuestion:
+		what = "asks: " + questionOrEmpty(e.Question).Text
+	case agent.EventQuestionAnswered:
+		what = questionOrEmpty(e.Question).Outcome
 	case agent.EventApprovalDecided:
 		if e.Approval != nil {
 			what = e.Approval.Outcome

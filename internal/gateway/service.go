@@ -448,6 +448,41 @@ func (s *Service) ListPendingApprovals(ctx context.Context, in *pb.ListPendingAp
 	return out, nil
 }
 
+// Answer implements pb.AgentServiceServer: the answer is the token
+// holder's, with the token's roles, whatever the request says; the turn
+// checks them against the question's role.
+func (s *Service) Answer(ctx context.Context, in *pb.AnswerRequest) (*pb.AnswerResponse, error) {
+	if err := ownStream(ctx, in.GetStreamId()); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	caller := callerOf(ctx)
+	a := agent.Answer{CallID: in.GetCallId(), Text: in.GetAnswer(), Answerer: caller.Name, Roles: caller.Caller().Roles}
+	if err := a.Validate(); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	ack, err := turnclient.Answer(ctx, s.client, in.GetStreamId(), a)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &pb.AnswerResponse{CallId: ack.CallID, Outcome: ack.Outcome}, nil
+}
+
+// ListPendingQuestions implements pb.AgentServiceServer.
+func (s *Service) ListPendingQuestions(ctx context.Context, in *pb.ListPendingQuestionsRequest) (*pb.ListPendingQuestionsResponse, error) {
+	if err := ownStream(ctx, in.GetStreamId()); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	pending, err := turnclient.PendingQuestions(ctx, s.client, in.GetStreamId())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	out := &pb.ListPendingQuestionsResponse{}
+	for _, q := range pending {
+		out.Questions = append(out.Questions, toPBQuestion(q))
+	}
+	return out, nil
+}
+
 func newJobID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])

@@ -28,9 +28,9 @@ func (s *Store) RecordApproval(ctx context.Context, r agent.ApprovalRecord) erro
 		return err
 	}
 	switch r.Outcome {
-	case agent.ApprovalApproved, agent.ApprovalRejected, agent.ApprovalTimedOut, agent.ApprovalCanceled:
+	case agent.ApprovalApproved, agent.ApprovalRejected, agent.ApprovalTimedOut, agent.ApprovalCanceled, agent.QuestionAnswered:
 	default:
-		return agent.Errorf(agent.CodeInvalid, "approval outcome %q: want approved, rejected, timed_out or canceled", r.Outcome)
+		return agent.Errorf(agent.CodeInvalid, "approval outcome %q: want approved, rejected, timed_out, canceled or answered", r.Outcome)
 	}
 	if r.CallID == "" || r.Tool == "" {
 		return agent.Errorf(agent.CodeInvalid, "approval of job %q: call_id and tool are required", r.JobID)

@@ -38,7 +38,7 @@
 //
 // # Built-in kinds
 //
-// Builtin returns the eight kinds every worker offers:
+// Builtin returns the nine kinds every worker offers:
 //
 //   - calculator (Calculator, local): evaluates arithmetic exactly; see
 //     Calculator for the syntax and for how results are written.
@@ -68,6 +68,11 @@
 //     (workflows/delegate.go, activities/delegate.go, with the config and
 //     arguments in internal/agent); this kind's Build checks the config and
 //     its Run only refuses.
+//   - ask_user (AskUser): the model asks a person a question (free text or
+//     choices) and waits for the answer. The turn's workflow holds its
+//     calls until a token with the config's role answers
+//     (workflows/question.go); this kind's Build checks the config and its
+//     Run only refuses.
 //
 // # Approval
 //

@@ -342,5 +342,5 @@ func (d Deps) WithDefaults() Deps {
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent()}
+	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent(), AskUser()}
 }

@@ -216,6 +216,37 @@ func Approve(ctx context.Context, c client.Client, workflowID string, d agent.Ap
 	return ack, nil
 }
 
+// Answer answers a turn's ask_user call (update answer): refused when no
+// such question waits, the answerer lacks its role, or the answer is not
+// one of its choices.
+func Answer(ctx context.Context, c client.Client, workflowID string, a agent.Answer) (contract.AnswerAck, error) {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, UpdateName: contract.UpdateAnswer, Args: []any{a},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var ack contract.AnswerAck
+	if err == nil {
+		err = h.Get(ctx, &ack)
+	}
+	if err != nil {
+		return ack, running(ctx, c, workflowID, err)
+	}
+	return ack, nil
+}
+
+// PendingQuestions lists a turn's ask_user calls waiting for an answer.
+func PendingQuestions(ctx context.Context, c client.Client, workflowID string) ([]agent.PendingQuestion, error) {
+	v, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryPendingQuestions)
+	if err != nil {
+		return nil, workflowError(fmt.Sprintf("stream %q", workflowID), err)
+	}
+	var pending []agent.PendingQuestion
+	if err := v.Get(&pending); err != nil {
+		return nil, fmt.Errorf("decode pending questions of %s: %w", workflowID, err)
+	}
+	return pending, nil
+}
+
 // Cancel asks a running turn to stop (signal cancel_turn); a turn that
 // has ended is CodeConflict.
 func Cancel(ctx context.Context, c client.Client, workflowID string, req agent.CancelRequest) error {

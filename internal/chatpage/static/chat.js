@@ -199,6 +199,20 @@ function apply(turn, e) {
       t.problem = "";
       break;
     }
+    case "question": {
+      const t = toolItem(turn, e);
+      t.args = e.tool.args;
+      t.state = "asking";
+      t.question = e.question;
+      break;
+    }
+    case "question_answered": {
+      const t = toolItem(turn, e);
+      t.state = e.question.outcome;
+      t.answered = e.question;
+      t.problem = "";
+      break;
+    }
     case "tool_start": {
       const t = toolItem(turn, e);
       t.args = e.tool.args;
@@ -405,6 +419,52 @@ async function decide(turn, tool, approved) {
   render();
 }
 
+async function answer(turn, tool, text) {
+  const key = turn.job + ":" + tool.call_id;
+  if (!text.trim()) return;
+  deciding.add(key);
+  tool.problem = "";
+  render();
+  try {
+    await callAPI("POST", "/v1/" + turnPath(turn.stream) + "/questions/" + encodeURIComponent(tool.call_id), { answer: text });
+  } catch (err) {
+    tool.problem = err.message;
+  }
+  deciding.delete(key);
+  saveChat();
+  render();
+}
+
+// renderQuestion shows a question waiting for an answer: a button per
+// choice, and a text field unless the answer must be one of them.
+function renderQuestion(turn, t) {
+  const q = t.question;
+  const box = el("div", "question");
+  box.append(el("p", "question-text", q.text));
+  const busy = deciding.has(turn.job + ":" + t.call_id);
+  const row = el("div", "decision");
+  for (const c of q.choices || []) {
+    const b = el("button", "choice", c);
+    b.type = "button";
+    b.disabled = busy;
+    b.addEventListener("click", () => answer(turn, t, c));
+    row.append(b);
+  }
+  if (!(q.choices || []).length || q.allow_other) {
+    const input = el("input", "answer-text");
+    input.placeholder = "Your answer";
+    input.disabled = busy;
+    const send = el("button", "approve", "Answer");
+    send.type = "button";
+    send.disabled = busy;
+    send.addEventListener("click", () => answer(turn, t, input.value));
+    input.addEventListener("keydown", (ev) => { if (ev.key === "Enter") answer(turn, t, input.value); });
+    row.append(input, send);
+  }
+  box.append(row);
+  return box;
+}
+
 async function cancelTurn(turn) {
   turn.note = "";
   try {
@@ -438,13 +498,16 @@ function renderTool(turn, t) {
   box.dataset.call = t.call_id;
   const head = el("div", "tool-head");
   head.append(el("span", "label", "tool"), el("span", "tool-name", t.name));
-  const state = t.state === "waiting" ? "waiting for approval" + (t.reason ? ": " + t.reason : "") : t.state;
+  const state = t.state === "waiting" ? "waiting for approval" + (t.reason ? ": " + t.reason : "")
+    : t.state === "asking" ? "waiting for your answer" : t.state;
   head.append(el("span", "tool-state " + t.state, state));
   if (t.decision) {
     const d = t.decision;
     head.append(el("span", "decided", d.outcome.replace("_", " ") + (d.approver ? " by " + d.approver : "") + (d.reason ? ": " + d.reason : "")));
   }
+  if (t.answered && t.answered.answerer) head.append(el("span", "decided", "answered by " + t.answered.answerer));
   box.append(head);
+  if (t.state === "asking" && running(turn)) box.append(renderQuestion(turn, t));
   const args = t.args !== undefined ? pretty(t.args) : t.deltas.map((d) => d.text).join("");
   if (args) box.append(el("div", "label", "arguments"), el("pre", "args", args));
   if (t.progress) box.append(el("div", "label", t.progress));

@@ -41,6 +41,8 @@ const (
 	Status_STATUS_COMPLETED Status = 4
 	Status_STATUS_FAILED    Status = 5
 	Status_STATUS_CANCELED  Status = 6
+	// WAITING_INPUT: a question (ask_user) waits for a person's answer.
+	Status_STATUS_WAITING_INPUT Status = 7
 )
 
 // Enum value maps for Status.
@@ -53,6 +55,7 @@ var (
 		4: "STATUS_COMPLETED",
 		5: "STATUS_FAILED",
 		6: "STATUS_CANCELED",
+		7: "STATUS_WAITING_INPUT",
 	}
 	Status_value = map[string]int32{
 		"STATUS_UNSPECIFIED":      0,
@@ -62,6 +65,7 @@ var (
 		"STATUS_COMPLETED":        4,
 		"STATUS_FAILED":           5,
 		"STATUS_CANCELED":         6,
+		"STATUS_WAITING_INPUT":    7,
 	}
 )
 
@@ -1626,6 +1630,8 @@ type StreamEvent struct {
 	//	*StreamEvent_MessageEnd
 	//	*StreamEvent_Custom
 	//	*StreamEvent_Steered
+	//	*StreamEvent_Question
+	//	*StreamEvent_QuestionAnswered
 	Event         isStreamEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1837,6 +1843,24 @@ func (x *StreamEvent) GetSteered() *SteeredEvent {
 	return nil
 }
 
+func (x *StreamEvent) GetQuestion() *QuestionEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_Question); ok {
+			return x.Question
+		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetQuestionAnswered() *QuestionAnsweredEvent {
+	if x != nil {
+		if x, ok := x.Event.(*StreamEvent_QuestionAnswered); ok {
+			return x.QuestionAnswered
+		}
+	}
+	return nil
+}
+
 type isStreamEvent_Event interface {
 	isStreamEvent_Event()
 }
@@ -1935,6 +1959,18 @@ type StreamEvent_Steered struct {
 	Steered *SteeredEvent `protobuf:"bytes,19,opt,name=steered,proto3,oneof"`
 }
 
+type StreamEvent_Question struct {
+	// An ask_user call asks a person a question; the turn waits for the
+	// answer (Answer) until the deadline, with STATUS_WAITING_INPUT.
+	Question *QuestionEvent `protobuf:"bytes,20,opt,name=question,proto3,oneof"`
+}
+
+type StreamEvent_QuestionAnswered struct {
+	// A question was answered, timed out, or closed by a cancel; the
+	// answer is the call's result (its tool_end).
+	QuestionAnswered *QuestionAnsweredEvent `protobuf:"bytes,21,opt,name=question_answered,json=questionAnswered,proto3,oneof"`
+}
+
 func (*StreamEvent_Status) isStreamEvent_Event() {}
 
 func (*StreamEvent_Token) isStreamEvent_Event() {}
@@ -1971,6 +2007,180 @@ func (*StreamEvent_Custom) isStreamEvent_Event() {}
 
 func (*StreamEvent_Steered) isStreamEvent_Event() {}
 
+func (*StreamEvent_Question) isStreamEvent_Event() {}
+
+func (*StreamEvent_QuestionAnswered) isStreamEvent_Event() {}
+
+// QuestionEvent is a question an agent asks a person.
+type QuestionEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`              // the ask_user call: answer it with Answer
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`                                // the tool
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`                                // the question
+	Choices       []string               `protobuf:"bytes,4,rep,name=choices,proto3" json:"choices,omitempty"`                          // answers to pick from; empty: free text
+	AllowOther    bool                   `protobuf:"varint,5,opt,name=allow_other,json=allowOther,proto3" json:"allow_other,omitempty"` // with choices: another answer is taken too
+	Role          string                 `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"`                                // the role a token needs to answer
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuestionEvent) Reset() {
+	*x = QuestionEvent{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuestionEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuestionEvent) ProtoMessage() {}
+
+func (x *QuestionEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuestionEvent.ProtoReflect.Descriptor instead.
+func (*QuestionEvent) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *QuestionEvent) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *QuestionEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *QuestionEvent) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *QuestionEvent) GetChoices() []string {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
+func (x *QuestionEvent) GetAllowOther() bool {
+	if x != nil {
+		return x.AllowOther
+	}
+	return false
+}
+
+func (x *QuestionEvent) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *QuestionEvent) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// QuestionAnsweredEvent says what came of a question.
+type QuestionAnsweredEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Outcome       string                 `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`   // answered | timed_out | canceled
+	Answerer      string                 `protobuf:"bytes,4,opt,name=answerer,proto3" json:"answerer,omitempty"` // who answered; empty on timed_out and canceled
+	Via           string                 `protobuf:"bytes,5,opt,name=via,proto3" json:"via,omitempty"`           // signal | update | timeout | cancel
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuestionAnsweredEvent) Reset() {
+	*x = QuestionAnsweredEvent{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuestionAnsweredEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuestionAnsweredEvent) ProtoMessage() {}
+
+func (x *QuestionAnsweredEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuestionAnsweredEvent.ProtoReflect.Descriptor instead.
+func (*QuestionAnsweredEvent) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *QuestionAnsweredEvent) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *QuestionAnsweredEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *QuestionAnsweredEvent) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *QuestionAnsweredEvent) GetAnswerer() string {
+	if x != nil {
+		return x.Answerer
+	}
+	return ""
+}
+
+func (x *QuestionAnsweredEvent) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
 // SteeredEvent is a message added to a running turn.
 type SteeredEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1982,7 +2192,7 @@ type SteeredEvent struct {
 
 func (x *SteeredEvent) Reset() {
 	*x = SteeredEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2204,7 @@ func (x *SteeredEvent) String() string {
 func (*SteeredEvent) ProtoMessage() {}
 
 func (x *SteeredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2217,7 @@ func (x *SteeredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteeredEvent.ProtoReflect.Descriptor instead.
 func (*SteeredEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SteeredEvent) GetId() string {
@@ -2037,7 +2247,7 @@ type StatusEvent struct {
 
 func (x *StatusEvent) Reset() {
 	*x = StatusEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2259,7 @@ func (x *StatusEvent) String() string {
 func (*StatusEvent) ProtoMessage() {}
 
 func (x *StatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2272,7 @@ func (x *StatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEvent.ProtoReflect.Descriptor instead.
 func (*StatusEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatusEvent) GetStatus() Status {
@@ -2112,7 +2322,7 @@ type TokenEvent struct {
 
 func (x *TokenEvent) Reset() {
 	*x = TokenEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2334,7 @@ func (x *TokenEvent) String() string {
 func (*TokenEvent) ProtoMessage() {}
 
 func (x *TokenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2347,7 @@ func (x *TokenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenEvent.ProtoReflect.Descriptor instead.
 func (*TokenEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TokenEvent) GetText() string {
@@ -2179,7 +2389,7 @@ type ToolArgsDeltaEvent struct {
 
 func (x *ToolArgsDeltaEvent) Reset() {
 	*x = ToolArgsDeltaEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2401,7 @@ func (x *ToolArgsDeltaEvent) String() string {
 func (*ToolArgsDeltaEvent) ProtoMessage() {}
 
 func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2414,7 @@ func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolArgsDeltaEvent.ProtoReflect.Descriptor instead.
 func (*ToolArgsDeltaEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolArgsDeltaEvent) GetCallId() string {
@@ -2259,7 +2469,7 @@ type StepEvent struct {
 
 func (x *StepEvent) Reset() {
 	*x = StepEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2481,7 @@ func (x *StepEvent) String() string {
 func (*StepEvent) ProtoMessage() {}
 
 func (x *StepEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2494,7 @@ func (x *StepEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepEvent.ProtoReflect.Descriptor instead.
 func (*StepEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StepEvent) GetStep() int32 {
@@ -2329,7 +2539,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2551,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2564,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TokenUsage) GetPromptTokens() int64 {
@@ -2407,7 +2617,7 @@ type ApprovalDecidedEvent struct {
 
 func (x *ApprovalDecidedEvent) Reset() {
 	*x = ApprovalDecidedEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2629,7 @@ func (x *ApprovalDecidedEvent) String() string {
 func (*ApprovalDecidedEvent) ProtoMessage() {}
 
 func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2642,7 @@ func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecidedEvent.ProtoReflect.Descriptor instead.
 func (*ApprovalDecidedEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ApprovalDecidedEvent) GetCallId() string {
@@ -2494,7 +2704,7 @@ type MessageEvent struct {
 
 func (x *MessageEvent) Reset() {
 	*x = MessageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2716,7 @@ func (x *MessageEvent) String() string {
 func (*MessageEvent) ProtoMessage() {}
 
 func (x *MessageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2729,7 @@ func (x *MessageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEvent.ProtoReflect.Descriptor instead.
 func (*MessageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MessageEvent) GetId() string {
@@ -2569,7 +2779,7 @@ type CustomEvent struct {
 
 func (x *CustomEvent) Reset() {
 	*x = CustomEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2581,7 +2791,7 @@ func (x *CustomEvent) String() string {
 func (*CustomEvent) ProtoMessage() {}
 
 func (x *CustomEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2594,7 +2804,7 @@ func (x *CustomEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomEvent.ProtoReflect.Descriptor instead.
 func (*CustomEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CustomEvent) GetName() string {
@@ -2651,7 +2861,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +2873,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +2886,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ToolEvent) GetCallId() string {
@@ -2765,7 +2975,7 @@ type ContentEvent struct {
 
 func (x *ContentEvent) Reset() {
 	*x = ContentEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +2987,7 @@ func (x *ContentEvent) String() string {
 func (*ContentEvent) ProtoMessage() {}
 
 func (x *ContentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +3000,7 @@ func (x *ContentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentEvent.ProtoReflect.Descriptor instead.
 func (*ContentEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ContentEvent) GetBlockJson() string {
@@ -2815,7 +3025,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3037,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3050,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UsageEvent) GetStep() int32 {
@@ -2887,7 +3097,7 @@ type ErrorEvent struct {
 
 func (x *ErrorEvent) Reset() {
 	*x = ErrorEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3109,7 @@ func (x *ErrorEvent) String() string {
 func (*ErrorEvent) ProtoMessage() {}
 
 func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3122,7 @@ func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEvent.ProtoReflect.Descriptor instead.
 func (*ErrorEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ErrorEvent) GetError() *TurnError {
@@ -2934,7 +3144,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3156,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3169,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListAgentsRequest) GetAgentId() string {
@@ -3000,7 +3210,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3222,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3235,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -3060,7 +3270,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3282,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3295,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AgentInfo) GetId() string {
@@ -3159,7 +3369,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3381,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3394,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -3250,7 +3460,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3472,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3485,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Limits) GetMaxIterations() int32 {
@@ -3348,7 +3558,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3360,7 +3570,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3373,7 +3583,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -3446,7 +3656,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3668,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3681,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SendMessageResponse) GetStreamId() string {
@@ -3526,7 +3736,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3748,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3761,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ForkSessionRequest) GetSessionId() string {
@@ -3631,7 +3841,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3853,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3866,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ForkSessionResponse) GetSessionId() string {
@@ -3703,7 +3913,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3715,7 +3925,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3728,7 +3938,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -3757,7 +3967,7 @@ type Transcript struct {
 
 func (x *Transcript) Reset() {
 	*x = Transcript{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3979,7 @@ func (x *Transcript) String() string {
 func (*Transcript) ProtoMessage() {}
 
 func (x *Transcript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3992,7 @@ func (x *Transcript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
 func (*Transcript) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Transcript) GetConversationId() string {
@@ -3862,7 +4072,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +4084,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +4097,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TranscriptEntry) GetJobId() string {
@@ -3943,7 +4153,7 @@ type PendingMessage struct {
 
 func (x *PendingMessage) Reset() {
 	*x = PendingMessage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3955,7 +4165,7 @@ func (x *PendingMessage) String() string {
 func (*PendingMessage) ProtoMessage() {}
 
 func (x *PendingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3968,7 +4178,7 @@ func (x *PendingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingMessage.ProtoReflect.Descriptor instead.
 func (*PendingMessage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PendingMessage) GetJobId() string {
@@ -4010,7 +4220,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4022,7 +4232,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4035,7 +4245,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -4084,7 +4294,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4096,7 +4306,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4109,7 +4319,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -4135,7 +4345,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4147,7 +4357,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4160,7 +4370,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -4179,7 +4389,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4191,7 +4401,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4204,7 +4414,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -4227,7 +4437,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4239,7 +4449,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4252,7 +4462,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -4290,6 +4500,306 @@ func (x *PendingApproval) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+type AnswerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Answer        string                 `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"` // free text, or one of the question's choices
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerRequest) Reset() {
+	*x = AnswerRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerRequest) ProtoMessage() {}
+
+func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
+func (*AnswerRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *AnswerRequest) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *AnswerRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AnswerRequest) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+type AnswerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"` // answered
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerResponse) Reset() {
+	*x = AnswerResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerResponse) ProtoMessage() {}
+
+func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerResponse.ProtoReflect.Descriptor instead.
+func (*AnswerResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *AnswerResponse) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AnswerResponse) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+type ListPendingQuestionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingQuestionsRequest) Reset() {
+	*x = ListPendingQuestionsRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingQuestionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingQuestionsRequest) ProtoMessage() {}
+
+func (x *ListPendingQuestionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingQuestionsRequest.ProtoReflect.Descriptor instead.
+func (*ListPendingQuestionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListPendingQuestionsRequest) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+type ListPendingQuestionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Questions     []*PendingQuestion     `protobuf:"bytes,1,rep,name=questions,proto3" json:"questions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingQuestionsResponse) Reset() {
+	*x = ListPendingQuestionsResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingQuestionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingQuestionsResponse) ProtoMessage() {}
+
+func (x *ListPendingQuestionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingQuestionsResponse.ProtoReflect.Descriptor instead.
+func (*ListPendingQuestionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListPendingQuestionsResponse) GetQuestions() []*PendingQuestion {
+	if x != nil {
+		return x.Questions
+	}
+	return nil
+}
+
+type PendingQuestion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Question      string                 `protobuf:"bytes,3,opt,name=question,proto3" json:"question,omitempty"`
+	Choices       []string               `protobuf:"bytes,4,rep,name=choices,proto3" json:"choices,omitempty"`
+	AllowOther    bool                   `protobuf:"varint,5,opt,name=allow_other,json=allowOther,proto3" json:"allow_other,omitempty"`
+	Role          string                 `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"` // the role a token needs to answer
+	AskedAt       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=asked_at,json=askedAt,proto3" json:"asked_at,omitempty"`
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingQuestion) Reset() {
+	*x = PendingQuestion{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingQuestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingQuestion) ProtoMessage() {}
+
+func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingQuestion.ProtoReflect.Descriptor instead.
+func (*PendingQuestion) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *PendingQuestion) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetChoices() []string {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
+func (x *PendingQuestion) GetAllowOther() bool {
+	if x != nil {
+		return x.AllowOther
+	}
+	return false
+}
+
+func (x *PendingQuestion) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetAskedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AskedAt
+	}
+	return nil
+}
+
+func (x *PendingQuestion) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 type GetUsageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The caller's tenant, or empty for it; another tenant is refused.
@@ -4309,7 +4819,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4321,7 +4831,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4334,7 +4844,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -4391,7 +4901,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4913,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4926,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -4489,7 +4999,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4501,7 +5011,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4514,7 +5024,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -4574,7 +5084,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4586,7 +5096,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4599,7 +5109,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -4666,7 +5176,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4678,7 +5188,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4691,7 +5201,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -4733,7 +5243,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4745,7 +5255,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4758,7 +5268,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -4813,7 +5323,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +5335,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +5348,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -4867,7 +5377,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4879,7 +5389,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4892,7 +5402,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Rule) GetName() string {
@@ -4931,7 +5441,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4943,7 +5453,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4956,7 +5466,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
 }
 
 type ListRulesResponse struct {
@@ -4970,7 +5480,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4982,7 +5492,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4995,7 +5505,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -5029,7 +5539,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5551,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5564,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -5083,7 +5593,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5095,7 +5605,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5108,7 +5618,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -5149,7 +5659,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5161,7 +5671,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5174,7 +5684,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RuleError) GetRule() string {
@@ -5199,7 +5709,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5211,7 +5721,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5224,7 +5734,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -5245,7 +5755,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5257,7 +5767,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5270,7 +5780,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -5332,7 +5842,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5344,7 +5854,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5357,7 +5867,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -5392,7 +5902,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5404,7 +5914,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5417,7 +5927,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *Process) GetTag() string {
@@ -5491,7 +6001,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5503,7 +6013,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5516,7 +6026,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
 }
 
 type ListProcessesResponse struct {
@@ -5528,7 +6038,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5540,7 +6050,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5553,7 +6063,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -5572,7 +6082,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5584,7 +6094,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5597,7 +6107,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -5616,7 +6126,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5628,7 +6138,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5641,7 +6151,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -5663,7 +6173,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5675,7 +6185,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5688,7 +6198,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -5738,7 +6248,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5750,7 +6260,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5763,7 +6273,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -5846,7 +6356,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5858,7 +6368,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5871,7 +6381,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -5896,7 +6406,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5908,7 +6418,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5921,7 +6431,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{82}
 }
 
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
@@ -6066,7 +6576,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1b\n" +
 	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x1f\n" +
 	"\vevent_index\x18\x03 \x01(\x03R\n" +
-	"eventIndex\"\x80\t\n" +
+	"eventIndex\"\x8f\n" +
+	"\n" +
 	"\vStreamEvent\x121\n" +
 	"\x04meta\x18\x01 \x01(\v2\x1d.agentflow.v1.StreamEventMetaR\x04meta\x123\n" +
 	"\x06status\x18\x02 \x01(\v2\x19.agentflow.v1.StatusEventH\x00R\x06status\x120\n" +
@@ -6091,8 +6602,25 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\vmessage_end\x18\x11 \x01(\v2\x1a.agentflow.v1.MessageEventH\x00R\n" +
 	"messageEnd\x123\n" +
 	"\x06custom\x18\x12 \x01(\v2\x19.agentflow.v1.CustomEventH\x00R\x06custom\x126\n" +
-	"\asteered\x18\x13 \x01(\v2\x1a.agentflow.v1.SteeredEventH\x00R\asteeredB\a\n" +
-	"\x05event\"2\n" +
+	"\asteered\x18\x13 \x01(\v2\x1a.agentflow.v1.SteeredEventH\x00R\asteered\x129\n" +
+	"\bquestion\x18\x14 \x01(\v2\x1b.agentflow.v1.QuestionEventH\x00R\bquestion\x12R\n" +
+	"\x11question_answered\x18\x15 \x01(\v2#.agentflow.v1.QuestionAnsweredEventH\x00R\x10questionAnsweredB\a\n" +
+	"\x05event\"\xd7\x01\n" +
+	"\rQuestionEvent\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x18\n" +
+	"\achoices\x18\x04 \x03(\tR\achoices\x12\x1f\n" +
+	"\vallow_other\x18\x05 \x01(\bR\n" +
+	"allowOther\x12\x12\n" +
+	"\x04role\x18\x06 \x01(\tR\x04role\x126\n" +
+	"\bdeadline\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x8c\x01\n" +
+	"\x15QuestionAnsweredEvent\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x1a\n" +
+	"\banswerer\x18\x04 \x01(\tR\banswerer\x12\x10\n" +
+	"\x03via\x18\x05 \x01(\tR\x03via\"2\n" +
 	"\fSteeredEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\xb5\x01\n" +
@@ -6287,7 +6815,28 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xcf\x01\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"]\n" +
+	"\rAnswerRequest\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x16\n" +
+	"\x06answer\x18\x03 \x01(\tR\x06answer\"C\n" +
+	"\x0eAnswerResponse\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\":\n" +
+	"\x1bListPendingQuestionsRequest\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\"[\n" +
+	"\x1cListPendingQuestionsResponse\x12;\n" +
+	"\tquestions\x18\x01 \x03(\v2\x1d.agentflow.v1.PendingQuestionR\tquestions\"\x98\x02\n" +
+	"\x0fPendingQuestion\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1a\n" +
+	"\bquestion\x18\x03 \x01(\tR\bquestion\x12\x18\n" +
+	"\achoices\x18\x04 \x03(\tR\achoices\x12\x1f\n" +
+	"\vallow_other\x18\x05 \x01(\bR\n" +
+	"allowOther\x12\x12\n" +
+	"\x04role\x18\x06 \x01(\tR\x04role\x125\n" +
+	"\basked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aaskedAt\x126\n" +
+	"\bdeadline\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xcf\x01\n" +
 	"\x0fGetUsageRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x120\n" +
 	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12%\n" +
@@ -6414,7 +6963,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x10\n" +
-	"\x0eCancelResponse*\xa4\x01\n" +
+	"\x0eCancelResponse*\xbe\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_RUNNING\x10\x01\x12\x1b\n" +
@@ -6422,7 +6971,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0fSTATUS_RETRYING\x10\x03\x12\x14\n" +
 	"\x10STATUS_COMPLETED\x10\x04\x12\x11\n" +
 	"\rSTATUS_FAILED\x10\x05\x12\x13\n" +
-	"\x0fSTATUS_CANCELED\x10\x062\xf5\a\n" +
+	"\x0fSTATUS_CANCELED\x10\x06\x12\x18\n" +
+	"\x14STATUS_WAITING_INPUT\x10\a2\xa9\t\n" +
 	"\fAgentService\x12?\n" +
 	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12@\n" +
 	"\x05Start\x12\x1a.agentflow.v1.StartRequest\x1a\x1b.agentflow.v1.StartResponse\x12B\n" +
@@ -6438,6 +6988,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\vForkSession\x12 .agentflow.v1.ForkSessionRequest\x1a!.agentflow.v1.ForkSessionResponse\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
 	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse\x12C\n" +
+	"\x06Answer\x12\x1b.agentflow.v1.AnswerRequest\x1a\x1c.agentflow.v1.AnswerResponse\x12m\n" +
+	"\x14ListPendingQuestions\x12).agentflow.v1.ListPendingQuestionsRequest\x1a*.agentflow.v1.ListPendingQuestionsResponse\x12C\n" +
 	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xb6\x05\n" +
 	"\x0eCatalogService\x12X\n" +
 	"\rUpsertCatalog\x12\".agentflow.v1.UpsertCatalogRequest\x1a#.agentflow.v1.UpsertCatalogResponse\x12L\n" +
@@ -6463,7 +7015,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -6486,185 +7038,202 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*StreamEventMeta)(nil),              // 18: agentflow.v1.StreamEventMeta
 	(*ChildEvent)(nil),                   // 19: agentflow.v1.ChildEvent
 	(*StreamEvent)(nil),                  // 20: agentflow.v1.StreamEvent
-	(*SteeredEvent)(nil),                 // 21: agentflow.v1.SteeredEvent
-	(*StatusEvent)(nil),                  // 22: agentflow.v1.StatusEvent
-	(*TokenEvent)(nil),                   // 23: agentflow.v1.TokenEvent
-	(*ToolArgsDeltaEvent)(nil),           // 24: agentflow.v1.ToolArgsDeltaEvent
-	(*StepEvent)(nil),                    // 25: agentflow.v1.StepEvent
-	(*TokenUsage)(nil),                   // 26: agentflow.v1.TokenUsage
-	(*ApprovalDecidedEvent)(nil),         // 27: agentflow.v1.ApprovalDecidedEvent
-	(*MessageEvent)(nil),                 // 28: agentflow.v1.MessageEvent
-	(*CustomEvent)(nil),                  // 29: agentflow.v1.CustomEvent
-	(*ToolEvent)(nil),                    // 30: agentflow.v1.ToolEvent
-	(*ContentEvent)(nil),                 // 31: agentflow.v1.ContentEvent
-	(*UsageEvent)(nil),                   // 32: agentflow.v1.UsageEvent
-	(*ErrorEvent)(nil),                   // 33: agentflow.v1.ErrorEvent
-	(*ListAgentsRequest)(nil),            // 34: agentflow.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),           // 35: agentflow.v1.ListAgentsResponse
-	(*AgentInfo)(nil),                    // 36: agentflow.v1.AgentInfo
-	(*ToolInfo)(nil),                     // 37: agentflow.v1.ToolInfo
-	(*Limits)(nil),                       // 38: agentflow.v1.Limits
-	(*SendMessageRequest)(nil),           // 39: agentflow.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),          // 40: agentflow.v1.SendMessageResponse
-	(*ForkSessionRequest)(nil),           // 41: agentflow.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),          // 42: agentflow.v1.ForkSessionResponse
-	(*GetTranscriptRequest)(nil),         // 43: agentflow.v1.GetTranscriptRequest
-	(*Transcript)(nil),                   // 44: agentflow.v1.Transcript
-	(*TranscriptEntry)(nil),              // 45: agentflow.v1.TranscriptEntry
-	(*PendingMessage)(nil),               // 46: agentflow.v1.PendingMessage
-	(*ApproveRequest)(nil),               // 47: agentflow.v1.ApproveRequest
-	(*ApproveResponse)(nil),              // 48: agentflow.v1.ApproveResponse
-	(*ListPendingApprovalsRequest)(nil),  // 49: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 50: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 51: agentflow.v1.PendingApproval
-	(*GetUsageRequest)(nil),              // 52: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 53: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 54: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 55: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 56: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 57: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 58: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 59: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 60: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 61: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 62: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 63: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 64: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 65: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 66: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 67: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 68: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 69: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 70: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 71: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 72: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 73: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 74: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 75: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 76: agentflow.v1.CancelResponse
-	nil,                                  // 77: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 78: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 79: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 80: google.protobuf.Struct
+	(*QuestionEvent)(nil),                // 21: agentflow.v1.QuestionEvent
+	(*QuestionAnsweredEvent)(nil),        // 22: agentflow.v1.QuestionAnsweredEvent
+	(*SteeredEvent)(nil),                 // 23: agentflow.v1.SteeredEvent
+	(*StatusEvent)(nil),                  // 24: agentflow.v1.StatusEvent
+	(*TokenEvent)(nil),                   // 25: agentflow.v1.TokenEvent
+	(*ToolArgsDeltaEvent)(nil),           // 26: agentflow.v1.ToolArgsDeltaEvent
+	(*StepEvent)(nil),                    // 27: agentflow.v1.StepEvent
+	(*TokenUsage)(nil),                   // 28: agentflow.v1.TokenUsage
+	(*ApprovalDecidedEvent)(nil),         // 29: agentflow.v1.ApprovalDecidedEvent
+	(*MessageEvent)(nil),                 // 30: agentflow.v1.MessageEvent
+	(*CustomEvent)(nil),                  // 31: agentflow.v1.CustomEvent
+	(*ToolEvent)(nil),                    // 32: agentflow.v1.ToolEvent
+	(*ContentEvent)(nil),                 // 33: agentflow.v1.ContentEvent
+	(*UsageEvent)(nil),                   // 34: agentflow.v1.UsageEvent
+	(*ErrorEvent)(nil),                   // 35: agentflow.v1.ErrorEvent
+	(*ListAgentsRequest)(nil),            // 36: agentflow.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),           // 37: agentflow.v1.ListAgentsResponse
+	(*AgentInfo)(nil),                    // 38: agentflow.v1.AgentInfo
+	(*ToolInfo)(nil),                     // 39: agentflow.v1.ToolInfo
+	(*Limits)(nil),                       // 40: agentflow.v1.Limits
+	(*SendMessageRequest)(nil),           // 41: agentflow.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),          // 42: agentflow.v1.SendMessageResponse
+	(*ForkSessionRequest)(nil),           // 43: agentflow.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),          // 44: agentflow.v1.ForkSessionResponse
+	(*GetTranscriptRequest)(nil),         // 45: agentflow.v1.GetTranscriptRequest
+	(*Transcript)(nil),                   // 46: agentflow.v1.Transcript
+	(*TranscriptEntry)(nil),              // 47: agentflow.v1.TranscriptEntry
+	(*PendingMessage)(nil),               // 48: agentflow.v1.PendingMessage
+	(*ApproveRequest)(nil),               // 49: agentflow.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 50: agentflow.v1.ApproveResponse
+	(*ListPendingApprovalsRequest)(nil),  // 51: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 52: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 53: agentflow.v1.PendingApproval
+	(*AnswerRequest)(nil),                // 54: agentflow.v1.AnswerRequest
+	(*AnswerResponse)(nil),               // 55: agentflow.v1.AnswerResponse
+	(*ListPendingQuestionsRequest)(nil),  // 56: agentflow.v1.ListPendingQuestionsRequest
+	(*ListPendingQuestionsResponse)(nil), // 57: agentflow.v1.ListPendingQuestionsResponse
+	(*PendingQuestion)(nil),              // 58: agentflow.v1.PendingQuestion
+	(*GetUsageRequest)(nil),              // 59: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 60: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 61: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 62: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 63: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 64: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 65: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 66: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 67: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 68: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 69: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 70: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 71: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 72: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 73: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 74: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 75: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 76: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 77: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 78: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 79: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 80: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 81: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 82: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 83: agentflow.v1.CancelResponse
+	nil,                                  // 84: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 85: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 86: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 87: google.protobuf.Struct
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	79, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	86, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
-	77, // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	84, // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	5,  // 4: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	80, // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	87, // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
 	1,  // 6: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 7: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,  // 8: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
 	20, // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
 	15, // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
 	17, // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	79, // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	86, // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
 	16, // 14: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
 	19, // 15: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
 	18, // 16: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
-	22, // 17: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
-	23, // 18: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	30, // 19: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	30, // 20: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	30, // 21: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	31, // 22: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	32, // 23: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	33, // 24: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	30, // 25: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	23, // 26: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
-	24, // 27: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
-	25, // 28: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
-	25, // 29: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
-	27, // 30: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
-	28, // 31: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
-	28, // 32: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
-	29, // 33: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
-	21, // 34: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
-	0,  // 35: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	17, // 36: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	26, // 37: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	79, // 38: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	17, // 39: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	36, // 40: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	37, // 41: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	38, // 42: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	4,  // 43: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	45, // 44: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
-	46, // 45: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	51, // 46: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	79, // 47: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	79, // 48: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	79, // 49: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	79, // 50: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	79, // 51: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	79, // 52: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	79, // 53: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	53, // 54: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	53, // 55: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	54, // 56: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	78, // 57: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	57, // 58: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	59, // 59: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	4,  // 60: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	64, // 61: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	36, // 62: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	59, // 63: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	79, // 64: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	68, // 65: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	73, // 66: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	79, // 67: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	74, // 68: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	79, // 69: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	6,  // 70: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	8,  // 71: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	7,  // 72: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	12, // 73: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	10, // 74: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	13, // 75: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	34, // 76: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	39, // 77: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	43, // 78: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	41, // 79: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
-	47, // 80: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	49, // 81: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	75, // 82: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	56, // 83: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	60, // 84: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	62, // 85: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	65, // 86: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	67, // 87: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	69, // 88: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	71, // 89: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	52, // 90: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	14, // 91: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,  // 92: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	20, // 93: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	20, // 94: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11, // 95: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14, // 96: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	35, // 97: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	40, // 98: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	44, // 99: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	42, // 100: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
-	48, // 101: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	50, // 102: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	76, // 103: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	58, // 104: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	61, // 105: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	63, // 106: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	66, // 107: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	68, // 108: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	70, // 109: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	72, // 110: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	55, // 111: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	91, // [91:112] is the sub-list for method output_type
-	70, // [70:91] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	24, // 17: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
+	25, // 18: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
+	32, // 19: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	32, // 20: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	32, // 21: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	33, // 22: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	34, // 23: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	35, // 24: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	32, // 25: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	25, // 26: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	26, // 27: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	27, // 28: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	27, // 29: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	29, // 30: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	30, // 31: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	30, // 32: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	31, // 33: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	23, // 34: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
+	21, // 35: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
+	22, // 36: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
+	86, // 37: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 38: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	17, // 39: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	28, // 40: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	86, // 41: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	17, // 42: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	38, // 43: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	39, // 44: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	40, // 45: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	4,  // 46: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	47, // 47: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	48, // 48: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	53, // 49: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	86, // 50: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	86, // 51: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	58, // 52: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
+	86, // 53: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
+	86, // 54: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
+	86, // 55: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	86, // 56: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	86, // 57: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	86, // 58: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	86, // 59: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	60, // 60: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	60, // 61: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	61, // 62: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	85, // 63: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	64, // 64: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	66, // 65: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	4,  // 66: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	71, // 67: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	38, // 68: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	66, // 69: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	86, // 70: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	75, // 71: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	80, // 72: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	86, // 73: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	81, // 74: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	86, // 75: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	6,  // 76: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,  // 77: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,  // 78: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12, // 79: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10, // 80: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13, // 81: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	36, // 82: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	41, // 83: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	45, // 84: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	43, // 85: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	49, // 86: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	51, // 87: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	54, // 88: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
+	56, // 89: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
+	82, // 90: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	63, // 91: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	67, // 92: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	69, // 93: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	72, // 94: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	74, // 95: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	76, // 96: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	78, // 97: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	59, // 98: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	14, // 99: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,  // 100: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	20, // 101: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	20, // 102: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11, // 103: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14, // 104: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	37, // 105: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	42, // 106: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	46, // 107: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	44, // 108: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	50, // 109: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	52, // 110: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	55, // 111: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
+	57, // 112: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
+	83, // 113: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	65, // 114: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	68, // 115: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	70, // 116: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	73, // 117: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	75, // 118: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	77, // 119: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	79, // 120: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	62, // 121: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	99, // [99:122] is the sub-list for method output_type
+	76, // [76:99] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -6692,15 +7261,17 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_MessageEnd)(nil),
 		(*StreamEvent_Custom)(nil),
 		(*StreamEvent_Steered)(nil),
+		(*StreamEvent_Question)(nil),
+		(*StreamEvent_QuestionAnswered)(nil),
 	}
-	file_agentflow_v1_agentflow_proto_msgTypes[46].OneofWrappers = []any{}
+	file_agentflow_v1_agentflow_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   78,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

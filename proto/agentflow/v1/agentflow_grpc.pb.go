@@ -37,6 +37,8 @@ const (
 	AgentService_ForkSession_FullMethodName          = "/agentflow.v1.AgentService/ForkSession"
 	AgentService_Approve_FullMethodName              = "/agentflow.v1.AgentService/Approve"
 	AgentService_ListPendingApprovals_FullMethodName = "/agentflow.v1.AgentService/ListPendingApprovals"
+	AgentService_Answer_FullMethodName               = "/agentflow.v1.AgentService/Answer"
+	AgentService_ListPendingQuestions_FullMethodName = "/agentflow.v1.AgentService/ListPendingQuestions"
 	AgentService_Cancel_FullMethodName               = "/agentflow.v1.AgentService/Cancel"
 )
 
@@ -83,6 +85,13 @@ type AgentServiceClient interface {
 	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
 	ListPendingApprovals(ctx context.Context, in *ListPendingApprovalsRequest, opts ...grpc.CallOption) (*ListPendingApprovalsResponse, error)
+	// Answer answers a question an agent asked (an ask_user call). The
+	// answer is recorded under the caller's token; a token without the
+	// question's role (its tool's config, default user) is PermissionDenied,
+	// an answer outside the question's choices InvalidArgument.
+	Answer(ctx context.Context, in *AnswerRequest, opts ...grpc.CallOption) (*AnswerResponse, error)
+	// ListPendingQuestions lists a turn's questions waiting for an answer.
+	ListPendingQuestions(ctx context.Context, in *ListPendingQuestionsRequest, opts ...grpc.CallOption) (*ListPendingQuestionsResponse, error)
 	// Cancel asks a running turn to stop at its next safe point: the model
 	// call in flight is stopped, pending approvals are closed, and the turn
 	// ends with status "canceled" (a stream sees STATUS_CANCELED). A turn
@@ -236,6 +245,26 @@ func (c *agentServiceClient) ListPendingApprovals(ctx context.Context, in *ListP
 	return out, nil
 }
 
+func (c *agentServiceClient) Answer(ctx context.Context, in *AnswerRequest, opts ...grpc.CallOption) (*AnswerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerResponse)
+	err := c.cc.Invoke(ctx, AgentService_Answer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListPendingQuestions(ctx context.Context, in *ListPendingQuestionsRequest, opts ...grpc.CallOption) (*ListPendingQuestionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPendingQuestionsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListPendingQuestions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelResponse)
@@ -289,6 +318,13 @@ type AgentServiceServer interface {
 	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
 	ListPendingApprovals(context.Context, *ListPendingApprovalsRequest) (*ListPendingApprovalsResponse, error)
+	// Answer answers a question an agent asked (an ask_user call). The
+	// answer is recorded under the caller's token; a token without the
+	// question's role (its tool's config, default user) is PermissionDenied,
+	// an answer outside the question's choices InvalidArgument.
+	Answer(context.Context, *AnswerRequest) (*AnswerResponse, error)
+	// ListPendingQuestions lists a turn's questions waiting for an answer.
+	ListPendingQuestions(context.Context, *ListPendingQuestionsRequest) (*ListPendingQuestionsResponse, error)
 	// Cancel asks a running turn to stop at its next safe point: the model
 	// call in flight is stopped, pending approvals are closed, and the turn
 	// ends with status "canceled" (a stream sees STATUS_CANCELED). A turn
@@ -339,6 +375,12 @@ func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest)
 }
 func (UnimplementedAgentServiceServer) ListPendingApprovals(context.Context, *ListPendingApprovalsRequest) (*ListPendingApprovalsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPendingApprovals not implemented")
+}
+func (UnimplementedAgentServiceServer) Answer(context.Context, *AnswerRequest) (*AnswerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Answer not implemented")
+}
+func (UnimplementedAgentServiceServer) ListPendingQuestions(context.Context, *ListPendingQuestionsRequest) (*ListPendingQuestionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPendingQuestions not implemented")
 }
 func (UnimplementedAgentServiceServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
@@ -566,6 +608,42 @@ func _AgentService_ListPendingApprovals_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_Answer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Answer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Answer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Answer(ctx, req.(*AnswerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListPendingQuestions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPendingQuestionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListPendingQuestions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListPendingQuestions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListPendingQuestions(ctx, req.(*ListPendingQuestionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CancelRequest)
 	if err := dec(in); err != nil {
@@ -630,6 +708,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPendingApprovals",
 			Handler:    _AgentService_ListPendingApprovals_Handler,
+		},
+		{
+			MethodName: "Answer",
+			Handler:    _AgentService_Answer_Handler,
+		},
+		{
+			MethodName: "ListPendingQuestions",
+			Handler:    _AgentService_ListPendingQuestions_Handler,
 		},
 		{
 			MethodName: "Cancel",
