@@ -27,6 +27,16 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(checked(a, contract.SaveResult, a.SaveResult), activity.RegisterOptions{Name: contract.SaveResult})
 	r.RegisterActivityWithOptions(checked(a, contract.SealStream, a.SealStream), activity.RegisterOptions{Name: contract.SealStream})
 	r.RegisterActivityWithOptions(checked(a, contract.Summarize, a.Summarize), activity.RegisterOptions{Name: contract.Summarize})
+	r.RegisterActivityWithOptions(checked(a, contract.ScoreEvalCase, a.ScoreEvalCase), activity.RegisterOptions{Name: contract.ScoreEvalCase})
+	r.RegisterActivityWithOptions(func(ctx context.Context, in agent.EvalInput) error {
+		return contract.Failure(a.BeginEval(ctx, in))
+	}, activity.RegisterOptions{Name: contract.BeginEval})
+	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.PrepareEvalCaseInput) error {
+		return contract.Failure(a.PrepareEvalCase(ctx, in))
+	}, activity.RegisterOptions{Name: contract.PrepareEvalCase})
+	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.FinishEvalInput) error {
+		return contract.Failure(a.FinishEval(ctx, in))
+	}, activity.RegisterOptions{Name: contract.FinishEval})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})

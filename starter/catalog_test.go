@@ -66,7 +66,7 @@ func startGateway(t *testing.T) *server.Server {
 // starter runs a command of the starter against the gateway at addr.
 func starter(ctx context.Context, addr, token string, args ...string) (string, error) {
 	n := 1 // the command's words
-	if args[0] == "catalog" || args[0] == "process" {
+	if args[0] == "catalog" || args[0] == "process" || args[0] == "eval" {
 		n = 2
 	}
 	var out bytes.Buffer

@@ -51,11 +51,12 @@ commands:
   catalog   validate and apply a YAML catalog through the gRPC API (catalog apply -f DIR|FILE [--dry-run])
   process   read the tenant's process definitions: process list | show --tag T [--version N] [--json] | history --tag T
   usage     the tenant's model calls, tokens and cost, and its budgets (usage --since 24h [--by agent|model|day|session] [--json])
+  eval      evaluate an agent on a dataset: eval run -f FILE [--version N --against M] | show ID | compare A B
   demo      start a local stack and a worker, run a sample turn (exits after it when CI=true)
   up        start a local stack and a worker, and wait for Ctrl-C
   stack     start a local stack, run a command with its settings in the environment, stop it
 
-chat, approve, answer, route, catalog, process and usage talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
+chat, approve, answer, route, catalog, process, usage and eval talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
 default 127.0.0.1:50051) and --token (AGENTFLOW_TOKEN, default dev-token); the token names the tenant.
 Run "starter <command> -h" for the command's flags.
 `
@@ -110,6 +111,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return processCmd(ctx, rest, out)
 	case "usage":
 		return usageCmd(ctx, rest, out)
+	case "eval":
+		return evalCmd(ctx, rest, out)
 	case "demo":
 		return demoCmd(ctx, rest, out)
 	case "up":

@@ -16,4 +16,5 @@ type Registry interface {
 func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: contract.AgentTurn})
 	r.RegisterWorkflowWithOptions(Conversation, workflow.RegisterOptions{Name: contract.Conversation})
+	r.RegisterWorkflowWithOptions(Evaluation, workflow.RegisterOptions{Name: contract.Evaluation})
 }

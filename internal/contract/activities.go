@@ -312,3 +312,29 @@ type SummarizeResult struct {
 	Through int64 `json:"through,omitempty"`
 	Folded  int   `json:"folded,omitempty"`
 }
+
+// PrepareEvalCaseInput is a case's conversation before its prompt,
+// stored as the case's session before its turn runs.
+type PrepareEvalCaseInput struct {
+	TenantID  string          `json:"tenant_id"`
+	SessionID string          `json:"session_id"`
+	JobID     string          `json:"job_id"`
+	History   []agent.Message `json:"history"`
+}
+
+// ScoreEvalCaseInput is a case's turn, ended, to score and store.
+type ScoreEvalCaseInput struct {
+	TenantID string           `json:"tenant_id"`
+	EvalID   string           `json:"eval_id"`
+	AgentID  string           `json:"agent_id"`
+	Ord      int              `json:"ord"`
+	Case     agent.EvalCase   `json:"case"`
+	Version  int              `json:"version"`
+	Result   agent.TurnResult `json:"result"`
+}
+
+// FinishEvalInput names an evaluation whose cases are all scored.
+type FinishEvalInput struct {
+	TenantID string `json:"tenant_id"`
+	EvalID   string `json:"eval_id"`
+}

@@ -40,6 +40,10 @@ const (
 	// Conversation serialises a session's turns: input
 	// agent.ConversationInput.
 	Conversation = "Conversation"
+	// Evaluation runs a dataset's cases against one or two versions of an
+	// agent as child AgentTurns and scores them: input agent.EvalInput,
+	// result agent.EvalRun (its totals; the cases are in the store).
+	Evaluation = "Evaluation"
 )
 
 // Activity types. AgentTurn runs Route, LoadAgent, SaveResult,
@@ -55,6 +59,12 @@ const (
 	RecordApproval = "RecordApproval" // agent.ApprovalRecord → nothing
 	SealStream     = "SealStream"     // SealStreamInput → *agent.TokenBatch
 	Summarize      = "Summarize"      // SummarizeInput → SummarizeResult
+
+	// An Evaluation's activities.
+	BeginEval       = "BeginEval"       // agent.EvalInput → nothing
+	PrepareEvalCase = "PrepareEvalCase" // PrepareEvalCaseInput → nothing
+	ScoreEvalCase   = "ScoreEvalCase"   // ScoreEvalCaseInput → agent.EvalCaseResult
+	FinishEval      = "FinishEval"      // FinishEvalInput → nothing
 )
 
 // Signals, queries and updates of AgentTurn.
@@ -150,6 +160,9 @@ const MemoRequestHash = "agentflow_request_hash"
 
 // TurnWorkflowID is the id of the AgentTurn for a tenant's job.
 func TurnWorkflowID(tenantID, jobID string) string { return "turn/" + tenantID + "/" + jobID }
+
+// EvalWorkflowID is the id of an evaluation's Evaluation workflow.
+func EvalWorkflowID(tenantID, evalID string) string { return "eval/" + tenantID + "/" + evalID }
 
 // ConversationWorkflowID is the id of a session's Conversation.
 func ConversationWorkflowID(tenantID, sessionID string) string {

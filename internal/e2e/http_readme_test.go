@@ -66,7 +66,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 	blocks := readmeRecipes(t, root)
 	all := strings.Join(blocks, "\n")
 	for _, route := range []string{"/v1/agents", "/v1/turns:invoke", "/test/chat", `/v1/turns"`, "/events", "/approvals\"",
-		"/approvals/$CALL", "/questions\"", "/questions/$(", "/cancel", "/v1/results", "/v1/conversations/", "/transcript", "/v1/catalog", "/v1/rules", "/v1/routing/dry-run",
+		"/approvals/$CALL", "/questions\"", "/questions/$(", "/v1/evals\"", "/v1/evals/$EVAL", "/cancel", "/v1/results", "/v1/conversations/", "/transcript", "/v1/catalog", "/v1/rules", "/v1/routing/dry-run",
 		"/v1/processes\"", "/v1/processes/main\"", "/versions", "/v1/usage", "/openapi.json",
 		"/v1/turns:stream", "/events:stream", "/messages:stream", "/v1/models", "/v1/chat/completions", "/v1/ui/chat", "/v1/files", "/mcp", "/ag-ui/", "/a2a/"} {
 		require.Contains(t, all, route, "a recipe for each route")
@@ -96,11 +96,12 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 		"approved\n6 * 7 = 42\n{}\n",                              // a decision, its call's answer, a cancel
 		"conv/demo/" + session + "\nWhat is 2 + 2? → 2 + 2 = 4\n", // a message, its transcript
 		"{}\nFor how many people? 2/4/6\nanswered\nA table for 4 is booked.\n", // a question, its answer, the turn's answer
-		"unchanged agent assistant\n",                                          // a dry run
-		"10 ops-console → ops\n",                                               // the rules
-		`{"agent_id":"data","rule":"data-page"}` + "\nmain\n",                  // a dry run of routing, the processes
-		`{"edges": [], "nodes": [{"id": "fetch_flights", "type": "task"}]}`,    // a process
-		"v1 catalog\n", // its versions
+		"v1 4/4 passed\n",                                                   // an evaluation
+		"unchanged agent assistant\n",                                       // a dry run
+		"10 ops-console → ops\n",                                            // the rules
+		`{"agent_id":"data","rule":"data-page"}` + "\nmain\n",               // a dry run of routing, the processes
+		`{"edges": [], "nodes": [{"id": "fetch_flights", "type": "task"}]}`, // a process
+		"v1 catalog\n",                                                      // its versions
 		`{"type":"urn:agentflow:error:AgentNotFound","title":"AgentNotFound","status":404,"detail":"agent \"nope\" of tenant \"demo\" not found","retryable":false}`,
 		"/v1/{stream_id}/events\n",                               // the OpenAPI document's paths
 		"204 http://localhost:3000\n",                            // the preflight

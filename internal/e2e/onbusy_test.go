@@ -202,8 +202,12 @@ func TestConversationOnBusy(t *testing.T) {
 
 		require.Equal(t, []string{"user: " + question, "assistant: The result is 4."}, b.transcript(), "no trace of the story")
 		require.Equal(t, []string{"system: Use the calculator for arithmetic.", "user: " + question}, b.sentToModel(question))
-		tr, err := turnclient.Transcript(ctx, e.Client(), contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID))
-		require.NoError(t, err)
+		// The conversation takes the turn's end in after the turn has ended.
+		var tr agent.Transcript
+		require.Eventually(t, func() bool {
+			tr, err = turnclient.Transcript(ctx, e.Client(), contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID))
+			return err == nil && len(tr.Window) > 0
+		}, 30*time.Second, 20*time.Millisecond)
 		require.Len(t, tr.Window, 1)
 		require.Equal(t, sent.JobID, tr.Window[0].JobID)
 		events := b.messageEvents(sent.JobID)

@@ -39,6 +39,8 @@ var methodRoles = map[string]Role{
 	pb.CatalogService_ListProcesses_FullMethodName:       RoleAdmin,
 	pb.CatalogService_ListProcessVersions_FullMethodName: RoleAdmin,
 	pb.CatalogService_GetUsage_FullMethodName:            RoleAdmin,
+	pb.EvalService_StartEval_FullMethodName:              RoleAdmin,
+	pb.EvalService_GetEval_FullMethodName:                RoleAdmin,
 }
 
 // roleAnswerer opens a method to a token with any role of the API (user,

@@ -123,6 +123,9 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 			return nil, fmt.Errorf("http api: %w", err)
 		}
 	}
+	if err := pb.RegisterEvalServiceHandler(context.Background(), mux, a.conn); err != nil {
+		return nil, fmt.Errorf("http api: %w", err)
+	}
 	root := http.NewServeMux()
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	chatpage.Register(root)

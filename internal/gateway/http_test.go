@@ -41,6 +41,8 @@ var httpRoutes = map[string][]string{
 	"CatalogService_GetProcess":               {"GET /v1/processes/{tag}"},
 	"CatalogService_ListProcessVersions":      {"GET /v1/processes/{tag}/versions"},
 	"CatalogService_GetUsage":                 {"GET /v1/usage"},
+	"EvalService_StartEval":                   {"POST /v1/evals"},
+	"EvalService_GetEval":                     {"GET /v1/evals/{eval_id}"},
 	"AgentService_Stream (no route)":          nil,
 	"AgentService_Resume (no route)":          nil,
 	"CatalogService_StreamCatalog (no route)": nil,

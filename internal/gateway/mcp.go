@@ -245,14 +245,14 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		}
 		defer release()
 		streamID := contract.TurnWorkflowID(turn.TenantID, turn.JobID)
-		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session), elicits: elicits(req.Session)}
+		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session), elicits: elicits(req.Session), caller: callerOf(ctx)}
 		var events []agent.Event
 		err = m.s.followNew(ctx, turn, nil, func(e agent.Event) error {
 			events = append(events, e)
 			if e.Kind == agent.EventApprovalRequired && e.Child == nil && p.asks {
 				go m.askApproval(ctx, req.Session, streamID, *e.Tool)
 			}
-			if e.Kind == agent.EventQuestion && e.Child == nil && p.elicits {
+			if e.Kind == agent.EventQuestion && e.Child == nil && p.mayAnswer(e) {
 				go m.askQuestion(ctx, req.Session, streamID, *e.Tool, questionOrEmpty(e.Question))
 			}
 			p.event(ctx, e)
@@ -281,6 +281,13 @@ func (m *mcpServer) asks(ctx context.Context, session *mcp.ServerSession) bool {
 func elicits(session *mcp.ServerSession) bool {
 	p := session.InitializeParams()
 	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+}
+
+// mayAnswer reports whether the call's client is asked a question: it can
+// be asked (elicitation), and the caller's token has the question's role
+// (one who cannot answer is told it waits for someone who can).
+func (p *mcpProgress) mayAnswer(e agent.Event) bool {
+	return p.elicits && e.Question != nil && p.caller.Has(Role(e.Question.Role))
 }
 
 // askQuestion asks the client an ask_user call's question and answers it
@@ -453,6 +460,7 @@ type mcpProgress struct {
 	// questions are (ask_user), for the turn to take the answer if the
 	// caller's roles fit.
 	asks, elicits bool
+	caller        Token
 
 	n       float64
 	text    strings.Builder
@@ -513,7 +521,7 @@ func (p *mcpProgress) message(e agent.Event) string {
 	case agent.EventApprovalDecided:
 		return "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
 	case agent.EventQuestion:
-		if p.elicits {
+		if p.mayAnswer(e) {
 			return "asking you: " + questionOrEmpty(e.Question).Text
 		}
 		return fmt.Sprintf("waiting for a person to answer: %s (answer it over the questions API: stream %s, call %s)",

@@ -120,6 +120,8 @@ func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *
 		pb.RegisterCatalogServiceServer(g, cat)
 		hs.SetServingStatus(pb.CatalogService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
+	pb.RegisterEvalServiceServer(g, evalService{s: s})
+	hs.SetServingStatus(pb.EvalService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return g

@@ -82,6 +82,30 @@ func Start(ctx context.Context, c client.Client, taskQueue string, req agent.Tur
 	return run, nil
 }
 
+// StartEval starts an evaluation, or attaches to the one of the same id
+// that is running or has run.
+func StartEval(ctx context.Context, c client.Client, taskQueue string, in agent.EvalInput) (client.WorkflowRun, error) {
+	opts := client.StartWorkflowOptions{
+		ID:            contract.EvalWorkflowID(in.TenantID, in.EvalID),
+		TaskQueue:     taskQueue,
+		StaticSummary: fmt.Sprintf("eval %s: %s on %s %v", in.EvalID, in.Dataset.Name, in.AgentID, in.Versions),
+		TypedSearchAttributes: temporal.NewSearchAttributes(contract.SearchTenant.ValueSet(in.TenantID),
+			contract.SearchAgent.ValueSet(in.AgentID)),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}
+	run, err := c.ExecuteWorkflow(ctx, opts, contract.Evaluation, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		// It has run: its id is taken for good.
+		return c.GetWorkflow(ctx, opts.ID, started.RunId), nil
+	}
+	if err != nil {
+		return nil, workflowError(fmt.Sprintf("evaluation %q", opts.ID), err)
+	}
+	return run, nil
+}
+
 // attach returns the run of a job that had started, if it runs req.
 func attach(ctx context.Context, c client.Client, workflowID, runID string, req agent.TurnRequest) (client.WorkflowRun, error) {
 	hash, startedAt, err := runRequestHash(ctx, c, workflowID, runID)

@@ -22,9 +22,12 @@ let token = sessionStorage.getItem(TOKEN_KEY) || "";
 // following is the job id of the turn whose events this page reads now.
 let following = "";
 // openRuns are the reasoning blocks a person opened, by turn and index;
-// deciding, the calls whose decision is on its way (neither is kept).
+// deciding, the calls whose decision is on its way; drafts, the answers
+// being typed to questions, by turn and call, which must outlive the page
+// rendering anew as events arrive (none of them is kept).
 const openRuns = new Set();
 const deciding = new Set();
+const drafts = new Map();
 
 // ---- the chat and its storage ----
 
@@ -427,6 +430,7 @@ async function answer(turn, tool, text) {
   render();
   try {
     await callAPI("POST", "/v1/" + turnPath(turn.stream) + "/questions/" + encodeURIComponent(tool.call_id), { answer: text });
+    drafts.delete(key);
   } catch (err) {
     tool.problem = err.message;
   }
@@ -441,7 +445,8 @@ function renderQuestion(turn, t) {
   const q = t.question;
   const box = el("div", "question");
   box.append(el("p", "question-text", q.text));
-  const busy = deciding.has(turn.job + ":" + t.call_id);
+  const key = turn.job + ":" + t.call_id;
+  const busy = deciding.has(key);
   const row = el("div", "decision");
   for (const c of q.choices || []) {
     const b = el("button", "choice", c);
@@ -453,6 +458,9 @@ function renderQuestion(turn, t) {
   if (!(q.choices || []).length || q.allow_other) {
     const input = el("input", "answer-text");
     input.placeholder = "Your answer";
+    input.dataset.key = key;
+    input.value = drafts.get(key) || "";
+    input.addEventListener("input", () => drafts.set(key, input.value));
     input.disabled = busy;
     const send = el("button", "approve", "Answer");
     send.type = "button";
@@ -578,6 +586,9 @@ function renderAnswer(turn) {
 function render() {
   const log = $("log");
   const nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  // The answer field being typed in keeps the focus and the caret.
+  const a = document.activeElement;
+  const typing = a && a.classList.contains("answer-text") ? { key: a.dataset.key, from: a.selectionStart, to: a.selectionEnd } : null;
   const nodes = chat.turns.map((turn) => {
     const art = el("article", "turn");
     art.dataset.job = turn.job;
@@ -587,6 +598,11 @@ function render() {
     return art;
   });
   log.replaceChildren(...nodes);
+  const field = typing && [...log.querySelectorAll(".answer-text")].find((n) => n.dataset.key === typing.key);
+  if (field && !field.disabled) {
+    field.focus();
+    field.setSelectionRange(typing.from, typing.to);
+  }
   $("send").disabled = !token || !$("agent").value || running(lastTurn());
   $("session").textContent = "session " + chat.session + (chat.agent ? " · agent " + chat.agent : "");
   if (nearBottom) window.scrollTo(0, document.body.scrollHeight);

@@ -6434,6 +6434,601 @@ func (*CancelResponse) Descriptor() ([]byte, []int) {
 	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{82}
 }
 
+type StartEvalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dataset is the dataset file, YAML or JSON (docs: README, Evaluations).
+	Dataset string `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
+	// agent_id defaults to the dataset's agent.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// versions are the agent's versions to run the cases on: one, or two to
+	// compare. Default: the agent's active version.
+	Versions []int32 `protobuf:"varint,3,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	// concurrency is how many cases run at once: 1 to 16, default 4.
+	Concurrency int32 `protobuf:"varint,4,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// eval_id names the run (default: a new one); the same id attaches.
+	EvalId        string `protobuf:"bytes,5,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartEvalRequest) Reset() {
+	*x = StartEvalRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartEvalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartEvalRequest) ProtoMessage() {}
+
+func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartEvalRequest.ProtoReflect.Descriptor instead.
+func (*StartEvalRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *StartEvalRequest) GetDataset() string {
+	if x != nil {
+		return x.Dataset
+	}
+	return ""
+}
+
+func (x *StartEvalRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *StartEvalRequest) GetVersions() []int32 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *StartEvalRequest) GetConcurrency() int32 {
+	if x != nil {
+		return x.Concurrency
+	}
+	return 0
+}
+
+func (x *StartEvalRequest) GetEvalId() string {
+	if x != nil {
+		return x.EvalId
+	}
+	return ""
+}
+
+type StartEvalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EvalId        string                 `protobuf:"bytes,1,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
+	WorkflowId    string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"` // the Evaluation workflow, eval/<tenant>/<eval_id>
+	Versions      []int32                `protobuf:"varint,3,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	Cases         int32                  `protobuf:"varint,4,opt,name=cases,proto3" json:"cases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartEvalResponse) Reset() {
+	*x = StartEvalResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartEvalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartEvalResponse) ProtoMessage() {}
+
+func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartEvalResponse.ProtoReflect.Descriptor instead.
+func (*StartEvalResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *StartEvalResponse) GetEvalId() string {
+	if x != nil {
+		return x.EvalId
+	}
+	return ""
+}
+
+func (x *StartEvalResponse) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *StartEvalResponse) GetVersions() []int32 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *StartEvalResponse) GetCases() int32 {
+	if x != nil {
+		return x.Cases
+	}
+	return 0
+}
+
+type GetEvalRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EvalId        string                 `protobuf:"bytes,1,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
+	Wait          bool                   `protobuf:"varint,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEvalRequest) Reset() {
+	*x = GetEvalRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEvalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEvalRequest) ProtoMessage() {}
+
+func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEvalRequest.ProtoReflect.Descriptor instead.
+func (*GetEvalRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *GetEvalRequest) GetEvalId() string {
+	if x != nil {
+		return x.EvalId
+	}
+	return ""
+}
+
+func (x *GetEvalRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+type EvalRun struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EvalId     string                 `protobuf:"bytes,1,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
+	Dataset    string                 `protobuf:"bytes,2,opt,name=dataset,proto3" json:"dataset,omitempty"`
+	AgentId    string                 `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Versions   []int32                `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	Status     string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"` // running | completed
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Totals     []*EvalTotals          `protobuf:"bytes,8,rep,name=totals,proto3" json:"totals,omitempty"`
+	Cases      []*EvalCaseResult      `protobuf:"bytes,9,rep,name=cases,proto3" json:"cases,omitempty"`
+	// passed: completed, and every case passed on every version.
+	Passed         bool   `protobuf:"varint,10,opt,name=passed,proto3" json:"passed,omitempty"`
+	ReportMarkdown string `protobuf:"bytes,11,opt,name=report_markdown,json=reportMarkdown,proto3" json:"report_markdown,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EvalRun) Reset() {
+	*x = EvalRun{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvalRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvalRun) ProtoMessage() {}
+
+func (x *EvalRun) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvalRun.ProtoReflect.Descriptor instead.
+func (*EvalRun) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *EvalRun) GetEvalId() string {
+	if x != nil {
+		return x.EvalId
+	}
+	return ""
+}
+
+func (x *EvalRun) GetDataset() string {
+	if x != nil {
+		return x.Dataset
+	}
+	return ""
+}
+
+func (x *EvalRun) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *EvalRun) GetVersions() []int32 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *EvalRun) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *EvalRun) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *EvalRun) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *EvalRun) GetTotals() []*EvalTotals {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+func (x *EvalRun) GetCases() []*EvalCaseResult {
+	if x != nil {
+		return x.Cases
+	}
+	return nil
+}
+
+func (x *EvalRun) GetPassed() bool {
+	if x != nil {
+		return x.Passed
+	}
+	return false
+}
+
+func (x *EvalRun) GetReportMarkdown() string {
+	if x != nil {
+		return x.ReportMarkdown
+	}
+	return ""
+}
+
+type EvalTotals struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Cases         int32                  `protobuf:"varint,2,opt,name=cases,proto3" json:"cases,omitempty"`
+	Passed        int32                  `protobuf:"varint,3,opt,name=passed,proto3" json:"passed,omitempty"`
+	Tokens        int64                  `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	CostUsd       float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	LatencyP50Ms  int64                  `protobuf:"varint,6,opt,name=latency_p50_ms,json=latencyP50Ms,proto3" json:"latency_p50_ms,omitempty"`
+	LatencyMaxMs  int64                  `protobuf:"varint,7,opt,name=latency_max_ms,json=latencyMaxMs,proto3" json:"latency_max_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvalTotals) Reset() {
+	*x = EvalTotals{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvalTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvalTotals) ProtoMessage() {}
+
+func (x *EvalTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvalTotals.ProtoReflect.Descriptor instead.
+func (*EvalTotals) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *EvalTotals) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *EvalTotals) GetCases() int32 {
+	if x != nil {
+		return x.Cases
+	}
+	return 0
+}
+
+func (x *EvalTotals) GetPassed() int32 {
+	if x != nil {
+		return x.Passed
+	}
+	return 0
+}
+
+func (x *EvalTotals) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *EvalTotals) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *EvalTotals) GetLatencyP50Ms() int64 {
+	if x != nil {
+		return x.LatencyP50Ms
+	}
+	return 0
+}
+
+func (x *EvalTotals) GetLatencyMaxMs() int64 {
+	if x != nil {
+		return x.LatencyMaxMs
+	}
+	return 0
+}
+
+type EvalCaseResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CaseId        string                 `protobuf:"bytes,1,opt,name=case_id,json=caseId,proto3" json:"case_id,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	JobId         string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"` // the case's turn: turn/<tenant>/<job_id>
+	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`            // the turn's result status
+	Passed        bool                   `protobuf:"varint,5,opt,name=passed,proto3" json:"passed,omitempty"`
+	Checks        []*EvalCheck           `protobuf:"bytes,6,rep,name=checks,proto3" json:"checks,omitempty"`
+	Output        string                 `protobuf:"bytes,7,opt,name=output,proto3" json:"output,omitempty"`
+	Tokens        int64                  `protobuf:"varint,8,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	CostUsd       float64                `protobuf:"fixed64,9,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	LatencyMs     int64                  `protobuf:"varint,10,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvalCaseResult) Reset() {
+	*x = EvalCaseResult{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvalCaseResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvalCaseResult) ProtoMessage() {}
+
+func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvalCaseResult.ProtoReflect.Descriptor instead.
+func (*EvalCaseResult) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *EvalCaseResult) GetCaseId() string {
+	if x != nil {
+		return x.CaseId
+	}
+	return ""
+}
+
+func (x *EvalCaseResult) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *EvalCaseResult) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *EvalCaseResult) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *EvalCaseResult) GetPassed() bool {
+	if x != nil {
+		return x.Passed
+	}
+	return false
+}
+
+func (x *EvalCaseResult) GetChecks() []*EvalCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *EvalCaseResult) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *EvalCaseResult) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *EvalCaseResult) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *EvalCaseResult) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+type EvalCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Passed        bool                   `protobuf:"varint,2,opt,name=passed,proto3" json:"passed,omitempty"`
+	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"` // what was wrong, for a failed check
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvalCheck) Reset() {
+	*x = EvalCheck{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvalCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvalCheck) ProtoMessage() {}
+
+func (x *EvalCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvalCheck.ProtoReflect.Descriptor instead.
+func (*EvalCheck) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *EvalCheck) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EvalCheck) GetPassed() bool {
+	if x != nil {
+		return x.Passed
+	}
+	return false
+}
+
+func (x *EvalCheck) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
@@ -6963,7 +7558,63 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x10\n" +
-	"\x0eCancelResponse*\xbe\x01\n" +
+	"\x0eCancelResponse\"\x9e\x01\n" +
+	"\x10StartEvalRequest\x12\x18\n" +
+	"\adataset\x18\x01 \x01(\tR\adataset\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
+	"\bversions\x18\x03 \x03(\x05R\bversions\x12 \n" +
+	"\vconcurrency\x18\x04 \x01(\x05R\vconcurrency\x12\x17\n" +
+	"\aeval_id\x18\x05 \x01(\tR\x06evalId\"\x7f\n" +
+	"\x11StartEvalResponse\x12\x17\n" +
+	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1f\n" +
+	"\vworkflow_id\x18\x02 \x01(\tR\n" +
+	"workflowId\x12\x1a\n" +
+	"\bversions\x18\x03 \x03(\x05R\bversions\x12\x14\n" +
+	"\x05cases\x18\x04 \x01(\x05R\x05cases\"=\n" +
+	"\x0eGetEvalRequest\x12\x17\n" +
+	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x12\n" +
+	"\x04wait\x18\x02 \x01(\bR\x04wait\"\xaa\x03\n" +
+	"\aEvalRun\x12\x17\n" +
+	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x18\n" +
+	"\adataset\x18\x02 \x01(\tR\adataset\x12\x19\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12\x1a\n" +
+	"\bversions\x18\x04 \x03(\x05R\bversions\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x129\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x120\n" +
+	"\x06totals\x18\b \x03(\v2\x18.agentflow.v1.EvalTotalsR\x06totals\x122\n" +
+	"\x05cases\x18\t \x03(\v2\x1c.agentflow.v1.EvalCaseResultR\x05cases\x12\x16\n" +
+	"\x06passed\x18\n" +
+	" \x01(\bR\x06passed\x12'\n" +
+	"\x0freport_markdown\x18\v \x01(\tR\x0ereportMarkdown\"\xd3\x01\n" +
+	"\n" +
+	"EvalTotals\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
+	"\x05cases\x18\x02 \x01(\x05R\x05cases\x12\x16\n" +
+	"\x06passed\x18\x03 \x01(\x05R\x06passed\x12\x16\n" +
+	"\x06tokens\x18\x04 \x01(\x03R\x06tokens\x12\x19\n" +
+	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12$\n" +
+	"\x0elatency_p50_ms\x18\x06 \x01(\x03R\flatencyP50Ms\x12$\n" +
+	"\x0elatency_max_ms\x18\a \x01(\x03R\flatencyMaxMs\"\xa5\x02\n" +
+	"\x0eEvalCaseResult\x12\x17\n" +
+	"\acase_id\x18\x01 \x01(\tR\x06caseId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\x12\x16\n" +
+	"\x06passed\x18\x05 \x01(\bR\x06passed\x12/\n" +
+	"\x06checks\x18\x06 \x03(\v2\x17.agentflow.v1.EvalCheckR\x06checks\x12\x16\n" +
+	"\x06output\x18\a \x01(\tR\x06output\x12\x16\n" +
+	"\x06tokens\x18\b \x01(\x03R\x06tokens\x12\x19\n" +
+	"\bcost_usd\x18\t \x01(\x01R\acostUsd\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\n" +
+	" \x01(\x03R\tlatencyMs\"O\n" +
+	"\tEvalCheck\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06passed\x18\x02 \x01(\bR\x06passed\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail*\xbe\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_RUNNING\x10\x01\x12\x1b\n" +
@@ -7000,7 +7651,10 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"GetProcess\x12\x1f.agentflow.v1.GetProcessRequest\x1a\x15.agentflow.v1.Process\x12X\n" +
 	"\rListProcesses\x12\".agentflow.v1.ListProcessesRequest\x1a#.agentflow.v1.ListProcessesResponse\x12j\n" +
 	"\x13ListProcessVersions\x12(.agentflow.v1.ListProcessVersionsRequest\x1a).agentflow.v1.ListProcessVersionsResponse\x12I\n" +
-	"\bGetUsage\x12\x1d.agentflow.v1.GetUsageRequest\x1a\x1e.agentflow.v1.GetUsageResponseB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
+	"\bGetUsage\x12\x1d.agentflow.v1.GetUsageRequest\x1a\x1e.agentflow.v1.GetUsageResponse2\x9b\x01\n" +
+	"\vEvalService\x12L\n" +
+	"\tStartEval\x12\x1e.agentflow.v1.StartEvalRequest\x1a\x1f.agentflow.v1.StartEvalResponse\x12>\n" +
+	"\aGetEval\x12\x1c.agentflow.v1.GetEvalRequest\x1a\x15.agentflow.v1.EvalRunB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
 
 var (
 	file_agentflow_v1_agentflow_proto_rawDescOnce sync.Once
@@ -7015,7 +7669,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -7101,139 +7755,155 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*ProcessPatch)(nil),                 // 81: agentflow.v1.ProcessPatch
 	(*CancelRequest)(nil),                // 82: agentflow.v1.CancelRequest
 	(*CancelResponse)(nil),               // 83: agentflow.v1.CancelResponse
-	nil,                                  // 84: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 85: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 86: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 87: google.protobuf.Struct
+	(*StartEvalRequest)(nil),             // 84: agentflow.v1.StartEvalRequest
+	(*StartEvalResponse)(nil),            // 85: agentflow.v1.StartEvalResponse
+	(*GetEvalRequest)(nil),               // 86: agentflow.v1.GetEvalRequest
+	(*EvalRun)(nil),                      // 87: agentflow.v1.EvalRun
+	(*EvalTotals)(nil),                   // 88: agentflow.v1.EvalTotals
+	(*EvalCaseResult)(nil),               // 89: agentflow.v1.EvalCaseResult
+	(*EvalCheck)(nil),                    // 90: agentflow.v1.EvalCheck
+	nil,                                  // 91: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 92: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 93: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 94: google.protobuf.Struct
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
-	4,  // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	86, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
-	84, // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
-	5,  // 4: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	87, // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
-	1,  // 6: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
-	1,  // 7: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
-	1,  // 8: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
-	20, // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
-	15, // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
-	17, // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	86, // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
-	3,  // 13: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
-	16, // 14: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
-	19, // 15: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
-	18, // 16: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
-	24, // 17: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
-	25, // 18: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	32, // 19: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	32, // 20: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	32, // 21: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	33, // 22: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	34, // 23: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	35, // 24: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	32, // 25: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	25, // 26: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
-	26, // 27: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
-	27, // 28: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
-	27, // 29: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
-	29, // 30: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
-	30, // 31: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
-	30, // 32: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
-	31, // 33: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
-	23, // 34: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
-	21, // 35: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
-	22, // 36: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
-	86, // 37: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 38: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	17, // 39: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	28, // 40: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	86, // 41: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	17, // 42: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	38, // 43: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	39, // 44: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	40, // 45: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	4,  // 46: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	47, // 47: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
-	48, // 48: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	53, // 49: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	86, // 50: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	86, // 51: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	58, // 52: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
-	86, // 53: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
-	86, // 54: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
-	86, // 55: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	86, // 56: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	86, // 57: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	86, // 58: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	86, // 59: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	60, // 60: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	60, // 61: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	61, // 62: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	85, // 63: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	64, // 64: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	66, // 65: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	4,  // 66: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	71, // 67: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	38, // 68: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	66, // 69: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	86, // 70: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	75, // 71: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	80, // 72: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	86, // 73: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	81, // 74: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	86, // 75: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	6,  // 76: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	8,  // 77: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	7,  // 78: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	12, // 79: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	10, // 80: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	13, // 81: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	36, // 82: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	41, // 83: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	45, // 84: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	43, // 85: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
-	49, // 86: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	51, // 87: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	54, // 88: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
-	56, // 89: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
-	82, // 90: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	63, // 91: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	67, // 92: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	69, // 93: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	72, // 94: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	74, // 95: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	76, // 96: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	78, // 97: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	59, // 98: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	14, // 99: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,  // 100: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	20, // 101: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	20, // 102: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11, // 103: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14, // 104: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	37, // 105: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	42, // 106: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	46, // 107: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	44, // 108: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
-	50, // 109: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	52, // 110: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	55, // 111: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
-	57, // 112: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
-	83, // 113: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	65, // 114: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	68, // 115: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	70, // 116: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	73, // 117: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	75, // 118: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	77, // 119: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	79, // 120: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	62, // 121: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	99, // [99:122] is the sub-list for method output_type
-	76, // [76:99] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	4,   // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
+	93,  // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	2,   // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
+	91,  // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	5,   // 4: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
+	94,  // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	1,   // 6: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
+	1,   // 7: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
+	1,   // 8: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
+	20,  // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
+	15,  // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
+	17,  // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
+	93,  // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	3,   // 13: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
+	16,  // 14: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
+	19,  // 15: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
+	18,  // 16: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
+	24,  // 17: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
+	25,  // 18: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
+	32,  // 19: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	32,  // 20: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	32,  // 21: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	33,  // 22: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	34,  // 23: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	35,  // 24: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	32,  // 25: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	25,  // 26: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	26,  // 27: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	27,  // 28: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	27,  // 29: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	29,  // 30: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	30,  // 31: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	30,  // 32: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	31,  // 33: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	23,  // 34: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
+	21,  // 35: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
+	22,  // 36: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
+	93,  // 37: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
+	0,   // 38: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	17,  // 39: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	28,  // 40: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	93,  // 41: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	17,  // 42: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	38,  // 43: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	39,  // 44: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	40,  // 45: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	4,   // 46: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	47,  // 47: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	48,  // 48: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	53,  // 49: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	93,  // 50: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	93,  // 51: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	58,  // 52: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
+	93,  // 53: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
+	93,  // 54: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
+	93,  // 55: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	93,  // 56: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	93,  // 57: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	93,  // 58: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	93,  // 59: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	60,  // 60: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	60,  // 61: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	61,  // 62: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	92,  // 63: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	64,  // 64: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	66,  // 65: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	4,   // 66: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	71,  // 67: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	38,  // 68: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	66,  // 69: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	93,  // 70: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 71: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	80,  // 72: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	93,  // 73: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	81,  // 74: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	93,  // 75: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	93,  // 76: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
+	93,  // 77: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
+	88,  // 78: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
+	89,  // 79: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
+	90,  // 80: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
+	6,   // 81: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,   // 82: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,   // 83: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12,  // 84: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10,  // 85: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13,  // 86: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	36,  // 87: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	41,  // 88: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	45,  // 89: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	43,  // 90: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	49,  // 91: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	51,  // 92: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	54,  // 93: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
+	56,  // 94: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
+	82,  // 95: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	63,  // 96: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	67,  // 97: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	69,  // 98: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	72,  // 99: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	74,  // 100: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	76,  // 101: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	78,  // 102: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	59,  // 103: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	84,  // 104: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
+	86,  // 105: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
+	14,  // 106: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,   // 107: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	20,  // 108: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	20,  // 109: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11,  // 110: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14,  // 111: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	37,  // 112: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	42,  // 113: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	46,  // 114: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	44,  // 115: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	50,  // 116: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	52,  // 117: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	55,  // 118: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
+	57,  // 119: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
+	83,  // 120: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	65,  // 121: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	68,  // 122: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	70,  // 123: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	73,  // 124: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	75,  // 125: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	77,  // 126: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	79,  // 127: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	62,  // 128: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	85,  // 129: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
+	87,  // 130: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
+	106, // [106:131] is the sub-list for method output_type
+	81,  // [81:106] is the sub-list for method input_type
+	81,  // [81:81] is the sub-list for extension type_name
+	81,  // [81:81] is the sub-list for extension extendee
+	0,   // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -7271,9 +7941,9 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   85,
+			NumMessages:   92,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_agentflow_v1_agentflow_proto_goTypes,
 		DependencyIndexes: file_agentflow_v1_agentflow_proto_depIdxs,

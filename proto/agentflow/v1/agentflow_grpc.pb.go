@@ -1152,3 +1152,167 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "agentflow/v1/agentflow.proto",
 }
+
+const (
+	EvalService_StartEval_FullMethodName = "/agentflow.v1.EvalService/StartEval"
+	EvalService_GetEval_FullMethodName   = "/agentflow.v1.EvalService/GetEval"
+)
+
+// EvalServiceClient is the client API for EvalService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// EvalService runs evaluations: a dataset of cases (prompts, optional
+// history, expected tool calls and answers) against one or two versions of
+// an agent, as durable turns of an Evaluation workflow, each case scored
+// and stored as it ends. It needs the admin role: an evaluation runs many
+// turns on the tenant's budget.
+type EvalServiceClient interface {
+	// StartEval checks the dataset and the versions and starts the
+	// evaluation; the same eval_id attaches to one already started. A
+	// malformed case is InvalidArgument, naming the case and its line.
+	StartEval(ctx context.Context, in *StartEvalRequest, opts ...grpc.CallOption) (*StartEvalResponse, error)
+	// GetEval reads an evaluation: the results of the cases scored so far,
+	// the totals per version and a Markdown report; with wait, once the
+	// evaluation has completed (or the call's deadline).
+	GetEval(ctx context.Context, in *GetEvalRequest, opts ...grpc.CallOption) (*EvalRun, error)
+}
+
+type evalServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewEvalServiceClient(cc grpc.ClientConnInterface) EvalServiceClient {
+	return &evalServiceClient{cc}
+}
+
+func (c *evalServiceClient) StartEval(ctx context.Context, in *StartEvalRequest, opts ...grpc.CallOption) (*StartEvalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartEvalResponse)
+	err := c.cc.Invoke(ctx, EvalService_StartEval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *evalServiceClient) GetEval(ctx context.Context, in *GetEvalRequest, opts ...grpc.CallOption) (*EvalRun, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EvalRun)
+	err := c.cc.Invoke(ctx, EvalService_GetEval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EvalServiceServer is the server API for EvalService service.
+// All implementations must embed UnimplementedEvalServiceServer
+// for forward compatibility.
+//
+// EvalService runs evaluations: a dataset of cases (prompts, optional
+// history, expected tool calls and answers) against one or two versions of
+// an agent, as durable turns of an Evaluation workflow, each case scored
+// and stored as it ends. It needs the admin role: an evaluation runs many
+// turns on the tenant's budget.
+type EvalServiceServer interface {
+	// StartEval checks the dataset and the versions and starts the
+	// evaluation; the same eval_id attaches to one already started. A
+	// malformed case is InvalidArgument, naming the case and its line.
+	StartEval(context.Context, *StartEvalRequest) (*StartEvalResponse, error)
+	// GetEval reads an evaluation: the results of the cases scored so far,
+	// the totals per version and a Markdown report; with wait, once the
+	// evaluation has completed (or the call's deadline).
+	GetEval(context.Context, *GetEvalRequest) (*EvalRun, error)
+	mustEmbedUnimplementedEvalServiceServer()
+}
+
+// UnimplementedEvalServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedEvalServiceServer struct{}
+
+func (UnimplementedEvalServiceServer) StartEval(context.Context, *StartEvalRequest) (*StartEvalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartEval not implemented")
+}
+func (UnimplementedEvalServiceServer) GetEval(context.Context, *GetEvalRequest) (*EvalRun, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEval not implemented")
+}
+func (UnimplementedEvalServiceServer) mustEmbedUnimplementedEvalServiceServer() {}
+func (UnimplementedEvalServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeEvalServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to EvalServiceServer will
+// result in compilation errors.
+type UnsafeEvalServiceServer interface {
+	mustEmbedUnimplementedEvalServiceServer()
+}
+
+func RegisterEvalServiceServer(s grpc.ServiceRegistrar, srv EvalServiceServer) {
+	// If the following call panics, it indicates UnimplementedEvalServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&EvalService_ServiceDesc, srv)
+}
+
+func _EvalService_StartEval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartEvalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EvalServiceServer).StartEval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EvalService_StartEval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EvalServiceServer).StartEval(ctx, req.(*StartEvalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EvalService_GetEval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEvalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EvalServiceServer).GetEval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EvalService_GetEval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EvalServiceServer).GetEval(ctx, req.(*GetEvalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// EvalService_ServiceDesc is the grpc.ServiceDesc for EvalService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var EvalService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "agentflow.v1.EvalService",
+	HandlerType: (*EvalServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "StartEval",
+			Handler:    _EvalService_StartEval_Handler,
+		},
+		{
+			MethodName: "GetEval",
+			Handler:    _EvalService_GetEval_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "agentflow/v1/agentflow.proto",
+}

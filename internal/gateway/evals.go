@@ -1,0 +1,143 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/evals"
+	"github.com/agentflow/agentflow/internal/turnclient"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// evalService implements pb.EvalServiceServer for the caller's tenant,
+// over the AgentService's client and store.
+type evalService struct {
+	pb.UnimplementedEvalServiceServer
+	s *Service
+}
+
+// StartEval implements pb.EvalServiceServer: the dataset, agent and
+// versions are checked before anything starts.
+func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*pb.StartEvalResponse, error) {
+	s := e.s
+	ds, err := evals.Parse([]byte(in.GetDataset()))
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	ev := agent.EvalInput{TenantID: tenantOf(ctx), EvalID: in.GetEvalId(), AgentID: in.GetAgentId(), Concurrency: int(in.GetConcurrency()), Dataset: ds}
+	if ev.AgentID == "" {
+		ev.AgentID = ds.Agent
+	}
+	if ev.AgentID == "" {
+		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "agent_id is required: the dataset names no agent"))
+	}
+	if ev.EvalID == "" {
+		ev.EvalID = "eval-" + newJobID()
+	}
+	for _, v := range in.GetVersions() {
+		ev.Versions = append(ev.Versions, int(v))
+	}
+	if len(ev.Versions) == 0 {
+		a, err := s.store.ActiveAgent(ctx, ev.TenantID, ev.AgentID)
+		if err != nil {
+			return nil, s.status(ctx, err)
+		}
+		ev.Versions = []int{a.Version}
+	}
+	if err := ev.Validate(); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	for _, v := range ev.Versions {
+		if _, err := s.store.AgentVersion(ctx, ev.TenantID, ev.AgentID, v); err != nil {
+			return nil, s.status(ctx, err)
+		}
+	}
+	// Recorded before the workflow starts, so that GetEval finds it at
+	// once (the workflow records it too, for starts that bypass the
+	// gateway; the first record stands).
+	if err := s.store.BeginEval(ctx, ev); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	if _, err := turnclient.StartEval(ctx, s.client, s.taskQueue, ev); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	out := &pb.StartEvalResponse{EvalId: ev.EvalID, WorkflowId: contract.EvalWorkflowID(ev.TenantID, ev.EvalID), Cases: int32(len(ds.Cases))}
+	for _, v := range ev.Versions {
+		out.Versions = append(out.Versions, int32(v))
+	}
+	return out, nil
+}
+
+// GetEval implements pb.EvalServiceServer.
+func (e evalService) GetEval(ctx context.Context, in *pb.GetEvalRequest) (*pb.EvalRun, error) {
+	s := e.s
+	if err := agent.ValidateID("eval_id", in.GetEvalId()); err != nil || in.GetEvalId() == "" {
+		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "eval_id is required, without '/' or spaces"))
+	}
+	run, err := s.store.EvalRun(ctx, tenantOf(ctx), in.GetEvalId())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	if in.GetWait() && run.Status != agent.EvalCompleted {
+		err := s.client.GetWorkflow(ctx, contract.EvalWorkflowID(tenantOf(ctx), in.GetEvalId()), "").Get(ctx, nil)
+		if err != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, s.status(ctx, contract.ErrorOf(err))
+		}
+		if run, err = s.store.EvalRun(ctx, tenantOf(ctx), in.GetEvalId()); err != nil {
+			return nil, s.status(ctx, err)
+		}
+	}
+	return toPBEvalRun(run), nil
+}
+
+func toPBEvalRun(r agent.EvalRun) *pb.EvalRun {
+	out := &pb.EvalRun{EvalId: r.EvalID, Dataset: r.Dataset, AgentId: r.AgentID, Status: r.Status,
+		StartedAt: timestamppb.New(r.StartedAt), Passed: r.Status == agent.EvalCompleted && r.Passed(), ReportMarkdown: evals.Markdown(r)}
+	if r.FinishedAt != nil {
+		out.FinishedAt = timestamppb.New(*r.FinishedAt)
+	}
+	for _, v := range r.Versions {
+		out.Versions = append(out.Versions, int32(v))
+	}
+	for _, t := range r.Totals {
+		out.Totals = append(out.Totals, &pb.EvalTotals{Version: int32(t.Version), Cases: int32(t.Cases), Passed: int32(t.Passed),
+			Tokens: int64(t.Tokens), CostUsd: t.CostUSD, LatencyP50Ms: t.LatencyP50MS, LatencyMaxMs: t.LatencyMaxMS})
+	}
+	for _, c := range r.Cases {
+		pc := &pb.EvalCaseResult{CaseId: c.CaseID, Version: int32(c.Version), JobId: c.JobID, Status: c.Status, Passed: c.Passed,
+			Output: c.Output, Tokens: int64(c.Tokens), CostUsd: c.CostUSD, LatencyMs: c.LatencyMS}
+		for _, ch := range c.Checks {
+			pc.Checks = append(pc.Checks, &pb.EvalCheck{Name: ch.Name, Passed: ch.Passed, Detail: ch.Detail})
+		}
+		out.Cases = append(out.Cases, pc)
+	}
+	return out
+}
+
+// FromPBEvalRun is the run a GetEval answer describes, for reports made
+// by clients (starter eval).
+func FromPBEvalRun(p *pb.EvalRun) agent.EvalRun {
+	r := agent.EvalRun{EvalID: p.GetEvalId(), Dataset: p.GetDataset(), AgentID: p.GetAgentId(), Status: p.GetStatus(),
+		StartedAt: p.GetStartedAt().AsTime()}
+	if p.GetFinishedAt() != nil {
+		t := p.GetFinishedAt().AsTime()
+		r.FinishedAt = &t
+	}
+	for _, v := range p.GetVersions() {
+		r.Versions = append(r.Versions, int(v))
+	}
+	for _, c := range p.GetCases() {
+		ec := agent.EvalCaseResult{CaseID: c.GetCaseId(), Version: int(c.GetVersion()), JobID: c.GetJobId(), Status: c.GetStatus(),
+			Passed: c.GetPassed(), Output: c.GetOutput(), Tokens: int(c.GetTokens()), CostUSD: c.GetCostUsd(), LatencyMS: c.GetLatencyMs()}
+		for _, ch := range c.GetChecks() {
+			ec.Checks = append(ec.Checks, agent.EvalCheck{Name: ch.GetName(), Passed: ch.GetPassed(), Detail: ch.GetDetail()})
+		}
+		r.Cases = append(r.Cases, ec)
+	}
+	r.Totals = agent.TotalsOf(r.Versions, r.Cases)
+	return r
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/evals"
+	"github.com/agentflow/agentflow/internal/gateway"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+const evalUsage = `starter eval run -f DATASET [--agent A] [--version N] [--against M] [--concurrency C] [--id ID] [--report FILE]
+starter eval show ID [--report FILE]
+starter eval compare ID_A ID_B
+
+run starts an evaluation of the dataset (YAML; see examples/evals/) on the agent's active
+version, or --version N, and with --against M on a second version to compare; it waits, prints
+the Markdown report, writes --report (.md or .html) and exits 1 when a case failed.`
+
+// evalCmd runs evaluations and shows their reports (EvalService; role admin).
+func evalCmd(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("eval: a subcommand is required\n%s", evalUsage)
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "run":
+		return evalRun(ctx, rest, out)
+	case "show":
+		return evalShow(ctx, rest, out)
+	case "compare":
+		return evalCompare(ctx, rest, out)
+	default:
+		return fmt.Errorf("eval: unknown subcommand %q\n%s", sub, evalUsage)
+	}
+}
+
+func evalClient(api apiFlags) (pb.EvalServiceClient, func(), error) {
+	conn, err := api.conn()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pb.NewEvalServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func evalRun(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("eval run", flag.ContinueOnError)
+	api := addAPIFlags(fs)
+	file := fs.String("f", "", "the dataset file (required)")
+	agentID := fs.String("agent", "", "the agent (default: the dataset's)")
+	version := fs.Int("version", 0, "the agent version to evaluate (default: the active one)")
+	against := fs.Int("against", 0, "a second version, to compare with the first")
+	concurrency := fs.Int("concurrency", 0, "cases run at once, 1 to 16 (default 4)")
+	id := fs.String("id", "", "the evaluation's id (default: a new one; the same id attaches to its run)")
+	report := fs.String("report", "", "also write the report to this file: .md for Markdown, .html for a page")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return fmt.Errorf("eval run: -f DATASET is required\n%s", evalUsage)
+	}
+	data, err := os.ReadFile(*file)
+	if err != nil {
+		return fmt.Errorf("eval run: %w", err)
+	}
+	// Checked here too, so that a malformed case is named before a call.
+	if _, err := evals.Parse(data); err != nil {
+		return fmt.Errorf("eval run: %s: %w", *file, err)
+	}
+	req := &pb.StartEvalRequest{Dataset: string(data), AgentId: *agentID, Concurrency: int32(*concurrency), EvalId: *id}
+	switch {
+	case *against != 0 && *version == 0:
+		return fmt.Errorf("eval run: --against needs --version (the first of the two)")
+	case *version != 0:
+		req.Versions = append(req.Versions, int32(*version))
+		if *against != 0 {
+			req.Versions = append(req.Versions, int32(*against))
+		}
+	}
+	c, closeConn, err := evalClient(api)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx = api.ctx(ctx)
+	started, err := c.StartEval(ctx, req)
+	if err != nil {
+		return api.failed("eval run", err)
+	}
+	fmt.Fprintf(os.Stderr, "evaluation %s: %d cases on %s v%v (workflow %s)\n", started.GetEvalId(), started.GetCases(),
+		orDataset(*agentID), started.GetVersions(), started.GetWorkflowId())
+	run, err := waitEval(ctx, c, started.GetEvalId())
+	if err != nil {
+		return api.failed("eval run", err)
+	}
+	return showEval(out, run, *report)
+}
+
+func orDataset(agentID string) string {
+	if agentID == "" {
+		return "the dataset's agent"
+	}
+	return agentID
+}
+
+// waitEval waits for an evaluation to complete, a minute per call, and
+// says how far it is between calls.
+func waitEval(ctx context.Context, c pb.EvalServiceClient, id string) (*pb.EvalRun, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		run, err := c.GetEval(wctx, &pb.GetEvalRequest{EvalId: id, Wait: true})
+		cancel()
+		switch {
+		case err == nil && run.GetStatus() == "completed":
+			return run, nil
+		case err == nil:
+			fmt.Fprintf(os.Stderr, "  %d results so far\n", len(run.GetCases()))
+		case status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil:
+		default:
+			return nil, err
+		}
+	}
+}
+
+// showEval prints a run's Markdown report, writes the report file, and
+// fails (exit status 1) when a case failed.
+func showEval(out io.Writer, p *pb.EvalRun, report string) error {
+	fmt.Fprint(out, p.GetReportMarkdown())
+	if report != "" {
+		text := p.GetReportMarkdown()
+		if strings.EqualFold(filepath.Ext(report), ".html") {
+			var err error
+			if text, err = evals.HTML(gateway.FromPBEvalRun(p)); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(report, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("eval: write the report: %w", err)
+		}
+	}
+	if p.GetStatus() != "completed" {
+		fmt.Fprintf(os.Stderr, "evaluation %s is still running\n", p.GetEvalId())
+		return nil
+	}
+	if !p.GetPassed() {
+		failed := 0
+		for _, c := range p.GetCases() {
+			if !c.GetPassed() {
+				failed++
+			}
+		}
+		fmt.Fprintf(os.Stderr, "evaluation %s failed: %d of %d case runs did not pass\n", p.GetEvalId(), failed, len(p.GetCases()))
+		return exitError(1)
+	}
+	return nil
+}
+
+func evalShow(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("eval show", flag.ContinueOnError)
+	api := addAPIFlags(fs)
+	report := fs.String("report", "", "also write the report to this file: .md or .html")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("eval show: one evaluation id is required\n%s", evalUsage)
+	}
+	c, closeConn, err := evalClient(api)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	run, err := c.GetEval(api.ctx(ctx), &pb.GetEvalRequest{EvalId: fs.Arg(0)})
+	if err != nil {
+		return api.failed("eval show", err)
+	}
+	return showEval(out, run, *report)
+}
+
+func evalCompare(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("eval compare", flag.ContinueOnError)
+	api := addAPIFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return fmt.Errorf("eval compare: two evaluation ids are required\n%s", evalUsage)
+	}
+	c, closeConn, err := evalClient(api)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx = api.ctx(ctx)
+	var runs [2]*pb.EvalRun
+	for i := range runs {
+		if runs[i], err = c.GetEval(ctx, &pb.GetEvalRequest{EvalId: fs.Arg(i)}); err != nil {
+			return api.failed("eval compare", err)
+		}
+	}
+	fmt.Fprint(out, evals.Compare(gateway.FromPBEvalRun(runs[0]), gateway.FromPBEvalRun(runs[1])))
+	return nil
+}
