@@ -107,3 +107,34 @@ func foldPrompt(summary string, msgs []store.SessionMessage) string {
 	}
 	return b.String()
 }
+
+// AgentOnBusy reads what a message to a conversation does, by its agent's
+// catalog, when it arrives while a turn runs (agent.Agent.OnBusy). An
+// agent that does not exist has no say: its turns will say what is wrong.
+func (a *Activities) AgentOnBusy(ctx context.Context, in contract.AgentOnBusyInput) (contract.AgentOnBusyResult, error) {
+	agentID := in.AgentID
+	if agentID == "" {
+		snap, err := a.routes.Routing(ctx, in.TenantID)
+		if err != nil {
+			return contract.AgentOnBusyResult{}, err
+		}
+		agentID = snap.DefaultAgent
+	}
+	if agentID == "" {
+		return contract.AgentOnBusyResult{}, nil
+	}
+	var ag agent.Agent
+	var err error
+	if in.AgentVersion > 0 {
+		ag, err = a.store.AgentVersion(ctx, in.TenantID, agentID, in.AgentVersion)
+	} else {
+		ag, err = a.store.ActiveAgent(ctx, in.TenantID, agentID)
+	}
+	if agent.IsCode(err, agent.CodeNotFound) {
+		return contract.AgentOnBusyResult{AgentID: agentID}, nil
+	}
+	if err != nil {
+		return contract.AgentOnBusyResult{}, err
+	}
+	return contract.AgentOnBusyResult{AgentID: agentID, OnBusy: ag.OnBusy}, nil
+}

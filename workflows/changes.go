@@ -196,7 +196,8 @@ const (
 	// testdata/conversation_interrupted.json (a message that interrupts
 	// the running turn, SendMessage.OnBusy),
 	// testdata/conversation_steered.json (one added to the running turn),
-	// testdata/conversation_memory.json (summaries between turns).
+	// testdata/conversation_memory.json (summaries between turns),
+	// testdata/conversation_agent_on_busy.json (the agent's on_busy).
 	conversationStreamsChange = "conversation-streams"
 
 	// conversationTurnEventsChange: a turn whose request asks it
@@ -271,4 +272,13 @@ const (
 	//
 	// Recorded: testdata/turn_ask_user.json.
 	askUserChange = "ask-user"
+
+	// agentOnBusyChange: a Conversation whose input sets no on_busy reads
+	// its agent's (agent.Agent.OnBusy, by the AgentOnBusy local activity)
+	// once a run, before its first turn; messages that name no policy
+	// follow it. The marker is written before the run's first turn. Runs
+	// before it queued them.
+	//
+	// Recorded: testdata/conversation_agent_on_busy.json.
+	agentOnBusyChange = "agent-on-busy"
 )

@@ -86,6 +86,7 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 			next.Carry = &carry
 			return workflow.NewContinueAsNewError(ctx, contract.Conversation, next)
 		}
+		c.loadAgentOnBusy(ctx)
 		msg := c.carry.Pending[0]
 		c.carry.Pending = c.carry.Pending[1:]
 		c.runTurn(ctx, msg)
@@ -131,6 +132,10 @@ type conversation struct {
 	// turn's request ("": accepted before hashes were kept) (lookups only).
 	recent  map[string]string
 	rolling bool
+	// agentOnBusy is the conversation's agent's on_busy, once read in
+	// this run (onBusyLoaded).
+	agentOnBusy  string
+	onBusyLoaded bool
 	// running is the turn answering a message, while it runs.
 	running *runningTurn
 
@@ -155,15 +160,43 @@ type runningTurn struct {
 	taken   []string
 }
 
-// onBusy is the policy a message follows if a turn runs when it arrives.
+// onBusy is the policy a message follows if a turn runs when it arrives:
+// the message's, else the conversation's, else its agent's.
 func (c *conversation) onBusy(m agent.SendMessage) string {
 	switch {
 	case m.OnBusy != "":
 		return m.OnBusy
 	case c.in.OnBusy != "":
 		return c.in.OnBusy
+	case c.agentOnBusy != "":
+		return c.agentOnBusy
 	}
 	return agent.OnBusyEnqueue
+}
+
+// loadAgentOnBusy reads the conversation's agent's on_busy (AgentOnBusy),
+// once a run, before its first turn, when the conversation sets none
+// (agentOnBusyChange); a catalog change reaches the next run. A failure
+// leaves the default.
+func (c *conversation) loadAgentOnBusy(ctx workflow.Context) {
+	if c.onBusyLoaded || c.in.OnBusy != "" {
+		return
+	}
+	c.onBusyLoaded = true
+	if workflow.GetVersion(ctx, agentOnBusyChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	opts := localOptions()
+	opts.Summary = contract.AgentOnBusy
+	opts.RetryPolicy = &temporal.RetryPolicy{MaximumAttempts: 3}
+	var res contract.AgentOnBusyResult
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), contract.AgentOnBusy,
+		contract.AgentOnBusyInput{TenantID: c.in.TenantID, AgentID: c.in.AgentID, AgentVersion: c.in.AgentVersion}).Get(ctx, &res)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("the agent's on_busy is unknown; messages that name none are queued", "error", contract.ErrorOf(err).Message)
+		return
+	}
+	c.agentOnBusy = res.OnBusy
 }
 
 func (c *conversation) maxPending() int {

@@ -57,6 +57,10 @@ type Agent struct {
 	// Memory is how much of a session's transcript the model reads, and
 	// what writes the summary of the rest.
 	Memory Memory `json:"memory,omitzero"`
+	// OnBusy is what a message to a conversation with this agent does
+	// when it arrives while a turn runs (SendMessage.OnBusy), unless the
+	// message or the conversation says; empty: enqueue.
+	OnBusy string `json:"on_busy,omitempty"`
 	// Expose names the protocols through which other agents and apps may
 	// call the agent (ExposeMCP, ExposeA2A, ExposeAGUI): nothing is
 	// exposed by default.

@@ -142,6 +142,9 @@ func (m SteerMessage) Validate() error {
 // (CodeRateLimited).
 const DefaultMaxPending = 100
 
+// ValidOnBusy checks an on_busy value ("" is the default).
+func ValidOnBusy(v string) error { return validOnBusy(v) }
+
 // validOnBusy checks an on_busy value.
 func validOnBusy(v string) error {
 	switch v {

@@ -338,3 +338,18 @@ type FinishEvalInput struct {
 	TenantID string `json:"tenant_id"`
 	EvalID   string `json:"eval_id"`
 }
+
+// AgentOnBusyInput names a conversation's agent (empty: the tenant's
+// default agent), and the version it is pinned to (0: the active one).
+type AgentOnBusyInput struct {
+	TenantID     string `json:"tenant_id"`
+	AgentID      string `json:"agent_id,omitempty"`
+	AgentVersion int    `json:"agent_version,omitempty"`
+}
+
+// AgentOnBusyResult is the agent's on_busy ("" when it sets none, or
+// there is no such agent).
+type AgentOnBusyResult struct {
+	AgentID string `json:"agent_id,omitempty"`
+	OnBusy  string `json:"on_busy,omitempty"`
+}

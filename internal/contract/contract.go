@@ -59,6 +59,7 @@ const (
 	RecordApproval = "RecordApproval" // agent.ApprovalRecord → nothing
 	SealStream     = "SealStream"     // SealStreamInput → *agent.TokenBatch
 	Summarize      = "Summarize"      // SummarizeInput → SummarizeResult
+	AgentOnBusy    = "AgentOnBusy"    // AgentOnBusyInput → AgentOnBusyResult (local, a Conversation's)
 
 	// An Evaluation's activities.
 	BeginEval       = "BeginEval"       // agent.EvalInput → nothing

@@ -30,7 +30,10 @@ type busyConversation struct {
 // story, has streamed a few words.
 func startBusy(t *testing.T, e *env, ctx context.Context, in agent.ConversationInput) *busyConversation {
 	t.Helper()
-	in.TenantID, in.SessionID = "demo", "busy-"+testserver.RandomID()
+	if in.TenantID == "" {
+		in.TenantID = "demo"
+	}
+	in.SessionID = "busy-" + testserver.RandomID()
 	story, err := turnclient.SendMessage(ctx, e.Client(), e.TaskQueue, in, agent.SendMessage{Prompt: "tell a story"})
 	require.NoError(t, err)
 	fctx, stop := context.WithCancel(ctx)
@@ -329,4 +332,39 @@ func TestInterruptAtBoundary(t *testing.T) {
 	next, err := turnclient.Result(ctx, e.Client().GetWorkflow(ctx, sent.TurnWorkflowID, ""))
 	require.NoError(t, err)
 	require.Equal(t, "The result is 4.", next.Output)
+}
+
+// strictCatalog's agent refuses a message while it answers another,
+// unless the message says otherwise.
+const strictCatalog = `
+tenant: strict
+default_agent: strict
+tools:
+  - name: calculator
+    kind: calculator
+agents:
+  - id: strict
+    model: openai:gpt-4o-mini
+    system_prompt: Use the calculator for arithmetic.
+    tools: [calculator]
+    on_busy: reject
+    limits: {max_iterations: 4, turn_timeout_sec: 60}
+`
+
+// TestConversationAgentOnBusy: an agent's on_busy applies to the messages
+// of its conversations that name none; a message's own wins.
+func TestConversationAgentOnBusy(t *testing.T) {
+	e := newEnv(t)
+	e.ApplyCatalog(t, strictCatalog)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := startBusy(t, e, ctx, agent.ConversationInput{TenantID: "strict"})
+	_, err := b.send(agent.SendMessage{Prompt: "what is 2+2?"})
+	require.Equal(t, agent.CodeConflict, agent.ErrorCode(err), "error: %v", err)
+	require.ErrorContains(t, err, `(on_busy "reject")`)
+	sent, err := b.send(agent.SendMessage{Prompt: "what is 3+3?", OnBusy: agent.OnBusyEnqueue})
+	require.NoError(t, err, "the message's own policy wins")
+	require.Equal(t, storyText, b.result(b.story.TurnWorkflowID).Output, "the story went on")
+	require.Equal(t, "The result is 6.", b.result(sent.TurnWorkflowID).Output)
+	e.replay(contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID), "conversation_agent_on_busy")
 }

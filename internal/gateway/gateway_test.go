@@ -243,6 +243,18 @@ func TestBadRequests(t *testing.T) {
 			_, err := f.client.SendMessage(demo, &pb.SendMessageRequest{SessionId: "s1", Prompt: "hi", AgentId: "nobody"})
 			return err
 		}, codes.NotFound, `agent "nobody"`},
+		{"message to a version the agent does not have", func() error {
+			_, err := f.client.SendMessage(demo, &pb.SendMessageRequest{SessionId: "s1v", Prompt: "hi", AgentId: "assistant", AgentVersion: 99})
+			return err
+		}, codes.NotFound, "version 99"},
+		{"question answered on another tenant's turn", func() error {
+			_, err := f.client.Answer(other, &pb.AnswerRequest{StreamId: "turn/demo/mine", CallId: "c1", Answer: "yes"})
+			return err
+		}, codes.NotFound, "not found"},
+		{"question answered on a turn that ended", func() error {
+			_, err := f.client.Answer(demo, &pb.AnswerRequest{StreamId: "turn/demo/mine", CallId: "c1", Answer: "yes"})
+			return err
+		}, codes.FailedPrecondition, `turn "turn/demo/mine" has ended`},
 		{"approve on a turn that ended", func() error {
 			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: proto.Bool(true)})
 			return err

@@ -570,7 +570,8 @@ func (s *Service) GetTranscript(ctx context.Context, in *pb.GetTranscriptRequest
 
 // SendMessage implements pb.AgentServiceServer.
 func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
-	conv := agent.ConversationInput{TenantID: tenantOf(ctx), SessionID: in.GetSessionId(), AgentID: in.GetAgentId(), History: in.GetHistory()}
+	conv := agent.ConversationInput{TenantID: tenantOf(ctx), SessionID: in.GetSessionId(), AgentID: in.GetAgentId(),
+		AgentVersion: int(in.GetAgentVersion()), History: in.GetHistory()}
 	if err := conv.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -579,7 +580,7 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 	if err := msg.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}
-	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID}); err != nil {
+	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
 		return nil, s.status(ctx, err)
 	}
 	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, msg)

@@ -91,6 +91,8 @@ type agentDoc struct {
 	Limits       *limitsDoc   `yaml:"limits"`
 	Thinking     *thinkingDoc `yaml:"thinking"`
 	Memory       *memoryDoc   `yaml:"memory"`
+	// OnBusy: agent.Agent's.
+	OnBusy text `yaml:"on_busy"`
 	// Expose: agent.Agent's.
 	Expose []text `yaml:"expose"`
 }
@@ -441,6 +443,11 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.Thinking = l.thinking(d)
 	def.agent.Memory = l.memory(d)
 	def.agent.Expose = l.expose(d)
+	if err := agent.ValidOnBusy(d.OnBusy.s); err != nil && !d.OnBusy.bad {
+		l.addf(d.OnBusy.pos, "%s", err.Error())
+	} else {
+		def.agent.OnBusy = d.OnBusy.s
+	}
 	if lim := d.Limits; lim != nil {
 		def.agent.Limits = agent.Limits{
 			MaxIterations:      lim.MaxIterations.n,

@@ -64,7 +64,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown agent field",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    prompt: hi\n",
-			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, expose`},
+			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, on_busy, expose`},
 		},
 		{
 			name: "unknown limit",
@@ -278,6 +278,11 @@ func TestParseProblems(t *testing.T) {
 			name: "syntax error",
 			src:  "tenant: demo\nagents:\n  - id: a\n   model: x\n",
 			want: []string{`t.yaml:2: did not find expected '-' indicator`},
+		},
+		{
+			name: "on_busy",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n    on_busy: later\n",
+			want: []string{`t.yaml:5: agents[0].on_busy: on_busy "later": want "enqueue", "reject", "interrupt", "rollback" or "steer"`},
 		},
 		{
 			name: "every problem at once, in line order",

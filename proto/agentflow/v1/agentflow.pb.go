@@ -3551,7 +3551,10 @@ type SendMessageRequest struct {
 	// model call and tool calls in flight are stopped) or "boundary" (they
 	// finish; the turn stops before its next step, and a turn whose model
 	// has answered by then completes).
-	StopAt        string `protobuf:"bytes,8,opt,name=stop_at,json=stopAt,proto3" json:"stop_at,omitempty"`
+	StopAt string `protobuf:"bytes,8,opt,name=stop_at,json=stopAt,proto3" json:"stop_at,omitempty"`
+	// For a conversation that does not exist yet: the version of agent_id
+	// its turns run on (0: the active one).
+	AgentVersion  int32 `protobuf:"varint,9,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3640,6 +3643,13 @@ func (x *SendMessageRequest) GetStopAt() string {
 		return x.StopAt
 	}
 	return ""
+}
+
+func (x *SendMessageRequest) GetAgentVersion() int32 {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return 0
 }
 
 type SendMessageResponse struct {
@@ -7326,7 +7336,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\ftoken_budget\x18\x03 \x01(\x05R\vtokenBudget\x120\n" +
 	"\x14approval_timeout_sec\x18\x04 \x01(\x05R\x12approvalTimeoutSec\x12*\n" +
 	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\x12(\n" +
-	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xfe\x01\n" +
+	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xa3\x02\n" +
 	"\x12SendMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -7336,7 +7346,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\bagent_id\x18\x05 \x01(\tR\aagentId\x12\x18\n" +
 	"\ahistory\x18\x06 \x01(\tR\ahistory\x12\x17\n" +
 	"\aon_busy\x18\a \x01(\tR\x06onBusy\x12\x17\n" +
-	"\astop_at\x18\b \x01(\tR\x06stopAt\"\x8c\x01\n" +
+	"\astop_at\x18\b \x01(\tR\x06stopAt\x12#\n" +
+	"\ragent_version\x18\t \x01(\x05R\fagentVersion\"\x8c\x01\n" +
 	"\x13SendMessageResponse\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
