@@ -28,6 +28,12 @@ import (
 
 const a2aScript = `
 rules:
+  - name: trip
+    when: {user: '(?i)^book a trip'}
+    reply: {tool_calls: [{name: ask_user, arguments: '{"question": "Which city?", "choices": ["Paris", "Rome"]}'}]}
+  - name: booked
+    when: {user: '(?i)^book a trip', tool: '^(Paris|Rome)$'}
+    reply: {text: 'Booked for $1.'}
   - name: careful
     when: {user: '(?i)carefully: what is ([-0-9.+*/^() ]+)\?'}
     reply: {tool_calls: [{name: careful_calculator, arguments: '{"expression": "$1"}'}]}
@@ -50,6 +56,8 @@ tools:
   - name: careful_calculator
     kind: calculator
     approval: always
+  - name: ask_user
+    kind: ask_user
 agents:
   - id: calc
     description: Does arithmetic with a calculator.
@@ -65,6 +73,12 @@ agents:
   - id: hidden
     model: openai:gpt-4o-mini
     expose: [mcp]
+  - id: planner
+    description: Books trips, asking where to.
+    model: openai:gpt-4o-mini
+    tools: [ask_user]
+    limits: {max_iterations: 4, turn_timeout_sec: 300, approval_timeout_sec: 300}
+    expose: [a2a]
 `
 
 const a2aOtherCatalog = `
@@ -301,8 +315,8 @@ func TestA2AServer(t *testing.T) {
 			a2a.ErrTaskNotFound, "not found"},
 		{"a file part", func() error { _, err := c.SendMessage(ctx, filePart); return err },
 			a2a.ErrUnsupportedContentType, "send text or data parts"},
-		{"a message for a task", func() error { _, err := c.SendMessage(ctx, forTask); return err },
-			a2a.ErrUnsupportedOperation, "takes no more input"},
+		{"a message for a task that has ended", func() error { _, err := c.SendMessage(ctx, forTask); return err },
+			a2a.ErrInvalidRequest, "has ended completed and takes no more input"},
 		{"an empty message", func() error { _, err := c.SendMessage(ctx, userMessage("  ")); return err },
 			a2a.ErrInvalidParams, "the message has no text"},
 		{"a cancel of a finished task", func() error { _, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: streamed}); return err },
@@ -464,4 +478,76 @@ func TestA2AApprovalAndCancel(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.client(theirs, "tok2").CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID})
 	require.ErrorIs(t, err, a2a.ErrTaskNotFound)
+}
+
+// TestA2AQuestion: an agent's question makes its task input-required, with
+// the question and its choices as the status message; the peer answers
+// the A2A way — a message with the task's id — and the task goes on to
+// its answer, by message/send (blocking) and by message/stream. An answer
+// outside the choices is refused and the task still waits; a message to
+// a task that asks nothing is refused.
+func TestA2AQuestion(t *testing.T) {
+	e := startA2A(t, testserver.Options{})
+	ctx := e.ctx
+	card, err := e.card("planner", "tok")
+	require.NoError(t, err)
+	c := e.client(card, "tok")
+
+	ask := func() *a2a.Task {
+		res, err := c.SendMessage(ctx, userMessage("Book a trip"))
+		require.NoError(t, err)
+		task := res.(*a2a.Task)
+		require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
+		require.Contains(t, statusText(task.Status), "Which city? (choices: Paris, Rome)")
+		return task
+	}
+	answer := func(task *a2a.Task, text string) *a2a.MessageSendParams {
+		m := userMessage(text)
+		m.Message.TaskID, m.Message.ContextID = task.ID, task.ContextID
+		return m
+	}
+
+	task := ask()
+	_, err = c.SendMessage(ctx, answer(task, "Oslo"))
+	require.ErrorIs(t, err, a2a.ErrInvalidParams)
+	require.ErrorContains(t, err, `the answer must be one of the choices: "Paris", "Rome"`)
+	got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateInputRequired, got.Status.State, "the task still waits")
+	res, err := c.SendMessage(ctx, answer(task, "Rome"))
+	require.NoError(t, err)
+	done := res.(*a2a.Task)
+	require.Equal(t, task.ID, done.ID)
+	require.Equal(t, a2a.TaskStateCompleted, done.Status.State)
+	require.Equal(t, "Booked for Rome.", answerText(t, done))
+	_, err = c.SendMessage(ctx, answer(task, "Paris"))
+	require.ErrorIs(t, err, a2a.ErrInvalidRequest)
+	require.ErrorContains(t, err, "has ended completed and takes no more input")
+
+	// Streamed: the task as it is once answered, then its updates to the
+	// end.
+	task = ask()
+	var first *a2a.Task
+	var last a2a.TaskState
+	var text string
+	for ev, err := range c.SendStreamingMessage(ctx, answer(task, "Paris")) {
+		require.NoError(t, err)
+		switch ev := ev.(type) {
+		case *a2a.Task:
+			require.Nil(t, first, "one task, first")
+			first, last = ev, ev.Status.State
+			if len(ev.Artifacts) > 0 {
+				text = answerText(t, ev)
+			}
+		case *a2a.TaskStatusUpdateEvent:
+			require.NotNil(t, first, "the task comes first")
+			last = ev.Status.State
+		case *a2a.TaskArtifactUpdateEvent:
+			text += answerText(t, &a2a.Task{Artifacts: []*a2a.Artifact{ev.Artifact}})
+		}
+	}
+	require.Equal(t, task.ID, first.ID)
+	require.NotEqual(t, a2a.TaskStateInputRequired, first.Status.State, "the answer was taken before the task was read")
+	require.Equal(t, a2a.TaskStateCompleted, last)
+	require.Equal(t, "Booked for Paris.", text)
 }

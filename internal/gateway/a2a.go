@@ -299,6 +299,9 @@ var errA2AStop = errors.New("a2a: stop following")
 // its task when it ends or waits for approval (input-required), or once
 // it has started when the client asks not to block.
 func (m *a2aServer) OnSendMessage(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	if params != nil && params.Message != nil && params.Message.TaskID != "" {
+		return m.continueTask(ctx, params)
+	}
 	turn, err := m.begin(ctx, params)
 	if err != nil {
 		return nil, err
@@ -323,6 +326,19 @@ func (m *a2aServer) OnSendMessage(ctx context.Context, params *a2a.MessageSendPa
 // as its task, then its status and artifact updates as its log says.
 // A client that leaves leaves the turn running; it may resubscribe.
 func (m *a2aServer) OnSendMessageStream(ctx context.Context, params *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	if params != nil && params.Message != nil && params.Message.TaskID != "" {
+		return func(yield func(a2a.Event, error) bool) {
+			if _, err := m.answerTask(ctx, params); err != nil {
+				yield(nil, err)
+				return
+			}
+			for ev, err := range m.OnResubscribeToTask(ctx, &a2a.TaskIDParams{ID: params.Message.TaskID}) {
+				if !yield(ev, err) {
+					return
+				}
+			}
+		}
+	}
 	return func(yield func(a2a.Event, error) bool) {
 		turn, err := m.begin(ctx, params)
 		if err != nil {
@@ -350,6 +366,78 @@ func (m *a2aServer) OnSendMessageStream(ctx context.Context, params *a2a.Message
 			yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
 		}
 	}
+}
+
+// answerTask takes a message for an existing task as the answer to the
+// question its turn asks (an ask_user call, input-required): the first
+// that waits, or the one the message's metadata names ("call_id"). The
+// answer is the caller's, with the token's roles. It returns the log's
+// next index as it was before the answer.
+func (m *a2aServer) answerTask(ctx context.Context, params *a2a.MessageSendParams) (int64, error) {
+	in, err := decodeA2AMessage(params)
+	if err != nil {
+		return 0, err
+	}
+	t, next, done, err := m.read(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(in.taskID)})
+	if err != nil {
+		return 0, err
+	}
+	if done {
+		return 0, fmt.Errorf("task %s has ended %s and takes no more input: send a new message in its contextId: %w", in.taskID, t.state, a2a.ErrInvalidRequest)
+	}
+	pending, err := turnclient.PendingQuestions(ctx, m.s.client, in.taskID)
+	if err != nil {
+		return 0, m.fail(ctx, err, a2a.ErrTaskNotFound)
+	}
+	if len(pending) == 0 {
+		return 0, fmt.Errorf("task %s asks no question now: a task takes more input only to answer one "+
+			"(a call waiting for approval is approved over the approvals API): %w", in.taskID, a2a.ErrInvalidRequest)
+	}
+	callID := in.callID
+	if callID == "" {
+		callID = pending[0].CallID
+	}
+	caller := callerOf(ctx)
+	a := agent.Answer{CallID: callID, Text: in.prompt, Answerer: caller.Name, Roles: caller.Caller().Roles}
+	if err := a.Validate(); err != nil {
+		return 0, fmt.Errorf("%s: %w", err.Error(), a2a.ErrInvalidParams)
+	}
+	if _, err := turnclient.Answer(ctx, m.s.client, in.taskID, a); err != nil {
+		return 0, m.fail(ctx, err, a2a.ErrInvalidParams)
+	}
+	return next, nil
+}
+
+// continueTask answers the question of a task that waits for input and
+// follows it, as message/send does a new task: until it ends or waits
+// again, or at once when the client asks not to block.
+func (m *a2aServer) continueTask(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	next, err := m.answerTask(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	id := string(params.Message.TaskID)
+	release, err := m.s.streams.take(tenantOf(ctx))
+	if err != nil {
+		return nil, m.fail(ctx, err, a2a.ErrInvalidParams)
+	}
+	defer release()
+	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
+	t := newA2ATask(id, a2aContextOf(id))
+	err = m.s.events.Follow(ctx, id, 0, func(e agent.Event) error {
+		evs := t.apply(e)
+		if e.Index < next {
+			return nil // the task as it was before the answer
+		}
+		if !blocking || t.state.Terminal() || (t.state == a2a.TaskStateInputRequired && len(evs) > 0) {
+			return errA2AStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errA2AStop) {
+		return nil, m.fail(ctx, err, a2a.ErrTaskNotFound)
+	}
+	return t.task(), nil
 }
 
 // OnResubscribeToTask implements a2asrv.RequestHandler: the task as its
@@ -565,9 +653,13 @@ func a2aContextOf(streamID string) string {
 	return job
 }
 
-// a2aInput is what a message asks: its prompt and contextId.
+// a2aInput is what a message asks: its prompt and contextId, and the
+// task it continues, when it answers a task's question.
 type a2aInput struct {
-	prompt, contextID string
+	prompt, contextID, taskID string
+	// callID is the question the message answers, when its metadata
+	// names one ("call_id"); else the first that waits.
+	callID string
 }
 
 // decodeA2AMessage reads the prompt of a message/send or message/stream:
@@ -580,10 +672,6 @@ func decodeA2AMessage(params *a2a.MessageSendParams) (a2aInput, error) {
 	msg := params.Message
 	if msg.Role != a2a.MessageRoleUser {
 		return a2aInput{}, fmt.Errorf("message.role is %q: want \"user\": %w", msg.Role, a2a.ErrInvalidParams)
-	}
-	if msg.TaskID != "" {
-		return a2aInput{}, fmt.Errorf("a message for task %q: a task is one turn and takes no more input "+
-			"(approve its calls over the approvals API; send a new message in its contextId): %w", msg.TaskID, a2a.ErrUnsupportedOperation)
 	}
 	if err := checkContextID(msg.ContextID); err != nil {
 		return a2aInput{}, err
@@ -612,7 +700,11 @@ func decodeA2AMessage(params *a2a.MessageSendParams) (a2aInput, error) {
 	case len(prompt) > agent.MaxPromptBytes:
 		return a2aInput{}, fmt.Errorf("the message is %d bytes of text; the limit is %d: %w", len(prompt), agent.MaxPromptBytes, a2a.ErrInvalidParams)
 	}
-	return a2aInput{prompt: prompt, contextID: msg.ContextID}, nil
+	in := a2aInput{prompt: prompt, contextID: msg.ContextID, taskID: string(msg.TaskID)}
+	if id, ok := msg.Metadata["call_id"].(string); ok {
+		in.callID = id
+	}
+	return in, nil
 }
 
 // checkContextID refuses a contextId that cannot be a session id.

@@ -82,7 +82,7 @@ func (t *a2aTask) apply(e agent.Event) []a2a.Event {
 		if len(q.Choices) > 0 {
 			msg += " (choices: " + strings.Join(q.Choices, ", ") + ")"
 		}
-		return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf("%s — answer with POST /v1/%s/questions/%s {\"answer\"} (%s role)",
+		return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf("%s — answer with a message for this task, or POST /v1/%s/questions/%s {\"answer\"} (%s role)",
 			msg, t.id, e.Tool.CallID, q.Role))
 	case agent.EventQuestionAnswered:
 		if e.Tool == nil {

@@ -28,7 +28,7 @@ func TestA2ADecodeMessage(t *testing.T) {
 		{"an agent's message", `{"message":{"role":"agent","messageId":"m","parts":[{"kind":"text","text":"hi"}]}}`, "", "", a2a.ErrInvalidParams, `want "user"`},
 		{"no text", `{"message":{"role":"user","messageId":"m","parts":[]}}`, "", "", a2a.ErrInvalidParams, "no text"},
 		{"a file", `{"message":{"role":"user","messageId":"m","parts":[{"kind":"file","file":{"uri":"https://x"}}]}}`, "", "", a2a.ErrUnsupportedContentType, "send text or data parts"},
-		{"a task's", `{"message":{"role":"user","messageId":"m","taskId":"t","parts":[{"kind":"text","text":"hi"}]}}`, "", "", a2a.ErrUnsupportedOperation, "takes no more input"},
+		{"a task's (an answer to its question)", `{"message":{"role":"user","messageId":"m","taskId":"t","parts":[{"kind":"text","text":"hi"}]}}`, "hi", "", nil, ""},
 		{"a context with a slash", `{"message":{"role":"user","messageId":"m","contextId":"a/b","parts":[{"kind":"text","text":"hi"}]}}`, "", "", a2a.ErrInvalidParams, "may not contain"},
 		{"a long context", `{"message":{"role":"user","messageId":"m","contextId":"` + strings.Repeat("c", 129) + `","parts":[{"kind":"text","text":"hi"}]}}`,
 			"", "", a2a.ErrInvalidParams, "the limit is 128"},
