@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.uber.org/zap"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/chatpage"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -142,8 +144,16 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	return a, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (a *HTTPAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A path that is not UTF-8 once
+// unescaped names nothing (ids are text, and gRPC refuses such strings):
+// it is refused here, saying so.
+func (a *HTTPAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !utf8.ValidString(r.URL.Path) {
+		a.fail(w, r, agent.Errorf(agent.CodeInvalid, "the path is not valid UTF-8 once unescaped"), http.StatusBadRequest)
+		return
+	}
+	a.handler.ServeHTTP(w, r)
+}
 
 // Serve runs the in-process gRPC server until Stop.
 func (a *HTTPAPI) Serve() error {
