@@ -18,6 +18,7 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
+	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -40,6 +41,10 @@ type Deps struct {
 	Events eventlog.Publisher
 	// Policy applies tools' approval policies; nil: New makes one.
 	Policy *policy.Checker
+	// Vault applies the tenants' PII redaction to what tools return, and
+	// gives the tools a tenant allows the values behind placeholders
+	// (nil: none).
+	Vault *redact.Vault
 	// Governor holds model calls to the providers' limits, shared by the
 	// fleet (AGENTFLOW_MODEL_LIMITS); nil: calls are sent at once.
 	Governor *governor.Governor
@@ -83,6 +88,7 @@ const (
 // Activities holds the dependencies of every activity. Build it once in
 // main with New and register it with Register.
 type Activities struct {
+	vault    *redact.Vault
 	store    *store.Store
 	model    llm.Model
 	tools    *tools.Registry
@@ -125,7 +131,7 @@ func New(d Deps) (*Activities, error) {
 	}
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, policy: checker, governor: d.Governor, traceContent: d.TraceContent,
+		temporal: d.Temporal, events: d.Events, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
 		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
 		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
 		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/pipeline"
+	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
 )
@@ -147,8 +149,30 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	if err != nil {
 		return agent.Message{Content: err.Error()}, "", ""
 	}
+	pii, err := a.piiPolicy(ctx, in.TenantID)
+	if err != nil {
+		return agent.Message{Content: err.Error()}, "", ""
+	}
+	scope := redact.Scope(in.SessionID, in.JobID)
+	if slices.Contains(pii.Config.Reveal, spec.Entry()) || slices.Contains(pii.Config.Reveal, spec.Name) {
+		// The tool the tenant allows gets the values behind placeholders;
+		// the span, the events and the history keep the placeholders.
+		args, err := a.vault.Reveal(ctx, in.TenantID, scope, string(call.Args))
+		if err != nil {
+			return agent.Message{Content: err.Error()}, "", ""
+		}
+		call.Args = json.RawMessage(args)
+	}
 	spanCtx, span := a.startToolSpan(ctx, in, spec)
 	out, err := a.tools.Execute(spanCtx, spec, call)
+	if err == nil {
+		// What the tool found is redacted before the model, the stored
+		// step or the span reads it.
+		if rerr := a.redactOutput(ctx, pii, in.TenantID, scope, &out); rerr != nil {
+			a.endToolSpan(span, tools.Output{}, rerr)
+			return agent.Message{Content: rerr.Error()}, "", ""
+		}
+	}
 	a.endToolSpan(span, out, err)
 	var failed *pipeline.StepError
 	step := ""
@@ -412,4 +436,50 @@ type cachedOutput struct {
 	Data     json.RawMessage    `json:"data,omitempty"`
 	ShowData bool               `json:"show_data,omitempty"`
 	Preview  *agent.DataPreview `json:"preview,omitempty"`
+}
+
+// piiPolicy is the tenant's PII redaction (none without a catalog).
+func (a *Activities) piiPolicy(ctx context.Context, tenantID string) (redact.Policy, error) {
+	snap, err := a.routes.Routing(ctx, tenantID)
+	if agent.IsCode(err, agent.CodeNotFound) {
+		return redact.Policy{}, nil
+	}
+	if err != nil {
+		return redact.Policy{}, err
+	}
+	return redact.Policy{Redactor: snap.PII, Config: snap.PIIConfig}, nil
+}
+
+// redactOutput applies the tenant's PII redaction to a tool's output: its
+// text, and the strings of its data and of its data's preview.
+func (a *Activities) redactOutput(ctx context.Context, pii redact.Policy, tenantID, scope string, out *tools.Output) error {
+	if pii.Redactor == nil {
+		return nil
+	}
+	if _, err := a.vault.Texts(ctx, pii, tenantID, scope, &out.Text); err != nil {
+		return err
+	}
+	data, _, err := a.vault.JSON(ctx, pii, tenantID, scope, out.Data)
+	if err != nil {
+		return err
+	}
+	out.Data = data
+	if out.Preview != nil {
+		raw, err := json.Marshal(out.Preview)
+		if err != nil {
+			return err
+		}
+		raw, n, err := a.vault.JSON(ctx, pii, tenantID, scope, raw)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			var p agent.DataPreview
+			if err := json.Unmarshal(raw, &p); err != nil {
+				return fmt.Errorf("redact the data preview: %w", err)
+			}
+			out.Preview = &p
+		}
+	}
+	return nil
 }

@@ -680,7 +680,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 	in := contract.ExecuteToolInput{
 		TenantID: t.req.TenantID, JobID: t.req.JobID,
 		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
-		Seq: t.seq + 1 + i, Call: c,
+		Seq: t.seq + 1 + i, Call: c, SessionID: t.req.SessionID,
 	}
 	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
 	r.in[i] = in

@@ -1,5 +1,7 @@
 package agent
 
+import "encoding/json"
+
 // Catalog is what a catalog apply stores: the tools, agents and routing
 // rules of some tenants. internal/registry reads and checks it from catalog
 // files; the store applies it and checks only what needs the stored
@@ -49,4 +51,9 @@ type TenantCatalog struct {
 	// Budgets, when set (a document had a budgets key), become the
 	// tenant's budgets; an empty one removes them.
 	Budgets *Budgets
+	// PII becomes the tenant's PII redaction (internal/guard.Config, as
+	// JSON; null removes it) when ReplacePII is set (a document had a pii
+	// key).
+	PII        json.RawMessage
+	ReplacePII bool
 }

@@ -208,6 +208,9 @@ type ExecuteToolInput struct {
 	AgentVersion int            `json:"agent_version"`
 	Seq          int            `json:"seq"` // the step the result is stored under
 	Call         agent.ToolCall `json:"call"`
+	// SessionID is the turn's session: the scope of its PII placeholders
+	// with the job id (internal/redact.Scope).
+	SessionID string `json:"session_id,omitempty"`
 	// Delegated is set for a delegate_to_agent call, which the turn ran
 	// as a child AgentTurn: the child's result (its output cut to
 	// agent.MaxDelegateOutputBytes, without tool_calls), stored as the

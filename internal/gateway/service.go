@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
@@ -48,6 +49,9 @@ type Options struct {
 	// process: gRPC Stream and Resume calls, SSE responses and WebSocket
 	// connections together. Default (0): DefaultMaxStreamsPerTenant.
 	MaxStreamsPerTenant int
+	// Vault applies the tenants' PII redaction to prompts before a turn
+	// or a conversation hears of them (nil: none is applied).
+	Vault *redact.Vault
 	// Routes, when set, is the process's cache of tenants' catalog
 	// snapshots: a turn that names no agent is checked against it (a
 	// default agent or rules) instead of reading the catalog.
@@ -64,6 +68,7 @@ type Service struct {
 	taskQueue string
 	logger    *zap.Logger
 	routes    *registry.Cache
+	vault     *redact.Vault
 	// starting holds a slot per turn being started (maxStarting).
 	starting chan struct{}
 	// streams counts each tenant's open streams.
@@ -100,7 +105,7 @@ func New(o Options) (*Service, error) {
 		o.MaxStreamsPerTenant = DefaultMaxStreamsPerTenant
 	}
 	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, taskQueue: o.TaskQueue, logger: o.Logger,
-		routes: o.Routes, starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}, nil
+		routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}, nil
 }
 
 // Register adds the AgentService to g. Calls reach it unauthenticated
@@ -170,7 +175,32 @@ func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 		// loads it, and waits for the database to come back.
 		telemetry.Logger(ctx, s.logger).Warn("agent check skipped", zap.String("tenant", req.TenantID), zap.Error(err))
 	}
+	if err := s.redact(ctx, req.TenantID, redact.Scope(req.SessionID, req.JobID), &req.Prompt); err != nil {
+		return req, err
+	}
 	return req, nil
+}
+
+// redact applies the tenant's PII redaction to texts on their way in
+// (internal/redact): what it finds never reaches a workflow's history,
+// the model, the transcript or a log. It counts what it replaced, and
+// logs the count only.
+func (s *Service) redact(ctx context.Context, tenantID, scope string, texts ...*string) error {
+	if s.routes == nil {
+		return nil
+	}
+	snap, err := s.routes.Routing(ctx, tenantID)
+	if agent.IsCode(err, agent.CodeNotFound) {
+		return nil // no catalog: nothing to redact by, and the turn says what is wrong
+	}
+	if err != nil {
+		return err
+	}
+	n, err := s.vault.Texts(ctx, redact.Policy{Redactor: snap.PII, Config: snap.PIIConfig}, tenantID, scope, texts...)
+	if n > 0 {
+		telemetry.Logger(ctx, s.logger).Info("pii redacted", zap.String("tenant", tenantID), zap.Int("values", n))
+	}
+	return err
 }
 
 // startPrepared starts a prepared turn, or attaches to the run of its job
@@ -532,6 +562,9 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 	if msg == nil {
 		return out, nil
 	}
+	if err := s.redact(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""), &msg.Prompt); err != nil {
+		return nil, s.status(ctx, err)
+	}
 	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, *msg)
 	if err != nil {
 		return nil, s.status(ctx, err)
@@ -581,6 +614,9 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 		return nil, s.status(ctx, err)
 	}
 	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	if err := s.redact(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""), &msg.Prompt); err != nil {
 		return nil, s.status(ctx, err)
 	}
 	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, msg)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/store"
 )
@@ -32,6 +34,9 @@ type Cache struct {
 	logger  *zap.Logger
 	now     func() time.Time
 	Metrics *Metrics // nil: none
+	// PIIKey keys the hashes of the tenants' PII redaction (ModeHash):
+	// the operator's vault key. Set before the first load.
+	PIIKey []byte
 
 	mu      sync.Mutex
 	tenants map[string]*Snapshot
@@ -55,7 +60,11 @@ type Snapshot struct {
 	// Billing is the tenant's prices and budgets, which every model call
 	// needs (its cost, its reservation).
 	Billing store.Billing
-	loaded  time.Time
+	// PII redacts what enters the tenant's turns (nil: nothing), with
+	// PIIConfig its settings.
+	PII       *guard.Redactor
+	PIIConfig guard.Config
+	loaded    time.Time
 }
 
 // NewCache returns a Cache over st whose snapshots call out within what
@@ -136,6 +145,20 @@ func (c *Cache) load(ctx context.Context, tenantID string, s *Snapshot, gen uint
 	}
 	s = &Snapshot{TenantID: tenantID, Version: r.Version, DefaultAgent: r.DefaultAgent, Table: table,
 		HTTP: c.egress.Client(policy), Billing: r.Billing, loaded: c.now()}
+	if len(r.PII) > 0 {
+		// Checked when the catalog was applied; one that no longer
+		// compiles must be loud, and redacts with the defaults meanwhile.
+		if err := json.Unmarshal(r.PII, &s.PIIConfig); err == nil {
+			s.PII, err = guard.New(s.PIIConfig, c.PIIKey)
+			if err != nil {
+				c.logger.Error("tenant pii settings unreadable; redacting every kind by mask", zap.String("tenant", tenantID), zap.Error(err))
+			}
+		}
+		if s.PII == nil {
+			s.PIIConfig = guard.Config{}
+			s.PII, _ = guard.New(s.PIIConfig, c.PIIKey)
+		}
+	}
 	c.put(s, gen)
 	if m := c.Metrics; m != nil {
 		m.reload.Observe(c.now().Sub(start).Seconds())

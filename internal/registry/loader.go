@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/process"
 	"github.com/agentflow/agentflow/internal/routing"
@@ -44,7 +45,9 @@ type document struct {
 	Processes    []processDoc `yaml:"processes"`
 	Prices       []priceDoc   `yaml:"prices"` // not nil when the key is there, even empty
 	Budgets      *budgetsDoc  `yaml:"budgets"`
-	at           pos          // where the document starts
+	// PII is the tenant's PII redaction (internal/guard.Config).
+	PII jsonDoc `yaml:"pii"`
+	at  pos     // where the document starts
 }
 
 // processDoc is a process definition (internal/process): its first
@@ -179,6 +182,8 @@ type tenant struct {
 	prices       []agent.Price
 	pricesSet    bool           // a document has a prices key: it replaces the stored table
 	budgets      *agent.Budgets // a document has a budgets key
+	pii          json.RawMessage
+	piiSet       bool // a document has a pii key: it replaces the stored one
 	toolAt       map[string]pos
 	agentAt      map[string]pos
 	ruleAt       map[string]pos
@@ -277,6 +282,9 @@ func (l *loader) document(d *document) {
 	}
 	if d.Budgets != nil {
 		l.budgets(t, d.Budgets, pos{file: d.at.file, line: d.at.line, field: "budgets"})
+	}
+	if d.PII.node != nil {
+		l.pii(t, &d.PII)
 	}
 	if p := d.PromoteAfter; p != nil {
 		switch {
@@ -537,6 +545,30 @@ func (l *loader) outputSchema(d *agentDoc) json.RawMessage {
 	return s.raw
 }
 
+// pii checks the tenant's PII redaction: a guard.Config, strictly.
+func (l *loader) pii(t *tenant, d *jsonDoc) {
+	if t.piiSet {
+		l.addf(d.pos, "pii is already set for tenant %q: give it in one document", t.id)
+		return
+	}
+	t.piiSet = true
+	if d.bad || d.raw == nil {
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(d.raw))
+	dec.DisallowUnknownFields()
+	var c guard.Config
+	if err := dec.Decode(&c); err != nil {
+		l.addf(d.on(d.node), "%v (the settings are kinds, custom, mode and reveal)", err)
+		return
+	}
+	if err := c.Validate(); err != nil {
+		l.addf(d.on(d.node), "%v", err)
+		return
+	}
+	t.pii = d.raw
+}
+
 // model checks a "provider:model" value; it reports false when it is
 // not one.
 func (l *loader) model(m text) bool {
@@ -712,7 +744,7 @@ func (l *loader) finish() (agent.Catalog, error) {
 		l.bound(t)
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
 			Egress: t.egress, ReplaceEgress: t.egressSet, Processes: t.processes,
-			Prices: t.prices, ReplacePrices: t.pricesSet, Budgets: t.budgets}
+			Prices: t.prices, ReplacePrices: t.pricesSet, Budgets: t.budgets, PII: t.pii, ReplacePII: t.piiSet}
 		if t.promoteAfter != nil {
 			tc.PromoteAfter = &t.promoteAfter.n
 		}

@@ -54,7 +54,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			src:  "tenant: demo\nagnets: []\n",
-			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets`},
+			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, pii`},
 		},
 		{
 			name: "unknown tool field",
@@ -267,7 +267,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "document not a mapping",
 			src:  "- tenant: demo\n",
-			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, not a list`},
+			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, pii, not a list`},
 		},
 		{
 			name: "empty file",
@@ -278,6 +278,16 @@ func TestParseProblems(t *testing.T) {
 			name: "syntax error",
 			src:  "tenant: demo\nagents:\n  - id: a\n   model: x\n",
 			want: []string{`t.yaml:2: did not find expected '-' indicator`},
+		},
+		{
+			name: "pii with a regex that does not compile",
+			src:  "tenant: demo\npii:\n  mode: placeholder\n  custom: [{name: order, regex: '('}]\n",
+			want: []string{"t.yaml:3: pii: custom[0].regex: error parsing regexp: missing closing ): `(`"},
+		},
+		{
+			name: "pii with an unknown setting",
+			src:  "tenant: demo\npii: {mode: mask, kinds: [email], detect: all}\n",
+			want: []string{`t.yaml:2: pii: json: unknown field "detect" (the settings are kinds, custom, mode and reveal)`},
 		},
 		{
 			name: "on_busy",

@@ -15,10 +15,14 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools"
 )
+
+// EnvVaultKey names the operator's vault key (Config.VaultKey).
+const EnvVaultKey = "AGENTFLOW_VAULT_KEY"
 
 // Config of a worker process. ConfigFromEnv reads it from the environment.
 type Config struct {
@@ -138,6 +142,11 @@ type Config struct {
 	// every tenant and refs ending in * as prefixes; default none: no
 	// tenant may name a secret.
 	SecretGrants secrets.Grants
+	// VaultKey seals the values behind tenants' PII placeholders and keys
+	// their PII hashes (internal/guard). Env AGENTFLOW_VAULT_KEY: 32 bytes
+	// in base64; default none, and a tenant whose catalog redacts into
+	// placeholders has its prompts refused until the operator sets one.
+	VaultKey []byte
 	// PlatformAddrs are more of the platform's own listening addresses
 	// (host:port), closed to tools whatever EgressAllow opens, beside
 	// those the process knows from its own configuration (platformAddrs).
@@ -278,6 +287,11 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.SecretGrants, err = secrets.ParseGrants(os.Getenv(secrets.EnvGrants)); err != nil {
 		return Config{}, err
+	}
+	if v := os.Getenv(EnvVaultKey); v != "" {
+		if c.VaultKey, err = guard.ParseKey(v); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", EnvVaultKey, err)
+		}
 	}
 	if c.ModelLimits, err = governor.ParseLimits(os.Getenv(governor.EnvLimits)); err != nil {
 		return Config{}, err

@@ -32,9 +32,11 @@ import (
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metrics"
+	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
@@ -58,6 +60,7 @@ type Server struct {
 	httpLn   net.Listener
 	hub      *pglive.Hub
 	follower *eventlog.Follower
+	vault    *redact.Vault
 	grpc     *grpc.Server
 	grpcLn   net.Listener
 	api      *gateway.HTTPAPI
@@ -101,6 +104,14 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		return nil, err
 	}
 	s.routes = registry.NewCache(s.store, s.egress, logger)
+	s.routes.PIIKey = cfg.VaultKey
+	var sealer *guard.Sealer
+	if len(cfg.VaultKey) > 0 {
+		if sealer, err = guard.NewSealer(cfg.VaultKey); err != nil {
+			return nil, err
+		}
+	}
+	s.vault = redact.New(s.store, sealer)
 	s.routes.Metrics = registry.NewMetrics(s.metrics.Registry)
 	streamMetrics := pglive.NewMetrics(s.metrics.Registry, metrics.LatencyBuckets)
 	s.hub = pglive.NewHub(s.store.Pool(), logger)
@@ -346,7 +357,7 @@ func (s *Server) newWorker() error {
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger, Governor: gov,
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()),
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
-		TraceContent: s.cfg.TraceContent,
+		TraceContent: s.cfg.TraceContent, Vault: s.vault,
 	})
 	if err != nil {
 		return err
@@ -373,7 +384,7 @@ func (s *Server) newWorker() error {
 // newGateway serves the gRPC API, and the HTTP API unless it is off.
 func (s *Server) newGateway() error {
 	svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens,
-		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes})
+		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault})
 	if err != nil {
 		return err
 	}

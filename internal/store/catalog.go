@@ -132,6 +132,8 @@ WHERE tenant_id = $1 AND egress IS DISTINCT FROM to_jsonb($2::text[])`
 WHERE tenant_id = $1 AND prices IS DISTINCT FROM $2::jsonb`
 	sqlSetTenantBudgets = `UPDATE tenants SET budgets = $2::jsonb, updated_at = now()
 WHERE tenant_id = $1 AND budgets IS DISTINCT FROM $2::jsonb`
+	sqlSetTenantPII = `UPDATE tenants SET pii = $2::jsonb, updated_at = now()
+WHERE tenant_id = $1 AND pii IS DISTINCT FROM $2::jsonb`
 
 	sqlAgentExists = `SELECT EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND agent_id = $2)`
 
@@ -229,6 +231,19 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		tag, err := tx.Exec(ctx, sqlSetTenantEgress, tc.TenantID, egress)
 		if err != nil {
 			return nil, fmt.Errorf("tenant %q: set egress: %w", tc.TenantID, err)
+		}
+		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
+			changes[0].Action = ActionUpdated
+		}
+	}
+	if tc.ReplacePII {
+		var pii []byte
+		if len(tc.PII) > 0 && string(tc.PII) != "null" {
+			pii = tc.PII
+		}
+		tag, err := tx.Exec(ctx, sqlSetTenantPII, tc.TenantID, pii)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: set pii: %w", tc.TenantID, err)
 		}
 		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
 			changes[0].Action = ActionUpdated

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -32,6 +33,9 @@ type Routing struct {
 	Egress []string
 	// Billing is the tenant's prices and budgets.
 	Billing Billing
+	// PII is the tenant's PII redaction (internal/guard.Config as JSON;
+	// nil: none).
+	PII json.RawMessage
 }
 
 const (
@@ -42,7 +46,7 @@ WHERE tenant_id = $1 ORDER BY priority DESC, name`
 SELECT catalog_version, coalesce(default_agent, ''),
        (SELECT count(*) FROM agents a WHERE a.tenant_id = t.tenant_id),
        (SELECT count(*) FROM tools o WHERE o.tenant_id = t.tenant_id),
-       egress, prices, budgets
+       egress, prices, budgets, pii
 FROM tenants t WHERE tenant_id = $1`
 	sqlUpsertRule = `
 INSERT INTO routing_rules (tenant_id, name, priority, condition, agent_id) VALUES ($1, $2, $3, $4, $5)
@@ -62,7 +66,7 @@ func (s *Store) Routing(ctx context.Context, tenantID string) (Routing, error) {
 	r := Routing{TenantID: tenantID}
 	var prices, budgets []byte
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, sqlTenantRouting, tenantID).Scan(&r.Version, &r.DefaultAgent, &r.Agents, &r.Tools, &r.Egress, &prices, &budgets); err != nil {
+		if err := tx.QueryRow(ctx, sqlTenantRouting, tenantID).Scan(&r.Version, &r.DefaultAgent, &r.Agents, &r.Tools, &r.Egress, &prices, &budgets, &r.PII); err != nil {
 			return err
 		}
 		var err error

@@ -116,6 +116,9 @@ type Options struct {
 	// (AGENTFLOW_SECRETS). Default (nil): every tenant every secret but
 	// the platform's own variables (secrets.GrantAll).
 	SecretGrants *secrets.Grants
+	// VaultKey is the operator's vault key (server.Config.VaultKey);
+	// default none.
+	VaultKey []byte
 	// PlatformAddrs are more of the platform's own addresses, closed to
 	// tools whatever EgressAllow opens (AGENTFLOW_PLATFORM_ADDRS), beside
 	// what the server knows from its configuration. Default: none.
@@ -214,6 +217,7 @@ func Start(t testing.TB, opts Options) *Server {
 		MCPCommands:         opts.MCPCommands,
 		EgressAllow:         allow,
 		SecretGrants:        grants,
+		VaultKey:            opts.VaultKey,
 		PlatformAddrs:       opts.PlatformAddrs,
 		TracerProvider:      opts.TracerProvider,
 		TraceContent:        opts.TraceContent,
