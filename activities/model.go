@@ -15,6 +15,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	guardpkg "github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/store"
@@ -128,6 +129,13 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	// that the call is counted once whichever attempt stores it.
 	if err := a.db(ctx, "store reply", func() error { return a.store.PutReply(ctx, call, reply) }); err != nil {
 		return contract.CallModelResult{}, fmt.Errorf("store reply: %w", err)
+	}
+	if tail.tripped != "" {
+		// The reply (what was released, then the refusal) is stored and
+		// counted; the turn ends here.
+		a.log(ctx).Info("output guard tripped", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("rule", tail.tripped))
+		return contract.CallModelResult{}, agent.Errorf(agent.CodeGuardrailTripped,
+			"the answer broke the output guard's rule %s: it was cut there, and the refusal sent in its place", tail.tripped)
 	}
 	return checkOutput(contract.CallModelResult{
 		Content:      reply.Content,
@@ -411,13 +419,33 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 	if schema := outputSchema(ag, in); schema != nil {
 		req.Output = &llm.OutputFormat{Name: ag.ID, Schema: schema}
 	}
+	guard, err := outputGuard(ag)
+	if err != nil {
+		return nil, streamTail{}, err
+	}
+	var held *guardpkg.Stream
 	var st *eventlog.Batcher
 	if in.Stream && in.StreamID != "" {
 		var err error
 		if st, err = eventlog.StartBatcher(ctx, a.sinks(ctx, in.Notify), a.streamCall(ctx, in), a.streamInterval, a.streamMaxBytes); err != nil {
 			return nil, streamTail{}, err
 		}
-		req.OnChunk = func(ctx context.Context, c llm.Chunk) error { return streamChunk(ctx, st, c) }
+		if guard != nil {
+			held = guard.Stream()
+		}
+		req.OnChunk = func(ctx context.Context, c llm.Chunk) error {
+			if held != nil && c.Kind == llm.ChunkText {
+				// The answer goes out a window at a time, once the guard
+				// has read it; after a broken rule, nothing more does
+				// (the model finishes, so that its usage is counted).
+				release, _ := held.Add(c.Text)
+				if release == "" {
+					return nil
+				}
+				return st.Add(ctx, release)
+			}
+			return streamChunk(ctx, st, c)
+		}
 	} else {
 		// The batcher heartbeats a streamed call; an unstreamed one needs
 		// its own, or a long call is given up for lost while it still runs
@@ -426,13 +454,42 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		defer stop()
 	}
 	resp, err := a.model.Generate(ctx, req)
+	tripped := ""
+	if err == nil && guard != nil {
+		// What is still held is checked at the answer's end; a broken
+		// rule replaces whatever was not released with the refusal.
+		released := resp.Message.Content
+		if held != nil {
+			var release string
+			release, tripped = held.Flush()
+			if release != "" {
+				err = st.Add(ctx, release)
+			}
+			released = held.Released()
+		} else if tripped = guard.Check(released); tripped != "" {
+			released = ""
+		}
+		if tripped != "" {
+			refusal := guard.Refusal
+			if released != "" && !strings.HasSuffix(released, " ") && !strings.HasSuffix(released, "\n") {
+				refusal = " " + refusal
+			}
+			resp.Message.Content = released + refusal
+			resp.FinishReason = agent.FinishContentFilter
+			if st != nil && err == nil {
+				err = st.Add(ctx, refusal)
+			}
+		}
+	}
 	var tail streamTail
 	if st != nil {
 		var serr error
 		switch {
 		case err != nil:
 			st.Abort()
-		case in.TailInResult:
+		case in.TailInResult && tripped == "":
+			// (A tripped call fails, so its tail cannot ride in its
+			// result: it is sent, as a whole stream is.)
 			if b, ok, e := st.CloseTail(); e != nil {
 				serr = e
 			} else if ok {
@@ -452,7 +509,21 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 			zap.String("model", ag.Model), zap.Error(err))
 		return nil, streamTail{}, modelError(err)
 	}
+	tail.tripped = tripped
 	return resp, tail, nil
+}
+
+// outputGuard compiles the agent's output guard (nil: it has none).
+func outputGuard(ag agent.Agent) (*guardpkg.Output, error) {
+	g := ag.OutputGuard()
+	if g == nil {
+		return nil, nil
+	}
+	o, err := guardpkg.NewOutput(*g)
+	if err != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "agent %q version %d: output guard: %v", ag.ID, ag.Version, err)
+	}
+	return o, nil
 }
 
 // streamTail is a streamed reply's last batch, when the turn asks for it in
@@ -461,6 +532,8 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 type streamTail struct {
 	batch *agent.TokenBatch
 	live  int64
+	// tripped is the output guard's rule the answer broke ("" for none).
+	tripped string
 }
 
 // streamChunk hands a chunk of the model's reply to the batcher as the

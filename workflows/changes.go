@@ -145,7 +145,8 @@ const (
 	// update). Runs before it refused the poll as an unknown update.
 	//
 	// Recorded: testdata/turn_workflow_streams.json,
-	// testdata/turn_vocabulary.json.
+	// testdata/turn_vocabulary.json, testdata/turn_guardrail_tripped.json
+	// (polled while an output guard cut the answer).
 	workflowStreamsChange = "workflow-streams"
 
 	// vocabularyChange: the turn logs the workflow's events of the event
@@ -160,6 +161,7 @@ const (
 	// of them, and dropped custom events.
 	//
 	// Recorded: testdata/turn_ask_user.json (a question answered),
+	// testdata/turn_guardrail_tripped.json (a step an output guard cut),
 	// testdata/turn_vocabulary.json (streamed: reasoning,
 	// argument deltas, a step boundary, an approved call, read by
 	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
@@ -261,7 +263,8 @@ const (
 	// signalled every batch, and had nothing to seal.
 	//
 	// Recorded: testdata/turn_live_first_canceled.json,
-	// testdata/turn_stopped_partial.json.
+	// testdata/turn_stopped_partial.json,
+	// testdata/turn_guardrail_tripped.json (a call an output guard cut).
 	liveFirstChange = "live-first-streaming"
 
 	// askUserChange: an ask_user call (agent.KindAskUser) is held by the

@@ -989,7 +989,7 @@ func modelFailure(err error) *agent.TurnError {
 	case agent.CodeCanceled:
 		// The turn's timeout cancels the call; run reports it.
 		e = agent.Errorf(agent.CodeTimeout, "turn was cancelled")
-	case agent.CodeModelRejected, agent.CodeContextLength, agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodeBudget:
+	case agent.CodeModelRejected, agent.CodeContextLength, agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodeBudget, agent.CodeGuardrailTripped:
 	default:
 		e = &agent.Error{Code: agent.CodeModelFailed, Message: e.Message}
 	}

@@ -61,6 +61,8 @@ type Agent struct {
 	// when it arrives while a turn runs (SendMessage.OnBusy), unless the
 	// message or the conversation says; empty: enqueue.
 	OnBusy string `json:"on_busy,omitempty"`
+	// Guardrails is the agent's chain of guardrails, in order.
+	Guardrails []Guardrail `json:"guardrails,omitempty"`
 	// Expose names the protocols through which other agents and apps may
 	// call the agent (ExposeMCP, ExposeA2A, ExposeAGUI): nothing is
 	// exposed by default.

@@ -40,6 +40,9 @@ const (
 	CodeInvalidOutput Code = "invalid_output"
 	// CodeModelFailed: the model failed in a way a retry may fix.
 	CodeModelFailed Code = "model_failed"
+	// CodeGuardrailTripped: the answer broke a rule of the agent's output
+	// guard; what broke it was never sent.
+	CodeGuardrailTripped Code = "guardrail_tripped"
 	// CodeMaxIterations: the model still asked for tools after the agent's
 	// max_iterations.
 	CodeMaxIterations Code = "max_iterations"
@@ -117,8 +120,9 @@ var classes = map[Code]Class{
 	// The model is the server's upstream: it failed, and may not next time.
 	CodeModelFailed: {Type: ErrTypeModelFailed, GRPC: grpcUnavailable, HTTP: 502, Retryable: true, Public: true},
 	// The agent's own limits: the same request would end the same way.
-	CodeMaxIterations: {Type: ErrTypeMaxIterations, GRPC: grpcResourceExhausted, HTTP: 422, Public: true},
-	CodeTokenBudget:   {Type: ErrTypeTokenBudget, GRPC: grpcResourceExhausted, HTTP: 422, Public: true},
+	CodeGuardrailTripped: {Type: ErrTypeGuardrailTripped, GRPC: grpcFailedPrecondition, HTTP: 422, Public: true},
+	CodeMaxIterations:    {Type: ErrTypeMaxIterations, GRPC: grpcResourceExhausted, HTTP: 422, Public: true},
+	CodeTokenBudget:      {Type: ErrTypeTokenBudget, GRPC: grpcResourceExhausted, HTTP: 422, Public: true},
 	// The tenant's budget for the day or month: a later period has room.
 	CodeBudget:  {Type: ErrTypeBudget, GRPC: grpcResourceExhausted, HTTP: 429, Public: true},
 	CodeTimeout: {Type: ErrTypeTimeout, GRPC: grpcDeadlineExceeded, HTTP: 504, Retryable: true, Public: true},
@@ -142,6 +146,7 @@ const (
 	ErrTypeContextLength    = "ContextLengthExceeded"
 	ErrTypeInvalidOutput    = "InvalidOutput"
 	ErrTypeModelFailed      = "ModelFailed"
+	ErrTypeGuardrailTripped = "GuardrailTripped"
 	ErrTypeMaxIterations    = "MaxIterationsExceeded"
 	ErrTypeTokenBudget      = "TokenBudgetExceeded"
 	ErrTypeBudget           = "BudgetExceeded"
@@ -154,7 +159,7 @@ const (
 // Codes lists every code, for tests and documentation.
 func Codes() []Code {
 	return []Code{CodeInvalid, CodeNotFound, CodeAgentNotFound, CodeUnauthenticated, CodePermissionDenied, CodeConflict, CodeRateLimited, CodeModelRejected,
-		CodeContextLength, CodeInvalidOutput, CodeModelFailed, CodeMaxIterations, CodeTokenBudget, CodeBudget, CodeTimeout, CodeCanceled, CodeUnavailable, CodeInternal}
+		CodeContextLength, CodeInvalidOutput, CodeGuardrailTripped, CodeModelFailed, CodeMaxIterations, CodeTokenBudget, CodeBudget, CodeTimeout, CodeCanceled, CodeUnavailable, CodeInternal}
 }
 
 // Class returns the code's classification; an unknown code is classed as

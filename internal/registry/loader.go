@@ -96,6 +96,8 @@ type agentDoc struct {
 	Memory       *memoryDoc   `yaml:"memory"`
 	// OnBusy: agent.Agent's.
 	OnBusy text `yaml:"on_busy"`
+	// Guardrails: agent.Agent's.
+	Guardrails jsonDoc `yaml:"guardrails"`
 	// Expose: agent.Agent's.
 	Expose []text `yaml:"expose"`
 }
@@ -451,6 +453,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.Thinking = l.thinking(d)
 	def.agent.Memory = l.memory(d)
 	def.agent.Expose = l.expose(d)
+	def.agent.Guardrails = l.guardrails(d)
 	if err := agent.ValidOnBusy(d.OnBusy.s); err != nil && !d.OnBusy.bad {
 		l.addf(d.OnBusy.pos, "%s", err.Error())
 	} else {
@@ -543,6 +546,26 @@ func (l *loader) outputSchema(d *agentDoc) json.RawMessage {
 		return nil
 	}
 	return s.raw
+}
+
+// guardrails checks an agent's guardrail chain, strictly.
+func (l *loader) guardrails(d *agentDoc) []agent.Guardrail {
+	g := &d.Guardrails
+	if g.raw == nil || g.bad {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(g.raw))
+	dec.DisallowUnknownFields()
+	var chain []agent.Guardrail
+	if err := dec.Decode(&chain); err != nil {
+		l.addf(g.on(g.node), "%v (a guardrail is {output: {window_tokens, deny, regex, refusal}})", err)
+		return nil
+	}
+	if err := agent.ValidateGuardrails(chain); err != nil {
+		l.addf(g.on(g.node), "%s", err.Error())
+		return nil
+	}
+	return chain
 }
 
 // pii checks the tenant's PII redaction: a guard.Config, strictly.

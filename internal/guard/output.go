@@ -1,0 +1,141 @@
+package guard
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Output checks an answer by an agent's output guard.
+type Output struct {
+	deny    []string // lower case
+	regex   []*regexp.Regexp
+	window  int // bytes; 0: a sentence
+	Refusal string
+}
+
+// NewOutput compiles an output guard (which must validate).
+func NewOutput(g agent.OutputGuard) (*Output, error) {
+	o := &Output{window: 4 * g.WindowTokens, Refusal: g.Refusal}
+	if o.Refusal == "" {
+		o.Refusal = agent.DefaultRefusal
+	}
+	for _, d := range g.Deny {
+		o.deny = append(o.deny, strings.ToLower(d))
+	}
+	for i, r := range g.Regex {
+		re, err := regexp.Compile(r)
+		if err != nil {
+			return nil, fmt.Errorf("regex[%d]: %w", i, err)
+		}
+		o.regex = append(o.regex, re)
+	}
+	return o, nil
+}
+
+// Check returns the rule the text breaks ("" for none): a deny phrase
+// as `deny "phrase"`, a regex as `regex[i]`.
+func (o *Output) Check(text string) string {
+	lower := strings.ToLower(text)
+	for _, d := range o.deny {
+		if strings.Contains(lower, d) {
+			return fmt.Sprintf("deny %q", d)
+		}
+	}
+	for i, re := range o.regex {
+		if re.MatchString(text) {
+			return fmt.Sprintf("regex[%d]", i)
+		}
+	}
+	return ""
+}
+
+// Stream holds an answer back as it streams, a window at a time, and
+// releases each window once the answer so far breaks no rule. It is not
+// safe for concurrent use.
+type Stream struct {
+	o        *Output
+	released strings.Builder
+	held     strings.Builder
+	tripped  string
+}
+
+// Stream starts holding an answer.
+func (o *Output) Stream() *Stream { return &Stream{o: o} }
+
+// Add takes the next text of the answer and returns the text to release
+// now (it may be ""), or the rule the answer broke: then nothing more is
+// released, and what was held is dropped.
+func (s *Stream) Add(text string) (release, tripped string) {
+	if s.tripped != "" {
+		return "", s.tripped
+	}
+	s.held.WriteString(text)
+	cut := s.cut()
+	if cut == 0 {
+		return "", ""
+	}
+	return s.release(cut)
+}
+
+// Flush checks and releases what is held at the end of the answer.
+func (s *Stream) Flush() (release, tripped string) {
+	if s.tripped != "" {
+		return "", s.tripped
+	}
+	if s.held.Len() == 0 {
+		return "", ""
+	}
+	return s.release(s.held.Len())
+}
+
+// Released is the text released so far.
+func (s *Stream) Released() string { return s.released.String() }
+
+// release checks the answer through the first n bytes held, and releases
+// them when it breaks no rule. The whole answer so far is checked, so
+// that a phrase across two windows is caught.
+func (s *Stream) release(n int) (string, string) {
+	held := s.held.String()
+	window := held[:n]
+	if rule := s.o.Check(s.released.String() + window); rule != "" {
+		s.tripped = rule
+		s.held.Reset()
+		return "", rule
+	}
+	s.released.WriteString(window)
+	s.held.Reset()
+	s.held.WriteString(held[n:])
+	return window, ""
+}
+
+// cut is how much of what is held is a complete window: through the last
+// sentence end (., ! or ? before a space, or a line break), or — with a
+// window of tokens — through the last space once the window is full.
+func (s *Stream) cut() int {
+	held := s.held.String()
+	if s.o.window > 0 {
+		if len(held) < s.o.window {
+			return 0
+		}
+		if i := strings.LastIndexFunc(held, unicode.IsSpace); i > 0 {
+			return i + 1
+		}
+		return len(held)
+	}
+	end := 0
+	for i := 0; i < len(held); i++ {
+		switch held[i] {
+		case '\n':
+			end = i + 1
+		case '.', '!', '?':
+			if i+1 < len(held) && (held[i+1] == ' ' || held[i+1] == '\n') {
+				end = i + 1
+			}
+		}
+	}
+	return end
+}
