@@ -16,6 +16,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	guardpkg "github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/store"
@@ -182,12 +183,20 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	switch {
 	case err == nil:
 		msg, status := a.output(ctx, in, out)
+		if g := ag.InjectionGuard(); g != nil {
+			msg.Content = a.screen(ctx, *g, in, call, msg.Content)
+		}
 		return msg, status, ""
 	case ctx.Err() != nil:
 		// Cancelled: whatever the tool made of it is not its result.
 		return agent.Message{Content: err.Error()}, "", step
 	case agent.IsCode(err, agent.CodeInvalid), agent.IsCode(err, agent.CodeNotFound):
-		return agent.Message{Content: err.Error()}, agent.ToolError, step
+		content := err.Error()
+		if g := ag.InjectionGuard(); g != nil {
+			// An error can quote what the tool fetched: it is data too.
+			content = a.screen(ctx, *g, in, call, content)
+		}
+		return agent.Message{Content: content}, agent.ToolError, step
 	default:
 		a.log(ctx).Warn("tool call failed", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID), zap.Error(err))
 		return agent.Message{Content: err.Error()}, "", step
@@ -482,4 +491,30 @@ func (a *Activities) redactOutput(ctx context.Context, pii redact.Policy, tenant
 		}
 	}
 	return nil
+}
+
+// screen gives the model a tool's output delimited as data, acted on by
+// the agent's injection guard where it reads as instructions (flagged,
+// stripped or withheld), and tells the turn's clients what was found (a
+// custom event agentflow.guardrail) and the log how much.
+func (a *Activities) screen(ctx context.Context, g agent.InjectionGuard, in contract.ExecuteToolInput, call tools.Call, content string) string {
+	inj, err := guardpkg.NewInjection(g)
+	if err != nil {
+		// Checked when the catalog was applied: screen with the built-in
+		// patterns rather than not at all.
+		a.log(ctx).Error("injection guard unreadable; screening with the built-in patterns", zap.String("tool", in.Call.Name), zap.Error(err))
+		inj, _ = guardpkg.NewInjection(agent.InjectionGuard{Action: g.Action})
+	}
+	s := inj.Screen(in.Call.Name, in.Call.ID, content)
+	if s.Found > 0 {
+		a.log(ctx).Info("tool output read as instructions", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID),
+			zap.Int("passages", s.Found), zap.String("action", s.Action))
+		value, _ := json.Marshal(map[string]any{"guard": "injection", "action": s.Action, "passages": s.Found})
+		if call.Emit != nil {
+			if err := call.Emit(agent.CustomEvent{Name: "agentflow.guardrail", ID: "injection-" + in.Call.ID, Value: value}); err != nil {
+				a.log(ctx).Warn("guardrail event not sent", zap.Error(err))
+			}
+		}
+	}
+	return s.Text
 }

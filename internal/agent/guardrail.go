@@ -12,7 +12,29 @@ import (
 type Guardrail struct {
 	// Output checks the answer as it streams, before clients see it.
 	Output *OutputGuard `json:"output,omitempty"`
+	// Injection screens what tools return for text that reads as
+	// instructions to the model.
+	Injection *InjectionGuard `json:"injection,omitempty"`
 }
+
+// InjectionGuard screens tool outputs (fetched pages, API answers, files)
+// for prompt injection. Every tool output of the agent is then given to
+// the model delimited as data; one that reads as instructions is, by
+// Action, flagged (a note in the block says so), stripped of the lines
+// that do, or blocked (withheld, and the model told why).
+type InjectionGuard struct {
+	Action string `json:"action,omitempty"` // flag (default) | strip | block
+	// Patterns are more RE2 expressions that read as instructions, beside
+	// the built-in ones.
+	Patterns []string `json:"patterns,omitempty"`
+}
+
+// Injection actions.
+const (
+	InjectionFlag  = "flag"
+	InjectionStrip = "strip"
+	InjectionBlock = "block"
+)
 
 // OutputGuard holds the streamed answer back a window at a time — a
 // sentence, or WindowTokens tokens — and releases a window to clients
@@ -51,9 +73,20 @@ func ValidateGuardrails(chain []Guardrail) error {
 		return Errorf(CodeInvalid, "guardrails: %d; the limit is %d", len(chain), maxGuardrails)
 	}
 	outputs := 0
+	injections := 0
 	for i, g := range chain {
-		if g.Output == nil {
-			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output", i)
+		switch {
+		case (g.Output == nil) == (g.Injection == nil):
+			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output or injection", i)
+		case g.Injection != nil:
+			injections++
+			if injections > 1 {
+				return Errorf(CodeInvalid, "guardrails[%d]: an agent has one injection guard", i)
+			}
+			if err := g.Injection.validate(); err != nil {
+				return Errorf(CodeInvalid, "guardrails[%d].injection: %s", i, err.Error())
+			}
+			continue
 		}
 		outputs++
 		if outputs > 1 {
@@ -89,6 +122,37 @@ func (o *OutputGuard) validate() error {
 		}
 		if re.MatchString("") {
 			return fmt.Errorf("regex[%d] %q matches the empty text, so every answer", i, r)
+		}
+	}
+	return nil
+}
+
+func (g *InjectionGuard) validate() error {
+	switch g.Action {
+	case "", InjectionFlag, InjectionStrip, InjectionBlock:
+	default:
+		return fmt.Errorf("action %q: want %s, %s or %s", g.Action, InjectionFlag, InjectionStrip, InjectionBlock)
+	}
+	if len(g.Patterns) > maxGuardRules {
+		return fmt.Errorf("%d patterns; the limit is %d", len(g.Patterns), maxGuardRules)
+	}
+	for i, p := range g.Patterns {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return fmt.Errorf("patterns[%d]: %v", i, err)
+		}
+		if re.MatchString("") {
+			return fmt.Errorf("patterns[%d] %q matches the empty text, so every output", i, p)
+		}
+	}
+	return nil
+}
+
+// InjectionGuard returns the agent's injection guard, if its chain has one.
+func (a Agent) InjectionGuard() *InjectionGuard {
+	for _, g := range a.Guardrails {
+		if g.Injection != nil {
+			return g.Injection
 		}
 	}
 	return nil
