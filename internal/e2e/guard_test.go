@@ -44,7 +44,9 @@ agents:
 // sentence; the refusal comes in its place and the turn ends
 // GuardrailTripped. An answer that breaks nothing streams whole.
 func TestOutputGuardMidStream(t *testing.T) {
-	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.Script, o.Catalogs = guardScript, []string{guardCatalog, httpCatalogs[1]} })
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script, o.Catalogs = guardScript, []string{guardCatalog, httpCatalogs[1]}
+	})
 	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), 2*time.Minute)
 	defer cancel()
 	job := "guard-" + testserver.RandomID()
