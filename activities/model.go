@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -91,6 +92,9 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		return err
 	})
 	if err != nil {
+		return contract.CallModelResult{}, err
+	}
+	if err := a.guardInput(ctx, ag, in, msgs); err != nil {
 		return contract.CallModelResult{}, err
 	}
 	held, err := a.reserve(ctx, &ag, in, billing, msgs)
@@ -419,7 +423,7 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 	if schema := outputSchema(ag, in); schema != nil {
 		req.Output = &llm.OutputFormat{Name: ag.ID, Schema: schema}
 	}
-	guard, err := outputGuard(ag)
+	guard, err := a.outputGuard(ctx, ag, in)
 	if err != nil {
 		return nil, streamTail{}, err
 	}
@@ -513,17 +517,96 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 	return resp, tail, nil
 }
 
-// outputGuard compiles the agent's output guard (nil: it has none).
-func outputGuard(ag agent.Agent) (*guardpkg.Output, error) {
+// outputGuard compiles the agent's output guard and the HTTP guards that
+// read its answers (nil: it has neither).
+func (a *Activities) outputGuard(ctx context.Context, ag agent.Agent, in contract.CallModelInput) (*guardpkg.Output, error) {
+	var https []agent.HTTPGuard
+	for _, g := range ag.HTTPGuards() {
+		if g.Checks(agent.GuardOutput) {
+			https = append(https, g)
+		}
+	}
 	g := ag.OutputGuard()
-	if g == nil {
+	if g == nil && len(https) == 0 {
 		return nil, nil
+	}
+	if g == nil {
+		g = &agent.OutputGuard{}
 	}
 	o, err := guardpkg.NewOutput(*g)
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "agent %q version %d: output guard: %v", ag.ID, ag.Version, err)
 	}
+	if len(https) > 0 {
+		client, err := a.tenantHTTP(ctx, in.TenantID)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range https {
+			o.Extra = append(o.Extra, func(text string) string {
+				rule, err := guardpkg.CallHTTP(ctx, client, h, guardpkg.HTTPCheck{Stage: agent.GuardOutput, Text: text,
+					TenantID: in.TenantID, AgentID: ag.ID, JobID: in.JobID})
+				if err != nil {
+					a.log(ctx).Warn("http guard failed", zap.String("url", h.URL), zap.String("fail", cmp.Or(h.Fail, agent.GuardFailClosed)), zap.Error(err))
+				}
+				return rule
+			})
+		}
+	}
 	return o, nil
+}
+
+// tenantHTTP is the client that calls out under the tenant's egress
+// policy.
+func (a *Activities) tenantHTTP(ctx context.Context, tenantID string) (*http.Client, error) {
+	snap, err := a.routes.Routing(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("load tenant %q: %w", tenantID, err)
+	}
+	return snap.HTTP, nil
+}
+
+// guardInput asks the agent's HTTP guards that read input about what is
+// new for this model call — the messages after the model last spoke —
+// before anything is sent; a refusal is CodeGuardrailTripped.
+func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) error {
+	var guards []agent.HTTPGuard
+	for _, g := range ag.HTTPGuards() {
+		if g.Checks(agent.GuardInput) {
+			guards = append(guards, g)
+		}
+	}
+	if len(guards) == 0 {
+		return nil
+	}
+	start := 0
+	for i, m := range msgs {
+		if m.Role == agent.RoleAssistant || m.Role == agent.RoleSystem {
+			start = i + 1
+		}
+	}
+	var parts []string
+	for _, m := range msgs[start:] {
+		if m.Content != "" {
+			parts = append(parts, m.Content)
+		}
+	}
+	client, err := a.tenantHTTP(ctx, in.TenantID)
+	if err != nil {
+		return err
+	}
+	for _, g := range guards {
+		rule, err := guardpkg.CallHTTP(ctx, client, g, guardpkg.HTTPCheck{Stage: agent.GuardInput, Text: strings.Join(parts, "\n\n"),
+			TenantID: in.TenantID, AgentID: ag.ID, JobID: in.JobID})
+		if err != nil {
+			a.log(ctx).Warn("http guard failed", zap.String("url", g.URL), zap.String("fail", cmp.Or(g.Fail, agent.GuardFailClosed)), zap.Error(err))
+		}
+		if rule != "" {
+			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("url", g.URL))
+			return agent.Errorf(agent.CodeGuardrailTripped, "the input was refused before the model call: %s", rule)
+		}
+	}
+	return nil
 }
 
 // streamTail is a streamed reply's last batch, when the turn asks for it in

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 )
 
 // Guardrail is one link of an agent's guardrail chain (the catalog's
@@ -15,6 +18,80 @@ type Guardrail struct {
 	// Injection screens what tools return for text that reads as
 	// instructions to the model.
 	Injection *InjectionGuard `json:"injection,omitempty"`
+	// HTTP is a guard of the tenant's own, an HTTP endpoint that reads
+	// what goes into a model call, or its answer, and allows it or not.
+	HTTP *HTTPGuard `json:"http,omitempty"`
+}
+
+// HTTPGuard calls a tenant's endpoint (through the tenant's egress
+// policy) with POST {"stage", "text", "tenant_id", "agent_id",
+// "job_id"}; it answers {"allow": true} or {"allow": false, "reason"}.
+// Stage input: what is new for a model call (the prompt, tool results),
+// before it is sent; stage output: the answer so far, a window at a time
+// as it streams (as an output guard's rules), before clients see it. A
+// refusal ends the turn GuardrailTripped; an endpoint that fails or does
+// not answer within TimeoutMS fails closed (the same) unless Fail is
+// open (the text goes on, and the failure is logged).
+type HTTPGuard struct {
+	URL       string   `json:"url"`
+	On        []string `json:"on,omitempty"` // input, output; default both
+	TimeoutMS int      `json:"timeout_ms,omitempty"`
+	Fail      string   `json:"fail,omitempty"` // closed (default) | open
+}
+
+// HTTP guard stages and failure modes.
+const (
+	GuardInput      = "input"
+	GuardOutput     = "output"
+	GuardFailClosed = "closed"
+	GuardFailOpen   = "open"
+	// DefaultGuardTimeoutMS bounds a guard's answer when it sets no timeout.
+	DefaultGuardTimeoutMS = 2000
+)
+
+// Checks reports whether the guard reads a stage.
+func (g HTTPGuard) Checks(stage string) bool {
+	return len(g.On) == 0 || slices.Contains(g.On, stage)
+}
+
+// Timeout is the guard's timeout.
+func (g HTTPGuard) Timeout() time.Duration {
+	if g.TimeoutMS == 0 {
+		return DefaultGuardTimeoutMS * time.Millisecond
+	}
+	return time.Duration(g.TimeoutMS) * time.Millisecond
+}
+
+func (g *HTTPGuard) validate() error {
+	u, err := url.Parse(g.URL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("url %q: want an http(s) URL", g.URL)
+	case g.TimeoutMS < 0 || g.TimeoutMS > 30000:
+		return fmt.Errorf("timeout_ms is %d; want 1 to 30000", g.TimeoutMS)
+	}
+	for i, s := range g.On {
+		if s != GuardInput && s != GuardOutput {
+			return fmt.Errorf("on[%d] %q: want input or output", i, s)
+		}
+	}
+	switch g.Fail {
+	case "", GuardFailClosed, GuardFailOpen:
+	default:
+		return fmt.Errorf("fail %q: want closed or open", g.Fail)
+	}
+	return nil
+}
+
+// HTTPGuards returns the agent's HTTP guards, in the chain's order.
+func (a Agent) HTTPGuards() []HTTPGuard {
+	var out []HTTPGuard
+	for _, g := range a.Guardrails {
+		if g.HTTP != nil {
+			out = append(out, *g.HTTP)
+		}
+	}
+	return out
 }
 
 // InjectionGuard screens tool outputs (fetched pages, API answers, files)
@@ -75,9 +152,20 @@ func ValidateGuardrails(chain []Guardrail) error {
 	outputs := 0
 	injections := 0
 	for i, g := range chain {
+		set := 0
+		for _, on := range []bool{g.Output != nil, g.Injection != nil, g.HTTP != nil} {
+			if on {
+				set++
+			}
+		}
 		switch {
-		case (g.Output == nil) == (g.Injection == nil):
-			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output or injection", i)
+		case set != 1:
+			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output, injection or http", i)
+		case g.HTTP != nil:
+			if err := g.HTTP.validate(); err != nil {
+				return Errorf(CodeInvalid, "guardrails[%d].http: %s", i, err.Error())
+			}
+			continue
 		case g.Injection != nil:
 			injections++
 			if injections > 1 {

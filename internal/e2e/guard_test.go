@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,4 +195,98 @@ func TestInjectionGuard(t *testing.T) {
 			require.Equal(t, tc.event, found, "the guardrail event")
 		})
 	}
+}
+
+const httpGuardScript = `
+pacing: {chunk_words: 1, delay_ms: 5}
+rules:
+  - name: recipe
+    when: {user: '(?i)recipe'}
+    reply: {text: 'The recipe is simple. The secret sauce is ketchup. Enjoy.'}
+  - name: other
+    reply: {text: 'Fine.'}
+`
+
+const httpGuardCatalog = `
+tenant: demo
+default_agent: cook
+egress: ["GUARD_HOST", "127.0.0.1:1"]
+agents:
+  - id: cook
+    model: openai:gpt-4o-mini
+    guardrails:
+      - http: {url: "GUARD_URL", timeout_ms: 2000}
+    limits: {max_iterations: 2, turn_timeout_sec: 60}
+  - id: open
+    model: openai:gpt-4o-mini
+    guardrails:
+      - http: {url: "http://127.0.0.1:1/guard", on: [input], fail: open, timeout_ms: 500}
+    limits: {max_iterations: 2, turn_timeout_sec: 60}
+  - id: closed
+    model: openai:gpt-4o-mini
+    guardrails:
+      - http: {url: "http://127.0.0.1:1/guard", on: [input], timeout_ms: 500}
+    limits: {max_iterations: 2, turn_timeout_sec: 60}
+`
+
+// TestHTTPGuard: a tenant's own guard endpoint is asked about a model
+// call's input before it is sent and about the answer a window at a time
+// before clients see it; its refusal ends the turn GuardrailTripped with
+// its reason, and nothing it refused reaches the model or a client. An
+// endpoint that cannot be reached fails closed, or open when the guard
+// says so.
+func TestHTTPGuard(t *testing.T) {
+	var mu sync.Mutex
+	var stages []string
+	guard := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var check struct{ Stage, Text, AgentID string }
+		_ = json.NewDecoder(r.Body).Decode(&check)
+		mu.Lock()
+		stages = append(stages, check.Stage)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.Contains(check.Text, "forbidden"):
+			_, _ = w.Write([]byte(`{"allow": false, "reason": "that topic is not discussed here"}`))
+		case strings.Contains(check.Text, "secret sauce"):
+			_, _ = w.Write([]byte(`{"allow": false, "reason": "trade secret"}`))
+		default:
+			_, _ = w.Write([]byte(`{"allow": true}`))
+		}
+	}))
+	defer guard.Close()
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = httpGuardScript
+		o.Catalogs = []string{strings.NewReplacer("GUARD_HOST", strings.TrimPrefix(guard.URL, "http://"), "GUARD_URL", guard.URL+"/check").Replace(httpGuardCatalog)}
+		o.EgressAllow = []string{"127.0.0.0/8"}
+	})
+	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), 2*time.Minute)
+	defer cancel()
+	client := pb.NewAgentServiceClient(e.Conn)
+	turn := func(agentID, prompt string) []agent.Event {
+		s, err := client.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{AgentId: agentID, Prompt: prompt}})
+		require.NoError(t, err)
+		return fromPB(readAll(t, s))
+	}
+
+	before := len(e.Model.Requests())
+	evs := turn("cook", "Tell me about the forbidden topic.")
+	last := evs[len(evs)-1]
+	require.Equal(t, agent.ErrTypeGuardrailTripped, last.Error.Type)
+	require.Contains(t, last.Error.Message, "refused: that topic is not discussed here")
+	require.Len(t, e.Model.Requests(), before, "the model was not called")
+
+	evs = turn("cook", "What is the recipe?")
+	require.Equal(t, "The recipe is simple. I can't help with that.", agent.ReplayText(evs))
+	require.Equal(t, agent.ErrTypeGuardrailTripped, evs[len(evs)-1].Error.Type)
+	require.Contains(t, evs[len(evs)-1].Error.Message, "refused: trade secret")
+	mu.Lock()
+	require.Contains(t, stages, "output")
+	mu.Unlock()
+
+	evs = turn("open", "Hello")
+	require.Equal(t, agent.StreamCompleted, evs[len(evs)-1].Status, "an unreachable guard that fails open lets the turn go on")
+	evs = turn("closed", "Hello")
+	require.Equal(t, agent.ErrTypeGuardrailTripped, evs[len(evs)-1].Error.Type, "one that fails closed stops it")
+	require.Contains(t, evs[len(evs)-1].Error.Message, "failed closed")
 }

@@ -15,6 +15,9 @@ type Output struct {
 	regex   []*regexp.Regexp
 	window  int // bytes; 0: a sentence
 	Refusal string
+	// Extra are more checks (the agent's HTTP guards), run after the
+	// rules on what passed them: each returns the rule broken, or "".
+	Extra []func(text string) string
 }
 
 // NewOutput compiles an output guard (which must validate).
@@ -48,6 +51,11 @@ func (o *Output) Check(text string) string {
 	for i, re := range o.regex {
 		if re.MatchString(text) {
 			return fmt.Sprintf("regex[%d]", i)
+		}
+	}
+	for _, check := range o.Extra {
+		if rule := check(text); rule != "" {
+			return rule
 		}
 	}
 	return ""

@@ -558,7 +558,7 @@ func (l *loader) guardrails(d *agentDoc) []agent.Guardrail {
 	dec.DisallowUnknownFields()
 	var chain []agent.Guardrail
 	if err := dec.Decode(&chain); err != nil {
-		l.addf(g.on(g.node), "%v (a guardrail is {output: {window_tokens, deny, regex, refusal}} or {injection: {action, patterns}})", err)
+		l.addf(g.on(g.node), "%v (a guardrail is one of output, injection, http)", err)
 		return nil
 	}
 	if err := agent.ValidateGuardrails(chain); err != nil {
