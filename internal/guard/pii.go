@@ -118,16 +118,43 @@ type detector struct {
 	kind  string
 	re    *regexp.Regexp
 	valid func(string) bool // nil: every match
+	// may, when set, reports cheaply whether the text can hold a match
+	// at all, so that the expression need not run.
+	may func(string) bool
+}
+
+// digits counts the ASCII digits of s, up to n.
+func digits(s string, n int) int {
+	c := 0
+	for i := 0; i < len(s) && c < n; i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			c++
+		}
+	}
+	return c
+}
+
+func atLeastDigits(n int) func(string) bool {
+	return func(s string) bool { return digits(s, n) >= n }
 }
 
 var builtin = map[string]detector{
-	KindEmail: {KindEmail, regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`), nil},
-	KindPhone: {KindPhone, regexp.MustCompile(`\+?\(?\d[\d ()./-]{7,18}\d`), phoneLike},
-	KindCard:  {KindCard, regexp.MustCompile(`\b\d(?:[ -]?\d){12,18}\b`), luhn},
-	KindIBAN:  {KindIBAN, regexp.MustCompile(`\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b`), ibanValid},
-	KindSSN:   {KindSSN, regexp.MustCompile(`\b(?:00[1-9]|0[1-9]\d|[1-5]\d\d|6[0-57-9]\d|66[0-57-9]|7[0-6]\d|77[0-2])-(?:0[1-9]|[1-9]\d)-(?:000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d{3})\b`), nil},
+	KindEmail: {KindEmail, regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`), nil,
+		func(s string) bool { return strings.Contains(s, "@") }},
+	KindPhone: {KindPhone, regexp.MustCompile(`\+?\(?\d[\d ()./-]{7,18}\d`), phoneLike, atLeastDigits(9)},
+	KindCard:  {KindCard, regexp.MustCompile(`\b\d(?:[ -]?\d){12,18}\b`), luhn, atLeastDigits(13)},
+	KindIBAN:  {KindIBAN, regexp.MustCompile(`\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b`), ibanValid, atLeastDigits(4)},
+	KindSSN: {KindSSN, regexp.MustCompile(`\b(?:00[1-9]|0[1-9]\d|[1-5]\d\d|6[0-57-9]\d|66[0-57-9]|7[0-6]\d|77[0-2])-(?:0[1-9]|[1-9]\d)-(?:000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d{3})\b`), nil,
+		func(s string) bool { return digits(s, 9) >= 9 && strings.Contains(s, "-") }},
 	KindSecret: {KindSecret, regexp.MustCompile(`\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36,}|xox[baprs]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35}|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`),
-		nil},
+		nil, func(s string) bool {
+			for _, p := range []string{"sk-", "AKIA", "gh", "xox", "AIza", "eyJ"} {
+				if strings.Contains(s, p) {
+					return true
+				}
+			}
+			return false
+		}},
 }
 
 // New returns the redactor of a config (which must validate). hashKey
@@ -165,6 +192,9 @@ type Finding struct {
 func (r *Redactor) Find(text string) []Finding {
 	var all []Finding
 	for _, d := range r.detectors {
+		if d.may != nil && !d.may(text) {
+			continue
+		}
 		for _, m := range d.re.FindAllStringIndex(text, -1) {
 			if d.valid != nil && !d.valid(text[m[0]:m[1]]) {
 				continue
@@ -209,19 +239,21 @@ func (r *Redactor) Redact(text string, v *Vault) (string, []Finding) {
 	}
 	var all []Finding
 	for range maxPasses {
-		out, found := r.redactOnce(text, v)
-		if len(found) == 0 {
+		out, found, again := r.redactOnce(text, v)
+		text, all = out, append(all, found...)
+		if !again {
 			break
 		}
-		text, all = out, append(all, found...)
 	}
 	return text, all
 }
 
-func (r *Redactor) redactOnce(text string, v *Vault) (string, []Finding) {
+// redactOnce is one pass; again says it replaced something, so that the
+// next pass may find more.
+func (r *Redactor) redactOnce(text string, v *Vault) (string, []Finding, bool) {
 	found := r.Find(text)
 	if len(found) == 0 {
-		return text, nil
+		return text, nil, false
 	}
 	var b strings.Builder
 	last := 0
@@ -231,7 +263,9 @@ func (r *Redactor) redactOnce(text string, v *Vault) (string, []Finding) {
 		last = f.End
 	}
 	b.WriteString(text[last:])
-	return b.String(), found
+	// A value can be left beside one replaced: one that overlapped it, or
+	// one whose digits ran into it (a phone number after a card number).
+	return b.String(), found, true
 }
 
 func (r *Redactor) replacement(kind, value string, v *Vault) string {
