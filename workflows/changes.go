@@ -162,6 +162,7 @@ const (
 	//
 	// Recorded: testdata/turn_ask_user.json (a question answered),
 	// testdata/turn_guardrail_tripped.json (a step an output guard cut),
+	// testdata/turn_tool_limits.json (a call past a tool limit),
 	// testdata/turn_vocabulary.json (streamed: reasoning,
 	// argument deltas, a step boundary, an approved call, read by
 	// Workflow Streams subscribers), testdata/turn_custom_events.json (a
@@ -284,4 +285,12 @@ const (
 	//
 	// Recorded: testdata/conversation_agent_on_busy.json.
 	agentOnBusyChange = "agent-on-busy"
+
+	// toolLimitsChange: a tool call that would take a turn past its
+	// agent's tool limits (agent.ToolLimits) is not run; the model reads
+	// why. The marker is written at the first call of an agent that has
+	// limits. Runs before it had no limits.
+	//
+	// Recorded: testdata/turn_tool_limits.json.
+	toolLimitsChange = "tool-limits"
 )

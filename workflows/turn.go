@@ -160,6 +160,11 @@ type turn struct {
 	// has stored yet: SaveResult stores them when the turn ends first.
 	unstored []contract.ToolFailure
 
+	// toolCalls counts the calls the turn let through its agent's tool
+	// limits, in all and by tool (toolLimitsChange).
+	toolCalls   int
+	toolsCalled map[string]int
+
 	// children receives the batches of the turn's child turns
 	// (delegate_to_agent calls); delegations are those children, in the
 	// order they started, and delegatedTokens what they used.
@@ -624,6 +629,11 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 	var names []string
 	var waiting []int
 	for i, c := range calls {
+		if msg := t.overToolLimit(ctx, c); msg != "" {
+			r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: agent.ToolError, Output: msg}
+			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
+			continue
+		}
 		if reasonFor(needs, c.ID) != "" {
 			waiting = append(waiting, i)
 			continue
@@ -1055,4 +1065,26 @@ type preview struct {
 	Type  string `json:"type"`
 	Chars int    `json:"chars"`
 	Text  string `json:"text"`
+}
+
+// overToolLimit says why call c is not run when it would take the turn
+// past its agent's tool limits (toolLimitsChange), and counts it when it
+// is not; "" for a call within them.
+func (t *turn) overToolLimit(ctx workflow.Context, c agent.ToolCall) string {
+	lim := t.agent.ToolLimits()
+	if lim == nil || workflow.GetVersion(ctx, toolLimitsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return ""
+	}
+	if lim.PerTurn > 0 && t.toolCalls >= lim.PerTurn {
+		return fmt.Sprintf("the call was not run: this agent makes at most %d tool calls a turn, and has made them; answer with what you have", lim.PerTurn)
+	}
+	if n, ok := lim.PerTool[c.Name]; ok && t.toolsCalled[c.Name] >= n {
+		return fmt.Sprintf("the call was not run: %s may be called at most %d times a turn, and has been; answer with what you have", c.Name, n)
+	}
+	if t.toolsCalled == nil {
+		t.toolsCalled = map[string]int{}
+	}
+	t.toolCalls++
+	t.toolsCalled[c.Name]++
+	return ""
 }

@@ -21,6 +21,41 @@ type Guardrail struct {
 	// HTTP is a guard of the tenant's own, an HTTP endpoint that reads
 	// what goes into a model call, or its answer, and allows it or not.
 	HTTP *HTTPGuard `json:"http,omitempty"`
+	// ToolLimits bounds the tool calls of a turn.
+	ToolLimits *ToolLimits `json:"tool_limits,omitempty"`
+}
+
+// ToolLimits bounds how many tool calls a turn makes, in all and per
+// tool (by the name the model calls it). A call over a limit is not run:
+// the model reads why, as the call's result.
+type ToolLimits struct {
+	PerTurn int            `json:"per_turn,omitempty"`
+	PerTool map[string]int `json:"per_tool,omitempty"`
+}
+
+func (l *ToolLimits) validate() error {
+	if l.PerTurn < 0 || l.PerTurn > 1000 {
+		return fmt.Errorf("per_turn is %d; want 1 to 1000, or none", l.PerTurn)
+	}
+	if l.PerTurn == 0 && len(l.PerTool) == 0 {
+		return fmt.Errorf("give per_turn or per_tool")
+	}
+	for name, n := range l.PerTool {
+		if n < 1 || n > 1000 {
+			return fmt.Errorf("per_tool[%s] is %d; want 1 to 1000", name, n)
+		}
+	}
+	return nil
+}
+
+// ToolLimits returns the agent's tool limits, if its chain has them.
+func (a Agent) ToolLimits() *ToolLimits {
+	for _, g := range a.Guardrails {
+		if g.ToolLimits != nil {
+			return g.ToolLimits
+		}
+	}
+	return nil
 }
 
 // HTTPGuard calls a tenant's endpoint (through the tenant's egress
@@ -153,14 +188,19 @@ func ValidateGuardrails(chain []Guardrail) error {
 	injections := 0
 	for i, g := range chain {
 		set := 0
-		for _, on := range []bool{g.Output != nil, g.Injection != nil, g.HTTP != nil} {
+		for _, on := range []bool{g.Output != nil, g.Injection != nil, g.HTTP != nil, g.ToolLimits != nil} {
 			if on {
 				set++
 			}
 		}
 		switch {
 		case set != 1:
-			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output, injection or http", i)
+			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output, injection, http or tool_limits", i)
+		case g.ToolLimits != nil:
+			if err := g.ToolLimits.validate(); err != nil {
+				return Errorf(CodeInvalid, "guardrails[%d].tool_limits: %s", i, err.Error())
+			}
+			continue
 		case g.HTTP != nil:
 			if err := g.HTTP.validate(); err != nil {
 				return Errorf(CodeInvalid, "guardrails[%d].http: %s", i, err.Error())

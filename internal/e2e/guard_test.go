@@ -290,3 +290,47 @@ func TestHTTPGuard(t *testing.T) {
 	require.Equal(t, agent.ErrTypeGuardrailTripped, evs[len(evs)-1].Error.Type, "one that fails closed stops it")
 	require.Contains(t, evs[len(evs)-1].Error.Message, "failed closed")
 }
+
+const limitsCatalog = `
+tenant: limits
+default_agent: frugal
+tools:
+  - name: calculator
+    kind: calculator
+agents:
+  - id: frugal
+    model: openai:gpt-4o-mini
+    tools: [calculator]
+    guardrails:
+      - tool_limits: {per_tool: {calculator: 1}}
+    limits: {max_iterations: 3, turn_timeout_sec: 60}
+`
+
+// TestToolLimits: a call past the agent's tool limits is not run, and
+// the model reads why as its result.
+func TestToolLimits(t *testing.T) {
+	e := newEnv(t)
+	e.ApplyCatalog(t, limitsCatalog)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{TenantID: "limits", JobID: "limits-" + testserver.RandomID(), Prompt: "compare 1+1 and 2+2"}
+	req.Normalize()
+	run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
+	require.NoError(t, err)
+	var res agent.TurnResult
+	require.NoError(t, run.Get(ctx, &res))
+	require.Len(t, res.Metadata.ToolCalls, 2)
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+	require.Equal(t, agent.ToolError, res.Metadata.ToolCalls[1].Status)
+	reqs := e.Model.Requests()
+	var results []string
+	for _, m := range reqs[len(reqs)-1].Messages {
+		if m.Role == "tool" {
+			results = append(results, m.Content)
+		}
+	}
+	require.Len(t, results, 2)
+	require.Equal(t, "2", results[0])
+	require.Contains(t, results[1], "calculator may be called at most 1 times a turn")
+	e.replay(run.GetID(), "turn_tool_limits")
+}
