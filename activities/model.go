@@ -526,8 +526,14 @@ func (a *Activities) outputGuard(ctx context.Context, ag agent.Agent, in contrac
 			https = append(https, g)
 		}
 	}
+	var mods []agent.ModerationGuard
+	for _, m := range ag.ModerationGuards() {
+		if m.Checks(agent.GuardOutput) {
+			mods = append(mods, m)
+		}
+	}
 	g := ag.OutputGuard()
-	if g == nil && len(https) == 0 {
+	if g == nil && len(https) == 0 && len(mods) == 0 {
 		return nil, nil
 	}
 	if g == nil {
@@ -553,7 +559,35 @@ func (a *Activities) outputGuard(ctx context.Context, ag agent.Agent, in contrac
 			})
 		}
 	}
+	for _, m := range mods {
+		o.Extra = append(o.Extra, a.moderation(ctx, m))
+	}
 	return o, nil
+}
+
+// moderation is the check of a moderation guard: the rule a text breaks
+// ("" for none).
+func (a *Activities) moderation(ctx context.Context, g agent.ModerationGuard) func(string) string {
+	model := g.ModelOrDefault()
+	return func(text string) string {
+		var res llm.Moderation
+		m, ok := a.model.(llm.Moderator)
+		var err error = agent.Errorf(agent.CodeInvalid, "this worker's model has no moderation endpoint")
+		if ok {
+			res, err = m.Moderate(ctx, model, text)
+		}
+		if err != nil {
+			a.log(ctx).Warn("moderation failed", zap.String("model", model), zap.String("fail", cmp.Or(g.Fail, agent.GuardFailClosed)), zap.Error(err))
+			if g.Fail == agent.GuardFailOpen {
+				return ""
+			}
+			return fmt.Sprintf("moderation by %s failed closed: %v", model, err)
+		}
+		if res.Flagged {
+			return fmt.Sprintf("moderation by %s flagged it: %s", model, strings.Join(res.Categories, ", "))
+		}
+		return ""
+	}
 }
 
 // tenantHTTP is the client that calls out under the tenant's egress
@@ -576,7 +610,13 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 			guards = append(guards, g)
 		}
 	}
-	if len(guards) == 0 {
+	var mods []agent.ModerationGuard
+	for _, m := range ag.ModerationGuards() {
+		if m.Checks(agent.GuardInput) {
+			mods = append(mods, m)
+		}
+	}
+	if len(guards) == 0 && len(mods) == 0 {
 		return nil
 	}
 	start := 0
@@ -591,12 +631,22 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 			parts = append(parts, m.Content)
 		}
 	}
+	text := strings.Join(parts, "\n\n")
+	for _, m := range mods {
+		if rule := a.moderation(ctx, m)(text); rule != "" {
+			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("guard", "moderation"))
+			return agent.Errorf(agent.CodeGuardrailTripped, "the input was refused before the model call: %s", rule)
+		}
+	}
+	if len(guards) == 0 {
+		return nil
+	}
 	client, err := a.tenantHTTP(ctx, in.TenantID)
 	if err != nil {
 		return err
 	}
 	for _, g := range guards {
-		rule, err := guardpkg.CallHTTP(ctx, client, g, guardpkg.HTTPCheck{Stage: agent.GuardInput, Text: strings.Join(parts, "\n\n"),
+		rule, err := guardpkg.CallHTTP(ctx, client, g, guardpkg.HTTPCheck{Stage: agent.GuardInput, Text: text,
 			TenantID: in.TenantID, AgentID: ag.ID, JobID: in.JobID})
 		if err != nil {
 			a.log(ctx).Warn("http guard failed", zap.String("url", g.URL), zap.String("fail", cmp.Or(g.Fail, agent.GuardFailClosed)), zap.Error(err))

@@ -23,6 +23,68 @@ type Guardrail struct {
 	HTTP *HTTPGuard `json:"http,omitempty"`
 	// ToolLimits bounds the tool calls of a turn.
 	ToolLimits *ToolLimits `json:"tool_limits,omitempty"`
+	// Moderation asks a provider's moderation model about a model call's
+	// input, or its answer.
+	Moderation *ModerationGuard `json:"moderation,omitempty"`
+}
+
+// ModerationGuard asks a provider's moderation endpoint (OpenAI-
+// compatible /v1/moderations) about what is new for a model call (stage
+// input) and the answer a window at a time (stage output), as an HTTP
+// guard does; a flagged text ends the turn GuardrailTripped, naming the
+// categories. A moderation call that fails fails closed unless Fail is
+// open.
+type ModerationGuard struct {
+	// Model is "provider:model"; default DefaultModerationModel.
+	Model string   `json:"model,omitempty"`
+	On    []string `json:"on,omitempty"` // input, output; default both
+	Fail  string   `json:"fail,omitempty"`
+}
+
+// DefaultModerationModel is a moderation guard's model when it names none.
+const DefaultModerationModel = "openai:omni-moderation-latest"
+
+// Checks reports whether the guard reads a stage.
+func (g ModerationGuard) Checks(stage string) bool {
+	return len(g.On) == 0 || slices.Contains(g.On, stage)
+}
+
+// ModelOrDefault is the guard's model.
+func (g ModerationGuard) ModelOrDefault() string {
+	if g.Model == "" {
+		return DefaultModerationModel
+	}
+	return g.Model
+}
+
+func (g *ModerationGuard) validate() error {
+	if g.Model != "" {
+		if _, _, err := ParseModel(g.Model); err != nil {
+			return fmt.Errorf("model: %s", err.Error())
+		}
+	}
+	for i, s := range g.On {
+		if s != GuardInput && s != GuardOutput {
+			return fmt.Errorf("on[%d] %q: want input or output", i, s)
+		}
+	}
+	switch g.Fail {
+	case "", GuardFailClosed, GuardFailOpen:
+	default:
+		return fmt.Errorf("fail %q: want closed or open", g.Fail)
+	}
+	return nil
+}
+
+// ModerationGuards returns the agent's moderation guards, in order.
+func (a Agent) ModerationGuards() []ModerationGuard {
+	var out []ModerationGuard
+	for _, g := range a.Guardrails {
+		if g.Moderation != nil {
+			out = append(out, *g.Moderation)
+		}
+	}
+	return out
 }
 
 // ToolLimits bounds how many tool calls a turn makes, in all and per
@@ -188,14 +250,19 @@ func ValidateGuardrails(chain []Guardrail) error {
 	injections := 0
 	for i, g := range chain {
 		set := 0
-		for _, on := range []bool{g.Output != nil, g.Injection != nil, g.HTTP != nil, g.ToolLimits != nil} {
+		for _, on := range []bool{g.Output != nil, g.Injection != nil, g.HTTP != nil, g.ToolLimits != nil, g.Moderation != nil} {
 			if on {
 				set++
 			}
 		}
 		switch {
 		case set != 1:
-			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output, injection, http or tool_limits", i)
+			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output, injection, http, moderation or tool_limits", i)
+		case g.Moderation != nil:
+			if err := g.Moderation.validate(); err != nil {
+				return Errorf(CodeInvalid, "guardrails[%d].moderation: %s", i, err.Error())
+			}
+			continue
 		case g.ToolLimits != nil:
 			if err := g.ToolLimits.validate(); err != nil {
 				return Errorf(CodeInvalid, "guardrails[%d].tool_limits: %s", i, err.Error())

@@ -334,3 +334,54 @@ func TestToolLimits(t *testing.T) {
 	require.Contains(t, results[1], "calculator may be called at most 1 times a turn")
 	e.replay(run.GetID(), "turn_tool_limits")
 }
+
+const moderationScript = `
+pacing: {chunk_words: 1, delay_ms: 5}
+moderation:
+  - {category: violence, regex: '(?i)\bhurt\b'}
+rules:
+  - name: story
+    when: {user: '(?i)story'}
+    reply: {text: 'Once there was a knight. He wanted to hurt the dragon. The end.'}
+  - name: other
+    reply: {text: 'Fine.'}
+`
+
+const moderationCatalog = `
+tenant: demo
+default_agent: teller
+agents:
+  - id: teller
+    model: openai:gpt-4o-mini
+    guardrails:
+      - moderation: {model: "openai:omni-moderation-latest"}
+    limits: {max_iterations: 2, turn_timeout_sec: 60}
+`
+
+// TestModerationGuard: a provider's moderation endpoint (the scripted
+// server's /v1/moderations, through the OpenAI SDK) is asked about the
+// input before the model call and about the answer a sentence at a time:
+// a flagged input is never sent to the model, a flagged sentence never
+// reaches a client.
+func TestModerationGuard(t *testing.T) {
+	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.Script, o.Catalogs = moderationScript, []string{moderationCatalog, httpCatalogs[1]} })
+	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), time.Minute)
+	defer cancel()
+	client := pb.NewAgentServiceClient(e.Conn)
+	turn := func(prompt string) []agent.Event {
+		s, err := client.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{Prompt: prompt}})
+		require.NoError(t, err)
+		return fromPB(readAll(t, s))
+	}
+	before := len(e.Model.Requests())
+	evs := turn("How do I hurt someone?")
+	last := evs[len(evs)-1]
+	require.Equal(t, agent.ErrTypeGuardrailTripped, last.Error.Type)
+	require.Contains(t, last.Error.Message, "moderation by openai:omni-moderation-latest flagged it: violence")
+	require.Len(t, e.Model.Requests(), before, "a flagged input is not sent to the model")
+	require.Contains(t, e.Model.Moderated(), "How do I hurt someone?")
+
+	evs = turn("Tell me a story.")
+	require.Equal(t, "Once there was a knight. I can't help with that.", agent.ReplayText(evs))
+	require.Equal(t, agent.ErrTypeGuardrailTripped, evs[len(evs)-1].Error.Type)
+}

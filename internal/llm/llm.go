@@ -11,6 +11,7 @@ import (
 	"time"
 
 	anthropicsdk "github.com/anthropics/anthropic-sdk-go"
+	openaisdk "github.com/openai/openai-go/v3"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/openai"
 
@@ -190,6 +191,9 @@ type provider struct {
 	// anthropic, when set, is the Messages API client the provider
 	// calls instead of model (anthropic.go).
 	anthropic *anthropicsdk.Client
+	// moderation is the provider's moderation endpoint (moderation.go),
+	// when it speaks OpenAI's API.
+	moderation *openaisdk.Client
 }
 
 // New builds the clients of the providers cfg configures. It fails with a
@@ -234,7 +238,8 @@ func New(cfg Config) (*Router, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create openai client: %w", err)
 		}
-		r.providers[agent.ProviderOpenAI] = &provider{name: agent.ProviderOpenAI, model: m, openAIWire: true}
+		r.providers[agent.ProviderOpenAI] = &provider{name: agent.ProviderOpenAI, model: m, openAIWire: true,
+			moderation: moderationClient(key, baseURL, &hc)}
 	}
 
 	// ollama, through its OpenAI-compatible API

@@ -24,6 +24,15 @@ type Script struct {
 	// newer vLLM and Ollama do).
 	ReasoningField string `yaml:"reasoning_field"`
 	Rules          []Rule `yaml:"rules"`
+	// Moderation is how the server answers /v1/moderations: an input is
+	// flagged in each category whose expression it matches.
+	Moderation []ModerationRule `yaml:"moderation"`
+}
+
+// ModerationRule flags inputs that match Regex in Category.
+type ModerationRule struct {
+	Category string `yaml:"category"`
+	Regex    string `yaml:"regex"`
 }
 
 // Reasoning fields (Script.ReasoningField).
@@ -176,8 +185,31 @@ func Parse(data []byte) (*Script, error) {
 
 // Validate reports the first problem of the script, naming the rule.
 func (s *Script) Validate() error {
-	_, err := s.compile()
+	if _, err := s.compile(); err != nil {
+		return err
+	}
+	_, err := s.compileModeration()
 	return err
+}
+
+type moderationRule struct {
+	category string
+	re       *regexp.Regexp
+}
+
+func (s *Script) compileModeration() ([]moderationRule, error) {
+	var out []moderationRule
+	for i, m := range s.Moderation {
+		if m.Category == "" {
+			return nil, fmt.Errorf("moderation[%d]: category is required", i)
+		}
+		re, err := regexp.Compile(m.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("moderation[%d]: regex: %w", i, err)
+		}
+		out = append(out, moderationRule{m.Category, re})
+	}
+	return out, nil
 }
 
 // ruleName is the name a rule is counted and reported under.

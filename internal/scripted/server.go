@@ -124,6 +124,9 @@ type ToolCall struct {
 // safe for concurrent use.
 type Server struct {
 	rules       []compiledRule
+	moderation  []moderationRule
+	// moderated are the inputs /v1/moderations was asked about.
+	moderated []string
 	pacing      Pacing
 	reasoningAs string // Script.ReasoningField
 	log         *zap.Logger
@@ -158,8 +161,13 @@ func New(script *Script, opts Options) *Server {
 	if err != nil {
 		panic(fmt.Sprintf("scripted: invalid script: %v", err))
 	}
+	moderation, err := script.compileModeration()
+	if err != nil {
+		panic(fmt.Sprintf("scripted: invalid script: %v", err))
+	}
 	s := &Server{
 		rules:       rules,
+		moderation:  moderation,
 		pacing:      script.Pacing,
 		reasoningAs: script.ReasoningField,
 		log:         opts.Logger,
@@ -255,6 +263,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveChat(w, r, APIOpenAI)
 	case "/v1/messages", "/messages":
 		s.serveChat(w, r, APIAnthropic)
+	case "/v1/moderations", "/moderations":
+		s.moderate(w, r)
 	case "/v1/models", "/models":
 		if r.Method != http.MethodGet {
 			writeError(w, http.StatusMethodNotAllowed, "use GET for "+r.URL.Path, 0)
@@ -843,4 +853,52 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// moderate answers OpenAI's /v1/moderations: each input is flagged in
+// the categories of the script's moderation rules it matches.
+func (s *Server) moderate(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeError(w, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path, 0)
+		return
+	}
+	var body struct {
+		Model string          `json:"model"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, "the body is not a moderation request: "+err.Error(), 0)
+		return
+	}
+	var inputs []string
+	var one string
+	if json.Unmarshal(body.Input, &one) == nil {
+		inputs = []string{one}
+	} else if err := json.Unmarshal(body.Input, &inputs); err != nil {
+		writeError(w, http.StatusBadRequest, "input: want a string or an array of strings", 0)
+		return
+	}
+	s.mu.Lock()
+	s.moderated = append(s.moderated, inputs...)
+	s.mu.Unlock()
+	results := make([]map[string]any, len(inputs))
+	for i, in := range inputs {
+		cats, scores := map[string]bool{}, map[string]float64{}
+		flagged := false
+		for _, m := range s.moderation {
+			if m.re.MatchString(in) {
+				cats[m.category], scores[m.category], flagged = true, 0.99, true
+			}
+		}
+		results[i] = map[string]any{"flagged": flagged, "categories": cats, "category_scores": scores,
+			"category_applied_input_types": map[string][]string{}}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": fmt.Sprintf("modr-scripted-%d", s.requestIDs.Add(1)), "model": body.Model, "results": results})
+}
+
+// Moderated returns the inputs the server was asked to moderate.
+func (s *Server) Moderated() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.moderated...)
 }
