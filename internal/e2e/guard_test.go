@@ -364,7 +364,9 @@ agents:
 // a flagged input is never sent to the model, a flagged sentence never
 // reaches a client.
 func TestModerationGuard(t *testing.T) {
-	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.Script, o.Catalogs = moderationScript, []string{moderationCatalog, httpCatalogs[1]} })
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script, o.Catalogs = moderationScript, []string{moderationCatalog, httpCatalogs[1]}
+	})
 	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), time.Minute)
 	defer cancel()
 	client := pb.NewAgentServiceClient(e.Conn)

@@ -123,10 +123,10 @@ type ToolCall struct {
 // /v1/models) and Anthropic's Messages API (/v1/messages, /messages). It is
 // safe for concurrent use.
 type Server struct {
-	rules       []compiledRule
-	moderation  []moderationRule
+	rules      []compiledRule
+	moderation []moderationRule
 	// moderated are the inputs /v1/moderations was asked about.
-	moderated []string
+	moderated   []string
 	pacing      Pacing
 	reasoningAs string // Script.ReasoningField
 	log         *zap.Logger
