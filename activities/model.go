@@ -562,7 +562,47 @@ func (a *Activities) outputGuard(ctx context.Context, ag agent.Agent, in contrac
 	for _, m := range mods {
 		o.Extra = append(o.Extra, a.moderation(ctx, m))
 	}
+	if j := g.Judge; j != nil {
+		o.Extra = append(o.Extra, a.judgeOutput(ctx, ag, in, *j))
+	}
 	return o, nil
+}
+
+// judgeSystem is an output guard's judge model's system prompt.
+const judgeSystem = "You check an assistant's answer, as it is being written, against a policy. " +
+	"Reply ALLOW or BLOCK as the first word, then a short reason."
+
+// judgeOutput is the check of an output guard's judge: a model call per
+// window, counted in the usage ledger (job "<job>:judge:<step>", one
+// step per window). A judge that fails, or answers neither ALLOW nor
+// BLOCK, blocks: a guard that cannot tell does not let text through.
+func (a *Activities) judgeOutput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, j agent.GuardJudge) func(string) string {
+	model := cmp.Or(j.Model, ag.Model)
+	window := 0
+	return func(text string) string {
+		window++
+		resp, err := a.model.Generate(ctx, llm.Request{Model: model, MaxTokens: 64, Messages: []agent.Message{
+			{Role: agent.RoleSystem, Content: judgeSystem},
+			{Role: agent.RoleUser, Content: "Policy:\n" + j.Policy + "\n\nAnswer so far:\n" + text},
+		}})
+		if err != nil {
+			a.log(ctx).Warn("output judge failed", zap.String("model", model), zap.Error(err))
+			return fmt.Sprintf("judge %s failed, and blocks: %v", model, err)
+		}
+		call := store.ModelCall{TenantID: in.TenantID, JobID: fmt.Sprintf("%s:judge:%d", in.JobID, in.Seq), Step: window,
+			Attempt: int(activity.GetInfo(ctx).Attempt), AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: model, Usage: resp.Usage}
+		if err := a.store.PutUsage(ctx, call); err != nil {
+			a.log(ctx).Warn("output judge not counted", zap.Error(err))
+		}
+		verdict, reason, _ := strings.Cut(strings.TrimSpace(resp.Message.Content), " ")
+		switch strings.Trim(strings.ToUpper(verdict), ":.,!") {
+		case "ALLOW":
+			return ""
+		case "BLOCK":
+			return fmt.Sprintf("judge %s blocked it: %s", model, agent.Clip(strings.TrimLeft(reason, ":-— "), 200))
+		}
+		return fmt.Sprintf("judge %s answered neither ALLOW nor BLOCK, and blocks", model)
+	}
 }
 
 // moderation is the check of a moderation guard: the rule a text breaks

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -227,6 +228,19 @@ type OutputGuard struct {
 	// Refusal is what clients get instead of what was held; default
 	// DefaultRefusal.
 	Refusal string `json:"refusal,omitempty"`
+	// Schema, when set, is a JSON Schema the whole answer must be valid
+	// against: the answer is then held whole, and checked at its end.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Judge, when set, is a model that reads the answer so far, a window
+	// at a time, by a policy, and allows it or not.
+	Judge *GuardJudge `json:"judge,omitempty"`
+}
+
+// GuardJudge is an output guard's judge model.
+type GuardJudge struct {
+	// Model is "provider:model"; default: the agent's.
+	Model  string `json:"model,omitempty"`
+	Policy string `json:"policy"`
 }
 
 // DefaultRefusal is an output guard's refusal when the agent gives none.
@@ -298,12 +312,25 @@ func (o *OutputGuard) validate() error {
 	switch {
 	case o.WindowTokens < 0 || o.WindowTokens > maxGuardWindow:
 		return fmt.Errorf("window_tokens is %d; want 1 to %d, or none for a sentence", o.WindowTokens, maxGuardWindow)
-	case len(o.Deny)+len(o.Regex) == 0:
-		return fmt.Errorf("give deny or regex: a guard with no rule holds the answer back for nothing")
+	case len(o.Deny)+len(o.Regex) == 0 && len(o.Schema) == 0 && o.Judge == nil:
+		return fmt.Errorf("give deny, regex, schema or judge: a guard with no rule holds the answer back for nothing")
 	case len(o.Deny)+len(o.Regex) > maxGuardRules:
 		return fmt.Errorf("%d rules; the limit is %d", len(o.Deny)+len(o.Regex), maxGuardRules)
 	case len(o.Refusal) > maxGuardRefusal:
 		return fmt.Errorf("refusal is longer than %d bytes", maxGuardRefusal)
+	}
+	if len(o.Schema) > 0 && !isObject(o.Schema) {
+		return fmt.Errorf("schema: want a JSON Schema object")
+	}
+	if j := o.Judge; j != nil {
+		if strings.TrimSpace(j.Policy) == "" || len(j.Policy) > maxRubricBytes {
+			return fmt.Errorf("judge.policy: want 1 to %d bytes", maxRubricBytes)
+		}
+		if j.Model != "" {
+			if _, _, err := ParseModel(j.Model); err != nil {
+				return fmt.Errorf("judge.model: %s", err.Error())
+			}
+		}
 	}
 	for i, d := range o.Deny {
 		if strings.TrimSpace(d) == "" || len(d) > maxGuardPhraseBytes {

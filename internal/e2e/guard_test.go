@@ -387,3 +387,65 @@ func TestModerationGuard(t *testing.T) {
 	require.Equal(t, "Once there was a knight. I can't help with that.", agent.ReplayText(evs))
 	require.Equal(t, agent.ErrTypeGuardrailTripped, evs[len(evs)-1].Error.Type)
 }
+
+const judgeScript = `
+pacing: {chunk_words: 1, delay_ms: 5}
+rules:
+  - name: judge-block
+    when: {system: '^You check an assistant', user: '(?s)Answer so far:.*secret'}
+    reply: {text: 'BLOCK: it gives the secret away'}
+  - name: judge-allow
+    when: {system: '^You check an assistant'}
+    reply: {text: 'ALLOW: fine'}
+  - name: tell
+    when: {user: '(?i)^tell'}
+    reply: {text: 'Hello there. The secret is 42. Bye.'}
+  - name: json
+    when: {user: '(?i)^give json'}
+    reply: {text: 'Sure. Here it is: not json at all.'}
+`
+
+const judgeCatalog = `
+tenant: demo
+default_agent: judged
+agents:
+  - id: judged
+    model: openai:gpt-4o-mini
+    guardrails:
+      - output: {judge: {policy: "Never give a secret away."}}
+    limits: {max_iterations: 2, turn_timeout_sec: 60}
+  - id: shaped
+    model: openai:gpt-4o-mini
+    guardrails:
+      - output: {schema: {type: object, required: [ok]}, refusal: '{"ok": false}'}
+    limits: {max_iterations: 2, turn_timeout_sec: 60}
+`
+
+// TestOutputJudgeAndSchema: a judge model reads the answer a sentence at
+// a time (its calls counted in the ledger) and blocks the sentence that
+// breaks the policy before a client sees it; a schema holds the whole
+// answer and, when it is not valid, nothing of it is sent.
+func TestOutputJudgeAndSchema(t *testing.T) {
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script, o.Catalogs = judgeScript, []string{judgeCatalog, httpCatalogs[1]}
+	})
+	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), time.Minute)
+	defer cancel()
+	client := pb.NewAgentServiceClient(e.Conn)
+	turn := func(agentID, job, prompt string) []agent.Event {
+		s, err := client.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{AgentId: agentID, JobId: job, Prompt: prompt}})
+		require.NoError(t, err)
+		return fromPB(readAll(t, s))
+	}
+	job := "judge-" + testserver.RandomID()
+	evs := turn("judged", job, "Tell me")
+	require.Equal(t, "Hello there. I can't help with that.", agent.ReplayText(evs))
+	require.Contains(t, evs[len(evs)-1].Error.Message, "blocked it: it gives the secret away")
+	judged, err := e.Store().JobUsage(ctx, "demo", job+":judge:1")
+	require.NoError(t, err)
+	require.Len(t, judged, 2, "two windows judged, each counted")
+
+	evs = turn("shaped", "", "Give json")
+	require.Equal(t, `{"ok": false}`, agent.ReplayText(evs), "nothing of an answer that breaks the schema is sent")
+	require.Contains(t, evs[len(evs)-1].Error.Message, "schema:")
+}

@@ -7,12 +7,15 @@ import (
 	"unicode"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/structured"
 )
 
 // Output checks an answer by an agent's output guard.
 type Output struct {
-	deny    []string // lower case
-	regex   []*regexp.Regexp
+	deny  []string // lower case
+	regex []*regexp.Regexp
+	// schema, when set, holds the whole answer, checked at its end.
+	schema  *structured.Schema
 	window  int // bytes; 0: a sentence
 	Refusal string
 	// Extra are more checks (the agent's HTTP guards), run after the
@@ -36,6 +39,13 @@ func NewOutput(g agent.OutputGuard) (*Output, error) {
 		}
 		o.regex = append(o.regex, re)
 	}
+	if len(g.Schema) > 0 {
+		s, err := structured.Compile(g.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("schema: %w", err)
+		}
+		o.schema = s
+	}
 	return o, nil
 }
 
@@ -51,6 +61,12 @@ func (o *Output) Check(text string) string {
 	for i, re := range o.regex {
 		if re.MatchString(text) {
 			return fmt.Sprintf("regex[%d]", i)
+		}
+	}
+	if o.schema != nil {
+		// Only the whole answer is checked: windows hold it all (cut).
+		if _, problems := o.schema.Check(text); len(problems) > 0 {
+			return "schema: " + agent.Clip(problems.String(), 300)
 		}
 	}
 	for _, check := range o.Extra {
@@ -124,6 +140,9 @@ func (s *Stream) release(n int) (string, string) {
 // sentence end (., ! or ? before a space, or a line break), or — with a
 // window of tokens — through the last space once the window is full.
 func (s *Stream) cut() int {
+	if s.o.schema != nil {
+		return 0 // a schema reads the whole answer
+	}
 	held := s.held.String()
 	if s.o.window > 0 {
 		if len(held) < s.o.window {

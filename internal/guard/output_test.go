@@ -75,7 +75,7 @@ func TestValidateGuardrails(t *testing.T) {
 		want  string
 	}{
 		{"empty link", []agent.Guardrail{{}}, "guardrails[0]: give one guardrail"},
-		{"no rules", []agent.Guardrail{{Output: &agent.OutputGuard{}}}, "give deny or regex"},
+		{"no rules", []agent.Guardrail{{Output: &agent.OutputGuard{}}}, "give deny, regex, schema or judge"},
 		{"bad regex", []agent.Guardrail{{Output: &agent.OutputGuard{Regex: []string{"("}}}}, "regex[0]: error parsing regexp"},
 		{"empty match", []agent.Guardrail{{Output: &agent.OutputGuard{Regex: []string{"a?"}}}}, "matches the empty text"},
 		{"two output guards", []agent.Guardrail{{Output: &agent.OutputGuard{Deny: []string{"a"}}}, {Output: &agent.OutputGuard{Deny: []string{"b"}}}},

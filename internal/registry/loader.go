@@ -565,6 +565,15 @@ func (l *loader) guardrails(d *agentDoc) []agent.Guardrail {
 		l.addf(g.on(g.node), "%s", err.Error())
 		return nil
 	}
+	for i, link := range chain {
+		if link.Output == nil {
+			continue
+		}
+		if _, err := guard.NewOutput(*link.Output); err != nil {
+			l.addf(g.on(g.node), "guardrails[%d].output: %v", i, err)
+			return nil
+		}
+	}
 	return chain
 }
 

@@ -259,3 +259,24 @@ GROUP BY k ORDER BY k`
 	}
 	return out, nil
 }
+
+const sqlPutUsage = `
+INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
+
+// PutUsage counts a model call that stores no reply (a guard's judge) in
+// the usage ledger, once per (job, step, attempt).
+func (s *Store) PutUsage(ctx context.Context, c ModelCall) error {
+	if err := requireJobKey(c.TenantID, c.JobID); err != nil {
+		return err
+	}
+	u := c.Usage
+	_, err := s.pool.Exec(ctx, sqlPutUsage, c.TenantID, c.JobID, max(c.Step, 0), max(c.Attempt, 1), c.AgentID, c.AgentVersion, c.SessionID, c.Model,
+		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost)
+	if err != nil {
+		return fmt.Errorf("count model call of %q: %w", c.JobID, err)
+	}
+	return nil
+}
