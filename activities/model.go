@@ -138,6 +138,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		// The reply (what was released, then the refusal) is stored and
 		// counted; the turn ends here.
 		a.log(ctx).Info("output guard tripped", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("rule", tail.tripped))
+		countGuard(ctx, in.TenantID, "output", "tripped", 1)
 		return contract.CallModelResult{}, agent.Errorf(agent.CodeGuardrailTripped,
 			"the answer broke the output guard's rule %s: it was cut there, and the refusal sent in its place", tail.tripped)
 	}
@@ -675,6 +676,7 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 	for _, m := range mods {
 		if rule := a.moderation(ctx, m)(text); rule != "" {
 			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("guard", "moderation"))
+			countGuard(ctx, in.TenantID, "moderation", "refused", 1)
 			return agent.Errorf(agent.CodeGuardrailTripped, "the input was refused before the model call: %s", rule)
 		}
 	}
@@ -693,6 +695,7 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 		}
 		if rule != "" {
 			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("url", g.URL))
+			countGuard(ctx, in.TenantID, "http", "refused", 1)
 			return agent.Errorf(agent.CodeGuardrailTripped, "the input was refused before the model call: %s", rule)
 		}
 	}

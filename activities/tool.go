@@ -465,14 +465,16 @@ func (a *Activities) redactOutput(ctx context.Context, pii redact.Policy, tenant
 	if pii.Redactor == nil {
 		return nil
 	}
-	if _, err := a.vault.Texts(ctx, pii, tenantID, scope, &out.Text); err != nil {
+	n, err := a.vault.Texts(ctx, pii, tenantID, scope, &out.Text)
+	if err != nil {
 		return err
 	}
-	data, _, err := a.vault.JSON(ctx, pii, tenantID, scope, out.Data)
+	data, nd, err := a.vault.JSON(ctx, pii, tenantID, scope, out.Data)
 	if err != nil {
 		return err
 	}
 	out.Data = data
+	countGuard(ctx, tenantID, "pii", "redacted", n+nd)
 	if out.Preview != nil {
 		raw, err := json.Marshal(out.Preview)
 		if err != nil {
@@ -506,6 +508,7 @@ func (a *Activities) screen(ctx context.Context, g agent.InjectionGuard, in cont
 		inj, _ = guardpkg.NewInjection(agent.InjectionGuard{Action: g.Action})
 	}
 	s := inj.Screen(in.Call.Name, in.Call.ID, content)
+	countGuard(ctx, in.TenantID, "injection", s.Action, s.Found)
 	if s.Found > 0 {
 		a.log(ctx).Info("tool output read as instructions", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID),
 			zap.Int("passages", s.Found), zap.String("action", s.Action))
@@ -517,4 +520,13 @@ func (a *Activities) screen(ctx context.Context, g agent.InjectionGuard, in cont
 		}
 	}
 	return s.Text
+}
+
+// countGuard counts what a guardrail found (contract.MetricGuardrails).
+func countGuard(ctx context.Context, tenantID, guard, outcome string, n int) {
+	if n <= 0 {
+		return
+	}
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"tenant": tenantID, "guard": guard, "outcome": outcome}).
+		Counter(contract.MetricGuardrails).Inc(int64(n))
 }

@@ -27,4 +27,9 @@ const (
 	MetricApprovalWait = "approval_wait"
 	// MetricRoutingMismatch counts requests routed badly or not at all.
 	MetricRoutingMismatch = "routing_mismatch"
+	// MetricGuardrails counts what guardrails found in turns (reported by
+	// the activities): by tenant, guard (pii, injection, output, http,
+	// moderation) and outcome (redacted, tripped, refused, or an
+	// injection guard's action).
+	MetricGuardrails = "guardrail_findings"
 )

@@ -47,7 +47,7 @@ agents:
 // GuardrailTripped. An answer that breaks nothing streams whole.
 func TestOutputGuardMidStream(t *testing.T) {
 	e := newHTTPEnvWith(t, func(o *testserver.Options) {
-		o.Script, o.Catalogs = guardScript, []string{guardCatalog, httpCatalogs[1]}
+		o.Script, o.Catalogs, o.HTTP = guardScript, []string{guardCatalog, httpCatalogs[1]}, true
 	})
 	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), 2*time.Minute)
 	defer cancel()
@@ -95,6 +95,8 @@ func TestOutputGuardMidStream(t *testing.T) {
 	require.Len(t, usage, 1, "the call is in the ledger")
 
 	(&env{Server: e.Server, t: t}).replay(streamID, "turn_guardrail_tripped")
+	require.Equal(t, 1.0, scrape(t, e.HTTPAddr()).sum("guardrail_findings_total", map[string]string{"tenant": "demo", "guard": "output", "outcome": "tripped"}),
+		"the trip is counted")
 
 	// An answer that breaks nothing streams whole.
 	s2, err := client.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{Prompt: "How is the weather?"}})
