@@ -10,8 +10,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/getkin/kin-openapi/openapi2"
+	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/routers"
+	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -51,23 +54,25 @@ func (op *Operation) Safe() bool {
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 	http.MethodDelete, http.MethodOptions, http.MethodTrace, http.MethodConnect, "QUERY"}
 
-// Load reads and validates an OpenAPI 3 document, JSON or YAML. Errors are
-// agent.CodeInvalid: the document is the catalog's to fix.
+// Load reads and validates an OpenAPI 3 document, JSON or YAML; a
+// Swagger 2.0 document is converted to OpenAPI 3 first (kin-openapi's
+// openapi2conv). Errors are agent.CodeInvalid: the document is the
+// catalog's to fix.
 func Load(ctx context.Context, data []byte) (*Document, error) {
-	var head struct {
-		Swagger any `json:"swagger" yaml:"swagger"`
-	}
-	if json.Unmarshal(data, &head) == nil && head.Swagger != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "a Swagger 2.0 document: convert it to OpenAPI 3 first")
-	}
 	loader := &openapi3.Loader{Context: ctx}
 	// A custom reader owns the access policy (see ReadFromURIFunc): it
 	// refuses everything, so that loading never reads a file or the network.
 	loader.ReadFromURIFunc = func(_ *openapi3.Loader, u *url.URL) ([]byte, error) {
 		return nil, fmt.Errorf("$ref to %s: the document must be self-contained (bundle it into one file)", u.Redacted())
 	}
-	doc, err := loader.LoadFromData(data)
-	if err != nil {
+	var doc *openapi3.T
+	var err error
+	swagger, isSwagger := swaggerJSON(data)
+	if isSwagger {
+		if doc, err = fromSwagger(loader, swagger); err != nil {
+			return nil, err
+		}
+	} else if doc, err = loader.LoadFromData(data); err != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "load the OpenAPI document: %v", err)
 	}
 	if doc.OpenAPI == "" {
@@ -77,6 +82,9 @@ func Load(ctx context.Context, data []byte) (*Document, error) {
 		return nil, agent.Errorf(agent.CodeInvalid, "openapi %q: want an OpenAPI 3 document (3.0 or 3.1)", doc.OpenAPI)
 	}
 	if err := doc.Validate(ctx, openapi3.DisableExamplesValidation()); err != nil {
+		if isSwagger {
+			return nil, agent.Errorf(agent.CodeInvalid, "the Swagger 2.0 document, converted to OpenAPI 3, is not valid: %v", err)
+		}
 		return nil, agent.Errorf(agent.CodeInvalid, "the OpenAPI document is not valid: %v", err)
 	}
 	d := &Document{doc: doc}
@@ -322,4 +330,45 @@ func (d *Document) errNoOperation(id string) error {
 		return agent.Errorf(agent.CodeInvalid, "operation_id is required; the operations are %s", listIDs(d.IDs(), 100))
 	}
 	return agent.Errorf(agent.CodeInvalid, "unknown operation_id %q; the operations are %s", clip(id, 80), listIDs(d.IDs(), 100))
+}
+
+// swaggerJSON reports whether data (JSON or YAML) is a Swagger 2.0
+// document, and returns it as JSON.
+func swaggerJSON(data []byte) (json.RawMessage, bool) {
+	var head struct {
+		Swagger any `json:"swagger"`
+	}
+	if json.Unmarshal(data, &head) == nil {
+		return data, head.Swagger != nil
+	}
+	var v any
+	if yaml.Unmarshal(data, &v) != nil {
+		return nil, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok || m["swagger"] == nil {
+		return nil, false
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// fromSwagger converts a Swagger 2.0 document to OpenAPI 3, resolving its
+// references with loader (which reads nothing outside the document).
+func fromSwagger(loader *openapi3.Loader, data json.RawMessage) (*openapi3.T, error) {
+	var doc2 openapi2.T
+	if err := json.Unmarshal(data, &doc2); err != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "load the Swagger 2.0 document: %v", err)
+	}
+	if doc2.Swagger != "2.0" {
+		return nil, agent.Errorf(agent.CodeInvalid, "swagger %q: want a Swagger 2.0 document, or OpenAPI 3", doc2.Swagger)
+	}
+	doc, err := openapi2conv.ToV3WithLoader(&doc2, loader, nil)
+	if err != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "the Swagger 2.0 document does not convert to OpenAPI 3: %v", err)
+	}
+	return doc, nil
 }

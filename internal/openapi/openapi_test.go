@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/crm"
@@ -103,7 +104,8 @@ func TestLoad(t *testing.T) {
 	require.Equal(t, []string{"path:id", "query:id"}, op.Keys)
 
 	for _, tt := range []struct{ name, src, want string }{
-		{"swagger", `{"swagger": "2.0", "info": {"title": "x", "version": "1"}, "paths": {}}`, "Swagger 2.0"},
+		{"swagger 1.2", `{"swagger": "1.2", "info": {"title": "x", "version": "1"}, "paths": {}}`, `swagger "1.2": want a Swagger 2.0 document`},
+		{"swagger with an external ref", `{"swagger": "2.0", "info": {"title": "x", "version": "1"}, "paths": {"/a": {"get": {"responses": {"200": {"description": "ok", "schema": {"$ref": "http://169.254.169.254/s.json"}}}}}}}`, "must be self-contained"},
 		{"external ref", `{"openapi": "3.0.3", "info": {"title": "x", "version": "1"}, "paths": {"/a": {"$ref": "http://169.254.169.254/paths.json"}}}`, "must be self-contained"},
 		{"external file", `{"openapi": "3.0.3", "info": {"title": "x", "version": "1"}, "paths": {"/a": {"get": {"responses": {"200": {"$ref": "/etc/passwd"}}}}}}`, "must be self-contained"},
 		{"no info", `{"openapi": "3.0.3", "paths": {}}`, "not valid"},
@@ -390,4 +392,70 @@ func TestDescription(t *testing.T) {
 	require.LessOrEqual(t, len(desc), MaxDescription+400*8)
 	require.Contains(t, desc, "more, called the same way: ")
 	require.Contains(t, desc, "op399")
+}
+
+// swaggerPets is a Swagger 2.0 document of the shape public APIs still
+// publish: a base path, definitions, a body parameter, an api key.
+const swaggerPets = `
+swagger: "2.0"
+info: {title: Pets, version: "1.0"}
+host: pets.example.com
+basePath: /v2
+schemes: [https]
+consumes: [application/json]
+produces: [application/json]
+securityDefinitions:
+  api_key: {type: apiKey, name: api_key, in: header}
+paths:
+  /pet/{petId}:
+    get:
+      operationId: getPetById
+      parameters:
+        - {name: petId, in: path, required: true, type: integer, format: int64}
+      responses:
+        "200": {description: a pet, schema: {$ref: "#/definitions/Pet"}}
+      security: [{api_key: []}]
+  /pet:
+    post:
+      operationId: addPet
+      parameters:
+        - {name: body, in: body, required: true, schema: {$ref: "#/definitions/Pet"}}
+      responses:
+        "200": {description: added}
+definitions:
+  Pet:
+    type: object
+    required: [name]
+    properties:
+      id: {type: integer, format: int64}
+      name: {type: string}
+`
+
+// TestSwagger2: a Swagger 2.0 document, YAML or JSON, is converted to
+// OpenAPI 3 at load: its operations, parameters, body and server are
+// there, and it is pinned as OpenAPI 3.
+func TestSwagger2(t *testing.T) {
+	var v any
+	require.NoError(t, yaml.Unmarshal([]byte(swaggerPets), &v))
+	asJSON, err := json.Marshal(v)
+	require.NoError(t, err)
+	for name, src := range map[string]string{"yaml": swaggerPets, "json": string(asJSON)} {
+		t.Run(name, func(t *testing.T) {
+			d := load(t, src)
+			require.Equal(t, []string{"addPet", "getPetById"}, d.IDs())
+			get, ok := d.Operation("getPetById")
+			require.True(t, ok)
+			require.Equal(t, []string{"petId"}, get.Keys)
+			post, ok := d.Operation("addPet")
+			require.True(t, ok)
+			require.NotNil(t, post.Body, "the body parameter is a request body")
+			base, err := d.BaseURL("", nil)
+			require.NoError(t, err)
+			require.Equal(t, "https://pets.example.com/v2", base.String())
+			pinned, err := d.JSON()
+			require.NoError(t, err)
+			require.Contains(t, string(pinned), `"openapi":"3.0.3"`)
+			require.Contains(t, string(pinned), `#/components/schemas/Pet`)
+		})
+	}
 }
