@@ -501,3 +501,24 @@ func TestOpenAPIActionApproval(t *testing.T) {
 	got, _ := checker.NeedsApproval(openapiApproval, policy.Call{Tool: "crm", Args: `{"operation_id": "getCustomer"}`})
 	require.True(t, got)
 }
+
+// crmSwagger2 is the CRM's getCustomer as a Swagger 2.0 document.
+const crmSwagger2 = `{"swagger": "2.0", "info": {"title": "CRM", "version": "2"}, "basePath": "/v2",
+  "paths": {"/customers/{customerId}": {"get": {"operationId": "getCustomer", "produces": ["application/json"],
+    "parameters": [{"name": "customerId", "in": "path", "required": true, "type": "integer"}],
+    "responses": {"200": {"description": "the customer", "schema": {"type": "object"}}}}}}}`
+
+// TestOpenAPIActionSwagger2: an entry whose inline document is Swagger
+// 2.0 calls the API as one with its OpenAPI 3 conversion would.
+func TestOpenAPIActionSwagger2(t *testing.T) {
+	s := startCRM(t)
+	inline, err := json.Marshal(map[string]any{"spec": json.RawMessage(crmSwagger2), "server": s.URL + "/v2"})
+	require.NoError(t, err)
+	call := callCRM(t, s, string(inline), Deps{})
+	out, err := call("c1", `{"operation_id": "getCustomer", "params": {"customerId": 3}}`)
+	require.NoError(t, err)
+	want, _ := crm.CustomerByID(3)
+	wantJSON, _ := json.Marshal(want)
+	require.JSONEq(t, string(wantJSON), string(out.Data))
+	require.Equal(t, "/v2/customers/3", s.lastRequest().URL.Path)
+}
