@@ -52,3 +52,32 @@ func (a *Activities) refused(ctx context.Context, model string, err error) {
 		a.governor.Refused(ctx, model, ae.RetryAfter)
 	}
 }
+
+// admitTool waits until the tool entry's rate limit (agent.ToolRateLimit)
+// admits the call, for the whole tenant across workers, saying what it
+// waits for in the call's progress (tool_progress events, which the
+// turn's details show) and its heartbeats. A tool without a limit, or a
+// worker without a governor, is admitted at once (a nil permit).
+func (a *Activities) admitTool(ctx context.Context, spec agent.Tool, in contract.ExecuteToolInput, report func(string)) (*governor.Permit, error) {
+	if a.governor == nil || spec.RateLimit == nil {
+		return nil, nil
+	}
+	info := activity.GetInfo(ctx)
+	key := governor.ToolKey(in.TenantID, spec.Entry())
+	call := governor.Call{
+		Model:    key,
+		ID:       fmt.Sprintf("%s/%s/%d/%s/%d", in.TenantID, in.JobID, in.Seq, in.Call.ID, info.Attempt),
+		TenantID: in.TenantID,
+		Hold:     reservationTTL(info.Deadline, time.Now()),
+		Waiting: func(w governor.Wait) {
+			report(w.String())
+			activity.RecordHeartbeat(ctx, w.String())
+		},
+	}
+	var permit *governor.Permit
+	err := a.db(ctx, "wait for the tool's rate limit", func() (err error) {
+		permit, err = a.governor.AcquireKey(ctx, key, governor.ToolLimits(*spec.RateLimit), call)
+		return err
+	})
+	return permit, err
+}

@@ -164,6 +164,11 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 		}
 		call.Args = json.RawMessage(args)
 	}
+	permit, err := a.admitTool(ctx, spec, in, progress.Report)
+	if err != nil {
+		return agent.Message{Content: err.Error()}, "", ""
+	}
+	defer permit.Done(ctx, nil)
 	spanCtx, span := a.startToolSpan(ctx, in, spec)
 	out, err := a.tools.Execute(spanCtx, spec, call)
 	if err == nil {

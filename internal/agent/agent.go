@@ -284,6 +284,16 @@ type Tool struct {
 	// the toolkit that granted it to the agent (empty: listed by name).
 	Source      string `json:"source,omitempty"`
 	FromToolkit string `json:"from_toolkit,omitempty"`
+	// RateLimit bounds the calls of the catalog entry's tools, for the
+	// whole tenant across workers: a call over it waits.
+	RateLimit *ToolRateLimit `json:"rate_limit,omitempty"`
+}
+
+// ToolRateLimit bounds a tool entry's calls: so many a minute, so many at
+// once (0: no bound).
+type ToolRateLimit struct {
+	PerMinute  int `json:"per_minute,omitempty"`
+	Concurrent int `json:"concurrent,omitempty"`
 }
 
 // Entry is the catalog entry the tool comes from: Source, or its own name.

@@ -157,6 +157,12 @@ func (g *Governor) Acquire(ctx context.Context, c Call) (*Permit, error) {
 	if !ok {
 		return nil, nil
 	}
+	return g.AcquireKey(ctx, key, lim, c)
+}
+
+// AcquireKey is Acquire for a key and limits the caller names — a
+// tenant's tool entry (ToolKey) — instead of the operator's model limits.
+func (g *Governor) AcquireKey(ctx context.Context, key string, lim store.GovernorLimits, c Call) (*Permit, error) {
 	prio := c.Priority
 	if prio == 0 {
 		prio = DefaultPriority
@@ -186,7 +192,7 @@ func (g *Governor) Acquire(ctx context.Context, c Call) (*Permit, error) {
 		if !waiting {
 			waiting = true
 			g.metrics.waiting(key, 1)
-			g.log.Info("model call waits for its provider's limits", zap.String("key", key), zap.String("tenant", c.TenantID),
+			g.log.Info("call waits for its key's limits", zap.String("key", key), zap.String("tenant", c.TenantID),
 				zap.String("call", c.ID), zap.String("reason", adm.Reason), zap.Int("ahead", adm.Ahead))
 		}
 		wait := adm.Retry
@@ -290,4 +296,16 @@ func (g *Governor) Refused(ctx context.Context, model string, d time.Duration) {
 	}
 	g.metrics.paused(key)
 	g.log.Info("provider asked to wait; governed key paused", zap.String("key", key), zap.Duration("for", d))
+}
+
+// ToolKey is the governed key of a tenant's tool entry.
+func ToolKey(tenantID, entry string) string { return "tool:" + tenantID + ":" + entry }
+
+// ToolLimits are a tool entry's rate limit as the governor's limits.
+func ToolLimits(r agent.ToolRateLimit) store.GovernorLimits {
+	l := store.GovernorLimits{Concurrent: r.Concurrent}
+	if r.PerMinute > 0 {
+		l.Requests, l.RequestWindow = r.PerMinute, time.Minute
+	}
+	return l
 }

@@ -74,6 +74,14 @@ type toolDoc struct {
 	Approval    approval `yaml:"approval"`
 	Config      object   `yaml:"config"`
 	Execution   text     `yaml:"execution"`
+	// RateLimit: agent.Tool's.
+	RateLimit *rateLimitDoc `yaml:"rate_limit"`
+}
+
+// rateLimitDoc is agent.ToolRateLimit.
+type rateLimitDoc struct {
+	PerMinute  count `yaml:"per_minute"`
+	Concurrent count `yaml:"concurrent"`
 }
 
 type agentDoc struct {
@@ -366,6 +374,16 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 	}
 	if haveKind && kind.Local {
 		spec.Execution = agent.ToolLocal
+	}
+	if r := d.RateLimit; r != nil {
+		switch {
+		case r.PerMinute.n == 0 && r.Concurrent.n == 0:
+			l.addf(d.Name.pos, "rate_limit: give per_minute, concurrent or both")
+		case r.PerMinute.n > 1_000_000 || r.Concurrent.n > 10_000:
+			l.addf(d.Name.pos, "rate_limit: per_minute is at most 1000000 and concurrent at most 10000")
+		default:
+			spec.RateLimit = &agent.ToolRateLimit{PerMinute: r.PerMinute.n, Concurrent: r.Concurrent.n}
+		}
 	}
 	if d.Execution.set {
 		switch d.Execution.s {

@@ -84,6 +84,7 @@ func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, en
 			if g.Execution == "" {
 				g.Execution = t.Execution
 			}
+			g.RateLimit = t.RateLimit
 		}
 		resolved[t.Name] = got
 		out = append(out, got...)
