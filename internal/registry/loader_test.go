@@ -59,7 +59,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown tool field",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    descripton: x\n",
-			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution`},
+			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution, rate_limit`},
 		},
 		{
 			name: "unknown agent field",
