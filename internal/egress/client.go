@@ -83,13 +83,43 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	limit := t.policy.maxResponseBytes()
-	tooLarge := agent.Errorf(agent.CodeInvalid, "response of %s is larger than %d bytes", shown(req.URL), limit)
+	tooLarge := &agent.Error{Code: agent.CodeInvalid, Err: &TooLargeError{URL: shown(req.URL), Limit: limit}}
 	if resp.ContentLength > limit {
 		resp.Body.Close()
 		return nil, tooLarge
 	}
 	resp.Body = &limitedBody{ReadCloser: resp.Body, left: limit, tooLarge: tooLarge}
 	return resp, nil
+}
+
+// TooLargeError is the error of a response larger than the policy's
+// MaxResponseBytes, in an agent.CodeInvalid error's chain.
+type TooLargeError struct {
+	URL   string // as messages show URLs: no query
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("response of %s is larger than %d bytes", e.URL, e.Limit)
+}
+
+// WithResponseLimit returns a client that makes c's requests — under its
+// policy, redirect rule, connection pool and time limit — with response
+// bodies capped at limit bytes instead of the policy's MaxResponseBytes:
+// for a caller that reads a larger body on purpose and bounds it by a
+// limit of its own, such as an API's description (the operator's
+// AGENTFLOW_OPENAPI_MAX_SPEC_BYTES). A client this package did not build
+// is returned as it is.
+func WithResponseLimit(c *http.Client, limit int64) *http.Client {
+	rt, ok := c.Transport.(*roundTripper)
+	if !ok {
+		return c
+	}
+	p := *rt.policy
+	p.MaxResponseBytes = limit
+	out := *c
+	out.Transport = &roundTripper{policy: &p, next: rt.next}
+	return &out
 }
 
 // limitedBody fails a read that goes past the cap, rather than ending the

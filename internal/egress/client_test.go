@@ -382,6 +382,34 @@ func TestClientResponseCap(t *testing.T) {
 	}
 }
 
+// TestWithResponseLimit: a client for a larger body keeps its policy but
+// takes up to its own cap, and the one it came from is unchanged; the
+// refusal says which cap, as a *TooLargeError.
+func TestWithResponseLimit(t *testing.T) {
+	body := strings.Repeat("x", 3000)
+	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) })
+	c := client(t, []string{"127.0.0.1"}, nil, func(p *egress.Policy) { p.MaxResponseBytes = 1000 })
+	_, err := get(c, s.URL+"/doc")
+	requireRefused(t, err, "response of "+s.URL+"/doc is larger than 1000 bytes")
+	var big *egress.TooLargeError
+	require.True(t, errors.As(err, &big), "%v", err)
+	require.Equal(t, &egress.TooLargeError{URL: s.URL + "/doc", Limit: 1000}, big)
+
+	got, err := get(egress.WithResponseLimit(c, 4000), s.URL+"/doc")
+	require.NoError(t, err)
+	require.Equal(t, body, got)
+	_, err = get(egress.WithResponseLimit(c, 2000), s.URL+"/doc")
+	requireRefused(t, err, "is larger than 2000 bytes")
+	_, err = get(c, s.URL+"/doc")
+	requireRefused(t, err, "is larger than 1000 bytes")
+
+	// The policy still holds.
+	_, err = get(egress.WithResponseLimit(c, 4000), "http://127.0.0.2:9/doc")
+	requireRefused(t, err, "host 127.0.0.2 is not in tenant demo's egress allowlist")
+	plain := &http.Client{}
+	require.Same(t, plain, egress.WithResponseLimit(plain, 4000), "not a client of the package")
+}
+
 func TestClientTimeout(t *testing.T) {
 	release := make(chan struct{})
 	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
