@@ -186,7 +186,7 @@ func TestReadLimits(t *testing.T) {
 		"d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
 	_, err = Read(strings.NewReader(bomb), 1<<10)
 	require.True(t, errors.As(err, &big), "%v", err)
-	require.EqualError(t, err, "the YAML document is larger than 1024 bytes as JSON")
+	require.EqualError(t, err, "the YAML document is larger than 2048 bytes as JSON")
 
 	// YAML's own numbers and keys are JSON's; the version stays a string.
 	src, err := ReadBytes([]byte("openapi: 3.1\ninfo: {title: t, version: 1.0}\npaths:\n  /a:\n    get:\n      responses:\n        200: {description: ok}\n" +

@@ -31,7 +31,9 @@ type Source struct {
 // TooLargeError is Read's error for a document larger than its limit.
 type TooLargeError struct {
 	Limit int64
-	YAML  bool // the YAML document's JSON form is what was too large
+	// YAML says a YAML document's JSON form was too large: it may be
+	// twice the limit (aliases may expand a small document).
+	YAML bool
 }
 
 func (e *TooLargeError) Error() string {
@@ -155,7 +157,7 @@ func readError(err error, limit int64) error {
 	case errors.Is(err, errLimit):
 		return &TooLargeError{Limit: limit}
 	case errors.As(err, &yl):
-		return &TooLargeError{Limit: limit, YAML: true}
+		return &TooLargeError{Limit: limit * yamlExpansion, YAML: true}
 	}
 	return err
 }
