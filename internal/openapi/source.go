@@ -50,8 +50,8 @@ const yamlExpansion = 2
 // Read reads a document of at most limit bytes, JSON or YAML, from r. A
 // JSON document (one that starts with "{") is streamed into the Source
 // without being held whole; a YAML document is read whole and converted,
-// which holds its YAML tree in memory for a moment (several times its
-// size: publish large documents as JSON). A larger document is a
+// which holds its YAML tree in memory for a moment (about fifteen times
+// its size, measured: name the JSON form of a large document). A larger document is a
 // *TooLargeError; one that cannot be read as YAML is agent.CodeInvalid;
 // the reader's own errors are returned as they are.
 func Read(r io.Reader, limit int64) (*Source, error) {

@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -116,4 +118,27 @@ func TestOpenAPIProfileSecrets(t *testing.T) {
 	require.EqualError(t, err, `t.yaml:6: tools[0].config: secret env:CRM_TOKEN is not one tenant "demo" may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS`)
 	_, err = Parse(kinds, "t.yaml", []byte(strings.Replace(src, "env:CRM_TOKEN", "env:GH_CRM", 1)))
 	require.NoError(t, err)
+}
+
+// TestReadmeOpenAPICatalogs: the catalogs of the README's "OpenAPI
+// actions" section load (those whose elisions, "…", stand for more).
+func TestReadmeOpenAPICatalogs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n### OpenAPI actions\n")
+	require.True(t, ok, "the README has the section")
+	section, _, _ = strings.Cut(section, "\n### ")
+	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
+	require.NoError(t, err)
+	loaded := 0
+	for _, block := range strings.Split(section, "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, "…") {
+			continue
+		}
+		_, err := Parse(kinds, "README.md", []byte(block))
+		require.NoError(t, err, block)
+		loaded++
+	}
+	require.GreaterOrEqual(t, loaded, 2)
 }
