@@ -34,6 +34,8 @@ func FuzzNewRequest(f *testing.F) {
 		`{"operation_id": "simple", "params": {"id": "%2e%2e", "ids": [], "obj": {}}}`,
 		`{"operation_id": "x", "operation_id": "y", "params": null, "body": null}`,
 		`[`, `{}`, `{"params": {"": ""}}`,
+		`{"openapi_url": "https://docs.example/o.json", "operation_id": "getCustomer", "auth_profile": "crm", "params": {"customerId": 1}}`,
+		`{"openapi_url": 7, "auth_profile": {"bearer": "x"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -52,6 +54,15 @@ func FuzzNewRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		// A tool whose calls name their document and credentials reads
+		// the same arguments, and those two, as strings.
+		if wide, err := DecodeArgs(raw, ArgOpenAPIURL, ArgAuthProfile); err != nil {
+			if !agent.IsCode(err, agent.CodeInvalid) {
+				t.Fatalf("DecodeArgs(%q, openapi_url, auth_profile): %v is not CodeInvalid", raw, err)
+			}
+		} else if narrow, err := DecodeArgs(raw); err == nil && (wide.OpenAPIURL != "" || wide.AuthProfile != "") {
+			t.Fatalf("DecodeArgs(%q) took openapi_url or auth_profile: %+v", raw, narrow)
+		}
 		args, err := DecodeArgs(raw)
 		if err != nil {
 			if !agent.IsCode(err, agent.CodeInvalid) {
