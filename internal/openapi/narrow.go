@@ -97,6 +97,7 @@ func (s *Source) Narrow(ids []string) ([]byte, error) {
 	if err := n.secondPass(s.open()); err != nil {
 		return nil, err
 	}
+	n.slimComponents()
 	return n.write()
 }
 
@@ -132,6 +133,7 @@ type member struct {
 type narrowing struct {
 	want    map[string]bool // operation ids to keep; nil: all
 	listOps bool            // keep ops, every operation's id, method and path
+	swagger bool            // the document is Swagger 2.0
 
 	ops   []OperationInfo
 	seen  map[string]bool // the operation ids kept
@@ -148,8 +150,16 @@ type narrowing struct {
 	schemes []string // security schemes they name
 	bad     string   // a reference narrowing cannot follow
 	need    []bool
-	got     map[string][]member // by group + "/" + section
-	order   []string            // groups/sections in document order
+	got     map[string][]component // by group + "/" + section
+	order   []string               // groups/sections in document order
+}
+
+// component is a component the second pass copied.
+type component struct {
+	name string
+	id   int32
+	raw  json.RawMessage
+	kept bool // still needed once slimmed
 }
 
 func newNarrowing(want map[string]bool) *narrowing {
@@ -307,7 +317,12 @@ func (n *narrowing) firstPass(r io.Reader) error {
 			if err := dec.Decode(&v); err != nil {
 				return err
 			}
+			var b bytes.Buffer
+			if json.Compact(&b, v) == nil {
+				v = b.Bytes()
+			}
 			n.top = append(n.top, member{key, v})
+			n.swagger = n.swagger || key == "swagger"
 			n.use(v)
 			if key == "security" {
 				n.security(v)
@@ -410,8 +425,9 @@ func (n *narrowing) readPaths(dec *json.Decoder) error {
 		}
 		var b bytes.Buffer
 		writeObject(&b, kept)
-		n.paths = append(n.paths, member{path, b.Bytes()})
-		n.use(b.Bytes())
+		item := slimmer{}.slim(b.Bytes(), slimObject) // the document's version may be still to come
+		n.paths = append(n.paths, member{path, item})
+		n.use(item)
 		return nil
 	})
 	return lenient(err)
@@ -497,7 +513,8 @@ func (n *narrowing) closure() error {
 
 // secondPass copies the components needed.
 func (n *narrowing) secondPass(r io.Reader) error {
-	n.got = map[string][]member{}
+	n.got = map[string][]component{}
+	sl := slimmer{schemaExtensions: !n.swagger}
 	dec := json.NewDecoder(r)
 	copySection := func(group, section string) error {
 		var raw json.RawMessage
@@ -507,14 +524,15 @@ func (n *narrowing) secondPass(r io.Reader) error {
 			if err := dec.Decode(&raw); err != nil {
 				return err
 			}
-			if id, ok := n.ids[compKey{group, section, name}.String()]; !ok || !n.need[id] {
+			id, ok := n.ids[compKey{group, section, name}.String()]
+			if !ok || !n.need[id] {
 				return nil
 			}
-			id := group + "/" + section
-			if _, ok := n.got[id]; !ok {
-				n.order = append(n.order, id)
+			at := group + "/" + section
+			if _, ok := n.got[at]; !ok {
+				n.order = append(n.order, at)
 			}
-			n.got[id] = append(n.got[id], member{name, bytes.Clone(raw)})
+			n.got[at] = append(n.got[at], component{name: name, id: id, raw: sl.slim(raw, sectionContext(group, section))})
 			return nil
 		}))
 	}
@@ -533,6 +551,54 @@ func (n *narrowing) secondPass(r io.Reader) error {
 	return nil
 }
 
+// slimComponents keeps, of the components copied, those the operations
+// still need once slimmed: an example the first pass followed a
+// reference to is gone, and with it what only it referred to.
+func (n *narrowing) slimComponents() {
+	refs := map[int32][]int32{}
+	for _, list := range n.got {
+		for _, c := range list {
+			scanRefs(c.raw, func(ref string) {
+				if k, ok := n.refKey(ref); ok {
+					if id, ok := n.ids[k.String()]; ok {
+						refs[c.id] = append(refs[c.id], id)
+					}
+				}
+			})
+		}
+	}
+	keep := map[int32]bool{}
+	todo := slices.Clone(n.roots)
+	for _, name := range n.schemes {
+		for _, k := range []compKey{{"components", "securitySchemes", name}, {"", "securityDefinitions", name}} {
+			if id, ok := n.ids[k.String()]; ok {
+				todo = append(todo, id)
+			}
+		}
+	}
+	for _, list := range n.got {
+		for _, c := range list {
+			if n.want == nil {
+				todo = append(todo, c.id) // every operation: every component
+			}
+		}
+	}
+	for len(todo) > 0 {
+		id := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if !keep[id] {
+			keep[id] = true
+			todo = append(todo, refs[id]...)
+		}
+	}
+	for at, list := range n.got {
+		for i := range list {
+			list[i].kept = keep[list[i].id]
+		}
+		n.got[at] = list
+	}
+}
+
 // write writes the narrowed document.
 func (n *narrowing) write() ([]byte, error) {
 	var top []member
@@ -543,8 +609,17 @@ func (n *narrowing) write() ([]byte, error) {
 	var components []member
 	for _, id := range n.order {
 		group, section, _ := strings.Cut(id, "/")
+		var kept []member
+		for _, c := range n.got[id] {
+			if c.kept {
+				kept = append(kept, member{c.name, c.raw})
+			}
+		}
+		if len(kept) == 0 {
+			continue
+		}
 		var b bytes.Buffer
-		writeObject(&b, n.got[id])
+		writeObject(&b, kept)
 		if group == "" {
 			top = append(top, member{section, b.Bytes()})
 		} else {

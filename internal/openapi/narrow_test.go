@@ -225,3 +225,41 @@ func TestRefKey(t *testing.T) {
 	}
 	require.Equal(t, "#/components/schemas", n.bad, "the first reference it cannot follow")
 }
+
+// TestNarrowSlims: what is kept is kept without examples, external docs
+// and the prose of schemas, which nothing reads; names that look like
+// those keywords, values, parameters' and responses' descriptions and
+// operations' summaries stay, and so do a Swagger 2.0 document's
+// extensions.
+func TestNarrowSlims(t *testing.T) {
+	src, err := ReadBytes([]byte(`{"openapi": "3.0.3", "info": {"title": "T", "version": "1", "description": "kept"},
+		"paths": {"/a": {"get": {"operationId": "a", "summary": "Get an a.", "externalDocs": {"url": "https://docs.example"},
+			"parameters": [{"name": "q", "in": "query", "description": "the query", "example": "x", "schema": {"type": "string", "description": "prose", "example": "y"}}],
+			"responses": {"200": {"description": "an a", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/A"},
+				"examples": {"one": {"$ref": "#/components/examples/One"}}}}}}}}},
+		"components": {"examples": {"One": {"value": {"$ref": "#/components/schemas/B"}}},
+			"schemas": {"A": {"type": "object", "description": "An a.", "x-expandable": ["b"], "example": {"description": "x"},
+				"properties": {"description": {"type": "string", "default": "example", "enum": ["example", "description"]},
+					"example": {"$ref": "#/components/schemas/C", "description": "see C"}}},
+				"B": {"type": "string"}, "C": {"type": "integer", "description": "A c."}}}}`))
+	require.NoError(t, err)
+	out, err := src.Narrow([]string{"a"})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"openapi": "3.0.3", "info": {"title": "T", "version": "1", "description": "kept"},
+		"paths": {"/a": {"get": {"operationId": "a", "summary": "Get an a.",
+			"parameters": [{"name": "q", "in": "query", "description": "the query", "schema": {"type": "string"}}],
+			"responses": {"200": {"description": "an a", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/A"}}}}}}}},
+		"components": {"schemas": {"A": {"type": "object",
+			"properties": {"description": {"type": "string", "default": "example", "enum": ["example", "description"]},
+				"example": {"$ref": "#/components/schemas/C"}}},
+			"C": {"type": "integer"}}}}`, string(out))
+
+	src, err = ReadBytes([]byte(`{"swagger": "2.0", "info": {"title": "T", "version": "1"},
+		"paths": {"/a": {"get": {"operationId": "a", "responses": {"200": {"description": "an a", "schema": {"$ref": "#/definitions/A"}, "examples": {"application/json": {}}}}}}},
+		"definitions": {"A": {"type": "object", "x-nullable": true, "description": "An a."}}}`))
+	require.NoError(t, err)
+	out, err = src.Narrow([]string{"a"})
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"definitions":{"A":{"type":"object","x-nullable":true}}`)
+	require.NotContains(t, string(out), `"examples"`)
+}

@@ -15,7 +15,7 @@
 //
 // Both need the apiKey security scheme (the document's own security);
 // Unused, FillerN, FillerParamN and the oauth scheme belong to nothing
-// they call.
+// they call, and WidgetExample is an example of their answer.
 package openapitest
 
 import (
@@ -34,7 +34,8 @@ var (
 		"schemas/Widget", "schemas/Owner", "schemas/Address", "schemas/Country", "schemas/NewWidget",
 		"schemas/WidgetKind", "securitySchemes/apiKey"}
 	// Unneeded are components the document has that the two do not need.
-	Unneeded = []string{"schemas/Unused", "schemas/Filler1", "parameters/FillerParam1", "securitySchemes/oauth"}
+	// (An example is needed by nothing: narrowing leaves examples out.)
+	Unneeded = []string{"schemas/Unused", "schemas/Filler1", "parameters/FillerParam1", "securitySchemes/oauth", "examples/WidgetExample"}
 )
 
 const head = `{"openapi":"3.0.3","info":{"title":"Widgets","version":"1"},"servers":[{"url":"/api"}],` +
@@ -46,7 +47,8 @@ const head = `{"openapi":"3.0.3","info":{"title":"Widgets","version":"1"},"serve
 	`"get":{"operationId":"listWidgets","responses":{"200":{"description":"widgets","content":{"application/json":{"schema":{"type":"array","items":{"$ref":"#/components/schemas/Unused"}}}}}}}}`
 
 const components = `"components":{"parameters":{"WidgetId":{"name":"widgetId","in":"path","required":true,"schema":{"type":"integer","minimum":1}}%s},` +
-	`"responses":{"WidgetResponse":{"description":"a widget","content":{"application/json":{"schema":{"$ref":"#/components/schemas/Widget"}}}}},` +
+	`"responses":{"WidgetResponse":{"description":"a widget","content":{"application/json":{"schema":{"$ref":"#/components/schemas/Widget"},"examples":{"one":{"$ref":"#/components/examples/WidgetExample"}}}}}},` +
+	`"examples":{"WidgetExample":{"value":{"id":1,"name":"sprocket","owner":{"name":"Ada"}}}},` +
 	`"requestBodies":{"NewWidget":{"required":true,"content":{"application/json":{"schema":{"$ref":"#/components/schemas/NewWidget"}}}}},` +
 	`"securitySchemes":{"apiKey":{"type":"apiKey","in":"header","name":"X-Api-Key"},"oauth":{"type":"oauth2","flows":{"implicit":{"authorizationUrl":"https://auth.example/a","scopes":{}}}}},` +
 	`"schemas":{` +
