@@ -3,8 +3,10 @@ package tools
 import (
 	"bytes"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -44,10 +46,16 @@ const (
 	EnvOpenAPIMaxSpecBytes = "AGENTFLOW_OPENAPI_MAX_SPEC_BYTES"
 	MaxOpenAPISpecBytes    = 1 << 30
 	// maxPinnedSpec bounds the document pinned in the tool's config, once
-	// narrowed to the granted operations. The config travels with the
-	// agent's version, into each turn's LoadAgent result: keep it well
-	// under Temporal's payload limits.
-	maxPinnedSpec = 256 << 10
+	// narrowed to the granted operations, as it is stored: the config
+	// travels with the agent's version, into each turn's LoadAgent
+	// result, so keep it well under Temporal's payload limits. A pinned
+	// document larger than pinInlineBytes is stored gzip-compressed
+	// (spec_gzip): Stripe's operations each narrow to some 300 KB of
+	// schemas, which compress to a tenth of that.
+	maxPinnedSpec  = 256 << 10
+	pinInlineBytes = 64 << 10
+	// maxUnzippedSpec bounds a pinned document once uncompressed.
+	maxUnzippedSpec = 16 << 20
 )
 
 // openapiDescription is the kind's description; Resolve replaces it with
@@ -95,6 +103,9 @@ type openapiConfig struct {
 	// here, narrowed to Operations.
 	Spec    json.RawMessage `json:"spec,omitempty"`
 	SpecURL string          `json:"spec_url,omitempty"`
+	// SpecGzip is, instead of Spec, a document Resolve pinned
+	// compressed (base64 in JSON); catalogs do not write it.
+	SpecGzip []byte `json:"spec_gzip,omitempty"`
 	// OpenAPIURL, instead of either, lets each call name its document.
 	OpenAPIURL   *urlDocuments          `json:"openapi_url,omitempty"`
 	Server       string                 `json:"server,omitempty"`
@@ -187,7 +198,7 @@ func decodeOpenAPIConfig(raw json.RawMessage) (openapiConfig, error) {
 	bad := func(format string, args ...any) (openapiConfig, error) {
 		return cfg, agent.Errorf(agent.CodeInvalid, "openapi_action config: "+format, args...)
 	}
-	hasSpec := len(bytes.TrimSpace(cfg.Spec)) > 0 && string(bytes.TrimSpace(cfg.Spec)) != "null"
+	hasSpec := len(bytes.TrimSpace(cfg.Spec)) > 0 && string(bytes.TrimSpace(cfg.Spec)) != "null" || len(cfg.SpecGzip) > 0
 	sources := 0
 	for _, given := range []bool{hasSpec, cfg.SpecURL != "", cfg.OpenAPIURL != nil} {
 		if given {
@@ -349,7 +360,11 @@ func buildOpenAPI(spec agent.Tool, deps Deps) (Tool, error) {
 	if cfg.SpecURL != "" {
 		return t, nil // fetched when the catalog is applied (Resolve)
 	}
-	src, err := openapi.ReadBytes(normalizeSpec(cfg.Spec))
+	data, err := pinnedSpec(cfg)
+	var src *openapi.Source
+	if err == nil {
+		src, err = openapi.ReadBytes(data)
+	}
 	if err == nil {
 		t.doc, t.base, err = loadOpenAPI(context.Background(), cfg, src, nil)
 	}
@@ -413,6 +428,31 @@ func grantedByMethod(cfg openapiConfig, outline []openapi.OperationInfo) ([]stri
 	return cfg.Operations, nil // one the document lacks is named when it is narrowed
 }
 
+// pinnedSpec is the config's document: inline, or pinned compressed.
+func pinnedSpec(cfg openapiConfig) ([]byte, error) {
+	if len(cfg.SpecGzip) == 0 {
+		return normalizeSpec(cfg.Spec), nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(cfg.SpecGzip))
+	if err != nil {
+		return nil, fmt.Errorf("spec_gzip: %w", err)
+	}
+	data, err := readLimited(zr, maxUnzippedSpec)
+	if err != nil {
+		return nil, fmt.Errorf("spec_gzip: %w", err)
+	}
+	return data, nil
+}
+
+// gzipped is data compressed.
+func gzipped(data []byte) []byte {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	_, _ = zw.Write(data) // into memory: no error
+	_ = zw.Close()
+	return b.Bytes()
+}
+
 // normalizeSpec reads `openapi: 3.1` of an inline YAML document, which
 // YAML makes a number, as the string it stands for.
 func normalizeSpec(spec json.RawMessage) json.RawMessage {
@@ -465,8 +505,14 @@ func resolveOpenAPI(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]age
 			return nil, err
 		}
 		from, _ = url.Parse(cfg.SpecURL) // checked by decodeOpenAPIConfig
-	} else if src, err = openapi.ReadBytes(normalizeSpec(cfg.Spec)); err != nil {
-		return nil, agent.WithCode(agent.CodeInvalid, fmt.Errorf("%s: %w", what, err))
+	} else {
+		data, err := pinnedSpec(cfg)
+		if err == nil {
+			src, err = openapi.ReadBytes(data)
+		}
+		if err != nil {
+			return nil, agent.WithCode(agent.CodeInvalid, fmt.Errorf("%s: %w", what, err))
+		}
 	}
 	doc, base, err := loadOpenAPI(ctx, cfg, src, from)
 	if err != nil {
@@ -479,10 +525,14 @@ func resolveOpenAPI(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]age
 	if err != nil {
 		return nil, err
 	}
-	if len(pinned) > maxPinnedSpec {
-		return nil, agent.Errorf(agent.CodeInvalid, "%s: the document is %d bytes once narrowed to the granted operations; the limit is %d: grant fewer with operations", what, len(pinned), maxPinnedSpec)
+	cfg.Spec, cfg.SpecGzip, cfg.SpecURL, cfg.Server = pinned, nil, "", base.String()
+	if len(pinned) > pinInlineBytes {
+		cfg.Spec, cfg.SpecGzip = nil, gzipped(pinned)
+		if stored := base64.StdEncoding.EncodedLen(len(cfg.SpecGzip)); stored > maxPinnedSpec {
+			return nil, agent.Errorf(agent.CodeInvalid, "%s: the document is %d bytes once narrowed to the granted operations, %d as pinned (compressed); the limit is %d: grant fewer with operations, or let calls name the document (openapi_url)",
+				what, len(pinned), stored, maxPinnedSpec)
+		}
 	}
-	cfg.Spec, cfg.SpecURL, cfg.Server = pinned, "", base.String()
 	out := spec
 	if out.Config, err = json.Marshal(cfg); err != nil {
 		return nil, fmt.Errorf("encode the config: %w", err)

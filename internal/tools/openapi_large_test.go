@@ -3,7 +3,10 @@ package tools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -246,4 +249,65 @@ func TestOpenAPISpecLimit(t *testing.T) {
 			require.EqualError(t, err, tt.want)
 		})
 	}
+}
+
+// bigSchemaDoc is a document whose one operation answers with a schema of
+// n properties, each named by name(i) and one of a few values.
+func bigSchemaDoc(n int, name func(int) string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"openapi": "3.0.3", "info": {"title": "Big", "version": "1"}, "paths": {"/big": {"get": {"operationId": "getBig",
+		"responses": {"200": {"description": "big", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Big"}}}}}}}},
+		"components": {"schemas": {"Big": {"type": "object", "properties": {`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%s": {"type": "string", "enum": ["pending", "active", "cancelled", "refunded"], "maxLength": 5000}`, name(i))
+	}
+	b.WriteString(`}}}}}`)
+	return []byte(b.String())
+}
+
+// TestOpenAPIPinnedCompressed: a document that narrows to more than
+// 64 KiB is pinned compressed and called as any other; one too large
+// even so is refused, saying what to do.
+func TestOpenAPIPinnedCompressed(t *testing.T) {
+	big := bigSchemaDoc(4000, func(i int) string { return fmt.Sprintf("field_%d", i) })
+	random := bigSchemaDoc(12000, func(i int) string {
+		sum := sha256.Sum256([]byte{byte(i), byte(i >> 8)})
+		return hex.EncodeToString(sum[:])
+	})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"field_7": "active"}`))
+	}))
+	t.Cleanup(api.Close)
+	p, err := egress.ParsePolicy([]string{strings.TrimPrefix(api.URL, "http://")})
+	require.NoError(t, err)
+	p.Tenant = "demo"
+	client := loopbackOpen(t).Client(p)
+
+	cfg, _ := json.Marshal(map[string]any{"spec": json.RawMessage(big), "server": api.URL})
+	spec, err := resolve(t, entry(string(cfg), ""), ResolveEnv{TenantID: "demo"})
+	require.NoError(t, err)
+	var pinned openapiConfig
+	require.NoError(t, json.Unmarshal(spec.Config, &pinned))
+	require.Empty(t, pinned.Spec)
+	require.NotEmpty(t, pinned.SpecGzip)
+	require.Less(t, len(spec.Config), len(big)/10, "pinned compressed")
+	r, err := NewRegistry(Deps{}, OpenAPIAction())
+	require.NoError(t, err)
+	out, err := r.Execute(context.Background(), spec, Call{Args: json.RawMessage(`{"operation_id": "getBig"}`), TenantID: "demo", JobID: "j", CallID: "c", HTTP: client})
+	require.NoError(t, err)
+	require.Equal(t, "getBig answered 200 OK: an object of 1 field.", out.Text)
+
+	cfg, _ = json.Marshal(map[string]any{"spec": json.RawMessage(random), "server": api.URL})
+	_, err = resolve(t, entry(string(cfg), ""), ResolveEnv{TenantID: "demo"})
+	require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+	require.Regexp(t, `^spec: the document is \d+ bytes once narrowed to the granted operations, \d+ as pinned \(compressed\); the limit is 262144: `+
+		`grant fewer with operations, or let calls name the document \(openapi_url\)$`, err.Error())
+
+	// A catalog does not write spec_gzip itself.
+	_, err = buildOpenAPI(entry(`{"spec_gzip": "dGhpcyBpcyBub3QgZ3ppcCBkYXRh"}`, ""), Deps{}.WithDefaults())
+	require.ErrorContains(t, err, "openapi_action config: spec: spec_gzip: gzip: invalid header")
 }
