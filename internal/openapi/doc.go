@@ -12,9 +12,11 @@
 // compressed JSON (a Source); Source.Narrow walks it twice with a
 // streaming decoder — the first pass finds the operations wanted and what
 // every component refers to, the second copies the components they need,
-// transitively — and returns a small document of its own; Outline lists a
-// source's operations. Memory while narrowing grows with the number of
-// components (about a hundred bytes each), not with their size.
+// transitively — and returns a small document of its own, without the
+// examples, external docs and schema prose that no check reads (slim.go);
+// Outline lists a source's operations. Memory while narrowing grows with
+// the number of components (about a hundred bytes each), not with their
+// size.
 //
 // Load reads a document (JSON or YAML), refuses references to other files
 // or URLs (a pinned document must stand alone), validates it, and indexes
