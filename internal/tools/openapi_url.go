@@ -341,7 +341,8 @@ func (d *OpenAPIDocuments) operation(ctx context.Context, f *fetchedDocument, id
 		return doc, nil
 	}
 	v, err, _ := d.flights.Do("load\x00"+key, func() (any, error) {
-		doc, err := openapi.LoadOperations(ctx, f.src, []string{id})
+		// For every call waiting, as a fetch is.
+		doc, err := openapi.LoadOperations(context.WithoutCancel(ctx), f.src, []string{id})
 		if err != nil {
 			return nil, err
 		}
