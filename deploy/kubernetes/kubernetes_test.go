@@ -461,7 +461,11 @@ func checkObjects(t *testing.T, objs []object) {
 				continue
 			}
 			temporal = true
-			require.Equal(t, contract.TaskQueue, tr.Metadata["taskQueue"])
+			queue := contract.TaskQueue
+			if q, ok := wkEnv["AGENTFLOW_TASK_QUEUE"]; ok {
+				queue = q.value
+			}
+			require.Equal(t, queue, tr.Metadata["taskQueue"], "the scaler watches the workers' task queue")
 			for k, v := range tr.Metadata {
 				if strings.HasSuffix(k, "FromEnv") {
 					require.Contains(t, wkEnv, v, "trigger parameter %s reads the worker's %s", k, v)
