@@ -72,7 +72,7 @@ func TestInStepWithCompose(t *testing.T) {
 		env := clusterRoles[role]
 		for _, svc := range services {
 			for k, v := range compose.Services[svc].Environment {
-				require.Contains(t, env, k, "%s, set in compose's %s, is set for the %s pods", k, svc, role)
+				require.True(t, has(env, k), "%s, set in compose's %s, is set for the %s pods", k, svc, role)
 				if strings.HasSuffix(k, "_ADDR") && k != "AGENTFLOW_TEMPORAL_HTTP_ADDR" {
 					// A process's own listeners: the same ports, on every interface.
 					require.Equal(t, listen(t, v), listen(t, env[k].value), "%s of the %s role", k, role)
@@ -86,7 +86,7 @@ func TestInStepWithCompose(t *testing.T) {
 		}
 	}
 	for k := range clusterOnly {
-		require.Contains(t, clusterRoles["worker"], k, "clusterOnly names a setting the workers get")
+		require.True(t, has(clusterRoles["worker"], k), "clusterOnly names %s, a setting the workers get", k)
 	}
 
 	// One policy for every process, as in compose: the same ConfigMap's.
