@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -156,4 +158,22 @@ agents:
 	cat, err = resolve("never", "policy_policy_check", "http://127.0.0.1:1/mcp", true)
 	require.NoError(t, err)
 	require.Nil(t, cat.Tenants[0].Agents[0].Guardrails[0].Tool.Spec)
+}
+
+// TestREADMEToolGuard: the README's tool guard example is a catalog the
+// loader takes, its guard left to be pinned when the MCP entry is
+// resolved.
+func TestREADMEToolGuard(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, after, ok := strings.Cut(string(readme), "A `tool` guardrail asks")
+	require.True(t, ok, "the README shows a tool guard")
+	_, block, ok := strings.Cut(after, "```yaml\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	cat, err := Parse(testKinds(t), "README.md", []byte(block))
+	require.NoError(t, err)
+	g := cat.Tenants[0].Agents[0].Guardrails[0].Tool
+	require.Equal(t, "compliance_policy_check", g.Name)
+	require.Nil(t, g.Spec, "pinned when the entry is resolved")
 }
