@@ -234,17 +234,6 @@ func (g *HTTPGuard) validate() error {
 	return g.GuardCall.validate()
 }
 
-// ToolGuards returns the agent's tool guards, in the chain's order.
-func (a Agent) ToolGuards() []ToolGuard {
-	var out []ToolGuard
-	for _, g := range a.Guardrails {
-		if g.Tool != nil {
-			out = append(out, *g.Tool)
-		}
-	}
-	return out
-}
-
 // HTTPGuards returns the agent's HTTP guards, in the chain's order.
 func (a Agent) HTTPGuards() []HTTPGuard {
 	var out []HTTPGuard
