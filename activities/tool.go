@@ -146,40 +146,14 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	if n := len(in.Call.Arguments); n > agent.MaxToolArgumentBytes {
 		return agent.Message{Content: fmt.Sprintf("the arguments are %d bytes; the limit is %d", n, agent.MaxToolArgumentBytes)}, agent.ToolError, ""
 	}
-	call, err := a.call(ctx, ag, in, progress)
+	call, err := a.call(ctx, ag, in, progress.Report, progress.Emit)
 	if err != nil {
 		return agent.Message{Content: err.Error()}, "", ""
 	}
-	pii, err := a.piiPolicy(ctx, in.TenantID)
-	if err != nil {
-		return agent.Message{Content: err.Error()}, "", ""
+	out, err, rerr := a.runTool(ctx, spec, in, call, progress.Report)
+	if rerr != nil {
+		return agent.Message{Content: rerr.Error()}, "", ""
 	}
-	scope := redact.Scope(in.SessionID, in.JobID)
-	if slices.Contains(pii.Config.Reveal, spec.Entry()) || slices.Contains(pii.Config.Reveal, spec.Name) {
-		// The tool the tenant allows gets the values behind placeholders;
-		// the span, the events and the history keep the placeholders.
-		args, err := a.vault.Reveal(ctx, in.TenantID, scope, string(call.Args))
-		if err != nil {
-			return agent.Message{Content: err.Error()}, "", ""
-		}
-		call.Args = json.RawMessage(args)
-	}
-	permit, err := a.admitTool(ctx, spec, in, progress.Report)
-	if err != nil {
-		return agent.Message{Content: err.Error()}, "", ""
-	}
-	defer permit.Done(ctx, nil)
-	spanCtx, span := a.startToolSpan(ctx, in, spec)
-	out, err := a.tools.Execute(spanCtx, spec, call)
-	if err == nil {
-		// What the tool found is redacted before the model, the stored
-		// step or the span reads it.
-		if rerr := a.redactOutput(ctx, pii, in.TenantID, scope, &out); rerr != nil {
-			a.endToolSpan(span, tools.Output{}, rerr)
-			return agent.Message{Content: rerr.Error()}, "", ""
-		}
-	}
-	a.endToolSpan(span, out, err)
 	var failed *pipeline.StepError
 	step := ""
 	if errors.As(err, &failed) {
@@ -206,6 +180,47 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 		a.log(ctx).Warn("tool call failed", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID), zap.Error(err))
 		return agent.Message{Content: err.Error()}, "", step
 	}
+}
+
+// runTool runs a call of spec through the tool runtime, as every call of
+// a tool runs whoever makes it (the model, a tool guard): the values
+// behind PII placeholders for the tools the tenant reveals them to, the
+// entry's rate limit (waits reported through report), the call's span,
+// the tool registry (Execute: the tenant's egress client, its secrets,
+// MCP sessions) and the tenant's PII redaction of what the tool returns,
+// before the model, the stored step or the span reads it. toolErr is the
+// tool's failure, for the caller to classify; err the runtime's (worth
+// retrying).
+func (a *Activities) runTool(ctx context.Context, spec agent.Tool, in contract.ExecuteToolInput, call tools.Call, report func(string)) (out tools.Output, toolErr, err error) {
+	pii, err := a.piiPolicy(ctx, in.TenantID)
+	if err != nil {
+		return tools.Output{}, nil, err
+	}
+	scope := redact.Scope(in.SessionID, in.JobID)
+	if slices.Contains(pii.Config.Reveal, spec.Entry()) || slices.Contains(pii.Config.Reveal, spec.Name) {
+		// The tool the tenant allows gets the values behind placeholders;
+		// the span, the events and the history keep the placeholders.
+		args, err := a.vault.Reveal(ctx, in.TenantID, scope, string(call.Args))
+		if err != nil {
+			return tools.Output{}, nil, err
+		}
+		call.Args = json.RawMessage(args)
+	}
+	permit, err := a.admitTool(ctx, spec, in, report)
+	if err != nil {
+		return tools.Output{}, nil, err
+	}
+	defer permit.Done(ctx, nil)
+	spanCtx, span := a.startToolSpan(ctx, in, spec)
+	out, toolErr = a.tools.Execute(spanCtx, spec, call)
+	if toolErr == nil {
+		if err := a.redactOutput(ctx, pii, in.TenantID, scope, &out); err != nil {
+			a.endToolSpan(span, tools.Output{}, err)
+			return tools.Output{}, nil, err
+		}
+	}
+	a.endToolSpan(span, out, toolErr)
+	return out, toolErr, nil
 }
 
 // notGranted says which tools the agent has, by toolkit, for a call of
@@ -238,8 +253,9 @@ func notGranted(ag agent.Agent, name string) string {
 }
 
 // call is what the runtime offers one call of agent ag for its tenant:
-// progress and custom events go to the turn through progress.
-func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress *eventlog.Progress) (tools.Call, error) {
+// progress and custom events go to the turn through report and emit (nil:
+// dropped).
+func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, report func(string), emit func(agent.CustomEvent) error) (tools.Call, error) {
 	snap, err := a.routes.Routing(ctx, in.TenantID)
 	if err != nil {
 		return tools.Call{}, fmt.Errorf("load tenant %q: %w", in.TenantID, err)
@@ -258,8 +274,8 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 			return data, err
 		},
 		Cache:    toolCache{a: a, tenantID: in.TenantID},
-		Progress: progress.Report,
-		Emit:     progress.Emit,
+		Progress: report,
+		Emit:     emit,
 		Granted: func(name string) bool {
 			_, ok := ag.Tool(name)
 			return ok
