@@ -68,28 +68,7 @@ func (g *ModerationGuard) validate() error {
 			return fmt.Errorf("model: %s", err.Error())
 		}
 	}
-	for i, s := range g.On {
-		if s != GuardInput && s != GuardOutput {
-			return fmt.Errorf("on[%d] %q: want input or output", i, s)
-		}
-	}
-	switch g.Fail {
-	case "", GuardFailClosed, GuardFailOpen:
-	default:
-		return fmt.Errorf("fail %q: want closed or open", g.Fail)
-	}
-	return nil
-}
-
-// ModerationGuards returns the agent's moderation guards, in order.
-func (a Agent) ModerationGuards() []ModerationGuard {
-	var out []ModerationGuard
-	for _, g := range a.Guardrails {
-		if g.Moderation != nil {
-			out = append(out, *g.Moderation)
-		}
-	}
-	return out
+	return validStages(g.On, g.Fail)
 }
 
 // ToolLimits bounds how many tool calls a turn makes, in all and per
@@ -213,15 +192,21 @@ func (g *GuardCall) validate() error {
 	if g.TimeoutMS < 0 || g.TimeoutMS > 30000 {
 		return fmt.Errorf("timeout_ms is %d; want 1 to 30000", g.TimeoutMS)
 	}
-	for i, s := range g.On {
+	return validStages(g.On, g.Fail)
+}
+
+// validStages checks the stages a guard reads and what its failure means,
+// as every guard that calls out (HTTP, tool, moderation) takes them.
+func validStages(on []string, fail string) error {
+	for i, s := range on {
 		if s != GuardInput && s != GuardOutput {
 			return fmt.Errorf("on[%d] %q: want input or output", i, s)
 		}
 	}
-	switch g.Fail {
+	switch fail {
 	case "", GuardFailClosed, GuardFailOpen:
 	default:
-		return fmt.Errorf("fail %q: want closed or open", g.Fail)
+		return fmt.Errorf("fail %q: want closed or open", fail)
 	}
 	return nil
 }
@@ -232,17 +217,6 @@ func (g *HTTPGuard) validate() error {
 		return fmt.Errorf("url %q: want an http(s) URL", g.URL)
 	}
 	return g.GuardCall.validate()
-}
-
-// HTTPGuards returns the agent's HTTP guards, in the chain's order.
-func (a Agent) HTTPGuards() []HTTPGuard {
-	var out []HTTPGuard
-	for _, g := range a.Guardrails {
-		if g.HTTP != nil {
-			out = append(out, *g.HTTP)
-		}
-	}
-	return out
 }
 
 // InjectionGuard screens tool outputs (fetched pages, API answers, files)
