@@ -145,12 +145,14 @@ type Config struct {
 	JQMemory   int64
 	JQPrograms int
 	// SecretGrants are the secret references each tenant's catalog may
-	// name (secrets.ParseGrants): the worker's environment holds every
-	// tenant's secrets and the platform's, so the operator says whose are
-	// whose. The platform's own variables are no tenant's whatever they
+	// name (secrets.ParseGrants): the worker's environment and mounted
+	// files hold every tenant's secrets and the platform's, so the
+	// operator says whose are whose. The platform's own variables, and
+	// the files under /proc, /sys and /dev, are no tenant's whatever they
 	// say. Env AGENTFLOW_SECRETS, `<tenant>=<ref>[+<ref>…],…` with * for
-	// every tenant and refs ending in * as prefixes; default none: no
-	// tenant may name a secret.
+	// every tenant and refs ending in * as prefixes (env:ACME_*,
+	// file:/var/run/secrets/acme/*); default none: no tenant may name a
+	// secret.
 	SecretGrants secrets.Grants
 	// VaultKey seals the values behind tenants' PII placeholders and keys
 	// their PII hashes (internal/guard). Env AGENTFLOW_VAULT_KEY: 32 bytes

@@ -334,13 +334,15 @@ func (s *Server) newWorker() error {
 	if err != nil {
 		return fmt.Errorf("model providers: %w", err)
 	}
-	// The worker's environment holds the secrets catalogs name (env:NAME);
-	// tools get them through this resolver, at call time only, and only
-	// those the operator granted the call's tenant (AGENTFLOW_SECRETS). Stdio MCP
-	// servers get a few harmless variables of it, never the whole.
+	// The worker's environment and mounted files hold the secrets catalogs
+	// name (env:NAME, file:/path); tools get them through this resolver, at
+	// call time only, and only those the operator granted the call's
+	// tenant (AGENTFLOW_SECRETS). Stdio MCP servers get a few harmless
+	// variables of the environment, never the whole.
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
+	resolver := secrets.Schemes{secrets.SchemeEnv: secrets.NewEnv(os.LookupEnv), secrets.SchemeFile: secrets.Files{}}
 	s.tools, err = tools.NewRegistry(tools.Deps{
-		Logger: s.logger, Secrets: secrets.Scoped(secrets.NewEnv(os.LookupEnv), s.cfg.SecretGrants), SecretGrants: &s.cfg.SecretGrants,
+		Logger: s.logger, Secrets: secrets.Scoped(resolver, s.cfg.SecretGrants), SecretGrants: &s.cfg.SecretGrants,
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		JQ: jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
