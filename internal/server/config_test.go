@@ -1,7 +1,10 @@
 package server
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,4 +284,24 @@ func TestConfigFromEnvOIDC(t *testing.T) {
 	t.Setenv("AGENTFLOW_OIDC_ISSUER", "")
 	_, err = ConfigFromEnv()
 	require.ErrorContains(t, err, "is set but AGENTFLOW_OIDC_ISSUER is not")
+}
+
+// TestReadmeOIDCExample: the OIDC settings the README shows for Keycloak
+// are read as it says.
+func TestReadmeOIDCExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(data), "```sh\nAGENTFLOW_OIDC_ISSUER=")
+	require.True(t, ok, "the README has the example")
+	block, _, _ = strings.Cut("AGENTFLOW_OIDC_ISSUER="+block, "```")
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		name, value, ok := strings.Cut(line, "=")
+		require.True(t, ok, line)
+		t.Setenv(name, strings.Trim(value, "'"))
+	}
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.NoError(t, c.OIDC.Validate())
+	require.Equal(t, oidcauth.Claims{Tenant: "tenant", Roles: "realm_access.roles", Name: "preferred_username"}, c.OIDC.Claims)
+	require.Equal(t, "*=user,agentflow-admin=admin+approver,agentflow-approver=approver", c.OIDC.Roles.String())
 }
