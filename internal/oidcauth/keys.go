@@ -89,10 +89,18 @@ func (ks *keySet) verify(ctx context.Context, raw string) ([]byte, *Error) {
 	}
 	kid := jws.Signatures[0].Header.KeyID
 	keys, stale := ks.lookup(kid)
-	if len(keys) == 0 || stale {
-		if err := ks.refresh(ctx, kid); err != nil && len(keys) == 0 {
+	switch {
+	case len(keys) == 0:
+		if err := ks.refresh(ctx, kid); err != nil {
 			return nil, &Error{Reason: KeysUnavailable, Err: err}
 		}
+		keys, _ = ks.lookup(kid)
+	case stale && ks.fetching.TryLock():
+		// Old keys: fetch them again, unless a fetch is under way, which
+		// a token whose key is held need not wait for. A failure keeps
+		// the keys, and Health says so.
+		_ = ks.refreshLocked(ctx, "")
+		ks.fetching.Unlock()
 		keys, _ = ks.lookup(kid)
 	}
 	if len(keys) == 0 {
@@ -128,6 +136,11 @@ func (ks *keySet) lookup(kid string) (keys []jose.JSONWebKey, stale bool) {
 func (ks *keySet) refresh(ctx context.Context, kid string) error {
 	ks.fetching.Lock()
 	defer ks.fetching.Unlock()
+	return ks.refreshLocked(ctx, kid)
+}
+
+// refreshLocked is refresh with fetching held.
+func (ks *keySet) refreshLocked(ctx context.Context, kid string) error {
 	ks.mu.Lock()
 	tried, lastErr := ks.tried, ks.lastErr
 	ks.mu.Unlock()
