@@ -91,7 +91,7 @@
 // # Secrets
 //
 // A kind never reads the environment: its config names secrets by
-// reference (`env:NAME`), always in fields called "secret", at any depth
+// reference (`env:NAME`, `file:/path`), always in fields called "secret", at any depth
 // (a pipeline's credentials, an API's auth, an MCP server's headers and
 // env). SecretRefs finds them by that name alone, so the catalog checks
 // every kind's references against what the operator granted the tenant
