@@ -3,6 +3,8 @@ package tools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,7 +122,21 @@ func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
 		}
 		creds = append(creds, c.outbound())
 	}
-	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps, creds: creds, approval: spec.Approval}, nil
+	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps, creds: creds, approval: spec.Approval,
+		cacheScope: credentialScope(creds)}, nil
+}
+
+// credentialScope names what a pipeline's result depends on beside the
+// pipeline: the credentials its requests carry (their hosts, places and
+// secret references, never the values). Two tools of a tenant share a
+// cached result only when they send the same credentials.
+func credentialScope(creds []egress.Credential) string {
+	if len(creds) == 0 {
+		return "none"
+	}
+	data, _ := json.Marshal(creds) // plain strings: cannot fail
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
 
 type pipelineTool struct {
@@ -131,6 +147,9 @@ type pipelineTool struct {
 	// approval is the tool's policy: a composite promoted from its runs
 	// keeps it.
 	approval string
+	// cacheScope keys the tenant's cache by the tool's credentials
+	// (credentialScope).
+	cacheScope string
 }
 
 func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
@@ -148,7 +167,7 @@ func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
 // run runs a decoded pipeline: from the tenant's cache when it holds the
 // result, else with the tenant's egress, credentials and data.
 func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) (Output, error) {
-	key := "execute_pipeline:" + pipeline.Key(p)
+	key := "execute_pipeline:" + t.cacheScope + ":" + pipeline.Key(p)
 	if t.ttl > 0 {
 		if out, ok, err := call.Cache.Get(ctx, key); err == nil && ok {
 			return out, nil
