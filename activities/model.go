@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -416,9 +417,23 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		ReasoningBudget: ag.Thinking.Budget(),
 		ReasoningEffort: ag.Thinking.EffortLevel(),
 		// A message's images and files are sent by their bytes, read from
-		// the tenant's blobs: a ref of another tenant's is not found.
+		// the tenant's blobs: a ref of another tenant's is not found; one
+		// larger than a model is sent is refused before it is read.
 		Media: func(ctx context.Context, ref string) ([]byte, string, error) {
-			return a.store.TenantBlob(ctx, in.TenantID, ref)
+			b, err := a.store.OpenTenantBlob(ctx, in.TenantID, ref)
+			if err != nil {
+				return nil, "", err
+			}
+			defer b.Close()
+			info := b.Info()
+			if info.Size > llm.MaxMediaBytes {
+				return nil, "", agent.Errorf(agent.CodeInvalid, "%s is %d bytes; a model is sent at most %d", ref, info.Size, llm.MaxMediaBytes)
+			}
+			data := make([]byte, info.Size)
+			if _, err := io.ReadFull(b, data); err != nil {
+				return nil, "", fmt.Errorf("read %s: %w", ref, err)
+			}
+			return data, info.ContentType, nil
 		},
 	}
 	if schema := outputSchema(ag, in); schema != nil {
