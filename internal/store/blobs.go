@@ -299,15 +299,13 @@ func (c *chunkSource) read() bool {
 	if c.eof || c.err != nil {
 		return false
 	}
-	n, err := io.ReadFull(c.r, c.buf)
+	n, err := fill(c.r, c.buf)
 	switch {
-	case errors.Is(err, io.EOF):
+	case err == io.EOF: //nolint:errorlint // io.EOF is the end, never wrapped; an io.ErrUnexpectedEOF of r is a failure
 		c.eof = true
-		if c.seq >= 0 {
+		if n == 0 && c.seq >= 0 {
 			return false
 		}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		c.eof = true
 	case err != nil:
 		c.err = fmt.Errorf("read the blob's bytes: %w", err)
 		return false
@@ -321,6 +319,21 @@ func (c *chunkSource) read() bool {
 	c.n = n
 	c.seq++
 	return true
+}
+
+// fill reads into buf until it is full or r ends: io.EOF only when r
+// said so. Unlike io.ReadFull it tells r's own io.ErrUnexpectedEOF (a
+// body cut short) from the end of the stream.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func (c *chunkSource) Next() bool {

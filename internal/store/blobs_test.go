@@ -178,6 +178,10 @@ func TestBlobStreamFailsMidway(t *testing.T) {
 	}{
 		{name: "the stream breaks", ctx: ctx, r: io.MultiReader(bytes.NewReader(data[:3*chunk+500]), iotest.ErrReader(broken)),
 			want: func(t *testing.T, err error) { require.ErrorIs(t, err, broken) }},
+		{name: "the stream is cut short", ctx: ctx, r: io.MultiReader(bytes.NewReader(data[:2*chunk+1]), iotest.ErrReader(io.ErrUnexpectedEOF)),
+			want: func(t *testing.T, err error) { require.ErrorIs(t, err, io.ErrUnexpectedEOF) }},
+		{name: "a short stream is cut short", ctx: ctx, r: io.MultiReader(bytes.NewReader(data[:100]), iotest.ErrReader(io.ErrUnexpectedEOF)),
+			want: func(t *testing.T, err error) { require.ErrorIs(t, err, io.ErrUnexpectedEOF) }},
 		{name: "past the bound", ctx: ctx, r: bytes.NewReader(data), max: 4 * chunk,
 			want: func(t *testing.T, err error) {
 				requireCode(t, err, agent.CodeInvalid)
