@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -121,4 +123,41 @@ func TestPipelineFiles(t *testing.T) {
 	// Another tenant cannot send it.
 	_, err = r.Execute(t.Context(), spec, storeCall(s, "acme", client, send))
 	require.True(t, agent.IsCode(err, agent.CodeNotFound), "%v", err)
+}
+
+func TestFileName(t *testing.T) {
+	for _, tc := range []struct{ disposition, path, want string }{
+		{`attachment; filename="report.pdf"`, "/files/x", "report.pdf"},
+		{`attachment; filename*=UTF-8''%E2%82%AC%20rates.csv`, "/x", "€ rates.csv"},
+		{`attachment; filename="../../etc/passwd"`, "/x", "passwd"},
+		{`attachment; filename="C:\\temp\\a.txt"`, "/x", "a.txt"},
+		{"", "/files/scan.pdf", "scan.pdf"},
+		{"", "/", ""},
+		{"", "", ""},
+		{`attachment; filename="a` + "\x07" + `b"`, "/x", ""},
+		{`attachment; filename="` + strings.Repeat("n", 256) + `"`, "/x", ""},
+		{"not a disposition;;", "/files/fallback.bin", "fallback.bin"},
+	} {
+		require.Equal(t, tc.want, fileName(tc.disposition, tc.path), "%q %q", tc.disposition, tc.path)
+	}
+}
+
+// FuzzFileName: whatever header and path a server sends, a downloaded
+// file's name is none or a short, printable last path element.
+func FuzzFileName(f *testing.F) {
+	f.Add(`attachment; filename="report.pdf"`, "/files/x")
+	f.Add(`attachment; filename*=UTF-8''%E2%82%AC.txt`, "/")
+	f.Add("inline", "/a/b/c.bin")
+	f.Add(`attachment; filename="..\\x"`, "")
+	f.Fuzz(func(t *testing.T, disposition, urlPath string) {
+		name := fileName(disposition, urlPath)
+		if name == "" {
+			return
+		}
+		require.LessOrEqual(t, len(name), maxFileName)
+		require.True(t, utf8.ValidString(name))
+		require.False(t, strings.ContainsAny(name, `/\`), "%q", name)
+		require.False(t, strings.ContainsFunc(name, unicode.IsControl), "%q", name)
+		require.NotContains(t, []string{".", ".."}, name)
+	})
 }

@@ -11,10 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -344,17 +345,30 @@ func fetch(ctx context.Context, call Call, client *http.Client, req pipeline.Req
 	return out, nil
 }
 
-// fileName is a downloaded file's name: the Content-Disposition's, else
-// the last segment of the URL's path.
+// fileName is a downloaded file's name: the last element of the
+// Content-Disposition's filename, else of the URL's path. The far side
+// chose it, and the model and the turn's clients read it: a name that is
+// not short printable text is none.
 func fileName(disposition, urlPath string) string {
-	if _, params, err := mime.ParseMediaType(disposition); err == nil && params["filename"] != "" {
-		return path.Base(params["filename"])
+	name := ""
+	if _, params, err := mime.ParseMediaType(disposition); err == nil {
+		name = params["filename"]
 	}
-	if name := path.Base(urlPath); name != "/" && name != "." {
-		return name
+	if name == "" {
+		name = urlPath
 	}
-	return ""
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	if name == "." || name == ".." || len(name) > maxFileName || !utf8.ValidString(name) ||
+		strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }) {
+		return ""
+	}
+	return name
 }
+
+// maxFileName bounds a downloaded file's name, in bytes.
+const maxFileName = 255
 
 // progressReader reports how much of a stream has gone by, every
 // progressEvery bytes.
