@@ -121,7 +121,7 @@ func (s *Store) blob(ctx context.Context, sum string) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	return r.readAll()
+	return r.readAll(0) // a result's payload, which the store wrote
 }
 
 // parseCASRef returns the hex digest of a "cas://sha256:<hex>" ref.
@@ -358,7 +358,7 @@ func (s *Store) TenantBlob(ctx context.Context, tenantID, ref string) ([]byte, s
 		return nil, "", err
 	}
 	defer r.Close()
-	data, err := r.readAll()
+	data, err := r.readAll(MaxDataBytes)
 	return data, r.info.ContentType, err
 }
 
@@ -495,11 +495,11 @@ func (r *BlobReader) Close() error {
 	return nil
 }
 
-// readAll reads the rest of the blob, refusing one larger than
-// MaxDataBytes.
-func (r *BlobReader) readAll() ([]byte, error) {
-	if r.info.Size > MaxDataBytes {
-		return nil, agent.Errorf(agent.CodeInvalid, "%s is %d bytes, more than the %d read whole; it can be read as a stream", r.info.Ref, r.info.Size, MaxDataBytes)
+// readAll reads the rest of the blob, refusing one larger than limit
+// when it is positive.
+func (r *BlobReader) readAll(limit int64) ([]byte, error) {
+	if limit > 0 && r.info.Size > limit {
+		return nil, agent.Errorf(agent.CodeInvalid, "%s is %d bytes, more than the %d read whole; it can be read as a stream", r.info.Ref, r.info.Size, limit)
 	}
 	if r.contentID == 0 && r.off == 0 && !r.closed {
 		return r.chunk, nil // a one-row blob came whole

@@ -281,3 +281,33 @@ func TestBlobStoredInOneRow(t *testing.T) {
 	require.Equal(t, br.Info(), info)
 	require.Zero(t, count(t, s, `SELECT count(*) FROM blob_chunks`))
 }
+
+// TestBlobTooLargeToReadWhole: a blob over MaxDataBytes is refused to
+// whoever would read it whole, and read as a stream.
+func TestBlobTooLargeToReadWhole(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	size := int64(store.MaxDataBytes + 1)
+	info, err := s.WriteTenantBlob(ctx, "demo", io.LimitReader(zeros{}, size), "text/csv", 0)
+	require.NoError(t, err)
+	require.Equal(t, size, info.Size)
+	_, _, err = s.TenantBlob(ctx, "demo", info.Ref)
+	requireCode(t, err, agent.CodeInvalid)
+	require.ErrorContains(t, err, "it can be read as a stream")
+	_, err = s.Data(ctx, "demo", info.Ref)
+	requireCode(t, err, agent.CodeInvalid)
+	br, err := s.OpenTenantBlob(ctx, "demo", info.Ref)
+	require.NoError(t, err)
+	defer br.Close()
+	n, err := io.Copy(io.Discard, br)
+	require.NoError(t, err)
+	require.Equal(t, size, n)
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
