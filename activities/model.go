@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -349,19 +350,20 @@ const sessionData = 5
 
 // dataNote tells the model what data it can use by reference: the
 // results of earlier process steps the request names
-// (context.previous_results) and the data of the session's latest turns.
+// (context.previous_results, each with its index, by which tools take it
+// too) and the data of the session's latest turns.
 func (a *Activities) dataNote(ctx context.Context, in contract.CallModelInput) (string, error) {
 	var lines []string
-	for _, p := range in.Context.PreviousResults {
+	for i, p := range in.Context.PreviousResults {
 		res, err := a.store.ResultByRef(ctx, in.TenantID, p.ResultRef)
 		switch {
 		case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
-			lines = append(lines, fmt.Sprintf("- %s (step %s): not found", p.ResultRef, p.NodeID))
+			lines = append(lines, fmt.Sprintf("- previous_results[%d]: %s (step %s): not found", i, p.ResultRef, p.NodeID))
 			continue
 		case err != nil:
 			return "", fmt.Errorf("load previous result %s: %w", p.ResultRef, err)
 		}
-		lines = append(lines, fmt.Sprintf("- %s (step %s): %s", p.ResultRef, p.NodeID, describePreview(res.ResultPreview, res.Output)))
+		lines = append(lines, fmt.Sprintf("- previous_results[%d]: %s (step %s): %s", i, p.ResultRef, p.NodeID, describePreview(res.ResultPreview, res.Output)))
 	}
 	if in.SessionID != "" && in.History == agent.HistoryLoad {
 		data, err := a.store.SessionData(ctx, in.TenantID, in.SessionID, sessionData)
@@ -375,7 +377,7 @@ func (a *Activities) dataNote(ctx context.Context, in contract.CallModelInput) (
 	if len(lines) == 0 {
 		return "", nil
 	}
-	return "Data you can use by reference (pass a ref as input_ref to a tool that reads data):\n" + strings.Join(lines, "\n"), nil
+	return "Data you can use by reference (pass a ref as input_ref to a tool that reads data; a previous result also by its index, as previous_results[0]):\n" + strings.Join(lines, "\n"), nil
 }
 
 // describePreview says in one line what a result_preview describes.
@@ -416,9 +418,23 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		ReasoningBudget: ag.Thinking.Budget(),
 		ReasoningEffort: ag.Thinking.EffortLevel(),
 		// A message's images and files are sent by their bytes, read from
-		// the tenant's blobs: a ref of another tenant's is not found.
+		// the tenant's blobs: a ref of another tenant's is not found; one
+		// larger than a model is sent is refused before it is read.
 		Media: func(ctx context.Context, ref string) ([]byte, string, error) {
-			return a.store.TenantBlob(ctx, in.TenantID, ref)
+			b, err := a.store.OpenTenantBlob(ctx, in.TenantID, ref)
+			if err != nil {
+				return nil, "", err
+			}
+			defer b.Close()
+			info := b.Info()
+			if info.Size > llm.MaxMediaBytes {
+				return nil, "", agent.Errorf(agent.CodeInvalid, "%s is %d bytes; a model is sent at most %d", ref, info.Size, llm.MaxMediaBytes)
+			}
+			data := make([]byte, info.Size)
+			if _, err := io.ReadFull(b, data); err != nil {
+				return nil, "", fmt.Errorf("read %s: %w", ref, err)
+			}
+			return data, info.ContentType, nil
 		},
 	}
 	if schema := outputSchema(ag, in); schema != nil {

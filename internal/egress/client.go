@@ -83,6 +83,9 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	limit := t.policy.maxResponseBytes()
+	if n, ok := req.Context().Value(streamedKey{}).(int64); ok {
+		limit = n
+	}
 	tooLarge := agent.Errorf(agent.CodeInvalid, "response of %s is larger than %d bytes", shown(req.URL), limit)
 	if resp.ContentLength > limit {
 		resp.Body.Close()
@@ -91,6 +94,18 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.Body = &limitedBody{ReadCloser: resp.Body, left: limit, tooLarge: tooLarge}
 	return resp, nil
 }
+
+// Streamed marks a request whose response body its caller streams to
+// storage as it arrives (a download kept as a file, Call.WriteBlob)
+// rather than holds in memory: its body is capped at limit instead of
+// the policy's MaxResponseBytes, which bounds what a tool holds. Every
+// other rule of the policy holds as for any request, its time limit
+// included.
+func Streamed(ctx context.Context, limit int64) context.Context {
+	return context.WithValue(ctx, streamedKey{}, limit)
+}
+
+type streamedKey struct{}
 
 // limitedBody fails a read that goes past the cap, rather than ending the
 // body early as io.LimitReader would: a cut response must not pass for a

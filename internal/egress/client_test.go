@@ -382,6 +382,49 @@ func TestClientResponseCap(t *testing.T) {
 	}
 }
 
+// TestClientStreamedCap: a request whose body is streamed to storage is
+// capped at the limit its caller gives, not the policy's cap for bodies
+// held in memory.
+func TestClientStreamedCap(t *testing.T) {
+	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		for range n / 1000 {
+			io.WriteString(w, strings.Repeat("x", 1000))
+		}
+	})
+	c := client(t, []string{"127.0.0.1"}, nil, func(p *egress.Policy) { p.MaxResponseBytes = 1000 })
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		size  int
+		want  string
+	}{
+		{"within the stream's cap", 50_000, 20_000, ""},
+		{"over the stream's cap", 10_000, 20_000, "is larger than 10000 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(egress.Streamed(t.Context(), tc.limit), http.MethodGet, fmt.Sprintf("%s/%d", s.URL, tc.size), nil)
+			require.NoError(t, err)
+			resp, err := c.Do(req)
+			if err == nil {
+				var n int64
+				n, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if tc.want == "" {
+					require.EqualValues(t, tc.size, n)
+				}
+			}
+			if tc.want != "" {
+				requireRefused(t, err, tc.want)
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
+	_, err := get(c, s.URL+"/20000")
+	requireRefused(t, err, "is larger than 1000 bytes")
+}
+
 func TestClientTimeout(t *testing.T) {
 	release := make(chan struct{})
 	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
