@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -349,19 +350,20 @@ const sessionData = 5
 
 // dataNote tells the model what data it can use by reference: the
 // results of earlier process steps the request names
-// (context.previous_results) and the data of the session's latest turns.
+// (context.previous_results, each with its index, by which tools take it
+// too) and the data of the session's latest turns.
 func (a *Activities) dataNote(ctx context.Context, in contract.CallModelInput) (string, error) {
 	var lines []string
-	for _, p := range in.Context.PreviousResults {
+	for i, p := range in.Context.PreviousResults {
 		res, err := a.store.ResultByRef(ctx, in.TenantID, p.ResultRef)
 		switch {
 		case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
-			lines = append(lines, fmt.Sprintf("- %s (step %s): not found", p.ResultRef, p.NodeID))
+			lines = append(lines, fmt.Sprintf("- previous_results[%d]: %s (step %s): not found", i, p.ResultRef, p.NodeID))
 			continue
 		case err != nil:
 			return "", fmt.Errorf("load previous result %s: %w", p.ResultRef, err)
 		}
-		lines = append(lines, fmt.Sprintf("- %s (step %s): %s", p.ResultRef, p.NodeID, describePreview(res.ResultPreview, res.Output)))
+		lines = append(lines, fmt.Sprintf("- previous_results[%d]: %s (step %s): %s", i, p.ResultRef, p.NodeID, describePreview(res.ResultPreview, res.Output)))
 	}
 	if in.SessionID != "" && in.History == agent.HistoryLoad {
 		data, err := a.store.SessionData(ctx, in.TenantID, in.SessionID, sessionData)
@@ -375,7 +377,7 @@ func (a *Activities) dataNote(ctx context.Context, in contract.CallModelInput) (
 	if len(lines) == 0 {
 		return "", nil
 	}
-	return "Data you can use by reference (pass a ref as input_ref to a tool that reads data):\n" + strings.Join(lines, "\n"), nil
+	return "Data you can use by reference (pass a ref as input_ref to a tool that reads data; a previous result also by its index, as previous_results[0]):\n" + strings.Join(lines, "\n"), nil
 }
 
 // describePreview says in one line what a result_preview describes.
@@ -416,9 +418,23 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 		ReasoningBudget: ag.Thinking.Budget(),
 		ReasoningEffort: ag.Thinking.EffortLevel(),
 		// A message's images and files are sent by their bytes, read from
-		// the tenant's blobs: a ref of another tenant's is not found.
+		// the tenant's blobs: a ref of another tenant's is not found; one
+		// larger than a model is sent is refused before it is read.
 		Media: func(ctx context.Context, ref string) ([]byte, string, error) {
-			return a.store.TenantBlob(ctx, in.TenantID, ref)
+			b, err := a.store.OpenTenantBlob(ctx, in.TenantID, ref)
+			if err != nil {
+				return nil, "", err
+			}
+			defer b.Close()
+			info := b.Info()
+			if info.Size > llm.MaxMediaBytes {
+				return nil, "", agent.Errorf(agent.CodeInvalid, "%s is %d bytes; a model is sent at most %d", ref, info.Size, llm.MaxMediaBytes)
+			}
+			data := make([]byte, info.Size)
+			if _, err := io.ReadFull(b, data); err != nil {
+				return nil, "", fmt.Errorf("read %s: %w", ref, err)
+			}
+			return data, info.ContentType, nil
 		},
 	}
 	if schema := outputSchema(ag, in); schema != nil {
@@ -518,23 +534,17 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 	return resp, tail, nil
 }
 
-// outputGuard compiles the agent's output guard and the HTTP guards that
-// read its answers (nil: it has neither).
+// outputGuard compiles the agent's output guard and the custom guards
+// (http, moderation, tool) that read its answers, which run after the
+// output guard's rules, in the chain's order, and before its judge (nil:
+// it has none of them).
 func (a *Activities) outputGuard(ctx context.Context, ag agent.Agent, in contract.CallModelInput) (*guardpkg.Output, error) {
-	var https []agent.HTTPGuard
-	for _, g := range ag.HTTPGuards() {
-		if g.Checks(agent.GuardOutput) {
-			https = append(https, g)
-		}
-	}
-	var mods []agent.ModerationGuard
-	for _, m := range ag.ModerationGuards() {
-		if m.Checks(agent.GuardOutput) {
-			mods = append(mods, m)
-		}
+	checks, err := a.stageChecks(ctx, ag, in, agent.GuardOutput)
+	if err != nil {
+		return nil, err
 	}
 	g := ag.OutputGuard()
-	if g == nil && len(https) == 0 && len(mods) == 0 {
+	if g == nil && len(checks) == 0 {
 		return nil, nil
 	}
 	if g == nil {
@@ -544,24 +554,8 @@ func (a *Activities) outputGuard(ctx context.Context, ag agent.Agent, in contrac
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "agent %q version %d: output guard: %v", ag.ID, ag.Version, err)
 	}
-	if len(https) > 0 {
-		client, err := a.tenantHTTP(ctx, in.TenantID)
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range https {
-			o.Extra = append(o.Extra, func(text string) string {
-				rule, err := guardpkg.CallHTTP(ctx, client, h, guardpkg.HTTPCheck{Stage: agent.GuardOutput, Text: text,
-					TenantID: in.TenantID, AgentID: ag.ID, JobID: in.JobID})
-				if err != nil {
-					a.log(ctx).Warn("http guard failed", zap.String("url", h.URL), zap.String("fail", cmp.Or(h.Fail, agent.GuardFailClosed)), zap.Error(err))
-				}
-				return rule
-			})
-		}
-	}
-	for _, m := range mods {
-		o.Extra = append(o.Extra, a.moderation(ctx, m))
+	for _, c := range checks {
+		o.Extra = append(o.Extra, c.check)
 	}
 	if j := g.Judge; j != nil {
 		o.Extra = append(o.Extra, a.judgeOutput(ctx, ag, in, *j))
@@ -641,24 +635,14 @@ func (a *Activities) tenantHTTP(ctx context.Context, tenantID string) (*http.Cli
 	return snap.HTTP, nil
 }
 
-// guardInput asks the agent's HTTP guards that read input about what is
-// new for this model call — the messages after the model last spoke —
-// before anything is sent; a refusal is CodeGuardrailTripped.
+// guardInput asks the agent's custom guards that read input (http,
+// moderation, tool; in the chain's order) about what is new for this
+// model call — the messages after the model last spoke — before anything
+// is sent; a refusal is CodeGuardrailTripped.
 func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) error {
-	var guards []agent.HTTPGuard
-	for _, g := range ag.HTTPGuards() {
-		if g.Checks(agent.GuardInput) {
-			guards = append(guards, g)
-		}
-	}
-	var mods []agent.ModerationGuard
-	for _, m := range ag.ModerationGuards() {
-		if m.Checks(agent.GuardInput) {
-			mods = append(mods, m)
-		}
-	}
-	if len(guards) == 0 && len(mods) == 0 {
-		return nil
+	checks, err := a.stageChecks(ctx, ag, in, agent.GuardInput)
+	if err != nil || len(checks) == 0 {
+		return err
 	}
 	start := 0
 	for i, m := range msgs {
@@ -673,29 +657,15 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 		}
 	}
 	text := strings.Join(parts, "\n\n")
-	for _, m := range mods {
-		if rule := a.moderation(ctx, m)(text); rule != "" {
-			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("guard", "moderation"))
-			countGuard(ctx, in.TenantID, "moderation", "refused", 1)
-			return agent.Errorf(agent.CodeGuardrailTripped, "the input was refused before the model call: %s", rule)
-		}
-	}
-	if len(guards) == 0 {
-		return nil
-	}
-	client, err := a.tenantHTTP(ctx, in.TenantID)
-	if err != nil {
-		return err
-	}
-	for _, g := range guards {
-		rule, err := guardpkg.CallHTTP(ctx, client, g, guardpkg.HTTPCheck{Stage: agent.GuardInput, Text: text,
-			TenantID: in.TenantID, AgentID: ag.ID, JobID: in.JobID})
-		if err != nil {
-			a.log(ctx).Warn("http guard failed", zap.String("url", g.URL), zap.String("fail", cmp.Or(g.Fail, agent.GuardFailClosed)), zap.Error(err))
-		}
-		if rule != "" {
-			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("url", g.URL))
-			countGuard(ctx, in.TenantID, "http", "refused", 1)
+	// The guards may take seconds each: nothing else heartbeats yet.
+	stop := heartbeat(ctx, time.Second)
+	defer stop()
+	for _, c := range checks {
+		if rule := c.check(text); rule != "" {
+			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("guard", c.guard))
+			if !c.counted {
+				countGuard(ctx, in.TenantID, c.guard, "refused", 1)
+			}
 			return agent.Errorf(agent.CodeGuardrailTripped, "the input was refused before the model call: %s", rule)
 		}
 	}
@@ -781,11 +751,16 @@ func (a *Activities) approvals(ag agent.Agent, in contract.CallModelInput, calls
 		if !ok {
 			continue
 		}
-		p, args := a.tools.Approval(t, json.RawMessage(c.Arguments))
-		need, why := a.policy.NeedsApproval(p, policy.Call{Tool: c.Name, Args: string(args), TenantID: in.TenantID, Caller: in.Caller, Context: in.Context})
-		if need {
+		if need, why := a.needsApproval(t, json.RawMessage(c.Arguments), in); need {
 			out = append(out, contract.ApprovalNeed{CallID: c.ID, Reason: why})
 		}
 	}
 	return out
+}
+
+// needsApproval applies a tool's approval policy, as the tool registry
+// says it is (tools.Registry.Approval), to a call of it with args.
+func (a *Activities) needsApproval(t agent.Tool, args json.RawMessage, in contract.CallModelInput) (bool, string) {
+	p, view := a.tools.Approval(t, args)
+	return a.policy.NeedsApproval(p, policy.Call{Tool: t.Name, Args: string(view), TenantID: in.TenantID, Caller: in.Caller, Context: in.Context})
 }

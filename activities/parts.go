@@ -36,8 +36,8 @@ func (a *Activities) resolveParts(ctx context.Context, tenantID string, parts []
 		}
 		var mime string
 		if strings.HasPrefix(p.URL, agent.CASRefPrefix) {
-			var err error
-			_, mime, err = a.store.TenantBlob(ctx, tenantID, p.URL)
+			info, err := a.store.TenantBlobInfo(ctx, tenantID, p.URL)
+			mime = info.ContentType
 			if agent.IsCode(err, agent.CodeNotFound) || agent.IsCode(err, agent.CodeInvalid) {
 				return nil, agent.Errorf(agent.CodeInvalid, "%s: %s is not a file of tenant %q: upload it with POST /v1/files", at, p.URL, tenantID)
 			}

@@ -1,13 +1,16 @@
 package activities
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -146,40 +149,14 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	if n := len(in.Call.Arguments); n > agent.MaxToolArgumentBytes {
 		return agent.Message{Content: fmt.Sprintf("the arguments are %d bytes; the limit is %d", n, agent.MaxToolArgumentBytes)}, agent.ToolError, ""
 	}
-	call, err := a.call(ctx, ag, in, progress)
+	call, err := a.call(ctx, ag, in, progress.Report, progress.Emit)
 	if err != nil {
 		return agent.Message{Content: err.Error()}, "", ""
 	}
-	pii, err := a.piiPolicy(ctx, in.TenantID)
-	if err != nil {
-		return agent.Message{Content: err.Error()}, "", ""
+	out, err, rerr := a.runTool(ctx, spec, in, call, progress.Report)
+	if rerr != nil {
+		return agent.Message{Content: rerr.Error()}, "", ""
 	}
-	scope := redact.Scope(in.SessionID, in.JobID)
-	if slices.Contains(pii.Config.Reveal, spec.Entry()) || slices.Contains(pii.Config.Reveal, spec.Name) {
-		// The tool the tenant allows gets the values behind placeholders;
-		// the span, the events and the history keep the placeholders.
-		args, err := a.vault.Reveal(ctx, in.TenantID, scope, string(call.Args))
-		if err != nil {
-			return agent.Message{Content: err.Error()}, "", ""
-		}
-		call.Args = json.RawMessage(args)
-	}
-	permit, err := a.admitTool(ctx, spec, in, progress.Report)
-	if err != nil {
-		return agent.Message{Content: err.Error()}, "", ""
-	}
-	defer permit.Done(ctx, nil)
-	spanCtx, span := a.startToolSpan(ctx, in, spec)
-	out, err := a.tools.Execute(spanCtx, spec, call)
-	if err == nil {
-		// What the tool found is redacted before the model, the stored
-		// step or the span reads it.
-		if rerr := a.redactOutput(ctx, pii, in.TenantID, scope, &out); rerr != nil {
-			a.endToolSpan(span, tools.Output{}, rerr)
-			return agent.Message{Content: rerr.Error()}, "", ""
-		}
-	}
-	a.endToolSpan(span, out, err)
 	var failed *pipeline.StepError
 	step := ""
 	if errors.As(err, &failed) {
@@ -206,6 +183,47 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 		a.log(ctx).Warn("tool call failed", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID), zap.Error(err))
 		return agent.Message{Content: err.Error()}, "", step
 	}
+}
+
+// runTool runs a call of spec through the tool runtime, as every call of
+// a tool runs whoever makes it (the model, a tool guard): the values
+// behind PII placeholders for the tools the tenant reveals them to, the
+// entry's rate limit (waits reported through report), the call's span,
+// the tool registry (Execute: the tenant's egress client, its secrets,
+// MCP sessions) and the tenant's PII redaction of what the tool returns,
+// before the model, the stored step or the span reads it. toolErr is the
+// tool's failure, for the caller to classify; err the runtime's (worth
+// retrying).
+func (a *Activities) runTool(ctx context.Context, spec agent.Tool, in contract.ExecuteToolInput, call tools.Call, report func(string)) (out tools.Output, toolErr, err error) {
+	pii, err := a.piiPolicy(ctx, in.TenantID)
+	if err != nil {
+		return tools.Output{}, nil, err
+	}
+	scope := redact.Scope(in.SessionID, in.JobID)
+	if slices.Contains(pii.Config.Reveal, spec.Entry()) || slices.Contains(pii.Config.Reveal, spec.Name) {
+		// The tool the tenant allows gets the values behind placeholders;
+		// the span, the events and the history keep the placeholders.
+		args, err := a.vault.Reveal(ctx, in.TenantID, scope, string(call.Args))
+		if err != nil {
+			return tools.Output{}, nil, err
+		}
+		call.Args = json.RawMessage(args)
+	}
+	permit, err := a.admitTool(ctx, spec, in, report)
+	if err != nil {
+		return tools.Output{}, nil, err
+	}
+	defer permit.Done(ctx, nil)
+	spanCtx, span := a.startToolSpan(ctx, in, spec)
+	out, toolErr = a.tools.Execute(spanCtx, spec, call)
+	if toolErr == nil {
+		if err := a.redactOutput(ctx, pii, in.TenantID, scope, &out); err != nil {
+			a.endToolSpan(span, tools.Output{}, err)
+			return tools.Output{}, nil, err
+		}
+	}
+	a.endToolSpan(span, out, toolErr)
+	return out, toolErr, nil
 }
 
 // notGranted says which tools the agent has, by toolkit, for a call of
@@ -238,33 +256,100 @@ func notGranted(ag agent.Agent, name string) string {
 }
 
 // call is what the runtime offers one call of agent ag for its tenant:
-// progress and custom events go to the turn through progress.
-func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress *eventlog.Progress) (tools.Call, error) {
+// progress and custom events go to the turn through report and emit (nil:
+// dropped).
+func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, report func(string), emit func(agent.CustomEvent) error) (tools.Call, error) {
 	snap, err := a.routes.Routing(ctx, in.TenantID)
 	if err != nil {
 		return tools.Call{}, fmt.Errorf("load tenant %q: %w", in.TenantID, err)
 	}
+	inputs := &turnInputs{a: a, tenantID: in.TenantID, jobID: in.JobID}
 	return tools.Call{
 		Args:     json.RawMessage(in.Call.Arguments),
 		TenantID: in.TenantID, JobID: in.JobID, CallID: in.Call.ID,
 		WorkflowID: activity.GetInfo(ctx).WorkflowExecution.ID,
 		HTTP:       snap.HTTP,
 		Data: func(ctx context.Context, ref string) ([]byte, error) {
+			ref, err := inputs.resolve(ctx, ref)
+			if err != nil {
+				return nil, err
+			}
 			var data []byte
-			err := a.db(ctx, "read data", func() (err error) {
+			err = a.db(ctx, "read data", func() (err error) {
 				data, err = a.store.Data(ctx, in.TenantID, ref)
 				return err
 			})
 			return data, err
 		},
+		OpenBlob: func(ctx context.Context, ref string) (tools.Blob, error) {
+			ref, err := inputs.resolve(ctx, ref)
+			if err != nil {
+				return nil, err
+			}
+			var b *store.BlobReader
+			err = a.db(ctx, "open blob", func() (err error) {
+				b, err = a.store.OpenTenantBlob(ctx, in.TenantID, ref)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			return b, nil
+		},
+		WriteBlob: func(ctx context.Context, r io.Reader, contentType string) (agent.BlobInfo, error) {
+			if contentType == "" || contentType == store.DefaultContentType {
+				br := bufio.NewReaderSize(r, sniffLen)
+				head, _ := br.Peek(sniffLen) // a short stream is sniffed whole; its error comes again on Read
+				contentType, _, _ = strings.Cut(http.DetectContentType(head), ";")
+				r = br
+			}
+			// A stream cannot be read twice: a failed write fails the
+			// call, and Temporal's retry runs the tool again.
+			return a.store.WriteTenantBlob(ctx, in.TenantID, r, contentType, tools.MaxBlobBytes)
+		},
 		Cache:    toolCache{a: a, tenantID: in.TenantID},
-		Progress: progress.Report,
-		Emit:     progress.Emit,
+		Progress: report,
+		Emit:     emit,
 		Granted: func(name string) bool {
 			_, ok := ag.Tool(name)
 			return ok
 		},
 	}, nil
+}
+
+// sniffLen is how much of a stream http.DetectContentType reads.
+const sniffLen = 512
+
+// turnInputs resolves the refs a tool is given: one by index,
+// previous_results[i], names the result_ref of the turn request's
+// context.previous_results[i], read from the turn's record the first
+// time a call names one.
+type turnInputs struct {
+	a               *Activities
+	tenantID, jobID string
+	mu              sync.Mutex
+	loaded          bool
+	previous        []agent.PreviousResult
+}
+
+func (t *turnInputs) resolve(ctx context.Context, ref string) (string, error) {
+	if !agent.IsInputIndex(ref) {
+		return ref, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.loaded {
+		var turn store.Turn
+		err := t.a.db(ctx, "load turn", func() (err error) {
+			turn, err = t.a.store.Turn(ctx, t.tenantID, t.jobID)
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("read the turn's previous results: %w", err)
+		}
+		t.previous, t.loaded = turn.Request.Context.PreviousResults, true
+	}
+	return agent.ResolveInput(ref, t.previous)
 }
 
 // output is what the model reads of a tool's output: its text and, when
@@ -286,8 +371,10 @@ func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, o
 
 // files stores the files a call produced as the tenant's blobs, and
 // returns them as parts by ref and a note for the model that names them.
-// Files past tools.MaxFiles, or over tools.MaxFileBytes, are left out and
-// the note says so.
+// Files past tools.MaxFiles, or with Data over tools.MaxFileBytes, are
+// left out and the note says so. A file the call stored itself (Ref)
+// must be the tenant's; it is taken as it is, with its stored type
+// unless the tool named one.
 func (a *Activities) files(ctx context.Context, tenantID string, files []tools.File) ([]agent.Part, string, error) {
 	var parts []agent.Part
 	var note strings.Builder
@@ -300,26 +387,51 @@ func (a *Activities) files(ctx context.Context, tenantID string, files []tools.F
 			fmt.Fprintf(&note, "\n(file %d left out: %d bytes; the limit is %d)", i, len(f.Data), tools.MaxFileBytes)
 			continue
 		}
-		mime := f.MIMEType
-		if mime == "" || mime == store.DefaultContentType {
-			mime, _, _ = strings.Cut(http.DetectContentType(f.Data), ";")
-		}
-		var ref string
-		err := a.db(ctx, "store tool file", func() (err error) {
-			ref, err = a.store.PutTenantBlob(ctx, tenantID, f.Data, mime)
-			return err
-		})
+		info, err := a.storeFile(ctx, tenantID, f)
 		if err != nil {
-			return nil, "", fmt.Errorf("store the tool's file: %w", err)
+			return nil, "", err
 		}
-		p := agent.Part{Type: agent.PartFile, URL: ref, MIMEType: mime, Name: f.Name}
+		mime := info.ContentType
+		if f.Ref != "" && f.MIMEType != "" {
+			mime = f.MIMEType
+		}
+		p := agent.Part{Type: agent.PartFile, URL: info.Ref, MIMEType: mime, Name: f.Name}
 		if agent.IsImageType(mime) {
 			p.Type = agent.PartImage
 		}
 		parts = append(parts, p)
-		fmt.Fprintf(&note, "\n%s: %s (%s, %d bytes)", p.Type, ref, mime, len(f.Data))
+		fmt.Fprintf(&note, "\n%s: %s (%s, %d bytes)", p.Type, info.Ref, mime, info.Size)
 	}
 	return parts, note.String(), nil
+}
+
+// storeFile stores a file's Data as the tenant's blob, or checks that the
+// blob it names is the tenant's, and describes it.
+func (a *Activities) storeFile(ctx context.Context, tenantID string, f tools.File) (agent.BlobInfo, error) {
+	var info agent.BlobInfo
+	if f.Ref != "" {
+		err := a.db(ctx, "describe tool file", func() (err error) {
+			info, err = a.store.TenantBlobInfo(ctx, tenantID, f.Ref)
+			return err
+		})
+		if err != nil {
+			return agent.BlobInfo{}, fmt.Errorf("the tool's file %s: %w", agent.Clip(f.Ref, 100), err)
+		}
+		return info, nil
+	}
+	mime := f.MIMEType
+	if mime == "" || mime == store.DefaultContentType {
+		mime, _, _ = strings.Cut(http.DetectContentType(f.Data), ";")
+	}
+	err := a.db(ctx, "store tool file", func() (err error) {
+		info.Ref, err = a.store.PutTenantBlob(ctx, tenantID, f.Data, mime)
+		return err
+	})
+	if err != nil {
+		return agent.BlobInfo{}, fmt.Errorf("store the tool's file: %w", err)
+	}
+	info.ContentType, info.Size = mime, int64(len(f.Data))
+	return info, nil
 }
 
 // dataOutput is output's text and data part.

@@ -96,15 +96,13 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 		Request:      req,
 
 		TurnsPerMinute: ag.Limits.TurnsPerMinute,
+		Prompt:         &agent.Message{Role: agent.RoleUser, Content: req.Prompt, Parts: parts},
 	})
 	if agent.IsCode(err, agent.CodeConflict) {
 		return contract.LoadAgentResult{}, err // its message is the caller's
 	}
 	if err != nil {
 		return contract.LoadAgentResult{}, fmt.Errorf("begin turn: %w", err)
-	}
-	if err := a.store.PutStep(ctx, req.TenantID, req.JobID, 0, agent.Message{Role: agent.RoleUser, Content: req.Prompt, Parts: parts}); err != nil {
-		return contract.LoadAgentResult{}, fmt.Errorf("store prompt: %w", err)
 	}
 	return contract.LoadAgentResult{Agent: ag}, nil
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -226,6 +228,13 @@ func TestMCPServer(t *testing.T) {
 	require.ErrorContains(t, err, "not found", "another tenant's blob")
 	_, err = session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "cas://sha256:" + strings.Repeat("0", 64)})
 	require.ErrorContains(t, err, "not found")
+	// A file too large to answer whole is named, with where to stream it
+	// from.
+	big, err := srv.Store().WriteTenantBlob(ctx, "demo", bytes.NewReader(make([]byte, 17<<20)), "application/zip", 0)
+	require.NoError(t, err)
+	_, err = session.ReadResource(ctx, &mcp.ReadResourceParams{URI: big.Ref})
+	require.ErrorContains(t, err, "more than a resource read answers")
+	require.ErrorContains(t, err, "download it with GET /v1/files/"+url.PathEscape(big.Ref))
 
 	for token, want := range map[string]int{"": http.StatusUnauthorized, "nope": http.StatusUnauthorized, "approver": http.StatusForbidden} {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.HTTPAPIAddr()+gateway.MCPPath,

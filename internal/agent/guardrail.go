@@ -27,6 +27,10 @@ type Guardrail struct {
 	// Moderation asks a provider's moderation model about a model call's
 	// input, or its answer.
 	Moderation *ModerationGuard `json:"moderation,omitempty"`
+	// Tool is a guard of the tenant's own, one of its tools (an MCP
+	// server's, or any other kind's) that reads what goes into a model
+	// call, or its answer, and allows it or not.
+	Tool *ToolGuard `json:"tool,omitempty"`
 }
 
 // ModerationGuard asks a provider's moderation endpoint (OpenAI-
@@ -64,28 +68,7 @@ func (g *ModerationGuard) validate() error {
 			return fmt.Errorf("model: %s", err.Error())
 		}
 	}
-	for i, s := range g.On {
-		if s != GuardInput && s != GuardOutput {
-			return fmt.Errorf("on[%d] %q: want input or output", i, s)
-		}
-	}
-	switch g.Fail {
-	case "", GuardFailClosed, GuardFailOpen:
-	default:
-		return fmt.Errorf("fail %q: want closed or open", g.Fail)
-	}
-	return nil
-}
-
-// ModerationGuards returns the agent's moderation guards, in order.
-func (a Agent) ModerationGuards() []ModerationGuard {
-	var out []ModerationGuard
-	for _, g := range a.Guardrails {
-		if g.Moderation != nil {
-			out = append(out, *g.Moderation)
-		}
-	}
-	return out
+	return validStages(g.On, g.Fail)
 }
 
 // ToolLimits bounds how many tool calls a turn makes, in all and per
@@ -131,13 +114,47 @@ func (a Agent) ToolLimits() *ToolLimits {
 // not answer within TimeoutMS fails closed (the same) unless Fail is
 // open (the text goes on, and the failure is logged).
 type HTTPGuard struct {
-	URL       string   `json:"url"`
+	URL string `json:"url"`
+	GuardCall
+}
+
+// ToolGuard asks one of the tenant's tools, at the stages an HTTP guard
+// reads and with the same meaning: the tool is called, through the tool
+// runtime as any call of it, with {"stage", "text", "agent_id",
+// "job_id"}, and its text output is the verdict, {"allow": true} or
+// {"allow": false, "reason"}. A refusal ends the turn GuardrailTripped;
+// a call that fails, does not end within TimeoutMS, or answers what is
+// not a verdict fails closed unless Fail is open. The tool need not be
+// granted to the agent: the model sees it only if it is.
+type ToolGuard struct {
+	// Name is the tool's, as the tenant's catalog names it once applied:
+	// an MCP server's tool t of entry e is e_t.
+	Name string `json:"name"`
+	GuardCall
+	// Spec is the tool's full spec, pinned with the agent's version when
+	// the catalog is applied, as the agent's tools are; never written in
+	// a catalog. Nil when the tool's entry could not be reached then
+	// (an unreachable MCP server applied with AllowUnreachable): the
+	// guard fails until the catalog is applied again.
+	Spec *Tool `json:"spec,omitempty"`
+}
+
+func (g *ToolGuard) validate() error {
+	if strings.TrimSpace(g.Name) == "" {
+		return fmt.Errorf("name is required: one of the tenant's tools")
+	}
+	return g.GuardCall.validate()
+}
+
+// GuardCall is when a custom guard (HTTP or tool) is asked, how long it
+// has to answer, and what its failure means.
+type GuardCall struct {
 	On        []string `json:"on,omitempty"` // input, output; default both
 	TimeoutMS int      `json:"timeout_ms,omitempty"`
 	Fail      string   `json:"fail,omitempty"` // closed (default) | open
 }
 
-// HTTP guard stages and failure modes.
+// Custom guard stages and failure modes.
 const (
 	GuardInput      = "input"
 	GuardOutput     = "output"
@@ -148,48 +165,58 @@ const (
 )
 
 // Checks reports whether the guard reads a stage.
-func (g HTTPGuard) Checks(stage string) bool {
+func (g GuardCall) Checks(stage string) bool {
 	return len(g.On) == 0 || slices.Contains(g.On, stage)
 }
 
+// Stages are the stages the guard reads.
+func (g GuardCall) Stages() []string {
+	if len(g.On) == 0 {
+		return []string{GuardInput, GuardOutput}
+	}
+	return g.On
+}
+
 // Timeout is the guard's timeout.
-func (g HTTPGuard) Timeout() time.Duration {
+func (g GuardCall) Timeout() time.Duration {
 	if g.TimeoutMS == 0 {
 		return DefaultGuardTimeoutMS * time.Millisecond
 	}
 	return time.Duration(g.TimeoutMS) * time.Millisecond
 }
 
-func (g *HTTPGuard) validate() error {
-	u, err := url.Parse(g.URL)
-	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("url %q: want an http(s) URL", g.URL)
-	case g.TimeoutMS < 0 || g.TimeoutMS > 30000:
+// FailsOpen reports whether a failure of the guard lets the text go on.
+func (g GuardCall) FailsOpen() bool { return g.Fail == GuardFailOpen }
+
+func (g *GuardCall) validate() error {
+	if g.TimeoutMS < 0 || g.TimeoutMS > 30000 {
 		return fmt.Errorf("timeout_ms is %d; want 1 to 30000", g.TimeoutMS)
 	}
-	for i, s := range g.On {
+	return validStages(g.On, g.Fail)
+}
+
+// validStages checks the stages a guard reads and what its failure means,
+// as every guard that calls out (HTTP, tool, moderation) takes them.
+func validStages(on []string, fail string) error {
+	for i, s := range on {
 		if s != GuardInput && s != GuardOutput {
 			return fmt.Errorf("on[%d] %q: want input or output", i, s)
 		}
 	}
-	switch g.Fail {
+	switch fail {
 	case "", GuardFailClosed, GuardFailOpen:
 	default:
-		return fmt.Errorf("fail %q: want closed or open", g.Fail)
+		return fmt.Errorf("fail %q: want closed or open", fail)
 	}
 	return nil
 }
 
-// HTTPGuards returns the agent's HTTP guards, in the chain's order.
-func (a Agent) HTTPGuards() []HTTPGuard {
-	var out []HTTPGuard
-	for _, g := range a.Guardrails {
-		if g.HTTP != nil {
-			out = append(out, *g.HTTP)
-		}
+func (g *HTTPGuard) validate() error {
+	u, err := url.Parse(g.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("url %q: want an http(s) URL", g.URL)
 	}
-	return out
+	return g.GuardCall.validate()
 }
 
 // InjectionGuard screens tool outputs (fetched pages, API answers, files)
@@ -255,6 +282,9 @@ const (
 	maxGuardPhraseBytes = 500
 )
 
+// GuardrailKinds names the links of a guardrail chain, for messages.
+const GuardrailKinds = "output, injection, http, tool, moderation or tool_limits"
+
 // ValidateGuardrails checks an agent's chain and names what is wrong.
 func ValidateGuardrails(chain []Guardrail) error {
 	if len(chain) > maxGuardrails {
@@ -264,14 +294,19 @@ func ValidateGuardrails(chain []Guardrail) error {
 	injections := 0
 	for i, g := range chain {
 		set := 0
-		for _, on := range []bool{g.Output != nil, g.Injection != nil, g.HTTP != nil, g.ToolLimits != nil, g.Moderation != nil} {
+		for _, on := range []bool{g.Output != nil, g.Injection != nil, g.HTTP != nil, g.ToolLimits != nil, g.Moderation != nil, g.Tool != nil} {
 			if on {
 				set++
 			}
 		}
 		switch {
 		case set != 1:
-			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: output, injection, http, moderation or tool_limits", i)
+			return Errorf(CodeInvalid, "guardrails[%d]: give one guardrail: %s", i, GuardrailKinds)
+		case g.Tool != nil:
+			if err := g.Tool.validate(); err != nil {
+				return Errorf(CodeInvalid, "guardrails[%d].tool: %s", i, err.Error())
+			}
+			continue
 		case g.Moderation != nil:
 			if err := g.Moderation.validate(); err != nil {
 				return Errorf(CodeInvalid, "guardrails[%d].moderation: %s", i, err.Error())

@@ -326,6 +326,22 @@ func (r *TurnRequest) ValidateEnvelope() error {
 // MaxCallerRoles bounds the roles of a caller.
 const MaxCallerRoles = 32
 
+// ValidRole reports whether r may name a role a credential gives: a
+// lower-case letter, then up to 63 lower-case letters, digits, '-' and
+// '_'. Static tokens and OIDC claims are held to the same rule.
+func ValidRole(r string) bool {
+	if r == "" || len(r) > 64 || r[0] < 'a' || r[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(r); i++ {
+		c := r[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *Caller) validate() error {
 	if c == nil {
 		return nil

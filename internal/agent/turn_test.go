@@ -191,3 +191,12 @@ func TestPromptCacheKey(t *testing.T) {
 		require.NotEqual(t, k, other)
 	}
 }
+
+func TestValidRole(t *testing.T) {
+	for r, want := range map[string]bool{
+		"user": true, "approver": true, "b": true, "release-managers": true, "on_call2": true, "a" + strings.Repeat("x", 63): true,
+		"": false, "Admin": false, "2fa": false, "-x": false, "domain admins": false, "/staff": false, "a" + strings.Repeat("x", 64): false, "rôle": false,
+	} {
+		require.Equal(t, want, ValidRole(r), "%q", r)
+	}
+}

@@ -305,8 +305,17 @@ func TemporalCLI(ctx context.Context, root string) (string, error) {
 // buildTool returns <root>/.bin/name, built from pkg in <root>/tools when
 // missing or older than tools/go.mod or tools/go.sum.
 func buildTool(ctx context.Context, root, name, pkg string) (string, error) {
+	return Tool(ctx, root, "tools", name, pkg)
+}
+
+// Tool returns <root>/.bin/name, built with `go build pkg` in the tool
+// module <root>/<module> (tools, tools/k8s, …: each pins its versions in
+// its own go.mod, outside the app's module graph) when the binary is
+// missing or older than that module's go.mod or go.sum. Concurrent callers
+// build it once.
+func Tool(ctx context.Context, root, module, name, pkg string) (string, error) {
 	bin := filepath.Join(root, ".bin", name)
-	toolsDir := filepath.Join(root, "tools")
+	toolsDir := filepath.Join(root, module)
 	if current(bin, toolsDir) {
 		return bin, nil
 	}

@@ -109,7 +109,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 		"assistant\ndata\nops\n12.5 * 4 = 50\n2 + 3 = 5\ntrue\n", // OpenAI: models, a completion, a streamed one and its usage
 		"start start-step tool-input-start tool-input-delta tool-input-available tool-output-available finish-step " +
 			"start-step text-start text-delta text-end finish-step finish\n12.5 * 4 = 50\ndata: [DONE]\n", // the AI SDK's stream
-		"demo.yaml application/yaml true\nhello, file\n304\n",         // files
+		"demo.yaml application/yaml true\nhello, file\n304\nfile\n",   // files, and a range of one
 		"A picture of a chat, as far as a scripted model can tell.\n", // a picture with a question
 		"assistant\n12.5 * 4 = 50\n",                                  // MCP: the exposed agents, a call
 		"RUN_STARTED STEP_STARTED TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT STEP_FINISHED STEP_STARTED " +

@@ -120,7 +120,7 @@ func TestNotifyStaysInItsTenant(t *testing.T) {
 
 	// A turn of care that waits for approval: the target.
 	target := &pb.TurnRequest{JobId: "target-" + testserver.RandomID(), Prompt: "What is 6 * 7?"}
-	_, err := grpcClient.Stream(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok-bo"), &pb.StreamRequest{Turn: target})
+	targetStream, err := grpcClient.Stream(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok-bo"), &pb.StreamRequest{Turn: target})
 	require.NoError(t, err)
 	targetID := contract.TurnWorkflowID("care", target.GetJobId())
 	e.awaitPending(targetID)
@@ -157,4 +157,11 @@ func TestNotifyStaysInItsTenant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.GetWorkflowExecutionInfo().GetStatus())
 	require.NoError(t, srv.Client().CancelWorkflow(ctx, targetID, ""))
+	// The target's stream ends with its turn: read it to its end, so that
+	// nothing of the stream outlives the test.
+	for {
+		if _, err := targetStream.Recv(); err != nil {
+			break
+		}
+	}
 }

@@ -83,6 +83,9 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	limit := t.policy.maxResponseBytes()
+	if n, ok := req.Context().Value(streamedKey{}).(int64); ok {
+		limit = n
+	}
 	tooLarge := &agent.Error{Code: agent.CodeInvalid, Err: &TooLargeError{URL: shown(req.URL), Limit: limit}}
 	if resp.ContentLength > limit {
 		resp.Body.Close()
@@ -93,7 +96,8 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // TooLargeError is the error of a response larger than the policy's
-// MaxResponseBytes, in an agent.CodeInvalid error's chain.
+// MaxResponseBytes (or a Streamed request's limit), in an
+// agent.CodeInvalid error's chain.
 type TooLargeError struct {
 	URL   string // as messages show URLs: no query
 	Limit int64
@@ -103,24 +107,17 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("response of %s is larger than %d bytes", e.URL, e.Limit)
 }
 
-// WithResponseLimit returns a client that makes c's requests — under its
-// policy, redirect rule, connection pool and time limit — with response
-// bodies capped at limit bytes instead of the policy's MaxResponseBytes:
-// for a caller that reads a larger body on purpose and bounds it by a
-// limit of its own, such as an API's description (the operator's
-// AGENTFLOW_OPENAPI_MAX_SPEC_BYTES). A client this package did not build
-// is returned as it is.
-func WithResponseLimit(c *http.Client, limit int64) *http.Client {
-	rt, ok := c.Transport.(*roundTripper)
-	if !ok {
-		return c
-	}
-	p := *rt.policy
-	p.MaxResponseBytes = limit
-	out := *c
-	out.Transport = &roundTripper{policy: &p, next: rt.next}
-	return &out
+// Streamed marks a request whose response body its caller streams to
+// storage as it arrives (a download kept as a file, Call.WriteBlob; an
+// API's document, narrowed as it is read) rather than holds in memory:
+// its body is capped at limit instead of the policy's MaxResponseBytes,
+// which bounds what a tool holds. Every other rule of the policy holds
+// as for any request, its time limit included.
+func Streamed(ctx context.Context, limit int64) context.Context {
+	return context.WithValue(ctx, streamedKey{}, limit)
 }
+
+type streamedKey struct{}
 
 // limitedBody fails a read that goes past the cap, rather than ending the
 // body early as io.LimitReader would: a cut response must not pass for a

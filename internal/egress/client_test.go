@@ -382,32 +382,59 @@ func TestClientResponseCap(t *testing.T) {
 	}
 }
 
-// TestWithResponseLimit: a client for a larger body keeps its policy but
-// takes up to its own cap, and the one it came from is unchanged; the
-// refusal says which cap, as a *TooLargeError.
-func TestWithResponseLimit(t *testing.T) {
-	body := strings.Repeat("x", 3000)
-	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) })
+// TestClientTooLargeError: a response over the cap is refused with a
+// *TooLargeError that says which cap.
+func TestClientTooLargeError(t *testing.T) {
+	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, strings.Repeat("x", 3000)) })
 	c := client(t, []string{"127.0.0.1"}, nil, func(p *egress.Policy) { p.MaxResponseBytes = 1000 })
 	_, err := get(c, s.URL+"/doc")
 	requireRefused(t, err, "response of "+s.URL+"/doc is larger than 1000 bytes")
 	var big *egress.TooLargeError
 	require.True(t, errors.As(err, &big), "%v", err)
 	require.Equal(t, &egress.TooLargeError{URL: s.URL + "/doc", Limit: 1000}, big)
+}
 
-	got, err := get(egress.WithResponseLimit(c, 4000), s.URL+"/doc")
-	require.NoError(t, err)
-	require.Equal(t, body, got)
-	_, err = get(egress.WithResponseLimit(c, 2000), s.URL+"/doc")
-	requireRefused(t, err, "is larger than 2000 bytes")
-	_, err = get(c, s.URL+"/doc")
+// TestClientStreamedCap: a request whose body is streamed to storage is
+// capped at the limit its caller gives, not the policy's cap for bodies
+// held in memory.
+func TestClientStreamedCap(t *testing.T) {
+	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		for range n / 1000 {
+			io.WriteString(w, strings.Repeat("x", 1000))
+		}
+	})
+	c := client(t, []string{"127.0.0.1"}, nil, func(p *egress.Policy) { p.MaxResponseBytes = 1000 })
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		size  int
+		want  string
+	}{
+		{"within the stream's cap", 50_000, 20_000, ""},
+		{"over the stream's cap", 10_000, 20_000, "is larger than 10000 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(egress.Streamed(t.Context(), tc.limit), http.MethodGet, fmt.Sprintf("%s/%d", s.URL, tc.size), nil)
+			require.NoError(t, err)
+			resp, err := c.Do(req)
+			if err == nil {
+				var n int64
+				n, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if tc.want == "" {
+					require.EqualValues(t, tc.size, n)
+				}
+			}
+			if tc.want != "" {
+				requireRefused(t, err, tc.want)
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
+	_, err := get(c, s.URL+"/20000")
 	requireRefused(t, err, "is larger than 1000 bytes")
-
-	// The policy still holds.
-	_, err = get(egress.WithResponseLimit(c, 4000), "http://127.0.0.2:9/doc")
-	requireRefused(t, err, "host 127.0.0.2 is not in tenant demo's egress allowlist")
-	plain := &http.Client{}
-	require.Same(t, plain, egress.WithResponseLimit(plain, 4000), "not a client of the package")
 }
 
 func TestClientTimeout(t *testing.T) {

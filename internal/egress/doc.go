@@ -17,7 +17,9 @@
 //	                         opened them), and URLs may name them
 //
 // A zero Policy allows nothing. Policy's other fields cap what a call may
-// cost: response size, time, redirects.
+// cost: response size, time, redirects. The response cap bounds what a
+// tool holds in memory; a request whose body its caller streams to
+// storage (Streamed) carries a cap of its own instead.
 //
 // # Two levels
 //

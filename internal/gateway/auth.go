@@ -3,13 +3,18 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/oidcauth"
+	"github.com/agentflow/agentflow/internal/telemetry"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -74,7 +79,8 @@ func public(fullMethod string) bool {
 }
 
 // authorize finds the call's bearer token and checks that it may call the
-// method. Tokens are compared by hash in constant time, and never logged.
+// method. Static tokens are compared by hash in constant time; a JWT of
+// the OIDC issuer is verified (fromOIDC). Tokens are never logged.
 func (s *Service) authorize(ctx context.Context, method string) (context.Context, error) {
 	caller, err := s.authenticate(ctx)
 	if err != nil {
@@ -91,7 +97,10 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 	return context.WithValue(ctx, callerKey{}, caller), nil
 }
 
-// authenticate finds the call's bearer token, whatever its roles.
+// authenticate finds the call's bearer token, whatever its roles: the
+// one place where a credential becomes an identity, for every door of the
+// gateway (gRPC, the HTTP API, SSE, WebSocket, /v1, the AI SDK, MCP, A2A,
+// AG-UI and the chat page all come through here).
 func (s *Service) authenticate(ctx context.Context) (Token, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
@@ -110,10 +119,43 @@ func (s *Service) authenticate(ctx context.Context) (Token, error) {
 			caller, found = t, true
 		}
 	}
-	if !found {
-		return Token{}, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
+	switch {
+	case found:
+		return caller, nil
+	case s.oidc != nil && strings.Count(secret, ".") == 2:
+		return s.fromOIDC(ctx, secret)
 	}
-	return caller, nil
+	return Token{}, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
+}
+
+// fromOIDC verifies a JWT of the OIDC issuer and makes a caller of the
+// identity its claims give. A refused token is Unauthenticated with a
+// plain message and a reference, and the log says why under the same
+// reference, at info: the client's token is at fault, not the gateway.
+// Whether it expired is the client's to know (it signs in again); which
+// claim or key was wrong is the operator's. Keys that cannot be fetched
+// are the issuer's fault: Unavailable, which Status logs.
+func (s *Service) fromOIDC(ctx context.Context, raw string) (Token, error) {
+	id, err := s.oidc.Verify(ctx, raw)
+	if err == nil {
+		roles := make([]Role, len(id.Roles))
+		for i, r := range id.Roles {
+			roles[i] = Role(r)
+		}
+		return Token{Tenant: id.Tenant, Name: id.Name, Roles: roles}, nil
+	}
+	var refused *oidcauth.Error
+	if !errors.As(err, &refused) || refused.Reason == oidcauth.KeysUnavailable {
+		return Token{}, agent.WithCode(agent.CodeUnavailable, fmt.Errorf("OIDC issuer %s: %w", s.oidc.Issuer(), err))
+	}
+	ref := newRef()
+	telemetry.Logger(ctx, s.logger).Info("bearer token refused", zap.String("ref", ref), zap.String("reason", string(refused.Reason)),
+		zap.String("issuer", s.oidc.Issuer()), zap.Error(refused.Err))
+	msg := "invalid bearer token"
+	if refused.Reason == oidcauth.Expired {
+		msg = "the bearer token has expired"
+	}
+	return Token{}, agent.Errorf(agent.CodeUnauthenticated, "%s (reference %s)", msg, ref)
 }
 
 func roleList(roles []Role) string {

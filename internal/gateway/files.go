@@ -8,8 +8,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -24,7 +24,9 @@ import (
 // are content-addressed: the same bytes are one blob, stored once with
 // the first content type they came with, and an upload repeated is the
 // same ref. A file's name is not stored (it is not part of the content);
-// the upload's answer only echoes it.
+// the upload's answer only echoes it. A download is streamed from the
+// store a chunk at a time, whatever the file's size (a tool's download
+// may be a GiB), and serves byte ranges.
 //
 // An upload is authorized as Start (whoever may start turns), a download
 // as GetResult; the tenant is the token's. A ref of another tenant is not
@@ -41,8 +43,9 @@ const (
 // HTTPOptions.MaxUploadBytes is not set: 20 MiB.
 const DefaultMaxUploadBytes = 20 << 20
 
-// MaxUploadBytesLimit bounds HTTPOptions.MaxUploadBytes: a file is held in
-// memory while it is stored, and stored in one row.
+// MaxUploadBytesLimit bounds HTTPOptions.MaxUploadBytes: an upload is
+// held in memory while it is checked and stored (a download is not: it
+// is streamed).
 const MaxUploadBytesLimit = 256 << 20
 
 // multipartSlack is what a multipart body may carry beyond its file's
@@ -333,18 +336,21 @@ func (a *HTTPAPI) getFile(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	data, contentType, err := a.svc.store.TenantBlob(ctx, tenant, ref)
+	// The bytes go out as they are read, a chunk at a time (a file of any
+	// size costs the gateway a chunk of memory), and ranges of them when
+	// asked (Range, If-Range).
+	b, err := a.svc.store.OpenTenantBlob(ctx, tenant, ref)
 	if err != nil {
 		a.refuse(w, r, err)
 		return
 	}
+	defer b.Close()
+	contentType := b.Info().ContentType
 	h.Set("Content-Type", contentType)
 	if !rasterImage(contentType) {
 		h.Set("Content-Disposition", "attachment")
 	}
-	h.Set("Content-Length", strconv.Itoa(len(data)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
+	http.ServeContent(w, r, "", time.Time{}, b)
 }
 
 // parseFileRef reads a file route's ref: "cas://sha256:<hex>" (sent

@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -364,6 +366,28 @@ func TestFileDownload(t *testing.T) {
 				require.Equal(t, `"`+strings.TrimPrefix(tc.ref, "cas://")+`"`, h.Get("ETag"))
 			})
 		}
+	})
+
+	t.Run("a file stored in chunks, whole and by ranges", func(t *testing.T) {
+		// Larger than a chunk: stored in chunks and streamed out.
+		big := bytes.Repeat([]byte("0123456789abcdef"), 3<<16+5)
+		info, err := f.store.WriteTenantBlob(t.Context(), "demo", bytes.NewReader(big), "application/zip", 0)
+		require.NoError(t, err)
+		resp, data := f.get(t, "tok-demo", filePath(info.Ref), nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", data)
+		require.Equal(t, strconv.Itoa(len(big)), resp.Header.Get("Content-Length"))
+		require.Equal(t, "application/zip", resp.Header.Get("Content-Type"))
+		require.Equal(t, "attachment", resp.Header.Get("Content-Disposition"))
+		require.True(t, bytes.Equal(big, data))
+
+		from := 1<<20 - 10 // across the first chunk's end
+		resp, data = f.get(t, "tok-demo", filePath(info.Ref), map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", from, from+29)})
+		require.Equal(t, http.StatusPartialContent, resp.StatusCode, "%s", data)
+		require.Equal(t, big[from:from+30], data)
+		require.Equal(t, fmt.Sprintf("bytes %d-%d/%d", from, from+29, len(big)), resp.Header.Get("Content-Range"))
+
+		resp, data = f.get(t, "tok-other", filePath(info.Ref), map[string]string{"Range": "bytes=0-9"})
+		requireProblem(t, resp, data, http.StatusNotFound, agent.ErrTypeNotFound, "not found")
 	})
 
 	t.Run("if-none-match", func(t *testing.T) {

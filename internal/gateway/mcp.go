@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -147,6 +148,10 @@ func (m *mcpServer) session(r *http.Request) *mcp.Server {
 	return srv
 }
 
+// mcpMaxResourceBytes bounds a blob resources/read answers: the answer
+// holds it whole, base64-encoded.
+const mcpMaxResourceBytes = 16 << 20
+
 // mcpBlobTemplate is the URI template of a tenant's blobs.
 const mcpBlobTemplate = "cas://sha256:{digest}"
 
@@ -163,7 +168,19 @@ func (m *mcpServer) readBlob(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request carries no bearer token"}
 	}
 	uri := req.Params.URI
-	data, mimeType, err := m.s.store.TenantBlob(ctx, tenantOf(ctx), uri)
+	info, err := m.s.store.TenantBlobInfo(ctx, tenantOf(ctx), uri)
+	if err == nil && info.Size > mcpMaxResourceBytes {
+		// A resource goes in one JSON-RPC answer, whole; a file that
+		// large is streamed by the files route.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"%s is %d bytes, more than a resource read answers (%d): download it with GET %s/%s and the same token",
+			uri, info.Size, mcpMaxResourceBytes, filesPath, url.PathEscape(uri))}
+	}
+	var data []byte
+	var mimeType string
+	if err == nil {
+		data, mimeType, err = m.s.store.TenantBlob(ctx, tenantOf(ctx), uri)
+	}
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
 		return nil, mcp.ResourceNotFoundError(uri)

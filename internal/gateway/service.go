@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
@@ -39,10 +40,13 @@ type EventSource interface {
 
 // Options configure a Service.
 type Options struct {
-	Client    client.Client
-	Store     *store.Store
-	Events    EventSource
-	Tokens    []Token // the bearer tokens accepted, with their tenants and roles
+	Client client.Client
+	Store  *store.Store
+	Events EventSource
+	Tokens []Token // the bearer tokens accepted, with their tenants and roles
+	// OIDC, when set, accepts the JWTs of an OIDC issuer beside Tokens:
+	// their claims give the tenant, roles and name.
+	OIDC      *oidcauth.Verifier
 	TaskQueue string
 	Logger    *zap.Logger
 	// MaxStreamsPerTenant bounds each tenant's open streams in this
@@ -65,6 +69,7 @@ type Service struct {
 	store     *store.Store
 	events    EventSource
 	tokens    []Token
+	oidc      *oidcauth.Verifier
 	taskQueue string
 	logger    *zap.Logger
 	routes    *registry.Cache
@@ -82,10 +87,10 @@ type Service struct {
 // and the burst is through sooner (BENCHMARKS.md, scale).
 const maxStarting = 64
 
-// New returns a Service; it needs at least one token.
+// New returns a Service; it needs at least one token, or OIDC.
 func New(o Options) (*Service, error) {
-	if len(o.Tokens) == 0 {
-		return nil, errors.New("gateway: no bearer tokens configured (AGENTFLOW_TOKENS=<token>=<tenant>[:<roles>[:<name>]],…)")
+	if len(o.Tokens) == 0 && o.OIDC == nil {
+		return nil, errors.New("gateway: no bearer tokens configured (AGENTFLOW_TOKENS=<token>=<tenant>[:<roles>[:<name>]],…, or an OIDC issuer, AGENTFLOW_OIDC_ISSUER)")
 	}
 	for _, t := range o.Tokens {
 		if t.Tenant == "" || len(t.Roles) == 0 || t.hash == [32]byte{} {
@@ -104,7 +109,7 @@ func New(o Options) (*Service, error) {
 	case o.MaxStreamsPerTenant == 0:
 		o.MaxStreamsPerTenant = DefaultMaxStreamsPerTenant
 	}
-	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, taskQueue: o.TaskQueue, logger: o.Logger,
+	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, oidc: o.OIDC, taskQueue: o.TaskQueue, logger: o.Logger,
 		routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -71,7 +70,7 @@ func newToken(hash [sha256.Size]byte, tenant, name string, roles []Role) (Token,
 		return Token{}, fmt.Errorf("token of tenant %q: %d roles; the limit is %d", tenant, len(roles), agent.MaxCallerRoles)
 	}
 	for _, r := range roles {
-		if !roleName.MatchString(string(r)) {
+		if !agent.ValidRole(string(r)) {
 			return Token{}, fmt.Errorf("token of tenant %q: role %q: want lower-case letters, digits, '-' and '_' (the API's roles are user, approver and admin; others are for policies and rules)", tenant, r)
 		}
 	}
@@ -83,9 +82,6 @@ func newToken(hash [sha256.Size]byte, tenant, name string, roles []Role) (Token,
 	}
 	return Token{Tenant: tenant, Name: name, Roles: slices.Clone(roles), hash: hash}, nil
 }
-
-// roleName is what a role may be called.
-var roleName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
 // Has reports whether the token has role r.
 func (t Token) Has(r Role) bool { return slices.Contains(t.Roles, r) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,9 +21,58 @@ type HTTPCheck struct {
 	JobID    string `json:"job_id"`
 }
 
-type httpVerdict struct {
-	Allow  *bool  `json:"allow"`
-	Reason string `json:"reason"`
+// Verdict is a custom guard's answer (an HTTP guard's body, a tool
+// guard's text output): {"allow": true} or {"allow": false, "reason"}.
+type Verdict struct {
+	Allow  bool
+	Reason string
+}
+
+// maxVerdictBytes bounds a custom guard's answer.
+const maxVerdictBytes = 64 << 10
+
+// errNotVerdict is an answer that is not a verdict.
+var errNotVerdict = errors.New(`the answer is not {"allow": true|false, "reason"}`)
+
+// ReadVerdict reads a custom guard's answer: a JSON object whose "allow"
+// is true or false, with an optional string "reason" (other fields are
+// ignored). Anything else — another JSON value, an "allow" that is
+// missing or not a boolean, more than maxVerdictBytes — is not a verdict;
+// the error says so without quoting the answer, which may quote the text
+// the guard was asked about.
+func ReadVerdict(data []byte) (Verdict, error) {
+	if len(data) > maxVerdictBytes {
+		return Verdict{}, errNotVerdict
+	}
+	var v struct {
+		Allow  *bool  `json:"allow"`
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil || v.Allow == nil {
+		return Verdict{}, errNotVerdict
+	}
+	return Verdict{Allow: *v.Allow, Reason: v.Reason}, nil
+}
+
+// decide is the rule a custom guard's answer makes ("" when the text may
+// go on): who names the guard in it ("http guard https://…", "tool guard
+// policy_check"). A guard that could not be asked, or did not answer a
+// verdict (err), refuses when it fails closed and lets the text go on
+// when it fails open.
+func decide(who string, g agent.GuardCall, v Verdict, err error) string {
+	switch {
+	case err != nil && g.FailsOpen():
+		return ""
+	case err != nil:
+		return fmt.Sprintf("%s failed closed: %v", who, err)
+	case v.Allow:
+		return ""
+	}
+	reason := v.Reason
+	if reason == "" {
+		reason = "no reason given"
+	}
+	return fmt.Sprintf("%s refused: %s", who, agent.Clip(reason, 300))
 }
 
 // CallHTTP asks a tenant's guard about a text, through client (the
@@ -35,47 +85,30 @@ func CallHTTP(ctx context.Context, client *http.Client, g agent.HTTPGuard, check
 	ctx, cancel := context.WithTimeout(ctx, g.Timeout())
 	defer cancel()
 	verdict, err := callHTTP(ctx, client, g.URL, check)
-	if err != nil {
-		if g.Fail == agent.GuardFailOpen {
-			return "", err
-		}
-		return fmt.Sprintf("http guard %s failed closed: %v", g.URL, err), err
-	}
-	if *verdict.Allow {
-		return "", nil
-	}
-	reason := verdict.Reason
-	if reason == "" {
-		reason = "no reason given"
-	}
-	return fmt.Sprintf("http guard %s refused: %s", g.URL, agent.Clip(reason, 300)), nil
+	return decide("http guard "+g.URL, g.GuardCall, verdict, err), err
 }
 
-func callHTTP(ctx context.Context, client *http.Client, url string, check HTTPCheck) (httpVerdict, error) {
+func callHTTP(ctx context.Context, client *http.Client, url string, check HTTPCheck) (Verdict, error) {
 	body, err := json.Marshal(check)
 	if err != nil {
-		return httpVerdict{}, err
+		return Verdict{}, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return httpVerdict{}, err
+		return Verdict{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return httpVerdict{}, err
+		return Verdict{}, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxVerdictBytes))
 	if err != nil {
-		return httpVerdict{}, err
+		return Verdict{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return httpVerdict{}, fmt.Errorf("status %d", resp.StatusCode)
+		return Verdict{}, fmt.Errorf("status %d", resp.StatusCode)
 	}
-	var v httpVerdict
-	if err := json.Unmarshal(data, &v); err != nil || v.Allow == nil {
-		return httpVerdict{}, fmt.Errorf(`the answer is not {"allow": true|false, "reason"}`)
-	}
-	return v, nil
+	return ReadVerdict(data)
 }

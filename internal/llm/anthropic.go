@@ -185,6 +185,9 @@ func anthropicParams(ctx context.Context, modelName string, req Request, message
 			}
 			for j, part := range m.Parts {
 				b, err := anthropicPart(ctx, req, part, fmt.Sprintf("message %d part %d", i, j))
+				if agent.IsCode(err, agent.CodeInvalid) && part.Type != agent.PartText {
+					continue // a file the model cannot take (toolFileSkipped)
+				}
 				if err != nil {
 					return params, err
 				}

@@ -214,3 +214,77 @@ func TestPartsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestToolFilesModelCannotTake: a tool's file the model cannot take — a
+// document for an OpenAI-compatible model, one larger than a model is
+// sent — is left out of the call, which goes on; the tool's text, which
+// names the file, is sent. What the model can take is sent as before.
+func TestToolFilesModelCannotTake(t *testing.T) {
+	ctx := context.Background()
+	bigRef := "cas://sha256:" + "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+	withBig := func(ctx context.Context, ref string) ([]byte, string, error) {
+		if ref == bigRef {
+			return nil, "", agent.Errorf(agent.CodeInvalid, "%s is %d bytes; a model is sent at most %d", ref, 50<<20, llm.MaxMediaBytes)
+		}
+		return media(ctx, ref)
+	}
+	msgs := []agent.Message{
+		{Role: agent.RoleUser, Content: "fetch the report"},
+		{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{{ID: "call_1", Name: "fetch", Arguments: `{}`}}},
+		{Role: agent.RoleTool, ToolCallID: "call_1", Name: "fetch", Content: "file: " + pdfRef + " (application/pdf, 13 bytes)",
+			Parts: []agent.Part{
+				{Type: agent.PartFile, URL: pdfRef, MIMEType: "application/pdf", Name: "report.pdf"},
+				{Type: agent.PartImage, URL: bigRef, MIMEType: "image/png"},
+				{Type: agent.PartImage, URL: pngRef, MIMEType: "image/png"},
+			}},
+	}
+	enc := base64.StdEncoding.EncodeToString(pngBytes)
+
+	t.Run("openai", func(t *testing.T) {
+		var body []byte
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ = io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"id":"1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Here it is."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
+		}))
+		t.Cleanup(srv.Close)
+		r, err := llm.New(llm.Config{OpenAIBaseURL: srv.URL + "/v1"})
+		require.NoError(t, err)
+		_, err = r.Generate(ctx, llm.Request{Model: "openai:m", Media: withBig, Messages: msgs})
+		require.NoError(t, err)
+		var sent struct {
+			Messages []struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		require.NoError(t, json.Unmarshal(body, &sent))
+		require.Len(t, sent.Messages, 4)
+		require.Equal(t, "tool", sent.Messages[2].Role)
+		require.Contains(t, string(sent.Messages[2].Content), pdfRef, "the tool's text names the file")
+		require.JSONEq(t, `[{"type":"text","text":"Images the tool calls above returned:"},{"type":"text","text":"From call call_1:"},
+			{"type":"image_url","image_url":{"url":"data:image/png;base64,`+enc+`"}}]`, string(sent.Messages[3].Content))
+	})
+
+	t.Run("anthropic", func(t *testing.T) {
+		r, bodies := anthropicRecorder(t, anthropicReply)
+		_, err := r.Generate(ctx, llm.Request{Model: "anthropic:claude-test", Media: withBig, Messages: msgs})
+		require.NoError(t, err)
+		var sent []struct {
+			Content []json.RawMessage `json:"content"`
+		}
+		require.NoError(t, json.Unmarshal(bodies()[0]["messages"], &sent))
+		require.Len(t, sent, 3)
+		var result struct {
+			Content []struct {
+				Type string `json:"type"`
+			} `json:"content"`
+		}
+		require.NoError(t, json.Unmarshal(sent[2].Content[0], &result))
+		var types []string
+		for _, c := range result.Content {
+			types = append(types, c.Type)
+		}
+		require.Equal(t, []string{"text", "document", "image"}, types, "the PDF and the small image; not the large one")
+	})
+}

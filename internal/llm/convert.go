@@ -16,7 +16,8 @@ import (
 // toMessages converts the conversation to langchaingo's form for an
 // OpenAI-compatible server. A user message's parts follow its text; a
 // tool's images, which the API does not take in a tool message, go in a
-// user message after the tool results of that step.
+// user message after the tool results of that step. A tool's file the
+// model cannot take is left out (toolFileSkipped).
 func toMessages(ctx context.Context, req Request, msgs []agent.Message) ([]llms.MessageContent, error) {
 	out := make([]llms.MessageContent, 0, len(msgs))
 	var toolImages []llms.ContentPart // images of the tool results just read
@@ -79,6 +80,9 @@ func toMessages(ctx context.Context, req Request, msgs []agent.Message) ([]llms.
 			}})
 			for j, p := range m.Parts {
 				part, err := openAIPart(ctx, req, p, fmt.Sprintf("message %d part %d", i, j))
+				if agent.IsCode(err, agent.CodeInvalid) && p.Type != agent.PartText {
+					continue // a file the model cannot take (toolFileSkipped)
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -100,6 +104,11 @@ func toMessages(ctx context.Context, req Request, msgs []agent.Message) ([]llms.
 func openAIPart(ctx context.Context, req Request, p agent.Part, at string) (llms.ContentPart, error) {
 	if p.Type == agent.PartText {
 		return llms.TextContent{Text: p.Text}, nil
+	}
+	if p.MIMEType != "" && !agent.IsImageType(p.MIMEType) {
+		// Known before its bytes are read.
+		return nil, agent.Errorf(agent.CodeInvalid, "%s: a %s %s cannot be sent to an OpenAI-compatible model; it takes images (%s)",
+			at, p.MIMEType, p.Type, strings.Join(agent.ImageTypes, ", "))
 	}
 	data, mime, err := req.media(ctx, p, at)
 	if err != nil {
@@ -139,7 +148,19 @@ func (req Request) media(ctx context.Context, p agent.Part, at string) ([]byte, 
 	return data, mime, nil
 }
 
-// checkParts refuses, before anything is sent, the parts a provider
+// toolFileSkipped: a tool's result may carry files the model cannot take
+// — a type its provider does not read (any file but an image for an
+// OpenAI-compatible model), one over MaxMediaBytes (a download of any
+// size) — and they are left out of what the model is sent rather than
+// failing the call: the tool's text names each by its ref (the runtime
+// notes every file a call produced), so the model knows of them and can
+// pass them on, and the turn's result still carries them as blocks.
+// What a user sends is another matter: a part the model cannot take
+// fails the call (checkParts), so that the caller learns it was not
+// read.
+
+// checkParts refuses, before anything is sent, the parts of the
+// conversation's messages (tools' aside: toolFileSkipped) a provider
 // cannot take at all: files, except for Anthropic's models (PDFs and text
 // documents).
 func checkParts(provider string, req Request) error {
@@ -147,6 +168,9 @@ func checkParts(provider string, req Request) error {
 		return nil
 	}
 	for i, m := range req.Messages {
+		if m.Role == agent.RoleTool {
+			continue
+		}
 		for j, p := range m.Parts {
 			if p.Type == agent.PartFile {
 				return agent.Errorf(agent.CodeInvalid, "message %d part %d: provider %s cannot take file parts (%s); use an anthropic model, or send the file's text",

@@ -47,7 +47,7 @@ func (s opSpec) names() string {
 }
 
 var specs = map[Op]opSpec{
-	OpHTTPRequest:  {required: []string{"url"}, optional: []string{"method", "params"}},
+	OpHTTPRequest:  {required: []string{"url"}, optional: []string{"method", "params", "response_as", "body_ref"}},
 	OpTableSort:    {required: []string{"field"}, optional: []string{"order"}},
 	OpTableFilter:  {required: []string{"condition"}},
 	OpTableSelect:  {required: []string{"fields"}},
@@ -61,23 +61,25 @@ var specs = map[Op]opSpec{
 
 // wants says what each step field takes, for messages.
 var wants = map[string]string{
-	"url":       "an absolute http:// or https:// URL",
-	"method":    `"GET" or "POST"`,
-	"params":    "an object",
-	"field":     "a field name",
-	"order":     `"asc" or "desc"`,
-	"condition": `an object {"field": ..., "op": ..., "value": ...}`,
-	"fields":    "an array of field names",
-	"k":         "an integer ≥ 1",
-	"by":        "an array of field names",
-	"agg":       "one of count sum avg min max",
-	"left":      "a ref",
-	"right":     "a ref",
-	"on":        "a field name",
-	"how":       `"inner" or "left"`,
-	"query":     "a jq query",
-	"pattern":   "a regular expression (Go RE2 syntax)",
-	"format":    "a strftime format such as %Y-%m-%d",
+	"url":         "an absolute http:// or https:// URL",
+	"method":      `"GET" or "POST"`,
+	"params":      "an object",
+	"response_as": `"data" or "file"`,
+	"body_ref":    "a ref of a stored file (cas://…) or previous_results[i]",
+	"field":       "a field name",
+	"order":       `"asc" or "desc"`,
+	"condition":   `an object {"field": ..., "op": ..., "value": ...}`,
+	"fields":      "an array of field names",
+	"k":           "an integer ≥ 1",
+	"by":          "an array of field names",
+	"agg":         "one of count sum avg min max",
+	"left":        "a ref",
+	"right":       "a ref",
+	"on":          "a field name",
+	"how":         `"inner" or "left"`,
+	"query":       "a jq query",
+	"pattern":     "a regular expression (Go RE2 syntax)",
+	"format":      "a strftime format such as %Y-%m-%d",
 }
 
 // Condition operators.
@@ -204,6 +206,10 @@ func decodeField(s *Step, name string, raw json.RawMessage) error {
 		target = &s.Method
 	case "params":
 		target = &s.Params
+	case "response_as":
+		target = &s.ResponseAs
+	case "body_ref":
+		target = &s.BodyRef
 	case "field":
 		target = &s.Field
 	case "order":
@@ -233,10 +239,17 @@ func decodeField(s *Step, name string, raw json.RawMessage) error {
 	default:
 		return unknownField(s.Op, name)
 	}
-	if isNull(raw) || decodeInto(raw, target) != nil || hasNullItem(name, raw) {
+	if isNull(raw) || decodeInto(raw, target) != nil || hasNullItem(name, raw) || emptyText(name, target) {
 		return invalidf("%s: want %s, got %s", name, wants[name], describeRaw(raw))
 	}
 	return nil
+}
+
+// emptyText reports an empty string where a step field would otherwise
+// read as absent.
+func emptyText(name string, target any) bool {
+	p, ok := target.(*string)
+	return ok && *p == "" && (name == "body_ref" || name == "response_as")
 }
 
 // hasNullItem reports a null in an array of names, which encoding/json
@@ -458,6 +471,8 @@ func (s Step) present() []string {
 	add("url", s.URL != "")
 	add("method", s.Method != "")
 	add("params", s.Params != nil)
+	add("response_as", s.ResponseAs != "")
+	add("body_ref", s.BodyRef != "")
 	add("field", s.Field != "")
 	add("order", s.Order != "")
 	add("condition", s.Condition != nil)
@@ -549,7 +564,20 @@ func checkHTTP(s Step, i int, hasInput bool) error {
 	if err := checkEnum("method", s.Method, "GET", "POST"); err != nil {
 		return err
 	}
-	if s.Method != "GET" {
+	if s.ResponseAs != "" {
+		if err := checkEnum("response_as", s.ResponseAs, ResponseData, ResponseFile); err != nil {
+			return err
+		}
+	}
+	if s.BodyRef != "" {
+		switch {
+		case s.Method != "POST":
+			return invalidf(`body_ref sends a file as the body of a POST: give "method": "POST"`)
+		case len(s.BodyRef) > maxNameBytes:
+			return invalidf("body_ref: a ref is at most %d bytes", maxNameBytes)
+		}
+	}
+	if s.Method != "GET" && s.BodyRef == "" {
 		return nil
 	}
 	for _, k := range sortedKeys(s.Params) {
@@ -559,6 +587,9 @@ func checkHTTP(s Step, i int, hasInput bool) error {
 			ok = !slices.ContainsFunc(arr, func(e any) bool { return !isScalar(e) })
 		}
 		if !ok {
+			if s.BodyRef != "" {
+				return invalidf("params.%s: a POST with body_ref sends params in the query string, so each is a string, number, boolean or an array of them, got %s", k, describe(v))
+			}
 			return invalidf("params.%s: a GET sends params in the query string, so each is a string, number, boolean or an array of them, got %s; use method POST to send a JSON body", k, describe(v))
 		}
 	}

@@ -62,7 +62,14 @@
 //   - http_request: only as step 0 and without input_ref. GET sends params
 //     as the query string (arrays as repeated keys, replacing the URL's own
 //     values of those keys); POST sends them as a JSON body. The request
-//     goes to Env.Fetch, which may add headers such as auth.
+//     goes to Env.Fetch, which may add headers such as auth. Files go
+//     both ways without passing through the engine: with response_as
+//     "file" the response's body is kept as a file (Env.Fetch stores it
+//     as it arrives) and the step's output is a document that names it,
+//     {"ref", "content_type", "size", "name"}, and the run's Result.Files
+//     list it; a POST with body_ref sends the stored file that ref names
+//     as its body (Env.Fetch reads it as it sends it), and its params go
+//     in the query string.
 //   - table_sort: see above; order asc (default) or desc.
 //   - table_filter: = and != compare as above (= null matches null and
 //     missing values); < <= > >= compare numbers or strings, and rows whose
@@ -128,6 +135,14 @@
 // slot taken waits within its step's time and then fails with
 // agent.CodeUnavailable. Env.JQ sets both; by default one pool serves the
 // process.
+//
+// # Refs
+//
+// A ref (input_ref, a join's left and right, a request's body_ref) is the
+// caller's to read, so it may name data any way the caller reads: a
+// cas:// or artifact:// ref, or an input of the turn by index,
+// previous_results[i] (agent.ResolveInput). Decode checks only that a ref
+// is a short string.
 //
 // # Caching
 //

@@ -228,3 +228,54 @@ func TestHTTPRequest(t *testing.T) {
 		require.EqualError(t, err, "step 0 (http_request): output has 101 rows; the limit is 50: filter or aggregate earlier, or ask the source for fewer")
 	})
 }
+
+// TestHTTPFiles: response_as file hands Fetch a request for a file and
+// makes the kept file the step's output, a document that names it, and
+// one of the run's files; body_ref asks Fetch to send a stored file,
+// with params in the query string.
+func TestHTTPFiles(t *testing.T) {
+	var got []Request
+	env := Env{Fetch: func(_ context.Context, req Request) (Response, error) {
+		got = append(got, req)
+		if req.AsFile {
+			return Response{StatusCode: 200, ContentType: "application/pdf",
+				File: &File{Ref: "cas://sha256:" + strings.Repeat("ab", 32), ContentType: "application/pdf", Size: 52 << 20, Name: "report.pdf"}}, nil
+		}
+		return Response{StatusCode: 200, ContentType: "application/json", Body: []byte(`{"pages": 12}`)}, nil
+	}}
+
+	p, err := Decode([]byte(call(`[{"step": "http_request", "url": "https://files.example/report.pdf", "response_as": "file"}, {"step": "jq_transform", "query": ".size"}]`)))
+	require.NoError(t, err)
+	res, err := Run(t.Context(), p, env)
+	require.NoError(t, err)
+	require.True(t, got[0].AsFile)
+	require.Equal(t, "*/*", got[0].Header.Get("Accept"))
+	require.Equal(t, []File{{Ref: "cas://sha256:" + strings.Repeat("ab", 32), ContentType: "application/pdf", Size: 52 << 20, Name: "report.pdf"}}, res.Files)
+	out, err := json.Marshal(res.Value)
+	require.NoError(t, err)
+	require.Equal(t, "54525952", string(out))
+
+	p, err = Decode([]byte(call(`[{"step": "http_request", "url": "https://ocr.example/scan?v=1", "method": "POST", "body_ref": "previous_results[0]", "params": {"lang": "en"}}]`)))
+	require.NoError(t, err)
+	res, err = Run(t.Context(), p, env)
+	require.NoError(t, err)
+	req := got[1]
+	require.Equal(t, "previous_results[0]", req.BodyRef)
+	require.Equal(t, "https://ocr.example/scan?lang=en&v=1", req.URL)
+	require.Nil(t, req.Body)
+	require.False(t, req.AsFile)
+	require.Empty(t, res.Files)
+	out, err = json.Marshal(res.Value)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"pages": 12}`, string(out))
+
+	t.Run("an answer other than 2xx is an error", func(t *testing.T) {
+		env := Env{Fetch: func(context.Context, Request) (Response, error) {
+			return Response{StatusCode: 404, Body: []byte("no such report")}, nil
+		}}
+		p, err := Decode([]byte(call(`[{"step": "http_request", "url": "https://files.example/gone.pdf", "response_as": "file"}]`)))
+		require.NoError(t, err)
+		_, err = Run(t.Context(), p, env)
+		require.EqualError(t, err, "step 0 (http_request): GET https://files.example/gone.pdf answered 404 Not Found: no such report")
+	})
+}

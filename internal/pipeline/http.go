@@ -38,6 +38,13 @@ func (e *engine) httpRequest(ctx context.Context, s step) (Value, error) {
 		}
 		return Value{}, agent.Errorf(code, "%s %s answered %d %s: %s", req.Method, req.URL, resp.StatusCode, http.StatusText(resp.StatusCode), snippet(resp.Body))
 	}
+	if req.AsFile {
+		if resp.File == nil {
+			return Value{}, fmt.Errorf("%s %s: the response was not kept as a file", req.Method, req.URL)
+		}
+		e.files = append(e.files, *resp.File)
+		return fileValue(*resp.File), nil
+	}
 	v, err := Parse(resp.Body, resp.ContentType, req.URL)
 	if err != nil {
 		return Value{}, fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
@@ -45,18 +52,32 @@ func (e *engine) httpRequest(ctx context.Context, s step) (Value, error) {
 	return v, nil
 }
 
+// fileValue is the document a response kept as a file stands for:
+// {"ref", "content_type", "size", "name"}.
+func fileValue(f File) Value {
+	doc := map[string]any{"ref": f.Ref, "content_type": f.ContentType, "size": json.Number(strconv.FormatInt(f.Size, 10))}
+	if f.Name != "" {
+		doc["name"] = f.Name
+	}
+	return Value{Kind: KindDocument, Doc: doc}
+}
+
 // newRequest builds the request of an http_request step: params go in the
-// query string of a GET (arrays as repeated keys, replacing the URL's own
-// values of those keys) and make the JSON body of a POST.
+// query string of a GET or of a POST that sends a file (arrays as repeated
+// keys, replacing the URL's own values of those keys) and make the JSON
+// body of any other POST.
 func newRequest(s Step) (Request, error) {
 	u, err := url.Parse(s.URL)
 	if err != nil {
 		return Request{}, invalidf("url %q: %v", clip(s.URL, 100), err)
 	}
-	req := Request{Method: s.Method, Header: http.Header{}}
+	req := Request{Method: s.Method, Header: http.Header{}, BodyRef: s.BodyRef, AsFile: s.ResponseAs == ResponseFile}
 	req.Header.Set("Accept", "application/json, text/csv;q=0.9, */*;q=0.5")
-	switch s.Method {
-	case http.MethodGet:
+	if req.AsFile {
+		req.Header.Set("Accept", "*/*")
+	}
+	switch {
+	case s.Method == http.MethodGet || s.BodyRef != "":
 		if len(s.Params) > 0 {
 			q := u.Query()
 			for k, v := range s.Params {
@@ -71,7 +92,7 @@ func newRequest(s Step) (Request, error) {
 			}
 			u.RawQuery = q.Encode()
 		}
-	case http.MethodPost:
+	case s.Method == http.MethodPost:
 		params := s.Params
 		if params == nil {
 			params = map[string]any{}

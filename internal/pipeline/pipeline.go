@@ -34,6 +34,12 @@ func Ops() []Op {
 	return []Op{OpHTTPRequest, OpTableSort, OpTableFilter, OpTableSelect, OpTopK, OpGroupBy, OpJoin, OpJQTransform, OpRegexExtract, OpParseDate}
 }
 
+// What http_request makes of a response (response_as).
+const (
+	ResponseData = "data" // read as JSON or CSV: the default
+	ResponseFile = "file" // kept as a file by ref
+)
+
 // Pipeline is one execute_pipeline call.
 type Pipeline struct {
 	// SessionID is the model's session for context tracking; it does not
@@ -53,7 +59,12 @@ type Step struct {
 
 	URL    string         `json:"url,omitempty"`    // http_request
 	Method string         `json:"method,omitempty"` // http_request: GET or POST
-	Params map[string]any `json:"params,omitempty"` // http_request: query (GET) or JSON body (POST)
+	Params map[string]any `json:"params,omitempty"` // http_request: query (GET, or POST with body_ref) or JSON body (POST)
+	// ResponseAs is what http_request makes of a response: "data" (or
+	// empty) reads it as JSON or CSV; "file" keeps it as a file by ref.
+	ResponseAs string `json:"response_as,omitempty"`
+	// BodyRef names a stored file a POST sends as its body.
+	BodyRef string `json:"body_ref,omitempty"`
 
 	Field     string     `json:"field,omitempty"`     // table_sort, groupby, regex_extract, parse_date
 	Order     string     `json:"order,omitempty"`     // table_sort: asc or desc
@@ -86,10 +97,14 @@ type Env struct {
 	// policy, response size and time, and may add headers (auth) to
 	// req.Header. A non-2xx Response is not an error of Fetch: the engine
 	// reports it. Nil makes http_request fail with a message for the model.
+	// Fetch streams files both ways: a request's BodyRef is read from
+	// storage as it is sent, and the body of a 2xx response to an AsFile
+	// request is stored as it arrives (Response.File), never held whole.
 	Fetch func(ctx context.Context, req Request) (Response, error)
 	// Load reads the data a ref names (input_ref, join's left and right),
 	// from the tenant's blobs; Parse turns stored bytes into a Value. Nil
-	// makes refs fail with a message for the model.
+	// makes refs fail with a message for the model. (A request's body_ref
+	// is Fetch's to read.)
 	Load func(ctx context.Context, ref string) (Value, error)
 	// Limits bound every step; zero fields take their defaults.
 	Limits Limits
@@ -140,19 +155,40 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Request is an http_request for Env.Fetch. URL already carries the query
-// of a GET; Body is the JSON body of a POST.
+// of a GET (or of a POST that sends a file); Body is the JSON body of a
+// POST.
 type Request struct {
 	Method string
 	URL    string
 	Header http.Header
 	Body   []byte
+	// BodyRef, when set, names the stored file a POST sends as its body,
+	// with the file's content type (body_ref): a ref, or previous_results[i].
+	BodyRef string
+	// AsFile asks that a 2xx response's body be kept as a file
+	// (response_as "file").
+	AsFile bool
 }
 
 // Response is what Env.Fetch got.
 type Response struct {
 	StatusCode  int
 	ContentType string // the Content-Type header
-	Body        []byte
+	// Body is the response's body; for an AsFile request, only the start
+	// of a body other than 2xx, for the error.
+	Body []byte
+	// File is the stored body of a 2xx response to an AsFile request.
+	File *File
+}
+
+// File is a response kept as a file: a blob of the tenant's.
+type File struct {
+	Ref         string `json:"ref"` // cas://sha256:…
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	// Name is the file's name: the Content-Disposition's, else the last
+	// segment of the URL's path; may be empty.
+	Name string `json:"name,omitempty"`
 }
 
 // StepError is an error of one step. Its message starts with
@@ -209,7 +245,9 @@ func Run(ctx context.Context, p Pipeline, env Env) (Result, error) {
 		}
 		cur = next
 	}
-	return newResult(cur, e.warnings), nil
+	res := newResult(cur, e.warnings)
+	res.Files = e.files
+	return res, nil
 }
 
 // engine runs the steps of one pipeline and gathers their warnings.
@@ -218,6 +256,7 @@ type engine struct {
 	limits   Limits
 	jq       *jqproc.Pool
 	warnings []string
+	files    []File // kept by http_request's response_as file
 }
 
 func (e *engine) warnf(s step, format string, args ...any) {

@@ -20,6 +20,9 @@ type Result struct {
 	// (rows a filter could not compare, dates that did not parse, a pattern
 	// that matched nothing).
 	Warnings []string
+	// Files are the responses the run kept as files (response_as
+	// "file"), in the order it kept them.
+	Files []File
 }
 
 // Column is a field of a table and the JSON types its values have.

@@ -13,7 +13,7 @@ const Parameters = `{
   "additionalProperties": false,
   "properties": {
     "session_id": {"type": "string", "description": "Session ID for context tracking."},
-    "input_ref": {"type": "string", "minLength": 1, "description": "Optional reference to stored data (an earlier result) to use as the input of step 0. A pipeline with input_ref does not start with http_request."},
+    "input_ref": {"type": "string", "minLength": 1, "description": "Optional reference to stored data (an earlier result) to use as the input of step 0: its ref, or previous_results[i] for the i-th (from 0) of the results this turn was given. A pipeline with input_ref does not start with http_request."},
     "pipeline": {
       "type": "array",
       "description": "Steps, run in order.",
@@ -23,14 +23,16 @@ const Parameters = `{
         "anyOf": [
           {
             "type": "object",
-            "description": "Fetch JSON or CSV (CSV when the response says text/csv or the URL ends in .csv). Only as step 0.",
+            "description": "Fetch JSON or CSV (CSV when the response says text/csv or the URL ends in .csv), or download a file, or send one. Only as step 0.",
             "required": ["step", "url"],
             "additionalProperties": false,
             "properties": {
               "step": {"type": "string", "enum": ["http_request"]},
               "url": {"type": "string", "description": "Absolute http:// or https:// URL."},
               "method": {"type": "string", "enum": ["GET", "POST"], "description": "Default GET."},
-              "params": {"type": "object", "description": "GET: query parameters (strings, numbers, booleans or arrays of them). POST: the JSON body."}
+              "params": {"type": "object", "description": "GET, or POST with body_ref: query parameters (strings, numbers, booleans or arrays of them). Other POST: the JSON body."},
+              "response_as": {"type": "string", "enum": ["data", "file"], "description": "data (default): read the response as JSON or CSV. file: keep it as a file (an image, a PDF, an archive; up to 1 GiB), stored as it arrives; the step's output is {\"ref\", \"content_type\", \"size\", \"name\"} and the file goes with the answer."},
+              "body_ref": {"type": "string", "minLength": 1, "description": "With method POST: send the stored file this ref names (cas://…, or previous_results[i]) as the request's body, with its content type; params then go in the query string."}
             }
           },
           {
@@ -102,8 +104,8 @@ const Parameters = `{
             "additionalProperties": false,
             "properties": {
               "step": {"type": "string", "enum": ["join"]},
-              "left": {"type": "string", "minLength": 1, "description": "Ref of the left table; only in a step without input (step 0 without input_ref)."},
-              "right": {"type": "string", "minLength": 1, "description": "Ref of the right table."},
+              "left": {"type": "string", "minLength": 1, "description": "Ref of the left table (or previous_results[i]); only in a step without input (step 0 without input_ref)."},
+              "right": {"type": "string", "minLength": 1, "description": "Ref of the right table (or previous_results[i])."},
               "on": {"type": "string", "minLength": 1},
               "how": {"type": "string", "enum": ["inner", "left"], "description": "Default inner; left keeps unmatched left rows."}
             }

@@ -16,8 +16,8 @@ import (
 // A pipeline's shape is what stays the same between runs that differ only
 // in their values: the steps, their fields and operators, the URL. The
 // values that may differ — its parameters — are declared here, by step
-// kind: an http_request's params, a table_filter's value, a top_k's k, and
-// the pipeline's input_ref. Two runs of one shape are the same task asked
+// kind: an http_request's params and body_ref, a table_filter's value, a
+// top_k's k, and the pipeline's input_ref. Two runs of one shape are the same task asked
 // with other values, which makes the shape worth keeping as a tool of its
 // own (a composite), called with just the parameters.
 
@@ -33,7 +33,8 @@ type Param struct {
 	// Step is the index of its step; -1 for input_ref.
 	Step int `json:"step"`
 	// Field says where in the step: "params" (Key names the param),
-	// "value" (a table_filter's condition value), "k" or "input_ref".
+	// "value" (a table_filter's condition value), "k", "body_ref" or
+	// "input_ref".
 	Field string `json:"field"`
 	Key   string `json:"key,omitempty"`
 	// Example is the value of the run the shape was taken from.
@@ -74,6 +75,9 @@ func ShapeOf(p Pipeline) Shape {
 			for _, k := range sortedKeys(s.Params) {
 				add(k, Param{Step: i, Field: "params", Key: k, Description: fmt.Sprintf("the %q parameter of the request to %s", k, s.URL)}, s.Params[k])
 			}
+			if s.BodyRef != "" {
+				add("body_ref", Param{Step: i, Field: "body_ref", Description: fmt.Sprintf("the ref of the file to send to %s", s.URL)}, s.BodyRef)
+			}
 		case OpTableFilter:
 			if c := s.Condition; c != nil {
 				add(c.Field+filterSuffix[c.Op], Param{Step: i, Field: "value", Description: fmt.Sprintf("keep rows whose %s %s this", c.Field, c.Op)}, c.Value)
@@ -103,6 +107,8 @@ func ShapeOf(p Pipeline) Shape {
 			step["condition"].(map[string]any)["value"] = marker
 		case "k":
 			step["k"] = marker
+		case "body_ref":
+			step["body_ref"] = marker
 		}
 	}
 	canon, _ := json.Marshal(doc) // sorted keys: canonical
@@ -176,6 +182,8 @@ func (s Shape) Bind(p Pipeline, values map[string]any) (Pipeline, error) {
 			p.InputRef, _ = v.(string)
 		case "params":
 			p.Steps[prm.Step].Params[prm.Key] = v
+		case "body_ref":
+			p.Steps[prm.Step].BodyRef, _ = v.(string)
 		case "value":
 			p.Steps[prm.Step].Condition.Value = v
 		case "k":

@@ -68,6 +68,18 @@ func TestShape(t *testing.T) {
 	ref := ShapeOf(decode(`{"session_id": "s", "input_ref": "cas://sha256:00", "pipeline": [{"step": "top_k", "k": 2}]}`))
 	require.Equal(t, "input_ref", ref.Params[0].Name)
 	require.Equal(t, -1, ref.Params[0].Step)
+
+	// A file sent by body_ref is a parameter, as input_ref is.
+	send := func(ref string) Pipeline {
+		return decode(`{"session_id": "s", "pipeline": [{"step": "http_request", "url": "https://ocr.example/scan", "method": "POST", "body_ref": "` + ref + `"}]}`)
+	}
+	upload := ShapeOf(send("cas://sha256:00"))
+	require.Equal(t, upload.Hash, ShapeOf(send("previous_results[2]")).Hash)
+	require.Equal(t, []Param{{Name: "body_ref", Type: "string", Step: 0, Field: "body_ref", Example: "cas://sha256:00",
+		Description: "the ref of the file to send to https://ocr.example/scan"}}, upload.Params)
+	bound, err = upload.Bind(send("cas://sha256:00"), map[string]any{"body_ref": "previous_results[0]"})
+	require.NoError(t, err)
+	require.Equal(t, "previous_results[0]", bound.Steps[0].BodyRef)
 }
 
 func toJSON(v any) string { return fmt.Sprint(v) }

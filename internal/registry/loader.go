@@ -207,6 +207,9 @@ type agentDef struct {
 	refs  []text
 	// composites: the agent lists Composites, the tenant's composite tools.
 	composites bool
+	// guardrails is where the agent's chain is written, for the problems
+	// of its tool guards, which finish resolves.
+	guardrails *jsonDoc
 }
 
 // Composites is the name an agent lists to be granted its tenant's
@@ -472,6 +475,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.Memory = l.memory(d)
 	def.agent.Expose = l.expose(d)
 	def.agent.Guardrails = l.guardrails(d)
+	def.guardrails = &d.Guardrails
 	if err := agent.ValidOnBusy(d.OnBusy.s); err != nil && !d.OnBusy.bad {
 		l.addf(d.OnBusy.pos, "%s", err.Error())
 	} else {
@@ -576,7 +580,7 @@ func (l *loader) guardrails(d *agentDoc) []agent.Guardrail {
 	dec.DisallowUnknownFields()
 	var chain []agent.Guardrail
 	if err := dec.Decode(&chain); err != nil {
-		l.addf(g.on(g.node), "%v (a guardrail is one of output, injection, http)", err)
+		l.addf(g.on(g.node), "%v (a guardrail is one of %s)", err, agent.GuardrailKinds)
 		return nil
 	}
 	if err := agent.ValidateGuardrails(chain); err != nil {
@@ -584,6 +588,10 @@ func (l *loader) guardrails(d *agentDoc) []agent.Guardrail {
 		return nil
 	}
 	for i, link := range chain {
+		if link.Tool != nil && link.Tool.Spec != nil {
+			l.addf(g.at(fmt.Sprintf("/%d/tool/spec", i)), "is set when the catalog is applied: name the tool, and its spec is pinned with the agent")
+			return nil
+		}
 		if link.Output == nil {
 			continue
 		}
@@ -872,7 +880,61 @@ func (l *loader) grant(t *tenant, def agentDef, kits map[string][]agent.Tool) ag
 	if n := len(a.Tools); n > MaxAgentTools && len(def.refs) <= MaxAgentTools {
 		l.addf(def.refs[len(def.refs)-1].pos, "agent %q is granted %d tools; the limit is %d", a.ID, n, MaxAgentTools)
 	}
+	l.guardTools(t, def, a)
 	return a
+}
+
+// guardTools pins each tool guard of an agent to its tool's full spec, as
+// the agent's own tools are: a tool of the tenant, granted to the agent
+// or not, that can be a guard's (checkGuardTool). A tool an entry of a
+// kind with a Resolve step stands for (an MCP server's tool e_t of entry
+// e) is known only when the entry is resolved: Resolve pins it then.
+func (l *loader) guardTools(t *tenant, def agentDef, a agent.Agent) {
+	for i, link := range a.Guardrails {
+		g := link.Tool
+		if g == nil {
+			continue
+		}
+		at := def.guardrails.at(fmt.Sprintf("/%d/tool/name", i))
+		if _, ok := t.toolAt[g.Name]; ok {
+			spec := t.tools[slices.IndexFunc(t.tools, func(s agent.Tool) bool { return s.Name == g.Name })]
+			if k, ok := l.kinds.Kind(spec.Kind); ok && k.Resolve != nil {
+				continue // what the entry stands for is known once it is resolved
+			}
+			if err := checkGuardTool(*g, spec); err != nil {
+				l.addf(at, "%s", err)
+				continue
+			}
+			g.Spec = &spec
+			continue
+		}
+		if l.resolvedLater(t, g.Name) {
+			continue
+		}
+		msg := notDefined(t, "tool", t.toolAt, g.Name)
+		if entries := l.resolvedEntries(t); len(entries) > 0 {
+			msg += fmt.Sprintf(" (a tool entry %s stands for, once resolved, is named %s_<its tool>)", entries[0], entries[0])
+		}
+		l.addf(at, "%s", msg)
+	}
+}
+
+// resolvedEntries are the tenant's entries of kinds with a Resolve step.
+func (l *loader) resolvedEntries(t *tenant) []string {
+	var out []string
+	for _, spec := range t.tools {
+		if k, ok := l.kinds.Kind(spec.Kind); ok && k.Resolve != nil {
+			out = append(out, spec.Name)
+		}
+	}
+	return out
+}
+
+// resolvedLater reports whether name may be a tool that an entry of the
+// tenant stands for once resolved: an entry of a kind with a Resolve step
+// whose name, and an underscore, begin it (mcpToolName).
+func (l *loader) resolvedLater(t *tenant, name string) bool {
+	return slices.ContainsFunc(l.resolvedEntries(t), func(entry string) bool { return strings.HasPrefix(name, entry+"_") })
 }
 
 func mergePos(a, b map[string]pos) map[string]pos {
@@ -938,6 +1000,12 @@ func (l *loader) lookUp(t *tenant, what string, defined map[string]pos, name tex
 	if _, ok := defined[name.s]; ok {
 		return true
 	}
+	l.addf(name.pos, "%s", notDefined(t, what, defined, name.s))
+	return false
+}
+
+// notDefined says that the tenant defines no name, and what it defines.
+func notDefined(t *tenant, what string, defined map[string]pos, name string) string {
 	known := " (it has none)"
 	if len(defined) > 0 {
 		names := slices.Sorted(maps.Keys(defined))
@@ -946,8 +1014,7 @@ func (l *loader) lookUp(t *tenant, what string, defined map[string]pos, name tex
 		}
 		known = "; defined: " + strings.Join(names, ", ")
 	}
-	l.addf(name.pos, "%s %q is not defined for tenant %q%s", what, name.s, t.id, known)
-	return false
+	return fmt.Sprintf("%s %q is not defined for tenant %q%s", what, name, t.id, known)
 }
 
 // configSchema checks a tool's config against its kind's JSON Schema.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
@@ -114,8 +116,66 @@ func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, en
 			problems = append(problems, agent.Errorf(agent.CodeInvalid, "agent %q has %d tools once its entries are resolved; the limit is %d", ag.ID, len(granted), MaxAgentTools))
 		}
 		ag.Tools = granted
+		problems = append(problems, pinGuardTools(ag, out, resolved)...)
 	}
 	return problems
+}
+
+// pinGuardTools pins the agent's tool guards that the loader left to
+// Resolve — those naming a tool an entry stands for — to the tool's spec
+// among the tenant's resolved tools, checked as the loader checks the
+// others (checkGuardTool). A guard whose entry resolved to nothing (a
+// server that could not be reached, applied with AllowUnreachable) stays
+// unpinned: it fails when asked until the catalog is applied again.
+func pinGuardTools(ag *agent.Agent, tenantTools []agent.Tool, resolved map[string][]agent.Tool) []error {
+	var problems []error
+	for i, link := range ag.Guardrails {
+		g := link.Tool
+		if g == nil || g.Spec != nil {
+			continue
+		}
+		where := fmt.Sprintf("agent %q: guardrails[%d].tool", ag.ID, i)
+		if j := slices.IndexFunc(tenantTools, func(t agent.Tool) bool { return t.Name == g.Name }); j >= 0 {
+			spec := tenantTools[j]
+			spec.FromToolkit = ""
+			if err := checkGuardTool(*g, spec); err != nil {
+				problems = append(problems, agent.Errorf(agent.CodeInvalid, "%s: %v", where, err))
+				continue
+			}
+			g.Spec = &spec
+			continue
+		}
+		// The entry the name would be a tool of: the longest that begins it.
+		entry := ""
+		for e := range resolved {
+			if (g.Name == e || strings.HasPrefix(g.Name, e+"_")) && len(e) > len(entry) {
+				entry = e
+			}
+		}
+		var names []string
+		for _, t := range resolved[entry] {
+			names = append(names, t.Name)
+		}
+		switch {
+		case entry != "" && len(names) == 0:
+			// Not reached now: the guard fails until it is.
+		case g.Name == entry:
+			problems = append(problems, agent.Errorf(agent.CodeInvalid, "%s: %q is the entry that stands for its tools (%s): name one of them", where, g.Name, listNames(names)))
+		case entry != "":
+			problems = append(problems, agent.Errorf(agent.CodeInvalid, "%s: entry %q offers no tool %q; it offers %s", where, entry, g.Name, listNames(names)))
+		default:
+			problems = append(problems, agent.Errorf(agent.CodeInvalid, "%s: %q is not a tool of the tenant", where, g.Name))
+		}
+	}
+	return problems
+}
+
+// listNames lists names for a message, the first few only.
+func listNames(names []string) string {
+	if len(names) > 10 {
+		names = append(names[:10:10], "…")
+	}
+	return strings.Join(names, ", ")
 }
 
 func describeOwner(entry, name string) string {

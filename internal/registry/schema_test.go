@@ -37,13 +37,14 @@ func TestPublishedSchema(t *testing.T) {
 		require.NotContains(t, errString(err), "unknown field", "the loader and the schema agree on fields")
 	}
 	for name, src := range map[string]string{
-		"unknown field":          "tenant: demo\nagnets: []\n",
-		"no tenant":              "agents: []\n",
-		"model without provider": "tenant: demo\nagents:\n  - id: a\n    model: gpt-4o\n",
-		"rule without when":      "tenant: demo\nrules:\n  - name: r\n    agent: a\n",
-		"bad limit":              "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    limits: {max_iterations: 0}\n",
-		"allowed model bare":     "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    models_allowed: [gpt-4o]\n",
-		"example without answer": "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    examples: [{user: q}]\n",
+		"unknown field":           "tenant: demo\nagnets: []\n",
+		"no tenant":               "agents: []\n",
+		"model without provider":  "tenant: demo\nagents:\n  - id: a\n    model: gpt-4o\n",
+		"rule without when":       "tenant: demo\nrules:\n  - name: r\n    agent: a\n",
+		"bad limit":               "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    limits: {max_iterations: 0}\n",
+		"allowed model bare":      "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    models_allowed: [gpt-4o]\n",
+		"example without answer":  "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    examples: [{user: q}]\n",
+		"tool guard without name": "tenant: demo\nagents:\n  - id: a\n    model: openai:m\n    guardrails: [{tool: {on: [input]}}]\n",
 	} {
 		require.Error(t, validate(src), name)
 	}

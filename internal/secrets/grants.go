@@ -19,8 +19,8 @@ const EnvGrants = "AGENTFLOW_SECRETS"
 // another tenant's key, or the database's password, to a host of its own.
 // A zero Grants grants nothing.
 //
-// Whatever a grant says, the platform's own variables are no tenant's:
-// see platformVariable.
+// Whatever a grant says, the platform's own variables are no tenant's
+// (platformVariable), nor are the system's files (systemFile).
 type Grants struct {
 	byTenant map[string][]string // tenant ("*": every tenant) → patterns
 }
@@ -30,8 +30,9 @@ type Grants struct {
 //	<tenant>=<pattern>[+<pattern>…]
 //
 // where <tenant> is a tenant id or * (every tenant) and a pattern is a
-// reference (env:FLIGHTS_TOKEN) or a reference prefix ending in *
-// (env:ACME_*). A tenant may appear in several entries.
+// reference (env:FLIGHTS_TOKEN, file:/var/run/secrets/crm-token) or a
+// reference prefix ending in * (env:ACME_*, file:/var/run/secrets/acme/*).
+// A tenant may appear in several entries.
 func ParseGrants(v string) (Grants, error) {
 	g := Grants{byTenant: map[string][]string{}}
 	for _, entry := range strings.Split(v, ",") {
@@ -58,12 +59,14 @@ func ParseGrants(v string) (Grants, error) {
 	return g, nil
 }
 
-// GrantAll grants every tenant every reference but the platform's own
-// variables: for tests and single-tenant setups that choose it.
+// GrantAll grants every tenant every env: reference but the platform's
+// own variables, and no file: reference: for tests and single-tenant
+// setups that choose it.
 func GrantAll() Grants { return Grants{byTenant: map[string][]string{"*": {"env:*"}}} }
 
 // checkPattern checks one pattern: a valid reference, or a reference's
-// start (scheme:, or scheme: and the start of a name) followed by *.
+// start (scheme:, or scheme: and the start of a name) followed by *. A
+// file: pattern names a folder or more (file:/ would grant every file).
 func checkPattern(p string) error {
 	prefix, wildcard := strings.CutSuffix(p, "*")
 	if !wildcard {
@@ -71,7 +74,10 @@ func checkPattern(p string) error {
 	}
 	// Completed with one letter, a reference's start is a reference.
 	if strings.Contains(prefix, "*") || ValidateRef(prefix+"X") != nil {
-		return fmt.Errorf("pattern %q: want scheme:NAME or scheme:PREFIX*, e.g. env:ACME_*", p)
+		return fmt.Errorf("pattern %q: want scheme:NAME or scheme:PREFIX*, e.g. env:ACME_* or file:/var/run/secrets/acme/*", p)
+	}
+	if prefix == SchemeFile+":/" {
+		return fmt.Errorf("pattern %q would grant every file of the machine: name the folder of the tenant's secrets, e.g. file:/var/run/secrets/acme/*", p)
 	}
 	return nil
 }
@@ -80,12 +86,15 @@ func checkPattern(p string) error {
 // reference and the variable, when it may not — the catalog's to fix, and
 // at call time a tool error the model reads, as egress refusals are.
 func (g Grants) Allows(tenant, ref string) error {
-	name, err := parseRef(ref)
+	scheme, name, err := parseRef(ref)
 	if err != nil {
 		return agent.Errorf(agent.CodeInvalid, "%v", err)
 	}
-	if platformVariable(name) {
+	if scheme == SchemeEnv && platformVariable(name) {
 		return agent.Errorf(agent.CodeInvalid, "secret %s is a variable of the platform itself, which no tenant may name", ref)
+	}
+	if scheme == SchemeFile && systemFile(name) {
+		return agent.Errorf(agent.CodeInvalid, "secret %s is a file of the system (/proc, /sys, /dev), which no tenant may name", ref)
 	}
 	for _, t := range []string{tenant, "*"} {
 		if slices.ContainsFunc(g.byTenant[t], func(p string) bool { return matchPattern(p, ref) }) {
@@ -100,6 +109,18 @@ func matchPattern(p, ref string) bool {
 		return strings.HasPrefix(ref, prefix)
 	}
 	return p == ref
+}
+
+// systemFile reports whether a path is under /proc, /sys or /dev: never
+// a mounted secret, and /proc/self/environ holds the platform's own
+// variables.
+func systemFile(p string) bool {
+	for _, dir := range []string{"/proc", "/sys", "/dev"} {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // platformVariable reports whether an environment variable configures the

@@ -48,6 +48,31 @@ func TestGrants(t *testing.T) {
 		require.ErrorContains(t, err, "a variable of the platform itself")
 	}
 	require.NoError(t, all.Allows("demo", "env:FLIGHTS_TOKEN"))
+	require.ErrorContains(t, all.Allows("demo", "file:/var/run/secrets/crm-token"), "AGENTFLOW_SECRETS", "GrantAll grants no files")
+
+	// Files: granted as variables are, and never the system's.
+	files, err := ParseGrants("demo=file:/var/run/secrets/demo/*+file:/etc/crm-token,*=file:/p*")
+	require.NoError(t, err)
+	for ref, want := range map[string]string{
+		"file:/var/run/secrets/demo/crm-token":   "",
+		"file:/etc/crm-token":                    "",
+		"file:/etc/crm-token2":                   `not one tenant "demo" may name`,
+		"file:/var/run/secrets/acme/crm-token":   `not one tenant "demo" may name`,
+		"file:/var/run/secrets/demo/../acme/key": "want an absolute, clean path",
+		"file:/proc/self/environ":                "a file of the system (/proc, /sys, /dev)",
+		"file:/pub/key":                          "",
+	} {
+		err := files.Allows("demo", ref)
+		if want == "" {
+			require.NoError(t, err, ref)
+			continue
+		}
+		require.Equal(t, agent.CodeInvalid, agent.ErrorCode(err), ref)
+		require.ErrorContains(t, err, want, ref)
+	}
+	for _, dev := range []string{"file:/dev/zero", "file:/sys/kernel/x", "file:/proc"} {
+		require.ErrorContains(t, all.Allows("demo", dev), "a file of the system")
+	}
 	require.Error(t, Grants{}.Allows("demo", "env:FLIGHTS_TOKEN"), "a zero Grants grants nothing")
 
 	for _, tt := range []struct{ v, want string }{
@@ -60,6 +85,9 @@ func TestGrants(t *testing.T) {
 		{"demo=env:9*", "want scheme:NAME or scheme:PREFIX*"},
 		{"demo=vault:*", "want scheme:NAME or scheme:PREFIX*"},
 		{"demo=env:X+", "empty secret reference"},
+		{"demo=file:/*", "would grant every file of the machine"},
+		{"demo=file:*", "want scheme:NAME or scheme:PREFIX*"},
+		{"demo=file:/run/../etc/*", "want scheme:NAME or scheme:PREFIX*"},
 	} {
 		_, err := ParseGrants(tt.v)
 		require.ErrorContains(t, err, tt.want, tt.v)
@@ -97,6 +125,8 @@ func FuzzGrants(f *testing.F) {
 	for _, s := range []string{"demo=env:X", "*=env:*", "demo=env:A_*+env:B,acme=env:C", "demo", "=x", "demo=env:DATABASE_URL"} {
 		f.Add(s, "demo", "env:DATABASE_URL")
 	}
+	f.Add("demo=file:/var/run/secrets/demo/*,*=file:/p*", "demo", "file:/proc/self/environ")
+	f.Add("demo=file:/var/run/secrets/demo/*", "demo", "file:/var/run/secrets/demo/../acme/key")
 	f.Fuzz(func(t *testing.T, v, tenant, ref string) {
 		g, err := ParseGrants(v)
 		if err != nil {
@@ -105,9 +135,10 @@ func FuzzGrants(f *testing.F) {
 		}
 		err = g.Allows(tenant, ref)
 		if err == nil {
-			name, perr := parseRef(ref)
+			scheme, name, perr := parseRef(ref)
 			require.NoError(t, perr)
-			require.False(t, platformVariable(name), "%s granted", ref)
+			require.False(t, scheme == SchemeEnv && platformVariable(name), "%s granted", ref)
+			require.False(t, scheme == SchemeFile && systemFile(name), "%s granted", ref)
 		}
 	})
 }

@@ -2,13 +2,16 @@
 //
 // A catalog never holds a secret's value, only a reference to it,
 // "scheme:name": env:WEATHER_KEY is the environment variable WEATHER_KEY of
-// the worker. ValidateRef checks a reference when the catalog is loaded; a
-// Resolver finds the value when a tool needs it.
+// the worker, and file:/var/run/secrets/crm-token the content of that file
+// (a mounted secret: a Kubernetes Secret's volume, a Docker secret).
+// ValidateRef checks a reference when the catalog is loaded, without
+// reading anything; a Resolver finds the value when a tool needs it,
+// inside the activity that makes the call.
 //
-// main is the only place that reads the environment for secrets: it builds
-// the resolver (NewEnv(os.LookupEnv)) and injects it. Another scheme (a
-// vault) is another Resolver; main then hands out one that dispatches on
-// the scheme, and ValidateRef learns the scheme's name rules.
+// main is the only place that reads the environment or files for secrets:
+// it builds the resolver (Schemes{"env": NewEnv(os.LookupEnv), "file":
+// Files{}}) and injects it. Another scheme (a vault) is another Resolver
+// in Schemes, and ValidateRef learns the scheme's name rules.
 //
 // Errors name the reference, never the value. Secret holds a value that
 // prints as its reference in fmt, JSON, slog and zap, so that a secret
@@ -26,9 +29,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Resolver finds the value of a secret reference. Implementations are safe
@@ -52,23 +61,52 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // the scheme accepts. Only references with a known scheme are quoted in
 // errors; anything else may be a value pasted in by mistake.
 func ValidateRef(ref string) error {
-	_, err := parseRef(ref)
+	_, _, err := parseRef(ref)
 	return err
 }
 
-func parseRef(ref string) (name string, err error) {
+// The schemes of references.
+const (
+	SchemeEnv  = "env"
+	SchemeFile = "file"
+)
+
+func parseRef(ref string) (scheme, name string, err error) {
 	scheme, name, ok := strings.Cut(ref, ":")
 	switch {
 	case ref == "":
-		return "", errors.New("empty secret reference: write scheme:NAME, e.g. env:WEATHER_KEY")
+		return "", "", errors.New("empty secret reference: write scheme:NAME, e.g. env:WEATHER_KEY")
 	case !ok || !schemeRE.MatchString(scheme):
-		return "", errors.New("not a secret reference (not shown, in case it is a secret): write scheme:NAME, e.g. env:WEATHER_KEY")
-	case scheme != "env":
-		return "", fmt.Errorf("secret reference with unknown scheme %q (known: env)", scheme)
-	case !envNameRE.MatchString(name):
-		return "", fmt.Errorf("secret reference %q: %q is not an environment variable name (letters, digits and _, not starting with a digit)", ref, name)
+		return "", "", errors.New("not a secret reference (not shown, in case it is a secret): write scheme:NAME, e.g. env:WEATHER_KEY")
+	case scheme == SchemeEnv:
+		if !envNameRE.MatchString(name) {
+			return "", "", fmt.Errorf("secret reference %q: %q is not an environment variable name (letters, digits and _, not starting with a digit)", ref, name)
+		}
+	case scheme == SchemeFile:
+		if err := checkFilePath(name); err != nil {
+			return "", "", fmt.Errorf("secret reference %q: %w", ref, err)
+		}
+	default:
+		return "", "", fmt.Errorf("secret reference with unknown scheme %q (known: env, file)", scheme)
 	}
-	return name, nil
+	return scheme, name, nil
+}
+
+// maxPathBytes bounds a file: reference's path.
+const maxPathBytes = 1024
+
+// checkFilePath accepts an absolute, clean path: no "..", "." or "//"
+// that would let a grant of a folder's prefix reach outside it.
+func checkFilePath(p string) error {
+	switch {
+	case len(p) > maxPathBytes:
+		return fmt.Errorf("a path of %d bytes; the limit is %d", len(p), maxPathBytes)
+	case !utf8.ValidString(p) || strings.ContainsFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return errors.New("a path has no spaces or control characters")
+	case !strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "/":
+		return fmt.Errorf("want an absolute, clean path to a file, e.g. file:/var/run/secrets/crm-token")
+	}
+	return nil
 }
 
 // Env resolves env: references from an environment.
@@ -88,9 +126,12 @@ func NewEnv(lookup func(string) (string, bool)) *Env {
 // Resolve returns the value of an env: reference. An unset or empty
 // variable is an error that wraps ErrNotSet.
 func (e *Env) Resolve(_ context.Context, ref string) (string, error) {
-	name, err := parseRef(ref)
+	scheme, name, err := parseRef(ref)
 	if err != nil {
 		return "", err
+	}
+	if scheme != SchemeEnv {
+		return "", fmt.Errorf("secret %s: not an env: reference", ref)
 	}
 	v, ok := e.lookup(name)
 	switch {
@@ -100,6 +141,83 @@ func (e *Env) Resolve(_ context.Context, ref string) (string, error) {
 		return "", fmt.Errorf("secret %s: environment variable is empty: %w", ref, ErrNotSet)
 	}
 	return v, nil
+}
+
+// Files resolves file: references by reading the file, a mounted secret:
+// its content, less one trailing line break ("\n" or "\r\n", which
+// editors and `echo` add), is the value. A file that does not exist or is
+// empty is an error that wraps ErrNotSet; one that cannot be read, is no
+// regular file or is larger than MaxFileBytes is an error too. Errors name
+// the reference, never the content.
+type Files struct{}
+
+// MaxFileBytes bounds a file: secret: a token, a password or a key, not a
+// document.
+const MaxFileBytes = 64 << 10
+
+// Resolve returns the value of a file: reference.
+func (Files) Resolve(_ context.Context, ref string) (string, error) {
+	scheme, name, err := parseRef(ref)
+	if err != nil {
+		return "", err
+	}
+	if scheme != SchemeFile {
+		return "", fmt.Errorf("secret %s: not a file: reference", ref)
+	}
+	// Stat before opening: opening a FIFO would wait for a writer.
+	info, err := os.Stat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("secret %s: the file does not exist: %w", ref, ErrNotSet)
+	case err != nil:
+		return "", fmt.Errorf("secret %s: the file cannot be read: %v", ref, osReason(err))
+	case !info.Mode().IsRegular():
+		return "", fmt.Errorf("secret %s: not a regular file", ref)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return "", fmt.Errorf("secret %s: the file cannot be read: %v", ref, osReason(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("secret %s: the file cannot be read: %v", ref, osReason(err))
+	case len(b) > MaxFileBytes:
+		return "", fmt.Errorf("secret %s: the file is larger than %d bytes", ref, MaxFileBytes)
+	}
+	v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if v == "" {
+		return "", fmt.Errorf("secret %s: the file is empty: %w", ref, ErrNotSet)
+	}
+	return v, nil
+}
+
+// osReason is what went wrong with a file, without the path the
+// reference already names: "permission denied", "is a directory".
+func osReason(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Schemes resolves a reference with the resolver of its scheme:
+// Schemes{"env": NewEnv(os.LookupEnv), "file": Files{}}.
+type Schemes map[string]Resolver
+
+// Resolve hands ref to the resolver of its scheme.
+func (s Schemes) Resolve(ctx context.Context, ref string) (string, error) {
+	scheme, _, err := parseRef(ref)
+	if err != nil {
+		return "", err
+	}
+	r, ok := s[scheme]
+	if !ok {
+		return "", fmt.Errorf("secret %s: this worker resolves no %s: references", ref, scheme)
+	}
+	return r.Resolve(ctx, ref)
 }
 
 // Secret is a secret value that shows only its reference when printed,

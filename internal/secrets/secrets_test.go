@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,7 +31,16 @@ func TestValidateRef(t *testing.T) {
 		{"", "empty secret reference: write scheme:NAME, e.g. env:WEATHER_KEY"},
 		{"WEATHER_KEY", "not a secret reference"},
 		{":WEATHER_KEY", "not a secret reference"},
-		{"vault:kv/weather", `secret reference with unknown scheme "vault" (known: env)`},
+		{"vault:kv/weather", `secret reference with unknown scheme "vault" (known: env, file)`},
+		{"file:/var/run/secrets/crm-token", ""},
+		{"file:/run/secrets/acme/api.key", ""},
+		{"file:crm-token", `secret reference "file:crm-token": want an absolute, clean path to a file`},
+		{"file:/var/run/secrets/demo/../acme/key", "want an absolute, clean path"},
+		{"file:/var/run//secrets/key", "want an absolute, clean path"},
+		{"file:/var/run/secrets/", "want an absolute, clean path"},
+		{"file:/", "want an absolute, clean path"},
+		{"file:", "want an absolute, clean path"},
+		{"file:/run/my secret", "a path has no spaces or control characters"},
 		{"ENV:WEATHER_KEY", `unknown scheme "ENV"`},
 		{"env:", `secret reference "env:": "" is not an environment variable name`},
 		{"env:1KEY", `"1KEY" is not an environment variable name`},
@@ -223,4 +235,100 @@ func TestRecording(t *testing.T) {
 	require.Equal(t, env["KEY"], v)
 	require.Nil(t, secrets.SeenIn(context.Background()))
 	require.Empty(t, secrets.SeenIn(context.Background()).Secrets())
+}
+
+// TestFilesResolve: a mounted secret's content, less its line break;
+// missing, empty, unreadable, odd and large files are errors that name
+// the reference and never the content.
+func TestFilesResolve(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), mode))
+		return "file:" + p
+	}
+	tests := []struct {
+		name   string
+		ref    string
+		want   string
+		err    string
+		notSet bool
+	}{
+		{name: "a line", ref: write("token", "crm-secret-123\n", 0o600), want: "crm-secret-123"},
+		{name: "a CRLF line", ref: write("crlf", "crm-secret-123\r\n", 0o600), want: "crm-secret-123"},
+		{name: "no line break", ref: write("bare", "crm-secret-123", 0o600), want: "crm-secret-123"},
+		{name: "one line break only", ref: write("two", "crm-secret-123\n\n", 0o600), want: "crm-secret-123\n"},
+		{name: "a key of lines", ref: write("pem", "-----BEGIN KEY-----\nabc\n-----END KEY-----\n", 0o600), want: "-----BEGIN KEY-----\nabc\n-----END KEY-----"},
+		{name: "missing", ref: "file:" + filepath.Join(dir, "nope"), err: "the file does not exist: not set", notSet: true},
+		{name: "empty", ref: write("empty", "\n", 0o600), err: "the file is empty: not set", notSet: true},
+		{name: "a folder", ref: "file:" + dir, err: "not a regular file"},
+		{name: "too large", ref: write("large", strings.Repeat("x", secrets.MaxFileBytes+1), 0o600), err: "the file is larger than 65536 bytes"},
+		{name: "an env reference", ref: "env:CRM_TOKEN", err: "not a file: reference"},
+		{name: "a relative path", ref: "file:token", err: "want an absolute, clean path"},
+	}
+	if os.Geteuid() != 0 { // root reads any file
+		tests = append(tests, struct {
+			name   string
+			ref    string
+			want   string
+			err    string
+			notSet bool
+		}{name: "unreadable", ref: write("locked", "crm-secret-123", 0o000), err: "the file cannot be read: permission denied"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := secrets.Files{}.Resolve(context.Background(), tt.ref)
+			if tt.err == "" {
+				require.NoError(t, err)
+				require.Equal(t, tt.want, v)
+				return
+			}
+			require.ErrorContains(t, err, tt.err)
+			require.Equal(t, tt.notSet, errors.Is(err, secrets.ErrNotSet))
+			if strings.HasPrefix(tt.ref, "file:/") {
+				require.ErrorContains(t, err, "secret "+tt.ref+": ", "the error names the reference")
+			}
+			require.NotContains(t, err.Error(), "crm-secret-123")
+			require.NotContains(t, err.Error(), "xxxxxxxx")
+			require.Empty(t, v)
+		})
+	}
+}
+
+// TestSchemes: each reference goes to its scheme's resolver.
+func TestSchemes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "crm-token")
+	require.NoError(t, os.WriteFile(p, []byte("from-a-file-1\n"), 0o600))
+	r := secrets.Schemes{"env": secrets.NewEnv(func(string) (string, bool) { return "from-the-env-1", true }), "file": secrets.Files{}}
+	v, err := r.Resolve(context.Background(), "env:CRM_TOKEN")
+	require.NoError(t, err)
+	require.Equal(t, "from-the-env-1", v)
+	v, err = r.Resolve(context.Background(), "file:"+p)
+	require.NoError(t, err)
+	require.Equal(t, "from-a-file-1", v)
+	_, err = secrets.Schemes{"env": secrets.NewEnv(os.LookupEnv)}.Resolve(context.Background(), "file:"+p)
+	require.ErrorContains(t, err, "secret file:"+p+": this worker resolves no file: references")
+	_, err = r.Resolve(context.Background(), "vault:x")
+	require.ErrorContains(t, err, `unknown scheme "vault"`)
+}
+
+// FuzzValidateRef: a reference a catalog may hold is env: and a variable
+// name, or file: and an absolute path without a step up, a step in place
+// or a doubled slash, so that a grant of a folder holds.
+func FuzzValidateRef(f *testing.F) {
+	for _, s := range []string{"env:X", "file:/var/run/secrets/crm-token", "file:/a/../b", "file:a", "file://x", "vault:x", "file:/a/./b", "file:/a/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		if secrets.ValidateRef(ref) != nil {
+			return
+		}
+		if p, ok := strings.CutPrefix(ref, "file:"); ok {
+			require.True(t, strings.HasPrefix(p, "/"), ref)
+			require.Equal(t, filepath.Clean(p), p, ref)
+			require.NotContains(t, "/"+p+"/", "/../", ref)
+			return
+		}
+		require.True(t, strings.HasPrefix(ref, "env:"), ref)
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools"
 )
@@ -98,6 +99,15 @@ type Config struct {
 	// "<token>=<tenant>[:<roles>[:<name>]],…", the token in plain or as
 	// sha256:<hex>); required with the gateway role.
 	Tokens []gateway.Token
+	// OIDC, when set, makes the gateway accept the JWTs of an OIDC
+	// issuer beside Tokens, their claims mapped to a tenant, roles and a
+	// name (internal/oidcauth). The gateway discovers the issuer and
+	// fetches its keys at start, and does not start when it cannot, as
+	// when PostgreSQL or Temporal cannot be reached. Env
+	// AGENTFLOW_OIDC_ISSUER (which turns it on), AGENTFLOW_OIDC_AUDIENCE,
+	// AGENTFLOW_OIDC_CLAIMS, AGENTFLOW_OIDC_TENANT and
+	// AGENTFLOW_OIDC_ROLES; default off.
+	OIDC *oidcauth.Config
 	// GRPCTLS serves the gRPC API over TLS, and with a client CA over
 	// mutual TLS. Env AGENTFLOW_GRPC_TLS_CERT, AGENTFLOW_GRPC_TLS_KEY and
 	// AGENTFLOW_GRPC_CLIENT_CA; default: plaintext.
@@ -144,12 +154,14 @@ type Config struct {
 	JQMemory   int64
 	JQPrograms int
 	// SecretGrants are the secret references each tenant's catalog may
-	// name (secrets.ParseGrants): the worker's environment holds every
-	// tenant's secrets and the platform's, so the operator says whose are
-	// whose. The platform's own variables are no tenant's whatever they
+	// name (secrets.ParseGrants): the worker's environment and mounted
+	// files hold every tenant's secrets and the platform's, so the
+	// operator says whose are whose. The platform's own variables, and
+	// the files under /proc, /sys and /dev, are no tenant's whatever they
 	// say. Env AGENTFLOW_SECRETS, `<tenant>=<ref>[+<ref>…],…` with * for
-	// every tenant and refs ending in * as prefixes; default none: no
-	// tenant may name a secret.
+	// every tenant and refs ending in * as prefixes (env:ACME_*,
+	// file:/var/run/secrets/acme/*); default none: no tenant may name a
+	// secret.
 	SecretGrants secrets.Grants
 	// VaultKey seals the values behind tenants' PII placeholders and keys
 	// their PII hashes (internal/guard). Env AGENTFLOW_VAULT_KEY: 32 bytes
@@ -244,6 +256,9 @@ func ConfigFromEnv() (Config, error) {
 		return Config{}, err
 	}
 	c.Tokens = tokens
+	if c.OIDC, err = oidcFromEnv(); err != nil {
+		return Config{}, err
+	}
 	c.HTTPAPIAddr = envOr("AGENTFLOW_HTTP_API_ADDR", "127.0.0.1:8080")
 	if c.CORSOrigins, err = gateway.ParseCORSOrigins(os.Getenv("AGENTFLOW_CORS_ORIGINS")); err != nil {
 		return Config{}, err
@@ -348,8 +363,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("TEMPORAL_ADDRESS is empty")
 	case c.TaskQueue == "":
 		return fmt.Errorf("AGENTFLOW_TASK_QUEUE is empty")
-	case c.Has(RoleGateway) && len(c.Tokens) == 0:
-		return fmt.Errorf("AGENTFLOW_TOKENS is empty: the gateway needs at least one <token>=<tenant>[:<roles>] entry (or set AGENTFLOW_ROLES=worker to run without it)")
+	case c.Has(RoleGateway) && len(c.Tokens) == 0 && c.OIDC == nil:
+		return fmt.Errorf("AGENTFLOW_TOKENS is empty: the gateway needs at least one <token>=<tenant>[:<roles>] entry, or an OIDC issuer (AGENTFLOW_OIDC_ISSUER) (or set AGENTFLOW_ROLES=worker to run without it)")
 	case c.Has(RoleGateway) && c.GRPCAddr == "":
 		return fmt.Errorf("AGENTFLOW_GRPC_ADDR is empty")
 	case c.StreamInterval != 0 && (c.StreamInterval < 100*time.Millisecond || c.StreamInterval > 250*time.Millisecond):
@@ -366,6 +381,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("an API document limit of %d bytes: want 1 to %d (%s)", c.OpenAPIMaxSpecBytes, tools.MaxOpenAPISpecBytes, tools.EnvOpenAPIMaxSpecBytes)
 	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):
 		return fmt.Errorf("workflow cache of %d: want %d to %d workflows (AGENTFLOW_WORKFLOW_CACHE_SIZE)", c.WorkflowCacheSize, minWorkflowCache, maxWorkflowCache)
+	}
+	if c.Has(RoleGateway) && c.OIDC != nil {
+		if err := c.OIDC.Validate(); err != nil {
+			return err
+		}
 	}
 	for _, r := range c.Roles {
 		if r != RoleWorker && r != RoleGateway {
@@ -411,6 +431,30 @@ func (c Config) Has(role string) bool {
 		}
 	}
 	return false
+}
+
+// oidcFromEnv reads the OIDC settings: nil when AGENTFLOW_OIDC_ISSUER is
+// not set, and an error when another of them is without it.
+func oidcFromEnv() (*oidcauth.Config, error) {
+	issuer := os.Getenv(oidcauth.EnvIssuer)
+	if issuer == "" {
+		for _, env := range []string{oidcauth.EnvAudience, oidcauth.EnvClaims, oidcauth.EnvTenant, oidcauth.EnvRoles} {
+			if os.Getenv(env) != "" {
+				return nil, fmt.Errorf("%s is set but %s is not: set the issuer, or unset %s", env, oidcauth.EnvIssuer, env)
+			}
+		}
+		return nil, nil
+	}
+	claims, err := oidcauth.ParseClaims(os.Getenv(oidcauth.EnvClaims))
+	if err != nil {
+		return nil, err
+	}
+	roles, err := oidcauth.ParseRoleMap(os.Getenv(oidcauth.EnvRoles))
+	if err != nil {
+		return nil, err
+	}
+	return &oidcauth.Config{Issuer: issuer, Audience: os.Getenv(oidcauth.EnvAudience), Claims: claims,
+		Tenant: os.Getenv(oidcauth.EnvTenant), Roles: roles}, nil
 }
 
 func envOr(key, def string) string {

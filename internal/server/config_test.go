@@ -1,13 +1,17 @@
 package server
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/oidcauth"
 )
 
 func TestValidate(t *testing.T) {
@@ -24,6 +28,14 @@ func TestValidate(t *testing.T) {
 			require.NoError(t, err)
 			c.Roles, c.GRPCAddr, c.Tokens = []string{RoleWorker, RoleGateway}, ":1", tokens
 		}, ""},
+		{"gateway with OIDC only", func(c *Config) {
+			c.Roles, c.GRPCAddr = []string{RoleGateway}, ":1"
+			c.OIDC = &oidcauth.Config{Issuer: "https://idp.example.com", Audience: "agentflow", Tenant: "demo"}
+		}, ""},
+		{"gateway with OIDC without an audience", func(c *Config) {
+			c.Roles, c.GRPCAddr = []string{RoleGateway}, ":1"
+			c.OIDC = &oidcauth.Config{Issuer: "https://idp.example.com", Tenant: "demo"}
+		}, "AGENTFLOW_OIDC_AUDIENCE is empty"},
 		{"unknown role", func(c *Config) { c.Roles = []string{"scheduler"} }, `unknown role "scheduler"`},
 		{"stream interval too short", func(c *Config) { c.StreamInterval = 50 * time.Millisecond }, "want 100ms to 250ms"},
 		{"no database", func(c *Config) { c.DatabaseURL = "" }, "DATABASE_URL is not set"},
@@ -258,4 +270,56 @@ func TestConfigFromEnvOpenAPIMaxSpec(t *testing.T) {
 		_, err := ConfigFromEnv()
 		require.EqualError(t, err, `AGENTFLOW_OPENAPI_MAX_SPEC_BYTES="`+v+`": want the largest API document in bytes, 1 to 1073741824`)
 	}
+}
+
+func TestConfigFromEnvOIDC(t *testing.T) {
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Nil(t, c.OIDC, "off without an issuer")
+
+	t.Setenv("AGENTFLOW_OIDC_ISSUER", "https://login.example.com/realms/acme")
+	t.Setenv("AGENTFLOW_OIDC_AUDIENCE", "agentflow")
+	t.Setenv("AGENTFLOW_OIDC_CLAIMS", "tenant=org_id,roles=groups,name=email")
+	t.Setenv("AGENTFLOW_OIDC_ROLES", "*=user,agentflow-admins=admin")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, "https://login.example.com/realms/acme", c.OIDC.Issuer)
+	require.Equal(t, "agentflow", c.OIDC.Audience)
+	require.Equal(t, oidcauth.Claims{Tenant: "org_id", Roles: "groups", Name: "email"}, c.OIDC.Claims)
+	require.Equal(t, "*=user,agentflow-admins=admin", c.OIDC.Roles.String())
+
+	for env, bad := range map[string]struct{ v, want string }{
+		"AGENTFLOW_OIDC_CLAIMS": {"org=org_id", `AGENTFLOW_OIDC_CLAIMS: entry "org=org_id": unknown field "org"`},
+		"AGENTFLOW_OIDC_ROLES":  {"admins=Admin", `AGENTFLOW_OIDC_ROLES: entry "admins=Admin": role "Admin"`},
+	} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, bad.v)
+			_, err := ConfigFromEnv()
+			require.ErrorContains(t, err, bad.want)
+		})
+	}
+
+	t.Setenv("AGENTFLOW_OIDC_ISSUER", "")
+	_, err = ConfigFromEnv()
+	require.ErrorContains(t, err, "is set but AGENTFLOW_OIDC_ISSUER is not")
+}
+
+// TestReadmeOIDCExample: the OIDC settings the README shows for Keycloak
+// are read as it says.
+func TestReadmeOIDCExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(data), "```sh\nAGENTFLOW_OIDC_ISSUER=")
+	require.True(t, ok, "the README has the example")
+	block, _, _ = strings.Cut("AGENTFLOW_OIDC_ISSUER="+block, "```")
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		name, value, ok := strings.Cut(line, "=")
+		require.True(t, ok, line)
+		t.Setenv(name, strings.Trim(value, "'"))
+	}
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.NoError(t, c.OIDC.Validate())
+	require.Equal(t, oidcauth.Claims{Tenant: "tenant", Roles: "realm_access.roles", Name: "preferred_username"}, c.OIDC.Claims)
+	require.Equal(t, "*=user,agentflow-admin=admin+approver,agentflow-approver=approver", c.OIDC.Roles.String())
 }

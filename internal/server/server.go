@@ -36,6 +36,7 @@ import (
 	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metrics"
+	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -63,6 +64,7 @@ type Server struct {
 	vault    *redact.Vault
 	grpc     *grpc.Server
 	grpcLn   net.Listener
+	oidc     *oidcauth.Verifier
 	api      *gateway.HTTPAPI
 	apiHTTP  *http.Server
 	apiLn    net.Listener
@@ -122,7 +124,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		return nil, err
 	}
 	if s.cfg.Has(RoleGateway) {
-		if err := s.newGateway(); err != nil {
+		if err := s.newGateway(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -332,13 +334,15 @@ func (s *Server) newWorker() error {
 	if err != nil {
 		return fmt.Errorf("model providers: %w", err)
 	}
-	// The worker's environment holds the secrets catalogs name (env:NAME);
-	// tools get them through this resolver, at call time only, and only
-	// those the operator granted the call's tenant (AGENTFLOW_SECRETS). Stdio MCP
-	// servers get a few harmless variables of it, never the whole.
+	// The worker's environment and mounted files hold the secrets catalogs
+	// name (env:NAME, file:/path); tools get them through this resolver, at
+	// call time only, and only those the operator granted the call's
+	// tenant (AGENTFLOW_SECRETS). Stdio MCP servers get a few harmless
+	// variables of the environment, never the whole.
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
+	resolver := secrets.Schemes{secrets.SchemeEnv: secrets.NewEnv(os.LookupEnv), secrets.SchemeFile: secrets.Files{}}
 	s.tools, err = tools.NewRegistry(tools.Deps{
-		Logger: s.logger, Secrets: secrets.Scoped(secrets.NewEnv(os.LookupEnv), s.cfg.SecretGrants), SecretGrants: &s.cfg.SecretGrants,
+		Logger: s.logger, Secrets: secrets.Scoped(resolver, s.cfg.SecretGrants), SecretGrants: &s.cfg.SecretGrants,
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
@@ -382,9 +386,18 @@ func (s *Server) newWorker() error {
 	return nil
 }
 
-// newGateway serves the gRPC API, and the HTTP API unless it is off.
-func (s *Server) newGateway() error {
-	svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens,
+// newGateway serves the gRPC API, and the HTTP API unless it is off. With
+// OIDC it first discovers the issuer and fetches its keys: a gateway that
+// could not tell a good token from a bad one does not start.
+func (s *Server) newGateway(ctx context.Context) error {
+	if s.cfg.OIDC != nil {
+		var err error
+		if s.oidc, err = oidcauth.New(ctx, *s.cfg.OIDC); err != nil {
+			return err
+		}
+		s.logger.Info("accepting OIDC tokens", zap.String("issuer", s.cfg.OIDC.Issuer), zap.String("audience", s.cfg.OIDC.Audience))
+	}
+	svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
 		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault})
 	if err != nil {
 		return err
@@ -609,7 +622,9 @@ func (s *Server) Close() {
 // healthz reports readiness per dependency: 200 when Postgres and
 // Temporal answer, 503 (what a load balancer takes out of rotation)
 // when either does not. The live path (Postgres LISTEN) only degrades
-// streaming to log reads, so it is reported but does not fail the check.
+// streaming to log reads, so it is reported but does not fail the check;
+// so is an OIDC issuer whose keys could not be fetched again, since the
+// keys held keep verifying (an issuer unreachable at start fails New).
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -624,6 +639,14 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		live.Status, live.Error = "degraded", "not listening for stream notifications; followers read the log"
 	}
 	rep.Checks = append(rep.Checks, live)
+	if s.oidc != nil {
+		// Keys held keep verifying while the issuer is away.
+		c := check{Name: "oidc", Status: "ok"}
+		if err := s.oidc.Health(); err != nil {
+			c.Status, c.Error = "degraded", err.Error()
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
 	code := http.StatusOK
 	if rep.Status != "ok" {
 		code = http.StatusServiceUnavailable

@@ -34,6 +34,10 @@ type Options struct {
 	ResultInlineLimit int
 	// MaxConns caps the connection pool; default pgxpool's (max(4, NumCPU)).
 	MaxConns int32
+	// BlobChunkSize is the size of the chunks blobs larger than one are
+	// stored in (blobs.go); default DefaultBlobChunkSize. Tests make it
+	// small to write many chunks quickly.
+	BlobChunkSize int
 	// Logger receives migration progress; default zap.NewNop().
 	Logger *zap.Logger
 }
@@ -42,6 +46,7 @@ type Options struct {
 type Store struct {
 	pool        *pgxpool.Pool
 	inlineLimit int
+	chunkSize   int
 	log         *zap.Logger
 	// versions keeps agent versions read: a version never changes once
 	// stored, so every model and tool call of every turn need not read
@@ -58,6 +63,9 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.BlobChunkSize <= 0 {
+		opts.BlobChunkSize = DefaultBlobChunkSize
+	}
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		// The URL may hold a password: never echo it.
@@ -70,7 +78,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{pool: pool, inlineLimit: opts.ResultInlineLimit, log: opts.Logger}
+	s := &Store{pool: pool, inlineLimit: opts.ResultInlineLimit, chunkSize: opts.BlobChunkSize, log: opts.Logger}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)

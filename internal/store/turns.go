@@ -26,6 +26,9 @@ type Turn struct {
 	// TurnsPerMinute, when positive, refuses a new turn (CodeRateLimited) while
 	// the agent already has that many turns begun in the last minute.
 	TurnsPerMinute int
+	// Prompt, when set, is stored as step 0 once the claim is the turn's
+	// (PutStep): a new turn's claim and prompt are one statement.
+	Prompt *agent.Message
 }
 
 const (
@@ -33,6 +36,23 @@ const (
 INSERT INTO turns (tenant_id, job_id, workflow_id, agent_id, agent_version, session_id, request)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant_id, job_id) DO NOTHING`
+
+	// sqlInsertTurnWithPrompt claims a job and stores its prompt as step
+	// 0 in one statement (the step's foreign key is checked at the
+	// statement's end, when the claim is there); it stores no step when
+	// the job was claimed before, and reports whether it claimed it.
+	sqlInsertTurnWithPrompt = `
+WITH claimed AS (
+  INSERT INTO turns (tenant_id, job_id, workflow_id, agent_id, agent_version, session_id, request)
+  VALUES ($1, $2, $3, $4, $5, $6, $7)
+  ON CONFLICT (tenant_id, job_id) DO NOTHING
+  RETURNING tenant_id, job_id
+), prompt AS (
+  INSERT INTO turn_steps (tenant_id, job_id, seq, message)
+  SELECT tenant_id, job_id, 0, $8 FROM claimed
+  ON CONFLICT (tenant_id, job_id, seq) DO NOTHING
+)
+SELECT count(*) FROM claimed`
 
 	sqlLockAgentRate = `SELECT pg_advisory_xact_lock(hashtext($1))`
 	sqlTurnExists    = `SELECT EXISTS (SELECT 1 FROM turns WHERE tenant_id = $1 AND job_id = $2)`
@@ -51,7 +71,9 @@ FROM turns WHERE tenant_id = $1 AND job_id = $2`
 // nothing and the first write stands. A job id reused for another request
 // (agent.TurnRequest.Hash), by another workflow or for another agent is
 // agent.CodeConflict. The check costs nothing on the way of a new turn:
-// only a start that finds the row reads it.
+// only a start that finds the row reads it. With t.Prompt, the prompt is
+// stored as step 0 once the claim is found to be the turn's: for a new
+// turn without a rate to count, in the claim's own statement.
 func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 	if err := requireJobKey(t.TenantID, t.JobID); err != nil {
 		return err
@@ -104,11 +126,22 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 		}
 		return insert(tx)
 	}
-	if t.TurnsPerMinute > 0 {
+	promptStored := false
+	switch {
+	case t.TurnsPerMinute > 0:
 		err = pgx.BeginFunc(ctx, s.pool, claim)
-	} else {
-		// Without a rate to count, the claim is one statement: no
-		// transaction to open and commit around it.
+	case t.Prompt != nil:
+		// Without a rate to count, the claim and the prompt are one
+		// statement: no transaction to open and commit around it.
+		var msg []byte
+		if msg, err = json.Marshal(t.Prompt); err != nil {
+			return fmt.Errorf("begin turn %q: encode prompt: %w", t.JobID, err)
+		}
+		var n int
+		err = s.pool.QueryRow(ctx, sqlInsertTurnWithPrompt, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req, msg).Scan(&n)
+		inserted = err == nil && n == 1
+		promptStored = inserted
+	default:
 		err = insert(s.pool)
 	}
 	if err != nil {
@@ -117,9 +150,20 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 		}
 		return fmt.Errorf("begin turn %q: %w", t.JobID, err)
 	}
-	if inserted {
-		return nil
+	if !inserted {
+		if err := s.sameTurn(ctx, t); err != nil {
+			return err
+		}
 	}
+	if t.Prompt != nil && !promptStored {
+		return s.PutStep(ctx, t.TenantID, t.JobID, 0, *t.Prompt)
+	}
+	return nil
+}
+
+// sameTurn checks that the claim stored for t's job is t's: the same
+// request, workflow and agent.
+func (s *Store) sameTurn(ctx context.Context, t Turn) error {
 	stored, err := s.Turn(ctx, t.TenantID, t.JobID)
 	if err != nil {
 		return fmt.Errorf("begin turn %q: %w", t.JobID, err)

@@ -109,6 +109,59 @@ func TestBeginTurnConcurrentRequests(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("What is %d * 4?", won), got.Request.Prompt)
 }
 
+// TestBeginTurnWithPrompt: a turn's prompt is stored as step 0 with its
+// claim — in the claim's statement for a new turn, after the check for a
+// retry or a counted rate — and only under the turn's own claim: a retry
+// keeps the first prompt, and a request refused as another's stores none.
+func TestBeginTurnWithPrompt(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	withPrompt := func(jobID, prompt string, perMinute int) store.Turn {
+		turn := demoTurn(jobID)
+		turn.Request.Prompt, turn.TurnsPerMinute = prompt, perMinute
+		turn.Prompt = &agent.Message{Role: agent.RoleUser, Content: prompt}
+		return turn
+	}
+	steps := func(jobID string) []agent.Message {
+		got, err := s.Steps(ctx, "demo", jobID)
+		require.NoError(t, err)
+		return got
+	}
+	tests := []struct {
+		name      string
+		perMinute int
+	}{
+		{"one statement", 0},
+		{"a counted rate", 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := "prompt-" + tt.name
+			require.NoError(t, s.BeginTurn(ctx, withPrompt(job, "What is 12.5 * 4?", tt.perMinute)))
+			want := []agent.Message{{Role: agent.RoleUser, Content: "What is 12.5 * 4?"}}
+			require.Equal(t, want, steps(job))
+
+			// A retry of the same request: the claim and the prompt stand.
+			require.NoError(t, s.BeginTurn(ctx, withPrompt(job, "What is 12.5 * 4?", tt.perMinute)))
+			require.Equal(t, want, steps(job))
+
+			// Another request under the job id: refused, nothing stored.
+			requireCode(t, s.BeginTurn(ctx, withPrompt(job, "What is 6 * 7?", tt.perMinute)), agent.CodeConflict)
+			require.Equal(t, want, steps(job))
+		})
+	}
+
+	// A claim stored without its prompt (a worker lost between the two, in
+	// an earlier version): the retry stores the prompt.
+	require.NoError(t, s.BeginTurn(ctx, demoTurn("claimed-only")))
+	require.Empty(t, steps("claimed-only"))
+	turn := demoTurn("claimed-only")
+	turn.Prompt = &agent.Message{Role: agent.RoleUser, Content: turn.Request.Prompt}
+	require.NoError(t, s.BeginTurn(ctx, turn))
+	require.Equal(t, []agent.Message{*turn.Prompt}, steps("claimed-only"))
+}
+
 func TestSteps(t *testing.T) {
 	t.Parallel()
 	s := open(t, store.Options{})

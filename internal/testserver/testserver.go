@@ -46,6 +46,7 @@ import (
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
@@ -83,6 +84,10 @@ type Options struct {
 	// also plays the gateway role on a free port and Server.Conn is a
 	// connection to it. Default: none, the worker only.
 	Tokens map[string]string
+	// OIDC makes the gateway accept an OIDC issuer's tokens
+	// (server.Config.OIDC), and with it the server plays the gateway role
+	// as with Tokens. Default: none.
+	OIDC *oidcauth.Config
 	// TaskQueue is the worker's task queue. Default: a new name per
 	// server, so that tests on the shared dev server keep apart.
 	TaskQueue string
@@ -152,7 +157,8 @@ type Server struct {
 	TaskQueue string
 	// Address and Namespace are the Temporal dev server's.
 	Address, Namespace string
-	// Conn is a client connection to the gateway; nil without Tokens.
+	// Conn is a client connection to the gateway; nil without Tokens or
+	// OIDC.
 	Conn *grpc.ClientConn
 }
 
@@ -231,10 +237,12 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.HTTP {
 		cfg.HTTPAddr = "127.0.0.1:0"
 	}
-	if opts.HTTPAPI && len(opts.Tokens) == 0 {
-		t.Fatal("testserver: Options.HTTPAPI needs Tokens (the gateway role)")
+	gatewayRole := len(opts.Tokens) > 0 || opts.OIDC != nil
+	if opts.HTTPAPI && !gatewayRole {
+		t.Fatal("testserver: Options.HTTPAPI needs Tokens or OIDC (the gateway role)")
 	}
-	if len(opts.Tokens) > 0 {
+	if gatewayRole {
+		cfg.OIDC = opts.OIDC
 		cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
 		cfg.GRPCAddr = "127.0.0.1:0"
 		if opts.HTTPAPI {
@@ -268,7 +276,7 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 	})
 
-	if len(opts.Tokens) > 0 {
+	if gatewayRole {
 		s.Conn, err = grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatalf("testserver: dial gateway: %v", err)

@@ -269,6 +269,12 @@ func describePipeline(p pipeline.Pipeline, shape pipeline.Shape) string {
 			if len(ps) > 0 {
 				d += " with " + strings.Join(ps, ", ")
 			}
+			if s.BodyRef != "" {
+				d += ", sending the file of " + arg[fmt.Sprintf("%d/body_ref/", i)]
+			}
+			if s.ResponseAs == pipeline.ResponseFile {
+				d += ", keeping the response as a file"
+			}
 			steps = append(steps, d)
 		case pipeline.OpTableFilter:
 			steps = append(steps, fmt.Sprintf("keep rows where %s %s %s", s.Condition.Field, s.Condition.Op, arg[fmt.Sprintf("%d/value/", i)]))

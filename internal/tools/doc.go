@@ -36,6 +36,20 @@
 // redaction like the call's output. The model never sees them: they are
 // for the people watching, not part of the result.
 //
+// # Data and files
+//
+// A call reads data by ref through its Call, never from the store:
+// Data for structured data, whole (bounded), and OpenBlob for binary
+// data as a stream that seeks, a chunk at a time. Both take a ref
+// (cas://…, artifact://…) or an input of the turn by index,
+// previous_results[i], the i-th of the turn request's
+// context.previous_results. A call writes binary results — a download,
+// a rendered image — with WriteBlob, which stores a stream as the
+// tenant's content-addressed blob as it reads it, all or nothing, and
+// names them in Output.Files by ref; small files may go in
+// Output.Files as bytes instead. execute_pipeline's http_request uses
+// both (response_as "file", body_ref).
+//
 // # Built-in kinds
 //
 // Builtin returns the nine kinds every worker offers:
@@ -91,7 +105,7 @@
 // # Secrets
 //
 // A kind never reads the environment: its config names secrets by
-// reference (`env:NAME`), always in fields called "secret", at any depth
+// reference (`env:NAME`, `file:/path`), always in fields called "secret", at any depth
 // (a pipeline's credentials, an API's auth, an MCP server's headers and
 // env). SecretRefs finds them by that name alone, so the catalog checks
 // every kind's references against what the operator granted the tenant

@@ -593,14 +593,15 @@ func fetchDocument(ctx context.Context, client *http.Client, raw string, limit i
 	}
 	ctx, cancel := context.WithTimeout(ctx, defaultOpenAPITimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+	// The egress policy's cap on answers bounds what a call holds; a
+	// document is narrowed as it is read, and bounded by the operator's
+	// limit for documents instead.
+	req, err := http.NewRequestWithContext(egress.Streamed(ctx, limit), http.MethodGet, raw, nil)
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "%s: %v", what, err)
 	}
 	req.Header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
-	// The egress policy's own cap on answers is for calls; a document is
-	// bounded by the operator's limit for documents instead.
-	resp, err := egress.WithResponseLimit(client, limit).Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, documentError(what, limit, err)
 	}

@@ -3,16 +3,21 @@ package tools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -120,7 +125,21 @@ func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
 		}
 		creds = append(creds, c.outbound())
 	}
-	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps, creds: creds, approval: spec.Approval}, nil
+	return &pipelineTool{cfg: cfg, ttl: time.Duration(ttl) * time.Second, deps: deps, creds: creds, approval: spec.Approval,
+		cacheScope: credentialScope(creds)}, nil
+}
+
+// credentialScope names what a pipeline's result depends on beside the
+// pipeline: the credentials its requests carry (their hosts, places and
+// secret references, never the values). Two tools of a tenant share a
+// cached result only when they send the same credentials.
+func credentialScope(creds []egress.Credential) string {
+	if len(creds) == 0 {
+		return "none"
+	}
+	data, _ := json.Marshal(creds) // plain strings: cannot fail
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
 
 type pipelineTool struct {
@@ -131,6 +150,9 @@ type pipelineTool struct {
 	// approval is the tool's policy: a composite promoted from its runs
 	// keeps it.
 	approval string
+	// cacheScope keys the tenant's cache by the tool's credentials
+	// (credentialScope).
+	cacheScope string
 }
 
 func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
@@ -148,7 +170,7 @@ func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
 // run runs a decoded pipeline: from the tenant's cache when it holds the
 // result, else with the tenant's egress, credentials and data.
 func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) (Output, error) {
-	key := "execute_pipeline:" + pipeline.Key(p)
+	key := "execute_pipeline:" + t.cacheScope + ":" + pipeline.Key(p)
 	if t.ttl > 0 {
 		if out, ok, err := call.Cache.Get(ctx, key); err == nil && ok {
 			return out, nil
@@ -165,11 +187,11 @@ func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) 
 			return fetch(ctx, call, client, req)
 		},
 		Load: func(ctx context.Context, ref string) (pipeline.Value, error) {
-			data, err := call.Data(ctx, ref)
+			data, contentType, err := load(ctx, call, ref)
 			if err != nil {
 				return pipeline.Value{}, err
 			}
-			return pipeline.Parse(data, "application/json", ref)
+			return pipeline.Parse(data, contentType, ref)
 		},
 		Limits: pipeline.Limits{MaxRows: t.cfg.MaxRows},
 		JQ:     t.deps.JQ,
@@ -182,6 +204,9 @@ func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) 
 		return Output{}, fmt.Errorf("encode the result: %w", err)
 	}
 	out := Output{Text: summary(len(p.Steps), res), Data: data, ShowData: true, Preview: preview(res)}
+	for _, f := range res.Files {
+		out.Files = append(out.Files, File{Name: f.Name, MIMEType: f.ContentType, Ref: f.Ref})
+	}
 	if t.ttl > 0 {
 		if err := call.Cache.Put(ctx, key, out, t.ttl); err != nil {
 			t.deps.Logger.Warn("pipeline result not cached", zap.String("tenant", call.TenantID), zap.Error(err))
@@ -238,11 +263,43 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// maxLoadBytes bounds a stored file a pipeline reads whole by ref (its
+// steps then bound what it becomes).
+const maxLoadBytes = 64 << 20
+
+// load reads the data a ref names, whole, for a pipeline: a blob of the
+// tenant's (a file, a tool's data) with its stored content type, so that
+// a CSV file is read as CSV; anything else (a turn's result) as Data
+// reads it, as JSON.
+func load(ctx context.Context, call Call, ref string) ([]byte, string, error) {
+	b, err := call.OpenBlob(ctx, ref)
+	if err != nil {
+		if !agent.IsCode(err, agent.CodeNotFound) && !agent.IsCode(err, agent.CodeInvalid) {
+			return nil, "", err
+		}
+		data, err := call.Data(ctx, ref)
+		return data, "application/json", err
+	}
+	defer b.Close()
+	info := b.Info()
+	if info.Size > maxLoadBytes {
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s is a file of %d bytes; a pipeline reads at most %d by ref", info.Ref, info.Size, maxLoadBytes)
+	}
+	data := make([]byte, info.Size)
+	if _, err := io.ReadFull(b, data); err != nil {
+		return nil, "", err
+	}
+	return data, info.ContentType, nil
+}
+
 // fetch makes an http_request with client: the tenant's egress client
 // with the tool's credentials (egress.Credentials), which adds each to the
 // requests to its host, refuses redirects that would take it elsewhere,
 // and hands over answers cleaned of the values it sent. Errors never show
-// the URL's query.
+// the URL's query. A file goes through as a stream: a body_ref is read
+// from the tenant's blobs as it is sent, and a response kept as a file is
+// written to them as it arrives (Call.OpenBlob, Call.WriteBlob), up to
+// MaxBlobBytes whatever the egress cap for bodies held in memory.
 func fetch(ctx context.Context, call Call, client *http.Client, req pipeline.Request) (pipeline.Response, error) {
 	u, err := url.Parse(req.URL)
 	if err != nil {
@@ -250,8 +307,22 @@ func fetch(ctx context.Context, call Call, client *http.Client, req pipeline.Req
 	}
 	shown := u.Scheme + "://" + u.Host + u.Path
 	var body io.Reader
-	if len(req.Body) > 0 {
-		body = bytes.NewReader(req.Body)
+	var size int64
+	contentType := ""
+	switch {
+	case req.BodyRef != "":
+		b, err := call.OpenBlob(ctx, req.BodyRef)
+		if err != nil {
+			return pipeline.Response{}, fmt.Errorf("body_ref: %w", err)
+		}
+		defer b.Close()
+		info := b.Info()
+		body, size, contentType = &progressReader{r: b, report: call.Progress, what: "sending " + info.Ref + " to " + shown}, info.Size, info.ContentType
+	case len(req.Body) > 0:
+		body, size, contentType = bytes.NewReader(req.Body), int64(len(req.Body)), "application/json"
+	}
+	if req.AsFile {
+		ctx = egress.Streamed(ctx, MaxBlobBytes)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
 	if err != nil {
@@ -260,8 +331,11 @@ func fetch(ctx context.Context, call Call, client *http.Client, req pipeline.Req
 	if req.Header != nil {
 		hreq.Header = req.Header.Clone()
 	}
-	if len(req.Body) > 0 && hreq.Header.Get("Content-Type") == "" {
-		hreq.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		hreq.ContentLength = size
+		if hreq.Header.Get("Content-Type") == "" {
+			hreq.Header.Set("Content-Type", contentType)
+		}
 	}
 	call.Progress("fetching " + shown)
 	resp, err := client.Do(hreq)
@@ -269,11 +343,70 @@ func fetch(ctx context.Context, call Call, client *http.Client, req pipeline.Req
 		return pipeline.Response{}, cleanURLError(shown, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
+	out := pipeline.Response{StatusCode: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
+	if req.AsFile && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		r := &progressReader{r: resp.Body, report: call.Progress, what: "downloading " + shown}
+		info, err := call.WriteBlob(ctx, r, out.ContentType)
+		if err != nil {
+			return pipeline.Response{}, cleanURLError(shown, err)
+		}
+		out.ContentType = info.ContentType
+		out.File = &pipeline.File{Ref: info.Ref, ContentType: info.ContentType, Size: info.Size, Name: fileName(resp.Header.Get("Content-Disposition"), u.Path)}
+		return out, nil
+	}
+	var r io.Reader = resp.Body
+	if req.AsFile {
+		r = io.LimitReader(r, 4096) // an error's body: only its start is shown
+	}
+	if out.Body, err = io.ReadAll(r); err != nil {
 		return pipeline.Response{}, cleanURLError(shown, err)
 	}
-	return pipeline.Response{StatusCode: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data}, nil
+	return out, nil
+}
+
+// fileName is a downloaded file's name: the last element of the
+// Content-Disposition's filename, else of the URL's path. The far side
+// chose it, and the model and the turn's clients read it: a name that is
+// not short printable text is none.
+func fileName(disposition, urlPath string) string {
+	name := ""
+	if _, params, err := mime.ParseMediaType(disposition); err == nil {
+		name = params["filename"]
+	}
+	if name == "" {
+		name = urlPath
+	}
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	if name == "." || name == ".." || len(name) > maxFileName || !utf8.ValidString(name) ||
+		strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }) {
+		return ""
+	}
+	return name
+}
+
+// maxFileName bounds a downloaded file's name, in bytes.
+const maxFileName = 255
+
+// progressReader reports how much of a stream has gone by, every
+// progressEvery bytes.
+type progressReader struct {
+	r      io.Reader
+	report func(string)
+	what   string
+	n      int64
+}
+
+const progressEvery = 8 << 20
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if p.n/progressEvery != (p.n+int64(n))/progressEvery {
+		p.report(fmt.Sprintf("%s: %d MiB", p.what, (p.n+int64(n))>>20))
+	}
+	p.n += int64(n)
+	return n, err
 }
 
 // cleanURLError keeps an error's cause and code but names the request by

@@ -93,6 +93,16 @@ func TestExecutePipeline(t *testing.T) {
 	require.Equal(t, out.Data, again.Data)
 	require.EqualValues(t, 1, served.Load(), "a cached pipeline fetches nothing")
 
+	// Another tool of the tenant that sends other credentials (here none)
+	// does not get the result the first one's credentials fetched.
+	bare := agent.Tool{Name: "bare_pipeline", Kind: "execute_pipeline"}
+	other, err := r.Execute(context.Background(), bare, Call{Args: json.RawMessage(args), TenantID: "demo",
+		HTTP: loopbackOpen(t).Client(policy), Cache: cache, Progress: func(string) {}})
+	require.NoError(t, err)
+	require.False(t, other.CacheHit)
+	require.EqualValues(t, 2, served.Load(), "the other credentials fetch for themselves")
+	require.Empty(t, gotKey.Load(), "and send no key")
+
 	_, err = call(`{"session_id":"s","pipeline":[{"step":"table_sort","field":"price","order":"up"}]}`)
 	require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
 	require.ErrorContains(t, err, "step 0 (table_sort)")

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"time"
 
@@ -35,8 +36,25 @@ type Call struct {
 	// HTTP calls out under the tenant's egress policy (internal/egress).
 	HTTP *http.Client
 	// Data reads data by ref (cas://…, artifact://…) that the tenant may
-	// read; another tenant's ref is agent.CodeNotFound.
+	// read, whole; another tenant's ref is agent.CodeNotFound. A ref may
+	// also name an input of the turn by index, "previous_results[i]": the
+	// result_ref of the request's context.previous_results[i] (an index
+	// past the end is agent.CodeInvalid). Data larger than
+	// store.MaxDataBytes is refused: read it with OpenBlob.
 	Data func(ctx context.Context, ref string) ([]byte, error)
+	// OpenBlob reads binary data the tenant may read — a file by its
+	// cas:// ref, or "previous_results[i]" as Data takes it — as a
+	// stream: the stored bytes a chunk at a time, never whole in memory.
+	// Close it when done. Another tenant's ref is agent.CodeNotFound.
+	OpenBlob func(ctx context.Context, ref string) (Blob, error)
+	// WriteBlob stores the bytes r yields as a blob of the tenant's — a
+	// file, an image, a download — as it reads them: content-addressed
+	// (the sha256 computed on the way), at most MaxBlobBytes, and nothing
+	// visible until all of it is stored, so that a call that fails midway
+	// leaves no partial blob and its retry writes the same ref.
+	// contentType "" is sniffed from the first bytes. Name the blob in
+	// Output.Files (File.Ref) to hand it to the turn as a file.
+	WriteBlob func(ctx context.Context, r io.Reader, contentType string) (agent.BlobInfo, error)
 	// Cache keeps results of pure calls for the tenant.
 	Cache Cache
 	// Progress reports what the call is doing: the turn's stream shows it
@@ -57,6 +75,16 @@ type Call struct {
 	Granted func(name string) bool
 }
 
+// Blob is a stored blob opened for reading (Call.OpenBlob): a stream that
+// seeks, and what is stored.
+type Blob interface {
+	io.ReadSeekCloser
+	Info() agent.BlobInfo
+}
+
+// MaxBlobBytes bounds a blob a call writes (Call.WriteBlob): 1 GiB.
+const MaxBlobBytes = 1 << 30
+
 // Cache keeps a tenant's tool results by key for a while.
 type Cache interface {
 	Get(ctx context.Context, key string) (Output, bool, error)
@@ -64,8 +92,8 @@ type Cache interface {
 }
 
 // WithDefaults returns c with nil fields replaced by ones that do nothing
-// or refuse: no egress, no data, no cache, progress dropped, custom events
-// checked and dropped.
+// or refuse: no egress, no data, no blobs, no cache, progress dropped,
+// custom events checked and dropped.
 func (c Call) WithDefaults() Call {
 	if c.HTTP == nil {
 		c.HTTP = &http.Client{Transport: refuseTransport{}}
@@ -73,6 +101,16 @@ func (c Call) WithDefaults() Call {
 	if c.Data == nil {
 		c.Data = func(context.Context, string) ([]byte, error) {
 			return nil, agent.Errorf(agent.CodeNotFound, "no data can be read by ref here")
+		}
+	}
+	if c.OpenBlob == nil {
+		c.OpenBlob = func(context.Context, string) (Blob, error) {
+			return nil, agent.Errorf(agent.CodeNotFound, "no data can be read by ref here")
+		}
+	}
+	if c.WriteBlob == nil {
+		c.WriteBlob = func(context.Context, io.Reader, string) (agent.BlobInfo, error) {
+			return agent.BlobInfo{}, agent.Errorf(agent.CodeInvalid, "no files can be stored here")
 		}
 	}
 	if c.Granted == nil {
@@ -125,16 +163,22 @@ type Output struct {
 	// Files are images and other files the call produced (a chart, a
 	// screenshot, a PDF): the runtime stores each as the tenant's blob,
 	// shows the model the images, and gives the turn's result an image
-	// or file block by cas:// ref. At most MaxFiles, each at most
-	// MaxFileBytes; an output with files is not cached.
+	// or file block by cas:// ref. At most MaxFiles, each of Data at most
+	// MaxFileBytes (one by Ref at most MaxBlobBytes); an output with
+	// files is not cached.
 	Files []File
 }
 
-// File is a file a tool produced.
+// File is a file a tool produced: its bytes, or the ref of a blob the
+// call stored with Call.WriteBlob (a file of any size, which the runtime
+// takes as it is).
 type File struct {
 	Name     string // optional
-	MIMEType string // e.g. image/png; sniffed when empty
+	MIMEType string // e.g. image/png; sniffed when empty, the blob's when Ref is set
 	Data     []byte
+	// Ref, when set, is the cas:// ref of a blob of the tenant's the call
+	// stored; Data is then empty.
+	Ref string
 }
 
 // Bounds of a call's files.

@@ -1,8 +1,9 @@
 // Package mcptest is a real MCP server for tests, written with the official
 // Go SDK: a small issue tracker (search, get_issue, slow) that tests serve
 // over Streamable HTTP, and a file reader (list_files, read_file,
-// environment) that the program in ./stdio serves over stdio. Tests start
-// it; nothing in it is faked.
+// environment) that the program in ./stdio serves over stdio, and a
+// policy checker for tool guards (PolicyServer). Tests start them; nothing
+// in them is faked.
 //
 // Only tests import it, like internal/testserver.
 package mcptest

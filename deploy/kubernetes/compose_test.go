@@ -1,0 +1,211 @@
+package kubernetes
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// clusterOnly are the settings the manifests give that docker-compose.yml
+// leaves to their defaults, and why.
+var clusterOnly = map[string]string{
+	"AGENTFLOW_STOP_TIMEOUT":    "how long a stopping process lets its work finish, matched to the pods' terminationGracePeriodSeconds",
+	"AGENTFLOW_DEPLOYMENT_NAME": "the Temporal worker deployment the worker pods belong to",
+	"AGENTFLOW_BUILD_ID":        "the worker pods' build, their image's tag",
+}
+
+// TestInStepWithCompose compares the manifests with docker-compose.yml: the
+// same roles, each given at least the settings compose gives it, with the
+// same listening ports; every other setting of the manifests one that
+// README.md's Configuration documents (or clusterOnly explains); secrets
+// only from the Secret, whose keys secret.env.example lists; and the README
+// recipe covers what compose's one-shot services do.
+func TestInStepWithCompose(t *testing.T) {
+	h := newHarness(t)
+	r := index(decode(t, h.render(t, "base")))
+
+	data, err := os.ReadFile(filepath.Join(h.root, "docker-compose.yml"))
+	require.NoError(t, err)
+	var compose struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+			Entrypoint  []string          `yaml:"entrypoint"`
+			Command     []string          `yaml:"command"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &compose))
+
+	composeRoles := map[string][]string{} // role → services
+	composeSettings := map[string]bool{}
+	for name, svc := range compose.Services {
+		if role := svc.Environment["AGENTFLOW_ROLES"]; role != "" {
+			composeRoles[role] = append(composeRoles[role], name)
+			for k := range svc.Environment {
+				composeSettings[k] = true
+			}
+		}
+	}
+
+	clusterRoles := map[string]map[string]setting{} // role → settings
+	for name, o := range r["Deployment"] {
+		d := spec[deployment](t, o)
+		env := settings(t, d.Template.Spec.Containers[0], r)
+		role := env["AGENTFLOW_ROLES"].value
+		require.NotContains(t, clusterRoles, role, "%s: one Deployment per role", name)
+		clusterRoles[role] = env
+	}
+	require.ElementsMatch(t, keys(composeRoles), keys(clusterRoles), "the same roles")
+
+	documented := configurationTable(t, h.root)
+	for role, services := range composeRoles {
+		env := clusterRoles[role]
+		for _, svc := range services {
+			for k, v := range compose.Services[svc].Environment {
+				require.True(t, has(env, k), "%s, set in compose's %s, is set for the %s pods", k, svc, role)
+				if strings.HasSuffix(k, "_ADDR") && k != "AGENTFLOW_TEMPORAL_HTTP_ADDR" {
+					// A process's own listeners: the same ports, on every interface.
+					require.Equal(t, listen(t, v), listen(t, env[k].value), "%s of the %s role", k, role)
+				}
+			}
+		}
+		for k, s := range env {
+			_, why := clusterOnly[k]
+			require.True(t, composeSettings[k] || documented[k] || why, "%s (%s pods) is a setting README.md's Configuration documents", k, role)
+			require.Equal(t, contains(secretSettings, k), s.secret != "", "%s of the %s pods: from the Secret exactly when it is a secret", k, role)
+		}
+	}
+	for k := range clusterOnly {
+		require.True(t, has(clusterRoles["worker"], k), "clusterOnly names %s, a setting the workers get", k)
+	}
+
+	// One policy for every process, as in compose: the same ConfigMap's.
+	for _, k := range []string{"AGENTFLOW_EGRESS_ALLOW", "AGENTFLOW_PLATFORM_ADDRS", "AGENTFLOW_SECRETS"} {
+		sources := map[string]bool{}
+		for role, env := range clusterRoles {
+			require.NotEmpty(t, env[k].configMap, "%s of the %s pods comes from the ConfigMap", k, role)
+			sources[env[k].configMap] = true
+		}
+		require.Len(t, sources, 1, k)
+	}
+
+	// The Secret the operator creates has the keys the pods read.
+	referenced := map[string]bool{}
+	for _, env := range clusterRoles {
+		for k, s := range env {
+			if s.secret == "agentflow" {
+				referenced[k] = true
+			}
+		}
+	}
+	example := envFile(t, filepath.Join(h.root, "deploy", "kubernetes", "base", "secret.env.example"))
+	require.ElementsMatch(t, keys(referenced), keys(example), "secret.env.example lists the Secret's keys")
+
+	// Compose's one-shot services are steps of the README's recipe: the
+	// search attributes (temporal-init) and the catalog (catalog).
+	recipe := readmeSection(t, h.root, "## Running on Kubernetes")
+	for _, sa := range []string{contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName()} {
+		require.Contains(t, strings.Join(compose.Services["temporal-init"].Command, " "), sa)
+		require.Regexp(t, `search-attribute create [^\n]*--name `+sa+` --type Keyword`, recipe, "the recipe registers %s", sa)
+	}
+	require.Contains(t, strings.Join(compose.Services["catalog"].Entrypoint, " "), "catalog apply")
+	require.Contains(t, recipe, "starter catalog apply")
+	// Every kustomization the recipe applies is one the tests render.
+	applied := regexp.MustCompile(`kubectl (?:apply|kustomize|diff) -k (\S+)|kubectl kustomize (\S+)`).FindAllStringSubmatch(recipe, -1)
+	require.NotEmpty(t, applied)
+	for _, m := range applied {
+		dir := strings.TrimPrefix(m[1]+m[2], "deploy/kubernetes/")
+		rendered := false
+		for _, rd := range renders {
+			rendered = rendered || rd.dir == dir
+		}
+		require.True(t, rendered, "the recipe applies %s, which TestManifests renders", m[1]+m[2])
+	}
+}
+
+// listen is an address's host and port, with an unspecified host written
+// as 0.0.0.0.
+func listen(t *testing.T, addr string) string {
+	t.Helper()
+	host, p, err := net.SplitHostPort(addr)
+	require.NoError(t, err, "address %q", addr)
+	if host == "" || host == "::" {
+		host = "0.0.0.0"
+	}
+	return net.JoinHostPort(host, p)
+}
+
+// configurationTable is the variables README.md's Configuration table
+// names, each in backquotes in its first column.
+func configurationTable(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	name := regexp.MustCompile("`([A-Z][A-Z0-9_]+)`")
+	for _, line := range strings.Split(readmeSection(t, root, "## Configuration"), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		for _, m := range name.FindAllStringSubmatch(first, -1) {
+			names[m[1]] = true
+		}
+	}
+	require.Contains(t, names, "DATABASE_URL", "README.md's Configuration table")
+	return names
+}
+
+// readmeSection is README.md from the heading to the next heading of its
+// level.
+func readmeSection(t *testing.T, root, heading string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	start := bytes.Index(data, []byte("\n"+heading+"\n"))
+	require.GreaterOrEqual(t, start, 0, "README.md has %q", heading)
+	rest := data[start+1+len(heading):]
+	level := heading[:strings.Index(heading, " ")+1]
+	if end := bytes.Index(rest, []byte("\n"+level)); end >= 0 {
+		rest = rest[:end]
+	}
+	return string(rest)
+}
+
+// envFile reads KEY=value lines, skipping comments.
+func envFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		require.True(t, ok, "%s: %q", path, line)
+		env[k] = v
+	}
+	require.NoError(t, sc.Err())
+	return env
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
