@@ -86,7 +86,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if n, ok := req.Context().Value(streamedKey{}).(int64); ok {
 		limit = n
 	}
-	tooLarge := agent.Errorf(agent.CodeInvalid, "response of %s is larger than %d bytes", shown(req.URL), limit)
+	tooLarge := &agent.Error{Code: agent.CodeInvalid, Err: &TooLargeError{URL: shown(req.URL), Limit: limit}}
 	if resp.ContentLength > limit {
 		resp.Body.Close()
 		return nil, tooLarge
@@ -95,12 +95,24 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// TooLargeError is the error of a response larger than the policy's
+// MaxResponseBytes (or a Streamed request's limit), in an
+// agent.CodeInvalid error's chain.
+type TooLargeError struct {
+	URL   string // as messages show URLs: no query
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("response of %s is larger than %d bytes", e.URL, e.Limit)
+}
+
 // Streamed marks a request whose response body its caller streams to
-// storage as it arrives (a download kept as a file, Call.WriteBlob)
-// rather than holds in memory: its body is capped at limit instead of
-// the policy's MaxResponseBytes, which bounds what a tool holds. Every
-// other rule of the policy holds as for any request, its time limit
-// included.
+// storage as it arrives (a download kept as a file, Call.WriteBlob; an
+// API's document, narrowed as it is read) rather than holds in memory:
+// its body is capped at limit instead of the policy's MaxResponseBytes,
+// which bounds what a tool holds. Every other rule of the policy holds
+// as for any request, its time limit included.
 func Streamed(ctx context.Context, limit int64) context.Context {
 	return context.WithValue(ctx, streamedKey{}, limit)
 }

@@ -382,6 +382,18 @@ func TestClientResponseCap(t *testing.T) {
 	}
 }
 
+// TestClientTooLargeError: a response over the cap is refused with a
+// *TooLargeError that says which cap.
+func TestClientTooLargeError(t *testing.T) {
+	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, strings.Repeat("x", 3000)) })
+	c := client(t, []string{"127.0.0.1"}, nil, func(p *egress.Policy) { p.MaxResponseBytes = 1000 })
+	_, err := get(c, s.URL+"/doc")
+	requireRefused(t, err, "response of "+s.URL+"/doc is larger than 1000 bytes")
+	var big *egress.TooLargeError
+	require.True(t, errors.As(err, &big), "%v", err)
+	require.Equal(t, &egress.TooLargeError{URL: s.URL + "/doc", Limit: 1000}, big)
+}
+
 // TestClientStreamedCap: a request whose body is streamed to storage is
 // capped at the limit its caller gives, not the policy's cap for bodies
 // held in memory.

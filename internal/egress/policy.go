@@ -196,6 +196,13 @@ func checkName(name string) error {
 	return nil
 }
 
+// Admits reports whether the allowlist names u's host (and port): a
+// request to u is checked by name as the policy's clients check it, its
+// addresses aside. For a list of hosts that is not an egress policy but
+// reads like one, such as the document hosts an openapi_action entry
+// allows (ParsePolicy reads it).
+func (p *Policy) Admits(u *url.URL) bool { return p.checkURL(u) == nil }
+
 // checkURL checks a request's URL by name: its scheme and its host against
 // the allowlist. The addresses are checked when they are dialled.
 func (p *Policy) checkURL(u *url.URL) error {

@@ -128,3 +128,24 @@ func TestCheckURLHidesQuery(t *testing.T) {
 	err = p.checkURL(u)
 	require.EqualError(t, err, `scheme "gopher" of gopher://api.example.com/x is not allowed: use http or https`)
 }
+
+func TestPolicyAdmits(t *testing.T) {
+	p, err := ParsePolicy([]string{"docs.example.com", "*.apis.example", "api.example:8443", "10.1.0.0/16"})
+	require.NoError(t, err)
+	for raw, want := range map[string]bool{
+		"https://docs.example.com/openapi.json":   true,
+		"https://DOCS.example.com./openapi.json":  true,
+		"https://x.docs.example.com/openapi.json": false,
+		"https://a.apis.example/o.yaml":           true,
+		"https://apis.example/o.yaml":             false,
+		"https://api.example:8443/o.json":         true,
+		"https://api.example/o.json":              false,
+		"http://10.1.2.3/o.json":                  true,
+		"http://10.2.0.1/o.json":                  false,
+		"ftp://docs.example.com/o.json":           false,
+	} {
+		u, err := url.Parse(raw)
+		require.NoError(t, err)
+		require.Equal(t, want, p.Admits(u), raw)
+	}
+}

@@ -94,6 +94,25 @@ func Load(ctx context.Context, data []byte) (*Document, error) {
 	return d, nil
 }
 
+// LoadOperations narrows src to the operations ids names (none: every
+// operation) and what they use (Source.Narrow), then loads and validates
+// that. Only what is left is held in memory as kin-openapi's tree, and
+// only it is validated.
+func LoadOperations(ctx context.Context, src *Source, ids []string) (*Document, error) {
+	data, err := src.Narrow(ids)
+	if err != nil {
+		return nil, err
+	}
+	d, err := Load(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Keep(ids); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 // index lists the document's operations and their parameters.
 func (d *Document) index() error {
 	d.ops, d.byID = nil, map[string]*Operation{}
@@ -228,7 +247,7 @@ func (d *Document) Keep(ids []string) error {
 	}
 	if len(unknown) > 0 {
 		return agent.Errorf(agent.CodeInvalid, "operations %s: the document has no such operation; it has %s",
-			strings.Join(unknown, ", "), listIDs(d.IDs(), 50))
+			strings.Join(unknown, ", "), ListIDs(d.IDs(), 50))
 	}
 	for _, op := range d.ops {
 		if slices.Contains(ids, op.ID) {
@@ -310,8 +329,8 @@ func absoluteURL(what, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// listIDs lists operation ids for an error message, at most n of them.
-func listIDs(ids []string, n int) string {
+// ListIDs lists operation ids for an error message, at most n of them.
+func ListIDs(ids []string, n int) string {
 	if len(ids) == 0 {
 		return "no operations"
 	}
@@ -327,9 +346,9 @@ func listIDs(ids []string, n int) string {
 // not have.
 func (d *Document) errNoOperation(id string) error {
 	if id == "" {
-		return agent.Errorf(agent.CodeInvalid, "operation_id is required; the operations are %s", listIDs(d.IDs(), 100))
+		return agent.Errorf(agent.CodeInvalid, "operation_id is required; the operations are %s", ListIDs(d.IDs(), 100))
 	}
-	return agent.Errorf(agent.CodeInvalid, "unknown operation_id %q; the operations are %s", clip(id, 80), listIDs(d.IDs(), 100))
+	return agent.Errorf(agent.CodeInvalid, "unknown operation_id %q; the operations are %s", clip(id, 80), ListIDs(d.IDs(), 100))
 }
 
 // swaggerJSON reports whether data (JSON or YAML) is a Swagger 2.0

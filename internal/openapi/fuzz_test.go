@@ -1,7 +1,10 @@
 package openapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -31,6 +34,8 @@ func FuzzNewRequest(f *testing.F) {
 		`{"operation_id": "simple", "params": {"id": "%2e%2e", "ids": [], "obj": {}}}`,
 		`{"operation_id": "x", "operation_id": "y", "params": null, "body": null}`,
 		`[`, `{}`, `{"params": {"": ""}}`,
+		`{"openapi_url": "https://docs.example/o.json", "operation_id": "getCustomer", "auth_profile": "crm", "params": {"customerId": 1}}`,
+		`{"openapi_url": 7, "auth_profile": {"bearer": "x"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -49,6 +54,15 @@ func FuzzNewRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		// A tool whose calls name their document and credentials reads
+		// the same arguments, and those two, as strings.
+		if wide, err := DecodeArgs(raw, ArgOpenAPIURL, ArgAuthProfile); err != nil {
+			if !agent.IsCode(err, agent.CodeInvalid) {
+				t.Fatalf("DecodeArgs(%q, openapi_url, auth_profile): %v is not CodeInvalid", raw, err)
+			}
+		} else if narrow, err := DecodeArgs(raw); err == nil && (wide.OpenAPIURL != "" || wide.AuthProfile != "") {
+			t.Fatalf("DecodeArgs(%q) took openapi_url or auth_profile: %+v", raw, narrow)
+		}
 		args, err := DecodeArgs(raw)
 		if err != nil {
 			if !agent.IsCode(err, agent.CodeInvalid) {
@@ -99,6 +113,72 @@ func FuzzNewRequest(f *testing.F) {
 						t.Fatalf("NewRequest(%q): header %q: %q", raw, k, v)
 					}
 				}
+			}
+		}
+	})
+}
+
+// FuzzNarrow feeds arbitrary documents, JSON or YAML, to Read, Outline
+// and Narrow. Nothing panics; every refusal is agent.CodeInvalid or a
+// *TooLargeError; a narrowed document is one JSON object whose operations
+// are those asked for, or all of them.
+func FuzzNarrow(f *testing.F) {
+	for _, seed := range []string{
+		// Small seeds: the fuzzer minimizes every input it finds
+		// interesting, and a large one takes it a long while.
+		`{"openapi": "3.0.3", "security": [{"k": []}], "paths": {"/a/{id}": {"parameters": [{"$ref": "#/components/parameters/Id"}],
+			"get": {"operationId": "getA", "responses": {"200": {"$ref": "#/components/responses/A"}}}, "post": {"requestBody": {"$ref": "#/components/requestBodies/B"}}}},
+			"components": {"parameters": {"Id": {"name": "id", "in": "path"}}, "responses": {"A": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/A"}}}}},
+			"requestBodies": {"B": {}}, "schemas": {"A": {"properties": {"b": {"$ref": "#/components/schemas/B"}}}, "B": {}}, "securitySchemes": {"k": {}}}}`,
+		"openapi: 3.1\npaths:\n  /a:\n    get: {operationId: a, responses: {200: {$ref: '#/components/responses/R'}}}\ncomponents:\n  responses: {R: {description: r}}\n",
+		`{"swagger": "2.0", "paths": {"/a": {"get": {"operationId": "a", "responses": {"200": {"schema": {"$ref": "#/definitions/A"}}}}}}, "definitions": {"A": {"$ref": "#/definitions/B"}, "B": {}}}`,
+		`{"openapi": "3.0.3", "paths": {"/a": {"get": {"operationId": "a", "parameters": [{"$ref": "#/paths/~1b"}]}}}}`,
+		`{"openapi": "3.0.3", "components": {"schemas": {"A": {"discriminator": {"mapping": {"x": "A"}}, "$ref": "#/components/schemas/A"}}}, "paths": {"/a": {"get": {"security": [{"k": []}], "responses": {"200": {"$ref": "#/components/schemas/A"}}}}}}`,
+		"a: &a [x, x]\nb: [*a, *a]\n", "[1]", "{", `{"paths": []}`, `{"components": 1, "paths": {"/a": 2}}`, "\ufeff{}",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		src, err := Read(bytes.NewReader(data), 1<<20)
+		if err != nil {
+			var big *TooLargeError
+			if !agent.IsCode(err, agent.CodeInvalid) && !errors.As(err, &big) {
+				t.Fatalf("Read(%q): %v is neither CodeInvalid nor TooLargeError", data, err)
+			}
+			return
+		}
+		ops, err := src.Outline()
+		if err != nil {
+			if !agent.IsCode(err, agent.CodeInvalid) {
+				t.Fatalf("Outline(%q): %v is not CodeInvalid", data, err)
+			}
+			return
+		}
+		var ids []string
+		if len(ops) > 0 {
+			ids = []string{ops[len(ops)/2].ID}
+		}
+		for _, want := range [][]string{nil, ids} {
+			out, err := src.Narrow(want)
+			if err != nil {
+				if !agent.IsCode(err, agent.CodeInvalid) {
+					t.Fatalf("Narrow(%q, %q): %v is not CodeInvalid", data, want, err)
+				}
+				continue
+			}
+			if !json.Valid(out) || out[0] != '{' {
+				t.Fatalf("Narrow(%q, %q) = %q, not a JSON object", data, want, out)
+			}
+			again, err := ReadBytes(out)
+			if err != nil {
+				t.Fatalf("Narrow(%q, %q) = %q, which does not read back: %v", data, want, out, err)
+			}
+			kept, err := again.Outline()
+			if err != nil {
+				t.Fatalf("Narrow(%q, %q) = %q, whose outline fails: %v", data, want, out, err)
+			}
+			if want != nil && (len(kept) != 1 || kept[0].ID != want[0]) {
+				t.Fatalf("Narrow(%q, %q) kept %v", data, want, kept)
 			}
 		}
 	})

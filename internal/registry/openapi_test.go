@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/crm"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -79,11 +82,19 @@ agents:
 
 	// Mistakes in an entry are reported with its place in the file.
 	for _, tt := range []struct{ name, config, want string }{
-		{"no document", `{server: "https://x.example"}`, "t.yaml:5: tools[0].config: openapi_action config: give the document inline (spec) or by URL (spec_url), one of them"},
+		{"no document", `{server: "https://x.example"}`, "t.yaml:5: tools[0].config: openapi_action config: give the document inline (spec), by URL (spec_url), or let calls name it (openapi_url): one of them"},
 		{"a bad inline document", `{spec: {openapi: 3.0.3, info: {title: x, version: "1"}, paths: {/a: {get: {}}}}, server: "https://x.example"}`,
 			"t.yaml:5: tools[0].config: openapi_action config: spec: the OpenAPI document is not valid"},
 		{"a secret pasted in", `{spec_url: "https://x.example/o.json", auth: [{type: bearer, secret: "sk-123"}]}`,
 			"t.yaml:5: tools[0].config: openapi_action config: auth[0].secret: not a secret reference"},
+		{"a URL where a document host goes", `{openapi_url: {allowed_hosts: ["https://docs.example/"]}}`,
+			`t.yaml:5: tools[0].config: openapi_action config: openapi_url.allowed_hosts[0] "https://docs.example/": write a host, not a URL`},
+		{"a profile without its host", `{openapi_url: {allowed_hosts: [docs.example]}, auth_profiles: {gh: {auth: [{type: bearer, secret: "env:GH"}]}}}`,
+			`t.yaml:5: tools[0].config: openapi_action config: auth_profiles.gh.host: host "": empty: write host or host:port`},
+		{"a secret pasted into a profile", `{openapi_url: {allowed_hosts: [docs.example]}, auth_profiles: {gh: {host: api.github.com, auth: [{type: bearer, secret: "sk-123"}]}}}`,
+			"t.yaml:5: tools[0].config: openapi_action config: auth_profiles.gh.auth[0].secret: not a secret reference"},
+		{"a TTL of the wrong type", `{openapi_url: {allowed_hosts: [docs.example], ttl_sec: "5m"}}`,
+			"t.yaml:5: tools[0].config: openapi_action config: json: cannot unmarshal string into Go struct field urlDocuments.openapi_url.ttl_sec of type int"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse(kinds, "t.yaml", []byte("tenant: demo\ntools:\n  - name: crm\n    kind: openapi_action\n    config: "+tt.config+"\n"))
@@ -91,4 +102,43 @@ agents:
 			require.NotContains(t, err.Error(), "sk-123")
 		})
 	}
+}
+
+// TestOpenAPIProfileSecrets: the secrets an entry's auth profiles name are
+// the operator's to grant, as every secret a catalog names.
+func TestOpenAPIProfileSecrets(t *testing.T) {
+	grants, err := secrets.ParseGrants("demo=env:GH_*")
+	require.NoError(t, err)
+	kinds, err := tools.NewRegistry(tools.Deps{SecretGrants: &grants}, tools.Builtin()...)
+	require.NoError(t, err)
+	src := "tenant: demo\ntools:\n  - name: any_api\n    kind: openapi_action\n    config:\n" +
+		"      openapi_url: {allowed_hosts: [api.github.com]}\n" +
+		"      auth_profiles: {gh: {host: api.github.com, auth: [{type: bearer, secret: \"env:GH_TOKEN\"}]}, crm: {host: crm.example, auth: [{type: bearer, secret: \"env:CRM_TOKEN\"}]}}\n"
+	_, err = Parse(kinds, "t.yaml", []byte(src))
+	require.EqualError(t, err, `t.yaml:6: tools[0].config: secret env:CRM_TOKEN is not one tenant "demo" may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS`)
+	_, err = Parse(kinds, "t.yaml", []byte(strings.Replace(src, "env:CRM_TOKEN", "env:GH_CRM", 1)))
+	require.NoError(t, err)
+}
+
+// TestReadmeOpenAPICatalogs: the catalogs of the README's "OpenAPI
+// actions" section load (those whose elisions, "…", stand for more).
+func TestReadmeOpenAPICatalogs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n### OpenAPI actions\n")
+	require.True(t, ok, "the README has the section")
+	section, _, _ = strings.Cut(section, "\n### ")
+	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
+	require.NoError(t, err)
+	loaded := 0
+	for _, block := range strings.Split(section, "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, "…") {
+			continue
+		}
+		_, err := Parse(kinds, "README.md", []byte(block))
+		require.NoError(t, err, block)
+		loaded++
+	}
+	require.GreaterOrEqual(t, loaded, 2)
 }

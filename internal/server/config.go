@@ -64,6 +64,15 @@ type Config struct {
 	// AGENTFLOW_MAX_UPLOAD_BYTES, 1 to gateway.MaxUploadBytesLimit
 	// (256 MiB); default 0: gateway.DefaultMaxUploadBytes (20 MiB).
 	MaxUploadBytes int64
+	// OpenAPIMaxSpecBytes is the largest API document an openapi_action
+	// entry may name by spec_url (read when a catalog is applied) or its
+	// calls by openapi_url; a larger one is refused, naming this setting.
+	// The document is narrowed to the operations granted as it is read,
+	// so memory grows with its number of components, not with its size.
+	// Env AGENTFLOW_OPENAPI_MAX_SPEC_BYTES, 1 to tools.MaxOpenAPISpecBytes
+	// (1 GiB); default 0: tools.DefaultOpenAPIMaxSpecBytes (64 MiB), which
+	// admits GitHub's and Stripe's descriptions.
+	OpenAPIMaxSpecBytes int64
 	// Model providers. Env OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, OLLAMA_HOST.
 	Model llm.Config
 	// Script, when set, serves the scripted OpenAI-compatible model
@@ -268,6 +277,13 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.MaxUploadBytes = n
 	}
+	if v := os.Getenv(tools.EnvOpenAPIMaxSpecBytes); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > tools.MaxOpenAPISpecBytes {
+			return Config{}, fmt.Errorf("%s=%q: want the largest API document in bytes, 1 to %d", tools.EnvOpenAPIMaxSpecBytes, v, tools.MaxOpenAPISpecBytes)
+		}
+		c.OpenAPIMaxSpecBytes = n
+	}
 	c.GRPCTLS = gateway.TLSConfig{CertFile: os.Getenv("AGENTFLOW_GRPC_TLS_CERT"), KeyFile: os.Getenv("AGENTFLOW_GRPC_TLS_KEY"),
 		ClientCAFile: os.Getenv("AGENTFLOW_GRPC_CLIENT_CA")}
 	for _, p := range []struct {
@@ -361,6 +377,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d streams per tenant: want 1 to %d (AGENTFLOW_MAX_STREAMS_PER_TENANT)", c.MaxStreamsPerTenant, maxStreamsPerTenant)
 	case c.MaxUploadBytes < 0 || c.MaxUploadBytes > gateway.MaxUploadBytesLimit:
 		return fmt.Errorf("an upload limit of %d bytes: want 1 to %d (AGENTFLOW_MAX_UPLOAD_BYTES)", c.MaxUploadBytes, gateway.MaxUploadBytesLimit)
+	case c.OpenAPIMaxSpecBytes < 0 || c.OpenAPIMaxSpecBytes > tools.MaxOpenAPISpecBytes:
+		return fmt.Errorf("an API document limit of %d bytes: want 1 to %d (%s)", c.OpenAPIMaxSpecBytes, tools.MaxOpenAPISpecBytes, tools.EnvOpenAPIMaxSpecBytes)
 	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):
 		return fmt.Errorf("workflow cache of %d: want %d to %d workflows (AGENTFLOW_WORKFLOW_CACHE_SIZE)", c.WorkflowCacheSize, minWorkflowCache, maxWorkflowCache)
 	}

@@ -254,6 +254,24 @@ func TestConfigFromEnvMaxUpload(t *testing.T) {
 	}
 }
 
+func TestConfigFromEnvOpenAPIMaxSpec(t *testing.T) {
+	t.Setenv("AGENTFLOW_OPENAPI_MAX_SPEC_BYTES", "")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.OpenAPIMaxSpecBytes, "the tools' default")
+
+	t.Setenv("AGENTFLOW_OPENAPI_MAX_SPEC_BYTES", "134217728")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, int64(128<<20), c.OpenAPIMaxSpecBytes)
+
+	for _, v := range []string{"0", "-3", "64MiB", "1073741825"} {
+		t.Setenv("AGENTFLOW_OPENAPI_MAX_SPEC_BYTES", v)
+		_, err := ConfigFromEnv()
+		require.EqualError(t, err, `AGENTFLOW_OPENAPI_MAX_SPEC_BYTES="`+v+`": want the largest API document in bytes, 1 to 1073741824`)
+	}
+}
+
 func TestConfigFromEnvOIDC(t *testing.T) {
 	c, err := ConfigFromEnv()
 	require.NoError(t, err)

@@ -345,7 +345,8 @@ func (s *Server) newWorker() error {
 		Logger: s.logger, Secrets: secrets.Scoped(resolver, s.cfg.SecretGrants), SecretGrants: &s.cfg.SecretGrants,
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
-		JQ: jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
+		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
+		OpenAPIMaxSpecBytes: s.cfg.OpenAPIMaxSpecBytes,
 	}, append(tools.Builtin(), s.cfg.ToolKinds...)...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)

@@ -230,7 +230,7 @@ func TestOpenAPIActionResolveErrors(t *testing.T) {
 
 func TestOpenAPIActionConfig(t *testing.T) {
 	for _, tt := range []struct{ config, want string }{
-		{`{}`, "give the document inline (spec) or by URL (spec_url), one of them"},
+		{`{}`, "give the document inline (spec), by URL (spec_url), or let calls name it (openapi_url): one of them"},
 		{`{"spec": {"openapi": "3.0.3"}, "spec_url": "https://a.example/o.json"}`, "one of them"},
 		{`{"spec_url": "ftp://a.example/o.json"}`, `spec_url: "ftp://a.example/o.json": want an http or https URL`},
 		{`{"spec_url": "https://u:p@a.example/o.json"}`, "must not carry credentials"},

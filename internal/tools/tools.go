@@ -304,6 +304,20 @@ type Deps struct {
 	Composites Composites
 	// ToolSearch finds a tenant's tools for search_tools. Default: none.
 	ToolSearch ToolSearch
+	// OpenAPIMaxSpecBytes bounds an API document openapi_action reads
+	// from spec_url or openapi_url (AGENTFLOW_OPENAPI_MAX_SPEC_BYTES).
+	// Default (0): DefaultOpenAPIMaxSpecBytes.
+	OpenAPIMaxSpecBytes int64
+	// OpenAPIDocuments keeps the documents openapi_action calls name by
+	// URL. Default: a cache of the deps' own, with their clock.
+	OpenAPIDocuments *OpenAPIDocuments
+}
+
+func (d Deps) openAPIMaxSpecBytes() int64 {
+	if d.OpenAPIMaxSpecBytes > 0 {
+		return d.OpenAPIMaxSpecBytes
+	}
+	return DefaultOpenAPIMaxSpecBytes
 }
 
 // Composites keeps the tenant's composite tools (internal/store).
@@ -380,6 +394,9 @@ func (d Deps) WithDefaults() Deps {
 	}
 	if d.Processes == nil {
 		d.Processes = noProcesses{}
+	}
+	if d.OpenAPIDocuments == nil {
+		d.OpenAPIDocuments = NewOpenAPIDocuments(d.Now)
 	}
 	return d
 }

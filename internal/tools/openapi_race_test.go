@@ -1,0 +1,8 @@
+//go:build race
+
+package tools
+
+// openapiRaceShadow is how many bytes of ThreadSanitizer shadow a
+// race-enabled process touches per byte of heap: a memory bound holds
+// that much more under -race.
+const openapiRaceShadow = 2
