@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -387,7 +388,44 @@ func fromSwagger(loader *openapi3.Loader, data json.RawMessage) (*openapi3.T, er
 	}
 	doc, err := openapi2conv.ToV3WithLoader(&doc2, loader, nil)
 	if err != nil {
+		if where := swaggerCulprit(&doc2); where != "" {
+			return nil, agent.Errorf(agent.CodeInvalid, "the Swagger 2.0 document does not convert to OpenAPI 3: %s: %v", where, err)
+		}
 		return nil, agent.Errorf(agent.CodeInvalid, "the Swagger 2.0 document does not convert to OpenAPI 3: %v", err)
 	}
 	return doc, nil
+}
+
+// swaggerCulprit names the part of a Swagger 2.0 document that does not
+// convert — a security definition, or an operation by method, path and
+// id — since the converter's errors name neither: each is converted on
+// its own until one fails. "" when none fails alone.
+func swaggerCulprit(doc2 *openapi2.T) string {
+	for _, name := range slices.Sorted(maps.Keys(doc2.SecurityDefinitions)) {
+		if _, err := openapi2conv.ToV3SecurityScheme(doc2.SecurityDefinitions[name]); err != nil {
+			return "securityDefinitions." + name
+		}
+	}
+	for _, path := range slices.Sorted(maps.Keys(doc2.Paths)) {
+		item := doc2.Paths[path]
+		if item == nil {
+			continue
+		}
+		ops := item.Operations()
+		for _, method := range slices.Sorted(maps.Keys(ops)) {
+			one := *doc2
+			one.SecurityDefinitions = nil
+			alone := &openapi2.PathItem{Parameters: item.Parameters}
+			alone.SetOperation(method, ops[method])
+			one.Paths = map[string]*openapi2.PathItem{path: alone}
+			if _, err := openapi2conv.ToV3(&one); err != nil {
+				where := method + " " + path
+				if id := ops[method].OperationID; id != "" {
+					where += " (" + id + ")"
+				}
+				return where
+			}
+		}
+	}
+	return ""
 }

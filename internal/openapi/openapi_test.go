@@ -459,3 +459,45 @@ func TestSwagger2(t *testing.T) {
 		})
 	}
 }
+
+// TestSwagger2Unconvertible: what of a Swagger 2.0 document does not
+// convert to OpenAPI 3 is named — the operation, or the security
+// definition — with what is wrong with it.
+func TestSwagger2Unconvertible(t *testing.T) {
+	tests := []struct {
+		name, change, want string
+	}{
+		{"body and form parameters", `
+  /pets/{petId}/photo:
+    post:
+      operationId: uploadPhoto
+      consumes: [multipart/form-data]
+      parameters:
+        - {name: petId, in: path, required: true, type: integer}
+        - {name: meta, in: body, schema: {type: object}}
+        - {name: file, in: formData, type: file}
+      responses: {"200": {description: ok}}
+`, `POST /pets/{petId}/photo (uploadPhoto): body and form parameters cannot exist together for the same operation`},
+		{"two bodies", `
+  /pets/batch:
+    put:
+      parameters:
+        - {name: one, in: body, schema: {type: object}}
+        - {name: two, in: body, schema: {type: object}}
+      responses: {"200": {description: ok}}
+`, `PUT /pets/batch: multiple body parameters cannot exist for the same operation`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := strings.Replace(swaggerPets, "\npaths:\n", "\npaths:"+tt.change, 1)
+			_, err := Load(context.Background(), []byte(src))
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+			require.ErrorContains(t, err, "the Swagger 2.0 document does not convert to OpenAPI 3: "+tt.want)
+		})
+	}
+	// A security definition of a flow OpenAPI 3 has no name for.
+	src := strings.Replace(swaggerPets, "\nsecurityDefinitions:\n",
+		"\nsecurityDefinitions:\n  legacy: {type: oauth2, flow: magic, authorizationUrl: 'https://pets.example.com/auth', scopes: {}}\n", 1)
+	_, err := Load(context.Background(), []byte(src))
+	require.ErrorContains(t, err, `securityDefinitions.legacy: unsupported flow "magic"`)
+}
