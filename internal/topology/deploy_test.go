@@ -24,9 +24,10 @@ const testDeployment = "agentflow-test"
 // deploy:…): twenty turns are in flight on build A (their model calls
 // held); build B's worker starts beside A's, is ramped to take every new
 // turn, then made current; a conversation's next message moves it to B;
-// the twenty then finish on A, each model call made once; rolling back
-// (A current again) sends new turns to A. No turn fails, and the server's
-// records say where each ran.
+// the twenty then finish on A, each model call made once, and so does an
+// evaluation started on A, whose second case starts after B is current;
+// rolling back (A current again) sends new turns to A. No turn fails, and
+// the server's records say where each ran.
 func TestDeployNewBuild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -83,6 +84,14 @@ func TestDeployNewBuild(t *testing.T) {
 	require.Eventually(t, func() bool { return drain("build-a")() == len(held) }, time.Minute, time.Second,
 		"deploy:drain counts the turns pinned to A")
 
+	// An evaluation of two cases, one at a time, starts on A; its first
+	// case's model call waits too.
+	evals := pb.NewEvalServiceClient(h.Conns[0])
+	ev, err := evals.StartEval(auth(ctx), &pb.StartEvalRequest{Dataset: evalDataset, Concurrency: 1, EvalId: "eval-deploy"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return h.Model.Waiting() == len(held)+1 }, time.Minute, 50*time.Millisecond,
+		"the evaluation's first case in flight")
+
 	// Build B rolls out: a worker of it starts beside A's, and is ramped
 	// to take every new turn.
 	b, err := h.AddWorker(ctx, "AGENTFLOW_BUILD_ID=build-b")
@@ -108,11 +117,20 @@ func TestDeployNewBuild(t *testing.T) {
 	require.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, vi.GetBehavior())
 	require.Equal(t, "build-b", vi.GetDeploymentVersion().GetBuildId(), "the conversation moved to B")
 
-	// The twenty finish on A, each with the one model call it began.
-	require.Equal(t, len(held), drain("build-a")(), "A's turns still run")
+	// The twenty finish on A, each with the one model call it began; so
+	// does the evaluation, whose second case starts now, on A, as its
+	// parent is pinned there.
+	require.Equal(t, len(held)+2, drain("build-a")(), "A's turns and the evaluation with its first case still run")
 	h.Model.Release()
 	for range held {
 		require.NoError(t, <-done)
+	}
+	run, err := evals.GetEval(auth(ctx), &pb.GetEvalRequest{EvalId: ev.GetEvalId(), Wait: true})
+	require.NoError(t, err)
+	require.Equal(t, "completed", run.GetStatus(), "%v", run)
+	h.requireOn(ctx, t, ev.GetWorkflowId(), "build-a", enumspb.VERSIONING_BEHAVIOR_PINNED)
+	for _, c := range []string{"first", "second"} {
+		h.requireOn(ctx, t, fmt.Sprintf("turn/acme/%s-v%d-%s", ev.GetEvalId(), ev.GetVersions()[0], c), "build-a", enumspb.VERSIONING_BEHAVIOR_PINNED)
 	}
 	for _, tr := range held {
 		require.Equal(t, pb.Status_STATUS_COMPLETED, tr.status, tr.job)
@@ -144,6 +162,20 @@ func TestDeployNewBuild(t *testing.T) {
 		require.Contains(t, string(log), `worker: worker deployment "`+name+`", build "build-a" (AGENTFLOW_DEPLOYMENT_NAME, AGENTFLOW_BUILD_ID): `+want, name)
 	}
 }
+
+// evalDataset is the evaluation of TestDeployNewBuild: a case held at the
+// model, then one answered at once.
+const evalDataset = `
+name: deploy
+agent: echo
+cases:
+  - id: first
+    prompt: hold eval-first
+    expect: {answer: {contains: ["answer to eval-first"]}}
+  - id: second
+    prompt: quick eval-second
+    expect: {answer: {contains: ["answer to eval-second"]}}
+`
 
 // requireOn checks where a workflow ran: the server's versioning info
 // (its behavior and build), and the build every workflow task of its
