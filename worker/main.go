@@ -1,7 +1,10 @@
 // Command worker runs an agentflow process: the Temporal worker for the
 // AgentTurn and Conversation workflows and their activities, the gRPC
 // gateway, or both (AGENTFLOW_ROLES), with /healthz and /metrics. It is
-// configured by environment variables; see internal/server.Config. With
+// configured by environment variables; see internal/server.Config. On
+// SIGTERM or SIGINT it shuts down gracefully: unready first, the gateway's
+// streams told to resume elsewhere, the activities in flight given up to
+// AGENTFLOW_STOP_TIMEOUT to finish; a second signal ends it at once. With
 // -healthcheck it probes a running worker's /healthz instead, for
 // container health checks.
 package main
@@ -48,6 +51,12 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		// The first signal shuts down gracefully (up to the stop
+		// timeout); a second one ends the process at once.
+		stop()
+	}()
 
 	cfg, err := server.ConfigFromEnv()
 	if err != nil {

@@ -80,6 +80,14 @@ func temporalPort(opts Options) (int, error) {
 // client that runs a worker (the gateway in the worker process) gets its
 // first workflow task in the start reply. Activities are off by default on
 // the server.
+//
+// Worker Deployment Versioning (a worker with AGENTFLOW_DEPLOYMENT_NAME)
+// needs the server's worker deployments (system.enableDeploymentVersions)
+// and its frontend's taking the polls of versioned workers
+// (frontend.workerVersioningWorkflowAPIs). Server 1.29, the version
+// tools/go.mod pins for both the dev server and the real one, has both on
+// by default; they are set here so that the file says what agentflow
+// needs of a server whose operator configures it.
 func DynamicConfig() []string {
 	return []string{
 		"history.transferProcessorMaxPollRPS=2000",
@@ -88,6 +96,8 @@ func DynamicConfig() []string {
 		"matching.numTaskqueueWritePartitions=1",
 		"system.enableActivityEagerExecution=true",
 		"system.enableEagerWorkflowStart=true",
+		"system.enableDeploymentVersions=true",
+		"frontend.workerVersioningWorkflowAPIs=true",
 	}
 }
 

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/store"
@@ -60,6 +63,27 @@ func typed(st *status.Status, class agent.Class, ref string) error {
 	}
 	if withInfo, err := st.WithDetails(info); err == nil {
 		st = withInfo
+	}
+	return st.Err()
+}
+
+// ReconnectDelay is how long a gateway that is shutting down tells its
+// streaming clients to wait before they reconnect: a gRPC stream's
+// RetryInfo (GoingAway), an event stream's retry field.
+const ReconnectDelay = time.Second
+
+// GoingAway is how a Stream or Resume call ends when the gateway shuts
+// down: Unavailable, with a RetryInfo (ReconnectDelay) and an ErrorInfo
+// of type Unavailable whose metadata names the stream ("stream_id") and
+// the last event the client got ("after_index"). The client resumes with
+// Resume after that event, on another gateway or on this one once it is
+// back: the turn goes on meanwhile, and no event is missed or repeated.
+func GoingAway(streamID string, after int64) error {
+	st := status.Newf(codes.Unavailable, "the gateway is shutting down: resume stream %q after event %d (Resume with after_index), on another gateway or this one once it is back", streamID, after)
+	info := &errdetails.ErrorInfo{Reason: agent.CodeUnavailable.Class().Type, Domain: ErrorDomain,
+		Metadata: map[string]string{"stream_id": streamID, "after_index": strconv.FormatInt(after, 10)}}
+	if d, err := st.WithDetails(info, &errdetails.RetryInfo{RetryDelay: durationpb.New(ReconnectDelay)}); err == nil {
+		st = d
 	}
 	return st.Err()
 }

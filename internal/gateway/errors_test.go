@@ -221,3 +221,27 @@ func serveGateway(t *testing.T, opts gateway.Options) pb.AgentServiceClient {
 	t.Cleanup(func() { _ = conn.Close() })
 	return pb.NewAgentServiceClient(conn)
 }
+
+// TestGoingAway: a stream a stopping gateway ends says where to resume,
+// and when.
+func TestGoingAway(t *testing.T) {
+	st := status.Convert(gateway.GoingAway("turn/demo/j1", 12))
+	require.Equal(t, codes.Unavailable, st.Code())
+	require.Contains(t, st.Message(), `resume stream "turn/demo/j1" after event 12`)
+	var info *errdetails.ErrorInfo
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			info = d
+		case *errdetails.RetryInfo:
+			retry = d
+		}
+	}
+	require.NotNil(t, info)
+	require.Equal(t, agent.ErrTypeUnavailable, info.GetReason())
+	require.Equal(t, gateway.ErrorDomain, info.GetDomain())
+	require.Equal(t, map[string]string{"stream_id": "turn/demo/j1", "after_index": "12"}, info.GetMetadata())
+	require.NotNil(t, retry)
+	require.Equal(t, gateway.ReconnectDelay, retry.GetRetryDelay().AsDuration())
+}

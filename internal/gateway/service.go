@@ -78,6 +78,10 @@ type Service struct {
 	starting chan struct{}
 	// streams counts each tenant's open streams.
 	streams *streamSlots
+	// ending is done once EndStreams is called: Stream and Resume calls
+	// end with GoingAway, and new ones are refused with it.
+	ending     context.Context
+	endStreams context.CancelFunc
 }
 
 // maxStarting bounds the turns a gateway process starts at once. A burst of
@@ -109,9 +113,19 @@ func New(o Options) (*Service, error) {
 	case o.MaxStreamsPerTenant == 0:
 		o.MaxStreamsPerTenant = DefaultMaxStreamsPerTenant
 	}
-	return &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, oidc: o.OIDC, taskQueue: o.TaskQueue, logger: o.Logger,
-		routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}, nil
+	s := &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, oidc: o.OIDC, taskQueue: o.TaskQueue, logger: o.Logger,
+		routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}
+	s.ending, s.endStreams = context.WithCancel(context.Background())
+	return s, nil
 }
+
+// EndStreams ends the Stream and Resume calls being served, each with
+// GoingAway (Unavailable, saying after which event to resume), and
+// refuses new ones the same way: for a gateway that is shutting down,
+// whose gRPC server's GracefulStop would otherwise wait for every turn
+// being followed to end. Call it once GracefulStop has begun (it sends
+// the clients GOAWAY).
+func (s *Service) EndStreams() { s.endStreams() }
 
 // Register adds the AgentService to g. Calls reach it unauthenticated
 // unless g has the interceptors NewGRPCServer installs.
@@ -300,12 +314,15 @@ func (s *Service) Stream(in *pb.StreamRequest, ss grpc.ServerStreamingServer[pb.
 	if err != nil {
 		return s.status(ctx, err)
 	}
+	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
 	release, err := s.streams.take(req.TenantID)
 	if err != nil {
 		return s.status(ctx, err)
 	}
 	defer release()
-	return s.send(ss, func(send func(agent.Event) error) error { return s.followNew(ctx, req, nil, send) })
+	return s.send(ss, streamID, 0, func(ctx context.Context, send func(agent.Event) error) error {
+		return s.followNew(ctx, req, nil, send)
+	})
 }
 
 // Resume implements pb.AgentServiceServer.
@@ -319,22 +336,37 @@ func (s *Service) Resume(in *pb.ResumeRequest, ss grpc.ServerStreamingServer[pb.
 		return s.status(ctx, err)
 	}
 	defer release()
-	return s.send(ss, func(send func(agent.Event) error) error {
+	return s.send(ss, in.GetStreamId(), in.GetAfterIndex(), func(ctx context.Context, send func(agent.Event) error) error {
 		return s.events.Follow(ctx, in.GetStreamId(), in.GetAfterIndex(), send)
 	})
 }
 
 // send runs follow with a function that sends events to the client, and
-// returns its outcome as the call's status.
-func (s *Service) send(ss grpc.ServerStreamingServer[pb.StreamEvent], follow func(send func(agent.Event) error) error) error {
+// returns its outcome as the call's status. A gateway that ends its
+// streams (EndStreams) ends this one with GoingAway, naming the last
+// event the client got: after it is where the client resumes.
+func (s *Service) send(ss grpc.ServerStreamingServer[pb.StreamEvent], streamID string, after int64,
+	follow func(ctx context.Context, send func(agent.Event) error) error) error {
+	if s.ending.Err() != nil {
+		return GoingAway(streamID, after)
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	defer context.AfterFunc(s.ending, cancel)()
+	last := after
 	var sendErr error
-	err := follow(func(e agent.Event) error {
-		sendErr = ss.Send(toPBEvent(e))
+	err := follow(ctx, func(e agent.Event) error {
+		if sendErr = ss.Send(toPBEvent(e)); sendErr == nil {
+			last = e.Index
+		}
 		return sendErr
 	})
-	if err != nil && errors.Is(err, sendErr) {
+	switch {
+	case err != nil && errors.Is(err, sendErr):
 		// The client's stream broke: gRPC's own error says how.
 		return sendErr
+	case err != nil && s.ending.Err() != nil && ss.Context().Err() == nil:
+		return GoingAway(streamID, last)
 	}
 	return s.status(ss.Context(), err)
 }

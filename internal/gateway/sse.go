@@ -308,8 +308,11 @@ func (st *sseWriter) end(err error) {
 	switch {
 	case err == nil:
 		return
-	case ctx.Err() != nil || st.a.ending.Err() != nil:
-		return // the client left, or the gateway is stopping
+	case ctx.Err() != nil:
+		return // the client left
+	case st.a.ending.Err() != nil:
+		st.goingAway()
+		return
 	}
 	p := st.a.problemOf(ctx, err)
 	if !st.started {
@@ -325,6 +328,20 @@ func (st *sseWriter) end(err error) {
 		_ = st.rc.Flush()
 	}
 	st.a.logger.Debug("event stream ended by a failure", zap.String("type", p.Title))
+}
+
+// goingAway ends the stream of a gateway that is shutting down: a
+// comment that says so, and the reconnection time, after which an
+// EventSource reconnects with Last-Event-ID (the last event it got) and
+// a fetch-based client sends its request again. Either resumes where
+// it was, on another gateway or this one once it is back.
+func (st *sseWriter) goingAway() {
+	st.deadline()
+	st.begin()
+	if sse.WriteComment(st.w, "the gateway is shutting down: reconnect with Last-Event-ID") == nil &&
+		sse.WriteRetry(st.w, ReconnectDelay) == nil {
+		_ = st.rc.Flush()
+	}
 }
 
 // problemOf is err as a Problem: a status the service made is read as

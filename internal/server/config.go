@@ -203,6 +203,25 @@ type Config struct {
 	// kinds of its own, and for tests. Not from the environment; default
 	// none.
 	ToolKinds []tools.Kind
+	// StopTimeout is how long a worker told to stop (SIGTERM) lets the
+	// activities in flight finish — model calls stream to their end — once
+	// it has stopped polling; what is still running then is cancelled and
+	// retried on another worker. The process's other parts (the store, the
+	// live path, the Temporal client) stay up until the worker has
+	// stopped. A gateway ends its streams at once (their clients resume
+	// elsewhere) and waits as long for its other calls in flight, such as
+	// an Invoke of a turn. Give the orchestrator's grace period
+	// (Kubernetes' terminationGracePeriodSeconds, compose's
+	// stop_grace_period) a few seconds more. Env AGENTFLOW_STOP_TIMEOUT, a
+	// duration (30s, 2m), 1s to 1h; default 0: DefaultStopTimeout.
+	StopTimeout time.Duration
+	// Deployment is the Temporal worker deployment and build this worker
+	// process belongs to (Worker Deployment Versioning): a turn runs to
+	// its end on the build that started it, and new turns go to the
+	// deployment's current build. Env AGENTFLOW_DEPLOYMENT_NAME and
+	// AGENTFLOW_BUILD_ID, both or neither; default none: an unversioned
+	// worker, which takes any task of its task queue.
+	Deployment Deployment
 	// ModelLimits are the providers' limits the fleet's model calls are
 	// held to (internal/governor), counted in Postgres across every
 	// worker process. Env AGENTFLOW_MODEL_LIMITS (governor.ParseLimits:
@@ -341,6 +360,14 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.JQPrograms = n
 	}
+	if v := os.Getenv("AGENTFLOW_STOP_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < minStopTimeout || d > maxStopTimeout {
+			return Config{}, fmt.Errorf("AGENTFLOW_STOP_TIMEOUT=%q: want a duration such as 30s or 2m, 1s to 1h", v)
+		}
+		c.StopTimeout = d
+	}
+	c.Deployment = Deployment{Name: os.Getenv(EnvDeploymentName), BuildID: os.Getenv(EnvBuildID)}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -379,6 +406,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("an upload limit of %d bytes: want 1 to %d (AGENTFLOW_MAX_UPLOAD_BYTES)", c.MaxUploadBytes, gateway.MaxUploadBytesLimit)
 	case c.OpenAPIMaxSpecBytes < 0 || c.OpenAPIMaxSpecBytes > tools.MaxOpenAPISpecBytes:
 		return fmt.Errorf("an API document limit of %d bytes: want 1 to %d (%s)", c.OpenAPIMaxSpecBytes, tools.MaxOpenAPISpecBytes, tools.EnvOpenAPIMaxSpecBytes)
+	case c.StopTimeout != 0 && (c.StopTimeout < minStopTimeout || c.StopTimeout > maxStopTimeout):
+		return fmt.Errorf("stop timeout %s: want 1s to 1h (AGENTFLOW_STOP_TIMEOUT)", c.StopTimeout)
 	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):
 		return fmt.Errorf("workflow cache of %d: want %d to %d workflows (AGENTFLOW_WORKFLOW_CACHE_SIZE)", c.WorkflowCacheSize, minWorkflowCache, maxWorkflowCache)
 	}
@@ -386,6 +415,9 @@ func (c Config) Validate() error {
 		if err := c.OIDC.Validate(); err != nil {
 			return err
 		}
+	}
+	if err := c.Deployment.Validate(); err != nil {
+		return err
 	}
 	for _, r := range c.Roles {
 		if r != RoleWorker && r != RoleGateway {
@@ -399,6 +431,16 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// DefaultStopTimeout is Config.StopTimeout's default: what seed 004
+// gives the jobs in flight when a worker is told to stop.
+const DefaultStopTimeout = 30 * time.Second
+
+// Bounds of StopTimeout.
+const (
+	minStopTimeout = time.Second
+	maxStopTimeout = time.Hour
+)
 
 // maxStreamsPerTenant bounds MaxStreamsPerTenant.
 const maxStreamsPerTenant = 1_000_000

@@ -47,6 +47,13 @@ func TestValidate(t *testing.T) {
 		{"mcp commands", func(c *Config) { c.MCPCommands = []string{"mcp-server-files", "/opt/mcp/bin/server"} }, ""},
 		{"a relative mcp command", func(c *Config) { c.MCPCommands = []string{"bin/server"} }, `AGENTFLOW_MCP_COMMANDS: "bin/server": give an executable's name (looked up in PATH) or an absolute path`},
 		{"an unclean mcp command", func(c *Config) { c.MCPCommands = []string{"/opt//server"} }, `AGENTFLOW_MCP_COMMANDS: "/opt//server": write the path clean`},
+		{"stop timeout", func(c *Config) { c.StopTimeout = 2 * time.Minute }, ""},
+		{"a stop timeout of a millisecond", func(c *Config) { c.StopTimeout = time.Millisecond }, "stop timeout 1ms: want 1s to 1h (AGENTFLOW_STOP_TIMEOUT)"},
+		{"a versioned worker", func(c *Config) { c.Deployment = Deployment{Name: "agentflow", BuildID: "v2"} }, ""},
+		{"a build without its deployment", func(c *Config) { c.Deployment = Deployment{BuildID: "v2"} },
+			"AGENTFLOW_BUILD_ID is set but AGENTFLOW_DEPLOYMENT_NAME is not: a versioned worker names its deployment and its build"},
+		{"a deployment without a build", func(c *Config) { c.Deployment = Deployment{Name: "agentflow"} },
+			"AGENTFLOW_DEPLOYMENT_NAME is set but AGENTFLOW_BUILD_ID is not"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -322,4 +329,34 @@ func TestReadmeOIDCExample(t *testing.T) {
 	require.NoError(t, c.OIDC.Validate())
 	require.Equal(t, oidcauth.Claims{Tenant: "tenant", Roles: "realm_access.roles", Name: "preferred_username"}, c.OIDC.Claims)
 	require.Equal(t, "*=user,agentflow-admin=admin+approver,agentflow-approver=approver", c.OIDC.Roles.String())
+}
+
+func TestConfigFromEnvStopTimeout(t *testing.T) {
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.StopTimeout, "unset: the default")
+	require.Equal(t, DefaultStopTimeout, (&Server{cfg: c}).stopTimeout())
+	t.Setenv("AGENTFLOW_STOP_TIMEOUT", "90s")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, (&Server{cfg: c}).stopTimeout())
+	for _, bad := range []string{"30", "0s", "500ms", "2h", "soon"} {
+		t.Setenv("AGENTFLOW_STOP_TIMEOUT", bad)
+		_, err := ConfigFromEnv()
+		require.ErrorContains(t, err, "AGENTFLOW_STOP_TIMEOUT="+strconv.Quote(bad)+": want a duration such as 30s or 2m, 1s to 1h")
+	}
+}
+
+func TestConfigFromEnvDeployment(t *testing.T) {
+	t.Setenv(EnvDeploymentName, "agentflow")
+	t.Setenv(EnvBuildID, "v2")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, Deployment{Name: "agentflow", BuildID: "v2"}, c.Deployment)
+	require.True(t, c.Deployment.On())
+	require.Equal(t, "agentflow:v2", c.Deployment.String())
+	opts := c.Deployment.options()
+	require.True(t, opts.UseVersioning)
+	require.Equal(t, "v2", opts.Version.BuildID)
+	require.False(t, Deployment{}.options().UseVersioning, "unset: an unversioned worker")
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,7 +23,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
 	"github.com/agentflow/agentflow/activities"
@@ -49,29 +48,42 @@ import (
 
 // Server is one worker process's assembly.
 type Server struct {
-	cfg      Config
-	logger   *zap.Logger
-	client   client.Client
-	store    *store.Store
-	tools    *tools.Registry
-	mcp      *tools.MCPSessions
-	worker   worker.Worker
-	scripted *scripted.Server
-	http     *http.Server
-	httpLn   net.Listener
-	hub      *pglive.Hub
-	follower *eventlog.Follower
-	vault    *redact.Vault
-	grpc     *grpc.Server
-	grpcLn   net.Listener
-	oidc     *oidcauth.Verifier
-	api      *gateway.HTTPAPI
-	apiHTTP  *http.Server
-	apiLn    net.Listener
-	routes   *registry.Cache
-	egress   *egress.Operator
-	metrics  *metrics.Metrics
-	tracing  *telemetry.Tracing
+	cfg    Config
+	logger *zap.Logger
+	client client.Client
+	// clientOpts are client's options.
+	clientOpts client.Options
+	store      *store.Store
+	tools      *tools.Registry
+	mcp        *tools.MCPSessions
+	worker     worker.Worker
+	scripted   *scripted.Server
+	http       *http.Server
+	httpLn     net.Listener
+	hub        *pglive.Hub
+	follower   *eventlog.Follower
+	vault      *redact.Vault
+	grpc       *grpc.Server
+	grpcLn     net.Listener
+	oidc       *oidcauth.Verifier
+	api        *gateway.HTTPAPI
+	apiHTTP    *http.Server
+	apiLn      net.Listener
+	routes     *registry.Cache
+	egress     *egress.Operator
+	metrics    *metrics.Metrics
+	tracing    *telemetry.Tracing
+	svc        *gateway.Service
+	// gatewayClient is the gateway's own Temporal client when it may not
+	// share the worker's (gatewayTemporal); nil when it shares it.
+	gatewayClient client.Client
+	// draining is set once the process is shutting down: /healthz says
+	// unready from then on.
+	draining atomic.Bool
+	// fatal has the worker's error when it stopped by itself.
+	fatal chan error
+	// registered tracks the build's registration (versioned workers).
+	registered registration
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -81,7 +93,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger}
+	s := &Server{cfg: cfg, logger: logger, fatal: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -103,6 +115,9 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		return nil, err
 	}
 	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkDeployment(ctx); err != nil {
 		return nil, err
 	}
 	s.routes = registry.NewCache(s.store, s.egress, logger)
@@ -311,7 +326,7 @@ func (s *Server) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.client, err = client.DialContext(ctx, client.Options{
+	s.clientOpts = client.Options{
 		HostPort:          s.cfg.TemporalAddress,
 		Namespace:         s.cfg.Namespace,
 		Logger:            SDKLogger(s.logger),
@@ -320,7 +335,8 @@ func (s *Server) connect(ctx context.Context) error {
 		// Workers of this client report the SDK's metrics, and workflows
 		// agentflow's, through it.
 		MetricsHandler: s.metrics.Handler,
-	})
+	}
+	s.client, err = client.DialContext(ctx, s.clientOpts)
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", s.cfg.TemporalAddress, err)
 	}
@@ -380,6 +396,17 @@ func (s *Server) newWorker() error {
 			MaximumNumberOfPollers: wfPollers,
 		}),
 		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
+		WorkerStopTimeout:                s.stopTimeout(),
+		DeploymentOptions:                s.cfg.Deployment.options(),
+		// A worker the server refuses for good (an invalid argument in
+		// its polls) stops by itself; the process then shuts down and
+		// fails rather than serve without a worker.
+		OnFatalError: func(err error) {
+			select {
+			case s.fatal <- err:
+			default:
+			}
+		},
 	})
 	workflows.Register(s.worker)
 	acts.Register(s.worker)
@@ -397,11 +424,16 @@ func (s *Server) newGateway(ctx context.Context) error {
 		}
 		s.logger.Info("accepting OIDC tokens", zap.String("issuer", s.cfg.OIDC.Issuer), zap.String("audience", s.cfg.OIDC.Audience))
 	}
-	svc, err := gateway.New(gateway.Options{Client: s.client, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
+	c, err := s.gatewayTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
 		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault})
 	if err != nil {
 		return err
 	}
+	s.svc = svc
 	// The gRPC API's calls by method and status code, in /metrics, whether
 	// or not traces are exported.
 	opts := s.tracing.GRPCServerOptions(s.metrics.MeterProvider)
@@ -502,85 +534,6 @@ func (s *Server) Routes() *registry.Cache { return s.routes }
 // Tools is the server's tool registry.
 func (s *Server) Tools() *tools.Registry { return s.tools }
 
-// Run serves until ctx is done or a part fails, then stops the worker and
-// the HTTP server.
-func (s *Server) Run(ctx context.Context) error {
-	if s.cfg.Has(RoleWorker) {
-		if err := s.worker.Start(); err != nil {
-			return fmt.Errorf("start worker: %w", err)
-		}
-		defer s.worker.Stop()
-		s.logger.Info("worker started", zap.String("task_queue", s.cfg.TaskQueue), zap.String("namespace", s.cfg.Namespace))
-	}
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.hub.Run(ctx) })
-	g.Go(func() error { return s.routes.Run(ctx) })
-	if s.grpc != nil {
-		s.logger.Info("gateway serving", zap.String("addr", s.GRPCAddr()))
-		g.Go(func() error {
-			if err := s.grpc.Serve(s.grpcLn); err != nil {
-				return fmt.Errorf("serve grpc: %w", err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			// Streams end when their clients go or their turns end; do not
-			// wait long for them.
-			done := make(chan struct{})
-			go func() { s.grpc.GracefulStop(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				s.grpc.Stop()
-			}
-			return nil
-		})
-	}
-	if s.api != nil {
-		s.logger.Info("HTTP API serving", zap.String("addr", s.HTTPAPIAddr()))
-		g.Go(s.api.Serve)
-		g.Go(func() error {
-			if err := s.apiHTTP.Serve(s.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("serve http api: %w", err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			// As the gRPC API: calls in flight may finish, briefly.
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			err := s.apiHTTP.Shutdown(sctx)
-			if err != nil {
-				_ = s.apiHTTP.Close()
-			}
-			s.api.Stop(time.Second)
-			return nil
-		})
-	}
-	if s.http != nil {
-		g.Go(func() error {
-			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("serve http: %w", err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return s.http.Shutdown(sctx)
-		})
-	}
-	g.Go(func() error {
-		<-ctx.Done()
-		return nil
-	})
-	return g.Wait()
-}
-
 // Close releases what New acquired. Safe to call more than once.
 func (s *Server) Close() {
 	for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.apiLn} {
@@ -595,6 +548,10 @@ func (s *Server) Close() {
 	if s.mcp != nil {
 		s.mcp.Close() // stops the stdio MCP servers it started
 		s.mcp = nil
+	}
+	if s.gatewayClient != nil {
+		s.gatewayClient.Close()
+		s.gatewayClient = nil
 	}
 	if s.client != nil {
 		s.client.Close()
@@ -629,11 +586,25 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	rep := health{Status: "ok"}
+	draining := s.draining.Load()
+	if draining {
+		// First, for a load balancer or Kubernetes to take the process out
+		// of rotation while what is in flight finishes.
+		rep.Status = "unavailable"
+		rep.Checks = append(rep.Checks, check{Name: "shutdown", Status: "unavailable", Error: "shutting down: finishing what is in flight"})
+	}
 	rep.check(ctx, "postgres", func(ctx context.Context) error { return s.store.Pool().Ping(ctx) })
 	rep.check(ctx, "temporal", func(ctx context.Context) error {
 		_, err := s.client.CheckHealth(ctx, &client.CheckHealthRequest{})
 		return err
 	})
+	if s.cfg.Deployment.On() && s.cfg.Has(RoleWorker) {
+		// A versioned worker gets no task, and its build cannot be made
+		// current, until the server has registered it.
+		rep.check(ctx, "deployment", func(ctx context.Context) error {
+			return s.registered.check(ctx, s.client, s.cfg.Deployment, s.cfg.TaskQueue)
+		})
+	}
 	live := check{Name: "live_path", Status: "ok"}
 	if !s.hub.Connected() {
 		live.Status, live.Error = "degraded", "not listening for stream notifications; followers read the log"
@@ -650,7 +621,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if rep.Status != "ok" {
 		code = http.StatusServiceUnavailable
-		s.logger.Warn("not ready", zap.Any("checks", rep.Checks))
+		if !draining {
+			s.logger.Warn("not ready", zap.Any("checks", rep.Checks))
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)

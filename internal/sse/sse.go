@@ -16,6 +16,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ContentType is an event stream's media type.
@@ -55,6 +56,14 @@ func WriteEvent(w io.Writer, id, typ string, data []byte) error {
 // spaces.
 func WriteComment(w io.Writer, text string) error {
 	_, err := io.WriteString(w, ": "+strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(text)+"\n\n")
+	return err
+}
+
+// WriteRetry sets the client's reconnection time to d (whole
+// milliseconds): an EventSource whose stream then ends waits that long
+// and reconnects, sending the last event id it got as Last-Event-ID.
+func WriteRetry(w io.Writer, d time.Duration) error {
+	_, err := io.WriteString(w, "retry: "+strconv.FormatInt(d.Milliseconds(), 10)+"\n\n")
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -67,6 +68,21 @@ func TestWriteEvent(t *testing.T) {
 	require.Equal(t, "id: 3\nevent: token\ndata: {\"text\":\"hi\"}\n\n: keep alive\n\ndata: two\ndata: lines\n\n", b.String())
 	require.Error(t, WriteEvent(&b, "1\n2", "x", nil))
 	require.Error(t, WriteEvent(&b, "1", "x\ry", nil))
+}
+
+// TestWriteRetry: the reconnection time a reader takes from the stream.
+func TestWriteRetry(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteEvent(&b, "7", "token", []byte("x")))
+	require.NoError(t, WriteRetry(&b, 1500*time.Millisecond))
+	require.Equal(t, "id: 7\nevent: token\ndata: x\n\nretry: 1500\n\n", b.String())
+	rd := NewReader(&b)
+	_, err := rd.Next()
+	require.NoError(t, err)
+	_, err = rd.Next()
+	require.ErrorIs(t, err, io.EOF, "a retry dispatches no event")
+	require.Equal(t, 1500, rd.Retry)
+	require.Equal(t, "7", rd.LastEventID())
 }
 
 // FuzzRoundTrip: an event written is read back as written, whatever its

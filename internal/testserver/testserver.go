@@ -230,6 +230,9 @@ func Start(t testing.TB, opts Options) *Server {
 		ToolKinds:           opts.ToolKinds,
 		MaxStreamsPerTenant: opts.MaxStreamsPerTenant,
 		ModelLimits:         opts.ModelLimits,
+		// A test's end does not wait for the activities its turns left
+		// running.
+		StopTimeout: time.Second,
 	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()

@@ -82,7 +82,12 @@ type Topology struct {
 	Workers     []*Process
 	Gateways    []*Process
 
-	log *zap.Logger
+	log  *zap.Logger
+	bin  string
+	dir  string
+	base []string // every process's environment, before its own
+	// platform is AGENTFLOW_PLATFORM_ADDRS as closePlatform gave it.
+	platform string
 }
 
 // Start starts the stack, then the workers and gateways, and returns once
@@ -111,7 +116,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Topology{Stack: stack, DatabaseURL: stack.DatabaseURL, log: log}
+	t := &Topology{Stack: stack, DatabaseURL: stack.DatabaseURL, log: log, bin: bin, dir: opts.Dir}
 	if opts.DatabaseURL == "" {
 		// Beside the server's own databases, not in "postgres".
 		if t.DatabaseURL, err = stack.CreateDatabase(ctx, appDatabase); err != nil {
@@ -124,6 +129,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 		"AGENTFLOW_TEMPORAL_HTTP_ADDR=" + stack.TemporalHTTPAddress,
 		"TEMPORAL_NAMESPACE=" + stack.Namespace,
 	}, opts.Env...)
+	t.base = base
 	for i := range opts.Workers {
 		p, err := newProcess(fmt.Sprintf("worker-%d", i+1), RoleWorker, bin, opts.Dir, base, log)
 		if err != nil {
@@ -166,9 +172,29 @@ func (t *Topology) closePlatform(stack *devstack.Stack, env []string) {
 	if given := lookupEnv(env, egress.EnvPlatformAddrs); given != "" {
 		addrs = append(addrs, given)
 	}
+	t.platform = strings.Join(addrs, ",")
 	for _, p := range t.Processes() {
-		p.env = append(p.env, egress.EnvPlatformAddrs+"="+strings.Join(addrs, ","))
+		p.env = append(p.env, egress.EnvPlatformAddrs+"="+t.platform)
 	}
+}
+
+// AddWorker starts one more worker process, with env added to what
+// every process gets (a later setting of a name wins), and returns once
+// it answers its health check: a worker of a new build during a deploy
+// (AGENTFLOW_BUILD_ID), for instance. Its ports are closed to the other
+// processes' tools only by the platform's default rules (the others
+// were told of theirs at start).
+func (t *Topology) AddWorker(ctx context.Context, env ...string) (*Process, error) {
+	p, err := newProcess(fmt.Sprintf("worker-%d", len(t.Workers)+1), RoleWorker, t.bin, t.dir, t.base, t.log)
+	if err != nil {
+		return nil, err
+	}
+	p.env = append(append(p.env, egress.EnvPlatformAddrs+"="+t.platform+","+p.HTTPAddr), env...)
+	t.Workers = append(t.Workers, p)
+	if err := p.Start(ctx); err != nil {
+		return p, err
+	}
+	return p, nil
 }
 
 // lookupEnv is key's value in env (the last assignment wins), else in the
@@ -231,6 +257,9 @@ type Process struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
+	// exit is how the last run ended (cmd.Wait's error), written before
+	// done is closed.
+	exit *error
 }
 
 func newProcess(name, role, bin, dir string, base []string, log *zap.Logger) (*Process, error) {
@@ -284,9 +313,9 @@ func (p *Process) Start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	p.cmd, p.done = cmd, done
+	done, exit := make(chan struct{}), new(error)
+	go func() { *exit = cmd.Wait(); close(done) }()
+	p.cmd, p.done, p.exit = cmd, done, exit
 
 	deadline := time.Now().Add(time.Minute)
 	client := http.Client{Timeout: time.Second}
@@ -316,8 +345,41 @@ func (p *Process) Start(ctx context.Context) error {
 // waits until it is gone.
 func (p *Process) Kill() error { return p.signal(syscall.SIGKILL, 0) }
 
-// Stop asks the process to shut down (SIGTERM) and kills it after 15 s.
-func (p *Process) Stop() error { return p.signal(syscall.SIGTERM, 15*time.Second) }
+// Stop asks the process to shut down (SIGTERM) and kills it after
+// stopGrace.
+func (p *Process) Stop() error { return p.signal(syscall.SIGTERM, stopGrace) }
+
+// stopGrace is how long Stop waits: a worker's default stop timeout
+// (30 s: the activities in flight finish) and some.
+const stopGrace = 45 * time.Second
+
+// Terminate sends the process SIGTERM, as an orchestrator does to start
+// a graceful shutdown, and returns at once; Wait says how it ended.
+func (p *Process) Terminate() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running() {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	return p.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// Wait waits until the process has ended and returns how: nil for an
+// exit with status 0, else the exit error.
+func (p *Process) Wait(ctx context.Context) error {
+	p.mu.Lock()
+	done, exit := p.done, p.exit
+	p.mu.Unlock()
+	if done == nil {
+		return fmt.Errorf("%s was never started", p.Name)
+	}
+	select {
+	case <-done:
+		return *exit
+	case <-ctx.Done():
+		return fmt.Errorf("%s still running: %w", p.Name, ctx.Err())
+	}
+}
 
 func (p *Process) signal(sig syscall.Signal, grace time.Duration) error {
 	p.mu.Lock()
