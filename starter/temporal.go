@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
@@ -32,7 +33,14 @@ func dialTemporal(ctx context.Context, address, namespace string) (c client.Clie
 		flush()
 		return nil, nil, err
 	}
-	c, err = client.DialContext(ctx, client.Options{HostPort: address, Namespace: namespace, Logger: quietLogger{}, Interceptors: interceptors})
+	// TLS, an API key and metadata as the worker reads them.
+	opts, err := server.TemporalConnection()
+	if err != nil {
+		flush()
+		return nil, nil, err
+	}
+	opts.HostPort, opts.Namespace, opts.Logger, opts.Interceptors = address, namespace, quietLogger{}, interceptors
+	c, err = client.DialContext(ctx, opts)
 	if err != nil {
 		flush()
 		return nil, nil, fmt.Errorf("connect to temporal at %s: %w", address, err)

@@ -19,11 +19,7 @@ import (
 
 // clusterOnly are the settings the manifests give that docker-compose.yml
 // leaves to their defaults, and why.
-var clusterOnly = map[string]string{
-	"AGENTFLOW_STOP_TIMEOUT":    "how long a stopping process lets its work finish, matched to the pods' terminationGracePeriodSeconds",
-	"AGENTFLOW_DEPLOYMENT_NAME": "the Temporal worker deployment the worker pods belong to",
-	"AGENTFLOW_BUILD_ID":        "the worker pods' build, their image's tag",
-}
+var clusterOnly = map[string]string{}
 
 // TestInStepWithCompose compares the manifests with docker-compose.yml: the
 // same roles, each given at least the settings compose gives it, with the

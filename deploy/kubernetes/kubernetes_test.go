@@ -38,6 +38,7 @@ var renders = []struct {
 	{name: "example", dir: "overlays/example"},
 	{name: "keda", components: []string{"keda"}},
 	{name: "prometheus", components: []string{"prometheus-adapter", "prometheus-operator"}},
+	{name: "temporal-mtls", components: []string{"temporal-mtls"}},
 }
 
 // TestManifests renders each kustomization and checks it twice: against
@@ -351,7 +352,7 @@ func index(objs []object) rendered {
 const margin = 10 * time.Second
 
 // The settings that hold secrets: always from a Secret, never a ConfigMap.
-var secretSettings = []string{"DATABASE_URL", "AGENTFLOW_TOKENS", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTFLOW_VAULT_KEY"}
+var secretSettings = []string{"DATABASE_URL", "AGENTFLOW_TOKENS", "TEMPORAL_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTFLOW_VAULT_KEY"}
 
 // checkObjects checks a render for what the schemas do not say.
 func checkObjects(t *testing.T, objs []object) {
@@ -632,4 +633,59 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// mountedPod is what TestTemporalMTLSComponent reads of a Deployment.
+type mountedPod struct {
+	Template struct {
+		Spec struct {
+			Volumes []struct {
+				Name   string `yaml:"name"`
+				Secret *struct {
+					SecretName string `yaml:"secretName"`
+				} `yaml:"secret"`
+			} `yaml:"volumes"`
+			Containers []struct {
+				Env          []envVar `yaml:"env"`
+				VolumeMounts []struct {
+					Name      string `yaml:"name"`
+					MountPath string `yaml:"mountPath"`
+					ReadOnly  bool   `yaml:"readOnly"`
+				} `yaml:"volumeMounts"`
+			} `yaml:"containers"`
+		} `yaml:"spec"`
+	} `yaml:"template"`
+}
+
+// TestTemporalMTLSComponent: with components/temporal-mtls every pod
+// mounts the client certificate's Secret and points the Temporal clients'
+// settings at files inside the mount.
+func TestTemporalMTLSComponent(t *testing.T) {
+	h := newHarness(t)
+	r := index(decode(t, h.render(t, "", "temporal-mtls")))
+	require.Len(t, r["Deployment"], 2)
+	for name, o := range r["Deployment"] {
+		pod := spec[mountedPod](t, o).Template.Spec
+		secret := ""
+		for _, v := range pod.Volumes {
+			if v.Name == "temporal-tls" && v.Secret != nil {
+				secret = v.Secret.SecretName
+			}
+		}
+		require.Equal(t, "agentflow-temporal-tls", secret, name)
+		mount := ""
+		for _, m := range pod.Containers[0].VolumeMounts {
+			if m.Name == "temporal-tls" {
+				require.True(t, m.ReadOnly, name)
+				mount = m.MountPath
+			}
+		}
+		require.NotEmpty(t, mount, name)
+		env := map[string]string{}
+		for _, e := range pod.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		require.Equal(t, mount+"/tls.crt", env["TEMPORAL_TLS_CLIENT_CERT_PATH"], name)
+		require.Equal(t, mount+"/tls.key", env["TEMPORAL_TLS_CLIENT_KEY_PATH"], name)
+	}
 }

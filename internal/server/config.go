@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -36,6 +37,12 @@ type Config struct {
 	TemporalHTTPAddr string
 	// Namespace. Env TEMPORAL_NAMESPACE; default "default".
 	Namespace string
+	// TemporalConnection is the rest of how the process reaches the
+	// frontend: TLS, mutual TLS, an API key, gRPC metadata (Env
+	// TEMPORAL_TLS_*, TEMPORAL_API_KEY, TEMPORAL_GRPC_META_*, a profile
+	// of TEMPORAL_CONFIG_FILE: TemporalConnection). Default: plaintext,
+	// no credentials.
+	TemporalConnection client.Options
 	// TaskQueue. Env AGENTFLOW_TASK_QUEUE; default "agentflow".
 	TaskQueue string
 	// DatabaseURL of Postgres. Env DATABASE_URL; required.
@@ -232,15 +239,20 @@ type Config struct {
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.
 func ConfigFromEnv() (Config, error) {
+	conn, err := TemporalConnection()
+	if err != nil {
+		return Config{}, err
+	}
 	c := Config{
-		TemporalAddress:  envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		TemporalHTTPAddr: os.Getenv("AGENTFLOW_TEMPORAL_HTTP_ADDR"),
-		Namespace:        envOr("TEMPORAL_NAMESPACE", "default"),
-		TaskQueue:        envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
-		DatabaseURL:      os.Getenv("DATABASE_URL"),
-		HTTPAddr:         envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
-		Model:            llm.ConfigFromEnv(),
-		Script:           os.Getenv("AGENTFLOW_SCRIPT"),
+		TemporalAddress:    cmp.Or(conn.HostPort, "127.0.0.1:7233"),
+		TemporalHTTPAddr:   os.Getenv("AGENTFLOW_TEMPORAL_HTTP_ADDR"),
+		Namespace:          cmp.Or(conn.Namespace, "default"),
+		TemporalConnection: conn,
+		TaskQueue:          envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
+		DatabaseURL:        os.Getenv("DATABASE_URL"),
+		HTTPAddr:           envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
+		Model:              llm.ConfigFromEnv(),
+		Script:             os.Getenv("AGENTFLOW_SCRIPT"),
 
 		TemporalCompression: os.Getenv("AGENTFLOW_TEMPORAL_COMPRESSION"),
 	}

@@ -360,3 +360,35 @@ func TestConfigFromEnvDeployment(t *testing.T) {
 	require.Equal(t, "v2", opts.Version.BuildID)
 	require.False(t, Deployment{}.options().UseVersioning, "unset: an unversioned worker")
 }
+
+// TestConfigFromEnvTemporalConnection: the Temporal clients' standard
+// settings reach the process's connection — an API key turns TLS on (as
+// Temporal Cloud wants), metadata goes with every call — and a
+// certificate that cannot be read fails the configuration, naming the
+// settings.
+func TestConfigFromEnvTemporalConnection(t *testing.T) {
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Nil(t, c.TemporalConnection.ConnectionOptions.TLS, "plaintext by default")
+	require.Nil(t, c.TemporalConnection.Credentials)
+
+	t.Setenv("TEMPORAL_ADDRESS", "acme.a1b2c.tmprl.cloud:7233")
+	t.Setenv("TEMPORAL_NAMESPACE", "acme.a1b2c")
+	t.Setenv("TEMPORAL_API_KEY", "key-1")
+	t.Setenv("TEMPORAL_GRPC_META_X_TEAM", "agents")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, "acme.a1b2c.tmprl.cloud:7233", c.TemporalAddress)
+	require.Equal(t, "acme.a1b2c", c.Namespace)
+	require.NotNil(t, c.TemporalConnection.ConnectionOptions.TLS, "an API key goes over TLS")
+	require.NotNil(t, c.TemporalConnection.Credentials)
+	headers, err := c.TemporalConnection.HeadersProvider.GetHeaders(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"x-team": "agents"}, headers)
+
+	t.Setenv("TEMPORAL_TLS_CLIENT_CERT_PATH", "/nonexistent/worker.pem")
+	t.Setenv("TEMPORAL_TLS_CLIENT_KEY_PATH", "/nonexistent/worker-key.pem")
+	_, err = ConfigFromEnv()
+	require.ErrorContains(t, err, "temporal connection settings (TEMPORAL_TLS_*, TEMPORAL_API_KEY)")
+	require.ErrorContains(t, err, "/nonexistent/worker.pem")
+}

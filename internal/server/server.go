@@ -326,16 +326,15 @@ func (s *Server) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.clientOpts = client.Options{
-		HostPort:          s.cfg.TemporalAddress,
-		Namespace:         s.cfg.Namespace,
-		Logger:            SDKLogger(s.logger),
-		Interceptors:      interceptors,
-		ConnectionOptions: client.ConnectionOptions{GrpcCompression: compression},
-		// Workers of this client report the SDK's metrics, and workflows
-		// agentflow's, through it.
-		MetricsHandler: s.metrics.Handler,
-	}
+	// TLS, credentials and metadata as configured; the rest is ours.
+	s.clientOpts = s.cfg.TemporalConnection
+	s.clientOpts.HostPort, s.clientOpts.Namespace = s.cfg.TemporalAddress, s.cfg.Namespace
+	s.clientOpts.Logger = SDKLogger(s.logger)
+	s.clientOpts.Interceptors = interceptors
+	s.clientOpts.ConnectionOptions.GrpcCompression = compression
+	// Workers of this client report the SDK's metrics, and workflows
+	// agentflow's, through it.
+	s.clientOpts.MetricsHandler = s.metrics.Handler
 	s.client, err = client.DialContext(ctx, s.clientOpts)
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", s.cfg.TemporalAddress, err)

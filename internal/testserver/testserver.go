@@ -35,6 +35,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -145,6 +146,10 @@ type Options struct {
 	// server shared by the test binary (devtest.Temporal) and its HTTP
 	// API.
 	TemporalAddress, Namespace, TemporalHTTPAddress string
+	// TemporalConnection is how the server reaches TemporalAddress beyond
+	// it: TLS, credentials (server.TemporalConnection). Default:
+	// plaintext.
+	TemporalConnection client.Options
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -209,12 +214,13 @@ func Start(t testing.TB, opts Options) *Server {
 		logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
 	cfg := server.Config{
-		TemporalAddress:  address,
-		TemporalHTTPAddr: httpAPI,
-		Namespace:        namespace,
-		TaskQueue:        s.TaskQueue,
-		DatabaseURL:      dbURL,
-		HTTPAddr:         "off",
+		TemporalAddress:    address,
+		TemporalHTTPAddr:   httpAPI,
+		Namespace:          namespace,
+		TemporalConnection: opts.TemporalConnection,
+		TaskQueue:          s.TaskQueue,
+		DatabaseURL:        dbURL,
+		HTTPAddr:           "off",
 		// The scripted model speaks OpenAI's API and Anthropic's Messages
 		// API: agents of either provider reach it.
 		Model: llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key",

@@ -1,0 +1,39 @@
+package server
+
+import (
+	"fmt"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+)
+
+// TemporalConnection is how a process reaches the Temporal frontend
+// besides its address and namespace: TLS or mutual TLS, an API key
+// (Temporal Cloud), and gRPC metadata, read from the settings every
+// Temporal client reads (go.temporal.io/sdk/contrib/envconfig):
+// TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
+// TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME,
+// TEMPORAL_API_KEY (which turns TLS on), TEMPORAL_GRPC_META_<NAME>, and
+// the profile TEMPORAL_PROFILE names in the file TEMPORAL_CONFIG_FILE
+// names — only a file named so: a server process reads no file of its
+// user's home by surprise. Certificates are read here, once: a
+// certificate that cannot be read fails the process at start, and a
+// renewed one is taken by a restart.
+//
+// The options hold only TLS, Credentials and HeadersProvider (and the
+// profile's address and namespace, which the settings TEMPORAL_ADDRESS and
+// TEMPORAL_NAMESPACE override); the caller sets the rest. Without any of
+// these settings the connection is plaintext with no credentials.
+func TemporalConnection() (client.Options, error) {
+	_, named := os.LookupEnv("TEMPORAL_CONFIG_FILE")
+	prof, err := envconfig.LoadClientConfigProfile(envconfig.LoadClientConfigProfileOptions{DisableFile: !named})
+	if err != nil {
+		return client.Options{}, fmt.Errorf("temporal connection settings: %w", err)
+	}
+	opts, err := prof.ToClientOptions(envconfig.ToClientOptionsRequest{})
+	if err != nil {
+		return client.Options{}, fmt.Errorf("temporal connection settings (TEMPORAL_TLS_*, TEMPORAL_API_KEY): %w", err)
+	}
+	return opts, nil
+}
