@@ -50,21 +50,7 @@ agents:
 // — and the second says in the turn's stream that it waits, instead of
 // failing.
 func TestToolRateLimit(t *testing.T) {
-	var inFlight, most atomic.Int32
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for {
-			m := most.Load()
-			if n <= m || most.CompareAndSwap(m, n) {
-				break
-			}
-		}
-		time.Sleep(700 * time.Millisecond)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`[{"ok": true}]`))
-	}))
-	defer slow.Close()
+	slow := startSlowAPI(t, 700*time.Millisecond)
 	e := newEnvWith(t, strings.ReplaceAll(rateScript, "SLOW_URL", slow.URL))
 	e.ApplyCatalog(t, strings.ReplaceAll(rateCatalog, "SLOW_HOST", strings.TrimPrefix(slow.URL, "http://")))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -80,7 +66,7 @@ func TestToolRateLimit(t *testing.T) {
 	for _, c := range res.Metadata.ToolCalls {
 		require.Equal(t, agent.ToolOK, c.Status)
 	}
-	require.EqualValues(t, 1, most.Load(), "one call at a time")
+	require.EqualValues(t, 1, slow.most.Load(), "one call at a time")
 	page, err := turnclient.Events(ctx, e.Client(), run.GetID(), agent.EventsQuery{})
 	require.NoError(t, err)
 	waited := false
@@ -114,22 +100,7 @@ rules:
 // two at once, it does see two, both workers run calls, and every call
 // runs once and succeeds.
 func TestToolRateLimitAcrossWorkers(t *testing.T) {
-	var inFlight, most, served atomic.Int32
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		served.Add(1)
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for {
-			m := most.Load()
-			if n <= m || most.CompareAndSwap(m, n) {
-				break
-			}
-		}
-		time.Sleep(400 * time.Millisecond)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`[{"ok": true}]`))
-	}))
-	defer slow.Close()
+	slow := startSlowAPI(t, 400*time.Millisecond)
 	catalog := strings.ReplaceAll(strings.ReplaceAll(rateCatalog, "SLOW_HOST", strings.TrimPrefix(slow.URL, "http://")),
 		"rate_limit: {concurrent: 1, per_minute: 100}", "rate_limit: {concurrent: 2, per_minute: 100}\n    config: {cache_ttl_sec: 0}")
 	dbURL := devtest.Database(t)
@@ -161,12 +132,40 @@ func TestToolRateLimitAcrossWorkers(t *testing.T) {
 			require.Equal(t, agent.ToolOK, call.Status)
 		}
 	}
-	require.EqualValues(t, turns*3, served.Load(), "each call reached the API once")
-	require.EqualValues(t, 2, most.Load(), "never more than two at once, and two at times")
+	require.EqualValues(t, turns*3, slow.served.Load(), "each call reached the API once")
+	require.EqualValues(t, 2, slow.most.Load(), "never more than two at once, and two at times")
 	one, two := activityCount(t, first, "ExecuteTool"), activityCount(t, second, "ExecuteTool")
 	require.EqualValues(t, turns*3, one+two)
 	require.Positive(t, one, "the first worker ran no call")
 	require.Positive(t, two, "the second worker ran no call")
+}
+
+// slowAPI answers every request after a delay, and counts the requests
+// it served and the most it served at once.
+type slowAPI struct {
+	*httptest.Server
+	served, inFlight, most atomic.Int32
+}
+
+func startSlowAPI(t *testing.T, delay time.Duration) *slowAPI {
+	t.Helper()
+	api := &slowAPI{}
+	api.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		api.served.Add(1)
+		n := api.inFlight.Add(1)
+		defer api.inFlight.Add(-1)
+		for {
+			m := api.most.Load()
+			if n <= m || api.most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(delay)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`[{"ok": true}]`))
+	}))
+	t.Cleanup(api.Close)
+	return api
 }
 
 // activityCount is how many activities of a type a server's worker has
