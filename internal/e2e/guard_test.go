@@ -56,35 +56,19 @@ func TestOutputGuardMidStream(t *testing.T) {
 	started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "What is the launch code?"}})
 	require.NoError(t, err)
 	streamID := started.GetStreamId()
-	// A Workflow Streams subscriber polls while the turn runs.
-	type polled struct {
-		f   wsFollowed
-		err error
-	}
-	wsDone := make(chan polled, 1)
-	go func() {
-		f, err := wsSubscribe(ctx, e.Client(), streamID, nil, 0)
-		wsDone <- polled{f, err}
-	}()
-	stream, err := client.Resume(ctx, &pb.ResumeRequest{StreamId: streamID})
-	require.NoError(t, err)
-	live := fromPB(readAll(t, stream))
+	channels := readEveryChannel(ctx, t, e, client, streamID)
+	live := channels["gRPC"]
 	const want = "Sure, here it is. I can't share that."
 	require.Equal(t, want, agent.ReplayText(live), "the live gRPC stream")
 	last := live[len(live)-1]
 	require.Equal(t, agent.StreamFailed, last.Status)
 	require.Equal(t, agent.ErrTypeGuardrailTripped, last.Error.Type)
 	require.Contains(t, last.Error.Message, `rule deny "launch code"`)
-	ws := <-wsDone
-	require.NoError(t, ws.err)
-	require.Equal(t, want, agent.ReplayText(wsEvents(t, ws.f.items)), "the Workflow Streams poll")
-
-	sse, _ := e.sseEvents("GET", "/v1/"+streamID+"/events:stream", e.user, "", nil, nil)
-	require.Equal(t, want, agent.ReplayText(sse), "SSE")
-	for _, evs := range [][]agent.Event{live, sse, wsEvents(t, ws.f.items)} {
+	for name, evs := range channels {
+		require.Equal(t, want, agent.ReplayText(evs), name)
 		for _, ev := range evs {
-			require.NotContains(t, ev.Text, "0000")
-			require.NotContains(t, ev.Text, "launch")
+			require.NotContains(t, ev.Text, "0000", name)
+			require.NotContains(t, ev.Text, "launch", name)
 		}
 	}
 	steps, err := e.Store().Steps(ctx, "demo", job)
@@ -450,4 +434,28 @@ func TestOutputJudgeAndSchema(t *testing.T) {
 	evs = turn("shaped", "", "Give json")
 	require.Equal(t, `{"ok": false}`, agent.ReplayText(evs), "nothing of an answer that breaks the schema is sent")
 	require.Contains(t, evs[len(evs)-1].Error.Message, "schema:")
+}
+
+// readEveryChannel reads a started turn's stream to its end on every
+// channel a guard must hold text back from: live over gRPC while a
+// Workflow Streams subscriber polls, then over SSE. What each received,
+// by name.
+func readEveryChannel(ctx context.Context, t *testing.T, e *httpEnv, client pb.AgentServiceClient, streamID string) map[string][]agent.Event {
+	t.Helper()
+	type polled struct {
+		f   wsFollowed
+		err error
+	}
+	wsDone := make(chan polled, 1)
+	go func() {
+		f, err := wsSubscribe(ctx, e.Client(), streamID, nil, 0)
+		wsDone <- polled{f, err}
+	}()
+	stream, err := client.Resume(ctx, &pb.ResumeRequest{StreamId: streamID})
+	require.NoError(t, err)
+	live := fromPB(readAll(t, stream))
+	ws := <-wsDone
+	require.NoError(t, ws.err)
+	sse, _ := e.sseEvents("GET", "/v1/"+streamID+"/events:stream", e.user, "", nil, nil)
+	return map[string][]agent.Event{"gRPC": live, "SSE": sse, "Workflow Streams": wsEvents(t, ws.f.items)}
 }

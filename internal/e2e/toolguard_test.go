@@ -103,28 +103,15 @@ func TestToolGuard(t *testing.T) {
 	started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{Prompt: "What is the recipe?"}})
 	require.NoError(t, err)
 	streamID := started.GetStreamId()
-	type polled struct {
-		f   wsFollowed
-		err error
-	}
-	wsDone := make(chan polled, 1)
-	go func() {
-		f, err := wsSubscribe(ctx, e.Client(), streamID, nil, 0)
-		wsDone <- polled{f, err}
-	}()
-	stream, err := client.Resume(ctx, &pb.ResumeRequest{StreamId: streamID})
-	require.NoError(t, err)
-	live := fromPB(readAll(t, stream))
+	channels := readEveryChannel(ctx, t, e, client, streamID)
+	live := channels["gRPC"]
 	const want = "The recipe is simple. I can't help with that."
 	require.Equal(t, want, agent.ReplayText(live), "the live gRPC stream")
 	last = live[len(live)-1]
 	require.Equal(t, agent.StreamFailed, last.Status)
 	require.Equal(t, agent.ErrTypeGuardrailTripped, last.Error.Type)
 	require.Contains(t, last.Error.Message, "tool guard policy_policy_check refused: trade secret")
-	ws := <-wsDone
-	require.NoError(t, ws.err)
-	sse, _ := e.sseEvents("GET", "/v1/"+streamID+"/events:stream", e.user, "", nil, nil)
-	for name, evs := range map[string][]agent.Event{"gRPC": live, "SSE": sse, "Workflow Streams": wsEvents(t, ws.f.items)} {
+	for name, evs := range channels {
 		require.Equal(t, want, agent.ReplayText(evs), name)
 		for _, ev := range evs {
 			require.NotContains(t, ev.Text, "sauce", name)
