@@ -15,6 +15,13 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
+// maxIdlePerHost is how many idle connections to one host a client keeps
+// for its next calls. Go's default is two: turns that call one API at
+// the same time then closed all but two of their connections after each
+// round, and every other call of the next round paid a new TCP and TLS
+// handshake.
+const maxIdlePerHost = 64
+
 // Client returns an HTTP client that obeys p. Each client has its own
 // connection pool; build one per tenant and reuse it.
 func Client(p Policy) *http.Client {
@@ -28,7 +35,8 @@ func Client(p Policy) *http.Client {
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
+		MaxIdleConns:          4 * maxIdlePerHost,
+		MaxIdleConnsPerHost:   maxIdlePerHost,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,

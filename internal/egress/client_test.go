@@ -517,3 +517,36 @@ func TestClientRebinding(t *testing.T) {
 	requireRefused(t, err, "host api.example.com resolves to 127.0.0.1, a loopback address")
 	require.Equal(t, 2, dns.lookups)
 }
+
+// TestClientReusesConnections: calls in flight at once each hold a
+// connection to the host; the next rounds take them again instead of
+// opening new ones.
+func TestClientReusesConnections(t *testing.T) {
+	const calls = 16
+	s := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		io.WriteString(w, "hello")
+	})
+	c := client(t, []string{"127.0.0.1"}, nil)
+	round := func() {
+		var wg sync.WaitGroup
+		errs := make(chan error, calls)
+		for range calls {
+			wg.Go(func() {
+				_, err := get(c, "http://127.0.0.1:"+s.port+"/")
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	round()
+	first := s.conns.Load()
+	require.LessOrEqual(t, first, int64(calls))
+	round()
+	round()
+	require.Equal(t, first, s.conns.Load(), "later rounds open no new connections")
+}

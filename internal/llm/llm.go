@@ -144,8 +144,9 @@ type Config struct {
 	// its OpenAI-compatible API under /v1 is used.
 	OllamaHost string
 	// HTTPClient carries all provider traffic. Nil means a client without an
-	// overall timeout: the caller's context bounds each call, which suits
-	// long streams. Its Transport is wrapped, never modified.
+	// overall timeout (the caller's context bounds each call, which suits
+	// long streams) on ProviderTransport. Its Transport is wrapped, never
+	// modified.
 	HTTPClient *http.Client
 }
 
@@ -196,6 +197,26 @@ type provider struct {
 	moderation *openaisdk.Client
 }
 
+// MaxIdleConnsPerProvider is how many idle connections to one provider
+// the default transport keeps for the next calls: as many as the model
+// calls a worker runs at once, within reason. Go's default keeps two, so
+// that under load all but two of the connections that finished a stream
+// were closed and the next calls opened new ones — a TCP and TLS
+// handshake in front of each call's first token, which to a distant
+// provider costs more than the rest of the turn's own overhead.
+const MaxIdleConnsPerProvider = 256
+
+// ProviderTransport is the transport provider calls use unless
+// Config.HTTPClient gives another: Go's default (proxy from the
+// environment, HTTP/2, its timeouts), keeping MaxIdleConnsPerProvider
+// idle connections per provider.
+func ProviderTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 4 * MaxIdleConnsPerProvider
+	t.MaxIdleConnsPerHost = MaxIdleConnsPerProvider
+	return t
+}
+
 // New builds the clients of the providers cfg configures. It fails with a
 // CodeInvalid error on malformed settings (a base URL that is not an
 // http(s) URL); a provider left unconfigured is not an error until a
@@ -207,7 +228,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	base := hc.Transport
 	if base == nil {
-		base = http.DefaultTransport
+		base = ProviderTransport()
 	}
 	hc.Transport = &transport{base: base, now: time.Now}
 

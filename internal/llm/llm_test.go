@@ -3,7 +3,12 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,4 +258,53 @@ func TestGenerateHonoursContext(t *testing.T) {
 	cancel()
 	_, err := r.Generate(ctx, llm.Request{Model: "openai:m", Messages: user("hello")})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestProviderConnectionsAreReused: calls that stream at the same time
+// each hold a connection to the provider; the next round of calls takes
+// those connections again rather than opening new ones (Go's default
+// transport kept two idle, and every other call paid a new handshake).
+func TestProviderConnectionsAreReused(t *testing.T) {
+	script, err := scripted.Parse([]byte(`
+rules:
+  - name: slow
+    when: {user: '.+'}
+    reply: {text: 'one two three', delay_ms: 200}
+`))
+	require.NoError(t, err)
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(scripted.New(script, scripted.Options{}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	r, err := llm.New(llm.Config{OpenAIBaseURL: srv.URL + "/v1", OpenAIAPIKey: "sk-test"})
+	require.NoError(t, err)
+
+	const calls = 16
+	round := func() {
+		var wg sync.WaitGroup
+		errs := make(chan error, calls)
+		for range calls {
+			wg.Go(func() {
+				_, err := r.Generate(context.Background(), llm.Request{Model: "openai:gpt-test", Messages: user("hello"),
+					OnText: func(context.Context, string) error { return nil }})
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	round()
+	first := opened.Load()
+	require.LessOrEqual(t, first, int64(calls), "one connection per call in flight at most")
+	round()
+	round()
+	require.Equal(t, first, opened.Load(), "later rounds open no new connections")
 }
