@@ -18,6 +18,15 @@
 // output and prints the floor beside agentflow, as ratios:
 //
 //	go run ./internal/bench/floor -report floor.jsonl -against agentflow.jsonl
+//
+// With -pairs it measures the floor and agentflow's streamed turn through
+// the gateway's gRPC API alternately, that many times each, and prints
+// every pair's ratios and their medians (`go tool task floor:pairs`): one
+// run of either moves by a quarter from one minute to the next on a
+// shared machine, so a ratio of single runs says little.
+//
+// Before measuring, it runs turn-shaped workflows for -warmup (15 s), so
+// that a stack just started is measured settled.
 package main
 
 import (
@@ -43,8 +52,14 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/agentflow/agentflow/internal/bench/grpcturn"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/server"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 func main() {
@@ -58,6 +73,7 @@ type options struct {
 	address, namespace, taskQueue string
 	seq, conc, total, signals     int
 	pollers                       int
+	warmup                        time.Duration
 }
 
 func run() error {
@@ -73,16 +89,23 @@ func run() error {
 	flag.IntVar(&o.total, "total", 320, "workflows run by the concurrent callers")
 	flag.IntVar(&o.signals, "signals", 0, "signals the second model-like activity sends (a streamed reply's token batches, when they are signalled)")
 	flag.IntVar(&o.pollers, "pollers", 4, "workflow and activity pollers, as agentflow's worker runs by default")
+	flag.DurationVar(&o.warmup, "warmup", 15*time.Second, "run turn-shaped workflows by -conc callers this long before measuring, so that a stack just started is measured settled")
 	only := flag.String("only", "", "measure only this workflow: empty or turn (default both)")
+	pairs := flag.Int("pairs", 0, "instead: measure the turn-shaped floor and an agentflow turn through -gateway, alternately, this many times each, and print each pair's ratios and their medians")
+	gateway := flag.String("gateway", "127.0.0.1:50051", "with -pairs: agentflow's gRPC API")
+	token := flag.String("token", "dev-token", "with -pairs: its bearer token")
 	flag.Parse()
 	if report != "" {
 		return printReport(os.Stdout, report, against)
 	}
+	if *pairs < 0 {
+		return errors.New("-pairs must not be negative")
+	}
 	if *only != "" && *only != "empty" && *only != "turn" {
 		return fmt.Errorf("-only %q: want empty or turn", *only)
 	}
-	if o.seq < 1 || o.conc < 1 || o.total < 1 || o.signals < 0 || o.pollers < 2 {
-		return errors.New("seq, conc, total and pollers (≥ 2) must be positive, signals not negative")
+	if o.seq < 1 || o.conc < 1 || o.total < 1 || o.signals < 0 || o.pollers < 2 || o.warmup < 0 {
+		return errors.New("seq, conc, total and pollers (≥ 2) must be positive, signals and warmup not negative")
 	}
 
 	// Compressed as agentflow's server compresses its requests to the same
@@ -113,6 +136,17 @@ func run() error {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
+
+	// A stack just started is still busy with its own start (the dev
+	// server's system workflows, cold caches): measured at once, the floor
+	// came out a quarter slower than a minute later, which flattered
+	// whatever was measured after it.
+	if err := warm(context.Background(), c, o); err != nil {
+		return fmt.Errorf("warm up: %w", err)
+	}
+	if *pairs > 0 {
+		return measurePairs(context.Background(), os.Stdout, c, o, *pairs, *gateway, *token)
+	}
 
 	for _, b := range []struct {
 		mode     string
@@ -221,18 +255,45 @@ func one(ctx context.Context, c client.Client, o options, name string, args []an
 	return c.GetWorkflow(ctx, run.GetID(), "").Get(ctx, nil)
 }
 
+// warm runs turn-shaped workflows by o.conc callers for o.warmup.
+func warm(ctx context.Context, c client.Client, o options) error {
+	ctx, cancel := context.WithTimeout(ctx, o.warmup)
+	defer cancel()
+	var wg sync.WaitGroup
+	var first error
+	var once sync.Once
+	for range o.conc {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if err := one(context.Background(), c, o, "FloorTurnShape", []any{o.signals}); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
 // measure runs 5 warm-up workflows, o.seq one after another, then o.total
 // by o.conc callers.
 func measure(ctx context.Context, c client.Client, o options, name string, args []any) (result, error) {
+	return measureRuns(ctx, o, func(ctx context.Context) error { return one(ctx, c, o, name, args) })
+}
+
+// measureRuns is measure of any run: 5 warm-up runs, o.seq one after
+// another, then o.total by o.conc callers.
+func measureRuns(ctx context.Context, o options, one func(context.Context) error) (result, error) {
 	for range 5 {
-		if err := one(ctx, c, o, name, args); err != nil {
+		if err := one(ctx); err != nil {
 			return result{}, err
 		}
 	}
 	lat := make([]float64, 0, o.seq)
 	for range o.seq {
 		begin := time.Now()
-		if err := one(ctx, c, o, name, args); err != nil {
+		if err := one(ctx); err != nil {
 			return result{}, err
 		}
 		lat = append(lat, float64(time.Since(begin).Microseconds())/1000)
@@ -247,7 +308,7 @@ func measure(ctx context.Context, c client.Client, o options, name string, args 
 	for range o.conc {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
-				if err := one(ctx, c, o, name, args); err != nil {
+				if err := one(ctx); err != nil {
 					errs.Add(1)
 					first.Do(func() { firstErr = err.Error() })
 				}
@@ -337,4 +398,64 @@ func (a *activities) Model(ctx context.Context, workflowID string, n int) error 
 		}
 	}
 	return nil
+}
+
+// measurePairs measures the turn-shaped floor and agentflow's streamed
+// turn (the peers' turn: a calculator call, then the answer) n times
+// each, alternately, on the same stack. One run of either moves by a
+// quarter from one minute to the next on a shared 2-core machine; pairs
+// taken close together, and their median, say what one pair cannot.
+func measurePairs(ctx context.Context, w io.Writer, c client.Client, o options, n int, gateway, token string) error {
+	conn, err := grpc.NewClient(gateway, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", gateway, err)
+	}
+	defer conn.Close()
+	api := pb.NewAgentServiceClient(conn)
+	actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	var turns atomic.Int64
+	turn := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		job := fmt.Sprintf("pairs-%d-%d", os.Getpid(), turns.Add(1))
+		r, err := grpcturn.Stream(ctx, api, &pb.TurnRequest{JobId: job, Prompt: "What is 12.5 * 4?"})
+		if err != nil {
+			return err
+		}
+		if r.Status != pb.Status_STATUS_COMPLETED || !strings.Contains(r.Text, "50") {
+			return fmt.Errorf("job %s ended %s with %q", job, r.Status, r.Text)
+		}
+		return nil
+	}
+	var p50s, tputs []float64
+	fmt.Fprintln(w, "| pair | floor p50 ms | agentflow p50 ms | p50 × | floor turns/s | agentflow turns/s | turns/s × |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for i := range n {
+		f, err := measure(ctx, c, o, "FloorTurnShape", []any{o.signals})
+		if err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		a, err := measureRuns(actx, o, turn)
+		if err != nil {
+			return fmt.Errorf("agentflow: %w", err)
+		}
+		if f.Errors > 0 || a.Errors > 0 {
+			return fmt.Errorf("pair %d: %d floor and %d agentflow errors (%s%s)", i+1, f.Errors, a.Errors, f.FirstError, a.FirstError)
+		}
+		p50s, tputs = append(p50s, a.P50/f.P50), append(tputs, a.PerSecond/f.PerSecond)
+		fmt.Fprintf(w, "| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", i+1, f.P50, a.P50, a.P50/f.P50, f.PerSecond, a.PerSecond, a.PerSecond/f.PerSecond)
+	}
+	slices.Sort(p50s)
+	slices.Sort(tputs)
+	fmt.Fprintf(w, "\nmedian of %d pairs: agentflow's p50 %.2f× the floor's, its turns/s %.2f× (each pair: %d one after another, %d by %d callers)\n",
+		n, median(p50s), median(tputs), o.seq, o.total, o.conc)
+	return nil
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
