@@ -37,8 +37,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,6 +76,8 @@ type options struct {
 	seq, conc, total, signals     int
 	pollers                       int
 	warmup                        time.Duration
+	eager                         bool
+	modelTimes                    []time.Duration
 }
 
 func run() error {
@@ -89,6 +93,9 @@ func run() error {
 	flag.IntVar(&o.total, "total", 320, "workflows run by the concurrent callers")
 	flag.IntVar(&o.signals, "signals", 0, "signals the second model-like activity sends (a streamed reply's token batches, when they are signalled)")
 	flag.IntVar(&o.pollers, "pollers", 4, "workflow and activity pollers, as agentflow's worker runs by default")
+	flag.BoolVar(&o.eager, "eager", true, "start workflows eagerly, as the gateway of `task up` does (it runs in the worker's process); false as a gateway process of its own does (starter up --production)")
+	modelURL := flag.String("model-url", "", "instead of -model-ms: time the turn's two calls against this OpenAI-compatible base URL (the peers' fake model, $FAKEOAI) and wait as long as each took")
+	modelMS := flag.String("model-ms", "", "the model-like activities' durations in ms, comma-separated, one per call (e.g. 330,630 for the peers' model at TTFT_MS=300 TOKEN_MS=20); empty: no wait")
 	flag.DurationVar(&o.warmup, "warmup", 15*time.Second, "run turn-shaped workflows by -conc callers this long before measuring, so that a stack just started is measured settled")
 	only := flag.String("only", "", "measure only this workflow: empty or turn (default both)")
 	pairs := flag.Int("pairs", 0, "instead: measure the turn-shaped floor and an agentflow turn through -gateway, alternately, this many times each, and print each pair's ratios and their medians")
@@ -97,6 +104,26 @@ func run() error {
 	flag.Parse()
 	if report != "" {
 		return printReport(os.Stdout, report, against)
+	}
+	for f := range strings.SplitSeq(*modelMS, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		ms, err := strconv.Atoi(f)
+		if err != nil || ms < 0 {
+			return fmt.Errorf("-model-ms %q: want milliseconds, comma-separated", *modelMS)
+		}
+		o.modelTimes = append(o.modelTimes, time.Duration(ms)*time.Millisecond)
+	}
+	if *modelURL != "" {
+		if len(o.modelTimes) > 0 {
+			return errors.New("-model-url and -model-ms: give one")
+		}
+		times, err := timeModel(*modelURL)
+		if err != nil {
+			return err
+		}
+		o.modelTimes = times
 	}
 	if *pairs < 0 {
 		return errors.New("-pairs must not be negative")
@@ -129,7 +156,7 @@ func run() error {
 	})
 	w.RegisterWorkflowWithOptions(Empty, workflow.RegisterOptions{Name: "FloorEmpty"})
 	w.RegisterWorkflowWithOptions(TurnShape, workflow.RegisterOptions{Name: "FloorTurnShape"})
-	acts := &activities{client: c}
+	acts := &activities{client: c, times: o.modelTimes}
 	w.RegisterActivityWithOptions(acts.Step, activity.RegisterOptions{Name: "FloorStep"})
 	w.RegisterActivityWithOptions(acts.Model, activity.RegisterOptions{Name: "FloorModel"})
 	if err := w.Start(); err != nil {
@@ -246,7 +273,7 @@ func one(ctx context.Context, c client.Client, o options, name string, args []an
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(contract.SearchTenant.ValueSet("floor")),
 		StaticSummary:            "floor",
-		EnableEagerStart:         true,
+		EnableEagerStart:         o.eager,
 	}, name, args...)
 	if err != nil {
 		return err
@@ -355,8 +382,8 @@ func TurnShape(ctx workflow.Context, signals int) error {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	tokens := workflow.GetSignalChannel(ctx, contract.SignalTokens)
-	model := func(n int) error {
-		f := workflow.ExecuteActivity(remote, "FloorModel", workflow.GetInfo(ctx).WorkflowExecution.ID, n)
+	model := func(call, n int) error {
+		f := workflow.ExecuteActivity(remote, "FloorModel", workflow.GetInfo(ctx).WorkflowExecution.ID, call, n)
 		done := false
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(f, func(workflow.Future) { done = true })
@@ -368,13 +395,13 @@ func TurnShape(ctx workflow.Context, signals int) error {
 		}
 		return f.Get(ctx, nil)
 	}
-	if err := model(0); err != nil {
+	if err := model(0, 0); err != nil {
 		return err
 	}
 	if err := workflow.ExecuteLocalActivity(local, "FloorStep").Get(ctx, nil); err != nil {
 		return err
 	}
-	if err := model(signals); err != nil {
+	if err := model(1, signals); err != nil {
 		return err
 	}
 	if err := workflow.ExecuteLocalActivity(local, "FloorStep").Get(ctx, nil); err != nil {
@@ -384,14 +411,25 @@ func TurnShape(ctx workflow.Context, signals int) error {
 	return nil
 }
 
-type activities struct{ client client.Client }
+type activities struct {
+	client client.Client
+	times  []time.Duration // how long each model call takes, by call (-model-ms)
+}
 
 // Step does nothing.
 func (a *activities) Step(context.Context) error { return nil }
 
-// Model sends n signals to the workflow that called it, one after another,
-// as a streaming model call sends its token batches.
-func (a *activities) Model(ctx context.Context, workflowID string, n int) error {
+// Model takes as long as the call-th model call of -model-ms, and sends n
+// signals to the workflow that called it, one after another, as a
+// streaming model call sends its token batches.
+func (a *activities) Model(ctx context.Context, workflowID string, call, n int) error {
+	if call < len(a.times) {
+		select {
+		case <-time.After(a.times[call]):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for range n {
 		if err := a.client.SignalWorkflow(ctx, workflowID, "", contract.SignalTokens, "batch"); err != nil {
 			return err
@@ -458,4 +496,38 @@ func median(sorted []float64) float64 {
 		return sorted[n/2]
 	}
 	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// timeModel times the turn's two model calls against an OpenAI-compatible
+// server (a question that gets a tool call, then the tool's result that
+// gets the answer), streamed as agentflow streams them, three times each,
+// and returns each call's median.
+func timeModel(baseURL string) ([]time.Duration, error) {
+	const tools = `"tools":[{"type":"function","function":{"name":"calculator","parameters":{"type":"object","properties":{"expression":{"type":"string"}}}}}]`
+	bodies := []string{
+		`{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"What is 12.5 * 4?"}],` + tools + `}`,
+		`{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"What is 12.5 * 4?"},` +
+			`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"calculator","arguments":"{\"expression\":\"12.5*4\"}"}}]},` +
+			`{"role":"tool","tool_call_id":"c1","content":"50"}],` + tools + `}`,
+	}
+	var out []time.Duration
+	for _, body := range bodies {
+		var took []time.Duration
+		for range 3 {
+			begin := time.Now()
+			resp, err := http.Post(strings.TrimSuffix(baseURL, "/")+"/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				return nil, fmt.Errorf("time the model: %w", err)
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("time the model: HTTP %d: %v", resp.StatusCode, err)
+			}
+			took = append(took, time.Since(begin))
+		}
+		slices.Sort(took)
+		out = append(out, took[1])
+	}
+	return out, nil
 }
