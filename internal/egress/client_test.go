@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
@@ -529,19 +530,14 @@ func TestClientReusesConnections(t *testing.T) {
 	})
 	c := client(t, []string{"127.0.0.1"}, nil)
 	round := func() {
-		var wg sync.WaitGroup
-		errs := make(chan error, calls)
+		var g errgroup.Group
 		for range calls {
-			wg.Go(func() {
+			g.Go(func() error {
 				_, err := get(c, "http://127.0.0.1:"+s.port+"/")
-				errs <- err
+				return err
 			})
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		require.NoError(t, g.Wait())
 	}
 	round()
 	first := s.conns.Load()

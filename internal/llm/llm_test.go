@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/llm"
@@ -286,20 +286,15 @@ rules:
 
 	const calls = 16
 	round := func() {
-		var wg sync.WaitGroup
-		errs := make(chan error, calls)
+		var g errgroup.Group
 		for range calls {
-			wg.Go(func() {
+			g.Go(func() error {
 				_, err := r.Generate(context.Background(), llm.Request{Model: "openai:gpt-test", Messages: user("hello"),
 					OnText: func(context.Context, string) error { return nil }})
-				errs <- err
+				return err
 			})
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		require.NoError(t, g.Wait())
 	}
 	round()
 	first := opened.Load()
