@@ -26,7 +26,10 @@
 // shared machine, so a ratio of single runs says little.
 //
 // Before measuring, it runs turn-shaped workflows for -warmup (15 s), so
-// that a stack just started is measured settled.
+// that a stack just started is measured settled. With a paced model,
+// -model-url has the model-like activities wait as long as that model
+// takes for the turn's two calls, so that the floor does the same waits
+// as the turn it is compared with.
 package main
 
 import (
@@ -54,6 +57,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -286,21 +290,18 @@ func one(ctx context.Context, c client.Client, o options, name string, args []an
 func warm(ctx context.Context, c client.Client, o options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.warmup)
 	defer cancel()
-	var wg sync.WaitGroup
-	var first error
-	var once sync.Once
+	var g errgroup.Group
 	for range o.conc {
-		wg.Go(func() {
+		g.Go(func() error {
 			for ctx.Err() == nil {
 				if err := one(context.Background(), c, o, "FloorTurnShape", []any{o.signals}); err != nil {
-					once.Do(func() { first = err })
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 // measure runs 5 warm-up workflows, o.seq one after another, then o.total
