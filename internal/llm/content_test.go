@@ -153,25 +153,11 @@ func TestPartsReachModels(t *testing.T) {
 	})
 
 	t.Run("openai", func(t *testing.T) {
-		var body []byte
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ = io.ReadAll(r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"id":"1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"A cat."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
-		}))
-		t.Cleanup(srv.Close)
-		r, err := llm.New(llm.Config{OpenAIBaseURL: srv.URL + "/v1"})
-		require.NoError(t, err)
+		r, body := openAIRecorder(t, "A cat.")
 		resp, err := r.Generate(ctx, llm.Request{Model: "openai:m", Media: media, Messages: turn([]agent.Part{{Type: agent.PartImage, URL: pngRef}})})
 		require.NoError(t, err)
 		require.Equal(t, "A cat.", resp.Message.Content)
-		var sent struct {
-			Messages []struct {
-				Role    string          `json:"role"`
-				Content json.RawMessage `json:"content"`
-			} `json:"messages"`
-		}
-		require.NoError(t, json.Unmarshal(body, &sent))
+		sent := sentMessages(t, *body)
 		require.Len(t, sent.Messages, 5)
 		dataURL := "data:image/png;base64," + enc
 		require.JSONEq(t, `[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"`+dataURL+`"}}]`, string(sent.Messages[1].Content))
@@ -241,24 +227,10 @@ func TestToolFilesModelCannotTake(t *testing.T) {
 	enc := base64.StdEncoding.EncodeToString(pngBytes)
 
 	t.Run("openai", func(t *testing.T) {
-		var body []byte
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ = io.ReadAll(r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"id":"1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Here it is."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
-		}))
-		t.Cleanup(srv.Close)
-		r, err := llm.New(llm.Config{OpenAIBaseURL: srv.URL + "/v1"})
+		r, body := openAIRecorder(t, "Here it is.")
+		_, err := r.Generate(ctx, llm.Request{Model: "openai:m", Media: withBig, Messages: msgs})
 		require.NoError(t, err)
-		_, err = r.Generate(ctx, llm.Request{Model: "openai:m", Media: withBig, Messages: msgs})
-		require.NoError(t, err)
-		var sent struct {
-			Messages []struct {
-				Role    string          `json:"role"`
-				Content json.RawMessage `json:"content"`
-			} `json:"messages"`
-		}
-		require.NoError(t, json.Unmarshal(body, &sent))
+		sent := sentMessages(t, *body)
 		require.Len(t, sent.Messages, 4)
 		require.Equal(t, "tool", sent.Messages[2].Role)
 		require.Contains(t, string(sent.Messages[2].Content), pdfRef, "the tool's text names the file")
@@ -287,4 +259,38 @@ func TestToolFilesModelCannotTake(t *testing.T) {
 		}
 		require.Equal(t, []string{"text", "document", "image"}, types, "the PDF and the small image; not the large one")
 	})
+}
+
+// openAIRecorder is a router on an OpenAI-compatible server that answers
+// every call with answer and keeps the last request's body.
+func openAIRecorder(t *testing.T, answer string) (*llm.Router, *[]byte) {
+	t.Helper()
+	body := new([]byte)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*body, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		reply, _ := json.Marshal(map[string]any{"id": "1", "object": "chat.completion", "model": "m",
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": answer}, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+		_, _ = w.Write(reply)
+	}))
+	t.Cleanup(srv.Close)
+	r, err := llm.New(llm.Config{OpenAIBaseURL: srv.URL + "/v1"})
+	require.NoError(t, err)
+	return r, body
+}
+
+// sentRequest is what a chat-completions request sent of its messages.
+type sentRequest struct {
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+func sentMessages(t *testing.T, body []byte) sentRequest {
+	t.Helper()
+	var sent sentRequest
+	require.NoError(t, json.Unmarshal(body, &sent))
+	return sent
 }
