@@ -225,57 +225,42 @@ func TestConfigFromEnvHTTPAPI(t *testing.T) {
 	require.ErrorContains(t, err, `AGENTFLOW_CORS_ORIGINS entry "*": name each origin`)
 }
 
-func TestConfigFromEnvMaxStreams(t *testing.T) {
-	t.Setenv("AGENTFLOW_MAX_STREAMS_PER_TENANT", "")
-	c, err := ConfigFromEnv()
-	require.NoError(t, err)
-	require.Zero(t, c.MaxStreamsPerTenant, "the gateway's default")
-
-	t.Setenv("AGENTFLOW_MAX_STREAMS_PER_TENANT", "25")
-	c, err = ConfigFromEnv()
-	require.NoError(t, err)
-	require.Equal(t, 25, c.MaxStreamsPerTenant)
-
-	for _, v := range []string{"0", "-3", "many", "1000001"} {
-		t.Setenv("AGENTFLOW_MAX_STREAMS_PER_TENANT", v)
-		_, err := ConfigFromEnv()
-		require.EqualError(t, err, `AGENTFLOW_MAX_STREAMS_PER_TENANT="`+v+`": want open streams per tenant, 1 to 1000000`)
+// TestConfigFromEnvLimits: each bounded number setting leaves the
+// default when empty, takes a value in range and refuses the rest, saying
+// what it wants.
+func TestConfigFromEnvLimits(t *testing.T) {
+	tests := []struct {
+		env, set string
+		got      func(Config) int64
+		want     int64
+		bad      []string
+		wantErr  string // after `<env>="<value>": `
+	}{
+		{"AGENTFLOW_MAX_STREAMS_PER_TENANT", "25", func(c Config) int64 { return int64(c.MaxStreamsPerTenant) }, 25,
+			[]string{"0", "-3", "many", "1000001"}, "want open streams per tenant, 1 to 1000000"},
+		{"AGENTFLOW_MAX_UPLOAD_BYTES", "1048576", func(c Config) int64 { return c.MaxUploadBytes }, 1 << 20,
+			[]string{"0", "-3", "20MiB", "268435457"}, "want the largest upload in bytes, 1 to 268435456"},
+		{"AGENTFLOW_OPENAPI_MAX_SPEC_BYTES", "134217728", func(c Config) int64 { return c.OpenAPIMaxSpecBytes }, 128 << 20,
+			[]string{"0", "-3", "64MiB", "1073741825"}, "want the largest API document in bytes, 1 to 1073741824"},
 	}
-}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			t.Setenv(tt.env, "")
+			c, err := ConfigFromEnv()
+			require.NoError(t, err)
+			require.Zero(t, tt.got(c), "empty: the default of the part that reads it")
 
-func TestConfigFromEnvMaxUpload(t *testing.T) {
-	t.Setenv("AGENTFLOW_MAX_UPLOAD_BYTES", "")
-	c, err := ConfigFromEnv()
-	require.NoError(t, err)
-	require.Zero(t, c.MaxUploadBytes, "the gateway's default")
+			t.Setenv(tt.env, tt.set)
+			c, err = ConfigFromEnv()
+			require.NoError(t, err)
+			require.Equal(t, tt.want, tt.got(c))
 
-	t.Setenv("AGENTFLOW_MAX_UPLOAD_BYTES", "1048576")
-	c, err = ConfigFromEnv()
-	require.NoError(t, err)
-	require.Equal(t, int64(1<<20), c.MaxUploadBytes)
-
-	for _, v := range []string{"0", "-3", "20MiB", "268435457"} {
-		t.Setenv("AGENTFLOW_MAX_UPLOAD_BYTES", v)
-		_, err := ConfigFromEnv()
-		require.EqualError(t, err, `AGENTFLOW_MAX_UPLOAD_BYTES="`+v+`": want the largest upload in bytes, 1 to 268435456`)
-	}
-}
-
-func TestConfigFromEnvOpenAPIMaxSpec(t *testing.T) {
-	t.Setenv("AGENTFLOW_OPENAPI_MAX_SPEC_BYTES", "")
-	c, err := ConfigFromEnv()
-	require.NoError(t, err)
-	require.Zero(t, c.OpenAPIMaxSpecBytes, "the tools' default")
-
-	t.Setenv("AGENTFLOW_OPENAPI_MAX_SPEC_BYTES", "134217728")
-	c, err = ConfigFromEnv()
-	require.NoError(t, err)
-	require.Equal(t, int64(128<<20), c.OpenAPIMaxSpecBytes)
-
-	for _, v := range []string{"0", "-3", "64MiB", "1073741825"} {
-		t.Setenv("AGENTFLOW_OPENAPI_MAX_SPEC_BYTES", v)
-		_, err := ConfigFromEnv()
-		require.EqualError(t, err, `AGENTFLOW_OPENAPI_MAX_SPEC_BYTES="`+v+`": want the largest API document in bytes, 1 to 1073741824`)
+			for _, v := range tt.bad {
+				t.Setenv(tt.env, v)
+				_, err := ConfigFromEnv()
+				require.EqualError(t, err, tt.env+`="`+v+`": `+tt.wantErr)
+			}
+		})
 	}
 }
 
