@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -51,16 +52,17 @@ var resultChecks = map[string]struct {
 // of activity name fits the budget, else a non-retryable error that says
 // what is too large, by how much, and which part of it weighs most ("the
 // model's reply is 3.1 MiB, 3.1 MiB of it in content; the limit is
-// 1 MiB"). It measures the result as the worker sends it: the SDK's
-// default data converter, which the worker uses.
-func (a *Activities) checkResult(ctx context.Context, name string, out any) error {
+// 1 MiB"). It measures the result as the worker sends it, encoded by
+// the SDK's default data converter, which the worker uses, and returns
+// it so encoded.
+func (a *Activities) checkResult(ctx context.Context, name string, out any) (*commonpb.Payload, error) {
 	p, err := converter.GetDefaultDataConverter().ToPayloads(out)
 	if err != nil {
-		return fmt.Errorf("encode the result of %s: %w", name, err)
+		return nil, fmt.Errorf("encode the result of %s: %w", name, err)
 	}
 	size := proto.Size(p)
 	if size <= a.maxResultBytes {
-		return nil
+		return p.GetPayloads()[0], nil
 	}
 	c, ok := resultChecks[name]
 	if !ok {
@@ -74,23 +76,26 @@ func (a *Activities) checkResult(ctx context.Context, name string, out any) erro
 	}
 	a.log(ctx).Warn("activity result over the payload budget", zap.String("activity", name),
 		zap.Int("bytes", size), zap.Int("limit", a.maxResultBytes))
-	return agent.Errorf(c.code, "%s; the limit is %s", msg, agent.FormatBytes(a.maxResultBytes))
+	return nil, agent.Errorf(c.code, "%s; the limit is %s", msg, agent.FormatBytes(a.maxResultBytes))
 }
 
 // checked registers an activity with its result checked (checkResult)
 // and its errors classified (contract.Failure), in that order, so that a
 // result over the budget fails the attempt for good, with its reason,
-// instead of being refused by the server.
-func checked[In, Out any](a *Activities, name string, f func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	return func(ctx context.Context, in In) (Out, error) {
+// instead of being refused by the server. The result goes to the SDK as
+// checkResult encoded it (a raw value the SDK sends as it is), so that it
+// is encoded once.
+func checked[In, Out any](a *Activities, name string, f func(context.Context, In) (Out, error)) func(context.Context, In) (converter.RawValue, error) {
+	return func(ctx context.Context, in In) (converter.RawValue, error) {
 		out, err := f(ctx, in)
-		if err == nil {
-			if err = a.checkResult(ctx, name, out); err != nil {
-				var zero Out
-				out = zero
-			}
+		if err != nil {
+			return converter.RawValue{}, contract.Failure(err)
 		}
-		return out, contract.Failure(err)
+		p, err := a.checkResult(ctx, name, out)
+		if err != nil {
+			return converter.RawValue{}, contract.Failure(err)
+		}
+		return converter.NewRawValue(p), nil
 	}
 }
 

@@ -113,7 +113,7 @@ func (a *Activities) storeToolResult(ctx context.Context, in contract.ExecuteToo
 	if err != nil {
 		return contract.ExecuteToolResult{}, err
 	}
-	if err := a.checkResult(ctx, contract.ExecuteTool, res); err != nil {
+	if _, err := a.checkResult(ctx, contract.ExecuteTool, res); err != nil {
 		msg.Content, msg.Data, msg.CacheHit, status = errorPrefix+err.Error(), nil, false, agent.ToolError
 		if res, err = a.toolResult(ctx, in.Call.ID, msg, status); err != nil {
 			return contract.ExecuteToolResult{}, err

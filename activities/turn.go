@@ -104,7 +104,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if err != nil {
 		return contract.LoadAgentResult{}, fmt.Errorf("begin turn: %w", err)
 	}
-	return contract.LoadAgentResult{Agent: ag}, nil
+	return contract.LoadAgentResult{Agent: ag.ForTurn()}, nil
 }
 
 // resultBlocks are a completed result's content blocks: the reasoning,

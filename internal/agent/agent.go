@@ -127,6 +127,32 @@ func (t *Thinking) EffortLevel() string {
 	return "high"
 }
 
+// ForTurn is the agent as a turn's workflow reads it, the part of it the
+// turn's history keeps: its model, fallbacks, limits, and its tools'
+// names, kinds, configurations and limits. The texts and schemas only the
+// model call reads (descriptions, the system prompt, examples, the tools'
+// parameter schemas, the output schema) and the guardrails the model call
+// applies are left out: activities load the whole version by id and
+// version. A catalog's prompt and tool schemas thus do not grow every
+// turn's history, and stay out of it.
+func (a Agent) ForTurn() Agent {
+	a.Description, a.SystemPrompt, a.Examples, a.OutputSchema = "", "", nil, nil
+	if lim := a.ToolLimits(); lim != nil {
+		a.Guardrails = []Guardrail{{ToolLimits: lim}}
+	} else {
+		a.Guardrails = nil
+	}
+	tools := make([]Tool, len(a.Tools))
+	for i, t := range a.Tools {
+		t.Description, t.Parameters = "", nil
+		tools[i] = t
+	}
+	if a.Tools != nil {
+		a.Tools = tools
+	}
+	return a
+}
+
 // Tool returns the agent's tool with the given name.
 func (a *Agent) Tool(name string) (Tool, bool) {
 	for _, t := range a.Tools {

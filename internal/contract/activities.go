@@ -43,8 +43,9 @@ type LoadAgentInput struct {
 	AgentID    string            `json:"agent_id"`
 }
 
-// LoadAgentResult is the pinned agent version, or the stored result of an
-// earlier run of the same job.
+// LoadAgentResult is the pinned agent version as the turn reads it
+// (agent.Agent.ForTurn), or the stored result of an earlier run of the
+// same job.
 type LoadAgentResult struct {
 	Agent    agent.Agent       `json:"agent"`
 	Existing *agent.TurnResult `json:"existing,omitempty"`
