@@ -82,6 +82,8 @@ type options struct {
 	warmup                        time.Duration
 	eager                         bool
 	modelTimes                    []time.Duration
+	requests                      bool          // print the sequential runs' server requests
+	timed                         *requestTimes // the client's requests, timed
 }
 
 func run() error {
@@ -103,6 +105,7 @@ func run() error {
 	flag.DurationVar(&o.warmup, "warmup", 15*time.Second, "run turn-shaped workflows by -conc callers this long before measuring, so that a stack just started is measured settled")
 	only := flag.String("only", "", "measure only this workflow: empty or turn (default both)")
 	pairs := flag.Int("pairs", 0, "instead: measure the turn-shaped floor and an agentflow turn through -gateway, alternately, this many times each, and print each pair's ratios and their medians")
+	flag.BoolVar(&o.requests, "requests", false, "print to stderr, for the workflows run one after another, the server requests each made and how long the server took to answer each kind (agentflow's worker reports the same of its turns as temporal_request_latency; `go tool task profile` prints it)")
 	gateway := flag.String("gateway", "127.0.0.1:50051", "with -pairs: agentflow's gRPC API")
 	token := flag.String("token", "dev-token", "with -pairs: its bearer token")
 	flag.Parse()
@@ -145,9 +148,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	o.timed = &requestTimes{}
 	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace,
-		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		ConnectionOptions: client.ConnectionOptions{GrpcCompression: compression}})
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: compression,
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(o.timed.intercept)}}})
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", o.address, err)
 	}
@@ -282,8 +287,10 @@ func one(ctx context.Context, c client.Client, o options, name string, args []an
 	if err != nil {
 		return err
 	}
-	// The gateway follows a turn with a long poll on its result.
-	return c.GetWorkflow(ctx, run.GetID(), "").Get(ctx, nil)
+	// The gateway follows a turn with a long poll on its result, by its
+	// run id (without one the SDK asks the server for it first, a request
+	// the gateway does not make).
+	return run.Get(ctx, nil)
 }
 
 // warm runs turn-shaped workflows by o.conc callers for o.warmup.
@@ -319,12 +326,18 @@ func measureRuns(ctx context.Context, o options, one func(context.Context) error
 		}
 	}
 	lat := make([]float64, 0, o.seq)
+	if o.requests {
+		o.timed.start()
+	}
 	for range o.seq {
 		begin := time.Now()
 		if err := one(ctx); err != nil {
 			return result{}, err
 		}
 		lat = append(lat, float64(time.Since(begin).Microseconds())/1000)
+	}
+	if o.requests {
+		o.timed.print(os.Stderr, o.seq)
 	}
 	var left atomic.Int64
 	left.Store(int64(o.total))
@@ -350,6 +363,63 @@ func measureRuns(ctx context.Context, o options, one func(context.Context) error
 		P50: round(pct(lat, .5)), P99: round(pct(lat, .99)), Concurrency: o.conc,
 		PerSecond: round(float64(o.total) / secs), Errors: errs.Load(), FirstError: firstErr,
 	}, nil
+}
+
+// requestTimes times the server's answers to the client's unary requests
+// (long polls for tasks excepted), by method, while it is started.
+type requestTimes struct {
+	mu     sync.Mutex
+	on     bool
+	byKind map[string]*requestTime
+}
+
+type requestTime struct {
+	n     int
+	total time.Duration
+}
+
+func (r *requestTimes) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	begin := time.Now()
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	kind := method[strings.LastIndex(method, "/")+1:]
+	if strings.HasPrefix(kind, "Poll") {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.on {
+		t := r.byKind[kind]
+		if t == nil {
+			t = &requestTime{}
+			r.byKind[kind] = t
+		}
+		t.n++
+		t.total += time.Since(begin)
+	}
+	return err
+}
+
+func (r *requestTimes) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on, r.byKind = true, map[string]*requestTime{}
+}
+
+// print stops the timing and prints each kind's count per run and mean.
+func (r *requestTimes) print(w io.Writer, runs int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on = false
+	kinds := make([]string, 0, len(r.byKind))
+	for k := range r.byKind {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		t := r.byKind[k]
+		fmt.Fprintf(w, "  %-36s %5.2f per workflow  %6.2f ms\n", k, float64(t.n)/float64(runs),
+			float64(t.total.Microseconds())/1000/float64(t.n))
+	}
 }
 
 // pct is the peers' percentile: the element at floor((n-1)·p).
