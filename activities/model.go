@@ -33,8 +33,12 @@ import (
 // refused with BudgetExceeded; storing the reply settles the reservation
 // to the call's real usage.
 func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
+	in, err := a.localAttempt(ctx, in)
+	if err != nil {
+		return contract.CallModelResult{}, err
+	}
 	var ag agent.Agent
-	err := a.db(ctx, "load agent", func() (err error) {
+	err = a.db(ctx, "load agent", func() (err error) {
 		ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
 		return err
 	})
@@ -258,11 +262,35 @@ func storedFinish(m agent.Message) string {
 	return agent.FinishStop
 }
 
+// localAttempt numbers a live-first call that runs as a local activity
+// (agent.ModelLocal) past every attempt of its step that claimed the
+// stream: a local activity whose workflow task was lost runs again from
+// its first attempt, and its stream must void what the lost one showed
+// followers, as a retried attempt's does. It returns in with its
+// AttemptBase set so (stepAttempt); other calls as they are.
+func (a *Activities) localAttempt(ctx context.Context, in contract.CallModelInput) (contract.CallModelInput, error) {
+	info := activity.GetInfo(ctx)
+	ap, ok := a.events.(eventlog.Appender)
+	if !info.IsLocalActivity || !in.Stream || in.StreamID == "" || !a.liveFirst(in) || !ok {
+		return in, nil
+	}
+	var n int
+	err := a.db(ctx, "claim stream", func() (err error) {
+		n, err = ap.NextAttempt(ctx, in.StreamID, in.Seq, stepAttempt(ctx, in))
+		return err
+	})
+	if err != nil {
+		return in, fmt.Errorf("claim stream for step %d: %w", in.Seq, err)
+	}
+	in.AttemptBase = n - int(info.Attempt)
+	return in, nil
+}
+
 // streamCall is this attempt of a streaming call, as its events are
 // stamped.
 func (a *Activities) streamCall(ctx context.Context, in contract.CallModelInput) eventlog.Call {
 	return eventlog.Call{StreamID: in.StreamID, Step: in.Seq, Attempt: stepAttempt(ctx, in), First: in.FirstIndex, Live: in.Live,
-		LiveFirst: a.liveFirst(in)}
+		LiveFirst: a.liveFirst(in), Local: activity.GetInfo(ctx).IsLocalActivity}
 }
 
 // liveFirst says whether a call streams live first (CallModelInput.LiveFirst):

@@ -526,9 +526,8 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 			in.Model = model
 		}
 		in.Live = t.log.HandOn(t.req.Streaming())
-		actx := workflow.WithActivityOptions(mctx, modelOptions(limits, fmt.Sprintf("%s · iteration %d", model, i)))
 		var reply contract.CallModelResult
-		err := t.awaitModel(ctx, workflow.ExecuteActivity(actx, contract.CallModel, in), &reply)
+		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i)), &reply)
 		if err == nil {
 			return reply, nil
 		}
@@ -548,6 +547,26 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		model, in.AttemptBase = next, in.AttemptBase+modelAttempts
 		t.model, t.calling = next, next
 	}
+}
+
+// startModel starts a model call: a local activity when the agent asks
+// for it (agent.ModelLocal) and the call streams, if at all, live first,
+// else an activity. A call that streams into the log (a parent turn or a
+// process is notified, or a Workflow Streams subscriber polls the log)
+// stays an activity: the log takes its batches as they come, between
+// workflow tasks, which a local call would hold back until it is done.
+// The choice rests on the pinned agent version and the request, both in
+// the history, so a replay makes it again.
+func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string) workflow.Future {
+	opts := modelOptions(limits, summary)
+	if t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst) {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: opts.StartToCloseTimeout,
+			RetryPolicy:         opts.RetryPolicy,
+			Summary:             opts.Summary,
+		}), contract.CallModel, in)
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.CallModel, in)
 }
 
 // seal takes into the log what a live-first call that failed for good, or

@@ -67,7 +67,32 @@ type Agent struct {
 	// call the agent (ExposeMCP, ExposeA2A, ExposeAGUI): nothing is
 	// exposed by default.
 	Expose []string `json:"expose,omitempty"`
+	// ModelExecution is ModelLocal for an agent whose model calls run as
+	// local activities; empty means regular activities (ModelActivity).
+	ModelExecution string `json:"model_execution,omitempty"`
 }
+
+// Model call executions (Agent.ModelExecution). A regular activity is a
+// trip through the server's task queue there and back, and a workflow task
+// after it: a one-tool turn makes three workflow tasks and two activity
+// tasks. A local model call runs inside the workflow task that scheduled
+// it, so such a turn is one workflow task, its start to its answer. Each
+// call is as durable either way: its reply is stored before it returns,
+// and a call run again (its worker lost) takes the stored reply instead
+// of calling the model again. What a local call gives up: the turn sees
+// signals (cancel_turn, steer, a Temporal cancellation) and its timeout
+// only between workflow tasks, which a long call heartbeats every 80 % of
+// the workflow task timeout (8 s with Temporal's default of 10 s); the
+// Web UI shows the call once it is done, not while it runs; a turn in a
+// call holds one of its worker's workflow task slots.
+const (
+	ModelLocal    = "local"
+	ModelActivity = "activity"
+)
+
+// LocalModelCalls reports whether the agent's model calls run as local
+// activities.
+func (a Agent) LocalModelCalls() bool { return a.ModelExecution == ModelLocal }
 
 // Protocols an agent can be exposed through (Agent.Expose).
 const (

@@ -25,7 +25,8 @@ func TestAgentForTurn(t *testing.T) {
 				{Output: &OutputGuard{Deny: []string{"secret"}}},
 				{ToolLimits: &ToolLimits{PerTurn: 3, PerTool: map[string]int{"refund": 1}}},
 			},
-			OnBusy: "interrupt",
+			OnBusy:         "interrupt",
+			ModelExecution: ModelLocal,
 		}
 	}
 	tests := []struct {

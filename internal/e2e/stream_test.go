@@ -228,32 +228,127 @@ func TestStreamClientResumes(t *testing.T) {
 	require.True(t, agent.IsCode(err, agent.CodeNotFound), "%v", err)
 }
 
+// localCatalog is testCatalog with the assistant's model calls run as
+// local activities (agent.ModelLocal).
+var localCatalog = strings.Replace(testCatalog, "    limits: {max_iterations: 4, turn_timeout_sec: 60}\n",
+	"    limits: {max_iterations: 4, turn_timeout_sec: 60}\n    model_execution: local\n", 1)
+
+// TestStreamLocalModelCalls: an agent whose model calls run as local
+// activities streams the same log as one whose calls are activities, live
+// (a follower of a new turn reads nothing from the log), and a turn of
+// it, tool call included, is one workflow task: no activity task, no
+// workflow task after each call.
+func TestStreamLocalModelCalls(t *testing.T) {
+	require.Contains(t, localCatalog, "model_execution: local")
+	e := &env{Server: testserver.Start(t, testserver.Options{Script: testScript, Catalogs: []string{localCatalog}}), t: t}
+	// Until the live path listens, followers read the log, which a turn
+	// in a local call answers once the call is done.
+	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
+	tests := []struct {
+		name, prompt, want, history string
+		calls                       int // local CallModel markers
+	}{
+		{"an answer", "tell a story", storyText, "turn_streamed_local", 1},
+		{"a tool call and the answer", "What is 6*7?", "The result is 42.", "turn_tool_local", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: tt.prompt}
+			req.Normalize()
+			id := contract.TurnWorkflowID(req.TenantID, req.JobID)
+			reads := &readCounter{}
+			f := eventlog.NewFollower(e.Client(), e.Hub(), server.SDKLogger(zaptest.NewLogger(t)), 0)
+			f.Metrics = reads
+			var events []agent.Event
+			err := f.FollowNew(ctx, id, func() (string, error) {
+				run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
+				if err != nil {
+					return "", err
+				}
+				return run.GetRunID(), nil
+			}, func(ev agent.Event) error {
+				events = append(events, ev)
+				return nil
+			})
+			require.NoError(t, err)
+			requireLog(t, events, id, tt.want)
+			require.Zero(t, reads.n.Load(), "every event came live")
+			res, err := e.result(id)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, res.Output)
+
+			tasks, calls := 0, 0
+			for _, ev := range e.history(id) {
+				switch ev.GetEventType() {
+				case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+					t.Fatalf("an activity was scheduled: %s", ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName())
+				case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+					tasks++
+				case enumspb.EVENT_TYPE_MARKER_RECORDED:
+					if strings.Contains(string(ev.GetUserMetadata().GetSummary().GetData()), "iteration") {
+						calls++
+					}
+				}
+			}
+			require.Equal(t, 1, tasks, "the turn is one workflow task")
+			require.Equal(t, tt.calls, calls, "each model call is a local activity's marker")
+			e.replay(id, tt.history)
+		})
+	}
+}
+
+// readCounter counts a follower's reads of the log.
+type readCounter struct{ n atomic.Int64 }
+
+func (r *readCounter) LogRead(string) { r.n.Add(1) }
+
 // TestStreamWorkerKilled kills the worker process while the model streams
 // and starts another: the retried call voids the lost attempt's text and
-// the client, which never disconnected, sees a clean stream.
+// the client, which never disconnected, sees a clean stream. A model call
+// run as a local activity is run again from its first attempt, by the
+// workflow task the new worker takes over; it voids the same way.
 func TestStreamWorkerKilled(t *testing.T) {
+	for _, tc := range []struct{ name, catalog string }{
+		{"activity", testCatalog},
+		{"local activity", localCatalog},
+	} {
+		t.Run(tc.name, func(t *testing.T) { streamWorkerKilled(t, tc.catalog) })
+	}
+}
+
+func streamWorkerKilled(t *testing.T, catalog string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// Slow enough to kill the worker in the middle of the reply.
-	p := newProcEnv(ctx, t, strings.Replace(testScript, "delay_ms: 15", "delay_ms: 40", 1), testCatalog)
+	p := newProcEnv(ctx, t, strings.Replace(testScript, "delay_ms: 15", "delay_ms: 40", 1), catalog)
 	c, queue := p.client, p.queue
 	pool, err := pgxpool.New(ctx, p.dbURL)
 	require.NoError(t, err)
 	defer pool.Close()
 	hub := pglive.NewHub(pool, p.logger)
 	go func() { _ = hub.Run(ctx) }()
+	require.Eventually(t, hub.Connected, time.Minute, 10*time.Millisecond)
 	follower := eventlog.NewFollower(c, hub, server.SDKLogger(p.logger), 0)
 	first := p.startWorker()
 
 	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
 	req.Normalize()
-	_, err = c.ExecuteWorkflow(ctx, turnclient.StartOptions(queue, req), contract.AgentTurn, req)
-	require.NoError(t, err)
 	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
 
+	// Followed as the gateway follows a turn it starts: live from its
+	// first event. (A follower that joins a turn reads its log first,
+	// which a turn in a local model call answers once the call is done.)
 	var events []agent.Event
 	killed := false
-	err = follower.Follow(ctx, id, 0, func(ev agent.Event) error {
+	err = follower.FollowNew(ctx, id, func() (string, error) {
+		run, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(queue, req), contract.AgentTurn, req)
+		if err != nil {
+			return "", err
+		}
+		return run.GetRunID(), nil
+	}, func(ev agent.Event) error {
 		events = append(events, ev)
 		if !killed && ev.Kind == agent.EventToken && countTokens(events) == 2 {
 			killed = true

@@ -46,6 +46,10 @@ type Call struct {
 	// stored (Appender), and to the log all at once, with the call's
 	// result (contract.CallModelInput.LiveFirst).
 	LiveFirst bool
+	// Local: the call runs inside the turn's workflow task (a local
+	// activity), so the turn's log takes nothing while it runs: its head
+	// is First, and the turn answers no query for it until the call ends.
+	Local bool
 }
 
 // Batcher batches what a model call streams — its answer's text, its
@@ -141,11 +145,14 @@ func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration
 // returns the index its result's batch starts at (the log's head) and what
 // they stored from there, which the batch carries first.
 func claim(ctx context.Context, sink Sink, c Call) (int64, []agent.Event, error) {
-	head, err := sink.Head(ctx, c.StreamID)
-	if err != nil {
-		return 0, nil, err
+	first := c.First
+	if !c.Local {
+		head, err := sink.Head(ctx, c.StreamID)
+		if err != nil {
+			return 0, nil, err
+		}
+		first = max(head, c.First)
 	}
-	first := max(head, c.First)
 	prefix, err := sink.Claim(ctx, c.StreamID, c.Step, c.Attempt, first)
 	if err != nil {
 		return 0, nil, err

@@ -886,6 +886,25 @@ func TestBatcherLiveFirstRetry(t *testing.T) {
 		})
 	}
 
+	t.Run("a local call claims from its first index, asking the turn nothing", func(t *testing.T) {
+		// The turn runs the call inside its workflow task: its log takes
+		// nothing meanwhile, and a query would wait for the call to end.
+		local := in
+		local.Local = true
+		link := &recordingSink{headIndex: first + 2, stored: []agent.Event{earlier}}
+		s, _ := startTestBatcher(t, time.Hour, 1<<20, local, link)
+		require.NoError(t, s.Add(t.Context(), "Hello"))
+		tail, ok, err := s.CloseTail()
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Zero(t, link.heads)
+		require.Equal(t, []int{2}, link.claims)
+		require.Equal(t, int64(first), tail.First)
+		require.Equal(t, earlier, tail.Events[0], "what the lost run appended comes first, voided")
+		require.Equal(t, agent.StreamRetrying, tail.Events[1].Status)
+		require.Equal(t, "Hello", agent.ReplayText(tail.Events))
+	})
+
 	t.Run("a newer attempt has claimed the stream", func(t *testing.T) {
 		link := &recordingSink{headIndex: first, claimErr: ErrFenced}
 		ctx, _ := activityContext(t)

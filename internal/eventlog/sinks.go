@@ -44,6 +44,11 @@ type Appender interface {
 	// Claim makes attempt of step the stream's newest call and returns
 	// what was stored from index from on, contiguous from it.
 	Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error)
+	// NextAttempt claims the stream for a new attempt of step, numbered
+	// least or past every attempt of step that claimed it, and returns
+	// its number: a call that runs again with the attempt number it ran
+	// with (a local activity whose workflow task was lost) is told apart.
+	NextAttempt(ctx context.Context, streamID string, step, least int) (int, error)
 	// Forget drops what was stored for the stream, once its log holds it.
 	Forget(ctx context.Context, streamID string) error
 }
@@ -136,6 +141,16 @@ func (s Sinks) Claim(ctx context.Context, streamID string, step, attempt int, fr
 		return nil, fmt.Errorf("claim stream %q: the live path stores nothing", streamID)
 	}
 	return a.Claim(ctx, streamID, step, attempt, from)
+}
+
+// NextAttempt claims the stream for a new attempt of a live-first call
+// (Appender).
+func (s Sinks) NextAttempt(ctx context.Context, streamID string, step, least int) (int, error) {
+	a, ok := s.Live.(Appender)
+	if !ok {
+		return 0, fmt.Errorf("claim stream %q: the live path stores nothing", streamID)
+	}
+	return a.NextAttempt(ctx, streamID, step, least)
 }
 
 // Appends reports whether the live path stores what it carries

@@ -108,6 +108,8 @@ type agentDoc struct {
 	Guardrails jsonDoc `yaml:"guardrails"`
 	// Expose: agent.Agent's.
 	Expose []text `yaml:"expose"`
+	// ModelExecution: agent.Agent's (local or activity).
+	ModelExecution text `yaml:"model_execution"`
 }
 
 // thinkingDoc is agent.Thinking.
@@ -476,6 +478,15 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.Expose = l.expose(d)
 	def.agent.Guardrails = l.guardrails(d)
 	def.guardrails = &d.Guardrails
+	switch d.ModelExecution.s {
+	case agent.ModelLocal:
+		def.agent.ModelExecution = agent.ModelLocal
+	case "", agent.ModelActivity: // the default, kept out of the stored spec
+	default:
+		if !d.ModelExecution.bad {
+			l.addf(d.ModelExecution.pos, "%q: want local or activity", d.ModelExecution.s)
+		}
+	}
 	if err := agent.ValidOnBusy(d.OnBusy.s); err != nil && !d.OnBusy.bad {
 		l.addf(d.OnBusy.pos, "%s", err.Error())
 	} else {

@@ -64,7 +64,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown agent field",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    prompt: hi\n",
-			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, on_busy, guardrails, expose`},
+			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, on_busy, guardrails, expose, model_execution`},
 		},
 		{
 			name: "unknown limit",
@@ -295,6 +295,11 @@ func TestParseProblems(t *testing.T) {
 			want: []string{`t.yaml:5: agents[0].on_busy: on_busy "later": want "enqueue", "reject", "interrupt", "rollback" or "steer"`},
 		},
 		{
+			name: "model_execution",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n    model_execution: inline\n",
+			want: []string{`t.yaml:5: agents[0].model_execution: "inline": want local or activity`},
+		},
+		{
 			name: "every problem at once, in line order",
 			src: "tenant: demo\ndefault_agent: nobody\ntools:\n  - name: calc\n    kind: abacus\nagents:\n" +
 				"  - id: a\n    model: gpt4\n    tools: [calc, nope]\n    temperature: 3\n",
@@ -491,6 +496,30 @@ func TestParseToolExecution(t *testing.T) {
 			require.Len(t, cat.Tenants, 1)
 			require.Len(t, cat.Tenants[0].Tools, 1)
 			require.Equal(t, tt.local, cat.Tenants[0].Tools[0].IsLocal())
+		})
+	}
+}
+
+func TestParseModelExecution(t *testing.T) {
+	tests := []struct {
+		name, line string
+		local      bool
+	}{
+		{"the default", "", false},
+		{"activity", "    model_execution: activity\n", false},
+		{"local", "    model_execution: local\n", true},
+		{"null", "    model_execution: null\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "tenant: demo\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n" + tt.line
+			cat, err := Parse(testKinds(t), "t.yaml", []byte(src))
+			require.NoError(t, err)
+			require.Len(t, cat.Tenants, 1)
+			require.Len(t, cat.Tenants[0].Agents, 1)
+			ag := cat.Tenants[0].Agents[0]
+			require.Equal(t, tt.local, ag.LocalModelCalls())
+			require.Equal(t, tt.local, ag.ForTurn().LocalModelCalls(), "the turn's history keeps it")
 		})
 	}
 }

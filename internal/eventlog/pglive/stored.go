@@ -3,9 +3,11 @@ package pglive
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -42,6 +44,18 @@ INSERT INTO live_fences AS f (stream_id, step, attempt) VALUES ($1, $2, $3)
 ON CONFLICT (stream_id) DO UPDATE SET step = EXCLUDED.step, attempt = EXCLUDED.attempt, updated_at = now()
 WHERE (f.step, f.attempt) <= (EXCLUDED.step, EXCLUDED.attempt)
 RETURNING 1`
+
+	// sqlNextAttempt makes a new attempt of step the stream's newest
+	// call and returns its number: least, or one past the step's attempt
+	// that claimed the stream last, whichever is more; no row when a later
+	// step has claimed it, or the step was sealed.
+	sqlNextAttempt = `
+INSERT INTO live_fences AS f (stream_id, step, attempt) VALUES ($1, $2, $3)
+ON CONFLICT (stream_id) DO UPDATE SET
+  attempt = CASE WHEN f.step = EXCLUDED.step THEN GREATEST(f.attempt + 1, EXCLUDED.attempt) ELSE EXCLUDED.attempt END,
+  step = EXCLUDED.step, updated_at = now()
+WHERE f.step < EXCLUDED.step OR (f.step = EXCLUDED.step AND f.attempt < 2147483647)
+RETURNING attempt`
 
 	// sqlStored reads the batches that hold events after an index.
 	sqlStored = `SELECT events FROM live_batches WHERE stream_id = $1 AND last > $2 ORDER BY first`
@@ -126,6 +140,22 @@ func (p *Publisher) Claim(ctx context.Context, streamID string, step, attempt in
 		}
 	}
 	return evs, nil
+}
+
+// NextAttempt claims the stream for a new attempt of step, numbered least
+// or one past the step's last claim, whichever is more, and returns its
+// number (eventlog.Appender). eventlog.ErrFenced: a later step has
+// claimed the stream, or the step was sealed.
+func (p *Publisher) NextAttempt(ctx context.Context, streamID string, step, least int) (int, error) {
+	var attempt int
+	err := p.pool.QueryRow(ctx, sqlNextAttempt, streamID, step, least).Scan(&attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("new attempt of step %d on stream %q: %w", step, streamID, eventlog.ErrFenced)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("new attempt of step %d on stream %q: %w", step, streamID, err)
+	}
+	return attempt, nil
 }
 
 // Forget drops what a stream's calls stored, once its log holds it

@@ -124,3 +124,51 @@ func eventIndices(evs []agent.Event) []int64 {
 	}
 	return out
 }
+
+// TestNextAttempt: a new attempt of a step is numbered past every attempt
+// of the step that claimed the stream, and at least as asked; it fences
+// the earlier ones off; a later step, or a sealed one, refuses it.
+func TestNextAttempt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, pub := startStored(t)
+	const stream = "turn/demo/local"
+	steps := []struct {
+		name        string
+		step, least int
+		want        int
+		wantErr     error
+	}{
+		{"a stream's first call", 1, 1, 1, nil},
+		{"the same call run again from its first attempt", 1, 1, 2, nil},
+		{"and again", 1, 1, 3, nil},
+		{"a fallback model's attempts, numbered past the failed model's", 1, 7, 7, nil},
+		{"the next step starts over", 3, 1, 1, nil},
+		{"an earlier step is refused", 1, 1, 0, eventlog.ErrFenced},
+	}
+	for _, s := range steps {
+		n, err := pub.NextAttempt(ctx, stream, s.step, s.least)
+		if s.wantErr != nil {
+			require.ErrorIs(t, err, s.wantErr, s.name)
+			continue
+		}
+		require.NoError(t, err, s.name)
+		require.Equal(t, s.want, n, s.name)
+	}
+	// The lost attempt that still runs somewhere cannot append after the
+	// new one claimed the stream.
+	n, err := pub.NextAttempt(ctx, stream, 3, 1)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 3, 1, 9, "stale")), eventlog.ErrFenced)
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 3, 2, 9, "fresh")))
+
+	// A sealed step takes no new attempt.
+	_, err = pub.Claim(ctx, stream, 3, sealed, 10)
+	require.NoError(t, err)
+	_, err = pub.NextAttempt(ctx, stream, 3, 1)
+	require.ErrorIs(t, err, eventlog.ErrFenced)
+}
+
+// sealed is the attempt SealStream claims with (math.MaxInt32).
+const sealed = 1<<31 - 1
