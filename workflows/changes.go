@@ -179,7 +179,9 @@ const (
 	// (the same, keeping its partial answer), testdata/turn_steered.json
 	// (a message taken in while it ran),
 	// testdata/turn_stopped_at_boundary.json (a step whose tool calls did
-	// not run).
+	// not run), testdata/turn_streamed_local.json and
+	// testdata/turn_tool_local.json (an agent's model calls as local
+	// activities, agent.ModelLocal: the whole turn one workflow task).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each

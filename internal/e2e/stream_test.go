@@ -299,6 +299,55 @@ func TestStreamLocalModelCalls(t *testing.T) {
 	}
 }
 
+// TestStreamLocalCallStopped: a turn stopped while a local model call
+// streams is stopped at the workflow task's next heartbeat (every 80 % of
+// its task timeout, here 2 s): the call is cancelled mid-answer, and the
+// turn keeps what it had written, as a stopped activity's turn does.
+func TestStreamLocalCallStopped(t *testing.T) {
+	// About six seconds of story: the heartbeats at 1.6 s and 3.2 s come
+	// well before its end.
+	e := &env{Server: testserver.Start(t, testserver.Options{
+		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{localCatalog}}), t: t}
+	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
+	req.Normalize()
+	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
+	opts := turnclient.StartOptions(e.TaskQueue, req)
+	opts.WorkflowTaskTimeout = 2 * time.Second
+	var events []agent.Event
+	stopped := false
+	err := e.Follower().FollowNew(ctx, id, func() (string, error) {
+		run, err := e.Client().ExecuteWorkflow(ctx, opts, contract.AgentTurn, req)
+		if err != nil {
+			return "", err
+		}
+		return run.GetRunID(), nil
+	}, func(ev agent.Event) error {
+		events = append(events, ev)
+		if !stopped && countTokens(events) == 2 {
+			stopped = true
+			return e.Client().SignalWorkflow(ctx, id, "", contract.SignalCancelTurn, agent.CancelRequest{Reason: "enough", RequestedBy: "test"})
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.True(t, stopped)
+	end := events[len(events)-1]
+	require.Equal(t, agent.StreamCanceled, end.Status, "last event %s", end)
+	partial := agent.ReplayText(events)
+	require.NotEmpty(t, partial)
+	require.True(t, strings.HasPrefix(storyText, partial), "the partial text is the story's beginning: %q", partial)
+	require.Less(t, len(partial), len(storyText), "the call was stopped before it ended")
+
+	res, err := turnclient.Result(ctx, e.Client().GetWorkflow(ctx, id, ""))
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCanceled, res.Status)
+	require.True(t, res.Partial)
+	require.Equal(t, partial, res.Output)
+}
+
 // readCounter counts a follower's reads of the log.
 type readCounter struct{ n atomic.Int64 }
 
