@@ -262,13 +262,7 @@ func TestStreamLocalModelCalls(t *testing.T) {
 			f := eventlog.NewFollower(e.Client(), e.Hub(), server.SDKLogger(zaptest.NewLogger(t)), 0)
 			f.Metrics = reads
 			var events []agent.Event
-			err := f.FollowNew(ctx, id, func() (string, error) {
-				run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
-				if err != nil {
-					return "", err
-				}
-				return run.GetRunID(), nil
-			}, func(ev agent.Event) error {
+			err := followNew(ctx, f, e.Client(), turnclient.StartOptions(e.TaskQueue, req), req, func(ev agent.Event) error {
 				events = append(events, ev)
 				return nil
 			})
@@ -318,13 +312,7 @@ func TestStreamLocalCallStopped(t *testing.T) {
 	opts.WorkflowTaskTimeout = 2 * time.Second
 	var events []agent.Event
 	stopped := false
-	err := e.Follower().FollowNew(ctx, id, func() (string, error) {
-		run, err := e.Client().ExecuteWorkflow(ctx, opts, contract.AgentTurn, req)
-		if err != nil {
-			return "", err
-		}
-		return run.GetRunID(), nil
-	}, func(ev agent.Event) error {
+	err := followNew(ctx, e.Follower(), e.Client(), opts, req, func(ev agent.Event) error {
 		events = append(events, ev)
 		if !stopped && countTokens(events) == 2 {
 			stopped = true
@@ -346,6 +334,19 @@ func TestStreamLocalCallStopped(t *testing.T) {
 	require.Equal(t, agent.StatusCanceled, res.Status)
 	require.True(t, res.Partial)
 	require.Equal(t, partial, res.Output)
+}
+
+// followNew starts req's turn with opts and follows its stream as the
+// gateway follows a turn it starts (eventlog.Follower.FollowNew): live
+// from its first event.
+func followNew(ctx context.Context, f *eventlog.Follower, c client.Client, opts client.StartWorkflowOptions, req agent.TurnRequest, send func(agent.Event) error) error {
+	return f.FollowNew(ctx, contract.TurnWorkflowID(req.TenantID, req.JobID), func() (string, error) {
+		run, err := c.ExecuteWorkflow(ctx, opts, contract.AgentTurn, req)
+		if err != nil {
+			return "", err
+		}
+		return run.GetRunID(), nil
+	}, send)
 }
 
 // readCounter counts a follower's reads of the log.
@@ -391,13 +392,7 @@ func streamWorkerKilled(t *testing.T, catalog string) {
 	// which a turn in a local model call answers once the call is done.)
 	var events []agent.Event
 	killed := false
-	err = follower.FollowNew(ctx, id, func() (string, error) {
-		run, err := c.ExecuteWorkflow(ctx, turnclient.StartOptions(queue, req), contract.AgentTurn, req)
-		if err != nil {
-			return "", err
-		}
-		return run.GetRunID(), nil
-	}, func(ev agent.Event) error {
+	err = followNew(ctx, follower, c, turnclient.StartOptions(queue, req), req, func(ev agent.Event) error {
 		events = append(events, ev)
 		if !killed && ev.Kind == agent.EventToken && countTokens(events) == 2 {
 			killed = true
