@@ -18,8 +18,11 @@ import (
 
 // Activity options. Local activities are for the cheap steps (a few
 // database reads and writes); the model and tools are regular activities
-// because they may run long and must survive the worker. Each function
-// returns a new value, so that no caller shares a retry policy.
+// because they may run long and must survive the worker, unless the agent
+// or the tool asks for local ones (agent.ModelLocal, agent.ToolLocal: a
+// call's result is stored as it ends, so a call run again by another
+// worker takes it). Each function returns a new value, so that no caller
+// shares a retry policy.
 
 func localOptions() workflow.LocalActivityOptions {
 	return workflow.LocalActivityOptions{
@@ -555,8 +558,8 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 // process is notified, or a Workflow Streams subscriber polls the log)
 // stays an activity: the log takes its batches as they come, between
 // workflow tasks, which a local call would hold back until it is done.
-// The choice rests on the pinned agent version and the request, both in
-// the history, so a replay makes it again.
+// The choice rests on what the history holds (the pinned agent version,
+// the request, a subscriber's polls), so a replay makes it again.
 func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string) workflow.Future {
 	opts := modelOptions(limits, summary)
 	if t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst) {
