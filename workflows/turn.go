@@ -19,8 +19,8 @@ import (
 // Activity options. Local activities are for the cheap steps (a few
 // database reads and writes); the model and tools are regular activities
 // because they may run long and must survive the worker, unless the agent
-// or the tool asks for local ones (agent.ModelLocal, agent.ToolLocal: a
-// call's result is stored as it ends, so a call run again by another
+// or the tool asks for local ones (agent.ModelLocal, agent.ToolLocal; a
+// model call's reply is stored as it ends, so a call run again by another
 // worker takes it). Each function returns a new value, so that no caller
 // shares a retry policy.
 
