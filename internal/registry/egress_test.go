@@ -2,11 +2,20 @@ package registry
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -62,4 +71,60 @@ egress:
 	// Under the default policy (no operator configured) loopback is refused too.
 	_, err = Parse(testKinds(t), "t.yaml", []byte("tenant: demo\negress: [api.example.com, \"127.0.0.0/8\"]\n"))
 	require.EqualError(t, err, `t.yaml:2: egress[1]: egress entry "127.0.0.0/8": every address of 127.0.0.0/8 is a loopback address (127.0.0.0/8); the operator has not opened all of it (AGENTFLOW_EGRESS_ALLOW)`)
+}
+
+// TestNarrowedEgressReusesNoConnection: a tenant's client keeps idle
+// connections to the APIs it calls (egress.Client), and a catalog change
+// that takes an API off the tenant's allowlist must not leave it one to
+// reach the API through: the next snapshot's client refuses the call, and
+// the API sees no request.
+func TestNarrowedEgressReusesNoConnection(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, devtest.Database(t), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	var requests, conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	op := opening(t, "127.0.0.0/8")
+	apply := func(egressEntries string) {
+		cat, err := Parse(kindsUnder(t, op), "t.yaml", []byte("tenant: demo\negress: "+egressEntries+"\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n"))
+		require.NoError(t, err)
+		_, err = st.ApplyCatalog(ctx, cat, false)
+		require.NoError(t, err)
+	}
+	c := NewCache(st, op, zap.NewNop())
+	call := func() error {
+		s, err := c.Routing(ctx, "demo")
+		require.NoError(t, err)
+		resp, err := s.HTTP.Get(srv.URL)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+
+	apply(`["` + host + `"]`)
+	for range 3 {
+		require.NoError(t, call())
+	}
+	require.Equal(t, int64(1), conns.Load(), "the calls share one kept connection")
+
+	apply("[api.example.com]")
+	c.Invalidate("demo")
+	err = call()
+	require.ErrorContains(t, err, "egress")
+	require.Equal(t, int64(3), requests.Load(), "the API saw nothing after its removal")
 }
