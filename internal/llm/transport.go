@@ -392,12 +392,14 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 var doneMarker = []byte("[DONE]")
 
 // doneWatcher notes when the SSE stream's "[DONE]" marker passes, also
-// when it is split across reads.
+// when it is split across reads, and reads the rest of a finished stream
+// before closing it.
 type doneWatcher struct {
 	io.ReadCloser
 	st   *callState
 	tail []byte
 	done bool
+	eof  bool
 }
 
 func (w *doneWatcher) Read(p []byte) (int, error) {
@@ -414,8 +416,31 @@ func (w *doneWatcher) Read(p []byte) (int, error) {
 		}
 		w.tail = append(w.tail[:0], buf...)
 	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		return n, err
+	if errors.Is(err, io.EOF) {
+		w.eof = true
 	}
 	return n, err
+}
+
+// Bounds on reading what follows "[DONE]" when a finished stream is
+// closed: the blank line and the chunked body's end, normally already on
+// their way.
+const (
+	maxDrain  = 4 << 10
+	drainWait = 2 * time.Second
+)
+
+// Close reads the end of a stream that sent "[DONE]" before closing it.
+// The client stops reading at the marker, and Go's transport closes a
+// connection whose body is closed before its end, so without this a
+// stream whose last bytes arrived a moment after the marker cost the next
+// call a new connection. A server that keeps the stream open after
+// "[DONE]" is cut off after drainWait.
+func (w *doneWatcher) Close() error {
+	if w.done && !w.eof {
+		stop := time.AfterFunc(drainWait, func() { _ = w.ReadCloser.Close() })
+		_, _ = io.Copy(io.Discard, io.LimitReader(w.ReadCloser, maxDrain))
+		stop.Stop()
+	}
+	return w.ReadCloser.Close()
 }
