@@ -295,4 +295,17 @@ const (
 	//
 	// Recorded: testdata/turn_tool_limits.json.
 	toolLimitsChange = "tool-limits"
+
+	// jobTakenChange: a message whose turn cannot start because its job
+	// id's workflow has a run of another request (running, or closed
+	// other than failed: the child's reuse policy no longer starts a run
+	// over a completed one) is refused: its send_message update fails
+	// with Conflict, the job id is forgotten and nothing is added to the
+	// transcript. Runs before it accepted the message, started a second
+	// run over a completed turn, and answered with the other request's
+	// turn.
+	//
+	// Recorded: none; the marker is written only when a job id is taken.
+	// TestSendMessageRefusesATakenJobID runs the new way.
+	jobTakenChange = "job-taken"
 )

@@ -42,7 +42,7 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 	if err := in.Validate(); err != nil {
 		return contract.Failure(err)
 	}
-	c := &conversation{in: in, started: map[string]bool{}, recent: map[string]string{}}
+	c := &conversation{in: in, started: map[string]bool{}, refused: map[string]error{}, recent: map[string]string{}}
 	if carry := in.Carry; carry != nil {
 		c.carry = *carry
 		for _, id := range carry.Recent {
@@ -128,6 +128,10 @@ type conversation struct {
 	in      agent.ConversationInput
 	carry   agent.ConversationCarry
 	started map[string]bool // job ids whose turn started in this run (lookups only)
+	// refused holds, by job id, why a message accepted in this run was
+	// refused when its turn was to start (jobTakenChange), for its
+	// send_message handler to return (lookups only).
+	refused map[string]error
 	// recent holds the job ids accepted lately, each with the hash of its
 	// turn's request ("": accepted before hashes were kept) (lookups only).
 	recent  map[string]string
@@ -336,8 +340,15 @@ func (c *conversation) send(ctx workflow.Context, m agent.SendMessage) (agent.Se
 	default:
 		c.carry.Pending = append(c.carry.Pending, pending)
 	}
-	if err := workflow.Await(ctx, func() bool { return c.started[jobID] || c.rolling }); err != nil {
+	if err := workflow.Await(ctx, func() bool {
+		_, refused := c.refused[jobID]
+		return c.started[jobID] || refused || c.rolling
+	}); err != nil {
 		return res, err
+	}
+	if err, ok := c.refused[jobID]; ok {
+		delete(c.refused, jobID)
+		return agent.SendMessageResult{}, contract.Failure(err)
 	}
 	return res, nil
 }
@@ -412,11 +423,13 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	req := c.request(msg.JobID, msg.SendMessage)
 	c.followTurn(ctx, &req)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            contract.TurnWorkflowID(req.TenantID, req.JobID),
-		StaticSummary:         contract.TurnSummary(req),
-		StaticDetails:         contract.TurnDetails(req),
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowID:        contract.TurnWorkflowID(req.TenantID, req.JobID),
+		StaticSummary:     contract.TurnSummary(req),
+		StaticDetails:     contract.TurnDetails(req),
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		// As turnclient.StartOptions: a job whose turn completed keeps it;
+		// only a failed one may run again (jobTakenChange).
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 	})
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("turn %d: %s", c.carry.Turns+1, contract.OneLine(msg.Prompt, 80)))
 	child := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, req)
@@ -424,6 +437,10 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	entry := agent.TranscriptEntry{JobID: msg.JobID, Prompt: contract.OneLine(msg.Prompt, 500)}
 	var exec workflow.Execution
 	if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
+		if c.refuseTaken(ctx, msg.JobID, err) {
+			end(agent.StatusRejected, "", "")
+			return
+		}
 		entry.Status = agent.StatusFailed
 		entry.Output = "the turn could not start: " + contract.ErrorOf(err).Message
 		end(entry.Status, "", "")
@@ -462,6 +479,25 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	c.started[msg.JobID] = true
 	c.remember(entry)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%d turns; waiting for a message", c.carry.Turns))
+}
+
+// refuseTaken refuses a message whose turn could not start because its
+// job id's workflow has a run of another request (jobTakenChange): the
+// job id names that request, so this message is answered with Conflict
+// and leaves no trace, and a later message may not reuse it as its own
+// either. It reports whether it refused the message.
+func (c *conversation) refuseTaken(ctx workflow.Context, jobID string, startErr error) bool {
+	if !temporal.IsWorkflowExecutionAlreadyStartedError(startErr) ||
+		workflow.GetVersion(ctx, jobTakenChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return false
+	}
+	delete(c.recent, jobID)
+	delete(c.carry.RecentHashes, jobID)
+	c.carry.Recent = slices.DeleteFunc(c.carry.Recent, func(id string) bool { return id == jobID })
+	c.refused[jobID] = agent.Errorf(agent.CodeConflict,
+		"job id %q names a turn that another request started; use a new job id", jobID)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%d turns; waiting for a message", c.carry.Turns))
+	return true
 }
 
 // remember keeps the last turns in full and folds older ones into the digest.

@@ -76,3 +76,38 @@ func send(env *testsuite.TestWorkflowEnvironment, m agent.SendMessage) *sendResu
 	}, m)
 	return r
 }
+
+// TestSendMessageRefusesATakenJobID: a message whose job id's workflow
+// runs another request (here the Conversation itself holds the id) is
+// refused with Conflict when its turn is to start, and leaves nothing
+// behind: no transcript entry, and the job id is not remembered as this
+// session's, so sending it again is refused the same way rather than
+// answered with the other request's turn.
+func TestSendMessageRefusesATakenJobID(t *testing.T) {
+	in := agent.ConversationInput{TenantID: "demo", SessionID: "s1", AgentID: "assistant"}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	Register(env)
+	env.SetStartWorkflowOptions(clientStartOptions(contract.TurnWorkflowID("demo", "j1")))
+	var first, again *sendResult
+	var transcript agent.Transcript
+	env.RegisterDelayedCallback(func() { first = send(env, agent.SendMessage{Prompt: "hello", JobID: "j1"}) }, time.Second)
+	env.RegisterDelayedCallback(func() { again = send(env, agent.SendMessage{Prompt: "bye", JobID: "j1"}) }, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(contract.QueryTranscript)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&transcript))
+		env.CancelWorkflow()
+	}, 3*time.Second)
+	env.ExecuteWorkflow(contract.Conversation, in)
+
+	for _, r := range []*sendResult{first, again} {
+		require.True(t, r.accepted)
+		require.Error(t, r.err)
+		require.Equal(t, agent.ErrTypeConflict, contract.ErrorOf(r.err).Code.Class().Type, "%v", r.err)
+		require.Contains(t, r.err.Error(), `job id "j1" names a turn that another request started`)
+	}
+	require.Zero(t, transcript.Turns)
+	require.Empty(t, transcript.Window)
+	require.Empty(t, transcript.Pending)
+}
