@@ -10,7 +10,8 @@ import (
 type BlobInfo struct {
 	// Ref names the bytes: "cas://sha256:<hex>".
 	Ref string `json:"ref"`
-	// ContentType is the media type the bytes were first stored with.
+	// ContentType is the media type the tenant first stored the bytes
+	// with.
 	ContentType string `json:"content_type"`
 	// Size is the length of the bytes.
 	Size int64 `json:"size"`

@@ -22,7 +22,8 @@ import (
 )
 
 // TestFiles: on the whole process, a file uploaded over the HTTP API
-// reads back by its ref; the data a turn's tool kept for the tenant is
+// reads back by its ref, with the type its tenant gave, whatever
+// another tenant's upload of the same bytes said; the data a turn's tool kept for the tenant is
 // downloadable by the ref the turn's result names, by that tenant only;
 // and the default upload limit (20 MiB) refuses a larger file before its
 // bytes are sent (Expect: 100-continue), storing nothing.
@@ -72,6 +73,25 @@ func TestFiles(t *testing.T) {
 		require.Equal(t, "image/png", resp.Header.Get("Content-Type"))
 		resp, _ = send("GET", "/v1/files/"+url.PathEscape(info.Ref), other, nil, nil)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	})
+
+	t.Run("bytes another tenant stored", func(t *testing.T) {
+		// Another tenant stores a page first, calling it an image; this
+		// tenant's upload of the same bytes is answered and served with
+		// its own type, as if it were the first.
+		page := []byte("<!doctype html><p>hello " + testserver.RandomID() + "</p>")
+		resp, data := send("POST", "/v1/files", other, map[string]string{"Content-Type": "image/png"}, bytes.NewReader(page))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", data)
+		resp, data = send("POST", "/v1/files", demo, map[string]string{"Content-Type": "text/html"}, bytes.NewReader(page))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", data)
+		var info gateway.FileInfo
+		require.NoError(t, json.Unmarshal(data, &info))
+		require.Equal(t, "text/html", info.MIMEType)
+		resp, data = send("GET", resp.Header.Get("Location"), demo, nil, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", data)
+		require.Equal(t, "text/html", resp.Header.Get("Content-Type"))
+		resp, _ = send("GET", "/v1/files/"+url.PathEscape(info.Ref), other, nil, nil)
+		require.Equal(t, "image/png", resp.Header.Get("Content-Type"))
 	})
 
 	t.Run("a tool's data", func(t *testing.T) {

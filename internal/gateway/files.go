@@ -21,9 +21,10 @@ import (
 // and answers its ref, "cas://sha256:<hex>", which a turn's parts name;
 // GET /v1/files/{ref} answers the bytes behind a ref of the tenant's,
 // whoever stored them (an upload, or a tool's output kept by ref). Blobs
-// are content-addressed: the same bytes are one blob, stored once with
-// the first content type they came with, and an upload repeated is the
-// same ref. A file's name is not stored (it is not part of the content);
+// are content-addressed: the same bytes are one blob, stored once, and
+// an upload repeated is the same ref; each tenant's content type for them
+// is the first it gave, so that nothing of an answer says whether another
+// tenant stored the same bytes, or with what type. A file's name is not stored (it is not part of the content);
 // the upload's answer only echoes it. A download is streamed from the
 // store a chunk at a time, whatever the file's size (a tool's download
 // may be a GiB), and serves byte ranges.

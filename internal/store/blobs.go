@@ -52,13 +52,18 @@ ON CONFLICT (sha256) DO NOTHING`
 	// chunks are.
 	sqlBlobBody       = `SELECT content_type, size, content_id, chunk_size, data FROM cas_blobs WHERE sha256 = $1`
 	sqlTenantBlobBody = `
-SELECT b.content_type, b.size, b.content_id, b.chunk_size, b.data
+SELECT COALESCE(o.content_type, b.content_type), b.size, b.content_id, b.chunk_size, b.data
 FROM cas_blobs b JOIN blob_owners o USING (sha256)
 WHERE o.tenant_id = $1 AND b.sha256 = $2`
 	sqlChunk = `SELECT data FROM blob_chunks WHERE content_id = $1 AND seq = $2`
 
-	sqlOwnBlob        = `INSERT INTO blob_owners (tenant_id, sha256) VALUES ($1, $2) ON CONFLICT DO NOTHING`
-	sqlTenantBlobInfo = `SELECT b.content_type, b.size FROM cas_blobs b JOIN blob_owners o USING (sha256) WHERE o.tenant_id = $1 AND b.sha256 = $2`
+	// A tenant's content type for bytes is the one it first stored them
+	// with (blob_owners.content_type), whatever another tenant's was.
+	sqlOwnBlob        = `INSERT INTO blob_owners (tenant_id, sha256, content_type) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+	sqlTenantBlobInfo = `
+SELECT COALESCE(o.content_type, b.content_type), b.size
+FROM cas_blobs b JOIN blob_owners o USING (sha256)
+WHERE o.tenant_id = $1 AND b.sha256 = $2`
 )
 
 // PutBlob stores data under its sha256 and returns its ref,
@@ -154,23 +159,35 @@ func truncate(s string, n int) string {
 }
 
 // PutTenantBlob stores data for a tenant and returns its ref: only that
-// tenant (and others that store the same bytes) may read it. Idempotent.
+// tenant (and others that store the same bytes) may read it, each with
+// the content type it first gave. Idempotent. Bytes larger than a chunk
+// are written whether or not another tenant stored them (WriteTenantBlob),
+// so that how long a store takes says nothing of other tenants' data.
 func (s *Store) PutTenantBlob(ctx context.Context, tenantID string, data []byte, contentType string) (string, error) {
 	if err := requireID("tenant_id", tenantID); err != nil {
 		return "", err
+	}
+	if len(data) > s.chunkSize {
+		info, err := s.writeBlob(ctx, tenantID, bytes.NewReader(data), contentType, 0)
+		return info.Ref, err
 	}
 	sum, err := s.putBlob(ctx, data, contentType)
 	if err != nil {
 		return "", err
 	}
-	if err := s.own(ctx, tenantID, sum); err != nil {
+	if err := s.own(ctx, tenantID, sum, contentType); err != nil {
 		return "", err
 	}
 	return casRefPrefix + sum, nil
 }
 
-func (s *Store) own(ctx context.Context, tenantID, sum string) error {
-	if _, err := s.pool.Exec(ctx, sqlOwnBlob, tenantID, sum); err != nil {
+// own makes a stored blob the tenant's, with the content type it gives
+// (DefaultContentType for ""), unless the tenant owns it already.
+func (s *Store) own(ctx context.Context, tenantID, sum, contentType string) error {
+	if contentType == "" {
+		contentType = DefaultContentType
+	}
+	if _, err := s.pool.Exec(ctx, sqlOwnBlob, tenantID, sum, contentType); err != nil {
 		return fmt.Errorf("put blob %s for tenant %q: %w", sum, tenantID, err)
 	}
 	return nil
@@ -183,7 +200,8 @@ func (s *Store) own(ctx context.Context, tenantID, sum string) error {
 // midway — r's error, ctx's end, a lost connection — leaves nothing
 // behind and nothing to read; writing the same bytes again (a retry)
 // stores nothing new and gives the same ref. contentType "" is stored as
-// DefaultContentType; bytes stored before keep their first type.
+// DefaultContentType; bytes the tenant stored before keep its first
+// type, and another tenant's type is never this tenant's.
 // maxBytes, when positive, bounds the blob: past it the write fails with
 // agent.CodeInvalid. Errors of r come back wrapped.
 func (s *Store) WriteTenantBlob(ctx context.Context, tenantID string, r io.Reader, contentType string, maxBytes int64) (agent.BlobInfo, error) {
@@ -213,7 +231,7 @@ func (s *Store) writeBlob(ctx context.Context, tenantID string, r io.Reader, con
 		if err := s.putInline(ctx, sum, src.buf[:src.n], contentType); err != nil {
 			return agent.BlobInfo{}, err
 		}
-		return s.owned(ctx, tenantID, sum)
+		return s.owned(ctx, tenantID, sum, contentType)
 	}
 	src.pending = true
 	var sum string
@@ -236,13 +254,13 @@ func (s *Store) writeBlob(ctx context.Context, tenantID string, r io.Reader, con
 			return errBlobStored // drops this write's chunks
 		}
 		if tenantID != "" {
-			_, err = tx.Exec(ctx, sqlOwnBlob, tenantID, sum)
+			_, err = tx.Exec(ctx, sqlOwnBlob, tenantID, sum, contentType)
 		}
 		return err
 	})
 	switch {
 	case errors.Is(err, errBlobStored):
-		return s.owned(ctx, tenantID, sum)
+		return s.owned(ctx, tenantID, sum, contentType)
 	case src.err != nil && errors.Is(err, src.err):
 		return agent.BlobInfo{}, err
 	case err != nil:
@@ -253,17 +271,18 @@ func (s *Store) writeBlob(ctx context.Context, tenantID string, r io.Reader, con
 
 // owned makes a stored blob the tenant's (when one is named) and
 // describes it.
-func (s *Store) owned(ctx context.Context, tenantID, sum string) (agent.BlobInfo, error) {
+func (s *Store) owned(ctx context.Context, tenantID, sum, contentType string) (agent.BlobInfo, error) {
 	if tenantID != "" {
-		if err := s.own(ctx, tenantID, sum); err != nil {
+		if err := s.own(ctx, tenantID, sum, contentType); err != nil {
 			return agent.BlobInfo{}, err
 		}
 	}
 	return s.info(ctx, tenantID, sum)
 }
 
-// info describes a stored blob: with its first content type, which may
-// not be the one this write gave.
+// info describes a stored blob: with the tenant's first content type for
+// it (the blob's first for no tenant), which may not be the one this
+// write gave.
 func (s *Store) info(ctx context.Context, tenantID, sum string) (agent.BlobInfo, error) {
 	if tenantID != "" {
 		return s.TenantBlobInfo(ctx, tenantID, casRefPrefix+sum)
