@@ -20,9 +20,10 @@
 // What a tool was sent back may hold a secret all the same: an API that
 // echoes the key it got. So the tool registry resolves through Recording,
 // which notes every value it hands out in the Seen of the call's context
-// (WithSeen), and cleans the call's output of them all; Recording refuses
-// values shorter than MinBytes, which could not be told apart from
-// ordinary text.
+// (WithSeen), and cleans the call's output of them all; what sends a
+// value in parts (basic authentication's password) notes the parts too
+// (NotePart). Values and parts shorter than MinBytes are refused: they
+// could not be told apart from ordinary text.
 package secrets
 
 import (
