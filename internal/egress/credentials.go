@@ -3,6 +3,7 @@ package egress
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -274,13 +275,28 @@ type part struct{ what, value string }
 //     The user is not (a name like "admin" is no secret), unless the
 //     password is empty: then the user is the credential (an API key sent
 //     as the user, as some APIs take it).
-//   - header (after its prefix), query and cookie: v is sent whole, and
-//     has no parts.
+//   - a header whose prefix is "Basic " (the one way an MCP server's
+//     headers can log in): v is the login in base64, so the decoded login
+//     is a part, and so are its parts as basic's are.
+//   - any other header (after its prefix), query and cookie: v is sent
+//     whole, and has no parts.
 func (c Credential) parts(v string) []part {
-	if c.In != InBasic {
-		return nil
+	switch {
+	case c.In == InBasic:
+		return loginParts(v)
+	case c.In == InHeader && strings.EqualFold(strings.TrimSpace(c.Prefix), "basic"):
+		login, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || !strings.Contains(string(login), ":") {
+			return nil // not a login: the API refuses it, and v is looked for as it is
+		}
+		return append([]part{{"the decoded login", string(login)}}, loginParts(string(login))...)
 	}
-	user, pass, _ := strings.Cut(v, ":")
+	return nil
+}
+
+// loginParts are the parts of a basic login, user:password.
+func loginParts(login string) []part {
+	user, pass, _ := strings.Cut(login, ":")
 	if pass == "" {
 		return []part{{"the user (the password is empty)", user}}
 	}

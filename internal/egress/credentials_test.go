@@ -406,9 +406,14 @@ func TestBasicPasswordEchoed(t *testing.T) {
 		})
 	})
 	base := client(t, []string{"127.0.0.1/32"}, nil)
-	env := map[string]string{"LOGIN": "ada:" + pass, "SHORT": "ada:admin1", "USERKEY": "sk_test_51Habc0123:", "SHORTUSER": "abcdefg:"}
+	env := map[string]string{"LOGIN": "ada:" + pass, "SHORT": "ada:admin1", "USERKEY": "sk_test_51Habc0123:", "SHORTUSER": "abcdefg:",
+		"HEADER": base64.StdEncoding.EncodeToString([]byte("ada:" + pass))}
 	call := func(t *testing.T, ref string) (string, http.Header, *secrets.Seen, error) {
-		creds, err := egress.NewCredentials(envSecrets(env), []egress.Credential{{Host: "127.0.0.1:" + api.port, In: egress.InBasic, Secret: ref}})
+		cred := egress.Credential{Host: "127.0.0.1:" + api.port, In: egress.InBasic, Secret: ref}
+		if ref == "env:HEADER" { // a login as an MCP server's headers give it
+			cred = egress.Credential{Host: cred.Host, In: egress.InHeader, Name: "Authorization", Prefix: "Basic ", Secret: ref}
+		}
+		creds, err := egress.NewCredentials(envSecrets(env), []egress.Credential{cred})
 		require.NoError(t, err)
 		ctx, seen := secrets.WithSeen(context.Background())
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+api.port+"/who", nil)
@@ -420,24 +425,26 @@ func TestBasicPasswordEchoed(t *testing.T) {
 		return body(t, resp, nil), resp.Header, seen, nil
 	}
 
-	echo, header, seen, err := call(t, "env:LOGIN")
-	require.NoError(t, err)
-	var got map[string]string
-	require.NoError(t, json.Unmarshal([]byte(echo), &got), echo)
-	require.Equal(t, "ada", got["user"], "the user name is no secret")
-	for _, field := range []string{"password", "upper", "hex", "tagged", "first", "second"} {
-		require.Contains(t, got[field], "[secret env:LOGIN]", field)
+	for _, ref := range []string{"env:LOGIN", "env:HEADER"} {
+		echo, header, seen, err := call(t, ref)
+		require.NoError(t, err)
+		var got map[string]string
+		require.NoError(t, json.Unmarshal([]byte(echo), &got), echo)
+		require.Equal(t, "ada", got["user"], "the user name is no secret")
+		for _, field := range []string{"password", "upper", "hex", "tagged", "first", "second"} {
+			require.Contains(t, got[field], "[secret "+ref+"]", field)
+		}
+		require.NotContains(t, strings.ToLower(echo), strings.ToLower(pass))
+		require.Equal(t, "[secret "+ref+"]", header.Get("X-Password"))
+		var values []string
+		for _, s := range seen.Secrets() {
+			values = append(values, s.Reveal())
+		}
+		require.Contains(t, values, pass, "the call's output is cleaned of the password on its own")
 	}
-	require.NotContains(t, strings.ToLower(echo), strings.ToLower(pass))
-	require.Equal(t, "[secret env:LOGIN]", header.Get("X-Password"))
-	var values []string
-	for _, s := range seen.Secrets() {
-		values = append(values, s.Reveal())
-	}
-	require.Contains(t, values, pass, "the call's output is cleaned of the password on its own")
 
 	// A key sent as the user, with an empty password, is the part.
-	echo, _, seen, err = call(t, "env:USERKEY")
+	echo, _, seen, err := call(t, "env:USERKEY")
 	require.NoError(t, err)
 	require.Contains(t, echo, `"user":"[secret env:USERKEY]"`)
 	require.Len(t, seen.Secrets(), 1, "the value and its user are one key")
