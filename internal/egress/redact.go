@@ -27,8 +27,9 @@ import (
 //
 // Each value, and the first and last (n-1)/2 bytes of a value of n bytes
 // when they are at least secrets.MinBytes long (an echo that splits it in
-// halves across two fields: each half less the byte or two at the cut),
-// is looked for in the forms an echo may give it:
+// halves across two fields: each half less the byte or two at the cut;
+// cut at the edges of its characters too), is looked for in the forms an
+// echo may give it:
 //
 //   - as it is, and in upper or lower case: every form is matched without
 //     regard to the case of ASCII letters, and a value's upper and lower
@@ -50,7 +51,12 @@ import (
 //
 // Every occurrence becomes the secret's placeholder, "[secret env:NAME]",
 // which keeps a JSON string a JSON string and names what was there. Where
-// occurrences overlap, the leftmost, then the longest, is replaced.
+// occurrences overlap, the leftmost, then the longest, is replaced. A
+// value that JSON does not write as it is (one with a quote, a backslash
+// or a control character) is looked for as it is too, and may then take a
+// document's own quote, or part of an escape, with it: the document is
+// broken, never the value kept, and the tool registry refuses to pass
+// such data on.
 //
 // Values shorter than secrets.MinBytes are not looked for: they would be
 // found by chance in ordinary text and garble it. secrets.Recording, which
@@ -150,11 +156,30 @@ func NewRedactor(list []secrets.Secret) *Redactor {
 // pieces are v and, when they are at least secrets.MinBytes long, its
 // first and last (len(v)-1)/2 bytes: what an echo that splits v in halves
 // across two fields, at its middle or a byte beside it, shows in each,
-// less the byte or two at the cut.
+// less the byte or two at the cut. A JSON writer escapes each half's
+// characters, and a piece cut inside a character would be escaped as
+// U+FFFD where the half holds the character whole: so the pieces are
+// also cut at the characters' edges, shorter, when they are still long
+// enough.
 func pieces(v string) []string {
 	out := []string{v}
-	if n := (len(v) - 1) / 2; n >= secrets.MinBytes {
-		out = append(out, v[:n], v[len(v)-n:])
+	n := (len(v) - 1) / 2
+	if n < secrets.MinBytes {
+		return out
+	}
+	out = append(out, v[:n], v[len(v)-n:])
+	end, start := n, len(v)-n
+	for end > 0 && !utf8.RuneStart(v[end]) {
+		end--
+	}
+	for start < len(v) && !utf8.RuneStart(v[start]) {
+		start++
+	}
+	if end != n && end >= secrets.MinBytes {
+		out = append(out, v[:end])
+	}
+	if start != len(v)-n && len(v)-start >= secrets.MinBytes {
+		out = append(out, v[start:])
 	}
 	return out
 }
