@@ -67,10 +67,10 @@ import (
 // concurrent use.
 type Redactor struct {
 	pats []pattern
-	// byStart indexes pats by their first minPattern bytes, and seen
-	// filters the starts that begin none: the scan looks at every byte.
+	// byStart indexes pats by their first minPattern bytes, and filter
+	// rules out most starts that begin none: the scan looks at every byte.
 	byStart map[uint64][]int
-	seen    *[filterBits / 64]uint64
+	filter  *[filterBits / 64]uint64
 }
 
 // minPattern is the length of every form looked for, at least: the
@@ -78,7 +78,7 @@ type Redactor struct {
 // bytes is ten characters).
 const minPattern = 8
 
-// filterBits is the size of Redactor.seen.
+// filterBits is the size of Redactor.filter.
 const filterBits = 1 << 16
 
 // pattern is one form of one secret's value, its ASCII letters in lower
@@ -128,7 +128,7 @@ func (p *pattern) partial(s []byte) int {
 
 // NewRedactor returns a redactor of the given secrets' values.
 func NewRedactor(list []secrets.Secret) *Redactor {
-	r := &Redactor{byStart: map[uint64][]int{}, seen: new([filterBits / 64]uint64)}
+	r := &Redactor{byStart: map[uint64][]int{}, filter: new([filterBits / 64]uint64)}
 	seen := map[string]bool{}
 	for _, s := range list {
 		v := s.Reveal()
@@ -145,7 +145,7 @@ func NewRedactor(list []secrets.Secret) *Redactor {
 				seen[string(find)] = true
 				start := startOf(find)
 				r.byStart[start] = append(r.byStart[start], len(r.pats))
-				r.seen[filterSlot(start)/64] |= 1 << (filterSlot(start) % 64)
+				r.filter[filterSlot(start)/64] |= 1 << (filterSlot(start) % 64)
 				r.pats = append(r.pats, newPattern(find, repl))
 			}
 		}
@@ -292,7 +292,7 @@ func foldASCII(b []byte) []byte {
 // startOf is the first minPattern bytes of b as a number.
 func startOf(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
-// filterSlot hashes a start to a bit of Redactor.seen.
+// filterSlot hashes a start to a bit of Redactor.filter.
 func filterSlot(start uint64) uint64 { return (start * 0x9E3779B97F4A7C15) >> (64 - 16) }
 
 // Empty reports whether r looks for nothing.
@@ -341,7 +341,7 @@ func (r *Redactor) scan(dst, src []byte, final bool) ([]byte, int, bool) {
 	for i := 0; i < hold && i+minPattern <= len(src); {
 		start := startOf(folded[i:])
 		slot := filterSlot(start)
-		if r.seen[slot/64]&(1<<(slot%64)) == 0 {
+		if r.filter[slot/64]&(1<<(slot%64)) == 0 {
 			i++ // the common case, kept to a few instructions
 			continue
 		}
