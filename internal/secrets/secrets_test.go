@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -416,6 +417,11 @@ func TestFilesStayInTheirFolder(t *testing.T) {
 			require.NotContains(t, err.Error(), "PATH=")
 		})
 	}
+
+	// A FIFO is opened without waiting for a writer, and refused.
+	require.NoError(t, syscall.Mkfifo(filepath.Join(ta, "fifo"), 0o600))
+	_, err = r.Resolve(secrets.WithTenant(context.Background(), "ta"), "file:"+filepath.Join(ta, "fifo"))
+	require.ErrorContains(t, err, "not a regular file")
 
 	// Without a grant, as Files is used on its own, the file's folder is
 	// the one links may not leave.
