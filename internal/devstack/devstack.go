@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,6 +28,10 @@ const (
 	EnvTestTemporalHTTPAddress = "AGENTFLOW_TEST_TEMPORAL_HTTP_ADDRESS"
 	// EnvTestNamespace names the Temporal namespace for tests; empty means "default".
 	EnvTestNamespace = "AGENTFLOW_TEST_NAMESPACE"
+	// EnvTestPlatformAddrs names every listener of those servers
+	// (Stack.PlatformAddrs), host:port, comma-separated: tests close them
+	// to tools.
+	EnvTestPlatformAddrs = "AGENTFLOW_TEST_PLATFORM_ADDRS"
 )
 
 // Defaults of [Options].
@@ -305,19 +309,6 @@ func (s *Stack) Stop() error {
 	return s.stopErr
 }
 
-// PlatformAddrs are the addresses the stack's servers listen on beyond
-// those processes are configured with (TemporalAddress,
-// TemporalHTTPAddress, DatabaseURL): the Web UI, which passes requests on
-// to the frontend's API. Processes close them to tools
-// (AGENTFLOW_PLATFORM_ADDRS).
-func (s *Stack) PlatformAddrs() []string {
-	var out []string
-	if u, err := url.Parse(s.UIURL); err == nil && u.Host != "" {
-		out = append(out, u.Host)
-	}
-	return out
-}
-
 // Env returns the AGENTFLOW_TEST_* assignments ("NAME=value") that make the
 // devtest package in child processes use s instead of starting its own
 // servers, for a command that starts one stack and runs `go test ./...`.
@@ -331,6 +322,9 @@ func Env(s *Stack) []string {
 	}
 	if s.TemporalHTTPAddress != "" {
 		env = append(env, EnvTestTemporalHTTPAddress+"="+s.TemporalHTTPAddress)
+	}
+	if addrs := s.PlatformAddrs(); len(addrs) > 0 {
+		env = append(env, EnvTestPlatformAddrs+"="+strings.Join(addrs, ","))
 	}
 	return env
 }

@@ -53,8 +53,39 @@ func TestStackLifecycle(t *testing.T) {
 		EnvTestTemporalAddress + "=" + s.TemporalAddress,
 		EnvTestNamespace + "=default",
 		EnvTestTemporalHTTPAddress + "=" + s.TemporalHTTPAddress,
+		EnvTestPlatformAddrs + "=" + strings.Join(s.PlatformAddrs(), ","),
 	}, Env(s))
 	requireHTTPAPI(t, s.TemporalHTTPAddress, s.Namespace)
+
+	// Every listener of both servers is reported, each taking
+	// connections: those the stack chose by name, the dev server's
+	// metrics among them (it would pick that port itself, unknown), and
+	// the ports its internal services picked.
+	pgURL, err := url.Parse(s.DatabaseURL)
+	require.NoError(t, err)
+	byWhat := map[string][]string{}
+	for _, l := range s.Listeners() {
+		byWhat[l.What] = append(byWhat[l.What], l.Addr)
+		c, err := net.DialTimeout("tcp", l.Addr, 5*time.Second)
+		require.NoError(t, err, "%s (%s)", l.Addr, l.What)
+		c.Close()
+	}
+	require.Equal(t, []string{s.TemporalAddress}, byWhat["the Temporal frontend's gRPC API"])
+	require.Equal(t, []string{s.TemporalHTTPAddress}, byWhat["the Temporal frontend's HTTP API"])
+	require.Equal(t, []string{pgURL.Host}, byWhat["Postgres"])
+	require.NotEmpty(t, byWhat["an internal port of the temporal dev server"], "%v", byWhat)
+	require.Len(t, byWhat["the Temporal dev server's metrics"], 1, "%v", byWhat)
+	resp, err := http.Get("http://" + byWhat["the Temporal dev server's metrics"][0] + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(metrics), "# TYPE ")
+	var addrs []string
+	for _, l := range s.Listeners() {
+		addrs = append(addrs, l.Addr)
+	}
+	require.Equal(t, addrs, s.PlatformAddrs())
 
 	// Postgres answers, and CreateDatabase reuses an existing database.
 	conn, err := pgx.Connect(ctx, s.DatabaseURL)
@@ -98,8 +129,6 @@ func TestStackLifecycle(t *testing.T) {
 	require.NoError(t, s.Stop())
 	require.NoError(t, s.Stop())
 	require.NoDirExists(t, s.scratch)
-	pgURL, err := url.Parse(s.DatabaseURL)
-	require.NoError(t, err)
 	requireRefused(t, pgURL.Host)
 	requireRefused(t, s.TemporalAddress)
 

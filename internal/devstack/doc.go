@@ -24,6 +24,15 @@
 // folder, and lets a new run recognise and stop a Postgres left behind by a
 // crashed one.
 //
+// Every TCP listener the started servers open is reported
+// ([Stack.Listeners], [Stack.PlatformAddrs]), read from the processes
+// themselves: the dev server's metrics (on a port the stack picks, since
+// the dev server would pick one nobody knows) and its internal services'
+// ports as well as its frontend's, Postgres's and the real server's. The
+// callers that run agentflow on a stack (the starter, internal/topology,
+// internal/testserver) close them all to tools, since an operator who
+// opens loopback to tools would otherwise open them too.
+//
 // When DATABASE_URL or a Temporal address is given, the corresponding server
 // is not started and the given one is used: [Stack.CreateDatabase] then
 // creates databases on that server.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -92,6 +93,7 @@ func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error
 		argv = append(argv, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
 	sv.argv = argv
+	sv.named = []Listener{{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), What: "Postgres"}}
 	if err := sv.start(s.Dir, cred); err != nil {
 		return err
 	}

@@ -28,6 +28,9 @@ type service struct {
 	dir     string
 	cred    *syscall.Credential
 	ready   func(context.Context) error // answers once the service serves
+	// named are the addresses the stack chose for the service's
+	// listeners, named (Stack.Listeners).
+	named []Listener
 }
 
 // start runs sv.argv in dir as cred (nil: as this process).

@@ -69,9 +69,22 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 		}
 	}
 	root := filepath.Join(s.Dir, "temporal-server")
-	httpPort, err := writeServerConfig(root, port, db)
+	services, err := writeServerConfig(root, port, db)
 	if err != nil {
 		return err
+	}
+	httpPort := services[0].HTTP
+	sv.named = nil
+	for _, svc := range services {
+		for _, l := range []struct {
+			port int
+			what string
+		}{{svc.GRPC, "gRPC API"}, {svc.HTTP, "HTTP API"}, {svc.Membership, "membership port"}} {
+			if l.port != 0 {
+				sv.named = append(sv.named, Listener{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(l.port)),
+					What: fmt.Sprintf("the Temporal %s's %s", svc.Name, l.what)})
+			}
+		}
 	}
 	sv.argv = []string{bins.server, "--root", root, "--config", "config", "--env", "devstack", "--allow-no-auth", "start"}
 	if err := sv.start(s.Dir, nil); err != nil {
@@ -224,20 +237,26 @@ type serverService struct {
 }
 
 // writeServerConfig writes root/config/devstack.yaml and the dynamic config
-// beside it, and returns the frontend's HTTP API port. Ports other than
-// the frontend's are picked free at each start.
-func writeServerConfig(root string, frontend int, db *pgconn.Config) (httpPort int, err error) {
+// beside it, and returns the services with their ports, the frontend
+// first. Ports other than the frontend's are picked free at each start.
+func writeServerConfig(root string, frontend int, db *pgconn.Config) ([]serverService, error) {
 	dir := filepath.Join(root, "config")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, fmt.Errorf("temporal server config: %w", err)
+		return nil, fmt.Errorf("temporal server config: %w", err)
 	}
 	ports, err := servicePorts(filepath.Join(dir, "ports"))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	dynamic := filepath.Join(dir, "dynamicconfig.yaml")
 	if err := os.WriteFile(dynamic, []byte(DynamicConfigYAML()), 0o644); err != nil {
-		return 0, fmt.Errorf("temporal server dynamic config: %w", err)
+		return nil, fmt.Errorf("temporal server dynamic config: %w", err)
+	}
+	services := []serverService{
+		{Name: "frontend", GRPC: frontend, Membership: ports[0], HTTP: ports[1]},
+		{Name: "history", GRPC: ports[2], Membership: ports[3]},
+		{Name: "matching", GRPC: ports[4], Membership: ports[5]},
+		{Name: "worker", GRPC: ports[6], Membership: ports[7]},
 	}
 	data := map[string]any{
 		"Shards":        ServerHistoryShards,
@@ -248,22 +267,17 @@ func writeServerConfig(root string, frontend int, db *pgconn.Config) (httpPort i
 		"DBPassword":    db.Password,
 		"Frontend":      frontend,
 		"DynamicConfig": dynamic,
-		"Services": []serverService{
-			{Name: "frontend", GRPC: frontend, Membership: ports[0], HTTP: ports[1]},
-			{Name: "history", GRPC: ports[2], Membership: ports[3]},
-			{Name: "matching", GRPC: ports[4], Membership: ports[5]},
-			{Name: "worker", GRPC: ports[6], Membership: ports[7]},
-		},
+		"Services":      services,
 	}
 	var b strings.Builder
 	if err := serverConfig.Execute(&b, data); err != nil {
-		return 0, fmt.Errorf("temporal server config: %w", err)
+		return nil, fmt.Errorf("temporal server config: %w", err)
 	}
 	// The password may be in it.
 	if err := os.WriteFile(filepath.Join(dir, "devstack.yaml"), []byte(b.String()), 0o600); err != nil {
-		return 0, fmt.Errorf("temporal server config: %w", err)
+		return nil, fmt.Errorf("temporal server config: %w", err)
 	}
-	return ports[1], nil
+	return services, nil
 }
 
 // DynamicConfigYAML renders [DynamicConfig] as a server's dynamic config

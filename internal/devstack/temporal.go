@@ -210,11 +210,24 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 	if err := portsFree(opts, port, httpPort, httpFixed); err != nil {
 		return err
 	}
+	// The dev server would take a free port for its metrics itself, which
+	// nobody here would know: tools must never reach it.
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
 	argv := []string{bin, "server", "start-dev",
 		"--ip", "127.0.0.1",
 		"--port", strconv.Itoa(port),
 		"--http-port", strconv.Itoa(httpPort),
+		"--metrics-port", strconv.Itoa(metricsPort),
 		"--log-level", "warn",
+	}
+	local := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+	sv.named = []Listener{
+		{Addr: local(port), What: "the Temporal frontend's gRPC API"},
+		{Addr: local(httpPort), What: "the Temporal frontend's HTTP API"},
+		{Addr: local(metricsPort), What: "the Temporal dev server's metrics"},
 	}
 	uiURL := ""
 	switch opts.UIPort {
@@ -227,6 +240,7 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 		}
 		argv = append(argv, "--ui-port", strconv.Itoa(ui))
 		uiURL = fmt.Sprintf("http://127.0.0.1:%d", ui)
+		sv.named = append(sv.named, Listener{Addr: local(ui), What: "the Temporal Web UI"})
 	}
 	if s.Namespace != DefaultNamespace { // "default" always exists
 		argv = append(argv, "--namespace", s.Namespace)

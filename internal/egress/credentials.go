@@ -3,12 +3,14 @@ package egress
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,21 +235,72 @@ func (c *Credentials) Redactor() *Redactor {
 	return c.red
 }
 
+// value resolves cr's secret and keeps it, and the parts the request
+// carries apart, to clean answers of.
 func (c *Credentials) value(ctx context.Context, cr credential) (string, error) {
 	v, err := c.secrets.Resolve(ctx, cr.Secret)
 	if err != nil {
 		return "", fmt.Errorf("credential for %s: %w", cr.Host, err)
 	}
+	keep := []secrets.Secret{secrets.New(cr.Secret, v)}
+	for _, p := range cr.parts(v) {
+		if err := secrets.NotePart(ctx, cr.Secret, p.what, p.value); err != nil {
+			return "", fmt.Errorf("credential for %s: %w", cr.Host, err)
+		}
+		keep = append(keep, secrets.New(cr.Secret, p.value))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, s := range c.sent {
-		if s.Reveal() == v {
-			return v, nil
+	for _, k := range keep {
+		if !slices.ContainsFunc(c.sent, func(s secrets.Secret) bool { return s.Reveal() == k.Reveal() }) {
+			c.sent = append(c.sent, k)
+			c.red = nil
 		}
 	}
-	c.sent = append(c.sent, secrets.New(cr.Secret, v))
-	c.red = nil
 	return v, nil
+}
+
+// part is a piece of a credential's value that a request carries apart
+// from the rest.
+type part struct{ what, value string }
+
+// parts are the pieces of v, the value of c's secret, that a request
+// carries apart from the rest. Each is looked for on its own in what
+// comes back, beside v (Redactor), and refused when shorter than
+// secrets.MinBytes. This is the one rule of every tool kind, since every
+// kind adds its credentials here:
+//
+//   - basic: user:password goes as one base64 string, and an API that
+//     decodes it may echo the password alone, so the password is a part.
+//     The user is not (a name like "admin" is no secret), unless the
+//     password is empty: then the user is the credential (an API key sent
+//     as the user, as some APIs take it).
+//   - a header whose prefix is "Basic " (the one way an MCP server's
+//     headers can log in): v is the login in base64, so the decoded login
+//     is a part, and so are its parts as basic's are.
+//   - any other header (after its prefix), query and cookie: v is sent
+//     whole, and has no parts.
+func (c Credential) parts(v string) []part {
+	switch {
+	case c.In == InBasic:
+		return loginParts(v)
+	case c.In == InHeader && strings.EqualFold(strings.TrimSpace(c.Prefix), "basic"):
+		login, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || !strings.Contains(string(login), ":") {
+			return nil // not a login: the API refuses it, and v is looked for as it is
+		}
+		return append([]part{{"the decoded login", string(login)}}, loginParts(string(login))...)
+	}
+	return nil
+}
+
+// loginParts are the parts of a basic login, user:password.
+func loginParts(login string) []part {
+	user, pass, _ := strings.Cut(login, ":")
+	if pass == "" {
+		return []part{{"the user (the password is empty)", user}}
+	}
+	return []part{{"the password", pass}}
 }
 
 // Client returns a client that makes base's requests (its transport, so

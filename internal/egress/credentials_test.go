@@ -2,7 +2,9 @@ package egress_test
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -377,4 +379,87 @@ func FuzzCredential(f *testing.F) {
 			require.False(t, creds.Carries(&url.URL{Scheme: "https", Host: "elsewhere.example.org"}), "host %q", host)
 		}
 	})
+}
+
+// TestBasicPasswordEchoed is finding 2 of the fourth trust review at the
+// egress client: an API that decodes a basic login and echoes the
+// password alone (as it is, upper-cased, in hex, in base64 after a
+// prefix) shows the login's placeholder instead, and the call's secrets
+// (secrets.Seen, which the tool registry cleans a call's output of) hold
+// the password on its own; the user name is no secret and is left. A
+// login whose password, or whose user where the password is empty, is
+// shorter than secrets.MinBytes is refused before anything is sent.
+func TestBasicPasswordEchoed(t *testing.T) {
+	const pass = "Lov3lace-Analytic-Engine"
+	var calls int
+	var mu sync.Mutex
+	api := serve(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		user, pw, _ := r.BasicAuth()
+		w.Header().Set("X-Password", pw)
+		_ = json.NewEncoder(w).Encode(map[string]string{
+			"user": user, "password": pw, "upper": strings.ToUpper(pw), "hex": hex.EncodeToString([]byte(pw)),
+			"tagged": base64.StdEncoding.EncodeToString([]byte("pw=" + pw)),
+			"first":  pw[:len(pw)/2], "second": pw[len(pw)/2:],
+		})
+	})
+	base := client(t, []string{"127.0.0.1/32"}, nil)
+	env := map[string]string{"LOGIN": "ada:" + pass, "SHORT": "ada:admin1", "USERKEY": "sk_test_51Habc0123:", "SHORTUSER": "abcdefg:",
+		"HEADER": base64.StdEncoding.EncodeToString([]byte("ada:" + pass))}
+	call := func(t *testing.T, ref string) (string, http.Header, *secrets.Seen, error) {
+		cred := egress.Credential{Host: "127.0.0.1:" + api.port, In: egress.InBasic, Secret: ref}
+		if ref == "env:HEADER" { // a login as an MCP server's headers give it
+			cred = egress.Credential{Host: cred.Host, In: egress.InHeader, Name: "Authorization", Prefix: "Basic ", Secret: ref}
+		}
+		creds, err := egress.NewCredentials(envSecrets(env), []egress.Credential{cred})
+		require.NoError(t, err)
+		ctx, seen := secrets.WithSeen(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+api.port+"/who", nil)
+		require.NoError(t, err)
+		resp, err := creds.Client(base).Do(req)
+		if err != nil {
+			return "", nil, seen, err
+		}
+		return body(t, resp, nil), resp.Header, seen, nil
+	}
+
+	for _, ref := range []string{"env:LOGIN", "env:HEADER"} {
+		echo, header, seen, err := call(t, ref)
+		require.NoError(t, err)
+		var got map[string]string
+		require.NoError(t, json.Unmarshal([]byte(echo), &got), echo)
+		require.Equal(t, "ada", got["user"], "the user name is no secret")
+		for _, field := range []string{"password", "upper", "hex", "tagged", "first", "second"} {
+			require.Contains(t, got[field], "[secret "+ref+"]", field)
+		}
+		require.NotContains(t, strings.ToLower(echo), strings.ToLower(pass))
+		require.Equal(t, "[secret "+ref+"]", header.Get("X-Password"))
+		var values []string
+		for _, s := range seen.Secrets() {
+			values = append(values, s.Reveal())
+		}
+		require.Contains(t, values, pass, "the call's output is cleaned of the password on its own")
+	}
+
+	// A key sent as the user, with an empty password, is the part.
+	echo, _, seen, err := call(t, "env:USERKEY")
+	require.NoError(t, err)
+	require.Contains(t, echo, `"user":"[secret env:USERKEY]"`)
+	require.Len(t, seen.Secrets(), 1, "the value and its user are one key")
+
+	mu.Lock()
+	before := calls
+	mu.Unlock()
+	for _, ref := range []string{"env:SHORT", "env:SHORTUSER"} {
+		_, _, _, err = call(t, ref)
+		require.ErrorIs(t, err, secrets.ErrTooShort, ref)
+		require.ErrorContains(t, err, "secret "+ref+": the ")
+		require.NotContains(t, err.Error(), "admin1")
+		require.NotContains(t, err.Error(), "abcdefg")
+	}
+	mu.Lock()
+	require.Equal(t, before, calls, "nothing is sent with a login that short")
+	mu.Unlock()
 }

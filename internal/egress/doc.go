@@ -57,6 +57,16 @@
 // another address in between. Proxies from the environment are ignored,
 // since a proxy would do the dialling instead.
 //
+// # Credentials and what comes back
+//
+// Tools describe their secrets as Credentials, which add them to the
+// requests to their own host only and clean every answer of them, and of
+// the parts a request carries apart (a basic login's password), with the
+// Redactor: the one redactor of every tool kind, which the tool registry
+// also runs over every call's output. It finds a value and its parts in
+// the encodings an echo gives them (case, hex, base64 at any offset,
+// percent-encoding, JSON escapes, halves across two fields).
+//
 // # Errors
 //
 // Refusals and an oversized response are agent.CodeInvalid errors whose

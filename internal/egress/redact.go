@@ -3,6 +3,8 @@ package egress
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,28 +22,67 @@ import (
 // a tool's output. It is the one redactor of every tool kind: Credentials
 // applies it to the answers of the requests they were attached to, and the
 // tool registry to every call's output, with every secret the call
-// resolved.
+// resolved and every part of one a credential sent apart (Credential's
+// parts: basic authentication's password).
 //
-// Each value is looked for in the forms an echo may give it: as it is; as
-// a JSON string holds it (escaped plainly, with <, > and & escaped as Go
-// does, with non-ASCII characters as \u escapes as Python does, with / as
-// \/ as PHP does); URL-encoded, as a query or a path holds it; and in
-// base64, as HTTP basic authentication sends it. Every occurrence becomes
-// the secret's placeholder, "[secret env:NAME]", which keeps a JSON string
-// a JSON string and names what was there. Where occurrences overlap, the
-// leftmost, then the longest, is replaced.
+// Each value, and the first and last (n-1)/2 bytes of a value of n bytes
+// when they are at least secrets.MinBytes long (an echo that splits it in
+// halves across two fields: each half less the byte or two at the cut;
+// cut at the edges of its characters too), is looked for in the forms an
+// echo may give it:
+//
+//   - as it is, and in upper or lower case: every form is matched without
+//     regard to the case of ASCII letters, and a value's upper and lower
+//     case beyond ASCII are forms of their own;
+//   - as a JSON string holds it: escaped plainly, with <, > and & escaped
+//     as Go does, with non-ASCII characters as \u escapes as Python does,
+//     with / as \/ as PHP does (in every form below too);
+//   - URL-encoded: as a query holds it, as a path holds it, with only the
+//     unreserved characters of RFC 3986 left as they are, as
+//     encodeURIComponent leaves them, and with every byte escaped;
+//   - in hex, of either case;
+//   - in base64, standard and URL alphabets, padded or not: the value
+//     encoded on its own, and the characters that hold its bits alone
+//     wherever it starts in what was encoded (at an offset of 0, 1 or 2
+//     bytes modulo 3, so "user:" + value as basic authentication sends it
+//     is found too). The one or two characters at either end that also
+//     hold bits of what is next to the value are left: they carry less
+//     than a byte of it.
+//
+// Every occurrence becomes the secret's placeholder, "[secret env:NAME]",
+// which keeps a JSON string a JSON string and names what was there. Where
+// occurrences overlap, the leftmost, then the longest, is replaced. A
+// value that JSON does not write as it is (one with a quote, a backslash
+// or a control character) is looked for as it is too, and may then take a
+// document's own quote, or part of an escape, with it: the document is
+// broken, never the value kept, and the tool registry refuses to pass
+// such data on.
 //
 // Values shorter than secrets.MinBytes are not looked for: they would be
 // found by chance in ordinary text and garble it. secrets.Recording, which
-// every tool resolves through, refuses them.
+// every tool resolves through, refuses them, and Credentials a part that
+// short (a basic password of "admin1").
 //
 // A nil or empty Redactor changes nothing. A Redactor is safe for
 // concurrent use.
 type Redactor struct {
 	pats []pattern
+	// byStart indexes pats by their first minPattern bytes, and filter
+	// rules out most starts that begin none: the scan looks at every byte.
+	byStart map[uint64][]int
+	filter  *[filterBits / 64]uint64
 }
 
-// pattern is one form of one secret's value and what replaces it.
+// minPattern is the length of every form looked for, at least: the
+// shortest form of the shortest value (a base64 run of secrets.MinBytes
+// bytes is ten characters).
+const minPattern = 8
+
+// filterBits is the size of Redactor.filter.
+const filterBits = 1 << 16
+
+// pattern is one form of one secret's value, its ASCII letters in lower
+// case, and what replaces it.
 type pattern struct {
 	find, repl []byte
 	// fail[i] is the length of the longest proper prefix of find[:i+1]
@@ -87,7 +128,7 @@ func (p *pattern) partial(s []byte) int {
 
 // NewRedactor returns a redactor of the given secrets' values.
 func NewRedactor(list []secrets.Secret) *Redactor {
-	r := &Redactor{}
+	r := &Redactor{byStart: map[uint64][]int{}, filter: new([filterBits / 64]uint64)}
 	seen := map[string]bool{}
 	for _, s := range list {
 		v := s.Reveal()
@@ -95,33 +136,117 @@ func NewRedactor(list []secrets.Secret) *Redactor {
 			continue
 		}
 		repl := []byte(s.String())
-		for _, f := range forms(v) {
-			if seen[f] {
-				continue
+		for _, piece := range pieces(v) {
+			for _, f := range forms(piece) {
+				find := foldASCII([]byte(f))
+				if len(find) < minPattern || seen[string(find)] {
+					continue
+				}
+				seen[string(find)] = true
+				start := startOf(find)
+				r.byStart[start] = append(r.byStart[start], len(r.pats))
+				r.filter[filterSlot(start)/64] |= 1 << (filterSlot(start) % 64)
+				r.pats = append(r.pats, newPattern(find, repl))
 			}
-			seen[f] = true
-			r.pats = append(r.pats, newPattern([]byte(f), repl))
 		}
 	}
 	return r
 }
 
-// forms are the ways an echo may write v.
+// pieces are v and, when they are at least secrets.MinBytes long, its
+// first and last (len(v)-1)/2 bytes: what an echo that splits v in halves
+// across two fields, at its middle or a byte beside it, shows in each,
+// less the byte or two at the cut. A JSON writer escapes each half's
+// characters, and a piece cut inside a character would be escaped as
+// U+FFFD where the half holds the character whole: so the pieces are
+// also cut at the characters' edges, shorter, when they are still long
+// enough.
+func pieces(v string) []string {
+	out := []string{v}
+	n := (len(v) - 1) / 2
+	if n < secrets.MinBytes {
+		return out
+	}
+	out = append(out, v[:n], v[len(v)-n:])
+	end, start := n, len(v)-n
+	for end > 0 && !utf8.RuneStart(v[end]) {
+		end--
+	}
+	for start < len(v) && !utf8.RuneStart(v[start]) {
+		start++
+	}
+	if end != n && end >= secrets.MinBytes {
+		out = append(out, v[:end])
+	}
+	if start != len(v)-n && len(v)-start >= secrets.MinBytes {
+		out = append(out, v[start:])
+	}
+	return out
+}
+
+// forms are the ways an echo may write v (see Redactor).
 func forms(v string) []string {
 	plain := jsonEscape(v)
 	html, _ := json.Marshal(v) // a string always marshals
 	ascii := asciiJSON(plain)
-	return []string{
+	out := []string{
 		v,
+		strings.ToUpper(v),
+		strings.ToLower(v),
 		plain,
 		string(html[1 : len(html)-1]),
 		ascii,
-		strings.ReplaceAll(plain, "/", `\/`),
-		strings.ReplaceAll(ascii, "/", `\/`), // PHP's json_encode escapes both
 		url.QueryEscape(v),
 		url.PathEscape(v),
-		base64.StdEncoding.EncodeToString([]byte(v)),
+		percentEscape(v, unreserved),
+		percentEscape(v, func(c byte) bool { return unreserved(c) || strings.IndexByte("!'()*", c) >= 0 }),
+		percentEscape(v, func(byte) bool { return false }),
+		hex.EncodeToString([]byte(v)),
 	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		out = append(out, enc.EncodeToString([]byte(v)), enc.WithPadding(base64.NoPadding).EncodeToString([]byte(v)))
+		for offset := range 3 {
+			out = append(out, base64Run(enc, v, offset))
+		}
+	}
+	// PHP's json_encode writes / as \/, in whatever form holds one.
+	for _, f := range out {
+		if strings.Contains(f, "/") {
+			out = append(out, strings.ReplaceAll(f, "/", `\/`))
+		}
+	}
+	return out
+}
+
+// base64Run is the part of the base64 of a text, holding v at offset
+// (modulo 3) bytes, that v's bits alone decide, whatever comes before and
+// after it: its characters from the first that starts within v to the
+// last that ends within it.
+func base64Run(enc *base64.Encoding, v string, offset int) string {
+	buf := make([]byte, offset+len(v))
+	copy(buf[offset:], v)
+	s := enc.WithPadding(base64.NoPadding).EncodeToString(buf)
+	from, to := (8*offset+5)/6, 8*(offset+len(v))/6
+	return s[from:to]
+}
+
+// percentEscape is v with every byte but those it keeps written as %XX.
+func percentEscape(v string, keep func(byte) bool) string {
+	var b strings.Builder
+	for i := range len(v) {
+		c := v[i]
+		if keep(c) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+// unreserved reports whether RFC 3986 leaves c as it is in a URL.
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0
 }
 
 // jsonEscape is v as the inside of a JSON string, escaping only what JSON
@@ -152,6 +277,23 @@ func asciiJSON(s string) string {
 	}
 	return b.String()
 }
+
+// foldASCII returns b with its ASCII letters in lower case, in place: the
+// same length, so that positions in it are positions in b.
+func foldASCII(b []byte) []byte {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return b
+}
+
+// startOf is the first minPattern bytes of b as a number.
+func startOf(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// filterSlot hashes a start to a bit of Redactor.filter.
+func filterSlot(start uint64) uint64 { return (start * 0x9E3779B97F4A7C15) >> (64 - 16) }
 
 // Empty reports whether r looks for nothing.
 func (r *Redactor) Empty() bool { return r == nil || len(r.pats) == 0 }
@@ -189,60 +331,59 @@ func (r *Redactor) String(s string) string {
 // every longer form that could start at p, and every value that could
 // start before p, is known to be there or not.
 func (r *Redactor) scan(dst, src []byte, final bool) ([]byte, int, bool) {
+	folded := foldASCII(bytes.Clone(src))
 	hold := len(src)
 	if !final {
-		hold = r.partialStart(src)
-	}
-	// next[j] is where pats[j] is next found at or after i: -2 not looked
-	// for yet, -1 nowhere.
-	next := make([]int, len(r.pats))
-	for j := range next {
-		next[j] = -2
+		hold = r.partialStart(folded)
 	}
 	found := false
-	i := 0
-	for {
-		best, at := -1, -1
-		for j, p := range r.pats {
-			if next[j] == -1 {
-				continue
-			}
-			if next[j] < i { // not looked for yet, or inside a value replaced since
-				k := bytes.Index(src[i:], p.find)
-				if k < 0 {
-					next[j] = -1
-					continue
-				}
-				next[j] = i + k
-			}
-			if best < 0 || next[j] < at || next[j] == at && len(p.find) > len(r.pats[best].find) {
-				best, at = j, next[j]
-			}
+	done := 0 // src[:done] is in dst
+	for i := 0; i < hold && i+minPattern <= len(src); {
+		start := startOf(folded[i:])
+		slot := filterSlot(start)
+		if r.filter[slot/64]&(1<<(slot%64)) == 0 {
+			i++ // the common case, kept to a few instructions
+			continue
 		}
-		if best < 0 || at >= hold {
-			break
+		j := r.longestAt(folded[i:], start)
+		if j < 0 {
+			i++
+			continue
 		}
 		found = true
-		dst = append(dst, src[i:at]...)
-		dst = append(dst, r.pats[best].repl...)
-		i = at + len(r.pats[best].find)
+		dst = append(dst, src[done:i]...)
+		dst = append(dst, r.pats[j].repl...)
+		i += len(r.pats[j].find)
+		done = i
 	}
-	if i < hold {
-		dst = append(dst, src[i:hold]...)
-		i = hold
+	if done < hold {
+		dst = append(dst, src[done:hold]...)
+		done = hold
 	}
-	return dst, i, found
+	return dst, done, found
 }
 
-// partialStart is the first position of src from which the rest of src is
-// the start of some form, which more bytes may complete; len(src) when
+// longestAt is the index of the longest pattern at the start of folded,
+// whose first minPattern bytes are start; -1 for none.
+func (r *Redactor) longestAt(folded []byte, start uint64) int {
+	best := -1
+	for _, j := range r.byStart[start] {
+		if bytes.HasPrefix(folded, r.pats[j].find) && (best < 0 || len(r.pats[j].find) > len(r.pats[best].find)) {
+			best = j
+		}
+	}
+	return best
+}
+
+// partialStart is the first position of folded from which the rest is the
+// start of some form, which more bytes may complete; len(folded) when
 // there is none.
-func (r *Redactor) partialStart(src []byte) int {
+func (r *Redactor) partialStart(folded []byte) int {
 	longest := 0
 	for i := range r.pats {
-		longest = max(longest, r.pats[i].partial(src))
+		longest = max(longest, r.pats[i].partial(folded))
 	}
-	return len(src) - longest
+	return len(folded) - longest
 }
 
 // Reader returns src with every value replaced as it streams. A value

@@ -3,6 +3,7 @@ package secrets
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -104,6 +105,28 @@ func (g Grants) Allows(tenant, ref string) error {
 	return agent.Errorf(agent.CodeInvalid, "secret %s is not one tenant %q may name: the operator grants secrets to tenants with AGENTFLOW_SECRETS", ref, tenant)
 }
 
+// folder is the folder the grants of tenant name for ref, a file:
+// reference they allow: of a pattern's, the folder its prefix is in
+// (file:/srv/secrets/ta/* names /srv/secrets/ta); of a grant of one file,
+// the file's folder. Of several, the widest, which the grants open
+// whole anyway.
+func (g Grants) folder(tenant, ref string) string {
+	var out string
+	for _, t := range []string{tenant, "*"} {
+		for _, p := range g.byTenant[t] {
+			if !matchPattern(p, ref) {
+				continue
+			}
+			name, _ := strings.CutPrefix(strings.TrimSuffix(p, "*"), SchemeFile+":")
+			dir := path.Dir(name + "x")
+			if out == "" || len(dir) < len(out) {
+				out = dir
+			}
+		}
+	}
+	return out
+}
+
 func matchPattern(p, ref string) bool {
 	if prefix, ok := strings.CutSuffix(p, "*"); ok {
 		return strings.HasPrefix(ref, prefix)
@@ -148,6 +171,17 @@ func clipEntry(s string) string {
 
 type tenantKey struct{}
 
+type folderKey struct{}
+
+// folderIn is the folder a file: secret at name is read in (Files): the
+// one its grant names (Scoped), else its own.
+func folderIn(ctx context.Context, name string) string {
+	if dir, _ := ctx.Value(folderKey{}).(string); dir != "" {
+		return dir
+	}
+	return path.Dir(name)
+}
+
 // WithTenant returns a context whose secrets are resolved for tenant: a
 // Scoped resolver refuses what the tenant was not granted.
 func WithTenant(ctx context.Context, tenant string) context.Context {
@@ -179,6 +213,9 @@ func (s scoped) Resolve(ctx context.Context, ref string) (string, error) {
 	}
 	if err := s.grants.Allows(tenant, ref); err != nil {
 		return "", err
+	}
+	if strings.HasPrefix(ref, SchemeFile+":") {
+		ctx = context.WithValue(ctx, folderKey{}, s.grants.folder(tenant, ref))
 	}
 	return s.next.Resolve(ctx, ref)
 }

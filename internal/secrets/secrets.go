@@ -20,9 +20,10 @@
 // What a tool was sent back may hold a secret all the same: an API that
 // echoes the key it got. So the tool registry resolves through Recording,
 // which notes every value it hands out in the Seen of the call's context
-// (WithSeen), and cleans the call's output of them all; Recording refuses
-// values shorter than MinBytes, which could not be told apart from
-// ordinary text.
+// (WithSeen), and cleans the call's output of them all; what sends a
+// value in parts (basic authentication's password) notes the parts too
+// (NotePart). Values and parts shorter than MinBytes are refused: they
+// could not be told apart from ordinary text.
 package secrets
 
 import (
@@ -36,6 +37,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 )
@@ -149,6 +151,18 @@ func (e *Env) Resolve(_ context.Context, ref string) (string, error) {
 // empty is an error that wraps ErrNotSet; one that cannot be read, is no
 // regular file or is larger than MaxFileBytes is an error too. Errors name
 // the reference, never the content.
+//
+// A file is read within its folder: the folder the operator's grant names
+// when the reference was granted through Scoped (file:/srv/secrets/ta/*
+// names /srv/secrets/ta; a grant of one file names the file's own
+// folder), else the file's own folder. Links inside that folder are
+// followed, as a Kubernetes Secret's volume needs (key -> ..data/key);
+// a link that leads out of it, absolute or through "..", is not, so that
+// a link in a tenant's folder reads neither another tenant's secrets nor
+// the worker's environment (/proc/self/environ). The folder itself may be
+// a link, as the operator mounted it. Whatever the path, a file on /proc
+// or /sys, or on the other file systems of the kernel's state, is never
+// read.
 type Files struct{}
 
 // MaxFileBytes bounds a file: secret: a token, a password or a key, not a
@@ -156,7 +170,7 @@ type Files struct{}
 const MaxFileBytes = 64 << 10
 
 // Resolve returns the value of a file: reference.
-func (Files) Resolve(_ context.Context, ref string) (string, error) {
+func (Files) Resolve(ctx context.Context, ref string) (string, error) {
 	scheme, name, err := parseRef(ref)
 	if err != nil {
 		return "", err
@@ -164,21 +178,30 @@ func (Files) Resolve(_ context.Context, ref string) (string, error) {
 	if scheme != SchemeFile {
 		return "", fmt.Errorf("secret %s: not a file: reference", ref)
 	}
-	// Stat before opening: opening a FIFO would wait for a writer.
-	info, err := os.Stat(name)
+	if systemFile(name) {
+		return "", fmt.Errorf("secret %s: a file of /proc, /sys or /dev is never a secret", ref)
+	}
+	dir := folderIn(ctx, name)
+	f, err := openIn(dir, name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("secret %s: the file does not exist: %w", ref, ErrNotSet)
+	case errors.Is(err, errOutside):
+		return "", fmt.Errorf("secret %s: the file is a link out of %s, which is not followed", ref, dir)
+	case err != nil:
+		return "", fmt.Errorf("secret %s: the file cannot be read: %v", ref, osReason(err))
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	switch {
 	case err != nil:
 		return "", fmt.Errorf("secret %s: the file cannot be read: %v", ref, osReason(err))
 	case !info.Mode().IsRegular():
 		return "", fmt.Errorf("secret %s: not a regular file", ref)
 	}
-	f, err := os.Open(name)
-	if err != nil {
-		return "", fmt.Errorf("secret %s: the file cannot be read: %v", ref, osReason(err))
+	if kind := kernelFS(f); kind != "" {
+		return "", fmt.Errorf("secret %s: the file is on %s, the kernel's state, which is never a secret", ref, kind)
 	}
-	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	switch {
 	case err != nil:
@@ -191,6 +214,36 @@ func (Files) Resolve(_ context.Context, ref string) (string, error) {
 		return "", fmt.Errorf("secret %s: the file is empty: %w", ref, ErrNotSet)
 	}
 	return v, nil
+}
+
+// errOutside is a path that leads out of the folder it is read in.
+var errOutside = errors.New("a link out of the folder")
+
+// openIn opens the file at name (absolute, clean, inside dir) for
+// reading, following no link out of dir (os.Root). It opens without
+// waiting: a FIFO would wait for a writer; the caller refuses anything
+// but a regular file.
+func openIn(dir, name string) (*os.File, error) {
+	rel, ok := strings.CutPrefix(name, strings.TrimSuffix(dir, "/")+"/")
+	if !ok {
+		return nil, errOutside
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		// os.Root's refusal of a path that leaves it has no exported
+		// error; its message is stable.
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent" {
+			return nil, errOutside
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 // osReason is what went wrong with a file, without the path the

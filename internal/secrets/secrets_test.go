@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -331,4 +332,104 @@ func FuzzValidateRef(f *testing.F) {
 		}
 		require.True(t, strings.HasPrefix(ref, "env:"), ref)
 	})
+}
+
+// TestFilesStayInTheirFolder is finding 9 of the fourth trust review: a
+// file: secret is read through the operator's grant without following a
+// link out of the folder the grant names, and never from /proc or /sys,
+// however the path leads there; links inside the folder (as a
+// Kubernetes Secret's volume makes them) are followed.
+func TestFilesStayInTheirFolder(t *testing.T) {
+	base := t.TempDir()
+	mkdir := func(p string) string {
+		require.NoError(t, os.MkdirAll(p, 0o755))
+		return p
+	}
+	write := func(p, content string) {
+		require.NoError(t, os.WriteFile(p, []byte(content+"\n"), 0o600))
+	}
+	link := func(target, p string) {
+		require.NoError(t, os.Symlink(target, p))
+	}
+	ta := mkdir(filepath.Join(base, "secrets", "ta"))
+	tb := mkdir(filepath.Join(base, "secrets", "tb"))
+	write(filepath.Join(tb, "key"), "tenant-b-secret-1")
+	write(filepath.Join(ta, "plain"), "tenant-a-secret-1")
+	// A Kubernetes Secret's volume: key -> ..data/key, ..data -> ..2026_01.
+	data := mkdir(filepath.Join(ta, "..2026_01"))
+	write(filepath.Join(data, "key"), "tenant-a-secret-2")
+	link("..2026_01", filepath.Join(ta, "..data"))
+	link("..data/key", filepath.Join(ta, "k8s"))
+	mkdir(filepath.Join(ta, "sub"))
+	link("../plain", filepath.Join(ta, "sub", "up"))
+	link("/proc/self/environ", filepath.Join(ta, "envlink"))
+	link("../tb/key", filepath.Join(ta, "sibling"))
+	link(filepath.Join(tb, "key"), filepath.Join(ta, "absolute"))
+	link("sub/../../tb/key", filepath.Join(ta, "dotdot"))
+	link("/proc/self", filepath.Join(ta, "self"))
+	link("/sys/kernel", filepath.Join(ta, "kernel"))
+	// Folders that are themselves links: to a folder, and into /proc.
+	real := mkdir(filepath.Join(base, "mounted", "tc"))
+	write(filepath.Join(real, "key"), "tenant-c-secret-1")
+	link(real, filepath.Join(base, "secrets", "tc"))
+	link("/proc/self", filepath.Join(base, "secrets", "td"))
+
+	env := secrets.NewEnv(func(string) (string, bool) { return "", false })
+	grants, err := secrets.ParseGrants(strings.Join([]string{
+		"ta=file:" + ta + "/*",
+		"tb=file:" + filepath.Join(tb, "key"),
+		"tc=file:" + filepath.Join(base, "secrets", "tc") + "/*",
+		"td=file:" + filepath.Join(base, "secrets", "td") + "/*",
+	}, ","))
+	require.NoError(t, err)
+	r := secrets.Scoped(secrets.Schemes{secrets.SchemeEnv: env, secrets.SchemeFile: secrets.Files{}}, grants)
+
+	tests := []struct {
+		name, tenant, path string
+		want               string // the value; "" when refused
+		err                string
+	}{
+		{name: "a file in the folder", tenant: "ta", path: filepath.Join(ta, "plain"), want: "tenant-a-secret-1"},
+		{name: "links inside the folder", tenant: "ta", path: filepath.Join(ta, "k8s"), want: "tenant-a-secret-2"},
+		{name: "a link up, still inside", tenant: "ta", path: filepath.Join(ta, "sub", "up"), want: "tenant-a-secret-1"},
+		{name: "a granted file", tenant: "tb", path: filepath.Join(tb, "key"), want: "tenant-b-secret-1"},
+		{name: "a folder that is a link", tenant: "tc", path: filepath.Join(base, "secrets", "tc", "key"), want: "tenant-c-secret-1"},
+		{name: "a link to the worker's environment", tenant: "ta", path: filepath.Join(ta, "envlink"), err: "a link out of"},
+		{name: "a link to another tenant's folder", tenant: "ta", path: filepath.Join(ta, "sibling"), err: "a link out of"},
+		{name: "an absolute link", tenant: "ta", path: filepath.Join(ta, "absolute"), err: "a link out of"},
+		{name: "a link with .. out", tenant: "ta", path: filepath.Join(ta, "dotdot"), err: "a link out of"},
+		{name: "a linked folder into /proc", tenant: "ta", path: filepath.Join(ta, "self", "environ"), err: "a link out of"},
+		{name: "a linked folder into /sys", tenant: "ta", path: filepath.Join(ta, "kernel", "uevent_seqnum"), err: "a link out of"},
+		{name: "a granted folder that is a link into /proc", tenant: "td", path: filepath.Join(base, "secrets", "td", "environ"), err: "never a secret"},
+		{name: "a .. name", tenant: "ta", path: ta + "/../tb/key", err: "want an absolute, clean path"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := r.Resolve(secrets.WithTenant(context.Background(), tt.tenant), "file:"+tt.path)
+			if tt.err == "" {
+				require.NoError(t, err)
+				require.Equal(t, tt.want, v)
+				return
+			}
+			require.ErrorContains(t, err, tt.err)
+			require.Empty(t, v)
+			require.NotContains(t, err.Error(), "tenant-b-secret-1")
+			require.NotContains(t, err.Error(), "PATH=")
+		})
+	}
+
+	// A FIFO is opened without waiting for a writer, and refused.
+	require.NoError(t, syscall.Mkfifo(filepath.Join(ta, "fifo"), 0o600))
+	_, err = r.Resolve(secrets.WithTenant(context.Background(), "ta"), "file:"+filepath.Join(ta, "fifo"))
+	require.ErrorContains(t, err, "not a regular file")
+
+	// Without a grant, as Files is used on its own, the file's folder is
+	// the one links may not leave.
+	_, err = secrets.Files{}.Resolve(context.Background(), "file:"+filepath.Join(ta, "sibling"))
+	require.ErrorContains(t, err, "a link out of")
+	v, err := secrets.Files{}.Resolve(context.Background(), "file:"+filepath.Join(ta, "k8s"))
+	require.NoError(t, err)
+	require.Equal(t, "tenant-a-secret-2", v)
+	_, err = secrets.Files{}.Resolve(context.Background(), "file:/proc/self/environ")
+	require.ErrorContains(t, err, "never a secret")
 }

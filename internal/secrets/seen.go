@@ -82,6 +82,21 @@ func (s *Seen) Len() int {
 // shorter than MinBytes.
 var ErrTooShort = fmt.Errorf("shorter than %d bytes", MinBytes)
 
+// NotePart notes a part of a resolved secret's value that a request
+// carries apart from the rest (basic authentication's password, which an
+// API that decodes the login may echo alone) in the Seen of ctx, so that
+// the work's output is cleaned of the part on its own too, under the
+// secret's reference. A part shorter than MinBytes is refused
+// (ErrTooShort), as a value that short is: it could not be told apart
+// from ordinary text. what names the part in the error: "the password".
+func NotePart(ctx context.Context, ref, what, part string) error {
+	if len(part) < MinBytes {
+		return fmt.Errorf("secret %s: %s is %d bytes, %w: a secret that short would be guessed, and could not be told apart from ordinary text to keep it out of what tools return", ref, what, len(part), ErrTooShort)
+	}
+	SeenIn(ctx).Note(New(ref, part))
+	return nil
+}
+
 // Recording returns a resolver that resolves through r, refuses values
 // shorter than MinBytes (ErrTooShort), and notes every value it returns in
 // the Seen of the call's context, if it has one. The tool registry gives

@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -127,7 +128,9 @@ type Options struct {
 	VaultKey []byte
 	// PlatformAddrs are more of the platform's own addresses, closed to
 	// tools whatever EgressAllow opens (AGENTFLOW_PLATFORM_ADDRS), beside
-	// what the server knows from its configuration. Default: none.
+	// what the server knows from its configuration and every listener of
+	// the shared dev servers (devtest.PlatformAddrs), which are always
+	// closed. Default: none.
 	PlatformAddrs []string
 	// TracerProvider records the server's spans (gRPC, workflows,
 	// activities, model and tool calls), for instance one with
@@ -187,6 +190,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if allow == nil {
 		allow = []string{"127.0.0.0/8", "::1"}
 	}
+	// Every listener of the shared servers is closed to tools, as the
+	// starter closes its stack's: the dev server's metrics and internal
+	// ports are on loopback, which allow opens.
+	platform := append(slices.Clone(opts.PlatformAddrs), devtest.PlatformAddrs(t)...)
 	grants := secrets.GrantAll()
 	if opts.SecretGrants != nil {
 		grants = *opts.SecretGrants
@@ -230,7 +237,7 @@ func Start(t testing.TB, opts Options) *Server {
 		EgressAllow:         allow,
 		SecretGrants:        grants,
 		VaultKey:            opts.VaultKey,
-		PlatformAddrs:       opts.PlatformAddrs,
+		PlatformAddrs:       platform,
 		TracerProvider:      opts.TracerProvider,
 		TraceContent:        opts.TraceContent,
 		ToolKinds:           opts.ToolKinds,

@@ -16,8 +16,8 @@
 // `go test ./...` runs in parallel never share a data folder), with free
 // ports, an in-memory headless dev server, and no Web UI. When the
 // AGENTFLOW_TEST_DATABASE_URL or AGENTFLOW_TEST_TEMPORAL_ADDRESS (with
-// AGENTFLOW_TEST_NAMESPACE and AGENTFLOW_TEST_TEMPORAL_HTTP_ADDRESS)
-// variables are set — a wrapper that started one
+// AGENTFLOW_TEST_NAMESPACE, AGENTFLOW_TEST_TEMPORAL_HTTP_ADDRESS and
+// AGENTFLOW_TEST_PLATFORM_ADDRS) variables are set — a wrapper that started one
 // stack for every package sets them with devstack.Env — those servers are
 // used instead.
 //
@@ -66,6 +66,8 @@ type lazyStack struct {
 	stack *devstack.Stack
 	dir   string
 	err   error
+	// started is stack once it runs, for readers that must not start it.
+	started atomic.Pointer[devstack.Stack]
 }
 
 func (l *lazyStack) get(opts devstack.Options) (*devstack.Stack, error) {
@@ -82,6 +84,9 @@ func (l *lazyStack) get(opts devstack.Options) (*devstack.Stack, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		defer cancel()
 		l.stack, l.err = devstack.Start(ctx, opts)
+		if l.err == nil {
+			l.started.Store(l.stack)
+		}
 	})
 	return l.stack, l.err
 }
@@ -150,6 +155,28 @@ func Temporal(t testing.TB) (address, namespace string) {
 func TemporalHTTPAddress(t testing.TB) string {
 	t.Helper()
 	return temporalStack(t).TemporalHTTPAddress
+}
+
+// PlatformAddrs returns every listener of the servers Database and
+// Temporal have given so far (devstack.Stack.PlatformAddrs: the dev
+// server's metrics and internal ports as well as its frontend), with
+// those a wrapper names (AGENTFLOW_TEST_PLATFORM_ADDRS): addresses of the
+// platform's own, which a server under test closes to tools.
+func PlatformAddrs(t testing.TB) []string {
+	t.Helper()
+	requireMain(t)
+	var addrs []string
+	for _, a := range strings.Split(os.Getenv(devstack.EnvTestPlatformAddrs), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	for _, l := range []*lazyStack{&shared.temporal, &shared.postgres} {
+		if s := l.started.Load(); s != nil {
+			addrs = append(addrs, s.PlatformAddrs()...)
+		}
+	}
+	return addrs
 }
 
 func temporalStack(t testing.TB) *devstack.Stack {
