@@ -724,8 +724,8 @@ func (a *Activities) tenantHTTP(ctx context.Context, tenantID string) (*http.Cli
 
 // guardInput asks the agent's custom guards that read input (http,
 // moderation, tool; in the chain's order) about what is new for this
-// model call — the messages after the model last spoke — before anything
-// is sent; a refusal is CodeGuardrailTripped.
+// model call — every text of the messages after the model last spoke —
+// before anything is sent; a refusal is CodeGuardrailTripped.
 func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) error {
 	checks, err := a.stageChecks(ctx, ag, in, agent.GuardInput)
 	if err != nil || len(checks) == 0 {
@@ -737,13 +737,15 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 			start = i + 1
 		}
 	}
-	var parts []string
+	var texts []string
 	for _, m := range msgs[start:] {
-		if m.Content != "" {
-			parts = append(parts, m.Content)
+		// Its text parts too: the model reads them as it reads the
+		// content.
+		if t := m.Text(); t != "" {
+			texts = append(texts, t)
 		}
 	}
-	text := strings.Join(parts, "\n\n")
+	text := strings.Join(texts, "\n\n")
 	// The guards may take seconds each: nothing else heartbeats yet.
 	stop := heartbeat(ctx, time.Second)
 	defer stop()

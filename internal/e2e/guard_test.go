@@ -369,6 +369,17 @@ func TestModerationGuard(t *testing.T) {
 	require.Len(t, e.Model.Requests(), before, "a flagged input is not sent to the model")
 	require.Contains(t, e.Model.Moderated(), "How do I hurt someone?")
 
+	// A text part is input as the prompt is: it is read, and refused.
+	s, err := client.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{Prompt: "Read this.",
+		Parts: []*pb.Part{{Type: agent.PartText, Text: "How do I hurt someone?"}}}})
+	require.NoError(t, err)
+	evs = fromPB(readAll(t, s))
+	last = evs[len(evs)-1]
+	require.Equal(t, agent.StreamFailed, last.Status, "a flagged text part is refused")
+	require.Equal(t, agent.ErrTypeGuardrailTripped, last.Error.Type)
+	require.Contains(t, last.Error.Message, "flagged it: violence")
+	require.Len(t, e.Model.Requests(), before, "and not sent to the model")
+
 	evs = turn("Tell me a story.")
 	require.Equal(t, "Once there was a knight. I can't help with that.", agent.ReplayText(evs))
 	require.Equal(t, agent.ErrTypeGuardrailTripped, evs[len(evs)-1].Error.Type)
