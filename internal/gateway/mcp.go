@@ -333,7 +333,7 @@ func (m *mcpServer) askQuestion(ctx context.Context, session *mcp.ServerSession,
 		log.Info("mcp answer refused", zap.String("stream_id", streamID), zap.Error(err))
 		return
 	}
-	if _, err := turnclient.Answer(context.WithoutCancel(ctx), m.s.client, streamID, a); err != nil {
+	if _, err := m.s.answer(context.WithoutCancel(ctx), streamID, a); err != nil {
 		// Answered already, closed, or not this caller's to answer.
 		log.Info("mcp answer not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
 	}
