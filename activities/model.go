@@ -484,13 +484,14 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 			return nil, streamTail{}, err
 		}
 		req.OnChunk = func(ctx context.Context, c llm.Chunk) error {
+			ch, text := channelOf(c)
 			if held == nil {
-				return streamChunk(ctx, st, c)
+				return emitReleased(ctx, st, []guardpkg.Release{{Channel: ch, Text: text}})
 			}
 			// Every channel goes out a window at a time, once the guard
 			// has read it; after a broken rule, nothing more does (the
 			// model finishes, so that its usage is counted).
-			out, _ := held.Add(channelOf(c))
+			out, _ := held.Add(ch, text)
 			return emitReleased(ctx, st, out)
 		}
 	} else {
@@ -577,8 +578,9 @@ func finalChannels(resp *llm.Response) []guardpkg.Release {
 	return out
 }
 
-// emitReleased hands what the output guard released to the batcher, each
-// piece as the event kind its channel becomes.
+// emitReleased hands what the output guard released (or, without one,
+// what the model streamed) to the batcher, each piece as the event kind
+// its channel becomes.
 func emitReleased(ctx context.Context, st *eventlog.Batcher, out []guardpkg.Release) error {
 	for _, r := range out {
 		var err error
@@ -771,20 +773,6 @@ type streamTail struct {
 	// trippedOn the channel it broke it on.
 	tripped   string
 	trippedOn guardpkg.Channel
-}
-
-// streamChunk hands a chunk of the model's reply to the batcher as the
-// event kind it becomes.
-func streamChunk(ctx context.Context, st *eventlog.Batcher, c llm.Chunk) error {
-	switch c.Kind {
-	case llm.ChunkText:
-		return st.Add(ctx, c.Text)
-	case llm.ChunkReasoning:
-		return st.AddReasoning(ctx, c.Text)
-	case llm.ChunkToolCall:
-		return st.AddToolArgs(ctx, c.ToolCall.ID, c.ToolCall.Name, c.ToolCall.Args)
-	}
-	return nil
 }
 
 // heartbeat records a heartbeat every interval until stop is called.
