@@ -161,6 +161,9 @@ rules:
   - name: ask
     when: {user: '(?i)^update my details'}
     reply: {tool_calls: [{name: ask_user, arguments: '{"question": "Anything else?"}'}]}
+  - name: refund
+    when: {user: '(?i)^refund'}
+    reply: {tool_calls: [{name: refund, arguments: '{"expression": "1 + 1"}'}]}
   - name: noted
     when: {tool: '(?s)^(.+)$'}
     reply: {text: 'Noted: $1'}
@@ -175,20 +178,24 @@ pii: {mode: placeholder}
 tools:
   - name: ask_user
     kind: ask_user
+  - name: refund
+    kind: calculator
+    approval: always
 agents:
   - id: clerk
     model: openai:gpt-4o-mini
-    tools: [ask_user]
+    tools: [ask_user, refund]
     limits: {max_iterations: 4, turn_timeout_sec: 120, approval_timeout_sec: 120}
 `
 
 // TestPIIRedactionEveryText: every text a request carries is redacted
 // where the prompt is — its text parts, the context's user_role, ui_page,
-// metadata values and workflow_state strings — and so is an ask_user
-// answer, with the turn's placeholders, and a message to a conversation
-// with its context: none of the values reaches the model, a table (turns,
-// turn_steps, agent_results, approvals, …), a workflow's history (a
-// turn's input, the answer's update, the message's) or the logs.
+// metadata values and workflow_state strings — and so are an ask_user
+// answer and a rejection's reason, with the turn's placeholders, and a
+// message to a conversation with its context: none of the values reaches
+// the model, a table (turns, turn_steps, agent_results, approvals, …), a
+// workflow's history (a turn's input, the answer's and the decision's
+// updates, the message's) or the logs.
 func TestPIIRedactionEveryText(t *testing.T) {
 	const email, card, ssn = "ana.lopez@example.com", "4111 1111 1111 1111", "123-45-6789"
 	e := newHTTPEnvWith(t, func(o *testserver.Options) {
@@ -219,6 +226,17 @@ func TestPIIRedactionEveryText(t *testing.T) {
 	res, err := (&env{Server: e.Server, t: t}).result(stream)
 	require.NoError(t, err)
 
+	// A rejection's reason, which the model reads and the approvals table
+	// keeps, in the same session.
+	var refund pb.StartResponse
+	e.ok("POST", "/v1/turns", e.user, `{"session_id": "`+session+`", "prompt": "Refund me"}`, &refund)
+	pending := e.waitPending(refund.GetStreamId())
+	var decided pb.ApproveResponse
+	e.ok("POST", "/v1/"+refund.GetStreamId()+"/approvals/"+pending.GetCallId(), e.approver,
+		`{"approved": false, "reason": "write to `+email+` first"}`, &decided)
+	refunded, err := (&env{Server: e.Server, t: t}).result(refund.GetStreamId())
+	require.NoError(t, err)
+
 	// A message to a conversation, its context as a turn's.
 	conv := "texts-" + testserver.RandomID()
 	var sent pb.SendMessageResponse
@@ -231,8 +249,9 @@ func TestPIIRedactionEveryText(t *testing.T) {
 	require.Equal(t, "support for [EMAIL_1]", convTurn.Request.Context.UserRole)
 	require.Equal(t, map[string]string{"ssn": "[SSN_1]"}, convTurn.Request.Context.Metadata)
 
-	e.requireNoneOf(ctx, []string{email, card, "4111111111111111", ssn}, stream, sent.GetStreamId(), sent.GetConversationId())
+	e.requireNoneOf(ctx, []string{email, card, "4111111111111111", ssn}, stream, refund.GetStreamId(), sent.GetStreamId(), sent.GetConversationId())
 	require.Equal(t, "Noted: SSN [SSN_1], mail [EMAIL_1]", res.Output, "the answer is redacted with the turn's placeholders")
+	require.Contains(t, refunded.Output, "write to [EMAIL_1] first", "and so is a rejection's reason")
 	reqs := e.Model.Requests()
 	prompt := reqs[0].Messages[len(reqs[0].Messages)-1]
 	require.Len(t, prompt.Parts, 2)

@@ -513,14 +513,25 @@ func (s *Service) Approve(ctx context.Context, in *pb.ApproveRequest) (*pb.Appro
 	}
 	// The decision is the token holder's, whatever the request says.
 	d := agent.NewApprovalDecision(in.GetCallId(), in.GetApproved(), in.GetReason(), callerOf(ctx).Name)
-	if err := d.Validate(); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	ack, err := turnclient.Approve(ctx, s.client, in.GetStreamId(), d)
+	ack, err := s.approve(ctx, in.GetStreamId(), d)
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
 	return &pb.ApproveResponse{CallId: ack.CallID, Outcome: ack.Outcome}, nil
+}
+
+// approve checks a decision on a call of the caller's turn streamID,
+// applies the tenant's PII redaction to its reason (which the model reads
+// when the call is rejected, and which is stored) as to an answer, and
+// gives it to the turn: every door's decisions go this way.
+func (s *Service) approve(ctx context.Context, streamID string, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
+	if err := d.Validate(); err != nil {
+		return contract.ApprovalAck{}, err
+	}
+	if err := s.redactForTurn(ctx, streamID, &d.Reason); err != nil {
+		return contract.ApprovalAck{}, err
+	}
+	return turnclient.Approve(ctx, s.client, streamID, d)
 }
 
 // ListPendingApprovals implements pb.AgentServiceServer.
@@ -563,25 +574,33 @@ func (s *Service) answer(ctx context.Context, streamID string, a agent.Answer) (
 	if err := a.Validate(); err != nil {
 		return contract.AnswerAck{}, err
 	}
-	p, err := s.piiPolicy(ctx, tenantOf(ctx))
-	if err != nil {
+	if err := s.redactForTurn(ctx, streamID, &a.Text); err != nil {
 		return contract.AnswerAck{}, err
 	}
-	if p.Redactor != nil {
-		tenant, err := agent.StreamTenant(streamID)
-		if err != nil {
-			return contract.AnswerAck{}, err
-		}
-		job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(tenant, ""))
-		turn, err := s.store.Turn(ctx, tenant, job)
-		if err != nil {
-			return contract.AnswerAck{}, fmt.Errorf("load turn %q: %w", streamID, err)
-		}
-		if err := s.redact(ctx, tenant, redact.Scope(turn.SessionID, job), &a.Text); err != nil {
-			return contract.AnswerAck{}, err
-		}
-	}
 	return turnclient.Answer(ctx, s.client, streamID, a)
+}
+
+// redactForTurn applies the tenant's PII redaction to texts a person
+// sends a running turn streamID, with the turn's placeholders: its
+// session's, else its own.
+func (s *Service) redactForTurn(ctx context.Context, streamID string, texts ...*string) error {
+	if !slices.ContainsFunc(texts, func(t *string) bool { return *t != "" }) {
+		return nil // a decision without a reason, say
+	}
+	tenant, err := agent.StreamTenant(streamID)
+	if err != nil {
+		return err
+	}
+	p, err := s.piiPolicy(ctx, tenant)
+	if err != nil || p.Redactor == nil {
+		return err
+	}
+	job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(tenant, ""))
+	turn, err := s.store.Turn(ctx, tenant, job)
+	if err != nil {
+		return fmt.Errorf("load turn %q: %w", streamID, err)
+	}
+	return s.redact(ctx, tenant, redact.Scope(turn.SessionID, job), texts...)
 }
 
 // ListPendingQuestions implements pb.AgentServiceServer.
