@@ -191,11 +191,11 @@ agents:
 // TestPIIRedactionEveryText: every text a request carries is redacted
 // where the prompt is — its text parts, the context's user_role, ui_page,
 // metadata values and workflow_state strings — and so are an ask_user
-// answer and a rejection's reason, with the turn's placeholders, and a
-// message to a conversation with its context: none of the values reaches
-// the model, a table (turns, turn_steps, agent_results, approvals, …), a
-// workflow's history (a turn's input, the answer's and the decision's
-// updates, the message's) or the logs.
+// answer, a rejection's reason and a cancellation's, with the turn's
+// placeholders, and a message to a conversation with its context: none of
+// the values reaches the model, a table (turns, turn_steps, agent_results,
+// approvals, …), a workflow's history (a turn's input, the answer's and
+// the decision's updates, the cancellation, the message) or the logs.
 func TestPIIRedactionEveryText(t *testing.T) {
 	const email, card, ssn = "ana.lopez@example.com", "4111 1111 1111 1111", "123-45-6789"
 	e := newHTTPEnvWith(t, func(o *testserver.Options) {
@@ -237,6 +237,14 @@ func TestPIIRedactionEveryText(t *testing.T) {
 	refunded, err := (&env{Server: e.Server, t: t}).result(refund.GetStreamId())
 	require.NoError(t, err)
 
+	// A cancellation's reason, which the turn keeps and logs.
+	var cancelled pb.StartResponse
+	e.ok("POST", "/v1/turns", e.user, `{"prompt": "Update my details"}`, &cancelled)
+	e.waitQuestion(cancelled.GetStreamId(), e.user)
+	var cancelAck pb.CancelResponse
+	e.ok("POST", "/v1/"+cancelled.GetStreamId()+"/cancel", e.user, `{"reason": "SSN `+ssn+` was wrong"}`, &cancelAck)
+	_, _ = (&env{Server: e.Server, t: t}).result(cancelled.GetStreamId()) // once it has ended
+
 	// A message to a conversation, its context as a turn's.
 	conv := "texts-" + testserver.RandomID()
 	var sent pb.SendMessageResponse
@@ -249,7 +257,8 @@ func TestPIIRedactionEveryText(t *testing.T) {
 	require.Equal(t, "support for [EMAIL_1]", convTurn.Request.Context.UserRole)
 	require.Equal(t, map[string]string{"ssn": "[SSN_1]"}, convTurn.Request.Context.Metadata)
 
-	e.requireNoneOf(ctx, []string{email, card, "4111111111111111", ssn}, stream, refund.GetStreamId(), sent.GetStreamId(), sent.GetConversationId())
+	e.requireNoneOf(ctx, []string{email, card, "4111111111111111", ssn},
+		stream, refund.GetStreamId(), cancelled.GetStreamId(), sent.GetStreamId(), sent.GetConversationId())
 	require.Equal(t, "Noted: SSN [SSN_1], mail [EMAIL_1]", res.Output, "the answer is redacted with the turn's placeholders")
 	require.Contains(t, refunded.Output, "write to [EMAIL_1] first", "and so is a rejection's reason")
 	reqs := e.Model.Requests()

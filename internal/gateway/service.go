@@ -497,6 +497,10 @@ func (s *Service) Cancel(ctx context.Context, in *pb.CancelRequest) (*pb.CancelR
 	if err := req.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}
+	// The reason is kept with the turn and logged.
+	if err := s.redactForTurn(ctx, in.GetStreamId(), &req.Reason); err != nil {
+		return nil, s.status(ctx, err)
+	}
 	if err := turnclient.Cancel(ctx, s.client, in.GetStreamId(), req); err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -582,7 +586,8 @@ func (s *Service) answer(ctx context.Context, streamID string, a agent.Answer) (
 
 // redactForTurn applies the tenant's PII redaction to texts a person
 // sends a running turn streamID, with the turn's placeholders: its
-// session's, else its own.
+// session's, else its own (also for a turn that has not begun yet, whose
+// session is not known).
 func (s *Service) redactForTurn(ctx context.Context, streamID string, texts ...*string) error {
 	if !slices.ContainsFunc(texts, func(t *string) bool { return *t != "" }) {
 		return nil // a decision without a reason, say
@@ -597,7 +602,7 @@ func (s *Service) redactForTurn(ctx context.Context, streamID string, texts ...*
 	}
 	job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(tenant, ""))
 	turn, err := s.store.Turn(ctx, tenant, job)
-	if err != nil {
+	if err != nil && !agent.IsCode(err, agent.CodeNotFound) {
 		return fmt.Errorf("load turn %q: %w", streamID, err)
 	}
 	return s.redact(ctx, tenant, redact.Scope(turn.SessionID, job), texts...)
