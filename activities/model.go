@@ -142,10 +142,11 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if tail.tripped != "" {
 		// The reply (what was released, then the refusal) is stored and
 		// counted; the turn ends here.
-		a.log(ctx).Info("output guard tripped", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("rule", tail.tripped))
+		a.log(ctx).Info("output guard tripped", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
+			zap.String("channel", string(tail.trippedOn.Kind)), zap.String("rule", tail.tripped))
 		countGuard(ctx, in.TenantID, "output", "tripped", 1)
 		return contract.CallModelResult{}, agent.Errorf(agent.CodeGuardrailTripped,
-			"the answer broke the output guard's rule %s: it was cut there, and the refusal sent in its place", tail.tripped)
+			"the %s broke the output guard's rule %s: it was cut there, and the refusal sent in its place", tail.trippedOn, tail.tripped)
 	}
 	return checkOutput(contract.CallModelResult{
 		Content:      reply.Content,
@@ -472,28 +473,26 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 	if err != nil {
 		return nil, streamTail{}, err
 	}
-	var held *guardpkg.Stream
+	var held *guardpkg.Reply
+	if guard != nil {
+		held = guard.Reply()
+	}
 	var st *eventlog.Batcher
 	if in.Stream && in.StreamID != "" {
 		var err error
 		if st, err = eventlog.StartBatcher(ctx, a.sinks(ctx, in.Notify), a.streamCall(ctx, in), a.streamInterval, a.streamMaxBytes); err != nil {
 			return nil, streamTail{}, err
 		}
-		if guard != nil {
-			held = guard.Stream()
-		}
 		req.OnChunk = func(ctx context.Context, c llm.Chunk) error {
-			if held != nil && c.Kind == llm.ChunkText {
-				// The answer goes out a window at a time, once the guard
-				// has read it; after a broken rule, nothing more does
-				// (the model finishes, so that its usage is counted).
-				release, _ := held.Add(c.Text)
-				if release == "" {
-					return nil
-				}
-				return st.Add(ctx, release)
+			ch, text := channelOf(c)
+			if held == nil {
+				return emitReleased(ctx, st, []guardpkg.Release{{Channel: ch, Text: text}})
 			}
-			return streamChunk(ctx, st, c)
+			// Every channel goes out a window at a time, once the guard
+			// has read it; after a broken rule, nothing more does (the
+			// model finishes, so that its usage is counted).
+			out, _ := held.Add(ch, text)
+			return emitReleased(ctx, st, out)
 		}
 	} else {
 		// The batcher heartbeats a streamed call; an unstreamed one needs
@@ -504,27 +503,18 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 	}
 	resp, err := a.model.Generate(ctx, req)
 	tripped := ""
-	if err == nil && guard != nil {
-		// What is still held is checked at the answer's end; a broken
-		// rule replaces whatever was not released with the refusal.
-		released := resp.Message.Content
-		if held != nil {
-			var release string
-			release, tripped = held.Flush()
-			if release != "" {
-				err = st.Add(ctx, release)
-			}
-			released = held.Released()
-		} else if tripped = guard.Check(released); tripped != "" {
-			released = ""
+	if err == nil && held != nil {
+		// What is still held is checked at the reply's end, and so is
+		// what will be stored and run where it is not what was released;
+		// a broken rule replaces whatever was not released with the
+		// refusal.
+		var out []guardpkg.Release
+		out, tripped = held.End(finalChannels(resp))
+		if st != nil {
+			err = emitReleased(ctx, st, out)
 		}
 		if tripped != "" {
-			refusal := guard.Refusal
-			if released != "" && !strings.HasSuffix(released, " ") && !strings.HasSuffix(released, "\n") {
-				refusal = " " + refusal
-			}
-			resp.Message.Content = released + refusal
-			resp.FinishReason = agent.FinishContentFilter
+			refusal := refuse(resp, held, guard.Refusal)
 			if st != nil && err == nil {
 				err = st.Add(ctx, refusal)
 			}
@@ -558,8 +548,79 @@ func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.C
 			zap.String("model", ag.Model), zap.Error(err))
 		return nil, streamTail{}, modelError(err)
 	}
-	tail.tripped = tripped
+	if held != nil {
+		tail.tripped, tail.trippedOn = held.Tripped()
+	}
 	return resp, tail, nil
+}
+
+// channelOf is the guard's channel of a streamed chunk, and its text.
+func channelOf(c llm.Chunk) (guardpkg.Channel, string) {
+	switch c.Kind {
+	case llm.ChunkReasoning:
+		return guardpkg.Channel{Kind: guardpkg.ChannelReasoning}, c.Text
+	case llm.ChunkToolCall:
+		return guardpkg.Channel{Kind: guardpkg.ChannelArgs, CallID: c.ToolCall.ID, Tool: c.ToolCall.Name}, c.ToolCall.Args
+	}
+	return guardpkg.Channel{Kind: guardpkg.ChannelText}, c.Text
+}
+
+// finalChannels is a reply as it is stored and run, by the guard's
+// channels, in the order a model streams them.
+func finalChannels(resp *llm.Response) []guardpkg.Release {
+	out := []guardpkg.Release{
+		{Channel: guardpkg.Channel{Kind: guardpkg.ChannelReasoning}, Text: resp.Reasoning},
+		{Channel: guardpkg.Channel{Kind: guardpkg.ChannelText}, Text: resp.Message.Content},
+	}
+	for _, c := range resp.Message.ToolCalls {
+		out = append(out, guardpkg.Release{Channel: guardpkg.Channel{Kind: guardpkg.ChannelArgs, CallID: c.ID, Tool: c.Name}, Text: c.Arguments})
+	}
+	return out
+}
+
+// emitReleased hands what the output guard released (or, without one,
+// what the model streamed) to the batcher, each piece as the event kind
+// its channel becomes.
+func emitReleased(ctx context.Context, st *eventlog.Batcher, out []guardpkg.Release) error {
+	for _, r := range out {
+		var err error
+		switch r.Kind {
+		case guardpkg.ChannelReasoning:
+			err = st.AddReasoning(ctx, r.Text)
+		case guardpkg.ChannelArgs:
+			err = st.AddToolArgs(ctx, r.CallID, r.Tool, r.Text)
+		default:
+			err = st.Add(ctx, r.Text)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuse makes a reply that broke the output guard what its clients saw:
+// what was released of its text and reasoning, then the refusal (which
+// it returns, as it is to be sent), and none of its tool calls, which are
+// not run.
+func refuse(resp *llm.Response, held *guardpkg.Reply, refusal string) string {
+	released := held.Released(guardpkg.Channel{Kind: guardpkg.ChannelText})
+	if released != "" && !strings.HasSuffix(released, " ") && !strings.HasSuffix(released, "\n") {
+		refusal = " " + refusal
+	}
+	resp.Message.Content = released + refusal
+	resp.Reasoning = held.Released(guardpkg.Channel{Kind: guardpkg.ChannelReasoning})
+	if len(resp.Message.Reasoning) > 0 {
+		// Cut, it is no longer what the provider signed: it is kept for
+		// people, unsigned, and so never sent back.
+		resp.Message.Reasoning = nil
+		if resp.Reasoning != "" {
+			resp.Message.Reasoning = []agent.Reasoning{{Text: resp.Reasoning}}
+		}
+	}
+	resp.Message.ToolCalls = nil
+	resp.FinishReason = agent.FinishContentFilter
+	return refusal
 }
 
 // outputGuard compiles the agent's output guard and the custom guards
@@ -665,8 +726,8 @@ func (a *Activities) tenantHTTP(ctx context.Context, tenantID string) (*http.Cli
 
 // guardInput asks the agent's custom guards that read input (http,
 // moderation, tool; in the chain's order) about what is new for this
-// model call — the messages after the model last spoke — before anything
-// is sent; a refusal is CodeGuardrailTripped.
+// model call — every text of the messages after the model last spoke —
+// before anything is sent; a refusal is CodeGuardrailTripped.
 func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) error {
 	checks, err := a.stageChecks(ctx, ag, in, agent.GuardInput)
 	if err != nil || len(checks) == 0 {
@@ -678,13 +739,15 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 			start = i + 1
 		}
 	}
-	var parts []string
+	var texts []string
 	for _, m := range msgs[start:] {
-		if m.Content != "" {
-			parts = append(parts, m.Content)
+		// Its text parts too: the model reads them as it reads the
+		// content.
+		if t := m.Text(); t != "" {
+			texts = append(texts, t)
 		}
 	}
-	text := strings.Join(parts, "\n\n")
+	text := strings.Join(texts, "\n\n")
 	// The guards may take seconds each: nothing else heartbeats yet.
 	stop := heartbeat(ctx, time.Second)
 	defer stop()
@@ -706,22 +769,10 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 type streamTail struct {
 	batch *agent.TokenBatch
 	live  int64
-	// tripped is the output guard's rule the answer broke ("" for none).
-	tripped string
-}
-
-// streamChunk hands a chunk of the model's reply to the batcher as the
-// event kind it becomes.
-func streamChunk(ctx context.Context, st *eventlog.Batcher, c llm.Chunk) error {
-	switch c.Kind {
-	case llm.ChunkText:
-		return st.Add(ctx, c.Text)
-	case llm.ChunkReasoning:
-		return st.AddReasoning(ctx, c.Text)
-	case llm.ChunkToolCall:
-		return st.AddToolArgs(ctx, c.ToolCall.ID, c.ToolCall.Name, c.ToolCall.Args)
-	}
-	return nil
+	// tripped is the output guard's rule the reply broke ("" for none),
+	// trippedOn the channel it broke it on.
+	tripped   string
+	trippedOn guardpkg.Channel
 }
 
 // heartbeat records a heartbeat every interval until stop is called.

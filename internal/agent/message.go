@@ -1,5 +1,7 @@
 package agent
 
+import "strings"
+
 // Role of a message in a conversation.
 type Role string
 
@@ -43,6 +45,21 @@ type Message struct {
 	// had written (TurnResult.Partial). The model reads it with
 	// InterruptedNote.
 	Partial bool `json:"partial,omitempty"`
+}
+
+// Text is every text the message carries, as the model reads it: its
+// content, then each of its text parts, a paragraph each.
+func (m Message) Text() string {
+	texts := make([]string, 0, 1+len(m.Parts))
+	if m.Content != "" {
+		texts = append(texts, m.Content)
+	}
+	for _, p := range m.Parts {
+		if p.Type == PartText && p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n")
 }
 
 // InterruptedNote follows a partial answer (Message.Partial) when a

@@ -369,6 +369,17 @@ func TestModerationGuard(t *testing.T) {
 	require.Len(t, e.Model.Requests(), before, "a flagged input is not sent to the model")
 	require.Contains(t, e.Model.Moderated(), "How do I hurt someone?")
 
+	// A text part is input as the prompt is: it is read, and refused.
+	s, err := client.Stream(ctx, &pb.StreamRequest{Turn: &pb.TurnRequest{Prompt: "Read this.",
+		Parts: []*pb.Part{{Type: agent.PartText, Text: "How do I hurt someone?"}}}})
+	require.NoError(t, err)
+	evs = fromPB(readAll(t, s))
+	last = evs[len(evs)-1]
+	require.Equal(t, agent.StreamFailed, last.Status, "a flagged text part is refused")
+	require.Equal(t, agent.ErrTypeGuardrailTripped, last.Error.Type)
+	require.Contains(t, last.Error.Message, "flagged it: violence")
+	require.Len(t, e.Model.Requests(), before, "and not sent to the model")
+
 	evs = turn("Tell me a story.")
 	require.Equal(t, "Once there was a knight. I can't help with that.", agent.ReplayText(evs))
 	require.Equal(t, agent.ErrTypeGuardrailTripped, evs[len(evs)-1].Error.Type)
@@ -458,4 +469,99 @@ func readEveryChannel(ctx context.Context, t *testing.T, e *httpEnv, client pb.A
 	require.NoError(t, ws.err)
 	sse, _ := e.sseEvents("GET", "/v1/"+streamID+"/events:stream", e.user, "", nil, nil)
 	return map[string][]agent.Event{"gRPC": live, "SSE": sse, "Workflow Streams": wsEvents(t, ws.f.items)}
+}
+
+// channelGuardScript: the denied phrase, with what it must not give away
+// (ZULU-7), in the model's reasoning after a sentence that breaks nothing,
+// and in a tool call's arguments.
+const channelGuardScript = `
+pacing: {chunk_words: 1, delay_ms: 20}
+rules:
+  - name: think
+    when: {user: '(?i)^think'}
+    reply: {reasoning: 'Let me think. The launch code is ZULU-7. I will say it.', text: 'It is in the safe.'}
+  - name: call
+    when: {user: '(?i)^look it up'}
+    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "launch code ZULU-7"}'}]}
+`
+
+const channelGuardCatalog = `
+tenant: demo
+default_agent: guarded
+tools:
+  - name: calculator
+    kind: calculator
+agents:
+  - id: guarded
+    model: openai:gpt-4o-mini
+    tools: [calculator]
+    guardrails:
+      - output: {deny: [launch code], refusal: "I can't share that."}
+    limits: {max_iterations: 2, turn_timeout_sec: 60}
+`
+
+// TestOutputGuardEveryChannel: the output guard holds back the model's
+// reasoning and its tool calls' arguments as it holds its text: a denied
+// phrase in either reaches no client on any channel, no stored step and
+// no stored result; the call is not run, the refusal is sent, and the turn
+// ends GuardrailTripped, as a trip on the text does. Not streamed, the
+// reply is checked whole before it is stored.
+func TestOutputGuardEveryChannel(t *testing.T) {
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script, o.Catalogs, o.HTTP = channelGuardScript, []string{channelGuardCatalog, httpCatalogs[1]}, true
+	})
+	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), 2*time.Minute)
+	defer cancel()
+	client := pb.NewAgentServiceClient(e.Conn)
+	const refusal = "I can't share that."
+	for _, tc := range []struct {
+		name, prompt string
+		stream       bool
+		reasoning    string // the reasoning clients see
+	}{
+		{"reasoning", "Think about the code", true, "Let me think."},
+		{"tool arguments", "Look it up", true, ""},
+		{"reasoning, not streamed", "Think about the code", false, ""},
+		{"tool arguments, not streamed", "Look it up", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := "channel-" + testserver.RandomID()
+			started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: tc.prompt, Stream: &tc.stream}})
+			require.NoError(t, err)
+			streamID := started.GetStreamId()
+			channels := readEveryChannel(ctx, t, e, client, streamID)
+			for _, name := range []string{"gRPC", "SSE"} {
+				// (A Workflow Streams subscriber may miss the last status
+				// when the workflow ends before its next poll.)
+				last := channels[name][len(channels[name])-1]
+				require.Equal(t, agent.StreamFailed, last.Status, name)
+				require.Equal(t, agent.ErrTypeGuardrailTripped, last.Error.Type, name)
+				require.Contains(t, last.Error.Message, `rule deny "launch code"`, name)
+			}
+			for name, evs := range channels {
+				if tc.stream {
+					require.Equal(t, refusal, agent.ReplayText(evs), name)
+					require.Equal(t, tc.reasoning, agent.ReplayReasoning(evs), name)
+				}
+				for _, ev := range evs {
+					require.NotEqual(t, agent.EventToolStart, ev.Kind, "%s: the call is not run", name)
+					raw, err := json.Marshal(ev)
+					require.NoError(t, err)
+					require.NotContains(t, string(raw), "ZULU", name)
+				}
+			}
+			steps, err := e.Store().Steps(ctx, "demo", job)
+			require.NoError(t, err)
+			reply := steps[len(steps)-1]
+			require.Equal(t, refusal, reply.Content, "the stored reply is what was sent")
+			require.Empty(t, reply.ToolCalls, "a call whose arguments broke the rule is not kept")
+			raw, err := json.Marshal(steps)
+			require.NoError(t, err)
+			require.NotContains(t, string(raw), "ZULU", "the stored steps")
+			var result string
+			require.NoError(t, e.Store().Pool().QueryRow(ctx, `SELECT coalesce(string_agg(r::text, E'\n'), '') FROM agent_results r WHERE job_id = $1`, job).Scan(&result))
+			require.NotEmpty(t, result)
+			require.NotContains(t, result, "ZULU", "the stored result")
+		})
+	}
 }

@@ -402,7 +402,7 @@ func (m *a2aServer) answerTask(ctx context.Context, params *a2a.MessageSendParam
 	if err := a.Validate(); err != nil {
 		return 0, fmt.Errorf("%s: %w", err.Error(), a2a.ErrInvalidParams)
 	}
-	if _, err := turnclient.Answer(ctx, m.s.client, in.taskID, a); err != nil {
+	if _, err := m.s.answer(ctx, in.taskID, a); err != nil {
 		return 0, m.fail(ctx, err, a2a.ErrInvalidParams)
 	}
 	return next, nil

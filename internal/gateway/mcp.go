@@ -333,7 +333,7 @@ func (m *mcpServer) askQuestion(ctx context.Context, session *mcp.ServerSession,
 		log.Info("mcp answer refused", zap.String("stream_id", streamID), zap.Error(err))
 		return
 	}
-	if _, err := turnclient.Answer(context.WithoutCancel(ctx), m.s.client, streamID, a); err != nil {
+	if _, err := m.s.answer(context.WithoutCancel(ctx), streamID, a); err != nil {
 		// Answered already, closed, or not this caller's to answer.
 		log.Info("mcp answer not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
 	}
@@ -373,7 +373,7 @@ func (m *mcpServer) askApproval(ctx context.Context, session *mcp.ServerSession,
 		log.Info("mcp approval refused", zap.String("stream_id", streamID), zap.Error(err))
 		return
 	}
-	if _, err := turnclient.Approve(context.WithoutCancel(ctx), m.s.client, streamID, d); err != nil {
+	if _, err := m.s.approve(context.WithoutCancel(ctx), streamID, d); err != nil {
 		// Decided already (another approver, a timeout): nothing to do.
 		log.Info("mcp approval not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
 	}

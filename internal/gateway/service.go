@@ -194,10 +194,23 @@ func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 		// loads it, and waits for the database to come back.
 		telemetry.Logger(ctx, s.logger).Warn("agent check skipped", zap.String("tenant", req.TenantID), zap.Error(err))
 	}
-	if err := s.redact(ctx, req.TenantID, redact.Scope(req.SessionID, req.JobID), &req.Prompt); err != nil {
+	if err := req.Texts(s.redactor(ctx, req.TenantID, redact.Scope(req.SessionID, req.JobID))); err != nil {
 		return req, err
 	}
-	return req, nil
+	// A value redacted may be longer than the value: the bounds hold for
+	// what the turn is given.
+	if err := req.Validate(); err != nil {
+		return req, err
+	}
+	return req, req.Context.Bounded()
+}
+
+// redactor returns the tenant's PII redaction (redact) of texts on their
+// way in, for agent.TurnRequest.Texts and the like: every text a request
+// carries goes through it before it is stored, or a workflow or the model
+// hears of it.
+func (s *Service) redactor(ctx context.Context, tenantID, scope string) func(texts ...*string) error {
+	return func(texts ...*string) error { return s.redact(ctx, tenantID, scope, texts...) }
 }
 
 // redact applies the tenant's PII redaction to texts on their way in
@@ -205,21 +218,30 @@ func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 // the model, the transcript or a log. It counts what it replaced, and
 // logs the count only.
 func (s *Service) redact(ctx context.Context, tenantID, scope string, texts ...*string) error {
-	if s.routes == nil {
-		return nil
-	}
-	snap, err := s.routes.Routing(ctx, tenantID)
-	if agent.IsCode(err, agent.CodeNotFound) {
-		return nil // no catalog: nothing to redact by, and the turn says what is wrong
-	}
-	if err != nil {
+	p, err := s.piiPolicy(ctx, tenantID)
+	if err != nil || p.Redactor == nil {
 		return err
 	}
-	n, err := s.vault.Texts(ctx, redact.Policy{Redactor: snap.PII, Config: snap.PIIConfig}, tenantID, scope, texts...)
+	n, err := s.vault.Texts(ctx, p, tenantID, scope, texts...)
 	if n > 0 {
 		telemetry.Logger(ctx, s.logger).Info("pii redacted", zap.String("tenant", tenantID), zap.Int("values", n))
 	}
 	return err
+}
+
+// piiPolicy is the tenant's PII redaction (none without a catalog).
+func (s *Service) piiPolicy(ctx context.Context, tenantID string) (redact.Policy, error) {
+	if s.routes == nil {
+		return redact.Policy{}, nil
+	}
+	snap, err := s.routes.Routing(ctx, tenantID)
+	if agent.IsCode(err, agent.CodeNotFound) {
+		return redact.Policy{}, nil // no catalog: nothing to redact by, and the turn says what is wrong
+	}
+	if err != nil {
+		return redact.Policy{}, err
+	}
+	return redact.Policy{Redactor: snap.PII, Config: snap.PIIConfig}, nil
 }
 
 // startPrepared starts a prepared turn, or attaches to the run of its job
@@ -475,6 +497,10 @@ func (s *Service) Cancel(ctx context.Context, in *pb.CancelRequest) (*pb.CancelR
 	if err := req.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}
+	// The reason is kept with the turn and logged.
+	if err := s.redactForTurn(ctx, in.GetStreamId(), &req.Reason); err != nil {
+		return nil, s.status(ctx, err)
+	}
 	if err := turnclient.Cancel(ctx, s.client, in.GetStreamId(), req); err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -491,14 +517,25 @@ func (s *Service) Approve(ctx context.Context, in *pb.ApproveRequest) (*pb.Appro
 	}
 	// The decision is the token holder's, whatever the request says.
 	d := agent.NewApprovalDecision(in.GetCallId(), in.GetApproved(), in.GetReason(), callerOf(ctx).Name)
-	if err := d.Validate(); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	ack, err := turnclient.Approve(ctx, s.client, in.GetStreamId(), d)
+	ack, err := s.approve(ctx, in.GetStreamId(), d)
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
 	return &pb.ApproveResponse{CallId: ack.CallID, Outcome: ack.Outcome}, nil
+}
+
+// approve checks a decision on a call of the caller's turn streamID,
+// applies the tenant's PII redaction to its reason (which the model reads
+// when the call is rejected, and which is stored) as to an answer, and
+// gives it to the turn: every door's decisions go this way.
+func (s *Service) approve(ctx context.Context, streamID string, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
+	if err := d.Validate(); err != nil {
+		return contract.ApprovalAck{}, err
+	}
+	if err := s.redactForTurn(ctx, streamID, &d.Reason); err != nil {
+		return contract.ApprovalAck{}, err
+	}
+	return turnclient.Approve(ctx, s.client, streamID, d)
 }
 
 // ListPendingApprovals implements pb.AgentServiceServer.
@@ -526,14 +563,49 @@ func (s *Service) Answer(ctx context.Context, in *pb.AnswerRequest) (*pb.AnswerR
 	}
 	caller := callerOf(ctx)
 	a := agent.Answer{CallID: in.GetCallId(), Text: in.GetAnswer(), Answerer: caller.Name, Roles: caller.Caller().Roles}
-	if err := a.Validate(); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	ack, err := turnclient.Answer(ctx, s.client, in.GetStreamId(), a)
+	ack, err := s.answer(ctx, in.GetStreamId(), a)
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
 	return &pb.AnswerResponse{CallId: ack.CallID, Outcome: ack.Outcome}, nil
+}
+
+// answer checks a person's answer to a question of the caller's turn
+// streamID, applies the tenant's PII redaction to it as to a prompt (with
+// the turn's placeholders: its session's, else its own), and gives it to
+// the turn: every door's answers go this way.
+func (s *Service) answer(ctx context.Context, streamID string, a agent.Answer) (contract.AnswerAck, error) {
+	if err := a.Validate(); err != nil {
+		return contract.AnswerAck{}, err
+	}
+	if err := s.redactForTurn(ctx, streamID, &a.Text); err != nil {
+		return contract.AnswerAck{}, err
+	}
+	return turnclient.Answer(ctx, s.client, streamID, a)
+}
+
+// redactForTurn applies the tenant's PII redaction to texts a person
+// sends a running turn streamID, with the turn's placeholders: its
+// session's, else its own (also for a turn that has not begun yet, whose
+// session is not known).
+func (s *Service) redactForTurn(ctx context.Context, streamID string, texts ...*string) error {
+	if !slices.ContainsFunc(texts, func(t *string) bool { return *t != "" }) {
+		return nil // a decision without a reason, say
+	}
+	tenant, err := agent.StreamTenant(streamID)
+	if err != nil {
+		return err
+	}
+	p, err := s.piiPolicy(ctx, tenant)
+	if err != nil || p.Redactor == nil {
+		return err
+	}
+	job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(tenant, ""))
+	turn, err := s.store.Turn(ctx, tenant, job)
+	if err != nil && !agent.IsCode(err, agent.CodeNotFound) {
+		return fmt.Errorf("load turn %q: %w", streamID, err)
+	}
+	return s.redact(ctx, tenant, redact.Scope(turn.SessionID, job), texts...)
 }
 
 // ListPendingQuestions implements pb.AgentServiceServer.
@@ -599,7 +671,7 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 	if msg == nil {
 		return out, nil
 	}
-	if err := s.redact(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""), &msg.Prompt); err != nil {
+	if err := msg.Texts(s.redactor(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""))); err != nil {
 		return nil, s.status(ctx, err)
 	}
 	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, *msg)
@@ -653,7 +725,7 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
 		return nil, s.status(ctx, err)
 	}
-	if err := s.redact(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""), &msg.Prompt); err != nil {
+	if err := msg.Texts(s.redactor(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""))); err != nil {
 		return nil, s.status(ctx, err)
 	}
 	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, msg)

@@ -4,7 +4,8 @@
 // numbers, API keys by shape, and a tenant's own patterns; modes mask,
 // hash and placeholder, with a per-turn Vault that maps placeholders back
 // to values for the tools allowed to read them), the output guard that
-// holds a streamed answer back a window at a time, the injection screen of
+// holds every channel of a streamed reply — its text, its reasoning, its
+// tool calls' arguments — back a window at a time, the injection screen of
 // tool outputs, and the custom guards' side of their contract (what an
 // HTTP guard is sent and a tool guard's tool is called with, and how
 // their verdicts, {"allow", "reason"}, are read and what a failure

@@ -49,9 +49,20 @@ func NewOutput(g agent.OutputGuard) (*Output, error) {
 	return o, nil
 }
 
-// Check returns the rule the text breaks ("" for none): a deny phrase
-// as `deny "phrase"`, a regex as `regex[i]`.
-func (o *Output) Check(text string) string {
+// Check returns the rule the answer's text breaks ("" for none): a deny
+// phrase as `deny "phrase"`, a regex as `regex[i]`.
+func (o *Output) Check(text string) string { return o.CheckChannel(ChannelText, text) }
+
+// CheckChannel returns the rule a channel's text breaks ("" for none).
+// Every channel is held to the same rules, phrases, expressions and
+// extra checks; only the answer's text to the schema, which describes
+// the answer. A tool call's arguments are read as the model wrote them
+// and, once they are whole JSON, with their strings decoded, so that an
+// escape (\u0020) hides no phrase.
+func (o *Output) CheckChannel(kind ChannelKind, text string) string {
+	if kind == ChannelArgs {
+		text = argsText(text)
+	}
 	lower := strings.ToLower(text)
 	for _, d := range o.deny {
 		if strings.Contains(lower, d) {
@@ -63,7 +74,7 @@ func (o *Output) Check(text string) string {
 			return fmt.Sprintf("regex[%d]", i)
 		}
 	}
-	if o.schema != nil {
+	if o.schema != nil && kind == ChannelText {
 		// Only the whole answer is checked: windows hold it all (cut).
 		if _, problems := o.schema.Check(text); len(problems) > 0 {
 			return "schema: " + agent.Clip(problems.String(), 300)
@@ -82,13 +93,16 @@ func (o *Output) Check(text string) string {
 // safe for concurrent use.
 type Stream struct {
 	o        *Output
+	kind     ChannelKind
 	released strings.Builder
 	held     strings.Builder
 	tripped  string
 }
 
-// Stream starts holding an answer.
-func (o *Output) Stream() *Stream { return &Stream{o: o} }
+// Stream starts holding an answer's text.
+func (o *Output) Stream() *Stream { return o.stream(ChannelText) }
+
+func (o *Output) stream(kind ChannelKind) *Stream { return &Stream{o: o, kind: kind} }
 
 // Add takes the next text of the answer and returns the text to release
 // now (it may be ""), or the rule the answer broke: then nothing more is
@@ -125,7 +139,7 @@ func (s *Stream) Released() string { return s.released.String() }
 func (s *Stream) release(n int) (string, string) {
 	held := s.held.String()
 	window := held[:n]
-	if rule := s.o.Check(s.released.String() + window); rule != "" {
+	if rule := s.o.CheckChannel(s.kind, s.released.String()+window); rule != "" {
 		s.tripped = rule
 		s.held.Reset()
 		return "", rule
@@ -140,7 +154,7 @@ func (s *Stream) release(n int) (string, string) {
 // sentence end (., ! or ? before a space, or a line break), or — with a
 // window of tokens — through the last space once the window is full.
 func (s *Stream) cut() int {
-	if s.o.schema != nil {
+	if s.whole() {
 		return 0 // a schema reads the whole answer
 	}
 	held := s.held.String()
@@ -166,3 +180,10 @@ func (s *Stream) cut() int {
 	}
 	return end
 }
+
+// whole reports whether the stream holds its text to the end: an answer
+// a schema describes.
+func (s *Stream) whole() bool { return s.o.schema != nil && s.kind == ChannelText }
+
+// holds reports whether the stream holds text not yet released.
+func (s *Stream) holds() bool { return s.held.Len() > 0 }

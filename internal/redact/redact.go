@@ -1,9 +1,10 @@
 // Package redact applies a tenant's PII redaction (internal/guard) where
 // text enters its turns, against the tenant's vault in the store: the
-// gateway on every prompt before a turn or a conversation hears of it,
-// the tool runtime on what tools return, and on the arguments of the
-// tools the tenant lets see the real values (Reveal). One home, so that
-// every channel and tool kind follows the same rule.
+// gateway on every text a request carries (agent.TurnRequest.Texts) and
+// on answers, before a turn or a conversation hears of them, the tool
+// runtime on what tools return, and on the arguments of the tools the
+// tenant lets see the real values (Reveal). One home, so that every
+// channel and tool kind follows the same rule.
 package redact
 
 import (
