@@ -217,16 +217,43 @@ func socketQuery(q url.Values) (streamID string, after int64, err error) {
 
 // socketOrigin lets a page open a socket from the API's own origin or one
 // of AGENTFLOW_CORS_ORIGINS; a client that sends no Origin is no browser.
-// (Browsers do not apply CORS to WebSockets: the server must.)
+// (Browsers do not apply CORS to WebSockets: the server must.) Origins are
+// compared whole, as browsers compare them: scheme, host and port, a
+// scheme's default port written or not. The API's own scheme is https
+// when the request came over TLS, or through a proxy that ended TLS and
+// says so in X-Forwarded-Proto (which no page can set on a socket).
 func (a *HTTPAPI) socketOrigin(r *http.Request) error {
 	origin := r.Header.Get("Origin")
-	if origin == "" || slices.Contains(a.cors.origins, origin) {
+	if origin == "" {
 		return nil
 	}
-	if u, err := url.Parse(origin); err == nil && strings.EqualFold(u.Host, r.Host) {
-		return nil
+	if page, err := corsOrigin(origin); err == nil {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		if p := strings.ToLower(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0])); p == "http" || p == "https" {
+			scheme = p
+		}
+		page = sameOriginForm(page)
+		if page == sameOriginForm(strings.ToLower(scheme+"://"+r.Host)) ||
+			slices.ContainsFunc(a.cors.origins, func(o string) bool { return sameOriginForm(o) == page }) {
+			return nil
+		}
 	}
 	return agent.Errorf(agent.CodePermissionDenied, "origin %s may not open a WebSocket (AGENTFLOW_CORS_ORIGINS)", cut(origin))
+}
+
+// sameOriginForm is a lower-case scheme://host[:port] origin without its
+// scheme's default port, so that two forms of one origin are equal.
+func sameOriginForm(origin string) string {
+	switch {
+	case strings.HasPrefix(origin, "http://") && strings.HasSuffix(origin, ":80"):
+		return strings.TrimSuffix(origin, ":80")
+	case strings.HasPrefix(origin, "https://") && strings.HasSuffix(origin, ":443"):
+		return strings.TrimSuffix(origin, ":443")
+	}
+	return origin
 }
 
 // boundedSend gives the hijacked connection a small kernel send buffer
