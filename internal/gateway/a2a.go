@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"strings"
@@ -132,17 +134,22 @@ func (a *HTTPAPI) endWithStreams(next http.Handler) http.Handler {
 	})
 }
 
-// a2aLimitBody bounds a JSON-RPC request's body to MaxBodyBytes.
+// a2aLimitBody reads a JSON-RPC request's body before the SDK's handler
+// does (as limitBody), answering a body refused or cut off as a JSON-RPC
+// error.
 func a2aLimitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxBodyBytes {
-			writeA2AError(w, http.StatusRequestEntityTooLarge, a2a.ErrInvalidRequest,
-				fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes))
+		data, err := readBody(r)
+		if err != nil {
+			code := http.StatusBadRequest
+			var hs *httpStatusError
+			if errors.As(err, &hs) {
+				code = hs.status
+			}
+			writeA2AError(w, code, a2a.ErrInvalidRequest, err.Error())
 			return
 		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-		}
+		r.Body = io.NopCloser(bytes.NewReader(data))
 		// The SDK's handler writes JSON without saying so; a stream's
 		// writer sets its own type.
 		w.Header().Set("Content-Type", "application/json")

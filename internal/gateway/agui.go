@@ -36,7 +36,7 @@ import (
 const AGUIPath = "/ag-ui/{agent_id}"
 
 func (a *HTTPAPI) registerAGUI(mux *http.ServeMux) {
-	mux.Handle("POST "+AGUIPath, a.limitBody(http.HandlerFunc(a.aguiRun)))
+	mux.HandleFunc("POST "+AGUIPath, a.aguiRun)
 	a.refuseOtherMethods(mux, AGUIPath)
 }
 
@@ -53,7 +53,7 @@ func (a *HTTPAPI) aguiRun(w http.ResponseWriter, r *http.Request) {
 	err = agent.ValidateID("agent_id", agentID)
 	if err == nil {
 		var data []byte
-		data, err = readBody(w, r)
+		data, err = readBody(r)
 		if err == nil {
 			in, err = decodeAGUIInput(data)
 		}

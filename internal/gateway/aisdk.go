@@ -48,7 +48,7 @@ const (
 const UIMessageStreamHeader = "X-Vercel-Ai-Ui-Message-Stream"
 
 func (a *HTTPAPI) registerAISDK(mux *http.ServeMux) {
-	mux.Handle("POST "+uiChatPath, a.limitBody(http.HandlerFunc(a.uiChat)))
+	mux.HandleFunc("POST "+uiChatPath, a.uiChat)
 	mux.HandleFunc("GET "+uiResumePath, a.uiResume)
 	a.refuseOtherMethods(mux, uiChatPath, uiResumePath)
 }
@@ -74,7 +74,7 @@ func (a *HTTPAPI) uiChat(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	var req uiChatRequest
 	var ask uiAsk
-	data, err := readBody(w, r)
+	data, err := readBody(r)
 	if err == nil {
 		req, err = decodeUIChat(data)
 	}
@@ -243,7 +243,7 @@ func jobOf(streamID string) string {
 // refuse answers err as a problem: an error of the service's methods (a
 // status) as it is, any other through Status.
 func (a *HTTPAPI) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !isBodyError(err) {
 		return // the client has gone
 	}
 	p := a.problemOf(r.Context(), err)

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway/intake"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -314,7 +316,7 @@ func (s *socket) run(streamID string, after int64) {
 		})
 	}
 	for {
-		typ, data, err := s.c.Read(s.ctx)
+		typ, data, err := s.readMessage()
 		if err != nil {
 			return // the client closed, or the socket was
 		}
@@ -337,6 +339,53 @@ func (s *socket) run(streamID string, after int64) {
 			s.do(cmd)
 		})
 	}
+}
+
+// readMessage reads the client's next message through the body reader
+// every request body goes through (admit): at most MaxBodyBytes, its
+// bytes counted against the caller's share while they arrive, and all
+// of it within the body timeout of its first frame. A message refused or
+// cut off closes the socket, saying why: the rest of it cannot be skipped.
+func (s *socket) readMessage() (websocket.MessageType, []byte, error) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	typ, r, err := s.c.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	deadline := time.Now().Add(s.a.body.timeout)
+	cut := time.AfterFunc(s.a.body.timeout, cancel)
+	defer cut.Stop()
+	caller := callerOf(s.ctx)
+	b := &intake.Body{Src: r, Budget: s.a.body.budget, Client: caller.Tenant + "/" + caller.Name, Max: MaxBodyBytes, Length: -1, Deadline: deadline}
+	defer func() { _ = b.Close() }()
+	data, err := io.ReadAll(b)
+	var refused *intake.Error
+	if errors.As(err, &refused) {
+		code := websocket.StatusPolicyViolation
+		switch refused.Status {
+		case http.StatusRequestEntityTooLarge:
+			code = websocket.StatusMessageTooBig
+		case http.StatusTooManyRequests:
+			code = websocket.StatusTryAgainLater
+		}
+		s.close(code, socketCloseReason(refused.Status))
+	}
+	return typ, data, err
+}
+
+// socketCloseReason says why a message closed its socket, in the few
+// bytes a close frame has.
+func socketCloseReason(status int) string {
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		return "a message is larger than the gateway takes"
+	case http.StatusTooManyRequests:
+		return "too many bytes in flight: try again later"
+	case http.StatusRequestTimeout:
+		return "a message did not arrive in time"
+	}
+	return "a message could not be read"
 }
 
 // write sends the queued messages, and a ping when the socket is quiet.
