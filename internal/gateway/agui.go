@@ -61,10 +61,18 @@ func (a *HTTPAPI) aguiRun(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = a.aguiExposed(ctx, agentID)
 	}
+	var release func()
+	if err == nil {
+		// The run's stream, held before its turn is started or its
+		// message sent.
+		ctx, release, err = a.svc.holdStream(ctx)
+	}
 	if err != nil {
 		a.refuse(w, r, err)
 		return
 	}
+	defer release()
+	r = r.WithContext(ctx)
 	var run aguiTurn
 	if in.ThreadID == "" {
 		run, err = a.aguiStart(ctx, agentID, in)

@@ -81,10 +81,18 @@ func (a *HTTPAPI) uiChat(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		ask, err = req.ask()
 	}
+	var release func()
+	if err == nil {
+		// Every answer streams: its slot is held before a message is
+		// sent or an approval decided.
+		ctx, release, err = a.svc.holdStream(ctx)
+	}
 	if err != nil {
 		a.refuse(w, r, err)
 		return
 	}
+	defer release()
+	r = r.WithContext(ctx)
 	if len(ask.Decisions) > 0 {
 		a.uiDecide(w, r, req, ask)
 		return

@@ -156,6 +156,16 @@ func (o openAI) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
+	// A completion follows its turn, streamed or not: it holds one of
+	// the tenant's streams, taken before the turn is started or the
+	// message sent.
+	ctx, release, err := o.s.holdStream(ctx)
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	defer release()
+	r = r.WithContext(ctx)
 	jobID := r.Header.Get(headerIdempotency)
 	var turn chatTurn
 	switch {

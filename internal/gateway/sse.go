@@ -193,12 +193,13 @@ func decodeBody(r *http.Request, msg proto.Message) error {
 // type SSEProblemEvent. Events are written as they come and flushed when
 // no more are waiting: once per batch the follower hands on.
 func (a *HTTPAPI) serveSSE(w http.ResponseWriter, r *http.Request, follow func(ctx context.Context, send func(agent.Event) error) error) {
-	release, err := a.svc.streams.take(tenantOf(r.Context()))
+	hctx, release, err := a.svc.holdStream(r.Context())
 	if err != nil {
 		a.fail(w, r, err, 0)
 		return
 	}
 	defer release()
+	r = r.WithContext(hctx)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	// The gateway's shutdown ends the stream; the client resumes elsewhere.
@@ -378,12 +379,13 @@ type eventAnswer interface {
 // follower.
 func (a *HTTPAPI) serveEvents(w http.ResponseWriter, r *http.Request, st *sseWriter, ans eventAnswer,
 	follow func(ctx context.Context, send func(agent.Event) error) error) {
-	release, err := a.svc.streams.take(tenantOf(r.Context()))
+	hctx, release, err := a.svc.holdStream(r.Context())
 	if err != nil {
 		a.refuse(w, r, err)
 		return
 	}
 	defer release()
+	r = r.WithContext(hctx)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(a.ending, cancel)()

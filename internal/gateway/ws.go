@@ -133,7 +133,8 @@ func (a *HTTPAPI) serveSocket(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, 0)
 		return
 	}
-	release, err := a.svc.streams.take(tenantOf(ctx))
+	// The socket's slot, which its follows share.
+	ctx, release, err := a.svc.holdStream(ctx)
 	if err != nil {
 		a.fail(w, r, err, 0)
 		return
