@@ -149,10 +149,16 @@ func allowBody(r *http.Request, max int64) {
 
 // readBody reads a request's whole body, as admit bounds it.
 func readBody(r *http.Request) ([]byte, error) {
-	if r.Body == nil {
+	var data []byte
+	var err error
+	switch b := r.Body.(type) {
+	case nil:
 		return nil, nil
+	case *intake.Body:
+		data, err = b.ReadAll()
+	default:
+		data, err = io.ReadAll(b)
 	}
-	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, bodyReadError(err)
 	}

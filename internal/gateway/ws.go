@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -360,7 +359,7 @@ func (s *socket) readMessage() (websocket.MessageType, []byte, error) {
 	caller := callerOf(s.ctx)
 	b := &intake.Body{Src: r, Budget: s.a.body.budget, Client: caller.Tenant + "/" + caller.Name, Max: MaxBodyBytes, Length: -1, Deadline: deadline}
 	defer func() { _ = b.Close() }()
-	data, err := io.ReadAll(b)
+	data, err := b.ReadAll()
 	var refused *intake.Error
 	if errors.As(err, &refused) {
 		code := websocket.StatusPolicyViolation

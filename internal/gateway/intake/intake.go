@@ -173,6 +173,36 @@ func (b *Body) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// ReadAll reads the body to its end. A body of a declared length is read
+// into a buffer of that length, made once the length is reserved: what
+// it holds is what the Budget counts, not the doublings of a growing one.
+func (b *Body) ReadAll() ([]byte, error) {
+	if _, err := b.Read(nil); err != nil { // reserves, or refuses, the declared length
+		if errors.Is(err, io.EOF) {
+			return []byte{}, nil
+		}
+		return nil, err
+	}
+	size := int64(512)
+	if b.Length >= 0 {
+		size = b.Length + 1 // and one byte to see the end
+	}
+	data := make([]byte, 0, size)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := b.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		switch {
+		case errors.Is(err, io.EOF):
+			return data, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+}
+
 // begin checks a declared length and reserves it.
 func (b *Body) begin() error {
 	switch {

@@ -155,21 +155,33 @@ func TestRefused(t *testing.T) {
 // is read, a Body yields the body when it is within its bound and an
 // error when not, never more than its bound, and holds nothing once done.
 func FuzzBody(f *testing.F) {
-	f.Add([]byte("hello"), uint16(10), true, uint8(1))
-	f.Add([]byte("hello"), uint16(4), false, uint8(3))
-	f.Add([]byte(""), uint16(0), true, uint8(0))
-	f.Add(bytes.Repeat([]byte("x"), 300), uint16(299), false, uint8(255))
-	f.Fuzz(func(t *testing.T, body []byte, max uint16, declared bool, chunk uint8) {
+	f.Add([]byte("hello"), uint16(10), true, uint8(1), false)
+	f.Add([]byte("hello"), uint16(4), false, uint8(3), false)
+	f.Add([]byte(""), uint16(0), true, uint8(0), true)
+	f.Add(bytes.Repeat([]byte("x"), 300), uint16(299), false, uint8(255), true)
+	f.Add(bytes.Repeat([]byte("x"), 1000), uint16(2000), false, uint8(7), true)
+	f.Fuzz(func(t *testing.T, body []byte, max uint16, declared bool, chunk uint8, whole bool) {
 		budget := NewBudget(1<<16, 1<<17)
 		length := int64(-1)
 		if declared {
 			length = int64(len(body))
 		}
-		b := &Body{Src: bytes.NewReader(body), Budget: budget, Client: "c", Max: int64(max), Length: length}
+		b := &Body{Src: iotest.HalfReader(bytes.NewReader(body)), Budget: budget, Client: "c", Max: int64(max), Length: length}
 		var got []byte
 		buf := make([]byte, int(chunk)+1)
 		var err error
-		for {
+		for whole {
+			got, err = b.ReadAll()
+			if err == nil {
+				err = io.EOF
+			}
+			require.LessOrEqual(t, int64(len(got)), int64(max))
+			if length >= 0 && err == io.EOF {
+				require.Equal(t, len(got)+1, cap(got), "a declared length is read into a buffer of its size")
+			}
+			break
+		}
+		for !whole {
 			var n int
 			n, err = b.Read(buf)
 			got = append(got, buf[:n]...)
