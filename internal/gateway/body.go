@@ -122,8 +122,10 @@ func (a *HTTPAPI) admit(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	r = r.WithContext(ctx)
 	// A read deadline of the connection: it cuts off a stalled body, and
 	// bounds how long the server, once the request is answered, waits to
-	// skip what it did not read of a small one. It is cleared once the
-	// body has arrived, so that an answer that streams for hours is not cut.
+	// skip what it did not read of a small one. It does not cut an answer
+	// that streams for hours: net/http clears it once the body has been
+	// read to its end, when it starts watching the connection for the
+	// client going away.
 	deadline := time.Now().Add(a.body.timeout)
 	_ = rc.SetReadDeadline(deadline)
 	if err != nil {
@@ -133,7 +135,7 @@ func (a *HTTPAPI) admit(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		return r, func() {}
 	}
 	b := &intake.Body{Src: r.Body, Budget: a.body.budget, Client: caller.Tenant + "/" + caller.Name, Max: MaxBodyBytes,
-		Length: r.ContentLength, Deadline: deadline, End: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		Length: r.ContentLength, Deadline: deadline}
 	r = r.WithContext(context.WithValue(ctx, bodyKey{}, b))
 	r.Body = b
 	return r, func() { _ = b.Close() }

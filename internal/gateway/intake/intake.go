@@ -118,9 +118,6 @@ type Body struct {
 	// after it (the connection's read deadline, or a cancelled context)
 	// fails with 408. Zero: none.
 	Deadline time.Time
-	// End, when set, is called once when the body has been read to its
-	// end: an HTTP server clears the connection's read deadline there.
-	End func()
 
 	read    int64 // bytes read
 	held    int64 // bytes reserved
@@ -162,9 +159,6 @@ func (b *Body) Read(p []byte) (int, error) {
 		return 0, b.fail(b.tooLarge())
 	case errors.Is(err, io.EOF):
 		b.finish()
-		if b.End != nil {
-			b.End()
-		}
 		b.err = io.EOF
 		return n, io.EOF
 	case err != nil:
