@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"strings"
@@ -132,17 +134,22 @@ func (a *HTTPAPI) endWithStreams(next http.Handler) http.Handler {
 	})
 }
 
-// a2aLimitBody bounds a JSON-RPC request's body to MaxBodyBytes.
+// a2aLimitBody reads a JSON-RPC request's body before the SDK's handler
+// does (as limitBody), answering a body refused or cut off as a JSON-RPC
+// error.
 func a2aLimitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxBodyBytes {
-			writeA2AError(w, http.StatusRequestEntityTooLarge, a2a.ErrInvalidRequest,
-				fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes))
+		data, err := readBody(r)
+		if err != nil {
+			code := http.StatusBadRequest
+			var hs *httpStatusError
+			if errors.As(err, &hs) {
+				code = hs.status
+			}
+			writeA2AError(w, code, a2a.ErrInvalidRequest, err.Error())
 			return
 		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-		}
+		r.Body = io.NopCloser(bytes.NewReader(data))
 		// The SDK's handler writes JSON without saying so; a stream's
 		// writer sets its own type.
 		w.Header().Set("Content-Type", "application/json")
@@ -299,6 +306,11 @@ var errA2AStop = errors.New("a2a: stop following")
 // its task when it ends or waits for approval (input-required), or once
 // it has started when the client asks not to block.
 func (m *a2aServer) OnSendMessage(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	ctx, release, err := m.s.holdStream(ctx)
+	if err != nil {
+		return nil, m.fail(ctx, err, a2a.ErrInvalidParams)
+	}
+	defer release()
 	if params != nil && params.Message != nil && params.Message.TaskID != "" {
 		return m.continueTask(ctx, params)
 	}
@@ -306,7 +318,6 @@ func (m *a2aServer) OnSendMessage(ctx context.Context, params *a2a.MessageSendPa
 	if err != nil {
 		return nil, err
 	}
-	defer turn.release()
 	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
 	t := newA2ATask(turn.streamID, turn.contextID)
 	err = turn.follow(ctx, func(e agent.Event) error {
@@ -328,6 +339,12 @@ func (m *a2aServer) OnSendMessage(ctx context.Context, params *a2a.MessageSendPa
 func (m *a2aServer) OnSendMessageStream(ctx context.Context, params *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
 	if params != nil && params.Message != nil && params.Message.TaskID != "" {
 		return func(yield func(a2a.Event, error) bool) {
+			ctx, release, err := m.s.holdStream(ctx)
+			if err != nil {
+				yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
+				return
+			}
+			defer release()
 			if _, err := m.answerTask(ctx, params); err != nil {
 				yield(nil, err)
 				return
@@ -340,12 +357,17 @@ func (m *a2aServer) OnSendMessageStream(ctx context.Context, params *a2a.Message
 		}
 	}
 	return func(yield func(a2a.Event, error) bool) {
+		ctx, release, err := m.s.holdStream(ctx)
+		if err != nil {
+			yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
+			return
+		}
+		defer release()
 		turn, err := m.begin(ctx, params)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		defer turn.release()
 		t := newA2ATask(turn.streamID, turn.contextID)
 		sent := false
 		err = turn.follow(ctx, func(e agent.Event) error {
@@ -417,11 +439,6 @@ func (m *a2aServer) continueTask(ctx context.Context, params *a2a.MessageSendPar
 		return nil, err
 	}
 	id := string(params.Message.TaskID)
-	release, err := m.s.streams.take(tenantOf(ctx))
-	if err != nil {
-		return nil, m.fail(ctx, err, a2a.ErrInvalidParams)
-	}
-	defer release()
 	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
 	t := newA2ATask(id, a2aContextOf(id))
 	err = m.s.events.Follow(ctx, id, 0, func(e agent.Event) error {
@@ -452,7 +469,7 @@ func (m *a2aServer) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDP
 		if !yield(t.task(), nil) || done {
 			return
 		}
-		release, err := m.s.streams.take(tenantOf(ctx))
+		ctx, release, err := m.s.holdStream(ctx)
 		if err != nil {
 			yield(nil, m.fail(ctx, err, a2a.ErrTaskNotFound))
 			return
@@ -505,15 +522,18 @@ func (m *a2aServer) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) 
 	}
 	wctx, cancel := context.WithTimeout(ctx, a2aCancelWait)
 	defer cancel()
-	t = newA2ATask(id, t.contextID)
+	canceled := newA2ATask(id, t.contextID)
 	err = m.s.events.Follow(wctx, id, 0, func(e agent.Event) error {
-		t.apply(e)
+		canceled.apply(e)
 		return nil
 	})
 	if err != nil && wctx.Err() == nil {
+		// Not followed (its tenant's streams are all open, say): the
+		// task as it was read before the cancel.
 		telemetry.Logger(ctx, m.logger).Warn("a2a cancel: the turn's log was not followed", zap.String("stream_id", id), zap.Error(err))
+		return t.task(), nil
 	}
-	return t.task(), nil
+	return canceled.task(), nil
 }
 
 // read reads the task's turn log: the task, the log's next index and
@@ -583,8 +603,7 @@ func (m *a2aServer) OnGetExtendedAgentCard(ctx context.Context) (*a2a.AgentCard,
 type a2aTurn struct {
 	streamID, contextID string
 	// follow starts the turn (or finds it started) and follows its log.
-	follow  func(ctx context.Context, send func(agent.Event) error) error
-	release func()
+	follow func(ctx context.Context, send func(agent.Event) error) error
 }
 
 // begin checks a message and makes its turn: nothing is started when
@@ -609,17 +628,12 @@ func (m *a2aServer) begin(ctx context.Context, params *a2a.MessageSendParams) (a
 		if err := o.checkSession(ctx, in.contextID, ag.ID); err != nil {
 			return a2aTurn{}, m.fail(ctx, err, a2a.ErrInvalidParams)
 		}
-		release, err := m.s.streams.take(tenantOf(ctx))
-		if err != nil {
-			return a2aTurn{}, m.fail(ctx, err, a2a.ErrInvalidParams)
-		}
 		res, err := m.s.SendMessage(ctx, &pb.SendMessageRequest{SessionId: in.contextID, AgentId: ag.ID, Prompt: in.prompt, JobId: jobID})
 		if err != nil {
-			release()
 			return a2aTurn{}, m.fail(ctx, err, a2a.ErrInvalidParams)
 		}
 		streamID := res.GetStreamId()
-		turn = a2aTurn{streamID: streamID, contextID: in.contextID, release: release,
+		turn = a2aTurn{streamID: streamID, contextID: in.contextID,
 			follow: func(ctx context.Context, send func(agent.Event) error) error {
 				return o.followStarted(ctx, streamID, send)
 			}}
@@ -629,11 +643,7 @@ func (m *a2aServer) begin(ctx context.Context, params *a2a.MessageSendParams) (a
 	if err != nil {
 		return a2aTurn{}, m.fail(ctx, err, a2a.ErrInvalidParams)
 	}
-	release, err := m.s.streams.take(req.TenantID)
-	if err != nil {
-		return a2aTurn{}, m.fail(ctx, err, a2a.ErrInvalidParams)
-	}
-	return a2aTurn{streamID: "turn/" + req.TenantID + "/" + req.JobID, contextID: in.contextID, release: release,
+	return a2aTurn{streamID: "turn/" + req.TenantID + "/" + req.JobID, contextID: in.contextID,
 		follow: func(ctx context.Context, send func(agent.Event) error) error {
 			return m.s.followNew(ctx, req, nil, send)
 		}}, nil

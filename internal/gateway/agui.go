@@ -36,7 +36,7 @@ import (
 const AGUIPath = "/ag-ui/{agent_id}"
 
 func (a *HTTPAPI) registerAGUI(mux *http.ServeMux) {
-	mux.Handle("POST "+AGUIPath, a.limitBody(http.HandlerFunc(a.aguiRun)))
+	mux.HandleFunc("POST "+AGUIPath, a.aguiRun)
 	a.refuseOtherMethods(mux, AGUIPath)
 }
 
@@ -53,7 +53,7 @@ func (a *HTTPAPI) aguiRun(w http.ResponseWriter, r *http.Request) {
 	err = agent.ValidateID("agent_id", agentID)
 	if err == nil {
 		var data []byte
-		data, err = readBody(w, r)
+		data, err = readBody(r)
 		if err == nil {
 			in, err = decodeAGUIInput(data)
 		}
@@ -61,10 +61,18 @@ func (a *HTTPAPI) aguiRun(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = a.aguiExposed(ctx, agentID)
 	}
+	var release func()
+	if err == nil {
+		// The run's stream, held before its turn is started or its
+		// message sent.
+		ctx, release, err = a.svc.holdStream(ctx)
+	}
 	if err != nil {
 		a.refuse(w, r, err)
 		return
 	}
+	defer release()
+	r = r.WithContext(ctx)
 	var run aguiTurn
 	if in.ThreadID == "" {
 		run, err = a.aguiStart(ctx, agentID, in)

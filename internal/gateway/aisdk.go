@@ -48,7 +48,7 @@ const (
 const UIMessageStreamHeader = "X-Vercel-Ai-Ui-Message-Stream"
 
 func (a *HTTPAPI) registerAISDK(mux *http.ServeMux) {
-	mux.Handle("POST "+uiChatPath, a.limitBody(http.HandlerFunc(a.uiChat)))
+	mux.HandleFunc("POST "+uiChatPath, a.uiChat)
 	mux.HandleFunc("GET "+uiResumePath, a.uiResume)
 	a.refuseOtherMethods(mux, uiChatPath, uiResumePath)
 }
@@ -74,17 +74,25 @@ func (a *HTTPAPI) uiChat(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	var req uiChatRequest
 	var ask uiAsk
-	data, err := readBody(w, r)
+	data, err := readBody(r)
 	if err == nil {
 		req, err = decodeUIChat(data)
 	}
 	if err == nil {
 		ask, err = req.ask()
 	}
+	var release func()
+	if err == nil {
+		// Every answer streams: its slot is held before a message is
+		// sent or an approval decided.
+		ctx, release, err = a.svc.holdStream(ctx)
+	}
 	if err != nil {
 		a.refuse(w, r, err)
 		return
 	}
+	defer release()
+	r = r.WithContext(ctx)
 	if len(ask.Decisions) > 0 {
 		a.uiDecide(w, r, req, ask)
 		return
@@ -243,7 +251,7 @@ func jobOf(streamID string) string {
 // refuse answers err as a problem: an error of the service's methods (a
 // status) as it is, any other through Status.
 func (a *HTTPAPI) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !isBodyError(err) {
 		return // the client has gone
 	}
 	p := a.problemOf(r.Context(), err)

@@ -107,6 +107,9 @@ func (s *Service) authenticate(ctx context.Context) (Token, error) {
 	if len(vals) == 0 {
 		return Token{}, agent.Errorf(agent.CodeUnauthenticated, "missing bearer token: send the metadata \"authorization: Bearer <token>\"")
 	}
+	if m, ok := ctx.Value(authMemoKey{}).(authMemo); ok && m.authorization == vals[0] {
+		return m.caller, m.err
+	}
 	secret, ok := strings.CutPrefix(vals[0], "Bearer ")
 	if !ok || secret == "" {
 		return Token{}, agent.Errorf(agent.CodeUnauthenticated, "malformed authorization: want \"Bearer <token>\"")
@@ -127,6 +130,18 @@ func (s *Service) authenticate(ctx context.Context) (Token, error) {
 	}
 	return Token{}, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
 }
+
+// authMemo is an HTTP request's credential as authenticate found it
+// before the request's body was read (HTTPAPI.admit): its door, which
+// checks the same header, is answered from it rather than verifying it
+// twice (and logging a refused token twice).
+type authMemo struct {
+	authorization string
+	caller        Token
+	err           error
+}
+
+type authMemoKey struct{}
 
 // fromOIDC verifies a JWT of the OIDC issuer and makes a caller of the
 // identity its claims give. A refused token is Unauthenticated with a

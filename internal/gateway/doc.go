@@ -25,7 +25,11 @@
 // authenticated, authorized, scoped and answered by exactly the code a
 // gRPC call is. What is HTTP's own lives here too: the strict reading of
 // bodies and query parameters, errors as RFC 9457 problem details (from
-// the status Status made), the body limit, CORS and the OpenAPI document.
+// the status Status made), CORS and the OpenAPI document, and the one
+// body reader every door reads through (body.go, internal/gateway/intake):
+// a request's credential is checked from its headers before any byte of
+// its body is read, and bodies are bounded in size, in bytes in flight
+// per credential and in total, and in time.
 // Files (files.go) are HTTP's alone: POST /v1/files stores one file as a
 // blob of the caller's tenant and answers its cas:// ref; GET
 // /v1/files/{ref} serves a tenant's blob back, so that no browser runs it

@@ -27,8 +27,10 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !isBodyError(err) {
 		// The caller went away or ran out of time: that is the answer.
+		// (A body cut off ends the request's context too, and is
+		// answered as what it is.)
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	code := agent.ErrorCode(err)

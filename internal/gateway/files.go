@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway/intake"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -99,7 +100,7 @@ func (a *HTTPAPI) postFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(ctx)
-	up, err := a.readUpload(w, r)
+	up, err := a.readUpload(r)
 	if err != nil {
 		a.refuse(w, r, err)
 		return
@@ -121,7 +122,7 @@ func (a *HTTPAPI) postFile(w http.ResponseWriter, r *http.Request) {
 
 // readUpload reads the request's file, refusing a body larger than the
 // limit before reading it when its length is known.
-func (a *HTTPAPI) readUpload(w http.ResponseWriter, r *http.Request) (upload, error) {
+func (a *HTTPAPI) readUpload(r *http.Request) (upload, error) {
 	limit := a.maxUpload
 	if r.ContentLength > limit+multipartSlack {
 		return upload{}, uploadTooLarge(limit)
@@ -129,8 +130,8 @@ func (a *HTTPAPI) readUpload(w http.ResponseWriter, r *http.Request) (upload, er
 	if r.ContentLength > limit && !isMultipart(r.Header.Get("Content-Type")) {
 		return upload{}, uploadTooLarge(limit)
 	}
-	body := http.MaxBytesReader(w, r.Body, limit+multipartSlack)
-	return decodeUpload(r.Header, r.URL.Query(), body, limit)
+	allowBody(r, limit+multipartSlack)
+	return decodeUpload(r.Header, r.URL.Query(), r.Body, limit)
 }
 
 func isMultipart(contentType string) bool {
@@ -247,11 +248,15 @@ func readFile(r io.Reader, limit int64) ([]byte, error) {
 }
 
 // bodyError is a failed read of the body: 413 when it passed the body's
-// bound, else what says so.
+// bound, the body reader's status when it refused or cut off the body
+// (admit), else what says so.
 func bodyError(err error, limit int64, what string) error {
-	var over *http.MaxBytesError
-	if errors.As(err, &over) {
+	var e *intake.Error
+	switch {
+	case errors.As(err, &e) && e.Status == http.StatusRequestEntityTooLarge:
 		return uploadTooLarge(limit)
+	case errors.As(err, &e):
+		return withHTTPStatus(e.Status, e)
 	}
 	return agent.Errorf(agent.CodeInvalid, "%s: %s", what, cut(err.Error()))
 }

@@ -41,6 +41,19 @@ type HTTPOptions struct {
 	// MaxUploadBytes is the largest file POST /v1/files takes, 1 to
 	// MaxUploadBytesLimit. Default (0): DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// BodyTimeout is how long a request's body, or a WebSocket message,
+	// may take to arrive after its headers (its first frame): a client
+	// that has not sent it all by then is cut off (408; a socket is
+	// closed). Default (0): DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// ClientInflightBytes bounds the bytes of one credential's bodies
+	// and messages being received at once, at least the largest body or
+	// upload, and InflightBytes every client's together, at least
+	// ClientInflightBytes; both at most MaxInflightBytes. A body over
+	// either is refused (429) before it is read. Default (0):
+	// DefaultClientInflightBytes, or the largest upload when more;
+	// DefaultInflightBytes, or ClientInflightBytes when more.
+	ClientInflightBytes, InflightBytes int64
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -73,6 +86,7 @@ type HTTPAPI struct {
 	keepAlive  time.Duration
 	slowClient time.Duration
 	maxUpload  int64
+	body       bodyBounds
 }
 
 // installStrictQuery makes strictQuery grpc-gateway's query parser.
@@ -91,11 +105,11 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	if err != nil {
 		return nil, err
 	}
-	maxUpload, err := checkMaxUpload(o.MaxUploadBytes)
+	maxUpload, body, err := o.bounds()
 	if err != nil {
 		return nil, err
 	}
-	a := &HTTPAPI{maxUpload: maxUpload, grpc: NewGRPCServer(s, cat, o.ServerOptions...), svc: s, ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
+	a := &HTTPAPI{maxUpload: maxUpload, body: body, grpc: NewGRPCServer(s, cat, o.ServerOptions...), svc: s, ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
 		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient)}
 	a.ending, a.endStreams = context.WithCancel(context.Background())
 	a.conn, err = grpc.NewClient("passthrough:///agentflow-in-process",
@@ -144,10 +158,13 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	return a, nil
 }
 
-// ServeHTTP implements http.Handler. A path that is not UTF-8 once
+// ServeHTTP implements http.Handler. Every request gets its body reader
+// first (admit), whatever door takes it. A path that is not UTF-8 once
 // unescaped names nothing (ids are text, and gRPC refuses such strings):
 // it is refused here, saying so.
 func (a *HTTPAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, end := a.admit(w, r)
+	defer end()
 	if !utf8.ValidString(r.URL.Path) {
 		a.fail(w, r, agent.Errorf(agent.CodeInvalid, "the path is not valid UTF-8 once unescaped"), http.StatusBadRequest)
 		return

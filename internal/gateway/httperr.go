@@ -75,9 +75,14 @@ func (a *HTTPAPI) routingError(ctx context.Context, _ *runtime.ServeMux, _ runti
 	a.fail(w, r.WithContext(ctx), err, httpStatus)
 }
 
-// fail answers err, with httpStatus instead of its code's when not 0.
+// fail answers err, with httpStatus instead of its code's when not 0,
+// or the status withHTTPStatus gave it.
 func (a *HTTPAPI) fail(w http.ResponseWriter, r *http.Request, err error, httpStatus int) {
 	p := problemFromStatus(status.Convert(Status(r.Context(), a.logger, err)))
+	var hs *httpStatusError
+	if httpStatus == 0 && errors.As(err, &hs) {
+		httpStatus = hs.status
+	}
 	if httpStatus != 0 {
 		p.Status = httpStatus
 	}

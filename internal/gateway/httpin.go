@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -15,8 +14,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // What the HTTP API reads: a request's body as the JSON of its message
@@ -134,34 +131,4 @@ func knownField(md protoreflect.MessageDescriptor, key string) error {
 		}
 	}
 	return nil
-}
-
-// limitBody reads a request's body, up to MaxBodyBytes, before the
-// handlers do: a larger one is refused with 413, and nothing is called.
-func (a *HTTPAPI) limitBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tooLarge := func() {
-			a.fail(w, r, agent.Errorf(agent.CodeInvalid, "the request body is larger than %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
-		}
-		if r.ContentLength > MaxBodyBytes {
-			tooLarge()
-			return
-		}
-		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
-			return
-		}
-		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-		var over *http.MaxBytesError
-		switch {
-		case errors.As(err, &over):
-			tooLarge()
-			return
-		case err != nil:
-			a.fail(w, r, agent.Errorf(agent.CodeInvalid, "the request body could not be read: %v", err), 0)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(data))
-		next.ServeHTTP(w, r)
-	})
 }

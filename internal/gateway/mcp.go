@@ -256,7 +256,7 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		if err != nil {
 			return mcpError(m.s.clientMessage(ctx, err)), nil
 		}
-		release, err := m.s.streams.take(turn.TenantID)
+		ctx, release, err := m.s.holdStream(ctx)
 		if err != nil {
 			return mcpError(m.s.clientMessage(ctx, err)), nil
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -152,11 +151,21 @@ func (o openAI) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(ctx)
-	req, prompt, err := o.readChat(w, r, session)
+	req, prompt, err := o.readChat(r, session)
 	if err != nil {
 		o.fail(w, r, err)
 		return
 	}
+	// A completion follows its turn, streamed or not: it holds one of
+	// the tenant's streams, taken before the turn is started or the
+	// message sent.
+	ctx, release, err := o.s.holdStream(ctx)
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	defer release()
+	r = r.WithContext(ctx)
 	jobID := r.Header.Get(headerIdempotency)
 	var turn chatTurn
 	switch {
@@ -178,7 +187,7 @@ func (o openAI) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 // readChat reads and checks a chat completion request and its headers,
 // and makes the turn's prompt.
-func (o openAI) readChat(w http.ResponseWriter, r *http.Request, session string) (chatRequest, string, error) {
+func (o openAI) readChat(r *http.Request, session string) (chatRequest, string, error) {
 	for _, h := range []string{headerSession, headerIdempotency} {
 		if v := r.Header.Get(h); v != "" {
 			if err := agent.ValidateID(h, v); err != nil {
@@ -186,7 +195,7 @@ func (o openAI) readChat(w http.ResponseWriter, r *http.Request, session string)
 			}
 		}
 	}
-	body, err := readBody(w, r)
+	body, err := readBody(r)
 	if err != nil {
 		return chatRequest{}, "", err
 	}
@@ -196,23 +205,6 @@ func (o openAI) readChat(w http.ResponseWriter, r *http.Request, session string)
 	}
 	prompt, err := chatPrompt(req.Messages, session != "")
 	return req, prompt, err
-}
-
-// readBody reads a request's body, up to MaxBodyBytes.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	tooLarge := withHTTPStatus(http.StatusRequestEntityTooLarge, agent.Errorf(agent.CodeInvalid, "the request body is larger than %d bytes", MaxBodyBytes))
-	if r.ContentLength > MaxBodyBytes {
-		return nil, tooLarge
-	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	var over *http.MaxBytesError
-	switch {
-	case errors.As(err, &over):
-		return nil, tooLarge
-	case err != nil:
-		return nil, agent.Errorf(agent.CodeInvalid, "the request body could not be read: %v", err)
-	}
-	return data, nil
 }
 
 // startTurn prepares a turn of the chat's model as Stream does, with the
@@ -335,7 +327,7 @@ func withHTTPStatus(status int, err error) error { return &httpStatusError{statu
 
 // fail answers err as OpenAI's error object.
 func (o openAI) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !isBodyError(err) {
 		return // the client has gone: nobody reads an answer
 	}
 	writeOpenAIError(w, o.problem(r.Context(), err), err)

@@ -50,8 +50,10 @@ type Options struct {
 	TaskQueue string
 	Logger    *zap.Logger
 	// MaxStreamsPerTenant bounds each tenant's open streams in this
-	// process: gRPC Stream and Resume calls, SSE responses and WebSocket
-	// connections together. Default (0): DefaultMaxStreamsPerTenant.
+	// process: every request that follows a turn's events, on any door
+	// (gRPC Stream and Resume, SSE, WebSocket connections, chat
+	// completions, the AI SDK, AG-UI, A2A and MCP), together. Default
+	// (0): DefaultMaxStreamsPerTenant.
 	MaxStreamsPerTenant int
 	// Vault applies the tenants' PII redaction to prompts before a turn
 	// or a conversation hears of them (nil: none is applied).
@@ -113,8 +115,9 @@ func New(o Options) (*Service, error) {
 	case o.MaxStreamsPerTenant == 0:
 		o.MaxStreamsPerTenant = DefaultMaxStreamsPerTenant
 	}
-	s := &Service{client: o.Client, store: o.Store, events: o.Events, tokens: o.Tokens, oidc: o.OIDC, taskQueue: o.TaskQueue, logger: o.Logger,
-		routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: newStreamSlots(o.MaxStreamsPerTenant)}
+	streams := newStreamSlots(o.MaxStreamsPerTenant)
+	s := &Service{client: o.Client, store: o.Store, events: heldEvents{src: o.Events, streams: streams}, tokens: o.Tokens, oidc: o.OIDC,
+		taskQueue: o.TaskQueue, logger: o.Logger, routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: streams}
 	s.ending, s.endStreams = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -337,11 +340,6 @@ func (s *Service) Stream(in *pb.StreamRequest, ss grpc.ServerStreamingServer[pb.
 		return s.status(ctx, err)
 	}
 	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
-	release, err := s.streams.take(req.TenantID)
-	if err != nil {
-		return s.status(ctx, err)
-	}
-	defer release()
 	return s.send(ss, streamID, 0, func(ctx context.Context, send func(agent.Event) error) error {
 		return s.followNew(ctx, req, nil, send)
 	})
@@ -353,11 +351,6 @@ func (s *Service) Resume(in *pb.ResumeRequest, ss grpc.ServerStreamingServer[pb.
 	if err := ownStream(ctx, in.GetStreamId()); err != nil {
 		return s.status(ctx, err)
 	}
-	release, err := s.streams.take(tenantOf(ctx))
-	if err != nil {
-		return s.status(ctx, err)
-	}
-	defer release()
 	return s.send(ss, in.GetStreamId(), in.GetAfterIndex(), func(ctx context.Context, send func(agent.Event) error) error {
 		return s.events.Follow(ctx, in.GetStreamId(), in.GetAfterIndex(), send)
 	})

@@ -60,8 +60,8 @@ const streamBuffer = 256
 
 func (a *HTTPAPI) registerSSE(mux *http.ServeMux) {
 	mux.HandleFunc(sseFollowPath, a.sseFollow)
-	mux.Handle(sseStartPath, a.limitBody(http.HandlerFunc(a.sseStart)))
-	mux.Handle(sseMessagePath, a.limitBody(http.HandlerFunc(a.sseMessage)))
+	mux.HandleFunc(sseStartPath, a.sseStart)
+	mux.HandleFunc(sseMessagePath, a.sseMessage)
 }
 
 // caller authenticates a request's bearer token as the gRPC interceptors
@@ -112,7 +112,7 @@ func (a *HTTPAPI) sseStart(w http.ResponseWriter, r *http.Request) {
 	var in pb.TurnRequest
 	after, resumed, err := resumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
 	if err == nil {
-		err = decodeBody(w, r, &in)
+		err = decodeBody(r, &in)
 	}
 	if err == nil && resumed && in.GetJobId() == "" {
 		err = agent.Errorf(agent.CodeInvalid, "a stream resumed after an index needs the job_id of its turn")
@@ -148,7 +148,7 @@ func (a *HTTPAPI) sseMessage(w http.ResponseWriter, r *http.Request) {
 	var in pb.SendMessageRequest
 	after, resumed, err := resumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
 	if err == nil {
-		err = decodeBody(w, r, &in)
+		err = decodeBody(r, &in)
 	}
 	in.SessionId = r.PathValue("session_id") // the path's, as the message route does
 	if err == nil && resumed && in.GetJobId() == "" {
@@ -174,8 +174,8 @@ func (a *HTTPAPI) sseMessage(w http.ResponseWriter, r *http.Request) {
 // decodeBody reads a request's body, bounded as every body is (readBody),
 // and decodes it as the HTTP API decodes its routes' bodies (strictJSON);
 // an empty body is an empty message.
-func decodeBody(w http.ResponseWriter, r *http.Request, msg proto.Message) error {
-	data, err := readBody(w, r)
+func decodeBody(r *http.Request, msg proto.Message) error {
+	data, err := readBody(r)
 	if err != nil {
 		return err
 	}
@@ -193,12 +193,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, msg proto.Message) error
 // type SSEProblemEvent. Events are written as they come and flushed when
 // no more are waiting: once per batch the follower hands on.
 func (a *HTTPAPI) serveSSE(w http.ResponseWriter, r *http.Request, follow func(ctx context.Context, send func(agent.Event) error) error) {
-	release, err := a.svc.streams.take(tenantOf(r.Context()))
+	hctx, release, err := a.svc.holdStream(r.Context())
 	if err != nil {
 		a.fail(w, r, err, 0)
 		return
 	}
 	defer release()
+	r = r.WithContext(hctx)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	// The gateway's shutdown ends the stream; the client resumes elsewhere.
@@ -378,12 +379,13 @@ type eventAnswer interface {
 // follower.
 func (a *HTTPAPI) serveEvents(w http.ResponseWriter, r *http.Request, st *sseWriter, ans eventAnswer,
 	follow func(ctx context.Context, send func(agent.Event) error) error) {
-	release, err := a.svc.streams.take(tenantOf(r.Context()))
+	hctx, release, err := a.svc.holdStream(r.Context())
 	if err != nil {
 		a.refuse(w, r, err)
 		return
 	}
 	defer release()
+	r = r.WithContext(hctx)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(a.ending, cancel)()

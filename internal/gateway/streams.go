@@ -9,9 +9,14 @@ import (
 )
 
 // What every channel that follows turns shares: gRPC Stream and Resume,
-// Server-Sent Events (sse.go) and WebSocket (ws.go) read a turn's events
-// through the one EventSource (eventlog.Follower) and take a slot of the
-// tenant's open streams while they do.
+// Server-Sent Events (sse.go), WebSocket (ws.go), the OpenAI-compatible
+// chat completions, the AI SDK, AG-UI, A2A and MCP read a turn's events
+// through the one EventSource (eventlog.Follower), and every follow holds
+// a slot of its tenant's open streams while it runs: the Service's
+// EventSource (heldEvents) takes one unless the follow's context already
+// holds one. A door that does work before it follows — sends a message,
+// decides an approval — takes its slot first (holdStream), so that a
+// request refused for want of one has done nothing.
 
 // DefaultMaxStreamsPerTenant is how many streams a tenant may have open
 // on one gateway process when Options.MaxStreamsPerTenant is not set:
@@ -52,6 +57,65 @@ func (l *streamSlots) take(tenant string) (release func(), err error) {
 			}
 		})
 	}, nil
+}
+
+// streamHeldKey marks a context that holds a slot of its tenant's streams.
+type streamHeldKey struct{}
+
+// holdStream takes a slot of the caller's tenant's streams for what ctx
+// does until release, or refuses it (CodeRateLimited) when the tenant
+// has as many open as it may. A context that holds one already (a
+// WebSocket's, which holds one while it is open) takes none.
+func (s *Service) holdStream(ctx context.Context) (context.Context, func(), error) {
+	if ctx.Value(streamHeldKey{}) != nil {
+		return ctx, func() {}, nil
+	}
+	release, err := s.streams.take(tenantOf(ctx))
+	if err != nil {
+		return ctx, nil, err
+	}
+	return context.WithValue(ctx, streamHeldKey{}, true), release, nil
+}
+
+// heldEvents is the Service's EventSource: each follow holds a slot of
+// its stream's tenant while it runs, the one its context holds
+// (holdStream) or one it takes, so that no door follows a turn
+// uncounted.
+type heldEvents struct {
+	src     EventSource
+	streams *streamSlots
+}
+
+func (h heldEvents) hold(ctx context.Context, streamID string) (func(), error) {
+	if ctx.Value(streamHeldKey{}) != nil {
+		return func() {}, nil
+	}
+	tenant, err := agent.StreamTenant(streamID)
+	if err != nil {
+		return nil, err
+	}
+	return h.streams.take(tenant)
+}
+
+// Follow implements EventSource.
+func (h heldEvents) Follow(ctx context.Context, streamID string, after int64, send func(agent.Event) error) error {
+	release, err := h.hold(ctx, streamID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return h.src.Follow(ctx, streamID, after, send)
+}
+
+// FollowNew implements EventSource: the slot is taken before the
+// stream is started.
+func (h heldEvents) FollowNew(ctx context.Context, streamID string, start func() (string, error), send func(agent.Event) error) error {
+	release, err := h.hold(ctx, streamID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return h.src.FollowNew(ctx, streamID, start, send)
 }
 
 // OpenStreams is how many streams tenant has open on this process.

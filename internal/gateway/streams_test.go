@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"encoding/base64"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -192,6 +194,67 @@ func TestSocketAuthorization(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestSocketOrigin: a page may open a socket from the API's own origin or
+// one of AGENTFLOW_CORS_ORIGINS, origins compared whole (scheme, host and
+// port, a default port written or not), as browsers compare them.
+func TestSocketOrigin(t *testing.T) {
+	tok, err := NewToken("tok", "demo", "ana", RoleUser)
+	require.NoError(t, err)
+	svc, err := New(Options{Tokens: []Token{tok}})
+	require.NoError(t, err)
+	api, err := NewHTTPAPI(svc, nil, HTTPOptions{CORSOrigins: []string{"http://app.example.com:3000", "https://web.example.com"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { api.Stop(0) })
+	tests := []struct {
+		name, host, origin string
+		tls                bool
+		forwardedProto     string
+		ok                 bool
+	}{
+		{name: "no origin: no browser", host: "api.example.com:8080", ok: true},
+		{name: "the API's own", host: "api.example.com:8080", origin: "http://api.example.com:8080", ok: true},
+		{name: "the API's own, in capitals", host: "api.example.com:8080", origin: "http://API.example.com:8080", ok: true},
+		{name: "the API's host over https", host: "api.example.com:8080", origin: "https://api.example.com:8080"},
+		{name: "the API's host on another port", host: "api.example.com:8080", origin: "http://api.example.com"},
+		{name: "the API's own over TLS", host: "api.example.com", tls: true, origin: "https://api.example.com", ok: true},
+		{name: "the API's own over TLS, its port written", host: "api.example.com:443", tls: true, origin: "https://api.example.com", ok: true},
+		{name: "plain http of an API served over TLS", host: "api.example.com", tls: true, origin: "http://api.example.com"},
+		{name: "behind a proxy that ends TLS", host: "api.example.com", forwardedProto: "https", origin: "https://api.example.com", ok: true},
+		{name: "plain http of an API behind a proxy that ends TLS", host: "api.example.com", forwardedProto: "https", origin: "http://api.example.com"},
+		{name: "an allowed origin", host: "api.example.com:8080", origin: "http://app.example.com:3000", ok: true},
+		{name: "an allowed origin over https", host: "api.example.com:8080", origin: "https://app.example.com:3000"},
+		{name: "an allowed origin on another port", host: "api.example.com:8080", origin: "http://app.example.com:3001"},
+		{name: "an allowed https origin, its default port written", host: "api.example.com:8080", origin: "https://web.example.com:443", ok: true},
+		{name: "an allowed https origin over http", host: "api.example.com:8080", origin: "http://web.example.com"},
+		{name: "another origin", host: "api.example.com:8080", origin: "http://evil.example.com:8080"},
+		{name: "an opaque origin", host: "api.example.com:8080", origin: "null"},
+		{name: "not an origin", host: "api.example.com:8080", origin: "http://api.example.com:8080/page"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/v1/socket", nil)
+			r.Host = tt.host
+			r.TLS = nil
+			if tt.tls {
+				r.TLS = &tls.ConnectionState{}
+			}
+			if tt.origin != "" {
+				r.Header.Set("Origin", tt.origin)
+			}
+			if tt.forwardedProto != "" {
+				r.Header.Set("X-Forwarded-Proto", tt.forwardedProto)
+			}
+			err := api.socketOrigin(r)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.True(t, agent.IsCode(err, agent.CodePermissionDenied), "%v", err)
+			require.ErrorContains(t, err, "AGENTFLOW_CORS_ORIGINS")
 		})
 	}
 }

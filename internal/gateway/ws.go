@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway/intake"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -131,7 +132,8 @@ func (a *HTTPAPI) serveSocket(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, 0)
 		return
 	}
-	release, err := a.svc.streams.take(tenantOf(ctx))
+	// The socket's slot, which its follows share.
+	ctx, release, err := a.svc.holdStream(ctx)
 	if err != nil {
 		a.fail(w, r, err, 0)
 		return
@@ -217,16 +219,43 @@ func socketQuery(q url.Values) (streamID string, after int64, err error) {
 
 // socketOrigin lets a page open a socket from the API's own origin or one
 // of AGENTFLOW_CORS_ORIGINS; a client that sends no Origin is no browser.
-// (Browsers do not apply CORS to WebSockets: the server must.)
+// (Browsers do not apply CORS to WebSockets: the server must.) Origins are
+// compared whole, as browsers compare them: scheme, host and port, a
+// scheme's default port written or not. The API's own scheme is https
+// when the request came over TLS, or through a proxy that ended TLS and
+// says so in X-Forwarded-Proto (which no page can set on a socket).
 func (a *HTTPAPI) socketOrigin(r *http.Request) error {
 	origin := r.Header.Get("Origin")
-	if origin == "" || slices.Contains(a.cors.origins, origin) {
+	if origin == "" {
 		return nil
 	}
-	if u, err := url.Parse(origin); err == nil && strings.EqualFold(u.Host, r.Host) {
-		return nil
+	if page, err := corsOrigin(origin); err == nil {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		if p := strings.ToLower(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0])); p == "http" || p == "https" {
+			scheme = p
+		}
+		page = sameOriginForm(page)
+		if page == sameOriginForm(strings.ToLower(scheme+"://"+r.Host)) ||
+			slices.ContainsFunc(a.cors.origins, func(o string) bool { return sameOriginForm(o) == page }) {
+			return nil
+		}
 	}
 	return agent.Errorf(agent.CodePermissionDenied, "origin %s may not open a WebSocket (AGENTFLOW_CORS_ORIGINS)", cut(origin))
+}
+
+// sameOriginForm is a lower-case scheme://host[:port] origin without its
+// scheme's default port, so that two forms of one origin are equal.
+func sameOriginForm(origin string) string {
+	switch {
+	case strings.HasPrefix(origin, "http://") && strings.HasSuffix(origin, ":80"):
+		return strings.TrimSuffix(origin, ":80")
+	case strings.HasPrefix(origin, "https://") && strings.HasSuffix(origin, ":443"):
+		return strings.TrimSuffix(origin, ":443")
+	}
+	return origin
 }
 
 // boundedSend gives the hijacked connection a small kernel send buffer
@@ -287,7 +316,7 @@ func (s *socket) run(streamID string, after int64) {
 		})
 	}
 	for {
-		typ, data, err := s.c.Read(s.ctx)
+		typ, data, err := s.readMessage()
 		if err != nil {
 			return // the client closed, or the socket was
 		}
@@ -310,6 +339,53 @@ func (s *socket) run(streamID string, after int64) {
 			s.do(cmd)
 		})
 	}
+}
+
+// readMessage reads the client's next message through the body reader
+// every request body goes through (admit): at most MaxBodyBytes, its
+// bytes counted against the caller's share while they arrive, and all
+// of it within the body timeout of its first frame. A message refused or
+// cut off closes the socket, saying why: the rest of it cannot be skipped.
+func (s *socket) readMessage() (websocket.MessageType, []byte, error) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	typ, r, err := s.c.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	deadline := time.Now().Add(s.a.body.timeout)
+	cut := time.AfterFunc(s.a.body.timeout, cancel)
+	defer cut.Stop()
+	caller := callerOf(s.ctx)
+	b := &intake.Body{Src: r, Budget: s.a.body.budget, Client: caller.Tenant + "/" + caller.Name, Max: MaxBodyBytes, Length: -1, Deadline: deadline}
+	defer func() { _ = b.Close() }()
+	data, err := b.ReadAll()
+	var refused *intake.Error
+	if errors.As(err, &refused) {
+		code := websocket.StatusPolicyViolation
+		switch refused.Status {
+		case http.StatusRequestEntityTooLarge:
+			code = websocket.StatusMessageTooBig
+		case http.StatusTooManyRequests:
+			code = websocket.StatusTryAgainLater
+		}
+		s.close(code, socketCloseReason(refused.Status))
+	}
+	return typ, data, err
+}
+
+// socketCloseReason says why a message closed its socket, in the few
+// bytes a close frame has.
+func socketCloseReason(status int) string {
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		return "a message is larger than the gateway takes"
+	case http.StatusTooManyRequests:
+		return "too many bytes in flight: try again later"
+	case http.StatusRequestTimeout:
+		return "a message did not arrive in time"
+	}
+	return "a message could not be read"
 }
 
 // write sends the queued messages, and a ping when the socket is quiet.

@@ -15,6 +15,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
@@ -71,6 +72,28 @@ type Config struct {
 	// AGENTFLOW_MAX_UPLOAD_BYTES, 1 to gateway.MaxUploadBytesLimit
 	// (256 MiB); default 0: gateway.DefaultMaxUploadBytes (20 MiB).
 	MaxUploadBytes int64
+	// HTTPHeaderTimeout is how long a client of the HTTP API may take to
+	// send a request's headers. Env AGENTFLOW_HTTP_HEADER_TIMEOUT, a
+	// duration, 1s to 5m; default 0: DefaultHTTPHeaderTimeout (5s).
+	HTTPHeaderTimeout time.Duration
+	// HTTPBodyTimeout is how long a request's body, or a WebSocket
+	// message, may take to arrive after its headers (its first frame);
+	// a client that stalls is cut off with 408 (a socket is closed).
+	// Env AGENTFLOW_HTTP_BODY_TIMEOUT, a duration, 1s to 1h; default 0:
+	// gateway.DefaultBodyTimeout (30s).
+	HTTPBodyTimeout time.Duration
+	// HTTPClientInflightBytes bounds the bytes of one credential's
+	// request bodies and WebSocket messages being received at once on
+	// the HTTP API, at least the largest body or upload; HTTPInflightBytes
+	// bounds every client's together, at least HTTPClientInflightBytes.
+	// A body over either is refused with 429 before it is read. Bodies of
+	// requests without a valid credential are never read. Env
+	// AGENTFLOW_HTTP_CLIENT_INFLIGHT_BYTES and AGENTFLOW_HTTP_INFLIGHT_BYTES,
+	// 1 to gateway.MaxInflightBytes (16 GiB); default 0:
+	// gateway.DefaultClientInflightBytes (64 MiB, or the largest upload
+	// when more) and gateway.DefaultInflightBytes (256 MiB, or the
+	// per-client bound when more).
+	HTTPClientInflightBytes, HTTPInflightBytes int64
 	// OpenAPIMaxSpecBytes is the largest API document an openapi_action
 	// entry may name by spec_url (read when a catalog is applied) or its
 	// calls by openapi_url; a larger one is refused, naming this setting.
@@ -308,6 +331,35 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.MaxUploadBytes = n
 	}
+	for _, p := range []struct {
+		env string
+		dst *int64
+	}{{intake.EnvClientBytes, &c.HTTPClientInflightBytes}, {intake.EnvTotalBytes, &c.HTTPInflightBytes}} {
+		if v := os.Getenv(p.env); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > gateway.MaxInflightBytes {
+				return Config{}, fmt.Errorf("%s=%q: want bytes in flight, 1 to %d", p.env, v, int64(gateway.MaxInflightBytes))
+			}
+			*p.dst = n
+		}
+	}
+	for _, p := range []struct {
+		env      string
+		dst      *time.Duration
+		min, max time.Duration
+		bounds   string
+	}{
+		{envHTTPHeaderTimeout, &c.HTTPHeaderTimeout, time.Second, 5 * time.Minute, "1s to 5m"},
+		{intake.EnvTimeout, &c.HTTPBodyTimeout, time.Second, time.Hour, "1s to 1h"},
+	} {
+		if v := os.Getenv(p.env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < p.min || d > p.max {
+				return Config{}, fmt.Errorf("%s=%q: want a duration such as 30s, %s", p.env, v, p.bounds)
+			}
+			*p.dst = d
+		}
+	}
 	if v := os.Getenv(tools.EnvOpenAPIMaxSpecBytes); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > tools.MaxOpenAPISpecBytes {
@@ -423,6 +475,11 @@ func (c Config) Validate() error {
 	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):
 		return fmt.Errorf("workflow cache of %d: want %d to %d workflows (AGENTFLOW_WORKFLOW_CACHE_SIZE)", c.WorkflowCacheSize, minWorkflowCache, maxWorkflowCache)
 	}
+	if c.Has(RoleGateway) {
+		if err := c.httpOptions().Check(); err != nil {
+			return err
+		}
+	}
 	if c.Has(RoleGateway) && c.OIDC != nil {
 		if err := c.OIDC.Validate(); err != nil {
 			return err
@@ -442,6 +499,18 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// envHTTPHeaderTimeout names Config.HTTPHeaderTimeout's variable.
+const envHTTPHeaderTimeout = "AGENTFLOW_HTTP_HEADER_TIMEOUT"
+
+// DefaultHTTPHeaderTimeout is Config.HTTPHeaderTimeout's default.
+const DefaultHTTPHeaderTimeout = 5 * time.Second
+
+// httpOptions are the HTTP API's limits of c.
+func (c Config) httpOptions() gateway.HTTPOptions {
+	return gateway.HTTPOptions{CORSOrigins: c.CORSOrigins, MaxUploadBytes: c.MaxUploadBytes, BodyTimeout: c.HTTPBodyTimeout,
+		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes}
 }
 
 // DefaultStopTimeout is Config.StopTimeout's default: what seed 004

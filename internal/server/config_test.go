@@ -14,6 +14,14 @@ import (
 	"github.com/agentflow/agentflow/internal/oidcauth"
 )
 
+// asGateway makes c a gateway's configuration.
+func asGateway(t *testing.T, c *Config) {
+	t.Helper()
+	tokens, err := gateway.ParseTokens("t=demo")
+	require.NoError(t, err)
+	c.Roles, c.GRPCAddr, c.Tokens = []string{RoleGateway}, ":1", tokens
+}
+
 func TestValidate(t *testing.T) {
 	ok := Config{DatabaseURL: "postgres://x", TemporalAddress: "t:7233", TaskQueue: "q"}
 	tests := []struct {
@@ -36,6 +44,18 @@ func TestValidate(t *testing.T) {
 			c.Roles, c.GRPCAddr = []string{RoleGateway}, ":1"
 			c.OIDC = &oidcauth.Config{Issuer: "https://idp.example.com", Tenant: "demo"}
 		}, "AGENTFLOW_OIDC_AUDIENCE is empty"},
+		{"gateway with body bounds", func(c *Config) {
+			asGateway(t, c)
+			c.HTTPClientInflightBytes, c.HTTPInflightBytes, c.HTTPBodyTimeout = 128<<20, 1<<30, time.Minute
+		}, ""},
+		{"a share per client below the largest upload", func(c *Config) {
+			asGateway(t, c)
+			c.MaxUploadBytes, c.HTTPClientInflightBytes = 100<<20, 64<<20
+		}, "67108864 bytes in flight per client: want 104923136 (the largest body or upload) to 17179869184 (AGENTFLOW_HTTP_CLIENT_INFLIGHT_BYTES)"},
+		{"a total below the share per client", func(c *Config) {
+			asGateway(t, c)
+			c.HTTPClientInflightBytes, c.HTTPInflightBytes = 128<<20, 100<<20
+		}, "104857600 bytes in flight in all: want 134217728 (the bytes per client) to 17179869184 (AGENTFLOW_HTTP_INFLIGHT_BYTES)"},
 		{"unknown role", func(c *Config) { c.Roles = []string{"scheduler"} }, `unknown role "scheduler"`},
 		{"stream interval too short", func(c *Config) { c.StreamInterval = 50 * time.Millisecond }, "want 100ms to 250ms"},
 		{"no database", func(c *Config) { c.DatabaseURL = "" }, "DATABASE_URL is not set"},
@@ -242,6 +262,14 @@ func TestConfigFromEnvLimits(t *testing.T) {
 			[]string{"0", "-3", "20MiB", "268435457"}, "want the largest upload in bytes, 1 to 268435456"},
 		{"AGENTFLOW_OPENAPI_MAX_SPEC_BYTES", "134217728", func(c Config) int64 { return c.OpenAPIMaxSpecBytes }, 128 << 20,
 			[]string{"0", "-3", "64MiB", "1073741825"}, "want the largest API document in bytes, 1 to 1073741824"},
+		{"AGENTFLOW_HTTP_CLIENT_INFLIGHT_BYTES", "134217728", func(c Config) int64 { return c.HTTPClientInflightBytes }, 128 << 20,
+			[]string{"0", "-3", "64MiB", "17179869185"}, "want bytes in flight, 1 to 17179869184"},
+		{"AGENTFLOW_HTTP_INFLIGHT_BYTES", "536870912", func(c Config) int64 { return c.HTTPInflightBytes }, 512 << 20,
+			[]string{"0", "-3", "1GiB", "17179869185"}, "want bytes in flight, 1 to 17179869184"},
+		{"AGENTFLOW_HTTP_HEADER_TIMEOUT", "10s", func(c Config) int64 { return int64(c.HTTPHeaderTimeout) }, int64(10 * time.Second),
+			[]string{"0s", "500ms", "6m", "soon"}, "want a duration such as 30s, 1s to 5m"},
+		{"AGENTFLOW_HTTP_BODY_TIMEOUT", "2m", func(c Config) int64 { return int64(c.HTTPBodyTimeout) }, int64(2 * time.Minute),
+			[]string{"0s", "500ms", "61m", "soon"}, "want a duration such as 30s, 1s to 1h"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -449,12 +450,16 @@ func (s *Server) newGateway(ctx context.Context) error {
 		return nil
 	}
 	// The HTTP API's calls are the gRPC API's, traced and counted the same.
-	if s.api, err = gateway.NewHTTPAPI(svc, cat, gateway.HTTPOptions{CORSOrigins: s.cfg.CORSOrigins, MaxUploadBytes: s.cfg.MaxUploadBytes,
-		ServerOptions: s.tracing.GRPCServerOptions(s.metrics.MeterProvider)}); err != nil {
+	httpOpts := s.cfg.httpOptions()
+	httpOpts.ServerOptions = s.tracing.GRPCServerOptions(s.metrics.MeterProvider)
+	if s.api, err = gateway.NewHTTPAPI(svc, cat, httpOpts); err != nil {
 		return err
 	}
-	s.apiHTTP = &http.Server{Handler: s.api, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10, ErrorLog: httpErrorLog(s.logger)}
+	// Headers are bounded here (in time and bytes), bodies by the API
+	// (gateway.HTTPOptions): no ReadTimeout, which would cut the long
+	// answers of streams too.
+	s.apiHTTP = &http.Server{Handler: s.api, ReadHeaderTimeout: cmp.Or(s.cfg.HTTPHeaderTimeout, DefaultHTTPHeaderTimeout),
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: httpErrorLog(s.logger)}
 	// Shutdown waits for neither event streams nor WebSockets: end them.
 	s.apiHTTP.RegisterOnShutdown(s.api.EndStreams)
 	return nil

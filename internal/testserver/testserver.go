@@ -108,6 +108,9 @@ type Options struct {
 	// MaxStreamsPerTenant bounds each tenant's open streams on the
 	// gateway (AGENTFLOW_MAX_STREAMS_PER_TENANT). Default: the server's.
 	MaxStreamsPerTenant int
+	// HTTPBodyTimeout is how long a request's body may take to arrive on
+	// the HTTP API (AGENTFLOW_HTTP_BODY_TIMEOUT). Default: the server's.
+	HTTPBodyTimeout time.Duration
 	// Logger is the server's logger. Default: the test's log, warnings
 	// and errors only.
 	Logger *zap.Logger
@@ -242,6 +245,7 @@ func Start(t testing.TB, opts Options) *Server {
 		TraceContent:        opts.TraceContent,
 		ToolKinds:           opts.ToolKinds,
 		MaxStreamsPerTenant: opts.MaxStreamsPerTenant,
+		HTTPBodyTimeout:     opts.HTTPBodyTimeout,
 		ModelLimits:         opts.ModelLimits,
 		// A test's end does not wait for the activities its turns left
 		// running.
