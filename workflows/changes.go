@@ -295,4 +295,24 @@ const (
 	//
 	// Recorded: testdata/turn_tool_limits.json.
 	toolLimitsChange = "tool-limits"
+
+	// approvalGrantsChange: a turn binds each decision to the call it
+	// decides and remembers approvals. A call that waits has an approval
+	// id (agent.ApprovalIDOf: the run, the call's step, its call id),
+	// shown by pending_approvals and its approval_required event; a
+	// decision that names another call's approval id is refused
+	// (checkBound), and one that names none decides the call waiting now
+	// with its call id (a call id reused by a later step is decided
+	// anew). An approval whose scope is turn or session makes a grant
+	// (agent.Grant, stored with its record), which decides at once the
+	// round's other waiting calls it covers, and the later calls whose
+	// need names it (contract.ApprovalNeed.Grant, found by CallModel):
+	// those are recorded and logged as approved via grant, and do not
+	// wait. The marker is written when a run's first call needs
+	// approval. Runs before it decided calls by call id alone, ignored a
+	// decision's scope, and made every such call wait.
+	//
+	// Recorded: testdata/turn_approval_grant.json (a call approved for
+	// the session, and the next step's call decided by the grant).
+	approvalGrantsChange = "approval-grants"
 )
