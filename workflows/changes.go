@@ -181,7 +181,8 @@ const (
 	// testdata/turn_stopped_at_boundary.json (a step whose tool calls did
 	// not run), testdata/turn_streamed_local.json and
 	// testdata/turn_tool_local.json (an agent's model calls as local
-	// activities, agent.ModelLocal: the whole turn one workflow task).
+	// activities, agent.ModelLocal: the whole turn one workflow task),
+	// testdata/turn_approval_grant.json (a call decided by a grant).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -313,6 +314,7 @@ const (
 	// decision's scope, and made every such call wait.
 	//
 	// Recorded: testdata/turn_approval_grant.json (a call approved for
-	// the session, and the next step's call decided by the grant).
+	// the rest of the turn, and the next step's call decided by the
+	// grant).
 	approvalGrantsChange = "approval-grants"
 )
