@@ -648,7 +648,9 @@ func TestMCPResumeFinishesFromTheLog(t *testing.T) {
 	// What the gone gateway had stored of the call's stream: its priming
 	// event, nothing else.
 	session, stream := "s-"+testserver.RandomID(), "ST"+testserver.RandomID()
-	require.NoError(t, srv.Store().MCPOpen(ctx, store.MCPStream{SessionID: session, StreamID: stream, TenantID: "demo", UserID: "demo/alice",
+	alice, err := gateway.ParseToken("tok", "demo:user:alice")
+	require.NoError(t, err)
+	require.NoError(t, srv.Store().MCPOpen(ctx, store.MCPStream{SessionID: session, StreamID: stream, TenantID: "demo", UserID: alice.Principal(),
 		RequestID: json.RawMessage(`7`), ProgressToken: json.RawMessage(`"p"`), JobID: job}))
 	require.NoError(t, srv.Store().MCPAppend(ctx, session, stream, nil))
 

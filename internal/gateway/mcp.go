@@ -329,7 +329,7 @@ func (m *mcpServer) askQuestion(ctx context.Context, session *mcp.ServerSession,
 	}
 	text, _ := res.Content["answer"].(string)
 	caller := callerOf(ctx)
-	a := agent.Answer{CallID: call.CallID, Text: text, Answerer: caller.Name, Roles: caller.Caller().Roles}
+	a := caller.answer(call.CallID, text)
 	if err := a.Validate(); err != nil {
 		log.Info("mcp answer refused", zap.String("stream_id", streamID), zap.Error(err))
 		return

@@ -580,7 +580,7 @@ func (s *Service) Answer(ctx context.Context, in *pb.AnswerRequest) (*pb.AnswerR
 		return nil, s.status(ctx, err)
 	}
 	caller := callerOf(ctx)
-	a := agent.Answer{CallID: in.GetCallId(), Text: in.GetAnswer(), Answerer: caller.Name, Roles: caller.Caller().Roles}
+	a := caller.answer(in.GetCallId(), in.GetAnswer())
 	if err := a.Validate(); err != nil {
 		return nil, s.status(ctx, err)
 	}

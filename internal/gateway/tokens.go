@@ -40,6 +40,13 @@ func (t Token) Caller() *agent.Caller {
 	return &agent.Caller{Name: t.Name, Roles: roles, Issuer: t.Issuer, Subject: t.Subject}
 }
 
+// answer is the answer text to question callID, as the token's holder's:
+// its name, roles and where its identity comes from, whatever a request
+// says.
+func (t Token) answer(callID, text string) agent.Answer {
+	return agent.Answer{CallID: callID, Text: text, Answerer: t.Name, Roles: t.Caller().Roles, AnswererIssuer: t.Issuer, AnswererSubject: t.Subject}
+}
+
 // Principal names the token's holder uniquely in the gateway: its tenant,
 // and where its identity comes from (agent.Caller.Principal). Every
 // binding to a caller (an MCP session, the stream of an MCP call) keys
