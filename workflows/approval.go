@@ -113,11 +113,15 @@ func (t *turn) complete(ctx workflow.Context, d agent.ApprovalDecision) error {
 // checkDecision refuses decisions on calls that are not waiting, and
 // returns the waiting call a decision decides.
 func (t *turn) checkDecision(d agent.ApprovalDecision) (agent.PendingApproval, error) {
-	if err := d.Validate(); err != nil {
-		return agent.PendingApproval{}, err
-	}
 	if t.appr.bound {
+		if err := d.Validate(); err != nil {
+			return agent.PendingApproval{}, err
+		}
 		return t.checkBound(d)
+	}
+	// A run from before approvals were bound checks what it checked then.
+	if err := d.ValidateCall(); err != nil {
+		return agent.PendingApproval{}, err
 	}
 	for _, id := range t.appr.decided {
 		if id == d.CallID {

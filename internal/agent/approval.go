@@ -75,9 +75,24 @@ func (d ApprovalDecision) Complete() error {
 	return nil
 }
 
-// Validate checks the decision's shape (whether the call waits is the
-// turn's business).
+// Validate checks the decision's shape, with what it asks to remember
+// (whether the call waits is the turn's business).
 func (d ApprovalDecision) Validate() error {
+	if err := d.ValidateCall(); err != nil {
+		return err
+	}
+	switch {
+	case len(d.ApprovalID) > MaxKeyLength:
+		return Errorf(CodeInvalid, "approval_id is longer than %d bytes", MaxKeyLength)
+	case len(d.ApproverIssuer) > MaxIssuerLength || len(d.ApproverSubject) > MaxSubjectLength:
+		return Errorf(CodeInvalid, "approver_issuer or approver_subject is too long")
+	}
+	return d.validateScope()
+}
+
+// ValidateCall checks the fields a decision had before approvals were
+// bound to their call and remembered: what runs from before then check.
+func (d ApprovalDecision) ValidateCall() error {
 	switch {
 	case strings.TrimSpace(d.CallID) == "":
 		return Errorf(CodeInvalid, "call_id is required")
@@ -87,12 +102,8 @@ func (d ApprovalDecision) Validate() error {
 		return Errorf(CodeInvalid, "reason is longer than 4096 bytes")
 	case len(d.Approver) > MaxKeyLength:
 		return Errorf(CodeInvalid, "approver is longer than %d bytes", MaxKeyLength)
-	case len(d.ApprovalID) > MaxKeyLength:
-		return Errorf(CodeInvalid, "approval_id is longer than %d bytes", MaxKeyLength)
-	case len(d.ApproverIssuer) > MaxIssuerLength || len(d.ApproverSubject) > MaxSubjectLength:
-		return Errorf(CodeInvalid, "approver_issuer or approver_subject is too long")
 	}
-	return d.validateScope()
+	return nil
 }
 
 // validateScope checks what the decision asks to remember.
