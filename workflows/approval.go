@@ -145,16 +145,20 @@ func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, erro
 	if d.ApprovalID != "" && slices.Contains(t.appr.decidedIDs, d.ApprovalID) {
 		return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q (approval %s) was already decided", d.CallID, d.ApprovalID)
 	}
+	other := ""
 	for _, p := range t.appr.pending {
-		if p.CallID != d.CallID {
-			continue
+		switch {
+		case p.CallID != d.CallID:
+		case d.ApprovalID == "" || d.ApprovalID == p.ApprovalID:
+			return p, t.checkScope(d, p)
+		default:
+			other = p.ApprovalID
 		}
-		if d.ApprovalID != "" && d.ApprovalID != p.ApprovalID {
-			return agent.PendingApproval{}, agent.Errorf(agent.CodeNotFound,
-				"approval %s is not the one tool call %q waits with (%s): the decision was made for another call, step or run, and decides nothing",
-				agent.Clip(d.ApprovalID, 64), d.CallID, p.ApprovalID)
-		}
-		return p, t.checkScope(d, p)
+	}
+	if other != "" {
+		return agent.PendingApproval{}, agent.Errorf(agent.CodeNotFound,
+			"approval %s is not the one tool call %q waits with (%s): the decision was made for another call, step or run, and decides nothing",
+			agent.Clip(d.ApprovalID, 64), d.CallID, other)
 	}
 	if d.ApprovalID == "" && slices.Contains(t.appr.decided, d.CallID) {
 		return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q was already decided", d.CallID)
@@ -200,11 +204,14 @@ func (t *turn) offer(d agent.ApprovalDecision, via string) (agent.PendingApprova
 	return p, nil
 }
 
-// take counts waiting call p as decided by d, for the waiting loop.
+// take counts waiting call p as decided by d, for the waiting loop. In a
+// bound run the decision names p's approval id, which the loop takes it
+// by: two calls of a round may have one call id.
 func (t *turn) take(p agent.PendingApproval, d decisionIn) {
 	t.appr.decided = append(t.appr.decided, p.CallID)
 	if t.appr.bound {
 		t.appr.decidedIDs = append(t.appr.decidedIDs, p.ApprovalID)
+		d.ApprovalID = p.ApprovalID
 	}
 	t.appr.inbox = append(t.appr.inbox, d)
 }
@@ -268,7 +275,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 		inbox := t.appr.inbox
 		t.appr.inbox = nil
 		for _, d := range inbox {
-			i, p, ok := t.takePending(calls, d.CallID)
+			i, p, ok := t.takePending(ctx, calls, d.ApprovalDecision)
 			if !ok {
 				continue
 			}
@@ -428,16 +435,19 @@ func grantFor(needs []contract.ApprovalNeed, callID string) *agent.Grant {
 	return nil
 }
 
-// takePending removes a call from the waiting list and returns its index
-// among the model's calls.
-func (t *turn) takePending(calls []agent.ToolCall, callID string) (int, agent.PendingApproval, bool) {
+// takePending removes the call a decision decides from the waiting list
+// and returns its index among the model's calls: in a bound run the call
+// waiting with the decision's approval id, otherwise the first with its
+// call id.
+func (t *turn) takePending(ctx workflow.Context, calls []agent.ToolCall, d agent.ApprovalDecision) (int, agent.PendingApproval, bool) {
 	for k, p := range t.appr.pending {
-		if p.CallID != callID {
+		if p.CallID != d.CallID || (t.appr.bound && p.ApprovalID != d.ApprovalID) {
 			continue
 		}
 		t.appr.pending = append(t.appr.pending[:k:k], t.appr.pending[k+1:]...)
+		runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
 		for i, c := range calls {
-			if c.ID == callID {
+			if c.ID == d.CallID && (!t.appr.bound || agent.ApprovalIDOf(runID, t.seq+1+i, c.ID) == p.ApprovalID) {
 				return i, p, true
 			}
 		}

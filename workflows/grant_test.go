@@ -232,3 +232,27 @@ func TestRememberingRefusals(t *testing.T) {
 	require.NotNil(t, f.approvals[0].Grant, "for the turn: a grant without a session")
 	require.Equal(t, agent.ScopeTurn, f.approvals[0].Grant.Scope)
 }
+
+// TestOneCallIDTwiceInAReply: a reply whose two calls have one id (a
+// model's mistake) waits on two calls, each with its approval id; each
+// decision decides the call its approval id names.
+func TestOneCallIDTwiceInAReply(t *testing.T) {
+	f, env := approvalEnv(t, []agent.ToolCall{restart("c1", "api"), restart("c1", "db")}, "c1", "c1")
+	env.RegisterDelayedCallback(func() {
+		p := pending(t, env)
+		require.Len(t, p, 2)
+		require.NotEqual(t, p[0].ApprovalID, p[1].ApprovalID)
+		require.JSONEq(t, `{"service":"db"}`, string(p[1].Args))
+		update(env, agent.ApprovalDecision{CallID: "c1", ApprovalID: p[1].ApprovalID, Approved: true, Approver: "ana"})
+		update(env, agent.ApprovalDecision{CallID: "c1", ApprovalID: p[0].ApprovalID, Approved: false, Approver: "ana"})
+	}, time.Minute)
+	res, failure := runTurn(t, env, req())
+	require.Nil(t, failure)
+	require.Len(t, f.toolCalls, 1)
+	require.JSONEq(t, `{"service":"db"}`, f.toolCalls[0].Call.Arguments, "the call approved is the db one")
+	var statuses []string
+	for _, c := range res.Metadata.ToolCalls {
+		statuses = append(statuses, string(c.Args)+":"+c.Status)
+	}
+	require.Equal(t, []string{`{"service":"api"}:rejected`, `{"service":"db"}:ok`}, statuses)
+}
