@@ -439,7 +439,7 @@ func TestAISDKClient(t *testing.T) {
 
 	require.Equal(t, []string{"step-start ", "tool-careful_calculator approval-requested"}, types(got.Asked))
 	call := got.Asked.Parts[1]
-	require.Equal(t, call.ToolCallID, call.Approval.ID)
+	require.Regexp(t, `^apr_[0-9a-f]{24}$`, call.Approval.ID, "the call's approval id, which the SDK's answer carries back")
 	require.Equal(t, got.Asked.ID, got.Decided.ID, "the same message, completed")
 	require.Equal(t, []string{"step-start ", "tool-careful_calculator output-available", "step-start ", "text done"}, types(got.Decided))
 	require.JSONEq(t, `"42"`, string(got.Decided.Parts[1].Output))

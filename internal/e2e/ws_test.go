@@ -195,7 +195,7 @@ func TestWebSocketCommands(t *testing.T) {
 	approver := e.socket(ctx, e.approver, "")
 	command(t, ctx, approver, approve)
 	ack := reply(t, ctx, approver, gateway.SocketAck)
-	require.JSONEq(t, `{"call_id": "`+call+`", "outcome": "approved", "approval_id": "`+approvalID+`"}`, string(ack.Result))
+	require.JSONEq(t, `{"call_id": "`+call+`", "outcome": "approved", "approval_id": "`+approvalID+`", "grant_id": ""}`, string(ack.Result))
 	rest, _ := socketEvents(t, ctx, user, nil)
 	all := append(waiting, rest...)
 	require.Equal(t, "The result is 42.", agent.ReplayText(all))
