@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,7 +156,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		Usage:        resp.Usage,
 		Model:        resp.Model,
 		FinishReason: resp.FinishReason,
-		Approvals:    a.approvals(ag, in, reply.ToolCalls),
+		Approvals:    a.approvals(ctx, ag, in, reply.ToolCalls),
 		Tail:         tail.batch,
 		TailLive:     tail.live,
 	}, schema), nil
@@ -231,7 +232,7 @@ func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contrac
 			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role)
 	}
 	res := contract.CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: cmp.Or(m.Model, ag.Model), Stored: true,
-		FinishReason: storedFinish(m), Approvals: a.approvals(ag, in, m.ToolCalls),
+		FinishReason: storedFinish(m), Approvals: a.approvals(ctx, ag, in, m.ToolCalls),
 		Reasoning: agent.Clip(agent.ReasoningText(m.Reasoning), agent.MaxResultReasoningBytes)}
 	if m.Usage != nil {
 		res.Usage = *m.Usage
@@ -821,9 +822,11 @@ func modelError(err error) error {
 }
 
 // approvals applies the agent's tools' approval policies to the calls,
-// as the tool registry says each call's policy is (tools.Registry.Approval).
-// A call of a tool the agent does not have needs none: it fails anyway.
-func (a *Activities) approvals(ag agent.Agent, in contract.CallModelInput, calls []agent.ToolCall) []contract.ApprovalNeed {
+// as the tool registry says each call's policy is (tools.Registry.Approval),
+// and names the grant that decides each call whose policy asks for a
+// person, if one does (grantsFor). A call of a tool the agent does not
+// have needs none: it fails anyway.
+func (a *Activities) approvals(ctx context.Context, ag agent.Agent, in contract.CallModelInput, calls []agent.ToolCall) []contract.ApprovalNeed {
 	var out []contract.ApprovalNeed
 	for _, c := range calls {
 		t, ok := ag.Tool(c.Name)
@@ -834,7 +837,43 @@ func (a *Activities) approvals(ag agent.Agent, in contract.CallModelInput, calls
 			out = append(out, contract.ApprovalNeed{CallID: c.ID, Reason: why})
 		}
 	}
+	if len(out) > 0 {
+		a.grantsFor(ctx, ag, in, calls, out)
+	}
 	return out
+}
+
+// grantsFor sets on each need the oldest active grant that covers its
+// call (agent.Grant.Covers): an approval remembered for the turn or the
+// session, which the turn takes as the call's decision. Grants that
+// cannot be read decide nothing: the calls wait for a person.
+func (a *Activities) grantsFor(ctx context.Context, ag agent.Agent, in contract.CallModelInput, calls []agent.ToolCall, needs []contract.ApprovalNeed) {
+	byID := make(map[string]agent.ToolCall, len(calls))
+	var tools []string
+	for _, c := range calls {
+		byID[c.ID] = c
+		if !slices.Contains(tools, c.Name) {
+			tools = append(tools, c.Name)
+		}
+	}
+	now := time.Now()
+	grants, err := a.store.ActiveGrants(ctx, store.GrantQuery{TenantID: in.TenantID, AgentID: ag.ID, SessionID: in.SessionID,
+		JobID: in.JobID, Tools: tools}, now)
+	if err != nil {
+		a.log(ctx).Warn("grants not read; the calls wait for a person", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.Error(err))
+		return
+	}
+	for i, n := range needs {
+		c := byID[n.CallID]
+		call := agent.GrantedCall{TenantID: in.TenantID, SessionID: in.SessionID, JobID: in.JobID, AgentID: ag.ID, Tool: c.Name,
+			Args: json.RawMessage(c.Arguments)}
+		for _, g := range grants {
+			if g.Covers(call, now) {
+				needs[i].Grant = &g
+				break
+			}
+		}
+	}
 }
 
 // needsApproval applies a tool's approval policy, as the tool registry

@@ -430,7 +430,8 @@ func TestA2AApprovalAndCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		"http://"+e.srv.HTTPAPIAddr()+"/v1/"+string(task.ID)+"/approvals/"+pending[0].CallID, strings.NewReader(`{"approved": true, "reason": "fine"}`))
+		"http://"+e.srv.HTTPAPIAddr()+"/v1/"+string(task.ID)+"/approvals/"+pending[0].CallID,
+		strings.NewReader(`{"approval_id": "`+pending[0].ApprovalID+`", "approved": true, "reason": "fine"}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer approver")
 	req.Header.Set("Content-Type", "application/json")

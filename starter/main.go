@@ -4,6 +4,7 @@
 //	starter run --tenant demo "What is 12.5 * 4?"   run one agent turn through Temporal and print its result
 //	starter chat "What is 12.5 * 4?"                stream a turn live through the gRPC API
 //	starter approve --stream turn/demo/JOB          list or decide a turn's pending approvals (gRPC API)
+//	starter grants --session s1                     the approvals remembered for a session; --revoke ID ends one
 //	starter answer --stream turn/demo/JOB           list or answer a turn's questions (ask_user)
 //	starter cancel --stream turn/demo/JOB           stop a running turn (gRPC API)
 //	starter token new --tenant acme --roles user     make a bearer token and its AGENTFLOW_TOKENS entry
@@ -42,7 +43,9 @@ const usage = `usage: starter <command> [flags]
 commands:
   run       run one agent turn and print its result
   chat      stream a turn live through the gRPC API; resumes after a dropped connection
-  approve   list a turn's pending approvals, or decide one (approve --stream ID [--call ID --reject])
+  approve   list a turn's pending approvals, or decide one (approve --stream ID [--approval ID|--call ID] [--reject]
+            [--for turn|session [--match /path=value] [--expires 1h]])
+  grants    list the approvals remembered for a turn or a session, or revoke one (grants [--session S] [--all]; grants --revoke ID)
   answer    list a turn's questions, or answer one (answer --stream ID [--call ID "answer"])
   cancel    stop a running turn at its next safe point (cancel --stream ID [--reason TEXT])
   token     make a bearer token: token new --tenant T [--roles user,approver,admin] [--name N]
@@ -56,7 +59,7 @@ commands:
   up        start a local stack and a worker, and wait for Ctrl-C
   stack     start a local stack, run a command with its settings in the environment, stop it
 
-chat, approve, answer, route, catalog, process, usage and eval talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
+chat, approve, grants, answer, route, catalog, process, usage and eval talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
 default 127.0.0.1:50051) and --token (AGENTFLOW_TOKEN, default dev-token); the token names the tenant.
 Run "starter <command> -h" for the command's flags.
 `
@@ -95,6 +98,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return chatCmd(ctx, rest, out)
 	case "approve":
 		return approveCmd(ctx, rest, out)
+	case "grants":
+		return grantsCmd(ctx, rest, out)
 	case "answer":
 		return answerCmd(ctx, rest, out)
 	case "cancel":

@@ -20,7 +20,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -32,6 +34,12 @@ import (
 const mcpServerScript = `
 pacing: {chunk_words: 1, delay_ms: 100}
 rules:
+  - name: twice-again
+    when: {user: '(?i)^twice carefully: (?P<a>[-0-9.+*/^() ]+) then (?P<b>[-0-9.+*/^() ]+)$', tool: '^6$'}
+    reply: {tool_calls: [{name: careful_calculator, id: call_0, arguments: '{"expression": "${b}"}'}]}
+  - name: twice
+    when: {user: '(?i)^twice carefully: (?P<a>[-0-9.+*/^() ]+) then (?P<b>[-0-9.+*/^() ]+)$'}
+    reply: {tool_calls: [{name: careful_calculator, id: call_0, arguments: '{"expression": "${a}"}'}]}
   - name: careful
     when: {user: '(?i)^carefully: ([-0-9.+*/^() ]+)$'}
     reply: {tool_calls: [{name: careful_calculator, arguments: '{"expression": "$1"}'}]}
@@ -371,15 +379,122 @@ func TestMCPApproval(t *testing.T) {
 	})
 }
 
+// TestMCPLateApprovalDecidesNoOtherCall: the client is asked about a
+// call (call_0 of the first step) and answers late, after an approver has
+// decided the call over the approvals API and the turn's next step waits
+// on another call with the same id. The late answer is bound to the call
+// it was asked about: it decides nothing, and the next call waits until
+// the client's answer about it.
+func TestMCPLateApprovalDecidesNoOtherCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	core, logs := observer.New(zap.InfoLevel)
+	srv := testserver.Start(t, testserver.Options{
+		Script: mcpServerScript, Catalogs: []string{mcpServerCatalog},
+		Tokens:  map[string]string{"alice": "demo:user+approver:alice", "ops": "demo:approver:ops"},
+		HTTPAPI: true, Logger: zap.New(core),
+	})
+	first, second := make(chan struct{}), make(chan struct{})
+	asked := make(chan string, 2)
+	session := mcpConnect(ctx, t, srv, "alice", &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- req.Params.Message
+			answer, approved, reason := second, false, "not that one"
+			if strings.Contains(req.Params.Message, "2 * 3") {
+				answer, approved, reason = first, true, "fine" // late: the call is decided meanwhile
+			}
+			select {
+			case <-answer:
+			case <-ctx.Done(): // the test has ended
+				return nil, ctx.Err()
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": approved, "reason": reason}}, nil
+		},
+	})
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "careful", Arguments: map[string]any{"prompt": "twice carefully: 2 * 3 then 4 * 5"}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	select {
+	case m := <-asked:
+		require.Contains(t, m, "2 * 3")
+	case <-ctx.Done():
+		t.Fatal("the client was not asked")
+	}
+	var streamID string
+	require.Eventually(t, func() bool {
+		resp, err := srv.Client().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf(`AgentflowAgent = "careful" AND TaskQueue = %q AND ExecutionStatus = "Running"`, srv.TaskQueue)})
+		if err != nil || len(resp.GetExecutions()) != 1 {
+			return false
+		}
+		streamID = resp.GetExecutions()[0].GetExecution().GetWorkflowId()
+		return true
+	}, time.Minute, 100*time.Millisecond)
+
+	// An approver decides the call the client was asked about.
+	pending := func() []*pb.PendingApproval {
+		resp, err := pb.NewAgentServiceClient(srv.Conn).ListPendingApprovals(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer ops"),
+			&pb.ListPendingApprovalsRequest{StreamId: streamID})
+		require.NoError(t, err)
+		return resp.GetApprovals()
+	}
+	var one []*pb.PendingApproval
+	require.Eventually(t, func() bool { one = pending(); return len(one) == 1 }, time.Minute, 50*time.Millisecond)
+	_, err := pb.NewAgentServiceClient(srv.Conn).Approve(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer ops"),
+		&pb.ApproveRequest{StreamId: streamID, CallId: one[0].GetCallId(), ApprovalId: one[0].GetApprovalId(), Approved: proto.Bool(true)})
+	require.NoError(t, err)
+	var two []*pb.PendingApproval
+	require.Eventually(t, func() bool {
+		two = pending()
+		return len(two) == 1 && two[0].GetApprovalId() != one[0].GetApprovalId()
+	}, time.Minute, 50*time.Millisecond, "the next step waits")
+	require.Equal(t, "call_0", two[0].GetCallId())
+
+	// The client's late answer about the first call decides nothing.
+	close(first)
+	require.Eventually(t, func() bool {
+		return logs.FilterMessage("mcp approval not taken").FilterField(zap.String("stream_id", streamID)).Len() == 1
+	}, time.Minute, 50*time.Millisecond)
+	refusal := logs.FilterMessage("mcp approval not taken").All()[0].ContextMap()["error"]
+	require.Contains(t, fmt.Sprint(refusal), "(approval "+one[0].GetApprovalId()+") was already decided")
+	still := pending()
+	require.Len(t, still, 1)
+	require.True(t, proto.Equal(two[0], still[0]), "the next call still waits")
+	select {
+	case m := <-asked:
+		require.Contains(t, m, "4 * 5", "asked about the next call")
+	case <-ctx.Done():
+		t.Fatal("the client was not asked about the next call")
+	}
+	close(second)
+	res := <-done
+	require.NotNil(t, res)
+	require.Equal(t, "The result is error: the call was rejected by alice and not run: not that one.", res.Content[0].(*mcp.TextContent).Text)
+	recs, err := srv.Store().Approvals(ctx, "demo", strings.TrimPrefix(streamID, "turn/demo/"))
+	require.NoError(t, err)
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.ApprovalID+" "+r.Outcome+" by "+r.Approver)
+	}
+	require.Equal(t, []string{one[0].GetApprovalId() + " approved by ops", two[0].GetApprovalId() + " rejected by alice"}, got)
+}
+
 // approveFirst approves the first call that waits in the stream over the
 // HTTP approvals API with token, and returns its tool's name.
 func approveFirst(ctx context.Context, t *testing.T, srv *testserver.Server, streamID, token string) string {
 	t.Helper()
 	api := "http://" + srv.HTTPAPIAddr()
-	get := func() (calls []struct {
-		CallID string `json:"call_id"`
-		Tool   string `json:"tool"`
-	}) {
+	type waiting struct {
+		CallID     string `json:"call_id"`
+		ApprovalID string `json:"approval_id"`
+		Tool       string `json:"tool"`
+	}
+	get := func() (calls []waiting) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/v1/"+streamID+"/approvals", nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -387,21 +502,15 @@ func approveFirst(ctx context.Context, t *testing.T, srv *testserver.Server, str
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		var body struct {
-			Approvals []struct {
-				CallID string `json:"call_id"`
-				Tool   string `json:"tool"`
-			} `json:"approvals"`
+			Approvals []waiting `json:"approvals"`
 		}
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
 		return body.Approvals
 	}
-	var calls []struct {
-		CallID string `json:"call_id"`
-		Tool   string `json:"tool"`
-	}
+	var calls []waiting
 	require.Eventually(t, func() bool { calls = get(); return len(calls) > 0 }, 30*time.Second, 50*time.Millisecond)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/"+streamID+"/approvals/"+calls[0].CallID,
-		strings.NewReader(`{"approved": true, "reason": "ok"}`))
+		strings.NewReader(`{"approval_id": "`+calls[0].ApprovalID+`", "approved": true, "reason": "ok"}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
@@ -539,7 +648,9 @@ func TestMCPResumeFinishesFromTheLog(t *testing.T) {
 	// What the gone gateway had stored of the call's stream: its priming
 	// event, nothing else.
 	session, stream := "s-"+testserver.RandomID(), "ST"+testserver.RandomID()
-	require.NoError(t, srv.Store().MCPOpen(ctx, store.MCPStream{SessionID: session, StreamID: stream, TenantID: "demo", UserID: "demo/alice",
+	alice, err := gateway.ParseToken("tok", "demo:user:alice")
+	require.NoError(t, err)
+	require.NoError(t, srv.Store().MCPOpen(ctx, store.MCPStream{SessionID: session, StreamID: stream, TenantID: "demo", UserID: alice.Principal(),
 		RequestID: json.RawMessage(`7`), ProgressToken: json.RawMessage(`"p"`), JobID: job}))
 	require.NoError(t, srv.Store().MCPAppend(ctx, session, stream, nil))
 

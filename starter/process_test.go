@@ -190,7 +190,7 @@ func TestProcessRecipe(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, callID+" approved\n", out)
 	require.NoError(t, <-done)
-	require.Contains(t, chat.String(), "waiting for approval of patch_workflow (call "+callID+")")
+	require.Contains(t, chat.String(), "waiting for approval of patch_workflow (call "+callID+", approval apr_")
 	patch, err := srv.Store().ProcessPatchOf(ctx, "demo", job, callID)
 	require.NoError(t, err)
 	require.Contains(t, chat.String(), "Done: process main is at version 2, patch "+patch.PatchID+".")

@@ -117,7 +117,12 @@ func (r *renderer) event(e agent.Event) {
 	case agent.EventCustom:
 		r.line("  %s%s %s", customOf(e), e.Custom.Name, agent.Clip(string(e.Custom.Value), 120))
 	case agent.EventApprovalRequired:
-		r.line("  waiting for approval of %s (call %s)", e.Tool.Name, e.Tool.CallID)
+		if e.Tool.ApprovalID == "" {
+			r.line("  waiting for approval of %s (call %s)", e.Tool.Name, e.Tool.CallID)
+			break
+		}
+		// The approval id is what `starter approve --approval` takes.
+		r.line("  waiting for approval of %s (call %s, approval %s)", e.Tool.Name, e.Tool.CallID, e.Tool.ApprovalID)
 	case agent.EventApprovalDecided:
 		r.line("  %s (call %s) %s", e.Tool.Name, e.Tool.CallID, describeDecision(*e.Approval))
 	case agent.EventQuestion:

@@ -587,8 +587,8 @@ func (l *local) approvalDemo(ctx context.Context, out io.Writer) error {
 			resp, err := c.ListPendingApprovals(actx, &pb.ListPendingApprovalsRequest{StreamId: streamID})
 			if err == nil && len(resp.GetApprovals()) > 0 {
 				p := resp.GetApprovals()[0]
-				_, err = c.Approve(actx, &pb.ApproveRequest{StreamId: streamID, CallId: p.GetCallId(), Approved: proto.Bool(true),
-					Reason: "the figures look right"})
+				_, err = c.Approve(actx, &pb.ApproveRequest{StreamId: streamID, CallId: p.GetCallId(), ApprovalId: p.GetApprovalId(),
+					Approved: proto.Bool(true), Reason: "the figures look right"})
 				approved <- err
 				return
 			}

@@ -18,11 +18,20 @@ type approvals struct {
 	pending []agent.PendingApproval // waiting, in the model's order
 	decided []string                // call ids decided in this turn
 	inbox   []decisionIn            // decisions not yet acted on
+	// bound says the run binds decisions to calls and remembers
+	// approvals (approvalGrantsChange): its waiting calls have approval
+	// ids, decidedIDs holds those decided, a decision naming another
+	// call's is refused, and a decision's scope turn or session makes a
+	// grant. Set when the run's first call needs approval.
+	bound      bool
+	decidedIDs []string
 }
 
 type decisionIn struct {
 	agent.ApprovalDecision
-	via string // agent.ViaSignal, ViaUpdate, ViaTimeout or ViaCancel
+	via string // agent.ViaSignal, ViaUpdate, ViaTimeout, ViaCancel or ViaGrant
+	// grant is the grant that decides the call (via ViaGrant).
+	grant *agent.Grant
 }
 
 // startApprovals registers the approve signal and update and the
@@ -35,19 +44,27 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateApprove,
 		func(ctx workflow.Context, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
-			if err := t.offer(d, agent.ViaUpdate); err != nil {
+			p, err := t.offer(d, agent.ViaUpdate)
+			if err != nil {
 				return contract.ApprovalAck{}, contract.Failure(err)
 			}
-			return contract.ApprovalAck{CallID: d.CallID, Outcome: outcomeOf(d)}, nil
+			ack := contract.ApprovalAck{CallID: d.CallID, Outcome: outcomeOf(d), ApprovalID: p.ApprovalID}
+			if t.appr.bound && d.Remembers() {
+				ack.GrantID = agent.GrantIDOf(p.ApprovalID)
+			}
+			return ack, nil
 		},
 		workflow.UpdateHandlerOptions{
 			Validator: func(_ workflow.Context, d agent.ApprovalDecision) error {
 				if err := d.Complete(); err != nil {
 					return contract.Failure(err)
 				}
-				return contract.Failure(t.checkDecision(d))
+				_, err := t.checkDecision(d)
+				return contract.Failure(err)
 			},
-			Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}`,
+			Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}, ` +
+				`and optionally "approval_id" (the pending call's, which binds the decision to it) and "scope" ` +
+				`(call, turn or session), "match", "expires_in_sec" (to remember an approval)`,
 		}); err != nil {
 		return err
 	}
@@ -65,7 +82,7 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 				err = t.complete(c, d)
 			}
 			if err == nil {
-				err = t.offer(d, agent.ViaSignal)
+				_, err = t.offer(d, agent.ViaSignal)
 			}
 			if err != nil {
 				workflow.GetLogger(c).Warn("approve signal ignored", "error", err.Error())
@@ -93,21 +110,79 @@ func (t *turn) complete(ctx workflow.Context, d agent.ApprovalDecision) error {
 	return err
 }
 
-// checkDecision refuses decisions on calls that are not waiting.
-func (t *turn) checkDecision(d agent.ApprovalDecision) error {
-	if err := d.Validate(); err != nil {
-		return err
+// checkDecision refuses decisions on calls that are not waiting, and
+// returns the waiting call a decision decides.
+func (t *turn) checkDecision(d agent.ApprovalDecision) (agent.PendingApproval, error) {
+	if t.appr.bound {
+		if err := d.Validate(); err != nil {
+			return agent.PendingApproval{}, err
+		}
+		return t.checkBound(d)
+	}
+	// A run from before approvals were bound checks what it checked then.
+	if err := d.ValidateCall(); err != nil {
+		return agent.PendingApproval{}, err
 	}
 	for _, id := range t.appr.decided {
 		if id == d.CallID {
-			return agent.Errorf(agent.CodeConflict, "tool call %q was already decided", d.CallID)
+			return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q was already decided", d.CallID)
 		}
 	}
 	for _, p := range t.appr.pending {
 		if p.CallID == d.CallID {
-			return nil
+			return p, nil
 		}
 	}
+	return agent.PendingApproval{}, t.notWaiting(d)
+}
+
+// checkBound is checkDecision for a run that binds decisions to calls
+// (approvalGrantsChange): the call waiting now with the decision's call
+// id is the one decided, when the decision names its approval id or
+// none; a decision whose approval id is another call's — another turn's,
+// an earlier step's, an earlier run's — decides nothing.
+func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, error) {
+	if d.ApprovalID != "" && slices.Contains(t.appr.decidedIDs, d.ApprovalID) {
+		return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q (approval %s) was already decided", d.CallID, d.ApprovalID)
+	}
+	other := ""
+	for _, p := range t.appr.pending {
+		switch {
+		case p.CallID != d.CallID:
+		case d.ApprovalID == "" || d.ApprovalID == p.ApprovalID:
+			return p, t.checkScope(d, p)
+		default:
+			other = p.ApprovalID
+		}
+	}
+	if other != "" {
+		return agent.PendingApproval{}, agent.Errorf(agent.CodeNotFound,
+			"approval %s is not the one tool call %q waits with (%s): the decision was made for another call, step or run, and decides nothing",
+			agent.Clip(d.ApprovalID, 64), d.CallID, other)
+	}
+	if d.ApprovalID == "" && slices.Contains(t.appr.decided, d.CallID) {
+		return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q was already decided", d.CallID)
+	}
+	return agent.PendingApproval{}, t.notWaiting(d)
+}
+
+// checkScope refuses an approval to remember that cannot be: for the
+// session of a turn without one, or with a match its own call's
+// arguments do not satisfy.
+func (t *turn) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) error {
+	switch {
+	case !d.Remembers():
+		return nil
+	case d.Scope == agent.ScopeSession && t.req.SessionID == "":
+		return agent.Errorf(agent.CodeInvalid, "scope session: the turn has no session; approve for the turn (scope turn) or the call alone")
+	case !d.Match.Matches(p.Args):
+		return agent.Errorf(agent.CodeInvalid, "match does not hold for the arguments of the call it approves (%s)", agent.Clip(string(p.Args), 200))
+	}
+	return nil
+}
+
+// notWaiting is the refusal of a decision on a call that does not wait.
+func (t *turn) notWaiting(d agent.ApprovalDecision) error {
 	ids := make([]string, len(t.appr.pending))
 	for i, p := range t.appr.pending {
 		ids[i] = p.CallID
@@ -120,13 +195,25 @@ func (t *turn) checkDecision(d agent.ApprovalDecision) error {
 
 // offer takes a decision for the waiting loop; the call counts as decided
 // at once, so that a second decision is refused.
-func (t *turn) offer(d agent.ApprovalDecision, via string) error {
-	if err := t.checkDecision(d); err != nil {
-		return err
+func (t *turn) offer(d agent.ApprovalDecision, via string) (agent.PendingApproval, error) {
+	p, err := t.checkDecision(d)
+	if err != nil {
+		return p, err
 	}
-	t.appr.decided = append(t.appr.decided, d.CallID)
-	t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: d, via: via})
-	return nil
+	t.take(p, decisionIn{ApprovalDecision: d, via: via})
+	return p, nil
+}
+
+// take counts waiting call p as decided by d, for the waiting loop. In a
+// bound run the decision names p's approval id, which the loop takes it
+// by: two calls of a round may have one call id.
+func (t *turn) take(p agent.PendingApproval, d decisionIn) {
+	t.appr.decided = append(t.appr.decided, p.CallID)
+	if t.appr.bound {
+		t.appr.decidedIDs = append(t.appr.decidedIDs, p.ApprovalID)
+		d.ApprovalID = p.ApprovalID
+	}
+	t.appr.inbox = append(t.appr.inbox, d)
 }
 
 // awaitApprovals waits for a decision on each waiting call, at most the
@@ -140,11 +227,14 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 	var names []string
 	for _, i := range waiting {
 		c := calls[i]
-		t.appr.pending = append(t.appr.pending, agent.PendingApproval{
-			CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments), RequestedAt: now, Deadline: deadline,
-		})
+		p := agent.PendingApproval{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments), RequestedAt: now, Deadline: deadline}
+		if t.appr.bound {
+			p.ApprovalID = agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, t.seq+1+i, c.ID)
+		}
+		t.appr.pending = append(t.appr.pending, p)
 		t.emit(ctx, agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{
 			CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments), Reason: reasonFor(needs, c.ID), Deadline: &deadline,
+			ApprovalID: p.ApprovalID,
 		}})
 		names = append(names, fmt.Sprintf("%s (call %s)", c.Name, c.ID))
 	}
@@ -170,47 +260,40 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 			}
 			if !got && t.canceled == nil {
 				for _, p := range t.appr.pending {
-					t.appr.decided = append(t.appr.decided, p.CallID)
-					t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaTimeout})
+					t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaTimeout})
 				}
 			}
 		}
 		if t.canceled != nil {
 			// Close every call that no one decided.
 			for _, p := range t.appr.pending {
-				if !slices.Contains(t.appr.decided, p.CallID) {
-					t.appr.decided = append(t.appr.decided, p.CallID)
-					t.appr.inbox = append(t.appr.inbox, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaCancel})
+				if !t.isDecided(p) {
+					t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaCancel})
 				}
 			}
 		}
 		inbox := t.appr.inbox
 		t.appr.inbox = nil
 		for _, d := range inbox {
-			i, p, ok := t.takePending(calls, d.CallID)
+			i, p, ok := t.takePending(ctx, calls, d.ApprovalDecision)
 			if !ok {
 				continue
 			}
-			outcome, message := outcomeOf(d.ApprovalDecision), ""
-			switch {
-			case d.via == agent.ViaTimeout:
-				outcome, message = agent.ApprovalTimedOut, fmt.Sprintf("no decision on the call within the approval timeout of %s; it was not run", timeout)
-			case d.via == agent.ViaCancel:
-				outcome, message = agent.ApprovalCanceled, "the turn was cancelled before the call was decided; it was not run"
-			case !d.Approved:
-				who := d.Approver
-				if who == "" {
-					who = "a reviewer"
-				}
-				message = fmt.Sprintf("the call was rejected by %s and not run", who)
-				if d.Reason != "" {
-					message += ": " + d.Reason
-				}
-			}
+			outcome, message := decisionOutcome(d, timeout)
 			rec := agent.ApprovalRecord{
 				TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: p.CallID, Tool: p.Tool, Args: p.Args,
 				Outcome: outcome, Reason: d.Reason, Approver: d.Approver, Via: d.via,
 				RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
+			}
+			var made *agent.Grant
+			if t.appr.bound {
+				rec.ApprovalID, rec.ApproverIssuer, rec.ApproverSubject = p.ApprovalID, d.ApproverIssuer, d.ApproverSubject
+				if d.grant != nil {
+					rec.GrantID = d.grant.ID
+				}
+				if made = t.grantOf(d.ApprovalDecision, p, rec.DecidedAt); made != nil {
+					rec.Grant, rec.GrantID = made, made.ID
+				}
 			}
 			// Recorded even when the turn is ending (its timeout, a cancel).
 			rctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -219,9 +302,14 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 				workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
 			}
 			t.recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
+			if made != nil {
+				// The calls of the round that wait still and that the new
+				// grant covers are decided by it, after this one.
+				t.grantWaiting(made)
+			}
 			if t.vocab == vocabNew {
 				t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool},
-					Approval: &agent.ApprovalEvent{Outcome: outcome, Approver: d.Approver, Reason: d.Reason, Via: d.via}})
+					Approval: &agent.ApprovalEvent{Outcome: outcome, Approver: d.Approver, Reason: d.Reason, Via: d.via, GrantID: rec.GrantID}})
 				if len(t.appr.pending) == 0 {
 					// No call waits any more: the turn runs again before
 					// the last call decided starts.
@@ -237,16 +325,129 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 	}
 }
 
-// takePending removes a call from the waiting list and returns its index
-// among the model's calls.
-func (t *turn) takePending(calls []agent.ToolCall, callID string) (int, agent.PendingApproval, bool) {
+// decisionOutcome is a decision's outcome, and what the model reads of
+// a call that does not run.
+func decisionOutcome(d decisionIn, timeout time.Duration) (string, string) {
+	switch {
+	case d.via == agent.ViaTimeout:
+		return agent.ApprovalTimedOut, fmt.Sprintf("no decision on the call within the approval timeout of %s; it was not run", timeout)
+	case d.via == agent.ViaCancel:
+		return agent.ApprovalCanceled, "the turn was cancelled before the call was decided; it was not run"
+	case d.via == agent.ViaGrant:
+		return agent.ApprovalApproved, ""
+	case !d.Approved:
+		who := d.Approver
+		if who == "" {
+			who = "a reviewer"
+		}
+		message := fmt.Sprintf("the call was rejected by %s and not run", who)
+		if d.Reason != "" {
+			message += ": " + d.Reason
+		}
+		return agent.ApprovalRejected, message
+	}
+	return agent.ApprovalApproved, ""
+}
+
+// isDecided reports whether waiting call p has a decision.
+func (t *turn) isDecided(p agent.PendingApproval) bool {
+	if t.appr.bound {
+		return slices.Contains(t.appr.decidedIDs, p.ApprovalID)
+	}
+	return slices.Contains(t.appr.decided, p.CallID)
+}
+
+// grantOf is the grant an approval of waiting call p makes at now, when
+// its scope is the turn or the session; nil otherwise.
+func (t *turn) grantOf(d agent.ApprovalDecision, p agent.PendingApproval, now time.Time) *agent.Grant {
+	if !d.Remembers() || p.ApprovalID == "" {
+		return nil
+	}
+	g := &agent.Grant{
+		ID: agent.GrantIDOf(p.ApprovalID), TenantID: t.req.TenantID, Scope: d.Scope, SessionID: t.req.SessionID,
+		JobID: t.req.JobID, AgentID: t.agent.ID, Tool: p.Tool, Match: d.Match, CallID: p.CallID, ApprovalID: p.ApprovalID,
+		Approver: d.Approver, ApproverIssuer: d.ApproverIssuer, ApproverSubject: d.ApproverSubject, Reason: d.Reason,
+		CreatedAt: now,
+	}
+	if d.ExpiresInSec > 0 {
+		at := now.Add(time.Duration(d.ExpiresInSec) * time.Second)
+		g.ExpiresAt = &at
+	}
+	return g
+}
+
+// grantWaiting decides by grant g the calls that wait undecided and that
+// it covers: the same tool, arguments that match. (A grant is the
+// turn's, its agent's and its session's; so are the calls that wait.)
+func (t *turn) grantWaiting(g *agent.Grant) {
+	for _, p := range t.appr.pending {
+		if p.Tool != g.Tool || t.isDecided(p) || !g.Match.Matches(p.Args) {
+			continue
+		}
+		t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID, Approved: true,
+			Approver: g.Approver, ApproverIssuer: g.ApproverIssuer, ApproverSubject: g.ApproverSubject, Reason: g.Reason},
+			via: agent.ViaGrant, grant: g})
+	}
+}
+
+// decideByGrants starts the calls of a round that a grant decides (their
+// need names it, contract.ApprovalNeed.Grant): each is recorded as
+// approved by the grant, and logged so, and does not wait. The rest are
+// returned, to wait for a person.
+func (t *turn) decideByGrants(ctx workflow.Context, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
+	decide func(i int, outcome, message string)) []int {
+	var rest []int
+	for _, i := range waiting {
+		c := calls[i]
+		g := grantFor(needs, c.ID)
+		if g == nil {
+			rest = append(rest, i)
+			continue
+		}
+		now := workflow.Now(ctx)
+		rec := agent.ApprovalRecord{
+			TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments),
+			Outcome: agent.ApprovalApproved, Reason: g.Reason, Approver: g.Approver, Via: agent.ViaGrant,
+			RequestedAt: now, DecidedAt: now, ApprovalID: agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, t.seq+1+i, c.ID),
+			ApproverIssuer: g.ApproverIssuer, ApproverSubject: g.ApproverSubject, GrantID: g.ID,
+		}
+		rctx, _ := workflow.NewDisconnectedContext(ctx)
+		if err := dbStep(rctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
+			workflow.GetLogger(ctx).Error("record approval", "call_id", c.ID, "error", err.Error())
+		}
+		t.recordApproval(ctx, c.Name, agent.ApprovalApproved, 0)
+		if t.vocab == vocabNew {
+			t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
+				Approval: &agent.ApprovalEvent{Outcome: agent.ApprovalApproved, Approver: g.Approver, Reason: g.Reason, Via: agent.ViaGrant, GrantID: g.ID}})
+		}
+		decide(i, agent.ApprovalApproved, "")
+	}
+	return rest
+}
+
+// grantFor is the grant that decides call callID, if its need names one.
+func grantFor(needs []contract.ApprovalNeed, callID string) *agent.Grant {
+	for _, n := range needs {
+		if n.CallID == callID {
+			return n.Grant
+		}
+	}
+	return nil
+}
+
+// takePending removes the call a decision decides from the waiting list
+// and returns its index among the model's calls: in a bound run the call
+// waiting with the decision's approval id, otherwise the first with its
+// call id.
+func (t *turn) takePending(ctx workflow.Context, calls []agent.ToolCall, d agent.ApprovalDecision) (int, agent.PendingApproval, bool) {
 	for k, p := range t.appr.pending {
-		if p.CallID != callID {
+		if p.CallID != d.CallID || (t.appr.bound && p.ApprovalID != d.ApprovalID) {
 			continue
 		}
 		t.appr.pending = append(t.appr.pending[:k:k], t.appr.pending[k+1:]...)
+		runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
 		for i, c := range calls {
-			if c.ID == callID {
+			if c.ID == d.CallID && (!t.appr.bound || agent.ApprovalIDOf(runID, t.seq+1+i, c.ID) == p.ApprovalID) {
 				return i, p, true
 			}
 		}

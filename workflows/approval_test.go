@@ -121,7 +121,7 @@ func TestApprovalRejectedByUpdateReachesTheModel(t *testing.T) {
 	require.ErrorContains(t, bad.err, `no tool call "nope" is waiting for approval`)
 	require.True(t, good.accepted)
 	require.NoError(t, good.err)
-	require.Equal(t, contract.ApprovalAck{CallID: "c1", Outcome: agent.ApprovalRejected}, good.ack)
+	require.Equal(t, contract.ApprovalAck{CallID: "c1", Outcome: agent.ApprovalRejected, ApprovalID: agent.ApprovalIDOf("default-test-run-id", 2, "c1")}, good.ack)
 	require.False(t, twice.accepted)
 	require.ErrorContains(t, twice.err, `tool call "c1" was already decided`)
 

@@ -181,7 +181,8 @@ const (
 	// testdata/turn_stopped_at_boundary.json (a step whose tool calls did
 	// not run), testdata/turn_streamed_local.json and
 	// testdata/turn_tool_local.json (an agent's model calls as local
-	// activities, agent.ModelLocal: the whole turn one workflow task).
+	// activities, agent.ModelLocal: the whole turn one workflow task),
+	// testdata/turn_approval_grant.json (a call decided by a grant).
 	vocabularyChange = "event-vocabulary"
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
@@ -308,4 +309,25 @@ const (
 	// Recorded: none; the marker is written only when a job id is taken.
 	// TestSendMessageRefusesATakenJobID runs the new way.
 	jobTakenChange = "job-taken"
+
+	// approvalGrantsChange: a turn binds each decision to the call it
+	// decides and remembers approvals. A call that waits has an approval
+	// id (agent.ApprovalIDOf: the run, the call's step, its call id),
+	// shown by pending_approvals and its approval_required event; a
+	// decision that names another call's approval id is refused
+	// (checkBound), and one that names none decides the call waiting now
+	// with its call id (a call id reused by a later step is decided
+	// anew). An approval whose scope is turn or session makes a grant
+	// (agent.Grant, stored with its record), which decides at once the
+	// round's other waiting calls it covers, and the later calls whose
+	// need names it (contract.ApprovalNeed.Grant, found by CallModel):
+	// those are recorded and logged as approved via grant, and do not
+	// wait. The marker is written when a run's first call needs
+	// approval. Runs before it decided calls by call id alone, ignored a
+	// decision's scope, and made every such call wait.
+	//
+	// Recorded: testdata/turn_approval_grant.json (a call approved for
+	// the rest of the turn, and the next step's call decided by the
+	// grant).
+	approvalGrantsChange = "approval-grants"
 )

@@ -190,6 +190,9 @@ func (r *toolRound) ask(ctx workflow.Context, i int, spec agent.Tool) {
 			TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments),
 			Outcome: out.Outcome, Approver: out.Answerer, Via: via, RequestedAt: q.AskedAt, DecidedAt: workflow.Now(dctx),
 		}
+		if answered {
+			rec.ApproverIssuer, rec.ApproverSubject = a.AnswererIssuer, a.AnswererSubject
+		}
 		if err := dbStep(dctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
 			workflow.GetLogger(dctx).Error("record answer", "call_id", c.ID, "error", err.Error())
 		}

@@ -666,10 +666,13 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 	if len(names) > 0 {
 		workflow.SetCurrentDetails(ctx, "running tools: "+strings.Join(names, ", "))
 	}
+	decide := func(i int, outcome, message string) { r.decided(ctx, i, outcome, message) }
+	if len(waiting) > 0 && workflow.GetVersion(ctx, approvalGrantsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		t.appr.bound = true
+		waiting = t.decideByGrants(ctx, calls, waiting, needs, decide)
+	}
 	if len(waiting) > 0 {
-		t.awaitApprovals(ctx, calls, waiting, needs, limits, func(i int, outcome, message string) {
-			r.decided(ctx, i, outcome, message)
-		})
+		t.awaitApprovals(ctx, calls, waiting, needs, limits, decide)
 	}
 	first := len(t.calls)
 	failures := r.collect(ctx)

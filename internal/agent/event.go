@@ -129,6 +129,9 @@ const (
 	ViaUpdate  = "update"
 	ViaTimeout = "timeout"
 	ViaCancel  = "cancel"
+	// ViaGrant: an approval remembered for the turn or the session
+	// (Grant) decided the call; it did not wait.
+	ViaGrant = "grant"
 )
 
 // Bounds of a custom event.
@@ -228,6 +231,9 @@ type ToolEvent struct {
 	FromToolkit string `json:"from_toolkit,omitempty"`
 	// Deadline, on approval_required, is when the call times out.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// ApprovalID, on approval_required, is the value a decision on the
+	// call must carry (PendingApproval.ApprovalID).
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // ApprovalEvent is the decision of an approval_decided event, as it is
@@ -239,8 +245,12 @@ type ApprovalEvent struct {
 	Approver string `json:"approver,omitempty"`
 	// Reason is the approver's comment (or why the call was closed).
 	Reason string `json:"reason,omitempty"`
-	// Via is how the decision came: signal, update, timeout or cancel.
+	// Via is how the decision came: signal, update, timeout, cancel or
+	// grant.
 	Via string `json:"via"`
+	// GrantID names the grant that decided the call (via grant), or the
+	// one the approval made (its scope turn or session).
+	GrantID string `json:"grant_id,omitempty"`
 }
 
 // MessageEvent names the message of message_start and message_end events:
@@ -733,15 +743,17 @@ func (a *ApprovalEvent) validate() error {
 		return Errorf(CodeInvalid, "approval_decided event: approval.outcome %q: want approved, rejected, timed_out or canceled", a.Outcome)
 	}
 	switch a.Via {
-	case ViaSignal, ViaUpdate, ViaTimeout, ViaCancel:
+	case ViaSignal, ViaUpdate, ViaTimeout, ViaCancel, ViaGrant:
 	default:
-		return Errorf(CodeInvalid, "approval_decided event: approval.via %q: want signal, update, timeout or cancel", a.Via)
+		return Errorf(CodeInvalid, "approval_decided event: approval.via %q: want signal, update, timeout, cancel or grant", a.Via)
 	}
 	switch {
 	case len(a.Approver) > MaxKeyLength:
 		return Errorf(CodeInvalid, "approval_decided event: approval.approver is longer than %d bytes", MaxKeyLength)
 	case len(a.Reason) > 4096:
 		return Errorf(CodeInvalid, "approval_decided event: approval.reason is longer than 4096 bytes")
+	case len(a.GrantID) > MaxKeyLength:
+		return Errorf(CodeInvalid, "approval_decided event: approval.grant_id is longer than %d bytes", MaxKeyLength)
 	}
 	return nil
 }

@@ -123,6 +123,11 @@ var payloads = []struct {
 			`{"call_id":"","approved":true,"approver":"ana"}`,
 			`{"call_id":"call_1","approved":"yes","approver":"ana"}`,
 			`{"approved":null}`, `[]`, `null`,
+			`{"call_id":"call_0","approval_id":"apr_0123","approved":true,"approver":"ana","scope":"session","match":[{"path":"/region","equals":"eu"}],"expires_in_sec":3600}`,
+			`{"call_id":"call_0","approved":false,"approver":"ana","scope":"turn"}`,
+			`{"call_id":"call_0","approved":true,"approver":"ana","scope":"call","match":[{"path":"region","equals":1}]}`,
+			`{"call_id":"call_0","approved":true,"approver":"ana","scope":"turn","match":[{"path":"/a~2"}],"expires_in_sec":-1}`,
+			`{"call_id":"call_0","approved":true,"approver":"ana","approver_issuer":"https://idp","approver_subject":"00u1","match":{"a":1}}`,
 		},
 		check: func(t *testing.T, raw []byte) {
 			var d ApprovalDecision
@@ -143,6 +148,17 @@ var payloads = []struct {
 			require.NotEmpty(t, strings.TrimSpace(d.Approver))
 			require.LessOrEqual(t, len(d.Approver), MaxKeyLength)
 			require.LessOrEqual(t, len(d.Reason), 4096)
+			require.LessOrEqual(t, len(d.Match), MaxGrantConditions)
+			if d.Remembers() {
+				require.True(t, d.Scope == ScopeTurn || d.Scope == ScopeSession)
+			} else {
+				require.Empty(t, d.Match, "a match only with a scope that remembers")
+				require.Zero(t, d.ExpiresInSec)
+			}
+			for _, c := range d.Match {
+				require.True(t, json.Valid(c.Equals))
+				_ = d.Match.Matches(json.RawMessage(`{"region":"eu"}`))
+			}
 			back := requireRoundTrip(t, d)
 			require.Equal(t, d, back)
 			require.NoError(t, back.Complete())

@@ -153,6 +153,11 @@ type Answer struct {
 	// operator signalling the workflow states them.
 	Answerer string   `json:"answerer"`
 	Roles    []string `json:"roles,omitempty"`
+	// AnswererIssuer and AnswererSubject say where the answerer's
+	// identity comes from (Caller.Issuer, Caller.Subject), for the
+	// record; empty for an operator's answer.
+	AnswererIssuer  string `json:"answerer_issuer,omitempty"`
+	AnswererSubject string `json:"answerer_subject,omitempty"`
 }
 
 // Validate checks the answer's shape (whether the question waits is the
@@ -175,6 +180,8 @@ func (a Answer) Validate() error {
 		return Errorf(CodeInvalid, "answerer is longer than %d bytes", MaxKeyLength)
 	case len(a.Roles) > 32:
 		return Errorf(CodeInvalid, "roles: %d; the limit is 32", len(a.Roles))
+	case len(a.AnswererIssuer) > MaxIssuerLength || len(a.AnswererSubject) > MaxSubjectLength:
+		return Errorf(CodeInvalid, "answerer_issuer or answerer_subject is too long")
 	}
 	return nil
 }

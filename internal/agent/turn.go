@@ -121,10 +121,45 @@ type TurnRequest struct {
 func (r TurnRequest) Streaming() bool { return r.Stream == nil || *r.Stream }
 
 // Caller is an authenticated caller: the name and roles its credential
-// gives.
+// gives, and where the identity comes from. Two credentials may give one
+// name (an identity provider's user whose email is a static token's
+// name); Issuer and Subject tell them apart, and every binding to a
+// caller (an MCP session, a job's request) and every record of one (an
+// approval, a grant) keeps them.
 type Caller struct {
 	Name  string   `json:"name,omitempty"`
 	Roles []string `json:"roles,omitempty"`
+	// Issuer is the OIDC issuer's URL, or IssuerStaticToken; Subject is
+	// the token's sub, or the static token's name.
+	Issuer  string `json:"issuer,omitempty"`
+	Subject string `json:"subject,omitempty"`
+}
+
+// IssuerStaticToken is the issuer of the gateway's static tokens
+// (AGENTFLOW_TOKENS), whose subject is the token's name. No OIDC issuer
+// has it: theirs are URLs.
+const IssuerStaticToken = "agentflow:static-token"
+
+// Bounds of where an identity comes from: an issuer's URL, and a subject
+// (OIDC's sub is at most 255 ASCII characters).
+const (
+	MaxIssuerLength  = 1024
+	MaxSubjectLength = 255
+)
+
+// Principal names the caller's identity uniquely: its issuer and
+// subject, for bindings that must not mistake one caller for another of
+// the same name. A caller without them (from before they were kept, or
+// a request of Temporal's own clients) is named by its name alone.
+func (c *Caller) Principal() string {
+	if c == nil {
+		return ""
+	}
+	if c.Issuer == "" && c.Subject == "" {
+		return c.Name
+	}
+	b, _ := json.Marshal([]string{c.Issuer, c.Subject})
+	return string(b)
 }
 
 // HasRole reports whether the caller's credential gives it role r. A nil
@@ -351,6 +386,9 @@ func (c *Caller) validate() error {
 	}
 	if len(c.Roles) > MaxCallerRoles {
 		return Errorf(CodeInvalid, "caller has %d roles; the limit is %d", len(c.Roles), MaxCallerRoles)
+	}
+	if len(c.Issuer) > MaxIssuerLength || len(c.Subject) > MaxSubjectLength {
+		return Errorf(CodeInvalid, "caller.issuer is longer than %d bytes, or caller.subject than %d", MaxIssuerLength, MaxSubjectLength)
 	}
 	for i, r := range c.Roles {
 		if err := ValidateID(fmt.Sprintf("caller.roles[%d]", i), r); err != nil || r == "" {

@@ -54,7 +54,7 @@ func BenchmarkSoak(b *testing.B) {
 				spec := computeTurn("", "")(e, job)
 				run := &turnRun{job: job, workflowID: "turn/" + tenant + "/" + job, gateway: c % len(e.conns), tokens: map[int64]string{}}
 				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-				err := e.stream(rctx, run, &pb.TurnRequest{JobId: job, SessionId: job, Prompt: spec.prompt}, func(moment, string) {})
+				err := e.stream(rctx, run, &pb.TurnRequest{JobId: job, SessionId: job, Prompt: spec.prompt}, func(moment, *pb.ToolEvent) {})
 				if err == nil {
 					err = e.check(rctx, trial{}, run, spec, true)
 				}

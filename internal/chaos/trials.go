@@ -116,8 +116,8 @@ func trials() []trial {
 // strikePoint is where the turn is when a trial strikes.
 type strikePoint struct {
 	workflowID string
-	gateway    int    // the gateway the client reads from
-	callID     string // onApproval: the call that waits
+	gateway    int           // the gateway the client reads from
+	call       *pb.ToolEvent // onApproval: the call that waits
 }
 
 // turnRun is one turn as a client sees it.
@@ -151,7 +151,7 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 	run := &turnRun{job: job, workflowID: contract.TurnWorkflowID(tenant, job), tokens: map[int64]string{}}
 	struck := make(chan error, 1)
 	fired := false
-	fire := func(m moment, callID string) {
+	fire := func(m moment, call *pb.ToolEvent) {
 		if fired || (m != tr.on && m != onFinal) {
 			return
 		}
@@ -160,11 +160,11 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 			struck <- nil
 			return
 		}
-		at := strikePoint{workflowID: run.workflowID, gateway: run.gateway, callID: callID}
+		at := strikePoint{workflowID: run.workflowID, gateway: run.gateway, call: call}
 		go func() { struck <- tr.strike(ctx, e, at) }()
 	}
 	if tr.on == onStart {
-		fire(onStart, "")
+		fire(onStart, nil)
 	}
 	err := e.stream(ctx, run, &pb.TurnRequest{JobId: job, SessionId: job, AgentId: spec.agent, Prompt: spec.prompt}, fire)
 	took := time.Since(begin)
@@ -186,7 +186,7 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 // other gateway (or the same, once back) after the last event it has
 // whenever its stream breaks. at is told of the moments a trial may
 // strike at, and of the final event (onFinal).
-func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at func(moment, string)) error {
+func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at func(moment, *pb.ToolEvent)) error {
 	actx := e.auth(ctx)
 	started := req == nil // nil: follow a turn started elsewhere
 	for {
@@ -215,9 +215,9 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 			switch {
 			case ev.GetToken() != nil:
 				run.tokens[idx] = ev.GetToken().GetText()
-				at(onAnswer, "")
+				at(onAnswer, nil)
 			case ev.GetApprovalRequired() != nil:
-				at(onApproval, ev.GetApprovalRequired().GetCallId())
+				at(onApproval, ev.GetApprovalRequired())
 			case ev.GetStatus() != nil:
 				s := ev.GetStatus()
 				if s.GetStatus() == pb.Status_STATUS_RETRYING && s.GetVoidFrom() > 0 {
@@ -239,7 +239,7 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 			}
 		}
 		if errors.Is(err, io.EOF) && terminal(run.status) {
-			at(onFinal, "") // releases a trial whose moment never came
+			at(onFinal, nil) // releases a trial whose moment never came
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -442,7 +442,8 @@ func approveWhileDown(ctx context.Context, e *env, at strikePoint) error {
 	decided := make(chan error, 1)
 	go func() {
 		c := pb.NewAgentServiceClient(e.conns[at.gateway])
-		_, err := c.Approve(e.auth(ctx), &pb.ApproveRequest{StreamId: at.workflowID, CallId: at.callID, Approved: proto.Bool(true), Reason: "checked"})
+		_, err := c.Approve(e.auth(ctx), &pb.ApproveRequest{StreamId: at.workflowID, CallId: at.call.GetCallId(), ApprovalId: at.call.GetApprovalId(),
+			Approved: proto.Bool(true), Reason: "checked"})
 		decided <- err
 	}()
 	time.Sleep(2 * time.Second)
@@ -536,7 +537,7 @@ func conversationRoll(ctx context.Context, e *env, session string) error {
 			}
 		}
 		run := &turnRun{job: job, workflowID: streamID, tokens: map[int64]string{}}
-		if err := e.stream(ctx, run, nil, func(moment, string) {}); err != nil {
+		if err := e.stream(ctx, run, nil, func(moment, *pb.ToolEvent) {}); err != nil {
 			return fmt.Errorf("message %d: %w", k, err)
 		}
 		if err := e.check(ctx, trial{}, run, turnSpec{prompt: spec.prompt, want: spec.want}, false); err != nil {

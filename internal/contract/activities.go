@@ -195,10 +195,13 @@ type CallModelResult struct {
 	OutputProblems string          `json:"output_problems,omitempty"`
 }
 
-// ApprovalNeed says that a tool call waits for a person, and why.
+// ApprovalNeed says that a tool call's policy asks a person, and why;
+// Grant, when set, is an approval remembered for the turn or the session
+// that decides the call (agent.Grant.Covers): the call does not wait.
 type ApprovalNeed struct {
-	CallID string `json:"call_id"`
-	Reason string `json:"reason"`
+	CallID string       `json:"call_id"`
+	Reason string       `json:"reason"`
+	Grant  *agent.Grant `json:"grant,omitempty"`
 }
 
 // ExecuteToolInput is one tool call of a turn.
@@ -298,6 +301,11 @@ type AnswerAck struct {
 type ApprovalAck struct {
 	CallID  string `json:"call_id"`
 	Outcome string `json:"outcome"` // approved | rejected
+	// ApprovalID is the decided call's (agent.PendingApproval), and
+	// GrantID the grant the approval made, when its scope was turn or
+	// session.
+	ApprovalID string `json:"approval_id,omitempty"`
+	GrantID    string `json:"grant_id,omitempty"`
 }
 
 // SummarizeInput names a session whose older messages the summary of its

@@ -76,7 +76,11 @@ const (
 	QueryEvents = "events"
 	// SignalApprove and UpdateApprove carry an agent.ApprovalDecision; the
 	// update answers with an ApprovalAck and refuses unknown and already
-	// decided calls.
+	// decided calls, and a decision whose approval_id is another call's.
+	// {"call_id","approved","reason","approver"} is all an operator needs;
+	// "approval_id" binds the decision to the call that waits with it,
+	// and "scope", "match" and "expires_in_sec" remember an approval as a
+	// grant (agent.Grant).
 	SignalApprove = "approve"
 	UpdateApprove = SignalApprove
 	// QueryPendingApprovals answers with []agent.PendingApproval.

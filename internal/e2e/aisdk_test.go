@@ -242,11 +242,11 @@ func (e *httpEnv) rawCall(method, path, token string) (int, []byte) {
 
 // approvalAnswer is the assistant message as the client holds it once
 // its user has answered the approval request (addToolApprovalResponse).
-func approvalAnswer(id, tool, callID string, approved bool) uiMessage {
+func approvalAnswer(id, tool, callID, approvalID string, approved bool) uiMessage {
 	return uiMessage{ID: id, Role: "assistant", Parts: []map[string]any{
 		{"type": "step-start"},
 		{"type": "tool-" + tool, "toolCallId": callID, "state": "approval-responded", "input": map[string]any{"expression": "6 * 7"},
-			"approval": map[string]any{"id": callID, "approved": approved, "reason": "checked"}},
+			"approval": map[string]any{"id": approvalID, "approved": approved, "reason": "checked"}},
 	}}
 }
 
@@ -268,10 +268,10 @@ func TestAISDKApproval(t *testing.T) {
 	require.Equal(t, "tool-calls", last.FinishReason)
 	request := chunks[len(chunks)-2]
 	require.Equal(t, "tool-approval-request", request.Type)
-	require.Equal(t, request.ToolCallID, request.ApprovalID, "the approval is named after its call")
 	streamID := contract.TurnWorkflowID("demo", job)
 	pending := e.waitPending(streamID)
 	require.Equal(t, pending.GetCallId(), request.ToolCallID)
+	require.Equal(t, pending.GetApprovalId(), request.ApprovalID, "the approval is named by the call's approval id")
 	for _, c := range chunks {
 		if c.Type == "tool-input-available" {
 			require.Equal(t, "careful_calculator", c.ToolName)
@@ -284,7 +284,7 @@ func TestAISDKApproval(t *testing.T) {
 	require.Equal(t, chunks, resumed)
 
 	answer := func(approved bool) string {
-		return uiBody(t, chat, "careful", question, approvalAnswer(job, "careful_calculator", request.ToolCallID, approved))
+		return uiBody(t, chat, "careful", question, approvalAnswer(job, "careful_calculator", request.ToolCallID, request.ApprovalID, approved))
 	}
 	p := e.problem("POST", "/v1/ui/chat", e.user, answer(true), http.StatusForbidden)
 	require.Contains(t, p.Detail, "needs the role approver")
@@ -293,7 +293,7 @@ func TestAISDKApproval(t *testing.T) {
 	p = e.problem("POST", "/v1/ui/chat", e.all, uiBody(t, chat, "careful", question, userMessage("And 1 + 1?")), http.StatusConflict)
 	require.Contains(t, p.Detail, "still answering message \""+job+"\"")
 	p = e.problem("POST", "/v1/ui/chat", e.all, uiBody(t, chat, "careful", question,
-		approvalAnswer("other-1", "careful_calculator", request.ToolCallID, true)), http.StatusNotFound)
+		approvalAnswer("other-1", "careful_calculator", request.ToolCallID, request.ApprovalID, true)), http.StatusNotFound)
 	require.Contains(t, p.Detail, "is not an answer in chat")
 	require.Equal(t, pending.GetCallId(), e.waitPending(streamID).GetCallId(), "still waiting")
 
@@ -439,7 +439,7 @@ func TestAISDKClient(t *testing.T) {
 
 	require.Equal(t, []string{"step-start ", "tool-careful_calculator approval-requested"}, types(got.Asked))
 	call := got.Asked.Parts[1]
-	require.Equal(t, call.ToolCallID, call.Approval.ID)
+	require.Regexp(t, `^apr_[0-9a-f]{24}$`, call.Approval.ID, "the call's approval id, which the SDK's answer carries back")
 	require.Equal(t, got.Asked.ID, got.Decided.ID, "the same message, completed")
 	require.Equal(t, []string{"step-start ", "tool-careful_calculator output-available", "step-start ", "text done"}, types(got.Decided))
 	require.JSONEq(t, `"42"`, string(got.Decided.Parts[1].Output))

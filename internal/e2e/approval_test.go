@@ -87,6 +87,12 @@ func TestApprovalWithTemporalCLI(t *testing.T) {
 				"--input", `{"call_id":"no-such-call","approved":true,"approver":"ana"}`)
 			require.Error(t, err)
 			require.Contains(t, out, `no tool call \"no-such-call\" is waiting for approval`)
+			// One bound to another call (its approval id) is refused too.
+			require.Regexp(t, `^apr_[0-9a-f]{24}$`, p.ApprovalID)
+			out, err = e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+				"--input", fmt.Sprintf(`{"call_id":%q,"approval_id":"apr_000000000000000000000000","approved":true,"approver":"ana"}`, p.CallID))
+			require.Error(t, err)
+			require.Contains(t, out, "the decision was made for another call, step or run")
 
 			out, err = tt.decide(id, p.CallID)
 			require.NoError(t, err, out)
@@ -154,4 +160,44 @@ func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 		require.Len(t, recs, 2)
 		require.Equal(t, "bob", recs[0].Approver, "stored in the order decided")
 	})
+}
+
+// TestOperatorRemembersWithTemporalCLI: the operator's approve update,
+// as the README shows it, may remember the approval for the turn: the
+// turn's next call of the tool is decided by the grant, recorded under
+// the approver the operator named, with no issuer (Temporal's clients
+// are trusted as the operator is).
+func TestOperatorRemembersWithTemporalCLI(t *testing.T) {
+	e := newEnvWith(t, strings.Replace(testScript, "rules:\n", `rules:
+  - name: twice-again
+    when: {user: '^twice: (?P<a>[-0-9.+*/ ]+) then (?P<b>[-0-9.+*/ ]+)$', tool: '^6$'}
+    reply: {tool_calls: [{name: calculator, id: call_0, arguments: '{"expression": "${b}"}'}]}
+  - name: twice
+    when: {user: '^twice: (?P<a>[-0-9.+*/ ]+) then (?P<b>[-0-9.+*/ ]+)$'}
+    reply: {tool_calls: [{name: calculator, id: call_0, arguments: '{"expression": "${a}"}'}]}
+`, 1))
+	e.ApplyCatalog(t, careCatalog)
+	job := "remember-" + testserver.RandomID()
+	id := contract.TurnWorkflowID("care", job)
+	e.startWithCLI(id, fmt.Sprintf(`{"tenant_id":"care","job_id":%q,"prompt":"twice: 2 * 3 then 4 * 5"}`, job))
+	p := e.awaitPending(id)
+	out, err := e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+		"--input", fmt.Sprintf(`{"call_id":%q,"approved":true,"approver":"ana","scope":"turn","match":[{"path":"/expression","equals":"4 * 5"}]}`, p.CallID))
+	require.Error(t, err, "the match must hold for the call it approves")
+	require.Contains(t, out, "match does not hold")
+	out, err = e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", "approve",
+		"--input", fmt.Sprintf(`{"call_id":%q,"approved":true,"approver":"ana","scope":"turn"}`, p.CallID))
+	require.NoError(t, err, out)
+	require.Contains(t, out, agent.GrantIDOf(p.ApprovalID))
+	res, err := e.result(id)
+	require.NoError(t, err)
+	require.Equal(t, "The result is 20.", res.Output)
+	recs, err := e.Store().Approvals(context.Background(), "care", job)
+	require.NoError(t, err)
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%s %s by %s via %s %s issuer=%q", r.CallID, r.Outcome, r.Approver, r.Via, r.GrantID, r.ApproverIssuer))
+	}
+	grant := agent.GrantIDOf(p.ApprovalID)
+	require.Equal(t, []string{"call_0 approved by ana via update " + grant + ` issuer=""`, "call_0 approved by ana via grant " + grant + ` issuer=""`}, got)
 }

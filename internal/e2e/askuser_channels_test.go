@@ -252,6 +252,8 @@ func TestAskUserByMCPElicitation(t *testing.T) {
 			require.Len(t, recs, 1)
 			require.Equal(t, agent.QuestionAnswered, recs[0].Outcome)
 			require.Equal(t, tc.wantBy, recs[0].Approver, "the token's holder")
+			require.Equal(t, []string{agent.IssuerStaticToken, tc.wantBy}, []string{recs[0].ApproverIssuer, recs[0].ApproverSubject},
+				"where the answerer's identity comes from")
 			var answered []string
 			for _, ev := range e.events(stream, e.user) {
 				if a := ev.GetQuestionAnswered(); a != nil {

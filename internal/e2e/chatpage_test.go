@@ -354,3 +354,44 @@ func (b *chatBrowser) noTokenInURLs(tokens ...string) {
 		}
 	}
 }
+
+// TestChatPageDecidesEachCall: a turn asks for the careful calculator in
+// two steps, each time as call_0. The page approves the first call, then
+// the second — each with the approval id its own approval_required gave,
+// so the second click decides the second call (a decision bound to the
+// first would be refused) — and the turn completes.
+func TestChatPageDecidesEachCall(t *testing.T) {
+	chromium := testserver.Chromium(t, "the chat page's approval test")
+	person := "secret-" + testserver.RandomID() + testserver.RandomID()
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = twiceScript
+		o.Tokens[person] = "demo:user+approver:pat"
+	})
+	b := newChatBrowser(t, chromium)
+	b.run(chromedp.Navigate(e.api + chatpage.Path))
+	b.run(chromedp.SetValue(chromedp.ID("token"), person), chromedp.Click(chromedp.ID("use-token")))
+	b.waitPage("the agents listed", `[...document.querySelectorAll("#agent option")].some(o => o.value === "careful")`)
+	b.run(chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("agent"); s.value = "careful"; s.dispatchEvent(new Event("change")); })()`))
+
+	b.run(chromedp.SendKeys(chromedp.ID("prompt"), twicePrompt), chromedp.Click(chromedp.ID("send")))
+	turn := b.waitTurn("the first call waiting", func(p pageTurn) bool { return p.Approve })
+	stream := contract.TurnWorkflowID("demo", turn.Job)
+	first := e.waitPending(stream)
+	b.click(".turn:last-of-type .approve")
+	second := e.waitPendingNot(stream, first.GetApprovalId())
+	require.Equal(t, first.GetCallId(), second.GetCallId(), "the same call id, another call")
+	b.waitTurn("the second call waiting", func(p pageTurn) bool {
+		return p.Approve && p.Status == "WAITING_APPROVAL" && strings.Contains(p.Args, "4 * 5")
+	})
+	b.click(".turn:last-of-type .approve")
+	turn = b.waitTurn("the turn completed", func(p pageTurn) bool { return p.Status == "COMPLETED" })
+	require.Empty(t, turn.Problem)
+	require.Equal(t, "The result is 20.", turn.Text)
+	recs, err := e.Store().Approvals(context.Background(), "demo", turn.Job)
+	require.NoError(t, err)
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.ApprovalID+" "+r.Outcome+" by "+r.Approver)
+	}
+	require.Equal(t, []string{first.GetApprovalId() + " approved by pat", second.GetApprovalId() + " approved by pat"}, got)
+}

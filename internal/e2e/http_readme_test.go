@@ -33,9 +33,16 @@ processes:
 // sets its own).
 func readmeRecipes(t *testing.T, root string) []string {
 	t.Helper()
+	return readmeSection(t, root, "HTTP and the browser", func(string) bool { return true })
+}
+
+// readmeSection returns the shell blocks of a section of the README that
+// keep says to, without those that only export settings.
+func readmeSection(t *testing.T, root, title string, keep func(block string) bool) []string {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n## HTTP and the browser\n")
+	_, section, ok := strings.Cut(string(data), "\n## "+title+"\n")
 	require.True(t, ok, "the README has the section")
 	section, _, _ = strings.Cut(section, "\n## ")
 	var blocks []string
@@ -46,11 +53,41 @@ func readmeRecipes(t *testing.T, root string) []string {
 		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
 			settings = settings && strings.HasPrefix(line, "export ")
 		}
-		if !settings {
+		if !settings && keep(block) {
 			blocks = append(blocks, block)
 		}
 	}
 	return blocks
+}
+
+// TestHumanInTheLoopReadmeRecipes runs the curl recipes of the README's
+// "Human in the loop", in order and as written, against a server with
+// the sample catalog and the demo model, and checks what they print: an
+// approval remembered for the session decides the session's next call
+// of the tool, the grant is listed, and revoked.
+func TestHumanInTheLoopReadmeRecipes(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		_, err := exec.LookPath(tool)
+		require.NoError(t, err, "the README's recipes need %s", tool)
+	}
+	root, err := devstack.RepoRoot()
+	require.NoError(t, err)
+	blocks := readmeSection(t, root, "Human in the loop", func(b string) bool { return strings.Contains(b, "$API") })
+	require.Len(t, blocks, 1)
+	demo, err := os.ReadFile(filepath.Join(root, "catalog", "demo.yaml"))
+	require.NoError(t, err)
+	token := "secret-" + testserver.RandomID()
+	srv := testserver.Start(t, testserver.Options{Script: string(scripted.DemoYAML()), Catalogs: []string{string(demo)},
+		Tokens: map[string]string{token: "demo:user+approver+admin:dev"}, HTTPAPI: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+strings.Join(blocks, "\n"))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "API=http://"+srv.HTTPAPIAddr(), "TOKEN="+token, "SESSION=s-"+testserver.RandomID())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Logf("the recipes print:\n%s", out)
+	require.Equal(t, "approved by dev via grant\nsession checked_calculator /expression=6 * 7 by dev\ndev\n", string(out))
 }
 
 // TestHTTPReadmeRecipes runs the README's curl recipes, in order and as

@@ -309,11 +309,15 @@ func TestHTTPApproval(t *testing.T) {
 	require.Contains(t, p.Detail, "needs the role approver")
 	p = e.problem("POST", approve, e.approver, `{"reason": "no decision"}`, http.StatusBadRequest)
 	require.Contains(t, p.Detail, "approved is required")
+	p = e.problem("POST", approve, e.approver, `{"approved": true}`, http.StatusBadRequest)
+	require.Contains(t, p.Detail, "approval_id is required")
 
 	var ack pb.ApproveResponse
-	e.ok("POST", approve, e.approver, `{"approved": true, "reason": "fine", "approver": "mallory"}`, &ack)
+	bound := `"approval_id": "` + pending.GetApprovalId() + `"`
+	e.ok("POST", approve, e.approver, `{`+bound+`, "approved": true, "reason": "fine", "approver": "mallory"}`, &ack)
 	require.Equal(t, "approved", ack.GetOutcome())
-	p = e.problem("POST", approve, e.approver, `{"approved": false}`, http.StatusConflict)
+	require.Equal(t, pending.GetApprovalId(), ack.GetApprovalId())
+	p = e.problem("POST", approve, e.approver, `{`+bound+`, "approved": false}`, http.StatusConflict)
 	require.Equal(t, agent.ErrTypeConflict, p.Title)
 
 	evs := e.events(started.GetStreamId(), e.user)
@@ -341,7 +345,8 @@ func TestHTTPRoles(t *testing.T) {
 	var careful, running pb.StartResponse
 	e.ok("POST", "/v1/turns", e.user, `{"agent_id": "careful", "prompt": "Carefully, what is 6 * 7?"}`, &careful)
 	e.ok("POST", "/v1/turns", e.user, `{"agent_id": "careful", "prompt": "Carefully, what is 1 + 1?"}`, &running)
-	call := e.waitPending(careful.GetStreamId()).GetCallId()
+	pending := e.waitPending(careful.GetStreamId())
+	call := pending.GetCallId()
 	e.waitPending(running.GetStreamId())
 	var done pb.TurnResult
 	e.ok("POST", "/v1/turns:invoke", e.user, `{"prompt": "What is 2 * 3?"}`, &done)
@@ -370,7 +375,10 @@ func TestHTTPRoles(t *testing.T) {
 		{"POST", "/test/chat", fresh(`{"job_id": "JOB", "prompt": "hello"}`), gateway.RoleUser, 200, false},
 		{"GET", "/v1/" + careful.GetStreamId() + "/events", same(""), gateway.RoleUser, 200, true},
 		{"GET", "/v1/" + careful.GetStreamId() + "/approvals", same(""), gateway.RoleApprover, 200, true},
-		{"POST", "/v1/" + careful.GetStreamId() + "/approvals/" + call, same(`{"approved": true}`), gateway.RoleApprover, 200, true},
+		{"POST", "/v1/" + careful.GetStreamId() + "/approvals/" + call, same(`{"approval_id": "` + pending.GetApprovalId() + `", "approved": true}`),
+			gateway.RoleApprover, 200, true},
+		{"GET", "/v1/grants?session_id=" + session, same(""), gateway.RoleApprover, 200, false},
+		{"POST", "/v1/grants/grant_none/revoke", same(`{}`), gateway.RoleApprover, 404, false},
 		{"POST", "/v1/" + running.GetStreamId() + "/cancel", same(`{"reason": "enough"}`), gateway.RoleUser, 200, true},
 		{"GET", "/v1/results?result_ref=" + url.QueryEscape(done.GetResultRef()), same(""), gateway.RoleUser, 200, true},
 		{"GET", "/v1/agents?page_size=1", same(""), gateway.RoleUser, 200, false},

@@ -79,7 +79,7 @@ func TestIdentityComesFromTheCredential(t *testing.T) {
 	var req agent.TurnRequest
 	hist := e.history(id)
 	require.NoError(t, json.Unmarshal(hist[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &req))
-	require.Equal(t, &agent.Caller{Name: "bo", Roles: []string{"user"}}, req.Caller)
+	require.Equal(t, &agent.Caller{Name: "bo", Roles: []string{"user"}, Issuer: agent.IssuerStaticToken, Subject: "bo"}, req.Caller)
 	require.Equal(t, "supervisor", req.Context.UserRole, "the hint is kept, as a hint")
 	_, err = turnclient.Approve(ctx, srv.Client(), id, agent.NewApprovalDecision(p.CallID, false, "no", "ana"))
 	require.NoError(t, err)

@@ -162,7 +162,7 @@ func TestOIDCIdentity(t *testing.T) {
 	var req agent.TurnRequest
 	hist := (&env{Server: srv, t: t}).history(contract.TurnWorkflowID("acme", job))
 	require.NoError(t, json.Unmarshal(hist[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &req))
-	require.Equal(t, &agent.Caller{Name: "ana@acme.example", Roles: []string{"admin", "approver", "user"}}, req.Caller)
+	require.Equal(t, &agent.Caller{Name: "ana@acme.example", Roles: []string{"admin", "approver", "user"}, Issuer: iss.URL, Subject: "ana"}, req.Caller)
 
 	// Bad tokens: 401 / Unauthenticated with a plain message, the reason
 	// in the log under its reference.

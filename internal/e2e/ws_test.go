@@ -164,16 +164,18 @@ func TestWebSocketCommands(t *testing.T) {
 	command(t, ctx, user, `{"type": "start", "id": "go", "job_id": "`+job+`", "agent_id": "careful", "prompt": "Carefully, what is 6 * 7?"}`)
 	reply(t, ctx, user, gateway.SocketAck)
 	waiting, _ := socketEvents(t, ctx, user, func(ev agent.Event) bool { return ev.Status == agent.StreamWaitingApproval })
-	var call string
+	var call, approvalID string
 	for _, ev := range waiting {
 		if ev.Kind == agent.EventApprovalRequired {
-			call = ev.Tool.CallID
+			call, approvalID = ev.Tool.CallID, ev.Tool.ApprovalID
 		}
 	}
 	require.NotEmpty(t, call)
+	require.NotEmpty(t, approvalID)
 	streamID := waiting[0].StreamID
 
-	approve := fmt.Sprintf(`{"type": "approve", "id": "a1", "stream_id": %q, "call_id": %q, "approved": true, "reason": "fine"}`, streamID, call)
+	approve := fmt.Sprintf(`{"type": "approve", "id": "a1", "stream_id": %q, "call_id": %q, "approval_id": %q, "approved": true, "reason": "fine"}`,
+		streamID, call, approvalID)
 	command(t, ctx, user, approve)
 	refused := reply(t, ctx, user, gateway.SocketError)
 	require.Equal(t, "a1", refused.ID)
@@ -193,7 +195,7 @@ func TestWebSocketCommands(t *testing.T) {
 	approver := e.socket(ctx, e.approver, "")
 	command(t, ctx, approver, approve)
 	ack := reply(t, ctx, approver, gateway.SocketAck)
-	require.JSONEq(t, `{"call_id": "`+call+`", "outcome": "approved"}`, string(ack.Result))
+	require.JSONEq(t, `{"call_id": "`+call+`", "outcome": "approved", "approval_id": "`+approvalID+`", "grant_id": ""}`, string(ack.Result))
 	rest, _ := socketEvents(t, ctx, user, nil)
 	all := append(waiting, rest...)
 	require.Equal(t, "The result is 42.", agent.ReplayText(all))

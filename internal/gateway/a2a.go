@@ -420,7 +420,7 @@ func (m *a2aServer) answerTask(ctx context.Context, params *a2a.MessageSendParam
 		callID = pending[0].CallID
 	}
 	caller := callerOf(ctx)
-	a := agent.Answer{CallID: callID, Text: in.prompt, Answerer: caller.Name, Roles: caller.Caller().Roles}
+	a := caller.answer(callID, in.prompt)
 	if err := a.Validate(); err != nil {
 		return 0, fmt.Errorf("%s: %w", err.Error(), a2a.ErrInvalidParams)
 	}

@@ -66,13 +66,13 @@ func (t *a2aTask) apply(e agent.Event) []a2a.Event {
 	case agent.EventToolEnd:
 		return t.update(e, a2a.TaskStateWorking, "the tool "+toolName(e)+" ended "+toolStatus(e))
 	case agent.EventApprovalRequired:
-		callID := ""
+		callID, approvalID := "", ""
 		if e.Tool != nil {
-			callID = e.Tool.CallID
+			callID, approvalID = e.Tool.CallID, e.Tool.ApprovalID
 		}
 		return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf(
-			"the call %s of the tool %s waits for a person's approval: POST /v1/%s/approvals/%s (approver role)",
-			callID, toolName(e), t.id, callID))
+			"the call %s of the tool %s waits for a person's approval: POST /v1/%s/approvals/%s {\"approval_id\": %q, \"approved\"} (approver role)",
+			callID, toolName(e), t.id, callID, approvalID))
 	case agent.EventQuestion:
 		if e.Tool == nil {
 			return nil

@@ -58,10 +58,11 @@ func TestA2ATaskMapping(t *testing.T) {
 	require.Equal(t, "c1", tk.contextID)
 	var states []a2a.TaskState
 	var finals []bool
+	var asked string
 	for i, e := range []agent.Event{
 		{Kind: agent.EventStatus, Status: agent.StreamRunning},
 		{Kind: agent.EventToolStart, Tool: &agent.ToolEvent{CallID: "c", Name: "calc"}},
-		{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{CallID: "c", Name: "calc"}},
+		{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{CallID: "c", Name: "calc", ApprovalID: "apr_0123"}},
 		{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval},
 		{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: "c", Name: "calc"}, Approval: &agent.ApprovalEvent{Outcome: "approved"}},
 		{Kind: agent.EventToken, Text: "ignored", Child: &agent.ChildEvent{}},
@@ -75,11 +76,16 @@ func TestA2ATaskMapping(t *testing.T) {
 			if u, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
 				states = append(states, u.Status.State)
 				finals = append(finals, u.Final)
+				if u.Status.State == a2a.TaskStateInputRequired {
+					asked = u.Status.Message.Parts[0].(a2a.TextPart).Text
+				}
 			}
 		}
 	}
 	require.Equal(t, []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateWorking, a2a.TaskStateInputRequired, a2a.TaskStateWorking, a2a.TaskStateCompleted}, states)
 	require.Equal(t, []bool{false, false, false, false, true}, finals)
+	require.Equal(t, `the call c of the tool calc waits for a person's approval: POST /v1/turn/demo/c1~j1/approvals/c {"approval_id": "apr_0123", "approved"} (approver role)`,
+		asked, "what an approver sends, with the approval id that binds it to the call")
 	task := tk.task()
 	require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
 	require.Equal(t, a2a.ContentParts{a2a.TextPart{Text: "The result is 5."}, a2a.DataPart{Data: map[string]any{"value": []any{1.0, 2.0}}},

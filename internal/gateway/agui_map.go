@@ -68,17 +68,20 @@ type aguiEvent struct {
 
 // aguiApproval is the value of the approval CUSTOM events: what a
 // client needs to approve the call over the Approve API
-// (POST /v1/{streamId}/approvals/{callId}) and to show it.
+// (POST /v1/{streamId}/approvals/{callId} {"approval_id": approvalId})
+// and to show it.
 type aguiApproval struct {
-	StreamID string          `json:"streamId"`
-	CallID   string          `json:"callId"`
-	ToolName string          `json:"toolName"`
-	Args     json.RawMessage `json:"args,omitempty"`
-	Reason   string          `json:"reason,omitempty"`
-	Deadline *time.Time      `json:"deadline,omitempty"`
-	Outcome  string          `json:"outcome,omitempty"`
-	Approver string          `json:"approver,omitempty"`
-	Via      string          `json:"via,omitempty"`
+	StreamID   string          `json:"streamId"`
+	CallID     string          `json:"callId"`
+	ApprovalID string          `json:"approvalId,omitempty"`
+	GrantID    string          `json:"grantId,omitempty"`
+	ToolName   string          `json:"toolName"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Deadline   *time.Time      `json:"deadline,omitempty"`
+	Outcome    string          `json:"outcome,omitempty"`
+	Approver   string          `json:"approver,omitempty"`
+	Via        string          `json:"via,omitempty"`
 }
 
 // aguiQuestionValue is the value of the question custom events: answer with
@@ -308,12 +311,13 @@ func (m *aguiMapper) tool(e agent.Event, out []aguiEvent) []aguiEvent {
 		out = m.input(out, t)
 	case agent.EventApprovalRequired:
 		out = m.input(out, t)
-		out = append(out, m.custom(aguiApprovalRequired, aguiApproval{StreamID: e.StreamID, CallID: t.CallID, ToolName: t.Name,
-			Args: t.Args, Reason: t.Reason, Deadline: t.Deadline}))
+		out = append(out, m.custom(aguiApprovalRequired, aguiApproval{StreamID: e.StreamID, CallID: t.CallID, ApprovalID: t.ApprovalID,
+			ToolName: t.Name, Args: t.Args, Reason: t.Reason, Deadline: t.Deadline}))
 	case agent.EventApprovalDecided:
 		v := aguiApproval{StreamID: e.StreamID, CallID: t.CallID, ToolName: t.Name}
 		if e.Approval != nil {
 			v.Outcome, v.Approver, v.Reason, v.Via = e.Approval.Outcome, e.Approval.Approver, e.Approval.Reason, e.Approval.Via
+			v.GrantID = e.Approval.GrantID
 		}
 		out = append(out, m.custom(aguiApprovalDecided, v))
 	case agent.EventQuestion, agent.EventQuestionAnswered:

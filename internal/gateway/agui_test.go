@@ -40,7 +40,7 @@ func TestAGUIMapper(t *testing.T) {
 	}
 	deadline := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	approval := evCall(agent.EventApprovalRequired, "", "")
-	approval.Tool.Reason, approval.Tool.Deadline = "costly", &deadline
+	approval.Tool.Reason, approval.Tool.Deadline, approval.Tool.ApprovalID = "costly", &deadline, "apr_0123"
 	for _, tc := range []struct {
 		name   string
 		events []agent.Event
@@ -99,7 +99,7 @@ func TestAGUIMapper(t *testing.T) {
 			`{"type":"TOOL_CALL_START","toolCallId":"call_1","toolCallName":"calculator"}`,
 			`{"type":"TOOL_CALL_ARGS","delta":"{\"expression\":\"2+2\"}","toolCallId":"call_1"}`,
 			`{"type":"TOOL_CALL_END","toolCallId":"call_1"}`,
-			`{"type":"CUSTOM","name":"agentflow.approval_required","value":{"streamId":"turn/demo/j1","callId":"call_1","toolName":"calculator","args":{"expression":"2+2"},"reason":"costly","deadline":"2026-01-02T03:04:05Z"}}`,
+			`{"type":"CUSTOM","name":"agentflow.approval_required","value":{"streamId":"turn/demo/j1","callId":"call_1","approvalId":"apr_0123","toolName":"calculator","args":{"expression":"2+2"},"reason":"costly","deadline":"2026-01-02T03:04:05Z"}}`,
 			`{"type":"CUSTOM","name":"agentflow.approval_decided","value":{"streamId":"turn/demo/j1","callId":"call_1","toolName":"calculator","outcome":"rejected","approver":"ops","via":"update"}}`,
 			`{"type":"TOOL_CALL_RESULT","messageId":"j1-result-6","role":"tool","toolCallId":"call_1","content":"the call ended rejected"}`,
 		},

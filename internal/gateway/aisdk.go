@@ -154,8 +154,9 @@ func (a *HTTPAPI) uiDecide(w http.ResponseWriter, r *http.Request, req uiChatReq
 	}
 	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
 		for _, d := range ask.Decisions {
-			approved := d.Approved
-			if _, err := a.svc.Approve(ctx, &pb.ApproveRequest{StreamId: streamID, CallId: d.CallID, Approved: &approved, Reason: d.Reason}); err != nil {
+			decision := agent.NewApprovalDecision(d.CallID, d.Approved, d.Reason, "")
+			decision.ApprovalID = d.ApprovalID
+			if _, err := a.svc.decide(ctx, streamID, decision); err != nil {
 				return err
 			}
 		}

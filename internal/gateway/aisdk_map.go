@@ -230,7 +230,7 @@ func (m *uiMapper) tool(e agent.Event) []uiChunk {
 	case agent.EventApprovalRequired:
 		out = m.input(out, t)
 		m.requested[t.CallID], m.waiting[t.CallID] = true, true
-		out = append(out, uiChunk{Type: "tool-approval-request", ApprovalID: t.CallID, ToolCallID: t.CallID})
+		out = append(out, uiChunk{Type: "tool-approval-request", ApprovalID: uiApprovalID(t), ToolCallID: t.CallID})
 	case agent.EventApprovalDecided:
 		delete(m.waiting, t.CallID) // a rejection shows as the call's tool_end
 	case agent.EventToolProgress:
@@ -329,4 +329,15 @@ func contentFile(block json.RawMessage) (uiChunk, bool) {
 		return uiChunk{}, false
 	}
 	return uiChunk{Type: "file", URL: filesPath + "/" + url.PathEscape(b.Ref), MediaType: cmp.Or(b.MIMEType, "application/octet-stream")}, true
+}
+
+// uiApprovalID is the approvalId of a call's tool-approval-request: its
+// approval id, which binds the client's answer to the call (the
+// approval's id comes back with it); the call id for a call of a turn
+// from before approvals were bound, which has none.
+func uiApprovalID(t *agent.ToolEvent) string {
+	if t.ApprovalID != "" {
+		return t.ApprovalID
+	}
+	return t.CallID
 }

@@ -70,9 +70,13 @@ type uiApproval struct {
 
 // uiDecision is a tool call's approval answered in the request.
 type uiDecision struct {
-	CallID   string
-	Approved bool
-	Reason   string
+	CallID string
+	// ApprovalID is the approval's id, as the server streamed it
+	// (uiApprovalID): the turn decides the call only if it is the one
+	// waiting with it.
+	ApprovalID string
+	Approved   bool
+	Reason     string
 }
 
 // Tool part states (UIToolInvocation's).
@@ -319,19 +323,17 @@ func (req uiChatRequest) prompt() (string, error) {
 
 // decisions are the approvals the request answers: the tool parts of its
 // last message, the assistant's, whose state is approval-responded. The
-// approval's id is the call's (the server streamed it so).
+// approval's id is the one the server streamed for the call, which binds
+// the answer to it: the turn refuses an answer whose approval id is
+// another call's.
 func (req uiChatRequest) decisions() ([]uiDecision, error) {
 	last := len(req.Messages) - 1
 	var out []uiDecision
-	for j, p := range req.Messages[last].Parts {
+	for _, p := range req.Messages[last].Parts {
 		if p.State != uiStateApprovalResponded {
 			continue
 		}
-		if p.Approval.ID != p.ToolCallID {
-			return nil, agent.Errorf(agent.CodeInvalid, "messages[%d].parts[%d]: approval id %q is not its call's (%q): an approval's id is the id of the call it decides",
-				last, j, agent.Clip(p.Approval.ID, maxQuoted), agent.Clip(p.ToolCallID, maxQuoted))
-		}
-		out = append(out, uiDecision{CallID: p.ToolCallID, Approved: *p.Approval.Approved, Reason: p.Approval.Reason})
+		out = append(out, uiDecision{CallID: p.ToolCallID, ApprovalID: p.Approval.ID, Approved: *p.Approval.Approved, Reason: p.Approval.Reason})
 	}
 	return out, nil
 }

@@ -119,6 +119,15 @@ func TestUIMessageMapper(t *testing.T) {
 			`{"type":"tool-output-denied","toolCallId":"call_1"}`,
 		},
 	}, {
+		name: "an approval request's id is the call's approval id",
+		events: replyLog(agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{CallID: "call_1", Name: "calculator",
+			Args: json.RawMessage(`{"expression":"2+2"}`), ApprovalID: "apr_0123"}}),
+		want: []string{
+			`{"type":"tool-input-start","toolCallId":"call_1","toolName":"calculator"}`,
+			`{"type":"tool-input-available","toolCallId":"call_1","toolName":"calculator","input":{"expression":"2+2"}}`,
+			`{"type":"tool-approval-request","toolCallId":"call_1","approvalId":"apr_0123"}`,
+		},
+	}, {
 		name: "an approved call is not announced twice; a failed call is an output error",
 		events: replyLog(evCall(agent.EventApprovalRequired, "", ""), evCall(agent.EventToolStart, "", ""),
 			evCall(agent.EventToolEnd, agent.ToolError, "division by zero"), evCall(agent.EventToolEnd, agent.ToolTimedOut, "")),
@@ -208,8 +217,8 @@ func TestUIMessageChatDecode(t *testing.T) {
 		{name: "history before it, a messageId, no agent", body: `{"id":"c1","messageId":null,"messages":[` + user + `,` + answer("output-available", "") + `,` + user + `]}`,
 			want: uiAsk{Prompt: "What is 2+2?"}},
 		{name: "approval responses", body: `{"id":"c1","trigger":"submit-message","messageId":"c1-1","messages":[` + user + `,` +
-			answer("approval-responded", `,"approval":{"id":"call_1","approved":false,"reason":"not now"}`) + `]}`,
-			want: uiAsk{Answer: "c1-1", Decisions: []uiDecision{{CallID: "call_1", Approved: false, Reason: "not now"}}}},
+			answer("approval-responded", `,"approval":{"id":"apr_1","approved":false,"reason":"not now"}`) + `]}`,
+			want: uiAsk{Answer: "c1-1", Decisions: []uiDecision{{CallID: "call_1", ApprovalID: "apr_1", Approved: false, Reason: "not now"}}}},
 		{name: "not JSON", body: `{"id":`, err: "not JSON"},
 		{name: "two values", body: `{} {}`, err: "more after the JSON value"},
 		{name: "an array", body: `[]`, err: "not a JSON object"},
@@ -229,7 +238,6 @@ func TestUIMessageChatDecode(t *testing.T) {
 		{name: "a tool part's bad state", body: `{"id":"c1","messages":[{"id":"m","role":"assistant","parts":[{"type":"tool-x","toolCallId":"c","state":"done"}]}]}`, err: `state "done"`},
 		{name: "a response without its answer", body: `{"id":"c1","messages":[` + answer("approval-responded", `,"approval":{"id":"call_1"}`) + `]}`, err: "its approval needs id and approved"},
 		{name: "an approval's unknown member", body: `{"id":"c1","messages":[` + answer("approval-responded", `,"approval":{"id":"call_1","approved":true,"by":"me"}`) + `]}`, err: "approval: want an object"},
-		{name: "an approval for another call", body: `{"id":"c1","messages":[` + answer("approval-responded", `,"approval":{"id":"call_9","approved":true}`) + `]}`, err: `approval id "call_9" is not its call's`},
 		{name: "the assistant's last, with no response", body: `{"id":"c1","messages":[` + user + `,` + answer("output-available", "") + `]}`, err: "answers no tool approval"},
 		{name: "a regenerate after the answer", body: `{"id":"c1","trigger":"regenerate-message","messages":[` + answer("approval-responded", `,"approval":{"id":"call_1","approved":true}`) + `]}`, err: "must be last"},
 		{name: "the system's last", body: `{"id":"c1","messages":[{"id":"s","role":"system","parts":[{"type":"text","text":"x"}]}]}`, err: "is the system's"},

@@ -34,6 +34,8 @@ var methodRoles = map[string]Role{
 	pb.AgentService_Cancel_FullMethodName:                RoleUser,
 	pb.AgentService_Approve_FullMethodName:               RoleApprover,
 	pb.AgentService_ListPendingApprovals_FullMethodName:  RoleApprover,
+	pb.AgentService_ListGrants_FullMethodName:            RoleApprover,
+	pb.AgentService_RevokeGrant_FullMethodName:           RoleApprover,
 	pb.AgentService_Answer_FullMethodName:                roleAnswerer,
 	pb.AgentService_ListPendingQuestions_FullMethodName:  roleAnswerer,
 	pb.CatalogService_UpsertCatalog_FullMethodName:       RoleAdmin,
@@ -157,7 +159,7 @@ func (s *Service) fromOIDC(ctx context.Context, raw string) (Token, error) {
 		for i, r := range id.Roles {
 			roles[i] = Role(r)
 		}
-		return Token{Tenant: id.Tenant, Name: id.Name, Roles: roles}, nil
+		return Token{Tenant: id.Tenant, Name: id.Name, Roles: roles, Issuer: id.Issuer, Subject: id.Subject}, nil
 	}
 	var refused *oidcauth.Error
 	if !errors.As(err, &refused) || refused.Reason == oidcauth.KeysUnavailable {

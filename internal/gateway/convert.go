@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -116,7 +119,7 @@ func toPBTool(t *agent.ToolEvent) *pb.ToolEvent {
 		return &pb.ToolEvent{}
 	}
 	out := &pb.ToolEvent{CallId: t.CallID, Name: t.Name, ArgsJson: string(t.Args), Status: t.Status, Output: t.Output, Reason: t.Reason,
-		Message: t.Message, Source: t.Source, FromToolkit: t.FromToolkit}
+		Message: t.Message, Source: t.Source, FromToolkit: t.FromToolkit, ApprovalId: t.ApprovalID}
 	if t.Data != nil {
 		b, _ := json.Marshal(t.Data) // a struct of plain fields always marshals
 		out.DataJson = string(b)
@@ -175,7 +178,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 			a = *e.Approval
 		}
 		out.Event = &pb.StreamEvent_ApprovalDecided{ApprovalDecided: &pb.ApprovalDecidedEvent{CallId: t.CallID, Name: t.Name,
-			Outcome: a.Outcome, Approver: a.Approver, Reason: a.Reason, Via: a.Via}}
+			Outcome: a.Outcome, Approver: a.Approver, Reason: a.Reason, Via: a.Via, GrantId: a.GrantID}}
 	case agent.EventMessageStart:
 		out.Event = &pb.StreamEvent_MessageStart{MessageStart: toPBMessage(e.Message)}
 	case agent.EventMessageEnd:
@@ -235,7 +238,7 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 	}
 	tool := func(t *pb.ToolEvent) *agent.ToolEvent {
 		te := &agent.ToolEvent{CallID: t.GetCallId(), Name: t.GetName(), Status: t.GetStatus(), Output: t.GetOutput(), Reason: t.GetReason(),
-			Message: t.GetMessage(), Source: t.GetSource(), FromToolkit: t.GetFromToolkit()}
+			Message: t.GetMessage(), Source: t.GetSource(), FromToolkit: t.GetFromToolkit(), ApprovalID: t.GetApprovalId()}
 		if d := t.GetDataJson(); d != "" {
 			var p agent.DataPreview
 			if json.Unmarshal([]byte(d), &p) == nil {
@@ -305,7 +308,8 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 		a := ev.ApprovalDecided
 		out.Kind = agent.EventApprovalDecided
 		out.Tool = &agent.ToolEvent{CallID: a.GetCallId(), Name: a.GetName()}
-		out.Approval = &agent.ApprovalEvent{Outcome: a.GetOutcome(), Approver: a.GetApprover(), Reason: a.GetReason(), Via: a.GetVia()}
+		out.Approval = &agent.ApprovalEvent{Outcome: a.GetOutcome(), Approver: a.GetApprover(), Reason: a.GetReason(), Via: a.GetVia(),
+			GrantID: a.GetGrantId()}
 	case *pb.StreamEvent_MessageStart:
 		out.Kind, out.Message = agent.EventMessageStart, fromPBMessage(ev.MessageStart)
 	case *pb.StreamEvent_MessageEnd:
@@ -375,5 +379,48 @@ func toPBQuestion(q agent.PendingQuestion) *pb.PendingQuestion {
 
 func toPBPending(p agent.PendingApproval) *pb.PendingApproval {
 	return &pb.PendingApproval{CallId: p.CallID, Tool: p.Tool, ArgsJson: string(p.Args),
-		RequestedAt: timestamppb.New(p.RequestedAt), Deadline: timestamppb.New(p.Deadline)}
+		RequestedAt: timestamppb.New(p.RequestedAt), Deadline: timestamppb.New(p.Deadline), ApprovalId: p.ApprovalID}
+}
+
+// fromPBMatch is an approval's argument match, its values as JSON.
+func fromPBMatch(in []*pb.ArgCondition) (agent.ArgsMatch, error) {
+	var out agent.ArgsMatch
+	for i, c := range in {
+		if c.GetEquals() == nil {
+			return nil, agent.Errorf(agent.CodeInvalid, "match[%d].equals is required: the JSON value the argument must have", i)
+		}
+		v, err := json.Marshal(c.GetEquals().AsInterface())
+		if err != nil {
+			return nil, agent.Errorf(agent.CodeInvalid, "match[%d].equals: %v", i, err)
+		}
+		out = append(out, agent.ArgCondition{Path: c.GetPath(), Equals: v})
+	}
+	return out, nil
+}
+
+func toPBMatch(m agent.ArgsMatch) []*pb.ArgCondition {
+	var out []*pb.ArgCondition
+	for _, c := range m {
+		v := &structpb.Value{}
+		if err := protojson.Unmarshal(c.Equals, v); err != nil {
+			continue // a stored match is valid JSON: unreachable
+		}
+		out = append(out, &pb.ArgCondition{Path: c.Path, Equals: v})
+	}
+	return out
+}
+
+func toPBGrant(g agent.Grant) *pb.Grant {
+	out := &pb.Grant{Id: g.ID, Scope: g.Scope, SessionId: g.SessionID, StreamId: contract.TurnWorkflowID(g.TenantID, g.JobID),
+		AgentId: g.AgentID, Tool: g.Tool, Match: toPBMatch(g.Match), CallId: g.CallID, ApprovalId: g.ApprovalID,
+		Approver: g.Approver, ApproverIssuer: g.ApproverIssuer, ApproverSubject: g.ApproverSubject, Reason: g.Reason,
+		CreatedAt: timestamppb.New(g.CreatedAt), RevokedBy: g.RevokedBy, RevokedByIssuer: g.RevokedByIssuer,
+		RevokedBySubject: g.RevokedBySubject}
+	if g.ExpiresAt != nil {
+		out.ExpiresAt = timestamppb.New(*g.ExpiresAt)
+	}
+	if g.RevokedAt != nil {
+		out.RevokedAt = timestamppb.New(*g.RevokedAt)
+	}
+	return out
 }

@@ -15,6 +15,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
@@ -256,13 +257,35 @@ func TestBadRequests(t *testing.T) {
 			return err
 		}, codes.FailedPrecondition, `turn "turn/demo/mine" has ended`},
 		{"approve on a turn that ended", func() error {
-			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: proto.Bool(true)})
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", ApprovalId: "apr_1", Approved: proto.Bool(true)})
 			return err
 		}, codes.FailedPrecondition, `turn "turn/demo/mine" has ended`},
 		{"approve without a call id", func() error {
-			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", Approved: proto.Bool(true)})
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", ApprovalId: "apr_1", Approved: proto.Bool(true)})
 			return err
 		}, codes.InvalidArgument, "call_id is required"},
+		{"approve without an approval id", func() error {
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", Approved: proto.Bool(true)})
+			return err
+		}, codes.InvalidArgument, "approval_id is required"},
+		{"approve for the session with a match that is no JSON Pointer", func() error {
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", ApprovalId: "apr_1", Approved: proto.Bool(true),
+				Scope: "session", Match: []*pb.ArgCondition{{Path: "region", Equals: structpb.NewStringValue("eu")}}})
+			return err
+		}, codes.InvalidArgument, "want a JSON Pointer"},
+		{"approve with a match and no equals", func() error {
+			_, err := f.client.Approve(demo, &pb.ApproveRequest{StreamId: "turn/demo/mine", CallId: "c1", ApprovalId: "apr_1", Approved: proto.Bool(true),
+				Scope: "session", Match: []*pb.ArgCondition{{Path: "/region"}}})
+			return err
+		}, codes.InvalidArgument, "match[0].equals is required"},
+		{"revoke another tenant's grant, or none", func() error {
+			_, err := f.client.RevokeGrant(other, &pb.RevokeGrantRequest{GrantId: "grant_nope"})
+			return err
+		}, codes.NotFound, `grant "grant_nope"`},
+		{"list the grants of another tenant's turn", func() error {
+			_, err := f.client.ListGrants(other, &pb.ListGrantsRequest{StreamId: "turn/demo/mine"})
+			return err
+		}, codes.NotFound, "not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

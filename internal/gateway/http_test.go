@@ -27,6 +27,8 @@ var httpRoutes = map[string][]string{
 	"AgentService_Cancel":                     {"POST /v1/{stream_id}/cancel"},
 	"AgentService_ListPendingApprovals":       {"GET /v1/{stream_id}/approvals"},
 	"AgentService_Approve":                    {"POST /v1/{stream_id}/approvals/{call_id}"},
+	"AgentService_ListGrants":                 {"GET /v1/grants"},
+	"AgentService_RevokeGrant":                {"POST /v1/grants/{grant_id}/revoke"},
 	"AgentService_ListPendingQuestions":       {"GET /v1/{stream_id}/questions"},
 	"AgentService_Answer":                     {"POST /v1/{stream_id}/questions/{call_id}"},
 	"AgentService_GetResult":                  {"GET /v1/results"},

@@ -85,8 +85,9 @@ func (a *HTTPAPI) registerMCP(mux *http.ServeMux) {
 }
 
 // verify checks a bearer token with the gRPC API's code (auth.TokenVerifier).
-// The token's roles are its scopes; its tenant and name identify the user,
-// so that no other token can use a session it opened.
+// The token's roles are its scopes; its tenant, issuer and subject
+// identify the user (Token.Principal), so that no other token can use a
+// session it opened — not one whose holder has the same name.
 func (m *mcpServer) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 	caller, err := m.s.authenticate(metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+token)))
 	if err != nil {
@@ -98,7 +99,7 @@ func (m *mcpServer) verify(ctx context.Context, token string, _ *http.Request) (
 			scopes = append(scopes, string(r))
 		}
 	}
-	return &auth.TokenInfo{Scopes: scopes, UserID: caller.Tenant + "/" + caller.Name, Extra: map[string]any{mcpCallerKey: caller}}, nil
+	return &auth.TokenInfo{Scopes: scopes, UserID: caller.Principal(), Extra: map[string]any{mcpCallerKey: caller}}, nil
 }
 
 // mcpCallerKey holds the caller's Token in auth.TokenInfo.Extra.
@@ -328,7 +329,7 @@ func (m *mcpServer) askQuestion(ctx context.Context, session *mcp.ServerSession,
 	}
 	text, _ := res.Content["answer"].(string)
 	caller := callerOf(ctx)
-	a := agent.Answer{CallID: call.CallID, Text: text, Answerer: caller.Name, Roles: caller.Caller().Roles}
+	a := caller.answer(call.CallID, text)
 	if err := a.Validate(); err != nil {
 		log.Info("mcp answer refused", zap.String("stream_id", streamID), zap.Error(err))
 		return
@@ -368,12 +369,11 @@ func (m *mcpServer) askApproval(ctx context.Context, session *mcp.ServerSession,
 	default:
 		return
 	}
-	d := agent.NewApprovalDecision(call.CallID, approved, reason, callerOf(ctx).Name)
-	if err := d.Validate(); err != nil {
-		log.Info("mcp approval refused", zap.String("stream_id", streamID), zap.Error(err))
-		return
-	}
-	if _, err := m.s.approve(context.WithoutCancel(ctx), streamID, d); err != nil {
+	// Bound to the call the client was asked about: an answer that comes
+	// after that call was decided decides no other.
+	d := agent.NewApprovalDecision(call.CallID, approved, reason, "")
+	d.ApprovalID = call.ApprovalID
+	if _, err := m.s.decide(context.WithoutCancel(ctx), streamID, d); err != nil {
 		// Decided already (another approver, a timeout): nothing to do.
 		log.Info("mcp approval not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
 	}
@@ -533,8 +533,8 @@ func (p *mcpProgress) message(e agent.Event) string {
 		if p.asks {
 			return fmt.Sprintf("asking you to approve the call %s of %s", e.Tool.CallID, e.Tool.Name)
 		}
-		return fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: stream %s)",
-			e.Tool.CallID, e.Tool.Name, e.StreamID)
+		return fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: approval %s, stream %s)",
+			e.Tool.CallID, e.Tool.Name, e.Tool.ApprovalID, e.StreamID)
 	case agent.EventApprovalDecided:
 		return "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
 	case agent.EventQuestion:

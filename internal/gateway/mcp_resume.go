@@ -172,7 +172,7 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 		http.Error(w, m.s.clientMessage(ctx, err), http.StatusServiceUnavailable)
 		return
 	}
-	if caller := callerOf(ctx); st.TenantID != caller.Tenant || st.UserID != caller.Tenant+"/"+caller.Name {
+	if caller := callerOf(ctx); st.TenantID != caller.Tenant || st.UserID != caller.Principal() {
 		http.Error(w, "session user mismatch", http.StatusForbidden)
 		return
 	}

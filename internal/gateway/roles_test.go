@@ -71,7 +71,8 @@ func TestApprovalRoles(t *testing.T) {
 
 	// A client that still sends the deprecated approver is not believed.
 	//lint:ignore SA1019 the test sends the deprecated field on purpose
-	ack, err := f.client.Approve(ctx, &pb.ApproveRequest{StreamId: streamID, CallId: callID, Approved: proto.Bool(true), Approver: "mallory"})
+	ack, err := f.client.Approve(ctx, &pb.ApproveRequest{StreamId: streamID, CallId: callID, ApprovalId: asked.Tool.ApprovalID,
+		Approved: proto.Bool(true), Approver: "mallory"})
 	require.NoError(t, err)
 	require.Equal(t, agent.ApprovalApproved, ack.GetOutcome())
 	events := collect(t, s)
@@ -81,6 +82,8 @@ func TestApprovalRoles(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, "ana", recs[0].Approver, "the token's name, not the one in the request")
+	require.Equal(t, []string{agent.IssuerStaticToken, "ana"}, []string{recs[0].ApproverIssuer, recs[0].ApproverSubject},
+		"where the approver's identity comes from")
 }
 
 // TestCatalogNeedsAdmin: a token without the admin role cannot touch the

@@ -502,33 +502,83 @@ func (s *Service) Cancel(ctx context.Context, in *pb.CancelRequest) (*pb.CancelR
 
 // Approve implements pb.AgentServiceServer.
 func (s *Service) Approve(ctx context.Context, in *pb.ApproveRequest) (*pb.ApproveResponse, error) {
-	if err := ownStream(ctx, in.GetStreamId()); err != nil {
-		return nil, s.status(ctx, err)
-	}
 	if in.Approved == nil {
 		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "approved is required: true runs the call, false rejects it"))
 	}
-	// The decision is the token holder's, whatever the request says.
-	d := agent.NewApprovalDecision(in.GetCallId(), in.GetApproved(), in.GetReason(), callerOf(ctx).Name)
-	ack, err := s.approve(ctx, in.GetStreamId(), d)
+	match, err := fromPBMatch(in.GetMatch())
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
-	return &pb.ApproveResponse{CallId: ack.CallID, Outcome: ack.Outcome}, nil
+	d := agent.NewApprovalDecision(in.GetCallId(), in.GetApproved(), in.GetReason(), "")
+	d.ApprovalID, d.Scope, d.Match, d.ExpiresInSec = in.GetApprovalId(), in.GetScope(), match, int(in.GetExpiresInSec())
+	ack, err := s.decide(ctx, in.GetStreamId(), d)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &pb.ApproveResponse{CallId: ack.CallID, Outcome: ack.Outcome, ApprovalId: ack.ApprovalID, GrantId: ack.GrantID}, nil
 }
 
-// approve checks a decision on a call of the caller's turn streamID,
-// applies the tenant's PII redaction to its reason (which the model reads
-// when the call is rejected, and which is stored) as to an answer, and
-// gives it to the turn: every door's decisions go this way.
-func (s *Service) approve(ctx context.Context, streamID string, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
+// decide sends a decision on a call waiting in a turn of the caller's
+// tenant: the one place every door of the gateway decides an approval
+// through (the API, WebSocket, the AI SDK, MCP's elicitation). The
+// decision is the credential's holder's, whatever the request says, and
+// names the call by its approval id (agent.PendingApproval.ApprovalID),
+// which binds it to that call: the turn refuses it on any other. Its
+// reason gets the tenant's PII redaction, with the turn's placeholders.
+func (s *Service) decide(ctx context.Context, streamID string, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
+	if err := ownStream(ctx, streamID); err != nil {
+		return contract.ApprovalAck{}, err
+	}
+	if d.ApprovalID == "" {
+		return contract.ApprovalAck{}, agent.Errorf(agent.CodeInvalid,
+			"approval_id is required: the waiting call's, as ListPendingApprovals and its approval_required event give it")
+	}
+	caller := callerOf(ctx)
+	d.Approver, d.ApproverIssuer, d.ApproverSubject = caller.Name, caller.Issuer, caller.Subject
 	if err := d.Validate(); err != nil {
 		return contract.ApprovalAck{}, err
 	}
+	// The reason is stored, and the model reads it when the call is
+	// rejected: redacted as an answer is.
 	if err := s.redactForTurn(ctx, streamID, &d.Reason); err != nil {
 		return contract.ApprovalAck{}, err
 	}
 	return turnclient.Approve(ctx, s.client, streamID, d)
+}
+
+// ListGrants implements pb.AgentServiceServer.
+func (s *Service) ListGrants(ctx context.Context, in *pb.ListGrantsRequest) (*pb.ListGrantsResponse, error) {
+	f := store.GrantFilter{SessionID: in.GetSessionId(), Inactive: in.GetIncludeInactive(), Now: time.Now()}
+	if in.GetSessionId() != "" {
+		if err := agent.ValidateID("session_id", in.GetSessionId()); err != nil {
+			return nil, s.status(ctx, err)
+		}
+	}
+	if id := in.GetStreamId(); id != "" {
+		if err := ownStream(ctx, id); err != nil {
+			return nil, s.status(ctx, err)
+		}
+		f.JobID = strings.TrimPrefix(id, "turn/"+tenantOf(ctx)+"/")
+	}
+	grants, err := s.store.ListGrants(ctx, tenantOf(ctx), f)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	out := &pb.ListGrantsResponse{}
+	for _, g := range grants {
+		out.Grants = append(out.Grants, toPBGrant(g))
+	}
+	return out, nil
+}
+
+// RevokeGrant implements pb.AgentServiceServer: revoked by the
+// credential's holder, recorded with where its identity comes from.
+func (s *Service) RevokeGrant(ctx context.Context, in *pb.RevokeGrantRequest) (*pb.Grant, error) {
+	g, err := s.store.RevokeGrant(ctx, tenantOf(ctx), in.GetGrantId(), *callerOf(ctx).Caller(), time.Now())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return toPBGrant(g), nil
 }
 
 // ListPendingApprovals implements pb.AgentServiceServer.
@@ -555,7 +605,7 @@ func (s *Service) Answer(ctx context.Context, in *pb.AnswerRequest) (*pb.AnswerR
 		return nil, s.status(ctx, err)
 	}
 	caller := callerOf(ctx)
-	a := agent.Answer{CallID: in.GetCallId(), Text: in.GetAnswer(), Answerer: caller.Name, Roles: caller.Caller().Roles}
+	a := caller.answer(in.GetCallId(), in.GetAnswer())
 	ack, err := s.answer(ctx, in.GetStreamId(), a)
 	if err != nil {
 		return nil, s.status(ctx, err)

@@ -37,8 +37,22 @@ func (t Token) Caller() *agent.Caller {
 	for i, r := range t.Roles {
 		roles[i] = string(r)
 	}
-	return &agent.Caller{Name: t.Name, Roles: roles}
+	return &agent.Caller{Name: t.Name, Roles: roles, Issuer: t.Issuer, Subject: t.Subject}
 }
+
+// answer is the answer text to question callID, as the token's holder's:
+// its name, roles and where its identity comes from, whatever a request
+// says.
+func (t Token) answer(callID, text string) agent.Answer {
+	return agent.Answer{CallID: callID, Text: text, Answerer: t.Name, Roles: t.Caller().Roles, AnswererIssuer: t.Issuer, AnswererSubject: t.Subject}
+}
+
+// Principal names the token's holder uniquely in the gateway: its tenant,
+// and where its identity comes from (agent.Caller.Principal). Every
+// binding to a caller (an MCP session, the stream of an MCP call) keys
+// on it, never on the name, which an IdP's user may share with a static
+// token's holder.
+func (t Token) Principal() string { return t.Tenant + "/" + t.Caller().Principal() }
 
 // Token is a bearer token the gateway accepts. Only its SHA-256 is kept:
 // the token itself is in no table, log or memory after it is parsed.
@@ -48,7 +62,11 @@ type Token struct {
 	// of the decisions made with it.
 	Name  string
 	Roles []Role
-	hash  [sha256.Size]byte
+	// Issuer and Subject say where the identity comes from: the OIDC
+	// issuer and the token's sub, or agent.IssuerStaticToken and Name for
+	// a static token.
+	Issuer, Subject string
+	hash            [sha256.Size]byte
 }
 
 // NewToken returns the token whose secret is secret.
@@ -80,7 +98,7 @@ func newToken(hash [sha256.Size]byte, tenant, name string, roles []Role) (Token,
 	if err := agent.ValidateID("name", name); err != nil {
 		return Token{}, fmt.Errorf("token of tenant %q: %w", tenant, err)
 	}
-	return Token{Tenant: tenant, Name: name, Roles: slices.Clone(roles), hash: hash}, nil
+	return Token{Tenant: tenant, Name: name, Roles: slices.Clone(roles), Issuer: agent.IssuerStaticToken, Subject: name, hash: hash}, nil
 }
 
 // Has reports whether the token has role r.

@@ -23,7 +23,8 @@ func TestParseTokens(t *testing.T) {
 	require.Regexp(t, `^token-[0-9a-f]{8}$`, got[0].Name)
 	require.True(t, got[0].matches(sha256.Sum256([]byte("a"))))
 
-	require.Equal(t, Token{Tenant: "acme", Name: "ana", Roles: []Role{RoleApprover, RoleUser}, hash: sha256.Sum256([]byte("b"))}, got[1])
+	require.Equal(t, Token{Tenant: "acme", Name: "ana", Roles: []Role{RoleApprover, RoleUser}, Issuer: agent.IssuerStaticToken, Subject: "ana",
+		hash: sha256.Sum256([]byte("b"))}, got[1])
 
 	require.Equal(t, "ops", got[2].Name)
 	require.True(t, got[2].matches(hash), "a hashed entry accepts its token")
@@ -34,7 +35,7 @@ func TestParseTokens(t *testing.T) {
 	// rules read it from the caller.
 	require.Equal(t, []Role{RoleUser, "supervisor"}, got[3].Roles)
 	require.False(t, got[3].Has(RoleApprover))
-	require.Equal(t, &agent.Caller{Name: "bo", Roles: []string{"user", "supervisor"}}, got[3].Caller())
+	require.Equal(t, &agent.Caller{Name: "bo", Roles: []string{"user", "supervisor"}, Issuer: agent.IssuerStaticToken, Subject: "bo"}, got[3].Caller())
 
 	for _, tt := range []struct{ spec, want string }{
 		{"a", "want <token>=<tenant>"},
@@ -55,6 +56,30 @@ func TestParseTokens(t *testing.T) {
 
 // TestEveryMethodHasARole: a method without a role is refused to every
 // token, so each one the services offer must have one.
+// TestPrincipal: a caller is known by its tenant, issuer and subject, so
+// that an identity provider's user whose name is a static token's is
+// another caller, and so is the same name in another tenant or from
+// another issuer.
+func TestPrincipal(t *testing.T) {
+	static, err := NewToken("s", "acme", "aap", RoleApprover)
+	require.NoError(t, err)
+	oidc := Token{Tenant: "acme", Name: "aap", Roles: []Role{RoleApprover}, Issuer: "https://idp.example", Subject: "00u1"}
+	for _, other := range []Token{
+		oidc,
+		{Tenant: "acme", Name: "aap", Issuer: "https://other.example", Subject: "00u1"},
+		{Tenant: "rival", Name: "aap", Issuer: agent.IssuerStaticToken, Subject: "aap"},
+		{Tenant: "acme", Name: "aap", Issuer: "https://idp.example", Subject: "00u2"},
+	} {
+		require.NotEqual(t, static.Principal(), other.Principal(), "%+v", other)
+	}
+	again, err := NewToken("t", "acme", "aap", RoleUser)
+	require.NoError(t, err)
+	require.Equal(t, static.Principal(), again.Principal(), "two static tokens of one name are one holder's")
+	renamed := oidc
+	renamed.Name = "someone-else"
+	require.Equal(t, oidc.Principal(), renamed.Principal(), "the IdP's user, whatever its name claim says")
+}
+
 func TestEveryMethodHasARole(t *testing.T) {
 	for _, desc := range []grpc.ServiceDesc{pb.AgentService_ServiceDesc, pb.CatalogService_ServiceDesc} {
 		var names []string

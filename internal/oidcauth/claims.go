@@ -173,7 +173,11 @@ type Identity struct {
 	// Name is the claim Claims.Name names, or the token's sub.
 	Name  string
 	Roles []string
-	// Subject is the token's sub.
+	// Issuer is the token's iss (Config.Issuer) and Subject its sub:
+	// where the identity comes from. A name is the IdP's to give and may
+	// be anyone's (a static token's too); issuer and subject are one
+	// user's.
+	Issuer  string
 	Subject string
 }
 
@@ -187,7 +191,10 @@ const defaultRole = "user"
 // or value.
 func (c Config) identity(claims map[string]any) (Identity, error) {
 	sub, _ := claims["sub"].(string)
-	id := Identity{Tenant: c.Tenant, Subject: sub}
+	if sub == "" || len(sub) > agent.MaxSubjectLength {
+		return Identity{}, &Error{Reason: BadClaim, Err: fmt.Errorf("the token's sub is empty or longer than %d bytes: it names the user", agent.MaxSubjectLength)}
+	}
+	id := Identity{Tenant: c.Tenant, Issuer: c.Issuer, Subject: sub}
 	if c.Claims.Tenant != "" {
 		v, ok := lookup(claims, c.Claims.Tenant)
 		if !ok || v == nil || v == "" {

@@ -96,13 +96,13 @@ func TestVerify(t *testing.T) {
 		why   oidcauth.Reason
 	}{
 		{name: "good", token: iss.Sign(t, with(nil)),
-			want: oidcauth.Identity{Tenant: "acme", Name: "ana@example.com", Roles: []string{"admin", "user"}, Subject: "ana"}},
+			want: oidcauth.Identity{Tenant: "acme", Name: "ana@example.com", Roles: []string{"admin", "user"}, Issuer: iss.URL, Subject: "ana"}},
 		{name: "an integer tenant", token: iss.Sign(t, with(map[string]any{"org_id": 42, "groups": []string{"agentflow-approvers"}})),
-			want: oidcauth.Identity{Tenant: "42", Name: "ana@example.com", Roles: []string{"approver"}, Subject: "ana"}},
+			want: oidcauth.Identity{Tenant: "42", Name: "ana@example.com", Roles: []string{"approver"}, Issuer: iss.URL, Subject: "ana"}},
 		{name: "no groups, no roles", token: iss.Sign(t, with(map[string]any{"groups": nil})),
-			want: oidcauth.Identity{Tenant: "acme", Name: "ana@example.com", Subject: "ana"}},
+			want: oidcauth.Identity{Tenant: "acme", Name: "ana@example.com", Issuer: iss.URL, Subject: "ana"}},
 		{name: "audience in a list", token: iss.Sign(t, with(map[string]any{"aud": []string{"other", aud}})),
-			want: oidcauth.Identity{Tenant: "acme", Name: "ana@example.com", Roles: []string{"admin", "user"}, Subject: "ana"}},
+			want: oidcauth.Identity{Tenant: "acme", Name: "ana@example.com", Roles: []string{"admin", "user"}, Issuer: iss.URL, Subject: "ana"}},
 		{name: "expired", token: iss.Sign(t, with(map[string]any{"exp": past})), why: oidcauth.Expired},
 		{name: "no exp", token: iss.Sign(t, with(map[string]any{"exp": nil})), why: oidcauth.Expired},
 		{name: "wrong audience", token: iss.Sign(t, with(map[string]any{"aud": "another-app"})), why: oidcauth.WrongAudience},
@@ -117,6 +117,7 @@ func TestVerify(t *testing.T) {
 		{name: "a tenant with a slash", token: iss.Sign(t, with(map[string]any{"org_id": "acme/x"})), why: oidcauth.BadClaim},
 		{name: "tenants in a list", token: iss.Sign(t, with(map[string]any{"org_id": []string{"a", "b"}})), why: oidcauth.BadClaim},
 		{name: "groups of numbers", token: iss.Sign(t, with(map[string]any{"groups": []int{1}})), why: oidcauth.BadClaim},
+		{name: "no sub", token: iss.Sign(t, with(map[string]any{"sub": nil})), why: oidcauth.BadClaim},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,7 +158,7 @@ func TestKeyRotation(t *testing.T) {
 	old := iss.Sign(t, claims)
 	id, err := v.Verify(context.Background(), old)
 	require.NoError(t, err)
-	require.Equal(t, oidcauth.Identity{Tenant: "acme", Name: "ana", Roles: []string{"user"}, Subject: "ana"}, id)
+	require.Equal(t, oidcauth.Identity{Tenant: "acme", Name: "ana", Roles: []string{"user"}, Issuer: iss.URL, Subject: "ana"}, id)
 
 	// A new key right after a fetch waits out MinRefetch.
 	kid := iss.Rotate(t)

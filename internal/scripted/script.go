@@ -94,6 +94,10 @@ type Reply struct {
 type ToolCallSpec struct {
 	Name      string `yaml:"name"`
 	Arguments string `yaml:"arguments"`
+	// ID fixes the call's id, as models that number the calls of each
+	// reply from 0 do, so that one id comes back in every step and turn;
+	// default call_<n>, n counting the server's calls.
+	ID string `yaml:"id"`
 }
 
 // Usage is the token usage a reply reports.

@@ -550,8 +550,12 @@ func (s *Server) render(rule *compiledRule, v vars, rec Request) reply {
 		rep.model = "scripted"
 	}
 	for _, tc := range rule.reply.ToolCalls {
+		id := fmt.Sprintf("call_%d", s.callIDs.Add(1))
+		if tc.ID != "" {
+			id = tc.ID
+		}
 		rep.toolCalls = append(rep.toolCalls, wireToolCall{
-			ID:       fmt.Sprintf("call_%d", s.callIDs.Add(1)),
+			ID:       id,
 			Type:     "function",
 			Function: wireFunction{Name: tc.Name, Arguments: v.expand(tc.Arguments)},
 		})

@@ -340,7 +340,8 @@ RETURNING created_at`
 	// The person who approved the call, if it waited for one.
 	sqlApproverOf = `
 SELECT approver FROM approvals
-WHERE tenant_id = $1 AND job_id = $2 AND call_id = $3 AND outcome = 'approved'`
+WHERE tenant_id = $1 AND job_id = $2 AND call_id = $3 AND outcome = 'approved'
+ORDER BY decided_at DESC LIMIT 1`
 
 	sqlInsertPatch = `
 INSERT INTO process_patches (tenant_id, patch_id, tag, job_id, workflow_id, call_id, approver, description, operations,

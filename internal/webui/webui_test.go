@@ -149,7 +149,7 @@ func TestWebUI(t *testing.T) {
 	)
 
 	// The waiting turn ends once approved, as the page above showed it must.
-	_, err = agents.Approve(as("tok-t1"), &pb.ApproveRequest{StreamId: id3, CallId: pending.GetCallId(), Approved: ptr(true)})
+	_, err = agents.Approve(as("tok-t1"), &pb.ApproveRequest{StreamId: id3, CallId: pending.GetCallId(), ApprovalId: pending.GetApprovalId(), Approved: ptr(true)})
 	require.NoError(t, err)
 	for {
 		ev, err := stream.Recv()

@@ -193,6 +193,9 @@ function apply(turn, e) {
       t.args = e.tool.args;
       t.state = "waiting";
       t.reason = e.tool.reason || "";
+      // What binds a decision to this call; a turn from before approvals
+      // were bound has none, and takes the call id.
+      t.approval_id = e.tool.approval_id || e.tool.call_id;
       break;
     }
     case "approval_decided": {
@@ -413,7 +416,7 @@ async function decide(turn, tool, approved) {
   render();
   try {
     await callAPI("POST", "/v1/" + turnPath(turn.stream) + "/approvals/" + encodeURIComponent(tool.call_id),
-      { approved, reason: approved ? "approved in the chat page" : "rejected in the chat page" });
+      { approval_id: tool.approval_id || tool.call_id, approved, reason: approved ? "approved in the chat page" : "rejected in the chat page" });
   } catch (err) {
     tool.problem = err.message;
   }

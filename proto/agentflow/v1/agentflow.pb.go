@@ -2604,13 +2604,16 @@ func (x *TokenUsage) GetReasoningTokens() int64 {
 
 // ApprovalDecidedEvent is the decision on a call that waited for approval.
 type ApprovalDecidedEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`         // the tool
-	Outcome       string                 `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`   // approved | rejected | timed_out | canceled
-	Approver      string                 `protobuf:"bytes,4,opt,name=approver,proto3" json:"approver,omitempty"` // who decided; empty on timed_out and canceled
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`     // the approver's comment
-	Via           string                 `protobuf:"bytes,6,opt,name=via,proto3" json:"via,omitempty"`           // signal | update | timeout | cancel
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	CallId   string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`         // the tool
+	Outcome  string                 `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`   // approved | rejected | timed_out | canceled
+	Approver string                 `protobuf:"bytes,4,opt,name=approver,proto3" json:"approver,omitempty"` // who decided; empty on timed_out and canceled
+	Reason   string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`     // the approver's comment
+	Via      string                 `protobuf:"bytes,6,opt,name=via,proto3" json:"via,omitempty"`           // signal | update | timeout | cancel | grant
+	// The grant that decided the call (via grant), or the one the approval
+	// made (its scope turn or session).
+	GrantId       string `protobuf:"bytes,7,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2683,6 +2686,13 @@ func (x *ApprovalDecidedEvent) GetReason() string {
 func (x *ApprovalDecidedEvent) GetVia() string {
 	if x != nil {
 		return x.Via
+	}
+	return ""
+}
+
+func (x *ApprovalDecidedEvent) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
 	}
 	return ""
 }
@@ -2843,18 +2853,21 @@ func (x *CustomEvent) GetTool() string {
 }
 
 type ToolEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	ArgsJson      string                 `protobuf:"bytes,3,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
-	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`                               // tool_end: ok | error | rejected | timed_out
-	Output        string                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`                               // tool_end: a preview
-	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`                               // approval_required: why
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`                           // approval_required
-	Message       string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`                             // tool_progress: what the call is doing
-	DataJson      string                 `protobuf:"bytes,9,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`           // tool_end: the data the call produced, by ref (a preview)
-	Source        string                 `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`                              // tool_start: the catalog entry the tool comes from
-	FromToolkit   string                 `protobuf:"bytes,11,opt,name=from_toolkit,json=fromToolkit,proto3" json:"from_toolkit,omitempty"` // tool_start: the toolkit that granted it, if any
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	CallId      string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ArgsJson    string                 `protobuf:"bytes,3,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
+	Status      string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`                               // tool_end: ok | error | rejected | timed_out
+	Output      string                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`                               // tool_end: a preview
+	Reason      string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`                               // approval_required: why
+	Deadline    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`                           // approval_required
+	Message     string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`                             // tool_progress: what the call is doing
+	DataJson    string                 `protobuf:"bytes,9,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`           // tool_end: the data the call produced, by ref (a preview)
+	Source      string                 `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`                              // tool_start: the catalog entry the tool comes from
+	FromToolkit string                 `protobuf:"bytes,11,opt,name=from_toolkit,json=fromToolkit,proto3" json:"from_toolkit,omitempty"` // tool_start: the toolkit that granted it, if any
+	// approval_required: the value a decision on the call carries
+	// (ApproveRequest.approval_id).
+	ApprovalId    string `protobuf:"bytes,12,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2962,6 +2975,13 @@ func (x *ToolEvent) GetSource() string {
 func (x *ToolEvent) GetFromToolkit() string {
 	if x != nil {
 		return x.FromToolkit
+	}
+	return ""
+}
+
+func (x *ToolEvent) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
 	}
 	return ""
 }
@@ -4223,7 +4243,23 @@ type ApproveRequest struct {
 	// the caller's token.
 	//
 	// Deprecated: Marked as deprecated in agentflow/v1/agentflow.proto.
-	Approver      string `protobuf:"bytes,5,opt,name=approver,proto3" json:"approver,omitempty"`
+	Approver string `protobuf:"bytes,5,opt,name=approver,proto3" json:"approver,omitempty"`
+	// approval_id is required: the waiting call's (PendingApproval and the
+	// approval_required event carry it). It binds the decision to that
+	// call: a decision whose approval_id is another call's (another turn's
+	// call with the same call_id, an earlier step's, an earlier run's) is
+	// refused.
+	ApprovalId string `protobuf:"bytes,6,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// scope is what the approval decides besides the call: "call" (the
+	// default) nothing; "turn" or "session" remember it as a grant that
+	// decides the later calls of the same tool by the same agent in the
+	// turn or the session, whose arguments satisfy match, until
+	// expires_in_sec (0: while the turn or the session lasts) or
+	// RevokeGrant. Only an approval is remembered, and only calls whose
+	// tool's policy asks for a person are ever decided by it.
+	Scope         string          `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
+	Match         []*ArgCondition `protobuf:"bytes,8,rep,name=match,proto3" json:"match,omitempty"`
+	ExpiresInSec  int32           `protobuf:"varint,9,opt,name=expires_in_sec,json=expiresInSec,proto3" json:"expires_in_sec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4294,17 +4330,102 @@ func (x *ApproveRequest) GetApprover() string {
 	return ""
 }
 
+func (x *ApproveRequest) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetMatch() []*ArgCondition {
+	if x != nil {
+		return x.Match
+	}
+	return nil
+}
+
+func (x *ApproveRequest) GetExpiresInSec() int32 {
+	if x != nil {
+		return x.ExpiresInSec
+	}
+	return 0
+}
+
+// ArgCondition holds when a call's arguments have the value equals at
+// path, a JSON Pointer ("/region", "/items/0/sku"); numbers compare by
+// value.
+type ArgCondition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Equals        *structpb.Value        `protobuf:"bytes,2,opt,name=equals,proto3" json:"equals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArgCondition) Reset() {
+	*x = ArgCondition{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArgCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArgCondition) ProtoMessage() {}
+
+func (x *ArgCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArgCondition.ProtoReflect.Descriptor instead.
+func (*ArgCondition) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ArgCondition) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ArgCondition) GetEquals() *structpb.Value {
+	if x != nil {
+		return x.Equals
+	}
+	return nil
+}
+
 type ApproveResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"` // approved | rejected
+	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`                         // approved | rejected
+	ApprovalId    string                 `protobuf:"bytes,3,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"` // the decided call's
+	GrantId       string                 `protobuf:"bytes,4,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`          // the grant the approval made, with a scope turn or session
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4316,7 +4437,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4329,7 +4450,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -4346,6 +4467,362 @@ func (x *ApproveResponse) GetOutcome() string {
 	return ""
 }
 
+func (x *ApproveResponse) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *ApproveResponse) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+type ListGrantsRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`                    // only the grants of this session
+	StreamId        string                 `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`                       // only the grants a turn made (turn/<tenant>/<job_id>)
+	IncludeInactive bool                   `protobuf:"varint,3,opt,name=include_inactive,json=includeInactive,proto3" json:"include_inactive,omitempty"` // revoked and expired ones too
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListGrantsRequest) Reset() {
+	*x = ListGrantsRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsRequest) ProtoMessage() {}
+
+func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
+func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ListGrantsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListGrantsRequest) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *ListGrantsRequest) GetIncludeInactive() bool {
+	if x != nil {
+		return x.IncludeInactive
+	}
+	return false
+}
+
+type ListGrantsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*Grant               `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsResponse) Reset() {
+	*x = ListGrantsResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsResponse) ProtoMessage() {}
+
+func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
+func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListGrantsResponse) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+type RevokeGrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantId       string                 `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeGrantRequest) Reset() {
+	*x = RevokeGrantRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeGrantRequest) ProtoMessage() {}
+
+func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
+func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RevokeGrantRequest) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+// Grant is an approval remembered for the rest of a turn or a session:
+// it decides the calls of tool by agent_id in the turn (scope turn) or
+// the session (scope session) whose arguments satisfy match, and whose
+// tool's policy asks for a person, as approved by approver.
+type Grant struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Scope      string                 `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"` // turn | session
+	SessionId  string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	StreamId   string                 `protobuf:"bytes,4,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // the turn whose approval made it
+	AgentId    string                 `protobuf:"bytes,5,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Tool       string                 `protobuf:"bytes,6,opt,name=tool,proto3" json:"tool,omitempty"`
+	Match      []*ArgCondition        `protobuf:"bytes,7,rep,name=match,proto3" json:"match,omitempty"`
+	CallId     string                 `protobuf:"bytes,8,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"` // the call whose approval made it
+	ApprovalId string                 `protobuf:"bytes,9,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	Approver   string                 `protobuf:"bytes,10,opt,name=approver,proto3" json:"approver,omitempty"`
+	// Where the approver's identity comes from: the OIDC issuer and the
+	// token's sub, or "agentflow:static-token" and the token's name.
+	ApproverIssuer   string                 `protobuf:"bytes,11,opt,name=approver_issuer,json=approverIssuer,proto3" json:"approver_issuer,omitempty"`
+	ApproverSubject  string                 `protobuf:"bytes,12,opt,name=approver_subject,json=approverSubject,proto3" json:"approver_subject,omitempty"`
+	Reason           string                 `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
+	CreatedAt        *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt        *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // unset: none
+	RevokedAt        *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"` // unset: in force
+	RevokedBy        string                 `protobuf:"bytes,17,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	RevokedByIssuer  string                 `protobuf:"bytes,18,opt,name=revoked_by_issuer,json=revokedByIssuer,proto3" json:"revoked_by_issuer,omitempty"`
+	RevokedBySubject string                 `protobuf:"bytes,19,opt,name=revoked_by_subject,json=revokedBySubject,proto3" json:"revoked_by_subject,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *Grant) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Grant) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *Grant) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Grant) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *Grant) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *Grant) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *Grant) GetMatch() []*ArgCondition {
+	if x != nil {
+		return x.Match
+	}
+	return nil
+}
+
+func (x *Grant) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *Grant) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *Grant) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *Grant) GetApproverIssuer() string {
+	if x != nil {
+		return x.ApproverIssuer
+	}
+	return ""
+}
+
+func (x *Grant) GetApproverSubject() string {
+	if x != nil {
+		return x.ApproverSubject
+	}
+	return ""
+}
+
+func (x *Grant) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Grant) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Grant) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Grant) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *Grant) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return ""
+}
+
+func (x *Grant) GetRevokedByIssuer() string {
+	if x != nil {
+		return x.RevokedByIssuer
+	}
+	return ""
+}
+
+func (x *Grant) GetRevokedBySubject() string {
+	if x != nil {
+		return x.RevokedBySubject
+	}
+	return ""
+}
+
 type ListPendingApprovalsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
@@ -4355,7 +4832,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4844,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4857,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -4399,7 +4876,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4411,7 +4888,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4424,7 +4901,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -4435,19 +4912,21 @@ func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
 }
 
 type PendingApproval struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
-	ArgsJson      string                 `protobuf:"bytes,3,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
-	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	CallId      string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Tool        string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	ArgsJson    string                 `protobuf:"bytes,3,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	Deadline    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// approval_id binds a decision to this call (ApproveRequest.approval_id).
+	ApprovalId    string `protobuf:"bytes,6,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4459,7 +4938,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4472,7 +4951,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -4510,6 +4989,13 @@ func (x *PendingApproval) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PendingApproval) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
 type AnswerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
@@ -4521,7 +5007,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4533,7 +5019,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4546,7 +5032,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AnswerRequest) GetStreamId() string {
@@ -4580,7 +5066,7 @@ type AnswerResponse struct {
 
 func (x *AnswerResponse) Reset() {
 	*x = AnswerResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4592,7 +5078,7 @@ func (x *AnswerResponse) String() string {
 func (*AnswerResponse) ProtoMessage() {}
 
 func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4605,7 +5091,7 @@ func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerResponse.ProtoReflect.Descriptor instead.
 func (*AnswerResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AnswerResponse) GetCallId() string {
@@ -4631,7 +5117,7 @@ type ListPendingQuestionsRequest struct {
 
 func (x *ListPendingQuestionsRequest) Reset() {
 	*x = ListPendingQuestionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4643,7 +5129,7 @@ func (x *ListPendingQuestionsRequest) String() string {
 func (*ListPendingQuestionsRequest) ProtoMessage() {}
 
 func (x *ListPendingQuestionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4656,7 +5142,7 @@ func (x *ListPendingQuestionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingQuestionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingQuestionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListPendingQuestionsRequest) GetStreamId() string {
@@ -4675,7 +5161,7 @@ type ListPendingQuestionsResponse struct {
 
 func (x *ListPendingQuestionsResponse) Reset() {
 	*x = ListPendingQuestionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4687,7 +5173,7 @@ func (x *ListPendingQuestionsResponse) String() string {
 func (*ListPendingQuestionsResponse) ProtoMessage() {}
 
 func (x *ListPendingQuestionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4700,7 +5186,7 @@ func (x *ListPendingQuestionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingQuestionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingQuestionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListPendingQuestionsResponse) GetQuestions() []*PendingQuestion {
@@ -4726,7 +5212,7 @@ type PendingQuestion struct {
 
 func (x *PendingQuestion) Reset() {
 	*x = PendingQuestion{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4738,7 +5224,7 @@ func (x *PendingQuestion) String() string {
 func (*PendingQuestion) ProtoMessage() {}
 
 func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4751,7 +5237,7 @@ func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingQuestion.ProtoReflect.Descriptor instead.
 func (*PendingQuestion) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PendingQuestion) GetCallId() string {
@@ -4829,7 +5315,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +5327,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +5340,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -4911,7 +5397,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4923,7 +5409,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4936,7 +5422,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -5009,7 +5495,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5021,7 +5507,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5034,7 +5520,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -5094,7 +5580,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5106,7 +5592,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5119,7 +5605,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -5186,7 +5672,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5198,7 +5684,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5211,7 +5697,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -5253,7 +5739,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5265,7 +5751,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5278,7 +5764,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -5333,7 +5819,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5345,7 +5831,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5358,7 +5844,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -5387,7 +5873,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5399,7 +5885,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5412,7 +5898,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Rule) GetName() string {
@@ -5451,7 +5937,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5463,7 +5949,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5476,7 +5962,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
 }
 
 type ListRulesResponse struct {
@@ -5490,7 +5976,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5502,7 +5988,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5515,7 +6001,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -5549,7 +6035,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5561,7 +6047,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5574,7 +6060,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -5603,7 +6089,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5615,7 +6101,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5628,7 +6114,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -5669,7 +6155,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5681,7 +6167,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5694,7 +6180,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RuleError) GetRule() string {
@@ -5719,7 +6205,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5731,7 +6217,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5744,7 +6230,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{76}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -5765,7 +6251,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5777,7 +6263,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5790,7 +6276,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -5852,7 +6338,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5864,7 +6350,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5877,7 +6363,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -5912,7 +6398,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5924,7 +6410,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5937,7 +6423,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *Process) GetTag() string {
@@ -6011,7 +6497,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6023,7 +6509,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6036,7 +6522,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{80}
 }
 
 type ListProcessesResponse struct {
@@ -6048,7 +6534,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6060,7 +6546,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6073,7 +6559,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{76}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -6092,7 +6578,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6104,7 +6590,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6117,7 +6603,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{77}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -6136,7 +6622,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6148,7 +6634,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6161,7 +6647,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{78}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -6183,7 +6669,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6195,7 +6681,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6208,7 +6694,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{79}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -6258,7 +6744,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6270,7 +6756,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6283,7 +6769,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{80}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -6366,7 +6852,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6378,7 +6864,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6391,7 +6877,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{81}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -6416,7 +6902,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6428,7 +6914,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6441,7 +6927,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{82}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{87}
 }
 
 type StartEvalRequest struct {
@@ -6463,7 +6949,7 @@ type StartEvalRequest struct {
 
 func (x *StartEvalRequest) Reset() {
 	*x = StartEvalRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6475,7 +6961,7 @@ func (x *StartEvalRequest) String() string {
 func (*StartEvalRequest) ProtoMessage() {}
 
 func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6488,7 +6974,7 @@ func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEvalRequest.ProtoReflect.Descriptor instead.
 func (*StartEvalRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{83}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *StartEvalRequest) GetDataset() string {
@@ -6538,7 +7024,7 @@ type StartEvalResponse struct {
 
 func (x *StartEvalResponse) Reset() {
 	*x = StartEvalResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6550,7 +7036,7 @@ func (x *StartEvalResponse) String() string {
 func (*StartEvalResponse) ProtoMessage() {}
 
 func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6563,7 +7049,7 @@ func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEvalResponse.ProtoReflect.Descriptor instead.
 func (*StartEvalResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{84}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *StartEvalResponse) GetEvalId() string {
@@ -6604,7 +7090,7 @@ type GetEvalRequest struct {
 
 func (x *GetEvalRequest) Reset() {
 	*x = GetEvalRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6616,7 +7102,7 @@ func (x *GetEvalRequest) String() string {
 func (*GetEvalRequest) ProtoMessage() {}
 
 func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6629,7 +7115,7 @@ func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvalRequest.ProtoReflect.Descriptor instead.
 func (*GetEvalRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{85}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *GetEvalRequest) GetEvalId() string {
@@ -6666,7 +7152,7 @@ type EvalRun struct {
 
 func (x *EvalRun) Reset() {
 	*x = EvalRun{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6678,7 +7164,7 @@ func (x *EvalRun) String() string {
 func (*EvalRun) ProtoMessage() {}
 
 func (x *EvalRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6691,7 +7177,7 @@ func (x *EvalRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalRun.ProtoReflect.Descriptor instead.
 func (*EvalRun) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{86}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *EvalRun) GetEvalId() string {
@@ -6786,7 +7272,7 @@ type EvalTotals struct {
 
 func (x *EvalTotals) Reset() {
 	*x = EvalTotals{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6798,7 +7284,7 @@ func (x *EvalTotals) String() string {
 func (*EvalTotals) ProtoMessage() {}
 
 func (x *EvalTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6811,7 +7297,7 @@ func (x *EvalTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalTotals.ProtoReflect.Descriptor instead.
 func (*EvalTotals) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{87}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *EvalTotals) GetVersion() int32 {
@@ -6881,7 +7367,7 @@ type EvalCaseResult struct {
 
 func (x *EvalCaseResult) Reset() {
 	*x = EvalCaseResult{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6893,7 +7379,7 @@ func (x *EvalCaseResult) String() string {
 func (*EvalCaseResult) ProtoMessage() {}
 
 func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6906,7 +7392,7 @@ func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCaseResult.ProtoReflect.Descriptor instead.
 func (*EvalCaseResult) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{88}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *EvalCaseResult) GetCaseId() string {
@@ -6990,7 +7476,7 @@ type EvalCheck struct {
 
 func (x *EvalCheck) Reset() {
 	*x = EvalCheck{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7002,7 +7488,7 @@ func (x *EvalCheck) String() string {
 func (*EvalCheck) ProtoMessage() {}
 
 func (x *EvalCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7015,7 +7501,7 @@ func (x *EvalCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCheck.ProtoReflect.Descriptor instead.
 func (*EvalCheck) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *EvalCheck) GetName() string {
@@ -7258,14 +7744,15 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +
 	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x12#\n" +
 	"\rcached_tokens\x18\x04 \x01(\x03R\fcachedTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xa3\x01\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xbe\x01\n" +
 	"\x14ApprovalDecidedEvent\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x1a\n" +
 	"\bapprover\x18\x04 \x01(\tR\bapprover\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x10\n" +
-	"\x03via\x18\x06 \x01(\tR\x03via\"l\n" +
+	"\x03via\x18\x06 \x01(\tR\x03via\x12\x19\n" +
+	"\bgrant_id\x18\a \x01(\tR\agrantId\"l\n" +
 	"\fMessageEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x16\n" +
@@ -7277,7 +7764,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"value_json\x18\x03 \x01(\tR\tvalueJson\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12\x12\n" +
-	"\x04tool\x18\x05 \x01(\tR\x04tool\"\xc7\x02\n" +
+	"\x04tool\x18\x05 \x01(\tR\x04tool\"\xe8\x02\n" +
 	"\tToolEvent\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -7290,7 +7777,9 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\tdata_json\x18\t \x01(\tR\bdataJson\x12\x16\n" +
 	"\x06source\x18\n" +
 	" \x01(\tR\x06source\x12!\n" +
-	"\ffrom_toolkit\x18\v \x01(\tR\vfromToolkit\"-\n" +
+	"\ffrom_toolkit\x18\v \x01(\tR\vfromToolkit\x12\x1f\n" +
+	"\vapproval_id\x18\f \x01(\tR\n" +
+	"approvalId\"-\n" +
 	"\fContentEvent\x12\x1d\n" +
 	"\n" +
 	"block_json\x18\x01 \x01(\tR\tblockJson\"\xab\x01\n" +
@@ -7401,27 +7890,76 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0ePendingMessage\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12\x16\n" +
-	"\x06prompt\x18\x03 \x01(\tR\x06prompt\"\xac\x01\n" +
+	"\x06prompt\x18\x03 \x01(\tR\x06prompt\"\xbb\x02\n" +
 	"\x0eApproveRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1f\n" +
 	"\bapproved\x18\x03 \x01(\bH\x00R\bapproved\x88\x01\x01\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1e\n" +
-	"\bapprover\x18\x05 \x01(\tB\x02\x18\x01R\bapproverB\v\n" +
-	"\t_approved\"D\n" +
+	"\bapprover\x18\x05 \x01(\tB\x02\x18\x01R\bapprover\x12\x1f\n" +
+	"\vapproval_id\x18\x06 \x01(\tR\n" +
+	"approvalId\x12\x14\n" +
+	"\x05scope\x18\a \x01(\tR\x05scope\x120\n" +
+	"\x05match\x18\b \x03(\v2\x1a.agentflow.v1.ArgConditionR\x05match\x12$\n" +
+	"\x0eexpires_in_sec\x18\t \x01(\x05R\fexpiresInSecB\v\n" +
+	"\t_approved\"R\n" +
+	"\fArgCondition\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12.\n" +
+	"\x06equals\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x06equals\"\x80\x01\n" +
 	"\x0fApproveResponse\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x18\n" +
-	"\aoutcome\x18\x02 \x01(\tR\aoutcome\":\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x1f\n" +
+	"\vapproval_id\x18\x03 \x01(\tR\n" +
+	"approvalId\x12\x19\n" +
+	"\bgrant_id\x18\x04 \x01(\tR\agrantId\"z\n" +
+	"\x11ListGrantsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12)\n" +
+	"\x10include_inactive\x18\x03 \x01(\bR\x0fincludeInactive\"A\n" +
+	"\x12ListGrantsResponse\x12+\n" +
+	"\x06grants\x18\x01 \x03(\v2\x13.agentflow.v1.GrantR\x06grants\"/\n" +
+	"\x12RevokeGrantRequest\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\"\xb6\x05\n" +
+	"\x05Grant\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tstream_id\x18\x04 \x01(\tR\bstreamId\x12\x19\n" +
+	"\bagent_id\x18\x05 \x01(\tR\aagentId\x12\x12\n" +
+	"\x04tool\x18\x06 \x01(\tR\x04tool\x120\n" +
+	"\x05match\x18\a \x03(\v2\x1a.agentflow.v1.ArgConditionR\x05match\x12\x17\n" +
+	"\acall_id\x18\b \x01(\tR\x06callId\x12\x1f\n" +
+	"\vapproval_id\x18\t \x01(\tR\n" +
+	"approvalId\x12\x1a\n" +
+	"\bapprover\x18\n" +
+	" \x01(\tR\bapprover\x12'\n" +
+	"\x0fapprover_issuer\x18\v \x01(\tR\x0eapproverIssuer\x12)\n" +
+	"\x10approver_subject\x18\f \x01(\tR\x0fapproverSubject\x12\x16\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\x129\n" +
+	"\n" +
+	"created_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\x11 \x01(\tR\trevokedBy\x12*\n" +
+	"\x11revoked_by_issuer\x18\x12 \x01(\tR\x0frevokedByIssuer\x12,\n" +
+	"\x12revoked_by_subject\x18\x13 \x01(\tR\x10revokedBySubject\":\n" +
 	"\x1bListPendingApprovalsRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\"[\n" +
 	"\x1cListPendingApprovalsResponse\x12;\n" +
-	"\tapprovals\x18\x01 \x03(\v2\x1d.agentflow.v1.PendingApprovalR\tapprovals\"\xd2\x01\n" +
+	"\tapprovals\x18\x01 \x03(\v2\x1d.agentflow.v1.PendingApprovalR\tapprovals\"\xf3\x01\n" +
 	"\x0fPendingApproval\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
 	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"]\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
+	"\vapproval_id\x18\x06 \x01(\tR\n" +
+	"approvalId\"]\n" +
 	"\rAnswerRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x16\n" +
@@ -7634,7 +8172,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x10STATUS_COMPLETED\x10\x04\x12\x11\n" +
 	"\rSTATUS_FAILED\x10\x05\x12\x13\n" +
 	"\x0fSTATUS_CANCELED\x10\x06\x12\x18\n" +
-	"\x14STATUS_WAITING_INPUT\x10\a2\xa9\t\n" +
+	"\x14STATUS_WAITING_INPUT\x10\a2\xc0\n" +
+	"\n" +
 	"\fAgentService\x12?\n" +
 	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12@\n" +
 	"\x05Start\x12\x1a.agentflow.v1.StartRequest\x1a\x1b.agentflow.v1.StartResponse\x12B\n" +
@@ -7649,7 +8188,10 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\rGetTranscript\x12\".agentflow.v1.GetTranscriptRequest\x1a\x18.agentflow.v1.Transcript\x12R\n" +
 	"\vForkSession\x12 .agentflow.v1.ForkSessionRequest\x1a!.agentflow.v1.ForkSessionResponse\x12F\n" +
 	"\aApprove\x12\x1c.agentflow.v1.ApproveRequest\x1a\x1d.agentflow.v1.ApproveResponse\x12m\n" +
-	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse\x12C\n" +
+	"\x14ListPendingApprovals\x12).agentflow.v1.ListPendingApprovalsRequest\x1a*.agentflow.v1.ListPendingApprovalsResponse\x12O\n" +
+	"\n" +
+	"ListGrants\x12\x1f.agentflow.v1.ListGrantsRequest\x1a .agentflow.v1.ListGrantsResponse\x12D\n" +
+	"\vRevokeGrant\x12 .agentflow.v1.RevokeGrantRequest\x1a\x13.agentflow.v1.Grant\x12C\n" +
 	"\x06Answer\x12\x1b.agentflow.v1.AnswerRequest\x1a\x1c.agentflow.v1.AnswerResponse\x12m\n" +
 	"\x14ListPendingQuestions\x12).agentflow.v1.ListPendingQuestionsRequest\x1a*.agentflow.v1.ListPendingQuestionsResponse\x12C\n" +
 	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xb6\x05\n" +
@@ -7680,7 +8222,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -7732,66 +8274,72 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*TranscriptEntry)(nil),              // 47: agentflow.v1.TranscriptEntry
 	(*PendingMessage)(nil),               // 48: agentflow.v1.PendingMessage
 	(*ApproveRequest)(nil),               // 49: agentflow.v1.ApproveRequest
-	(*ApproveResponse)(nil),              // 50: agentflow.v1.ApproveResponse
-	(*ListPendingApprovalsRequest)(nil),  // 51: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 52: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 53: agentflow.v1.PendingApproval
-	(*AnswerRequest)(nil),                // 54: agentflow.v1.AnswerRequest
-	(*AnswerResponse)(nil),               // 55: agentflow.v1.AnswerResponse
-	(*ListPendingQuestionsRequest)(nil),  // 56: agentflow.v1.ListPendingQuestionsRequest
-	(*ListPendingQuestionsResponse)(nil), // 57: agentflow.v1.ListPendingQuestionsResponse
-	(*PendingQuestion)(nil),              // 58: agentflow.v1.PendingQuestion
-	(*GetUsageRequest)(nil),              // 59: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 60: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 61: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 62: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 63: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 64: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 65: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 66: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 67: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 68: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 69: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 70: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 71: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 72: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 73: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 74: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 75: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 76: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 77: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 78: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 79: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 80: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 81: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 82: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 83: agentflow.v1.CancelResponse
-	(*StartEvalRequest)(nil),             // 84: agentflow.v1.StartEvalRequest
-	(*StartEvalResponse)(nil),            // 85: agentflow.v1.StartEvalResponse
-	(*GetEvalRequest)(nil),               // 86: agentflow.v1.GetEvalRequest
-	(*EvalRun)(nil),                      // 87: agentflow.v1.EvalRun
-	(*EvalTotals)(nil),                   // 88: agentflow.v1.EvalTotals
-	(*EvalCaseResult)(nil),               // 89: agentflow.v1.EvalCaseResult
-	(*EvalCheck)(nil),                    // 90: agentflow.v1.EvalCheck
-	nil,                                  // 91: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 92: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 93: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 94: google.protobuf.Struct
+	(*ArgCondition)(nil),                 // 50: agentflow.v1.ArgCondition
+	(*ApproveResponse)(nil),              // 51: agentflow.v1.ApproveResponse
+	(*ListGrantsRequest)(nil),            // 52: agentflow.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),           // 53: agentflow.v1.ListGrantsResponse
+	(*RevokeGrantRequest)(nil),           // 54: agentflow.v1.RevokeGrantRequest
+	(*Grant)(nil),                        // 55: agentflow.v1.Grant
+	(*ListPendingApprovalsRequest)(nil),  // 56: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 57: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 58: agentflow.v1.PendingApproval
+	(*AnswerRequest)(nil),                // 59: agentflow.v1.AnswerRequest
+	(*AnswerResponse)(nil),               // 60: agentflow.v1.AnswerResponse
+	(*ListPendingQuestionsRequest)(nil),  // 61: agentflow.v1.ListPendingQuestionsRequest
+	(*ListPendingQuestionsResponse)(nil), // 62: agentflow.v1.ListPendingQuestionsResponse
+	(*PendingQuestion)(nil),              // 63: agentflow.v1.PendingQuestion
+	(*GetUsageRequest)(nil),              // 64: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 65: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 66: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 67: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 68: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 69: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 70: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 71: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 72: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 73: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 74: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 75: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 76: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 77: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 78: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 79: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 80: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 81: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 82: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 83: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 84: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 85: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 86: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 87: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 88: agentflow.v1.CancelResponse
+	(*StartEvalRequest)(nil),             // 89: agentflow.v1.StartEvalRequest
+	(*StartEvalResponse)(nil),            // 90: agentflow.v1.StartEvalResponse
+	(*GetEvalRequest)(nil),               // 91: agentflow.v1.GetEvalRequest
+	(*EvalRun)(nil),                      // 92: agentflow.v1.EvalRun
+	(*EvalTotals)(nil),                   // 93: agentflow.v1.EvalTotals
+	(*EvalCaseResult)(nil),               // 94: agentflow.v1.EvalCaseResult
+	(*EvalCheck)(nil),                    // 95: agentflow.v1.EvalCheck
+	nil,                                  // 96: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 97: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 98: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 99: google.protobuf.Struct
+	(*structpb.Value)(nil),               // 100: google.protobuf.Value
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,   // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	93,  // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
 	2,   // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
-	91,  // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	96,  // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	5,   // 4: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	94,  // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	99,  // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
 	1,   // 6: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 7: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 8: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
 	20,  // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
 	15,  // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
 	17,  // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	93,  // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	98,  // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
 	3,   // 13: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
 	16,  // 14: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
 	19,  // 15: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
@@ -7816,11 +8364,11 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	23,  // 34: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
 	21,  // 35: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
 	22,  // 36: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
-	93,  // 37: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
+	98,  // 37: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
 	0,   // 38: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	17,  // 39: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
 	28,  // 40: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	93,  // 41: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	98,  // 41: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	17,  // 42: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	38,  // 43: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	39,  // 44: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
@@ -7828,93 +8376,104 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,   // 46: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
 	47,  // 47: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
 	48,  // 48: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	53,  // 49: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	93,  // 50: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	93,  // 51: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	58,  // 52: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
-	93,  // 53: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
-	93,  // 54: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
-	93,  // 55: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	93,  // 56: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	93,  // 57: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	93,  // 58: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	93,  // 59: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	60,  // 60: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	60,  // 61: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	61,  // 62: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	92,  // 63: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	64,  // 64: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	66,  // 65: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	4,   // 66: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	71,  // 67: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	38,  // 68: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	66,  // 69: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	93,  // 70: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 71: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	80,  // 72: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	93,  // 73: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	81,  // 74: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	93,  // 75: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	93,  // 76: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
-	93,  // 77: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
-	88,  // 78: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
-	89,  // 79: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
-	90,  // 80: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
-	6,   // 81: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	8,   // 82: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	7,   // 83: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	12,  // 84: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	10,  // 85: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	13,  // 86: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	36,  // 87: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	41,  // 88: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	45,  // 89: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	43,  // 90: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
-	49,  // 91: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	51,  // 92: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	54,  // 93: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
-	56,  // 94: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
-	82,  // 95: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	63,  // 96: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	67,  // 97: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	69,  // 98: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	72,  // 99: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	74,  // 100: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	76,  // 101: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	78,  // 102: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	59,  // 103: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	84,  // 104: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
-	86,  // 105: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
-	14,  // 106: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,   // 107: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	20,  // 108: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	20,  // 109: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11,  // 110: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14,  // 111: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	37,  // 112: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	42,  // 113: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	46,  // 114: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	44,  // 115: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
-	50,  // 116: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	52,  // 117: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	55,  // 118: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
-	57,  // 119: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
-	83,  // 120: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	65,  // 121: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	68,  // 122: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	70,  // 123: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	73,  // 124: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	75,  // 125: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	77,  // 126: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	79,  // 127: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	62,  // 128: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	85,  // 129: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
-	87,  // 130: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
-	106, // [106:131] is the sub-list for method output_type
-	81,  // [81:106] is the sub-list for method input_type
-	81,  // [81:81] is the sub-list for extension type_name
-	81,  // [81:81] is the sub-list for extension extendee
-	0,   // [0:81] is the sub-list for field type_name
+	50,  // 49: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
+	100, // 50: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
+	55,  // 51: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
+	50,  // 52: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
+	98,  // 53: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 54: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	98,  // 55: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	58,  // 56: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	98,  // 57: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	98,  // 58: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 59: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
+	98,  // 60: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
+	98,  // 61: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
+	98,  // 62: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	98,  // 63: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	98,  // 64: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	98,  // 65: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	98,  // 66: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	65,  // 67: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	65,  // 68: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	66,  // 69: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	97,  // 70: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	69,  // 71: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	71,  // 72: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	4,   // 73: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	76,  // 74: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	38,  // 75: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	71,  // 76: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	98,  // 77: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 78: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	85,  // 79: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	98,  // 80: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	86,  // 81: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	98,  // 82: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 83: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
+	98,  // 84: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
+	93,  // 85: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
+	94,  // 86: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
+	95,  // 87: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
+	6,   // 88: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,   // 89: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,   // 90: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12,  // 91: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10,  // 92: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13,  // 93: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	36,  // 94: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	41,  // 95: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	45,  // 96: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	43,  // 97: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	49,  // 98: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	56,  // 99: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	52,  // 100: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
+	54,  // 101: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
+	59,  // 102: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
+	61,  // 103: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
+	87,  // 104: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	68,  // 105: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	72,  // 106: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	74,  // 107: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	77,  // 108: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	79,  // 109: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	81,  // 110: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	83,  // 111: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	64,  // 112: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	89,  // 113: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
+	91,  // 114: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
+	14,  // 115: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,   // 116: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	20,  // 117: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	20,  // 118: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11,  // 119: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14,  // 120: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	37,  // 121: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	42,  // 122: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	46,  // 123: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	44,  // 124: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	51,  // 125: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	57,  // 126: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	53,  // 127: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
+	55,  // 128: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
+	60,  // 129: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
+	62,  // 130: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
+	88,  // 131: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	70,  // 132: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	73,  // 133: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	75,  // 134: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	78,  // 135: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	80,  // 136: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	82,  // 137: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	84,  // 138: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	67,  // 139: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	90,  // 140: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
+	92,  // 141: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
+	115, // [115:142] is the sub-list for method output_type
+	88,  // [88:115] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -7952,7 +8511,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   92,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -37,6 +37,8 @@ const (
 	AgentService_ForkSession_FullMethodName          = "/agentflow.v1.AgentService/ForkSession"
 	AgentService_Approve_FullMethodName              = "/agentflow.v1.AgentService/Approve"
 	AgentService_ListPendingApprovals_FullMethodName = "/agentflow.v1.AgentService/ListPendingApprovals"
+	AgentService_ListGrants_FullMethodName           = "/agentflow.v1.AgentService/ListGrants"
+	AgentService_RevokeGrant_FullMethodName          = "/agentflow.v1.AgentService/RevokeGrant"
 	AgentService_Answer_FullMethodName               = "/agentflow.v1.AgentService/Answer"
 	AgentService_ListPendingQuestions_FullMethodName = "/agentflow.v1.AgentService/ListPendingQuestions"
 	AgentService_Cancel_FullMethodName               = "/agentflow.v1.AgentService/Cancel"
@@ -81,10 +83,21 @@ type AgentServiceClient interface {
 	// or the same prompt again (regenerate), each answered in the fork,
 	// which may use another agent. The original is unchanged.
 	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
-	// Approve decides a tool call that waits for approval.
+	// Approve decides a tool call that waits for approval: the call whose
+	// approval_id the request names, and no other. An approval may be
+	// remembered for the rest of the turn or of the session (scope), for
+	// the calls of the same tool whose arguments match: a grant, listed by
+	// ListGrants and ended by RevokeGrant.
 	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
 	ListPendingApprovals(ctx context.Context, in *ListPendingApprovalsRequest, opts ...grpc.CallOption) (*ListPendingApprovalsResponse, error)
+	// ListGrants lists the tenant's approvals remembered for a turn or a
+	// session (grants): those in force, or all of them.
+	ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error)
+	// RevokeGrant ends a grant: from then on it decides no call (a call
+	// already waiting still waits for a person). Revoking a revoked grant
+	// returns it as it was revoked.
+	RevokeGrant(ctx context.Context, in *RevokeGrantRequest, opts ...grpc.CallOption) (*Grant, error)
 	// Answer answers a question an agent asked (an ask_user call). The
 	// answer is recorded under the caller's token; a token without the
 	// question's role (its tool's config, default user) is PermissionDenied,
@@ -245,6 +258,26 @@ func (c *agentServiceClient) ListPendingApprovals(ctx context.Context, in *ListP
 	return out, nil
 }
 
+func (c *agentServiceClient) ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGrantsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) RevokeGrant(ctx context.Context, in *RevokeGrantRequest, opts ...grpc.CallOption) (*Grant, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Grant)
+	err := c.cc.Invoke(ctx, AgentService_RevokeGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) Answer(ctx context.Context, in *AnswerRequest, opts ...grpc.CallOption) (*AnswerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AnswerResponse)
@@ -314,10 +347,21 @@ type AgentServiceServer interface {
 	// or the same prompt again (regenerate), each answered in the fork,
 	// which may use another agent. The original is unchanged.
 	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
-	// Approve decides a tool call that waits for approval.
+	// Approve decides a tool call that waits for approval: the call whose
+	// approval_id the request names, and no other. An approval may be
+	// remembered for the rest of the turn or of the session (scope), for
+	// the calls of the same tool whose arguments match: a grant, listed by
+	// ListGrants and ended by RevokeGrant.
 	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
 	// ListPendingApprovals lists a turn's tool calls waiting for approval.
 	ListPendingApprovals(context.Context, *ListPendingApprovalsRequest) (*ListPendingApprovalsResponse, error)
+	// ListGrants lists the tenant's approvals remembered for a turn or a
+	// session (grants): those in force, or all of them.
+	ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error)
+	// RevokeGrant ends a grant: from then on it decides no call (a call
+	// already waiting still waits for a person). Revoking a revoked grant
+	// returns it as it was revoked.
+	RevokeGrant(context.Context, *RevokeGrantRequest) (*Grant, error)
 	// Answer answers a question an agent asked (an ask_user call). The
 	// answer is recorded under the caller's token; a token without the
 	// question's role (its tool's config, default user) is PermissionDenied,
@@ -375,6 +419,12 @@ func (UnimplementedAgentServiceServer) Approve(context.Context, *ApproveRequest)
 }
 func (UnimplementedAgentServiceServer) ListPendingApprovals(context.Context, *ListPendingApprovalsRequest) (*ListPendingApprovalsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPendingApprovals not implemented")
+}
+func (UnimplementedAgentServiceServer) ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGrants not implemented")
+}
+func (UnimplementedAgentServiceServer) RevokeGrant(context.Context, *RevokeGrantRequest) (*Grant, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeGrant not implemented")
 }
 func (UnimplementedAgentServiceServer) Answer(context.Context, *AnswerRequest) (*AnswerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Answer not implemented")
@@ -608,6 +658,42 @@ func _AgentService_ListPendingApprovals_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGrantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListGrants(ctx, req.(*ListGrantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_RevokeGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).RevokeGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_RevokeGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).RevokeGrant(ctx, req.(*RevokeGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_Answer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AnswerRequest)
 	if err := dec(in); err != nil {
@@ -708,6 +794,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPendingApprovals",
 			Handler:    _AgentService_ListPendingApprovals_Handler,
+		},
+		{
+			MethodName: "ListGrants",
+			Handler:    _AgentService_ListGrants_Handler,
+		},
+		{
+			MethodName: "RevokeGrant",
+			Handler:    _AgentService_RevokeGrant_Handler,
 		},
 		{
 			MethodName: "Answer",
