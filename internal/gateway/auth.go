@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/tap"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/oidcauth"
@@ -106,31 +107,60 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 func (s *Service) authenticate(ctx context.Context) (Token, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
-	if len(vals) == 0 {
-		return Token{}, agent.Errorf(agent.CodeUnauthenticated, "missing bearer token: send the metadata \"authorization: Bearer <token>\"")
+	if len(vals) > 0 {
+		if m, ok := ctx.Value(authMemoKey{}).(authMemo); ok && m.authorization == vals[0] {
+			return m.caller, m.err
+		}
 	}
-	if m, ok := ctx.Value(authMemoKey{}).(authMemo); ok && m.authorization == vals[0] {
-		return m.caller, m.err
+	secret, caller, found, err := s.screen(vals)
+	switch {
+	case err != nil:
+		return Token{}, err
+	case found:
+		return caller, nil
 	}
-	secret, ok := strings.CutPrefix(vals[0], "Bearer ")
+	return s.fromOIDC(ctx, secret)
+}
+
+// screen reads a call's bearer token and finds its static token, without
+// I/O: a static token's holder (found), or a secret that may be a JWT of
+// the OIDC issuer, for fromOIDC to verify; anything else is
+// CodeUnauthenticated.
+func (s *Service) screen(authorization []string) (secret string, caller Token, found bool, err error) {
+	if len(authorization) == 0 {
+		return "", Token{}, false, agent.Errorf(agent.CodeUnauthenticated, "missing bearer token: send the metadata \"authorization: Bearer <token>\"")
+	}
+	secret, ok := strings.CutPrefix(authorization[0], "Bearer ")
 	if !ok || secret == "" {
-		return Token{}, agent.Errorf(agent.CodeUnauthenticated, "malformed authorization: want \"Bearer <token>\"")
+		return "", Token{}, false, agent.Errorf(agent.CodeUnauthenticated, "malformed authorization: want \"Bearer <token>\"")
 	}
 	hash := sha256.Sum256([]byte(secret))
-	var caller Token
-	found := false
 	for _, t := range s.tokens {
 		if t.matches(hash) {
 			caller, found = t, true
 		}
 	}
-	switch {
-	case found:
-		return caller, nil
-	case s.oidc != nil && strings.Count(secret, ".") == 2:
-		return s.fromOIDC(ctx, secret)
+	if found || (s.oidc != nil && strings.Count(secret, ".") == 2) {
+		return secret, caller, found, nil
 	}
-	return Token{}, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
+	return "", Token{}, false, agent.Errorf(agent.CodeUnauthenticated, "unknown token")
+}
+
+// tapAuth refuses a gRPC call whose credential cannot be accepted before
+// a byte of its message is read: grpc-go reads a unary call's message
+// before any interceptor runs, so an anonymous caller could otherwise
+// make the server hold messages of up to the message limit on as many
+// streams as it opens. It runs on the connection's reader, so it checks
+// only what costs no I/O (screen); the interceptors authenticate every
+// call in full as before, an OIDC token's signature included.
+func (s *Service) tapAuth(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if public(info.FullMethodName) {
+		return ctx, nil
+	}
+	if _, _, _, err := s.screen(info.Header.Get("authorization")); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return ctx, nil
 }
 
 // authMemo is an HTTP request's credential as authenticate found it

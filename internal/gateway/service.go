@@ -137,7 +137,7 @@ func (s *Service) Register(g *grpc.Server) { pb.RegisterAgentServiceServer(g, s)
 // NewGRPCServer returns a server with the services (cat may be nil),
 // authentication, health and reflection.
 func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *grpc.Server {
-	opts = append(opts, grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAuth))
+	opts = append(opts, grpc.InTapHandle(s.tapAuth), grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAuth))
 	g := grpc.NewServer(opts...)
 	s.Register(g)
 	hs := health.NewServer()
