@@ -31,7 +31,7 @@ func TestStreamOutlivesTheBodyTimeout(t *testing.T) {
 				time.Sleep(3 * bodyTimeout)
 				pending := e.waitPending(streamID)
 				var ack pb.ApproveResponse
-				e.ok("POST", "/v1/"+streamID+"/approvals/"+url.PathEscape(pending.GetCallId()), e.approver, `{"approved": true}`, &ack)
+				e.ok("POST", "/v1/"+streamID+"/approvals/"+url.PathEscape(pending.GetCallId()), e.approver, `{"approval_id": "`+pending.GetApprovalId()+`", "approved": true}`, &ack)
 			}
 			return false
 		})

@@ -233,7 +233,7 @@ func TestPIIRedactionEveryText(t *testing.T) {
 	pending := e.waitPending(refund.GetStreamId())
 	var decided pb.ApproveResponse
 	e.ok("POST", "/v1/"+refund.GetStreamId()+"/approvals/"+pending.GetCallId(), e.approver,
-		`{"approved": false, "reason": "write to `+email+` first"}`, &decided)
+		`{"approval_id": "`+pending.GetApprovalId()+`", "approved": false, "reason": "write to `+email+` first"}`, &decided)
 	refunded, err := (&env{Server: e.Server, t: t}).result(refund.GetStreamId())
 	require.NoError(t, err)
 
