@@ -18,12 +18,8 @@ type approvals struct {
 	pending []agent.PendingApproval // waiting, in the model's order
 	decided []string                // call ids decided in this turn
 	inbox   []decisionIn            // decisions not yet acted on
-	// bound says the run binds decisions to calls and remembers
-	// approvals (approvalGrantsChange): its waiting calls have approval
-	// ids, decidedIDs holds those decided, a decision naming another
-	// call's is refused, and a decision's scope turn or session makes a
-	// grant. Set when the run's first call needs approval.
-	bound      bool
+	// decidedIDs holds the approval ids of the calls decided: a
+	// decision naming another call's is refused.
 	decidedIDs []string
 }
 
@@ -49,7 +45,7 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 				return contract.ApprovalAck{}, contract.Failure(err)
 			}
 			ack := contract.ApprovalAck{CallID: d.CallID, Outcome: outcomeOf(d), ApprovalID: p.ApprovalID}
-			if t.appr.bound && d.Remembers() {
+			if d.Remembers() {
 				ack.GrantID = agent.GrantIDOf(p.ApprovalID)
 			}
 			return ack, nil
@@ -104,36 +100,16 @@ func outcomeOf(d agent.ApprovalDecision) string {
 // accepted, so its handler needs no such check.)
 func (t *turn) complete(ctx workflow.Context, d agent.ApprovalDecision) error {
 	err := d.Complete()
-	if err == nil || workflow.GetVersion(ctx, completeChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return nil
-	}
 	return err
 }
 
 // checkDecision refuses decisions on calls that are not waiting, and
 // returns the waiting call a decision decides.
 func (t *turn) checkDecision(d agent.ApprovalDecision) (agent.PendingApproval, error) {
-	if t.appr.bound {
-		if err := d.Validate(); err != nil {
-			return agent.PendingApproval{}, err
-		}
-		return t.checkBound(d)
-	}
-	// A run from before approvals were bound checks what it checked then.
-	if err := d.ValidateCall(); err != nil {
+	if err := d.Validate(); err != nil {
 		return agent.PendingApproval{}, err
 	}
-	for _, id := range t.appr.decided {
-		if id == d.CallID {
-			return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q was already decided", d.CallID)
-		}
-	}
-	for _, p := range t.appr.pending {
-		if p.CallID == d.CallID {
-			return p, nil
-		}
-	}
-	return agent.PendingApproval{}, t.notWaiting(d)
+	return t.checkBound(d)
 }
 
 // checkBound is checkDecision for a run that binds decisions to calls
@@ -209,10 +185,8 @@ func (t *turn) offer(d agent.ApprovalDecision, via string) (agent.PendingApprova
 // by: two calls of a round may have one call id.
 func (t *turn) take(p agent.PendingApproval, d decisionIn) {
 	t.appr.decided = append(t.appr.decided, p.CallID)
-	if t.appr.bound {
-		t.appr.decidedIDs = append(t.appr.decidedIDs, p.ApprovalID)
-		d.ApprovalID = p.ApprovalID
-	}
+	t.appr.decidedIDs = append(t.appr.decidedIDs, p.ApprovalID)
+	d.ApprovalID = p.ApprovalID
 	t.appr.inbox = append(t.appr.inbox, d)
 }
 
@@ -228,9 +202,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 	for _, i := range waiting {
 		c := calls[i]
 		p := agent.PendingApproval{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments), RequestedAt: now, Deadline: deadline}
-		if t.appr.bound {
-			p.ApprovalID = agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, t.seq+1+i, c.ID)
-		}
+		p.ApprovalID = agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, t.seq+1+i, c.ID)
 		t.appr.pending = append(t.appr.pending, p)
 		t.emit(ctx, agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{
 			CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments), Reason: reasonFor(needs, c.ID), Deadline: &deadline,
@@ -286,14 +258,12 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 				RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
 			}
 			var made *agent.Grant
-			if t.appr.bound {
-				rec.ApprovalID, rec.ApproverIssuer, rec.ApproverSubject = p.ApprovalID, d.ApproverIssuer, d.ApproverSubject
-				if d.grant != nil {
-					rec.GrantID = d.grant.ID
-				}
-				if made = t.grantOf(d.ApprovalDecision, p, rec.DecidedAt); made != nil {
-					rec.Grant, rec.GrantID = made, made.ID
-				}
+			rec.ApprovalID, rec.ApproverIssuer, rec.ApproverSubject = p.ApprovalID, d.ApproverIssuer, d.ApproverSubject
+			if d.grant != nil {
+				rec.GrantID = d.grant.ID
+			}
+			if made = t.grantOf(d.ApprovalDecision, p, rec.DecidedAt); made != nil {
+				rec.Grant, rec.GrantID = made, made.ID
 			}
 			// Recorded even when the turn is ending (its timeout, a cancel).
 			rctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -307,15 +277,13 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 				// grant covers are decided by it, after this one.
 				t.grantWaiting(made)
 			}
-			if t.vocab == vocabNew {
-				t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool},
-					Approval: &agent.ApprovalEvent{Outcome: outcome, Approver: d.Approver, Reason: d.Reason, Via: d.via, GrantID: rec.GrantID}})
-				if len(t.appr.pending) == 0 {
-					// No call waits any more: the turn runs again before
-					// the last call decided starts.
-					t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
-					running = true
-				}
+			t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool},
+				Approval: &agent.ApprovalEvent{Outcome: outcome, Approver: d.Approver, Reason: d.Reason, Via: d.via, GrantID: rec.GrantID}})
+			if len(t.appr.pending) == 0 {
+				// No call waits any more: the turn runs again before
+				// the last call decided starts.
+				t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+				running = true
 			}
 			decide(i, outcome, message)
 		}
@@ -351,10 +319,7 @@ func decisionOutcome(d decisionIn, timeout time.Duration) (string, string) {
 
 // isDecided reports whether waiting call p has a decision.
 func (t *turn) isDecided(p agent.PendingApproval) bool {
-	if t.appr.bound {
-		return slices.Contains(t.appr.decidedIDs, p.ApprovalID)
-	}
-	return slices.Contains(t.appr.decided, p.CallID)
+	return slices.Contains(t.appr.decidedIDs, p.ApprovalID)
 }
 
 // grantOf is the grant an approval of waiting call p makes at now, when
@@ -416,10 +381,8 @@ func (t *turn) decideByGrants(ctx workflow.Context, calls []agent.ToolCall, wait
 			workflow.GetLogger(ctx).Error("record approval", "call_id", c.ID, "error", err.Error())
 		}
 		t.recordApproval(ctx, c.Name, agent.ApprovalApproved, 0)
-		if t.vocab == vocabNew {
-			t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
-				Approval: &agent.ApprovalEvent{Outcome: agent.ApprovalApproved, Approver: g.Approver, Reason: g.Reason, Via: agent.ViaGrant, GrantID: g.ID}})
-		}
+		t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
+			Approval: &agent.ApprovalEvent{Outcome: agent.ApprovalApproved, Approver: g.Approver, Reason: g.Reason, Via: agent.ViaGrant, GrantID: g.ID}})
 		decide(i, agent.ApprovalApproved, "")
 	}
 	return rest
@@ -441,13 +404,13 @@ func grantFor(needs []contract.ApprovalNeed, callID string) *agent.Grant {
 // call id.
 func (t *turn) takePending(ctx workflow.Context, calls []agent.ToolCall, d agent.ApprovalDecision) (int, agent.PendingApproval, bool) {
 	for k, p := range t.appr.pending {
-		if p.CallID != d.CallID || (t.appr.bound && p.ApprovalID != d.ApprovalID) {
+		if p.CallID != d.CallID || p.ApprovalID != d.ApprovalID {
 			continue
 		}
 		t.appr.pending = append(t.appr.pending[:k:k], t.appr.pending[k+1:]...)
 		runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
 		for i, c := range calls {
-			if c.ID == d.CallID && (!t.appr.bound || agent.ApprovalIDOf(runID, t.seq+1+i, c.ID) == p.ApprovalID) {
+			if c.ID == d.CallID && agent.ApprovalIDOf(runID, t.seq+1+i, c.ID) == p.ApprovalID {
 				return i, p, true
 			}
 		}

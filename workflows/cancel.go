@@ -48,9 +48,6 @@ func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	if t.canceled != nil {
 		return
 	}
-	if workflow.GetVersion(ctx, cancelChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
-	}
 	t.canceled = &req
 	workflow.GetLogger(ctx).Info("turn cancelled", "requested_by", req.RequestedBy, "reason", req.Reason)
 	if req.AtBoundary {
@@ -61,7 +58,7 @@ func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	if t.stopModel != nil {
 		t.stopModel()
 	}
-	if t.stopTools != nil && workflow.GetVersion(ctx, cancelToolsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+	if t.stopTools != nil {
 		t.stopTools()
 	}
 	t.stopDelegations()

@@ -21,6 +21,23 @@ import (
 // name for it, stored in every history that passed a gate).
 const versionMarker = "Version"
 
+// retiredChanges are the ids of AgentTurn's gates from before it was
+// Pinned. Histories recorded then still hold their markers; the SDK skips
+// a version marker no code asks for, so those histories replay on the
+// turn's code as it is, which takes every gate's new way.
+var retiredChanges = []string{
+	"durable-database-steps", "tenant-matches-workflow-id", "cancel-turn", "stop-keeps-partial", "steer-turn",
+	"approval-complete", "local-tools-outlast-database", "bounded-context", "delegate-to-agent",
+	"cancel-tools-in-flight", "notify-own-tenant", "workflow-streams", "event-vocabulary", "fallback-models",
+	"structured-output", "model-override", "job-envelope", "live-first-streaming", "ask-user", "tool-limits",
+	"approval-grants",
+}
+
+// gatedFiles are the files whose code may call workflow.GetVersion: the
+// code of Conversation, whose runs outlive a deploy. A turn's or an
+// evaluation's code is pinned to its build and has no gates (doc.go).
+var gatedFiles = []string{"conversation.go", "conversation_stream.go"}
+
 var (
 	historyRef = regexp.MustCompile(`testdata/[A-Za-z0-9_]+\.json`)
 	testRef    = regexp.MustCompile(`\bTest[A-Z][A-Za-z0-9]*`)
@@ -50,6 +67,9 @@ func TestChangeIDs(t *testing.T) {
 
 	markers := recordedMarkers(t)
 	for id, histories := range markers {
+		if slices.Contains(retiredChanges, id) {
+			continue
+		}
 		require.Contains(t, values, id, "%v record a marker of change %q, which changes.go does not declare", histories, id)
 	}
 	tests := testNames(t, fset)
@@ -138,6 +158,7 @@ func gatedChanges(t *testing.T, fset *token.FileSet, files map[string]*ast.File,
 					return true
 				}
 				at := fset.Position(call.Pos())
+				require.Contains(t, gatedFiles, filepath.Base(at.Filename), "%s: only Conversation's code has gates; AgentTurn and Evaluation are pinned (doc.go)", at)
 				require.Len(t, call.Args, 4, "%s: workflow.GetVersion(ctx, changeID, min, max)", at)
 				id, ok := call.Args[1].(*ast.Ident)
 				require.True(t, ok, "%s: the change id is a constant declared in changes.go", at)

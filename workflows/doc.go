@@ -20,9 +20,35 @@
 //     affects a decision (sort keys first);
 //   - every side effect — the store, the model, tools — is an activity.
 //
-// Changes to a workflow keep the replay tests over the saved histories in
-// testdata/ green, or are guarded by workflow.GetVersion with a change id
-// declared in changes.go, which lists them all.
+// # Versioning: pinned turns, gated conversations
+//
+// Production runs Worker Deployment Versioning (the Kubernetes manifests
+// and `starter up --production` do): every worker belongs to a build, and
+// register.go gives each workflow its behavior.
+//
+//   - AgentTurn and Evaluation are Pinned: a run replays only on the build
+//     that started it, so their code has no workflow.GetVersion gates, and a
+//     change to it needs none.
+//   - Conversation is AutoUpgrade: a session outlives deploys, so a change
+//     to its code that a run in flight could replay differently is gated
+//     with workflow.GetVersion. changes.go lists its gates (in
+//     conversation.go and conversation_stream.go); TestChangeIDs refuses a
+//     gate anywhere else.
+//
+// An unversioned worker (`go tool task up`, tests) is the development
+// mode: drain the turns in flight before deploying a change to them. The
+// worker says so at start when it is not on a local stack.
+//
+// When a change needs a recorded history. Every history in testdata/ is
+// a run of the current code, and TestReplay replays them all. A change
+// that alters what a turn records — which activities, timers, children,
+// signals, updates or markers, in which order — for a shape testdata/
+// holds re-records that history in the same commit (the end-to-end tests
+// record with AGENTFLOW_RECORD_HISTORIES=1), so that the test keeps
+// covering the path; a change that adds a shape records one for it. A
+// history is never deleted to make the test pass. A change to
+// Conversation also keeps the histories recorded before it replaying,
+// which is what its gates are for.
 //
 // # History stays small
 //

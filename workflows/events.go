@@ -20,7 +20,7 @@ func (t *turn) startEvents(ctx workflow.Context) error {
 		return err
 	}
 	if err := t.log.ServeStream(ctx, func(ctx workflow.Context) bool {
-		return workflow.GetVersion(ctx, workflowStreamsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+		return true
 	}); err != nil {
 		return err
 	}
@@ -104,10 +104,6 @@ func (t *turn) addProgress(ctx workflow.Context, p agent.ToolProgress) {
 		t.log.Append(agent.Event{Kind: agent.EventToolProgress, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool, Message: p.Message}})
 	}
 	if len(p.Custom) == 0 {
-		return
-	}
-	if t.vocab != vocabNew {
-		workflow.GetLogger(ctx).Warn("custom events dropped: the run does not log them", "call_id", p.CallID, "count", len(p.Custom))
 		return
 	}
 	for _, c := range p.Custom {

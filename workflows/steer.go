@@ -45,7 +45,7 @@ func (t *turn) receiveSteers(ctx workflow.Context) bool {
 // turn's next step, for the next model call to store (CallModelInput.Steer),
 // and a steered event.
 func (t *turn) takeSteers(ctx workflow.Context) {
-	if !t.receiveSteers(ctx) || workflow.GetVersion(ctx, steerChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !t.receiveSteers(ctx) {
 		return
 	}
 	for _, m := range t.inbox {

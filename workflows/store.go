@@ -29,18 +29,15 @@ func dbStep(ctx workflow.Context, name string, until time.Time, in, out any) err
 	opts.Summary = name // the step's name is what the timeline shows
 	lctx := workflow.WithLocalActivityOptions(ctx, opts)
 	err := workflow.ExecuteLocalActivity(lctx, name, in).Get(ctx, out)
-	return outlast(lctx, durableStepsChange, name, until, in, out, err, func(err error) bool { return !permanent(err) })
+	return outlast(lctx, name, until, in, out, err, func(err error) bool { return !permanent(err) })
 }
 
 // outlast runs a local activity that failed with err again, after a
 // wait, while retry says its failure is one a later try may not have,
 // and until allows. Runs before change did not.
-func outlast(lctx workflow.Context, change, name string, until time.Time, in, out any, err error, retry func(error) bool) error {
+func outlast(lctx workflow.Context, name string, until time.Time, in, out any, err error, retry func(error) bool) error {
 	wait := dbWaitFirst
 	for err != nil && retry(err) && lctx.Err() == nil {
-		if workflow.GetVersion(lctx, change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			return err
-		}
 		if !until.IsZero() && !workflow.Now(lctx).Add(wait).Before(until) {
 			// The details are in the log, not in the result.
 			workflow.GetLogger(lctx).Error("database step failed until the turn's deadline", "step", name, "error", contract.ErrorOf(err).Message)

@@ -177,9 +177,6 @@ type turn struct {
 	// forward sends the turn's own events to its parent turn, when it is
 	// a child.
 	forward *eventlog.Forwarder
-	// vocab says whether the run logs the vocabulary's workflow events
-	// (vocabularyChange), once its first model call has decided it.
-	vocab vocabulary
 	// output is the final answer as JSON, when the turn has an output
 	// schema and the answer matched it; repairs counts the calls made to
 	// repair an answer that did not (at most one), and repair is what the
@@ -187,29 +184,6 @@ type turn struct {
 	output  json.RawMessage
 	repairs int
 	repair  string
-}
-
-// vocabulary is what a run knows of vocabularyChange.
-type vocabulary int
-
-const (
-	vocabUndecided vocabulary = iota // no model call yet
-	vocabOld                         // a run from before the change
-	vocabNew
-)
-
-// logsVocabulary reports whether the run logs step_start, step_finish,
-// approval_decided and custom events (vocabularyChange). The run's first
-// model call decides, and records the change's marker: the first event it
-// changes is that call's step_start.
-func (t *turn) logsVocabulary(ctx workflow.Context) bool {
-	if t.vocab == vocabUndecided {
-		t.vocab = vocabOld
-		if workflow.GetVersion(ctx, vocabularyChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
-			t.vocab = vocabNew
-		}
-	}
-	return t.vocab == vocabNew
 }
 
 func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
@@ -228,19 +202,16 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	if err := t.req.ValidateBase(); err != nil {
 		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
 	}
-	if err := t.req.ValidateEnvelope(); err != nil &&
-		workflow.GetVersion(ctx, jobEnvelopeChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+	if err := t.req.ValidateEnvelope(); err != nil {
 		return t.reject(ctx, agent.WithCode(agent.CodeInvalid, err))
 	}
 	if err := t.checkTenant(ctx); err != nil {
 		return t.reject(ctx, err)
 	}
-	if err := t.req.Context.Bounded(); err != nil &&
-		workflow.GetVersion(ctx, boundedContextChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+	if err := t.req.Context.Bounded(); err != nil {
 		return t.reject(ctx, err)
 	}
-	if err := t.req.CheckNotify(parentWorkflowID(ctx)); err != nil &&
-		workflow.GetVersion(ctx, notifyTenantChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+	if err := t.req.CheckNotify(parentWorkflowID(ctx)); err != nil {
 		return t.reject(ctx, err)
 	}
 
@@ -278,8 +249,7 @@ func (t *turn) run(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	t.agent = loaded.Agent
 	t.model = t.agent.Model
-	if m := t.req.Model; m != "" && m != t.agent.Model &&
-		workflow.GetVersion(ctx, modelOverrideChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+	if m := t.req.Model; m != "" && m != t.agent.Model {
 		// The agent allows it (LoadAgent refuses a model it does not):
 		// it takes the turn's steps, as a fallback model would.
 		t.model, t.calling = m, m
@@ -345,9 +315,6 @@ func (t *turn) checkTenant(ctx workflow.Context) error {
 	if err != nil || tenant == t.req.TenantID {
 		return nil
 	}
-	if workflow.GetVersion(ctx, tenantCheckChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return nil
-	}
 	return agent.Errorf(agent.CodeInvalid, "workflow id %q belongs to tenant %q, but the request's tenant_id is %q: start a turn as %s",
 		t.workflowID, tenant, t.req.TenantID, contract.TurnWorkflowID(t.req.TenantID, "<job_id>"))
 }
@@ -393,7 +360,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 				// turn ends and its conversation answers the message.)
 				continue
 			}
-			if reply.OutputProblems == "" || !t.checksOutput(ctx) {
+			if reply.OutputProblems == "" {
 				t.output = reply.OutputJSON
 				return reply.Content, nil
 			}
@@ -432,23 +399,11 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		"the model still asked for tools after %d iterations (the agent's max_iterations)", limits.MaxIterations))
 }
 
-// checksOutput reports whether the run holds answers to their output
-// schema, repairing one that does not match and failing InvalidOutput
-// when the repair does not match either (structuredOutputChange). The
-// first answer that does not match decides, and records the change's
-// marker; runs before it took any answer as it was.
-func (t *turn) checksOutput(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, structuredOutputChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
-}
-
 // finishStep logs step_finish for the step whose model call answered with
 // reply, in runs that log the vocabulary: the call's usage, and why the
 // model stopped. A reason the provider did not give, or one no client
 // could take, is told from the reply.
 func (t *turn) finishStep(ctx workflow.Context, step int, reply contract.CallModelResult) {
-	if t.vocab != vocabNew {
-		return
-	}
 	usage := reply.Usage
 	e := agent.Event{Kind: agent.EventStepFinish, Step: step, Usage: &usage, FinishReason: reply.FinishReason, Model: reply.Model}
 	if e.FinishReason == "" || e.Validate() != nil {
@@ -506,9 +461,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 	}
 	t.seq++
 	t.afterTools = false
-	if t.logsVocabulary(ctx) {
-		t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
-	}
+	t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
 	t.log.OpenStep(t.seq)
 	defer t.log.CloseStep()
 	in := contract.CallModelInput{
@@ -578,7 +531,7 @@ func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract
 // text stays, as a signalled call's does; a fallback's call voids it
 // itself.
 func (t *turn) seal(ctx workflow.Context, in contract.CallModelInput) {
-	if !in.Stream || !in.LiveFirst || workflow.GetVersion(ctx, liveFirstChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !in.Stream || !in.LiveFirst {
 		return
 	}
 	// A stopped turn still seals: its context is canceled.
@@ -617,7 +570,7 @@ func (t *turn) fallback(ctx workflow.Context, model string, err error) string {
 	}
 	e := contract.ErrorOf(err)
 	next := t.agent.NextModel(model, e.Code.Class().Type)
-	if next == "" || workflow.GetVersion(ctx, fallbackChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if next == "" {
 		return ""
 	}
 	workflow.GetLogger(ctx).Info("model call failed; falling back", "model", model, "fallback", next,
@@ -667,8 +620,7 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 		workflow.SetCurrentDetails(ctx, "running tools: "+strings.Join(names, ", "))
 	}
 	decide := func(i int, outcome, message string) { r.decided(ctx, i, outcome, message) }
-	if len(waiting) > 0 && workflow.GetVersion(ctx, approvalGrantsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
-		t.appr.bound = true
+	if len(waiting) > 0 {
 		waiting = t.decideByGrants(ctx, calls, waiting, needs, decide)
 	}
 	if len(waiting) > 0 {
@@ -719,13 +671,11 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 	}
 	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
 	r.in[i] = in
-	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate &&
-		workflow.GetVersion(ctx, delegateChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
 		r.delegate(ctx, i, spec)
 		return
 	}
-	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindAskUser &&
-		workflow.GetVersion(ctx, askUserChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindAskUser {
 		r.ask(ctx, i, spec)
 		return
 	}
@@ -795,7 +745,7 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 			if opts := r.local[i]; err != nil && opts != nil {
 				// A local call that could not reach the database runs
 				// again once it is back (a regular activity waits inside).
-				err = outlast(workflow.WithLocalActivityOptions(r.callCtx, *opts), localToolsChange, contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
+				err = outlast(workflow.WithLocalActivityOptions(r.callCtx, *opts), contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
 			}
 			if err != nil {
 				status, msg := agent.ToolError, contract.ErrorOf(err).Message
@@ -860,7 +810,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	switch {
 	case failure != nil && failure.Type == agent.ErrTypeCanceled:
 		res.Status, res.Output, res.Error = agent.StatusCanceled, "", failure
-		if output != "" && (t.canceled == nil || !t.canceled.Discard) && workflow.GetVersion(ctx, stopKeepsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		if output != "" && (t.canceled == nil || !t.canceled.Discard) {
 			res.Output, res.Partial, res.ResultPreview = output, true, textPreview(output)
 		}
 	case failure != nil:
@@ -1097,7 +1047,7 @@ type preview struct {
 // is not; "" for a call within them.
 func (t *turn) overToolLimit(ctx workflow.Context, c agent.ToolCall) string {
 	lim := t.agent.ToolLimits()
-	if lim == nil || workflow.GetVersion(ctx, toolLimitsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if lim == nil {
 		return ""
 	}
 	if lim.PerTurn > 0 && t.toolCalls >= lim.PerTurn {

@@ -603,14 +603,21 @@ func Compression(address, setting string) (client.GrpcCompression, error) {
 	case "none":
 		return &client.GrpcCompressionNone{}, nil
 	case "":
-		host, _, err := net.SplitHostPort(address)
-		if err != nil {
-			host = address
-		}
-		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		if loopback(address) {
 			return &client.GrpcCompressionNone{}, nil
 		}
 		return &client.GrpcCompressionGzip{}, nil
 	}
 	return nil, fmt.Errorf("AGENTFLOW_TEMPORAL_COMPRESSION=%q: want gzip, none, or nothing (none for a loopback address, else gzip)", setting)
+}
+
+// loopback reports whether a host:port (or a bare host) names this
+// machine: a local stack's Temporal frontend.
+func loopback(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		host = address
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }

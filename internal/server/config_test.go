@@ -405,3 +405,23 @@ func TestConfigFromEnvTemporalConnection(t *testing.T) {
 	require.ErrorContains(t, err, "temporal connection settings (TEMPORAL_TLS_*, TEMPORAL_API_KEY)")
 	require.ErrorContains(t, err, "/nonexistent/worker.pem")
 }
+
+// TestLoopback tells a local stack's Temporal address from a remote
+// one: compression is off and the unversioned worker's warning silent
+// only for this machine.
+func TestLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		address string
+		want    bool
+	}{
+		{"127.0.0.1:7233", true},
+		{"localhost:7233", true},
+		{"[::1]:7233", true},
+		{"127.0.0.2", true},
+		{"temporal-frontend.temporal:7233", false},
+		{"10.0.0.5:7233", false},
+		{"localhost.example.com:7233", false},
+	} {
+		require.Equal(t, tc.want, loopback(tc.address), tc.address)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
 )
 
 // The settings of Config.Deployment.
@@ -75,7 +76,17 @@ func (d Deployment) options() worker.DeploymentOptions {
 // that does not exist yet is fine (the first poll creates it).
 func (s *Server) checkDeployment(ctx context.Context) error {
 	d := s.cfg.Deployment
-	if !d.On() || !s.cfg.Has(RoleWorker) {
+	if !s.cfg.Has(RoleWorker) {
+		return nil
+	}
+	if !d.On() {
+		if !loopback(s.cfg.TemporalAddress) {
+			// Turns are pinned to the build that started them only on a
+			// versioned worker; an unversioned one replays a turn in
+			// flight on whatever code it runs (workflows/doc.go).
+			s.logger.Warn("worker is unversioned: drain the turns in flight before deploying a change, or set the deployment and build to run Worker Deployment Versioning",
+				zap.String("temporal", s.cfg.TemporalAddress), zap.String("deployment_env", EnvDeploymentName), zap.String("build_env", EnvBuildID))
+		}
 		return nil
 	}
 	h := s.client.WorkerDeploymentClient().GetHandle(d.Name)
