@@ -13,6 +13,29 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
+// waits is the component for everything that waits for a person: tool
+// calls waiting for approval and ask_user calls waiting for an answer
+// (question.go), the same shape — a call held in its round, a pending
+// entry a query lists, a decision by signal or update from someone with
+// the right role, until a deadline or the turn's cancellation.
+type waits struct {
+	appr approvals
+	asks questions
+}
+
+// start registers the approve and answer signals and updates and the
+// pending_approvals and pending_questions queries. Nothing waits at a
+// step boundary, where the turn continues as new, so nothing is carried;
+// remembered approvals are stored, not carried.
+func (w *waits) start(ctx workflow.Context, t *turn, _ *contract.TurnCarry) error {
+	if err := t.startApprovals(ctx); err != nil {
+		return err
+	}
+	return t.startQuestions(ctx)
+}
+
+func (w *waits) carry(*contract.TurnCarry) error { return nil }
+
 // approvals is a turn's human-in-the-loop state.
 type approvals struct {
 	pending []agent.PendingApproval // waiting, in the model's order
@@ -112,9 +135,8 @@ func (t *turn) checkDecision(d agent.ApprovalDecision) (agent.PendingApproval, e
 	return t.checkBound(d)
 }
 
-// checkBound is checkDecision for a run that binds decisions to calls
-// (approvalGrantsChange): the call waiting now with the decision's call
-// id is the one decided, when the decision names its approval id or
+// checkBound finds the call a decision decides: the call waiting now
+// with the decision's call id is the one decided, when the decision names its approval id or
 // none; a decision whose approval id is another call's — another turn's,
 // an earlier step's, an earlier run's — decides nothing.
 func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, error) {
@@ -146,12 +168,15 @@ func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, erro
 // session of a turn without one, or with a match its own call's
 // arguments do not satisfy.
 func (t *turn) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) error {
+	// Matching decodes JSON and compares it, visiting map keys in no set
+	// order, which decides nothing: workflowcheck cannot tell.
+	matches := d.Match.Matches(p.Args) //workflowcheck:ignore
 	switch {
 	case !d.Remembers():
 		return nil
 	case d.Scope == agent.ScopeSession && t.req.SessionID == "":
 		return agent.Errorf(agent.CodeInvalid, "scope session: the turn has no session; approve for the turn (scope turn) or the call alone")
-	case !d.Match.Matches(p.Args):
+	case !matches:
 		return agent.Errorf(agent.CodeInvalid, "match does not hold for the arguments of the call it approves (%s)", agent.Clip(string(p.Args), 200))
 	}
 	return nil
@@ -195,8 +220,42 @@ func (t *turn) take(p agent.PendingApproval, d decisionIn) {
 // decisions arrive.
 func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
 	limits agent.Limits, decide func(i int, outcome, message string)) {
-	now := workflow.Now(ctx)
 	timeout := time.Duration(limits.ApprovalTimeoutSec) * time.Second
+	deadline := t.requestApprovals(ctx, calls, waiting, needs, timeout)
+	// running: RUNNING is logged, before the last decided call starts.
+	running := false
+	for len(t.appr.pending) > 0 {
+		if !t.awaitDecisions(ctx, deadline) {
+			return
+		}
+		inbox := t.appr.inbox
+		t.appr.inbox = nil
+		for _, d := range inbox {
+			i, p, ok := t.takePending(ctx, calls, d.ApprovalDecision)
+			if !ok {
+				continue
+			}
+			outcome, message := decisionOutcome(d, timeout)
+			t.recordDecision(ctx, p, d, outcome)
+			if len(t.appr.pending) == 0 {
+				// No call waits any more: the turn runs again before
+				// the last call decided starts.
+				t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+				running = true
+			}
+			decide(i, outcome, message)
+		}
+	}
+	if !running {
+		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+	}
+}
+
+// requestApprovals makes the waiting calls pending, logs an
+// approval_required for each and WAITING_APPROVAL, and returns their
+// deadline.
+func (t *turn) requestApprovals(ctx workflow.Context, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed, timeout time.Duration) time.Time {
+	now := workflow.Now(ctx)
 	deadline := now.Add(timeout)
 	var names []string
 	for _, i := range waiting {
@@ -212,85 +271,75 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 	}
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval})
 	workflow.SetCurrentDetails(ctx, "waiting for approval: "+strings.Join(names, ", "))
+	return deadline
+}
 
-	// running: RUNNING is logged, before the last decided call starts.
-	running := false
-	for len(t.appr.pending) > 0 {
-		if len(t.appr.inbox) == 0 && t.canceled == nil {
-			remaining := deadline.Sub(workflow.Now(ctx))
-			got := false
-			if remaining > 0 {
-				var err error
-				got, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-					Timeout:      remaining,
-					TimerOptions: workflow.TimerOptions{Summary: "approval deadline"},
-				}, func() bool { return len(t.appr.inbox) > 0 || t.canceled != nil })
-				if err != nil && !t.cancelled(ctx) {
-					t.appr.pending = nil // the turn ended: its timeout
-					return
-				}
-			}
-			if !got && t.canceled == nil {
-				for _, p := range t.appr.pending {
-					t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaTimeout})
-				}
+// awaitDecisions waits until a decision is in the inbox, the deadline
+// passes (every call still pending times out) or the turn is cancelled
+// (every call no one decided closes); false when the turn ended first
+// (its timeout), with nothing pending any more.
+func (t *turn) awaitDecisions(ctx workflow.Context, deadline time.Time) bool {
+	if len(t.appr.inbox) == 0 && t.canceled == nil {
+		remaining := deadline.Sub(workflow.Now(ctx))
+		got := false
+		if remaining > 0 {
+			var err error
+			got, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+				Timeout:      remaining,
+				TimerOptions: workflow.TimerOptions{Summary: "approval deadline"},
+			}, func() bool { return len(t.appr.inbox) > 0 || t.canceled != nil })
+			if err != nil && !t.cancelled(ctx) {
+				t.appr.pending = nil // the turn ended: its timeout
+				return false
 			}
 		}
-		if t.canceled != nil {
-			// Close every call that no one decided.
+		if !got && t.canceled == nil {
 			for _, p := range t.appr.pending {
-				if !t.isDecided(p) {
-					t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaCancel})
-				}
+				t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaTimeout})
 			}
 		}
-		inbox := t.appr.inbox
-		t.appr.inbox = nil
-		for _, d := range inbox {
-			i, p, ok := t.takePending(ctx, calls, d.ApprovalDecision)
-			if !ok {
-				continue
+	}
+	if t.canceled != nil {
+		for _, p := range t.appr.pending {
+			if !t.isDecided(p) {
+				t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaCancel})
 			}
-			outcome, message := decisionOutcome(d, timeout)
-			rec := agent.ApprovalRecord{
-				TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: p.CallID, Tool: p.Tool, Args: p.Args,
-				Outcome: outcome, Reason: d.Reason, Approver: d.Approver, Via: d.via,
-				RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
-			}
-			var made *agent.Grant
-			rec.ApprovalID, rec.ApproverIssuer, rec.ApproverSubject = p.ApprovalID, d.ApproverIssuer, d.ApproverSubject
-			if d.grant != nil {
-				rec.GrantID = d.grant.ID
-			}
-			if made = t.grantOf(d.ApprovalDecision, p, rec.DecidedAt); made != nil {
-				rec.Grant, rec.GrantID = made, made.ID
-			}
-			// Recorded even when the turn is ending (its timeout, a cancel).
-			rctx, _ := workflow.NewDisconnectedContext(ctx)
-			if err := dbStep(rctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
-				// The decision stands (it is in the history); only its record is missing.
-				workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
-			}
-			t.recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
-			if made != nil {
-				// The calls of the round that wait still and that the new
-				// grant covers are decided by it, after this one.
-				t.grantWaiting(made)
-			}
-			t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool},
-				Approval: &agent.ApprovalEvent{Outcome: outcome, Approver: d.Approver, Reason: d.Reason, Via: d.via, GrantID: rec.GrantID}})
-			if len(t.appr.pending) == 0 {
-				// No call waits any more: the turn runs again before
-				// the last call decided starts.
-				t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
-				running = true
-			}
-			decide(i, outcome, message)
 		}
 	}
-	if !running {
-		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+	return true
+}
+
+// recordDecision records the decision on call p (its audit, and the grant
+// it makes, which then decides the round's calls it covers) and logs
+// approval_decided.
+func (t *turn) recordDecision(ctx workflow.Context, p agent.PendingApproval, d decisionIn, outcome string) {
+	rec := agent.ApprovalRecord{
+		TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: p.CallID, Tool: p.Tool, Args: p.Args,
+		Outcome: outcome, Reason: d.Reason, Approver: d.Approver, Via: d.via,
+		RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
+		ApprovalID: p.ApprovalID, ApproverIssuer: d.ApproverIssuer, ApproverSubject: d.ApproverSubject,
 	}
+	if d.grant != nil {
+		rec.GrantID = d.grant.ID
+	}
+	made := t.grantOf(d.ApprovalDecision, p, rec.DecidedAt)
+	if made != nil {
+		rec.Grant, rec.GrantID = made, made.ID
+	}
+	// Recorded even when the turn is ending (its timeout, a cancel).
+	rctx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := dbStep(rctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
+		// The decision stands (it is in the history); only its record is missing.
+		workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
+	}
+	t.recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
+	if made != nil {
+		// The calls of the round that wait still and that the new grant
+		// covers are decided by it, after this one.
+		t.grantWaiting(made)
+	}
+	t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool},
+		Approval: &agent.ApprovalEvent{Outcome: outcome, Approver: d.Approver, Reason: d.Reason, Via: d.via, GrantID: rec.GrantID}})
 }
 
 // decisionOutcome is a decision's outcome, and what the model reads of
@@ -346,7 +395,12 @@ func (t *turn) grantOf(d agent.ApprovalDecision, p agent.PendingApproval, now ti
 // turn's, its agent's and its session's; so are the calls that wait.)
 func (t *turn) grantWaiting(g *agent.Grant) {
 	for _, p := range t.appr.pending {
-		if p.Tool != g.Tool || t.isDecided(p) || !g.Match.Matches(p.Args) {
+		if p.Tool != g.Tool || t.isDecided(p) {
+			continue
+		}
+		// (Matches is deterministic: see checkScope.)
+		matches := g.Match.Matches(p.Args) //workflowcheck:ignore
+		if !matches {
 			continue
 		}
 		t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID, Approved: true,

@@ -13,37 +13,73 @@ import (
 // stands for.
 var temporalCancel = agent.CancelRequest{RequestedBy: "temporal", Reason: "the workflow was cancelled"}
 
-// startCancel registers the cancel_turn signal. A request stops the model
-// call in flight; the turn then stops at its next safe point.
-func (t *turn) startCancel(ctx workflow.Context) {
-	ch := workflow.GetSignalChannelWithOptions(ctx, contract.SignalCancelTurn, workflow.SignalChannelOptions{
+// stopper is the turn's cancellation: the signal, the request taken, and
+// what stops the work in flight.
+type stopper struct {
+	// cancelCh receives cancel_turn; canceled is the cancellation asked
+	// for, if any; stopModel stops the model call in flight, stopTools the
+	// tool calls in flight.
+	cancelCh  workflow.ReceiveChannel
+	canceled  *agent.CancelRequest
+	stopModel workflow.CancelFunc
+	stopTools workflow.CancelFunc
+	timedOut  bool // the turn's timeout ended its run
+	// partial is what the model call a cancellation stopped had streamed:
+	// the turn's partial answer.
+	partial string
+}
+
+// start registers the cancel_turn signal. A request stops the model call
+// in flight; the turn then stops at its next safe point. A cancelled turn
+// does not continue as new, so nothing is carried.
+func (s *stopper) start(ctx workflow.Context, t *turn, _ *contract.TurnCarry) error {
+	s.cancelCh = workflow.GetSignalChannelWithOptions(ctx, contract.SignalCancelTurn, workflow.SignalChannelOptions{
 		Description: `cancel the turn: {"reason","requested_by"} (both optional)`,
 	})
 	workflow.Go(ctx, func(c workflow.Context) {
 		for {
 			// Raw JSON, so that a malformed signal is logged, not fatal.
 			var raw json.RawMessage
-			ch.Receive(c, &raw)
-			var req agent.CancelRequest
-			if len(raw) > 0 {
-				err := json.Unmarshal(raw, &req) //workflowcheck:ignore
-				if err != nil {
-					workflow.GetLogger(c).Warn("cancel_turn signal ignored: malformed", "error", err.Error())
-					continue
-				}
-			}
-			if err := req.Validate(); err != nil {
-				workflow.GetLogger(c).Warn("cancel_turn signal ignored", "error", err.Error())
-				continue
-			}
-			t.requestCancel(c, req)
+			s.cancelCh.Receive(c, &raw)
+			t.takeCancel(c, raw)
 		}
 	})
+	return nil
+}
+
+func (s *stopper) carry(*contract.TurnCarry) error { return nil }
+
+// drainCancels takes the cancellations received and not yet taken: a run
+// about to continue as new must not leave one behind.
+func (t *turn) drainCancels(ctx workflow.Context) {
+	for {
+		var raw json.RawMessage
+		if !t.cancelCh.ReceiveAsync(&raw) {
+			return
+		}
+		t.takeCancel(ctx, raw)
+	}
+}
+
+// takeCancel acts on one cancel_turn signal.
+func (t *turn) takeCancel(ctx workflow.Context, raw json.RawMessage) {
+	var req agent.CancelRequest
+	if len(raw) > 0 {
+		err := json.Unmarshal(raw, &req) //workflowcheck:ignore
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("cancel_turn signal ignored: malformed", "error", err.Error())
+			return
+		}
+	}
+	if err := req.Validate(); err != nil {
+		workflow.GetLogger(ctx).Warn("cancel_turn signal ignored", "error", err.Error())
+		return
+	}
+	t.requestCancel(ctx, req)
 }
 
 // requestCancel records the first cancellation and stops the model call,
-// the tool calls (runs since cancelToolsChange) and the child turns in
-// flight.
+// the tool calls and the child turns in flight.
 func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
 	if t.canceled != nil {
 		return

@@ -34,9 +34,8 @@ const (
 
 	// conversationStreamsChange: a Conversation keeps an event log — each
 	// message's message_start, its turn's events (the Conversation is the
-	// turn's notify workflow, and the turn forwards its own events:
-	// conversationTurnEventsChange), its answer on the text topic and its
-	// message_end — and answers Workflow Streams' poll update and offset
+	// turn's notify workflow, and the turn forwards its own events), its
+	// answer on the text topic and its message_end — and answers Workflow Streams' poll update and offset
 	// query over it; before it continues as new it refuses new polls,
 	// answers those waiting, and hands its last items on
 	// (agent.ConversationCarry.Stream), so that offsets and indices go on
@@ -52,19 +51,6 @@ const (
 	// testdata/conversation_memory.json (summaries between turns),
 	// testdata/conversation_agent_on_busy.json (the agent's on_busy).
 	conversationStreamsChange = "conversation-streams"
-
-	// conversationTurnEventsChange: a turn whose request asks it
-	// (ForwardEvents), with its notify workflow its parent — a
-	// Conversation's turn, since conversationStreamsChange — forwards that
-	// workflow its own tool and approval events, as a delegated turn does
-	// its parent (eventlog.Forwarder). The marker is the turn's first
-	// command. Runs before it forwarded to delegating turns only.
-	//
-	// Recorded: testdata/conversation_turn_events.json,
-	// testdata/turn_steered.json (a conversation's turn that took in a
-	// message while it ran), testdata/turn_stopped_at_boundary.json (one
-	// that a message stopped).
-	conversationTurnEventsChange = "conversation-turn-events"
 
 	// agentOnBusyChange: a Conversation whose input sets no on_busy reads
 	// its agent's (agent.Agent.OnBusy, by the AgentOnBusy local activity)

@@ -30,7 +30,7 @@ var retiredChanges = []string{
 	"approval-complete", "local-tools-outlast-database", "bounded-context", "delegate-to-agent",
 	"cancel-tools-in-flight", "notify-own-tenant", "workflow-streams", "event-vocabulary", "fallback-models",
 	"structured-output", "model-override", "job-envelope", "live-first-streaming", "ask-user", "tool-limits",
-	"approval-grants",
+	"approval-grants", "conversation-turn-events",
 }
 
 // gatedFiles are the files whose code may call workflow.GetVersion: the

@@ -148,15 +148,3 @@ func (c *conversation) handOn(ctx workflow.Context) (*agent.StreamState, error) 
 func (c *conversation) headroom() int {
 	return max(rollHeadroom, c.span*3/2)
 }
-
-// forwardsEvents reports whether a turn sends its notify workflow its own
-// tool and approval events as well as its token batches: a delegated turn
-// does (to its parent turn), and, since conversationTurnEventsChange, a
-// Conversation's turn that asks (ForwardEvents, with Notify its parent).
-func forwardsEvents(ctx workflow.Context, req agent.TurnRequest) bool {
-	if req.Parent != nil {
-		return true
-	}
-	return req.ForwardEvents && req.Notify != "" && req.Notify == parentWorkflowID(ctx) &&
-		workflow.GetVersion(ctx, conversationTurnEventsChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
-}

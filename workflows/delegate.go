@@ -25,6 +25,32 @@ import (
 // its refs. Cancelling the turn cancels the child; so does the turn's end,
 // whatever it is (PARENT_CLOSE_POLICY_REQUEST_CANCEL).
 
+// delegating is the turn's child turns: the signal their batches come
+// by, the children in the order they started, and what they used.
+type delegating struct {
+	children        workflow.ReceiveChannel
+	delegations     []*delegation
+	delegatedTokens int
+}
+
+// start registers the signal that brings the child turns' batches, and
+// takes back the tokens the turn's earlier runs delegated. Every child
+// has ended at a step boundary, where the turn continues as new.
+func (d *delegating) start(ctx workflow.Context, _ *turn, carried *contract.TurnCarry) error {
+	d.children = workflow.GetSignalChannelWithOptions(ctx, contract.SignalNotifyTokens, workflow.SignalChannelOptions{
+		Description: "token batches and tool events of the turn's child turns (delegate_to_agent calls)",
+	})
+	if carried != nil {
+		d.delegatedTokens = carried.DelegatedTokens
+	}
+	return nil
+}
+
+func (d *delegating) carry(c *contract.TurnCarry) error {
+	c.DelegatedTokens = d.delegatedTokens
+	return nil
+}
+
 // delegation is a child turn the turn started for one call.
 type delegation struct {
 	callID   string

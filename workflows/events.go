@@ -1,27 +1,50 @@
 package workflows
 
 import (
+	"fmt"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 )
 
 // The turn's event log is internal/eventlog's Log: the turn appends its
 // own events and takes its model calls' token batches into it (fenced
 // there), and its child turns' events; what follows is when it does so.
 
-// startEvents registers the event log's query and signal, its Workflow
-// Streams handlers (which serve polls in runs marked with
-// workflowStreamsChange), the status query, and the signals whose
-// payloads the turn logs: tool progress and its child turns' events.
-func (t *turn) startEvents(ctx workflow.Context) error {
-	if err := t.log.Register(ctx, t.req.TenantID); err != nil {
+// logging is the turn's event log and what feeds it besides the turn:
+// the progress of its running tool calls; and the forwarder of its own
+// events to its parent turn, when it is a child.
+type logging struct {
+	log      *eventlog.Log
+	progress workflow.ReceiveChannel
+	forward  *eventlog.Forwarder
+}
+
+// start makes the run's log — a new one, or the previous run's as it
+// handed it on (its tail; indices and offsets go on) — and registers the
+// events query and signal, the Workflow Streams handlers, the status
+// query and the tool progress signal.
+func (l *logging) start(ctx workflow.Context, t *turn, carried *contract.TurnCarry) error {
+	l.log = eventlog.New(t.workflowID)
+	if carried != nil {
+		var err error
+		if l.log, err = eventlog.Restore(t.workflowID, carried.Stream); err != nil {
+			return fmt.Errorf("restore the event log: %w", err)
+		}
+	}
+	// A child turn's own tool and approval events go to its parent's log.
+	parent := ""
+	if forwardsEvents(ctx, t.req) {
+		parent = t.req.Notify
+	}
+	l.forward = eventlog.NewForwarder(parent, t.workflowID)
+	if err := l.log.Register(ctx, t.req.TenantID); err != nil {
 		return err
 	}
-	if err := t.log.ServeStream(ctx, func(ctx workflow.Context) bool {
-		return true
-	}); err != nil {
+	if err := l.log.ServeStream(ctx, func(workflow.Context) bool { return true }); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryStatus, func() (agent.TurnStatus, error) {
@@ -29,12 +52,20 @@ func (t *turn) startEvents(ctx workflow.Context) error {
 	}, workflow.QueryHandlerOptions{Description: "where the turn is: status, agent, step, tool calls, tokens, approvals waiting"}); err != nil {
 		return err
 	}
-	t.progress = workflow.GetSignalChannelWithOptions(ctx, contract.SignalToolProgress, workflow.SignalChannelOptions{
+	l.progress = workflow.GetSignalChannelWithOptions(ctx, contract.SignalToolProgress, workflow.SignalChannelOptions{
 		Description: "what a running tool call is doing (sent by ExecuteTool)",
 	})
-	t.children = workflow.GetSignalChannelWithOptions(ctx, contract.SignalNotifyTokens, workflow.SignalChannelOptions{
-		Description: "token batches and tool events of the turn's child turns (delegate_to_agent calls)",
-	})
+	return nil
+}
+
+// carry hands on the log's tail (eventlog.CarryBytes of it) and its next
+// index: readers further behind read the earlier runs.
+func (l *logging) carry(c *contract.TurnCarry) error {
+	s, err := l.log.Carry(eventlog.CarryBytes)
+	if err != nil {
+		return fmt.Errorf("hand on the event log: %w", err)
+	}
+	c.Stream = s
 	return nil
 }
 
@@ -95,10 +126,8 @@ func (t *turn) drainProgress(ctx workflow.Context) {
 }
 
 // addProgress logs what a running call reported: its progress message as
-// tool_progress, then the custom events it emitted, in order, in runs
-// that log the vocabulary (vocabularyChange; the run's first model call
-// decided it before any tool ran). A custom event not of its shape is
-// dropped.
+// tool_progress, then the custom events it emitted, in order. A custom
+// event not of its shape is dropped.
 func (t *turn) addProgress(ctx workflow.Context, p agent.ToolProgress) {
 	if p.Message != "" || len(p.Custom) == 0 {
 		t.log.Append(agent.Event{Kind: agent.EventToolProgress, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool, Message: p.Message}})
@@ -132,4 +161,15 @@ func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contra
 	}
 	t.log.AcceptTail(ctx, reply.Tail, reply.TailLive)
 	return nil
+}
+
+// forwardsEvents reports whether a turn sends its notify workflow its own
+// tool and approval events as well as its token batches: a delegated turn
+// does (to its parent turn), and a Conversation's turn that asks
+// (ForwardEvents, with Notify its parent).
+func forwardsEvents(ctx workflow.Context, req agent.TurnRequest) bool {
+	if req.Parent != nil {
+		return true
+	}
+	return req.ForwardEvents && req.Notify != "" && req.Notify == parentWorkflowID(ctx)
 }

@@ -158,59 +158,65 @@ func (r *toolRound) ask(ctx workflow.Context, i int, spec agent.Tool) {
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingInput})
 	workflow.SetCurrentDetails(ctx, "waiting for an answer: "+contract.OneLine(q.Question, 200))
 
-	workflow.Go(r.callCtx, func(ctx workflow.Context) {
-		got, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-			Timeout:      q.Deadline.Sub(workflow.Now(ctx)),
-			TimerOptions: workflow.TimerOptions{Summary: "answer deadline"},
-		}, func() bool {
-			return slices.ContainsFunc(t.asks.inbox, func(a answerIn) bool { return a.CallID == c.ID }) || t.canceled != nil
-		})
-		t.asks.pending = slices.DeleteFunc(t.asks.pending, func(p agent.PendingQuestion) bool { return p.CallID == c.ID })
-		a, answered := t.takeAnswer(c.ID)
-		if !answered {
-			t.asks.answered = append(t.asks.answered, c.ID)
-		}
-		out := contract.AskedOutcome{Outcome: agent.QuestionAnswered, Answer: a.Text, Answerer: a.Answerer}
-		via := a.via
-		switch {
-		case answered:
-		case t.canceled != nil || (err != nil && !t.timedOut):
-			out, via = contract.AskedOutcome{Outcome: agent.ApprovalCanceled}, agent.ViaCancel
-		case err != nil:
-			// The turn ended (its timeout) while the question waited.
-			settle.SetError(err)
-			return
-		case !got:
-			out, via = contract.AskedOutcome{Outcome: agent.ApprovalTimedOut,
-				Message: fmt.Sprintf("no one answered within %s; go on without the answer, or say what you need to know", timeout)}, agent.ViaTimeout
-		}
-		// Recorded and logged even when the turn is ending.
-		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		rec := agent.ApprovalRecord{
-			TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments),
-			Outcome: out.Outcome, Approver: out.Answerer, Via: via, RequestedAt: q.AskedAt, DecidedAt: workflow.Now(dctx),
-		}
-		if answered {
-			rec.ApproverIssuer, rec.ApproverSubject = a.AnswererIssuer, a.AnswererSubject
-		}
-		if err := dbStep(dctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
-			workflow.GetLogger(dctx).Error("record answer", "call_id", c.ID, "error", err.Error())
-		}
-		t.recordApproval(dctx, c.Name, out.Outcome, rec.DecidedAt.Sub(q.AskedAt))
-		t.emit(dctx, agent.Event{Kind: agent.EventQuestionAnswered, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
-			Question: &agent.QuestionEvent{Outcome: out.Outcome, Answerer: out.Answerer, Via: via}})
-		if out.Outcome == agent.ApprovalCanceled {
-			// The call was cancelled with the turn, as a call in flight is.
-			settle.SetError(temporal.NewCanceledError())
-			return
-		}
-		if len(t.asks.pending) == 0 && len(t.appr.pending) == 0 {
-			t.emit(dctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
-		}
-		in := r.in[i]
-		in.Asked = &out
-		var res contract.ExecuteToolResult
-		err = dbStep(ctx, contract.ExecuteTool, t.deadline, in, &res)
-		settle.Set(res, err)
+	workflow.Go(r.callCtx, func(ctx workflow.Context) { r.awaitAnswer(ctx, i, q, timeout, settle) })
+}
+
+// awaitAnswer waits for the answer to question q, call i of the round,
+// until its deadline or the turn's cancellation, records and logs what
+// came of it, and settles the call with the stored result.
+func (r *toolRound) awaitAnswer(ctx workflow.Context, i int, q agent.PendingQuestion, timeout time.Duration, settle workflow.Settable) {
+	t, c := r.t, r.calls[i]
+	got, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+		Timeout:      q.Deadline.Sub(workflow.Now(ctx)),
+		TimerOptions: workflow.TimerOptions{Summary: "answer deadline"},
+	}, func() bool {
+		return slices.ContainsFunc(t.asks.inbox, func(a answerIn) bool { return a.CallID == c.ID }) || t.canceled != nil
 	})
+	t.asks.pending = slices.DeleteFunc(t.asks.pending, func(p agent.PendingQuestion) bool { return p.CallID == c.ID })
+	a, answered := t.takeAnswer(c.ID)
+	if !answered {
+		t.asks.answered = append(t.asks.answered, c.ID)
+	}
+	out := contract.AskedOutcome{Outcome: agent.QuestionAnswered, Answer: a.Text, Answerer: a.Answerer}
+	via := a.via
+	switch {
+	case answered:
+	case t.canceled != nil || (err != nil && !t.timedOut):
+		out, via = contract.AskedOutcome{Outcome: agent.ApprovalCanceled}, agent.ViaCancel
+	case err != nil:
+		// The turn ended (its timeout) while the question waited.
+		settle.SetError(err)
+		return
+	case !got:
+		out, via = contract.AskedOutcome{Outcome: agent.ApprovalTimedOut,
+			Message: fmt.Sprintf("no one answered within %s; go on without the answer, or say what you need to know", timeout)}, agent.ViaTimeout
+	}
+	// Recorded and logged even when the turn is ending.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	rec := agent.ApprovalRecord{
+		TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments),
+		Outcome: out.Outcome, Approver: out.Answerer, Via: via, RequestedAt: q.AskedAt, DecidedAt: workflow.Now(dctx),
+	}
+	if answered {
+		rec.ApproverIssuer, rec.ApproverSubject = a.AnswererIssuer, a.AnswererSubject
+	}
+	if err := dbStep(dctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
+		workflow.GetLogger(dctx).Error("record answer", "call_id", c.ID, "error", err.Error())
+	}
+	t.recordApproval(dctx, c.Name, out.Outcome, rec.DecidedAt.Sub(q.AskedAt))
+	t.emit(dctx, agent.Event{Kind: agent.EventQuestionAnswered, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
+		Question: &agent.QuestionEvent{Outcome: out.Outcome, Answerer: out.Answerer, Via: via}})
+	if out.Outcome == agent.ApprovalCanceled {
+		// The call was cancelled with the turn, as a call in flight is.
+		settle.SetError(temporal.NewCanceledError())
+		return
+	}
+	if len(t.asks.pending) == 0 && len(t.appr.pending) == 0 {
+		t.emit(dctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+	}
+	in := r.in[i]
+	in.Asked = &out
+	var res contract.ExecuteToolResult
+	err = dbStep(ctx, contract.ExecuteTool, t.deadline, in, &res)
+	settle.Set(res, err)
 }

@@ -16,12 +16,36 @@ import (
 // messages it took in (agent.TurnResult.Steered), so that its
 // Conversation answers any it did not as messages of their own.
 
-// startSteer registers the steer signal; messages are received at step
-// boundaries only.
-func (t *turn) startSteer(ctx workflow.Context) {
-	t.steer = workflow.GetSignalChannelWithOptions(ctx, contract.SignalSteer, workflow.SignalChannelOptions{
+// steering is the turn's steer signal and the messages it brought.
+type steering struct {
+	// steer receives messages added to the turn (contract.SignalSteer);
+	// inbox holds those received and not yet taken in; steers are those
+	// taken in that the next model call stores; steered their ids and
+	// prompted their prompts, in order.
+	steer    workflow.ReceiveChannel
+	inbox    []agent.SteerMessage
+	steers   []contract.SteerStep
+	steered  []string
+	prompted []string
+}
+
+// start registers the steer signal (messages are received at step
+// boundaries only) and takes back the messages the previous run had.
+func (s *steering) start(ctx workflow.Context, _ *turn, carried *contract.TurnCarry) error {
+	s.steer = workflow.GetSignalChannelWithOptions(ctx, contract.SignalSteer, workflow.SignalChannelOptions{
 		Description: `add a message to the running turn: {"id","prompt"}; the model reads it before its next call`,
 	})
+	if carried != nil {
+		s.inbox, s.steered, s.prompted = carried.Inbox, carried.Steered, carried.Prompted
+	}
+	return nil
+}
+
+// carry hands on the messages received and not yet taken in (the run
+// continues as new at a boundary, before takeSteers), and those taken in.
+func (s *steering) carry(c *contract.TurnCarry) error {
+	c.Inbox, c.Steered, c.Prompted = s.inbox, s.steered, s.prompted
+	return nil
 }
 
 // receiveSteers moves the messages that have arrived to the inbox and

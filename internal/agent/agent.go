@@ -285,6 +285,11 @@ type Limits struct {
 	// for a provider's limits (AGENTFLOW_MODEL_LIMITS): 1 first, 5 last;
 	// 0 = 3.
 	ModelPriority int `json:"model_priority,omitempty"`
+	// HistoryEvents is how many events a run of a turn's workflow holds
+	// before the turn continues as new, at its next step boundary: one
+	// turn, any number of steps, each run's history bounded. 0 =
+	// DefaultHistoryEvents; at least MinHistoryEvents.
+	HistoryEvents int `json:"history_events,omitempty"`
 }
 
 // Default limits, used where an agent leaves a field at zero.
@@ -292,6 +297,12 @@ const (
 	DefaultMaxIterations      = 8
 	DefaultTurnTimeoutSec     = 300
 	DefaultApprovalTimeoutSec = 3600
+	// A run of 5,000 events is about 700 steps of one tool call, and
+	// 2 MB: far inside Temporal's 51,200 events and 50 MB, and small
+	// enough that replaying a run (a worker taking a turn over, a query
+	// of a closed run) stays cheap.
+	DefaultHistoryEvents = 5000
+	MinHistoryEvents     = 100
 )
 
 // WithDefaults returns l with zero fields replaced by the defaults.
@@ -305,6 +316,10 @@ func (l Limits) WithDefaults() Limits {
 	if l.ApprovalTimeoutSec <= 0 {
 		l.ApprovalTimeoutSec = DefaultApprovalTimeoutSec
 	}
+	if l.HistoryEvents <= 0 {
+		l.HistoryEvents = DefaultHistoryEvents
+	}
+	l.HistoryEvents = max(l.HistoryEvents, MinHistoryEvents)
 	return l
 }
 

@@ -32,7 +32,8 @@ const TaskQueue = "agentflow"
 
 // Workflow types.
 const (
-	// AgentTurn runs one turn: input agent.TurnRequest, result
+	// AgentTurn runs one turn: input agent.TurnRequest (and, in a run
+	// after the first, the TurnCarry its previous run handed on), result
 	// agent.TurnResult. A turn that cannot complete fails with a
 	// non-retryable application error whose type is one of agent.ErrType*
 	// and whose details hold the TurnResult (status rejected or failed).

@@ -138,6 +138,7 @@ type limitsDoc struct {
 	MaxOutputTokens    count `yaml:"max_output_tokens"`
 	TurnsPerMinute     count `yaml:"turns_per_minute"`
 	ModelPriority      count `yaml:"model_priority"`
+	HistoryEvents      count `yaml:"history_events"`
 }
 
 type ruleDoc struct {
@@ -501,9 +502,13 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 			MaxOutputTokens:    lim.MaxOutputTokens.n,
 			TurnsPerMinute:     lim.TurnsPerMinute.n,
 			ModelPriority:      lim.ModelPriority.n,
+			HistoryEvents:      lim.HistoryEvents.n,
 		}
 		if p := lim.ModelPriority; p.n > 5 {
 			l.addf(p.pos, "%d is out of range: want 1 (first) to 5 (last), or 0 for the default, 3", p.n)
+		}
+		if h := lim.HistoryEvents; h.n > 0 && h.n < agent.MinHistoryEvents {
+			l.addf(h.pos, "%d is too few: a run holds at least %d events, or 0 for the default, %d", h.n, agent.MinHistoryEvents, agent.DefaultHistoryEvents)
 		}
 	}
 	listed := map[string]bool{}

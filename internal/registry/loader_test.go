@@ -69,7 +69,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown limit",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    limits: {max_iters: 3}\n",
-			want: []string{`t.yaml:5: agents[0].limits.max_iters: unknown field; known fields: max_iterations, turn_timeout_sec, token_budget, approval_timeout_sec, max_output_tokens, turns_per_minute, model_priority`},
+			want: []string{`t.yaml:5: agents[0].limits.max_iters: unknown field; known fields: max_iterations, turn_timeout_sec, token_budget, approval_timeout_sec, max_output_tokens, turns_per_minute, model_priority, history_events`},
 		},
 		{
 			name: "repeated key",
@@ -233,6 +233,11 @@ func TestParseProblems(t *testing.T) {
 				`t.yaml:6: agents[0].limits.max_iterations: -1 is negative: want 0 (the default) or more`,
 				`t.yaml:7: agents[0].limits.token_budget: -5 is negative: want 0 (the default) or more`,
 			},
+		},
+		{
+			name: "history too short to continue as new",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    limits: {history_events: 99}\n",
+			want: []string{`t.yaml:5: agents[0].limits.history_events: 99 is too few: a run holds at least 100 events, or 0 for the default, 5000`},
 		},
 		{
 			name: "model priority out of range",

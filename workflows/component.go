@@ -1,0 +1,133 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// The turn is a small core — check, route, load, the model and its tools
+// in a loop, save (turn.go, model.go, tools.go, result.go) — and
+// components, one per feature, each in its own file. A component owns its
+// state (the turn embeds it, so the core and the other components read it
+// by name), registers its signal, update and query handlers when a run
+// starts, and hands the turn's next run what it needs of its state when
+// the turn continues as new (contract.TurnCarry). Adding a feature is a
+// file with its component and a line in components.
+type component interface {
+	// start registers the component's handlers for this run and takes
+	// back what the previous run carried (nil on a turn's first run).
+	start(ctx workflow.Context, t *turn, carried *contract.TurnCarry) error
+	// carry writes what the next run needs of the component's state.
+	carry(c *contract.TurnCarry) error
+}
+
+// components are the turn's, in the order they start: the event log
+// first, as the others log to it.
+func (t *turn) components() []component {
+	return []component{
+		&t.logging,     // events.go: the event log, tool progress, forwarding to a parent
+		&t.stopper,     // cancel.go: cancel_turn, stopping what runs
+		&t.steering,    // steer.go: messages added to the running turn
+		&t.waits,       // approval.go, question.go: calls waiting for a person
+		&t.delegating,  // delegate.go: child turns
+		&t.modelPolicy, // model.go: override, fallback, repair
+		&t.toolLimits,  // toollimits.go: calls per turn and per tool
+	}
+}
+
+// Continuing as new. A turn's run hands the turn on at a step boundary —
+// after a tool round, before the next model call — when its history has
+// reached the agent's HistoryEvents, or half of Temporal's 50 MB, or the
+// server suggests it. Nothing runs or waits for a person there, so what
+// the next run needs is state: the core's (the pinned agent, the steps,
+// the usage, the tool records) and each component's. The next run does
+// not route or load again; its log goes on from the same index and
+// offset. A run makes at least one step, so a turn always moves on.
+
+// maxRunHistoryBytes bounds a run's history in bytes as HistoryEvents
+// bounds its events: a turn whose tools return large outputs (they
+// travel by reference, but their previews and arguments do not) hands on
+// before it nears Temporal's 50 MB.
+const maxRunHistoryBytes = 4 << 20
+
+// shouldContinue reports whether the run hands the turn on before its
+// next step.
+func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() ||
+		info.GetCurrentHistoryLength() >= limits.HistoryEvents ||
+		info.GetCurrentHistorySize() >= maxRunHistoryBytes
+}
+
+// handOn continues the turn as new: it takes what signals brought and no
+// one took yet, lets the handlers in flight finish (Workflow Streams
+// polls are released to poll the next run), and starts the next run with
+// the request and the carry. A cancellation that came meanwhile ends the
+// turn here instead.
+func (t *turn) handOn(ctx workflow.Context) (agent.TurnResult, error) {
+	t.drainCancels(ctx)
+	t.receiveSteers(ctx)
+	if t.canceled != nil {
+		t.continuing = false
+		return t.finish(ctx, "", t.cancelError())
+	}
+	t.log.DetachPollers()
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return agent.TurnResult{}, err
+	}
+	// What came while the handlers finished is taken too: nothing is
+	// left in a channel of a run that has ended.
+	t.log.TakeBatches(ctx)
+	t.drainProgress(ctx)
+	t.drainChildren(ctx)
+	t.receiveSteers(ctx)
+	c, err := t.carry()
+	if err != nil {
+		return agent.TurnResult{}, err
+	}
+	workflow.GetLogger(ctx).Info("turn continues as new", "run", c.Run, "step", t.seq,
+		"history_events", workflow.GetInfo(ctx).GetCurrentHistoryLength())
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("continuing as new after step %d", t.seq))
+	t.forward.Flush(ctx)
+	return agent.TurnResult{}, workflow.NewContinueAsNewError(ctx, contract.AgentTurn, t.req, c)
+}
+
+// carry is what the next run starts from: the core's state, then each
+// component's.
+func (t *turn) carry() (*contract.TurnCarry, error) {
+	reasoning := t.reasoning
+	if len(reasoning) > 1 {
+		// The result keeps the reasoning cut to its bound: so does the
+		// carry, as one entry.
+		reasoning = []string{agent.Clip(strings.Join(reasoning, "\n\n"), agent.MaxResultReasoningBytes)}
+	}
+	c := &contract.TurnCarry{
+		Run: t.runs + 1, Start: t.start, Deadline: t.deadline,
+		Agent: t.agent, Rule: t.rule, Iteration: t.iteration, Seq: t.seq, Usage: t.usage,
+		Calls: t.calls, Round: len(t.round), AfterTools: t.afterTools, Unstored: t.unstored,
+		Data: t.data, CacheHit: t.cacheHit, Reasoning: reasoning, Files: t.files,
+	}
+	for _, p := range t.components() {
+		if err := p.carry(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// resume takes the core's state back from what the previous run carried;
+// the components took theirs as they started.
+func (t *turn) resume(c contract.TurnCarry) {
+	t.runs, t.start, t.deadline = c.Run, c.Start, c.Deadline
+	t.agent, t.rule, t.iteration, t.seq, t.usage = c.Agent, c.Rule, c.Iteration, c.Seq, c.Usage
+	t.calls, t.afterTools, t.unstored = c.Calls, c.AfterTools, c.Unstored
+	if n := min(c.Round, len(c.Calls)); n > 0 {
+		t.round = t.calls[len(t.calls)-n:]
+	}
+	t.data, t.cacheHit, t.reasoning, t.files = c.Data, c.CacheHit, c.Reasoning, c.Files
+}

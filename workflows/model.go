@@ -1,0 +1,269 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// modelPolicy is which model the turn calls and what it does with an
+// answer: the agent's model or the one the request chose, the fallback
+// that took over after a failure (fallback), and the repair of an answer
+// that does not match the output schema.
+type modelPolicy struct {
+	// model is the model the turn called last (the result's llm_model);
+	// calling, once a fallback model has taken over, the model its next
+	// step calls (callingModel).
+	model   string
+	calling string
+	// output is the final answer as JSON, when the turn has an output
+	// schema and the answer matched it; repairs counts the calls made to
+	// repair an answer that did not (at most one), and repair is what the
+	// next model call is to repair.
+	output  json.RawMessage
+	repairs int
+	repair  string
+}
+
+func (p *modelPolicy) start(_ workflow.Context, _ *turn, carried *contract.TurnCarry) error {
+	if carried != nil {
+		p.model, p.calling, p.repairs = carried.Model, carried.Calling, carried.Repairs
+	}
+	return nil
+}
+
+// carry hands on the model and the fallback; a repair is asked for by
+// the answer that ends a turn's loop, never at a boundary.
+func (p *modelPolicy) carry(c *contract.TurnCarry) error {
+	c.Model, c.Calling, c.Repairs = p.model, p.calling, p.repairs
+	return nil
+}
+
+// answered acts on a reply without tool calls: the turn's answer, unless
+// a message came while the model answered (again: it answers again,
+// having read it) or the answer does not match the output schema (again:
+// one call repairs it; a repair that does not match either fails the
+// turn).
+func (t *turn) answered(ctx workflow.Context, step int, reply contract.CallModelResult, limits agent.Limits) (string, *agent.TurnError, bool) {
+	t.finishStep(ctx, step, reply)
+	if t.receiveSteers(ctx) && t.iteration < limits.MaxIterations+t.repairs {
+		// (With no iteration left, the turn ends and its conversation
+		// answers the message.)
+		return "", nil, true
+	}
+	if reply.OutputProblems == "" {
+		t.output = reply.OutputJSON
+		return reply.Content, nil, false
+	}
+	if t.repairs > 0 {
+		return "", agent.TurnErrorOf(agent.Errorf(agent.CodeInvalidOutput,
+			"the model's answer does not match the output schema, also after a repair: %s", agent.Clip(reply.OutputProblems, 1000))), false
+	}
+	workflow.GetLogger(ctx).Info("answer does not match the output schema; repairing it", "problems", reply.OutputProblems)
+	t.repairs, t.repair = 1, reply.OutputProblems
+	return "", nil, true
+}
+
+// callModel runs iteration i's CallModel as the turn's next step, taking
+// its token batches into the event log while it runs. A cancellation of
+// the turn stops the call. When the call fails for good with an error
+// the agent falls back on, the step calls the agent's next fallback
+// model (fallback), and so on down its list; the model that answered
+// takes the turn's later steps (callingModel), so that an outage costs
+// the turn its retries once, not at every step.
+func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (contract.CallModelResult, error) {
+	// A child turn's parent gets the call's tokens after its tool events.
+	t.forward.Flush(ctx)
+	model := t.callingModel()
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", model, i, limits.MaxIterations))
+	mctx, stop := workflow.WithCancel(ctx)
+	t.stopModel = stop
+	defer func() {
+		t.stopModel = nil
+		stop()
+	}()
+	repair := t.repair
+	if repair != "" {
+		// What was wrong with the answer is the step before the repair's
+		// (CallModelInput.Repair).
+		t.seq++
+		t.repair = ""
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s to repair an answer that does not match the output schema", model))
+	}
+	t.seq++
+	t.afterTools = false
+	t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
+	t.log.OpenStep(t.seq)
+	defer t.log.CloseStep()
+	in := contract.CallModelInput{
+		TenantID: t.req.TenantID, JobID: t.req.JobID,
+		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
+		SessionID: t.req.SessionID, History: t.req.History,
+		Seq: t.seq, ToolFailures: t.unstored,
+		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
+		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "",
+		OutputSchema: t.req.OutputSchema, Repair: repair, Steer: t.steers,
+		// A Workflow Streams subscriber polls the log, so it gets the
+		// batches as signals, as they stream.
+		LiveFirst: t.req.Notify == "" && !t.log.Polled(),
+	}
+	t.steers = nil
+	for {
+		if model != t.agent.Model {
+			in.Model = model
+		}
+		in.Live = t.log.HandOn(t.req.Streaming())
+		var reply contract.CallModelResult
+		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i)), &reply)
+		if err == nil {
+			return reply, nil
+		}
+		next := t.fallback(ctx, model, err)
+		if next == "" {
+			t.seal(ctx, in)
+			if t.canceled != nil {
+				// Stopped while it wrote: what it had written is the
+				// turn's partial answer.
+				t.partial = t.log.TextFrom(in.FirstIndex)
+			}
+			return reply, err
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s after %s failed (iteration %d of at most %d)", next, model, i, limits.MaxIterations))
+		// The fallback's attempts follow the failed call's: its first
+		// voids what they streamed (from the step's first index on).
+		model, in.AttemptBase = next, in.AttemptBase+modelAttempts
+		t.model, t.calling = next, next
+	}
+}
+
+// startModel starts a model call: a local activity when the agent asks
+// for it (agent.ModelLocal) and the call streams, if at all, live first,
+// else an activity. A call that streams into the log (a parent turn or a
+// process is notified, or a Workflow Streams subscriber polls the log)
+// stays an activity: the log takes its batches as they come, between
+// workflow tasks, which a local call would hold back until it is done.
+// The choice rests on what the history holds (the pinned agent version,
+// the request, a subscriber's polls), so a replay makes it again.
+func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string) workflow.Future {
+	opts := modelOptions(limits, summary)
+	if t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst) {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: opts.StartToCloseTimeout,
+			RetryPolicy:         opts.RetryPolicy,
+			Summary:             opts.Summary,
+		}), contract.CallModel, in)
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.CallModel, in)
+}
+
+// seal takes into the log what a live-first call that failed for good, or
+// was stopped, showed its followers (contract.SealStream): they have seen
+// it at the indices the turn would otherwise give its next events. The
+// text stays, as a signalled call's does; a fallback's call voids it
+// itself.
+func (t *turn) seal(ctx workflow.Context, in contract.CallModelInput) {
+	if !in.Stream || !in.LiveFirst {
+		return
+	}
+	// A stopped turn still seals: its context is canceled.
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	var b *agent.TokenBatch
+	err := dbStep(dctx, contract.SealStream, t.deadline, contract.SealStreamInput{
+		StreamID: t.workflowID, Step: in.Seq, From: t.log.Next(), VoidFrom: in.FirstIndex}, &b)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("sealing the stream failed", "step", in.Seq, "error", contract.ErrorOf(err).Message)
+		return
+	}
+	if b != nil {
+		t.log.AcceptTail(ctx, b, b.First+int64(len(b.Events))-1)
+	}
+}
+
+// callingModel is the model the turn's next step calls: the agent's own,
+// or the fallback model that last took over from it.
+func (t *turn) callingModel() string {
+	if t.calling != "" {
+		return t.calling
+	}
+	return t.agent.Model
+}
+
+// fallback is the model to call after a call of model failed for good
+// with err: the agent's next fallback model when the agent falls back on
+// err's type (agent.Agent.NextModel) and the turn goes on; "" when the
+// failure stands. Temporal's retries of the call have run by then: a
+// fallback takes over from a call whose retries are spent (or that was
+// refused outright), never from one attempt of it.
+func (t *turn) fallback(ctx workflow.Context, model string, err error) string {
+	if t.canceled != nil || ctx.Err() != nil {
+		return ""
+	}
+	e := contract.ErrorOf(err)
+	next := t.agent.NextModel(model, e.Code.Class().Type)
+	if next == "" {
+		return ""
+	}
+	workflow.GetLogger(ctx).Info("model call failed; falling back", "model", model, "fallback", next,
+		"type", e.Code.Class().Type, "error", e.Message)
+	return next
+}
+
+// modelFailure describes a failed model call for the result: errors that
+// name their cause keep it, and the rest are the model's failure.
+func modelFailure(err error) *agent.TurnError {
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return agent.TurnErrorOf(agent.Errorf(agent.CodeModelFailed, "model call timed out"))
+	}
+	e := contract.ErrorOf(err)
+	switch e.Code {
+	case agent.CodeCanceled:
+		// The turn's timeout cancels the call; run reports it.
+		e = agent.Errorf(agent.CodeTimeout, "turn was cancelled")
+	case agent.CodeModelRejected, agent.CodeContextLength, agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodeBudget, agent.CodeGuardrailTripped:
+	default:
+		e = &agent.Error{Code: agent.CodeModelFailed, Message: e.Message}
+	}
+	return agent.TurnErrorOf(e)
+}
+
+// finishStep logs step_finish for the step whose model call answered with
+// reply, in runs that log the vocabulary: the call's usage, and why the
+// model stopped. A reason the provider did not give, or one no client
+// could take, is told from the reply.
+func (t *turn) finishStep(ctx workflow.Context, step int, reply contract.CallModelResult) {
+	usage := reply.Usage
+	e := agent.Event{Kind: agent.EventStepFinish, Step: step, Usage: &usage, FinishReason: reply.FinishReason, Model: reply.Model}
+	if e.FinishReason == "" || e.Validate() != nil {
+		e.FinishReason = agent.FinishStop
+		if len(reply.ToolCalls) > 0 {
+			e.FinishReason = agent.FinishToolCalls
+		}
+	}
+	t.emit(ctx, e)
+}
+
+// overBudget is the turn's failure once it has used more tokens than its
+// budget (the agent's, or the lower one its request set).
+func (t *turn) overBudget(limits agent.Limits) *agent.TurnError {
+	b := t.req.Budget(limits)
+	if b <= 0 || t.usage.TotalTokens <= b {
+		return nil
+	}
+	whose := "the agent's budget"
+	if b != limits.TokenBudget {
+		whose = "the budget its request set"
+	}
+	msg := fmt.Sprintf("turn used %d tokens; %s is %d", t.usage.TotalTokens, whose, b)
+	if t.delegatedTokens > 0 {
+		msg = fmt.Sprintf("turn used %d tokens (%d of them by the agents it delegated to); %s is %d", t.usage.TotalTokens, t.delegatedTokens, whose, b)
+	}
+	return agent.TurnErrorOf(agent.Errorf(agent.CodeTokenBudget, "%s", msg))
+}

@@ -1,0 +1,72 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Activity options. Local activities are for the cheap steps (a few
+// database reads and writes); the model and tools are regular activities
+// because they may run long and must survive the worker, unless the agent
+// or the tool asks for local ones (agent.ModelLocal, agent.ToolLocal; a
+// model call's reply is stored as it ends, so a call run again by another
+// worker takes it). Each function returns a new value, so that no caller
+// shares a retry policy.
+
+func localOptions() workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{
+		StartToCloseTimeout: 15 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    200 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+			MaximumAttempts:    5,
+		},
+	}
+}
+
+// modelOptions are a CallModel's: a streaming call heartbeats with every
+// batch and at least every second, so a lost worker is noticed quickly.
+func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: limits.TurnTimeout(),
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    modelAttempts,
+		},
+		Summary: summary,
+	}
+}
+
+// modelAttempts is how many attempts a CallModel activity makes at most.
+const modelAttempts = 6
+
+func toolRetry() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    10 * time.Second,
+		MaximumAttempts:    3,
+	}
+}
+
+const (
+	toolTimeout = 2 * time.Minute
+	// toolHeartbeat is a tool call's heartbeat timeout: ExecuteTool
+	// heartbeats every second, so a lost worker is noticed within it, and
+	// the SDK sends heartbeats every 0.8 of it (not every 30 s, as without
+	// one): a cancellation reaches the call with the next one. Activity
+	// options are not part of what replay compares (an activity's id and
+	// type are), so runs recorded without it replay as they were.
+	toolHeartbeat = 10 * time.Second
+	// A local tool's call runs inside the workflow task; the bound keeps a
+	// misjudged tool from holding the task (the worker heartbeats it).
+	localToolTimeout = 10 * time.Second
+)

@@ -1,0 +1,227 @@
+package workflows
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// finish stores the result and returns it, or fails the workflow with it.
+func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnError) (agent.TurnResult, error) {
+	res := agent.TurnResult{
+		Version:     agent.ProtocolVersion,
+		JobID:       t.req.JobID,
+		Status:      agent.StatusCompleted,
+		Output:      output,
+		CompletedAt: workflow.Now(ctx),
+		Metadata: agent.ResultMetadata{
+			AgentID:         t.agent.ID,
+			AgentVersion:    t.agent.Version,
+			RouteRule:       t.rule,
+			ToolCalls:       t.calls,
+			TokensUsed:      t.usage.TotalTokens,
+			CacheHit:        t.cacheHit || t.usage.CachedTokens > 0,
+			CachedTokens:    t.usage.CachedTokens,
+			ExecutionTimeMS: workflow.Now(ctx).Sub(t.start).Milliseconds(),
+			LLMModel:        t.model,
+		},
+	}
+	if res.Metadata.ToolCalls == nil {
+		res.Metadata.ToolCalls = []agent.ToolCallRecord{}
+	}
+	res.Steered = t.steered
+	switch {
+	case failure != nil && failure.Type == agent.ErrTypeCanceled:
+		res.Status, res.Output, res.Error = agent.StatusCanceled, "", failure
+		if output != "" && (t.canceled == nil || !t.canceled.Discard) {
+			res.Output, res.Partial, res.ResultPreview = output, true, textPreview(output)
+		}
+	case failure != nil:
+		res.Status, res.Output, res.Error = agent.StatusFailed, "", failure
+	case t.data != nil:
+		res.DataRef = t.data.Ref
+		res.ResultPreview = dataPreview(*t.data)
+		res.OutputJSON = t.output
+	case t.output != nil:
+		res.OutputJSON = t.output
+		res.ResultPreview = jsonPreview(t.output)
+	default:
+		res.ResultPreview = textPreview(output)
+	}
+
+	workflow.SetCurrentDetails(ctx, "saving the result")
+	// The turn's own context may be cancelled by its timeout; saving must
+	// still happen, however long the database is away: the work is done.
+	sctx, _ := workflow.NewDisconnectedContext(ctx)
+	var saved agent.TurnResult
+	err := dbStep(sctx, contract.SaveResult, time.Time{}, contract.SaveResultInput{
+		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
+		Reasoning: agent.Clip(strings.Join(t.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.files,
+		Steered: t.prompted,
+	}, &saved)
+	if err != nil {
+		return agent.TurnResult{}, err
+	}
+	return t.finishStored(ctx, saved)
+}
+
+// finishStored ends the workflow with a stored result.
+func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.TurnResult, error) {
+	defer t.forward.Flush(ctx)
+	t.recordEnd(ctx, res.Status, res.Error)
+	if res.Status == agent.StatusCompleted {
+		workflow.SetCurrentDetails(ctx, "completed")
+		// A result stored with blocks is told block by block; one stored
+		// before blocks were kept (its history says so), by its text.
+		if len(res.Blocks) == 0 {
+			t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: textBlock(res.Output)})
+		}
+		for _, b := range res.Blocks {
+			t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: blockJSON(b)})
+		}
+		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
+		// Followers end with what the close carries (the value returned
+		// is not compared on replay: old runs replay as they were).
+		res.StreamTail = t.log.Tail(t.req.Streaming())
+		return res, nil
+	}
+	if res.Error == nil {
+		res.Error = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
+	}
+	if res.Status == agent.StatusCanceled {
+		workflow.SetCurrentDetails(ctx, "canceled: "+res.Error.Message)
+		// A partial answer is told as what the turn
+		// answered, marked so, before the end.
+		if res.Partial {
+			for _, b := range res.Blocks {
+				t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: blockJSON(b)})
+			}
+		}
+		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCanceled, Error: res.Error})
+		return agent.TurnResult{}, contract.TurnCanceled(res)
+	}
+	workflow.SetCurrentDetails(ctx, "failed: "+res.Error.Message)
+	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
+	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
+	return agent.TurnResult{}, contract.TurnFailure(res)
+}
+
+// reject fails a turn that could not start: nothing was stored.
+func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error) {
+	e := agent.TurnErrorOf(err)
+	workflow.GetLogger(ctx).Info("turn rejected", "type", e.Type, "error", e.Message)
+	workflow.SetCurrentDetails(ctx, "rejected: "+e.Message)
+	res := agent.TurnResult{
+		Version:     agent.ProtocolVersion,
+		JobID:       t.req.JobID,
+		Status:      agent.StatusRejected,
+		Error:       e,
+		CompletedAt: workflow.Now(ctx),
+	}
+	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
+	t.recordEnd(ctx, res.Status, res.Error)
+	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
+	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
+	t.forward.Flush(ctx)
+	return agent.TurnResult{}, contract.TurnFailure(res)
+}
+
+// blame names the tool call that caused a failure, when one did
+// (agent.TurnError.Tool, Step): the call of the latest tool round the
+// turn's timeout interrupted; the delegation of that round whose tokens
+// took the turn over its budget; the failing call of the last round when
+// the model was still calling tools at max_iterations. A failure in a
+// model call, or one a person caused (a cancellation), names none.
+func (t *turn) blame(failure *agent.TurnError) *agent.TurnError {
+	if failure == nil || !t.afterTools || failure.Tool != "" {
+		return failure
+	}
+	var rec *agent.ToolCallRecord
+	switch failure.Type {
+	case agent.ErrTypeTimeout:
+		rec = t.roundCall(func(r agent.ToolCallRecord) bool { return r.Status != agent.ToolOK })
+	case agent.ErrTypeTokenBudget:
+		rec = t.roundCall(func(r agent.ToolCallRecord) bool {
+			spec, ok := t.agent.Tool(r.Tool)
+			return ok && spec.Kind == agent.KindDelegate
+		})
+	case agent.ErrTypeMaxIterations:
+		for i := len(t.round) - 1; i >= 0 && rec == nil; i-- {
+			if t.round[i].Status != agent.ToolOK {
+				rec = &t.round[i]
+			}
+		}
+	}
+	if rec == nil {
+		return failure
+	}
+	out := *failure
+	out.Tool, out.Step = rec.Tool, rec.Step
+	return &out
+}
+
+// roundCall is the first call of the latest tool round that match
+// holds for, nil when none.
+func (t *turn) roundCall(match func(agent.ToolCallRecord) bool) *agent.ToolCallRecord {
+	for i := range t.round {
+		if match(t.round[i]) {
+			return &t.round[i]
+		}
+	}
+	return nil
+}
+
+// textPreview is the result_preview of a text answer.
+func textPreview(s string) json.RawMessage {
+	p := preview{Type: "text", Chars: len([]rune(s)), Text: contract.OneLine(s, 200)}
+	// Marshalling a struct of strings and ints is deterministic.
+	b, _ := json.Marshal(p) //workflowcheck:ignore
+	return b
+}
+
+// jsonPreview is the result_preview of an answer that matched the turn's
+// output schema: the JSON, in one line.
+func jsonPreview(out json.RawMessage) json.RawMessage {
+	p := preview{Type: "json", Chars: len([]rune(string(out))), Text: contract.OneLine(string(out), 200)}
+	// Marshalling a struct of strings and ints is deterministic.
+	b, _ := json.Marshal(p) //workflowcheck:ignore
+	return b
+}
+
+// dataPreview is the result_preview of an answer that rests on data.
+func dataPreview(p agent.DataPreview) json.RawMessage {
+	// Marshalling a struct of strings, ints and raw JSON is deterministic.
+	b, _ := json.Marshal(p) //workflowcheck:ignore
+	return b
+}
+
+// textBlock is the content block of a text answer.
+func textBlock(s string) json.RawMessage {
+	b := block{Type: "text", Text: s}
+	// Marshalling a struct of strings is deterministic.
+	out, _ := json.Marshal(b) //workflowcheck:ignore
+	return out
+}
+
+// blockJSON is a content event's block.
+func blockJSON(b agent.Block) json.RawMessage {
+	// Marshalling a struct of strings and raw JSON is deterministic.
+	out, _ := json.Marshal(b) //workflowcheck:ignore
+	return out
+}
+
+type block struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type preview struct {
+	Type  string `json:"type"`
+	Chars int    `json:"chars"`
+	Text  string `json:"text"`
+}

@@ -1,0 +1,51 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// toolLimits counts the calls the turn let through its agent's tool
+// limits (agent.Agent.ToolLimits), in all and by tool, over all its runs.
+type toolLimits struct {
+	toolCalls   int
+	toolsCalled map[string]int
+}
+
+func (l *toolLimits) start(_ workflow.Context, _ *turn, carried *contract.TurnCarry) error {
+	if carried != nil {
+		l.toolCalls, l.toolsCalled = carried.ToolCalls, carried.ToolsCalled
+	}
+	return nil
+}
+
+func (l *toolLimits) carry(c *contract.TurnCarry) error {
+	c.ToolCalls, c.ToolsCalled = l.toolCalls, l.toolsCalled
+	return nil
+}
+
+// overToolLimit says why call c is not run when it would take the turn
+// past its agent's tool limits, and counts it when it
+// is not; "" for a call within them.
+func (t *turn) overToolLimit(ctx workflow.Context, c agent.ToolCall) string {
+	lim := t.agent.ToolLimits()
+	if lim == nil {
+		return ""
+	}
+	if lim.PerTurn > 0 && t.toolCalls >= lim.PerTurn {
+		return fmt.Sprintf("the call was not run: this agent makes at most %d tool calls a turn, and has made them; answer with what you have", lim.PerTurn)
+	}
+	if n, ok := lim.PerTool[c.Name]; ok && t.toolsCalled[c.Name] >= n {
+		return fmt.Sprintf("the call was not run: %s may be called at most %d times a turn, and has been; answer with what you have", c.Name, n)
+	}
+	if t.toolsCalled == nil {
+		t.toolsCalled = map[string]int{}
+	}
+	t.toolCalls++
+	t.toolsCalled[c.Name]++
+	return ""
+}

@@ -1,0 +1,237 @@
+package workflows
+
+import (
+	"encoding/json"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// runTools runs one reply's tool calls in parallel, one activity (or
+// local activity, for local tools) each, and returns the calls that failed
+// for good (their results are stored by the next CallModel). Calls whose
+// tool's policy asks for approval wait for a decision first; a rejected or
+// timed-out call fails with a message the model reads as the tool's result.
+func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
+	t.data = nil
+	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
+		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)), limits: limits}
+	// A cancellation of the turn stops the round's calls in flight
+	// (requestCancel).
+	var stop workflow.CancelFunc
+	r.callCtx, stop = workflow.WithCancel(ctx)
+	t.stopTools = stop
+	defer func() {
+		t.stopTools = nil
+		stop()
+	}()
+	for _, c := range calls {
+		if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
+			r.delegations++
+		}
+	}
+	var names []string
+	var waiting []int
+	for i, c := range calls {
+		if msg := t.overToolLimit(ctx, c); msg != "" {
+			r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: agent.ToolError, Output: msg}
+			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
+			continue
+		}
+		if reasonFor(needs, c.ID) != "" {
+			waiting = append(waiting, i)
+			continue
+		}
+		names = append(names, c.Name)
+		r.start(ctx, i)
+	}
+	if len(names) > 0 {
+		workflow.SetCurrentDetails(ctx, "running tools: "+strings.Join(names, ", "))
+	}
+	decide := func(i int, outcome, message string) { r.decided(ctx, i, outcome, message) }
+	if len(waiting) > 0 {
+		waiting = t.decideByGrants(ctx, calls, waiting, needs, decide)
+	}
+	if len(waiting) > 0 {
+		t.awaitApprovals(ctx, calls, waiting, needs, limits, decide)
+	}
+	first := len(t.calls)
+	failures := r.collect(ctx)
+	t.seq += len(calls)
+	t.round, t.afterTools = t.calls[first:], true
+	return failures
+}
+
+// toolRound is one reply's tool calls: the future of each call started,
+// the tool_end of each call refused.
+type toolRound struct {
+	t       *turn
+	calls   []agent.ToolCall
+	futures []workflow.Future
+	refused []*agent.ToolEvent
+	// local holds the options of each local call, to run it again after a
+	// database outage; nil for calls that run as activities.
+	local []*workflow.LocalActivityOptions
+	in    []contract.ExecuteToolInput
+	// limits are the turn's; delegations counts the round's
+	// delegate_to_agent calls, which share the tokens the turn has left.
+	limits      agent.Limits
+	delegations int
+	// callCtx is the context the round's tool calls run in, which a
+	// cancellation of the turn cancels.
+	callCtx workflow.Context
+}
+
+// start logs call i's tool_start and schedules it. The agent was loaded
+// by a recorded local activity, so the choice of local or regular activity
+// replays the same. Agents stored before tools had an execution run every
+// tool as an activity, as they did then.
+func (r *toolRound) start(ctx workflow.Context, i int) {
+	t, c := r.t, r.calls[i]
+	start := &agent.ToolEvent{CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments)}
+	if spec, ok := t.agent.Tool(c.Name); ok {
+		start.Source, start.FromToolkit = spec.Entry(), spec.FromToolkit
+	}
+	t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: start})
+	in := contract.ExecuteToolInput{
+		TenantID: t.req.TenantID, JobID: t.req.JobID,
+		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
+		Seq: t.seq + 1 + i, Call: c, SessionID: t.req.SessionID,
+	}
+	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
+	r.in[i] = in
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
+		r.delegate(ctx, i, spec)
+		return
+	}
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindAskUser {
+		r.ask(ctx, i, spec)
+		return
+	}
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
+		opts := workflow.LocalActivityOptions{
+			StartToCloseTimeout: localToolTimeout,
+			RetryPolicy:         toolRetry(),
+			Summary:             summary,
+		}
+		r.local[i] = &opts
+		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.callCtx, opts), contract.ExecuteTool, in)
+		return
+	}
+	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
+		StartToCloseTimeout: toolTimeout,
+		HeartbeatTimeout:    toolHeartbeat,
+		RetryPolicy:         toolRetry(),
+		Summary:             summary,
+		// A call in flight when the turn ends is waited for: its outcome
+		// is what happened (a result, or its cancellation), whatever the
+		// turn decides next.
+		WaitForCancellation: true,
+	})
+	in.Live = t.log.HandOn(t.req.Streaming())
+	r.futures[i] = workflow.ExecuteActivity(actx, contract.ExecuteTool, in)
+}
+
+// decided acts on a person's decision on call i: run it, or log that it
+// will not run.
+func (r *toolRound) decided(ctx workflow.Context, i int, outcome, message string) {
+	if outcome == agent.ApprovalApproved && r.t.canceled == nil {
+		r.start(ctx, i)
+		return
+	}
+	if outcome == agent.ApprovalApproved {
+		outcome, message = agent.ToolCanceled, "the call was approved, but the turn was cancelled before it ran"
+	}
+	c := r.calls[i]
+	r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: outcome, Output: message}
+	r.t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
+}
+
+// collect waits for every call in the model's order, logs its tool_end and
+// records it, and returns the calls that failed.
+func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
+	t := r.t
+	var failures []contract.ToolFailure
+	for i, c := range r.calls {
+		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
+		fail := func(status, msg string) {
+			rec.Status = status
+			failures = append(failures, contract.ToolFailure{Seq: t.seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg})
+		}
+		switch f := r.futures[i]; {
+		case r.refused[i] != nil:
+			fail(r.refused[i].Status, r.refused[i].Output)
+		case f == nil && t.canceled != nil:
+			fail(agent.ToolCanceled, "the turn was cancelled before the call ran")
+		case f == nil:
+			// The turn ended (its timeout) while the call waited.
+			fail(agent.ToolError, "the turn ended before the call was decided")
+		default:
+			var res contract.ExecuteToolResult
+			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
+			t.awaitTool(ctx, f)
+			err := f.Get(ctx, &res)
+			if opts := r.local[i]; err != nil && opts != nil {
+				// A local call that could not reach the database runs
+				// again once it is back (a regular activity waits inside).
+				err = outlast(workflow.WithLocalActivityOptions(r.callCtx, *opts), contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
+			}
+			if err != nil {
+				status, msg := agent.ToolError, contract.ErrorOf(err).Message
+				if t.canceled != nil && contract.ErrorOf(err).Code == agent.CodeCanceled {
+					status, msg = agent.ToolCanceled, "the turn was cancelled while the call ran"
+				}
+				rec.Step = contract.StepOf(err)
+				fail(status, msg)
+				end.Status, end.Output = status, contract.OneLine(msg, 200)
+			} else {
+				rec.Status, rec.CacheHit, rec.Step = res.Status, res.CacheHit, res.Step
+				t.cacheHit = t.cacheHit || res.CacheHit
+				end.Status, end.Output, end.Data = res.Status, contract.OneLine(res.Preview, 200), res.Data
+				if res.Data != nil {
+					t.data = res.Data
+				}
+				for _, p := range res.Parts {
+					t.files = append(t.files, agent.Block{Type: p.Type, Ref: p.URL, MIMEType: p.MIMEType, Name: p.Name, CallID: c.ID})
+				}
+			}
+			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
+		}
+		t.calls = append(t.calls, rec)
+		t.recordTool(ctx, rec)
+	}
+	return failures
+}
+
+func reasonFor(needs []contract.ApprovalNeed, callID string) string {
+	for _, n := range needs {
+		if n.CallID == callID {
+			return n.Reason
+		}
+	}
+	return ""
+}
+
+// argsJSON keeps valid JSON arguments as they are and quotes the rest, so
+// the result's tool_calls stay valid JSON whatever the model wrote.
+func argsJSON(s string) json.RawMessage {
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	// Marshalling a string is deterministic; workflowcheck cannot tell.
+	b, _ := json.Marshal(s) //workflowcheck:ignore
+	return b
+}
+
+// notRun answers the tool calls of a reply stored at step seq that the
+// turn stopped before running.
+func notRun(seq int, calls []agent.ToolCall) []contract.ToolFailure {
+	out := make([]contract.ToolFailure, len(calls))
+	for i, c := range calls {
+		out[i] = contract.ToolFailure{Seq: seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: "the turn was stopped before the call ran"}
+	}
+	return out
+}
