@@ -34,6 +34,7 @@ func (l *logging) start(ctx workflow.Context, t *turn, carried *contract.TurnCar
 		if l.log, err = eventlog.Restore(t.workflowID, carried.Stream); err != nil {
 			return fmt.Errorf("restore the event log: %w", err)
 		}
+		l.log.Earlier(workflow.GetInfo(ctx).ContinuedExecutionRunID)
 	}
 	// A child turn's own tool and approval events go to its parent's log.
 	parent := ""

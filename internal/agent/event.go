@@ -371,6 +371,13 @@ type EventsPage struct {
 	Next int64 `json:"next"`
 	// Done is set when the log holds its terminal event.
 	Done bool `json:"done"`
+	// First is the index of the first event the workflow's run holds,
+	// when earlier events are in earlier runs (a turn that continued as
+	// new); EarlierRunID is the run before, which holds them (and names
+	// its own earlier run in turn). Both are empty for a log whose run
+	// holds it whole.
+	First        int64  `json:"first,omitempty"`
+	EarlierRunID string `json:"earlier_run_id,omitempty"`
 }
 
 // ValidateAfter checks an after_index against a log whose next index is

@@ -24,6 +24,9 @@ type Log struct {
 	// skipped is the number of events before events[0]: those of earlier
 	// runs that a Conversation did not carry (Restore); 0 for a turn.
 	skipped int64
+	// earlierRun is the run that holds the events before events[0], for
+	// a turn that continued as new (Earlier).
+	earlierRun string
 	// step is the CallModel whose batches are accepted (0: none); attempt
 	// is the highest attempt of it seen so far.
 	step    int
@@ -71,6 +74,11 @@ func (l *Log) Register(ctx workflow.Context, tenantID string) error {
 	})
 	return nil
 }
+
+// Earlier names the run that holds the log's events before those this
+// run was handed (Restore): a reader that asks for them is pointed there
+// (agent.EventsPage.EarlierRunID).
+func (l *Log) Earlier(runID string) { l.earlierRun = runID }
 
 // Next is the index the next event will have.
 func (l *Log) Next() int64 { return l.skipped + int64(len(l.events)) + 1 }
@@ -149,6 +157,9 @@ func (l *Log) Dropped() int { return l.dropped }
 // Page answers the events query.
 func (l *Log) Page(q agent.EventsQuery) agent.EventsPage {
 	p := agent.EventsPage{Next: l.Next(), Done: l.Done()}
+	if l.skipped > 0 && l.earlierRun != "" {
+		p.First, p.EarlierRunID = l.skipped+1, l.earlierRun
+	}
 	after := q.AfterIndex - l.skipped
 	if q.HeadOnly || after < 0 || after >= int64(len(l.events)) {
 		return p

@@ -313,7 +313,35 @@ func Transcript(ctx context.Context, c client.Client, workflowID string) (agent.
 
 // Events reads a page of a turn's event log.
 func Events(ctx context.Context, c client.Client, workflowID string, q agent.EventsQuery) (agent.EventsPage, error) {
-	resp, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryEvents, q)
+	page, err := eventsOfRun(ctx, c, workflowID, "", q)
+	if err != nil || q.HeadOnly {
+		return page, err
+	}
+	// A turn that continued as new holds its earlier events in its
+	// earlier runs: the first of them back that holds the event after
+	// q.AfterIndex answers, and the reader asks again from where it ends.
+	run := page
+	for run.First > q.AfterIndex+1 && run.EarlierRunID != "" {
+		if run, err = eventsOfRun(ctx, c, workflowID, run.EarlierRunID, q); err != nil {
+			return agent.EventsPage{}, err
+		}
+	}
+	if run.EarlierRunID == page.EarlierRunID && run.First == page.First {
+		return page, nil
+	}
+	var older []agent.Event
+	for _, e := range run.Events {
+		if e.Index < page.First {
+			older = append(older, e)
+		}
+	}
+	return agent.EventsPage{TenantID: page.TenantID, Events: older, Next: page.Next, First: page.First, EarlierRunID: page.EarlierRunID}, nil
+}
+
+// eventsOfRun queries one run of the workflow ("": the current run); a
+// closed run is answered by a worker replaying its history.
+func eventsOfRun(ctx context.Context, c client.Client, workflowID, runID string, q agent.EventsQuery) (agent.EventsPage, error) {
+	resp, err := c.QueryWorkflow(ctx, workflowID, runID, contract.QueryEvents, q)
 	if err != nil {
 		if ctx.Err() != nil {
 			return agent.EventsPage{}, ctx.Err()

@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/turnclient"
+)
+
+// countingScript has the model count with the calculator: after "count",
+// and after each result n below calls, it says so at some length
+// (stepText) and asks for n+1; at calls it answers.
+func countingScript(calls int) string {
+	var b strings.Builder
+	b.WriteString("rules:\n  - name: start\n    when: {user: 'count'}\n    reply: {tool_calls: [{name: calculator, arguments: '{\"expression\": \"0+1\"}'}]}\n")
+	for n := 1; n < calls; n++ {
+		fmt.Fprintf(&b, "  - name: c%d\n    when: {tool: '^%d$'}\n    reply: {text: '%s', tool_calls: [{name: calculator, arguments: '{\"expression\": \"%d+1\"}'}]}\n", n, n, stepText(n), n)
+	}
+	fmt.Fprintf(&b, "  - name: done\n    when: {tool: '^%d$'}\n    reply: {text: 'Counted to %d.'}\n", calls, calls)
+	return b.String()
+}
+
+// stepText is what the counting model says at step n: a hundred words,
+// so that a turn's log outgrows what a run hands on of it
+// (eventlog.CarryBytes) and the earlier runs hold its start.
+func stepText(n int) string {
+	return fmt.Sprintf("Step %d.", n) + strings.Repeat(" counting", 100)
+}
+
+// longTurnCatalog's agent makes up to 500 model calls a turn, and its
+// turns continue as new every 100 events (the least a run may hold).
+const longTurnCatalog = `
+tenant: demo
+default_agent: counter
+tools:
+  - name: calculator
+    kind: calculator
+agents:
+  - id: counter
+    model: openai:gpt-4o-mini
+    system_prompt: Count with the calculator.
+    tools: [calculator]
+    limits: {max_iterations: 500, turn_timeout_sec: 600, history_events: 100}
+`
+
+// runsOf returns the runs of a workflow, first to last, with each one's
+// history length, walking back from the current run by the run each
+// continued from.
+func (e *env) runsOf(ctx context.Context, workflowID string) (runs []string, events []int) {
+	e.t.Helper()
+	runID := ""
+	for {
+		iter := e.Client().GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		n, prev, id := 0, "", ""
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			require.NoError(e.t, err)
+			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				prev, id = a.GetContinuedExecutionRunId(), a.GetOriginalExecutionRunId()
+			}
+			n++
+		}
+		if runID == "" {
+			runID = id
+		}
+		runs, events = append([]string{runID}, runs...), append([]int{n}, events...)
+		if prev == "" {
+			return runs, events
+		}
+		runID = prev
+	}
+}
+
+// TestLongTurnContinuesAsNew: a turn of 40 tool calls whose agent's runs
+// hold 100 events continues as new run after run, and stays one turn: one
+// id, each call made once, one result listing them all, one event log
+// with no gap and no repeat — for a follower that follows it as it runs,
+// and for one that reads it from the start after it has ended, through
+// every earlier run.
+func TestLongTurnContinuesAsNew(t *testing.T) {
+	const calls = 40
+	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{longTurnCatalog}})
+	e := &env{Server: srv, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "long-" + testserver.RandomID(), Prompt: "count"}
+	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
+	require.NoError(t, err)
+	live := make(chan []agent.Event, 1)
+	go func() {
+		events, err := collect(ctx, e.Follower(), run.GetID(), 0)
+		require.NoError(t, err)
+		live <- events
+	}()
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, fmt.Sprintf("Counted to %d.", calls), res.Output)
+	require.Len(t, res.Metadata.ToolCalls, calls, "one result lists the calls of every run")
+	require.Len(t, srv.Model.Requests(), calls+1, "each model call made once")
+
+	runs, sizes := e.runsOf(ctx, run.GetID())
+	t.Logf("%d runs, of %v events", len(runs), sizes)
+	require.Greater(t, len(runs), 2, "a turn of %d steps whose runs hold 100 events continues as new: %v", calls, sizes)
+	for i, n := range sizes {
+		// A run hands on before the step that would take it past its
+		// bound: one step's events over it at most.
+		require.Less(t, n, 100+40, "run %d holds %d events", i, n)
+	}
+
+	whole := <-live
+	var text strings.Builder
+	for n := 1; n < calls; n++ {
+		text.WriteString(stepText(n))
+	}
+	text.WriteString(fmt.Sprintf("Counted to %d.", calls))
+	requireLog(t, whole, run.GetID(), text.String())
+	steps := 0
+	for _, ev := range whole {
+		if ev.Kind == agent.EventToolEnd {
+			steps++
+		}
+	}
+	require.Equal(t, calls, steps, "every tool call's end is in the log once")
+
+	// Read again after the end, from the start and from the middle: the
+	// earlier runs answer for their events.
+	again, err := collect(ctx, e.Follower(), run.GetID(), 0)
+	require.NoError(t, err)
+	require.Equal(t, whole, again)
+	// The events query (what the gRPC and HTTP doors' event pages read)
+	// answers from the start too: the last run points at the earlier.
+	for after := int64(0); after < int64(len(whole)); {
+		page, err := turnclient.Events(ctx, e.Client(), run.GetID(), agent.EventsQuery{AfterIndex: after})
+		require.NoError(t, err)
+		require.NotEmpty(t, page.Events, "a page after %d", after)
+		require.Equal(t, whole[after:after+int64(len(page.Events))], page.Events)
+		after += int64(len(page.Events))
+	}
+	mid := int64(len(whole) / 3)
+	rest, err := collect(ctx, e.Follower(), run.GetID(), mid)
+	require.NoError(t, err)
+	require.Equal(t, whole[mid:], rest)
+}
+
+// TestLongTurnSignalsReachTheCurrentRun: a cancellation sent to a turn
+// that has continued as new reaches the run that is current, by the
+// turn's id alone, and the turn ends canceled.
+func TestLongTurnSignalsReachTheCurrentRun(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Script: countingScript(400), Catalogs: []string{longTurnCatalog}})
+	e := &env{Server: srv, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "long-" + testserver.RandomID(), Prompt: "count"}
+	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		runs, _ := e.runsOf(ctx, run.GetID())
+		return len(runs) >= 3
+	}, 2*time.Minute, 200*time.Millisecond, "the turn continues as new")
+	require.NoError(t, turnclient.Cancel(ctx, e.Client(), run.GetID(), agent.CancelRequest{Reason: "enough", RequestedBy: "tester"}))
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCanceled, res.Status)
+	require.Less(t, len(srv.Model.Requests()), 400, "the cancellation stopped the turn")
+}
