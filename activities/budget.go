@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -19,38 +18,40 @@ const reservationGrace = 30 * time.Second
 
 // reserve holds the model call's worst case against the tenant's
 // budgets before it is sent (store.Reserve), or refuses it with
-// BudgetExceeded; held says a reservation was made. The worst case is the
-// prompt counted from msgs and the agent's tools (agent.PromptTokens)
-// plus the agent's max_output_tokens, costed at the model's price. An
-// agent of a tenant with a budget that sets no max_output_tokens gets
-// agent.DefaultReservedOutputTokens, in ag, which the call is then sent
-// with: the reservation bounds what the call may use only if the
-// provider is held to it.
-func (a *Activities) reserve(ctx context.Context, ag *agent.Agent, in contract.CallModelInput, billing store.Billing, msgs []agent.Message) (held bool, err error) {
-	periods := billing.Budgets.Periods()
+// BudgetExceeded. The worst case is the prompt counted from the messages
+// and the agent's tools (agent.PromptTokens) plus the agent's
+// max_output_tokens, costed at the model's price. An agent of a tenant
+// with a budget that sets no max_output_tokens gets
+// agent.DefaultReservedOutputTokens, which the call is then sent with:
+// the reservation bounds what the call may use only if the provider is
+// held to it.
+func (m *modelCall) reserve(ctx context.Context) error {
+	a, in := m.a, m.in
+	periods := m.billing.Budgets.Periods()
 	if len(periods) == 0 {
-		return false, nil
+		return nil
 	}
-	if ag.Limits.MaxOutputTokens <= 0 {
-		ag.Limits.MaxOutputTokens = agent.DefaultReservedOutputTokens
+	if m.ag.Limits.MaxOutputTokens <= 0 {
+		m.ag.Limits.MaxOutputTokens = agent.DefaultReservedOutputTokens
 	}
 	var price *agent.Price
-	if p, ok := agent.PriceOf(billing.Prices, ag.Model); ok {
+	if p, ok := agent.PriceOf(m.billing.Prices, m.ag.Model); ok {
 		price = &p
 	}
 	info := activity.GetInfo(ctx)
 	r := store.Reservation{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: stepAttempt(ctx, in),
-		Want: agent.Reserve(agent.PromptTokens(msgs, ag.Tools), ag.Limits.MaxOutputTokens, price),
+		Want: agent.Reserve(agent.PromptTokens(m.msgs, m.ag.Tools), m.ag.Limits.MaxOutputTokens, price),
 		TTL:  reservationTTL(info.Deadline, time.Now())}
-	err = a.db(ctx, "reserve budget", func() error { return a.store.Reserve(ctx, r, periods, time.Now()) })
+	err := a.db(ctx, "reserve budget", func() error { return a.store.Reserve(ctx, r, periods, time.Now()) })
 	if agent.IsCode(err, agent.CodeBudget) {
 		a.log(ctx).Info("model call refused: budget reached", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
 			zap.Int64("tokens_wanted", r.Want.Tokens), zap.Float64("cost_wanted", r.Want.Cost))
+		return err
 	}
-	if err != nil {
-		return false, err
-	}
-	return true, nil
+	// Whatever else went wrong, the reservation may have been made before
+	// it did: the clean-up releases it, which is harmless if it was not.
+	m.held = true
+	return err
 }
 
 // reservationTTL is how long a reservation made at now outlives an
@@ -67,16 +68,15 @@ func reservationTTL(deadline, now time.Time) time.Duration {
 	return left + reservationGrace
 }
 
-// release gives back the reservation of a call that failed with no reply
-// to store, so that the turn's retry, or another turn, may use it. Left
-// held, it would still go when the step's next attempt reserves or when it
+// release gives back the reservation of a call with no reply to store,
+// so that the turn's retry, or another turn, may use it. Left held, it
+// would still go when the step's next attempt reserves or when it
 // expires.
-func (a *Activities) release(ctx context.Context, in contract.CallModelInput) {
-	// The call may have failed because ctx was cancelled.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := a.store.ReleaseReservation(ctx, in.TenantID, in.JobID, in.Seq, stepAttempt(ctx, in)); err != nil {
-		a.log(ctx).Warn("budget reservation not released; it expires with the attempt", zap.String("tenant", in.TenantID),
+func (m *modelCall) release(ctx context.Context) {
+	in := m.in
+	if err := m.a.store.ReleaseReservation(ctx, in.TenantID, in.JobID, in.Seq, stepAttempt(ctx, in)); err != nil {
+		m.a.log(ctx).Warn("budget reservation not released; it expires with the attempt", zap.String("tenant", in.TenantID),
 			zap.String("job_id", in.JobID), zap.Int("step", in.Seq), zap.Error(err))
 	}
+	m.held = false
 }

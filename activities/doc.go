@@ -26,6 +26,19 @@
 //   - SaveResult inserts under (tenant_id, job_id) and returns the stored
 //     row: the first result wins, and every caller sees the same one.
 //
+// # A model call's stages
+//
+// CallModel runs as named stages over one value (modelCall): load, then
+// prompt, guardIn, reserve, admit, stream, guardOut, price and store. A
+// stage that acquires something (a budget reservation, the provider
+// governor's admission, a stream or a heartbeat) keeps it in that value,
+// and one deferred clean-up gives back whatever is still held, once,
+// whichever stage failed. A reply the model gave that could not be
+// stored was paid for: the clean-up counts it in the usage ledger, under
+// its attempt, before it releases the reservation. A new concern of a
+// model call is a stage, and a line of the clean-up if it holds
+// something.
+//
 // Activities return domain errors (internal/agent). Register classifies
 // them once, with contract.Failure: a code a retry cannot fix (bad input,
 // an unknown agent, a model that rejects the request) becomes a

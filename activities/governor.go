@@ -16,13 +16,14 @@ import (
 // admit waits until the provider governor lets the call be sent
 // (governor.Governor.Acquire), heartbeating with what it waits for, which
 // the pending activity shows (temporal workflow describe, the Web UI).
-// Its worst case is the prompt counted from msgs and the agent's
+// Its worst case is the prompt counted from the messages and the agent's
 // max_output_tokens. The wait ends with the attempt's context: its
-// start-to-close timeout, the turn's timeout, still applies. A nil permit
-// is an ungoverned call.
-func (a *Activities) admit(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*governor.Permit, error) {
+// start-to-close timeout, the turn's timeout, still applies. An
+// ungoverned call gets no permit.
+func (m *modelCall) admit(ctx context.Context) error {
+	a, in, ag := m.a, m.in, m.ag
 	if a.governor == nil {
-		return nil, nil
+		return nil
 	}
 	info := activity.GetInfo(ctx)
 	call := governor.Call{
@@ -30,17 +31,15 @@ func (a *Activities) admit(ctx context.Context, ag agent.Agent, in contract.Call
 		ID:       fmt.Sprintf("%s/%s/%d/%d", in.TenantID, in.JobID, in.Seq, stepAttempt(ctx, in)),
 		TenantID: in.TenantID,
 		Priority: ag.Limits.ModelPriority,
-		Input:    int64(agent.PromptTokens(msgs, ag.Tools)),
+		Input:    int64(agent.PromptTokens(m.msgs, ag.Tools)),
 		Output:   int64(max(ag.Limits.MaxOutputTokens, 0)),
 		Hold:     reservationTTL(info.Deadline, time.Now()),
 		Waiting:  func(w governor.Wait) { activity.RecordHeartbeat(ctx, w.String()) },
 	}
-	var permit *governor.Permit
-	err := a.db(ctx, "wait for the provider's limits", func() (err error) {
-		permit, err = a.governor.Acquire(ctx, call)
+	return a.db(ctx, "wait for the provider's limits", func() (err error) {
+		m.permit, err = a.governor.Acquire(ctx, call)
 		return err
 	})
-	return permit, err
 }
 
 // refused passes a provider's request to wait (the Retry-After or

@@ -7,12 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
+	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/store"
 )
 
 // stageCheck is one custom guard of an agent's chain (http, moderation or
@@ -132,4 +137,144 @@ func (a *Activities) askGuardTool(ctx context.Context, ag agent.Agent, in contra
 		return "", fmt.Errorf("the call failed (%s)", errorType(toolErr))
 	}
 	return out.Text, nil
+}
+
+// outputGuard compiles the agent's output guard and the custom guards
+// (http, moderation, tool) that read its answers, which run after the
+// output guard's rules, in the chain's order, and before its judge (nil:
+// it has none of them).
+func (a *Activities) outputGuard(ctx context.Context, ag agent.Agent, in contract.CallModelInput) (*guardpkg.Output, error) {
+	checks, err := a.stageChecks(ctx, ag, in, agent.GuardOutput)
+	if err != nil {
+		return nil, err
+	}
+	g := ag.OutputGuard()
+	if g == nil && len(checks) == 0 {
+		return nil, nil
+	}
+	if g == nil {
+		g = &agent.OutputGuard{}
+	}
+	o, err := guardpkg.NewOutput(*g)
+	if err != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "agent %q version %d: output guard: %v", ag.ID, ag.Version, err)
+	}
+	for _, c := range checks {
+		o.Extra = append(o.Extra, c.check)
+	}
+	if j := g.Judge; j != nil {
+		o.Extra = append(o.Extra, a.judgeOutput(ctx, ag, in, *j))
+	}
+	return o, nil
+}
+
+// judgeSystem is an output guard's judge model's system prompt.
+const judgeSystem = "You check an assistant's answer, as it is being written, against a policy. " +
+	"Reply ALLOW or BLOCK as the first word, then a short reason."
+
+// judgeOutput is the check of an output guard's judge: a model call per
+// window, counted in the usage ledger (job "<job>:judge:<step>", one
+// step per window). A judge that fails, or answers neither ALLOW nor
+// BLOCK, blocks: a guard that cannot tell does not let text through.
+func (a *Activities) judgeOutput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, j agent.GuardJudge) func(string) string {
+	model := cmp.Or(j.Model, ag.Model)
+	window := 0
+	return func(text string) string {
+		window++
+		resp, err := a.model.Generate(ctx, llm.Request{Model: model, MaxTokens: 64, Messages: []agent.Message{
+			{Role: agent.RoleSystem, Content: judgeSystem},
+			{Role: agent.RoleUser, Content: "Policy:\n" + j.Policy + "\n\nAnswer so far:\n" + text},
+		}})
+		if err != nil {
+			a.log(ctx).Warn("output judge failed", zap.String("model", model), zap.Error(err))
+			return fmt.Sprintf("judge %s failed, and blocks: %v", model, err)
+		}
+		call := store.ModelCall{TenantID: in.TenantID, JobID: fmt.Sprintf("%s:judge:%d", in.JobID, in.Seq), Step: window,
+			Attempt: int(activity.GetInfo(ctx).Attempt), AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: model, Usage: resp.Usage}
+		if err := a.store.PutUsage(ctx, call); err != nil {
+			a.log(ctx).Warn("output judge not counted", zap.Error(err))
+		}
+		verdict, reason, _ := strings.Cut(strings.TrimSpace(resp.Message.Content), " ")
+		switch strings.Trim(strings.ToUpper(verdict), ":.,!") {
+		case "ALLOW":
+			return ""
+		case "BLOCK":
+			return fmt.Sprintf("judge %s blocked it: %s", model, agent.Clip(strings.TrimLeft(reason, ":-— "), 200))
+		}
+		return fmt.Sprintf("judge %s answered neither ALLOW nor BLOCK, and blocks", model)
+	}
+}
+
+// moderation is the check of a moderation guard: the rule a text breaks
+// ("" for none).
+func (a *Activities) moderation(ctx context.Context, g agent.ModerationGuard) func(string) string {
+	model := g.ModelOrDefault()
+	return func(text string) string {
+		var res llm.Moderation
+		m, ok := a.model.(llm.Moderator)
+		var err error = agent.Errorf(agent.CodeInvalid, "this worker's model has no moderation endpoint")
+		if ok {
+			res, err = m.Moderate(ctx, model, text)
+		}
+		if err != nil {
+			a.log(ctx).Warn("moderation failed", zap.String("model", model), zap.String("fail", cmp.Or(g.Fail, agent.GuardFailClosed)), zap.Error(err))
+			if g.Fail == agent.GuardFailOpen {
+				return ""
+			}
+			return fmt.Sprintf("moderation by %s failed closed: %v", model, err)
+		}
+		if res.Flagged {
+			return fmt.Sprintf("moderation by %s flagged it: %s", model, strings.Join(res.Categories, ", "))
+		}
+		return ""
+	}
+}
+
+// tenantHTTP is the client that calls out under the tenant's egress
+// policy.
+func (a *Activities) tenantHTTP(ctx context.Context, tenantID string) (*http.Client, error) {
+	snap, err := a.routes.Routing(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("load tenant %q: %w", tenantID, err)
+	}
+	return snap.HTTP, nil
+}
+
+// guardInput asks the agent's custom guards that read input (http,
+// moderation, tool; in the chain's order) about what is new for this
+// model call — every text of the messages after the model last spoke —
+// before anything is sent; a refusal is CodeGuardrailTripped.
+func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) error {
+	checks, err := a.stageChecks(ctx, ag, in, agent.GuardInput)
+	if err != nil || len(checks) == 0 {
+		return err
+	}
+	start := 0
+	for i, m := range msgs {
+		if m.Role == agent.RoleAssistant || m.Role == agent.RoleSystem {
+			start = i + 1
+		}
+	}
+	var texts []string
+	for _, m := range msgs[start:] {
+		// Its text parts too: the model reads them as it reads the
+		// content.
+		if t := m.Text(); t != "" {
+			texts = append(texts, t)
+		}
+	}
+	text := strings.Join(texts, "\n\n")
+	// The guards may take seconds each: nothing else heartbeats yet.
+	stop := heartbeat(ctx, time.Second)
+	defer stop()
+	for _, c := range checks {
+		if rule := c.check(text); rule != "" {
+			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("guard", c.guard))
+			if !c.counted {
+				countGuard(ctx, in.TenantID, c.guard, "refused", 1)
+			}
+			return agent.Errorf(agent.CodeGuardrailTripped, "the input was refused before the model call: %s", rule)
+		}
+	}
+	return nil
 }

@@ -7,9 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -18,9 +15,9 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/governor"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
 )
@@ -33,133 +30,281 @@ import (
 // case is reserved against the tenant's budgets (reserve), or the call is
 // refused with BudgetExceeded; storing the reply settles the reservation
 // to the call's real usage.
+//
+// It runs as named stages over one modelCall, in order: load, then —
+// unless an earlier attempt stored the reply (replayStored) — prompt,
+// guardIn, reserve, admit, stream and guardOut (inside the call's span),
+// price and store. What the stages acquire (a budget reservation, the
+// provider governor's admission, the stream or a heartbeat) is given
+// back by one clean-up, once, whichever stage fails (modelCall.cleanUp).
 func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
-	in, err := a.localAttempt(ctx, in)
-	if err != nil {
+	m := &modelCall{a: a, in: in}
+	if err := m.load(ctx); err != nil {
 		return contract.CallModelResult{}, err
 	}
-	var ag agent.Agent
+	if len(m.steps) > m.in.Seq {
+		return m.replayStored(ctx)
+	}
+	defer m.cleanUp(ctx)
+	for _, stage := range []func(context.Context) error{
+		m.prompt, m.guardIn, m.reserve, m.admit, m.traced(m.stream, m.guardOut), m.price, m.store,
+	} {
+		if err := stage(ctx); err != nil {
+			return contract.CallModelResult{}, err
+		}
+	}
+	return m.result(ctx)
+}
+
+// modelCall is one attempt of CallModel as its stages fill it in: what
+// each stage found or acquired, for the stages after it and for the
+// clean-up.
+type modelCall struct {
+	a  *Activities
+	in contract.CallModelInput // numbered (localAttempt) by load
+
+	// load
+	ag     agent.Agent        // the pinned version, calling the model this call names
+	schema *structured.Schema // the answer's; nil for none
+	steps  []agent.Message    // the turn's, stored
+	// prompt
+	billing store.Billing   // the tenant's prices and budgets
+	msgs    []agent.Message // what the model reads
+	// reserve and admit, given back by cleanUp
+	held   bool             // a budget reservation may be held under the attempt's key
+	permit *governor.Permit // the governor's admission; nil: none, or ended (endAdmission)
+	// stream and guardOut
+	out       replyOut
+	resp      *llm.Response // the reply; nil until the model answered
+	tail      streamTail
+	tripped   string           // the output guard's rule the reply broke ("" for none)
+	trippedOn guardpkg.Channel // the channel it broke it on
+	// price and store
+	ledger store.ModelCall // the call's ledger row
+	stored bool            // the reply and its ledger row are stored: the reservation is settled
+}
+
+// load reads what every attempt needs: the agent version the turn
+// pinned, with the model this call names (a fallback's from here on: its
+// price, its span, its ledger row) and room for a thinking model's
+// answer; the output schema; and the turn's steps, what the turn hands
+// the call stored first (turnSoFar).
+func (m *modelCall) load(ctx context.Context) error {
+	a := m.a
+	in, err := a.localAttempt(ctx, m.in)
+	if err != nil {
+		return err
+	}
+	m.in = in
 	err = a.db(ctx, "load agent", func() (err error) {
-		ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
+		m.ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
 		return err
 	})
 	if err != nil {
-		return contract.CallModelResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
+		return fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
 	}
 	if in.Model != "" {
-		if !ag.Calls(in.Model) {
-			return contract.CallModelResult{}, agent.Errorf(agent.CodeInvalid,
-				"model %q is neither agent %q's model nor one of its fallback models", in.Model, ag.ID)
+		if !m.ag.Calls(in.Model) {
+			return agent.Errorf(agent.CodeInvalid, "model %q is neither agent %q's model nor one of its fallback models", in.Model, m.ag.ID)
 		}
-		// From here on the call is the fallback's: its price, its span,
-		// its ledger row.
-		ag.Model = in.Model
+		m.ag.Model = in.Model
 	}
 	// A thinking model spends its budget inside max_tokens: leave room
 	// for the answer (and reserve for it: reserve).
-	if b := ag.Thinking.Budget(); b > 0 && ag.Limits.MaxOutputTokens <= b {
-		ag.Limits.MaxOutputTokens = b + agent.DefaultReservedOutputTokens
+	if b := m.ag.Thinking.Budget(); b > 0 && m.ag.Limits.MaxOutputTokens <= b {
+		m.ag.Limits.MaxOutputTokens = b + agent.DefaultReservedOutputTokens
 	}
-	schema, err := structured.Compile(outputSchema(ag, in))
-	if err != nil {
-		return contract.CallModelResult{}, err
+	if m.schema, err = structured.Compile(outputSchema(m.ag, in)); err != nil {
+		return err
 	}
-	var steps []agent.Message
-	err = a.db(ctx, "load steps", func() (err error) {
-		steps, err = a.turnSoFar(ctx, in)
+	return a.db(ctx, "load steps", func() (err error) {
+		m.steps, err = a.turnSoFar(ctx, in)
 		return err
 	})
-	if err != nil {
-		return contract.CallModelResult{}, err
-	}
-	if len(steps) > in.Seq {
-		res, err := a.storedReply(ctx, ag, in, steps[in.Seq])
-		if err != nil {
-			return contract.CallModelResult{}, err
-		}
-		return checkOutput(res, schema), nil
-	}
-	// Prices and budgets come with the tenant's cached catalog snapshot,
-	// current within moments of a catalog change.
-	var billing store.Billing
-	err = a.db(ctx, "load prices and budgets", func() error {
+}
+
+// prompt reads the tenant's prices and budgets, which come with its
+// cached catalog snapshot (current within moments of a catalog change),
+// and composes what the model reads (messages).
+func (m *modelCall) prompt(ctx context.Context) error {
+	a, in := m.a, m.in
+	err := a.db(ctx, "load prices and budgets", func() error {
 		snap, err := a.routes.Routing(ctx, in.TenantID)
 		if err == nil {
-			billing = snap.Billing
+			m.billing = snap.Billing
 		}
 		return err
 	})
 	if err != nil {
-		return contract.CallModelResult{}, err
+		return err
 	}
-	var msgs []agent.Message
-	err = a.db(ctx, "load session", func() (err error) {
-		msgs, err = a.messages(ctx, ag, in, steps)
+	return a.db(ctx, "load session", func() (err error) {
+		m.msgs, err = a.messages(ctx, m.ag, in, m.steps)
 		return err
 	})
+}
+
+// guardIn asks the agent's input guards about what is new for this call
+// before anything is sent (guardInput).
+func (m *modelCall) guardIn(ctx context.Context) error {
+	return m.a.guardInput(ctx, m.ag, m.in, m.msgs)
+}
+
+// stream sends the request and takes the reply as the model sends it
+// (replyOut: through the output guard, to the turn's stream when the
+// call streams). The governor's admission ends as soon as the model has
+// answered or failed, with what the provider counted: the stages after
+// it take no provider capacity.
+func (m *modelCall) stream(ctx context.Context) error {
+	req := m.request()
+	if err := m.openReply(ctx); err != nil {
+		return err
+	}
+	if m.out.st != nil {
+		req.OnChunk = m.out.chunk
+	}
+	resp, err := m.a.model.Generate(ctx, req)
+	if err == nil {
+		m.resp = resp
+	}
+	m.endAdmission(ctx)
 	if err != nil {
-		return contract.CallModelResult{}, err
+		m.out.abort()
+		m.a.log(ctx).Warn("model call failed", zap.String("tenant", m.in.TenantID), zap.String("job_id", m.in.JobID),
+			zap.String("model", m.ag.Model), zap.Error(err))
+		err = modelError(err)
+		m.a.refused(ctx, m.ag.Model, err)
+		return err
 	}
-	if err := a.guardInput(ctx, ag, in, msgs); err != nil {
-		return contract.CallModelResult{}, err
+	return nil
+}
+
+// guardOut ends the reply: the output guard checks its end
+// (replyOut.end), and the stream is closed, its last batch kept for the
+// result when the turn asks (TailInResult). A reply that broke the guard
+// fails its call, so its tail cannot ride in its result: it is sent, as a
+// whole stream is. When the stream fails, the reply is not stored: the
+// retry calls the model again and voids what this attempt streamed.
+func (m *modelCall) guardOut(ctx context.Context) error {
+	var err error
+	if m.tripped, m.trippedOn, err = m.out.end(ctx, m.resp); err != nil {
+		return err
 	}
-	held, err := a.reserve(ctx, &ag, in, billing, msgs)
-	if err != nil {
-		return contract.CallModelResult{}, err
-	}
-	permit, err := a.admit(ctx, ag, in, msgs)
-	if err != nil {
-		if held {
-			a.release(ctx, in)
-		}
-		return contract.CallModelResult{}, err
-	}
-	resp, tail, err := a.tracedGenerate(ctx, ag, in, msgs)
-	if err != nil {
-		permit.Done(ctx, nil)
-		a.refused(ctx, ag.Model, err)
-		if held {
-			a.release(ctx, in)
-		}
-		return contract.CallModelResult{}, err
-	}
-	permit.Done(ctx, &resp.Usage)
-	reply := resp.Message
-	reply.Role = agent.RoleAssistant
-	reply.Usage, reply.Model = &resp.Usage, resp.Model
+	m.tail, err = m.out.close(m.in.TailInResult && m.tripped == "")
+	return err
+}
+
+// price is the call's ledger row: what the provider counted, under the
+// model that answered, at the tenant's price for it.
+func (m *modelCall) price(ctx context.Context) error {
+	m.ledger = m.ledgerRow(ctx)
+	return nil
+}
+
+// ledgerRow is the ledger's row of the call the model answered, under
+// the attempt's key (store.ModelCall).
+func (m *modelCall) ledgerRow(ctx context.Context) store.ModelCall {
+	in, resp := m.in, m.resp
 	call := store.ModelCall{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: stepAttempt(ctx, in),
-		AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: cmp.Or(resp.Model, ag.Model), Usage: resp.Usage,
-		Unbudgeted: len(billing.Budgets.Periods()) == 0 && !held}
-	if p, ok := agent.PriceOf(billing.Prices, call.Model); ok {
+		AgentID: m.ag.ID, AgentVersion: m.ag.Version, SessionID: in.SessionID, Model: cmp.Or(resp.Model, m.ag.Model), Usage: resp.Usage,
+		Unbudgeted: len(m.billing.Budgets.Periods()) == 0 && !m.held}
+	if p, ok := agent.PriceOf(m.billing.Prices, call.Model); ok {
 		cost := p.Cost(resp.Usage)
 		call.Cost = &cost
 	}
-	// The model has answered (and been paid): wait for the database
-	// rather than call it again. The ledger row goes with the reply, so
-	// that the call is counted once whichever attempt stores it.
-	if err := a.db(ctx, "store reply", func() error { return a.store.PutReply(ctx, call, reply) }); err != nil {
-		return contract.CallModelResult{}, fmt.Errorf("store reply: %w", err)
+	return call
+}
+
+// store stores the reply as step Seq with its ledger row, in the one
+// statement that settles the step's reservations (store.PutReply): the
+// call is counted once, whichever attempt stores it. The model has
+// answered (and been paid): it waits for the database rather than call
+// the model again.
+func (m *modelCall) store(ctx context.Context) error {
+	reply := m.resp.Message
+	reply.Role = agent.RoleAssistant
+	reply.Usage, reply.Model = &m.resp.Usage, m.resp.Model
+	if err := m.a.db(ctx, "store reply", func() error { return m.a.store.PutReply(ctx, m.ledger, reply) }); err != nil {
+		return fmt.Errorf("store reply: %w", err)
 	}
-	if tail.tripped != "" {
-		// The reply (what was released, then the refusal) is stored and
-		// counted; the turn ends here.
-		a.log(ctx).Info("output guard tripped", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
-			zap.String("channel", string(tail.trippedOn.Kind)), zap.String("rule", tail.tripped))
+	m.stored = true
+	return nil
+}
+
+// result is what the turn is told: the reply, checked against the output
+// schema, with the approvals its tool calls need; or, for a reply that
+// broke the output guard (stored and counted all the same: what was
+// released, then the refusal), GuardrailTripped, and the turn ends here.
+func (m *modelCall) result(ctx context.Context) (contract.CallModelResult, error) {
+	in, resp := m.in, m.resp
+	if m.tripped != "" {
+		m.a.log(ctx).Info("output guard tripped", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
+			zap.String("channel", string(m.trippedOn.Kind)), zap.String("rule", m.tripped))
 		countGuard(ctx, in.TenantID, "output", "tripped", 1)
 		return contract.CallModelResult{}, agent.Errorf(agent.CodeGuardrailTripped,
-			"the %s broke the output guard's rule %s: it was cut there, and the refusal sent in its place", tail.trippedOn, tail.tripped)
+			"the %s broke the output guard's rule %s: it was cut there, and the refusal sent in its place", m.trippedOn, m.tripped)
 	}
 	return checkOutput(contract.CallModelResult{
-		Content:      reply.Content,
+		Content:      resp.Message.Content,
 		Reasoning:    agent.Clip(resp.Reasoning, agent.MaxResultReasoningBytes),
-		ToolCalls:    reply.ToolCalls,
+		ToolCalls:    resp.Message.ToolCalls,
 		Usage:        resp.Usage,
 		Model:        resp.Model,
 		FinishReason: resp.FinishReason,
-		Approvals:    a.approvals(ctx, ag, in, reply.ToolCalls),
-		Tail:         tail.batch,
-		TailLive:     tail.live,
-	}, schema), nil
+		Approvals:    m.a.approvals(ctx, m.ag, in, resp.Message.ToolCalls),
+		Tail:         m.tail.batch,
+		TailLive:     m.tail.live,
+	}, m.schema), nil
+}
+
+// cleanUp gives back, once, what the stages acquired and did not hand
+// on, whichever stage failed, or none; CallModel defers it.
+//
+//   - The stream, or the heartbeat, still open is stopped (replyOut.abort).
+//   - The governor's admission ends (endAdmission).
+//   - A reply the model gave that was not stored — the stream or the
+//     database failed after it answered — was paid for all the same: it
+//     is counted in the ledger, under the attempt's key, so that the
+//     tenant's budgets and usage see it (a retry that calls the model
+//     again is counted under its own).
+//   - The budget reservation is released, unless the stored reply settled
+//     it. When the ledger could not count a paid reply, the reservation
+//     stands for it instead, until it expires with the attempt or the
+//     step's next attempt reserves.
+func (m *modelCall) cleanUp(ctx context.Context) {
+	m.out.abort()
+	m.endAdmission(ctx)
+	if m.stored {
+		return
+	}
+	// The stage may have failed because ctx was cancelled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if m.resp != nil {
+		if err := m.a.store.PutUsage(ctx, m.ledgerRow(ctx)); err != nil {
+			m.a.log(ctx).Warn("model reply not stored nor counted; its budget reservation stands for it until it expires",
+				zap.String("tenant", m.in.TenantID), zap.String("job_id", m.in.JobID), zap.Int("step", m.in.Seq), zap.Error(err))
+			return
+		}
+	}
+	if m.held {
+		m.release(ctx)
+	}
+}
+
+// endAdmission ends the governor's admission of the call, once: with the
+// provider's count when the model answered, else with the call's worst
+// case (governor.Permit.Done).
+func (m *modelCall) endAdmission(ctx context.Context) {
+	if m.permit == nil {
+		return
+	}
+	var usage *agent.Usage
+	if m.resp != nil {
+		usage = &m.resp.Usage
+	}
+	m.permit.Done(ctx, usage)
+	m.permit = nil
 }
 
 // outputSchema is the schema the call's answer must match: the turn's
@@ -225,22 +370,24 @@ func (a *Activities) storeToolFailures(ctx context.Context, tenantID, jobID stri
 	return nil
 }
 
-// storedReply is the reply an earlier attempt stored but did not report.
-func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contract.CallModelInput, m agent.Message) (contract.CallModelResult, error) {
-	if m.Role != agent.RoleAssistant {
+// replayStored returns the reply an earlier attempt stored but did not
+// report, without calling the model.
+func (m *modelCall) replayStored(ctx context.Context) (contract.CallModelResult, error) {
+	a, in, msg := m.a, m.in, m.steps[m.in.Seq]
+	if msg.Role != agent.RoleAssistant {
 		return contract.CallModelResult{}, agent.Errorf(agent.CodeInternal,
-			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, m.Role)
+			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, msg.Role)
 	}
-	res := contract.CallModelResult{Content: m.Content, ToolCalls: m.ToolCalls, Model: cmp.Or(m.Model, ag.Model), Stored: true,
-		FinishReason: storedFinish(m), Approvals: a.approvals(ctx, ag, in, m.ToolCalls),
-		Reasoning: agent.Clip(agent.ReasoningText(m.Reasoning), agent.MaxResultReasoningBytes)}
-	if m.Usage != nil {
-		res.Usage = *m.Usage
+	res := contract.CallModelResult{Content: msg.Content, ToolCalls: msg.ToolCalls, Model: cmp.Or(msg.Model, m.ag.Model), Stored: true,
+		FinishReason: storedFinish(msg), Approvals: a.approvals(ctx, m.ag, in, msg.ToolCalls),
+		Reasoning: agent.Clip(agent.ReasoningText(msg.Reasoning), agent.MaxResultReasoningBytes)}
+	if msg.Usage != nil {
+		res.Usage = *msg.Usage
 	}
 	if in.Stream && in.StreamID != "" && in.TailInResult {
 		// The attempt that stored the reply kept its last batch for its
 		// result, which the turn never got: stream the whole reply again.
-		tail, ok, err := eventlog.Restream(ctx, a.sinks(ctx, in.Notify), a.streamCall(ctx, in), m.Content, m.ToolCalls)
+		tail, ok, err := eventlog.Restream(ctx, a.sinks(ctx, in.Notify), a.streamCall(ctx, in), msg.Content, msg.ToolCalls)
 		if err != nil {
 			return contract.CallModelResult{}, err
 		}
@@ -251,7 +398,7 @@ func (a *Activities) storedReply(ctx context.Context, ag agent.Agent, in contrac
 			}
 		}
 	}
-	return res, nil
+	return checkOutput(res, m.schema), nil
 }
 
 // storedFinish is why the model stopped, for a reply read back from the
@@ -308,472 +455,49 @@ func stepAttempt(ctx context.Context, in contract.CallModelInput) int {
 	return in.AttemptBase + int(activity.GetInfo(ctx).Attempt)
 }
 
-// messages is what the model reads: first what every call of the agent
-// version sends alike — its system prompt, then its few-shot examples —,
-// then what varies: the note on the data the turn may use, the session's
-// recent messages when the turn loads history, and the turn. The stable
-// prefix first is what lets a provider serve it from its prompt cache.
-func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.CallModelInput, steps []agent.Message) ([]agent.Message, error) {
-	var msgs []agent.Message
-	if ag.SystemPrompt != "" {
-		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: ag.SystemPrompt})
-	}
-	for _, ex := range ag.Examples {
-		msgs = append(msgs, agent.Message{Role: agent.RoleUser, Content: ex.User}, agent.Message{Role: agent.RoleAssistant, Content: ex.Assistant})
-	}
-	note, err := a.dataNote(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	if note != "" {
-		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: note})
-	}
-	if in.History == agent.HistoryLoad && in.SessionID != "" {
-		mem, err := a.store.SessionMemory(ctx, in.TenantID, in.SessionID, a.sessionWindow)
-		if err != nil {
-			return nil, fmt.Errorf("load session %q: %w", in.SessionID, err)
-		}
-		if mem.Summary != "" {
-			msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: SummaryPreamble + mem.Summary})
-		}
-		for _, m := range recent(mem.Recent, ag.Memory.Window()) {
-			if m.Partial {
-				// The model is told the answer was cut short, not left to
-				// take it for the whole of what it meant to say.
-				m.Content += agent.InterruptedNote
-			}
-			msgs = append(msgs, m)
-		}
-	}
-	return append(msgs, steps...), nil
-}
-
-// SummaryPreamble introduces a session's summary to the model.
-const SummaryPreamble = "Summary of the conversation before the messages that follow:\n"
-
-// recent is the latest of a session's messages that fit in window tokens
-// (agent.EstimateTokens), oldest first, always starting with a user
-// message: an answer without its question would mislead the model.
-func recent(msgs []store.SessionMessage, window int) []agent.Message {
-	used, from := 0, len(msgs)
-	for from > 0 {
-		t := agent.EstimateTokens(msgs[from-1].Content)
-		if used+t > window {
-			break
-		}
-		used += t
-		from--
-	}
-	for from < len(msgs) && msgs[from].Role != agent.RoleUser {
-		from++
-	}
-	out := make([]agent.Message, 0, len(msgs)-from)
-	for _, m := range msgs[from:] {
-		out = append(out, m.Message)
-	}
-	return out
-}
-
-// sessionData is how many of a session's latest data results the model
-// is told about.
-const sessionData = 5
-
-// dataNote tells the model what data it can use by reference: the
-// results of earlier process steps the request names
-// (context.previous_results, each with its index, by which tools take it
-// too) and the data of the session's latest turns.
-func (a *Activities) dataNote(ctx context.Context, in contract.CallModelInput) (string, error) {
-	var lines []string
-	for i, p := range in.Context.PreviousResults {
-		res, err := a.store.ResultByRef(ctx, in.TenantID, p.ResultRef)
-		switch {
-		case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
-			lines = append(lines, fmt.Sprintf("- previous_results[%d]: %s (step %s): not found", i, p.ResultRef, p.NodeID))
-			continue
-		case err != nil:
-			return "", fmt.Errorf("load previous result %s: %w", p.ResultRef, err)
-		}
-		lines = append(lines, fmt.Sprintf("- previous_results[%d]: %s (step %s): %s", i, p.ResultRef, p.NodeID, describePreview(res.ResultPreview, res.Output)))
-	}
-	if in.SessionID != "" && in.History == agent.HistoryLoad {
-		data, err := a.store.SessionData(ctx, in.TenantID, in.SessionID, sessionData)
-		if err != nil {
-			return "", err
-		}
-		for _, d := range data {
-			lines = append(lines, fmt.Sprintf("- %s (from turn %s): %s", d.Ref, d.JobID, describePreview(d.Preview, "")))
-		}
-	}
-	if len(lines) == 0 {
-		return "", nil
-	}
-	return "Data you can use by reference (pass a ref as input_ref to a tool that reads data; a previous result also by its index, as previous_results[0]):\n" + strings.Join(lines, "\n"), nil
-}
-
-// describePreview says in one line what a result_preview describes.
-func describePreview(raw json.RawMessage, output string) string {
-	var p agent.DataPreview
-	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil {
-		return "text: " + agent.Clip(output, 200)
-	}
-	switch p.Type {
-	case agent.DataDataset:
-		var fields []string
-		for _, f := range p.Fields {
-			fields = append(fields, f.Name)
-		}
-		return fmt.Sprintf("dataset, %d rows; fields: %s", p.RowCount, strings.Join(fields, ", "))
-	case agent.DataDocument:
-		return fmt.Sprintf("JSON document, %d bytes", p.Bytes)
-	}
-	return "text: " + agent.Clip(output, 200)
-}
-
-// generate calls the model, streaming what it sends — text, reasoning,
-// tool-call arguments — to the turn when asked. With in.TailInResult the
-// last batch is returned instead of sent.
-func (a *Activities) generate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, streamTail, error) {
-	// The prompt's prefix — the tools in the version's order, then its
-	// system prompt — is the same for every call of the agent version;
-	// what varies (the note on data, the session, the turn) follows it.
-	// The key lets the provider keep that prefix cached between turns.
+// request is what the model is sent. The prompt's prefix — the tools in
+// the version's order, then its system prompt — is the same for every
+// call of the agent version; what varies (the note on data, the session,
+// the turn) follows it. The key lets the provider keep that prefix cached
+// between turns.
+func (m *modelCall) request() llm.Request {
+	ag := m.ag
 	req := llm.Request{
 		Model:       ag.Model,
-		Messages:    msgs,
+		Messages:    m.msgs,
 		Tools:       ag.Tools,
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
-		CacheKey:    agent.PromptCacheKey(in.TenantID, ag.ID, ag.Version),
+		CacheKey:    agent.PromptCacheKey(m.in.TenantID, ag.ID, ag.Version),
 
 		ReasoningBudget: ag.Thinking.Budget(),
 		ReasoningEffort: ag.Thinking.EffortLevel(),
-		// A message's images and files are sent by their bytes, read from
-		// the tenant's blobs: a ref of another tenant's is not found; one
-		// larger than a model is sent is refused before it is read.
-		Media: func(ctx context.Context, ref string) ([]byte, string, error) {
-			b, err := a.store.OpenTenantBlob(ctx, in.TenantID, ref)
-			if err != nil {
-				return nil, "", err
-			}
-			defer b.Close()
-			info := b.Info()
-			if info.Size > llm.MaxMediaBytes {
-				return nil, "", agent.Errorf(agent.CodeInvalid, "%s is %d bytes; a model is sent at most %d", ref, info.Size, llm.MaxMediaBytes)
-			}
-			data := make([]byte, info.Size)
-			if _, err := io.ReadFull(b, data); err != nil {
-				return nil, "", fmt.Errorf("read %s: %w", ref, err)
-			}
-			return data, info.ContentType, nil
-		},
+		Media:           m.media,
 	}
-	if schema := outputSchema(ag, in); schema != nil {
+	if schema := outputSchema(ag, m.in); schema != nil {
 		req.Output = &llm.OutputFormat{Name: ag.ID, Schema: schema}
 	}
-	guard, err := a.outputGuard(ctx, ag, in)
+	return req
+}
+
+// media reads the bytes of a message's image or file, which are sent by
+// their bytes, from the tenant's blobs: a ref of another tenant's is not
+// found; one larger than a model is sent is refused before it is read.
+func (m *modelCall) media(ctx context.Context, ref string) ([]byte, string, error) {
+	b, err := m.a.store.OpenTenantBlob(ctx, m.in.TenantID, ref)
 	if err != nil {
-		return nil, streamTail{}, err
+		return nil, "", err
 	}
-	var held *guardpkg.Reply
-	if guard != nil {
-		held = guard.Reply()
+	defer b.Close()
+	info := b.Info()
+	if info.Size > llm.MaxMediaBytes {
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s is %d bytes; a model is sent at most %d", ref, info.Size, llm.MaxMediaBytes)
 	}
-	var st *eventlog.Batcher
-	if in.Stream && in.StreamID != "" {
-		var err error
-		if st, err = eventlog.StartBatcher(ctx, a.sinks(ctx, in.Notify), a.streamCall(ctx, in), a.streamInterval, a.streamMaxBytes); err != nil {
-			return nil, streamTail{}, err
-		}
-		req.OnChunk = func(ctx context.Context, c llm.Chunk) error {
-			ch, text := channelOf(c)
-			if held == nil {
-				return emitReleased(ctx, st, []guardpkg.Release{{Channel: ch, Text: text}})
-			}
-			// Every channel goes out a window at a time, once the guard
-			// has read it; after a broken rule, nothing more does (the
-			// model finishes, so that its usage is counted).
-			out, _ := held.Add(ch, text)
-			return emitReleased(ctx, st, out)
-		}
-	} else {
-		// The batcher heartbeats a streamed call; an unstreamed one needs
-		// its own, or a long call is given up for lost while it still runs
-		// and is paid for again.
-		stop := heartbeat(ctx, time.Second)
-		defer stop()
+	data := make([]byte, info.Size)
+	if _, err := io.ReadFull(b, data); err != nil {
+		return nil, "", fmt.Errorf("read %s: %w", ref, err)
 	}
-	resp, err := a.model.Generate(ctx, req)
-	tripped := ""
-	if err == nil && held != nil {
-		// What is still held is checked at the reply's end, and so is
-		// what will be stored and run where it is not what was released;
-		// a broken rule replaces whatever was not released with the
-		// refusal.
-		var out []guardpkg.Release
-		out, tripped = held.End(finalChannels(resp))
-		if st != nil {
-			err = emitReleased(ctx, st, out)
-		}
-		if tripped != "" {
-			refusal := refuse(resp, held, guard.Refusal)
-			if st != nil && err == nil {
-				err = st.Add(ctx, refusal)
-			}
-		}
-	}
-	var tail streamTail
-	if st != nil {
-		var serr error
-		switch {
-		case err != nil:
-			st.Abort()
-		case in.TailInResult && tripped == "":
-			// (A tripped call fails, so its tail cannot ride in its
-			// result: it is sent, as a whole stream is.)
-			if b, ok, e := st.CloseTail(); e != nil {
-				serr = e
-			} else if ok {
-				tail = streamTail{batch: &b, live: st.Published()}
-			}
-		default:
-			serr = st.Close()
-		}
-		if serr != nil {
-			// The reply is not stored: the retry calls the model again and
-			// voids what this attempt streamed.
-			return nil, streamTail{}, serr
-		}
-	}
-	if err != nil {
-		a.log(ctx).Warn("model call failed", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
-			zap.String("model", ag.Model), zap.Error(err))
-		return nil, streamTail{}, modelError(err)
-	}
-	if held != nil {
-		tail.tripped, tail.trippedOn = held.Tripped()
-	}
-	return resp, tail, nil
-}
-
-// channelOf is the guard's channel of a streamed chunk, and its text.
-func channelOf(c llm.Chunk) (guardpkg.Channel, string) {
-	switch c.Kind {
-	case llm.ChunkReasoning:
-		return guardpkg.Channel{Kind: guardpkg.ChannelReasoning}, c.Text
-	case llm.ChunkToolCall:
-		return guardpkg.Channel{Kind: guardpkg.ChannelArgs, CallID: c.ToolCall.ID, Tool: c.ToolCall.Name}, c.ToolCall.Args
-	}
-	return guardpkg.Channel{Kind: guardpkg.ChannelText}, c.Text
-}
-
-// finalChannels is a reply as it is stored and run, by the guard's
-// channels, in the order a model streams them.
-func finalChannels(resp *llm.Response) []guardpkg.Release {
-	out := []guardpkg.Release{
-		{Channel: guardpkg.Channel{Kind: guardpkg.ChannelReasoning}, Text: resp.Reasoning},
-		{Channel: guardpkg.Channel{Kind: guardpkg.ChannelText}, Text: resp.Message.Content},
-	}
-	for _, c := range resp.Message.ToolCalls {
-		out = append(out, guardpkg.Release{Channel: guardpkg.Channel{Kind: guardpkg.ChannelArgs, CallID: c.ID, Tool: c.Name}, Text: c.Arguments})
-	}
-	return out
-}
-
-// emitReleased hands what the output guard released (or, without one,
-// what the model streamed) to the batcher, each piece as the event kind
-// its channel becomes.
-func emitReleased(ctx context.Context, st *eventlog.Batcher, out []guardpkg.Release) error {
-	for _, r := range out {
-		var err error
-		switch r.Kind {
-		case guardpkg.ChannelReasoning:
-			err = st.AddReasoning(ctx, r.Text)
-		case guardpkg.ChannelArgs:
-			err = st.AddToolArgs(ctx, r.CallID, r.Tool, r.Text)
-		default:
-			err = st.Add(ctx, r.Text)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// refuse makes a reply that broke the output guard what its clients saw:
-// what was released of its text and reasoning, then the refusal (which
-// it returns, as it is to be sent), and none of its tool calls, which are
-// not run.
-func refuse(resp *llm.Response, held *guardpkg.Reply, refusal string) string {
-	released := held.Released(guardpkg.Channel{Kind: guardpkg.ChannelText})
-	if released != "" && !strings.HasSuffix(released, " ") && !strings.HasSuffix(released, "\n") {
-		refusal = " " + refusal
-	}
-	resp.Message.Content = released + refusal
-	resp.Reasoning = held.Released(guardpkg.Channel{Kind: guardpkg.ChannelReasoning})
-	if len(resp.Message.Reasoning) > 0 {
-		// Cut, it is no longer what the provider signed: it is kept for
-		// people, unsigned, and so never sent back.
-		resp.Message.Reasoning = nil
-		if resp.Reasoning != "" {
-			resp.Message.Reasoning = []agent.Reasoning{{Text: resp.Reasoning}}
-		}
-	}
-	resp.Message.ToolCalls = nil
-	resp.FinishReason = agent.FinishContentFilter
-	return refusal
-}
-
-// outputGuard compiles the agent's output guard and the custom guards
-// (http, moderation, tool) that read its answers, which run after the
-// output guard's rules, in the chain's order, and before its judge (nil:
-// it has none of them).
-func (a *Activities) outputGuard(ctx context.Context, ag agent.Agent, in contract.CallModelInput) (*guardpkg.Output, error) {
-	checks, err := a.stageChecks(ctx, ag, in, agent.GuardOutput)
-	if err != nil {
-		return nil, err
-	}
-	g := ag.OutputGuard()
-	if g == nil && len(checks) == 0 {
-		return nil, nil
-	}
-	if g == nil {
-		g = &agent.OutputGuard{}
-	}
-	o, err := guardpkg.NewOutput(*g)
-	if err != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "agent %q version %d: output guard: %v", ag.ID, ag.Version, err)
-	}
-	for _, c := range checks {
-		o.Extra = append(o.Extra, c.check)
-	}
-	if j := g.Judge; j != nil {
-		o.Extra = append(o.Extra, a.judgeOutput(ctx, ag, in, *j))
-	}
-	return o, nil
-}
-
-// judgeSystem is an output guard's judge model's system prompt.
-const judgeSystem = "You check an assistant's answer, as it is being written, against a policy. " +
-	"Reply ALLOW or BLOCK as the first word, then a short reason."
-
-// judgeOutput is the check of an output guard's judge: a model call per
-// window, counted in the usage ledger (job "<job>:judge:<step>", one
-// step per window). A judge that fails, or answers neither ALLOW nor
-// BLOCK, blocks: a guard that cannot tell does not let text through.
-func (a *Activities) judgeOutput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, j agent.GuardJudge) func(string) string {
-	model := cmp.Or(j.Model, ag.Model)
-	window := 0
-	return func(text string) string {
-		window++
-		resp, err := a.model.Generate(ctx, llm.Request{Model: model, MaxTokens: 64, Messages: []agent.Message{
-			{Role: agent.RoleSystem, Content: judgeSystem},
-			{Role: agent.RoleUser, Content: "Policy:\n" + j.Policy + "\n\nAnswer so far:\n" + text},
-		}})
-		if err != nil {
-			a.log(ctx).Warn("output judge failed", zap.String("model", model), zap.Error(err))
-			return fmt.Sprintf("judge %s failed, and blocks: %v", model, err)
-		}
-		call := store.ModelCall{TenantID: in.TenantID, JobID: fmt.Sprintf("%s:judge:%d", in.JobID, in.Seq), Step: window,
-			Attempt: int(activity.GetInfo(ctx).Attempt), AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: model, Usage: resp.Usage}
-		if err := a.store.PutUsage(ctx, call); err != nil {
-			a.log(ctx).Warn("output judge not counted", zap.Error(err))
-		}
-		verdict, reason, _ := strings.Cut(strings.TrimSpace(resp.Message.Content), " ")
-		switch strings.Trim(strings.ToUpper(verdict), ":.,!") {
-		case "ALLOW":
-			return ""
-		case "BLOCK":
-			return fmt.Sprintf("judge %s blocked it: %s", model, agent.Clip(strings.TrimLeft(reason, ":-— "), 200))
-		}
-		return fmt.Sprintf("judge %s answered neither ALLOW nor BLOCK, and blocks", model)
-	}
-}
-
-// moderation is the check of a moderation guard: the rule a text breaks
-// ("" for none).
-func (a *Activities) moderation(ctx context.Context, g agent.ModerationGuard) func(string) string {
-	model := g.ModelOrDefault()
-	return func(text string) string {
-		var res llm.Moderation
-		m, ok := a.model.(llm.Moderator)
-		var err error = agent.Errorf(agent.CodeInvalid, "this worker's model has no moderation endpoint")
-		if ok {
-			res, err = m.Moderate(ctx, model, text)
-		}
-		if err != nil {
-			a.log(ctx).Warn("moderation failed", zap.String("model", model), zap.String("fail", cmp.Or(g.Fail, agent.GuardFailClosed)), zap.Error(err))
-			if g.Fail == agent.GuardFailOpen {
-				return ""
-			}
-			return fmt.Sprintf("moderation by %s failed closed: %v", model, err)
-		}
-		if res.Flagged {
-			return fmt.Sprintf("moderation by %s flagged it: %s", model, strings.Join(res.Categories, ", "))
-		}
-		return ""
-	}
-}
-
-// tenantHTTP is the client that calls out under the tenant's egress
-// policy.
-func (a *Activities) tenantHTTP(ctx context.Context, tenantID string) (*http.Client, error) {
-	snap, err := a.routes.Routing(ctx, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("load tenant %q: %w", tenantID, err)
-	}
-	return snap.HTTP, nil
-}
-
-// guardInput asks the agent's custom guards that read input (http,
-// moderation, tool; in the chain's order) about what is new for this
-// model call — every text of the messages after the model last spoke —
-// before anything is sent; a refusal is CodeGuardrailTripped.
-func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) error {
-	checks, err := a.stageChecks(ctx, ag, in, agent.GuardInput)
-	if err != nil || len(checks) == 0 {
-		return err
-	}
-	start := 0
-	for i, m := range msgs {
-		if m.Role == agent.RoleAssistant || m.Role == agent.RoleSystem {
-			start = i + 1
-		}
-	}
-	var texts []string
-	for _, m := range msgs[start:] {
-		// Its text parts too: the model reads them as it reads the
-		// content.
-		if t := m.Text(); t != "" {
-			texts = append(texts, t)
-		}
-	}
-	text := strings.Join(texts, "\n\n")
-	// The guards may take seconds each: nothing else heartbeats yet.
-	stop := heartbeat(ctx, time.Second)
-	defer stop()
-	for _, c := range checks {
-		if rule := c.check(text); rule != "" {
-			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("guard", c.guard))
-			if !c.counted {
-				countGuard(ctx, in.TenantID, c.guard, "refused", 1)
-			}
-			return agent.Errorf(agent.CodeGuardrailTripped, "the input was refused before the model call: %s", rule)
-		}
-	}
-	return nil
-}
-
-// streamTail is a streamed reply's last batch, when the turn asks for it in
-// the result (contract.CallModelResult.Tail), and the index of the last of
-// its events that a live-first call has published (0: none).
-type streamTail struct {
-	batch *agent.TokenBatch
-	live  int64
-	// tripped is the output guard's rule the reply broke ("" for none),
-	// trippedOn the channel it broke it on.
-	tripped   string
-	trippedOn guardpkg.Channel
+	return data, info.ContentType, nil
 }
 
 // heartbeat records a heartbeat every interval until stop is called.
@@ -819,66 +543,4 @@ func modelError(err error) error {
 		return agent.WithCode(agent.CodeModelRejected, err)
 	}
 	return fmt.Errorf("model call: %w", err)
-}
-
-// approvals applies the agent's tools' approval policies to the calls,
-// as the tool registry says each call's policy is (tools.Registry.Approval),
-// and names the grant that decides each call whose policy asks for a
-// person, if one does (grantsFor). A call of a tool the agent does not
-// have needs none: it fails anyway.
-func (a *Activities) approvals(ctx context.Context, ag agent.Agent, in contract.CallModelInput, calls []agent.ToolCall) []contract.ApprovalNeed {
-	var out []contract.ApprovalNeed
-	for _, c := range calls {
-		t, ok := ag.Tool(c.Name)
-		if !ok {
-			continue
-		}
-		if need, why := a.needsApproval(t, json.RawMessage(c.Arguments), in); need {
-			out = append(out, contract.ApprovalNeed{CallID: c.ID, Reason: why})
-		}
-	}
-	if len(out) > 0 {
-		a.grantsFor(ctx, ag, in, calls, out)
-	}
-	return out
-}
-
-// grantsFor sets on each need the oldest active grant that covers its
-// call (agent.Grant.Covers): an approval remembered for the turn or the
-// session, which the turn takes as the call's decision. Grants that
-// cannot be read decide nothing: the calls wait for a person.
-func (a *Activities) grantsFor(ctx context.Context, ag agent.Agent, in contract.CallModelInput, calls []agent.ToolCall, needs []contract.ApprovalNeed) {
-	byID := make(map[string]agent.ToolCall, len(calls))
-	var tools []string
-	for _, c := range calls {
-		byID[c.ID] = c
-		if !slices.Contains(tools, c.Name) {
-			tools = append(tools, c.Name)
-		}
-	}
-	now := time.Now()
-	grants, err := a.store.ActiveGrants(ctx, store.GrantQuery{TenantID: in.TenantID, AgentID: ag.ID, SessionID: in.SessionID,
-		JobID: in.JobID, Tools: tools}, now)
-	if err != nil {
-		a.log(ctx).Warn("grants not read; the calls wait for a person", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.Error(err))
-		return
-	}
-	for i, n := range needs {
-		c := byID[n.CallID]
-		call := agent.GrantedCall{TenantID: in.TenantID, SessionID: in.SessionID, JobID: in.JobID, AgentID: ag.ID, Tool: c.Name,
-			Args: json.RawMessage(c.Arguments)}
-		for _, g := range grants {
-			if g.Covers(call, now) {
-				needs[i].Grant = &g
-				break
-			}
-		}
-	}
-}
-
-// needsApproval applies a tool's approval policy, as the tool registry
-// says it is (tools.Registry.Approval), to a call of it with args.
-func (a *Activities) needsApproval(t agent.Tool, args json.RawMessage, in contract.CallModelInput) (bool, string) {
-	p, view := a.tools.Approval(t, args)
-	return a.policy.NeedsApproval(p, policy.Call{Tool: t.Name, Args: string(view), TenantID: in.TenantID, Caller: in.Caller, Context: in.Context})
 }

@@ -68,31 +68,43 @@ func tracer(ctx context.Context) trace.Tracer {
 // span, when one is recording.
 func (a *Activities) log(ctx context.Context) *zap.Logger { return telemetry.Logger(ctx, a.logger) }
 
-// tracedGenerate is generate inside a "chat <model>" span.
-func (a *Activities) tracedGenerate(ctx context.Context, ag agent.Agent, in contract.CallModelInput, msgs []agent.Message) (*llm.Response, streamTail, error) {
-	provider, model, _ := strings.Cut(ag.Model, ":")
-	ctx, span := tracer(ctx).Start(ctx, opChat+" "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String(attrOperation, opChat),
-		attribute.String(attrSystem, provider),
-		attribute.String(attrProvider, provider),
-		attribute.String(attrRequestModel, model),
-		attribute.String(attrTenant, in.TenantID),
-		attribute.String(attrAgentID, in.AgentID),
-		attribute.Int(attrAgentVersion, in.AgentVersion),
-		attribute.String(attrJob, in.JobID),
-	))
-	defer span.End()
-	if in.SessionID != "" {
-		span.SetAttributes(attribute.String(attrSession, in.SessionID))
+// traced runs stages inside the call's "chat <model>" span: the model
+// call, and what the span records of its reply, are the reply as it is
+// stored, past the output guard.
+func (m *modelCall) traced(stages ...func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		in := m.in
+		provider, model, _ := strings.Cut(m.ag.Model, ":")
+		ctx, span := tracer(ctx).Start(ctx, opChat+" "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String(attrOperation, opChat),
+			attribute.String(attrSystem, provider),
+			attribute.String(attrProvider, provider),
+			attribute.String(attrRequestModel, model),
+			attribute.String(attrTenant, in.TenantID),
+			attribute.String(attrAgentID, in.AgentID),
+			attribute.Int(attrAgentVersion, in.AgentVersion),
+			attribute.String(attrJob, in.JobID),
+		))
+		defer span.End()
+		if in.SessionID != "" {
+			span.SetAttributes(attribute.String(attrSession, in.SessionID))
+		}
+		if m.a.traceContent && span.IsRecording() {
+			span.SetAttributes(attribute.String(attrInputMessages, contentJSON(m.msgs)))
+		}
+		for _, stage := range stages {
+			if err := stage(ctx); err != nil {
+				failSpan(span, err)
+				return err
+			}
+		}
+		m.a.traceReply(span, m.resp)
+		return nil
 	}
-	if a.traceContent && span.IsRecording() {
-		span.SetAttributes(attribute.String(attrInputMessages, contentJSON(msgs)))
-	}
-	resp, tail, err := a.generate(ctx, ag, in, msgs)
-	if err != nil {
-		failSpan(span, err)
-		return resp, tail, err
-	}
+}
+
+// traceReply records a model's reply on its call's span.
+func (a *Activities) traceReply(span trace.Span, resp *llm.Response) {
 	_, respModel, ok := strings.Cut(resp.Model, ":")
 	if !ok {
 		respModel = resp.Model
@@ -114,7 +126,6 @@ func (a *Activities) tracedGenerate(ctx context.Context, ag agent.Agent, in cont
 	if a.traceContent && span.IsRecording() {
 		span.SetAttributes(attribute.String(attrOutputMessages, contentJSON([]agent.Message{resp.Message})))
 	}
-	return resp, tail, nil
 }
 
 // startToolSpan starts the "execute_tool <tool>" span of a call; end it

@@ -1,15 +1,22 @@
 package activities
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/scripted"
 )
 
@@ -169,4 +176,138 @@ func TestCallModelReservesBudget(t *testing.T) {
 	require.True(t, errors.As(err, &app), "%v", err)
 	require.Equal(t, agent.ErrTypeModelRejected, app.Type())
 	require.Zero(t, reserved(), "released when the call failed")
+}
+
+// TestCallModelCleanUp: whichever stage after reserve fails — the
+// governor does not admit the call before its attempt ends, the model
+// refuses it, or its reply cannot be stored — the call's budget
+// reservation is given back and its governor slot freed. A reply that was
+// paid for but not stored is counted in the ledger all the same, with
+// what the provider counted; the step's next attempt, which stores its
+// reply, is counted under its own attempt.
+func TestCallModelCleanUp(t *testing.T) {
+	t.Parallel()
+	lim, err := governor.ParseLimits("openai=concurrent:1")
+	require.NoError(t, err)
+	var gov *governor.Governor
+	h := newHarness(t, reserveScript, func(d *Deps) {
+		gov, err = governor.New(governor.Options{Store: d.Store, Limits: lim, Logger: d.Logger})
+		require.NoError(t, err)
+		d.Governor = gov
+	})
+	ctx := t.Context()
+	_, err = h.applyCatalog(ctx, agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo",
+		Budgets: &agent.Budgets{Day: &agent.Budget{Tokens: 1_000_000}}}}}, false)
+	require.NoError(t, err)
+	reserved := func() agent.Spent {
+		sp, err := h.store.Reserved(ctx, "demo")
+		require.NoError(t, err)
+		return sp
+	}
+	count := func(query string, args ...any) int {
+		var n int
+		require.NoError(t, h.store.Pool().QueryRow(ctx, query, args...).Scan(&n))
+		return n
+	}
+	const inFlight = `SELECT count(*) FROM governor_grants WHERE held_until IS NOT NULL`
+
+	t.Run("the governor does not admit it", func(t *testing.T) {
+		blocker, err := gov.Acquire(ctx, governor.Call{Model: "openai:gpt-4o-mini", ID: "blocker", TenantID: "demo", Hold: time.Minute})
+		require.NoError(t, err)
+		job := randomJob()
+		ag := h.loadAgent(t, job, "hello")
+		// The attempt ends after a second, as its start-to-close timeout
+		// would, while the slot is taken.
+		env, _ := newActivityEnv(zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+		env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&deadline{d: time.Second}}})
+		h.acts.Register(env)
+		sent := len(h.model.Requests())
+		_, err = env.ExecuteActivity(contract.CallModel, callModelInput(job, ag))
+		require.Error(t, err)
+		require.Len(t, h.model.Requests(), sent, "the model is not called")
+		require.Zero(t, reserved(), "released when admission failed")
+		blocker.Done(ctx, nil)
+		require.Zero(t, count(inFlight))
+	})
+
+	t.Run("the model refuses it", func(t *testing.T) {
+		job := randomJob()
+		ag := h.loadAgent(t, job, "rejected, this one")
+		_, err := h.env.ExecuteActivity(contract.CallModel, callModelInput(job, ag))
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(err, &app), "%v", err)
+		require.Equal(t, agent.ErrTypeModelRejected, app.Type())
+		require.Zero(t, reserved(), "released when the call failed")
+		require.Zero(t, count(inFlight), "the governor's slot is free")
+		calls, err := h.store.JobUsage(ctx, "demo", job)
+		require.NoError(t, err)
+		require.Empty(t, calls, "no answer, nothing to count")
+	})
+
+	t.Run("its reply cannot be stored", func(t *testing.T) {
+		job := randomJob()
+		ag := h.loadAgent(t, job, "hello")
+		// The database refuses the reply's step, and only that.
+		_, err := h.store.Pool().Exec(ctx, `
+CREATE FUNCTION refuse_reply() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.job_id = '`+job+`' AND NEW.seq = 1 THEN RAISE EXCEPTION 'no room for the reply'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_reply BEFORE INSERT ON turn_steps FOR EACH ROW EXECUTE FUNCTION refuse_reply()`)
+		require.NoError(t, err)
+		served := h.model.Served("answer")
+		_, err = h.env.ExecuteActivity(contract.CallModel, callModelInput(job, ag))
+		require.ErrorContains(t, err, "no room for the reply")
+		var app *temporal.ApplicationError
+		require.True(t, errors.As(err, &app), "%v", err)
+		require.False(t, app.NonRetryable(), "the retry calls the model again")
+		require.Equal(t, served+1, h.model.Served("answer"))
+		_, err = h.store.Step(ctx, "demo", job, 1)
+		require.True(t, agent.IsCode(err, agent.CodeNotFound), "the reply is not stored: %v", err)
+		require.Zero(t, reserved(), "released once the paid reply was counted")
+		require.Zero(t, count(inFlight), "the governor's slot is free")
+		require.Equal(t, 1, count(`SELECT count(*) FROM governor_grants WHERE call_id = $1 AND input_tokens = 70 AND output_tokens = 30`,
+			fmt.Sprintf("demo/%s/1/1", job)), "the governor counts what the provider counted")
+		calls, err := h.store.JobUsage(ctx, "demo", job)
+		require.NoError(t, err)
+		require.Len(t, calls, 1, "the paid reply is counted")
+		require.Equal(t, []any{1, 1, 100}, []any{calls[0].Step, calls[0].Attempt, calls[0].Usage.TotalTokens})
+
+		_, err = h.store.Pool().Exec(ctx, `DROP TRIGGER refuse_reply ON turn_steps; DROP FUNCTION refuse_reply()`)
+		require.NoError(t, err)
+		retry := callModelInput(job, ag)
+		retry.AttemptBase = 1
+		var res contract.CallModelResult
+		h.execute(t, contract.CallModel, retry, &res)
+		require.False(t, res.Stored, "the model was called again")
+		require.Equal(t, "Hello there.", res.Content)
+		require.Zero(t, reserved())
+		calls, err = h.store.JobUsage(ctx, "demo", job)
+		require.NoError(t, err)
+		require.Len(t, calls, 2, "each paid call is counted once")
+		require.Equal(t, []any{1, 2}, []any{calls[1].Step, calls[1].Attempt})
+	})
+}
+
+// deadline is a worker interceptor that ends every activity's context
+// after d, as an attempt's start-to-close timeout does.
+type deadline struct {
+	interceptor.WorkerInterceptorBase
+	d time.Duration
+}
+
+func (w *deadline) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &deadlineInbound{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, d: w.d}
+}
+
+type deadlineInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	d time.Duration
+}
+
+func (i *deadlineInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.d)
+	defer cancel()
+	return i.Next.ExecuteActivity(ctx, in)
 }
