@@ -42,7 +42,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	if err := m.load(ctx); err != nil {
 		return contract.CallModelResult{}, err
 	}
-	if len(m.steps) > m.in.Seq {
+	if m.steps.reply != nil {
 		return m.replayStored(ctx)
 	}
 	defer m.cleanUp(ctx)
@@ -66,7 +66,7 @@ type modelCall struct {
 	// load
 	ag     agent.Agent        // the pinned version, calling the model this call names
 	schema *structured.Schema // the answer's; nil for none
-	steps  []agent.Message    // the turn's, stored
+	steps  turnSteps          // what the call reads of the turn's steps, stored
 	// prompt
 	billing store.Billing   // the tenant's prices and budgets
 	msgs    []agent.Message // what the model reads
@@ -331,14 +331,14 @@ func checkOutput(res contract.CallModelResult, schema *structured.Schema) contra
 
 // turnSoFar stores the tool calls that failed for good as their results
 // and returns the turn's steps.
-func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) ([]agent.Message, error) {
+func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) (turnSteps, error) {
 	if err := a.storeToolFailures(ctx, in.TenantID, in.JobID, in.ToolFailures); err != nil {
-		return nil, err
+		return turnSteps{}, err
 	}
 	for _, st := range in.Steer {
 		// A message added to the turn while it ran, read in its place.
 		if err := a.store.PutStep(ctx, in.TenantID, in.JobID, st.Seq, agent.Message{Role: agent.RoleUser, Content: st.Prompt}); err != nil {
-			return nil, fmt.Errorf("store a message added to the turn: %w", err)
+			return turnSteps{}, fmt.Errorf("store a message added to the turn: %w", err)
 		}
 	}
 	if in.Repair != "" {
@@ -346,17 +346,10 @@ func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) 
 		// after it, and the repaired answer after that.
 		msg := agent.Message{Role: agent.RoleUser, Content: structured.RepairPrompt(in.Repair)}
 		if err := a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq-1, msg); err != nil {
-			return nil, fmt.Errorf("store the output's problems: %w", err)
+			return turnSteps{}, fmt.Errorf("store the output's problems: %w", err)
 		}
 	}
-	steps, err := a.store.Steps(ctx, in.TenantID, in.JobID)
-	if err != nil {
-		return nil, fmt.Errorf("load steps of job %q: %w", in.JobID, err)
-	}
-	if len(steps) < in.Seq {
-		return nil, fmt.Errorf("job %q has %d steps stored, want %d before calling the model", in.JobID, len(steps), in.Seq)
-	}
-	return steps, nil
+	return a.readSteps(ctx, in)
 }
 
 // storeToolFailures stores the results of tool calls that did not run.
@@ -373,7 +366,7 @@ func (a *Activities) storeToolFailures(ctx context.Context, tenantID, jobID stri
 // replayStored returns the reply an earlier attempt stored but did not
 // report, without calling the model.
 func (m *modelCall) replayStored(ctx context.Context) (contract.CallModelResult, error) {
-	a, in, msg := m.a, m.in, m.steps[m.in.Seq]
+	a, in, msg := m.a, m.in, *m.steps.reply
 	if msg.Role != agent.RoleAssistant {
 		return contract.CallModelResult{}, agent.Errorf(agent.CodeInternal,
 			"step %d of job %q is a %s message, not the model's reply", in.Seq, in.JobID, msg.Role)

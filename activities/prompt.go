@@ -14,9 +14,10 @@ import (
 // messages is what the model reads: first what every call of the agent
 // version sends alike — its system prompt, then its few-shot examples —,
 // then what varies: the note on the data the turn may use, the session's
-// recent messages when the turn loads history, and the turn. The stable
+// recent messages when the turn loads history, and the turn (as much of
+// it as the call reads: turnSteps). The stable
 // prefix first is what lets a provider serve it from its prompt cache.
-func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.CallModelInput, steps []agent.Message) ([]agent.Message, error) {
+func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.CallModelInput, steps turnSteps) ([]agent.Message, error) {
 	var msgs []agent.Message
 	if ag.SystemPrompt != "" {
 		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: ag.SystemPrompt})
@@ -48,7 +49,12 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 			msgs = append(msgs, m)
 		}
 	}
-	return append(msgs, steps...), nil
+	turn := steps.messages()
+	// What may be cut to keep under the agent's bound is the turn's,
+	// after its prompt: what comes before is the agent's and the
+	// session's, bounded on their own (the memory window).
+	fixed := len(msgs) + min(1, len(turn))
+	return bound(append(msgs, turn...), fixed, ag.Context.WithDefaults().MaxTokens), nil
 }
 
 // SummaryPreamble introduces a session's summary to the model.

@@ -110,7 +110,7 @@ func TestRegisterClassifiesErrors(t *testing.T) {
 			activity:      contract.CallModel,
 			input:         func(job string, ag agent.Agent) any { in := callModelInput(job, ag); in.Seq = 5; return in },
 			wantRetryable: true,
-			wantMsg:       "want 5 before calling the model",
+			wantMsg:       "has 1 of its steps 0 to 4 stored, want every one before calling the model",
 		},
 	}
 	for _, tt := range tests {

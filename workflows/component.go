@@ -37,6 +37,7 @@ func (t *turn) components() []component {
 		&t.delegating,  // delegate.go: child turns
 		&t.modelPolicy, // model.go: override, fallback, repair
 		&t.toolLimits,  // toollimits.go: calls per turn and per tool
+		&t.turnContext, // context.go: which steps a model call reads whole
 	}
 }
 

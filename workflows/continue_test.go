@@ -74,3 +74,30 @@ func TestTurnContinuesAsNew(t *testing.T) {
 		}
 	}
 }
+
+// TestContextWindow: a model call reads its turn's recent steps whole —
+// at least KeepRecentSteps, fewer than twice as many — and the 2×
+// KeepRecentSteps before them as a digest; the window moves a block at a
+// time, and what the turn keeps of its steps stays bounded.
+func TestContextWindow(t *testing.T) {
+	p := agent.ContextPolicy{KeepRecentSteps: 3}
+	var c turnContext
+	type window struct{ whole, digest int }
+	var got []window
+	for step := range 12 {
+		w, d := c.window(p)
+		got = append(got, window{w, d})
+		// Each step is a model reply and one tool result: 2 seqs, from 1.
+		c.started(1+2*step, p)
+		require.LessOrEqual(t, len(c.starts), 12)
+	}
+	require.Equal(t, []window{
+		{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, // fewer than 2×3 steps: all whole
+		{7, 1}, {7, 1}, {7, 1}, // 6 to 8 steps: steps 4 on (seq 7) whole, 1–3 in the digest
+		{13, 1}, {13, 1}, {13, 1}, // 9 to 11: steps 7 on (seq 13) whole, 1–6 in the digest
+	}, got)
+	w, d := c.window(p)
+	require.Equal(t, window{19, 7}, window{w, d}, "12 steps: steps 10 on whole, 4–9 in the digest, 1–3 counted")
+	w, d = c.window(agent.ContextPolicy{KeepRecentSteps: 3, Compaction: agent.CompactionNone})
+	require.Equal(t, window{0, 0}, window{w, d}, "compaction none: every step whole")
+}

@@ -70,14 +70,15 @@ func (t *turn) answered(ctx workflow.Context, step int, reply contract.CallModel
 	return "", nil, true
 }
 
-// callModel runs iteration i's CallModel as the turn's next step, taking
-// its token batches into the event log while it runs. A cancellation of
+// callModel runs iteration i's CallModel as the turn's next step (whose
+// first message is at seq first), taking its token batches into the
+// event log while it runs. A cancellation of
 // the turn stops the call. When the call fails for good with an error
 // the agent falls back on, the step calls the agent's next fallback
 // model (fallback), and so on down its list; the model that answered
 // takes the turn's later steps (callingModel), so that an outage costs
 // the turn its retries once, not at every step.
-func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (contract.CallModelResult, error) {
+func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int) (contract.CallModelResult, error) {
 	// A child turn's parent gets the call's tokens after its tool events.
 	t.forward.Flush(ctx)
 	model := t.callingModel()
@@ -114,6 +115,8 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i int) (cont
 		LiveFirst: t.req.Notify == "" && !t.log.Polled(),
 	}
 	t.steers = nil
+	in.WholeFrom, in.DigestFrom = t.window(t.agent.Context)
+	t.started(first, t.agent.Context)
 	for {
 		if model != t.agent.Model {
 			in.Model = model

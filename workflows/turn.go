@@ -86,6 +86,7 @@ type turn struct {
 	delegating
 	modelPolicy
 	toolLimits
+	turnContext
 }
 
 func (t *turn) run(ctx workflow.Context, carried *contract.TurnCarry) (agent.TurnResult, error) {
@@ -232,8 +233,9 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		}
 		stepsHere++
 		t.iteration++
+		first := t.seq + 1 // the step's first message
 		t.takeSteers(ctx)
-		reply, err := t.callModel(ctx, limits, t.iteration)
+		reply, err := t.callModel(ctx, limits, t.iteration, first)
 		if err != nil {
 			if t.canceled != nil {
 				return t.partial, t.cancelError()

@@ -57,6 +57,9 @@ type Agent struct {
 	// Memory is how much of a session's transcript the model reads, and
 	// what writes the summary of the rest.
 	Memory Memory `json:"memory,omitzero"`
+	// Context is how much of a turn's own steps each of its model calls
+	// reads whole, and what it reads of the rest.
+	Context ContextPolicy `json:"context,omitzero"`
 	// OnBusy is what a message to a conversation with this agent does
 	// when it arrives while a turn runs (SendMessage.OnBusy), unless the
 	// message or the conversation says; empty: enqueue.
@@ -452,6 +455,51 @@ func (m Memory) Window() int {
 		return m.WindowTokens
 	}
 	return DefaultWindowTokens
+}
+
+// ContextPolicy is how a turn's own steps reach its model calls. A turn
+// of many steps would send every earlier step whole with every call: a
+// request growing with the step count, a turn's input tokens with its
+// square, past any model's window within a few hundred steps of real
+// tool output. Instead a call reads the turn's prompt, a digest of its
+// older steps — one line each for the latest of them, a count of the
+// rest — and its recent steps whole: at least KeepRecentSteps model
+// steps, fewer than twice as many. Steps move into the digest a block of
+// KeepRecentSteps at a time, so the request's prefix stays byte-identical
+// from call to call between blocks and a provider's prompt cache serves
+// it. The whole request is kept under MaxTokens (estimated), cutting the
+// longest messages of the recent steps first.
+type ContextPolicy struct {
+	MaxTokens       int    `json:"max_tokens,omitempty"`
+	KeepRecentSteps int    `json:"keep_recent_steps,omitempty"`
+	Compaction      string `json:"compaction,omitempty"` // CompactionDigest (default) or CompactionNone
+}
+
+// Compactions (ContextPolicy.Compaction).
+const (
+	CompactionDigest = "digest" // older steps in a mechanical digest
+	CompactionNone   = "none"   // every step whole, as long as MaxTokens allows
+)
+
+// Context defaults, and the least a catalog may set.
+const (
+	DefaultContextTokens   = 100_000
+	MinContextTokens       = 2_000
+	DefaultKeepRecentSteps = 10
+)
+
+// WithDefaults returns p with zero fields replaced by the defaults.
+func (p ContextPolicy) WithDefaults() ContextPolicy {
+	if p.MaxTokens <= 0 {
+		p.MaxTokens = DefaultContextTokens
+	}
+	if p.KeepRecentSteps <= 0 {
+		p.KeepRecentSteps = DefaultKeepRecentSteps
+	}
+	if p.Compaction == "" {
+		p.Compaction = CompactionDigest
+	}
+	return p
 }
 
 // EstimateTokens is a close estimate of the tokens text takes, for any

@@ -122,6 +122,14 @@ type CallModelInput struct {
 	// (agent.SteerMessage), each stored as a user step at its Seq, before
 	// the call reads the turn so far.
 	Steer []SteerStep `json:"steer,omitempty"`
+	// WholeFrom is the first step the call reads whole (a model step's);
+	// the steps from DigestFrom up to it it reads as a digest, one line
+	// each, and those between the prompt and DigestFrom it only counts.
+	// 0: every step whole (a turn's first steps, an agent whose context
+	// compaction is none). The turn moves both a block of steps at a time
+	// (agent.ContextPolicy).
+	WholeFrom  int `json:"whole_from,omitempty"`
+	DigestFrom int `json:"digest_from,omitempty"`
 	Live
 }
 

@@ -66,4 +66,8 @@ type TurnCarry struct {
 	ToolsCalled map[string]int `json:"tools_called,omitempty"`
 	// DelegatedTokens are the tokens the turn's child turns used.
 	DelegatedTokens int `json:"delegated_tokens,omitempty"`
+	// ContextStarts are where the turn's latest steps started, and
+	// ContextSteps how many steps it started (workflows' turnContext).
+	ContextStarts []int `json:"context_starts,omitempty"`
+	ContextSteps  int   `json:"context_steps,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
@@ -172,4 +173,82 @@ func TestLongTurnSignalsReachTheCurrentRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, agent.StatusCanceled, res.Status)
 	require.Less(t, len(srv.Model.Requests()), 400, "the cancellation stopped the turn")
+}
+
+// contextCatalog's agent reads the last 3 to 5 of its turn's steps whole,
+// the 6 before them as a digest.
+const contextCatalog = `
+tenant: demo
+default_agent: counter
+tools:
+  - name: calculator
+    kind: calculator
+agents:
+  - id: counter
+    model: openai:gpt-4o-mini
+    system_prompt: Count with the calculator.
+    tools: [calculator]
+    limits: {max_iterations: 500, turn_timeout_sec: 600, history_events: 100}
+    context: {keep_recent_steps: 3}
+`
+
+// TestLongTurnContext: the model calls of a long turn read its prompt, a
+// digest of older steps and the recent steps whole, so that what a
+// request carries stops growing with the step count; between the blocks
+// in which steps move to the digest, each request continues the one
+// before it message for message (what a provider's prompt cache serves).
+func TestLongTurnContext(t *testing.T) {
+	const calls = 40
+	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{contextCatalog}})
+	e := &env{Server: srv, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "ctx-" + testserver.RandomID(), Prompt: "count"}
+	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, fmt.Sprintf("Counted to %d.", calls), res.Output, "the model still counts right: it reads the last result whole")
+
+	reqs := srv.Model.Requests()
+	require.Len(t, reqs, calls+1)
+	size := func(r int) (n int) {
+		for _, m := range reqs[r].Messages {
+			n += len(m.Content)
+			for _, c := range m.ToolCalls {
+				n += len(c.Arguments)
+			}
+		}
+		return n
+	}
+	continued := 0
+	for i, r := range reqs {
+		// system, prompt, digest, and fewer than 2×3 steps of a reply and
+		// a tool result each.
+		require.LessOrEqual(t, len(r.Messages), 3+2*(2*3-1), "request %d", i)
+		if i >= 2*3 {
+			require.Contains(t, r.Messages[2].Content, "[Earlier steps of this turn, in short", "request %d reads a digest", i)
+			require.Equal(t, "count", r.Messages[1].Content, "request %d reads the prompt", i)
+		}
+		if i > 0 && isPrefix(reqs[i-1].Messages, r.Messages) {
+			continued++
+		}
+	}
+	require.GreaterOrEqual(t, continued, calls*2/3, "most requests continue the one before")
+	require.Less(t, size(calls), 2*size(2*3+2), "the last request is no larger than one early in the turn, give or take a block")
+	require.Contains(t, reqs[calls].Messages[2].Content, "Steps 1 to", "the oldest steps are only counted")
+}
+
+// isPrefix reports whether a's messages begin b's.
+func isPrefix(a, b []scripted.Message) bool {
+	if len(a) > len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Role != b[i].Role || a[i].Content != b[i].Content || a[i].ToolCallID != b[i].ToolCallID || len(a[i].ToolCalls) != len(b[i].ToolCalls) {
+			return false
+		}
+	}
+	return true
 }

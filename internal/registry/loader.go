@@ -102,6 +102,7 @@ type agentDoc struct {
 	Limits       *limitsDoc   `yaml:"limits"`
 	Thinking     *thinkingDoc `yaml:"thinking"`
 	Memory       *memoryDoc   `yaml:"memory"`
+	Context      *contextDoc  `yaml:"context"`
 	// OnBusy: agent.Agent's.
 	OnBusy text `yaml:"on_busy"`
 	// Guardrails: agent.Agent's.
@@ -116,6 +117,13 @@ type agentDoc struct {
 type thinkingDoc struct {
 	Effort       text  `yaml:"effort"`
 	BudgetTokens count `yaml:"budget_tokens"`
+}
+
+// contextDoc is agent.ContextPolicy.
+type contextDoc struct {
+	MaxTokens       count `yaml:"max_tokens"`
+	KeepRecentSteps count `yaml:"keep_recent_steps"`
+	Compaction      text  `yaml:"compaction"`
 }
 
 // memoryDoc is agent.Memory.
@@ -476,6 +484,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.OutputSchema = l.outputSchema(d)
 	def.agent.Thinking = l.thinking(d)
 	def.agent.Memory = l.memory(d)
+	def.agent.Context = l.context(d)
 	def.agent.Expose = l.expose(d)
 	def.agent.Guardrails = l.guardrails(d)
 	def.guardrails = &d.Guardrails
@@ -548,6 +557,26 @@ func (l *loader) thinking(d *agentDoc) *agent.Thinking {
 		return nil
 	}
 	return out
+}
+
+// context checks an agent's context policy: a bound of at least
+// agent.MinContextTokens, a known compaction.
+func (l *loader) context(d *agentDoc) agent.ContextPolicy {
+	c := d.Context
+	if c == nil {
+		return agent.ContextPolicy{}
+	}
+	if m := c.MaxTokens; m.n != 0 && m.n < agent.MinContextTokens {
+		l.addf(m.pos, "%d is too small: a request may hold at least %d tokens", m.n, agent.MinContextTokens)
+	}
+	switch c.Compaction.s {
+	case "", agent.CompactionDigest, agent.CompactionNone:
+	default:
+		if !c.Compaction.bad {
+			l.addf(c.Compaction.pos, "%q: want %s (the default) or %s", c.Compaction.s, agent.CompactionDigest, agent.CompactionNone)
+		}
+	}
+	return agent.ContextPolicy{MaxTokens: c.MaxTokens.n, KeepRecentSteps: c.KeepRecentSteps.n, Compaction: c.Compaction.s}
 }
 
 // memory checks an agent's memory: a window of at least

@@ -64,7 +64,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown agent field",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    prompt: hi\n",
-			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, on_busy, guardrails, expose, model_execution`},
+			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, context, on_busy, guardrails, expose, model_execution`},
 		},
 		{
 			name: "unknown limit",
@@ -232,6 +232,14 @@ func TestParseProblems(t *testing.T) {
 			want: []string{
 				`t.yaml:6: agents[0].limits.max_iterations: -1 is negative: want 0 (the default) or more`,
 				`t.yaml:7: agents[0].limits.token_budget: -5 is negative: want 0 (the default) or more`,
+			},
+		},
+		{
+			name: "context policy out of range",
+			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    context: {max_tokens: 500, compaction: summarize}\n",
+			want: []string{
+				`t.yaml:5: agents[0].context.max_tokens: 500 is too small: a request may hold at least 2000 tokens`,
+				`t.yaml:5: agents[0].context.compaction: "summarize": want digest (the default) or none`,
 			},
 		},
 		{

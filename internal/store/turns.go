@@ -215,6 +215,11 @@ ORDER BY seq`
 	sqlStep = `
 SELECT message FROM turn_steps
 WHERE tenant_id = $1 AND job_id = $2 AND seq = $3`
+
+	sqlStepsBetween = `
+SELECT seq, message FROM turn_steps
+WHERE tenant_id = $1 AND job_id = $2 AND seq >= $3 AND seq < $4
+ORDER BY seq`
 )
 
 // PutStep stores message seq of a turn's conversation. Idempotent: a retry
@@ -255,6 +260,40 @@ func (s *Store) Steps(ctx context.Context, tenantID, jobID string) ([]agent.Mess
 		return nil, fmt.Errorf("load steps of turn %q: %w", jobID, err)
 	}
 	return msgs, nil
+}
+
+// Step is a stored step of a turn: its message, at its seq.
+type Step struct {
+	Seq int
+	agent.Message
+}
+
+// StepsBetween returns a turn's steps from seq from up to (not
+// including) seq to, in order: what a model call reads of a long turn
+// without reading all of it (the primary key's index serves the range).
+func (s *Store) StepsBetween(ctx context.Context, tenantID, jobID string, from, to int) ([]Step, error) {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sqlStepsBetween, tenantID, jobID, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("load steps %d to %d of turn %q: %w", from, to, jobID, err)
+	}
+	steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Step, error) {
+		var st Step
+		var raw []byte
+		if err := row.Scan(&st.Seq, &raw); err != nil {
+			return Step{}, err
+		}
+		if err := json.Unmarshal(raw, &st.Message); err != nil {
+			return Step{}, fmt.Errorf("decode message: %w", err)
+		}
+		return st, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load steps %d to %d of turn %q: %w", from, to, jobID, err)
+	}
+	return steps, nil
 }
 
 // Step returns message seq of a turn; agent.CodeNotFound when it has not
