@@ -173,6 +173,16 @@
 //
 // # Continue-as-new
 //
-// A turn does not continue as new: its log and its stream live and end
-// with its run, and the stream's base offset stays 0.
+// A long turn continues as new at a step boundary (workflows'
+// component.go), and a Conversation between turns: each run hands the
+// next the log's tail, at most CarryBytes of it (Carry), with the next
+// index and the offset of the tail's first item, and the next run goes on
+// from them (Restore), so indices and offsets never restart. Before it
+// does, the run releases its Workflow Streams polls (DetachPollers):
+// subscribers poll again, reach the next run, and go on from the same
+// offset; one further behind than the tail gets TruncatedOffset. A turn's
+// events query also names the run before (Earlier,
+// agent.EventsPage.EarlierRunID), which holds the events before the tail:
+// turnclient.Events, which every door's reader uses, walks back to the
+// run that holds the events asked for.
 package eventlog

@@ -700,3 +700,24 @@ agents:
 		})
 	}
 }
+
+// TestReadmeLongTurnCatalog: the catalog of the README's "Long turns"
+// section loads, with its limits and context policy.
+func TestReadmeLongTurnCatalog(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n### Long turns\n")
+	require.True(t, ok, "the README has the section")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
+	require.NoError(t, err)
+	c, err := Parse(kinds, "README.md", []byte(block))
+	require.NoError(t, err, block)
+	require.Len(t, c.Tenants, 1)
+	require.Len(t, c.Tenants[0].Agents, 1)
+	ag := c.Tenants[0].Agents[0]
+	require.Equal(t, 5000, ag.Limits.HistoryEvents)
+	require.Equal(t, agent.ContextPolicy{MaxTokens: 64000, KeepRecentSteps: 8}, ag.Context)
+}
