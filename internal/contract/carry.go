@@ -13,9 +13,11 @@ import (
 // (workflows/component.go); none of it is a person's input, and the turn
 // checks what it can (the stream, by eventlog.Restore).
 //
-// It is a contract between builds: a turn moves to the deployment's
-// current build when it continues as new, so a field is only ever added,
-// and a run reads a carry made by the build before it.
+// A turn stays on its build when it continues as new (a pinned run's next
+// run is pinned to the same build), so a carry is read by the build that
+// wrote it. An operator who moves a long turn to another build
+// (a versioning override) has that build read it: a field is only ever
+// added, never changed in meaning.
 type TurnCarry struct {
 	// Run is the number of runs the turn made before this one.
 	Run int `json:"run"`
