@@ -252,3 +252,36 @@ func isPrefix(a, b []scripted.Message) bool {
 	}
 	return true
 }
+
+// TestMillionTokenConversation: a conversation whose transcript holds a
+// million tokens (estimated) answers a new message with a request inside
+// the agent's memory window and its context bound: the model reads a
+// window of the latest messages, not the transcript.
+func TestMillionTokenConversation(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	session := "million-" + testserver.RandomID()
+	line := strings.Repeat("All work and no play. ", 745) // about 16 KB, 4,000 tokens
+	tokens := 0
+	for i := 0; tokens < 1_000_000; i++ {
+		msgs := []agent.Message{{Role: agent.RoleUser, Content: fmt.Sprintf("Message %d. %s", i, line)},
+			{Role: agent.RoleAssistant, Content: fmt.Sprintf("Answer %d. %s", i, line)}}
+		require.NoError(t, e.Store().AppendSession(ctx, "demo", session, fmt.Sprintf("seed-%d", i), msgs))
+		tokens += agent.EstimateTokens(msgs[0].Content) + agent.EstimateTokens(msgs[1].Content)
+	}
+	in := agent.ConversationInput{TenantID: "demo", SessionID: session, History: agent.HistoryLoad}
+	res, err := e.converse(ctx, in, "What is 6*7?")
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	reqs := e.Model.Requests()
+	require.NotEmpty(t, reqs)
+	for i, r := range reqs {
+		n := 0
+		for _, m := range r.Messages {
+			n += agent.EstimateTokens(m.Content)
+		}
+		require.Less(t, n, agent.DefaultWindowTokens+2_000, "request %d reads %d tokens of a %d-token transcript", i, n, tokens)
+		require.Less(t, n, agent.DefaultContextTokens, "request %d is inside the agent's context bound", i)
+	}
+}
