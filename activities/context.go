@@ -2,8 +2,10 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -164,4 +166,45 @@ func messageTokens(m agent.Message) int {
 		n += agent.EstimateTokens(c.Name) + agent.EstimateTokens(c.Arguments)
 	}
 	return n
+}
+
+// recallStep answers agent.RecallStepTool: a piece of an earlier step of
+// the calling turn, read from the turn's own steps (the same tenant and
+// job), so it reaches nothing the turn does not hold.
+func (a *Activities) recallStep(ctx context.Context, in contract.ExecuteToolInput) (agent.Message, string) {
+	var args struct {
+		Step   *int `json:"step"`
+		Offset int  `json:"offset"`
+	}
+	if err := json.Unmarshal([]byte(in.Call.Arguments), &args); err != nil || args.Step == nil {
+		return agent.Message{Content: `the arguments must be {"step": N} or {"step": N, "offset": bytes}`}, agent.ToolError
+	}
+	step := *args.Step
+	if step < 0 || step >= in.Seq {
+		return agent.Message{Content: fmt.Sprintf("step %d: this turn's steps so far are 0 to %d", step, in.Seq-1)}, agent.ToolError
+	}
+	var msg agent.Message
+	err := a.db(ctx, "read a step", func() (err error) {
+		msg, err = a.store.Step(ctx, in.TenantID, in.JobID, step)
+		return err
+	})
+	if err != nil {
+		return agent.Message{Content: fmt.Sprintf("step %d could not be read: %s", step, contract.ErrorOf(err).Message)}, agent.ToolError
+	}
+	text := msg.Text()
+	for _, c := range msg.ToolCalls {
+		text += fmt.Sprintf("\n[called %s with %s]", c.Name, c.Arguments)
+	}
+	if args.Offset < 0 || args.Offset > len(text) {
+		return agent.Message{Content: fmt.Sprintf("offset %d: step %d is %d bytes", args.Offset, step, len(text))}, agent.ToolError
+	}
+	end := min(args.Offset+agent.RecallStepBytes, len(text))
+	for end < len(text) && end > args.Offset && !utf8.RuneStart(text[end]) {
+		end-- // a piece ends between runes, so each piece is valid text
+	}
+	out := fmt.Sprintf("[step %d, %s, bytes %d to %d of %d]\n%s", step, msg.Role, args.Offset, end, len(text), text[args.Offset:end])
+	if end < len(text) {
+		out += fmt.Sprintf("\n[%d bytes more: read them with offset %d]", len(text)-end, end)
+	}
+	return agent.Message{Content: out}, agent.ToolOK
 }

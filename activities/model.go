@@ -458,7 +458,7 @@ func (m *modelCall) request() llm.Request {
 	req := llm.Request{
 		Model:       ag.Model,
 		Messages:    m.msgs,
-		Tools:       ag.Tools,
+		Tools:       m.tools(),
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
 		CacheKey:    agent.PromptCacheKey(m.in.TenantID, ag.ID, ag.Version),
@@ -471,6 +471,16 @@ func (m *modelCall) request() llm.Request {
 		req.Output = &llm.OutputFormat{Name: ag.ID, Schema: schema}
 	}
 	return req
+}
+
+// tools are the tools the model is offered: the agent's, and, once the
+// call reads a digest of the turn's older steps, the tool that reads one
+// of them whole (agent.RecallStepTool).
+func (m *modelCall) tools() []agent.Tool {
+	if _, own := m.ag.Tool(agent.RecallStepTool); m.steps.digest == "" || own {
+		return m.ag.Tools
+	}
+	return append(append([]agent.Tool(nil), m.ag.Tools...), agent.RecallStep())
 }
 
 // media reads the bytes of a message's image or file, which are sent by

@@ -143,6 +143,10 @@ func statusOf(content string) string {
 // content then holds the error.
 func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, progress *eventlog.Progress) (agent.Message, string, string) {
 	spec, ok := ag.Tool(in.Call.Name)
+	if !ok && in.Call.Name == agent.RecallStepTool {
+		msg, status := a.recallStep(ctx, in)
+		return msg, status, ""
+	}
 	if !ok {
 		return agent.Message{Content: notGranted(ag, in.Call.Name)}, agent.ToolError, ""
 	}

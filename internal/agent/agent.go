@@ -488,6 +488,28 @@ const (
 	DefaultKeepRecentSteps = 10
 )
 
+// RecallStepTool is the tool a model whose turn's context is compacted
+// may call to read an earlier step of the turn whole — a tool's long
+// output, most often, which the digest only starts — a piece of
+// RecallStepBytes at a time: {"step": N, "offset": bytes}. It is offered
+// once a call reads a digest, unless the agent has a tool of that name,
+// and needs no approval: it reads what the turn already holds.
+const (
+	RecallStepTool  = "recall_step"
+	RecallStepBytes = 16 << 10
+)
+
+// RecallStep is RecallStepTool's definition, as the model sees it.
+func RecallStep() Tool {
+	return Tool{
+		Name: RecallStepTool, Kind: RecallStepTool,
+		Description: "Read an earlier step of this turn whole, as the short lines of earlier steps only begin it: " +
+			"the step's number, and the byte offset to read from for a long one.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"step":{"type":"integer","minimum":0},` +
+			`"offset":{"type":"integer","minimum":0}},"required":["step"],"additionalProperties":false}`),
+	}
+}
+
 // WithDefaults returns p with zero fields replaced by the defaults.
 func (p ContextPolicy) WithDefaults() ContextPolicy {
 	if p.MaxTokens <= 0 {

@@ -199,7 +199,17 @@ agents:
 // before it message for message (what a provider's prompt cache serves).
 func TestLongTurnContext(t *testing.T) {
 	const calls = 40
-	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{contextCatalog}})
+	// At 20 the model reads step 2 (the first result) again whole, then
+	// counts on.
+	script := strings.Replace(countingScript(calls), "  - name: c20\n", `  - name: recall
+    when: {tool: '^20$'}
+    reply: {tool_calls: [{name: recall_step, arguments: '{"step": 2}'}]}
+  - name: recalled
+    when: {tool: '^\[step 2, tool, bytes 0 to 1 of 1\]\n1$'}
+    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "20+1"}'}]}
+  - name: c20
+`, 1)
+	srv := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{contextCatalog}})
 	e := &env{Server: srv, t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -212,7 +222,9 @@ func TestLongTurnContext(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("Counted to %d.", calls), res.Output, "the model still counts right: it reads the last result whole")
 
 	reqs := srv.Model.Requests()
-	require.Len(t, reqs, calls+1)
+	require.Len(t, reqs, calls+2, "a model call a step, and one after reading step 2 again")
+	require.Contains(t, reqs[calls+1].Tools, agent.RecallStepTool, "a call that reads a digest is offered the tool that reads a step whole")
+	require.NotContains(t, reqs[0].Tools, agent.RecallStepTool)
 	size := func(r int) (n int) {
 		for _, m := range reqs[r].Messages {
 			n += len(m.Content)
@@ -236,8 +248,11 @@ func TestLongTurnContext(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, continued, calls*2/3, "most requests continue the one before")
-	require.Less(t, size(calls), 2*size(2*3+2), "the last request is no larger than one early in the turn, give or take a block")
-	require.Contains(t, reqs[calls].Messages[2].Content, "Steps 1 to", "the oldest steps are only counted")
+	require.Len(t, res.Metadata.ToolCalls, calls+1)
+	require.Equal(t, agent.RecallStepTool, res.Metadata.ToolCalls[20].Tool)
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[20].Status)
+	require.Less(t, size(calls+1), 2*size(2*3+2), "the last request is no larger than one early in the turn, give or take a block")
+	require.Contains(t, reqs[calls+1].Messages[2].Content, "Steps 1 to", "the oldest steps are only counted")
 }
 
 // isPrefix reports whether a's messages begin b's.
