@@ -102,6 +102,13 @@ func TestLongTurnContinuesAsNew(t *testing.T) {
 		require.NoError(t, err)
 		live <- events
 	}()
+	// A Workflow Streams subscriber, as Temporal's own clients poll.
+	polled := make(chan wsFollowed, 1)
+	go func() {
+		f, err := wsSubscribe(ctx, e.Client(), run.GetID(), []string{"events"}, 0)
+		require.NoError(t, err)
+		polled <- f
+	}()
 	res, err := turnclient.Result(ctx, run)
 	require.NoError(t, err)
 	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
@@ -132,6 +139,13 @@ func TestLongTurnContinuesAsNew(t *testing.T) {
 		}
 	}
 	require.Equal(t, calls, steps, "every tool call's end is in the log once")
+
+	// The subscriber polled run after run, from the same offsets, and
+	// read the same log: nothing truncated, nothing twice.
+	sub := <-polled
+	require.Zero(t, sub.truncated, "no poll fell behind what a run hands on")
+	require.Greater(t, len(sub.runs), 1, "the subscriber's polls reached the turn's later runs")
+	require.Equal(t, whole, wsEvents(t, sub.items))
 
 	// Read again after the end, from the start and from the middle: the
 	// earlier runs answer for their events.
