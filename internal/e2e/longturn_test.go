@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -313,4 +316,28 @@ func TestMillionTokenConversation(t *testing.T) {
 		require.Less(t, n, agent.DefaultWindowTokens+2_000, "request %d reads %d tokens of a %d-token transcript", i, n, tokens)
 		require.Less(t, n, agent.DefaultContextTokens, "request %d is inside the agent's context bound", i)
 	}
+}
+
+// TestLongTurnOverOpenAI: OpenAI's Go client streams a long turn's answer
+// through the OpenAI door while the turn continues as new run after run:
+// the answer arrives whole, once, and the stream ends as a completion
+// does.
+func TestLongTurnOverOpenAI(t *testing.T) {
+	const calls = 30
+	token := "secret-" + testserver.RandomID()
+	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{longTurnCatalog}, HTTPAPI: true,
+		Tokens: map[string]string{token: "demo:user:uma"}})
+	e := &openAIEnv{Server: srv, t: t, token: token, api: "http://" + srv.HTTPAPIAddr()}
+	c := openai.NewClient(option.WithBaseURL(e.api+"/v1"), option.WithAPIKey(token), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	job := "long-" + testserver.RandomID()
+	got, err := e.stream(ctx, c, openai.ChatCompletionNewParams{Model: "counter", Messages: userMessages("count")},
+		option.WithHeader("Idempotency-Key", job))
+	require.NoError(t, err)
+	// The door sends the turn's answer: the last step's text.
+	require.Equal(t, fmt.Sprintf("Counted to %d.", calls), got.content)
+	require.Equal(t, "stop", got.finish)
+	runs, _ := (&env{Server: srv, t: t}).runsOf(ctx, contract.TurnWorkflowID("demo", job))
+	require.Greater(t, len(runs), 1, "the turn continued as new while the client read it")
 }
