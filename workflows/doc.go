@@ -31,9 +31,11 @@
 //     change to it needs none.
 //   - Conversation is AutoUpgrade: a session outlives deploys, so a change
 //     to its code that a run in flight could replay differently is gated
-//     with workflow.GetVersion. changes.go lists its gates (in
-//     conversation.go and conversation_stream.go); TestChangeIDs refuses a
-//     gate anywhere else.
+//     with workflow.GetVersion. Its gates, declared in changes.go with
+//     what each changed, are memoryChange, conversationStreamsChange,
+//     agentOnBusyChange and jobTakenChange; TestChangeIDs holds this list
+//     to changes.go and refuses a gate outside conversation.go and
+//     conversation_stream.go.
 //
 // An unversioned worker (`go tool task up`, tests) is the development
 // mode: drain the turns in flight before deploying a change to them. The
