@@ -110,7 +110,7 @@ func (t *turn) carry() (*contract.TurnCarry, error) {
 	c := &contract.TurnCarry{
 		Run: t.runs + 1, Start: t.start, Deadline: t.deadline,
 		Agent: t.agent, Rule: t.rule, Iteration: t.iteration, Seq: t.seq, Usage: t.usage,
-		Calls: t.calls, Round: len(t.round), AfterTools: t.afterTools, Unstored: t.unstored,
+		Calls: t.calls, CallsOmitted: t.callsOmitted, Round: len(t.round), AfterTools: t.afterTools, Unstored: t.unstored,
 		Data: t.data, CacheHit: t.cacheHit, Reasoning: reasoning, Files: t.files,
 	}
 	for _, p := range t.components() {
@@ -126,7 +126,7 @@ func (t *turn) carry() (*contract.TurnCarry, error) {
 func (t *turn) resume(c contract.TurnCarry) {
 	t.runs, t.start, t.deadline = c.Run, c.Start, c.Deadline
 	t.agent, t.rule, t.iteration, t.seq, t.usage = c.Agent, c.Rule, c.Iteration, c.Seq, c.Usage
-	t.calls, t.afterTools, t.unstored = c.Calls, c.AfterTools, c.Unstored
+	t.calls, t.callsOmitted, t.afterTools, t.unstored = c.Calls, c.CallsOmitted, c.AfterTools, c.Unstored
 	if n := min(c.Round, len(c.Calls)); n > 0 {
 		t.round = t.calls[len(t.calls)-n:]
 	}

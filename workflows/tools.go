@@ -58,11 +58,23 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 	if len(waiting) > 0 {
 		t.awaitApprovals(ctx, calls, waiting, needs, limits, decide)
 	}
+	t.forgetCalls(len(calls))
 	first := len(t.calls)
 	failures := r.collect(ctx)
 	t.seq += len(calls)
 	t.round, t.afterTools = t.calls[first:], true
 	return failures
+}
+
+// forgetCalls makes room for n more tool records within what a result
+// lists (agent.MaxResultToolCalls), counting the records it drops: a turn
+// of any length keeps, and carries, a bounded list.
+func (t *turn) forgetCalls(n int) {
+	if over := len(t.calls) + n - agent.MaxResultToolCalls; over > 0 {
+		over = min(over, len(t.calls))
+		t.callsOmitted += over
+		t.calls = append([]agent.ToolCallRecord(nil), t.calls[over:]...)
+	}
 }
 
 // toolRound is one reply's tool calls: the future of each call started,

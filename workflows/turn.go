@@ -60,7 +60,10 @@ type turn struct {
 	iteration int
 	seq       int
 	usage     agent.Usage
-	calls     []agent.ToolCallRecord
+	// calls are the records of the turn's latest tool calls, at most
+	// agent.MaxResultToolCalls; callsOmitted counts those before them.
+	calls        []agent.ToolCallRecord
+	callsOmitted int
 	// round is the records of the latest tool round's calls, and
 	// afterTools says no model call has started since it ended: a
 	// failure then may be the round's doing (blame).

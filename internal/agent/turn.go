@@ -557,7 +557,12 @@ type ResultMetadata struct {
 	AgentVersion int              `json:"agent_version,omitempty"`
 	RouteRule    string           `json:"route_rule,omitempty"`
 	ToolCalls    []ToolCallRecord `json:"tool_calls"`
-	TokensUsed   int              `json:"tokens_used"`
+	// ToolCallsOmitted counts the earliest tool calls of a turn that made
+	// more than MaxResultToolCalls, which ToolCalls leaves out (the turn's
+	// steps and its tool_end events hold them): a result stays bounded
+	// however long the turn.
+	ToolCallsOmitted int `json:"tool_calls_omitted,omitempty"`
+	TokensUsed       int `json:"tokens_used"`
 	// CacheHit says a tool call's result came from the tenant's cache or
 	// the provider read part of a prompt from its prompt cache.
 	CacheHit bool `json:"cache_hit"`
@@ -567,6 +572,10 @@ type ResultMetadata struct {
 	ExecutionTimeMS int64  `json:"execution_time_ms"`
 	LLMModel        string `json:"llm_model,omitempty"`
 }
+
+// MaxResultToolCalls is how many of a turn's tool calls its result lists,
+// the latest (ResultMetadata.ToolCallsOmitted).
+const MaxResultToolCalls = 1000
 
 // ToolCallRecord is one tool call of a turn, as reported in the result.
 type ToolCallRecord struct {

@@ -36,9 +36,10 @@ type TurnCarry struct {
 	// Calls are the records of the turn's tool calls, in order; Round how
 	// many of the last are the latest round's, AfterTools whether no model
 	// call has started since it ended.
-	Calls      []agent.ToolCallRecord `json:"calls,omitempty"`
-	Round      int                    `json:"round,omitempty"`
-	AfterTools bool                   `json:"after_tools,omitempty"`
+	Calls        []agent.ToolCallRecord `json:"calls,omitempty"`
+	CallsOmitted int                    `json:"calls_omitted,omitempty"`
+	Round        int                    `json:"round,omitempty"`
+	AfterTools   bool                   `json:"after_tools,omitempty"`
 	// Unstored are the latest round's calls that did not run, for the
 	// next model call to store.
 	Unstored []ToolFailure `json:"unstored,omitempty"`
