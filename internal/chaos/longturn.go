@@ -164,7 +164,8 @@ func longTurn(ctx context.Context, e *env, job string) error {
 		e.note(fmt.Sprintf("%s at step %d (drawn: %d): %s", fl.name, fl.struck, fl.at, fl.did))
 	}
 	if runs != nil {
-		e.note(fmt.Sprintf("%d calls in %s, %d runs of %v events, %d stream events", calls, took.Round(time.Second), len(runs), eventsOf(runs), run.last))
+		e.note(fmt.Sprintf("%d calls in %s, %d runs of %v events, %d stream events; steps asked again: %v",
+			calls, took.Round(time.Second), len(runs), eventsOf(runs), run.last, stepsAskedAgain(asked(model, calls))))
 	}
 	return err
 }
@@ -235,6 +236,21 @@ func asked(model *scripted.Server, calls int) map[int]int {
 	return out
 }
 
+// askedAgainAfterFaults checks the requests beyond a step's first: none
+// before the first fault struck, and at most one more after each, final
+// being the requests by step at the end.
+func askedAgainAfterFaults(faults []*longFault, final map[int]int) error {
+	prev := 0
+	for i, fl := range append(slices.Clone(faults), &longFault{name: "the turn ended", asked: final}) {
+		r := repeats(fl.asked)
+		if (i == 0 && r > 0) || r > prev+1 {
+			return fmt.Errorf("steps %v were asked again by the time %s: more than one for each fault before", stepsAskedAgain(fl.asked), fl.name)
+		}
+		prev = r
+	}
+	return nil
+}
+
 // repeats is the number of requests beyond the first of each step.
 func repeats(asked map[int]int) int {
 	n := 0
@@ -279,15 +295,8 @@ func (e *env) checkLongTurn(ctx context.Context, run *turnRun, f *follower, call
 	if k := f.model.Served(""); k > 0 {
 		return nil, fmt.Errorf("the model was asked %d requests no step answers", k)
 	}
-	// Requests beyond a step's first: none before the first fault, at
-	// most one more after each.
-	prev := 0
-	for i, fl := range append(slices.Clone(f.faults), &longFault{name: "the turn ended", asked: final}) {
-		r := repeats(fl.asked)
-		if (i == 0 && r > 0) || r > prev+1 {
-			return nil, fmt.Errorf("steps %v were asked again by the time %s: more than one for each fault before", stepsAskedAgain(fl.asked), fl.name)
-		}
-		prev = r
+	if err := askedAgainAfterFaults(f.faults, final); err != nil {
+		return nil, err
 	}
 
 	// The turn's runs: more than one, each at most 10,000 events, and
