@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -110,8 +109,10 @@ type longFault struct {
 }
 
 // longTurn runs the long turn and checks it. Its faults strike in order,
-// each once the follower has seen the tool call of its step end (or a
-// later one, when the fault before it still strikes).
+// one at a time, each once the follower has seen the tool call of its
+// step end (or a later one, when the fault before it still strikes: the
+// worker killed is started again before the server restarts), and before
+// the last call has ended.
 func longTurn(ctx context.Context, e *env, job string) error {
 	calls, agentID := longCalls, longAgent
 	if e.short {
@@ -124,14 +125,11 @@ func longTurn(ctx context.Context, e *env, job string) error {
 	// Two distinct steps in the first two thirds of the turn, so that
 	// both strike while it runs, in either order.
 	steps := e.rng.Perm(calls * 2 / 3)[:2]
-	var restarts sync.WaitGroup
-	defer restarts.Wait()
 	faults := []*longFault{
 		{name: "the worker was SIGKILLed", at: steps[0] + 1, strike: func(ctx context.Context) (string, error) {
-			return e.killTurnWorker(ctx, wfID, &restarts)
+			return e.killTurnWorker(ctx, wfID)
 		}},
 		{name: "the Temporal server restarted", at: steps[1] + 1, strike: func(ctx context.Context) (string, error) {
-			restarts.Wait() // a worker starting again needs the server
 			return "down 1s", e.top.Stack.Restart(ctx, devstack.ServiceTemporal, time.Second)
 		}},
 	}
@@ -145,9 +143,15 @@ func longTurn(ctx context.Context, e *env, job string) error {
 	f := &follower{model: model, calls: calls, faults: faults, done: make(chan error, 1), ends: map[string]int{}}
 	err := e.stream(ctx, run, &pb.TurnRequest{JobId: job, SessionId: job, AgentId: agentID, Prompt: "count"},
 		func(m moment, ev *pb.ToolEvent) {
-			if m == onToolEnd {
-				f.toolEnded(ctx, ev)
+			if m != onToolEnd {
+				return
 			}
+			struck := f.toolEnded(ctx, ev)
+			// The client lets go of its stream and goes on from the other
+			// gateway as a fault strikes, and every eighth of the turn, as
+			// a reloaded page does: the gateway it comes to reads on from
+			// its last event, in whichever run that is.
+			run.hop = run.hop || struck || f.steps%max(calls/8, 1) == 0
 		})
 	took := time.Since(begin)
 	if serr := f.wait(); serr != nil {
@@ -164,8 +168,8 @@ func longTurn(ctx context.Context, e *env, job string) error {
 		e.note(fmt.Sprintf("%s at step %d (drawn: %d): %s", fl.name, fl.struck, fl.at, fl.did))
 	}
 	if runs != nil {
-		e.note(fmt.Sprintf("%d calls in %s, %d runs of %v events, %d stream events; steps asked again: %v",
-			calls, took.Round(time.Second), len(runs), eventsOf(runs), run.last, stepsAskedAgain(asked(model, calls))))
+		e.note(fmt.Sprintf("%d calls in %s, %d runs of %v events, %d stream events read resuming %d times; steps asked again: %v",
+			calls, took.Round(time.Second), len(runs), eventsOf(runs), run.last, run.resumed, stepsAskedAgain(asked(model, calls))))
 	}
 	return err
 }
@@ -183,7 +187,9 @@ type follower struct {
 	ends   map[string]int // tool_end events by call id
 }
 
-func (f *follower) toolEnded(ctx context.Context, ev *pb.ToolEvent) {
+// toolEnded counts a tool_end event and strikes the next fault when its
+// step has come and the one before has struck; struck says it did.
+func (f *follower) toolEnded(ctx context.Context, ev *pb.ToolEvent) (struck bool) {
 	f.ends[ev.GetCallId()]++
 	f.steps++
 	if f.busy {
@@ -191,16 +197,16 @@ func (f *follower) toolEnded(ctx context.Context, ev *pb.ToolEvent) {
 		case err := <-f.done:
 			if err != nil {
 				f.done <- err // for wait
-				return
+				return false
 			}
 			f.busy = false
 			f.next++
 		default:
-			return
+			return false
 		}
 	}
-	if f.next >= len(f.faults) || f.steps < f.faults[f.next].at {
-		return
+	if f.next >= len(f.faults) || f.steps < f.faults[f.next].at || f.steps >= f.calls {
+		return false
 	}
 	fl := f.faults[f.next]
 	fl.struck, fl.asked, f.busy = f.steps, asked(f.model, f.calls), true
@@ -209,6 +215,7 @@ func (f *follower) toolEnded(ctx context.Context, ev *pb.ToolEvent) {
 		fl.did = did
 		f.done <- err
 	}()
+	return true
 }
 
 // wait waits for a fault still striking and returns its error.
@@ -558,8 +565,8 @@ func completed(ev *historypb.HistoryEvent, kinds map[int64]string) (string, *com
 // killTurnWorker SIGKILLs the worker running the turn — the one running
 // its pending activity (a model call), or else the one that ran its latest
 // workflow task (where its local tool calls run) — and starts it again
-// half a second later, in the background (restarts).
-func (e *env) killTurnWorker(ctx context.Context, workflowID string, restarts *sync.WaitGroup) (string, error) {
+// half a second later.
+func (e *env) killTurnWorker(ctx context.Context, workflowID string) (string, error) {
 	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
 	if err != nil {
 		return "", err
@@ -572,21 +579,21 @@ func (e *env) killTurnWorker(ctx context.Context, workflowID string, restarts *s
 	if err := p.Kill(); err != nil {
 		return "", err
 	}
-	restarts.Add(1)
-	go func() {
-		defer restarts.Done()
-		time.Sleep(500 * time.Millisecond)
-		if err := p.Start(ctx); err != nil {
-			e.log.Warn("restart worker", zap.String("name", p.Name), zap.Error(err))
-		}
-	}()
-	return fmt.Sprintf("%s, running the turn's %s", p.Name, what), nil
+	did := fmt.Sprintf("%s, running the turn's %s", p.Name, what)
+	time.Sleep(500 * time.Millisecond)
+	return did, p.Start(ctx)
 }
 
 func (e *env) turnWorker(ctx context.Context, c client.Client, workflowID string) (*topology.Process, string, error) {
-	d, err := c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+	req := &workflowservice.DescribeWorkflowExecutionRequest{
 		Namespace: e.top.Stack.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
-	})
+	}
+	d, err := c.WorkflowService().DescribeWorkflowExecution(ctx, req)
+	for try := 0; err != nil && ctx.Err() == nil && try < 50; try++ {
+		// A server that has just restarted may not answer at once.
+		time.Sleep(200 * time.Millisecond)
+		d, err = c.WorkflowService().DescribeWorkflowExecution(ctx, req)
+	}
 	if err != nil {
 		return nil, "", err
 	}

@@ -136,7 +136,14 @@ type turnRun struct {
 	content         string           // the text of the last content block
 	status          pb.Status
 	errType         string
+	resumed         int // times the stream broke and went on from another gateway
+	// hop, set by a trial, has the client let go of its stream after the
+	// event at hand and go on from the other gateway.
+	hop bool
 }
+
+// errHop is how a stream ends when the client lets go of it (turnRun.hop).
+var errHop = errors.New("the client let go of the stream")
 
 // runOnce runs one turn under the trial's fault and checks the promises.
 func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration, error) {
@@ -191,8 +198,9 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 
 // stream follows the turn from start to its final event, resuming on the
 // other gateway (or the same, once back) after the last event it has
-// whenever its stream breaks. at is told of the moments a trial may
-// strike at, and of the final event (onFinal).
+// whenever its stream breaks, or the trial has it let go (run.hop). at is
+// told of the moments a trial may strike at, and of the final event
+// (onFinal).
 func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at func(moment, *pb.ToolEvent)) error {
 	actx := e.auth(ctx)
 	started := req == nil // nil: follow a turn started elsewhere
@@ -201,11 +209,12 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 		var st interface {
 			Recv() (*pb.StreamEvent, error)
 		}
+		sctx, drop := context.WithCancel(actx)
 		var err error
 		if !started {
-			st, err = c.Stream(actx, &pb.StreamRequest{Turn: req})
+			st, err = c.Stream(sctx, &pb.StreamRequest{Turn: req})
 		} else {
-			st, err = c.Resume(actx, &pb.ResumeRequest{StreamId: run.workflowID, AfterIndex: run.last})
+			st, err = c.Resume(sctx, &pb.ResumeRequest{StreamId: run.workflowID, AfterIndex: run.last})
 		}
 		for err == nil {
 			var ev *pb.StreamEvent
@@ -216,6 +225,7 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 			started = true
 			idx := ev.GetMeta().GetEventIndex()
 			if idx != run.last+1 {
+				drop()
 				return fmt.Errorf("event %d after event %d: the stream has a gap or a duplicate", idx, run.last)
 			}
 			run.last = idx
@@ -246,7 +256,11 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 			case ev.GetError() != nil:
 				run.errType = ev.GetError().GetError().GetType()
 			}
+			if run.hop {
+				run.hop, err = false, errHop
+			}
 		}
+		drop()
 		if errors.Is(err, io.EOF) && terminal(run.status) {
 			at(onFinal, nil) // releases a trial whose moment never came
 			return nil
@@ -258,6 +272,7 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 		// gateway. A start that failed before any event is made again:
 		// the same job id makes it idempotent.
 		run.gateway = (run.gateway + 1) % len(e.conns)
+		run.resumed++
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
