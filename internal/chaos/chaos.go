@@ -11,7 +11,10 @@
 // client's stream, resumed on another gateway when its own dies, is gap-free
 // and duplicate-free, and its text (less voided attempts) is the model's
 // answer exactly once; there is one agent_results row for the job; the
-// transcript holds the turn's messages exactly once.
+// transcript holds the turn's messages exactly once. One trial
+// (longturn.go) runs a turn of 1,000 tool calls across several runs
+// through a killed worker and a restarted Temporal server, and checks
+// that each call was made once.
 //
 // `go tool task chaos` runs every trial in full and prints the table;
 // `go tool task test` runs the short version (a run or two of each).
