@@ -11,7 +11,10 @@
 // client's stream, resumed on another gateway when its own dies, is gap-free
 // and duplicate-free, and its text (less voided attempts) is the model's
 // answer exactly once; there is one agent_results row for the job; the
-// transcript holds the turn's messages exactly once.
+// transcript holds the turn's messages exactly once. One trial
+// (longturn.go) runs a turn of 1,000 tool calls across several runs
+// through a killed worker and a restarted Temporal server, and checks
+// that each call was made once.
 //
 // `go tool task chaos` runs every trial in full and prints the table;
 // `go tool task test` runs the short version (a run or two of each).
@@ -22,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"regexp"
@@ -51,6 +55,10 @@ type Options struct {
 	Short bool
 	// Only, when set, picks the trials whose names it matches.
 	Only *regexp.Regexp
+	// Seed seeds the random choices of the trials that make some (the
+	// steps the long turn's faults strike at): a run with the seed a
+	// failed run printed makes the same choices. Default: from the clock.
+	Seed uint64
 	// Logger receives progress. Default: none.
 	Logger *zap.Logger
 }
@@ -62,6 +70,7 @@ type Result struct {
 	Passed   int
 	Worst    time.Duration // the slowest run, start to final event
 	Failures []string      // one line per failed run
+	Notes    []string      // what the runs chose and measured, when they say
 }
 
 // Run starts the topology, runs the trials and stops it. It returns every
@@ -74,11 +83,17 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	log.Info("chaos seed", zap.Uint64("seed", seed))
 	e, err := start(ctx, opts.Dir, log)
 	if err != nil {
 		return nil, err
 	}
 	defer e.stop()
+	e.short, e.rng = opts.Short, rand.New(rand.NewPCG(seed, 0))
 
 	var results []Result
 	for _, tr := range trials() {
@@ -96,6 +111,10 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			if took > r.Worst {
 				r.Worst = took
 			}
+			for _, n := range e.notes {
+				r.Notes = append(r.Notes, fmt.Sprintf("run %d: %s", i+1, n))
+			}
+			e.notes = nil
 			if err != nil {
 				err = fmt.Errorf("%w\n%s", err, e.dump(ctx, job))
 				r.Failures = append(r.Failures, fmt.Sprintf("run %d (job %s): %v", i+1, job, err))
@@ -121,6 +140,11 @@ func WriteTable(w io.Writer, results []Result) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.Trial, r.Runs, r.Passed, r.Worst.Round(time.Millisecond))
 	}
 	_ = tw.Flush()
+	for _, r := range results {
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "NOTE %s: %s\n", r.Trial, n)
+		}
+	}
 	for _, r := range results {
 		for _, f := range r.Failures {
 			fmt.Fprintf(w, "FAIL %s: %s\n", r.Trial, f)
@@ -157,7 +181,16 @@ type env struct {
 	conns    []*grpc.ClientConn
 	db       *pgxpool.Pool
 	log      *zap.Logger
+	// short says the suite runs short; rng makes the trials' random
+	// choices, from the suite's seed; notes are what the current run
+	// reports (note).
+	short bool
+	rng   *rand.Rand
+	notes []string
 }
+
+// note adds a line to the current run's report.
+func (e *env) note(s string) { e.notes = append(e.notes, s) }
 
 func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 	e := &env{log: log}
@@ -300,6 +333,20 @@ agents:
     model: openai:gpt-4o-mini
     system_prompt: Call checked_calculator for any arithmetic.
     tools: [checked_calculator]
+  # The long turn's (longturn.go): a step a call, up to 1,000 calls; the
+  # first with the default history bound, the second's runs 100 events.
+  - id: counter
+    description: Counts with the calculator, a call a step.
+    model: openai:gpt-4o-mini
+    system_prompt: Count with the calculator.
+    tools: [calculator]
+    limits: {max_iterations: 1001, turn_timeout_sec: 3600}
+  - id: counter-short
+    description: Counts with the calculator, a call a step, in runs of 100 events.
+    model: openai:gpt-4o-mini
+    system_prompt: Count with the calculator.
+    tools: [calculator]
+    limits: {max_iterations: 1001, turn_timeout_sec: 3600, history_events: 100}
 `
 
 // answerTail makes the answer long enough (40 words, streamed a word each

@@ -18,6 +18,7 @@ import (
 var (
 	full = flag.Bool("chaos.full", false, "run every trial its full number of times (go tool task chaos)")
 	only = flag.String("chaos.only", "", "run only the trials whose names match this regexp")
+	seed = flag.Uint64("chaos.seed", 0, "seed of the trials' random choices (default: from the clock; a run prints it)")
 )
 
 // TestChaos runs the fault suite on the production topology: a run or two
@@ -39,7 +40,13 @@ func TestChaos(t *testing.T) {
 	}.Build()
 	require.NoError(t, err)
 	defer func() { _ = logger.Sync() }()
-	opts := Options{Dir: dir, Short: !*full, Logger: logger}
+	s := *seed
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	// On stdout, so that a failed run can be made again (-chaos.seed).
+	fmt.Printf("chaos seed %d\n", s)
+	opts := Options{Dir: dir, Short: !*full, Logger: logger, Seed: s}
 	if *only != "" {
 		opts.Only = regexp.MustCompile(*only)
 	}

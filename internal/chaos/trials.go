@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,8 @@ type trial struct {
 	turn func(e *env, job string) turnSpec
 	// custom, when set, runs the whole trial run instead.
 	custom func(ctx context.Context, e *env, job string) error
+	// timeout bounds a run; default 5 minutes.
+	timeout time.Duration
 }
 
 // moment is when a trial strikes.
@@ -52,6 +55,7 @@ const (
 	onStart                  // as soon as the turn is started
 	onApproval               // when a call waits for approval
 	onFinal                  // the turn's final event
+	onToolEnd                // each tool call's end
 )
 
 // turnSpec is one turn's request and the answer it must stream.
@@ -110,6 +114,9 @@ func trials() []trial {
 		{id: "mcp-gateway-kill", name: "SIGKILL the gateway an MCP client calls through", runs: 3, short: 1, custom: mcpGatewayKill},
 		{id: "approval-down", name: "approval decided while every worker is down", runs: 3, short: 1,
 			turn: computeTurn("", "ops"), on: onApproval, strike: approveWhileDown},
+		// 60 calls in the short run (longturn.go).
+		{id: "long-turn", name: "a 1,000-call turn survives a killed worker and a restarted Temporal server", runs: 1, short: 1,
+			custom: longTurn, timeout: 45 * time.Minute},
 	}
 }
 
@@ -129,11 +136,18 @@ type turnRun struct {
 	content         string           // the text of the last content block
 	status          pb.Status
 	errType         string
+	resumed         int // times the stream broke and went on from another gateway
+	// hop, set by a trial, has the client let go of its stream after the
+	// event at hand and go on from the other gateway.
+	hop bool
 }
+
+// errHop is how a stream ends when the client lets go of it (turnRun.hop).
+var errHop = errors.New("the client let go of the stream")
 
 // runOnce runs one turn under the trial's fault and checks the promises.
 func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(tr.timeout, 5*time.Minute))
 	defer cancel()
 	e.model.Store(scripted.New(script(tr.fault), scripted.Options{}))
 	if tr.custom != nil {
@@ -184,8 +198,9 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 
 // stream follows the turn from start to its final event, resuming on the
 // other gateway (or the same, once back) after the last event it has
-// whenever its stream breaks. at is told of the moments a trial may
-// strike at, and of the final event (onFinal).
+// whenever its stream breaks, or the trial has it let go (run.hop). at is
+// told of the moments a trial may strike at, and of the final event
+// (onFinal).
 func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at func(moment, *pb.ToolEvent)) error {
 	actx := e.auth(ctx)
 	started := req == nil // nil: follow a turn started elsewhere
@@ -194,11 +209,12 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 		var st interface {
 			Recv() (*pb.StreamEvent, error)
 		}
+		sctx, drop := context.WithCancel(actx)
 		var err error
 		if !started {
-			st, err = c.Stream(actx, &pb.StreamRequest{Turn: req})
+			st, err = c.Stream(sctx, &pb.StreamRequest{Turn: req})
 		} else {
-			st, err = c.Resume(actx, &pb.ResumeRequest{StreamId: run.workflowID, AfterIndex: run.last})
+			st, err = c.Resume(sctx, &pb.ResumeRequest{StreamId: run.workflowID, AfterIndex: run.last})
 		}
 		for err == nil {
 			var ev *pb.StreamEvent
@@ -209,6 +225,7 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 			started = true
 			idx := ev.GetMeta().GetEventIndex()
 			if idx != run.last+1 {
+				drop()
 				return fmt.Errorf("event %d after event %d: the stream has a gap or a duplicate", idx, run.last)
 			}
 			run.last = idx
@@ -218,6 +235,8 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 				at(onAnswer, nil)
 			case ev.GetApprovalRequired() != nil:
 				at(onApproval, ev.GetApprovalRequired())
+			case ev.GetToolEnd() != nil:
+				at(onToolEnd, ev.GetToolEnd())
 			case ev.GetStatus() != nil:
 				s := ev.GetStatus()
 				if s.GetStatus() == pb.Status_STATUS_RETRYING && s.GetVoidFrom() > 0 {
@@ -237,7 +256,11 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 			case ev.GetError() != nil:
 				run.errType = ev.GetError().GetError().GetType()
 			}
+			if run.hop {
+				run.hop, err = false, errHop
+			}
 		}
+		drop()
 		if errors.Is(err, io.EOF) && terminal(run.status) {
 			at(onFinal, nil) // releases a trial whose moment never came
 			return nil
@@ -249,6 +272,7 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 		// gateway. A start that failed before any event is made again:
 		// the same job id makes it idempotent.
 		run.gateway = (run.gateway + 1) % len(e.conns)
+		run.resumed++
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
@@ -466,20 +490,32 @@ func (quiet) Info(string, ...any)  {}
 func (quiet) Warn(string, ...any)  {}
 func (quiet) Error(string, ...any) {}
 
-// dump is the turn's whole event log as a fresh client reads it, for a
-// failed run's report.
+// dumpEvents bounds what dump shows of a log: its last events.
+const dumpEvents = 60
+
+// dump is the turn's event log as a fresh client reads it (its last
+// dumpEvents events), for a failed run's report.
 func (e *env) dump(ctx context.Context, job string) string {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var b strings.Builder
 	for gw := range e.conns {
-		fmt.Fprintf(&b, "event log read through gateway %d:\n", gw+1)
+		var lines []string
+		read := 0
 		st, err := pb.NewAgentServiceClient(e.conns[gw]).Resume(e.auth(ctx), &pb.ResumeRequest{StreamId: contract.TurnWorkflowID(tenant, job)})
 		for err == nil {
 			var ev *pb.StreamEvent
 			if ev, err = st.Recv(); err == nil {
-				fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(ev.String(), "\n", " "))
+				read++
+				lines = append(lines, strings.ReplaceAll(ev.String(), "\n", " "))
+				if len(lines) > dumpEvents {
+					lines = lines[1:]
+				}
 			}
+		}
+		fmt.Fprintf(&b, "event log read through gateway %d (%d events, the last %d shown):\n", gw+1, read, len(lines))
+		for _, l := range lines {
+			fmt.Fprintf(&b, "  %s\n", l)
 		}
 		fmt.Fprintf(&b, "  (%v)\n", err)
 	}
