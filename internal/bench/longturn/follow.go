@@ -51,8 +51,20 @@ const resumeTries = 10
 // follow starts req with Stream and reads its events until the turn's
 // terminal status, resuming a broken stream.
 func (f *follower) follow(ctx context.Context, req *pb.TurnRequest) error {
-	var st grpcStream
 	st, err := f.api.Stream(ctx, &pb.StreamRequest{Turn: req})
+	return f.keepUp(ctx, st, err)
+}
+
+// drain reads the rest of the turn's events after the last one seen,
+// until its terminal status.
+func (f *follower) drain(ctx context.Context) error {
+	st, err := f.api.Resume(ctx, &pb.ResumeRequest{StreamId: f.streamID, AfterIndex: f.last})
+	return f.keepUp(ctx, st, err)
+}
+
+// keepUp reads st (or, when err says it could not be opened, resumes)
+// until the turn's terminal status.
+func (f *follower) keepUp(ctx context.Context, st grpcStream, err error) error {
 	failed := 0
 	for {
 		if err == nil {
@@ -146,6 +158,13 @@ func (f *follower) progressLine() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return fmt.Sprintf("%d steps, %d tool calls, %d events, %d duplicates, %d resumes", len(f.finishes), f.toolCalls, f.last, f.duplicates, f.resumes)
+}
+
+// stepsDone is the number of model steps that finished.
+func (f *follower) stepsDone() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.finishes)
 }
 
 // ended reports whether the turn's terminal status was seen.

@@ -16,7 +16,8 @@ import (
 
 // report is the program's last line. Times are in milliseconds, memory
 // in MiB; worker figures are summed over the worker processes (with
-// -topology dev, the one process of the worker and the gateway).
+// -topology dev, the one process of the worker and the gateway); CPU is
+// per model step the turn finished (a tool call's and the answer's).
 type report struct {
 	Topology  string  `json:"topology"`
 	Calls     int     `json:"calls"`
@@ -30,6 +31,7 @@ type report struct {
 	RunHistoryBytes    []int64 `json:"run_history_bytes"`
 	MaxRunEvents       int64   `json:"max_run_events"`
 	MaxRunHistoryBytes int64   `json:"max_run_history_bytes"`
+	LastRunStatus      string  `json:"last_run_status"`
 
 	Events     int64 `json:"events"` // the stream's last index
 	Duplicates int   `json:"duplicates"`
@@ -81,8 +83,9 @@ func measure(ctx context.Context, o options, st *stack, m *model) (report, error
 	after := sample(st)
 	r.WorkerRSSPeak = round(max(peak(), after.rss))
 	r.WorkerRSSStart, r.WorkerRSSEnd = round(before.rss), round(after.rss)
-	r.CPUPerStep = round((after.cpu - before.cpu) / float64(o.calls))
-	r.TemporalCPU = round((after.server - before.server) / float64(o.calls))
+	steps := float64(max(1, f.stepsDone()))
+	r.CPUPerStep = round((after.cpu - before.cpu) / steps)
+	r.TemporalCPU = round((after.server - before.server) / steps)
 	r.fromFollower(f, o.calls)
 	r.fromModel(m)
 	if last, missing, err := f.missing(ctx); err != nil {
@@ -95,8 +98,8 @@ func measure(ctx context.Context, o options, st *stack, m *model) (report, error
 	} else {
 		r.fromRuns(rs)
 	}
-	if turnErr != nil && r.Failure == "" {
-		r.Failure = turnErr.Error()
+	if turnErr != nil {
+		r.Failure = strings.TrimSuffix(turnErr.Error()+"; "+r.Failure, "; ")
 	}
 	r.Completed = f.status == pb.Status_STATUS_COMPLETED && r.ToolCalls == o.calls &&
 		strings.Contains(f.text.String(), fmt.Sprintf("Counted to %d.", o.calls))
@@ -124,12 +127,20 @@ func (f *follower) run(ctx context.Context, o options, req *pb.TurnRequest) erro
 		}
 	}()
 	err := f.follow(turnCtx, req)
-	if err != nil && !f.ended() {
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer ccancel()
-		if _, cerr := f.api.Cancel(cctx, &pb.CancelRequest{StreamId: f.streamID, Reason: "the long-turn benchmark gave up"}); cerr != nil {
-			progress("cancel the turn: %v", cerr)
-		}
+	if err == nil || f.ended() {
+		return err
+	}
+	if turnCtx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("gave up after %s (-timeout)", o.timeout)
+	}
+	// The turn must not run on in the stack: cancel it, and read what
+	// the cancel adds to its stream.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer ccancel()
+	if _, cerr := f.api.Cancel(cctx, &pb.CancelRequest{StreamId: f.streamID, Reason: "the long-turn benchmark gave up"}); cerr != nil {
+		progress("cancel the turn: %v", cerr)
+	} else if derr := f.drain(cctx); derr != nil {
+		progress("read the canceled turn's stream: %v", derr)
 	}
 	return err
 }

@@ -79,6 +79,9 @@ func (r *report) fromModel(m *model) {
 
 func (r *report) fromRuns(rs []workflowRun) {
 	r.Runs = len(rs)
+	if len(rs) > 0 {
+		r.LastRunStatus = rs[len(rs)-1].status
+	}
 	for _, x := range rs {
 		r.RunEvents = append(r.RunEvents, x.events)
 		r.RunHistoryBytes = append(r.RunHistoryBytes, x.bytes)

@@ -12,9 +12,10 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 )
 
-// workflowRun is one run of the turn's workflow: its history's events and bytes.
+// workflowRun is one run of the turn's workflow: its history's events and
+// bytes, and its status (WORKFLOW_EXECUTION_STATUS_…).
 type workflowRun struct {
-	id            string
+	id, status    string
 	events, bytes int64
 }
 
@@ -35,7 +36,8 @@ func runs(ctx context.Context, address, namespace, workflowID string) ([]workflo
 			return nil, fmt.Errorf("describe %s run %q: %w", workflowID, id, err)
 		}
 		info := desc.GetWorkflowExecutionInfo()
-		r := workflowRun{id: info.GetExecution().GetRunId(), events: info.GetHistoryLength(), bytes: info.GetHistorySizeBytes()}
+		r := workflowRun{id: info.GetExecution().GetRunId(), status: info.GetStatus().String(),
+			events: info.GetHistoryLength(), bytes: info.GetHistorySizeBytes()}
 		out = append(out, r)
 		first, err := c.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
 			Namespace: namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: r.id}, MaximumPageSize: 1,
