@@ -87,33 +87,44 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	model, err := startModel(o.modelAddr, o.calls)
-	if err != nil {
-		return err
+	r, err := bench(ctx, o)
+	if err != nil && r.Failure == "" {
+		r.Failure = err.Error()
 	}
-	defer model.close()
-	var st *stack
-	if o.up {
-		if st, err = startStack(ctx, o, model.url()); err != nil {
-			return err
-		}
-		defer st.stop()
-	} else if st, err = runningStack(o); err != nil {
-		return err
-	}
-	r, turnErr := measure(ctx, o, st, model)
-	line, err := json.Marshal(r)
-	if err != nil {
-		return err
+	line, merr := json.Marshal(r)
+	if merr != nil {
+		return merr
 	}
 	fmt.Println(string(line))
-	if turnErr != nil {
-		return turnErr
+	if err != nil {
+		return err
 	}
 	if !r.Completed {
 		return fmt.Errorf("the turn did not complete: %s", r.Failure)
 	}
 	return nil
+}
+
+// bench serves the model, starts (or finds) the stack and measures the
+// turn on it. Its error is what kept it from measuring; the report says
+// what was measured.
+func bench(ctx context.Context, o options) (report, error) {
+	r := report{Topology: o.topology, Calls: o.calls}
+	model, err := startModel(o.modelAddr, o.calls)
+	if err != nil {
+		return r, err
+	}
+	defer model.close()
+	var st *stack
+	if o.up {
+		if st, err = startStack(ctx, o, model.url()); err != nil {
+			return r, err
+		}
+		defer st.stop()
+	} else if st, err = runningStack(o); err != nil {
+		return r, err
+	}
+	return measure(ctx, o, st, model)
 }
 
 // progress writes a line to stderr.
