@@ -112,6 +112,7 @@ func decodeAnthropic(body []byte) (incoming, error) {
 	}
 	if present(req.CacheControl) {
 		rec.CacheControl++
+		rec.hints.auto = true
 	}
 	if present(req.Thinking) {
 		rec.Thinking = req.Thinking
@@ -132,6 +133,7 @@ func decodeAnthropic(body []byte) (incoming, error) {
 		texts = append(texts, b.Text)
 		if present(b.CacheControl) {
 			rec.CacheControl++
+			rec.hints.system = true
 		}
 	}
 	rec.System = strings.Join(texts, "\n")
@@ -148,6 +150,7 @@ func decodeAnthropic(body []byte) (incoming, error) {
 			rec.Tools = append(rec.Tools, t.Name)
 			if present(t.CacheControl) {
 				rec.CacheControl++
+				rec.hints.tools = true
 			}
 		}
 	}
@@ -190,11 +193,15 @@ func recordAnthropicMessage(m anthropicMessage) ([]Message, int, error) {
 		}
 	}
 	for j, b := range blocks {
-		if present(b.CacheControl) {
+		marked := present(b.CacheControl)
+		if marked {
 			breakpoints++
 		}
 		if cur == nil && b.Type != "tool_result" {
 			cur = &Message{Role: m.Role}
+		}
+		if marked && cur != nil && b.Type != "tool_result" {
+			cur.CacheControl = true
 		}
 		switch b.Type {
 		case "tool_result":
@@ -204,6 +211,7 @@ func recordAnthropicMessage(m anthropicMessage) ([]Message, int, error) {
 				return nil, 0, fmt.Errorf("content.%d.%w", j, err)
 			}
 			breakpoints += n
+			tool.CacheControl = marked || n > 0
 			out = append(out, tool)
 		case "tool_use":
 			input := string(b.Input)

@@ -574,7 +574,7 @@ func TestAnthropicRecordedRequest(t *testing.T) {
 	require.JSONEq(t, `{"type":"adaptive"}`, string(r.Thinking))
 	require.JSONEq(t, `{"type":"json_schema","schema":{"type":"object"}}`, string(r.ResponseFormat))
 	require.Equal(t, []Message{
-		{Role: "user", Content: "hi", Parts: []Part{{Type: "text", Text: "hi"}}},
+		{Role: "user", Content: "hi", Parts: []Part{{Type: "text", Text: "hi"}}, CacheControl: true},
 		{Role: "user", Content: "and hello"},
 	}, r.Messages, "messages need not alternate")
 }
@@ -671,7 +671,24 @@ func FuzzDecodeAnthropic(f *testing.F) {
 			return
 		}
 		_ = toConversation(in.rec)
+		requireCacheable(t, in.rec)
 	})
+}
+
+// requireCacheable checks what the prompt cache makes of a decoded
+// request: its cacheable part within its prompt, and what it counts
+// within what it was sent.
+func requireCacheable(t *testing.T, rec Request) {
+	text, cacheable := promptText(rec)
+	require.GreaterOrEqual(t, cacheable, 0)
+	require.LessOrEqual(t, cacheable, len(text))
+	cache := newPromptCache(PromptCache{MinTokens: 1, BlockTokens: 1, MaxBlocks: 64})
+	for range 2 {
+		u := cache.use(rec)
+		require.LessOrEqual(t, u.cached+u.written, u.prompt)
+		require.GreaterOrEqual(t, u.cached, 0)
+	}
+	require.LessOrEqual(t, len(cache.blocks), 64)
 }
 
 // FuzzDecodeOpenAI: likewise for chat-completions requests and their
@@ -692,5 +709,6 @@ func FuzzDecodeOpenAI(f *testing.F) {
 			return
 		}
 		_ = toConversation(in.rec)
+		requireCacheable(t, in.rec)
 	})
 }

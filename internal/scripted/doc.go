@@ -51,10 +51,14 @@
 //
 //	pacing: {chunk_words: 1, delay_ms: 0}   # streaming: words per chunk, delay between chunks
 //	reasoning_field: reasoning_content       # or reasoning: the member that carries reasoning
+//	prompt_cache: {min_tokens: 1024, block_tokens: 128}  # optional: cache prompts (below)
 //	rules:                                   # the first rule that matches wins
 //	  - name: calculate
 //	    when: {user: '(?i)what is ([-0-9.+*/() ]+)\?'}
 //	    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "$1"}'}]}
+//	  - name: count-on                       # a loop: a result below 100 asks for one more
+//	    when: {tool: '^(?P<n>[0-9]+)$', below: {n: 100}}
+//	    reply: {tool_calls: [{name: calculator, arguments: '{"expression": "${n} + 1"}'}]}
 //	  - name: answer
 //	    when: {tool: '(.+)'}
 //	    reply: {text: 'The result is $1.'}
@@ -84,6 +88,12 @@
 //     image part (or none): OpenAI's image_url parts, Anthropic's image
 //     blocks. Like user, without tool the user message must be the last
 //     message.
+//   - below: {name: bound, …}: each named group, captured by one of the
+//     rule's regexps, is a number below its bound. A script loops with
+//     it: the number lives in the conversation (a tool's result), a reply
+//     asks for the next one, and the bound ends the loop; it holds
+//     however much of the conversation a client sends back (a client that
+//     compacts older steps still sends the last result).
 //
 // Reasoning: a reply's reasoning is streamed, word by word like the text
 // and before it, as deltas whose member is reasoning_field:
@@ -107,6 +117,30 @@
 // cache_creation_input_tokens (cache_write_tokens) and input_tokens (the
 // rest).
 //
+// Prompt cache (prompt_cache, off unless set): the server caches prompts
+// as providers do and reports the cached part in usage. A prompt is the
+// request's tools as sent, then (Anthropic) its system prompt, then each
+// message — role, text, reasoning sent back, tool calls (id, name,
+// arguments), the id of the call a result answers, and its other parts —
+// and its tokens are estimated as its bytes / 4, rounded up (the prompt
+// tokens reported, instead of the word count). The prompt is cut
+// into blocks of block_tokens (default 128); a request reads from the
+// cache the blocks at its start that an earlier request of the same API,
+// model and key sent, up to the first that none did, and writes the rest.
+// The key is OpenAI's prompt_cache_key, else its user member (else none);
+// Anthropic caches the prompt up to the end of its last cache_control
+// breakpoint (on a tool: the tools; on a system block: the system prompt;
+// on a block of a message: that message; on the request: all of it) and
+// nothing without one. A prompt shorter than min_tokens (default 1024)
+// reads and writes nothing, and a read shorter than it counts as none, as
+// OpenAI caches from 1,024 tokens in steps of 128. Reported: OpenAI's
+// prompt_tokens_details.cached_tokens; Anthropic's cache_read_input_tokens
+// (read) and cache_creation_input_tokens (written), input_tokens the
+// rest. Blocks are remembered by a hash of the prompt up to their end, at
+// most max_blocks of them (default 65,536, a few MiB) over all keys, the
+// least recently used forgotten first. A rule's usage, when given, is
+// reported instead; every matched request is counted, a faulted one too.
+//
 // Faults: status (an HTTP error with the API's error body: OpenAI's
 // {"error": {"message", "type", "code"}}, or Anthropic's {"type": "error",
 // "error": {"type", "message"}} whose type follows the status:
@@ -129,7 +163,11 @@
 // the "tools" member byte for byte, so that a test can tell two requests
 // share a prefix), temperature, max tokens, structured-output format and
 // OpenAI's prompt_cache_key; Anthropic's thinking config and the number of
-// its cache_control breakpoints. Each message keeps its content parts
+// its cache_control breakpoints (and, on each message, whether it carries
+// one); the body's size in bytes, and the prompt's tokens and cached tokens
+// as the prompt cache counted them. Options.OnRequest sees each request as
+// it is recorded, for a benchmark that counts requests without keeping
+// them. Each message keeps its content parts
 // (text, images and files, with their URL, or the length and SHA-256 of
 // the data sent inline, so that a test can tell an image reached the
 // model), its tool calls, and the thinking and signature an assistant

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +27,9 @@ type Script struct {
 	// newer vLLM and Ollama do).
 	ReasoningField string `yaml:"reasoning_field"`
 	Rules          []Rule `yaml:"rules"`
+	// PromptCache, when set, has the server cache prompts as providers
+	// do and report the cached part of each prompt in its usage.
+	PromptCache *PromptCache `yaml:"prompt_cache"`
 	// Moderation is how the server answers /v1/moderations: an input is
 	// flagged in each category whose expression it matches.
 	Moderation []ModerationRule `yaml:"moderation"`
@@ -70,6 +76,12 @@ type When struct {
 	// image part (true) or none (false); like User, without Tool the user
 	// message must be the last message.
 	HasImage *bool `yaml:"has_image"`
+	// Below bounds named groups read as numbers: the rule matches only
+	// when each group named here, captured by one of its regular
+	// expressions, is a number below its bound. With the number in the
+	// conversation (a tool's result) and a template that counts on from
+	// it, a script loops a given number of times.
+	Below map[string]float64 `yaml:"below"`
 }
 
 // Reply is the assistant message a rule answers with.
@@ -229,6 +241,7 @@ type compiledRule struct {
 	name                      string
 	user, tool, system, model *regexp.Regexp
 	hasImage                  *bool
+	below                     map[string]float64
 	reply                     Reply
 	fault                     *Fault
 }
@@ -245,6 +258,9 @@ func (s *Script) compile() ([]compiledRule, error) {
 	if len(s.Rules) == 0 {
 		return nil, errors.New("script has no rules")
 	}
+	if err := s.PromptCache.validate(); err != nil {
+		return nil, err
+	}
 	seen := make(map[string]bool, len(s.Rules))
 	out := make([]compiledRule, 0, len(s.Rules))
 	for i, r := range s.Rules {
@@ -253,7 +269,7 @@ func (s *Script) compile() ([]compiledRule, error) {
 			return nil, fmt.Errorf("rule %q: duplicate name", name)
 		}
 		seen[name] = true
-		c := compiledRule{name: name, reply: r.Reply, fault: r.Fault, hasImage: r.When.HasImage}
+		c := compiledRule{name: name, reply: r.Reply, fault: r.Fault, hasImage: r.When.HasImage, below: r.When.Below}
 		for _, f := range []struct {
 			field, expr string
 			dst         **regexp.Regexp
@@ -271,6 +287,9 @@ func (s *Script) compile() ([]compiledRule, error) {
 				return nil, fmt.Errorf("rule %q: when.%s: %w", name, f.field, err)
 			}
 			*f.dst = re
+		}
+		if err := c.checkBelow(); err != nil {
+			return nil, fmt.Errorf("rule %q: %w", name, err)
 		}
 		for j, tc := range r.Reply.ToolCalls {
 			if strings.TrimSpace(tc.Name) == "" {
@@ -388,7 +407,33 @@ func (c *compiledRule) match(conv conversation) (vars, bool) {
 			return vars{}, false
 		}
 	}
+	for name, bound := range c.below {
+		n, err := strconv.ParseFloat(strings.TrimSpace(v.named[name]), 64)
+		if err != nil || !(n < bound) {
+			return vars{}, false
+		}
+	}
 	return v, true
+}
+
+// checkBelow reports a when.below that names no group of the rule's
+// regular expressions, or whose bound is not a number.
+func (c *compiledRule) checkBelow() error {
+	for _, name := range slices.Sorted(maps.Keys(c.below)) {
+		if math.IsNaN(c.below[name]) {
+			return fmt.Errorf("when.below.%s: the bound is not a number", name)
+		}
+		named := false
+		for _, re := range []*regexp.Regexp{c.user, c.tool, c.system, c.model} {
+			if re != nil && re.SubexpIndex(name) >= 0 {
+				named = true
+			}
+		}
+		if !named {
+			return fmt.Errorf("when.below.%s: no regular expression of the rule has a group (?P<%s>…)", name, name)
+		}
+	}
+	return nil
 }
 
 // vars are the values a reply template may refer to.

@@ -32,6 +32,13 @@ func TestParseErrors(t *testing.T) {
 			`rule "r": reply.usage.cached_tokens and cache_write_tokens (11) exceed prompt_tokens (10)`},
 		{"has_image is a boolean", `rules: [{name: r, when: {has_image: maybe}, reply: {text: x}}]`, `parse script`},
 		{"a bad header value", `rules: [{name: r, fault: {status: 429, headers: {X-A: "a\nb"}}, reply: {text: x}}]`, `is not a valid header`},
+		{"below names a group", `rules: [{name: r, when: {tool: '(?P<n>[0-9]+)', below: {m: 3}}, reply: {text: x}}]`,
+			`rule "r": when.below.m: no regular expression of the rule has a group (?P<m>…)`},
+		{"below needs a regexp", `rules: [{name: r, when: {below: {n: 3}}, reply: {text: x}}]`, `rule "r": when.below.n`},
+		{"below is a number", `rules: [{name: r, when: {tool: '(?P<n>[0-9]+)', below: {n: many}}, reply: {text: x}}]`, `parse script`},
+		{"a negative prompt cache", `{prompt_cache: {block_tokens: -1}, rules: [{reply: {text: a}}]}`, `prompt_cache: min_tokens, block_tokens and max_blocks must not be negative`},
+		{"a prompt cache beyond bounds", `{prompt_cache: {block_tokens: 4611686018427387904}, rules: [{reply: {text: a}}]}`, `prompt_cache: min_tokens and block_tokens must be at most`},
+		{"an unknown prompt cache field", `{prompt_cache: {ttl: 5}, rules: [{reply: {text: a}}]}`, `field ttl not found`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +107,9 @@ rules:
   - name: image-then-tool
     when: {has_image: true, tool: '.'}
     reply: {text: it}
+  - name: count-on
+    when: {tool: '^(?P<n>-?[0-9.]+)$', below: {n: 3}}
+    reply: {text: c}
   - name: user
     when: {user: '^hello'}
     reply: {text: u}
@@ -116,7 +126,7 @@ rules:
 	}{
 		{"model", conversation{model: "special", lastRole: "user", last: "x", lastUser: "x", hasUser: true}, "model"},
 		{"system", conversation{model: "m", system: "talk like a pirate", lastRole: "user", last: "x", lastUser: "x", hasUser: true}, "system"},
-		{"user must be last for a user-only rule", conversation{lastRole: "tool", last: "1", lastUser: "hello", hasUser: true}, ""},
+		{"user must be last for a user-only rule", conversation{lastRole: "tool", last: "one", lastUser: "hello", hasUser: true}, ""},
 		{"user", conversation{lastRole: "user", last: "hello there", lastUser: "hello there", hasUser: true}, "user"},
 		{"tool with the earlier user question", conversation{lastRole: "tool", last: "42", lastUser: "sum 40 2", hasUser: true}, "after-tool"},
 		{"tool regexp must match", conversation{lastRole: "tool", last: "n/a", lastUser: "sum 40 2", hasUser: true}, ""},
@@ -125,6 +135,11 @@ rules:
 		{"no image", conversation{lastRole: "user", last: "look", lastUser: "look", hasUser: true}, "no-image"},
 		{"image, then a tool result", conversation{lastRole: "tool", last: "x", lastUser: "look", hasUser: true, userImage: true}, "image-then-tool"},
 		{"no image, then a tool result", conversation{lastRole: "tool", last: "x", lastUser: "look", hasUser: true}, ""},
+		{"a number below the bound", conversation{lastRole: "tool", last: "2"}, "count-on"},
+		{"a negative number below the bound", conversation{lastRole: "tool", last: "-2.5"}, "count-on"},
+		{"the bound is not below itself", conversation{lastRole: "tool", last: "3"}, ""},
+		{"a number above the bound", conversation{lastRole: "tool", last: "40"}, ""},
+		{"not a number", conversation{lastRole: "tool", last: "."}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,4 +202,24 @@ func TestSplitBytes(t *testing.T) {
 	got := splitBytes("ééééé", 3) // 2-byte runes must not be split
 	require.Equal(t, []string{"é", "é", "é", "é", "é"}, got)
 	require.Nil(t, splitBytes("", 8))
+}
+
+// FuzzParse: a script either parses, and then a server can be built
+// from it and answer with it, or is refused with an error; never a
+// panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(loopScript))
+	f.Add([]byte(testScript))
+	f.Add([]byte(`{prompt_cache: {min_tokens: 0, block_tokens: 1, max_blocks: 1}, rules: [{when: {tool: '(?P<n>.*)', below: {n: -1e308}}, reply: {text: x}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data)
+		if err != nil {
+			return
+		}
+		srv := New(s, Options{})
+		if srv.cache != nil {
+			srv.cache.use(openAIRequest("k", message("a")))
+		}
+		srv.match(conversation{lastRole: "tool", last: "1", lastUser: "x", hasUser: true})
+	})
 }

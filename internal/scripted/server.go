@@ -29,6 +29,10 @@ type Options struct {
 	// chunk just after it was flushed to the client: benchmarks use it to
 	// time the delivery of each token.
 	OnChunk func(text string, at time.Time)
+	// OnRequest, when set, is called with each chat request a rule
+	// matched, as recorded, before it is answered: benchmarks use it to
+	// see every request without keeping them (MaxRecorded).
+	OnRequest func(Request)
 }
 
 // APIs a Server speaks (Request.API).
@@ -68,9 +72,17 @@ type Request struct {
 	// request: on the request itself, its system blocks, tools, message
 	// content blocks and the blocks inside tool results.
 	CacheControl int
-	Status       int       // HTTP status answered (200 for a cut stream)
-	Faulted      bool      // a fault of the rule was served instead of its reply
-	At           time.Time // when the request arrived
+	// Bytes is the size of the request's body.
+	Bytes int
+	// PromptTokens and CachedTokens are the prompt's tokens and the part
+	// of them read from the prompt cache, as the cache counted them (see
+	// Script.PromptCache); 0 without one.
+	PromptTokens, CachedTokens int
+	Status                     int       // HTTP status answered (200 for a cut stream)
+	Faulted                    bool      // a fault of the rule was served instead of its reply
+	At                         time.Time // when the request arrived
+
+	hints cacheHints
 }
 
 // Message is one message of a recorded request. An Anthropic user message
@@ -92,6 +104,10 @@ type Message struct {
 	// of the last one.
 	Reasoning string
 	Signature string
+	// CacheControl marks an Anthropic message with a cache_control
+	// breakpoint on one of its blocks: the prompt up to its end may be
+	// cached.
+	CacheControl bool
 }
 
 // Part is one part of a message's content as it arrived.
@@ -132,6 +148,8 @@ type Server struct {
 	log         *zap.Logger
 	maxRecorded int
 	onChunk     func(string, time.Time)
+	onRequest   func(Request)
+	cache       *promptCache // nil: prompts are not cached
 
 	completionIDs atomic.Int64
 	requestIDs    atomic.Int64
@@ -173,6 +191,7 @@ func New(script *Script, opts Options) *Server {
 		log:         opts.Logger,
 		maxRecorded: opts.MaxRecorded,
 		onChunk:     opts.OnChunk,
+		onRequest:   opts.OnRequest,
 		faults:      map[string]int{},
 		served:      map[string]int{},
 	}
@@ -184,6 +203,9 @@ func New(script *Script, opts Options) *Server {
 	}
 	if s.pacing.ChunkWords <= 0 {
 		s.pacing.ChunkWords = 1
+	}
+	if script.PromptCache != nil {
+		s.cache = newPromptCache(*script.PromptCache)
 	}
 	return s
 }
@@ -358,13 +380,22 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, api string) {
 	rule, v, ok := s.match(conv)
 	if !ok {
 		rec.Status = http.StatusBadRequest
-		s.remember(rec, nil)
+		s.remember(&rec, nil)
 		apiError(w, api, http.StatusBadRequest, fmt.Sprintf("no script rule matches the last message: %s %q",
 			conv.lastRole, truncate(conv.last, 200)), "", 0)
 		return
 	}
 	rec.Rule = rule.name
-	fault := s.remember(rec, rule)
+	rec.Bytes = len(body)
+	var cached cacheUse
+	if s.cache != nil {
+		cached = s.cache.use(rec)
+		rec.PromptTokens, rec.CachedTokens = cached.prompt, cached.cached
+	}
+	fault := s.remember(&rec, rule)
+	if s.onRequest != nil {
+		s.onRequest(rec)
+	}
 	s.log.Debug("scripted request", zap.String("api", api), zap.String("rule", rule.name), zap.Bool("stream", rec.Stream),
 		zap.Bool("fault", fault != nil))
 
@@ -390,7 +421,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, api string) {
 			return
 		}
 	}
-	rep := s.render(rule, v, rec)
+	rep := s.render(rule, v, rec, cached)
 	if api == APIAnthropic {
 		s.anthropicReply(w, r, rule, rec, rep, cut)
 		return
@@ -412,8 +443,8 @@ func (s *Server) match(conv conversation) (*compiledRule, vars, bool) {
 }
 
 // remember counts and records the request and decides, under the lock,
-// whether the rule's fault applies to it.
-func (s *Server) remember(rec Request, rule *compiledRule) *Fault {
+// whether the rule's fault applies to it, which it notes in rec.
+func (s *Server) remember(rec *Request, rule *compiledRule) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var fault *Fault
@@ -440,7 +471,7 @@ func (s *Server) remember(rec Request, rule *compiledRule) *Fault {
 	if len(s.recorded) >= s.maxRecorded {
 		s.recorded = append(s.recorded[:0], s.recorded[1:]...)
 	}
-	s.recorded = append(s.recorded, rec)
+	s.recorded = append(s.recorded, *rec)
 	return fault
 }
 
@@ -459,6 +490,10 @@ func decodeOpenAI(body []byte) (incoming, error) {
 		Temperature:    req.Temperature,
 		MaxTokens:      req.MaxCompletionTokens,
 		PromptCacheKey: req.PromptCacheKey,
+		hints:          cacheHints{key: req.PromptCacheKey},
+	}
+	if rec.hints.key == "" {
+		rec.hints.key = req.User
 	}
 	if f := req.ResponseFormat; len(f) > 0 && string(f) != "null" {
 		rec.ResponseFormat = f
@@ -537,7 +572,7 @@ type reply struct {
 	cacheWrite int
 }
 
-func (s *Server) render(rule *compiledRule, v vars, rec Request) reply {
+func (s *Server) render(rule *compiledRule, v vars, rec Request, cached cacheUse) reply {
 	rep := reply{
 		id:        fmt.Sprintf("chatcmpl-scripted-%d", s.completionIDs.Add(1)),
 		model:     rec.Model,
@@ -571,6 +606,12 @@ func (s *Server) render(rule *compiledRule, v vars, rec Request) reply {
 		rep.cacheWrite = u.CacheWriteTokens
 	} else {
 		rep.usage = estimateUsage(rec, rep)
+		if s.cache != nil {
+			rep.usage.PromptTokens, rep.cacheWrite = cached.prompt, cached.written
+			if cached.cached > 0 {
+				rep.usage.PromptTokensDetails = &promptDetails{CachedTokens: cached.cached}
+			}
+		}
 	}
 	rep.usage.TotalTokens = rep.usage.PromptTokens + rep.usage.CompletionTokens
 	return rep

@@ -25,6 +25,9 @@ type chatRequest struct {
 	// "json_object"} or {"type": "text"}.
 	ResponseFormat json.RawMessage `json:"response_format"`
 	PromptCacheKey string          `json:"prompt_cache_key"`
+	// User is the end user's id; OpenAI routes a request without a
+	// prompt_cache_key to a cache by it.
+	User string `json:"user"`
 }
 
 type wireMessage struct {
