@@ -121,6 +121,10 @@ func TestLongTurnContinuesAsNew(t *testing.T) {
 
 	runs, sizes := e.runsOf(ctx, run.GetID())
 	t.Logf("%d runs, of %v events", len(runs), sizes)
+	// The first run, which ends continuing as new, and the last, which
+	// starts from what the one before handed on, replay.
+	e.replayEvents(testserver.History(ctx, t, e.Client(), run.GetID(), runs[0]), "turn_continued_as_new")
+	e.replayEvents(testserver.History(ctx, t, e.Client(), run.GetID(), runs[len(runs)-1]), "turn_continued_last_run")
 	require.Greater(t, len(runs), 2, "a turn of %d steps whose runs hold 100 events continues as new: %v", calls, sizes)
 	for i, n := range sizes {
 		// A run hands on before the step that would take it past its
@@ -237,6 +241,7 @@ func TestLongTurnContext(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
 	require.Equal(t, fmt.Sprintf("Counted to %d.", calls), res.Output, "the model still counts right: it reads the last result whole")
+	e.replay(run.GetID(), "turn_long_context")
 
 	reqs := srv.Model.Requests()
 	require.Len(t, reqs, calls+2, "a model call a step, and one after reading step 2 again")
