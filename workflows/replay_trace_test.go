@@ -30,7 +30,7 @@ func TestReplayEmitsNoSpans(t *testing.T) {
 		})
 		require.NoError(t, err)
 		Register(r)
-		require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
+		replayFile(t, r, f)
 		var names []string
 		for _, s := range rec.Ended() {
 			names = append(names, s.Name())

@@ -191,7 +191,7 @@ func BenchmarkReplay(b *testing.B) {
 		var best time.Duration
 		for range 5 {
 			t0 := time.Now()
-			must(b, replayer.ReplayWorkflowHistory(nil, h))
+			must(b, replayer.ReplayWorkflowHistoryWithOptions(nil, h, testserver.ReplayOptions(events)))
 			if d := time.Since(t0); best == 0 || d < best {
 				best = d
 			}

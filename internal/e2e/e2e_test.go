@@ -145,7 +145,7 @@ func (e *env) replayEvents(events []*historypb.HistoryEvent, name string) {
 	require.NoError(e.t, protojson.Unmarshal(data, &hist))
 	r := sdkworker.NewWorkflowReplayer()
 	workflows.Register(r)
-	require.NoError(e.t, r.ReplayWorkflowHistory(nil, &hist))
+	require.NoError(e.t, r.ReplayWorkflowHistoryWithOptions(nil, &hist, testserver.ReplayOptions(hist.GetEvents())))
 	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
 		require.NoError(e.t, os.WriteFile(filepath.Join("..", "..", "workflows", "testdata", name+".json"), data, 0o644))
 	}

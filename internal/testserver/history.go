@@ -7,6 +7,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 )
 
 // History is the events of one run of a workflow (runID "" for its
@@ -46,4 +48,17 @@ func Runs(ctx context.Context, t testing.TB, c client.Client, workflowID string)
 		}
 	}
 	return runs
+}
+
+// ReplayOptions replay a run's history as the run it was: with its
+// workflow id and run id (from its first event), which a run that
+// continued another reads, rather than the replayer's stand-ins.
+func ReplayOptions(events []*historypb.HistoryEvent) worker.ReplayWorkflowHistoryOptions {
+	var started *historypb.WorkflowExecutionStartedEventAttributes
+	if len(events) > 0 {
+		started = events[0].GetWorkflowExecutionStartedEventAttributes()
+	}
+	return worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: started.GetWorkflowId(), RunID: started.GetOriginalExecutionRunId()},
+	}
 }
