@@ -71,22 +71,22 @@ func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
 // the request and the carry. A cancellation that came meanwhile ends the
 // turn here instead.
 func (t *turn) handOn(ctx workflow.Context) (agent.TurnResult, error) {
-	t.drainCancels(ctx)
-	t.receiveSteers(ctx)
-	if t.canceled != nil {
-		t.continuing = false
-		return t.finish(ctx, "", t.cancelError())
-	}
 	t.log.DetachPollers()
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return agent.TurnResult{}, err
 	}
-	// What came while the handlers finished is taken too: nothing is
-	// left in a channel of a run that has ended.
+	// What came until now, while the handlers finished too, is taken:
+	// nothing is left in a channel of a run that has ended, and a
+	// cancellation that came meanwhile is not carried past it.
 	t.log.TakeBatches(ctx)
 	t.drainProgress(ctx)
 	t.drainChildren(ctx)
 	t.receiveSteers(ctx)
+	t.drainCancels(ctx)
+	if t.canceled != nil {
+		t.continuing = false
+		return t.finish(ctx, "", t.cancelError())
+	}
 	c, err := t.carry()
 	if err != nil {
 		return agent.TurnResult{}, err

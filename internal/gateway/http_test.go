@@ -300,8 +300,11 @@ func FuzzHTTPRequest(f *testing.F) {
 			t.Skip()
 		}
 		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(string(body)))
-		if err != nil {
-			t.Skip() // not a request a client could send
+		if err != nil || strings.ContainsFunc(req.URL.RequestURI(), func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			// Not a request a client could send: Go's client writes a
+			// target with spaces or controls as it is, and net/http's
+			// server refuses the request line before any handler.
+			t.Skip()
 		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
