@@ -196,22 +196,9 @@ func TestLongTurnSignalsReachTheCurrentRun(t *testing.T) {
 	require.Less(t, len(srv.Model.Requests()), 400, "the cancellation stopped the turn")
 }
 
-// contextCatalog's agent reads the last 3 to 5 of its turn's steps whole,
-// the 6 before them as a digest.
-const contextCatalog = `
-tenant: demo
-default_agent: counter
-tools:
-  - name: calculator
-    kind: calculator
-agents:
-  - id: counter
-    model: openai:gpt-4o-mini
-    system_prompt: Count with the calculator.
-    tools: [calculator]
-    limits: {max_iterations: 500, turn_timeout_sec: 600, history_events: 100}
-    context: {keep_recent_steps: 3}
-`
+// contextCatalog's agent is longTurnCatalog's, reading the last 3 to 5
+// of its turn's steps whole and the 6 before them as a digest.
+const contextCatalog = longTurnCatalog + "    context: {keep_recent_steps: 3}\n"
 
 // TestLongTurnContext: the model calls of a long turn read its prompt, a
 // digest of older steps and the recent steps whole, so that what a
