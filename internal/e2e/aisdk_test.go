@@ -3,16 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -371,7 +367,7 @@ func TestAISDKRefusals(t *testing.T) {
 // finds nothing to resume. It needs Node.js (with npm) to run the SDK:
 // without it the test skips, except under CI.
 func TestAISDKClient(t *testing.T) {
-	dir := aisdkClient(t)
+	dir := nodeClient(t, "aisdk", "ai")
 	e := newHTTPEnv(t)
 	in, err := json.Marshal(map[string]string{"api": e.api + "/v1/ui/chat", "token": e.all,
 		"chat": "sdk-" + testserver.RandomID(), "approvalChat": "sdk-careful-" + testserver.RandomID()})
@@ -446,42 +442,6 @@ func TestAISDKClient(t *testing.T) {
 	require.True(t, *got.Decided.Parts[1].Approval.Approved)
 	require.Equal(t, "The result is 42.", text(got.Decided))
 	require.Nil(t, got.Resumed, "nothing to resume: 204")
-}
-
-// aisdkClient is a directory with the AI SDK installed (testdata/aisdk's
-// package-lock.json, kept in the user's cache between runs) and chat.mjs.
-func aisdkClient(t *testing.T) string {
-	t.Helper()
-	_, nodeErr := exec.LookPath("node")
-	_, npmErr := exec.LookPath("npm")
-	if nodeErr != nil || npmErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node and npm are needed to check the AI SDK stream with the SDK's own client; install Node.js 18 or later")
-		}
-		t.Skip("node and npm are not installed: the AI SDK's client cannot be run (install Node.js 18 or later to run this test)")
-	}
-	lock, err := os.ReadFile(filepath.Join("testdata", "aisdk", "package-lock.json"))
-	require.NoError(t, err)
-	cache, err := os.UserCacheDir()
-	require.NoError(t, err)
-	sum := sha256.Sum256(lock)
-	dir := filepath.Join(cache, "agentflow", "aisdk-"+hex.EncodeToString(sum[:6]))
-	for _, f := range []string{"package.json", "package-lock.json", "chat.mjs"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "aisdk", f))
-		require.NoError(t, err)
-		require.NoError(t, os.MkdirAll(dir, 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), data, 0o644))
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json")); err == nil {
-		return dir
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "npm ci (the AI SDK, from the npm registry): %s", out)
-	return dir
 }
 
 // TestAISDKRetried: a model call cut part-way and retried streams its
