@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	a2adoor "github.com/agentflow/agentflow/internal/gateway/a2a"
+
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
@@ -125,7 +127,7 @@ func startA2A(t *testing.T, opts testserver.Options) *a2aEnv {
 }
 
 func (e *a2aEnv) base(agentID string) string {
-	return "http://" + e.srv.HTTPAPIAddr() + gateway.A2APrefix + agentID
+	return "http://" + e.srv.HTTPAPIAddr() + a2adoor.A2APrefix + agentID
 }
 
 // card resolves an agent's card with a2a-go's resolver.
@@ -187,7 +189,7 @@ func TestA2AServer(t *testing.T) {
 	require.Equal(t, "calc", card.Name)
 	require.Equal(t, "Does arithmetic with a calculator.", card.Description)
 	require.Equal(t, e.base("calc"), card.URL)
-	require.Equal(t, gateway.A2AProtocolVersion, card.ProtocolVersion)
+	require.Equal(t, a2adoor.A2AProtocolVersion, card.ProtocolVersion)
 	require.Equal(t, a2a.TransportProtocolJSONRPC, card.PreferredTransport)
 	require.True(t, card.Capabilities.Streaming)
 	require.Len(t, card.Skills, 1)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	mcpdoor "github.com/agentflow/agentflow/internal/gateway/mcp"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -108,7 +110,7 @@ func mcpConnect(ctx context.Context, t *testing.T, srv *testserver.Server, token
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentflow-test", Version: "1"}, opts)
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   "http://" + srv.HTTPAPIAddr() + gateway.MCPPath,
+		Endpoint:   "http://" + srv.HTTPAPIAddr() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}},
 	}, nil)
 	require.NoError(t, err)
@@ -245,7 +247,7 @@ func TestMCPServer(t *testing.T) {
 	require.ErrorContains(t, err, "download it with GET /v1/files/"+url.PathEscape(big.Ref))
 
 	for token, want := range map[string]int{"": http.StatusUnauthorized, "nope": http.StatusUnauthorized, "approver": http.StatusForbidden} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.HTTPAPIAddr()+gateway.MCPPath,
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.HTTPAPIAddr()+mcpdoor.MCPPath,
 			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
@@ -546,7 +548,7 @@ func TestMCPResumes(t *testing.T) {
 		},
 	})
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   "http://" + p.ln.Addr().String() + gateway.MCPPath,
+		Endpoint:   "http://" + p.ln.Addr().String() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{token: "tok", base: http.DefaultTransport}},
 	}, nil)
 	require.NoError(t, err)
@@ -609,7 +611,7 @@ func TestMCPResumesOnAnotherGateway(t *testing.T) {
 		},
 	})
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   "http://" + p.ln.Addr().String() + gateway.MCPPath,
+		Endpoint:   "http://" + p.ln.Addr().String() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{token: "tok", base: http.DefaultTransport}},
 	}, nil)
 	require.NoError(t, err)
@@ -655,7 +657,7 @@ func TestMCPResumeFinishesFromTheLog(t *testing.T) {
 	require.NoError(t, srv.Store().MCPAppend(ctx, session, stream, nil))
 
 	resume := func(token, last string) (int, []map[string]any, []string) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+srv.HTTPAPIAddr()+gateway.MCPPath, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+srv.HTTPAPIAddr()+mcpdoor.MCPPath, nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Accept", "text/event-stream")

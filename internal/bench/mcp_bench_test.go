@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	mcpdoor "github.com/agentflow/agentflow/internal/gateway/mcp"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -34,7 +35,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	ctx := context.Background()
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   "http://" + st.HTTPAPIAddr() + gateway.MCPPath,
+		Endpoint:   "http://" + st.HTTPAPIAddr() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearerTransport{base: http.DefaultTransport}},
 	}, nil)
 	must(b, err)

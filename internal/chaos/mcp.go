@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	mcpdoor "github.com/agentflow/agentflow/internal/gateway/mcp"
 
-	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // mcpGatewayKill: an MCP client calls an agent through the first
@@ -45,7 +45,7 @@ func mcpGatewayKill(ctx context.Context, e *env, job string) error {
 		},
 	})
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   "http://" + lb.addr() + gateway.MCPPath,
+		Endpoint:   "http://" + lb.addr() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearerTransport{}},
 	}, nil)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	wsdoor "github.com/agentflow/agentflow/internal/gateway/ws"
+
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/status"
@@ -17,7 +19,6 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -90,7 +91,7 @@ func approvalDoors() []approvalDoor {
 			m := socketNext(t, ctx, c)
 			require.NotNil(t, m.reply, "a reply, not %s", m.raw)
 			_ = c.Close(websocket.StatusNormalClosure, "")
-			if m.reply.Type != gateway.SocketAck {
+			if m.reply.Type != wsdoor.SocketAck {
 				return m.reply.Problem.Title + ": " + m.reply.Problem.Detail
 			}
 			return ""

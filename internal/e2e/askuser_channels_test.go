@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	mcpdoor "github.com/agentflow/agentflow/internal/gateway/mcp"
+
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -18,7 +20,6 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/chatpage"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -91,7 +92,7 @@ func (e *httpEnv) mcpAsked(ctx context.Context, t *testing.T, token string, aske
 		},
 	})
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   e.api + gateway.MCPPath,
+		Endpoint:   e.api + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: mcpBearer{token: token, base: http.DefaultTransport}},
 	}, nil)
 	require.NoError(t, err)

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	mcpdoor "github.com/agentflow/agentflow/internal/gateway/mcp"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
-	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/testissuer"
 	"github.com/agentflow/agentflow/internal/testserver"
@@ -46,7 +47,7 @@ func mcpRaw(t *testing.T, ctx context.Context, api, method, token, session strin
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, api+gateway.MCPPath, rd)
+	req, err := http.NewRequestWithContext(ctx, method, api+mcpdoor.MCPPath, rd)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -94,7 +95,7 @@ func TestIdentityKeepsItsOrigin(t *testing.T) {
 
 	// The static token's holder calls desk over MCP.
 	session, err := mcp.NewClient(&mcp.Implementation{Name: "agentflow-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: api + gateway.MCPPath, HTTPClient: &http.Client{Transport: mcpBearer{token: "tok-aap", base: http.DefaultTransport}},
+		Endpoint: api + mcpdoor.MCPPath, HTTPClient: &http.Client{Transport: mcpBearer{token: "tok-aap", base: http.DefaultTransport}},
 	}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = session.Close() })

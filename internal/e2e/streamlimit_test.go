@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	a2adoor "github.com/agentflow/agentflow/internal/gateway/a2a"
+
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
@@ -19,7 +21,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -47,7 +48,7 @@ func TestStreamLimitEveryDoor(t *testing.T) {
 	oa := openai.NewClient(option.WithBaseURL(e.api+"/v1"), option.WithAPIKey(e.user), option.WithMaxRetries(0))
 	mcpSession := e.mcpAsked(ctx, t, e.user, make(chan elicited, 1), &mcp.ElicitResult{Action: "decline"})
 	a2aCtx := a2aclient.WithSessionID(ctx, "s")
-	card, err := agentcard.NewResolver(nil).Resolve(a2aCtx, e.api+gateway.A2APrefix+"assistant",
+	card, err := agentcard.NewResolver(nil).Resolve(a2aCtx, e.api+a2adoor.A2APrefix+"assistant",
 		agentcard.WithRequestHeader("Authorization", "Bearer "+e.user))
 	require.NoError(t, err)
 	creds := a2aclient.NewInMemoryCredentialsStore()

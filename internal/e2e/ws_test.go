@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	wsdoor "github.com/agentflow/agentflow/internal/gateway/ws"
+
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -60,7 +61,7 @@ func (e *httpEnv) socketRefused(ctx context.Context, token, query string) *http.
 type socketMsg struct {
 	event agent.Event
 	raw   string
-	reply *gateway.SocketReply
+	reply *wsdoor.SocketReply
 }
 
 func socketNext(t *testing.T, ctx context.Context, c *websocket.Conn) socketMsg {
@@ -71,7 +72,7 @@ func socketNext(t *testing.T, ctx context.Context, c *websocket.Conn) socketMsg 
 	var probe struct{ Type, Kind string }
 	require.NoError(t, json.Unmarshal(data, &probe), "%s", data)
 	if probe.Type != "" {
-		var r gateway.SocketReply
+		var r wsdoor.SocketReply
 		require.NoError(t, json.Unmarshal(data, &r))
 		return socketMsg{reply: &r}
 	}
@@ -87,7 +88,7 @@ func command(t *testing.T, ctx context.Context, c *websocket.Conn, cmd string) {
 }
 
 // reply reads the next message, which must be a reply of type typ.
-func reply(t *testing.T, ctx context.Context, c *websocket.Conn, typ string) *gateway.SocketReply {
+func reply(t *testing.T, ctx context.Context, c *websocket.Conn, typ string) *wsdoor.SocketReply {
 	t.Helper()
 	m := socketNext(t, ctx, c)
 	require.NotNil(t, m.reply, "a reply, not %s", m.raw)
@@ -122,9 +123,9 @@ func TestWebSocketEqualsGRPCStream(t *testing.T) {
 	job := "ws-" + testserver.RandomID()
 	c := e.socket(ctx, e.user, "")
 	command(t, ctx, c, `{"type": "start", "id": "s1", "job_id": "`+job+`", "prompt": "What is 12.5 * 4?"}`)
-	ack := reply(t, ctx, c, gateway.SocketAck)
+	ack := reply(t, ctx, c, wsdoor.SocketAck)
 	require.Equal(t, "s1", ack.ID)
-	require.Equal(t, gateway.SocketCommandStart, ack.Command)
+	require.Equal(t, wsdoor.SocketCommandStart, ack.Command)
 	require.JSONEq(t, `{"stream_id": "turn/demo/`+job+`", "job_id": "`+job+`"}`, string(ack.Result))
 	evs, overSocket := socketEvents(t, ctx, c, nil)
 	require.Equal(t, "The result is 50.", agent.ReplayText(evs))
@@ -134,7 +135,7 @@ func TestWebSocketEqualsGRPCStream(t *testing.T) {
 
 	// Follow on the same socket, from an index.
 	command(t, ctx, c, `{"type": "follow", "id": "f1", "stream_id": "`+streamID+`", "after_index": 4}`)
-	require.Equal(t, "f1", reply(t, ctx, c, gateway.SocketAck).ID)
+	require.Equal(t, "f1", reply(t, ctx, c, wsdoor.SocketAck).ID)
 	_, followed := socketEvents(t, ctx, c, nil)
 	require.Equal(t, overSocket[4:], followed)
 
@@ -142,7 +143,7 @@ func TestWebSocketEqualsGRPCStream(t *testing.T) {
 	job2 := "ws-" + testserver.RandomID()
 	d := e.socket(ctx, e.user, "")
 	command(t, ctx, d, `{"type": "start", "job_id": "`+job2+`", "prompt": "What is 9 * 9?"}`)
-	reply(t, ctx, d, gateway.SocketAck)
+	reply(t, ctx, d, wsdoor.SocketAck)
 	first, firstRaw := socketEvents(t, ctx, d, func(ev agent.Event) bool { return ev.Index == 3 })
 	require.NoError(t, d.CloseNow())
 	r := e.socket(ctx, e.user, "stream_id=turn/demo/"+job2+"&after_index="+strconv.FormatInt(first[len(first)-1].Index, 10))
@@ -162,7 +163,7 @@ func TestWebSocketCommands(t *testing.T) {
 	job := "careful-" + testserver.RandomID()
 	user := e.socket(ctx, e.user, "")
 	command(t, ctx, user, `{"type": "start", "id": "go", "job_id": "`+job+`", "agent_id": "careful", "prompt": "Carefully, what is 6 * 7?"}`)
-	reply(t, ctx, user, gateway.SocketAck)
+	reply(t, ctx, user, wsdoor.SocketAck)
 	waiting, _ := socketEvents(t, ctx, user, func(ev agent.Event) bool { return ev.Status == agent.StreamWaitingApproval })
 	var call, approvalID string
 	for _, ev := range waiting {
@@ -177,7 +178,7 @@ func TestWebSocketCommands(t *testing.T) {
 	approve := fmt.Sprintf(`{"type": "approve", "id": "a1", "stream_id": %q, "call_id": %q, "approval_id": %q, "approved": true, "reason": "fine"}`,
 		streamID, call, approvalID)
 	command(t, ctx, user, approve)
-	refused := reply(t, ctx, user, gateway.SocketError)
+	refused := reply(t, ctx, user, wsdoor.SocketError)
 	require.Equal(t, "a1", refused.ID)
 	require.Equal(t, agent.ErrTypePermissionDenied, refused.Problem.Title)
 	require.Contains(t, refused.Problem.Detail, "needs the role approver")
@@ -186,7 +187,7 @@ func TestWebSocketCommands(t *testing.T) {
 	for _, cmd := range []string{approve, `{"type": "cancel", "id": "a1", "stream_id": "` + streamID + `"}`,
 		`{"type": "follow", "id": "a1", "stream_id": "` + streamID + `"}`} {
 		command(t, ctx, rival, cmd)
-		p := reply(t, ctx, rival, gateway.SocketError)
+		p := reply(t, ctx, rival, wsdoor.SocketError)
 		require.Equal(t, agent.ErrTypeNotFound, p.Problem.Title, "%s", cmd)
 	}
 	resp := e.socketRefused(ctx, e.rival, "stream_id="+streamID)
@@ -194,7 +195,7 @@ func TestWebSocketCommands(t *testing.T) {
 
 	approver := e.socket(ctx, e.approver, "")
 	command(t, ctx, approver, approve)
-	ack := reply(t, ctx, approver, gateway.SocketAck)
+	ack := reply(t, ctx, approver, wsdoor.SocketAck)
 	require.JSONEq(t, `{"call_id": "`+call+`", "outcome": "approved", "approval_id": "`+approvalID+`", "grant_id": ""}`, string(ack.Result))
 	rest, _ := socketEvents(t, ctx, user, nil)
 	all := append(waiting, rest...)
@@ -207,13 +208,13 @@ func TestWebSocketCommands(t *testing.T) {
 
 	// Cancel a turn waiting for a decision; it ends canceled.
 	command(t, ctx, user, `{"type": "start", "agent_id": "careful", "prompt": "Carefully, what is 2 * 2?"}`)
-	reply(t, ctx, user, gateway.SocketAck)
+	reply(t, ctx, user, wsdoor.SocketAck)
 	pending, _ := socketEvents(t, ctx, user, func(ev agent.Event) bool { return ev.Kind == agent.EventApprovalRequired })
 	command(t, ctx, user, `{"type": "cancel", "id": "c1", "stream_id": "`+pending[0].StreamID+`", "reason": "enough"}`)
 	for {
 		m := socketNext(t, ctx, user)
 		if m.reply != nil {
-			require.Equal(t, gateway.SocketAck, m.reply.Type, "%+v", m.reply)
+			require.Equal(t, wsdoor.SocketAck, m.reply.Type, "%+v", m.reply)
 			require.Equal(t, "c1", m.reply.ID)
 			continue
 		}
@@ -226,7 +227,7 @@ func TestWebSocketCommands(t *testing.T) {
 	// A conversation's message, then its turn.
 	session := "s-" + testserver.RandomID()
 	command(t, ctx, user, `{"type": "message", "id": "m1", "session_id": "`+session+`", "prompt": "What is 2 * 3?"}`)
-	ack = reply(t, ctx, user, gateway.SocketAck)
+	ack = reply(t, ctx, user, wsdoor.SocketAck)
 	require.JSONEq(t, `{"stream_id": "turn/demo/`+session+`-1", "job_id": "`+session+`-1", "conversation_id": "conv/demo/`+session+`", "steered": false}`, string(ack.Result))
 	msg, _ := socketEvents(t, ctx, user, nil)
 	require.Equal(t, "The result is 6.", agent.ReplayText(msg))
@@ -241,13 +242,13 @@ func TestWebSocketCommands(t *testing.T) {
 	} {
 		command(t, ctx, user, tt.cmd)
 		p := socketNext(t, ctx, user).reply
-		if p.Type == gateway.SocketAck {
+		if p.Type == wsdoor.SocketAck {
 			// A follow is acked as it begins; its failure comes after.
-			require.Equal(t, gateway.SocketCommandFollow, p.Command)
-			p = reply(t, ctx, user, gateway.SocketError)
+			require.Equal(t, wsdoor.SocketCommandFollow, p.Command)
+			p = reply(t, ctx, user, wsdoor.SocketError)
 			require.Equal(t, streamID, p.StreamID)
 		}
-		require.Equal(t, gateway.SocketError, p.Type)
+		require.Equal(t, wsdoor.SocketError, p.Type)
 		require.Equal(t, tt.id, p.ID)
 		require.Contains(t, p.Problem.Detail, tt.detail)
 	}
@@ -260,11 +261,11 @@ func TestWebSocketBrowserAuth(t *testing.T) {
 	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.CORSOrigins = []string{"http://localhost:3000"} })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	protos := []string{gateway.SocketProtocol, gateway.SocketBearerPrefix + base64.RawURLEncoding.EncodeToString([]byte(e.user))}
+	protos := []string{wsdoor.SocketProtocol, wsdoor.SocketBearerPrefix + base64.RawURLEncoding.EncodeToString([]byte(e.user))}
 	c := e.socketWith(ctx, "", &websocket.DialOptions{Subprotocols: protos, HTTPHeader: http.Header{"Origin": {"http://localhost:3000"}}})
-	require.Equal(t, gateway.SocketProtocol, c.Subprotocol())
+	require.Equal(t, wsdoor.SocketProtocol, c.Subprotocol())
 	command(t, ctx, c, `{"type": "start", "prompt": "What is 2 + 2?"}`)
-	reply(t, ctx, c, gateway.SocketAck)
+	reply(t, ctx, c, wsdoor.SocketAck)
 	evs, _ := socketEvents(t, ctx, c, nil)
 	require.Equal(t, "The result is 4.", agent.ReplayText(evs))
 
@@ -333,7 +334,7 @@ func TestWebSocketSlowClient(t *testing.T) {
 	// Another client, meanwhile: a whole turn, while the slow one waits.
 	other := e.socket(ctx, e.user, "")
 	command(t, ctx, other, `{"type": "start", "prompt": "What is 6 * 7?"}`)
-	reply(t, ctx, other, gateway.SocketAck)
+	reply(t, ctx, other, wsdoor.SocketAck)
 	evs, _ := socketEvents(t, ctx, other, nil)
 	require.Equal(t, "The result is 42.", agent.ReplayText(evs))
 	require.NotContains(t, string(e.log.Bytes()), "too slow", "the other client finished first")

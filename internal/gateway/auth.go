@@ -64,16 +64,16 @@ func opens(caller Token, need Role) bool {
 	return caller.Has(need)
 }
 
-type callerKey struct{}
+type CallerKey struct{}
 
-// callerOf returns the token the interceptors authenticated the call with.
-func callerOf(ctx context.Context) Token {
-	t, _ := ctx.Value(callerKey{}).(Token)
+// CallerOf returns the token the interceptors authenticated the call with.
+func CallerOf(ctx context.Context) Token {
+	t, _ := ctx.Value(CallerKey{}).(Token)
 	return t
 }
 
-// tenantOf returns the tenant of the call's token.
-func tenantOf(ctx context.Context) string { return callerOf(ctx).Tenant }
+// TenantOf returns the tenant of the call's token.
+func TenantOf(ctx context.Context) string { return CallerOf(ctx).Tenant }
 
 // public methods need no token.
 func public(fullMethod string) bool {
@@ -84,8 +84,8 @@ func public(fullMethod string) bool {
 // authorize finds the call's bearer token and checks that it may call the
 // method. Static tokens are compared by hash in constant time; a JWT of
 // the OIDC issuer is verified (fromOIDC). Tokens are never logged.
-func (s *Service) authorize(ctx context.Context, method string) (context.Context, error) {
-	caller, err := s.authenticate(ctx)
+func (s *Service) Authorize(ctx context.Context, method string) (context.Context, error) {
+	caller, err := s.Authenticate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -97,14 +97,14 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 		return nil, agent.Errorf(agent.CodePermissionDenied, "token %s has the roles %s; %s needs the role %s",
 			caller.Name, roleList(caller.Roles), method[strings.LastIndex(method, "/")+1:], need)
 	}
-	return context.WithValue(ctx, callerKey{}, caller), nil
+	return context.WithValue(ctx, CallerKey{}, caller), nil
 }
 
 // authenticate finds the call's bearer token, whatever its roles: the
 // one place where a credential becomes an identity, for every door of the
 // gateway (gRPC, the HTTP API, SSE, WebSocket, /v1, the AI SDK, MCP, A2A,
 // AG-UI and the chat page all come through here).
-func (s *Service) authenticate(ctx context.Context) (Token, error) {
+func (s *Service) Authenticate(ctx context.Context) (Token, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) > 0 {
@@ -158,7 +158,7 @@ func (s *Service) tapAuth(ctx context.Context, info *tap.Info) (context.Context,
 		return ctx, nil
 	}
 	if _, _, _, err := s.screen(info.Header.Get("authorization")); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	return ctx, nil
 }
@@ -217,9 +217,9 @@ func (s *Service) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServer
 	if public(info.FullMethod) {
 		return h(ctx, req)
 	}
-	actx, err := s.authorize(ctx, info.FullMethod)
+	actx, err := s.Authorize(ctx, info.FullMethod)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	return h(actx, req)
 }
@@ -235,9 +235,9 @@ func (s *Service) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	if public(info.FullMethod) {
 		return h(srv, ss)
 	}
-	ctx, err := s.authorize(ss.Context(), info.FullMethod)
+	ctx, err := s.Authorize(ss.Context(), info.FullMethod)
 	if err != nil {
-		return s.status(ss.Context(), err)
+		return s.StatusOf(ss.Context(), err)
 	}
 	return h(srv, authedStream{ServerStream: ss, ctx: ctx})
 }

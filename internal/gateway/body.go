@@ -26,7 +26,7 @@ import (
 // (HTTPOptions.ClientInflightBytes, InflightBytes) while they arrive, and
 // it must arrive within HTTPOptions.BodyTimeout of the request's headers:
 // a connection that stalls is cut off with 408. Doors read bodies with
-// readBody (or limitBody, for handlers of libraries that read them), and
+// ReadBody (or limitBody, for handlers of libraries that read them), and
 // WebSocket messages the same way (socket.readMessage).
 
 // Defaults of HTTPOptions' body bounds.
@@ -113,7 +113,7 @@ func (a *HTTPAPI) admit(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	authz := r.Header.Values("Authorization")
 	md := metadata.MD{}
 	md.Set("authorization", authz...)
-	caller, err := a.svc.authenticate(metadata.NewIncomingContext(r.Context(), md))
+	caller, err := a.svc.Authenticate(metadata.NewIncomingContext(r.Context(), md))
 	ctx := r.Context()
 	if len(authz) > 0 {
 		// The door checks the same header again: it is answered from here.
@@ -149,8 +149,8 @@ func allowBody(r *http.Request, max int64) {
 	}
 }
 
-// readBody reads a request's whole body, as admit bounds it.
-func readBody(r *http.Request) ([]byte, error) {
+// ReadBody reads a request's whole body, as admit bounds it.
+func ReadBody(r *http.Request) ([]byte, error) {
 	var data []byte
 	var err error
 	switch b := r.Body.(type) {
@@ -172,15 +172,15 @@ func readBody(r *http.Request) ([]byte, error) {
 func bodyReadError(err error) error {
 	var e *intake.Error
 	if errors.As(err, &e) {
-		return withHTTPStatus(e.Status, e)
+		return WithHTTPStatus(e.Status, e)
 	}
 	return agent.Errorf(agent.CodeInvalid, "the request body could not be read")
 }
 
-// isBodyError reports whether err is a body refused or cut off: its
+// IsBodyError reports whether err is a body refused or cut off: its
 // answer is written even though the server has ended the request's
 // context, as it does when a read fails.
-func isBodyError(err error) bool {
+func IsBodyError(err error) bool {
 	var e *intake.Error
 	return errors.As(err, &e)
 }
@@ -188,15 +188,15 @@ func isBodyError(err error) bool {
 // limitBody reads a request's body before the handlers do, for handlers
 // of libraries (grpc-gateway's, the MCP SDK's) that read it themselves:
 // a body refused or cut off is answered here, and nothing is called.
-func (a *HTTPAPI) limitBody(next http.Handler) http.Handler {
+func (a *HTTPAPI) LimitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
-		data, err := readBody(r)
+		data, err := ReadBody(r)
 		if err != nil {
-			a.fail(w, r, err, 0)
+			a.Fail(w, r, err, 0)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(data))

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"bufio"
@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentflow/agentflow/internal/gateway/mcp"
+
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/doors"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 )
@@ -21,17 +25,18 @@ import (
 // bodyTestAPI serves an HTTP API with no backends and two tokens of two
 // tenants ("tok", "tok2"): what these tests send is refused, or cut off,
 // before any call reaches a service.
-func bodyTestAPI(t *testing.T, o HTTPOptions) (*HTTPAPI, string) {
+func bodyTestAPI(t *testing.T, o gateway.HTTPOptions) (*gateway.HTTPAPI, string) {
 	t.Helper()
-	var tokens []Token
+	var tokens []gateway.Token
 	for _, tk := range []struct{ secret, tenant, name string }{{"tok", "demo", "ana"}, {"tok2", "other", "bob"}, {"tok3", "third", "cy"}} {
-		tok, err := NewToken(tk.secret, tk.tenant, tk.name, AllRoles()...)
+		tok, err := gateway.NewToken(tk.secret, tk.tenant, tk.name, gateway.AllRoles()...)
 		require.NoError(t, err)
 		tokens = append(tokens, tok)
 	}
-	svc, err := New(Options{Tokens: tokens, Logger: zaptest.NewLogger(t)})
+	svc, err := gateway.New(gateway.Options{Tokens: tokens, Logger: zaptest.NewLogger(t)})
 	require.NoError(t, err)
-	api, err := NewHTTPAPI(svc, NewCatalogService(nil, nil, nil, zaptest.NewLogger(t)), o)
+	o.Doors = doors.All()
+	api, err := gateway.NewHTTPAPI(svc, gateway.NewCatalogService(nil, nil, nil, zaptest.NewLogger(t)), o)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- api.Serve() }()
@@ -53,7 +58,7 @@ var bodyDoors = []string{
 	"/v1/ui/chat",                          // the AI SDK
 	"/ag-ui/assistant",                     // AG-UI
 	"/a2a/assistant",                       // A2A
-	MCPPath,                                // MCP
+	mcp.MCPPath,                            // MCP
 	"/v1/files",                            // uploads
 	"/v1/no-such-route",                    // none: the HTTP API's
 }
@@ -104,7 +109,7 @@ func answered(t *testing.T, c net.Conn) *http.Response {
 // stall — on every door: each is answered 401 while its body is unsent,
 // nothing of it is held, and its connection is closed.
 func TestAnonymousBodiesAreNotRead(t *testing.T) {
-	api, addr := bodyTestAPI(t, HTTPOptions{MaxUploadBytes: 1 << 20})
+	api, addr := bodyTestAPI(t, gateway.HTTPOptions{MaxUploadBytes: 1 << 20})
 	for _, path := range bodyDoors {
 		t.Run(path, func(t *testing.T) {
 			conns := make([]net.Conn, 5)
@@ -116,7 +121,7 @@ func TestAnonymousBodiesAreNotRead(t *testing.T) {
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 				require.True(t, resp.Close, "the answer closes the connection")
 			}
-			_, total := api.body.budget.InFlight("")
+			_, total := api.BodyBudget().InFlight("")
 			require.Zero(t, total, "no anonymous byte is held")
 		})
 	}
@@ -126,7 +131,7 @@ func TestAnonymousBodiesAreNotRead(t *testing.T) {
 // body and stalls is cut off with 408 once the body timeout has passed,
 // on every door, and what it held is given back.
 func TestStalledBodiesAreCutOff(t *testing.T) {
-	api, addr := bodyTestAPI(t, HTTPOptions{MaxUploadBytes: 8 << 20, BodyTimeout: 500 * time.Millisecond})
+	api, addr := bodyTestAPI(t, gateway.HTTPOptions{MaxUploadBytes: 8 << 20, BodyTimeout: 500 * time.Millisecond})
 	for _, path := range bodyDoors {
 		t.Run(path, func(t *testing.T) {
 			c := stalledBody(t, addr, path, "tok", 4_000_001, 64<<10)
@@ -135,7 +140,7 @@ func TestStalledBodiesAreCutOff(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			require.Contains(t, string(body), "AGENTFLOW_HTTP_BODY_TIMEOUT")
 			require.Eventually(t, func() bool {
-				_, total := api.body.budget.InFlight("")
+				_, total := api.BodyBudget().InFlight("")
 				return total == 0
 			}, time.Minute, 10*time.Millisecond, "the stalled body's bytes are given back")
 		})
@@ -147,9 +152,9 @@ func TestStalledBodiesAreCutOff(t *testing.T) {
 // 429 before it is read, and a body that ends gives its share back.
 func TestBodyBytesInFlight(t *testing.T) {
 	const mib = 1 << 20
-	api, addr := bodyTestAPI(t, HTTPOptions{MaxUploadBytes: mib, ClientInflightBytes: 5 * mib, InflightBytes: 9 * mib})
+	api, addr := bodyTestAPI(t, gateway.HTTPOptions{MaxUploadBytes: mib, ClientInflightBytes: 5 * mib, InflightBytes: 9 * mib})
 	held := func(client string) int64 {
-		mine, _ := api.body.budget.InFlight(client)
+		mine, _ := api.BodyBudget().InFlight(client)
 		return mine
 	}
 	// ana's first 4 MB body stalls, and holds its declared length.
@@ -173,7 +178,7 @@ func TestBodyBytesInFlight(t *testing.T) {
 	require.NoError(t, first.Close())
 	require.NoError(t, second.Close())
 	require.Eventually(t, func() bool {
-		_, total := api.body.budget.InFlight("")
+		_, total := api.BodyBudget().InFlight("")
 		return total == 0
 	}, time.Minute, 10*time.Millisecond)
 	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/turns", strings.NewReader(strings.Repeat("x", 4*mib)))
@@ -190,7 +195,7 @@ func TestBodyBytesInFlight(t *testing.T) {
 // TestStalledSocketMessage: a WebSocket message that does not all arrive
 // within the body timeout of its first frame closes its socket.
 func TestStalledSocketMessage(t *testing.T) {
-	api, addr := bodyTestAPI(t, HTTPOptions{BodyTimeout: 500 * time.Millisecond})
+	api, addr := bodyTestAPI(t, gateway.HTTPOptions{BodyTimeout: 500 * time.Millisecond})
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
@@ -209,14 +214,14 @@ func TestStalledSocketMessage(t *testing.T) {
 	_, err = c.Write(frame)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		mine, _ := api.body.budget.InFlight("demo/ana")
+		mine, _ := api.BodyBudget().InFlight("demo/ana")
 		return mine > 0
 	}, time.Minute, 10*time.Millisecond, "the message's bytes count while they arrive")
 	_, err = io.Copy(io.Discard, br)
 	var ne net.Error
 	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server closes the socket")
 	require.Eventually(t, func() bool {
-		_, total := api.body.budget.InFlight("")
+		_, total := api.BodyBudget().InFlight("")
 		return total == 0
 	}, time.Minute, 10*time.Millisecond)
 }

@@ -35,7 +35,7 @@ const maxCatalogFiles = 100
 
 // UpsertCatalog implements pb.CatalogServiceServer.
 func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalogRequest) (*pb.UpsertCatalogResponse, error) {
-	tenant := tenantOf(ctx)
+	tenant := TenantOf(ctx)
 	if n := len(in.GetFiles()); n > maxCatalogFiles {
 		return nil, Status(ctx, c.logger, agent.Errorf(agent.CodeInvalid, "%d files; the limit is %d", n, maxCatalogFiles))
 	}
@@ -83,7 +83,7 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 
 // ListRules implements pb.CatalogServiceServer.
 func (c *CatalogService) ListRules(ctx context.Context, _ *pb.ListRulesRequest) (*pb.ListRulesResponse, error) {
-	r, err := c.store.Routing(ctx, tenantOf(ctx))
+	r, err := c.store.Routing(ctx, TenantOf(ctx))
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
@@ -92,7 +92,7 @@ func (c *CatalogService) ListRules(ctx context.Context, _ *pb.ListRulesRequest) 
 
 // RouteDryRun implements pb.CatalogServiceServer.
 func (c *CatalogService) RouteDryRun(ctx context.Context, in *pb.RouteDryRunRequest) (*pb.RouteDryRunResponse, error) {
-	tenant := tenantOf(ctx)
+	tenant := TenantOf(ctx)
 	snap, err := c.routes.Routing(ctx, tenant)
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
@@ -100,7 +100,7 @@ func (c *CatalogService) RouteDryRun(ctx context.Context, in *pb.RouteDryRunRequ
 	// The decision for the admin who asks: rules over caller.* see the
 	// admin's token, as a turn started with it would.
 	tc := toContext(in.GetContext())
-	d, err := snap.Table.Route(routing.Input{TenantID: tenant, Caller: callerOf(ctx).Caller(), UserRole: tc.UserRole, UIPage: tc.UIPage,
+	d, err := snap.Table.Route(routing.Input{TenantID: tenant, Caller: CallerOf(ctx).Caller(), UserRole: tc.UserRole, UIPage: tc.UIPage,
 		Metadata: tc.Metadata, Message: in.GetMessage()}, snap.DefaultAgent)
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
@@ -116,7 +116,7 @@ func (c *CatalogService) RouteDryRun(ctx context.Context, in *pb.RouteDryRunRequ
 // delta after each change.
 func (c *CatalogService) StreamCatalog(_ *pb.StreamCatalogRequest, ss grpc.ServerStreamingServer[pb.CatalogEvent]) error {
 	ctx := ss.Context()
-	tenant := tenantOf(ctx)
+	tenant := TenantOf(ctx)
 	changed, stop := c.routes.Watch(tenant) // before the snapshot: no change falls between
 	defer stop()
 	prev, err := c.load(ctx, tenant)

@@ -164,7 +164,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 	case agent.EventReasoning:
 		out.Event = &pb.StreamEvent_Reasoning{Reasoning: &pb.TokenEvent{Text: e.Text, Step: int32(e.Step), Attempt: int32(e.Attempt)}}
 	case agent.EventToolArgsDelta:
-		t := toolOrEmpty(e.Tool)
+		t := ToolOrEmpty(e.Tool)
 		out.Event = &pb.StreamEvent_ToolArgsDelta{ToolArgsDelta: &pb.ToolArgsDeltaEvent{CallId: t.CallID, Name: t.Name,
 			ArgsDelta: t.ArgsDelta, Step: int32(e.Step), Attempt: int32(e.Attempt)}}
 	case agent.EventStepStart:
@@ -173,7 +173,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 		out.Event = &pb.StreamEvent_StepFinish{StepFinish: &pb.StepEvent{Step: int32(e.Step), FinishReason: e.FinishReason,
 			Usage: toPBTokenUsage(e.Usage), Model: e.Model}}
 	case agent.EventApprovalDecided:
-		t, a := toolOrEmpty(e.Tool), agent.ApprovalEvent{}
+		t, a := ToolOrEmpty(e.Tool), agent.ApprovalEvent{}
 		if e.Approval != nil {
 			a = *e.Approval
 		}
@@ -186,18 +186,18 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 	case agent.EventSteered:
 		out.Event = &pb.StreamEvent_Steered{Steered: &pb.SteeredEvent{Id: toPBMessage(e.Message).GetId(), Text: e.Text}}
 	case agent.EventQuestion:
-		t, q := toolOrEmpty(e.Tool), questionOrEmpty(e.Question)
+		t, q := ToolOrEmpty(e.Tool), QuestionOrEmpty(e.Question)
 		ev := &pb.QuestionEvent{CallId: t.CallID, Name: t.Name, Text: q.Text, Choices: q.Choices, AllowOther: q.AllowOther, Role: q.Role}
 		if t.Deadline != nil {
 			ev.Deadline = timestamppb.New(*t.Deadline)
 		}
 		out.Event = &pb.StreamEvent_Question{Question: ev}
 	case agent.EventQuestionAnswered:
-		t, q := toolOrEmpty(e.Tool), questionOrEmpty(e.Question)
+		t, q := ToolOrEmpty(e.Tool), QuestionOrEmpty(e.Question)
 		out.Event = &pb.StreamEvent_QuestionAnswered{QuestionAnswered: &pb.QuestionAnsweredEvent{CallId: t.CallID, Name: t.Name,
 			Outcome: q.Outcome, Answerer: q.Answerer, Via: q.Via}}
 	case agent.EventCustom:
-		c, t := agent.CustomEvent{}, toolOrEmpty(e.Tool)
+		c, t := agent.CustomEvent{}, ToolOrEmpty(e.Tool)
 		if e.Custom != nil {
 			c = *e.Custom
 		}
@@ -207,7 +207,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 	return out
 }
 
-func toolOrEmpty(t *agent.ToolEvent) agent.ToolEvent {
+func ToolOrEmpty(t *agent.ToolEvent) agent.ToolEvent {
 	if t == nil {
 		return agent.ToolEvent{}
 	}
@@ -365,7 +365,7 @@ func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {
 	return out
 }
 
-func questionOrEmpty(q *agent.QuestionEvent) agent.QuestionEvent {
+func QuestionOrEmpty(q *agent.QuestionEvent) agent.QuestionEvent {
 	if q == nil {
 		return agent.QuestionEvent{}
 	}

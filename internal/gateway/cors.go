@@ -21,7 +21,7 @@ func ParseCORSOrigins(v string) ([]string, error) {
 		if o == "" {
 			continue
 		}
-		norm, err := corsOrigin(o)
+		norm, err := CORSOrigin(o)
 		if err != nil {
 			return nil, fmt.Errorf("AGENTFLOW_CORS_ORIGINS entry %q: %w", o, err)
 		}
@@ -30,9 +30,9 @@ func ParseCORSOrigins(v string) ([]string, error) {
 	return out, nil
 }
 
-// corsOrigin checks an origin and returns it as browsers write it:
+// CORSOrigin checks an origin and returns it as browsers write it:
 // scheme and host in lower case, no trailing slash.
-func corsOrigin(o string) (string, error) {
+func CORSOrigin(o string) (string, error) {
 	if o == "*" || o == "null" {
 		return "", fmt.Errorf("name each origin (scheme://host[:port]); %q would open the API to any page", o)
 	}
@@ -66,7 +66,7 @@ type corsPolicy struct{ origins []string }
 
 func newCORS(origins []string) (corsPolicy, error) {
 	for _, o := range origins {
-		if norm, err := corsOrigin(o); err != nil || norm != o {
+		if norm, err := CORSOrigin(o); err != nil || norm != o {
 			return corsPolicy{}, fmt.Errorf("http api: CORS origin %q: want it as ParseCORSOrigins returns it", o)
 		}
 	}
@@ -90,7 +90,7 @@ func (c corsPolicy) wrap(next http.Handler, a *HTTPAPI) http.Handler {
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Add("Vary", "Access-Control-Request-Method, Access-Control-Request-Headers")
 			if err := c.preflight(origin, allowed, r); err != nil {
-				a.fail(w, r, err, 0)
+				a.Fail(w, r, err, 0)
 				return
 			}
 			h.Set("Access-Control-Allow-Origin", origin)

@@ -35,12 +35,17 @@
 // /v1/files/{ref} serves a tenant's blob back, so that no browser runs it
 // on the API's origin.
 //
-// Other agents and apps reach a tenant's agents through open protocols on
-// the same listener, each for the agents the catalog exposes through it
-// (agent.Agent.Expose) and each running the same turn pipeline and reading
-// the same event log: MCP (mcp.go, the official MCP Go SDK's Streamable
-// HTTP server at MCPPath: agents as tools, a call as a durable turn), A2A
-// (a2a.go, a2a-go's JSON-RPC handler over our own request handler: agent
-// cards, tasks that are turns, read from their event logs) and AG-UI
-// (agui.go, at AGUIPath: AG-UI's RunAgentInput in, its event stream out).
+// The core and its doors. This package is the core: auth and tenancy
+// (auth.go, tokens.go), limits and bodies (body.go, intake), HTTP's
+// plumbing (http.go, httperr.go, httpin.go, jsonin.go, cors.go), event
+// streams with keep-alives and a slot per tenant (eventstream.go,
+// streams.go), the turn API the doors call (service.go, sessions.go,
+// decisions.go, door.go) and the follower (EventSource). Every other
+// protocol on the same listener is a door, a package of its own under
+// internal/gateway that implements Door and renders a turn's events
+// through internal/gateway/projection: sse, ws, openai, aisdk, agui, mcp
+// and a2a, each for the agents the catalog exposes through it
+// (agent.Agent.Expose) and each running the same turn pipeline and
+// reading the same event log. A door imports no other door and the core
+// imports none; internal/gateway/doors lists them for the server.
 package gateway

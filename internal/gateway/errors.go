@@ -27,7 +27,7 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil && !isBodyError(err) {
+	if ctx.Err() != nil && !IsBodyError(err) {
 		// The caller went away or ran out of time: that is the answer.
 		// (A body cut off ends the request's context too, and is
 		// answered as what it is.)
@@ -43,7 +43,7 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 	}
 	ref := newRef()
 	telemetry.Logger(ctx, logger).Error("request failed", zap.String("ref", ref), zap.String("code", string(code)),
-		zap.String("tenant", tenantOf(ctx)), zap.Error(err))
+		zap.String("tenant", TenantOf(ctx)), zap.Error(err))
 	msg := "internal error"
 	if code == agent.CodeUnavailable {
 		msg = "a service agentflow depends on is unavailable; try again later"
@@ -90,8 +90,8 @@ func GoingAway(streamID string, after int64) error {
 	return st.Err()
 }
 
-// errorInfo returns the ErrorInfo that Status added to st.
-func errorInfo(st *status.Status) (*errdetails.ErrorInfo, bool) {
+// ErrorInfoOf returns the ErrorInfo that Status added to st.
+func ErrorInfoOf(st *status.Status) (*errdetails.ErrorInfo, bool) {
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
 			return info, true
@@ -107,4 +107,4 @@ func newRef() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (s *Service) status(ctx context.Context, err error) error { return Status(ctx, s.logger, err) }
+func (s *Service) StatusOf(ctx context.Context, err error) error { return Status(ctx, s.logger, err) }

@@ -26,17 +26,17 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 	s := e.s
 	ds, err := evals.Parse([]byte(in.GetDataset()))
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
-	ev := agent.EvalInput{TenantID: tenantOf(ctx), EvalID: in.GetEvalId(), AgentID: in.GetAgentId(), Concurrency: int(in.GetConcurrency()), Dataset: ds}
+	ev := agent.EvalInput{TenantID: TenantOf(ctx), EvalID: in.GetEvalId(), AgentID: in.GetAgentId(), Concurrency: int(in.GetConcurrency()), Dataset: ds}
 	if ev.AgentID == "" {
 		ev.AgentID = ds.Agent
 	}
 	if ev.AgentID == "" {
-		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "agent_id is required: the dataset names no agent"))
+		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "agent_id is required: the dataset names no agent"))
 	}
 	if ev.EvalID == "" {
-		ev.EvalID = "eval-" + newJobID()
+		ev.EvalID = "eval-" + NewJobID()
 	}
 	for _, v := range in.GetVersions() {
 		ev.Versions = append(ev.Versions, int(v))
@@ -44,26 +44,26 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 	if len(ev.Versions) == 0 {
 		a, err := s.store.ActiveAgent(ctx, ev.TenantID, ev.AgentID)
 		if err != nil {
-			return nil, s.status(ctx, err)
+			return nil, s.StatusOf(ctx, err)
 		}
 		ev.Versions = []int{a.Version}
 	}
 	if err := ev.Validate(); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	for _, v := range ev.Versions {
 		if _, err := s.store.AgentVersion(ctx, ev.TenantID, ev.AgentID, v); err != nil {
-			return nil, s.status(ctx, err)
+			return nil, s.StatusOf(ctx, err)
 		}
 	}
 	// Recorded before the workflow starts, so that GetEval finds it at
 	// once (the workflow records it too, for starts that bypass the
 	// gateway; the first record stands).
 	if err := s.store.BeginEval(ctx, ev); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	if _, err := turnclient.StartEval(ctx, s.client, s.taskQueue, ev); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	out := &pb.StartEvalResponse{EvalId: ev.EvalID, WorkflowId: contract.EvalWorkflowID(ev.TenantID, ev.EvalID), Cases: int32(len(ds.Cases))}
 	for _, v := range ev.Versions {
@@ -76,19 +76,19 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 func (e evalService) GetEval(ctx context.Context, in *pb.GetEvalRequest) (*pb.EvalRun, error) {
 	s := e.s
 	if err := agent.ValidateID("eval_id", in.GetEvalId()); err != nil || in.GetEvalId() == "" {
-		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "eval_id is required, without '/' or spaces"))
+		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "eval_id is required, without '/' or spaces"))
 	}
-	run, err := s.store.EvalRun(ctx, tenantOf(ctx), in.GetEvalId())
+	run, err := s.store.EvalRun(ctx, TenantOf(ctx), in.GetEvalId())
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	if in.GetWait() && run.Status != agent.EvalCompleted {
-		err := s.client.GetWorkflow(ctx, contract.EvalWorkflowID(tenantOf(ctx), in.GetEvalId()), "").Get(ctx, nil)
+		err := s.client.GetWorkflow(ctx, contract.EvalWorkflowID(TenantOf(ctx), in.GetEvalId()), "").Get(ctx, nil)
 		if err != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, s.status(ctx, contract.ErrorOf(err))
+			return nil, s.StatusOf(ctx, contract.ErrorOf(err))
 		}
-		if run, err = s.store.EvalRun(ctx, tenantOf(ctx), in.GetEvalId()); err != nil {
-			return nil, s.status(ctx, err)
+		if run, err = s.store.EvalRun(ctx, TenantOf(ctx), in.GetEvalId()); err != nil {
+			return nil, s.StatusOf(ctx, err)
 		}
 	}
 	return toPBEvalRun(run), nil

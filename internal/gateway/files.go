@@ -37,7 +37,7 @@ import (
 // gateway's origin (nosniff, a sandboxing Content-Security-Policy, and
 // an attachment unless it is a raster image).
 const (
-	filesPath = "/v1/files"
+	FilesPath = "/v1/files"
 	filePath  = "/v1/files/{ref...}"
 )
 
@@ -86,38 +86,38 @@ type upload struct {
 }
 
 func (a *HTTPAPI) registerFiles(mux *http.ServeMux) {
-	mux.HandleFunc("POST "+filesPath, a.postFile)
+	mux.HandleFunc("POST "+FilesPath, a.postFile)
 	mux.HandleFunc("GET "+filePath, a.getFile)
-	a.refuseOtherMethods(mux, filesPath, filePath)
+	a.RefuseOtherMethods(mux, FilesPath, filePath)
 }
 
 // postFile stores the request's file for the caller's tenant: 201 and
 // its FileInfo.
 func (a *HTTPAPI) postFile(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.caller(r, r.Header.Values("Authorization"), pb.AgentService_Start_FullMethodName)
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Start_FullMethodName)
 	if err != nil {
-		a.refuse(w, r, err)
+		a.Refuse(w, r, err)
 		return
 	}
 	r = r.WithContext(ctx)
 	up, err := a.readUpload(r)
 	if err != nil {
-		a.refuse(w, r, err)
+		a.Refuse(w, r, err)
 		return
 	}
-	tenant := tenantOf(ctx)
+	tenant := TenantOf(ctx)
 	ref, err := a.svc.store.PutTenantBlob(ctx, tenant, up.data, up.contentType)
 	if err != nil {
-		a.refuse(w, r, err)
+		a.Refuse(w, r, err)
 		return
 	}
 	info, err := a.svc.store.TenantBlobInfo(ctx, tenant, ref)
 	if err != nil {
-		a.refuse(w, r, err)
+		a.Refuse(w, r, err)
 		return
 	}
-	w.Header().Set("Location", filesPath+"/"+url.PathEscape(ref))
-	writeJSON(w, http.StatusCreated, FileInfo{Ref: info.Ref, MIMEType: info.ContentType, Size: info.Size, Name: up.name})
+	w.Header().Set("Location", FilesPath+"/"+url.PathEscape(ref))
+	WriteJSON(w, http.StatusCreated, FileInfo{Ref: info.Ref, MIMEType: info.ContentType, Size: info.Size, Name: up.name})
 }
 
 // readUpload reads the request's file, refusing a body larger than the
@@ -141,7 +141,7 @@ func isMultipart(contentType string) bool {
 
 // uploadTooLarge is the error of a file over the limit: 413.
 func uploadTooLarge(limit int64) error {
-	return withHTTPStatus(http.StatusRequestEntityTooLarge,
+	return WithHTTPStatus(http.StatusRequestEntityTooLarge,
 		agent.Errorf(agent.CodeInvalid, "the file is larger than %d bytes, the gateway's upload limit (AGENTFLOW_MAX_UPLOAD_BYTES)", limit))
 }
 
@@ -156,13 +156,13 @@ func decodeUpload(h http.Header, query url.Values, body io.Reader, limit int64) 
 	for key, vals := range query {
 		switch {
 		case key != "name":
-			return upload{}, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: %s takes name", cut(key), filesPath)
+			return upload{}, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: %s takes name", Clip(key), FilesPath)
 		case len(vals) > 1:
 			return upload{}, agent.Errorf(agent.CodeInvalid, "query parameter name is given %d times: give it once", len(vals))
 		}
 	}
 	if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
-		return upload{}, agent.Errorf(agent.CodeInvalid, "Content-Encoding %s: send the file's bytes as they are", cut(enc))
+		return upload{}, agent.Errorf(agent.CodeInvalid, "Content-Encoding %s: send the file's bytes as they are", Clip(enc))
 	}
 	mt, params, err := mediaType("Content-Type", h.Get("Content-Type"))
 	if err != nil {
@@ -214,7 +214,7 @@ func decodeMultipart(body io.Reader, boundary string, limit int64) (upload, erro
 		}
 		switch {
 		case part.FormName() != "file":
-			return upload{}, agent.Errorf(agent.CodeInvalid, "unknown form field %s: the upload takes one part, named \"file\"", cut(part.FormName()))
+			return upload{}, agent.Errorf(agent.CodeInvalid, "unknown form field %s: the upload takes one part, named \"file\"", Clip(part.FormName()))
 		case found:
 			return upload{}, agent.Errorf(agent.CodeInvalid, "more than one part named \"file\": an upload stores one file")
 		}
@@ -256,9 +256,9 @@ func bodyError(err error, limit int64, what string) error {
 	case errors.As(err, &e) && e.Status == http.StatusRequestEntityTooLarge:
 		return uploadTooLarge(limit)
 	case errors.As(err, &e):
-		return withHTTPStatus(e.Status, e)
+		return WithHTTPStatus(e.Status, e)
 	}
-	return agent.Errorf(agent.CodeInvalid, "%s: %s", what, cut(err.Error()))
+	return agent.Errorf(agent.CodeInvalid, "%s: %s", what, Clip(err.Error()))
 }
 
 // mediaType parses a Content-Type header; "" is none.
@@ -268,7 +268,7 @@ func mediaType(header, v string) (string, map[string]string, error) {
 	}
 	mt, params, err := mime.ParseMediaType(v)
 	if err != nil {
-		return "", nil, agent.Errorf(agent.CodeInvalid, "%s %s is not a media type (type/subtype; parameters)", header, cut(v))
+		return "", nil, agent.Errorf(agent.CodeInvalid, "%s %s is not a media type (type/subtype; parameters)", header, Clip(v))
 	}
 	return mt, params, nil
 }
@@ -292,7 +292,7 @@ func dispositionName(v string) (string, error) {
 	}
 	_, params, err := mime.ParseMediaType(v)
 	if err != nil {
-		return "", agent.Errorf(agent.CodeInvalid, "Content-Disposition %s is malformed: want attachment; filename=\"<name>\"", cut(v))
+		return "", agent.Errorf(agent.CodeInvalid, "Content-Disposition %s is malformed: want attachment; filename=\"<name>\"", Clip(v))
 	}
 	return params["filename"], nil
 }
@@ -304,31 +304,31 @@ func fileName(name string) (string, error) {
 		name = name[i+1:]
 	}
 	if len(name) > maxFileName || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
-		return "", agent.Errorf(agent.CodeInvalid, "file name %s: want at most %d bytes of text without control characters", cut(name), maxFileName)
+		return "", agent.Errorf(agent.CodeInvalid, "file name %s: want at most %d bytes of text without control characters", Clip(name), maxFileName)
 	}
 	return name, nil
 }
 
 // getFile answers the bytes behind a ref of the caller's tenant.
 func (a *HTTPAPI) getFile(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.caller(r, r.Header.Values("Authorization"), pb.AgentService_GetResult_FullMethodName)
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_GetResult_FullMethodName)
 	if err != nil {
-		a.refuse(w, r, err)
+		a.Refuse(w, r, err)
 		return
 	}
 	r = r.WithContext(ctx)
 	ref, err := parseFileRef(r.PathValue("ref"))
 	for key := range r.URL.Query() {
-		err = cmpErr(err, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: GET %s/{ref} takes none", cut(key), filesPath))
+		err = FirstError(err, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: GET %s/{ref} takes none", Clip(key), FilesPath))
 	}
 	if err != nil {
-		a.refuse(w, r, err)
+		a.Refuse(w, r, err)
 		return
 	}
-	tenant := tenantOf(ctx)
+	tenant := TenantOf(ctx)
 	// Ownership first: a 304 would say the blob exists as much as a 200.
 	if _, err := a.svc.store.TenantBlobInfo(ctx, tenant, ref); err != nil {
-		a.refuse(w, r, err)
+		a.Refuse(w, r, err)
 		return
 	}
 	etag := `"` + strings.TrimPrefix(ref, "cas://") + `"`
@@ -347,7 +347,7 @@ func (a *HTTPAPI) getFile(w http.ResponseWriter, r *http.Request) {
 	// asked (Range, If-Range).
 	b, err := a.svc.store.OpenTenantBlob(ctx, tenant, ref)
 	if err != nil {
-		a.refuse(w, r, err)
+		a.Refuse(w, r, err)
 		return
 	}
 	defer b.Close()
@@ -369,7 +369,7 @@ func parseFileRef(s string) (string, error) {
 	}
 	if !ok || len(sum) != 64 || strings.ContainsFunc(sum, func(c rune) bool { return !isHexDigit(c) }) {
 		return "", agent.Errorf(agent.CodeInvalid, "file ref %s: want %s<64 hex digits> URL-escaped (cas%%3A%%2F%%2Fsha256%%3A…), or sha256:<64 hex digits>",
-			cut(s), agent.CASRefPrefix)
+			Clip(s), agent.CASRefPrefix)
 	}
 	return agent.CASRefPrefix + strings.ToLower(sum), nil
 }

@@ -50,9 +50,9 @@ func FuzzDecodeUpload(f *testing.F) {
 		if err != nil {
 			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
 			require.NotEmpty(t, err.Error())
-			var hs *httpStatusError
+			var hs *HTTPStatusError
 			if errors.As(err, &hs) {
-				require.Equal(t, http.StatusRequestEntityTooLarge, hs.status)
+				require.Equal(t, http.StatusRequestEntityTooLarge, hs.Status)
 				require.Greater(t, len(body), limit, "413 only for a body over the limit")
 			}
 			return

@@ -54,6 +54,9 @@ type HTTPOptions struct {
 	// DefaultClientInflightBytes, or the largest upload when more;
 	// DefaultInflightBytes, or ClientInflightBytes when more.
 	ClientInflightBytes, InflightBytes int64
+	// Doors are the protocols served beside the API's own routes
+	// (internal/gateway/doors.All for every one agentflow has).
+	Doors []Door
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -145,15 +148,11 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	root := http.NewServeMux()
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	chatpage.Register(root)
-	openAI{s: s}.register(root)
-	a.registerSSE(root)
-	a.registerSocket(root)
-	a.registerAISDK(root)
 	a.registerFiles(root)
-	a.registerMCP(root)
-	a.registerAGUI(root)
-	a.registerA2A(root)
-	root.Handle("/", a.limitBody(mux))
+	for _, d := range o.Doors {
+		d.Register(root, a)
+	}
+	root.Handle("/", a.LimitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil
 }
@@ -166,7 +165,7 @@ func (a *HTTPAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r, end := a.admit(w, r)
 	defer end()
 	if !utf8.ValidString(r.URL.Path) {
-		a.fail(w, r, agent.Errorf(agent.CodeInvalid, "the path is not valid UTF-8 once unescaped"), http.StatusBadRequest)
+		a.Fail(w, r, agent.Errorf(agent.CodeInvalid, "the path is not valid UTF-8 once unescaped"), http.StatusBadRequest)
 		return
 	}
 	a.handler.ServeHTTP(w, r)

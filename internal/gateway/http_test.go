@@ -13,9 +13,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi2"
 	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/doors"
+	"github.com/agentflow/agentflow/internal/gateway/gatewaytest"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -50,25 +51,12 @@ var httpRoutes = map[string][]string{
 	"CatalogService_StreamCatalog (no route)": nil,
 }
 
-// startHTTPAPI serves the HTTP API of a gateway with no backends: what
-// these tests send is refused before any call reaches the services.
+// startHTTPAPI serves the HTTP API of a gateway with no backends, with
+// every door: what these tests send is refused before any call reaches
+// the services.
 func startHTTPAPI(t testing.TB, origins ...string) *httptest.Server {
 	t.Helper()
-	tok, err := gateway.NewToken("tok", "demo", "alice", gateway.AllRoles()...)
-	require.NoError(t, err)
-	svc, err := gateway.New(gateway.Options{Tokens: []gateway.Token{tok}, Logger: zaptest.NewLogger(t)})
-	require.NoError(t, err)
-	api, err := gateway.NewHTTPAPI(svc, gateway.NewCatalogService(nil, nil, nil, zaptest.NewLogger(t)), gateway.HTTPOptions{CORSOrigins: origins})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- api.Serve() }()
-	srv := httptest.NewServer(api)
-	t.Cleanup(func() {
-		srv.Close()
-		api.Stop(0)
-		require.NoError(t, <-done)
-	})
-	return srv
+	return gatewaytest.StartHTTPAPI(t, doors.All(), origins...)
 }
 
 // TestOpenAPIDocument: GET /openapi.json is a valid OpenAPI document

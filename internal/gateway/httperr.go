@@ -48,17 +48,17 @@ func (a *HTTPAPI) writeError(ctx context.Context, _ *runtime.ServeMux, _ runtime
 		httpStatus, err = hs.HTTPStatus, hs.Err
 	}
 	st := status.Convert(err)
-	if _, ok := errorInfo(st); !ok {
+	if _, ok := ErrorInfoOf(st); !ok {
 		// Not from the service: grpc-gateway's own (a body or parameter
 		// it could not read) or the in-process connection's. Its gRPC
 		// code says what it is; Status decides what the caller may read.
 		st = status.Convert(Status(ctx, a.logger, &agent.Error{Code: codeOfGRPC(st.Code()), Message: st.Message()}))
 	}
-	p := problemFromStatus(st)
+	p := ProblemFromStatus(st)
 	if httpStatus != 0 {
 		p.Status = httpStatus
 	}
-	writeProblem(w, p)
+	WriteProblem(w, p)
 }
 
 // routingError answers a request no route takes.
@@ -72,28 +72,28 @@ func (a *HTTPAPI) routingError(ctx context.Context, _ *runtime.ServeMux, _ runti
 	default:
 		err = agent.Errorf(agent.CodeInvalid, "a malformed request path")
 	}
-	a.fail(w, r.WithContext(ctx), err, httpStatus)
+	a.Fail(w, r.WithContext(ctx), err, httpStatus)
 }
 
 // fail answers err, with httpStatus instead of its code's when not 0,
-// or the status withHTTPStatus gave it.
-func (a *HTTPAPI) fail(w http.ResponseWriter, r *http.Request, err error, httpStatus int) {
-	p := problemFromStatus(status.Convert(Status(r.Context(), a.logger, err)))
-	var hs *httpStatusError
+// or the status WithHTTPStatus gave it.
+func (a *HTTPAPI) Fail(w http.ResponseWriter, r *http.Request, err error, httpStatus int) {
+	p := ProblemFromStatus(status.Convert(Status(r.Context(), a.logger, err)))
+	var hs *HTTPStatusError
 	if httpStatus == 0 && errors.As(err, &hs) {
-		httpStatus = hs.status
+		httpStatus = hs.Status
 	}
 	if httpStatus != 0 {
 		p.Status = httpStatus
 	}
-	writeProblem(w, p)
+	WriteProblem(w, p)
 }
 
-// problemFromStatus reads a status Status made.
-func problemFromStatus(st *status.Status) Problem {
+// ProblemFromStatus reads a status Status made.
+func ProblemFromStatus(st *status.Status) Problem {
 	code := codeOfGRPC(st.Code())
 	ref := ""
-	if info, ok := errorInfo(st); ok {
+	if info, ok := ErrorInfoOf(st); ok {
 		if c, known := agent.CodeOfType(info.GetReason()); known {
 			code = c
 		}
@@ -130,8 +130,8 @@ func codeOfGRPC(c codes.Code) agent.Code {
 	return agent.CodeInternal
 }
 
-// writeProblem answers p.
-func writeProblem(w http.ResponseWriter, p Problem) {
+// WriteProblem answers p.
+func WriteProblem(w http.ResponseWriter, p Problem) {
 	h := w.Header()
 	// What a handler set for an answer that is not coming.
 	h.Del("Trailer")

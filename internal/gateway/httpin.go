@@ -61,7 +61,7 @@ func (m strictJSON) decode(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return io.EOF // the callers take it as an empty message
 	}
-	if err := oneJSONValue(data); err != nil {
+	if err := OneJSONValue(data); err != nil {
 		return err
 	}
 	if err := m.Unmarshal(data, v); err != nil {
@@ -70,8 +70,8 @@ func (m strictJSON) decode(data []byte, v any) error {
 	return nil
 }
 
-// oneJSONValue checks that data is one JSON value and nothing after it.
-func oneJSONValue(data []byte) error {
+// OneJSONValue checks that data is one JSON value and nothing after it.
+func OneJSONValue(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var v json.RawMessage
 	if err := dec.Decode(&v); err != nil {

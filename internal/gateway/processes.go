@@ -14,7 +14,7 @@ func (c *CatalogService) GetProcess(ctx context.Context, in *pb.GetProcessReques
 	if in.GetVersion() < 0 {
 		return nil, Status(ctx, c.logger, agent.Errorf(agent.CodeInvalid, "version %d: want a version from 1, or 0 for the latest", in.GetVersion()))
 	}
-	v, err := c.store.Process(ctx, tenantOf(ctx), in.GetTag(), int(in.GetVersion()))
+	v, err := c.store.Process(ctx, TenantOf(ctx), in.GetTag(), int(in.GetVersion()))
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
@@ -23,7 +23,7 @@ func (c *CatalogService) GetProcess(ctx context.Context, in *pb.GetProcessReques
 
 // ListProcesses implements pb.CatalogServiceServer.
 func (c *CatalogService) ListProcesses(ctx context.Context, _ *pb.ListProcessesRequest) (*pb.ListProcessesResponse, error) {
-	list, err := c.store.Processes(ctx, tenantOf(ctx))
+	list, err := c.store.Processes(ctx, TenantOf(ctx))
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
@@ -36,7 +36,7 @@ func (c *CatalogService) ListProcesses(ctx context.Context, _ *pb.ListProcessesR
 
 // ListProcessVersions implements pb.CatalogServiceServer.
 func (c *CatalogService) ListProcessVersions(ctx context.Context, in *pb.ListProcessVersionsRequest) (*pb.ListProcessVersionsResponse, error) {
-	hist, err := c.store.ProcessHistory(ctx, tenantOf(ctx), in.GetTag())
+	hist, err := c.store.ProcessHistory(ctx, TenantOf(ctx), in.GetTag())
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}

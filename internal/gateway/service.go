@@ -160,19 +160,19 @@ const startTimeout = 30 * time.Second
 // start validates a request and starts its turn, or attaches to the run
 // of the same request under its job id. It returns the run.
 func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.WorkflowRun, error) {
-	req, err := s.prepare(ctx, in)
+	req, err := s.Prepare(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	return s.startPrepared(ctx, req)
+	return s.StartPrepared(ctx, req)
 }
 
 // prepare checks a turn request and gives it a job id if it has none.
-func (s *Service) prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequest, error) {
-	req := toTurnRequest(in, callerOf(ctx))
+func (s *Service) Prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequest, error) {
+	req := toTurnRequest(in, CallerOf(ctx))
 	req.Normalize()
 	if req.JobID == "" {
-		req.JobID = newJobID()
+		req.JobID = NewJobID()
 	}
 	if err := req.Validate(); err != nil {
 		return req, err
@@ -254,7 +254,7 @@ func (s *Service) piiPolicy(ctx context.Context, tenantID string) (redact.Policy
 // A start the server did not answer in time is made again until
 // startTimeout: it is keyed by the turn's workflow id and attaches to the
 // run an earlier try started (the same request), so a repeat is harmless.
-func (s *Service) startPrepared(ctx context.Context, req agent.TurnRequest) (client.WorkflowRun, error) {
+func (s *Service) StartPrepared(ctx context.Context, req agent.TurnRequest) (client.WorkflowRun, error) {
 	select {
 	case s.starting <- struct{}{}:
 		defer func() { <-s.starting }()
@@ -323,11 +323,11 @@ func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 func (s *Service) Invoke(ctx context.Context, in *pb.InvokeRequest) (*pb.TurnResult, error) {
 	run, err := s.start(ctx, in.GetTurn())
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	res, err := turnclient.Result(ctx, run)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	return toPBResult(res, run.GetID()), nil
 }
@@ -335,21 +335,21 @@ func (s *Service) Invoke(ctx context.Context, in *pb.InvokeRequest) (*pb.TurnRes
 // Stream implements pb.AgentServiceServer.
 func (s *Service) Stream(in *pb.StreamRequest, ss grpc.ServerStreamingServer[pb.StreamEvent]) error {
 	ctx := ss.Context()
-	req, err := s.prepare(ctx, in.GetTurn())
+	req, err := s.Prepare(ctx, in.GetTurn())
 	if err != nil {
-		return s.status(ctx, err)
+		return s.StatusOf(ctx, err)
 	}
 	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
 	return s.send(ss, streamID, 0, func(ctx context.Context, send func(agent.Event) error) error {
-		return s.followNew(ctx, req, nil, send)
+		return s.FollowNew(ctx, req, nil, send)
 	})
 }
 
 // Resume implements pb.AgentServiceServer.
 func (s *Service) Resume(in *pb.ResumeRequest, ss grpc.ServerStreamingServer[pb.StreamEvent]) error {
 	ctx := ss.Context()
-	if err := ownStream(ctx, in.GetStreamId()); err != nil {
-		return s.status(ctx, err)
+	if err := OwnStream(ctx, in.GetStreamId()); err != nil {
+		return s.StatusOf(ctx, err)
 	}
 	return s.send(ss, in.GetStreamId(), in.GetAfterIndex(), func(ctx context.Context, send func(agent.Event) error) error {
 		return s.events.Follow(ctx, in.GetStreamId(), in.GetAfterIndex(), send)
@@ -383,16 +383,16 @@ func (s *Service) send(ss grpc.ServerStreamingServer[pb.StreamEvent], streamID s
 	case err != nil && s.ending.Err() != nil && ss.Context().Err() == nil:
 		return GoingAway(streamID, last)
 	}
-	return s.status(ss.Context(), err)
+	return s.StatusOf(ss.Context(), err)
 }
 
-// ownStream refuses stream ids of other tenants as if they did not exist.
-func ownStream(ctx context.Context, streamID string) error {
+// OwnStream refuses stream ids of other tenants as if they did not exist.
+func OwnStream(ctx context.Context, streamID string) error {
 	tenant, err := agent.StreamTenant(streamID)
 	if err != nil {
 		return err
 	}
-	if tenant != tenantOf(ctx) {
+	if tenant != TenantOf(ctx) {
 		return agent.Errorf(agent.CodeNotFound, "stream %q not found", streamID)
 	}
 	return nil
@@ -401,13 +401,13 @@ func ownStream(ctx context.Context, streamID string) error {
 // GetResult implements pb.AgentServiceServer.
 func (s *Service) GetResult(ctx context.Context, in *pb.GetResultRequest) (*pb.TurnResult, error) {
 	if in.GetResultRef() == "" {
-		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "result_ref is required"))
+		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "result_ref is required"))
 	}
-	res, err := s.store.ResultByRef(ctx, tenantOf(ctx), in.GetResultRef())
+	res, err := s.store.ResultByRef(ctx, TenantOf(ctx), in.GetResultRef())
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
-	return toPBResult(res, contract.TurnWorkflowID(tenantOf(ctx), res.JobID)), nil
+	return toPBResult(res, contract.TurnWorkflowID(TenantOf(ctx), res.JobID)), nil
 }
 
 // ListAgents pages.
@@ -425,22 +425,22 @@ func (s *Service) ListAgents(ctx context.Context, in *pb.ListAgentsRequest) (*pb
 	size := int(in.GetPageSize())
 	switch {
 	case size < 0 || size > maxAgentsPage:
-		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "page_size %d: want 0 (%d) to %d", size, defaultAgentsPage, maxAgentsPage))
+		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "page_size %d: want 0 (%d) to %d", size, defaultAgentsPage, maxAgentsPage))
 	case size == 0:
 		size = defaultAgentsPage
 	}
 	after, err := decodePageToken(in.GetPageToken())
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
-	tenant := tenantOf(ctx)
+	tenant := TenantOf(ctx)
 	agents, err := s.store.ListAgents(ctx, tenant)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	def, err := s.store.DefaultAgent(ctx, tenant)
 	if err != nil && !agent.IsCode(err, agent.CodeNotFound) {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	slices.SortFunc(agents, func(a, b agent.Agent) int { return strings.Compare(a.ID, b.ID) })
 	out := &pb.ListAgentsResponse{}
@@ -483,298 +483,25 @@ func decodePageToken(tok string) (string, error) {
 
 // Cancel implements pb.AgentServiceServer.
 func (s *Service) Cancel(ctx context.Context, in *pb.CancelRequest) (*pb.CancelResponse, error) {
-	if err := ownStream(ctx, in.GetStreamId()); err != nil {
-		return nil, s.status(ctx, err)
+	if err := OwnStream(ctx, in.GetStreamId()); err != nil {
+		return nil, s.StatusOf(ctx, err)
 	}
-	req := agent.CancelRequest{Reason: in.GetReason(), RequestedBy: callerOf(ctx).Name}
+	req := agent.CancelRequest{Reason: in.GetReason(), RequestedBy: CallerOf(ctx).Name}
 	if err := req.Validate(); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	// The reason is kept with the turn and logged.
 	if err := s.redactForTurn(ctx, in.GetStreamId(), &req.Reason); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	if err := turnclient.Cancel(ctx, s.client, in.GetStreamId(), req); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	return &pb.CancelResponse{}, nil
 }
 
-// Approve implements pb.AgentServiceServer.
-func (s *Service) Approve(ctx context.Context, in *pb.ApproveRequest) (*pb.ApproveResponse, error) {
-	if in.Approved == nil {
-		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "approved is required: true runs the call, false rejects it"))
-	}
-	match, err := fromPBMatch(in.GetMatch())
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	d := agent.NewApprovalDecision(in.GetCallId(), in.GetApproved(), in.GetReason(), "")
-	d.ApprovalID, d.Scope, d.Match, d.ExpiresInSec = in.GetApprovalId(), in.GetScope(), match, int(in.GetExpiresInSec())
-	ack, err := s.decide(ctx, in.GetStreamId(), d)
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	return &pb.ApproveResponse{CallId: ack.CallID, Outcome: ack.Outcome, ApprovalId: ack.ApprovalID, GrantId: ack.GrantID}, nil
-}
-
-// decide sends a decision on a call waiting in a turn of the caller's
-// tenant: the one place every door of the gateway decides an approval
-// through (the API, WebSocket, the AI SDK, MCP's elicitation). The
-// decision is the credential's holder's, whatever the request says, and
-// names the call by its approval id (agent.PendingApproval.ApprovalID),
-// which binds it to that call: the turn refuses it on any other. Its
-// reason gets the tenant's PII redaction, with the turn's placeholders.
-func (s *Service) decide(ctx context.Context, streamID string, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
-	if err := ownStream(ctx, streamID); err != nil {
-		return contract.ApprovalAck{}, err
-	}
-	if d.ApprovalID == "" {
-		return contract.ApprovalAck{}, agent.Errorf(agent.CodeInvalid,
-			"approval_id is required: the waiting call's, as ListPendingApprovals and its approval_required event give it")
-	}
-	caller := callerOf(ctx)
-	d.Approver, d.ApproverIssuer, d.ApproverSubject = caller.Name, caller.Issuer, caller.Subject
-	if err := d.Validate(); err != nil {
-		return contract.ApprovalAck{}, err
-	}
-	// The reason is stored, and the model reads it when the call is
-	// rejected: redacted as an answer is.
-	if err := s.redactForTurn(ctx, streamID, &d.Reason); err != nil {
-		return contract.ApprovalAck{}, err
-	}
-	return turnclient.Approve(ctx, s.client, streamID, d)
-}
-
-// ListGrants implements pb.AgentServiceServer.
-func (s *Service) ListGrants(ctx context.Context, in *pb.ListGrantsRequest) (*pb.ListGrantsResponse, error) {
-	f := store.GrantFilter{SessionID: in.GetSessionId(), Inactive: in.GetIncludeInactive(), Now: time.Now()}
-	if in.GetSessionId() != "" {
-		if err := agent.ValidateID("session_id", in.GetSessionId()); err != nil {
-			return nil, s.status(ctx, err)
-		}
-	}
-	if id := in.GetStreamId(); id != "" {
-		if err := ownStream(ctx, id); err != nil {
-			return nil, s.status(ctx, err)
-		}
-		f.JobID = strings.TrimPrefix(id, "turn/"+tenantOf(ctx)+"/")
-	}
-	grants, err := s.store.ListGrants(ctx, tenantOf(ctx), f)
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	out := &pb.ListGrantsResponse{}
-	for _, g := range grants {
-		out.Grants = append(out.Grants, toPBGrant(g))
-	}
-	return out, nil
-}
-
-// RevokeGrant implements pb.AgentServiceServer: revoked by the
-// credential's holder, recorded with where its identity comes from.
-func (s *Service) RevokeGrant(ctx context.Context, in *pb.RevokeGrantRequest) (*pb.Grant, error) {
-	g, err := s.store.RevokeGrant(ctx, tenantOf(ctx), in.GetGrantId(), *callerOf(ctx).Caller(), time.Now())
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	return toPBGrant(g), nil
-}
-
-// ListPendingApprovals implements pb.AgentServiceServer.
-func (s *Service) ListPendingApprovals(ctx context.Context, in *pb.ListPendingApprovalsRequest) (*pb.ListPendingApprovalsResponse, error) {
-	if err := ownStream(ctx, in.GetStreamId()); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	pending, err := turnclient.PendingApprovals(ctx, s.client, in.GetStreamId())
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	out := &pb.ListPendingApprovalsResponse{}
-	for _, p := range pending {
-		out.Approvals = append(out.Approvals, toPBPending(p))
-	}
-	return out, nil
-}
-
-// Answer implements pb.AgentServiceServer: the answer is the token
-// holder's, with the token's roles, whatever the request says; the turn
-// checks them against the question's role.
-func (s *Service) Answer(ctx context.Context, in *pb.AnswerRequest) (*pb.AnswerResponse, error) {
-	if err := ownStream(ctx, in.GetStreamId()); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	caller := callerOf(ctx)
-	a := caller.answer(in.GetCallId(), in.GetAnswer())
-	ack, err := s.answer(ctx, in.GetStreamId(), a)
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	return &pb.AnswerResponse{CallId: ack.CallID, Outcome: ack.Outcome}, nil
-}
-
-// answer checks a person's answer to a question of the caller's turn
-// streamID, applies the tenant's PII redaction to it as to a prompt (with
-// the turn's placeholders: its session's, else its own), and gives it to
-// the turn: every door's answers go this way.
-func (s *Service) answer(ctx context.Context, streamID string, a agent.Answer) (contract.AnswerAck, error) {
-	if err := a.Validate(); err != nil {
-		return contract.AnswerAck{}, err
-	}
-	if err := s.redactForTurn(ctx, streamID, &a.Text); err != nil {
-		return contract.AnswerAck{}, err
-	}
-	return turnclient.Answer(ctx, s.client, streamID, a)
-}
-
-// redactForTurn applies the tenant's PII redaction to texts a person
-// sends a running turn streamID, with the turn's placeholders: its
-// session's, else its own (also for a turn that has not begun yet, whose
-// session is not known).
-func (s *Service) redactForTurn(ctx context.Context, streamID string, texts ...*string) error {
-	if !slices.ContainsFunc(texts, func(t *string) bool { return *t != "" }) {
-		return nil // a decision without a reason, say
-	}
-	tenant, err := agent.StreamTenant(streamID)
-	if err != nil {
-		return err
-	}
-	p, err := s.piiPolicy(ctx, tenant)
-	if err != nil || p.Redactor == nil {
-		return err
-	}
-	job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(tenant, ""))
-	turn, err := s.store.Turn(ctx, tenant, job)
-	if err != nil && !agent.IsCode(err, agent.CodeNotFound) {
-		return fmt.Errorf("load turn %q: %w", streamID, err)
-	}
-	return s.redact(ctx, tenant, redact.Scope(turn.SessionID, job), texts...)
-}
-
-// ListPendingQuestions implements pb.AgentServiceServer.
-func (s *Service) ListPendingQuestions(ctx context.Context, in *pb.ListPendingQuestionsRequest) (*pb.ListPendingQuestionsResponse, error) {
-	if err := ownStream(ctx, in.GetStreamId()); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	pending, err := turnclient.PendingQuestions(ctx, s.client, in.GetStreamId())
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	out := &pb.ListPendingQuestionsResponse{}
-	for _, q := range pending {
-		out.Questions = append(out.Questions, toPBQuestion(q))
-	}
-	return out, nil
-}
-
-func newJobID() string {
+func NewJobID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(b[:])
-}
-
-// ForkSession implements pb.AgentServiceServer: a new session with the
-// transcript up to a turn (store.ForkSession), and, to edit or regenerate
-// that turn, its first message.
-func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*pb.ForkSessionResponse, error) {
-	f := store.Fork{TenantID: tenantOf(ctx), From: in.GetSessionId(), To: in.GetNewSessionId(), JobID: in.GetJobId(),
-		Before: in.GetBefore() || in.GetEditPrompt() != "" || in.GetRegenerate()}
-	if in.GetEditPrompt() != "" && in.GetRegenerate() {
-		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "edit_prompt and regenerate: send one — an edit is a new prompt, regenerate sends the same one"))
-	}
-	if f.To == "" {
-		id := newJobID()
-		f.To = fmt.Sprintf("%.150s-fork-%s", f.From, id[len(id)-8:])
-	}
-	conv := agent.ConversationInput{TenantID: f.TenantID, SessionID: f.To, AgentID: in.GetAgentId(), AgentVersion: int(in.GetAgentVersion()),
-		History: in.GetHistory()}
-	if err := conv.Validate(); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	var msg *agent.SendMessage
-	if in.GetEditPrompt() != "" {
-		msg = &agent.SendMessage{Prompt: in.GetEditPrompt(), Caller: callerOf(ctx).Caller()}
-		if err := msg.Validate(); err != nil {
-			return nil, s.status(ctx, err)
-		}
-	}
-	if msg != nil || in.GetRegenerate() {
-		if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
-			return nil, s.status(ctx, err)
-		}
-	}
-	n, prompt, err := s.store.ForkSession(ctx, f)
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	out := &pb.ForkSessionResponse{SessionId: f.To, ConversationId: contract.ConversationWorkflowID(f.TenantID, f.To), Messages: int32(n)}
-	if in.GetRegenerate() {
-		msg = &agent.SendMessage{Prompt: prompt, Caller: callerOf(ctx).Caller()}
-	}
-	if msg == nil {
-		return out, nil
-	}
-	if err := msg.Texts(s.redactor(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""))); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, *msg)
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	out.StreamId, out.JobId = res.TurnWorkflowID, res.JobID
-	return out, nil
-}
-
-// GetTranscript implements pb.AgentServiceServer: the transcript query of
-// the caller's tenant's conversation.
-func (s *Service) GetTranscript(ctx context.Context, in *pb.GetTranscriptRequest) (*pb.Transcript, error) {
-	conv := agent.ConversationInput{TenantID: tenantOf(ctx), SessionID: in.GetSessionId()}
-	if err := conv.Validate(); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	id := contract.ConversationWorkflowID(conv.TenantID, conv.SessionID)
-	t, err := turnclient.Transcript(ctx, s.client, id)
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	mem, err := s.store.SessionMemory(ctx, conv.TenantID, conv.SessionID, 1)
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	out := &pb.Transcript{ConversationId: id, SessionId: conv.SessionID, Turns: int32(t.Turns), Digest: t.Digest, Runs: int32(t.Runs),
-		Summary: mem.Summary, SummarySeq: mem.SummarySeq}
-	for _, e := range t.Window {
-		out.Entries = append(out.Entries, &pb.TranscriptEntry{JobId: e.JobID, StreamId: contract.TurnWorkflowID(conv.TenantID, e.JobID),
-			Prompt: e.Prompt, Output: e.Output, Status: e.Status, ResultRef: e.ResultRef})
-	}
-	for _, m := range t.Pending {
-		out.Pending = append(out.Pending, &pb.PendingMessage{JobId: m.JobID, StreamId: contract.TurnWorkflowID(conv.TenantID, m.JobID), Prompt: m.Prompt})
-	}
-	return out, nil
-}
-
-// SendMessage implements pb.AgentServiceServer.
-func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
-	conv := agent.ConversationInput{TenantID: tenantOf(ctx), SessionID: in.GetSessionId(), AgentID: in.GetAgentId(),
-		AgentVersion: int(in.GetAgentVersion()), History: in.GetHistory()}
-	if err := conv.Validate(); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()), Caller: callerOf(ctx).Caller(),
-		OnBusy: in.GetOnBusy(), StopAt: in.GetStopAt()}
-	if err := msg.Validate(); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	if err := msg.Texts(s.redactor(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""))); err != nil {
-		return nil, s.status(ctx, err)
-	}
-	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, msg)
-	if err != nil {
-		return nil, s.status(ctx, err)
-	}
-	return &pb.SendMessageResponse{StreamId: res.TurnWorkflowID, JobId: res.JobID, Steered: res.Steered,
-		ConversationId: contract.ConversationWorkflowID(conv.TenantID, conv.SessionID)}, nil
 }

@@ -66,11 +66,11 @@ type streamHeldKey struct{}
 // does until release, or refuses it (CodeRateLimited) when the tenant
 // has as many open as it may. A context that holds one already (a
 // WebSocket's, which holds one while it is open) takes none.
-func (s *Service) holdStream(ctx context.Context) (context.Context, func(), error) {
+func (s *Service) HoldStream(ctx context.Context) (context.Context, func(), error) {
 	if ctx.Value(streamHeldKey{}) != nil {
 		return ctx, func() {}, nil
 	}
-	release, err := s.streams.take(tenantOf(ctx))
+	release, err := s.streams.take(TenantOf(ctx))
 	if err != nil {
 		return ctx, nil, err
 	}
@@ -129,10 +129,10 @@ func (s *Service) OpenStreams(tenant string) int {
 // as Stream does: subscribed before the start (EventSource.FollowNew).
 // started, when not nil, is called once the turn has started or been
 // found, before its first event is sent.
-func (s *Service) followNew(ctx context.Context, req agent.TurnRequest, started func(streamID string) error, send func(agent.Event) error) error {
+func (s *Service) FollowNew(ctx context.Context, req agent.TurnRequest, started func(streamID string) error, send func(agent.Event) error) error {
 	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
 	return s.events.FollowNew(ctx, streamID, func() (string, error) {
-		run, err := s.startPrepared(ctx, req)
+		run, err := s.StartPrepared(ctx, req)
 		if err != nil {
 			return "", err
 		}

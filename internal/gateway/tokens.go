@@ -43,7 +43,7 @@ func (t Token) Caller() *agent.Caller {
 // answer is the answer text to question callID, as the token's holder's:
 // its name, roles and where its identity comes from, whatever a request
 // says.
-func (t Token) answer(callID, text string) agent.Answer {
+func (t Token) AnswerQuestion(callID, text string) agent.Answer {
 	return agent.Answer{CallID: callID, Text: text, Answerer: t.Name, Roles: t.Caller().Roles, AnswererIssuer: t.Issuer, AnswererSubject: t.Subject}
 }
 

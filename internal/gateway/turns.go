@@ -14,47 +14,47 @@ import (
 // stream, for clients that follow the turn another way (Resume,
 // ListEvents) or not at all.
 func (s *Service) Start(ctx context.Context, in *pb.StartRequest) (*pb.StartResponse, error) {
-	req, err := s.prepare(ctx, in.GetTurn())
+	req, err := s.Prepare(ctx, in.GetTurn())
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
-	run, err := s.startPrepared(ctx, req)
+	run, err := s.StartPrepared(ctx, req)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	return &pb.StartResponse{StreamId: run.GetID(), JobId: req.JobID}, nil
 }
 
-// maxEventsPage is the most events a ListEvents page holds.
-const maxEventsPage = 1000
+// MaxEventsPage is the most events a ListEvents page holds.
+const MaxEventsPage = 1000
 
 // ListEvents implements pb.AgentServiceServer: one read of the turn's log,
 // as Resume's catch-up reads it. A page is cut short of maxPageBytes too,
 // and is then not done.
 func (s *Service) ListEvents(ctx context.Context, in *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
-	if err := ownStream(ctx, in.GetStreamId()); err != nil {
-		return nil, s.status(ctx, err)
+	if err := OwnStream(ctx, in.GetStreamId()); err != nil {
+		return nil, s.StatusOf(ctx, err)
 	}
 	size := int(in.GetPageSize())
 	switch {
-	case size < 0 || size > maxEventsPage:
-		return nil, s.status(ctx, agent.Errorf(agent.CodeInvalid, "page_size %d: want 0 (%d) to %d", size, maxEventsPage, maxEventsPage))
+	case size < 0 || size > MaxEventsPage:
+		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "page_size %d: want 0 (%d) to %d", size, MaxEventsPage, MaxEventsPage))
 	case size == 0:
-		size = maxEventsPage
+		size = MaxEventsPage
 	}
 	if in.GetAfterIndex() < 0 {
-		return nil, s.status(ctx, agent.ValidateAfter(in.GetAfterIndex(), 0))
+		return nil, s.StatusOf(ctx, agent.ValidateAfter(in.GetAfterIndex(), 0))
 	}
 	page, err := turnclient.Events(ctx, s.client, in.GetStreamId(), agent.EventsQuery{AfterIndex: in.GetAfterIndex(), Limit: size})
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
-	if page.TenantID != "" && page.TenantID != tenantOf(ctx) {
+	if page.TenantID != "" && page.TenantID != TenantOf(ctx) {
 		// A turn that runs as another tenant than its id names.
-		return nil, s.status(ctx, agent.Errorf(agent.CodeNotFound, "stream %q not found", in.GetStreamId()))
+		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeNotFound, "stream %q not found", in.GetStreamId()))
 	}
 	if err := agent.ValidateAfter(in.GetAfterIndex(), page.Next); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, s.StatusOf(ctx, err)
 	}
 	out := &pb.ListEventsResponse{NextIndex: page.Next, Done: page.Done}
 	bytes := 0

@@ -18,7 +18,7 @@ const MaxUsagePeriod = 366 * 24 * time.Hour
 
 // GetUsage implements pb.CatalogServiceServer.
 func (c *CatalogService) GetUsage(ctx context.Context, in *pb.GetUsageRequest) (*pb.GetUsageResponse, error) {
-	tenant := tenantOf(ctx)
+	tenant := TenantOf(ctx)
 	now := time.Now().UTC()
 	since, until, err := usagePeriod(in, tenant, now)
 	if err != nil {

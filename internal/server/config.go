@@ -15,6 +15,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/doors"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/guard"
@@ -510,7 +511,7 @@ const DefaultHTTPHeaderTimeout = 5 * time.Second
 // httpOptions are the HTTP API's limits of c.
 func (c Config) httpOptions() gateway.HTTPOptions {
 	return gateway.HTTPOptions{CORSOrigins: c.CORSOrigins, MaxUploadBytes: c.MaxUploadBytes, BodyTimeout: c.HTTPBodyTimeout,
-		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes}
+		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes, Doors: doors.All()}
 }
 
 // DefaultStopTimeout is Config.StopTimeout's default: what seed 004

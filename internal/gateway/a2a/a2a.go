@@ -1,0 +1,732 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/turnclient"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// A2A: the agents a tenant's catalog exposes through A2A (expose: [a2a])
+// are A2A agents (protocol 0.3.0, the version github.com/a2aproject/a2a-go
+// v0.3.x implements), each at A2APrefix+id on the HTTP API's listener:
+// JSON-RPC there, its agent card at A2APrefix+id+"/.well-known/agent-card.json".
+// The SDK's JSON-RPC handler frames the protocol (requests, SSE); the
+// methods are a2aServer's, backed by durable turns instead of the SDK's
+// in-memory task store and executor, so that any gateway answers for a
+// task, after a restart too:
+//
+//   - a task is a turn; its id is the turn's stream id (turn/{tenant}/{job}),
+//     which names its tenant, so another tenant's task is not found (any
+//     of the tenant's A2A agents answers for any of its tasks);
+//   - its contextId is a session: a message with a contextId goes to the
+//     session's Conversation (SendMessage), one without starts a turn of
+//     its own under a new contextId, which later messages may name;
+//   - its state, status messages and artifacts are read from the turn's
+//     event log (a2aTask.apply): tasks/get reads the log, message/stream
+//     and tasks/resubscribe follow it.
+//
+// Identity comes only from the bearer token (the user role), as for the
+// gRPC API; the agent card needs the token too, as the tenant whose agent
+// it describes is the token's.
+
+// A2APrefix is where the A2A agents answer: A2APrefix + agent id.
+const A2APrefix = "/a2a/"
+
+// A2AProtocolVersion is the A2A protocol version served (a2a-go v0.3.x's).
+const A2AProtocolVersion = "0.3.0"
+
+// Bounds of the A2A server.
+const (
+	// a2aCancelWait bounds how long tasks/cancel waits for the turn to
+	// end, to answer with the canceled task.
+	a2aCancelWait = 15 * time.Second
+	// a2aMaxContextID bounds a contextId: it is a session id, and part of
+	// the job id of each of its turns.
+	a2aMaxContextID = 128
+	// a2aArtifact names the answer's artifact.
+	a2aArtifact = "answer"
+)
+
+// a2aServer serves a Service's agents over A2A: a2asrv.RequestHandler.
+type a2aServer struct {
+	s      *gateway.Service
+	logger *zap.Logger
+}
+
+var _ a2asrv.RequestHandler = (*a2aServer)(nil)
+
+// a2aRequestKey holds a request's agent id and base URL in its context.
+type a2aRequestKey struct{}
+
+type a2aRequest struct {
+	agentID string
+	url     string // the agent's JSON-RPC endpoint, as the client reached it
+}
+
+// registerA2A adds the A2A agents to mux.
+func (a *server) registerA2A(mux *http.ServeMux) {
+	m := &a2aServer{s: a.svc, logger: a.Logger()}
+	rpc := a2asrv.NewJSONRPCHandler(m)
+	mux.Handle(A2APrefix+"{agent}", m.authenticated(a2aLimitBody(a.endWithStreams(rpc))))
+	mux.Handle("GET "+A2APrefix+"{agent}"+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveCard)))
+	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveDefaultCard)))
+}
+
+// authenticated checks a request's bearer token (the user role) with the
+// gRPC API's code and puts its caller and agent in the context.
+func (m *a2aServer) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		md := metadata.MD{}
+		if h := r.Header.Get("Authorization"); h != "" {
+			md.Set("authorization", h)
+		}
+		ctx, err := m.s.Authorize(metadata.NewIncomingContext(r.Context(), md), pb.AgentService_Stream_FullMethodName)
+		if err != nil {
+			st := status.Convert(m.s.StatusOf(r.Context(), err))
+			code := http.StatusForbidden
+			if st.Code() == codes.Unauthenticated {
+				code = http.StatusUnauthorized
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agentflow"`)
+			}
+			writeA2AError(w, code, a2a.ErrInvalidRequest, st.Message())
+			return
+		}
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		id := r.PathValue("agent")
+		ctx = context.WithValue(ctx, a2aRequestKey{}, a2aRequest{agentID: id, url: scheme + "://" + r.Host + A2APrefix + id})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// endWithStreams ends a request when EndStreams is called: a stream
+// lasts as long as its turn, which may wait a day for an approval, and
+// http.Server.Shutdown would wait for it. Its client resubscribes, or
+// reads the task, on another gateway.
+func (a *server) endWithStreams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(a.Ending(), cancel)()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// a2aLimitBody reads a JSON-RPC request's body before the SDK's handler
+// does (as limitBody), answering a body refused or cut off as a JSON-RPC
+// error.
+func a2aLimitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := gateway.ReadBody(r)
+		if err != nil {
+			code := http.StatusBadRequest
+			var hs *gateway.HTTPStatusError
+			if errors.As(err, &hs) {
+				code = hs.Status
+			}
+			writeA2AError(w, code, a2a.ErrInvalidRequest, err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(data))
+		// The SDK's handler writes JSON without saying so; a stream's
+		// writer sets its own type.
+		w.Header().Set("Content-Type", "application/json")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeA2AError answers a request refused before its JSON-RPC call is
+// read: a JSON-RPC error without an id.
+func writeA2AError(w http.ResponseWriter, code int, kind error, msg string) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
+		"code": a2aErrorCode(kind), "message": kind.Error(), "data": map[string]any{"error": msg}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// a2aErrorCode is the JSON-RPC code of an error of package a2a.
+func a2aErrorCode(kind error) int {
+	switch kind {
+	case a2a.ErrParseError:
+		return -32700
+	case a2a.ErrMethodNotFound:
+		return -32601
+	case a2a.ErrInvalidParams:
+		return -32602
+	case a2a.ErrTaskNotFound:
+		return -32001
+	default:
+		return -32600
+	}
+}
+
+// serveCard answers the agent card of the path's agent.
+func (m *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ag, err := m.agent(ctx)
+	switch {
+	case errors.Is(err, a2a.ErrInvalidRequest):
+		writeA2AError(w, http.StatusNotFound, a2a.ErrInvalidRequest, notServed(a2aRequestOf(ctx).agentID))
+	case err != nil:
+		// fail's message, which a client may see.
+		writeA2AError(w, http.StatusServiceUnavailable, a2a.ErrServerError, err.Error())
+	default:
+		writeCard(w, a2aCard(ag, a2aRequestOf(ctx).url))
+	}
+}
+
+// serveDefaultCard answers the card of the tenant's default agent, when
+// it is exposed through A2A.
+func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rt, err := m.s.Store().Routing(ctx, gateway.TenantOf(ctx))
+	if err != nil {
+		writeA2AError(w, http.StatusServiceUnavailable, a2a.ErrServerError, m.s.ClientMessage(ctx, err))
+		return
+	}
+	req := a2aRequestOf(ctx)
+	req.agentID = rt.DefaultAgent
+	req.url += rt.DefaultAgent
+	ctx = context.WithValue(ctx, a2aRequestKey{}, req)
+	ag, err := m.agent(ctx)
+	if rt.DefaultAgent == "" || err != nil {
+		writeA2AError(w, http.StatusNotFound, a2a.ErrInvalidRequest,
+			"the tenant's default agent is not served over A2A: read an agent's card at "+A2APrefix+"{agent_id}"+a2asrv.WellKnownAgentCardPath)
+		return
+	}
+	writeCard(w, a2aCard(ag, req.url))
+}
+
+func writeCard(w http.ResponseWriter, card *a2a.AgentCard) {
+	body, err := json.Marshal(card)
+	if err != nil {
+		writeA2AError(w, http.StatusInternalServerError, a2a.ErrInternalError, "the agent card could not be written")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+func a2aRequestOf(ctx context.Context) a2aRequest {
+	r, _ := ctx.Value(a2aRequestKey{}).(a2aRequest)
+	return r
+}
+
+// a2aSecurityScheme names the bearer token in agent cards.
+const a2aSecurityScheme a2a.SecuritySchemeName = "bearer"
+
+// a2aCard is an agent's card: its id, description (its one skill), its
+// endpoint, streaming, and the bearer token it needs.
+func a2aCard(ag agent.Agent, url string) *a2a.AgentCard {
+	desc := ag.Description
+	if desc == "" {
+		desc = "The agent " + ag.ID + " of agentflow."
+	}
+	modes := []string{"text/plain", "application/json"}
+	return &a2a.AgentCard{
+		Name: ag.ID, Description: desc, URL: url, Version: fmt.Sprint(ag.Version),
+		ProtocolVersion: A2AProtocolVersion, PreferredTransport: a2a.TransportProtocolJSONRPC,
+		Capabilities:      a2a.AgentCapabilities{Streaming: true},
+		DefaultInputModes: modes, DefaultOutputModes: modes,
+		Skills: []a2a.AgentSkill{{ID: ag.ID, Name: ag.ID, Description: desc, Tags: []string{gateway.ServerName}}},
+		SecuritySchemes: a2a.NamedSecuritySchemes{a2aSecurityScheme: a2a.HTTPAuthSecurityScheme{
+			Scheme: "bearer", Description: "an agentflow API token with the user role"}},
+		Security: []a2a.SecurityRequirements{{a2aSecurityScheme: a2a.SecuritySchemeScopes{}}},
+	}
+}
+
+// agent is the request's agent, when the token's tenant exposes it
+// through A2A.
+func (m *a2aServer) agent(ctx context.Context) (agent.Agent, error) {
+	id := a2aRequestOf(ctx).agentID
+	ag, err := m.s.Store().ActiveAgent(ctx, gateway.TenantOf(ctx), id)
+	if agent.IsCode(err, agent.CodeNotFound) || (err == nil && !ag.Exposed(agent.ExposeA2A)) {
+		return ag, fmt.Errorf("%s: %w", notServed(id), a2a.ErrInvalidRequest)
+	}
+	if err != nil {
+		return ag, m.fail(ctx, err, a2a.ErrServerError)
+	}
+	return ag, nil
+}
+
+// notServed says that the token's tenant has no agent id exposed
+// through A2A, whether it has none or does not expose it.
+func notServed(id string) string { return fmt.Sprintf("no agent %q is served over A2A", id) }
+
+// fail is err as an A2A error, with the message a client may see. A
+// NotFound becomes notFound.
+func (m *a2aServer) fail(ctx context.Context, err error, notFound error) error {
+	var st *status.Status
+	if s, ok := status.FromError(err); ok {
+		st = s
+	} else {
+		st = status.Convert(m.s.StatusOf(ctx, err))
+	}
+	kind := a2a.ErrServerError
+	switch st.Code() {
+	case codes.InvalidArgument, codes.OutOfRange:
+		kind = a2a.ErrInvalidParams
+	case codes.NotFound:
+		kind = notFound
+	case codes.FailedPrecondition, codes.AlreadyExists, codes.Aborted, codes.PermissionDenied, codes.Unauthenticated:
+		kind = a2a.ErrInvalidRequest
+	case codes.Internal, codes.Unknown:
+		kind = a2a.ErrInternalError
+	}
+	return fmt.Errorf("%s: %w", st.Message(), kind)
+}
+
+// errA2AStop ends a follow early, without error.
+var errA2AStop = errors.New("a2a: stop following")
+
+// OnSendMessage implements a2asrv.RequestHandler: a turn, answered with
+// its task when it ends or waits for approval (input-required), or once
+// it has started when the client asks not to block.
+func (m *a2aServer) OnSendMessage(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	ctx, release, err := m.s.HoldStream(ctx)
+	if err != nil {
+		return nil, m.fail(ctx, err, a2a.ErrInvalidParams)
+	}
+	defer release()
+	if params != nil && params.Message != nil && params.Message.TaskID != "" {
+		return m.continueTask(ctx, params)
+	}
+	turn, err := m.begin(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
+	t := newA2ATask(turn.streamID, turn.contextID)
+	err = turn.follow(ctx, func(e agent.Event) error {
+		t.apply(e)
+		if !blocking || t.state == a2a.TaskStateInputRequired {
+			return errA2AStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errA2AStop) {
+		return nil, m.fail(ctx, err, a2a.ErrInvalidParams)
+	}
+	return t.task(), nil
+}
+
+// OnSendMessageStream implements a2asrv.RequestHandler: a turn, streamed
+// as its task, then its status and artifact updates as its log says.
+// A client that leaves leaves the turn running; it may resubscribe.
+func (m *a2aServer) OnSendMessageStream(ctx context.Context, params *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	if params != nil && params.Message != nil && params.Message.TaskID != "" {
+		return func(yield func(a2a.Event, error) bool) {
+			ctx, release, err := m.s.HoldStream(ctx)
+			if err != nil {
+				yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
+				return
+			}
+			defer release()
+			if _, err := m.answerTask(ctx, params); err != nil {
+				yield(nil, err)
+				return
+			}
+			for ev, err := range m.OnResubscribeToTask(ctx, &a2a.TaskIDParams{ID: params.Message.TaskID}) {
+				if !yield(ev, err) {
+					return
+				}
+			}
+		}
+	}
+	return func(yield func(a2a.Event, error) bool) {
+		ctx, release, err := m.s.HoldStream(ctx)
+		if err != nil {
+			yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
+			return
+		}
+		defer release()
+		turn, err := m.begin(ctx, params)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		t := newA2ATask(turn.streamID, turn.contextID)
+		sent := false
+		err = turn.follow(ctx, func(e agent.Event) error {
+			if !sent {
+				sent = true
+				if !yield(t.task(), nil) {
+					return errA2AStop
+				}
+			}
+			for _, ev := range t.apply(e) {
+				if !yield(ev, nil) {
+					return errA2AStop
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errA2AStop) && ctx.Err() == nil {
+			yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
+		}
+	}
+}
+
+// answerTask takes a message for an existing task as the answer to the
+// question its turn asks (an ask_user call, input-required): the first
+// that waits, or the one the message's metadata names ("call_id"). The
+// answer is the caller's, with the token's roles. It returns the log's
+// next index as it was before the answer.
+func (m *a2aServer) answerTask(ctx context.Context, params *a2a.MessageSendParams) (int64, error) {
+	in, err := decodeA2AMessage(params)
+	if err != nil {
+		return 0, err
+	}
+	t, next, done, err := m.read(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(in.taskID)})
+	if err != nil {
+		return 0, err
+	}
+	if done {
+		return 0, fmt.Errorf("task %s has ended %s and takes no more input: send a new message in its contextId: %w", in.taskID, t.state, a2a.ErrInvalidRequest)
+	}
+	pending, err := turnclient.PendingQuestions(ctx, m.s.Client(), in.taskID)
+	if err != nil {
+		return 0, m.fail(ctx, err, a2a.ErrTaskNotFound)
+	}
+	if len(pending) == 0 {
+		return 0, fmt.Errorf("task %s asks no question now: a task takes more input only to answer one "+
+			"(a call waiting for approval is approved over the approvals API): %w", in.taskID, a2a.ErrInvalidRequest)
+	}
+	callID := in.callID
+	if callID == "" {
+		callID = pending[0].CallID
+	}
+	caller := gateway.CallerOf(ctx)
+	a := caller.AnswerQuestion(callID, in.prompt)
+	if err := a.Validate(); err != nil {
+		return 0, fmt.Errorf("%s: %w", err.Error(), a2a.ErrInvalidParams)
+	}
+	if _, err := m.s.AnswerQuestion(ctx, in.taskID, a); err != nil {
+		return 0, m.fail(ctx, err, a2a.ErrInvalidParams)
+	}
+	return next, nil
+}
+
+// continueTask answers the question of a task that waits for input and
+// follows it, as message/send does a new task: until it ends or waits
+// again, or at once when the client asks not to block.
+func (m *a2aServer) continueTask(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	next, err := m.answerTask(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	id := string(params.Message.TaskID)
+	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
+	t := newA2ATask(id, a2aContextOf(id))
+	err = m.s.Events().Follow(ctx, id, 0, func(e agent.Event) error {
+		evs := t.apply(e)
+		if e.Index < next {
+			return nil // the task as it was before the answer
+		}
+		if !blocking || t.state.Terminal() || (t.state == a2a.TaskStateInputRequired && len(evs) > 0) {
+			return errA2AStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errA2AStop) {
+		return nil, m.fail(ctx, err, a2a.ErrTaskNotFound)
+	}
+	return t.task(), nil
+}
+
+// OnResubscribeToTask implements a2asrv.RequestHandler: the task as its
+// log has it now, then its updates until it ends.
+func (m *a2aServer) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		t, next, done, err := m.read(ctx, params)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		if !yield(t.task(), nil) || done {
+			return
+		}
+		ctx, release, err := m.s.HoldStream(ctx)
+		if err != nil {
+			yield(nil, m.fail(ctx, err, a2a.ErrTaskNotFound))
+			return
+		}
+		defer release()
+		err = m.s.Events().Follow(ctx, string(params.ID), max(next-1, 0), func(e agent.Event) error {
+			for _, ev := range t.apply(e) {
+				if !yield(ev, nil) {
+					return errA2AStop
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errA2AStop) && ctx.Err() == nil {
+			yield(nil, m.fail(ctx, err, a2a.ErrTaskNotFound))
+		}
+	}
+}
+
+// OnGetTask implements a2asrv.RequestHandler: the task as its turn's log
+// has it.
+func (m *a2aServer) OnGetTask(ctx context.Context, query *a2a.TaskQueryParams) (*a2a.Task, error) {
+	if query == nil {
+		return nil, fmt.Errorf("params.id is required: %w", a2a.ErrInvalidParams)
+	}
+	t, _, _, err := m.read(ctx, &a2a.TaskIDParams{ID: query.ID})
+	if err != nil {
+		return nil, err
+	}
+	return t.task(), nil
+}
+
+// OnCancelTask implements a2asrv.RequestHandler: cancels the task's turn
+// and answers with the task once it has ended (or after a2aCancelWait).
+func (m *a2aServer) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a2a.Task, error) {
+	t, _, done, err := m.read(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		return nil, fmt.Errorf("task %s has already ended %s: %w", params.ID, t.state, a2a.ErrTaskNotCancelable)
+	}
+	id := string(params.ID)
+	req := agent.CancelRequest{Reason: "cancelled over A2A", RequestedBy: gateway.CallerOf(ctx).Name}
+	if err := turnclient.Cancel(ctx, m.s.Client(), id, req); err != nil {
+		if t, _, done, rerr := m.read(ctx, params); rerr == nil && done {
+			return nil, fmt.Errorf("task %s has already ended %s: %w", id, t.state, a2a.ErrTaskNotCancelable)
+		}
+		return nil, m.fail(ctx, err, a2a.ErrTaskNotFound)
+	}
+	wctx, cancel := context.WithTimeout(ctx, a2aCancelWait)
+	defer cancel()
+	canceled := newA2ATask(id, t.contextID)
+	err = m.s.Events().Follow(wctx, id, 0, func(e agent.Event) error {
+		canceled.apply(e)
+		return nil
+	})
+	if err != nil && wctx.Err() == nil {
+		// Not followed (its tenant's streams are all open, say): the
+		// task as it was read before the cancel.
+		telemetry.Logger(ctx, m.logger).Warn("a2a cancel: the turn's log was not followed", zap.String("stream_id", id), zap.Error(err))
+		return t.task(), nil
+	}
+	return canceled.task(), nil
+}
+
+// read reads the task's turn log: the task, the log's next index and
+// whether the turn has ended. Another tenant's task is not found.
+func (m *a2aServer) read(ctx context.Context, params *a2a.TaskIDParams) (*a2aTask, int64, bool, error) {
+	if params == nil || params.ID == "" {
+		return nil, 0, false, fmt.Errorf("params.id is required: %w", a2a.ErrInvalidParams)
+	}
+	if _, err := m.agent(ctx); err != nil {
+		return nil, 0, false, err
+	}
+	id := string(params.ID)
+	if err := gateway.OwnStream(ctx, id); err != nil {
+		return nil, 0, false, fmt.Errorf("task %q not found: %w", id, a2a.ErrTaskNotFound)
+	}
+	t := newA2ATask(id, a2aContextOf(id))
+	var after int64
+	for {
+		page, err := turnclient.Events(ctx, m.s.Client(), id, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
+		if err != nil {
+			return nil, 0, false, m.fail(ctx, err, a2a.ErrTaskNotFound)
+		}
+		if page.TenantID != "" && page.TenantID != gateway.TenantOf(ctx) {
+			return nil, 0, false, fmt.Errorf("task %q not found: %w", id, a2a.ErrTaskNotFound)
+		}
+		for _, e := range page.Events {
+			t.apply(e)
+			after = e.Index
+		}
+		if len(page.Events) == 0 || after >= page.Next-1 {
+			return t, page.Next, page.Done, nil
+		}
+	}
+}
+
+// OnGetTaskPushConfig implements a2asrv.RequestHandler: no push notifications.
+func (m *a2aServer) OnGetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// OnListTaskPushConfig implements a2asrv.RequestHandler: no push notifications.
+func (m *a2aServer) OnListTaskPushConfig(context.Context, *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// OnSetTaskPushConfig implements a2asrv.RequestHandler: no push notifications.
+func (m *a2aServer) OnSetTaskPushConfig(context.Context, *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// OnDeleteTaskPushConfig implements a2asrv.RequestHandler: no push notifications.
+func (m *a2aServer) OnDeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigParams) error {
+	return a2a.ErrPushNotificationNotSupported
+}
+
+// OnGetExtendedAgentCard implements a2asrv.RequestHandler: the card, as
+// the public one needs the token already.
+func (m *a2aServer) OnGetExtendedAgentCard(ctx context.Context) (*a2a.AgentCard, error) {
+	ag, err := m.agent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a2aCard(ag, a2aRequestOf(ctx).url), nil
+}
+
+// a2aTurn is a message's turn, ready to follow.
+type a2aTurn struct {
+	streamID, contextID string
+	// follow starts the turn (or finds it started) and follows its log.
+	follow func(ctx context.Context, send func(agent.Event) error) error
+}
+
+// begin checks a message and makes its turn: nothing is started when
+// the message or the agent is refused.
+func (m *a2aServer) begin(ctx context.Context, params *a2a.MessageSendParams) (a2aTurn, error) {
+	ag, err := m.agent(ctx)
+	if err != nil {
+		return a2aTurn{}, err
+	}
+	in, err := decodeA2AMessage(params)
+	if err != nil {
+		return a2aTurn{}, err
+	}
+	session := in.contextID != ""
+	if !session {
+		in.contextID = gateway.NewJobID()
+	}
+	jobID := in.contextID + a2aJobSep + gateway.NewJobID()
+	var turn a2aTurn
+	if session {
+		o := m.s
+		if err := o.CheckSession(ctx, in.contextID, ag.ID); err != nil {
+			return a2aTurn{}, m.fail(ctx, err, a2a.ErrInvalidParams)
+		}
+		res, err := m.s.SendMessage(ctx, &pb.SendMessageRequest{SessionId: in.contextID, AgentId: ag.ID, Prompt: in.prompt, JobId: jobID})
+		if err != nil {
+			return a2aTurn{}, m.fail(ctx, err, a2a.ErrInvalidParams)
+		}
+		streamID := res.GetStreamId()
+		turn = a2aTurn{streamID: streamID, contextID: in.contextID,
+			follow: func(ctx context.Context, send func(agent.Event) error) error {
+				return o.FollowStarted(ctx, streamID, send)
+			}}
+		return turn, nil
+	}
+	req, err := m.s.Prepare(ctx, &pb.TurnRequest{AgentId: ag.ID, Prompt: in.prompt, JobId: jobID})
+	if err != nil {
+		return a2aTurn{}, m.fail(ctx, err, a2a.ErrInvalidParams)
+	}
+	return a2aTurn{streamID: "turn/" + req.TenantID + "/" + req.JobID, contextID: in.contextID,
+		follow: func(ctx context.Context, send func(agent.Event) error) error {
+			return m.s.FollowNew(ctx, req, nil, send)
+		}}, nil
+}
+
+// a2aJobSep separates the contextId from the rest of an A2A turn's job
+// id, so that a task's contextId is read from its id.
+const a2aJobSep = "~"
+
+// a2aContextOf is the contextId of a task: the part of its job id before
+// a2aJobSep, or the job id of a turn started otherwise.
+func a2aContextOf(streamID string) string {
+	job := streamID[strings.LastIndex(streamID, "/")+1:]
+	if i := strings.LastIndex(job, a2aJobSep); i > 0 {
+		return job[:i]
+	}
+	return job
+}
+
+// a2aInput is what a message asks: its prompt and contextId, and the
+// task it continues, when it answers a task's question.
+type a2aInput struct {
+	prompt, contextID, taskID string
+	// callID is the question the message answers, when its metadata
+	// names one ("call_id"); else the first that waits.
+	callID string
+}
+
+// decodeA2AMessage reads the prompt of a message/send or message/stream:
+// its text parts, and its data parts as JSON, joined. File parts, a
+// message for an existing task and an agent's message are refused.
+func decodeA2AMessage(params *a2a.MessageSendParams) (a2aInput, error) {
+	if params == nil || params.Message == nil {
+		return a2aInput{}, fmt.Errorf("params.message is required: %w", a2a.ErrInvalidParams)
+	}
+	msg := params.Message
+	if msg.Role != a2a.MessageRoleUser {
+		return a2aInput{}, fmt.Errorf("message.role is %q: want \"user\": %w", msg.Role, a2a.ErrInvalidParams)
+	}
+	if err := checkContextID(msg.ContextID); err != nil {
+		return a2aInput{}, err
+	}
+	var texts []string
+	for i, p := range msg.Parts {
+		switch p := p.(type) {
+		case a2a.TextPart:
+			texts = append(texts, p.Text)
+		case *a2a.TextPart:
+			texts = append(texts, p.Text)
+		case a2a.DataPart:
+			b, err := json.Marshal(p.Data)
+			if err != nil {
+				return a2aInput{}, fmt.Errorf("message.parts[%d]: data is not JSON: %w", i, a2a.ErrInvalidParams)
+			}
+			texts = append(texts, string(b))
+		default:
+			return a2aInput{}, fmt.Errorf("message.parts[%d] is a %T: send text or data parts: %w", i, p, a2a.ErrUnsupportedContentType)
+		}
+	}
+	prompt := strings.Join(texts, "\n\n")
+	switch {
+	case strings.TrimSpace(prompt) == "":
+		return a2aInput{}, fmt.Errorf("the message has no text: %w", a2a.ErrInvalidParams)
+	case len(prompt) > agent.MaxPromptBytes:
+		return a2aInput{}, fmt.Errorf("the message is %d bytes of text; the limit is %d: %w", len(prompt), agent.MaxPromptBytes, a2a.ErrInvalidParams)
+	}
+	in := a2aInput{prompt: prompt, contextID: msg.ContextID, taskID: string(msg.TaskID)}
+	if id, ok := msg.Metadata["call_id"].(string); ok {
+		in.callID = id
+	}
+	return in, nil
+}
+
+// checkContextID refuses a contextId that cannot be a session id.
+func checkContextID(id string) error {
+	if len(id) > a2aMaxContextID {
+		return fmt.Errorf("contextId is %d bytes; the limit is %d: %w", len(id), a2aMaxContextID, a2a.ErrInvalidParams)
+	}
+	for _, c := range id {
+		if unicode.IsSpace(c) || unicode.IsControl(c) || c == '/' || string(c) == a2aJobSep || c == unicode.ReplacementChar {
+			return fmt.Errorf("contextId %q may not contain spaces, control characters, '/' or %q: %w", id, a2aJobSep, a2a.ErrInvalidParams)
+		}
+	}
+	return nil
+}

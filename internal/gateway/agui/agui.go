@@ -1,0 +1,243 @@
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/sse"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// AG-UI: an agent the tenant's catalog exposes through AG-UI (expose:
+// [ag_ui]) is an AG-UI agent at AGUIPath, for front ends such as
+// CopilotKit (@ag-ui/client's HttpAgent). A run is a POST of AG-UI's
+// RunAgentInput (agui_request.go), answered with AG-UI's events as
+// Server-Sent Events (agui_map.go), mapped from the turn's event log as
+// it streams, through the follower every channel reads.
+//
+// The run is a durable turn: its runId is the turn's job id (a new one
+// when the input has none), so that a run sent again with the same runId
+// attaches to the same turn and reads it from its start; a threadId is a
+// session, whose Conversation answers the message with its transcript as
+// the history, as the OpenAI-compatible endpoint's session header does.
+// A request is authorized as the gRPC call whose work it does (Stream, or
+// SendMessage with a thread), with the bearer token the only identity;
+// an agent the caller's tenant does not expose through AG-UI is not
+// found, and nothing is started. A client that disconnects leaves the
+// turn running, as every stream of the gateway does: it is durable, and
+// is cancelled over the Cancel API.
+
+// AGUIPath is where an agent's AG-UI runs are posted.
+const AGUIPath = "/ag-ui/{agent_id}"
+
+func (a *server) registerAGUI(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+AGUIPath, a.aguiRun)
+	a.RefuseOtherMethods(mux, AGUIPath)
+}
+
+// aguiRun answers a run: the turn's AG-UI events.
+func (a *server) aguiRun(w http.ResponseWriter, r *http.Request) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Stream_FullMethodName)
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	agentID := r.PathValue("agent_id")
+	var in aguiInput
+	err = agent.ValidateID("agent_id", agentID)
+	if err == nil {
+		var data []byte
+		data, err = gateway.ReadBody(r)
+		if err == nil {
+			in, err = decodeAGUIInput(data)
+		}
+	}
+	if err == nil {
+		err = a.aguiExposed(ctx, agentID)
+	}
+	var release func()
+	if err == nil {
+		// The run's stream, held before its turn is started or its
+		// message sent.
+		ctx, release, err = a.svc.HoldStream(ctx)
+	}
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	defer release()
+	r = r.WithContext(ctx)
+	var run aguiTurn
+	if in.ThreadID == "" {
+		run, err = a.aguiStart(ctx, agentID, in)
+	} else {
+		run, err = a.aguiSend(r, agentID, in)
+	}
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	s := &aguiStream{a: a, w: w, r: r, m: newAGUIMapper(run.threadID, run.runID), streamID: run.streamID}
+	s.serve(run.follow)
+}
+
+// aguiExposed refuses an agent the caller's tenant does not serve over
+// AG-UI: not in its catalog, or not exposed.
+func (a *server) aguiExposed(ctx context.Context, agentID string) error {
+	ag, err := a.svc.Store().ActiveAgent(ctx, gateway.TenantOf(ctx), agentID)
+	switch {
+	case agent.IsCode(err, agent.CodeNotFound) || (err == nil && !ag.Exposed(agent.ExposeAGUI)):
+		return agent.Errorf(agent.CodeAgentNotFound, "agent %q is not served over AG-UI: your tenant's catalog has no agent of that id with expose: [%s]", agentID, agent.ExposeAGUI)
+	case err != nil:
+		return err
+	}
+	return nil
+}
+
+// aguiTurn is the turn that answers a run, and how to follow it from its
+// first event.
+type aguiTurn struct {
+	threadID, runID, streamID string
+	follow                    func(ctx context.Context, send func(agent.Event) error) error
+}
+
+// aguiStart prepares a turn of its own, as Stream does; following it
+// starts it, or attaches to the turn of the same runId.
+func (a *server) aguiStart(ctx context.Context, agentID string, in aguiInput) (aguiTurn, error) {
+	req, err := a.svc.Prepare(ctx, &pb.TurnRequest{AgentId: agentID, Prompt: in.Prompt, JobId: in.RunID})
+	if err != nil {
+		return aguiTurn{}, err
+	}
+	return aguiTurn{threadID: req.JobID, runID: req.JobID, streamID: contract.TurnWorkflowID(req.TenantID, req.JobID),
+		follow: func(ctx context.Context, send func(agent.Event) error) error {
+			return a.svc.FollowNew(ctx, req, nil, send)
+		}}, nil
+}
+
+// aguiSend sends the message to the thread's Conversation, as the
+// OpenAI-compatible endpoint does a session's, and follows the turn that
+// answers it.
+func (a *server) aguiSend(r *http.Request, agentID string, in aguiInput) (aguiTurn, error) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
+	if err != nil {
+		return aguiTurn{}, err
+	}
+	chat, err := a.svc.SendToSession(ctx, in.ThreadID, agentID, in.Prompt, in.RunID)
+	if err != nil {
+		return aguiTurn{}, err
+	}
+	return aguiTurn{threadID: in.ThreadID, runID: chat.JobID, streamID: chat.StreamID, follow: chat.Follow}, nil
+}
+
+// aguiStream answers one run with its turn's AG-UI events.
+type aguiStream struct {
+	a        *server
+	w        http.ResponseWriter
+	r        *http.Request
+	m        *aguiMapper
+	streamID string
+	st       *gateway.EventWriter
+	ended    bool // RUN_FINISHED or RUN_ERROR is sent
+}
+
+// serve answers with the AG-UI events of the events follow sends
+// (HTTPAPI.ServeEvents): until the first event (or keep-alive) the answer
+// is not begun, so that a refusal — the run's turn refused, another
+// request's runId — is a problem with its HTTP status; a failure after it
+// is a RUN_ERROR.
+func (s *aguiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
+	s.st = s.a.NewEventWriter(s.w, s.r)
+	s.a.ServeEvents(s.w, s.r, s.st, s, follow)
+}
+
+// done reports whether RUN_FINISHED or RUN_ERROR is sent.
+func (s *aguiStream) Done() bool { return s.ended }
+
+// events writes the AG-UI events of e and of every event waiting behind
+// it, then flushes.
+func (s *aguiStream) Events(_ context.Context, e agent.Event, more <-chan agent.Event) error {
+	s.st.Deadline()
+	for {
+		if err := s.write(s.m.add(e)...); err != nil {
+			return err
+		}
+		if e.Terminal() {
+			s.ended = true
+			return s.st.Flush()
+		}
+		select {
+		case e = <-more:
+		default:
+			if !s.st.Started() {
+				return nil
+			}
+			return s.st.Flush()
+		}
+	}
+}
+
+// begin writes the answer's head, once.
+func (s *aguiStream) begin() {
+	if !s.st.Started() {
+		s.w.Header().Set(gateway.HeaderStreamID, s.streamID)
+		s.st.Begin()
+	}
+}
+
+// write writes events, one data line each.
+func (s *aguiStream) write(events ...aguiEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	s.begin()
+	for _, e := range events {
+		data, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := sse.WriteEvent(s.w, "", "", data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *aguiStream) Comment(text string) error {
+	s.st.Deadline()
+	s.begin()
+	if err := sse.WriteComment(s.w, text); err != nil {
+		return err
+	}
+	return s.st.Flush()
+}
+
+// fail answers the follower's outcome when the run has not ended: a
+// problem before the stream began, a RUN_ERROR after. A client whose
+// stream ends so runs again with the same runId, and reads the turn again
+// from its start.
+func (s *aguiStream) Fail(err error) {
+	ctx := s.r.Context()
+	if ctx.Err() != nil {
+		return // the client has gone
+	}
+	if err == nil || s.a.Ending().Err() != nil {
+		err = agent.Errorf(agent.CodeUnavailable, "the stream of turn %q ended before the turn did: run again with runId %q to follow it", s.streamID, s.m.runID)
+	}
+	p := s.a.ProblemOf(ctx, err)
+	if !s.st.Started() {
+		gateway.WriteProblem(s.w, p)
+		return
+	}
+	s.st.Deadline()
+	if s.write(aguiEvent{Type: aguiRunError, Message: p.Detail, Code: p.Title}) == nil {
+		_ = s.st.Flush()
+	}
+	s.a.Logger().Debug("ag-ui stream ended by a failure", zap.String("type", p.Title))
+}

@@ -1,0 +1,225 @@
+package agui
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway/gatewaytest"
+)
+
+// aguiLines is events as one compact JSON line each, to compare.
+func aguiLines(t *testing.T, events []aguiEvent) []string {
+	t.Helper()
+	out := []string{}
+	for _, e := range events {
+		b, err := json.Marshal(e)
+		require.NoError(t, err)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+func aguiMapAll(events []agent.Event) []aguiEvent {
+	m := newAGUIMapper("th", "j1")
+	var out []aguiEvent
+	for _, e := range events {
+		out = append(out, m.add(e)...)
+	}
+	return out
+}
+
+// TestAGUIMapper: the AG-UI events a turn's log maps to (docs/events.md,
+// "Mapping to other protocols").
+func TestAGUIMapper(t *testing.T) {
+	step := func(kind agent.EventKind, n int, finish string) agent.Event {
+		return agent.Event{Kind: kind, Step: n, FinishReason: finish}
+	}
+	deadline := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	approval := gatewaytest.Call(agent.EventApprovalRequired, "", "")
+	approval.Tool.Reason, approval.Tool.Deadline, approval.Tool.ApprovalID = "costly", &deadline, "apr_0123"
+	for _, tc := range []struct {
+		name   string
+		events []agent.Event
+		want   []string
+	}{{
+		name: "a streamed one-tool turn with reasoning",
+		events: gatewaytest.Log(gatewaytest.Status(agent.StreamRunning), step(agent.EventStepStart, 1, ""), gatewaytest.Reasoning(1, "The user wants 2+2."), gatewaytest.Token(1, 1, "Let me add."),
+			gatewaytest.Args(1, ""), gatewaytest.Args(1, `{"expression": `), gatewaytest.Args(1, `"2+2"}`), gatewaytest.Usage(1, 10, 5),
+			gatewaytest.Call(agent.EventToolStart, "", ""), gatewaytest.Call(agent.EventToolEnd, agent.ToolOK, "4"), step(agent.EventStepFinish, 1, agent.FinishToolCalls),
+			step(agent.EventStepStart, 3, ""), gatewaytest.Token(3, 1, "2+2 "), gatewaytest.Token(3, 1, "= 4"), gatewaytest.Usage(3, 20, 4), step(agent.EventStepFinish, 3, agent.FinishStop),
+			gatewaytest.Content("2+2 = 4"), gatewaytest.Status(agent.StreamCompleted)),
+		want: []string{
+			`{"type":"RUN_STARTED","threadId":"th","runId":"j1"}`,
+			`{"type":"STEP_STARTED","stepName":"step 1"}`,
+			`{"type":"REASONING_START","messageId":"j1-reasoning-3"}`,
+			`{"type":"REASONING_MESSAGE_START","messageId":"j1-reasoning-3","role":"reasoning"}`,
+			`{"type":"REASONING_MESSAGE_CONTENT","messageId":"j1-reasoning-3","delta":"The user wants 2+2."}`,
+			`{"type":"REASONING_MESSAGE_END","messageId":"j1-reasoning-3"}`,
+			`{"type":"REASONING_END","messageId":"j1-reasoning-3"}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"j1-text-4","role":"assistant"}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"j1-text-4","delta":"Let me add."}`,
+			`{"type":"TEXT_MESSAGE_END","messageId":"j1-text-4"}`,
+			`{"type":"TOOL_CALL_START","toolCallId":"call_1","toolCallName":"calculator"}`,
+			`{"type":"TOOL_CALL_ARGS","delta":"{\"expression\": ","toolCallId":"call_1"}`,
+			`{"type":"TOOL_CALL_ARGS","delta":"\"2+2\"}","toolCallId":"call_1"}`,
+			`{"type":"TOOL_CALL_END","toolCallId":"call_1"}`,
+			`{"type":"TOOL_CALL_RESULT","messageId":"j1-result-10","role":"tool","toolCallId":"call_1","content":"4"}`,
+			`{"type":"STEP_FINISHED","stepName":"step 1"}`,
+			`{"type":"STEP_STARTED","stepName":"step 3"}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"j1-text-13","role":"assistant"}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"j1-text-13","delta":"2+2 "}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"j1-text-13","delta":"= 4"}`,
+			`{"type":"TEXT_MESSAGE_END","messageId":"j1-text-13"}`,
+			`{"type":"STEP_FINISHED","stepName":"step 3"}`,
+			`{"type":"RUN_FINISHED","threadId":"th","runId":"j1","result":"2+2 = 4"}`,
+		},
+	}, {
+		name: "a retried call: held until it answers, the voided attempt never sent",
+		events: gatewaytest.Log(gatewaytest.Status(agent.StreamRunning), gatewaytest.Reasoning(1, "Hmm"), gatewaytest.Token(1, 1, "Once"), gatewaytest.Token(1, 1, " up"),
+			agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 2, Attempt: 2},
+			gatewaytest.Token(1, 2, "Once upon a time."), gatewaytest.Usage(1, 1, 1), gatewaytest.Status(agent.StreamCompleted)),
+		want: []string{
+			`{"type":"RUN_STARTED","threadId":"th","runId":"j1"}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"j1-text-6","role":"assistant"}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"j1-text-6","delta":"Once upon a time."}`,
+			`{"type":"TEXT_MESSAGE_END","messageId":"j1-text-6"}`,
+			`{"type":"RUN_FINISHED","threadId":"th","runId":"j1","result":"Once upon a time."}`,
+		},
+	}, {
+		name: "an approval requested and decided: CUSTOM events with what the Approve API needs",
+		events: gatewaytest.Log(gatewaytest.Usage(1, 1, 1), approval, gatewaytest.Status(agent.StreamWaitingApproval),
+			agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: "call_1", Name: "calculator"}, Approval: &agent.ApprovalEvent{Outcome: "rejected", Approver: "ops", Via: "update"}},
+			gatewaytest.Status(agent.StreamRunning), gatewaytest.Call(agent.EventToolEnd, agent.ToolRejected, "")),
+		want: []string{
+			`{"type":"RUN_STARTED","threadId":"th","runId":"j1"}`,
+			`{"type":"TOOL_CALL_START","toolCallId":"call_1","toolCallName":"calculator"}`,
+			`{"type":"TOOL_CALL_ARGS","delta":"{\"expression\":\"2+2\"}","toolCallId":"call_1"}`,
+			`{"type":"TOOL_CALL_END","toolCallId":"call_1"}`,
+			`{"type":"CUSTOM","name":"agentflow.approval_required","value":{"streamId":"turn/demo/j1","callId":"call_1","approvalId":"apr_0123","toolName":"calculator","args":{"expression":"2+2"},"reason":"costly","deadline":"2026-01-02T03:04:05Z"}}`,
+			`{"type":"CUSTOM","name":"agentflow.approval_decided","value":{"streamId":"turn/demo/j1","callId":"call_1","toolName":"calculator","outcome":"rejected","approver":"ops","via":"update"}}`,
+			`{"type":"TOOL_CALL_RESULT","messageId":"j1-result-6","role":"tool","toolCallId":"call_1","content":"the call ended rejected"}`,
+		},
+	}, {
+		name: "custom data and progress are CUSTOM; a child's events are not the run's; the JSON answer is the result",
+		events: gatewaytest.Log(
+			agent.Event{Kind: agent.EventCustom, Custom: &agent.CustomEvent{Name: "chart", ID: "c1", Value: json.RawMessage(`{"points":[1,2]}`)}},
+			agent.Event{Kind: agent.EventToolProgress, Tool: &agent.ToolEvent{CallID: "call_1", Name: "fetch", Message: "half way"}},
+			agent.Event{Kind: agent.EventToken, Text: "not mine", Child: &agent.ChildEvent{CallID: "call_2", StreamID: "turn/demo/c", Index: 1}},
+			agent.Event{Kind: agent.EventContent, Content: json.RawMessage(`{"type":"json","json":{"temp_c":21}}`)},
+			gatewaytest.Status(agent.StreamCompleted)),
+		want: []string{
+			`{"type":"RUN_STARTED","threadId":"th","runId":"j1"}`,
+			`{"type":"CUSTOM","name":"chart","value":{"points":[1,2]},"rawEvent":{"stream_id":"turn/demo/j1","event_index":1,"kind":"custom","custom":{"name":"chart","id":"c1","value":{"points":[1,2]}}}}`,
+			`{"type":"CUSTOM","name":"agentflow.tool_progress","value":{"callId":"call_1","toolName":"fetch","message":"half way"}}`,
+			`{"type":"RUN_FINISHED","threadId":"th","runId":"j1","result":{"temp_c":21}}`,
+		},
+	}, {
+		name: "a failed turn: what was streamed, its open call ended, then RUN_ERROR with its type",
+		events: gatewaytest.Log(step(agent.EventStepStart, 1, ""), gatewaytest.Token(1, 1, "Part"), gatewaytest.Args(1, `{"x"`),
+			agent.Event{Kind: agent.EventError, Error: &agent.TurnError{Type: "Unavailable", Message: "the model is down"}},
+			agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed}),
+		want: []string{
+			`{"type":"RUN_STARTED","threadId":"th","runId":"j1"}`,
+			`{"type":"STEP_STARTED","stepName":"step 1"}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"j1-text-2","role":"assistant"}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"j1-text-2","delta":"Part"}`,
+			`{"type":"TEXT_MESSAGE_END","messageId":"j1-text-2"}`,
+			`{"type":"TOOL_CALL_START","toolCallId":"call_1","toolCallName":"calculator"}`,
+			`{"type":"TOOL_CALL_ARGS","delta":"{\"x\"","toolCallId":"call_1"}`,
+			`{"type":"STEP_FINISHED","stepName":"step 1"}`,
+			`{"type":"TOOL_CALL_END","toolCallId":"call_1"}`,
+			`{"type":"RUN_ERROR","message":"the model is down","code":"Unavailable"}`,
+		},
+	}, {
+		name:   "a canceled turn is a RUN_ERROR",
+		events: gatewaytest.Log(agent.Event{Kind: agent.EventStatus, Status: agent.StreamCanceled, Error: &agent.TurnError{Type: "Canceled", Message: "stopped by uma"}}),
+		want: []string{
+			`{"type":"RUN_STARTED","threadId":"th","runId":"j1"}`,
+			`{"type":"RUN_ERROR","message":"stopped by uma","code":"Canceled"}`,
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, aguiLines(t, aguiMapAll(tc.events)))
+		})
+	}
+}
+
+// TestAGUIInputDecode: what a run's input asks for, or what is wrong with it.
+func TestAGUIInputDecode(t *testing.T) {
+	user := `{"id":"m1","role":"user","content":"What is 2+2?"}`
+	for _, tc := range []struct {
+		name, body string
+		want       aguiInput
+		err        string // what the error says; "" for none
+	}{
+		{name: "HttpAgent's input", body: `{"threadId":"t-1","runId":"r-1","state":{},"messages":[` + user + `],"tools":[],"context":[],"forwardedProps":{}}`,
+			want: aguiInput{ThreadID: "t-1", RunID: "r-1", Prompt: "What is 2+2?"}},
+		{name: "no ids, history, text parts, later members", body: `{"messages":[{"id":"s","role":"system","content":"be brief"},` + user +
+			`,{"id":"a","role":"assistant","toolCalls":[]},{"id":"m2","role":"user","content":[{"type":"text","text":"and"},{"type":"text","text":"3+3?"}]}],"resume":{}}`,
+			want: aguiInput{Prompt: "and\n3+3?"}},
+		{name: "empty", body: ``, err: "the request body is empty"},
+		{name: "not JSON", body: `{"messages":`, err: "not JSON"},
+		{name: "two values", body: `{} {}`, err: "more after the JSON value"},
+		{name: "an array", body: `[]`, err: "not a JSON object"},
+		{name: "no messages", body: `{"threadId":"t"}`, err: "messages is required"},
+		{name: "messages not a list", body: `{"messages":{"role":"user"}}`, err: "messages: want a list"},
+		{name: "a message not an object", body: `{"messages":["hi"]}`, err: "messages[0]: want a message"},
+		{name: "a bad role", body: `{"messages":[{"id":"m","role":"robot","content":"x"}]}`, err: `messages[0].role "robot" is not a role`},
+		{name: "no user message", body: `{"messages":[{"id":"m","role":"assistant","content":"x"}]}`, err: "has no user message"},
+		{name: "a blank user message", body: `{"messages":[{"id":"m","role":"user","content":"  "}]}`, err: "has no text"},
+		{name: "content a number", body: `{"messages":[{"id":"m","role":"user","content":3}]}`, err: "messages[0].content: want a string or a list"},
+		{name: "a binary part", body: `{"messages":[{"id":"m","role":"user","content":[{"type":"binary","mimeType":"image/png","url":"u"}]}]}`, err: `content[0] is a "binary" part`},
+		{name: "a text part without text", body: `{"messages":[{"id":"m","role":"user","content":[{"type":"text"}]}]}`, err: "content[0].text is required"},
+		{name: "a threadId with a slash", body: `{"threadId":"a/b","messages":[` + user + `]}`, err: "threadId \"a/b\" may not contain '/'"},
+		{name: "a runId with a space", body: `{"runId":"a b","messages":[` + user + `]}`, err: "runId \"a b\" may not contain spaces"},
+		{name: "a runId not a string", body: `{"runId":7,"messages":[` + user + `]}`, err: "RunAgentInput.runId: want a string"},
+		{name: "client-side tools", body: `{"messages":[` + user + `],"tools":[{"name":"confirm","description":"ask","parameters":{}}]}`, err: "client-side tools: they are not supported"},
+		{name: "tools not a list", body: `{"messages":[` + user + `],"tools":{}}`, err: "RunAgentInput.tools: want a list"},
+		{name: "context not a list", body: `{"messages":[` + user + `],"context":"x"}`, err: "RunAgentInput.context: want a list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := decodeAGUIInput([]byte(tc.body))
+			if tc.err != "" {
+				require.Error(t, err)
+				require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+				require.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, in)
+		})
+	}
+}
+
+// FuzzAGUIInput: any body is a run's input a turn takes, or a
+// CodeInvalid error that says what is wrong; never a panic.
+func FuzzAGUIInput(f *testing.F) {
+	for _, s := range []string{
+		`{"threadId":"t-1","runId":"r-1","state":{},"messages":[{"id":"m1","role":"user","content":"hi"}],"tools":[],"context":[],"forwardedProps":{}}`,
+		`{"messages":[{"id":"m","role":"user","content":[{"type":"text","text":"a"},{"type":"binary","mimeType":"x","data":"AA=="}]}]}`,
+		`{"messages":[{"id":"m","role":"tool","content":"4","toolCallId":"c"}],"tools":[{"name":"x"}]}`,
+		`{"runId":null,"threadId":"","messages":null}`, `[]`, `null`, ``, `{"messages":[{}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		in, err := decodeAGUIInput(body)
+		if err != nil {
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+			require.NotEmpty(t, err.Error())
+			return
+		}
+		for _, id := range []string{in.ThreadID, in.RunID} {
+			if id != "" {
+				require.NoError(t, agent.ValidateID("id", id))
+			}
+		}
+		require.NotEmpty(t, strings.TrimSpace(in.Prompt))
+		require.NoError(t, agent.SendMessage{Prompt: in.Prompt}.Validate())
+	})
+}

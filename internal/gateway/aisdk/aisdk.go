@@ -1,0 +1,434 @@
+package aisdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
+	"github.com/agentflow/agentflow/internal/sse"
+	"github.com/agentflow/agentflow/internal/turnclient"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// The Vercel AI SDK's chat endpoint: a React app's useChat, with the
+// SDK's default transport pointed here, drives a durable agent. A chat is
+// a session: its id names the Conversation that answers its messages, so
+// the chat's next message continues it. The request is the transport's
+// (aisdk_request.go); the answer is the SDK's UI message stream
+// (aisdk_map.go): Server-Sent Events whose data are the chunks of one
+// assistant message, whose id is its turn's job id, ending with [DONE].
+//
+// The path is the SDK's UI protocol's, beside OpenAI's
+// /v1/chat/completions: /v1/ui/chat. The transport derives its resume
+// route from it ({api}/{chatId}/stream), which GET serves.
+//
+// A request is authorized as the gRPC calls whose work it does, with the
+// gRPC API's code (a.Caller): every answer follows a turn (Resume); a
+// message is SendMessage; approval responses are Approve, whose role
+// (approver) a user's token lacks. Streams take a slot of the tenant's
+// (a.svc.streams) and read the turn through the one follower.
+const (
+	uiChatPath   = "/v1/ui/chat"
+	uiResumePath = "/v1/ui/chat/{id}/stream"
+)
+
+// UIMessageStreamHeader marks an answer as the AI SDK's UI message
+// stream, in the version the SDK's clients read.
+const UIMessageStreamHeader = "X-Vercel-Ai-Ui-Message-Stream"
+
+func (a *server) registerAISDK(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+uiChatPath, a.uiChat)
+	mux.HandleFunc("GET "+uiResumePath, a.uiResume)
+	a.RefuseOtherMethods(mux, uiChatPath, uiResumePath)
+}
+
+// uiChat answers a chat request: a user message, or the answers to tool
+// calls' approval requests.
+func (a *server) uiChat(w http.ResponseWriter, r *http.Request) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	var req uiChatRequest
+	var ask uiAsk
+	data, err := gateway.ReadBody(r)
+	if err == nil {
+		req, err = decodeUIChat(data)
+	}
+	if err == nil {
+		ask, err = req.ask()
+	}
+	var release func()
+	if err == nil {
+		// Every answer streams: its slot is held before a message is
+		// sent or an approval decided.
+		ctx, release, err = a.svc.HoldStream(ctx)
+	}
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	defer release()
+	r = r.WithContext(ctx)
+	if len(ask.Decisions) > 0 {
+		a.uiDecide(w, r, req, ask)
+		return
+	}
+	a.uiSend(w, r, req, ask)
+}
+
+// uiSend sends the user's message to the chat's Conversation and streams
+// the turn that answers it. A chat still answering its last message
+// (running, or waiting for approvals) is a conflict: messages would
+// queue behind it unseen.
+func (a *server) uiSend(w http.ResponseWriter, r *http.Request, req uiChatRequest, ask uiAsk) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
+	if err == nil {
+		err = a.svc.CheckSession(ctx, req.ChatID, req.Agent)
+	}
+	running := ""
+	if err == nil {
+		running, err = a.chatTurn(ctx, req.ChatID)
+	}
+	if err == nil && running != "" && !a.turnEnded(ctx, running) {
+		err = agent.Errorf(agent.CodeConflict, "chat %q is still answering message %q: resume it (GET %s/%s/stream) or answer its approval requests before sending the next message",
+			req.ChatID, jobOf(running), uiChatPath, req.ChatID)
+	}
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(projection.Held)}
+	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
+		res, err := a.svc.SendMessage(ctx, &pb.SendMessageRequest{SessionId: req.ChatID, AgentId: req.Agent, Prompt: ask.Prompt})
+		if err != nil {
+			return err
+		}
+		u.setTurn(res.GetStreamId(), res.GetJobId())
+		return a.svc.FollowStarted(ctx, res.GetStreamId(), send)
+	})
+}
+
+// uiDecide decides the calls the request answers, as Approve does, then
+// goes on with the turn's stream where the client's message stopped: at
+// the approval requests.
+func (a *server) uiDecide(w http.ResponseWriter, r *http.Request, req uiChatRequest, ask uiAsk) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Approve_FullMethodName)
+	if err == nil && !strings.HasPrefix(ask.Answer, req.ChatID+"-") {
+		// A chat's answers are its Conversation's turns: <chat id>-<n>.
+		err = agent.Errorf(agent.CodeNotFound, "message %s is not an answer in chat %q", ask.Answer, req.ChatID)
+	}
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	streamID := contract.TurnWorkflowID(gateway.TenantOf(ctx), ask.Answer)
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(projection.Held), streamID: streamID, messageID: ask.Answer, quiet: map[string]bool{}}
+	for _, d := range ask.Decisions {
+		u.quiet[d.CallID] = true
+	}
+	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
+		for _, d := range ask.Decisions {
+			decision := agent.NewApprovalDecision(d.CallID, d.Approved, d.Reason, "")
+			decision.ApprovalID = d.ApprovalID
+			if _, err := a.svc.Decide(ctx, streamID, decision); err != nil {
+				return err
+			}
+		}
+		return a.svc.Events().Follow(ctx, streamID, 0, send)
+	})
+}
+
+// uiResume re-attaches a reconnecting client to the turn its chat is
+// running, from the start of the turn's message (the client rebuilds the
+// message from it); 204 when the chat runs none, which is also the
+// answer for a chat id no Conversation of the caller's tenant has.
+func (a *server) uiResume(w http.ResponseWriter, r *http.Request) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	chatID := r.PathValue("id")
+	err = agent.ValidateID("chat id", chatID)
+	for key := range r.URL.Query() {
+		err = gateway.FirstError(err, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the resume route takes none", gateway.Clip(key)))
+	}
+	streamID := ""
+	if err == nil {
+		streamID, err = a.chatTurn(ctx, chatID)
+	}
+	if err != nil {
+		a.Refuse(w, r, err)
+		return
+	}
+	if streamID == "" {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(projection.Held), streamID: streamID, messageID: jobOf(streamID)}
+	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
+		return a.svc.Events().Follow(ctx, streamID, 0, send)
+	})
+}
+
+// chatTurn is the stream id of the turn the chat's Conversation is
+// running (its child AgentTurn), "" when it runs none.
+func (a *server) chatTurn(ctx context.Context, chatID string) (string, error) {
+	id := contract.ConversationWorkflowID(gateway.TenantOf(ctx), chatID)
+	desc, err := a.svc.Client().DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return "", nil
+	case err != nil:
+		return "", agent.WithCode(agent.CodeUnavailable, fmt.Errorf("describe conversation %s: %w", id, err))
+	case desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "", nil
+	}
+	for _, c := range desc.GetPendingChildren() {
+		if c.GetWorkflowTypeName() == contract.AgentTurn {
+			return c.GetWorkflowId(), nil
+		}
+	}
+	return "", nil
+}
+
+// turnEnded: the turn has logged its final status. Its Conversation
+// records the turn's end a moment later; a message sent meanwhile waits
+// that moment, not for an answer.
+func (a *server) turnEnded(ctx context.Context, streamID string) bool {
+	v, err := a.svc.Client().QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
+	var st agent.TurnStatus
+	if err != nil || v.Get(&st) != nil {
+		return false
+	}
+	switch st.Status {
+	case agent.StreamCompleted, agent.StreamFailed, agent.StreamCanceled:
+		return true
+	}
+	return false
+}
+
+// jobOf is the job id of a turn's stream id (turn/<tenant>/<job>).
+func jobOf(streamID string) string {
+	return streamID[strings.LastIndexByte(streamID, '/')+1:]
+}
+
+// uiStream answers one chat request with a turn's UI message stream.
+type uiStream struct {
+	a *server
+	w http.ResponseWriter
+	r *http.Request
+	m *uiMapper
+	// streamID and messageID are the turn's stream and job ids; a follow
+	// that sends the message sets them (setTurn) before its first event.
+	mu                  sync.Mutex
+	streamID, messageID string
+	// quiet, on a stream that goes on after approvals, holds the calls
+	// decided: nothing is written until the WAITING_APPROVAL status after
+	// their approval requests, where the client's message stopped. The
+	// events before it are mapped all the same, so that the parts'
+	// state (and ids) are the first reading's.
+	quiet map[string]bool
+
+	st      *gateway.EventWriter
+	started bool // the start chunk is sent
+	ended   bool // [DONE] is sent
+}
+
+// serve answers with the chunks of the events follow sends
+// (HTTPAPI.ServeEvents): until the first chunk (or keep-alive) the answer
+// is not begun, so that a refusal — a turn not found, a message refused,
+// a decision refused — is a problem with its HTTP status; a failure after
+// it is an error chunk.
+func (u *uiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
+	u.st = u.a.NewEventWriter(u.w, u.r)
+	u.a.ServeEvents(u.w, u.r, u.st, u, follow)
+}
+
+// done reports whether [DONE] is sent.
+func (u *uiStream) Done() bool { return u.ended }
+
+// events writes the chunks of e and of every event waiting behind it,
+// then flushes.
+func (u *uiStream) Events(ctx context.Context, e agent.Event, more <-chan agent.Event) error {
+	u.st.Deadline()
+	for {
+		if err := u.event(ctx, e); err != nil || u.ended {
+			if err == nil {
+				err = u.st.Flush()
+			}
+			return err
+		}
+		select {
+		case e = <-more:
+		default:
+			if !u.st.Started() {
+				return nil
+			}
+			return u.st.Flush()
+		}
+	}
+}
+
+// event maps one event and writes its chunks; the turn's end, or calls
+// left waiting for approval, end the message.
+func (u *uiStream) event(ctx context.Context, e agent.Event) error {
+	chunks := u.m.add(e)
+	waiting := e.Child == nil && e.Kind == agent.EventStatus && e.Status == agent.StreamWaitingApproval
+	if u.quiet != nil && !e.Terminal() {
+		if waiting && u.requested() {
+			u.quiet = nil
+		}
+		return nil
+	}
+	u.quiet = nil
+	if err := u.write(chunks...); err != nil {
+		return err
+	}
+	switch {
+	case e.Terminal():
+		return u.end()
+	case waiting && len(u.m.waiting) > 0 && u.stillWaiting(ctx):
+		if err := u.write(u.m.pause()...); err != nil {
+			return err
+		}
+		return u.end()
+	}
+	return nil
+}
+
+// setTurn names the turn the stream follows.
+func (u *uiStream) setTurn(streamID, messageID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.streamID, u.messageID = streamID, messageID
+}
+
+// turn is the turn the stream follows ("" until it is known).
+func (u *uiStream) turn() (streamID, messageID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.streamID, u.messageID
+}
+
+// requested: every call in quiet has asked for approval.
+func (u *uiStream) requested() bool {
+	for id := range u.quiet {
+		if !u.m.requested[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// stillWaiting asks the turn whether a call the message has requested
+// approval for still waits: a stream read after the decision (a resumed
+// one) goes on. When the turn cannot say, the message stops there; the
+// client can resume.
+func (u *uiStream) stillWaiting(ctx context.Context) bool {
+	streamID, _ := u.turn()
+	pending, err := turnclient.PendingApprovals(ctx, u.a.svc.Client(), streamID)
+	if err != nil {
+		u.a.Logger().Debug("pending approvals unknown; the message stops at the approval requests", zap.String("stream_id", streamID), zap.Error(err))
+		return true
+	}
+	for _, p := range pending {
+		if u.m.waiting[p.CallID] {
+			return true
+		}
+	}
+	return false
+}
+
+// begin writes the answer's head, once.
+func (u *uiStream) begin() {
+	if !u.st.Started() {
+		u.w.Header().Set(UIMessageStreamHeader, "v1")
+		if streamID, _ := u.turn(); streamID != "" {
+			u.w.Header().Set(gateway.HeaderStreamID, streamID)
+		}
+		u.st.Begin()
+	}
+}
+
+// write writes chunks, after the start chunk that names the message.
+func (u *uiStream) write(chunks ...uiChunk) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	u.begin()
+	if !u.started {
+		u.started = true
+		_, messageID := u.turn()
+		chunks = append([]uiChunk{{Type: "start", MessageID: messageID}}, chunks...)
+	}
+	for _, c := range chunks {
+		data, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		if err := sse.WriteEvent(u.w, "", "", data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// end writes the stream's last line.
+func (u *uiStream) end() error {
+	u.ended = true
+	_, err := u.w.Write([]byte("data: [DONE]\n\n"))
+	return err
+}
+
+func (u *uiStream) Comment(text string) error {
+	u.st.Deadline()
+	u.begin()
+	if err := sse.WriteComment(u.w, text); err != nil {
+		return err
+	}
+	return u.st.Flush()
+}
+
+// fail answers the follower's outcome when the message has not ended: a
+// problem before the stream began, an error chunk after.
+func (u *uiStream) Fail(err error) {
+	ctx := u.r.Context()
+	if ctx.Err() != nil || u.a.Ending().Err() != nil {
+		return // the client left, or the gateway is stopping: the client resumes
+	}
+	if err == nil {
+		streamID, _ := u.turn()
+		err = agent.Errorf(agent.CodeUnavailable, "stream %q ended without a final status", streamID)
+	}
+	p := u.a.ProblemOf(ctx, err)
+	if !u.st.Started() {
+		gateway.WriteProblem(u.w, p)
+		return
+	}
+	u.st.Deadline()
+	if u.write(uiChunk{Type: "error", ErrorText: p.Detail}) == nil && u.end() == nil {
+		_ = u.st.Flush()
+	}
+	u.a.Logger().Debug("ui message stream ended by a failure", zap.String("type", p.Title))
+}

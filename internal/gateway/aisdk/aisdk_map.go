@@ -1,0 +1,211 @@
+package aisdk
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/url"
+	"strings"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
+)
+
+// uiChunk is one chunk of the AI SDK's UI message stream
+// (ui-message-chunks.ts): its type and the members that type has. A
+// member the chunk's type requires is never empty when it is sent.
+type uiChunk struct {
+	Type            string          `json:"type"`
+	ID              string          `json:"id,omitempty"`
+	Delta           string          `json:"delta,omitempty"`
+	MessageID       string          `json:"messageId,omitempty"`
+	ToolCallID      string          `json:"toolCallId,omitempty"`
+	ToolName        string          `json:"toolName,omitempty"`
+	InputTextDelta  string          `json:"inputTextDelta,omitempty"`
+	Input           json.RawMessage `json:"input,omitempty"`
+	Output          json.RawMessage `json:"output,omitempty"`
+	ErrorText       string          `json:"errorText,omitempty"`
+	ApprovalID      string          `json:"approvalId,omitempty"`
+	Data            json.RawMessage `json:"data,omitempty"`
+	FinishReason    string          `json:"finishReason,omitempty"`
+	MessageMetadata *uiMetadata     `json:"messageMetadata,omitempty"`
+	Reason          string          `json:"reason,omitempty"`
+	URL             string          `json:"url,omitempty"`
+	MediaType       string          `json:"mediaType,omitempty"`
+}
+
+// uiMetadata is the assistant message's metadata, sent with finish: the
+// turn's usage, summed over its model calls.
+type uiMetadata struct {
+	Usage agent.Usage `json:"usage"`
+}
+
+// uiMapper renders a turn's projection (internal/gateway/projection) as
+// the chunks of one assistant UIMessage whose id is the turn's job id.
+//
+// A client of AI SDK 7 takes a step back (reset-step): it gets every
+// delta as the model streams it (projection.Live), and a model call that
+// fails part-way and is retried as reset-step, after which the retry
+// streams again. Earlier clients refuse a chunk they do not know, and get
+// a model call's text once the call has answered (projection.Held): a
+// client never shows text a retry replaces, nor the same text twice.
+// What else a turn logs is rendered as it comes (docs/events.md has the
+// table).
+//
+// Part ids are the projection's (the index of the part's first event),
+// so that the same log maps to the same chunks every time it is read: a
+// stream resumed, or continued after an approval, names its parts as the
+// first reading did.
+type uiMapper struct {
+	p *projection.Projection
+	// requested are the calls that asked for approval; waiting, those of
+	// them not decided yet.
+	requested, waiting map[string]bool
+}
+
+func newUIMapper(mode projection.Mode) *uiMapper {
+	return &uiMapper{p: projection.New(mode), requested: map[string]bool{}, waiting: map[string]bool{}}
+}
+
+// add maps the next event of the turn's log.
+func (m *uiMapper) add(e agent.Event) []uiChunk {
+	return m.render(nil, m.p.Add(e))
+}
+
+// render adds the chunks of items to out.
+func (m *uiMapper) render(out []uiChunk, items []projection.Item) []uiChunk {
+	for _, it := range items {
+		out = m.chunk(out, it)
+	}
+	return out
+}
+
+func (m *uiMapper) chunk(out []uiChunk, it projection.Item) []uiChunk {
+	e, t := it.Event, it.Tool
+	switch it.Kind {
+	case projection.StepStart:
+		return append(out, uiChunk{Type: "start-step"})
+	case projection.StepEnd:
+		return append(out, uiChunk{Type: "finish-step"})
+	case projection.PartStart:
+		return append(out, uiChunk{Type: string(it.Part) + "-start", ID: it.PartID})
+	case projection.Delta:
+		return append(out, uiChunk{Type: string(it.Part) + "-delta", ID: it.PartID, Delta: it.Text})
+	case projection.PartEnd:
+		return append(out, uiChunk{Type: string(it.Part) + "-end", ID: it.PartID})
+	case projection.ToolOpen:
+		return append(out, uiChunk{Type: "tool-input-start", ToolCallID: t.CallID, ToolName: t.Name})
+	case projection.ToolArgs:
+		return append(out, uiChunk{Type: "tool-input-delta", ToolCallID: t.CallID, InputTextDelta: it.Text})
+	case projection.ToolInput:
+		return append(out, uiChunk{Type: "tool-input-available", ToolCallID: t.CallID, ToolName: t.Name, Input: projection.OrNull(t.Args)})
+	case projection.InputRequired, projection.InputResolved:
+		if it.Question != nil {
+			// data-question, one part per call (its id), which the outcome
+			// replaces: answer with POST /v1/{streamId}/questions/{callId}.
+			data, _ := json.Marshal(projection.QuestionOf(e))
+			return append(out, uiChunk{Type: "data-question", ID: t.CallID, Data: data})
+		}
+		if it.Kind == projection.InputResolved {
+			delete(m.waiting, t.CallID) // a rejection shows as the call's tool_end
+			return out
+		}
+		m.requested[t.CallID], m.waiting[t.CallID] = true, true
+		return append(out, uiChunk{Type: "tool-approval-request", ApprovalID: uiApprovalID(t), ToolCallID: t.CallID})
+	case projection.ToolProgress:
+		data, _ := json.Marshal(struct {
+			Name    string `json:"name"`
+			Message string `json:"message"`
+		}{t.Name, t.Message})
+		return append(out, uiChunk{Type: "data-tool-progress", ID: t.CallID, Data: data})
+	case projection.ToolResult:
+		switch t.Status {
+		case agent.ToolOK:
+			output, _ := json.Marshal(t.Output)
+			return append(out, uiChunk{Type: "tool-output-available", ToolCallID: t.CallID, Output: output})
+		case agent.ToolRejected:
+			return append(out, uiChunk{Type: "tool-output-denied", ToolCallID: t.CallID})
+		}
+		text := t.Output
+		if strings.TrimSpace(text) == "" {
+			text = "the call ended " + t.Status
+		}
+		return append(out, uiChunk{Type: "tool-output-error", ToolCallID: t.CallID, ErrorText: text})
+	case projection.Custom:
+		return append(out, uiChunk{Type: "data-" + e.Custom.Name, ID: e.Custom.ID, Data: projection.OrNull(e.Custom.Value)})
+	case projection.Answer:
+		if f, ok := contentFile(e.Content); ok {
+			return append(out, f)
+		}
+	case projection.Reset:
+		return append(out, uiChunk{Type: "reset-step"})
+	case projection.End:
+		return append(out, m.end(it)...)
+	}
+	return out
+}
+
+// end is the end of the message: the turn's end.
+func (m *uiMapper) end(it projection.Item) []uiChunk {
+	usage := &uiMetadata{Usage: it.Total}
+	switch it.Status {
+	case agent.StreamFailed:
+		text := "the turn failed"
+		if it.Error != nil && it.Error.Message != "" {
+			text = it.Error.Message
+		}
+		return []uiChunk{{Type: "error", ErrorText: text}, {Type: "finish", FinishReason: "error", MessageMetadata: usage}}
+	case agent.StreamCanceled:
+		reason := "the turn was canceled"
+		if e := it.Event.Error; e != nil && e.Message != "" {
+			reason = e.Message
+		}
+		return []uiChunk{{Type: "abort", Reason: reason}}
+	}
+	return []uiChunk{{Type: "finish", FinishReason: uiFinishReason(it.FinishReason), MessageMetadata: usage}}
+}
+
+// pause ends the message while calls wait for approval: the client
+// answers them (addToolApprovalResponse) in a new request, whose stream
+// goes on with the same message.
+func (m *uiMapper) pause() []uiChunk {
+	return append(m.render(nil, m.p.Flush()), uiChunk{Type: "finish", FinishReason: "tool-calls", MessageMetadata: &uiMetadata{Usage: m.p.Total()}})
+}
+
+// uiFinishReason is the AI SDK's finish reason of a step's.
+func uiFinishReason(r string) string {
+	switch r {
+	case "", agent.FinishStop:
+		return "stop"
+	case agent.FinishLength:
+		return "length"
+	case agent.FinishContentFilter:
+		return "content-filter"
+	case agent.FinishToolCalls:
+		return "tool-calls"
+	}
+	return "other"
+}
+
+// contentFile is an image or file block of the answer as the UI
+// message's file part, by the gateway's URL for the tenant's file (GET
+// /v1/files/{ref}, relative to the API: the client fetches it with its
+// token).
+func contentFile(block json.RawMessage) (uiChunk, bool) {
+	var b agent.Block
+	if json.Unmarshal(block, &b) != nil || (b.Type != agent.BlockImage && b.Type != agent.BlockFile) || b.Ref == "" {
+		return uiChunk{}, false
+	}
+	return uiChunk{Type: "file", URL: gateway.FilesPath + "/" + url.PathEscape(b.Ref), MediaType: cmp.Or(b.MIMEType, "application/octet-stream")}, true
+}
+
+// uiApprovalID is the approvalId of a call's tool-approval-request: its
+// approval id, which binds the client's answer to the call (the
+// approval's id comes back with it); the call id for a call of a turn
+// from before approvals were bound, which has none.
+func uiApprovalID(t *agent.ToolEvent) string {
+	if t.ApprovalID != "" {
+		return t.ApprovalID
+	}
+	return t.CallID
+}

@@ -1,0 +1,551 @@
+package mcp
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/turnclient"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// The MCP server: the agents a tenant's catalog exposes through MCP
+// (expose: [mcp]) are the tools of an MCP server at MCPPath on the HTTP
+// API's listener, over Streamable HTTP with the official MCP Go SDK, for
+// any MCP host — Claude Desktop, an IDE, another agent. The bearer tokens
+// are the gRPC API's, checked by its code; a token needs the user role,
+// and every request of a session must come with the token that opened
+// it. tools/list is the tenant's exposed agents when the session opens;
+// tools/call runs a durable turn of the agent, as Stream does (prepare,
+// startPrepared, the follower), and answers with its text, and its JSON
+// as structured content when the agent has an output schema. While the
+// turn runs, a call with a progress token gets progress notifications —
+// tool calls, a call waiting for approval, a preview of the answer — and
+// the client's cancellation of the call cancels the turn. A call that
+// waits for approval is asked of the client (elicitation) when the client
+// can be asked and the caller's token may approve; otherwise it waits for
+// an approver over the approvals API, as any turn's.
+
+// MCPPath is where the MCP server answers.
+const MCPPath = "/mcp"
+
+// Bounds of the MCP server.
+const (
+	// mcpSessionTimeout closes a session idle this long.
+	mcpSessionTimeout = 30 * time.Minute
+	// mcpPreviewEvery spaces the text previews of one call's progress.
+	mcpPreviewEvery = 250 * time.Millisecond
+	// mcpPreviewBytes bounds a text preview.
+	mcpPreviewBytes = 200
+)
+
+// mcpServer serves a Service's agents over MCP.
+type mcpServer struct {
+	s      *gateway.Service
+	logger *zap.Logger
+	// sessions are the sessions this gateway holds.
+	sessions mcpSessions
+	// ending is done when the gateway ends its streams.
+	ending context.Context
+}
+
+// registerMCP adds the MCP server to mux.
+func (a *server) registerMCP(mux *http.ServeMux) {
+	m := &mcpServer{s: a.svc, logger: a.Logger(), ending: a.Ending()}
+	// Sessions live in this gateway's memory (the SDK's); their streams
+	// in PostgreSQL (mcpEvents), so that a client whose connection drops
+	// resumes a call with Last-Event-ID on any gateway (mcp_resume.go).
+	h := mcp.NewStreamableHTTPHandler(m.session, &mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout,
+		EventStore: mcpEvents{m}})
+	mux.Handle(MCPPath, auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{
+		Scopes: []string{string(gateway.RoleUser)}, AllowMissingExpiration: true,
+	})(a.LimitBody(m.front(h))))
+}
+
+// verify checks a bearer token with the gRPC API's code (auth.TokenVerifier).
+// The token's roles are its scopes; its tenant, issuer and subject
+// identify the user (Token.Principal), so that no other token can use a
+// session it opened — not one whose holder has the same name.
+func (m *mcpServer) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	caller, err := m.s.Authenticate(metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+token)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, status.Convert(m.s.StatusOf(ctx, err)).Message())
+	}
+	var scopes []string
+	for _, r := range []gateway.Role{gateway.RoleUser, gateway.RoleApprover, gateway.RoleAdmin} {
+		if caller.Has(r) {
+			scopes = append(scopes, string(r))
+		}
+	}
+	return &auth.TokenInfo{Scopes: scopes, UserID: caller.Principal(), Extra: map[string]any{mcpCallerKey: caller}}, nil
+}
+
+// mcpCallerKey holds the caller's Token in auth.TokenInfo.Extra.
+const mcpCallerKey = "agentflow.Caller"
+
+// mcpCaller is the context of a request's caller, as the gRPC API's
+// interceptors make it; false when the request carries none.
+func mcpCaller(ctx context.Context, info *auth.TokenInfo) (context.Context, bool) {
+	if info == nil {
+		return ctx, false
+	}
+	caller, ok := info.Extra[mcpCallerKey].(gateway.Token)
+	if !ok {
+		return ctx, false
+	}
+	return context.WithValue(ctx, gateway.CallerKey{}, caller), true
+}
+
+// session makes the server of a new session: its tools are the tenant's
+// agents exposed through MCP, now. A tenant whose agents cannot be read
+// gets no session (the SDK answers 400), and tries again.
+func (m *mcpServer) session(r *http.Request) *mcp.Server {
+	ctx, ok := mcpCaller(r.Context(), auth.TokenInfoFromContext(r.Context()))
+	if !ok {
+		return nil
+	}
+	agents, err := m.s.Store().ListAgents(ctx, gateway.TenantOf(ctx))
+	if err != nil {
+		telemetry.Logger(ctx, m.logger).Warn("mcp session refused: agents not read", zap.String("tenant", gateway.TenantOf(ctx)), zap.Error(err))
+		return nil
+	}
+	slices.SortFunc(agents, func(a, b agent.Agent) int { return strings.Compare(a.ID, b.ID) })
+	srv := mcp.NewServer(&mcp.Implementation{Name: gateway.ServerName, Title: "agentflow: " + gateway.TenantOf(ctx) + "'s agents"}, &mcp.ServerOptions{
+		Instructions: "Each tool is a durable agent of agentflow: a call runs one turn of the agent, which survives restarts; " +
+			"calls that need a person's approval wait for it.",
+		GetSessionID: m.newSessionID,
+	})
+	for _, a := range agents {
+		if a.Exposed(agent.ExposeMCP) {
+			srv.AddTool(mcpTool(a), m.call(a.ID))
+		}
+	}
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "data", Title: "Data and files of the tenant's turns", URITemplate: mcpBlobTemplate,
+		Description: "What turns produced or were given, by its cas:// ref: the images and files of a call's result, a data turn's data.",
+	}, m.readBlob)
+	return srv
+}
+
+// mcpMaxResourceBytes bounds a blob resources/read answers: the answer
+// holds it whole, base64-encoded.
+const mcpMaxResourceBytes = 16 << 20
+
+// mcpBlobTemplate is the URI template of a tenant's blobs.
+const mcpBlobTemplate = "cas://sha256:{digest}"
+
+// readBlob reads a blob of the caller's tenant (resources/read): text as
+// text, the rest as bytes. Another tenant's ref is not found, as one that
+// does not exist.
+func (m *mcpServer) readBlob(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	var extra *auth.TokenInfo
+	if req.Extra != nil {
+		extra = req.Extra.TokenInfo
+	}
+	ctx, ok := mcpCaller(ctx, extra)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request carries no bearer token"}
+	}
+	uri := req.Params.URI
+	info, err := m.s.Store().TenantBlobInfo(ctx, gateway.TenantOf(ctx), uri)
+	if err == nil && info.Size > mcpMaxResourceBytes {
+		// A resource goes in one JSON-RPC answer, whole; a file that
+		// large is streamed by the files route.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"%s is %d bytes, more than a resource read answers (%d): download it with GET %s/%s and the same token",
+			uri, info.Size, mcpMaxResourceBytes, gateway.FilesPath, url.PathEscape(uri))}
+	}
+	var data []byte
+	var mimeType string
+	if err == nil {
+		data, mimeType, err = m.s.Store().TenantBlob(ctx, gateway.TenantOf(ctx), uri)
+	}
+	switch {
+	case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
+		return nil, mcp.ResourceNotFoundError(uri)
+	case err != nil:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: m.s.ClientMessage(ctx, err)}
+	}
+	c := &mcp.ResourceContents{URI: uri, MIMEType: mimeType}
+	if textual(mimeType) {
+		c.Text = string(data)
+	} else {
+		c.Blob = data
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
+}
+
+// textual reports whether a blob of mimeType is read as text.
+func textual(mimeType string) bool {
+	base, _, _ := strings.Cut(mimeType, ";")
+	switch base = strings.TrimSpace(base); {
+	case strings.HasPrefix(base, "text/"), base == "application/json", base == "application/yaml", base == "application/x-ndjson":
+		return true
+	}
+	return strings.HasSuffix(base, "+json")
+}
+
+// mcpInput is a tools/call's arguments: the prompt of the agent's turn.
+type mcpInput struct {
+	Prompt string `json:"prompt"`
+}
+
+// mcpInputSchema is every agent tool's input schema.
+var mcpInputSchema = json.RawMessage(`{"type":"object","properties":{"prompt":{"type":"string","minLength":1,` +
+	`"description":"What to ask the agent: the turn's prompt."}},"required":["prompt"],"additionalProperties":false}`)
+
+// mcpTool is an agent as an MCP tool: its id, its description, a prompt
+// in, and its output schema, when it has one, out.
+func mcpTool(a agent.Agent) *mcp.Tool {
+	t := &mcp.Tool{Name: a.ID, Description: a.Description, InputSchema: mcpInputSchema,
+		Annotations: &mcp.ToolAnnotations{Title: a.ID, OpenWorldHint: ptr(true)}}
+	if t.Description == "" {
+		t.Description = "The agent " + a.ID + " of agentflow."
+	}
+	if len(a.OutputSchema) > 0 {
+		t.OutputSchema = a.OutputSchema
+	}
+	return t
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// call is the tools/call handler of agent id: one durable turn.
+func (m *mcpServer) call(id string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var extra *auth.TokenInfo
+		if req.Extra != nil {
+			extra = req.Extra.TokenInfo
+		}
+		ctx, ok := mcpCaller(ctx, extra)
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the call carries no bearer token"}
+		}
+		in, err := decodeMCPInput(req.Params.Arguments)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+		// The job id the front handler gave the call (mcpJobID): a call
+		// sent again attaches to its turn, and another gateway resumes it.
+		var job string
+		if req.Extra != nil {
+			job = req.Extra.Header.Get(mcpJobHeader)
+		}
+		turn, err := m.s.Prepare(ctx, &pb.TurnRequest{AgentId: id, Prompt: in.Prompt, JobId: job})
+		if err != nil {
+			return mcpError(m.s.ClientMessage(ctx, err)), nil
+		}
+		ctx, release, err := m.s.HoldStream(ctx)
+		if err != nil {
+			return mcpError(m.s.ClientMessage(ctx, err)), nil
+		}
+		defer release()
+		streamID := contract.TurnWorkflowID(turn.TenantID, turn.JobID)
+		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session), elicits: elicits(req.Session), caller: gateway.CallerOf(ctx)}
+		var events []agent.Event
+		err = m.s.FollowNew(ctx, turn, nil, func(e agent.Event) error {
+			events = append(events, e)
+			if e.Kind == agent.EventApprovalRequired && e.Child == nil && p.asks {
+				go m.askApproval(ctx, req.Session, streamID, *e.Tool)
+			}
+			if e.Kind == agent.EventQuestion && e.Child == nil && p.mayAnswer(e) {
+				go m.askQuestion(ctx, req.Session, streamID, *e.Tool, gateway.QuestionOrEmpty(e.Question))
+			}
+			p.event(ctx, e)
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				m.canceled(ctx, streamID)
+				return nil, ctx.Err()
+			}
+			return mcpError(m.s.ClientMessage(ctx, err)), nil
+		}
+		return mcpResult(events, streamID), nil
+	}
+}
+
+// asks reports whether the turns of a call ask its client to decide their
+// approvals (elicitation): when the client can be asked and the caller's
+// token may approve. Otherwise a call waits for an approver, as any turn.
+func (m *mcpServer) asks(ctx context.Context, session *mcp.ServerSession) bool {
+	return gateway.CallerOf(ctx).Has(gateway.RoleApprover) && elicits(session)
+}
+
+// elicits reports whether the session's client can be asked questions
+// (elicitation).
+func elicits(session *mcp.ServerSession) bool {
+	p := session.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+}
+
+// mayAnswer reports whether the call's client is asked a question: it can
+// be asked (elicitation), and the caller's token has the question's role
+// (one who cannot answer is told it waits for someone who can).
+func (p *mcpProgress) mayAnswer(e agent.Event) bool {
+	return p.elicits && e.Question != nil && p.caller.Has(gateway.Role(e.Question.Role))
+}
+
+// askQuestion asks the client an ask_user call's question and answers it
+// as the caller, over the answers API's path (the turn checks the
+// caller's roles against the question's). A client that declines or
+// cancels leaves the question to another answerer.
+func (m *mcpServer) askQuestion(ctx context.Context, session *mcp.ServerSession, streamID string, call agent.ToolEvent, q agent.QuestionEvent) {
+	log := telemetry.Logger(ctx, m.logger)
+	answer := map[string]any{"type": "string", "description": "Your answer."}
+	if len(q.Choices) > 0 && !q.AllowOther {
+		answer["enum"] = q.Choices
+	} else if len(q.Choices) > 0 {
+		answer["description"] = "Your answer: one of " + strings.Join(q.Choices, ", ") + ", or your own."
+	}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "required": []string{"answer"},
+		"properties": map[string]any{"answer": answer}})
+	res, err := session.Elicit(ctx, &mcp.ElicitParams{Message: q.Text, RequestedSchema: json.RawMessage(schema)})
+	if err != nil || res.Action != "accept" {
+		log.Debug("mcp question not answered", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+		return
+	}
+	text, _ := res.Content["answer"].(string)
+	caller := gateway.CallerOf(ctx)
+	a := caller.AnswerQuestion(call.CallID, text)
+	if err := a.Validate(); err != nil {
+		log.Info("mcp answer refused", zap.String("stream_id", streamID), zap.Error(err))
+		return
+	}
+	if _, err := m.s.AnswerQuestion(context.WithoutCancel(ctx), streamID, a); err != nil {
+		// Answered already, closed, or not this caller's to answer.
+		log.Info("mcp answer not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+	}
+}
+
+// mcpApprovalSchema is what an elicited approval asks for.
+var mcpApprovalSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"approved":{"type":"boolean","description":"Run the call (true) or refuse it (false)."},` +
+	`"reason":{"type":"string","description":"Why, for the record."}},"required":["approved"]}`)
+
+// askApproval asks the client to decide a tool call that waits for
+// approval, and decides it as the caller, over the approvals API's path.
+// A client that cancels the question, or cannot answer it, leaves the call
+// waiting for another approver.
+func (m *mcpServer) askApproval(ctx context.Context, session *mcp.ServerSession, streamID string, call agent.ToolEvent) {
+	log := telemetry.Logger(ctx, m.logger)
+	res, err := session.Elicit(ctx, &mcp.ElicitParams{
+		Message:         fmt.Sprintf("The agent wants to call %s with %s. Approve?", call.Name, agent.Clip(string(call.Args), 1000)),
+		RequestedSchema: mcpApprovalSchema,
+	})
+	if err != nil {
+		log.Debug("mcp approval not asked", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+		return
+	}
+	var approved bool
+	reason := "declined by the MCP client"
+	switch res.Action {
+	case "accept":
+		approved, _ = res.Content["approved"].(bool)
+		reason, _ = res.Content["reason"].(string)
+	case "decline":
+	default:
+		return
+	}
+	// Bound to the call the client was asked about: an answer that comes
+	// after that call was decided decides no other.
+	d := agent.NewApprovalDecision(call.CallID, approved, reason, "")
+	d.ApprovalID = call.ApprovalID
+	if _, err := m.s.Decide(context.WithoutCancel(ctx), streamID, d); err != nil {
+		// Decided already (another approver, a timeout): nothing to do.
+		log.Info("mcp approval not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+	}
+}
+
+// decodeMCPInput reads a call's arguments strictly.
+func decodeMCPInput(raw json.RawMessage) (mcpInput, error) {
+	var in mcpInput
+	if len(raw) == 0 {
+		return in, errors.New(`arguments are required: {"prompt": "…"}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, fmt.Errorf(`arguments: want {"prompt": "…"}: %v`, err)
+	}
+	if dec.More() {
+		return in, errors.New("arguments: one JSON object only")
+	}
+	if strings.TrimSpace(in.Prompt) == "" {
+		return in, errors.New("arguments.prompt is required and must not be blank")
+	}
+	return in, nil
+}
+
+// canceled cancels the turn of a call whose client cancelled it
+// (notifications/cancelled). A call that ends because its session or the
+// gateway closes leaves its turn running: it is durable.
+func (m *mcpServer) canceled(ctx context.Context, streamID string) {
+	if !errors.Is(context.Cause(ctx), context.Canceled) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	req := agent.CancelRequest{Reason: "the MCP client cancelled the call", RequestedBy: gateway.CallerOf(ctx).Name}
+	if err := turnclient.Cancel(cctx, m.s.Client(), streamID, req); err != nil {
+		telemetry.Logger(ctx, m.logger).Warn("mcp call cancelled; its turn was not", zap.String("stream_id", streamID), zap.Error(err))
+	}
+}
+
+// mcpError is a tool result that reports a failure to the model.
+func mcpError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// mcpResult is the answer of a turn that ended: its text, its JSON as
+// structured content, or its failure. The turn's stream id goes in _meta,
+// for the rest of the API (events, result, approvals).
+func mcpResult(events []agent.Event, streamID string) *mcp.CallToolResult {
+	last := events[len(events)-1]
+	meta := mcp.Meta{"agentflow/stream_id": streamID}
+	if last.Status != agent.StreamCompleted {
+		msg := "the turn ended " + strings.ToLower(last.Status)
+		if last.Error != nil && last.Error.Message != "" {
+			msg += ": " + last.Error.Message
+		}
+		res := mcpError(msg)
+		res.Meta = meta
+		return res
+	}
+	res := &mcp.CallToolResult{Meta: meta}
+	for _, e := range events {
+		if e.Kind != agent.EventContent || e.Child != nil {
+			continue
+		}
+		var b agent.Block
+		if json.Unmarshal(e.Content, &b) != nil {
+			continue
+		}
+		switch b.Type {
+		case agent.BlockText:
+			res.Content = append(res.Content, &mcp.TextContent{Text: b.Text})
+		case agent.BlockJSON:
+			res.StructuredContent = b.JSON
+		case agent.BlockImage, agent.BlockFile:
+			// Read with resources/read, by its ref.
+			res.Content = append(res.Content, &mcp.ResourceLink{URI: b.Ref, Name: cmp.Or(b.Name, b.Ref), MIMEType: b.MIMEType})
+		}
+	}
+	if !slices.ContainsFunc(res.Content, func(c mcp.Content) bool { _, ok := c.(*mcp.TextContent); return ok }) {
+		// A turn that logged no blocks (recorded before them): its text.
+		res.Content = append([]mcp.Content{&mcp.TextContent{Text: agent.ReplayText(events)}}, res.Content...)
+	}
+	return res
+}
+
+// mcpProgress makes a call's progress notifications, when the call asked
+// for them with a progress token. Each says, in _meta, the index of the
+// turn's event it tells of (mcpEventIndexMeta): a gateway that resumes
+// the call's stream goes on after it.
+type mcpProgress struct {
+	req   *mcp.CallToolRequest
+	token any
+	// asks: approvals are asked of the client (mcpServer.asks); elicits:
+	// questions are (ask_user), for the turn to take the answer if the
+	// caller's roles fit.
+	asks, elicits bool
+	caller        gateway.Token
+
+	n       float64
+	text    strings.Builder
+	preview time.Time // when the last text preview went
+}
+
+// mcpEventIndexMeta names the turn event's index in a notification's _meta.
+const mcpEventIndexMeta = "agentflow/event_index"
+
+// event sends what e says of the turn's progress, if anything.
+func (p *mcpProgress) event(ctx context.Context, e agent.Event) {
+	if p.token == nil {
+		return
+	}
+	msg := p.message(e)
+	if msg == "" {
+		return
+	}
+	// A lost notification costs the client a line of progress, nothing else.
+	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: mcp.Meta{mcpEventIndexMeta: e.Index},
+		ProgressToken: p.token, Progress: p.next(), Message: msg})
+}
+
+// next is the next notification's progress: a count.
+func (p *mcpProgress) next() float64 {
+	p.n++
+	return p.n
+}
+
+// track takes an event the client was told of already: the text preview
+// goes on from it.
+func (p *mcpProgress) track(e agent.Event) {
+	switch {
+	case e.Kind == agent.EventToken && e.Child == nil:
+		p.text.WriteString(e.Text)
+	case e.Kind == agent.EventStatus && e.Status == agent.StreamRetrying:
+		p.text.Reset()
+	}
+}
+
+// message is what e says of the turn's progress; "" for nothing.
+func (p *mcpProgress) message(e agent.Event) string {
+	if e.Child != nil {
+		return ""
+	}
+	p.track(e)
+	switch e.Kind {
+	case agent.EventToolStart:
+		return "calling the tool " + e.Tool.Name
+	case agent.EventToolEnd:
+		return "the tool " + e.Tool.Name + " ended " + e.Tool.Status
+	case agent.EventApprovalRequired:
+		if p.asks {
+			return fmt.Sprintf("asking you to approve the call %s of %s", e.Tool.CallID, e.Tool.Name)
+		}
+		return fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: approval %s, stream %s)",
+			e.Tool.CallID, e.Tool.Name, e.Tool.ApprovalID, e.StreamID)
+	case agent.EventApprovalDecided:
+		return "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
+	case agent.EventQuestion:
+		if p.mayAnswer(e) {
+			return "asking you: " + gateway.QuestionOrEmpty(e.Question).Text
+		}
+		return fmt.Sprintf("waiting for a person to answer: %s (answer it over the questions API: stream %s, call %s)",
+			gateway.QuestionOrEmpty(e.Question).Text, e.StreamID, e.Tool.CallID)
+	case agent.EventQuestionAnswered:
+		return "the question " + e.Tool.CallID + " was " + gateway.QuestionOrEmpty(e.Question).Outcome
+	case agent.EventStatus:
+		if e.Status == agent.StreamRetrying {
+			return "the model call is retried"
+		}
+	case agent.EventToken:
+		if time.Since(p.preview) < mcpPreviewEvery {
+			return ""
+		}
+		p.preview = time.Now()
+		return agent.Clip(p.text.String(), mcpPreviewBytes)
+	}
+	return ""
+}

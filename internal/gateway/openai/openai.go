@@ -1,0 +1,311 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// The OpenAI-compatible endpoints: the tenant's agents as models
+// (GET /v1/models, GET /v1/models/{id}) and a turn as a chat completion
+// (POST /v1/chat/completions), so that any client of OpenAI's API talks
+// to a durable agent. They are served on the HTTP API's listener with the
+// same bearer tokens, checked by the gRPC API's own code (authorize) as
+// the method whose work each does: ListAgents for the models, Stream for
+// a completion, SendMessage for a completion in a session. A completion
+// starts its turn as Stream does (prepare, startPrepared) and reads it
+// through the same follower; errors are OpenAI's error object, made from
+// the same table as every other error of the gateway.
+
+// Headers of a chat completion.
+const (
+	// headerSession names the session whose Conversation answers the
+	// message: its transcript is the history.
+	headerSession = "X-Agentflow-Session"
+	// headerIdempotency is the turn's job id: a request repeated with the
+	// same key attaches to the turn the first one started.
+	headerIdempotency = "Idempotency-Key"
+)
+
+// chatKeepAlive is how long a stream may have nothing to send before it
+// sends a comment, so that proxies and clients keep it open while a tool
+// runs or a call waits for approval.
+const chatKeepAlive = 15 * time.Second
+
+// openAI serves the OpenAI-compatible endpoints of a Service.
+type openAI struct{ s *gateway.Service }
+
+// register adds the endpoints to mux; another method on their paths is
+// answered in OpenAI's error shape.
+func (o openAI) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/models", o.listModels)
+	mux.HandleFunc("GET /v1/models/{id}", o.getModel)
+	mux.HandleFunc("POST /v1/chat/completions", o.chatCompletions)
+	for _, path := range []string{"/v1/models", "/v1/models/{id}", "/v1/chat/completions"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			o.fail(w, r, gateway.WithHTTPStatus(http.StatusMethodNotAllowed, agent.Errorf(agent.CodeInvalid, "%s does not take %s", r.URL.Path, r.Method)))
+		})
+	}
+}
+
+// authorize checks the request's bearer token for the gRPC method whose
+// work the endpoint does, with the gRPC API's code; the context it
+// returns carries the caller.
+func (o openAI) authorize(r *http.Request, method string) (context.Context, error) {
+	md := metadata.MD{}
+	if v := r.Header.Values("Authorization"); len(v) > 0 {
+		md.Set("authorization", v...)
+	}
+	return o.s.Authorize(metadata.NewIncomingContext(r.Context(), md), method)
+}
+
+// openAIModel is an agent as OpenAI's model object. Created is 0: an
+// agent's versions, not the agent, have a time.
+type openAIModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (o openAI) listModels(w http.ResponseWriter, r *http.Request) {
+	ctx, err := o.authorize(r, pb.AgentService_ListAgents_FullMethodName)
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	agents, err := o.s.Store().ListAgents(ctx, gateway.TenantOf(ctx))
+	if err != nil {
+		o.fail(w, r.WithContext(ctx), err)
+		return
+	}
+	slices.SortFunc(agents, func(a, b agent.Agent) int { return strings.Compare(a.ID, b.ID) })
+	list := struct {
+		Object string        `json:"object"`
+		Data   []openAIModel `json:"data"`
+	}{Object: "list", Data: []openAIModel{}}
+	for _, a := range agents {
+		list.Data = append(list.Data, openAIModel{ID: a.ID, Object: "model", OwnedBy: a.TenantID})
+	}
+	gateway.WriteJSON(w, http.StatusOK, list)
+}
+
+func (o openAI) getModel(w http.ResponseWriter, r *http.Request) {
+	ctx, err := o.authorize(r, pb.AgentService_ListAgents_FullMethodName)
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	id := r.PathValue("id")
+	if err := agent.ValidateID("model", id); err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	a, err := o.s.Store().ActiveAgent(ctx, gateway.TenantOf(ctx), id)
+	if agent.IsCode(err, agent.CodeNotFound) {
+		err = agent.WithCode(agent.CodeAgentNotFound, err)
+	}
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	gateway.WriteJSON(w, http.StatusOK, openAIModel{ID: a.ID, Object: "model", OwnedBy: a.TenantID})
+}
+
+func (o openAI) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	session := r.Header.Get(headerSession)
+	method := pb.AgentService_Stream_FullMethodName
+	if session != "" {
+		method = pb.AgentService_SendMessage_FullMethodName
+	}
+	ctx, err := o.authorize(r, method)
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
+	req, prompt, err := o.readChat(r, session)
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	// A completion follows its turn, streamed or not: it holds one of
+	// the tenant's streams, taken before the turn is started or the
+	// message sent.
+	ctx, release, err := o.s.HoldStream(ctx)
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	defer release()
+	r = r.WithContext(ctx)
+	jobID := r.Header.Get(headerIdempotency)
+	var turn gateway.Turn
+	switch {
+	case session == "":
+		turn, err = o.startTurn(ctx, req, prompt, jobID)
+	case req.OutputSchema != nil:
+		err = badParam("response_format", codeUnsupportedParameter,
+			"response_format json_schema is not supported with %s: a session's messages answer in their agent's format", headerSession)
+	default:
+		turn, err = o.s.SendToSession(ctx, session, req.Model, prompt, jobID)
+	}
+	if err != nil {
+		o.fail(w, r, err)
+		return
+	}
+	call := &chatCall{o: o, w: w, r: r, req: req, turn: turn, created: time.Now().Unix()}
+	call.run()
+}
+
+// readChat reads and checks a chat completion request and its headers,
+// and makes the turn's prompt.
+func (o openAI) readChat(r *http.Request, session string) (chatRequest, string, error) {
+	for _, h := range []string{headerSession, headerIdempotency} {
+		if v := r.Header.Get(h); v != "" {
+			if err := agent.ValidateID(h, v); err != nil {
+				return chatRequest{}, "", err
+			}
+		}
+	}
+	body, err := gateway.ReadBody(r)
+	if err != nil {
+		return chatRequest{}, "", err
+	}
+	req, err := decodeChatRequest(body)
+	if err != nil {
+		return req, "", err
+	}
+	prompt, err := chatPrompt(req.Messages, session != "")
+	return req, prompt, err
+}
+
+// startTurn prepares a turn of the chat's model as Stream does, with the
+// chat's output schema; following it starts it (or attaches to its job's
+// run).
+func (o openAI) startTurn(ctx context.Context, chat chatRequest, prompt, jobID string) (gateway.Turn, error) {
+	req, err := o.s.Prepare(ctx, &pb.TurnRequest{AgentId: chat.Model, Prompt: prompt, JobId: jobID, OutputSchemaJson: string(chat.OutputSchema)})
+	if err != nil {
+		return gateway.Turn{}, err
+	}
+	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
+	return gateway.Turn{StreamID: streamID, JobID: req.JobID, Follow: func(ctx context.Context, send func(agent.Event) error) error {
+		return o.s.Events().FollowNew(ctx, streamID, func() (string, error) {
+			run, err := o.s.StartPrepared(ctx, req)
+			if err != nil {
+				return "", err
+			}
+			return run.GetRunID(), nil
+		}, send)
+	}}, nil
+}
+
+// sendMessage sends the message to the session's Conversation as
+// SendMessage does, once the session is known to be model's, and returns
+// the turn that answers it.
+
+// openAIError is OpenAI's error object, in {"error": …}.
+type openAIError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// fail answers err as OpenAI's error object.
+func (o openAI) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && !gateway.IsBodyError(err) {
+		return // the client has gone: nobody reads an answer
+	}
+	writeOpenAIError(w, o.problem(r.Context(), err), err)
+}
+
+// problem classifies err as every error of the gateway is: a status the
+// service's methods made is read as it is, any other error leaves
+// through Status.
+func (o openAI) problem(ctx context.Context, err error) gateway.Problem {
+	st, ok := status.FromError(err)
+	if _, typed := gateway.ErrorInfoOf(st); !ok || !typed {
+		st = status.Convert(gateway.Status(ctx, o.s.Logger(), err))
+	}
+	p := gateway.ProblemFromStatus(st)
+	var hs *gateway.HTTPStatusError
+	if errors.As(err, &hs) {
+		p.Status = hs.Status
+	}
+	return p
+}
+
+// turnProblem is a turn's failure as a Problem: its message was written
+// for the turn's caller, who reads it in the result too.
+func turnProblem(e *agent.TurnError) gateway.Problem {
+	code, _ := agent.CodeOfType(e.Type)
+	class := code.Class()
+	return gateway.Problem{Type: gateway.ProblemTypePrefix + class.Type, Title: class.Type, Status: class.HTTP, Detail: e.Message, Retryable: e.Retryable}
+}
+
+// toOpenAIError reads a Problem as OpenAI's error object: type is
+// OpenAI's kind of error for the status; code is OpenAI's code where it
+// has one for the mistake (a parameter's, or model_not_found,
+// invalid_api_key), else the error's type in agent's table; param names
+// the parameter at fault.
+func toOpenAIError(p gateway.Problem, err error) openAIError {
+	out := openAIError{Message: p.Detail, Type: openAIErrorType(p.Status), Code: p.Title}
+	var pe *chatParamError
+	if errors.As(err, &pe) {
+		out.Param = &pe.param
+		if pe.code != "" {
+			out.Code = pe.code
+		}
+	}
+	switch p.Title {
+	case agent.ErrTypeAgentNotFound:
+		model := "model"
+		out.Code, out.Param = "model_not_found", &model
+	case agent.ErrTypeUnauthenticated:
+		out.Code = "invalid_api_key"
+	}
+	return out
+}
+
+// openAIErrorType is OpenAI's type of an error with an HTTP status.
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// writeOpenAIError answers p. x-should-retry tells OpenAI's clients,
+// which retry 409 and 5xx by default, whether the same request may
+// succeed later.
+func writeOpenAIError(w http.ResponseWriter, p gateway.Problem, err error) {
+	h := w.Header()
+	h.Set("X-Should-Retry", fmt.Sprint(p.Retryable))
+	if p.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="agentflow"`)
+	}
+	gateway.WriteJSON(w, p.Status, struct {
+		Error openAIError `json:"error"`
+	}{toOpenAIError(p, err)})
+}

@@ -1,0 +1,306 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
+)
+
+// chatCall answers one chat completion: it follows the turn, folds its
+// events (chatReply), and writes either one chat.completion when the turn
+// has ended, or chat.completion.chunk events as Server-Sent Events while
+// it runs.
+type chatCall struct {
+	o       openAI
+	w       http.ResponseWriter
+	r       *http.Request
+	req     chatRequest
+	turn    gateway.Turn
+	created int64
+
+	reply   chatReply
+	started bool // a stream's answer has begun: its status and headers are sent
+}
+
+// followBuffer is how many events may wait between the follower and the
+// writer; a slow client holds up its own follower only.
+const followBuffer = 64
+
+// run follows the turn to its end, or until the client leaves or a write
+// fails, and answers.
+func (c *chatCall) run() {
+	ctx, cancel := context.WithCancel(c.r.Context())
+	defer cancel()
+	events := make(chan agent.Event, followBuffer)
+	followed := make(chan error, 1)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		followed <- c.turn.Follow(ctx, func(e agent.Event) error {
+			select {
+			case events <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	err := c.consume(ctx, events, followed)
+	cancel()
+	<-ended // the follower ends with ctx, if it has not
+	c.finish(err)
+}
+
+// consume takes the turn's events until the follower returns, and
+// returns what it returned; or a failed write's error.
+func (c *chatCall) consume(ctx context.Context, events <-chan agent.Event, followed <-chan error) error {
+	var keepAlive <-chan time.Time
+	if c.req.Stream {
+		t := time.NewTicker(chatKeepAlive)
+		defer t.Stop()
+		keepAlive = t.C
+	}
+	for {
+		select {
+		case e := <-events:
+			if err := c.take(e, len(events) == 0); err != nil {
+				return err
+			}
+		case err := <-followed:
+			// What the follower sent before it returned is in the buffer.
+			for n := len(events); n > 0; n-- {
+				if werr := c.take(<-events, n == 1); werr != nil {
+					return werr
+				}
+			}
+			if err == nil && !c.reply.done {
+				err = agent.Errorf(agent.CodeUnavailable, "stream %q ended without a final status", c.turn.StreamID)
+			}
+			return err
+		case <-keepAlive:
+			if c.started {
+				if err := c.comment("keep-alive"); err != nil {
+					return err
+				}
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// take folds one event and, in a stream, writes what it releases;
+// flush at the end of what has arrived.
+func (c *chatCall) take(e agent.Event, flush bool) error {
+	deltas := c.reply.add(e)
+	if !c.req.Stream {
+		return nil
+	}
+	if !c.started {
+		if err := c.begin(); err != nil {
+			return err
+		}
+	}
+	for _, d := range deltas {
+		var err error
+		switch {
+		case d.Note != "":
+			err = c.comment(d.Note)
+		case d.Reasoning != "":
+			err = c.chunk(chunkDelta{ReasoningContent: d.Reasoning}, nil, nil)
+		default:
+			err = c.chunk(chunkDelta{Content: &d.Content}, nil, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if flush {
+		return http.NewResponseController(c.w).Flush()
+	}
+	return nil
+}
+
+// finish answers once the turn has ended (err nil), or the follower or a
+// write failed.
+func (c *chatCall) finish(err error) {
+	ctx := c.r.Context()
+	switch {
+	case ctx.Err() != nil:
+		return // the client has gone; the turn goes on
+	case err != nil && !c.started:
+		c.o.fail(c.w, c.r, err)
+	case err != nil:
+		c.streamError(c.o.problem(ctx, err), err)
+	case c.reply.failure != nil && !c.started:
+		writeOpenAIError(c.w, turnProblem(c.reply.failure), nil)
+	case c.reply.failure != nil:
+		c.streamError(turnProblem(c.reply.failure), nil)
+	case c.req.Stream:
+		c.end()
+	default:
+		c.complete()
+	}
+}
+
+// Wire types of a chat completion and its chunks.
+type (
+	chatCompletion struct {
+		ID      string       `json:"id"`
+		Object  string       `json:"object"`
+		Created int64        `json:"created"`
+		Model   string       `json:"model"`
+		Choices []chatChoice `json:"choices"`
+		Usage   chatUsage    `json:"usage"`
+	}
+	chatChoice struct {
+		Index        int             `json:"index"`
+		Message      chatAnswer      `json:"message"`
+		FinishReason string          `json:"finish_reason"`
+		Logprobs     json.RawMessage `json:"logprobs"`
+	}
+	chatAnswer struct {
+		Role             string  `json:"role"`
+		Content          string  `json:"content"`
+		ReasoningContent string  `json:"reasoning_content,omitempty"`
+		Refusal          *string `json:"refusal"`
+	}
+	chatChunk struct {
+		ID      string        `json:"id"`
+		Object  string        `json:"object"`
+		Created int64         `json:"created"`
+		Model   string        `json:"model"`
+		Choices []chunkChoice `json:"choices"`
+		// Usage is set on the last chunk, when the client asked for it.
+		Usage *chatUsage `json:"usage,omitempty"`
+	}
+	chunkChoice struct {
+		Index        int             `json:"index"`
+		Delta        chunkDelta      `json:"delta"`
+		FinishReason *string         `json:"finish_reason"`
+		Logprobs     json.RawMessage `json:"logprobs"`
+	}
+	chunkDelta struct {
+		Role             string  `json:"role,omitempty"`
+		Content          *string `json:"content,omitempty"`
+		ReasoningContent string  `json:"reasoning_content,omitempty"`
+	}
+	chatUsage struct {
+		PromptTokens            int                `json:"prompt_tokens"`
+		CompletionTokens        int                `json:"completion_tokens"`
+		TotalTokens             int                `json:"total_tokens"`
+		PromptTokensDetails     *promptTokensUsage `json:"prompt_tokens_details,omitempty"`
+		CompletionTokensDetails *outputTokensUsage `json:"completion_tokens_details,omitempty"`
+	}
+	promptTokensUsage struct {
+		CachedTokens int `json:"cached_tokens"`
+	}
+	outputTokensUsage struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	}
+)
+
+var jsonNull = json.RawMessage("null")
+
+// usage is the turn's usage, summed over its model calls.
+func (c *chatCall) usage() chatUsage {
+	u := c.reply.usage
+	out := chatUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	if u.CachedTokens > 0 {
+		out.PromptTokensDetails = &promptTokensUsage{CachedTokens: u.CachedTokens}
+	}
+	if u.ReasoningTokens > 0 {
+		out.CompletionTokensDetails = &outputTokensUsage{ReasoningTokens: u.ReasoningTokens}
+	}
+	return out
+}
+
+// complete answers the whole chat.completion.
+func (c *chatCall) complete() {
+	c.w.Header().Set(gateway.HeaderStreamID, c.turn.StreamID)
+	gateway.WriteJSON(c.w, http.StatusOK, chatCompletion{
+		ID: c.turn.JobID, Object: "chat.completion", Created: c.created, Model: c.req.Model,
+		Choices: []chatChoice{{
+			Message:      chatAnswer{Role: "assistant", Content: c.reply.content.String(), ReasoningContent: c.reply.reasoning.String()},
+			FinishReason: c.reply.finishReason(), Logprobs: jsonNull,
+		}},
+		Usage: c.usage(),
+	})
+}
+
+// begin starts a stream: its headers, and the first chunk, which says
+// who speaks.
+func (c *chatCall) begin() error {
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on as it comes
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set(gateway.HeaderStreamID, c.turn.StreamID)
+	c.w.WriteHeader(http.StatusOK)
+	c.started = true
+	empty := ""
+	return c.chunk(chunkDelta{Role: "assistant", Content: &empty}, nil, nil)
+}
+
+// end sends the chunk with the finish reason, the usage when asked for,
+// and [DONE].
+func (c *chatCall) end() {
+	reason := c.reply.finishReason()
+	if err := c.chunk(chunkDelta{}, &reason, nil); err != nil {
+		return
+	}
+	if c.req.IncludeUsage {
+		u := c.usage()
+		if err := c.chunk(chunkDelta{}, nil, &u); err != nil {
+			return
+		}
+	}
+	_, _ = c.w.Write([]byte("data: [DONE]\n\n"))
+	_ = http.NewResponseController(c.w).Flush()
+}
+
+// chunk writes one chat.completion.chunk; the usage chunk has no choice.
+func (c *chatCall) chunk(d chunkDelta, finish *string, usage *chatUsage) error {
+	ch := chatChunk{ID: c.turn.JobID, Object: "chat.completion.chunk", Created: c.created, Model: c.req.Model, Usage: usage,
+		Choices: []chunkChoice{{Delta: d, FinishReason: finish, Logprobs: jsonNull}}}
+	if usage != nil {
+		ch.Choices = []chunkChoice{}
+	}
+	return c.data(ch)
+}
+
+// streamError ends a stream with OpenAI's error object as its last event
+// (clients read a data event with an error member as the stream's
+// failure), and no [DONE].
+func (c *chatCall) streamError(p gateway.Problem, err error) {
+	if c.data(struct {
+		Error openAIError `json:"error"`
+	}{toOpenAIError(p, err)}) == nil {
+		_ = http.NewResponseController(c.w).Flush()
+	}
+}
+
+// data writes one SSE data event: a JSON value has no newline, so it is
+// one data line.
+func (c *chatCall) data(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = c.w.Write(append(append([]byte("data: "), b...), "\n\n"...))
+	return err
+}
+
+// comment writes an SSE comment, which clients skip: a note of what the
+// turn does (its tool calls, approvals, retries) or a keep-alive.
+func (c *chatCall) comment(text string) error {
+	text = strings.Join(strings.Fields(text), " ") // one line
+	_, err := c.w.Write([]byte(": " + text + "\n\n"))
+	return err
+}

@@ -1,0 +1,130 @@
+package sse
+
+import (
+	"context"
+	"net/http"
+
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
+)
+
+// Server-Sent Events: a turn's events as an event stream. Each event is
+// one SSE event whose id is its index, whose type is its kind and whose
+// data is its JSON, exactly as the log and the events query hold it
+// (agent.Event). A client that reconnects sends Last-Event-ID (or
+// after_index) and gets the events after it, none twice and none
+// missing. The stream ends after the turn's terminal status.
+
+// Routes of the event streams, beside the HTTP API's own: a turn's events
+// are read where its page reads are (/v1/{stream_id}/events), with
+// AIP-136's custom-method suffix that /v1/turns:invoke uses too.
+const (
+	sseFollowPath  = "GET /v1/turn/{tenant}/{job}/events:stream"
+	sseStartPath   = "POST /v1/turns:stream"
+	sseMessagePath = "POST /v1/conversations/{session_id}/messages:stream"
+)
+
+func (a *server) registerSSE(mux *http.ServeMux) {
+	mux.HandleFunc(sseFollowPath, a.sseFollow)
+	mux.HandleFunc(sseStartPath, a.sseStart)
+	mux.HandleFunc(sseMessagePath, a.sseMessage)
+}
+
+// sseFollow streams a turn's events after the client's index: gRPC
+// Resume.
+func (a *server) sseFollow(w http.ResponseWriter, r *http.Request) {
+	streamID := "turn/" + r.PathValue("tenant") + "/" + r.PathValue("job")
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
+	if err != nil {
+		a.Fail(w, r, err, 0)
+		return
+	}
+	r = r.WithContext(ctx)
+	after, _, err := gateway.ResumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
+	if err == nil {
+		err = gateway.OwnStream(ctx, streamID)
+	}
+	if err != nil {
+		a.Fail(w, r, err, 0)
+		return
+	}
+	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
+		return a.svc.Events().Follow(ctx, streamID, after, send)
+	})
+}
+
+// sseStart starts a turn and streams it: gRPC Stream. A client that
+// reconnects (Last-Event-ID or after_index) and names the turn's job_id
+// resumes that turn's stream instead, and nothing is started: fetch-based
+// SSE clients reconnect by sending the same request again.
+func (a *server) sseStart(w http.ResponseWriter, r *http.Request) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Stream_FullMethodName)
+	if err != nil {
+		a.Fail(w, r, err, 0)
+		return
+	}
+	r = r.WithContext(ctx)
+	var in pb.TurnRequest
+	after, resumed, err := gateway.ResumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
+	if err == nil {
+		err = gateway.DecodeBody(r, &in)
+	}
+	if err == nil && resumed && in.GetJobId() == "" {
+		err = agent.Errorf(agent.CodeInvalid, "a stream resumed after an index needs the job_id of its turn")
+	}
+	var req agent.TurnRequest
+	if err == nil {
+		req, err = a.svc.Prepare(ctx, &in)
+	}
+	if err != nil {
+		a.Fail(w, r, err, 0)
+		return
+	}
+	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
+	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
+		if resumed {
+			return a.svc.Events().Follow(ctx, streamID, after, send)
+		}
+		return a.svc.FollowNew(ctx, req, nil, send)
+	})
+}
+
+// sseMessage sends a message to a session's conversation and streams the
+// turn that answers it (SendMessage, then the turn's events). As with
+// sseStart, a reconnecting client that names the message's job_id
+// resumes its turn's stream, and nothing is sent.
+func (a *server) sseMessage(w http.ResponseWriter, r *http.Request) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
+	if err != nil {
+		a.Fail(w, r, err, 0)
+		return
+	}
+	r = r.WithContext(ctx)
+	var in pb.SendMessageRequest
+	after, resumed, err := gateway.ResumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
+	if err == nil {
+		err = gateway.DecodeBody(r, &in)
+	}
+	in.SessionId = r.PathValue("session_id") // the path's, as the message route does
+	if err == nil && resumed && in.GetJobId() == "" {
+		err = agent.Errorf(agent.CodeInvalid, "a stream resumed after an index needs the job_id of its message")
+	}
+	if err != nil {
+		a.Fail(w, r, err, 0)
+		return
+	}
+	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
+		streamID := contract.TurnWorkflowID(gateway.TenantOf(ctx), in.GetJobId())
+		if !resumed {
+			res, err := a.svc.SendMessage(ctx, &in)
+			if err != nil {
+				return err
+			}
+			streamID, after = res.GetStreamId(), 0
+		}
+		return a.svc.Events().Follow(ctx, streamID, after, send)
+	})
+}
