@@ -15,10 +15,9 @@ import (
 //
 // OpenAI's chunks cannot take text back, and a model call that fails
 // part-way is retried and streams its reply again (a RETRYING status voids
-// what the failed attempt streamed). So a model call's token and
-// reasoning events are held until the call has answered — its usage
-// event, which the turn logs once the call has completed, after which no
-// attempt of it can run — and only the unvoided ones are released: a
+// what the failed attempt streamed). So the reply renders the turn's
+// projection in projection.Held mode: a model call's tokens and reasoning
+// come once the call has answered, without what a retry voided, and a
 // client never reads text a retry replaces, nor the same text twice.
 //
 // The answer (content) is the text of the turn's last model call, which
@@ -32,9 +31,11 @@ import (
 // answers with its content event. Events of delegated child turns are
 // not this turn's and are skipped.
 type chatReply struct {
-	held      []agent.Event // the token and reasoning events of the model call in flight
-	pending   string        // the last call's text, until it is known to be the answer
-	answered  bool          // some of the answer was released
+	p         *projection.Projection
+	text      strings.Builder // the text of the model call in flight
+	thought   strings.Builder // its reasoning
+	pending   string          // the last call's text, until it is known to be the answer
+	answered  bool            // some of the answer was released
 	usage     agent.Usage
 	finish    string
 	failure   *agent.TurnError
@@ -51,95 +52,89 @@ type chatDelta struct {
 
 // add takes the next event of the turn's log.
 func (c *chatReply) add(e agent.Event) []chatDelta {
-	if e.Child != nil {
-		return nil
+	if c.p == nil {
+		c.p = projection.New(projection.Held)
 	}
-	switch e.Kind {
-	case agent.EventToken, agent.EventReasoning:
-		c.held = append(c.held, e)
-	case agent.EventUsage:
-		return c.answeredCall(e)
-	case agent.EventToolStart, agent.EventApprovalRequired, agent.EventToolEnd, agent.EventApprovalDecided,
-		agent.EventQuestion, agent.EventQuestionAnswered:
-		c.pending = "" // the call asked for tools: its text is not the answer
+	var out []chatDelta
+	for _, it := range c.p.Add(e) {
+		out = append(out, c.item(it)...)
+	}
+	return out
+}
+
+func (c *chatReply) item(it projection.Item) []chatDelta {
+	e := it.Event
+	switch it.Kind {
+	case projection.Delta:
+		if it.Part == projection.Reasoning {
+			c.thought.WriteString(it.Text)
+		} else if e.Kind == agent.EventToken {
+			c.text.WriteString(it.Text)
+		}
+	case projection.Usage:
+		return c.answeredCall(it)
+	case projection.ToolInput:
+		if e.Kind == agent.EventToolStart {
+			c.pending = "" // the call asked for tools: its text is not the answer
+			return note(e)
+		}
+	case projection.ToolResult, projection.InputRequired, projection.InputResolved:
+		c.pending = ""
 		return note(e)
-	case agent.EventStepFinish:
-		if e.FinishReason == agent.FinishToolCalls {
+	case projection.StepEnd:
+		if it.FinishReason == agent.FinishToolCalls {
 			c.pending = ""
 			return nil
 		}
 		// Not released yet: a call that repairs the answer may follow.
-		c.finish = e.FinishReason
-		return nil
-	case agent.EventContent:
+		c.finish = it.FinishReason
+	case projection.Answer:
+		// What streamed without a usage event was not a call that answered.
+		c.text.Reset()
+		c.thought.Reset()
 		out := c.release()
 		if !c.answered {
 			out = append(out, c.answer(projection.ContentText(e.Content))...)
 		}
 		return out
-	case agent.EventError:
-		c.failure = e.Error
-	case agent.EventStatus:
-		return c.status(e)
+	case projection.Status:
+		switch it.Status {
+		case agent.StreamRetrying:
+			return []chatDelta{{Note: fmt.Sprintf("retrying the model call (attempt %d)", e.Attempt)}}
+		case agent.StreamWaitingApproval:
+			return []chatDelta{{Note: "waiting for approval"}}
+		case agent.StreamWaitingInput:
+			return []chatDelta{{Note: "waiting for an answer"}}
+		}
+	case projection.End:
+		c.done = true
+		if it.Status == agent.StreamCompleted {
+			return c.release()
+		}
+		c.failure = it.Error
+		if c.failure == nil {
+			c.failure = agent.TurnErrorOf(agent.Errorf(agent.CodeInternal, "the turn ended %s without an error", strings.ToLower(it.Status)))
+		}
 	}
 	return nil
 }
 
-// answeredCall releases what a model call that has answered streamed,
-// without what a RETRYING status voided: its reasoning at once, its text
-// once it is known to be the answer.
-func (c *chatReply) answeredCall(e agent.Event) []chatDelta {
-	if e.Usage != nil {
-		c.usage = c.usage.Add(*e.Usage)
-	}
-	var text, reasoning strings.Builder
-	for _, h := range c.held {
-		if h.Kind == agent.EventToken {
-			text.WriteString(h.Text)
-		} else {
-			reasoning.WriteString(h.Text)
-		}
-	}
-	c.held = nil
+// answeredCall releases what a model call that has answered streamed
+// (the projection gives it once the call has answered, without what a
+// retry voided): its reasoning at once, its text once it is known to be
+// the answer.
+func (c *chatReply) answeredCall(it projection.Item) []chatDelta {
+	c.usage = it.Total
 	// A text still pending belonged to a call that another call followed.
-	c.pending = text.String()
-	if reasoning.Len() == 0 {
+	c.pending = c.text.String()
+	reasoning := c.thought.String()
+	c.text.Reset()
+	c.thought.Reset()
+	if reasoning == "" {
 		return nil
 	}
-	c.reasoning.WriteString(reasoning.String())
-	return []chatDelta{{Reasoning: reasoning.String()}}
-}
-
-func (c *chatReply) status(e agent.Event) []chatDelta {
-	switch e.Status {
-	case agent.StreamRetrying:
-		if e.VoidFrom > 0 {
-			kept := c.held[:0]
-			for _, h := range c.held {
-				if h.Index < e.VoidFrom {
-					kept = append(kept, h)
-				}
-			}
-			c.held = kept
-		}
-		return []chatDelta{{Note: fmt.Sprintf("retrying the model call (attempt %d)", e.Attempt)}}
-	case agent.StreamWaitingApproval:
-		return []chatDelta{{Note: "waiting for approval"}}
-	case agent.StreamWaitingInput:
-		return []chatDelta{{Note: "waiting for an answer"}}
-	case agent.StreamCompleted:
-		c.done = true
-		return c.release()
-	case agent.StreamFailed, agent.StreamCanceled:
-		c.done = true
-		if e.Error != nil {
-			c.failure = e.Error
-		}
-		if c.failure == nil {
-			c.failure = agent.TurnErrorOf(agent.Errorf(agent.CodeInternal, "the turn ended %s without an error", strings.ToLower(e.Status)))
-		}
-	}
-	return nil
+	c.reasoning.WriteString(reasoning)
+	return []chatDelta{{Reasoning: reasoning}}
 }
 
 // release releases the pending text as the answer.

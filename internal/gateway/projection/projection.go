@@ -67,6 +67,10 @@ const (
 	// Usage is a model call's token usage (Usage) and the turn's so far
 	// (Total).
 	Usage
+	// Status is a status the turn logged that is not its end (Status):
+	// running, waiting for approval or input, or, in Held mode, retrying
+	// a model call (Event.Attempt).
+	Status
 	// End: the turn ended with Status (completed, failed, canceled),
 	// Error when it failed or was canceled; Total is its usage,
 	// FinishReason its last step's, OpenCalls the calls announced that
@@ -164,12 +168,12 @@ func (p *Projection) Add(e agent.Event) []Item {
 		}
 		return p.streamed(nil, e)
 	case agent.EventUsage:
-		out := p.release(nil)
+		var u agent.Usage
 		if e.Usage != nil {
-			p.total = p.total.Add(*e.Usage)
-			out = append(out, Item{Kind: Usage, Event: e, Usage: *e.Usage, Total: p.total})
+			u = *e.Usage
 		}
-		return out
+		p.total = p.total.Add(u)
+		return append(p.release(nil), Item{Kind: Usage, Event: e, Usage: u, Total: p.total})
 	case agent.EventStepStart:
 		return append(p.closePart(p.release(nil)), Item{Kind: StepStart, Event: e})
 	case agent.EventStepFinish:
@@ -318,7 +322,7 @@ func (p *Projection) status(e agent.Event) []Item {
 			// The one rule of what a retry voids: agent.Unvoided.
 			p.held = agent.Unvoided(append(p.held, e))
 			p.held = p.held[:len(p.held)-1]
-			return nil
+			return []Item{{Kind: Status, Event: e, Status: e.Status}}
 		}
 		// What the voided attempt opened is forgotten: the retry opens
 		// its parts and calls again.
@@ -349,7 +353,7 @@ func (p *Projection) status(e agent.Event) []Item {
 		}
 		return append(out, end)
 	}
-	return nil
+	return []Item{{Kind: Status, Event: e, Status: e.Status}}
 }
 
 // Block is the content block of an Answer item, decoded; ok is false
