@@ -53,6 +53,7 @@ func (o openAI) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/models", o.listModels)
 	mux.HandleFunc("GET /v1/models/{id}", o.getModel)
 	mux.HandleFunc("POST /v1/chat/completions", o.chatCompletions)
+	o.registerResponses(mux)
 	for _, path := range []string{"/v1/models", "/v1/models/{id}", "/v1/chat/completions"} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			o.fail(w, r, gateway.WithHTTPStatus(http.StatusMethodNotAllowed, agent.Errorf(agent.CodeInvalid, "%s does not take %s", r.URL.Path, r.Method)))
