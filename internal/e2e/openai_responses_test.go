@@ -217,7 +217,8 @@ func TestOpenAIResponses(t *testing.T) {
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			got, err := e.demo.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
-			return err == nil && len(got.Output) == 1 && got.Output[0].Status == "in_progress"
+			return err == nil && got.Status == responses.ResponseStatusInProgress && len(got.Output) == 1 &&
+				got.Output[0].Type == "mcp_approval_request" && got.Output[0].Name == "careful_calculator"
 		}, time.Minute, 50*time.Millisecond, "the call waits for approval")
 		got, err := e.demo.Responses.Cancel(ctx, r.ID)
 		require.NoError(t, err)

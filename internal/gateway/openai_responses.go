@@ -1,11 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -266,17 +266,19 @@ func (rs responses) snapshot(ctx context.Context, id string, resp responseObject
 
 func (rs responses) get(w http.ResponseWriter, r *http.Request) {
 	o := rs.o
-	stream, after, err := readResponseQuery(r.URL.Query())
-	method := pb.AgentService_ListEvents_FullMethodName
-	if stream {
-		method = pb.AgentService_Resume_FullMethodName
-	}
-	ctx, aerr := o.authorize(r, method)
-	if aerr != nil {
-		o.fail(w, r, aerr)
+	// Reading a response's log is ListEvents' work, following it
+	// Resume's: what the request asks is known once its body, if any, is
+	// read, which is once it is authenticated.
+	ctx, err := o.authorize(r, pb.AgentService_ListEvents_FullMethodName)
+	if err != nil {
+		o.fail(w, r, err)
 		return
 	}
 	r = r.WithContext(ctx)
+	stream, after, err := readResponseQuery(r)
+	if err == nil && stream {
+		_, err = o.authorize(r, pb.AgentService_Resume_FullMethodName)
+	}
 	if err != nil {
 		o.fail(w, r, err)
 		return
@@ -309,13 +311,14 @@ func (rs responses) get(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// readResponseQuery reads GET /v1/responses/{id}'s query: stream, and
-// starting_after (only with stream; -1 when not given). include and
+// readResponseQuery reads what GET /v1/responses/{id} asks: stream, and
+// starting_after (only with stream; -1 when not given), from its query;
+// stream from its body too (readGetBody). include and
 // include_obfuscation are taken and ignored: a response has what it has,
 // and its events carry no padding.
-func readResponseQuery(q url.Values) (stream bool, after int64, err error) {
+func readResponseQuery(r *http.Request) (stream bool, after int64, err error) {
 	after = -1
-	for k, v := range q {
+	for k, v := range r.URL.Query() {
 		switch k {
 		case "stream":
 			if stream, err = strconv.ParseBool(v[0]); err != nil || len(v) > 1 {
@@ -330,10 +333,32 @@ func readResponseQuery(q url.Values) (stream bool, after int64, err error) {
 			return false, 0, badParam(agent.Clip(k, 64), codeUnknownParameter, "unknown query parameter %q: a response is read with stream, starting_after, include and include_obfuscation", agent.Clip(k, 64))
 		}
 	}
+	if !stream {
+		if stream, err = readGetBody(r); err != nil {
+			return false, 0, err
+		}
+	}
 	if after >= 0 && !stream {
 		return false, 0, badParam("starting_after", "", "starting_after is only taken with stream=true")
 	}
 	return stream, after, nil
+}
+
+// readGetBody reads the body a GET may carry: OpenAI's Go client asks
+// for a response's stream with {"stream": true} in it rather than in the
+// query.
+func readGetBody(r *http.Request) (stream bool, err error) {
+	body, err := readBody(r)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return false, err
+	}
+	var b struct {
+		Stream bool `json:"stream"`
+	}
+	if err := readJSON("stream", body, `{"stream": true}, or nothing`, &b); err != nil {
+		return false, err
+	}
+	return b.Stream, nil
 }
 
 func (rs responses) cancel(w http.ResponseWriter, r *http.Request) {

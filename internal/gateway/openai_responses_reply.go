@@ -17,7 +17,8 @@ import (
 // tool calls, which run on the server, are mcp_call output items (the
 // Responses item of a call a server made and answered, which no client
 // runs), with the tool's arguments, its output preview, and failed when
-// the call did not end ok.
+// the call did not end ok; a call that waits for approval is first an
+// mcp_approval_request item.
 //
 // Sequence numbers are the log's: the events an event of the log gives
 // are numbered from its index times seqStride, and the two that open a
@@ -183,6 +184,8 @@ func (f *responseFold) add(e agent.Event) []responseEvent {
 		out = f.toolStart(e.Tool)
 	case agent.EventToolEnd:
 		out = f.toolEnd(e.Tool)
+	case agent.EventApprovalRequired:
+		out = f.approvalRequest(e.Tool)
 	}
 	for _, d := range f.reply.add(e) {
 		switch {
@@ -247,6 +250,22 @@ func (f *responseFold) toolStart(t *agent.ToolEvent) []responseEvent {
 		f.itemEvent("response.output_item.added", i),
 		{Type: "response.mcp_call.in_progress", OutputIndex: &i, ItemID: f.resp.Output[i].ID},
 	}
+}
+
+// approvalRequest is a tool call that waits for a person's approval, as
+// an mcp_approval_request item: the call is decided through the rest of
+// the API (approve, by its stream id and approval id), and runs, as an
+// mcp_call item, once approved.
+func (f *responseFold) approvalRequest(t *agent.ToolEvent) []responseEvent {
+	if t == nil {
+		return nil
+	}
+	args := string(t.Args)
+	if args == "" {
+		args = "{}"
+	}
+	i := f.item(responseItem{Type: "mcp_approval_request", ID: "mcpr_" + t.CallID, Name: t.Name, Arguments: &args, ServerLabel: f.resp.Model})
+	return []responseEvent{f.itemEvent("response.output_item.added", i), f.itemEvent("response.output_item.done", i)}
 }
 
 func (f *responseFold) toolEnd(t *agent.ToolEvent) []responseEvent {
