@@ -1,6 +1,8 @@
 // Package openai serves the OpenAI-compatible API: chat completions, whole
-// and streamed, and the models list, for clients such as openai-go and the
-// openai npm package.
+// and streamed, the Responses API (responses whole, streamed, in the
+// background, retrieved, resumed after a sequence number and cancelled:
+// openai_responses.go), and the models list, for clients such as
+// openai-go and the openai npm package.
 package openai
 
 import (

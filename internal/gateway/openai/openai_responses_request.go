@@ -1,4 +1,4 @@
-package gateway
+package openai
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
 )
 
 // What POST /v1/responses reads: one JSON object of OpenAI's create
@@ -120,11 +121,11 @@ func decodeResponseRequest(data []byte) (responseRequest, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return req, agent.Errorf(agent.CodeInvalid, "the request body is empty: want a JSON object with model and input")
 	}
-	if err := oneJSONValue(data); err != nil {
+	if err := gateway.OneJSONValue(data); err != nil {
 		return req, agent.Errorf(agent.CodeInvalid, "%s", err)
 	}
 	var fields map[string]json.RawMessage
-	if jsonKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
+	if gateway.JSONKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
 		return req, agent.Errorf(agent.CodeInvalid, "the request body is not a JSON object: want one with model and input")
 	}
 	names := make([]string, 0, len(fields))
@@ -137,7 +138,7 @@ func decodeResponseRequest(data []byte) (responseRequest, error) {
 		if !ok {
 			return req, badParam(name, codeUnknownParameter, "unknown parameter %q: a response takes %s", agent.Clip(name, 64), strings.Join(responseParamNames, ", "))
 		}
-		if jsonKind(fields[name]) == 'n' {
+		if gateway.JSONKind(fields[name]) == 'n' {
 			continue // null: not given
 		}
 		if err := read(&req, name, fields[name]); err != nil {
@@ -190,7 +191,7 @@ func (req responseRequest) prompt(session bool) (string, error) {
 // readResponseInput reads input: a string, the user's message, or an
 // array of input items.
 func readResponseInput(req *responseRequest, name string, raw json.RawMessage) error {
-	if jsonKind(raw) == '"' {
+	if gateway.JSONKind(raw) == '"' {
 		var s string
 		if err := readJSON(name, raw, "a string or an array of input items", &s); err != nil {
 			return err
@@ -219,7 +220,7 @@ func readInputItem(at string, raw json.RawMessage) (chatMessage, error) {
 		return chatMessage{}, err
 	}
 	var typ string
-	if t, ok := fields["type"]; ok && jsonKind(t) != 'n' {
+	if t, ok := fields["type"]; ok && gateway.JSONKind(t) != 'n' {
 		if err := readJSON(at+".type", t, "a string", &typ); err != nil {
 			return chatMessage{}, err
 		}
@@ -254,7 +255,7 @@ func readInputItem(at string, raw json.RawMessage) (chatMessage, error) {
 			msg.Text, err = readInputContent(field, msg.Role, v)
 		case "id", "status", "phase":
 			// An earlier output message sent back: who made it is no matter.
-			if jsonKind(v) != 'n' && jsonKind(v) != '"' {
+			if gateway.JSONKind(v) != 'n' && gateway.JSONKind(v) != '"' {
 				err = badParam(field, "", "%s: want a string", field)
 			}
 		default:
@@ -274,7 +275,7 @@ func readInputItem(at string, raw json.RawMessage) (chatMessage, error) {
 // of input_text parts (an assistant's output_text and refusal parts too),
 // joined.
 func readInputContent(at, role string, raw json.RawMessage) (string, error) {
-	if jsonKind(raw) == '"' {
+	if gateway.JSONKind(raw) == '"' {
 		var s string
 		err := readJSON(at, raw, "a string or an array of input_text parts", &s)
 		return s, err

@@ -1,4 +1,4 @@
-package gateway
+package openai
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
 )
 
 // responseCall answers one response: it follows the turn, folds its
@@ -123,7 +124,7 @@ func (c *responseCall) begin() []responseEvent {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on as it comes
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set(headerStreamID, c.fold.resp.ID)
+	h.Set(gateway.HeaderStreamID, c.fold.resp.ID)
 	c.w.WriteHeader(http.StatusOK)
 	c.started = true
 	return c.fold.start()
@@ -158,7 +159,7 @@ func (c *responseCall) finish(err error) {
 			_ = http.NewResponseController(c.w).Flush()
 		}
 	case !c.stream:
-		c.w.Header().Set(headerStreamID, c.fold.resp.ID)
-		writeJSON(c.w, http.StatusOK, c.fold.resp)
+		c.w.Header().Set(gateway.HeaderStreamID, c.fold.resp.ID)
+		gateway.WriteJSON(c.w, http.StatusOK, c.fold.resp)
 	}
 }

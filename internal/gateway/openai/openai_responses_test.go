@@ -1,4 +1,4 @@
-package gateway_test
+package openai_test
 
 import (
 	"context"
@@ -13,6 +13,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/gatewaytest"
+	openaidoor "github.com/agentflow/agentflow/internal/gateway/openai"
 )
 
 // TestOpenAIResponsesRefusals: requests of the Responses API refused
@@ -20,7 +24,7 @@ import (
 // with OpenAI's error object naming the parameter at fault; another
 // tenant's response, or what is no response id, is not found.
 func TestOpenAIResponsesRefusals(t *testing.T) {
-	srv := startHTTPAPI(t)
+	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.Door{}})
 	for _, tc := range []struct {
 		name, method, path, token, body string
 		status                          int
@@ -86,7 +90,7 @@ func TestOpenAIResponsesRefusals(t *testing.T) {
 // TestOpenAIResponsesClientReadsRefusals: OpenAI's Go client reads a
 // refusal of the Responses API as an API error, with its parameter.
 func TestOpenAIResponsesClientReadsRefusals(t *testing.T) {
-	srv := startHTTPAPI(t)
+	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.Door{}})
 	client := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("tok"), option.WithMaxRetries(0))
 	_, err := client.Responses.New(context.Background(), responses.ResponseNewParams{
 		Model: "assistant", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}, Store: openai.Bool(false),

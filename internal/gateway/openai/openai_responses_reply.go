@@ -1,4 +1,4 @@
-package gateway
+package openai
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package gateway
+package openai
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -59,7 +60,7 @@ func (o openAI) registerResponses(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/responses/{id}/cancel", rs.cancel)
 	for _, path := range []string{"/v1/responses", "/v1/responses/{id}", "/v1/responses/{id}/cancel"} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			o.fail(w, r, withHTTPStatus(http.StatusMethodNotAllowed, agent.Errorf(agent.CodeInvalid, "%s does not take %s", r.URL.Path, r.Method)))
+			o.fail(w, r, gateway.WithHTTPStatus(http.StatusMethodNotAllowed, agent.Errorf(agent.CodeInvalid, "%s does not take %s", r.URL.Path, r.Method)))
 		})
 	}
 }
@@ -101,32 +102,32 @@ func (rs responses) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		resp.ID = id
-		w.Header().Set(headerStreamID, id)
-		writeJSON(w, http.StatusOK, resp)
+		w.Header().Set(gateway.HeaderStreamID, id)
+		gateway.WriteJSON(w, http.StatusOK, resp)
 		return
 	}
 	// Followed to its end or streamed: the response holds one of the
 	// tenant's streams, taken before the turn is started.
-	ctx, release, err := o.s.holdStream(ctx)
+	ctx, release, err := o.s.HoldStream(ctx)
 	if err != nil {
 		o.fail(w, r, err)
 		return
 	}
 	defer release()
 	r = r.WithContext(ctx)
-	var turn chatTurn
+	var turn gateway.Turn
 	if session == "" {
 		turn, err = o.startTurn(ctx, req.chat, prompt, jobID)
 	} else {
-		turn, err = o.sendMessage(ctx, session, req.chat.Model, prompt, jobID)
+		turn, err = o.s.SendToSession(ctx, session, req.chat.Model, prompt, jobID)
 	}
 	if err != nil {
 		o.fail(w, r, err)
 		return
 	}
-	resp.ID = turn.streamID
+	resp.ID = turn.StreamID
 	call := &responseCall{o: o, w: w, r: r, stream: req.chat.Stream, after: -1, fold: newResponseFold(resp)}
-	call.run(turn.follow)
+	call.run(turn.Follow)
 }
 
 // read reads and checks a create request and its headers: the request,
@@ -139,7 +140,7 @@ func (rs responses) read(r *http.Request, session string) (responseRequest, stri
 			}
 		}
 	}
-	body, err := readBody(r)
+	body, err := gateway.ReadBody(r)
 	if err != nil {
 		return responseRequest{}, "", "", err
 	}
@@ -189,14 +190,14 @@ func (rs responses) sessionOf(ctx context.Context, id string) (string, error) {
 // its stream id: a new turn, or the message to the session.
 func (rs responses) start(ctx context.Context, req responseRequest, session, prompt, jobID string) (string, error) {
 	if session != "" {
-		turn, err := rs.o.sendMessage(ctx, session, req.chat.Model, prompt, jobID)
-		return turn.streamID, err
+		turn, err := rs.o.s.SendToSession(ctx, session, req.chat.Model, prompt, jobID)
+		return turn.StreamID, err
 	}
-	tr, err := rs.o.s.prepare(ctx, &pb.TurnRequest{AgentId: req.chat.Model, Prompt: prompt, JobId: jobID, OutputSchemaJson: string(req.chat.OutputSchema)})
+	tr, err := rs.o.s.Prepare(ctx, &pb.TurnRequest{AgentId: req.chat.Model, Prompt: prompt, JobId: jobID, OutputSchemaJson: string(req.chat.OutputSchema)})
 	if err != nil {
 		return "", err
 	}
-	run, err := rs.o.s.startPrepared(ctx, tr)
+	run, err := rs.o.s.StartPrepared(ctx, tr)
 	if err != nil {
 		return "", err
 	}
@@ -213,10 +214,10 @@ type turnInfo struct {
 // another tenant's, or no turn, is not found.
 func (rs responses) describe(ctx context.Context, id string) (turnInfo, error) {
 	notFound := agent.Errorf(agent.CodeNotFound, "response %q not found", id)
-	if err := ownStream(ctx, id); err != nil {
+	if err := gateway.OwnStream(ctx, id); err != nil {
 		return turnInfo{}, notFound
 	}
-	d, err := rs.o.s.client.DescribeWorkflowExecution(ctx, id, "")
+	d, err := rs.o.s.Client().DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -236,7 +237,7 @@ func (rs responses) describe(ctx context.Context, id string) (turnInfo, error) {
 		}
 		return s
 	}
-	if t := keyword(contract.SearchTenant.GetName()); t != "" && t != tenantOf(ctx) {
+	if t := keyword(contract.SearchTenant.GetName()); t != "" && t != gateway.TenantOf(ctx) {
 		return turnInfo{}, notFound
 	}
 	return turnInfo{created: info.GetStartTime().AsTime().Unix(), agent: keyword(contract.SearchAgent.GetName()), session: keyword(contract.SearchSession.GetName())}, nil
@@ -247,11 +248,11 @@ func (rs responses) snapshot(ctx context.Context, id string, resp responseObject
 	f := newResponseFold(resp)
 	var after int64
 	for {
-		page, err := turnclient.Events(ctx, rs.o.s.client, id, agent.EventsQuery{AfterIndex: after, Limit: maxEventsPage})
+		page, err := turnclient.Events(ctx, rs.o.s.Client(), id, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
 		if err != nil {
 			return nil, false, err
 		}
-		if page.TenantID != "" && page.TenantID != tenantOf(ctx) {
+		if page.TenantID != "" && page.TenantID != gateway.TenantOf(ctx) {
 			return nil, false, agent.Errorf(agent.CodeNotFound, "response %q not found", id)
 		}
 		for _, e := range page.Events {
@@ -296,10 +297,10 @@ func (rs responses) get(w http.ResponseWriter, r *http.Request) {
 			o.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, f.resp)
+		gateway.WriteJSON(w, http.StatusOK, f.resp)
 		return
 	}
-	ctx, release, err := o.s.holdStream(ctx)
+	ctx, release, err := o.s.HoldStream(ctx)
 	if err != nil {
 		o.fail(w, r, err)
 		return
@@ -307,7 +308,7 @@ func (rs responses) get(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	call := &responseCall{o: o, w: w, r: r.WithContext(ctx), stream: true, after: after, fold: newResponseFold(resp)}
 	call.run(func(ctx context.Context, send func(agent.Event) error) error {
-		return o.s.events.Follow(ctx, id, 0, send)
+		return o.s.Events().Follow(ctx, id, 0, send)
 	})
 }
 
@@ -348,7 +349,7 @@ func readResponseQuery(r *http.Request) (stream bool, after int64, err error) {
 // for a response's stream with {"stream": true} in it rather than in the
 // query.
 func readGetBody(r *http.Request) (stream bool, err error) {
-	body, err := readBody(r)
+	body, err := gateway.ReadBody(r)
 	if err != nil || len(bytes.TrimSpace(body)) == 0 {
 		return false, err
 	}
@@ -378,8 +379,8 @@ func (rs responses) cancel(w http.ResponseWriter, r *http.Request) {
 	resp := newResponseObject(id, t.agent, t.created)
 	f, done, err := rs.snapshot(ctx, id, resp)
 	if err == nil && !done {
-		req := agent.CancelRequest{Reason: "cancelled through the Responses API", RequestedBy: callerOf(ctx).Name}
-		err = turnclient.Cancel(ctx, o.s.client, id, req)
+		req := agent.CancelRequest{Reason: "cancelled through the Responses API", RequestedBy: gateway.CallerOf(ctx).Name}
+		err = turnclient.Cancel(ctx, o.s.Client(), id, req)
 		if agent.IsCode(err, agent.CodeConflict) {
 			err = nil // it has ended meanwhile: the response says how
 		}
@@ -393,7 +394,7 @@ func (rs responses) cancel(w http.ResponseWriter, r *http.Request) {
 	case f.ended && f.resp.Status != respCancelled:
 		o.fail(w, r, agent.Errorf(agent.CodeConflict, "response %q has already ended %s: there is nothing to cancel", id, f.resp.Status))
 	default:
-		writeJSON(w, http.StatusOK, f.resp)
+		gateway.WriteJSON(w, http.StatusOK, f.resp)
 	}
 }
 
@@ -403,7 +404,7 @@ func (rs responses) waitEnd(ctx context.Context, id string, resp responseObject)
 	wctx, cancel := context.WithTimeout(ctx, responsesCancelWait)
 	defer cancel()
 	f := newResponseFold(resp)
-	err := rs.o.s.events.Follow(wctx, id, 0, func(e agent.Event) error {
+	err := rs.o.s.Events().Follow(wctx, id, 0, func(e agent.Event) error {
 		f.add(e)
 		return nil
 	})
