@@ -105,7 +105,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 	for _, route := range []string{"/v1/agents", "/v1/turns:invoke", "/test/chat", `/v1/turns"`, "/events", "/approvals\"",
 		"/approvals/$CALL", "/questions\"", "/questions/$(", "/v1/evals\"", "/v1/evals/$EVAL", "/cancel", "/v1/results", "/v1/conversations/", "/transcript", "/v1/catalog", "/v1/rules", "/v1/routing/dry-run",
 		"/v1/processes\"", "/v1/processes/main\"", "/versions", "/v1/usage", "/openapi.json",
-		"/v1/turns:stream", "/events:stream", "/messages:stream", "/v1/models", "/v1/chat/completions", "/v1/ui/chat", "/v1/files", "/mcp", "/ag-ui/", "/a2a/"} {
+		"/v1/turns:stream", "/events:stream", "/messages:stream", "/v1/models", "/v1/chat/completions", "/v1/responses", "/v1/ui/chat", "/v1/files", "/mcp", "/ag-ui/", "/a2a/"} {
 		require.Contains(t, all, route, "a recipe for each route")
 	}
 
@@ -144,6 +144,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 		"204 http://localhost:3000\n",                            // the preflight
 		"COMPLETED\nid: 4\n2 + 3 = 5\n",                          // SSE: a turn's last status, a resumed follow, a message's text
 		"assistant\ndata\nops\n12.5 * 4 = 50\n2 + 3 = 5\ntrue\n", // OpenAI: models, a completion, a streamed one and its usage
+		"3 + 4 = 7\ncompleted\nmcp_call message\n",               // a response's stream resumed, and the response
 		"start start-step tool-input-start tool-input-delta tool-input-available tool-output-available finish-step " +
 			"start-step text-start text-delta text-end finish-step finish\n12.5 * 4 = 50\ndata: [DONE]\n", // the AI SDK's stream
 		"demo.yaml application/yaml true\nhello, file\n304\nfile\n",   // files, and a range of one
