@@ -35,8 +35,10 @@ func AgentTurn(ctx workflow.Context, req agent.TurnRequest, carried *contract.Tu
 	res, err := t.run(ctx, carried)
 	if t.log != nil && !t.continuing {
 		// Subscribers polling as the turn ends get every event through
-		// its final status before the workflow closes.
-		t.log.DrainStream(ctx)
+		// its final status before the workflow closes, and those its
+		// starter expects within its window (DrainStream says why only
+		// they).
+		t.log.DrainStream(ctx, t.start.Add(t.req.StreamWindow()))
 	}
 	return res, err
 }

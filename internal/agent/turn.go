@@ -93,6 +93,14 @@ type TurnRequest struct {
 	// Stream, when false, turns token streaming off: the turn's history
 	// then holds no token signals. Default on.
 	Stream *bool `json:"stream,omitempty"`
+	// StreamWindowSec keeps the turn answering Workflow Streams polls
+	// until this many seconds after it started, at most
+	// MaxStreamWindowSec, however soon it ends: a subscriber whose first
+	// poll comes within it gets every item, where one that polls a closed
+	// turn gets none. The turn's workflow closes, and so returns its
+	// result, only when the window has passed; its events, its final
+	// status and its stored result do not wait. 0: no window.
+	StreamWindowSec int `json:"stream_window_sec,omitempty"`
 	// TokenBudget caps the turn's tokens below its agent's token_budget
 	// (the lower of the two applies); 0: the agent's alone. A delegating
 	// turn gives its child what it has left.
@@ -119,6 +127,20 @@ type TurnRequest struct {
 
 // Streaming reports whether the turn streams its model's tokens.
 func (r TurnRequest) Streaming() bool { return r.Stream == nil || *r.Stream }
+
+// MaxStreamWindowSec bounds TurnRequest.StreamWindowSec: a window holds
+// the turn's workflow open, and its result, that long.
+const MaxStreamWindowSec = 60
+
+// StreamWindow is how long after its start the turn answers Workflow
+// Streams polls at least: StreamWindowSec, or none when it is out of its
+// bounds (the turn rejects the request).
+func (r TurnRequest) StreamWindow() time.Duration {
+	if r.StreamWindowSec < 0 || r.StreamWindowSec > MaxStreamWindowSec {
+		return 0
+	}
+	return time.Duration(r.StreamWindowSec) * time.Second
+}
 
 // Caller is an authenticated caller: the name and roles its credential
 // gives, and where the identity comes from. Two credentials may give one
@@ -300,6 +322,9 @@ func (r *TurnRequest) ValidateBase() error {
 	}
 	if r.TokenBudget < 0 {
 		return Errorf(CodeInvalid, "token_budget must not be negative")
+	}
+	if r.StreamWindowSec < 0 || r.StreamWindowSec > MaxStreamWindowSec {
+		return Errorf(CodeInvalid, "stream_window_sec is %d: want 0 to %d", r.StreamWindowSec, MaxStreamWindowSec)
 	}
 	if err := r.Caller.validate(); err != nil {
 		return err

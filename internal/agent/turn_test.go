@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -198,5 +199,26 @@ func TestValidRole(t *testing.T) {
 		"": false, "Admin": false, "2fa": false, "-x": false, "domain admins": false, "/staff": false, "a" + strings.Repeat("x", 64): false, "rôle": false,
 	} {
 		require.Equal(t, want, ValidRole(r), "%q", r)
+	}
+}
+
+// TestStreamWindow: stream_window_sec is 0 to MaxStreamWindowSec, read
+// from the v1 JSON; one out of its bounds is refused and opens no window;
+// it is how the answer is delivered, so it is not part of the request's
+// hash.
+func TestStreamWindow(t *testing.T) {
+	var r TurnRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"tenant_id":"demo","prompt":"p","stream_window_sec":5}`), &r))
+	require.NoError(t, r.ValidateBase())
+	require.Equal(t, 5*time.Second, r.StreamWindow())
+	plain := TurnRequest{TenantID: "demo", Prompt: "p"}
+	require.Equal(t, plain.Hash(), r.Hash())
+	require.Zero(t, plain.StreamWindow())
+	for _, sec := range []int{-1, MaxStreamWindowSec + 1} {
+		r.StreamWindowSec = sec
+		err := r.ValidateBase()
+		require.ErrorContains(t, err, "stream_window_sec")
+		require.Equal(t, CodeInvalid, ErrorCode(err))
+		require.Zero(t, r.StreamWindow())
 	}
 }

@@ -16,8 +16,8 @@ import (
 //
 // Left out: job_id (the key the hash is stored under), version (it names
 // the encoding: a client that upgrades between a request and its retry
-// still asks the same), stream (how the answer is delivered, not what
-// it is), and retry_count and created_at (the caller's account of its
+// still asks the same), stream and stream_window_sec (how the answer is
+// delivered, not what it is), and retry_count and created_at (the caller's account of its
 // attempts at the job: a retry counts one more and may stamp its own
 // time, and is the same request). Everything else counts, including any field added to the
 // request later: the encoding is the request's own JSON, so a new field
@@ -31,7 +31,7 @@ import (
 // a CLI's --input).
 func (r TurnRequest) Hash() string {
 	r.Normalize()
-	r.JobID, r.Version, r.Stream, r.RetryCount, r.CreatedAt = "", "", nil, 0, ""
+	r.JobID, r.Version, r.Stream, r.StreamWindowSec, r.RetryCount, r.CreatedAt = "", "", nil, 0, 0, ""
 	b, err := json.Marshal(r)
 	if err != nil {
 		// Unreachable: the request holds strings, integers, and maps and

@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/metadata"
@@ -532,4 +534,98 @@ func kinds(evs []agent.Event) []agent.EventKind {
 		out = append(out, e.Kind)
 	}
 	return out
+}
+
+// TestWorkflowStreamsWindow: short turns (one reply, no tool: done in a
+// few hundred milliseconds), started the way a Temporal client starts
+// them with a window for subscribers (stream_window_sec), and followed
+// by subscribers that start with the turn, just after it, and well after
+// its final status: each gets every item, in order, through the final
+// status, with no error; the workflow's result is the turn's answer.
+func TestWorkflowStreamsWindow(t *testing.T) {
+	e := newStreamsEnvWith(t, testScript)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var turns sync.WaitGroup
+	ids := make([]string, 3)
+	for i := range ids {
+		job := "ws-window-" + testserver.RandomID()
+		ids[i] = contract.TurnWorkflowID("demo", job)
+		turns.Go(func() {
+			req := agent.TurnRequest{TenantID: "demo", JobID: job, Prompt: "hello", StreamWindowSec: 5}
+			run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
+			if !assert.NoError(t, err) {
+				return
+			}
+			subs := make([]*subscription, 3)
+			var wg sync.WaitGroup
+			for j, after := range []time.Duration{0, 500 * time.Millisecond, 2 * time.Second} {
+				subs[j] = &subscription{}
+				wg.Go(func() {
+					time.Sleep(after)
+					subs[j].got, subs[j].err = wsSubscribe(ctx, e.Client(), ids[i], nil, 0)
+				})
+			}
+			res, err := turnclient.Result(ctx, run)
+			assert.NoError(t, err)
+			assert.Equal(t, agent.StatusCompleted, res.Status)
+			assert.Equal(t, "I don't know.", res.Output)
+			wg.Wait()
+			page, err := turnclient.Events(ctx, e.Client(), ids[i], agent.EventsQuery{})
+			if !assert.NoError(t, err) {
+				return
+			}
+			for j, s := range subs {
+				if !assert.NoError(t, s.err, "turn %d, subscriber %d", i, j) {
+					continue
+				}
+				t.Logf("turn %d, subscriber %d: %d items, ended by %v", i, j, len(s.got.items), s.got.end)
+				for k, it := range s.got.items {
+					assert.Equal(t, int64(k), it.Offset, "turn %d, subscriber %d", i, j)
+				}
+				assert.Equal(t, page.Events, wsEvents(t, s.got.items), "turn %d, subscriber %d: the events topic is the log", i, j)
+				assert.Equal(t, []string{"I don't know."}, wsText(t, s.got.items), "turn %d, subscriber %d", i, j)
+			}
+		})
+	}
+	turns.Wait()
+	e.replay(ids[0], "turn_workflow_streams_window")
+}
+
+// TestWorkflowStreamsLateSubscriber: a subscriber whose first poll comes
+// after the turn has closed (no window) gets no item: the server answers
+// its poll "workflow execution already completed" and Temporal's
+// clients, finding the run closed, end the subscription without an
+// error. What the README tells it to do instead works: the offset query
+// still counts the items, and the events query (as gRPC Resume) has the
+// whole log through the final status.
+func TestWorkflowStreamsLateSubscriber(t *testing.T) {
+	e := newStreamsEnvWith(t, testScript)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	job := "ws-late-" + testserver.RandomID()
+	req := agent.TurnRequest{TenantID: "demo", JobID: job, Prompt: "hello"}
+	run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status)
+
+	got, err := wsSubscribe(ctx, e.Client(), run.GetID(), nil, 0)
+	require.NoError(t, err, "the protocol's clients end a closed run's subscription cleanly")
+	require.Empty(t, got.items)
+	var notFound *serviceerror.NotFound
+	require.ErrorAs(t, got.end, &notFound, "the server's answer to a poll of a closed workflow")
+	require.Contains(t, got.end.Error(), "workflow execution already completed")
+
+	v, err := e.Client().QueryWorkflow(ctx, run.GetID(), "", wsOffsetQuery)
+	require.NoError(t, err)
+	var offset int64
+	require.NoError(t, v.Get(&offset))
+	page, err := turnclient.Events(ctx, e.Client(), run.GetID(), agent.EventsQuery{})
+	require.NoError(t, err)
+	require.Equal(t, int64(len(page.Events)+1), offset, "the offset query counts the events and the one text item")
+	require.True(t, page.Events[len(page.Events)-1].Terminal())
+	require.Equal(t, "I don't know.", agent.ReplayText(page.Events))
+	require.Equal(t, asGRPCAll(page.Events), e.resume(ctx, run.GetID(), 0))
 }

@@ -147,22 +147,38 @@ func (l *Log) ServeStream(ctx workflow.Context, gate func(workflow.Context) bool
 // workflow.
 const StreamGrace = time.Second
 
-// DrainStream ends the stream before the workflow returns. A run that was
-// polled first keeps answering polls for StreamGrace; then new polls are
-// refused (StreamDraining), the polls waiting are answered with what the
-// log holds, and it returns once every update handler has finished — so a
+// DrainStream ends the stream before the workflow returns. The run keeps
+// answering polls until open (the turn's window for subscribers to come:
+// agent.TurnRequest.StreamWindowSec, from its start), and a run that was
+// polled for StreamGrace more at least; then new polls are refused
+// (StreamDraining), the polls waiting are answered with what the log
+// holds, and it returns once every update handler has finished — so a
 // subscriber polling while the turn ends has every event through the
 // final status, and none is left with a poll the closed workflow cannot
 // answer.
 //
-// A run that no one polled (and every run recorded before the stream)
-// neither waits nor blocks: it returns as it did.
-func (l *Log) DrainStream(ctx workflow.Context) {
+// Why a turn waits only when asked to or polled: an update cannot reach
+// a closed workflow, so a subscriber whose first poll comes after the
+// close gets nothing (Temporal's clients end such a subscription with no
+// item and no error). Holding every run open for such subscribers would
+// hold back every turn's result — the workflow's result, which Invoke,
+// the gRPC stream's end, parent workflows and `temporal workflow result`
+// wait for, is only there once the workflow has closed — so a turn
+// lingers only when someone is reading (polled) or when its starter asked
+// for a window. A run no one polled and that asked for no window (and
+// every run recorded before either) neither waits nor blocks: it returns
+// as it did.
+func (l *Log) DrainStream(ctx workflow.Context, open time.Time) {
 	// The turn's own context may be cancelled; the polls are answered all
 	// the same.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if l.polled {
-		_ = workflow.NewTimerWithOptions(dctx, StreamGrace, workflow.TimerOptions{Summary: "Workflow Streams subscribers reading the end"}).Get(dctx, nil)
+	now := workflow.Now(dctx)
+	until, summary := open, "Workflow Streams window for subscribers to come"
+	if l.polled && now.Add(StreamGrace).After(until) {
+		until, summary = now.Add(StreamGrace), "Workflow Streams subscribers reading the end"
+	}
+	if until.After(now) {
+		_ = workflow.NewTimerWithOptions(dctx, until.Sub(now), workflow.TimerOptions{Summary: summary}).Get(dctx, nil)
 	}
 	l.DetachPollers()
 	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })

@@ -177,9 +177,11 @@ func offsetsOf(items []WireItem) []int64 {
 }
 
 // streamWorkflow serves a log's stream: "append" signals log events, and
-// "end" logs the terminal status and drains the stream; it returns on
-// "close", so that the test can poll a drained stream.
-func streamWorkflow(ctx workflow.Context, serve bool) error {
+// "end" logs the terminal status and drains the stream, keeping it open
+// until window after the start; it returns on "close", so that the test
+// can poll a drained stream.
+func streamWorkflow(ctx workflow.Context, serve bool, window time.Duration) error {
+	start := workflow.Now(ctx)
 	l := New("turn/demo/j")
 	if err := l.Register(ctx, "demo"); err != nil {
 		return err
@@ -204,7 +206,7 @@ func streamWorkflow(ctx workflow.Context, serve bool) error {
 		sel.Select(ctx)
 	}
 	l.Append(agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
-	l.DrainStream(ctx)
+	l.DrainStream(ctx, start.Add(window))
 	workflow.GetSignalChannel(ctx, "close").Receive(ctx, nil)
 	return nil
 }
@@ -292,7 +294,7 @@ func TestStreamServed(t *testing.T) {
 		late = poll(env, PollInput{FromOffset: 0})
 		env.SignalWorkflow("close", nil)
 	}, 4*time.Second+2*StreamGrace)
-	env.ExecuteWorkflow(streamWorkflow, true)
+	env.ExecuteWorkflow(streamWorkflow, true, time.Duration(0))
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
@@ -317,8 +319,47 @@ func TestStreamNotServed(t *testing.T) {
 		env.SignalWorkflow("end", nil)
 		env.SignalWorkflow("close", nil)
 	}, time.Second)
-	env.ExecuteWorkflow(streamWorkflow, false)
+	env.ExecuteWorkflow(streamWorkflow, false, time.Duration(0))
 	require.NoError(t, env.GetWorkflowError())
 	require.True(t, refused.completed)
 	require.Equal(t, "StreamUnsupported", errType(refused.err))
+}
+
+// TestStreamWindow: a run no one polled drains as soon as it ends, unless
+// its window is open: then a subscriber whose first poll comes after the
+// end, within the window, reads every item; once the window has passed,
+// polls are refused.
+func TestStreamWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+	}{{"no window", 0}, {"window", 10 * time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			env.RegisterWorkflow(streamWorkflow)
+			var first, late *polled
+			env.RegisterDelayedCallback(func() {
+				env.SignalWorkflow("append", "a")
+				env.SignalWorkflow("end", nil)
+			}, time.Second)
+			env.RegisterDelayedCallback(func() {
+				first = poll(env, PollInput{})
+			}, 5*time.Second)
+			env.RegisterDelayedCallback(func() {
+				late = poll(env, PollInput{})
+				env.SignalWorkflow("close", nil)
+			}, 20*time.Second)
+			env.ExecuteWorkflow(streamWorkflow, true, tc.window)
+			require.NoError(t, env.GetWorkflowError())
+			require.Equal(t, ErrTypeStreamDraining, errType(late.rejected), "no poll is taken once the window has passed")
+			if tc.window == 0 {
+				require.Equal(t, ErrTypeStreamDraining, errType(first.rejected), "a run no one polled drains as it ends")
+				return
+			}
+			require.True(t, first.completed)
+			require.NoError(t, first.err)
+			require.Equal(t, []int64{0, 1}, offsetsOf(first.res.Items), "a subscriber within the window reads the whole stream")
+		})
+	}
 }
