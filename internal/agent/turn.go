@@ -98,8 +98,8 @@ type TurnRequest struct {
 	// MaxStreamWindowSec, however soon it ends: a subscriber whose first
 	// poll comes within it gets every item, where one that polls a closed
 	// turn gets none. The turn's workflow closes, and so returns its
-	// result, only when the window has passed; its events, its final
-	// status and its stored result do not wait. 0: no window.
+	// result, only when the window has passed; its log (through its final
+	// status) and its stored result do not wait. 0: no window.
 	StreamWindowSec int `json:"stream_window_sec,omitempty"`
 	// TokenBudget caps the turn's tokens below its agent's token_budget
 	// (the lower of the two applies); 0: the agent's alone. A delegating

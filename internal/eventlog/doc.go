@@ -163,7 +163,12 @@
 // every event through the final status; a later one (the workflow has
 // closed) reads the events query or agentflow's channels. Subscribers
 // should stop at the terminal event: the stream has no other end marker.
-// A run no one polled neither waits nor records anything for the stream.
+// A run no one polled neither waits nor records anything for the stream,
+// unless its request opened a window for subscribers to come
+// (agent.TurnRequest.StreamWindowSec): it then answers polls until the
+// window has passed, however soon it ends. No run waits otherwise: the
+// workflow's result is there only once it has closed, and callers wait
+// for it (DrainStream says more).
 //
 // Each poll is an update, written to the turn's history; a self-hosted
 // Temporal server allows 10 updates in flight per workflow and 2,000 in
