@@ -157,9 +157,10 @@
 // Draining. An update cannot reach a closed workflow, so before a polled
 // turn returns (Log.DrainStream) it keeps answering polls for StreamGrace
 // after its last event — a subscriber between two polls comes back and
-// reads the end — then refuses new polls with StreamDraining, answers the
-// polls still waiting with what the log holds, and waits for every
-// handler to finish. A subscriber polling as the turn ends thus receives
+// reads the end — then answers the polls still waiting with what the log
+// holds, and any that still reaches it at once, and waits for every
+// handler to finish. (A run that continues as new refuses new polls with
+// StreamDraining instead: its next run answers them.) A subscriber polling as the turn ends thus receives
 // every event through the final status; a later one (the workflow has
 // closed) reads the events query or agentflow's channels. Subscribers
 // should stop at the terminal event: the stream has no other end marker.

@@ -45,8 +45,9 @@ type Log struct {
 	entries []entry
 	base    int64
 	// polled is set once the run has answered a poll (ServeStream),
-	// draining once the stream ends (DrainStream, DetachPollers).
-	polled, draining bool
+	// draining once the run's stream ends (DrainStream, DetachPollers),
+	// ended once the stream itself has (DrainStream: no run follows).
+	polled, draining, ended bool
 
 	// msg is the message whose turn a Conversation's log takes events
 	// from (conversation.go); nil between messages and in a turn's log.

@@ -55,10 +55,10 @@ const (
 	// Conversation's base is the first item its run was handed (Carry).
 	ErrTypeTruncatedOffset = "TruncatedOffset"
 	// ErrTypeStreamDraining refuses a poll (in the update's validator, so
-	// it is not written to history) while the stream drains, before the
-	// workflow closes or continues as new. Clients wait and poll again:
-	// the workflow has closed by then, or its next run answers, from the
-	// same offsets.
+	// it is not written to history) while the run drains before it
+	// continues as new. Clients wait and poll again: its next run
+	// answers, from the same offsets. A turn that ends refuses no poll
+	// (DrainStream).
 	ErrTypeStreamDraining = "StreamDraining"
 )
 
@@ -113,8 +113,12 @@ func (l *Log) ServeStream(ctx workflow.Context, gate func(workflow.Context) bool
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateStreamPoll, poll, workflow.UpdateHandlerOptions{
 		Validator: func(_ workflow.Context, _ PollInput) error {
-			if l.draining {
-				return temporal.NewApplicationError("workflow is draining: it is about to close or continue as new", ErrTypeStreamDraining)
+			// A stream that has ended still answers a poll that reaches
+			// it, at once and with all it holds: no run follows where the
+			// subscriber could read it, as one does a run that continues
+			// as new.
+			if l.draining && !l.ended {
+				return temporal.NewApplicationError("workflow is draining: it is about to continue as new", ErrTypeStreamDraining)
 			}
 			return nil
 		},
@@ -150,12 +154,12 @@ const StreamGrace = time.Second
 // DrainStream ends the stream before the workflow returns. The run keeps
 // answering polls until open (the turn's window for subscribers to come:
 // agent.TurnRequest.StreamWindowSec, from its start), and a run that was
-// polled for StreamGrace more at least; then new polls are refused
-// (StreamDraining), the polls waiting are answered with what the log
-// holds, and it returns once every update handler has finished — so a
-// subscriber polling while the turn ends has every event through the
-// final status, and none is left with a poll the closed workflow cannot
-// answer.
+// polled for StreamGrace more at least; then the polls waiting are
+// answered with what the log holds, a poll that still reaches the run is
+// answered at once, and it returns once every update handler has
+// finished — so a subscriber polling while the turn ends has every event
+// through the final status, and none is left with a poll the closed
+// workflow cannot answer.
 //
 // Why a turn waits only when asked to or polled: an update cannot reach
 // a closed workflow, so a subscriber whose first poll comes after the
@@ -180,6 +184,7 @@ func (l *Log) DrainStream(ctx workflow.Context, open time.Time) {
 	if until.After(now) {
 		_ = workflow.NewTimerWithOptions(dctx, until.Sub(now), workflow.TimerOptions{Summary: summary}).Get(dctx, nil)
 	}
+	l.ended = true
 	l.DetachPollers()
 	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })
 }

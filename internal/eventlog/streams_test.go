@@ -207,6 +207,10 @@ func streamWorkflow(ctx workflow.Context, serve bool, window time.Duration) erro
 	}
 	l.Append(agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
 	l.DrainStream(ctx, start.Add(window))
+	drained := workflow.Now(ctx).Sub(start)
+	if err := workflow.SetQueryHandler(ctx, "drained", func() (time.Duration, error) { return drained, nil }); err != nil {
+		return err
+	}
 	workflow.GetSignalChannel(ctx, "close").Receive(ctx, nil)
 	return nil
 }
@@ -247,7 +251,8 @@ func errType(err error) string {
 // TruncatedOffset, and the offset query counts the items; a publish
 // signal adds nothing. After the last event, polls are answered for
 // StreamGrace; then the stream drains: a poll waiting is answered, and a
-// poll after is refused with StreamDraining, before the workflow returns.
+// poll after is answered at once (a turn's stream has no next run to
+// send it to), before the workflow returns.
 func TestStreamServed(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -303,7 +308,9 @@ func TestStreamServed(t *testing.T) {
 	require.Empty(t, inFlight.res.Items)
 	require.Equal(t, int64(2), inFlight.res.NextOffset, "the end of the stream, holding the final status")
 	require.False(t, inFlight.res.MoreReady)
-	require.Equal(t, ErrTypeStreamDraining, errType(late.rejected), "no poll is taken once the stream drains")
+	require.Nil(t, late.rejected)
+	require.True(t, late.completed)
+	require.Equal(t, []int64{0, 1}, offsetsOf(late.res.Items), "a poll that reaches the run once the stream has ended is answered at once, with all of it")
 }
 
 // TestStreamNotServed: a run its gate says does not serve the stream
@@ -326,19 +333,20 @@ func TestStreamNotServed(t *testing.T) {
 }
 
 // TestStreamWindow: a run no one polled drains as soon as it ends, unless
-// its window is open: then a subscriber whose first poll comes after the
-// end, within the window, reads every item; once the window has passed,
-// polls are refused.
+// its window is open: then it drains once the window has passed, and a
+// subscriber whose first poll comes after the end, within the window,
+// reads every item.
 func TestStreamWindow(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		window time.Duration
-	}{{"no window", 0}, {"window", 10 * time.Second}} {
+		name          string
+		window, drain time.Duration
+	}{{"no window", 0, time.Second}, {"window", 10 * time.Second, 10 * time.Second}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterWorkflow(streamWorkflow)
-			var first, late *polled
+			var first *polled
+			var drained time.Duration
 			env.RegisterDelayedCallback(func() {
 				env.SignalWorkflow("append", "a")
 				env.SignalWorkflow("end", nil)
@@ -347,19 +355,17 @@ func TestStreamWindow(t *testing.T) {
 				first = poll(env, PollInput{})
 			}, 5*time.Second)
 			env.RegisterDelayedCallback(func() {
-				late = poll(env, PollInput{})
+				v, err := env.QueryWorkflow("drained")
+				require.NoError(t, err)
+				require.NoError(t, v.Get(&drained))
 				env.SignalWorkflow("close", nil)
 			}, 20*time.Second)
 			env.ExecuteWorkflow(streamWorkflow, true, tc.window)
 			require.NoError(t, env.GetWorkflowError())
-			require.Equal(t, ErrTypeStreamDraining, errType(late.rejected), "no poll is taken once the window has passed")
-			if tc.window == 0 {
-				require.Equal(t, ErrTypeStreamDraining, errType(first.rejected), "a run no one polled drains as it ends")
-				return
-			}
+			require.Equal(t, tc.drain, drained, "when the run would close")
 			require.True(t, first.completed)
 			require.NoError(t, first.err)
-			require.Equal(t, []int64{0, 1}, offsetsOf(first.res.Items), "a subscriber within the window reads the whole stream")
+			require.Equal(t, []int64{0, 1}, offsetsOf(first.res.Items))
 		})
 	}
 }
