@@ -17,9 +17,9 @@ import (
 // Left out: job_id (the key the hash is stored under), version (it names
 // the encoding: a client that upgrades between a request and its retry
 // still asks the same), stream and stream_window_sec (how the answer is
-// delivered, not what it is), and retry_count and created_at (the caller's account of its
-// attempts at the job: a retry counts one more and may stamp its own
-// time, and is the same request). Everything else counts, including any field added to the
+// delivered, not what it is), and retry_count and created_at (the
+// caller's account of its attempts at the job: a retry counts one more
+// and may stamp its own time, and is the same request). Everything else counts, including any field added to the
 // request later: the encoding is the request's own JSON, so a new field
 // is covered the day it is added (and, when it is omitted while empty, a
 // request that does not use it keeps its hash).

@@ -537,8 +537,9 @@ func kinds(evs []agent.Event) []agent.EventKind {
 }
 
 // TestWorkflowStreamsWindow: short turns (one reply, no tool: done in a
-// few hundred milliseconds), started the way a Temporal client starts
-// them with a window for subscribers (stream_window_sec), and followed
+// few hundred milliseconds), started with a window for subscribers
+// (stream_window_sec) the way Temporal's clients start them (the first
+// with the temporal CLI, as the README shows), and followed
 // by subscribers that start with the turn, just after it, and well after
 // its final status: each gets every item, in order, through the final
 // status, with no error; the workflow's result is the turn's answer.
@@ -553,9 +554,22 @@ func TestWorkflowStreamsWindow(t *testing.T) {
 		ids[i] = contract.TurnWorkflowID("demo", job)
 		turns.Go(func() {
 			req := agent.TurnRequest{TenantID: "demo", JobID: job, Prompt: "hello", StreamWindowSec: 5}
-			run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
-			if !assert.NoError(t, err) {
-				return
+			var run client.WorkflowRun
+			if i == 0 {
+				// The README's recipe.
+				in, _ := json.Marshal(req)
+				out, err := e.Temporal("workflow", "start", "--type", contract.AgentTurn, "--task-queue", e.TaskQueue,
+					"--workflow-id", ids[i], "--input", string(in))
+				if !assert.NoError(t, err, out) {
+					return
+				}
+				run = e.Client().GetWorkflow(ctx, ids[i], "")
+			} else {
+				var err error
+				run, err = e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
+				if !assert.NoError(t, err) {
+					return
+				}
 			}
 			subs := make([]*subscription, 3)
 			var wg sync.WaitGroup
