@@ -113,11 +113,11 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 		}
 		switch {
 		case v1 && version == a2aV03:
-			writeA2AV1Error(w, nil, fmt.Errorf("%s is an A2A 1.0 method and the request says %s %s (0.3's is %s): %w",
-				head.Method, a2aVersionHeader, version, cmpOr(a2aV1Methods[head.Method], "none"), a2a.ErrMethodNotFound))
+			writeA2AV1Error(w, nil, fmt.Errorf("%s is A2A 1.0's method and the request says %s %s, %s: %w", head.Method, a2aVersionHeader, version,
+				cmpOr(a2aV1Methods[head.Method], "which has no such method", "whose name for it is "), a2a.ErrMethodNotFound))
 		case legacy && version == A2AV1ProtocolVersion:
-			writeA2AV1Error(w, nil, fmt.Errorf("%s is an A2A 0.3 method and the request says %s %s (1.0's is %s): %w",
-				head.Method, a2aVersionHeader, version, cmpOr(v1NameOf(head.Method), "none"), a2a.ErrMethodNotFound))
+			writeA2AV1Error(w, nil, fmt.Errorf("method %q is not an A2A 1.0 method (the request says %s %s)%s: %w", agentClip(head.Method, 64), a2aVersionHeader, version,
+				cmpOr(v1NameOf(head.Method), "", "; 1.0's name for it is "), a2a.ErrMethodNotFound))
 		case v1 || version == A2AV1ProtocolVersion:
 			a.serveA2AV1(w, r, m, body)
 		default:
@@ -126,11 +126,12 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 	})
 }
 
-func cmpOr(s, or string) string {
+// cmpOr is prefix+s, or or when s is empty.
+func cmpOr(s, or, prefix string) string {
 	if s == "" {
 		return or
 	}
-	return s
+	return prefix + s
 }
 
 // v1NameOf is 1.0's name of a 0.3 method, if it has one.
