@@ -749,7 +749,8 @@ func (r v1TaskResult) answer() string {
 // runs a turn whose task id is its stream id; GetTask reads it;
 // SendStreamingMessage streams the task, then its updates, to its end;
 // the 0.3 methods still answer beside them. Bad input on every 1.0
-// method gets 1.0's error codes, and starts nothing.
+// method gets 1.0's error codes, and starts nothing. A question is
+// answered by a message for its task, as on 0.3.
 func TestA2AV1(t *testing.T) {
 	e := startA2A(t, testserver.Options{})
 	ctx := e.ctx
@@ -860,6 +861,38 @@ func TestA2AV1(t *testing.T) {
 		n, err := e.srv.Client().CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: "TaskQueue = '" + e.srv.TaskQueue + "'"})
 		return err == nil && n.GetCount() == 2
 	}, 10*time.Second, 100*time.Millisecond)
+
+	// A question (ask_user) makes the task input-required; the answer is
+	// a message for the task, as on 0.3: one outside the choices is
+	// -32602 and the task still waits; a streamed one goes on to the end.
+	res, rerr = e.rpc("planner", "tok", "1.0", "SendMessage", v1Message("Book a trip"))
+	require.Nil(t, rerr)
+	asked := v1Task(t, res, true)
+	require.Equal(t, "TASK_STATE_INPUT_REQUIRED", asked.Status.State)
+	require.Contains(t, asked.Status.Message.Parts[0].Text, "Which city? (choices: Paris, Rome)")
+	answer := func(text string) map[string]any {
+		return map[string]any{"message": map[string]any{"messageId": testserver.RandomID(), "role": "ROLE_USER", "taskId": asked.ID,
+			"contextId": asked.ContextID, "parts": []any{map[string]any{"text": text}}}}
+	}
+	_, rerr = e.rpc("planner", "tok", "1.0", "SendMessage", answer("Oslo"))
+	require.NotNil(t, rerr)
+	require.Equal(t, -32602, rerr.Code)
+	require.Contains(t, rerr.Message, `the answer must be one of the choices: "Paris", "Rome"`)
+	events, rerr = e.stream("planner", "tok", "SendStreamingMessage", answer("Rome"))
+	require.Nil(t, rerr)
+	require.Equal(t, asked.ID, events[0].Task.ID)
+	require.NotEqual(t, "TASK_STATE_INPUT_REQUIRED", events[0].Task.Status.State, "the answer was taken before the task was read")
+	last := events[len(events)-1]
+	require.Equal(t, "TASK_STATE_COMPLETED", last.StatusUpdate.Status.State)
+	text = ""
+	for _, ev := range events {
+		if ev.ArtifactUpdate != nil {
+			for _, p := range ev.ArtifactUpdate.Artifact.Parts {
+				text += p.Text
+			}
+		}
+	}
+	require.Equal(t, "Booked for Rome.", text)
 }
 
 func mustCard(t *testing.T, e *a2aEnv, agentID string) *a2a.AgentCard {
