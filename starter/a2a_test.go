@@ -593,7 +593,9 @@ func (e *a2aEnv) post(agentID, token, version string, body []byte, accept string
 	require.NoError(e.t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	if version != "" {
 		req.Header.Set("A2A-Version", version)
 	}
@@ -853,6 +855,30 @@ func TestA2AV1(t *testing.T) {
 			require.Len(t, rerr.Data, 1)
 			require.Equal(t, "type.googleapis.com/google.rpc.ErrorInfo", rerr.Data[0].Type)
 			require.Equal(t, "a2a-protocol.org", rerr.Data[0].Domain)
+		})
+	}
+
+	// Refused before the call is read, in 1.0's shape too.
+	for _, tc := range []struct {
+		name, token, body string
+		status            int
+	}{
+		{"no token", "", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, http.StatusUnauthorized},
+		{"an approver's token", "approver", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, http.StatusForbidden},
+		{"an oversized body", "tok", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[{"text":"` +
+			strings.Repeat("a", gateway.MaxBodyBytes) + `"}]}}}`, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := e.post("calc", tc.token, "1.0", []byte(tc.body), "application/json")
+			defer resp.Body.Close()
+			require.Equal(t, tc.status, resp.StatusCode)
+			var out struct {
+				Error a2aV1Error `json:"error"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+			require.Equal(t, -32600, out.Error.Code)
+			require.Len(t, out.Error.Data, 1, "1.0's error details")
+			require.Equal(t, "INVALID_REQUEST", out.Error.Data[0].Reason)
 		})
 	}
 

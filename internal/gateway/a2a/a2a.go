@@ -109,7 +109,7 @@ func (m *a2aServer) authenticated(next http.Handler) http.Handler {
 				code = http.StatusUnauthorized
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentflow"`)
 			}
-			writeA2AError(w, code, a2a.ErrInvalidRequest, st.Message())
+			writeA2AErrorFor(w, r, code, a2a.ErrInvalidRequest, st.Message())
 			return
 		}
 		scheme := "http"
@@ -147,7 +147,7 @@ func a2aLimitBody(next http.Handler) http.Handler {
 			if errors.As(err, &hs) {
 				code = hs.Status
 			}
-			writeA2AError(w, code, a2a.ErrInvalidRequest, err.Error())
+			writeA2AErrorFor(w, r, code, a2a.ErrInvalidRequest, err.Error())
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(data))

@@ -486,12 +486,27 @@ func a2aV1ID(id json.RawMessage) json.RawMessage {
 	return id
 }
 
-// writeA2AV1Error answers a 1.0 request with an error: HTTP 200, as
-// JSON-RPC answers are, but for a request refused before it was read.
+// writeA2AV1Error answers a 1.0 request with an error, HTTP 200 as
+// JSON-RPC answers are.
 func writeA2AV1Error(w http.ResponseWriter, id json.RawMessage, err error) {
+	writeA2AV1ErrorStatus(w, http.StatusOK, id, err)
+}
+
+func writeA2AV1ErrorStatus(w http.ResponseWriter, status int, id json.RawMessage, err error) {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(id), "error": a2aV1ErrorOf(err)})
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// writeA2AErrorFor answers a request refused before its call is read (no
+// token, a body too large) in the shape of the version it names.
+func writeA2AErrorFor(w http.ResponseWriter, r *http.Request, status int, kind error, msg string) {
+	if v, _ := a2aRequestVersion(r); v == A2AV1ProtocolVersion {
+		writeA2AV1ErrorStatus(w, status, nil, fmt.Errorf("%s: %w", msg, kind))
+		return
+	}
+	writeA2AError(w, status, kind, msg)
 }
 
 func writeA2AV1Result(w http.ResponseWriter, id json.RawMessage, result any) {
