@@ -71,7 +71,7 @@ func (m *a2aServer) decideTask(ctx context.Context, in a2aInput, decision a2aDec
 			i++
 		}
 		if i == len(calls) {
-			return fmt.Errorf("task %s has no call %q waiting for approval: %w", in.taskID, agentClip(in.callID, 64), a2a.ErrInvalidParams)
+			return fmt.Errorf("task %s has no call %s waiting for approval: %w", in.taskID, gateway.Clip(in.callID), a2a.ErrInvalidParams)
 		}
 		call = calls[i]
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"go.uber.org/zap"
 
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/sse"
 	"github.com/agentflow/agentflow/internal/telemetry"
 )
@@ -116,7 +117,7 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 			writeA2AV1Error(w, nil, fmt.Errorf("%s is A2A 1.0's method and the request says %s %s, %s: %w", head.Method, a2aVersionHeader, version,
 				cmpOr(a2aV1Methods[head.Method], "which has no such method", "whose name for it is "), a2a.ErrMethodNotFound))
 		case legacy && version == A2AV1ProtocolVersion:
-			writeA2AV1Error(w, nil, fmt.Errorf("method %q is not an A2A 1.0 method (the request says %s %s)%s: %w", agentClip(head.Method, 64), a2aVersionHeader, version,
+			writeA2AV1Error(w, nil, fmt.Errorf("method %s is not an A2A 1.0 method (the request says %s %s)%s: %w", gateway.Clip(head.Method), a2aVersionHeader, version,
 				cmpOr(v1NameOf(head.Method), "", "; 1.0's name for it is "), a2a.ErrMethodNotFound))
 		case v1 || version == A2AV1ProtocolVersion:
 			a.serveA2AV1(w, r, m, body)
@@ -162,15 +163,8 @@ func a2aRequestVersion(r *http.Request) (string, error) {
 			return mm, nil
 		}
 	}
-	return "", fmt.Errorf("%s %q is not served: this agent speaks A2A %s and %s: %w",
-		a2aVersionHeader, agentClip(v, 32), A2AV1ProtocolVersion, a2aV03, errA2AVersionNotSupported)
-}
-
-func agentClip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
+	return "", fmt.Errorf("%s %s is not served: this agent speaks A2A %s and %s: %w",
+		a2aVersionHeader, gateway.Clip(v), A2AV1ProtocolVersion, a2aV03, errA2AVersionNotSupported)
 }
 
 // a2aV1Call is a 1.0 JSON-RPC request.
@@ -282,7 +276,7 @@ func (a *server) serveA2AV1(w http.ResponseWriter, r *http.Request, m *a2aServer
 	case "GetExtendedAgentCard":
 		err = fmt.Errorf("the agent card is served to the token's holder already: %w", errA2AExtendedCardNotConfigured)
 	default:
-		err = fmt.Errorf("method %q is not an A2A %s method: %w", agentClip(call.Method, 64), A2AV1ProtocolVersion, a2a.ErrMethodNotFound)
+		err = fmt.Errorf("method %s is not an A2A %s method: %w", gateway.Clip(call.Method), A2AV1ProtocolVersion, a2a.ErrMethodNotFound)
 	}
 	if err != nil {
 		writeA2AV1Error(w, call.ID, err)
@@ -364,9 +358,13 @@ func decodeA2AV1Message(in *v1Message) (*a2a.Message, error) {
 	if in.MessageID == "" {
 		return nil, fmt.Errorf("message.messageId is required: %w", a2a.ErrInvalidParams)
 	}
-	role := strings.Trim(string(in.Role), `"`)
+	// ProtoJSON names an enum value, or gives its number.
+	var role string
+	if json.Unmarshal(in.Role, &role) != nil {
+		role = string(in.Role)
+	}
 	if role != "ROLE_USER" && role != "1" {
-		return nil, fmt.Errorf("message.role is %s: want \"ROLE_USER\": %w", agentClip(string(in.Role), 32), a2a.ErrInvalidParams)
+		return nil, fmt.Errorf("message.role is %s: want \"ROLE_USER\": %w", gateway.Clip(role), a2a.ErrInvalidParams)
 	}
 	msg := &a2a.Message{ID: in.MessageID, ContextID: in.ContextID, TaskID: a2a.TaskID(in.TaskID), Role: a2a.MessageRoleUser,
 		Metadata: in.Metadata}
