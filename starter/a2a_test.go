@@ -584,6 +584,7 @@ func (e *a2aEnv) rpc(agentID, token, version, method string, params any) (json.R
 		Error  *a2aV1Error     `json:"error"`
 	}
 	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&out))
+	require.JSONEq(e.t, "1", string(out.ID), "the request's id")
 	return out.Result, out.Error
 }
 

@@ -97,15 +97,19 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		version, err := a2aRequestVersion(r)
-		if err != nil {
-			writeA2AV1Error(w, nil, err)
-			return
-		}
 		var head struct {
-			Method string `json:"method"`
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
 		}
 		_ = json.Unmarshal(body, &head)
+		if !validA2AV1ID(head.ID) {
+			head.ID = nil
+		}
+		version, err := a2aRequestVersion(r)
+		if err != nil {
+			writeA2AV1Error(w, head.ID, err)
+			return
+		}
 		legacy, v1 := false, false
 		if _, ok := a2aV1Methods[head.Method]; ok {
 			v1 = true
@@ -114,11 +118,11 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 		}
 		switch {
 		case v1 && version == a2aV03:
-			writeA2AV1Error(w, nil, fmt.Errorf("%s is A2A 1.0's method and the request says %s %s, %s: %w", head.Method, a2aVersionHeader, version,
-				cmpOr(a2aV1Methods[head.Method], "which has no such method", "whose name for it is "), a2a.ErrMethodNotFound))
+			writeA2AV1Error(w, head.ID, fmt.Errorf("%s is A2A 1.0's method and the request says %s %s, %s: %w", head.Method, a2aVersionHeader, version,
+				ifNamed(a2aV1Methods[head.Method], "which has no such method", "whose name for it is "), a2a.ErrMethodNotFound))
 		case legacy && version == A2AV1ProtocolVersion:
-			writeA2AV1Error(w, nil, fmt.Errorf("method %s is not an A2A 1.0 method (the request says %s %s)%s: %w", gateway.Clip(head.Method), a2aVersionHeader, version,
-				cmpOr(v1NameOf(head.Method), "", "; 1.0's name for it is "), a2a.ErrMethodNotFound))
+			writeA2AV1Error(w, head.ID, fmt.Errorf("method %s is not an A2A 1.0 method (the request says %s %s)%s: %w", gateway.Clip(head.Method), a2aVersionHeader, version,
+				ifNamed(v1NameOf(head.Method), "", "; 1.0's name for it is "), a2a.ErrMethodNotFound))
 		case v1 || version == A2AV1ProtocolVersion:
 			a.serveA2AV1(w, r, m, body)
 		default:
@@ -127,12 +131,12 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 	})
 }
 
-// cmpOr is prefix+s, or or when s is empty.
-func cmpOr(s, or, prefix string) string {
-	if s == "" {
-		return or
+// ifNamed is prefix+name, or none when there is no name.
+func ifNamed(name, none, prefix string) string {
+	if name == "" {
+		return none
 	}
-	return prefix + s
+	return prefix + name
 }
 
 // v1NameOf is 1.0's name of a 0.3 method, if it has one.
