@@ -22,8 +22,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/sse"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
@@ -117,7 +119,7 @@ func startA2A(t *testing.T, opts testserver.Options) *a2aEnv {
 	if opts.SharedModel == nil {
 		opts.Script, opts.Catalogs = a2aScript, []string{a2aCatalog, a2aOtherCatalog}
 	}
-	opts.Tokens = map[string]string{"tok": "demo", "tok2": "other", "approver": "demo:approver:ops"}
+	opts.Tokens = map[string]string{"tok": "demo", "tok2": "other", "approver": "demo:approver:ops", "both": "demo:user+approver:alice"}
 	opts.HTTPAPI = true
 	opts.Logger = zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))
 	srv := testserver.Start(t, opts)
@@ -553,4 +555,486 @@ func TestA2AQuestion(t *testing.T) {
 	require.NotEqual(t, a2a.TaskStateInputRequired, first.Status.State, "the answer was taken before the task was read")
 	require.Equal(t, a2a.TaskStateCompleted, last)
 	require.Equal(t, "Booked for Paris.", text)
+}
+
+// a2aV1Error is a JSON-RPC error as A2A 1.0 writes it.
+type a2aV1Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    []struct {
+		Type   string `json:"@type"`
+		Reason string `json:"reason"`
+		Domain string `json:"domain"`
+	} `json:"data"`
+}
+
+// rpc sends a JSON-RPC request to an agent's endpoint as an A2A 1.0
+// client does (A2A-Version: version, unless empty) and returns its
+// result or error.
+func (e *a2aEnv) rpc(agentID, token, version, method string, params any) (json.RawMessage, *a2aV1Error) {
+	e.t.Helper()
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	require.NoError(e.t, err)
+	resp := e.post(agentID, token, version, body, "application/json")
+	defer resp.Body.Close()
+	require.Equal(e.t, http.StatusOK, resp.StatusCode)
+	var out struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *a2aV1Error     `json:"error"`
+	}
+	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&out))
+	require.JSONEq(e.t, "1", string(out.ID), "the request's id")
+	return out.Result, out.Error
+}
+
+func (e *a2aEnv) post(agentID, token, version string, body []byte, accept string) *http.Response {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.base(agentID), strings.NewReader(string(body)))
+	require.NoError(e.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if version != "" {
+		req.Header.Set("A2A-Version", version)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	return resp
+}
+
+// v1StreamEvent is one of a 1.0 stream's results.
+type v1StreamEvent struct {
+	Task *struct {
+		ID        string `json:"id"`
+		ContextID string `json:"contextId"`
+		Status    struct {
+			State string `json:"state"`
+		} `json:"status"`
+	} `json:"task"`
+	StatusUpdate *struct {
+		TaskID string `json:"taskId"`
+		Status struct {
+			State   string `json:"state"`
+			Message *struct {
+				Parts []struct {
+					Text string `json:"text"`
+				} `json:"parts"`
+			} `json:"message"`
+		} `json:"status"`
+		Final *bool `json:"final"`
+	} `json:"statusUpdate"`
+	ArtifactUpdate *struct {
+		Artifact struct {
+			Parts []struct {
+				Text string `json:"text"`
+			} `json:"parts"`
+		} `json:"artifact"`
+	} `json:"artifactUpdate"`
+}
+
+// stream sends a 1.0 streaming request and reads its events to the end
+// of the stream; a JSON-RPC error ends it.
+func (e *a2aEnv) stream(agentID, token, method string, params any) ([]v1StreamEvent, *a2aV1Error) {
+	var events []v1StreamEvent
+	rerr := e.streamEach(agentID, token, method, params, func(ev v1StreamEvent) { events = append(events, ev) })
+	return events, rerr
+}
+
+// streamEach is stream, handing on each event as it comes.
+func (e *a2aEnv) streamEach(agentID, token, method string, params any, each func(v1StreamEvent)) *a2aV1Error {
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s", "method": method, "params": params})
+	if err != nil {
+		panic(err)
+	}
+	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.base(agentID), strings.NewReader(string(body)))
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("A2A-Version", "1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return &a2aV1Error{Message: err.Error()}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &a2aV1Error{Message: resp.Status}
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var out struct {
+			Error *a2aV1Error `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Error == nil {
+			return &a2aV1Error{Message: "a refusal that is not an error"}
+		}
+		return out.Error
+	}
+	rd := sse.NewReader(resp.Body)
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return &a2aV1Error{Message: err.Error()}
+		}
+		var out struct {
+			ID     string        `json:"id"`
+			Result v1StreamEvent `json:"result"`
+			Error  *a2aV1Error   `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &out); err != nil || out.ID != "s" {
+			return &a2aV1Error{Message: "not a JSON-RPC answer to the request: " + ev.Data}
+		}
+		if out.Error != nil {
+			return out.Error
+		}
+		each(out.Result)
+	}
+}
+
+func v1Message(text string) map[string]any {
+	return map[string]any{"message": map[string]any{"messageId": testserver.RandomID(), "role": "ROLE_USER",
+		"parts": []map[string]any{{"text": text}}}}
+}
+
+// v1TaskOf reads a task result.
+type v1TaskResult struct {
+	ID        string `json:"id"`
+	ContextID string `json:"contextId"`
+	Status    struct {
+		State   string `json:"state"`
+		Message *struct {
+			Parts []struct {
+				Text string `json:"text"`
+			} `json:"parts"`
+		} `json:"message"`
+	} `json:"status"`
+	Artifacts []struct {
+		ArtifactID string `json:"artifactId"`
+		Parts      []struct {
+			Text string `json:"text"`
+		} `json:"parts"`
+	} `json:"artifacts"`
+}
+
+func v1Task(t *testing.T, raw json.RawMessage, wrapped bool) v1TaskResult {
+	t.Helper()
+	var out struct {
+		Task *v1TaskResult `json:"task"`
+	}
+	if wrapped {
+		require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+		require.NotNil(t, out.Task, "a task: %s", raw)
+		return *out.Task
+	}
+	var task v1TaskResult
+	require.NoError(t, json.Unmarshal(raw, &task), "%s", raw)
+	return task
+}
+
+func (r v1TaskResult) answer() string {
+	var b strings.Builder
+	for _, a := range r.Artifacts {
+		for _, p := range a.Parts {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestA2AV1: A2A 1.0 on the same endpoint and card as 0.3. SendMessage
+// runs a turn whose task id is its stream id; GetTask reads it;
+// SendStreamingMessage streams the task, then its updates, to its end;
+// the 0.3 methods still answer beside them. Bad input on every 1.0
+// method gets 1.0's error codes, and starts nothing. A question is
+// answered by a message for its task, as on 0.3.
+func TestA2AV1(t *testing.T) {
+	e := startA2A(t, testserver.Options{})
+	ctx := e.ctx
+
+	res, rerr := e.rpc("calc", "tok", "1.0", "SendMessage", v1Message("What is 12.5 * 4?"))
+	require.Nil(t, rerr)
+	task := v1Task(t, res, true)
+	require.Equal(t, "TASK_STATE_COMPLETED", task.Status.State)
+	require.True(t, strings.HasPrefix(task.ID, "turn/demo/"), "the turn's stream id: %q", task.ID)
+	require.Equal(t, "The result is 50.", task.answer())
+	// The task id is the turn's stream id on every door.
+	page, err := turnclient.Events(ctx, e.srv.Client(), task.ID, agent.EventsQuery{})
+	require.NoError(t, err)
+	require.True(t, page.Done)
+
+	res, rerr = e.rpc("calc", "tok", "1.0", "GetTask", map[string]any{"id": task.ID})
+	require.Nil(t, rerr)
+	got := v1Task(t, res, false)
+	require.Equal(t, task.ID, got.ID)
+	require.Equal(t, "The result is 50.", got.answer())
+	// Without the header, a 1.0 method is still 1.0's; 0.3's methods
+	// answer beside it.
+	_, rerr = e.rpc("calc", "tok", "", "GetTask", map[string]any{"id": task.ID})
+	require.Nil(t, rerr)
+	legacy, err := e.client(mustCard(t, e, "calc"), "tok").GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(task.ID)})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateCompleted, legacy.Status.State)
+
+	// Streamed: the task first, then its updates; the stream ends with it.
+	events, rerr := e.stream("calc", "tok", "SendStreamingMessage", v1Message("What is 2 + 3?"))
+	require.Nil(t, rerr)
+	require.NotNil(t, events[0].Task, "the task comes first")
+	streamed := events[0].Task.ID
+	var states []string
+	var text string
+	for _, ev := range events[1:] {
+		require.Nil(t, ev.Task, "one task")
+		switch {
+		case ev.StatusUpdate != nil:
+			require.Equal(t, streamed, ev.StatusUpdate.TaskID)
+			require.Nil(t, ev.StatusUpdate.Final, "1.0's updates have no final")
+			if len(states) == 0 || states[len(states)-1] != ev.StatusUpdate.Status.State {
+				states = append(states, ev.StatusUpdate.Status.State)
+			}
+		case ev.ArtifactUpdate != nil:
+			for _, p := range ev.ArtifactUpdate.Artifact.Parts {
+				text += p.Text
+			}
+		default:
+			t.Fatalf("an event of no kind: %+v", ev)
+		}
+	}
+	require.Equal(t, []string{"TASK_STATE_WORKING", "TASK_STATE_COMPLETED"}, states)
+	require.Equal(t, "The result is 5.", text)
+
+	// The other tenant's agent answers its token: its not-found is the task's.
+	_, rerr = e.rpc("theirs", "tok2", "1.0", "GetTask", map[string]any{"id": "turn/other/nope"})
+	require.Equal(t, -32001, rerr.Code)
+	for _, tc := range []struct {
+		name, agent, token, version, method string
+		params                              any
+		code                                int
+		want                                string
+	}{
+		{"an unknown task", "calc", "tok", "1.0", "GetTask", map[string]any{"id": "turn/demo/nope"}, -32001, "not found"},
+		{"a malformed task id", "calc", "tok", "1.0", "CancelTask", map[string]any{"id": "nope"}, -32001, "not found"},
+		{"another tenant's task", "theirs", "tok2", "1.0", "GetTask", map[string]any{"id": task.ID}, -32001, "not found"},
+		{"another tenant's task, cancelled", "theirs", "tok2", "1.0", "CancelTask", map[string]any{"id": task.ID}, -32001, "not found"},
+		{"another tenant's task, subscribed", "theirs", "tok2", "1.0", "SubscribeToTask", map[string]any{"id": task.ID}, -32001, "not found"},
+		{"another tenant's agent", "calc", "tok2", "1.0", "SendMessage", v1Message("hi"), -32600, `no agent "calc" is served over A2A`},
+		{"an agent not exposed", "hidden", "tok", "1.0", "SendMessage", v1Message("hi"), -32600, `no agent "hidden" is served over A2A`},
+		{"a version not served", "calc", "tok", "0.5", "GetTask", map[string]any{"id": task.ID}, -32009, `A2A-Version "0.5" is not served`},
+		{"a 0.3 method named as 1.0", "calc", "tok", "1.0", "tasks/get", map[string]any{"id": task.ID}, -32601, "1.0's name for it is GetTask"},
+		{"a 1.0 method named as 0.3", "calc", "tok", "0.3", "GetTask", map[string]any{"id": task.ID}, -32601, "whose name for it is tasks/get"},
+		{"an unknown method", "calc", "tok", "1.0", "tasks/list", map[string]any{}, -32601, `method "tasks/list" is not an A2A 1.0 method`},
+		{"malformed params", "calc", "tok", "1.0", "SendMessage", map[string]any{"message": 3}, -32602, "params.message"},
+		{"a 0.3 message", "calc", "tok", "1.0", "SendMessage", map[string]any{"message": map[string]any{"kind": "message", "messageId": "m", "role": "user",
+			"parts": []any{map[string]any{"kind": "text", "text": "hi"}}}}, -32602, `want "ROLE_USER"`},
+		{"no task id", "calc", "tok", "1.0", "GetTask", map[string]any{}, -32602, "params.id is required"},
+		{"a file", "calc", "tok", "1.0", "SendMessage", map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER",
+			"parts": []any{map[string]any{"url": "https://example.com/a.txt"}}}}, -32005, "send text or data parts"},
+		{"a message for a task that ended", "calc", "tok", "1.0", "SendMessage", map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER",
+			"taskId": task.ID, "parts": []any{map[string]any{"text": "more"}}}}, -32600, "has ended completed and takes no more input"},
+		{"a cancel of a finished task", "calc", "tok", "1.0", "CancelTask", map[string]any{"id": task.ID}, -32002, "has already ended completed"},
+		{"a subscription to a finished task", "calc", "tok", "1.0", "SubscribeToTask", map[string]any{"id": task.ID}, -32004, "has ended completed"},
+		{"listing tasks", "calc", "tok", "1.0", "ListTasks", map[string]any{}, -32004, "not listed"},
+		{"push notifications", "calc", "tok", "1.0", "CreateTaskPushNotificationConfig", map[string]any{"taskId": task.ID, "url": "https://x"}, -32003, "not sent"},
+		{"the extended card", "calc", "tok", "1.0", "GetExtendedAgentCard", map[string]any{}, -32007, "served to the token's holder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rerr *a2aV1Error
+			if tc.method == "SubscribeToTask" {
+				_, rerr = e.stream(tc.agent, tc.token, tc.method, tc.params)
+			} else {
+				_, rerr = e.rpc(tc.agent, tc.token, tc.version, tc.method, tc.params)
+			}
+			require.NotNil(t, rerr)
+			require.Equal(t, tc.code, rerr.Code, rerr.Message)
+			require.Contains(t, rerr.Message, tc.want)
+			require.Len(t, rerr.Data, 1)
+			require.Equal(t, "type.googleapis.com/google.rpc.ErrorInfo", rerr.Data[0].Type)
+			require.Equal(t, "a2a-protocol.org", rerr.Data[0].Domain)
+		})
+	}
+
+	// Refused before the call is read, in 1.0's shape too.
+	for _, tc := range []struct {
+		name, token, body string
+		status            int
+	}{
+		{"no token", "", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, http.StatusUnauthorized},
+		{"an approver's token", "approver", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, http.StatusForbidden},
+		{"an oversized body", "tok", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[{"text":"` +
+			strings.Repeat("a", gateway.MaxBodyBytes) + `"}]}}}`, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := e.post("calc", tc.token, "1.0", []byte(tc.body), "application/json")
+			defer resp.Body.Close()
+			require.Equal(t, tc.status, resp.StatusCode)
+			var out struct {
+				Error a2aV1Error `json:"error"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+			require.Equal(t, -32600, out.Error.Code)
+			require.Len(t, out.Error.Data, 1, "1.0's error details")
+			require.Equal(t, "INVALID_REQUEST", out.Error.Data[0].Reason)
+		})
+	}
+
+	// Nothing was started for the refusals.
+	require.Eventually(t, func() bool {
+		n, err := e.srv.Client().CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: "TaskQueue = '" + e.srv.TaskQueue + "'"})
+		return err == nil && n.GetCount() == 2
+	}, 10*time.Second, 100*time.Millisecond)
+
+	// A question (ask_user) makes the task input-required; the answer is
+	// a message for the task, as on 0.3: one outside the choices is
+	// -32602 and the task still waits; a streamed one goes on to the end.
+	res, rerr = e.rpc("planner", "tok", "1.0", "SendMessage", v1Message("Book a trip"))
+	require.Nil(t, rerr)
+	asked := v1Task(t, res, true)
+	require.Equal(t, "TASK_STATE_INPUT_REQUIRED", asked.Status.State)
+	require.Contains(t, asked.Status.Message.Parts[0].Text, "Which city? (choices: Paris, Rome)")
+	answer := func(text string) map[string]any {
+		return map[string]any{"message": map[string]any{"messageId": testserver.RandomID(), "role": "ROLE_USER", "taskId": asked.ID,
+			"contextId": asked.ContextID, "parts": []any{map[string]any{"text": text}}}}
+	}
+	_, rerr = e.rpc("planner", "tok", "1.0", "SendMessage", answer("Oslo"))
+	require.NotNil(t, rerr)
+	require.Equal(t, -32602, rerr.Code)
+	require.Contains(t, rerr.Message, `the answer must be one of the choices: "Paris", "Rome"`)
+	events, rerr = e.stream("planner", "tok", "SendStreamingMessage", answer("Rome"))
+	require.Nil(t, rerr)
+	require.Equal(t, asked.ID, events[0].Task.ID)
+	require.NotEqual(t, "TASK_STATE_INPUT_REQUIRED", events[0].Task.Status.State, "the answer was taken before the task was read")
+	last := events[len(events)-1]
+	require.Equal(t, "TASK_STATE_COMPLETED", last.StatusUpdate.Status.State)
+	text = ""
+	for _, ev := range events {
+		if ev.ArtifactUpdate != nil {
+			for _, p := range ev.ArtifactUpdate.Artifact.Parts {
+				text += p.Text
+			}
+		}
+	}
+	require.Equal(t, "Booked for Rome.", text)
+}
+
+func mustCard(t *testing.T, e *a2aEnv, agentID string) *a2a.AgentCard {
+	t.Helper()
+	card, err := e.card(agentID, "tok")
+	require.NoError(t, err)
+	return card
+}
+
+// TestA2AApprovalByMessage: a task whose call waits for approval is
+// input-required on both versions; a message for the task decides it
+// when the token may approve (a data part {"approved": …} or the text
+// approve or reject), and is refused, the call still waiting, when it may
+// not. A turn started over 1.0 is approved over the approvals API as any
+// turn, and a 1.0 subscriber follows it to its end.
+func TestA2AApprovalByMessage(t *testing.T) {
+	e := startA2A(t, testserver.Options{})
+	ctx := e.ctx
+
+	// 1.0: SendMessage answers input-required; the user's token cannot
+	// decide; the approver's message does, and SendMessage follows the
+	// task to its end.
+	res, rerr := e.rpc("careful", "both", "1.0", "SendMessage", v1Message("carefully: what is 6 * 7?"))
+	require.Nil(t, rerr)
+	task := v1Task(t, res, true)
+	require.Equal(t, "TASK_STATE_INPUT_REQUIRED", task.Status.State)
+	require.Contains(t, task.Status.Message.Parts[0].Text, "waits for a person's approval")
+	forTask := func(parts ...map[string]any) map[string]any {
+		return map[string]any{"message": map[string]any{"messageId": testserver.RandomID(), "role": "ROLE_USER", "taskId": task.ID,
+			"contextId": task.ContextID, "parts": parts}}
+	}
+	_, rerr = e.rpc("careful", "tok", "1.0", "SendMessage", forTask(map[string]any{"data": map[string]any{"approved": true}}))
+	require.NotNil(t, rerr)
+	require.Equal(t, -32600, rerr.Code)
+	require.Contains(t, rerr.Message, "waits for a person with the approver role")
+	_, rerr = e.rpc("careful", "both", "1.0", "SendMessage", forTask(map[string]any{"text": "maybe"}))
+	require.NotNil(t, rerr)
+	require.Equal(t, -32602, rerr.Code)
+	require.Contains(t, rerr.Message, `send a data part {"approved": true|false, "reason": "…"}, or the text approve or reject`)
+	pending, err := turnclient.PendingApprovals(ctx, e.srv.Client(), task.ID)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the call still waits")
+	res, rerr = e.rpc("careful", "both", "1.0", "SendMessage", forTask(map[string]any{"data": map[string]any{"approved": true, "reason": "fine"}}))
+	require.Nil(t, rerr)
+	done := v1Task(t, res, true)
+	require.Equal(t, task.ID, done.ID)
+	require.Equal(t, "TASK_STATE_COMPLETED", done.Status.State)
+	require.Equal(t, "The result is 42.", done.answer())
+
+	// 0.3 (a2a-go's client): the same rule; "reject" rejects.
+	c := e.client(mustCard(t, e, "careful"), "both")
+	r03, err := c.SendMessage(ctx, userMessage("carefully: what is 1 + 1?"))
+	require.NoError(t, err)
+	waiting := r03.(*a2a.Task)
+	require.Equal(t, a2a.TaskStateInputRequired, waiting.Status.State)
+	m := userMessage("reject")
+	m.Message.TaskID, m.Message.ContextID = waiting.ID, waiting.ContextID
+	r03, err = c.SendMessage(ctx, m)
+	require.NoError(t, err)
+	require.Equal(t, waiting.ID, r03.(*a2a.Task).ID)
+	require.NotEqual(t, a2a.TaskStateInputRequired, r03.(*a2a.Task).Status.State, "decided")
+
+	// 1.0 on one door, the approvals API on another: a subscriber sees
+	// the task through to its end.
+	res, rerr = e.rpc("careful", "tok", "1.0", "SendMessage", v1Message("carefully: what is 2 * 4?"))
+	require.Nil(t, rerr)
+	task = v1Task(t, res, true)
+	require.Equal(t, "TASK_STATE_INPUT_REQUIRED", task.Status.State)
+	type result struct {
+		events []v1StreamEvent
+		err    *a2aV1Error
+	}
+	sub := make(chan result, 1)
+	subscribed := make(chan struct{})
+	go func() {
+		var r result
+		r.err = e.streamEach("careful", "tok", "SubscribeToTask", map[string]any{"id": task.ID}, func(ev v1StreamEvent) {
+			if len(r.events) == 0 {
+				close(subscribed)
+			}
+			r.events = append(r.events, ev)
+		})
+		sub <- r
+	}()
+	select {
+	case <-subscribed:
+	case r := <-sub:
+		t.Fatalf("the subscription ended before its first event: %+v", r.err)
+	}
+	pending, err = turnclient.PendingApprovals(ctx, e.srv.Client(), task.ID)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		"http://"+e.srv.HTTPAPIAddr()+"/v1/"+task.ID+"/approvals/"+pending[0].CallID,
+		strings.NewReader(`{"approval_id": "`+pending[0].ApprovalID+`", "approved": true}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer approver")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	r := <-sub
+	require.Nil(t, r.err)
+	require.NotNil(t, r.events[0].Task, "the task first")
+	last := r.events[len(r.events)-1]
+	require.NotNil(t, last.StatusUpdate)
+	require.Equal(t, "TASK_STATE_COMPLETED", last.StatusUpdate.Status.State)
+	var text string
+	for _, ev := range r.events {
+		if ev.ArtifactUpdate != nil {
+			for _, p := range ev.ArtifactUpdate.Artifact.Parts {
+				text += p.Text
+			}
+		}
+	}
+	require.Equal(t, "The result is 8.", text)
 }

@@ -152,7 +152,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 		"assistant\n12.5 * 4 = 50\n",                                  // MCP: the exposed agents, a call
 		"RUN_STARTED STEP_STARTED TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT STEP_FINISHED STEP_STARTED " +
 			"TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED RUN_FINISHED 12.5 * 4 = 50\n", // AG-UI
-		"assistant\n0.3.0\ncompleted\n12.5 * 4 = 50\n", // A2A: a card, a task
+		"assistant\n1.0 0.3\n0.3.0\nTASK_STATE_COMPLETED\n12.5 * 4 = 50\ncompleted\n12.5 * 4 = 50\n", // A2A: a card, a task over 1.0 and 0.3
 	} {
 		require.Contains(t, got, want)
 	}

@@ -88,7 +88,7 @@ type a2aRequest struct {
 func (a *server) registerA2A(mux *http.ServeMux) {
 	m := &a2aServer{s: a.svc, logger: a.Logger()}
 	rpc := a2asrv.NewJSONRPCHandler(m)
-	mux.Handle(A2APrefix+"{agent}", m.authenticated(a2aLimitBody(a.endWithStreams(rpc))))
+	mux.Handle(A2APrefix+"{agent}", m.authenticated(a2aLimitBody(a.endWithStreams(a.a2aVersions(m, rpc)))))
 	mux.Handle("GET "+A2APrefix+"{agent}"+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveCard)))
 	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveDefaultCard)))
 }
@@ -109,7 +109,7 @@ func (m *a2aServer) authenticated(next http.Handler) http.Handler {
 				code = http.StatusUnauthorized
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentflow"`)
 			}
-			writeA2AError(w, code, a2a.ErrInvalidRequest, st.Message())
+			writeA2AErrorFor(w, r, code, a2a.ErrInvalidRequest, st.Message())
 			return
 		}
 		scheme := "http"
@@ -147,7 +147,7 @@ func a2aLimitBody(next http.Handler) http.Handler {
 			if errors.As(err, &hs) {
 				code = hs.Status
 			}
-			writeA2AError(w, code, a2a.ErrInvalidRequest, err.Error())
+			writeA2AErrorFor(w, r, code, a2a.ErrInvalidRequest, err.Error())
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(data))
@@ -222,7 +222,7 @@ func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeCard(w http.ResponseWriter, card *a2a.AgentCard) {
-	body, err := json.Marshal(card)
+	body, err := a2aCardJSON(card)
 	if err != nil {
 		writeA2AError(w, http.StatusInternalServerError, a2a.ErrInternalError, "the agent card could not be written")
 		return
@@ -394,8 +394,11 @@ func (m *a2aServer) OnSendMessageStream(ctx context.Context, params *a2a.Message
 // answerTask takes a message for an existing task as the answer to the
 // question its turn asks (an ask_user call, input-required): the first
 // that waits, or the one the message's metadata names ("call_id"). The
-// answer is the caller's, with the token's roles. It returns the log's
-// next index as it was before the answer.
+// answer is the caller's, with the token's roles. A message that decides
+// (a2aDecisionOf), or one for a task that waits only for an approval,
+// decides the call instead (decideTask). It returns the log's next index
+// as it was before the answer. Both versions of the door take input this
+// way.
 func (m *a2aServer) answerTask(ctx context.Context, params *a2a.MessageSendParams) (int64, error) {
 	in, err := decodeA2AMessage(params)
 	if err != nil {
@@ -408,13 +411,15 @@ func (m *a2aServer) answerTask(ctx context.Context, params *a2a.MessageSendParam
 	if done {
 		return 0, fmt.Errorf("task %s has ended %s and takes no more input: send a new message in its contextId: %w", in.taskID, t.state, a2a.ErrInvalidRequest)
 	}
-	pending, err := turnclient.PendingQuestions(ctx, m.s.Client(), in.taskID)
-	if err != nil {
-		return 0, m.fail(ctx, err, a2a.ErrTaskNotFound)
+	decision, decides := a2aDecisionOf(params.Message)
+	var pending []agent.PendingQuestion
+	if !decides {
+		if pending, err = turnclient.PendingQuestions(ctx, m.s.Client(), in.taskID); err != nil {
+			return 0, m.fail(ctx, err, a2a.ErrTaskNotFound)
+		}
 	}
 	if len(pending) == 0 {
-		return 0, fmt.Errorf("task %s asks no question now: a task takes more input only to answer one "+
-			"(a call waiting for approval is approved over the approvals API): %w", in.taskID, a2a.ErrInvalidRequest)
+		return next, m.decideTask(ctx, in, decision, decides)
 	}
 	callID := in.callID
 	if callID == "" {

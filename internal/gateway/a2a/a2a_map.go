@@ -72,7 +72,7 @@ func (t *a2aTask) apply(e agent.Event) []a2a.Event {
 			callID, approvalID = e.Tool.CallID, e.Tool.ApprovalID
 		}
 		return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf(
-			"the call %s of the tool %s waits for a person's approval: POST /v1/%s/approvals/%s {\"approval_id\": %q, \"approved\"} (approver role)",
+			"the call %s of the tool %s waits for a person's approval (approver role): answer with a message for this task, {\"approved\": true|false} as data or the text approve or reject, or POST /v1/%s/approvals/%s {\"approval_id\": %q, \"approved\"}",
 			callID, toolName(e), t.id, callID, approvalID))
 	case agent.EventQuestion:
 		if e.Tool == nil {

@@ -84,7 +84,7 @@ func TestA2ATaskMapping(t *testing.T) {
 	}
 	require.Equal(t, []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateWorking, a2a.TaskStateInputRequired, a2a.TaskStateWorking, a2a.TaskStateCompleted}, states)
 	require.Equal(t, []bool{false, false, false, false, true}, finals)
-	require.Equal(t, `the call c of the tool calc waits for a person's approval: POST /v1/turn/demo/c1~j1/approvals/c {"approval_id": "apr_0123", "approved"} (approver role)`,
+	require.Equal(t, `the call c of the tool calc waits for a person's approval (approver role): answer with a message for this task, {"approved": true|false} as data or the text approve or reject, or POST /v1/turn/demo/c1~j1/approvals/c {"approval_id": "apr_0123", "approved"}`,
 		asked, "what an approver sends, with the approval id that binds it to the call")
 	task := tk.task()
 	require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
