@@ -119,6 +119,9 @@ func aguiResumes(raw json.RawMessage) ([]aguiResume, error) {
 	if gateway.JSONKind(raw) != '[' || json.Unmarshal(raw, &list) != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "RunAgentInput.resume: want a list of {interruptId, status, payload?}")
 	}
+	if len(list) == 0 {
+		return nil, nil
+	}
 	if len(list) > maxAGUIResumes {
 		return nil, agent.Errorf(agent.CodeInvalid, "RunAgentInput.resume has %d entries; the limit is %d", len(list), maxAGUIResumes)
 	}

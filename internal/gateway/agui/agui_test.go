@@ -381,6 +381,42 @@ func TestAGUIInputDecode(t *testing.T) {
 		{name: "client-side tools", body: `{"messages":[` + user + `],"tools":[{"name":"confirm","description":"ask","parameters":{}}]}`, err: "client-side tools: they are not supported"},
 		{name: "tools not a list", body: `{"messages":[` + user + `],"tools":{}}`, err: "RunAgentInput.tools: want a list"},
 		{name: "context not a list", body: `{"messages":[` + user + `],"context":"x"}`, err: "RunAgentInput.context: want a list"},
+		{name: "a 1.0 client", body: `{"threadId":"t","runId":"r","protocolVersion":"1.0","messages":[` + user + `]}`,
+			want: aguiInput{ThreadID: "t", RunID: "r", Prompt: "What is 2+2?", ProtocolVersion: "1.0"}},
+		{name: "protocolVersion not a string", body: `{"protocolVersion":1,"messages":[` + user + `]}`, err: "RunAgentInput.protocolVersion: want a string"},
+		{name: "a resume: answers, and no prompt", body: `{"threadId":"t","runId":"r2","messages":[` + user + `],"resume":[` +
+			`{"interruptId":"j1/approval/apr_1/call_1","status":"resolved","payload":{"approved":true,"reason":"fine"},"metadata":{"sig":null}},` +
+			`{"interruptId":"j1/approval/apr_2/call_2","status":"cancelled"},` +
+			`{"interruptId":"j1/question/q1","status":"resolved","payload":{"answer":"eu"},"aLaterMember":1},` +
+			`{"interruptId":"j1/question/q2","status":"resolved","payload":"us"}]}`,
+			want: aguiInput{ThreadID: "t", RunID: "r2", Resume: []aguiResume{
+				{Interrupt: aguiInterruptID{JobID: "j1", Kind: aguiKindApproval, ApprovalID: "apr_1", CallID: "call_1"}, Approved: true, Reason: "fine"},
+				{Interrupt: aguiInterruptID{JobID: "j1", Kind: aguiKindApproval, ApprovalID: "apr_2", CallID: "call_2"}, Cancelled: true, Reason: aguiCancelledReason},
+				{Interrupt: aguiInterruptID{JobID: "j1", Kind: aguiKindQuestion, CallID: "q1"}, Answer: "eu"},
+				{Interrupt: aguiInterruptID{JobID: "j1", Kind: aguiKindQuestion, CallID: "q2"}, Answer: "us"},
+			}}},
+		{name: "an empty resume is none", body: `{"messages":[` + user + `],"resume":[]}`, want: aguiInput{Prompt: "What is 2+2?"}},
+		{name: "resume not a list", body: `{"messages":[` + user + `],"resume":{}}`, err: "RunAgentInput.resume: want a list"},
+		{name: "a resume without messages", body: `{"resume":[{"interruptId":"j1/question/q1","status":"resolved","payload":"x"}]}`, err: "RunAgentInput.messages: want a list"},
+		{name: "a resume entry not an object", body: `{"messages":[],"resume":["j1/question/q1"]}`, err: "resume[0]: want {interruptId, status, payload?}"},
+		{name: "no interruptId", body: `{"messages":[],"resume":[{"status":"resolved","payload":"x"}]}`, err: "resume[0].interruptId is required"},
+		{name: "an interruptId not ours", body: `{"messages":[],"resume":[{"interruptId":"int-abc","status":"resolved","payload":"x"}]}`, err: `interruptId "int-abc" is not an interrupt of this agent's`},
+		{name: "no status", body: `{"messages":[],"resume":[{"interruptId":"j1/question/q1","payload":"x"}]}`, err: "resume[0].status is required"},
+		{name: "a bad status", body: `{"messages":[],"resume":[{"interruptId":"j1/question/q1","status":"done","payload":"x"}]}`, err: `resume[0].status "done": want "resolved" or "cancelled"`},
+		{name: "metadata not an object", body: `{"messages":[],"resume":[{"interruptId":"j1/question/q1","status":"resolved","payload":"x","metadata":null}]}`, err: "resume[0].metadata: want an object"},
+		{name: "an approval without payload", body: `{"messages":[],"resume":[{"interruptId":"j1/approval/apr_1/c","status":"resolved"}]}`, err: "resume[0].payload is required"},
+		{name: "an approval without approved", body: `{"messages":[],"resume":[{"interruptId":"j1/approval/apr_1/c","status":"resolved","payload":{"reason":"x"}}]}`, err: "resume[0].payload.approved is required"},
+		{name: "approved not a boolean", body: `{"messages":[],"resume":[{"interruptId":"j1/approval/apr_1/c","status":"resolved","payload":{"approved":"yes"}}]}`, err: "resume[0].payload.approved: want true or false"},
+		{name: "a misspelt member", body: `{"messages":[],"resume":[{"interruptId":"j1/approval/apr_1/c","status":"resolved","payload":{"aproved":true}}]}`, err: `unknown member "aproved"`},
+		{name: "edited arguments", body: `{"messages":[],"resume":[{"interruptId":"j1/approval/apr_1/c","status":"resolved","payload":{"approved":true,"editedArgs":{}}}]}`, err: "arguments cannot be edited"},
+		{name: "a blank answer", body: `{"messages":[],"resume":[{"interruptId":"j1/question/q1","status":"resolved","payload":{"answer":" "}}]}`, err: "resume[0].payload.answer has no text"},
+		{name: "an answer not text", body: `{"messages":[],"resume":[{"interruptId":"j1/question/q1","status":"resolved","payload":4}]}`, err: "resume[0].payload is required"},
+		{name: "a question cancelled", body: `{"messages":[],"resume":[{"interruptId":"j1/question/q1","status":"cancelled"}]}`, err: `cancels question "q1"`},
+		{name: "one interrupt twice", body: `{"messages":[],"resume":[{"interruptId":"j1/question/q1","status":"resolved","payload":"a"},{"interruptId":"j1/question/q1","status":"resolved","payload":"b"}]}`,
+			err: "resume[1] answers interrupt \"j1/question/q1\" a second time"},
+		{name: "two turns", body: `{"messages":[],"resume":[{"interruptId":"j1/question/q1","status":"resolved","payload":"a"},{"interruptId":"j2/question/q1","status":"resolved","payload":"b"}]}`,
+			err: "a run resumes the interrupts of one run"},
+		{name: "too many answers", body: `{"messages":[],"resume":[` + strings.Repeat(`{},`, maxAGUIResumes) + `{}]}`, err: "the limit is 64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := decodeAGUIInput([]byte(tc.body))
@@ -396,14 +432,18 @@ func TestAGUIInputDecode(t *testing.T) {
 	}
 }
 
-// FuzzAGUIInput: any body is a run's input a turn takes, or a
-// CodeInvalid error that says what is wrong; never a panic.
+// FuzzAGUIInput: any body is a run's input a turn takes — a prompt, or
+// the answers to one turn's interrupts — or a CodeInvalid error that says
+// what is wrong; never a panic.
 func FuzzAGUIInput(f *testing.F) {
 	for _, s := range []string{
 		`{"threadId":"t-1","runId":"r-1","state":{},"messages":[{"id":"m1","role":"user","content":"hi"}],"tools":[],"context":[],"forwardedProps":{}}`,
 		`{"messages":[{"id":"m","role":"user","content":[{"type":"text","text":"a"},{"type":"binary","mimeType":"x","data":"AA=="}]}]}`,
 		`{"messages":[{"id":"m","role":"tool","content":"4","toolCallId":"c"}],"tools":[{"name":"x"}]}`,
 		`{"runId":null,"threadId":"","messages":null}`, `[]`, `null`, ``, `{"messages":[{}]}`,
+		`{"threadId":"t","runId":"r2","protocolVersion":"1.0","messages":[],"resume":[{"interruptId":"j1/approval/apr_1/call_1","status":"resolved","payload":{"approved":false,"reason":"no"}},` +
+			`{"interruptId":"j1/question/q1","status":"resolved","payload":{"answer":"eu"}},{"interruptId":"j1/approval/apr_2/c/2","status":"cancelled","payload":1}]}`,
+		`{"messages":[],"resume":[{"interruptId":"j1/question/q1","status":"cancelled"},{"interruptId":"/approval/x/y"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -418,6 +458,23 @@ func FuzzAGUIInput(f *testing.F) {
 			if id != "" {
 				require.NoError(t, agent.ValidateID("id", id))
 			}
+		}
+		if len(in.Resume) > 0 {
+			// A resume: answers to one turn's interrupts, each one an
+			// interrupt the door could have made, and no prompt.
+			require.Empty(t, in.Prompt)
+			require.LessOrEqual(t, len(in.Resume), maxAGUIResumes)
+			for _, rs := range in.Resume {
+				require.Equal(t, in.Resume[0].Interrupt.JobID, rs.Interrupt.JobID)
+				id, err := parseInterruptID(rs.Interrupt.String())
+				require.NoError(t, err)
+				require.Equal(t, rs.Interrupt, id)
+				if rs.Interrupt.Kind == aguiKindQuestion {
+					require.False(t, rs.Cancelled)
+					require.NotEmpty(t, strings.TrimSpace(rs.Answer))
+				}
+			}
+			return
 		}
 		require.NotEmpty(t, strings.TrimSpace(in.Prompt))
 		require.NoError(t, agent.SendMessage{Prompt: in.Prompt}.Validate())
