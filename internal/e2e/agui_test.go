@@ -12,21 +12,36 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/testserver"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-// aguiScript is httpScript with reasoning before each call.
+// aguiScript is httpScript with reasoning before each call, and "book a
+// trip" asking which city (ask_user).
 var aguiScript = strings.NewReplacer(
 	`reply: {tool_calls: [{name: careful_calculator`, `reply: {reasoning: 'It costs: ask first.', tool_calls: [{name: careful_calculator`,
 	`reply: {tool_calls: [{name: calculator,`, `reply: {reasoning: 'A product: the calculator knows.', tool_calls: [{name: calculator,`,
+	"  - name: answer\n", `  - name: trip
+    when: {user: '(?i)^book a trip'}
+    reply: {tool_calls: [{name: ask_user, arguments: '{"question": "Which city?", "choices": ["Paris", "Rome"]}'}]}
+  - name: answer
+`,
 ).Replace(httpScript)
 
-// aguiCatalogs are httpCatalogs with demo's agents exposed over AG-UI.
+// aguiCatalogs are httpCatalogs with demo's agents exposed over AG-UI,
+// and a planner that asks its user.
 var aguiCatalogs = []string{
-	strings.ReplaceAll(httpCatalogs[0], "    model: openai:gpt-4o-mini\n", "    model: openai:gpt-4o-mini\n    expose: [ag_ui]\n"),
+	strings.NewReplacer("    model: openai:gpt-4o-mini\n", "    model: openai:gpt-4o-mini\n    expose: [ag_ui]\n",
+		"tools:\n", "tools:\n  - name: ask_user\n    kind: ask_user\n").Replace(httpCatalogs[0]) + `  - id: planner
+    model: openai:gpt-4o-mini
+    tools: [ask_user]
+    expose: [ag_ui]
+    limits: {max_iterations: 4, turn_timeout_sec: 300, approval_timeout_sec: 300}
+`,
 	httpCatalogs[1],
 }
 
@@ -44,10 +59,12 @@ type aguiEvent struct {
 	Outcome         *struct {
 		Type       string `json:"type"`
 		Interrupts []struct {
-			ID         string `json:"id"`
-			Reason     string `json:"reason"`
-			ToolCallID string `json:"toolCallId"`
-			Metadata   struct {
+			ID             string          `json:"id"`
+			Reason         string          `json:"reason"`
+			Message        string          `json:"message"`
+			ToolCallID     string          `json:"toolCallId"`
+			ResponseSchema json.RawMessage `json:"responseSchema"`
+			Metadata       struct {
 				Agentflow struct {
 					StreamID   string `json:"streamId"`
 					CallID     string `json:"callId"`
@@ -128,9 +145,10 @@ func TestAGUIClient(t *testing.T) {
 	dir := nodeClient(t, "agui", "@ag-ui/client")
 	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.Script, o.Catalogs = aguiScript, aguiCatalogs })
 	id := testserver.RandomID()
-	thread, carefulThread := "agui-"+id, "agui-careful-"+id
-	runs := map[string]string{"first": "agui-first-" + id, "asked": "agui-asked-" + id, "resumed": "agui-resumed-" + id}
-	in, err := json.Marshal(map[string]any{"api": e.api, "token": e.all, "thread": thread, "carefulThread": carefulThread, "runs": runs})
+	thread, carefulThread, planThread := "agui-"+id, "agui-careful-"+id, "agui-plan-"+id
+	runs := map[string]string{"first": "agui-first-" + id, "asked": "agui-asked-" + id, "resumed": "agui-resumed-" + id,
+		"question": "agui-question-" + id, "answered": "agui-answered-" + id}
+	in, err := json.Marshal(map[string]any{"api": e.api, "token": e.all, "thread": thread, "carefulThread": carefulThread, "planThread": planThread, "runs": runs})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -141,7 +159,7 @@ func TestAGUIClient(t *testing.T) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s", stderr.String())
-	var got struct{ First, Asked, Resumed aguiRun }
+	var got struct{ First, Asked, Resumed, Question, Answered aguiRun }
 	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
 
 	// The one-tool turn, a message of the thread's session.
@@ -214,22 +232,40 @@ func TestAGUIClient(t *testing.T) {
 	require.Equal(t, "al", recs[0].Approver, "the token's holder decided")
 	require.Equal(t, "checked", recs[0].Reason)
 
+	// The question: an input_required interrupt with its choices, answered
+	// by the next run through Answer.
+	q := got.Question.last()
+	require.Equal(t, "interrupt", q.Outcome.Type)
+	require.Len(t, q.Outcome.Interrupts, 1)
+	asks := q.Outcome.Interrupts[0]
+	require.Equal(t, "input_required", asks.Reason)
+	require.Equal(t, "Which city?", asks.Message)
+	require.Equal(t, runs["question"]+"/question/"+asks.ToolCallID, asks.ID)
+	require.JSONEq(t, `{"type":"object","properties":{"answer":{"type":"string","enum":["Paris","Rome"]}},"required":["answer"],"additionalProperties":false}`,
+		string(asks.ResponseSchema))
+	answered := got.Answered
+	require.Equal(t, "success", answered.last().Outcome.Type)
+	require.JSONEq(t, `"The result is Rome."`, string(answered.last().Result))
+	trip, err := e.Store().Result(ctx, "demo", runs["question"])
+	require.NoError(t, err)
+	require.Equal(t, trip.Output, answered.joined("TEXT_MESSAGE_CONTENT"))
+
 	// The same resume again: the same run (the call was decided).
 	body, err := json.Marshal(map[string]any{"threadId": carefulThread, "runId": runs["resumed"], "messages": []any{},
 		"resume": []any{map[string]any{"interruptId": interrupt.ID, "status": "resolved", "payload": map[string]any{"approved": true, "reason": "checked"}}}})
 	require.NoError(t, err)
-	require.Equal(t, resumed.Events, aguiPostEvents(t, e, e.all, string(body)))
+	require.Equal(t, resumed.Events, aguiPostEvents(t, e, "/ag-ui/careful", e.all, string(body)))
 	p := e.problem("POST", "/ag-ui/careful", e.user, string(body), http.StatusForbidden)
 	require.Contains(t, p.Detail, "needs the role approver")
 	e.problem("POST", "/ag-ui/careful", e.rival, string(body), http.StatusNotFound)
 }
 
-// aguiPostEvents posts a run's input and reads its events.
-func aguiPostEvents(t *testing.T, e *httpEnv, token, body string) []aguiEvent {
+// aguiPostEvents posts a run's input to path and reads its events.
+func aguiPostEvents(t *testing.T, e *httpEnv, path, token, body string) []aguiEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp := e.sseCall(ctx, "POST", "/ag-ui/careful", token, body, nil)
+	resp := e.sseCall(ctx, "POST", path, token, body, nil)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var out []aguiEvent
@@ -243,5 +279,69 @@ func aguiPostEvents(t *testing.T, e *httpEnv, token, body string) []aguiEvent {
 		}
 	}
 	require.NoError(t, sc.Err())
+	return out
+}
+
+// TestAGUIWaits: a client that does not declare AG-UI 1.0 is not sent
+// interrupts: its run goes on waiting and ends with the turn, the
+// question answered over the API meanwhile. A 1.0 client's run without a
+// thread is a thread of its own, which its resume names; a resume whose
+// answer the question does not take, one on another thread, and a
+// cancelled question are refused, and the question still waits for the
+// answer that then ends the turn.
+func TestAGUIWaits(t *testing.T) {
+	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.Script, o.Catalogs = aguiScript, aguiCatalogs })
+	id := testserver.RandomID()
+	post := func(body string) []aguiEvent {
+		t.Helper()
+		return aguiPostEvents(t, e, "/ag-ui/planner", e.all, body)
+	}
+
+	legacy := "agui-legacy-" + id
+	done := make(chan []aguiEvent, 1)
+	go func() {
+		done <- post(`{"runId":"` + legacy + `","messages":[{"id":"m1","role":"user","content":"Book a trip"}]}`)
+	}()
+	streamID := contract.TurnWorkflowID("demo", legacy)
+	var q pb.ListPendingQuestionsResponse
+	require.Eventually(t, func() bool {
+		// The run's turn starts with the run: until then it is not found.
+		code, data := e.call("GET", "/v1/"+streamID+"/questions", e.all, "")
+		return code == http.StatusOK && protojson.Unmarshal(data, &q) == nil && len(q.GetQuestions()) == 1
+	}, time.Minute, 50*time.Millisecond)
+	code, data := e.call("POST", "/v1/"+streamID+"/questions/"+q.GetQuestions()[0].GetCallId(), e.all, `{"answer": "Paris"}`)
+	require.Equal(t, http.StatusOK, code, "%s", data)
+	events := <-done
+	last := events[len(events)-1]
+	require.Equal(t, "RUN_FINISHED", last.Type)
+	require.Nil(t, last.Outcome, "no outcome for a client from before 1.0")
+	require.JSONEq(t, `"The result is Paris."`, string(last.Result))
+	require.Contains(t, aguiTypesOf(events), "CUSTOM", "the question's CUSTOM event")
+
+	job := "agui-own-" + id
+	asked := post(`{"runId":"` + job + `","protocolVersion":"1.0","messages":[{"id":"m1","role":"user","content":"Book a trip"}]}`)
+	require.Equal(t, job, asked[0].ThreadID, "a run without a thread is a thread of its own")
+	interrupt := asked[len(asked)-1].Outcome.Interrupts[0]
+	resume := func(thread, status, payload string) string {
+		return `{"threadId":"` + thread + `","runId":"` + job + `-2","messages":[],"resume":[{"interruptId":"` + interrupt.ID +
+			`","status":"` + status + `"` + payload + `}]}`
+	}
+	p := e.problem("POST", "/ag-ui/planner", e.all, resume(job, "resolved", `,"payload":{"answer":"Berlin"}`), http.StatusBadRequest)
+	require.Contains(t, p.Detail, `the answer must be one of the choices: "Paris", "Rome"`)
+	p = e.problem("POST", "/ag-ui/planner", e.all, resume("another-thread", "resolved", `,"payload":{"answer":"Rome"}`), http.StatusNotFound)
+	require.Contains(t, p.Detail, `is not one of a turn of agent "planner" on thread "another-thread"`)
+	p = e.problem("POST", "/ag-ui/planner", e.all, resume(job, "cancelled", ""), http.StatusBadRequest)
+	require.Contains(t, p.Detail, "cancels question")
+	require.Equal(t, interrupt.ToolCallID, e.waitQuestion(contract.TurnWorkflowID("demo", job), e.all).GetCallId(), "still waiting")
+	answered := post(resume(job, "resolved", `,"payload":"Rome"`))
+	require.Equal(t, job+"-2", answered[0].RunID)
+	require.JSONEq(t, `"The result is Rome."`, string(answered[len(answered)-1].Result))
+}
+
+func aguiTypesOf(events []aguiEvent) []string {
+	out := make([]string, len(events))
+	for i, ev := range events {
+		out[i] = ev.Type
+	}
 	return out
 }

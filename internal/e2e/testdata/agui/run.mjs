@@ -1,7 +1,8 @@
 // Drives the gateway's AG-UI door with AG-UI's own client: HttpAgent
 // (@ag-ui/client) runs the agents, and every event the door sends is read
 // off the wire as well and validated with @ag-ui/core's EventSchemas.
-// Reads {api, token, thread, carefulThread, runs: {first, asked, resumed}}
+// Reads {api, token, thread, carefulThread, planThread, runs: {first,
+// asked, resumed, question, answered}}
 // on stdin; writes, for each run, the wire events and what the client
 // made of them (its messages, its pending interrupts, the run's result)
 // as JSON on stdout. Any error the client or a schema raises exits
@@ -11,7 +12,7 @@ import { EventSchemas } from '@ag-ui/core/schemas';
 
 let input = '';
 for await (const chunk of process.stdin) input += chunk;
-const { api, token, thread, carefulThread, runs } = JSON.parse(input);
+const { api, token, thread, carefulThread, planThread, runs } = JSON.parse(input);
 
 // wire holds the events of the run in progress, as the door sent them.
 let wire = [];
@@ -74,4 +75,11 @@ const resume = careful.pendingInterrupts.map((i) => ({
 }));
 const resumed = await run(careful, { runId: runs.resumed, resume });
 
-process.stdout.write(JSON.stringify({ first, asked, resumed }));
+// A question: an input_required interrupt, answered by the next run.
+const planner = new HttpAgent({ url: `${api}/ag-ui/planner`, headers, threadId: planThread, fetch: tee });
+planner.addMessage(user('q3', 'Book a trip'));
+const question = await run(planner, { runId: runs.question });
+const answers = planner.pendingInterrupts.map((i) => ({ interruptId: i.id, status: 'resolved', payload: { answer: 'Rome' } }));
+const answered = await run(planner, { runId: runs.answered, resume: answers });
+
+process.stdout.write(JSON.stringify({ first, asked, resumed, question, answered }));
