@@ -29,12 +29,15 @@ import (
 // attaches to the same turn and reads it from its start; a threadId is a
 // session, whose Conversation answers the message with its transcript as
 // the history, as the OpenAI-compatible endpoint's session header does.
-// A request is authorized as the gRPC call whose work it does (Stream, or
-// SendMessage with a thread), with the bearer token the only identity;
-// an agent the caller's tenant does not expose through AG-UI is not
-// found, and nothing is started. A client that disconnects leaves the
-// turn running, as every stream of the gateway does: it is durable, and
-// is cancelled over the Cancel API.
+// A request is authorized as the gRPC call whose work it does (Stream,
+// SendMessage with a thread, Approve or Answer for a resume), with the
+// bearer token the only identity; an agent the caller's tenant does not
+// expose through AG-UI is not found, and nothing is started. A 1.0
+// client's run whose turn waits for a person ends with an interrupt, and
+// its next run, which resumes it, goes on with the same turn
+// (agui_resume.go). A client that disconnects leaves the turn running,
+// as every stream of the gateway does: it is durable, and is cancelled
+// over the Cancel API.
 
 // AGUIPath is where an agent's AG-UI runs are posted.
 const AGUIPath = "/ag-ui/{agent_id}"
