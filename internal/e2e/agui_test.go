@@ -288,7 +288,8 @@ func aguiPostEvents(t *testing.T, e *httpEnv, path, token, body string) []aguiEv
 // thread is a thread of its own, which its resume names; a resume whose
 // answer the question does not take, one on another thread, and a
 // cancelled question are refused, and the question still waits for the
-// answer that then ends the turn.
+// answer that then ends the turn. On a thread whose turn waits, a 1.0
+// client's new message is refused until a run resumes the interrupts.
 func TestAGUIWaits(t *testing.T) {
 	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.Script, o.Catalogs = aguiScript, aguiCatalogs })
 	id := testserver.RandomID()
@@ -333,6 +334,13 @@ func TestAGUIWaits(t *testing.T) {
 	p = e.problem("POST", "/ag-ui/planner", e.all, resume(job, "cancelled", ""), http.StatusBadRequest)
 	require.Contains(t, p.Detail, "cancels question")
 	require.Equal(t, interrupt.ToolCallID, e.waitQuestion(contract.TurnWorkflowID("demo", job), e.all).GetCallId(), "still waiting")
+	// A thread's open interrupts block a 1.0 client's new message.
+	thread := "agui-thread-" + id
+	waits := post(`{"threadId":"` + thread + `","protocolVersion":"1.0","messages":[{"id":"m1","role":"user","content":"Book a trip"}]}`)
+	require.Equal(t, "interrupt", waits[len(waits)-1].Outcome.Type)
+	p = e.problem("POST", "/ag-ui/planner", e.all, `{"threadId":"`+thread+`","protocolVersion":"1.0","messages":[{"id":"m2","role":"user","content":"Hello?"}]}`, http.StatusConflict)
+	require.Contains(t, p.Detail, `thread "`+thread+`" waits for a person`)
+
 	answered := post(resume(job, "resolved", `,"payload":"Rome"`))
 	require.Equal(t, job+"-2", answered[0].RunID)
 	require.JSONEq(t, `"The result is Rome."`, string(answered[len(answered)-1].Result))

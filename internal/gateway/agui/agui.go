@@ -143,6 +143,9 @@ func (a *server) aguiStart(ctx context.Context, agentID string, in aguiInput) (a
 // answers it.
 func (a *server) aguiSend(r *http.Request, agentID string, in aguiInput) (aguiTurn, error) {
 	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
+	if err == nil && in.interruptAware() {
+		err = a.aguiWaiting(ctx, in.ThreadID)
+	}
 	if err != nil {
 		return aguiTurn{}, err
 	}
@@ -151,6 +154,28 @@ func (a *server) aguiSend(r *http.Request, agentID string, in aguiInput) (aguiTu
 		return aguiTurn{}, err
 	}
 	return aguiTurn{threadID: in.ThreadID, runID: chat.JobID, jobID: chat.JobID, streamID: chat.StreamID, follow: chat.Follow}, nil
+}
+
+// aguiWaiting refuses a 1.0 client's new message on a thread whose turn
+// waits for a person: in AG-UI 1.0 a thread's open interrupts block new
+// input until a run resumes them. (The message would queue behind the
+// waiting turn, and its run wait with it.) A client from before 1.0 sends
+// its messages as it always has.
+func (a *server) aguiWaiting(ctx context.Context, thread string) error {
+	streamID, err := a.svc.SessionTurn(ctx, thread)
+	if err != nil || streamID == "" {
+		return err
+	}
+	v, err := a.svc.Client().QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
+	var st agent.TurnStatus
+	if err != nil || v.Get(&st) != nil {
+		return nil // the turn has just ended, or cannot say: the message goes to the thread
+	}
+	if st.Status != agent.StreamWaitingApproval && st.Status != agent.StreamWaitingInput {
+		return nil
+	}
+	return agent.Errorf(agent.CodeConflict, "thread %q waits for a person (its turn %q is %s): resume the interrupts its last run ended with (RunAgentInput.resume) before sending a new message",
+		thread, st.JobID, st.Status)
 }
 
 // aguiStream answers one run with its turn's AG-UI events.
