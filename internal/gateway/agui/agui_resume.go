@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -295,13 +297,79 @@ func (a *server) aguiResumeTurn(r *http.Request, agentID string, in aguiInput) (
 	streamID := contract.TurnWorkflowID(gateway.TenantOf(ctx), jobID)
 	return aguiTurn{threadID: threadID, runID: runID, jobID: jobID, streamID: streamID,
 		follow: func(ctx context.Context, send func(agent.Event) error) error {
-			for _, rs := range in.Resume {
-				if err := a.aguiAnswer(ctx, streamID, rs); err != nil {
-					return err
-				}
+			if err := a.aguiGive(ctx, streamID, in.Resume); err != nil {
+				return err
 			}
 			return a.svc.Events().Follow(ctx, streamID, 0, send)
 		}}, nil
+}
+
+// aguiGive gives the turn a resume's answers, whole or not at all: each
+// answer to a call that waits is checked as the turn would check it
+// before any is given, and answers to calls that wait no more — decided
+// already, which is harmless, or never asked, which is refused — are
+// given first, as they change nothing.
+func (a *server) aguiGive(ctx context.Context, streamID string, resumes []aguiResume) error {
+	var approvals []agent.PendingApproval
+	var questions []agent.PendingQuestion
+	var err error
+	if slices.ContainsFunc(resumes, func(rs aguiResume) bool { return rs.Interrupt.Kind == aguiKindApproval }) {
+		if approvals, err = turnclient.PendingApprovals(ctx, a.svc.Client(), streamID); err != nil {
+			return err
+		}
+	}
+	if slices.ContainsFunc(resumes, func(rs aguiResume) bool { return rs.Interrupt.Kind == aguiKindQuestion }) {
+		if questions, err = turnclient.PendingQuestions(ctx, a.svc.Client(), streamID); err != nil {
+			return err
+		}
+	}
+	var waiting []aguiResume
+	for _, rs := range resumes {
+		waits, err := aguiCheck(ctx, rs, approvals, questions)
+		if err != nil {
+			return err
+		}
+		if waits {
+			waiting = append(waiting, rs)
+		} else if err := a.aguiAnswer(ctx, streamID, rs); err != nil {
+			return err
+		}
+	}
+	for _, rs := range waiting {
+		if err := a.aguiAnswer(ctx, streamID, rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// aguiCheck checks an answer against what the turn waits for, as the
+// turn will: whether its call waits, and if so that the answer is one
+// the turn takes (an approval bound to the call, an answer of the
+// question's choices from a holder of its role).
+func aguiCheck(ctx context.Context, rs aguiResume, approvals []agent.PendingApproval, questions []agent.PendingQuestion) (bool, error) {
+	id := rs.Interrupt
+	if id.Kind == aguiKindQuestion {
+		i := slices.IndexFunc(questions, func(q agent.PendingQuestion) bool { return q.CallID == id.CallID })
+		if i < 0 {
+			return false, nil
+		}
+		a := gateway.CallerOf(ctx).AnswerQuestion(id.CallID, rs.Answer)
+		if err := a.Validate(); err != nil {
+			return true, err
+		}
+		return true, questions[i].Fits(a)
+	}
+	i := slices.IndexFunc(approvals, func(p agent.PendingApproval) bool { return p.CallID == id.CallID })
+	if i < 0 {
+		return false, nil
+	}
+	if p := approvals[i]; p.ApprovalID != "" && p.ApprovalID != id.ApprovalID {
+		return true, agent.Errorf(agent.CodeNotFound, "approval %s is not the one tool call %q waits with: the interrupt is of another step or run of the turn, and decides nothing",
+			agent.Clip(id.ApprovalID, 64), id.CallID)
+	}
+	d := agent.NewApprovalDecision(id.CallID, rs.Approved, rs.Reason, gateway.CallerOf(ctx).Name)
+	return true, d.Validate()
 }
 
 // aguiAnswer gives the turn one answer, as every door does. An interrupt

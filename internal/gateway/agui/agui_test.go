@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/gatewaytest"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
@@ -346,6 +348,51 @@ func TestAGUIInterruptID(t *testing.T) {
 		require.Error(t, err, in)
 		require.True(t, agent.IsCode(err, agent.CodeInvalid))
 		require.Contains(t, err.Error(), want, in)
+	}
+}
+
+// TestAGUICheck: a resume's answer to a call that waits is checked as
+// the turn checks it before any answer is given (agui_resume.go's
+// aguiGive): bound to the call's approval, one of the question's choices,
+// from a holder of its role. A call that waits no more is not checked.
+func TestAGUICheck(t *testing.T) {
+	tok, err := gateway.NewToken("s3cret", "demo", "uma", gateway.RoleUser)
+	require.NoError(t, err)
+	ctx := context.WithValue(context.Background(), gateway.CallerKey{}, tok)
+	approvals := []agent.PendingApproval{{CallID: "call_1", ApprovalID: "apr_1", Tool: "calculator"}}
+	questions := []agent.PendingQuestion{{CallID: "q1", Question: "Which city?", Choices: []string{"Paris", "Rome"}, Role: "user"},
+		{CallID: "q2", Question: "Which address?", Role: "approver"}}
+	approval := func(apr, call string) aguiResume {
+		return aguiResume{Interrupt: aguiInterruptID{JobID: "j1", Kind: aguiKindApproval, ApprovalID: apr, CallID: call}, Approved: true}
+	}
+	answer := func(call, text string) aguiResume {
+		return aguiResume{Interrupt: aguiInterruptID{JobID: "j1", Kind: aguiKindQuestion, CallID: call}, Answer: text}
+	}
+	for _, tc := range []struct {
+		name  string
+		rs    aguiResume
+		waits bool
+		code  agent.Code // "" for none
+		err   string
+	}{
+		{name: "the waiting call's approval", rs: approval("apr_1", "call_1"), waits: true},
+		{name: "another step's approval of the call", rs: approval("apr_0", "call_1"), waits: true, code: agent.CodeNotFound, err: "is not the one tool call \"call_1\" waits with"},
+		{name: "a call that waits no more", rs: approval("apr_9", "call_9")},
+		{name: "a choice", rs: answer("q1", "Rome"), waits: true},
+		{name: "not a choice", rs: answer("q1", "Berlin"), waits: true, code: agent.CodeInvalid, err: "one of the choices"},
+		{name: "without the question's role", rs: answer("q2", "Main St"), waits: true, code: agent.CodePermissionDenied, err: "needs the role approver"},
+		{name: "a question that waits no more", rs: answer("q9", "x")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waits, err := aguiCheck(ctx, tc.rs, approvals, questions)
+			require.Equal(t, tc.waits, waits)
+			if tc.code == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.True(t, agent.IsCode(err, tc.code), "%v", err)
+			require.Contains(t, err.Error(), tc.err)
+		})
 	}
 }
 
