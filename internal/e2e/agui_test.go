@@ -87,9 +87,10 @@ type aguiEvent struct {
 type aguiRun struct {
 	Events   []aguiEvent `json:"events"`
 	Messages []struct {
-		ID      string `json:"id"`
-		Role    string `json:"role"`
-		Content any    `json:"content"`
+		ID         string `json:"id"`
+		Role       string `json:"role"`
+		Content    any    `json:"content"`
+		ToolCallID string `json:"toolCallId"`
 	} `json:"messages"`
 	PendingInterrupts []struct {
 		ID string `json:"id"`
@@ -219,6 +220,17 @@ func TestAGUIClient(t *testing.T) {
 	require.Equal(t, whole.Output, asked.joined("TEXT_MESSAGE_CONTENT")+resumed.joined("TEXT_MESSAGE_CONTENT"))
 	require.Equal(t, "success", resumed.last().Outcome.Type)
 	require.Empty(t, resumed.PendingInterrupts)
+	var roles []string
+	for _, m := range resumed.Messages {
+		roles = append(roles, m.Role)
+		if m.Role == "tool" {
+			require.Equal(t, meta.CallID, m.ToolCallID)
+			require.Equal(t, "42", m.Content)
+		}
+	}
+	require.Equal(t, []string{"user", "reasoning", "assistant", "tool", "assistant"}, roles,
+		"the client's thread: the question, the reasoning, the call, its result across the two runs, the answer")
+	require.Equal(t, whole.Output, resumed.Messages[len(resumed.Messages)-1].Content)
 	u = logUsage(e.grpcTurn(streamID))
 	a, r := asked.usage(t), resumed.usage(t)
 	require.Equal(t, [3]int{u.PromptTokens, u.CompletionTokens, u.TotalTokens}, [3]int{a[0] + r[0], a[1] + r[1], a[2] + r[2]},
