@@ -3,7 +3,9 @@ package agui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/sse"
+	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -26,12 +29,15 @@ import (
 // attaches to the same turn and reads it from its start; a threadId is a
 // session, whose Conversation answers the message with its transcript as
 // the history, as the OpenAI-compatible endpoint's session header does.
-// A request is authorized as the gRPC call whose work it does (Stream, or
-// SendMessage with a thread), with the bearer token the only identity;
-// an agent the caller's tenant does not expose through AG-UI is not
-// found, and nothing is started. A client that disconnects leaves the
-// turn running, as every stream of the gateway does: it is durable, and
-// is cancelled over the Cancel API.
+// A request is authorized as the gRPC call whose work it does (Stream,
+// SendMessage with a thread, Approve or Answer for a resume), with the
+// bearer token the only identity; an agent the caller's tenant does not
+// expose through AG-UI is not found, and nothing is started. A 1.0
+// client's run whose turn waits for a person ends with an interrupt, and
+// its next run, which resumes it, goes on with the same turn
+// (agui_resume.go). A client that disconnects leaves the turn running,
+// as every stream of the gateway does: it is durable, and is cancelled
+// over the Cancel API.
 
 // AGUIPath is where an agent's AG-UI runs are posted.
 const AGUIPath = "/ag-ui/{agent_id}"
@@ -75,16 +81,27 @@ func (a *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	r = r.WithContext(ctx)
 	var run aguiTurn
-	if in.ThreadID == "" {
+	switch {
+	case len(in.Resume) > 0:
+		run, err = a.aguiResumeTurn(r, agentID, in)
+	case in.ThreadID == "":
 		run, err = a.aguiStart(ctx, agentID, in)
-	} else {
+	default:
 		run, err = a.aguiSend(r, agentID, in)
 	}
 	if err != nil {
 		a.Refuse(w, r, err)
 		return
 	}
-	s := &aguiStream{a: a, w: w, r: r, m: newAGUIMapper(run.threadID, run.runID), streamID: run.streamID}
+	m := newAGUIMapper(run.threadID, run.runID, run.jobID, in.interruptAware())
+	if len(in.Resume) > 0 {
+		calls := make([]string, len(in.Resume))
+		for i, rs := range in.Resume {
+			calls[i] = rs.Interrupt.CallID
+		}
+		m.resume(calls)
+	}
+	s := &aguiStream{a: a, w: w, r: r, m: m, streamID: run.streamID}
 	s.serve(run.follow)
 }
 
@@ -104,8 +121,8 @@ func (a *server) aguiExposed(ctx context.Context, agentID string) error {
 // aguiTurn is the turn that answers a run, and how to follow it from its
 // first event.
 type aguiTurn struct {
-	threadID, runID, streamID string
-	follow                    func(ctx context.Context, send func(agent.Event) error) error
+	threadID, runID, jobID, streamID string
+	follow                           func(ctx context.Context, send func(agent.Event) error) error
 }
 
 // aguiStart prepares a turn of its own, as Stream does; following it
@@ -115,7 +132,7 @@ func (a *server) aguiStart(ctx context.Context, agentID string, in aguiInput) (a
 	if err != nil {
 		return aguiTurn{}, err
 	}
-	return aguiTurn{threadID: req.JobID, runID: req.JobID, streamID: contract.TurnWorkflowID(req.TenantID, req.JobID),
+	return aguiTurn{threadID: req.JobID, runID: req.JobID, jobID: req.JobID, streamID: contract.TurnWorkflowID(req.TenantID, req.JobID),
 		follow: func(ctx context.Context, send func(agent.Event) error) error {
 			return a.svc.FollowNew(ctx, req, nil, send)
 		}}, nil
@@ -126,6 +143,9 @@ func (a *server) aguiStart(ctx context.Context, agentID string, in aguiInput) (a
 // answers it.
 func (a *server) aguiSend(r *http.Request, agentID string, in aguiInput) (aguiTurn, error) {
 	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
+	if err == nil && in.interruptAware() {
+		err = a.aguiWaiting(ctx, in.ThreadID)
+	}
 	if err != nil {
 		return aguiTurn{}, err
 	}
@@ -133,7 +153,29 @@ func (a *server) aguiSend(r *http.Request, agentID string, in aguiInput) (aguiTu
 	if err != nil {
 		return aguiTurn{}, err
 	}
-	return aguiTurn{threadID: in.ThreadID, runID: chat.JobID, streamID: chat.StreamID, follow: chat.Follow}, nil
+	return aguiTurn{threadID: in.ThreadID, runID: chat.JobID, jobID: chat.JobID, streamID: chat.StreamID, follow: chat.Follow}, nil
+}
+
+// aguiWaiting refuses a 1.0 client's new message on a thread whose turn
+// waits for a person: in AG-UI 1.0 a thread's open interrupts block new
+// input until a run resumes them. (The message would queue behind the
+// waiting turn, and its run wait with it.) A client from before 1.0 sends
+// its messages as it always has.
+func (a *server) aguiWaiting(ctx context.Context, thread string) error {
+	streamID, err := a.svc.SessionTurn(ctx, thread)
+	if err != nil || streamID == "" {
+		return err
+	}
+	v, err := a.svc.Client().QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
+	var st agent.TurnStatus
+	if err != nil || v.Get(&st) != nil {
+		return nil // the turn has just ended, or cannot say: the message goes to the thread
+	}
+	if st.Status != agent.StreamWaitingApproval && st.Status != agent.StreamWaitingInput {
+		return nil
+	}
+	return agent.Errorf(agent.CodeConflict, "thread %q waits for a person (its turn %q is %s): resume the interrupts its last run ended with (RunAgentInput.resume) before sending a new message",
+		thread, st.JobID, st.Status)
 }
 
 // aguiStream answers one run with its turn's AG-UI events.
@@ -162,7 +204,7 @@ func (s *aguiStream) Done() bool { return s.ended }
 
 // events writes the AG-UI events of e and of every event waiting behind
 // it, then flushes.
-func (s *aguiStream) Events(_ context.Context, e agent.Event, more <-chan agent.Event) error {
+func (s *aguiStream) Events(ctx context.Context, e agent.Event, more <-chan agent.Event) error {
 	s.st.Deadline()
 	for {
 		if err := s.write(s.m.add(e)...); err != nil {
@@ -172,6 +214,15 @@ func (s *aguiStream) Events(_ context.Context, e agent.Event, more <-chan agent.
 			s.ended = true
 			return s.st.Flush()
 		}
+		if s.m.waitsAt(e) {
+			if end := s.m.interrupt(s.pending(ctx)); len(end) > 0 {
+				s.ended = true
+				if err := s.write(end...); err != nil {
+					return err
+				}
+				return s.st.Flush()
+			}
+		}
 		select {
 		case e = <-more:
 		default:
@@ -180,6 +231,34 @@ func (s *aguiStream) Events(_ context.Context, e agent.Event, more <-chan agent.
 			}
 			return s.st.Flush()
 		}
+	}
+}
+
+// pending asks the turn which calls still wait for a person: a log read
+// after their answers (a run sent again) goes on past their requests.
+// When the turn cannot say, they are taken to wait: the run ends with
+// their interrupts, and a resume that finds them answered goes on.
+func (s *aguiStream) pending(ctx context.Context) func(aguiInterruptID) bool {
+	var approvals []agent.PendingApproval
+	var questions []agent.PendingQuestion
+	var aerr, qerr error
+	if s.m.opens(aguiKindApproval) {
+		approvals, aerr = turnclient.PendingApprovals(ctx, s.a.svc.Client(), s.streamID)
+	}
+	if s.m.opens(aguiKindQuestion) {
+		questions, qerr = turnclient.PendingQuestions(ctx, s.a.svc.Client(), s.streamID)
+	}
+	if err := errors.Join(aerr, qerr); err != nil {
+		s.a.Logger().Debug("pending approvals and questions unknown; the run ends with its interrupts", zap.String("stream_id", s.streamID), zap.Error(err))
+		return func(aguiInterruptID) bool { return true }
+	}
+	return func(id aguiInterruptID) bool {
+		if id.Kind == aguiKindQuestion {
+			return slices.ContainsFunc(questions, func(q agent.PendingQuestion) bool { return q.CallID == id.CallID })
+		}
+		return slices.ContainsFunc(approvals, func(p agent.PendingApproval) bool {
+			return p.CallID == id.CallID && (p.ApprovalID == "" || p.ApprovalID == id.ApprovalID)
+		})
 	}
 }
 

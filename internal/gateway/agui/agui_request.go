@@ -3,6 +3,7 @@ package agui
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -17,7 +18,10 @@ import (
 // threadId and runId (ids), messages (a list of messages, each with a
 // role; the last user message's content, a string or text parts, is the
 // prompt) and tools (client-side tools are refused: the agent's own run
-// on the server). parentRunId and context are checked for their JSON
+// on the server), protocolVersion (a client that declares 1.0 is sent
+// interrupts) and resume (agui_resume.go: the answers to the interrupts
+// of the run this one goes on from; messages then holds no new prompt).
+// parentRunId and context are checked for their JSON
 // type and not used (the agent's prompt is the user's message); state and
 // forwardedProps are the client's and are not read: a turn has no client
 // state. Members the protocol adds later are left unread, so that a newer
@@ -30,8 +34,28 @@ type aguiInput struct {
 	ThreadID string
 	// RunID is the turn's job id; empty: a new one.
 	RunID string
-	// Prompt is the text of the last user message.
+	// Prompt is the text of the last user message; empty when the run
+	// resumes interrupts.
 	Prompt string
+	// ProtocolVersion is the AG-UI version the client declares ("1.0");
+	// empty for a client from before 1.0.
+	ProtocolVersion string
+	// Resume answers the interrupts of the run this one goes on from.
+	Resume []aguiResume
+}
+
+// interruptAware reports whether the client speaks AG-UI 1.0's
+// interrupt-aware run lifecycle: it declares protocol 1.0 or later, or it
+// resumes interrupts. Only such a client is sent RUN_FINISHED with an
+// interrupt outcome; an older client reads that as a finished run and
+// would never resume it, so its run goes on waiting, as before 1.0.
+func (in aguiInput) interruptAware() bool {
+	if len(in.Resume) > 0 {
+		return true
+	}
+	major, _, _ := strings.Cut(in.ProtocolVersion, ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= 1
 }
 
 // aguiRoles are the roles of AG-UI's messages.
@@ -84,6 +108,20 @@ func decodeAGUIInput(data []byte) (aguiInput, error) {
 	}
 	if len(tools) > 0 {
 		return in, agent.Errorf(agent.CodeInvalid, "RunAgentInput.tools has %d client-side tools: they are not supported, the agent's tools run on the server (send tools: [])", len(tools))
+	}
+	if err := gateway.JSONString(fields, "protocolVersion", "RunAgentInput", &in.ProtocolVersion); err != nil {
+		return in, err
+	}
+	if in.Resume, err = aguiResumes(fields["resume"]); err != nil {
+		return in, err
+	}
+	if len(in.Resume) > 0 {
+		// The run goes on with the interrupted turn: the messages are the
+		// thread's, and none of them is a new prompt.
+		if raw := fields["messages"]; gateway.JSONKind(raw) != '[' {
+			return in, agent.Errorf(agent.CodeInvalid, "RunAgentInput.messages: want a list of messages")
+		}
+		return in, nil
 	}
 	in.Prompt, err = aguiPrompt(fields["messages"])
 	return in, err

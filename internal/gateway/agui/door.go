@@ -1,5 +1,7 @@
-// Package agui serves the AG-UI protocol at AGUIPath: RunAgentInput in,
-// AG-UI's event stream out, for the agents the catalog exposes through it.
+// Package agui serves the AG-UI protocol (1.0) at AGUIPath: RunAgentInput
+// in, AG-UI's event stream out, for the agents the catalog exposes
+// through it; a turn that waits for a person is an interrupt of the run,
+// which the client's next run resumes.
 package agui
 
 import (
