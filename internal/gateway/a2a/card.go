@@ -1,0 +1,82 @@
+package a2a
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
+)
+
+// Agent cards: the path's agent's, or the tenant's default agent's.
+
+// serveCard answers the agent card of the path's agent.
+func (m *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ag, err := m.agent(ctx)
+	switch {
+	case errors.Is(err, a2a.ErrInvalidRequest):
+		writeA2AError(w, http.StatusNotFound, a2a.ErrInvalidRequest, notServed(a2aRequestOf(ctx).agentID))
+	case err != nil:
+		// fail's message, which a client may see.
+		writeA2AError(w, http.StatusServiceUnavailable, a2a.ErrServerError, err.Error())
+	default:
+		writeCard(w, a2aCard(ag, a2aRequestOf(ctx).url))
+	}
+}
+
+// serveDefaultCard answers the card of the tenant's default agent, when
+// it is exposed through A2A.
+func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rt, err := m.s.Store().Routing(ctx, gateway.TenantOf(ctx))
+	if err != nil {
+		writeA2AError(w, http.StatusServiceUnavailable, a2a.ErrServerError, m.s.ClientMessage(ctx, err))
+		return
+	}
+	req := a2aRequestOf(ctx)
+	req.agentID = rt.DefaultAgent
+	req.url += rt.DefaultAgent
+	ctx = context.WithValue(ctx, a2aRequestKey{}, req)
+	ag, err := m.agent(ctx)
+	if rt.DefaultAgent == "" || err != nil {
+		writeA2AError(w, http.StatusNotFound, a2a.ErrInvalidRequest,
+			"the tenant's default agent is not served over A2A: read an agent's card at "+A2APrefix+"{agent_id}"+a2asrv.WellKnownAgentCardPath)
+		return
+	}
+	writeCard(w, a2aCard(ag, req.url))
+}
+
+func writeCard(w http.ResponseWriter, card *a2a.AgentCard) {
+	body, err := a2aCardJSON(card)
+	if err != nil {
+		writeA2AError(w, http.StatusInternalServerError, a2a.ErrInternalError, "the agent card could not be written")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// a2aCard is an agent's card: its id, description (its one skill), its
+// endpoint, streaming, and the bearer token it needs.
+func a2aCard(ag agent.Agent, url string) *a2a.AgentCard {
+	desc := ag.Description
+	if desc == "" {
+		desc = "The agent " + ag.ID + " of agentflow."
+	}
+	modes := []string{"text/plain", "application/json"}
+	return &a2a.AgentCard{
+		Name: ag.ID, Description: desc, URL: url, Version: fmt.Sprint(ag.Version),
+		ProtocolVersion: A2AProtocolVersion, PreferredTransport: a2a.TransportProtocolJSONRPC,
+		Capabilities:      a2a.AgentCapabilities{Streaming: true},
+		DefaultInputModes: modes, DefaultOutputModes: modes,
+		Skills: []a2a.AgentSkill{{ID: ag.ID, Name: ag.ID, Description: desc, Tags: []string{gateway.ServerName}}},
+		SecuritySchemes: a2a.NamedSecuritySchemes{a2aSecurityScheme: a2a.HTTPAuthSecurityScheme{
+			Scheme: "bearer", Description: "an agentflow API token with the user role"}},
+		Security: []a2a.SecurityRequirements{{a2aSecurityScheme: a2a.SecuritySchemeScopes{}}},
+	}
+}
