@@ -8,25 +8,29 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
 
-// a2aTask is an A2A task made from its turn's event log, event by event:
+// a2aTask is an A2A task made from its turn's projection
+// (internal/gateway/projection, Held: a model call's text once it has
+// answered), item by item:
 //
 //	status RUNNING                      working
 //	status RETRYING                     working ("the model call is retried")
-//	tool_start, tool_end                working ("calling the tool …", "the tool … ended ok")
-//	approval_required                   input-required (which call, and how to approve it)
-//	approval_decided                    working ("the call … was approved")
-//	content (text, JSON blocks)         artifact "answer": text and data parts
-//	content (image, file blocks)        artifact "answer": file parts, by cas:// ref
-//	status COMPLETED                    completed (final)
-//	status FAILED                       failed, or rejected when the request was refused; the error's message
-//	status CANCELED                     canceled
+//	a call's start, its result          working ("calling the tool …", "the tool … ended ok")
+//	input required: an approval         input-required (which call, and how to approve it)
+//	input required: a question          input-required (the question, and how to answer it)
+//	input resolved                      working ("the call … was approved")
+//	answer (text, JSON blocks)          artifact "answer": text and data parts
+//	answer (image, file blocks)         artifact "answer": file parts, by cas:// ref
+//	end: completed                      completed (final)
+//	end: failed                         failed, or rejected when the request was refused; the error's message
+//	end: canceled                       canceled
 //
 // Events of delegated child turns are the child's and are left out.
 type a2aTask struct {
 	id, contextID string
+	p             *projection.Projection
 
 	state   a2a.TaskState
 	message *a2a.Message
@@ -35,7 +39,7 @@ type a2aTask struct {
 }
 
 func newA2ATask(streamID, contextID string) *a2aTask {
-	return &a2aTask{id: streamID, contextID: contextID, state: a2a.TaskStateSubmitted}
+	return &a2aTask{id: streamID, contextID: contextID, state: a2a.TaskStateSubmitted, p: projection.New(projection.Held)}
 }
 
 // TaskInfo implements a2a.TaskInfoProvider.
@@ -56,55 +60,55 @@ func (t *a2aTask) task() *a2a.Task {
 
 // apply folds e into the task and returns the updates it makes.
 func (t *a2aTask) apply(e agent.Event) []a2a.Event {
-	if e.Child != nil {
-		return nil
+	var out []a2a.Event
+	for _, it := range t.p.Add(e) {
+		out = append(out, t.item(it)...)
 	}
-	switch e.Kind {
-	case agent.EventStatus:
-		return t.status(e)
-	case agent.EventToolStart:
-		return t.update(e, a2a.TaskStateWorking, "calling the tool "+toolName(e))
-	case agent.EventToolEnd:
+	return out
+}
+
+func (t *a2aTask) item(it projection.Item) []a2a.Event {
+	e := it.Event
+	switch it.Kind {
+	case projection.Status:
+		return t.status(it)
+	case projection.End:
+		return t.end(it)
+	case projection.ToolInput:
+		if e.Kind == agent.EventToolStart {
+			return t.update(e, a2a.TaskStateWorking, "calling the tool "+toolName(e))
+		}
+	case projection.ToolResult:
 		return t.update(e, a2a.TaskStateWorking, "the tool "+toolName(e)+" ended "+toolStatus(e))
-	case agent.EventApprovalRequired:
-		callID, approvalID := "", ""
-		if e.Tool != nil {
-			callID, approvalID = e.Tool.CallID, e.Tool.ApprovalID
+	case projection.InputRequired:
+		if it.Question != nil {
+			q := it.Question
+			msg := q.Text
+			if len(q.Choices) > 0 {
+				msg += " (choices: " + strings.Join(q.Choices, ", ") + ")"
+			}
+			return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf("%s — answer with a message for this task, or POST /v1/%s/questions/%s {\"answer\"} (%s role)",
+				msg, t.id, it.Tool.CallID, q.Role))
 		}
 		return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf(
 			"the call %s of the tool %s waits for a person's approval (approver role): answer with a message for this task, {\"approved\": true|false} as data or the text approve or reject, or POST /v1/%s/approvals/%s {\"approval_id\": %q, \"approved\"}",
-			callID, toolName(e), t.id, callID, approvalID))
-	case agent.EventQuestion:
-		if e.Tool == nil {
-			return nil
+			it.Tool.CallID, toolName(e), t.id, it.Tool.CallID, it.Tool.ApprovalID))
+	case projection.InputResolved:
+		if it.Question != nil {
+			return t.update(e, a2a.TaskStateWorking, "the question "+it.Tool.CallID+" was "+it.Question.Outcome)
 		}
-		q := gateway.QuestionOrEmpty(e.Question)
-		msg := q.Text
-		if len(q.Choices) > 0 {
-			msg += " (choices: " + strings.Join(q.Choices, ", ") + ")"
-		}
-		return t.update(e, a2a.TaskStateInputRequired, fmt.Sprintf("%s — answer with a message for this task, or POST /v1/%s/questions/%s {\"answer\"} (%s role)",
-			msg, t.id, e.Tool.CallID, q.Role))
-	case agent.EventQuestionAnswered:
-		if e.Tool == nil {
-			return nil
-		}
-		return t.update(e, a2a.TaskStateWorking, "the question "+e.Tool.CallID+" was "+gateway.QuestionOrEmpty(e.Question).Outcome)
-	case agent.EventApprovalDecided:
 		outcome := "decided"
 		if e.Approval != nil {
 			outcome = e.Approval.Outcome
 		}
-		callID := ""
-		if e.Tool != nil {
-			callID = e.Tool.CallID
+		return t.update(e, a2a.TaskStateWorking, "the call "+it.Tool.CallID+" of the tool "+toolName(e)+" was "+outcome)
+	case projection.Delta:
+		if e.Kind == agent.EventToken {
+			t.text.WriteString(it.Text)
 		}
-		return t.update(e, a2a.TaskStateWorking, "the call "+callID+" of the tool "+toolName(e)+" was "+outcome)
-	case agent.EventToken:
-		t.text.WriteString(e.Text)
-	case agent.EventContent:
-		var b agent.Block
-		if json.Unmarshal(e.Content, &b) != nil {
+	case projection.Answer:
+		b, ok := projection.Block(e)
+		if !ok {
 			return nil
 		}
 		switch b.Type {
@@ -123,9 +127,10 @@ func (t *a2aTask) apply(e agent.Event) []a2a.Event {
 	return nil
 }
 
-// status folds a status event.
-func (t *a2aTask) status(e agent.Event) []a2a.Event {
-	switch e.Status {
+// status folds a status that is not the turn's end.
+func (t *a2aTask) status(it projection.Item) []a2a.Event {
+	e := it.Event
+	switch it.Status {
 	case agent.StreamRunning:
 		return t.update(e, a2a.TaskStateWorking, "")
 	case agent.StreamRetrying:
@@ -141,6 +146,14 @@ func (t *a2aTask) status(e agent.Event) []a2a.Event {
 			return nil
 		}
 		return t.update(e, a2a.TaskStateInputRequired, "a question waits for a person's answer")
+	}
+	return nil
+}
+
+// end folds the turn's end.
+func (t *a2aTask) end(it projection.Item) []a2a.Event {
+	e := it.Event
+	switch it.Status {
 	case agent.StreamCompleted:
 		var out []a2a.Event
 		if len(t.parts) == 0 && t.text.Len() > 0 {
@@ -159,14 +172,12 @@ func (t *a2aTask) status(e agent.Event) []a2a.Event {
 			}
 		}
 		return t.update(e, state, msg)
-	case agent.StreamCanceled:
-		msg := "the turn was cancelled"
-		if e.Error != nil && e.Error.Message != "" {
-			msg += ": " + e.Error.Message
-		}
-		return t.update(e, a2a.TaskStateCanceled, msg)
 	}
-	return nil
+	msg := "the turn was cancelled"
+	if e.Error != nil && e.Error.Message != "" {
+		msg += ": " + e.Error.Message
+	}
+	return t.update(e, a2a.TaskStateCanceled, msg)
 }
 
 // refused: a turn that failed with an error of these types was refused
