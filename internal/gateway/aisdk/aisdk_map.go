@@ -43,12 +43,17 @@ type uiMetadata struct {
 // uiMapper renders a turn's projection (internal/gateway/projection) as
 // the chunks of one assistant UIMessage whose id is the turn's job id.
 //
-// A client of AI SDK 7 takes a step back (reset-step): it gets every
-// delta as the model streams it (projection.Live), and a model call that
-// fails part-way and is retried as reset-step, after which the retry
-// streams again. Earlier clients refuse a chunk they do not know, and get
-// a model call's text once the call has answered (projection.Held): a
-// client never shows text a retry replaces, nor the same text twice.
+// A client of AI SDK 7 (?ai_sdk=7, decodeUIQuery) takes a step back
+// (reset-step): it gets every delta as the model streams it
+// (projection.Live), and a model call that fails part-way and is retried
+// as reset-step. The client then drops every part of the message since
+// the step's step-start, which it keeps, and forgets the parts and tool
+// inputs that were open: no text-end closes the dropped part and no
+// start-step follows (a second would open an empty step); the retry
+// starts its parts again, under ids of its own. Earlier clients refuse a
+// chunk they do not know, and get a model call's text once the call has
+// answered (projection.Held): a client never shows text a retry
+// replaces, nor the same text twice.
 // What else a turn logs is rendered as it comes (docs/events.md has the
 // table).
 //
