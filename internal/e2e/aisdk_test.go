@@ -354,6 +354,11 @@ func TestAISDKRefusals(t *testing.T) {
 	}
 	p = e.problem("GET", "/v1/ui/chat/"+chat+"/stream?after_index=3", e.user, "", http.StatusBadRequest)
 	require.Contains(t, p.Detail, `unknown query parameter "after_index"`)
+	// Which AI SDK the client runs: 5, 6 or 7, on both routes.
+	p = e.problem("GET", "/v1/ui/chat/"+chat+"/stream?ai_sdk=8", e.user, "", http.StatusBadRequest)
+	require.Contains(t, p.Detail, `ai_sdk="8": want the AI SDK's major version, 5, 6 or 7`)
+	p = e.problem("POST", "/v1/ui/chat?ai_sdk=7&model=x", e.user, uiBody(t, chat, "assistant", hello), http.StatusBadRequest)
+	require.Contains(t, p.Detail, `unknown query parameter "model"`)
 	e.problem("GET", "/v1/ui/chat/"+chat+"/stream", "", "", http.StatusUnauthorized)
 	p = e.problem("PUT", "/v1/ui/chat", e.user, "", http.StatusMethodNotAllowed)
 	require.Contains(t, p.Detail, fmt.Sprintf("%s does not take PUT", "/v1/ui/chat"))
