@@ -411,16 +411,29 @@ func TestAISDKClient(t *testing.T) {
 // stdin, and returns its stdout; the script must exit 0.
 func runNode(t *testing.T, dir, script string, in []byte) []byte {
 	t.Helper()
+	return startNode(t, dir, script, in)()
+}
+
+// startNode starts what runNode runs, and returns the function that
+// waits for its end and returns its stdout.
+func startNode(t *testing.T, dir, script string, in []byte) (wait func() []byte) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "%s", stderr.String())
-	return out
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	return func() []byte {
+		t.Helper()
+		defer cancel()
+		require.NoError(t, cmd.Wait(), "%s", stderr.String())
+		return stdout.Bytes()
+	}
 }
 
 // sdkMessage is a UIMessage as the AI SDK's client code built it.
@@ -435,7 +448,9 @@ type sdkMessage struct {
 
 type sdkPart struct {
 	Type       string          `json:"type"`
+	ID         string          `json:"id"`
 	Text       string          `json:"text"`
+	Parts      []sdkPart       `json:"parts"` // a steering-message's
 	State      string          `json:"state"`
 	ToolCallID string          `json:"toolCallId"`
 	Input      json.RawMessage `json:"input"`
@@ -504,6 +519,12 @@ rules:
     when: {user: '^cut a story$'}
     fault: {cut_after_chunks: 25, times: 1}
     reply: {reasoning: 'The user wants the story told exactly once.', text: '` + storyText + `'}
+  - name: cat
+    when: {user: '^now make it about a cat$'}
+    reply: {text: 'A story about a cat.'}
+  - name: end
+    when: {user: '^and then\?$'}
+    reply: {text: 'The end.'}
 `
 
 // TestAISDKLive: a client of AI SDK 7 (DefaultChatTransport with
@@ -577,6 +598,65 @@ func TestAISDKLive(t *testing.T) {
 	before := strings.Join(deltas(retried.Chunks[:slices.IndexFunc(retried.Chunks, func(c uiChunk) bool { return c.Type == "reset-step" })], "text-delta"), "")
 	require.NotEmpty(t, before, "the cut attempt streamed text the client showed until the reset")
 	require.True(t, strings.HasPrefix(storyText, before))
+}
+
+// TestAISDKSteered: a message steered into a chat's running turn from
+// another door (gRPC SendMessage, on_busy steer) is, for AI SDK 7, a
+// steering-message part of the answer between its steps, where the SDK
+// puts one; the chat's next request, which sends that message back, is
+// taken.
+func TestAISDKSteered(t *testing.T) {
+	dir := nodeClient(t, "aisdk", "ai")
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = storyScript
+		o.StreamInterval = 100 * time.Millisecond
+	})
+	chat := "steered-" + testserver.RandomID()
+	in, err := json.Marshal(map[string]any{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.user, "chats": []map[string]string{
+		{"chat": chat, "agent": "assistant", "prompt": "tell a story", "then": "and then?"},
+	}})
+	require.NoError(t, err)
+	wait := startNode(t, dir, "live.mjs", in)
+
+	// Once the story streams, steer a message into its turn.
+	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), time.Minute)
+	defer cancel()
+	streamID := contract.TurnWorkflowID("demo", chat+"-1")
+	require.Eventually(t, func() bool {
+		_, err := e.Client().DescribeWorkflowExecution(ctx, streamID, "")
+		return err == nil
+	}, time.Minute, 20*time.Millisecond, "the chat's turn starts")
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errStreams := errors.New("it streams")
+	err = e.Follower().Follow(fctx, streamID, 0, func(ev agent.Event) error {
+		if ev.Kind == agent.EventToken {
+			return errStreams
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, errStreams)
+	sent, err := pb.NewAgentServiceClient(e.Conn).SendMessage(ctx, &pb.SendMessageRequest{SessionId: chat, AgentId: "assistant",
+		Prompt: "now make it about a cat", OnBusy: agent.OnBusySteer})
+	require.NoError(t, err)
+	require.True(t, sent.GetSteered(), "the story was still streaming")
+
+	var got []struct {
+		Message sdkMessage `json:"message"`
+		Next    sdkMessage `json:"next"`
+	}
+	out := wait()
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	m := got[0].Message
+	require.Equal(t, []string{"step-start ", "text done", "steering-message ", "step-start ", "text done"}, m.types())
+	steering := m.Parts[2]
+	require.Equal(t, sent.GetJobId(), steering.ID)
+	require.Equal(t, []sdkPart{{Type: "text", Text: "now make it about a cat"}}, steering.Parts)
+	require.Equal(t, storyText+"A story about a cat.", m.text())
+	stored, err := e.Store().Result(ctx, "demo", chat+"-1")
+	require.NoError(t, err)
+	require.Equal(t, "A story about a cat.", stored.Output, "the answer, having read the message")
+	require.Equal(t, "The end.", got[0].Next.text(), "the chat goes on with the steered message in its history")
 }
 
 // TestAISDKResume: the exact-under-faults check of the AI SDK door. An

@@ -92,7 +92,7 @@ var uiToolStates = []string{"input-streaming", "input-available", "approval-requ
 // uiPartTypes are the part types of a UIMessage besides tool-<name> and
 // data-<name>.
 var uiPartTypes = []string{"text", "reasoning", "step-start", "dynamic-tool", "file", "reasoning-file",
-	"source-url", "source-document", "custom"}
+	"source-url", "source-document", "custom", "steering-message"}
 
 // uiChatMembers are the members of a chat request's body.
 var uiChatMembers = []string{"agent", "id", "messageId", "messages", "trigger"}

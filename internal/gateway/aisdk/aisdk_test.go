@@ -208,6 +208,10 @@ func TestUIMessageChatDecode(t *testing.T) {
 			agent: "assistant", want: uiAsk{Prompt: "What is 2+2?"}},
 		{name: "history before it, a messageId, no agent", body: `{"id":"c1","messageId":null,"messages":[` + user + `,` + answer("output-available", "") + `,` + user + `]}`,
 			want: uiAsk{Prompt: "What is 2+2?"}},
+		{name: "an AI SDK 7 answer with a message steered into it", body: `{"id":"c1","messages":[` + user + `,{"id":"c1-1","role":"assistant","parts":[` +
+			`{"type":"step-start"},{"type":"text","text":"Once."},{"type":"steering-message","id":"c1-2","parts":[{"type":"text","text":"a cat"}]},` +
+			`{"type":"step-start"},{"type":"text","text":"A cat."}]},` + user + `]}`,
+			want: uiAsk{Prompt: "What is 2+2?"}},
 		{name: "approval responses", body: `{"id":"c1","trigger":"submit-message","messageId":"c1-1","messages":[` + user + `,` +
 			answer("approval-responded", `,"approval":{"id":"apr_1","approved":false,"reason":"not now"}`) + `]}`,
 			want: uiAsk{Answer: "c1-1", Decisions: []uiDecision{{CallID: "call_1", ApprovalID: "apr_1", Approved: false, Reason: "not now"}}}},
@@ -264,7 +268,8 @@ func FuzzUIMessageChat(f *testing.F) {
 		`{"id":"c1","agent":"assistant","trigger":"submit-message","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"hi"}]}]}`,
 		`{"id":"c1","messageId":"c1-1","messages":[{"id":"c1-1","role":"assistant","metadata":{},"parts":[{"type":"step-start"},{"type":"reasoning","text":"r"},` +
 			`{"type":"tool-calc","toolCallId":"k","state":"approval-responded","input":{},"approval":{"id":"k","approved":true,"reason":"ok"}},` +
-			`{"type":"dynamic-tool","toolName":"d","toolCallId":"j","state":"output-available","output":1},{"type":"data-x","id":"1","data":null}]}]}`,
+			`{"type":"dynamic-tool","toolName":"d","toolCallId":"j","state":"output-available","output":1},{"type":"data-x","id":"1","data":null},` +
+			`{"type":"steering-message","id":"c1-2","parts":[{"type":"text","text":"a cat"}]}]}]}`,
 		`{"id":"c1","trigger":"regenerate-message","messages":[{"id":"m","role":"user","parts":[{"type":"file","url":"u","mediaType":"t"}]}]}`,
 		`{"id":"","messages":null}`, `[]`, `null`, ``, `{"id":"c","messages":[{"id":"m","role":"user","parts":[{"type":"tool-"}]}]}`,
 	} {
@@ -333,6 +338,13 @@ func TestUIMessageMapperLive(t *testing.T) {
 	for _, c := range mapAll(events) {
 		require.NotEqual(t, "reset-step", c.Type)
 	}
+
+	// A message steered in is a steering-message part for AI SDK 7 only.
+	steered := gatewaytest.Log(gatewaytest.Usage(1, 1, 1), step(agent.EventStepFinish, 1, agent.FinishStop),
+		agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: "c1-2"}, Text: "make it about a cat"}, step(agent.EventStepStart, 3, ""))
+	require.Equal(t, []string{`{"type":"finish-step"}`, `{"type":"steering-message","id":"c1-2","parts":[{"type":"text","text":"make it about a cat"}]}`,
+		`{"type":"start-step"}`}, chunkLines(t, mapAllIn(projection.Live, steered)))
+	require.Equal(t, []string{`{"type":"finish-step"}`, `{"type":"start-step"}`}, chunkLines(t, mapAll(steered)))
 }
 
 // TestUIMessageQuery: which stream a chat route's query asks for, or what

@@ -66,6 +66,10 @@ const (
 	Reset
 	// Custom is a tool's custom event (Event.Custom).
 	Custom
+	// Steered is a message of the turn's conversation that the turn took
+	// in while it ran (Event.Message.ID, Text: its prompt), which the
+	// model reads before its next call; it comes between steps.
+	Steered
 	// Answer is a content block of the answer (Event.Content: text, JSON,
 	// an image or a file).
 	Answer
@@ -216,6 +220,11 @@ func (p *Projection) Add(e agent.Event) []Item {
 			return nil
 		}
 		return append(p.closePart(p.release(nil)), Item{Kind: Custom, Event: e})
+	case agent.EventSteered:
+		if e.Message == nil {
+			return nil
+		}
+		return append(p.closePart(p.release(nil)), Item{Kind: Steered, Event: e, Text: e.Text})
 	case agent.EventContent:
 		out := p.release(nil)
 		if b, ok := Block(e); !ok || b.Type != agent.BlockText {

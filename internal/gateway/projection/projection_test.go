@@ -38,6 +38,8 @@ func describe(items []Item) []string {
 			out = append(out, fmt.Sprintf("reset %d", it.VoidFrom))
 		case Answer:
 			out = append(out, "answer")
+		case Steered:
+			out = append(out, fmt.Sprintf("steered %s %q", it.Event.Message.ID, it.Text))
 		case Usage:
 			out = append(out, fmt.Sprintf("usage %d", it.Total.TotalTokens))
 		case End:
@@ -188,6 +190,13 @@ func TestLive(t *testing.T) {
 		want: []string{"step-start", "start text-1", `delta text-1 "Let me add."`, "usage 2", "end text-1", "tool-open call_1",
 			"tool-input call_1 streamed=false", "tool-result call_1", "step-start", "start text-5", `delta text-5 "It is"`, "reset 5",
 			"start text-7", `delta text-7 "It is 4."`, "usage 4"},
+	}, {
+		name: "a message steered in between steps",
+		events: gatewaytest.Log(stepStart(1), gatewaytest.Token(1, 1, "Once."), gatewaytest.Usage(1, 1, 1), stepFinish(1, agent.FinishStop),
+			agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: "c1-2"}, Text: "make it about a cat"},
+			stepStart(3), gatewaytest.Token(3, 1, "A cat."), gatewaytest.Usage(3, 1, 1), stepFinish(3, agent.FinishStop)),
+		want: []string{"step-start", "start text-2", `delta text-2 "Once."`, "usage 2", "end text-2", "step-end stop",
+			`steered c1-2 "make it about a cat"`, "step-start", "start text-7", `delta text-7 "A cat."`, "usage 4", "end text-7", "step-end stop"},
 	}, {
 		name: "a child's events, its retries too, are not the turn's",
 		events: gatewaytest.Log(stepStart(1), gatewaytest.Token(1, 1, "Mine."),
