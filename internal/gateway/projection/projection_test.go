@@ -244,3 +244,96 @@ func TestLiveFlush(t *testing.T) {
 	require.Equal(t, []string{"end text-2"}, describe(p.Flush()))
 	require.Empty(t, p.Flush())
 }
+
+// FuzzProjection: whatever the log (steps whose model call streams text,
+// reasoning and arguments, is retried from any index of its step, and
+// answers), a client of either mode that renders the items as the AI
+// SDK 7's client does (shown) never gets a delta of a part that is not
+// open, nor starts a part twice, and shows, once the last call has
+// answered, the log's text, agent.ReplayText.
+func FuzzProjection(f *testing.F) {
+	f.Add([]byte{1, 1, 4, 0, 1, 5})
+	f.Add([]byte{2, 1, 3, 4, 2, 1, 3, 5, 0, 1, 4, 9, 1, 5, 6})
+	f.Add([]byte{1, 4, 0, 4, 0, 1, 5, 7, 0, 2, 1, 5})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		events := fuzzLog(ops)
+		for _, mode := range []Mode{Held, Live} {
+			require.Equal(t, agent.ReplayText(events), shown(t, projectAll(mode, events)), "mode %d, log %v", mode, events)
+		}
+	})
+}
+
+// fuzzLog is a well-formed log that ops describe: each op adds an event
+// where the log can have one.
+func fuzzLog(ops []byte) []agent.Event {
+	var events []agent.Event
+	step, attempt := 0, 1
+	var first int64 // the index of the step's model call's first event; 0: no call runs
+	add := func(e agent.Event) {
+		e.StreamID, e.Index = "turn/demo/j1", int64(len(events)+1)
+		events = append(events, e)
+	}
+	for i := 0; i < len(ops); i++ {
+		op := ops[i] % 8
+		if step == 0 && op != 0 && op != 7 {
+			op = 0 // a model call streams in a step
+		}
+		switch op {
+		case 0: // a step begins (the last one ended)
+			if step > 0 {
+				add(agent.Event{Kind: agent.EventStepFinish, Step: step, FinishReason: agent.FinishStop})
+			}
+			step++
+			attempt, first = 1, 0
+			add(stepStart(step))
+			first = int64(len(events) + 1)
+		case 1, 2, 3: // the call streams
+			if first == 0 {
+				continue // the call has answered
+			}
+			e := agent.Event{Step: step, Attempt: attempt, Text: fmt.Sprintf("%c%d ", "trq"[op-1], i)}
+			switch op {
+			case 1:
+				e.Kind = agent.EventToken
+			case 2:
+				e.Kind = agent.EventReasoning
+			case 3:
+				e.Kind, e.Text = agent.EventToolArgsDelta, ""
+				e.Tool = &agent.ToolEvent{CallID: fmt.Sprintf("call_%d", i%3), Name: "calculator", ArgsDelta: `{"x":1}`}
+			}
+			add(e)
+		case 4: // the call is retried, void from its first index or a later one
+			if first == 0 || int64(len(events)+1) == first {
+				continue // nothing streamed to void
+			}
+			from := first
+			if i+1 < len(ops) {
+				i++
+				from += int64(ops[i]) % (int64(len(events)+1) - first)
+			}
+			attempt++
+			add(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: from, Attempt: attempt, Step: step})
+		case 5: // the call answers
+			if first == 0 {
+				continue
+			}
+			add(gatewaytest.Usage(step, 1, 1))
+			first = 0
+		case 6: // a tool call of the step's runs
+			if first != 0 {
+				continue
+			}
+			add(gatewaytest.Call(agent.EventToolStart, "", ""))
+			add(gatewaytest.Call(agent.EventToolEnd, agent.ToolOK, "4"))
+		case 7: // a message steered in, between steps
+			if first != 0 {
+				continue
+			}
+			add(agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: "c1-2"}, Text: "and a cat"})
+		}
+	}
+	if first != 0 {
+		add(gatewaytest.Usage(step, 1, 1)) // Held gives a call's text once it has answered
+	}
+	return events
+}
