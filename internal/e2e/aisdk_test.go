@@ -519,6 +519,10 @@ rules:
     when: {user: '^cut a story$'}
     fault: {cut_after_chunks: 25, times: 1}
     reply: {reasoning: 'The user wants the story told exactly once.', text: '` + storyText + `'}
+  - name: cut again
+    when: {user: '^cut it again$'}
+    fault: {cut_after_chunks: 25, times: 1}
+    reply: {text: '` + storyText + `'}
   - name: cat
     when: {user: '^now make it about a cat$'}
     reply: {text: 'A story about a cat.'}
@@ -657,6 +661,39 @@ func TestAISDKSteered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "A story about a cat.", stored.Output, "the answer, having read the message")
 	require.Equal(t, "The end.", got[0].Next.text(), "the chat goes on with the steered message in its history")
+}
+
+// TestAISDKClient6: AI SDK 6's own client (testdata/aisdk6) reads the
+// stream a client gets when it does not ask for AI SDK 7's: a model call
+// cut part-way and retried ends, as before AI SDK 7, with the retry's
+// text once, the stored result. The same client refuses AI SDK 7's
+// stream of such a call (reset-step is not a chunk it knows), which is
+// why that stream is asked for.
+func TestAISDKClient6(t *testing.T) {
+	dir := nodeClient(t, "aisdk6", "ai")
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = storyScript
+		o.StreamInterval = 100 * time.Millisecond
+	})
+	chat := "six-" + testserver.RandomID()
+	in, err := json.Marshal(map[string]string{"api": e.api + "/v1/ui/chat", "token": e.user, "chat": chat, "v7Chat": "seven-" + testserver.RandomID(),
+		"agent": "assistant", "prompt": "cut a story", "v7Prompt": "cut it again"})
+	require.NoError(t, err)
+	var got struct {
+		Message sdkMessage `json:"message"`
+		V7Error *string    `json:"v7Error"`
+	}
+	out := runNode(t, dir, "held.mjs", in)
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	require.Equal(t, 2, e.Model.Served("cut"), "cut once, then answered")
+
+	stored, err := e.Store().Result(context.Background(), "demo", chat+"-1")
+	require.NoError(t, err)
+	require.Equal(t, storyText, stored.Output)
+	require.Equal(t, []string{"step-start ", "reasoning done", "text done"}, got.Message.types())
+	require.Equal(t, stored.Output, got.Message.text())
+	require.NotNil(t, got.V7Error, "AI SDK 6 reads AI SDK 7's stream of a retried call")
+	require.Contains(t, *got.V7Error, "reset-step")
 }
 
 // TestAISDKResume: the exact-under-faults check of the AI SDK door. An
