@@ -393,15 +393,15 @@ func (p *Projection) status(e agent.Event) []Item {
 // what of it the retry does not void.
 func (p *Projection) reset(e agent.Event) []Item {
 	// The client forgets what the step opened: the retry opens its parts
-	// and calls again.
+	// and calls again. (Calls of earlier steps stay as they are.)
 	p.part, p.partID = "", ""
 	if p.wroteText && p.firstText >= e.VoidFrom {
 		p.wroteText = false
 	}
-	for id := range p.opened {
-		if !p.input[id] {
-			delete(p.opened, id)
-			delete(p.argued, id)
+	for _, s := range p.stepped {
+		if s.Kind == agent.EventToolArgsDelta && s.Tool != nil && !p.input[s.Tool.CallID] {
+			delete(p.opened, s.Tool.CallID)
+			delete(p.argued, s.Tool.CallID)
 		}
 	}
 	out := []Item{{Kind: Reset, Event: e, VoidFrom: e.VoidFrom}}

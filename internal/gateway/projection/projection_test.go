@@ -191,6 +191,14 @@ func TestLive(t *testing.T) {
 			"tool-input call_1 streamed=false", "tool-result call_1", "step-start", "start text-5", `delta text-5 "It is"`, "reset 5",
 			"start text-7", `delta text-7 "It is 4."`, "usage 4"},
 	}, {
+		name: "a call of an earlier step that never got its input stays open through a retry",
+		events: gatewaytest.Log(stepStart(1), gatewaytest.Args(1, `{"x`), gatewaytest.Usage(1, 1, 1), stepFinish(1, agent.FinishToolCalls),
+			stepStart(2), gatewaytest.Token(2, 1, "Hm"), agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 6, Attempt: 2, Step: 2},
+			gatewaytest.Token(2, 2, "Done."), gatewaytest.Usage(2, 1, 1), stepFinish(2, agent.FinishStop), gatewaytest.Status(agent.StreamCompleted)),
+		want: []string{"step-start", "tool-open call_1", `tool-args call_1 "{\"x"`, "usage 2", "step-end tool_calls",
+			"step-start", "start text-6", `delta text-6 "Hm"`, "reset 6", "start text-8", `delta text-8 "Done."`, "usage 4", "end text-8", "step-end stop",
+			"end-turn COMPLETED open=[call_1]"},
+	}, {
 		name: "a message steered in between steps",
 		events: gatewaytest.Log(stepStart(1), gatewaytest.Token(1, 1, "Once."), gatewaytest.Usage(1, 1, 1), stepFinish(1, agent.FinishStop),
 			agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: "c1-2"}, Text: "make it about a cat"},
