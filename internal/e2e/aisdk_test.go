@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -353,14 +354,20 @@ func TestAISDKRefusals(t *testing.T) {
 	}
 	p = e.problem("GET", "/v1/ui/chat/"+chat+"/stream?after_index=3", e.user, "", http.StatusBadRequest)
 	require.Contains(t, p.Detail, `unknown query parameter "after_index"`)
+	// Which AI SDK the client runs: 5, 6 or 7, on both routes.
+	p = e.problem("GET", "/v1/ui/chat/"+chat+"/stream?ai_sdk=8", e.user, "", http.StatusBadRequest)
+	require.Contains(t, p.Detail, `ai_sdk="8": want the AI SDK's major version, 5, 6 or 7`)
+	p = e.problem("POST", "/v1/ui/chat?ai_sdk=7&model=x", e.user, uiBody(t, chat, "assistant", hello), http.StatusBadRequest)
+	require.Contains(t, p.Detail, `unknown query parameter "model"`)
 	e.problem("GET", "/v1/ui/chat/"+chat+"/stream", "", "", http.StatusUnauthorized)
 	p = e.problem("PUT", "/v1/ui/chat", e.user, "", http.StatusMethodNotAllowed)
 	require.Contains(t, p.Detail, fmt.Sprintf("%s does not take PUT", "/v1/ui/chat"))
 	require.NotContains(t, string(e.log.Bytes()), e.user, "no token in the log")
 }
 
-// TestAISDKClient: the AI SDK's own client code — DefaultChatTransport,
-// which useChat uses, and readUIMessageStream — reads the chat endpoint's
+// TestAISDKClient: the AI SDK 7's own client code — DefaultChatTransport,
+// which useChat uses, its api asking for the AI SDK 7 stream (?ai_sdk=7),
+// and readUIMessageStream — reads the chat endpoint's
 // streams into the messages a React app would show: a one-tool answer, a
 // chat's second answer, an approval requested and, answered as
 // addToolApprovalResponse answers it, the same message completed; and
@@ -369,60 +376,16 @@ func TestAISDKRefusals(t *testing.T) {
 func TestAISDKClient(t *testing.T) {
 	dir := nodeClient(t, "aisdk", "ai")
 	e := newHTTPEnv(t)
-	in, err := json.Marshal(map[string]string{"api": e.api + "/v1/ui/chat", "token": e.all,
+	in, err := json.Marshal(map[string]string{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.all,
 		"chat": "sdk-" + testserver.RandomID(), "approvalChat": "sdk-careful-" + testserver.RandomID()})
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "chat.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "%s", stderr.String())
-
-	type part struct {
-		Type       string          `json:"type"`
-		Text       string          `json:"text"`
-		State      string          `json:"state"`
-		ToolCallID string          `json:"toolCallId"`
-		Input      json.RawMessage `json:"input"`
-		Output     json.RawMessage `json:"output"`
-		Approval   *struct {
-			ID       string `json:"id"`
-			Approved *bool  `json:"approved"`
-		} `json:"approval"`
-	}
-	type message struct {
-		ID       string `json:"id"`
-		Role     string `json:"role"`
-		Parts    []part `json:"parts"`
-		Metadata struct {
-			Usage agent.Usage `json:"usage"`
-		} `json:"metadata"`
-	}
+	out := runNode(t, dir, "chat.mjs", in)
 	var got struct {
-		First, Second, Asked, Decided message
+		First, Second, Asked, Decided sdkMessage
 		Resumed                       *string
 	}
 	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
-	text := func(m message) string {
-		var s strings.Builder
-		for _, p := range m.Parts {
-			if p.Type == "text" {
-				s.WriteString(p.Text)
-			}
-		}
-		return s.String()
-	}
-	types := func(m message) []string {
-		var out []string
-		for _, p := range m.Parts {
-			out = append(out, p.Type+" "+p.State)
-		}
-		return out
-	}
+	text, types := sdkMessage.text, sdkMessage.types
 
 	require.Equal(t, "assistant", got.First.Role)
 	require.Equal(t, []string{"step-start ", "tool-calculator output-available", "step-start ", "text done"}, types(got.First))
@@ -442,6 +405,364 @@ func TestAISDKClient(t *testing.T) {
 	require.True(t, *got.Decided.Parts[1].Approval.Approved)
 	require.Equal(t, "The result is 42.", text(got.Decided))
 	require.Nil(t, got.Resumed, "nothing to resume: 204")
+}
+
+// runNode runs a script of a Node.js client's directory with in on its
+// stdin, and returns its stdout; the script must exit 0.
+func runNode(t *testing.T, dir, script string, in []byte) []byte {
+	t.Helper()
+	return startNode(t, dir, script, in)()
+}
+
+// startNode starts what runNode runs, and returns the function that
+// waits for its end and returns its stdout.
+func startNode(t *testing.T, dir, script string, in []byte) (wait func() []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(in)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	return func() []byte {
+		t.Helper()
+		defer cancel()
+		require.NoError(t, cmd.Wait(), "%s", stderr.String())
+		return stdout.Bytes()
+	}
+}
+
+// sdkMessage is a UIMessage as the AI SDK's client code built it.
+type sdkMessage struct {
+	ID       string    `json:"id"`
+	Role     string    `json:"role"`
+	Parts    []sdkPart `json:"parts"`
+	Metadata struct {
+		Usage agent.Usage `json:"usage"`
+	} `json:"metadata"`
+}
+
+type sdkPart struct {
+	Type       string          `json:"type"`
+	ID         string          `json:"id"`
+	Text       string          `json:"text"`
+	Parts      []sdkPart       `json:"parts"` // a steering-message's
+	State      string          `json:"state"`
+	ToolCallID string          `json:"toolCallId"`
+	Input      json.RawMessage `json:"input"`
+	Output     json.RawMessage `json:"output"`
+	Approval   *struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+	} `json:"approval"`
+}
+
+// text is the message's text: its text parts'.
+func (m sdkMessage) text() string { return m.partText("text") }
+
+func (m sdkMessage) partText(kind string) string {
+	var s strings.Builder
+	for _, p := range m.Parts {
+		if p.Type == kind {
+			s.WriteString(p.Text)
+		}
+	}
+	return s.String()
+}
+
+// types is each part's type and state.
+func (m sdkMessage) types() []string {
+	var out []string
+	for _, p := range m.Parts {
+		out = append(out, p.Type+" "+p.State)
+	}
+	return out
+}
+
+// deltas are the deltas of the chunks of type kind (text-delta,
+// reasoning-delta), in order.
+func deltas(chunks []uiChunk, kind string) []string {
+	out := []string{}
+	for _, c := range chunks {
+		if c.Type == kind {
+			out = append(out, c.Delta)
+		}
+	}
+	return out
+}
+
+// logTexts are the texts of the turn's own events of kind, every
+// attempt's, in log order.
+func logTexts(events []agent.Event, kind agent.EventKind) []string {
+	out := []string{}
+	for _, ev := range events {
+		if ev.Kind == kind && ev.Child == nil {
+			out = append(out, ev.Text)
+		}
+	}
+	return out
+}
+
+// storyScript is a model script whose rules tell storyText paced word by
+// word, once whole and once cut part-way and retried.
+const storyScript = `
+pacing: {chunk_words: 1, delay_ms: 20}
+rules:
+  - name: tell
+    when: {user: '^tell a story$'}
+    reply: {text: '` + storyText + `'}
+  - name: cut
+    when: {user: '^cut a story$'}
+    fault: {cut_after_chunks: 25, times: 1}
+    reply: {reasoning: 'The user wants the story told exactly once.', text: '` + storyText + `'}
+  - name: cut again
+    when: {user: '^cut it again$'}
+    fault: {cut_after_chunks: 25, times: 1}
+    reply: {text: '` + storyText + `'}
+  - name: cat
+    when: {user: '^now make it about a cat$'}
+    reply: {text: 'A story about a cat.'}
+  - name: end
+    when: {user: '^and then\?$'}
+    reply: {text: 'The end.'}
+`
+
+// TestAISDKLive: a client of AI SDK 7 (DefaultChatTransport with
+// ?ai_sdk=7, readUIMessageStream) gets a model call's text token by
+// token, and a call cut part-way and retried as reset-step: the message
+// ends with the retry's text only, which is the stored result.
+func TestAISDKLive(t *testing.T) {
+	dir := nodeClient(t, "aisdk", "ai")
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = storyScript
+		o.StreamInterval = 100 * time.Millisecond
+	})
+	told, cut := "told-"+testserver.RandomID(), "cut-"+testserver.RandomID()
+	in, err := json.Marshal(map[string]any{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.user, "chats": []map[string]string{
+		{"chat": told, "agent": "assistant", "prompt": "tell a story"},
+		{"chat": cut, "agent": "assistant", "prompt": "cut a story"},
+	}})
+	require.NoError(t, err)
+	var got []struct {
+		Chunks  []uiChunk  `json:"chunks"`
+		At      []float64  `json:"at"` // ms after the response's head
+		Message sdkMessage `json:"message"`
+	}
+	out := runNode(t, dir, "live.mjs", in)
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	require.Len(t, got, 2)
+	require.Equal(t, 2, e.Model.Served("cut"), "cut once, then answered")
+
+	for i, chat := range []string{told, cut} {
+		streamID := contract.TurnWorkflowID("demo", chat+"-1")
+		events := e.grpcTurn(streamID)
+		stored, err := e.Store().Result(context.Background(), "demo", chat+"-1")
+		require.NoError(t, err)
+		chunks, m := got[i].Chunks, got[i].Message
+		require.Equal(t, "[DONE]", chunks[len(chunks)-1].Type)
+		require.Equal(t, storyText, stored.Output)
+		require.Equal(t, stored.Output, m.text(), "what the client shows is the stored result")
+		require.Equal(t, logTexts(events, agent.EventToken), deltas(chunks, "text-delta"), "every token event, once, as it was logged")
+		require.Equal(t, agent.ReplayReasoning(events), m.partText("reasoning"))
+		t.Logf("%s: %d text deltas, %d token events", chat, len(deltas(chunks, "text-delta")), len(logTexts(events, agent.EventToken)))
+	}
+
+	told0 := got[0]
+	require.Greater(t, len(deltas(told0.Chunks, "text-delta")), 1, "the answer streams in more than one delta")
+	// Token by token: the model paces its 63 words over 1.26 s, and the
+	// deltas arrive over that time, not at once when the call answers.
+	first, last := -1.0, -1.0
+	for i, c := range told0.Chunks {
+		if c.Type == "text-delta" {
+			last = told0.At[i]
+			if first < 0 {
+				first = last
+			}
+		}
+	}
+	t.Logf("text deltas arrived from %.0f ms to %.0f ms after the response's head", first, last)
+	require.Greater(t, last-first, 300.0, "the deltas arrive as the model streams")
+	require.Equal(t, []string{"step-start ", "text done"}, told0.Message.types())
+	require.False(t, hasChunk(told0.Chunks, func(c uiChunk) bool { return c.Type == "reset-step" }))
+
+	retried := got[1]
+	require.Equal(t, []string{"step-start ", "reasoning done", "text done"}, retried.Message.types(), "one step, the retry's parts only")
+	resets := 0
+	for i, c := range retried.Chunks {
+		if c.Type == "reset-step" {
+			resets++
+			require.NotEqual(t, "start-step", retried.Chunks[i+1].Type, "the step goes on: no second step-start")
+		}
+	}
+	require.Equal(t, 1, resets)
+	before := strings.Join(deltas(retried.Chunks[:slices.IndexFunc(retried.Chunks, func(c uiChunk) bool { return c.Type == "reset-step" })], "text-delta"), "")
+	require.NotEmpty(t, before, "the cut attempt streamed text the client showed until the reset")
+	require.True(t, strings.HasPrefix(storyText, before))
+}
+
+// TestAISDKSteered: a message steered into a chat's running turn from
+// another door (gRPC SendMessage, on_busy steer) is, for AI SDK 7, a
+// steering-message part of the answer between its steps, where the SDK
+// puts one; the chat's next request, which sends that message back, is
+// taken.
+func TestAISDKSteered(t *testing.T) {
+	dir := nodeClient(t, "aisdk", "ai")
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = storyScript
+		o.StreamInterval = 100 * time.Millisecond
+	})
+	chat := "steered-" + testserver.RandomID()
+	in, err := json.Marshal(map[string]any{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.user, "chats": []map[string]string{
+		{"chat": chat, "agent": "assistant", "prompt": "tell a story", "then": "and then?"},
+	}})
+	require.NoError(t, err)
+	wait := startNode(t, dir, "live.mjs", in)
+
+	// Once the story streams, steer a message into its turn.
+	ctx, cancel := context.WithTimeout(grpcAs(context.Background(), e.user), time.Minute)
+	defer cancel()
+	streamID := contract.TurnWorkflowID("demo", chat+"-1")
+	require.Eventually(t, func() bool {
+		_, err := e.Client().DescribeWorkflowExecution(ctx, streamID, "")
+		return err == nil
+	}, time.Minute, 20*time.Millisecond, "the chat's turn starts")
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errStreams := errors.New("it streams")
+	err = e.Follower().Follow(fctx, streamID, 0, func(ev agent.Event) error {
+		if ev.Kind == agent.EventToken {
+			return errStreams
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, errStreams)
+	sent, err := pb.NewAgentServiceClient(e.Conn).SendMessage(ctx, &pb.SendMessageRequest{SessionId: chat, AgentId: "assistant",
+		Prompt: "now make it about a cat", OnBusy: agent.OnBusySteer})
+	require.NoError(t, err)
+	require.True(t, sent.GetSteered(), "the story was still streaming")
+
+	var got []struct {
+		Message sdkMessage `json:"message"`
+		Next    sdkMessage `json:"next"`
+	}
+	out := wait()
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	m := got[0].Message
+	require.Equal(t, []string{"step-start ", "text done", "steering-message ", "step-start ", "text done"}, m.types())
+	steering := m.Parts[2]
+	require.Equal(t, sent.GetJobId(), steering.ID)
+	require.Equal(t, []sdkPart{{Type: "text", Text: "now make it about a cat"}}, steering.Parts)
+	require.Equal(t, storyText+"A story about a cat.", m.text())
+	stored, err := e.Store().Result(ctx, "demo", chat+"-1")
+	require.NoError(t, err)
+	require.Equal(t, "A story about a cat.", stored.Output, "the answer, having read the message")
+	require.Equal(t, "The end.", got[0].Next.text(), "the chat goes on with the steered message in its history")
+}
+
+// TestAISDKClient6: AI SDK 6's own client (testdata/aisdk6) reads the
+// stream a client gets when it does not ask for AI SDK 7's: a model call
+// cut part-way and retried ends, as before AI SDK 7, with the retry's
+// text once, the stored result. The same client refuses AI SDK 7's
+// stream of such a call (reset-step is not a chunk it knows), which is
+// why that stream is asked for.
+func TestAISDKClient6(t *testing.T) {
+	dir := nodeClient(t, "aisdk6", "ai")
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = storyScript
+		o.StreamInterval = 100 * time.Millisecond
+	})
+	chat := "six-" + testserver.RandomID()
+	in, err := json.Marshal(map[string]string{"api": e.api + "/v1/ui/chat", "token": e.user, "chat": chat, "v7Chat": "seven-" + testserver.RandomID(),
+		"agent": "assistant", "prompt": "cut a story", "v7Prompt": "cut it again"})
+	require.NoError(t, err)
+	var got struct {
+		Message sdkMessage `json:"message"`
+		V7Error *string    `json:"v7Error"`
+	}
+	out := runNode(t, dir, "held.mjs", in)
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	require.Equal(t, 2, e.Model.Served("cut"), "cut once, then answered")
+
+	stored, err := e.Store().Result(context.Background(), "demo", chat+"-1")
+	require.NoError(t, err)
+	require.Equal(t, storyText, stored.Output)
+	require.Equal(t, []string{"step-start ", "reasoning done", "text done"}, got.Message.types())
+	require.Equal(t, stored.Output, got.Message.text())
+	require.NotNil(t, got.V7Error, "AI SDK 6 reads AI SDK 7's stream of a retried call")
+	require.Contains(t, *got.V7Error, "reset-step")
+}
+
+// TestAISDKResume: the exact-under-faults check of the AI SDK door. An
+// AI SDK 7 chat whose connection breaks mid-answer resumes as the SDK
+// does (resumeStream: GET /v1/ui/chat/{id}/stream, a replay from the
+// message's start) while the model call is cut part-way and retried:
+// the replay gives again exactly what the client had, then the rest, and
+// every token event once — 0 duplicate, 0 missing — and the message ends
+// as the stored result, once.
+func TestAISDKResume(t *testing.T) {
+	dir := nodeClient(t, "aisdk", "ai")
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = storyScript
+		o.StreamInterval = 100 * time.Millisecond
+	})
+	chat := "resume-" + testserver.RandomID()
+	in, err := json.Marshal(map[string]any{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.user, "chat": chat, "agent": "assistant",
+		"prompt": "cut a story", "cut": 3})
+	require.NoError(t, err)
+	var got struct {
+		Broken struct {
+			Status   string       `json:"status"`
+			Messages []sdkMessage `json:"messages"`
+		} `json:"broken"`
+		Status   string       `json:"status"`
+		Messages []sdkMessage `json:"messages"`
+		Errors   []string     `json:"errors"`
+		Chunks   [][]uiChunk  `json:"chunks"`
+	}
+	out := runNode(t, dir, "resume.mjs", in)
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+
+	job := chat + "-1"
+	stored, err := e.Store().Result(context.Background(), "demo", job)
+	require.NoError(t, err)
+	require.Equal(t, storyText, stored.Output)
+	events := e.grpcTurn(contract.TurnWorkflowID("demo", job))
+
+	// The connection broke mid-answer: the chat says so, and shows part of it.
+	require.Equal(t, "error", got.Broken.Status)
+	require.Len(t, got.Errors, 1)
+	require.Contains(t, got.Errors[0], "network error")
+	require.Len(t, got.Broken.Messages, 2)
+	partial := got.Broken.Messages[1]
+	require.Equal(t, job, partial.ID)
+	require.NotEmpty(t, partial.text())
+	require.Less(t, len(partial.text()), len(storyText), "the connection broke before the end")
+
+	// The resumed chat holds the message once, as it was stored.
+	require.Equal(t, "ready", got.Status)
+	require.Len(t, got.Messages, 2, "the question and one answer")
+	answer := got.Messages[1]
+	require.Equal(t, job, answer.ID)
+	require.Equal(t, []string{"step-start ", "reasoning done", "text done"}, answer.types())
+	require.Equal(t, stored.Output, answer.text())
+
+	// The replay begins with every chunk the client had, in order.
+	require.Len(t, got.Chunks, 2, "the answer, and its resume")
+	had, replay := got.Chunks[0], got.Chunks[1]
+	require.Greater(t, len(replay), len(had))
+	require.Equal(t, had, replay[:len(had)], "the replay gives again what the client had")
+	require.Equal(t, "[DONE]", replay[len(replay)-1].Type)
+
+	// Every token event once, in order: none duplicated, none missing.
+	want, sent := logTexts(events, agent.EventToken), deltas(replay, "text-delta")
+	require.Equal(t, want, sent)
+	require.True(t, hasChunk(replay, func(c uiChunk) bool { return c.Type == "reset-step" }), "the cut call's retry")
+	t.Logf("resumed after %d of %d text deltas; %d token events in the log, %d sent; duplicates 0, missing 0",
+		len(deltas(had, "text-delta")), len(sent), len(want), len(sent))
 }
 
 // TestAISDKRetried: a model call cut part-way and retried streams its

@@ -33,7 +33,11 @@ import (
 //
 // The path is the SDK's UI protocol's, beside OpenAI's
 // /v1/chat/completions: /v1/ui/chat. The transport derives its resume
-// route from it ({api}/{chatId}/stream), which GET serves.
+// route from it ({api}/{chatId}/stream), which GET serves. Both routes
+// take one query parameter, which the transport sends with each request
+// when its api has it: ai_sdk, the SDK's major version; ai_sdk=7 streams
+// text and reasoning token by token, a retried model call as reset-step
+// (uiMapper).
 //
 // A request is authorized as the gRPC calls whose work it does, with the
 // gRPC API's code (a.Caller): every answer follows a turn (Resume); a
@@ -66,7 +70,11 @@ func (a *server) uiChat(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	var req uiChatRequest
 	var ask uiAsk
-	data, err := gateway.ReadBody(r)
+	mode, err := decodeUIQuery(r.URL.Query())
+	var data []byte
+	if err == nil {
+		data, err = gateway.ReadBody(r)
+	}
 	if err == nil {
 		req, err = decodeUIChat(data)
 	}
@@ -86,17 +94,17 @@ func (a *server) uiChat(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	r = r.WithContext(ctx)
 	if len(ask.Decisions) > 0 {
-		a.uiDecide(w, r, req, ask)
+		a.uiDecide(w, r, mode, req, ask)
 		return
 	}
-	a.uiSend(w, r, req, ask)
+	a.uiSend(w, r, mode, req, ask)
 }
 
 // uiSend sends the user's message to the chat's Conversation and streams
 // the turn that answers it. A chat still answering its last message
 // (running, or waiting for approvals) is a conflict: messages would
 // queue behind it unseen.
-func (a *server) uiSend(w http.ResponseWriter, r *http.Request, req uiChatRequest, ask uiAsk) {
+func (a *server) uiSend(w http.ResponseWriter, r *http.Request, mode projection.Mode, req uiChatRequest, ask uiAsk) {
 	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
 	if err == nil {
 		err = a.svc.CheckSession(ctx, req.ChatID, req.Agent)
@@ -114,7 +122,7 @@ func (a *server) uiSend(w http.ResponseWriter, r *http.Request, req uiChatReques
 		return
 	}
 	r = r.WithContext(ctx)
-	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(projection.Held)}
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(mode)}
 	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
 		res, err := a.svc.SendMessage(ctx, &pb.SendMessageRequest{SessionId: req.ChatID, AgentId: req.Agent, Prompt: ask.Prompt})
 		if err != nil {
@@ -128,7 +136,7 @@ func (a *server) uiSend(w http.ResponseWriter, r *http.Request, req uiChatReques
 // uiDecide decides the calls the request answers, as Approve does, then
 // goes on with the turn's stream where the client's message stopped: at
 // the approval requests.
-func (a *server) uiDecide(w http.ResponseWriter, r *http.Request, req uiChatRequest, ask uiAsk) {
+func (a *server) uiDecide(w http.ResponseWriter, r *http.Request, mode projection.Mode, req uiChatRequest, ask uiAsk) {
 	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Approve_FullMethodName)
 	if err == nil && !strings.HasPrefix(ask.Answer, req.ChatID+"-") {
 		// A chat's answers are its Conversation's turns: <chat id>-<n>.
@@ -140,7 +148,7 @@ func (a *server) uiDecide(w http.ResponseWriter, r *http.Request, req uiChatRequ
 	}
 	r = r.WithContext(ctx)
 	streamID := contract.TurnWorkflowID(gateway.TenantOf(ctx), ask.Answer)
-	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(projection.Held), streamID: streamID, messageID: ask.Answer, quiet: map[string]bool{}}
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(mode), streamID: streamID, messageID: ask.Answer, quiet: map[string]bool{}}
 	for _, d := range ask.Decisions {
 		u.quiet[d.CallID] = true
 	}
@@ -169,9 +177,8 @@ func (a *server) uiResume(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	chatID := r.PathValue("id")
 	err = agent.ValidateID("chat id", chatID)
-	for key := range r.URL.Query() {
-		err = gateway.FirstError(err, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the resume route takes none", gateway.Clip(key)))
-	}
+	mode, qerr := decodeUIQuery(r.URL.Query())
+	err = gateway.FirstError(err, qerr)
 	streamID := ""
 	if err == nil {
 		streamID, err = a.chatTurn(ctx, chatID)
@@ -184,7 +191,7 @@ func (a *server) uiResume(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(projection.Held), streamID: streamID, messageID: jobOf(streamID)}
+	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(mode), streamID: streamID, messageID: jobOf(streamID)}
 	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
 		return a.svc.Events().Follow(ctx, streamID, 0, send)
 	})

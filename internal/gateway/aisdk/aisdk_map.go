@@ -32,6 +32,13 @@ type uiChunk struct {
 	Reason          string          `json:"reason,omitempty"`
 	URL             string          `json:"url,omitempty"`
 	MediaType       string          `json:"mediaType,omitempty"`
+	Parts           []uiTextPart    `json:"parts,omitempty"`
+}
+
+// uiTextPart is a text part of a steering-message chunk's user message.
+type uiTextPart struct {
+	Type string `json:"type"` // text
+	Text string `json:"text"`
 }
 
 // uiMetadata is the assistant message's metadata, sent with finish: the
@@ -43,14 +50,22 @@ type uiMetadata struct {
 // uiMapper renders a turn's projection (internal/gateway/projection) as
 // the chunks of one assistant UIMessage whose id is the turn's job id.
 //
-// A client of AI SDK 7 takes a step back (reset-step): it gets every
-// delta as the model streams it (projection.Live), and a model call that
-// fails part-way and is retried as reset-step, after which the retry
-// streams again. Earlier clients refuse a chunk they do not know, and get
-// a model call's text once the call has answered (projection.Held): a
-// client never shows text a retry replaces, nor the same text twice.
-// What else a turn logs is rendered as it comes (docs/events.md has the
-// table).
+// A client of AI SDK 7 (?ai_sdk=7, decodeUIQuery) takes a step back
+// (reset-step): it gets every delta as the model streams it
+// (projection.Live), and a model call that fails part-way and is retried
+// as reset-step. The client then drops every part of the message since
+// the step's step-start, which it keeps, and forgets the parts and tool
+// inputs that were open: no text-end closes the dropped part and no
+// start-step follows (a second would open an empty step); the retry
+// starts its parts again, under ids of its own. Earlier clients refuse a
+// chunk they do not know, and get a model call's text once the call has
+// answered (projection.Held): a client never shows text a retry
+// replaces, nor the same text twice.
+// A message steered into the running turn is, for AI SDK 7, a
+// steering-message part of the answer, where the SDK puts a message it
+// steers in itself; earlier clients do not know the chunk, and do not get
+// it. What else a turn logs is rendered as it comes (docs/events.md has
+// the table).
 //
 // Part ids are the projection's (the index of the part's first event),
 // so that the same log maps to the same chunks every time it is read: a
@@ -58,13 +73,15 @@ type uiMetadata struct {
 // first reading did.
 type uiMapper struct {
 	p *projection.Projection
+	// v7: the client runs AI SDK 7 (projection.Live).
+	v7 bool
 	// requested are the calls that asked for approval; waiting, those of
 	// them not decided yet.
 	requested, waiting map[string]bool
 }
 
 func newUIMapper(mode projection.Mode) *uiMapper {
-	return &uiMapper{p: projection.New(mode), requested: map[string]bool{}, waiting: map[string]bool{}}
+	return &uiMapper{p: projection.New(mode), v7: mode == projection.Live, requested: map[string]bool{}, waiting: map[string]bool{}}
 }
 
 // add maps the next event of the turn's log.
@@ -139,6 +156,10 @@ func (m *uiMapper) chunk(out []uiChunk, it projection.Item) []uiChunk {
 		}
 	case projection.Reset:
 		return append(out, uiChunk{Type: "reset-step"})
+	case projection.Steered:
+		if m.v7 {
+			return append(out, uiChunk{Type: "steering-message", ID: e.Message.ID, Parts: []uiTextPart{{Type: "text", Text: it.Text}}})
+		}
 	case projection.End:
 		return append(out, m.end(it)...)
 	}

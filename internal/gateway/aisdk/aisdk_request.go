@@ -3,11 +3,13 @@ package aisdk
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
 
 // What POST /v1/ui/chat reads: the body the Vercel AI SDK's chat
@@ -90,7 +92,7 @@ var uiToolStates = []string{"input-streaming", "input-available", "approval-requ
 // uiPartTypes are the part types of a UIMessage besides tool-<name> and
 // data-<name>.
 var uiPartTypes = []string{"text", "reasoning", "step-start", "dynamic-tool", "file", "reasoning-file",
-	"source-url", "source-document", "custom"}
+	"source-url", "source-document", "custom", "steering-message"}
 
 // uiChatMembers are the members of a chat request's body.
 var uiChatMembers = []string{"agent", "id", "messageId", "messages", "trigger"}
@@ -331,4 +333,36 @@ func (req uiChatRequest) ask() (uiAsk, error) {
 		return uiAsk{Answer: m.ID, Decisions: d}, nil
 	}
 	return uiAsk{}, agent.Errorf(agent.CodeInvalid, "messages[%d], the last, is the %s's: the agent answers the user's message, which must be last", last, m.Role)
+}
+
+// uiSDKParam is the query parameter that says which major version of the
+// AI SDK the client runs (?ai_sdk=7), on both chat routes: the transport
+// sends its api option's query with every request, the resume's too. The
+// SDK sends nothing by which a server could tell its version, so a
+// client of AI SDK 7 opts in; without it, the stream is one every
+// version from 5 on reads.
+const uiSDKParam = "ai_sdk"
+
+// decodeUIQuery reads a chat route's query: how the stream renders a
+// model call's text for the client (uiMapper). AI SDK 7 takes a step
+// back (reset-step): text and reasoning as they stream, projection.Live.
+// AI SDK 5 and 6 refuse a chunk they do not know: projection.Held.
+func decodeUIQuery(q url.Values) (projection.Mode, error) {
+	for key, vs := range q {
+		switch {
+		case key != uiSDKParam:
+			return 0, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the chat routes take only %s (the AI SDK's major version, 5 to 7)",
+				gateway.Clip(key), uiSDKParam)
+		case len(vs) > 1:
+			return 0, agent.Errorf(agent.CodeInvalid, "query parameter %s is given %d times: give it once", uiSDKParam, len(vs))
+		}
+	}
+	switch v := q.Get(uiSDKParam); v {
+	case "", "5", "6":
+		return projection.Held, nil
+	case "7":
+		return projection.Live, nil
+	default:
+		return 0, agent.Errorf(agent.CodeInvalid, "%s=%s: want the AI SDK's major version, 5, 6 or 7", uiSDKParam, gateway.Clip(v))
+	}
 }

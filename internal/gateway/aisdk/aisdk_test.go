@@ -2,6 +2,7 @@ package aisdk
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -24,8 +25,10 @@ func chunkLines(t *testing.T, chunks []uiChunk) []string {
 	return out
 }
 
-func mapAll(events []agent.Event) []uiChunk {
-	m := newUIMapper(projection.Held)
+func mapAll(events []agent.Event) []uiChunk { return mapAllIn(projection.Held, events) }
+
+func mapAllIn(mode projection.Mode, events []agent.Event) []uiChunk {
+	m := newUIMapper(mode)
 	var out []uiChunk
 	for _, e := range events {
 		out = append(out, m.add(e)...)
@@ -205,6 +208,10 @@ func TestUIMessageChatDecode(t *testing.T) {
 			agent: "assistant", want: uiAsk{Prompt: "What is 2+2?"}},
 		{name: "history before it, a messageId, no agent", body: `{"id":"c1","messageId":null,"messages":[` + user + `,` + answer("output-available", "") + `,` + user + `]}`,
 			want: uiAsk{Prompt: "What is 2+2?"}},
+		{name: "an AI SDK 7 answer with a message steered into it", body: `{"id":"c1","messages":[` + user + `,{"id":"c1-1","role":"assistant","parts":[` +
+			`{"type":"step-start"},{"type":"text","text":"Once."},{"type":"steering-message","id":"c1-2","parts":[{"type":"text","text":"a cat"}]},` +
+			`{"type":"step-start"},{"type":"text","text":"A cat."}]},` + user + `]}`,
+			want: uiAsk{Prompt: "What is 2+2?"}},
 		{name: "approval responses", body: `{"id":"c1","trigger":"submit-message","messageId":"c1-1","messages":[` + user + `,` +
 			answer("approval-responded", `,"approval":{"id":"apr_1","approved":false,"reason":"not now"}`) + `]}`,
 			want: uiAsk{Answer: "c1-1", Decisions: []uiDecision{{CallID: "call_1", ApprovalID: "apr_1", Approved: false, Reason: "not now"}}}},
@@ -261,7 +268,8 @@ func FuzzUIMessageChat(f *testing.F) {
 		`{"id":"c1","agent":"assistant","trigger":"submit-message","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"hi"}]}]}`,
 		`{"id":"c1","messageId":"c1-1","messages":[{"id":"c1-1","role":"assistant","metadata":{},"parts":[{"type":"step-start"},{"type":"reasoning","text":"r"},` +
 			`{"type":"tool-calc","toolCallId":"k","state":"approval-responded","input":{},"approval":{"id":"k","approved":true,"reason":"ok"}},` +
-			`{"type":"dynamic-tool","toolName":"d","toolCallId":"j","state":"output-available","output":1},{"type":"data-x","id":"1","data":null}]}]}`,
+			`{"type":"dynamic-tool","toolName":"d","toolCallId":"j","state":"output-available","output":1},{"type":"data-x","id":"1","data":null},` +
+			`{"type":"steering-message","id":"c1-2","parts":[{"type":"text","text":"a cat"}]}]}]}`,
 		`{"id":"c1","trigger":"regenerate-message","messages":[{"id":"m","role":"user","parts":[{"type":"file","url":"u","mediaType":"t"}]}]}`,
 		`{"id":"","messages":null}`, `[]`, `null`, ``, `{"id":"c","messages":[{"id":"m","role":"user","parts":[{"type":"tool-"}]}]}`,
 	} {
@@ -291,5 +299,103 @@ func FuzzUIMessageChat(f *testing.F) {
 			require.NoError(t, agent.SendMessage{Prompt: ask.Prompt}.Validate())
 		}
 		require.NotEmpty(t, strings.TrimSpace(ask.Prompt))
+	})
+}
+
+// TestUIMessageMapperLive: a client of AI SDK 7 gets each delta as it is
+// logged; a retried call is reset-step, with no text-end of the dropped
+// part and no start-step after it, and the retry starts its part again
+// under an id of its own.
+func TestUIMessageMapperLive(t *testing.T) {
+	step := func(kind agent.EventKind, n int, finish string) agent.Event {
+		return agent.Event{Kind: kind, Step: n, FinishReason: finish}
+	}
+	events := gatewaytest.Log(gatewaytest.Status(agent.StreamRunning), step(agent.EventStepStart, 1, ""), gatewaytest.Reasoning(1, "Hmm."),
+		gatewaytest.Token(1, 1, "Once"), gatewaytest.Token(1, 1, " up"), gatewaytest.Args(1, ""),
+		agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 3, Attempt: 2, Step: 1},
+		gatewaytest.Token(1, 2, "Once"), gatewaytest.Token(1, 2, " upon a time."), gatewaytest.Usage(1, 1, 1), step(agent.EventStepFinish, 1, agent.FinishStop),
+		gatewaytest.Content("Once upon a time."), gatewaytest.Status(agent.StreamCompleted))
+	require.Equal(t, []string{
+		`{"type":"start-step"}`,
+		`{"type":"reasoning-start","id":"reasoning-3"}`,
+		`{"type":"reasoning-delta","id":"reasoning-3","delta":"Hmm."}`,
+		`{"type":"reasoning-end","id":"reasoning-3"}`,
+		`{"type":"text-start","id":"text-4"}`,
+		`{"type":"text-delta","id":"text-4","delta":"Once"}`,
+		`{"type":"text-delta","id":"text-4","delta":" up"}`,
+		`{"type":"text-end","id":"text-4"}`,
+		`{"type":"tool-input-start","toolCallId":"call_1","toolName":"calculator"}`,
+		`{"type":"reset-step"}`,
+		`{"type":"text-start","id":"text-8"}`,
+		`{"type":"text-delta","id":"text-8","delta":"Once"}`,
+		`{"type":"text-delta","id":"text-8","delta":" upon a time."}`,
+		`{"type":"text-end","id":"text-8"}`,
+		`{"type":"finish-step"}`,
+		`{"type":"finish","finishReason":"stop","messageMetadata":{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}}`,
+	}, chunkLines(t, mapAllIn(projection.Live, events)))
+	// A client of AI SDK 5 or 6 gets the same log with the call's text
+	// once it has answered, and no chunk it does not know.
+	for _, c := range mapAll(events) {
+		require.NotEqual(t, "reset-step", c.Type)
+	}
+
+	// A message steered in is a steering-message part for AI SDK 7 only.
+	steered := gatewaytest.Log(gatewaytest.Usage(1, 1, 1), step(agent.EventStepFinish, 1, agent.FinishStop),
+		agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: "c1-2"}, Text: "make it about a cat"}, step(agent.EventStepStart, 3, ""))
+	require.Equal(t, []string{`{"type":"finish-step"}`, `{"type":"steering-message","id":"c1-2","parts":[{"type":"text","text":"make it about a cat"}]}`,
+		`{"type":"start-step"}`}, chunkLines(t, mapAllIn(projection.Live, steered)))
+	require.Equal(t, []string{`{"type":"finish-step"}`, `{"type":"start-step"}`}, chunkLines(t, mapAll(steered)))
+}
+
+// TestUIMessageQuery: which stream a chat route's query asks for, or what
+// is wrong with it.
+func TestUIMessageQuery(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		want  projection.Mode
+		err   string
+	}{
+		{query: "", want: projection.Held},
+		{query: "ai_sdk=5", want: projection.Held},
+		{query: "ai_sdk=6", want: projection.Held},
+		{query: "ai_sdk=7", want: projection.Live},
+		{query: "ai_sdk=", want: projection.Held},
+		{query: "ai_sdk=8", err: `ai_sdk="8": want the AI SDK's major version, 5, 6 or 7`},
+		{query: "ai_sdk=v7", err: `ai_sdk="v7"`},
+		{query: "ai_sdk=7&ai_sdk=7", err: "given 2 times"},
+		{query: "after_index=3", err: `unknown query parameter "after_index"`},
+		{query: "AI_SDK=7", err: `unknown query parameter "AI_SDK"`},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			q, err := url.ParseQuery(tc.query)
+			require.NoError(t, err)
+			mode, err := decodeUIQuery(q)
+			if tc.err != "" {
+				require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+				require.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, mode)
+		})
+	}
+}
+
+// FuzzUIMessageQuery: any query of a chat route is a mode, Held unless it
+// asks for AI SDK 7, or a CodeInvalid error that says what is wrong;
+// never a panic.
+func FuzzUIMessageQuery(f *testing.F) {
+	for _, s := range []string{"", "ai_sdk=7", "ai_sdk=6", "ai_sdk=7&ai_sdk=6", "x=1", "ai_sdk=%ff", "ai_sdk", "&&=", "ai_sdk=7;x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, _ := url.ParseQuery(raw) // what the request's URL.Query keeps of it
+		mode, err := decodeUIQuery(q)
+		if err != nil {
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+			require.NotEmpty(t, err.Error())
+			return
+		}
+		require.Equal(t, q.Get(uiSDKParam) == "7", mode == projection.Live)
 	})
 }

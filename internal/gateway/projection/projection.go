@@ -55,12 +55,21 @@ const (
 	// InputResolved: an approval decided (Event.Approval) or a question
 	// answered (Question).
 	InputResolved
-	// Reset, in Live mode, takes back what a failed attempt of the step's
-	// model call streamed (the log's events from VoidFrom): its parts and
-	// argument deltas. The retry streams its reply again.
+	// Reset, in Live mode, takes back every part and argument delta the
+	// step has given since its StepStart, as a client that shows the
+	// step drops them (the AI SDK's reset-step): no PartEnd closes the
+	// part that was open, and no StepStart follows. What of the step the
+	// log still holds (its streamed events before VoidFrom, the first
+	// index of the failed attempts) is given again right after it; then
+	// the retry streams its reply. A RETRYING status that voids nothing
+	// (no VoidFrom) is no Reset.
 	Reset
 	// Custom is a tool's custom event (Event.Custom).
 	Custom
+	// Steered is a message of the turn's conversation that the turn took
+	// in while it ran (Event.Message.ID, Text: its prompt), which the
+	// model reads before its next call; it comes between steps.
+	Steered
 	// Answer is a content block of the answer (Event.Content: text, JSON,
 	// an image or a file).
 	Answer
@@ -122,7 +131,11 @@ const (
 	// anything back never shows text a retry replaces, nor the same text
 	// twice. Text arrives a model call at a time.
 	Held Mode = iota
-	// Live gives every delta as it is logged, and a retry as Reset.
+	// Live gives every delta as it is logged, and a retry as Reset. Every
+	// delta is given inside a step, so that a Reset takes back no more
+	// than the step: a log from before step events, whose deltas come
+	// outside one, gets a StepStart before a model call's first delta,
+	// and that step ends (with no StepEnd) when the call answers.
 	Live
 )
 
@@ -139,9 +152,14 @@ type Projection struct {
 	opened, argued, input map[string]bool
 	wroteText             bool
 	firstText             int64 // the index of the first text delta given
-	finish                string
-	total                 agent.Usage
-	failure               *agent.TurnError
+	// Live: a step is open (inStep; implicit when the projection began
+	// it, not the log) and the streamed events it has given (stepped),
+	// of which a Reset gives again those it does not void.
+	inStep, implicit bool
+	stepped          []agent.Event
+	finish           string
+	total            agent.Usage
+	failure          *agent.TurnError
 }
 
 // New is a projection of one turn in mode.
@@ -166,18 +184,26 @@ func (p *Projection) Add(e agent.Event) []Item {
 			p.held = append(p.held, e)
 			return nil
 		}
-		return p.streamed(nil, e)
+		return p.live(e)
 	case agent.EventUsage:
+		out := p.release(nil)
+		if p.implicit {
+			p.endStep()
+		}
 		var u agent.Usage
 		if e.Usage != nil {
 			u = *e.Usage
 		}
 		p.total = p.total.Add(u)
-		return append(p.release(nil), Item{Kind: Usage, Event: e, Usage: u, Total: p.total})
+		return append(out, Item{Kind: Usage, Event: e, Usage: u, Total: p.total})
 	case agent.EventStepStart:
-		return append(p.closePart(p.release(nil)), Item{Kind: StepStart, Event: e})
+		out := p.closePart(p.release(nil))
+		p.endStep()
+		p.inStep = true
+		return append(out, Item{Kind: StepStart, Event: e})
 	case agent.EventStepFinish:
 		p.finish = e.FinishReason
+		p.endStep()
 		return append(p.closePart(p.release(nil)), Item{Kind: StepEnd, Event: e, FinishReason: e.FinishReason})
 	case agent.EventToolStart, agent.EventApprovalRequired, agent.EventToolEnd, agent.EventToolProgress, agent.EventApprovalDecided:
 		return p.tool(e)
@@ -199,6 +225,11 @@ func (p *Projection) Add(e agent.Event) []Item {
 			return nil
 		}
 		return append(p.closePart(p.release(nil)), Item{Kind: Custom, Event: e})
+	case agent.EventSteered:
+		if e.Message == nil {
+			return nil
+		}
+		return append(p.closePart(p.release(nil)), Item{Kind: Steered, Event: e, Text: e.Text})
 	case agent.EventContent:
 		out := p.release(nil)
 		if b, ok := Block(e); !ok || b.Type != agent.BlockText {
@@ -213,6 +244,22 @@ func (p *Projection) Add(e agent.Event) []Item {
 		return p.status(e)
 	}
 	return nil
+}
+
+// live projects a streamed event in Live mode, inside a step.
+func (p *Projection) live(e agent.Event) []Item {
+	var out []Item
+	if !p.inStep {
+		out = append(p.closePart(out), Item{Kind: StepStart, Event: e})
+		p.inStep, p.implicit = true, true
+	}
+	p.stepped = append(p.stepped, e)
+	return p.streamed(out, e)
+}
+
+// endStep forgets the open step.
+func (p *Projection) endStep() {
+	p.inStep, p.implicit, p.stepped = false, false, nil
 }
 
 // release projects the held events of the model call that has answered.
@@ -324,19 +371,10 @@ func (p *Projection) status(e agent.Event) []Item {
 			p.held = p.held[:len(p.held)-1]
 			return []Item{{Kind: Status, Event: e, Status: e.Status}}
 		}
-		// What the voided attempt opened is forgotten: the retry opens
-		// its parts and calls again.
-		p.part, p.partID = "", ""
-		if p.wroteText && p.firstText >= e.VoidFrom {
-			p.wroteText = false
+		if e.VoidFrom <= 0 {
+			return nil // nothing is void (agent.Unvoided keeps it all)
 		}
-		for id := range p.opened {
-			if !p.input[id] {
-				delete(p.opened, id)
-				delete(p.argued, id)
-			}
-		}
-		return []Item{{Kind: Reset, Event: e, VoidFrom: e.VoidFrom}}
+		return p.reset(e)
 	case agent.StreamCompleted, agent.StreamFailed, agent.StreamCanceled:
 		out := p.closePart(p.release(nil))
 		end := Item{Kind: End, Event: e, Status: e.Status, Total: p.total, FinishReason: p.finish}
@@ -354,6 +392,29 @@ func (p *Projection) status(e agent.Event) []Item {
 		return append(out, end)
 	}
 	return []Item{{Kind: Status, Event: e, Status: e.Status}}
+}
+
+// reset takes back what the open step has given (Reset), then gives again
+// what of it the retry does not void.
+func (p *Projection) reset(e agent.Event) []Item {
+	// The client forgets what the step opened: the retry opens its parts
+	// and calls again. (Calls of earlier steps stay as they are.)
+	p.part, p.partID = "", ""
+	if p.wroteText && p.firstText >= e.VoidFrom {
+		p.wroteText = false
+	}
+	for _, s := range p.stepped {
+		if s.Kind == agent.EventToolArgsDelta && s.Tool != nil && !p.input[s.Tool.CallID] {
+			delete(p.opened, s.Tool.CallID)
+			delete(p.argued, s.Tool.CallID)
+		}
+	}
+	out := []Item{{Kind: Reset, Event: e, VoidFrom: e.VoidFrom}}
+	p.stepped = slices.DeleteFunc(p.stepped, func(s agent.Event) bool { return s.Index >= e.VoidFrom })
+	for _, s := range p.stepped {
+		out = p.streamed(out, s)
+	}
+	return out
 }
 
 // Block is the content block of an Answer item, decoded; ok is false

@@ -2,7 +2,8 @@
 // DefaultChatTransport (the request useChat sends, and the stream's
 // parsing and validation against the SDK's chunk schema) and
 // readUIMessageStream (the UIMessage a client builds from the chunks).
-// Reads {api, token, chat, approvalChat} on stdin; writes the messages
+// Reads {api, token, chat, approvalChat} on stdin (api may ask for the
+// AI SDK 7 stream: ?ai_sdk=7); writes the messages
 // it built as JSON on stdout. Any error the SDK raises exits non-zero.
 import { DefaultChatTransport, readUIMessageStream } from 'ai';
 
