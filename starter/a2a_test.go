@@ -910,6 +910,7 @@ func TestA2AV1(t *testing.T) {
 	require.Equal(t, asked.ID, events[0].Task.ID)
 	require.NotEqual(t, "TASK_STATE_INPUT_REQUIRED", events[0].Task.Status.State, "the answer was taken before the task was read")
 	last := events[len(events)-1]
+	require.NotNil(t, last.StatusUpdate, "the stream ends with the task's final status: %s", describeV1Events(events))
 	require.Equal(t, "TASK_STATE_COMPLETED", last.StatusUpdate.Status.State)
 	text = ""
 	for _, ev := range events {
@@ -1037,4 +1038,22 @@ func TestA2AApprovalByMessage(t *testing.T) {
 		}
 	}
 	require.Equal(t, "The result is 8.", text)
+}
+
+// describeV1Events says what a 1.0 stream sent, for a failure's message.
+func describeV1Events(events []v1StreamEvent) string {
+	var out []string
+	for _, ev := range events {
+		switch {
+		case ev.Task != nil:
+			out = append(out, "task "+ev.Task.Status.State)
+		case ev.StatusUpdate != nil:
+			out = append(out, "status "+ev.StatusUpdate.Status.State)
+		case ev.ArtifactUpdate != nil:
+			out = append(out, "artifact")
+		default:
+			out = append(out, "?")
+		}
+	}
+	return strings.Join(out, ", ")
 }
