@@ -74,10 +74,8 @@ func (t *a2aTask) item(it projection.Item) []a2a.Event {
 		return t.status(it)
 	case projection.End:
 		return t.end(it)
-	case projection.ToolInput:
-		if e.Kind == agent.EventToolStart {
-			return t.update(e, a2a.TaskStateWorking, "calling the tool "+toolName(e))
-		}
+	case projection.ToolStart:
+		return t.update(e, a2a.TaskStateWorking, "calling the tool "+toolName(e))
 	case projection.ToolResult:
 		return t.update(e, a2a.TaskStateWorking, "the tool "+toolName(e)+" ended "+toolStatus(e))
 	case projection.InputRequired:

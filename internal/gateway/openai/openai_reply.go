@@ -73,11 +73,9 @@ func (c *chatReply) item(it projection.Item) []chatDelta {
 		}
 	case projection.Usage:
 		return c.answeredCall(it)
-	case projection.ToolInput:
-		if e.Kind == agent.EventToolStart {
-			c.pending = "" // the call asked for tools: its text is not the answer
-			return note(e)
-		}
+	case projection.ToolStart:
+		c.pending = "" // the call asked for tools: its text is not the answer
+		return note(e)
 	case projection.ToolResult, projection.InputRequired, projection.InputResolved:
 		c.pending = ""
 		return note(e)

@@ -44,6 +44,9 @@ const (
 	// approval request, its start or its end, whichever comes first.
 	// ArgsStreamed says whether ToolArgs carried them before.
 	ToolInput
+	// ToolStart: a call starts to run (after its approval, when it needed
+	// one); its ToolInput came before.
+	ToolStart
 	// ToolProgress is a message of a call that runs (Tool.Message).
 	ToolProgress
 	// ToolResult is a call's end (Tool.Status, Tool.Output).
@@ -348,7 +351,7 @@ func (p *Projection) tool(e agent.Event) []Item {
 	out := p.closePart(p.release(nil))
 	switch e.Kind {
 	case agent.EventToolStart:
-		out = p.inputOf(out, e, t)
+		out = append(p.inputOf(out, e, t), Item{Kind: ToolStart, Event: e, Tool: t})
 	case agent.EventApprovalRequired:
 		out = append(p.inputOf(out, e, t), Item{Kind: InputRequired, Event: e, Tool: t})
 	case agent.EventApprovalDecided:

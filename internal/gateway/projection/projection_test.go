@@ -32,6 +32,8 @@ func describe(items []Item) []string {
 			out = append(out, fmt.Sprintf("tool-args %s %q", it.Tool.CallID, it.Text))
 		case ToolInput:
 			out = append(out, fmt.Sprintf("tool-input %s streamed=%v", it.Tool.CallID, it.ArgsStreamed))
+		case ToolStart:
+			out = append(out, "tool-start "+it.Tool.CallID)
 		case ToolResult:
 			out = append(out, "tool-result "+it.Tool.CallID)
 		case Reset:
@@ -146,7 +148,7 @@ func TestLive(t *testing.T) {
 			gatewaytest.Call(agent.EventToolStart, "", ""), gatewaytest.Call(agent.EventToolEnd, agent.ToolOK, "4"), stepFinish(1, agent.FinishToolCalls)),
 		want: []string{"step-start", "start text-2", `delta text-2 "Let me add."`, "end text-2", "tool-open call_1", `tool-args call_1 "{\"expr"`,
 			"reset 2", "tool-open call_1", `tool-args call_1 "{\"expression\":\"2+2\"}"`, "usage 2",
-			"tool-input call_1 streamed=true", "tool-result call_1", "step-end tool_calls"},
+			"tool-input call_1 streamed=true", "tool-start call_1", "tool-result call_1", "step-end tool_calls"},
 	}, {
 		name: "a call the retry does not make again is open at the end no more",
 		events: gatewaytest.Log(stepStart(1), gatewaytest.Args(1, ""), retrying(2, 2), gatewaytest.Token(1, 2, "No tools."), gatewaytest.Usage(1, 1, 1),
@@ -190,7 +192,7 @@ func TestLive(t *testing.T) {
 			gatewaytest.Call(agent.EventToolEnd, agent.ToolOK, "4"), gatewaytest.Token(2, 1, "It is"), retrying(5, 2), gatewaytest.Token(2, 2, "It is 4."),
 			gatewaytest.Usage(2, 1, 1)),
 		want: []string{"step-start", "start text-1", `delta text-1 "Let me add."`, "usage 2", "end text-1", "tool-open call_1",
-			"tool-input call_1 streamed=false", "tool-result call_1", "step-start", "start text-5", `delta text-5 "It is"`, "reset 5",
+			"tool-input call_1 streamed=false", "tool-start call_1", "tool-result call_1", "step-start", "start text-5", `delta text-5 "It is"`, "reset 5",
 			"start text-7", `delta text-7 "It is 4."`, "usage 4"},
 	}, {
 		name: "a call of an earlier step that never got its input stays open through a retry",
