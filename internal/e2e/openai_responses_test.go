@@ -91,7 +91,7 @@ func requireWellNumbered(t *testing.T, events []responses.ResponseStreamEventUni
 }
 
 // deltas is the text of a stream's output_text deltas.
-func deltas(events []responses.ResponseStreamEventUnion) string {
+func responseDeltas(events []responses.ResponseStreamEventUnion) string {
 	var b strings.Builder
 	for _, ev := range events {
 		if ev.Type == "response.output_text.delta" {
@@ -156,7 +156,7 @@ func TestOpenAIResponses(t *testing.T) {
 		require.Equal(t, "response.in_progress", events[1].Type)
 		last := events[len(events)-1]
 		require.Equal(t, "response.completed", last.Type)
-		require.Equal(t, "Because it is durable.", deltas(events))
+		require.Equal(t, "Because it is durable.", responseDeltas(events))
 		require.Equal(t, "Because it is durable.", last.Response.OutputText())
 		require.Equal(t, int64(5), last.Response.Usage.OutputTokensDetails.ReasoningTokens)
 		var types []string
@@ -170,7 +170,7 @@ func TestOpenAIResponses(t *testing.T) {
 		// The same stream, read again from the start, is the same.
 		again := readEvents(t, e.demo.Responses.GetStreaming(ctx, last.Response.ID, responses.ResponseGetParams{}), nil)
 		require.Equal(t, seqs(events), seqs(again))
-		require.Equal(t, deltas(events), deltas(again))
+		require.Equal(t, responseDeltas(events), responseDeltas(again))
 	})
 
 	t.Run("background, retrieved and resumed", func(t *testing.T) {
@@ -197,7 +197,7 @@ func TestOpenAIResponses(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, responses.ResponseStatusCompleted, got.Status)
 		require.Equal(t, "The result is 42.", got.OutputText())
-		require.Equal(t, got.OutputText(), deltas(resumed))
+		require.Equal(t, got.OutputText(), responseDeltas(resumed))
 		require.Equal(t, got.OutputText(), agent.ReplayText(e.turnEvents(r.ID)))
 
 		// Another tenant's response is not found, nor is a made-up one.
