@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -94,6 +95,11 @@ func (m *mcpServer) taskMiddleware(agents map[string]bool) mcp.Middleware {
 			ctx, ok := mcpCaller(ctx, info)
 			if !ok {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request carries no bearer token"}
+			}
+			if strings.HasPrefix(method, "prompts/") {
+				// The SDK answers prompts/list with none; a server without
+				// prompts does not declare them, and has no such method.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "this server has no prompts: its tools are agents"}
 			}
 			if call, isCall := req.(*mcp.CallToolRequest); isCall && call.Params != nil && declaresTasks(call.Params.Meta) {
 				if !agents[call.Params.Name] {
