@@ -43,7 +43,9 @@ import (
 // the client's cancellation of the call cancels the turn. A call that
 // waits for approval is asked of the client (elicitation) when the client
 // can be asked and the caller's token may approve; otherwise it waits for
-// an approver over the approvals API, as any turn's.
+// an approver over the approvals API, as any turn's. That is MCP
+// 2025-11-25's, with sessions; 2026-07-28's, without them and with Tasks,
+// is in mcp_tasks.go.
 
 // MCPPath is where the MCP server answers.
 const MCPPath = "/mcp"
