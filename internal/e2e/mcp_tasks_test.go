@@ -116,15 +116,14 @@ type mcpTask struct {
 }
 
 // rpc sends a JSON-RPC request of MCP 2026-07-28, from a client that
-// declares the Tasks extension, to the MCP endpoint of api, as the
-// protocol's HTTP transport sends it (its headers: version, method,
-// name).
+// declares the Tasks extension and elicitation (unless params has a
+// _meta of its own), to the MCP endpoint of api, as the protocol's HTTP
+// transport sends it (its headers: version, method, name).
 func (e *tasksEnv) rpc(api, token, method string, params map[string]any) rpcAnswer {
 	e.t.Helper()
-	params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": mcpV2,
-		"io.modelcontextprotocol/clientInfo": map[string]any{"name": "agentflow-e2e", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{},
-			"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
+	if _, ok := params["_meta"]; !ok {
+		params["_meta"] = tasksMeta(true)
+	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	require.NoError(e.t, err)
 	req, err := http.NewRequest(http.MethodPost, api+mcpdoor.MCPPath, bytes.NewReader(body))
@@ -154,6 +153,18 @@ func (e *tasksEnv) rpc(api, token, method string, params map[string]any) rpcAnsw
 	var a rpcAnswer
 	require.NoError(e.t, json.Unmarshal(raw, &a), "HTTP %d: %s", resp.StatusCode, raw)
 	return a
+}
+
+// tasksMeta is the _meta of a 2026-07-28 request of a client that declares
+// Tasks, and elicitation when elicits.
+func tasksMeta(elicits bool) map[string]any {
+	caps := map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	if elicits {
+		caps["elicitation"] = map[string]any{}
+	}
+	return map[string]any{"io.modelcontextprotocol/protocolVersion": mcpV2,
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "agentflow-e2e", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": caps}
 }
 
 // task decodes a task from an answer that must be one.
@@ -229,8 +240,9 @@ func TestMCPTask(t *testing.T) {
 // TestMCPTaskInput: a task whose turn waits is input_required, with an
 // elicitation per thing the caller may decide; tasks/update decides an
 // approval or answers a question as the caller. A caller who may not
-// approve sees the task working, waiting for a person, and an approval
-// over another door (the API, by the same id) decides it too.
+// approve, or whose client cannot be asked, sees the task working,
+// waiting for a person, and an approval over another door (the API, by
+// the same id) decides it too.
 func TestMCPTaskInput(t *testing.T) {
 	e := newTasksEnv(t)
 
@@ -251,6 +263,10 @@ func TestMCPTaskInput(t *testing.T) {
 		require.Equal(t, "working", asUser.Status)
 		require.Empty(t, asUser.InputRequests)
 		require.Contains(t, asUser.StatusMessage, "waiting for a person to approve")
+		// A client that cannot be asked (no elicitation) is asked nothing.
+		unasked := e.task(e.rpc(e.api, e.all, "tasks/get", map[string]any{"taskId": task.TaskID, "_meta": tasksMeta(false)}))
+		require.Equal(t, "working", unasked.Status)
+		require.Empty(t, unasked.InputRequests)
 
 		ack := e.rpc(e.other, e.all, "tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
 			key:            map[string]any{"action": "accept", "content": map[string]any{"approved": true, "reason": "fine"}},

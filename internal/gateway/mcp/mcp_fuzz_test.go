@@ -44,7 +44,7 @@ func FuzzMCPTaskParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var p mcpTaskUpdateParams
 		if json.Unmarshal(raw, &p) == nil {
-			_ = declaresTasks(p.Meta)
+			_, _ = declaresTasks(p.Meta), declaresElicitation(p.Meta)
 		}
 		if st, err := parseMCPCallState(string(raw)); err == nil {
 			require.NotEmpty(t, st.StreamID)
@@ -75,7 +75,7 @@ func FuzzMCPTask(f *testing.F) {
 		if json.Unmarshal(raw, &events) != nil {
 			return
 		}
-		s := newMCPTask("turn/demo/j", events).state(caller, mcpTaskTimes{}, "complete")
+		s := newMCPTask("turn/demo/j", events).state(caller, mcpTaskTimes{}, "complete", true)
 		require.Contains(t, []string{mcpTaskWorking, mcpTaskInputRequired, mcpTaskCompleted, mcpTaskCancelled}, s.Status)
 		require.Equal(t, s.Status == mcpTaskInputRequired, len(s.InputRequests) > 0)
 		require.Equal(t, s.Status == mcpTaskCompleted, s.Result != nil)

@@ -174,8 +174,10 @@ func mcpQuestionSchema(q agent.QuestionEvent) json.RawMessage {
 	return schema
 }
 
-// status is the task's status and its message, for caller.
-func (t *mcpTask) status(caller gateway.Token) (string, string) {
+// status is the task's status and its message, for caller; elicits: the
+// client can be asked (it declares elicitation), else nothing is asked of
+// it and the task works on, waiting for someone who can answer.
+func (t *mcpTask) status(caller gateway.Token, elicits bool) (string, string) {
 	if t.end != nil {
 		switch t.end.Status {
 		case agent.StreamCanceled:
@@ -189,11 +191,11 @@ func (t *mcpTask) status(caller gateway.Token) (string, string) {
 		}
 		return mcpTaskCompleted, "the turn ended " + strings.ToLower(t.end.Status)
 	}
-	if n := len(t.inputs(caller)); n > 0 {
+	if n := len(t.inputs(caller)); n > 0 && elicits {
 		return mcpTaskInputRequired, fmt.Sprintf("waiting for your input (%d request(s))", n)
 	}
 	// The latest progress, as a call's progress notifications say it.
-	p := &mcpProgress{asks: caller.Has(gateway.RoleApprover), elicits: true, caller: caller}
+	p := &mcpProgress{asks: caller.Has(gateway.RoleApprover) && elicits, elicits: elicits, caller: caller}
 	msg := ""
 	for _, e := range t.events {
 		if e.Kind == agent.EventToken {
@@ -230,9 +232,10 @@ type mcpTaskState struct {
 // mcpTaskTimes are when a task was created and last changed.
 type mcpTaskTimes struct{ created, updated time.Time }
 
-// state is the task as caller sees it.
-func (t *mcpTask) state(caller gateway.Token, times mcpTaskTimes, resultType string) *mcpTaskState {
-	status, msg := t.status(caller)
+// state is the task as caller sees it, from a client that can be asked
+// (elicits) or not.
+func (t *mcpTask) state(caller gateway.Token, times mcpTaskTimes, resultType string, elicits bool) *mcpTaskState {
+	status, msg := t.status(caller, elicits)
 	s := &mcpTaskState{ResultType: resultType, TaskID: t.id, Status: status, StatusMessage: msg,
 		CreatedAt: times.created.UTC().Format(time.RFC3339Nano), LastUpdatedAt: times.updated.UTC().Format(time.RFC3339Nano)}
 	switch status {

@@ -121,6 +121,16 @@ func declaresTasks(meta mcp.Meta) bool {
 	return ok
 }
 
+// declaresElicitation reports whether a request's _meta declares that its
+// client can be asked (elicitation): only then are its tasks' input
+// requests put to it (a server relies on no capability its client did not
+// declare).
+func declaresElicitation(meta mcp.Meta) bool {
+	caps, _ := meta[mcp.MetaKeyClientCapabilities].(map[string]any)
+	_, ok := caps["elicitation"]
+	return ok
+}
+
 // errMissingTasks is the error of a Tasks method whose client did not
 // declare the extension.
 func errMissingTasks() *jsonrpc.Error {
@@ -150,7 +160,7 @@ func (m *mcpServer) callAsTask(ctx context.Context, req *mcp.CallToolRequest) (m
 		now := time.Now()
 		times = mcpTaskTimes{created: now, updated: now}
 	}
-	s := newMCPTask(streamID, nil).state(gateway.CallerOf(ctx), times, "task")
+	s := newMCPTask(streamID, nil).state(gateway.CallerOf(ctx), times, "task", false)
 	s.StatusMessage = "the turn has started"
 	return s, nil
 }
@@ -262,7 +272,7 @@ func (m *mcpServer) getTask(ctx context.Context, _ *mcp.ServerSession, p *mcpTas
 	if err != nil {
 		return nil, err
 	}
-	return t.state(gateway.CallerOf(ctx), times, "complete"), nil
+	return t.state(gateway.CallerOf(ctx), times, "complete", declaresElicitation(p.Meta)), nil
 }
 
 // updateTask answers tasks/update: each response to a request the task
@@ -280,6 +290,9 @@ func (m *mcpServer) updateTask(ctx context.Context, _ *mcp.ServerSession, p *mcp
 		return nil, err
 	}
 	waiting := t.inputs(gateway.CallerOf(ctx))
+	if !declaresElicitation(p.Meta) {
+		waiting = nil // it was asked nothing
+	}
 	for key, resp := range p.InputResponses {
 		e, ok := waiting[key]
 		res, isElicit := resp.(*mcp.ElicitResult)
