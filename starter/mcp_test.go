@@ -105,6 +105,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// sessionMCP is the protocol version of the clients of these tests: the
+// last with sessions, resumable streams and elicitation during a call
+// (2026-07-28's stateless requests and Tasks are tested in
+// internal/gateway/mcp and internal/e2e).
+var sessionMCP = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 // mcpConnect opens a session of the MCP Go SDK's client with token.
 func mcpConnect(ctx context.Context, t *testing.T, srv *testserver.Server, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
@@ -112,7 +118,7 @@ func mcpConnect(ctx context.Context, t *testing.T, srv *testserver.Server, token
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   "http://" + srv.HTTPAPIAddr() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}},
-	}, nil)
+	}, sessionMCP)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = session.Close() })
 	return session
@@ -550,7 +556,7 @@ func TestMCPResumes(t *testing.T) {
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   "http://" + p.ln.Addr().String() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{token: "tok", base: http.DefaultTransport}},
-	}, nil)
+	}, sessionMCP)
 	require.NoError(t, err)
 	defer session.Close()
 	params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "say it slowly"}}
@@ -613,7 +619,7 @@ func TestMCPResumesOnAnotherGateway(t *testing.T) {
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   "http://" + p.ln.Addr().String() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{token: "tok", base: http.DefaultTransport}},
-	}, nil)
+	}, sessionMCP)
 	require.NoError(t, err)
 	params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "say it slowly"}}
 	params.SetProgressToken("p")

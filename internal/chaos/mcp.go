@@ -47,7 +47,7 @@ func mcpGatewayKill(ctx context.Context, e *env, job string) error {
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   "http://" + lb.addr() + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: bearerTransport{}},
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session's stream, resumed: 2026-07-28 has neither
 	if err != nil {
 		return fmt.Errorf("mcp connect: %w", err)
 	}

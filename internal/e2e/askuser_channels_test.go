@@ -63,6 +63,11 @@ type elicited struct {
 	}
 }
 
+// sessionMCP is the protocol version of the MCP clients that test
+// sessions: the last with them, and with elicitation during a call
+// (mcp_tasks_test.go tests 2026-07-28's requests and Tasks).
+var sessionMCP = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 // mcpAsked opens an MCP session (the official Go SDK's client) with
 // token whose elicitation handler reports each request on asked and
 // replies with reply.
@@ -94,7 +99,7 @@ func (e *httpEnv) mcpAsked(ctx context.Context, t *testing.T, token string, aske
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   e.api + mcpdoor.MCPPath,
 		HTTPClient: &http.Client{Transport: mcpBearer{token: token, base: http.DefaultTransport}},
-	}, nil)
+	}, sessionMCP)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = session.Close() })
 	return session

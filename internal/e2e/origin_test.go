@@ -96,7 +96,7 @@ func TestIdentityKeepsItsOrigin(t *testing.T) {
 	// The static token's holder calls desk over MCP.
 	session, err := mcp.NewClient(&mcp.Implementation{Name: "agentflow-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: api + mcpdoor.MCPPath, HTTPClient: &http.Client{Transport: mcpBearer{token: "tok-aap", base: http.DefaultTransport}},
-	}, nil)
+	}, sessionMCP)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = session.Close() })
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "desk", Arguments: map[string]any{"prompt": "What is 6 * 7?"}})

@@ -1,6 +1,10 @@
 // Package mcp serves the Model Context Protocol at MCPPath with the
 // official MCP Go SDK's Streamable HTTP server: agents as tools, a call as
-// a durable turn, its progress resumable across gateways.
+// a durable turn. Clients of MCP 2025-11-25 and before get sessions, whose
+// streams resume across gateways (mcp.go, mcp_resume.go); clients of
+// 2026-07-28 get stateless requests and the Tasks extension, a task being
+// the turn itself, by its stream id (mcp_tasks.go, mcp_task.go,
+// mcp_mrtr.go).
 package mcp
 
 import (

@@ -43,7 +43,9 @@ import (
 // the client's cancellation of the call cancels the turn. A call that
 // waits for approval is asked of the client (elicitation) when the client
 // can be asked and the caller's token may approve; otherwise it waits for
-// an approver over the approvals API, as any turn's.
+// an approver over the approvals API, as any turn's. That is MCP
+// 2025-11-25's, with sessions; 2026-07-28's, without them and with Tasks,
+// is in mcp_tasks.go.
 
 // MCPPath is where the MCP server answers.
 const MCPPath = "/mcp"
@@ -74,11 +76,16 @@ func (a *server) registerMCP(mux *http.ServeMux) {
 	// Sessions live in this gateway's memory (the SDK's); their streams
 	// in PostgreSQL (mcpEvents), so that a client whose connection drops
 	// resumes a call with Last-Event-ID on any gateway (mcp_resume.go).
-	h := mcp.NewStreamableHTTPHandler(m.session, &mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout,
+	sessions := mcp.NewStreamableHTTPHandler(m.session, &mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout,
 		EventStore: mcpEvents{m}})
+	// MCP 2026-07-28 has no sessions (mcp_tasks.go).
+	// A request ends when its client leaves (PropagateRequestCancellation):
+	// its turn does not.
+	sessionless := mcp.NewStreamableHTTPHandler(m.statelessServer, &mcp.StreamableHTTPOptions{Stateless: true,
+		PropagateRequestCancellation: true})
 	mux.Handle(MCPPath, auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{
 		Scopes: []string{string(gateway.RoleUser)}, AllowMissingExpiration: true,
-	})(a.LimitBody(m.front(h))))
+	})(a.LimitBody(m.front(sessions, sessionless))))
 }
 
 // verify checks a bearer token with the gRPC API's code (auth.TokenVerifier).
@@ -115,10 +122,14 @@ func mcpCaller(ctx context.Context, info *auth.TokenInfo) (context.Context, bool
 	return context.WithValue(ctx, gateway.CallerKey{}, caller), true
 }
 
-// session makes the server of a new session: its tools are the tenant's
-// agents exposed through MCP, now. A tenant whose agents cannot be read
-// gets no session (the SDK answers 400), and tries again.
-func (m *mcpServer) session(r *http.Request) *mcp.Server {
+// session makes the server of a new session (MCP 2025-11-25 and before).
+func (m *mcpServer) session(r *http.Request) *mcp.Server { return m.newServer(r, false) }
+
+// newServer makes the server of a session, or of a stateless request:
+// its tools are the tenant's agents exposed through MCP, now; a stateless
+// server has Tasks too. A tenant whose agents cannot be read gets no
+// server (the SDK answers 400), and tries again.
+func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 	ctx, ok := mcpCaller(r.Context(), auth.TokenInfoFromContext(r.Context()))
 	if !ok {
 		return nil
@@ -129,15 +140,25 @@ func (m *mcpServer) session(r *http.Request) *mcp.Server {
 		return nil
 	}
 	slices.SortFunc(agents, func(a, b agent.Agent) int { return strings.Compare(a.ID, b.ID) })
-	srv := mcp.NewServer(&mcp.Implementation{Name: gateway.ServerName, Title: "agentflow: " + gateway.TenantOf(ctx) + "'s agents"}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Instructions: "Each tool is a durable agent of agentflow: a call runs one turn of the agent, which survives restarts; " +
 			"calls that need a person's approval wait for it.",
 		GetSessionID: m.newSessionID,
-	})
+	}
+	if stateless {
+		opts.Instructions += " A client that declares the Tasks extension gets each call as a task: the turn, by its stream id."
+		opts.Capabilities = mcpCapabilities()
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: gateway.ServerName, Title: "agentflow: " + gateway.TenantOf(ctx) + "'s agents"}, opts)
+	exposed := map[string]bool{}
 	for _, a := range agents {
 		if a.Exposed(agent.ExposeMCP) {
 			srv.AddTool(mcpTool(a), m.call(a.ID))
+			exposed[a.ID] = true
 		}
+	}
+	if stateless {
+		m.addTasks(srv, exposed)
 	}
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "data", Title: "Data and files of the tenant's turns", URITemplate: mcpBlobTemplate,
@@ -244,6 +265,11 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
+		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session),
+			elicits: elicits(req.Session) || mrtr(req.Session), caller: gateway.CallerOf(ctx)}
+		if req.Params.RequestState != "" && mrtr(req.Session) {
+			return m.again(ctx, req, p) // the call sent again with its input (mcp_mrtr.go)
+		}
 		// The job id the front handler gave the call (mcpJobID): a call
 		// sent again attaches to its turn, and another gateway resumes it.
 		var job string
@@ -260,27 +286,37 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		}
 		defer release()
 		streamID := contract.TurnWorkflowID(turn.TenantID, turn.JobID)
-		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session), elicits: elicits(req.Session), caller: gateway.CallerOf(ctx)}
-		var events []agent.Event
+		round := &mcpRound{task: newMCPTask(streamID, nil)}
+		asksByResult, legacy := mrtr(req.Session), !newProtocol(req.Session)
 		err = m.s.FollowNew(ctx, turn, nil, func(e agent.Event) error {
-			events = append(events, e)
-			if e.Kind == agent.EventApprovalRequired && e.Child == nil && p.asks {
-				go m.askApproval(ctx, req.Session, streamID, *e.Tool)
+			round.task.apply(e)
+			if legacy && e.Kind == agent.EventApprovalRequired && e.Child == nil && p.asks {
+				go m.ask(ctx, req.Session, streamID, e)
 			}
-			if e.Kind == agent.EventQuestion && e.Child == nil && p.mayAnswer(e) {
-				go m.askQuestion(ctx, req.Session, streamID, *e.Tool, gateway.QuestionOrEmpty(e.Question))
+			if legacy && e.Kind == agent.EventQuestion && e.Child == nil && p.mayAnswer(e) {
+				go m.ask(ctx, req.Session, streamID, e)
 			}
 			p.event(ctx, e)
+			if asksByResult && round.stop(e, p.caller) {
+				return errMCPInput
+			}
 			return nil
 		})
-		if err != nil {
-			if ctx.Err() != nil {
+		switch {
+		case errors.Is(err, errMCPInput):
+			return round.inputRequired(p.caller), nil
+		case err != nil && ctx.Err() != nil:
+			if legacy {
+				// A 2026-07-28 client that leaves only stops its
+				// request: the turn goes on, as any turn whose client
+				// disconnects; tasks/cancel cancels one.
 				m.canceled(ctx, streamID)
-				return nil, ctx.Err()
 			}
+			return nil, ctx.Err()
+		case err != nil:
 			return mcpError(m.s.ClientMessage(ctx, err)), nil
 		}
-		return mcpResult(events, streamID), nil
+		return mcpResult(round.task.events, streamID), nil
 	}
 }
 
@@ -288,14 +324,22 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 // approvals (elicitation): when the client can be asked and the caller's
 // token may approve. Otherwise a call waits for an approver, as any turn.
 func (m *mcpServer) asks(ctx context.Context, session *mcp.ServerSession) bool {
-	return gateway.CallerOf(ctx).Has(gateway.RoleApprover) && elicits(session)
+	return gateway.CallerOf(ctx).Has(gateway.RoleApprover) && (elicits(session) || mrtr(session))
+}
+
+// newProtocol reports whether a session is a request of MCP 2026-07-28 or
+// later, served without a session.
+func newProtocol(session *mcp.ServerSession) bool {
+	p := session.InitializeParams()
+	return p != nil && p.ProtocolVersion >= mcpTasksVersion
 }
 
 // elicits reports whether the session's client can be asked questions
-// (elicitation).
+// (elicitation) during a call: MCP 2026-07-28 has no requests from the
+// server, and asks through a task's input_required instead.
 func elicits(session *mcp.ServerSession) bool {
 	p := session.InitializeParams()
-	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+	return p != nil && p.ProtocolVersion < mcpTasksVersion && p.Capabilities != nil && p.Capabilities.Elicitation != nil
 }
 
 // mayAnswer reports whether the call's client is asked a question: it can
@@ -305,35 +349,29 @@ func (p *mcpProgress) mayAnswer(e agent.Event) bool {
 	return p.elicits && e.Question != nil && p.caller.Has(gateway.Role(e.Question.Role))
 }
 
-// askQuestion asks the client an ask_user call's question and answers it
-// as the caller, over the answers API's path (the turn checks the
-// caller's roles against the question's). A client that declines or
-// cancels leaves the question to another answerer.
-func (m *mcpServer) askQuestion(ctx context.Context, session *mcp.ServerSession, streamID string, call agent.ToolEvent, q agent.QuestionEvent) {
-	log := telemetry.Logger(ctx, m.logger)
-	answer := map[string]any{"type": "string", "description": "Your answer."}
-	if len(q.Choices) > 0 && !q.AllowOther {
-		answer["enum"] = q.Choices
-	} else if len(q.Choices) > 0 {
-		answer["description"] = "Your answer: one of " + strings.Join(q.Choices, ", ") + ", or your own."
-	}
-	schema, _ := json.Marshal(map[string]any{"type": "object", "required": []string{"answer"},
-		"properties": map[string]any{"answer": answer}})
-	res, err := session.Elicit(ctx, &mcp.ElicitParams{Message: q.Text, RequestedSchema: json.RawMessage(schema)})
-	if err != nil || res.Action != "accept" {
-		log.Debug("mcp question not answered", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+// ask asks the client, during its call, to decide a tool call that waits
+// for approval or to answer an ask_user question (elicitation), and gives
+// the turn its answer as the caller's (settle). A client that cancels, or
+// cannot answer, leaves the call or the question to another person.
+func (m *mcpServer) ask(ctx context.Context, session *mcp.ServerSession, streamID string, e agent.Event) {
+	log := telemetry.Logger(ctx, m.logger).With(zap.String("stream_id", streamID), zap.String("call_id", e.Tool.CallID))
+	res, err := session.Elicit(ctx, mcpElicitation(e))
+	switch {
+	case err != nil && e.Kind == agent.EventApprovalRequired:
+		log.Debug("mcp approval not asked", zap.Error(err))
+		return
+	case e.Kind == agent.EventQuestion && (err != nil || res.Action != "accept"):
+		log.Debug("mcp question not answered", zap.Error(err))
 		return
 	}
-	text, _ := res.Content["answer"].(string)
-	caller := gateway.CallerOf(ctx)
-	a := caller.AnswerQuestion(call.CallID, text)
-	if err := a.Validate(); err != nil {
-		log.Info("mcp answer refused", zap.String("stream_id", streamID), zap.Error(err))
-		return
-	}
-	if _, err := m.s.AnswerQuestion(context.WithoutCancel(ctx), streamID, a); err != nil {
-		// Answered already, closed, or not this caller's to answer.
-		log.Info("mcp answer not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
+	if err := m.settle(ctx, streamID, e, res); err != nil {
+		// Decided or answered already (another person, a timeout), or
+		// not this caller's to answer.
+		if e.Kind == agent.EventApprovalRequired {
+			log.Info("mcp approval not taken", zap.Error(err))
+		} else {
+			log.Info("mcp answer not taken", zap.Error(err))
+		}
 	}
 }
 
@@ -341,40 +379,6 @@ func (m *mcpServer) askQuestion(ctx context.Context, session *mcp.ServerSession,
 var mcpApprovalSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"approved":{"type":"boolean","description":"Run the call (true) or refuse it (false)."},` +
 	`"reason":{"type":"string","description":"Why, for the record."}},"required":["approved"]}`)
-
-// askApproval asks the client to decide a tool call that waits for
-// approval, and decides it as the caller, over the approvals API's path.
-// A client that cancels the question, or cannot answer it, leaves the call
-// waiting for another approver.
-func (m *mcpServer) askApproval(ctx context.Context, session *mcp.ServerSession, streamID string, call agent.ToolEvent) {
-	log := telemetry.Logger(ctx, m.logger)
-	res, err := session.Elicit(ctx, &mcp.ElicitParams{
-		Message:         fmt.Sprintf("The agent wants to call %s with %s. Approve?", call.Name, agent.Clip(string(call.Args), 1000)),
-		RequestedSchema: mcpApprovalSchema,
-	})
-	if err != nil {
-		log.Debug("mcp approval not asked", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
-		return
-	}
-	var approved bool
-	reason := "declined by the MCP client"
-	switch res.Action {
-	case "accept":
-		approved, _ = res.Content["approved"].(bool)
-		reason, _ = res.Content["reason"].(string)
-	case "decline":
-	default:
-		return
-	}
-	// Bound to the call the client was asked about: an answer that comes
-	// after that call was decided decides no other.
-	d := agent.NewApprovalDecision(call.CallID, approved, reason, "")
-	d.ApprovalID = call.ApprovalID
-	if _, err := m.s.Decide(context.WithoutCancel(ctx), streamID, d); err != nil {
-		// Decided already (another approver, a timeout): nothing to do.
-		log.Info("mcp approval not taken", zap.String("stream_id", streamID), zap.String("call_id", call.CallID), zap.Error(err))
-	}
-}
 
 // decodeMCPInput reads a call's arguments strictly.
 func decodeMCPInput(raw json.RawMessage) (mcpInput, error) {
@@ -515,6 +519,9 @@ func (p *mcpProgress) message(e agent.Event) string {
 		return ""
 	}
 	p.track(e)
+	if e.Tool == nil && e.Kind != agent.EventStatus && e.Kind != agent.EventToken {
+		return "" // an event of a call names its call: one that does not says nothing
+	}
 	switch e.Kind {
 	case agent.EventToolStart:
 		return "calling the tool " + e.Tool.Name
@@ -527,7 +534,11 @@ func (p *mcpProgress) message(e agent.Event) string {
 		return fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: approval %s, stream %s)",
 			e.Tool.CallID, e.Tool.Name, e.Tool.ApprovalID, e.StreamID)
 	case agent.EventApprovalDecided:
-		return "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + e.Approval.Outcome
+		outcome := "decided"
+		if e.Approval != nil {
+			outcome = e.Approval.Outcome
+		}
+		return "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + outcome
 	case agent.EventQuestion:
 		if p.mayAnswer(e) {
 			return "asking you: " + gateway.QuestionOrEmpty(e.Question).Text

@@ -66,12 +66,19 @@ type mcpEnvelope struct {
 	} `json:"params"`
 }
 
-// front is what the gateway does before the SDK: a tools/call is given
-// its job id and recorded for its stream; a GET that resumes a stream of
-// a session this gateway does not hold is answered here.
-func (m *mcpServer) front(h http.Handler) http.Handler {
+// front is what the gateway does before the SDK: a request of MCP
+// 2026-07-28 or later goes to the stateless handler (mcp_tasks.go); of a
+// session, a tools/call is given its job id and recorded for its stream,
+// and a GET that resumes a stream of a session this gateway does not hold
+// is answered here.
+func (m *mcpServer) front(h, sessionless http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(mcpJobHeader)
+		if stateless(r) {
+			var srv *mcp.Server
+			sessionless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpServerKey{}, &srv)))
+			return
+		}
 		session := r.Header.Get("Mcp-Session-Id")
 		switch {
 		case r.Method == http.MethodPost && session != "":
