@@ -32,6 +32,12 @@ type Door interface {
 	Register(mux *http.ServeMux, api *HTTPAPI)
 }
 
+// DoorFunc is a Door made of its Register function.
+type DoorFunc func(mux *http.ServeMux, api *HTTPAPI)
+
+// Register implements Door.
+func (f DoorFunc) Register(mux *http.ServeMux, api *HTTPAPI) { f(mux, api) }
+
 // Service is the API's turn service, which doors start, follow and steer
 // turns through.
 func (a *HTTPAPI) Service() *Service { return a.svc }

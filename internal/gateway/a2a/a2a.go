@@ -1,3 +1,8 @@
+// Package a2a serves the A2A protocol, 1.0 and 0.3 on one endpoint with
+// one card: agent cards, and tasks that are turns, read from their event
+// logs; 0.3 through a2a-go v0.3's JSON-RPC handler over the door's own
+// request handler, 1.0 by the door's JSON-RPC binding over the same
+// methods (a2a_v1.go says how the versions are told apart).
 package a2a
 
 import (
@@ -84,7 +89,7 @@ type a2aRequest struct {
 
 // registerA2A adds the A2A agents to mux.
 func (a *server) registerA2A(mux *http.ServeMux) {
-	m := &a2aServer{s: a.svc, logger: a.Logger()}
+	m := &a2aServer{s: a.Service(), logger: a.Logger()}
 	rpc := a2asrv.NewJSONRPCHandler(m)
 	mux.Handle(A2APrefix+"{agent}", m.authenticated(a2aLimitBody(a.endWithStreams(a.a2aVersions(m, rpc)))))
 	mux.Handle("GET "+A2APrefix+"{agent}"+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveCard)))
@@ -535,3 +540,10 @@ func (m *a2aServer) OnGetExtendedAgentCard(ctx context.Context) (*a2a.AgentCard,
 	}
 	return a2aCard(ag, a2aRequestOf(ctx).url), nil
 }
+
+// Door serves A2A (1.0 and 0.3) on the HTTP API's listener.
+var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerA2A(mux) })
+
+// server is the door on one HTTP API: its handlers are server's methods,
+// with the core's helpers and turn service (Service) at hand.
+type server struct{ *gateway.HTTPAPI }

@@ -1,3 +1,7 @@
+// Package agui serves the AG-UI protocol (1.0) at AGUIPath: RunAgentInput
+// in, AG-UI's event stream out, for the agents the catalog exposes
+// through it; a turn that waits for a person is an interrupt of the run,
+// which the client's next run resumes.
 package agui
 
 import (
@@ -72,7 +76,7 @@ func (a *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		// The run's stream, held before its turn is started or its
 		// message sent.
-		ctx, release, err = a.svc.HoldStream(ctx)
+		ctx, release, err = a.Service().HoldStream(ctx)
 	}
 	if err != nil {
 		a.Refuse(w, r, err)
@@ -108,7 +112,7 @@ func (a *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 // aguiExposed refuses an agent the caller's tenant does not serve over
 // AG-UI: not in its catalog, or not exposed.
 func (a *server) aguiExposed(ctx context.Context, agentID string) error {
-	ag, err := a.svc.Store().ActiveAgent(ctx, gateway.TenantOf(ctx), agentID)
+	ag, err := a.Service().Store().ActiveAgent(ctx, gateway.TenantOf(ctx), agentID)
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound) || (err == nil && !ag.Exposed(agent.ExposeAGUI)):
 		return agent.Errorf(agent.CodeAgentNotFound, "agent %q is not served over AG-UI: your tenant's catalog has no agent of that id with expose: [%s]", agentID, agent.ExposeAGUI)
@@ -128,13 +132,13 @@ type aguiTurn struct {
 // aguiStart prepares a turn of its own, as Stream does; following it
 // starts it, or attaches to the turn of the same runId.
 func (a *server) aguiStart(ctx context.Context, agentID string, in aguiInput) (aguiTurn, error) {
-	req, err := a.svc.Prepare(ctx, &pb.TurnRequest{AgentId: agentID, Prompt: in.Prompt, JobId: in.RunID})
+	req, err := a.Service().Prepare(ctx, &pb.TurnRequest{AgentId: agentID, Prompt: in.Prompt, JobId: in.RunID})
 	if err != nil {
 		return aguiTurn{}, err
 	}
 	return aguiTurn{threadID: req.JobID, runID: req.JobID, jobID: req.JobID, streamID: contract.TurnWorkflowID(req.TenantID, req.JobID),
 		follow: func(ctx context.Context, send func(agent.Event) error) error {
-			return a.svc.FollowNew(ctx, req, nil, send)
+			return a.Service().FollowNew(ctx, req, nil, send)
 		}}, nil
 }
 
@@ -149,7 +153,7 @@ func (a *server) aguiSend(r *http.Request, agentID string, in aguiInput) (aguiTu
 	if err != nil {
 		return aguiTurn{}, err
 	}
-	chat, err := a.svc.SendToSession(ctx, in.ThreadID, agentID, in.Prompt, in.RunID)
+	chat, err := a.Service().SendToSession(ctx, in.ThreadID, agentID, in.Prompt, in.RunID)
 	if err != nil {
 		return aguiTurn{}, err
 	}
@@ -162,11 +166,11 @@ func (a *server) aguiSend(r *http.Request, agentID string, in aguiInput) (aguiTu
 // waiting turn, and its run wait with it.) A client from before 1.0 sends
 // its messages as it always has.
 func (a *server) aguiWaiting(ctx context.Context, thread string) error {
-	streamID, err := a.svc.SessionTurn(ctx, thread)
+	streamID, err := a.Service().SessionTurn(ctx, thread)
 	if err != nil || streamID == "" {
 		return err
 	}
-	v, err := a.svc.Client().QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
+	v, err := a.Service().Client().QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
 	var st agent.TurnStatus
 	if err != nil || v.Get(&st) != nil {
 		return nil // the turn has just ended, or cannot say: the message goes to the thread
@@ -243,10 +247,10 @@ func (s *aguiStream) pending(ctx context.Context) func(aguiInterruptID) bool {
 	var questions []agent.PendingQuestion
 	var aerr, qerr error
 	if s.m.opens(aguiKindApproval) {
-		approvals, aerr = turnclient.PendingApprovals(ctx, s.a.svc.Client(), s.streamID)
+		approvals, aerr = turnclient.PendingApprovals(ctx, s.a.Service().Client(), s.streamID)
 	}
 	if s.m.opens(aguiKindQuestion) {
-		questions, qerr = turnclient.PendingQuestions(ctx, s.a.svc.Client(), s.streamID)
+		questions, qerr = turnclient.PendingQuestions(ctx, s.a.Service().Client(), s.streamID)
 	}
 	if err := errors.Join(aerr, qerr); err != nil {
 		s.a.Logger().Debug("pending approvals and questions unknown; the run ends with its interrupts", zap.String("stream_id", s.streamID), zap.Error(err))
@@ -320,3 +324,10 @@ func (s *aguiStream) Fail(err error) {
 	}
 	s.a.Logger().Debug("ag-ui stream ended by a failure", zap.String("type", p.Title))
 }
+
+// Door serves AG-UI on the HTTP API's listener.
+var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerAGUI(mux) })
+
+// server is the door on one HTTP API: its handlers are server's methods,
+// with the core's helpers and turn service (Service) at hand.
+type server struct{ *gateway.HTTPAPI }

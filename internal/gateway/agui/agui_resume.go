@@ -271,7 +271,7 @@ func (a *server) aguiResumeTurn(r *http.Request, agentID string, in aguiInput) (
 	}
 	notFound := agent.Errorf(agent.CodeNotFound, "interrupt %q is not one of a turn of agent %q on thread %q: resume a run's interrupts on the thread and agent it ran on",
 		agent.Clip(in.Resume[0].Interrupt.String(), 2*gateway.MaxQuoted), agentID, in.ThreadID)
-	turn, err := a.svc.Store().Turn(ctx, gateway.TenantOf(ctx), jobID)
+	turn, err := a.Service().Store().Turn(ctx, gateway.TenantOf(ctx), jobID)
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound):
 		return aguiTurn{}, notFound
@@ -300,7 +300,7 @@ func (a *server) aguiResumeTurn(r *http.Request, agentID string, in aguiInput) (
 			if err := a.aguiGive(ctx, streamID, in.Resume); err != nil {
 				return err
 			}
-			return a.svc.Events().Follow(ctx, streamID, 0, send)
+			return a.Service().Events().Follow(ctx, streamID, 0, send)
 		}}, nil
 }
 
@@ -314,12 +314,12 @@ func (a *server) aguiGive(ctx context.Context, streamID string, resumes []aguiRe
 	var questions []agent.PendingQuestion
 	var err error
 	if slices.ContainsFunc(resumes, func(rs aguiResume) bool { return rs.Interrupt.Kind == aguiKindApproval }) {
-		if approvals, err = turnclient.PendingApprovals(ctx, a.svc.Client(), streamID); err != nil {
+		if approvals, err = turnclient.PendingApprovals(ctx, a.Service().Client(), streamID); err != nil {
 			return err
 		}
 	}
 	if slices.ContainsFunc(resumes, func(rs aguiResume) bool { return rs.Interrupt.Kind == aguiKindQuestion }) {
-		if questions, err = turnclient.PendingQuestions(ctx, a.svc.Client(), streamID); err != nil {
+		if questions, err = turnclient.PendingQuestions(ctx, a.Service().Client(), streamID); err != nil {
 			return err
 		}
 	}
@@ -378,11 +378,11 @@ func aguiCheck(ctx context.Context, rs aguiResume, approvals []agent.PendingAppr
 func (a *server) aguiAnswer(ctx context.Context, streamID string, rs aguiResume) error {
 	var err error
 	if rs.Interrupt.Kind == aguiKindQuestion {
-		_, err = a.svc.AnswerQuestion(ctx, streamID, gateway.CallerOf(ctx).AnswerQuestion(rs.Interrupt.CallID, rs.Answer))
+		_, err = a.Service().AnswerQuestion(ctx, streamID, gateway.CallerOf(ctx).AnswerQuestion(rs.Interrupt.CallID, rs.Answer))
 	} else {
 		d := agent.NewApprovalDecision(rs.Interrupt.CallID, rs.Approved, rs.Reason, "")
 		d.ApprovalID = rs.Interrupt.ApprovalID
-		_, err = a.svc.Decide(ctx, streamID, d)
+		_, err = a.Service().Decide(ctx, streamID, d)
 	}
 	if agent.IsCode(err, agent.CodeConflict) {
 		return nil

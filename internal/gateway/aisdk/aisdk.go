@@ -1,18 +1,17 @@
+// Package aisdk serves the Vercel AI SDK's UI message stream protocol
+// (useChat's DefaultChatTransport) at /v1/ui/chat: a chat's messages as
+// turns, their events as UI message chunks, approvals answered in the
+// next request, and a stream resumed after a reconnect.
 package aisdk
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 
-	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
-
-	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -43,7 +42,7 @@ import (
 // gRPC API's code (a.Caller): every answer follows a turn (Resume); a
 // message is SendMessage; approval responses are Approve, whose role
 // (approver) a user's token lacks. Streams take a slot of the tenant's
-// (a.svc.streams) and read the turn through the one follower.
+// (a.Service().streams) and read the turn through the one follower.
 const (
 	uiChatPath   = "/v1/ui/chat"
 	uiResumePath = "/v1/ui/chat/{id}/stream"
@@ -85,7 +84,7 @@ func (a *server) uiChat(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		// Every answer streams: its slot is held before a message is
 		// sent or an approval decided.
-		ctx, release, err = a.svc.HoldStream(ctx)
+		ctx, release, err = a.Service().HoldStream(ctx)
 	}
 	if err != nil {
 		a.Refuse(w, r, err)
@@ -107,11 +106,11 @@ func (a *server) uiChat(w http.ResponseWriter, r *http.Request) {
 func (a *server) uiSend(w http.ResponseWriter, r *http.Request, mode projection.Mode, req uiChatRequest, ask uiAsk) {
 	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
 	if err == nil {
-		err = a.svc.CheckSession(ctx, req.ChatID, req.Agent)
+		err = a.Service().CheckSession(ctx, req.ChatID, req.Agent)
 	}
 	running := ""
 	if err == nil {
-		running, err = a.chatTurn(ctx, req.ChatID)
+		running, err = a.Service().SessionTurn(ctx, req.ChatID)
 	}
 	if err == nil && running != "" && !a.turnEnded(ctx, running) {
 		err = agent.Errorf(agent.CodeConflict, "chat %q is still answering message %q: resume it (GET %s/%s/stream) or answer its approval requests before sending the next message",
@@ -124,12 +123,12 @@ func (a *server) uiSend(w http.ResponseWriter, r *http.Request, mode projection.
 	r = r.WithContext(ctx)
 	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(mode)}
 	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
-		res, err := a.svc.SendMessage(ctx, &pb.SendMessageRequest{SessionId: req.ChatID, AgentId: req.Agent, Prompt: ask.Prompt})
+		res, err := a.Service().SendMessage(ctx, &pb.SendMessageRequest{SessionId: req.ChatID, AgentId: req.Agent, Prompt: ask.Prompt})
 		if err != nil {
 			return err
 		}
 		u.setTurn(res.GetStreamId(), res.GetJobId())
-		return a.svc.FollowStarted(ctx, res.GetStreamId(), send)
+		return a.Service().FollowStarted(ctx, res.GetStreamId(), send)
 	})
 }
 
@@ -156,11 +155,11 @@ func (a *server) uiDecide(w http.ResponseWriter, r *http.Request, mode projectio
 		for _, d := range ask.Decisions {
 			decision := agent.NewApprovalDecision(d.CallID, d.Approved, d.Reason, "")
 			decision.ApprovalID = d.ApprovalID
-			if _, err := a.svc.Decide(ctx, streamID, decision); err != nil {
+			if _, err := a.Service().Decide(ctx, streamID, decision); err != nil {
 				return err
 			}
 		}
-		return a.svc.Events().Follow(ctx, streamID, 0, send)
+		return a.Service().Events().Follow(ctx, streamID, 0, send)
 	})
 }
 
@@ -181,7 +180,7 @@ func (a *server) uiResume(w http.ResponseWriter, r *http.Request) {
 	err = gateway.FirstError(err, qerr)
 	streamID := ""
 	if err == nil {
-		streamID, err = a.chatTurn(ctx, chatID)
+		streamID, err = a.Service().SessionTurn(ctx, chatID)
 	}
 	if err != nil {
 		a.Refuse(w, r, err)
@@ -193,37 +192,15 @@ func (a *server) uiResume(w http.ResponseWriter, r *http.Request) {
 	}
 	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(mode), streamID: streamID, messageID: jobOf(streamID)}
 	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
-		return a.svc.Events().Follow(ctx, streamID, 0, send)
+		return a.Service().Events().Follow(ctx, streamID, 0, send)
 	})
-}
-
-// chatTurn is the stream id of the turn the chat's Conversation is
-// running (its child AgentTurn), "" when it runs none.
-func (a *server) chatTurn(ctx context.Context, chatID string) (string, error) {
-	id := contract.ConversationWorkflowID(gateway.TenantOf(ctx), chatID)
-	desc, err := a.svc.Client().DescribeWorkflowExecution(ctx, id, "")
-	var notFound *serviceerror.NotFound
-	switch {
-	case errors.As(err, &notFound):
-		return "", nil
-	case err != nil:
-		return "", agent.WithCode(agent.CodeUnavailable, fmt.Errorf("describe conversation %s: %w", id, err))
-	case desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return "", nil
-	}
-	for _, c := range desc.GetPendingChildren() {
-		if c.GetWorkflowTypeName() == contract.AgentTurn {
-			return c.GetWorkflowId(), nil
-		}
-	}
-	return "", nil
 }
 
 // turnEnded: the turn has logged its final status. Its Conversation
 // records the turn's end a moment later; a message sent meanwhile waits
 // that moment, not for an answer.
 func (a *server) turnEnded(ctx context.Context, streamID string) bool {
-	v, err := a.svc.Client().QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
+	v, err := a.Service().Client().QueryWorkflow(ctx, streamID, "", contract.QueryStatus)
 	var st agent.TurnStatus
 	if err != nil || v.Get(&st) != nil {
 		return false
@@ -354,7 +331,7 @@ func (u *uiStream) requested() bool {
 // client can resume.
 func (u *uiStream) stillWaiting(ctx context.Context) bool {
 	streamID, _ := u.turn()
-	pending, err := turnclient.PendingApprovals(ctx, u.a.svc.Client(), streamID)
+	pending, err := turnclient.PendingApprovals(ctx, u.a.Service().Client(), streamID)
 	if err != nil {
 		u.a.Logger().Debug("pending approvals unknown; the message stops at the approval requests", zap.String("stream_id", streamID), zap.Error(err))
 		return true
@@ -439,3 +416,10 @@ func (u *uiStream) Fail(err error) {
 	}
 	u.a.Logger().Debug("ui message stream ended by a failure", zap.String("type", p.Title))
 }
+
+// Door serves the AI SDK's UI message stream on the HTTP API's listener.
+var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerAISDK(mux) })
+
+// server is the door on one HTTP API: its handlers are server's methods,
+// with the core's helpers and turn service (Service) at hand.
+type server struct{ *gateway.HTTPAPI }

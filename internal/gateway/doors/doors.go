@@ -16,5 +16,5 @@ import (
 
 // All are the doors, in the order they register their routes.
 func All() []gateway.Door {
-	return []gateway.Door{openai.Door{}, sse.Door{}, ws.Door{}, aisdk.Door{}, mcp.Door{}, agui.Door{}, a2a.Door{}}
+	return []gateway.Door{openai.Door, sse.Door, ws.Door, aisdk.Door, mcp.Door, agui.Door, a2a.Door}
 }

@@ -1,3 +1,10 @@
+// Package mcp serves the Model Context Protocol at MCPPath with the
+// official MCP Go SDK's Streamable HTTP server: agents as tools, a call as
+// a durable turn. Clients of MCP 2025-11-25 and before get sessions, whose
+// streams resume across gateways (mcp.go, mcp_resume.go); clients of
+// 2026-07-28 get stateless requests and the Tasks extension, a task being
+// the turn itself, by its stream id (mcp_tasks.go, mcp_task.go,
+// mcp_mrtr.go).
 package mcp
 
 import (
@@ -72,7 +79,7 @@ type mcpServer struct {
 
 // registerMCP adds the MCP server to mux.
 func (a *server) registerMCP(mux *http.ServeMux) {
-	m := &mcpServer{s: a.svc, logger: a.Logger(), ending: a.Ending()}
+	m := &mcpServer{s: a.Service(), logger: a.Logger(), ending: a.Ending()}
 	// Sessions live in this gateway's memory (the SDK's); their streams
 	// in PostgreSQL (mcpEvents), so that a client whose connection drops
 	// resumes a call with Last-Event-ID on any gateway (mcp_resume.go).
@@ -560,3 +567,10 @@ func (p *mcpProgress) message(e agent.Event) string {
 	}
 	return ""
 }
+
+// Door serves MCP on the HTTP API's listener.
+var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerMCP(mux) })
+
+// server is the door on one HTTP API: its handlers are server's methods,
+// with the core's helpers and turn service (Service) at hand.
+type server struct{ *gateway.HTTPAPI }

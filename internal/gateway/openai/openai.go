@@ -1,3 +1,8 @@
+// Package openai serves the OpenAI-compatible API: chat completions, whole
+// and streamed, the Responses API (responses whole, streamed, in the
+// background, retrieved, resumed after a sequence number and cancelled:
+// openai_responses.go), and the models list, for clients such as
+// openai-go and the openai npm package.
 package openai
 
 import (
@@ -310,3 +315,6 @@ func writeOpenAIError(w http.ResponseWriter, p gateway.Problem, err error) {
 		Error openAIError `json:"error"`
 	}{toOpenAIError(p, err)})
 }
+
+// Door serves the OpenAI-compatible API on the HTTP API's listener.
+var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { openAI{s: api.Service()}.register(mux) })

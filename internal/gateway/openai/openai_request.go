@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -113,44 +114,14 @@ var chatParams = map[string]func(req *chatRequest, name string, raw json.RawMess
 }
 
 // chatParamNames are chatParams' names, sorted, for error messages.
-var chatParamNames = func() []string {
-	names := make([]string, 0, len(chatParams))
-	for n := range chatParams {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}()
+var chatParamNames = slices.Sorted(maps.Keys(chatParams))
 
 // decodeChatRequest reads a request body.
 func decodeChatRequest(data []byte) (chatRequest, error) {
 	var req chatRequest
-	if len(bytes.TrimSpace(data)) == 0 {
-		return req, agent.Errorf(agent.CodeInvalid, "the request body is empty: want a JSON object with model and messages")
-	}
-	if err := gateway.OneJSONValue(data); err != nil {
-		return req, agent.Errorf(agent.CodeInvalid, "%s", err)
-	}
-	var fields map[string]json.RawMessage
-	if gateway.JSONKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
-		return req, agent.Errorf(agent.CodeInvalid, "the request body is not a JSON object: want one with model and messages")
-	}
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		read, ok := chatParams[name]
-		if !ok {
-			return req, badParam(name, codeUnknownParameter, "unknown parameter %q: a chat completion takes %s", agent.Clip(name, 64), strings.Join(chatParamNames, ", "))
-		}
-		if gateway.JSONKind(fields[name]) == 'n' {
-			continue // null: not given
-		}
-		if err := read(&req, name, fields[name]); err != nil {
-			return req, err
-		}
+	fields, err := readParams(data, &req, chatParams, chatParamNames, "a chat completion", "model and messages")
+	if err != nil {
+		return req, err
 	}
 	switch {
 	case req.Model == "":
@@ -492,4 +463,34 @@ func chatPrompt(msgs []chatMessage, session bool) (string, error) {
 			b.Len(), agent.MaxPromptBytes, headerSession)
 	}
 	return b.String(), nil
+}
+
+// readParams reads data, a request body, as one JSON object whose members
+// are all params' (names: their names, sorted), each read into req by its
+// reader, a null as not given, in the order of their names. what is what
+// the request is and want what it must hold, for errors.
+func readParams[R any, P ~func(*R, string, json.RawMessage) error](data []byte, req *R, params map[string]P, names []string, what, want string) (map[string]json.RawMessage, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, agent.Errorf(agent.CodeInvalid, "the request body is empty: want a JSON object with %s", want)
+	}
+	if err := gateway.OneJSONValue(data); err != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "%s", err)
+	}
+	var fields map[string]json.RawMessage
+	if gateway.JSONKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
+		return nil, agent.Errorf(agent.CodeInvalid, "the request body is not a JSON object: want one with %s", want)
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		read, ok := params[name]
+		if !ok {
+			return nil, badParam(name, codeUnknownParameter, "unknown parameter %q: %s takes %s", agent.Clip(name, 64), what, strings.Join(names, ", "))
+		}
+		if gateway.JSONKind(fields[name]) == 'n' {
+			continue // null: not given
+		}
+		if err := read(req, name, fields[name]); err != nil {
+			return nil, err
+		}
+	}
+	return fields, nil
 }

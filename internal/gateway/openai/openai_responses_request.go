@@ -1,10 +1,10 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -106,44 +106,14 @@ var responseParams = map[string]responseParam{
 }
 
 // responseParamNames are responseParams' names, sorted, for errors.
-var responseParamNames = func() []string {
-	names := make([]string, 0, len(responseParams))
-	for n := range responseParams {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}()
+var responseParamNames = slices.Sorted(maps.Keys(responseParams))
 
 // decodeResponseRequest reads a request body.
 func decodeResponseRequest(data []byte) (responseRequest, error) {
 	var req responseRequest
-	if len(bytes.TrimSpace(data)) == 0 {
-		return req, agent.Errorf(agent.CodeInvalid, "the request body is empty: want a JSON object with model and input")
-	}
-	if err := gateway.OneJSONValue(data); err != nil {
-		return req, agent.Errorf(agent.CodeInvalid, "%s", err)
-	}
-	var fields map[string]json.RawMessage
-	if gateway.JSONKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
-		return req, agent.Errorf(agent.CodeInvalid, "the request body is not a JSON object: want one with model and input")
-	}
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		read, ok := responseParams[name]
-		if !ok {
-			return req, badParam(name, codeUnknownParameter, "unknown parameter %q: a response takes %s", agent.Clip(name, 64), strings.Join(responseParamNames, ", "))
-		}
-		if gateway.JSONKind(fields[name]) == 'n' {
-			continue // null: not given
-		}
-		if err := read(&req, name, fields[name]); err != nil {
-			return req, err
-		}
+	_, err := readParams(data, &req, responseParams, responseParamNames, "a response", "model and input")
+	if err != nil {
+		return req, err
 	}
 	switch {
 	case req.chat.Model == "":

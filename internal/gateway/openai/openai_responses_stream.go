@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -29,68 +28,26 @@ type responseCall struct {
 // run follows the turn to its end, or until the client leaves or a write
 // fails, and answers.
 func (c *responseCall) run(follow func(ctx context.Context, send func(agent.Event) error) error) {
-	ctx, cancel := context.WithCancel(c.r.Context())
-	defer cancel()
-	events := make(chan agent.Event, followBuffer)
-	followed := make(chan error, 1)
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		followed <- follow(ctx, func(e agent.Event) error {
-			select {
-			case events <- e:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
-	err := c.consume(ctx, events, followed)
-	cancel()
-	<-ended // the follower ends with ctx, if it has not
-	c.finish(err)
+	c.finish(pump(c.r.Context(), follow, c, c.stream))
 }
 
-// consume takes the turn's events until the follower returns or the
-// response has ended, and returns what the follower returned; or a
-// failed write's error.
-func (c *responseCall) consume(ctx context.Context, events <-chan agent.Event, followed <-chan error) error {
-	var keepAlive <-chan time.Time
-	if c.stream {
-		t := time.NewTicker(chatKeepAlive)
-		defer t.Stop()
-		keepAlive = t.C
+// ended: the response has its final status.
+func (c *responseCall) ended() bool { return c.fold.ended }
+
+// keepAlive writes a keep-alive comment, once the stream has begun.
+func (c *responseCall) keepAlive() error {
+	if !c.started {
+		return nil
 	}
-	for {
-		select {
-		case e := <-events:
-			if err := c.take(e, len(events) == 0); err != nil || c.fold.ended {
-				return err
-			}
-		case err := <-followed:
-			// What the follower sent before it returned is in the buffer.
-			for n := len(events); n > 0; n-- {
-				if werr := c.take(<-events, n == 1); werr != nil || c.fold.ended {
-					return werr
-				}
-			}
-			if err == nil && !c.fold.ended {
-				err = agent.Errorf(agent.CodeUnavailable, "response %q ended without a final status", c.fold.resp.ID)
-			}
-			return err
-		case <-keepAlive:
-			if c.started {
-				if _, err := c.w.Write([]byte(": keep-alive\n\n")); err != nil {
-					return err
-				}
-				if err := http.NewResponseController(c.w).Flush(); err != nil {
-					return err
-				}
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if _, err := c.w.Write([]byte(": keep-alive\n\n")); err != nil {
+		return err
 	}
+	return http.NewResponseController(c.w).Flush()
+}
+
+// endless is what the follower's end without a final status is.
+func (c *responseCall) endless() error {
+	return agent.Errorf(agent.CodeUnavailable, "response %q ended without a final status", c.fold.resp.ID)
 }
 
 // take folds one event and, in a stream, writes the events it gives;

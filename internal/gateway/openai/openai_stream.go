@@ -34,14 +34,52 @@ const followBuffer = 64
 // run follows the turn to its end, or until the client leaves or a write
 // fails, and answers.
 func (c *chatCall) run() {
-	ctx, cancel := context.WithCancel(c.r.Context())
+	c.finish(pump(c.r.Context(), c.turn.Follow, c, c.req.Stream))
+}
+
+// ended: the reply has its final status.
+func (c *chatCall) ended() bool { return c.reply.done }
+
+// keepAlive writes a keep-alive comment, once the stream has begun.
+func (c *chatCall) keepAlive() error {
+	if !c.started {
+		return nil
+	}
+	return c.comment("keep-alive")
+}
+
+// endless is what the follower's end without a final status is.
+func (c *chatCall) endless() error {
+	return agent.Errorf(agent.CodeUnavailable, "stream %q ended without a final status", c.turn.StreamID)
+}
+
+// sink is an answer pump feeds: a chat completion or a response.
+type sink interface {
+	// take folds one event and writes what it gives; flush at the end
+	// of what has arrived.
+	take(e agent.Event, flush bool) error
+	// ended reports whether the answer has its final status.
+	ended() bool
+	// keepAlive writes a keep-alive on a quiet stream.
+	keepAlive() error
+	// endless is the error of a follower that ended before the answer.
+	endless() error
+}
+
+// pump follows a turn into s until the follower returns, the answer has
+// ended, the client leaves or a write fails, with a keep-alive every
+// chatKeepAlive on a stream; it returns what the follower returned, or
+// a failed write's error. A slow client holds up its own follower only:
+// events wait in a buffer between them.
+func pump(ctx context.Context, follow func(ctx context.Context, send func(agent.Event) error) error, s sink, stream bool) error {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan agent.Event, followBuffer)
 	followed := make(chan error, 1)
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		followed <- c.turn.Follow(ctx, func(e agent.Event) error {
+		followed <- follow(ctx, func(e agent.Event) error {
 			select {
 			case events <- e:
 				return nil
@@ -50,17 +88,9 @@ func (c *chatCall) run() {
 			}
 		})
 	}()
-	err := c.consume(ctx, events, followed)
-	cancel()
-	<-ended // the follower ends with ctx, if it has not
-	c.finish(err)
-}
-
-// consume takes the turn's events until the follower returns, and
-// returns what it returned; or a failed write's error.
-func (c *chatCall) consume(ctx context.Context, events <-chan agent.Event, followed <-chan error) error {
+	defer func() { cancel(); <-ended }() // the follower ends with ctx, if it has not
 	var keepAlive <-chan time.Time
-	if c.req.Stream {
+	if stream {
 		t := time.NewTicker(chatKeepAlive)
 		defer t.Stop()
 		keepAlive = t.C
@@ -68,25 +98,23 @@ func (c *chatCall) consume(ctx context.Context, events <-chan agent.Event, follo
 	for {
 		select {
 		case e := <-events:
-			if err := c.take(e, len(events) == 0); err != nil {
+			if err := s.take(e, len(events) == 0); err != nil || s.ended() {
 				return err
 			}
 		case err := <-followed:
 			// What the follower sent before it returned is in the buffer.
 			for n := len(events); n > 0; n-- {
-				if werr := c.take(<-events, n == 1); werr != nil {
+				if werr := s.take(<-events, n == 1); werr != nil || s.ended() {
 					return werr
 				}
 			}
-			if err == nil && !c.reply.done {
-				err = agent.Errorf(agent.CodeUnavailable, "stream %q ended without a final status", c.turn.StreamID)
+			if err == nil && !s.ended() {
+				err = s.endless()
 			}
 			return err
 		case <-keepAlive:
-			if c.started {
-				if err := c.comment("keep-alive"); err != nil {
-					return err
-				}
+			if err := s.keepAlive(); err != nil {
+				return err
 			}
 		case <-ctx.Done():
 			return ctx.Err()

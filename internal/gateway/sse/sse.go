@@ -1,3 +1,6 @@
+// Package sse serves a turn's events as Server-Sent Events: follow a
+// turn, start one, or send a conversation a message, and read what the
+// turn logs, resuming with Last-Event-ID.
 package sse
 
 import (
@@ -52,7 +55,7 @@ func (a *server) sseFollow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
-		return a.svc.Events().Follow(ctx, streamID, after, send)
+		return a.Service().Events().Follow(ctx, streamID, after, send)
 	})
 }
 
@@ -77,7 +80,7 @@ func (a *server) sseStart(w http.ResponseWriter, r *http.Request) {
 	}
 	var req agent.TurnRequest
 	if err == nil {
-		req, err = a.svc.Prepare(ctx, &in)
+		req, err = a.Service().Prepare(ctx, &in)
 	}
 	if err != nil {
 		a.Fail(w, r, err, 0)
@@ -86,9 +89,9 @@ func (a *server) sseStart(w http.ResponseWriter, r *http.Request) {
 	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
 	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
 		if resumed {
-			return a.svc.Events().Follow(ctx, streamID, after, send)
+			return a.Service().Events().Follow(ctx, streamID, after, send)
 		}
-		return a.svc.FollowNew(ctx, req, nil, send)
+		return a.Service().FollowNew(ctx, req, nil, send)
 	})
 }
 
@@ -119,12 +122,19 @@ func (a *server) sseMessage(w http.ResponseWriter, r *http.Request) {
 	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
 		streamID := contract.TurnWorkflowID(gateway.TenantOf(ctx), in.GetJobId())
 		if !resumed {
-			res, err := a.svc.SendMessage(ctx, &in)
+			res, err := a.Service().SendMessage(ctx, &in)
 			if err != nil {
 				return err
 			}
 			streamID, after = res.GetStreamId(), 0
 		}
-		return a.svc.Events().Follow(ctx, streamID, after, send)
+		return a.Service().Events().Follow(ctx, streamID, after, send)
 	})
 }
+
+// Door serves Server-Sent Events on the HTTP API's listener.
+var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerSSE(mux) })
+
+// server is the door on one HTTP API: its handlers are server's methods,
+// with the core's helpers and turn service (Service) at hand.
+type server struct{ *gateway.HTTPAPI }

@@ -29,7 +29,7 @@ func (s *socket) do(cmd socketCommand) {
 		var ctx context.Context
 		if ctx, err = s.authorized(pb.AgentService_Approve_FullMethodName); err == nil {
 			var res *pb.ApproveResponse
-			if res, err = s.a.svc.Approve(ctx, in); err == nil {
+			if res, err = s.a.Service().Approve(ctx, in); err == nil {
 				err = s.ack(cmd, res)
 			}
 		}
@@ -37,7 +37,7 @@ func (s *socket) do(cmd socketCommand) {
 		var ctx context.Context
 		if ctx, err = s.authorized(pb.AgentService_Cancel_FullMethodName); err == nil {
 			var res *pb.CancelResponse
-			if res, err = s.a.svc.Cancel(ctx, in); err == nil {
+			if res, err = s.a.Service().Cancel(ctx, in); err == nil {
 				err = s.ack(cmd, res)
 			}
 		}
@@ -54,12 +54,12 @@ func (s *socket) start(cmd socketCommand, in *pb.TurnRequest) error {
 	if err != nil {
 		return err
 	}
-	req, err := s.a.svc.Prepare(ctx, in)
+	req, err := s.a.Service().Prepare(ctx, in)
 	if err != nil {
 		return err
 	}
 	s.follow(cmd, contract.TurnWorkflowID(req.TenantID, req.JobID), func(fctx context.Context, send func(agent.Event) error) error {
-		return s.a.svc.FollowNew(fctx, req, func(streamID string) error {
+		return s.a.Service().FollowNew(fctx, req, func(streamID string) error {
 			return s.ack(cmd, &pb.StartResponse{StreamId: streamID, JobId: req.JobID})
 		}, send)
 	})
@@ -72,7 +72,7 @@ func (s *socket) message(cmd socketCommand, in *pb.SendMessageRequest) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.a.svc.SendMessage(ctx, in)
+	res, err := s.a.Service().SendMessage(ctx, in)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (s *socket) message(cmd socketCommand, in *pb.SendMessageRequest) error {
 		return err
 	}
 	s.follow(cmd, res.GetStreamId(), func(fctx context.Context, send func(agent.Event) error) error {
-		return s.a.svc.Events().Follow(fctx, res.GetStreamId(), 0, send)
+		return s.a.Service().Events().Follow(fctx, res.GetStreamId(), 0, send)
 	})
 	return nil
 }
@@ -101,7 +101,7 @@ func (s *socket) resume(cmd socketCommand, in *pb.ResumeRequest) error {
 		return err
 	}
 	s.follow(cmd, in.GetStreamId(), func(fctx context.Context, send func(agent.Event) error) error {
-		return s.a.svc.Events().Follow(fctx, in.GetStreamId(), in.GetAfterIndex(), send)
+		return s.a.Service().Events().Follow(fctx, in.GetStreamId(), in.GetAfterIndex(), send)
 	})
 	return nil
 }

@@ -1,3 +1,6 @@
+// Package ws serves the WebSocket door: one socket that starts turns,
+// follows them, decides approvals and answers questions, with
+// acknowledgements and resumption by index.
 package ws
 
 import (
@@ -133,7 +136,7 @@ func (a *server) serveSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The socket's slot, which its follows share.
-	ctx, release, err := a.svc.HoldStream(ctx)
+	ctx, release, err := a.Service().HoldStream(ctx)
 	if err != nil {
 		a.Fail(w, r, err, 0)
 		return
@@ -158,7 +161,7 @@ func (a *server) serveSocket(w http.ResponseWriter, r *http.Request) {
 func (a *server) authenticated(r *http.Request, authorization []string) (context.Context, error) {
 	md := metadata.MD{}
 	md.Set("authorization", authorization...)
-	caller, err := a.svc.Authenticate(metadata.NewIncomingContext(r.Context(), md))
+	caller, err := a.Service().Authenticate(metadata.NewIncomingContext(r.Context(), md))
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +315,7 @@ func (s *socket) run(streamID string, after int64) {
 	defer stop()
 	if streamID != "" {
 		s.follow(socketCommand{}, streamID, func(ctx context.Context, send func(agent.Event) error) error {
-			return s.a.svc.Events().Follow(ctx, streamID, after, send)
+			return s.a.Service().Events().Follow(ctx, streamID, after, send)
 		})
 	}
 	for {
@@ -494,5 +497,12 @@ func (s *socket) fail(cmd socketCommand, streamID string, err error) {
 func (s *socket) authorized(method string) (context.Context, error) {
 	md := metadata.MD{}
 	md.Set("authorization", s.authz...)
-	return s.a.svc.Authorize(metadata.NewIncomingContext(s.ctx, md), method)
+	return s.a.Service().Authorize(metadata.NewIncomingContext(s.ctx, md), method)
 }
+
+// Door serves the WebSocket on the HTTP API's listener.
+var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerSocket(mux) })
+
+// server is the door on one HTTP API: its handlers are server's methods,
+// with the core's helpers and turn service (Service) at hand.
+type server struct{ *gateway.HTTPAPI }

@@ -156,7 +156,7 @@ func TestSocketOrigin(t *testing.T) {
 			if tt.forwardedProto != "" {
 				r.Header.Set("X-Forwarded-Proto", tt.forwardedProto)
 			}
-			err := (&server{HTTPAPI: api, svc: svc}).socketOrigin(r)
+			err := (&server{api}).socketOrigin(r)
 			if tt.ok {
 				require.NoError(t, err)
 				return
