@@ -97,7 +97,7 @@ func (a *HTTPAPI) ServeSSE(w http.ResponseWriter, r *http.Request, follow func(c
 		case e := <-events:
 			err = st.events(e, events)
 		case <-keepAlive.C:
-			err = st.comment("keep-alive")
+			err = st.Comment("keep-alive")
 		case ferr := <-done:
 			// What the follower sent before it returned is all queued.
 			if len(events) > 0 {
@@ -131,6 +131,9 @@ func (st *EventWriter) Flush() error { return st.rc.Flush() }
 
 // EventWriter writes one event stream.
 type EventWriter struct {
+	// OnBegin, when set, adds a door's headers to the answer's, before
+	// its head is written.
+	OnBegin func(http.Header)
 	a       *HTTPAPI
 	w       http.ResponseWriter
 	r       *http.Request
@@ -145,6 +148,9 @@ func (st *EventWriter) Begin() {
 	}
 	st.started = true
 	h := st.w.Header()
+	if st.OnBegin != nil {
+		st.OnBegin(h)
+	}
 	h.Set("Content-Type", sse.ContentType)
 	h.Set("Cache-Control", "no-cache")
 	// nginx buffers answers unless told not to; so may others that read it.
@@ -179,7 +185,8 @@ func (st *EventWriter) event(e agent.Event) error {
 	return sse.WriteEvent(st.w, strconv.FormatInt(e.Index, 10), string(e.Kind), data)
 }
 
-func (st *EventWriter) comment(text string) error {
+// Comment writes an SSE comment (a keep-alive) and flushes.
+func (st *EventWriter) Comment(text string) error {
 	st.Deadline()
 	st.Begin()
 	if err := sse.WriteComment(st.w, text); err != nil {
@@ -327,4 +334,38 @@ func FollowInto(ctx context.Context, follow func(ctx context.Context, send func(
 		})
 	}()
 	return events, done
+}
+
+// WriteData writes each value as the JSON data of an unnamed event, the
+// answer's head first: the shape of the streams of the doors whose
+// events carry their own type (the AI SDK's, AG-UI's).
+func WriteData[T any](st *EventWriter, values ...T) error {
+	if len(values) == 0 {
+		return nil
+	}
+	st.Begin()
+	for _, v := range values {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := sse.WriteEvent(st.w, "", "", data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Failure classifies err, which ends an answer before its end. Before
+// the stream began it is answered as a problem, with its HTTP status,
+// and Failure reports false; after, the writes get their deadline and
+// the door ends the stream with the problem in its protocol's shape.
+func (st *EventWriter) Failure(err error) (Problem, bool) {
+	p := st.a.ProblemOf(st.r.Context(), err)
+	if !st.started {
+		WriteProblem(st.w, p)
+		return p, false
+	}
+	st.Deadline()
+	return p, true
 }

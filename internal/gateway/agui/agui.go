@@ -6,7 +6,6 @@ package agui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
-	"github.com/agentflow/agentflow/internal/sse"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -200,6 +198,7 @@ type aguiStream struct {
 // is a RUN_ERROR.
 func (s *aguiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
 	s.st = s.a.NewEventWriter(s.w, s.r)
+	s.st.OnBegin = func(h http.Header) { h.Set(gateway.HeaderStreamID, s.streamID) }
 	s.a.ServeEvents(s.w, s.r, s.st, s, follow)
 }
 
@@ -267,39 +266,13 @@ func (s *aguiStream) pending(ctx context.Context) func(aguiInterruptID) bool {
 }
 
 // begin writes the answer's head, once.
-func (s *aguiStream) begin() {
-	if !s.st.Started() {
-		s.w.Header().Set(gateway.HeaderStreamID, s.streamID)
-		s.st.Begin()
-	}
-}
+func (s *aguiStream) begin() { s.st.Begin() }
 
 // write writes events, one data line each.
-func (s *aguiStream) write(events ...aguiEvent) error {
-	if len(events) == 0 {
-		return nil
-	}
-	s.begin()
-	for _, e := range events {
-		data, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		if err := sse.WriteEvent(s.w, "", "", data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (s *aguiStream) write(events ...aguiEvent) error { return gateway.WriteData(s.st, events...) }
 
-func (s *aguiStream) Comment(text string) error {
-	s.st.Deadline()
-	s.begin()
-	if err := sse.WriteComment(s.w, text); err != nil {
-		return err
-	}
-	return s.st.Flush()
-}
+// Comment implements gateway.EventAnswer.
+func (s *aguiStream) Comment(text string) error { return s.st.Comment(text) }
 
 // fail answers the follower's outcome when the run has not ended: a
 // problem before the stream began, a RUN_ERROR after. A client whose
@@ -313,12 +286,10 @@ func (s *aguiStream) Fail(err error) {
 	if err == nil || s.a.Ending().Err() != nil {
 		err = agent.Errorf(agent.CodeUnavailable, "the stream of turn %q ended before the turn did: run again with runId %q to follow it", s.streamID, s.m.runID)
 	}
-	p := s.a.ProblemOf(ctx, err)
-	if !s.st.Started() {
-		gateway.WriteProblem(s.w, p)
+	p, inStream := s.st.Failure(err)
+	if !inStream {
 		return
 	}
-	s.st.Deadline()
 	if s.write(aguiEvent{Type: aguiRunError, Message: p.Detail, Code: p.Title}) == nil {
 		_ = s.st.Flush()
 	}

@@ -6,7 +6,6 @@ package aisdk
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
-	"github.com/agentflow/agentflow/internal/sse"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -246,6 +244,12 @@ type uiStream struct {
 // it is an error chunk.
 func (u *uiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
 	u.st = u.a.NewEventWriter(u.w, u.r)
+	u.st.OnBegin = func(h http.Header) {
+		h.Set(UIMessageStreamHeader, "v1")
+		if streamID, _ := u.turn(); streamID != "" {
+			h.Set(gateway.HeaderStreamID, streamID)
+		}
+	}
 	u.a.ServeEvents(u.w, u.r, u.st, u, follow)
 }
 
@@ -345,15 +349,7 @@ func (u *uiStream) stillWaiting(ctx context.Context) bool {
 }
 
 // begin writes the answer's head, once.
-func (u *uiStream) begin() {
-	if !u.st.Started() {
-		u.w.Header().Set(UIMessageStreamHeader, "v1")
-		if streamID, _ := u.turn(); streamID != "" {
-			u.w.Header().Set(gateway.HeaderStreamID, streamID)
-		}
-		u.st.Begin()
-	}
-}
+func (u *uiStream) begin() { u.st.Begin() }
 
 // write writes chunks, after the start chunk that names the message.
 func (u *uiStream) write(chunks ...uiChunk) error {
@@ -366,16 +362,7 @@ func (u *uiStream) write(chunks ...uiChunk) error {
 		_, messageID := u.turn()
 		chunks = append([]uiChunk{{Type: "start", MessageID: messageID}}, chunks...)
 	}
-	for _, c := range chunks {
-		data, err := json.Marshal(c)
-		if err != nil {
-			return err
-		}
-		if err := sse.WriteEvent(u.w, "", "", data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return gateway.WriteData(u.st, chunks...)
 }
 
 // end writes the stream's last line.
@@ -385,14 +372,8 @@ func (u *uiStream) end() error {
 	return err
 }
 
-func (u *uiStream) Comment(text string) error {
-	u.st.Deadline()
-	u.begin()
-	if err := sse.WriteComment(u.w, text); err != nil {
-		return err
-	}
-	return u.st.Flush()
-}
+// Comment implements gateway.EventAnswer.
+func (u *uiStream) Comment(text string) error { return u.st.Comment(text) }
 
 // fail answers the follower's outcome when the message has not ended: a
 // problem before the stream began, an error chunk after.
@@ -405,12 +386,10 @@ func (u *uiStream) Fail(err error) {
 		streamID, _ := u.turn()
 		err = agent.Errorf(agent.CodeUnavailable, "stream %q ended without a final status", streamID)
 	}
-	p := u.a.ProblemOf(ctx, err)
-	if !u.st.Started() {
-		gateway.WriteProblem(u.w, p)
+	p, inStream := u.st.Failure(err)
+	if !inStream {
 		return
 	}
-	u.st.Deadline()
 	if u.write(uiChunk{Type: "error", ErrorText: p.Detail}) == nil && u.end() == nil {
 		_ = u.st.Flush()
 	}
