@@ -329,23 +329,12 @@ func readMessage(at string, raw json.RawMessage) (chatMessage, error) {
 	if err := readJSON(at, raw, "a message object", &fields); err != nil {
 		return chatMessage{}, err
 	}
-	var msg chatMessage
-	if err := readJSON(at+".role", fields["role"], "a string", &msg.Role); err != nil {
-		return msg, badParam(at+".role", "", "%s.role is required: system, developer, user or assistant", at)
+	role, err := readRole(at, fields["role"], "system, developer, user or assistant")
+	msg := chatMessage{Role: role}
+	if err != nil {
+		return msg, err
 	}
-	switch msg.Role {
-	case roleSystem, roleDeveloper, roleUser, roleAssistant:
-	case "tool", "function":
-		return msg, badParam(at+".role", codeUnsupportedParameter, "%s has the role %s: %s", at, msg.Role, noClientTools)
-	default:
-		return msg, badParam(at+".role", "", "%s.role %q: want system, developer, user or assistant", at, agent.Clip(msg.Role, 64))
-	}
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		v, field := fields[k], at+"."+agent.Clip(k, 64)
 		var err error
 		switch k {
@@ -493,4 +482,19 @@ func readParams[R any, P ~func(*R, string, json.RawMessage) error](data []byte, 
 		}
 	}
 	return fields, nil
+}
+
+// readRole reads a message's role (at.role), one of those roles names.
+func readRole(at string, raw json.RawMessage, roles string) (string, error) {
+	var role string
+	if err := readJSON(at+".role", raw, "a string", &role); err != nil {
+		return "", badParam(at+".role", "", "%s.role is required: %s", at, roles)
+	}
+	switch role {
+	case roleSystem, roleDeveloper, roleUser, roleAssistant:
+		return role, nil
+	case "tool", "function":
+		return "", badParam(at+".role", codeUnsupportedParameter, "%s has the role %s: %s", at, role, noClientTools)
+	}
+	return "", badParam(at+".role", "", "%s.role %q: want %s", at, agent.Clip(role, 64), roles)
 }

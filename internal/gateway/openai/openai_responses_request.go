@@ -203,20 +203,12 @@ func readInputItem(at string, raw json.RawMessage) (chatMessage, error) {
 		return chatMessage{}, badParam(at+".type", codeUnsupportedValue, "%s is a %s item: a response takes message items only", at, agent.Clip(typ, 64))
 	}
 	var msg chatMessage
-	if err := readJSON(at+".role", fields["role"], "a string", &msg.Role); err != nil {
-		return msg, badParam(at+".role", "", "%s.role is required: user, system, developer or assistant", at)
+	var err error
+	msg.Role, err = readRole(at, fields["role"], "user, system, developer or assistant")
+	if err != nil {
+		return msg, err
 	}
-	switch msg.Role {
-	case roleSystem, roleDeveloper, roleUser, roleAssistant:
-	default:
-		return msg, badParam(at+".role", "", "%s.role %q: want user, system, developer or assistant", at, agent.Clip(msg.Role, 64))
-	}
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		v, field := fields[k], at+"."+agent.Clip(k, 64)
 		var err error
 		switch k {

@@ -66,7 +66,7 @@ func TestDecodeResponseRequestRefuses(t *testing.T) {
 		{"a part without text", `{"model":"a","input":[{"role":"user","content":[{"type":"input_text"}]}]}`, "input[0].content[0]", "", "has no text"},
 		{"a part with more", `{"model":"a","input":[{"role":"user","content":[{"type":"input_text","text":"x","foo":1}]}]}`, "input[0].content[0].foo", codeUnknownParameter, `unknown field "foo"`},
 		{"no role", `{"model":"a","input":[{"content":"x"}]}`, "input[0].role", "", "role is required"},
-		{"a tool role", `{"model":"a","input":[{"role":"tool","content":"x"}]}`, "input[0].role", "", "want user, system"},
+		{"a tool role", `{"model":"a","input":[{"role":"tool","content":"x"}]}`, "input[0].role", codeUnsupportedParameter, "has the role tool: an agent's tools are its own"},
 		{"no content", `{"model":"a","input":[{"role":"user"}]}`, "input[0].content", "", "content is required"},
 		{"an unknown item field", `{"model":"a","input":[{"role":"user","content":"x","x":1}]}`, "input[0].x", codeUnknownParameter, `unknown field "x"`},
 		{"the last is the assistant's", `{"model":"a","input":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]}`, "input", "", "must be the user's"},
