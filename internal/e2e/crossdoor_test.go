@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,9 @@ func TestOneTurnEveryDoor(t *testing.T) {
 	mcp := &tasksEnv{httpEnv: e, other: e.api}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// The AI SDK's chat is loaded now and waits to be told which chat to
+	// follow, so that it follows the moment the approval is decided.
+	follow := startFollow(t, ctx, dir)
 
 	// (1) A2A 1.0: a message in a context; the task waits for input.
 	chat := "cross-" + testserver.RandomID()
@@ -101,16 +105,9 @@ func TestOneTurnEveryDoor(t *testing.T) {
 
 	// (3) The AI SDK: a new chat of the context's id resumes the turn,
 	// which is thinking over its answer, and follows it to its end.
-	in, err := json.Marshal(map[string]string{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.user, "chat": chat})
-	require.NoError(t, err)
-	var followed struct {
-		Status   string       `json:"status"`
-		Messages []sdkMessage `json:"messages"`
-		Errors   []string     `json:"errors"`
-		Chunks   [][]uiChunk  `json:"chunks"`
-	}
-	out := runNode(t, dir, "follow.mjs", in)
-	require.NoError(t, json.Unmarshal(out, &followed), "%s", out)
+	decided := time.Now()
+	followed := follow(map[string]string{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.user, "chat": chat})
+	t.Logf("the AI SDK's chat followed the turn to its end %v after the approval", time.Since(decided).Round(time.Millisecond))
 	require.Empty(t, followed.Errors)
 	require.Equal(t, "ready", followed.Status)
 	require.Len(t, followed.Chunks, 1, "one response: the turn was running (not 204)")
@@ -134,6 +131,15 @@ func TestOneTurnEveryDoor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, streamID, resp.ID)
 	require.Equal(t, responses.ResponseStatusCompleted, resp.Status)
+	var items []string
+	for _, item := range resp.Output {
+		items = append(items, item.Type)
+	}
+	require.Equal(t, []string{"mcp_approval_request", "mcp_call", "message"}, items)
+	call := resp.Output[1].AsMcpCall()
+	require.Equal(t, "careful_calculator", call.Name)
+	require.Equal(t, "completed", call.Status)
+	require.Equal(t, "42", call.Output, "the call ran, approved")
 
 	// Back on A2A and MCP: the task completed.
 	got := v1TaskOf(t, e.a2aV1("careful", e.user, "GetTask", map[string]any{"id": streamID}), false)
@@ -169,6 +175,48 @@ func TestOneTurnEveryDoor(t *testing.T) {
 	require.Len(t, recs, 1, "decided once")
 	require.Equal(t, "al", recs[0].Approver, "by the MCP token's holder")
 	require.Equal(t, "approved", recs[0].Outcome)
+	part := sdk.Parts[1]
+	require.NotNil(t, part.Approval, "the AI SDK's tool part carries the decision")
+	require.Equal(t, recs[0].ApprovalID, part.Approval.ID)
+	require.True(t, *part.Approval.Approved)
+}
+
+// followed is what follow.mjs's chat built: its status, messages and
+// errors, and the chunks of each response it read.
+type followed struct {
+	Status   string       `json:"status"`
+	Messages []sdkMessage `json:"messages"`
+	Errors   []string     `json:"errors"`
+	Chunks   [][]uiChunk  `json:"chunks"`
+}
+
+// startFollow starts testdata/aisdk's follow.mjs, which loads the AI SDK
+// and then reads its input; the function it returns sends the input and
+// waits for what the chat built.
+func startFollow(t *testing.T, ctx context.Context, dir string) func(in any) followed {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", "follow.mjs")
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return func(in any) followed {
+		t.Helper()
+		require.NoError(t, json.NewEncoder(stdin).Encode(in))
+		require.NoError(t, stdin.Close())
+		require.NoError(t, cmd.Wait(), "%s", stderr.String())
+		var out followed
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "%s", stdout.Bytes())
+		return out
+	}
 }
 
 // v1TaskOf reads an A2A 1.0 task from a result: SendMessage's wraps it
