@@ -106,20 +106,20 @@ func TestOneTurnEveryDoor(t *testing.T) {
 	// (3) The AI SDK: a new chat of the context's id resumes the turn,
 	// which is thinking over its answer, and follows it to its end.
 	decided := time.Now()
-	followed := follow(map[string]string{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.user, "chat": chat})
+	chat7 := follow(map[string]string{"api": e.api + "/v1/ui/chat?ai_sdk=7", "token": e.user, "chat": chat})
 	t.Logf("the AI SDK's chat followed the turn to its end %v after the approval", time.Since(decided).Round(time.Millisecond))
-	require.Empty(t, followed.Errors)
-	require.Equal(t, "ready", followed.Status)
-	require.Len(t, followed.Chunks, 1, "one response: the turn was running (not 204)")
-	chunks := followed.Chunks[0]
+	require.Empty(t, chat7.Errors)
+	require.Equal(t, "ready", chat7.Status)
+	require.Len(t, chat7.Chunks, 1, "one response: the turn was running (not 204)")
+	chunks := chat7.Chunks[0]
 	job := streamID[len("turn/demo/"):]
 	require.Equal(t, uiChunk{Type: "start", MessageID: job}, chunks[0], "the message is the turn's")
 	require.Equal(t, "[DONE]", chunks[len(chunks)-1].Type, "followed to the end")
 	finish := chunks[len(chunks)-2]
 	require.Equal(t, "finish", finish.Type)
 	require.Equal(t, "stop", finish.FinishReason, "not paused at the approval: the message ends with the turn")
-	require.Len(t, followed.Messages, 1)
-	sdk := followed.Messages[0]
+	require.Len(t, chat7.Messages, 1)
+	sdk := chat7.Messages[0]
 	require.Equal(t, job, sdk.ID)
 	require.Equal(t, []string{"step-start ", "tool-careful_calculator output-available", "step-start ", "text done"}, sdk.types())
 	events := e.grpcTurn(streamID)
@@ -178,12 +178,13 @@ func TestOneTurnEveryDoor(t *testing.T) {
 	part := sdk.Parts[1]
 	require.NotNil(t, part.Approval, "the AI SDK's tool part carries the decision")
 	require.Equal(t, recs[0].ApprovalID, part.Approval.ID)
+	require.NotNil(t, part.Approval.Approved, "decided")
 	require.True(t, *part.Approval.Approved)
 }
 
-// followed is what follow.mjs's chat built: its status, messages and
+// followedChat is what follow.mjs's chat built: its status, messages and
 // errors, and the chunks of each response it read.
-type followed struct {
+type followedChat struct {
 	Status   string       `json:"status"`
 	Messages []sdkMessage `json:"messages"`
 	Errors   []string     `json:"errors"`
@@ -193,7 +194,7 @@ type followed struct {
 // startFollow starts testdata/aisdk's follow.mjs, which loads the AI SDK
 // and then reads its input; the function it returns sends the input and
 // waits for what the chat built.
-func startFollow(t *testing.T, ctx context.Context, dir string) func(in any) followed {
+func startFollow(t *testing.T, ctx context.Context, dir string) func(in any) followedChat {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, "node", "follow.mjs")
 	cmd.Dir = dir
@@ -208,12 +209,12 @@ func startFollow(t *testing.T, ctx context.Context, dir string) func(in any) fol
 			_ = cmd.Wait()
 		}
 	})
-	return func(in any) followed {
+	return func(in any) followedChat {
 		t.Helper()
 		require.NoError(t, json.NewEncoder(stdin).Encode(in))
 		require.NoError(t, stdin.Close())
 		require.NoError(t, cmd.Wait(), "%s", stderr.String())
-		var out followed
+		var out followedChat
 		require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "%s", stdout.Bytes())
 		return out
 	}
