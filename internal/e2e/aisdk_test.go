@@ -296,10 +296,11 @@ func TestAISDKApproval(t *testing.T) {
 
 	rest, _ := e.uiStream("POST", "/v1/ui/chat", e.all, answer(true))
 	require.Equal(t, uiChunk{Type: "start", MessageID: job}, rest[0], "the same message goes on")
-	require.Equal(t, []string{"start", "tool-output-available", "finish-step", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"},
+	require.Equal(t, []string{"start", "tool-approval-response", "tool-output-available", "finish-step", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"},
 		foldedTypes(rest))
-	require.Equal(t, request.ToolCallID, rest[1].ToolCallID)
-	require.JSONEq(t, `"42"`, string(rest[1].Output))
+	require.Equal(t, request.ApprovalID, rest[1].ApprovalID, "the decision, as the stream of the turn records it")
+	require.Equal(t, request.ToolCallID, rest[2].ToolCallID)
+	require.JSONEq(t, `"42"`, string(rest[2].Output))
 
 	events := e.grpcTurn(streamID)
 	whole := append(append([]uiChunk{}, chunks[:len(chunks)-1]...), rest[1:]...)

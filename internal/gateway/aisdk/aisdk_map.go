@@ -26,6 +26,7 @@ type uiChunk struct {
 	Output          json.RawMessage `json:"output,omitempty"`
 	ErrorText       string          `json:"errorText,omitempty"`
 	ApprovalID      string          `json:"approvalId,omitempty"`
+	Approved        *bool           `json:"approved,omitempty"`
 	Data            json.RawMessage `json:"data,omitempty"`
 	FinishReason    string          `json:"finishReason,omitempty"`
 	MessageMetadata *uiMetadata     `json:"messageMetadata,omitempty"`
@@ -76,12 +77,14 @@ type uiMapper struct {
 	// v7: the client runs AI SDK 7 (projection.Live).
 	v7 bool
 	// requested are the calls that asked for approval; waiting, those of
-	// them not decided yet.
+	// them not decided yet; approvalIDs, the approvalId each was asked by.
 	requested, waiting map[string]bool
+	approvalIDs        map[string]string
 }
 
 func newUIMapper(mode projection.Mode) *uiMapper {
-	return &uiMapper{p: projection.New(mode), v7: mode == projection.Live, requested: map[string]bool{}, waiting: map[string]bool{}}
+	return &uiMapper{p: projection.New(mode), v7: mode == projection.Live, requested: map[string]bool{}, waiting: map[string]bool{},
+		approvalIDs: map[string]string{}}
 }
 
 // add maps the next event of the turn's log.
@@ -124,10 +127,10 @@ func (m *uiMapper) chunk(out []uiChunk, it projection.Item) []uiChunk {
 			return append(out, uiChunk{Type: "data-question", ID: t.CallID, Data: data})
 		}
 		if it.Kind == projection.InputResolved {
-			delete(m.waiting, t.CallID) // a rejection shows as the call's tool_end
-			return out
+			return m.decided(out, t.CallID, e.Approval)
 		}
 		m.requested[t.CallID], m.waiting[t.CallID] = true, true
+		m.approvalIDs[t.CallID] = uiApprovalID(t)
 		return append(out, uiChunk{Type: "tool-approval-request", ApprovalID: uiApprovalID(t), ToolCallID: t.CallID})
 	case projection.ToolProgress:
 		data, _ := json.Marshal(struct {
@@ -164,6 +167,23 @@ func (m *uiMapper) chunk(out []uiChunk, it projection.Item) []uiChunk {
 		return append(out, m.end(it)...)
 	}
 	return out
+}
+
+// decided is a requested call's decision, wherever it was made (this
+// chat, another door, a timeout): the SDK's tool-approval-response, so
+// that a client that did not answer the request itself (a chat resumed,
+// a decision made over MCP or A2A) shows the call decided, as the one
+// that answered does. A decision without a request (a grant) has no part
+// to answer; a rejection also shows as the call's tool-output-denied.
+func (m *uiMapper) decided(out []uiChunk, callID string, a *agent.ApprovalEvent) []uiChunk {
+	delete(m.waiting, callID)
+	id, ok := m.approvalIDs[callID]
+	if !ok || a == nil {
+		return out
+	}
+	delete(m.approvalIDs, callID)
+	approved := a.Outcome == agent.ApprovalApproved
+	return append(out, uiChunk{Type: "tool-approval-response", ApprovalID: id, Approved: &approved, Reason: a.Reason})
 }
 
 // end is the end of the message: the turn's end.

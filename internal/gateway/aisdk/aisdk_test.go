@@ -108,6 +108,7 @@ func TestUIMessageMapper(t *testing.T) {
 			`{"type":"tool-input-start","toolCallId":"call_1","toolName":"calculator"}`,
 			`{"type":"tool-input-available","toolCallId":"call_1","toolName":"calculator","input":{"expression":"2+2"}}`,
 			`{"type":"tool-approval-request","toolCallId":"call_1","approvalId":"call_1"}`,
+			`{"type":"tool-approval-response","approvalId":"call_1","approved":false}`,
 			`{"type":"tool-output-denied","toolCallId":"call_1"}`,
 		},
 	}, {
