@@ -73,49 +73,20 @@ func DecodeBody(r *http.Request, msg proto.Message) error {
 // type SSEProblemEvent. Events are written as they come and flushed when
 // no more are waiting: once per batch the follower hands on.
 func (a *HTTPAPI) ServeSSE(w http.ResponseWriter, r *http.Request, follow func(ctx context.Context, send func(agent.Event) error) error) {
-	hctx, release, err := a.svc.HoldStream(r.Context())
-	if err != nil {
-		a.Fail(w, r, err, 0)
-		return
-	}
-	defer release()
-	r = r.WithContext(hctx)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	// The gateway's shutdown ends the stream; the client resumes elsewhere.
-	defer context.AfterFunc(a.ending, cancel)()
-
-	events, done := FollowInto(ctx, follow)
-	st := &EventWriter{a: a, w: w, r: r, rc: http.NewResponseController(w)}
-	// The deadlines are this answer's; the connection may serve others.
-	defer func() { _ = st.rc.SetWriteDeadline(time.Time{}) }()
-	keepAlive := time.NewTicker(a.keepAlive)
-	defer keepAlive.Stop()
-	for {
-		var err error
-		select {
-		case e := <-events:
-			err = st.events(e, events)
-		case <-keepAlive.C:
-			err = st.Comment("keep-alive")
-		case ferr := <-done:
-			// What the follower sent before it returned is all queued.
-			if len(events) > 0 {
-				err = st.events(<-events, events)
-			}
-			if err == nil {
-				st.end(ferr)
-			}
-			return
-		}
-		if err != nil {
-			// The client is gone or too slow: end the follower and go.
-			cancel()
-			<-done
-			return
-		}
-	}
+	st := a.NewEventWriter(w, r)
+	a.ServeEvents(w, r, st, plainAnswer{st}, follow)
 }
+
+// plainAnswer is the API's own event stream as an EventAnswer: every
+// event as the log holds it, to the turn's end.
+type plainAnswer struct{ st *EventWriter }
+
+func (p plainAnswer) Events(_ context.Context, e agent.Event, more <-chan agent.Event) error {
+	return p.st.events(e, more)
+}
+func (p plainAnswer) Comment(text string) error { return p.st.Comment(text) }
+func (p plainAnswer) Fail(err error)            { p.st.end(err) }
+func (p plainAnswer) Done() bool                { return false }
 
 // NewEventWriter is an event stream answering r through w, begun by its
 // first write.
