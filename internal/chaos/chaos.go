@@ -327,7 +327,7 @@ agents:
     model: openai:gpt-4o-mini
     system_prompt: Call the calculator for any arithmetic.
     tools: [calculator, execute_pipeline, gh, quick]
-    expose: [mcp]
+    expose: [mcp, a2a, ag_ui]
   - id: ops
     description: Does arithmetic a person checks.
     model: openai:gpt-4o-mini
