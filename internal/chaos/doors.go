@@ -8,7 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -138,8 +142,8 @@ func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func
 		var o observation
 		select {
 		case o = <-observed:
-		case <-ctx.Done():
-			return fmt.Errorf("the observer did not see the turn end: %w", ctx.Err())
+		case <-time.After(time.Minute):
+			return errors.New("the client read the turn's end, and the observer did not within a minute")
 		}
 		if o.err != nil {
 			return fmt.Errorf("observer: %w", o.err)
@@ -187,21 +191,26 @@ func (e *env) observe(ctx context.Context, since time.Time, strike func(context.
 	return observation{workflowID: wf, run: run, err: err}
 }
 
-// newTurn is the workflow id of the chaos tenant's turn that began
-// logging at or after since: the runs of a trial are one at a time, and
-// a door need not tell its client the turn's id before it ends.
+// newTurn is the workflow id of the chaos tenant's turn that started at
+// or after since, as Temporal's visibility lists it: the runs of a trial
+// are one at a time, and a door need not tell its client the turn's id
+// before it ends (nor start it directly: a session's turn is its
+// Conversation's child).
 func (e *env) newTurn(ctx context.Context, since time.Time) (string, error) {
+	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	query := fmt.Sprintf("WorkflowType = '%s' AND %s = '%s' AND StartTime >= '%s'",
+		contract.AgentTurn, contract.SearchTenant.GetName(), tenant, since.UTC().Format(time.RFC3339Nano))
 	for {
-		var wf string
-		err := e.db.QueryRow(ctx, `SELECT stream_id FROM live_batches WHERE stream_id LIKE $1 AND created_at >= $2 ORDER BY created_at LIMIT 1`,
-			"turn/"+tenant+"/%", since.Add(-50*time.Millisecond)).Scan(&wf)
-		if err == nil {
-			return wf, nil
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: e.top.Stack.Namespace, Query: query})
+		if err == nil && len(resp.GetExecutions()) > 0 {
+			return resp.GetExecutions()[0].GetExecution().GetWorkflowId(), nil
 		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			return "", fmt.Errorf("no turn of the run began logging: %w", ctx.Err())
+		if err := pause(ctx, 50*time.Millisecond); err != nil {
+			return "", fmt.Errorf("no turn of the run started: %w", err)
 		}
 	}
 }

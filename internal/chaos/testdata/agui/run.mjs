@@ -17,6 +17,10 @@ const agent = new HttpAgent({ url, headers: { Authorization: `Bearer ${token}` }
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 
 const errors = [];
+// A broken stream rejects runAgent's promise, which is handled below, and
+// also a promise inside the client that no caller can reach (1.0.0): in a
+// browser that is a console error, not the end of the page.
+process.on('unhandledRejection', err => { errors.push(`unhandled: ${err?.message ?? err}`); });
 for (let resumed = 0; resumed <= maxResumes; resumed++) {
   if (resumed > 0) await sleep(200);
   // The same run: the messages it was sent with, not what the broken
