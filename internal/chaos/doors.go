@@ -115,7 +115,8 @@ func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func
 			return err
 		}
 		defer lb.close()
-		if strike == nil {
+		gatewayKill := strike == nil
+		if gatewayKill {
 			strike = func(ctx context.Context, e *env, _ strikePoint) error {
 				err := first.Kill()
 				lb.moveTo(second.HTTPAPIAddr)
@@ -158,6 +159,9 @@ func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func
 		}
 		if read.resumed > 0 {
 			e.note(fmt.Sprintf("the client resumed %d time(s)", read.resumed))
+		}
+		if gatewayKill && read.resumed == 0 {
+			return errors.New("the client's stream never broke: the gateway was killed after the client had read the turn's end")
 		}
 		return e.checkDoor(ctx, read, o, spec)
 	}

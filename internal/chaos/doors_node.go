@@ -100,18 +100,22 @@ func runNode(ctx context.Context, name, module, script string, in, out any) erro
 
 // nodeRead is what a Node client writes: the turn's id as its protocol
 // names it, the answer the client built, the text deltas of the stream
-// it built it from, the times it resumed and the errors that made it.
+// it built it from, the ids ("<kind> <id>") its streams started, the
+// times it resumed and the errors that made it.
 type nodeRead struct {
 	ID      string   `json:"id"`
 	Text    string   `json:"text"`
 	Deltas  string   `json:"deltas"`
+	IDs     []string `json:"ids"`
 	Resumed int      `json:"resumed"`
 	Errors  []string `json:"errors"`
 	Failure string   `json:"failure"`
 }
 
 // doorRead is the read as the run checks it: the deltas must be the
-// answer, once.
+// answer, once, and every stream the client read must have gone on with
+// the same message (and run): a client shows a second one beside the
+// first.
 func (n nodeRead) doorRead(session string) (doorRead, error) {
 	if n.Failure != "" {
 		return doorRead{}, fmt.Errorf("%s (after %s)", n.Failure, strings.Join(n.Errors, "; "))
@@ -119,6 +123,16 @@ func (n nodeRead) doorRead(session string) (doorRead, error) {
 	r := doorRead{job: n.ID, session: session, text: n.Text, resumed: n.Resumed}
 	if n.Deltas != n.Text {
 		r.flaws = append(r.flaws, fmt.Sprintf("text deltas %q for the answer %q", n.Deltas, n.Text))
+	}
+	kinds := map[string]int{}
+	for _, id := range n.IDs {
+		kind, _, _ := strings.Cut(id, " ")
+		if kinds[kind]++; kinds[kind] == 2 {
+			r.flaws = append(r.flaws, fmt.Sprintf("the streams started more than one %s: %s", kind, strings.Join(n.IDs, ", ")))
+		}
+	}
+	if len(n.IDs) == 0 {
+		r.flaws = append(r.flaws, "no stream named its message")
 	}
 	return r, nil
 }

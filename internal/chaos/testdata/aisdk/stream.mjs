@@ -3,9 +3,11 @@
 // and, when the stream breaks, reconnectToStream resumes it (what
 // useChat's resumeStream calls); readUIMessageStream builds the message.
 // Reads {api, token, chat, agent, prompt, maxResumes} on stdin; writes
-// {id, text, deltas, resumed, errors, failure} on stdout: the message's
-// id and text, the text deltas of the stream it was built from, how often
-// it resumed and why.
+// {id, text, deltas, ids, resumed, errors, failure} on stdout: the
+// message's id and text, the text deltas of the stream it was built from,
+// the message ids every stream started (one, however many streams: a
+// resumed stream goes on with the same message), how often it resumed and
+// why.
 import { DefaultChatTransport, readUIMessageStream } from 'ai';
 
 let input = '';
@@ -15,6 +17,7 @@ const { api, token, chat, agent, prompt, maxResumes } = JSON.parse(input);
 const transport = new DefaultChatTransport({ api, headers: { Authorization: `Bearer ${token}` } });
 const question = { id: 'q1', role: 'user', parts: [{ type: 'text', text: prompt }] };
 const sleep = ms => new Promise(r => setTimeout(r, ms));
+const ids = new Set();
 
 // read builds a message from one stream, keeping the text deltas it
 // carried and whether it reached its finish chunk.
@@ -25,6 +28,7 @@ async function read(stream) {
     transform(chunk, controller) {
       if (chunk.type === 'text-delta') deltas.push(chunk.delta);
       if (chunk.type === 'finish') finished = true;
+      if (chunk.type === 'start' && chunk.messageId) ids.add(`message ${chunk.messageId}`);
       controller.enqueue(chunk);
     },
   }));
@@ -53,7 +57,7 @@ for (;;) {
     const r = await read(stream);
     if (!r.error) {
       const text = r.message.parts.filter(p => p.type === 'text').map(p => p.text).join('');
-      process.stdout.write(JSON.stringify({ id: r.message.id, text, deltas: r.deltas, resumed, errors }));
+      process.stdout.write(JSON.stringify({ id: r.message.id, text, deltas: r.deltas, ids: [...ids], resumed, errors }));
       process.exit(0);
     }
     errors.push(r.error);
