@@ -115,9 +115,11 @@ func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func
 			return err
 		}
 		defer lb.close()
-		gatewayKill := strike == nil
+		// hit is this run's strike: a gateway kill moves this run's
+		// balancer.
+		hit, gatewayKill := strike, strike == nil
 		if gatewayKill {
-			strike = func(ctx context.Context, e *env, _ strikePoint) error {
+			hit = func(ctx context.Context, e *env, _ strikePoint) error {
 				err := first.Kill()
 				lb.moveTo(second.HTTPAPIAddr)
 				if err != nil {
@@ -134,7 +136,7 @@ func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func
 		defer stopObserving()
 		struck := make(chan error, 1)
 		observed := make(chan observation, 1)
-		go func() { observed <- e.observe(octx, time.Now(), strike, struck) }()
+		go func() { observed <- e.observe(octx, time.Now(), hit, struck) }()
 
 		read, err := d.client(ctx, e, doorCall{base: "http://" + lb.addr(), job: job, prompt: spec.prompt})
 		if err != nil {
