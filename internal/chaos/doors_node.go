@@ -26,10 +26,8 @@ import (
 // runs. module is a package the lockfile installs, whose presence says
 // the install is done.
 func nodeClient(ctx context.Context, name, module string) (string, error) {
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return "", fmt.Errorf("%s is needed to run %s's own client: install Node.js 18 or later", tool, name)
-		}
+	if !nodeInstalled() {
+		return "", fmt.Errorf("node and npm are needed to run %s's own client: install Node.js 18 or later", name)
 	}
 	src := filepath.Join("testdata", name)
 	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
@@ -72,6 +70,13 @@ func nodeClient(ctx context.Context, name, module string) (string, error) {
 		return "", fmt.Errorf("npm ci (%s's client, pinned by testdata/%s/package-lock.json): %w: %s", name, name, err, out)
 	}
 	return dir, nil
+}
+
+// nodeInstalled: node and npm are on the PATH.
+func nodeInstalled() bool {
+	_, nodeErr := exec.LookPath("node")
+	_, npmErr := exec.LookPath("npm")
+	return nodeErr == nil && npmErr == nil
 }
 
 // runNode runs testdata/<name>/<script> with in as its stdin and decodes
