@@ -160,13 +160,14 @@ func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func
 		if o.err != nil {
 			return fmt.Errorf("observer: %w", o.err)
 		}
+		// The strike may still be bringing its process back.
 		select {
 		case err := <-struck:
 			if err != nil {
 				return fmt.Errorf("strike: %w", err)
 			}
-		default:
-			return errors.New("the turn ended before the strike: no answer token was seen")
+		case <-time.After(time.Minute):
+			return errors.New("no strike within a minute of the turn's end: the observer saw no answer token")
 		}
 		if read.resumed > 0 {
 			e.note(fmt.Sprintf("the client resumed %d time(s)", read.resumed))
