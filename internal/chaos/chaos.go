@@ -11,7 +11,10 @@
 // client's stream, resumed on another gateway when its own dies, is gap-free
 // and duplicate-free, and its text (less voided attempts) is the model's
 // answer exactly once; there is one agent_results row for the job; the
-// transcript holds the turn's messages exactly once. One trial
+// transcript holds the turn's messages exactly once. The worker and
+// gateway kills also run on every other door of the gateway, each read by
+// its protocol's own client and checked in its protocol's terms
+// (doors.go). One trial
 // (longturn.go) runs a turn of 1,000 tool calls across several runs
 // through a killed worker and a restarted Temporal server, and checks
 // that each call was made once.
@@ -327,7 +330,7 @@ agents:
     model: openai:gpt-4o-mini
     system_prompt: Call the calculator for any arithmetic.
     tools: [calculator, execute_pipeline, gh, quick]
-    expose: [mcp]
+    expose: [mcp, a2a, ag_ui]
   - id: ops
     description: Does arithmetic a person checks.
     model: openai:gpt-4o-mini

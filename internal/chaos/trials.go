@@ -89,7 +89,7 @@ func workTurn(_ *env, _ string) turnSpec {
 }
 
 func trials() []trial {
-	return []trial{
+	return append([]trial{
 		{id: "worker-kill", name: "SIGKILL the worker streaming the answer", runs: 50, short: 2, strike: killStreamingWorker},
 		{id: "gateway-kill", name: "SIGKILL the gateway a client streams from", runs: 10, short: 1, strike: killGateway},
 		{id: "pg-2s", name: "restart PostgreSQL mid-turn (2 s down)", runs: 10, short: 1, strike: restart(devstack.ServicePostgres, 2*time.Second)},
@@ -117,7 +117,7 @@ func trials() []trial {
 		// 60 calls in the short run (longturn.go).
 		{id: "long-turn", name: "a 1,000-call turn survives a killed worker and a restarted Temporal server", runs: 1, short: 1,
 			custom: longTurn, timeout: 45 * time.Minute},
-	}
+	}, doorTrials()...)
 }
 
 // strikePoint is where the turn is when a trial strikes.
