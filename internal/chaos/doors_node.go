@@ -39,7 +39,7 @@ func nodeClient(ctx context.Context, name, module string) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(lock)
-	dir := filepath.Join(cache, "agentflow", "chaos-"+name+"-"+hex.EncodeToString(sum[:6]))
+	dir := filepath.Join(cache, "agentflow-chaos", name+"-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
