@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -196,17 +194,7 @@ func (e *httpEnv) checkA2ALog(t *testing.T, s a2aStreamed, after int64) {
 func TestA2AJSClient(t *testing.T) {
 	dir := nodeClient(t, "a2a", "@a2a-js/sdk")
 	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.Catalogs = []string{a2aCatalog, httpCatalogs[1]} })
-	in, err := json.Marshal(map[string]string{"base": e.api, "token": e.all, "calc": "assistant", "careful": "careful"})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "client.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "%s", stderr.String())
+	out := runNode(t, dir, "client.mjs", nodeInput(t, map[string]string{"base": e.api, "token": e.all, "calc": "assistant", "careful": "careful"}))
 
 	type run struct {
 		Version  string

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -149,19 +147,11 @@ func TestAGUIClient(t *testing.T) {
 	thread, carefulThread, planThread := "agui-"+id, "agui-careful-"+id, "agui-plan-"+id
 	runs := map[string]string{"first": "agui-first-" + id, "asked": "agui-asked-" + id, "resumed": "agui-resumed-" + id,
 		"question": "agui-question-" + id, "answered": "agui-answered-" + id}
-	in, err := json.Marshal(map[string]any{"api": e.api, "token": e.all, "thread": thread, "carefulThread": carefulThread, "planThread": planThread, "runs": runs})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "run.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "%s", stderr.String())
+	out := runNode(t, dir, "run.mjs", nodeInput(t, map[string]any{"api": e.api, "token": e.all, "thread": thread, "carefulThread": carefulThread, "planThread": planThread, "runs": runs}))
 	var got struct{ First, Asked, Resumed, Question, Answered aguiRun }
 	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 
 	// The one-tool turn, a message of the thread's session.
 	first := got.First

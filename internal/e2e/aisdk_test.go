@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -406,35 +404,6 @@ func TestAISDKClient(t *testing.T) {
 	require.True(t, *got.Decided.Parts[1].Approval.Approved)
 	require.Equal(t, "The result is 42.", text(got.Decided))
 	require.Nil(t, got.Resumed, "nothing to resume: 204")
-}
-
-// runNode runs a script of a Node.js client's directory with in on its
-// stdin, and returns its stdout; the script must exit 0.
-func runNode(t *testing.T, dir, script string, in []byte) []byte {
-	t.Helper()
-	return startNode(t, dir, script, in)()
-}
-
-// startNode starts what runNode runs, and returns the function that
-// waits for its end and returns its stdout.
-func startNode(t *testing.T, dir, script string, in []byte) (wait func() []byte) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		require.NoError(t, err)
-	}
-	return func() []byte {
-		t.Helper()
-		defer cancel()
-		require.NoError(t, cmd.Wait(), "%s", stderr.String())
-		return stdout.Bytes()
-	}
 }
 
 // sdkMessage is a UIMessage as the AI SDK's client code built it.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -31,17 +30,7 @@ import (
 func TestMCPTypeScriptSession(t *testing.T) {
 	dir := nodeClient(t, "mcp", "@modelcontextprotocol/sdk")
 	e := newTasksEnv(t)
-	in, err := json.Marshal(map[string]string{"url": e.api + mcpdoor.MCPPath, "token": e.all, "tool": "assistant", "prompt": "What is 6 * 7?"})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "session.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "%s", stderr.String())
+	out := runNode(t, dir, "session.mjs", nodeInput(t, map[string]string{"url": e.api + mcpdoor.MCPPath, "token": e.all, "tool": "assistant", "prompt": "What is 6 * 7?"}))
 	var got struct {
 		Protocol, Session, Text, StreamID string
 		Tools, Progress                   []string
@@ -53,7 +42,7 @@ func TestMCPTypeScriptSession(t *testing.T) {
 	require.ElementsMatch(t, []string{"assistant", "careful", "planner"}, got.Tools)
 	require.False(t, got.IsError)
 	require.Contains(t, got.Progress, "calling the tool calculator")
-	stored, err := e.Store().Result(ctx, "demo", strings.TrimPrefix(got.StreamID, "turn/demo/"))
+	stored, err := e.Store().Result(context.Background(), "demo", strings.TrimPrefix(got.StreamID, "turn/demo/"))
 	require.NoError(t, err)
 	require.Equal(t, stored.Output, got.Text)
 	require.Equal(t, "The result is 42.", got.Text)

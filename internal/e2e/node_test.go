@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,4 +61,41 @@ func nodeClient(t *testing.T, name, module string) string {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "npm ci (%s's client, from the npm registry): %s", name, out)
 	return dir
+}
+
+// runNode runs a script of a Node.js client's directory with in on its
+// stdin, and returns its stdout; the script must exit 0.
+func runNode(t *testing.T, dir, script string, in []byte) []byte {
+	t.Helper()
+	return startNode(t, dir, script, in)()
+}
+
+// startNode starts what runNode runs, and returns the function that
+// waits for its end and returns its stdout.
+func startNode(t *testing.T, dir, script string, in []byte) (wait func() []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(in)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	return func() []byte {
+		t.Helper()
+		defer cancel()
+		require.NoError(t, cmd.Wait(), "%s", stderr.String())
+		return stdout.Bytes()
+	}
+}
+
+// nodeInput is v in JSON, a Node.js script's input.
+func nodeInput(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	return data
 }

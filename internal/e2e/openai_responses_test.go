@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -271,17 +269,7 @@ func TestOpenAIResponses(t *testing.T) {
 func TestOpenAIResponsesNode(t *testing.T) {
 	dir := nodeClient(t, "openai", "openai")
 	e := newResponsesEnv(t)
-	in, err := json.Marshal(map[string]string{"baseURL": e.api + "/v1", "token": e.token})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "responses.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "%s", stderr.String())
+	out := runNode(t, dir, "responses.mjs", nodeInput(t, map[string]string{"baseURL": e.api + "/v1", "token": e.token}))
 	type run struct {
 		ID, Text, Final, Status string
 		Seqs                    []int64
