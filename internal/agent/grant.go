@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"strconv"
 	"strings"
@@ -123,8 +125,10 @@ func decodeNumbers(b []byte) (any, error) {
 	if err := d.Decode(&v); err != nil {
 		return nil, err
 	}
-	if d.More() {
-		return nil, fmt.Errorf("more than one JSON value")
+	// One value, and nothing after it: arguments a grant matches are
+	// exactly one JSON object, as the tool reads them.
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("more after the JSON value")
 	}
 	return v, nil
 }
