@@ -81,7 +81,7 @@ func public(fullMethod string) bool {
 		strings.HasPrefix(fullMethod, "/grpc.reflection.")
 }
 
-// authorize finds the call's bearer token and checks that it may call the
+// Authorize finds the call's bearer token and checks that it may call the
 // method. Static tokens are compared by hash in constant time; a JWT of
 // the OIDC issuer is verified (fromOIDC). Tokens are never logged.
 func (s *Service) Authorize(ctx context.Context, method string) (context.Context, error) {
@@ -100,7 +100,7 @@ func (s *Service) Authorize(ctx context.Context, method string) (context.Context
 	return context.WithValue(ctx, CallerKey{}, caller), nil
 }
 
-// authenticate finds the call's bearer token, whatever its roles: the
+// Authenticate finds the call's bearer token, whatever its roles: the
 // one place where a credential becomes an identity, for every door of the
 // gateway (gRPC, the HTTP API, SSE, WebSocket, /v1, the AI SDK, MCP, A2A,
 // AG-UI and the chat page all come through here).

@@ -185,7 +185,7 @@ func IsBodyError(err error) bool {
 	return errors.As(err, &e)
 }
 
-// limitBody reads a request's body before the handlers do, for handlers
+// LimitBody reads a request's body before the handlers do, for handlers
 // of libraries (grpc-gateway's, the MCP SDK's) that read it themselves:
 // a body refused or cut off is answered here, and nothing is called.
 func (a *HTTPAPI) LimitBody(next http.Handler) http.Handler {

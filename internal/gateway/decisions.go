@@ -36,7 +36,7 @@ func (s *Service) Approve(ctx context.Context, in *pb.ApproveRequest) (*pb.Appro
 	return &pb.ApproveResponse{CallId: ack.CallID, Outcome: ack.Outcome, ApprovalId: ack.ApprovalID, GrantId: ack.GrantID}, nil
 }
 
-// decide sends a decision on a call waiting in a turn of the caller's
+// Decide sends a decision on a call waiting in a turn of the caller's
 // tenant: the one place every door of the gateway decides an approval
 // through (the API, WebSocket, the AI SDK, MCP's elicitation). The
 // decision is the credential's holder's, whatever the request says, and

@@ -73,7 +73,7 @@ func (s *Service) ClientMessage(ctx context.Context, err error) string {
 	return status.Convert(s.StatusOf(ctx, err)).Message()
 }
 
-// refuseOtherMethods answers 405 on paths for the methods their routes
+// RefuseOtherMethods answers 405 on paths for the methods their routes
 // do not take.
 func (a *HTTPAPI) RefuseOtherMethods(mux *http.ServeMux, paths ...string) {
 	for _, path := range paths {
@@ -83,7 +83,7 @@ func (a *HTTPAPI) RefuseOtherMethods(mux *http.ServeMux, paths ...string) {
 	}
 }
 
-// refuse answers err as a problem: an error of the service's methods (a
+// Refuse answers err as a problem: an error of the service's methods (a
 // status) as it is, any other through Status.
 func (a *HTTPAPI) Refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && !IsBodyError(err) {

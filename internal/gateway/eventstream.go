@@ -40,7 +40,7 @@ const (
 // fan-out never waits on a follower).
 const StreamBuffer = 256
 
-// caller authenticates a request's bearer token as the gRPC interceptors
+// Caller authenticates a request's bearer token as the gRPC interceptors
 // do a call of method (a stream is authorized as the gRPC call it is), and
 // returns the call's context.
 func (a *HTTPAPI) Caller(r *http.Request, authorization []string, method string) (context.Context, error) {
@@ -65,7 +65,7 @@ func DecodeBody(r *http.Request, msg proto.Message) error {
 	return nil
 }
 
-// serveSSE takes a slot of the caller's tenant's streams, then answers
+// ServeSSE takes a slot of the caller's tenant's streams, then answers
 // the events follow sends as an event stream. Until the first event (or
 // keep-alive) the answer is not begun, so that a refusal — an index
 // beyond the log, a turn that is not found, a start that fails — is a
@@ -112,7 +112,7 @@ type EventWriter struct {
 	started bool
 }
 
-// begin writes the answer's head, once.
+// Begin writes the answer's head, once.
 func (st *EventWriter) Begin() {
 	if st.started {
 		return
@@ -166,7 +166,7 @@ func (st *EventWriter) Comment(text string) error {
 	return st.rc.Flush()
 }
 
-// deadline gives the next writes a.slowClient to reach the client: a
+// Deadline gives the next writes a.slowClient to reach the client: a
 // client that reads nothing for that long is dropped.
 func (st *EventWriter) Deadline() {
 	_ = st.rc.SetWriteDeadline(time.Now().Add(st.a.slowClient))
@@ -215,7 +215,7 @@ func (st *EventWriter) goingAway() {
 	}
 }
 
-// problemOf is err as a Problem: a status the service made is read as
+// ProblemOf is err as a Problem: a status the service made is read as
 // it is, any other error goes through Status first.
 func (a *HTTPAPI) ProblemOf(ctx context.Context, err error) Problem {
 	if st, ok := status.FromError(err); ok {
@@ -241,7 +241,7 @@ type EventAnswer interface {
 	Done() bool
 }
 
-// serveEvents takes a slot of the caller's tenant's streams, then answers
+// ServeEvents takes a slot of the caller's tenant's streams, then answers
 // with what ans makes of the events follow sends, through st: events are
 // flushed when no more are waiting, a keep-alive comment goes out when
 // none come, and the answer ends when ans says so, when follow ends, or

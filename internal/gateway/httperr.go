@@ -75,7 +75,7 @@ func (a *HTTPAPI) routingError(ctx context.Context, _ *runtime.ServeMux, _ runti
 	a.Fail(w, r.WithContext(ctx), err, httpStatus)
 }
 
-// fail answers err, with httpStatus instead of its code's when not 0,
+// Fail answers err, with httpStatus instead of its code's when not 0,
 // or the status WithHTTPStatus gave it.
 func (a *HTTPAPI) Fail(w http.ResponseWriter, r *http.Request, err error, httpStatus int) {
 	p := ProblemFromStatus(status.Convert(Status(r.Context(), a.logger, err)))

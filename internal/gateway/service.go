@@ -167,7 +167,7 @@ func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.Workflo
 	return s.StartPrepared(ctx, req)
 }
 
-// prepare checks a turn request and gives it a job id if it has none.
+// Prepare checks a turn request and gives it a job id if it has none.
 func (s *Service) Prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequest, error) {
 	req := toTurnRequest(in, CallerOf(ctx))
 	req.Normalize()
@@ -247,7 +247,7 @@ func (s *Service) piiPolicy(ctx context.Context, tenantID string) (redact.Policy
 	return redact.Policy{Redactor: snap.PII, Config: snap.PIIConfig}, nil
 }
 
-// startPrepared starts a prepared turn, or attaches to the run of its job
+// StartPrepared starts a prepared turn, or attaches to the run of its job
 // when that run is the same request; a job id whose run is another
 // request's is CodeConflict (turnclient.Start).
 //

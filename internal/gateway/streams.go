@@ -62,7 +62,7 @@ func (l *streamSlots) take(tenant string) (release func(), err error) {
 // streamHeldKey marks a context that holds a slot of its tenant's streams.
 type streamHeldKey struct{}
 
-// holdStream takes a slot of the caller's tenant's streams for what ctx
+// HoldStream takes a slot of the caller's tenant's streams for what ctx
 // does until release, or refuses it (CodeRateLimited) when the tenant
 // has as many open as it may. A context that holds one already (a
 // WebSocket's, which holds one while it is open) takes none.
@@ -125,7 +125,7 @@ func (s *Service) OpenStreams(tenant string) int {
 	return s.streams.open[tenant]
 }
 
-// followNew starts a prepared turn and follows it from its first event,
+// FollowNew starts a prepared turn and follows it from its first event,
 // as Stream does: subscribed before the start (EventSource.FollowNew).
 // started, when not nil, is called once the turn has started or been
 // found, before its first event is sent.

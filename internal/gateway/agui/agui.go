@@ -202,10 +202,10 @@ func (s *aguiStream) serve(follow func(ctx context.Context, send func(agent.Even
 	s.a.ServeEvents(s.w, s.r, s.st, s, follow)
 }
 
-// done reports whether RUN_FINISHED or RUN_ERROR is sent.
+// Done reports whether RUN_FINISHED or RUN_ERROR is sent.
 func (s *aguiStream) Done() bool { return s.ended }
 
-// events writes the AG-UI events of e and of every event waiting behind
+// Events writes the AG-UI events of e and of every event waiting behind
 // it, then flushes.
 func (s *aguiStream) Events(ctx context.Context, e agent.Event, more <-chan agent.Event) error {
 	s.st.Deadline()
@@ -274,7 +274,7 @@ func (s *aguiStream) write(events ...aguiEvent) error { return gateway.WriteData
 // Comment implements gateway.EventAnswer.
 func (s *aguiStream) Comment(text string) error { return s.st.Comment(text) }
 
-// fail answers the follower's outcome when the run has not ended: a
+// Fail answers the follower's outcome when the run has not ended: a
 // problem before the stream began, a RUN_ERROR after. A client whose
 // stream ends so runs again with the same runId, and reads the turn again
 // from its start.

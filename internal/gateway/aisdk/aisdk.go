@@ -253,10 +253,10 @@ func (u *uiStream) serve(follow func(ctx context.Context, send func(agent.Event)
 	u.a.ServeEvents(u.w, u.r, u.st, u, follow)
 }
 
-// done reports whether [DONE] is sent.
+// Done reports whether [DONE] is sent.
 func (u *uiStream) Done() bool { return u.ended }
 
-// events writes the chunks of e and of every event waiting behind it,
+// Events writes the chunks of e and of every event waiting behind it,
 // then flushes.
 func (u *uiStream) Events(ctx context.Context, e agent.Event, more <-chan agent.Event) error {
 	u.st.Deadline()
@@ -375,7 +375,7 @@ func (u *uiStream) end() error {
 // Comment implements gateway.EventAnswer.
 func (u *uiStream) Comment(text string) error { return u.st.Comment(text) }
 
-// fail answers the follower's outcome when the message has not ended: a
+// Fail answers the follower's outcome when the message has not ended: a
 // problem before the stream began, an error chunk after.
 func (u *uiStream) Fail(err error) {
 	ctx := u.r.Context()

@@ -219,10 +219,6 @@ func (o openAI) startTurn(ctx context.Context, chat chatRequest, prompt, jobID s
 	}}, nil
 }
 
-// sendMessage sends the message to the session's Conversation as
-// SendMessage does, once the session is known to be model's, and returns
-// the turn that answers it.
-
 // openAIError is OpenAI's error object, in {"error": …}.
 type openAIError struct {
 	Message string  `json:"message"`
