@@ -572,7 +572,13 @@ func (e *env) killTurnWorker(ctx context.Context, workflowID string) (string, er
 		return "", err
 	}
 	defer c.Close()
+	// A run that has just continued as new has neither a started workflow
+	// task nor a started activity for a moment: look again.
 	p, what, err := e.turnWorker(ctx, c, workflowID)
+	for try := 0; errors.Is(err, errNoTurnWorker) && ctx.Err() == nil && try < 50; try++ {
+		time.Sleep(100 * time.Millisecond)
+		p, what, err = e.turnWorker(ctx, c, workflowID)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -616,8 +622,10 @@ func (e *env) turnWorker(ctx context.Context, c client.Client, workflowID string
 	if p := e.workerOf(identity); p != nil {
 		return p, "workflow", nil
 	}
-	return nil, "", errors.New("no worker process runs the turn")
+	return nil, "", errNoTurnWorker
 }
+
+var errNoTurnWorker = errors.New("no worker process runs the turn")
 
 // workerOf is the running worker process of a Temporal identity
 // ("pid@host@…"), or nil.
