@@ -104,28 +104,26 @@ func ProblemFromStatus(st *status.Status) Problem {
 		Retryable: class.Retryable, Reference: ref}
 }
 
-// codeOfGRPC classifies a status that carries no type: one that did not
-// come from the service.
+// grpcCodes classifies a status that carries no type: one that did not
+// come from the service. A code not here is internal.
+var grpcCodes = map[codes.Code]agent.Code{
+	codes.InvalidArgument:    agent.CodeInvalid,
+	codes.OutOfRange:         agent.CodeInvalid,
+	codes.NotFound:           agent.CodeNotFound,
+	codes.Unauthenticated:    agent.CodeUnauthenticated,
+	codes.PermissionDenied:   agent.CodePermissionDenied,
+	codes.FailedPrecondition: agent.CodeConflict,
+	codes.AlreadyExists:      agent.CodeConflict,
+	codes.Aborted:            agent.CodeConflict,
+	codes.ResourceExhausted:  agent.CodeRateLimited,
+	codes.DeadlineExceeded:   agent.CodeTimeout,
+	codes.Canceled:           agent.CodeCanceled,
+	codes.Unavailable:        agent.CodeUnavailable,
+}
+
 func codeOfGRPC(c codes.Code) agent.Code {
-	switch c {
-	case codes.InvalidArgument, codes.OutOfRange:
-		return agent.CodeInvalid
-	case codes.NotFound:
-		return agent.CodeNotFound
-	case codes.Unauthenticated:
-		return agent.CodeUnauthenticated
-	case codes.PermissionDenied:
-		return agent.CodePermissionDenied
-	case codes.FailedPrecondition, codes.AlreadyExists, codes.Aborted:
-		return agent.CodeConflict
-	case codes.ResourceExhausted:
-		return agent.CodeRateLimited
-	case codes.DeadlineExceeded:
-		return agent.CodeTimeout
-	case codes.Canceled:
-		return agent.CodeCanceled
-	case codes.Unavailable:
-		return agent.CodeUnavailable
+	if code, ok := grpcCodes[c]; ok {
+		return code
 	}
 	return agent.CodeInternal
 }
