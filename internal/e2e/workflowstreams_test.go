@@ -606,6 +606,51 @@ func TestWorkflowStreamsWindow(t *testing.T) {
 	e.replay(ids[0], "turn_workflow_streams_window")
 }
 
+// TestWorkflowStreamsWindowInvoke: a short turn started through gRPC's
+// Invoke with a window for subscribers (stream_window_sec 60) answers
+// Invoke with its stored result while the workflow still serves the
+// window, and a subscriber started with the turn reads every item
+// through the final status. The window holds the workflow's close only.
+func TestWorkflowStreamsWindowInvoke(t *testing.T) {
+	e := newStreamsEnvWith(t, testScript)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	job := "ws-invoke-" + testserver.RandomID()
+	id := contract.TurnWorkflowID("demo", job)
+	sub := make(chan subscription, 1)
+	go func() {
+		var s subscription
+		// The subscriber starts as soon as the turn exists.
+		for {
+			_, err := e.Client().DescribeWorkflowExecution(ctx, id, "")
+			var nf *serviceerror.NotFound
+			if !errors.As(err, &nf) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		s.got, s.err = wsFollow(ctx, e.Client(), id, nil, 0, func(items []wsItem) bool {
+			evs := wsEvents(t, items)
+			return len(evs) > 0 && evs[len(evs)-1].Terminal()
+		})
+		sub <- s
+	}()
+	res, err := e.agents.Invoke(e.auth(ctx), &pb.InvokeRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "hello", StreamWindowSec: 60}})
+	require.NoError(t, err)
+	require.Equal(t, "I don't know.", res.GetOutput())
+	d, err := e.Client().DescribeWorkflowExecution(ctx, id, "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.GetWorkflowExecutionInfo().GetStatus(),
+		"the workflow serves its window after Invoke has answered")
+
+	s := <-sub
+	require.NoError(t, s.err)
+	page, err := turnclient.Events(ctx, e.Client(), id, agent.EventsQuery{})
+	require.NoError(t, err)
+	require.Equal(t, page.Events, wsEvents(t, s.got.items), "the events topic is the log")
+	require.NoError(t, e.Client().TerminateWorkflow(ctx, id, "", "the test has what it needs"))
+}
+
 // TestWorkflowStreamsLateSubscriber: a subscriber whose first poll comes
 // after the turn has closed (no window) gets no item: the server answers
 // its poll "workflow execution already completed" and Temporal's

@@ -27,7 +27,7 @@ func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 		WorkflowTag: in.GetWorkflowTag(), Notify: in.GetNotify(),
 		Context: toContext(in.GetContext()), Caller: caller.Caller(),
 		Model: in.GetModel(), WorkflowOwner: in.GetWorkflowOwner(), UserID: in.GetUserId(), RetryCount: int(in.GetRetryCount()),
-		AgentVersion: int(in.GetAgentVersion()),
+		AgentVersion: int(in.GetAgentVersion()), StreamWindowSec: int(in.GetStreamWindowSec()),
 	}
 	if s := in.GetOutputSchemaJson(); s != "" {
 		r.OutputSchema = json.RawMessage(s)

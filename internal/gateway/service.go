@@ -157,16 +157,6 @@ func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *
 // startTimeout bounds starting a turn; the turn itself is not bound to the RPC.
 const startTimeout = 30 * time.Second
 
-// start validates a request and starts its turn, or attaches to the run
-// of the same request under its job id. It returns the run.
-func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (client.WorkflowRun, error) {
-	req, err := s.Prepare(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	return s.StartPrepared(ctx, req)
-}
-
 // Prepare checks a turn request and gives it a job id if it has none.
 func (s *Service) Prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequest, error) {
 	req := toTurnRequest(in, CallerOf(ctx))
@@ -321,15 +311,43 @@ func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 
 // Invoke implements pb.AgentServiceServer.
 func (s *Service) Invoke(ctx context.Context, in *pb.InvokeRequest) (*pb.TurnResult, error) {
-	run, err := s.start(ctx, in.GetTurn())
+	req, err := s.Prepare(ctx, in.GetTurn())
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	res, err := turnclient.Result(ctx, run)
+	run, err := s.StartPrepared(ctx, req)
+	if err != nil {
+		return nil, s.StatusOf(ctx, err)
+	}
+	res, err := s.result(ctx, req, run)
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
 	return toPBResult(res, run.GetID()), nil
+}
+
+// result is a started turn's result. A turn with a window for Workflow
+// Streams subscribers (stream_window_sec) closes only once the window has
+// passed, but it stores its result before its last event: the result is
+// read from the store once the log has ended, so the window delays the
+// workflow's close and nothing its caller waits for. A turn that ends
+// with no stored result (one rejected before it started) is read from
+// the workflow.
+func (s *Service) result(ctx context.Context, req agent.TurnRequest, run client.WorkflowRun) (agent.TurnResult, error) {
+	if req.StreamWindow() > 0 {
+		err := s.events.Follow(ctx, run.GetID(), 0, func(agent.Event) error { return nil })
+		if err != nil {
+			return agent.TurnResult{}, err
+		}
+		res, err := s.store.Result(ctx, req.TenantID, req.JobID)
+		if err == nil {
+			return res, nil
+		}
+		if !agent.IsCode(err, agent.CodeNotFound) {
+			return agent.TurnResult{}, err
+		}
+	}
+	return turnclient.Result(ctx, run)
 }
 
 // Stream implements pb.AgentServiceServer.

@@ -137,9 +137,15 @@ type TurnRequest struct {
 	// refuses the turn, naming it.
 	Parts []*Part `protobuf:"bytes,20,rep,name=parts,proto3" json:"parts,omitempty"`
 	// Pins the turn to that version of agent_id instead of the active one.
-	AgentVersion  int32 `protobuf:"varint,21,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AgentVersion int32 `protobuf:"varint,21,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// Keeps the turn answering Temporal's Workflow Streams polls for this
+	// many seconds from its start (0 to 60), however soon it ends, so that a
+	// subscriber started beside a short turn reads all of it. Only the
+	// workflow's close waits for the window: Invoke and every stream end on
+	// the turn's last event.
+	StreamWindowSec int32 `protobuf:"varint,22,opt,name=stream_window_sec,json=streamWindowSec,proto3" json:"stream_window_sec,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TurnRequest) Reset() {
@@ -315,6 +321,13 @@ func (x *TurnRequest) GetParts() []*Part {
 func (x *TurnRequest) GetAgentVersion() int32 {
 	if x != nil {
 		return x.AgentVersion
+	}
+	return 0
+}
+
+func (x *TurnRequest) GetStreamWindowSec() int32 {
+	if x != nil {
+		return x.StreamWindowSec
 	}
 	return 0
 }
@@ -7529,7 +7542,7 @@ var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x05\n" +
+	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\x05\n" +
 	"\vTurnRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -7556,7 +7569,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12(\n" +
 	"\x05parts\x18\x14 \x03(\v2\x12.agentflow.v1.PartR\x05parts\x12#\n" +
-	"\ragent_version\x18\x15 \x01(\x05R\fagentVersionB\t\n" +
+	"\ragent_version\x18\x15 \x01(\x05R\fagentVersion\x12*\n" +
+	"\x11stream_window_sec\x18\x16 \x01(\x05R\x0fstreamWindowSecB\t\n" +
 	"\a_stream\"q\n" +
 	"\x04Part\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
