@@ -51,43 +51,31 @@ func (a *server) registerAGUI(mux *http.ServeMux) {
 
 // aguiRun answers a run: the turn's AG-UI events.
 func (a *server) aguiRun(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Stream_FullMethodName)
-	if err != nil {
-		a.Refuse(w, r, err)
-		return
-	}
-	r = r.WithContext(ctx)
 	agentID := r.PathValue("agent_id")
 	var in aguiInput
-	err = agent.ValidateID("agent_id", agentID)
-	if err == nil {
-		var data []byte
-		data, err = gateway.ReadBody(r)
+	// The run's stream is held before its turn is started or its
+	// message sent.
+	r, release, ok := a.OpenChat(w, r, pb.AgentService_Stream_FullMethodName, func(ctx context.Context, body []byte) error {
+		err := agent.ValidateID("agent_id", agentID)
 		if err == nil {
-			in, err = decodeAGUIInput(data)
+			in, err = decodeAGUIInput(body)
 		}
-	}
-	if err == nil {
-		err = a.aguiExposed(ctx, agentID)
-	}
-	var release func()
-	if err == nil {
-		// The run's stream, held before its turn is started or its
-		// message sent.
-		ctx, release, err = a.Service().HoldStream(ctx)
-	}
-	if err != nil {
-		a.Refuse(w, r, err)
+		if err == nil {
+			err = a.aguiExposed(ctx, agentID)
+		}
+		return err
+	})
+	if !ok {
 		return
 	}
 	defer release()
-	r = r.WithContext(ctx)
 	var run aguiTurn
+	var err error
 	switch {
 	case len(in.Resume) > 0:
 		run, err = a.aguiResumeTurn(r, agentID, in)
 	case in.ThreadID == "":
-		run, err = a.aguiStart(ctx, agentID, in)
+		run, err = a.aguiStart(r.Context(), agentID, in)
 	default:
 		run, err = a.aguiSend(r, agentID, in)
 	}
@@ -188,53 +176,33 @@ type aguiStream struct {
 	m        *aguiMapper
 	streamID string
 	st       *gateway.EventWriter
-	ended    bool // RUN_FINISHED or RUN_ERROR is sent
 }
 
 // serve answers with the AG-UI events of the events follow sends
-// (HTTPAPI.ServeEvents): until the first event (or keep-alive) the answer
-// is not begun, so that a refusal — the run's turn refused, another
-// request's runId — is a problem with its HTTP status; a failure after it
-// is a RUN_ERROR.
+// (HTTPAPI.ServeChat): a refusal before the first event — the run's turn
+// refused, another request's runId — is a problem with its HTTP status;
+// a failure after it is a RUN_ERROR.
 func (s *aguiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
 	s.st = s.a.NewEventWriter(s.w, s.r)
 	s.st.OnBegin = func(h http.Header) { h.Set(gateway.HeaderStreamID, s.streamID) }
-	s.a.ServeEvents(s.w, s.r, s.st, s, follow)
+	s.a.ServeChat(s.w, s.r, s.st, s, follow)
 }
 
-// Done reports whether RUN_FINISHED or RUN_ERROR is sent.
-func (s *aguiStream) Done() bool { return s.ended }
-
-// Events writes the AG-UI events of e and of every event waiting behind
-// it, then flushes.
-func (s *aguiStream) Events(ctx context.Context, e agent.Event, more <-chan agent.Event) error {
-	s.st.Deadline()
-	for {
-		if err := s.write(s.m.add(e)...); err != nil {
-			return err
-		}
-		if e.Terminal() {
-			s.ended = true
-			return s.st.Flush()
-		}
-		if s.m.waitsAt(e) {
-			if end := s.m.interrupt(s.pending(ctx)); len(end) > 0 {
-				s.ended = true
-				if err := s.write(end...); err != nil {
-					return err
-				}
-				return s.st.Flush()
-			}
-		}
-		select {
-		case e = <-more:
-		default:
-			if !s.st.Started() {
-				return nil
-			}
-			return s.st.Flush()
+// Event implements gateway.ChatStream: it writes the AG-UI events of e;
+// the turn's end, or interrupts that still wait, end the run.
+func (s *aguiStream) Event(ctx context.Context, e agent.Event) (end bool, err error) {
+	if err := s.write(s.m.add(e)...); err != nil {
+		return false, err
+	}
+	if e.Terminal() {
+		return true, nil
+	}
+	if s.m.waitsAt(e) {
+		if end := s.m.interrupt(s.pending(ctx)); len(end) > 0 {
+			return true, s.write(end...)
 		}
 	}
+	return false, nil
 }
 
 // pending asks the turn which calls still wait for a person: a log read
@@ -265,14 +233,8 @@ func (s *aguiStream) pending(ctx context.Context) func(aguiInterruptID) bool {
 	}
 }
 
-// begin writes the answer's head, once.
-func (s *aguiStream) begin() { s.st.Begin() }
-
 // write writes events, one data line each.
 func (s *aguiStream) write(events ...aguiEvent) error { return gateway.WriteData(s.st, events...) }
-
-// Comment implements gateway.EventAnswer.
-func (s *aguiStream) Comment(text string) error { return s.st.Comment(text) }
 
 // Fail answers the follower's outcome when the run has not ended: a
 // problem before the stream began, a RUN_ERROR after. A client whose

@@ -59,37 +59,23 @@ func (a *server) registerAISDK(mux *http.ServeMux) {
 // uiChat answers a chat request: a user message, or the answers to tool
 // calls' approval requests.
 func (a *server) uiChat(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
-	if err != nil {
-		a.Refuse(w, r, err)
-		return
-	}
-	r = r.WithContext(ctx)
 	var req uiChatRequest
 	var ask uiAsk
-	mode, err := decodeUIQuery(r.URL.Query())
-	var data []byte
-	if err == nil {
-		data, err = gateway.ReadBody(r)
-	}
-	if err == nil {
-		req, err = decodeUIChat(data)
-	}
-	if err == nil {
-		ask, err = req.ask()
-	}
-	var release func()
-	if err == nil {
-		// Every answer streams: its slot is held before a message is
-		// sent or an approval decided.
-		ctx, release, err = a.Service().HoldStream(ctx)
-	}
-	if err != nil {
-		a.Refuse(w, r, err)
+	var mode projection.Mode
+	r, release, ok := a.OpenChat(w, r, pb.AgentService_Resume_FullMethodName, func(_ context.Context, body []byte) (err error) {
+		mode, err = decodeUIQuery(r.URL.Query())
+		if err == nil {
+			req, err = decodeUIChat(body)
+		}
+		if err == nil {
+			ask, err = req.ask()
+		}
+		return err
+	})
+	if !ok {
 		return
 	}
 	defer release()
-	r = r.WithContext(ctx)
 	if len(ask.Decisions) > 0 {
 		a.uiDecide(w, r, mode, req, ask)
 		return
@@ -102,10 +88,12 @@ func (a *server) uiChat(w http.ResponseWriter, r *http.Request) {
 // (running, or waiting for approvals) is a conflict: messages would
 // queue behind it unseen.
 func (a *server) uiSend(w http.ResponseWriter, r *http.Request, mode projection.Mode, req uiChatRequest, ask uiAsk) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
-	if err == nil {
-		err = a.Service().CheckSession(ctx, req.ChatID, req.Agent)
+	r, ok := a.Authorized(w, r, pb.AgentService_SendMessage_FullMethodName)
+	if !ok {
+		return
 	}
+	ctx := r.Context()
+	err := a.Service().CheckSession(ctx, req.ChatID, req.Agent)
 	running := ""
 	if err == nil {
 		running, err = a.Service().SessionTurn(ctx, req.ChatID)
@@ -118,7 +106,6 @@ func (a *server) uiSend(w http.ResponseWriter, r *http.Request, mode projection.
 		a.Refuse(w, r, err)
 		return
 	}
-	r = r.WithContext(ctx)
 	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(mode)}
 	u.serve(func(ctx context.Context, send func(agent.Event) error) error {
 		res, err := a.Service().SendMessage(ctx, &pb.SendMessageRequest{SessionId: req.ChatID, AgentId: req.Agent, Prompt: ask.Prompt})
@@ -134,17 +121,16 @@ func (a *server) uiSend(w http.ResponseWriter, r *http.Request, mode projection.
 // goes on with the turn's stream where the client's message stopped: at
 // the approval requests.
 func (a *server) uiDecide(w http.ResponseWriter, r *http.Request, mode projection.Mode, req uiChatRequest, ask uiAsk) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Approve_FullMethodName)
-	if err == nil && !strings.HasPrefix(ask.Answer, req.ChatID+"-") {
-		// A chat's answers are its Conversation's turns: <chat id>-<n>.
-		err = agent.Errorf(agent.CodeNotFound, "message %s is not an answer in chat %q", ask.Answer, req.ChatID)
-	}
-	if err != nil {
-		a.Refuse(w, r, err)
+	r, ok := a.Authorized(w, r, pb.AgentService_Approve_FullMethodName)
+	if !ok {
 		return
 	}
-	r = r.WithContext(ctx)
-	streamID := contract.TurnWorkflowID(gateway.TenantOf(ctx), ask.Answer)
+	if !strings.HasPrefix(ask.Answer, req.ChatID+"-") {
+		// A chat's answers are its Conversation's turns: <chat id>-<n>.
+		a.Refuse(w, r, agent.Errorf(agent.CodeNotFound, "message %s is not an answer in chat %q", ask.Answer, req.ChatID))
+		return
+	}
+	streamID := contract.TurnWorkflowID(gateway.TenantOf(r.Context()), ask.Answer)
 	u := &uiStream{a: a, w: w, r: r, m: newUIMapper(mode), streamID: streamID, messageID: ask.Answer, quiet: map[string]bool{}}
 	for _, d := range ask.Decisions {
 		u.quiet[d.CallID] = true
@@ -166,19 +152,17 @@ func (a *server) uiDecide(w http.ResponseWriter, r *http.Request, mode projectio
 // message from it); 204 when the chat runs none, which is also the
 // answer for a chat id no Conversation of the caller's tenant has.
 func (a *server) uiResume(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
-	if err != nil {
-		a.Refuse(w, r, err)
+	r, ok := a.Authorized(w, r, pb.AgentService_Resume_FullMethodName)
+	if !ok {
 		return
 	}
-	r = r.WithContext(ctx)
 	chatID := r.PathValue("id")
-	err = agent.ValidateID("chat id", chatID)
+	err := agent.ValidateID("chat id", chatID)
 	mode, qerr := decodeUIQuery(r.URL.Query())
 	err = gateway.FirstError(err, qerr)
 	streamID := ""
 	if err == nil {
-		streamID, err = a.Service().SessionTurn(ctx, chatID)
+		streamID, err = a.Service().SessionTurn(r.Context(), chatID)
 	}
 	if err != nil {
 		a.Refuse(w, r, err)
@@ -238,10 +222,9 @@ type uiStream struct {
 }
 
 // serve answers with the chunks of the events follow sends
-// (HTTPAPI.ServeEvents): until the first chunk (or keep-alive) the answer
-// is not begun, so that a refusal — a turn not found, a message refused,
-// a decision refused — is a problem with its HTTP status; a failure after
-// it is an error chunk.
+// (HTTPAPI.ServeChat): a refusal before the first chunk — a turn not
+// found, a message refused, a decision refused — is a problem with its
+// HTTP status; a failure after it is an error chunk.
 func (u *uiStream) serve(follow func(ctx context.Context, send func(agent.Event) error) error) {
 	u.st = u.a.NewEventWriter(u.w, u.r)
 	u.st.OnBegin = func(h http.Header) {
@@ -250,32 +233,13 @@ func (u *uiStream) serve(follow func(ctx context.Context, send func(agent.Event)
 			h.Set(gateway.HeaderStreamID, streamID)
 		}
 	}
-	u.a.ServeEvents(u.w, u.r, u.st, u, follow)
+	u.a.ServeChat(u.w, u.r, u.st, u, follow)
 }
 
-// Done reports whether [DONE] is sent.
-func (u *uiStream) Done() bool { return u.ended }
-
-// Events writes the chunks of e and of every event waiting behind it,
-// then flushes.
-func (u *uiStream) Events(ctx context.Context, e agent.Event, more <-chan agent.Event) error {
-	u.st.Deadline()
-	for {
-		if err := u.event(ctx, e); err != nil || u.ended {
-			if err == nil {
-				err = u.st.Flush()
-			}
-			return err
-		}
-		select {
-		case e = <-more:
-		default:
-			if !u.st.Started() {
-				return nil
-			}
-			return u.st.Flush()
-		}
-	}
+// Event implements gateway.ChatStream.
+func (u *uiStream) Event(ctx context.Context, e agent.Event) (bool, error) {
+	err := u.event(ctx, e)
+	return u.ended, err
 }
 
 // event maps one event and writes its chunks; the turn's end, or calls
@@ -348,15 +312,11 @@ func (u *uiStream) stillWaiting(ctx context.Context) bool {
 	return false
 }
 
-// begin writes the answer's head, once.
-func (u *uiStream) begin() { u.st.Begin() }
-
 // write writes chunks, after the start chunk that names the message.
 func (u *uiStream) write(chunks ...uiChunk) error {
 	if len(chunks) == 0 {
 		return nil
 	}
-	u.begin()
 	if !u.started {
 		u.started = true
 		_, messageID := u.turn()
@@ -371,9 +331,6 @@ func (u *uiStream) end() error {
 	_, err := u.w.Write([]byte("data: [DONE]\n\n"))
 	return err
 }
-
-// Comment implements gateway.EventAnswer.
-func (u *uiStream) Comment(text string) error { return u.st.Comment(text) }
 
 // Fail answers the follower's outcome when the message has not ended: a
 // problem before the stream began, an error chunk after.
