@@ -7,11 +7,12 @@ import (
 	"context"
 	"net/http"
 
-	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // Server-Sent Events: a turn's events as an event stream. Each event is
@@ -40,18 +41,16 @@ func (a *server) registerSSE(mux *http.ServeMux) {
 // Resume.
 func (a *server) sseFollow(w http.ResponseWriter, r *http.Request) {
 	streamID := "turn/" + r.PathValue("tenant") + "/" + r.PathValue("job")
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Resume_FullMethodName)
-	if err != nil {
-		a.Fail(w, r, err, 0)
+	r, ok := a.Authorized(w, r, pb.AgentService_Resume_FullMethodName)
+	if !ok {
 		return
 	}
-	r = r.WithContext(ctx)
 	after, _, err := gateway.ResumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
 	if err == nil {
-		err = gateway.OwnStream(ctx, streamID)
+		err = gateway.OwnStream(r.Context(), streamID)
 	}
 	if err != nil {
-		a.Fail(w, r, err, 0)
+		a.Refuse(w, r, err)
 		return
 	}
 	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
@@ -64,32 +63,20 @@ func (a *server) sseFollow(w http.ResponseWriter, r *http.Request) {
 // resumes that turn's stream instead, and nothing is started: fetch-based
 // SSE clients reconnect by sending the same request again.
 func (a *server) sseStart(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Stream_FullMethodName)
-	if err != nil {
-		a.Fail(w, r, err, 0)
+	var in pb.TurnRequest
+	r, resume, ok := a.open(w, r, pb.AgentService_Stream_FullMethodName, &in, "turn")
+	if !ok {
 		return
 	}
-	r = r.WithContext(ctx)
-	var in pb.TurnRequest
-	after, resumed, err := gateway.ResumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
-	if err == nil {
-		err = gateway.DecodeBody(r, &in)
-	}
-	if err == nil && resumed && in.GetJobId() == "" {
-		err = agent.Errorf(agent.CodeInvalid, "a stream resumed after an index needs the job_id of its turn")
-	}
-	var req agent.TurnRequest
-	if err == nil {
-		req, err = a.Service().Prepare(ctx, &in)
-	}
+	req, err := a.Service().Prepare(r.Context(), &in)
 	if err != nil {
-		a.Fail(w, r, err, 0)
+		a.Refuse(w, r, err)
 		return
 	}
 	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
 	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
-		if resumed {
-			return a.Service().Events().Follow(ctx, streamID, after, send)
+		if resume.ok {
+			return a.Service().Events().Follow(ctx, streamID, resume.after, send)
 		}
 		return a.Service().FollowNew(ctx, req, nil, send)
 	})
@@ -100,28 +87,15 @@ func (a *server) sseStart(w http.ResponseWriter, r *http.Request) {
 // sseStart, a reconnecting client that names the message's job_id
 // resumes its turn's stream, and nothing is sent.
 func (a *server) sseMessage(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_SendMessage_FullMethodName)
-	if err != nil {
-		a.Fail(w, r, err, 0)
-		return
-	}
-	r = r.WithContext(ctx)
 	var in pb.SendMessageRequest
-	after, resumed, err := gateway.ResumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
-	if err == nil {
-		err = gateway.DecodeBody(r, &in)
+	r, resume, ok := a.open(w, r, pb.AgentService_SendMessage_FullMethodName, &in, "message")
+	if !ok {
+		return
 	}
 	in.SessionId = r.PathValue("session_id") // the path's, as the message route does
-	if err == nil && resumed && in.GetJobId() == "" {
-		err = agent.Errorf(agent.CodeInvalid, "a stream resumed after an index needs the job_id of its message")
-	}
-	if err != nil {
-		a.Fail(w, r, err, 0)
-		return
-	}
 	a.ServeSSE(w, r, func(ctx context.Context, send func(agent.Event) error) error {
-		streamID := contract.TurnWorkflowID(gateway.TenantOf(ctx), in.GetJobId())
-		if !resumed {
+		streamID, after := contract.TurnWorkflowID(gateway.TenantOf(ctx), in.GetJobId()), resume.after
+		if !resume.ok {
 			res, err := a.Service().SendMessage(ctx, &in)
 			if err != nil {
 				return err
@@ -130,6 +104,45 @@ func (a *server) sseMessage(w http.ResponseWriter, r *http.Request) {
 		}
 		return a.Service().Events().Follow(ctx, streamID, after, send)
 	})
+}
+
+// resumeAt is where a reconnecting client resumes its stream: after the
+// index it sends, when it sends one (ok).
+type resumeAt struct {
+	after int64
+	ok    bool
+}
+
+// jobRequest is a request whose turn is named by its job id.
+type jobRequest interface {
+	proto.Message
+	GetJobId() string
+}
+
+// open reads a request that streams a turn it starts or sends: r
+// authorized as a call of method, its body decoded into in, and where a
+// reconnecting client resumes (Last-Event-ID or after_index), which needs
+// the job_id of its turn or message (of). A refusal is answered as a
+// problem, and ok is false.
+func (a *server) open(w http.ResponseWriter, r *http.Request, method string, in jobRequest, of string) (_ *http.Request, _ resumeAt, ok bool) {
+	r, ok = a.Authorized(w, r, method)
+	if !ok {
+		return nil, resumeAt{}, false
+	}
+	var at resumeAt
+	var err error
+	at.after, at.ok, err = gateway.ResumeIndex(r.Header.Values("Last-Event-ID"), r.URL.Query())
+	if err == nil {
+		err = gateway.DecodeBody(r, in)
+	}
+	if err == nil && at.ok && in.GetJobId() == "" {
+		err = agent.Errorf(agent.CodeInvalid, "a stream resumed after an index needs the job_id of its %s", of)
+	}
+	if err != nil {
+		a.Refuse(w, r, err)
+		return nil, resumeAt{}, false
+	}
+	return r, at, true
 }
 
 // Door serves Server-Sent Events on the HTTP API's listener.
