@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -15,32 +16,59 @@ import (
 
 // The commands a client sends on its socket, and how each is done.
 
-// do runs a command.
+// socketCommandKind is a command of the socket: its type, the gRPC call it
+// is authorized as and whose request it carries (msg, an empty one), and
+// how it is done, with that call's context.
+type socketCommandKind struct {
+	typ    string
+	method string
+	msg    proto.Message
+	do     func(s *socket, ctx context.Context, cmd socketCommand) error
+}
+
+// socketCommandKinds are the socket's commands, in the order errors list
+// them.
+var socketCommandKinds = []socketCommandKind{
+	command(SocketCommandStart, pb.AgentService_Stream_FullMethodName, &pb.TurnRequest{}, (*socket).start),
+	command(SocketCommandMessage, pb.AgentService_SendMessage_FullMethodName, &pb.SendMessageRequest{}, (*socket).message),
+	command(SocketCommandFollow, pb.AgentService_Resume_FullMethodName, &pb.ResumeRequest{}, (*socket).resume),
+	command(SocketCommandApprove, pb.AgentService_Approve_FullMethodName, &pb.ApproveRequest{}, unary((*gateway.Service).Approve)),
+	command(SocketCommandCancel, pb.AgentService_Cancel_FullMethodName, &pb.CancelRequest{}, unary((*gateway.Service).Cancel)),
+}
+
+// command is a kind of command whose request is a Req.
+func command[Req proto.Message](typ, method string, msg Req, do func(s *socket, ctx context.Context, cmd socketCommand, in Req) error) socketCommandKind {
+	return socketCommandKind{typ: typ, method: method, msg: msg, do: func(s *socket, ctx context.Context, cmd socketCommand) error {
+		return do(s, ctx, cmd, cmd.msg.(Req))
+	}}
+}
+
+// unary is a command that is one call of the service, acked with its
+// answer.
+func unary[Req, Res proto.Message](call func(*gateway.Service, context.Context, Req) (Res, error)) func(*socket, context.Context, socketCommand, Req) error {
+	return func(s *socket, ctx context.Context, cmd socketCommand, in Req) error {
+		res, err := call(s.a.Service(), ctx, in)
+		if err != nil {
+			return err
+		}
+		return s.ack(cmd, res)
+	}
+}
+
+// socketCommands are the commands' types.
+var socketCommands = func() []string {
+	types := make([]string, len(socketCommandKinds))
+	for i, k := range socketCommandKinds {
+		types[i] = k.typ
+	}
+	return types
+}()
+
+// do runs a command, authorized as its call.
 func (s *socket) do(cmd socketCommand) {
-	var err error
-	switch in := cmd.msg.(type) {
-	case *pb.TurnRequest:
-		err = s.start(cmd, in)
-	case *pb.SendMessageRequest:
-		err = s.message(cmd, in)
-	case *pb.ResumeRequest:
-		err = s.resume(cmd, in)
-	case *pb.ApproveRequest:
-		var ctx context.Context
-		if ctx, err = s.authorized(pb.AgentService_Approve_FullMethodName); err == nil {
-			var res *pb.ApproveResponse
-			if res, err = s.a.Service().Approve(ctx, in); err == nil {
-				err = s.ack(cmd, res)
-			}
-		}
-	case *pb.CancelRequest:
-		var ctx context.Context
-		if ctx, err = s.authorized(pb.AgentService_Cancel_FullMethodName); err == nil {
-			var res *pb.CancelResponse
-			if res, err = s.a.Service().Cancel(ctx, in); err == nil {
-				err = s.ack(cmd, res)
-			}
-		}
+	ctx, err := s.authorized(cmd.kind.method)
+	if err == nil {
+		err = cmd.kind.do(s, ctx, cmd)
 	}
 	if err != nil && s.ctx.Err() == nil {
 		s.fail(cmd, "", err)
@@ -49,11 +77,7 @@ func (s *socket) do(cmd socketCommand) {
 
 // start starts a turn and follows it, as Stream does; the ack (the
 // turn's stream and job ids) comes before its first event.
-func (s *socket) start(cmd socketCommand, in *pb.TurnRequest) error {
-	ctx, err := s.authorized(pb.AgentService_Stream_FullMethodName)
-	if err != nil {
-		return err
-	}
+func (s *socket) start(ctx context.Context, cmd socketCommand, in *pb.TurnRequest) error {
 	req, err := s.a.Service().Prepare(ctx, in)
 	if err != nil {
 		return err
@@ -67,16 +91,12 @@ func (s *socket) start(cmd socketCommand, in *pb.TurnRequest) error {
 }
 
 // message sends a conversation message, acks it and follows its turn.
-func (s *socket) message(cmd socketCommand, in *pb.SendMessageRequest) error {
-	ctx, err := s.authorized(pb.AgentService_SendMessage_FullMethodName)
-	if err != nil {
-		return err
-	}
+func (s *socket) message(ctx context.Context, cmd socketCommand, in *pb.SendMessageRequest) error {
 	res, err := s.a.Service().SendMessage(ctx, in)
-	if err != nil {
-		return err
+	if err == nil {
+		err = s.ack(cmd, res)
 	}
-	if err := s.ack(cmd, res); err != nil {
+	if err != nil {
 		return err
 	}
 	s.follow(cmd, res.GetStreamId(), func(fctx context.Context, send func(agent.Event) error) error {
@@ -86,11 +106,8 @@ func (s *socket) message(cmd socketCommand, in *pb.SendMessageRequest) error {
 }
 
 // resume follows a stream after an index, as Resume does.
-func (s *socket) resume(cmd socketCommand, in *pb.ResumeRequest) error {
-	ctx, err := s.authorized(pb.AgentService_Resume_FullMethodName)
-	if err == nil {
-		err = gateway.OwnStream(ctx, in.GetStreamId())
-	}
+func (s *socket) resume(ctx context.Context, cmd socketCommand, in *pb.ResumeRequest) error {
+	err := gateway.OwnStream(ctx, in.GetStreamId())
 	if err == nil && in.GetAfterIndex() < 0 {
 		err = agent.ValidateAfter(in.GetAfterIndex(), 0)
 	}
@@ -134,10 +151,11 @@ func (s *socket) follow(cmd socketCommand, streamID string, fn func(ctx context.
 	})
 }
 
-// socketCommand is a decoded command: its type, id and request.
+// socketCommand is a decoded command: its type, id, kind and request.
 type socketCommand struct {
 	Type string
 	ID   string
+	kind *socketCommandKind
 	msg  proto.Message
 }
 
@@ -167,22 +185,15 @@ func decodeCommand(data []byte) (socketCommand, error) {
 		cmd.Type = ""
 		return cmd, agent.Errorf(agent.CodeInvalid, "a command needs a type: %s", strings.Join(socketCommands, ", "))
 	}
-	switch cmd.Type {
-	case SocketCommandStart:
-		cmd.msg = &pb.TurnRequest{}
-	case SocketCommandMessage:
-		cmd.msg = &pb.SendMessageRequest{}
-	case SocketCommandFollow:
-		cmd.msg = &pb.ResumeRequest{}
-	case SocketCommandApprove:
-		cmd.msg = &pb.ApproveRequest{}
-	case SocketCommandCancel:
-		cmd.msg = &pb.CancelRequest{}
-	default:
+	i := slices.IndexFunc(socketCommandKinds, func(k socketCommandKind) bool { return k.typ == cmd.Type })
+	if i < 0 {
 		typ := cmd.Type
 		cmd.Type = ""
 		return cmd, agent.Errorf(agent.CodeInvalid, "unknown command type %s: want %s", gateway.Clip(typ), strings.Join(socketCommands, ", "))
 	}
+	cmd.kind = &socketCommandKinds[i]
+	// A new request of the kind's, to read the command's fields into.
+	cmd.msg = cmd.kind.msg.ProtoReflect().New().Interface()
 	delete(fields, "type")
 	delete(fields, "id")
 	rest, err := json.Marshal(fields)
@@ -194,5 +205,3 @@ func decodeCommand(data []byte) (socketCommand, error) {
 	}
 	return cmd, nil
 }
-
-var socketCommands = []string{SocketCommandStart, SocketCommandMessage, SocketCommandFollow, SocketCommandApprove, SocketCommandCancel}
