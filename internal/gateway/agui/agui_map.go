@@ -80,7 +80,6 @@ type aguiEvent struct {
 	Delta           string          `json:"delta,omitempty"`
 	ToolCallID      string          `json:"toolCallId,omitempty"`
 	ToolCallName    string          `json:"toolCallName,omitempty"`
-	ParentMessageID string          `json:"parentMessageId,omitempty"`
 	Content         *string         `json:"content,omitempty"`
 	Name            string          `json:"name,omitempty"`
 	Value           json.RawMessage `json:"value,omitempty"`
