@@ -53,7 +53,24 @@ func TestDecodeCommand(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.True(t, proto.Equal(tt.want, cmd.msg), "want %v\ngot  %v", tt.want, cmd.msg)
+			require.Equal(t, tt.typ, cmd.kind.typ)
 		})
+	}
+}
+
+// TestDecodeCommandOwnRequest: each command reads into a request of its
+// own, so that commands in flight share nothing; the table's requests
+// stay empty.
+func TestDecodeCommandOwnRequest(t *testing.T) {
+	a, err := decodeCommand([]byte(`{"type":"cancel","stream_id":"turn/demo/a"}`))
+	require.NoError(t, err)
+	b, err := decodeCommand([]byte(`{"type":"cancel","stream_id":"turn/demo/b"}`))
+	require.NoError(t, err)
+	require.Equal(t, "turn/demo/a", a.msg.(*pb.CancelRequest).GetStreamId())
+	require.Equal(t, "turn/demo/b", b.msg.(*pb.CancelRequest).GetStreamId())
+	require.Same(t, a.kind, b.kind)
+	for _, k := range socketCommandKinds {
+		require.Zero(t, proto.Size(k.msg), "the %s command's request in the table", k.typ)
 	}
 }
 
