@@ -15,18 +15,6 @@ import (
 // every body is), what the door reads in it, and a slot of the tenant's
 // streams for the answer.
 
-// Authorized is r with the context of a call of method by r's bearer
-// token (Caller). A token that may not make the call is refused with a
-// problem, and ok is false.
-func (a *HTTPAPI) Authorized(w http.ResponseWriter, r *http.Request, method string) (_ *http.Request, ok bool) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), method)
-	if err != nil {
-		a.Refuse(w, r, err)
-		return nil, false
-	}
-	return r.WithContext(ctx), true
-}
-
 // OpenChat opens a chat door's request: r authorized as a call of
 // method, its body read (ReadBody) and handed to read, which decodes and
 // checks it with the caller's context, and a slot of the tenant's streams

@@ -24,7 +24,8 @@ import (
 // offers: the caller's identity and tenant (Caller), the turn API of the
 // Service (Prepare, StartPrepared, FollowNew, Decide, AnswerQuestion),
 // bounded bodies (ReadBody), errors as problems (Fail, Refuse), event
-// streams with keep-alives and a slot per tenant (ServeEvents), and the
+// streams with keep-alives and a slot per tenant (ServeEvents; for the
+// chat doors OpenChat and ServeChat), and the
 // projection of a turn's events every door renders (internal/gateway/
 // projection). A door imports no other door.
 type Door interface {

@@ -51,6 +51,18 @@ func (a *HTTPAPI) Caller(r *http.Request, authorization []string, method string)
 	return a.svc.Authorize(metadata.NewIncomingContext(r.Context(), md), method)
 }
 
+// Authorized is r with the context of a call of method by r's bearer
+// token (Caller). A token that may not make the call is refused with a
+// problem, and ok is false.
+func (a *HTTPAPI) Authorized(w http.ResponseWriter, r *http.Request, method string) (_ *http.Request, ok bool) {
+	ctx, err := a.Caller(r, r.Header.Values("Authorization"), method)
+	if err != nil {
+		a.Refuse(w, r, err)
+		return nil, false
+	}
+	return r.WithContext(ctx), true
+}
+
 // DecodeBody reads a request's body, bounded as every body is (ReadBody),
 // and decodes it as the HTTP API decodes its routes' bodies (strictJSON);
 // an empty body is an empty message.
@@ -227,8 +239,8 @@ func (a *HTTPAPI) ProblemOf(ctx context.Context, err error) Problem {
 }
 
 // EventAnswer is an answer that streams one turn's events as Server-Sent
-// Events in another protocol's shape: the AI SDK's chunks (uiStream),
-// AG-UI's events (aguiStream).
+// Events in another protocol's shape: a chat door's ChatStream (the AI
+// SDK's chunks, AG-UI's events) served through ServeChat.
 type EventAnswer interface {
 	// Events writes the answer's part of e and of every event waiting
 	// behind it in more, then flushes.

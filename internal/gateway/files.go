@@ -94,12 +94,11 @@ func (a *HTTPAPI) registerFiles(mux *http.ServeMux) {
 // postFile stores the request's file for the caller's tenant: 201 and
 // its FileInfo.
 func (a *HTTPAPI) postFile(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_Start_FullMethodName)
-	if err != nil {
-		a.Refuse(w, r, err)
+	r, ok := a.Authorized(w, r, pb.AgentService_Start_FullMethodName)
+	if !ok {
 		return
 	}
-	r = r.WithContext(ctx)
+	ctx := r.Context()
 	up, err := a.readUpload(r)
 	if err != nil {
 		a.Refuse(w, r, err)
@@ -311,12 +310,11 @@ func fileName(name string) (string, error) {
 
 // getFile answers the bytes behind a ref of the caller's tenant.
 func (a *HTTPAPI) getFile(w http.ResponseWriter, r *http.Request) {
-	ctx, err := a.Caller(r, r.Header.Values("Authorization"), pb.AgentService_GetResult_FullMethodName)
-	if err != nil {
-		a.Refuse(w, r, err)
+	r, ok := a.Authorized(w, r, pb.AgentService_GetResult_FullMethodName)
+	if !ok {
 		return
 	}
-	r = r.WithContext(ctx)
+	ctx := r.Context()
 	ref, err := parseFileRef(r.PathValue("ref"))
 	for key := range r.URL.Query() {
 		err = FirstError(err, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: GET %s/{ref} takes none", Clip(key), FilesPath))
