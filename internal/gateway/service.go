@@ -311,11 +311,7 @@ func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 
 // Invoke implements pb.AgentServiceServer.
 func (s *Service) Invoke(ctx context.Context, in *pb.InvokeRequest) (*pb.TurnResult, error) {
-	req, err := s.Prepare(ctx, in.GetTurn())
-	if err != nil {
-		return nil, s.StatusOf(ctx, err)
-	}
-	run, err := s.StartPrepared(ctx, req)
+	req, run, err := s.start(ctx, in.GetTurn())
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -14,15 +15,22 @@ import (
 // stream, for clients that follow the turn another way (Resume,
 // ListEvents) or not at all.
 func (s *Service) Start(ctx context.Context, in *pb.StartRequest) (*pb.StartResponse, error) {
-	req, err := s.Prepare(ctx, in.GetTurn())
-	if err != nil {
-		return nil, s.StatusOf(ctx, err)
-	}
-	run, err := s.StartPrepared(ctx, req)
+	req, run, err := s.start(ctx, in.GetTurn())
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
 	return &pb.StartResponse{StreamId: run.GetID(), JobId: req.JobID}, nil
+}
+
+// start checks a request and starts its turn, or attaches to the run of
+// the same request under its job id.
+func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequest, client.WorkflowRun, error) {
+	req, err := s.Prepare(ctx, in)
+	if err != nil {
+		return req, nil, err
+	}
+	run, err := s.StartPrepared(ctx, req)
+	return req, run, err
 }
 
 // MaxEventsPage is the most events a ListEvents page holds.
