@@ -6,12 +6,9 @@
 package a2a
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 	"time"
@@ -91,7 +88,7 @@ type a2aRequest struct {
 func (a *server) registerA2A(mux *http.ServeMux) {
 	m := &a2aServer{s: a.Service(), logger: a.Logger()}
 	rpc := a2asrv.NewJSONRPCHandler(m)
-	mux.Handle(A2APrefix+"{agent}", m.authenticated(a2aLimitBody(a.endWithStreams(a.a2aVersions(m, rpc)))))
+	mux.Handle(A2APrefix+"{agent}", m.authenticated(a.endWithStreams(a.a2aVersions(m, rpc))))
 	mux.Handle("GET "+A2APrefix+"{agent}"+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveCard)))
 	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveDefaultCard)))
 }
@@ -138,55 +135,6 @@ func (a *server) endWithStreams(next http.Handler) http.Handler {
 	})
 }
 
-// a2aLimitBody reads a JSON-RPC request's body before the SDK's handler
-// does (as limitBody), answering a body refused or cut off as a JSON-RPC
-// error.
-func a2aLimitBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		data, err := gateway.ReadBody(r)
-		if err != nil {
-			code := http.StatusBadRequest
-			var hs *gateway.HTTPStatusError
-			if errors.As(err, &hs) {
-				code = hs.Status
-			}
-			writeA2AErrorFor(w, r, code, a2a.ErrInvalidRequest, err.Error())
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(data))
-		// The SDK's handler writes JSON without saying so; a stream's
-		// writer sets its own type.
-		w.Header().Set("Content-Type", "application/json")
-		next.ServeHTTP(w, r)
-	})
-}
-
-// writeA2AError answers a request refused before its JSON-RPC call is
-// read: a JSON-RPC error without an id.
-func writeA2AError(w http.ResponseWriter, code int, kind error, msg string) {
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
-		"code": a2aErrorCode(kind), "message": kind.Error(), "data": map[string]any{"error": msg}}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
-}
-
-// a2aErrorCode is the JSON-RPC code of an error of package a2a.
-func a2aErrorCode(kind error) int {
-	switch kind {
-	case a2a.ErrParseError:
-		return -32700
-	case a2a.ErrMethodNotFound:
-		return -32601
-	case a2a.ErrInvalidParams:
-		return -32602
-	case a2a.ErrTaskNotFound:
-		return -32001
-	default:
-		return -32600
-	}
-}
-
 func a2aRequestOf(ctx context.Context) a2aRequest {
 	r, _ := ctx.Value(a2aRequestKey{}).(a2aRequest)
 	return r
@@ -214,8 +162,11 @@ func (m *a2aServer) agent(ctx context.Context) (agent.Agent, error) {
 func notServed(id string) string { return fmt.Sprintf("no agent %q is served over A2A", id) }
 
 // fail is err as an A2A error, with the message a client may see. A
-// NotFound becomes notFound.
+// NotFound becomes notFound; an error the door made is kept as it is.
 func (m *a2aServer) fail(ctx context.Context, err error, notFound error) error {
+	if _, _, ours := a2aCodeOf(err); ours {
+		return err // already the door's, with its message
+	}
 	var st *status.Status
 	if s, ok := status.FromError(err); ok {
 		st = s
@@ -255,76 +206,91 @@ func (m *a2aServer) OnSendMessage(ctx context.Context, params *a2a.MessageSendPa
 	if err != nil {
 		return nil, err
 	}
+	return m.settle(ctx, newA2ATask(turn.streamID, turn.contextID), params, 0, a2a.ErrInvalidParams, turn.follow)
+}
+
+// settle follows a task's log (follow) into t until the task ends or
+// waits for input at or after the event from, or at once when the client
+// asks not to block, and answers with the task as it is then.
+func (m *a2aServer) settle(ctx context.Context, t *a2aTask, params *a2a.MessageSendParams, from int64, notFound error,
+	follow func(context.Context, func(agent.Event) error) error) (a2a.SendMessageResult, error) {
 	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
-	t := newA2ATask(turn.streamID, turn.contextID)
-	err = turn.follow(ctx, func(e agent.Event) error {
-		t.apply(e)
-		if !blocking || t.state == a2a.TaskStateInputRequired {
+	err := follow(ctx, func(e agent.Event) error {
+		updates := t.apply(e)
+		if e.Index < from {
+			return nil // the task as it was before the answer
+		}
+		if !blocking || t.state.Terminal() || (t.state == a2a.TaskStateInputRequired && len(updates) > 0) {
 			return errA2AStop
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, errA2AStop) {
-		return nil, m.fail(ctx, err, a2a.ErrInvalidParams)
+		return nil, m.fail(ctx, err, notFound)
 	}
 	return t.task(), nil
 }
 
 // OnSendMessageStream implements a2asrv.RequestHandler: a turn, streamed
-// as its task, then its status and artifact updates as its log says.
-// A client that leaves leaves the turn running; it may resubscribe.
+// as its task, then its status and artifact updates as its log says. A
+// message for an existing task answers it (answerTask), and the task
+// streams on as tasks/resubscribe's does. A client that leaves leaves
+// the turn running; it may resubscribe.
 func (m *a2aServer) OnSendMessageStream(ctx context.Context, params *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
 	if params != nil && params.Message != nil && params.Message.TaskID != "" {
-		return func(yield func(a2a.Event, error) bool) {
-			ctx, release, err := m.s.HoldStream(ctx)
-			if err != nil {
-				yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
-				return
-			}
-			defer release()
+		return m.stream(ctx, a2a.ErrInvalidParams, func(ctx context.Context, yield func(a2a.Event, error) bool) error {
 			if _, err := m.answerTask(ctx, params); err != nil {
-				yield(nil, err)
-				return
+				return err
 			}
-			for ev, err := range m.OnResubscribeToTask(ctx, &a2a.TaskIDParams{ID: params.Message.TaskID}) {
-				if !yield(ev, err) {
-					return
-				}
-			}
-		}
+			return m.resubscribe(ctx, &a2a.TaskIDParams{ID: params.Message.TaskID}, yield)
+		})
 	}
-	return func(yield func(a2a.Event, error) bool) {
-		ctx, release, err := m.s.HoldStream(ctx)
-		if err != nil {
-			yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
-			return
-		}
-		defer release()
+	return m.stream(ctx, a2a.ErrInvalidParams, func(ctx context.Context, yield func(a2a.Event, error) bool) error {
 		turn, err := m.begin(ctx, params)
 		if err != nil {
-			yield(nil, err)
-			return
+			return err
 		}
 		t := newA2ATask(turn.streamID, turn.contextID)
 		sent := false
-		err = turn.follow(ctx, func(e agent.Event) error {
+		return turn.follow(ctx, func(e agent.Event) error {
 			if !sent {
 				sent = true
 				if !yield(t.task(), nil) {
 					return errA2AStop
 				}
 			}
-			for _, ev := range t.apply(e) {
-				if !yield(ev, nil) {
-					return errA2AStop
-				}
-			}
-			return nil
+			return t.yieldUpdates(e, yield)
 		})
-		if err != nil && !errors.Is(err, errA2AStop) && ctx.Err() == nil {
-			yield(nil, m.fail(ctx, err, a2a.ErrInvalidParams))
+	})
+}
+
+// stream is the events run yields, with a stream slot of the caller's
+// tenant held while it runs. run's error ends the stream, as an A2A
+// error (notFound for a NotFound), unless it stops the stream or its
+// client has left.
+func (m *a2aServer) stream(ctx context.Context, notFound error, run func(context.Context, func(a2a.Event, error) bool) error) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		ctx, release, err := m.s.HoldStream(ctx)
+		if err != nil {
+			yield(nil, m.fail(ctx, err, notFound))
+			return
+		}
+		defer release()
+		if err := run(ctx, yield); err != nil && !errors.Is(err, errA2AStop) && ctx.Err() == nil {
+			yield(nil, m.fail(ctx, err, notFound))
 		}
 	}
+}
+
+// yieldUpdates folds e into the task and yields the updates it makes:
+// errA2AStop once the client has left.
+func (t *a2aTask) yieldUpdates(e agent.Event, yield func(a2a.Event, error) bool) error {
+	for _, ev := range t.apply(e) {
+		if !yield(ev, nil) {
+			return errA2AStop
+		}
+	}
+	return nil
 }
 
 // answerTask takes a message for an existing task as the answer to the
@@ -381,54 +347,33 @@ func (m *a2aServer) continueTask(ctx context.Context, params *a2a.MessageSendPar
 		return nil, err
 	}
 	id := string(params.Message.TaskID)
-	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
-	t := newA2ATask(id, a2aContextOf(id))
-	err = m.s.Events().Follow(ctx, id, 0, func(e agent.Event) error {
-		evs := t.apply(e)
-		if e.Index < next {
-			return nil // the task as it was before the answer
-		}
-		if !blocking || t.state.Terminal() || (t.state == a2a.TaskStateInputRequired && len(evs) > 0) {
-			return errA2AStop
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errA2AStop) {
-		return nil, m.fail(ctx, err, a2a.ErrTaskNotFound)
-	}
-	return t.task(), nil
+	return m.settle(ctx, newA2ATask(id, a2aContextOf(id)), params, next, a2a.ErrTaskNotFound,
+		func(ctx context.Context, send func(agent.Event) error) error {
+			return m.s.Events().Follow(ctx, id, 0, send)
+		})
 }
 
 // OnResubscribeToTask implements a2asrv.RequestHandler: the task as its
 // log has it now, then its updates until it ends.
 func (m *a2aServer) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		t, next, done, err := m.read(ctx, params)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		if !yield(t.task(), nil) || done {
-			return
-		}
-		ctx, release, err := m.s.HoldStream(ctx)
-		if err != nil {
-			yield(nil, m.fail(ctx, err, a2a.ErrTaskNotFound))
-			return
-		}
-		defer release()
-		err = m.s.Events().Follow(ctx, string(params.ID), max(next-1, 0), func(e agent.Event) error {
-			for _, ev := range t.apply(e) {
-				if !yield(ev, nil) {
-					return errA2AStop
-				}
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errA2AStop) && ctx.Err() == nil {
-			yield(nil, m.fail(ctx, err, a2a.ErrTaskNotFound))
-		}
+	return m.stream(ctx, a2a.ErrTaskNotFound, func(ctx context.Context, yield func(a2a.Event, error) bool) error {
+		return m.resubscribe(ctx, params, yield)
+	})
+}
+
+// resubscribe yields the task as its log has it now, then its updates
+// until it ends.
+func (m *a2aServer) resubscribe(ctx context.Context, params *a2a.TaskIDParams, yield func(a2a.Event, error) bool) error {
+	t, next, done, err := m.read(ctx, params)
+	if err != nil {
+		return err
 	}
+	if !yield(t.task(), nil) || done {
+		return nil
+	}
+	return m.s.Events().Follow(ctx, string(params.ID), max(next-1, 0), func(e agent.Event) error {
+		return t.yieldUpdates(e, yield)
+	})
 }
 
 // OnGetTask implements a2asrv.RequestHandler: the task as its turn's log

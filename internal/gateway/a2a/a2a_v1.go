@@ -10,10 +10,14 @@ import (
 	"iter"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/sse"
+	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
 // A2A 1.0 beside 0.3. Each agent's one endpoint (A2APrefix+id) speaks
@@ -67,29 +71,97 @@ var errA2AVersionNotSupported = errors.New("this version is not supported")
 // ExtendedAgentCardNotConfiguredError.
 var errA2AExtendedCardNotConfigured = errors.New("extended agent card not configured")
 
-// a2aV1Methods are 1.0's JSON-RPC methods, and 0.3's name of each, where
-// it has one.
-var a2aV1Methods = map[string]string{
-	"SendMessage":                      "message/send",
-	"SendStreamingMessage":             "message/stream",
-	"GetTask":                          "tasks/get",
-	"ListTasks":                        "",
-	"CancelTask":                       "tasks/cancel",
-	"SubscribeToTask":                  "tasks/resubscribe",
-	"CreateTaskPushNotificationConfig": "tasks/pushNotificationConfig/set",
-	"GetTaskPushNotificationConfig":    "tasks/pushNotificationConfig/get",
-	"ListTaskPushNotificationConfigs":  "tasks/pushNotificationConfig/list",
-	"DeleteTaskPushNotificationConfig": "tasks/pushNotificationConfig/delete",
-	"GetExtendedAgentCard":             "agent/getAuthenticatedExtendedCard",
+// a2aV1Method is one of 1.0's JSON-RPC methods: its 0.3 name, where it
+// has one, and how it is answered: with a result (call) or a stream of
+// events (stream), from its params. The answers are the 0.3 door's
+// (a2aServer's methods), rendered the 1.0 way.
+type a2aV1Method struct {
+	legacy string
+	call   func(m *a2aServer, ctx context.Context, params json.RawMessage) (any, error)
+	stream func(m *a2aServer, ctx context.Context, params json.RawMessage) (iter.Seq2[a2a.Event, error], error)
+}
+
+// a2aV1Methods are 1.0's methods, by name.
+var a2aV1Methods = map[string]a2aV1Method{
+	"SendMessage": {legacy: "message/send", call: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (any, error) {
+		params, err := decodeA2AV1Send(raw)
+		if err != nil {
+			return nil, err
+		}
+		res, err := m.OnSendMessage(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		return v1EventOf(res), nil
+	}},
+	"SendStreamingMessage": {legacy: "message/stream", stream: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (iter.Seq2[a2a.Event, error], error) {
+		params, err := decodeA2AV1Send(raw)
+		if err != nil {
+			return nil, err
+		}
+		return untilInterrupted(m.OnSendMessageStream(ctx, params)), nil
+	}},
+	"SubscribeToTask": {legacy: "tasks/resubscribe", stream: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (iter.Seq2[a2a.Event, error], error) {
+		params, err := decodeA2AV1TaskID(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.subscribable(ctx, params); err != nil {
+			return nil, err
+		}
+		return m.OnResubscribeToTask(ctx, params), nil
+	}},
+	"GetTask": {legacy: "tasks/get", call: taskMethod(func(m *a2aServer, ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
+		return m.OnGetTask(ctx, &a2a.TaskQueryParams{ID: p.ID})
+	})},
+	"CancelTask":                       {legacy: "tasks/cancel", call: taskMethod((*a2aServer).OnCancelTask)},
+	"ListTasks":                        {call: unserved(fmt.Errorf("tasks are not listed: read one by its id (GetTask), or list turns over the HTTP API: %w", a2a.ErrUnsupportedOperation))},
+	"CreateTaskPushNotificationConfig": {legacy: "tasks/pushNotificationConfig/set", call: unserved(errA2ANoPush)},
+	"GetTaskPushNotificationConfig":    {legacy: "tasks/pushNotificationConfig/get", call: unserved(errA2ANoPush)},
+	"ListTaskPushNotificationConfigs":  {legacy: "tasks/pushNotificationConfig/list", call: unserved(errA2ANoPush)},
+	"DeleteTaskPushNotificationConfig": {legacy: "tasks/pushNotificationConfig/delete", call: unserved(errA2ANoPush)},
+	"GetExtendedAgentCard": {legacy: "agent/getAuthenticatedExtendedCard",
+		call: unserved(fmt.Errorf("the agent card is served to the token's holder already: %w", errA2AExtendedCardNotConfigured))},
+}
+
+// errA2ANoPush answers the push notification configurations' methods.
+var errA2ANoPush = fmt.Errorf("push notifications are not sent: stream the task or subscribe to it: %w", a2a.ErrPushNotificationNotSupported)
+
+// taskMethod answers a method on one task (1.0's GetTask and CancelTask)
+// with the task.
+func taskMethod(f func(*a2aServer, context.Context, *a2a.TaskIDParams) (*a2a.Task, error)) func(*a2aServer, context.Context, json.RawMessage) (any, error) {
+	return func(m *a2aServer, ctx context.Context, raw json.RawMessage) (any, error) {
+		params, err := decodeA2AV1TaskID(raw)
+		if err != nil {
+			return nil, err
+		}
+		t, err := f(m, ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		return v1TaskOf(t), nil
+	}
+}
+
+// unserved answers a method that is not served with err.
+func unserved(err error) func(*a2aServer, context.Context, json.RawMessage) (any, error) {
+	return func(*a2aServer, context.Context, json.RawMessage) (any, error) { return nil, err }
 }
 
 // a2aVersions serves a request of either version: 1.0's here, 0.3's by
-// v03 (a2a-go v0.3's handler). The body has been read (a2aLimitBody).
+// v03 (a2a-go v0.3's handler). It reads the body first, bounded as every
+// door's (gateway.ReadBody), answering a body refused or cut off as a
+// JSON-RPC error of the version the request names.
 func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		body, err := gateway.ReadBody(r)
 		if err != nil {
-			writeA2AV1Error(w, nil, fmt.Errorf("the body could not be read: %w", a2a.ErrInvalidRequest))
+			code := http.StatusBadRequest
+			var hs *gateway.HTTPStatusError
+			if errors.As(err, &hs) {
+				code = hs.Status
+			}
+			writeA2AErrorFor(w, r, code, a2a.ErrInvalidRequest, err.Error())
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -115,13 +187,16 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 		switch {
 		case v1 && version == a2aV03:
 			writeA2AV1Error(w, head.ID, fmt.Errorf("%s is A2A 1.0's method and the request says %s %s, %s: %w", head.Method, a2aVersionHeader, version,
-				ifNamed(a2aV1Methods[head.Method], "which has no such method", "whose name for it is "), a2a.ErrMethodNotFound))
+				ifNamed(a2aV1Methods[head.Method].legacy, "which has no such method", "whose name for it is "), a2a.ErrMethodNotFound))
 		case legacy && version == A2AV1ProtocolVersion:
 			writeA2AV1Error(w, head.ID, fmt.Errorf("method %s is not an A2A 1.0 method (the request says %s %s)%s: %w", gateway.Clip(head.Method), a2aVersionHeader, version,
 				ifNamed(v1NameOf(head.Method), "", "; 1.0's name for it is "), a2a.ErrMethodNotFound))
 		case v1 || version == A2AV1ProtocolVersion:
 			a.serveA2AV1(w, r, m, body)
 		default:
+			// The SDK's handler writes JSON without saying so; a
+			// stream's writer sets its own type.
+			w.Header().Set("Content-Type", "application/json")
 			v03.ServeHTTP(w, r)
 		}
 	})
@@ -137,8 +212,8 @@ func ifNamed(name, none, prefix string) string {
 
 // v1NameOf is 1.0's name of a 0.3 method, if it has one.
 func v1NameOf(legacy string) string {
-	for v1, old := range a2aV1Methods {
-		if old == legacy {
+	for v1, method := range a2aV1Methods {
+		if method.legacy == legacy {
 			return v1
 		}
 	}
@@ -216,7 +291,8 @@ func validA2AV1ID(id json.RawMessage) bool {
 	return false
 }
 
-// serveA2AV1 answers a 1.0 request.
+// serveA2AV1 answers a 1.0 request, by its method's entry in
+// a2aV1Methods.
 func (a *server) serveA2AV1(w http.ResponseWriter, r *http.Request, m *a2aServer, body []byte) {
 	ctx := r.Context()
 	call, err := parseA2AV1Call(body)
@@ -224,60 +300,21 @@ func (a *server) serveA2AV1(w http.ResponseWriter, r *http.Request, m *a2aServer
 		writeA2AV1Error(w, call.ID, err)
 		return
 	}
-	var result any
-	switch call.Method {
-	case "SendMessage":
-		var params *a2a.MessageSendParams
-		if params, err = decodeA2AV1Send(call.Params); err == nil {
-			var res a2a.SendMessageResult
-			if res, err = m.OnSendMessage(ctx, params); err == nil {
-				result = v1EventOf(res)
-			}
-		}
-	case "SendStreamingMessage":
-		params, err := decodeA2AV1Send(call.Params)
-		if err != nil {
-			writeA2AV1Error(w, call.ID, err)
-			return
-		}
-		a.streamA2AV1(w, r, call.ID, untilInterrupted(m.OnSendMessageStream(ctx, params)))
+	method, ok := a2aV1Methods[call.Method]
+	if !ok {
+		writeA2AV1Error(w, call.ID, fmt.Errorf("method %s is not an A2A %s method: %w", gateway.Clip(call.Method), A2AV1ProtocolVersion, a2a.ErrMethodNotFound))
 		return
-	case "SubscribeToTask":
-		params, err := decodeA2AV1TaskID(call.Params)
-		if err == nil {
-			err = m.subscribable(ctx, params)
-		}
-		if err != nil {
-			writeA2AV1Error(w, call.ID, err)
-			return
-		}
-		a.streamA2AV1(w, r, call.ID, m.OnResubscribeToTask(ctx, params))
-		return
-	case "GetTask":
-		var params *a2a.TaskIDParams
-		if params, err = decodeA2AV1TaskID(call.Params); err == nil {
-			var t *a2a.Task
-			if t, err = m.OnGetTask(ctx, &a2a.TaskQueryParams{ID: params.ID}); err == nil {
-				result = v1TaskOf(t)
-			}
-		}
-	case "CancelTask":
-		var params *a2a.TaskIDParams
-		if params, err = decodeA2AV1TaskID(call.Params); err == nil {
-			var t *a2a.Task
-			if t, err = m.OnCancelTask(ctx, params); err == nil {
-				result = v1TaskOf(t)
-			}
-		}
-	case "ListTasks":
-		err = fmt.Errorf("tasks are not listed: read one by its id (GetTask), or list turns over the HTTP API: %w", a2a.ErrUnsupportedOperation)
-	case "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig":
-		err = fmt.Errorf("push notifications are not sent: stream the task or subscribe to it: %w", a2a.ErrPushNotificationNotSupported)
-	case "GetExtendedAgentCard":
-		err = fmt.Errorf("the agent card is served to the token's holder already: %w", errA2AExtendedCardNotConfigured)
-	default:
-		err = fmt.Errorf("method %s is not an A2A %s method: %w", gateway.Clip(call.Method), A2AV1ProtocolVersion, a2a.ErrMethodNotFound)
 	}
+	if method.stream != nil {
+		events, err := method.stream(m, ctx, call.Params)
+		if err != nil {
+			writeA2AV1Error(w, call.ID, err)
+			return
+		}
+		a.streamA2AV1(w, r, call.ID, events)
+		return
+	}
+	result, err := method.call(m, ctx, call.Params)
 	if err != nil {
 		writeA2AV1Error(w, call.ID, err)
 		return
@@ -314,6 +351,98 @@ func untilInterrupted(events iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, e
 				return
 			}
 			first = false
+		}
+	}
+}
+
+// streamA2AV1 answers a streaming method: each event as an SSE data line
+// holding a JSON-RPC answer, a keep-alive comment on a quiet stream, an
+// error as the last event. An error before the first event is the
+// answer itself (JSON), so that a refusal is not a stream. The events are
+// read on their own goroutine, which ends before streamA2AV1 returns.
+func (a *server) streamA2AV1(w http.ResponseWriter, r *http.Request, id json.RawMessage, events iter.Seq2[a2a.Event, error]) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	type item struct {
+		ev  a2a.Event
+		err error
+	}
+	items := make(chan item)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(items)
+		for ev, err := range events {
+			select {
+			case items <- item{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { cancel(); <-done }()
+
+	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	started := false
+	begin := func() {
+		if started {
+			return
+		}
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", sse.ContentType)
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+	}
+	write := func(msg map[string]any) error {
+		data, err := json.Marshal(msg)
+		if err != nil {
+			data, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(id),
+				"error": a2aV1ErrorOf(fmt.Errorf("an event could not be written: %w", a2a.ErrInternalError))})
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(a.SlowClient()))
+		begin()
+		if err := sse.WriteEvent(w, "", "", data); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	keepAlive := time.NewTicker(a.KeepAlive())
+	defer keepAlive.Stop()
+	for {
+		select {
+		case it, ok := <-items:
+			if !ok {
+				return
+			}
+			if it.err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !started {
+					writeA2AV1Error(w, id, it.err)
+					return
+				}
+				_ = write(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(id), "error": a2aV1ErrorOf(it.err)})
+				return
+			}
+			if err := write(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(id), "result": v1EventOf(it.ev)}); err != nil {
+				telemetry.Logger(ctx, a.Logger()).Debug("a2a stream ended by its client", zap.Error(err))
+				return
+			}
+		case <-keepAlive.C:
+			_ = rc.SetWriteDeadline(time.Now().Add(a.SlowClient()))
+			begin()
+			if sse.WriteComment(w, "keep-alive") != nil || rc.Flush() != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
 		}
 	}
 }
