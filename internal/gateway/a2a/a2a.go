@@ -432,7 +432,12 @@ func (m *a2aServer) read(ctx context.Context, params *a2a.TaskIDParams) (*a2aTas
 	if _, err := m.agent(ctx); err != nil {
 		return nil, 0, false, err
 	}
-	id := string(params.ID)
+	return m.readLog(ctx, string(params.ID))
+}
+
+// readLog reads the log of the task id, as read does, for an agent
+// already found to be served.
+func (m *a2aServer) readLog(ctx context.Context, id string) (*a2aTask, int64, bool, error) {
 	if err := gateway.OwnStream(ctx, id); err != nil {
 		return nil, 0, false, fmt.Errorf("task %q not found: %w", id, a2a.ErrTaskNotFound)
 	}

@@ -46,10 +46,10 @@ import (
 //   - SubscribeToTask streams a task that has not ended until it ends; a
 //     task that has ended is UnsupportedOperationError (-32004);
 //   - GetTask and CancelTask as 0.3's tasks/get and tasks/cancel;
-//   - ListTasks is UnsupportedOperationError, push configurations
-//     PushNotificationNotSupportedError (-32003), and the extended card
-//     ExtendedAgentCardNotConfiguredError (-32007): the card already needs
-//     the token.
+//   - ListTasks lists the tenant's tasks (a2a_list.go);
+//   - push configurations are PushNotificationNotSupportedError
+//     (-32003), and the extended card ExtendedAgentCardNotConfiguredError
+//     (-32007): the card already needs the token.
 //
 // Errors carry 1.0's data: a google.rpc.ErrorInfo with the error's
 // reason, in the domain a2a-protocol.org.
@@ -114,8 +114,14 @@ var a2aV1Methods = map[string]a2aV1Method{
 	"GetTask": {legacy: "tasks/get", call: taskMethod(func(m *a2aServer, ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
 		return m.OnGetTask(ctx, &a2a.TaskQueryParams{ID: p.ID})
 	})},
-	"CancelTask":                       {legacy: "tasks/cancel", call: taskMethod((*a2aServer).OnCancelTask)},
-	"ListTasks":                        {call: unserved(fmt.Errorf("tasks are not listed: read one by its id (GetTask), or list turns over the HTTP API: %w", a2a.ErrUnsupportedOperation))},
+	"CancelTask": {legacy: "tasks/cancel", call: taskMethod((*a2aServer).OnCancelTask)},
+	"ListTasks": {call: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (any, error) {
+		q, err := decodeA2AV1List(raw)
+		if err != nil {
+			return nil, err
+		}
+		return m.listTasks(ctx, q)
+	}},
 	"CreateTaskPushNotificationConfig": {legacy: "tasks/pushNotificationConfig/set", call: unserved(errA2ANoPush)},
 	"GetTaskPushNotificationConfig":    {legacy: "tasks/pushNotificationConfig/get", call: unserved(errA2ANoPush)},
 	"ListTaskPushNotificationConfigs":  {legacy: "tasks/pushNotificationConfig/list", call: unserved(errA2ANoPush)},
