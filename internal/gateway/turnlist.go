@@ -16,7 +16,8 @@ import (
 
 // Listing the caller's tenant's turns, for a door whose protocol lists
 // its tasks (A2A's ListTasks): Temporal's visibility of the AgentTurn
-// workflows whose AgentflowTenant is the token's tenant, one row a turn
+// workflows on the gateway's task queue whose AgentflowTenant is the
+// token's tenant, one row a turn
 // (a run that continued as new is its turn's earlier part, not a turn),
 // the most recently active first: turns still running, newest first,
 // then ended ones, the latest to end first (the order of Temporal's
@@ -59,7 +60,7 @@ func (s *Service) ListTurns(ctx context.Context, q TurnQuery) (TurnPage, error) 
 	if q.PageSize < 1 || q.PageSize > MaxTurnsPage {
 		return TurnPage{}, agent.Errorf(agent.CodeInvalid, "page size %d is out of range: 1 to %d", q.PageSize, MaxTurnsPage)
 	}
-	query, err := q.visibility(TenantOf(ctx))
+	query, err := q.visibility(TenantOf(ctx), s.taskQueue)
 	if err != nil {
 		return TurnPage{}, err
 	}
@@ -80,7 +81,7 @@ func (s *Service) ListTurns(ctx context.Context, q TurnQuery) (TurnPage, error) 
 
 // CountTurns is how many of the caller's tenant's turns q selects.
 func (s *Service) CountTurns(ctx context.Context, q TurnQuery) (int64, error) {
-	query, err := q.visibility(TenantOf(ctx))
+	query, err := q.visibility(TenantOf(ctx), s.taskQueue)
 	if err != nil {
 		return 0, err
 	}
@@ -91,15 +92,16 @@ func (s *Service) CountTurns(ctx context.Context, q TurnQuery) (int64, error) {
 	return resp.GetCount(), nil
 }
 
-// visibility is q as a visibility query of tenant's turns.
-func (q TurnQuery) visibility(tenant string) (string, error) {
-	for _, v := range []string{tenant, q.Job, q.JobPrefix} {
+// visibility is q as a visibility query of tenant's turns on taskQueue.
+func (q TurnQuery) visibility(tenant, taskQueue string) (string, error) {
+	for _, v := range []string{tenant, taskQueue, q.Job, q.JobPrefix} {
 		if strings.ContainsAny(v, `'"\`) {
 			return "", agent.Errorf(agent.CodeInvalid, "%q cannot be listed by: quotes and backslashes are not allowed", Clip(v))
 		}
 	}
 	where := []string{
 		fmt.Sprintf("WorkflowType = '%s'", contract.AgentTurn),
+		fmt.Sprintf("TaskQueue = '%s'", taskQueue),
 		fmt.Sprintf("%s = '%s'", contract.SearchTenant.GetName(), tenant),
 		"ExecutionStatus != 'ContinuedAsNew'",
 	}
