@@ -9,7 +9,6 @@ package mcp
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +29,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -167,11 +167,30 @@ func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 	if stateless {
 		m.addTasks(srv, exposed)
 	}
+	// Added last, so it runs first: every handler, the Tasks' too, has
+	// its caller.
+	srv.AddReceivingMiddleware(withCaller)
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "data", Title: "Data and files of the tenant's turns", URITemplate: mcpBlobTemplate,
 		Description: "What turns produced or were given, by its cas:// ref: the images and files of a call's result, a data turn's data.",
 	}, m.readBlob)
 	return srv
+}
+
+// withCaller puts each request's caller in its context, as the gRPC
+// API's interceptors do, so that every handler has it (gateway.CallerOf).
+func withCaller(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		var info *auth.TokenInfo
+		if extra := req.GetExtra(); extra != nil {
+			info = extra.TokenInfo
+		}
+		ctx, ok := mcpCaller(ctx, info)
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request carries no bearer token"}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // mcpMaxResourceBytes bounds a blob resources/read answers: the answer
@@ -185,14 +204,6 @@ const mcpBlobTemplate = "cas://sha256:{digest}"
 // text, the rest as bytes. Another tenant's ref is not found, as one that
 // does not exist.
 func (m *mcpServer) readBlob(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	var extra *auth.TokenInfo
-	if req.Extra != nil {
-		extra = req.Extra.TokenInfo
-	}
-	ctx, ok := mcpCaller(ctx, extra)
-	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request carries no bearer token"}
-	}
 	uri := req.Params.URI
 	info, err := m.s.Store().TenantBlobInfo(ctx, gateway.TenantOf(ctx), uri)
 	if err == nil && info.Size > mcpMaxResourceBytes {
@@ -260,20 +271,11 @@ func ptr[T any](v T) *T { return &v }
 // call is the tools/call handler of agent id: one durable turn.
 func (m *mcpServer) call(id string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var extra *auth.TokenInfo
-		if req.Extra != nil {
-			extra = req.Extra.TokenInfo
-		}
-		ctx, ok := mcpCaller(ctx, extra)
-		if !ok {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the call carries no bearer token"}
-		}
 		in, err := decodeMCPInput(req.Params.Arguments)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		p := &mcpProgress{req: req, token: req.Params.GetProgressToken(), asks: m.asks(ctx, req.Session),
-			elicits: elicits(req.Session) || mrtr(req.Session), caller: gateway.CallerOf(ctx)}
+		p := newMCPProgress(req, mcpWording{elicits: elicits(req.Session) || mrtr(req.Session), caller: gateway.CallerOf(ctx)})
 		if req.Params.RequestState != "" && mrtr(req.Session) {
 			return m.again(ctx, req, p) // the call sent again with its input (mcp_mrtr.go)
 		}
@@ -296,15 +298,14 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		round := &mcpRound{task: newMCPTask(streamID, nil)}
 		asksByResult, legacy := mrtr(req.Session), !newProtocol(req.Session)
 		err = m.s.FollowNew(ctx, turn, nil, func(e agent.Event) error {
-			round.task.apply(e)
-			if legacy && e.Kind == agent.EventApprovalRequired && e.Child == nil && p.asks {
-				go m.ask(ctx, req.Session, streamID, e)
-			}
-			if legacy && e.Kind == agent.EventQuestion && e.Child == nil && p.mayAnswer(e) {
-				go m.ask(ctx, req.Session, streamID, e)
+			items := round.task.apply(e)
+			for _, it := range items {
+				if legacy && it.Kind == projection.InputRequired && p.asked(it) {
+					go m.ask(ctx, req.Session, streamID, it)
+				}
 			}
 			p.event(ctx, e)
-			if asksByResult && round.stop(e, p.caller) {
+			if asksByResult && round.stop(items, p.caller) {
 				return errMCPInput
 			}
 			return nil
@@ -323,15 +324,8 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		case err != nil:
 			return mcpError(m.s.ClientMessage(ctx, err)), nil
 		}
-		return mcpResult(round.task.events, streamID), nil
+		return round.task.result(), nil
 	}
-}
-
-// asks reports whether the turns of a call ask its client to decide their
-// approvals (elicitation): when the client can be asked and the caller's
-// token may approve. Otherwise a call waits for an approver, as any turn.
-func (m *mcpServer) asks(ctx context.Context, session *mcp.ServerSession) bool {
-	return gateway.CallerOf(ctx).Has(gateway.RoleApprover) && (elicits(session) || mrtr(session))
 }
 
 // newProtocol reports whether a session is a request of MCP 2026-07-28 or
@@ -349,32 +343,25 @@ func elicits(session *mcp.ServerSession) bool {
 	return p != nil && p.ProtocolVersion < mcpTasksVersion && p.Capabilities != nil && p.Capabilities.Elicitation != nil
 }
 
-// mayAnswer reports whether the call's client is asked a question: it can
-// be asked (elicitation), and the caller's token has the question's role
-// (one who cannot answer is told it waits for someone who can).
-func (p *mcpProgress) mayAnswer(e agent.Event) bool {
-	return p.elicits && e.Question != nil && p.caller.Has(gateway.Role(e.Question.Role))
-}
-
 // ask asks the client, during its call, to decide a tool call that waits
 // for approval or to answer an ask_user question (elicitation), and gives
 // the turn its answer as the caller's (settle). A client that cancels, or
 // cannot answer, leaves the call or the question to another person.
-func (m *mcpServer) ask(ctx context.Context, session *mcp.ServerSession, streamID string, e agent.Event) {
-	log := telemetry.Logger(ctx, m.logger).With(zap.String("stream_id", streamID), zap.String("call_id", e.Tool.CallID))
-	res, err := session.Elicit(ctx, mcpElicitation(e))
+func (m *mcpServer) ask(ctx context.Context, session *mcp.ServerSession, streamID string, it projection.Item) {
+	log := telemetry.Logger(ctx, m.logger).With(zap.String("stream_id", streamID), zap.String("call_id", it.Tool.CallID))
+	res, err := session.Elicit(ctx, mcpElicitation(it))
 	switch {
-	case err != nil && e.Kind == agent.EventApprovalRequired:
+	case err != nil && it.Question == nil:
 		log.Debug("mcp approval not asked", zap.Error(err))
 		return
-	case e.Kind == agent.EventQuestion && (err != nil || res.Action != "accept"):
+	case it.Question != nil && (err != nil || res.Action != "accept"):
 		log.Debug("mcp question not answered", zap.Error(err))
 		return
 	}
-	if err := m.settle(ctx, streamID, e, res); err != nil {
+	if err := m.settle(ctx, streamID, it, res); err != nil {
 		// Decided or answered already (another person, a timeout), or
 		// not this caller's to answer.
-		if e.Kind == agent.EventApprovalRequired {
+		if it.Question == nil {
 			log.Info("mcp approval not taken", zap.Error(err))
 		} else {
 			log.Info("mcp answer not taken", zap.Error(err))
@@ -427,63 +414,29 @@ func mcpError(msg string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }
 
-// mcpResult is the answer of a turn that ended: its text, its JSON as
-// structured content, or its failure. The turn's stream id goes in _meta,
-// for the rest of the API (events, result, approvals).
-func mcpResult(events []agent.Event, streamID string) *mcp.CallToolResult {
-	last := events[len(events)-1]
-	meta := mcp.Meta{"agentflow/stream_id": streamID}
-	if last.Status != agent.StreamCompleted {
-		msg := "the turn ended " + strings.ToLower(last.Status)
-		if last.Error != nil && last.Error.Message != "" {
-			msg += ": " + last.Error.Message
-		}
-		res := mcpError(msg)
-		res.Meta = meta
-		return res
-	}
-	res := &mcp.CallToolResult{Meta: meta}
-	for _, e := range events {
-		if e.Kind != agent.EventContent || e.Child != nil {
-			continue
-		}
-		var b agent.Block
-		if json.Unmarshal(e.Content, &b) != nil {
-			continue
-		}
-		switch b.Type {
-		case agent.BlockText:
-			res.Content = append(res.Content, &mcp.TextContent{Text: b.Text})
-		case agent.BlockJSON:
-			res.StructuredContent = b.JSON
-		case agent.BlockImage, agent.BlockFile:
-			// Read with resources/read, by its ref.
-			res.Content = append(res.Content, &mcp.ResourceLink{URI: b.Ref, Name: cmp.Or(b.Name, b.Ref), MIMEType: b.MIMEType})
-		}
-	}
-	if !slices.ContainsFunc(res.Content, func(c mcp.Content) bool { _, ok := c.(*mcp.TextContent); return ok }) {
-		// A turn that logged no blocks (recorded before them): its text.
-		res.Content = append([]mcp.Content{&mcp.TextContent{Text: agent.ReplayText(events)}}, res.Content...)
-	}
-	return res
-}
-
 // mcpProgress makes a call's progress notifications, when the call asked
-// for them with a progress token. Each says, in _meta, the index of the
-// turn's event it tells of (mcpEventIndexMeta): a gateway that resumes
-// the call's stream goes on after it.
+// for them with a progress token, from the turn's projection (Live: a
+// preview of the text as the model streams it). Each says, in _meta, the
+// index of the turn's event it tells of (mcpEventIndexMeta): a gateway
+// that resumes the call's stream goes on after it.
 type mcpProgress struct {
+	mcpWording
 	req   *mcp.CallToolRequest
 	token any
-	// asks: approvals are asked of the client (mcpServer.asks); elicits:
-	// questions are (ask_user), for the turn to take the answer if the
-	// caller's roles fit.
-	asks, elicits bool
-	caller        gateway.Token
+	p     *projection.Projection
 
 	n       float64
-	text    strings.Builder
-	preview time.Time // when the last text preview went
+	text    strings.Builder // the answer's text so far, for its preview
+	preview time.Time       // when the last text preview went
+}
+
+// newMCPProgress is the progress of the call req, told in words w.
+func newMCPProgress(req *mcp.CallToolRequest, w mcpWording) *mcpProgress {
+	p := &mcpProgress{mcpWording: w, req: req, p: projection.New(projection.Live)}
+	if req != nil {
+		p.token = req.Params.GetProgressToken()
+	}
+	return p
 }
 
 // mcpEventIndexMeta names the turn event's index in a notification's _meta.
@@ -494,13 +447,11 @@ func (p *mcpProgress) event(ctx context.Context, e agent.Event) {
 	if p.token == nil {
 		return
 	}
-	msg := p.message(e)
-	if msg == "" {
-		return
+	for _, msg := range p.messages(e) {
+		// A lost notification costs the client a line of progress, nothing else.
+		_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: mcp.Meta{mcpEventIndexMeta: e.Index},
+			ProgressToken: p.token, Progress: p.next(), Message: msg})
 	}
-	// A lost notification costs the client a line of progress, nothing else.
-	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: mcp.Meta{mcpEventIndexMeta: e.Index},
-		ProgressToken: p.token, Progress: p.next(), Message: msg})
 }
 
 // next is the next notification's progress: a count.
@@ -509,63 +460,101 @@ func (p *mcpProgress) next() float64 {
 	return p.n
 }
 
-// track takes an event the client was told of already: the text preview
+// messages projects e and says what its items tell of the turn's
+// progress: its words for each, and a preview of the answer's text at
+// most every mcpPreviewEvery.
+func (p *mcpProgress) messages(e agent.Event) []string { return p.project(e, true) }
+
+// seen projects an event the client was told of already: the preview
 // goes on from it.
-func (p *mcpProgress) track(e agent.Event) {
-	switch {
-	case e.Kind == agent.EventToken && e.Child == nil:
-		p.text.WriteString(e.Text)
-	case e.Kind == agent.EventStatus && e.Status == agent.StreamRetrying:
-		p.text.Reset()
+func (p *mcpProgress) seen(e agent.Event) { p.project(e, false) }
+
+func (p *mcpProgress) project(e agent.Event, tell bool) []string {
+	var out []string
+	for _, it := range p.p.Add(e) {
+		switch it.Kind {
+		case projection.Delta:
+			if it.Part != projection.Text {
+				continue
+			}
+			p.text.WriteString(it.Text)
+			if tell && time.Since(p.preview) >= mcpPreviewEvery {
+				p.preview = time.Now()
+				out = append(out, agent.Clip(p.text.String(), mcpPreviewBytes))
+			}
+		case projection.Reset:
+			p.text.Reset() // the retry's text replaces what the preview showed
+		}
+		if msg := p.say(it); tell && msg != "" {
+			out = append(out, msg)
+		}
 	}
+	return out
 }
 
-// message is what e says of the turn's progress; "" for nothing.
-func (p *mcpProgress) message(e agent.Event) string {
-	if e.Child != nil {
-		return ""
-	}
-	p.track(e)
-	if e.Tool == nil && e.Kind != agent.EventStatus && e.Kind != agent.EventToken {
-		return "" // an event of a call names its call: one that does not says nothing
-	}
-	switch e.Kind {
-	case agent.EventToolStart:
-		return "calling the tool " + e.Tool.Name
-	case agent.EventToolEnd:
-		return "the tool " + e.Tool.Name + " ended " + e.Tool.Status
-	case agent.EventApprovalRequired:
-		if p.asks {
-			return fmt.Sprintf("asking you to approve the call %s of %s", e.Tool.CallID, e.Tool.Name)
+// mcpWording says what an item tells of the turn's progress, to one
+// caller: the words of a call's progress notifications and of a task's
+// statusMessage.
+type mcpWording struct {
+	// elicits: the client can be asked (elicitation, or input_required
+	// results), so the inputs the caller may give are asked of it.
+	elicits bool
+	caller  gateway.Token
+}
+
+// asked reports whether the client is asked for the input it waits for:
+// it can be asked and the caller may give it (one who cannot is told it
+// waits for someone who can, who gives it over the approvals or questions
+// API, or another door).
+func (w mcpWording) asked(it projection.Item) bool {
+	return w.elicits && mayDecide(w.caller, it)
+}
+
+// say is what it tells of the turn's progress; "" for nothing.
+func (w mcpWording) say(it projection.Item) string {
+	switch it.Kind {
+	case projection.ToolStart:
+		return "calling the tool " + it.Tool.Name
+	case projection.ToolProgress:
+		if it.Tool.Message != "" {
+			return "the tool " + it.Tool.Name + ": " + it.Tool.Message
 		}
-		return fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: approval %s, stream %s)",
-			e.Tool.CallID, e.Tool.Name, e.Tool.ApprovalID, e.StreamID)
-	case agent.EventApprovalDecided:
+	case projection.ToolResult:
+		return "the tool " + it.Tool.Name + " ended " + it.Tool.Status
+	case projection.InputRequired:
+		return w.waits(it)
+	case projection.InputResolved:
+		if it.Question != nil {
+			return "the question " + it.Tool.CallID + " was " + it.Question.Outcome
+		}
 		outcome := "decided"
-		if e.Approval != nil {
-			outcome = e.Approval.Outcome
+		if it.Event.Approval != nil {
+			outcome = it.Event.Approval.Outcome
 		}
-		return "the call " + e.Tool.CallID + " of " + e.Tool.Name + " was " + outcome
-	case agent.EventQuestion:
-		if p.mayAnswer(e) {
-			return "asking you: " + gateway.QuestionOrEmpty(e.Question).Text
-		}
-		return fmt.Sprintf("waiting for a person to answer: %s (answer it over the questions API: stream %s, call %s)",
-			gateway.QuestionOrEmpty(e.Question).Text, e.StreamID, e.Tool.CallID)
-	case agent.EventQuestionAnswered:
-		return "the question " + e.Tool.CallID + " was " + gateway.QuestionOrEmpty(e.Question).Outcome
-	case agent.EventStatus:
-		if e.Status == agent.StreamRetrying {
+		return "the call " + it.Tool.CallID + " of " + it.Tool.Name + " was " + outcome
+	case projection.Reset:
+		return "the model call is retried"
+	case projection.Status:
+		if it.Status == agent.StreamRetrying {
 			return "the model call is retried"
 		}
-	case agent.EventToken:
-		if time.Since(p.preview) < mcpPreviewEvery {
-			return ""
-		}
-		p.preview = time.Now()
-		return agent.Clip(p.text.String(), mcpPreviewBytes)
 	}
 	return ""
+}
+
+// waits says what input the turn waits for, and who is to give it.
+func (w mcpWording) waits(it projection.Item) string {
+	switch {
+	case it.Question != nil && w.asked(it):
+		return "asking you: " + it.Question.Text
+	case it.Question != nil:
+		return fmt.Sprintf("waiting for a person to answer: %s (answer it over the questions API: stream %s, call %s)",
+			it.Question.Text, it.Event.StreamID, it.Tool.CallID)
+	case w.asked(it):
+		return fmt.Sprintf("asking you to approve the call %s of %s", it.Tool.CallID, it.Tool.Name)
+	}
+	return fmt.Sprintf("waiting for a person to approve the call %s of %s (approve it over the approvals API: approval %s, stream %s)",
+		it.Tool.CallID, it.Tool.Name, it.Tool.ApprovalID, it.Event.StreamID)
 }
 
 // Door serves MCP on the HTTP API's listener.

@@ -42,7 +42,7 @@ func FuzzMCPTaskParams(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		var p mcpTaskUpdateParams
+		var p mcpTaskParams
 		if json.Unmarshal(raw, &p) == nil {
 			_, _ = declaresTasks(p.Meta), declaresElicitation(p.Meta)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
 	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
@@ -62,7 +63,7 @@ type mcpRound struct {
 
 // pending are the requests to put to the client now: those the caller can
 // answer and was not asked in this call.
-func (r *mcpRound) pending(caller gateway.Token) map[string]agent.Event {
+func (r *mcpRound) pending(caller gateway.Token) map[string]projection.Item {
 	out := r.task.inputs(caller)
 	for key := range out {
 		if r.asked[key] {
@@ -72,11 +73,13 @@ func (r *mcpRound) pending(caller gateway.Token) map[string]agent.Event {
 	return out
 }
 
-// stop reports whether the call answers input_required after e: the turn
-// logged that it waits, and waits for something the client is to answer.
-func (r *mcpRound) stop(e agent.Event, caller gateway.Token) bool {
-	waits := e.Child == nil && e.Kind == agent.EventStatus &&
-		(e.Status == agent.StreamWaitingApproval || e.Status == agent.StreamWaitingInput)
+// stop reports whether the call answers input_required after an event
+// that projects to items: the turn logged that it waits, and waits for
+// something the client is to answer.
+func (r *mcpRound) stop(items []projection.Item, caller gateway.Token) bool {
+	waits := slices.ContainsFunc(items, func(it projection.Item) bool {
+		return it.Kind == projection.Status && (it.Status == agent.StreamWaitingApproval || it.Status == agent.StreamWaitingInput)
+	})
 	return waits && len(r.pending(caller)) > 0
 }
 
@@ -84,8 +87,8 @@ func (r *mcpRound) stop(e agent.Event, caller gateway.Token) bool {
 func (r *mcpRound) inputRequired(caller gateway.Token) *mcp.CallToolResult {
 	pending := r.pending(caller)
 	res := &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{}, Meta: mcp.Meta{"agentflow/stream_id": r.task.id}}
-	for key, e := range pending {
-		res.InputRequests[key] = mcpElicitation(e)
+	for key, it := range pending {
+		res.InputRequests[key] = mcpElicitation(it)
 	}
 	asked := slices.Sorted(maps.Keys(r.asked))
 	for key := range pending {
@@ -104,10 +107,11 @@ func (m *mcpServer) again(ctx context.Context, req *mcp.CallToolRequest, p *mcpP
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
-	t, _, err := m.readTask(ctx, st.StreamID)
+	events, err := m.turnEvents(ctx, st.StreamID)
 	if err != nil {
 		return nil, m.taskError(ctx, st.StreamID, err)
 	}
+	t := newMCPTask(st.StreamID, events)
 	caller := gateway.CallerOf(ctx)
 	r := &mcpRound{task: t, asked: map[string]bool{}}
 	for _, key := range st.Asked {
@@ -115,12 +119,12 @@ func (m *mcpServer) again(ctx context.Context, req *mcp.CallToolRequest, p *mcpP
 	}
 	waiting := t.inputs(caller)
 	for key, resp := range req.Params.InputResponses {
-		e, ok := waiting[key]
+		it, ok := waiting[key]
 		res, isElicit := resp.(*mcp.ElicitResult)
 		if !ok || !isElicit {
 			continue
 		}
-		if err := m.settle(ctx, st.StreamID, e, res); err != nil {
+		if err := m.settle(ctx, st.StreamID, it, res); err != nil {
 			telemetry.Logger(ctx, m.logger).Info("mcp input not taken", zap.String("stream_id", st.StreamID), zap.String("key", key), zap.Error(err))
 		}
 	}
@@ -128,20 +132,20 @@ func (m *mcpServer) again(ctx context.Context, req *mcp.CallToolRequest, p *mcpP
 		return r.inputRequired(caller), nil
 	}
 	if t.end != nil {
-		return mcpResult(t.events, t.id), nil
+		return t.result(), nil
 	}
 	ctx, release, err := m.s.HoldStream(ctx)
 	if err != nil {
 		return mcpError(m.s.ClientMessage(ctx, err)), nil
 	}
 	defer release()
-	for _, e := range t.events {
-		p.track(e) // the text the client has seen the preview of
+	for _, e := range events {
+		p.seen(e) // the text the client has seen the preview of
 	}
 	err = m.s.Events().Follow(ctx, t.id, t.last, func(e agent.Event) error {
-		t.apply(e)
+		items := t.apply(e)
 		p.event(ctx, e)
-		if r.stop(e, caller) {
+		if r.stop(items, caller) {
 			return errMCPInput
 		}
 		return nil
@@ -154,5 +158,5 @@ func (m *mcpServer) again(ctx context.Context, req *mcp.CallToolRequest, p *mcpP
 	case err != nil:
 		return mcpError(m.s.ClientMessage(ctx, err)), nil
 	}
-	return mcpResult(t.events, t.id), nil
+	return t.result(), nil
 }

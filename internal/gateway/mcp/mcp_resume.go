@@ -229,27 +229,26 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 	}
 	log := telemetry.Logger(ctx, m.logger)
 	turnID := contract.TurnWorkflowID(st.TenantID, st.JobID)
-	p := &mcpProgress{token: tokenOf(st.ProgressToken)}
-	var events []agent.Event
+	p := newMCPProgress(nil, mcpWording{})
+	p.token = tokenOf(st.ProgressToken)
+	t := newMCPTask(turnID, nil)
 	err = m.s.Events().Follow(ctx, turnID, 0, func(e agent.Event) error {
-		events = append(events, e)
+		t.apply(e)
 		if p.token == nil || e.Index <= notified {
-			p.track(e) // what the client saw: the preview goes on from there
+			p.seen(e) // what the client saw: the preview goes on from there
 			return nil
 		}
-		msg := p.message(e)
-		if msg == "" {
-			return nil
-		}
-		data, err := mcpNotification(p.token, p.next(), msg, e.Index)
-		if err != nil {
-			return err
-		}
-		if err := m.s.Store().MCPAppend(ctx, session, streamID, data); err != nil {
-			return err
-		}
-		if !write(data) {
-			return ctx.Err()
+		for _, msg := range p.messages(e) {
+			data, err := mcpNotification(p.token, p.next(), msg, e.Index)
+			if err != nil {
+				return err
+			}
+			if err := m.s.Store().MCPAppend(ctx, session, streamID, data); err != nil {
+				return err
+			}
+			if !write(data) {
+				return ctx.Err()
+			}
 		}
 		return nil
 	})
@@ -257,7 +256,7 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 		log.Info("mcp stream not resumed to its end", zap.String("session", session), zap.String("stream_id", turnID), zap.Error(err))
 		return
 	}
-	res, err := json.Marshal(mcpResult(events, turnID))
+	res, err := json.Marshal(t.result())
 	if err != nil {
 		return
 	}
@@ -323,13 +322,8 @@ func mcpNotification(token any, progress float64, msg string, index int64) ([]by
 // tokenOf is a stored progress token as the SDK holds one: a string or a
 // number; nil for none.
 func tokenOf(raw json.RawMessage) any {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
+	_ = json.Unmarshal(raw, &v) // none, null or not JSON: nil
 	return v
 }
 

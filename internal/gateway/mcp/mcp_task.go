@@ -1,8 +1,10 @@
 package mcp
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
 
 // An MCP task (the Tasks extension of MCP 2026-07-28,
@@ -53,110 +56,174 @@ const (
 	mcpTaskCancelled     = "cancelled"
 )
 
-// mcpTask is a task folded from its turn's log.
+// mcpTask is a task made from its turn's projection
+// (internal/gateway/projection, Held: a model call's text once it has
+// answered), item by item:
+//
+//	input required                 waiting, until its input resolved or the end
+//	a call's start, progress, end;  the latest progress (statusMessage), in
+//	  input required, resolved;      the words of a call's progress
+//	  a retried model call           notifications (mcpWording)
+//	answer (text, JSON blocks)     the result's text and structured content
+//	answer (image, file blocks)    resource links, by cas:// ref
+//	text (a log without blocks)    the result's text
+//	end                            completed or cancelled, with the result
+//
+// Events of delegated child turns are the child's and are left out.
 type mcpTask struct {
-	id     string
-	events []agent.Event // the turn's own events (not its children's), in order
-	// waiting are the approval_required and question events not yet
-	// decided or answered, in order.
-	waiting []agent.Event
-	end     *agent.Event // the terminal status event, once there is one
-	last    int64        // the index of the last event folded, a child's too
+	id string
+	p  *projection.Projection
+	// waiting are the inputs the turn waits for and has not had, in order.
+	waiting []projection.Item
+	// latest is the last item that tells of the turn's progress.
+	latest *projection.Item
+	// The answer: its blocks, and its text for a log without them.
+	content    []mcp.Content
+	structured any
+	text       strings.Builder
+	end        *projection.Item // the turn's end, once there is one
+	last       int64            // the index of the last event folded, a child's too
 }
 
 // newMCPTask folds a turn's events into its task.
 func newMCPTask(streamID string, events []agent.Event) *mcpTask {
-	t := &mcpTask{id: streamID}
+	t := &mcpTask{id: streamID, p: projection.New(projection.Held)}
 	for _, e := range events {
 		t.apply(e)
 	}
 	return t
 }
 
-// apply folds one event.
-func (t *mcpTask) apply(e agent.Event) {
+// apply folds one event and returns the items it projects to.
+func (t *mcpTask) apply(e agent.Event) []projection.Item {
 	t.last = max(t.last, e.Index)
-	if e.Child != nil {
-		return
+	items := t.p.Add(e)
+	for _, it := range items {
+		t.item(it)
 	}
-	t.events = append(t.events, e)
-	switch e.Kind {
-	case agent.EventApprovalRequired, agent.EventQuestion:
-		if e.Tool != nil {
-			t.waiting = append(t.waiting, e)
+	return items
+}
+
+func (t *mcpTask) item(it projection.Item) {
+	switch it.Kind {
+	case projection.InputRequired:
+		t.waiting = append(t.waiting, it)
+	case projection.InputResolved:
+		// The input it resolves: an approval's decision or a question's
+		// answer, of the same call.
+		if i := slices.IndexFunc(t.waiting, func(w projection.Item) bool {
+			return (w.Question != nil) == (it.Question != nil) && w.Tool.CallID == it.Tool.CallID
+		}); i >= 0 {
+			t.waiting = slices.Delete(t.waiting, i, i+1)
 		}
-	case agent.EventApprovalDecided:
-		t.settle(agent.EventApprovalRequired, e)
-	case agent.EventQuestionAnswered:
-		t.settle(agent.EventQuestion, e)
-	case agent.EventStatus:
-		if e.Terminal() {
-			t.end = &e
-			t.waiting = nil
+	case projection.Delta:
+		if it.Part == projection.Text {
+			t.text.WriteString(it.Text)
 		}
+	case projection.Answer:
+		t.answer(it)
+	case projection.End:
+		t.end, t.waiting = &it, nil
+	}
+	if (mcpWording{}).say(it) != "" {
+		t.latest = &it
 	}
 }
 
-// settle drops the waiting event of kind that e decides or answers.
-func (t *mcpTask) settle(kind agent.EventKind, e agent.Event) {
-	if e.Tool == nil {
+// answer folds a content block of the answer.
+func (t *mcpTask) answer(it projection.Item) {
+	b, ok := projection.Block(it.Event)
+	if !ok {
 		return
 	}
-	for i, w := range t.waiting {
-		if w.Kind == kind && w.Tool.CallID == e.Tool.CallID {
-			t.waiting = append(t.waiting[:i:i], t.waiting[i+1:]...)
-			return
-		}
+	switch b.Type {
+	case agent.BlockText:
+		t.content = append(t.content, &mcp.TextContent{Text: b.Text})
+	case agent.BlockJSON:
+		t.structured = b.JSON
+	case agent.BlockImage, agent.BlockFile:
+		// Read with resources/read, by its ref.
+		t.content = append(t.content, &mcp.ResourceLink{URI: b.Ref, Name: cmp.Or(b.Name, b.Ref), MIMEType: b.MIMEType})
 	}
 }
 
-// mcpInputKey is the inputRequests key of a waiting event: its kind and
-// its index in the log, which no other event ever has, so a key names one
-// request over the task's whole life, as the extension asks.
-func mcpInputKey(e agent.Event) string {
+// result is the answer of a turn that ended, as tools/call answers it:
+// its text, its JSON as structured content, or its failure. The turn's
+// stream id goes in _meta, for the rest of the API (events, result,
+// approvals).
+func (t *mcpTask) result() *mcp.CallToolResult {
+	meta := mcp.Meta{"agentflow/stream_id": t.id}
+	if t.end == nil || t.end.Status != agent.StreamCompleted {
+		res := mcpError(t.ended())
+		res.Meta = meta
+		return res
+	}
+	res := &mcp.CallToolResult{Meta: meta, Content: slices.Clone(t.content), StructuredContent: t.structured}
+	if !slices.ContainsFunc(res.Content, func(c mcp.Content) bool { _, ok := c.(*mcp.TextContent); return ok }) {
+		// A turn that logged no blocks (recorded before them): its text.
+		res.Content = append([]mcp.Content{&mcp.TextContent{Text: t.text.String()}}, res.Content...)
+	}
+	return res
+}
+
+// ended says how a turn that did not complete ended, and why.
+func (t *mcpTask) ended() string {
+	var status string
+	var err *agent.TurnError
+	if t.end != nil {
+		status, err = t.end.Status, t.end.Error
+	}
+	msg := "the turn ended " + strings.ToLower(status)
+	if err != nil && err.Message != "" {
+		msg += ": " + err.Message
+	}
+	return msg
+}
+
+// mcpInputKey is the inputRequests key of an input the turn waits for:
+// its kind and its event's index in the log, which no other event ever
+// has, so a key names one request over the task's whole life, as the
+// extension asks.
+func mcpInputKey(it projection.Item) string {
 	prefix := "approval"
-	if e.Kind == agent.EventQuestion {
+	if it.Question != nil {
 		prefix = "question"
 	}
-	return prefix + "-" + strconv.FormatInt(e.Index, 10)
+	return prefix + "-" + strconv.FormatInt(it.Event.Index, 10)
 }
 
 // inputs are the requests the caller can answer, by key: the approvals
 // when the caller may approve, the questions whose role the caller has.
 // The rest wait for someone else, over the approvals and questions APIs
 // or another door.
-func (t *mcpTask) inputs(caller gateway.Token) map[string]agent.Event {
-	out := map[string]agent.Event{}
-	for _, e := range t.waiting {
-		if mayDecide(caller, e) {
-			out[mcpInputKey(e)] = e
+func (t *mcpTask) inputs(caller gateway.Token) map[string]projection.Item {
+	out := map[string]projection.Item{}
+	for _, it := range t.waiting {
+		if mayDecide(caller, it) {
+			out[mcpInputKey(it)] = it
 		}
 	}
 	return out
 }
 
-// mayDecide reports whether caller may decide the waiting event e: an
+// mayDecide reports whether caller may give the input it waits for: an
 // approval needs the approver role, a question its own role.
-func mayDecide(caller gateway.Token, e agent.Event) bool {
-	switch e.Kind {
-	case agent.EventApprovalRequired:
-		return caller.Has(gateway.RoleApprover)
-	case agent.EventQuestion:
-		return e.Question != nil && caller.Has(gateway.Role(e.Question.Role))
+func mayDecide(caller gateway.Token, it projection.Item) bool {
+	if it.Question != nil {
+		return caller.Has(gateway.Role(it.Question.Role))
 	}
-	return false
+	return caller.Has(gateway.RoleApprover)
 }
 
-// mcpElicitation is what the client is asked for a waiting event, as
-// an elicitation: the same question whether it is asked during a call
-// (elicitation/create) or through a task (inputRequests).
-func mcpElicitation(e agent.Event) *mcp.ElicitParams {
-	if e.Kind == agent.EventQuestion {
-		q := gateway.QuestionOrEmpty(e.Question)
-		return &mcp.ElicitParams{Message: q.Text, RequestedSchema: mcpQuestionSchema(q)}
+// mcpElicitation is what the client is asked for an input the turn
+// waits for, as an elicitation: the same question whether it is asked
+// during a call (elicitation/create) or through a task (inputRequests).
+func mcpElicitation(it projection.Item) *mcp.ElicitParams {
+	if it.Question != nil {
+		return &mcp.ElicitParams{Message: it.Question.Text, RequestedSchema: mcpQuestionSchema(*it.Question)}
 	}
 	return &mcp.ElicitParams{
-		Message:         fmt.Sprintf("The agent wants to call %s with %s. Approve?", e.Tool.Name, agent.Clip(string(e.Tool.Args), 1000)),
+		Message:         fmt.Sprintf("The agent wants to call %s with %s. Approve?", it.Tool.Name, agent.Clip(string(it.Tool.Args), 1000)),
 		RequestedSchema: mcpApprovalSchema,
 	}
 }
@@ -194,18 +261,11 @@ func (t *mcpTask) status(caller gateway.Token, elicits bool) (string, string) {
 	if n := len(t.inputs(caller)); n > 0 && elicits {
 		return mcpTaskInputRequired, fmt.Sprintf("waiting for your input (%d request(s))", n)
 	}
-	// The latest progress, as a call's progress notifications say it.
-	p := &mcpProgress{asks: caller.Has(gateway.RoleApprover) && elicits, elicits: elicits, caller: caller}
-	msg := ""
-	for _, e := range t.events {
-		if e.Kind == agent.EventToken {
-			continue // the text is the result's, not a status
-		}
-		if m := p.message(e); m != "" {
-			msg = m
-		}
+	if t.latest == nil {
+		return mcpTaskWorking, ""
 	}
-	return mcpTaskWorking, msg
+	// The latest progress, as a call's progress notifications say it.
+	return mcpTaskWorking, mcpWording{elicits: elicits, caller: caller}.say(*t.latest)
 }
 
 // mcpTaskState is a task as the extension's messages carry it: the Task,
@@ -218,8 +278,10 @@ type mcpTaskState struct {
 	TaskID        string `json:"taskId"`
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
-	CreatedAt     string `json:"createdAt"`
-	LastUpdatedAt string `json:"lastUpdatedAt"`
+	// CreatedAt and LastUpdatedAt are in UTC (RFC 3339, as the
+	// extension asks).
+	CreatedAt     time.Time `json:"createdAt"`
+	LastUpdatedAt time.Time `json:"lastUpdatedAt"`
 	// TTLMs is null: a task lasts as long as its turn is kept (the
 	// Temporal namespace's retention after the turn ends); then tasks/get
 	// says it is not found.
@@ -237,15 +299,15 @@ type mcpTaskTimes struct{ created, updated time.Time }
 func (t *mcpTask) state(caller gateway.Token, times mcpTaskTimes, resultType string, elicits bool) *mcpTaskState {
 	status, msg := t.status(caller, elicits)
 	s := &mcpTaskState{ResultType: resultType, TaskID: t.id, Status: status, StatusMessage: msg,
-		CreatedAt: times.created.UTC().Format(time.RFC3339Nano), LastUpdatedAt: times.updated.UTC().Format(time.RFC3339Nano)}
+		CreatedAt: times.created.UTC(), LastUpdatedAt: times.updated.UTC()}
 	switch status {
 	case mcpTaskInputRequired:
 		s.InputRequests = mcp.InputRequestMap{}
-		for key, e := range t.inputs(caller) {
-			s.InputRequests[key] = mcpElicitation(e)
+		for key, it := range t.inputs(caller) {
+			s.InputRequests[key] = mcpElicitation(it)
 		}
 	case mcpTaskCompleted:
-		s.Result = mcpResult(t.events, t.id)
+		s.Result = t.result()
 	}
 	if status == mcpTaskWorking || status == mcpTaskInputRequired {
 		s.PollIntervalMs = mcpTaskPollMs

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -45,17 +45,12 @@ const (
 	mcpMethodCancelTask = "tasks/cancel"
 )
 
-// mcpTaskParams are the params of tasks/get and tasks/cancel.
+// mcpTaskParams are the params of the Tasks methods: the task, and for
+// tasks/update the responses to its input requests.
 type mcpTaskParams struct {
 	mcp.ParamsBase
-	TaskID string `json:"taskId"`
-}
-
-// mcpTaskUpdateParams are the params of tasks/update.
-type mcpTaskUpdateParams struct {
-	mcp.ParamsBase
 	TaskID         string               `json:"taskId"`
-	InputResponses mcp.InputResponseMap `json:"inputResponses"`
+	InputResponses mcp.InputResponseMap `json:"inputResponses,omitempty"`
 }
 
 // mcpAck is the empty acknowledgement of tasks/update and tasks/cancel.
@@ -66,14 +61,32 @@ type mcpAck struct {
 
 func newMCPAck() *mcpAck { return &mcpAck{ResultType: "complete"} }
 
-// newTasks declares the Tasks extension on a stateless server and adds
+// addTasks declares the Tasks extension on a stateless server and adds
 // its methods; agents are the server's tools, by id.
 func (m *mcpServer) addTasks(srv *mcp.Server, agents map[string]bool) {
 	srv.AddReceivingMiddleware(m.taskMiddleware(agents))
 	// The methods' names are not the SDK's own: these never fail.
-	_ = mcp.AddReceivingCustomMethod(srv, mcpMethodGetTask, m.getTask)
-	_ = mcp.AddReceivingCustomMethod(srv, mcpMethodUpdateTask, m.updateTask)
-	_ = mcp.AddReceivingCustomMethod(srv, mcpMethodCancelTask, m.cancelTask)
+	_ = mcp.AddReceivingCustomMethod(srv, mcpMethodGetTask, taskMethod(m, m.getTask))
+	_ = mcp.AddReceivingCustomMethod(srv, mcpMethodUpdateTask, taskMethod(m, m.updateTask))
+	_ = mcp.AddReceivingCustomMethod(srv, mcpMethodCancelTask, taskMethod(m, m.cancelTask))
+}
+
+// taskMethod is the handler of a Tasks method that does act to the task
+// its request names, once the request is checked and the task read
+// (taskOf).
+func taskMethod[R mcp.Result](m *mcpServer, act func(context.Context, *mcpTaskParams, *mcpTask, mcpTaskTimes) (R, error),
+) func(context.Context, *mcp.ServerSession, *mcpTaskParams) (R, error) {
+	return func(ctx context.Context, _ *mcp.ServerSession, p *mcpTaskParams) (R, error) {
+		if p == nil {
+			p = &mcpTaskParams{}
+		}
+		t, times, err := m.taskOf(ctx, p.Meta, p.TaskID)
+		if err != nil {
+			var none R
+			return none, err
+		}
+		return act(ctx, p, t, times)
+	}
 }
 
 // mcpCapabilities are a stateless server's: the SDK's default (logging),
@@ -83,19 +96,11 @@ func mcpCapabilities() *mcp.ServerCapabilities {
 		Extensions: map[string]any{mcpTasksExtension: map[string]any{}}}
 }
 
-// taskMiddleware puts each request's caller in its context, and answers a
-// tools/call with a task when its client declares the Tasks extension.
+// taskMiddleware answers a tools/call with a task when its client
+// declares the Tasks extension.
 func (m *mcpServer) taskMiddleware(agents map[string]bool) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			var info *auth.TokenInfo
-			if extra := req.GetExtra(); extra != nil {
-				info = extra.TokenInfo
-			}
-			ctx, ok := mcpCaller(ctx, info)
-			if !ok {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request carries no bearer token"}
-			}
 			if strings.HasPrefix(method, "prompts/") {
 				// The SDK answers prompts/list with none; a server without
 				// prompts does not declare them, and has no such method.
@@ -165,12 +170,9 @@ func (m *mcpServer) callAsTask(ctx context.Context, req *mcp.CallToolRequest) (m
 	return s, nil
 }
 
-// taskOf checks a Tasks request: a caller, the extension declared, a task
-// id; and reads the task.
+// taskOf checks a Tasks request: the extension declared, a task id; and
+// reads the task.
 func (m *mcpServer) taskOf(ctx context.Context, meta mcp.Meta, taskID string) (*mcpTask, mcpTaskTimes, error) {
-	if _, ok := ctx.Value(gateway.CallerKey{}).(gateway.Token); !ok {
-		return nil, mcpTaskTimes{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request carries no bearer token"}
-	}
 	if !declaresTasks(meta) {
 		return nil, mcpTaskTimes{}, errMissingTasks()
 	}
@@ -201,32 +203,41 @@ func (m *mcpServer) taskError(ctx context.Context, taskID string, err error) *js
 
 // readTask reads a task of the caller's tenant from its turn's log.
 func (m *mcpServer) readTask(ctx context.Context, taskID string) (*mcpTask, mcpTaskTimes, error) {
-	if err := gateway.OwnStream(ctx, taskID); err != nil {
+	events, err := m.turnEvents(ctx, taskID)
+	if err != nil {
 		return nil, mcpTaskTimes{}, err
-	}
-	var events []agent.Event
-	var after int64
-	for {
-		page, err := turnclient.Events(ctx, m.s.Client(), taskID, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
-		if err != nil {
-			return nil, mcpTaskTimes{}, err
-		}
-		if page.TenantID != "" && page.TenantID != gateway.TenantOf(ctx) {
-			return nil, mcpTaskTimes{}, agent.Errorf(agent.CodeNotFound, "task %q not found", taskID)
-		}
-		events = append(events, page.Events...)
-		if len(page.Events) > 0 {
-			after = page.Events[len(page.Events)-1].Index
-		}
-		if len(page.Events) == 0 || after >= page.Next-1 {
-			break
-		}
 	}
 	times, err := m.taskTimes(ctx, taskID)
 	if err != nil {
 		return nil, mcpTaskTimes{}, err
 	}
 	return newMCPTask(taskID, events), times, nil
+}
+
+// turnEvents are the events a turn of the caller's tenant has logged so
+// far; another tenant's turn is not found.
+func (m *mcpServer) turnEvents(ctx context.Context, streamID string) ([]agent.Event, error) {
+	if err := gateway.OwnStream(ctx, streamID); err != nil {
+		return nil, err
+	}
+	var events []agent.Event
+	var after int64
+	for {
+		page, err := turnclient.Events(ctx, m.s.Client(), streamID, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
+		if err != nil {
+			return nil, err
+		}
+		if page.TenantID != "" && page.TenantID != gateway.TenantOf(ctx) {
+			return nil, agent.Errorf(agent.CodeNotFound, "task %q not found", streamID)
+		}
+		events = append(events, page.Events...)
+		if len(page.Events) > 0 {
+			after = page.Events[len(page.Events)-1].Index
+		}
+		if len(page.Events) == 0 || after >= page.Next-1 {
+			return events, nil
+		}
+	}
 }
 
 // taskTimes are when the turn began and when Temporal last shows it
@@ -264,14 +275,7 @@ func (m *mcpServer) taskTimes(ctx context.Context, taskID string) (mcpTaskTimes,
 }
 
 // getTask answers tasks/get: the task as its turn's log has it now.
-func (m *mcpServer) getTask(ctx context.Context, _ *mcp.ServerSession, p *mcpTaskParams) (*mcpTaskState, error) {
-	if p == nil {
-		p = &mcpTaskParams{}
-	}
-	t, times, err := m.taskOf(ctx, p.Meta, p.TaskID)
-	if err != nil {
-		return nil, err
-	}
+func (m *mcpServer) getTask(ctx context.Context, p *mcpTaskParams, t *mcpTask, times mcpTaskTimes) (*mcpTaskState, error) {
 	return t.state(gateway.CallerOf(ctx), times, "complete", declaresElicitation(p.Meta)), nil
 }
 
@@ -281,25 +285,18 @@ func (m *mcpServer) getTask(ctx context.Context, _ *mcp.ServerSession, p *mcpTas
 // answers take. Responses to keys not outstanding are ignored, as the
 // extension says; so is a response the turn no longer takes (decided
 // already, by someone else or a timeout).
-func (m *mcpServer) updateTask(ctx context.Context, _ *mcp.ServerSession, p *mcpTaskUpdateParams) (*mcpAck, error) {
-	if p == nil {
-		p = &mcpTaskUpdateParams{}
-	}
-	t, _, err := m.taskOf(ctx, p.Meta, p.TaskID)
-	if err != nil {
-		return nil, err
-	}
+func (m *mcpServer) updateTask(ctx context.Context, p *mcpTaskParams, t *mcpTask, _ mcpTaskTimes) (*mcpAck, error) {
 	waiting := t.inputs(gateway.CallerOf(ctx))
 	if !declaresElicitation(p.Meta) {
 		waiting = nil // it was asked nothing
 	}
 	for key, resp := range p.InputResponses {
-		e, ok := waiting[key]
+		it, ok := waiting[key]
 		res, isElicit := resp.(*mcp.ElicitResult)
 		if !ok || !isElicit {
 			continue
 		}
-		if err := m.settle(ctx, p.TaskID, e, res); err != nil {
+		if err := m.settle(ctx, p.TaskID, it, res); err != nil {
 			switch {
 			case agent.IsCode(err, agent.CodeInvalid):
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("inputResponses[%q]: %s", key, m.s.ClientMessage(ctx, err))}
@@ -316,14 +313,7 @@ func (m *mcpServer) updateTask(ctx context.Context, _ *mcp.ServerSession, p *mcp
 // cancelTask answers tasks/cancel: the turn is asked to stop, as every
 // door's cancel asks it. A task that has ended already is acknowledged
 // too: cancellation is cooperative.
-func (m *mcpServer) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *mcpTaskParams) (*mcpAck, error) {
-	if p == nil {
-		p = &mcpTaskParams{}
-	}
-	t, _, err := m.taskOf(ctx, p.Meta, p.TaskID)
-	if err != nil {
-		return nil, err
-	}
+func (m *mcpServer) cancelTask(ctx context.Context, p *mcpTaskParams, t *mcpTask, _ mcpTaskTimes) (*mcpAck, error) {
 	if t.end != nil {
 		return newMCPAck(), nil
 	}
@@ -334,20 +324,20 @@ func (m *mcpServer) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *mcp
 	return newMCPAck(), nil
 }
 
-// settle gives the client's elicitation result for the waiting event e of
-// turn streamID to the turn, as the caller: an approval decided, or a
+// settle gives the client's elicitation result for the input it that
+// turn streamID waits for to the turn, as the caller: an approval decided, or a
 // question answered. Whether it came during a call (elicitation/create)
 // or through a task (tasks/update), it is one rule, and it goes the way
 // every door's decisions and answers go (Service.decide, Service.answer).
 // A result that is no decision (cancel; a question declined) leaves the
 // event waiting for another person.
-func (m *mcpServer) settle(ctx context.Context, streamID string, e agent.Event, res *mcp.ElicitResult) error {
-	if e.Kind == agent.EventQuestion {
+func (m *mcpServer) settle(ctx context.Context, streamID string, it projection.Item, res *mcp.ElicitResult) error {
+	if it.Question != nil {
 		if res.Action != "accept" {
 			return nil
 		}
 		text, _ := res.Content["answer"].(string)
-		_, err := m.s.AnswerQuestion(context.WithoutCancel(ctx), streamID, gateway.CallerOf(ctx).AnswerQuestion(e.Tool.CallID, text))
+		_, err := m.s.AnswerQuestion(context.WithoutCancel(ctx), streamID, gateway.CallerOf(ctx).AnswerQuestion(it.Tool.CallID, text))
 		return err
 	}
 	var approved bool
@@ -362,8 +352,8 @@ func (m *mcpServer) settle(ctx context.Context, streamID string, e agent.Event, 
 	}
 	// Bound to the call the client was asked about: an answer that comes
 	// after that call was decided decides no other.
-	d := agent.NewApprovalDecision(e.Tool.CallID, approved, reason, "")
-	d.ApprovalID = e.Tool.ApprovalID
+	d := agent.NewApprovalDecision(it.Tool.CallID, approved, reason, "")
+	d.ApprovalID = it.Tool.ApprovalID
 	_, err := m.s.Decide(context.WithoutCancel(ctx), streamID, d)
 	return err
 }

@@ -41,7 +41,7 @@ func TestMCPResult(t *testing.T) {
 			want: []mcp.Content{&mcp.TextContent{Text: "the turn ended failed: the model failed"}}, isError: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := mcpResult(tc.events, "turn/demo/j")
+			res := newMCPTask("turn/demo/j", tc.events).result()
 			require.Equal(t, tc.want, res.Content)
 			require.Equal(t, tc.isError, res.IsError)
 			require.Equal(t, "turn/demo/j", res.Meta["agentflow/stream_id"])
