@@ -27,12 +27,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
 	"github.com/agentflow/agentflow/internal/telemetry"
-	"github.com/agentflow/agentflow/internal/turnclient"
-	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // The MCP server: the agents a tenant's catalog exposes through MCP
@@ -285,7 +282,7 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		if req.Extra != nil {
 			job = req.Extra.Header.Get(mcpJobHeader)
 		}
-		turn, err := m.s.Prepare(ctx, &pb.TurnRequest{AgentId: id, Prompt: in.Prompt, JobId: job})
+		turn, streamID, err := m.prepare(ctx, id, in.Prompt, job)
 		if err != nil {
 			return mcpError(m.s.ClientMessage(ctx, err)), nil
 		}
@@ -294,7 +291,6 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 			return mcpError(m.s.ClientMessage(ctx, err)), nil
 		}
 		defer release()
-		streamID := contract.TurnWorkflowID(turn.TenantID, turn.JobID)
 		round := &mcpRound{task: newMCPTask(streamID, nil)}
 		asksByResult, legacy := mrtr(req.Session), !newProtocol(req.Session)
 		err = m.s.FollowNew(ctx, turn, nil, func(e agent.Event) error {
@@ -403,8 +399,7 @@ func (m *mcpServer) canceled(ctx context.Context, streamID string) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	req := agent.CancelRequest{Reason: "the MCP client cancelled the call", RequestedBy: gateway.CallerOf(ctx).Name}
-	if err := turnclient.Cancel(cctx, m.s.Client(), streamID, req); err != nil {
+	if err := m.cancel(cctx, streamID, "the MCP client cancelled the call"); err != nil {
 		telemetry.Logger(ctx, m.logger).Warn("mcp call cancelled; its turn was not", zap.String("stream_id", streamID), zap.Error(err))
 	}
 }

@@ -278,10 +278,7 @@ type mcpTaskState struct {
 	TaskID        string `json:"taskId"`
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
-	// CreatedAt and LastUpdatedAt are in UTC (RFC 3339, as the
-	// extension asks).
-	CreatedAt     time.Time `json:"createdAt"`
-	LastUpdatedAt time.Time `json:"lastUpdatedAt"`
+	mcpTaskTimes
 	// TTLMs is null: a task lasts as long as its turn is kept (the
 	// Temporal namespace's retention after the turn ends); then tasks/get
 	// says it is not found.
@@ -291,15 +288,17 @@ type mcpTaskState struct {
 	Result         *mcp.CallToolResult `json:"result,omitempty"`
 }
 
-// mcpTaskTimes are when a task was created and last changed.
-type mcpTaskTimes struct{ created, updated time.Time }
+// mcpTaskTimes are when a task was created and last changed, in UTC.
+type mcpTaskTimes struct {
+	CreatedAt     time.Time `json:"createdAt"`
+	LastUpdatedAt time.Time `json:"lastUpdatedAt"`
+}
 
 // state is the task as caller sees it, from a client that can be asked
 // (elicits) or not.
 func (t *mcpTask) state(caller gateway.Token, times mcpTaskTimes, resultType string, elicits bool) *mcpTaskState {
 	status, msg := t.status(caller, elicits)
-	s := &mcpTaskState{ResultType: resultType, TaskID: t.id, Status: status, StatusMessage: msg,
-		CreatedAt: times.created.UTC(), LastUpdatedAt: times.updated.UTC()}
+	s := &mcpTaskState{ResultType: resultType, TaskID: t.id, Status: status, StatusMessage: msg, mcpTaskTimes: times}
 	switch status {
 	case mcpTaskInputRequired:
 		s.InputRequests = mcp.InputRequestMap{}

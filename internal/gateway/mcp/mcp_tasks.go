@@ -14,12 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
 	"github.com/agentflow/agentflow/internal/telemetry"
-	"github.com/agentflow/agentflow/internal/turnclient"
-	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // MCP 2026-07-28 and its Tasks. A request of protocol 2026-07-28 or later
@@ -151,19 +148,18 @@ func (m *mcpServer) callAsTask(ctx context.Context, req *mcp.CallToolRequest) (m
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
-	turn, err := m.s.Prepare(ctx, &pb.TurnRequest{AgentId: req.Params.Name, Prompt: in.Prompt})
-	if err != nil {
-		return mcpError(m.s.ClientMessage(ctx, err)), nil
+	turn, streamID, err := m.prepare(ctx, req.Params.Name, in.Prompt, "")
+	if err == nil {
+		_, err = m.s.StartPrepared(ctx, turn)
 	}
-	if _, err := m.s.StartPrepared(ctx, turn); err != nil {
+	if err != nil {
 		return mcpError(m.s.ClientMessage(ctx, err)), nil
 	}
 	// Started: tasks/get finds it from now on, on any gateway.
-	streamID := contract.TurnWorkflowID(turn.TenantID, turn.JobID)
 	times, err := m.taskTimes(ctx, streamID)
 	if err != nil {
-		now := time.Now()
-		times = mcpTaskTimes{created: now, updated: now}
+		now := time.Now().UTC()
+		times = mcpTaskTimes{CreatedAt: now, LastUpdatedAt: now}
 	}
 	s := newMCPTask(streamID, nil).state(gateway.CallerOf(ctx), times, "task", false)
 	s.StatusMessage = "the turn has started"
@@ -214,32 +210,6 @@ func (m *mcpServer) readTask(ctx context.Context, taskID string) (*mcpTask, mcpT
 	return newMCPTask(taskID, events), times, nil
 }
 
-// turnEvents are the events a turn of the caller's tenant has logged so
-// far; another tenant's turn is not found.
-func (m *mcpServer) turnEvents(ctx context.Context, streamID string) ([]agent.Event, error) {
-	if err := gateway.OwnStream(ctx, streamID); err != nil {
-		return nil, err
-	}
-	var events []agent.Event
-	var after int64
-	for {
-		page, err := turnclient.Events(ctx, m.s.Client(), streamID, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
-		if err != nil {
-			return nil, err
-		}
-		if page.TenantID != "" && page.TenantID != gateway.TenantOf(ctx) {
-			return nil, agent.Errorf(agent.CodeNotFound, "task %q not found", streamID)
-		}
-		events = append(events, page.Events...)
-		if len(page.Events) > 0 {
-			after = page.Events[len(page.Events)-1].Index
-		}
-		if len(page.Events) == 0 || after >= page.Next-1 {
-			return events, nil
-		}
-	}
-}
-
 // taskTimes are when the turn began and when Temporal last shows it
 // changing: its end; while it runs, the latest start or heartbeat of its
 // pending work, else its run's start.
@@ -249,17 +219,18 @@ func (m *mcpServer) taskTimes(ctx context.Context, taskID string) (mcpTaskTimes,
 		return mcpTaskTimes{}, agent.Errorf(agent.CodeNotFound, "task %q not found", taskID)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	t := mcpTaskTimes{created: info.GetStartTime().AsTime()}
-	t.updated = t.created
+	// (AsTime is in UTC.)
+	t := mcpTaskTimes{CreatedAt: info.GetStartTime().AsTime()}
+	t.LastUpdatedAt = t.CreatedAt
 	if first := info.GetFirstRunId(); first != "" && first != info.GetExecution().GetRunId() {
 		// A turn that continued as new began with its first run.
 		if d, err := m.s.Client().DescribeWorkflowExecution(ctx, taskID, first); err == nil {
-			t.created = d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+			t.CreatedAt = d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
 		}
 	}
 	later := func(ts *timestamppb.Timestamp) {
-		if ts != nil && ts.AsTime().After(t.updated) {
-			t.updated = ts.AsTime()
+		if ts != nil && ts.AsTime().After(t.LastUpdatedAt) {
+			t.LastUpdatedAt = ts.AsTime()
 		}
 	}
 	if c := info.GetCloseTime(); c != nil {
@@ -317,8 +288,7 @@ func (m *mcpServer) cancelTask(ctx context.Context, p *mcpTaskParams, t *mcpTask
 	if t.end != nil {
 		return newMCPAck(), nil
 	}
-	req := agent.CancelRequest{Reason: "the MCP client cancelled the task", RequestedBy: gateway.CallerOf(ctx).Name}
-	if err := turnclient.Cancel(ctx, m.s.Client(), p.TaskID, req); err != nil && !agent.IsCode(err, agent.CodeConflict) {
+	if err := m.cancel(ctx, p.TaskID, "the MCP client cancelled the task"); err != nil && !agent.IsCode(err, agent.CodeConflict) {
 		return nil, m.taskError(ctx, p.TaskID, err)
 	}
 	return newMCPAck(), nil
