@@ -4,7 +4,10 @@
 // streams resume across gateways (mcp.go, mcp_resume.go); clients of
 // 2026-07-28 get stateless requests and the Tasks extension, a task being
 // the turn itself, by its stream id (mcp_tasks.go, mcp_task.go,
-// mcp_mrtr.go).
+// mcp_mrtr.go). Both prepare, read and cancel their turns in one place
+// (mcp_turn.go), and render a turn's events through
+// internal/gateway/projection: a task, and a call's result, from its Held
+// projection; a call's progress notifications from a Live one.
 package mcp
 
 import (

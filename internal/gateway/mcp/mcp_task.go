@@ -60,14 +60,14 @@ const (
 // (internal/gateway/projection, Held: a model call's text once it has
 // answered), item by item:
 //
-//	input required                 waiting, until its input resolved or the end
-//	a call's start, progress, end;  the latest progress (statusMessage), in
-//	  input required, resolved;      the words of a call's progress
-//	  a retried model call           notifications (mcpWording)
-//	answer (text, JSON blocks)     the result's text and structured content
-//	answer (image, file blocks)    resource links, by cas:// ref
-//	text (a log without blocks)    the result's text
-//	end                            completed or cancelled, with the result
+//	input required                    waits, until its input is resolved or the turn ends
+//	a call's start, progress, end;    the latest is the statusMessage, in the words
+//	  input required or resolved;       of a call's progress notifications (mcpWording)
+//	  a model call retried
+//	answer: text and JSON blocks      the result's text and structured content
+//	answer: image and file blocks     the result's resource links, by cas:// ref
+//	text, in a log without blocks     the result's text
+//	end                               completed or cancelled, with the result
 //
 // Events of delegated child turns are the child's and are left out.
 type mcpTask struct {
@@ -125,6 +125,8 @@ func (t *mcpTask) item(it projection.Item) {
 	case projection.End:
 		t.end, t.waiting = &it, nil
 	}
+	// Whether an item tells of progress does not depend on who asks;
+	// only its words do (status).
 	if (mcpWording{}).say(it) != "" {
 		t.latest = &it
 	}
