@@ -56,7 +56,8 @@ func FuzzMCPTaskParams(f *testing.F) {
 
 // FuzzMCPTask: any event log folds into a task whose state is one of the
 // extension's, with what that status carries: input requests when input
-// is required, a result once completed; never a panic.
+// is required, a result once completed; and into a call's progress
+// notifications; never a panic.
 func FuzzMCPTask(f *testing.F) {
 	for _, s := range []string{
 		`[{"event_index":1,"kind":"status","status":"RUNNING"},{"event_index":2,"kind":"approval_required","tool":{"call_id":"c","name":"calc","approval_id":"a"}},` +
@@ -66,6 +67,8 @@ func FuzzMCPTask(f *testing.F) {
 		`[{"event_index":1,"kind":"status","status":"CANCELED","error":{"message":"stop"}}]`,
 		`[{"event_index":1,"kind":"approval_decided"},{"event_index":2,"kind":"question_answered","tool":{"call_id":"q"}}]`,
 		`[{"event_index":9,"kind":"status","status":"FAILED"},{"event_index":10,"kind":"token","text":"late"}]`,
+		`[{"event_index":1,"kind":"token","text":"no"},{"event_index":2,"kind":"status","status":"RETRYING","void_from":1},` +
+			`{"event_index":3,"kind":"tool_progress","tool":{"call_id":"g","name":"gh","message":"page 2"}},{"event_index":4,"kind":"token","text":"4"}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -81,5 +84,11 @@ func FuzzMCPTask(f *testing.F) {
 		require.Equal(t, s.Status == mcpTaskCompleted, s.Result != nil)
 		_, err := json.Marshal(s)
 		require.NoError(t, err)
+		p := newMCPProgress(nil, mcpWording{elicits: true, caller: caller})
+		for _, e := range events {
+			for _, msg := range p.messages(e) {
+				require.NotEmpty(t, msg)
+			}
+		}
 	})
 }
