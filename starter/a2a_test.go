@@ -839,7 +839,7 @@ func TestA2AV1(t *testing.T) {
 			"taskId": task.ID, "parts": []any{map[string]any{"text": "more"}}}}, -32600, "has ended completed and takes no more input"},
 		{"a cancel of a finished task", "calc", "tok", "1.0", "CancelTask", map[string]any{"id": task.ID}, -32002, "has already ended completed"},
 		{"a subscription to a finished task", "calc", "tok", "1.0", "SubscribeToTask", map[string]any{"id": task.ID}, -32004, "has ended completed"},
-		{"listing tasks", "calc", "tok", "1.0", "ListTasks", map[string]any{}, -32004, "not listed"},
+		{"a list page too large", "calc", "tok", "1.0", "ListTasks", map[string]any{"pageSize": 500}, -32602, "params.pageSize is 500"},
 		{"push notifications", "calc", "tok", "1.0", "CreateTaskPushNotificationConfig", map[string]any{"taskId": task.ID, "url": "https://x"}, -32003, "not sent"},
 		{"the extended card", "calc", "tok", "1.0", "GetExtendedAgentCard", map[string]any{}, -32007, "served to the token's holder"},
 	} {
