@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -132,91 +131,21 @@ func (o openAI) getModel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o openAI) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	session := r.Header.Get(headerSession)
-	method := pb.AgentService_Stream_FullMethodName
-	if session != "" {
-		method = pb.AgentService_SendMessage_FullMethodName
-	}
-	ctx, err := o.authorize(r, method)
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	r = r.WithContext(ctx)
-	req, prompt, err := o.readChat(r, session)
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	// A completion follows its turn, streamed or not: it holds one of
-	// the tenant's streams, taken before the turn is started or the
-	// message sent.
-	ctx, release, err := o.s.HoldStream(ctx)
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	defer release()
-	r = r.WithContext(ctx)
-	jobID := r.Header.Get(headerIdempotency)
-	var turn gateway.Turn
-	switch {
-	case session == "":
-		turn, err = o.startTurn(ctx, req, prompt, jobID)
-	case req.OutputSchema != nil:
-		err = badParam("response_format", codeUnsupportedParameter,
-			"response_format json_schema is not supported with %s: a session's messages answer in their agent's format", headerSession)
-	default:
-		turn, err = o.s.SendToSession(ctx, session, req.Model, prompt, jobID)
-	}
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	call := &chatCall{o: o, w: w, r: r, req: req, turn: turn, created: time.Now().Unix()}
-	call.run()
-}
-
-// readChat reads and checks a chat completion request and its headers,
-// and makes the turn's prompt.
-func (o openAI) readChat(r *http.Request, session string) (chatRequest, string, error) {
-	for _, h := range []string{headerSession, headerIdempotency} {
-		if v := r.Header.Get(h); v != "" {
-			if err := agent.ValidateID(h, v); err != nil {
-				return chatRequest{}, "", err
-			}
+	var req chatRequest
+	o.create(w, r, func(r *http.Request, ask turnAsk) (turnAsk, bool, error) {
+		body, err := gateway.ReadBody(r)
+		if err == nil {
+			req, err = decodeChatRequest(body)
 		}
-	}
-	body, err := gateway.ReadBody(r)
-	if err != nil {
-		return chatRequest{}, "", err
-	}
-	req, err := decodeChatRequest(body)
-	if err != nil {
-		return req, "", err
-	}
-	prompt, err := chatPrompt(req.Messages, session != "")
-	return req, prompt, err
-}
-
-// startTurn prepares a turn of the chat's model as Stream does, with the
-// chat's output schema; following it starts it (or attaches to its job's
-// run).
-func (o openAI) startTurn(ctx context.Context, chat chatRequest, prompt, jobID string) (gateway.Turn, error) {
-	req, err := o.s.Prepare(ctx, &pb.TurnRequest{AgentId: chat.Model, Prompt: prompt, JobId: jobID, OutputSchemaJson: string(chat.OutputSchema)})
-	if err != nil {
-		return gateway.Turn{}, err
-	}
-	streamID := contract.TurnWorkflowID(req.TenantID, req.JobID)
-	return gateway.Turn{StreamID: streamID, JobID: req.JobID, Follow: func(ctx context.Context, send func(agent.Event) error) error {
-		return o.s.Events().FollowNew(ctx, streamID, func() (string, error) {
-			run, err := o.s.StartPrepared(ctx, req)
-			if err != nil {
-				return "", err
-			}
-			return run.GetRunID(), nil
-		}, send)
-	}}, nil
+		if err == nil {
+			ask.prompt, err = chatPrompt(req.Messages, ask.session != "")
+		}
+		ask.model, ask.schema, ask.schemaParam = req.Model, req.OutputSchema, "response_format"
+		return ask, true, err
+	}, func(r *http.Request, turn gateway.Turn) {
+		call := &chatCall{answer: answer{o: o, w: w, r: r}, req: req, turn: turn, created: time.Now().Unix()}
+		call.run()
+	})
 }
 
 // openAIError is OpenAI's error object, in {"error": …}.

@@ -68,9 +68,12 @@ func badParam(param, code, format string, args ...any) error {
 // noClientTools says why the client's own tools are refused.
 const noClientTools = "an agent's tools are its own and run on the server; the client's are not called, so the answer is text"
 
+// chatParam reads one parameter of a chat completion request into req.
+type chatParam func(req *chatRequest, name string, raw json.RawMessage) error
+
 // chatParams says how each parameter of the request is read: into req, or
 // checked and ignored, or refused unless it asks for nothing.
-var chatParams = map[string]func(req *chatRequest, name string, raw json.RawMessage) error{
+var chatParams = withIgnored(map[string]chatParam{
 	"model":    readModel,
 	"messages": readMessages,
 	"stream": func(req *chatRequest, name string, raw json.RawMessage) error {
@@ -78,26 +81,6 @@ var chatParams = map[string]func(req *chatRequest, name string, raw json.RawMess
 	},
 	"stream_options": readStreamOptions,
 	"n":              readN,
-
-	// Sampling and billing: the agent's configuration decides them.
-	"temperature":           ignored('0'),
-	"top_p":                 ignored('0'),
-	"presence_penalty":      ignored('0'),
-	"frequency_penalty":     ignored('0'),
-	"seed":                  ignored('0'),
-	"max_tokens":            ignored('0'),
-	"max_completion_tokens": ignored('0'),
-	"logit_bias":            ignored('{'),
-	"user":                  ignored('"'),
-	"metadata":              ignored('{'),
-	"store":                 ignored('t'),
-	"service_tier":          ignored('"'),
-	"prompt_cache_key":      ignored('"'),
-	"safety_identifier":     ignored('"'),
-	"reasoning_effort":      ignored('"'),
-	"verbosity":             ignored('"'),
-	"parallel_tool_calls":   ignored('t'),
-	"prediction":            ignored('{'),
 
 	// What the answer cannot honour: refused unless it asks for nothing.
 	"tools":              refusedUnless(emptyArray, noClientTools),
@@ -111,41 +94,56 @@ var chatParams = map[string]func(req *chatRequest, name string, raw json.RawMess
 	"modalities":         refusedUnless(oneOf(`["text"]`), "an agent answers with text"),
 	"audio":              refusedUnless(never, "an agent answers with text"),
 	"web_search_options": refusedUnless(never, "an agent searches with its own tools, if it has any"),
-}
+}, func(p chatParam) chatParam { return p }, map[string]byte{
+	"temperature": '0', "top_p": '0', "presence_penalty": '0', "frequency_penalty": '0', "seed": '0',
+	"max_tokens": '0', "max_completion_tokens": '0', "logit_bias": '{', "user": '"', "metadata": '{',
+	"store": 't', "service_tier": '"', "prompt_cache_key": '"', "safety_identifier": '"',
+	"reasoning_effort": '"', "verbosity": '"', "parallel_tool_calls": 't', "prediction": '{',
+})
 
-// chatParamNames are chatParams' names, sorted, for error messages.
-var chatParamNames = slices.Sorted(maps.Keys(chatParams))
+// withIgnored adds to params the parameters that only tune how a model
+// samples or is billed, which the agent's configuration decides: each is
+// accepted, if of the JSON kind kinds gives it (ignored), and dropped. as
+// makes a chat completion's reader one of params'.
+func withIgnored[P any](params map[string]P, as func(chatParam) P, kinds map[string]byte) map[string]P {
+	for name, kind := range kinds {
+		params[name] = as(ignored(kind))
+	}
+	return params
+}
 
 // decodeChatRequest reads a request body.
 func decodeChatRequest(data []byte) (chatRequest, error) {
 	var req chatRequest
-	fields, err := readParams(data, &req, chatParams, chatParamNames, "a chat completion", "model and messages")
+	fields, err := readParams(data, &req, chatParams, "a chat completion", "model and messages")
 	if err != nil {
 		return req, err
 	}
-	switch {
-	case req.Model == "":
-		return req, badParam("model", "", "model is required: the id of an agent (GET /v1/models lists them)")
-	case len(req.Messages) == 0:
-		return req, badParam("messages", "", "messages is required: at least the user's message")
-	case fields["stream_options"] != nil && gateway.JSONKind(fields["stream_options"]) != 'n' && !req.Stream:
+	if fields["stream_options"] != nil && gateway.JSONKind(fields["stream_options"]) != 'n' && !req.Stream {
 		return req, badParam("stream_options", "", "stream_options is only taken with stream: true")
 	}
-	return req, checkLastMessage(req.Messages)
+	return req, req.checkInput("messages", "at least the user's message")
 }
 
-// checkLastMessage: the agent answers the last message, which must be the
-// user's.
-func checkLastMessage(msgs []chatMessage) error {
+// checkInput: the request names its agent (model), and has messages
+// (the parameter named field, which holds what) whose last, which the
+// agent answers, is the user's, with text.
+func (req chatRequest) checkInput(field, what string) error {
+	msgs := req.Messages
+	if req.Model == "" {
+		return badParam("model", "", "model is required: the id of an agent (GET /v1/models lists them)")
+	}
+	if len(msgs) == 0 {
+		return badParam(field, "", "%s is required: %s", field, what)
+	}
 	last := len(msgs) - 1
-	if !slices.ContainsFunc(msgs, func(m chatMessage) bool { return m.Role == "user" }) {
-		return badParam("messages", "", "messages has no user message: the agent answers the last message, which must be the user's")
-	}
-	if msgs[last].Role != "user" {
-		return badParam("messages", "", "messages[%d] is the %s's, the last message: the agent answers the last message, which must be the user's", last, msgs[last].Role)
-	}
-	if strings.TrimSpace(msgs[last].Text) == "" {
-		return badParam("messages", "", "messages[%d], the user's message to answer, has no text", last)
+	switch {
+	case !slices.ContainsFunc(msgs, func(m chatMessage) bool { return m.Role == roleUser }):
+		return badParam(field, "", "%s has no user message: the agent answers the last message, which must be the user's", field)
+	case msgs[last].Role != roleUser:
+		return badParam(field, "", "%s[%d] is the %s's, the last message: the agent answers the last message, which must be the user's", field, last, msgs[last].Role)
+	case strings.TrimSpace(msgs[last].Text) == "":
+		return badParam(field, "", "%s[%d], the user's message to answer, has no text", field, last)
 	}
 	return nil
 }
@@ -244,7 +242,7 @@ func readStreamOptions(req *chatRequest, name string, raw json.RawMessage) error
 
 // ignored accepts a parameter of the JSON kind that kind begins (a
 // number's is '0', a boolean's 't') and drops it.
-func ignored(kind byte) func(*chatRequest, string, json.RawMessage) error {
+func ignored(kind byte) chatParam {
 	return func(_ *chatRequest, name string, raw json.RawMessage) error {
 		got := gateway.JSONKind(raw)
 		if got == kind || kind == 't' && got == 'f' {
@@ -257,7 +255,7 @@ func ignored(kind byte) func(*chatRequest, string, json.RawMessage) error {
 
 // refusedUnless accepts a parameter that asks for nothing (ok), and
 // refuses any other value, saying why.
-func refusedUnless(ok func(json.RawMessage) bool, why string) func(*chatRequest, string, json.RawMessage) error {
+func refusedUnless(ok func(json.RawMessage) bool, why string) chatParam {
 	return func(_ *chatRequest, name string, raw json.RawMessage) error {
 		if ok(raw) {
 			return nil
@@ -329,6 +327,35 @@ func readMessage(at string, raw json.RawMessage) (chatMessage, error) {
 	if err := readJSON(at, raw, "a message object", &fields); err != nil {
 		return chatMessage{}, err
 	}
+	return readMessageFields(at, fields, chatParts, "text", func(msg chatMessage, k, field string, v json.RawMessage) error {
+		switch k {
+		case "name":
+			return ignored('"')(nil, field, v) // who spoke: the turn's caller is the token's
+		case "refusal":
+			if msg.Role != roleAssistant {
+				return badParam(field, "", "%s: only an assistant message has a refusal", field)
+			}
+		case "tool_calls":
+			if gateway.JSONKind(v) != 'n' && !emptyArray(v) {
+				return badParam(field, codeUnsupportedParameter, "%s: %s", field, noClientTools)
+			}
+		case "function_call", "audio":
+			if gateway.JSONKind(v) != 'n' {
+				return badParam(field, codeUnsupportedParameter, "%s is not supported: an agent's conversation is text", field)
+			}
+		default:
+			return badParam(field, codeUnknownParameter, "unknown field %q of %s: a message has role, content and name", k, at)
+		}
+		return nil
+	})
+}
+
+// readMessageFields reads the fields of a message (at), in the order of
+// their names: its role, its content as text (parts of the kinds parts
+// names; first is the kind a user's message holds), and each other field
+// by other, which refuses those it does not know.
+func readMessageFields(at string, fields map[string]json.RawMessage, parts map[string]partKind, first string,
+	other func(msg chatMessage, k, field string, v json.RawMessage) error) (chatMessage, error) {
 	role, err := readRole(at, fields["role"], "system, developer, user or assistant")
 	msg := chatMessage{Role: role}
 	if err != nil {
@@ -340,23 +367,9 @@ func readMessage(at string, raw json.RawMessage) (chatMessage, error) {
 		switch k {
 		case "role":
 		case "content":
-			msg.Text, err = readContent(field, msg.Role, v)
-		case "name":
-			err = ignored('"')(nil, field, v) // who spoke: the turn's caller is the token's
-		case "refusal":
-			if msg.Role != roleAssistant {
-				err = badParam(field, "", "%s: only an assistant message has a refusal", field)
-			}
-		case "tool_calls":
-			if gateway.JSONKind(v) != 'n' && !emptyArray(v) {
-				err = badParam(field, codeUnsupportedParameter, "%s: %s", field, noClientTools)
-			}
-		case "function_call", "audio":
-			if gateway.JSONKind(v) != 'n' {
-				err = badParam(field, codeUnsupportedParameter, "%s is not supported: an agent's conversation is text", field)
-			}
+			msg.Text, err = readContent(field, msg.Role, v, parts, first)
 		default:
-			err = badParam(field, codeUnknownParameter, "unknown field %q of %s: a message has role, content and name", k, at)
+			err = other(msg, k, field, v)
 		}
 		if err != nil {
 			return msg, err
@@ -365,55 +378,74 @@ func readMessage(at string, raw json.RawMessage) (chatMessage, error) {
 	return msg, nil
 }
 
-// readContent reads a message's content: a string, or an array of text
-// parts (and refusal parts of an assistant), joined.
-func readContent(at, role string, raw json.RawMessage) (string, error) {
-	switch gateway.JSONKind(raw) {
-	case 'n':
-		return "", nil
-	case '"':
+// partKind is a kind of content part a message may hold: the member
+// that holds its text (key), the members it may have beside that are
+// not read (extra), and whether only an assistant's message may hold it.
+type partKind struct {
+	key       string
+	extra     []string
+	assistant bool
+}
+
+// chatParts are the parts of a chat completion's messages, by type.
+var chatParts = map[string]partKind{"text": {key: "text"}, "refusal": {key: "refusal", assistant: true}}
+
+// readContent reads a message's content, a string or an array of parts
+// of the kinds parts names (first is the kind a user's message holds),
+// as text: the parts' texts, joined.
+func readContent(at, role string, raw json.RawMessage, parts map[string]partKind, first string) (string, error) {
+	what := "a string or an array of " + first + " parts"
+	if gateway.JSONKind(raw) == '"' {
 		var s string
-		err := readJSON(at, raw, "a string or an array of text parts", &s)
+		err := readJSON(at, raw, what, &s)
 		return s, err
 	}
-	var parts []json.RawMessage
-	if err := readJSON(at, raw, "a string or an array of text parts", &parts); err != nil {
+	var list []json.RawMessage
+	if err := readJSON(at, raw, what, &list); err != nil {
 		return "", err
 	}
-	var texts []string
-	for i, p := range parts {
-		var part struct {
-			Type    string  `json:"type"`
-			Text    *string `json:"text"`
-			Refusal *string `json:"refusal"`
-		}
-		field := fmt.Sprintf("%s[%d]", at, i)
-		var probe map[string]json.RawMessage
-		if err := readJSON(field, p, "a content part object", &probe); err != nil {
+	texts := make([]string, 0, len(list))
+	for i, p := range list {
+		text, err := readPart(fmt.Sprintf("%s[%d]", at, i), role, p, parts, first)
+		if err != nil {
 			return "", err
 		}
-		_ = json.Unmarshal(probe["type"], &part.Type)
-		switch {
-		case part.Type == "text":
-		case part.Type == "refusal" && role == roleAssistant:
-		case part.Type == "":
-			return "", badParam(field+".type", "", "%s.type is required: text", field)
-		default:
-			return "", badParam(field+".type", codeUnsupportedValue, "%s is a %s part: an agent takes text parts only", field, agent.Clip(part.Type, 64))
-		}
-		if err := readJSON(field, p, "a "+part.Type+" part: {\"type\": \""+part.Type+"\", \""+part.Type+"\": \"…\"}", &part); err != nil {
-			return "", err
-		}
-		text := part.Text
-		if part.Type == "refusal" {
-			text = part.Refusal
-		}
-		if text == nil {
-			return "", badParam(field, "", "%s, a %s part, has no %s", field, part.Type, part.Type)
-		}
-		texts = append(texts, *text)
+		texts = append(texts, text)
 	}
 	return strings.Join(texts, "\n"), nil
+}
+
+// readPart reads one content part (at) of a message of role: its text.
+func readPart(at, role string, raw json.RawMessage, parts map[string]partKind, first string) (string, error) {
+	var fields map[string]json.RawMessage
+	if err := readJSON(at, raw, "a content part object", &fields); err != nil {
+		return "", err
+	}
+	var typ string
+	_ = json.Unmarshal(fields["type"], &typ)
+	kind, ok := parts[typ]
+	switch {
+	case typ == "":
+		return "", badParam(at+".type", "", "%s.type is required: %s", at, first)
+	case !ok || kind.assistant && role != roleAssistant:
+		return "", badParam(at+".type", codeUnsupportedValue, "%s is a %s part: an agent takes text parts only (%s)", at, agent.Clip(typ, 64), first)
+	}
+	var text *string
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		switch {
+		case k == "type":
+		case k == kind.key:
+			if err := readJSON(at+"."+k, fields[k], "a string", &text); err != nil {
+				return "", err
+			}
+		case !slices.Contains(kind.extra, k):
+			return "", badParam(at+"."+agent.Clip(k, 64), codeUnknownParameter, "unknown field %q of %s, a %s part", agent.Clip(k, 64), at, typ)
+		}
+	}
+	if text == nil {
+		return "", badParam(at, "", "%s, a %s part, has no %s", at, typ, kind.key)
+	}
+	return *text, nil
 }
 
 // Without a session, the messages before the one to answer reach the
@@ -455,10 +487,10 @@ func chatPrompt(msgs []chatMessage, session bool) (string, error) {
 }
 
 // readParams reads data, a request body, as one JSON object whose members
-// are all params' (names: their names, sorted), each read into req by its
-// reader, a null as not given, in the order of their names. what is what
-// the request is and want what it must hold, for errors.
-func readParams[R any, P ~func(*R, string, json.RawMessage) error](data []byte, req *R, params map[string]P, names []string, what, want string) (map[string]json.RawMessage, error) {
+// are all params', each read into req by its reader, a null as not
+// given, in the order of their names. what is what the request is and
+// want what it must hold, for errors.
+func readParams[R any, P ~func(*R, string, json.RawMessage) error](data []byte, req *R, params map[string]P, what, want string) (map[string]json.RawMessage, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, agent.Errorf(agent.CodeInvalid, "the request body is empty: want a JSON object with %s", want)
 	}
@@ -472,7 +504,7 @@ func readParams[R any, P ~func(*R, string, json.RawMessage) error](data []byte, 
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		read, ok := params[name]
 		if !ok {
-			return nil, badParam(name, codeUnknownParameter, "unknown parameter %q: %s takes %s", agent.Clip(name, 64), what, strings.Join(names, ", "))
+			return nil, badParam(name, codeUnknownParameter, "unknown parameter %q: %s takes %s", agent.Clip(name, 64), what, strings.Join(slices.Sorted(maps.Keys(params)), ", "))
 		}
 		if gateway.JSONKind(fields[name]) == 'n' {
 			continue // null: not given

@@ -82,7 +82,7 @@ func TestDecodeChatRequestRefuses(t *testing.T) {
 		{"image part", `{"model":"a","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].type", codeUnsupportedValue, "an agent takes text parts only"},
 		{"part without type", `{"model":"a","messages":[{"role":"user","content":[{"text":"x"}]}]}`, "messages[0].content[0].type", "", "type is required"},
 		{"text part without text", `{"model":"a","messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages[0].content[0]", "", "has no text"},
-		{"text part with more", `{"model":"a","messages":[{"role":"user","content":[{"type":"text","text":"x","cache":1}]}]}`, "messages[0].content[0]", "", "want a text part"},
+		{"text part with more", `{"model":"a","messages":[{"role":"user","content":[{"type":"text","text":"x","cache":1}]}]}`, "messages[0].content[0].cache", codeUnknownParameter, `unknown field "cache"`},
 		{"content a number", `{"model":"a","messages":[{"role":"user","content":5}]}`, "messages[0].content", "", "want a string or an array of text parts"},
 		{"no user message", `{"model":"a","messages":[{"role":"system","content":"Be brief."}]}`, "messages", "", "has no user message"},
 		{"ends with the assistant", `{"model":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`, "messages", "", "messages[1] is the assistant's"},

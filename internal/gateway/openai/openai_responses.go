@@ -66,107 +66,61 @@ func (o openAI) registerResponses(mux *http.ServeMux) {
 }
 
 func (rs responses) create(w http.ResponseWriter, r *http.Request) {
-	o := rs.o
-	session := r.Header.Get(headerSession)
-	method := pb.AgentService_Stream_FullMethodName
-	if session != "" {
-		method = pb.AgentService_SendMessage_FullMethodName
-	}
-	ctx, err := o.authorize(r, method)
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	r = r.WithContext(ctx)
-	req, session, prompt, err := rs.read(r, session)
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	resp := newResponseObject("", req.chat.Model, time.Now().Unix())
-	resp.Background = &req.Background
-	if req.Instructions != "" {
-		resp.Instructions = &req.Instructions
-	}
-	if req.PreviousResponseID != "" {
-		resp.PreviousResponseID = &req.PreviousResponseID
-	}
-	if req.chat.OutputSchema != nil {
-		resp.Text.Format = responseSchemaFormat(req.chat.OutputSchema)
-	}
-	jobID := r.Header.Get(headerIdempotency)
-	if req.Background && !req.chat.Stream {
-		id, err := rs.start(ctx, req, session, prompt, jobID)
-		if err != nil {
-			o.fail(w, r, err)
+	var req responseRequest
+	rs.o.create(w, r, func(r *http.Request, ask turnAsk) (turnAsk, bool, error) {
+		var err error
+		req, err = rs.read(r, &ask)
+		return ask, !req.Background || req.chat.Stream, err
+	}, func(r *http.Request, turn gateway.Turn) {
+		resp := newResponseObject(turn.StreamID, req.chat.Model, time.Now().Unix())
+		resp.Background = &req.Background
+		if req.Instructions != "" {
+			resp.Instructions = &req.Instructions
+		}
+		if req.PreviousResponseID != "" {
+			resp.PreviousResponseID = &req.PreviousResponseID
+		}
+		if req.chat.OutputSchema != nil {
+			resp.Text.Format = responseSchemaFormat(req.chat.OutputSchema)
+		}
+		if turn.Follow == nil { // in the background: answered at once
+			w.Header().Set(gateway.HeaderStreamID, turn.StreamID)
+			gateway.WriteJSON(w, http.StatusOK, resp)
 			return
 		}
-		resp.ID = id
-		w.Header().Set(gateway.HeaderStreamID, id)
-		gateway.WriteJSON(w, http.StatusOK, resp)
-		return
-	}
-	// Followed to its end or streamed: the response holds one of the
-	// tenant's streams, taken before the turn is started.
-	ctx, release, err := o.s.HoldStream(ctx)
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	defer release()
-	r = r.WithContext(ctx)
-	var turn gateway.Turn
-	if session == "" {
-		turn, err = o.startTurn(ctx, req.chat, prompt, jobID)
-	} else {
-		turn, err = o.s.SendToSession(ctx, session, req.chat.Model, prompt, jobID)
-	}
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	resp.ID = turn.StreamID
-	call := &responseCall{o: o, w: w, r: r, stream: req.chat.Stream, after: -1, fold: newResponseFold(resp)}
-	call.run(turn.Follow)
+		call := &responseCall{answer: answer{o: rs.o, w: w, r: r}, stream: req.chat.Stream, after: -1, fold: newResponseFold(resp)}
+		call.run(turn.Follow)
+	})
 }
 
-// read reads and checks a create request and its headers: the request,
-// the session it continues ("" for none) and the turn's prompt.
-func (rs responses) read(r *http.Request, session string) (responseRequest, string, string, error) {
-	for _, h := range []string{headerSession, headerIdempotency} {
-		if v := r.Header.Get(h); v != "" {
-			if err := agent.ValidateID(h, v); err != nil {
-				return responseRequest{}, "", "", err
-			}
-		}
-	}
+// read reads a create request's body into ask: the turn's model, prompt
+// and output schema, and the session it continues (the header's, or
+// previous_response_id's).
+func (rs responses) read(r *http.Request, ask *turnAsk) (responseRequest, error) {
 	body, err := gateway.ReadBody(r)
 	if err != nil {
-		return responseRequest{}, "", "", err
+		return responseRequest{}, err
 	}
 	req, err := decodeResponseRequest(body)
 	if err != nil {
-		return req, "", "", err
+		return req, err
 	}
+	ask.model, ask.schema, ask.schemaParam = req.chat.Model, req.chat.OutputSchema, "text.format"
 	if req.PreviousResponseID != "" {
-		if session != "" {
-			return req, "", "", badParam("previous_response_id", "", "previous_response_id and the header %s both name a session: give one", headerSession)
+		if ask.session != "" {
+			return req, badParam("previous_response_id", "", "previous_response_id and the header %s both name a session: give one", headerSession)
 		}
 		// Continuing a session is SendMessage's work.
 		ctx, err := rs.o.authorize(r, pb.AgentService_SendMessage_FullMethodName)
 		if err != nil {
-			return req, "", "", err
+			return req, err
 		}
-		if session, err = rs.sessionOf(ctx, req.PreviousResponseID); err != nil {
-			return req, "", "", err
+		if ask.session, err = rs.sessionOf(ctx, req.PreviousResponseID); err != nil {
+			return req, err
 		}
 	}
-	if session != "" && req.chat.OutputSchema != nil {
-		return req, "", "", badParam("text.format", codeUnsupportedParameter,
-			"text.format json_schema is not supported in a session: a session's messages answer in their agent's format")
-	}
-	prompt, err := req.prompt(session != "")
-	return req, session, prompt, err
+	ask.prompt, err = req.prompt(ask.session != "")
+	return req, err
 }
 
 // sessionOf is the session of the response id names, which a response
@@ -184,24 +138,6 @@ func (rs responses) sessionOf(ctx context.Context, id string) (string, error) {
 			"response %q was not in a session, and keeps no history to continue: start a conversation in a session (header %s), whose responses can be continued", id, headerSession)
 	}
 	return t.session, nil
-}
-
-// start starts the turn that answers req in the background and returns
-// its stream id: a new turn, or the message to the session.
-func (rs responses) start(ctx context.Context, req responseRequest, session, prompt, jobID string) (string, error) {
-	if session != "" {
-		turn, err := rs.o.s.SendToSession(ctx, session, req.chat.Model, prompt, jobID)
-		return turn.StreamID, err
-	}
-	tr, err := rs.o.s.Prepare(ctx, &pb.TurnRequest{AgentId: req.chat.Model, Prompt: prompt, JobId: jobID, OutputSchemaJson: string(req.chat.OutputSchema)})
-	if err != nil {
-		return "", err
-	}
-	run, err := rs.o.s.StartPrepared(ctx, tr)
-	if err != nil {
-		return "", err
-	}
-	return run.GetID(), nil
 }
 
 // turnInfo is what a turn's workflow says of it, beside its log.
@@ -243,17 +179,24 @@ func (rs responses) describe(ctx context.Context, id string) (turnInfo, error) {
 	return turnInfo{created: info.GetStartTime().AsTime().Unix(), agent: keyword(contract.SearchAgent.GetName()), session: keyword(contract.SearchSession.GetName())}, nil
 }
 
+// open is the response id names, of the caller's tenant, before its
+// log is read.
+func (rs responses) open(ctx context.Context, id string) (responseObject, error) {
+	t, err := rs.describe(ctx, id)
+	return newResponseObject(id, t.agent, t.created), err
+}
+
 // snapshot folds the turn's log as it is now; done says it has ended.
-func (rs responses) snapshot(ctx context.Context, id string, resp responseObject) (*responseFold, bool, error) {
+func (rs responses) snapshot(ctx context.Context, resp responseObject) (*responseFold, bool, error) {
 	f := newResponseFold(resp)
 	var after int64
 	for {
-		page, err := turnclient.Events(ctx, rs.o.s.Client(), id, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
+		page, err := turnclient.Events(ctx, rs.o.s.Client(), resp.ID, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
 		if err != nil {
 			return nil, false, err
 		}
 		if page.TenantID != "" && page.TenantID != gateway.TenantOf(ctx) {
-			return nil, false, agent.Errorf(agent.CodeNotFound, "response %q not found", id)
+			return nil, false, agent.Errorf(agent.CodeNotFound, "response %q not found", resp.ID)
 		}
 		for _, e := range page.Events {
 			f.add(e)
@@ -265,51 +208,53 @@ func (rs responses) snapshot(ctx context.Context, id string, resp responseObject
 	}
 }
 
+// follow answers resp from its turn's log, which it follows holding one
+// of the tenant's streams: whole once the turn ends, or streamed, after
+// the sequence number after (-1: from the start).
+func (rs responses) follow(w http.ResponseWriter, r *http.Request, resp responseObject, stream bool, after int64) {
+	ctx, release, err := rs.o.s.HoldStream(r.Context())
+	if err != nil {
+		rs.o.fail(w, r, err)
+		return
+	}
+	defer release()
+	call := &responseCall{answer: answer{o: rs.o, w: w, r: r.WithContext(ctx)}, stream: stream, after: after, fold: newResponseFold(resp)}
+	call.run(func(ctx context.Context, send func(agent.Event) error) error {
+		return rs.o.s.Events().Follow(ctx, resp.ID, 0, send)
+	})
+}
+
 func (rs responses) get(w http.ResponseWriter, r *http.Request) {
 	o := rs.o
 	// Reading a response's log is ListEvents' work, following it
 	// Resume's: what the request asks is known once its body, if any, is
 	// read, which is once it is authenticated.
 	ctx, err := o.authorize(r, pb.AgentService_ListEvents_FullMethodName)
-	if err != nil {
-		o.fail(w, r, err)
-		return
+	var stream bool
+	var after int64
+	if err == nil {
+		r = r.WithContext(ctx)
+		stream, after, err = readResponseQuery(r)
 	}
-	r = r.WithContext(ctx)
-	stream, after, err := readResponseQuery(r)
 	if err == nil && stream {
 		_, err = o.authorize(r, pb.AgentService_Resume_FullMethodName)
 	}
-	if err != nil {
-		o.fail(w, r, err)
-		return
+	var resp responseObject
+	if err == nil {
+		resp, err = rs.open(ctx, r.PathValue("id"))
 	}
-	id := r.PathValue("id")
-	t, err := rs.describe(ctx, id)
-	if err != nil {
-		o.fail(w, r, err)
-		return
+	var f *responseFold
+	if err == nil && !stream {
+		f, _, err = rs.snapshot(ctx, resp)
 	}
-	resp := newResponseObject(id, t.agent, t.created)
-	if !stream {
-		f, _, err := rs.snapshot(ctx, id, resp)
-		if err != nil {
-			o.fail(w, r, err)
-			return
-		}
+	switch {
+	case err != nil:
+		o.fail(w, r, err)
+	case stream:
+		rs.follow(w, r, resp, true, after)
+	default:
 		gateway.WriteJSON(w, http.StatusOK, f.resp)
-		return
 	}
-	ctx, release, err := o.s.HoldStream(ctx)
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	defer release()
-	call := &responseCall{o: o, w: w, r: r.WithContext(ctx), stream: true, after: after, fold: newResponseFold(resp)}
-	call.run(func(ctx context.Context, send func(agent.Event) error) error {
-		return o.s.Events().Follow(ctx, id, 0, send)
-	})
 }
 
 // readResponseQuery reads what GET /v1/responses/{id} asks: stream, and
@@ -365,34 +310,31 @@ func readGetBody(r *http.Request) (stream bool, err error) {
 func (rs responses) cancel(w http.ResponseWriter, r *http.Request) {
 	o := rs.o
 	ctx, err := o.authorize(r, pb.AgentService_Cancel_FullMethodName)
-	if err != nil {
-		o.fail(w, r, err)
-		return
+	var resp responseObject
+	if err == nil {
+		r = r.WithContext(ctx)
+		resp, err = rs.open(ctx, r.PathValue("id"))
 	}
-	r = r.WithContext(ctx)
-	id := r.PathValue("id")
-	t, err := rs.describe(ctx, id)
-	if err != nil {
-		o.fail(w, r, err)
-		return
+	var f *responseFold
+	done := false
+	if err == nil {
+		f, done, err = rs.snapshot(ctx, resp)
 	}
-	resp := newResponseObject(id, t.agent, t.created)
-	f, done, err := rs.snapshot(ctx, id, resp)
 	if err == nil && !done {
 		req := agent.CancelRequest{Reason: "cancelled through the Responses API", RequestedBy: gateway.CallerOf(ctx).Name}
-		err = turnclient.Cancel(ctx, o.s.Client(), id, req)
+		err = turnclient.Cancel(ctx, o.s.Client(), resp.ID, req)
 		if agent.IsCode(err, agent.CodeConflict) {
 			err = nil // it has ended meanwhile: the response says how
 		}
 		if err == nil {
-			f, err = rs.waitEnd(ctx, id, resp)
+			f, err = rs.waitEnd(ctx, resp)
 		}
 	}
 	switch {
 	case err != nil:
 		o.fail(w, r, err)
 	case f.ended && f.resp.Status != respCancelled:
-		o.fail(w, r, agent.Errorf(agent.CodeConflict, "response %q has already ended %s: there is nothing to cancel", id, f.resp.Status))
+		o.fail(w, r, agent.Errorf(agent.CodeConflict, "response %q has already ended %s: there is nothing to cancel", resp.ID, f.resp.Status))
 	default:
 		gateway.WriteJSON(w, http.StatusOK, f.resp)
 	}
@@ -400,11 +342,11 @@ func (rs responses) cancel(w http.ResponseWriter, r *http.Request) {
 
 // waitEnd follows the turn until it ends, or for responsesCancelWait,
 // and returns its fold.
-func (rs responses) waitEnd(ctx context.Context, id string, resp responseObject) (*responseFold, error) {
+func (rs responses) waitEnd(ctx context.Context, resp responseObject) (*responseFold, error) {
 	wctx, cancel := context.WithTimeout(ctx, responsesCancelWait)
 	defer cancel()
 	f := newResponseFold(resp)
-	err := rs.o.s.Events().Follow(wctx, id, 0, func(e agent.Event) error {
+	err := rs.o.s.Events().Follow(wctx, resp.ID, 0, func(e agent.Event) error {
 		f.add(e)
 		return nil
 	})

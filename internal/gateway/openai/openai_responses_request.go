@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -42,12 +39,12 @@ type responseParam func(req *responseRequest, name string, raw json.RawMessage) 
 
 // asResponseParam reads a parameter a response shares with a chat
 // completion as the chat completion's reader does.
-func asResponseParam(read func(*chatRequest, string, json.RawMessage) error) responseParam {
+func asResponseParam(read chatParam) responseParam {
 	return func(req *responseRequest, name string, raw json.RawMessage) error { return read(&req.chat, name, raw) }
 }
 
 // responseParams says how each parameter of the request is read.
-var responseParams = map[string]responseParam{
+var responseParams = withIgnored(map[string]responseParam{
 	"model": asResponseParam(readModel),
 	"input": readResponseInput,
 	"instructions": func(req *responseRequest, name string, raw json.RawMessage) error {
@@ -80,22 +77,6 @@ var responseParams = map[string]responseParam{
 	},
 	"text":           readResponseText,
 	"stream_options": readResponseStreamOptions,
-	"metadata":       asResponseParam(ignored('{')),
-
-	// Sampling and billing: the agent's configuration decides them.
-	"temperature":            asResponseParam(ignored('0')),
-	"top_p":                  asResponseParam(ignored('0')),
-	"max_output_tokens":      asResponseParam(ignored('0')),
-	"max_tool_calls":         asResponseParam(ignored('0')),
-	"user":                   asResponseParam(ignored('"')),
-	"safety_identifier":      asResponseParam(ignored('"')),
-	"prompt_cache_key":       asResponseParam(ignored('"')),
-	"prompt_cache_retention": asResponseParam(ignored('"')),
-	"service_tier":           asResponseParam(ignored('"')),
-	"truncation":             asResponseParam(ignored('"')),
-	"parallel_tool_calls":    asResponseParam(ignored('t')),
-	"reasoning":              asResponseParam(ignored('{')),
-
 	// What the answer cannot honour: refused unless it asks for nothing.
 	"tools":        asResponseParam(refusedUnless(emptyArray, noClientTools)),
 	"tool_choice":  asResponseParam(refusedUnless(oneOf(`"none"`, `"auto"`), noClientTools)),
@@ -103,38 +84,20 @@ var responseParams = map[string]responseParam{
 	"top_logprobs": asResponseParam(refusedUnless(oneOf(`0`), "an agent's answer has no log probabilities")),
 	"conversation": asResponseParam(refusedUnless(never, "a turn's history is its session's: name the previous response (previous_response_id) or a session (header "+headerSession+")")),
 	"prompt":       asResponseParam(refusedUnless(never, "an agent's instructions are its catalog's: send instructions or input")),
-}
-
-// responseParamNames are responseParams' names, sorted, for errors.
-var responseParamNames = slices.Sorted(maps.Keys(responseParams))
+}, asResponseParam, map[string]byte{
+	"metadata": '{', "temperature": '0', "top_p": '0', "max_output_tokens": '0', "max_tool_calls": '0',
+	"user": '"', "safety_identifier": '"', "prompt_cache_key": '"', "prompt_cache_retention": '"',
+	"service_tier": '"', "truncation": '"', "parallel_tool_calls": 't', "reasoning": '{',
+})
 
 // decodeResponseRequest reads a request body.
 func decodeResponseRequest(data []byte) (responseRequest, error) {
 	var req responseRequest
-	_, err := readParams(data, &req, responseParams, responseParamNames, "a response", "model and input")
+	_, err := readParams(data, &req, responseParams, "a response", "model and input")
 	if err != nil {
 		return req, err
 	}
-	switch {
-	case req.chat.Model == "":
-		return req, badParam("model", "", "model is required: the id of an agent (GET /v1/models lists them)")
-	case len(req.chat.Messages) == 0:
-		return req, badParam("input", "", "input is required: the user's message, as a string or message items")
-	}
-	return req, checkLastInput(req.chat.Messages)
-}
-
-// checkLastInput: the agent answers the last message of the input, which
-// must be the user's, with text.
-func checkLastInput(msgs []chatMessage) error {
-	last := len(msgs) - 1
-	if msgs[last].Role != roleUser {
-		return badParam("input", "", "input[%d], the last item, is the %s's: the agent answers the last message, which must be the user's", last, msgs[last].Role)
-	}
-	if strings.TrimSpace(msgs[last].Text) == "" {
-		return badParam("input", "", "input[%d], the user's message to answer, has no text", last)
-	}
-	return nil
+	return req, req.chat.checkInput("input", "the user's message, as a string or message items")
 }
 
 // prompt is the turn's prompt: the instructions and the input, as a chat
@@ -202,30 +165,21 @@ func readInputItem(at string, raw json.RawMessage) (chatMessage, error) {
 	default:
 		return chatMessage{}, badParam(at+".type", codeUnsupportedValue, "%s is a %s item: a response takes message items only", at, agent.Clip(typ, 64))
 	}
-	var msg chatMessage
-	var err error
-	msg.Role, err = readRole(at, fields["role"], "user, system, developer or assistant")
-	if err != nil {
-		return msg, err
-	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		v, field := fields[k], at+"."+agent.Clip(k, 64)
-		var err error
+	msg, err := readMessageFields(at, fields, inputParts, "input_text", func(_ chatMessage, k, field string, v json.RawMessage) error {
 		switch k {
-		case "type", "role":
-		case "content":
-			msg.Text, err = readInputContent(field, msg.Role, v)
+		case "type":
 		case "id", "status", "phase":
 			// An earlier output message sent back: who made it is no matter.
 			if gateway.JSONKind(v) != 'n' && gateway.JSONKind(v) != '"' {
-				err = badParam(field, "", "%s: want a string", field)
+				return badParam(field, "", "%s: want a string", field)
 			}
 		default:
-			err = badParam(field, codeUnknownParameter, "unknown field %q of %s: a message item has type, role and content", agent.Clip(k, 64), at)
+			return badParam(field, codeUnknownParameter, "unknown field %q of %s: a message item has type, role and content", agent.Clip(k, 64), at)
 		}
-		if err != nil {
-			return msg, err
-		}
+		return nil
+	})
+	if err != nil {
+		return msg, err
 	}
 	if _, ok := fields["content"]; !ok {
 		return msg, badParam(at+".content", "", "%s.content is required: a string or an array of input_text parts", at)
@@ -233,60 +187,13 @@ func readInputItem(at string, raw json.RawMessage) (chatMessage, error) {
 	return msg, nil
 }
 
-// readInputContent reads a message item's content: a string, or an array
-// of input_text parts (an assistant's output_text and refusal parts too),
-// joined.
-func readInputContent(at, role string, raw json.RawMessage) (string, error) {
-	if gateway.JSONKind(raw) == '"' {
-		var s string
-		err := readJSON(at, raw, "a string or an array of input_text parts", &s)
-		return s, err
-	}
-	var parts []json.RawMessage
-	if err := readJSON(at, raw, "a string or an array of input_text parts", &parts); err != nil {
-		return "", err
-	}
-	var texts []string
-	for i, p := range parts {
-		field := fmt.Sprintf("%s[%d]", at, i)
-		var probe map[string]json.RawMessage
-		if err := readJSON(field, p, "a content part object", &probe); err != nil {
-			return "", err
-		}
-		var typ string
-		_ = json.Unmarshal(probe["type"], &typ)
-		key := "text"
-		switch {
-		case typ == "input_text", typ == "output_text" && role == roleAssistant:
-		case typ == "refusal" && role == roleAssistant:
-			key = "refusal"
-		case typ == "":
-			return "", badParam(field+".type", "", "%s.type is required: input_text", field)
-		default:
-			return "", badParam(field+".type", codeUnsupportedValue, "%s is a %s part: an agent takes text parts only (input_text)", field, agent.Clip(typ, 64))
-		}
-		var text *string
-		for k, v := range probe {
-			switch k {
-			case "type":
-			case key:
-				if err := readJSON(field+"."+k, v, "a string", &text); err != nil {
-					return "", err
-				}
-			case "annotations", "logprobs":
-				if typ != "output_text" {
-					return "", badParam(field+"."+k, codeUnknownParameter, "unknown field %q of %s, a %s part", k, field, typ)
-				}
-			default:
-				return "", badParam(field+"."+agent.Clip(k, 64), codeUnknownParameter, "unknown field %q of %s, a %s part", agent.Clip(k, 64), field, typ)
-			}
-		}
-		if text == nil {
-			return "", badParam(field, "", "%s, a %s part, has no %s", field, typ, key)
-		}
-		texts = append(texts, *text)
-	}
-	return strings.Join(texts, "\n"), nil
+// inputParts are the parts of a response's message items, by type: an
+// earlier output message sent back may hold output_text (with its
+// annotations and log probabilities) and refusal parts.
+var inputParts = map[string]partKind{
+	"input_text":  {key: "text"},
+	"output_text": {key: "text", extra: []string{"annotations", "logprobs"}, assistant: true},
+	"refusal":     {key: "refusal", assistant: true},
 }
 
 // readResponseText reads text: {"format": {"type": "text"}}, or a JSON

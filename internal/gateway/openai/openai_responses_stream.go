@@ -14,15 +14,12 @@ import (
 // turn has ended, or the response's events as Server-Sent Events while
 // it runs, those numbered after `after` only.
 type responseCall struct {
-	o      openAI
-	w      http.ResponseWriter
-	r      *http.Request
+	answer
 	stream bool
 	after  int64 // the sequence number after which a stream starts; -1: from the first
 	fold   *responseFold
 
-	started bool  // a stream's answer has begun: its status and headers are sent
-	last    int64 // the sequence number of the last event written
+	last int64 // the sequence number of the last event written
 }
 
 // run follows the turn to its end, or until the client leaves or a write
@@ -33,17 +30,6 @@ func (c *responseCall) run(follow func(ctx context.Context, send func(agent.Even
 
 // ended: the response has its final status.
 func (c *responseCall) ended() bool { return c.fold.ended }
-
-// keepAlive writes a keep-alive comment, once the stream has begun.
-func (c *responseCall) keepAlive() error {
-	if !c.started {
-		return nil
-	}
-	if _, err := c.w.Write([]byte(": keep-alive\n\n")); err != nil {
-		return err
-	}
-	return http.NewResponseController(c.w).Flush()
-}
 
 // endless is what the follower's end without a final status is.
 func (c *responseCall) endless() error {
@@ -58,7 +44,8 @@ func (c *responseCall) take(e agent.Event, flush bool) error {
 		return nil
 	}
 	if !c.started {
-		out = append(c.begin(), out...)
+		c.begin(c.fold.resp.ID)
+		out = append(c.fold.start(), out...)
 	}
 	for _, ev := range out {
 		if ev.SequenceNumber <= c.after {
@@ -69,22 +56,9 @@ func (c *responseCall) take(e agent.Event, flush bool) error {
 		}
 	}
 	if flush || c.fold.ended {
-		return http.NewResponseController(c.w).Flush()
+		return c.flush()
 	}
 	return nil
-}
-
-// begin starts a stream: its headers, and the events that open it.
-func (c *responseCall) begin() []responseEvent {
-	h := c.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on as it comes
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set(gateway.HeaderStreamID, c.fold.resp.ID)
-	c.w.WriteHeader(http.StatusOK)
-	c.started = true
-	return c.fold.start()
 }
 
 // event writes one event of the stream: its type, and its JSON (which has
@@ -102,21 +76,18 @@ func (c *responseCall) event(ev responseEvent) error {
 // finish answers once the turn has ended (err nil), or the follower or a
 // write failed.
 func (c *responseCall) finish(err error) {
-	ctx := c.r.Context()
-	switch {
-	case ctx.Err() != nil:
-		return // the client has gone; the turn goes on
-	case err != nil && !c.started:
-		c.o.fail(c.w, c.r, err)
-	case err != nil:
-		// An error event ends the stream; it is no event of the log, and
-		// a client resumes after the last event it read before it.
-		e := toOpenAIError(c.o.problem(ctx, err), err)
-		if c.event(responseEvent{Type: "error", SequenceNumber: c.last + 1, Code: e.Code, Message: e.Message, Param: e.Param}) == nil {
-			_ = http.NewResponseController(c.w).Flush()
-		}
-	case !c.stream:
-		c.w.Header().Set(gateway.HeaderStreamID, c.fold.resp.ID)
-		gateway.WriteJSON(c.w, http.StatusOK, c.fold.resp)
+	if c.failed(err, c.streamError) || c.stream {
+		return
+	}
+	c.w.Header().Set(gateway.HeaderStreamID, c.fold.resp.ID)
+	gateway.WriteJSON(c.w, http.StatusOK, c.fold.resp)
+}
+
+// streamError ends a stream with an error event; it is no event of the
+// log, and a client resumes after the last event it read before it.
+func (c *responseCall) streamError(p gateway.Problem, err error) {
+	e := toOpenAIError(p, err)
+	if c.event(responseEvent{Type: "error", SequenceNumber: c.last + 1, Code: e.Code, Message: e.Message, Param: e.Param}) == nil {
+		_ = c.flush()
 	}
 }

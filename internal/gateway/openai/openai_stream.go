@@ -16,20 +16,74 @@ import (
 // has ended, or chat.completion.chunk events as Server-Sent Events while
 // it runs.
 type chatCall struct {
-	o       openAI
-	w       http.ResponseWriter
-	r       *http.Request
+	answer
 	req     chatRequest
 	turn    gateway.Turn
 	created int64
 
-	reply   chatReply
+	reply chatReply
+}
+
+// answer is what a chat completion's and a response's answers share: the
+// request and its writer, whether a stream has begun, and how a stream
+// begins, keeps alive and fails.
+type answer struct {
+	o       openAI
+	w       http.ResponseWriter
+	r       *http.Request
 	started bool // a stream's answer has begun: its status and headers are sent
 }
 
-// followBuffer is how many events may wait between the follower and the
-// writer; a slow client holds up its own follower only.
-const followBuffer = 64
+// begin writes a stream's head, which names the turn's stream.
+func (a *answer) begin(streamID string) {
+	h := a.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on as it comes
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set(gateway.HeaderStreamID, streamID)
+	a.w.WriteHeader(http.StatusOK)
+	a.started = true
+}
+
+// keepAlive writes a keep-alive comment, once the stream has begun.
+func (a *answer) keepAlive() error {
+	if !a.started {
+		return nil
+	}
+	if err := a.comment("keep-alive"); err != nil {
+		return err
+	}
+	return a.flush()
+}
+
+// comment writes an SSE comment, which clients skip: a note of what the
+// turn does (its tool calls, approvals, retries) or a keep-alive.
+func (a *answer) comment(text string) error {
+	text = strings.Join(strings.Fields(text), " ") // one line
+	_, err := a.w.Write([]byte(": " + text + "\n\n"))
+	return err
+}
+
+func (a *answer) flush() error { return http.NewResponseController(a.w).Flush() }
+
+// failed answers err, the failure of the follower or of a write, and
+// reports whether the answer is over: with nothing more when the client
+// has gone (the turn goes on), with OpenAI's error object before a stream
+// began, and after, with what streamError makes its last event.
+func (a *answer) failed(err error, streamError func(gateway.Problem, error)) bool {
+	ctx := a.r.Context()
+	switch {
+	case ctx.Err() != nil:
+	case err == nil:
+		return false
+	case !a.started:
+		a.o.fail(a.w, a.r, err)
+	default:
+		streamError(a.o.problem(ctx, err), err)
+	}
+	return true
+}
 
 // run follows the turn to its end, or until the client leaves or a write
 // fails, and answers.
@@ -39,14 +93,6 @@ func (c *chatCall) run() {
 
 // ended: the reply has its final status.
 func (c *chatCall) ended() bool { return c.reply.done }
-
-// keepAlive writes a keep-alive comment, once the stream has begun.
-func (c *chatCall) keepAlive() error {
-	if !c.started {
-		return nil
-	}
-	return c.comment("keep-alive")
-}
 
 // endless is what the follower's end without a final status is.
 func (c *chatCall) endless() error {
@@ -73,22 +119,14 @@ type sink interface {
 // events wait in a buffer between them.
 func pump(ctx context.Context, follow func(ctx context.Context, send func(agent.Event) error) error, s sink, stream bool) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	events := make(chan agent.Event, followBuffer)
-	followed := make(chan error, 1)
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		followed <- follow(ctx, func(e agent.Event) error {
-			select {
-			case events <- e:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
+	events, followed := gateway.FollowInto(ctx, follow)
+	done := false
+	defer func() { // the follower ends with ctx, if it has not
+		cancel()
+		if !done {
+			<-followed
+		}
 	}()
-	defer func() { cancel(); <-ended }() // the follower ends with ctx, if it has not
 	var keepAlive <-chan time.Time
 	if stream {
 		t := time.NewTicker(chatKeepAlive)
@@ -102,6 +140,7 @@ func pump(ctx context.Context, follow func(ctx context.Context, send func(agent.
 				return err
 			}
 		case err := <-followed:
+			done = true
 			// What the follower sent before it returned is in the buffer.
 			for n := len(events); n > 0; n-- {
 				if werr := s.take(<-events, n == 1); werr != nil || s.ended() {
@@ -130,7 +169,9 @@ func (c *chatCall) take(e agent.Event, flush bool) error {
 		return nil
 	}
 	if !c.started {
-		if err := c.begin(); err != nil {
+		c.begin(c.turn.StreamID)
+		empty := "" // the first chunk says who speaks
+		if err := c.chunk(chunkDelta{Role: "assistant", Content: &empty}, nil, nil); err != nil {
 			return err
 		}
 	}
@@ -149,7 +190,7 @@ func (c *chatCall) take(e agent.Event, flush bool) error {
 		}
 	}
 	if flush {
-		return http.NewResponseController(c.w).Flush()
+		return c.flush()
 	}
 	return nil
 }
@@ -157,14 +198,10 @@ func (c *chatCall) take(e agent.Event, flush bool) error {
 // finish answers once the turn has ended (err nil), or the follower or a
 // write failed.
 func (c *chatCall) finish(err error) {
-	ctx := c.r.Context()
+	if c.failed(err, c.streamError) {
+		return
+	}
 	switch {
-	case ctx.Err() != nil:
-		return // the client has gone; the turn goes on
-	case err != nil && !c.started:
-		c.o.fail(c.w, c.r, err)
-	case err != nil:
-		c.streamError(c.o.problem(ctx, err), err)
 	case c.reply.failure != nil && !c.started:
 		writeOpenAIError(c.w, turnProblem(c.reply.failure), nil)
 	case c.reply.failure != nil:
@@ -261,21 +298,6 @@ func (c *chatCall) complete() {
 	})
 }
 
-// begin starts a stream: its headers, and the first chunk, which says
-// who speaks.
-func (c *chatCall) begin() error {
-	h := c.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on as it comes
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set(gateway.HeaderStreamID, c.turn.StreamID)
-	c.w.WriteHeader(http.StatusOK)
-	c.started = true
-	empty := ""
-	return c.chunk(chunkDelta{Role: "assistant", Content: &empty}, nil, nil)
-}
-
 // end sends the chunk with the finish reason, the usage when asked for,
 // and [DONE].
 func (c *chatCall) end() {
@@ -290,7 +312,7 @@ func (c *chatCall) end() {
 		}
 	}
 	_, _ = c.w.Write([]byte("data: [DONE]\n\n"))
-	_ = http.NewResponseController(c.w).Flush()
+	_ = c.flush()
 }
 
 // chunk writes one chat.completion.chunk; the usage chunk has no choice.
@@ -310,7 +332,7 @@ func (c *chatCall) streamError(p gateway.Problem, err error) {
 	if c.data(struct {
 		Error openAIError `json:"error"`
 	}{toOpenAIError(p, err)}) == nil {
-		_ = http.NewResponseController(c.w).Flush()
+		_ = c.flush()
 	}
 }
 
@@ -322,13 +344,5 @@ func (c *chatCall) data(v any) error {
 		return err
 	}
 	_, err = c.w.Write(append(append([]byte("data: "), b...), "\n\n"...))
-	return err
-}
-
-// comment writes an SSE comment, which clients skip: a note of what the
-// turn does (its tool calls, approvals, retries) or a keep-alive.
-func (c *chatCall) comment(text string) error {
-	text = strings.Join(strings.Fields(text), " ") // one line
-	_, err := c.w.Write([]byte(": " + text + "\n\n"))
 	return err
 }
