@@ -45,9 +45,13 @@ type chatReply struct {
 }
 
 // chatDelta is what one event releases: text of the answer or of the
-// reasoning, or a note on what the turn does (for a stream's comments).
+// reasoning, or a note on what the turn does (for a stream's comments)
+// with the projection's item of the tool call it is about (Tool: its
+// start, its result, or its approval or question waiting or resolved),
+// which a response renders as items.
 type chatDelta struct {
 	Content, Reasoning, Note string
+	Tool                     *projection.Item
 }
 
 // add takes the next event of the turn's log.
@@ -73,12 +77,9 @@ func (c *chatReply) item(it projection.Item) []chatDelta {
 		}
 	case projection.Usage:
 		return c.answeredCall(it)
-	case projection.ToolStart:
-		c.pending = "" // the call asked for tools: its text is not the answer
-		return note(e)
-	case projection.ToolResult, projection.InputRequired, projection.InputResolved:
-		c.pending = ""
-		return note(e)
+	case projection.ToolStart, projection.ToolResult, projection.InputRequired, projection.InputResolved:
+		c.pending = "" // the call's step asked for tools: its text is not the answer
+		return note(it)
 	case projection.StepEnd:
 		if it.FinishReason == agent.FinishToolCalls {
 			c.pending = ""
@@ -161,11 +162,9 @@ func (c *chatReply) finishReason() string {
 	return agent.FinishStop
 }
 
-// note says what a tool event does, in one line.
-func note(e agent.Event) []chatDelta {
-	if e.Tool == nil {
-		return nil
-	}
+// note says what a tool call's item does, in one line.
+func note(it projection.Item) []chatDelta {
+	e := it.Event
 	what := ""
 	switch e.Kind {
 	case agent.EventToolStart:
@@ -184,5 +183,5 @@ func note(e agent.Event) []chatDelta {
 		}
 	}
 	line := fmt.Sprintf("tool %s (call %s) %s", e.Tool.Name, e.Tool.CallID, what)
-	return []chatDelta{{Note: strings.Join(strings.Fields(line), " ")}}
+	return []chatDelta{{Note: strings.Join(strings.Fields(line), " "), Tool: &it}}
 }

@@ -79,7 +79,13 @@ func TestChatReply(t *testing.T) {
 			var c chatReply
 			var got []chatDelta
 			for _, e := range tc.events {
-				got = append(got, c.add(e)...)
+				for _, d := range c.add(e) {
+					if d.Tool != nil {
+						require.Equal(t, d.Tool.Event.Index, e.Index, "a tool's note carries the item of its event")
+						d.Tool = nil
+					}
+					got = append(got, d)
+				}
 			}
 			require.True(t, c.done)
 			require.Equal(t, tc.want, got)

@@ -67,30 +67,61 @@ func (o openAI) registerResponses(mux *http.ServeMux) {
 
 func (rs responses) create(w http.ResponseWriter, r *http.Request) {
 	var req responseRequest
+	var goesOn *responseObject // the response whose turn the decisions go on with
 	rs.o.create(w, r, func(r *http.Request, ask turnAsk) (turnAsk, bool, error) {
 		var err error
 		req, err = rs.read(r, &ask)
+		if err == nil && len(req.Approvals) > 0 {
+			// Deciding approvals is Approve's work.
+			_, err = rs.o.authorize(r, pb.AgentService_Approve_FullMethodName)
+			ask.goOn = func(ctx context.Context) (gateway.Turn, error) {
+				resp, turn, err := rs.decide(ctx, req)
+				goesOn = &resp
+				return turn, err
+			}
+		}
 		return ask, !req.Background || req.chat.Stream, err
 	}, func(r *http.Request, turn gateway.Turn) {
-		resp := newResponseObject(turn.StreamID, req.chat.Model, time.Now().Unix())
+		resp := goesOn
+		if resp == nil {
+			resp = req.newResponse(turn.StreamID)
+		}
 		resp.Background = &req.Background
-		if req.Instructions != "" {
-			resp.Instructions = &req.Instructions
+		var f *responseFold
+		var err error
+		switch {
+		case !req.Background || req.chat.Stream:
+			call := &responseCall{answer: answer{o: rs.o, w: w, r: r}, stream: req.chat.Stream, after: -1, fold: newResponseFold(*resp)}
+			call.run(turn.Follow)
+			return
+		case goesOn != nil: // in the background: as it is now
+			f, _, err = rs.snapshot(r.Context(), *resp)
+		default: // in the background: queued
+			f = newResponseFold(*resp)
 		}
-		if req.PreviousResponseID != "" {
-			resp.PreviousResponseID = &req.PreviousResponseID
-		}
-		if req.chat.OutputSchema != nil {
-			resp.Text.Format = responseSchemaFormat(req.chat.OutputSchema)
-		}
-		if turn.Follow == nil { // in the background: answered at once
-			w.Header().Set(gateway.HeaderStreamID, turn.StreamID)
-			gateway.WriteJSON(w, http.StatusOK, resp)
+		if err != nil {
+			rs.o.fail(w, r, err)
 			return
 		}
-		call := &responseCall{answer: answer{o: rs.o, w: w, r: r}, stream: req.chat.Stream, after: -1, fold: newResponseFold(resp)}
-		call.run(turn.Follow)
+		w.Header().Set(gateway.HeaderStreamID, turn.StreamID)
+		gateway.WriteJSON(w, http.StatusOK, f.resp)
 	})
+}
+
+// newResponse is the response of the turn streamID that req starts,
+// before it has run.
+func (req responseRequest) newResponse(streamID string) *responseObject {
+	resp := newResponseObject(streamID, req.chat.Model, time.Now().Unix())
+	if req.Instructions != "" {
+		resp.Instructions = &req.Instructions
+	}
+	if req.PreviousResponseID != "" {
+		resp.PreviousResponseID = &req.PreviousResponseID
+	}
+	if req.chat.OutputSchema != nil {
+		resp.Text.Format = responseSchemaFormat(req.chat.OutputSchema)
+	}
+	return &resp
 }
 
 // read reads a create request's body into ask: the turn's model, prompt
@@ -106,6 +137,12 @@ func (rs responses) read(r *http.Request, ask *turnAsk) (responseRequest, error)
 		return req, err
 	}
 	ask.model, ask.schema, ask.schemaParam = req.chat.Model, req.chat.OutputSchema, "text.format"
+	if len(req.Approvals) > 0 {
+		if ask.session != "" {
+			return req, badParam("input", "", "mcp_approval_response items go on with the turn of previous_response_id, in a session or not: the header %s names none", headerSession)
+		}
+		return req, nil
+	}
 	if req.PreviousResponseID != "" {
 		if ask.session != "" {
 			return req, badParam("previous_response_id", "", "previous_response_id and the header %s both name a session: give one", headerSession)

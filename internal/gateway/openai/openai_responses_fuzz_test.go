@@ -9,8 +9,9 @@ import (
 )
 
 // FuzzResponseRequest: any body is a create response request whose last
-// message is the user's with text, and whose prompt is a turn's, or a
-// CodeInvalid error that says what is wrong; never a panic.
+// message is the user's with text, and whose prompt is a turn's, or
+// decisions on a response's approval requests (each once, and nothing
+// else), or a CodeInvalid error that says what is wrong; never a panic.
 func FuzzResponseRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"assistant","input":"hi"}`,
@@ -20,6 +21,9 @@ func FuzzResponseRequest(f *testing.F) {
 		`{"model":"a","input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}}}`,
 		`{"model":"a","input":"hi","previous_response_id":"turn/demo/j"}`,
 		`{"model":1}`, `[]`, `null`, ``, `{"input":[{"role":"user","content":[{"type":"input_image"}]}]}`,
+		`{"model":"a","previous_response_id":"turn/demo/j","input":[{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true,"reason":"ok"}]}`,
+		`{"model":"a","previous_response_id":"turn/demo/j","input":[{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":false},{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}]}`,
+		`{"model":"a","input":[{"type":"mcp_approval_response","approval_request_id":"","approve":null}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -31,6 +35,19 @@ func FuzzResponseRequest(f *testing.F) {
 			return
 		}
 		require.NoError(t, agent.ValidateID("model", req.chat.Model))
+		if len(req.Approvals) > 0 {
+			// Decisions on a response's approval requests: nothing else.
+			require.Empty(t, req.chat.Messages)
+			require.NotEmpty(t, req.PreviousResponseID)
+			seen := map[string]bool{}
+			for _, a := range req.Approvals {
+				require.NotEmpty(t, a.RequestID)
+				require.LessOrEqual(t, len(a.RequestID), agent.MaxKeyLength)
+				require.False(t, seen[a.RequestID], "decided once")
+				seen[a.RequestID] = true
+			}
+			return
+		}
 		require.Equal(t, roleUser, req.chat.Messages[len(req.chat.Messages)-1].Role)
 		for _, session := range []bool{false, true} {
 			prompt, err := req.prompt(session)

@@ -3,8 +3,10 @@ package openai
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
 
 // What a turn's log is as an OpenAI response (POST /v1/responses): the
@@ -147,15 +149,42 @@ func newResponseObject(id, model string, created int64) responseObject {
 
 // responseFold folds a turn's log into its response.
 type responseFold struct {
-	resp  responseObject
-	reply chatReply
-	msg   int            // the output index of the answer's message, -1 before it
-	tools map[string]int // the output index of each tool call's item, by call id
-	ended bool
+	resp      responseObject
+	reply     chatReply
+	msg       int                       // the output index of the answer's message, -1 before it
+	tools     map[string]int            // the output index of each tool call's item, by call id
+	approvals map[string]*approvalAsked // the approvals asked, by their items' ids
+	ended     bool
+}
+
+// approvalAsked is a call's approval request, as its item names it.
+type approvalAsked struct {
+	callID, approvalID string
+	decided            bool
 }
 
 func newResponseFold(resp responseObject) *responseFold {
-	return &responseFold{resp: resp, msg: -1, tools: map[string]int{}}
+	return &responseFold{resp: resp, msg: -1, tools: map[string]int{}, approvals: map[string]*approvalAsked{}}
+}
+
+// approvalItemID is the id of a call's mcp_approval_request item, which
+// an mcp_approval_response names: made of its approval id (apr_<hex> as
+// mcpr_<hex>), which binds the decision to the call of the step and run
+// that asked; of the call id for a turn from before approvals were bound.
+func approvalItemID(t *agent.ToolEvent) string {
+	if t.ApprovalID != "" {
+		return "mcpr_" + strings.TrimPrefix(t.ApprovalID, "apr_")
+	}
+	return "mcpr_" + t.CallID
+}
+
+// decided marks the approval asked of callID decided.
+func (f *responseFold) decided(callID string) {
+	for _, a := range f.approvals {
+		if a.callID == callID {
+			a.decided = true
+		}
+	}
 }
 
 // start is the two events that open a stream: the response as created,
@@ -179,16 +208,10 @@ func (f *responseFold) add(e agent.Event) []responseEvent {
 		f.resp.Status = respInProgress
 	}
 	var out []responseEvent
-	switch e.Kind {
-	case agent.EventToolStart:
-		out = f.toolStart(e.Tool)
-	case agent.EventToolEnd:
-		out = f.toolEnd(e.Tool)
-	case agent.EventApprovalRequired:
-		out = f.approvalRequest(e.Tool)
-	}
 	for _, d := range f.reply.add(e) {
 		switch {
+		case d.Tool != nil:
+			out = append(out, f.tool(*d.Tool)...)
 		case d.Reasoning != "":
 			out = append(out, f.reasoning(e.Index, d.Reasoning)...)
 		case d.Content != "":
@@ -233,10 +256,24 @@ func (f *responseFold) itemEvent(typ string, i int) responseEvent {
 	return responseEvent{Type: typ, OutputIndex: &i, Item: &it}
 }
 
-func (f *responseFold) toolStart(t *agent.ToolEvent) []responseEvent {
-	if t == nil {
-		return nil
+// tool renders a tool call's item of the projection: its start and its
+// result as an mcp_call item, its approval waiting as an
+// mcp_approval_request item, and the approval's decision.
+func (f *responseFold) tool(it projection.Item) []responseEvent {
+	switch {
+	case it.Kind == projection.ToolStart:
+		return f.toolStart(it.Tool)
+	case it.Kind == projection.ToolResult:
+		return f.toolEnd(it.Tool)
+	case it.Event.Kind == agent.EventApprovalRequired:
+		return f.approvalRequest(it.Tool)
+	case it.Event.Kind == agent.EventApprovalDecided:
+		f.decided(it.Tool.CallID)
 	}
+	return nil
+}
+
+func (f *responseFold) toolStart(t *agent.ToolEvent) []responseEvent {
 	if _, ok := f.tools[t.CallID]; ok {
 		return nil
 	}
@@ -257,21 +294,17 @@ func (f *responseFold) toolStart(t *agent.ToolEvent) []responseEvent {
 // the API (approve, by its stream id and approval id), and runs, as an
 // mcp_call item, once approved.
 func (f *responseFold) approvalRequest(t *agent.ToolEvent) []responseEvent {
-	if t == nil {
-		return nil
-	}
 	args := string(t.Args)
 	if args == "" {
 		args = "{}"
 	}
-	i := f.item(responseItem{Type: "mcp_approval_request", ID: "mcpr_" + t.CallID, Name: t.Name, Arguments: &args, ServerLabel: f.resp.Model})
+	id := approvalItemID(t)
+	i := f.item(responseItem{Type: "mcp_approval_request", ID: id, Name: t.Name, Arguments: &args, ServerLabel: f.resp.Model})
+	f.approvals[id] = &approvalAsked{callID: t.CallID, approvalID: t.ApprovalID}
 	return []responseEvent{f.itemEvent("response.output_item.added", i), f.itemEvent("response.output_item.done", i)}
 }
 
 func (f *responseFold) toolEnd(t *agent.ToolEvent) []responseEvent {
-	if t == nil {
-		return nil
-	}
 	i, ok := f.tools[t.CallID]
 	if !ok {
 		return nil

@@ -140,3 +140,61 @@ func TestResponseFoldEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestResponseFoldApproval: a call that waits for approval is an
+// mcp_approval_request item whose id is bound to the call's approval;
+// the fold knows it asked, and once the log shows the decision, that it
+// was decided; the approved call then runs as an mcp_call item.
+func TestResponseFoldApproval(t *testing.T) {
+	tool := &agent.ToolEvent{CallID: "c1", Name: "careful_calculator", Args: json.RawMessage(`{"expression":"2+2"}`)}
+	asked := *tool
+	asked.ApprovalID = "apr_0123456789abcdef01234567"
+	ended := *tool
+	ended.Status, ended.Output = "ok", "4"
+	log := []agent.Event{
+		{Kind: agent.EventStatus, Status: agent.StreamRunning},
+		{Kind: agent.EventApprovalRequired, Tool: &asked},
+		{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval},
+	}
+	decided := []agent.Event{
+		{Kind: agent.EventApprovalDecided, Tool: tool, Approval: &agent.ApprovalEvent{Outcome: "approved", Approver: "uma", Via: "update"}},
+		{Kind: agent.EventToolStart, Tool: tool},
+		{Kind: agent.EventToolEnd, Tool: &ended},
+		{Kind: agent.EventToken, Text: "The result is 4."},
+		{Kind: agent.EventUsage, Usage: &agent.Usage{TotalTokens: 3}},
+		{Kind: agent.EventStatus, Status: agent.StreamCompleted},
+	}
+	all := append(log, decided...)
+	for i := range all {
+		all[i].Index = int64(i + 1)
+	}
+
+	f, events := streamOf(all[:len(log)], -1)
+	require.Equal(t, respInProgress, f.resp.Status)
+	require.Len(t, f.resp.Output, 1)
+	item := f.resp.Output[0]
+	require.Equal(t, "mcp_approval_request", item.Type)
+	require.Equal(t, "mcpr_0123456789abcdef01234567", item.ID)
+	require.Equal(t, "careful_calculator", item.Name)
+	require.JSONEq(t, `{"expression":"2+2"}`, *item.Arguments)
+	require.Equal(t, "assistant", item.ServerLabel, "the agent serves its tools")
+	require.Equal(t, &approvalAsked{callID: "c1", approvalID: asked.ApprovalID}, f.approvals[item.ID])
+	require.Equal(t, []string{"response.created", "response.in_progress", "response.output_item.added", "response.output_item.done"}, eventTypes(events))
+
+	f, _ = streamOf(all, -1)
+	require.True(t, f.approvals[item.ID].decided)
+	require.Equal(t, respCompleted, f.resp.Status)
+	require.Equal(t, []string{"mcp_approval_request", "mcp_call", "message"}, []string{f.resp.Output[0].Type, f.resp.Output[1].Type, f.resp.Output[2].Type})
+	require.Equal(t, "4", *f.resp.Output[1].Output)
+
+	// A call of a turn from before approvals were bound: its call id.
+	require.Equal(t, "mcpr_c1", approvalItemID(tool))
+}
+
+func eventTypes(events []responseEvent) []string {
+	out := make([]string, 0, len(events))
+	for _, ev := range events {
+		out = append(out, ev.Type)
+	}
+	return out
+}

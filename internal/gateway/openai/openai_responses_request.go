@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -33,6 +34,20 @@ type responseRequest struct {
 	PreviousResponseID string
 	// StoreFalse: store was false, which a turn cannot honour.
 	StoreFalse bool
+	// Approvals are the input's mcp_approval_response items: decisions
+	// on the approval requests of the response previous_response_id
+	// names, whose turn then goes on. Such an input has no messages.
+	Approvals []approvalResponse
+}
+
+// approvalResponse is an mcp_approval_response input item: the decision
+// on the approval request whose item id it names.
+type approvalResponse struct {
+	// At is where the item is in the request (input[i]), for errors.
+	At        string
+	RequestID string
+	Approve   bool
+	Reason    string
 }
 
 type responseParam func(req *responseRequest, name string, raw json.RawMessage) error
@@ -97,7 +112,30 @@ func decodeResponseRequest(data []byte) (responseRequest, error) {
 	if err != nil {
 		return req, err
 	}
+	if len(req.Approvals) > 0 {
+		return req, req.checkDecisions()
+	}
 	return req, req.chat.checkInput("input", "the user's message, as a string or message items")
+}
+
+// checkDecisions: an input of mcp_approval_response items goes on with
+// the turn of the response whose approval requests they answer
+// (previous_response_id); it has no message, and nothing a new turn
+// would take.
+func (req responseRequest) checkDecisions() error {
+	switch {
+	case req.chat.Model == "":
+		return badParam("model", "", "model is required: the id of an agent (GET /v1/models lists them)")
+	case len(req.chat.Messages) > 0:
+		return badParam("input", "", "input has messages and mcp_approval_response items: the decisions go on with the turn that asked them, which takes no new message; send the message once it has answered")
+	case req.PreviousResponseID == "":
+		return badParam("previous_response_id", "", "previous_response_id is required with mcp_approval_response items: the response whose mcp_approval_request items they answer")
+	case req.Instructions != "":
+		return badParam("instructions", codeUnsupportedParameter, "instructions are not taken with mcp_approval_response items: the turn that goes on has its own")
+	case req.chat.OutputSchema != nil:
+		return badParam("text.format", codeUnsupportedParameter, "text.format json_schema is not taken with mcp_approval_response items: the turn that goes on has its own")
+	}
+	return nil
 }
 
 // prompt is the turn's prompt: the instructions and the input, as a chat
@@ -137,34 +175,75 @@ func readResponseInput(req *responseRequest, name string, raw json.RawMessage) e
 		return err
 	}
 	for i, it := range items {
-		msg, err := readInputItem(fmt.Sprintf("%s[%d]", name, i), it)
-		if err != nil {
+		at := fmt.Sprintf("%s[%d]", name, i)
+		var fields map[string]json.RawMessage
+		if err := readJSON(at, it, "an input item object", &fields); err != nil {
 			return err
 		}
-		req.chat.Messages = append(req.chat.Messages, msg)
+		var typ string
+		if t, ok := fields["type"]; ok && gateway.JSONKind(t) != 'n' {
+			if err := readJSON(at+".type", t, "a string", &typ); err != nil {
+				return err
+			}
+		}
+		switch typ {
+		case "", "message":
+			msg, err := readInputItem(at, fields)
+			if err != nil {
+				return err
+			}
+			req.chat.Messages = append(req.chat.Messages, msg)
+		case "mcp_approval_response":
+			a, err := readApprovalResponse(at, it)
+			if err != nil {
+				return err
+			}
+			if slices.ContainsFunc(req.Approvals, func(b approvalResponse) bool { return b.RequestID == a.RequestID }) {
+				return badParam(at+".approval_request_id", "", "%s decides approval request %q again: decide each once", at, agent.Clip(a.RequestID, 64))
+			}
+			req.Approvals = append(req.Approvals, a)
+		case "function_call_output", "function_call", "custom_tool_call_output":
+			return badParam(at+".type", codeUnsupportedValue, "%s is a %s item: %s", at, typ, noClientTools)
+		default:
+			return badParam(at+".type", codeUnsupportedValue, "%s is a %s item: a response takes message and mcp_approval_response items", at, agent.Clip(typ, 64))
+		}
 	}
 	return nil
 }
 
-// readInputItem reads one input item, which must be a message.
-func readInputItem(at string, raw json.RawMessage) (chatMessage, error) {
-	var fields map[string]json.RawMessage
-	if err := readJSON(at, raw, "an input item object", &fields); err != nil {
-		return chatMessage{}, err
+// readApprovalResponse reads an mcp_approval_response item (at):
+// approval_request_id, the id of the mcp_approval_request item it
+// answers, approve, and reason, which the turn stores with the decision.
+func readApprovalResponse(at string, raw json.RawMessage) (approvalResponse, error) {
+	var item struct {
+		Type              string  `json:"type"`
+		ID                *string `json:"id"`
+		ApprovalRequestID *string `json:"approval_request_id"`
+		Approve           *bool   `json:"approve"`
+		Reason            *string `json:"reason"`
 	}
-	var typ string
-	if t, ok := fields["type"]; ok && gateway.JSONKind(t) != 'n' {
-		if err := readJSON(at+".type", t, "a string", &typ); err != nil {
-			return chatMessage{}, err
-		}
+	const want = `{"type": "mcp_approval_response", "approval_request_id": "mcpr_…", "approve": true or false, "reason"?: "…"}`
+	if err := readJSON(at, raw, want, &item); err != nil {
+		return approvalResponse{}, err
 	}
-	switch typ {
-	case "", "message":
-	case "function_call_output", "function_call", "custom_tool_call_output", "mcp_approval_response":
-		return chatMessage{}, badParam(at+".type", codeUnsupportedValue, "%s is a %s item: %s", at, typ, noClientTools)
-	default:
-		return chatMessage{}, badParam(at+".type", codeUnsupportedValue, "%s is a %s item: a response takes message items only", at, agent.Clip(typ, 64))
+	a := approvalResponse{At: at}
+	switch {
+	case item.ApprovalRequestID == nil || *item.ApprovalRequestID == "":
+		return a, badParam(at+".approval_request_id", "", "%s.approval_request_id is required: the id of the mcp_approval_request item it answers", at)
+	case len(*item.ApprovalRequestID) > agent.MaxKeyLength:
+		return a, badParam(at+".approval_request_id", "", "%s.approval_request_id is longer than %d bytes: no approval request has it", at, agent.MaxKeyLength)
+	case item.Approve == nil:
+		return a, badParam(at+".approve", "", "%s.approve is required: true runs the call, false rejects it", at)
 	}
+	a.RequestID, a.Approve = *item.ApprovalRequestID, *item.Approve
+	if item.Reason != nil {
+		a.Reason = *item.Reason
+	}
+	return a, nil
+}
+
+// readInputItem reads a message item (at) from its fields.
+func readInputItem(at string, fields map[string]json.RawMessage) (chatMessage, error) {
 	msg, err := readMessageFields(at, fields, inputParts, "input_text", func(_ chatMessage, k, field string, v json.RawMessage) error {
 		switch k {
 		case "type":

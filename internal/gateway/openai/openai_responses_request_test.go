@@ -2,6 +2,7 @@ package openai
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -61,7 +62,7 @@ func TestDecodeResponseRequestRefuses(t *testing.T) {
 		{"a stored prompt", `{"model":"a","input":"hi","prompt":{"id":"p"}}`, "prompt", codeUnsupportedParameter, "catalog"},
 		{"include", `{"model":"a","input":"hi","include":["reasoning.encrypted_content"]}`, "include", codeUnsupportedParameter, "nothing more"},
 		{"a function call output", `{"model":"a","input":[{"type":"function_call_output","call_id":"c","output":"4"}]}`, "input[0].type", codeUnsupportedValue, "function_call_output item"},
-		{"an item reference", `{"model":"a","input":[{"type":"item_reference","id":"x"}]}`, "input[0].type", codeUnsupportedValue, "message items only"},
+		{"an item reference", `{"model":"a","input":[{"type":"item_reference","id":"x"}]}`, "input[0].type", codeUnsupportedValue, "takes message and mcp_approval_response items"},
 		{"an image", `{"model":"a","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, "input[0].content[0].type", codeUnsupportedValue, "text parts only"},
 		{"a part without text", `{"model":"a","input":[{"role":"user","content":[{"type":"input_text"}]}]}`, "input[0].content[0]", "", "has no text"},
 		{"a part with more", `{"model":"a","input":[{"role":"user","content":[{"type":"input_text","text":"x","foo":1}]}]}`, "input[0].content[0].foo", codeUnknownParameter, `unknown field "foo"`},
@@ -107,4 +108,57 @@ func TestResponsePromptInASession(t *testing.T) {
 	var pe *chatParamError
 	require.True(t, errors.As(err, &pe), "%v", err)
 	require.Equal(t, "instructions", pe.param)
+}
+
+// TestDecodeApprovalResponses: mcp_approval_response items are decisions
+// on the approval requests of the response previous_response_id names,
+// and an input of them has nothing a new turn would take; a malformed
+// one is refused, naming what is wrong.
+func TestDecodeApprovalResponses(t *testing.T) {
+	const prev = `"model":"careful","previous_response_id":"turn/demo/j1"`
+	req, err := decodeResponseRequest([]byte(`{` + prev + `,"stream":true,"input":[` +
+		`{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true},` +
+		`{"type":"mcp_approval_response","id":"mcpa_x","approval_request_id":"mcpr_2","approve":false,"reason":"not today"}]}`))
+	require.NoError(t, err)
+	require.Equal(t, []approvalResponse{{At: "input[0]", RequestID: "mcpr_1", Approve: true}, {At: "input[1]", RequestID: "mcpr_2", Reason: "not today"}}, req.Approvals)
+	require.Empty(t, req.chat.Messages)
+	require.True(t, req.chat.Stream)
+
+	item := func(fields string) string {
+		return `{` + prev + `,"input":[{"type":"mcp_approval_response"` + fields + `}]}`
+	}
+	for _, tc := range []struct {
+		name, body, param, code, msg string
+	}{
+		{"no request id", item(`,"approve":true`), "input[0].approval_request_id", "", "approval_request_id is required"},
+		{"an empty request id", item(`,"approval_request_id":"","approve":true`), "input[0].approval_request_id", "", "approval_request_id is required"},
+		{"a request id too long", item(`,"approval_request_id":"`+strings.Repeat("x", agent.MaxKeyLength+1)+`","approve":true`), "input[0].approval_request_id", "", "longer than"},
+		{"no approve", item(`,"approval_request_id":"mcpr_1"`), "input[0].approve", "", "approve is required"},
+		{"approve not a boolean", item(`,"approval_request_id":"mcpr_1","approve":"yes"`), "input[0]", "", "want {\"type\": \"mcp_approval_response\""},
+		{"an unknown field", item(`,"approval_request_id":"mcpr_1","approve":true,"scope":"session"`), "input[0]", "", "want {\"type\": \"mcp_approval_response\""},
+		{"a reason not a string", item(`,"approval_request_id":"mcpr_1","approve":true,"reason":5`), "input[0]", "", "want"},
+		{"one request decided twice", `{` + prev + `,"input":[{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true},{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":false}]}`,
+			"input[1].approval_request_id", "", "decide each once"},
+		{"no previous response", `{"model":"a","input":[{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}]}`,
+			"previous_response_id", "", "previous_response_id is required with mcp_approval_response items"},
+		{"with a message", `{` + prev + `,"input":[{"role":"user","content":"hi"},{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}]}`,
+			"input", "", "takes no new message"},
+		{"with instructions", `{` + prev + `,"instructions":"Be brief.","input":[{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}]}`,
+			"instructions", codeUnsupportedParameter, "not taken with mcp_approval_response"},
+		{"with a schema", `{` + prev + `,"text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}},"input":[{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}]}`,
+			"text.format", codeUnsupportedParameter, "not taken with mcp_approval_response"},
+		{"no model", `{"previous_response_id":"turn/demo/j1","input":[{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}]}`,
+			"model", "", "model is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeResponseRequest([]byte(tc.body))
+			require.Error(t, err)
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+			require.Contains(t, err.Error(), tc.msg)
+			var pe *chatParamError
+			require.True(t, errors.As(err, &pe), "%v", err)
+			require.Equal(t, tc.param, pe.param)
+			require.Equal(t, tc.code, pe.code)
+		})
+	}
 }

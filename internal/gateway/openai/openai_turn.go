@@ -27,6 +27,9 @@ type turnAsk struct {
 	// session is the session the message goes to ("": a new turn), jobID
 	// the turn's job id (the Idempotency-Key header).
 	session, jobID string
+	// goOn, when set, starts no turn: it acts on a turn that runs (decides
+	// what it waits for) and returns it, to be followed.
+	goOn func(ctx context.Context) (gateway.Turn, error)
 }
 
 // createHeaders reads and checks a create request's headers: the session
@@ -97,9 +100,13 @@ func (o openAI) create(w http.ResponseWriter, r *http.Request,
 
 // turn starts the turn ask names: a message to its session, or a new
 // turn, prepared as Stream prepares one, which following starts (or
-// attaches to its job's run); started at once unless follows.
+// attaches to its job's run); started at once unless follows. A request
+// that goes on with a turn (ask.goOn) starts none.
 func (o openAI) turn(ctx context.Context, ask turnAsk, follows bool) (gateway.Turn, error) {
-	if ask.session != "" {
+	switch {
+	case ask.goOn != nil:
+		return ask.goOn(ctx)
+	case ask.session != "":
 		return o.s.SendToSession(ctx, ask.session, ask.model, ask.prompt, ask.jobID)
 	}
 	req, err := o.s.Prepare(ctx, &pb.TurnRequest{AgentId: ask.model, Prompt: ask.prompt, JobId: ask.jobID, OutputSchemaJson: string(ask.schema)})
