@@ -46,9 +46,9 @@ rules:
 
 func newResponsesEnv(t *testing.T) *openAIEnv {
 	t.Helper()
-	e := &openAIEnv{t: t, token: "secret-" + testserver.RandomID(), rivTk: "secret-" + testserver.RandomID()}
+	e := &openAIEnv{t: t, token: "secret-" + testserver.RandomID(), rivTk: "secret-" + testserver.RandomID(), userTk: "secret-" + testserver.RandomID()}
 	e.Server = testserver.Start(t, testserver.Options{Script: responsesScript, Catalogs: httpCatalogs, HTTPAPI: true,
-		Tokens: map[string]string{e.token: "demo:user+approver:uma", e.rivTk: "rival:user:riv"}})
+		Tokens: map[string]string{e.token: "demo:user+approver:uma", e.rivTk: "rival:user+approver:riv", e.userTk: "demo:user:ulla"}})
 	e.api = "http://" + e.HTTPAPIAddr()
 	e.demo = openai.NewClient(option.WithBaseURL(e.api+"/v1"), option.WithAPIKey(e.token), option.WithMaxRetries(0))
 	e.rival = openai.NewClient(option.WithBaseURL(e.api+"/v1"), option.WithAPIKey(e.rivTk), option.WithMaxRetries(0))

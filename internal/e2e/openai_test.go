@@ -56,6 +56,9 @@ type openAIEnv struct {
 	api          string
 	demo, rival  openai.Client
 	token, rivTk string
+	// userTk is a token of demo's without the approver role (responses'
+	// environment only).
+	userTk string
 }
 
 func newOpenAIEnv(t *testing.T) *openAIEnv {

@@ -40,12 +40,11 @@ func (rs responses) decide(ctx context.Context, req responseRequest) (responseOb
 	if err == nil {
 		f, _, err = rs.snapshot(ctx, resp)
 	}
+	if err == nil && resp.Model != "" && req.chat.Model != resp.Model {
+		err = badParam("model", "", "model %q is not the agent of response %q, %s", req.chat.Model, id, resp.Model)
+	}
 	if err != nil {
 		return resp, gateway.Turn{}, err
-	}
-	if f.ended {
-		return resp, gateway.Turn{}, &chatParamError{param: "previous_response_id",
-			err: agent.Errorf(agent.CodeConflict, "response %q has ended %s: its approval requests decide nothing", id, f.resp.Status)}
 	}
 	decisions := make([]agent.ApprovalDecision, 0, len(req.Approvals))
 	for _, a := range req.Approvals {
@@ -57,6 +56,9 @@ func (rs responses) decide(ctx context.Context, req responseRequest) (responseOb
 		case asked.decided:
 			return resp, gateway.Turn{}, &chatParamError{param: a.At + ".approval_request_id",
 				err: agent.Errorf(agent.CodeConflict, "approval request %q of response %q was already decided", a.RequestID, id)}
+		case f.ended:
+			return resp, gateway.Turn{}, &chatParamError{param: "previous_response_id",
+				err: agent.Errorf(agent.CodeConflict, "response %q has ended %s: its approval requests decide nothing", id, f.resp.Status)}
 		}
 		d := agent.NewApprovalDecision(asked.callID, a.Approve, a.Reason, "")
 		d.ApprovalID = asked.approvalID

@@ -132,7 +132,7 @@ func TestDecodeApprovalResponses(t *testing.T) {
 	}{
 		{"no request id", item(`,"approve":true`), "input[0].approval_request_id", "", "approval_request_id is required"},
 		{"an empty request id", item(`,"approval_request_id":"","approve":true`), "input[0].approval_request_id", "", "approval_request_id is required"},
-		{"a request id too long", item(`,"approval_request_id":"`+strings.Repeat("x", agent.MaxKeyLength+1)+`","approve":true`), "input[0].approval_request_id", "", "longer than"},
+		{"a request id too long", item(`,"approval_request_id":"` + strings.Repeat("x", agent.MaxKeyLength+1) + `","approve":true`), "input[0].approval_request_id", "", "longer than"},
 		{"no approve", item(`,"approval_request_id":"mcpr_1"`), "input[0].approve", "", "approve is required"},
 		{"approve not a boolean", item(`,"approval_request_id":"mcpr_1","approve":"yes"`), "input[0]", "", "want {\"type\": \"mcp_approval_response\""},
 		{"an unknown field", item(`,"approval_request_id":"mcpr_1","approve":true,"scope":"session"`), "input[0]", "", "want {\"type\": \"mcp_approval_response\""},
