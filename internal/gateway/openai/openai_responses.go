@@ -25,7 +25,8 @@ import (
 // or at once with background: true; GET /v1/responses/{id} is the
 // response as its turn's log has it now, and with stream=true its stream,
 // from the start or after starting_after; POST /v1/responses/{id}/cancel
-// cancels the turn.
+// cancels the turn. POST /v1/responses with mcp_approval_response items
+// decides a response's approval requests (openai_responses_approve.go).
 //
 // A response's id is its turn's stream id (turn/<tenant>/<job_id>), the
 // id every other door names the turn by, so that a response can be

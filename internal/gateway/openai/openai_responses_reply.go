@@ -11,7 +11,8 @@ import (
 
 // What a turn's log is as an OpenAI response (POST /v1/responses): the
 // response object and the stream of its events, folded from the log's
-// events in order by responseFold.
+// events in order by responseFold, through the turn's projection
+// (internal/gateway/projection), which the chat reply reads and hands on.
 //
 // The answer and the reasoning are chat completions' (chatReply): the
 // text of the turn's last model call, released once nothing can take it
@@ -19,8 +20,10 @@ import (
 // tool calls, which run on the server, are mcp_call output items (the
 // Responses item of a call a server made and answered, which no client
 // runs), with the tool's arguments, its output preview, and failed when
-// the call did not end ok; a call that waits for approval is first an
-// mcp_approval_request item.
+// the call did not end ok (from the projection's ToolStart and
+// ToolResult); a call that waits for approval is first an
+// mcp_approval_request item (InputRequired), which an
+// mcp_approval_response decides.
 //
 // Sequence numbers are the log's: the events an event of the log gives
 // are numbered from its index times seqStride, and the two that open a
@@ -290,9 +293,9 @@ func (f *responseFold) toolStart(t *agent.ToolEvent) []responseEvent {
 }
 
 // approvalRequest is a tool call that waits for a person's approval, as
-// an mcp_approval_request item: the call is decided through the rest of
-// the API (approve, by its stream id and approval id), and runs, as an
-// mcp_call item, once approved.
+// an mcp_approval_request item, which an mcp_approval_response decides
+// (openai_responses_approve.go), as does any door's approval; the call
+// runs, as an mcp_call item, once approved.
 func (f *responseFold) approvalRequest(t *agent.ToolEvent) []responseEvent {
 	args := string(t.Args)
 	if args == "" {

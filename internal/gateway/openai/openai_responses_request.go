@@ -17,12 +17,14 @@ import (
 // an assistant's output_text and refusal parts too), instructions,
 // stream, background, text.format (text, or a JSON schema that becomes
 // the turn's output schema), previous_response_id (the session of the
-// response it names), store (true: a turn is always kept), metadata.
-// Accepted and ignored: what tunes how a model samples or is billed.
-// Refused, naming the parameter: the client's own tools, conversations
-// of OpenAI's, stored prompts, items other than messages (function call
-// outputs, item references, reasoning), images, files and audio, and any
-// unknown parameter.
+// response it names), store (true: a turn is always kept), metadata;
+// or, instead of messages, mcp_approval_response items, decisions on the
+// approval requests of the response previous_response_id names
+// (openai_responses_approve.go). Accepted and ignored: what tunes how a
+// model samples or is billed. Refused, naming the parameter: the
+// client's own tools, conversations of OpenAI's, stored prompts, other
+// items (function call outputs, item references, reasoning), images,
+// files and audio, and any unknown parameter.
 
 // responseRequest is a create response request as a turn needs it: the
 // chat completion it amounts to (model, messages, stream, output
