@@ -27,7 +27,8 @@ func approvalInput(requestID string, approve bool) responses.ResponseNewParamsIn
 // completed, its output text the stored result. A token without the
 // approver role, an approval request the response never asked, another
 // tenant's response, a malformed item and an approval already decided
-// are refused in OpenAI's error shape, and decide nothing.
+// are refused in OpenAI's error shape, and decide nothing. A rejection
+// asked with stream: true streams the same response from its start.
 func TestOpenAIResponsesApproval(t *testing.T) {
 	e := newResponsesEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -36,15 +37,7 @@ func TestOpenAIResponsesApproval(t *testing.T) {
 
 	r, err := e.demo.Responses.New(ctx, responses.ResponseNewParams{Model: "careful", Input: textInput("Carefully, what is 2 + 2?"), Background: openai.Bool(true)})
 	require.NoError(t, err)
-	var asked responses.ResponseOutputItemMcpApprovalRequest
-	require.Eventually(t, func() bool {
-		got, err := e.demo.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
-		if err != nil || len(got.Output) != 1 || got.Output[0].Type != "mcp_approval_request" {
-			return false
-		}
-		asked = got.Output[0].AsMcpApprovalRequest()
-		return true
-	}, time.Minute, 50*time.Millisecond, "the call waits for approval")
+	asked := waitApprovalRequest(ctx, t, e, r.ID)
 	require.True(t, strings.HasPrefix(asked.ID, "mcpr_"), asked.ID)
 	require.Equal(t, "careful_calculator", asked.Name)
 	require.JSONEq(t, `{"expression": "2 + 2"}`, asked.Arguments)
@@ -91,4 +84,38 @@ func TestOpenAIResponsesApproval(t *testing.T) {
 	_, err = decide(e.demo, r.ID, approvalInput(asked.ID, false))
 	apiErr := requireAPIError(t, err, http.StatusConflict, "Conflict")
 	require.Contains(t, apiErr.Message, "already decided")
+
+	// Rejected, streamed: the same response's stream from its start, to
+	// the answer the model gives the rejection.
+	r, err = e.demo.Responses.New(ctx, responses.ResponseNewParams{Model: "careful", Input: textInput("Carefully, what is 3 + 3?"), Background: openai.Bool(true)})
+	require.NoError(t, err)
+	asked = waitApprovalRequest(ctx, t, e, r.ID)
+	events := readEvents(t, e.demo.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "careful", PreviousResponseID: openai.String(r.ID),
+		Input: approvalInput(asked.ID, false)}), nil)
+	requireWellNumbered(t, events)
+	require.Equal(t, "response.created", events[0].Type)
+	last := events[len(events)-1]
+	require.Equal(t, "response.completed", last.Type)
+	require.Equal(t, r.ID, last.Response.ID)
+	stored, err = e.Store().Result(ctx, "demo", strings.TrimPrefix(r.ID, "turn/demo/"))
+	require.NoError(t, err)
+	require.NotEmpty(t, stored.Output)
+	require.Equal(t, stored.Output, responseDeltas(events))
+	require.Equal(t, stored.Output, last.Response.OutputText())
+}
+
+// waitApprovalRequest waits until the response id shows its call waiting
+// for approval, and returns that item.
+func waitApprovalRequest(ctx context.Context, t *testing.T, e *openAIEnv, id string) responses.ResponseOutputItemMcpApprovalRequest {
+	t.Helper()
+	var asked responses.ResponseOutputItemMcpApprovalRequest
+	require.Eventually(t, func() bool {
+		got, err := e.demo.Responses.Get(ctx, id, responses.ResponseGetParams{})
+		if err != nil || len(got.Output) != 1 || got.Output[0].Type != "mcp_approval_request" {
+			return false
+		}
+		asked = got.Output[0].AsMcpApprovalRequest()
+		return true
+	}, time.Minute, 50*time.Millisecond, "the call waits for approval")
+	return asked
 }
