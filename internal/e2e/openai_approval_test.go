@@ -21,7 +21,8 @@ func approvalInput(requestID string, approve bool) responses.ResponseNewParamsIn
 }
 
 // TestOpenAIResponsesApproval: a response whose tool call waits for
-// approval shows it as an mcp_approval_request item; OpenAI's Go client
+// approval shows it as an mcp_approval_request item (a whole response
+// answers there, in progress); OpenAI's Go client
 // approves it the OpenAI way (previous_response_id and an
 // mcp_approval_response item), and the answer is the same response,
 // completed, its output text the stored result. A token without the
@@ -35,9 +36,13 @@ func TestOpenAIResponsesApproval(t *testing.T) {
 	defer cancel()
 	user := openai.NewClient(option.WithBaseURL(e.api+"/v1"), option.WithAPIKey(e.userTk), option.WithMaxRetries(0))
 
-	r, err := e.demo.Responses.New(ctx, responses.ResponseNewParams{Model: "careful", Input: textInput("Carefully, what is 2 + 2?"), Background: openai.Bool(true)})
+	// Whole, the response answers where its call waits.
+	r, err := e.demo.Responses.New(ctx, responses.ResponseNewParams{Model: "careful", Input: textInput("Carefully, what is 2 + 2?")})
 	require.NoError(t, err)
-	asked := waitApprovalRequest(ctx, t, e, r.ID)
+	require.Equal(t, responses.ResponseStatusInProgress, r.Status)
+	require.Len(t, r.Output, 1)
+	asked := r.Output[0].AsMcpApprovalRequest()
+	require.Equal(t, "mcp_approval_request", r.Output[0].Type)
 	require.True(t, strings.HasPrefix(asked.ID, "mcpr_"), asked.ID)
 	require.Equal(t, "careful_calculator", asked.Name)
 	require.JSONEq(t, `{"expression": "2 + 2"}`, asked.Arguments)

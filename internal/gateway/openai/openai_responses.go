@@ -93,6 +93,9 @@ func (rs responses) create(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case !req.Background || req.chat.Stream:
 			call := &responseCall{answer: answer{o: rs.o, w: w, r: r}, stream: req.chat.Stream, after: -1, fold: newResponseFold(*resp)}
+			for _, a := range req.Approvals {
+				call.fold.settled[a.RequestID] = true // decided: the log shows it soon
+			}
 			call.run(turn.Follow)
 			return
 		case goesOn != nil: // in the background: as it is now

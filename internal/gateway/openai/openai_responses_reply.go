@@ -157,7 +157,11 @@ type responseFold struct {
 	msg       int                       // the output index of the answer's message, -1 before it
 	tools     map[string]int            // the output index of each tool call's item, by call id
 	approvals map[string]*approvalAsked // the approvals asked, by their items' ids
-	ended     bool
+	// settled are approval requests, by their items' ids, known to be
+	// decided before the log shows it: those the request decided.
+	settled map[string]bool
+	waiting bool // the turn's last status is WAITING_APPROVAL
+	ended   bool
 }
 
 // approvalAsked is a call's approval request, as its item names it.
@@ -167,7 +171,22 @@ type approvalAsked struct {
 }
 
 func newResponseFold(resp responseObject) *responseFold {
-	return &responseFold{resp: resp, msg: -1, tools: map[string]int{}, approvals: map[string]*approvalAsked{}}
+	return &responseFold{resp: resp, msg: -1, tools: map[string]int{}, approvals: map[string]*approvalAsked{}, settled: map[string]bool{}}
+}
+
+// waits reports whether the turn waits for the approval of a call nobody
+// has decided: where a whole response pauses, showing its approval
+// request, as OpenAI's answers one whose MCP call needs approval.
+func (f *responseFold) waits() bool {
+	if !f.waiting || f.ended {
+		return false
+	}
+	for _, a := range f.approvals {
+		if !a.decided {
+			return true
+		}
+	}
+	return false
 }
 
 // approvalItemID is the id of a call's mcp_approval_request item, which
@@ -209,6 +228,9 @@ func (f *responseFold) add(e agent.Event) []responseEvent {
 	}
 	if f.resp.Status == respQueued {
 		f.resp.Status = respInProgress
+	}
+	if e.Kind == agent.EventStatus {
+		f.waiting = e.Status == agent.StreamWaitingApproval
 	}
 	var out []responseEvent
 	for _, d := range f.reply.add(e) {
@@ -303,7 +325,7 @@ func (f *responseFold) approvalRequest(t *agent.ToolEvent) []responseEvent {
 	}
 	id := approvalItemID(t)
 	i := f.item(responseItem{Type: "mcp_approval_request", ID: id, Name: t.Name, Arguments: &args, ServerLabel: f.resp.Model})
-	f.approvals[id] = &approvalAsked{callID: t.CallID, approvalID: t.ApprovalID}
+	f.approvals[id] = &approvalAsked{callID: t.CallID, approvalID: t.ApprovalID, decided: f.settled[id]}
 	return []responseEvent{f.itemEvent("response.output_item.added", i), f.itemEvent("response.output_item.done", i)}
 }
 

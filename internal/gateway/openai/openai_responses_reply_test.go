@@ -143,8 +143,10 @@ func TestResponseFoldEnds(t *testing.T) {
 
 // TestResponseFoldApproval: a call that waits for approval is an
 // mcp_approval_request item whose id is bound to the call's approval;
-// the fold knows it asked, and once the log shows the decision, that it
-// was decided; the approved call then runs as an mcp_call item.
+// the fold knows it asked, that the turn waits (where a whole response
+// pauses) unless the request being answered decided it, and once the log
+// shows the decision, that it was decided; the approved call then runs
+// as an mcp_call item.
 func TestResponseFoldApproval(t *testing.T) {
 	tool := &agent.ToolEvent{CallID: "c1", Name: "careful_calculator", Args: json.RawMessage(`{"expression":"2+2"}`)}
 	asked := *tool
@@ -180,9 +182,17 @@ func TestResponseFoldApproval(t *testing.T) {
 	require.Equal(t, "assistant", item.ServerLabel, "the agent serves its tools")
 	require.Equal(t, &approvalAsked{callID: "c1", approvalID: asked.ApprovalID}, f.approvals[item.ID])
 	require.Equal(t, []string{"response.created", "response.in_progress", "response.output_item.added", "response.output_item.done"}, eventTypes(events))
+	require.True(t, f.waits(), "a whole response pauses here")
+
+	// A fold of a request that decided the approval does not pause on it.
+	settled := newResponseFold(newResponseObject("turn/demo/j", "assistant", 1))
+	settled.settled[item.ID] = true
+	foldAll(settled, all[:len(log)])
+	require.False(t, settled.waits())
 
 	f, _ = streamOf(all, -1)
 	require.True(t, f.approvals[item.ID].decided)
+	require.False(t, f.waits())
 	require.Equal(t, respCompleted, f.resp.Status)
 	require.Equal(t, []string{"mcp_approval_request", "mcp_call", "message"}, []string{f.resp.Output[0].Type, f.resp.Output[1].Type, f.resp.Output[2].Type})
 	require.Equal(t, "4", *f.resp.Output[1].Output)

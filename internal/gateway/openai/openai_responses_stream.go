@@ -28,8 +28,10 @@ func (c *responseCall) run(follow func(ctx context.Context, send func(agent.Even
 	c.finish(pump(c.r.Context(), follow, c, c.stream))
 }
 
-// ended: the response has its final status.
-func (c *responseCall) ended() bool { return c.fold.ended }
+// ended: the response has its final status, or, whole (not a stream),
+// waits for an approval nobody has decided: it answers then with the
+// approval request, to be decided with an mcp_approval_response.
+func (c *responseCall) ended() bool { return c.fold.ended || !c.stream && c.fold.waits() }
 
 // endless is what the follower's end without a final status is.
 func (c *responseCall) endless() error {
