@@ -436,12 +436,9 @@ const (
 // ListAgents implements pb.AgentServiceServer. Agents come in id order;
 // the page token is the last id of the page before.
 func (s *Service) ListAgents(ctx context.Context, in *pb.ListAgentsRequest) (*pb.ListAgentsResponse, error) {
-	size := int(in.GetPageSize())
-	switch {
-	case size < 0 || size > maxAgentsPage:
-		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "page_size %d: want 0 (%d) to %d", size, defaultAgentsPage, maxAgentsPage))
-	case size == 0:
-		size = defaultAgentsPage
+	size, err := pageSize(in.GetPageSize(), defaultAgentsPage, maxAgentsPage)
+	if err != nil {
+		return nil, s.StatusOf(ctx, err)
 	}
 	after, err := decodePageToken(in.GetPageToken())
 	if err != nil {
@@ -518,4 +515,15 @@ func NewJobID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(b[:])
+}
+
+// pageSize is a request's page_size: def when 0, else 1 to most.
+func pageSize(n int32, def, most int) (int, error) {
+	switch {
+	case n < 0 || int(n) > most:
+		return 0, agent.Errorf(agent.CodeInvalid, "page_size %d: want 0 (%d) to %d", n, def, most)
+	case n == 0:
+		return def, nil
+	}
+	return int(n), nil
 }

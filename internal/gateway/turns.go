@@ -43,12 +43,9 @@ func (s *Service) ListEvents(ctx context.Context, in *pb.ListEventsRequest) (*pb
 	if err := OwnStream(ctx, in.GetStreamId()); err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	size := int(in.GetPageSize())
-	switch {
-	case size < 0 || size > MaxEventsPage:
-		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "page_size %d: want 0 (%d) to %d", size, MaxEventsPage, MaxEventsPage))
-	case size == 0:
-		size = MaxEventsPage
+	size, err := pageSize(in.GetPageSize(), MaxEventsPage, MaxEventsPage)
+	if err != nil {
+		return nil, s.StatusOf(ctx, err)
 	}
 	if in.GetAfterIndex() < 0 {
 		return nil, s.StatusOf(ctx, agent.ValidateAfter(in.GetAfterIndex(), 0))
