@@ -70,6 +70,9 @@ type Agent struct {
 	// call the agent (ExposeMCP, ExposeA2A, ExposeAGUI): nothing is
 	// exposed by default.
 	Expose []string `json:"expose,omitempty"`
+	// Deliver are the places the agent's answers may be pushed to when a
+	// turn ends (DeliverTarget): webhooks and Telegram chats.
+	Deliver []DeliverTarget `json:"deliver,omitempty"`
 	// ModelExecution is ModelLocal for an agent whose model calls run as
 	// local activities; empty means regular activities (ModelActivity).
 	ModelExecution string `json:"model_execution,omitempty"`

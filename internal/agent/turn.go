@@ -84,6 +84,11 @@ type TurnRequest struct {
 	WorkflowTag string `json:"workflow_tag,omitempty"`
 	// Notify names a workflow that receives the turn's token batches as signals.
 	Notify string `json:"notify,omitempty"`
+	// Deliver names targets of the agent (Agent.Deliver) the turn's
+	// result is pushed to when it ends, beside the agent's own Always
+	// ones: a webhook or a Telegram chat, outside Temporal. Unlike
+	// Notify, nothing is sent while the turn runs.
+	Deliver []DeliverTo `json:"deliver,omitempty"`
 	// ForwardEvents, with Notify naming the workflow that started the
 	// turn as its child, makes the turn send that workflow its own tool
 	// and approval events too, as a delegated turn sends its parent: a
@@ -380,7 +385,7 @@ func (r *TurnRequest) ValidateEnvelope() error {
 			return Errorf(CodeInvalid, "context.workflow_state must be a JSON object, such as {\"current_step\": 5, \"total_steps\": 10}")
 		}
 	}
-	return nil
+	return checkDeliverTo(r.Deliver)
 }
 
 // MaxCallerRoles bounds the roles of a caller.

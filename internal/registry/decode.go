@@ -487,3 +487,18 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// boolean is true or false; null is false.
+type boolean struct {
+	pos
+	v bool
+}
+
+func (b *boolean) decode(l *loader, n *yaml.Node) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b.v) != nil {
+		l.wrong(b.pos, n, "true or false")
+	}
+}

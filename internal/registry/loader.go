@@ -111,6 +111,8 @@ type agentDoc struct {
 	Expose []text `yaml:"expose"`
 	// ModelExecution: agent.Agent's (local or activity).
 	ModelExecution text `yaml:"model_execution"`
+	// Deliver: agent.Agent's (deliver.go).
+	Deliver []deliverDoc `yaml:"deliver"`
 }
 
 // thinkingDoc is agent.Thinking.
@@ -486,6 +488,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.Memory = l.memory(d)
 	def.agent.Context = l.context(d)
 	def.agent.Expose = l.expose(d)
+	def.agent.Deliver = l.deliver(t, d)
 	def.agent.Guardrails = l.guardrails(d)
 	def.guardrails = &d.Guardrails
 	switch d.ModelExecution.s {
