@@ -1,0 +1,266 @@
+// Package deliver pushes a turn's result to where its agent says, when
+// the turn ends: a webhook (a signed POST) or a Telegram chat (the Bot
+// API's sendMessage). It sends one attempt; the caller (the Deliver
+// activity, run by the Delivery workflow) retries, with the delivery's id
+// as the idempotency key of every attempt.
+//
+// # Webhook
+//
+// The body is Payload as JSON. Three headers let the receiver check it:
+//
+//	Agentflow-Delivery-Id: turn/demo/job-1/hook   the same on every attempt
+//	Agentflow-Timestamp:   1767225600             Unix seconds of the attempt
+//	Agentflow-Signature:   v1=<hex>               HMAC-SHA256(secret, timestamp + "." + body)
+//
+// A receiver recomputes the signature, refuses a timestamp older than a
+// few minutes (a replay), and keeps the delivery ids it has accepted (a
+// retry of one it took). Idempotency-Key carries the delivery id too.
+// A 2xx answer is a delivery; 408, 429 and 5xx (and no answer) are
+// retried; any other answer, a redirect included, fails for good: the
+// client follows no redirect, so a target cannot bounce a result to a
+// host the egress allowlist does not name.
+//
+// # Telegram
+//
+// Telegram sends the answer's text in messages of at most
+// TelegramMaxChars characters, split at line ends where it can.
+package deliver
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// Headers of a webhook delivery.
+const (
+	HeaderID        = "Agentflow-Delivery-Id"
+	HeaderTimestamp = "Agentflow-Timestamp"
+	HeaderSignature = "Agentflow-Signature"
+)
+
+// Payload is the body of a webhook delivery. It holds the result, never
+// a secret: the tenant's own answer, ids and status.
+type Payload struct {
+	DeliveryID string `json:"delivery_id"`
+	// StreamID is the turn's workflow id, which its event log is read by.
+	StreamID      string           `json:"stream_id"`
+	JobID         string           `json:"job_id"`
+	TenantID      string           `json:"tenant_id"`
+	AgentID       string           `json:"agent_id,omitempty"`
+	SessionID     string           `json:"session_id,omitempty"`
+	Status        string           `json:"status"` // completed, failed or canceled
+	Output        string           `json:"output,omitempty"`
+	ResultPreview json.RawMessage  `json:"result_preview,omitempty"`
+	ResultRef     string           `json:"result_ref,omitempty"`
+	Error         *agent.TurnError `json:"error,omitempty"`
+	CompletedAt   time.Time        `json:"completed_at"`
+}
+
+// MaxOutputBytes bounds the output a payload carries whole; a longer one
+// is cut (the receiver reads the rest by result_ref or the turn's API).
+const MaxOutputBytes = 256 << 10
+
+// NewPayload is the payload of delivery id for a turn's result.
+func NewPayload(id, streamID string, req agent.TurnRequest, res agent.TurnResult) Payload {
+	p := Payload{
+		DeliveryID: id, StreamID: streamID, JobID: res.JobID, TenantID: req.TenantID,
+		AgentID: res.Metadata.AgentID, SessionID: req.SessionID, Status: res.Status,
+		Output: agent.Clip(res.Output, MaxOutputBytes), ResultPreview: res.ResultPreview,
+		ResultRef: res.ResultRef, CompletedAt: res.CompletedAt.UTC(),
+	}
+	if res.Error != nil {
+		p.Error = &agent.TurnError{Type: res.Error.Type, Message: res.Error.Message, Retryable: res.Error.Retryable}
+	}
+	return p
+}
+
+// Sign is the Agentflow-Signature of body sent at ts with secret.
+func Sign(secret string, ts int64, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(strconv.FormatInt(ts, 10)))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return "v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify checks a delivery's signature and that its timestamp is within
+// tolerance of now: what a receiver in Go does with the three headers.
+func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	ts, err := strconv.ParseInt(h.Get(HeaderTimestamp), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: not a Unix time", HeaderTimestamp)
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%s: %s from now, more than %s", HeaderTimestamp, d.Round(time.Second), tolerance)
+	}
+	if !hmac.Equal([]byte(h.Get(HeaderSignature)), []byte(Sign(secret, ts, body))) {
+		return fmt.Errorf("%s: does not match the body", HeaderSignature)
+	}
+	return nil
+}
+
+// Error is a failed attempt: Permanent when retrying cannot help.
+type Error struct {
+	Status    int // the answer's HTTP status; 0: none
+	Permanent bool
+	Err       error
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("answered %d: %v", e.Status, e.Err)
+	}
+	return e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// noRedirects is client with redirects not followed.
+func noRedirects(client *http.Client) *http.Client {
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+// Webhook posts p to url, signed with secret at now. client is the
+// tenant's egress client (internal/egress).
+func Webhook(ctx context.Context, client *http.Client, url, secret string, p Payload, now time.Time) (int, error) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return 0, &Error{Permanent: true, Err: fmt.Errorf("encode payload: %w", err)}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, &Error{Permanent: true, Err: fmt.Errorf("webhook url: %w", err)}
+	}
+	ts := now.Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "agentflow-deliver/1")
+	req.Header.Set(HeaderID, p.DeliveryID)
+	req.Header.Set("Idempotency-Key", p.DeliveryID)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, Sign(secret, ts, body))
+	return send(noRedirects(client), req)
+}
+
+// send makes one request and classifies its answer.
+func send(client *http.Client, req *http.Request) (int, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		// An egress refusal is the tenant's configuration: retrying the
+		// same URL cannot help. Anything else (no answer) may pass.
+		return 0, &Error{Permanent: agent.IsCode(err, agent.CodeInvalid), Err: err}
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		return c, nil
+	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
+		return c, &Error{Status: c, Err: fmt.Errorf("%s", answerText(snippet))}
+	default:
+		return c, &Error{Status: c, Permanent: true, Err: fmt.Errorf("%s", answerText(snippet))}
+	}
+}
+
+// answerText is a short, printable account of an answer's body.
+func answerText(b []byte) string {
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
+	if s == "" {
+		return "no body"
+	}
+	return agent.Clip(s, 200)
+}
+
+// TelegramMaxChars is the most characters of one Telegram message.
+const TelegramMaxChars = 4096
+
+// SplitTelegram cuts text into messages of at most max characters (runes,
+// as Telegram counts after entity parsing: no entities are sent), at the
+// last line end, else space, in the second half of a piece; an empty
+// text is one message saying so.
+func SplitTelegram(text string, max int) []string {
+	if strings.TrimSpace(text) == "" {
+		return []string{"(no answer)"}
+	}
+	var out []string
+	for utf8.RuneCountInString(text) > max {
+		cut := runeOffset(text, max)
+		head := text[:cut]
+		if i := strings.LastIndexByte(head, '\n'); i > cut/2 {
+			cut = i + 1
+		} else if i := strings.LastIndexByte(head, ' '); i > cut/2 {
+			cut = i + 1
+		}
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	return append(out, text)
+}
+
+// runeOffset is the byte offset of rune n of s.
+func runeOffset(s string, n int) int {
+	i := 0
+	for off := range s {
+		if i == n {
+			return off
+		}
+		i++
+	}
+	return len(s)
+}
+
+// Telegram is a Bot API endpoint: Base (https://api.telegram.org, or a
+// local server speaking its shape) and a bot's token.
+type Telegram struct {
+	Base  string
+	Token string
+}
+
+// SendMessage sends one message to chat.
+func (t Telegram) SendMessage(ctx context.Context, client *http.Client, chatID, text string) error {
+	body, err := json.Marshal(map[string]string{"chat_id": chatID, "text": text})
+	if err != nil {
+		return &Error{Permanent: true, Err: err}
+	}
+	// The token is in the path, as the Bot API wants it: errors below are
+	// written without the URL so that it never reaches a log.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(t.Base, "/")+"/bot"+t.Token+"/sendMessage", bytes.NewReader(body))
+	if err != nil {
+		return &Error{Permanent: true, Err: fmt.Errorf("telegram base url is not a URL")}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	_, err = send(noRedirects(client), req)
+	if err != nil {
+		return scrub(err, t.Token)
+	}
+	return nil
+}
+
+// scrub removes token from an error's text: *url.Error quotes the URL.
+func scrub(err error, token string) error {
+	var de *Error
+	if e, ok := err.(*Error); ok {
+		de = e
+	} else {
+		de = &Error{Err: err}
+	}
+	msg := de.Err.Error()
+	if token != "" && strings.Contains(msg, token) {
+		msg = strings.ReplaceAll(msg, token, "<token>")
+	}
+	return &Error{Status: de.Status, Permanent: de.Permanent, Err: fmt.Errorf("sendMessage: %s", msg)}
+}
