@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,10 @@ type Deps struct {
 	// output on the model and tool calls' spans (AGENTFLOW_TRACE_CONTENT).
 	// Default: off, spans carry names, counts and codes only.
 	TraceContent bool
+	// TelegramAPI is the Bot API's base URL the Deliver activity sends
+	// Telegram answers to (AGENTFLOW_TELEGRAM_API). Default
+	// DefaultTelegramAPI.
+	TelegramAPI string
 }
 
 // Defaults of Deps' settings.
@@ -83,6 +88,7 @@ const (
 	DefaultPreviewBytes   = 2048
 	DefaultSessionWindow  = 200
 	DefaultDataInline     = 64 << 10
+	DefaultTelegramAPI    = "https://api.telegram.org"
 )
 
 // Activities holds the dependencies of every activity. Build it once in
@@ -106,6 +112,7 @@ type Activities struct {
 	dataInlineBytes int
 	maxResultBytes  int
 	traceContent    bool
+	telegramAPI     string
 }
 
 // New checks the dependencies and fills the defaults.
@@ -138,6 +145,7 @@ func New(d Deps) (*Activities, error) {
 		sessionWindow:   orDefault(d.SessionWindow, DefaultSessionWindow),
 		dataInlineBytes: orDefault(d.DataInlineBytes, DefaultDataInline),
 		maxResultBytes:  orDefault(d.MaxResultBytes, DefaultMaxResultBytes),
+		telegramAPI:     cmp.Or(d.TelegramAPI, DefaultTelegramAPI),
 	}, nil
 }
 

@@ -38,6 +38,9 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.FinishEvalInput) error {
 		return contract.Failure(a.FinishEval(ctx, in))
 	}, activity.RegisterOptions{Name: contract.FinishEval})
+	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.DeliverInput) error {
+		return contract.Failure(a.Deliver(ctx, in))
+	}, activity.RegisterOptions{Name: contract.Deliver})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})

@@ -179,6 +179,9 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 			return agent.TurnResult{}, fmt.Errorf("append to session %q: %w", req.SessionID, err)
 		}
 	}
+	if err := a.startDelivery(ctx, in, stored); err != nil {
+		return agent.TurnResult{}, err
+	}
 	// The turn logs its terminal event next, in the same workflow task;
 	// followers read it once the turn has closed.
 	return stored, nil

@@ -286,6 +286,10 @@ type SaveResultInput struct {
 	// ran, in order: the session's transcript has them after the
 	// turn's own prompt.
 	Steered []string `json:"steered,omitempty"`
+	// Deliver are the turn's agent's deliver targets (agent.Agent.Deliver,
+	// of the version the turn pinned): with the request's, where
+	// SaveResult has the result pushed (a Delivery).
+	Deliver []agent.DeliverTarget `json:"deliver,omitempty"`
 }
 
 // SealStreamInput names a live-first model call that failed for good or

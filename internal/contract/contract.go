@@ -45,6 +45,11 @@ const (
 	// agent as child AgentTurns and scores them: input agent.EvalInput,
 	// result agent.EvalRun (its totals; the cases are in the store).
 	Evaluation = "Evaluation"
+	// Delivery pushes an ended turn's result to its deliver targets
+	// (agent.Delivery), retrying each: input DeliveryInput, no result.
+	// SaveResult starts it, id DeliveryWorkflowID, so that the turn's
+	// close does not wait for a receiver.
+	Delivery = "Delivery"
 )
 
 // Activity types. AgentTurn runs Route, LoadAgent, SaveResult,
@@ -67,6 +72,9 @@ const (
 	PrepareEvalCase = "PrepareEvalCase" // PrepareEvalCaseInput → nothing
 	ScoreEvalCase   = "ScoreEvalCase"   // ScoreEvalCaseInput → agent.EvalCaseResult
 	FinishEval      = "FinishEval"      // FinishEvalInput → nothing
+
+	// A Delivery's activity: one attempt at one target.
+	Deliver = "Deliver" // DeliverInput → nothing
 )
 
 // Signals, queries and updates of AgentTurn.
@@ -166,6 +174,28 @@ const MemoRequestHash = "agentflow_request_hash"
 
 // TurnWorkflowID is the id of the AgentTurn for a tenant's job.
 func TurnWorkflowID(tenantID, jobID string) string { return "turn/" + tenantID + "/" + jobID }
+
+// DeliveryWorkflowID is the id of the Delivery of a turn's result.
+func DeliveryWorkflowID(turnWorkflowID string) string { return "deliver/" + turnWorkflowID }
+
+// DeliveryInput is a Delivery's: the ended turn (its result is read from
+// the store by job id: history carries no answers) and where it goes.
+type DeliveryInput struct {
+	TenantID   string           `json:"tenant_id"`
+	JobID      string           `json:"job_id"`
+	StreamID   string           `json:"stream_id"` // the turn's workflow id
+	SessionID  string           `json:"session_id,omitempty"`
+	Deliveries []agent.Delivery `json:"deliveries"`
+}
+
+// DeliverInput is one Deliver activity: a Delivery's target i.
+type DeliverInput struct {
+	TenantID  string         `json:"tenant_id"`
+	JobID     string         `json:"job_id"`
+	StreamID  string         `json:"stream_id"`
+	SessionID string         `json:"session_id,omitempty"`
+	Delivery  agent.Delivery `json:"delivery"`
+}
 
 // EvalWorkflowID is the id of an evaluation's Evaluation workflow.
 func EvalWorkflowID(tenantID, evalID string) string { return "eval/" + tenantID + "/" + evalID }

@@ -216,6 +216,10 @@ type Config struct {
 	// may hold personal data: only for an operator who means it. Env
 	// AGENTFLOW_TRACE_CONTENT=true; default off.
 	TraceContent bool
+	// TelegramAPI is the Bot API's base URL Telegram answers are sent to
+	// (activities.Deps.TelegramAPI). Env AGENTFLOW_TELEGRAM_API; default
+	// https://api.telegram.org.
+	TelegramAPI string
 	// TemporalCompression is how requests to Temporal are compressed:
 	// "gzip", "none", or "" (the default) for none when TemporalAddress
 	// is a loopback address and gzip otherwise. gzip costs CPU on the
@@ -277,6 +281,7 @@ func ConfigFromEnv() (Config, error) {
 		HTTPAddr:           envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
 		Model:              llm.ConfigFromEnv(),
 		Script:             os.Getenv("AGENTFLOW_SCRIPT"),
+		TelegramAPI:        os.Getenv("AGENTFLOW_TELEGRAM_API"),
 
 		TemporalCompression: os.Getenv("AGENTFLOW_TEMPORAL_COMPRESSION"),
 	}

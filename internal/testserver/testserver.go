@@ -143,6 +143,9 @@ type Options struct {
 	// TraceContent records prompts, replies and tool arguments and output
 	// on the spans (AGENTFLOW_TRACE_CONTENT). Default: off.
 	TraceContent bool
+	// TelegramAPI is the Bot API's base URL (AGENTFLOW_TELEGRAM_API), for
+	// instance a local server that speaks its shape. Default: Telegram's.
+	TelegramAPI string
 	// ToolKinds are tool kinds the worker offers beside the built-in
 	// ones, for tests of what a tool can do. Default: none.
 	ToolKinds []tools.Kind
@@ -243,6 +246,7 @@ func Start(t testing.TB, opts Options) *Server {
 		PlatformAddrs:       platform,
 		TracerProvider:      opts.TracerProvider,
 		TraceContent:        opts.TraceContent,
+		TelegramAPI:         opts.TelegramAPI,
 		ToolKinds:           opts.ToolKinds,
 		MaxStreamsPerTenant: opts.MaxStreamsPerTenant,
 		HTTPBodyTimeout:     opts.HTTPBodyTimeout,

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// DeliveryAttempt is one attempt at pushing a turn's result to a deliver
+// target, and its outcome: delivered, retrying (it failed, another
+// attempt follows) or failed (for good).
+type DeliveryAttempt struct {
+	DeliveryID string
+	Attempt    int
+	JobID      string
+	Target     string
+	Kind       string
+	Outcome    string
+	HTTPStatus int
+	Error      string
+}
+
+// Outcomes of a delivery attempt.
+const (
+	DeliveryDelivered = "delivered"
+	DeliveryRetrying  = "retrying"
+	DeliveryFailed    = "failed"
+)
+
+const sqlRecordDeliveryAttempt = `
+INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, job_id, target, kind, outcome, http_status, error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (tenant_id, delivery_id, attempt) DO UPDATE
+SET outcome = EXCLUDED.outcome, http_status = EXCLUDED.http_status, error = EXCLUDED.error, at = now()`
+
+// RecordDeliveryAttempt stores an attempt's outcome; writing the same
+// attempt again overwrites it.
+func (s *Store) RecordDeliveryAttempt(ctx context.Context, tenantID string, a DeliveryAttempt) error {
+	if _, err := s.pool.Exec(ctx, sqlRecordDeliveryAttempt, tenantID, a.DeliveryID, a.Attempt, a.JobID, a.Target, a.Kind,
+		a.Outcome, a.HTTPStatus, a.Error); err != nil {
+		return fmt.Errorf("record delivery attempt: %w", err)
+	}
+	return nil
+}
+
+const sqlDeliveryAttempts = `
+SELECT delivery_id, attempt, job_id, target, kind, outcome, http_status, error
+FROM delivery_attempts WHERE tenant_id = $1 AND job_id = $2 ORDER BY delivery_id, attempt`
+
+// DeliveryAttempts are the attempts at delivering a job's result, by
+// delivery and attempt.
+func (s *Store) DeliveryAttempts(ctx context.Context, tenantID, jobID string) ([]DeliveryAttempt, error) {
+	rows, err := s.pool.Query(ctx, sqlDeliveryAttempts, tenantID, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("delivery attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []DeliveryAttempt
+	for rows.Next() {
+		var a DeliveryAttempt
+		if err := rows.Scan(&a.DeliveryID, &a.Attempt, &a.JobID, &a.Target, &a.Kind, &a.Outcome, &a.HTTPStatus, &a.Error); err != nil {
+			return nil, fmt.Errorf("delivery attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
