@@ -122,4 +122,5 @@ agents:
 		"outside:" + store.DeliveryFailed}, outcomes)
 	require.Equal(t, 500, attempts[0].HTTPStatus)
 	require.Contains(t, attempts[3].Error, "not in tenant demo's egress allowlist")
+	(&env{Server: ts, t: t}).replay(contract.DeliveryWorkflowID(wid), "delivery_retried")
 }
