@@ -30,6 +30,8 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue), "task queue")
+	var deliverTo deliverFlag
+	fs.Var(&deliverTo, "deliver", "push each run's result to the agent's deliver target NAME, or to chat CHAT of its telegram target (NAME or NAME:CHAT; repeat for several)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -49,7 +51,8 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 
-	req := agent.TurnRequest{TenantID: *tenant, AgentID: *agentID, Model: *model, Prompt: strings.Join(fs.Args(), " "), History: agent.HistoryFresh}
+	req := agent.TurnRequest{TenantID: *tenant, AgentID: *agentID, Model: *model, Prompt: strings.Join(fs.Args(), " "), History: agent.HistoryFresh,
+		Deliver: deliverTo}
 	req.Normalize()
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("schedule: %w", err)
@@ -63,6 +66,20 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("create schedule %q: %w", *id, err)
 	}
 	fmt.Fprintf(out, "schedule %s created: each run is turn/%s/%s-<time>, its result stored like any other\n", *id, *tenant, *id)
+	return nil
+}
+
+// deliverFlag is --deliver, repeated: NAME or NAME:CHAT each.
+type deliverFlag []agent.DeliverTo
+
+func (f *deliverFlag) String() string { return fmt.Sprint([]agent.DeliverTo(*f)) }
+
+func (f *deliverFlag) Set(v string) error {
+	name, chat, _ := strings.Cut(v, ":")
+	if name == "" {
+		return fmt.Errorf("want NAME or NAME:CHAT, the name of one of the agent's deliver targets")
+	}
+	*f = append(*f, agent.DeliverTo{Target: name, ChatID: chat})
 	return nil
 }
 
