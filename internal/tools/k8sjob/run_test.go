@@ -223,7 +223,7 @@ tools:
 agents:
   - id: a
     model: openai:gpt-4o
-    prompt: p
+    system_prompt: p
     tools: [report]
 `
 	cat, err := registry.Parse(c.reg, "acme.yaml", []byte("tenant: acme\n"+entry))
