@@ -24,6 +24,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/server"
+	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/tools/k8sjob"
 )
 
 func main() {
@@ -62,6 +64,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	kinds, err := k8sJobs(os.Getenv("AGENTFLOW_K8S_JOBS"), os.Getenv("KUBECONFIG"))
+	if err != nil {
+		return err
+	}
+	cfg.ToolKinds = append(cfg.ToolKinds, kinds...)
 	if cfg.WorkflowCacheSize > 0 {
 		// A process-wide setting of the SDK, before any worker starts.
 		worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
@@ -73,6 +80,26 @@ func run() error {
 	defer srv.Close()
 	logger.Info("worker ready", zap.String("temporal", cfg.TemporalAddress), zap.String("http", cfg.HTTPAddr))
 	return srv.Run(ctx)
+}
+
+// k8sJobs returns the k8s_job kind when the operator allows tenants Jobs
+// (AGENTFLOW_K8S_JOBS), with the cluster's credentials from KUBECONFIG or
+// the pod's service account; else none, and catalogs that name the kind
+// are refused. It is added here, not in internal/server, so that only
+// this command links client-go.
+func k8sJobs(allowList, kubeconfig string) ([]tools.Kind, error) {
+	allow, err := k8sjob.ParseAllow(allowList)
+	if err != nil {
+		return nil, fmt.Errorf("AGENTFLOW_K8S_JOBS: %w", err)
+	}
+	if allow.Empty() {
+		return nil, nil
+	}
+	client, err := k8sjob.Client(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("AGENTFLOW_K8S_JOBS: %w", err)
+	}
+	return []tools.Kind{k8sjob.Kind(k8sjob.Options{Client: client, Allow: allow})}, nil
 }
 
 func probe(addr string) error {

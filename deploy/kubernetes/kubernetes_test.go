@@ -39,6 +39,7 @@ var renders = []struct {
 	{name: "keda", components: []string{"keda"}},
 	{name: "prometheus", components: []string{"prometheus-adapter", "prometheus-operator"}},
 	{name: "temporal-mtls", components: []string{"temporal-mtls"}},
+	{name: "k8s-jobs", components: []string{"k8s-jobs"}},
 }
 
 // TestManifests renders each kustomization and checks it twice: against

@@ -418,6 +418,8 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 			l.addf(d.Config.pos, "%s", err)
 		} else if err := l.configSchema(kind, spec.Config); err != nil {
 			l.addf(d.Config.pos, "%s", err)
+		} else if kind.Admit != nil && kind.Admit(t.id, spec) != nil {
+			l.addf(d.Config.pos, "%s", kind.Admit(t.id, spec))
 		} else if g := l.kinds.Deps().SecretGrants; g != nil {
 			// The secrets a tenant may name are the operator's grant.
 			for _, ref := range tools.SecretRefs(spec.Config) {

@@ -238,6 +238,11 @@ type Kind struct {
 	// perhaps nothing, instead), agent.CodeInvalid for what the catalog
 	// must fix.
 	Resolve func(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.Tool, error)
+	// Admit, when set, says whether the operator lets the tenant have
+	// the entry (k8s_job: the namespaces and images AGENTFLOW_K8S_JOBS
+	// allows it); checked when a catalog is applied, after Build accepted
+	// the entry. A refusal is an agent.CodeInvalid error that says why.
+	Admit func(tenantID string, spec agent.Tool) error
 }
 
 // ResolveEnv is what Kind.Resolve may use, on behalf of the tenant whose
