@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,7 +58,8 @@ agents:
 // temporal CLI, says where it came from in its stored result, in its
 // usage ledger rows and in its AgentflowChannel search attribute; a
 // delegated turn is "delegate". A body that names a channel changes
-// nothing: the HTTP API refuses the field, the OpenAI door ignores it.
+// nothing: the HTTP API and the OpenAI door refuse the field (as they
+// refuse every field they do not know) and start nothing.
 func TestChannels(t *testing.T) {
 	e := newHTTPEnvWith(t, func(o *testserver.Options) { o.Script, o.Catalogs = channelScript, []string{channelCatalog} })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -82,17 +85,34 @@ func TestChannels(t *testing.T) {
 
 	// SSE: the answer streams to its end.
 	job = "ch-sse-" + testserver.RandomID()
-	status, body := e.call("POST", "/v1/turns:stream", e.user, `{"job_id": "`+job+`", "prompt": "hi"}`)
-	require.Equal(t, http.StatusOK, status, string(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.api+"/v1/turns:stream", strings.NewReader(`{"job_id": "`+job+`", "prompt": "hi"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+e.user)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Contains(t, string(body), "COMPLETED")
 	jobs[job] = agent.ChannelSSE
 
-	// OpenAI's client, whose body also says "channel": "a2a".
+	// OpenAI's client; a body that also says "channel" is refused too,
+	// and starts nothing.
 	job = "ch-openai-" + testserver.RandomID()
 	oc := openai.NewClient(option.WithBaseURL(e.api+"/v1"), option.WithAPIKey(e.user), option.WithMaxRetries(0))
 	_, err = oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "assistant", Messages: userMessages("hi")},
-		option.WithHeader("Idempotency-Key", job), option.WithJSONSet("channel", agent.ChannelA2A))
+		option.WithHeader("Idempotency-Key", job))
 	require.NoError(t, err)
 	jobs[job] = agent.ChannelOpenAI
+	refused = "ch-refused-" + testserver.RandomID()
+	_, err = oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "assistant", Messages: userMessages("hi")},
+		option.WithHeader("Idempotency-Key", refused), option.WithJSONSet("channel", agent.ChannelA2A))
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+	require.Contains(t, apiErr.Message, "channel")
+	e.requireNotStarted("demo", refused)
 
 	// A2A 1.0: the task id is the turn's stream id.
 	task := v1TaskOf(t, e.a2aV1("assistant", e.user, "SendMessage", map[string]any{"message": map[string]any{
