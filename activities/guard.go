@@ -190,7 +190,8 @@ func (a *Activities) judgeOutput(ctx context.Context, ag agent.Agent, in contrac
 			return fmt.Sprintf("judge %s failed, and blocks: %v", model, err)
 		}
 		call := store.ModelCall{TenantID: in.TenantID, JobID: fmt.Sprintf("%s:judge:%d", in.JobID, in.Seq), Step: window,
-			Attempt: int(activity.GetInfo(ctx).Attempt), AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: model, Usage: resp.Usage}
+			Attempt: int(activity.GetInfo(ctx).Attempt), AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: model, Usage: resp.Usage,
+			Channel: in.Channel}
 		if err := a.store.PutUsage(ctx, call); err != nil {
 			a.log(ctx).Warn("output judge not counted", zap.Error(err))
 		}

@@ -101,6 +101,7 @@ func scheduleSpec(every time.Duration, cron string) (client.ScheduleSpec, error)
 // its own result.
 func scheduledTurnOptions(id, taskQueue string, req agent.TurnRequest, spec client.ScheduleSpec) client.ScheduleOptions {
 	req.JobID = "" // from the workflow id, new for every run
+	req.Channel = agent.ChannelSchedule
 	return client.ScheduleOptions{
 		ID:   id,
 		Spec: spec,

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -289,6 +290,9 @@ func (c *conversation) request(jobID string, m agent.SendMessage) agent.TurnRequ
 	req := agent.TurnRequest{
 		TenantID: c.in.TenantID, SessionID: c.in.SessionID, AgentID: c.in.AgentID, AgentVersion: c.in.AgentVersion, JobID: jobID,
 		Prompt: m.Prompt, History: c.in.History, Context: m.Context, Caller: m.Caller,
+		// The door the message came through; a message sent with the
+		// temporal CLI names none.
+		Channel: cmp.Or(m.Channel, agent.ChannelTemporal),
 	}
 	req.Normalize()
 	return req

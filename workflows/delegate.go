@@ -144,7 +144,8 @@ func (t *turn) childRequest(ctx workflow.Context, spec agent.Tool, c agent.ToolC
 		Parent: &agent.ParentRef{WorkflowID: t.workflowID, CallID: c.ID, Depth: depth},
 		// The child acts for the same person: policies over caller.roles
 		// apply to its tools as to the parent's.
-		Caller: t.req.Caller,
+		Caller:  t.req.Caller,
+		Channel: agent.ChannelDelegate,
 	}
 	if t.req.Streaming() {
 		req.Notify = t.workflowID

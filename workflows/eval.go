@@ -94,7 +94,7 @@ func runEvalCase(ctx, actx workflow.Context, in agent.EvalInput, ord int, c agen
 	jobID := agent.EvalJobID(in.EvalID, c.ID, version)
 	req := agent.TurnRequest{
 		Version: agent.ProtocolVersion, TenantID: in.TenantID, JobID: jobID,
-		AgentID: in.AgentID, AgentVersion: version, Prompt: c.Prompt, History: agent.HistoryFresh,
+		AgentID: in.AgentID, AgentVersion: version, Prompt: c.Prompt, History: agent.HistoryFresh, Channel: agent.ChannelEval,
 	}
 	if len(c.History) > 0 {
 		// The case's conversation so far is its own session's transcript.

@@ -14,7 +14,8 @@ import (
 // A turn's metrics go through workflow.GetMetricsHandler, which reports
 // nothing while the workflow replays: a turn is counted once, however
 // often a worker replays it. Label values come from the catalog (tenant,
-// agent, tool and rule names) or from fixed sets (status, kind, outcome),
+// agent, tool and rule names) or from fixed sets (status, kind, outcome,
+// channel),
 // never from a request's free text: an agent id a request names but no
 // catalog has is reported as "-".
 
@@ -24,7 +25,16 @@ const noAgent = "-"
 
 // metrics is the handler with the labels of every turn metric.
 func (t *turn) metrics(ctx workflow.Context) client.MetricsHandler {
-	return workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tenant": t.req.TenantID, "agent": t.agentLabel()})
+	return workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tenant": t.req.TenantID, "agent": t.agentLabel(), "channel": t.channel()})
+}
+
+// channel is the turn's channel, one of agent.Channels, or "-" for a
+// request that named another (the turn rejects it).
+func (t *turn) channel() string {
+	if !agent.KnownChannel(t.req.Channel) {
+		return noAgent
+	}
+	return t.req.Channel
 }
 
 func (t *turn) agentLabel() string {

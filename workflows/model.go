@@ -108,7 +108,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		SessionID: t.req.SessionID, History: t.req.History,
 		Seq: t.seq, ToolFailures: t.unstored,
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
-		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "",
+		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "", Channel: t.req.Channel,
 		OutputSchema: t.req.OutputSchema, Repair: repair, Steer: t.steers,
 		// A Workflow Streams subscriber polls the log, so it gets the
 		// batches as signals, as they stream.

@@ -18,6 +18,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 		JobID:       t.req.JobID,
 		Status:      agent.StatusCompleted,
 		Output:      output,
+		Channel:     t.req.Channel,
 		CompletedAt: workflow.Now(ctx),
 		Metadata: agent.ResultMetadata{
 			AgentID:          t.agent.ID,
@@ -123,6 +124,9 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 		Status:      agent.StatusRejected,
 		Error:       e,
 		CompletedAt: workflow.Now(ctx),
+	}
+	if agent.KnownChannel(t.req.Channel) {
+		res.Channel = t.req.Channel
 	}
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
 	t.recordEnd(ctx, res.Status, res.Error)

@@ -31,6 +31,9 @@ func AgentTurn(ctx workflow.Context, req agent.TurnRequest, carried *contract.Tu
 	if req.JobID == "" {
 		req.JobID = info.WorkflowExecution.ID
 	}
+	if req.Channel == "" {
+		req.Channel = defaultChannel(ctx)
+	}
 	t := &turn{req: req, workflowID: info.WorkflowExecution.ID, start: workflow.Now(ctx)}
 	res, err := t.run(ctx, carried)
 	if t.log != nil && !t.continuing {
@@ -314,6 +317,24 @@ func (t *turn) tools(ctx workflow.Context, step int, reply contract.CallModelRes
 	return "", nil, false
 }
 
+// defaultChannel is the channel of a turn whose request names none: it
+// was started through Temporal directly, by a Temporal schedule, or as the
+// child of another workflow (a process's). agentflow's own starters name
+// theirs.
+func defaultChannel(ctx workflow.Context) string {
+	if _, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(scheduledBy); ok {
+		return agent.ChannelSchedule
+	}
+	if parentWorkflowID(ctx) != "" {
+		return agent.ChannelProcess
+	}
+	return agent.ChannelTemporal
+}
+
+// scheduledBy is the search attribute the server sets on a run a
+// schedule started: the schedule's id.
+var scheduledBy = temporal.NewSearchAttributeKeyKeyword("TemporalScheduledById")
+
 // parentWorkflowID is the id of the workflow that started this one as
 // its child, "" when none did.
 func parentWorkflowID(ctx workflow.Context) string {
@@ -339,7 +360,8 @@ func (t *turn) checkTenant(ctx workflow.Context) error {
 // the starter set: what a history shows of the start's attributes differs
 // between servers, so the workflow must not branch on it.
 func (t *turn) upsertSearch(ctx workflow.Context) error {
-	attrs := []temporal.SearchAttributeUpdate{contract.SearchTenant.ValueSet(t.req.TenantID), contract.SearchAgent.ValueSet(t.agent.ID)}
+	attrs := []temporal.SearchAttributeUpdate{contract.SearchTenant.ValueSet(t.req.TenantID), contract.SearchAgent.ValueSet(t.agent.ID),
+		contract.SearchChannel.ValueSet(t.req.Channel)}
 	if t.req.SessionID != "" {
 		attrs = append(attrs, contract.SearchSession.ValueSet(t.req.SessionID))
 	}

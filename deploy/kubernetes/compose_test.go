@@ -110,7 +110,7 @@ func TestInStepWithCompose(t *testing.T) {
 	// Compose's one-shot services are steps of the README's recipe: the
 	// search attributes (temporal-init) and the catalog (catalog).
 	recipe := readmeSection(t, h.root, "## Running on Kubernetes")
-	for _, sa := range []string{contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName()} {
+	for _, sa := range contract.SearchAttributes() {
 		require.Contains(t, strings.Join(compose.Services["temporal-init"].Command, " "), sa)
 		require.Regexp(t, `search-attribute create [^\n]*--name `+sa+` --type Keyword`, recipe, "the recipe registers %s", sa)
 	}

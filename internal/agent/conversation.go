@@ -90,6 +90,9 @@ type SendMessage struct {
 	// and tool calls in flight are stopped) or StopAtBoundary (they
 	// finish, and the turn stops before its next step).
 	StopAt string `json:"stop_at,omitempty"`
+	// Channel is the door the message came through (TurnRequest.Channel),
+	// which its turn carries; empty: ChannelTemporal.
+	Channel string `json:"channel,omitempty"`
 }
 
 // Where a turn that a message interrupts stops (SendMessage.StopAt).
@@ -174,6 +177,9 @@ func (m SendMessage) Validate() error {
 		return err
 	}
 	if err := m.Caller.validate(); err != nil {
+		return err
+	}
+	if err := validateChannel(m.Channel); err != nil {
 		return err
 	}
 	if err := validOnBusy(m.OnBusy); err != nil {

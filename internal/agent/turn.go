@@ -126,6 +126,14 @@ type TurnRequest struct {
 	// (Agent.OutputSchema); the result then carries the answer as
 	// output_json.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Channel is the door the turn came through, one of Channels: the
+	// gateway sets its door's and no client body names it; a workflow
+	// that starts turns sets its own (delegate, eval, schedule,
+	// process). Empty, the turn sets ChannelTemporal (ChannelProcess when
+	// another workflow started it as its child). Not part of the
+	// request's Hash: the same job retried through another door is the
+	// same request.
+	Channel string `json:"channel,omitempty"`
 
 	decodeErr string // set by UnmarshalJSON when the JSON had the wrong shape
 }
@@ -351,6 +359,9 @@ func (r *TurnRequest) ValidateEnvelope() error {
 	if err := ValidateParts(r.Parts); err != nil {
 		return err
 	}
+	if err := validateChannel(r.Channel); err != nil {
+		return err
+	}
 	if r.Model != "" {
 		provider, _, err := ParseModel(r.Model)
 		if err != nil {
@@ -564,7 +575,9 @@ type TurnResult struct {
 	// Partial says the turn was stopped while its model wrote its answer
 	// (StatusCanceled): Output is what it had written, kept — in the
 	// result, the session's transcript and the stream's last events.
-	Partial  bool           `json:"partial,omitempty"`
+	Partial bool `json:"partial,omitempty"`
+	// Channel is the door the turn came through (TurnRequest.Channel).
+	Channel  string         `json:"channel,omitempty"`
 	Metadata ResultMetadata `json:"metadata"`
 	Error    *TurnError     `json:"error,omitempty"`
 	// CompletedAt is when the turn ended, by its workflow's clock (to the

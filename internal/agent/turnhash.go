@@ -19,7 +19,9 @@ import (
 // still asks the same), stream and stream_window_sec (how the answer is
 // delivered, not what it is), and retry_count and created_at (the
 // caller's account of its attempts at the job: a retry counts one more
-// and may stamp its own time, and is the same request). Everything else counts, including any field added to the
+// and may stamp its own time, and is the same request), and channel (the
+// door it came through: a job retried through another door is the same
+// request). Everything else counts, including any field added to the
 // request later: the encoding is the request's own JSON, so a new field
 // is covered the day it is added (and, when it is omitted while empty, a
 // request that does not use it keeps its hash).
@@ -31,7 +33,7 @@ import (
 // a CLI's --input).
 func (r TurnRequest) Hash() string {
 	r.Normalize()
-	r.JobID, r.Version, r.Stream, r.StreamWindowSec, r.RetryCount, r.CreatedAt = "", "", nil, 0, 0, ""
+	r.JobID, r.Version, r.Stream, r.StreamWindowSec, r.RetryCount, r.CreatedAt, r.Channel = "", "", nil, 0, 0, "", ""
 	b, err := json.Marshal(r)
 	if err != nil {
 		// Unreachable: the request holds strings, integers, and maps and

@@ -26,6 +26,7 @@ func TestTurnRequestHash(t *testing.T) {
 	}{
 		// What is not the request.
 		{"job id", func(r *TurnRequest) { r.JobID = "job-2" }, true},
+		{"channel", func(r *TurnRequest) { r.Channel = ChannelOpenAI }, true},
 		{"stream off", func(r *TurnRequest) { r.Stream = &no }, true},
 		{"version absent", func(r *TurnRequest) { r.Version = "" }, true},
 		{"minor version", func(r *TurnRequest) { r.Version = "1.3" }, true},

@@ -130,6 +130,9 @@ type CallModelInput struct {
 	// (agent.ContextPolicy).
 	WholeFrom  int `json:"whole_from,omitempty"`
 	DigestFrom int `json:"digest_from,omitempty"`
+	// Channel is the turn's (agent.TurnRequest.Channel), for the usage
+	// ledger's rows of the call.
+	Channel string `json:"channel,omitempty"`
 	Live
 }
 

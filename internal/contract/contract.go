@@ -159,12 +159,21 @@ const (
 
 // Search attributes (Keyword) set on every turn and conversation. The
 // namespace must have them registered; internal/devstack does so for the
-// dev server.
+// dev server. SearchChannel is a turn's channel (agent.TurnRequest.Channel,
+// one of agent.Channels): `AgentflowChannel = 'a2a'` lists the turns A2A
+// started.
 var (
 	SearchTenant  = temporal.NewSearchAttributeKeyKeyword("AgentflowTenant")
 	SearchAgent   = temporal.NewSearchAttributeKeyKeyword("AgentflowAgent")
 	SearchSession = temporal.NewSearchAttributeKeyKeyword("AgentflowSession")
+	SearchChannel = temporal.NewSearchAttributeKeyKeyword("AgentflowChannel")
 )
+
+// SearchAttributes are the names of the search attributes above, which a
+// namespace must have registered (Keyword) before a worker runs turns.
+func SearchAttributes() []string {
+	return []string{SearchTenant.GetName(), SearchAgent.GetName(), SearchSession.GetName(), SearchChannel.GetName()}
+}
 
 // MemoRequestHash is the memo field of a turn started through turnclient:
 // the hash of its request (agent.TurnRequest.Hash), set with the start, so

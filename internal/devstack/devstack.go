@@ -47,7 +47,7 @@ const (
 // searchAttributes are the Keyword search attributes the dev server registers
 // at start (the Temporal contract in DESIGN.md).
 func searchAttributes() []string {
-	return []string{contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName()}
+	return contract.SearchAttributes()
 }
 
 // Options configure [Start]. The zero value starts both servers with

@@ -28,16 +28,29 @@ import (
 // chat doors OpenChat and ServeChat), and the
 // projection of a turn's events every door renders (internal/gateway/
 // projection). A door imports no other door.
+//
+// A door's turns carry its channel (agent.TurnRequest.Channel): the api
+// a door registers with starts turns and sends messages of that channel,
+// and no request it serves can name another.
 type Door interface {
+	// Channel is the door's, one of agent.Channels.
+	Channel() string
 	// Register adds the door's routes to mux.
 	Register(mux *http.ServeMux, api *HTTPAPI)
 }
 
-// DoorFunc is a Door made of its Register function.
-type DoorFunc func(mux *http.ServeMux, api *HTTPAPI)
+// NewDoor is the Door of channel that register's routes serve.
+func NewDoor(channel string, register func(mux *http.ServeMux, api *HTTPAPI)) Door {
+	return door{channel: channel, register: register}
+}
 
-// Register implements Door.
-func (f DoorFunc) Register(mux *http.ServeMux, api *HTTPAPI) { f(mux, api) }
+type door struct {
+	channel  string
+	register func(mux *http.ServeMux, api *HTTPAPI)
+}
+
+func (d door) Channel() string                           { return d.channel }
+func (d door) Register(mux *http.ServeMux, api *HTTPAPI) { d.register(mux, api) }
 
 // Service is the API's turn service, which doors start, follow and steer
 // turns through.

@@ -112,7 +112,10 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	if err != nil {
 		return nil, err
 	}
-	a := &HTTPAPI{maxUpload: maxUpload, body: body, grpc: NewGRPCServer(s, cat, o.ServerOptions...), svc: s, ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
+	// The API's own routes reach the in-process server, whose turns are
+	// the HTTP API's; each door's are its own (forChannel).
+	a := &HTTPAPI{maxUpload: maxUpload, body: body, grpc: NewGRPCServer(s.forChannel(agent.ChannelHTTP), cat, o.ServerOptions...), svc: s,
+		ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
 		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient)}
 	a.ending, a.endStreams = context.WithCancel(context.Background())
 	a.conn, err = grpc.NewClient("passthrough:///agentflow-in-process",
@@ -150,7 +153,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	chatpage.Register(root)
 	a.registerFiles(root)
 	for _, d := range o.Doors {
-		d.Register(root, a)
+		d.Register(root, a.forChannel(d.Channel()))
 	}
 	root.Handle("/", a.LimitBody(mux))
 	a.handler = cors.wrap(root, a)
@@ -169,6 +172,15 @@ func (a *HTTPAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.handler.ServeHTTP(w, r)
+}
+
+// forChannel is the API as the door channel sees it: the same API,
+// whose Service starts turns of that channel (Service.forChannel). A
+// door's turns are its own whatever its requests say.
+func (a *HTTPAPI) forChannel(channel string) *HTTPAPI {
+	c := *a
+	c.svc = a.svc.forChannel(channel)
+	return &c
 }
 
 // Serve runs the in-process gRPC server until Stop.

@@ -76,6 +76,10 @@ type Service struct {
 	logger    *zap.Logger
 	routes    *registry.Cache
 	vault     *redact.Vault
+	// channel is the door whose turns this Service starts
+	// (agent.TurnRequest.Channel): agent.ChannelGRPC, or the one a copy
+	// made for a door (forChannel) names.
+	channel string
 	// starting holds a slot per turn being started (maxStarting).
 	starting chan struct{}
 	// streams counts each tenant's open streams.
@@ -117,9 +121,20 @@ func New(o Options) (*Service, error) {
 	}
 	streams := newStreamSlots(o.MaxStreamsPerTenant)
 	s := &Service{client: o.Client, store: o.Store, events: heldEvents{src: o.Events, streams: streams}, tokens: o.Tokens, oidc: o.OIDC,
-		taskQueue: o.TaskQueue, logger: o.Logger, routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: streams}
+		taskQueue: o.TaskQueue, logger: o.Logger, routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: streams,
+		channel: agent.ChannelGRPC}
 	s.ending, s.endStreams = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// forChannel is the Service for the door channel: the same Service, whose
+// turns and messages carry channel. The copy shares every slot, stream
+// and client with s; only the channel differs, and no request can name
+// another.
+func (s *Service) forChannel(channel string) *Service {
+	c := *s
+	c.channel = channel
+	return &c
 }
 
 // EndStreams ends the Stream and Resume calls being served, each with
@@ -160,6 +175,7 @@ const startTimeout = 30 * time.Second
 // Prepare checks a turn request and gives it a job id if it has none.
 func (s *Service) Prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequest, error) {
 	req := toTurnRequest(in, CallerOf(ctx))
+	req.Channel = s.channel
 	req.Normalize()
 	if req.JobID == "" {
 		req.JobID = NewJobID()

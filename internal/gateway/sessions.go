@@ -124,7 +124,7 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 	}
 	var msg *agent.SendMessage
 	if in.GetEditPrompt() != "" {
-		msg = &agent.SendMessage{Prompt: in.GetEditPrompt(), Caller: CallerOf(ctx).Caller()}
+		msg = &agent.SendMessage{Prompt: in.GetEditPrompt(), Caller: CallerOf(ctx).Caller(), Channel: s.channel}
 		if err := msg.Validate(); err != nil {
 			return nil, s.StatusOf(ctx, err)
 		}
@@ -140,7 +140,7 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 	}
 	out := &pb.ForkSessionResponse{SessionId: f.To, ConversationId: contract.ConversationWorkflowID(f.TenantID, f.To), Messages: int32(n)}
 	if in.GetRegenerate() {
-		msg = &agent.SendMessage{Prompt: prompt, Caller: CallerOf(ctx).Caller()}
+		msg = &agent.SendMessage{Prompt: prompt, Caller: CallerOf(ctx).Caller(), Channel: s.channel}
 	}
 	if msg == nil {
 		return out, nil
@@ -192,7 +192,7 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 		return nil, s.StatusOf(ctx, err)
 	}
 	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()), Caller: CallerOf(ctx).Caller(),
-		OnBusy: in.GetOnBusy(), StopAt: in.GetStopAt()}
+		OnBusy: in.GetOnBusy(), StopAt: in.GetStopAt(), Channel: s.channel}
 	if err := msg.Validate(); err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}

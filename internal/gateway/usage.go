@@ -82,9 +82,9 @@ func usagePeriod(in *pb.GetUsageRequest, tenant string, now time.Time) (since, u
 		return since, until, agent.Errorf(agent.CodePermissionDenied, "tenant %q: the token is of tenant %q", t, tenant)
 	}
 	switch by := in.GetGroupBy(); by {
-	case "", store.ByAgent, store.ByModel, store.ByDay, store.BySession:
+	case "", store.ByAgent, store.ByModel, store.ByDay, store.BySession, store.ByChannel:
 	default:
-		return since, until, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day or session", by)
+		return since, until, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day, session or channel", by)
 	}
 	until = now
 	if in.Until != nil {

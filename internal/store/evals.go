@@ -28,8 +28,8 @@ WITH c AS (
   RETURNING 1
 )
 INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
-  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost)
-SELECT $1, $8, 0, $9, $10, $4, '', $11, $12, $13, $14, $15, $16 FROM c WHERE $8 <> ''
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, channel)
+SELECT $1, $8, 0, $9, $10, $4, '', $11, $12, $13, $14, $15, $16, 'eval' FROM c WHERE $8 <> ''
 ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
 
 	sqlFinishEval = `

@@ -54,14 +54,14 @@ const (
 INSERT INTO agent_results (
   tenant_id, job_id, run_id, node_id, workflow_id, agent_id, agent_version, route_rule,
   protocol_version, result_data, cas_id, status, error, tool_calls, tokens_used, cache_hit,
-  execution_time_ms, llm_model, data_ref, session_id, cached_tokens, request_hash, completed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, coalesce($23, now()))
+  execution_time_ms, llm_model, data_ref, session_id, cached_tokens, request_hash, completed_at, channel)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, coalesce($23, now()), $24)
 ON CONFLICT (tenant_id, job_id) DO NOTHING
 RETURNING ` + resultColumns
 
 	resultColumns = `result_id::text, job_id, protocol_version, status, result_data, cas_id, error,
   tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule, data_ref, cached_tokens,
-  request_hash, completed_at`
+  request_hash, completed_at, channel`
 
 	sqlResultColumns = `SELECT ` + resultColumns + ` FROM agent_results`
 
@@ -88,7 +88,8 @@ LIMIT 1`
 // The serialized output and preview go inline in result_data when shorter
 // than Options.ResultInlineLimit (ref "artifact://<result_id>"), else into
 // cas_blobs (ref "cas://sha256:<hex>"). req is the request the result
-// answers: it supplies run_id, node_id and the request's hash.
+// answers: it supplies run_id, node_id, the channel and the request's
+// hash.
 func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r agent.TurnResult, req agent.TurnRequest) (agent.TurnResult, error) {
 	if err := requireJobKey(tenantID, r.JobID); err != nil {
 		return agent.TurnResult{}, err
@@ -164,7 +165,7 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	stored, err := s.scanResult(ctx, s.pool.QueryRow(ctx, sqlInsertResult,
 		tenantID, r.JobID, req.RunID, req.NodeID, workflowID, agentID, r.Metadata.AgentVersion, r.Metadata.RouteRule,
 		version, inline, casID, r.Status, errJSON, toolCallsJSON, r.Metadata.TokensUsed, r.Metadata.CacheHit,
-		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash, completedAt), &storedHash)
+		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash, completedAt, req.Channel), &storedHash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if stored, storedHash, err = s.result(ctx, tenantID, r.JobID); err != nil {
 			return agent.TurnResult{}, fmt.Errorf("save result %q: read back: %w", r.JobID, err)
@@ -309,7 +310,7 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 	)
 	m := &r.Metadata
 	err := row.Scan(&resultID, &r.JobID, &r.Version, &r.Status, &inline, &casID, &errJSON,
-		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef, &m.CachedTokens, hash, &completedAt)
+		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef, &m.CachedTokens, hash, &completedAt, &r.Channel)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}

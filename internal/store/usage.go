@@ -95,7 +95,10 @@ type ModelCall struct {
 	AgentVersion int
 	SessionID    string
 	Model        string
-	Usage        agent.Usage
+	// Channel is the door of the call's turn (agent.TurnRequest.Channel);
+	// "" for a call that is no turn's.
+	Channel string
+	Usage   agent.Usage
 	// Cost in USD; nil when the model has no price.
 	Cost      *float64
 	CreatedAt time.Time // set when read
@@ -118,13 +121,13 @@ WITH settled AS (
   RETURNING 1
 )
 INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
-  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM step
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, channel)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $16 FROM step
 ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
 
 	sqlJobUsage = `
 SELECT tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
-  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost::float8, created_at
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost::float8, created_at, channel
 FROM usage_ledger WHERE tenant_id = $1 AND job_id = $2
 ORDER BY step, attempt`
 
@@ -155,7 +158,7 @@ func (s *Store) PutReply(ctx context.Context, c ModelCall, m agent.Message) erro
 	// with the step, so a reply another attempt stored is counted once.
 	u := c.Usage
 	_, err = s.pool.Exec(ctx, sqlPutReply, c.TenantID, c.JobID, c.Step, c.Attempt, c.AgentID, c.AgentVersion, c.SessionID, c.Model,
-		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost, msg, !c.Unbudgeted)
+		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost, msg, !c.Unbudgeted, c.Channel)
 	if err != nil {
 		if pgCode(err) == pgForeignKeyViolation {
 			return agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found: begin it before storing steps", c.JobID, c.TenantID)
@@ -178,7 +181,7 @@ func (s *Store) JobUsage(ctx context.Context, tenantID, jobID string) ([]ModelCa
 		var c ModelCall
 		var in, out, cached, reasoning int64
 		err := row.Scan(&c.TenantID, &c.JobID, &c.Step, &c.Attempt, &c.AgentID, &c.AgentVersion, &c.SessionID, &c.Model,
-			&in, &out, &cached, &reasoning, &c.Cost, &c.CreatedAt)
+			&in, &out, &cached, &reasoning, &c.Cost, &c.CreatedAt, &c.Channel)
 		c.Usage = agent.Usage{PromptTokens: int(in), CompletionTokens: int(out), TotalTokens: int(in + out),
 			CachedTokens: int(cached), ReasoningTokens: int(reasoning)}
 		return c, err
@@ -205,11 +208,12 @@ const (
 	ByModel   = "model"
 	ByDay     = "day"
 	BySession = "session"
+	ByChannel = "channel"
 )
 
 // UsageRow is the usage of one group of model calls.
 type UsageRow struct {
-	Key             string // the agent, model, day (YYYY-MM-DD, UTC) or session; "" for the total
+	Key             string // the agent, model, day (YYYY-MM-DD, UTC), session or channel; "" for the total
 	Calls           int64
 	InputTokens     int64
 	OutputTokens    int64
@@ -224,16 +228,17 @@ var usageKeys = map[string]string{
 	ByModel:   "model",
 	ByDay:     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
 	BySession: "session_id",
+	ByChannel: "channel",
 	"":        "''",
 }
 
 // UsageReport sums a tenant's model calls made in [since, until), grouped
-// by by (ByAgent, ByModel, ByDay, BySession, or "" for one row), ordered
+// by by (ByAgent, ByModel, ByDay, BySession, ByChannel, or "" for one row), ordered
 // by key.
 func (s *Store) UsageReport(ctx context.Context, tenantID string, since, until time.Time, by string) ([]UsageRow, error) {
 	key, ok := usageKeys[by]
 	if !ok {
-		return nil, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day or session", by)
+		return nil, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day, session or channel", by)
 	}
 	// key is one of usageKeys' constants, never the caller's text.
 	sql := `
@@ -262,8 +267,8 @@ GROUP BY k ORDER BY k`
 
 const sqlPutUsage = `
 INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
-  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, channel)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
 
 // PutUsage counts a model call that stores no reply (a guard's judge) in
@@ -274,7 +279,7 @@ func (s *Store) PutUsage(ctx context.Context, c ModelCall) error {
 	}
 	u := c.Usage
 	_, err := s.pool.Exec(ctx, sqlPutUsage, c.TenantID, c.JobID, max(c.Step, 0), max(c.Attempt, 1), c.AgentID, c.AgentVersion, c.SessionID, c.Model,
-		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost)
+		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost, c.Channel)
 	if err != nil {
 		return fmt.Errorf("count model call of %q: %w", c.JobID, err)
 	}

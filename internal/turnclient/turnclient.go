@@ -44,6 +44,9 @@ func StartOptions(taskQueue string, req agent.TurnRequest) client.StartWorkflowO
 	if req.SessionID != "" {
 		attrs = append(attrs, contract.SearchSession.ValueSet(req.SessionID))
 	}
+	if agent.KnownChannel(req.Channel) {
+		attrs = append(attrs, contract.SearchChannel.ValueSet(req.Channel))
+	}
 	return client.StartWorkflowOptions{
 		ID:                    contract.TurnWorkflowID(req.TenantID, req.JobID),
 		TaskQueue:             taskQueue,

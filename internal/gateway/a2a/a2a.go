@@ -492,7 +492,7 @@ func (m *a2aServer) OnGetExtendedAgentCard(ctx context.Context) (*a2a.AgentCard,
 }
 
 // Door serves A2A (1.0 and 0.3) on the HTTP API's listener.
-var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerA2A(mux) })
+var Door = gateway.NewDoor(agent.ChannelA2A, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerA2A(mux) })
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.

@@ -259,7 +259,7 @@ func (s *aguiStream) Fail(err error) {
 }
 
 // Door serves AG-UI on the HTTP API's listener.
-var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerAGUI(mux) })
+var Door = gateway.NewDoor(agent.ChannelAGUI, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerAGUI(mux) })
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.

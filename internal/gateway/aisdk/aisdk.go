@@ -354,7 +354,7 @@ func (u *uiStream) Fail(err error) {
 }
 
 // Door serves the AI SDK's UI message stream on the HTTP API's listener.
-var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerAISDK(mux) })
+var Door = gateway.NewDoor(agent.ChannelAISDK, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerAISDK(mux) })
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.

@@ -556,7 +556,7 @@ func (w mcpWording) waits(it projection.Item) string {
 }
 
 // Door serves MCP on the HTTP API's listener.
-var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerMCP(mux) })
+var Door = gateway.NewDoor(agent.ChannelMCP, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerMCP(mux) })
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.

@@ -242,4 +242,4 @@ func writeOpenAIError(w http.ResponseWriter, p gateway.Problem, err error) {
 }
 
 // Door serves the OpenAI-compatible API on the HTTP API's listener.
-var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { openAI{s: api.Service()}.register(mux) })
+var Door = gateway.NewDoor(agent.ChannelOpenAI, func(mux *http.ServeMux, api *gateway.HTTPAPI) { openAI{s: api.Service()}.register(mux) })

@@ -146,7 +146,7 @@ func (a *server) open(w http.ResponseWriter, r *http.Request, method string, in 
 }
 
 // Door serves Server-Sent Events on the HTTP API's listener.
-var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerSSE(mux) })
+var Door = gateway.NewDoor(agent.ChannelSSE, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerSSE(mux) })
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.

@@ -501,7 +501,7 @@ func (s *socket) authorized(method string) (context.Context, error) {
 }
 
 // Door serves the WebSocket on the HTTP API's listener.
-var Door = gateway.DoorFunc(func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerSocket(mux) })
+var Door = gateway.NewDoor(agent.ChannelWebSocket, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerSocket(mux) })
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.

@@ -1078,7 +1078,12 @@ type TurnResult struct {
 	Partial bool `protobuf:"varint,14,opt,name=partial,proto3" json:"partial,omitempty"`
 	// The job ids of the messages of its conversation that the turn took
 	// in while it ran (on_busy "steer"), in order.
-	Steered       []string `protobuf:"bytes,15,rep,name=steered,proto3" json:"steered,omitempty"`
+	Steered []string `protobuf:"bytes,15,rep,name=steered,proto3" json:"steered,omitempty"`
+	// The door the turn came through: grpc, http, sse, websocket, openai,
+	// aisdk, mcp, a2a, agui, temporal (started through Temporal directly),
+	// schedule, process, delegate or eval. Set by the server, never by a
+	// request.
+	Channel       string `protobuf:"bytes,16,opt,name=channel,proto3" json:"channel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1216,6 +1221,13 @@ func (x *TurnResult) GetSteered() []string {
 		return x.Steered
 	}
 	return nil
+}
+
+func (x *TurnResult) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
 }
 
 type ResultMetadata struct {
@@ -5320,7 +5332,8 @@ type GetUsageRequest struct {
 	SinceDuration string                 `protobuf:"bytes,3,opt,name=since_duration,json=sinceDuration,proto3" json:"since_duration,omitempty"`
 	// The period's end (exclusive); default now.
 	Until *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
-	// agent, model, day (UTC) or session; empty: the totals only.
+	// agent, model, day (UTC), session or channel (the door of the call's
+	// turn); empty: the totals only.
 	GroupBy       string `protobuf:"bytes,5,opt,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5393,7 +5406,8 @@ func (x *GetUsageRequest) GetGroupBy() string {
 
 type UsageRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent, model, day (YYYY-MM-DD) or session; empty in the totals.
+	// The agent, model, day (YYYY-MM-DD), session or channel; empty in the
+	// totals.
 	Key             string  `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Calls           int64   `protobuf:"varint,2,opt,name=calls,proto3" json:"calls,omitempty"`
 	InputTokens     int64   `protobuf:"varint,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`             // prompt tokens, cached ones included
@@ -7625,7 +7639,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xa5\x04\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xbf\x04\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -7645,7 +7659,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\fcompleted_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x122\n" +
 	"\x06blocks\x18\r \x03(\v2\x1a.agentflow.v1.ContentBlockR\x06blocks\x12\x18\n" +
 	"\apartial\x18\x0e \x01(\bR\apartial\x12\x18\n" +
-	"\asteered\x18\x0f \x03(\tR\asteered\"\xd8\x02\n" +
+	"\asteered\x18\x0f \x03(\tR\asteered\x12\x18\n" +
+	"\achannel\x18\x10 \x01(\tR\achannel\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
