@@ -99,18 +99,22 @@ func TestLongTurnContinuesAsNew(t *testing.T) {
 	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "long-" + testserver.RandomID(), Prompt: "count"}
 	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
 	require.NoError(t, err)
-	live := make(chan []agent.Event, 1)
+	// The readers report their errors to the test's goroutine: one that
+	// failed on its own goroutine would leave the test waiting for it.
+	type read[T any] struct {
+		got T
+		err error
+	}
+	live := make(chan read[[]agent.Event], 1)
 	go func() {
 		events, err := collect(ctx, e.Follower(), run.GetID(), 0)
-		require.NoError(t, err)
-		live <- events
+		live <- read[[]agent.Event]{events, err}
 	}()
 	// A Workflow Streams subscriber, as Temporal's own clients poll.
-	polled := make(chan wsFollowed, 1)
+	polled := make(chan read[wsFollowed], 1)
 	go func() {
 		f, err := wsSubscribe(ctx, e.Client(), run.GetID(), []string{"events"}, 0)
-		require.NoError(t, err)
-		polled <- f
+		polled <- read[wsFollowed]{f, err}
 	}()
 	res, err := turnclient.Result(ctx, run)
 	require.NoError(t, err)
@@ -132,7 +136,9 @@ func TestLongTurnContinuesAsNew(t *testing.T) {
 		require.Less(t, n, 100+40, "run %d holds %d events", i, n)
 	}
 
-	whole := <-live
+	followed := <-live
+	require.NoError(t, followed.err, "the follower")
+	whole := followed.got
 	var text strings.Builder
 	for n := 1; n < calls; n++ {
 		text.WriteString(stepText(n))
@@ -149,7 +155,9 @@ func TestLongTurnContinuesAsNew(t *testing.T) {
 
 	// The subscriber polled run after run, from the same offsets, and
 	// read the same log: nothing truncated, nothing twice.
-	sub := <-polled
+	subscribed := <-polled
+	require.NoError(t, subscribed.err, "the Workflow Streams subscriber")
+	sub := subscribed.got
 	require.Zero(t, sub.truncated, "no poll fell behind what a run hands on")
 	require.Greater(t, len(sub.runs), 1, "the subscriber's polls reached the turn's later runs")
 	require.Equal(t, whole, wsEvents(t, sub.items))
