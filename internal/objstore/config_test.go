@@ -1,0 +1,52 @@
+package objstore_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/objstore"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want objstore.Config
+		err  string
+	}{
+		{name: "unset: no store", want: objstore.Config{}},
+		{name: "a bucket on AWS, by the default chain", env: map[string]string{objstore.EnvBucket: "data"},
+			want: objstore.Config{Bucket: "data", Region: objstore.DefaultRegion, MinBlobBytes: objstore.DefaultMinBlobBytes}},
+		{name: "MinIO", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvEndpoint: "https://minio.internal:9000",
+			objstore.EnvAccessKey: "id", objstore.EnvSecretKey: "secret", objstore.EnvPathStyle: "true", objstore.EnvPrefix: "agentflow",
+			objstore.EnvMinBytes: "4194304", objstore.EnvRegion: "eu-west-1"},
+			want: objstore.Config{Bucket: "data", Endpoint: "https://minio.internal:9000", AccessKeyID: "id", SecretAccessKey: "secret",
+				PathStyle: true, Prefix: "agentflow/", MinBlobBytes: 4 << 20, Region: "eu-west-1"}},
+		{name: "an endpoint without a bucket", env: map[string]string{objstore.EnvEndpoint: "http://127.0.0.1:9000"}, err: "AGENTFLOW_S3_BUCKET is not"},
+		{name: "half a credential", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvAccessKey: "id"}, err: "set both"},
+		{name: "an endpoint that is no URL", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvEndpoint: "minio:9000"}, err: "want http://host"},
+		{name: "path style", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvPathStyle: "yes"}, err: "want true or false"},
+		{name: "threshold", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvMinBytes: "0"}, err: "positive number of bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, name := range []string{objstore.EnvEndpoint, objstore.EnvBucket, objstore.EnvRegion, objstore.EnvAccessKey,
+				objstore.EnvSecretKey, objstore.EnvPathStyle, objstore.EnvCAFile, objstore.EnvPrefix, objstore.EnvMinBytes} {
+				t.Setenv(name, tc.env[name])
+			}
+			got, err := objstore.ConfigFromEnv()
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestConfigStringKeepsTheSecret(t *testing.T) {
+	c := objstore.Config{Bucket: "data", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG"}
+	require.NotContains(t, c.String(), c.SecretAccessKey)
+	require.Contains(t, c.String(), "AKIDEXAMPLE")
+}
