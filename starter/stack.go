@@ -217,10 +217,15 @@ func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB st
 		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
 		Namespace:       os.Getenv("TEMPORAL_NAMESPACE"),
 		InMemory:        temporalDB == "memory",
+		// An object store named by AGENTFLOW_S3_* is used instead.
+		SkipObjectStore: l.cfg.ObjectStore.Enabled(),
 		Logger:          l.logger,
 	})
 	if err != nil {
 		return err
+	}
+	if !l.cfg.ObjectStore.Enabled() {
+		l.cfg.ObjectStore = l.stack.ObjectStore
 	}
 	l.cfg.DatabaseURL = l.stack.DatabaseURL
 	l.cfg.TemporalAddress = l.stack.TemporalAddress

@@ -147,3 +147,25 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// Env is c as the AGENTFLOW_S3_* assignments ("NAME=value") that
+// ConfigFromEnv reads back, for a process started with c; none for no
+// store.
+func (c Config) Env() []string {
+	if !c.Enabled() {
+		return nil
+	}
+	env := []string{EnvBucket + "=" + c.Bucket, EnvPathStyle + "=" + strconv.FormatBool(c.PathStyle)}
+	for _, v := range []struct{ name, value string }{
+		{EnvEndpoint, c.Endpoint}, {EnvRegion, c.Region}, {EnvAccessKey, c.AccessKeyID}, {EnvSecretKey, c.SecretAccessKey},
+		{EnvCAFile, c.CAFile}, {EnvPrefix, c.Prefix},
+	} {
+		if v.value != "" {
+			env = append(env, v.name+"="+v.value)
+		}
+	}
+	if c.MinBlobBytes > 0 {
+		env = append(env, EnvMinBytes+"="+strconv.FormatInt(c.MinBlobBytes, 10))
+	}
+	return env
+}

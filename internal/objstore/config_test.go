@@ -1,6 +1,7 @@
 package objstore_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -49,4 +50,17 @@ func TestConfigStringKeepsTheSecret(t *testing.T) {
 	c := objstore.Config{Bucket: "data", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG"}
 	require.NotContains(t, c.String(), c.SecretAccessKey)
 	require.Contains(t, c.String(), "AKIDEXAMPLE")
+}
+
+func TestConfigEnvRoundTrips(t *testing.T) {
+	c := objstore.Config{Bucket: "data", Endpoint: "http://127.0.0.1:9000", AccessKeyID: "id", SecretAccessKey: "secret",
+		PathStyle: true, Prefix: "p/", MinBlobBytes: 2 << 20, Region: "auto"}
+	for _, kv := range c.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		t.Setenv(name, value)
+	}
+	got, err := objstore.ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+	require.Empty(t, objstore.Config{}.Env())
 }
