@@ -1,6 +1,8 @@
 package objstore_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,4 +65,43 @@ func TestConfigEnvRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, c, got)
 	require.Empty(t, objstore.Config{}.Env())
+}
+
+// TestReadmeRecipes: each store the README's "Large data on S3" shows
+// is read as it says.
+func TestReadmeRecipes(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n## Large data on S3\n")
+	require.True(t, ok, "the README has the section")
+	_, block, ok := strings.Cut(section, "```sh\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	var got []objstore.Config
+	for _, cmd := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+		if cmd = strings.TrimSpace(cmd); cmd == "" || strings.HasPrefix(cmd, "#") {
+			continue
+		}
+		assignments, _, ok := strings.Cut(cmd, " go run ./worker")
+		require.True(t, ok, cmd)
+		for _, name := range []string{objstore.EnvEndpoint, objstore.EnvBucket, objstore.EnvRegion, objstore.EnvAccessKey,
+			objstore.EnvSecretKey, objstore.EnvPathStyle, objstore.EnvCAFile, objstore.EnvPrefix, objstore.EnvMinBytes} {
+			t.Setenv(name, "")
+		}
+		for _, kv := range strings.Fields(assignments) {
+			name, value, ok := strings.Cut(kv, "=")
+			require.True(t, ok, kv)
+			t.Setenv(name, value)
+		}
+		c, err := objstore.ConfigFromEnv()
+		require.NoError(t, err, cmd)
+		require.True(t, c.Enabled(), cmd)
+		got = append(got, c)
+	}
+	require.Len(t, got, 4)
+	require.Equal(t, "eu-west-1", got[0].Region)
+	require.Empty(t, got[0].AccessKeyID, "AWS: the default chain")
+	require.True(t, got[1].PathStyle, "MinIO: path style")
+	require.Equal(t, "auto", got[2].Region)
+	require.Equal(t, "https://storage.googleapis.com", got[3].Endpoint)
 }

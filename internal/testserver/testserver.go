@@ -152,6 +152,11 @@ type Options struct {
 	// server shared by the test binary (devtest.Temporal) and its HTTP
 	// API.
 	TemporalAddress, Namespace, TemporalHTTPAddress string
+	// ObjectStore keeps the server's blobs larger than
+	// objstore.DefaultMinBlobBytes in a bucket of the test's own on the
+	// stack's object store (devtest.ObjectStore, AGENTFLOW_S3_*).
+	// Default: off, every blob in PostgreSQL.
+	ObjectStore bool
 	// TemporalConnection is how the server reaches TemporalAddress beyond
 	// it: TLS, credentials (server.TemporalConnection). Default:
 	// plaintext.
@@ -256,6 +261,9 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	if opts.HTTP {
 		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	if opts.ObjectStore {
+		cfg.ObjectStore = devtest.ObjectStore(t)
 	}
 	gatewayRole := len(opts.Tokens) > 0 || opts.OIDC != nil
 	if opts.HTTPAPI && !gatewayRole {
