@@ -27,6 +27,11 @@ import (
 // ErrNotFound is what Get and Stat return for a key with no object.
 var ErrNotFound = errors.New("object not found")
 
+// ErrUnavailable is in the chain of every other failure of a request to
+// the store, beside agent.CodeUnavailable: the store is down, slow,
+// refuses the credential, or cut an answer short.
+var ErrUnavailable = errors.New("the object store is unavailable")
+
 // Store is an S3-compatible bucket. It is safe for concurrent use.
 type Store struct {
 	client *s3.Client
@@ -245,7 +250,7 @@ func (r *checkedReader) Read(p []byte) (int, error) {
 }
 
 func (r *checkedReader) unavailable(format string, args ...any) error {
-	return agent.Errorf(agent.CodeUnavailable, "object store: get %s: "+format, append([]any{r.key}, args...)...)
+	return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("object store: get %s: %w: "+format, append([]any{r.key, ErrUnavailable}, args...)...))
 }
 
 func (r *checkedReader) Close() error { return r.body.Close() }
@@ -258,7 +263,7 @@ func (s *Store) failed(op, key string, err error) error {
 	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
 		return fmt.Errorf("object store: %s %s: %w", op, key, ErrNotFound)
 	}
-	return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("object store: %s %s: %w", op, key, err))
+	return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("object store: %s %s: %w: %w", op, key, ErrUnavailable, err))
 }
 
 // Keys lists the keys under prefix (without Config.Prefix), in key

@@ -166,6 +166,8 @@ func TestObjectStoreDown(t *testing.T) {
 	require.Contains(t, err.Error(), "object store: put")
 	_, err = s.PutTenantBlob(ctx, "acme", data, "")
 	requireCode(t, err, agent.CodeUnavailable)
+	require.ErrorIs(t, err, objstore.ErrUnavailable)
+	require.False(t, store.Unavailable(err), "the store is up: a caller does not wait for the database")
 	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM cas_blobs`))
 	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM blob_owners`))
 	_, err = s.TenantBlobInfo(ctx, "acme", casRef(data))

@@ -191,8 +191,10 @@ const (
 // Unavailable reports whether err says the database could not be reached,
 // refused connections or dropped one: a failure that a later try may not
 // have. Callers wait it out instead of failing the work they hold.
+// The object store's failures are not the database's: they fail the
+// work, which its caller retries (Temporal, for an activity).
 func Unavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, objstore.ErrUnavailable) {
 		return false
 	}
 	var connect *pgconn.ConnectError
