@@ -12,6 +12,7 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
+	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/objstore"
 )
@@ -59,7 +60,10 @@ func (s *Stack) startObjects(dir string, port int) error {
 	if err != nil {
 		return fmt.Errorf("object store: listen: %w", err)
 	}
-	o := &objectServer{srv: &http.Server{Handler: faker.Server(), ReadHeaderTimeout: 10 * time.Second}, addr: ln.Addr().String(), done: make(chan error, 1)}
+	o := &objectServer{srv: &http.Server{Handler: faker.Server(), ReadHeaderTimeout: 10 * time.Second,
+		// A client that closes a body early (a seek, a range) makes
+		// gofakes3 answer twice: noise, at the logger's info level.
+		ErrorLog: zap.NewStdLog(s.log)}, addr: ln.Addr().String(), done: make(chan error, 1)}
 	go func() { o.done <- o.srv.Serve(ln) }()
 	s.objects = o
 	s.ObjectStore = ObjectStoreConfig("http://"+o.addr, ObjectStoreBucket)

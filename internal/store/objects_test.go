@@ -3,10 +3,7 @@ package store_test
 import (
 	"bytes"
 	"io"
-	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,11 +24,11 @@ const (
 // openObjects returns a store whose large blobs go to a bucket of the
 // test's own on the stack's object store, reached through a proxy the
 // test can cut or take down, and the object store itself.
-func openObjects(t *testing.T) (*store.Store, *objstore.Store, *proxy) {
+func openObjects(t *testing.T) (*store.Store, *objstore.Store, *devtest.Proxy) {
 	t.Helper()
 	cfg := devtest.ObjectStore(t)
-	p := startProxy(t, strings.TrimPrefix(cfg.Endpoint, "http://"))
-	cfg.Endpoint, cfg.MinBlobBytes = "http://"+p.addr(), minObject
+	p := devtest.StartProxy(t, strings.TrimPrefix(cfg.Endpoint, "http://"))
+	cfg.Endpoint, cfg.MinBlobBytes = "http://"+p.Addr(), minObject
 	objects, err := objstore.New(t.Context(), cfg)
 	require.NoError(t, err)
 	require.NoError(t, objects.Check(t.Context()))
@@ -131,7 +128,7 @@ func TestObjectBlobCutDownload(t *testing.T) {
 
 	// The store's answers are cut after 100 KiB: the body ends early,
 	// as when a connection drops.
-	p.cutAfter.Store(100 << 10)
+	p.CutAfter(100 << 10)
 	r, err := s.OpenTenantBlob(ctx, "acme", info.Ref)
 	require.NoError(t, err, "the answer's headers came")
 	got, err := io.ReadAll(r)
@@ -144,7 +141,7 @@ func TestObjectBlobCutDownload(t *testing.T) {
 	requireCode(t, err, agent.CodeUnavailable)
 
 	// Whole again once the connection holds.
-	p.cutAfter.Store(0)
+	p.CutAfter(0)
 	whole, _, err := s.TenantBlob(ctx, "acme", info.Ref)
 	require.NoError(t, err)
 	require.Equal(t, data, whole)
@@ -157,7 +154,7 @@ func TestObjectStoreDown(t *testing.T) {
 	info, err := s.WriteTenantBlob(ctx, "acme", bytes.NewReader(stored), "", 0)
 	require.NoError(t, err)
 
-	p.down()
+	p.Down()
 
 	// A write fails clearly and leaves no row.
 	data := randomBytes(8, 512<<10)
@@ -181,107 +178,4 @@ func TestObjectStoreDown(t *testing.T) {
 	got, err := s.TenantBlobInfo(ctx, "acme", info.Ref)
 	require.NoError(t, err)
 	require.Equal(t, info, got)
-}
-
-// proxy forwards TCP connections to the object store; cutAfter, when
-// positive, closes a connection once that many bytes of answers have
-// gone through it since; down refuses and ends every connection.
-type proxy struct {
-	ln       net.Listener
-	to       string
-	cutAfter atomic.Int64
-	mu       sync.Mutex
-	conns    map[net.Conn]bool
-	wg       sync.WaitGroup
-}
-
-func startProxy(t *testing.T, to string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{ln: ln, to: to, conns: map[net.Conn]bool{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		p.down()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.to)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		if !p.track(c, up) {
-			return
-		}
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			_, _ = io.Copy(up, c)
-			_ = up.Close()
-		}()
-		go func() {
-			defer p.wg.Done()
-			p.answer(c, up)
-		}()
-	}
-}
-
-// answer copies the store's answers to the client, cutting them off as
-// cutAfter says.
-func (p *proxy) answer(c, up net.Conn) {
-	defer c.Close()
-	buf := make([]byte, 8<<10)
-	var sent int64
-	for {
-		n, err := up.Read(buf)
-		if cut := p.cutAfter.Load(); cut > 0 {
-			if sent+int64(n) > cut {
-				_, _ = c.Write(buf[:cut-sent])
-				_ = up.Close()
-				return
-			}
-			sent += int64(n)
-		}
-		if _, werr := c.Write(buf[:n]); werr != nil || err != nil {
-			return
-		}
-	}
-}
-
-func (p *proxy) track(conns ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		return false
-	}
-	for _, c := range conns {
-		p.conns[c] = true
-	}
-	return true
-}
-
-func (p *proxy) down() {
-	_ = p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
 }

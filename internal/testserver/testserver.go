@@ -48,6 +48,7 @@ import (
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -157,6 +158,9 @@ type Options struct {
 	// stack's object store (devtest.ObjectStore, AGENTFLOW_S3_*).
 	// Default: off, every blob in PostgreSQL.
 	ObjectStore bool
+	// ObjectStoreConfig, when it names a bucket, is the object store
+	// instead (for one reached through a devtest.Proxy). Default: none.
+	ObjectStoreConfig objstore.Config
 	// TemporalConnection is how the server reaches TemporalAddress beyond
 	// it: TLS, credentials (server.TemporalConnection). Default:
 	// plaintext.
@@ -264,6 +268,9 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	if opts.ObjectStore {
 		cfg.ObjectStore = devtest.ObjectStore(t)
+	}
+	if opts.ObjectStoreConfig.Enabled() {
+		cfg.ObjectStore = opts.ObjectStoreConfig
 	}
 	gatewayRole := len(opts.Tokens) > 0 || opts.OIDC != nil
 	if opts.HTTPAPI && !gatewayRole {
