@@ -422,6 +422,7 @@ agentflow is running.
   Temporal:  %s (namespace %s)
   Web UI:    %s
   Postgres:  %s
+  Objects:   %s
   Model:     %s
   gRPC API:  %s (%s)
   Chat page: %s (the same tokens)
@@ -436,9 +437,21 @@ Try:
   go run ./starter route --dry-run --page ops-console "restart the api"
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
-`, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.modelName(),
+`, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
 		l.grpcAddr(), l.tokenNote(), l.chatURL(), l.flightsURL(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
+}
+
+// objectsNote says where blobs over the object store's threshold go.
+func (l *local) objectsNote() string {
+	c := l.cfg.ObjectStore
+	if l.top != nil {
+		c = l.stack.ObjectStore
+	}
+	if !c.Enabled() {
+		return "none (every blob in Postgres)"
+	}
+	return c.String()
 }
 
 func (l *local) flightsURL() string {

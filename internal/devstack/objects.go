@@ -85,6 +85,6 @@ func (o *objectServer) stop() error {
 // ObjectStoreConfig is the local object store's configuration with its
 // own bucket, for a test or a process that keeps its objects apart.
 func ObjectStoreConfig(endpoint, bucket string) objstore.Config {
-	return objstore.Config{Endpoint: endpoint, Bucket: bucket, PathStyle: true,
+	return objstore.Config{Endpoint: endpoint, Bucket: bucket, PathStyle: true, Region: objstore.DefaultRegion,
 		AccessKeyID: objectStoreAccessKey, SecretAccessKey: objectStoreSecretKey}
 }
