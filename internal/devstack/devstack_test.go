@@ -511,6 +511,30 @@ func TestStackObjectStore(t *testing.T) {
 	info, err := store.Stat(ctx, "k")
 	require.NoError(t, err)
 	require.Equal(t, objstore.Info{Size: want.Size, ContentType: "text/plain"}, info)
+	// A range reads to the end; bytes that are not what the row says
+	// end in an error, never in data taken for the object's.
+	r, err = store.Get(ctx, "k", 5, want)
+	require.NoError(t, err)
+	got, err = io.ReadAll(r)
+	require.NoError(t, err)
+	require.Equal(t, data[5:], got)
+	bad := want
+	bad.SHA256 = strings.Repeat("0", 64)
+	r, err = store.Get(ctx, "k", 0, bad)
+	require.NoError(t, err)
+	got, err = io.ReadAll(r)
+	require.ErrorIs(t, err, objstore.ErrUnavailable)
+	require.ErrorContains(t, err, "its bytes hash to sha256 "+want.SHA256)
+	require.Less(t, len(got), len(data))
+	longer := want
+	longer.Size++
+	r, err = store.Get(ctx, "k", 0, longer)
+	require.NoError(t, err)
+	_, err = io.ReadAll(r)
+	require.ErrorContains(t, err, fmt.Sprintf("read cut off after %d of %d bytes", want.Size, longer.Size))
+	_, err = store.Get(ctx, "missing", 0, want)
+	require.ErrorIs(t, err, objstore.ErrNotFound)
+
 	require.NoError(t, store.Delete(ctx, "k"))
 	require.NoError(t, store.Delete(ctx, "k"), "deleting what is gone is no error")
 	_, err = store.Stat(ctx, "k")
