@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -266,10 +267,19 @@ func (s *Store) failed(op, key string, err error) error {
 	return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("object store: %s %s: %w: %w", op, key, ErrUnavailable, err))
 }
 
-// Keys lists the keys under prefix (without Config.Prefix), in key
-// order: what a sweep compares with the keys PostgreSQL names.
-func (s *Store) Keys(ctx context.Context, prefix string) ([]string, error) {
-	var keys []string
+// Object is a stored object as List names it.
+type Object struct {
+	Key      string // without Config.Prefix
+	Size     int64
+	Modified time.Time
+}
+
+// List lists the objects under prefix (without Config.Prefix), in key
+// order: what a sweep compares with the keys PostgreSQL names, to find
+// objects no row names (a write that failed after its upload) once they
+// are older than any write in flight.
+func (s *Store) List(ctx context.Context, prefix string) ([]Object, error) {
+	var objects []Object
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(s.cfg.Prefix + prefix)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -277,8 +287,9 @@ func (s *Store) Keys(ctx context.Context, prefix string) ([]string, error) {
 			return nil, s.failed("list", prefix, err)
 		}
 		for _, o := range page.Contents {
-			keys = append(keys, strings.TrimPrefix(aws.ToString(o.Key), s.cfg.Prefix))
+			objects = append(objects, Object{Key: strings.TrimPrefix(aws.ToString(o.Key), s.cfg.Prefix),
+				Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
 		}
 	}
-	return keys, nil
+	return objects, nil
 }

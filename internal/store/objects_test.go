@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -90,9 +91,9 @@ func TestObjectBlobRoundTrip(t *testing.T) {
 	ref, err = s.PutTenantBlob(ctx, "acme", small, "")
 	require.NoError(t, err)
 	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM cas_blobs WHERE sha256 = $1 AND content_id IS NOT NULL`, strings.TrimPrefix(ref, agent.CASRefPrefix)))
-	keys, err := objects.Keys(ctx, "")
+	listed, err := objects.List(ctx, "sha256/")
 	require.NoError(t, err)
-	require.Len(t, keys, 3)
+	require.Len(t, listed, 3)
 }
 
 func TestObjectBlobStoredOnce(t *testing.T) {
@@ -111,9 +112,12 @@ func TestObjectBlobStoredOnce(t *testing.T) {
 
 	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM cas_blobs`))
 	require.Equal(t, 2, count(t, s, `SELECT count(*) FROM blob_owners`))
-	keys, err := objects.Keys(ctx, "")
+	listed, err := objects.List(ctx, "")
 	require.NoError(t, err)
-	require.Equal(t, []string{objstore.Key(strings.TrimPrefix(first.Ref, agent.CASRefPrefix))}, keys)
+	require.Len(t, listed, 1, "one object")
+	require.Equal(t, objstore.Key(strings.TrimPrefix(first.Ref, agent.CASRefPrefix)), listed[0].Key)
+	require.Equal(t, first.Size, listed[0].Size)
+	require.WithinDuration(t, time.Now(), listed[0].Modified, time.Minute)
 	got, _, err := s.TenantBlob(ctx, "globex", first.Ref)
 	require.NoError(t, err)
 	require.Equal(t, data, got)
