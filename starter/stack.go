@@ -217,10 +217,15 @@ func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB st
 		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
 		Namespace:       os.Getenv("TEMPORAL_NAMESPACE"),
 		InMemory:        temporalDB == "memory",
+		// An object store named by AGENTFLOW_S3_* is used instead.
+		SkipObjectStore: l.cfg.ObjectStore.Enabled(),
 		Logger:          l.logger,
 	})
 	if err != nil {
 		return err
+	}
+	if !l.cfg.ObjectStore.Enabled() {
+		l.cfg.ObjectStore = l.stack.ObjectStore
 	}
 	l.cfg.DatabaseURL = l.stack.DatabaseURL
 	l.cfg.TemporalAddress = l.stack.TemporalAddress
@@ -417,6 +422,7 @@ agentflow is running.
   Temporal:  %s (namespace %s)
   Web UI:    %s
   Postgres:  %s
+  Objects:   %s
   Model:     %s
   gRPC API:  %s (%s)
   Chat page: %s (the same tokens)
@@ -431,9 +437,21 @@ Try:
   go run ./starter route --dry-run --page ops-console "restart the api"
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
-`, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.modelName(),
+`, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
 		l.grpcAddr(), l.tokenNote(), l.chatURL(), l.flightsURL(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
+}
+
+// objectsNote says where blobs over the object store's threshold go.
+func (l *local) objectsNote() string {
+	c := l.cfg.ObjectStore
+	if l.top != nil {
+		c = l.stack.ObjectStore
+	}
+	if !c.Enabled() {
+		return "none (every blob in Postgres)"
+	}
+	return c.String()
 }
 
 func (l *local) flightsURL() string {

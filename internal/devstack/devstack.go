@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/objstore"
 )
 
 // Environment variables through which one process hands its stack to test
@@ -32,6 +33,9 @@ const (
 	// (Stack.PlatformAddrs), host:port, comma-separated: tests close them
 	// to tools.
 	EnvTestPlatformAddrs = "AGENTFLOW_TEST_PLATFORM_ADDRS"
+	// EnvTestObjectStore names the endpoint (http://host:port) of an
+	// object store like the stack's: tests create buckets there.
+	EnvTestObjectStore = "AGENTFLOW_TEST_S3_ENDPOINT"
 )
 
 // Defaults of [Options].
@@ -55,7 +59,8 @@ func searchAttributes() []string {
 // and the Web UI on http://127.0.0.1:8233.
 type Options struct {
 	// Dir is the state folder: Postgres data (Dir/postgres), the dev server's
-	// database file (Dir/temporal.db), both servers' logs and lock files.
+	// database file (Dir/temporal.db), the object store's objects (Dir/s3),
+	// the servers' logs and lock files.
 	// Default: "<repo root>/.data", where the repo root is the nearest folder
 	// at or above the working directory that holds a go.mod (else the working
 	// directory).
@@ -113,6 +118,17 @@ type Options struct {
 	// Needs Postgres (the private one or DatabaseURL). Default false.
 	TemporalServer bool
 
+	// ObjectStoreEndpoint (http://host:port), when set, names an object
+	// store like the stack's, used as is. Default: empty (serve one).
+	ObjectStoreEndpoint string
+	// ObjectStorePort is the object store's port on 127.0.0.1. Default 0:
+	// a free port.
+	ObjectStorePort int
+	// SkipObjectStore serves no object store and ignores
+	// ObjectStoreEndpoint; the Stack then has no ObjectStore. Default
+	// false.
+	SkipObjectStore bool
+
 	// Logger receives the stack's lifecycle messages. Default: no logging.
 	Logger *zap.Logger
 }
@@ -136,10 +152,16 @@ type Stack struct {
 	UIURL string
 	// Dir is the state folder in use.
 	Dir string
+	// ObjectStore is the S3-compatible object store's configuration:
+	// gofakes3 served by the stack with its objects in Dir/s3 (or the one
+	// Options.ObjectStoreEndpoint names), bucket ObjectStoreBucket. Zero
+	// when skipped.
+	ObjectStore objstore.Config
 
 	log      *zap.Logger
 	postgres *service
 	temporal *service
+	objects  *objectServer
 	// scratch holds an in-memory dev server's state; removed at Stop.
 	scratch string
 
@@ -163,13 +185,17 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 
 	needPostgres := !opts.SkipPostgres && opts.DatabaseURL == ""
 	needTemporal := !opts.SkipTemporal && opts.TemporalAddress == ""
+	needObjects := !opts.SkipObjectStore && opts.ObjectStoreEndpoint == ""
+	if !opts.SkipObjectStore && opts.ObjectStoreEndpoint != "" {
+		s.ObjectStore = ObjectStoreConfig(opts.ObjectStoreEndpoint, ObjectStoreBucket)
+	}
 	if !opts.SkipPostgres {
 		s.DatabaseURL = opts.DatabaseURL
 	}
 	if !opts.SkipTemporal {
 		s.TemporalAddress, s.TemporalHTTPAddress = opts.TemporalAddress, opts.TemporalHTTPAddress
 	}
-	if !needPostgres && !needTemporal {
+	if !needPostgres && !needTemporal && !needObjects {
 		return s, nil
 	}
 
@@ -192,6 +218,14 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	s.Dir = dir
 	if err := prepareDir(s.Dir); err != nil {
 		return nil, err
+	}
+	if needObjects {
+		if err := s.startObjects(s.Dir, opts.ObjectStorePort); err != nil {
+			return nil, err
+		}
+		if !needPostgres && !needTemporal {
+			return s, nil
+		}
 	}
 
 	// The two servers are independent; starting them side by side saves the
@@ -298,11 +332,14 @@ func (s *Stack) Stop() error {
 		if s.postgres != nil {
 			errs = append(errs, s.postgres.stop())
 		}
+		if s.objects != nil {
+			errs = append(errs, s.objects.stop())
+		}
 		if s.scratch != "" {
 			errs = append(errs, os.RemoveAll(s.scratch))
 		}
 		s.stopErr = errors.Join(errs...)
-		if s.stopErr == nil && (s.temporal != nil || s.postgres != nil) {
+		if s.stopErr == nil && (s.temporal != nil || s.postgres != nil || s.objects != nil) {
 			s.log.Info("dev stack stopped")
 		}
 	})
@@ -322,6 +359,9 @@ func Env(s *Stack) []string {
 	}
 	if s.TemporalHTTPAddress != "" {
 		env = append(env, EnvTestTemporalHTTPAddress+"="+s.TemporalHTTPAddress)
+	}
+	if s.ObjectStore.Endpoint != "" {
+		env = append(env, EnvTestObjectStore+"="+s.ObjectStore.Endpoint)
 	}
 	if addrs := s.PlatformAddrs(); len(addrs) > 0 {
 		env = append(env, EnvTestPlatformAddrs+"="+strings.Join(addrs, ","))

@@ -1,5 +1,5 @@
-// Package devstack starts a private PostgreSQL server and the Temporal dev
-// server for the demo, `task up`, `starter stack` (which `task test` and
+// Package devstack starts a private PostgreSQL server, the Temporal dev
+// server and an S3-compatible object store for the demo, `task up`, `starter stack` (which `task test` and
 // `task bench` run under) and the integration tests, and stops them
 // cleanly. The dev server starts with agentflow's search attributes
 // registered and the settings of [DynamicConfig], the same as
@@ -32,6 +32,14 @@
 // callers that run agentflow on a stack (the starter, internal/topology,
 // internal/testserver) close them all to tools, since an operator who
 // opens loopback to tools would otherwise open them too.
+//
+// The object store is gofakes3 (github.com/johannesboyne/gofakes3) over
+// its file backend on the state folder's s3/ folder, served in the
+// caller's process on a loopback port with the bucket ObjectStoreBucket
+// ([Stack.ObjectStore] is its configuration): the demo and `task up` keep
+// large blobs there as a production deployment keeps them on S3. Like the
+// others it is one of the platform's listeners, closed to tools. It
+// checks no signature; nothing here is for production.
 //
 // When DATABASE_URL or a Temporal address is given, the corresponding server
 // is not started and the given one is used: [Stack.CreateDatabase] then

@@ -36,6 +36,9 @@ func (s *Stack) Listeners() []Listener {
 			out = append(out, sv.listeners()...)
 		}
 	}
+	if s.objects != nil {
+		out = append(out, Listener{Addr: s.objects.addr, What: "the object store"})
+	}
 	return out
 }
 

@@ -147,14 +147,15 @@ func systemFile(p string) bool {
 }
 
 // platformVariable reports whether an environment variable configures the
-// platform (its database, Temporal, tokens, telemetry, model providers):
+// platform (its database, Temporal, tokens, telemetry, model providers,
+// the AWS credential its object store may take from the default chain):
 // those hold the platform's secrets, and no grant opens them.
 func platformVariable(name string) bool {
 	switch name {
 	case "DATABASE_URL":
 		return true
 	}
-	for _, prefix := range []string{"AGENTFLOW_", "TEMPORAL_", "OTEL_", "PG", "OPENAI_", "ANTHROPIC_", "OLLAMA_"} {
+	for _, prefix := range []string{"AGENTFLOW_", "TEMPORAL_", "OTEL_", "PG", "OPENAI_", "ANTHROPIC_", "OLLAMA_", "AWS_"} {
 		if strings.HasPrefix(name, prefix) {
 			return true
 		}

@@ -42,7 +42,7 @@ func TestGrants(t *testing.T) {
 	// The platform's own variables are no tenant's, even granted.
 	all := GrantAll()
 	for _, name := range []string{"DATABASE_URL", "AGENTFLOW_TOKENS", "AGENTFLOW_GRPC_TLS_KEY", "TEMPORAL_TLS_KEY", "OTEL_EXPORTER_OTLP_HEADERS",
-		"PGPASSWORD", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST"} {
+		"PGPASSWORD", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST", "AWS_SECRET_ACCESS_KEY", "AGENTFLOW_S3_SECRET_ACCESS_KEY"} {
 		err := all.Allows("demo", "env:"+name)
 		require.Equal(t, agent.CodeInvalid, agent.ErrorCode(err), name)
 		require.ErrorContains(t, err, "a variable of the platform itself")

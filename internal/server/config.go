@@ -20,6 +20,7 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -118,6 +119,12 @@ type Config struct {
 	// bytes is kept as a tenant blob, and the model sees its ref and a
 	// preview. Env AGENTFLOW_TOOL_DATA_INLINE; default 64 KiB.
 	ToolDataInline int
+	// ObjectStore keeps blobs larger than its MinBlobBytes in an
+	// S3-compatible object store (internal/objstore; README "Large data
+	// on S3"). Env AGENTFLOW_S3_* (objstore.ConfigFromEnv); default
+	// none: every blob in PostgreSQL. The process does not start when
+	// the bucket cannot be reached.
+	ObjectStore objstore.Config
 	// Roles this process plays: RoleWorker (the Temporal worker) and
 	// RoleGateway (the gRPC and HTTP APIs). Env AGENTFLOW_ROLES, comma-separated;
 	// default both. Empty means worker only.
@@ -398,6 +405,9 @@ func ConfigFromEnv() (Config, error) {
 		if cmd = strings.TrimSpace(cmd); cmd != "" {
 			c.MCPCommands = append(c.MCPCommands, cmd)
 		}
+	}
+	if c.ObjectStore, err = objstore.ConfigFromEnv(); err != nil {
+		return Config{}, err
 	}
 	if c.EgressAllow, err = egress.ParseAllow(os.Getenv(egress.EnvAllow)); err != nil {
 		return Config{}, err

@@ -36,6 +36,7 @@ import (
 	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metrics"
+	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
@@ -281,6 +282,14 @@ func (s *Server) platformAddrs() ([]egress.PlatformAddr, error) {
 	if a := listenedOr(s.HTTPAPIAddr(), s.cfg.HTTPAPIAddr); a != "" {
 		out = append(out, egress.PlatformAddr{Addr: a, What: "the gateway's HTTP API", From: "AGENTFLOW_HTTP_API_ADDR"})
 	}
+	if u, err := url.Parse(s.cfg.ObjectStore.Endpoint); err == nil && s.cfg.ObjectStore.Enabled() && u.Host != "" {
+		// Its bucket holds every tenant's large data.
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+		}
+		out = append(out, egress.PlatformAddr{Addr: addr, What: "the object store", From: objstore.EnvEndpoint})
+	}
 	if a := s.HTTPAddr(); a != "" {
 		out = append(out, egress.PlatformAddr{Addr: a, What: "the health and metrics endpoint", From: "AGENTFLOW_HTTP_ADDR"})
 	}
@@ -310,10 +319,32 @@ func listenedOr(listened, configured string) string {
 // on reports whether an address setting asks for a listener.
 func on(addr string) bool { return addr != "" && addr != "off" }
 
+// openObjects builds the object store, when one is configured, and
+// reaches its bucket: a misnamed bucket or a refused credential stops
+// the process at its start, not at its first large blob.
+func (s *Server) openObjects(ctx context.Context) (*objstore.Store, error) {
+	if !s.cfg.ObjectStore.Enabled() {
+		return nil, nil
+	}
+	objects, err := objstore.New(ctx, s.cfg.ObjectStore)
+	if err != nil {
+		return nil, err
+	}
+	if err := objects.Check(ctx); err != nil {
+		return nil, err
+	}
+	s.logger.Info("object store", zap.Stringer("store", objects.Config()), zap.Int64("min_blob_bytes", objects.Config().MinBlobBytes))
+	return objects, nil
+}
+
 // connect opens the store and the Temporal client.
 func (s *Server) connect(ctx context.Context) error {
 	var err error
-	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Logger: s.logger})
+	objects, err := s.openObjects(ctx)
+	if err != nil {
+		return err
+	}
+	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Objects: objects, Logger: s.logger})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

@@ -50,9 +50,9 @@ ON CONFLICT (sha256) DO NOTHING`
 
 	// A blob's body: its bytes when it is one row (data), else where its
 	// chunks are.
-	sqlBlobBody       = `SELECT content_type, size, content_id, chunk_size, data FROM cas_blobs WHERE sha256 = $1`
+	sqlBlobBody       = `SELECT content_type, size, content_id, chunk_size, data, object_key FROM cas_blobs WHERE sha256 = $1`
 	sqlTenantBlobBody = `
-SELECT COALESCE(o.content_type, b.content_type), b.size, b.content_id, b.chunk_size, b.data
+SELECT COALESCE(o.content_type, b.content_type), b.size, b.content_id, b.chunk_size, b.data, b.object_key
 FROM cas_blobs b JOIN blob_owners o USING (sha256)
 WHERE o.tenant_id = $1 AND b.sha256 = $2`
 	sqlChunk = `SELECT data FROM blob_chunks WHERE content_id = $1 AND seq = $2`
@@ -126,6 +126,9 @@ func (s *Store) blob(ctx context.Context, sum string) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
+	if err := r.start(); err != nil {
+		return nil, err
+	}
 	return r.readAll(0) // a result's payload, which the store wrote
 }
 
@@ -234,6 +237,15 @@ func (s *Store) writeBlob(ctx context.Context, tenantID string, r io.Reader, con
 		return s.owned(ctx, tenantID, sum, contentType)
 	}
 	src.pending = true
+	if s.objects != nil {
+		return s.writeObject(ctx, tenantID, src, contentType)
+	}
+	return s.writeChunks(ctx, tenantID, src, contentType)
+}
+
+// writeChunks stores the blob src reads as rows of blob_chunks, its row
+// last, in one transaction.
+func (s *Store) writeChunks(ctx context.Context, tenantID string, src *chunkSource, contentType string) (agent.BlobInfo, error) {
 	var sum string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, sqlNextContentID).Scan(&src.id); err != nil {
@@ -291,6 +303,7 @@ func (s *Store) info(ctx context.Context, tenantID, sum string) (agent.BlobInfo,
 	if err != nil {
 		return agent.BlobInfo{}, err
 	}
+	defer r.Close()
 	return r.Info(), nil
 }
 
@@ -397,7 +410,14 @@ func (s *Store) OpenTenantBlob(ctx context.Context, tenantID, ref string) (*Blob
 	if agent.IsCode(err, agent.CodeNotFound) {
 		return nil, agent.Errorf(agent.CodeNotFound, "data %s not found", ref)
 	}
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	if err := r.start(); err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 // open opens a blob: the tenant's, or any when tenantID is "".
@@ -412,12 +432,19 @@ func (s *Store) open(ctx context.Context, tenantID, sum string) (*BlobReader, er
 	var contentID *int64
 	var chunkSize *int32
 	var data []byte
-	err := row.Scan(&r.info.ContentType, &r.info.Size, &contentID, &chunkSize, &data)
+	var objectKey *string
+	err := row.Scan(&r.info.ContentType, &r.info.Size, &contentID, &chunkSize, &data, &objectKey)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, agent.Errorf(agent.CodeNotFound, "blob %s%s not found", casRefPrefix, sum)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open blob %s: %w", sum, err)
+	}
+	if objectKey != nil {
+		if err := r.fromObject(*objectKey, sum); err != nil {
+			return nil, err
+		}
+		return r, nil
 	}
 	if contentID == nil {
 		// Stored in one row (every blob stored before chunks, and every
@@ -439,7 +466,8 @@ type BlobReader struct {
 	ctx       context.Context
 	s         *Store
 	info      agent.BlobInfo
-	contentID int64 // 0: one row, held in chunk
+	object    *objectBody // the blob is in the object store
+	contentID int64       // 0: one row, held in chunk
 	chunkSize int64
 	off       int64
 	mem       []byte // a chunk's memory, once one is read
@@ -458,6 +486,9 @@ func (r *BlobReader) Read(p []byte) (int, error) {
 	}
 	if r.off >= r.info.Size {
 		return 0, io.EOF
+	}
+	if r.object != nil {
+		return r.readObject(p)
 	}
 	if err := r.load(r.off / r.chunkSize); err != nil {
 		return 0, err
@@ -511,6 +542,9 @@ func (r *BlobReader) Seek(offset int64, whence int) (int64, error) {
 // Close lets go of the chunk held; the reader reads no more.
 func (r *BlobReader) Close() error {
 	r.mem, r.chunk, r.closed = nil, nil, true
+	if r.object != nil {
+		return r.object.close()
+	}
 	return nil
 }
 
@@ -520,7 +554,7 @@ func (r *BlobReader) readAll(limit int64) ([]byte, error) {
 	if limit > 0 && r.info.Size > limit {
 		return nil, agent.Errorf(agent.CodeInvalid, "%s is %d bytes, more than the %d read whole; it can be read as a stream", r.info.Ref, r.info.Size, limit)
 	}
-	if r.contentID == 0 && r.off == 0 && !r.closed {
+	if r.contentID == 0 && r.object == nil && r.off == 0 && !r.closed {
 		return r.chunk, nil // a one-row blob came whole
 	}
 	data := make([]byte, r.info.Size-min(r.off, r.info.Size))

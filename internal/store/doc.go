@@ -37,6 +37,14 @@
 // query. Blobs stored in one row, before or since, are read as before,
 // whole with their row.
 //
+// With an object store (Options.Objects, internal/objstore), a blob
+// larger than its threshold is kept there instead, under the key of its
+// sha256, and its row in cas_blobs names the object (object_key) where it
+// would hold bytes or chunks: the object is written first, the row and
+// its owner last, in one transaction, so nothing half-written is ever
+// referenced (objects.go). Readers do not change: BlobReader streams the
+// object and checks its size and hash as it ends.
+//
 // Chunk rows rather than PostgreSQL large objects, because: a large
 // object can only be read inside a transaction, which a download would
 // hold open, with its connection, for as long as its client takes to

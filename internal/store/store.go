@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/objstore"
 )
 
 //go:embed migrations/*.sql
@@ -38,6 +39,13 @@ type Options struct {
 	// stored in (blobs.go); default DefaultBlobChunkSize. Tests make it
 	// small to write many chunks quickly.
 	BlobChunkSize int
+	// Objects, when set, keeps blobs larger than its
+	// Config().MinBlobBytes (and than one chunk) in an S3-compatible
+	// object store (objects.go); default nil: every blob in PostgreSQL.
+	Objects *objstore.Store
+	// SpoolDir holds a blob bound for the object store while it is read
+	// and hashed (objects.go); default os.TempDir() ($TMPDIR).
+	SpoolDir string
 	// Logger receives migration progress; default zap.NewNop().
 	Logger *zap.Logger
 }
@@ -47,6 +55,9 @@ type Store struct {
 	pool        *pgxpool.Pool
 	inlineLimit int
 	chunkSize   int
+	objects     *objstore.Store
+	objectMin   int64 // blobs larger are the object store's
+	spoolDir    string
 	log         *zap.Logger
 	// versions keeps agent versions read: a version never changes once
 	// stored, so every model and tool call of every turn need not read
@@ -78,7 +89,11 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{pool: pool, inlineLimit: opts.ResultInlineLimit, chunkSize: opts.BlobChunkSize, log: opts.Logger}
+	s := &Store{pool: pool, inlineLimit: opts.ResultInlineLimit, chunkSize: opts.BlobChunkSize, log: opts.Logger,
+		objects: opts.Objects, spoolDir: opts.SpoolDir}
+	if s.objects != nil {
+		s.objectMin = max(s.objects.Config().MinBlobBytes, int64(s.chunkSize))
+	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)
@@ -176,8 +191,10 @@ const (
 // Unavailable reports whether err says the database could not be reached,
 // refused connections or dropped one: a failure that a later try may not
 // have. Callers wait it out instead of failing the work they hold.
+// The object store's failures are not the database's: they fail the
+// work, which its caller retries (Temporal, for an activity).
 func Unavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, objstore.ErrUnavailable) {
 		return false
 	}
 	var connect *pgconn.ConnectError

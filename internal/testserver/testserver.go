@@ -48,6 +48,7 @@ import (
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -155,6 +156,14 @@ type Options struct {
 	// server shared by the test binary (devtest.Temporal) and its HTTP
 	// API.
 	TemporalAddress, Namespace, TemporalHTTPAddress string
+	// ObjectStore keeps the server's blobs larger than
+	// objstore.DefaultMinBlobBytes in a bucket of the test's own on the
+	// stack's object store (devtest.ObjectStore, AGENTFLOW_S3_*).
+	// Default: off, every blob in PostgreSQL.
+	ObjectStore bool
+	// ObjectStoreConfig, when it names a bucket, is the object store
+	// instead (for one reached through a devtest.Proxy). Default: none.
+	ObjectStoreConfig objstore.Config
 	// TemporalConnection is how the server reaches TemporalAddress beyond
 	// it: TLS, credentials (server.TemporalConnection). Default:
 	// plaintext.
@@ -260,6 +269,12 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	if opts.HTTP {
 		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	if opts.ObjectStore {
+		cfg.ObjectStore = devtest.ObjectStore(t)
+	}
+	if opts.ObjectStoreConfig.Enabled() {
+		cfg.ObjectStore = opts.ObjectStoreConfig
 	}
 	gatewayRole := len(opts.Tokens) > 0 || opts.OIDC != nil
 	if opts.HTTPAPI && !gatewayRole {

@@ -128,7 +128,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 		"TEMPORAL_ADDRESS=" + stack.TemporalAddress,
 		"AGENTFLOW_TEMPORAL_HTTP_ADDR=" + stack.TemporalHTTPAddress,
 		"TEMPORAL_NAMESPACE=" + stack.Namespace,
-	}, opts.Env...)
+	}, append(stack.ObjectStore.Env(), opts.Env...)...)
 	t.base = base
 	for i := range opts.Workers {
 		p, err := newProcess(fmt.Sprintf("worker-%d", i+1), RoleWorker, bin, opts.Dir, base, log)

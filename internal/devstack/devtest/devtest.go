@@ -42,6 +42,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/objstore"
 )
 
 const (
@@ -58,6 +59,7 @@ type suite struct {
 
 	postgres lazyStack
 	temporal lazyStack
+	objects  lazyStack
 }
 
 // lazyStack starts one devstack service on first use.
@@ -72,7 +74,7 @@ type lazyStack struct {
 
 func (l *lazyStack) get(opts devstack.Options) (*devstack.Stack, error) {
 	l.once.Do(func() {
-		external := opts.DatabaseURL != "" || opts.TemporalAddress != ""
+		external := opts.DatabaseURL != "" || opts.TemporalAddress != "" || opts.ObjectStoreEndpoint != ""
 		if !external {
 			dir, err := os.MkdirTemp("", "agentflow-devtest-*")
 			if err != nil {
@@ -107,7 +109,7 @@ func (l *lazyStack) stop() error {
 func Main(m *testing.M) {
 	shared.mainRunning.Store(true)
 	code := m.Run()
-	if err := errors.Join(shared.temporal.stop(), shared.postgres.stop()); err != nil {
+	if err := errors.Join(shared.temporal.stop(), shared.postgres.stop(), shared.objects.stop()); err != nil {
 		fmt.Fprintf(os.Stderr, "devtest: stop dev servers: %v\n", err)
 		if code == 0 {
 			code = 1
@@ -171,7 +173,7 @@ func PlatformAddrs(t testing.TB) []string {
 			addrs = append(addrs, a)
 		}
 	}
-	for _, l := range []*lazyStack{&shared.temporal, &shared.postgres} {
+	for _, l := range []*lazyStack{&shared.temporal, &shared.postgres, &shared.objects} {
 		if s := l.started.Load(); s != nil {
 			addrs = append(addrs, s.PlatformAddrs()...)
 		}
@@ -187,6 +189,7 @@ func temporalStack(t testing.TB) *devstack.Stack {
 		TemporalHTTPAddress: os.Getenv(devstack.EnvTestTemporalHTTPAddress),
 		Namespace:           os.Getenv(devstack.EnvTestNamespace),
 		SkipPostgres:        true,
+		SkipObjectStore:     true,
 		TemporalPort:        -1,
 		UIPort:              -1,
 		InMemory:            true,
@@ -201,13 +204,41 @@ func postgresStack(t testing.TB) *devstack.Stack {
 	t.Helper()
 	requireMain(t)
 	s, err := shared.postgres.get(devstack.Options{
-		DatabaseURL:  os.Getenv(devstack.EnvTestDatabaseURL),
-		SkipTemporal: true,
+		DatabaseURL:     os.Getenv(devstack.EnvTestDatabaseURL),
+		SkipTemporal:    true,
+		SkipObjectStore: true,
 	})
 	if err != nil {
 		t.Fatalf("devtest: start postgres: %v", err)
 	}
 	return s
+}
+
+// ObjectStore returns the configuration of a new, empty bucket for this
+// test on the object store shared by the test binary (the stack's
+// gofakes3, which creates a bucket on its first use), named after the
+// test as Database names its database. Set MinBlobBytes to choose which
+// blobs go there.
+func ObjectStore(t testing.TB) objstore.Config {
+	t.Helper()
+	requireMain(t)
+	s, err := shared.objects.get(devstack.Options{
+		ObjectStoreEndpoint: os.Getenv(devstack.EnvTestObjectStore),
+		SkipPostgres:        true,
+		SkipTemporal:        true,
+	})
+	if err != nil {
+		t.Fatalf("devtest: start the object store: %v", err)
+	}
+	return devstack.ObjectStoreConfig(s.ObjectStore.Endpoint, bucketName(t.Name()))
+}
+
+// bucketName turns a test name into a bucket name: [a-z0-9-], with a
+// random suffix, 3 to 63 bytes, starting with a letter.
+func bucketName(testName string) string {
+	name := strings.ReplaceAll(databaseName(testName), "_", "-")
+	name = strings.Trim(strings.ReplaceAll(name, "--", "-"), "-")
+	return "t" + name[:min(len(name), 62)]
 }
 
 // requireMain fails tests of packages whose TestMain does not call Main:
