@@ -588,6 +588,10 @@ type TurnResult struct {
 	// microsecond, as stored); zero only in results stored before it was
 	// kept.
 	CompletedAt time.Time `json:"completed_at,omitzero"`
+	// SessionID is the session the turn ran in, as its request named it
+	// (session_id or context.session_id); empty for a turn without one.
+	// A caller that did not keep the request knows where to continue.
+	SessionID string `json:"session_id,omitempty"`
 	// StreamTail, on the value an AgentTurn workflow returns (not on a
 	// stored result), is the end of the turn's event log: the events its
 	// last workflow task logged, through the terminal status, when they

@@ -1078,7 +1078,10 @@ type TurnResult struct {
 	Partial bool `protobuf:"varint,14,opt,name=partial,proto3" json:"partial,omitempty"`
 	// The job ids of the messages of its conversation that the turn took
 	// in while it ran (on_busy "steer"), in order.
-	Steered       []string `protobuf:"bytes,15,rep,name=steered,proto3" json:"steered,omitempty"`
+	Steered []string `protobuf:"bytes,15,rep,name=steered,proto3" json:"steered,omitempty"`
+	// The session the turn ran in, as its request named it (session_id or
+	// the job envelope's context.session_id); empty for a turn without one.
+	SessionId     string `protobuf:"bytes,17,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1216,6 +1219,13 @@ func (x *TurnResult) GetSteered() []string {
 		return x.Steered
 	}
 	return nil
+}
+
+func (x *TurnResult) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 type ResultMetadata struct {
@@ -7625,7 +7635,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xa5\x04\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xc4\x04\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -7645,7 +7655,9 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\fcompleted_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x122\n" +
 	"\x06blocks\x18\r \x03(\v2\x1a.agentflow.v1.ContentBlockR\x06blocks\x12\x18\n" +
 	"\apartial\x18\x0e \x01(\bR\apartial\x12\x18\n" +
-	"\asteered\x18\x0f \x03(\tR\asteered\"\xd8\x02\n" +
+	"\asteered\x18\x0f \x03(\tR\asteered\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x11 \x01(\tR\tsessionId\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
