@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -66,6 +67,9 @@ func laterMinor(version string) bool {
 
 func describeJSONError(err error) string {
 	if field, ok := strings.CutPrefix(err.Error(), unknownFieldPrefix); ok {
+		if near := nearestField(strings.Trim(field, `"`)); near != "" {
+			return fmt.Sprintf("unknown field %s: the v1 job protocol has no such field (did you mean %q?)", field, near)
+		}
 		return fmt.Sprintf("unknown field %s: the v1 job protocol has no such field (check its spelling)", field)
 	}
 	var typeErr *json.UnmarshalTypeError
@@ -103,4 +107,43 @@ func withArticle(noun string) string {
 		return "an " + noun
 	}
 	return "a " + noun
+}
+
+// nearestField is the request's field (or its context's) whose name is
+// within two edits of name, for a misspelt one; "" when none is.
+func nearestField(name string) string {
+	best, bestDist := "", 3
+	for _, t := range []reflect.Type{reflect.TypeFor[TurnRequest](), reflect.TypeFor[TurnContext]()} {
+		for f := range t.Fields() {
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			if d := editDistance(strings.ToLower(name), tag); d < bestDist {
+				best, bestDist = tag, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

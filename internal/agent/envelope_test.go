@@ -63,9 +63,10 @@ func TestEnvelopeSessionID(t *testing.T) {
 // instead of vanishing.
 func TestStrictDecoding(t *testing.T) {
 	for _, tt := range []struct{ raw, want string }{
-		{`{"tenant_id":"demo","promt":"hi"}`, `malformed request: unknown field "promt"`},
-		{`{"tenant_id":"demo","prompt":"hi","sesion_id":"s1"}`, `unknown field "sesion_id"`},
-		{`{"tenant_id":"demo","prompt":"hi","context":{"user_rol":"admin"}}`, `unknown field "user_rol"`},
+		{`{"tenant_id":"demo","promt":"hi"}`, `malformed request: unknown field "promt": the v1 job protocol has no such field (did you mean "prompt"?)`},
+		{`{"tenant_id":"demo","prompt":"hi","sesion_id":"s1"}`, `unknown field "sesion_id": the v1 job protocol has no such field (did you mean "session_id"?)`},
+		{`{"tenant_id":"demo","prompt":"hi","context":{"user_rol":"admin"}}`, `unknown field "user_rol": the v1 job protocol has no such field (did you mean "user_role"?)`},
+		{`{"tenant_id":"demo","prompt":"hi","colour":"blue"}`, `unknown field "colour": the v1 job protocol has no such field (check its spelling)`},
 	} {
 		var r TurnRequest
 		require.NoError(t, json.Unmarshal([]byte(tt.raw), &r), "decoding never fails: Validate reports")
