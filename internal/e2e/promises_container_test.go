@@ -125,23 +125,36 @@ func TestImageHealthcheck(t *testing.T) {
 	require.Error(t, probe(closed), "unhealthy where no server answers")
 }
 
-// TestComposeRestartPolicies: every service of docker-compose.yml says
-// how it restarts — those that serve unless stopped, so a process that
+// TestComposeRestartPolicies: every service of docker-compose.yml (and of
+// docker-compose.observability.yml) says how it restarts — those that serve unless stopped, so a process that
 // exits (a gateway whose OIDC issuer was down at start) comes back, and
 // one-shot jobs on failure — as the README relies on.
 func TestComposeRestartPolicies(t *testing.T) {
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)
-	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
-	require.NoError(t, err)
-	var compose struct {
-		Services map[string]struct {
-			Restart string `yaml:"restart"`
-			// A list of services, or a map of them to conditions.
-			DependsOn any `yaml:"depends_on"`
-		} `yaml:"services"`
+	type services map[string]struct {
+		Restart string `yaml:"restart"`
+		// A list of services, or a map of them to conditions.
+		DependsOn any `yaml:"depends_on"`
 	}
-	require.NoError(t, yaml.Unmarshal(data, &compose))
+	read := func(name string) services {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		require.NoError(t, err)
+		var compose struct {
+			Services services `yaml:"services"`
+		}
+		require.NoError(t, yaml.Unmarshal(data, &compose))
+		return compose.Services
+	}
+	var compose struct{ Services services }
+	compose.Services = read("docker-compose.yml")
+	// The observability file's own services run beside them; the rest of
+	// it adds settings to the base file's.
+	for name, svc := range read("docker-compose.observability.yml") {
+		if _, ok := compose.Services[name]; !ok {
+			compose.Services[name] = svc
+		}
+	}
 	oneShot := map[string]bool{}
 	for _, svc := range compose.Services {
 		deps, _ := svc.DependsOn.(map[string]any)
