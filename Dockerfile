@@ -12,4 +12,8 @@ COPY --from=build /out/worker /out/starter /usr/local/bin/
 COPY catalog /catalog
 ENV AGENTFLOW_HTTP_ADDR=0.0.0.0:9090
 EXPOSE 9090
+# The image has no shell or curl: the worker probes its own /healthz
+# (AGENTFLOW_HTTP_ADDR) and exits 0 when it is healthy.
+HEALTHCHECK --interval=30s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["/usr/local/bin/worker", "-healthcheck"]
 ENTRYPOINT ["/usr/local/bin/worker"]

@@ -79,6 +79,10 @@ type Deps struct {
 	// Telegram answers to (AGENTFLOW_TELEGRAM_API). Default
 	// DefaultTelegramAPI.
 	TelegramAPI string
+	// MaxModelTimeout is the operator's limit on one attempt of a model
+	// call (AGENTFLOW_MAX_MODEL_TIMEOUT): LoadAgent lowers the agent's
+	// model timeout to it in the version a turn pins. Default 0: none.
+	MaxModelTimeout time.Duration
 }
 
 // Defaults of Deps' settings.
@@ -113,6 +117,7 @@ type Activities struct {
 	maxResultBytes  int
 	traceContent    bool
 	telegramAPI     string
+	maxModelTimeout time.Duration
 }
 
 // New checks the dependencies and fills the defaults.
@@ -139,6 +144,7 @@ func New(d Deps) (*Activities, error) {
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
 		temporal: d.Temporal, events: d.Events, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
+		maxModelTimeout: d.MaxModelTimeout,
 		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
 		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
 		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),

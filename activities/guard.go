@@ -121,6 +121,7 @@ func (a *Activities) askGuardTool(ctx context.Context, ag agent.Agent, in contra
 	}
 	tin := contract.ExecuteToolInput{TenantID: in.TenantID, JobID: in.JobID, AgentID: ag.ID, AgentVersion: ag.Version,
 		Seq: in.Seq, SessionID: in.SessionID, Call: agent.ToolCall{ID: callID, Name: spec.Name, Arguments: string(args)}}
+	ctx = withToolLog(ctx, tin)
 	// The guard's call is no call of the turn's: it reports no progress
 	// and emits no events.
 	call, err := a.call(ctx, ag, tin, nil, nil)

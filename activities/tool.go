@@ -23,6 +23,7 @@ import (
 	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -35,6 +36,7 @@ import (
 // is stored as the call's; nor is a question the turn asked (in.Asked,
 // an ask_user call): its answer is.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+	ctx = withToolLog(ctx, in)
 	// The turn logged tool_start before scheduling this: let gateways
 	// know, while the call goes on, and before the next activity tells
 	// them more.
@@ -184,7 +186,7 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 		}
 		return agent.Message{Content: content}, agent.ToolError, step
 	default:
-		a.log(ctx).Warn("tool call failed", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID), zap.Error(err))
+		a.log(ctx).Warn("tool call failed", zap.Error(err))
 		return agent.Message{Content: err.Error()}, "", step
 	}
 }
@@ -228,6 +230,15 @@ func (a *Activities) runTool(ctx context.Context, spec agent.Tool, in contract.E
 	}
 	a.endToolSpan(span, out, toolErr)
 	return out, toolErr, nil
+}
+
+// withToolLog is ctx for a tool call: every log line about the call —
+// the activity's (a.log) and the tool's own (telemetry.Logger) — says
+// whose call it is: tenant, job, agent id and version, tool, call id.
+func withToolLog(ctx context.Context, in contract.ExecuteToolInput) context.Context {
+	return telemetry.WithLogFields(ctx, zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID),
+		zap.String("agent_id", in.AgentID), zap.Int("agent_version", in.AgentVersion),
+		zap.String("tool", in.Call.Name), zap.String("call_id", in.Call.ID))
 }
 
 // notGranted says which tools the agent has, by toolkit, for a call of
@@ -625,14 +636,13 @@ func (a *Activities) screen(ctx context.Context, g agent.InjectionGuard, in cont
 	if err != nil {
 		// Checked when the catalog was applied: screen with the built-in
 		// patterns rather than not at all.
-		a.log(ctx).Error("injection guard unreadable; screening with the built-in patterns", zap.String("tool", in.Call.Name), zap.Error(err))
+		a.log(ctx).Error("injection guard unreadable; screening with the built-in patterns", zap.Error(err))
 		inj, _ = guardpkg.NewInjection(agent.InjectionGuard{Action: g.Action})
 	}
 	s := inj.Screen(in.Call.Name, in.Call.ID, content)
 	countGuard(ctx, in.TenantID, "injection", s.Action, s.Found)
 	if s.Found > 0 {
-		a.log(ctx).Info("tool output read as instructions", zap.String("tool", in.Call.Name), zap.String("job_id", in.JobID),
-			zap.Int("passages", s.Found), zap.String("action", s.Action))
+		a.log(ctx).Info("tool output read as instructions", zap.Int("passages", s.Found), zap.String("action", s.Action))
 		value, _ := json.Marshal(map[string]any{"guard": "injection", "action": s.Action, "passages": s.Found})
 		if call.Emit != nil {
 			if err := call.Emit(agent.CustomEvent{Name: "agentflow.guardrail", ID: "injection-" + in.Call.ID, Value: value}); err != nil {

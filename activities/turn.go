@@ -104,6 +104,9 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if err != nil {
 		return contract.LoadAgentResult{}, fmt.Errorf("begin turn: %w", err)
 	}
+	// The turn pins the model timeout it runs with: the agent's, under
+	// the operator's limit.
+	ag.Limits = ag.Limits.CapModelTimeout(a.maxModelTimeout)
 	return contract.LoadAgentResult{Agent: ag.ForTurn()}, nil
 }
 

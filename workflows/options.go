@@ -30,10 +30,12 @@ func localOptions() workflow.LocalActivityOptions {
 }
 
 // modelOptions are a CallModel's: a streaming call heartbeats with every
-// batch and at least every second, so a lost worker is noticed quickly.
+// batch and at least every second, so a lost worker is noticed quickly;
+// an attempt that runs over the agent's model timeout times out and is
+// retried, as one whose worker was lost is.
 func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: limits.TurnTimeout(),
+		StartToCloseTimeout: limits.ModelTimeout(),
 		HeartbeatTimeout:    10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,

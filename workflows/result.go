@@ -19,6 +19,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 		Status:      agent.StatusCompleted,
 		Output:      output,
 		Channel:     t.req.Channel,
+		SessionID:   t.req.SessionID,
 		CompletedAt: workflow.Now(ctx),
 		Metadata: agent.ResultMetadata{
 			AgentID:          t.agent.ID,
@@ -53,7 +54,12 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 		res.OutputJSON = t.output
 		res.ResultPreview = jsonPreview(t.output)
 	default:
-		res.ResultPreview = textPreview(output)
+		if strings.TrimSpace(output) == "" && len(t.files) == 0 {
+			// The model answered nothing: the caller gets the agent's
+			// placeholder, never an empty answer.
+			res.Output = t.agent.EmptyAnswerText()
+		}
+		res.ResultPreview = textPreview(res.Output)
 	}
 
 	workflow.SetCurrentDetails(ctx, "saving the result")
@@ -122,6 +128,7 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 		Version:     agent.ProtocolVersion,
 		JobID:       t.req.JobID,
 		Status:      agent.StatusRejected,
+		SessionID:   t.req.SessionID,
 		Error:       e,
 		CompletedAt: workflow.Now(ctx),
 	}

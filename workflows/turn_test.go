@@ -54,6 +54,9 @@ type fakeTurn struct {
 	// ran with.
 	hold           map[string]bool
 	toolHeartbeats []time.Duration
+	// modelTimeouts holds the start-to-close timeout each model call
+	// attempt ran with.
+	modelTimeouts []time.Duration
 }
 
 func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
@@ -89,10 +92,11 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 			return contract.LoadAgentResult{Agent: f.agent}, nil
 		})
 	env.OnActivity(contract.CallModel, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
+		func(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.modelCalls = append(f.modelCalls, in)
+			f.modelTimeouts = append(f.modelTimeouts, activity.GetInfo(ctx).StartToCloseTimeout)
 			if f.onModel != nil {
 				f.onModel(in)
 			}

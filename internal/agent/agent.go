@@ -76,6 +76,26 @@ type Agent struct {
 	// ModelExecution is ModelLocal for an agent whose model calls run as
 	// local activities; empty means regular activities (ModelActivity).
 	ModelExecution string `json:"model_execution,omitempty"`
+	// EmptyAnswer is the answer of a turn whose model answered nothing:
+	// no text, no JSON, no file. Empty: DefaultEmptyAnswer.
+	EmptyAnswer string `json:"empty_answer,omitempty"`
+}
+
+// DefaultEmptyAnswer is the answer of a turn whose model answered
+// nothing, unless its agent says another (Agent.EmptyAnswer): a caller
+// that shows the answer shows something, as the seed's service did.
+const DefaultEmptyAnswer = "No output from agent."
+
+// MaxEmptyAnswerBytes bounds Agent.EmptyAnswer.
+const MaxEmptyAnswerBytes = 1000
+
+// EmptyAnswerText is what a turn of the agent answers when its model
+// answered nothing.
+func (a Agent) EmptyAnswerText() string {
+	if a.EmptyAnswer == "" {
+		return DefaultEmptyAnswer
+	}
+	return a.EmptyAnswer
 }
 
 // Model call executions (Agent.ModelExecution). A regular activity is a
@@ -296,6 +316,40 @@ type Limits struct {
 	// turn, any number of steps, each run's history bounded. 0 =
 	// DefaultHistoryEvents; at least MinHistoryEvents.
 	HistoryEvents int `json:"history_events,omitempty"`
+	// ModelTimeoutSec bounds each attempt of each of the turn's model
+	// calls: an attempt that runs longer fails as a timed-out call,
+	// which is retried (and falls back, after its last attempt, as the
+	// agent's fallback_on says of Unavailable). At most
+	// MaxModelTimeoutSec and the turn's timeout, and the operator's
+	// limit (the worker's AGENTFLOW_MAX_MODEL_TIMEOUT) lowers it. 0: the
+	// turn's timeout, or the operator's limit when lower.
+	ModelTimeoutSec int `json:"model_timeout_sec,omitempty"`
+}
+
+// MaxModelTimeoutSec bounds Limits.ModelTimeoutSec.
+const MaxModelTimeoutSec = 3600
+
+// ModelTimeout is how long one attempt of a model call may take: the
+// agent's model timeout, or the turn's when it sets none or a longer
+// one.
+func (l Limits) ModelTimeout() time.Duration {
+	turn := l.WithDefaults().TurnTimeout()
+	if d := time.Duration(l.ModelTimeoutSec) * time.Second; d > 0 && d < turn {
+		return d
+	}
+	return turn
+}
+
+// CapModelTimeout lowers the model timeout to max, the operator's limit
+// (0: none): what a turn pins is the timeout it runs with.
+func (l Limits) CapModelTimeout(max time.Duration) Limits {
+	if max <= 0 {
+		return l
+	}
+	if sec := int(max / time.Second); sec > 0 && (l.ModelTimeoutSec == 0 || l.ModelTimeoutSec > sec) {
+		l.ModelTimeoutSec = sec
+	}
+	return l
 }
 
 // Default limits, used where an agent leaves a field at zero.

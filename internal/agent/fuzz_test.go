@@ -62,6 +62,10 @@ func FuzzTurnRequest(f *testing.F) {
 		`{"tenant_id":42,"prompt":"hi"}`,
 		`{"tenant_id":"demo","prompt":"hi","stream":"yes"}`,
 		`["tenant_id"]`, `"x"`, `null`, `{}`, `{`, ``,
+		`{"tenant_id":"demo","promt":"hi"}`,
+		`{"tenant_id":"demo","prompt":"hi","context":{"sesion_id":"s1"}}`,
+		`{"tenant_id":"demo","prompt":"hi","context":{"session_id":"s1","previous_results":[{"node_id":"n","result_ref":"cas://sha256:00","preview":{"count":150}}]}}`,
+		`{"tenant_id":"demo","prompt":"hi","session_id":"s1","context":{"session_id":"s2"}}`,
 	} {
 		f.Add(s)
 	}
@@ -83,6 +87,7 @@ func FuzzTurnRequest(f *testing.F) {
 		major, _, _ := strings.Cut(r.Version, ".")
 		require.Equal(t, "1", major)
 		require.NotEmpty(t, strings.TrimSpace(r.TenantID))
+		require.Empty(t, r.Context.SessionID, "a valid request names its session in session_id")
 		for _, id := range []string{r.TenantID, r.AgentID, r.SessionID} {
 			require.LessOrEqual(t, len(id), MaxKeyLength)
 			require.NotContains(t, id, "/")

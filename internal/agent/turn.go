@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -232,6 +233,11 @@ func (c *Caller) NameOf() string {
 // so policies and rules expose them as client.* (client.user_role) and
 // read who asks from Caller.
 type TurnContext struct {
+	// SessionID is where the v1 job protocol's envelope names the
+	// session (context.session_id): a request that names it only here
+	// runs in that session (Normalize moves it to TurnRequest.SessionID);
+	// one that names two sessions is refused.
+	SessionID       string            `json:"session_id,omitempty"`
 	UserRole        string            `json:"user_role,omitempty"`
 	UIPage          string            `json:"ui_page,omitempty"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
@@ -247,6 +253,10 @@ type TurnContext struct {
 type PreviousResult struct {
 	NodeID    string `json:"node_id"`
 	ResultRef string `json:"result_ref"`
+	// Preview is what the caller says of the result (the job protocol's
+	// {"count": 150}): kept with the request, counted in its context's
+	// size, never read as the result.
+	Preview json.RawMessage `json:"preview,omitempty"`
 }
 
 // Normalize fills defaults that do not depend on where the request runs.
@@ -256,6 +266,12 @@ func (r *TurnRequest) Normalize() {
 	}
 	if r.Version == "" {
 		r.Version = ProtocolVersion
+	}
+	// The envelope's context.session_id names the session as session_id
+	// does: one field after this, so that both spellings are one request
+	// (and one hash). Two different sessions are left for Validate.
+	if r.SessionID == "" || r.SessionID == r.Context.SessionID {
+		r.SessionID, r.Context.SessionID = cmp.Or(r.SessionID, r.Context.SessionID), ""
 	}
 	// Empty is none: a request that sent "previous_results": [] or
 	// "metadata": {} is the same request after any JSON round trip.
@@ -356,6 +372,9 @@ const MaxRetryCount = 10000
 // the job: the owner, the user, the retry count, the time it was made and
 // the state of its workflow (context.workflow_state).
 func (r *TurnRequest) ValidateEnvelope() error {
+	if c := r.Context.SessionID; c != "" && r.SessionID != "" && c != r.SessionID {
+		return Errorf(CodeInvalid, "context.session_id %q and session_id %q name two sessions: name one", Clip(c, 100), Clip(r.SessionID, 100))
+	}
 	if err := ValidateParts(r.Parts); err != nil {
 		return err
 	}
@@ -486,6 +505,9 @@ func (c TurnContext) validate() error {
 		if p.ResultRef == "" {
 			return Errorf(CodeInvalid, "context.previous_results[%d].result_ref is required", i)
 		}
+		if len(p.Preview) > 0 && !json.Valid(p.Preview) {
+			return Errorf(CodeInvalid, "context.previous_results[%d].preview is not valid JSON", i)
+		}
 	}
 	return nil
 }
@@ -506,7 +528,7 @@ func (c TurnContext) Bounded() error {
 		return Errorf(CodeInvalid, "context.previous_results has %d entries; the limit is %d", len(c.PreviousResults), MaxPreviousResults)
 	}
 	for _, p := range c.PreviousResults {
-		size += len(p.NodeID) + len(p.ResultRef)
+		size += len(p.NodeID) + len(p.ResultRef) + len(p.Preview)
 	}
 	size += len(c.WorkflowState)
 	if size > MaxContextBytes {
@@ -584,6 +606,10 @@ type TurnResult struct {
 	// microsecond, as stored); zero only in results stored before it was
 	// kept.
 	CompletedAt time.Time `json:"completed_at,omitzero"`
+	// SessionID is the session the turn ran in, as its request named it
+	// (session_id or context.session_id); empty for a turn without one.
+	// A caller that did not keep the request knows where to continue.
+	SessionID string `json:"session_id,omitempty"`
 	// StreamTail, on the value an AgentTurn workflow returns (not on a
 	// stored result), is the end of the turn's event log: the events its
 	// last workflow task logged, through the terminal status, when they

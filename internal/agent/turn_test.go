@@ -107,7 +107,10 @@ func TestTurnRequestMalformedJSON(t *testing.T) {
 	}
 	var r TurnRequest
 	require.NoError(t, json.Unmarshal([]byte(`{"tenant_id":"t","prompt":"p","future_field":1}`), &r))
-	require.NoError(t, r.Validate(), "unknown fields are ignored: later 1.x versions add optional fields")
+	require.ErrorContains(t, r.Validate(), `unknown field "future_field"`, "a field this version does not have is a mistake")
+	require.NoError(t, json.Unmarshal([]byte(`{"version":"1.1","tenant_id":"t","prompt":"p","future_field":1}`), &r))
+	require.NoError(t, r.Validate(), "a later 1.x version's optional fields are ignored")
+	require.Equal(t, "p", r.Prompt)
 }
 
 // TestSendMessageValidate: a Conversation's send_message update refuses

@@ -84,7 +84,7 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 	out := &pb.TurnResult{
 		Version: r.Version, JobId: r.JobID, Status: r.Status, Output: r.Output, ResultRef: r.ResultRef,
 		ResultPreviewJson: string(r.ResultPreview), Error: toPBError(r.Error), StreamId: streamID, DataRef: r.DataRef,
-		OutputJson: string(r.OutputJSON), Partial: r.Partial, Steered: r.Steered, Channel: r.Channel,
+		OutputJson: string(r.OutputJSON), Partial: r.Partial, Steered: r.Steered, Channel: r.Channel, SessionId: r.SessionID,
 		Metadata: &pb.ResultMetadata{
 			AgentId: m.AgentID, AgentVersion: int32(m.AgentVersion), RouteRule: m.RouteRule,
 			TokensUsed: int64(m.TokensUsed), CacheHit: m.CacheHit, ExecutionTimeMs: m.ExecutionTimeMS, LlmModel: m.LLMModel,

@@ -194,12 +194,20 @@ func toTools(tools []agent.Tool) ([]llms.Tool, error) {
 		if len(bytes.TrimSpace(params)) == 0 {
 			params = emptySchema
 		}
-		var obj map[string]json.RawMessage
+		var obj map[string]any
 		if err := json.Unmarshal(params, &obj); err != nil {
 			return nil, agent.Errorf(agent.CodeInvalid, "tool %q: parameters must be a JSON Schema object: %v", t.Name, err)
 		}
+		// Strict where the schema meets strict mode's rules (strictable,
+		// as for an output schema): the provider then holds the model's
+		// arguments to the schema. A schema that does not (an optional
+		// property, additional properties allowed, a keyword strict mode
+		// refuses) is sent without strict, which a strict request with it
+		// would fail: the model may then write arguments the schema does
+		// not allow, which the tool refuses as it decodes them, as the
+		// call's error the model reads and corrects.
 		out = append(out, llms.Tool{Type: "function", Function: &llms.FunctionDefinition{
-			Name: t.Name, Description: t.Description, Parameters: params,
+			Name: t.Name, Description: t.Description, Parameters: params, Strict: strictable(obj),
 		}})
 	}
 	return out, nil

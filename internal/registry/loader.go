@@ -113,6 +113,8 @@ type agentDoc struct {
 	ModelExecution text `yaml:"model_execution"`
 	// Deliver: agent.Agent's (deliver.go).
 	Deliver []deliverDoc `yaml:"deliver"`
+	// EmptyAnswer: agent.Agent's.
+	EmptyAnswer text `yaml:"empty_answer"`
 }
 
 // thinkingDoc is agent.Thinking.
@@ -149,6 +151,7 @@ type limitsDoc struct {
 	TurnsPerMinute     count `yaml:"turns_per_minute"`
 	ModelPriority      count `yaml:"model_priority"`
 	HistoryEvents      count `yaml:"history_events"`
+	ModelTimeoutSec    count `yaml:"model_timeout_sec"`
 }
 
 type ruleDoc struct {
@@ -502,6 +505,15 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 			l.addf(d.ModelExecution.pos, "%q: want local or activity", d.ModelExecution.s)
 		}
 	}
+	switch e := d.EmptyAnswer; {
+	case e.bad:
+	case e.s != "" && strings.TrimSpace(e.s) == "":
+		l.addf(e.pos, "is blank: leave empty_answer out for the default, %q", agent.DefaultEmptyAnswer)
+	case len(e.s) > agent.MaxEmptyAnswerBytes:
+		l.addf(e.pos, "is %d bytes; the limit is %d", len(e.s), agent.MaxEmptyAnswerBytes)
+	default:
+		def.agent.EmptyAnswer = e.s
+	}
 	if err := agent.ValidOnBusy(d.OnBusy.s); err != nil && !d.OnBusy.bad {
 		l.addf(d.OnBusy.pos, "%s", err.Error())
 	} else {
@@ -517,9 +529,16 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 			TurnsPerMinute:     lim.TurnsPerMinute.n,
 			ModelPriority:      lim.ModelPriority.n,
 			HistoryEvents:      lim.HistoryEvents.n,
+			ModelTimeoutSec:    lim.ModelTimeoutSec.n,
 		}
 		if p := lim.ModelPriority; p.n > 5 {
 			l.addf(p.pos, "%d is out of range: want 1 (first) to 5 (last), or 0 for the default, 3", p.n)
+		}
+		if m := lim.ModelTimeoutSec; m.n > 0 {
+			turn := def.agent.Limits.WithDefaults().TurnTimeoutSec
+			if m.n > min(turn, agent.MaxModelTimeoutSec) {
+				l.addf(m.pos, "%d is out of range: a model call's timeout is at most the turn's (%d s) and %d s, or 0 for the turn's", m.n, turn, agent.MaxModelTimeoutSec)
+			}
 		}
 		if h := lim.HistoryEvents; h.n > 0 && h.n < agent.MinHistoryEvents {
 			l.addf(h.pos, "%d is too few: a run holds at least %d events, or 0 for the default, %d", h.n, agent.MinHistoryEvents, agent.DefaultHistoryEvents)

@@ -64,12 +64,12 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown agent field",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    prompt: hi\n",
-			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, context, on_busy, guardrails, expose, model_execution`},
+			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, context, on_busy, guardrails, expose, model_execution, empty_answer`},
 		},
 		{
 			name: "unknown limit",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    limits: {max_iters: 3}\n",
-			want: []string{`t.yaml:5: agents[0].limits.max_iters: unknown field; known fields: max_iterations, turn_timeout_sec, token_budget, approval_timeout_sec, max_output_tokens, turns_per_minute, model_priority, history_events`},
+			want: []string{`t.yaml:5: agents[0].limits.max_iters: unknown field; known fields: max_iterations, turn_timeout_sec, token_budget, approval_timeout_sec, max_output_tokens, turns_per_minute, model_priority, history_events, model_timeout_sec`},
 		},
 		{
 			name: "repeated key",

@@ -9,8 +9,8 @@
 // from the same rules: an Anthropic request is mapped onto the same
 // conversation (see below), and the reply is rendered in the API's own
 // shape.
-// Rules can inject faults — HTTP errors with Retry-After, or a stream cut
-// mid-way — a given number of times before they answer, which is how the
+// Rules can inject faults — HTTP errors with Retry-After, a stream cut
+// mid-way, or a request held without an answer (stall) — a given number of times before they answer, which is how the
 // retry paths of activities and workflows are tested.
 //
 // Routes: POST /v1/chat/completions and /chat/completions (OpenAI), POST
@@ -69,6 +69,10 @@
 //	    when: {user: 'flaky'}
 //	    fault: {status: 500, times: 2}       # the first 2 matching requests fail, then reply
 //	    reply: {text: 'recovered'}
+//	  - name: hung
+//	    when: {user: 'hung'}
+//	    fault: {stall: true}                 # the first matching request is never answered
+//	    reply: {text: 'answered the retry'}
 //	  - name: slow
 //	    when: {user: 'think hard'}
 //	    reply: {text: 'done', delay_ms: 15000}  # answers after 15 s, streamed or not

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -148,9 +149,16 @@ type Fault struct {
 	// CutAfterChunks closes the connection after that many SSE events (a
 	// non-streamed reply is cut half-way through its body).
 	CutAfterChunks int `yaml:"cut_after_chunks"`
+	// Stall holds the request without an answer until the client gives
+	// up (or MaxStall has passed): a provider that hangs.
+	Stall bool `yaml:"stall"`
 	// Times is how many matching requests fail: 0 means 1, -1 means all.
 	Times int `yaml:"times"`
 }
+
+// MaxStall bounds how long a stalled request is held, so that a client
+// that never gives up does not hold the server's close forever.
+const MaxStall = 5 * time.Minute
 
 //go:embed demo.yaml
 var demoYAML []byte
@@ -313,8 +321,11 @@ func (s *Script) compile() ([]compiledRule, error) {
 		}
 		hasReply := r.Reply.Text != "" || len(r.Reply.ToolCalls) > 0
 		if f := r.Fault; f != nil {
-			if f.Status == 0 && f.CutAfterChunks == 0 {
-				return nil, fmt.Errorf("rule %q: fault needs status or cut_after_chunks", name)
+			if f.Status == 0 && f.CutAfterChunks == 0 && !f.Stall {
+				return nil, fmt.Errorf("rule %q: fault needs status, cut_after_chunks or stall", name)
+			}
+			if f.Stall && (f.Status != 0 || f.CutAfterChunks != 0) {
+				return nil, fmt.Errorf("rule %q: fault.stall is exclusive with status and cut_after_chunks", name)
 			}
 			if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
 				return nil, fmt.Errorf("rule %q: fault.status %d is not an HTTP error status", name, f.Status)

@@ -18,7 +18,7 @@ func TestParseErrors(t *testing.T) {
 		{"no rules", `pacing: {chunk_words: 2}`, `script has no rules`},
 		{"no reply", `rules: [{name: r, when: {user: x}}]`, `rule "r": reply needs text or tool_calls`},
 		{"fault needs a reply unless always", `rules: [{name: r, fault: {status: 500, times: 2}}]`, `reply is required unless fault.times is -1`},
-		{"fault needs a kind", `rules: [{name: r, fault: {times: 1}, reply: {text: x}}]`, `fault needs status or cut_after_chunks`},
+		{"fault needs a kind", `rules: [{name: r, fault: {times: 1}, reply: {text: x}}]`, `fault needs status, cut_after_chunks or stall`},
 		{"fault status must be an error", `rules: [{name: r, fault: {status: 200}, reply: {text: x}}]`, `fault.status 200 is not an HTTP error status`},
 		{"tool call needs a name", `rules: [{name: r, reply: {tool_calls: [{arguments: '{}'}]}}]`, `reply.tool_calls[0].name is required`},
 		{"duplicate names", `rules: [{name: r, reply: {text: a}}, {name: r, reply: {text: b}}]`, `rule "r": duplicate name`},

@@ -399,6 +399,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, api string) {
 	s.log.Debug("scripted request", zap.String("api", api), zap.String("rule", rule.name), zap.Bool("stream", rec.Stream),
 		zap.Bool("fault", fault != nil))
 
+	if fault != nil && fault.Stall {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(MaxStall):
+		}
+		return
+	}
 	if fault != nil && fault.Status != 0 {
 		msg := fault.Message
 		if msg == "" {

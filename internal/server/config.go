@@ -257,6 +257,12 @@ type Config struct {
 	// stop_grace_period) a few seconds more. Env AGENTFLOW_STOP_TIMEOUT, a
 	// duration (30s, 2m), 1s to 1h; default 0: DefaultStopTimeout.
 	StopTimeout time.Duration
+	// MaxModelTimeout is the operator's limit on one attempt of a model
+	// call: an agent's limits.model_timeout_sec above it, or none, is
+	// lowered to it for the turns this worker starts. Env
+	// AGENTFLOW_MAX_MODEL_TIMEOUT, a duration, 1s to 1h; default 0: the
+	// agent's, or its turn's timeout.
+	MaxModelTimeout time.Duration
 	// Deployment is the Temporal worker deployment and build this worker
 	// process belongs to (Worker Deployment Versioning): a turn runs to
 	// its end on the build that started it, and new turns go to the
@@ -364,6 +370,7 @@ func ConfigFromEnv() (Config, error) {
 	}{
 		{envHTTPHeaderTimeout, &c.HTTPHeaderTimeout, time.Second, 5 * time.Minute, "1s to 5m"},
 		{intake.EnvTimeout, &c.HTTPBodyTimeout, time.Second, time.Hour, "1s to 1h"},
+		{"AGENTFLOW_MAX_MODEL_TIMEOUT", &c.MaxModelTimeout, time.Second, time.Hour, "1s to 1h"},
 	} {
 		if v := os.Getenv(p.env); v != "" {
 			d, err := time.ParseDuration(v)
@@ -486,6 +493,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("an upload limit of %d bytes: want 1 to %d (AGENTFLOW_MAX_UPLOAD_BYTES)", c.MaxUploadBytes, gateway.MaxUploadBytesLimit)
 	case c.OpenAPIMaxSpecBytes < 0 || c.OpenAPIMaxSpecBytes > tools.MaxOpenAPISpecBytes:
 		return fmt.Errorf("an API document limit of %d bytes: want 1 to %d (%s)", c.OpenAPIMaxSpecBytes, tools.MaxOpenAPISpecBytes, tools.EnvOpenAPIMaxSpecBytes)
+	case c.MaxModelTimeout != 0 && (c.MaxModelTimeout < time.Second || c.MaxModelTimeout > time.Hour):
+		return fmt.Errorf("a model timeout limit of %s: want 1s to 1h (AGENTFLOW_MAX_MODEL_TIMEOUT)", c.MaxModelTimeout)
 	case c.StopTimeout != 0 && (c.StopTimeout < minStopTimeout || c.StopTimeout > maxStopTimeout):
 		return fmt.Errorf("stop timeout %s: want 1s to 1h (AGENTFLOW_STOP_TIMEOUT)", c.StopTimeout)
 	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):

@@ -69,6 +69,8 @@ func TestValidate(t *testing.T) {
 		{"an unclean mcp command", func(c *Config) { c.MCPCommands = []string{"/opt//server"} }, `AGENTFLOW_MCP_COMMANDS: "/opt//server": write the path clean`},
 		{"stop timeout", func(c *Config) { c.StopTimeout = 2 * time.Minute }, ""},
 		{"a stop timeout of a millisecond", func(c *Config) { c.StopTimeout = time.Millisecond }, "stop timeout 1ms: want 1s to 1h (AGENTFLOW_STOP_TIMEOUT)"},
+		{"a model timeout limit", func(c *Config) { c.MaxModelTimeout = time.Minute }, ""},
+		{"a model timeout limit of two hours", func(c *Config) { c.MaxModelTimeout = 2 * time.Hour }, "a model timeout limit of 2h0m0s: want 1s to 1h (AGENTFLOW_MAX_MODEL_TIMEOUT)"},
 		{"a versioned worker", func(c *Config) { c.Deployment = Deployment{Name: "agentflow", BuildID: "v2"} }, ""},
 		{"a build without its deployment", func(c *Config) { c.Deployment = Deployment{BuildID: "v2"} },
 			"AGENTFLOW_BUILD_ID is set but AGENTFLOW_DEPLOYMENT_NAME is not: a versioned worker names its deployment and its build"},
@@ -357,6 +359,24 @@ func TestConfigFromEnvStopTimeout(t *testing.T) {
 		t.Setenv("AGENTFLOW_STOP_TIMEOUT", bad)
 		_, err := ConfigFromEnv()
 		require.ErrorContains(t, err, "AGENTFLOW_STOP_TIMEOUT="+strconv.Quote(bad)+": want a duration such as 30s or 2m, 1s to 1h")
+	}
+}
+
+// TestConfigFromEnvMaxModelTimeout: the operator's limit on a model
+// call's attempt is a duration from 1s to 1h; unset, none.
+func TestConfigFromEnvMaxModelTimeout(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.MaxModelTimeout)
+	t.Setenv("AGENTFLOW_MAX_MODEL_TIMEOUT", "45s")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 45*time.Second, c.MaxModelTimeout)
+	for _, bad := range []string{"45", "500ms", "2h"} {
+		t.Setenv("AGENTFLOW_MAX_MODEL_TIMEOUT", bad)
+		_, err := ConfigFromEnv()
+		require.ErrorContains(t, err, "AGENTFLOW_MAX_MODEL_TIMEOUT="+strconv.Quote(bad)+": want a duration such as 30s, 1s to 1h")
 	}
 }
 

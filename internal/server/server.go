@@ -409,7 +409,7 @@ func (s *Server) newWorker() error {
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger, Governor: gov,
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()),
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
-		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI,
+		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 	})
 	if err != nil {
 		return err

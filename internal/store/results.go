@@ -61,7 +61,7 @@ RETURNING ` + resultColumns
 
 	resultColumns = `result_id::text, job_id, protocol_version, status, result_data, cas_id, error,
   tool_calls, tokens_used, cache_hit, execution_time_ms, llm_model, agent_id, agent_version, route_rule, data_ref, cached_tokens,
-  request_hash, completed_at, channel`
+  request_hash, completed_at, channel, session_id`
 
 	sqlResultColumns = `SELECT ` + resultColumns + ` FROM agent_results`
 
@@ -310,7 +310,7 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 	)
 	m := &r.Metadata
 	err := row.Scan(&resultID, &r.JobID, &r.Version, &r.Status, &inline, &casID, &errJSON,
-		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef, &m.CachedTokens, hash, &completedAt, &r.Channel)
+		&toolJSON, &m.TokensUsed, &m.CacheHit, &m.ExecutionTimeMS, &m.LLMModel, &m.AgentID, &m.AgentVersion, &m.RouteRule, &r.DataRef, &m.CachedTokens, hash, &completedAt, &r.Channel, &r.SessionID)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}

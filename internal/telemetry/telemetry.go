@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -164,14 +165,26 @@ func (t *Tracing) GRPCServerOptions(meters metric.MeterProvider) []grpc.ServerOp
 	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(opts...))}
 }
 
-// LogFields are the trace_id and span_id of ctx's span for a log line,
-// none when no span is recording.
+// LogFields are the fields of a log line about ctx's work: those
+// WithLogFields gave it, and the trace_id and span_id of its span when
+// one is recording.
 func LogFields(ctx context.Context) []zap.Field {
+	fields, _ := ctx.Value(logFieldsKey{}).([]zap.Field)
 	sc := trace.SpanFromContext(ctx).SpanContext()
 	if !sc.IsValid() || !trace.SpanFromContext(ctx).IsRecording() {
-		return nil
+		return fields
 	}
-	return []zap.Field{zap.String("trace_id", sc.TraceID().String()), zap.String("span_id", sc.SpanID().String())}
+	return append(slices.Clip(fields), zap.String("trace_id", sc.TraceID().String()), zap.String("span_id", sc.SpanID().String()))
+}
+
+type logFieldsKey struct{}
+
+// WithLogFields is ctx whose log lines (Logger) carry fields too, after
+// those it had: what the work is about (a tool call's agent, version and
+// tool), said once where the work starts, not on every line.
+func WithLogFields(ctx context.Context, fields ...zap.Field) context.Context {
+	prior, _ := ctx.Value(logFieldsKey{}).([]zap.Field)
+	return context.WithValue(ctx, logFieldsKey{}, append(slices.Clip(prior), fields...))
 }
 
 // Logger is logger with ctx's LogFields.

@@ -28,6 +28,7 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/openapi"
 	"github.com/agentflow/agentflow/internal/secrets"
+	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
 // openapi_action's limits and defaults.
@@ -758,8 +759,8 @@ func (t *openapiTool) send(ctx context.Context, call Call, doc *openapi.Document
 	}
 	mismatch := c.CheckResponse(ctx, resp.StatusCode, resp.Header, body)
 	if mismatch != "" {
-		t.deps.Logger.Warn("answer does not match the OpenAPI document",
-			zap.String("tenant", call.TenantID), zap.String("operation", op.ID), zap.String("problem", mismatch))
+		telemetry.Logger(ctx, t.deps.Logger).Warn("answer does not match the OpenAPI document",
+			zap.String("operation", op.ID), zap.String("problem", mismatch))
 	}
 	return answer(status, resp.Header.Get("Content-Type"), body, mismatch), nil
 }

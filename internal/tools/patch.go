@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/process"
+	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
 // patchConfig is patch_workflow's config.
@@ -103,8 +104,8 @@ func (t *patchTool) Run(ctx context.Context, call Call) (Output, error) {
 		}, next)
 		switch {
 		case err == nil:
-			t.deps.Logger.Info("process patched", zap.String("tenant", call.TenantID), zap.String("tag", p.Tag),
-				zap.Int("version", rec.ToVersion), zap.String("patch_id", rec.PatchID), zap.String("job_id", call.JobID))
+			telemetry.Logger(ctx, t.deps.Logger).Info("process patched", zap.String("tag", p.Tag),
+				zap.Int("version", rec.ToVersion), zap.String("patch_id", rec.PatchID))
 			return output(rec, process.Summary(latest.Definition, next)), nil
 		case agent.IsCode(err, agent.CodeConflict) && attempt < patchAttempts:
 			// Another patch came first: apply the operations to what is

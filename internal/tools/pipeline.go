@@ -25,6 +25,7 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/secrets"
+	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
 // pipelineConfig is execute_pipeline's config.
@@ -209,7 +210,7 @@ func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) 
 	}
 	if t.ttl > 0 {
 		if err := call.Cache.Put(ctx, key, out, t.ttl); err != nil {
-			t.deps.Logger.Warn("pipeline result not cached", zap.String("tenant", call.TenantID), zap.Error(err))
+			telemetry.Logger(ctx, t.deps.Logger).Warn("pipeline result not cached", zap.Error(err))
 		}
 	}
 	return out, nil
@@ -437,13 +438,13 @@ func (t *pipelineTool) promote(ctx context.Context, call Call, p pipeline.Pipeli
 	shape := pipeline.ShapeOf(p)
 	spec, err := compositeSpec(p, shape, t.cfg, t.approval)
 	if err != nil {
-		t.deps.Logger.Warn("pipeline not recorded for promotion", zap.String("tenant", call.TenantID), zap.Error(err))
+		telemetry.Logger(ctx, t.deps.Logger).Warn("pipeline not recorded for promotion", zap.Error(err))
 		return out
 	}
 	name, err := t.deps.Composites.RecordPipelineRun(ctx, call.TenantID, call.JobID, call.CallID, shape.Hash, spec)
 	if err != nil {
 		// Promotion is a convenience: the call itself succeeded.
-		t.deps.Logger.Warn("pipeline run not recorded for promotion", zap.String("tenant", call.TenantID), zap.Error(err))
+		telemetry.Logger(ctx, t.deps.Logger).Warn("pipeline run not recorded for promotion", zap.Error(err))
 		return out
 	}
 	if name != "" {

@@ -1083,7 +1083,10 @@ type TurnResult struct {
 	// aisdk, mcp, a2a, agui, temporal (started through Temporal directly),
 	// schedule, process, delegate or eval. Set by the server, never by a
 	// request.
-	Channel       string `protobuf:"bytes,16,opt,name=channel,proto3" json:"channel,omitempty"`
+	Channel string `protobuf:"bytes,16,opt,name=channel,proto3" json:"channel,omitempty"`
+	// The session the turn ran in, as its request named it (session_id or
+	// the job envelope's context.session_id); empty for a turn without one.
+	SessionId     string `protobuf:"bytes,17,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1226,6 +1229,13 @@ func (x *TurnResult) GetSteered() []string {
 func (x *TurnResult) GetChannel() string {
 	if x != nil {
 		return x.Channel
+	}
+	return ""
+}
+
+func (x *TurnResult) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
 	}
 	return ""
 }
@@ -7639,7 +7649,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xbf\x04\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xde\x04\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -7660,7 +7670,9 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x06blocks\x18\r \x03(\v2\x1a.agentflow.v1.ContentBlockR\x06blocks\x12\x18\n" +
 	"\apartial\x18\x0e \x01(\bR\apartial\x12\x18\n" +
 	"\asteered\x18\x0f \x03(\tR\asteered\x12\x18\n" +
-	"\achannel\x18\x10 \x01(\tR\achannel\"\xd8\x02\n" +
+	"\achannel\x18\x10 \x01(\tR\achannel\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x11 \x01(\tR\tsessionId\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
