@@ -27,8 +27,13 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
+// Product is the product's name, which names what it owns outside
+// Temporal too: the local stack's bucket, the Kubernetes objects it
+// manages, the server's name to other agents' clients.
+const Product = "agentflow"
+
 // TaskQueue is the default task queue of workers and starters.
-const TaskQueue = "agentflow"
+const TaskQueue = Product
 
 // Workflow types.
 const (

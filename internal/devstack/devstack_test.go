@@ -223,10 +223,12 @@ func TestStartUsesGivenServers(t *testing.T) {
 		DatabaseURL:         "postgres://u:p@db.example:5432/app",
 		TemporalAddress:     "temporal.example:7233",
 		TemporalHTTPAddress: "temporal.example:7243",
+		ObjectStoreEndpoint: "http://s3.example:9000",
 		Namespace:           "agents",
 	})
 	require.NoError(t, err)
 	require.Equal(t, "postgres://u:p@db.example:5432/app", s.DatabaseURL)
+	require.Equal(t, "http://s3.example:9000", s.ObjectStore.Endpoint)
 	require.Equal(t, "temporal.example:7233", s.TemporalAddress)
 	require.Equal(t, "temporal.example:7243", s.TemporalHTTPAddress)
 	require.Equal(t, "agents", s.Namespace)

@@ -14,14 +14,15 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
 	"go.uber.org/zap"
 
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/objstore"
 )
 
 // The local object store's bucket and credential. The server checks no
 // signature: the credential is only what clients sign with.
 const (
-	ObjectStoreBucket    = "agentflow"
-	objectStoreAccessKey = "agentflow"
+	ObjectStoreBucket    = contract.Product
+	objectStoreAccessKey = contract.Product
 	objectStoreSecretKey = "agentflow-dev-secret"
 )
 

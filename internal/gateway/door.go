@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/store"
 )
@@ -145,7 +146,7 @@ const HeaderStreamID = "X-Agentflow-Stream-Id"
 
 // ServerName is what the gateway calls itself to other agents' clients
 // (MCP's server info, A2A's skill tags): the product's name.
-const ServerName = "agentflow"
+const ServerName = contract.Product
 
 // CORSOrigins are the browser origins whose pages may call the API.
 func (a *HTTPAPI) CORSOrigins() []string { return slices.Clone(a.cors.origins) }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 // Labels and annotations of a Job. Label values are bounded (63
@@ -25,7 +27,7 @@ const (
 	// call's.
 	AnnotationSpec = "agentflow.dev/spec"
 
-	managedBy     = "agentflow"
+	managedBy     = contract.Product
 	containerName = "job"
 	// ttlAfterFinished keeps a finished Job (and its logs) an hour, for
 	// the retry of a call whose result was not yet stored, and for people.
