@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -71,6 +72,10 @@ func (a *HTTPAPI) SlowClient() time.Duration { return a.slowClient }
 
 // Events is the follower of turns' event logs.
 func (s *Service) Events() EventSource { return s.events }
+
+// Secrets resolves the secrets a door checks requests with, for the
+// tenant of the context (secrets.WithTenant); nil: none.
+func (s *Service) Secrets() secrets.Resolver { return s.secrets }
 
 // Store is the gateway's store.
 func (s *Service) Store() *store.Store { return s.store }
