@@ -57,8 +57,8 @@ func (b *botAPI) messages() []map[string]string {
 // posted again starts nothing more, and the chat's next message is the
 // session's next turn. A wrong or missing secret, and a route naming no
 // bot, are refused 401 before anything starts; a body that is not an
-// Update is a 400, and an update that is not a text message a 200 that
-// starts nothing.
+// Update is a 400, an update that is not a text message a 200 that
+// starts nothing, and a message to a closed session a 409.
 func TestTelegram(t *testing.T) {
 	t.Setenv("TG_BOT_TOKEN", "bot-token-1")
 	t.Setenv("TG_HOOK_SECRET", "hook-secret-1")
@@ -138,4 +138,10 @@ agents:
 	require.Equal(t, "What is 4 * 4?", msgs[2].Content)
 	require.Len(t, bot.messages(), 2)
 	notStarted("1002")
+
+	// A chat whose session a schedule's run closed is refused: nothing
+	// starts, and the bot's getWebhookInfo shows why.
+	require.NoError(t, ts.Store().EndSession(ctx, "demo", "telegram-assistant-tg-"+chat, "telegram-assistant-tg-1003", agent.SessionEndClose))
+	require.Equal(t, http.StatusConflict, post(hook, "hook-secret-1", upd("1004", "What is 1 + 1?")))
+	notStarted("1004")
 }

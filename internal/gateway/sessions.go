@@ -200,6 +200,15 @@ func (s *Service) SendMessageTo(ctx context.Context, conv agent.ConversationInpu
 	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
 		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
 	}
+	// A closed session's turn would be refused at its start: the sender
+	// hears it now. (The turn's start is where the rule holds.)
+	st, err := s.store.SessionState(ctx, conv.TenantID, conv.SessionID)
+	if err == nil {
+		err = st.Refusal(conv.SessionID)
+	}
+	if err != nil {
+		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
+	}
 	if err := msg.Texts(s.redactor(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""))); err != nil {
 		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
 	}

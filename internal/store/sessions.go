@@ -415,5 +415,14 @@ func (s *Store) checkSessionOpen(ctx context.Context, tenantID, sessionID, jobID
 	if err != nil {
 		return fmt.Errorf("check session %q: %w", sessionID, err)
 	}
-	return agent.Errorf(agent.CodeConflict, "session %q was closed by job %q and takes no more messages: use another session", sessionID, by)
+	return SessionState{State: SessionClosed, EndedBy: by}.Refusal(sessionID)
+}
+
+// Refusal is why a session in state st takes no new turn: nil unless it
+// is closed.
+func (st SessionState) Refusal(sessionID string) error {
+	if st.State != SessionClosed {
+		return nil
+	}
+	return agent.Errorf(agent.CodeConflict, "session %q was closed by job %q and takes no more messages: use another session", sessionID, st.EndedBy)
 }
