@@ -20,7 +20,7 @@ import (
 )
 
 // A Door is one protocol served on the HTTP API's listener (the packages
-// under internal/gateway: aisdk, agui, a2a, mcp, openai, sse, ws). It
+// under internal/gateway: aisdk, agui, a2a, mcp, openai, sse, telegram, ws). It
 // adds its routes to the API's mux and serves them with what the core
 // offers: the caller's identity and tenant (Caller), the turn API of the
 // Service (Prepare, StartPrepared, FollowNew, Decide, AnswerQuestion),
