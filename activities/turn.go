@@ -130,8 +130,9 @@ func resultBlocks(res agent.TurnResult, reasoning string, files []agent.Block) [
 // SaveResult stores the results of tool calls that did not run, then the
 // turn's result (first write wins) and, for a completed turn in a
 // session, or one stopped in its answer (agent.TurnResult.Partial),
-// appends the exchange to the session's transcript. It
-// returns the stored result, with its result_ref.
+// appends the exchange to the session's transcript; then it closes or
+// marks the session as the request's session_end says. It returns the
+// stored result, with its result_ref.
 func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput) (agent.TurnResult, error) {
 	req := in.Request
 	if err := a.storeToolFailures(ctx, req.TenantID, req.JobID, in.ToolFailures); err != nil {
@@ -180,6 +181,13 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 		msgs = append(msgs, agent.Message{Role: agent.RoleAssistant, Content: stored.Output, Partial: stored.Partial})
 		if err := a.store.AppendSession(ctx, req.TenantID, req.SessionID, req.JobID, msgs); err != nil {
 			return agent.TurnResult{}, fmt.Errorf("append to session %q: %w", req.SessionID, err)
+		}
+	}
+	if req.SessionEnd != "" {
+		// After its messages, so that a marked session's last exchange is
+		// this turn's; whatever the turn's status, as its run has ended.
+		if err := a.store.EndSession(ctx, req.TenantID, req.SessionID, req.JobID, req.SessionEnd); err != nil {
+			return agent.TurnResult{}, err
 		}
 	}
 	if err := a.startDelivery(ctx, in, stored); err != nil {

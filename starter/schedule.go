@@ -30,6 +30,8 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue), "task queue")
+	session := fs.String("session", "", "run each turn in this session, with its transcript (default: a fresh context, no session)")
+	sessionEnd := fs.String("session-end", "", `what each run's end does to --session: "close" (it takes no more messages) or "mark" (inactive until its next turn)`)
 	var deliverTo deliverFlag
 	fs.Var(&deliverTo, "deliver", "push each run's result to the agent's deliver target NAME, or to chat CHAT of its telegram target (NAME or NAME:CHAT; repeat for several)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -52,7 +54,10 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	req := agent.TurnRequest{TenantID: *tenant, AgentID: *agentID, Model: *model, Prompt: strings.Join(fs.Args(), " "), History: agent.HistoryFresh,
-		Deliver: deliverTo}
+		Deliver: deliverTo, SessionID: *session, SessionEnd: *sessionEnd}
+	if *session != "" {
+		req.History = agent.HistoryLoad
+	}
 	req.Normalize()
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("schedule: %w", err)
@@ -95,7 +100,8 @@ func scheduleSpec(every time.Duration, cron string) (client.ScheduleSpec, error)
 	return client.ScheduleSpec{}, fmt.Errorf("schedule: --every or --cron is required")
 }
 
-// scheduledTurnOptions schedule a turn with fresh context. Each run's
+// scheduledTurnOptions schedule a turn with fresh context, or in the
+// request's session. Each run's
 // workflow id is the schedule's "turn/<tenant>/<id>" plus the run's time,
 // and AgentTurn takes its job id from the workflow id, so every run stores
 // its own result.

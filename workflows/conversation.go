@@ -293,6 +293,9 @@ func (c *conversation) request(jobID string, m agent.SendMessage) agent.TurnRequ
 		// The door the message came through; a message sent with the
 		// temporal CLI names none.
 		Channel: cmp.Or(m.Channel, agent.ChannelTemporal),
+		// Where its answer is pushed: a message of an older run has none,
+		// and a child's input is not compared on replay.
+		Deliver: m.Deliver,
 	}
 	req.Normalize()
 	return req

@@ -18,6 +18,7 @@ const (
 	ChannelMCP       = "mcp"       // MCP tools and tasks (/mcp)
 	ChannelA2A       = "a2a"       // A2A messages and tasks
 	ChannelAGUI      = "agui"      // AG-UI runs
+	ChannelTelegram  = "telegram"  // a Telegram bot's webhook (/v1/telegram/…)
 	// ChannelTemporal is a turn started through Temporal directly (the
 	// temporal CLI, any SDK) that names no channel: the turn sets it.
 	ChannelTemporal = "temporal"
@@ -29,7 +30,7 @@ const (
 
 // channels are the known channels, in the order the README lists them.
 var channels = []string{ChannelGRPC, ChannelHTTP, ChannelSSE, ChannelWebSocket, ChannelOpenAI, ChannelAISDK, ChannelMCP,
-	ChannelA2A, ChannelAGUI, ChannelTemporal, ChannelSchedule, ChannelProcess, ChannelDelegate, ChannelEval}
+	ChannelA2A, ChannelAGUI, ChannelTelegram, ChannelTemporal, ChannelSchedule, ChannelProcess, ChannelDelegate, ChannelEval}
 
 // Channels lists the known channels.
 func Channels() []string { return slices.Clone(channels) }

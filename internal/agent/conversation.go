@@ -93,6 +93,9 @@ type SendMessage struct {
 	// Channel is the door the message came through (TurnRequest.Channel),
 	// which its turn carries; empty: ChannelTemporal.
 	Channel string `json:"channel,omitempty"`
+	// Deliver names targets of the conversation's agent the message's
+	// turn pushes its result to (TurnRequest.Deliver).
+	Deliver []DeliverTo `json:"deliver,omitempty"`
 }
 
 // Where a turn that a message interrupts stops (SendMessage.StopAt).
@@ -180,6 +183,9 @@ func (m SendMessage) Validate() error {
 		return err
 	}
 	if err := validateChannel(m.Channel); err != nil {
+		return err
+	}
+	if err := checkDeliverTo(m.Deliver); err != nil {
 		return err
 	}
 	if err := validOnBusy(m.OnBusy); err != nil {

@@ -90,6 +90,10 @@ type TurnRequest struct {
 	// ones: a webhook or a Telegram chat, outside Temporal. Unlike
 	// Notify, nothing is sent while the turn runs.
 	Deliver []DeliverTo `json:"deliver,omitempty"`
+	// SessionEnd, for a turn in a session, is what its end does to the
+	// session once its result is saved: SessionEndClose or SessionEndMark
+	// (a schedule's runs set it); empty leaves the session as it is.
+	SessionEnd string `json:"session_end,omitempty"`
 	// ForwardEvents, with Notify naming the workflow that started the
 	// turn as its child, makes the turn send that workflow its own tool
 	// and approval events too, as a delegated turn sends its parent: a
@@ -414,6 +418,9 @@ func (r *TurnRequest) ValidateEnvelope() error {
 		if !json.Valid(trimmed) || len(trimmed) == 0 || trimmed[0] != '{' {
 			return Errorf(CodeInvalid, "context.workflow_state must be a JSON object, such as {\"current_step\": 5, \"total_steps\": 10}")
 		}
+	}
+	if err := checkSessionEnd(r.SessionEnd, r.SessionID); err != nil {
+		return err
 	}
 	return checkDeliverTo(r.Deliver)
 }

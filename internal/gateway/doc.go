@@ -46,6 +46,8 @@
 // through internal/gateway/projection: sse, ws, openai, aisdk, agui, mcp
 // and a2a, each for the agents the catalog exposes through it
 // (agent.Agent.Expose) and each running the same turn pipeline and
-// reading the same event log. A door imports no other door and the core
+// reading the same event log. The telegram door serves the bots of
+// agents' telegram targets with a webhook_secret; its answers leave
+// through those targets' deliveries. A door imports no other door and the core
 // imports none; internal/gateway/doors lists them for the server.
 package gateway

@@ -16,11 +16,12 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
 // A Door is one protocol served on the HTTP API's listener (the packages
-// under internal/gateway: aisdk, agui, a2a, mcp, openai, sse, ws). It
+// under internal/gateway: aisdk, agui, a2a, mcp, openai, sse, telegram, ws). It
 // adds its routes to the API's mux and serves them with what the core
 // offers: the caller's identity and tenant (Caller), the turn API of the
 // Service (Prepare, StartPrepared, FollowNew, Decide, AnswerQuestion),
@@ -72,6 +73,10 @@ func (a *HTTPAPI) SlowClient() time.Duration { return a.slowClient }
 
 // Events is the follower of turns' event logs.
 func (s *Service) Events() EventSource { return s.events }
+
+// Secrets resolves the secrets a door checks requests with, for the
+// tenant of the context (secrets.WithTenant); nil: none.
+func (s *Service) Secrets() secrets.Resolver { return s.secrets }
 
 // Store is the gateway's store.
 func (s *Service) Store() *store.Store { return s.store }

@@ -90,6 +90,10 @@ type HTTPAPI struct {
 	slowClient time.Duration
 	maxUpload  int64
 	body       bodyBounds
+	// ownCredential are the path prefixes whose requests carry a
+	// credential of their door's protocol instead of a bearer token
+	// (OwnCredential); shared by the doors' copies (forChannel).
+	ownCredential *[]string
 }
 
 // installStrictQuery makes strictQuery grpc-gateway's query parser.
@@ -116,7 +120,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	// the HTTP API's; each door's are its own (forChannel).
 	a := &HTTPAPI{maxUpload: maxUpload, body: body, grpc: NewGRPCServer(s.forChannel(agent.ChannelHTTP), cat, o.ServerOptions...), svc: s,
 		ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
-		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient)}
+		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient), ownCredential: new([]string)}
 	a.ending, a.endStreams = context.WithCancel(context.Background())
 	a.conn, err = grpc.NewClient("passthrough:///agentflow-in-process",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.ln.DialContext(ctx) }),

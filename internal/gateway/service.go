@@ -24,6 +24,7 @@ import (
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/telemetry"
@@ -62,6 +63,10 @@ type Options struct {
 	// snapshots: a turn that names no agent is checked against it (a
 	// default agent or rules) instead of reading the catalog.
 	Routes *registry.Cache
+	// Secrets resolves the secrets a door checks a request with (the
+	// Telegram door's webhook_secret), for the tenant of the context
+	// (secrets.WithTenant); nil: no door can check one.
+	Secrets secrets.Resolver
 }
 
 // Service implements pb.AgentServiceServer.
@@ -76,6 +81,7 @@ type Service struct {
 	logger    *zap.Logger
 	routes    *registry.Cache
 	vault     *redact.Vault
+	secrets   secrets.Resolver
 	// channel is the door whose turns this Service starts
 	// (agent.TurnRequest.Channel): agent.ChannelGRPC, or the one a copy
 	// made for a door (forChannel) names.
@@ -121,7 +127,7 @@ func New(o Options) (*Service, error) {
 	}
 	streams := newStreamSlots(o.MaxStreamsPerTenant)
 	s := &Service{client: o.Client, store: o.Store, events: heldEvents{src: o.Events, streams: streams}, tokens: o.Tokens, oidc: o.OIDC,
-		taskQueue: o.TaskQueue, logger: o.Logger, routes: o.Routes, vault: o.Vault, starting: make(chan struct{}, maxStarting), streams: streams,
+		taskQueue: o.TaskQueue, logger: o.Logger, routes: o.Routes, vault: o.Vault, secrets: o.Secrets, starting: make(chan struct{}, maxStarting), streams: streams,
 		channel: agent.ChannelGRPC}
 	s.ending, s.endStreams = context.WithCancel(context.Background())
 	return s, nil

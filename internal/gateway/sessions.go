@@ -184,6 +184,41 @@ func (s *Service) GetTranscript(ctx context.Context, in *pb.GetTranscriptRequest
 	return out, nil
 }
 
+// SendMessageTo sends msg, as the caller's and through the service's
+// channel, to the Conversation conv of the caller's tenant: the one path
+// of SendMessage and of doors whose messages name what the API's do not
+// (the Telegram door's deliver targets).
+func (s *Service) SendMessageTo(ctx context.Context, conv agent.ConversationInput, msg agent.SendMessage) (agent.SendMessageResult, error) {
+	conv.TenantID = TenantOf(ctx)
+	msg.Caller, msg.Channel = CallerOf(ctx).Caller(), s.channel
+	if err := conv.Validate(); err != nil {
+		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
+	}
+	if err := msg.Validate(); err != nil {
+		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
+	}
+	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
+		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
+	}
+	// A closed session's turn would be refused at its start: the sender
+	// hears it now. (The turn's start is where the rule holds.)
+	st, err := s.store.SessionState(ctx, conv.TenantID, conv.SessionID)
+	if err == nil {
+		err = st.Refusal(conv.SessionID)
+	}
+	if err != nil {
+		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
+	}
+	if err := msg.Texts(s.redactor(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""))); err != nil {
+		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
+	}
+	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, msg)
+	if err != nil {
+		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
+	}
+	return res, nil
+}
+
 // SendMessage implements pb.AgentServiceServer.
 func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
 	conv := agent.ConversationInput{TenantID: TenantOf(ctx), SessionID: in.GetSessionId(), AgentID: in.GetAgentId(),
@@ -191,20 +226,11 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 	if err := conv.Validate(); err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()), Caller: CallerOf(ctx).Caller(),
-		OnBusy: in.GetOnBusy(), StopAt: in.GetStopAt(), Channel: s.channel}
-	if err := msg.Validate(); err != nil {
-		return nil, s.StatusOf(ctx, err)
-	}
-	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
-		return nil, s.StatusOf(ctx, err)
-	}
-	if err := msg.Texts(s.redactor(ctx, conv.TenantID, redact.Scope(conv.SessionID, ""))); err != nil {
-		return nil, s.StatusOf(ctx, err)
-	}
-	res, err := turnclient.SendMessage(ctx, s.client, s.taskQueue, conv, msg)
+	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()),
+		OnBusy: in.GetOnBusy(), StopAt: in.GetStopAt()}
+	res, err := s.SendMessageTo(ctx, conv, msg)
 	if err != nil {
-		return nil, s.StatusOf(ctx, err)
+		return nil, err
 	}
 	return &pb.SendMessageResponse{StreamId: res.TurnWorkflowID, JobId: res.JobID, Steered: res.Steered,
 		ConversationId: contract.ConversationWorkflowID(conv.TenantID, conv.SessionID)}, nil

@@ -374,6 +374,14 @@ func (s *Server) connect(ctx context.Context) error {
 	return nil
 }
 
+// secrets resolves the secrets catalogs name (env:NAME, file:/path) from
+// the process's environment and mounted files, for a tenant only those
+// the operator granted it (AGENTFLOW_SECRETS).
+func (s *Server) secrets() secrets.Resolver {
+	resolver := secrets.Schemes{secrets.SchemeEnv: secrets.NewEnv(os.LookupEnv), secrets.SchemeFile: secrets.Files{}}
+	return secrets.Scoped(resolver, s.cfg.SecretGrants)
+}
+
 // newWorker builds the model providers and the tools, and a Temporal
 // worker with the workflows and activities.
 func (s *Server) newWorker() error {
@@ -387,9 +395,8 @@ func (s *Server) newWorker() error {
 	// tenant (AGENTFLOW_SECRETS). Stdio MCP servers get a few harmless
 	// variables of the environment, never the whole.
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
-	resolver := secrets.Schemes{secrets.SchemeEnv: secrets.NewEnv(os.LookupEnv), secrets.SchemeFile: secrets.Files{}}
 	s.tools, err = tools.NewRegistry(tools.Deps{
-		Logger: s.logger, Secrets: secrets.Scoped(resolver, s.cfg.SecretGrants), SecretGrants: &s.cfg.SecretGrants,
+		Logger: s.logger, Secrets: s.secrets(), SecretGrants: &s.cfg.SecretGrants,
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
@@ -460,7 +467,8 @@ func (s *Server) newGateway(ctx context.Context) error {
 		return err
 	}
 	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
-		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault})
+		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault,
+		Secrets: s.secrets()})
 	if err != nil {
 		return err
 	}

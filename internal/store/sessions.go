@@ -15,10 +15,29 @@ import (
 const (
 	// Creates the session on its first append and locks its row, so that
 	// concurrent appends to one session take sequence numbers in turn.
+	// A turn's messages make a marked (inactive) session active again.
 	sqlLockSession = `
 INSERT INTO sessions (tenant_id, session_id) VALUES ($1, $2)
-ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = now()
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = now(),
+  state = CASE WHEN sessions.state = 'inactive' THEN 'open' ELSE sessions.state END
 RETURNING last_seq`
+
+	// Closes or marks a session; a closed session stays closed, and a
+	// retry leaves it as the first write did.
+	sqlEndSession = `
+INSERT INTO sessions (tenant_id, session_id, state, ended_by) VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET updated_at = now(),
+  state    = CASE WHEN sessions.state = 'closed' THEN 'closed' ELSE EXCLUDED.state END,
+  ended_by = CASE WHEN sessions.state = 'closed' THEN sessions.ended_by ELSE EXCLUDED.ended_by END`
+
+	sqlSessionState = `SELECT state, ended_by FROM sessions WHERE tenant_id = $1 AND session_id = $2`
+
+	// The job that closed a session, when it is closed and job is not a
+	// turn begun before: a turn already claimed goes on.
+	sqlSessionClosedTo = `
+SELECT s.ended_by FROM sessions s
+WHERE s.tenant_id = $1 AND s.session_id = $2 AND s.state = 'closed'
+  AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.tenant_id = $1 AND t.job_id = $3)`
 
 	sqlSessionHasJob = `
 SELECT EXISTS (
@@ -329,4 +348,81 @@ func (s *Store) PutSummary(ctx context.Context, sum Summary) (bool, error) {
 		return false, fmt.Errorf("put summary of session %q: %w", c.SessionID, err)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// States of a session (SessionState).
+const (
+	SessionOpen     = "open"
+	SessionInactive = "inactive"
+	SessionClosed   = "closed"
+)
+
+// SessionState is what a turn's end left a session as: its state and the
+// job that closed or marked it ("" for a session never ended).
+type SessionState struct {
+	State   string
+	EndedBy string
+}
+
+// EndSession applies a turn's session_end to its session (the turn's
+// job): agent.SessionEndClose closes it, agent.SessionEndMark marks it
+// inactive. Idempotent: a closed session stays closed, by its first job.
+func (s *Store) EndSession(ctx context.Context, tenantID, sessionID, jobID, end string) error {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return err
+	}
+	if err := requireID("session_id", sessionID); err != nil {
+		return err
+	}
+	state := SessionInactive
+	switch end {
+	case agent.SessionEndClose:
+		state = SessionClosed
+	case agent.SessionEndMark:
+	default:
+		return agent.Errorf(agent.CodeInvalid, "session_end %q: want %q or %q", agent.Clip(end, 50), agent.SessionEndClose, agent.SessionEndMark)
+	}
+	if _, err := s.pool.Exec(ctx, sqlEndSession, tenantID, sessionID, state, jobID); err != nil {
+		return fmt.Errorf("end session %q: %w", sessionID, err)
+	}
+	return nil
+}
+
+// SessionState reads a session's state; a session never written to is
+// open.
+func (s *Store) SessionState(ctx context.Context, tenantID, sessionID string) (SessionState, error) {
+	var st SessionState
+	err := s.pool.QueryRow(ctx, sqlSessionState, tenantID, sessionID).Scan(&st.State, &st.EndedBy)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SessionState{State: SessionOpen}, nil
+	}
+	if err != nil {
+		return SessionState{}, fmt.Errorf("read session %q: %w", sessionID, err)
+	}
+	return st, nil
+}
+
+// checkSessionOpen refuses a new turn (job) of a closed session.
+func (s *Store) checkSessionOpen(ctx context.Context, tenantID, sessionID, jobID string) error {
+	if sessionID == "" {
+		return nil
+	}
+	var by string
+	err := s.pool.QueryRow(ctx, sqlSessionClosedTo, tenantID, sessionID, jobID).Scan(&by)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check session %q: %w", sessionID, err)
+	}
+	return SessionState{State: SessionClosed, EndedBy: by}.Refusal(sessionID)
+}
+
+// Refusal is why a session in state st takes no new turn: nil unless it
+// is closed.
+func (st SessionState) Refusal(sessionID string) error {
+	if st.State != SessionClosed {
+		return nil
+	}
+	return agent.Errorf(agent.CodeConflict, "session %q was closed by job %q and takes no more messages: use another session", sessionID, st.EndedBy)
 }

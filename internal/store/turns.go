@@ -94,6 +94,9 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 	if err != nil {
 		return fmt.Errorf("begin turn %q: encode request: %w", t.JobID, err)
 	}
+	if err := s.checkSessionOpen(ctx, t.TenantID, t.SessionID, t.JobID); err != nil {
+		return err
+	}
 	inserted := false
 	insert := func(q interface {
 		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)

@@ -11,10 +11,11 @@ import (
 	"github.com/agentflow/agentflow/internal/gateway/mcp"
 	"github.com/agentflow/agentflow/internal/gateway/openai"
 	"github.com/agentflow/agentflow/internal/gateway/sse"
+	"github.com/agentflow/agentflow/internal/gateway/telegram"
 	"github.com/agentflow/agentflow/internal/gateway/ws"
 )
 
 // All are the doors, in the order they register their routes.
 func All() []gateway.Door {
-	return []gateway.Door{openai.Door, sse.Door, ws.Door, aisdk.Door, mcp.Door, agui.Door, a2a.Door}
+	return []gateway.Door{openai.Door, sse.Door, ws.Door, aisdk.Door, mcp.Door, agui.Door, a2a.Door, telegram.Door}
 }

@@ -18,5 +18,5 @@ func TestDoorChannels(t *testing.T) {
 		got[d.Channel()] = true
 	}
 	require.Equal(t, map[string]bool{agent.ChannelOpenAI: true, agent.ChannelSSE: true, agent.ChannelWebSocket: true,
-		agent.ChannelAISDK: true, agent.ChannelMCP: true, agent.ChannelAGUI: true, agent.ChannelA2A: true}, got)
+		agent.ChannelAISDK: true, agent.ChannelMCP: true, agent.ChannelAGUI: true, agent.ChannelA2A: true, agent.ChannelTelegram: true}, got)
 }

@@ -1,0 +1,144 @@
+// Package telegram is the gateway's door for Telegram bots: the webhook
+// a bot's updates are posted to (the Bot API's setWebhook), whose text
+// messages become turns of a session per chat, answered through the
+// Delivery of their result to the same chat (internal/deliver's
+// sendMessage), not in the webhook's response.
+//
+// A bot is an agent's deliver target of kind telegram with a
+// webhook_secret (agent.DeliverTarget): its route is
+// POST /v1/telegram/{tenant}/{agent}/{target}. Telegram authenticates
+// each post with the secret it was given (X-Telegram-Bot-Api-Secret-Token),
+// which the door compares, in constant time, with the target's secret
+// resolved for the tenant as a delivery resolves its secrets; that
+// secret, not a bearer token, is the post's credential, and the tenant
+// is the one whose secret it is. A missing or wrong secret, and a route
+// that names no such bot, are one answer, 401, read before the body.
+//
+// A chat is the session telegram-<agent>-<target>-<chat id>, found or
+// created by its Conversation, so that a chat's messages are answered in
+// order with the chat's transcript. A message is the session's message
+// whose job id is telegram-<agent>-<target>-<update_id>: Telegram
+// redelivers an update it had no 200 for, and the same update_id names
+// the same turn, started once. Telegram is answered 200 as soon as the
+// message is accepted; updates that are not text from a person in a
+// chat are answered 200 and ignored, and a body that is not an Update is
+// a 400 that starts nothing.
+package telegram
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/secrets"
+)
+
+// Path is a bot's webhook; Prefix is the paths of every bot.
+const (
+	Path   = "/v1/telegram/{tenant}/{agent}/{target}"
+	Prefix = "/v1/telegram/"
+)
+
+// SecretHeader is where Telegram sends the secret_token of setWebhook.
+const SecretHeader = "X-Telegram-Bot-Api-Secret-Token"
+
+// maxBody bounds an update; Telegram's are a few KiB.
+const maxBody = 256 << 10
+
+// Door is the Telegram door.
+var Door = gateway.NewDoor(agent.ChannelTelegram, func(mux *http.ServeMux, api *gateway.HTTPAPI) {
+	api.OwnCredential(Prefix)
+	mux.HandleFunc("POST "+Path, (&server{api}).webhook)
+	api.RefuseOtherMethods(mux, Path)
+})
+
+type server struct{ *gateway.HTTPAPI }
+
+// errUnauthorized is every refusal of a post's credential: a wrong or
+// missing secret, and a route that names no bot, look alike.
+var errUnauthorized = agent.Errorf(agent.CodeUnauthenticated, "wrong or missing "+SecretHeader+" for this bot")
+
+func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
+	tenant, agentID, target := r.PathValue("tenant"), r.PathValue("agent"), r.PathValue("target")
+	ctx := r.Context()
+	if err := s.authenticate(r, tenant, agentID, target); err != nil {
+		s.Fail(w, r, err, 0)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	body, err := gateway.ReadBody(r)
+	if err != nil {
+		s.Refuse(w, r, err)
+		return
+	}
+	in, err := decodeUpdate(body)
+	if err != nil {
+		s.Fail(w, r, err, http.StatusBadRequest)
+		return
+	}
+	if in == nil {
+		w.WriteHeader(http.StatusOK) // not a message the bot answers
+		return
+	}
+	// The post's identity is the bot's: its tenant, and the bot as the
+	// caller the turn records.
+	ctx = context.WithValue(ctx, gateway.CallerKey{}, gateway.Token{Tenant: tenant, Name: "telegram:" + target,
+		Issuer: "agentflow:telegram", Subject: agentID + "/" + target})
+	conv := agent.ConversationInput{SessionID: fmt.Sprintf("telegram-%s-%s-%s", agentID, target, in.ChatID), AgentID: agentID}
+	msg := agent.SendMessage{Prompt: in.Text, JobID: fmt.Sprintf("telegram-%s-%s-%d", agentID, target, in.UpdateID),
+		Deliver: []agent.DeliverTo{{Target: target, ChatID: in.ChatID}}}
+	res, err := s.Service().SendMessageTo(ctx, conv, msg)
+	if err != nil {
+		s.Logger().Warn("telegram update refused", zap.String("tenant", tenant), zap.String("agent", agentID),
+			zap.String("target", target), zap.Int64("update_id", in.UpdateID), zap.Error(err))
+		s.Refuse(w, r.WithContext(ctx), err)
+		return
+	}
+	s.Logger().Info("telegram update accepted", zap.String("tenant", tenant), zap.String("agent", agentID),
+		zap.String("target", target), zap.Int64("update_id", in.UpdateID), zap.String("turn", res.TurnWorkflowID))
+	w.WriteHeader(http.StatusOK)
+}
+
+// authenticate checks the post's secret against the webhook_secret of
+// the agent's telegram target, resolved for the tenant.
+func (s *server) authenticate(r *http.Request, tenant, agentID, target string) error {
+	got := r.Header.Get(SecretHeader)
+	if got == "" || s.Service().Secrets() == nil {
+		return errUnauthorized
+	}
+	for _, id := range []string{tenant, agentID, target} {
+		if agent.ValidateID("id", id) != nil {
+			return errUnauthorized
+		}
+	}
+	ag, err := s.Service().Store().ActiveAgent(r.Context(), tenant, agentID)
+	if agent.IsCode(err, agent.CodeNotFound) || agent.IsCode(err, agent.CodeAgentNotFound) {
+		return errUnauthorized
+	}
+	if err != nil {
+		return fmt.Errorf("load agent %q: %w", agentID, err)
+	}
+	i := slices.IndexFunc(ag.Deliver, func(t agent.DeliverTarget) bool {
+		return t.Name == target && t.Kind == agent.DeliverTelegram && t.WebhookSecret != ""
+	})
+	if i < 0 {
+		return errUnauthorized
+	}
+	want, err := s.Service().Secrets().Resolve(secrets.WithTenant(r.Context(), tenant), ag.Deliver[i].WebhookSecret)
+	if err != nil {
+		// The operator's to fix; the log says which.
+		s.Logger().Warn("telegram webhook secret not resolved", zap.String("tenant", tenant), zap.String("agent", agentID),
+			zap.String("target", target), zap.Error(err))
+		return errUnauthorized
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return errUnauthorized
+	}
+	return nil
+}
