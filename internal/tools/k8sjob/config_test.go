@@ -117,3 +117,31 @@ func TestManifest(t *testing.T) {
 	require.ErrorContains(t, err, `argument "query" is required`)
 	require.Equal(t, agent.CodeInvalid, agent.ErrorCode(err))
 }
+
+// FuzzParseConfig: any catalog config is refused as invalid input, or
+// read with a timeout in range; it never panics.
+func FuzzParseConfig(f *testing.F) {
+	f.Add(`{"namespace":"jobs","image":"busybox:1.37"}`)
+	f.Add(`{"namespace":"jobs","image":"x","args":["{{args.query}}"],"env":[{"name":"A","value":"{{ args.limit }}"}]}`)
+	f.Add(`{"namespace":"jobs","image":"x","resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}}`)
+	f.Add(`{"namespace":"jobs","image":"x","timeout_seconds":1e9}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, config string) {
+		c, err := parseConfig(json.RawMessage(config), json.RawMessage(params))
+		if err != nil {
+			require.Equal(t, agent.CodeInvalid, agent.ErrorCode(err), "%v", err)
+			return
+		}
+		require.True(t, c.TimeoutSeconds >= 1 && c.TimeoutSeconds <= 110, "timeout %d", c.TimeoutSeconds)
+	})
+}
+
+// FuzzParseAllow: any operator list is refused or read; it never panics.
+func FuzzParseAllow(f *testing.F) {
+	f.Add(`demo=jobs/busybox:1.37`)
+	f.Add(`*=jobs:runner/ghcr.io/acme/*+busybox:1.37,acme=batch/x`)
+	f.Add(`=`)
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = ParseAllow(s)
+	})
+}
