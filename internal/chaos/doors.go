@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/nodeclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -97,7 +98,7 @@ func doors() []door {
 func doorTrials() []trial {
 	var out []trial
 	for _, d := range doors() {
-		if d.node && !nodeInstalled() && os.Getenv("CI") != "true" {
+		if d.node && !nodeclient.Installed() && os.Getenv("CI") != "true" {
 			continue
 		}
 		if d.workerRuns > 0 {

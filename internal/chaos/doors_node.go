@@ -3,16 +3,14 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/agentflow/agentflow/internal/nodeclient"
 )
 
 // The doors whose clients are JavaScript: the AI SDK's chat transport and
@@ -21,62 +19,12 @@ import (
 // script that drives the client). Each script reads its call as JSON on
 // stdin and writes what it read as JSON on stdout.
 
-// nodeClient is a folder with testdata/<name> installed: its files copied
-// and `npm ci` run once per lockfile, kept in the user's cache between
-// runs. module is a package the lockfile installs, whose presence says
-// the install is done.
+// nodeClient is a folder with testdata/<name> installed (nodeclient).
 func nodeClient(ctx context.Context, name, module string) (string, error) {
-	if !nodeInstalled() {
+	if !nodeclient.Installed() {
 		return "", fmt.Errorf("node and npm are needed to run %s's own client: install Node.js 18 or later", name)
 	}
-	src := filepath.Join("testdata", name)
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-	if err != nil {
-		return "", err
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(lock)
-	dir := filepath.Join(cache, "agentflow-chaos", name+"-"+hex.EncodeToString(sum[:6]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	files, err := os.ReadDir(src)
-	if err != nil {
-		return "", err
-	}
-	for _, f := range files {
-		if f.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(src, f.Name()))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, f.Name()), data, 0o644)
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", module, "package.json")); err == nil {
-		return dir, nil
-	}
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ictx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm ci (%s's client, pinned by testdata/%s/package-lock.json): %w: %s", name, name, err, out)
-	}
-	return dir, nil
-}
-
-// nodeInstalled: node and npm are on the PATH.
-func nodeInstalled() bool {
-	_, nodeErr := exec.LookPath("node")
-	_, npmErr := exec.LookPath("npm")
-	return nodeErr == nil && npmErr == nil
+	return nodeclient.Install(ctx, filepath.Join("testdata", name), "agentflow-chaos", module)
 }
 
 // runNode runs testdata/<name>/<script> with in as its stdin and decodes

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentflow/agentflow/internal/nodeclient"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,42 +23,14 @@ import (
 // CI=true.
 func nodeClient(t *testing.T, name, module string) string {
 	t.Helper()
-	_, nodeErr := exec.LookPath("node")
-	_, npmErr := exec.LookPath("npm")
-	if nodeErr != nil || npmErr != nil {
+	if !nodeclient.Installed() {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("node and npm are needed to run %s's own client; install Node.js 18 or later", name)
 		}
 		t.Skipf("node and npm are not installed: %s's own client cannot be run (install Node.js 18 or later to run this test)", name)
 	}
-	src := filepath.Join("testdata", name)
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-	require.NoError(t, err)
-	cache, err := os.UserCacheDir()
-	require.NoError(t, err)
-	sum := sha256.Sum256(lock)
-	dir := filepath.Join(cache, "agentflow", name+"-"+hex.EncodeToString(sum[:6]))
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	files, err := os.ReadDir(src)
-	require.NoError(t, err)
-	for _, f := range files {
-		if f.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(src, f.Name()))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f.Name()), data, 0o644))
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", module, "package.json")); err == nil {
-		return dir
-	}
-	t.Logf("installing %s's client from the npm registry (npm ci, pinned by testdata/%s/package-lock.json) into %s", name, name, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "npm ci (%s's client, from the npm registry): %s", name, out)
+	dir, err := nodeclient.Install(context.Background(), filepath.Join("testdata", name), "agentflow", module)
+	require.NoError(t, err, "%s's client", name)
 	return dir
 }
 

@@ -1,0 +1,126 @@
+// Package nodeclient installs the Node.js clients tests drive a door with:
+// a folder of testdata (package.json, the package-lock.json that pins every
+// package, the scripts that drive the client) copied into the user's cache
+// and `npm ci` run there once per lockfile.
+//
+// Test processes run side by side on one machine (the packages of `go test
+// ./...`, the shards of one package), so an install holds a file lock: two
+// processes never run `npm ci` into one folder, nor rewrite a script another
+// is running.
+package nodeclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Installed reports whether node and npm are on the PATH.
+func Installed() bool {
+	_, nodeErr := exec.LookPath("node")
+	_, npmErr := exec.LookPath("npm")
+	return nodeErr == nil && npmErr == nil
+}
+
+// Install returns a folder of the user's cache (under cacheDir) holding the
+// files of src and, once per lockfile, what `npm ci` installs from them.
+// module is a package the lockfile installs, whose presence says the
+// install is done.
+func Install(ctx context.Context, src, cacheDir, module string) (string, error) {
+	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
+	if err != nil {
+		return "", err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(lock)
+	dir := filepath.Join(cache, cacheDir, filepath.Base(src)+"-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockDir(ctx, dir+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if err := copyFiles(src, dir); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", module, "package.json")); err == nil {
+		return dir, nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ictx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("npm ci (pinned by %s): %w: %s", filepath.Join(src, "package-lock.json"), err, out)
+	}
+	return dir, nil
+}
+
+// copyFiles copies the files of src into dir, each only when it differs,
+// through a rename, so a script another process runs is never half written.
+func copyFiles(src, dir string) error {
+	files, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if f.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, f.Name()))
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, f.Name())
+		if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
+			continue
+		}
+		tmp := dst + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lockDir takes an exclusive flock on path, waiting until it is free or
+// ctx ends, and returns its release.
+func lockDir(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			// Closing the file releases the lock.
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
