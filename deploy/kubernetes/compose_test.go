@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/devstack"
 )
 
 // clusterOnly are the settings the manifests give that docker-compose.yml
@@ -204,4 +205,85 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestComposeObjectStore: docker-compose.yml runs an S3-compatible store
+// of a pinned release, on a volume, with a healthcheck; a one-shot
+// service creates the bucket once it is healthy; and every agentflow
+// process waits for that and is given the same store: its endpoint, the
+// bucket created, path style, and MinIO's own credential, which comes from
+// the environment (a reference with a laptop's default), never a literal.
+func TestComposeObjectStore(t *testing.T) {
+	root, err := devstack.RepoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	require.NoError(t, err)
+	type service struct {
+		Image       string            `yaml:"image"`
+		Restart     string            `yaml:"restart"`
+		Environment map[string]string `yaml:"environment"`
+		Entrypoint  []string          `yaml:"entrypoint"`
+		Volumes     []string          `yaml:"volumes"`
+		Healthcheck struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+		// A list of services, or a map of them to conditions.
+		DependsOn any `yaml:"depends_on"`
+	}
+	// condition is what svc waits for of dep.
+	condition := func(svc service, dep string) string {
+		deps, _ := svc.DependsOn.(map[string]any)
+		c, _ := deps[dep].(map[string]any)
+		s, _ := c["condition"].(string)
+		return s
+	}
+	var compose struct {
+		Services map[string]service `yaml:"services"`
+		Volumes  map[string]any     `yaml:"volumes"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &compose))
+	pinned := regexp.MustCompile(`:RELEASE\.\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z$`)
+
+	store, ok := compose.Services["minio"]
+	require.True(t, ok, "a minio service")
+	require.Regexp(t, `^minio/minio`+pinned.String(), store.Image, "a pinned release")
+	require.Equal(t, "unless-stopped", store.Restart)
+	require.Equal(t, []string{"minio:/data"}, store.Volumes)
+	require.Contains(t, compose.Volumes, "minio")
+	require.NotEmpty(t, store.Healthcheck.Test)
+
+	creator, ok := compose.Services["minio-init"]
+	require.True(t, ok, "a service that creates the bucket")
+	require.Regexp(t, `^minio/mc`+pinned.String(), creator.Image, "a pinned release")
+	require.Equal(t, "service_healthy", condition(creator, "minio"))
+	require.Equal(t, []string{"mc", "mb", "--ignore-existing"}, creator.Entrypoint[:3])
+	alias, bucket, ok := strings.Cut(creator.Entrypoint[3], "/")
+	require.True(t, ok, "mc mb ALIAS/BUCKET: %v", creator.Entrypoint)
+
+	user, secret := store.Environment["MINIO_ROOT_USER"], store.Environment["MINIO_ROOT_PASSWORD"]
+	for _, v := range []string{user, secret} {
+		require.Regexp(t, `^\$\{[A-Z0-9_]+(:-[^}]*)?\}$`, v, "the credential comes from the environment")
+	}
+	require.Equal(t, "http://"+user+":"+secret+"@minio:9000", creator.Environment["MC_HOST_"+alias], "the bucket's creator signs in as MinIO's root")
+
+	want := map[string]string{
+		"AGENTFLOW_S3_ENDPOINT": "http://minio:9000", "AGENTFLOW_S3_BUCKET": bucket, "AGENTFLOW_S3_PATH_STYLE": "true",
+		"AGENTFLOW_S3_ACCESS_KEY_ID": user, "AGENTFLOW_S3_SECRET_ACCESS_KEY": secret,
+	}
+	processes := 0
+	for name, svc := range compose.Services {
+		if svc.Environment["AGENTFLOW_ROLES"] == "" {
+			continue
+		}
+		processes++
+		got := map[string]string{}
+		for k, v := range svc.Environment {
+			if strings.HasPrefix(k, "AGENTFLOW_S3_") {
+				got[k] = v
+			}
+		}
+		require.Equal(t, want, got, "the object store of %s", name)
+		require.Equal(t, "service_completed_successfully", condition(svc, "minio-init"), "%s starts once the bucket exists", name)
+	}
+	require.Equal(t, 3, processes, "two workers and a gateway")
 }

@@ -353,7 +353,8 @@ func index(objs []object) rendered {
 const margin = 10 * time.Second
 
 // The settings that hold secrets: always from a Secret, never a ConfigMap.
-var secretSettings = []string{"DATABASE_URL", "AGENTFLOW_TOKENS", "TEMPORAL_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTFLOW_VAULT_KEY"}
+var secretSettings = []string{"DATABASE_URL", "AGENTFLOW_TOKENS", "TEMPORAL_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTFLOW_VAULT_KEY",
+	"AGENTFLOW_S3_ACCESS_KEY_ID", "AGENTFLOW_S3_SECRET_ACCESS_KEY"}
 
 // checkObjects checks a render for what the schemas do not say.
 func checkObjects(t *testing.T, objs []object) {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -138,28 +136,7 @@ func TestChannels(t *testing.T) {
 	jobs[child] = agent.ChannelDelegate
 
 	for job, want := range jobs {
-		streamID := contract.TurnWorkflowID("demo", job)
-		res := e.turnResult(streamID)
-		require.Equal(t, agent.StatusCompleted, res.Status, job)
-		require.Equal(t, want, res.Channel, "%s: the workflow's result", job)
-		stored, err := e.Store().Result(ctx, "demo", job)
-		require.NoError(t, err)
-		require.Equal(t, want, stored.Channel, "%s: the stored result", job)
-		var ledger []string
-		rows, err := e.Store().Pool().Query(ctx, `SELECT DISTINCT channel FROM usage_ledger WHERE tenant_id = 'demo' AND job_id = $1`, job)
-		require.NoError(t, err)
-		for rows.Next() {
-			var c string
-			require.NoError(t, rows.Scan(&c))
-			ledger = append(ledger, c)
-		}
-		require.NoError(t, rows.Err())
-		require.Equal(t, []string{want}, ledger, "%s: its usage ledger rows", job)
-		query := fmt.Sprintf("%s = '%s' AND WorkflowId = '%s'", contract.SearchChannel.GetName(), want, streamID)
-		require.Eventually(t, func() bool {
-			resp, err := e.Client().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
-			return err == nil && len(resp.GetExecutions()) == 1
-		}, 30*time.Second, 200*time.Millisecond, "%s: the visibility query %s finds it", job, query)
+		e.requireChannel(t, job, contract.TurnWorkflowID("demo", job), want)
 	}
 
 	// Usage splits by channel.

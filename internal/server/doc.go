@@ -9,8 +9,9 @@
 // (RoleWorker) and the gRPC gateway with the agent and catalog services
 // (RoleGateway). /healthz and /metrics are served over HTTP.
 //
-// Misconfiguration fails in New, not at the first turn; Run serves until
-// its context ends. The worker binary runs it; the starter's demo and up
-// commands, the end-to-end tests and the benchmarks run the same assembly
-// in-process.
+// Misconfiguration fails in New, not at the first turn: among it a
+// Temporal namespace that lacks agentflow's search attributes, whose error
+// gives the command that adds them. Run serves until its context ends. The
+// worker binary runs it; the starter's demo and up commands, the
+// end-to-end tests and the benchmarks run the same assembly in-process.
 package server

@@ -119,6 +119,9 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.checkSearchAttributes(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.checkDeployment(ctx); err != nil {
 		return nil, err
 	}
