@@ -162,6 +162,13 @@ type Config struct {
 	// or tasks written to an unpolled partition wait for forwarding
 	// (deploy/temporal-dynamicconfig.yaml).
 	WorkflowPollers, ActivityPollers int
+	// DeadlockDetectionTimeout is how long a workflow task may run before
+	// the SDK takes it for a deadlock (TMPRL1101) and fails the task. A
+	// worker on a CPU-starved machine, or built with the race detector,
+	// needs more than the SDK's second. Env
+	// AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT, a duration, 1s to 1m; default
+	// the SDK's 1s.
+	DeadlockDetectionTimeout time.Duration
 	// WorkflowCacheSize bounds how many workflows the worker process keeps
 	// in memory between their tasks (the SDK's sticky cache, one setting
 	// per process: the worker program applies it at start). A cached copy
@@ -453,6 +460,13 @@ func ConfigFromEnv() (Config, error) {
 			return Config{}, fmt.Errorf("AGENTFLOW_STOP_TIMEOUT=%q: want a duration such as 30s or 2m, 1s to 1h", v)
 		}
 		c.StopTimeout = d
+	}
+	if v := os.Getenv("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > time.Minute {
+			return Config{}, fmt.Errorf("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT=%q: want a duration such as 1s or 5s, 1s to 1m", v)
+		}
+		c.DeadlockDetectionTimeout = d
 	}
 	c.Deployment = Deployment{Name: os.Getenv(EnvDeploymentName), BuildID: os.Getenv(EnvBuildID)}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {

@@ -445,3 +445,20 @@ func TestLoopback(t *testing.T) {
 		require.Equal(t, tc.want, loopback(tc.address), tc.address)
 	}
 }
+
+// TestConfigFromEnvDeadlockDetectionTimeout: a duration from 1s to 1m;
+// unset, the SDK's default.
+func TestConfigFromEnvDeadlockDetectionTimeout(t *testing.T) {
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.DeadlockDetectionTimeout, "unset: the SDK's default")
+	t.Setenv("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT", "5s")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.DeadlockDetectionTimeout)
+	for _, bad := range []string{"5", "0s", "500ms", "2m", "soon"} {
+		t.Setenv("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT", bad)
+		_, err := ConfigFromEnv()
+		require.ErrorContains(t, err, "AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT="+strconv.Quote(bad)+": want a duration such as 1s or 5s, 1s to 1m")
+	}
+}

@@ -438,6 +438,7 @@ func (s *Server) newWorker() error {
 		}),
 		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
 		WorkerStopTimeout:                s.stopTimeout(),
+		DeadlockDetectionTimeout:         s.cfg.DeadlockDetectionTimeout,
 		DeploymentOptions:                s.cfg.Deployment.options(),
 		// A worker the server refuses for good (an invalid argument in
 		// its polls) stops by itself; the process then shuts down and

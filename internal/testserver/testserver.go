@@ -247,19 +247,23 @@ func Start(t testing.TB, opts Options) *Server {
 		// API: agents of either provider reach it.
 		Model: llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key",
 			AnthropicBaseURL: s.Model.RootURL(), AnthropicAPIKey: "test-key"},
-		StreamInterval:      opts.StreamInterval,
-		MCPCommands:         opts.MCPCommands,
-		EgressAllow:         allow,
-		SecretGrants:        grants,
-		VaultKey:            opts.VaultKey,
-		PlatformAddrs:       platform,
-		TracerProvider:      opts.TracerProvider,
-		TraceContent:        opts.TraceContent,
-		TelegramAPI:         opts.TelegramAPI,
-		ToolKinds:           opts.ToolKinds,
-		MaxStreamsPerTenant: opts.MaxStreamsPerTenant,
-		HTTPBodyTimeout:     opts.HTTPBodyTimeout,
-		ModelLimits:         opts.ModelLimits,
+		StreamInterval: opts.StreamInterval,
+		// Tests run with the race detector on machines running many
+		// test processes: a workflow task may take longer than the
+		// SDK's second there without any deadlock.
+		DeadlockDetectionTimeout: 10 * time.Second,
+		MCPCommands:              opts.MCPCommands,
+		EgressAllow:              allow,
+		SecretGrants:             grants,
+		VaultKey:                 opts.VaultKey,
+		PlatformAddrs:            platform,
+		TracerProvider:           opts.TracerProvider,
+		TraceContent:             opts.TraceContent,
+		TelegramAPI:              opts.TelegramAPI,
+		ToolKinds:                opts.ToolKinds,
+		MaxStreamsPerTenant:      opts.MaxStreamsPerTenant,
+		HTTPBodyTimeout:          opts.HTTPBodyTimeout,
+		ModelLimits:              opts.ModelLimits,
 		// A test's end does not wait for the activities its turns left
 		// running.
 		StopTimeout: time.Second,
