@@ -80,13 +80,21 @@ func turnSpan(events []*historypb.HistoryEvent, prompt string) int {
 	return 0
 }
 
-func TestThousandTurnConversation(t *testing.T) {
+// TestLongConversation sends messages one after the other to one
+// conversation that continues as new every 400 events: 250 in `go tool
+// task test`, 1,000 (AGENTFLOW_CONVERSATION_TURNS) in `go tool task
+// chaos`. Every message is answered once and in order, and what a turn
+// adds to the history does not grow with the conversation.
+func TestLongConversation(t *testing.T) {
 	e := newEnvWith(t, echoScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	turns, maxEvents := 1000, 400
+	turns, maxEvents := 250, 400
 	if n := os.Getenv("AGENTFLOW_CONVERSATION_TURNS"); n != "" {
-		turns, _ = strconv.Atoi(n)
+		var err error
+		turns, err = strconv.Atoi(n)
+		require.NoError(t, err, "AGENTFLOW_CONVERSATION_TURNS")
+		require.GreaterOrEqual(t, turns, 50, "AGENTFLOW_CONVERSATION_TURNS: the test compares the first and the last 20 turns")
 	}
 	in := agent.ConversationInput{TenantID: "demo", SessionID: "long-" + testserver.RandomID(), MaxHistoryEvents: maxEvents, History: agent.HistoryFresh}
 	convID := contract.ConversationWorkflowID(in.TenantID, in.SessionID)
