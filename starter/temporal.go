@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/agentflow/agentflow/internal/objstore"
+	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/telemetry"
 )
@@ -40,10 +43,31 @@ func dialTemporal(ctx context.Context, address, namespace string) (c client.Clie
 		return nil, nil, err
 	}
 	opts.HostPort, opts.Namespace, opts.Logger, opts.Interceptors = address, namespace, quietLogger{}, interceptors
+	// With the worker's object store (AGENTFLOW_S3_*), a large request
+	// goes there and a result kept there is read back, as the worker does.
+	if opts.ExternalStorage, err = externalStorage(ctx); err != nil {
+		flush()
+		return nil, nil, err
+	}
 	c, err = client.DialContext(ctx, opts)
 	if err != nil {
 		flush()
 		return nil, nil, fmt.Errorf("connect to temporal at %s: %w", address, err)
 	}
 	return c, func() { c.Close(); flush() }, nil
+}
+
+// externalStorage is the Temporal client's external storage over the
+// object store the AGENTFLOW_S3_* settings name (payloadstore); none
+// without them.
+func externalStorage(ctx context.Context) (converter.ExternalStorage, error) {
+	cfg, err := objstore.ConfigFromEnv()
+	if err != nil || !cfg.Enabled() {
+		return converter.ExternalStorage{}, err
+	}
+	objects, err := objstore.New(ctx, cfg)
+	if err != nil {
+		return converter.ExternalStorage{}, err
+	}
+	return payloadstore.New(objects).ExternalStorage(), nil
 }

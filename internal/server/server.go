@@ -38,6 +38,7 @@ import (
 	"github.com/agentflow/agentflow/internal/metrics"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
+	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -333,7 +334,8 @@ func (s *Server) openObjects(ctx context.Context) (*objstore.Store, error) {
 	if err := objects.Check(ctx); err != nil {
 		return nil, err
 	}
-	s.logger.Info("object store", zap.Stringer("store", objects.Config()), zap.Int64("min_blob_bytes", objects.Config().MinBlobBytes))
+	s.logger.Info("object store", zap.Stringer("store", objects.Config()), zap.Int64("min_blob_bytes", objects.Config().MinBlobBytes),
+		zap.Int64("min_payload_bytes", objects.Config().PayloadThreshold()))
 	return objects, nil
 }
 
@@ -367,6 +369,12 @@ func (s *Server) connect(ctx context.Context) error {
 	// Workers of this client report the SDK's metrics, and workflows
 	// agentflow's, through it.
 	s.clientOpts.MetricsHandler = s.metrics.Handler
+	// Payloads over the store's threshold go to the object store, the
+	// history holding a reference: for the client and every worker built
+	// from it. Without a store, nothing changes.
+	if objects != nil {
+		s.clientOpts.ExternalStorage = payloadstore.New(objects).ExternalStorage()
+	}
 	s.client, err = client.DialContext(ctx, s.clientOpts)
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", s.cfg.TemporalAddress, err)
