@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/payloadstore"
@@ -45,9 +44,13 @@ func dialTemporal(ctx context.Context, address, namespace string) (c client.Clie
 	opts.HostPort, opts.Namespace, opts.Logger, opts.Interceptors = address, namespace, quietLogger{}, interceptors
 	// With the worker's object store (AGENTFLOW_S3_*), a large request
 	// goes there and a result kept there is read back, as the worker does.
-	if opts.ExternalStorage, err = externalStorage(ctx); err != nil {
+	payloads, err := payloadDriver(ctx)
+	if err != nil {
 		flush()
 		return nil, nil, err
+	}
+	if payloads != nil {
+		opts.ExternalStorage = payloads.ExternalStorage()
 	}
 	c, err = client.DialContext(ctx, opts)
 	if err != nil {
@@ -57,17 +60,16 @@ func dialTemporal(ctx context.Context, address, namespace string) (c client.Clie
 	return c, func() { c.Close(); flush() }, nil
 }
 
-// externalStorage is the Temporal client's external storage over the
-// object store the AGENTFLOW_S3_* settings name (payloadstore); none
-// without them.
-func externalStorage(ctx context.Context) (converter.ExternalStorage, error) {
+// payloadDriver keeps the Temporal client's large payloads in the object
+// store the AGENTFLOW_S3_* settings name (payloadstore); nil without them.
+func payloadDriver(ctx context.Context) (*payloadstore.Driver, error) {
 	cfg, err := objstore.ConfigFromEnv()
 	if err != nil || !cfg.Enabled() {
-		return converter.ExternalStorage{}, err
+		return nil, err
 	}
 	objects, err := objstore.New(ctx, cfg)
 	if err != nil {
-		return converter.ExternalStorage{}, err
+		return nil, err
 	}
-	return payloadstore.New(objects).ExternalStorage(), nil
+	return payloadstore.New(objects), nil
 }

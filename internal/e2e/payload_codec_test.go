@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -63,7 +64,8 @@ func codecRequest(jobID string) agent.TurnRequest {
 // Temporal's own limit of a payload (which a client without the store is
 // refused) and whose tool result is over the store's threshold
 // completes; its history holds references, which the temporal CLI shows,
-// not the bytes; and a store that is down when a worker reads a
+// not the bytes; a start of the same job finds the same request in a run
+// whose request is a reference; and a store that is down when a worker reads a
 // reference fails the workflow task clearly, which Temporal retries
 // until the store is back.
 func TestPayloadCodec(t *testing.T) {
@@ -124,6 +126,23 @@ func TestPayloadCodec(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, `"driverName":"agentflow-s3"`)
 	require.Contains(t, out, `"uri":"s3://`+cfg.Bucket+"/"+resultClaim.Key+`"`)
+
+	// A run started without its request's hash in the memo (a
+	// Conversation's or a process's child turn) is compared by its input,
+	// a reference read from the store: the same request attaches to it.
+	child := codecRequest("codec-child-" + testserver.RandomID())
+	childOpts := turnclient.StartOptions(srv.TaskQueue, child)
+	childOpts.Memo = nil
+	first, err := srv.Client().ExecuteWorkflow(ctx, childOpts, "AgentTurn", child)
+	require.NoError(t, err)
+	objects, err := objstore.New(ctx, cfg)
+	require.NoError(t, err)
+	again, err := turnclient.StartWith(ctx, srv.Client(), payloadstore.Converter(payloadstore.New(objects)), srv.TaskQueue, child)
+	require.NoError(t, err)
+	require.Equal(t, first.GetRunID(), again.GetRunID())
+	res, err = turnclient.Result(ctx, again)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
 
 	// A store that is down when the worker reads a reference: the
 	// workflow task fails, saying why, and is retried until it is back.

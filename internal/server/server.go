@@ -87,6 +87,9 @@ type Server struct {
 	fatal chan error
 	// registered tracks the build's registration (versioned workers).
 	registered registration
+	// payloads keeps the client's large payloads in the object store; nil
+	// without one.
+	payloads *payloadstore.Driver
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -373,7 +376,8 @@ func (s *Server) connect(ctx context.Context) error {
 	// history holding a reference: for the client and every worker built
 	// from it. Without a store, nothing changes.
 	if objects != nil {
-		s.clientOpts.ExternalStorage = payloadstore.New(objects).ExternalStorage()
+		s.payloads = payloadstore.New(objects)
+		s.clientOpts.ExternalStorage = s.payloads.ExternalStorage()
 	}
 	s.client, err = client.DialContext(ctx, s.clientOpts)
 	if err != nil {
@@ -476,7 +480,7 @@ func (s *Server) newGateway(ctx context.Context) error {
 	}
 	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
 		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault,
-		Secrets: s.secrets()})
+		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads)})
 	if err != nil {
 		return err
 	}
