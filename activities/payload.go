@@ -54,7 +54,10 @@ var resultChecks = map[string]struct {
 // model's reply is 3.1 MiB, 3.1 MiB of it in content; the limit is
 // 1 MiB"). It measures the result as the worker sends it, encoded by
 // the SDK's default data converter, which the worker uses, and returns
-// it so encoded.
+// it so encoded. The default converter is the right one even with an
+// object store: the SDK's external storage (internal/payloadstore) takes
+// the payload after the converter, so a result is measured by its own
+// size, not its reference's, and is encoded once.
 func (a *Activities) checkResult(ctx context.Context, name string, out any) (*commonpb.Payload, error) {
 	p, err := converter.GetDefaultDataConverter().ToPayloads(out)
 	if err != nil {

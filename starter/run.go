@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
@@ -74,7 +75,13 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 // executeTurn starts the turn (or attaches to a running one with the same
 // job id) and waits for its result; a failed turn is a result too.
 func executeTurn(ctx context.Context, c client.Client, taskQueue string, req agent.TurnRequest) (agent.TurnResult, error) {
-	run, err := turnclient.Start(ctx, c, taskQueue, req)
+	// A run of the job started elsewhere may hold its request in the
+	// object store: read it as the client does.
+	payloads, err := payloadDriver(ctx)
+	if err != nil {
+		return agent.TurnResult{}, err
+	}
+	run, err := turnclient.StartWith(ctx, c, payloadstore.Converter(payloads), taskQueue, req)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}

@@ -8,6 +8,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/agentflow/agentflow/internal/objstore"
+	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/telemetry"
 )
@@ -40,10 +42,34 @@ func dialTemporal(ctx context.Context, address, namespace string) (c client.Clie
 		return nil, nil, err
 	}
 	opts.HostPort, opts.Namespace, opts.Logger, opts.Interceptors = address, namespace, quietLogger{}, interceptors
+	// With the worker's object store (AGENTFLOW_S3_*), a large request
+	// goes there and a result kept there is read back, as the worker does.
+	payloads, err := payloadDriver(ctx)
+	if err != nil {
+		flush()
+		return nil, nil, err
+	}
+	if payloads != nil {
+		opts.ExternalStorage = payloads.ExternalStorage()
+	}
 	c, err = client.DialContext(ctx, opts)
 	if err != nil {
 		flush()
 		return nil, nil, fmt.Errorf("connect to temporal at %s: %w", address, err)
 	}
 	return c, func() { c.Close(); flush() }, nil
+}
+
+// payloadDriver keeps the Temporal client's large payloads in the object
+// store the AGENTFLOW_S3_* settings name (payloadstore); nil without them.
+func payloadDriver(ctx context.Context) (*payloadstore.Driver, error) {
+	cfg, err := objstore.ConfigFromEnv()
+	if err != nil || !cfg.Enabled() {
+		return nil, err
+	}
+	objects, err := objstore.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return payloadstore.New(objects), nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -67,6 +68,11 @@ type Options struct {
 	// Telegram door's webhook_secret), for the tenant of the context
 	// (secrets.WithTenant); nil: no door can check one.
 	Secrets secrets.Resolver
+	// Payloads decodes payloads the Service reads from histories (a run's
+	// request, a conversation's input): payloadstore.Converter when the
+	// client keeps large payloads in an object store. Default: the SDK's
+	// default data converter.
+	Payloads converter.DataConverter
 }
 
 // Service implements pb.AgentServiceServer.
@@ -82,6 +88,7 @@ type Service struct {
 	routes    *registry.Cache
 	vault     *redact.Vault
 	secrets   secrets.Resolver
+	payloads  converter.DataConverter
 	// channel is the door whose turns this Service starts
 	// (agent.TurnRequest.Channel): agent.ChannelGRPC, or the one a copy
 	// made for a door (forChannel) names.
@@ -128,7 +135,10 @@ func New(o Options) (*Service, error) {
 	streams := newStreamSlots(o.MaxStreamsPerTenant)
 	s := &Service{client: o.Client, store: o.Store, events: heldEvents{src: o.Events, streams: streams}, tokens: o.Tokens, oidc: o.OIDC,
 		taskQueue: o.TaskQueue, logger: o.Logger, routes: o.Routes, vault: o.Vault, secrets: o.Secrets, starting: make(chan struct{}, maxStarting), streams: streams,
-		channel: agent.ChannelGRPC}
+		channel: agent.ChannelGRPC, payloads: o.Payloads}
+	if s.payloads == nil {
+		s.payloads = converter.GetDefaultDataConverter()
+	}
 	s.ending, s.endStreams = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -277,7 +287,7 @@ func (s *Service) StartPrepared(ctx context.Context, req agent.TurnRequest) (cli
 	defer cancel()
 	wait := 100 * time.Millisecond
 	for {
-		run, err := turnclient.Start(sctx, s.client, s.taskQueue, req)
+		run, err := turnclient.StartWith(sctx, s.client, s.payloads, s.taskQueue, req)
 		if err == nil || !agent.IsCode(err, agent.CodeUnavailable) {
 			return run, err
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/converter"
 )
 
 // Turn is a turn a door started, or sent a message for, and how to
@@ -66,7 +65,7 @@ func (s *Service) CheckSession(ctx context.Context, session, model string) error
 		return nil
 	}
 	var in agent.ConversationInput
-	if err := converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in); err != nil {
+	if err := s.payloads.FromPayloads(start.GetInput(), &in); err != nil {
 		return fmt.Errorf("decode the input of conversation %s: %w", id, err)
 	}
 	if in.AgentID != model {

@@ -19,6 +19,9 @@ const (
 	EnvCAFile    = "AGENTFLOW_S3_CA_FILE"
 	EnvPrefix    = "AGENTFLOW_S3_PREFIX"
 	EnvMinBytes  = "AGENTFLOW_S3_MIN_BLOB_BYTES"
+	// EnvMinPayloadBytes is the size from which a Temporal payload is
+	// kept in the store (internal/payloadstore).
+	EnvMinPayloadBytes = "AGENTFLOW_S3_MIN_PAYLOAD_BYTES"
 )
 
 // DefaultRegion is the region signed for when none is set: the one
@@ -34,6 +37,24 @@ const DefaultRegion = "us-east-1"
 // is a MiB more of WAL, replication and backups, which the object store
 // exists to spare. So with a store on, PostgreSQL holds no chunked blob.
 const DefaultMinBlobBytes = 1 << 20
+
+// DefaultMinPayloadBytes is the size (of the serialized payload) from
+// which a Temporal payload is kept in the object store
+// (Config.MinPayloadBytes): 256 KiB, the Temporal SDK's own default for
+// external storage. The server warns of a payload over 512 KiB and
+// refuses one over 2 MiB (limit.blobSize.warn and .error), gRPC refuses a
+// message over 4 MiB, and a workflow's history is cut at 50 MiB: at
+// 256 KiB no payload reaches the warning, a workflow task that schedules
+// a dozen activities with inputs just under it still fits in one
+// message, and a history holds two hundred of them before its limit,
+// while the small payloads of an ordinary turn (ids, refs, previews)
+// never pay a request to the store.
+const DefaultMinPayloadBytes = 256 << 10
+
+// maxPayloadThreshold bounds MinPayloadBytes: a threshold over the
+// server's default limit of a payload (2 MiB) would keep in the history
+// payloads the server refuses.
+const maxPayloadThreshold = 2 << 20
 
 // Config says where the object store is and how to reach it. The zero
 // value is no object store.
@@ -69,6 +90,21 @@ type Config struct {
 	// in the object store. Env AGENTFLOW_S3_MIN_BLOB_BYTES; default
 	// DefaultMinBlobBytes.
 	MinBlobBytes int64
+	// MinPayloadBytes: a Temporal payload (a workflow's or an activity's
+	// input or result, a signal's or an update's argument) of at least
+	// this many bytes, serialized, is kept in the object store and the
+	// history holds a reference to it (internal/payloadstore). Env
+	// AGENTFLOW_S3_MIN_PAYLOAD_BYTES; default DefaultMinPayloadBytes
+	// (PayloadThreshold).
+	MinPayloadBytes int64
+}
+
+// PayloadThreshold is MinPayloadBytes, or its default when unset.
+func (c Config) PayloadThreshold() int64 {
+	if c.MinPayloadBytes > 0 {
+		return c.MinPayloadBytes
+	}
+	return DefaultMinPayloadBytes
 }
 
 // Enabled reports whether c names an object store.
@@ -115,6 +151,13 @@ func ConfigFromEnv() (Config, error) {
 			return Config{}, fmt.Errorf("%s=%q: want a positive number of bytes", EnvMinBytes, v)
 		}
 		c.MinBlobBytes = n
+	}
+	if v := os.Getenv(EnvMinPayloadBytes); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > maxPayloadThreshold {
+			return Config{}, fmt.Errorf("%s=%q: want a positive number of bytes, at most %d (the server's limit of a payload)", EnvMinPayloadBytes, v, maxPayloadThreshold)
+		}
+		c.MinPayloadBytes = n
 	}
 	if !c.Enabled() {
 		if c.Endpoint != "" || c.AccessKeyID != "" {
@@ -166,6 +209,9 @@ func (c Config) Env() []string {
 	}
 	if c.MinBlobBytes > 0 {
 		env = append(env, EnvMinBytes+"="+strconv.FormatInt(c.MinBlobBytes, 10))
+	}
+	if c.MinPayloadBytes > 0 {
+		env = append(env, EnvMinPayloadBytes+"="+strconv.FormatInt(c.MinPayloadBytes, 10))
 	}
 	return env
 }

@@ -31,10 +31,14 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "an endpoint that is no URL", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvEndpoint: "minio:9000"}, err: "want http://host"},
 		{name: "path style", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvPathStyle: "yes"}, err: "want true or false"},
 		{name: "threshold", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvMinBytes: "0"}, err: "positive number of bytes"},
+		{name: "payload threshold", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvMinPayloadBytes: "65536"},
+			want: objstore.Config{Bucket: "data", Region: objstore.DefaultRegion, MinBlobBytes: objstore.DefaultMinBlobBytes, MinPayloadBytes: 64 << 10}},
+		{name: "payload threshold over the server's limit", env: map[string]string{objstore.EnvBucket: "data", objstore.EnvMinPayloadBytes: "4194304"},
+			err: "at most 2097152"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, name := range []string{objstore.EnvEndpoint, objstore.EnvBucket, objstore.EnvRegion, objstore.EnvAccessKey,
-				objstore.EnvSecretKey, objstore.EnvPathStyle, objstore.EnvCAFile, objstore.EnvPrefix, objstore.EnvMinBytes} {
+				objstore.EnvSecretKey, objstore.EnvPathStyle, objstore.EnvCAFile, objstore.EnvPrefix, objstore.EnvMinBytes, objstore.EnvMinPayloadBytes} {
 				t.Setenv(name, tc.env[name])
 			}
 			got, err := objstore.ConfigFromEnv()
@@ -56,7 +60,7 @@ func TestConfigStringKeepsTheSecret(t *testing.T) {
 
 func TestConfigEnvRoundTrips(t *testing.T) {
 	c := objstore.Config{Bucket: "data", Endpoint: "http://127.0.0.1:9000", AccessKeyID: "id", SecretAccessKey: "secret",
-		PathStyle: true, Prefix: "p/", MinBlobBytes: 2 << 20, Region: "auto"}
+		PathStyle: true, Prefix: "p/", MinBlobBytes: 2 << 20, MinPayloadBytes: 128 << 10, Region: "auto"}
 	for _, kv := range c.Env() {
 		name, value, _ := strings.Cut(kv, "=")
 		t.Setenv(name, value)
@@ -85,7 +89,7 @@ func TestReadmeRecipes(t *testing.T) {
 		assignments, _, ok := strings.Cut(cmd, " go run ./worker")
 		require.True(t, ok, cmd)
 		for _, name := range []string{objstore.EnvEndpoint, objstore.EnvBucket, objstore.EnvRegion, objstore.EnvAccessKey,
-			objstore.EnvSecretKey, objstore.EnvPathStyle, objstore.EnvCAFile, objstore.EnvPrefix, objstore.EnvMinBytes} {
+			objstore.EnvSecretKey, objstore.EnvPathStyle, objstore.EnvCAFile, objstore.EnvPrefix, objstore.EnvMinBytes, objstore.EnvMinPayloadBytes} {
 			t.Setenv(name, "")
 		}
 		for _, kv := range strings.Fields(assignments) {

@@ -38,6 +38,7 @@ import (
 	"github.com/agentflow/agentflow/internal/metrics"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
+	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -86,6 +87,9 @@ type Server struct {
 	fatal chan error
 	// registered tracks the build's registration (versioned workers).
 	registered registration
+	// payloads keeps the client's large payloads in the object store; nil
+	// without one.
+	payloads *payloadstore.Driver
 }
 
 // New connects to Temporal and Postgres (applying migrations), builds the
@@ -336,7 +340,8 @@ func (s *Server) openObjects(ctx context.Context) (*objstore.Store, error) {
 	if err := objects.Check(ctx); err != nil {
 		return nil, err
 	}
-	s.logger.Info("object store", zap.Stringer("store", objects.Config()), zap.Int64("min_blob_bytes", objects.Config().MinBlobBytes))
+	s.logger.Info("object store", zap.Stringer("store", objects.Config()), zap.Int64("min_blob_bytes", objects.Config().MinBlobBytes),
+		zap.Int64("min_payload_bytes", objects.Config().PayloadThreshold()))
 	return objects, nil
 }
 
@@ -370,6 +375,13 @@ func (s *Server) connect(ctx context.Context) error {
 	// Workers of this client report the SDK's metrics, and workflows
 	// agentflow's, through it.
 	s.clientOpts.MetricsHandler = s.metrics.Handler
+	// Payloads over the store's threshold go to the object store, the
+	// history holding a reference: for the client and every worker built
+	// from it. Without a store, nothing changes.
+	if objects != nil {
+		s.payloads = payloadstore.New(objects)
+		s.clientOpts.ExternalStorage = s.payloads.ExternalStorage()
+	}
 	s.client, err = client.DialContext(ctx, s.clientOpts)
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", s.cfg.TemporalAddress, err)
@@ -472,7 +484,7 @@ func (s *Server) newGateway(ctx context.Context) error {
 	}
 	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
 		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault,
-		Secrets: s.secrets()})
+		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads)})
 	if err != nil {
 		return err
 	}

@@ -72,12 +72,20 @@ func StartOptions(taskQueue string, req agent.TurnRequest) client.StartWorkflowO
 // job's run compares the requests (one call more), so a start repeated
 // after a timeout attaches to the run the first try started.
 func Start(ctx context.Context, c client.Client, taskQueue string, req agent.TurnRequest) (client.WorkflowRun, error) {
+	return StartWith(ctx, c, nil, taskQueue, req)
+}
+
+// StartWith is Start, decoding the request of a run it reads from the
+// run's history with dc: payloadstore.Converter when the client keeps
+// large payloads in an object store, whose references it reads. A nil dc
+// is the SDK's default data converter.
+func StartWith(ctx context.Context, c client.Client, dc converter.DataConverter, taskQueue string, req agent.TurnRequest) (client.WorkflowRun, error) {
 	opts := StartOptions(taskQueue, req)
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	run, err := c.ExecuteWorkflow(ctx, opts, contract.AgentTurn, req)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return attach(ctx, c, opts.ID, started.RunId, req)
+		return attach(ctx, c, dc, opts.ID, started.RunId, req)
 	}
 	if err != nil {
 		return nil, workflowError(fmt.Sprintf("turn %q", opts.ID), err)
@@ -110,8 +118,8 @@ func StartEval(ctx context.Context, c client.Client, taskQueue string, in agent.
 }
 
 // attach returns the run of a job that had started, if it runs req.
-func attach(ctx context.Context, c client.Client, workflowID, runID string, req agent.TurnRequest) (client.WorkflowRun, error) {
-	hash, startedAt, err := runRequestHash(ctx, c, workflowID, runID)
+func attach(ctx context.Context, c client.Client, dc converter.DataConverter, workflowID, runID string, req agent.TurnRequest) (client.WorkflowRun, error) {
+	hash, startedAt, err := runRequestHash(ctx, c, dc, workflowID, runID)
 	if err != nil {
 		return nil, workflowError(fmt.Sprintf("turn %q", workflowID), err)
 	}
@@ -125,15 +133,17 @@ func attach(ctx context.Context, c client.Client, workflowID, runID string, req 
 // runRequestHash returns the hash of the request a turn's run runs, and
 // when it started: from its memo, or, for a run started without it (by
 // the temporal CLI, by a parent workflow, by an earlier release), from
-// its input.
-func runRequestHash(ctx context.Context, c client.Client, workflowID, runID string) (string, time.Time, error) {
+// its input, decoded with dc (nil: the default data converter).
+func runRequestHash(ctx context.Context, c client.Client, dc converter.DataConverter, workflowID, runID string) (string, time.Time, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	startedAt := info.GetStartTime().AsTime()
-	dc := converter.GetDefaultDataConverter()
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
 	if p, ok := info.GetMemo().GetFields()[contract.MemoRequestHash]; ok {
 		// A memo field that is not a string names no request: "" is no
 		// request's hash.
@@ -150,13 +160,17 @@ func runRequestHash(ctx context.Context, c client.Client, workflowID, runID stri
 		return "", startedAt, err
 	}
 	// A run of another type, or an input that does not decode, runs no
-	// request: "" is no request's hash.
+	// request: "" is no request's hash. An input kept in an object store
+	// that cannot be read now is an error to retry, not another request.
 	attrs := first.GetWorkflowExecutionStartedEventAttributes()
 	if attrs.GetWorkflowType().GetName() != contract.AgentTurn {
 		return "", startedAt, nil
 	}
 	var req agent.TurnRequest
 	if err := dc.FromPayloads(attrs.GetInput(), &req); err != nil {
+		if agent.IsCode(err, agent.CodeUnavailable) {
+			return "", startedAt, err
+		}
 		return "", startedAt, nil
 	}
 	return req.Hash(), startedAt, nil
