@@ -24,8 +24,8 @@
 // and the Web UI show as JSON:
 //
 //	{"driverName":"agentflow-s3","claimData":{"encoding":"json/plain",
-//	 "key":"sha256/<hex>","sha256":"<hex>","size":"3407919",
-//	 "uri":"s3://agentflow/sha256/<hex>"}}
+//	 "key":"payloads/sha256/<hex>","sha256":"<hex>","size":"3407919",
+//	 "uri":"s3://agentflow/payloads/sha256/<hex>"}}
 //
 // A payload that is no reference passes through untouched, so histories
 // recorded without a store, and payloads from the temporal CLI and other

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/payloadstore"
 )
 
@@ -14,8 +13,8 @@ import (
 // size.
 func FuzzParseReference(f *testing.F) {
 	sum := strings.Repeat("0123456789abcdef", 4)
-	f.Add(`{"driverName":"agentflow-s3","claimData":{"key":"sha256/` + sum + `","sha256":"` + sum + `","size":"42","uri":"s3://b/k"}}`)
-	f.Add(`{"driverName":"agentflow-s3","claimData":{"key":"sha256/` + sum + `","sha256":"` + sum + `","size":"-1"}}`)
+	f.Add(`{"driverName":"agentflow-s3","claimData":{"key":"payloads/sha256/` + sum + `","sha256":"` + sum + `","size":"42","uri":"s3://b/k"}}`)
+	f.Add(`{"driverName":"agentflow-s3","claimData":{"key":"payloads/sha256/` + sum + `","sha256":"` + sum + `","size":"-1"}}`)
 	f.Add(`{"driverName":"agentflow-s3","claimData":{"key":"../` + sum + `","sha256":"` + sum + `","size":"1"}}`)
 	f.Add(`{"driverName":"other","claimData":{}}`)
 	f.Add(`{"driver_name":"agentflow-s3","claim_data":{"size":"99999999999999999999"}}`)
@@ -29,7 +28,7 @@ func FuzzParseReference(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.Key != objstore.Key(c.SHA256) || len(c.SHA256) != 64 || c.Size < 1 {
+		if c.Key != payloadstore.Key(c.SHA256) || len(c.SHA256) != 64 || c.Size < 1 {
 			t.Fatalf("accepted %+v", c)
 		}
 	})

@@ -93,7 +93,7 @@ func (d *Driver) Store(ctx converter.StorageDriverStoreContext, payloads []*comm
 		}
 		sum := sha256.Sum256(b)
 		md := md5.Sum(b) //nolint:gosec // see the import
-		c := Claim{Key: objstore.Key(hex.EncodeToString(sum[:])), Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:]),
+		c := Claim{Key: Key(hex.EncodeToString(sum[:])), Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:]),
 			Encoding: string(p.GetMetadata()[converter.MetadataEncoding])}
 		err = ctx.GetLimiter().Permit(ctx.Context, p, func() error {
 			return d.objects.Put(ctx.Context, c.Key, bytes.NewReader(b), c.Size, ContentType, md[:])
@@ -160,7 +160,7 @@ func (d *Driver) uri(key string) string {
 // Claim is what a reference names: the object and what its bytes must
 // be.
 type Claim struct {
-	Key      string // objstore.Key(SHA256)
+	Key      string // Key(SHA256)
 	Size     int64
 	SHA256   string // lowercase hex
 	Encoding string // the payload's encoding, for people
@@ -171,6 +171,13 @@ func (c Claim) data(uri string) map[string]string {
 		ClaimURI: uri, ClaimEncoding: c.Encoding}
 }
 
+// Key is the object key of a payload whose serialized bytes have the
+// given sha256: under payloads/, apart from the blobs' sha256/ keys, so
+// that the retention sweep, which deletes blobs' objects, never touches a
+// payload a history names, and an operator can give payloads/ a bucket
+// lifecycle rule as long as the namespace's retention.
+func Key(sum string) string { return "payloads/" + objstore.Key(sum) }
+
 // ParseClaim reads a claim's data, refusing one that does not name a
 // content-addressed object of a possible size: a reference is read from
 // a history, which anyone who can start a workflow writes.
@@ -179,7 +186,7 @@ func ParseClaim(data map[string]string) (Claim, error) {
 	if len(c.SHA256) != sha256.Size*2 || !isLowerHex(c.SHA256) {
 		return Claim{}, fmt.Errorf("payload reference: %s %q is no SHA-256 in lowercase hex", ClaimSHA256, c.SHA256)
 	}
-	if c.Key != objstore.Key(c.SHA256) {
+	if c.Key != Key(c.SHA256) {
 		return Claim{}, fmt.Errorf("payload reference: %s %q is not the key of sha256 %s", ClaimKey, c.Key, c.SHA256)
 	}
 	n, err := strconv.ParseInt(data[ClaimSize], 10, 64)

@@ -104,13 +104,13 @@ func TestRoundTrip(t *testing.T) {
 	hexSum := hex.EncodeToString(sum[:])
 	text := string(ref.GetData())
 	for _, want := range []string{`"driverName":"agentflow-s3"`, `"sha256":"` + hexSum + `"`, `"encoding":"json/plain"`,
-		`"uri":"s3://` + objects.Config().Bucket + `/sha256/` + hexSum + `"`} {
+		`"uri":"s3://` + objects.Config().Bucket + `/payloads/sha256/` + hexSum + `"`} {
 		require.Contains(t, text, want)
 	}
 	c, ok, err := payloadstore.ParseReference(ref)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, payloadstore.Claim{Key: objstore.Key(hexSum), Size: int64(len(serialized)), SHA256: hexSum, Encoding: "json/plain"}, c)
+	require.Equal(t, payloadstore.Claim{Key: payloadstore.Key(hexSum), Size: int64(len(serialized)), SHA256: hexSum, Encoding: "json/plain"}, c)
 	info, err := objects.Stat(t.Context(), c.Key)
 	require.NoError(t, err)
 	require.Equal(t, objstore.Info{Size: int64(len(serialized)), ContentType: payloadstore.ContentType}, info)
@@ -156,7 +156,7 @@ func TestPassThrough(t *testing.T) {
 	require.Equal(t, converter.GetDefaultDataConverter(), payloadstore.Converter(nil))
 
 	// A reference with no store, or of another driver, is refused clearly.
-	ref := reference(`{"driverName":"agentflow-s3","claimData":{"key":"sha256/` + strings.Repeat("a", 64) +
+	ref := reference(`{"driverName":"agentflow-s3","claimData":{"key":"payloads/sha256/` + strings.Repeat("a", 64) +
 		`","sha256":"` + strings.Repeat("a", 64) + `","size":"10"}}`)
 	_, err := none.Resolve(t.Context(), ref)
 	require.ErrorContains(t, err, "AGENTFLOW_S3_")
