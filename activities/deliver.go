@@ -22,8 +22,9 @@ import (
 // startDelivery starts the Delivery of a stored result when the turn's
 // agent or request names deliver targets. Its workflow id is the turn's
 // own, prefixed, so a retried SaveResult starts nothing twice. A request
-// naming a target its agent lacks fails nothing now: the turn's answer is
-// stored; the Delivery's attempt records why it could not be sent.
+// naming a target its agent lacks was refused before the turn ran
+// (Agent.CheckDeliver, in the gateway and LoadAgent); the error below is
+// for a turn begun before that check, whose answer is stored all the same.
 func (a *Activities) startDelivery(ctx context.Context, in contract.SaveResultInput, stored agent.TurnResult) error {
 	if len(in.Deliver) == 0 && len(in.Request.Deliver) == 0 {
 		return nil
