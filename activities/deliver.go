@@ -94,7 +94,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) erro
 	case permanent:
 		return agent.Errorf(agent.CodeInvalid, "deliver %s: %v", t.Name, err)
 	default:
-		return agent.Errorf(agent.CodeUnavailable, "deliver %s: %v", t.Name, err)
+		e := agent.Errorf(agent.CodeUnavailable, "deliver %s: %v", t.Name, err)
+		e.RetryAfter = de.RetryAfter // a 429's wait, else 0: the retry policy's
+		return e
 	}
 }
 
