@@ -72,8 +72,11 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) erro
 	t := in.Delivery.Target
 	rec := store.DeliveryAttempt{DeliveryID: in.Delivery.ID, Attempt: int(info.Attempt), JobID: in.JobID, Target: t.Name, Kind: t.Kind}
 	status, err := a.deliver(ctx, in)
-	rec.HTTPStatus = status
 	var de *deliver.Error
+	if status == 0 && errors.As(err, &de) {
+		status = de.Status // Telegram's sends report their answer's status in the error
+	}
+	rec.HTTPStatus = status
 	permanent := err != nil && (!errors.As(err, &de) || de.Permanent)
 	switch {
 	case err == nil:
