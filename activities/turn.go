@@ -112,6 +112,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	// The turn pins the model timeout it runs with: the agent's, under
 	// the operator's limit.
 	ag.Limits = ag.Limits.CapModelTimeout(a.maxModelTimeout)
+	ag = ag.CapToolTimeouts(a.maxToolTimeout)
 	return contract.LoadAgentResult{Agent: ag.ForTurn()}, nil
 }
 
