@@ -202,7 +202,7 @@ func classify(code int, h http.Header, body []byte) error {
 	switch {
 	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusConflict, code == http.StatusTooEarly:
 	case code == http.StatusTooManyRequests:
-		e.RetryAfter = min(retryAfter, MaxRetryAfter)
+		e.RetryAfter = retryAfter // bounded by answerOf
 	default:
 		e.Permanent = true
 	}
@@ -215,9 +215,12 @@ func classify(code int, h http.Header, body []byte) error {
 // seconds. (Its HTTP-date form is not read: the retry policy's backoff
 // stands in.)
 func answerOf(h http.Header, body []byte) (string, time.Duration) {
+	// Seconds are bounded before they become a duration, which a huge
+	// count would overflow.
+	seconds := func(n int) time.Duration { return time.Duration(min(n, int(MaxRetryAfter/time.Second))) * time.Second }
 	var wait time.Duration
 	if n, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && n > 0 {
-		wait = time.Duration(n) * time.Second
+		wait = seconds(n)
 	}
 	var bot struct {
 		Description string `json:"description"`
@@ -227,7 +230,7 @@ func answerOf(h http.Header, body []byte) (string, time.Duration) {
 	}
 	if json.Unmarshal(body, &bot) == nil && bot.Description != "" {
 		if bot.Parameters.RetryAfter > 0 {
-			wait = time.Duration(bot.Parameters.RetryAfter) * time.Second
+			wait = seconds(bot.Parameters.RetryAfter)
 		}
 		return agent.Clip(strings.ToValidUTF8(bot.Description, "?"), 200), wait
 	}

@@ -217,3 +217,30 @@ func TestRefusalsScrubbed(t *testing.T) {
 	require.Contains(t, err.Error(), "refused: <signature>")
 	require.NotContains(t, err.Error(), "v1=")
 }
+
+// FuzzClassify: any answer is a delivery (2xx), or an *Error that is
+// permanent exactly for what no retry changes, whose wait is bounded,
+// and whose text is short and valid UTF-8; it never panics.
+func FuzzClassify(f *testing.F) {
+	f.Add(400, "", `{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}`)
+	f.Add(429, "5", `{"ok":false,"parameters":{"retry_after":99999999999}}`)
+	f.Add(503, "-1", "\xff\xfe")
+	f.Add(302, "", "")
+	f.Add(429, "9223372036", `{"description":"x","parameters":{"retry_after":9223372036854775807}}`)
+	f.Fuzz(func(t *testing.T, code int, retryAfter, body string) {
+		h := http.Header{}
+		h.Set("Retry-After", retryAfter)
+		err := classify(code, h, []byte(body))
+		if code >= 200 && code < 300 {
+			require.NoError(t, err)
+			return
+		}
+		var de *Error
+		require.ErrorAs(t, err, &de)
+		retried := code >= 500 || code == 408 || code == 409 || code == 425 || code == 429
+		require.Equal(t, !retried, de.Permanent)
+		require.True(t, de.RetryAfter >= 0 && de.RetryAfter <= MaxRetryAfter, "wait %s", de.RetryAfter)
+		require.True(t, utf8.ValidString(de.Err.Error()))
+		require.LessOrEqual(t, len(de.Err.Error()), 210)
+	})
+}
