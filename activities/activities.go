@@ -83,6 +83,10 @@ type Deps struct {
 	// call (AGENTFLOW_MAX_MODEL_TIMEOUT): LoadAgent lowers the agent's
 	// model timeout to it in the version a turn pins. Default 0: none.
 	MaxModelTimeout time.Duration
+	// MaxToolTimeout is the operator's limit on one attempt of a tool
+	// call (AGENTFLOW_MAX_TOOL_TIMEOUT): LoadAgent lowers each tool's
+	// timeout to it in the version a turn pins. Default 0: none.
+	MaxToolTimeout time.Duration
 }
 
 // Defaults of Deps' settings.
@@ -118,6 +122,7 @@ type Activities struct {
 	traceContent    bool
 	telegramAPI     string
 	maxModelTimeout time.Duration
+	maxToolTimeout  time.Duration
 }
 
 // New checks the dependencies and fills the defaults.
@@ -145,6 +150,7 @@ func New(d Deps) (*Activities, error) {
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
 		temporal: d.Temporal, events: d.Events, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
 		maxModelTimeout: d.MaxModelTimeout,
+		maxToolTimeout:  d.MaxToolTimeout,
 		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
 		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
 		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),

@@ -22,8 +22,9 @@ import (
 // startDelivery starts the Delivery of a stored result when the turn's
 // agent or request names deliver targets. Its workflow id is the turn's
 // own, prefixed, so a retried SaveResult starts nothing twice. A request
-// naming a target its agent lacks fails nothing now: the turn's answer is
-// stored; the Delivery's attempt records why it could not be sent.
+// naming a target its agent lacks was refused before the turn ran
+// (Agent.CheckDeliver, in the gateway and LoadAgent); the error below is
+// for a turn begun before that check, whose answer is stored all the same.
 func (a *Activities) startDelivery(ctx context.Context, in contract.SaveResultInput, stored agent.TurnResult) error {
 	if len(in.Deliver) == 0 && len(in.Request.Deliver) == 0 {
 		return nil
@@ -71,8 +72,11 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) erro
 	t := in.Delivery.Target
 	rec := store.DeliveryAttempt{DeliveryID: in.Delivery.ID, Attempt: int(info.Attempt), JobID: in.JobID, Target: t.Name, Kind: t.Kind}
 	status, err := a.deliver(ctx, in)
-	rec.HTTPStatus = status
 	var de *deliver.Error
+	if status == 0 && errors.As(err, &de) {
+		status = de.Status // Telegram's sends report their answer's status in the error
+	}
+	rec.HTTPStatus = status
 	permanent := err != nil && (!errors.As(err, &de) || de.Permanent)
 	switch {
 	case err == nil:
@@ -93,7 +97,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) erro
 	case permanent:
 		return agent.Errorf(agent.CodeInvalid, "deliver %s: %v", t.Name, err)
 	default:
-		return agent.Errorf(agent.CodeUnavailable, "deliver %s: %v", t.Name, err)
+		e := agent.Errorf(agent.CodeUnavailable, "deliver %s: %v", t.Name, err)
+		e.RetryAfter = de.RetryAfter // a 429's wait, else 0: the retry policy's
+		return e
 	}
 }
 

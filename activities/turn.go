@@ -82,6 +82,11 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if err := ag.CheckModel(req.Model); err != nil {
 		return contract.LoadAgentResult{}, err
 	}
+	// So is a deliver target the agent lacks: the turn fails at once,
+	// rather than answering and finding at its end that it cannot deliver.
+	if err := ag.CheckDeliver(req); err != nil {
+		return contract.LoadAgentResult{}, err
+	}
 	parts, err := a.resolveParts(ctx, req.TenantID, req.Parts)
 	if err != nil {
 		return contract.LoadAgentResult{}, err
@@ -107,6 +112,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	// The turn pins the model timeout it runs with: the agent's, under
 	// the operator's limit.
 	ag.Limits = ag.Limits.CapModelTimeout(a.maxModelTimeout)
+	ag = ag.CapToolTimeouts(a.maxToolTimeout)
 	return contract.LoadAgentResult{Agent: ag.ForTurn()}, nil
 }
 

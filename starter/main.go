@@ -7,6 +7,7 @@
 //	starter grants --session s1                     the approvals remembered for a session; --revoke ID ends one
 //	starter answer --stream turn/demo/JOB           list or answer a turn's questions (ask_user)
 //	starter cancel --stream turn/demo/JOB           stop a running turn (gRPC API)
+//	starter deliveries turn/demo/JOB                where a turn's result was pushed, attempt by attempt (gRPC API)
 //	starter token new --tenant acme --roles user     make a bearer token and its AGENTFLOW_TOKENS entry
 //	starter route --dry-run --page ops-console "…"  which agent a request would go to (gRPC API)
 //	starter catalog apply -f catalog/               validate and apply a YAML catalog (gRPC API)
@@ -48,6 +49,7 @@ commands:
   grants    list the approvals remembered for a turn or a session, or revoke one (grants [--session S] [--all]; grants --revoke ID)
   answer    list a turn's questions, or answer one (answer --stream ID [--call ID "answer"])
   cancel    stop a running turn at its next safe point (cancel --stream ID [--reason TEXT])
+  deliveries  a turn's deliveries to its deliver targets and their attempts (deliveries [--json] TURN_ID)
   token     make a bearer token: token new --tenant T [--roles user,approver,admin] [--name N]
   schedule  run an agent turn on a schedule (schedule create --id ID --every 1h|--cron SPEC "prompt"; schedule delete --id ID)
   route     show which agent a request would be routed to (route --dry-run --page P --role R [--metadata k=v] "message")
@@ -59,7 +61,7 @@ commands:
   up        start a local stack and a worker, and wait for Ctrl-C
   stack     start a local stack, run a command with its settings in the environment, stop it
 
-chat, approve, grants, answer, route, catalog, process, usage and eval talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
+chat, approve, grants, answer, deliveries, route, catalog, process, usage and eval talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
 default 127.0.0.1:50051) and --token (AGENTFLOW_TOKEN, default dev-token); the token names the tenant.
 Run "starter <command> -h" for the command's flags.
 `
@@ -116,6 +118,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return processCmd(ctx, rest, out)
 	case "usage":
 		return usageCmd(ctx, rest, out)
+	case "deliveries":
+		return deliveriesCmd(ctx, rest, out)
 	case "eval":
 		return evalCmd(ctx, rest, out)
 	case "demo":

@@ -59,8 +59,19 @@ func toolRetry() *temporal.RetryPolicy {
 	}
 }
 
+// toolTimeout is a call's start-to-close timeout: the tool entry's own
+// (agent.Tool.TimeoutSec, for every kind; LoadAgent pinned it under the
+// operator's limit), no longer than the turn's timeout (turn). A long call is
+// not a blind one: ExecuteTool heartbeats every second whatever the tool
+// does (a Job's poll included), so a lost worker is noticed within
+// toolHeartbeat, not at the end of the call's timeout. Activity options
+// are not part of what replay compares, so recorded turns replay as they
+// were.
+func toolTimeout(spec agent.Tool, turn time.Duration) time.Duration {
+	return spec.CallTimeout(turn)
+}
+
 const (
-	toolTimeout = 2 * time.Minute
 	// toolHeartbeat is a tool call's heartbeat timeout: ExecuteTool
 	// heartbeats every second, so a lost worker is noticed within it, and
 	// the SDK sends heartbeats every 0.8 of it (not every 30 s, as without

@@ -125,7 +125,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 	}
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
 		opts := workflow.LocalActivityOptions{
-			StartToCloseTimeout: localToolTimeout,
+			StartToCloseTimeout: min(localToolTimeout, toolTimeout(spec, t.timeout(t.agent.Limits.WithDefaults()))),
 			RetryPolicy:         toolRetry(),
 			Summary:             summary,
 		}
@@ -133,8 +133,9 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.callCtx, opts), contract.ExecuteTool, in)
 		return
 	}
+	spec, _ := t.agent.Tool(c.Name)
 	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
-		StartToCloseTimeout: toolTimeout,
+		StartToCloseTimeout: toolTimeout(spec, t.timeout(t.agent.Limits.WithDefaults())),
 		HeartbeatTimeout:    toolHeartbeat,
 		RetryPolicy:         toolRetry(),
 		Summary:             summary,

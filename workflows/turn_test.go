@@ -54,6 +54,8 @@ type fakeTurn struct {
 	// ran with.
 	hold           map[string]bool
 	toolHeartbeats []time.Duration
+	// toolTimeouts holds the start-to-close timeout each call ran with.
+	toolTimeouts []time.Duration
 	// modelTimeouts holds the start-to-close timeout each model call
 	// attempt ran with.
 	modelTimeouts []time.Duration
@@ -118,6 +120,7 @@ func newEnv(t *testing.T, f *fakeTurn) *testsuite.TestWorkflowEnvironment {
 		func(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 			f.mu.Lock()
 			f.toolHeartbeats = append(f.toolHeartbeats, activity.GetInfo(ctx).HeartbeatTimeout)
+			f.toolTimeouts = append(f.toolTimeouts, activity.GetInfo(ctx).StartToCloseTimeout)
 			if f.hold[in.Call.Name] {
 				f.toolCalls = append(f.toolCalls, in)
 				f.mu.Unlock()

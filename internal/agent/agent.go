@@ -413,6 +413,54 @@ type Tool struct {
 	// RateLimit bounds the calls of the catalog entry's tools, for the
 	// whole tenant across workers: a call over it waits.
 	RateLimit *ToolRateLimit `json:"rate_limit,omitempty"`
+	// TimeoutSec bounds one attempt of one of the tool's calls (its
+	// ExecuteTool's start-to-close timeout), for every kind alike: 1 to
+	// MaxToolTimeoutSec; 0: DefaultToolTimeout. A turn's timeout, and the
+	// operator's limit, lower it (CallTimeout).
+	TimeoutSec int `json:"timeout_sec,omitempty"`
+}
+
+// Bounds of a tool call's timeout (Tool.TimeoutSec).
+const (
+	DefaultToolTimeout = 2 * time.Minute
+	MaxToolTimeoutSec  = 3600
+)
+
+// CallTimeout is how long one attempt of a call of the tool may run: its
+// TimeoutSec, or DefaultToolTimeout, no longer than turn (the turn's
+// timeout; 0: no bound).
+func (t Tool) CallTimeout(turn time.Duration) time.Duration {
+	d := DefaultToolTimeout
+	if t.TimeoutSec > 0 {
+		d = time.Duration(t.TimeoutSec) * time.Second
+	}
+	if turn > 0 && turn < d {
+		return turn
+	}
+	return d
+}
+
+// CapToolTimeouts lowers each tool's timeout to max, the operator's limit
+// (0: none): what a turn pins is the timeout its calls run with.
+func (a Agent) CapToolTimeouts(max time.Duration) Agent {
+	sec := int(max / time.Second)
+	if sec <= 0 {
+		return a
+	}
+	var tools []Tool
+	for i, t := range a.Tools {
+		if t.CallTimeout(0) <= time.Duration(sec)*time.Second {
+			continue
+		}
+		if tools == nil {
+			tools = slices.Clone(a.Tools)
+		}
+		tools[i].TimeoutSec = sec
+	}
+	if tools != nil {
+		a.Tools = tools
+	}
+	return a
 }
 
 // ToolRateLimit bounds a tool entry's calls: so many a minute, so many at

@@ -132,7 +132,11 @@ func Deliveries(targets []DeliverTarget, req TurnRequest, workflowID string) ([]
 			for j, t := range targets {
 				names[j] = t.Name
 			}
-			return nil, Errorf(CodeInvalid, "deliver: agent %q has no deliver target %q; it has [%s]", req.AgentID, Clip(to.Target, 64), strings.Join(names, ", "))
+			has := "it has none"
+			if len(names) > 0 {
+				has = "it has [" + strings.Join(names, ", ") + "]"
+			}
+			return nil, Errorf(CodeInvalid, "deliver: agent %q has no deliver target %q; %s", req.AgentID, Clip(to.Target, 64), has)
 		}
 		t := targets[i]
 		if to.ChatID != "" {
@@ -166,4 +170,18 @@ func checkDeliverTo(list []DeliverTo) error {
 		}
 	}
 	return nil
+}
+
+// CheckDeliver refuses a request naming a deliver target the agent lacks,
+// or one its target cannot take (a chat for a webhook, a Telegram target
+// with no chat): the one check of a request's deliver list against its
+// agent, made where a turn is prepared (the gateway) and where it starts
+// (LoadAgent), so that a turn that could not deliver never runs.
+func (a *Agent) CheckDeliver(req TurnRequest) error {
+	if len(req.Deliver) == 0 {
+		return nil
+	}
+	req.AgentID = a.ID
+	_, err := Deliveries(a.Deliver, req, "")
+	return err
 }

@@ -52,3 +52,17 @@ func TestDeliveries(t *testing.T) {
 	}
 	require.Error(t, (&TurnRequest{TenantID: "t", Prompt: "p", Deliver: []DeliverTo{{}}}).Validate())
 }
+
+// TestCheckDeliver: the request's targets are checked against the agent
+// that answers it, which the message names with the targets it has, even
+// when the request was routed and names no agent.
+func TestCheckDeliver(t *testing.T) {
+	ag := &Agent{ID: "support", Deliver: []DeliverTarget{{Name: "hook", Kind: DeliverWebhook, URL: "https://h.example.com", Secret: "env:K"}}}
+	require.NoError(t, ag.CheckDeliver(TurnRequest{}))
+	require.NoError(t, ag.CheckDeliver(TurnRequest{Deliver: []DeliverTo{{Target: "hook"}}}))
+	err := ag.CheckDeliver(TurnRequest{Deliver: []DeliverTo{{Target: "slack"}}})
+	require.EqualError(t, err, `deliver: agent "support" has no deliver target "slack"; it has [hook]`)
+	require.True(t, IsCode(err, CodeInvalid))
+	err = (&Agent{ID: "plain"}).CheckDeliver(TurnRequest{AgentID: "plain", Deliver: []DeliverTo{{Target: "hook"}}})
+	require.EqualError(t, err, `deliver: agent "plain" has no deliver target "hook"; it has none`)
+}

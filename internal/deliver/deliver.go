@@ -15,10 +15,20 @@
 // A receiver recomputes the signature, refuses a timestamp older than a
 // few minutes (a replay), and keeps the delivery ids it has accepted (a
 // retry of one it took). Idempotency-Key carries the delivery id too.
-// A 2xx answer is a delivery; 408, 429 and 5xx (and no answer) are
-// retried; any other answer, a redirect included, fails for good: the
-// client follows no redirect, so a target cannot bounce a result to a
-// host the egress allowlist does not name.
+//
+// # Which answers are retried
+//
+// One rule, in classify, for every target (a webhook's receiver and the
+// Bot API alike): a 2xx answer is a delivery; no answer, a 5xx, 408
+// (Request Timeout), 409 (Conflict: the receiver is busy with the same
+// delivery id), 425 (Too Early) and 429 (Too Many Requests) are tried
+// again, a 429 no sooner than its Retry-After header or Telegram's
+// parameters.retry_after says (at most MaxRetryAfter); every other
+// answer (a 4xx: a wrong chat id, a revoked bot token, a receiver
+// refusing the signature; a redirect, as the client follows none, so a
+// target cannot bounce a result to a host the egress allowlist does not
+// name) fails the delivery at once, as trying again cannot change it.
+// A Telegram refusal says the Bot API's description.
 //
 // # Telegram
 //
@@ -33,6 +43,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -116,8 +127,15 @@ func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance 
 type Error struct {
 	Status    int // the answer's HTTP status; 0: none
 	Permanent bool
-	Err       error
+	// RetryAfter is the least wait before the next attempt that a 429
+	// asked for; 0: the retry policy's.
+	RetryAfter time.Duration
+	Err        error
 }
+
+// MaxRetryAfter bounds the wait a receiver may ask for: the Delivery's
+// longest backoff, so that its attempts still span about an hour.
+const MaxRetryAfter = 10 * time.Minute
 
 func (e *Error) Error() string {
 	if e.Status != 0 {
@@ -152,11 +170,15 @@ func Webhook(ctx context.Context, client *http.Client, url, secret string, p Pay
 	req.Header.Set(HeaderID, p.DeliveryID)
 	req.Header.Set("Idempotency-Key", p.DeliveryID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderSignature, Sign(secret, ts, body))
-	return send(noRedirects(client), req)
+	sig := Sign(secret, ts, body)
+	req.Header.Set(HeaderSignature, sig)
+	code, err := send(noRedirects(client), req)
+	// A receiver may echo the request: its answer never carries the
+	// signature into the attempt's record.
+	return code, scrub(err, "", sig, "<signature>")
 }
 
-// send makes one request and classifies its answer.
+// send makes one request and classifies its answer (classify).
 func send(client *http.Client, req *http.Request) (int, error) {
 	resp, err := client.Do(req)
 	if err != nil {
@@ -166,23 +188,57 @@ func send(client *http.Client, req *http.Request) (int, error) {
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	switch c := resp.StatusCode; {
-	case c >= 200 && c < 300:
-		return c, nil
-	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
-		return c, &Error{Status: c, Err: fmt.Errorf("%s", answerText(snippet))}
-	default:
-		return c, &Error{Status: c, Permanent: true, Err: fmt.Errorf("%s", answerText(snippet))}
-	}
+	return resp.StatusCode, classify(resp.StatusCode, resp.Header, snippet)
 }
 
-// answerText is a short, printable account of an answer's body.
-func answerText(b []byte) string {
-	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
-	if s == "" {
-		return "no body"
+// classify is the one rule of which answers are a delivery, which are
+// tried again and which fail for good (the package's doc says it).
+func classify(code int, h http.Header, body []byte) error {
+	if code >= 200 && code < 300 {
+		return nil
 	}
-	return agent.Clip(s, 200)
+	text, retryAfter := answerOf(h, body)
+	e := &Error{Status: code, Err: errors.New(text)}
+	switch {
+	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusConflict, code == http.StatusTooEarly:
+	case code == http.StatusTooManyRequests:
+		e.RetryAfter = retryAfter // bounded by answerOf
+	default:
+		e.Permanent = true
+	}
+	return e
+}
+
+// answerOf is a short, printable account of an answer and the wait it
+// asks for: the Bot API's {"description", "parameters":{"retry_after"}}
+// when the body is one, else the body's start; a Retry-After header in
+// seconds. (Its HTTP-date form is not read: the retry policy's backoff
+// stands in.)
+func answerOf(h http.Header, body []byte) (string, time.Duration) {
+	// Seconds are bounded before they become a duration, which a huge
+	// count would overflow.
+	seconds := func(n int) time.Duration { return time.Duration(min(n, int(MaxRetryAfter/time.Second))) * time.Second }
+	var wait time.Duration
+	if n, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && n > 0 {
+		wait = seconds(n)
+	}
+	var bot struct {
+		Description string `json:"description"`
+		Parameters  struct {
+			RetryAfter int `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	if json.Unmarshal(body, &bot) == nil && bot.Description != "" {
+		if bot.Parameters.RetryAfter > 0 {
+			wait = seconds(bot.Parameters.RetryAfter)
+		}
+		return agent.Clip(strings.ToValidUTF8(bot.Description, "?"), 200), wait
+	}
+	s := strings.TrimSpace(strings.ToValidUTF8(string(body), "?"))
+	if s == "" {
+		return "no body", wait
+	}
+	return agent.Clip(s, 200), wait
 }
 
 // TelegramMaxChars is the most characters of one Telegram message.
@@ -244,23 +300,23 @@ func (t Telegram) SendMessage(ctx context.Context, client *http.Client, chatID, 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	_, err = send(noRedirects(client), req)
-	if err != nil {
-		return scrub(err, t.Token)
-	}
-	return nil
+	return scrub(err, "sendMessage: ", t.Token, "<token>")
 }
 
-// scrub removes token from an error's text: *url.Error quotes the URL.
-func scrub(err error, token string) error {
-	var de *Error
+// scrub replaces secret in an error's text with name (*url.Error quotes
+// the URL, and a receiver may echo what it was sent), prefixing it; the
+// classification is kept.
+func scrub(err error, prefix, secret, name string) error {
+	if err == nil {
+		return nil
+	}
+	de := &Error{Err: err}
 	if e, ok := err.(*Error); ok {
 		de = e
-	} else {
-		de = &Error{Err: err}
 	}
 	msg := de.Err.Error()
-	if token != "" && strings.Contains(msg, token) {
-		msg = strings.ReplaceAll(msg, token, "<token>")
+	if secret != "" {
+		msg = strings.ReplaceAll(msg, secret, name)
 	}
-	return &Error{Status: de.Status, Permanent: de.Permanent, Err: fmt.Errorf("sendMessage: %s", msg)}
+	return &Error{Status: de.Status, Permanent: de.Permanent, RetryAfter: de.RetryAfter, Err: errors.New(prefix + msg)}
 }

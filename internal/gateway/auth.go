@@ -33,6 +33,7 @@ var methodRoles = map[string]Role{
 	pb.AgentService_GetTranscript_FullMethodName:         RoleUser,
 	pb.AgentService_ForkSession_FullMethodName:           RoleUser,
 	pb.AgentService_Cancel_FullMethodName:                RoleUser,
+	pb.AgentService_ListDeliveries_FullMethodName:        RoleUser,
 	pb.AgentService_Approve_FullMethodName:               RoleApprover,
 	pb.AgentService_ListPendingApprovals_FullMethodName:  RoleApprover,
 	pb.AgentService_ListGrants_FullMethodName:            RoleApprover,

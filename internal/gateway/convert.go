@@ -28,6 +28,7 @@ func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 		Context: toContext(in.GetContext()), Caller: caller.Caller(),
 		Model: in.GetModel(), WorkflowOwner: in.GetWorkflowOwner(), UserID: in.GetUserId(), RetryCount: int(in.GetRetryCount()),
 		AgentVersion: int(in.GetAgentVersion()), StreamWindowSec: int(in.GetStreamWindowSec()),
+		Deliver: toDeliverTo(in.GetDeliver()),
 	}
 	if s := in.GetOutputSchemaJson(); s != "" {
 		r.OutputSchema = json.RawMessage(s)
@@ -48,6 +49,15 @@ func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 		}
 	}
 	return r
+}
+
+// toDeliverTo reads a request's deliver targets; nil when it names none.
+func toDeliverTo(list []*pb.DeliverTo) []agent.DeliverTo {
+	var out []agent.DeliverTo
+	for _, d := range list {
+		out = append(out, agent.DeliverTo{Target: d.GetTarget(), ChatID: d.GetChatId()})
+	}
+	return out
 }
 
 // toContext reads what a client says about its request: hints, exposed to

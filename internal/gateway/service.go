@@ -317,9 +317,13 @@ func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 		if err != nil {
 			return err
 		}
-		// A model the agent does not allow is refused here too (the turn
-		// checks the version it pins), so that no turn is started for it.
-		return ag.CheckModel(req.Model)
+		// A model the agent does not allow, or a deliver target it lacks,
+		// is refused here too (the turn checks the version it pins), so
+		// that no turn is started for it.
+		if err := ag.CheckModel(req.Model); err != nil {
+			return err
+		}
+		return ag.CheckDeliver(req)
 	}
 	if s.routes != nil {
 		snap, err := s.routes.Routing(ctx, req.TenantID)

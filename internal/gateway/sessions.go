@@ -129,7 +129,7 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 		}
 	}
 	if msg != nil || in.GetRegenerate() {
-		if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
+		if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion, Deliver: msg.Deliver}); err != nil {
 			return nil, s.StatusOf(ctx, err)
 		}
 	}
@@ -196,7 +196,7 @@ func (s *Service) SendMessageTo(ctx context.Context, conv agent.ConversationInpu
 	if err := msg.Validate(); err != nil {
 		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
 	}
-	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion}); err != nil {
+	if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion, Deliver: msg.Deliver}); err != nil {
 		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
 	}
 	// A closed session's turn would be refused at its start: the sender
@@ -226,7 +226,7 @@ func (s *Service) SendMessage(ctx context.Context, in *pb.SendMessageRequest) (*
 		return nil, s.StatusOf(ctx, err)
 	}
 	msg := agent.SendMessage{Prompt: in.GetPrompt(), JobID: in.GetJobId(), Context: toContext(in.GetContext()),
-		OnBusy: in.GetOnBusy(), StopAt: in.GetStopAt()}
+		OnBusy: in.GetOnBusy(), StopAt: in.GetStopAt(), Deliver: toDeliverTo(in.GetDeliver())}
 	res, err := s.SendMessageTo(ctx, conv, msg)
 	if err != nil {
 		return nil, err

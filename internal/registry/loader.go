@@ -76,6 +76,8 @@ type toolDoc struct {
 	Execution   text     `yaml:"execution"`
 	// RateLimit: agent.Tool's.
 	RateLimit *rateLimitDoc `yaml:"rate_limit"`
+	// TimeoutSec: agent.Tool's.
+	TimeoutSec count `yaml:"timeout_sec"`
 }
 
 // rateLimitDoc is agent.ToolRateLimit.
@@ -403,6 +405,11 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 		default:
 			spec.RateLimit = &agent.ToolRateLimit{PerMinute: r.PerMinute.n, Concurrent: r.Concurrent.n}
 		}
+	}
+	if n := d.TimeoutSec.n; n > agent.MaxToolTimeoutSec {
+		l.addf(d.TimeoutSec.pos, "%d: want 1 to %d (seconds)", n, agent.MaxToolTimeoutSec)
+	} else {
+		spec.TimeoutSec = n
 	}
 	if d.Execution.set {
 		switch d.Execution.s {

@@ -52,6 +52,11 @@ func TestParseProblems(t *testing.T) {
 		want []string // each a whole problem line
 	}{
 		{
+			name: "a tool timeout too long",
+			src:  "tenant: demo\ntools:\n  - {name: c, kind: calculator, timeout_sec: 7200}\n",
+			want: []string{`t.yaml:3: tools[0].timeout_sec: 7200: want 1 to 3600 (seconds)`},
+		},
+		{
 			name: "unknown top-level field",
 			src:  "tenant: demo\nagnets: []\n",
 			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, pii`},
@@ -59,7 +64,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown tool field",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    descripton: x\n",
-			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution, rate_limit`},
+			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution, rate_limit, timeout_sec`},
 		},
 		{
 			name: "unknown agent field",

@@ -270,6 +270,12 @@ type Config struct {
 	// AGENTFLOW_MAX_MODEL_TIMEOUT, a duration, 1s to 1h; default 0: the
 	// agent's, or its turn's timeout.
 	MaxModelTimeout time.Duration
+	// MaxToolTimeout is the operator's limit on one attempt of a tool
+	// call: a tool's timeout_sec above it, or the default above it, is
+	// lowered to it for the turns this worker starts. Env
+	// AGENTFLOW_MAX_TOOL_TIMEOUT, a duration, 1s to 1h; default 0: the
+	// tool's, at most agent.MaxToolTimeoutSec.
+	MaxToolTimeout time.Duration
 	// Deployment is the Temporal worker deployment and build this worker
 	// process belongs to (Worker Deployment Versioning): a turn runs to
 	// its end on the build that started it, and new turns go to the
@@ -378,6 +384,7 @@ func ConfigFromEnv() (Config, error) {
 		{envHTTPHeaderTimeout, &c.HTTPHeaderTimeout, time.Second, 5 * time.Minute, "1s to 5m"},
 		{intake.EnvTimeout, &c.HTTPBodyTimeout, time.Second, time.Hour, "1s to 1h"},
 		{"AGENTFLOW_MAX_MODEL_TIMEOUT", &c.MaxModelTimeout, time.Second, time.Hour, "1s to 1h"},
+		{"AGENTFLOW_MAX_TOOL_TIMEOUT", &c.MaxToolTimeout, time.Second, time.Hour, "1s to 1h"},
 	} {
 		if v := os.Getenv(p.env); v != "" {
 			d, err := time.ParseDuration(v)
@@ -509,6 +516,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("an API document limit of %d bytes: want 1 to %d (%s)", c.OpenAPIMaxSpecBytes, tools.MaxOpenAPISpecBytes, tools.EnvOpenAPIMaxSpecBytes)
 	case c.MaxModelTimeout != 0 && (c.MaxModelTimeout < time.Second || c.MaxModelTimeout > time.Hour):
 		return fmt.Errorf("a model timeout limit of %s: want 1s to 1h (AGENTFLOW_MAX_MODEL_TIMEOUT)", c.MaxModelTimeout)
+	case c.MaxToolTimeout != 0 && (c.MaxToolTimeout < time.Second || c.MaxToolTimeout > time.Hour):
+		return fmt.Errorf("a tool timeout limit of %s: want 1s to 1h (AGENTFLOW_MAX_TOOL_TIMEOUT)", c.MaxToolTimeout)
 	case c.StopTimeout != 0 && (c.StopTimeout < minStopTimeout || c.StopTimeout > maxStopTimeout):
 		return fmt.Errorf("stop timeout %s: want 1s to 1h (AGENTFLOW_STOP_TIMEOUT)", c.StopTimeout)
 	case c.WorkflowCacheSize != 0 && (c.WorkflowCacheSize < minWorkflowCache || c.WorkflowCacheSize > maxWorkflowCache):

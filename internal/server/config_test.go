@@ -380,6 +380,24 @@ func TestConfigFromEnvMaxModelTimeout(t *testing.T) {
 	}
 }
 
+// TestConfigFromEnvMaxToolTimeout: the operator's limit on a tool call's
+// attempt is a duration from 1s to 1h; unset, none.
+func TestConfigFromEnvMaxToolTimeout(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.MaxToolTimeout)
+	t.Setenv("AGENTFLOW_MAX_TOOL_TIMEOUT", "10m")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Minute, c.MaxToolTimeout)
+	for _, bad := range []string{"45", "500ms", "2h"} {
+		t.Setenv("AGENTFLOW_MAX_TOOL_TIMEOUT", bad)
+		_, err := ConfigFromEnv()
+		require.ErrorContains(t, err, "AGENTFLOW_MAX_TOOL_TIMEOUT="+strconv.Quote(bad)+": want a duration such as 30s, 1s to 1h")
+	}
+}
+
 func TestConfigFromEnvDeployment(t *testing.T) {
 	t.Setenv(EnvDeploymentName, "agentflow")
 	t.Setenv(EnvBuildID, "v2")

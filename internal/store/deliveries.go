@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // DeliveryAttempt is one attempt at pushing a turn's result to a deliver
@@ -17,6 +18,7 @@ type DeliveryAttempt struct {
 	Outcome    string
 	HTTPStatus int
 	Error      string
+	At         time.Time // when the attempt was recorded; set by the database
 }
 
 // Outcomes of a delivery attempt.
@@ -43,7 +45,7 @@ func (s *Store) RecordDeliveryAttempt(ctx context.Context, tenantID string, a De
 }
 
 const sqlDeliveryAttempts = `
-SELECT delivery_id, attempt, job_id, target, kind, outcome, http_status, error
+SELECT delivery_id, attempt, job_id, target, kind, outcome, http_status, error, at
 FROM delivery_attempts WHERE tenant_id = $1 AND job_id = $2 ORDER BY delivery_id, attempt`
 
 // DeliveryAttempts are the attempts at delivering a job's result, by
@@ -57,7 +59,7 @@ func (s *Store) DeliveryAttempts(ctx context.Context, tenantID, jobID string) ([
 	var out []DeliveryAttempt
 	for rows.Next() {
 		var a DeliveryAttempt
-		if err := rows.Scan(&a.DeliveryID, &a.Attempt, &a.JobID, &a.Target, &a.Kind, &a.Outcome, &a.HTTPStatus, &a.Error); err != nil {
+		if err := rows.Scan(&a.DeliveryID, &a.Attempt, &a.JobID, &a.Target, &a.Kind, &a.Outcome, &a.HTTPStatus, &a.Error, &a.At); err != nil {
 			return nil, fmt.Errorf("delivery attempts: %w", err)
 		}
 		out = append(out, a)

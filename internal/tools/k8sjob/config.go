@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -52,13 +53,17 @@ type Resources struct {
 	Limits   map[string]string `json:"limits,omitempty"`
 }
 
-// Bounds of a Job's timeout. A call is one attempt of ExecuteTool, which
-// has two minutes (workflows/options.go): a Job that could outlast it
-// would be waited for by the retry, and fail the call once the retries
-// are spent.
+// Bounds of a Job's timeout. A call is one attempt of ExecuteTool, whose
+// timeout is the tool entry's timeout_sec (agent.Tool.CallTimeout: 120 s
+// by default, at most agent.MaxToolTimeoutSec): the Job's deadline, the
+// grace the call gives a Job past it and the time to read its logs must
+// fit in it, or the call would end first and its retry wait for the same
+// Job. So the Job's timeout is at most the call's less CallMargin, and by
+// default exactly that (100 s for the default call).
 const (
-	DefaultTimeoutSeconds = 100
-	MaxTimeoutSeconds     = 110
+	CallMargin            = 20
+	DefaultTimeoutSeconds = 120 - CallMargin
+	MaxTimeoutSeconds     = agent.MaxToolTimeoutSec - CallMargin
 )
 
 // resourceNames are the resources a Job may request.
@@ -69,7 +74,8 @@ var placeholder = regexp.MustCompile(`\{\{\s*args\.([A-Za-z_][A-Za-z0-9_]*)\s*\}
 
 // parseConfig decodes and checks an entry's config; errors are
 // agent.CodeInvalid and name the field.
-func parseConfig(raw json.RawMessage, params json.RawMessage) (Config, error) {
+// call is the timeout of one of the tool's calls (agent.Tool.CallTimeout).
+func parseConfig(raw json.RawMessage, params json.RawMessage, call time.Duration) (Config, error) {
 	var c Config
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -90,11 +96,15 @@ func parseConfig(raw json.RawMessage, params json.RawMessage) (Config, error) {
 			return c, invalid("config.service_account %q: %s", c.ServiceAccount, strings.Join(errs, "; "))
 		}
 	}
+	fits := int(call/time.Second) - CallMargin
 	switch {
-	case c.TimeoutSeconds == 0:
-		c.TimeoutSeconds = DefaultTimeoutSeconds
+	case c.TimeoutSeconds == 0 && fits >= 1:
+		c.TimeoutSeconds = fits
 	case c.TimeoutSeconds < 0 || c.TimeoutSeconds > MaxTimeoutSeconds:
 		return c, invalid("config.timeout_seconds %d: want 1 to %d", c.TimeoutSeconds, MaxTimeoutSeconds)
+	case c.TimeoutSeconds > fits:
+		return c, invalid("config.timeout_seconds %d: a call of the tool may run %d s (the entry's timeout_sec, default %d); a Job needs %d s more than its timeout: give the entry timeout_sec: %d or more",
+			max(c.TimeoutSeconds, 1), int(call/time.Second), int(agent.DefaultToolTimeout/time.Second), CallMargin, max(c.TimeoutSeconds, 1)+CallMargin)
 	}
 	for i, s := range c.Command {
 		if strings.Contains(s, "{{") {

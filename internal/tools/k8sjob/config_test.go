@@ -3,6 +3,7 @@ package k8sjob
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,7 +27,9 @@ func TestParseConfig(t *testing.T) {
 		{"no image", `{"namespace":"jobs"}`, "config.image"},
 		{"a bad namespace", `{"namespace":"Jobs_1","image":"x"}`, `config.namespace "Jobs_1"`},
 		{"a bad service account", `{"namespace":"jobs","image":"x","service_account":"Root!"}`, "config.service_account"},
-		{"a timeout too long", `{"namespace":"jobs","image":"x","timeout_seconds":3600}`, "config.timeout_seconds 3600: want 1 to 110"},
+		{"a timeout too long", `{"namespace":"jobs","image":"x","timeout_seconds":3600}`, "config.timeout_seconds 3600: want 1 to 3580"},
+		{"a timeout longer than the call", `{"namespace":"jobs","image":"x","timeout_seconds":101}`,
+			"config.timeout_seconds 101: a call of the tool may run 120 s (the entry's timeout_sec, default 120); a Job needs 20 s more than its timeout: give the entry timeout_sec: 121 or more"},
 		{"a negative timeout", `{"namespace":"jobs","image":"x","timeout_seconds":-1}`, "config.timeout_seconds -1"},
 		{"a placeholder in the command", `{"namespace":"jobs","image":"x","command":["sh","-c","{{args.query}}"]}`, "config.command[2]: the command is fixed"},
 		{"an undeclared argument", `{"namespace":"jobs","image":"x","args":["{{args.nope}}"]}`, `config.args[0]: {{args.nope}}: the tool's parameters declare no argument "nope"`},
@@ -38,7 +41,7 @@ func TestParseConfig(t *testing.T) {
 		{"a request over its limit", `{"namespace":"jobs","image":"x","resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}}`, "the request of cpu (2) is over its limit (1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(json.RawMessage(tc.config), json.RawMessage(params))
+			c, err := parseConfig(json.RawMessage(tc.config), json.RawMessage(params), agent.DefaultToolTimeout)
 			if tc.want == "" {
 				require.NoError(t, err)
 				require.Positive(t, c.TimeoutSeconds)
@@ -85,7 +88,7 @@ func TestParseAllow(t *testing.T) {
 // TestManifest: the Job a call makes, from the entry and the arguments.
 func TestManifest(t *testing.T) {
 	c, err := parseConfig(json.RawMessage(`{"namespace":"jobs","image":"busybox:1.37","command":["sh"],"args":["-c","echo $Q","{{args.query}}"],
-		"env":[{"name":"Q","value":"{{args.query}}"},{"name":"N","value":"{{args.limit}}"}],"resources":{"limits":{"memory":"64Mi"}},"timeout_seconds":30}`), json.RawMessage(params))
+		"env":[{"name":"Q","value":"{{args.query}}"},{"name":"N","value":"{{args.limit}}"}],"resources":{"limits":{"memory":"64Mi"}},"timeout_seconds":30}`), json.RawMessage(params), agent.DefaultToolTimeout)
 	require.NoError(t, err)
 	target := Target{TenantID: "acme", JobID: "job/with slashes", CallID: "call_1", Tool: "report"}
 	job, err := Manifest(c, target, json.RawMessage(`{"query":"a b","limit":5}`))
@@ -127,12 +130,14 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add(`{"namespace":"jobs","image":"x","timeout_seconds":1e9}`)
 	f.Add(`[]`)
 	f.Fuzz(func(t *testing.T, config string) {
-		c, err := parseConfig(json.RawMessage(config), json.RawMessage(params))
+		call := time.Duration(agent.MaxToolTimeoutSec) * time.Second
+		c, err := parseConfig(json.RawMessage(config), json.RawMessage(params), call)
 		if err != nil {
 			require.Equal(t, agent.CodeInvalid, agent.ErrorCode(err), "%v", err)
 			return
 		}
-		require.True(t, c.TimeoutSeconds >= 1 && c.TimeoutSeconds <= 110, "timeout %d", c.TimeoutSeconds)
+		require.True(t, c.TimeoutSeconds >= 1 && c.TimeoutSeconds <= MaxTimeoutSeconds, "timeout %d", c.TimeoutSeconds)
+		require.LessOrEqual(t, time.Duration(c.TimeoutSeconds+CallMargin)*time.Second, call, "the Job fits in the call")
 	})
 }
 
@@ -144,4 +149,40 @@ func FuzzParseAllow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = ParseAllow(s)
 	})
+}
+
+// TestJobFitsTheCall: a Job longer than the default call is allowed when
+// the entry gives its calls the time (timeout_sec, one rule for every
+// kind), by default the call's time less CallMargin; one that would
+// outlast its call is refused, saying what to write.
+func TestJobFitsTheCall(t *testing.T) {
+	spec := func(timeoutSec int, config string) agent.Tool {
+		return agent.Tool{Name: "report", Kind: KindName, TimeoutSec: timeoutSec, Parameters: json.RawMessage(params), Config: json.RawMessage(config)}
+	}
+	for _, tc := range []struct {
+		name       string
+		timeoutSec int
+		config     string
+		job        int
+		want       string
+	}{
+		{"default call, default job", 0, `{"namespace":"jobs","image":"x"}`, 100, ""},
+		{"a long call, default job", 900, `{"namespace":"jobs","image":"x"}`, 880, ""},
+		{"a long call and job", 3600, `{"namespace":"jobs","image":"x","timeout_seconds":3580}`, 3580, ""},
+		{"a long job, default call", 0, `{"namespace":"jobs","image":"x","timeout_seconds":600}`, 0, "give the entry timeout_sec: 620 or more"},
+		{"a job as long as its call", 600, `{"namespace":"jobs","image":"x","timeout_seconds":600}`, 0, "give the entry timeout_sec: 620 or more"},
+		{"a call too short for any job", 15, `{"namespace":"jobs","image":"x"}`, 0, "give the entry timeout_sec: 21 or more"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec(tc.timeoutSec, tc.config)
+			c, err := parseConfig(s.Config, s.Parameters, s.CallTimeout(0))
+			if tc.want != "" {
+				require.ErrorContains(t, err, tc.want)
+				require.Equal(t, agent.CodeInvalid, agent.ErrorCode(err))
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.job, c.TimeoutSeconds)
+		})
+	}
 }

@@ -47,7 +47,7 @@ const configSchema = `{
     "resources": {"type": "object", "additionalProperties": false, "properties": {
       "requests": {"type": "object", "additionalProperties": {"type": "string"}},
       "limits": {"type": "object", "additionalProperties": {"type": "string"}}}},
-    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 110},
+    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 3580, "description": "the Job's activeDeadlineSeconds; at most the entry's timeout_sec less 20 (default: exactly that)"},
     "service_account": {"type": "string"}
   }
 }`
@@ -70,14 +70,14 @@ func Kind(opts Options) tools.Kind {
 		// unless the catalog writes another policy.
 		Approval: agent.ApprovalAlways,
 		Build: func(spec agent.Tool, deps tools.Deps) (tools.Tool, error) {
-			c, err := parseConfig(spec.Config, spec.Parameters)
+			c, err := parseConfig(spec.Config, spec.Parameters, spec.CallTimeout(0))
 			if err != nil {
 				return nil, err
 			}
 			return &tool{opts: opts, spec: spec, config: c, deps: deps}, nil
 		},
 		Admit: func(tenantID string, spec agent.Tool) error {
-			c, err := parseConfig(spec.Config, spec.Parameters)
+			c, err := parseConfig(spec.Config, spec.Parameters, spec.CallTimeout(0))
 			if err != nil {
 				return err
 			}

@@ -144,8 +144,12 @@ type TurnRequest struct {
 	// workflow's close waits for the window: Invoke and every stream end on
 	// the turn's last event.
 	StreamWindowSec int32 `protobuf:"varint,22,opt,name=stream_window_sec,json=streamWindowSec,proto3" json:"stream_window_sec,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Targets of the agent's (its catalog's deliver list) the result is
+	// pushed to when the turn ends, beside its always targets. A target the
+	// agent lacks is refused with InvalidArgument before the turn starts.
+	Deliver       []*DeliverTo `protobuf:"bytes,23,rep,name=deliver,proto3" json:"deliver,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TurnRequest) Reset() {
@@ -330,6 +334,13 @@ func (x *TurnRequest) GetStreamWindowSec() int32 {
 		return x.StreamWindowSec
 	}
 	return 0
+}
+
+func (x *TurnRequest) GetDeliver() []*DeliverTo {
+	if x != nil {
+		return x.Deliver
+	}
+	return nil
 }
 
 // Part is a piece of a message beside its text.
@@ -3609,7 +3620,10 @@ type SendMessageRequest struct {
 	StopAt string `protobuf:"bytes,8,opt,name=stop_at,json=stopAt,proto3" json:"stop_at,omitempty"`
 	// For a conversation that does not exist yet: the version of agent_id
 	// its turns run on (0: the active one).
-	AgentVersion  int32 `protobuf:"varint,9,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	AgentVersion int32 `protobuf:"varint,9,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// Targets of the agent's the answer to this message is pushed to, as
+	// TurnRequest.deliver.
+	Deliver       []*DeliverTo `protobuf:"bytes,10,rep,name=deliver,proto3" json:"deliver,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3705,6 +3719,13 @@ func (x *SendMessageRequest) GetAgentVersion() int32 {
 		return x.AgentVersion
 	}
 	return 0
+}
+
+func (x *SendMessageRequest) GetDeliver() []*DeliverTo {
+	if x != nil {
+		return x.Deliver
+	}
+	return nil
 }
 
 type SendMessageResponse struct {
@@ -7562,11 +7583,308 @@ func (x *EvalCheck) GetDetail() string {
 	return ""
 }
 
+// DeliverTo names one of the agent's deliver targets, and for a telegram
+// target the chat.
+type DeliverTo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	ChatId        string                 `protobuf:"bytes,2,opt,name=chat_id,json=chatId,proto3" json:"chat_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverTo) Reset() {
+	*x = DeliverTo{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverTo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverTo) ProtoMessage() {}
+
+func (x *DeliverTo) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverTo.ProtoReflect.Descriptor instead.
+func (*DeliverTo) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *DeliverTo) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *DeliverTo) GetChatId() string {
+	if x != nil {
+		return x.ChatId
+	}
+	return ""
+}
+
+type ListDeliveriesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"` // turn/<tenant>/<job_id>
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeliveriesRequest) Reset() {
+	*x = ListDeliveriesRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeliveriesRequest) ProtoMessage() {}
+
+func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *ListDeliveriesRequest) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+type ListDeliveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*Delivery            `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeliveriesResponse) Reset() {
+	*x = ListDeliveriesResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeliveriesResponse) ProtoMessage() {}
+
+func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+// Delivery is the push of a turn's result to one deliver target.
+type Delivery struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DeliveryId string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"` // <stream id>/<target>, the Idempotency-Key of its attempts
+	Target     string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	Kind       string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"` // webhook | telegram
+	// The last attempt's outcome: delivered, retrying (another attempt is
+	// due) or failed (no attempt is left, or a retry cannot help).
+	Status        string             `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	Attempts      []*DeliveryAttempt `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Delivery) Reset() {
+	*x = Delivery{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delivery) ProtoMessage() {}
+
+func (x *Delivery) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
+func (*Delivery) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *Delivery) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *Delivery) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *Delivery) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Delivery) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Delivery) GetAttempts() []*DeliveryAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+type DeliveryAttempt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attempt       int32                  `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`                         // from 1
+	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`                          // delivered | retrying | failed
+	HttpStatus    int32                  `protobuf:"varint,3,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"` // the receiver's answer; 0: none
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryAttempt) Reset() {
+	*x = DeliveryAttempt{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryAttempt) ProtoMessage() {}
+
+func (x *DeliveryAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryAttempt.ProtoReflect.Descriptor instead.
+func (*DeliveryAttempt) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *DeliveryAttempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *DeliveryAttempt) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *DeliveryAttempt) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *DeliveryAttempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeliveryAttempt) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\x05\n" +
+	"\x1cagentflow/v1/agentflow.proto\x12\fagentflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\x06\n" +
 	"\vTurnRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
@@ -7594,7 +7912,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"created_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12(\n" +
 	"\x05parts\x18\x14 \x03(\v2\x12.agentflow.v1.PartR\x05parts\x12#\n" +
 	"\ragent_version\x18\x15 \x01(\x05R\fagentVersion\x12*\n" +
-	"\x11stream_window_sec\x18\x16 \x01(\x05R\x0fstreamWindowSecB\t\n" +
+	"\x11stream_window_sec\x18\x16 \x01(\x05R\x0fstreamWindowSec\x121\n" +
+	"\adeliver\x18\x17 \x03(\v2\x17.agentflow.v1.DeliverToR\adeliverB\t\n" +
 	"\a_stream\"q\n" +
 	"\x04Part\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
@@ -7866,7 +8185,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\ftoken_budget\x18\x03 \x01(\x05R\vtokenBudget\x120\n" +
 	"\x14approval_timeout_sec\x18\x04 \x01(\x05R\x12approvalTimeoutSec\x12*\n" +
 	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\x12(\n" +
-	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xa3\x02\n" +
+	"\x10turns_per_minute\x18\x06 \x01(\x05R\x0eturnsPerMinute\"\xd6\x02\n" +
 	"\x12SendMessageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -7877,7 +8196,9 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\ahistory\x18\x06 \x01(\tR\ahistory\x12\x17\n" +
 	"\aon_busy\x18\a \x01(\tR\x06onBusy\x12\x17\n" +
 	"\astop_at\x18\b \x01(\tR\x06stopAt\x12#\n" +
-	"\ragent_version\x18\t \x01(\x05R\fagentVersion\"\x8c\x01\n" +
+	"\ragent_version\x18\t \x01(\x05R\fagentVersion\x121\n" +
+	"\adeliver\x18\n" +
+	" \x03(\v2\x17.agentflow.v1.DeliverToR\adeliver\"\x8c\x01\n" +
 	"\x13SendMessageResponse\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
@@ -8204,7 +8525,30 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\tEvalCheck\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06passed\x18\x02 \x01(\bR\x06passed\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail*\xbe\x01\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"<\n" +
+	"\tDeliverTo\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x17\n" +
+	"\achat_id\x18\x02 \x01(\tR\x06chatId\"4\n" +
+	"\x15ListDeliveriesRequest\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\"P\n" +
+	"\x16ListDeliveriesResponse\x126\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x16.agentflow.v1.DeliveryR\n" +
+	"deliveries\"\xaa\x01\n" +
+	"\bDelivery\x12\x1f\n" +
+	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"deliveryId\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\x129\n" +
+	"\battempts\x18\x05 \x03(\v2\x1d.agentflow.v1.DeliveryAttemptR\battempts\"\xa8\x01\n" +
+	"\x0fDeliveryAttempt\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x1f\n" +
+	"\vhttp_status\x18\x03 \x01(\x05R\n" +
+	"httpStatus\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\xbe\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_RUNNING\x10\x01\x12\x1b\n" +
@@ -8213,8 +8557,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x10STATUS_COMPLETED\x10\x04\x12\x11\n" +
 	"\rSTATUS_FAILED\x10\x05\x12\x13\n" +
 	"\x0fSTATUS_CANCELED\x10\x06\x12\x18\n" +
-	"\x14STATUS_WAITING_INPUT\x10\a2\xc0\n" +
-	"\n" +
+	"\x14STATUS_WAITING_INPUT\x10\a2\x9d\v\n" +
 	"\fAgentService\x12?\n" +
 	"\x06Invoke\x12\x1b.agentflow.v1.InvokeRequest\x1a\x18.agentflow.v1.TurnResult\x12@\n" +
 	"\x05Start\x12\x1a.agentflow.v1.StartRequest\x1a\x1b.agentflow.v1.StartResponse\x12B\n" +
@@ -8235,7 +8578,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\vRevokeGrant\x12 .agentflow.v1.RevokeGrantRequest\x1a\x13.agentflow.v1.Grant\x12C\n" +
 	"\x06Answer\x12\x1b.agentflow.v1.AnswerRequest\x1a\x1c.agentflow.v1.AnswerResponse\x12m\n" +
 	"\x14ListPendingQuestions\x12).agentflow.v1.ListPendingQuestionsRequest\x1a*.agentflow.v1.ListPendingQuestionsResponse\x12C\n" +
-	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse2\xb6\x05\n" +
+	"\x06Cancel\x12\x1b.agentflow.v1.CancelRequest\x1a\x1c.agentflow.v1.CancelResponse\x12[\n" +
+	"\x0eListDeliveries\x12#.agentflow.v1.ListDeliveriesRequest\x1a$.agentflow.v1.ListDeliveriesResponse2\xb6\x05\n" +
 	"\x0eCatalogService\x12X\n" +
 	"\rUpsertCatalog\x12\".agentflow.v1.UpsertCatalogRequest\x1a#.agentflow.v1.UpsertCatalogResponse\x12L\n" +
 	"\tListRules\x12\x1e.agentflow.v1.ListRulesRequest\x1a\x1f.agentflow.v1.ListRulesResponse\x12R\n" +
@@ -8263,7 +8607,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -8361,160 +8705,172 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*EvalTotals)(nil),                   // 93: agentflow.v1.EvalTotals
 	(*EvalCaseResult)(nil),               // 94: agentflow.v1.EvalCaseResult
 	(*EvalCheck)(nil),                    // 95: agentflow.v1.EvalCheck
-	nil,                                  // 96: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 97: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 98: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 99: google.protobuf.Struct
-	(*structpb.Value)(nil),               // 100: google.protobuf.Value
+	(*DeliverTo)(nil),                    // 96: agentflow.v1.DeliverTo
+	(*ListDeliveriesRequest)(nil),        // 97: agentflow.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),       // 98: agentflow.v1.ListDeliveriesResponse
+	(*Delivery)(nil),                     // 99: agentflow.v1.Delivery
+	(*DeliveryAttempt)(nil),              // 100: agentflow.v1.DeliveryAttempt
+	nil,                                  // 101: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 102: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 103: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 104: google.protobuf.Struct
+	(*structpb.Value)(nil),               // 105: google.protobuf.Value
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,   // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	98,  // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	103, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
 	2,   // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
-	96,  // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
-	5,   // 4: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	99,  // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
-	1,   // 6: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
-	1,   // 7: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
-	1,   // 8: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
-	20,  // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
-	15,  // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
-	17,  // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	98,  // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
-	3,   // 13: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
-	16,  // 14: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
-	19,  // 15: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
-	18,  // 16: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
-	24,  // 17: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
-	25,  // 18: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	32,  // 19: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	32,  // 20: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	32,  // 21: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	33,  // 22: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	34,  // 23: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	35,  // 24: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	32,  // 25: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	25,  // 26: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
-	26,  // 27: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
-	27,  // 28: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
-	27,  // 29: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
-	29,  // 30: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
-	30,  // 31: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
-	30,  // 32: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
-	31,  // 33: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
-	23,  // 34: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
-	21,  // 35: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
-	22,  // 36: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
-	98,  // 37: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
-	0,   // 38: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	17,  // 39: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	28,  // 40: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	98,  // 41: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	17,  // 42: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	38,  // 43: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	39,  // 44: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	40,  // 45: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	4,   // 46: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	47,  // 47: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
-	48,  // 48: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	50,  // 49: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
-	100, // 50: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
-	55,  // 51: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
-	50,  // 52: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
-	98,  // 53: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
-	98,  // 54: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	98,  // 55: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
-	58,  // 56: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	98,  // 57: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	98,  // 58: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	63,  // 59: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
-	98,  // 60: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
-	98,  // 61: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
-	98,  // 62: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	98,  // 63: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	98,  // 64: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	98,  // 65: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	98,  // 66: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	65,  // 67: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	65,  // 68: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	66,  // 69: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	97,  // 70: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	69,  // 71: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	71,  // 72: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	4,   // 73: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	76,  // 74: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	38,  // 75: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	71,  // 76: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	98,  // 77: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 78: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	85,  // 79: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	98,  // 80: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	86,  // 81: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	98,  // 82: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	98,  // 83: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
-	98,  // 84: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
-	93,  // 85: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
-	94,  // 86: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
-	95,  // 87: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
-	6,   // 88: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	8,   // 89: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	7,   // 90: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	12,  // 91: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	10,  // 92: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	13,  // 93: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	36,  // 94: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	41,  // 95: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	45,  // 96: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	43,  // 97: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
-	49,  // 98: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	56,  // 99: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	52,  // 100: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
-	54,  // 101: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
-	59,  // 102: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
-	61,  // 103: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
-	87,  // 104: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	68,  // 105: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	72,  // 106: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	74,  // 107: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	77,  // 108: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	79,  // 109: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	81,  // 110: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	83,  // 111: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	64,  // 112: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	89,  // 113: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
-	91,  // 114: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
-	14,  // 115: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,   // 116: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	20,  // 117: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	20,  // 118: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11,  // 119: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14,  // 120: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	37,  // 121: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	42,  // 122: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	46,  // 123: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	44,  // 124: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
-	51,  // 125: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	57,  // 126: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	53,  // 127: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
-	55,  // 128: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
-	60,  // 129: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
-	62,  // 130: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
-	88,  // 131: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	70,  // 132: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	73,  // 133: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	75,  // 134: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	78,  // 135: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	80,  // 136: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	82,  // 137: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	84,  // 138: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	67,  // 139: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	90,  // 140: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
-	92,  // 141: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
-	115, // [115:142] is the sub-list for method output_type
-	88,  // [88:115] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	96,  // 3: agentflow.v1.TurnRequest.deliver:type_name -> agentflow.v1.DeliverTo
+	101, // 4: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	5,   // 5: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
+	104, // 6: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	1,   // 7: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
+	1,   // 8: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
+	1,   // 9: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
+	20,  // 10: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
+	15,  // 11: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
+	17,  // 12: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
+	103, // 13: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	3,   // 14: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
+	16,  // 15: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
+	19,  // 16: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
+	18,  // 17: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
+	24,  // 18: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
+	25,  // 19: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
+	32,  // 20: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	32,  // 21: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	32,  // 22: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	33,  // 23: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	34,  // 24: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	35,  // 25: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	32,  // 26: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	25,  // 27: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	26,  // 28: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	27,  // 29: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	27,  // 30: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	29,  // 31: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	30,  // 32: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	30,  // 33: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	31,  // 34: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	23,  // 35: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
+	21,  // 36: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
+	22,  // 37: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
+	103, // 38: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
+	0,   // 39: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	17,  // 40: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	28,  // 41: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	103, // 42: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	17,  // 43: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	38,  // 44: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	39,  // 45: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	40,  // 46: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	4,   // 47: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	96,  // 48: agentflow.v1.SendMessageRequest.deliver:type_name -> agentflow.v1.DeliverTo
+	47,  // 49: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	48,  // 50: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	50,  // 51: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
+	105, // 52: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
+	55,  // 53: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
+	50,  // 54: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
+	103, // 55: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	103, // 56: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	103, // 57: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	58,  // 58: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	103, // 59: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	103, // 60: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 61: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
+	103, // 62: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
+	103, // 63: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
+	103, // 64: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	103, // 65: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	103, // 66: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	103, // 67: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	103, // 68: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	65,  // 69: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	65,  // 70: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	66,  // 71: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	102, // 72: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	69,  // 73: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	71,  // 74: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	4,   // 75: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	76,  // 76: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	38,  // 77: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	71,  // 78: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	103, // 79: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 80: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	85,  // 81: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	103, // 82: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	86,  // 83: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	103, // 84: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	103, // 85: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
+	103, // 86: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
+	93,  // 87: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
+	94,  // 88: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
+	95,  // 89: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
+	99,  // 90: agentflow.v1.ListDeliveriesResponse.deliveries:type_name -> agentflow.v1.Delivery
+	100, // 91: agentflow.v1.Delivery.attempts:type_name -> agentflow.v1.DeliveryAttempt
+	103, // 92: agentflow.v1.DeliveryAttempt.at:type_name -> google.protobuf.Timestamp
+	6,   // 93: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,   // 94: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,   // 95: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12,  // 96: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10,  // 97: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13,  // 98: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	36,  // 99: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	41,  // 100: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	45,  // 101: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	43,  // 102: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	49,  // 103: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	56,  // 104: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	52,  // 105: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
+	54,  // 106: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
+	59,  // 107: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
+	61,  // 108: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
+	87,  // 109: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	97,  // 110: agentflow.v1.AgentService.ListDeliveries:input_type -> agentflow.v1.ListDeliveriesRequest
+	68,  // 111: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	72,  // 112: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	74,  // 113: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	77,  // 114: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	79,  // 115: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	81,  // 116: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	83,  // 117: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	64,  // 118: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	89,  // 119: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
+	91,  // 120: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
+	14,  // 121: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,   // 122: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	20,  // 123: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	20,  // 124: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11,  // 125: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14,  // 126: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	37,  // 127: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	42,  // 128: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	46,  // 129: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	44,  // 130: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	51,  // 131: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	57,  // 132: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	53,  // 133: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
+	55,  // 134: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
+	60,  // 135: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
+	62,  // 136: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
+	88,  // 137: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	98,  // 138: agentflow.v1.AgentService.ListDeliveries:output_type -> agentflow.v1.ListDeliveriesResponse
+	70,  // 139: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	73,  // 140: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	75,  // 141: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	78,  // 142: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	80,  // 143: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	82,  // 144: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	84,  // 145: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	67,  // 146: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	90,  // 147: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
+	92,  // 148: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
+	121, // [121:149] is the sub-list for method output_type
+	93,  // [93:121] is the sub-list for method input_type
+	93,  // [93:93] is the sub-list for extension type_name
+	93,  // [93:93] is the sub-list for extension extendee
+	0,   // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -8552,7 +8908,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   97,
+			NumMessages:   102,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

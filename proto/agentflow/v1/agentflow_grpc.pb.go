@@ -42,6 +42,7 @@ const (
 	AgentService_Answer_FullMethodName               = "/agentflow.v1.AgentService/Answer"
 	AgentService_ListPendingQuestions_FullMethodName = "/agentflow.v1.AgentService/ListPendingQuestions"
 	AgentService_Cancel_FullMethodName               = "/agentflow.v1.AgentService/Cancel"
+	AgentService_ListDeliveries_FullMethodName       = "/agentflow.v1.AgentService/ListDeliveries"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -110,6 +111,10 @@ type AgentServiceClient interface {
 	// ends with status "canceled" (a stream sees STATUS_CANCELED). A turn
 	// that has ended is FailedPrecondition.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
+	// ListDeliveries lists the pushes of a turn's result to its deliver
+	// targets, each with its attempts: outcome, HTTP status and error (never
+	// a secret or a signature). A turn of another tenant is NotFound.
+	ListDeliveries(ctx context.Context, in *ListDeliveriesRequest, opts ...grpc.CallOption) (*ListDeliveriesResponse, error)
 }
 
 type agentServiceClient struct {
@@ -308,6 +313,16 @@ func (c *agentServiceClient) Cancel(ctx context.Context, in *CancelRequest, opts
 	return out, nil
 }
 
+func (c *agentServiceClient) ListDeliveries(ctx context.Context, in *ListDeliveriesRequest, opts ...grpc.CallOption) (*ListDeliveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDeliveriesResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -374,6 +389,10 @@ type AgentServiceServer interface {
 	// ends with status "canceled" (a stream sees STATUS_CANCELED). A turn
 	// that has ended is FailedPrecondition.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
+	// ListDeliveries lists the pushes of a turn's result to its deliver
+	// targets, each with its attempts: outcome, HTTP status and error (never
+	// a secret or a signature). A turn of another tenant is NotFound.
+	ListDeliveries(context.Context, *ListDeliveriesRequest) (*ListDeliveriesResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -434,6 +453,9 @@ func (UnimplementedAgentServiceServer) ListPendingQuestions(context.Context, *Li
 }
 func (UnimplementedAgentServiceServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedAgentServiceServer) ListDeliveries(context.Context, *ListDeliveriesRequest) (*ListDeliveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDeliveries not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -748,6 +770,24 @@ func _AgentService_Cancel_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListDeliveries(ctx, req.(*ListDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -814,6 +854,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Cancel",
 			Handler:    _AgentService_Cancel_Handler,
+		},
+		{
+			MethodName: "ListDeliveries",
+			Handler:    _AgentService_ListDeliveries_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
