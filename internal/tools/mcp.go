@@ -66,9 +66,11 @@ type mcpEnv struct {
 const (
 	// mcpDefaultTimeout is a call's time limit when the config sets none.
 	mcpDefaultTimeout = 60
-	// mcpMaxTimeout stays under the tool activity's own limit (2 minutes),
-	// so that a slow call ends as the call's error, not the activity's.
-	mcpMaxTimeout = 110
+	// mcpCallMargin is what a server's time limit leaves of the tool
+	// call's own (agent.Tool.CallTimeout: the entry's timeout_sec, 120 s
+	// by default), so that a slow call ends as the call's error, not the
+	// activity's.
+	mcpCallMargin = 10
 	// mcpMaxTools bounds what one server may offer: the registry bounds a
 	// tenant's tools anyway; this keeps a listing from running away.
 	mcpMaxTools = 1000
@@ -92,7 +94,7 @@ const mcpConfigSchema = `{"type":"object","additionalProperties":false,` +
 	`"env":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["name","secret"],"properties":{` +
 	`"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]*$"},` +
 	`"secret":{"type":"string","pattern":"^[a-z]+:","description":"a secret reference, e.g. env:FILES_TOKEN"}}},"description":"variables added to a stdio server's environment, from secrets"},` +
-	`"timeout_sec":{"type":"integer","minimum":1,"maximum":110,"description":"the time limit of one call (default 60)"}}}`
+	`"timeout_sec":{"type":"integer","minimum":1,"maximum":3590,"description":"the time limit of one call (default 60), at most the entry's timeout_sec less 10"}}}`
 
 // MCP returns the mcp kind: the tools of an MCP server (Model Context
 // Protocol, official Go SDK), over Streamable HTTP or stdio. A catalog
@@ -122,7 +124,7 @@ func buildMCP(spec agent.Tool, deps Deps) (Tool, error) {
 	if spec.Execution == agent.ToolLocal {
 		return nil, agent.Errorf(agent.CodeInvalid, "mcp: execution must be activity: calls reach a server and may take long")
 	}
-	cfg, err := decodeMCPConfig(spec.Config, deps)
+	cfg, err := decodeMCPConfig(spec.Config, deps, spec.CallTimeout(0))
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +137,7 @@ func buildMCP(spec agent.Tool, deps Deps) (Tool, error) {
 // decodeMCPConfig reads and checks a config, with no I/O: one of url and
 // command, a command the worker allows, well-formed names and secret
 // references.
-func decodeMCPConfig(raw json.RawMessage, deps Deps) (mcpConfig, error) {
+func decodeMCPConfig(raw json.RawMessage, deps Deps, call time.Duration) (mcpConfig, error) {
 	var cfg mcpConfig
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return cfg, agent.Errorf(agent.CodeInvalid, "mcp config: give the server's url or command")
@@ -171,8 +173,9 @@ func decodeMCPConfig(raw json.RawMessage, deps Deps) (mcpConfig, error) {
 			return bad("headers are for HTTP servers (url); a stdio server gets env")
 		}
 	}
-	if cfg.TimeoutSec < 0 || cfg.TimeoutSec > mcpMaxTimeout {
-		return bad("timeout_sec %d: want 1 to %d seconds (the tool activity's own limit is 2 minutes)", cfg.TimeoutSec, mcpMaxTimeout)
+	if most := int(call/time.Second) - mcpCallMargin; cfg.TimeoutSec < 0 || cfg.TimeoutSec > most {
+		return bad("timeout_sec %d: want 1 to %d seconds (the call's own limit, the entry's timeout_sec of %d s, less %d s); raise the entry's timeout_sec for a longer one",
+			cfg.TimeoutSec, most, int(call/time.Second), mcpCallMargin)
 	}
 	seen := map[string]bool{}
 	for i, name := range cfg.Tools {
@@ -467,7 +470,7 @@ func mcpText(content []mcp.Content) string {
 // tool.
 func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.Tool, error) {
 	deps := env.Deps.WithDefaults()
-	cfg, err := decodeMCPConfig(spec.Config, deps)
+	cfg, err := decodeMCPConfig(spec.Config, deps, spec.CallTimeout(0))
 	if err != nil {
 		return nil, err
 	}

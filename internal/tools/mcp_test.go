@@ -91,6 +91,11 @@ func TestMCPConfig(t *testing.T) {
 		_, err := MCP().Build(mcpEntry("gh", c), deps)
 		require.NoError(t, err, c)
 	}
+	// A server's limit beyond the default call's needs the entry's own.
+	long := mcpEntry("gh", `{"url": "https://a/mcp", "timeout_sec": 600}`)
+	long.TimeoutSec = 610
+	_, err := MCP().Build(long, deps)
+	require.NoError(t, err)
 	bad := []struct{ config, want string }{
 		{``, "give the server's url or command"},
 		{`{}`, "give the server's url (Streamable HTTP) or command (stdio)"},
@@ -108,7 +113,7 @@ func TestMCPConfig(t *testing.T) {
 		{`{"url": "https://a/mcp", "tools": ["search", "search"]}`, `tools[1]: "search" is listed twice`},
 		{`{"url": "https://a/mcp", "tools": ["two words"]}`, "no spaces or control characters"},
 		{`{"url": "https://a/mcp", "tools": [""]}`, "1 to 128 characters"},
-		{`{"url": "https://a/mcp", "timeout_sec": 600}`, "timeout_sec 600: want 1 to 110 seconds"},
+		{`{"url": "https://a/mcp", "timeout_sec": 600}`, "timeout_sec 600: want 1 to 110 seconds (the call's own limit, the entry's timeout_sec of 120 s, less 10 s); raise the entry's timeout_sec"},
 		{`{"url": "https://a/mcp", "headers": [{"name": "Bad Header", "secret": "env:X"}]}`, `headers[0]: name "Bad Header" is not a header name`},
 		{`{"url": "https://a/mcp", "headers": [{"name": "Mcp-Session-Id", "secret": "env:X"}]}`, "the transport sets that header"},
 		{`{"url": "https://a/mcp", "headers": [{"name": "Authorization", "secret": "ghp_plainvalue"}]}`, "not a secret reference"},
@@ -130,7 +135,7 @@ func TestMCPConfig(t *testing.T) {
 	}
 
 	// Without an allowlist no command runs.
-	_, err := MCP().Build(mcpEntry("files", `{"command": ["mcp-server-files"]}`), Deps{}.WithDefaults())
+	_, err = MCP().Build(mcpEntry("files", `{"command": ["mcp-server-files"]}`), Deps{}.WithDefaults())
 	require.ErrorContains(t, err, `"mcp-server-files" may not run: this worker allows no stdio MCP servers (AGENTFLOW_MCP_COMMANDS is empty)`)
 
 	// Local execution is refused: calls reach a server.
@@ -509,7 +514,7 @@ func FuzzMCPConfig(f *testing.F) {
 	}
 	deps := Deps{MCPCommands: []string{"mcp-server-files"}}.WithDefaults()
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		cfg, err := decodeMCPConfig(raw, deps)
+		cfg, err := decodeMCPConfig(raw, deps, agent.DefaultToolTimeout)
 		if err != nil {
 			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
 			return
@@ -519,7 +524,7 @@ func FuzzMCPConfig(f *testing.F) {
 			require.Equal(t, "mcp-server-files", cfg.Command[0], "only an allowed command")
 		}
 		require.Positive(t, cfg.timeout())
-		require.LessOrEqual(t, cfg.timeout(), mcpMaxTimeout*time.Second)
+		require.LessOrEqual(t, cfg.timeout(), agent.DefaultToolTimeout-mcpCallMargin*time.Second)
 		for _, h := range cfg.Headers {
 			require.NoError(t, secrets.ValidateRef(h.Secret))
 			require.NotContains(t, h.Prefix, "\n")
