@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Retention is how long a tenant's data is kept, by kind; 0 keeps it
-// forever. The operator sets the deployment's; a tenant's catalog may
-// only narrow them (Narrows).
+// Retention is how long a tenant's data is kept, by kind. The operator
+// sets the deployment's, 0 keeping it forever; a tenant's catalog may
+// only narrow them (Narrows), 0 taking the operator's (Within).
 type Retention struct {
 	// Blobs: a tenant's ownership of a blob it stored, counted from when
 	// it stored it. The blob itself goes with its last owner, unless a
@@ -54,14 +54,13 @@ func ParseTTL(s string) (time.Duration, error) {
 
 // Narrows reports, naming the field, where r keeps data longer than
 // limit allows: a tenant's retention may shorten the operator's TTLs,
-// never lengthen them, and may not keep forever what the operator
-// deletes.
+// never lengthen them. A TTL r leaves at 0 is the operator's (Within).
 func (r Retention) Narrows(limit Retention) error {
 	for _, f := range []struct {
 		name     string
 		own, max time.Duration
 	}{{"blobs", r.Blobs, limit.Blobs}, {"results", r.Results, limit.Results}, {"transcripts", r.Transcripts, limit.Transcripts}} {
-		if f.max != 0 && (f.own == 0 || f.own > f.max) {
+		if f.max != 0 && f.own > f.max {
 			return Errorf(CodeInvalid, "retention.%s: %s is longer than the operator's %s; a tenant may only shorten it",
 				f.name, ttlText(f.own), ttlText(f.max))
 		}

@@ -44,8 +44,9 @@ func TestRetentionNarrows(t *testing.T) {
 	require.NoError(t, Retention{Results: 1 * day, Transcripts: day}.Narrows(Retention{}), "an operator that keeps everything allows any TTL")
 	err := Retention{Results: 31 * day, Transcripts: day}.Narrows(op)
 	require.EqualError(t, err, "retention.results: 31d is longer than the operator's 30d; a tenant may only shorten it")
-	err = Retention{Results: day}.Narrows(op)
-	require.EqualError(t, err, "retention.transcripts: forever is longer than the operator's 7d; a tenant may only shorten it")
+	require.NoError(t, Retention{Results: day}.Narrows(op), "a TTL left out is the operator's")
+	err = Retention{Transcripts: 8 * day}.Narrows(op)
+	require.EqualError(t, err, "retention.transcripts: 8d is longer than the operator's 7d; a tenant may only shorten it")
 
 	require.Equal(t, Retention{Results: day, Transcripts: 7 * day, Blobs: 2 * day},
 		Retention{Results: day, Blobs: 2 * day}.Within(op))

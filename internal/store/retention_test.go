@@ -301,9 +301,9 @@ func TestRetentionCatalogNarrows(t *testing.T) {
 	err := apply(&agent.Retention{Results: 60 * day})
 	requireCode(t, err, agent.CodeInvalid)
 	require.ErrorContains(t, err, "retention.results: 60d is longer than the operator's 30d")
-	err = apply(&agent.Retention{Results: 10 * day})
+	err = apply(&agent.Retention{Results: 10 * day, Transcripts: 36 * time.Hour * 5})
 	requireCode(t, err, agent.CodeInvalid)
-	require.ErrorContains(t, err, "retention.transcripts: forever is longer than the operator's 7d")
+	require.ErrorContains(t, err, "retention.transcripts: 180h0m0s is longer than the operator's 7d")
 
 	require.NoError(t, apply(&agent.Retention{Results: 10 * day, Transcripts: 7 * day, Blobs: 90 * day}))
 	require.NoError(t, apply(nil)) // a catalog without the block keeps the tenant's
@@ -315,4 +315,12 @@ func TestRetentionCatalogNarrows(t *testing.T) {
 		{TenantID: "acme", Retention: agent.Retention{Results: 10 * day, Transcripts: 7 * day, Blobs: 90 * day}},
 		{TenantID: "globex", Retention: agent.Retention{Results: 30 * day, Transcripts: 7 * day}},
 	}, plan)
+
+	// A TTL left out is the operator's; an empty block is all the operator's.
+	require.NoError(t, apply(&agent.Retention{Results: day}))
+	plan, err = s.RetentionPlan(ctx)
+	require.NoError(t, err)
+	require.Equal(t, agent.Retention{Results: day, Transcripts: 7 * day}, plan[0].Retention)
+	require.NoError(t, apply(&agent.Retention{}))
+	require.Equal(t, 0, count(t, s, `SELECT count(*) FROM tenants WHERE retention IS NOT NULL`))
 }
