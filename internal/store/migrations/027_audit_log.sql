@@ -32,3 +32,7 @@ CREATE INDEX agent_results_cas_any ON agent_results (cas_id) WHERE cas_id IS NOT
 CREATE INDEX agent_results_data_ref ON agent_results (tenant_id, data_ref) WHERE data_ref <> '';
 CREATE INDEX turns_tenant_created ON turns (tenant_id, created_at);
 CREATE INDEX session_messages_tenant_created ON session_messages (tenant_id, created_at);
+-- A blob's owners by hash: freeing a blob asks whether any is left, and
+-- deleting its row checks blob_owners' foreign key; without it each is a
+-- scan of every owner, and a sweep of n blobs takes n scans.
+CREATE INDEX blob_owners_sha256 ON blob_owners (sha256);
