@@ -41,6 +41,10 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.DeliverInput) error {
 		return contract.Failure(a.Deliver(ctx, in))
 	}, activity.RegisterOptions{Name: contract.Deliver})
+	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.SweepRetentionInput) (contract.RetentionResult, error) {
+		out, err := a.SweepRetention(ctx, in)
+		return out, contract.Failure(err)
+	}, activity.RegisterOptions{Name: contract.SweepRetention})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})

@@ -56,4 +56,8 @@ type TenantCatalog struct {
 	// key).
 	PII        json.RawMessage
 	ReplacePII bool
+	// Retention, when set (a document had a retention key), becomes the
+	// tenant's TTLs, each at most the operator's; an empty one leaves
+	// the operator's.
+	Retention *Retention
 }

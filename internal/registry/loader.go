@@ -45,6 +45,8 @@ type document struct {
 	Processes    []processDoc `yaml:"processes"`
 	Prices       []priceDoc   `yaml:"prices"` // not nil when the key is there, even empty
 	Budgets      *budgetsDoc  `yaml:"budgets"`
+	// Retention is the tenant's TTLs (retention.go).
+	Retention *retentionDoc `yaml:"retention"`
 	// PII is the tenant's PII redaction (internal/guard.Config).
 	PII jsonDoc `yaml:"pii"`
 	at  pos     // where the document starts
@@ -208,8 +210,9 @@ type tenant struct {
 	egressSet    bool // a document has an egress key: it replaces the stored one
 	promoteAfter *whole
 	prices       []agent.Price
-	pricesSet    bool           // a document has a prices key: it replaces the stored table
-	budgets      *agent.Budgets // a document has a budgets key
+	pricesSet    bool             // a document has a prices key: it replaces the stored table
+	budgets      *agent.Budgets   // a document has a budgets key
+	retention    *agent.Retention // a document has a retention key
 	pii          json.RawMessage
 	piiSet       bool // a document has a pii key: it replaces the stored one
 	toolAt       map[string]pos
@@ -313,6 +316,9 @@ func (l *loader) document(d *document) {
 	}
 	if d.Budgets != nil {
 		l.budgets(t, d.Budgets, pos{file: d.at.file, line: d.at.line, field: "budgets"})
+	}
+	if d.Retention != nil {
+		l.retention(t, d.Retention, pos{file: d.at.file, line: d.at.line, field: "retention"})
 	}
 	if d.PII.node != nil {
 		l.pii(t, &d.PII)
@@ -878,7 +884,8 @@ func (l *loader) finish() (agent.Catalog, error) {
 		l.bound(t)
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
 			Egress: t.egress, ReplaceEgress: t.egressSet, Processes: t.processes,
-			Prices: t.prices, ReplacePrices: t.pricesSet, Budgets: t.budgets, PII: t.pii, ReplacePII: t.piiSet}
+			Prices: t.prices, ReplacePrices: t.pricesSet, Budgets: t.budgets, PII: t.pii, ReplacePII: t.piiSet,
+			Retention: t.retention}
 		if t.promoteAfter != nil {
 			tc.PromoteAfter = &t.promoteAfter.n
 		}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -289,6 +290,14 @@ type Config struct {
 	// `openai=requests:500/1m,input_tokens:200000/1m,concurrent:20;…`);
 	// default none: calls are sent at once.
 	ModelLimits governor.Limits
+	// Retention is the operator's TTLs of blobs, results and transcripts
+	// (store.Options.Retention), which a tenant's catalog may only narrow.
+	// Env AGENTFLOW_RETENTION_BLOBS, _RESULTS, _TRANSCRIPTS (30d, 36h);
+	// default none: keep forever. RetentionInterval is how often the
+	// sweep runs (retention.go); env AGENTFLOW_RETENTION_INTERVAL, 1m to
+	// 24h; default DefaultRetentionInterval.
+	Retention         agent.Retention
+	RetentionInterval time.Duration
 }
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.
@@ -443,6 +452,9 @@ func ConfigFromEnv() (Config, error) {
 		if c.VaultKey, err = guard.ParseKey(v); err != nil {
 			return Config{}, fmt.Errorf("%s: %w", EnvVaultKey, err)
 		}
+	}
+	if err := retentionFromEnv(&c); err != nil {
+		return Config{}, err
 	}
 	if c.ModelLimits, err = governor.ParseLimits(os.Getenv(governor.EnvLimits)); err != nil {
 		return Config{}, err

@@ -147,6 +147,11 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	if err := s.newWorker(); err != nil {
 		return nil, err
 	}
+	if s.cfg.Has(RoleWorker) {
+		if err := s.scheduleRetention(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if s.cfg.Has(RoleGateway) {
 		if err := s.newGateway(ctx); err != nil {
 			return nil, err
@@ -352,7 +357,8 @@ func (s *Server) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Objects: objects, Logger: s.logger})
+	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Objects: objects, Logger: s.logger,
+		Retention: s.cfg.Retention})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

@@ -89,6 +89,9 @@ func (s *Store) ApplyCatalog(ctx context.Context, c agent.Catalog, dryRun bool) 
 		if err != nil {
 			return ApplyReport{}, err
 		}
+		if err := s.setRetention(ctx, tx, tc.TenantID, tc.Retention); err != nil {
+			return ApplyReport{}, err
+		}
 		report.Changes = append(report.Changes, changes...)
 	}
 	if dryRun {

@@ -70,10 +70,16 @@ func (s *Store) writeObject(ctx context.Context, tenantID string, src *chunkSour
 	}
 	sum := hex.EncodeToString(src.h.Sum(nil))
 	key := objstore.Key(sum)
-	if err := s.objects.Put(ctx, key, spool, src.size, contentType, sum5.Sum(nil)); err != nil {
-		return agent.BlobInfo{}, fmt.Errorf("write blob %s: %w", sum, err)
-	}
+	// The hash's shared lock, from before the upload until the row is
+	// committed: a retention sweep cannot delete the object in between
+	// (retention.go).
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockBlobShared, sum); err != nil {
+			return err
+		}
+		if err := s.objects.Put(ctx, key, spool, src.size, contentType, sum5.Sum(nil)); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, sqlInsertObjectBlob, sum, contentType, src.size, key); err != nil {
 			return err
 		}

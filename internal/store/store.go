@@ -48,6 +48,9 @@ type Options struct {
 	SpoolDir string
 	// Logger receives migration progress; default zap.NewNop().
 	Logger *zap.Logger
+	// Retention is the operator's TTLs (retention.go), which a tenant's
+	// catalog may only narrow; default zero: keep everything.
+	Retention agent.Retention
 }
 
 // Store is agentflow's Postgres storage. It is safe for concurrent use.
@@ -58,6 +61,7 @@ type Store struct {
 	objects     *objstore.Store
 	objectMin   int64 // blobs larger are the object store's
 	spoolDir    string
+	retention   agent.Retention // the operator's
 	log         *zap.Logger
 	// versions keeps agent versions read: a version never changes once
 	// stored, so every model and tool call of every turn need not read
@@ -90,7 +94,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{pool: pool, inlineLimit: opts.ResultInlineLimit, chunkSize: opts.BlobChunkSize, log: opts.Logger,
-		objects: opts.Objects, spoolDir: opts.SpoolDir}
+		objects: opts.Objects, spoolDir: opts.SpoolDir, retention: opts.Retention}
 	if s.objects != nil {
 		s.objectMin = max(s.objects.Config().MinBlobBytes, int64(s.chunkSize))
 	}

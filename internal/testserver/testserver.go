@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -168,6 +169,8 @@ type Options struct {
 	// it: TLS, credentials (server.TemporalConnection). Default:
 	// plaintext.
 	TemporalConnection client.Options
+	// Retention is the operator's TTLs (server.Config.Retention).
+	Retention agent.Retention
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -264,6 +267,7 @@ func Start(t testing.TB, opts Options) *Server {
 		MaxStreamsPerTenant:      opts.MaxStreamsPerTenant,
 		HTTPBodyTimeout:          opts.HTTPBodyTimeout,
 		ModelLimits:              opts.ModelLimits,
+		Retention:                opts.Retention,
 		// A test's end does not wait for the activities its turns left
 		// running.
 		StopTimeout: time.Second,
