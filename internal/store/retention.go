@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -68,9 +67,6 @@ var RetentionKinds = []RetentionKind{RetainResults, RetainBlobs, RetainTranscrip
 
 // DefaultSweepBatch is how many rows a batch deletes at most.
 const DefaultSweepBatch = 1000
-
-// objectDeletes bounds the object store's deletes a batch runs at once.
-const objectDeletes = 8
 
 // TenantRetention is the TTLs that apply to a tenant: its own within the
 // operator's.
@@ -349,12 +345,7 @@ func (b *sweepBatch) free(ctx context.Context, sums []string) ([]string, error) 
 	// missing object is no error). A commit that fails after leaves rows
 	// whose objects are gone, unowned and unnamed: the next sweep that
 	// frees them, or a writer of the same bytes, makes them whole.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(objectDeletes)
-	for _, key := range keys {
-		g.Go(func() error { return b.s.objects.Delete(gctx, key) })
-	}
-	if err := g.Wait(); err != nil {
+	if err := b.s.objects.DeleteMany(ctx, keys); err != nil {
 		return nil, err
 	}
 	b.out.Freed, b.out.Objects = len(freed), len(keys)
