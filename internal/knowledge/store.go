@@ -54,7 +54,7 @@ type Store struct {
 
 // Vector indexes Store.VectorIndex reports.
 const (
-	// IndexExact scans the real[] embeddings of a collection exactly.
+	// IndexExact scans the embeddings of a collection exactly.
 	IndexExact = "exact"
 	// IndexPGVector searches pgvector's column with its cosine distance.
 	IndexPGVector = "pgvector"

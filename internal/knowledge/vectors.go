@@ -15,7 +15,7 @@ import (
 )
 
 // vectorIndex is how chunks' vectors are written and searched: the exact
-// scan over real[] every PostgreSQL has, or pgvector where the server has
+// scan over bytea every PostgreSQL has, or pgvector where the server has
 // it. Vectors are unit length, so cosine similarity is their dot product.
 type vectorIndex interface {
 	name() string
@@ -30,17 +30,19 @@ type vectorIndex interface {
 const sqlInsertChunk = `INSERT INTO knowledge_chunks (collection_id, document_id, position, text, tokens, metadata, embedding)
 	VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
-// exactIndex scores every chunk of the collection in Go. Measured against
-// scoring in SQL (sum over unnest of both arrays) at 10,000 chunks of 256
-// dims, reading the arrays' binary encoding and scoring here is the
-// faster of the two (BENCHMARKS.md, "Knowledge search"): PostgreSQL's
-// per-element unnest and aggregate cost more than the transfer.
+// exactIndex scores every chunk of the collection in Go, reading each
+// embedding's bytes as they arrive. Measured at 10,000 chunks of 256
+// dims (BENCHMARKS.md, "Knowledge search"): scoring real[] arrays in SQL
+// (a sum over unnest of both) took 3.2 times as long as sending them
+// and scoring here, and sending real[] at all 15 times as long as
+// sending the same floats as bytea, because PostgreSQL encodes an array
+// value by value; so embeddings are bytea and scored here.
 type exactIndex struct{}
 
 func (exactIndex) name() string { return IndexExact }
 
 func (exactIndex) queueInsert(b *pgx.Batch, cid int64, doc string, ch agent.Chunk, metadata []byte, unit []float32) {
-	b.Queue(sqlInsertChunk, cid, doc, ch.Position, ch.Text, ch.Tokens, metadata, unit)
+	b.Queue(sqlInsertChunk, cid, doc, ch.Position, ch.Text, ch.Tokens, metadata, vectorBytes(unit))
 }
 
 const sqlExactScan = `SELECT document_id, position, embedding FROM knowledge_chunks
@@ -58,7 +60,7 @@ func (exactIndex) nearest(ctx context.Context, db querier, cid int64, q []float3
 		if len(raw) != 3 {
 			return nil, fmt.Errorf("scan embeddings: %d columns", len(raw))
 		}
-		score, err := dotArray(raw[2], q)
+		score, err := dotBytes(raw[2], q)
 		if err != nil {
 			return nil, fmt.Errorf("scan embeddings: %w", err)
 		}
@@ -84,23 +86,23 @@ func (exactIndex) nearest(ctx context.Context, db querier, cid int64, q []float3
 	return out, nil
 }
 
-// dotArray is the dot product of q and a real[] in PostgreSQL's binary
-// encoding (one dimension, no NULLs): a 20-byte header — dimensions,
-// has-nulls flag, element type, length, lower bound — then each element
-// as a 4-byte length and a big-endian float32. Reading it in place
-// spares decoding every row into a new slice.
-func dotArray(raw []byte, q []float32) (float64, error) {
-	const header, elem = 20, 8
-	if len(raw) < header || binary.BigEndian.Uint32(raw[0:4]) != 1 {
-		return 0, fmt.Errorf("embedding is not a one-dimensional array")
+// vectorBytes is v as stored: its float32 values, little-endian.
+func vectorBytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
-	n := int(binary.BigEndian.Uint32(raw[12:16]))
-	if n != len(q) || len(raw) != header+n*elem {
-		return 0, fmt.Errorf("embedding has %d values; the query %d", n, len(q))
+	return b
+}
+
+// dotBytes is the dot product of q and a stored vector (vectorBytes).
+func dotBytes(raw []byte, q []float32) (float64, error) {
+	if len(raw) != 4*len(q) {
+		return 0, fmt.Errorf("embedding has %d bytes; the query %d values", len(raw), len(q))
 	}
 	var s float32
-	for i, p := 0, header; i < n; i, p = i+1, p+elem {
-		s += q[i] * math.Float32frombits(binary.BigEndian.Uint32(raw[p+4:p+8]))
+	for i, x := range q {
+		s += x * math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return float64(s), nil
 }
@@ -142,7 +144,7 @@ func (pgvectorIndex) name() string { return IndexPGVector }
 
 func (pgvectorIndex) queueInsert(b *pgx.Batch, cid int64, doc string, ch agent.Chunk, metadata []byte, unit []float32) {
 	b.Queue(`INSERT INTO knowledge_chunks (collection_id, document_id, position, text, tokens, metadata, embedding, embedding_vec)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::vector)`, cid, doc, ch.Position, ch.Text, ch.Tokens, metadata, unit, vectorText(unit))
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::vector)`, cid, doc, ch.Position, ch.Text, ch.Tokens, metadata, vectorBytes(unit), vectorText(unit))
 }
 
 func (pgvectorIndex) nearest(ctx context.Context, db querier, cid int64, q []float32, filter []byte, n int) ([]chunkKey, error) {

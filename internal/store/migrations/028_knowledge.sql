@@ -2,10 +2,13 @@
 -- chunks, searched by full text (the generated tsv column and its GIN
 -- index) and by embedding (internal/knowledge).
 --
--- Embeddings are unit vectors. They are kept in embedding (real[]), which
--- every PostgreSQL has and internal/knowledge scans exactly. Where the
--- server has pgvector, the block at the end adds embedding_vec (vector),
--- which internal/knowledge then searches instead; it detects the column at
+-- Embeddings are unit vectors. They are kept in embedding as their
+-- float32 values, little-endian (4 bytes a dimension), which every
+-- PostgreSQL has and internal/knowledge scans exactly: sending bytea is
+-- 15 times faster than sending a real[], which PostgreSQL encodes value
+-- by value (BENCHMARKS.md, "Knowledge search"). Where the server has
+-- pgvector, the block at the end adds embedding_vec (vector), which
+-- internal/knowledge then searches instead; it detects the column at
 -- start.
 CREATE TABLE knowledge_collections (
     id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -43,7 +46,7 @@ CREATE TABLE knowledge_chunks (
     text          TEXT NOT NULL,
     tokens        INT NOT NULL,
     metadata      JSONB NOT NULL DEFAULT '{}',
-    embedding     REAL[] NOT NULL,
+    embedding     BYTEA NOT NULL,
     tsv           TSVECTOR GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED,
     PRIMARY KEY (collection_id, document_id, position),
     FOREIGN KEY (collection_id, document_id) REFERENCES knowledge_documents (collection_id, id) ON DELETE CASCADE
@@ -59,6 +62,6 @@ BEGIN
     CREATE EXTENSION IF NOT EXISTS vector;
     ALTER TABLE knowledge_chunks ADD COLUMN embedding_vec vector;
 EXCEPTION WHEN OTHERS THEN
-    RAISE NOTICE 'pgvector unavailable (%): knowledge search scans real[] embeddings exactly', SQLERRM;
+    RAISE NOTICE 'pgvector unavailable (%): knowledge search scans embeddings exactly', SQLERRM;
 END
 $$;
