@@ -195,6 +195,9 @@ type provider struct {
 	// moderation is the provider's moderation endpoint (moderation.go),
 	// when it speaks OpenAI's API.
 	moderation *openaisdk.Client
+	// embeddings is the provider's embedding endpoint (embed.go), when it
+	// speaks OpenAI's API.
+	embeddings *openaisdk.Client
 }
 
 // MaxIdleConnsPerProvider is how many idle connections to one provider
@@ -260,7 +263,7 @@ func New(cfg Config) (*Router, error) {
 			return nil, fmt.Errorf("create openai client: %w", err)
 		}
 		r.providers[agent.ProviderOpenAI] = &provider{name: agent.ProviderOpenAI, model: m, openAIWire: true,
-			moderation: moderationClient(key, baseURL, &hc)}
+			moderation: moderationClient(key, baseURL, &hc), embeddings: embeddingClient(key, baseURL, &hc)}
 	}
 
 	// ollama, through its OpenAI-compatible API
@@ -275,7 +278,8 @@ func New(cfg Config) (*Router, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create ollama client: %w", err)
 		}
-		r.providers[agent.ProviderOllama] = &provider{name: agent.ProviderOllama, model: m, openAIWire: true, legacyMaxTokens: true}
+		r.providers[agent.ProviderOllama] = &provider{name: agent.ProviderOllama, model: m, openAIWire: true, legacyMaxTokens: true,
+			embeddings: embeddingClient("ollama", baseURL, &hc)}
 	}
 
 	// anthropic

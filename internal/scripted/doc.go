@@ -14,11 +14,23 @@
 // retry paths of activities and workflows are tested.
 //
 // Routes: POST /v1/chat/completions and /chat/completions (OpenAI), POST
-// /v1/messages and /messages (Anthropic), GET /v1/models. Server.URL ends
+// /v1/messages and /messages (Anthropic), POST /v1/embeddings and
+// /embeddings (OpenAI's embeddings, below), GET /v1/models. Server.URL ends
 // in /v1, as OpenAI clients want it; Anthropic's SDK appends v1/messages to
 // its base URL, so it is given Server.RootURL (a base URL ending in /v1
 // asks for /v1/v1/messages, which is refused with a 404 that says so, as
 // the real API refuses it).
+//
+// Embeddings are deterministic, whatever the model: a text's vector
+// (Embedding) is the feature hashing of its lower-cased words (runs of
+// letters and digits; weight 1), its pairs of adjacent words (0.5) and
+// each word's character trigrams, padded with '^' and '$' (0.25), into
+// EmbeddingDims (256) dimensions or the request's "dimensions", each
+// feature signed by its FNV-1a hash, then scaled to unit length. Texts
+// that share words are near, a word's other forms a little, and a text's
+// vector is the same every time, so that tests of search are exact.
+// usage.prompt_tokens counts a token per four bytes. An empty input is a
+// 400; FailEmbeddings makes the next requests fail with a status.
 //
 // OpenAI: a stream sends reasoning deltas first, then the text, then each
 // tool call — a first delta with its id and name, then its arguments split

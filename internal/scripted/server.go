@@ -150,6 +150,7 @@ type Server struct {
 	onChunk     func(string, time.Time)
 	onRequest   func(Request)
 	cache       *promptCache // nil: prompts are not cached
+	embeds      embedState   // embeddings.go
 
 	completionIDs atomic.Int64
 	requestIDs    atomic.Int64
@@ -287,6 +288,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveChat(w, r, APIAnthropic)
 	case "/v1/moderations", "/moderations":
 		s.moderate(w, r)
+	case "/v1/embeddings", "/embeddings":
+		s.embed(w, r)
 	case "/v1/models", "/models":
 		if r.Method != http.MethodGet {
 			writeError(w, http.StatusMethodNotAllowed, "use GET for "+r.URL.Path, 0)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
+	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -35,7 +36,9 @@ func TestHealthzTemporalDown(t *testing.T) {
 	c, err := client.NewLazyClient(client.Options{HostPort: down, Logger: SDKLogger(logger)})
 	require.NoError(t, err)
 	defer c.Close()
-	s := &Server{logger: logger, store: st, client: c, hub: pglive.NewHub(st.Pool(), logger)}
+	ks, err := knowledge.New(ctx, st.Pool(), knowledge.Options{})
+	require.NoError(t, err)
+	s := &Server{logger: logger, store: st, client: c, hub: pglive.NewHub(st.Pool(), logger), knowledge: ks}
 
 	rec := httptest.NewRecorder()
 	s.healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
@@ -48,4 +51,5 @@ func TestHealthzTemporalDown(t *testing.T) {
 	require.Equal(t, []string{"temporal", "unavailable"}, []string{h.Checks[1].Name, h.Checks[1].Status})
 	require.NotEmpty(t, h.Checks[1].Error)
 	require.Equal(t, []string{"live_path", "degraded"}, []string{h.Checks[2].Name, h.Checks[2].Status})
+	require.Equal(t, knowledge.IndexExact, h.KnowledgeIndex, "Debian's PostgreSQL has no pgvector")
 }

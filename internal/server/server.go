@@ -34,6 +34,7 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/jqproc"
+	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metrics"
 	"github.com/agentflow/agentflow/internal/objstore"
@@ -57,6 +58,7 @@ type Server struct {
 	// clientOpts are client's options.
 	clientOpts client.Options
 	store      *store.Store
+	knowledge  *knowledge.Store // its vector index is reported in /healthz
 	tools      *tools.Registry
 	mcp        *tools.MCPSessions
 	worker     worker.Worker
@@ -361,6 +363,9 @@ func (s *Server) connect(ctx context.Context) error {
 		Retention: s.cfg.Retention})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
+	}
+	if s.knowledge, err = knowledge.New(ctx, s.store.Pool(), knowledge.Options{Logger: s.logger}); err != nil {
+		return fmt.Errorf("open knowledge: %w", err)
 	}
 	// The tracing interceptor on the client serves the worker built from
 	// it too: workflows and activities continue the starter's trace.
@@ -676,6 +681,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		live.Status, live.Error = "degraded", "not listening for stream notifications; followers read the log"
 	}
 	rep.Checks = append(rep.Checks, live)
+	if s.knowledge != nil {
+		rep.KnowledgeIndex = s.knowledge.VectorIndex()
+	}
 	if s.oidc != nil {
 		// Keys held keep verifying while the issuer is away.
 		c := check{Name: "oidc", Status: "ok"}
@@ -700,6 +708,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 type health struct {
 	Status string  `json:"status"` // ok | unavailable
 	Checks []check `json:"checks"`
+	// KnowledgeIndex is how knowledge search finds vectors: "exact" (a
+	// scan of every embedding) or "pgvector" (knowledge.Store.VectorIndex).
+	KnowledgeIndex string `json:"knowledge_vector_index,omitempty"`
 }
 
 type check struct {
