@@ -129,7 +129,12 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 		}
 	}
 	if msg != nil || in.GetRegenerate() {
-		if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion, Deliver: msg.Deliver}); err != nil {
+		// A regenerated turn sends the same prompt and names no targets.
+		var deliver []agent.DeliverTo
+		if msg != nil {
+			deliver = msg.Deliver
+		}
+		if err := s.checkAgent(ctx, agent.TurnRequest{TenantID: conv.TenantID, AgentID: conv.AgentID, AgentVersion: conv.AgentVersion, Deliver: deliver}); err != nil {
 			return nil, s.StatusOf(ctx, err)
 		}
 	}
