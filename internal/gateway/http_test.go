@@ -26,6 +26,7 @@ var httpRoutes = map[string][]string{
 	"AgentService_Invoke":                     {"POST /v1/turns:invoke", "POST /test/chat"},
 	"AgentService_ListEvents":                 {"GET /v1/{stream_id}/events"},
 	"AgentService_Cancel":                     {"POST /v1/{stream_id}/cancel"},
+	"AgentService_ListDeliveries":             {"GET /v1/{stream_id}/deliveries"},
 	"AgentService_ListPendingApprovals":       {"GET /v1/{stream_id}/approvals"},
 	"AgentService_Approve":                    {"POST /v1/{stream_id}/approvals/{call_id}"},
 	"AgentService_ListGrants":                 {"GET /v1/grants"},
