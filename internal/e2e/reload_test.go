@@ -55,12 +55,13 @@ func TestCatalogHotReload(t *testing.T) {
 	// The starter applies catalogs through the gateway, as an admin.
 	e := &env{Server: testserver.Start(t, testserver.Options{Script: routeScript, Catalogs: []string{testCatalog},
 		Tokens: map[string]string{"tok-admin": "demo:admin"}}), t: t}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	dir := t.TempDir()
 	starter := filepath.Join(dir, "starter")
 	out, err := exec.Command("go", "build", "-o", starter, "github.com/agentflow/agentflow/starter").CombinedOutput()
 	require.NoError(t, err, string(out))
+	// The turns' time, after the build, which on a busy machine is long.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	apply := func(doc string) string {
 		f := filepath.Join(dir, "catalog.yaml")
 		require.NoError(t, os.WriteFile(f, []byte(doc), 0o644))
