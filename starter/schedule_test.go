@@ -3,16 +3,27 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/deliver"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/testserver"
 )
 
 func TestScheduleCommand(t *testing.T) {
@@ -130,4 +141,90 @@ func TestScheduleClosesSession(t *testing.T) {
 	err = run(ctx, []string{"schedule", "create", "--id", "bad-" + suffix, "--address", ts.Address, "--namespace", ts.Namespace,
 		"--every", "1h", "--session-end", "close", "x"}, &bytes.Buffer{})
 	require.ErrorContains(t, err, "session_end \"close\" needs session_id")
+}
+
+// TestScheduleDelivers: a schedule created with --deliver names a
+// webhook target of its agent that only runs asking for it reach: a
+// triggered run's result reaches the receiver once, signed, as that
+// run's delivery. A malformed --deliver is refused before anything is
+// created.
+func TestScheduleDelivers(t *testing.T) {
+	t.Setenv("SCHEDULE_HOOK_KEY", "schedule-key-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		received []deliver.Payload
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := deliver.Verify("schedule-key-1", r.Header, body, time.Now(), 5*time.Minute); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		var p deliver.Payload
+		if err := json.Unmarshal(body, &p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		received = append(received, p)
+	}))
+	defer hook.Close()
+	ts := testserver.Start(t, testserver.Options{
+		Script: "rules:\n  - when: {user: '^(.+)$'}\n    reply: {text: 'sent: $1'}\n",
+		Catalogs: []string{`tenant: demo
+default_agent: a
+egress: ["127.0.0.1"]
+agents:
+  - id: a
+    model: openai:gpt-4o-mini
+    deliver:
+      - {name: hook, kind: webhook, url: '` + hook.URL + `/in', secret: 'env:SCHEDULE_HOOK_KEY'}
+`},
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+	})
+	c := ts.Client()
+	id := "delivering-" + newJobID()[16:]
+	common := []string{"schedule", "create", "--id", id, "--address", ts.Address, "--namespace", ts.Namespace, "--task-queue", ts.TaskQueue}
+	require.NoError(t, run(ctx, append(common, "--every", "24h", "--deliver", "hook", "the daily digest"), &bytes.Buffer{}))
+	t.Cleanup(func() { _ = c.ScheduleClient().GetHandle(context.Background(), id).Delete(context.Background()) })
+
+	require.NoError(t, c.ScheduleClient().GetHandle(ctx, id).Trigger(ctx, client.ScheduleTriggerOptions{}))
+	var wid string
+	require.Eventually(t, func() bool {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf(`TemporalScheduledById = %q AND ExecutionStatus = "Completed"`, id)})
+		if err != nil || len(resp.GetExecutions()) == 0 {
+			return false
+		}
+		wid = resp.GetExecutions()[0].GetExecution().GetWorkflowId()
+		return true
+	}, time.Minute, 200*time.Millisecond)
+	// The run's Delivery ends once the receiver took it.
+	require.NoError(t, c.GetWorkflow(ctx, contract.DeliveryWorkflowID(wid), "").Get(ctx, nil))
+	res, err := ts.Store().Result(ctx, "demo", wid)
+	require.NoError(t, err)
+	require.Equal(t, "sent: the daily digest", res.Output)
+
+	mu.Lock()
+	got := slices.Clone(received)
+	mu.Unlock()
+	require.Len(t, got, 1, "one signed delivery")
+	require.Equal(t, wid+"/hook", got[0].DeliveryID)
+	require.Equal(t, wid, got[0].StreamID)
+	require.Equal(t, res.JobID, got[0].JobID)
+	require.Equal(t, "demo", got[0].TenantID)
+	require.Equal(t, agent.StatusCompleted, got[0].Status)
+	require.Equal(t, "sent: the daily digest", got[0].Output)
+	attempts, err := ts.Store().DeliveryAttempts(ctx, "demo", res.JobID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.Equal(t, "hook", attempts[0].Target)
+	require.Equal(t, store.DeliveryDelivered, attempts[0].Outcome)
+
+	err = run(ctx, []string{"schedule", "create", "--id", "bad-" + id, "--address", ts.Address, "--namespace", ts.Namespace,
+		"--every", "1h", "--deliver", ":1", "x"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "want NAME or NAME:CHAT")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -32,8 +33,8 @@ agents:
 `
 
 // TestChannelDoors: a turn started through the WebSocket, the AI SDK's
-// chat, an MCP tools/call, an AG-UI run, a Temporal schedule and a
-// process's workflow (a child turn) names that door in its result, its
+// chat, an MCP tools/call, an AG-UI run, a Temporal schedule, an
+// evaluation's case and a process's workflow (child turns) names that door in its result, its
 // stored result, its usage ledger rows and its AgentflowChannel search
 // attribute. TestChannels covers the other doors.
 func TestChannelDoors(t *testing.T) {
@@ -103,6 +104,19 @@ func TestChannelDoors(t *testing.T) {
 				return true
 			}, time.Minute, 100*time.Millisecond)
 			return wid, wid // a scheduled run's job id is its workflow id
+		}},
+		{agent.ChannelEval, func(t *testing.T) (string, string) {
+			in := agent.EvalInput{TenantID: "demo", EvalID: "doors-eval-" + testserver.RandomID(), AgentID: "assistant", Versions: []int{1},
+				Dataset: agent.EvalDataset{Name: "doors", Cases: []agent.EvalCase{
+					{ID: "hi", Prompt: "hi", Expect: agent.EvalExpect{Answer: &agent.AnswerExpect{Exact: "Hello."}}}}}}
+			run, err := e.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.EvalWorkflowID(in.TenantID, in.EvalID),
+				TaskQueue: e.TaskQueue}, contract.Evaluation, in)
+			require.NoError(t, err)
+			var out agent.EvalRun
+			require.NoError(t, run.Get(ctx, &out))
+			require.Equal(t, 1, out.Totals[0].Passed)
+			job := agent.EvalJobID(in.EvalID, "hi", 1)
+			return job, contract.TurnWorkflowID("demo", job)
 		}},
 		{agent.ChannelProcess, func(t *testing.T) (string, string) {
 			out, id := runProcess(t, e.Server, "hi")

@@ -146,6 +146,13 @@ func TestMetricsAfterTurnsOfTwoTenants(t *testing.T) {
 		{"model_tokens_total", map[string]string{"tenant": "obs-a", "model": "openai:gpt-4o-mini"}, float64(tokensA)},
 		{"model_tokens_total", map[string]string{"tenant": "obs-b", "model": "openai:gpt-4o-mini"}, float64(tokensB)},
 		{"turns_total", workflow, 6},
+		// Each turn is counted under the door it came through: the
+		// streamed one through gRPC, the others started on Temporal.
+		{"turns_total", map[string]string{"tenant": "obs-a", "status": agent.StatusCompleted, "channel": agent.ChannelGRPC}, 1},
+		{"turns_total", map[string]string{"tenant": "obs-a", "status": agent.StatusCompleted, "channel": agent.ChannelTemporal}, 2},
+		{"turns_total", map[string]string{"tenant": "obs-a", "status": agent.StatusRejected, "channel": agent.ChannelTemporal}, 1},
+		{"turns_total", map[string]string{"tenant": "obs-b", "channel": agent.ChannelTemporal}, 2},
+		{"agent_latency_seconds_count", map[string]string{"tenant": "obs-a", "channel": agent.ChannelGRPC}, 1},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, m.sum(tt.name, tt.labels), "%s%v\n%s", tt.name, tt.labels, m.dump(tt.name))
