@@ -56,11 +56,8 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "the body is not an embeddings request: "+err.Error(), 0)
 		return
 	}
-	var inputs []string
-	var one string
-	if json.Unmarshal(body.Input, &one) == nil {
-		inputs = []string{one}
-	} else if err := json.Unmarshal(body.Input, &inputs); err != nil {
+	inputs, ok := decodeInputs(body.Input)
+	if !ok {
 		writeError(w, http.StatusBadRequest, "input: want a string or an array of strings", 0)
 		return
 	}
@@ -152,4 +149,18 @@ func Embedding(text string, dims int) []float32 {
 		out[i] = float32(x * inv)
 	}
 	return out
+}
+
+// decodeInputs reads an OpenAI request's input, one string or an array of
+// them, as the embeddings and moderations endpoints take it.
+func decodeInputs(raw json.RawMessage) ([]string, bool) {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, true
+	}
+	var many []string
+	if json.Unmarshal(raw, &many) != nil {
+		return nil, false
+	}
+	return many, true
 }

@@ -925,11 +925,8 @@ func (s *Server) moderate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "the body is not a moderation request: "+err.Error(), 0)
 		return
 	}
-	var inputs []string
-	var one string
-	if json.Unmarshal(body.Input, &one) == nil {
-		inputs = []string{one}
-	} else if err := json.Unmarshal(body.Input, &inputs); err != nil {
+	inputs, ok := decodeInputs(body.Input)
+	if !ok {
 		writeError(w, http.StatusBadRequest, "input: want a string or an array of strings", 0)
 		return
 	}
