@@ -17,6 +17,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/redact"
@@ -83,6 +84,10 @@ type Deps struct {
 	// call (AGENTFLOW_MAX_MODEL_TIMEOUT): LoadAgent lowers the agent's
 	// model timeout to it in the version a turn pins. Default 0: none.
 	MaxModelTimeout time.Duration
+	// Knowledge and Embedder store and embed the documents IngestPage
+	// ingests; nil: this worker refuses ingests.
+	Knowledge *knowledge.Store
+	Embedder  knowledge.Embedder
 }
 
 // Defaults of Deps' settings.
@@ -108,6 +113,9 @@ type Activities struct {
 	events   eventlog.Publisher
 	policy   *policy.Checker
 	governor *governor.Governor
+
+	knowledge *knowledge.Store
+	embedder  knowledge.Embedder
 
 	streamInterval  time.Duration
 	streamMaxBytes  int
@@ -144,7 +152,7 @@ func New(d Deps) (*Activities, error) {
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
 		temporal: d.Temporal, events: d.Events, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
-		maxModelTimeout: d.MaxModelTimeout,
+		maxModelTimeout: d.MaxModelTimeout, knowledge: d.Knowledge, embedder: d.Embedder,
 		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
 		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
 		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),

@@ -41,6 +41,7 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.DeliverInput) error {
 		return contract.Failure(a.Deliver(ctx, in))
 	}, activity.RegisterOptions{Name: contract.Deliver})
+	r.RegisterActivityWithOptions(checked(a, contract.IngestPage, a.IngestPage), activity.RegisterOptions{Name: contract.IngestPage})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})

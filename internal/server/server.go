@@ -422,6 +422,7 @@ func (s *Server) newWorker() error {
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()),
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
+		Knowledge: s.knowledge, Embedder: model,
 	})
 	if err != nil {
 		return err
