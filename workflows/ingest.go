@@ -43,11 +43,13 @@ func Ingest(ctx workflow.Context, in contract.IngestInput) (contract.IngestStatu
 		// A page heartbeats after every document it stores; a worker's
 		// death is noticed this soon and the page goes on elsewhere.
 		HeartbeatTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
-			// An embedding endpoint that stays down fails the ingest,
-			// saying so, rather than retry for ever; what was stored
-			// stays, whole documents only.
-			MaximumAttempts: 8},
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 8 * time.Second,
+			// An embedding endpoint that stays down (about 15 seconds
+			// of retries) fails the ingest, saying so, rather than retry
+			// for ever; what was stored stays, whole documents only, and
+			// an ingest of the same documents under a new id stores the
+			// rest.
+			MaximumAttempts: 5},
 	})
 	perRun := in.PagesPerRun
 	if perRun <= 0 {
