@@ -51,8 +51,8 @@ import (
 // and are named by ref). The documents are then written as pages
 // (contract.IngestPageManifest) to the tenant's blobs, and the Ingest
 // workflow is started with their refs. An ingest's id is the request's
-// "id", else derived from the collection and the body, so that a POST
-// retried is the same ingest.
+// "id", else derived from the collection (its name and creation) and the
+// body, so that a POST retried is the same ingest.
 const (
 	collectionsPath = "/v1/collections"
 	collectionPath  = "/v1/collections/{name}"
@@ -370,7 +370,10 @@ func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if in.ID == "" {
-		sum := sha256.Sum256(append([]byte(c.Name+"\n"), data...))
+		// The collection's creation time is part of it: a collection
+		// deleted and made again is another, whose ingest of the same
+		// body is another too.
+		sum := sha256.Sum256(append([]byte(fmt.Sprintf("%s\n%d\n", c.Name, c.Created.UnixNano())), data...))
 		in.ID = "ing_" + hex.EncodeToString(sum[:12])
 	}
 	pages, err := k.writePages(r, c.Tenant, in.Documents)
@@ -542,6 +545,12 @@ func (k *knowledgeAPI) ingestStatus(r *http.Request, id string) (contract.Ingest
 		return contract.IngestStatus{}, agent.Errorf(agent.CodeNotFound, "ingest %q not found", id)
 	}
 	if err != nil {
+		if r.Context().Err() == nil {
+			// The worker did not answer in time (the server gives up on
+			// a query after a while): the ingest goes on, and a later
+			// read finds it.
+			return contract.IngestStatus{}, agent.WithCode(agent.CodeUnavailable, fmt.Errorf("query ingest %s: %w", wid, err))
+		}
 		return contract.IngestStatus{}, fmt.Errorf("query ingest %s: %w", wid, err)
 	}
 	var st contract.IngestStatus
