@@ -165,6 +165,11 @@ func TestIngestCorpus(t *testing.T) {
 	require.Equal(t, st.Chunks, st.Embeddings)
 	stored := k.documents(admin, "corpus")
 	require.Len(t, stored, len(docs))
+	// The recorded history of an ingest (workflows/testdata) replays.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := &env{Server: srv, t: t}
+	e.replayEvents(testserver.History(ctx, t, srv.Client(), contract.IngestWorkflowID("acme", st.ID), ""), "ingest_corpus")
 	titles := map[string]bool{}
 	for _, d := range stored {
 		titles[d.Title] = true
