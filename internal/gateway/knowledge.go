@@ -365,7 +365,7 @@ func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
 		k.a.Refuse(w, r, err)
 		return
 	}
-	if err := checkIngest(in, k.ks); err != nil {
+	if err := checkIngest(in, k.prepare); err != nil {
 		k.a.Refuse(w, r, err)
 		return
 	}
@@ -398,9 +398,16 @@ func ingestBodyTooLarge(limit int64) error {
 		limit, knowledge.DefaultMaxDocumentBytes))
 }
 
+// prepare checks that the store takes a document's text.
+func (k *knowledgeAPI) prepare(d agent.Document, text string) error {
+	_, _, err := k.ks.Prepare(d, text)
+	return err
+}
+
 // checkIngest checks every document of an ingest before anything is
-// stored, naming the first that is wrong.
-func checkIngest(in ingestRequest, ks *knowledge.Store) error {
+// stored, naming the first that is wrong; prepare is the store's check
+// of a text.
+func checkIngest(in ingestRequest, prepare func(agent.Document, string) error) error {
 	if in.ID != "" {
 		if err := agent.ValidateID("id", in.ID); err != nil {
 			return err
@@ -413,14 +420,14 @@ func checkIngest(in ingestRequest, ks *knowledge.Store) error {
 		return agent.Errorf(agent.CodeInvalid, "%d documents: an ingest takes at most %d", len(in.Documents), MaxIngestDocuments)
 	}
 	for i, d := range in.Documents {
-		if err := checkIngestDocument(d, ks); err != nil {
+		if err := checkIngestDocument(d, prepare); err != nil {
 			return agent.Errorf(agent.CodeInvalid, "documents[%d]: %s", i, agent.Clip(err.Error(), 300))
 		}
 	}
 	return nil
 }
 
-func checkIngestDocument(d contract.IngestDocument, ks *knowledge.Store) error {
+func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document, string) error) error {
 	if err := (agent.Document{Title: d.Title, Source: d.Source, Metadata: d.Metadata}).Validate(); err != nil {
 		return err
 	}
@@ -445,8 +452,7 @@ func checkIngestDocument(d contract.IngestDocument, ks *knowledge.Store) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = ks.Prepare(agent.Document{Title: d.Title, Source: d.Source, Metadata: d.Metadata}, text)
-	return err
+	return prepare(agent.Document{Title: d.Title, Source: d.Source, Metadata: d.Metadata}, text)
 }
 
 // writePages stores the documents as pages of the tenant's blobs and

@@ -67,12 +67,9 @@ func htmlText(data []byte) (string, error) {
 	walk = func(n *html.Node) {
 		switch n.Type {
 		case html.TextNode:
-			if t := strings.Join(strings.Fields(n.Data), " "); t != "" {
-				if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") && !strings.HasSuffix(b.String(), " ") {
-					b.WriteByte(' ')
-				}
-				b.WriteString(t)
-			}
+			// Whitespace is kept where it was, collapsed below: "on a
+			// <b>lake</b>." reads "on a lake.".
+			b.WriteString(strings.ReplaceAll(n.Data, "\n", " "))
 			return
 		case html.ElementNode:
 			switch n.DataAtom {
@@ -100,7 +97,7 @@ func htmlText(data []byte) (string, error) {
 	out := make([]string, 0, len(lines))
 	blank := true
 	for _, l := range lines {
-		l = strings.TrimSpace(l)
+		l = strings.Join(strings.Fields(l), " ")
 		if l == "" {
 			if !blank {
 				out = append(out, "")
