@@ -17,6 +17,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/redact"
@@ -87,6 +88,10 @@ type Deps struct {
 	// call (AGENTFLOW_MAX_TOOL_TIMEOUT): LoadAgent lowers each tool's
 	// timeout to it in the version a turn pins. Default 0: none.
 	MaxToolTimeout time.Duration
+	// Knowledge and Embedder store and embed the documents IngestPage
+	// ingests; nil: this worker refuses ingests.
+	Knowledge *knowledge.Store
+	Embedder  knowledge.Embedder
 }
 
 // Defaults of Deps' settings.
@@ -112,6 +117,9 @@ type Activities struct {
 	events   eventlog.Publisher
 	policy   *policy.Checker
 	governor *governor.Governor
+
+	knowledge *knowledge.Store
+	embedder  knowledge.Embedder
 
 	streamInterval  time.Duration
 	streamMaxBytes  int
@@ -151,6 +159,8 @@ func New(d Deps) (*Activities, error) {
 		temporal: d.Temporal, events: d.Events, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
 		maxModelTimeout: d.MaxModelTimeout,
 		maxToolTimeout:  d.MaxToolTimeout,
+		knowledge:       d.Knowledge,
+		embedder:        d.Embedder,
 		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
 		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
 		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),

@@ -45,6 +45,7 @@ func (a *Activities) Register(r Registry) {
 		out, err := a.SweepRetention(ctx, in)
 		return out, contract.Failure(err)
 	}, activity.RegisterOptions{Name: contract.SweepRetention})
+	r.RegisterActivityWithOptions(checked(a, contract.IngestPage, a.IngestPage), activity.RegisterOptions{Name: contract.IngestPage})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})

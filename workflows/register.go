@@ -34,10 +34,13 @@ type Registry interface {
 //     when its cases do.
 //   - Delivery is Pinned: it pushes one ended turn's result and ends.
 //   - Retention is Pinned: one sweep, which ends when its activity does.
+//   - Ingest is Pinned: a run stores its pages and ends, or continues as
+//     new; a page is an activity, retried wherever it runs.
 func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: contract.AgentTurn, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Conversation, workflow.RegisterOptions{Name: contract.Conversation, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
 	r.RegisterWorkflowWithOptions(Evaluation, workflow.RegisterOptions{Name: contract.Evaluation, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Delivery, workflow.RegisterOptions{Name: contract.Delivery, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: contract.Retention, VersioningBehavior: workflow.VersioningBehaviorPinned})
+	r.RegisterWorkflowWithOptions(Ingest, workflow.RegisterOptions{Name: contract.Ingest, VersioningBehavior: workflow.VersioningBehaviorPinned})
 }

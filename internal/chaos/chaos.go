@@ -17,7 +17,9 @@
 // (doors.go). One trial
 // (longturn.go) runs a turn of 1,000 tool calls across several runs
 // through a killed worker and a restarted Temporal server, and checks
-// that each call was made once.
+// that each call was made once. Another (ingest.go) SIGKILLs a worker
+// during a 2,000-document ingest and checks that every document is
+// stored once.
 //
 // `go tool task chaos` runs every trial in full and prints the table;
 // `go tool task test` runs the short version (a run or two of each).
@@ -190,6 +192,9 @@ type env struct {
 	short bool
 	rng   *rand.Rand
 	notes []string
+	// embedDelay, when positive, slows every embeddings request by that
+	// many nanoseconds (ingest.go).
+	embedDelay atomic.Int64
 }
 
 // note adds a line to the current run's report.
@@ -205,6 +210,9 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 	// The model stays up while everything else is broken: it is the
 	// one part outside the system under test.
 	e.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := e.embedDelay.Load(); d > 0 && strings.HasSuffix(r.URL.Path, "/embeddings") {
+			time.Sleep(time.Duration(d))
+		}
 		e.model.Load().ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.http.Serve(ln) }()

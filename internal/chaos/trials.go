@@ -117,6 +117,9 @@ func trials() []trial {
 		// 60 calls in the short run (longturn.go).
 		{id: "long-turn", name: "a 1,000-call turn survives a killed worker and a restarted Temporal server", runs: 1, short: 1,
 			custom: longTurn, timeout: 45 * time.Minute},
+		// 200 documents in the short run (ingest.go).
+		{id: "ingest-kill", name: "SIGKILL a worker during a 2,000-document ingest: every document once", runs: 1, short: 1,
+			custom: ingestKill, timeout: 15 * time.Minute},
 	}, doorTrials()...)
 }
 

@@ -444,6 +444,7 @@ func (s *Server) newWorker() error {
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 		MaxToolTimeout: s.cfg.MaxToolTimeout,
+		Knowledge: s.knowledge, Embedder: model,
 	})
 	if err != nil {
 		return err
@@ -519,6 +520,12 @@ func (s *Server) newGateway(ctx context.Context) error {
 	// The HTTP API's calls are the gRPC API's, traced and counted the same.
 	httpOpts := s.cfg.httpOptions()
 	httpOpts.ServerOptions = s.tracing.GRPCServerOptions(s.metrics.MeterProvider)
+	// Knowledge search embeds its queries with the configured providers.
+	embedder, err := llm.New(s.cfg.Model)
+	if err != nil {
+		return fmt.Errorf("model providers: %w", err)
+	}
+	httpOpts.Knowledge = gateway.KnowledgeOptions{Store: s.knowledge, Embedder: embedder}
 	if s.api, err = gateway.NewHTTPAPI(svc, cat, httpOpts); err != nil {
 		return err
 	}

@@ -1,0 +1,598 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway/intake"
+	"github.com/agentflow/agentflow/internal/knowledge"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+)
+
+// Knowledge: a tenant's collections and their documents over HTTP/JSON
+// (internal/knowledge stores and searches them; the Ingest workflow
+// stores documents).
+//
+//	POST   /v1/collections                          create (admin)
+//	GET    /v1/collections                          list
+//	GET    /v1/collections/{name}                   one
+//	DELETE /v1/collections/{name}                   delete, with its documents (admin)
+//	POST   /v1/collections/{name}/documents         start an ingest: 202 and its id
+//	GET    /v1/collections/{name}/documents         list (?after=<id>&limit=N)
+//	GET    /v1/collections/{name}/documents/{id}    one
+//	DELETE /v1/collections/{name}/documents/{id}    delete, with its chunks
+//	POST   /v1/collections/{name}/search            search (hybrid, text or vector)
+//	GET    /v1/ingests/{id}                         an ingest's status and counts
+//
+// Everything is the caller's tenant's: another tenant's collection or
+// ingest is NotFound, as one that does not exist. Creating and deleting
+// collections is authorized as a catalog change (admin); ingesting and
+// deleting documents as Start, reading and searching as GetResult.
+//
+// An ingest's documents are checked whole before anything is stored:
+// each inline text parsed (knowledge.Extract) and bounded
+// (MaxDocumentBytes), each ref well-formed; a body over the upload limit
+// (HTTPOptions.MaxUploadBytes, as a file's) is refused before it is read (larger documents go to /v1/files first,
+// and are named by ref). The documents are then written as pages
+// (contract.IngestPageManifest) to the tenant's blobs, and the Ingest
+// workflow is started with their refs. An ingest's id is the request's
+// "id", else derived from the collection (its name and creation) and the
+// body, so that a POST retried is the same ingest.
+const (
+	collectionsPath = "/v1/collections"
+	collectionPath  = "/v1/collections/{name}"
+	documentsPath   = "/v1/collections/{name}/documents"
+	documentPath    = "/v1/collections/{name}/documents/{id}"
+	searchPath      = "/v1/collections/{name}/search"
+	ingestPath      = "/v1/ingests/{id}"
+)
+
+// Limits of an ingest request.
+const (
+	// MaxIngestDocuments bounds the documents of one ingest.
+	MaxIngestDocuments = 10000
+)
+
+// KnowledgeOptions give the HTTP API its knowledge routes; without a
+// Store it has none.
+type KnowledgeOptions struct {
+	Store *knowledge.Store
+	// Embedder embeds search queries (llm.Router); nil: vector and
+	// hybrid search are refused, text search works.
+	Embedder knowledge.Embedder
+}
+
+// knowledgeAPI serves the knowledge routes for an HTTPAPI.
+type knowledgeAPI struct {
+	a   *HTTPAPI
+	ks  *knowledge.Store
+	emb knowledge.Embedder
+}
+
+func (a *HTTPAPI) registerKnowledge(mux *http.ServeMux, o KnowledgeOptions) {
+	if o.Store == nil {
+		return
+	}
+	k := &knowledgeAPI{a: a, ks: o.Store, emb: o.Embedder}
+	mux.HandleFunc("POST "+collectionsPath, k.createCollection)
+	mux.HandleFunc("GET "+collectionsPath, k.listCollections)
+	mux.HandleFunc("GET "+collectionPath, k.getCollection)
+	mux.HandleFunc("DELETE "+collectionPath, k.deleteCollection)
+	mux.HandleFunc("POST "+documentsPath, k.postDocuments)
+	mux.HandleFunc("GET "+documentsPath, k.listDocuments)
+	mux.HandleFunc("GET "+documentPath, k.getDocument)
+	mux.HandleFunc("DELETE "+documentPath, k.deleteDocument)
+	mux.HandleFunc("POST "+searchPath, k.search)
+	mux.HandleFunc("GET "+ingestPath, k.getIngest)
+	a.RefuseOtherMethods(mux, collectionsPath, collectionPath, documentsPath, documentPath, searchPath, ingestPath)
+}
+
+// authorized is r as a call of method by its credential, or false once
+// refused.
+func (k *knowledgeAPI) authorized(w http.ResponseWriter, r *http.Request, method string) (*http.Request, bool) {
+	return k.a.Authorized(w, r, method)
+}
+
+// collection is the path's collection of the caller's tenant.
+func (k *knowledgeAPI) collection(r *http.Request) (agent.Collection, error) {
+	name := r.PathValue("name")
+	if err := agent.ValidateCollectionName(name); err != nil {
+		return agent.Collection{}, err
+	}
+	return k.ks.Collection(r.Context(), TenantOf(r.Context()), name)
+}
+
+// collectionRequest is the body of POST /v1/collections.
+type collectionRequest struct {
+	Name           string `json:"name"`
+	Description    string `json:"description"`
+	EmbeddingModel string `json:"embedding_model"`
+	Dims           int    `json:"dims"`
+}
+
+func (k *knowledgeAPI) createCollection(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.CatalogService_UpsertCatalog_FullMethodName)
+	if !ok {
+		return
+	}
+	var in collectionRequest
+	if err := decodeJSONBody(r, "the collection", &in); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	c := agent.Collection{Tenant: TenantOf(r.Context()), Name: in.Name, Description: in.Description, EmbeddingModel: in.EmbeddingModel, Dims: in.Dims}
+	if err := c.Validate(); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	c, err := k.ks.CreateCollection(r.Context(), c)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	w.Header().Set("Location", collectionsPath+"/"+c.Name)
+	WriteJSON(w, http.StatusCreated, c)
+}
+
+func (k *knowledgeAPI) listCollections(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
+	if !ok {
+		return
+	}
+	list, err := k.ks.Collections(r.Context(), TenantOf(r.Context()))
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []agent.Collection{}
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"collections": list})
+}
+
+func (k *knowledgeAPI) getCollection(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
+	if !ok {
+		return
+	}
+	c, err := k.collection(r)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, c)
+}
+
+func (k *knowledgeAPI) deleteCollection(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.CatalogService_UpsertCatalog_FullMethodName)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	if err := agent.ValidateCollectionName(name); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	if err := k.ks.DeleteCollection(r.Context(), TenantOf(r.Context()), name); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (k *knowledgeAPI) listDocuments(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	for key := range q {
+		if key != "after" && key != "limit" {
+			k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the list takes after and limit", Clip(key)))
+			return
+		}
+	}
+	limit := knowledge.MaxList
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > knowledge.MaxList {
+			k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "limit %q: want 1 to %d", Clip(s), knowledge.MaxList))
+			return
+		}
+		limit = n
+	}
+	c, err := k.collection(r)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	docs, err := k.ks.Documents(r.Context(), c.Tenant, c.Name, q.Get("after"), limit)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	out := map[string]any{"documents": docs}
+	if docs == nil {
+		out["documents"] = []agent.Document{}
+	}
+	if len(docs) == limit {
+		out["next_after"] = docs[len(docs)-1].ID
+	}
+	WriteJSON(w, http.StatusOK, out)
+}
+
+func (k *knowledgeAPI) getDocument(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
+	if !ok {
+		return
+	}
+	c, err := k.collection(r)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	d, err := k.ks.Document(r.Context(), c.Tenant, c.Name, r.PathValue("id"))
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, d)
+}
+
+func (k *knowledgeAPI) deleteDocument(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.AgentService_Start_FullMethodName)
+	if !ok {
+		return
+	}
+	c, err := k.collection(r)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	if err := k.ks.DeleteDocument(r.Context(), c.Tenant, c.Name, r.PathValue("id")); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// searchRequest is the body of POST …/search.
+type searchRequest struct {
+	Query  string            `json:"query"`
+	Mode   string            `json:"mode"`
+	TopK   int               `json:"top_k"`
+	Filter map[string]string `json:"filter"`
+}
+
+func (k *knowledgeAPI) search(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
+	if !ok {
+		return
+	}
+	var in searchRequest
+	if err := decodeJSONBody(r, "the search", &in); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	c, err := k.collection(r)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	mode := knowledge.Mode(in.Mode)
+	switch mode {
+	case "":
+		mode = knowledge.ModeHybrid
+	case knowledge.ModeHybrid, knowledge.ModeText, knowledge.ModeVector:
+	default:
+		k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "mode %q: want hybrid, text or vector", Clip(in.Mode)))
+		return
+	}
+	if mode != knowledge.ModeText && k.emb == nil {
+		k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "mode %s needs an embedding model, and this gateway has none: search with mode text", mode))
+		return
+	}
+	hits, usage, err := k.ks.Search(r.Context(), k.emb, c.Tenant, c.Name,
+		knowledge.Query{Text: in.Query, Mode: mode, TopK: in.TopK, Filter: in.Filter})
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	if hits == nil {
+		hits = []agent.Hit{}
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"hits": hits, "usage": usage})
+}
+
+// ingestRequest is the body of POST …/documents.
+type ingestRequest struct {
+	ID        string                    `json:"id"`
+	Documents []contract.IngestDocument `json:"documents"`
+}
+
+// ingestAnswer is the answer to an ingest's start.
+type ingestAnswer struct {
+	ID         string `json:"id"`
+	Collection string `json:"collection"`
+	Documents  int    `json:"documents"`
+	WorkflowID string `json:"workflow_id"`
+	// Status is where its progress is read.
+	Status string `json:"status_url"`
+}
+
+func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.AgentService_Start_FullMethodName)
+	if !ok {
+		return
+	}
+	c, err := k.collection(r)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	limit := k.a.maxUpload
+	if r.ContentLength > limit {
+		k.a.Refuse(w, r, ingestBodyTooLarge(limit))
+		return
+	}
+	allowBody(r, limit)
+	data, err := ReadBody(r)
+	if err != nil {
+		var e *intake.Error
+		if errors.As(err, &e) && e.Status == http.StatusRequestEntityTooLarge {
+			err = ingestBodyTooLarge(limit)
+		}
+		k.a.Refuse(w, r, err)
+		return
+	}
+	var in ingestRequest
+	if err := decodeJSON("the ingest", data, &in); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	if err := checkIngest(in, k.prepare); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	if in.ID == "" {
+		// The collection's creation time is part of it: a collection
+		// deleted and made again is another, whose ingest of the same
+		// body is another too.
+		sum := sha256.Sum256(append([]byte(fmt.Sprintf("%s\n%d\n", c.Name, c.Created.UnixNano())), data...))
+		in.ID = "ing_" + hex.EncodeToString(sum[:12])
+	}
+	pages, err := k.writePages(r, c.Tenant, in.Documents)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	input := contract.IngestInput{TenantID: c.Tenant, Collection: c.Name, BatchID: in.ID, Pages: pages, Documents: len(in.Documents)}
+	if err := k.startIngest(r, input); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	id := contract.IngestWorkflowID(c.Tenant, in.ID)
+	WriteJSON(w, http.StatusAccepted, ingestAnswer{ID: in.ID, Collection: c.Name, Documents: len(in.Documents), WorkflowID: id,
+		Status: "/v1/ingests/" + in.ID})
+}
+
+// ingestBodyTooLarge is the error of an ingest's body over limit: 413.
+func ingestBodyTooLarge(limit int64) error {
+	return WithHTTPStatus(http.StatusRequestEntityTooLarge, agent.Errorf(agent.CodeInvalid,
+		"the ingest's body is over %d bytes (AGENTFLOW_MAX_UPLOAD_BYTES) and a document over %d bytes of text is refused: nothing was stored",
+		limit, knowledge.DefaultMaxDocumentBytes))
+}
+
+// prepare checks that the store takes a document's text.
+func (k *knowledgeAPI) prepare(d agent.Document, text string) error {
+	_, _, err := k.ks.Prepare(d, text)
+	return err
+}
+
+// checkIngest checks every document of an ingest before anything is
+// stored, naming the first that is wrong; prepare is the store's check
+// of a text.
+func checkIngest(in ingestRequest, prepare func(agent.Document, string) error) error {
+	if in.ID != "" {
+		if err := agent.ValidateID("id", in.ID); err != nil {
+			return err
+		}
+	}
+	if len(in.Documents) == 0 {
+		return agent.Errorf(agent.CodeInvalid, "documents is empty: give at least one {\"text\"} or {\"ref\"}")
+	}
+	if len(in.Documents) > MaxIngestDocuments {
+		return agent.Errorf(agent.CodeInvalid, "%d documents: an ingest takes at most %d", len(in.Documents), MaxIngestDocuments)
+	}
+	for i, d := range in.Documents {
+		if err := checkIngestDocument(d, prepare); err != nil {
+			return agent.Errorf(agent.CodeInvalid, "documents[%d]: %s", i, agent.Clip(err.Error(), 300))
+		}
+	}
+	return nil
+}
+
+func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document, string) error) error {
+	if err := (agent.Document{Title: d.Title, Source: d.Source, Metadata: d.Metadata}).Validate(); err != nil {
+		return err
+	}
+	switch {
+	case d.Text != "" && d.Ref != "":
+		return errors.New("give text or ref, not both")
+	case d.Ref != "":
+		if !strings.HasPrefix(d.Ref, "cas://") && !strings.HasPrefix(d.Ref, "artifact://") {
+			return fmt.Errorf("ref %q: want cas://… (a file from %s, a tool's data) or artifact://… (a turn's result)", Clip(d.Ref), FilesPath)
+		}
+		if len(d.Ref) > 200 {
+			return errors.New("ref is too long")
+		}
+		return nil
+	case d.Text == "":
+		return errors.New("text or ref is required")
+	}
+	if len(d.Text) > knowledge.DefaultMaxDocumentBytes {
+		return fmt.Errorf("the text is %d bytes; a document may have %d", len(d.Text), knowledge.DefaultMaxDocumentBytes)
+	}
+	text, err := knowledge.Extract(d.ContentType, []byte(d.Text))
+	if err != nil {
+		return err
+	}
+	return prepare(agent.Document{Title: d.Title, Source: d.Source, Metadata: d.Metadata}, text)
+}
+
+// writePages stores the documents as pages of the tenant's blobs and
+// answers their refs. Blobs are content-addressed: a retried request
+// stores nothing twice.
+func (k *knowledgeAPI) writePages(r *http.Request, tenant string, docs []contract.IngestDocument) ([]string, error) {
+	var refs []string
+	for first := 0; first < len(docs); {
+		end, size := first, 0
+		for end < len(docs) && end-first < contract.IngestPageDocuments &&
+			(end == first || size+len(docs[end].Text) <= contract.IngestPageBytes) {
+			size += len(docs[end].Text)
+			end++
+		}
+		data, err := json.Marshal(contract.IngestPageManifest{First: first, Documents: docs[first:end]})
+		if err != nil {
+			return nil, fmt.Errorf("encode ingest page: %w", err)
+		}
+		ref, err := k.a.svc.store.PutTenantBlob(r.Context(), tenant, data, "application/json")
+		if err != nil {
+			return nil, fmt.Errorf("store ingest page: %w", err)
+		}
+		refs = append(refs, ref)
+		first = end
+	}
+	return refs, nil
+}
+
+// startIngest starts the Ingest workflow, or finds the one of the same id
+// that runs or has run: an ingest's id is taken for good, and one that
+// names another collection is a Conflict.
+func (k *knowledgeAPI) startIngest(r *http.Request, in contract.IngestInput) error {
+	s := k.a.svc
+	opts := client.StartWorkflowOptions{
+		ID:                       contract.IngestWorkflowID(in.TenantID, in.BatchID),
+		TaskQueue:                s.taskQueue,
+		StaticSummary:            fmt.Sprintf("ingest %s: %d documents into %s", in.BatchID, in.Documents, in.Collection),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(contract.SearchTenant.ValueSet(in.TenantID)),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}
+	_, err := s.client.ExecuteWorkflow(r.Context(), opts, contract.Ingest, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err == nil {
+		return nil
+	}
+	if !errors.As(err, &started) {
+		return fmt.Errorf("start ingest %s: %w", opts.ID, err)
+	}
+	st, err := k.ingestStatus(r, in.BatchID)
+	if err != nil {
+		return err
+	}
+	if st.Collection != in.Collection {
+		return agent.Errorf(agent.CodeConflict, "ingest id %q names an ingest into another collection; use a new id", in.BatchID)
+	}
+	return nil
+}
+
+func (k *knowledgeAPI) getIngest(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if err := agent.ValidateID("id", id); err != nil || id == "" {
+		k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "ingest id %q: want the id POST …/documents answered", Clip(id)))
+		return
+	}
+	st, err := k.ingestStatus(r, id)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, st)
+}
+
+// ingestStatus queries the tenant's ingest of id.
+func (k *knowledgeAPI) ingestStatus(r *http.Request, id string) (contract.IngestStatus, error) {
+	s := k.a.svc
+	wid := contract.IngestWorkflowID(TenantOf(r.Context()), id)
+	v, err := s.client.QueryWorkflow(r.Context(), wid, "", contract.QueryIngestStatus)
+	// A workflow whose first task has not run yet cannot answer: a
+	// moment later it can.
+	var notReady *serviceerror.WorkflowNotReady
+	for wait := 50 * time.Millisecond; errors.As(err, &notReady) && wait < 2*time.Second; wait *= 2 {
+		select {
+		case <-r.Context().Done():
+			return contract.IngestStatus{}, r.Context().Err()
+		case <-time.After(wait):
+		}
+		v, err = s.client.QueryWorkflow(r.Context(), wid, "", contract.QueryIngestStatus)
+	}
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return contract.IngestStatus{}, agent.Errorf(agent.CodeNotFound, "ingest %q not found", id)
+	}
+	if err != nil {
+		if r.Context().Err() == nil {
+			// The worker did not answer in time (the server gives up on
+			// a query after a while): the ingest goes on, and a later
+			// read finds it.
+			return contract.IngestStatus{}, agent.WithCode(agent.CodeUnavailable, fmt.Errorf("query ingest %s: %w", wid, err))
+		}
+		return contract.IngestStatus{}, fmt.Errorf("query ingest %s: %w", wid, err)
+	}
+	var st contract.IngestStatus
+	if err := v.Get(&st); err != nil {
+		return contract.IngestStatus{}, fmt.Errorf("decode ingest %s: %w", wid, err)
+	}
+	return st, nil
+}
+
+// decodeJSONBody reads a request's body (bounded as every body is) as
+// one JSON object into v, strictly.
+func decodeJSONBody(r *http.Request, what string, v any) error {
+	data, err := ReadBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(what, data, v)
+}
+
+// decodeJSON decodes data, one JSON object with known members only, into
+// v; an error says what is wrong where.
+func decodeJSON(what string, data []byte, v any) error {
+	if JSONKind(data) != '{' {
+		return agent.Errorf(agent.CodeInvalid, "%s: want a JSON object", what)
+	}
+	if err := OneJSONValue(data); err != nil {
+		return agent.Errorf(agent.CodeInvalid, "%s: %s", what, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return agent.Errorf(agent.CodeInvalid, "%s: %s: want %s", what, te.Field, te.Type)
+		}
+		return agent.Errorf(agent.CodeInvalid, "%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
