@@ -444,7 +444,7 @@ func (s *Server) newWorker() error {
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 		MaxToolTimeout: s.cfg.MaxToolTimeout,
-		Knowledge: s.knowledge, Embedder: model,
+		Knowledge:      s.knowledge, Embedder: model,
 	})
 	if err != nil {
 		return err
