@@ -86,6 +86,10 @@ type turn struct {
 	cacheHit  bool
 	reasoning []string
 	files     []agent.Block
+	// retrieved are the citations of the turn's retrievals (its retrieve
+	// calls, its prepare phase), a list each as it was numbered: the
+	// result cites those its answer drew on (agent.Cited).
+	retrieved [][]agent.Citation
 
 	logging
 	stopper

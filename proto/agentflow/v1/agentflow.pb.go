@@ -1086,7 +1086,11 @@ type TurnResult struct {
 	Channel string `protobuf:"bytes,16,opt,name=channel,proto3" json:"channel,omitempty"`
 	// The session the turn ran in, as its request named it (session_id or
 	// the job envelope's context.session_id); empty for a turn without one.
-	SessionId     string `protobuf:"bytes,17,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,17,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The chunks of documents the answer drew on, from the turn's
+	// retrievals (retrieve tool calls, the agent's prepare phase): those its
+	// markers [n] cite, else all retrieved.
+	Citations     []*Citation `protobuf:"bytes,18,rep,name=citations,proto3" json:"citations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1240,6 +1244,83 @@ func (x *TurnResult) GetSessionId() string {
 	return ""
 }
 
+func (x *TurnResult) GetCitations() []*Citation {
+	if x != nil {
+		return x.Citations
+	}
+	return nil
+}
+
+// A chunk of a document an answer cites.
+type Citation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChunkId       string                 `protobuf:"bytes,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	DocumentId    string                 `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	DocumentTitle string                 `protobuf:"bytes,3,opt,name=document_title,json=documentTitle,proto3" json:"document_title,omitempty"`
+	// The chunk's 0-based position within its document.
+	Position      int32 `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Citation) Reset() {
+	*x = Citation{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Citation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Citation) ProtoMessage() {}
+
+func (x *Citation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Citation.ProtoReflect.Descriptor instead.
+func (*Citation) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Citation) GetChunkId() string {
+	if x != nil {
+		return x.ChunkId
+	}
+	return ""
+}
+
+func (x *Citation) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *Citation) GetDocumentTitle() string {
+	if x != nil {
+		return x.DocumentTitle
+	}
+	return ""
+}
+
+func (x *Citation) GetPosition() int32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
 type ResultMetadata struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	AgentId      string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
@@ -1261,7 +1342,7 @@ type ResultMetadata struct {
 
 func (x *ResultMetadata) Reset() {
 	*x = ResultMetadata{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1354,7 @@ func (x *ResultMetadata) String() string {
 func (*ResultMetadata) ProtoMessage() {}
 
 func (x *ResultMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1367,7 @@ func (x *ResultMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultMetadata.ProtoReflect.Descriptor instead.
 func (*ResultMetadata) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{14}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResultMetadata) GetAgentId() string {
@@ -1365,7 +1446,7 @@ type ToolCallRecord struct {
 
 func (x *ToolCallRecord) Reset() {
 	*x = ToolCallRecord{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1458,7 @@ func (x *ToolCallRecord) String() string {
 func (*ToolCallRecord) ProtoMessage() {}
 
 func (x *ToolCallRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1471,7 @@ func (x *ToolCallRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecord.ProtoReflect.Descriptor instead.
 func (*ToolCallRecord) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{15}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallRecord) GetCallId() string {
@@ -1445,7 +1526,7 @@ type TurnError struct {
 
 func (x *TurnError) Reset() {
 	*x = TurnError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1538,7 @@ func (x *TurnError) String() string {
 func (*TurnError) ProtoMessage() {}
 
 func (x *TurnError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1551,7 @@ func (x *TurnError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnError.ProtoReflect.Descriptor instead.
 func (*TurnError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TurnError) GetType() string {
@@ -1523,7 +1604,7 @@ type StreamEventMeta struct {
 
 func (x *StreamEventMeta) Reset() {
 	*x = StreamEventMeta{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1616,7 @@ func (x *StreamEventMeta) String() string {
 func (*StreamEventMeta) ProtoMessage() {}
 
 func (x *StreamEventMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1629,7 @@ func (x *StreamEventMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventMeta.ProtoReflect.Descriptor instead.
 func (*StreamEventMeta) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StreamEventMeta) GetStreamId() string {
@@ -1584,7 +1665,7 @@ type ChildEvent struct {
 
 func (x *ChildEvent) Reset() {
 	*x = ChildEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1677,7 @@ func (x *ChildEvent) String() string {
 func (*ChildEvent) ProtoMessage() {}
 
 func (x *ChildEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1690,7 @@ func (x *ChildEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildEvent.ProtoReflect.Descriptor instead.
 func (*ChildEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChildEvent) GetCallId() string {
@@ -1674,7 +1755,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1767,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1780,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamEvent) GetMeta() *StreamEventMeta {
@@ -2062,7 +2143,7 @@ type QuestionEvent struct {
 
 func (x *QuestionEvent) Reset() {
 	*x = QuestionEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2155,7 @@ func (x *QuestionEvent) String() string {
 func (*QuestionEvent) ProtoMessage() {}
 
 func (x *QuestionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2168,7 @@ func (x *QuestionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionEvent.ProtoReflect.Descriptor instead.
 func (*QuestionEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QuestionEvent) GetCallId() string {
@@ -2153,7 +2234,7 @@ type QuestionAnsweredEvent struct {
 
 func (x *QuestionAnsweredEvent) Reset() {
 	*x = QuestionAnsweredEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2246,7 @@ func (x *QuestionAnsweredEvent) String() string {
 func (*QuestionAnsweredEvent) ProtoMessage() {}
 
 func (x *QuestionAnsweredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2259,7 @@ func (x *QuestionAnsweredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnsweredEvent.ProtoReflect.Descriptor instead.
 func (*QuestionAnsweredEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QuestionAnsweredEvent) GetCallId() string {
@@ -2227,7 +2308,7 @@ type SteeredEvent struct {
 
 func (x *SteeredEvent) Reset() {
 	*x = SteeredEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2320,7 @@ func (x *SteeredEvent) String() string {
 func (*SteeredEvent) ProtoMessage() {}
 
 func (x *SteeredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2333,7 @@ func (x *SteeredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteeredEvent.ProtoReflect.Descriptor instead.
 func (*SteeredEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SteeredEvent) GetId() string {
@@ -2282,7 +2363,7 @@ type StatusEvent struct {
 
 func (x *StatusEvent) Reset() {
 	*x = StatusEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2375,7 @@ func (x *StatusEvent) String() string {
 func (*StatusEvent) ProtoMessage() {}
 
 func (x *StatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2388,7 @@ func (x *StatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEvent.ProtoReflect.Descriptor instead.
 func (*StatusEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StatusEvent) GetStatus() Status {
@@ -2357,7 +2438,7 @@ type TokenEvent struct {
 
 func (x *TokenEvent) Reset() {
 	*x = TokenEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2450,7 @@ func (x *TokenEvent) String() string {
 func (*TokenEvent) ProtoMessage() {}
 
 func (x *TokenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2463,7 @@ func (x *TokenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenEvent.ProtoReflect.Descriptor instead.
 func (*TokenEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TokenEvent) GetText() string {
@@ -2424,7 +2505,7 @@ type ToolArgsDeltaEvent struct {
 
 func (x *ToolArgsDeltaEvent) Reset() {
 	*x = ToolArgsDeltaEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2517,7 @@ func (x *ToolArgsDeltaEvent) String() string {
 func (*ToolArgsDeltaEvent) ProtoMessage() {}
 
 func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2530,7 @@ func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolArgsDeltaEvent.ProtoReflect.Descriptor instead.
 func (*ToolArgsDeltaEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolArgsDeltaEvent) GetCallId() string {
@@ -2504,7 +2585,7 @@ type StepEvent struct {
 
 func (x *StepEvent) Reset() {
 	*x = StepEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2597,7 @@ func (x *StepEvent) String() string {
 func (*StepEvent) ProtoMessage() {}
 
 func (x *StepEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2610,7 @@ func (x *StepEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepEvent.ProtoReflect.Descriptor instead.
 func (*StepEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StepEvent) GetStep() int32 {
@@ -2574,7 +2655,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2667,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2680,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TokenUsage) GetPromptTokens() int64 {
@@ -2655,7 +2736,7 @@ type ApprovalDecidedEvent struct {
 
 func (x *ApprovalDecidedEvent) Reset() {
 	*x = ApprovalDecidedEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2748,7 @@ func (x *ApprovalDecidedEvent) String() string {
 func (*ApprovalDecidedEvent) ProtoMessage() {}
 
 func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2761,7 @@ func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecidedEvent.ProtoReflect.Descriptor instead.
 func (*ApprovalDecidedEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ApprovalDecidedEvent) GetCallId() string {
@@ -2749,7 +2830,7 @@ type MessageEvent struct {
 
 func (x *MessageEvent) Reset() {
 	*x = MessageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2842,7 @@ func (x *MessageEvent) String() string {
 func (*MessageEvent) ProtoMessage() {}
 
 func (x *MessageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2855,7 @@ func (x *MessageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEvent.ProtoReflect.Descriptor instead.
 func (*MessageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MessageEvent) GetId() string {
@@ -2824,7 +2905,7 @@ type CustomEvent struct {
 
 func (x *CustomEvent) Reset() {
 	*x = CustomEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2917,7 @@ func (x *CustomEvent) String() string {
 func (*CustomEvent) ProtoMessage() {}
 
 func (x *CustomEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2930,7 @@ func (x *CustomEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomEvent.ProtoReflect.Descriptor instead.
 func (*CustomEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CustomEvent) GetName() string {
@@ -2909,7 +2990,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3002,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3015,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolEvent) GetCallId() string {
@@ -3030,7 +3111,7 @@ type ContentEvent struct {
 
 func (x *ContentEvent) Reset() {
 	*x = ContentEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3123,7 @@ func (x *ContentEvent) String() string {
 func (*ContentEvent) ProtoMessage() {}
 
 func (x *ContentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3136,7 @@ func (x *ContentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentEvent.ProtoReflect.Descriptor instead.
 func (*ContentEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ContentEvent) GetBlockJson() string {
@@ -3080,7 +3161,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3173,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3186,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UsageEvent) GetStep() int32 {
@@ -3152,7 +3233,7 @@ type ErrorEvent struct {
 
 func (x *ErrorEvent) Reset() {
 	*x = ErrorEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3245,7 @@ func (x *ErrorEvent) String() string {
 func (*ErrorEvent) ProtoMessage() {}
 
 func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3258,7 @@ func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEvent.ProtoReflect.Descriptor instead.
 func (*ErrorEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ErrorEvent) GetError() *TurnError {
@@ -3199,7 +3280,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3292,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3305,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListAgentsRequest) GetAgentId() string {
@@ -3265,7 +3346,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3358,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3371,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -3325,7 +3406,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3337,7 +3418,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3350,7 +3431,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AgentInfo) GetId() string {
@@ -3424,7 +3505,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3436,7 +3517,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3449,7 +3530,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -3515,7 +3596,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3608,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3621,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Limits) GetMaxIterations() int32 {
@@ -3616,7 +3697,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3628,7 +3709,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3641,7 +3722,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -3721,7 +3802,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3814,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3827,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SendMessageResponse) GetStreamId() string {
@@ -3801,7 +3882,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3813,7 +3894,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3826,7 +3907,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ForkSessionRequest) GetSessionId() string {
@@ -3906,7 +3987,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3918,7 +3999,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3931,7 +4012,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ForkSessionResponse) GetSessionId() string {
@@ -3978,7 +4059,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4071,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4084,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -4032,7 +4113,7 @@ type Transcript struct {
 
 func (x *Transcript) Reset() {
 	*x = Transcript{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4125,7 @@ func (x *Transcript) String() string {
 func (*Transcript) ProtoMessage() {}
 
 func (x *Transcript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4138,7 @@ func (x *Transcript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
 func (*Transcript) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Transcript) GetConversationId() string {
@@ -4137,7 +4218,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4149,7 +4230,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4162,7 +4243,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TranscriptEntry) GetJobId() string {
@@ -4218,7 +4299,7 @@ type PendingMessage struct {
 
 func (x *PendingMessage) Reset() {
 	*x = PendingMessage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4230,7 +4311,7 @@ func (x *PendingMessage) String() string {
 func (*PendingMessage) ProtoMessage() {}
 
 func (x *PendingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4243,7 +4324,7 @@ func (x *PendingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingMessage.ProtoReflect.Descriptor instead.
 func (*PendingMessage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PendingMessage) GetJobId() string {
@@ -4301,7 +4382,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4313,7 +4394,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4326,7 +4407,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -4406,7 +4487,7 @@ type ArgCondition struct {
 
 func (x *ArgCondition) Reset() {
 	*x = ArgCondition{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4418,7 +4499,7 @@ func (x *ArgCondition) String() string {
 func (*ArgCondition) ProtoMessage() {}
 
 func (x *ArgCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4431,7 +4512,7 @@ func (x *ArgCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArgCondition.ProtoReflect.Descriptor instead.
 func (*ArgCondition) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ArgCondition) GetPath() string {
@@ -4460,7 +4541,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4472,7 +4553,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4485,7 +4566,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -4527,7 +4608,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4539,7 +4620,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4552,7 +4633,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListGrantsRequest) GetSessionId() string {
@@ -4585,7 +4666,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4597,7 +4678,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4610,7 +4691,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListGrantsResponse) GetGrants() []*Grant {
@@ -4629,7 +4710,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +4722,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +4735,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -4697,7 +4778,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4709,7 +4790,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4722,7 +4803,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Grant) GetId() string {
@@ -4867,7 +4948,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4879,7 +4960,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4892,7 +4973,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -4911,7 +4992,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4923,7 +5004,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4936,7 +5017,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -4961,7 +5042,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4973,7 +5054,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4986,7 +5067,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -5042,7 +5123,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5054,7 +5135,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5067,7 +5148,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AnswerRequest) GetStreamId() string {
@@ -5101,7 +5182,7 @@ type AnswerResponse struct {
 
 func (x *AnswerResponse) Reset() {
 	*x = AnswerResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5113,7 +5194,7 @@ func (x *AnswerResponse) String() string {
 func (*AnswerResponse) ProtoMessage() {}
 
 func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5126,7 +5207,7 @@ func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerResponse.ProtoReflect.Descriptor instead.
 func (*AnswerResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AnswerResponse) GetCallId() string {
@@ -5152,7 +5233,7 @@ type ListPendingQuestionsRequest struct {
 
 func (x *ListPendingQuestionsRequest) Reset() {
 	*x = ListPendingQuestionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5245,7 @@ func (x *ListPendingQuestionsRequest) String() string {
 func (*ListPendingQuestionsRequest) ProtoMessage() {}
 
 func (x *ListPendingQuestionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5258,7 @@ func (x *ListPendingQuestionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingQuestionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingQuestionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListPendingQuestionsRequest) GetStreamId() string {
@@ -5196,7 +5277,7 @@ type ListPendingQuestionsResponse struct {
 
 func (x *ListPendingQuestionsResponse) Reset() {
 	*x = ListPendingQuestionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5208,7 +5289,7 @@ func (x *ListPendingQuestionsResponse) String() string {
 func (*ListPendingQuestionsResponse) ProtoMessage() {}
 
 func (x *ListPendingQuestionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5221,7 +5302,7 @@ func (x *ListPendingQuestionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingQuestionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingQuestionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListPendingQuestionsResponse) GetQuestions() []*PendingQuestion {
@@ -5247,7 +5328,7 @@ type PendingQuestion struct {
 
 func (x *PendingQuestion) Reset() {
 	*x = PendingQuestion{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5259,7 +5340,7 @@ func (x *PendingQuestion) String() string {
 func (*PendingQuestion) ProtoMessage() {}
 
 func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5272,7 +5353,7 @@ func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingQuestion.ProtoReflect.Descriptor instead.
 func (*PendingQuestion) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PendingQuestion) GetCallId() string {
@@ -5351,7 +5432,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5363,7 +5444,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5376,7 +5457,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -5434,7 +5515,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5446,7 +5527,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5459,7 +5540,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -5532,7 +5613,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5544,7 +5625,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5557,7 +5638,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -5617,7 +5698,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5629,7 +5710,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5642,7 +5723,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -5709,7 +5790,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5721,7 +5802,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5734,7 +5815,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -5776,7 +5857,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5788,7 +5869,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5801,7 +5882,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -5856,7 +5937,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5868,7 +5949,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5881,7 +5962,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -5910,7 +5991,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5922,7 +6003,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5935,7 +6016,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Rule) GetName() string {
@@ -5974,7 +6055,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5986,7 +6067,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5999,7 +6080,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
 }
 
 type ListRulesResponse struct {
@@ -6013,7 +6094,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6025,7 +6106,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6038,7 +6119,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -6072,7 +6153,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6084,7 +6165,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6097,7 +6178,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -6126,7 +6207,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6138,7 +6219,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6151,7 +6232,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -6192,7 +6273,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6204,7 +6285,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6217,7 +6298,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RuleError) GetRule() string {
@@ -6242,7 +6323,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6254,7 +6335,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6267,7 +6348,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{76}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{77}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -6288,7 +6369,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6300,7 +6381,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6313,7 +6394,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{77}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -6375,7 +6456,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6387,7 +6468,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6400,7 +6481,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{78}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -6435,7 +6516,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6447,7 +6528,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6460,7 +6541,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{79}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *Process) GetTag() string {
@@ -6534,7 +6615,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6546,7 +6627,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6559,7 +6640,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{80}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{81}
 }
 
 type ListProcessesResponse struct {
@@ -6571,7 +6652,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6583,7 +6664,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6596,7 +6677,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{81}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -6615,7 +6696,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6627,7 +6708,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6640,7 +6721,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{82}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -6659,7 +6740,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6671,7 +6752,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6684,7 +6765,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{83}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -6706,7 +6787,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6718,7 +6799,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6731,7 +6812,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{84}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -6781,7 +6862,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6793,7 +6874,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6806,7 +6887,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{85}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -6889,7 +6970,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6901,7 +6982,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6914,7 +6995,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{86}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -6939,7 +7020,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6951,7 +7032,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6964,7 +7045,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{87}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{88}
 }
 
 type StartEvalRequest struct {
@@ -6986,7 +7067,7 @@ type StartEvalRequest struct {
 
 func (x *StartEvalRequest) Reset() {
 	*x = StartEvalRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6998,7 +7079,7 @@ func (x *StartEvalRequest) String() string {
 func (*StartEvalRequest) ProtoMessage() {}
 
 func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7011,7 +7092,7 @@ func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEvalRequest.ProtoReflect.Descriptor instead.
 func (*StartEvalRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{88}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *StartEvalRequest) GetDataset() string {
@@ -7061,7 +7142,7 @@ type StartEvalResponse struct {
 
 func (x *StartEvalResponse) Reset() {
 	*x = StartEvalResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7073,7 +7154,7 @@ func (x *StartEvalResponse) String() string {
 func (*StartEvalResponse) ProtoMessage() {}
 
 func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7086,7 +7167,7 @@ func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEvalResponse.ProtoReflect.Descriptor instead.
 func (*StartEvalResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *StartEvalResponse) GetEvalId() string {
@@ -7127,7 +7208,7 @@ type GetEvalRequest struct {
 
 func (x *GetEvalRequest) Reset() {
 	*x = GetEvalRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7139,7 +7220,7 @@ func (x *GetEvalRequest) String() string {
 func (*GetEvalRequest) ProtoMessage() {}
 
 func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7152,7 +7233,7 @@ func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvalRequest.ProtoReflect.Descriptor instead.
 func (*GetEvalRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{90}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *GetEvalRequest) GetEvalId() string {
@@ -7189,7 +7270,7 @@ type EvalRun struct {
 
 func (x *EvalRun) Reset() {
 	*x = EvalRun{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7201,7 +7282,7 @@ func (x *EvalRun) String() string {
 func (*EvalRun) ProtoMessage() {}
 
 func (x *EvalRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7214,7 +7295,7 @@ func (x *EvalRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalRun.ProtoReflect.Descriptor instead.
 func (*EvalRun) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{91}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *EvalRun) GetEvalId() string {
@@ -7309,7 +7390,7 @@ type EvalTotals struct {
 
 func (x *EvalTotals) Reset() {
 	*x = EvalTotals{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7321,7 +7402,7 @@ func (x *EvalTotals) String() string {
 func (*EvalTotals) ProtoMessage() {}
 
 func (x *EvalTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7334,7 +7415,7 @@ func (x *EvalTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalTotals.ProtoReflect.Descriptor instead.
 func (*EvalTotals) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{92}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *EvalTotals) GetVersion() int32 {
@@ -7404,7 +7485,7 @@ type EvalCaseResult struct {
 
 func (x *EvalCaseResult) Reset() {
 	*x = EvalCaseResult{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7416,7 +7497,7 @@ func (x *EvalCaseResult) String() string {
 func (*EvalCaseResult) ProtoMessage() {}
 
 func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7429,7 +7510,7 @@ func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCaseResult.ProtoReflect.Descriptor instead.
 func (*EvalCaseResult) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{93}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *EvalCaseResult) GetCaseId() string {
@@ -7513,7 +7594,7 @@ type EvalCheck struct {
 
 func (x *EvalCheck) Reset() {
 	*x = EvalCheck{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7525,7 +7606,7 @@ func (x *EvalCheck) String() string {
 func (*EvalCheck) ProtoMessage() {}
 
 func (x *EvalCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7538,7 +7619,7 @@ func (x *EvalCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCheck.ProtoReflect.Descriptor instead.
 func (*EvalCheck) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{94}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *EvalCheck) GetName() string {
@@ -7649,7 +7730,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xde\x04\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\x94\x05\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -7672,7 +7753,14 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\asteered\x18\x0f \x03(\tR\asteered\x12\x18\n" +
 	"\achannel\x18\x10 \x01(\tR\achannel\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x11 \x01(\tR\tsessionId\"\xd8\x02\n" +
+	"session_id\x18\x11 \x01(\tR\tsessionId\x124\n" +
+	"\tcitations\x18\x12 \x03(\v2\x16.agentflow.v1.CitationR\tcitations\"\x89\x01\n" +
+	"\bCitation\x12\x19\n" +
+	"\bchunk_id\x18\x01 \x01(\tR\achunkId\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12%\n" +
+	"\x0edocument_title\x18\x03 \x01(\tR\rdocumentTitle\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\x05R\bposition\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
@@ -8263,7 +8351,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -8280,241 +8368,243 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*ResumeRequest)(nil),                // 12: agentflow.v1.ResumeRequest
 	(*GetResultRequest)(nil),             // 13: agentflow.v1.GetResultRequest
 	(*TurnResult)(nil),                   // 14: agentflow.v1.TurnResult
-	(*ResultMetadata)(nil),               // 15: agentflow.v1.ResultMetadata
-	(*ToolCallRecord)(nil),               // 16: agentflow.v1.ToolCallRecord
-	(*TurnError)(nil),                    // 17: agentflow.v1.TurnError
-	(*StreamEventMeta)(nil),              // 18: agentflow.v1.StreamEventMeta
-	(*ChildEvent)(nil),                   // 19: agentflow.v1.ChildEvent
-	(*StreamEvent)(nil),                  // 20: agentflow.v1.StreamEvent
-	(*QuestionEvent)(nil),                // 21: agentflow.v1.QuestionEvent
-	(*QuestionAnsweredEvent)(nil),        // 22: agentflow.v1.QuestionAnsweredEvent
-	(*SteeredEvent)(nil),                 // 23: agentflow.v1.SteeredEvent
-	(*StatusEvent)(nil),                  // 24: agentflow.v1.StatusEvent
-	(*TokenEvent)(nil),                   // 25: agentflow.v1.TokenEvent
-	(*ToolArgsDeltaEvent)(nil),           // 26: agentflow.v1.ToolArgsDeltaEvent
-	(*StepEvent)(nil),                    // 27: agentflow.v1.StepEvent
-	(*TokenUsage)(nil),                   // 28: agentflow.v1.TokenUsage
-	(*ApprovalDecidedEvent)(nil),         // 29: agentflow.v1.ApprovalDecidedEvent
-	(*MessageEvent)(nil),                 // 30: agentflow.v1.MessageEvent
-	(*CustomEvent)(nil),                  // 31: agentflow.v1.CustomEvent
-	(*ToolEvent)(nil),                    // 32: agentflow.v1.ToolEvent
-	(*ContentEvent)(nil),                 // 33: agentflow.v1.ContentEvent
-	(*UsageEvent)(nil),                   // 34: agentflow.v1.UsageEvent
-	(*ErrorEvent)(nil),                   // 35: agentflow.v1.ErrorEvent
-	(*ListAgentsRequest)(nil),            // 36: agentflow.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),           // 37: agentflow.v1.ListAgentsResponse
-	(*AgentInfo)(nil),                    // 38: agentflow.v1.AgentInfo
-	(*ToolInfo)(nil),                     // 39: agentflow.v1.ToolInfo
-	(*Limits)(nil),                       // 40: agentflow.v1.Limits
-	(*SendMessageRequest)(nil),           // 41: agentflow.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),          // 42: agentflow.v1.SendMessageResponse
-	(*ForkSessionRequest)(nil),           // 43: agentflow.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),          // 44: agentflow.v1.ForkSessionResponse
-	(*GetTranscriptRequest)(nil),         // 45: agentflow.v1.GetTranscriptRequest
-	(*Transcript)(nil),                   // 46: agentflow.v1.Transcript
-	(*TranscriptEntry)(nil),              // 47: agentflow.v1.TranscriptEntry
-	(*PendingMessage)(nil),               // 48: agentflow.v1.PendingMessage
-	(*ApproveRequest)(nil),               // 49: agentflow.v1.ApproveRequest
-	(*ArgCondition)(nil),                 // 50: agentflow.v1.ArgCondition
-	(*ApproveResponse)(nil),              // 51: agentflow.v1.ApproveResponse
-	(*ListGrantsRequest)(nil),            // 52: agentflow.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),           // 53: agentflow.v1.ListGrantsResponse
-	(*RevokeGrantRequest)(nil),           // 54: agentflow.v1.RevokeGrantRequest
-	(*Grant)(nil),                        // 55: agentflow.v1.Grant
-	(*ListPendingApprovalsRequest)(nil),  // 56: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 57: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 58: agentflow.v1.PendingApproval
-	(*AnswerRequest)(nil),                // 59: agentflow.v1.AnswerRequest
-	(*AnswerResponse)(nil),               // 60: agentflow.v1.AnswerResponse
-	(*ListPendingQuestionsRequest)(nil),  // 61: agentflow.v1.ListPendingQuestionsRequest
-	(*ListPendingQuestionsResponse)(nil), // 62: agentflow.v1.ListPendingQuestionsResponse
-	(*PendingQuestion)(nil),              // 63: agentflow.v1.PendingQuestion
-	(*GetUsageRequest)(nil),              // 64: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 65: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 66: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 67: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 68: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 69: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 70: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 71: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 72: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 73: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 74: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 75: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 76: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 77: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 78: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 79: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 80: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 81: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 82: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 83: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 84: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 85: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 86: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 87: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 88: agentflow.v1.CancelResponse
-	(*StartEvalRequest)(nil),             // 89: agentflow.v1.StartEvalRequest
-	(*StartEvalResponse)(nil),            // 90: agentflow.v1.StartEvalResponse
-	(*GetEvalRequest)(nil),               // 91: agentflow.v1.GetEvalRequest
-	(*EvalRun)(nil),                      // 92: agentflow.v1.EvalRun
-	(*EvalTotals)(nil),                   // 93: agentflow.v1.EvalTotals
-	(*EvalCaseResult)(nil),               // 94: agentflow.v1.EvalCaseResult
-	(*EvalCheck)(nil),                    // 95: agentflow.v1.EvalCheck
-	nil,                                  // 96: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 97: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 98: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 99: google.protobuf.Struct
-	(*structpb.Value)(nil),               // 100: google.protobuf.Value
+	(*Citation)(nil),                     // 15: agentflow.v1.Citation
+	(*ResultMetadata)(nil),               // 16: agentflow.v1.ResultMetadata
+	(*ToolCallRecord)(nil),               // 17: agentflow.v1.ToolCallRecord
+	(*TurnError)(nil),                    // 18: agentflow.v1.TurnError
+	(*StreamEventMeta)(nil),              // 19: agentflow.v1.StreamEventMeta
+	(*ChildEvent)(nil),                   // 20: agentflow.v1.ChildEvent
+	(*StreamEvent)(nil),                  // 21: agentflow.v1.StreamEvent
+	(*QuestionEvent)(nil),                // 22: agentflow.v1.QuestionEvent
+	(*QuestionAnsweredEvent)(nil),        // 23: agentflow.v1.QuestionAnsweredEvent
+	(*SteeredEvent)(nil),                 // 24: agentflow.v1.SteeredEvent
+	(*StatusEvent)(nil),                  // 25: agentflow.v1.StatusEvent
+	(*TokenEvent)(nil),                   // 26: agentflow.v1.TokenEvent
+	(*ToolArgsDeltaEvent)(nil),           // 27: agentflow.v1.ToolArgsDeltaEvent
+	(*StepEvent)(nil),                    // 28: agentflow.v1.StepEvent
+	(*TokenUsage)(nil),                   // 29: agentflow.v1.TokenUsage
+	(*ApprovalDecidedEvent)(nil),         // 30: agentflow.v1.ApprovalDecidedEvent
+	(*MessageEvent)(nil),                 // 31: agentflow.v1.MessageEvent
+	(*CustomEvent)(nil),                  // 32: agentflow.v1.CustomEvent
+	(*ToolEvent)(nil),                    // 33: agentflow.v1.ToolEvent
+	(*ContentEvent)(nil),                 // 34: agentflow.v1.ContentEvent
+	(*UsageEvent)(nil),                   // 35: agentflow.v1.UsageEvent
+	(*ErrorEvent)(nil),                   // 36: agentflow.v1.ErrorEvent
+	(*ListAgentsRequest)(nil),            // 37: agentflow.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),           // 38: agentflow.v1.ListAgentsResponse
+	(*AgentInfo)(nil),                    // 39: agentflow.v1.AgentInfo
+	(*ToolInfo)(nil),                     // 40: agentflow.v1.ToolInfo
+	(*Limits)(nil),                       // 41: agentflow.v1.Limits
+	(*SendMessageRequest)(nil),           // 42: agentflow.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),          // 43: agentflow.v1.SendMessageResponse
+	(*ForkSessionRequest)(nil),           // 44: agentflow.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),          // 45: agentflow.v1.ForkSessionResponse
+	(*GetTranscriptRequest)(nil),         // 46: agentflow.v1.GetTranscriptRequest
+	(*Transcript)(nil),                   // 47: agentflow.v1.Transcript
+	(*TranscriptEntry)(nil),              // 48: agentflow.v1.TranscriptEntry
+	(*PendingMessage)(nil),               // 49: agentflow.v1.PendingMessage
+	(*ApproveRequest)(nil),               // 50: agentflow.v1.ApproveRequest
+	(*ArgCondition)(nil),                 // 51: agentflow.v1.ArgCondition
+	(*ApproveResponse)(nil),              // 52: agentflow.v1.ApproveResponse
+	(*ListGrantsRequest)(nil),            // 53: agentflow.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),           // 54: agentflow.v1.ListGrantsResponse
+	(*RevokeGrantRequest)(nil),           // 55: agentflow.v1.RevokeGrantRequest
+	(*Grant)(nil),                        // 56: agentflow.v1.Grant
+	(*ListPendingApprovalsRequest)(nil),  // 57: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 58: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 59: agentflow.v1.PendingApproval
+	(*AnswerRequest)(nil),                // 60: agentflow.v1.AnswerRequest
+	(*AnswerResponse)(nil),               // 61: agentflow.v1.AnswerResponse
+	(*ListPendingQuestionsRequest)(nil),  // 62: agentflow.v1.ListPendingQuestionsRequest
+	(*ListPendingQuestionsResponse)(nil), // 63: agentflow.v1.ListPendingQuestionsResponse
+	(*PendingQuestion)(nil),              // 64: agentflow.v1.PendingQuestion
+	(*GetUsageRequest)(nil),              // 65: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 66: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 67: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 68: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 69: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 70: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 71: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 72: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 73: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 74: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 75: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 76: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 77: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 78: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 79: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 80: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 81: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 82: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 83: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 84: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 85: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 86: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 87: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 88: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 89: agentflow.v1.CancelResponse
+	(*StartEvalRequest)(nil),             // 90: agentflow.v1.StartEvalRequest
+	(*StartEvalResponse)(nil),            // 91: agentflow.v1.StartEvalResponse
+	(*GetEvalRequest)(nil),               // 92: agentflow.v1.GetEvalRequest
+	(*EvalRun)(nil),                      // 93: agentflow.v1.EvalRun
+	(*EvalTotals)(nil),                   // 94: agentflow.v1.EvalTotals
+	(*EvalCaseResult)(nil),               // 95: agentflow.v1.EvalCaseResult
+	(*EvalCheck)(nil),                    // 96: agentflow.v1.EvalCheck
+	nil,                                  // 97: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 98: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 99: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 100: google.protobuf.Struct
+	(*structpb.Value)(nil),               // 101: google.protobuf.Value
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,   // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	98,  // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
 	2,   // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
-	96,  // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	97,  // 3: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	5,   // 4: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	99,  // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	100, // 5: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
 	1,   // 6: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 7: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 8: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
-	20,  // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
-	15,  // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
-	17,  // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	98,  // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	21,  // 9: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
+	16,  // 10: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
+	18,  // 11: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
+	99,  // 12: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
 	3,   // 13: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
-	16,  // 14: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
-	19,  // 15: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
-	18,  // 16: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
-	24,  // 17: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
-	25,  // 18: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	32,  // 19: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	32,  // 20: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	32,  // 21: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	33,  // 22: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	34,  // 23: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	35,  // 24: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	32,  // 25: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	25,  // 26: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
-	26,  // 27: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
-	27,  // 28: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
-	27,  // 29: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
-	29,  // 30: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
-	30,  // 31: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
-	30,  // 32: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
-	31,  // 33: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
-	23,  // 34: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
-	21,  // 35: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
-	22,  // 36: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
-	98,  // 37: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
-	0,   // 38: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	17,  // 39: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	28,  // 40: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	98,  // 41: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	17,  // 42: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	38,  // 43: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	39,  // 44: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	40,  // 45: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	4,   // 46: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	47,  // 47: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
-	48,  // 48: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	50,  // 49: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
-	100, // 50: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
-	55,  // 51: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
-	50,  // 52: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
-	98,  // 53: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
-	98,  // 54: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	98,  // 55: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
-	58,  // 56: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	98,  // 57: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	98,  // 58: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	63,  // 59: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
-	98,  // 60: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
-	98,  // 61: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
-	98,  // 62: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	98,  // 63: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	98,  // 64: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	98,  // 65: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	98,  // 66: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	65,  // 67: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	65,  // 68: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	66,  // 69: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	97,  // 70: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	69,  // 71: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	71,  // 72: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	4,   // 73: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	76,  // 74: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	38,  // 75: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	71,  // 76: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	98,  // 77: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 78: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	85,  // 79: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	98,  // 80: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	86,  // 81: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	98,  // 82: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	98,  // 83: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
-	98,  // 84: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
-	93,  // 85: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
-	94,  // 86: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
-	95,  // 87: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
-	6,   // 88: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	8,   // 89: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	7,   // 90: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	12,  // 91: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	10,  // 92: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	13,  // 93: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	36,  // 94: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	41,  // 95: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	45,  // 96: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	43,  // 97: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
-	49,  // 98: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	56,  // 99: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	52,  // 100: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
-	54,  // 101: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
-	59,  // 102: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
-	61,  // 103: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
-	87,  // 104: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	68,  // 105: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	72,  // 106: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	74,  // 107: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	77,  // 108: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	79,  // 109: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	81,  // 110: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	83,  // 111: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	64,  // 112: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	89,  // 113: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
-	91,  // 114: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
-	14,  // 115: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,   // 116: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	20,  // 117: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	20,  // 118: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11,  // 119: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14,  // 120: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	37,  // 121: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	42,  // 122: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	46,  // 123: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	44,  // 124: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
-	51,  // 125: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	57,  // 126: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	53,  // 127: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
-	55,  // 128: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
-	60,  // 129: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
-	62,  // 130: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
-	88,  // 131: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	70,  // 132: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	73,  // 133: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	75,  // 134: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	78,  // 135: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	80,  // 136: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	82,  // 137: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	84,  // 138: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	67,  // 139: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	90,  // 140: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
-	92,  // 141: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
-	115, // [115:142] is the sub-list for method output_type
-	88,  // [88:115] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	15,  // 14: agentflow.v1.TurnResult.citations:type_name -> agentflow.v1.Citation
+	17,  // 15: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
+	20,  // 16: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
+	19,  // 17: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
+	25,  // 18: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
+	26,  // 19: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
+	33,  // 20: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	33,  // 21: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	33,  // 22: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	34,  // 23: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	35,  // 24: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	36,  // 25: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	33,  // 26: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	26,  // 27: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	27,  // 28: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	28,  // 29: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	28,  // 30: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	30,  // 31: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	31,  // 32: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	31,  // 33: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	32,  // 34: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	24,  // 35: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
+	22,  // 36: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
+	23,  // 37: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
+	99,  // 38: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
+	0,   // 39: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	18,  // 40: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	29,  // 41: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	99,  // 42: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	18,  // 43: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	39,  // 44: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	40,  // 45: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	41,  // 46: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	4,   // 47: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	48,  // 48: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	49,  // 49: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	51,  // 50: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
+	101, // 51: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
+	56,  // 52: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
+	51,  // 53: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
+	99,  // 54: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 55: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	99,  // 56: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	59,  // 57: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	99,  // 58: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	99,  // 59: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	64,  // 60: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
+	99,  // 61: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
+	99,  // 62: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
+	99,  // 63: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	99,  // 64: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	99,  // 65: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	99,  // 66: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	99,  // 67: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	66,  // 68: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	66,  // 69: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	67,  // 70: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	98,  // 71: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	70,  // 72: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	72,  // 73: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	4,   // 74: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	77,  // 75: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	39,  // 76: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	72,  // 77: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	99,  // 78: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	81,  // 79: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	86,  // 80: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	99,  // 81: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	87,  // 82: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	99,  // 83: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 84: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
+	99,  // 85: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
+	94,  // 86: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
+	95,  // 87: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
+	96,  // 88: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
+	6,   // 89: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,   // 90: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,   // 91: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12,  // 92: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10,  // 93: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13,  // 94: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	37,  // 95: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	42,  // 96: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	46,  // 97: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	44,  // 98: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	50,  // 99: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	57,  // 100: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	53,  // 101: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
+	55,  // 102: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
+	60,  // 103: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
+	62,  // 104: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
+	88,  // 105: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	69,  // 106: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	73,  // 107: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	75,  // 108: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	78,  // 109: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	80,  // 110: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	82,  // 111: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	84,  // 112: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	65,  // 113: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	90,  // 114: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
+	92,  // 115: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
+	14,  // 116: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,   // 117: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	21,  // 118: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	21,  // 119: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11,  // 120: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14,  // 121: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	38,  // 122: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	43,  // 123: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	47,  // 124: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	45,  // 125: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	52,  // 126: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	58,  // 127: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	54,  // 128: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
+	56,  // 129: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
+	61,  // 130: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
+	63,  // 131: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
+	89,  // 132: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	71,  // 133: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	74,  // 134: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	76,  // 135: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	79,  // 136: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	81,  // 137: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	83,  // 138: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	85,  // 139: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	68,  // 140: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	91,  // 141: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
+	93,  // 142: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
+	116, // [116:143] is the sub-list for method output_type
+	89,  // [89:116] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -8523,7 +8613,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 		return
 	}
 	file_agentflow_v1_agentflow_proto_msgTypes[0].OneofWrappers = []any{}
-	file_agentflow_v1_agentflow_proto_msgTypes[19].OneofWrappers = []any{
+	file_agentflow_v1_agentflow_proto_msgTypes[20].OneofWrappers = []any{
 		(*StreamEvent_Status)(nil),
 		(*StreamEvent_Token)(nil),
 		(*StreamEvent_ToolStart)(nil),
@@ -8545,14 +8635,14 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_Question)(nil),
 		(*StreamEvent_QuestionAnswered)(nil),
 	}
-	file_agentflow_v1_agentflow_proto_msgTypes[48].OneofWrappers = []any{}
+	file_agentflow_v1_agentflow_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   97,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
