@@ -231,3 +231,28 @@ func Cited(answer string, retrievals [][]Citation) []Citation {
 	}
 	return out
 }
+
+// BlockCitation is the type of a content block that cites a chunk: its
+// JSON is the Citation, Ref its chunk id and Name its document's title.
+// A completed result's blocks end with one per citation, so that every
+// door that follows the turn's events can show them.
+const BlockCitation = "citation"
+
+// CitationBlocks are the content blocks of citations.
+func CitationBlocks(cs []Citation) []Block {
+	out := make([]Block, 0, len(cs))
+	for _, c := range cs {
+		raw, _ := json.Marshal(c) // strings and an int: cannot fail
+		out = append(out, Block{Type: BlockCitation, Ref: c.ChunkID, Name: c.DocumentTitle, JSON: raw})
+	}
+	return out
+}
+
+// Citation is the citation a citation block carries.
+func (b Block) Citation() (Citation, bool) {
+	var c Citation
+	if b.Type != BlockCitation || json.Unmarshal(b.JSON, &c) != nil || c.ChunkID == "" {
+		return Citation{}, false
+	}
+	return c, true
+}
