@@ -46,9 +46,9 @@ type Retrieval struct {
 	Collections []string `json:"collections"`
 	// TopK is how many chunks at most (0: DefaultRetrieveTopK).
 	TopK int `json:"top_k,omitempty"`
-	// MaxTokens bounds the text of the chunks handed back (0:
+	// Budget bounds the text of the chunks handed back (0:
 	// DefaultRetrieveTokens; at most MaxRetrieveTokens).
-	MaxTokens int `json:"max_tokens,omitempty"`
+	Budget int `json:"budget,omitempty"`
 	// Mode is hybrid (default), text or vector.
 	Mode string `json:"mode,omitempty"`
 	// Filter keeps the chunks whose metadata has each key with exactly
@@ -76,8 +76,8 @@ func (r Retrieval) Validate(field string) error {
 	if r.TopK < 0 || r.TopK > MaxRetrieveTopK {
 		return Errorf(CodeInvalid, "%s: top_k %d: want 1 to %d", field, r.TopK, MaxRetrieveTopK)
 	}
-	if r.MaxTokens < 0 || r.MaxTokens > MaxRetrieveTokens {
-		return Errorf(CodeInvalid, "%s: max_tokens %d: want 1 to %d", field, r.MaxTokens, MaxRetrieveTokens)
+	if r.Budget < 0 || r.Budget > MaxRetrieveTokens {
+		return Errorf(CodeInvalid, "%s: budget %d: want 1 to %d", field, r.Budget, MaxRetrieveTokens)
 	}
 	switch r.Mode {
 	case "", SearchHybrid, SearchText, SearchVector:
@@ -90,13 +90,13 @@ func (r Retrieval) Validate(field string) error {
 	return nil
 }
 
-// WithDefaults fills in TopK, MaxTokens and Mode.
+// WithDefaults fills in TopK, Budget and Mode.
 func (r Retrieval) WithDefaults() Retrieval {
 	if r.TopK == 0 {
 		r.TopK = DefaultRetrieveTopK
 	}
-	if r.MaxTokens == 0 {
-		r.MaxTokens = DefaultRetrieveTokens
+	if r.Budget == 0 {
+		r.Budget = DefaultRetrieveTokens
 	}
 	if r.Mode == "" {
 		r.Mode = SearchHybrid
@@ -117,7 +117,7 @@ type RetrieveConfig struct {
 const RetrieveConfigSchema = `{"type":"object","additionalProperties":false,"required":["collections"],"properties":{` +
 	`"collections":{"type":"array","minItems":1,"maxItems":16,"items":{"type":"string","minLength":1,"maxLength":64},"description":"the tenant's collections to search"},` +
 	`"top_k":{"type":"integer","minimum":1,"maximum":50,"description":"how many chunks at most (default 5)"},` +
-	`"max_tokens":{"type":"integer","minimum":1,"maximum":16000,"description":"token budget of the text handed back (default 2000)"},` +
+	`"budget":{"type":"integer","minimum":1,"maximum":16000,"description":"token budget of the text handed back (default 2000)"},` +
 	`"mode":{"enum":["hybrid","text","vector"],"description":"search mode (default hybrid)"},` +
 	`"filter":{"type":"object","additionalProperties":{"type":"string"},"description":"metadata every chunk must match"},` +
 	`"model_filters":{"type":"array","items":{"type":"string","minLength":1,"maxLength":64},"description":"metadata keys the model may filter by"}}}`
@@ -129,17 +129,17 @@ const RetrieveParameters = `{"type":"object","additionalProperties":false,"requi
 	`"filter":{"type":"object","additionalProperties":{"type":"string"},"description":"metadata the chunks must match, by the keys the tool allows"}}}`
 
 // ParseRetrieveConfig reads and checks a retrieve tool's config. An
-// explicit top_k or max_tokens of 0 is refused (omit it for the default).
+// explicit top_k or budget of 0 is refused (omit it for the default).
 func ParseRetrieveConfig(raw json.RawMessage) (RetrieveConfig, error) {
 	var cfg struct {
 		RetrieveConfig
-		TopK      *int `json:"top_k"`
-		MaxTokens *int `json:"max_tokens"`
+		TopK   *int `json:"top_k"`
+		Budget *int `json:"budget"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(bytes.TrimSpace(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
-		return RetrieveConfig{}, Errorf(CodeInvalid, "%s config: %v (the settings are collections, top_k, max_tokens, mode, filter and model_filters)", KindRetrieve, err)
+		return RetrieveConfig{}, Errorf(CodeInvalid, "%s config: %v (the settings are collections, top_k, budget, mode, filter and model_filters)", KindRetrieve, err)
 	}
 	c := cfg.RetrieveConfig
 	if cfg.TopK != nil {
@@ -148,11 +148,11 @@ func ParseRetrieveConfig(raw json.RawMessage) (RetrieveConfig, error) {
 		}
 		c.TopK = *cfg.TopK
 	}
-	if cfg.MaxTokens != nil {
-		if *cfg.MaxTokens == 0 {
-			return RetrieveConfig{}, Errorf(CodeInvalid, "%s config: max_tokens 0: want 1 to %d", KindRetrieve, MaxRetrieveTokens)
+	if cfg.Budget != nil {
+		if *cfg.Budget == 0 {
+			return RetrieveConfig{}, Errorf(CodeInvalid, "%s config: budget 0: want 1 to %d", KindRetrieve, MaxRetrieveTokens)
 		}
-		c.MaxTokens = *cfg.MaxTokens
+		c.Budget = *cfg.Budget
 	}
 	if err := c.Validate(KindRetrieve + " config"); err != nil {
 		return RetrieveConfig{}, err

@@ -24,7 +24,7 @@ func (s Searcher) Collection(ctx context.Context, tenant, name string) (agent.Co
 // Retrieve answers query over the retrieval's collections of the tenant:
 // each is searched for r.TopK chunks, and the best r.TopK of them all, by
 // fused score, are kept, each chunk once, while their text fits
-// r.MaxTokens (the first is cut to fit when it alone does not). The
+// r.Budget (the first is cut to fit when it alone does not). The
 // usage is what embedding the query took.
 func (s Searcher) Retrieve(ctx context.Context, tenant, query string, r agent.Retrieval) ([]agent.Hit, agent.Usage, error) {
 	r = r.WithDefaults()
@@ -43,7 +43,7 @@ func (s Searcher) Retrieve(ctx context.Context, tenant, query string, r agent.Re
 	}
 	// Stable: among equal scores, the order the collections were named.
 	slices.SortStableFunc(all, func(a, b agent.Hit) int { return cmp.Compare(b.Score, a.Score) })
-	return budget(all, r.TopK, r.MaxTokens), usage, nil
+	return budget(all, r.TopK, r.Budget), usage, nil
 }
 
 // budget keeps the first topK hits, each chunk once, while their text

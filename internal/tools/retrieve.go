@@ -29,7 +29,7 @@ const maxRetrieveQuery = 2000
 
 // Retrieve returns the retrieve kind: the model searches the tenant's
 // collections that the config names (agent.RetrieveConfig: collections,
-// top_k, max_tokens, mode, filter, model_filters) and gets the chunks
+// top_k, budget, mode, filter, model_filters) and gets the chunks
 // found as passages under markers [n] (agent.Passages), with their
 // citations (Output.Citations) for the turn's result. The collections
 // must be the tenant's when the catalog is applied (Resolve) and when a

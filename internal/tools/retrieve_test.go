@@ -78,7 +78,7 @@ func TestRetrieveFindsAndCites(t *testing.T) {
 	require.ErrorContains(t, err, `filter "author" is not allowed; the keys you may filter by: lang, team`)
 
 	// A budget of a few tokens cuts the one chunk it keeps.
-	small := retrieveSpec(`{"collections":["handbook"],"max_tokens":5,"mode":"text"}`)
+	small := retrieveSpec(`{"collections":["handbook"],"budget":5,"mode":"text"}`)
 	out, err = reg.Execute(ctx, small, tools.Call{TenantID: "acme", Args: json.RawMessage(`{"query":"refunds paid"}`)})
 	require.NoError(t, err)
 	require.Len(t, out.Citations, 1)
@@ -101,7 +101,7 @@ func TestRetrieveBadConfig(t *testing.T) {
 		{"no collections", `{}`, "collections is required"},
 		{"top_k 0", `{"collections":["handbook"],"top_k":0}`, "top_k 0: want 1 to 50"},
 		{"top_k too large", `{"collections":["handbook"],"top_k":51}`, "top_k 51: want 1 to 50"},
-		{"budget over the max", `{"collections":["handbook"],"max_tokens":16001}`, "max_tokens 16001: want 1 to 16000"},
+		{"budget over the max", `{"collections":["handbook"],"budget":16001}`, "budget 16001: want 1 to 16000"},
 		{"bad mode", `{"collections":["handbook"],"mode":"fuzzy"}`, `mode "fuzzy": want hybrid, text or vector`},
 		{"bad name", `{"collections":["Hand Book"]}`, "collections[0]"},
 		{"unknown field", `{"collections":["handbook"],"k":3}`, `unknown field "k"`},
