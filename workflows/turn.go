@@ -118,6 +118,9 @@ func (t *turn) run(ctx workflow.Context, carried *contract.TurnCarry) (agent.Tur
 	if res, done, err := t.load(ctx); done {
 		return res, err
 	}
+	if err := t.prepare(ctx); err != nil {
+		return t.finish(ctx, "", agent.TurnErrorOf(contract.ErrorOf(err)))
+	}
 	return t.steps(ctx)
 }
 
