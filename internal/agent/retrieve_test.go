@@ -23,3 +23,23 @@ func TestCited(t *testing.T) {
 	require.Equal(t, []string{"d1#0", "d1#1", "d2#0"}, ids(agent.Cited("See [9].", [][]agent.Citation{a})), "markers naming nothing keep all")
 	require.Empty(t, agent.Cited("See [1].", nil))
 }
+
+// FuzzRetrieveConfigs: any retrieve config or prepare phase decodes to a
+// valid value or a CodeInvalid error, never a panic.
+func FuzzRetrieveConfigs(f *testing.F) {
+	f.Add(`{"collections":["handbook"],"top_k":3,"budget":500,"mode":"text","filter":{"lang":"en"},"model_filters":["product"]}`)
+	f.Add(`{"classify":{"labels":["a","b"]},"reformulate":true,"retrieve":{"collections":["x"],"top_k":0}}`)
+	f.Add(`{"classify":false}`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		if cfg, err := agent.ParseRetrieveConfig([]byte(raw)); err != nil {
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+		} else {
+			require.NoError(t, cfg.Validate("config"))
+		}
+		if p, err := agent.ParsePrepare([]byte(raw)); err != nil {
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+		} else {
+			require.NoError(t, p.Validate())
+		}
+	})
+}
