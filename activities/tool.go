@@ -379,7 +379,7 @@ func (a *Activities) output(ctx context.Context, in contract.ExecuteToolInput, o
 	out.Text += note
 	msg, status := a.dataOutput(ctx, in, out)
 	if status == agent.ToolOK {
-		msg.Parts = parts
+		msg.Parts, msg.Citations = parts, out.Citations
 	}
 	return msg, status
 }
@@ -528,7 +528,7 @@ func describeData(text string, p agent.DataPreview, data []byte, show, cacheHit 
 
 func (a *Activities) toolResult(ctx context.Context, callID string, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
 	preview, cut := truncate(msg.Content, a.previewBytes)
-	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview, Data: msg.Data, CacheHit: msg.CacheHit, Parts: msg.Parts}
+	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview, Data: msg.Data, CacheHit: msg.CacheHit, Parts: msg.Parts, Citations: msg.Citations}
 	if cut {
 		var ref string
 		err := a.db(ctx, "store tool output", func() (err error) {

@@ -148,6 +148,8 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	switch {
 	case res.Status == agent.StatusCompleted:
 		res.Blocks = resultBlocks(res, in.Reasoning, in.Files)
+		res.Citations = agent.Cited(res.Output, in.Retrieved)
+		res.Blocks = append(res.Blocks, agent.CitationBlocks(res.Citations)...)
 	case res.Partial:
 		res.Blocks = []agent.Block{{Type: agent.BlockText, Text: res.Output, Partial: true}}
 	}

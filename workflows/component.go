@@ -111,7 +111,7 @@ func (t *turn) carry() (*contract.TurnCarry, error) {
 		Run: t.runs + 1, Start: t.start, Deadline: t.deadline,
 		Agent: t.agent, Rule: t.rule, Iteration: t.iteration, Seq: t.seq, Usage: t.usage,
 		Calls: t.calls, CallsOmitted: t.callsOmitted, Round: len(t.round), AfterTools: t.afterTools, Unstored: t.unstored,
-		Data: t.data, CacheHit: t.cacheHit, Reasoning: reasoning, Files: t.files,
+		Data: t.data, CacheHit: t.cacheHit, Reasoning: reasoning, Files: t.files, Retrieved: t.retrieved,
 	}
 	for _, p := range t.components() {
 		if err := p.carry(c); err != nil {
@@ -130,5 +130,5 @@ func (t *turn) resume(c contract.TurnCarry) {
 	if n := min(c.Round, len(c.Calls)); n > 0 {
 		t.round = t.calls[len(t.calls)-n:]
 	}
-	t.data, t.cacheHit, t.reasoning, t.files = c.Data, c.CacheHit, c.Reasoning, c.Files
+	t.data, t.cacheHit, t.reasoning, t.files, t.retrieved = c.Data, c.CacheHit, c.Reasoning, c.Files, c.Retrieved
 }

@@ -210,6 +210,9 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 				for _, p := range res.Parts {
 					t.files = append(t.files, agent.Block{Type: p.Type, Ref: p.URL, MIMEType: p.MIMEType, Name: p.Name, CallID: c.ID})
 				}
+				if len(res.Citations) > 0 && len(t.retrieved) < agent.MaxTurnRetrievals {
+					t.retrieved = append(t.retrieved, res.Citations)
+				}
 			}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		}

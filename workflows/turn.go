@@ -86,6 +86,10 @@ type turn struct {
 	cacheHit  bool
 	reasoning []string
 	files     []agent.Block
+	// retrieved are the citations of the turn's retrievals (its retrieve
+	// calls, its prepare phase), a list each as it was numbered: the
+	// result cites those its answer drew on (agent.Cited).
+	retrieved [][]agent.Citation
 
 	logging
 	stopper
@@ -113,6 +117,9 @@ func (t *turn) run(ctx workflow.Context, carried *contract.TurnCarry) (agent.Tur
 	}
 	if res, done, err := t.load(ctx); done {
 		return res, err
+	}
+	if err := t.prepare(ctx); err != nil {
+		return t.finish(ctx, "", agent.TurnErrorOf(contract.ErrorOf(err)))
 	}
 	return t.steps(ctx)
 }

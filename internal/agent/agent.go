@@ -79,6 +79,9 @@ type Agent struct {
 	// EmptyAnswer is the answer of a turn whose model answered nothing:
 	// no text, no JSON, no file. Empty: DefaultEmptyAnswer.
 	EmptyAnswer string `json:"empty_answer,omitempty"`
+	// Prepare, when set, is the steps a turn runs before its first model
+	// call (prepare.go).
+	Prepare *Prepare `json:"prepare,omitempty"`
 }
 
 // DefaultEmptyAnswer is the answer of a turn whose model answered

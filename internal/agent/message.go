@@ -45,6 +45,9 @@ type Message struct {
 	// had written (TurnResult.Partial). The model reads it with
 	// InterruptedNote.
 	Partial bool `json:"partial,omitempty"`
+	// Citations, on a stored tool message, are the chunks of documents
+	// the call's output quotes (a retrieve call's), as it numbered them.
+	Citations []Citation `json:"citations,omitempty"`
 }
 
 // Text is every text the message carries, as the model reads it: its

@@ -625,6 +625,10 @@ type TurnResult struct {
 	// the log from a closed workflow (a query its worker answers by
 	// replaying the whole history).
 	StreamTail []Event `json:"stream_tail,omitempty"`
+	// Citations are the chunks of documents the answer drew on, from the
+	// turn's retrievals (retrieve calls, the prepare phase): those its
+	// markers [n] cite, else all retrieved (Cited).
+	Citations []Citation `json:"citations,omitempty"`
 }
 
 // ResultMetadata describes how a result was produced.

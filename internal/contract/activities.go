@@ -268,6 +268,9 @@ type ExecuteToolResult struct {
 	Step string `json:"step,omitempty"`
 	// Parts are the images and files the call produced, by cas:// ref.
 	Parts []agent.Part `json:"parts,omitempty"`
+	// Citations are the chunks of documents the call's output quotes, in
+	// the order it numbered them (a retrieve call's).
+	Citations []agent.Citation `json:"citations,omitempty"`
 }
 
 // SaveResultInput is a finished turn's result.
@@ -285,6 +288,10 @@ type SaveResultInput struct {
 	// with its JSON and its text (agent.TurnResult.Blocks).
 	Reasoning string        `json:"reasoning,omitempty"`
 	Files     []agent.Block `json:"files,omitempty"`
+	// Retrieved are the citations of the turn's retrievals, a list each
+	// as it was numbered: a completed result cites those its answer drew
+	// on (agent.Cited).
+	Retrieved [][]agent.Citation `json:"retrieved,omitempty"`
 	// Steered are the prompts of the messages the turn took in while it
 	// ran, in order: the session's transcript has them after the
 	// turn's own prompt.

@@ -50,6 +50,7 @@ type TurnCarry struct {
 	CacheHit  bool               `json:"cache_hit,omitempty"`
 	Reasoning []string           `json:"reasoning,omitempty"`
 	Files     []agent.Block      `json:"files,omitempty"`
+	Retrieved [][]agent.Citation `json:"retrieved,omitempty"`
 
 	// Stream is the event log's tail and next index (eventlog.Log.Carry).
 	Stream agent.StreamState `json:"stream"`

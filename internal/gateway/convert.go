@@ -111,6 +111,9 @@ func toPBResult(r agent.TurnResult, streamID string) *pb.TurnResult {
 		out.Blocks = append(out.Blocks, &pb.ContentBlock{Type: b.Type, Text: b.Text, Ref: b.Ref, MimeType: b.MIMEType, Name: b.Name,
 			Json: string(b.JSON), CallId: b.CallID, Partial: b.Partial})
 	}
+	for _, c := range r.Citations {
+		out.Citations = append(out.Citations, &pb.Citation{ChunkId: c.ChunkID, DocumentId: c.DocumentID, DocumentTitle: c.DocumentTitle, Position: int32(c.Position)})
+	}
 	return out
 }
 

@@ -119,6 +119,8 @@ type agentDoc struct {
 	Deliver []deliverDoc `yaml:"deliver"`
 	// EmptyAnswer: agent.Agent's.
 	EmptyAnswer text `yaml:"empty_answer"`
+	// Prepare: agent.Agent's (prepare.go).
+	Prepare jsonDoc `yaml:"prepare"`
 }
 
 // thinkingDoc is agent.Thinking.
@@ -508,6 +510,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.Expose = l.expose(d)
 	def.agent.Deliver = l.deliver(t, d)
 	def.agent.Guardrails = l.guardrails(d)
+	def.agent.Prepare = l.prepare(d)
 	def.guardrails = &d.Guardrails
 	switch d.ModelExecution.s {
 	case agent.ModelLocal:

@@ -26,6 +26,7 @@ func Resolve(ctx context.Context, kinds Kinds, cat *agent.Catalog, env func(agen
 	var problems []error
 	for i := range cat.Tenants {
 		problems = append(problems, resolveTenant(ctx, kinds, &cat.Tenants[i], env)...)
+		problems = append(problems, checkPrepare(ctx, kinds.Deps().Knowledge, &cat.Tenants[i])...)
 	}
 	if len(problems) == 0 {
 		return nil

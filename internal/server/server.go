@@ -421,8 +421,15 @@ func (s *Server) newWorker() error {
 	// tenant (AGENTFLOW_SECRETS). Stdio MCP servers get a few harmless
 	// variables of the environment, never the whole.
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
+	// Turns retrieve from the tenant's collections with the same model
+	// layer that embedded them.
+	var kn tools.Knowledge
+	if s.knowledge != nil {
+		kn = knowledge.Searcher{Store: s.knowledge, Embedder: model}
+	}
 	s.tools, err = tools.NewRegistry(tools.Deps{
-		Logger: s.logger, Secrets: s.secrets(), SecretGrants: &s.cfg.SecretGrants,
+		Knowledge: kn,
+		Logger:    s.logger, Secrets: s.secrets(), SecretGrants: &s.cfg.SecretGrants,
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),

@@ -29,6 +29,8 @@ type resultPayload struct {
 	Partial bool `json:"partial,omitempty"`
 	// Steered: the messages the turn took in (agent.TurnResult.Steered).
 	Steered []string `json:"steered,omitempty"`
+	// Citations: the chunks the answer cites (agent.TurnResult.Citations).
+	Citations []agent.Citation `json:"citations,omitempty"`
 }
 
 // storedBlocks are blocks as a result payload keeps them: a json block
@@ -113,7 +115,7 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "output_json of job %q is not valid JSON", r.JobID)
 	}
 	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: string(r.OutputJSON),
-		Blocks: storedBlocks(r.Blocks), Partial: r.Partial, Steered: r.Steered})
+		Blocks: storedBlocks(r.Blocks), Partial: r.Partial, Steered: r.Steered, Citations: r.Citations})
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: encode: %w", r.JobID, err)
 	}
@@ -333,7 +335,7 @@ func (s *Store) scanResult(ctx context.Context, row pgx.Row, hash *string) (agen
 	if err := json.Unmarshal(inline, &p); err != nil {
 		return agent.TurnResult{}, fmt.Errorf("decode result data: %w", err)
 	}
-	r.Output, r.ResultPreview, r.Blocks, r.Partial, r.Steered = p.Output, p.ResultPreview, p.Blocks, p.Partial, p.Steered
+	r.Output, r.ResultPreview, r.Blocks, r.Partial, r.Steered, r.Citations = p.Output, p.ResultPreview, p.Blocks, p.Partial, p.Steered, p.Citations
 	if p.OutputJSON != "" {
 		r.OutputJSON = json.RawMessage(p.OutputJSON)
 	}

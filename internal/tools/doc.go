@@ -52,7 +52,7 @@
 //
 // # Built-in kinds
 //
-// Builtin returns the nine kinds every worker offers:
+// Builtin returns the ten kinds every worker offers:
 //
 //   - calculator (Calculator, local): evaluates arithmetic exactly; see
 //     Calculator for the syntax and for how results are written.
@@ -87,6 +87,11 @@
 //     calls until a token with the config's role answers
 //     (workflows/question.go); this kind's Build checks the config and its
 //     Run only refuses.
+//   - retrieve (Retrieve): searches the tenant's collections of documents
+//     (Deps.Knowledge, internal/knowledge) and hands the model the chunks
+//     found as passages under markers [n], with their citations
+//     (Output.Citations); the collections are checked to be the tenant's
+//     when the catalog is applied and at every call.
 //
 // # Approval
 //

@@ -167,6 +167,10 @@ type Output struct {
 	// MaxFileBytes (one by Ref at most MaxBlobBytes); an output with
 	// files is not cached.
 	Files []File
+	// Citations name the chunks of documents the output quotes (the
+	// retrieve kind's): the turn's result cites them when its answer
+	// draws on them (agent.Cited).
+	Citations []agent.Citation
 }
 
 // File is a file a tool produced: its bytes, or the ref of a blob the
@@ -316,6 +320,8 @@ type Deps struct {
 	// OpenAPIDocuments keeps the documents openapi_action calls name by
 	// URL. Default: a cache of the deps' own, with their clock.
 	OpenAPIDocuments *OpenAPIDocuments
+	// Knowledge searches tenants' collections, for the retrieve kind.
+	Knowledge Knowledge
 }
 
 func (d Deps) openAPIMaxSpecBytes() int64 {
@@ -408,5 +414,5 @@ func (d Deps) WithDefaults() Deps {
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent(), AskUser()}
+	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent(), AskUser(), Retrieve()}
 }

@@ -114,6 +114,14 @@ func (t *a2aTask) item(it projection.Item) []a2a.Event {
 			return t.artifact(a2a.TextPart{Text: b.Text})
 		case agent.BlockJSON:
 			return t.artifact(dataPart(b.JSON))
+		case agent.BlockCitation:
+			// A chunk the answer cites: a data part of the answer's
+			// artifact, marked so in its metadata.
+			if _, ok := b.Citation(); ok {
+				p := dataPart(b.JSON).(a2a.DataPart)
+				p.Metadata = map[string]any{"kind": agent.BlockCitation}
+				return t.artifact(p)
+			}
 		case agent.BlockImage, agent.BlockFile:
 			// Data the turn produced, by its tenant's cas:// ref (read with
 			// GET /v1/files/{ref} and the same token).

@@ -69,6 +69,7 @@ func TestA2ATaskMapping(t *testing.T) {
 		{Kind: agent.EventContent, Content: block(agent.Block{Type: agent.BlockText, Text: "The result is 5."})},
 		{Kind: agent.EventContent, Content: block(agent.Block{Type: agent.BlockJSON, JSON: json.RawMessage(`[1,2]`)})},
 		{Kind: agent.EventContent, Content: block(agent.Block{Type: agent.BlockImage, Ref: "cas://sha256/ab", MIMEType: "image/png"})},
+		{Kind: agent.EventContent, Content: block(agent.CitationBlocks([]agent.Citation{{ChunkID: "doc_ab#2", DocumentID: "doc_ab", DocumentTitle: "Refund policy", Position: 2}})[0])},
 		{Kind: agent.EventStatus, Status: agent.StreamCompleted},
 	} {
 		e.Index = int64(i + 1)
@@ -89,7 +90,9 @@ func TestA2ATaskMapping(t *testing.T) {
 	task := tk.task()
 	require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
 	require.Equal(t, a2a.ContentParts{a2a.TextPart{Text: "The result is 5."}, a2a.DataPart{Data: map[string]any{"value": []any{1.0, 2.0}}},
-		a2a.FilePart{File: a2a.FileURI{FileMeta: a2a.FileMeta{MimeType: "image/png"}, URI: "cas://sha256/ab"}}}, task.Artifacts[0].Parts)
+		a2a.FilePart{File: a2a.FileURI{FileMeta: a2a.FileMeta{MimeType: "image/png"}, URI: "cas://sha256/ab"}},
+		a2a.DataPart{Data: map[string]any{"chunk_id": "doc_ab#2", "document_id": "doc_ab", "document_title": "Refund policy", "position": 2.0},
+			Metadata: map[string]any{"kind": "citation"}}}, task.Artifacts[0].Parts, "a cited chunk is a data part of the answer")
 
 	for _, tc := range []struct {
 		err   *agent.TurnError

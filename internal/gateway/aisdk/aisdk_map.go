@@ -34,6 +34,9 @@ type uiChunk struct {
 	URL             string          `json:"url,omitempty"`
 	MediaType       string          `json:"mediaType,omitempty"`
 	Parts           []uiTextPart    `json:"parts,omitempty"`
+	// SourceID and Title are a source-document chunk's.
+	SourceID string `json:"sourceId,omitempty"`
+	Title    string `json:"title,omitempty"`
 }
 
 // uiTextPart is a text part of a steering-message chunk's user message.
@@ -157,6 +160,9 @@ func (m *uiMapper) chunk(out []uiChunk, it projection.Item) []uiChunk {
 		if f, ok := contentFile(e.Content); ok {
 			return append(out, f)
 		}
+		if s, ok := contentSource(e.Content); ok {
+			return append(out, s)
+		}
 	case projection.Reset:
 		return append(out, uiChunk{Type: "reset-step"})
 	case projection.Steered:
@@ -238,6 +244,21 @@ func contentFile(block json.RawMessage) (uiChunk, bool) {
 		return uiChunk{}, false
 	}
 	return uiChunk{Type: "file", URL: gateway.FilesPath + "/" + url.PathEscape(b.Ref), MediaType: cmp.Or(b.MIMEType, "application/octet-stream")}, true
+}
+
+// contentSource is a citation block of the answer as the UI message's
+// source-document part: the chunk's id, its document's title (its id when
+// it has none).
+func contentSource(block json.RawMessage) (uiChunk, bool) {
+	var b agent.Block
+	if json.Unmarshal(block, &b) != nil {
+		return uiChunk{}, false
+	}
+	c, ok := b.Citation()
+	if !ok {
+		return uiChunk{}, false
+	}
+	return uiChunk{Type: "source-document", SourceID: c.ChunkID, MediaType: "text/plain", Title: cmp.Or(c.DocumentTitle, c.DocumentID)}, true
 }
 
 // uiApprovalID is the approvalId of a call's tool-approval-request: its

@@ -89,6 +89,21 @@ func TestUIMessageMapper(t *testing.T) {
 			`{"type":"finish","finishReason":"stop","messageMetadata":{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}}`,
 		},
 	}, {
+		name: "a cited chunk: a source-document part",
+		events: gatewaytest.Log(gatewaytest.Status(agent.StreamRunning), gatewaytest.Token(1, 1, "14 days [1]."), gatewaytest.Usage(1, 1, 1),
+			gatewaytest.Content("14 days [1]."),
+			agent.Event{Kind: agent.EventContent, Content: json.RawMessage(`{"type":"citation","ref":"doc_ab#2","name":"Refund policy","json":{"chunk_id":"doc_ab#2","document_id":"doc_ab","document_title":"Refund policy","position":2}}`)},
+			agent.Event{Kind: agent.EventContent, Content: json.RawMessage(`{"type":"citation","ref":"doc_cd#0","json":{"chunk_id":"doc_cd#0","document_id":"doc_cd","position":0}}`)},
+			gatewaytest.Status(agent.StreamCompleted)),
+		want: []string{
+			`{"type":"text-start","id":"text-2"}`,
+			`{"type":"text-delta","id":"text-2","delta":"14 days [1]."}`,
+			`{"type":"text-end","id":"text-2"}`,
+			`{"type":"source-document","mediaType":"text/plain","sourceId":"doc_ab#2","title":"Refund policy"}`,
+			`{"type":"source-document","mediaType":"text/plain","sourceId":"doc_cd#0","title":"doc_cd"}`,
+			`{"type":"finish","finishReason":"stop","messageMetadata":{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}}`,
+		},
+	}, {
 		name: "a retried call: held until it answers, the voided attempt never sent",
 		events: gatewaytest.Log(gatewaytest.Status(agent.StreamRunning), gatewaytest.Token(1, 1, "Once"), gatewaytest.Token(1, 1, " up"),
 			agent.Event{Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 2, Attempt: 2},

@@ -42,6 +42,9 @@ type chatReply struct {
 	done      bool
 	content   strings.Builder // all that was released, for a reply in one piece
 	reasoning strings.Builder
+	// citations are the chunks the answer cites (its citation blocks),
+	// rendered as annotations (annotations.go).
+	citations []agent.Citation
 }
 
 // chatDelta is what one event releases: text of the answer or of the
@@ -88,6 +91,12 @@ func (c *chatReply) item(it projection.Item) []chatDelta {
 		// Not released yet: a call that repairs the answer may follow.
 		c.finish = it.FinishReason
 	case projection.Answer:
+		if b, ok := projection.Block(e); ok {
+			if cite, ok := b.Citation(); ok {
+				c.citations = append(c.citations, cite)
+				return nil
+			}
+		}
 		// What streamed without a usage event was not a call that answered.
 		c.text.Reset()
 		c.thought.Reset()

@@ -399,6 +399,9 @@ func (f *responseFold) end(e agent.Event) []responseEvent {
 	if f.msg >= 0 {
 		zero := 0
 		it := &f.resp.Output[f.msg]
+		if cites := fileCitations(f.reply.citations); len(cites) > 0 {
+			it.Content[0].Annotations = &cites
+		}
 		text, part := it.Content[0].Text, it.Content[0]
 		it.Status = respCompleted
 		out = append(out,

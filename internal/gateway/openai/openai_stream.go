@@ -234,6 +234,8 @@ type (
 		Content          string  `json:"content"`
 		ReasoningContent string  `json:"reasoning_content,omitempty"`
 		Refusal          *string `json:"refusal"`
+		// Annotations are the chunks the answer cites (urlCitations).
+		Annotations []urlCitation `json:"annotations,omitempty"`
 	}
 	chatChunk struct {
 		ID      string        `json:"id"`
@@ -291,7 +293,8 @@ func (c *chatCall) complete() {
 	gateway.WriteJSON(c.w, http.StatusOK, chatCompletion{
 		ID: c.turn.JobID, Object: "chat.completion", Created: c.created, Model: c.req.Model,
 		Choices: []chatChoice{{
-			Message:      chatAnswer{Role: "assistant", Content: c.reply.content.String(), ReasoningContent: c.reply.reasoning.String()},
+			Message: chatAnswer{Role: "assistant", Content: c.reply.content.String(), ReasoningContent: c.reply.reasoning.String(),
+				Annotations: urlCitations(c.reply.content.String(), c.reply.citations)},
 			FinishReason: c.reply.finishReason(), Logprobs: jsonNull,
 		}},
 		Usage: c.usage(),

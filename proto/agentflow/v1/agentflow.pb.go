@@ -1097,7 +1097,11 @@ type TurnResult struct {
 	Channel string `protobuf:"bytes,16,opt,name=channel,proto3" json:"channel,omitempty"`
 	// The session the turn ran in, as its request named it (session_id or
 	// the job envelope's context.session_id); empty for a turn without one.
-	SessionId     string `protobuf:"bytes,17,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,17,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The chunks of documents the answer drew on, from the turn's
+	// retrievals (retrieve tool calls, the agent's prepare phase): those its
+	// markers [n] cite, else all retrieved.
+	Citations     []*Citation `protobuf:"bytes,18,rep,name=citations,proto3" json:"citations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1251,6 +1255,83 @@ func (x *TurnResult) GetSessionId() string {
 	return ""
 }
 
+func (x *TurnResult) GetCitations() []*Citation {
+	if x != nil {
+		return x.Citations
+	}
+	return nil
+}
+
+// A chunk of a document an answer cites.
+type Citation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChunkId       string                 `protobuf:"bytes,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	DocumentId    string                 `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	DocumentTitle string                 `protobuf:"bytes,3,opt,name=document_title,json=documentTitle,proto3" json:"document_title,omitempty"`
+	// The chunk's 0-based position within its document.
+	Position      int32 `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Citation) Reset() {
+	*x = Citation{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Citation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Citation) ProtoMessage() {}
+
+func (x *Citation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Citation.ProtoReflect.Descriptor instead.
+func (*Citation) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Citation) GetChunkId() string {
+	if x != nil {
+		return x.ChunkId
+	}
+	return ""
+}
+
+func (x *Citation) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *Citation) GetDocumentTitle() string {
+	if x != nil {
+		return x.DocumentTitle
+	}
+	return ""
+}
+
+func (x *Citation) GetPosition() int32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
 type ResultMetadata struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	AgentId      string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
@@ -1272,7 +1353,7 @@ type ResultMetadata struct {
 
 func (x *ResultMetadata) Reset() {
 	*x = ResultMetadata{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1365,7 @@ func (x *ResultMetadata) String() string {
 func (*ResultMetadata) ProtoMessage() {}
 
 func (x *ResultMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[14]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1378,7 @@ func (x *ResultMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultMetadata.ProtoReflect.Descriptor instead.
 func (*ResultMetadata) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{14}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResultMetadata) GetAgentId() string {
@@ -1376,7 +1457,7 @@ type ToolCallRecord struct {
 
 func (x *ToolCallRecord) Reset() {
 	*x = ToolCallRecord{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1469,7 @@ func (x *ToolCallRecord) String() string {
 func (*ToolCallRecord) ProtoMessage() {}
 
 func (x *ToolCallRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[15]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1482,7 @@ func (x *ToolCallRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRecord.ProtoReflect.Descriptor instead.
 func (*ToolCallRecord) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{15}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallRecord) GetCallId() string {
@@ -1456,7 +1537,7 @@ type TurnError struct {
 
 func (x *TurnError) Reset() {
 	*x = TurnError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1549,7 @@ func (x *TurnError) String() string {
 func (*TurnError) ProtoMessage() {}
 
 func (x *TurnError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[16]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1562,7 @@ func (x *TurnError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnError.ProtoReflect.Descriptor instead.
 func (*TurnError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{16}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TurnError) GetType() string {
@@ -1534,7 +1615,7 @@ type StreamEventMeta struct {
 
 func (x *StreamEventMeta) Reset() {
 	*x = StreamEventMeta{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1627,7 @@ func (x *StreamEventMeta) String() string {
 func (*StreamEventMeta) ProtoMessage() {}
 
 func (x *StreamEventMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[17]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1640,7 @@ func (x *StreamEventMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventMeta.ProtoReflect.Descriptor instead.
 func (*StreamEventMeta) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{17}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StreamEventMeta) GetStreamId() string {
@@ -1595,7 +1676,7 @@ type ChildEvent struct {
 
 func (x *ChildEvent) Reset() {
 	*x = ChildEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1688,7 @@ func (x *ChildEvent) String() string {
 func (*ChildEvent) ProtoMessage() {}
 
 func (x *ChildEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[18]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1701,7 @@ func (x *ChildEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildEvent.ProtoReflect.Descriptor instead.
 func (*ChildEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{18}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChildEvent) GetCallId() string {
@@ -1685,7 +1766,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1778,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[19]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1791,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{19}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamEvent) GetMeta() *StreamEventMeta {
@@ -2073,7 +2154,7 @@ type QuestionEvent struct {
 
 func (x *QuestionEvent) Reset() {
 	*x = QuestionEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2166,7 @@ func (x *QuestionEvent) String() string {
 func (*QuestionEvent) ProtoMessage() {}
 
 func (x *QuestionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[20]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2179,7 @@ func (x *QuestionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionEvent.ProtoReflect.Descriptor instead.
 func (*QuestionEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{20}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QuestionEvent) GetCallId() string {
@@ -2164,7 +2245,7 @@ type QuestionAnsweredEvent struct {
 
 func (x *QuestionAnsweredEvent) Reset() {
 	*x = QuestionAnsweredEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2257,7 @@ func (x *QuestionAnsweredEvent) String() string {
 func (*QuestionAnsweredEvent) ProtoMessage() {}
 
 func (x *QuestionAnsweredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[21]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2270,7 @@ func (x *QuestionAnsweredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnsweredEvent.ProtoReflect.Descriptor instead.
 func (*QuestionAnsweredEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{21}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QuestionAnsweredEvent) GetCallId() string {
@@ -2238,7 +2319,7 @@ type SteeredEvent struct {
 
 func (x *SteeredEvent) Reset() {
 	*x = SteeredEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2331,7 @@ func (x *SteeredEvent) String() string {
 func (*SteeredEvent) ProtoMessage() {}
 
 func (x *SteeredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[22]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2344,7 @@ func (x *SteeredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteeredEvent.ProtoReflect.Descriptor instead.
 func (*SteeredEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{22}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SteeredEvent) GetId() string {
@@ -2293,7 +2374,7 @@ type StatusEvent struct {
 
 func (x *StatusEvent) Reset() {
 	*x = StatusEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2386,7 @@ func (x *StatusEvent) String() string {
 func (*StatusEvent) ProtoMessage() {}
 
 func (x *StatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[23]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2399,7 @@ func (x *StatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEvent.ProtoReflect.Descriptor instead.
 func (*StatusEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{23}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StatusEvent) GetStatus() Status {
@@ -2368,7 +2449,7 @@ type TokenEvent struct {
 
 func (x *TokenEvent) Reset() {
 	*x = TokenEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2461,7 @@ func (x *TokenEvent) String() string {
 func (*TokenEvent) ProtoMessage() {}
 
 func (x *TokenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[24]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2474,7 @@ func (x *TokenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenEvent.ProtoReflect.Descriptor instead.
 func (*TokenEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{24}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TokenEvent) GetText() string {
@@ -2435,7 +2516,7 @@ type ToolArgsDeltaEvent struct {
 
 func (x *ToolArgsDeltaEvent) Reset() {
 	*x = ToolArgsDeltaEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2528,7 @@ func (x *ToolArgsDeltaEvent) String() string {
 func (*ToolArgsDeltaEvent) ProtoMessage() {}
 
 func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[25]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2541,7 @@ func (x *ToolArgsDeltaEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolArgsDeltaEvent.ProtoReflect.Descriptor instead.
 func (*ToolArgsDeltaEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{25}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolArgsDeltaEvent) GetCallId() string {
@@ -2515,7 +2596,7 @@ type StepEvent struct {
 
 func (x *StepEvent) Reset() {
 	*x = StepEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2608,7 @@ func (x *StepEvent) String() string {
 func (*StepEvent) ProtoMessage() {}
 
 func (x *StepEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[26]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2621,7 @@ func (x *StepEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepEvent.ProtoReflect.Descriptor instead.
 func (*StepEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{26}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StepEvent) GetStep() int32 {
@@ -2585,7 +2666,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2678,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[27]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2691,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{27}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TokenUsage) GetPromptTokens() int64 {
@@ -2666,7 +2747,7 @@ type ApprovalDecidedEvent struct {
 
 func (x *ApprovalDecidedEvent) Reset() {
 	*x = ApprovalDecidedEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2759,7 @@ func (x *ApprovalDecidedEvent) String() string {
 func (*ApprovalDecidedEvent) ProtoMessage() {}
 
 func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[28]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2772,7 @@ func (x *ApprovalDecidedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecidedEvent.ProtoReflect.Descriptor instead.
 func (*ApprovalDecidedEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{28}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ApprovalDecidedEvent) GetCallId() string {
@@ -2760,7 +2841,7 @@ type MessageEvent struct {
 
 func (x *MessageEvent) Reset() {
 	*x = MessageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +2853,7 @@ func (x *MessageEvent) String() string {
 func (*MessageEvent) ProtoMessage() {}
 
 func (x *MessageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[29]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +2866,7 @@ func (x *MessageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEvent.ProtoReflect.Descriptor instead.
 func (*MessageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{29}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MessageEvent) GetId() string {
@@ -2835,7 +2916,7 @@ type CustomEvent struct {
 
 func (x *CustomEvent) Reset() {
 	*x = CustomEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2928,7 @@ func (x *CustomEvent) String() string {
 func (*CustomEvent) ProtoMessage() {}
 
 func (x *CustomEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[30]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +2941,7 @@ func (x *CustomEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomEvent.ProtoReflect.Descriptor instead.
 func (*CustomEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{30}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CustomEvent) GetName() string {
@@ -2920,7 +3001,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3013,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[31]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3026,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{31}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolEvent) GetCallId() string {
@@ -3041,7 +3122,7 @@ type ContentEvent struct {
 
 func (x *ContentEvent) Reset() {
 	*x = ContentEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3134,7 @@ func (x *ContentEvent) String() string {
 func (*ContentEvent) ProtoMessage() {}
 
 func (x *ContentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[32]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3147,7 @@ func (x *ContentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentEvent.ProtoReflect.Descriptor instead.
 func (*ContentEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{32}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ContentEvent) GetBlockJson() string {
@@ -3091,7 +3172,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3184,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[33]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3197,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{33}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UsageEvent) GetStep() int32 {
@@ -3163,7 +3244,7 @@ type ErrorEvent struct {
 
 func (x *ErrorEvent) Reset() {
 	*x = ErrorEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3256,7 @@ func (x *ErrorEvent) String() string {
 func (*ErrorEvent) ProtoMessage() {}
 
 func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[34]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3269,7 @@ func (x *ErrorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEvent.ProtoReflect.Descriptor instead.
 func (*ErrorEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{34}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ErrorEvent) GetError() *TurnError {
@@ -3210,7 +3291,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3303,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[35]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3316,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{35}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListAgentsRequest) GetAgentId() string {
@@ -3276,7 +3357,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3369,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[36]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3382,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{36}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -3336,7 +3417,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3429,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[37]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3442,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{37}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AgentInfo) GetId() string {
@@ -3435,7 +3516,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3528,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[38]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3541,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{38}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -3526,7 +3607,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3619,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[39]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3632,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{39}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Limits) GetMaxIterations() int32 {
@@ -3630,7 +3711,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3723,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[40]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3736,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{40}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -3742,7 +3823,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3754,7 +3835,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[41]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3767,7 +3848,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{41}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SendMessageResponse) GetStreamId() string {
@@ -3822,7 +3903,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +3915,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[42]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +3928,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{42}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ForkSessionRequest) GetSessionId() string {
@@ -3927,7 +4008,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3939,7 +4020,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[43]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3952,7 +4033,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{43}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ForkSessionResponse) GetSessionId() string {
@@ -3999,7 +4080,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4011,7 +4092,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[44]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4024,7 +4105,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{44}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -4053,7 +4134,7 @@ type Transcript struct {
 
 func (x *Transcript) Reset() {
 	*x = Transcript{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4065,7 +4146,7 @@ func (x *Transcript) String() string {
 func (*Transcript) ProtoMessage() {}
 
 func (x *Transcript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[45]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4078,7 +4159,7 @@ func (x *Transcript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transcript.ProtoReflect.Descriptor instead.
 func (*Transcript) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{45}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Transcript) GetConversationId() string {
@@ -4158,7 +4239,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4251,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[46]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4264,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{46}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TranscriptEntry) GetJobId() string {
@@ -4239,7 +4320,7 @@ type PendingMessage struct {
 
 func (x *PendingMessage) Reset() {
 	*x = PendingMessage{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4332,7 @@ func (x *PendingMessage) String() string {
 func (*PendingMessage) ProtoMessage() {}
 
 func (x *PendingMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[47]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4345,7 @@ func (x *PendingMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingMessage.ProtoReflect.Descriptor instead.
 func (*PendingMessage) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{47}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PendingMessage) GetJobId() string {
@@ -4322,7 +4403,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4334,7 +4415,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[48]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4347,7 +4428,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{48}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ApproveRequest) GetStreamId() string {
@@ -4427,7 +4508,7 @@ type ArgCondition struct {
 
 func (x *ArgCondition) Reset() {
 	*x = ArgCondition{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4520,7 @@ func (x *ArgCondition) String() string {
 func (*ArgCondition) ProtoMessage() {}
 
 func (x *ArgCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[49]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4533,7 @@ func (x *ArgCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArgCondition.ProtoReflect.Descriptor instead.
 func (*ArgCondition) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{49}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ArgCondition) GetPath() string {
@@ -4481,7 +4562,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4493,7 +4574,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[50]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4506,7 +4587,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{50}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ApproveResponse) GetCallId() string {
@@ -4548,7 +4629,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4560,7 +4641,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[51]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4573,7 +4654,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{51}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListGrantsRequest) GetSessionId() string {
@@ -4606,7 +4687,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4618,7 +4699,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[52]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4631,7 +4712,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{52}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListGrantsResponse) GetGrants() []*Grant {
@@ -4650,7 +4731,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4662,7 +4743,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[53]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4675,7 +4756,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{53}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RevokeGrantRequest) GetGrantId() string {
@@ -4718,7 +4799,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4730,7 +4811,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[54]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4743,7 +4824,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{54}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Grant) GetId() string {
@@ -4888,7 +4969,7 @@ type ListPendingApprovalsRequest struct {
 
 func (x *ListPendingApprovalsRequest) Reset() {
 	*x = ListPendingApprovalsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4900,7 +4981,7 @@ func (x *ListPendingApprovalsRequest) String() string {
 func (*ListPendingApprovalsRequest) ProtoMessage() {}
 
 func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[55]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4913,7 +4994,7 @@ func (x *ListPendingApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{55}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListPendingApprovalsRequest) GetStreamId() string {
@@ -4932,7 +5013,7 @@ type ListPendingApprovalsResponse struct {
 
 func (x *ListPendingApprovalsResponse) Reset() {
 	*x = ListPendingApprovalsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4944,7 +5025,7 @@ func (x *ListPendingApprovalsResponse) String() string {
 func (*ListPendingApprovalsResponse) ProtoMessage() {}
 
 func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[56]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4957,7 +5038,7 @@ func (x *ListPendingApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{56}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListPendingApprovalsResponse) GetApprovals() []*PendingApproval {
@@ -4982,7 +5063,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4994,7 +5075,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[57]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5007,7 +5088,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{57}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -5063,7 +5144,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5075,7 +5156,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[58]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5088,7 +5169,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{58}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AnswerRequest) GetStreamId() string {
@@ -5122,7 +5203,7 @@ type AnswerResponse struct {
 
 func (x *AnswerResponse) Reset() {
 	*x = AnswerResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5134,7 +5215,7 @@ func (x *AnswerResponse) String() string {
 func (*AnswerResponse) ProtoMessage() {}
 
 func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[59]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5147,7 +5228,7 @@ func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerResponse.ProtoReflect.Descriptor instead.
 func (*AnswerResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{59}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AnswerResponse) GetCallId() string {
@@ -5173,7 +5254,7 @@ type ListPendingQuestionsRequest struct {
 
 func (x *ListPendingQuestionsRequest) Reset() {
 	*x = ListPendingQuestionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5185,7 +5266,7 @@ func (x *ListPendingQuestionsRequest) String() string {
 func (*ListPendingQuestionsRequest) ProtoMessage() {}
 
 func (x *ListPendingQuestionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[60]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5198,7 +5279,7 @@ func (x *ListPendingQuestionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingQuestionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingQuestionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{60}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListPendingQuestionsRequest) GetStreamId() string {
@@ -5217,7 +5298,7 @@ type ListPendingQuestionsResponse struct {
 
 func (x *ListPendingQuestionsResponse) Reset() {
 	*x = ListPendingQuestionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5229,7 +5310,7 @@ func (x *ListPendingQuestionsResponse) String() string {
 func (*ListPendingQuestionsResponse) ProtoMessage() {}
 
 func (x *ListPendingQuestionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[61]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5242,7 +5323,7 @@ func (x *ListPendingQuestionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingQuestionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingQuestionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{61}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListPendingQuestionsResponse) GetQuestions() []*PendingQuestion {
@@ -5268,7 +5349,7 @@ type PendingQuestion struct {
 
 func (x *PendingQuestion) Reset() {
 	*x = PendingQuestion{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5280,7 +5361,7 @@ func (x *PendingQuestion) String() string {
 func (*PendingQuestion) ProtoMessage() {}
 
 func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[62]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5293,7 +5374,7 @@ func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingQuestion.ProtoReflect.Descriptor instead.
 func (*PendingQuestion) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{62}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PendingQuestion) GetCallId() string {
@@ -5372,7 +5453,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5384,7 +5465,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[63]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5397,7 +5478,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{63}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetUsageRequest) GetTenant() string {
@@ -5455,7 +5536,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5467,7 +5548,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[64]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5480,7 +5561,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{64}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UsageRow) GetKey() string {
@@ -5553,7 +5634,7 @@ type BudgetUse struct {
 
 func (x *BudgetUse) Reset() {
 	*x = BudgetUse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5565,7 +5646,7 @@ func (x *BudgetUse) String() string {
 func (*BudgetUse) ProtoMessage() {}
 
 func (x *BudgetUse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[65]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5578,7 +5659,7 @@ func (x *BudgetUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetUse.ProtoReflect.Descriptor instead.
 func (*BudgetUse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{65}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *BudgetUse) GetPeriod() string {
@@ -5638,7 +5719,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5650,7 +5731,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[66]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5663,7 +5744,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{66}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetUsageResponse) GetTenant() string {
@@ -5730,7 +5811,7 @@ type UpsertCatalogRequest struct {
 
 func (x *UpsertCatalogRequest) Reset() {
 	*x = UpsertCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5742,7 +5823,7 @@ func (x *UpsertCatalogRequest) String() string {
 func (*UpsertCatalogRequest) ProtoMessage() {}
 
 func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[67]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5755,7 +5836,7 @@ func (x *UpsertCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogRequest.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{67}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpsertCatalogRequest) GetFiles() map[string]string {
@@ -5797,7 +5878,7 @@ type CatalogChange struct {
 
 func (x *CatalogChange) Reset() {
 	*x = CatalogChange{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5809,7 +5890,7 @@ func (x *CatalogChange) String() string {
 func (*CatalogChange) ProtoMessage() {}
 
 func (x *CatalogChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[68]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5822,7 +5903,7 @@ func (x *CatalogChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogChange.ProtoReflect.Descriptor instead.
 func (*CatalogChange) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{68}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CatalogChange) GetKind() string {
@@ -5877,7 +5958,7 @@ type UpsertCatalogResponse struct {
 
 func (x *UpsertCatalogResponse) Reset() {
 	*x = UpsertCatalogResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5889,7 +5970,7 @@ func (x *UpsertCatalogResponse) String() string {
 func (*UpsertCatalogResponse) ProtoMessage() {}
 
 func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[69]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5902,7 +5983,7 @@ func (x *UpsertCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertCatalogResponse.ProtoReflect.Descriptor instead.
 func (*UpsertCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{69}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpsertCatalogResponse) GetChanges() []*CatalogChange {
@@ -5931,7 +6012,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5943,7 +6024,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[70]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5956,7 +6037,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{70}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Rule) GetName() string {
@@ -5995,7 +6076,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6007,7 +6088,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[71]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6020,7 +6101,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{71}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
 }
 
 type ListRulesResponse struct {
@@ -6034,7 +6115,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6046,7 +6127,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[72]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6059,7 +6140,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{72}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -6093,7 +6174,7 @@ type RouteDryRunRequest struct {
 
 func (x *RouteDryRunRequest) Reset() {
 	*x = RouteDryRunRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6105,7 +6186,7 @@ func (x *RouteDryRunRequest) String() string {
 func (*RouteDryRunRequest) ProtoMessage() {}
 
 func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[73]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6118,7 +6199,7 @@ func (x *RouteDryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunRequest.ProtoReflect.Descriptor instead.
 func (*RouteDryRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{73}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RouteDryRunRequest) GetMessage() string {
@@ -6147,7 +6228,7 @@ type RouteDryRunResponse struct {
 
 func (x *RouteDryRunResponse) Reset() {
 	*x = RouteDryRunResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6159,7 +6240,7 @@ func (x *RouteDryRunResponse) String() string {
 func (*RouteDryRunResponse) ProtoMessage() {}
 
 func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[74]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6172,7 +6253,7 @@ func (x *RouteDryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteDryRunResponse.ProtoReflect.Descriptor instead.
 func (*RouteDryRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{74}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RouteDryRunResponse) GetAgentId() string {
@@ -6213,7 +6294,7 @@ type RuleError struct {
 
 func (x *RuleError) Reset() {
 	*x = RuleError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6225,7 +6306,7 @@ func (x *RuleError) String() string {
 func (*RuleError) ProtoMessage() {}
 
 func (x *RuleError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[75]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6238,7 +6319,7 @@ func (x *RuleError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleError.ProtoReflect.Descriptor instead.
 func (*RuleError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{75}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RuleError) GetRule() string {
@@ -6263,7 +6344,7 @@ type StreamCatalogRequest struct {
 
 func (x *StreamCatalogRequest) Reset() {
 	*x = StreamCatalogRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6275,7 +6356,7 @@ func (x *StreamCatalogRequest) String() string {
 func (*StreamCatalogRequest) ProtoMessage() {}
 
 func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[76]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6288,7 +6369,7 @@ func (x *StreamCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCatalogRequest.ProtoReflect.Descriptor instead.
 func (*StreamCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{76}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{77}
 }
 
 // CatalogEvent is the catalog at a version: the first event of a stream is
@@ -6309,7 +6390,7 @@ type CatalogEvent struct {
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6321,7 +6402,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[77]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6334,7 +6415,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{77}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CatalogEvent) GetCatalogVersion() int64 {
@@ -6396,7 +6477,7 @@ type GetProcessRequest struct {
 
 func (x *GetProcessRequest) Reset() {
 	*x = GetProcessRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6408,7 +6489,7 @@ func (x *GetProcessRequest) String() string {
 func (*GetProcessRequest) ProtoMessage() {}
 
 func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[78]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6421,7 +6502,7 @@ func (x *GetProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProcessRequest.ProtoReflect.Descriptor instead.
 func (*GetProcessRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{78}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetProcessRequest) GetTag() string {
@@ -6456,7 +6537,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6468,7 +6549,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[79]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6481,7 +6562,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{79}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *Process) GetTag() string {
@@ -6555,7 +6636,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6567,7 +6648,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[80]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6580,7 +6661,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{80}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{81}
 }
 
 type ListProcessesResponse struct {
@@ -6592,7 +6673,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6604,7 +6685,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[81]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6617,7 +6698,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{81}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*Process {
@@ -6636,7 +6717,7 @@ type ListProcessVersionsRequest struct {
 
 func (x *ListProcessVersionsRequest) Reset() {
 	*x = ListProcessVersionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6648,7 +6729,7 @@ func (x *ListProcessVersionsRequest) String() string {
 func (*ListProcessVersionsRequest) ProtoMessage() {}
 
 func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[82]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6661,7 +6742,7 @@ func (x *ListProcessVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{82}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListProcessVersionsRequest) GetTag() string {
@@ -6680,7 +6761,7 @@ type ListProcessVersionsResponse struct {
 
 func (x *ListProcessVersionsResponse) Reset() {
 	*x = ListProcessVersionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6692,7 +6773,7 @@ func (x *ListProcessVersionsResponse) String() string {
 func (*ListProcessVersionsResponse) ProtoMessage() {}
 
 func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[83]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6705,7 +6786,7 @@ func (x *ListProcessVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{83}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListProcessVersionsResponse) GetVersions() []*ProcessVersionInfo {
@@ -6727,7 +6808,7 @@ type ProcessVersionInfo struct {
 
 func (x *ProcessVersionInfo) Reset() {
 	*x = ProcessVersionInfo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6739,7 +6820,7 @@ func (x *ProcessVersionInfo) String() string {
 func (*ProcessVersionInfo) ProtoMessage() {}
 
 func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[84]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6752,7 +6833,7 @@ func (x *ProcessVersionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessVersionInfo.ProtoReflect.Descriptor instead.
 func (*ProcessVersionInfo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{84}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ProcessVersionInfo) GetVersion() int32 {
@@ -6802,7 +6883,7 @@ type ProcessPatch struct {
 
 func (x *ProcessPatch) Reset() {
 	*x = ProcessPatch{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6814,7 +6895,7 @@ func (x *ProcessPatch) String() string {
 func (*ProcessPatch) ProtoMessage() {}
 
 func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[85]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6827,7 +6908,7 @@ func (x *ProcessPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessPatch.ProtoReflect.Descriptor instead.
 func (*ProcessPatch) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{85}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ProcessPatch) GetPatchId() string {
@@ -6910,7 +6991,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6922,7 +7003,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[86]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6935,7 +7016,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{86}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CancelRequest) GetStreamId() string {
@@ -6960,7 +7041,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6972,7 +7053,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[87]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6985,7 +7066,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{87}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{88}
 }
 
 type StartEvalRequest struct {
@@ -7007,7 +7088,7 @@ type StartEvalRequest struct {
 
 func (x *StartEvalRequest) Reset() {
 	*x = StartEvalRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7019,7 +7100,7 @@ func (x *StartEvalRequest) String() string {
 func (*StartEvalRequest) ProtoMessage() {}
 
 func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[88]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7032,7 +7113,7 @@ func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEvalRequest.ProtoReflect.Descriptor instead.
 func (*StartEvalRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{88}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *StartEvalRequest) GetDataset() string {
@@ -7082,7 +7163,7 @@ type StartEvalResponse struct {
 
 func (x *StartEvalResponse) Reset() {
 	*x = StartEvalResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7094,7 +7175,7 @@ func (x *StartEvalResponse) String() string {
 func (*StartEvalResponse) ProtoMessage() {}
 
 func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7107,7 +7188,7 @@ func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEvalResponse.ProtoReflect.Descriptor instead.
 func (*StartEvalResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *StartEvalResponse) GetEvalId() string {
@@ -7148,7 +7229,7 @@ type GetEvalRequest struct {
 
 func (x *GetEvalRequest) Reset() {
 	*x = GetEvalRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7160,7 +7241,7 @@ func (x *GetEvalRequest) String() string {
 func (*GetEvalRequest) ProtoMessage() {}
 
 func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7173,7 +7254,7 @@ func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvalRequest.ProtoReflect.Descriptor instead.
 func (*GetEvalRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{90}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *GetEvalRequest) GetEvalId() string {
@@ -7210,7 +7291,7 @@ type EvalRun struct {
 
 func (x *EvalRun) Reset() {
 	*x = EvalRun{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7222,7 +7303,7 @@ func (x *EvalRun) String() string {
 func (*EvalRun) ProtoMessage() {}
 
 func (x *EvalRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7235,7 +7316,7 @@ func (x *EvalRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalRun.ProtoReflect.Descriptor instead.
 func (*EvalRun) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{91}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *EvalRun) GetEvalId() string {
@@ -7330,7 +7411,7 @@ type EvalTotals struct {
 
 func (x *EvalTotals) Reset() {
 	*x = EvalTotals{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7342,7 +7423,7 @@ func (x *EvalTotals) String() string {
 func (*EvalTotals) ProtoMessage() {}
 
 func (x *EvalTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7355,7 +7436,7 @@ func (x *EvalTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalTotals.ProtoReflect.Descriptor instead.
 func (*EvalTotals) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{92}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *EvalTotals) GetVersion() int32 {
@@ -7425,7 +7506,7 @@ type EvalCaseResult struct {
 
 func (x *EvalCaseResult) Reset() {
 	*x = EvalCaseResult{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7437,7 +7518,7 @@ func (x *EvalCaseResult) String() string {
 func (*EvalCaseResult) ProtoMessage() {}
 
 func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7450,7 +7531,7 @@ func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCaseResult.ProtoReflect.Descriptor instead.
 func (*EvalCaseResult) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{93}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *EvalCaseResult) GetCaseId() string {
@@ -7534,7 +7615,7 @@ type EvalCheck struct {
 
 func (x *EvalCheck) Reset() {
 	*x = EvalCheck{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7546,7 +7627,7 @@ func (x *EvalCheck) String() string {
 func (*EvalCheck) ProtoMessage() {}
 
 func (x *EvalCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7559,7 +7640,7 @@ func (x *EvalCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCheck.ProtoReflect.Descriptor instead.
 func (*EvalCheck) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{94}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *EvalCheck) GetName() string {
@@ -7595,7 +7676,7 @@ type DeliverTo struct {
 
 func (x *DeliverTo) Reset() {
 	*x = DeliverTo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7607,7 +7688,7 @@ func (x *DeliverTo) String() string {
 func (*DeliverTo) ProtoMessage() {}
 
 func (x *DeliverTo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7620,7 +7701,7 @@ func (x *DeliverTo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverTo.ProtoReflect.Descriptor instead.
 func (*DeliverTo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{95}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *DeliverTo) GetTarget() string {
@@ -7646,7 +7727,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7658,7 +7739,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7671,7 +7752,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{96}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ListDeliveriesRequest) GetStreamId() string {
@@ -7690,7 +7771,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7702,7 +7783,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7715,7 +7796,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{97}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -7741,7 +7822,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7753,7 +7834,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7766,7 +7847,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{98}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -7817,7 +7898,7 @@ type DeliveryAttempt struct {
 
 func (x *DeliveryAttempt) Reset() {
 	*x = DeliveryAttempt{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7829,7 +7910,7 @@ func (x *DeliveryAttempt) String() string {
 func (*DeliveryAttempt) ProtoMessage() {}
 
 func (x *DeliveryAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7842,7 +7923,7 @@ func (x *DeliveryAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryAttempt.ProtoReflect.Descriptor instead.
 func (*DeliveryAttempt) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{99}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *DeliveryAttempt) GetAttempt() int32 {
@@ -7968,7 +8049,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"afterIndex\"1\n" +
 	"\x10GetResultRequest\x12\x1d\n" +
 	"\n" +
-	"result_ref\x18\x01 \x01(\tR\tresultRef\"\xde\x04\n" +
+	"result_ref\x18\x01 \x01(\tR\tresultRef\"\x94\x05\n" +
 	"\n" +
 	"TurnResult\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x15\n" +
@@ -7991,7 +8072,14 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\asteered\x18\x0f \x03(\tR\asteered\x12\x18\n" +
 	"\achannel\x18\x10 \x01(\tR\achannel\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x11 \x01(\tR\tsessionId\"\xd8\x02\n" +
+	"session_id\x18\x11 \x01(\tR\tsessionId\x124\n" +
+	"\tcitations\x18\x12 \x03(\v2\x16.agentflow.v1.CitationR\tcitations\"\x89\x01\n" +
+	"\bCitation\x12\x19\n" +
+	"\bchunk_id\x18\x01 \x01(\tR\achunkId\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12%\n" +
+	"\x0edocument_title\x18\x03 \x01(\tR\rdocumentTitle\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\x05R\bposition\"\xd8\x02\n" +
 	"\x0eResultMetadata\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\x05R\fagentVersion\x12\x1d\n" +
@@ -8607,7 +8695,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -8624,253 +8712,255 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*ResumeRequest)(nil),                // 12: agentflow.v1.ResumeRequest
 	(*GetResultRequest)(nil),             // 13: agentflow.v1.GetResultRequest
 	(*TurnResult)(nil),                   // 14: agentflow.v1.TurnResult
-	(*ResultMetadata)(nil),               // 15: agentflow.v1.ResultMetadata
-	(*ToolCallRecord)(nil),               // 16: agentflow.v1.ToolCallRecord
-	(*TurnError)(nil),                    // 17: agentflow.v1.TurnError
-	(*StreamEventMeta)(nil),              // 18: agentflow.v1.StreamEventMeta
-	(*ChildEvent)(nil),                   // 19: agentflow.v1.ChildEvent
-	(*StreamEvent)(nil),                  // 20: agentflow.v1.StreamEvent
-	(*QuestionEvent)(nil),                // 21: agentflow.v1.QuestionEvent
-	(*QuestionAnsweredEvent)(nil),        // 22: agentflow.v1.QuestionAnsweredEvent
-	(*SteeredEvent)(nil),                 // 23: agentflow.v1.SteeredEvent
-	(*StatusEvent)(nil),                  // 24: agentflow.v1.StatusEvent
-	(*TokenEvent)(nil),                   // 25: agentflow.v1.TokenEvent
-	(*ToolArgsDeltaEvent)(nil),           // 26: agentflow.v1.ToolArgsDeltaEvent
-	(*StepEvent)(nil),                    // 27: agentflow.v1.StepEvent
-	(*TokenUsage)(nil),                   // 28: agentflow.v1.TokenUsage
-	(*ApprovalDecidedEvent)(nil),         // 29: agentflow.v1.ApprovalDecidedEvent
-	(*MessageEvent)(nil),                 // 30: agentflow.v1.MessageEvent
-	(*CustomEvent)(nil),                  // 31: agentflow.v1.CustomEvent
-	(*ToolEvent)(nil),                    // 32: agentflow.v1.ToolEvent
-	(*ContentEvent)(nil),                 // 33: agentflow.v1.ContentEvent
-	(*UsageEvent)(nil),                   // 34: agentflow.v1.UsageEvent
-	(*ErrorEvent)(nil),                   // 35: agentflow.v1.ErrorEvent
-	(*ListAgentsRequest)(nil),            // 36: agentflow.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),           // 37: agentflow.v1.ListAgentsResponse
-	(*AgentInfo)(nil),                    // 38: agentflow.v1.AgentInfo
-	(*ToolInfo)(nil),                     // 39: agentflow.v1.ToolInfo
-	(*Limits)(nil),                       // 40: agentflow.v1.Limits
-	(*SendMessageRequest)(nil),           // 41: agentflow.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),          // 42: agentflow.v1.SendMessageResponse
-	(*ForkSessionRequest)(nil),           // 43: agentflow.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),          // 44: agentflow.v1.ForkSessionResponse
-	(*GetTranscriptRequest)(nil),         // 45: agentflow.v1.GetTranscriptRequest
-	(*Transcript)(nil),                   // 46: agentflow.v1.Transcript
-	(*TranscriptEntry)(nil),              // 47: agentflow.v1.TranscriptEntry
-	(*PendingMessage)(nil),               // 48: agentflow.v1.PendingMessage
-	(*ApproveRequest)(nil),               // 49: agentflow.v1.ApproveRequest
-	(*ArgCondition)(nil),                 // 50: agentflow.v1.ArgCondition
-	(*ApproveResponse)(nil),              // 51: agentflow.v1.ApproveResponse
-	(*ListGrantsRequest)(nil),            // 52: agentflow.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),           // 53: agentflow.v1.ListGrantsResponse
-	(*RevokeGrantRequest)(nil),           // 54: agentflow.v1.RevokeGrantRequest
-	(*Grant)(nil),                        // 55: agentflow.v1.Grant
-	(*ListPendingApprovalsRequest)(nil),  // 56: agentflow.v1.ListPendingApprovalsRequest
-	(*ListPendingApprovalsResponse)(nil), // 57: agentflow.v1.ListPendingApprovalsResponse
-	(*PendingApproval)(nil),              // 58: agentflow.v1.PendingApproval
-	(*AnswerRequest)(nil),                // 59: agentflow.v1.AnswerRequest
-	(*AnswerResponse)(nil),               // 60: agentflow.v1.AnswerResponse
-	(*ListPendingQuestionsRequest)(nil),  // 61: agentflow.v1.ListPendingQuestionsRequest
-	(*ListPendingQuestionsResponse)(nil), // 62: agentflow.v1.ListPendingQuestionsResponse
-	(*PendingQuestion)(nil),              // 63: agentflow.v1.PendingQuestion
-	(*GetUsageRequest)(nil),              // 64: agentflow.v1.GetUsageRequest
-	(*UsageRow)(nil),                     // 65: agentflow.v1.UsageRow
-	(*BudgetUse)(nil),                    // 66: agentflow.v1.BudgetUse
-	(*GetUsageResponse)(nil),             // 67: agentflow.v1.GetUsageResponse
-	(*UpsertCatalogRequest)(nil),         // 68: agentflow.v1.UpsertCatalogRequest
-	(*CatalogChange)(nil),                // 69: agentflow.v1.CatalogChange
-	(*UpsertCatalogResponse)(nil),        // 70: agentflow.v1.UpsertCatalogResponse
-	(*Rule)(nil),                         // 71: agentflow.v1.Rule
-	(*ListRulesRequest)(nil),             // 72: agentflow.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),            // 73: agentflow.v1.ListRulesResponse
-	(*RouteDryRunRequest)(nil),           // 74: agentflow.v1.RouteDryRunRequest
-	(*RouteDryRunResponse)(nil),          // 75: agentflow.v1.RouteDryRunResponse
-	(*RuleError)(nil),                    // 76: agentflow.v1.RuleError
-	(*StreamCatalogRequest)(nil),         // 77: agentflow.v1.StreamCatalogRequest
-	(*CatalogEvent)(nil),                 // 78: agentflow.v1.CatalogEvent
-	(*GetProcessRequest)(nil),            // 79: agentflow.v1.GetProcessRequest
-	(*Process)(nil),                      // 80: agentflow.v1.Process
-	(*ListProcessesRequest)(nil),         // 81: agentflow.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),        // 82: agentflow.v1.ListProcessesResponse
-	(*ListProcessVersionsRequest)(nil),   // 83: agentflow.v1.ListProcessVersionsRequest
-	(*ListProcessVersionsResponse)(nil),  // 84: agentflow.v1.ListProcessVersionsResponse
-	(*ProcessVersionInfo)(nil),           // 85: agentflow.v1.ProcessVersionInfo
-	(*ProcessPatch)(nil),                 // 86: agentflow.v1.ProcessPatch
-	(*CancelRequest)(nil),                // 87: agentflow.v1.CancelRequest
-	(*CancelResponse)(nil),               // 88: agentflow.v1.CancelResponse
-	(*StartEvalRequest)(nil),             // 89: agentflow.v1.StartEvalRequest
-	(*StartEvalResponse)(nil),            // 90: agentflow.v1.StartEvalResponse
-	(*GetEvalRequest)(nil),               // 91: agentflow.v1.GetEvalRequest
-	(*EvalRun)(nil),                      // 92: agentflow.v1.EvalRun
-	(*EvalTotals)(nil),                   // 93: agentflow.v1.EvalTotals
-	(*EvalCaseResult)(nil),               // 94: agentflow.v1.EvalCaseResult
-	(*EvalCheck)(nil),                    // 95: agentflow.v1.EvalCheck
-	(*DeliverTo)(nil),                    // 96: agentflow.v1.DeliverTo
-	(*ListDeliveriesRequest)(nil),        // 97: agentflow.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),       // 98: agentflow.v1.ListDeliveriesResponse
-	(*Delivery)(nil),                     // 99: agentflow.v1.Delivery
-	(*DeliveryAttempt)(nil),              // 100: agentflow.v1.DeliveryAttempt
-	nil,                                  // 101: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 102: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 103: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 104: google.protobuf.Struct
-	(*structpb.Value)(nil),               // 105: google.protobuf.Value
+	(*Citation)(nil),                     // 15: agentflow.v1.Citation
+	(*ResultMetadata)(nil),               // 16: agentflow.v1.ResultMetadata
+	(*ToolCallRecord)(nil),               // 17: agentflow.v1.ToolCallRecord
+	(*TurnError)(nil),                    // 18: agentflow.v1.TurnError
+	(*StreamEventMeta)(nil),              // 19: agentflow.v1.StreamEventMeta
+	(*ChildEvent)(nil),                   // 20: agentflow.v1.ChildEvent
+	(*StreamEvent)(nil),                  // 21: agentflow.v1.StreamEvent
+	(*QuestionEvent)(nil),                // 22: agentflow.v1.QuestionEvent
+	(*QuestionAnsweredEvent)(nil),        // 23: agentflow.v1.QuestionAnsweredEvent
+	(*SteeredEvent)(nil),                 // 24: agentflow.v1.SteeredEvent
+	(*StatusEvent)(nil),                  // 25: agentflow.v1.StatusEvent
+	(*TokenEvent)(nil),                   // 26: agentflow.v1.TokenEvent
+	(*ToolArgsDeltaEvent)(nil),           // 27: agentflow.v1.ToolArgsDeltaEvent
+	(*StepEvent)(nil),                    // 28: agentflow.v1.StepEvent
+	(*TokenUsage)(nil),                   // 29: agentflow.v1.TokenUsage
+	(*ApprovalDecidedEvent)(nil),         // 30: agentflow.v1.ApprovalDecidedEvent
+	(*MessageEvent)(nil),                 // 31: agentflow.v1.MessageEvent
+	(*CustomEvent)(nil),                  // 32: agentflow.v1.CustomEvent
+	(*ToolEvent)(nil),                    // 33: agentflow.v1.ToolEvent
+	(*ContentEvent)(nil),                 // 34: agentflow.v1.ContentEvent
+	(*UsageEvent)(nil),                   // 35: agentflow.v1.UsageEvent
+	(*ErrorEvent)(nil),                   // 36: agentflow.v1.ErrorEvent
+	(*ListAgentsRequest)(nil),            // 37: agentflow.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),           // 38: agentflow.v1.ListAgentsResponse
+	(*AgentInfo)(nil),                    // 39: agentflow.v1.AgentInfo
+	(*ToolInfo)(nil),                     // 40: agentflow.v1.ToolInfo
+	(*Limits)(nil),                       // 41: agentflow.v1.Limits
+	(*SendMessageRequest)(nil),           // 42: agentflow.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),          // 43: agentflow.v1.SendMessageResponse
+	(*ForkSessionRequest)(nil),           // 44: agentflow.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),          // 45: agentflow.v1.ForkSessionResponse
+	(*GetTranscriptRequest)(nil),         // 46: agentflow.v1.GetTranscriptRequest
+	(*Transcript)(nil),                   // 47: agentflow.v1.Transcript
+	(*TranscriptEntry)(nil),              // 48: agentflow.v1.TranscriptEntry
+	(*PendingMessage)(nil),               // 49: agentflow.v1.PendingMessage
+	(*ApproveRequest)(nil),               // 50: agentflow.v1.ApproveRequest
+	(*ArgCondition)(nil),                 // 51: agentflow.v1.ArgCondition
+	(*ApproveResponse)(nil),              // 52: agentflow.v1.ApproveResponse
+	(*ListGrantsRequest)(nil),            // 53: agentflow.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),           // 54: agentflow.v1.ListGrantsResponse
+	(*RevokeGrantRequest)(nil),           // 55: agentflow.v1.RevokeGrantRequest
+	(*Grant)(nil),                        // 56: agentflow.v1.Grant
+	(*ListPendingApprovalsRequest)(nil),  // 57: agentflow.v1.ListPendingApprovalsRequest
+	(*ListPendingApprovalsResponse)(nil), // 58: agentflow.v1.ListPendingApprovalsResponse
+	(*PendingApproval)(nil),              // 59: agentflow.v1.PendingApproval
+	(*AnswerRequest)(nil),                // 60: agentflow.v1.AnswerRequest
+	(*AnswerResponse)(nil),               // 61: agentflow.v1.AnswerResponse
+	(*ListPendingQuestionsRequest)(nil),  // 62: agentflow.v1.ListPendingQuestionsRequest
+	(*ListPendingQuestionsResponse)(nil), // 63: agentflow.v1.ListPendingQuestionsResponse
+	(*PendingQuestion)(nil),              // 64: agentflow.v1.PendingQuestion
+	(*GetUsageRequest)(nil),              // 65: agentflow.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 66: agentflow.v1.UsageRow
+	(*BudgetUse)(nil),                    // 67: agentflow.v1.BudgetUse
+	(*GetUsageResponse)(nil),             // 68: agentflow.v1.GetUsageResponse
+	(*UpsertCatalogRequest)(nil),         // 69: agentflow.v1.UpsertCatalogRequest
+	(*CatalogChange)(nil),                // 70: agentflow.v1.CatalogChange
+	(*UpsertCatalogResponse)(nil),        // 71: agentflow.v1.UpsertCatalogResponse
+	(*Rule)(nil),                         // 72: agentflow.v1.Rule
+	(*ListRulesRequest)(nil),             // 73: agentflow.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),            // 74: agentflow.v1.ListRulesResponse
+	(*RouteDryRunRequest)(nil),           // 75: agentflow.v1.RouteDryRunRequest
+	(*RouteDryRunResponse)(nil),          // 76: agentflow.v1.RouteDryRunResponse
+	(*RuleError)(nil),                    // 77: agentflow.v1.RuleError
+	(*StreamCatalogRequest)(nil),         // 78: agentflow.v1.StreamCatalogRequest
+	(*CatalogEvent)(nil),                 // 79: agentflow.v1.CatalogEvent
+	(*GetProcessRequest)(nil),            // 80: agentflow.v1.GetProcessRequest
+	(*Process)(nil),                      // 81: agentflow.v1.Process
+	(*ListProcessesRequest)(nil),         // 82: agentflow.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),        // 83: agentflow.v1.ListProcessesResponse
+	(*ListProcessVersionsRequest)(nil),   // 84: agentflow.v1.ListProcessVersionsRequest
+	(*ListProcessVersionsResponse)(nil),  // 85: agentflow.v1.ListProcessVersionsResponse
+	(*ProcessVersionInfo)(nil),           // 86: agentflow.v1.ProcessVersionInfo
+	(*ProcessPatch)(nil),                 // 87: agentflow.v1.ProcessPatch
+	(*CancelRequest)(nil),                // 88: agentflow.v1.CancelRequest
+	(*CancelResponse)(nil),               // 89: agentflow.v1.CancelResponse
+	(*StartEvalRequest)(nil),             // 90: agentflow.v1.StartEvalRequest
+	(*StartEvalResponse)(nil),            // 91: agentflow.v1.StartEvalResponse
+	(*GetEvalRequest)(nil),               // 92: agentflow.v1.GetEvalRequest
+	(*EvalRun)(nil),                      // 93: agentflow.v1.EvalRun
+	(*EvalTotals)(nil),                   // 94: agentflow.v1.EvalTotals
+	(*EvalCaseResult)(nil),               // 95: agentflow.v1.EvalCaseResult
+	(*EvalCheck)(nil),                    // 96: agentflow.v1.EvalCheck
+	(*DeliverTo)(nil),                    // 97: agentflow.v1.DeliverTo
+	(*ListDeliveriesRequest)(nil),        // 98: agentflow.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),       // 99: agentflow.v1.ListDeliveriesResponse
+	(*Delivery)(nil),                     // 100: agentflow.v1.Delivery
+	(*DeliveryAttempt)(nil),              // 101: agentflow.v1.DeliveryAttempt
+	nil,                                  // 102: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 103: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	(*timestamppb.Timestamp)(nil),        // 104: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 105: google.protobuf.Struct
+	(*structpb.Value)(nil),               // 106: google.protobuf.Value
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,   // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	103, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	104, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
 	2,   // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
-	96,  // 3: agentflow.v1.TurnRequest.deliver:type_name -> agentflow.v1.DeliverTo
-	101, // 4: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	97,  // 3: agentflow.v1.TurnRequest.deliver:type_name -> agentflow.v1.DeliverTo
+	102, // 4: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	5,   // 5: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	104, // 6: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	105, // 6: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
 	1,   // 7: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 8: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 9: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
-	20,  // 10: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
-	15,  // 11: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
-	17,  // 12: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	103, // 13: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	21,  // 10: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
+	16,  // 11: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
+	18,  // 12: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
+	104, // 13: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
 	3,   // 14: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
-	16,  // 15: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
-	19,  // 16: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
-	18,  // 17: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
-	24,  // 18: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
-	25,  // 19: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
-	32,  // 20: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
-	32,  // 21: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
-	32,  // 22: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
-	33,  // 23: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
-	34,  // 24: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
-	35,  // 25: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
-	32,  // 26: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
-	25,  // 27: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
-	26,  // 28: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
-	27,  // 29: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
-	27,  // 30: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
-	29,  // 31: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
-	30,  // 32: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
-	30,  // 33: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
-	31,  // 34: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
-	23,  // 35: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
-	21,  // 36: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
-	22,  // 37: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
-	103, // 38: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
-	0,   // 39: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
-	17,  // 40: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
-	28,  // 41: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	103, // 42: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
-	17,  // 43: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
-	38,  // 44: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
-	39,  // 45: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
-	40,  // 46: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
-	4,   // 47: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	96,  // 48: agentflow.v1.SendMessageRequest.deliver:type_name -> agentflow.v1.DeliverTo
-	47,  // 49: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
-	48,  // 50: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
-	50,  // 51: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
-	105, // 52: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
-	55,  // 53: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
-	50,  // 54: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
-	103, // 55: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
-	103, // 56: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	103, // 57: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
-	58,  // 58: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	103, // 59: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	103, // 60: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
-	63,  // 61: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
-	103, // 62: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
-	103, // 63: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
-	103, // 64: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	103, // 65: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	103, // 66: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	103, // 67: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	103, // 68: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
-	65,  // 69: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
-	65,  // 70: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
-	66,  // 71: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	102, // 72: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
-	69,  // 73: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
-	71,  // 74: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
-	4,   // 75: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
-	76,  // 76: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
-	38,  // 77: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
-	71,  // 78: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	103, // 79: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 80: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
-	85,  // 81: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	103, // 82: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
-	86,  // 83: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	103, // 84: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	103, // 85: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
-	103, // 86: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
-	93,  // 87: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
-	94,  // 88: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
-	95,  // 89: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
-	99,  // 90: agentflow.v1.ListDeliveriesResponse.deliveries:type_name -> agentflow.v1.Delivery
-	100, // 91: agentflow.v1.Delivery.attempts:type_name -> agentflow.v1.DeliveryAttempt
-	103, // 92: agentflow.v1.DeliveryAttempt.at:type_name -> google.protobuf.Timestamp
-	6,   // 93: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	8,   // 94: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	7,   // 95: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	12,  // 96: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	10,  // 97: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	13,  // 98: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	36,  // 99: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	41,  // 100: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	45,  // 101: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	43,  // 102: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
-	49,  // 103: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	56,  // 104: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	52,  // 105: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
-	54,  // 106: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
-	59,  // 107: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
-	61,  // 108: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
-	87,  // 109: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	97,  // 110: agentflow.v1.AgentService.ListDeliveries:input_type -> agentflow.v1.ListDeliveriesRequest
-	68,  // 111: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	72,  // 112: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	74,  // 113: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	77,  // 114: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	79,  // 115: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	81,  // 116: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	83,  // 117: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	64,  // 118: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	89,  // 119: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
-	91,  // 120: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
-	14,  // 121: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,   // 122: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	20,  // 123: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	20,  // 124: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11,  // 125: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14,  // 126: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	37,  // 127: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	42,  // 128: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	46,  // 129: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	44,  // 130: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
-	51,  // 131: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	57,  // 132: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	53,  // 133: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
-	55,  // 134: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
-	60,  // 135: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
-	62,  // 136: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
-	88,  // 137: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	98,  // 138: agentflow.v1.AgentService.ListDeliveries:output_type -> agentflow.v1.ListDeliveriesResponse
-	70,  // 139: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	73,  // 140: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	75,  // 141: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	78,  // 142: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	80,  // 143: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	82,  // 144: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	84,  // 145: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	67,  // 146: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	90,  // 147: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
-	92,  // 148: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
-	121, // [121:149] is the sub-list for method output_type
-	93,  // [93:121] is the sub-list for method input_type
-	93,  // [93:93] is the sub-list for extension type_name
-	93,  // [93:93] is the sub-list for extension extendee
-	0,   // [0:93] is the sub-list for field type_name
+	15,  // 15: agentflow.v1.TurnResult.citations:type_name -> agentflow.v1.Citation
+	17,  // 16: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
+	20,  // 17: agentflow.v1.StreamEventMeta.child:type_name -> agentflow.v1.ChildEvent
+	19,  // 18: agentflow.v1.StreamEvent.meta:type_name -> agentflow.v1.StreamEventMeta
+	25,  // 19: agentflow.v1.StreamEvent.status:type_name -> agentflow.v1.StatusEvent
+	26,  // 20: agentflow.v1.StreamEvent.token:type_name -> agentflow.v1.TokenEvent
+	33,  // 21: agentflow.v1.StreamEvent.tool_start:type_name -> agentflow.v1.ToolEvent
+	33,  // 22: agentflow.v1.StreamEvent.tool_end:type_name -> agentflow.v1.ToolEvent
+	33,  // 23: agentflow.v1.StreamEvent.approval_required:type_name -> agentflow.v1.ToolEvent
+	34,  // 24: agentflow.v1.StreamEvent.content:type_name -> agentflow.v1.ContentEvent
+	35,  // 25: agentflow.v1.StreamEvent.usage:type_name -> agentflow.v1.UsageEvent
+	36,  // 26: agentflow.v1.StreamEvent.error:type_name -> agentflow.v1.ErrorEvent
+	33,  // 27: agentflow.v1.StreamEvent.tool_progress:type_name -> agentflow.v1.ToolEvent
+	26,  // 28: agentflow.v1.StreamEvent.reasoning:type_name -> agentflow.v1.TokenEvent
+	27,  // 29: agentflow.v1.StreamEvent.tool_args_delta:type_name -> agentflow.v1.ToolArgsDeltaEvent
+	28,  // 30: agentflow.v1.StreamEvent.step_start:type_name -> agentflow.v1.StepEvent
+	28,  // 31: agentflow.v1.StreamEvent.step_finish:type_name -> agentflow.v1.StepEvent
+	30,  // 32: agentflow.v1.StreamEvent.approval_decided:type_name -> agentflow.v1.ApprovalDecidedEvent
+	31,  // 33: agentflow.v1.StreamEvent.message_start:type_name -> agentflow.v1.MessageEvent
+	31,  // 34: agentflow.v1.StreamEvent.message_end:type_name -> agentflow.v1.MessageEvent
+	32,  // 35: agentflow.v1.StreamEvent.custom:type_name -> agentflow.v1.CustomEvent
+	24,  // 36: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
+	22,  // 37: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
+	23,  // 38: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
+	104, // 39: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
+	0,   // 40: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
+	18,  // 41: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
+	29,  // 42: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
+	104, // 43: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	18,  // 44: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
+	39,  // 45: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
+	40,  // 46: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
+	41,  // 47: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
+	4,   // 48: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
+	97,  // 49: agentflow.v1.SendMessageRequest.deliver:type_name -> agentflow.v1.DeliverTo
+	48,  // 50: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
+	49,  // 51: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
+	51,  // 52: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
+	106, // 53: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
+	56,  // 54: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
+	51,  // 55: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
+	104, // 56: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	104, // 57: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	104, // 58: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	59,  // 59: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
+	104, // 60: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	104, // 61: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	64,  // 62: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
+	104, // 63: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
+	104, // 64: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
+	104, // 65: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	104, // 66: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	104, // 67: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	104, // 68: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	104, // 69: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	66,  // 70: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
+	66,  // 71: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
+	67,  // 72: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
+	103, // 73: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	70,  // 74: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
+	72,  // 75: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
+	4,   // 76: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
+	77,  // 77: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
+	39,  // 78: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
+	72,  // 79: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
+	104, // 80: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	81,  // 81: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
+	86,  // 82: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
+	104, // 83: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	87,  // 84: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
+	104, // 85: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	104, // 86: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
+	104, // 87: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
+	94,  // 88: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
+	95,  // 89: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
+	96,  // 90: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
+	100, // 91: agentflow.v1.ListDeliveriesResponse.deliveries:type_name -> agentflow.v1.Delivery
+	101, // 92: agentflow.v1.Delivery.attempts:type_name -> agentflow.v1.DeliveryAttempt
+	104, // 93: agentflow.v1.DeliveryAttempt.at:type_name -> google.protobuf.Timestamp
+	6,   // 94: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,   // 95: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,   // 96: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12,  // 97: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10,  // 98: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13,  // 99: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	37,  // 100: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	42,  // 101: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	46,  // 102: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	44,  // 103: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	50,  // 104: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	57,  // 105: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	53,  // 106: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
+	55,  // 107: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
+	60,  // 108: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
+	62,  // 109: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
+	88,  // 110: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	98,  // 111: agentflow.v1.AgentService.ListDeliveries:input_type -> agentflow.v1.ListDeliveriesRequest
+	69,  // 112: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	73,  // 113: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	75,  // 114: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	78,  // 115: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	80,  // 116: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	82,  // 117: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	84,  // 118: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	65,  // 119: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	90,  // 120: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
+	92,  // 121: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
+	14,  // 122: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,   // 123: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	21,  // 124: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	21,  // 125: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11,  // 126: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14,  // 127: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	38,  // 128: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	43,  // 129: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	47,  // 130: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	45,  // 131: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	52,  // 132: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	58,  // 133: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	54,  // 134: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
+	56,  // 135: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
+	61,  // 136: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
+	63,  // 137: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
+	89,  // 138: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	99,  // 139: agentflow.v1.AgentService.ListDeliveries:output_type -> agentflow.v1.ListDeliveriesResponse
+	71,  // 140: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	74,  // 141: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	76,  // 142: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	79,  // 143: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	81,  // 144: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	83,  // 145: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	85,  // 146: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	68,  // 147: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	91,  // 148: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
+	93,  // 149: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
+	122, // [122:150] is the sub-list for method output_type
+	94,  // [94:122] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -8879,7 +8969,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 		return
 	}
 	file_agentflow_v1_agentflow_proto_msgTypes[0].OneofWrappers = []any{}
-	file_agentflow_v1_agentflow_proto_msgTypes[19].OneofWrappers = []any{
+	file_agentflow_v1_agentflow_proto_msgTypes[20].OneofWrappers = []any{
 		(*StreamEvent_Status)(nil),
 		(*StreamEvent_Token)(nil),
 		(*StreamEvent_ToolStart)(nil),
@@ -8901,14 +8991,14 @@ func file_agentflow_v1_agentflow_proto_init() {
 		(*StreamEvent_Question)(nil),
 		(*StreamEvent_QuestionAnswered)(nil),
 	}
-	file_agentflow_v1_agentflow_proto_msgTypes[48].OneofWrappers = []any{}
+	file_agentflow_v1_agentflow_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   102,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
