@@ -33,9 +33,11 @@ type Registry interface {
 //     all run on one build for the comparison to mean anything. It ends
 //     when its cases do.
 //   - Delivery is Pinned: it pushes one ended turn's result and ends.
+//   - MemoryExtract is Pinned: one activity, and it ends.
 func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: contract.AgentTurn, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Conversation, workflow.RegisterOptions{Name: contract.Conversation, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
 	r.RegisterWorkflowWithOptions(Evaluation, workflow.RegisterOptions{Name: contract.Evaluation, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Delivery, workflow.RegisterOptions{Name: contract.Delivery, VersioningBehavior: workflow.VersioningBehaviorPinned})
+	r.RegisterWorkflowWithOptions(MemoryExtract, workflow.RegisterOptions{Name: contract.MemoryExtract, VersioningBehavior: workflow.VersioningBehaviorPinned})
 }

@@ -97,7 +97,7 @@ func TestNamesDeclaredOnce(t *testing.T) {
 		contract.Route, contract.LoadAgent, contract.CallModel, contract.ExecuteTool, contract.SaveResult, contract.RecordApproval,
 		contract.SignalTokens, contract.QueryEvents, contract.SignalApprove, contract.QueryPendingApprovals,
 		contract.QueryPendingQuestions, contract.Evaluation, contract.BeginEval, contract.PrepareEvalCase,
-		contract.ScoreEvalCase, contract.FinishEval, contract.Delivery, contract.Deliver,
+		contract.ScoreEvalCase, contract.FinishEval, contract.Delivery, contract.Deliver, contract.MemoryExtract, contract.ExtractMemories,
 		contract.SignalNotifyTokens, contract.UpdateSendMessage, contract.QueryTranscript,
 		contract.UpdateStreamPoll, contract.QueryStreamOffset, contract.SignalStreamPublish,
 		contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName(),

@@ -57,6 +57,9 @@ type HTTPOptions struct {
 	// Doors are the protocols served beside the API's own routes
 	// (internal/gateway/doors.All for every one agentflow has).
 	Doors []Door
+	// Memories serves /v1/memories (memories.go). Default: none, and
+	// those routes answer Unavailable.
+	Memories MemoryStore
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -156,6 +159,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	chatpage.Register(root)
 	a.registerFiles(root)
+	a.registerMemories(root, o.Memories)
 	for _, d := range o.Doors {
 		d.Register(root, a.forChannel(d.Channel()))
 	}

@@ -95,84 +95,151 @@ func scopeFilter(s agent.MemoryScope) []byte {
 // returns the stored memory and created false, having embedded nothing.
 // Retried, it stores nothing twice.
 func (m *Memories) Remember(ctx context.Context, scope agent.MemoryScope, mem agent.MemoryRecord) (agent.MemoryRecord, bool, error) {
-	if err := scope.Validate(); err != nil {
+	got, created, err := m.RememberAll(ctx, scope, []agent.MemoryRecord{mem})
+	if err != nil {
 		return agent.MemoryRecord{}, false, err
+	}
+	return got[0], created > 0, nil
+}
+
+// RememberAll stores mems in scope as Remember does, all in one
+// transaction: all of them or none. It returns them as stored, in order,
+// and how many were new.
+func (m *Memories) RememberAll(ctx context.Context, scope agent.MemoryScope, mems []agent.MemoryRecord) ([]agent.MemoryRecord, int, error) {
+	if err := scope.Validate(); err != nil {
+		return nil, 0, err
 	}
 	if scope.AgentID == "" {
-		return agent.MemoryRecord{}, false, agent.Errorf(agent.CodeInvalid, "a memory belongs to an agent: agent_id is required")
+		return nil, 0, agent.Errorf(agent.CodeInvalid, "a memory belongs to an agent: agent_id is required")
 	}
-	text, tags, err := agent.NormalizeMemory(mem.Text, mem.Tags)
-	if err != nil {
-		return agent.MemoryRecord{}, false, err
+	if len(mems) == 0 || len(mems) > embedBatch {
+		return nil, 0, agent.Errorf(agent.CodeInvalid, "remember %d memories at once: want 1 to %d", len(mems), embedBatch)
 	}
-	if mem.Source != agent.MemoryRemembered && mem.Source != agent.MemoryExtracted {
-		return agent.MemoryRecord{}, false, agent.Errorf(agent.CodeInvalid, "memory source %q: want %s or %s", mem.Source, agent.MemoryRemembered, agent.MemoryExtracted)
+	ids := make([]string, len(mems))
+	var fresh []int // indexes of mems the scope does not hold yet
+	for i := range mems {
+		mem := &mems[i]
+		text, tags, err := agent.NormalizeMemory(mem.Text, mem.Tags)
+		if err != nil {
+			return nil, 0, err
+		}
+		mem.Text, mem.Tags = text, tags
+		if mem.Source != agent.MemoryRemembered && mem.Source != agent.MemoryExtracted {
+			return nil, 0, agent.Errorf(agent.CodeInvalid, "memory source %q: want %s or %s", mem.Source, agent.MemoryRemembered, agent.MemoryExtracted)
+		}
+		if len(mem.Origin) > agent.MaxMemoryOrigin || !validText(mem.Origin) {
+			return nil, 0, agent.Errorf(agent.CodeInvalid, "memory origin: want UTF-8 text of at most %d bytes", agent.MaxMemoryOrigin)
+		}
+		ids[i] = agent.MemoryID(scope, text)
+		if _, err := m.get(ctx, scope, ids[i]); agent.IsCode(err, agent.CodeNotFound) {
+			fresh = append(fresh, i)
+		} else if err != nil {
+			return nil, 0, err
+		}
 	}
-	if len(mem.Origin) > agent.MaxMemoryOrigin || !validText(mem.Origin) {
-		return agent.MemoryRecord{}, false, agent.Errorf(agent.CodeInvalid, "memory origin: want UTF-8 text of at most %d bytes", agent.MaxMemoryOrigin)
+	created := 0
+	if len(fresh) > 0 {
+		n, err := m.write(ctx, scope, mems, ids, fresh)
+		if err != nil {
+			return nil, 0, err
+		}
+		created = n
 	}
-	id := agent.MemoryID(scope, text)
-	if got, err := m.get(ctx, scope, id); err == nil {
-		return got, false, nil
-	} else if !agent.IsCode(err, agent.CodeNotFound) {
-		return agent.MemoryRecord{}, false, err
+	out := make([]agent.MemoryRecord, len(mems))
+	for i, id := range ids {
+		got, err := m.get(ctx, scope, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		out[i] = got
 	}
+	return out, created, nil
+}
+
+// write embeds the memories of mems at the indexes fresh and stores
+// those the scope does not hold, in one transaction; it says how many it
+// stored.
+func (m *Memories) write(ctx context.Context, scope agent.MemoryScope, mems []agent.MemoryRecord, ids []string, fresh []int) (int, error) {
 	c, _, err := m.collection(ctx, m.s.pool, scope.Tenant, true)
 	if err != nil {
-		return agent.MemoryRecord{}, false, err
+		return 0, err
 	}
-	vecs, _, err := EmbedAll(ctx, m.emb, c, []string{text})
+	texts := make([]string, len(fresh))
+	for j, i := range fresh {
+		texts[j] = mems[i].Text
+	}
+	vecs, _, err := EmbedAll(ctx, m.emb, c, texts)
 	if err != nil {
-		return agent.MemoryRecord{}, false, err
+		return 0, err
 	}
-	unit := normalize(vecs[0])
-	if unit == nil {
-		return agent.MemoryRecord{}, false, agent.Errorf(agent.CodeUnavailable, "embed memory: the vector is zero or not finite")
+	units := make([][]float32, len(vecs))
+	for j, v := range vecs {
+		if units[j] = normalize(v); units[j] == nil || len(v) != len(vecs[0]) {
+			return 0, agent.Errorf(agent.CodeUnavailable, "embed memory: vector %d is zero, not finite or of another length", j)
+		}
 	}
-	md := map[string]string{memAgent: scope.AgentID, memUser: scope.User, memSource: mem.Source}
-	if len(tags) > 0 {
-		md[memTags] = strings.Join(tags, ",")
-	}
-	mdJSON, err := json.Marshal(md)
-	if err != nil {
-		return agent.MemoryRecord{}, false, fmt.Errorf("remember: %w", err)
-	}
-	created := false
+	created := 0
 	err = pgx.BeginFunc(ctx, m.s.pool, func(tx pgx.Tx) error {
+		created = 0
 		c, cid, err := m.collection(ctx, tx, scope.Tenant, false)
 		if err != nil {
 			return err
 		}
+		dims := len(units[0])
 		if c.Dims == 0 {
-			if _, err := tx.Exec(ctx, `UPDATE knowledge_collections SET dims = $2 WHERE id = $1 AND dims = 0`, cid, len(unit)); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE knowledge_collections SET dims = $2 WHERE id = $1 AND dims = 0`, cid, dims); err != nil {
 				return fmt.Errorf("record dims: %w", err)
 			}
-			c.Dims = len(unit)
+			if err := tx.QueryRow(ctx, `SELECT dims FROM knowledge_collections WHERE id = $1`, cid).Scan(&c.Dims); err != nil {
+				return fmt.Errorf("record dims: %w", err)
+			}
 		}
-		if len(unit) != c.Dims {
-			return agent.Errorf(agent.CodeInvalid, "remember: the vector has %d values; memories have %d dims", len(unit), c.Dims)
+		if dims != c.Dims {
+			return agent.Errorf(agent.CodeInvalid, "remember: vectors have %d values; memories have %d dims", dims, c.Dims)
 		}
-		tag, err := tx.Exec(ctx, sqlInsertDocument, cid, id, "", mem.Origin, mdJSON,
-			"sha256:"+agent.MemoryHash(scope, text), len(text), 1)
-		if err != nil {
-			return fmt.Errorf("remember: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // stored meanwhile by a retry or a twin
-		}
-		created = true
-		b := &pgx.Batch{}
-		m.s.vec.queueInsert(b, cid, id, agent.Chunk{Position: 0, Text: text, Tokens: agent.EstimateTokens(text)}, mdJSON, unit)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("remember: %w", err)
+		for j, i := range fresh {
+			mem := mems[i]
+			md := map[string]string{memAgent: scope.AgentID, memUser: scope.User, memSource: mem.Source}
+			if len(mem.Tags) > 0 {
+				md[memTags] = strings.Join(mem.Tags, ",")
+			}
+			mdJSON, err := json.Marshal(md)
+			if err != nil {
+				return fmt.Errorf("remember: %w", err)
+			}
+			tag, err := tx.Exec(ctx, sqlInsertDocument, cid, ids[i], "", mem.Origin, mdJSON,
+				"sha256:"+agent.MemoryHash(scope, mem.Text), len(mem.Text), 1)
+			if err != nil {
+				return fmt.Errorf("remember: %w", err)
+			}
+			if tag.RowsAffected() == 0 {
+				continue // stored meanwhile by a retry, a twin, or earlier in mems
+			}
+			created++
+			b := &pgx.Batch{}
+			m.s.vec.queueInsert(b, cid, ids[i], agent.Chunk{Position: 0, Text: mem.Text, Tokens: agent.EstimateTokens(mem.Text)}, mdJSON, units[j])
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("remember: %w", err)
+			}
 		}
 		return nil
 	})
-	if err != nil {
-		return agent.MemoryRecord{}, false, err
+	return created, err
+}
+
+// HasOrigin reports whether the scope holds a memory written by origin
+// (agent.MemoryRecord.Origin): an extraction that stored its facts.
+func (m *Memories) HasOrigin(ctx context.Context, scope agent.MemoryScope, origin string) (bool, error) {
+	if err := scope.Validate(); err != nil {
+		return false, err
 	}
-	got, err := m.get(ctx, scope, id)
-	return got, created, err
+	var found bool
+	err := m.s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1`+sqlMemoryFrom+` AND d.source = $3)`,
+		scope.Tenant+memoryTenantSuffix, scopeFilter(scope), origin).Scan(&found)
+	if err != nil {
+		return false, fmt.Errorf("read memories: %w", err)
+	}
+	return found, nil
 }
 
 const sqlMemoryColumns = `d.id, d.metadata, d.source, d.created_at, k.text`

@@ -379,6 +379,11 @@ func (s *Server) connect(ctx context.Context) error {
 	return nil
 }
 
+// memoryModel is the model that embeds long-term memories.
+func (s *Server) memoryModel() string {
+	return cmp.Or(s.cfg.MemoryEmbeddingModel, DefaultMemoryEmbeddingModel)
+}
+
 // secrets resolves the secrets catalogs name (env:NAME, file:/path) from
 // the process's environment and mounted files, for a tenant only those
 // the operator granted it (AGENTFLOW_SECRETS).
@@ -406,6 +411,7 @@ func (s *Server) newWorker() error {
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
 		OpenAPIMaxSpecBytes: s.cfg.OpenAPIMaxSpecBytes,
+		Memories:            s.knowledge.Memories(model, s.memoryModel()),
 	}, append(tools.Builtin(), s.cfg.ToolKinds...)...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
@@ -422,6 +428,7 @@ func (s *Server) newWorker() error {
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()),
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
+		Memories: s.knowledge.Memories(model, s.memoryModel()),
 	})
 	if err != nil {
 		return err
@@ -496,6 +503,8 @@ func (s *Server) newGateway(ctx context.Context) error {
 	// The HTTP API's calls are the gRPC API's, traced and counted the same.
 	httpOpts := s.cfg.httpOptions()
 	httpOpts.ServerOptions = s.tracing.GRPCServerOptions(s.metrics.MeterProvider)
+	// Listing and erasing memories embed nothing.
+	httpOpts.Memories = s.knowledge.Memories(nil, s.memoryModel())
 	if s.api, err = gateway.NewHTTPAPI(svc, cat, httpOpts); err != nil {
 		return err
 	}
