@@ -27,7 +27,15 @@ func TestMemory(t *testing.T) {
 		{name: "an unknown provider", src: head + "    memory: {summary_model: 'acme:big'}\n",
 			want: []string{`t.yaml:5: agents[0].memory.summary_model: unknown provider "acme" (known: anthropic, ollama, openai)`}},
 		{name: "an unknown key", src: head + "    memory: {window: 4000}\n",
-			want: []string{`t.yaml:5: agents[0].memory.window: unknown field; known fields: window_tokens, summary_model`}},
+			want: []string{`t.yaml:5: agents[0].memory.window: unknown field; known fields: window_tokens, summary_model, recall, top_k, budget, extract`}},
+		{name: "long-term memory", src: head + "    memory: {recall: true, top_k: 8, budget: 300, extract: true}\n",
+			out: agent.Memory{Recall: true, TopK: 8, Budget: 300, Extract: true}},
+		{name: "too many recalled", src: head + "    memory: {recall: true, top_k: 51}\n",
+			want: []string{`t.yaml:5: agents[0].memory.top_k: 51 is too large: an agent recalls at most 50 memories`}},
+		{name: "a budget too large", src: head + "    memory: {budget: 9000}\n",
+			want: []string{`t.yaml:5: agents[0].memory.budget: 9000 is too large: recalled memories take at most 8000 tokens`}},
+		{name: "recall not a boolean", src: head + "    memory: {recall: 'yes'}\n",
+			want: []string{`t.yaml:5: agents[0].memory.recall: want true or false, not "yes"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,7 +52,7 @@
 //
 // # Built-in kinds
 //
-// Builtin returns the nine kinds every worker offers:
+// Builtin returns the eleven kinds every worker offers:
 //
 //   - calculator (Calculator, local): evaluates arithmetic exactly; see
 //     Calculator for the syntax and for how results are written.
@@ -87,6 +87,13 @@
 //     calls until a token with the config's role answers
 //     (workflows/question.go); this kind's Build checks the config and its
 //     Run only refuses.
+//   - remember (Remember): long-term memory (memory.go): keeps a fact
+//     about the user who asks, in the scope of the call's tenant, agent
+//     and the turn's caller (Call.Caller, from the credential), never
+//     the arguments'. It changes nothing outside the caller's own memory,
+//     so it asks for no approval by default.
+//   - recall (Recall): searches what remember kept, in the same scope;
+//     what it returns is marked as data (MemoryContext).
 //
 // # Approval
 //
