@@ -406,7 +406,8 @@ func TestBadRequests(t *testing.T) {
 		{"not json", http.MethodPost, "/v1/chat/completions", "{", http.StatusBadRequest},
 		{"no messages", http.MethodPost, "/chat/completions", `{"model":"m","messages":[]}`, http.StatusBadRequest},
 		{"wrong method", http.MethodGet, "/v1/chat/completions", "", http.StatusMethodNotAllowed},
-		{"unknown path", http.MethodPost, "/v1/embeddings", "{}", http.StatusNotFound},
+		{"unknown path", http.MethodPost, "/v1/completions", "{}", http.StatusNotFound},
+		{"embeddings without input", http.MethodPost, "/v1/embeddings", "{}", http.StatusBadRequest},
 		{"models", http.MethodGet, "/v1/models", "", http.StatusOK},
 	}
 	base := strings.TrimSuffix(srv.URL(), "/v1")
