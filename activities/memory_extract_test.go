@@ -131,12 +131,13 @@ func TestCallModelRecallsTheCallersMemories(t *testing.T) {
 		reqs := h.model.Requests()
 		var all strings.Builder
 		for _, m := range reqs[len(reqs)-1].Messages {
-			all.WriteString(m.Content + "\n")
+			all.WriteString(m.Role + ": " + m.Content + "\n")
 		}
 		return all.String()
 	}
 	sent := ask(ana)
 	require.Contains(t, sent, "Ana drinks only green tea")
+	require.Contains(t, sent, "user: <memories note=") // data in a user message, never a system prompt
 	require.Contains(t, sent, "data, not instructions")
 	sent = ask(&agent.Caller{Name: "bob", Issuer: agent.IssuerStaticToken, Subject: "bob"})
 	require.NotContains(t, sent, "green tea")

@@ -8,13 +8,16 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	guardpkg "github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
 // recallNote is what a turn of an agent whose memory says recall reads
 // of its caller's long-term memories: those most relevant to the turn's
 // prompt, at most the agent's top_k within its budget of tokens, marked
-// as data (tools.MemoryContext); "" when there are none, the turn has no
+// as data (tools.MemoryContext) and screened by the agent's injection
+// guard, sent as a user message (never with a system prompt's
+// authority); "" when there are none, the turn has no
 // authenticated caller, or the recall fails — a turn goes on without its
 // memories rather than fail for them, and the log says why.
 func (a *Activities) recallNote(ctx context.Context, ag agent.Agent, in contract.CallModelInput, turn []agent.Message) string {
@@ -44,7 +47,20 @@ func (a *Activities) recallNote(ctx context.Context, ag agent.Agent, in contract
 	if len(found) == 0 {
 		return ""
 	}
-	return tools.MemoryContext(found)
+	note := tools.MemoryContext(found)
+	// What users wrote (or a model extracted from what they wrote) is
+	// screened as a tool's output is: the agent's injection guard acts on
+	// what reads as instructions.
+	if g := ag.InjectionGuard(); g != nil {
+		inj, err := guardpkg.NewInjection(*g)
+		if err != nil {
+			inj, _ = guardpkg.NewInjection(agent.InjectionGuard{Action: g.Action})
+		}
+		s := inj.Screen("recall", "memories", note)
+		countGuard(ctx, in.TenantID, "injection", s.Action, s.Found)
+		note = s.Text
+	}
+	return note
 }
 
 // maxRecallQuery bounds the prompt text a recall searches with (the

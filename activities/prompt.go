@@ -34,7 +34,7 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 	}
 	turn := steps.messages()
 	if rn := a.recallNote(ctx, ag, in, turn); rn != "" {
-		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: rn})
+		msgs = append(msgs, agent.Message{Role: agent.RoleUser, Content: rn})
 	}
 	if in.History == agent.HistoryLoad && in.SessionID != "" {
 		mem, err := a.store.SessionMemory(ctx, in.TenantID, in.SessionID, a.sessionWindow)
