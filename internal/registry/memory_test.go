@@ -1,11 +1,15 @@
 package registry
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/tools"
 )
 
 // TestMemory: an agent's memory is checked when the catalog is applied —
@@ -53,4 +57,27 @@ func TestMemory(t *testing.T) {
 			require.Equal(t, window, cat.Tenants[0].Agents[0].Memory.Window())
 		})
 	}
+}
+
+// TestReadmeLongTermMemoryCatalog: the catalog of the README's
+// "Long-term memory" section loads, with its tools and memory options.
+func TestReadmeLongTermMemoryCatalog(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n### Long-term memory\n")
+	require.True(t, ok, "the README has the section")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
+	require.NoError(t, err)
+	c, err := Parse(kinds, "README.md", []byte(block))
+	require.NoError(t, err, block)
+	ag := c.Tenants[0].Agents[0]
+	require.Equal(t, agent.Memory{SummaryModel: "openai:gpt-4o-mini", Extract: true, Recall: true, TopK: 5, Budget: 500}, ag.Memory)
+	var names []string
+	for _, tool := range ag.Tools {
+		names = append(names, tool.Kind)
+	}
+	require.Equal(t, []string{"remember", "recall"}, names)
 }
