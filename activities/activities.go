@@ -50,6 +50,9 @@ type Deps struct {
 	// Governor holds model calls to the providers' limits, shared by the
 	// fleet (AGENTFLOW_MODEL_LIMITS); nil: calls are sent at once.
 	Governor *governor.Governor
+	// Memories keeps the long-term memories ExtractMemories writes
+	// (nil: it stores none).
+	Memories Memories
 
 	// StreamInterval is the time between token batches; default 200ms.
 	StreamInterval time.Duration
@@ -107,6 +110,7 @@ const (
 // Activities holds the dependencies of every activity. Build it once in
 // main with New and register it with Register.
 type Activities struct {
+	memories Memories
 	vault    *redact.Vault
 	store    *store.Store
 	model    llm.Model
@@ -168,6 +172,7 @@ func New(d Deps) (*Activities, error) {
 		dataInlineBytes: orDefault(d.DataInlineBytes, DefaultDataInline),
 		maxResultBytes:  orDefault(d.MaxResultBytes, DefaultMaxResultBytes),
 		telegramAPI:     cmp.Or(d.TelegramAPI, DefaultTelegramAPI),
+		memories:        d.Memories,
 	}, nil
 }
 

@@ -32,6 +32,10 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 	if note != "" {
 		msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: note})
 	}
+	turn := steps.messages()
+	if rn := a.recallNote(ctx, ag, in, turn); rn != "" {
+		msgs = append(msgs, agent.Message{Role: agent.RoleUser, Content: rn})
+	}
 	if in.History == agent.HistoryLoad && in.SessionID != "" {
 		mem, err := a.store.SessionMemory(ctx, in.TenantID, in.SessionID, a.sessionWindow)
 		if err != nil {
@@ -49,7 +53,6 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 			msgs = append(msgs, m)
 		}
 	}
-	turn := steps.messages()
 	// What may be cut to keep under the agent's bound is the turn's,
 	// after its prompt: what comes before is the agent's and the
 	// session's, bounded on their own (the memory window).

@@ -29,6 +29,7 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(checked(a, contract.Summarize, a.Summarize), activity.RegisterOptions{Name: contract.Summarize})
 	r.RegisterActivityWithOptions(checked(a, contract.Prepare, a.Prepare), activity.RegisterOptions{Name: contract.Prepare})
 	r.RegisterActivityWithOptions(checked(a, contract.AgentOnBusy, a.AgentOnBusy), activity.RegisterOptions{Name: contract.AgentOnBusy})
+	r.RegisterActivityWithOptions(checked(a, contract.ExtractMemories, a.ExtractMemories), activity.RegisterOptions{Name: contract.ExtractMemories})
 	r.RegisterActivityWithOptions(checked(a, contract.ScoreEvalCase, a.ScoreEvalCase), activity.RegisterOptions{Name: contract.ScoreEvalCase})
 	r.RegisterActivityWithOptions(func(ctx context.Context, in agent.EvalInput) error {
 		return contract.Failure(a.BeginEval(ctx, in))

@@ -325,6 +325,8 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 		Cache:    toolCache{a: a, tenantID: in.TenantID},
 		Progress: report,
 		Emit:     emit,
+		AgentID:  ag.ID,
+		Caller:   inputs.caller,
 		Granted: func(name string) bool {
 			_, ok := ag.Tool(name)
 			return ok
@@ -345,12 +347,30 @@ type turnInputs struct {
 	mu              sync.Mutex
 	loaded          bool
 	previous        []agent.PreviousResult
+	who             *agent.Caller
 }
 
 func (t *turnInputs) resolve(ctx context.Context, ref string) (string, error) {
 	if !agent.IsInputIndex(ref) {
 		return ref, nil
 	}
+	if err := t.load(ctx); err != nil {
+		return "", fmt.Errorf("read the turn's previous results: %w", err)
+	}
+	return agent.ResolveInput(ref, t.previous)
+}
+
+// caller is who asked for the turn, from the credential its request came
+// with (stored with the turn).
+func (t *turnInputs) caller(ctx context.Context) (*agent.Caller, error) {
+	if err := t.load(ctx); err != nil {
+		return nil, err
+	}
+	return t.who, nil
+}
+
+// load reads the turn's stored request once.
+func (t *turnInputs) load(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.loaded {
@@ -360,11 +380,11 @@ func (t *turnInputs) resolve(ctx context.Context, ref string) (string, error) {
 			return err
 		})
 		if err != nil {
-			return "", fmt.Errorf("read the turn's previous results: %w", err)
+			return err
 		}
-		t.previous, t.loaded = turn.Request.Context.PreviousResults, true
+		t.previous, t.who, t.loaded = turn.Request.Context.PreviousResults, turn.Request.Caller, true
 	}
-	return agent.ResolveInput(ref, t.previous)
+	return nil
 }
 
 // output is what the model reads of a tool's output: its text and, when

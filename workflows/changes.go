@@ -73,4 +73,15 @@ const (
 	// Recorded: none; the marker is written only when a job id is taken.
 	// TestSendMessageRefusesATakenJobID runs the new way.
 	jobTakenChange = "job-taken"
+
+	// memoryExtractChange: a Conversation that has answered turns of an
+	// authenticated caller since its last extraction waits for its next
+	// message memoryIdleAfter at most, then starts MemoryExtract (a child
+	// it does not wait for, id contract.MemoryExtractWorkflowID) and
+	// waits on. The marker is written when such a wait begins. Runs
+	// before it waited without a timer and extracted nothing.
+	//
+	// Recorded: none yet; TestConversationExtractsMemoriesWhenIdle runs
+	// the new way.
+	memoryExtractChange = "memory-extract"
 )

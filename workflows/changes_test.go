@@ -36,7 +36,7 @@ var retiredChanges = []string{
 // gatedFiles are the files whose code may call workflow.GetVersion: the
 // code of Conversation, whose runs outlive a deploy. A turn's or an
 // evaluation's code is pinned to its build and has no gates (doc.go).
-var gatedFiles = []string{"conversation.go", "conversation_stream.go"}
+var gatedFiles = []string{"conversation.go", "conversation_stream.go", "memory.go"}
 
 var (
 	historyRef = regexp.MustCompile(`testdata/[A-Za-z0-9_]+\.json`)

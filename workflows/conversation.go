@@ -64,7 +64,7 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 		}
 	}
 	for {
-		if err := workflow.Await(ctx, func() bool { return len(c.carry.Pending) > 0 || c.shouldRoll(ctx) }); err != nil {
+		if err := c.awaitMessage(ctx); err != nil {
 			return err
 		}
 		if c.shouldRoll(ctx) {
@@ -91,6 +91,7 @@ func Conversation(ctx workflow.Context, in agent.ConversationInput) error {
 		msg := c.carry.Pending[0]
 		c.carry.Pending = c.carry.Pending[1:]
 		c.runTurn(ctx, msg)
+		c.noteTurn(msg)
 		c.summarize(ctx)
 	}
 }
@@ -128,6 +129,7 @@ func (c *conversation) summarize(ctx workflow.Context) {
 type conversation struct {
 	in      agent.ConversationInput
 	carry   agent.ConversationCarry
+	memory  memoryTurns     // long-term memory's (memory.go)
 	started map[string]bool // job ids whose turn started in this run (lookups only)
 	// refused holds, by job id, why a message accepted in this run was
 	// refused when its turn was to start (jobTakenChange), for its

@@ -33,9 +33,9 @@
 //     to its code that a run in flight could replay differently is gated
 //     with workflow.GetVersion. Its gates, declared in changes.go with
 //     what each changed, are memoryChange, conversationStreamsChange,
-//     agentOnBusyChange and jobTakenChange; TestChangeIDs holds this list
-//     to changes.go and refuses a gate outside conversation.go and
-//     conversation_stream.go.
+//     agentOnBusyChange, jobTakenChange and memoryExtractChange;
+//     TestChangeIDs holds this list to changes.go and refuses a gate
+//     outside conversation.go, conversation_stream.go and memory.go.
 //
 // An unversioned worker (`go tool task up`, tests) is the development
 // mode: drain the turns in flight before deploying a change to them. The

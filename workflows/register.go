@@ -36,6 +36,7 @@ type Registry interface {
 //   - Retention is Pinned: one sweep, which ends when its activity does.
 //   - Ingest is Pinned: a run stores its pages and ends, or continues as
 //     new; a page is an activity, retried wherever it runs.
+//   - MemoryExtract is Pinned: one activity, and it ends.
 func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(AgentTurn, workflow.RegisterOptions{Name: contract.AgentTurn, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Conversation, workflow.RegisterOptions{Name: contract.Conversation, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
@@ -43,4 +44,5 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(Delivery, workflow.RegisterOptions{Name: contract.Delivery, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: contract.Retention, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Ingest, workflow.RegisterOptions{Name: contract.Ingest, VersioningBehavior: workflow.VersioningBehaviorPinned})
+	r.RegisterWorkflowWithOptions(MemoryExtract, workflow.RegisterOptions{Name: contract.MemoryExtract, VersioningBehavior: workflow.VersioningBehaviorPinned})
 }

@@ -548,6 +548,14 @@ type RuleError struct {
 type Memory struct {
 	WindowTokens int    `json:"window_tokens,omitempty"`
 	SummaryModel string `json:"summary_model,omitempty"`
+	// Long-term memory (memory.go): Recall puts the user's memories most
+	// relevant to the prompt into the turn's context, at most TopK of
+	// them within Budget tokens; Extract has the summary model keep a
+	// conversation's durable facts when it goes idle.
+	Recall  bool `json:"recall,omitempty"`
+	TopK    int  `json:"top_k,omitempty"`
+	Budget  int  `json:"budget,omitempty"`
+	Extract bool `json:"extract,omitempty"`
 }
 
 // DefaultWindowTokens is Memory.WindowTokens when the agent sets none;

@@ -98,7 +98,7 @@ func TestNamesDeclaredOnce(t *testing.T) {
 		contract.SignalTokens, contract.QueryEvents, contract.SignalApprove, contract.QueryPendingApprovals,
 		contract.QueryPendingQuestions, contract.Evaluation, contract.BeginEval, contract.PrepareEvalCase,
 		contract.ScoreEvalCase, contract.FinishEval, contract.Delivery, contract.Deliver,
-		contract.Retention, contract.SweepRetention,
+		contract.Retention, contract.SweepRetention, contract.MemoryExtract, contract.ExtractMemories,
 		contract.SignalNotifyTokens, contract.UpdateSendMessage, contract.QueryTranscript,
 		contract.UpdateStreamPoll, contract.QueryStreamOffset, contract.SignalStreamPublish,
 		contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName(),

@@ -34,6 +34,10 @@
 // blob of the caller's tenant and answers its cas:// ref; GET
 // /v1/files/{ref} serves a tenant's blob back, so that no browser runs it
 // on the API's origin.
+// Memories (memories.go) are HTTP's alone too: GET and DELETE
+// /v1/memories list and erase the caller's own long-term memories (the
+// user is the credential's), DELETE /v1/memories/{id} forgets one, and
+// an admin erases a named user's.
 //
 // The core and its doors. This package is the core: auth and tenancy
 // (auth.go, tokens.go), limits and bodies (body.go, intake), HTTP's

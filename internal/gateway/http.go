@@ -60,6 +60,9 @@ type HTTPOptions struct {
 	// Knowledge serves the collections' routes (knowledge.go); without
 	// a Store there are none.
 	Knowledge KnowledgeOptions
+	// Memories serves /v1/memories (memories.go). Default: none, and
+	// those routes answer Unavailable.
+	Memories MemoryStore
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -160,6 +163,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	chatpage.Register(root)
 	a.registerFiles(root)
 	a.registerKnowledge(root, o.Knowledge)
+	a.registerMemories(root, o.Memories)
 	for _, d := range o.Doors {
 		d.Register(root, a.forChannel(d.Channel()))
 	}

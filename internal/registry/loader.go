@@ -138,8 +138,12 @@ type contextDoc struct {
 
 // memoryDoc is agent.Memory.
 type memoryDoc struct {
-	WindowTokens count `yaml:"window_tokens"`
-	SummaryModel text  `yaml:"summary_model"`
+	WindowTokens count   `yaml:"window_tokens"`
+	SummaryModel text    `yaml:"summary_model"`
+	Recall       boolean `yaml:"recall"`
+	TopK         count   `yaml:"top_k"`
+	Budget       count   `yaml:"budget"`
+	Extract      boolean `yaml:"extract"`
 }
 
 // exampleDoc is one few-shot exchange: agent.Example.
@@ -632,7 +636,14 @@ func (l *loader) memory(d *agentDoc) agent.Memory {
 	if m.SummaryModel.s != "" {
 		l.model(m.SummaryModel)
 	}
-	return agent.Memory{WindowTokens: m.WindowTokens.n, SummaryModel: m.SummaryModel.s}
+	if m.TopK.n > agent.MaxMemoryTopK {
+		l.addf(m.TopK.pos, "%d is too large: an agent recalls at most %d memories", m.TopK.n, agent.MaxMemoryTopK)
+	}
+	if m.Budget.n > agent.MaxMemoryBudget {
+		l.addf(m.Budget.pos, "%d is too large: recalled memories take at most %d tokens", m.Budget.n, agent.MaxMemoryBudget)
+	}
+	return agent.Memory{WindowTokens: m.WindowTokens.n, SummaryModel: m.SummaryModel.s,
+		Recall: m.Recall.v, TopK: m.TopK.n, Budget: m.Budget.n, Extract: m.Extract.v}
 }
 
 // outputSchema compiles an agent's output schema, so that one that does

@@ -1,11 +1,15 @@
 package registry
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/tools"
 )
 
 // TestMemory: an agent's memory is checked when the catalog is applied —
@@ -27,7 +31,15 @@ func TestMemory(t *testing.T) {
 		{name: "an unknown provider", src: head + "    memory: {summary_model: 'acme:big'}\n",
 			want: []string{`t.yaml:5: agents[0].memory.summary_model: unknown provider "acme" (known: anthropic, ollama, openai)`}},
 		{name: "an unknown key", src: head + "    memory: {window: 4000}\n",
-			want: []string{`t.yaml:5: agents[0].memory.window: unknown field; known fields: window_tokens, summary_model`}},
+			want: []string{`t.yaml:5: agents[0].memory.window: unknown field; known fields: window_tokens, summary_model, recall, top_k, budget, extract`}},
+		{name: "long-term memory", src: head + "    memory: {recall: true, top_k: 8, budget: 300, extract: true}\n",
+			out: agent.Memory{Recall: true, TopK: 8, Budget: 300, Extract: true}},
+		{name: "too many recalled", src: head + "    memory: {recall: true, top_k: 51}\n",
+			want: []string{`t.yaml:5: agents[0].memory.top_k: 51 is too large: an agent recalls at most 50 memories`}},
+		{name: "a budget too large", src: head + "    memory: {budget: 9000}\n",
+			want: []string{`t.yaml:5: agents[0].memory.budget: 9000 is too large: recalled memories take at most 8000 tokens`}},
+		{name: "recall not a boolean", src: head + "    memory: {recall: 'yes'}\n",
+			want: []string{`t.yaml:5: agents[0].memory.recall: want true or false, not "yes"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,4 +57,27 @@ func TestMemory(t *testing.T) {
 			require.Equal(t, window, cat.Tenants[0].Agents[0].Memory.Window())
 		})
 	}
+}
+
+// TestReadmeLongTermMemoryCatalog: the catalog of the README's
+// "Long-term memory" section loads, with its tools and memory options.
+func TestReadmeLongTermMemoryCatalog(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n### Long-term memory\n")
+	require.True(t, ok, "the README has the section")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
+	require.NoError(t, err)
+	c, err := Parse(kinds, "README.md", []byte(block))
+	require.NoError(t, err, block)
+	ag := c.Tenants[0].Agents[0]
+	require.Equal(t, agent.Memory{SummaryModel: "openai:gpt-4o-mini", Extract: true, Recall: true, TopK: 5, Budget: 500}, ag.Memory)
+	var names []string
+	for _, tool := range ag.Tools {
+		names = append(names, tool.Kind)
+	}
+	require.Equal(t, []string{"remember", "recall"}, names)
 }

@@ -106,6 +106,10 @@ type Config struct {
 	// (1 GiB); default 0: tools.DefaultOpenAPIMaxSpecBytes (64 MiB), which
 	// admits GitHub's and Stripe's descriptions.
 	OpenAPIMaxSpecBytes int64
+	// MemoryEmbeddingModel embeds long-term memories ("provider:model"):
+	// a tenant's memory takes it with its first memory and keeps it. Env
+	// AGENTFLOW_MEMORY_EMBEDDING_MODEL; default DefaultMemoryEmbeddingModel.
+	MemoryEmbeddingModel string
 	// Model providers. Env OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, OLLAMA_HOST.
 	Model llm.Config
 	// Script, when set, serves the scripted OpenAI-compatible model
@@ -403,6 +407,10 @@ func ConfigFromEnv() (Config, error) {
 			*p.dst = d
 		}
 	}
+	c.MemoryEmbeddingModel = envOr("AGENTFLOW_MEMORY_EMBEDDING_MODEL", DefaultMemoryEmbeddingModel)
+	if _, _, err := agent.ParseModel(c.MemoryEmbeddingModel); err != nil {
+		return Config{}, fmt.Errorf("AGENTFLOW_MEMORY_EMBEDDING_MODEL=%q: %w", c.MemoryEmbeddingModel, err)
+	}
 	if v := os.Getenv(tools.EnvOpenAPIMaxSpecBytes); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > tools.MaxOpenAPISpecBytes {
@@ -572,6 +580,9 @@ func (c Config) httpOptions() gateway.HTTPOptions {
 	return gateway.HTTPOptions{CORSOrigins: c.CORSOrigins, MaxUploadBytes: c.MaxUploadBytes, BodyTimeout: c.HTTPBodyTimeout,
 		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes, Doors: doors.All()}
 }
+
+// DefaultMemoryEmbeddingModel is Config.MemoryEmbeddingModel's default.
+const DefaultMemoryEmbeddingModel = "openai:text-embedding-3-small"
 
 // DefaultStopTimeout is Config.StopTimeout's default: what seed 004
 // gives the jobs in flight when a worker is told to stop.

@@ -103,6 +103,19 @@ func TestConfigFromEnvWorkflowCache(t *testing.T) {
 	}
 }
 
+func TestConfigFromEnvMemoryEmbeddingModel(t *testing.T) {
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, DefaultMemoryEmbeddingModel, c.MemoryEmbeddingModel)
+	t.Setenv("AGENTFLOW_MEMORY_EMBEDDING_MODEL", "ollama:nomic-embed-text")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, "ollama:nomic-embed-text", c.MemoryEmbeddingModel)
+	t.Setenv("AGENTFLOW_MEMORY_EMBEDDING_MODEL", "text-embedding-3-small")
+	_, err = ConfigFromEnv()
+	require.ErrorContains(t, err, `AGENTFLOW_MEMORY_EMBEDDING_MODEL="text-embedding-3-small"`)
+}
+
 func TestConfigFromEnvModelLimits(t *testing.T) {
 	t.Setenv("AGENTFLOW_MODEL_LIMITS", "openai=requests:500/1m,concurrent:8;anthropic:claude-sonnet-4-5=output_tokens:8000")
 	c, err := ConfigFromEnv()

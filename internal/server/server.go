@@ -400,6 +400,11 @@ func (s *Server) connect(ctx context.Context) error {
 	return nil
 }
 
+// memoryModel is the model that embeds long-term memories.
+func (s *Server) memoryModel() string {
+	return cmp.Or(s.cfg.MemoryEmbeddingModel, DefaultMemoryEmbeddingModel)
+}
+
 // secrets resolves the secrets catalogs name (env:NAME, file:/path) from
 // the process's environment and mounted files, for a tenant only those
 // the operator granted it (AGENTFLOW_SECRETS).
@@ -434,6 +439,7 @@ func (s *Server) newWorker() error {
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
 		OpenAPIMaxSpecBytes: s.cfg.OpenAPIMaxSpecBytes,
+		Memories:            s.knowledge.Memories(model, s.memoryModel()),
 	}, append(tools.Builtin(), s.cfg.ToolKinds...)...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
@@ -452,6 +458,7 @@ func (s *Server) newWorker() error {
 		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 		MaxToolTimeout: s.cfg.MaxToolTimeout,
 		Knowledge:      s.knowledge, Embedder: model,
+		Memories: s.knowledge.Memories(model, s.memoryModel()),
 	})
 	if err != nil {
 		return err
@@ -533,6 +540,8 @@ func (s *Server) newGateway(ctx context.Context) error {
 		return fmt.Errorf("model providers: %w", err)
 	}
 	httpOpts.Knowledge = gateway.KnowledgeOptions{Store: s.knowledge, Embedder: embedder}
+	// Listing and erasing memories embed nothing.
+	httpOpts.Memories = s.knowledge.Memories(nil, s.memoryModel())
 	if s.api, err = gateway.NewHTTPAPI(svc, cat, httpOpts); err != nil {
 		return err
 	}

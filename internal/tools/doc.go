@@ -52,7 +52,7 @@
 //
 // # Built-in kinds
 //
-// Builtin returns the ten kinds every worker offers:
+// Builtin returns the twelve kinds every worker offers:
 //
 //   - calculator (Calculator, local): evaluates arithmetic exactly; see
 //     Calculator for the syntax and for how results are written.
@@ -92,6 +92,13 @@
 //     found as passages under markers [n], with their citations
 //     (Output.Citations); the collections are checked to be the tenant's
 //     when the catalog is applied and at every call.
+//   - remember (Remember): long-term memory (memory.go): keeps a fact
+//     about the user who asks, in the scope of the call's tenant, agent
+//     and the turn's caller (Call.Caller, from the credential), never
+//     the arguments'. It changes nothing outside the caller's own memory,
+//     so it asks for no approval by default.
+//   - recall (Recall): searches what remember kept, in the same scope;
+//     what it returns is marked as data (MemoryContext).
 //
 // # Approval
 //

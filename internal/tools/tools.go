@@ -73,6 +73,12 @@ type Call struct {
 	Emit func(c agent.CustomEvent) error
 	// Granted reports whether the calling agent has the named tool.
 	Granted func(name string) bool
+	// AgentID is the calling agent's id.
+	AgentID string
+	// Caller returns who asked for the turn, from its credential (nil
+	// for a turn without one): the owner of the memories remember and
+	// recall use.
+	Caller func(ctx context.Context) (*agent.Caller, error)
 }
 
 // Blob is a stored blob opened for reading (Call.OpenBlob): a stream that
@@ -322,6 +328,9 @@ type Deps struct {
 	OpenAPIDocuments *OpenAPIDocuments
 	// Knowledge searches tenants' collections, for the retrieve kind.
 	Knowledge Knowledge
+	// Memories keeps the long-term memories of remember and recall.
+	// Default: none, and their calls fail.
+	Memories Memories
 }
 
 func (d Deps) openAPIMaxSpecBytes() int64 {
@@ -414,5 +423,5 @@ func (d Deps) WithDefaults() Deps {
 
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
-	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent(), AskUser(), Retrieve()}
+	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent(), AskUser(), Retrieve(), Remember(), Recall()}
 }
