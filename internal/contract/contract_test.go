@@ -99,11 +99,15 @@ func TestNamesDeclaredOnce(t *testing.T) {
 		contract.QueryPendingQuestions, contract.Evaluation, contract.BeginEval, contract.PrepareEvalCase,
 		contract.ScoreEvalCase, contract.FinishEval, contract.Delivery, contract.Deliver,
 		contract.Retention, contract.SweepRetention, contract.MemoryExtract, contract.ExtractMemories,
+		contract.Ingest, contract.IngestPage, contract.QueryIngestStatus, contract.Prepare,
+		contract.SealStream, contract.Summarize, contract.AgentOnBusy, contract.SignalCancelTurn,
 		contract.SignalNotifyTokens, contract.UpdateSendMessage, contract.QueryTranscript,
 		contract.UpdateStreamPoll, contract.QueryStreamOffset, contract.SignalStreamPublish,
 		contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName(),
+		contract.SearchChannel.GetName(),
 		contract.MetricTurns, contract.MetricAgentLatency, contract.MetricModelTokens, contract.MetricToolInvocations,
 		contract.MetricApprovals, contract.MetricApprovalWait, contract.MetricRoutingMismatch,
+		contract.MetricModelCalls, contract.MetricGuardrails,
 	}
 	seen := map[string][]string{}
 	root := filepath.Join("..", "..")
