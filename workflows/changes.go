@@ -79,9 +79,13 @@ const (
 	// message memoryIdleAfter at most, then starts MemoryExtract (a child
 	// it does not wait for, id contract.MemoryExtractWorkflowID) and
 	// waits on. The marker is written when such a wait begins. Runs
-	// before it waited without a timer and extracted nothing.
+	// before it waited without a timer and extracted nothing. How long
+	// it waits is its input's (agent.ConversationInput.MemoryIdleSec):
+	// a timer's duration is not part of what replay matches.
 	//
-	// Recorded: none yet; TestConversationExtractsMemoriesWhenIdle runs
-	// the new way.
+	// Recorded: testdata/conversation_memory_extract.json (two turns of
+	// an authenticated caller, the quiet timer, the child's start), and
+	// the child's own run, testdata/memory_extract.json; the end-to-end
+	// test TestMemoryExtractedWhenIdle records both.
 	memoryExtractChange = "memory-extract"
 )

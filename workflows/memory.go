@@ -14,8 +14,19 @@ import (
 
 // memoryIdleAfter is how long a Conversation waits without a message
 // before it has the turns since its last extraction looked at for
-// durable facts (MemoryExtract).
+// durable facts (MemoryExtract), unless its input says
+// (agent.ConversationInput.MemoryIdleSec).
 const memoryIdleAfter = 10 * time.Minute
+
+// memoryIdle is the conversation's idle time before an extraction. A
+// timer's duration is not part of what replay matches, so runs recorded
+// before the input could name it replay.
+func (c *conversation) memoryIdle() time.Duration {
+	if c.in.MemoryIdleSec > 0 {
+		return time.Duration(c.in.MemoryIdleSec) * time.Second
+	}
+	return memoryIdleAfter
+}
 
 // memoryTurns is what a Conversation remembers of its turns for
 // long-term memory: the caller of the latest message (whose memories the
@@ -34,15 +45,15 @@ func (c *conversation) noteTurn(msg agent.PendingMessage) {
 
 // awaitMessage waits for a message (or the time to roll over). Once the
 // conversation has answered turns of an authenticated caller that were
-// not extracted yet (memoryExtractChange), it waits memoryIdleAfter at
-// most, then starts MemoryExtract for them and waits on.
+// not extracted yet (memoryExtractChange), it waits memoryIdle at most,
+// then starts MemoryExtract for them and waits on.
 func (c *conversation) awaitMessage(ctx workflow.Context) error {
 	ready := func() bool { return len(c.carry.Pending) > 0 || c.shouldRoll(ctx) }
 	if c.memory.caller == nil || c.memory.through == c.carry.Turns || ready() ||
 		workflow.GetVersion(ctx, memoryExtractChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return workflow.Await(ctx, ready)
 	}
-	got, err := workflow.AwaitWithTimeout(ctx, memoryIdleAfter, ready)
+	got, err := workflow.AwaitWithTimeout(ctx, c.memoryIdle(), ready)
 	if err != nil || got {
 		return err
 	}

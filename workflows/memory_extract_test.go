@@ -60,3 +60,40 @@ func TestConversationExtractsMemoriesWhenIdle(t *testing.T) {
 		{TenantID: "demo", SessionID: "s1", AgentID: "assistant", Caller: alice, Through: 3},
 	}, got)
 }
+
+// TestConversationMemoryIdleFromInput: a conversation whose input names
+// its idle time (memory_idle_sec) extracts once it has been quiet that
+// long, and not before.
+func TestConversationMemoryIdleFromInput(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	Register(env)
+	env.OnWorkflow(contract.AgentTurn, mock.Anything, mock.Anything, mock.Anything).Return(agent.TurnResult{Status: agent.StatusCompleted, Output: "noted"}, nil)
+	env.RegisterActivityWithOptions(func(context.Context, contract.AgentOnBusyInput) (contract.AgentOnBusyResult, error) {
+		return contract.AgentOnBusyResult{}, nil
+	}, activity.RegisterOptions{Name: contract.AgentOnBusy})
+	var mu sync.Mutex
+	var at []time.Time
+	env.RegisterActivityWithOptions(func(context.Context, contract.MemoryExtractInput) (contract.ExtractMemoriesResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, env.Now())
+		return contract.ExtractMemoriesResult{Stored: 1}, nil
+	}, activity.RegisterOptions{Name: contract.ExtractMemories})
+
+	alice := &agent.Caller{Name: "alice", Issuer: agent.IssuerStaticToken, Subject: "alice"}
+	start := env.Now()
+	var sent *sendResult
+	env.RegisterDelayedCallback(func() { sent = send(env, agent.SendMessage{Prompt: "I drink only green tea", Caller: alice}) }, time.Second)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 5*time.Minute)
+	env.ExecuteWorkflow(contract.Conversation, agent.ConversationInput{TenantID: "demo", SessionID: "s1", AgentID: "assistant", MemoryIdleSec: 30})
+
+	require.True(t, sent.accepted)
+	require.NoError(t, sent.err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, at, 1)
+	took := at[0].Sub(start)
+	require.GreaterOrEqual(t, took, 31*time.Second, "one second to the message, thirty quiet")
+	require.Less(t, took, 2*time.Minute)
+}

@@ -27,6 +27,11 @@ type ConversationInput struct {
 	// MaxPending bounds the messages waiting for their turn; 0 is
 	// DefaultMaxPending.
 	MaxPending int `json:"max_pending,omitempty"`
+	// MemoryIdleSec is how long the conversation waits without a message,
+	// after turns of an authenticated caller, before it has them looked at
+	// for long-term memories (MemoryExtract); 0 is 600 (10 minutes), at
+	// most 604800 (a week).
+	MemoryIdleSec int `json:"memory_idle_sec,omitempty"`
 
 	// Carry is set by the workflow itself when it continues as new.
 	Carry *ConversationCarry `json:"carry,omitempty"`
@@ -51,6 +56,9 @@ func (in ConversationInput) Validate() error {
 	}
 	if in.MaxPending < 0 || in.MaxPending > 10_000 {
 		return Errorf(CodeInvalid, "max_pending %d: want 0 (%d) to 10000", in.MaxPending, DefaultMaxPending)
+	}
+	if in.MemoryIdleSec < 0 || in.MemoryIdleSec > 604_800 {
+		return Errorf(CodeInvalid, "memory_idle_sec %d: want 0 (600) to 604800", in.MemoryIdleSec)
 	}
 	switch in.History {
 	case "", HistoryLoad, HistoryFresh:
