@@ -50,6 +50,21 @@ var methodRoles = map[string]Role{
 	pb.CatalogService_GetUsage_FullMethodName:            RoleAdmin,
 	pb.EvalService_StartEval_FullMethodName:              RoleAdmin,
 	pb.EvalService_GetEval_FullMethodName:                RoleAdmin,
+	pb.KnowledgeService_CreateCollection_FullMethodName:  RoleAdmin,
+	pb.KnowledgeService_DeleteCollection_FullMethodName:  RoleAdmin,
+	pb.KnowledgeService_ListCollections_FullMethodName:   RoleUser,
+	pb.KnowledgeService_GetCollection_FullMethodName:     RoleUser,
+	pb.KnowledgeService_IngestDocuments_FullMethodName:   RoleUser,
+	pb.KnowledgeService_GetIngest_FullMethodName:         RoleUser,
+	pb.KnowledgeService_ListDocuments_FullMethodName:     RoleUser,
+	pb.KnowledgeService_GetDocument_FullMethodName:       RoleUser,
+	pb.KnowledgeService_DeleteDocument_FullMethodName:    RoleUser,
+	pb.KnowledgeService_SearchCollection_FullMethodName:  RoleUser,
+	pb.KnowledgeService_ListMemories_FullMethodName:      RoleUser,
+	pb.KnowledgeService_DeleteMemory_FullMethodName:      RoleUser,
+	// Erasing one's own memories needs the user role, another's the admin
+	// role: memoryCore.erase checks which.
+	pb.KnowledgeService_EraseMemories_FullMethodName: roleAnswerer,
 }
 
 // roleAnswerer opens a method to a token with any role of the API (user,

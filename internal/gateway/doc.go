@@ -34,10 +34,14 @@
 // blob of the caller's tenant and answers its cas:// ref; GET
 // /v1/files/{ref} serves a tenant's blob back, so that no browser runs it
 // on the API's origin.
-// Memories (memories.go) are HTTP's alone too: GET and DELETE
-// /v1/memories list and erase the caller's own long-term memories (the
-// user is the credential's), DELETE /v1/memories/{id} forgets one, and
-// an admin erases a named user's.
+// Knowledge (knowledge.go) and memories (memories.go) have routes of
+// their own, whose JSON is not the messages': /v1/collections,
+// /v1/ingests and /v1/memories (GET and DELETE list and erase the
+// caller's own long-term memories, the user being the credential's;
+// DELETE /v1/memories/{id} forgets one; an admin erases a named user's).
+// KnowledgeService (knowledge_grpc.go) serves the same over gRPC; both
+// doors are thin adapters over one core (knowledgeCore, memoryCore), and
+// each route is authorized as its KnowledgeService method.
 //
 // The core and its doors. This package is the core: auth and tenancy
 // (auth.go, tokens.go), limits and bodies (body.go, intake), HTTP's

@@ -57,12 +57,6 @@ type HTTPOptions struct {
 	// Doors are the protocols served beside the API's own routes
 	// (internal/gateway/doors.All for every one agentflow has).
 	Doors []Door
-	// Knowledge serves the collections' routes (knowledge.go); without
-	// a Store there are none.
-	Knowledge KnowledgeOptions
-	// Memories serves /v1/memories (memories.go). Default: none, and
-	// those routes answer Unavailable.
-	Memories MemoryStore
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -162,8 +156,8 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	chatpage.Register(root)
 	a.registerFiles(root)
-	a.registerKnowledge(root, o.Knowledge)
-	a.registerMemories(root, o.Memories)
+	a.registerKnowledge(root)
+	a.registerMemories(root)
 	for _, d := range o.Doors {
 		d.Register(root, a.forChannel(d.Channel()))
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,9 +25,11 @@ import (
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-// Knowledge: a tenant's collections and their documents over HTTP/JSON
-// (internal/knowledge stores and searches them; the Ingest workflow
-// stores documents).
+// Knowledge: a tenant's collections and their documents, over HTTP/JSON
+// and over gRPC (KnowledgeService, knowledge_grpc.go); internal/knowledge
+// stores and searches them, the Ingest workflow stores documents. Both
+// doors are thin adapters over knowledgeCore, which holds the rules:
+// validation, an ingest's pages and derived id, the search.
 //
 //	POST   /v1/collections                          create (admin)
 //	GET    /v1/collections                          list
@@ -40,9 +43,9 @@ import (
 //	GET    /v1/ingests/{id}                         an ingest's status and counts
 //
 // Everything is the caller's tenant's: another tenant's collection or
-// ingest is NotFound, as one that does not exist. Creating and deleting
-// collections is authorized as a catalog change (admin); ingesting and
-// deleting documents as Start, reading and searching as GetResult.
+// ingest is NotFound, as one that does not exist. Each route is
+// authorized as its KnowledgeService method (methodRoles): creating and
+// deleting collections needs the admin role, the rest the user role.
 //
 // An ingest's documents are checked whole before anything is stored:
 // each inline text parsed (knowledge.Extract) and bounded
@@ -52,7 +55,8 @@ import (
 // (contract.IngestPageManifest) to the tenant's blobs, and the Ingest
 // workflow is started with their refs. An ingest's id is the request's
 // "id", else derived from the collection (its name and creation) and the
-// body, so that a POST retried is the same ingest.
+// documents, so that a request retried, on either door, is the same
+// ingest.
 const (
 	collectionsPath = "/v1/collections"
 	collectionPath  = "/v1/collections/{name}"
@@ -68,8 +72,8 @@ const (
 	MaxIngestDocuments = 10000
 )
 
-// KnowledgeOptions give the HTTP API its knowledge routes; without a
-// Store it has none.
+// KnowledgeOptions give the gateway its knowledge routes and
+// KnowledgeService; without a Store it has none.
 type KnowledgeOptions struct {
 	Store *knowledge.Store
 	// Embedder embeds search queries (llm.Router); nil: vector and
@@ -77,47 +81,28 @@ type KnowledgeOptions struct {
 	Embedder knowledge.Embedder
 }
 
-// knowledgeAPI serves the knowledge routes for an HTTPAPI.
-type knowledgeAPI struct {
-	a   *HTTPAPI
+// knowledgeCore is the knowledge API of a Service, whatever the door: the
+// caller's tenant is the context's (TenantOf), and every error is a
+// domain error the door renders.
+type knowledgeCore struct {
+	s   *Service
 	ks  *knowledge.Store
 	emb knowledge.Embedder
 }
 
-func (a *HTTPAPI) registerKnowledge(mux *http.ServeMux, o KnowledgeOptions) {
-	if o.Store == nil {
-		return
-	}
-	k := &knowledgeAPI{a: a, ks: o.Store, emb: o.Embedder}
-	mux.HandleFunc("POST "+collectionsPath, k.createCollection)
-	mux.HandleFunc("GET "+collectionsPath, k.listCollections)
-	mux.HandleFunc("GET "+collectionPath, k.getCollection)
-	mux.HandleFunc("DELETE "+collectionPath, k.deleteCollection)
-	mux.HandleFunc("POST "+documentsPath, k.postDocuments)
-	mux.HandleFunc("GET "+documentsPath, k.listDocuments)
-	mux.HandleFunc("GET "+documentPath, k.getDocument)
-	mux.HandleFunc("DELETE "+documentPath, k.deleteDocument)
-	mux.HandleFunc("POST "+searchPath, k.search)
-	mux.HandleFunc("GET "+ingestPath, k.getIngest)
-	a.RefuseOtherMethods(mux, collectionsPath, collectionPath, documentsPath, documentPath, searchPath, ingestPath)
-}
+// errNoKnowledge answers the knowledge API of a gateway without a store.
+var errNoKnowledge = agent.Errorf(agent.CodeUnavailable, "knowledge collections are not configured on this gateway")
 
-// authorized is r as a call of method by its credential, or false once
-// refused.
-func (k *knowledgeAPI) authorized(w http.ResponseWriter, r *http.Request, method string) (*http.Request, bool) {
-	return k.a.Authorized(w, r, method)
-}
-
-// collection is the path's collection of the caller's tenant.
-func (k *knowledgeAPI) collection(r *http.Request) (agent.Collection, error) {
-	name := r.PathValue("name")
+// collection is the caller's tenant's collection name.
+func (k *knowledgeCore) collection(ctx context.Context, name string) (agent.Collection, error) {
 	if err := agent.ValidateCollectionName(name); err != nil {
 		return agent.Collection{}, err
 	}
-	return k.ks.Collection(r.Context(), TenantOf(r.Context()), name)
+	return k.ks.Collection(ctx, TenantOf(ctx), name)
 }
 
-// collectionRequest is the body of POST /v1/collections.
+// collectionRequest is what a collection is created from (the body of
+// POST /v1/collections).
 type collectionRequest struct {
 	Name           string `json:"name"`
 	Description    string `json:"description"`
@@ -125,153 +110,73 @@ type collectionRequest struct {
 	Dims           int    `json:"dims"`
 }
 
-func (k *knowledgeAPI) createCollection(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.CatalogService_UpsertCatalog_FullMethodName)
-	if !ok {
-		return
-	}
-	var in collectionRequest
-	if err := decodeJSONBody(r, "the collection", &in); err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	c := agent.Collection{Tenant: TenantOf(r.Context()), Name: in.Name, Description: in.Description, EmbeddingModel: in.EmbeddingModel, Dims: in.Dims}
+func (k *knowledgeCore) createCollection(ctx context.Context, in collectionRequest) (agent.Collection, error) {
+	c := agent.Collection{Tenant: TenantOf(ctx), Name: in.Name, Description: in.Description, EmbeddingModel: in.EmbeddingModel, Dims: in.Dims}
 	if err := c.Validate(); err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return agent.Collection{}, err
 	}
-	c, err := k.ks.CreateCollection(r.Context(), c)
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	w.Header().Set("Location", collectionsPath+"/"+c.Name)
-	WriteJSON(w, http.StatusCreated, c)
+	return k.ks.CreateCollection(ctx, c)
 }
 
-func (k *knowledgeAPI) listCollections(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
-	if !ok {
-		return
-	}
-	list, err := k.ks.Collections(r.Context(), TenantOf(r.Context()))
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
+func (k *knowledgeCore) collections(ctx context.Context) ([]agent.Collection, error) {
+	list, err := k.ks.Collections(ctx, TenantOf(ctx))
 	if list == nil {
 		list = []agent.Collection{}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"collections": list})
+	return list, err
 }
 
-func (k *knowledgeAPI) getCollection(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
-	if !ok {
-		return
-	}
-	c, err := k.collection(r)
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, c)
-}
-
-func (k *knowledgeAPI) deleteCollection(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.CatalogService_UpsertCatalog_FullMethodName)
-	if !ok {
-		return
-	}
-	name := r.PathValue("name")
+func (k *knowledgeCore) deleteCollection(ctx context.Context, name string) error {
 	if err := agent.ValidateCollectionName(name); err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return err
 	}
-	if err := k.ks.DeleteCollection(r.Context(), TenantOf(r.Context()), name); err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return k.ks.DeleteCollection(ctx, TenantOf(ctx), name)
 }
 
-func (k *knowledgeAPI) listDocuments(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
-	if !ok {
-		return
+// documents is a page of a collection's documents after the id after:
+// limit of them (0: knowledge.MaxList), and next, the after of the next
+// page when there may be one.
+func (k *knowledgeCore) documents(ctx context.Context, name, after string, limit int) (docs []agent.Document, next string, err error) {
+	switch {
+	case limit == 0:
+		limit = knowledge.MaxList
+	case limit < 0 || limit > knowledge.MaxList:
+		return nil, "", agent.Errorf(agent.CodeInvalid, "limit %d: want 1 to %d", limit, knowledge.MaxList)
 	}
-	q := r.URL.Query()
-	for key := range q {
-		if key != "after" && key != "limit" {
-			k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the list takes after and limit", Clip(key)))
-			return
-		}
-	}
-	limit := knowledge.MaxList
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > knowledge.MaxList {
-			k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "limit %q: want 1 to %d", Clip(s), knowledge.MaxList))
-			return
-		}
-		limit = n
-	}
-	c, err := k.collection(r)
+	c, err := k.collection(ctx, name)
 	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return nil, "", err
 	}
-	docs, err := k.ks.Documents(r.Context(), c.Tenant, c.Name, q.Get("after"), limit)
+	docs, err = k.ks.Documents(ctx, c.Tenant, c.Name, after, limit)
 	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return nil, "", err
 	}
-	out := map[string]any{"documents": docs}
 	if docs == nil {
-		out["documents"] = []agent.Document{}
+		docs = []agent.Document{}
 	}
 	if len(docs) == limit {
-		out["next_after"] = docs[len(docs)-1].ID
+		next = docs[len(docs)-1].ID
 	}
-	WriteJSON(w, http.StatusOK, out)
+	return docs, next, nil
 }
 
-func (k *knowledgeAPI) getDocument(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
-	if !ok {
-		return
-	}
-	c, err := k.collection(r)
+func (k *knowledgeCore) document(ctx context.Context, name, id string) (agent.Document, error) {
+	c, err := k.collection(ctx, name)
 	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return agent.Document{}, err
 	}
-	d, err := k.ks.Document(r.Context(), c.Tenant, c.Name, r.PathValue("id"))
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, d)
+	return k.ks.Document(ctx, c.Tenant, c.Name, id)
 }
 
-func (k *knowledgeAPI) deleteDocument(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.AgentService_Start_FullMethodName)
-	if !ok {
-		return
-	}
-	c, err := k.collection(r)
+func (k *knowledgeCore) deleteDocument(ctx context.Context, name, id string) error {
+	c, err := k.collection(ctx, name)
 	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return err
 	}
-	if err := k.ks.DeleteDocument(r.Context(), c.Tenant, c.Name, r.PathValue("id")); err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return k.ks.DeleteDocument(ctx, c.Tenant, c.Name, id)
 }
 
-// searchRequest is the body of POST …/search.
+// searchRequest is a search of a collection (the body of POST …/search).
 type searchRequest struct {
 	Query  string            `json:"query"`
 	Mode   string            `json:"mode"`
@@ -279,20 +184,10 @@ type searchRequest struct {
 	Filter map[string]string `json:"filter"`
 }
 
-func (k *knowledgeAPI) search(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
-	if !ok {
-		return
-	}
-	var in searchRequest
-	if err := decodeJSONBody(r, "the search", &in); err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	c, err := k.collection(r)
+func (k *knowledgeCore) search(ctx context.Context, name string, in searchRequest) ([]agent.Hit, agent.Usage, error) {
+	c, err := k.collection(ctx, name)
 	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return nil, agent.Usage{}, err
 	}
 	mode := knowledge.Mode(in.Mode)
 	switch mode {
@@ -300,26 +195,20 @@ func (k *knowledgeAPI) search(w http.ResponseWriter, r *http.Request) {
 		mode = knowledge.ModeHybrid
 	case knowledge.ModeHybrid, knowledge.ModeText, knowledge.ModeVector:
 	default:
-		k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "mode %q: want hybrid, text or vector", Clip(in.Mode)))
-		return
+		return nil, agent.Usage{}, agent.Errorf(agent.CodeInvalid, "mode %s: want hybrid, text or vector", Clip(in.Mode))
 	}
 	if mode != knowledge.ModeText && k.emb == nil {
-		k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "mode %s needs an embedding model, and this gateway has none: search with mode text", mode))
-		return
+		return nil, agent.Usage{}, agent.Errorf(agent.CodeInvalid, "mode %s needs an embedding model, and this gateway has none: search with mode text", mode)
 	}
-	hits, usage, err := k.ks.Search(r.Context(), k.emb, c.Tenant, c.Name,
+	hits, usage, err := k.ks.Search(ctx, k.emb, c.Tenant, c.Name,
 		knowledge.Query{Text: in.Query, Mode: mode, TopK: in.TopK, Filter: in.Filter})
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
 	if hits == nil {
 		hits = []agent.Hit{}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"hits": hits, "usage": usage})
+	return hits, usage, err
 }
 
-// ingestRequest is the body of POST …/documents.
+// ingestRequest is an ingest's documents (the body of POST …/documents).
 type ingestRequest struct {
 	ID        string                    `json:"id"`
 	Documents []contract.IngestDocument `json:"documents"`
@@ -335,60 +224,46 @@ type ingestAnswer struct {
 	Status string `json:"status_url"`
 }
 
-func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.AgentService_Start_FullMethodName)
-	if !ok {
-		return
-	}
-	c, err := k.collection(r)
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	limit := k.a.maxUpload
-	if r.ContentLength > limit {
-		k.a.Refuse(w, r, ingestBodyTooLarge(limit))
-		return
-	}
-	allowBody(r, limit)
-	data, err := ReadBody(r)
-	if err != nil {
-		var e *intake.Error
-		if errors.As(err, &e) && e.Status == http.StatusRequestEntityTooLarge {
-			err = ingestBodyTooLarge(limit)
-		}
-		k.a.Refuse(w, r, err)
-		return
-	}
-	var in ingestRequest
-	if err := decodeJSON("the ingest", data, &in); err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
+// ingest checks an ingest into c, the caller's collection, stores its
+// pages and starts its workflow.
+func (k *knowledgeCore) ingest(ctx context.Context, c agent.Collection, in ingestRequest) (ingestAnswer, error) {
 	if err := checkIngest(in, k.prepare); err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return ingestAnswer{}, err
 	}
 	if in.ID == "" {
-		// The collection's creation time is part of it: a collection
-		// deleted and made again is another, whose ingest of the same
-		// body is another too.
-		sum := sha256.Sum256(append([]byte(fmt.Sprintf("%s\n%d\n", c.Name, c.Created.UnixNano())), data...))
-		in.ID = "ing_" + hex.EncodeToString(sum[:12])
+		id, err := derivedIngestID(c, in.Documents)
+		if err != nil {
+			return ingestAnswer{}, err
+		}
+		in.ID = id
 	}
-	pages, err := k.writePages(r, c.Tenant, in.Documents)
+	pages, err := k.writePages(ctx, c.Tenant, in.Documents)
 	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return ingestAnswer{}, err
 	}
 	input := contract.IngestInput{TenantID: c.Tenant, Collection: c.Name, BatchID: in.ID, Pages: pages, Documents: len(in.Documents)}
-	if err := k.startIngest(r, input); err != nil {
-		k.a.Refuse(w, r, err)
-		return
+	if err := k.startIngest(ctx, input); err != nil {
+		return ingestAnswer{}, err
 	}
-	id := contract.IngestWorkflowID(c.Tenant, in.ID)
-	WriteJSON(w, http.StatusAccepted, ingestAnswer{ID: in.ID, Collection: c.Name, Documents: len(in.Documents), WorkflowID: id,
-		Status: "/v1/ingests/" + in.ID})
+	return ingestAnswer{ID: in.ID, Collection: c.Name, Documents: len(in.Documents), WorkflowID: contract.IngestWorkflowID(c.Tenant, in.ID),
+		Status: "/v1/ingests/" + in.ID}, nil
+}
+
+// derivedIngestID is the id of an ingest of docs into c that names none:
+// the hash of the collection and of the documents' JSON (one encoding
+// whatever the door), so that the same documents sent again are the same
+// ingest. The collection's creation time is part of it: a collection
+// deleted and made again is another, whose ingest of the same documents
+// is another too.
+func derivedIngestID(c agent.Collection, docs []contract.IngestDocument) (string, error) {
+	data, err := json.Marshal(docs)
+	if err != nil {
+		return "", fmt.Errorf("encode ingest documents: %w", err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%d\n", c.Name, c.Created.UnixNano())
+	h.Write(data)
+	return "ing_" + hex.EncodeToString(h.Sum(nil)[:12]), nil
 }
 
 // ingestBodyTooLarge is the error of an ingest's body over limit: 413.
@@ -399,7 +274,7 @@ func ingestBodyTooLarge(limit int64) error {
 }
 
 // prepare checks that the store takes a document's text.
-func (k *knowledgeAPI) prepare(d agent.Document, text string) error {
+func (k *knowledgeCore) prepare(d agent.Document, text string) error {
 	_, _, err := k.ks.Prepare(d, text)
 	return err
 }
@@ -436,7 +311,7 @@ func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document,
 		return errors.New("give text or ref, not both")
 	case d.Ref != "":
 		if !strings.HasPrefix(d.Ref, "cas://") && !strings.HasPrefix(d.Ref, "artifact://") {
-			return fmt.Errorf("ref %q: want cas://… (a file from %s, a tool's data) or artifact://… (a turn's result)", Clip(d.Ref), FilesPath)
+			return fmt.Errorf("ref %s: want cas://… (a file from %s, a tool's data) or artifact://… (a turn's result)", Clip(d.Ref), FilesPath)
 		}
 		if len(d.Ref) > 200 {
 			return errors.New("ref is too long")
@@ -458,7 +333,7 @@ func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document,
 // writePages stores the documents as pages of the tenant's blobs and
 // answers their refs. Blobs are content-addressed: a retried request
 // stores nothing twice.
-func (k *knowledgeAPI) writePages(r *http.Request, tenant string, docs []contract.IngestDocument) ([]string, error) {
+func (k *knowledgeCore) writePages(ctx context.Context, tenant string, docs []contract.IngestDocument) ([]string, error) {
 	var refs []string
 	for first := 0; first < len(docs); {
 		end, size := first, 0
@@ -471,7 +346,7 @@ func (k *knowledgeAPI) writePages(r *http.Request, tenant string, docs []contrac
 		if err != nil {
 			return nil, fmt.Errorf("encode ingest page: %w", err)
 		}
-		ref, err := k.a.svc.store.PutTenantBlob(r.Context(), tenant, data, "application/json")
+		ref, err := k.s.store.PutTenantBlob(ctx, tenant, data, "application/json")
 		if err != nil {
 			return nil, fmt.Errorf("store ingest page: %w", err)
 		}
@@ -484,8 +359,8 @@ func (k *knowledgeAPI) writePages(r *http.Request, tenant string, docs []contrac
 // startIngest starts the Ingest workflow, or finds the one of the same id
 // that runs or has run: an ingest's id is taken for good, and one that
 // names another collection is a Conflict.
-func (k *knowledgeAPI) startIngest(r *http.Request, in contract.IngestInput) error {
-	s := k.a.svc
+func (k *knowledgeCore) startIngest(ctx context.Context, in contract.IngestInput) error {
+	s := k.s
 	opts := client.StartWorkflowOptions{
 		ID:                       contract.IngestWorkflowID(in.TenantID, in.BatchID),
 		TaskQueue:                s.taskQueue,
@@ -494,7 +369,7 @@ func (k *knowledgeAPI) startIngest(r *http.Request, in contract.IngestInput) err
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}
-	_, err := s.client.ExecuteWorkflow(r.Context(), opts, contract.Ingest, in)
+	_, err := s.client.ExecuteWorkflow(ctx, opts, contract.Ingest, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err == nil {
 		return nil
@@ -502,7 +377,7 @@ func (k *knowledgeAPI) startIngest(r *http.Request, in contract.IngestInput) err
 	if !errors.As(err, &started) {
 		return fmt.Errorf("start ingest %s: %w", opts.ID, err)
 	}
-	st, err := k.ingestStatus(r, in.BatchID)
+	st, err := k.ingestStatus(ctx, in.BatchID)
 	if err != nil {
 		return err
 	}
@@ -512,46 +387,31 @@ func (k *knowledgeAPI) startIngest(r *http.Request, in contract.IngestInput) err
 	return nil
 }
 
-func (k *knowledgeAPI) getIngest(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.authorized(w, r, pb.AgentService_GetResult_FullMethodName)
-	if !ok {
-		return
-	}
-	id := r.PathValue("id")
+// ingestStatus queries the caller's tenant's ingest of id.
+func (k *knowledgeCore) ingestStatus(ctx context.Context, id string) (contract.IngestStatus, error) {
 	if err := agent.ValidateID("id", id); err != nil || id == "" {
-		k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "ingest id %q: want the id POST …/documents answered", Clip(id)))
-		return
+		return contract.IngestStatus{}, agent.Errorf(agent.CodeInvalid, "ingest id %s: want the id the ingest's start answered", Clip(id))
 	}
-	st, err := k.ingestStatus(r, id)
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, st)
-}
-
-// ingestStatus queries the tenant's ingest of id.
-func (k *knowledgeAPI) ingestStatus(r *http.Request, id string) (contract.IngestStatus, error) {
-	s := k.a.svc
-	wid := contract.IngestWorkflowID(TenantOf(r.Context()), id)
-	v, err := s.client.QueryWorkflow(r.Context(), wid, "", contract.QueryIngestStatus)
+	s := k.s
+	wid := contract.IngestWorkflowID(TenantOf(ctx), id)
+	v, err := s.client.QueryWorkflow(ctx, wid, "", contract.QueryIngestStatus)
 	// A workflow whose first task has not run yet cannot answer: a
 	// moment later it can.
 	var notReady *serviceerror.WorkflowNotReady
 	for wait := 50 * time.Millisecond; errors.As(err, &notReady) && wait < 2*time.Second; wait *= 2 {
 		select {
-		case <-r.Context().Done():
-			return contract.IngestStatus{}, r.Context().Err()
+		case <-ctx.Done():
+			return contract.IngestStatus{}, ctx.Err()
 		case <-time.After(wait):
 		}
-		v, err = s.client.QueryWorkflow(r.Context(), wid, "", contract.QueryIngestStatus)
+		v, err = s.client.QueryWorkflow(ctx, wid, "", contract.QueryIngestStatus)
 	}
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return contract.IngestStatus{}, agent.Errorf(agent.CodeNotFound, "ingest %q not found", id)
 	}
 	if err != nil {
-		if r.Context().Err() == nil {
+		if ctx.Err() == nil {
 			// The worker did not answer in time (the server gives up on
 			// a query after a while): the ingest goes on, and a later
 			// read finds it.
@@ -564,6 +424,215 @@ func (k *knowledgeAPI) ingestStatus(r *http.Request, id string) (contract.Ingest
 		return contract.IngestStatus{}, fmt.Errorf("decode ingest %s: %w", wid, err)
 	}
 	return st, nil
+}
+
+// knowledgeAPI serves the knowledge routes for an HTTPAPI: each reads
+// its request, calls knowledgeCore and writes the answer.
+type knowledgeAPI struct {
+	a *HTTPAPI
+	k *knowledgeCore
+}
+
+func (a *HTTPAPI) registerKnowledge(mux *http.ServeMux) {
+	if a.svc.knowledge == nil {
+		return
+	}
+	k := &knowledgeAPI{a: a, k: a.svc.knowledge}
+	mux.HandleFunc("POST "+collectionsPath, k.createCollection)
+	mux.HandleFunc("GET "+collectionsPath, k.listCollections)
+	mux.HandleFunc("GET "+collectionPath, k.getCollection)
+	mux.HandleFunc("DELETE "+collectionPath, k.deleteCollection)
+	mux.HandleFunc("POST "+documentsPath, k.postDocuments)
+	mux.HandleFunc("GET "+documentsPath, k.listDocuments)
+	mux.HandleFunc("GET "+documentPath, k.getDocument)
+	mux.HandleFunc("DELETE "+documentPath, k.deleteDocument)
+	mux.HandleFunc("POST "+searchPath, k.search)
+	mux.HandleFunc("GET "+ingestPath, k.getIngest)
+	a.RefuseOtherMethods(mux, collectionsPath, collectionPath, documentsPath, documentPath, searchPath, ingestPath)
+}
+
+func (k *knowledgeAPI) createCollection(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_CreateCollection_FullMethodName)
+	if !ok {
+		return
+	}
+	var in collectionRequest
+	if err := decodeJSONBody(r, "the collection", &in); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	c, err := k.k.createCollection(r.Context(), in)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	w.Header().Set("Location", collectionsPath+"/"+c.Name)
+	WriteJSON(w, http.StatusCreated, c)
+}
+
+func (k *knowledgeAPI) listCollections(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_ListCollections_FullMethodName)
+	if !ok {
+		return
+	}
+	list, err := k.k.collections(r.Context())
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"collections": list})
+}
+
+func (k *knowledgeAPI) getCollection(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_GetCollection_FullMethodName)
+	if !ok {
+		return
+	}
+	c, err := k.k.collection(r.Context(), r.PathValue("name"))
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, c)
+}
+
+func (k *knowledgeAPI) deleteCollection(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_DeleteCollection_FullMethodName)
+	if !ok {
+		return
+	}
+	if err := k.k.deleteCollection(r.Context(), r.PathValue("name")); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (k *knowledgeAPI) listDocuments(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_ListDocuments_FullMethodName)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	for key := range q {
+		if key != "after" && key != "limit" {
+			k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the list takes after and limit", Clip(key)))
+			return
+		}
+	}
+	limit := 0
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "limit %s: want 1 to %d", Clip(s), knowledge.MaxList))
+			return
+		}
+		limit = n
+	}
+	docs, next, err := k.k.documents(r.Context(), r.PathValue("name"), q.Get("after"), limit)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	out := map[string]any{"documents": docs}
+	if next != "" {
+		out["next_after"] = next
+	}
+	WriteJSON(w, http.StatusOK, out)
+}
+
+func (k *knowledgeAPI) getDocument(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_GetDocument_FullMethodName)
+	if !ok {
+		return
+	}
+	d, err := k.k.document(r.Context(), r.PathValue("name"), r.PathValue("id"))
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, d)
+}
+
+func (k *knowledgeAPI) deleteDocument(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_DeleteDocument_FullMethodName)
+	if !ok {
+		return
+	}
+	if err := k.k.deleteDocument(r.Context(), r.PathValue("name"), r.PathValue("id")); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (k *knowledgeAPI) search(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_SearchCollection_FullMethodName)
+	if !ok {
+		return
+	}
+	var in searchRequest
+	if err := decodeJSONBody(r, "the search", &in); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	hits, usage, err := k.k.search(r.Context(), r.PathValue("name"), in)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"hits": hits, "usage": usage})
+}
+
+func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_IngestDocuments_FullMethodName)
+	if !ok {
+		return
+	}
+	c, err := k.k.collection(r.Context(), r.PathValue("name"))
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	limit := k.a.maxUpload
+	if r.ContentLength > limit {
+		k.a.Refuse(w, r, ingestBodyTooLarge(limit))
+		return
+	}
+	allowBody(r, limit)
+	data, err := ReadBody(r)
+	if err != nil {
+		var e *intake.Error
+		if errors.As(err, &e) && e.Status == http.StatusRequestEntityTooLarge {
+			err = ingestBodyTooLarge(limit)
+		}
+		k.a.Refuse(w, r, err)
+		return
+	}
+	var in ingestRequest
+	if err := decodeJSON("the ingest", data, &in); err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	answer, err := k.k.ingest(r.Context(), c, in)
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusAccepted, answer)
+}
+
+func (k *knowledgeAPI) getIngest(w http.ResponseWriter, r *http.Request) {
+	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_GetIngest_FullMethodName)
+	if !ok {
+		return
+	}
+	st, err := k.k.ingestStatus(r.Context(), r.PathValue("id"))
+	if err != nil {
+		k.a.Refuse(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, st)
 }
 
 // decodeJSONBody reads a request's body (bounded as every body is) as

@@ -24,8 +24,9 @@ import (
 // A caller with the admin role may erase a named user's of its tenant:
 // DELETE /v1/memories?subject=S[&issuer=I] (issuer default: the
 // gateway's static tokens), or ?name=N for a caller known by name alone.
-// Reading is authorized as GetResult (role user), the erase of another's
-// as UpsertCatalog (role admin).
+// Each route is authorized as its KnowledgeService method (role user);
+// the erase of another's needs the admin role besides. KnowledgeService
+// serves the same over gRPC (ListMemories, DeleteMemory, EraseMemories).
 const (
 	MemoriesPath = "/v1/memories"
 	memoryPath   = "/v1/memories/{id}"
@@ -50,42 +51,120 @@ type MemoryErase struct {
 	Deleted int `json:"deleted"`
 }
 
-// defaultMemoryPage is a page of GET /v1/memories without limit.
-const defaultMemoryPage = 100
+// A page of memories: defaultMemoryPage without a limit, at most
+// maxMemoryPage.
+const (
+	defaultMemoryPage = 100
+	maxMemoryPage     = 1000
+)
 
-func (a *HTTPAPI) registerMemories(mux *http.ServeMux, ms MemoryStore) {
-	h := memoryRoutes{a: a, ms: ms}
+// memoryCore is the memory API of a Service, whatever the door (the
+// routes below, KnowledgeService's memory methods): the user is the
+// context's credential's, and every error is a domain error the door
+// renders.
+type memoryCore struct{ ms MemoryStore }
+
+// scope is the caller's own scope, narrowed to agentID when it names one.
+func (m memoryCore) scope(ctx context.Context, agentID string) (agent.MemoryScope, error) {
+	if m.ms == nil {
+		return agent.MemoryScope{}, agent.Errorf(agent.CodeUnavailable, "long-term memory is not configured on this gateway")
+	}
+	caller := CallerOf(ctx)
+	return agent.MemoryScope{Tenant: caller.Tenant, AgentID: agentID, User: caller.Caller().Principal()}, nil
+}
+
+// list is a page of the caller's memories before the id before: limit of
+// them (0: defaultMemoryPage).
+func (m memoryCore) list(ctx context.Context, agentID, before string, limit int) (MemoryList, error) {
+	switch {
+	case limit == 0:
+		limit = defaultMemoryPage
+	case limit < 0 || limit > maxMemoryPage:
+		return MemoryList{}, agent.Errorf(agent.CodeInvalid, "limit %d: want 1 to %d", limit, maxMemoryPage)
+	}
+	scope, err := m.scope(ctx, agentID)
+	if err != nil {
+		return MemoryList{}, err
+	}
+	ms, err := m.ms.List(ctx, scope, before, limit)
+	if err != nil {
+		return MemoryList{}, err
+	}
+	out := MemoryList{Memories: ms}
+	if out.Memories == nil {
+		out.Memories = []agent.MemoryRecord{}
+	}
+	if len(ms) == limit {
+		out.Next = ms[len(ms)-1].ID
+	}
+	return out, nil
+}
+
+func (m memoryCore) forget(ctx context.Context, agentID, id string) error {
+	scope, err := m.scope(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	return m.ms.Forget(ctx, scope, id)
+}
+
+// namedUserQuery names another user of the tenant, whose memories an
+// admin erases: by subject (and issuer) or by name.
+type namedUserQuery struct{ subject, issuer, name string }
+
+func (q namedUserQuery) named() bool { return q.subject != "" || q.issuer != "" || q.name != "" }
+
+// erase deletes the caller's memories, or those of the user q names,
+// which needs the admin role.
+func (m memoryCore) erase(ctx context.Context, agentID string, q namedUserQuery) (int, error) {
+	scope, err := m.scope(ctx, agentID)
+	if err != nil {
+		return 0, err
+	}
+	need, whose := RoleUser, "one's own memories"
+	if q.named() {
+		need, whose = RoleAdmin, "another user's memories"
+	}
+	if caller := CallerOf(ctx); !caller.Has(need) {
+		return 0, agent.Errorf(agent.CodePermissionDenied, "token %s has the roles %s; erasing %s needs the role %s",
+			caller.Name, roleList(caller.Roles), whose, need)
+	}
+	if q.named() {
+		if scope.User, err = namedUser(q); err != nil {
+			return 0, err
+		}
+	}
+	return m.ms.Erase(ctx, scope)
+}
+
+func (a *HTTPAPI) registerMemories(mux *http.ServeMux) {
+	h := memoryRoutes{a: a, m: memoryCore{ms: a.svc.memories}}
 	mux.HandleFunc("GET "+MemoriesPath, h.list)
 	mux.HandleFunc("DELETE "+MemoriesPath, h.erase)
 	mux.HandleFunc("DELETE "+memoryPath, h.forget)
 	a.RefuseOtherMethods(mux, MemoriesPath, memoryPath)
 }
 
+// memoryRoutes serve /v1/memories: each reads its request, calls
+// memoryCore and writes the answer.
 type memoryRoutes struct {
-	a  *HTTPAPI
-	ms MemoryStore
+	a *HTTPAPI
+	m memoryCore
 }
 
-// scope authorizes r and returns the caller's own scope, narrowed to the
-// query's agent_id when it names one; params are the other query
-// parameters the route takes.
-func (h memoryRoutes) scope(w http.ResponseWriter, r *http.Request, method string, params ...string) (*http.Request, agent.MemoryScope, bool) {
+// query authorizes r as method and checks its query parameters: params
+// and agent_id, each at most once.
+func (h memoryRoutes) query(w http.ResponseWriter, r *http.Request, method string, params ...string) (*http.Request, url.Values, bool) {
 	r, ok := h.a.Authorized(w, r, method)
 	if !ok {
-		return nil, agent.MemoryScope{}, false
+		return nil, nil, false
 	}
 	q := r.URL.Query()
 	if err := onlyParams(q, append(params, "agent_id")...); err != nil {
 		h.a.Refuse(w, r, err)
-		return nil, agent.MemoryScope{}, false
+		return nil, nil, false
 	}
-	if h.ms == nil {
-		h.a.Refuse(w, r, agent.Errorf(agent.CodeUnavailable, "long-term memory is not configured on this gateway"))
-		return nil, agent.MemoryScope{}, false
-	}
-	caller := CallerOf(r.Context())
-	scope := agent.MemoryScope{Tenant: caller.Tenant, AgentID: q.Get("agent_id"), User: caller.Caller().Principal()}
-	return r, scope, true
+	return r, q, true
 }
 
 // onlyParams refuses a query parameter not in allowed, or one given twice.
@@ -106,41 +185,33 @@ func onlyParams(q url.Values, allowed ...string) error {
 }
 
 func (h memoryRoutes) list(w http.ResponseWriter, r *http.Request) {
-	r, scope, ok := h.scope(w, r, pb.AgentService_GetResult_FullMethodName, "before", "limit")
+	r, q, ok := h.query(w, r, pb.KnowledgeService_ListMemories_FullMethodName, "before", "limit")
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	limit := defaultMemoryPage
+	limit := 0
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			h.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "limit %q: want 1 to 1000", Clip(v)))
+		if err != nil || n < 1 || n > maxMemoryPage {
+			h.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "limit %s: want 1 to %d", Clip(v), maxMemoryPage))
 			return
 		}
 		limit = n
 	}
-	ms, err := h.ms.List(r.Context(), scope, q.Get("before"), limit)
+	out, err := h.m.list(r.Context(), q.Get("agent_id"), q.Get("before"), limit)
 	if err != nil {
 		h.a.Refuse(w, r, err)
 		return
-	}
-	out := MemoryList{Memories: ms}
-	if out.Memories == nil {
-		out.Memories = []agent.MemoryRecord{}
-	}
-	if len(ms) == limit {
-		out.Next = ms[len(ms)-1].ID
 	}
 	WriteJSON(w, http.StatusOK, out)
 }
 
 func (h memoryRoutes) forget(w http.ResponseWriter, r *http.Request) {
-	r, scope, ok := h.scope(w, r, pb.AgentService_GetResult_FullMethodName)
+	r, q, ok := h.query(w, r, pb.KnowledgeService_DeleteMemory_FullMethodName)
 	if !ok {
 		return
 	}
-	if err := h.ms.Forget(r.Context(), scope, r.PathValue("id")); err != nil {
+	if err := h.m.forget(r.Context(), q.Get("agent_id"), r.PathValue("id")); err != nil {
 		h.a.Refuse(w, r, err)
 		return
 	}
@@ -148,25 +219,11 @@ func (h memoryRoutes) forget(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h memoryRoutes) erase(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	named := q.Has("subject") || q.Has("issuer") || q.Has("name")
-	method := pb.AgentService_GetResult_FullMethodName
-	if named {
-		method = pb.CatalogService_UpsertCatalog_FullMethodName // an admin's
-	}
-	r, scope, ok := h.scope(w, r, method, "subject", "issuer", "name")
+	r, q, ok := h.query(w, r, pb.KnowledgeService_EraseMemories_FullMethodName, "subject", "issuer", "name")
 	if !ok {
 		return
 	}
-	if named {
-		user, err := namedUser(q)
-		if err != nil {
-			h.a.Refuse(w, r, err)
-			return
-		}
-		scope.User = user
-	}
-	n, err := h.ms.Erase(r.Context(), scope)
+	n, err := h.m.erase(r.Context(), q.Get("agent_id"), namedUserQuery{subject: q.Get("subject"), issuer: q.Get("issuer"), name: q.Get("name")})
 	if err != nil {
 		h.a.Refuse(w, r, err)
 		return
@@ -176,8 +233,8 @@ func (h memoryRoutes) erase(w http.ResponseWriter, r *http.Request) {
 
 // namedUser is the user an admin's erase names: by subject (and issuer,
 // default the static tokens'), or by name alone.
-func namedUser(q url.Values) (string, error) {
-	subject, issuer, name := q.Get("subject"), q.Get("issuer"), q.Get("name")
+func namedUser(q namedUserQuery) (string, error) {
+	subject, issuer, name := q.subject, q.issuer, q.name
 	switch {
 	case name != "" && (subject != "" || issuer != ""):
 		return "", agent.Errorf(agent.CodeInvalid, "name a user by subject (and issuer) or by name, not both")

@@ -67,9 +67,9 @@ func TestMemoriesRoutes(t *testing.T) {
 	for _, tok := range tokens {
 		list = append(list, tok)
 	}
-	svc, err := gateway.New(gateway.Options{Store: st, Tokens: list, Logger: logger})
+	svc, err := gateway.New(gateway.Options{Store: st, Tokens: list, Logger: logger, Memories: mem})
 	require.NoError(t, err)
-	api, err := gateway.NewHTTPAPI(svc, nil, gateway.HTTPOptions{Memories: mem})
+	api, err := gateway.NewHTTPAPI(svc, nil, gateway.HTTPOptions{})
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- api.Serve() }()

@@ -73,6 +73,15 @@ type Options struct {
 	// client keeps large payloads in an object store. Default: the SDK's
 	// default data converter.
 	Payloads converter.DataConverter
+	// Knowledge serves the collections: the HTTP API's routes
+	// (knowledge.go) and KnowledgeService. Without a Store there are no
+	// routes, and KnowledgeService's collection methods answer
+	// Unavailable.
+	Knowledge KnowledgeOptions
+	// Memories serves the callers' long-term memories: /v1/memories
+	// (memories.go) and KnowledgeService's memory methods. Default: none,
+	// and they answer Unavailable.
+	Memories MemoryStore
 }
 
 // Service implements pb.AgentServiceServer.
@@ -89,6 +98,9 @@ type Service struct {
 	vault     *redact.Vault
 	secrets   secrets.Resolver
 	payloads  converter.DataConverter
+	// knowledge is nil without a knowledge store.
+	knowledge *knowledgeCore
+	memories  MemoryStore
 	// channel is the door whose turns this Service starts
 	// (agent.TurnRequest.Channel): agent.ChannelGRPC, or the one a copy
 	// made for a door (forChannel) names.
@@ -139,6 +151,10 @@ func New(o Options) (*Service, error) {
 	if s.payloads == nil {
 		s.payloads = converter.GetDefaultDataConverter()
 	}
+	if o.Knowledge.Store != nil {
+		s.knowledge = &knowledgeCore{s: s, ks: o.Knowledge.Store, emb: o.Knowledge.Embedder}
+	}
+	s.memories = o.Memories
 	s.ending, s.endStreams = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -180,6 +196,8 @@ func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *
 	}
 	pb.RegisterEvalServiceServer(g, evalService{s: s})
 	hs.SetServingStatus(pb.EvalService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	pb.RegisterKnowledgeServiceServer(g, knowledgeService{s: s})
+	hs.SetServingStatus(pb.KnowledgeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return g

@@ -96,7 +96,7 @@ func (s *Service) CountTurns(ctx context.Context, q TurnQuery) (int64, error) {
 func (q TurnQuery) visibility(tenant, taskQueue string) (string, error) {
 	for _, v := range []string{tenant, taskQueue, q.Job, q.JobPrefix} {
 		if strings.ContainsAny(v, `'"\`) {
-			return "", agent.Errorf(agent.CodeInvalid, "%q cannot be listed by: quotes and backslashes are not allowed", Clip(v))
+			return "", agent.Errorf(agent.CodeInvalid, "%s cannot be listed by: quotes and backslashes are not allowed", Clip(v))
 		}
 	}
 	where := []string{

@@ -509,9 +509,17 @@ func (s *Server) newGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Knowledge search embeds its queries with the configured providers.
+	embedder, err := llm.New(s.cfg.Model)
+	if err != nil {
+		return fmt.Errorf("model providers: %w", err)
+	}
 	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
 		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault,
-		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads)})
+		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads),
+		Knowledge: gateway.KnowledgeOptions{Store: s.knowledge, Embedder: embedder},
+		// Listing and erasing memories embed nothing.
+		Memories: s.knowledge.Memories(nil, s.memoryModel())})
 	if err != nil {
 		return err
 	}
@@ -534,14 +542,6 @@ func (s *Server) newGateway(ctx context.Context) error {
 	// The HTTP API's calls are the gRPC API's, traced and counted the same.
 	httpOpts := s.cfg.httpOptions()
 	httpOpts.ServerOptions = s.tracing.GRPCServerOptions(s.metrics.MeterProvider)
-	// Knowledge search embeds its queries with the configured providers.
-	embedder, err := llm.New(s.cfg.Model)
-	if err != nil {
-		return fmt.Errorf("model providers: %w", err)
-	}
-	httpOpts.Knowledge = gateway.KnowledgeOptions{Store: s.knowledge, Embedder: embedder}
-	// Listing and erasing memories embed nothing.
-	httpOpts.Memories = s.knowledge.Memories(nil, s.memoryModel())
 	if s.api, err = gateway.NewHTTPAPI(svc, cat, httpOpts); err != nil {
 		return err
 	}

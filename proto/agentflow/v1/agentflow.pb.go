@@ -7961,6 +7961,1851 @@ func (x *DeliveryAttempt) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// A named set of documents searched together, embedded by one model.
+type Collection struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The provider:model that embeds its chunks and the queries against it.
+	EmbeddingModel string `protobuf:"bytes,3,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
+	// The length of its vectors; 0 until the first document is stored when
+	// it was created without one.
+	Dims          int32                  `protobuf:"varint,4,opt,name=dims,proto3" json:"dims,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Collection) Reset() {
+	*x = Collection{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Collection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Collection) ProtoMessage() {}
+
+func (x *Collection) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Collection.ProtoReflect.Descriptor instead.
+func (*Collection) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *Collection) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Collection) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Collection) GetEmbeddingModel() string {
+	if x != nil {
+		return x.EmbeddingModel
+	}
+	return ""
+}
+
+func (x *Collection) GetDims() int32 {
+	if x != nil {
+		return x.Dims
+	}
+	return 0
+}
+
+func (x *Collection) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type CreateCollectionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 64 bytes of letters, digits, '-', '_' and '.'.
+	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// provider:model, for instance openai:text-embedding-3-small.
+	EmbeddingModel string `protobuf:"bytes,3,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
+	// Asked of the model when it can shorten its vectors; 0: its own length.
+	Dims          int32 `protobuf:"varint,4,opt,name=dims,proto3" json:"dims,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCollectionRequest) Reset() {
+	*x = CreateCollectionRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCollectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCollectionRequest) ProtoMessage() {}
+
+func (x *CreateCollectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCollectionRequest.ProtoReflect.Descriptor instead.
+func (*CreateCollectionRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *CreateCollectionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateCollectionRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateCollectionRequest) GetEmbeddingModel() string {
+	if x != nil {
+		return x.EmbeddingModel
+	}
+	return ""
+}
+
+func (x *CreateCollectionRequest) GetDims() int32 {
+	if x != nil {
+		return x.Dims
+	}
+	return 0
+}
+
+type ListCollectionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCollectionsRequest) Reset() {
+	*x = ListCollectionsRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCollectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCollectionsRequest) ProtoMessage() {}
+
+func (x *ListCollectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCollectionsRequest.ProtoReflect.Descriptor instead.
+func (*ListCollectionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{103}
+}
+
+type ListCollectionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collections   []*Collection          `protobuf:"bytes,1,rep,name=collections,proto3" json:"collections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCollectionsResponse) Reset() {
+	*x = ListCollectionsResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCollectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCollectionsResponse) ProtoMessage() {}
+
+func (x *ListCollectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCollectionsResponse.ProtoReflect.Descriptor instead.
+func (*ListCollectionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *ListCollectionsResponse) GetCollections() []*Collection {
+	if x != nil {
+		return x.Collections
+	}
+	return nil
+}
+
+type GetCollectionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCollectionRequest) Reset() {
+	*x = GetCollectionRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCollectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCollectionRequest) ProtoMessage() {}
+
+func (x *GetCollectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCollectionRequest.ProtoReflect.Descriptor instead.
+func (*GetCollectionRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *GetCollectionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteCollectionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCollectionRequest) Reset() {
+	*x = DeleteCollectionRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCollectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCollectionRequest) ProtoMessage() {}
+
+func (x *DeleteCollectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCollectionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteCollectionRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *DeleteCollectionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteCollectionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCollectionResponse) Reset() {
+	*x = DeleteCollectionResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCollectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCollectionResponse) ProtoMessage() {}
+
+func (x *DeleteCollectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCollectionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteCollectionResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{107}
+}
+
+// One document of an ingest: its text inline, or a ref to where it is.
+type IngestDocument struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Title string                 `protobuf:"bytes,1,opt,name=title,proto3" json:"title,omitempty"`
+	// Where the text came from (a URL, a file): free text for citations.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// Matched exactly by search filters.
+	Metadata map[string]string `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// text/plain (default), text/markdown, text/html or application/pdf.
+	ContentType string `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// The text; give text or ref, not both.
+	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	// cas://… (a file from /v1/files, a tool's data) or artifact://… (a
+	// turn's result).
+	Ref           string `protobuf:"bytes,6,opt,name=ref,proto3" json:"ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestDocument) Reset() {
+	*x = IngestDocument{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestDocument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestDocument) ProtoMessage() {}
+
+func (x *IngestDocument) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestDocument.ProtoReflect.Descriptor instead.
+func (*IngestDocument) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *IngestDocument) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *IngestDocument) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *IngestDocument) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *IngestDocument) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *IngestDocument) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *IngestDocument) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+type IngestDocumentsRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Collection string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	// The ingest's id (default: derived from the collection and the
+	// documents, so that a retried call is the same ingest).
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// 1 to 10,000 documents.
+	Documents     []*IngestDocument `protobuf:"bytes,3,rep,name=documents,proto3" json:"documents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestDocumentsRequest) Reset() {
+	*x = IngestDocumentsRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestDocumentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestDocumentsRequest) ProtoMessage() {}
+
+func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestDocumentsRequest.ProtoReflect.Descriptor instead.
+func (*IngestDocumentsRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *IngestDocumentsRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *IngestDocumentsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *IngestDocumentsRequest) GetDocuments() []*IngestDocument {
+	if x != nil {
+		return x.Documents
+	}
+	return nil
+}
+
+type IngestDocumentsResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Collection string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Documents  int32                  `protobuf:"varint,3,opt,name=documents,proto3" json:"documents,omitempty"`
+	// The Ingest workflow, ingest/<tenant>/<id>.
+	WorkflowId    string `protobuf:"bytes,4,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestDocumentsResponse) Reset() {
+	*x = IngestDocumentsResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestDocumentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestDocumentsResponse) ProtoMessage() {}
+
+func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestDocumentsResponse.ProtoReflect.Descriptor instead.
+func (*IngestDocumentsResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *IngestDocumentsResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *IngestDocumentsResponse) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *IngestDocumentsResponse) GetDocuments() int32 {
+	if x != nil {
+		return x.Documents
+	}
+	return 0
+}
+
+func (x *IngestDocumentsResponse) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+type GetIngestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetIngestRequest) Reset() {
+	*x = GetIngestRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetIngestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetIngestRequest) ProtoMessage() {}
+
+func (x *GetIngestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetIngestRequest.ProtoReflect.Descriptor instead.
+func (*GetIngestRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{111}
+}
+
+func (x *GetIngestRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// An ingest's progress and counts.
+type IngestStatus struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Collection string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	State      string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`             // running | completed | failed
+	Documents  int32                  `protobuf:"varint,4,opt,name=documents,proto3" json:"documents,omitempty"`    // in the ingest
+	Done       int32                  `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`              // stored, existing or failed so far
+	Stored     int32                  `protobuf:"varint,6,opt,name=stored,proto3" json:"stored,omitempty"`          // new in the collection
+	Existing   int32                  `protobuf:"varint,7,opt,name=existing,proto3" json:"existing,omitempty"`      // the collection held the same text: nothing stored
+	Failed     int32                  `protobuf:"varint,8,opt,name=failed,proto3" json:"failed,omitempty"`          // could not be read or parsed: nothing of it stored
+	Chunks     int32                  `protobuf:"varint,9,opt,name=chunks,proto3" json:"chunks,omitempty"`          // chunks stored
+	Embeddings int32                  `protobuf:"varint,10,opt,name=embeddings,proto3" json:"embeddings,omitempty"` // texts embedded
+	Tokens     int64                  `protobuf:"varint,11,opt,name=tokens,proto3" json:"tokens,omitempty"`         // tokens the embeddings used
+	// The first documents that failed, and why.
+	Errors []*IngestError `protobuf:"bytes,12,rep,name=errors,proto3" json:"errors,omitempty"`
+	// Why the ingest failed (state failed).
+	Error         string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestStatus) Reset() {
+	*x = IngestStatus{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestStatus) ProtoMessage() {}
+
+func (x *IngestStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestStatus.ProtoReflect.Descriptor instead.
+func (*IngestStatus) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *IngestStatus) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *IngestStatus) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *IngestStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *IngestStatus) GetDocuments() int32 {
+	if x != nil {
+		return x.Documents
+	}
+	return 0
+}
+
+func (x *IngestStatus) GetDone() int32 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *IngestStatus) GetStored() int32 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
+func (x *IngestStatus) GetExisting() int32 {
+	if x != nil {
+		return x.Existing
+	}
+	return 0
+}
+
+func (x *IngestStatus) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *IngestStatus) GetChunks() int32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *IngestStatus) GetEmbeddings() int32 {
+	if x != nil {
+		return x.Embeddings
+	}
+	return 0
+}
+
+func (x *IngestStatus) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *IngestStatus) GetErrors() []*IngestError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *IngestStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type IngestError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Document      int32                  `protobuf:"varint,1,opt,name=document,proto3" json:"document,omitempty"` // its 0-based position in the ingest
+	Title         string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestError) Reset() {
+	*x = IngestError{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[113]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestError) ProtoMessage() {}
+
+func (x *IngestError) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[113]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestError.ProtoReflect.Descriptor instead.
+func (*IngestError) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{113}
+}
+
+func (x *IngestError) GetDocument() int32 {
+	if x != nil {
+		return x.Document
+	}
+	return 0
+}
+
+func (x *IngestError) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *IngestError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// A document stored in a collection; its id derives from its text's hash.
+type Document struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Collection    string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Title         string                 `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Source        string                 `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ContentHash   string                 `protobuf:"bytes,6,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"` // sha256:<hex> of its text
+	Size          int32                  `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`                                 // bytes of text
+	Chunks        int32                  `protobuf:"varint,8,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Document) Reset() {
+	*x = Document{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[114]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Document) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Document) ProtoMessage() {}
+
+func (x *Document) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[114]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Document.ProtoReflect.Descriptor instead.
+func (*Document) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{114}
+}
+
+func (x *Document) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Document) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *Document) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Document) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Document) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Document) GetContentHash() string {
+	if x != nil {
+		return x.ContentHash
+	}
+	return ""
+}
+
+func (x *Document) GetSize() int32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Document) GetChunks() int32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *Document) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type ListDocumentsRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Collection string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	// The next_after of the previous page.
+	After string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	// 1 to 1,000; 0: 1,000.
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDocumentsRequest) Reset() {
+	*x = ListDocumentsRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[115]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDocumentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDocumentsRequest) ProtoMessage() {}
+
+func (x *ListDocumentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[115]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDocumentsRequest.ProtoReflect.Descriptor instead.
+func (*ListDocumentsRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{115}
+}
+
+func (x *ListDocumentsRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListDocumentsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Documents []*Document            `protobuf:"bytes,1,rep,name=documents,proto3" json:"documents,omitempty"`
+	// Set when there may be more: the after of the next page.
+	NextAfter     string `protobuf:"bytes,2,opt,name=next_after,json=nextAfter,proto3" json:"next_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDocumentsResponse) Reset() {
+	*x = ListDocumentsResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[116]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDocumentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDocumentsResponse) ProtoMessage() {}
+
+func (x *ListDocumentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[116]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDocumentsResponse.ProtoReflect.Descriptor instead.
+func (*ListDocumentsResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{116}
+}
+
+func (x *ListDocumentsResponse) GetDocuments() []*Document {
+	if x != nil {
+		return x.Documents
+	}
+	return nil
+}
+
+func (x *ListDocumentsResponse) GetNextAfter() string {
+	if x != nil {
+		return x.NextAfter
+	}
+	return ""
+}
+
+type GetDocumentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDocumentRequest) Reset() {
+	*x = GetDocumentRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[117]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDocumentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDocumentRequest) ProtoMessage() {}
+
+func (x *GetDocumentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[117]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDocumentRequest.ProtoReflect.Descriptor instead.
+func (*GetDocumentRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{117}
+}
+
+func (x *GetDocumentRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *GetDocumentRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteDocumentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDocumentRequest) Reset() {
+	*x = DeleteDocumentRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[118]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDocumentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDocumentRequest) ProtoMessage() {}
+
+func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[118]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDocumentRequest.ProtoReflect.Descriptor instead.
+func (*DeleteDocumentRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{118}
+}
+
+func (x *DeleteDocumentRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *DeleteDocumentRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteDocumentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDocumentResponse) Reset() {
+	*x = DeleteDocumentResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[119]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDocumentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDocumentResponse) ProtoMessage() {}
+
+func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[119]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDocumentResponse.ProtoReflect.Descriptor instead.
+func (*DeleteDocumentResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{119}
+}
+
+type SearchCollectionRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Collection string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Query      string                 `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// hybrid (default), text or vector.
+	Mode string `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Chunks to answer; 0: the default.
+	TopK int32 `protobuf:"varint,4,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
+	// Metadata every chunk found must have, exactly.
+	Filter        map[string]string `protobuf:"bytes,5,rep,name=filter,proto3" json:"filter,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchCollectionRequest) Reset() {
+	*x = SearchCollectionRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[120]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchCollectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchCollectionRequest) ProtoMessage() {}
+
+func (x *SearchCollectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[120]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchCollectionRequest.ProtoReflect.Descriptor instead.
+func (*SearchCollectionRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{120}
+}
+
+func (x *SearchCollectionRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *SearchCollectionRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchCollectionRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *SearchCollectionRequest) GetTopK() int32 {
+	if x != nil {
+		return x.TopK
+	}
+	return 0
+}
+
+func (x *SearchCollectionRequest) GetFilter() map[string]string {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type SearchCollectionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hits  []*Hit                 `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
+	// Tokens the query's embedding used.
+	PromptTokens  int64 `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchCollectionResponse) Reset() {
+	*x = SearchCollectionResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[121]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchCollectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchCollectionResponse) ProtoMessage() {}
+
+func (x *SearchCollectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[121]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchCollectionResponse.ProtoReflect.Descriptor instead.
+func (*SearchCollectionResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{121}
+}
+
+func (x *SearchCollectionResponse) GetHits() []*Hit {
+	if x != nil {
+		return x.Hits
+	}
+	return nil
+}
+
+func (x *SearchCollectionResponse) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+// A chunk a search found.
+type Hit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChunkId       string                 `protobuf:"bytes,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	DocumentId    string                 `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	DocumentTitle string                 `protobuf:"bytes,3,opt,name=document_title,json=documentTitle,proto3" json:"document_title,omitempty"`
+	Position      int32                  `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"` // 0-based, within its document
+	Text          string                 `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The reciprocal-rank fusion of the rankers that found it.
+	Score float64 `protobuf:"fixed64,7,opt,name=score,proto3" json:"score,omitempty"`
+	// 1-based ranks by full text and by vector similarity; 0: not found by it.
+	TextRank      int32 `protobuf:"varint,8,opt,name=text_rank,json=textRank,proto3" json:"text_rank,omitempty"`
+	VectorRank    int32 `protobuf:"varint,9,opt,name=vector_rank,json=vectorRank,proto3" json:"vector_rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hit) Reset() {
+	*x = Hit{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[122]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hit) ProtoMessage() {}
+
+func (x *Hit) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[122]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hit.ProtoReflect.Descriptor instead.
+func (*Hit) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{122}
+}
+
+func (x *Hit) GetChunkId() string {
+	if x != nil {
+		return x.ChunkId
+	}
+	return ""
+}
+
+func (x *Hit) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *Hit) GetDocumentTitle() string {
+	if x != nil {
+		return x.DocumentTitle
+	}
+	return ""
+}
+
+func (x *Hit) GetPosition() int32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *Hit) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Hit) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Hit) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *Hit) GetTextRank() int32 {
+	if x != nil {
+		return x.TextRank
+	}
+	return 0
+}
+
+func (x *Hit) GetVectorRank() int32 {
+	if x != nil {
+		return x.VectorRank
+	}
+	return 0
+}
+
+type ListMemoriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this agent's memories; empty: every agent's.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The next of the previous page.
+	Before string `protobuf:"bytes,2,opt,name=before,proto3" json:"before,omitempty"`
+	// 1 to 1,000; 0: 100.
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMemoriesRequest) Reset() {
+	*x = ListMemoriesRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[123]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMemoriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMemoriesRequest) ProtoMessage() {}
+
+func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[123]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMemoriesRequest.ProtoReflect.Descriptor instead.
+func (*ListMemoriesRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{123}
+}
+
+func (x *ListMemoriesRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ListMemoriesRequest) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
+func (x *ListMemoriesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListMemoriesResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Memories []*Memory              `protobuf:"bytes,1,rep,name=memories,proto3" json:"memories,omitempty"`
+	// Set when there may be more: the before of the next page.
+	Next          string `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMemoriesResponse) Reset() {
+	*x = ListMemoriesResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[124]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMemoriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMemoriesResponse) ProtoMessage() {}
+
+func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[124]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMemoriesResponse.ProtoReflect.Descriptor instead.
+func (*ListMemoriesResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{124}
+}
+
+func (x *ListMemoriesResponse) GetMemories() []*Memory {
+	if x != nil {
+		return x.Memories
+	}
+	return nil
+}
+
+func (x *ListMemoriesResponse) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+// A long-term memory of the caller's.
+type Memory struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AgentId string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Text    string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	Tags    []string               `protobuf:"bytes,4,rep,name=tags,proto3" json:"tags,omitempty"`
+	// remember (the agent's remember tool) or extract (after a conversation).
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// The remember call's job id, or <session>@<transcript position>.
+	Origin        string                 `protobuf:"bytes,6,opt,name=origin,proto3" json:"origin,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Memory) Reset() {
+	*x = Memory{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[125]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Memory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Memory) ProtoMessage() {}
+
+func (x *Memory) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[125]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Memory.ProtoReflect.Descriptor instead.
+func (*Memory) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{125}
+}
+
+func (x *Memory) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Memory) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *Memory) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Memory) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *Memory) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Memory) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Memory) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type DeleteMemoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AgentId       string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMemoryRequest) Reset() {
+	*x = DeleteMemoryRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[126]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMemoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMemoryRequest) ProtoMessage() {}
+
+func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[126]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMemoryRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMemoryRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{126}
+}
+
+func (x *DeleteMemoryRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteMemoryRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+type DeleteMemoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMemoryResponse) Reset() {
+	*x = DeleteMemoryResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[127]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMemoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMemoryResponse) ProtoMessage() {}
+
+func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[127]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMemoryResponse.ProtoReflect.Descriptor instead.
+func (*DeleteMemoryResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{127}
+}
+
+type EraseMemoriesRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Another user of the tenant (admin only): by subject and issuer
+	// (default: the gateway's static tokens), or by name.
+	Subject       string `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	Issuer        string `protobuf:"bytes,3,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseMemoriesRequest) Reset() {
+	*x = EraseMemoriesRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[128]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseMemoriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseMemoriesRequest) ProtoMessage() {}
+
+func (x *EraseMemoriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[128]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseMemoriesRequest.ProtoReflect.Descriptor instead.
+func (*EraseMemoriesRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{128}
+}
+
+func (x *EraseMemoriesRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *EraseMemoriesRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *EraseMemoriesRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *EraseMemoriesRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type EraseMemoriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       int32                  `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseMemoriesResponse) Reset() {
+	*x = EraseMemoriesResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[129]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseMemoriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseMemoriesResponse) ProtoMessage() {}
+
+func (x *EraseMemoriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[129]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseMemoriesResponse.ProtoReflect.Descriptor instead.
+func (*EraseMemoriesResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{129}
+}
+
+func (x *EraseMemoriesResponse) GetDeleted() int32 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
 var File_agentflow_v1_agentflow_proto protoreflect.FileDescriptor
 
 const file_agentflow_v1_agentflow_proto_rawDesc = "" +
@@ -8636,7 +10481,170 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\vhttp_status\x18\x03 \x01(\x05R\n" +
 	"httpStatus\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\xbe\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xba\x01\n" +
+	"\n" +
+	"Collection\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
+	"\x0fembedding_model\x18\x03 \x01(\tR\x0eembeddingModel\x12\x12\n" +
+	"\x04dims\x18\x04 \x01(\x05R\x04dims\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x8c\x01\n" +
+	"\x17CreateCollectionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
+	"\x0fembedding_model\x18\x03 \x01(\tR\x0eembeddingModel\x12\x12\n" +
+	"\x04dims\x18\x04 \x01(\x05R\x04dims\"\x18\n" +
+	"\x16ListCollectionsRequest\"U\n" +
+	"\x17ListCollectionsResponse\x12:\n" +
+	"\vcollections\x18\x01 \x03(\v2\x18.agentflow.v1.CollectionR\vcollections\"*\n" +
+	"\x14GetCollectionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"-\n" +
+	"\x17DeleteCollectionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n" +
+	"\x18DeleteCollectionResponse\"\x8c\x02\n" +
+	"\x0eIngestDocument\x12\x14\n" +
+	"\x05title\x18\x01 \x01(\tR\x05title\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12F\n" +
+	"\bmetadata\x18\x03 \x03(\v2*.agentflow.v1.IngestDocument.MetadataEntryR\bmetadata\x12!\n" +
+	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\x12\x10\n" +
+	"\x03ref\x18\x06 \x01(\tR\x03ref\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x01\n" +
+	"\x16IngestDocumentsRequest\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12:\n" +
+	"\tdocuments\x18\x03 \x03(\v2\x1c.agentflow.v1.IngestDocumentR\tdocuments\"\x88\x01\n" +
+	"\x17IngestDocumentsResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x1c\n" +
+	"\tdocuments\x18\x03 \x01(\x05R\tdocuments\x12\x1f\n" +
+	"\vworkflow_id\x18\x04 \x01(\tR\n" +
+	"workflowId\"\"\n" +
+	"\x10GetIngestRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xeb\x02\n" +
+	"\fIngestStatus\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1c\n" +
+	"\tdocuments\x18\x04 \x01(\x05R\tdocuments\x12\x12\n" +
+	"\x04done\x18\x05 \x01(\x05R\x04done\x12\x16\n" +
+	"\x06stored\x18\x06 \x01(\x05R\x06stored\x12\x1a\n" +
+	"\bexisting\x18\a \x01(\x05R\bexisting\x12\x16\n" +
+	"\x06failed\x18\b \x01(\x05R\x06failed\x12\x16\n" +
+	"\x06chunks\x18\t \x01(\x05R\x06chunks\x12\x1e\n" +
+	"\n" +
+	"embeddings\x18\n" +
+	" \x01(\x05R\n" +
+	"embeddings\x12\x16\n" +
+	"\x06tokens\x18\v \x01(\x03R\x06tokens\x121\n" +
+	"\x06errors\x18\f \x03(\v2\x19.agentflow.v1.IngestErrorR\x06errors\x12\x14\n" +
+	"\x05error\x18\r \x01(\tR\x05error\"Y\n" +
+	"\vIngestError\x12\x1a\n" +
+	"\bdocument\x18\x01 \x01(\x05R\bdocument\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xf1\x02\n" +
+	"\bDocument\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12@\n" +
+	"\bmetadata\x18\x05 \x03(\v2$.agentflow.v1.Document.MetadataEntryR\bmetadata\x12!\n" +
+	"\fcontent_hash\x18\x06 \x01(\tR\vcontentHash\x12\x12\n" +
+	"\x04size\x18\a \x01(\x05R\x04size\x12\x16\n" +
+	"\x06chunks\x18\b \x01(\x05R\x06chunks\x129\n" +
+	"\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"b\n" +
+	"\x14ListDocumentsRequest\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"l\n" +
+	"\x15ListDocumentsResponse\x124\n" +
+	"\tdocuments\x18\x01 \x03(\v2\x16.agentflow.v1.DocumentR\tdocuments\x12\x1d\n" +
+	"\n" +
+	"next_after\x18\x02 \x01(\tR\tnextAfter\"D\n" +
+	"\x12GetDocumentRequest\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"G\n" +
+	"\x15DeleteDocumentRequest\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x18\n" +
+	"\x16DeleteDocumentResponse\"\xfe\x01\n" +
+	"\x17SearchCollectionRequest\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\x12\x13\n" +
+	"\x05top_k\x18\x04 \x01(\x05R\x04topK\x12I\n" +
+	"\x06filter\x18\x05 \x03(\v21.agentflow.v1.SearchCollectionRequest.FilterEntryR\x06filter\x1a9\n" +
+	"\vFilterEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"f\n" +
+	"\x18SearchCollectionResponse\x12%\n" +
+	"\x04hits\x18\x01 \x03(\v2\x11.agentflow.v1.HitR\x04hits\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\x03R\fpromptTokens\"\xe6\x02\n" +
+	"\x03Hit\x12\x19\n" +
+	"\bchunk_id\x18\x01 \x01(\tR\achunkId\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12%\n" +
+	"\x0edocument_title\x18\x03 \x01(\tR\rdocumentTitle\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\x05R\bposition\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\x12;\n" +
+	"\bmetadata\x18\x06 \x03(\v2\x1f.agentflow.v1.Hit.MetadataEntryR\bmetadata\x12\x14\n" +
+	"\x05score\x18\a \x01(\x01R\x05score\x12\x1b\n" +
+	"\ttext_rank\x18\b \x01(\x05R\btextRank\x12\x1f\n" +
+	"\vvector_rank\x18\t \x01(\x05R\n" +
+	"vectorRank\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"^\n" +
+	"\x13ListMemoriesRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06before\x18\x02 \x01(\tR\x06before\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"\\\n" +
+	"\x14ListMemoriesResponse\x120\n" +
+	"\bmemories\x18\x01 \x03(\v2\x14.agentflow.v1.MemoryR\bmemories\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next\"\xc6\x01\n" +
+	"\x06Memory\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x12\n" +
+	"\x04tags\x18\x04 \x03(\tR\x04tags\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x16\n" +
+	"\x06origin\x18\x06 \x01(\tR\x06origin\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"@\n" +
+	"\x13DeleteMemoryRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\"\x16\n" +
+	"\x14DeleteMemoryResponse\"w\n" +
+	"\x14EraseMemoriesRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
+	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\"1\n" +
+	"\x15EraseMemoriesResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\x05R\adeleted*\xbe\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_RUNNING\x10\x01\x12\x1b\n" +
@@ -8680,7 +10688,21 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\bGetUsage\x12\x1d.agentflow.v1.GetUsageRequest\x1a\x1e.agentflow.v1.GetUsageResponse2\x9b\x01\n" +
 	"\vEvalService\x12L\n" +
 	"\tStartEval\x12\x1e.agentflow.v1.StartEvalRequest\x1a\x1f.agentflow.v1.StartEvalResponse\x12>\n" +
-	"\aGetEval\x12\x1c.agentflow.v1.GetEvalRequest\x1a\x15.agentflow.v1.EvalRunB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
+	"\aGetEval\x12\x1c.agentflow.v1.GetEvalRequest\x1a\x15.agentflow.v1.EvalRun2\x8d\t\n" +
+	"\x10KnowledgeService\x12S\n" +
+	"\x10CreateCollection\x12%.agentflow.v1.CreateCollectionRequest\x1a\x18.agentflow.v1.Collection\x12^\n" +
+	"\x0fListCollections\x12$.agentflow.v1.ListCollectionsRequest\x1a%.agentflow.v1.ListCollectionsResponse\x12M\n" +
+	"\rGetCollection\x12\".agentflow.v1.GetCollectionRequest\x1a\x18.agentflow.v1.Collection\x12a\n" +
+	"\x10DeleteCollection\x12%.agentflow.v1.DeleteCollectionRequest\x1a&.agentflow.v1.DeleteCollectionResponse\x12^\n" +
+	"\x0fIngestDocuments\x12$.agentflow.v1.IngestDocumentsRequest\x1a%.agentflow.v1.IngestDocumentsResponse\x12G\n" +
+	"\tGetIngest\x12\x1e.agentflow.v1.GetIngestRequest\x1a\x1a.agentflow.v1.IngestStatus\x12X\n" +
+	"\rListDocuments\x12\".agentflow.v1.ListDocumentsRequest\x1a#.agentflow.v1.ListDocumentsResponse\x12G\n" +
+	"\vGetDocument\x12 .agentflow.v1.GetDocumentRequest\x1a\x16.agentflow.v1.Document\x12[\n" +
+	"\x0eDeleteDocument\x12#.agentflow.v1.DeleteDocumentRequest\x1a$.agentflow.v1.DeleteDocumentResponse\x12a\n" +
+	"\x10SearchCollection\x12%.agentflow.v1.SearchCollectionRequest\x1a&.agentflow.v1.SearchCollectionResponse\x12U\n" +
+	"\fListMemories\x12!.agentflow.v1.ListMemoriesRequest\x1a\".agentflow.v1.ListMemoriesResponse\x12U\n" +
+	"\fDeleteMemory\x12!.agentflow.v1.DeleteMemoryRequest\x1a\".agentflow.v1.DeleteMemoryResponse\x12X\n" +
+	"\rEraseMemories\x12\".agentflow.v1.EraseMemoriesRequest\x1a#.agentflow.v1.EraseMemoriesResponseB?Z=github.com/agentflow/agentflow/proto/agentflow/v1;agentflowv1b\x06proto3"
 
 var (
 	file_agentflow_v1_agentflow_proto_rawDescOnce sync.Once
@@ -8695,7 +10717,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 136)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -8799,27 +10821,60 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*ListDeliveriesResponse)(nil),       // 99: agentflow.v1.ListDeliveriesResponse
 	(*Delivery)(nil),                     // 100: agentflow.v1.Delivery
 	(*DeliveryAttempt)(nil),              // 101: agentflow.v1.DeliveryAttempt
-	nil,                                  // 102: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 103: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	(*timestamppb.Timestamp)(nil),        // 104: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 105: google.protobuf.Struct
-	(*structpb.Value)(nil),               // 106: google.protobuf.Value
+	(*Collection)(nil),                   // 102: agentflow.v1.Collection
+	(*CreateCollectionRequest)(nil),      // 103: agentflow.v1.CreateCollectionRequest
+	(*ListCollectionsRequest)(nil),       // 104: agentflow.v1.ListCollectionsRequest
+	(*ListCollectionsResponse)(nil),      // 105: agentflow.v1.ListCollectionsResponse
+	(*GetCollectionRequest)(nil),         // 106: agentflow.v1.GetCollectionRequest
+	(*DeleteCollectionRequest)(nil),      // 107: agentflow.v1.DeleteCollectionRequest
+	(*DeleteCollectionResponse)(nil),     // 108: agentflow.v1.DeleteCollectionResponse
+	(*IngestDocument)(nil),               // 109: agentflow.v1.IngestDocument
+	(*IngestDocumentsRequest)(nil),       // 110: agentflow.v1.IngestDocumentsRequest
+	(*IngestDocumentsResponse)(nil),      // 111: agentflow.v1.IngestDocumentsResponse
+	(*GetIngestRequest)(nil),             // 112: agentflow.v1.GetIngestRequest
+	(*IngestStatus)(nil),                 // 113: agentflow.v1.IngestStatus
+	(*IngestError)(nil),                  // 114: agentflow.v1.IngestError
+	(*Document)(nil),                     // 115: agentflow.v1.Document
+	(*ListDocumentsRequest)(nil),         // 116: agentflow.v1.ListDocumentsRequest
+	(*ListDocumentsResponse)(nil),        // 117: agentflow.v1.ListDocumentsResponse
+	(*GetDocumentRequest)(nil),           // 118: agentflow.v1.GetDocumentRequest
+	(*DeleteDocumentRequest)(nil),        // 119: agentflow.v1.DeleteDocumentRequest
+	(*DeleteDocumentResponse)(nil),       // 120: agentflow.v1.DeleteDocumentResponse
+	(*SearchCollectionRequest)(nil),      // 121: agentflow.v1.SearchCollectionRequest
+	(*SearchCollectionResponse)(nil),     // 122: agentflow.v1.SearchCollectionResponse
+	(*Hit)(nil),                          // 123: agentflow.v1.Hit
+	(*ListMemoriesRequest)(nil),          // 124: agentflow.v1.ListMemoriesRequest
+	(*ListMemoriesResponse)(nil),         // 125: agentflow.v1.ListMemoriesResponse
+	(*Memory)(nil),                       // 126: agentflow.v1.Memory
+	(*DeleteMemoryRequest)(nil),          // 127: agentflow.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),         // 128: agentflow.v1.DeleteMemoryResponse
+	(*EraseMemoriesRequest)(nil),         // 129: agentflow.v1.EraseMemoriesRequest
+	(*EraseMemoriesResponse)(nil),        // 130: agentflow.v1.EraseMemoriesResponse
+	nil,                                  // 131: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 132: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	nil,                                  // 133: agentflow.v1.IngestDocument.MetadataEntry
+	nil,                                  // 134: agentflow.v1.Document.MetadataEntry
+	nil,                                  // 135: agentflow.v1.SearchCollectionRequest.FilterEntry
+	nil,                                  // 136: agentflow.v1.Hit.MetadataEntry
+	(*timestamppb.Timestamp)(nil),        // 137: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 138: google.protobuf.Struct
+	(*structpb.Value)(nil),               // 139: google.protobuf.Value
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,   // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	104, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	137, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
 	2,   // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
 	97,  // 3: agentflow.v1.TurnRequest.deliver:type_name -> agentflow.v1.DeliverTo
-	102, // 4: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	131, // 4: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	5,   // 5: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	105, // 6: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	138, // 6: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
 	1,   // 7: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 8: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 9: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
 	21,  // 10: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
 	16,  // 11: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
 	18,  // 12: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	104, // 13: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	137, // 13: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
 	3,   // 14: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
 	15,  // 15: agentflow.v1.TurnResult.citations:type_name -> agentflow.v1.Citation
 	17,  // 16: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
@@ -8845,11 +10900,11 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	24,  // 36: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
 	22,  // 37: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
 	23,  // 38: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
-	104, // 39: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
+	137, // 39: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
 	0,   // 40: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	18,  // 41: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
 	29,  // 42: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	104, // 43: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	137, // 43: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	18,  // 44: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	39,  // 45: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	40,  // 46: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
@@ -8859,108 +10914,147 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	48,  // 50: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
 	49,  // 51: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
 	51,  // 52: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
-	106, // 53: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
+	139, // 53: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
 	56,  // 54: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
 	51,  // 55: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
-	104, // 56: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
-	104, // 57: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	104, // 58: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	137, // 56: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	137, // 57: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	137, // 58: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
 	59,  // 59: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	104, // 60: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	104, // 61: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	137, // 60: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	137, // 61: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
 	64,  // 62: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
-	104, // 63: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
-	104, // 64: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
-	104, // 65: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	104, // 66: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	104, // 67: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	104, // 68: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	104, // 69: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	137, // 63: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
+	137, // 64: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
+	137, // 65: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	137, // 66: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	137, // 67: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	137, // 68: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	137, // 69: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
 	66,  // 70: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
 	66,  // 71: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
 	67,  // 72: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	103, // 73: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	132, // 73: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
 	70,  // 74: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
 	72,  // 75: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
 	4,   // 76: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
 	77,  // 77: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
 	39,  // 78: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
 	72,  // 79: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	104, // 80: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	137, // 80: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
 	81,  // 81: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
 	86,  // 82: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	104, // 83: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	137, // 83: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
 	87,  // 84: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	104, // 85: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	104, // 86: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
-	104, // 87: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
+	137, // 85: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	137, // 86: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
+	137, // 87: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
 	94,  // 88: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
 	95,  // 89: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
 	96,  // 90: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
 	100, // 91: agentflow.v1.ListDeliveriesResponse.deliveries:type_name -> agentflow.v1.Delivery
 	101, // 92: agentflow.v1.Delivery.attempts:type_name -> agentflow.v1.DeliveryAttempt
-	104, // 93: agentflow.v1.DeliveryAttempt.at:type_name -> google.protobuf.Timestamp
-	6,   // 94: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	8,   // 95: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	7,   // 96: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	12,  // 97: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	10,  // 98: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	13,  // 99: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	37,  // 100: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	42,  // 101: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	46,  // 102: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	44,  // 103: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
-	50,  // 104: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	57,  // 105: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	53,  // 106: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
-	55,  // 107: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
-	60,  // 108: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
-	62,  // 109: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
-	88,  // 110: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	98,  // 111: agentflow.v1.AgentService.ListDeliveries:input_type -> agentflow.v1.ListDeliveriesRequest
-	69,  // 112: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	73,  // 113: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	75,  // 114: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	78,  // 115: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	80,  // 116: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	82,  // 117: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	84,  // 118: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	65,  // 119: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	90,  // 120: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
-	92,  // 121: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
-	14,  // 122: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,   // 123: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	21,  // 124: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	21,  // 125: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11,  // 126: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14,  // 127: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	38,  // 128: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	43,  // 129: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	47,  // 130: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	45,  // 131: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
-	52,  // 132: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	58,  // 133: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	54,  // 134: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
-	56,  // 135: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
-	61,  // 136: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
-	63,  // 137: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
-	89,  // 138: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	99,  // 139: agentflow.v1.AgentService.ListDeliveries:output_type -> agentflow.v1.ListDeliveriesResponse
-	71,  // 140: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	74,  // 141: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	76,  // 142: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	79,  // 143: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	81,  // 144: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	83,  // 145: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	85,  // 146: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	68,  // 147: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	91,  // 148: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
-	93,  // 149: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
-	122, // [122:150] is the sub-list for method output_type
-	94,  // [94:122] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	137, // 93: agentflow.v1.DeliveryAttempt.at:type_name -> google.protobuf.Timestamp
+	137, // 94: agentflow.v1.Collection.created_at:type_name -> google.protobuf.Timestamp
+	102, // 95: agentflow.v1.ListCollectionsResponse.collections:type_name -> agentflow.v1.Collection
+	133, // 96: agentflow.v1.IngestDocument.metadata:type_name -> agentflow.v1.IngestDocument.MetadataEntry
+	109, // 97: agentflow.v1.IngestDocumentsRequest.documents:type_name -> agentflow.v1.IngestDocument
+	114, // 98: agentflow.v1.IngestStatus.errors:type_name -> agentflow.v1.IngestError
+	134, // 99: agentflow.v1.Document.metadata:type_name -> agentflow.v1.Document.MetadataEntry
+	137, // 100: agentflow.v1.Document.created_at:type_name -> google.protobuf.Timestamp
+	115, // 101: agentflow.v1.ListDocumentsResponse.documents:type_name -> agentflow.v1.Document
+	135, // 102: agentflow.v1.SearchCollectionRequest.filter:type_name -> agentflow.v1.SearchCollectionRequest.FilterEntry
+	123, // 103: agentflow.v1.SearchCollectionResponse.hits:type_name -> agentflow.v1.Hit
+	136, // 104: agentflow.v1.Hit.metadata:type_name -> agentflow.v1.Hit.MetadataEntry
+	126, // 105: agentflow.v1.ListMemoriesResponse.memories:type_name -> agentflow.v1.Memory
+	137, // 106: agentflow.v1.Memory.created_at:type_name -> google.protobuf.Timestamp
+	6,   // 107: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,   // 108: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,   // 109: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12,  // 110: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10,  // 111: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13,  // 112: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	37,  // 113: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	42,  // 114: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	46,  // 115: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	44,  // 116: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	50,  // 117: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	57,  // 118: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	53,  // 119: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
+	55,  // 120: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
+	60,  // 121: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
+	62,  // 122: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
+	88,  // 123: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	98,  // 124: agentflow.v1.AgentService.ListDeliveries:input_type -> agentflow.v1.ListDeliveriesRequest
+	69,  // 125: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	73,  // 126: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	75,  // 127: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	78,  // 128: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	80,  // 129: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	82,  // 130: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	84,  // 131: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	65,  // 132: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	90,  // 133: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
+	92,  // 134: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
+	103, // 135: agentflow.v1.KnowledgeService.CreateCollection:input_type -> agentflow.v1.CreateCollectionRequest
+	104, // 136: agentflow.v1.KnowledgeService.ListCollections:input_type -> agentflow.v1.ListCollectionsRequest
+	106, // 137: agentflow.v1.KnowledgeService.GetCollection:input_type -> agentflow.v1.GetCollectionRequest
+	107, // 138: agentflow.v1.KnowledgeService.DeleteCollection:input_type -> agentflow.v1.DeleteCollectionRequest
+	110, // 139: agentflow.v1.KnowledgeService.IngestDocuments:input_type -> agentflow.v1.IngestDocumentsRequest
+	112, // 140: agentflow.v1.KnowledgeService.GetIngest:input_type -> agentflow.v1.GetIngestRequest
+	116, // 141: agentflow.v1.KnowledgeService.ListDocuments:input_type -> agentflow.v1.ListDocumentsRequest
+	118, // 142: agentflow.v1.KnowledgeService.GetDocument:input_type -> agentflow.v1.GetDocumentRequest
+	119, // 143: agentflow.v1.KnowledgeService.DeleteDocument:input_type -> agentflow.v1.DeleteDocumentRequest
+	121, // 144: agentflow.v1.KnowledgeService.SearchCollection:input_type -> agentflow.v1.SearchCollectionRequest
+	124, // 145: agentflow.v1.KnowledgeService.ListMemories:input_type -> agentflow.v1.ListMemoriesRequest
+	127, // 146: agentflow.v1.KnowledgeService.DeleteMemory:input_type -> agentflow.v1.DeleteMemoryRequest
+	129, // 147: agentflow.v1.KnowledgeService.EraseMemories:input_type -> agentflow.v1.EraseMemoriesRequest
+	14,  // 148: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,   // 149: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	21,  // 150: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	21,  // 151: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11,  // 152: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14,  // 153: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	38,  // 154: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	43,  // 155: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	47,  // 156: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	45,  // 157: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	52,  // 158: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	58,  // 159: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	54,  // 160: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
+	56,  // 161: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
+	61,  // 162: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
+	63,  // 163: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
+	89,  // 164: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	99,  // 165: agentflow.v1.AgentService.ListDeliveries:output_type -> agentflow.v1.ListDeliveriesResponse
+	71,  // 166: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	74,  // 167: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	76,  // 168: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	79,  // 169: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	81,  // 170: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	83,  // 171: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	85,  // 172: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	68,  // 173: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	91,  // 174: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
+	93,  // 175: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
+	102, // 176: agentflow.v1.KnowledgeService.CreateCollection:output_type -> agentflow.v1.Collection
+	105, // 177: agentflow.v1.KnowledgeService.ListCollections:output_type -> agentflow.v1.ListCollectionsResponse
+	102, // 178: agentflow.v1.KnowledgeService.GetCollection:output_type -> agentflow.v1.Collection
+	108, // 179: agentflow.v1.KnowledgeService.DeleteCollection:output_type -> agentflow.v1.DeleteCollectionResponse
+	111, // 180: agentflow.v1.KnowledgeService.IngestDocuments:output_type -> agentflow.v1.IngestDocumentsResponse
+	113, // 181: agentflow.v1.KnowledgeService.GetIngest:output_type -> agentflow.v1.IngestStatus
+	117, // 182: agentflow.v1.KnowledgeService.ListDocuments:output_type -> agentflow.v1.ListDocumentsResponse
+	115, // 183: agentflow.v1.KnowledgeService.GetDocument:output_type -> agentflow.v1.Document
+	120, // 184: agentflow.v1.KnowledgeService.DeleteDocument:output_type -> agentflow.v1.DeleteDocumentResponse
+	122, // 185: agentflow.v1.KnowledgeService.SearchCollection:output_type -> agentflow.v1.SearchCollectionResponse
+	125, // 186: agentflow.v1.KnowledgeService.ListMemories:output_type -> agentflow.v1.ListMemoriesResponse
+	128, // 187: agentflow.v1.KnowledgeService.DeleteMemory:output_type -> agentflow.v1.DeleteMemoryResponse
+	130, // 188: agentflow.v1.KnowledgeService.EraseMemories:output_type -> agentflow.v1.EraseMemoriesResponse
+	148, // [148:189] is the sub-list for method output_type
+	107, // [107:148] is the sub-list for method input_type
+	107, // [107:107] is the sub-list for extension type_name
+	107, // [107:107] is the sub-list for extension extendee
+	0,   // [0:107] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -8998,9 +11092,9 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   103,
+			NumMessages:   136,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_agentflow_v1_agentflow_proto_goTypes,
 		DependencyIndexes: file_agentflow_v1_agentflow_proto_depIdxs,

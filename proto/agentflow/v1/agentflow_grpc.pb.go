@@ -1454,3 +1454,609 @@ var EvalService_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "agentflow/v1/agentflow.proto",
 }
+
+const (
+	KnowledgeService_CreateCollection_FullMethodName = "/agentflow.v1.KnowledgeService/CreateCollection"
+	KnowledgeService_ListCollections_FullMethodName  = "/agentflow.v1.KnowledgeService/ListCollections"
+	KnowledgeService_GetCollection_FullMethodName    = "/agentflow.v1.KnowledgeService/GetCollection"
+	KnowledgeService_DeleteCollection_FullMethodName = "/agentflow.v1.KnowledgeService/DeleteCollection"
+	KnowledgeService_IngestDocuments_FullMethodName  = "/agentflow.v1.KnowledgeService/IngestDocuments"
+	KnowledgeService_GetIngest_FullMethodName        = "/agentflow.v1.KnowledgeService/GetIngest"
+	KnowledgeService_ListDocuments_FullMethodName    = "/agentflow.v1.KnowledgeService/ListDocuments"
+	KnowledgeService_GetDocument_FullMethodName      = "/agentflow.v1.KnowledgeService/GetDocument"
+	KnowledgeService_DeleteDocument_FullMethodName   = "/agentflow.v1.KnowledgeService/DeleteDocument"
+	KnowledgeService_SearchCollection_FullMethodName = "/agentflow.v1.KnowledgeService/SearchCollection"
+	KnowledgeService_ListMemories_FullMethodName     = "/agentflow.v1.KnowledgeService/ListMemories"
+	KnowledgeService_DeleteMemory_FullMethodName     = "/agentflow.v1.KnowledgeService/DeleteMemory"
+	KnowledgeService_EraseMemories_FullMethodName    = "/agentflow.v1.KnowledgeService/EraseMemories"
+)
+
+// KnowledgeServiceClient is the client API for KnowledgeService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// KnowledgeService keeps the caller's tenant's collections of documents,
+// which retrieve tools and the prepare phase search, and the caller's own
+// long-term memories. It is the HTTP API's knowledge routes
+// (/v1/collections, /v1/ingests, /v1/memories) over gRPC, with the same
+// rules: creating and deleting a collection needs the admin role, the
+// rest the user role; another tenant's collection or ingest is NotFound,
+// as one that does not exist.
+type KnowledgeServiceClient interface {
+	// CreateCollection creates a collection; the same again answers it (a
+	// retried call is harmless), one of the same name with another
+	// embedding model or dims is a conflict.
+	CreateCollection(ctx context.Context, in *CreateCollectionRequest, opts ...grpc.CallOption) (*Collection, error)
+	ListCollections(ctx context.Context, in *ListCollectionsRequest, opts ...grpc.CallOption) (*ListCollectionsResponse, error)
+	GetCollection(ctx context.Context, in *GetCollectionRequest, opts ...grpc.CallOption) (*Collection, error)
+	// DeleteCollection deletes a collection with its documents and chunks.
+	DeleteCollection(ctx context.Context, in *DeleteCollectionRequest, opts ...grpc.CallOption) (*DeleteCollectionResponse, error)
+	// IngestDocuments checks every document before anything is stored, then
+	// starts the Ingest workflow that stores them; the same id, or the same
+	// documents again without one, is the same ingest. GetIngest follows it.
+	IngestDocuments(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*IngestDocumentsResponse, error)
+	GetIngest(ctx context.Context, in *GetIngestRequest, opts ...grpc.CallOption) (*IngestStatus, error)
+	ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error)
+	GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*Document, error)
+	// DeleteDocument deletes a document with its chunks.
+	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
+	// SearchCollection searches a collection: hybrid (full text and vectors,
+	// fused by reciprocal rank), text or vector.
+	SearchCollection(ctx context.Context, in *SearchCollectionRequest, opts ...grpc.CallOption) (*SearchCollectionResponse, error)
+	// ListMemories lists the caller's long-term memories, newest first.
+	ListMemories(ctx context.Context, in *ListMemoriesRequest, opts ...grpc.CallOption) (*ListMemoriesResponse, error)
+	// DeleteMemory deletes one of the caller's memories; another user's is
+	// NotFound.
+	DeleteMemory(ctx context.Context, in *DeleteMemoryRequest, opts ...grpc.CallOption) (*DeleteMemoryResponse, error)
+	// EraseMemories deletes all of the caller's memories (of one agent when
+	// agent_id is given), rows and vectors; naming another user of the
+	// tenant (subject, issuer or name) needs the admin role.
+	EraseMemories(ctx context.Context, in *EraseMemoriesRequest, opts ...grpc.CallOption) (*EraseMemoriesResponse, error)
+}
+
+type knowledgeServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewKnowledgeServiceClient(cc grpc.ClientConnInterface) KnowledgeServiceClient {
+	return &knowledgeServiceClient{cc}
+}
+
+func (c *knowledgeServiceClient) CreateCollection(ctx context.Context, in *CreateCollectionRequest, opts ...grpc.CallOption) (*Collection, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Collection)
+	err := c.cc.Invoke(ctx, KnowledgeService_CreateCollection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) ListCollections(ctx context.Context, in *ListCollectionsRequest, opts ...grpc.CallOption) (*ListCollectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCollectionsResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_ListCollections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) GetCollection(ctx context.Context, in *GetCollectionRequest, opts ...grpc.CallOption) (*Collection, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Collection)
+	err := c.cc.Invoke(ctx, KnowledgeService_GetCollection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) DeleteCollection(ctx context.Context, in *DeleteCollectionRequest, opts ...grpc.CallOption) (*DeleteCollectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteCollectionResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_DeleteCollection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) IngestDocuments(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*IngestDocumentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IngestDocumentsResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_IngestDocuments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) GetIngest(ctx context.Context, in *GetIngestRequest, opts ...grpc.CallOption) (*IngestStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IngestStatus)
+	err := c.cc.Invoke(ctx, KnowledgeService_GetIngest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDocumentsResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_ListDocuments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*Document, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Document)
+	err := c.cc.Invoke(ctx, KnowledgeService_GetDocument_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteDocumentResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_DeleteDocument_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) SearchCollection(ctx context.Context, in *SearchCollectionRequest, opts ...grpc.CallOption) (*SearchCollectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchCollectionResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_SearchCollection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) ListMemories(ctx context.Context, in *ListMemoriesRequest, opts ...grpc.CallOption) (*ListMemoriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMemoriesResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_ListMemories_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) DeleteMemory(ctx context.Context, in *DeleteMemoryRequest, opts ...grpc.CallOption) (*DeleteMemoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteMemoryResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_DeleteMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *knowledgeServiceClient) EraseMemories(ctx context.Context, in *EraseMemoriesRequest, opts ...grpc.CallOption) (*EraseMemoriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EraseMemoriesResponse)
+	err := c.cc.Invoke(ctx, KnowledgeService_EraseMemories_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// KnowledgeServiceServer is the server API for KnowledgeService service.
+// All implementations must embed UnimplementedKnowledgeServiceServer
+// for forward compatibility.
+//
+// KnowledgeService keeps the caller's tenant's collections of documents,
+// which retrieve tools and the prepare phase search, and the caller's own
+// long-term memories. It is the HTTP API's knowledge routes
+// (/v1/collections, /v1/ingests, /v1/memories) over gRPC, with the same
+// rules: creating and deleting a collection needs the admin role, the
+// rest the user role; another tenant's collection or ingest is NotFound,
+// as one that does not exist.
+type KnowledgeServiceServer interface {
+	// CreateCollection creates a collection; the same again answers it (a
+	// retried call is harmless), one of the same name with another
+	// embedding model or dims is a conflict.
+	CreateCollection(context.Context, *CreateCollectionRequest) (*Collection, error)
+	ListCollections(context.Context, *ListCollectionsRequest) (*ListCollectionsResponse, error)
+	GetCollection(context.Context, *GetCollectionRequest) (*Collection, error)
+	// DeleteCollection deletes a collection with its documents and chunks.
+	DeleteCollection(context.Context, *DeleteCollectionRequest) (*DeleteCollectionResponse, error)
+	// IngestDocuments checks every document before anything is stored, then
+	// starts the Ingest workflow that stores them; the same id, or the same
+	// documents again without one, is the same ingest. GetIngest follows it.
+	IngestDocuments(context.Context, *IngestDocumentsRequest) (*IngestDocumentsResponse, error)
+	GetIngest(context.Context, *GetIngestRequest) (*IngestStatus, error)
+	ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error)
+	GetDocument(context.Context, *GetDocumentRequest) (*Document, error)
+	// DeleteDocument deletes a document with its chunks.
+	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
+	// SearchCollection searches a collection: hybrid (full text and vectors,
+	// fused by reciprocal rank), text or vector.
+	SearchCollection(context.Context, *SearchCollectionRequest) (*SearchCollectionResponse, error)
+	// ListMemories lists the caller's long-term memories, newest first.
+	ListMemories(context.Context, *ListMemoriesRequest) (*ListMemoriesResponse, error)
+	// DeleteMemory deletes one of the caller's memories; another user's is
+	// NotFound.
+	DeleteMemory(context.Context, *DeleteMemoryRequest) (*DeleteMemoryResponse, error)
+	// EraseMemories deletes all of the caller's memories (of one agent when
+	// agent_id is given), rows and vectors; naming another user of the
+	// tenant (subject, issuer or name) needs the admin role.
+	EraseMemories(context.Context, *EraseMemoriesRequest) (*EraseMemoriesResponse, error)
+	mustEmbedUnimplementedKnowledgeServiceServer()
+}
+
+// UnimplementedKnowledgeServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedKnowledgeServiceServer struct{}
+
+func (UnimplementedKnowledgeServiceServer) CreateCollection(context.Context, *CreateCollectionRequest) (*Collection, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateCollection not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) ListCollections(context.Context, *ListCollectionsRequest) (*ListCollectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCollections not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) GetCollection(context.Context, *GetCollectionRequest) (*Collection, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCollection not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) DeleteCollection(context.Context, *DeleteCollectionRequest) (*DeleteCollectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteCollection not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) IngestDocuments(context.Context, *IngestDocumentsRequest) (*IngestDocumentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IngestDocuments not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) GetIngest(context.Context, *GetIngestRequest) (*IngestStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetIngest not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDocuments not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) GetDocument(context.Context, *GetDocumentRequest) (*Document, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDocument not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteDocument not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) SearchCollection(context.Context, *SearchCollectionRequest) (*SearchCollectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchCollection not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) ListMemories(context.Context, *ListMemoriesRequest) (*ListMemoriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMemories not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) DeleteMemory(context.Context, *DeleteMemoryRequest) (*DeleteMemoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteMemory not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) EraseMemories(context.Context, *EraseMemoriesRequest) (*EraseMemoriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EraseMemories not implemented")
+}
+func (UnimplementedKnowledgeServiceServer) mustEmbedUnimplementedKnowledgeServiceServer() {}
+func (UnimplementedKnowledgeServiceServer) testEmbeddedByValue()                          {}
+
+// UnsafeKnowledgeServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to KnowledgeServiceServer will
+// result in compilation errors.
+type UnsafeKnowledgeServiceServer interface {
+	mustEmbedUnimplementedKnowledgeServiceServer()
+}
+
+func RegisterKnowledgeServiceServer(s grpc.ServiceRegistrar, srv KnowledgeServiceServer) {
+	// If the following call panics, it indicates UnimplementedKnowledgeServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&KnowledgeService_ServiceDesc, srv)
+}
+
+func _KnowledgeService_CreateCollection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateCollectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).CreateCollection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_CreateCollection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).CreateCollection(ctx, req.(*CreateCollectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_ListCollections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCollectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).ListCollections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_ListCollections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).ListCollections(ctx, req.(*ListCollectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_GetCollection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCollectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).GetCollection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_GetCollection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).GetCollection(ctx, req.(*GetCollectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_DeleteCollection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteCollectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).DeleteCollection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_DeleteCollection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).DeleteCollection(ctx, req.(*DeleteCollectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_IngestDocuments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IngestDocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).IngestDocuments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_IngestDocuments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).IngestDocuments(ctx, req.(*IngestDocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_GetIngest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetIngestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).GetIngest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_GetIngest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).GetIngest(ctx, req.(*GetIngestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_ListDocuments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).ListDocuments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_ListDocuments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).ListDocuments(ctx, req.(*ListDocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_GetDocument_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDocumentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).GetDocument(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_GetDocument_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).GetDocument(ctx, req.(*GetDocumentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_DeleteDocument_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteDocumentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).DeleteDocument(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_DeleteDocument_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).DeleteDocument(ctx, req.(*DeleteDocumentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_SearchCollection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchCollectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).SearchCollection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_SearchCollection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).SearchCollection(ctx, req.(*SearchCollectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_ListMemories_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMemoriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).ListMemories(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_ListMemories_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).ListMemories(ctx, req.(*ListMemoriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_DeleteMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteMemoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).DeleteMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_DeleteMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).DeleteMemory(ctx, req.(*DeleteMemoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KnowledgeService_EraseMemories_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EraseMemoriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KnowledgeServiceServer).EraseMemories(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KnowledgeService_EraseMemories_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KnowledgeServiceServer).EraseMemories(ctx, req.(*EraseMemoriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// KnowledgeService_ServiceDesc is the grpc.ServiceDesc for KnowledgeService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var KnowledgeService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "agentflow.v1.KnowledgeService",
+	HandlerType: (*KnowledgeServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateCollection",
+			Handler:    _KnowledgeService_CreateCollection_Handler,
+		},
+		{
+			MethodName: "ListCollections",
+			Handler:    _KnowledgeService_ListCollections_Handler,
+		},
+		{
+			MethodName: "GetCollection",
+			Handler:    _KnowledgeService_GetCollection_Handler,
+		},
+		{
+			MethodName: "DeleteCollection",
+			Handler:    _KnowledgeService_DeleteCollection_Handler,
+		},
+		{
+			MethodName: "IngestDocuments",
+			Handler:    _KnowledgeService_IngestDocuments_Handler,
+		},
+		{
+			MethodName: "GetIngest",
+			Handler:    _KnowledgeService_GetIngest_Handler,
+		},
+		{
+			MethodName: "ListDocuments",
+			Handler:    _KnowledgeService_ListDocuments_Handler,
+		},
+		{
+			MethodName: "GetDocument",
+			Handler:    _KnowledgeService_GetDocument_Handler,
+		},
+		{
+			MethodName: "DeleteDocument",
+			Handler:    _KnowledgeService_DeleteDocument_Handler,
+		},
+		{
+			MethodName: "SearchCollection",
+			Handler:    _KnowledgeService_SearchCollection_Handler,
+		},
+		{
+			MethodName: "ListMemories",
+			Handler:    _KnowledgeService_ListMemories_Handler,
+		},
+		{
+			MethodName: "DeleteMemory",
+			Handler:    _KnowledgeService_DeleteMemory_Handler,
+		},
+		{
+			MethodName: "EraseMemories",
+			Handler:    _KnowledgeService_EraseMemories_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "agentflow/v1/agentflow.proto",
+}
