@@ -152,3 +152,23 @@ func abs(n int) int {
 	}
 	return n
 }
+
+func TestChunkContext(t *testing.T) {
+	cases := []struct {
+		name, title string
+		piece       Piece
+		want        string
+	}{
+		{"untitled, no heading", "", Piece{Text: "Plain text."}, ""},
+		{"title shown by the heading line", "Barrowmere", Piece{Text: "# Barrowmere\n\nA town.", Heading: "Barrowmere"}, ""},
+		{"a later section", "Barrowmere", Piece{Text: "## Customs\n\nLanterns in May.", Heading: "Customs"}, "Barrowmere"},
+		{"a later piece of a section", "Barrowmere", Piece{Text: "Lanterns in May.", Heading: "Customs"}, "Barrowmere › Customs"},
+		{"no title, a later piece", "", Piece{Text: "Lanterns in May.", Heading: "Customs"}, "Customs"},
+		{"title's spaces folded", "  Quorvex\tX-7 ", Piece{Text: "Battery: 9 hours."}, "Quorvex X-7"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, chunkContext(c.title, c.piece))
+		})
+	}
+}

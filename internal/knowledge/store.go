@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -227,10 +228,34 @@ func (s *Store) Prepare(doc agent.Document, text string) (agent.Document, []agen
 		if p.Heading != "" {
 			md["heading"] = p.Heading
 		}
-		chunks[i] = agent.Chunk{ID: agent.ChunkID(doc.ID, i), DocumentID: doc.ID, Position: i, Text: p.Text,
-			Tokens: agent.EstimateTokens(p.Text), Metadata: md}
+		text := p.Text
+		if c := chunkContext(doc.Title, p); c != "" {
+			text = c + "\n\n" + text
+		}
+		chunks[i] = agent.Chunk{ID: agent.ChunkID(doc.ID, i), DocumentID: doc.ID, Position: i, Text: text,
+			Tokens: agent.EstimateTokens(text), Metadata: md}
 	}
 	return doc, chunks, nil
+}
+
+// chunkContext is the line a chunk starts with to say where it lies:
+// its document's title and the heading it is under, each left out when
+// the piece shows it already. A section's later pieces, and every piece
+// after the first heading, hold neither: "Customs" alone cannot be found
+// by a question that names the place it belongs to, by full text or by
+// embedding (measured on the shipped corpus: BENCHMARKS.md, "Knowledge
+// retrieval quality"). The line is searched, embedded and handed to the
+// model with the piece, as the model needs it too.
+func chunkContext(title string, p Piece) string {
+	first, _, _ := strings.Cut(p.Text, "\n")
+	var parts []string
+	if title = strings.Join(strings.Fields(title), " "); title != "" && !strings.Contains(first, title) {
+		parts = append(parts, title)
+	}
+	if h := p.Heading; h != "" && h != title && !strings.Contains(first, h) {
+		parts = append(parts, h)
+	}
+	return strings.Join(parts, " › ")
 }
 
 // PutResult is what Put did.
