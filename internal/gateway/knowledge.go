@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/knowledge"
+	"github.com/agentflow/agentflow/internal/metered"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -72,8 +74,9 @@ const (
 // Store it has none.
 type KnowledgeOptions struct {
 	Store *knowledge.Store
-	// Embedder embeds search queries (llm.Router); nil: vector and
-	// hybrid search are refused, text search works.
+	// Embedder embeds search queries (a metered.Embedder over the
+	// llm.Router: each query charged to its tenant, governed and counted);
+	// nil: vector and hybrid search are refused, text search works.
 	Embedder knowledge.Embedder
 }
 
@@ -307,7 +310,10 @@ func (k *knowledgeAPI) search(w http.ResponseWriter, r *http.Request) {
 		k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "mode %s needs an embedding model, and this gateway has none: search with mode text", mode))
 		return
 	}
-	hits, usage, err := k.ks.Search(r.Context(), k.emb, c.Tenant, c.Name,
+	// The query's embedding is charged to the tenant, under a key of its
+	// own: a client's retry is another search, another call.
+	ctx := metered.WithScope(r.Context(), metered.Scope{TenantID: c.Tenant, Key: "search:" + rand.Text(), Channel: "http"})
+	hits, usage, err := k.ks.Search(ctx, k.emb, c.Tenant, c.Name,
 		knowledge.Query{Text: in.Query, Mode: mode, TopK: in.TopK, Filter: in.Filter})
 	if err != nil {
 		k.a.Refuse(w, r, err)
