@@ -10,7 +10,6 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metered"
-	"github.com/agentflow/agentflow/internal/store"
 )
 
 // The model calls activities make outside CallModel's own stages — a
@@ -27,11 +26,7 @@ import (
 // tenant's prices and budgets from its cached snapshot, as CallModel
 // reads them.
 func (a *Activities) gates() *metered.Gates {
-	return &metered.Gates{Store: a.store, Governor: a.governor, Logger: a.logger,
-		Billing: func(ctx context.Context, tenantID string) (store.Billing, error) {
-			snap, err := a.routes.Routing(ctx, tenantID)
-			return snap.Billing, err
-		}}
+	return &metered.Gates{Store: a.store, Governor: a.governor, Logger: a.logger, Billing: metered.SnapshotBilling(a.routes)}
 }
 
 // withScope charges the embeddings made under ctx to s (metered.Scope),

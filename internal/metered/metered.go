@@ -42,6 +42,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -221,6 +222,22 @@ func (g *Gates) release(ctx context.Context, c Call, held bool) {
 	if err := g.Store.ReleaseReservation(ctx, c.TenantID, c.Key, c.Seq, 1); err != nil {
 		g.log().Warn("budget reservation not released; it expires", zap.String("tenant", c.TenantID),
 			zap.String("key", c.Key), zap.Int("seq", c.Seq), zap.Error(err))
+	}
+}
+
+// SnapshotBilling reads a tenant's prices and budgets from its cached
+// catalog snapshot (registry.Cache), as a turn's own calls read them: a
+// Gates.Billing. A tenant with no catalog has neither.
+func SnapshotBilling(routes *registry.Cache) func(context.Context, string) (store.Billing, error) {
+	return func(ctx context.Context, tenantID string) (store.Billing, error) {
+		snap, err := routes.Routing(ctx, tenantID)
+		switch {
+		case agent.IsCode(err, agent.CodeNotFound):
+			return store.Billing{}, nil
+		case err != nil:
+			return store.Billing{}, err
+		}
+		return snap.Billing, nil
 	}
 }
 

@@ -442,11 +442,7 @@ func (s *Server) newWorker() error {
 	}
 	// Every embedding is a model call like any other: governed, budgeted
 	// and counted (metered), whichever feature makes it.
-	s.gates = &metered.Gates{Store: s.store, Governor: gov, Logger: s.logger,
-		Billing: func(ctx context.Context, tenantID string) (store.Billing, error) {
-			snap, err := s.routes.Routing(ctx, tenantID)
-			return snap.Billing, err
-		}}
+	s.gates = &metered.Gates{Store: s.store, Governor: gov, Logger: s.logger, Billing: metered.SnapshotBilling(s.routes)}
 	embedder := metered.Embedder{Gates: s.gates, Inner: model}
 	var kn tools.Knowledge
 	if s.knowledge != nil {
