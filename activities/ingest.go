@@ -13,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/knowledge"
+	"github.com/agentflow/agentflow/internal/metered"
 )
 
 // ingestDoc is a document of a page on its way to the store.
@@ -29,7 +30,9 @@ type ingestDoc struct {
 // heartbeats after each document written, with the page's progress, so
 // that a retry after a worker's death goes on from there; a document
 // written before the heartbeat is found by its content hash and not
-// stored again. A document that cannot be read or parsed is counted
+// stored again. Its embeddings pass the tenant's budgets, the provider
+// governor and the usage ledger (metered): a spent budget fails the page
+// with BudgetExceeded before any of its documents is written. A document that cannot be read or parsed is counted
 // failed, with why, and nothing of it is stored; a collection that is
 // gone, or an embedding endpoint that fails, fails the page (the
 // latter retried by the workflow's policy).
@@ -67,7 +70,15 @@ func (a *Activities) IngestPage(ctx context.Context, in contract.IngestPageInput
 			texts = append(texts, c.Text)
 		}
 	}
-	vecs, usage, err := knowledge.EmbedAll(ctx, a.embedder, coll, texts)
+	// The page's embeddings are charged to the tenant under a key of the
+	// page and the document it starts from: an attempt that embeds the same
+	// documents again is counted once; one that goes on from a later
+	// document makes other calls, counted as such.
+	key := fmt.Sprintf("ingest:%s:%d:%d", in.BatchID, in.Page, done)
+	ectx := withScope(ctx, metered.Scope{TenantID: in.TenantID, Key: key}, func() {
+		activity.RecordHeartbeat(ctx, ingestHeartbeat{Done: done, Result: res})
+	})
+	vecs, usage, err := knowledge.EmbedAll(ectx, a.embedder, coll, texts)
 	if err != nil {
 		return res, fmt.Errorf("ingest page %d: embed %d chunks: %w", in.Page, len(texts), err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -76,13 +77,18 @@ func (a *Activities) ExtractMemories(ctx context.Context, in contract.MemoryExtr
 		return contract.ExtractMemoriesResult{Skipped: "an empty transcript"}, nil
 	}
 	model := cmp.Or(ag.Memory.SummaryModel, ag.Model)
-	resp, err := a.model.Generate(ctx, llm.Request{
+	// The extraction's model call and the embeddings of what it keeps are
+	// charged to the tenant under the extraction's origin: the same for
+	// every attempt.
+	key := "memory:" + in.Origin()
+	c := metered.Call{TenantID: in.TenantID, Key: key, Kind: store.KindMemory, AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID}
+	resp, err := a.meteredCall(ctx, c, llm.Request{
 		Model:     model,
 		Messages:  []agent.Message{{Role: agent.RoleSystem, Content: extractorPrompt}, {Role: agent.RoleUser, Content: transcriptForExtraction(mem.Summary, mem.Recent)}},
 		MaxTokens: summaryMaxTokens,
 	})
 	if err != nil {
-		return contract.ExtractMemoriesResult{}, modelError(err)
+		return contract.ExtractMemoriesResult{}, err
 	}
 	facts := parseFacts(resp.Message.Content)
 	if len(facts) == 0 {
@@ -92,6 +98,7 @@ func (a *Activities) ExtractMemories(ctx context.Context, in contract.MemoryExtr
 	for i, f := range facts {
 		recs[i] = agent.MemoryRecord{Text: f, Source: agent.MemoryExtracted, Origin: in.Origin()}
 	}
+	ctx = withScope(ctx, metered.Scope{TenantID: in.TenantID, Key: key + ":embed", AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID}, nil)
 	_, stored, err := a.memories.RememberAll(ctx, scope, recs)
 	if err != nil {
 		return contract.ExtractMemoriesResult{}, fmt.Errorf("store extracted memories: %w", err)

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"go.uber.org/zap"
@@ -9,6 +10,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
+	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -38,6 +40,10 @@ func (a *Activities) recallNote(ctx context.Context, ag agent.Agent, in contract
 	if len(prompt) > maxRecallQuery {
 		prompt = strings.ToValidUTF8(prompt[:maxRecallQuery], "")
 	}
+	// The recall's query embedding is charged to the turn's tenant, under
+	// the step's key: the same for every attempt of the step.
+	ctx = withScope(ctx, metered.Scope{TenantID: in.TenantID, Key: fmt.Sprintf("%s:recall:%d", in.JobID, in.Seq),
+		AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Channel: in.Channel}, nil)
 	found, _, err := a.memories.Recall(ctx, agent.MemoryScope{Tenant: in.TenantID, AgentID: ag.ID, User: user}, prompt, ag.Memory.RecallTopK())
 	if err != nil {
 		log.Warn("memory recall failed; the turn goes on without memories", zap.Error(err))

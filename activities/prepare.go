@@ -12,6 +12,8 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/metered"
+	"github.com/agentflow/agentflow/internal/store"
 )
 
 // maxPrepareQuery bounds a reformulated query.
@@ -40,14 +42,14 @@ func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (con
 	switch in.Step {
 	case agent.PrepareClassify:
 		labels := p.Classify.LabelsOrDefault()
-		answer, err := a.ask(ctx, p.Classify.ModelOr(ag.Model), "Classify the user's message as exactly one of: "+strings.Join(labels, ", ")+
+		answer, err := a.ask(ctx, ag, in, p.Classify.ModelOr(ag.Model), "Classify the user's message as exactly one of: "+strings.Join(labels, ", ")+
 			". Answer with the label alone.", prompt.Content)
 		if err != nil {
 			return contract.PrepareResult{}, err
 		}
 		return contract.PrepareResult{Label: labelOf(answer, labels)}, nil
 	case agent.PrepareReformulate:
-		answer, err := a.ask(ctx, p.Reformulate.ModelOr(ag.Model), "Rewrite the user's message as one standalone search query for a knowledge base. "+
+		answer, err := a.ask(ctx, ag, in, p.Reformulate.ModelOr(ag.Model), "Rewrite the user's message as one standalone search query for a knowledge base. "+
 			"Answer with the query alone.", prompt.Content)
 		if err != nil {
 			return contract.PrepareResult{}, err
@@ -75,6 +77,7 @@ func (a *Activities) prepareRetrieve(ctx context.Context, ag agent.Agent, in con
 	if query == "" {
 		query = prompt
 	}
+	ctx = withScope(ctx, metered.Scope{TenantID: in.TenantID, Key: prepareKey(in), AgentID: ag.ID, AgentVersion: ag.Version}, nil)
 	hits, _, err := k.Retrieve(ctx, in.TenantID, query, *ag.Prepare.Retrieve)
 	if err != nil {
 		if agent.IsCode(err, agent.CodeInvalid) || agent.IsCode(err, agent.CodeNotFound) {
@@ -100,14 +103,23 @@ func (a *Activities) prepareRetrieve(ctx context.Context, ag agent.Agent, in con
 	return contract.PrepareResult{Citations: cites}, nil
 }
 
-// ask asks model one short question about text.
-func (a *Activities) ask(ctx context.Context, model, instruction, text string) (string, error) {
-	resp, err := a.model.Generate(ctx, llm.Request{Model: model, MaxTokens: 200, Messages: []agent.Message{
+// ask asks model one short question about text, a call of the turn's
+// prepare phase that passes the gates (meteredCall) under the step's
+// key: refused with BudgetExceeded when the tenant's budgets are spent.
+func (a *Activities) ask(ctx context.Context, ag agent.Agent, in contract.PrepareInput, model, instruction, text string) (string, error) {
+	c := metered.Call{TenantID: in.TenantID, Key: prepareKey(in), Kind: store.KindPrepare, AgentID: ag.ID, AgentVersion: ag.Version}
+	resp, err := a.meteredCall(ctx, c, llm.Request{Model: model, MaxTokens: 200, Messages: []agent.Message{
 		{Role: agent.RoleSystem, Content: instruction}, {Role: agent.RoleUser, Content: text}}})
 	if err != nil {
-		return "", modelError(err)
+		return "", err
 	}
 	return resp.Message.Content, nil
+}
+
+// prepareKey is the ledger key of a prepare step's model calls: the same
+// for each of its attempts.
+func prepareKey(in contract.PrepareInput) string {
+	return fmt.Sprintf("%s:prepare:%s:%d", in.JobID, in.Step, in.Seq)
 }
 
 // labelOf is the label an answer names: the first of labels it holds as

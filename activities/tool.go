@@ -20,6 +20,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
+	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/store"
@@ -37,6 +38,10 @@ import (
 // an ask_user call): its answer is.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	ctx = withToolLog(ctx, in)
+	// What the tool embeds (retrieve, remember, recall) is charged to the
+	// turn's tenant, under the call's key.
+	ctx = withScope(ctx, metered.Scope{TenantID: in.TenantID, Key: fmt.Sprintf("%s:tool:%d:%s", in.JobID, in.Seq, in.Call.ID),
+		AgentID: in.AgentID, AgentVersion: in.AgentVersion, SessionID: in.SessionID}, nil)
 	// The turn logged tool_start before scheduling this: let gateways
 	// know, while the call goes on, and before the next activity tells
 	// them more.

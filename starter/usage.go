@@ -30,7 +30,7 @@ func usageCmd(ctx context.Context, args []string, out io.Writer) error {
 	tenant := fs.String("tenant", "", "the tenant (default: the token's; another is refused)")
 	since := fs.String("since", "24h", "the period's start: a duration back from now (90m, 24h, 7d) or an RFC 3339 time")
 	until := fs.String("until", "", "the period's end, an RFC 3339 time (default: now)")
-	by := fs.String("by", "", "group by agent, model, day (UTC), session or channel (the door of the call's turn; default: totals only)")
+	by := fs.String("by", "", "group by agent, model, day (UTC), session, channel (the door of the call's turn) or kind (chat, prepare, memory, embedding; default: totals only)")
 	asJSON := fs.Bool("json", false, "print the response as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -201,5 +201,5 @@ func TestUsageLedger(t *testing.T) {
 	require.Equal(t, "3", doc.Total.Calls)
 
 	_, err = starter(ctx, srv.GRPCAddr(), demoToken, "usage", "--since", "24h", "--by", "week")
-	require.ErrorContains(t, err, `group_by "week": want agent, model, day, session or channel`)
+	require.ErrorContains(t, err, `group_by "week": want agent, model, day, session, channel or kind`)
 }

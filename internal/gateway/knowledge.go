@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/knowledge"
+	"github.com/agentflow/agentflow/internal/metered"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -76,8 +78,9 @@ const (
 // KnowledgeService; without a Store it has none.
 type KnowledgeOptions struct {
 	Store *knowledge.Store
-	// Embedder embeds search queries (llm.Router); nil: vector and
-	// hybrid search are refused, text search works.
+	// Embedder embeds search queries (a metered.Embedder over the
+	// llm.Router: each query charged to its tenant, governed and counted);
+	// nil: vector and hybrid search are refused, text search works.
 	Embedder knowledge.Embedder
 }
 
@@ -184,7 +187,7 @@ type searchRequest struct {
 	Filter map[string]string `json:"filter"`
 }
 
-func (k *knowledgeCore) search(ctx context.Context, name string, in searchRequest) ([]agent.Hit, agent.Usage, error) {
+func (k *knowledgeCore) search(ctx context.Context, channel, name string, in searchRequest) ([]agent.Hit, agent.Usage, error) {
 	c, err := k.collection(ctx, name)
 	if err != nil {
 		return nil, agent.Usage{}, err
@@ -200,6 +203,9 @@ func (k *knowledgeCore) search(ctx context.Context, name string, in searchReques
 	if mode != knowledge.ModeText && k.emb == nil {
 		return nil, agent.Usage{}, agent.Errorf(agent.CodeInvalid, "mode %s needs an embedding model, and this gateway has none: search with mode text", mode)
 	}
+	// The query's embedding is charged to the tenant, under a key of its
+	// own: a client's retry is another search, another call.
+	ctx = metered.WithScope(ctx, metered.Scope{TenantID: c.Tenant, Key: "search:" + rand.Text(), Channel: channel})
 	hits, usage, err := k.ks.Search(ctx, k.emb, c.Tenant, c.Name,
 		knowledge.Query{Text: in.Query, Mode: mode, TopK: in.TopK, Filter: in.Filter})
 	if hits == nil {
@@ -576,7 +582,7 @@ func (k *knowledgeAPI) search(w http.ResponseWriter, r *http.Request) {
 		k.a.Refuse(w, r, err)
 		return
 	}
-	hits, usage, err := k.k.search(r.Context(), r.PathValue("name"), in)
+	hits, usage, err := k.k.search(r.Context(), agent.ChannelHTTP, r.PathValue("name"), in)
 	if err != nil {
 		k.a.Refuse(w, r, err)
 		return

@@ -174,7 +174,7 @@ func (k knowledgeService) SearchCollection(ctx context.Context, in *pb.SearchCol
 	if err != nil {
 		return nil, k.s.StatusOf(ctx, err)
 	}
-	hits, usage, err := core.search(ctx, in.GetCollection(),
+	hits, usage, err := core.search(ctx, agent.ChannelGRPC, in.GetCollection(),
 		searchRequest{Query: in.GetQuery(), Mode: in.GetMode(), TopK: int(in.GetTopK()), Filter: in.GetFilter()})
 	if err != nil {
 		return nil, k.s.StatusOf(ctx, err)

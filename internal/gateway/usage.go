@@ -82,9 +82,9 @@ func usagePeriod(in *pb.GetUsageRequest, tenant string, now time.Time) (since, u
 		return since, until, agent.Errorf(agent.CodePermissionDenied, "tenant %q: the token is of tenant %q", t, tenant)
 	}
 	switch by := in.GetGroupBy(); by {
-	case "", store.ByAgent, store.ByModel, store.ByDay, store.BySession, store.ByChannel:
+	case "", store.ByAgent, store.ByModel, store.ByDay, store.BySession, store.ByChannel, store.ByKind:
 	default:
-		return since, until, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day, session or channel", by)
+		return since, until, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day, session, channel or kind", by)
 	}
 	until = now
 	if in.Until != nil {

@@ -36,6 +36,7 @@ import (
 	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/metrics"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
@@ -79,6 +80,10 @@ type Server struct {
 	metrics    *metrics.Metrics
 	tracing    *telemetry.Tracing
 	svc        *gateway.Service
+	// gates are what every model call outside a turn's own passes (the
+	// tenant's budgets, the provider governor, the usage ledger): the
+	// worker's embeddings and the gateway's search embeddings alike.
+	gates *metered.Gates
 	// gatewayClient is the gateway's own Temporal client when it may not
 	// share the worker's (gatewayTemporal); nil when it shares it.
 	gatewayClient client.Client
@@ -428,9 +433,20 @@ func (s *Server) newWorker() error {
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
 	// Turns retrieve from the tenant's collections with the same model
 	// layer that embedded them.
+	gov, err := governor.New(governor.Options{Store: s.store, Limits: s.cfg.ModelLimits, Logger: s.logger, Metrics: s.metrics.Registry})
+	if err != nil {
+		return err
+	}
+	if !s.cfg.ModelLimits.Empty() {
+		s.logger.Info("model calls governed", zap.Strings("keys", s.cfg.ModelLimits.Keys()))
+	}
+	// Every embedding is a model call like any other: governed, budgeted
+	// and counted (metered), whichever feature makes it.
+	s.gates = &metered.Gates{Store: s.store, Governor: gov, Logger: s.logger, Billing: metered.SnapshotBilling(s.routes)}
+	embedder := metered.Embedder{Gates: s.gates, Inner: model}
 	var kn tools.Knowledge
 	if s.knowledge != nil {
-		kn = knowledge.Searcher{Store: s.knowledge, Embedder: model}
+		kn = knowledge.Searcher{Store: s.knowledge, Embedder: embedder}
 	}
 	s.tools, err = tools.NewRegistry(tools.Deps{
 		Knowledge: kn,
@@ -439,17 +455,10 @@ func (s *Server) newWorker() error {
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
 		OpenAPIMaxSpecBytes: s.cfg.OpenAPIMaxSpecBytes,
-		Memories:            s.knowledge.Memories(model, s.memoryModel()),
+		Memories:            s.knowledge.Memories(embedder, s.memoryModel()),
 	}, append(tools.Builtin(), s.cfg.ToolKinds...)...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
-	}
-	gov, err := governor.New(governor.Options{Store: s.store, Limits: s.cfg.ModelLimits, Logger: s.logger, Metrics: s.metrics.Registry})
-	if err != nil {
-		return err
-	}
-	if !s.cfg.ModelLimits.Empty() {
-		s.logger.Info("model calls governed", zap.Strings("keys", s.cfg.ModelLimits.Keys()))
 	}
 	acts, err := activities.New(activities.Deps{
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger, Governor: gov,
@@ -457,8 +466,8 @@ func (s *Server) newWorker() error {
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 		MaxToolTimeout: s.cfg.MaxToolTimeout,
-		Knowledge:      s.knowledge, Embedder: model,
-		Memories: s.knowledge.Memories(model, s.memoryModel()),
+		Knowledge:      s.knowledge, Embedder: embedder,
+		Memories: s.knowledge.Memories(embedder, s.memoryModel()),
 	})
 	if err != nil {
 		return err
@@ -509,7 +518,8 @@ func (s *Server) newGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Knowledge search embeds its queries with the configured providers.
+	// Knowledge search embeds its queries with the configured providers,
+	// through the same gates as every other model call.
 	embedder, err := llm.New(s.cfg.Model)
 	if err != nil {
 		return fmt.Errorf("model providers: %w", err)
@@ -517,7 +527,7 @@ func (s *Server) newGateway(ctx context.Context) error {
 	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
 		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault,
 		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads),
-		Knowledge: gateway.KnowledgeOptions{Store: s.knowledge, Embedder: embedder},
+		Knowledge: gateway.KnowledgeOptions{Store: s.knowledge, Embedder: metered.Embedder{Gates: s.gates, Inner: embedder}},
 		// Listing and erasing memories embed nothing.
 		Memories: s.knowledge.Memories(nil, s.memoryModel())})
 	if err != nil {

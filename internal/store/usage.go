@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,7 +99,10 @@ type ModelCall struct {
 	// Channel is the door of the call's turn (agent.TurnRequest.Channel);
 	// "" for a call that is no turn's.
 	Channel string
-	Usage   agent.Usage
+	// Kind is what the call was for (KindChat, KindPrepare, KindMemory,
+	// KindEmbedding); "" is KindChat.
+	Kind  string
+	Usage agent.Usage
 	// Cost in USD; nil when the model has no price.
 	Cost      *float64
 	CreatedAt time.Time // set when read
@@ -127,7 +131,7 @@ ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
 
 	sqlJobUsage = `
 SELECT tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
-  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost::float8, created_at, channel
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost::float8, created_at, channel, kind
 FROM usage_ledger WHERE tenant_id = $1 AND job_id = $2
 ORDER BY step, attempt`
 
@@ -181,7 +185,7 @@ func (s *Store) JobUsage(ctx context.Context, tenantID, jobID string) ([]ModelCa
 		var c ModelCall
 		var in, out, cached, reasoning int64
 		err := row.Scan(&c.TenantID, &c.JobID, &c.Step, &c.Attempt, &c.AgentID, &c.AgentVersion, &c.SessionID, &c.Model,
-			&in, &out, &cached, &reasoning, &c.Cost, &c.CreatedAt, &c.Channel)
+			&in, &out, &cached, &reasoning, &c.Cost, &c.CreatedAt, &c.Channel, &c.Kind)
 		c.Usage = agent.Usage{PromptTokens: int(in), CompletionTokens: int(out), TotalTokens: int(in + out),
 			CachedTokens: int(cached), ReasoningTokens: int(reasoning)}
 		return c, err
@@ -202,6 +206,14 @@ func (s *Store) SpentSince(ctx context.Context, tenantID string, since time.Time
 	return sp, nil
 }
 
+// Kinds of model calls (ModelCall.Kind).
+const (
+	KindChat      = "chat"
+	KindPrepare   = "prepare"
+	KindMemory    = "memory"
+	KindEmbedding = "embedding"
+)
+
 // Usage groupings.
 const (
 	ByAgent   = "agent"
@@ -209,11 +221,12 @@ const (
 	ByDay     = "day"
 	BySession = "session"
 	ByChannel = "channel"
+	ByKind    = "kind"
 )
 
 // UsageRow is the usage of one group of model calls.
 type UsageRow struct {
-	Key             string // the agent, model, day (YYYY-MM-DD, UTC), session or channel; "" for the total
+	Key             string // the agent, model, day (YYYY-MM-DD, UTC), session, channel or kind; "" for the total
 	Calls           int64
 	InputTokens     int64
 	OutputTokens    int64
@@ -229,16 +242,17 @@ var usageKeys = map[string]string{
 	ByDay:     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
 	BySession: "session_id",
 	ByChannel: "channel",
+	ByKind:    "kind",
 	"":        "''",
 }
 
 // UsageReport sums a tenant's model calls made in [since, until), grouped
-// by by (ByAgent, ByModel, ByDay, BySession, ByChannel, or "" for one row), ordered
+// by by (ByAgent, ByModel, ByDay, BySession, ByChannel, ByKind, or "" for one row), ordered
 // by key.
 func (s *Store) UsageReport(ctx context.Context, tenantID string, since, until time.Time, by string) ([]UsageRow, error) {
 	key, ok := usageKeys[by]
 	if !ok {
-		return nil, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day, session or channel", by)
+		return nil, agent.Errorf(agent.CodeInvalid, "group_by %q: want agent, model, day, session, channel or kind", by)
 	}
 	// key is one of usageKeys' constants, never the caller's text.
 	sql := `
@@ -267,19 +281,19 @@ GROUP BY k ORDER BY k`
 
 const sqlPutUsage = `
 INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
-  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, channel)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, channel, kind)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
 
-// PutUsage counts a model call that stores no reply (a guard's judge) in
-// the usage ledger, once per (job, step, attempt).
+// PutUsage counts a model call that stores no reply (a guard's judge, an
+// embedding) in the usage ledger, once per (job, step, attempt).
 func (s *Store) PutUsage(ctx context.Context, c ModelCall) error {
 	if err := requireJobKey(c.TenantID, c.JobID); err != nil {
 		return err
 	}
 	u := c.Usage
 	_, err := s.pool.Exec(ctx, sqlPutUsage, c.TenantID, c.JobID, max(c.Step, 0), max(c.Attempt, 1), c.AgentID, c.AgentVersion, c.SessionID, c.Model,
-		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost, c.Channel)
+		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost, c.Channel, cmp.Or(c.Kind, KindChat))
 	if err != nil {
 		return fmt.Errorf("count model call of %q: %w", c.JobID, err)
 	}
