@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -59,16 +61,34 @@ var pdfPool = sync.OnceValues(func() (pdfium.Pool, error) {
 		MaxTotal: pdfReaders,
 		// No directory is mounted: PDFium reads the bytes it is handed,
 		// never the host's files.
-		FSConfig: wazero.NewFSConfig(),
-		Stdout:   io.Discard,
-		Stderr:   io.Discard,
-		RuntimeConfig: wazero.NewRuntimeConfig().
-			WithCoreFeatures(api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling).
-			WithMemoryLimitPages(pdfMemoryPages).
-			// A reader past its time is killed mid-call.
-			WithCloseOnContextDone(true),
+		FSConfig:      wazero.NewFSConfig(),
+		Stdout:        io.Discard,
+		Stderr:        io.Discard,
+		RuntimeConfig: pdfRuntimeConfig(),
 	})
 })
+
+// pdfRuntimeConfig is wazero's configuration for PDFium: the WebAssembly
+// features its build uses, a memory bound, calls that end when their
+// instance is killed, and the compiled code cached in the user's cache
+// directory (agentflow/pdfium), where there is one that can be written:
+// compiling PDFium takes tens of seconds of a core, loading it from the
+// cache about one.
+func pdfRuntimeConfig() wazero.RuntimeConfig {
+	rc := wazero.NewRuntimeConfig().
+		WithCoreFeatures(api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling).
+		WithMemoryLimitPages(pdfMemoryPages).
+		WithCloseOnContextDone(true)
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return rc
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "agentflow", "pdfium"))
+	if err != nil {
+		return rc
+	}
+	return rc.WithCompilationCache(cache)
+}
 
 // errPDFUnreadable is a PDF that PDFium does not open.
 var errPDFUnreadable = agent.Errorf(agent.CodeInvalid, "the PDF does not parse (corrupt or truncated)")
