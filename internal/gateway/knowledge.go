@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,7 +46,7 @@ import (
 // deleting documents as Start, reading and searching as GetResult.
 //
 // An ingest's documents are checked whole before anything is stored:
-// each inline text parsed (knowledge.Extract) and bounded
+// each inline text parsed (knowledge.Extract; a PDF only by ref) and bounded
 // (MaxDocumentBytes), each ref well-formed; a body over the upload limit
 // (HTTPOptions.MaxUploadBytes, as a file's) is refused before it is read (larger documents go to /v1/files first,
 // and are named by ref). The documents are then written as pages
@@ -444,6 +445,10 @@ func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document,
 		return nil
 	case d.Text == "":
 		return errors.New("text or ref is required")
+	}
+	if mt, _, _ := mime.ParseMediaType(d.ContentType); mt == knowledge.TypePDF {
+		// A JSON string holds text, not a PDF's bytes.
+		return fmt.Errorf("content type %s is read from a file: upload the PDF to %s and give its cas:// ref", mt, FilesPath)
 	}
 	if len(d.Text) > knowledge.DefaultMaxDocumentBytes {
 		return fmt.Errorf("the text is %d bytes; a document may have %d", len(d.Text), knowledge.DefaultMaxDocumentBytes)
