@@ -48,6 +48,9 @@ func FuzzExtract(f *testing.F) {
 	f.Add("text/html", []byte("<h1>a</h1><p>b</p>"))
 	f.Add("text/markdown", []byte("# a\n\nb"))
 	f.Add("text/plain", []byte("plain"))
+	pdf := testPDF(f, "", "A page of text.", "Another.")
+	f.Add("application/pdf", pdf)
+	f.Add("application/pdf", pdf[:len(pdf)*2/3])
 	f.Add("text/html; charset=utf-8", []byte("<table><tr><td>x</td></tr></table><template>y</template>"))
 	f.Fuzz(func(t *testing.T, contentType string, data []byte) {
 		text, err := Extract(contentType, data)
