@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
@@ -60,7 +62,9 @@ func (a *Activities) IngestPage(ctx context.Context, in contract.IngestPageInput
 	if err := json.Unmarshal(raw, &page); err != nil {
 		return res, agent.Errorf(agent.CodeInvalid, "ingest page %d: the manifest %s does not decode: %v", in.Page, in.Ref, err)
 	}
+	stop := keepAlive(ctx, ingestHeartbeat{Done: done, Result: res})
 	todo, err := a.prepareIngest(ctx, in, coll, page, done, &res)
+	stop()
 	if err != nil {
 		return res, err
 	}
@@ -110,6 +114,34 @@ func (a *Activities) IngestPage(ctx context.Context, in contract.IngestPageInput
 type ingestHeartbeat struct {
 	Done   int                       `json:"done"`
 	Result contract.IngestPageResult `json:"result"`
+}
+
+// ingestKeepAlive is how often a page heartbeats while its documents are
+// read: a third of the workflow's heartbeat timeout.
+const ingestKeepAlive = 10 * time.Second
+
+// keepAlive heartbeats the page's progress so far, hb, until stop is
+// called: reading a page's documents can outlast the heartbeat timeout
+// (a PDF takes up to knowledge.PDFTimeout, and a process's first PDF
+// waits for its reader to compile).
+func keepAlive(ctx context.Context, hb ingestHeartbeat) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(ingestKeepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, hb)
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 // prepareIngest reads and splits the page's documents from the skip-th,

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ import (
 // deleting collections needs the admin role, the rest the user role.
 //
 // An ingest's documents are checked whole before anything is stored:
-// each inline text parsed (knowledge.Extract) and bounded
+// each inline text parsed (knowledge.Extract; a PDF only by ref) and bounded
 // (MaxDocumentBytes), each ref well-formed; a body over the upload limit
 // (HTTPOptions.MaxUploadBytes, as a file's) is refused before it is read (larger documents go to /v1/files first,
 // and are named by ref). The documents are then written as pages
@@ -325,6 +326,10 @@ func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document,
 		return nil
 	case d.Text == "":
 		return errors.New("text or ref is required")
+	}
+	if mt, _, _ := mime.ParseMediaType(d.ContentType); mt == knowledge.TypePDF {
+		// A JSON string holds text, not a PDF's bytes.
+		return fmt.Errorf("content type %s is read from a file: upload the PDF to %s and give its cas:// ref", mt, FilesPath)
 	}
 	if len(d.Text) > knowledge.DefaultMaxDocumentBytes {
 		return fmt.Errorf("the text is %d bytes; a document may have %d", len(d.Text), knowledge.DefaultMaxDocumentBytes)

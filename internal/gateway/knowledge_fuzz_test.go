@@ -16,6 +16,7 @@ func FuzzIngestRequest(f *testing.F) {
 	f.Add([]byte(`{"documents":[{"title":"a","text":"Hello."}]}`))
 	f.Add([]byte(`{"id":"b1","documents":[{"ref":"cas://sha256:00","content_type":"text/html"}]}`))
 	f.Add([]byte(`{"documents":[{"text":"<p>x</p>","content_type":"text/html","metadata":{"k":"v"}}]}`))
+	f.Add([]byte(`{"documents":[{"title":"scan","text":"%PDF-1.7\n","content_type":"application/pdf"}]}`))
 	f.Add([]byte(`{"documents":[]}`))
 	f.Add([]byte(`[1]`))
 	prepare := func(_ agent.Document, text string) error {

@@ -12,8 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
-// Content types Extract reads. PDF is not among them: no maintained Go
-// library that extracts a PDF's text is served to this build.
+// Content types Extract reads, with TypePDF.
 const (
 	TypeText     = "text/plain"
 	TypeMarkdown = "text/markdown"
@@ -23,8 +22,10 @@ const (
 // Extract returns the text of a document's bytes of the given content
 // type: text and Markdown as they are (Split reads Markdown's headings),
 // HTML as its visible text, its headings as Markdown headings so that
-// chunks carry them. Bytes that are not valid UTF-8 text, an empty text
-// and a type it cannot read are agent.CodeInvalid, saying which.
+// chunks carry them; PDF as its pages' text, each after a blank line
+// (pdfText, within the PDF limits). Bytes that are not valid UTF-8 text,
+// an empty text, a PDF that does not parse, and a type it cannot read
+// are agent.CodeInvalid, saying which.
 func Extract(contentType string, data []byte) (string, error) {
 	mt := TypeText
 	if contentType != "" {
@@ -33,6 +34,9 @@ func Extract(contentType string, data []byte) (string, error) {
 			return "", agent.Errorf(agent.CodeInvalid, "content type %q is malformed", clip(contentType))
 		}
 		mt = t
+	}
+	if mt == TypePDF {
+		return pdfText(data)
 	}
 	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
 		return "", agent.Errorf(agent.CodeInvalid, "the document is not UTF-8 text (content type %s)", mt)
@@ -47,7 +51,7 @@ func Extract(contentType string, data []byte) (string, error) {
 			return "", err
 		}
 	default:
-		return "", agent.Errorf(agent.CodeInvalid, "content type %s: ingest reads text/plain, text/markdown and text/html", clip(mt))
+		return "", agent.Errorf(agent.CodeInvalid, "content type %s: ingest reads text/plain, text/markdown, text/html and application/pdf", clip(mt))
 	}
 	if strings.TrimSpace(text) == "" {
 		return "", agent.Errorf(agent.CodeInvalid, "the document has no text")

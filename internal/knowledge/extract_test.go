@@ -21,7 +21,8 @@ func TestExtract(t *testing.T) {
 		{name: "html", contentType: "text/html",
 			in:   "<html><head><title>x</title><style>p{}</style></head><body><h1>Town</h1><p>It  lies\n on a <b>lake</b>.</p><script>evil()</script><ul><li>one</li><li>two</li></ul></body></html>",
 			want: "# Town\n\nIt lies on a lake.\n\none\n\ntwo"},
-		{name: "pdf", contentType: "application/pdf", in: "%PDF-1.7", err: "content type application/pdf"},
+		{name: "pdf without pages", contentType: "application/pdf", in: "%PDF-1.7", err: "the PDF does not parse"},
+		{name: "unknown type", contentType: "application/zip", in: "PK", err: "content type application/zip"},
 		{name: "malformed type", contentType: "text/", in: "x", err: "malformed"},
 		{name: "not utf-8", contentType: "text/plain", in: "\xff\xfe", err: "not UTF-8"},
 		{name: "nul", contentType: "text/plain", in: "a\x00b", err: "not UTF-8"},
@@ -47,6 +48,9 @@ func FuzzExtract(f *testing.F) {
 	f.Add("text/html", []byte("<h1>a</h1><p>b</p>"))
 	f.Add("text/markdown", []byte("# a\n\nb"))
 	f.Add("text/plain", []byte("plain"))
+	pdf := testPDF(f, "", "A page of text.", "Another.")
+	f.Add("application/pdf", pdf)
+	f.Add("application/pdf", pdf[:len(pdf)*2/3])
 	f.Add("text/html; charset=utf-8", []byte("<table><tr><td>x</td></tr></table><template>y</template>"))
 	f.Fuzz(func(t *testing.T, contentType string, data []byte) {
 		text, err := Extract(contentType, data)
