@@ -101,7 +101,7 @@ type Input struct {
 	// Seed seeds Math.random.
 	Seed int64
 	// Input is the program's input global; null when empty.
-	Input json.RawMessage
+	Input  json.RawMessage
 	Limits Limits
 }
 
