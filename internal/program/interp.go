@@ -53,12 +53,12 @@ type call struct {
 
 // interp is one run of a program.
 type interp struct {
-	vm       *goja.Runtime
-	in       Input
-	recorded map[int]Recorded
-	calls    []call
-	console  bytes.Buffer
-	stopped  *Error // set once a limit or a replay fault ended the run
+	vm        *goja.Runtime
+	in        Input
+	recorded  map[int]Recorded
+	calls     []call
+	console   bytes.Buffer
+	stopped   *Error // set once a limit or a replay fault ended the run
 	stringify goja.Callable
 	errorCtor *goja.Object
 }
@@ -116,7 +116,7 @@ func (it *interp) setup() error {
 	}
 	var input any
 	if len(it.in.Input) > 0 {
-		v, err := vm.RunString("(" + string(it.in.Input) + ")")
+		v, err := it.parse(it.in.Input)
 		if err != nil {
 			return fmt.Errorf("input is not JSON: %w", err)
 		}
@@ -368,8 +368,15 @@ var stackPos = regexp.MustCompile(regexp.QuoteMeta(filename) + `:(\d+):(\d+)`)
 
 // thrown is the runtime Error of a value the program threw or rejected
 // its body with: its message, and where it was made when it is an Error.
-func (it *interp) thrown(v goja.Value) *Error {
-	e := &Error{Kind: KindRuntime}
+func (it *interp) thrown(v goja.Value) (e *Error) {
+	e = &Error{Kind: KindRuntime}
+	// Reading a thrown object runs the program's code (a toString, a
+	// getter of stack), which can throw in turn.
+	defer func() {
+		if recover() != nil {
+			e = &Error{Kind: KindRuntime, Message: "the program threw a value that cannot be shown"}
+		}
+	}()
 	if v == nil {
 		e.Message = "the program threw nothing"
 		return e
