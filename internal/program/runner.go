@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -73,8 +75,10 @@ type result struct {
 	Retire bool `json:"retire,omitempty"`
 }
 
-// retireBytes: a child whose Go runtime holds more than this after a run
-// exits instead of waiting for the next.
+// retireBytes: a child whose Go runtime holds more than this after a run,
+// or more than half its budget, exits instead of waiting for the next:
+// a program stopped by a limit can leave its heap near the budget, and
+// the next program, however small, would start with little room.
 const retireBytes = 64 << 20
 
 // grace is how long past a run's time limit the parent waits for the
@@ -92,6 +96,10 @@ func serve(r *bufio.Reader, w *bufio.Writer) error {
 	// The program's Date shows local time in UTC on every worker,
 	// whatever the host's zone.
 	time.Local = time.UTC
+	retire := uint64(retireBytes)
+	if budget, err := strconv.ParseUint(os.Getenv(envBudget), 10, 64); err == nil {
+		retire = min(retire, budget/2)
+	}
 	for {
 		kind, p, err := childproc.ReadFrame(r, 2*MaxSource+(64<<20))
 		if errors.Is(err, io.EOF) {
@@ -120,7 +128,7 @@ func serve(r *bufio.Reader, w *bufio.Writer) error {
 			}
 		}
 		p = nil
-		res.Retire = childproc.HeldBytes() > retireBytes
+		res.Retire = childproc.HeldBytes() > retire
 		b, err := json.Marshal(res)
 		if err != nil {
 			return fmt.Errorf("encode the result: %w", err)
