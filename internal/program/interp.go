@@ -82,7 +82,11 @@ func execute(in Input) (Outcome, error) {
 		it.vm.Interrupt(&stop{limitError(LimitTime, in.Limits)})
 	})
 	defer timer.Stop()
-	return it.run(prog)
+	out, err := it.run(prog)
+	if e, ok := err.(*Error); ok {
+		e.Console = it.console.String()
+	}
+	return out, err
 }
 
 // setup gives the program its globals and nothing else of the world.

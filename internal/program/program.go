@@ -146,6 +146,10 @@ type Error struct {
 	Message string
 	// Line and Column locate the fault in Source, from 1; 0 when unknown.
 	Line, Column int
+	// Console is what the program printed before the fault, as in
+	// Outcome.Console: often what the model needs to fix it. Empty when
+	// the program's process was killed (memory, or time past the grace).
+	Console string
 }
 
 func (e *Error) Error() string {

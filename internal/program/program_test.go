@@ -177,11 +177,12 @@ func TestRunErrors(t *testing.T) {
 		msg        string
 		line, col  int
 		recordZero bool
+		console    string
 	}{
 		{name: "syntax", src: "const x = 1;\nconst y = ;\nreturn x;", kind: KindSyntax, msg: "SyntaxError: Unexpected token ;", line: 2, col: 11},
 		{name: "runtime", src: "const x = 1;\n\nnull.foo;", kind: KindRuntime, msg: "TypeError: Cannot read property 'foo' of", line: 3, col: 6},
 		{name: "thrown after a call", src: "const x = await tools.add({a: 1, b: 1});\n  throw new Error(`boom ${x}`);", kind: KindRuntime, msg: "Error: boom 2", line: 2, col: 9, recordZero: true},
-		{name: "a thrown string", src: `throw "bad"`, kind: KindRuntime, msg: "bad"},
+		{name: "a thrown string", src: `console.log("before"); throw "bad"`, kind: KindRuntime, msg: "bad", console: "before\n"},
 		{name: "an unknown tool", src: "\nawait tools.nope({})", kind: KindRuntime, msg: "TypeError: Object has no member 'nope'", line: 2, col: 17},
 		{name: "no require", src: `require("fs")`, kind: KindRuntime, msg: "ReferenceError: require is not defined", line: 1, col: 8},
 		{name: "runaway recursion", src: "function f() { return f() + 1 }\nreturn f()", kind: KindRuntime, msg: "maximum call stack size"},
@@ -206,6 +207,7 @@ func TestRunErrors(t *testing.T) {
 			if tt.col > 0 {
 				require.Equal(t, tt.col, pe.Column, "column")
 			}
+			require.Equal(t, tt.console, pe.Console, "the console output before the fault")
 		})
 	}
 }

@@ -187,6 +187,8 @@ func (r *Runner) Run(ctx context.Context, in Input) (Outcome, error) {
 	res, err := r.exchange(c, payload)
 	killed := !stop()
 	switch {
+	case killed && err == nil: // the run ended as the kill came
+		c.Close()
 	case killed:
 		c.Close()
 		if ctx.Err() != nil {
@@ -199,9 +201,11 @@ func (r *Runner) Run(ctx context.Context, in Input) (Outcome, error) {
 		c.Close()
 		return Outcome{}, err
 	}
-	if res.Retire {
+	switch {
+	case killed:
+	case res.Retire:
 		c.Close()
-	} else {
+	default:
 		r.put(c)
 	}
 	switch {
