@@ -2,6 +2,8 @@ package program
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,24 +31,31 @@ func BenchmarkSequential(b *testing.B) {
 	}
 }
 
-// BenchmarkSequentialInterpreter is the same program's 21 runs in
-// process, without the child: the interpreter's share of the above.
+// BenchmarkSequentialInterpreter is the same program's runs in process,
+// without the child: the interpreter's share of the above, at 20 calls
+// and at 100, where re-execution's O(n²) shows.
 func BenchmarkSequentialInterpreter(b *testing.B) {
-	in := Input{Source: sequential20, Tools: tools, Now: time.Unix(0, 0), Limits: Limits{}.resolve()}
-	for b.Loop() {
-		in.Recorded = in.Recorded[:0]
-		for {
-			out, err := execute(in)
-			if err != nil {
-				b.Fatal(err)
+	for _, n := range []int{20, 100} {
+		b.Run(fmt.Sprintf("calls=%d", n), func(b *testing.B) {
+			src := strings.Replace(sequential20, "i < 20", fmt.Sprintf("i < %d", n), 1)
+			in := Input{Source: src, Tools: tools, Now: time.Unix(0, 0), Limits: Limits{}.resolve()}
+			cache := compiled{}
+			for b.Loop() {
+				in.Recorded = in.Recorded[:0]
+				for {
+					out, err := execute(in, cache)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if out.Done {
+						break
+					}
+					for _, c := range out.Pending {
+						res, _ := add(c)
+						in.Recorded = append(in.Recorded, Recorded{N: c.N, Tool: c.Tool, Args: c.Args, Result: json.RawMessage(res)})
+					}
+				}
 			}
-			if out.Done {
-				break
-			}
-			for _, c := range out.Pending {
-				res, _ := add(c)
-				in.Recorded = append(in.Recorded, Recorded{N: c.N, Tool: c.Tool, Args: c.Args, Result: json.RawMessage(res)})
-			}
-		}
+		})
 	}
 }

@@ -66,8 +66,8 @@ type interp struct {
 // execute runs the program from its start until it is Done or waits on
 // calls that have no recorded result. It runs in a child process: the
 // caller bounds its memory; it bounds its own time.
-func execute(in Input) (Outcome, error) {
-	prog, err := goja.Compile(filename, wrapHead+in.Source+wrapTail, false)
+func execute(in Input, cache compiled) (Outcome, error) {
+	prog, err := cache.compile(in.Source)
 	if err != nil {
 		return Outcome{}, syntaxError(err)
 	}
@@ -87,6 +87,31 @@ func execute(in Input) (Outcome, error) {
 		e.Console = it.console.String()
 	}
 	return out, err
+}
+
+// compiled keeps a child's recently compiled programs: a program is run
+// again after each batch of its calls, and compiling it costs a tenth of
+// a small run. A compiled program is not tied to a runtime.
+type compiled map[string]*goja.Program
+
+// maxCompiled bounds a compiled cache; when full it starts over.
+const maxCompiled = 64
+
+func (c compiled) compile(source string) (*goja.Program, error) {
+	if p, ok := c[source]; ok {
+		return p, nil
+	}
+	p, err := goja.Compile(filename, wrapHead+source+wrapTail, false)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		if len(c) >= maxCompiled {
+			clear(c)
+		}
+		c[source] = p
+	}
+	return p, nil
 }
 
 // setup gives the program its globals and nothing else of the world.
@@ -500,6 +525,9 @@ func canonical(b []byte) (json.RawMessage, error) {
 // sameJSON reports whether two JSON texts are the same value as
 // canonical JSON.
 func sameJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true // the usual case: a recording keeps Call.Args as they were
+	}
 	ca, err := canonical(a)
 	if err != nil {
 		return false

@@ -100,6 +100,7 @@ func serve(r *bufio.Reader, w *bufio.Writer) error {
 	if budget, err := strconv.ParseUint(os.Getenv(envBudget), 10, 64); err == nil {
 		retire = min(retire, budget/2)
 	}
+	cache := compiled{}
 	for {
 		kind, p, err := childproc.ReadFrame(r, 2*MaxSource+(64<<20))
 		if errors.Is(err, io.EOF) {
@@ -116,7 +117,7 @@ func serve(r *bufio.Reader, w *bufio.Writer) error {
 		if err := json.Unmarshal(p, &req); err != nil {
 			res.Fault = "decode the request: " + err.Error()
 		} else {
-			out, err := execute(req.Input)
+			out, err := execute(req.Input, cache)
 			var pe *Error
 			switch {
 			case errors.As(err, &pe):
