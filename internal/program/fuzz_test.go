@@ -36,7 +36,10 @@ func FuzzRun(f *testing.F) {
 	f.Cleanup(func() { r.Close() })
 	limits := Limits{Time: 100 * time.Millisecond, Calls: 50, Output: 64 << 10}
 	f.Fuzz(func(t *testing.T, src string, result []byte) {
-		in := Input{Source: src, Tools: tools, Now: now, Seed: 1, Input: json.RawMessage(`{"k":[1,2]}`), Limits: limits}
+		in := Input{Source: src, Tools: tools, Now: now, Seed: 1, Limits: limits}
+		if json.Valid(result) {
+			in.Input = json.RawMessage(result)
+		}
 		out := check(t, r, in)
 		if out.Done || len(out.Pending) == 0 {
 			return

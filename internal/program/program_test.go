@@ -1,6 +1,7 @@
 package program
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -274,6 +275,10 @@ func TestLimits(t *testing.T) {
 		{name: "an array of arrays", src: `const a = []; for (;;) a.push(new Array(1000).fill(a.length));`, limits: Limits{Time: 30 * time.Second}, limit: LimitMemory, msg: "limit: memory (128 MiB)"},
 		{name: "an infinite loop", src: `for (;;) {}`, limits: Limits{Time: 200 * time.Millisecond}, limit: LimitTime, msg: "limit: time (200ms)"},
 		{name: "an infinite loop that catches", src: `for (;;) { try { for (;;) {} } catch (e) {} }`, limits: Limits{Time: 200 * time.Millisecond}, limit: LimitTime},
+		// A builtin does not look at the interrupt: a backtracking regular
+		// expression runs on until the parent kills its child, at the
+		// time limit and a grace.
+		{name: "a regular expression that backtracks", src: `return /^(?=(a+)+$)/.test("a".repeat(40) + "b")`, limits: Limits{Time: 200 * time.Millisecond}, limit: LimitTime, msg: "limit: time (200ms)"},
 		{name: "10,000 calls at once", src: `await Promise.all([...Array(10000).keys()].map(i => tools.get({id: i})))`, limit: LimitCalls, msg: "limit: calls (1000)"},
 		{name: "100 MB printed", src: `const line = "x".repeat(100); for (let i = 0; i < 1e6; i++) console.log(line);`, limit: LimitOutput, msg: "limit: output (1 MiB)"},
 		// Ten times the limit in one line: the race detector's shadow makes
@@ -348,4 +353,18 @@ func TestDeclarations(t *testing.T) {
   ping(args: any): Promise<any>;
 };
 `, got)
+}
+
+func TestRunCancel(t *testing.T) {
+	r := newRunner(t, Options{Concurrency: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err := r.Run(ctx, Input{Source: "for (;;) {}", Limits: Limits{Time: time.Minute}})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the context's end is the runner's error, not the program's")
+	var pe *Error
+	require.False(t, errors.As(err, &pe))
+	require.Empty(t, r.idle, "the child was killed")
+	out, err := r.Run(t.Context(), Input{Source: "return 2"})
+	require.NoError(t, err)
+	require.Equal(t, "2", string(out.Value))
 }
