@@ -53,14 +53,15 @@ type call struct {
 
 // interp is one run of a program.
 type interp struct {
-	vm        *goja.Runtime
-	in        Input
-	recorded  map[int]Recorded
-	calls     []call
-	console   bytes.Buffer
-	stopped   *Error // set once a limit or a replay fault ended the run
-	stringify goja.Callable
-	errorCtor *goja.Object
+	vm       *goja.Runtime
+	in       Input
+	recorded map[int]Recorded
+	calls    []call
+	console  bytes.Buffer
+	stopped  *Error // set once a limit or a replay fault ended the run
+	// The JSON functions as they were before the program ran: it may
+	// replace the globals, not what crosses to Go.
+	stringify, parseJSON goja.Callable
 }
 
 // execute runs the program from its start until it is Done or waits on
@@ -123,13 +124,13 @@ func (it *interp) setup() error {
 	seed := uint64(it.in.Seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	vm.SetRandSource(rng.Float64)
-	json := vm.Get("JSON").ToObject(vm)
-	stringify, ok := goja.AssertFunction(json.Get("stringify"))
-	if !ok {
-		return errors.New("no JSON.stringify")
+	builtin := vm.Get("JSON").ToObject(vm)
+	var ok1, ok2 bool
+	it.stringify, ok1 = goja.AssertFunction(builtin.Get("stringify"))
+	it.parseJSON, ok2 = goja.AssertFunction(builtin.Get("parse"))
+	if !ok1 || !ok2 {
+		return errors.New("the interpreter has no JSON")
 	}
-	it.stringify = stringify
-	it.errorCtor = vm.Get("Error").ToObject(vm)
 
 	tools := vm.NewObject()
 	for _, t := range it.in.Tools {
@@ -239,8 +240,8 @@ func (it *interp) print(prefix string) func(goja.FunctionCall) goja.Value {
 // text is how console shows a value: strings as they are, objects as
 // JSON, the rest as JavaScript writes them.
 func (it *interp) text(v goja.Value) string {
-	if s, ok := v.Export().(string); ok {
-		return s
+	if goja.IsString(v) {
+		return v.String()
 	}
 	if o, ok := v.(*goja.Object); ok {
 		if _, isFn := goja.AssertFunction(o); !isFn && o.ClassName() != "Error" {
@@ -286,6 +287,9 @@ func (it *interp) run(prog *goja.Program) (Outcome, error) {
 	}
 	delivered := 0
 	for top.State() == goja.PromiseStatePending {
+		if it.stopped != nil {
+			return Outcome{}, it.stopped
+		}
 		batch := it.calls[delivered:]
 		if len(batch) == 0 {
 			return Outcome{}, &Error{Kind: KindRuntime, Message: "the program waits on a promise that no tool call settles: it can never finish"}
@@ -363,11 +367,7 @@ func (it *interp) parse(raw json.RawMessage) (goja.Value, error) {
 	if len(raw) == 0 {
 		return goja.Null(), nil
 	}
-	parse, ok := goja.AssertFunction(it.vm.Get("JSON").ToObject(it.vm).Get("parse"))
-	if !ok {
-		return nil, errors.New("no JSON.parse")
-	}
-	return parse(goja.Undefined(), it.vm.ToValue(string(raw)))
+	return it.parseJSON(goja.Undefined(), it.vm.ToValue(string(raw)))
 }
 
 // fault classifies an error the interpreter returned.
