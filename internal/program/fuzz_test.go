@@ -3,6 +3,7 @@ package program
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,4 +80,22 @@ func check(t *testing.T, r *Runner, in Input) Outcome {
 	require.NoError(t, err)
 	require.Equal(t, out, again, "the same program runs the same way")
 	return out
+}
+
+// FuzzDeclarations types any schema without panicking, one line a tool.
+func FuzzDeclarations(f *testing.F) {
+	f.Add(`{"type":"object","properties":{"id":{"type":"string"},"n":{"anyOf":[{"type":"integer"},{"enum":["a",1,null]}]}},"required":["id"]}`)
+	f.Add(`{"type":["array","null"],"items":{"type":"array","items":{"const":"x"}}}`)
+	f.Add(`{"properties":{"a b":{"description":"*/ done"}}}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, schema string) {
+		got := Declarations([]Tool{{Name: "t", Description: schema, Parameters: json.RawMessage(schema)}})
+		require.True(t, strings.HasPrefix(got, "declare const tools: {\n"))
+		require.True(t, strings.HasSuffix(got, "\n};\n"))
+		lines := 3 // the opening, the tool, the closing
+		if oneLine(schema) != "" {
+			lines++ // its description
+		}
+		require.Equal(t, lines, strings.Count(got, "\n"), got)
+	})
 }

@@ -368,3 +368,23 @@ func TestRunCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2", string(out.Value))
 }
+
+func TestRunConcurrency(t *testing.T) {
+	r := newRunner(t, Options{Concurrency: 1})
+	busy := make(chan error)
+	go func() {
+		_, err := r.Run(t.Context(), Input{Source: "for (;;) {}", Limits: Limits{Time: 500 * time.Millisecond}})
+		busy <- err
+	}()
+	require.Eventually(t, func() bool { return len(r.slots) == 1 }, 10*time.Second, time.Millisecond)
+	short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := r.Run(short, Input{Source: "return 1"})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "one program at a time: the second waited for the slot")
+	var pe *Error
+	require.ErrorAs(t, <-busy, &pe)
+	require.Equal(t, LimitTime, pe.Limit)
+	out, err := r.Run(t.Context(), Input{Source: "return 1"})
+	require.NoError(t, err)
+	require.True(t, out.Done)
+}
