@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"runtime/debug"
-	"runtime/metrics"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentflow/agentflow/internal/childproc"
 	"github.com/itchyny/gojq"
 )
 
@@ -22,17 +19,9 @@ import (
 // starts.
 const envBudget = "AGENTFLOW_JQ_CHILD_BUDGET"
 
-// The child's ends of the pipes: requests in, results out (cmd.ExtraFiles
-// puts them at 3 and 4; stdout is not used, so that nothing a package
-// prints can garble a frame).
-const (
-	childIn  = 3
-	childOut = 4
-)
-
 // exitSetup is the child's exit status when it could not start serving
 // or broke the protocol: its message on stderr starts with "jqproc: ".
-const exitSetup = 3
+const exitSetup = childproc.ExitSetup
 
 // retireBytes: a child whose Go runtime holds more than this after a run
 // exits instead of waiting for the next one (see flagRetire).
@@ -43,56 +32,16 @@ const retireBytes = 64 << 20
 // only when the parent is gone.
 const backstop = time.Second
 
-// init turns this process into a jq child when the parent asked for one.
-// Doing it in init rather than in main is what lets every binary that
-// links the package — the worker, the starter's in-process worker, each
-// test binary — serve as its own jq child with no wiring in its main. The
-// process never returns from init: the packages initialised after this
-// one, and main, never run in a child.
+// init turns this process into a jq child when the parent asked for one
+// (see childproc.Serve). Doing it in init rather than in main is what
+// lets every binary that links the package serve as its own jq child with
+// no wiring in its main.
 func init() {
-	if v, ok := os.LookupEnv(envBudget); ok {
-		os.Exit(child(v))
-	}
+	childproc.Serve(envBudget, "jqproc", protocol, serve)
 }
 
-// child caps the process's memory, then serves requests until the parent
-// closes the pipe. It returns the exit status.
-func child(budget string) int {
-	n, err := strconv.ParseInt(budget, 10, 64)
-	if err != nil || n <= 0 {
-		fmt.Fprintf(os.Stderr, "jqproc: %s=%q: want a positive number of bytes\n", envBudget, budget)
-		return exitSetup
-	}
-	// The kernel's cap is what holds; the runtime's soft limit makes the
-	// collector work harder as the program nears it, so that garbage is
-	// not what runs a program out of its budget.
-	if err := capMemory(n); err != nil {
-		fmt.Fprintf(os.Stderr, "jqproc: cap memory: %v\n", err)
-		return exitSetup
-	}
-	debug.SetMemoryLimit(n)
-	in, out := os.NewFile(childIn, "jq-requests"), os.NewFile(childOut, "jq-results")
-	if in == nil || out == nil {
-		fmt.Fprintln(os.Stderr, "jqproc: file descriptors 3 and 4 are not open")
-		return exitSetup
-	}
-	if err := serve(in, out); err != nil {
-		fmt.Fprintf(os.Stderr, "jqproc: %v\n", err)
-		return exitSetup
-	}
-	return 0
-}
-
-// serve says hello, then runs one request at a time.
-func serve(in io.Reader, out io.Writer) error {
-	r := bufio.NewReaderSize(in, 64<<10)
-	w := bufio.NewWriterSize(out, 64<<10)
-	if err := writeFrame(w, frameHello, []byte(protocol)); err != nil {
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
+// serve runs one request at a time until the parent closes the pipe.
+func serve(r *bufio.Reader, w *bufio.Writer) error {
 	codes := codeCache{}
 	for {
 		kind, p, err := readFrame(r, math.MaxUint32)
@@ -113,7 +62,7 @@ func serve(in io.Reader, out io.Writer) error {
 		if err := runRequest(req, codes, w); err != nil {
 			return err
 		}
-		retire := heldBytes() > retireBytes
+		retire := childproc.HeldBytes() > retireBytes
 		var flags byte
 		if retire {
 			flags = flagRetire
@@ -217,11 +166,4 @@ func writeError(w *bufio.Writer, kind byte, msg string) error {
 		msg = msg[:n] + "…"
 	}
 	return writeFrame(w, frameError, append([]byte{kind}, msg...))
-}
-
-// heldBytes is the memory the Go runtime holds from the OS.
-func heldBytes() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }

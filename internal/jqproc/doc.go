@@ -13,28 +13,16 @@
 // the kernel and it is killed at its deadline, and what dies with it is
 // one program, not the worker that ran it.
 //
-// # The same executable, re-executed
+// # The same executable, re-executed, its memory capped
 //
 // A child is the parent's own executable (/proc/self/exe) started with
-// AGENTFLOW_JQ_CHILD_BUDGET in its environment. This package's init sees
-// the variable and serves jq programs instead of returning, so every
-// binary that links the package — the worker, the starter's in-process
-// worker, each test binary — is its own jq child with nothing added to
-// its main, and parent and child always speak the same protocol version.
-// (Docker's pkg/reexec re-executes itself the same way, but needs each
-// main to call reexec.Init; here the init of the package that needs it is
-// the hook.) In a child, the packages the runtime would initialise after
-// this one are never initialised, and main never runs.
-//
-// # The cap
-//
-// The child sets RLIMIT_DATA to what it maps at start plus the budget
-// (Options.Memory), before it reads any work, and the Go runtime's soft
-// limit (debug.SetMemoryLimit) to the budget, so that the collector works
-// harder before the cap refuses memory. RLIMIT_DATA rather than RLIMIT_AS
-// because the Go runtime reserves address space it never touches; see
-// capMemory for the measurements. A program that goes over is ended by
-// the kernel's refusal, and the run's error is ErrMemory; its process is
+// AGENTFLOW_JQ_CHILD_BUDGET in its environment; this package's init sees
+// the variable and serves jq programs instead of returning. The child
+// caps its memory (RLIMIT_DATA to what it maps at start plus
+// Options.Memory, and the Go runtime's soft limit to the budget) before it
+// reads any work. How, and why RLIMIT_DATA, is internal/childproc's, which
+// code mode's programs share. A program that goes over is ended by the
+// kernel's refusal, and the run's error is ErrMemory; its process is
 // discarded.
 //
 // # The pool

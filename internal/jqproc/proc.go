@@ -2,120 +2,41 @@ package jqproc
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"strconv"
-	"strings"
-	"sync"
+
+	"github.com/agentflow/agentflow/internal/childproc"
 )
 
 // proc is the parent's handle on one child process.
 type proc struct {
-	cmd    *exec.Cmd
-	in     *os.File // the parent's end of the request pipe
-	w      *bufio.Writer
-	out    *os.File // the parent's end of the result pipe
-	r      *bufio.Reader
-	stderr *headBuffer
-	// exited is closed once the process has been reaped; state is then set.
-	exited chan struct{}
-	state  *os.ProcessState
+	*childproc.Proc
+	cmd *exec.Cmd
+	w   *bufio.Writer
+	r   *bufio.Reader
+	// exited is closed once the process has been reaped.
+	exited <-chan struct{}
 }
 
 // start starts a child with the memory budget and waits until it says it
 // is ready, or ctx ends.
 func start(ctx context.Context, memory int64) (*proc, error) {
-	path, err := self()
+	p, err := childproc.Start(ctx, childproc.Config{Env: envBudget, Name: "agentflow-jq", Protocol: protocol, Memory: memory})
 	if err != nil {
-		return nil, fmt.Errorf("start a jq process: %w", err)
-	}
-	reqR, reqW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("start a jq process: %w", err)
-	}
-	resR, resW, err := os.Pipe()
-	if err != nil {
-		reqR.Close()
-		reqW.Close()
-		return nil, fmt.Errorf("start a jq process: %w", err)
-	}
-	c := &proc{in: reqW, out: resR, stderr: &headBuffer{max: 4 << 10}, exited: make(chan struct{})}
-	c.cmd = &exec.Cmd{
-		Path: path,
-		Args: []string{"agentflow-jq"},
-		// Nothing of the parent's environment: the program cannot read it
-		// anyway, and a child has no use for secrets in its memory.
-		Env:         []string{envBudget + "=" + strconv.FormatInt(memory, 10), "GOTRACEBACK=none"},
-		ExtraFiles:  []*os.File{reqR, resW},
-		Stderr:      c.stderr,
-		SysProcAttr: sysProcAttr(),
-	}
-	err = c.cmd.Start()
-	reqR.Close()
-	resW.Close()
-	if err != nil {
-		reqW.Close()
-		resR.Close()
-		return nil, fmt.Errorf("start a jq process: %w", err)
-	}
-	c.w = bufio.NewWriterSize(reqW, 64<<10)
-	c.r = bufio.NewReaderSize(resR, 64<<10)
-	go c.reap()
-	stop := context.AfterFunc(ctx, c.kill)
-	kind, p, err := readFrame(c.r, maxControlFrame)
-	if !stop() {
-		c.close()
-		return nil, ctx.Err()
-	}
-	if err != nil || kind != frameHello || string(p) != protocol {
-		c.close()
-		why := firstLine(c.stderr.String())
-		if why == "" && err != nil {
-			why = err.Error()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("start a jq process: it did not get ready: %s", why)
+		return nil, fmt.Errorf("start a jq process: %w", err)
 	}
-	return c, nil
+	return &proc{Proc: p, cmd: p.Cmd, w: p.W, r: p.R, exited: p.Exited}, nil
 }
 
-// reap waits for the process to end, then closes the pipes' read side.
-func (c *proc) reap() {
-	_ = c.cmd.Wait() // its error is in the state
-	c.state = c.cmd.ProcessState
-	close(c.exited)
-}
-
-// alive reports whether the process is still running, as far as the
-// parent has seen.
-func (c *proc) alive() bool {
-	select {
-	case <-c.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// kill ends the process at once. It may be called from any goroutine, and
-// after the process ended.
-func (c *proc) kill() {
-	_ = c.cmd.Process.Kill()
-}
-
-// close ends the process and waits until it is reaped. Closing the
-// request pipe alone would end an idle child, but one that is running a
-// program would not read it.
-func (c *proc) close() {
-	c.kill()
-	<-c.exited
-	c.in.Close()
-	c.out.Close()
-}
+func (c *proc) alive() bool { return c.Alive() }
+func (c *proc) kill()       { c.Kill() }
+func (c *proc) close()      { c.Close() }
 
 // errDied says the child's pipe broke: it died or was killed mid-run.
 var errDied = errors.New("jq process died")
@@ -215,12 +136,7 @@ func runError(p []byte) error {
 
 // failure says why a child died mid-run; the parent did not kill it.
 func (c *proc) failure() error {
-	<-c.exited
-	code := -1
-	if c.state != nil && c.state.Exited() {
-		code = c.state.ExitCode()
-	}
-	return deathCause(code, c.stderr.String())
+	return deathCause(c.ExitCode(), c.Stderr())
 }
 
 // deathCause says why a child died, from its exit status (-1 when a
@@ -236,62 +152,14 @@ func (c *proc) failure() error {
 func deathCause(code int, stderr string) error {
 	switch {
 	case code == exitSetup:
-		return fmt.Errorf("jq process failed: %s", firstLine(stderr))
+		return fmt.Errorf("jq process failed: %s", childproc.FirstLine(stderr))
 	case code == 0:
 		return errors.New("jq process exited mid-run")
-	case memorySign(stderr):
+	case childproc.MemorySign(stderr):
 		return ErrMemory
-	case strings.HasPrefix(stderr, "panic: ") || strings.Contains(stderr, "\npanic: "):
-		return fmt.Errorf("%w: %s", ErrCrashed, lineWith(stderr, "panic: "))
+	}
+	if line, ok := childproc.Panicked(stderr); ok {
+		return fmt.Errorf("%w: %s", ErrCrashed, line)
 	}
 	return ErrMemory
-}
-
-// memorySign reports whether a dying child's stderr speaks of memory,
-// also when a panic is how it showed (a slice too large to make).
-func memorySign(s string) bool {
-	for _, sign := range []string{"out of memory", "cannot allocate memory", "failed to allocate", "len out of range", "cap out of range", "stack exceeds"} {
-		if strings.Contains(s, sign) {
-			return true
-		}
-	}
-	return false
-}
-
-// headBuffer keeps the first max bytes written to it and drops the rest:
-// a dying Go process writes its reason first and stack traces after.
-type headBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   bytes.Buffer
-}
-
-func (h *headBuffer) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if room := h.max - h.b.Len(); room > 0 {
-		h.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-func (h *headBuffer) String() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.b.String()
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return line
-}
-
-// lineWith returns the first line of s that contains sub.
-func lineWith(s, sub string) string {
-	for line := range strings.Lines(s) {
-		if strings.Contains(line, sub) {
-			return strings.TrimSpace(line)
-		}
-	}
-	return firstLine(s)
 }

@@ -6,19 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
+
+	"github.com/agentflow/agentflow/internal/childproc"
 )
 
 // The parent and a child talk in frames over two pipes: a kind byte, the
 // payload's length as a big-endian uint32, and the payload.
 const (
-	frameHello   = 'h' // child: ready for work (memory capped); payload: protocol version
-	frameRequest = 'r' // parent: a program to run (see request)
-	frameValue   = 'v' // child: one output, an encoded value
-	frameError   = 'e' // child: the run failed (an err kind byte, the message); the done frame follows
-	frameDone    = 'd' // child: the run ended (a flags byte); the last frame of every run
+	frameHello   = childproc.FrameHello // child: ready for work (memory capped); payload: protocol version
+	frameRequest = 'r'                  // parent: a program to run (see request)
+	frameValue   = 'v'                  // child: one output, an encoded value
+	frameError   = 'e'                  // child: the run failed (an err kind byte, the message); the done frame follows
+	frameDone    = 'd'                  // child: the run ended (a flags byte); the last frame of every run
 )
 
 // protocol is the payload of frameHello. Parent and child are always the
@@ -37,50 +38,20 @@ const (
 const flagRetire = 1
 
 // maxControlFrame bounds hello, error and done frames.
-const maxControlFrame = 64 << 10
+const maxControlFrame = childproc.MaxControlFrame
 
 // writeFrame writes one frame; the caller flushes.
 func writeFrame(w *bufio.Writer, kind byte, payload []byte) error {
-	if uint64(len(payload)) > math.MaxUint32 {
-		return fmt.Errorf("frame of %d bytes is over the 4 GiB limit", len(payload))
-	}
-	var h [5]byte
-	h[0] = kind
-	binary.BigEndian.PutUint32(h[1:], uint32(len(payload)))
-	if _, err := w.Write(h[:]); err != nil {
-		return err
-	}
-	_, err := w.Write(payload)
-	return err
+	return childproc.WriteFrame(w, kind, payload)
 }
 
 // errFrameTooLarge is readFrame's error for a frame longer than its max.
-var errFrameTooLarge = errors.New("frame is over the size limit")
+var errFrameTooLarge = childproc.ErrFrameTooLarge
 
-// readFrame reads one frame of at most max payload bytes. A frame over
-// max is not read: the stream is then out of step and must be dropped.
+// readFrame reads one frame of at most max payload bytes (see
+// childproc.ReadFrame).
 func readFrame(r *bufio.Reader, max int) (kind byte, payload []byte, err error) {
-	var h [5]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err // io.EOF only when the stream ended between frames
-	}
-	n := binary.BigEndian.Uint32(h[1:])
-	if uint64(n) > uint64(max) {
-		return h[0], nil, fmt.Errorf("%w: %c frame of %d bytes, limit %d", errFrameTooLarge, h[0], n, max)
-	}
-	payload = make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return 0, nil, fmt.Errorf("read %c frame: %w", h[0], noEOF(err))
-	}
-	return h[0], payload, nil
-}
-
-// noEOF turns io.EOF inside a frame into io.ErrUnexpectedEOF.
-func noEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
+	return childproc.ReadFrame(r, max)
 }
 
 // request is one run for a child: the query, its input, how long it may

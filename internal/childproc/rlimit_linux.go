@@ -1,4 +1,4 @@
-package jqproc
+package childproc
 
 import (
 	"bufio"

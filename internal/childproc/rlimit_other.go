@@ -1,6 +1,6 @@
 //go:build !linux
 
-package jqproc
+package childproc
 
 import (
 	"os"

@@ -1,0 +1,380 @@
+package program
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentflow/agentflow/internal/childproc"
+)
+
+// Options configure a Runner. Zero fields take the defaults named on each.
+type Options struct {
+	// Memory is each program's budget in bytes, capped by the kernel on
+	// its child process. It is the Runner's, not a program's: a warm child
+	// keeps the cap it started with. Default DefaultMemory.
+	Memory int64
+	// Concurrency is the most programs that run at once; a Run beyond it
+	// waits for a slot as long as its context allows. With Memory it
+	// bounds what programs may take of a host. Default DefaultConcurrency.
+	Concurrency int
+}
+
+// Runner runs programs in child processes, each under a memory budget, at
+// most Concurrency at once, and keeps the children that end well for the
+// next run. It is safe for concurrent use.
+type Runner struct {
+	memory int64
+	slots  chan struct{}
+
+	mu     sync.Mutex
+	idle   []*childproc.Proc
+	closed bool
+}
+
+// New returns a runner. It starts no process: the first runs do.
+func New(o Options) *Runner {
+	if o.Memory <= 0 {
+		o.Memory = DefaultMemory
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	return &Runner{memory: o.Memory, slots: make(chan struct{}, o.Concurrency)}
+}
+
+// The child's side: the variable that makes a process a program child,
+// and the protocol it says hello with.
+const (
+	envBudget = "AGENTFLOW_PROGRAM_CHILD_BUDGET"
+	protocol  = "program/1"
+)
+
+// Frames after the hello: the parent sends a request, the child answers
+// with one result.
+const (
+	frameRequest = 'r'
+	frameResult  = 'o'
+)
+
+// result is a child's answer to one request.
+type result struct {
+	Outcome Outcome `json:"outcome"`
+	// Error is the program's fault; Fault a failure of the child's own.
+	Error *Error `json:"error,omitempty"`
+	Fault string `json:"fault,omitempty"`
+	// Retire says the child exits after this run: its heap grew, and a
+	// fresh process is smaller than a big idle one.
+	Retire bool `json:"retire,omitempty"`
+}
+
+// retireBytes: a child whose Go runtime holds more than this after a run,
+// or more than half its budget, exits instead of waiting for the next:
+// a program stopped by a limit can leave its heap near the budget, and
+// the next program, however small, would start with little room.
+const retireBytes = 64 << 20
+
+// grace is how long past a run's time limit the parent waits for the
+// child's own interrupt before it kills the child: the interrupt is
+// checked between instructions, and a builtin (a sort of a large array)
+// finishes first.
+const grace = time.Second
+
+func init() {
+	childproc.Serve(envBudget, "program", protocol, serve)
+}
+
+// serve runs one request at a time until the parent closes the pipe.
+func serve(r *bufio.Reader, w *bufio.Writer) error {
+	// The program's Date shows local time in UTC on every worker,
+	// whatever the host's zone.
+	time.Local = time.UTC
+	retire := uint64(retireBytes)
+	if budget, err := strconv.ParseUint(os.Getenv(envBudget), 10, 64); err == nil {
+		retire = min(retire, budget/2)
+	}
+	cache := compiled{}
+	for {
+		kind, p, err := childproc.ReadFrame(r, 2*MaxSource+(64<<20))
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if kind != frameRequest {
+			return fmt.Errorf("got a %q frame, want a request", kind)
+		}
+		var req request
+		var res result
+		if err := json.Unmarshal(p, &req); err != nil {
+			res.Fault = "decode the request: " + err.Error()
+		} else {
+			out, err := execute(req.Input, cache)
+			var pe *Error
+			switch {
+			case errors.As(err, &pe):
+				res.Error = pe
+			case err != nil:
+				res.Fault = err.Error()
+			default:
+				res.Outcome = out
+			}
+		}
+		p = nil
+		res.Retire = childproc.HeldBytes() > retire
+		b, err := json.Marshal(res)
+		if err != nil {
+			return fmt.Errorf("encode the result: %w", err)
+		}
+		if err := childproc.WriteFrame(w, frameResult, b); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if res.Retire {
+			return nil
+		}
+	}
+}
+
+// Run runs the program from its start, answering its calls from
+// in.Recorded, until it is Done or waits on calls that have no recorded
+// result (Pending). The program's faults — a syntax or runtime error, a
+// limit, a call that differs from its recording — are an *Error; any
+// other error is the runner's (bad tools, a child that could not start,
+// the context's end) and says nothing about the program.
+func (r *Runner) Run(ctx context.Context, in Input) (Outcome, error) {
+	if len(in.Source) > MaxSource {
+		return Outcome{}, &Error{Kind: KindLimit, Limit: LimitSource, Message: fmt.Sprintf(
+			"limit: source (%s): the program is %d bytes; write a shorter one, and leave data to the tools", size(MaxSource), len(in.Source))}
+	}
+	if err := checkTools(in.Tools); err != nil {
+		return Outcome{}, err
+	}
+	if len(in.Input) > 0 && !json.Valid(in.Input) {
+		return Outcome{}, errors.New("the program's input is not JSON")
+	}
+	for _, rec := range in.Recorded {
+		if len(rec.Result) > 0 && !json.Valid(rec.Result) {
+			return Outcome{}, fmt.Errorf("recorded call %d: its result is not JSON", rec.N)
+		}
+	}
+	in.Limits = in.Limits.resolve()
+	payload, err := json.Marshal(request{Input: in})
+	if err != nil {
+		return Outcome{}, fmt.Errorf("encode the program's input: %w", err)
+	}
+	release, err := r.acquire(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer release()
+	c, err := r.get(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, in.Limits.Time+grace)
+	defer cancel()
+	stop := context.AfterFunc(runCtx, c.Kill)
+	res, err := r.exchange(c, payload)
+	killed := !stop()
+	switch {
+	case killed && err == nil: // the run ended as the kill came
+		c.Close()
+	case killed:
+		c.Close()
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		return Outcome{}, limitError(LimitTime, in.Limits)
+	case errors.Is(err, errDied):
+		return Outcome{}, r.died(c)
+	case err != nil:
+		c.Close()
+		return Outcome{}, err
+	}
+	switch {
+	case killed:
+	case res.Retire:
+		c.Close()
+	default:
+		r.put(c)
+	}
+	switch {
+	case res.Error != nil:
+		return Outcome{}, res.Error
+	case res.Fault != "":
+		return Outcome{}, fmt.Errorf("program process: %s", res.Fault)
+	}
+	return res.Outcome, nil
+}
+
+// errDied says the child's pipe broke: it died or was killed mid-run.
+var errDied = errors.New("program process died")
+
+// exchange sends one request and reads its result.
+func (r *Runner) exchange(c *childproc.Proc, payload []byte) (result, error) {
+	if err := childproc.WriteFrame(c.W, frameRequest, payload); err != nil {
+		return result{}, errDied
+	}
+	if err := c.W.Flush(); err != nil {
+		return result{}, errDied
+	}
+	// The child's memory bounds what it can send; twice that allows for
+	// JSON's escapes of the console output.
+	kind, p, err := childproc.ReadFrame(c.R, int(min(2*r.memory, 1<<30)))
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return result{}, errDied
+	case err != nil:
+		return result{}, fmt.Errorf("read from the program process: %w", err)
+	case kind != frameResult:
+		return result{}, fmt.Errorf("program process sent a %q frame, want a result", kind)
+	}
+	var res result
+	if err := json.Unmarshal(p, &res); err != nil {
+		return result{}, fmt.Errorf("program process sent a result that does not decode: %w", err)
+	}
+	return res, nil
+}
+
+// died says why a child's pipe broke, the parent not having killed it.
+// A child closes its pipe only by exiting, so it is reaped at once. Its
+// cap is the usual cause: the kernel refuses a mapping and the runtime
+// ends the process. goja is pure Go, so a crash that is not a panic is the
+// runtime's, for want of memory.
+func (r *Runner) died(c *childproc.Proc) error {
+	select {
+	case <-c.Exited:
+	case <-time.After(5 * time.Second):
+		c.Close()
+		return errors.New("program process closed its pipe but did not exit")
+	}
+	code, stderr := c.ExitCode(), c.Stderr()
+	c.Close()
+	switch {
+	case code == childproc.ExitSetup:
+		return fmt.Errorf("program process failed: %s", childproc.FirstLine(stderr))
+	case code == 0:
+		return errors.New("program process exited mid-run")
+	case childproc.MemorySign(stderr):
+		return r.memoryError()
+	}
+	if line, ok := childproc.Panicked(stderr); ok {
+		return fmt.Errorf("program process crashed: %s", line)
+	}
+	return r.memoryError()
+}
+
+func (r *Runner) memoryError() *Error {
+	return &Error{Kind: KindLimit, Limit: LimitMemory, Message: fmt.Sprintf(
+		"limit: memory (%s): the program built more than it may hold; work on less data at once", size(r.memory))}
+}
+
+// resolve gives zero limits their defaults and cuts the rest to their
+// bounds.
+func (l Limits) resolve() Limits {
+	if l.Time <= 0 {
+		l.Time = DefaultTime
+	}
+	l.Time = min(l.Time, MaxTime)
+	if l.Calls <= 0 {
+		l.Calls = DefaultCalls
+	}
+	l.Calls = min(l.Calls, MaxCalls)
+	if l.Output <= 0 {
+		l.Output = DefaultOutput
+	}
+	l.Output = min(l.Output, MaxOutput)
+	return l
+}
+
+// checkTools refuses tool names a program could not call as
+// tools.<name>, or that name two tools.
+func checkTools(tools []Tool) error {
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		if !identifier(t.Name) {
+			return fmt.Errorf("tool name %q is not a JavaScript identifier", t.Name)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("tool %q is given twice", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	return nil
+}
+
+// acquire takes a slot, waiting as long as ctx allows.
+func (r *Runner) acquire(ctx context.Context) (release func(), err error) {
+	select {
+	case r.slots <- struct{}{}:
+		return func() { <-r.slots }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for a program slot (%d run at once): %w", cap(r.slots), ctx.Err())
+	}
+}
+
+// get returns an idle child that is still alive, or starts one.
+func (r *Runner) get(ctx context.Context) (*childproc.Proc, error) {
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, errors.New("program runner is closed")
+		}
+		n := len(r.idle)
+		if n == 0 {
+			r.mu.Unlock()
+			c, err := childproc.Start(ctx, childproc.Config{Env: envBudget, Name: "agentflow-program", Protocol: protocol, Memory: r.memory})
+			if err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("start a program process: %w", err)
+			}
+			return c, err
+		}
+		c := r.idle[n-1]
+		r.idle = r.idle[:n-1]
+		r.mu.Unlock()
+		if c.Alive() {
+			return c, nil
+		}
+		c.Close()
+	}
+}
+
+// put keeps a child for the next run; idle children never outnumber the
+// slots.
+func (r *Runner) put(c *childproc.Proc) {
+	r.mu.Lock()
+	if r.closed || len(r.idle) >= cap(r.slots) {
+		r.mu.Unlock()
+		c.Close()
+		return
+	}
+	r.idle = append(r.idle, c)
+	r.mu.Unlock()
+}
+
+// Close ends the idle children; runs under way end theirs as they finish.
+// A runner that lives as long as its process need not be closed: children
+// exit when the parent's end of their pipe closes, and the kernel kills
+// them when it dies.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	idle := r.idle
+	r.idle, r.closed = nil, true
+	r.mu.Unlock()
+	for _, c := range idle {
+		c.Close()
+	}
+	return nil
+}
