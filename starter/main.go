@@ -61,6 +61,7 @@ commands:
   demo      start a local stack and a worker, run a sample turn (exits after it when CI=true)
   up        start a local stack and a worker, and wait for Ctrl-C
   stack     start a local stack, run a command with its settings in the environment, stop it
+  warm      compile what a worker would compile on its first use (PDFium, for PDF text) into the user's cache directory
 
 chat, approve, grants, answer, deliveries, route, catalog, process, usage and eval talk to the gRPC API: --addr (AGENTFLOW_GRPC_ADDR,
 default 127.0.0.1:50051) and --token (AGENTFLOW_TOKEN, default dev-token); the token names the tenant.
@@ -131,6 +132,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return upCmd(ctx, rest, out)
 	case "stack":
 		return stackCmd(ctx, rest, out)
+	case "warm":
+		return warmCmd(rest, out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil

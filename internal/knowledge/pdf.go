@@ -90,6 +90,16 @@ func pdfRuntimeConfig() wazero.RuntimeConfig {
 	return rc.WithCompilationCache(cache)
 }
 
+// WarmPDF starts the PDF reader now, compiling PDFium into the user's
+// cache directory where there is one, so that a process's first PDF
+// loads the compiled code instead of waiting for the compiler: `starter
+// warm` runs it once on a machine (an image's build, a test run's
+// start), and a worker that reads PDFs later starts in about a second.
+func WarmPDF() error {
+	_, err := pdfPool()
+	return err
+}
+
 // errPDFUnreadable is a PDF that PDFium does not open.
 var errPDFUnreadable = agent.Errorf(agent.CodeInvalid, "the PDF does not parse (corrupt or truncated)")
 
