@@ -22,6 +22,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 )
 
 // TypePDF is a PDF document: its text is read by PDFium, compiled to
@@ -83,7 +84,7 @@ func pdfRuntimeConfig() wazero.RuntimeConfig {
 	if err != nil {
 		return rc
 	}
-	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "agentflow", "pdfium"))
+	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, contract.Product, "pdfium"))
 	if err != nil {
 		return rc
 	}

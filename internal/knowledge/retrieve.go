@@ -1,6 +1,8 @@
 package knowledge
 
 import (
+	"strings"
+
 	"cmp"
 	"context"
 	"slices"
@@ -59,6 +61,10 @@ func budget(hits []agent.Hit, topK, maxTokens int) []agent.Hit {
 		if seen[h.Chunk.ID] {
 			continue
 		}
+		// A passage is handed back under its document's title, so the
+		// chunk's own title line (chunkContext) is left out of it and of
+		// the budget.
+		h.Chunk.Text = strings.TrimPrefix(h.Chunk.Text, h.DocumentTitle+"\n\n")
 		t := agent.EstimateTokens(h.Chunk.Text)
 		if used+t > maxTokens {
 			if len(out) == 0 {
