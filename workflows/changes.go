@@ -49,7 +49,8 @@ const (
 	// the running turn, SendMessage.OnBusy),
 	// testdata/conversation_steered.json (one added to the running turn),
 	// testdata/conversation_memory.json (summaries between turns),
-	// testdata/conversation_agent_on_busy.json (the agent's on_busy).
+	// testdata/conversation_agent_on_busy.json (the agent's on_busy),
+	// testdata/conversation_memory_extract.json (long-term memory).
 	conversationStreamsChange = "conversation-streams"
 
 	// agentOnBusyChange: a Conversation whose input sets no on_busy reads
@@ -58,7 +59,8 @@ const (
 	// follow it. The marker is written before the run's first turn. Runs
 	// before it queued them.
 	//
-	// Recorded: testdata/conversation_agent_on_busy.json.
+	// Recorded: testdata/conversation_agent_on_busy.json,
+	// testdata/conversation_memory_extract.json.
 	agentOnBusyChange = "agent-on-busy"
 
 	// jobTakenChange: a message whose turn cannot start because its job
@@ -85,7 +87,7 @@ const (
 	//
 	// Recorded: testdata/conversation_memory_extract.json (two turns of
 	// an authenticated caller, the quiet timer, the child's start), and
-	// the child's own run, testdata/memory_extract.json; the end-to-end
+	// the child's own run, memory_extract.json beside it; the end-to-end
 	// test TestMemoryExtractedWhenIdle records both.
 	memoryExtractChange = "memory-extract"
 )
