@@ -6,18 +6,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/testserver"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // corpusDocument and corpusQuestion are the shipped corpus's
@@ -188,6 +192,20 @@ func TestIngestCorpus(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, found, 57, "of 60 questions")
+
+	// Embeddings are model calls on the tenant's ledger: the ingest's and
+	// each search's query, apart from chat calls (group_by kind).
+	code, data = k.do("GET", "/v1/usage?since_duration=1h&group_by=kind", admin, nil)
+	require.Equal(t, http.StatusOK, code, "%s", data)
+	var usage pb.GetUsageResponse
+	require.NoError(t, protojson.Unmarshal(data, &usage))
+	calls := map[string]int64{}
+	for _, r := range usage.GetRows() {
+		calls[r.GetKey()] = r.GetCalls()
+		require.Positive(t, r.GetInputTokens(), "%s calls count their tokens", r.GetKey())
+	}
+	require.Equal(t, []string{"embedding"}, slices.Collect(maps.Keys(calls)), "this tenant made no chat call")
+	require.GreaterOrEqual(t, calls["embedding"], int64(60+1), "one per search, and the ingest's")
 
 	embedded := srv.Model.Embedded()
 	again := k.ingest(admin, "corpus", map[string]any{"id": "again-" + testserver.RandomID(), "documents": docs})
