@@ -66,6 +66,7 @@ const (
 	LoadAgent      = "LoadAgent"      // LoadAgentInput → LoadAgentResult
 	CallModel      = "CallModel"      // CallModelInput → CallModelResult
 	ExecuteTool    = "ExecuteTool"    // ExecuteToolInput → ExecuteToolResult
+	RunProgram     = "RunProgram"     // RunProgramInput → RunProgramResult (program.go)
 	SaveResult     = "SaveResult"     // SaveResultInput → agent.TurnResult
 	RecordApproval = "RecordApproval" // agent.ApprovalRecord → nothing
 	SealStream     = "SealStream"     // SealStreamInput → *agent.TokenBatch
