@@ -12,6 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/program"
+	"github.com/agentflow/agentflow/internal/store"
 )
 
 // RunProgram runs a run_program call's program once, from its start
@@ -91,43 +92,40 @@ func (a *Activities) RunProgram(ctx context.Context, in contract.RunProgramInput
 	return res, nil
 }
 
-// recordedCalls reads the results of the program's calls so far from
-// their steps.
+// recordedCalls reads the program's calls so far, and their results,
+// from their steps: call N's is step in.From+N.
 func (a *Activities) recordedCalls(ctx context.Context, in contract.RunProgramInput) ([]program.Recorded, error) {
-	if len(in.Calls) == 0 {
+	if in.Made <= 0 {
 		return nil, nil
 	}
-	from, to := in.Calls[0].Seq, in.Calls[0].Seq
-	for _, c := range in.Calls {
-		from, to = min(from, c.Seq), max(to, c.Seq)
-	}
-	bySeq := map[int]agent.Message{}
-	err := a.db(ctx, "read program calls", func() error {
-		steps, err := a.store.StepsBetween(ctx, in.TenantID, in.JobID, from, to+1)
-		for _, st := range steps {
-			bySeq[st.Seq] = st.Message
-		}
+	var steps []store.Step
+	err := a.db(ctx, "read program calls", func() (err error) {
+		steps, err = a.store.StepsBetween(ctx, in.TenantID, in.JobID, in.From, in.From+in.Made)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the results of call %q's program: %w", in.Call.ID, err)
+		return nil, fmt.Errorf("read the calls of call %q's program: %w", in.Call.ID, err)
 	}
-	out := make([]program.Recorded, len(in.Calls))
-	for i, c := range in.Calls {
-		m, ok := bySeq[c.Seq]
-		if !ok {
-			return nil, fmt.Errorf("step %d, the result of call %d of call %q's program, is not stored", c.Seq, c.N, in.Call.ID)
+	if len(steps) != in.Made {
+		return nil, fmt.Errorf("call %q's program made %d calls; %d of their results are stored", in.Call.ID, in.Made, len(steps))
+	}
+	out := make([]program.Recorded, len(steps))
+	for n, st := range steps {
+		m := st.Message
+		if m.Program != in.Call.ID || len(m.ToolCalls) != 1 || m.ToolCallID != contract.ProgramCallID(in.Call.ID, n) {
+			return nil, agent.Errorf(agent.CodeInternal, "step %d is not the result of call %d of call %q's program", st.Seq, n, in.Call.ID)
 		}
-		out[i] = recordedOf(c, m)
+		out[n] = recordedOf(n, m)
 	}
 	return out, nil
 }
 
-// recordedOf is a stored tool result as its program reads it: an error
-// rejects the call's promise; a JSON result is the value, other text a
-// string.
-func recordedOf(c contract.ProgramCall, m agent.Message) program.Recorded {
-	r := program.Recorded{N: c.N, Tool: c.Tool, Args: c.Args}
+// recordedOf is a stored result of call n of a program as the program
+// reads it: an error rejects the call's promise; a JSON result is the
+// value, other text a string.
+func recordedOf(n int, m agent.Message) program.Recorded {
+	c := m.ToolCalls[0]
+	r := program.Recorded{N: n, Tool: c.Name, Args: json.RawMessage(c.Arguments)}
 	text := m.Text()
 	if statusOf(m.Content) == agent.ToolError {
 		r.Error = strings.TrimPrefix(text, errorPrefix)

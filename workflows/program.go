@@ -75,16 +75,23 @@ func (r *toolRound) runProgram(ctx workflow.Context, i int) (contract.ExecuteToo
 		if len(out.Pending) == 0 {
 			return contract.ExecuteToolResult{}, agent.Errorf(agent.CodeInternal, "the program neither ended nor waits on a call")
 		}
-		in.Failures, in.Calls = r.programCalls(ctx, c.ID, out, in.Calls)
+		if in.Made == 0 {
+			in.From = r.base + len(r.calls) + r.extra + 1
+		}
+		if next := r.base + len(r.calls) + r.extra + 1; next != in.From+in.Made || out.Pending[0].N != in.Made {
+			// A program's calls take the steps after its earlier ones.
+			return contract.ExecuteToolResult{}, agent.Errorf(agent.CodeInternal, "call %d of the program of %s would be step %d, not %d",
+				out.Pending[0].N, c.ID, next, in.From+in.Made)
+		}
+		in.Failures = r.programCalls(ctx, c.ID, out)
+		in.Made += len(out.Pending)
 	}
 }
 
 // programCalls runs the calls a program waits on as a round whose
 // results are stored after the steps taken so far, and returns the calls
-// that failed (their results are stored by the next RunProgram) and the
-// program's calls with theirs.
-func (r *toolRound) programCalls(ctx workflow.Context, id string, out contract.RunProgramResult,
-	calls []contract.ProgramCall) ([]contract.ToolFailure, []contract.ProgramCall) {
+// that failed (their results are stored by the next RunProgram).
+func (r *toolRound) programCalls(ctx workflow.Context, id string, out contract.RunProgramResult) []contract.ToolFailure {
 	inner := make([]agent.ToolCall, len(out.Pending))
 	for k, pc := range out.Pending {
 		inner[k] = agent.ToolCall{ID: contract.ProgramCallID(id, pc.N), Name: pc.Tool, Arguments: string(pc.Args)}
@@ -93,12 +100,7 @@ func (r *toolRound) programCalls(ctx workflow.Context, id string, out contract.R
 	r.extra += len(inner)
 	sub := r.t.newRound(inner, r.limits, base)
 	sub.program, sub.callCtx = id, r.callCtx
-	failures := sub.run(ctx, out.Approvals)
-	for k, pc := range out.Pending {
-		pc.Seq = base + 1 + k
-		calls = append(calls, pc)
-	}
-	return failures, calls
+	return sub.run(ctx, out.Approvals)
 }
 
 // programTimeout bounds one RunProgram attempt: the program's time per

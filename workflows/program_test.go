@@ -38,7 +38,7 @@ func (p *fakeProgram) run(_ context.Context, in contract.RunProgramInput) (contr
 	p.runs = append(p.runs, in)
 	made := 0
 	for _, n := range p.batches {
-		if len(in.Calls) <= made {
+		if in.Made <= made {
 			var out contract.RunProgramResult
 			for k := range n {
 				c := contract.ProgramCall{N: made + k, Tool: p.tool, Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, made+k))}
@@ -55,7 +55,7 @@ func (p *fakeProgram) run(_ context.Context, in contract.RunProgramInput) (contr
 		return contract.RunProgramResult{Done: &contract.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolError, Preview: p.fault}}, nil
 	}
 	return contract.RunProgramResult{Done: &contract.ExecuteToolResult{CallID: in.Call.ID, Status: agent.ToolOK,
-		Preview: fmt.Sprintf("result: %d", len(in.Calls))}}, nil
+		Preview: fmt.Sprintf("result: %d", in.Made)}}, nil
 }
 
 func codeModeAgent(tools ...string) agent.Agent {
@@ -104,12 +104,10 @@ func TestProgramRunsItsCallsAsRounds(t *testing.T) {
 		require.Equal(t, p.runs[0].Now, run.Now, "the program sees one time on every run")
 		require.Equal(t, p.runs[0].Seed, run.Seed)
 		require.Empty(t, run.Failures)
-		require.Len(t, run.Calls, []int{0, 1, 3, 4}[i])
-	}
-	last := p.runs[3].Calls
-	for i, c := range last {
-		require.Equal(t, i, c.N)
-		require.Equal(t, 3+i, c.Seq, "each call's result by its step")
+		require.Equal(t, []int{0, 1, 3, 4}[i], run.Made)
+		if run.Made > 0 {
+			require.Equal(t, 3, run.From, "call N's result is step From+N")
+		}
 	}
 	// The model's next call reads after every step the program took.
 	require.Len(t, f.modelCalls, 2)
@@ -149,7 +147,7 @@ func TestProgramCallWaitsForApproval(t *testing.T) {
 	require.Len(t, f.toolCalls, 2, "approved, the call ran and the program went on")
 	require.Equal(t, "p1.1", f.toolCalls[1].Call.ID)
 	require.Len(t, p.runs, 3)
-	require.Len(t, p.runs[2].Calls, 2)
+	require.Equal(t, 2, p.runs[2].Made)
 	require.Len(t, f.approvals, 1)
 	require.Equal(t, "p1.1", f.approvals[0].CallID)
 	require.Equal(t, agent.ApprovalApproved, f.approvals[0].Outcome)
@@ -170,9 +168,10 @@ func TestProgramCallRejected(t *testing.T) {
 	// program reads as the call's error.
 	require.Len(t, p.runs[1].Failures, 1)
 	fail := p.runs[1].Failures[0]
-	require.Equal(t, contract.ToolFailure{Seq: 3, CallID: "p1.0", Tool: "restart", Message: fail.Message, Program: "p1"}, fail)
+	require.Equal(t, contract.ToolFailure{Seq: 3, CallID: "p1.0", Tool: "restart", Message: fail.Message, Program: "p1", Args: `{"n":0}`}, fail)
 	require.Contains(t, fail.Message, "not now")
-	require.Equal(t, 3, p.runs[1].Calls[0].Seq)
+	require.Equal(t, 3, p.runs[1].From)
+	require.Equal(t, 1, p.runs[1].Made)
 }
 
 func TestProgramCallsCountAgainstToolLimits(t *testing.T) {

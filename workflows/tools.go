@@ -209,7 +209,11 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
 		fail := func(status, msg string) {
 			rec.Status = status
-			failures = append(failures, contract.ToolFailure{Seq: r.base + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg, Program: r.program})
+			f := contract.ToolFailure{Seq: r.base + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg, Program: r.program}
+			if r.program != "" {
+				f.Args = c.Arguments
+			}
+			failures = append(failures, f)
 		}
 		switch f := r.futures[i]; {
 		case r.refused[i] != nil:

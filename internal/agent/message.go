@@ -50,7 +50,9 @@ type Message struct {
 	Citations []Citation `json:"citations,omitempty"`
 	// Program, on a stored tool message, is the run_program call whose
 	// program made the call (code mode): the program reads the result,
-	// the model does not (it reads the run_program call's result).
+	// the model does not (it reads the run_program call's result). Such
+	// a message keeps the call in ToolCalls, for the program's next run
+	// to check that it made the same call.
 	Program string `json:"program,omitempty"`
 }
 

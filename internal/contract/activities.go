@@ -161,8 +161,10 @@ type ToolFailure struct {
 	Tool    string `json:"tool"`
 	Message string `json:"message"`
 	// Program is the run_program call whose program made the call, when
-	// a program did (agent.Message.Program).
+	// a program did (agent.Message.Program), and Args the call's
+	// arguments, which its step keeps.
 	Program string `json:"program,omitempty"`
+	Args    string `json:"args,omitempty"`
 }
 
 // CallModelResult is the model's reply. Content is the final answer when

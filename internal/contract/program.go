@@ -26,9 +26,12 @@ type RunProgramInput struct {
 	// randomness with: the same on every run of the program.
 	Now  time.Time `json:"now"`
 	Seed int64     `json:"seed"`
-	// Calls are the program's calls so far, by reference: each call's
-	// result is read from its step.
-	Calls []ProgramCall `json:"calls,omitempty"`
+	// Made is how many calls the program has made so far; call N's
+	// result is stored as step From+N, with the call (agent.Message.Program),
+	// and read from there: the input stays the same size however many
+	// calls the program makes.
+	From int `json:"from,omitempty"`
+	Made int `json:"made,omitempty"`
 	// Failures are calls of the program that did not run (refused by a
 	// limit, rejected, timed out): stored as their steps' results first.
 	Failures []ToolFailure `json:"failures,omitempty"`
@@ -38,14 +41,12 @@ type RunProgramInput struct {
 	Caller  *agent.Caller     `json:"caller,omitempty"`
 }
 
-// ProgramCall is call N of a program: the tool, its arguments as
-// canonical JSON, and, once the turn ran it, the step its result is
-// stored under. Its call id is ProgramCallID(the run_program call's, N).
+// ProgramCall is call N of a program: the tool and its arguments as
+// canonical JSON. Its call id is ProgramCallID(the run_program call's, N).
 type ProgramCall struct {
 	N    int             `json:"n"`
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args"`
-	Seq  int             `json:"seq,omitempty"`
 }
 
 // RunProgramResult is where the run left the program: Done, its result
