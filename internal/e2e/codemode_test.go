@@ -44,6 +44,9 @@ rules:
   - name: charge
     when: {user: '^charge once$'}
     reply: {tool_calls: [{name: run_program, arguments: '{"program": "const r = await tools.charge({i: 7});\nreturn r.square;"}'}]}
+  - name: broken
+    when: {user: '^use an unknown name$'}
+    reply: {tool_calls: [{name: run_program, arguments: '{"program": "const a = await tools.square({i: 3});\nreturn a.square + b;"}'}]}
   - name: program-answer
     when: {tool: 'result: ([0-9]+)'}
     reply: {text: 'The sum is $1.'}
@@ -334,4 +337,18 @@ func TestCodeModeApproval(t *testing.T) {
 	require.Len(t, recs, 1)
 	require.Equal(t, p[0].CallID, recs[0].CallID)
 	require.Equal(t, agent.ApprovalApproved, recs[0].Outcome)
+}
+
+// TestCodeModeProgramError: a program that fails goes back to the model
+// as its call's error, with the line and what the program did before;
+// the call it made before is not made again.
+func TestCodeModeProgramError(t *testing.T) {
+	e := newCodeModeEnv(t)
+	res, cost, _ := e.run("coder", "use an unknown name")
+	require.Equal(t, agent.StatusCompleted, res.Status)
+	require.Contains(t, res.Output, "The program failed: the program failed: ReferenceError: b is not defined")
+	require.Contains(t, res.Output, "(line 2, column")
+	require.Equal(t, agent.ToolError, res.Metadata.ToolCalls[len(res.Metadata.ToolCalls)-1].Status)
+	require.Equal(t, 2, cost.modelCalls)
+	require.EqualValues(t, 1, e.api.requests.Load())
 }
