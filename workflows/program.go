@@ -16,8 +16,8 @@ import (
 //
 //	RunProgram → calls pending → a round of those calls → RunProgram → … → done
 //
-// RunProgram (an activity: internal/program runs the interpreter in a
-// memory-capped child process, never in workflow code) runs the program
+// RunProgram (a local activity: internal/program runs the interpreter in
+// a memory-capped child process, never in workflow code) runs the program
 // from its start each time, answering the calls it made before with their
 // stored results, until it waits on calls not made yet or ends. Those
 // calls run as a round of their own, through the same start, decided and
@@ -50,11 +50,15 @@ func (r *toolRound) runProgram(ctx workflow.Context, i int) (contract.ExecuteToo
 		Now: workflow.Now(ctx), Seed: programSeed(c.ID),
 		Context: t.req.Context, Caller: t.req.Caller,
 	}
-	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
+	// A run is seconds at most, its interpreter in a child process of
+	// its own: a local activity, in the workflow task that scheduled
+	// it, saves each run a round trip through the server.
+	opts := workflow.LocalActivityOptions{
 		StartToCloseTimeout: programTimeout(t.agent.CodeMode),
 		RetryPolicy:         toolRetry(),
 		Summary:             "run_program " + c.ID,
-	})
+	}
+	lctx := workflow.WithLocalActivityOptions(r.callCtx, opts)
 	for {
 		if t.canceled != nil {
 			r.unstored = in.Failures
@@ -65,7 +69,10 @@ func (r *toolRound) runProgram(ctx workflow.Context, i int) (contract.ExecuteToo
 			return contract.ExecuteToolResult{}, agent.Errorf(agent.CodeTimeout, "the turn ended while the program ran")
 		}
 		var out contract.RunProgramResult
-		if err := workflow.ExecuteActivity(actx, contract.RunProgram, in).Get(ctx, &out); err != nil {
+		err := workflow.ExecuteLocalActivity(lctx, contract.RunProgram, in).Get(ctx, &out)
+		// A run that could not reach the database runs again once it is
+		// back, as a local tool call does.
+		if err = outlast(lctx, contract.RunProgram, t.deadline, in, &out, err, unavailable); err != nil {
 			r.unstored = in.Failures
 			return contract.ExecuteToolResult{}, err
 		}

@@ -279,33 +279,32 @@ func TestCodeModeTwentyCalls(t *testing.T) {
 	e.replay(id, "turn_code_mode")
 }
 
-// modelLatency is what each reply of the scripted model takes in
-// TestCodeModeVersusPlainCalls: a fast hosted model's time to its reply.
-const modelLatency = 200 * time.Millisecond
-
 // TestCodeModeVersusPlainCalls measures the twenty-call task both ways,
 // for BENCHMARKS.md: plain tool calling one call a reply (the model needs
-// each result to make the next call) against one program, each reply of
-// the model taking modelLatency. It logs one turn of each.
+// each result to make the next call) against one program, with a model
+// that answers at once and one that takes 200 ms a reply (a fast hosted
+// model's time to its reply). It logs one turn of each.
 func TestCodeModeVersusPlainCalls(t *testing.T) {
-	paced := strings.ReplaceAll(codeModeScript, "reply: {", fmt.Sprintf("reply: {delay_ms: %d, ", modelLatency.Milliseconds()))
-	e := newCodeModeEnvWith(t, paced)
-	measure := func(agentID, prompt, output string, modelCalls int) turnCost {
-		res, cost, _ := e.run(agentID, prompt)
-		require.Equal(t, output, res.Output)
-		require.Equal(t, modelCalls, cost.modelCalls)
-		return cost
-	}
-	plain := measure("plain", "sum twenty squares, one by one", "Done: twenty squares.", 21)
-	code := measure("coder", "sum twenty squares", "The sum is 2470.", 2)
-	require.EqualValues(t, 2*20, e.api.requests.Load(), "twenty calls a turn, each made once")
-	require.Less(t, code.inputTokens, plain.inputTokens)
-	for _, c := range []struct {
-		name string
-		turnCost
-	}{{"plain, one call a reply", plain}, {"code mode, one program", code}} {
-		t.Logf("%-24s model calls %2d  input tokens %5d  request bytes %6d  wall %s", c.name, c.modelCalls, c.inputTokens, c.requestBytes,
-			c.wall.Round(time.Millisecond))
+	for _, latency := range []time.Duration{0, 200 * time.Millisecond} {
+		script := strings.ReplaceAll(codeModeScript, "reply: {", fmt.Sprintf("reply: {delay_ms: %d, ", latency.Milliseconds()))
+		e := newCodeModeEnvWith(t, script)
+		measure := func(agentID, prompt, output string, modelCalls int) turnCost {
+			res, cost, _ := e.run(agentID, prompt)
+			require.Equal(t, output, res.Output)
+			require.Equal(t, modelCalls, cost.modelCalls)
+			return cost
+		}
+		plain := measure("plain", "sum twenty squares, one by one", "Done: twenty squares.", 21)
+		code := measure("coder", "sum twenty squares", "The sum is 2470.", 2)
+		require.EqualValues(t, 2*20, e.api.requests.Load(), "twenty calls a turn, each made once")
+		require.Less(t, code.inputTokens, plain.inputTokens)
+		for _, c := range []struct {
+			name string
+			turnCost
+		}{{"plain, one call a reply", plain}, {"code mode, one program", code}} {
+			t.Logf("model latency %-5s %-24s model calls %2d  input tokens %5d  request bytes %6d  wall %s", latency, c.name,
+				c.modelCalls, c.inputTokens, c.requestBytes, c.wall.Round(time.Millisecond))
+		}
 	}
 }
 
