@@ -1,6 +1,9 @@
 package registry
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,4 +48,19 @@ func TestParseCodeMode(t *testing.T) {
 		require.ErrorContains(t, err, "t.yaml:10: agents[0].code_mode", tc.mode)
 		require.ErrorContains(t, err, tc.want, tc.mode)
 	}
+}
+
+// TestReadmeCodeModeCatalog: the catalog of the README's "Code mode"
+// section loads, with its code mode.
+func TestReadmeCodeModeCatalog(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n### Code mode\n")
+	require.True(t, ok, "the README has the section")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	c, err := Parse(testKinds(t), "README.md", []byte(block))
+	require.NoError(t, err, block)
+	require.Equal(t, &agent.CodeMode{Tools: []string{"calculator", "fetch"}, MaxCalls: 200}, c.Tenants[0].Agents[0].CodeMode)
 }
