@@ -204,3 +204,31 @@ func TestProgramErrorIsTheCallsResult(t *testing.T) {
 	require.Equal(t, agent.ToolError, end.Status)
 	require.Contains(t, end.Output, "line 2, column 1")
 }
+
+// TestProgramStopsWhenTheTurnIsCancelled: a cancel while a program's
+// call runs stops the call and the program; the model is not called
+// again, and the run_program call and its call each get a result.
+func TestProgramStopsWhenTheTurnIsCancelled(t *testing.T) {
+	p := &fakeProgram{tool: "calculator", batches: []int{1, 1}}
+	f, env := programEnv(t, codeModeAgent("calculator"), p)
+	f.hold = map[string]bool{"calculator": true}
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(contract.SignalCancelTurn, agent.CancelRequest{Reason: "enough", RequestedBy: "ana"})
+	}, time.Second)
+	res := runCanceled(t, env, req())
+	require.Equal(t, "the turn was cancelled by ana: enough", res.Error.Message)
+	require.Len(t, f.modelCalls, 1, "no model call after the cancel")
+	require.Len(t, p.runs, 1, "the program does not run again")
+	var ends []string
+	for _, ev := range events(t, env) {
+		if ev.Kind == agent.EventToolEnd {
+			ends = append(ends, ev.Tool.CallID+" "+ev.Tool.Status)
+		}
+	}
+	require.Equal(t, []string{"p1.0 canceled", "p1 canceled"}, ends)
+	var seqs []int
+	for _, fl := range f.savedFailures {
+		seqs = append(seqs, fl.Seq)
+	}
+	require.ElementsMatch(t, []int{2, 3}, seqs, "the run_program call (step 2) and its call (step 3) get a result")
+}
