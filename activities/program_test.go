@@ -105,3 +105,25 @@ func TestRunProgramFaults(t *testing.T) {
 		require.Contains(t, out.Done.Preview, "the program failed:")
 	})
 }
+
+// FuzzRecordedOf: whatever a tool stored as a program's call's result,
+// the program gets it back as a JSON value or as the call's error, with
+// the call it made.
+func FuzzRecordedOf(f *testing.F) {
+	for _, s := range []string{`42`, `{"a":[1,2]}`, `plain text`, errorPrefix + "no such order", "", `"quoted"`, "{broken", "\xff\xfe"} {
+		f.Add(s, `{"i":1}`)
+	}
+	f.Fuzz(func(t *testing.T, content, args string) {
+		m := agent.Message{Role: agent.RoleTool, Content: content, Program: "p", ToolCalls: []agent.ToolCall{{ID: "p.3", Name: "square", Arguments: args}}}
+		r := recordedOf(3, m)
+		require.Equal(t, 3, r.N)
+		require.Equal(t, "square", r.Tool)
+		require.Equal(t, args, string(r.Args))
+		if statusOf(content) == agent.ToolError {
+			require.Equal(t, content[len(errorPrefix):], r.Error)
+			return
+		}
+		require.Empty(t, r.Error)
+		require.True(t, json.Valid(r.Result), "%q", r.Result)
+	})
+}
