@@ -77,6 +77,13 @@ func (a Agent) CodeModeTool(name string) bool {
 	return a.CodeMode != nil && slices.Contains(a.CodeMode.Tools, name)
 }
 
+// ProgramCallable reports whether a program can call the tool: its name
+// is a JavaScript identifier, and it runs as a tool (delegation and
+// questions to a person stay the model's own calls).
+func ProgramCallable(t Tool) bool {
+	return jsIdentifier(t.Name) && t.Name != RunProgramTool && t.Kind != KindDelegate && t.Kind != KindAskUser
+}
+
 // RunsPrograms reports whether call c is the agent's run_program: the
 // turn runs it as a program, not as a tool.
 func (a Agent) RunsPrograms(c ToolCall) bool {

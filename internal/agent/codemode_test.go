@@ -76,3 +76,11 @@ func FuzzParseCodeMode(f *testing.F) {
 		require.GreaterOrEqual(t, c.MaxOutputBytes, 0)
 	})
 }
+
+func TestProgramCallable(t *testing.T) {
+	require.True(t, ProgramCallable(Tool{Name: "get_order", Kind: "openapi_action"}))
+	require.False(t, ProgramCallable(Tool{Name: "get-order", Kind: "openapi_action"}), "not a JavaScript name")
+	require.False(t, ProgramCallable(Tool{Name: "helper", Kind: KindDelegate}))
+	require.False(t, ProgramCallable(Tool{Name: "ask", Kind: KindAskUser}))
+	require.False(t, ProgramCallable(Tool{Name: RunProgramTool, Kind: "calculator"}))
+}

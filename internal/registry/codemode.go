@@ -37,7 +37,8 @@ func (l *loader) codeMode(d *agentDoc) *agent.CodeMode {
 }
 
 // checkCodeMode resolves code_mode: true into every tool the agent is
-// granted, and checks that each tool a program may call is the agent's,
+// granted that a program can call (agent.ProgramCallable; the model
+// calls the others itself), and checks that each tool a program may call is the agent's,
 // named as a JavaScript identifier, and runs as a tool (delegation and
 // questions to a person stay the model's own calls).
 func (l *loader) checkCodeMode(def agentDef, a *agent.Agent) {
@@ -49,7 +50,7 @@ func (l *loader) checkCodeMode(def agentDef, a *agent.Agent) {
 	if c.All {
 		resolved := &agent.CodeMode{TimeSec: c.TimeSec, MaxCalls: c.MaxCalls, MaxOutputBytes: c.MaxOutputBytes}
 		for _, t := range a.Tools {
-			if t.Kind != agent.KindDelegate && t.Kind != agent.KindAskUser {
+			if agent.ProgramCallable(t) {
 				resolved.Tools = append(resolved.Tools, t.Name)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 func TestParseCodeMode(t *testing.T) {
 	kinds := testKinds(t)
 	head := "tenant: demo\ntools:\n  - {name: add, kind: calculator}\n  - {name: lookup, kind: calculator}\n  - {name: ask, kind: ask_user}\n" +
-		"agents:\n  - id: a\n    model: openai:gpt-4o-mini\n    tools: [add, lookup, ask]\n"
+		"  - {name: get-total, kind: calculator}\nagents:\n  - id: a\n    model: openai:gpt-4o-mini\n    tools: [add, lookup, ask, get-total]\n"
 	cat, err := Parse(kinds, "t.yaml", []byte(head+"    code_mode: {tools: [add], time_sec: 10, max_calls: 50, max_output_bytes: 4096}\n"))
 	require.NoError(t, err)
 	require.Equal(t, &agent.CodeMode{Tools: []string{"add"}, TimeSec: 10, MaxCalls: 50, MaxOutputBytes: 4096}, cat.Tenants[0].Agents[0].CodeMode)
@@ -25,7 +25,7 @@ func TestParseCodeMode(t *testing.T) {
 	cat, err = Parse(kinds, "t.yaml", []byte(head+"    code_mode: true\n"))
 	require.NoError(t, err)
 	require.Equal(t, &agent.CodeMode{Tools: []string{"add", "lookup"}}, cat.Tenants[0].Agents[0].CodeMode,
-		"every tool a program can call: not ask_user, which only the model calls")
+		"every tool a program can call: not ask_user, which only the model calls, nor get-total, which it cannot name")
 
 	cat, err = Parse(kinds, "t.yaml", []byte(head+"    code_mode: false\n"))
 	require.NoError(t, err)
@@ -45,7 +45,7 @@ func TestParseCodeMode(t *testing.T) {
 		{"yes please", "want true, or {tools"},
 	} {
 		_, err := Parse(kinds, "t.yaml", []byte(head+"    code_mode: "+tc.mode+"\n"))
-		require.ErrorContains(t, err, "t.yaml:10: agents[0].code_mode", tc.mode)
+		require.ErrorContains(t, err, "t.yaml:11: agents[0].code_mode", tc.mode)
 		require.ErrorContains(t, err, tc.want, tc.mode)
 	}
 }
