@@ -15,6 +15,8 @@ import (
 // for good (their results are stored by the next CallModel). Calls whose
 // tool's policy asks for approval wait for a decision first; a rejected or
 // timed-out call fails with a message the model reads as the tool's result.
+// A run_program call runs its program (program.go) when collect comes to
+// it, its program's calls in rounds of their own.
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
 	t.data = nil
 	r := t.newRound(calls, limits, t.seq)
@@ -56,7 +58,8 @@ func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []c
 	var waiting []int
 	for i, c := range calls {
 		if t.agent.RunsPrograms(c) {
-			// A program's own calls count against the tool limits.
+			// run_program is no tool of the agent's: the calls its
+			// program makes count against the limits, each in its round.
 			r.start(ctx, i)
 			continue
 		}
