@@ -20,6 +20,7 @@ import (
 	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/policy"
+	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
@@ -95,6 +96,9 @@ type Deps struct {
 	// ingests; nil: this worker refuses ingests.
 	Knowledge *knowledge.Store
 	Embedder  knowledge.Embedder
+	// Programs runs code mode's programs (RunProgram); nil: New makes a
+	// runner with internal/program's defaults.
+	Programs *program.Runner
 }
 
 // Defaults of Deps' settings.
@@ -124,6 +128,7 @@ type Activities struct {
 
 	knowledge *knowledge.Store
 	embedder  knowledge.Embedder
+	programs  *program.Runner
 
 	streamInterval  time.Duration
 	streamMaxBytes  int
@@ -173,6 +178,7 @@ func New(d Deps) (*Activities, error) {
 		maxResultBytes:  orDefault(d.MaxResultBytes, DefaultMaxResultBytes),
 		telegramAPI:     cmp.Or(d.TelegramAPI, DefaultTelegramAPI),
 		memories:        d.Memories,
+		programs:        cmp.Or(d.Programs, program.New(program.Options{})),
 	}, nil
 }
 

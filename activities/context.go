@@ -80,10 +80,15 @@ func (a *Activities) readSteps(ctx context.Context, in contract.CallModelInput) 
 	return s, nil
 }
 
+// messagesOf are the steps as the model reads them: the results of the
+// calls programs made are left out, as the model made one call, its
+// run_program, and reads one result, the program's.
 func messagesOf(steps []store.Step) []agent.Message {
-	out := make([]agent.Message, len(steps))
-	for i, st := range steps {
-		out[i] = st.Message
+	out := make([]agent.Message, 0, len(steps))
+	for _, st := range steps {
+		if st.Program == "" {
+			out = append(out, st.Message)
+		}
 	}
 	return out
 }
@@ -107,6 +112,9 @@ func digestOf(from int, steps []store.Step) string {
 	b.WriteString("]\n")
 	for _, st := range steps {
 		m := st.Message
+		if m.Program != "" {
+			continue // the model reads its program's result, not its calls'
+		}
 		switch m.Role {
 		case agent.RoleAssistant:
 			fmt.Fprintf(&b, "- step %d, you:", st.Seq)

@@ -44,7 +44,8 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 // tenant's egress allowlist; and a tool that returns what its arguments
 // say (echo_data); a tool whose data comes with a preview of its own that
 // shows its rows whole (own_preview); and delegate_to_agent, whose calls
-// the workflow runs.
+// the workflow runs. A second agent, coder, writes programs that call
+// calculator and tally (code mode).
 const testCatalog = `
 tenant: demo
 default_agent: assistant
@@ -68,6 +69,10 @@ agents:
     model: openai:gpt-4o-mini
     system_prompt: Be brief.
     tools: [calculator, tally, execute_pipeline, echo_data, own_preview, delegate]
+  - id: coder
+    model: openai:gpt-4o-mini
+    tools: [calculator, tally, echo_data]
+    code_mode: {tools: [calculator, tally]}
 `
 
 // testDataInline is the harness's DataInlineBytes: small, so that tests

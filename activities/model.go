@@ -355,7 +355,10 @@ func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) 
 // storeToolFailures stores the results of tool calls that did not run.
 func (a *Activities) storeToolFailures(ctx context.Context, tenantID, jobID string, failures []contract.ToolFailure) error {
 	for _, f := range failures {
-		msg := agent.Message{Role: agent.RoleTool, ToolCallID: f.CallID, Name: f.Tool, Content: errorPrefix + f.Message}
+		msg := agent.Message{Role: agent.RoleTool, ToolCallID: f.CallID, Name: f.Tool, Content: errorPrefix + f.Message, Program: f.Program}
+		if f.Program != "" {
+			msg.ToolCalls = []agent.ToolCall{{ID: f.CallID, Name: f.Tool, Arguments: f.Args}}
+		}
 		if err := a.store.PutStep(ctx, tenantID, jobID, f.Seq, msg); err != nil {
 			return fmt.Errorf("store failed tool call %q: %w", f.CallID, err)
 		}
@@ -477,10 +480,11 @@ func (m *modelCall) request() llm.Request {
 // call reads a digest of the turn's older steps, the tool that reads one
 // of them whole (agent.RecallStepTool).
 func (m *modelCall) tools() []agent.Tool {
+	tools := offered(m.ag)
 	if _, own := m.ag.Tool(agent.RecallStepTool); m.steps.digest == "" || own {
-		return m.ag.Tools
+		return tools
 	}
-	return append(append([]agent.Tool(nil), m.ag.Tools...), agent.RecallStep())
+	return append(append([]agent.Tool(nil), tools...), agent.RecallStep())
 }
 
 // media reads the bytes of a message's image or file, which are sent by

@@ -24,6 +24,7 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(checked(a, contract.LoadAgent, a.LoadAgent), activity.RegisterOptions{Name: contract.LoadAgent})
 	r.RegisterActivityWithOptions(checked(a, contract.CallModel, a.CallModel), activity.RegisterOptions{Name: contract.CallModel})
 	r.RegisterActivityWithOptions(checked(a, contract.ExecuteTool, a.ExecuteTool), activity.RegisterOptions{Name: contract.ExecuteTool})
+	r.RegisterActivityWithOptions(checked(a, contract.RunProgram, a.RunProgram), activity.RegisterOptions{Name: contract.RunProgram})
 	r.RegisterActivityWithOptions(checked(a, contract.SaveResult, a.SaveResult), activity.RegisterOptions{Name: contract.SaveResult})
 	r.RegisterActivityWithOptions(checked(a, contract.SealStream, a.SealStream), activity.RegisterOptions{Name: contract.SealStream})
 	r.RegisterActivityWithOptions(checked(a, contract.Summarize, a.Summarize), activity.RegisterOptions{Name: contract.Summarize})

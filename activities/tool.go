@@ -112,7 +112,10 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 // error saying what was too large: the model reads that, and the turn
 // gets a result it can take.
 func (a *Activities) storeToolResult(ctx context.Context, in contract.ExecuteToolInput, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
-	msg.Role, msg.ToolCallID, msg.Name = agent.RoleTool, in.Call.ID, in.Call.Name
+	msg.Role, msg.ToolCallID, msg.Name, msg.Program = agent.RoleTool, in.Call.ID, in.Call.Name, in.Program
+	if in.Program != "" {
+		msg.ToolCalls = []agent.ToolCall{in.Call} // the program's next run checks it made this call
+	}
 	if status == agent.ToolError {
 		msg.Content = errorPrefix + msg.Content
 	}

@@ -218,10 +218,10 @@ func (t *turn) take(p agent.PendingApproval, d decisionIn) {
 // awaitApprovals waits for a decision on each waiting call, at most the
 // agent's approval timeout, and calls decide with its outcome in the order
 // decisions arrive.
-func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
+func (t *turn) awaitApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
 	limits agent.Limits, decide func(i int, outcome, message string)) {
 	timeout := time.Duration(limits.ApprovalTimeoutSec) * time.Second
-	deadline := t.requestApprovals(ctx, calls, waiting, needs, timeout)
+	deadline := t.requestApprovals(ctx, base, calls, waiting, needs, timeout)
 	// running: RUNNING is logged, before the last decided call starts.
 	running := false
 	for len(t.appr.pending) > 0 {
@@ -231,7 +231,7 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 		inbox := t.appr.inbox
 		t.appr.inbox = nil
 		for _, d := range inbox {
-			i, p, ok := t.takePending(ctx, calls, d.ApprovalDecision)
+			i, p, ok := t.takePending(ctx, base, calls, d.ApprovalDecision)
 			if !ok {
 				continue
 			}
@@ -254,14 +254,14 @@ func (t *turn) awaitApprovals(ctx workflow.Context, calls []agent.ToolCall, wait
 // requestApprovals makes the waiting calls pending, logs an
 // approval_required for each and WAITING_APPROVAL, and returns their
 // deadline.
-func (t *turn) requestApprovals(ctx workflow.Context, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed, timeout time.Duration) time.Time {
+func (t *turn) requestApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed, timeout time.Duration) time.Time {
 	now := workflow.Now(ctx)
 	deadline := now.Add(timeout)
 	var names []string
 	for _, i := range waiting {
 		c := calls[i]
 		p := agent.PendingApproval{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments), RequestedAt: now, Deadline: deadline}
-		p.ApprovalID = agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, t.seq+1+i, c.ID)
+		p.ApprovalID = agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, base+1+i, c.ID)
 		t.appr.pending = append(t.appr.pending, p)
 		t.emit(ctx, agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{
 			CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments), Reason: reasonFor(needs, c.ID), Deadline: &deadline,
@@ -413,7 +413,7 @@ func (t *turn) grantWaiting(g *agent.Grant) {
 // need names it, contract.ApprovalNeed.Grant): each is recorded as
 // approved by the grant, and logged so, and does not wait. The rest are
 // returned, to wait for a person.
-func (t *turn) decideByGrants(ctx workflow.Context, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
+func (t *turn) decideByGrants(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
 	decide func(i int, outcome, message string)) []int {
 	var rest []int
 	for _, i := range waiting {
@@ -427,7 +427,7 @@ func (t *turn) decideByGrants(ctx workflow.Context, calls []agent.ToolCall, wait
 		rec := agent.ApprovalRecord{
 			TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments),
 			Outcome: agent.ApprovalApproved, Reason: g.Reason, Approver: g.Approver, Via: agent.ViaGrant,
-			RequestedAt: now, DecidedAt: now, ApprovalID: agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, t.seq+1+i, c.ID),
+			RequestedAt: now, DecidedAt: now, ApprovalID: agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, base+1+i, c.ID),
 			ApproverIssuer: g.ApproverIssuer, ApproverSubject: g.ApproverSubject, GrantID: g.ID,
 		}
 		rctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -456,7 +456,7 @@ func grantFor(needs []contract.ApprovalNeed, callID string) *agent.Grant {
 // and returns its index among the model's calls: in a bound run the call
 // waiting with the decision's approval id, otherwise the first with its
 // call id.
-func (t *turn) takePending(ctx workflow.Context, calls []agent.ToolCall, d agent.ApprovalDecision) (int, agent.PendingApproval, bool) {
+func (t *turn) takePending(ctx workflow.Context, base int, calls []agent.ToolCall, d agent.ApprovalDecision) (int, agent.PendingApproval, bool) {
 	for k, p := range t.appr.pending {
 		if p.CallID != d.CallID || p.ApprovalID != d.ApprovalID {
 			continue
@@ -464,7 +464,7 @@ func (t *turn) takePending(ctx workflow.Context, calls []agent.ToolCall, d agent
 		t.appr.pending = append(t.appr.pending[:k:k], t.appr.pending[k+1:]...)
 		runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
 		for i, c := range calls {
-			if c.ID == d.CallID && agent.ApprovalIDOf(runID, t.seq+1+i, c.ID) == p.ApprovalID {
+			if c.ID == d.CallID && agent.ApprovalIDOf(runID, base+1+i, c.ID) == p.ApprovalID {
 				return i, p, true
 			}
 		}

@@ -38,6 +38,9 @@ func registerContract(env *testsuite.TestWorkflowEnvironment) {
 			return agent.TurnResult{}, unmocked
 		},
 		contract.RecordApproval: func(context.Context, agent.ApprovalRecord) error { return unmocked },
+		contract.RunProgram: func(context.Context, contract.RunProgramInput) (contract.RunProgramResult, error) {
+			return contract.RunProgramResult{}, unmocked
+		},
 		// A worker whose live path stores nothing has nothing to seal.
 		contract.SealStream: func(context.Context, contract.SealStreamInput) (*agent.TokenBatch, error) { return nil, nil },
 	} {

@@ -15,10 +15,11 @@ import (
 // for good (their results are stored by the next CallModel). Calls whose
 // tool's policy asks for approval wait for a decision first; a rejected or
 // timed-out call fails with a message the model reads as the tool's result.
+// A run_program call runs its program (program.go) when collect comes to
+// it, its program's calls in rounds of their own.
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
 	t.data = nil
-	r := &toolRound{t: t, calls: calls, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
-		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)), limits: limits}
+	r := t.newRound(calls, limits, t.seq)
 	// A cancellation of the turn stops the round's calls in flight
 	// (requestCancel).
 	var stop workflow.CancelFunc
@@ -28,6 +29,26 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 		t.stopTools = nil
 		stop()
 	}()
+	failures := r.run(ctx, needs)
+	// The programs' calls (program.go) took the steps after the round's.
+	t.seq += len(calls) + r.extra
+	n := min(len(t.calls), len(calls)+r.extra)
+	t.round, t.afterTools = t.calls[len(t.calls)-n:], true
+	return failures
+}
+
+// newRound is a round of calls whose results are stored from step
+// base+1 on.
+func (t *turn) newRound(calls []agent.ToolCall, limits agent.Limits, base int) *toolRound {
+	return &toolRound{t: t, calls: calls, base: base, futures: make([]workflow.Future, len(calls)), refused: make([]*agent.ToolEvent, len(calls)),
+		local: make([]*workflow.LocalActivityOptions, len(calls)), in: make([]contract.ExecuteToolInput, len(calls)),
+		programs: make([]bool, len(calls)), limits: limits}
+}
+
+// run starts the round's calls, waits for a decision on those whose
+// tool's policy asks a person (needs), and collects every call.
+func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []contract.ToolFailure {
+	t, calls := r.t, r.calls
 	for _, c := range calls {
 		if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
 			r.delegations++
@@ -36,6 +57,12 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 	var names []string
 	var waiting []int
 	for i, c := range calls {
+		if t.agent.RunsPrograms(c) {
+			// run_program is no tool of the agent's: the calls its
+			// program makes count against the limits, each in its round.
+			r.start(ctx, i)
+			continue
+		}
 		if msg := t.overToolLimit(ctx, c); msg != "" {
 			r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: agent.ToolError, Output: msg}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
@@ -53,17 +80,13 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 	}
 	decide := func(i int, outcome, message string) { r.decided(ctx, i, outcome, message) }
 	if len(waiting) > 0 {
-		waiting = t.decideByGrants(ctx, calls, waiting, needs, decide)
+		waiting = t.decideByGrants(ctx, r.base, calls, waiting, needs, decide)
 	}
 	if len(waiting) > 0 {
-		t.awaitApprovals(ctx, calls, waiting, needs, limits, decide)
+		t.awaitApprovals(ctx, r.base, calls, waiting, needs, r.limits, decide)
 	}
 	t.forgetCalls(len(calls))
-	first := len(t.calls)
-	failures := r.collect(ctx)
-	t.seq += len(calls)
-	t.round, t.afterTools = t.calls[first:], true
-	return failures
+	return r.collect(ctx)
 }
 
 // forgetCalls makes room for n more tool records within what a result
@@ -80,8 +103,11 @@ func (t *turn) forgetCalls(n int) {
 // toolRound is one reply's tool calls: the future of each call started,
 // the tool_end of each call refused.
 type toolRound struct {
-	t       *turn
-	calls   []agent.ToolCall
+	t     *turn
+	calls []agent.ToolCall
+	// base is the step before the round's first: call i's result is
+	// stored as step base+1+i.
+	base    int
 	futures []workflow.Future
 	refused []*agent.ToolEvent
 	// local holds the options of each local call, to run it again after a
@@ -95,6 +121,16 @@ type toolRound struct {
 	// callCtx is the context the round's tool calls run in, which a
 	// cancellation of the turn cancels.
 	callCtx workflow.Context
+	// programs marks the run_program calls, run by collect (program.go);
+	// extra counts the steps their programs' calls took after the
+	// round's own; program, on a round of a program's calls, is the
+	// run_program call's id.
+	programs []bool
+	extra    int
+	program  string
+	// unstored are the failed calls of a program that stopped before it
+	// stored them (the turn was cancelled or timed out).
+	unstored []contract.ToolFailure
 }
 
 // start logs call i's tool_start and schedules it. The agent was loaded
@@ -108,10 +144,14 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		start.Source, start.FromToolkit = spec.Entry(), spec.FromToolkit
 	}
 	t.emit(ctx, agent.Event{Kind: agent.EventToolStart, Tool: start})
+	if t.agent.RunsPrograms(c) {
+		r.programs[i] = true // collect runs it
+		return
+	}
 	in := contract.ExecuteToolInput{
 		TenantID: t.req.TenantID, JobID: t.req.JobID,
 		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
-		Seq: t.seq + 1 + i, Call: c, SessionID: t.req.SessionID,
+		Seq: r.base + 1 + i, Call: c, SessionID: t.req.SessionID, Program: r.program,
 	}
 	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
 	r.in[i] = in
@@ -172,25 +212,27 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
 		fail := func(status, msg string) {
 			rec.Status = status
-			failures = append(failures, contract.ToolFailure{Seq: t.seq + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg})
+			f := contract.ToolFailure{Seq: r.base + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg, Program: r.program}
+			if r.program != "" {
+				f.Args = c.Arguments
+			}
+			failures = append(failures, f)
 		}
 		switch f := r.futures[i]; {
 		case r.refused[i] != nil:
 			fail(r.refused[i].Status, r.refused[i].Output)
-		case f == nil && t.canceled != nil:
+		case f == nil && !r.programs[i] && t.canceled != nil:
 			fail(agent.ToolCanceled, "the turn was cancelled before the call ran")
-		case f == nil:
+		case f == nil && !r.programs[i]:
 			// The turn ended (its timeout) while the call waited.
 			fail(agent.ToolError, "the turn ended before the call was decided")
 		default:
-			var res contract.ExecuteToolResult
 			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
-			t.awaitTool(ctx, f)
-			err := f.Get(ctx, &res)
-			if opts := r.local[i]; err != nil && opts != nil {
-				// A local call that could not reach the database runs
-				// again once it is back (a regular activity waits inside).
-				err = outlast(workflow.WithLocalActivityOptions(r.callCtx, *opts), contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
+			res, err := r.outcome(ctx, i)
+			if left := r.unstored; len(left) > 0 {
+				// A program stopped with calls whose results it never
+				// stored: they are, with the turn's.
+				failures, r.unstored = append(failures, left...), nil
 			}
 			if err != nil {
 				status, msg := agent.ToolError, contract.ErrorOf(err).Message
@@ -220,6 +262,24 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		t.recordTool(ctx, rec)
 	}
 	return failures
+}
+
+// outcome waits for call i's result: its activity's, or, for a
+// run_program call, its program's.
+func (r *toolRound) outcome(ctx workflow.Context, i int) (contract.ExecuteToolResult, error) {
+	if r.programs[i] {
+		return r.runProgram(ctx, i)
+	}
+	t, f := r.t, r.futures[i]
+	var res contract.ExecuteToolResult
+	t.awaitTool(ctx, f)
+	err := f.Get(ctx, &res)
+	if opts := r.local[i]; err != nil && opts != nil {
+		// A local call that could not reach the database runs
+		// again once it is back (a regular activity waits inside).
+		err = outlast(workflow.WithLocalActivityOptions(r.callCtx, *opts), contract.ExecuteTool, t.deadline, r.in[i], &res, err, unavailable)
+	}
+	return res, err
 }
 
 func reasonFor(needs []contract.ApprovalNeed, callID string) string {

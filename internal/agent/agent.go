@@ -82,6 +82,9 @@ type Agent struct {
 	// Prepare, when set, is the steps a turn runs before its first model
 	// call (prepare.go).
 	Prepare *Prepare `json:"prepare,omitempty"`
+	// CodeMode, when set, offers the model run_program, a program that
+	// calls the tools it names (codemode.go).
+	CodeMode *CodeMode `json:"code_mode,omitempty"`
 }
 
 // DefaultEmptyAnswer is the answer of a turn whose model answered

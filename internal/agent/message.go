@@ -48,6 +48,12 @@ type Message struct {
 	// Citations, on a stored tool message, are the chunks of documents
 	// the call's output quotes (a retrieve call's), as it numbered them.
 	Citations []Citation `json:"citations,omitempty"`
+	// Program, on a stored tool message, is the run_program call whose
+	// program made the call (code mode): the program reads the result,
+	// the model does not (it reads the run_program call's result). Such
+	// a message keeps the call in ToolCalls, for the program's next run
+	// to check that it made the same call.
+	Program string `json:"program,omitempty"`
 }
 
 // Text is every text the message carries, as the model reads it: its

@@ -160,6 +160,11 @@ type ToolFailure struct {
 	CallID  string `json:"call_id"`
 	Tool    string `json:"tool"`
 	Message string `json:"message"`
+	// Program is the run_program call whose program made the call, when
+	// a program did (agent.Message.Program), and Args the call's
+	// arguments, which its step keeps.
+	Program string `json:"program,omitempty"`
+	Args    string `json:"args,omitempty"`
 }
 
 // CallModelResult is the model's reply. Content is the final answer when
@@ -235,6 +240,10 @@ type ExecuteToolInput struct {
 	// person answered (or it timed out or was cancelled): what came of
 	// it, stored as the call's result instead of running the tool.
 	Asked *AskedOutcome `json:"asked,omitempty"`
+	// Program is the run_program call whose program made this call: the
+	// result is stored marked so (agent.Message.Program), for the
+	// program's next run and the trace, not for the model.
+	Program string `json:"program,omitempty"`
 	Live
 }
 

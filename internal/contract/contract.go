@@ -58,7 +58,7 @@ const (
 )
 
 // Activity types. AgentTurn runs Route, LoadAgent, SaveResult,
-// RecordApproval and SealStream as local activities, and CallModel and ExecuteTool as
+// RecordApproval, SealStream and RunProgram as local activities, and CallModel and ExecuteTool as
 // activities (ExecuteTool as a local activity for tools whose execution
 // is local). A Conversation runs Summarize between turns.
 const (
@@ -66,6 +66,7 @@ const (
 	LoadAgent      = "LoadAgent"      // LoadAgentInput → LoadAgentResult
 	CallModel      = "CallModel"      // CallModelInput → CallModelResult
 	ExecuteTool    = "ExecuteTool"    // ExecuteToolInput → ExecuteToolResult
+	RunProgram     = "RunProgram"     // RunProgramInput → RunProgramResult (program.go)
 	SaveResult     = "SaveResult"     // SaveResultInput → agent.TurnResult
 	RecordApproval = "RecordApproval" // agent.ApprovalRecord → nothing
 	SealStream     = "SealStream"     // SealStreamInput → *agent.TokenBatch

@@ -121,6 +121,8 @@ type agentDoc struct {
 	EmptyAnswer text `yaml:"empty_answer"`
 	// Prepare: agent.Agent's (prepare.go).
 	Prepare jsonDoc `yaml:"prepare"`
+	// CodeMode: agent.Agent's (codemode.go).
+	CodeMode jsonDoc `yaml:"code_mode"`
 }
 
 // thinkingDoc is agent.Thinking.
@@ -237,6 +239,8 @@ type agentDef struct {
 	// guardrails is where the agent's chain is written, for the problems
 	// of its tool guards, which finish resolves.
 	guardrails *jsonDoc
+	// codeMode is where the agent's code_mode is written.
+	codeMode *jsonDoc
 }
 
 // Composites is the name an agent lists to be granted its tenant's
@@ -515,6 +519,8 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.Deliver = l.deliver(t, d)
 	def.agent.Guardrails = l.guardrails(d)
 	def.agent.Prepare = l.prepare(d)
+	def.agent.CodeMode = l.codeMode(d)
+	def.codeMode = &d.CodeMode
 	def.guardrails = &d.Guardrails
 	switch d.ModelExecution.s {
 	case agent.ModelLocal:
@@ -978,6 +984,7 @@ func (l *loader) grant(t *tenant, def agentDef, kits map[string][]agent.Tool) ag
 		l.addf(def.refs[len(def.refs)-1].pos, "agent %q is granted %d tools; the limit is %d", a.ID, n, MaxAgentTools)
 	}
 	l.guardTools(t, def, a)
+	l.checkCodeMode(def, &a)
 	return a
 }
 

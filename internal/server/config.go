@@ -203,6 +203,13 @@ type Config struct {
 	// AGENTFLOW_JQ_PROGRAMS (1–64, default 4).
 	JQMemory   int64
 	JQPrograms int
+	// ProgramMemory is each code-mode program's memory budget, in bytes,
+	// enforced by the kernel on the child process that runs it; Programs
+	// is the most programs a process runs at once (internal/program). Env
+	// AGENTFLOW_PROGRAM_MEMORY_MB (16–4096, default 256) and
+	// AGENTFLOW_PROGRAMS (1–64, default 4).
+	ProgramMemory int64
+	Programs      int
 	// SecretGrants are the secret references each tenant's catalog may
 	// name (secrets.ParseGrants): the worker's environment and mounted
 	// files hold every tenant's secrets and the platform's, so the
@@ -480,6 +487,20 @@ func ConfigFromEnv() (Config, error) {
 			return Config{}, fmt.Errorf("AGENTFLOW_JQ_PROGRAMS=%q: want jq programs at once, 1 to 64", v)
 		}
 		c.JQPrograms = n
+	}
+	if v := os.Getenv("AGENTFLOW_PROGRAM_MEMORY_MB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 16 || n > 4096 {
+			return Config{}, fmt.Errorf("AGENTFLOW_PROGRAM_MEMORY_MB=%q: want MiB per code-mode program, 16 to 4096", v)
+		}
+		c.ProgramMemory = int64(n) << 20
+	}
+	if v := os.Getenv("AGENTFLOW_PROGRAMS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			return Config{}, fmt.Errorf("AGENTFLOW_PROGRAMS=%q: want code-mode programs at once, 1 to 64", v)
+		}
+		c.Programs = n
 	}
 	if v := os.Getenv("AGENTFLOW_STOP_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -242,6 +242,33 @@ func TestConfigFromEnvJQ(t *testing.T) {
 	}
 }
 
+func TestConfigFromEnvPrograms(t *testing.T) {
+	t.Setenv("AGENTFLOW_PROGRAM_MEMORY_MB", "")
+	t.Setenv("AGENTFLOW_PROGRAMS", "")
+	c, err := ConfigFromEnv()
+	require.NoError(t, err)
+	require.Zero(t, c.ProgramMemory, "program's default")
+	require.Zero(t, c.Programs, "program's default")
+
+	t.Setenv("AGENTFLOW_PROGRAM_MEMORY_MB", "128")
+	t.Setenv("AGENTFLOW_PROGRAMS", "8")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, int64(128<<20), c.ProgramMemory)
+	require.Equal(t, 8, c.Programs)
+
+	for _, tt := range []struct{ name, value, want string }{
+		{"AGENTFLOW_PROGRAM_MEMORY_MB", "8", `AGENTFLOW_PROGRAM_MEMORY_MB="8": want MiB per code-mode program, 16 to 4096`},
+		{"AGENTFLOW_PROGRAMS", "65", `AGENTFLOW_PROGRAMS="65": want code-mode programs at once, 1 to 64`},
+	} {
+		t.Setenv("AGENTFLOW_PROGRAM_MEMORY_MB", "")
+		t.Setenv("AGENTFLOW_PROGRAMS", "")
+		t.Setenv(tt.name, tt.value)
+		_, err := ConfigFromEnv()
+		require.EqualError(t, err, tt.want)
+	}
+}
+
 func TestConfigFromEnvHTTPAPI(t *testing.T) {
 	c, err := ConfigFromEnv()
 	require.NoError(t, err)

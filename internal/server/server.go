@@ -41,6 +41,7 @@ import (
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/payloadstore"
+	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
@@ -468,6 +469,7 @@ func (s *Server) newWorker() error {
 		MaxToolTimeout: s.cfg.MaxToolTimeout,
 		Knowledge:      s.knowledge, Embedder: embedder,
 		Memories: s.knowledge.Memories(embedder, s.memoryModel()),
+		Programs: program.New(program.Options{Memory: s.cfg.ProgramMemory, Concurrency: s.cfg.Programs}),
 	})
 	if err != nil {
 		return err
