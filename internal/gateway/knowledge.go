@@ -450,15 +450,30 @@ func (a *HTTPAPI) registerKnowledge(mux *http.ServeMux) {
 	}
 	k := &knowledgeAPI{a: a, k: a.svc.knowledge}
 	mux.HandleFunc("POST "+collectionsPath, k.createCollection)
-	mux.HandleFunc("GET "+collectionsPath, k.listCollections)
-	mux.HandleFunc("GET "+collectionPath, k.getCollection)
-	mux.HandleFunc("DELETE "+collectionPath, k.deleteCollection)
+	mux.HandleFunc("GET "+collectionsPath, serve(k, pb.KnowledgeService_ListCollections_FullMethodName, http.StatusOK,
+		func(r *http.Request) (any, error) {
+			list, err := k.k.collections(r.Context())
+			return map[string]any{"collections": list}, err
+		}))
+	mux.HandleFunc("GET "+collectionPath, serve(k, pb.KnowledgeService_GetCollection_FullMethodName, http.StatusOK,
+		func(r *http.Request) (agent.Collection, error) {
+			return k.k.collection(r.Context(), r.PathValue("name"))
+		}))
+	mux.HandleFunc("DELETE "+collectionPath, serve(k, pb.KnowledgeService_DeleteCollection_FullMethodName, http.StatusNoContent,
+		func(r *http.Request) (any, error) { return nil, k.k.deleteCollection(r.Context(), r.PathValue("name")) }))
 	mux.HandleFunc("POST "+documentsPath, k.postDocuments)
-	mux.HandleFunc("GET "+documentsPath, k.listDocuments)
-	mux.HandleFunc("GET "+documentPath, k.getDocument)
-	mux.HandleFunc("DELETE "+documentPath, k.deleteDocument)
-	mux.HandleFunc("POST "+searchPath, k.search)
-	mux.HandleFunc("GET "+ingestPath, k.getIngest)
+	mux.HandleFunc("GET "+documentsPath, serve(k, pb.KnowledgeService_ListDocuments_FullMethodName, http.StatusOK, k.listDocuments))
+	mux.HandleFunc("GET "+documentPath, serve(k, pb.KnowledgeService_GetDocument_FullMethodName, http.StatusOK,
+		func(r *http.Request) (agent.Document, error) {
+			return k.k.document(r.Context(), r.PathValue("name"), r.PathValue("id"))
+		}))
+	mux.HandleFunc("DELETE "+documentPath, serve(k, pb.KnowledgeService_DeleteDocument_FullMethodName, http.StatusNoContent,
+		func(r *http.Request) (any, error) {
+			return nil, k.k.deleteDocument(r.Context(), r.PathValue("name"), r.PathValue("id"))
+		}))
+	mux.HandleFunc("POST "+searchPath, serve(k, pb.KnowledgeService_SearchCollection_FullMethodName, http.StatusOK, k.search))
+	mux.HandleFunc("GET "+ingestPath, serve(k, pb.KnowledgeService_GetIngest_FullMethodName, http.StatusOK,
+		func(r *http.Request) (any, error) { return k.k.ingestStatus(r.Context(), r.PathValue("id")) }))
 	a.RefuseOtherMethods(mux, collectionsPath, collectionPath, documentsPath, documentPath, searchPath, ingestPath)
 }
 
@@ -481,118 +496,59 @@ func (k *knowledgeAPI) createCollection(w http.ResponseWriter, r *http.Request) 
 	WriteJSON(w, http.StatusCreated, c)
 }
 
-func (k *knowledgeAPI) listCollections(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_ListCollections_FullMethodName)
-	if !ok {
-		return
-	}
-	list, err := k.k.collections(r.Context())
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, map[string]any{"collections": list})
-}
-
-func (k *knowledgeAPI) getCollection(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_GetCollection_FullMethodName)
-	if !ok {
-		return
-	}
-	c, err := k.k.collection(r.Context(), r.PathValue("name"))
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, c)
-}
-
-func (k *knowledgeAPI) deleteCollection(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_DeleteCollection_FullMethodName)
-	if !ok {
-		return
-	}
-	if err := k.k.deleteCollection(r.Context(), r.PathValue("name")); err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (k *knowledgeAPI) listDocuments(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_ListDocuments_FullMethodName)
-	if !ok {
-		return
-	}
+func (k *knowledgeAPI) listDocuments(r *http.Request) (any, error) {
 	q := r.URL.Query()
 	for key := range q {
 		if key != "after" && key != "limit" {
-			k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the list takes after and limit", Clip(key)))
-			return
+			return nil, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the list takes after and limit", Clip(key))
 		}
 	}
 	limit := 0
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			k.a.Refuse(w, r, agent.Errorf(agent.CodeInvalid, "limit %s: want 1 to %d", Clip(s), knowledge.MaxList))
-			return
+			return nil, agent.Errorf(agent.CodeInvalid, "limit %s: want 1 to %d", Clip(s), knowledge.MaxList)
 		}
 		limit = n
 	}
 	docs, next, err := k.k.documents(r.Context(), r.PathValue("name"), q.Get("after"), limit)
 	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return nil, err
 	}
 	out := map[string]any{"documents": docs}
 	if next != "" {
 		out["next_after"] = next
 	}
-	WriteJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (k *knowledgeAPI) getDocument(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_GetDocument_FullMethodName)
-	if !ok {
-		return
-	}
-	d, err := k.k.document(r.Context(), r.PathValue("name"), r.PathValue("id"))
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, d)
-}
-
-func (k *knowledgeAPI) deleteDocument(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_DeleteDocument_FullMethodName)
-	if !ok {
-		return
-	}
-	if err := k.k.deleteDocument(r.Context(), r.PathValue("name"), r.PathValue("id")); err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (k *knowledgeAPI) search(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_SearchCollection_FullMethodName)
-	if !ok {
-		return
-	}
+func (k *knowledgeAPI) search(r *http.Request) (any, error) {
 	var in searchRequest
 	if err := decodeJSONBody(r, "the search", &in); err != nil {
-		k.a.Refuse(w, r, err)
-		return
+		return nil, err
 	}
 	hits, usage, err := k.k.search(r.Context(), agent.ChannelHTTP, r.PathValue("name"), in)
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
+	return map[string]any{"hits": hits, "usage": usage}, err
+}
+
+// serve answers a knowledge route: the caller authorized as method, then
+// do's answer as JSON with status (none for 204), or its error refused.
+func serve[T any](k *knowledgeAPI, method string, status int, do func(*http.Request) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r, ok := k.a.Authorized(w, r, method)
+		if !ok {
+			return
+		}
+		out, err := do(r)
+		switch {
+		case err != nil:
+			k.a.Refuse(w, r, err)
+		case status == http.StatusNoContent:
+			w.WriteHeader(status)
+		default:
+			WriteJSON(w, status, out)
+		}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"hits": hits, "usage": usage})
 }
 
 func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
@@ -631,19 +587,6 @@ func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusAccepted, answer)
-}
-
-func (k *knowledgeAPI) getIngest(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_GetIngest_FullMethodName)
-	if !ok {
-		return
-	}
-	st, err := k.k.ingestStatus(r.Context(), r.PathValue("id"))
-	if err != nil {
-		k.a.Refuse(w, r, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, st)
 }
 
 // decodeJSONBody reads a request's body (bounded as every body is) as
