@@ -474,33 +474,27 @@ func ConfigFromEnv() (Config, error) {
 	if c.ModelLimits, err = governor.ParseLimits(os.Getenv(governor.EnvLimits)); err != nil {
 		return Config{}, err
 	}
-	if v := os.Getenv("AGENTFLOW_JQ_MEMORY_MB"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 16 || n > 4096 {
-			return Config{}, fmt.Errorf("AGENTFLOW_JQ_MEMORY_MB=%q: want MiB per jq program, 16 to 4096", v)
+	// The child processes of jq and of code mode: MiB each, and how many
+	// at once.
+	for _, p := range []struct {
+		env, want string
+		lo, hi    int
+		set       func(int)
+	}{
+		{"AGENTFLOW_JQ_MEMORY_MB", "MiB per jq program", 16, 4096, func(n int) { c.JQMemory = int64(n) << 20 }},
+		{"AGENTFLOW_JQ_PROGRAMS", "jq programs at once", 1, 64, func(n int) { c.JQPrograms = n }},
+		{"AGENTFLOW_PROGRAM_MEMORY_MB", "MiB per code-mode program", 16, 4096, func(n int) { c.ProgramMemory = int64(n) << 20 }},
+		{"AGENTFLOW_PROGRAMS", "code-mode programs at once", 1, 64, func(n int) { c.Programs = n }},
+	} {
+		v := os.Getenv(p.env)
+		if v == "" {
+			continue
 		}
-		c.JQMemory = int64(n) << 20
-	}
-	if v := os.Getenv("AGENTFLOW_JQ_PROGRAMS"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 64 {
-			return Config{}, fmt.Errorf("AGENTFLOW_JQ_PROGRAMS=%q: want jq programs at once, 1 to 64", v)
+		if err != nil || n < p.lo || n > p.hi {
+			return Config{}, fmt.Errorf("%s=%q: want %s, %d to %d", p.env, v, p.want, p.lo, p.hi)
 		}
-		c.JQPrograms = n
-	}
-	if v := os.Getenv("AGENTFLOW_PROGRAM_MEMORY_MB"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 16 || n > 4096 {
-			return Config{}, fmt.Errorf("AGENTFLOW_PROGRAM_MEMORY_MB=%q: want MiB per code-mode program, 16 to 4096", v)
-		}
-		c.ProgramMemory = int64(n) << 20
-	}
-	if v := os.Getenv("AGENTFLOW_PROGRAMS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 64 {
-			return Config{}, fmt.Errorf("AGENTFLOW_PROGRAMS=%q: want code-mode programs at once, 1 to 64", v)
-		}
-		c.Programs = n
+		p.set(n)
 	}
 	if v := os.Getenv("AGENTFLOW_STOP_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
