@@ -40,3 +40,30 @@ func FuzzIngestRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCollectionAndSearchBodies: a collection's and a search's bodies
+// are decoded, and a collection checked, without a panic; what fails is
+// Invalid, and a collection that passes has a valid name.
+func FuzzCollectionAndSearchBodies(f *testing.F) {
+	f.Add([]byte(`{"name":"handbook","embedding_model":"openai:text-embedding-3-small","dims":256}`))
+	f.Add([]byte(`{"query":"refunds","mode":"hybrid","top_k":5,"filter":{"lang":"en"}}`))
+	f.Add([]byte(`{"name":"../x","dims":-1}`))
+	f.Add([]byte(`{"query":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c collectionRequest
+		if err := decodeJSON("the collection", data, &c); err != nil {
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+		} else {
+			col := agent.Collection{Tenant: "acme", Name: c.Name, Description: c.Description, EmbeddingModel: c.EmbeddingModel, Dims: c.Dims}
+			if err := col.Validate(); err != nil {
+				require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+			} else {
+				require.NotEmpty(t, col.Name)
+			}
+		}
+		var s searchRequest
+		if err := decodeJSON("the search", data, &s); err != nil {
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+		}
+	})
+}
