@@ -93,6 +93,15 @@ func (c *Cache) Routing(ctx context.Context, tenantID string) (*Snapshot, error)
 	// Keyed by generation too: a caller after a change never takes the
 	// snapshot of a load that began before it.
 	ch := c.loads.DoChan(tenantID+"@"+strconv.FormatUint(gen, 10), func() (any, error) {
+		// A caller that saw the miss just before another's load finished
+		// and left the group finds that load's snapshot here, not a
+		// second read of the same catalog.
+		c.mu.Lock()
+		fresh, g := c.tenants[tenantID], c.gen
+		c.mu.Unlock()
+		if g == gen && fresh != nil && fresh != s && c.now().Sub(fresh.loaded) < maxAge {
+			return fresh, nil
+		}
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
 		defer cancel()
 		return c.load(lctx, tenantID, s, gen)
