@@ -85,6 +85,13 @@ func (t *turn) handOn(ctx workflow.Context) (agent.TurnResult, error) {
 	t.drainCancels(ctx)
 	if t.canceled != nil {
 		t.continuing = false
+		if p := t.program; p != nil {
+			// A program waiting to go on in the next run stops here: its
+			// call and those it left undone are answered, as when a
+			// cancellation reaches a program in a run.
+			t.program = nil
+			t.resumeProgram(ctx, *p, t.agent.Limits.WithDefaults())
+		}
 		return t.finish(ctx, "", t.cancelError())
 	}
 	c, err := t.carry()
@@ -112,6 +119,7 @@ func (t *turn) carry() (*contract.TurnCarry, error) {
 		Agent: t.agent, Rule: t.rule, Iteration: t.iteration, Seq: t.seq, Usage: t.usage,
 		Calls: t.calls, CallsOmitted: t.callsOmitted, Round: len(t.round), AfterTools: t.afterTools, Unstored: t.unstored,
 		Data: t.data, CacheHit: t.cacheHit, Reasoning: reasoning, Files: t.files, Retrieved: t.retrieved,
+		Program: t.program,
 	}
 	for _, p := range t.components() {
 		if err := p.carry(c); err != nil {
@@ -131,4 +139,5 @@ func (t *turn) resume(c contract.TurnCarry) {
 		t.round = t.calls[len(t.calls)-n:]
 	}
 	t.data, t.cacheHit, t.reasoning, t.files, t.retrieved = c.Data, c.CacheHit, c.Reasoning, c.Files, c.Retrieved
+	t.program = c.Program
 }

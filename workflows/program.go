@@ -35,6 +35,18 @@ import (
 // A worker lost mid-program loses nothing: the workflow replays to where
 // it was, and each call the program made is a completed activity with
 // its result stored, so no call is made twice.
+//
+// A program of many calls outgrows a run's history as a turn of many
+// steps does, and hands the turn on the same way: between two of its
+// calls, when nothing runs or waits, it continues as new with where it
+// was (contract.ProgramCarry: the step, the program's next call, the
+// time it sees), and the next run goes on with it before its next model
+// call. The program's next run reads the results of the calls before by
+// step, as always, so the hand-on changes nothing it sees. Only the last
+// call of its reply can hand on (the calls before it have ended; one
+// after it would be running); a program that is not ends, with an error
+// the model can act on, before its run's history reaches Temporal's
+// limit.
 
 // programSlotWait is what a RunProgram attempt may wait, beyond its
 // program's time, for one of its worker's runner slots.
@@ -59,6 +71,12 @@ func (r *toolRound) runProgram(ctx workflow.Context, i int) (contract.ExecuteToo
 		Summary:             "run_program " + c.ID,
 	}
 	lctx := workflow.WithLocalActivityOptions(r.callCtx, opts)
+	if p := r.resumed; p != nil && p.Index == i {
+		// Handed on by the turn's previous run: the program goes on
+		// from its next call.
+		in.Now, in.From, in.Made, in.Failures = p.Now, p.From, p.Made, p.Pending
+		r.resumed = nil
+	}
 	for {
 		if t.canceled != nil {
 			r.unstored = in.Failures
@@ -92,7 +110,58 @@ func (r *toolRound) runProgram(ctx workflow.Context, i int) (contract.ExecuteToo
 		}
 		in.Failures = r.programCalls(ctx, c.ID, out)
 		in.Made += len(out.Pending)
+		if t.canceled != nil || ctx.Err() != nil || !t.shouldContinue(ctx, r.limits) {
+			continue
+		}
+		if r.program == "" && i == len(r.calls)-1 {
+			// The run's history is full: the turn hands on here, between
+			// two of the program's calls, with nothing running or
+			// waiting. Only the round's last call can: the calls before
+			// it have ended, and none comes after it.
+			r.handOn = &contract.ProgramCarry{Index: i, Extra: r.extra, Now: in.Now, From: in.From, Made: in.Made, Pending: in.Failures}
+			return contract.ExecuteToolResult{}, nil
+		}
+		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() >= programMaxHistoryEvents || info.GetCurrentHistorySize() >= programMaxHistoryBytes {
+			// One that cannot hand on stops well before Temporal's limit
+			// on a run would end the turn, with an error the model can
+			// act on.
+			r.unstored = in.Failures
+			return contract.ExecuteToolResult{}, agent.Errorf(agent.CodeInvalid,
+				"the program made %d calls, more than one run of the turn holds when run_program is not the reply's last tool call: make it the last and the program goes on past this", in.Made)
+		}
 	}
+}
+
+// A program that cannot hand its turn on (another call of its reply comes
+// after it) ends once its run's history reaches these: Temporal ends a
+// run at 51,200 events or 50 MB.
+const (
+	programMaxHistoryEvents = 40_000
+	programMaxHistoryBytes  = 40 << 20
+)
+
+// resumeProgram goes on with the round a program handed on (the turn's
+// previous run stopped it between two of its calls): the program runs
+// from its next call, the round ends with it, and so does its step; stop
+// says the turn ends, with the output and failure given. The round's
+// calls before the program ended in the previous run: their records and
+// events are there, their failures carried.
+func (t *turn) resumeProgram(ctx workflow.Context, p contract.ProgramCarry, limits agent.Limits) (string, *agent.TurnError, bool) {
+	calls := p.Reply.ToolCalls
+	if p.Index < 0 || p.Index >= len(calls) || !t.agent.RunsPrograms(calls[p.Index]) {
+		return "", agent.TurnErrorOf(agent.Errorf(agent.CodeInternal, "the carried program is call %d of %d, not a run_program call", p.Index, len(calls))), true
+	}
+	t.unstored = t.inRound(ctx, calls, limits, func(r *toolRound) []contract.ToolFailure {
+		r.first, r.failures, r.extra, r.resumed = p.Index, p.Failures, p.Extra, &p
+		r.programs[p.Index] = true
+		return r.collect(ctx)
+	})
+	if t.program != nil {
+		// It hands on again.
+		t.program.Step, t.program.Reply = p.Step, p.Reply
+		return "", nil, true
+	}
+	return t.afterRound(ctx, p.Step, p.Reply, limits)
 }
 
 // programCalls runs the calls a program waits on as a round whose

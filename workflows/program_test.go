@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,7 +12,10 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -231,4 +235,74 @@ func TestProgramStopsWhenTheTurnIsCancelled(t *testing.T) {
 		seqs = append(seqs, fl.Seq)
 	}
 	require.ElementsMatch(t, []int{2, 3}, seqs, "the run_program call (step 2) and its call (step 3) get a result")
+}
+
+// TestProgramContinuesAsNew: a program whose calls outgrow a run's
+// history hands the turn on between two of them, run after run, and
+// goes on in the next from its next call: each call made once, the
+// program's runs see every result made before, the round's call before
+// the program (which failed) is stored by the model's next call, and
+// the model reads after every step the program took.
+func TestProgramContinuesAsNew(t *testing.T) {
+	const calls = 5
+	p := &fakeProgram{tool: "calculator", batches: slices.Repeat([]int{1}, calls)}
+	f := &fakeTurn{agent: codeModeAgent("calculator"),
+		replies: []contract.CallModelResult{toolReply(calc("c0", "1/0"), runProgramCall("p1")), textReply("done")},
+		tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){
+			"calculator": func(in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+				if in.Call.ID == "c0" {
+					return contract.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("division by zero", "ToolFailed", nil)
+				}
+				return okTool("4")(in)
+			},
+		}}
+	req := request()
+	var carried *contract.TurnCarry
+	var res agent.TurnResult
+	var ends []string // the turn's log, read at its end
+	runs := 0
+	for ; runs < 3*calls; runs++ {
+		env := newEnv(t, f)
+		env.OnActivity(contract.RunProgram, mock.Anything, mock.Anything).Return(p.run)
+		env.SetContinueAsNewSuggested(true)
+		env.ExecuteWorkflow(contract.AgentTurn, req, carried)
+		require.True(t, env.IsWorkflowCompleted())
+		var can *workflow.ContinueAsNewError
+		if err := env.GetWorkflowError(); !errors.As(err, &can) {
+			require.NoError(t, err)
+			require.NoError(t, env.GetWorkflowResult(&res))
+			for _, e := range events(t, env) {
+				if e.Kind == agent.EventToolEnd {
+					ends = append(ends, e.Tool.CallID)
+				}
+			}
+			break
+		}
+		carried = nil
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &req, &carried))
+		require.NotNil(t, carried.Program, "run %d hands on in the middle of the program", runs)
+		require.Equal(t, 1, carried.Program.Index)
+		require.Equal(t, runs+1, carried.Program.Made, "one call a run")
+		require.Equal(t, 1, carried.Iteration, "no model call while the program runs")
+		require.Len(t, carried.Program.Failures, 1, "c0's failure waits for the next model call")
+	}
+	require.Equal(t, calls+1, runs+1, "a run for each call, and one for the program's end and the answer")
+	require.Equal(t, agent.StatusCompleted, res.Status)
+	require.Equal(t, "done", res.Output)
+
+	require.Len(t, f.toolCalls, 1+calls, "each call made once")
+	require.Len(t, p.runs, calls+1)
+	for i, run := range p.runs {
+		require.Equal(t, i, run.Made)
+		require.Equal(t, p.runs[0].Now, run.Now, "the program sees one time in every run")
+		if i > 0 {
+			require.Equal(t, 4, run.From, "step 1 the reply, 2 and 3 the round's calls, then the program's")
+		}
+	}
+	require.Len(t, f.modelCalls, 2)
+	require.Equal(t, 3+calls+1, f.modelCalls[1].Seq)
+	require.Equal(t, []contract.ToolFailure{{Seq: 2, CallID: "c0", Tool: "calculator", Message: "division by zero"}}, f.modelCalls[1].ToolFailures)
+	require.Equal(t, []string{"c0", "p1.0", "p1.1", "p1.2", "p1.3", "p1.4", "p1"}, ends)
+	require.Len(t, res.Metadata.ToolCalls, 2+calls)
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[len(res.Metadata.ToolCalls)-1].Status)
 }

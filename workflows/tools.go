@@ -19,6 +19,14 @@ import (
 // it, its program's calls in rounds of their own.
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
 	t.data = nil
+	return t.inRound(ctx, calls, limits, func(r *toolRound) []contract.ToolFailure { return r.run(ctx, needs) })
+}
+
+// inRound runs body over a round of calls whose results are stored after
+// the turn's last step, and returns the calls that failed. A round whose
+// program hands the turn on (program.go) ends with t.program set and the
+// turn's steps where they were: the next run goes on with it.
+func (t *turn) inRound(ctx workflow.Context, calls []agent.ToolCall, limits agent.Limits, body func(r *toolRound) []contract.ToolFailure) []contract.ToolFailure {
 	r := t.newRound(calls, limits, t.seq)
 	// A cancellation of the turn stops the round's calls in flight
 	// (requestCancel).
@@ -29,7 +37,11 @@ func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []co
 		t.stopTools = nil
 		stop()
 	}()
-	failures := r.run(ctx, needs)
+	failures := body(r)
+	if r.handOn != nil {
+		t.program, t.continuing = r.handOn, true
+		return nil
+	}
 	// The programs' calls (program.go) took the steps after the round's.
 	t.seq += len(calls) + r.extra
 	n := min(len(t.calls), len(calls)+r.extra)
@@ -131,6 +143,14 @@ type toolRound struct {
 	// unstored are the failed calls of a program that stopped before it
 	// stored them (the turn was cancelled or timed out).
 	unstored []contract.ToolFailure
+	// first is the call collect starts from, and failures those of the
+	// calls before it: a round the turn's previous run handed on in the
+	// middle of its program (resumed) goes on from that program. handOn
+	// is set when the round's program hands the turn on.
+	first    int
+	failures []contract.ToolFailure
+	resumed  *contract.ProgramCarry
+	handOn   *contract.ProgramCarry
 }
 
 // start logs call i's tool_start and schedules it. The agent was loaded
@@ -207,8 +227,11 @@ func (r *toolRound) decided(ctx workflow.Context, i int, outcome, message string
 // records it, and returns the calls that failed.
 func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 	t := r.t
-	var failures []contract.ToolFailure
+	failures := r.failures
 	for i, c := range r.calls {
+		if i < r.first {
+			continue
+		}
 		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
 		fail := func(status, msg string) {
 			rec.Status = status
@@ -229,6 +252,13 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		default:
 			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
 			res, err := r.outcome(ctx, i)
+			if r.handOn != nil {
+				// The program hands the turn on: its call ends in the
+				// next run, which stores the failures so far with the
+				// round's.
+				r.handOn.Failures = failures
+				return nil
+			}
 			if left := r.unstored; len(left) > 0 {
 				// A program stopped with calls whose results it never
 				// stored: they are, with the turn's.

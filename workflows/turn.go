@@ -77,6 +77,9 @@ type turn struct {
 	// unstored are tool calls that did not run whose results no CallModel
 	// has stored yet: SaveResult stores them when the turn ends first.
 	unstored []contract.ToolFailure
+	// program is a program in the middle of its calls when the turn
+	// hands on (program.go), carried to the next run.
+	program *contract.ProgramCarry
 	// data is what the latest tool round's calls produced last, by ref:
 	// the turn's answer rests on it; cacheHit says a tool call's result
 	// came from the tenant's cache; reasoning is what the turn's model
@@ -237,6 +240,13 @@ func (t *turn) timeout(limits agent.Limits) time.Duration {
 // that the turn continues as new (t.continuing).
 func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.TurnError) {
 	stepsHere := 0
+	if p := t.program; p != nil {
+		// The previous run handed the turn on in the middle of a program.
+		t.program = nil
+		if output, failure, stop := t.resumeProgram(ctx, *p, limits); stop {
+			return output, failure
+		}
+	}
 	// A repair call is one more than the agent's max_iterations allow.
 	for t.iteration < limits.MaxIterations+t.repairs {
 		if t.canceled != nil {
@@ -308,8 +318,20 @@ func (t *turn) tools(ctx workflow.Context, step int, reply contract.CallModelRes
 		return reply.Content, t.cancelError(), true
 	}
 	t.unstored = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
-	// Every call of the step has ended (runTools waits for them all),
-	// however it ended.
+	if p := t.program; p != nil {
+		// Its program hands the turn on mid-round: the step ends in the
+		// next run, when the program does. What it needs of the reply is
+		// its calls, usage and finish.
+		p.Step = step
+		p.Reply = contract.CallModelResult{ToolCalls: reply.ToolCalls, Usage: reply.Usage, Model: reply.Model, FinishReason: reply.FinishReason}
+		return "", nil, true
+	}
+	return t.afterRound(ctx, step, reply, limits)
+}
+
+// afterRound ends a step whose calls have all ended, however they ended;
+// stop says the turn ends, with the output and failure given.
+func (t *turn) afterRound(ctx workflow.Context, step int, reply contract.CallModelResult, limits agent.Limits) (string, *agent.TurnError, bool) {
 	t.finishStep(ctx, step, reply)
 	switch {
 	case t.canceled != nil:

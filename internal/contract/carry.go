@@ -74,4 +74,7 @@ type TurnCarry struct {
 	// ContextSteps how many steps it started (workflows' turnContext).
 	ContextStarts []int `json:"context_starts,omitempty"`
 	ContextSteps  int   `json:"context_steps,omitempty"`
+	// Program is a program in the middle of its calls (code mode): the
+	// next run goes on with it before its next model call.
+	Program *ProgramCarry `json:"program,omitempty"`
 }

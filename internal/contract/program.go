@@ -63,3 +63,29 @@ type RunProgramResult struct {
 func ProgramCallID(id string, n int) string {
 	return id + "." + strconv.Itoa(n)
 }
+
+// ProgramCarry is a program in the middle of its calls when its turn
+// continues as new: the model step whose reply called run_program, and
+// where the program was. A program that makes thousands of calls hands
+// its turn on, as a turn of many steps does; the next run goes on from
+// its next call, its earlier calls' results read from their steps.
+type ProgramCarry struct {
+	// Step is the model step, Reply its reply: the round's calls, and the
+	// step's usage and finish when the round ends.
+	Step  int             `json:"step"`
+	Reply CallModelResult `json:"reply"`
+	// Index is the run_program call's in Reply.ToolCalls (the round's
+	// last: the calls before it have ended), Extra the steps the round's
+	// programs' calls took so far, Failures the round's calls before it
+	// that failed (for the next model call to store).
+	Index    int           `json:"index"`
+	Extra    int           `json:"extra"`
+	Failures []ToolFailure `json:"failures,omitempty"`
+	// Now, From, Made and Pending are the program's RunProgramInput.Now
+	// (the program sees one time in each of its runs, whichever run of the turn),
+	// From, Made and Failures.
+	Now     time.Time     `json:"now"`
+	From    int           `json:"from"`
+	Made    int           `json:"made"`
+	Pending []ToolFailure `json:"pending,omitempty"`
+}

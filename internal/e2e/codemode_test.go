@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
@@ -31,6 +32,9 @@ import (
 // tool each, one after the other: a task of twenty calls.
 const squaresProgram = `let total = 0;\nfor (let i = 0; i < 20; i++) {\n  const r = await tools.square({i: i});\n  total += r.square;\n}\nconsole.log(\"twenty squares\");\nreturn total;`
 
+// sixtySquaresProgram is squaresProgram over 0 to 59.
+var sixtySquaresProgram = strings.NewReplacer("i < 20", "i < 60", "twenty", "sixty").Replace(squaresProgram)
+
 // codeModeScript answers "sum twenty squares" with one program, and
 // "sum twenty squares, one by one" with one call a reply, each result
 // naming the next call, as a model that needs each result before the
@@ -41,6 +45,9 @@ rules:
   - name: program
     when: {user: '^sum twenty squares$'}
     reply: {tool_calls: [{name: run_program, arguments: '{"program": "` + squaresProgram + `"}'}]}
+  - name: sixty
+    when: {user: '^sum sixty squares$'}
+    reply: {tool_calls: [{name: run_program, arguments: '{"program": "SIXTY"}'}]}
   - name: charge
     when: {user: '^charge once$'}
     reply: {tool_calls: [{name: run_program, arguments: '{"program": "const r = await tools.charge({i: 7});\nreturn r.square;"}'}]}
@@ -81,6 +88,11 @@ agents:
     tools: [square, charge]
     code_mode: {tools: [square, charge]}
     limits: {max_iterations: 4, turn_timeout_sec: 120, approval_timeout_sec: 300}
+  - id: long
+    model: openai:gpt-4o-mini
+    tools: [square]
+    code_mode: {tools: [square]}
+    limits: {max_iterations: 4, turn_timeout_sec: 120, history_events: 100}
   - id: plain
     model: openai:gpt-4o-mini
     tools: [square]
@@ -145,7 +157,9 @@ type codeModeEnv struct {
 
 const codeModeToken = "code-mode-token"
 
-func newCodeModeEnv(t *testing.T) *codeModeEnv { return newCodeModeEnvWith(t, codeModeScript) }
+func newCodeModeEnv(t *testing.T) *codeModeEnv {
+	return newCodeModeEnvWith(t, strings.Replace(codeModeScript, "SIXTY", sixtySquaresProgram, 1))
+}
 
 // newCodeModeEnvWith is newCodeModeEnv with another model script.
 func newCodeModeEnvWith(t *testing.T, script string) *codeModeEnv {
@@ -277,6 +291,38 @@ func TestCodeModeTwentyCalls(t *testing.T) {
 		return
 	}
 	e.replay(id, "turn_code_mode")
+}
+
+// TestCodeModeContinuesAsNew: a program of sixty calls in an agent whose
+// runs hold 100 history events hands its turn on between calls, run
+// after run: the turn completes with the program's result, the API saw
+// each call once, the model was called twice, and the runs after the
+// first went on from where the program was.
+func TestCodeModeContinuesAsNew(t *testing.T) {
+	e := newCodeModeEnv(t)
+	res, cost, id := e.run("long", "sum sixty squares")
+	require.Equal(t, agent.StatusCompleted, res.Status)
+	require.Equal(t, "The sum is 70210.", res.Output)
+	require.EqualValues(t, 60, e.api.requests.Load(), "each call of the program made once")
+	require.Equal(t, 2, cost.modelCalls)
+
+	ctx := context.Background()
+	runs, err := e.Client().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q", id)})
+	require.NoError(t, err)
+	require.Greater(t, len(runs.GetExecutions()), 2, "the program handed its turn on")
+	var ends int
+	for _, ev := range e.events(id) {
+		if ev.Kind == agent.EventToolEnd && ev.Tool.Name == "square" {
+			require.Equal(t, agent.ToolOK, ev.Tool.Status)
+			require.Regexp(t, `\.`+strconv.Itoa(ends)+`$`, ev.Tool.CallID, "the program's calls in order across runs")
+			ends++
+		}
+	}
+	require.Equal(t, 60, ends)
+	if t.Failed() {
+		return
+	}
+	e.replay(id, "turn_code_mode_resumed")
 }
 
 // TestCodeModeVersusPlainCalls measures the twenty-call task both ways,
