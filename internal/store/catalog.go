@@ -16,6 +16,11 @@ const (
 	ActionCreated   = "created"
 	ActionUpdated   = "updated"
 	ActionUnchanged = "unchanged"
+	// ActionStaged: StageCatalog stored a new version that is not active
+	// (a gate evaluates it first); ActionNotStaged: an agent or tool the
+	// tenant does not have yet, which only ApplyCatalog stores.
+	ActionStaged    = "staged"
+	ActionNotStaged = "not_staged"
 )
 
 // Change kinds of an ApplyReport.
@@ -77,6 +82,23 @@ func (r ApplyReport) Changed() bool {
 // store wrongly: an agent that names another tenant, and an agent's tool
 // that is neither a reference (only a name) nor a spec with a kind.
 func (s *Store) ApplyCatalog(ctx context.Context, c agent.Catalog, dryRun bool) (ApplyReport, error) {
+	return s.applyCatalog(ctx, c, dryRun, false)
+}
+
+// StageCatalog stores a new version of each of the document's agents and
+// tools that the tenant has and whose spec changed, without making it
+// active: turns go on with the active versions while a gate evaluates the
+// staged ones (an evaluation names a version). Nothing else of the
+// document is stored — not the tenant's settings, rules or processes, nor
+// agents and tools the tenant does not have yet (ActionNotStaged). An
+// ApplyCatalog of the same document afterwards activates the staged
+// versions rather than storing them again. Staging the same document
+// twice stores nothing the second time.
+func (s *Store) StageCatalog(ctx context.Context, c agent.Catalog) (ApplyReport, error) {
+	return s.applyCatalog(ctx, c, false, true)
+}
+
+func (s *Store) applyCatalog(ctx context.Context, c agent.Catalog, dryRun, stage bool) (ApplyReport, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return ApplyReport{}, fmt.Errorf("apply catalog: %w", err)
@@ -85,6 +107,14 @@ func (s *Store) ApplyCatalog(ctx context.Context, c agent.Catalog, dryRun bool) 
 
 	var report ApplyReport
 	for _, tc := range c.Tenants {
+		if stage {
+			changes, err := stageTenant(ctx, tx, tc)
+			if err != nil {
+				return ApplyReport{}, err
+			}
+			report.Changes = append(report.Changes, changes...)
+			continue
+		}
 		changes, err := applyTenant(ctx, tx, tc)
 		if err != nil {
 			return ApplyReport{}, err
@@ -161,47 +191,11 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 	}
 	changes := []Change{tenantChange}
 
-	docTools := make(map[string]agent.Tool, len(tc.Tools))
-	for _, t := range tc.Tools {
-		spec, hash, err := canonicalJSON(t)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
-		}
-		action, version, err := putVersion(ctx, tx, toolVersions, tc.TenantID, t.Name, spec, hash)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
-		}
-		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version, Source: t.Source})
-		docTools[t.Name] = t
+	entries, docAgents, err := putEntries(ctx, tx, tc, putVersion)
+	if err != nil {
+		return nil, err
 	}
-
-	docAgents := make(map[string]bool, len(tc.Agents))
-	for _, a := range tc.Agents {
-		if a.TenantID != "" && a.TenantID != tc.TenantID {
-			// Rows are written under tc.TenantID; never into another tenant.
-			return nil, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: tenant_id %q differs from its catalog's", tc.TenantID, a.ID, a.TenantID)
-		}
-		resolved, err := resolveTools(ctx, tx, tc.TenantID, a, docTools)
-		if err != nil {
-			return nil, err
-		}
-		if a.Composites {
-			if resolved, err = grantComposites(ctx, tx, tc.TenantID, resolved); err != nil {
-				return nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
-			}
-		}
-		a.TenantID, a.Version, a.Tools = tc.TenantID, 0, resolved
-		spec, hash, err := canonicalJSON(a)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
-		}
-		action, version, err := putVersion(ctx, tx, agentVersions, tc.TenantID, a.ID, spec, hash)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
-		}
-		changes = append(changes, Change{Kind: KindAgent, TenantID: tc.TenantID, Name: a.ID, Action: action, Version: version})
-		docAgents[a.ID] = true
-	}
+	changes = append(changes, entries...)
 
 	if tc.DefaultAgent != "" {
 		if !docAgents[tc.DefaultAgent] {
@@ -282,6 +276,67 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 	return changes, nil
 }
 
+// stageTenant stores the new versions of a tenant's agents and tools
+// that exist, without activating them (StageCatalog).
+func stageTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Change, error) {
+	if _, err := tx.Exec(ctx, sqlLockTenantCatalog, tc.TenantID); err != nil {
+		return nil, fmt.Errorf("tenant %q: lock catalog: %w", tc.TenantID, err)
+	}
+	changes, _, err := putEntries(ctx, tx, tc, stageVersion)
+	return changes, err
+}
+
+// putVersionFunc stores a version of a tool or an agent (putVersion,
+// stageVersion).
+type putVersionFunc func(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string, spec []byte, hash string) (string, int, error)
+
+// putEntries stores the tenant's tools, then its agents with their tools
+// resolved, by put; it returns their changes and the agents stored.
+func putEntries(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, put putVersionFunc) ([]Change, map[string]bool, error) {
+	var changes []Change
+	docTools := make(map[string]agent.Tool, len(tc.Tools))
+	for _, t := range tc.Tools {
+		spec, hash, err := canonicalJSON(t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
+		}
+		action, version, err := put(ctx, tx, toolVersions, tc.TenantID, t.Name, spec, hash)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
+		}
+		changes = append(changes, Change{Kind: KindTool, TenantID: tc.TenantID, Name: t.Name, Action: action, Version: version, Source: t.Source})
+		docTools[t.Name] = t
+	}
+	docAgents := make(map[string]bool, len(tc.Agents))
+	for _, a := range tc.Agents {
+		if a.TenantID != "" && a.TenantID != tc.TenantID {
+			// Rows are written under tc.TenantID; never into another tenant.
+			return nil, nil, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: tenant_id %q differs from its catalog's", tc.TenantID, a.ID, a.TenantID)
+		}
+		resolved, err := resolveTools(ctx, tx, tc.TenantID, a, docTools)
+		if err != nil {
+			return nil, nil, err
+		}
+		if a.Composites {
+			if resolved, err = grantComposites(ctx, tx, tc.TenantID, resolved); err != nil {
+				return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
+			}
+		}
+		a.TenantID, a.Version, a.Tools = tc.TenantID, 0, resolved
+		spec, hash, err := canonicalJSON(a)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
+		}
+		action, version, err := put(ctx, tx, agentVersions, tc.TenantID, a.ID, spec, hash)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
+		}
+		changes = append(changes, Change{Kind: KindAgent, TenantID: tc.TenantID, Name: a.ID, Action: action, Version: version})
+		docAgents[a.ID] = true
+	}
+	return changes, docAgents, nil
+}
+
 // resolveTools replaces an agent's tool references by full specs: from the
 // document first, else the tenant's stored active version.
 func resolveTools(ctx context.Context, tx pgx.Tx, tenantID string, a agent.Agent, docTools map[string]agent.Tool) ([]agent.Tool, error) {
@@ -326,6 +381,7 @@ type versioned struct {
 	nextVersion string // $1 tenant, $2 name → max(version)+1
 	insert      string // $1 tenant, $2 name, $3 version, $4 spec, $5 spec_hash
 	activate    string // $1 tenant, $2 name, $3 version
+	latest      string // $1 tenant, $2 name → the newest version, its spec_hash
 }
 
 var agentVersions = versioned{
@@ -341,6 +397,9 @@ FOR UPDATE OF a`,
 INSERT INTO agent_versions (tenant_id, agent_id, version, spec, spec_hash)
 VALUES ($1, $2, $3, $4, $5)`,
 	activate: `UPDATE agents SET active_version = $3, updated_at = now() WHERE tenant_id = $1 AND agent_id = $2`,
+	latest: `
+SELECT version, spec_hash FROM agent_versions
+WHERE tenant_id = $1 AND agent_id = $2 ORDER BY version DESC LIMIT 1`,
 }
 
 var toolVersions = versioned{
@@ -356,11 +415,15 @@ FOR UPDATE OF t`,
 INSERT INTO tool_versions (tenant_id, name, version, kind, spec, spec_hash)
 VALUES ($1, $2, $3, $4::jsonb ->> 'kind', $4, $5)`,
 	activate: `UPDATE tools SET active_version = $3, updated_at = now() WHERE tenant_id = $1 AND name = $2`,
+	latest: `
+SELECT version, spec_hash FROM tool_versions
+WHERE tenant_id = $1 AND name = $2 ORDER BY version DESC LIMIT 1`,
 }
 
 // putVersion stores spec as the active version of (tenant, name) unless the
 // active version already has the same hash. Versions only grow: returning to
-// an earlier spec creates a new version with that spec.
+// an earlier spec creates a new version with that spec, unless it is the
+// newest version, staged (StageCatalog): that one becomes active.
 func putVersion(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string, spec []byte, hash string) (string, int, error) {
 	var active int
 	var activeHash string
@@ -379,6 +442,17 @@ func putVersion(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name stri
 	case activeHash == hash:
 		return ActionUnchanged, active, nil
 	}
+	var latest int
+	var latestHash string
+	if err := tx.QueryRow(ctx, q.latest, tenantID, name).Scan(&latest, &latestHash); err != nil {
+		return "", 0, fmt.Errorf("newest version: %w", err)
+	}
+	if latest > active && latestHash == hash {
+		if _, err := tx.Exec(ctx, q.activate, tenantID, name, latest); err != nil {
+			return "", 0, fmt.Errorf("activate version: %w", err)
+		}
+		return ActionUpdated, latest, nil
+	}
 	var next int
 	if err := tx.QueryRow(ctx, q.nextVersion, tenantID, name).Scan(&next); err != nil {
 		return "", 0, fmt.Errorf("next version: %w", err)
@@ -390,6 +464,35 @@ func putVersion(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name stri
 		return "", 0, fmt.Errorf("activate version: %w", err)
 	}
 	return ActionUpdated, next, nil
+}
+
+// stageVersion stores spec as a new version of (tenant, name) without
+// activating it, unless the active version or the newest has the same
+// hash; ActionNotStaged when the tenant has no such entry yet.
+func stageVersion(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string, spec []byte, hash string) (string, int, error) {
+	var active int
+	var activeHash string
+	err := tx.QueryRow(ctx, q.active, tenantID, name).Scan(&active, &activeHash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ActionNotStaged, 0, nil
+	case err != nil:
+		return "", 0, fmt.Errorf("read active version: %w", err)
+	case activeHash == hash:
+		return ActionUnchanged, active, nil
+	}
+	var latest int
+	var latestHash string
+	if err := tx.QueryRow(ctx, q.latest, tenantID, name).Scan(&latest, &latestHash); err != nil {
+		return "", 0, fmt.Errorf("newest version: %w", err)
+	}
+	if latest > active && latestHash == hash {
+		return ActionStaged, latest, nil
+	}
+	if _, err := tx.Exec(ctx, q.insert, tenantID, name, latest+1, spec, hash); err != nil {
+		return "", 0, fmt.Errorf("insert version: %w", err)
+	}
+	return ActionStaged, latest + 1, nil
 }
 
 const (

@@ -323,3 +323,54 @@ func TestApplyCatalogConcurrent(t *testing.T) {
 		require.Equal(t, len(prompts), a.Version)
 	}
 }
+
+// TestStageCatalog: staging stores a changed agent's and tool's new
+// versions without making them active (the active ones still serve), a
+// new agent is not staged, staging again stores nothing, and applying
+// the staged document activates the staged versions instead of storing
+// them a second time.
+func TestStageCatalog(t *testing.T) {
+	t.Parallel()
+	s := open(t, store.Options{})
+	ctx := t.Context()
+	_, err := s.ApplyCatalog(ctx, demoCatalog("Be brief.", "Evaluates arithmetic."), false)
+	require.NoError(t, err)
+
+	next := demoCatalog("Be thorough.", "Evaluates arithmetic exactly.")
+	next.Tenants[0].Agents = append(next.Tenants[0].Agents, agent.Agent{ID: "newcomer", Model: "openai:gpt-4o-mini"})
+	staged, err := s.StageCatalog(ctx, next)
+	require.NoError(t, err)
+	require.Equal(t, []string{"tool/calculator=staged@2", "agent/assistant=staged@2", "agent/newcomer=not_staged"}, actions(staged))
+
+	active, err := s.ActiveAgent(ctx, "demo", "assistant")
+	require.NoError(t, err)
+	require.Equal(t, 1, active.Version, "the staged version does not serve")
+	require.Equal(t, "Be brief.", active.SystemPrompt)
+	candidate, err := s.AgentVersion(ctx, "demo", "assistant", 2)
+	require.NoError(t, err)
+	require.Equal(t, "Be thorough.", candidate.SystemPrompt, "an evaluation reads the staged version by number")
+	require.Equal(t, "Evaluates arithmetic exactly.", candidate.Tools[0].Description)
+	_, err = s.ActiveAgent(ctx, "demo", "newcomer")
+	require.True(t, agent.IsCode(err, agent.CodeNotFound), "staging stores no new agent: %v", err)
+
+	again, err := s.StageCatalog(ctx, next)
+	require.NoError(t, err)
+	require.Equal(t, actions(staged), actions(again), "staging twice stores nothing more")
+
+	applied, err := s.ApplyCatalog(ctx, next, false)
+	require.NoError(t, err)
+	require.Contains(t, actions(applied), "agent/assistant=updated@2", "the staged version becomes active")
+	require.Contains(t, actions(applied), "tool/calculator=updated@2")
+	require.Contains(t, actions(applied), "agent/newcomer=created@1")
+	active, err = s.ActiveAgent(ctx, "demo", "assistant")
+	require.NoError(t, err)
+	require.Equal(t, 2, active.Version)
+
+	// A staged version the next apply does not take stays a version
+	// that never served; the apply stores its own.
+	_, err = s.StageCatalog(ctx, demoCatalog("Be curt.", "Evaluates arithmetic exactly."))
+	require.NoError(t, err)
+	applied, err = s.ApplyCatalog(ctx, demoCatalog("Be kind.", "Evaluates arithmetic exactly."), false)
+	require.NoError(t, err)
+	require.Contains(t, actions(applied), "agent/assistant=updated@4")
+}
