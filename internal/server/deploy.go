@@ -55,6 +55,15 @@ func (d Deployment) Validate() error {
 // search attribute writes a version.
 func (d Deployment) String() string { return d.Name + ":" + d.BuildID }
 
+// build is what the worker's results record as their build: its
+// version, or "" when it is unversioned.
+func (s *Server) build() string {
+	if !s.cfg.Deployment.On() {
+		return ""
+	}
+	return s.cfg.Deployment.String()
+}
+
 // options are the worker's deployment options: none when unversioned. A
 // workflow type registered without a behavior of its own is Pinned: it
 // never meets code of another build mid-run.

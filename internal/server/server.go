@@ -366,7 +366,7 @@ func (s *Server) connect(ctx context.Context) error {
 		return err
 	}
 	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Objects: objects, Logger: s.logger,
-		Retention: s.cfg.Retention})
+		Retention: s.cfg.Retention, Build: s.build()})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

@@ -56,8 +56,8 @@ const (
 INSERT INTO agent_results (
   tenant_id, job_id, run_id, node_id, workflow_id, agent_id, agent_version, route_rule,
   protocol_version, result_data, cas_id, status, error, tool_calls, tokens_used, cache_hit,
-  execution_time_ms, llm_model, data_ref, session_id, cached_tokens, request_hash, completed_at, channel)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, coalesce($23, now()), $24)
+  execution_time_ms, llm_model, data_ref, session_id, cached_tokens, request_hash, completed_at, channel, build_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, coalesce($23, now()), $24, $25)
 ON CONFLICT (tenant_id, job_id) DO NOTHING
 RETURNING ` + resultColumns
 
@@ -167,7 +167,7 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	stored, err := s.scanResult(ctx, s.pool.QueryRow(ctx, sqlInsertResult,
 		tenantID, r.JobID, req.RunID, req.NodeID, workflowID, agentID, r.Metadata.AgentVersion, r.Metadata.RouteRule,
 		version, inline, casID, r.Status, errJSON, toolCallsJSON, r.Metadata.TokensUsed, r.Metadata.CacheHit,
-		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash, completedAt, req.Channel), &storedHash)
+		r.Metadata.ExecutionTimeMS, r.Metadata.LLMModel, r.DataRef, req.SessionID, r.Metadata.CachedTokens, hash, completedAt, req.Channel, s.build), &storedHash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if stored, storedHash, err = s.result(ctx, tenantID, r.JobID); err != nil {
 			return agent.TurnResult{}, fmt.Errorf("save result %q: read back: %w", r.JobID, err)

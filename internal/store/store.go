@@ -51,6 +51,9 @@ type Options struct {
 	// Retention is the operator's TTLs (retention.go), which a tenant's
 	// catalog may only narrow; default zero: keep everything.
 	Retention agent.Retention
+	// Build is the worker's build ("deployment:build"), stored with each
+	// result it saves (BuildSignals); default "": unversioned.
+	Build string
 }
 
 // Store is agentflow's Postgres storage. It is safe for concurrent use.
@@ -60,6 +63,7 @@ type Store struct {
 	chunkSize   int
 	objects     *objstore.Store
 	objectMin   int64 // blobs larger are the object store's
+	build       string
 	spoolDir    string
 	retention   agent.Retention // the operator's
 	log         *zap.Logger
@@ -93,7 +97,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{pool: pool, inlineLimit: opts.ResultInlineLimit, chunkSize: opts.BlobChunkSize, log: opts.Logger,
+	s := &Store{pool: pool, build: opts.Build, inlineLimit: opts.ResultInlineLimit, chunkSize: opts.BlobChunkSize, log: opts.Logger,
 		objects: opts.Objects, spoolDir: opts.SpoolDir, retention: opts.Retention}
 	if s.objects != nil {
 		s.objectMin = max(s.objects.Config().MinBlobBytes, int64(s.chunkSize))
