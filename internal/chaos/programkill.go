@@ -134,11 +134,13 @@ func programKill(ctx context.Context, e *env, job string) error {
 			}
 		})
 	stop()
-	if serr := <-struck; err == nil && serr != nil {
-		err = fmt.Errorf("strike: %w", serr)
-	}
+	serr := <-struck
 	if err != nil {
 		return err
+	}
+	if serr != nil {
+		// A turn that ended before the kill says why in its answer.
+		return errors.Join(fmt.Errorf("strike: %w", serr), e.check(ctx, trial{}, run, spec, true))
 	}
 	if err := e.check(ctx, trial{}, run, spec, true); err != nil {
 		return err
