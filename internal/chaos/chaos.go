@@ -19,7 +19,9 @@
 // through a killed worker and a restarted Temporal server, and checks
 // that each call was made once. Another (ingest.go) SIGKILLs a worker
 // during a 2,000-document ingest and checks that every document is
-// stored once.
+// stored once. Another (programkill.go) SIGKILLs the worker running a
+// code-mode program of 40 sequential calls and checks that the API saw
+// each call once.
 //
 // `go tool task chaos` runs every trial in full and prints the table;
 // `go tool task test` runs the short version (a run or two of each).
@@ -181,6 +183,7 @@ type env struct {
 	// server whose slow tool the agent calls, mcpCalls its calls as they
 	// start.
 	api      *restartable
+	ledger   *ledger // the API's POST /ledger (programkill.go)
 	mcp      *mcptest.HTTPServer
 	mcpCalls chan string
 	conns    []*grpc.ClientConn
@@ -216,7 +219,11 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 		e.model.Load().ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.http.Serve(ln) }()
-	if e.api, err = startRestartable(http.HandlerFunc(serveItems)); err != nil {
+	e.ledger = newLedger()
+	api := http.NewServeMux()
+	api.Handle("POST /ledger", e.ledger)
+	api.HandleFunc("/", serveItems)
+	if e.api, err = startRestartable(api); err != nil {
 		_ = e.http.Close()
 		return nil, err
 	}
@@ -307,8 +314,9 @@ func (e *env) heal(ctx context.Context) error {
 
 // catalog is the chaos tenant: an agent with the calculator, a pipeline
 // over a local API and an MCP server's slow tool (twice: with a timeout it
-// outlives, and one it does not), and an agent whose calculator needs
-// approval. Its verbs are the API's and the MCP server's addresses and the
+// outlives, and one it does not), an agent whose calculator needs
+// approval, and a code-mode agent whose programs call the local API's
+// ledger. Its verbs are the API's and the MCP server's addresses and the
 // MCP URL.
 const catalog = `
 tenant: chaos
@@ -332,6 +340,30 @@ tools:
     kind: mcp
     approval: never
     config: {url: "%[3]s", tools: [slow], timeout_sec: 1}
+  - name: ledger
+    kind: openapi_action
+    approval: never
+    description: Records entries in the ledger.
+    config:
+      server: http://%[1]s
+      spec:
+        openapi: 3.0.3
+        info: {title: Ledger, version: "1"}
+        paths:
+          /ledger:
+            post:
+              operationId: record
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: {type: object, properties: {run: {type: string}, i: {type: integer}}, required: [run, i]}
+              responses:
+                "200":
+                  description: the entry recorded
+                  content:
+                    application/json:
+                      schema: {type: object, properties: {i: {type: integer}, value: {type: integer}}}
 agents:
   - id: calc
     description: Does arithmetic and fetches data, and explains at length.
@@ -358,6 +390,14 @@ agents:
     system_prompt: Count with the calculator.
     tools: [calculator]
     limits: {max_iterations: 1001, turn_timeout_sec: 3600, history_events: 100}
+  # The program kill's (programkill.go): one program, its calls the ledger's.
+  - id: coder
+    description: Records entries in the ledger with a program.
+    model: openai:gpt-4o-mini
+    system_prompt: Write one program for the whole task.
+    tools: [ledger]
+    code_mode: {tools: [ledger]}
+    limits: {max_iterations: 3, turn_timeout_sec: 600}
 `
 
 // answerTail makes the answer long enough (40 words, streamed a word each

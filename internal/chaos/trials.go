@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -120,6 +118,9 @@ func trials() []trial {
 		// 200 documents in the short run (ingest.go).
 		{id: "ingest-kill", name: "SIGKILL a worker during a 2,000-document ingest: every document once", runs: 1, short: 1,
 			custom: ingestKill, timeout: 15 * time.Minute},
+		// 12 calls in the short run (programkill.go).
+		{id: "program-kill", name: "SIGKILL the worker mid-program (40 sequential calls): the API sees each call once", runs: 3, short: 1,
+			custom: programKill, timeout: 5 * time.Minute},
 	}, doorTrials()...)
 }
 
@@ -392,12 +393,8 @@ func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.
 			return nil, err
 		}
 		for _, a := range d.GetPendingActivities() {
-			pid, _, _ := strings.Cut(a.GetLastWorkerIdentity(), "@")
-			n, _ := strconv.Atoi(pid)
-			for _, p := range e.top.Workers {
-				if p.PID() == n && n != 0 {
-					return p, nil
-				}
+			if p := e.workerOf(a.GetLastWorkerIdentity()); p != nil {
+				return p, nil
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -605,32 +602,18 @@ func conversationRoll(ctx context.Context, e *env, session string) error {
 // killConversationWorker kills the worker that ran the conversation's
 // latest workflow task, and starts it again in the background.
 func (e *env) killConversationWorker(ctx context.Context, c client.Client, convID string) error {
-	it := c.GetWorkflowHistory(ctx, convID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	identity := ""
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return err
-		}
-		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
-			identity = a.GetIdentity()
-		}
+	p, err := e.lastTaskWorker(ctx, c, convID)
+	if err != nil || p == nil {
+		return err // nil, nil: the worker already went (killed before): nothing to kill
 	}
-	pid, _, _ := strings.Cut(identity, "@")
-	n, _ := strconv.Atoi(pid)
-	for _, p := range e.top.Workers {
-		if n != 0 && p.PID() == n {
-			if err := p.Kill(); err != nil {
-				return err
-			}
-			go func() {
-				time.Sleep(500 * time.Millisecond)
-				if err := p.Start(ctx); err != nil {
-					e.log.Warn("restart worker", zap.String("name", p.Name), zap.Error(err))
-				}
-			}()
-			return nil
-		}
+	if err := p.Kill(); err != nil {
+		return err
 	}
-	return nil // the worker already went (killed before): nothing to kill
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		if err := p.Start(ctx); err != nil {
+			e.log.Warn("restart worker", zap.String("name", p.Name), zap.Error(err))
+		}
+	}()
+	return nil
 }
