@@ -55,6 +55,7 @@ commands:
   route     show which agent a request would be routed to (route --dry-run --page P --role R [--metadata k=v] "message")
   catalog   validate and apply a YAML catalog through the gRPC API (catalog apply -f DIR|FILE [--dry-run])
   process   read the tenant's process definitions: process list | show --tag T [--version N] [--json] | history --tag T
+  deploy    roll a worker build out in steps, back again if its turns regress (deploy rollout --build B [--steps 10,50,100])
   retention sweep expired blobs, results and transcripts now (retention run), or read the audit log (retention audit)
   usage     the tenant's model calls, tokens and cost, and its budgets (usage --since 24h [--by agent|model|day|session] [--json])
   eval      evaluate an agent on a dataset: eval run -f FILE [--version N --against M] | show ID | compare A B
@@ -114,6 +115,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return scheduleCmd(ctx, rest, out)
 	case "retention":
 		return retentionCmd(ctx, rest, out)
+	case "deploy":
+		return deployCmd(ctx, rest, out)
 	case "route":
 		return routeCmd(ctx, rest, out)
 	case "catalog":

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/agentflow/agentflow/internal/rollout"
+	"github.com/agentflow/agentflow/internal/store"
+)
+
+const deployUsage = `starter deploy rollout --build B [--steps 10,50,100] [--hold 5m] [--min-turns 20] [--max-wait D]
+    [--error-rate-rise 0.05] [--guard-rate-rise 0.05] [--tokens-rise 0.25] [--json]
+
+rollout ramps build B of the worker deployment (AGENTFLOW_DEPLOYMENT_NAME) to each step's percentage of
+new turns, judges each step on the turns B finished in it against the current build's, and makes B current
+after the last; at the first regression beyond the thresholds it unramps B (new turns go to the current build
+again; turns running on B finish there) and exits 1 with the report. It reads the builds' turns from
+PostgreSQL (DATABASE_URL) and drives Temporal (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE).`
+
+// deployCmd runs a stepped rollout of a build (internal/rollout).
+func deployCmd(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 || args[0] != "rollout" {
+		return fmt.Errorf("deploy: want rollout\n%s", deployUsage)
+	}
+	fs := flag.NewFlagSet("deploy rollout", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), deployUsage)
+		fs.PrintDefaults()
+	}
+	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
+	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
+	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "the PostgreSQL database (DATABASE_URL)")
+	deployment := fs.String("deployment", envOr("AGENTFLOW_DEPLOYMENT_NAME", "agentflow"), "the worker deployment")
+	o := rollout.Options{Thresholds: rollout.DefaultThresholds}
+	fs.StringVar(&o.Build, "build", "", "the build to roll out")
+	steps := fs.String("steps", "10,50,100", "the percentages of new turns, in order; 100 makes the build current")
+	fs.DurationVar(&o.Hold, "hold", 0, "how long a step lasts before it is judged (default 5m)")
+	fs.IntVar(&o.MinTurns, "min-turns", 0, "turns of the build a step is judged on (default 20)")
+	fs.DurationVar(&o.MaxWait, "max-wait", 0, "how long a step waits for them before it rolls back (default 6 holds)")
+	fs.Float64Var(&o.Thresholds.ErrorRateRise, "error-rate-rise", o.Thresholds.ErrorRateRise, "the error rate the build may add to the current build's")
+	fs.Float64Var(&o.Thresholds.GuardRateRise, "guard-rate-rise", o.Thresholds.GuardRateRise, "the guardrail trips a turn the build may add")
+	fs.Float64Var(&o.Thresholds.TokensRise, "tokens-rise", o.Thresholds.TokensRise, "the share of tokens a turn the build may add")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 || o.Build == "" || *dbURL == "" {
+		return fmt.Errorf("deploy rollout: want --build and --database-url (or DATABASE_URL)\n%s", deployUsage)
+	}
+	for _, s := range strings.Split(*steps, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("deploy rollout: --steps %q: want percentages such as 10,50,100", *steps)
+		}
+		o.Steps = append(o.Steps, p)
+	}
+	o.Deployment = *deployment
+	st, err := store.Open(ctx, *dbURL, store.Options{MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	c, closeClient, err := dialTemporal(ctx, *address, *namespace)
+	if err != nil {
+		return err
+	}
+	defer closeClient()
+	log, err := zap.NewProduction()
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // stderr
+	rep, err := rollout.Run(ctx, rollout.Temporal{Client: c, Name: o.Deployment}, st, o, log)
+	if *asJSON {
+		if err := json.NewEncoder(out).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(out, rep.Markdown())
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Done {
+		return exitError(1)
+	}
+	return nil
+}
