@@ -2,12 +2,16 @@ package activities
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/program"
 )
 
 // startProgram starts a turn of agent coder whose reply (step 1) is one
@@ -81,7 +85,7 @@ func TestRunProgramFaults(t *testing.T) {
 	for _, tc := range []struct{ name, source, want string }{
 		{"syntax", "return (1;", "the program failed: SyntaxError"},
 		{"runtime", "const x = 1;\nreturn x.y.z;", "(line 2, column"},
-		{"a tool it may not call", "return await tools.echo_data({});", "the program failed: TypeError"},
+		{"a tool it may not call", "return await tools.own_preview({});", "the program failed: TypeError"},
 		{"calls over the limit", "for (let i = 0; i < 1001; i++) { tools.tally({}); }", "limit: calls (1000)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,5 +129,82 @@ func FuzzRecordedOf(f *testing.F) {
 		}
 		require.Empty(t, r.Error)
 		require.True(t, json.Valid(r.Result), "%q", r.Result)
+	})
+}
+
+// runOnce runs the program's next RunProgram and returns its result.
+func (h *harness) runOnce(t *testing.T, in contract.RunProgramInput) contract.RunProgramResult {
+	t.Helper()
+	var out contract.RunProgramResult
+	h.execute(t, contract.RunProgram, in, &out)
+	return out
+}
+
+// TestRunProgramData: a call whose data the tool keeps by reference
+// gives the program its preview and ref, and data.read reads the data
+// whole, inside RunProgram: the turn sees one tool call, then the end.
+// A read of what is not a ref, of nothing, of another tenant's data, or
+// of more than the read limit is an error the model reads.
+func TestRunProgramData(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript)
+	in := h.startProgram(t, `const r = await tools.echo_data({text: "the orders", data: Array.from({length: 2000}, (_, i) => ({id: i, name: "order " + i}))});
+const rows = await data.read(r);
+const again = await data.read(r.ref);
+return {type: r.type, row_count: r.row_count, bytes: r.bytes, text: r.text, sample: r.sample.length, read: rows.length, last: rows[1999], same: again.length};`)
+	in.From = 3
+	out := h.runOnce(t, in)
+	require.Nil(t, out.Done)
+	require.Len(t, out.Pending, 1)
+	call := out.Pending[0]
+	var res contract.ExecuteToolResult
+	h.execute(t, contract.ExecuteTool, contract.ExecuteToolInput{TenantID: "demo", JobID: in.JobID, AgentID: "coder", AgentVersion: in.AgentVersion,
+		Seq: 3, Program: "p", Call: agent.ToolCall{ID: contract.ProgramCallID("p", 0), Name: call.Tool, Arguments: string(call.Args)}}, &res)
+	require.NotNil(t, res.Data)
+	require.Greater(t, res.Data.Bytes, 40000, "the data is large, and kept by reference")
+	in.Made = 1
+	out = h.runOnce(t, in)
+	require.Empty(t, out.Pending, "the reads never reach the turn")
+	require.NotNil(t, out.Done)
+	require.Equal(t, agent.ToolOK, out.Done.Status, out.Done.Preview)
+	require.Contains(t, out.Done.Preview, fmt.Sprintf(`result: {"bytes":%d,"last":{"id":1999,"name":"order 1999"},"read":2000,"row_count":2000,"same":2000,"sample":3,"text":"the orders","type":"dataset"}`, res.Data.Bytes))
+
+	other, err := h.store.PutTenantBlob(t.Context(), "other", []byte(`{"secret":"of another tenant"}`), "application/json")
+	require.NoError(t, err)
+	big, err := h.store.PutTenantBlob(t.Context(), "demo", []byte(`"`+strings.Repeat("x", program.DefaultRead)+`"`), "application/json")
+	require.NoError(t, err)
+	for _, tc := range []struct{ name, source, want string }{
+		{"not a ref", `return await data.read("orders.json");`, `data.read("orders.json"): not a ref`},
+		{"nothing there", `return await data.read("cas://sha256:` + strings.Repeat("0", 64) + `");`, `: no data at this ref`},
+		{"another tenant's", `return await data.read("` + other + `");`, `data.read("` + other + `"): no data at this ref`},
+		{"over the read limit", `return (await data.read("` + big + `")).length;`, `limit: read (8 MiB): data.read("` + big + `") is 8388610 bytes of JSON`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := h.runOnce(t, h.startProgram(t, tc.source))
+			require.NotNil(t, out.Done)
+			require.Equal(t, agent.ToolError, out.Done.Status)
+			require.Contains(t, out.Done.Preview, "the program failed: ")
+			require.Contains(t, out.Done.Preview, tc.want)
+			require.NotContains(t, out.Done.Preview, "of another tenant")
+		})
+	}
+}
+
+// FuzzReadValue: whatever bytes a ref holds, a program's read gets a
+// JSON value (the data itself when it is JSON) or an error.
+func FuzzReadValue(f *testing.F) {
+	for _, s := range []string{`[{"a":1}]`, `"text"`, "plain text", "", "\xff\xfe\x00", `{"a":`, " 42 "} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := readValue(data)
+		if err != nil {
+			require.False(t, utf8.Valid(data))
+			return
+		}
+		require.True(t, json.Valid(v), "%q", v)
+		if json.Valid(data) {
+			require.Equal(t, string(data), string(v))
+		}
 	})
 }
