@@ -3,8 +3,13 @@ package activities
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -207,4 +212,84 @@ func FuzzReadValue(f *testing.F) {
 			require.Equal(t, string(data), string(v))
 		}
 	})
+}
+
+// TestRunProgramLimits: a program that takes more memory than its budget
+// and one that never ends each end, through the worker's own runner, as
+// the run_program result the model reads, naming the limit; and the
+// worker is as it was: no goroutine left, no process beyond the warm
+// one, and its memory not grown by the program's (the bomb's memory was
+// its child's, never the worker's: the bound is the child's budget's
+// half, far above what the worker's own work allocates and far below
+// what the bomb took).
+func TestRunProgramLimits(t *testing.T) {
+	const budget = 96 << 20
+	runner := program.New(program.Options{Memory: budget, Concurrency: 1})
+	t.Cleanup(func() { runner.Close() })
+	h := newHarness(t, modelScript, func(d *Deps) { d.Programs = runner })
+	run := func(source string) *contract.ExecuteToolResult {
+		out := h.runOnce(t, h.startProgram(t, source))
+		require.NotNil(t, out.Done)
+		return out.Done
+	}
+	require.Equal(t, agent.ToolOK, run("return 1").Status, "a warm child waits in the pool")
+	runtime.GC()
+	goroutines, rss, children := runtime.NumGoroutine(), residentBytes(t), childProcesses(t)
+
+	for _, tc := range []struct{ name, source, want string }{
+		{"memory", `const a = []; for (;;) { a.push(new Array(1 << 22).fill(a.length)); }`, "the program failed: limit: memory (96 MiB)"},
+		{"time", `let i = 0; for (;;) { i++; }`, "the program failed: limit: time (1s)"},
+	} {
+		done := run(tc.source)
+		require.Equal(t, agent.ToolError, done.Status)
+		require.Contains(t, done.Preview, tc.want, tc.name)
+	}
+	require.Equal(t, agent.ToolOK, run("return 2").Status, "the runner runs the next program")
+	// A killed child's goroutines end as its pipes close: wait for
+	// that, then compare.
+	var nowG, nowC int
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if nowG, nowC = runtime.NumGoroutine(), childProcesses(t); nowG <= goroutines && nowC <= children {
+			break
+		}
+	}
+	require.LessOrEqual(t, nowG, goroutines, "goroutines")
+	require.LessOrEqual(t, nowC, children, "child processes")
+	after := residentBytes(t)
+	t.Logf("resident memory %d MiB (was %d MiB)", after>>20, rss>>20)
+	require.Less(t, after, rss+budget/2, "the worker's memory grew by the program's")
+}
+
+// residentBytes is the process's resident memory.
+func residentBytes(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// childProcesses counts the processes whose parent is this one.
+func childProcesses(t *testing.T) int {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	require.NoError(t, err)
+	n, self := 0, strconv.Itoa(os.Getpid())
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // it ended
+		}
+		// pid (comm) state ppid …: comm may hold spaces, not ")".
+		_, rest, ok := strings.Cut(string(b), ") ")
+		if f := strings.Fields(rest); ok && len(f) > 1 && f[1] == self {
+			n++
+		}
+	}
+	return n
 }
