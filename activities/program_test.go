@@ -117,13 +117,17 @@ func TestRunProgramFaults(t *testing.T) {
 
 // FuzzRecordedOf: whatever a tool stored as a program's call's result,
 // the program gets it back as a JSON value or as the call's error, with
-// the call it made.
+// the call it made; data kept by reference as its preview with its ref.
 func FuzzRecordedOf(f *testing.F) {
 	for _, s := range []string{`42`, `{"a":[1,2]}`, `plain text`, errorPrefix + "no such order", "", `"quoted"`, "{broken", "\xff\xfe"} {
-		f.Add(s, `{"i":1}`)
+		f.Add(s, `{"i":1}`, "")
 	}
-	f.Fuzz(func(t *testing.T, content, args string) {
+	f.Add("the rows\n\ndata: cas://sha256:ab (dataset, 2 rows). Pass the ref…", `{}`, "cas://sha256:ab")
+	f.Fuzz(func(t *testing.T, content, args, ref string) {
 		m := agent.Message{Role: agent.RoleTool, Content: content, Program: "p", ToolCalls: []agent.ToolCall{{ID: "p.3", Name: "square", Arguments: args}}}
+		if ref != "" {
+			m.Data = &agent.DataPreview{Type: agent.DataDataset, Ref: ref, Bytes: 7}
+		}
 		r := recordedOf(3, m)
 		require.Equal(t, 3, r.N)
 		require.Equal(t, "square", r.Tool)
@@ -134,6 +138,11 @@ func FuzzRecordedOf(f *testing.F) {
 		}
 		require.Empty(t, r.Error)
 		require.True(t, json.Valid(r.Result), "%q", r.Result)
+		if ref != "" && utf8.ValidString(ref) {
+			var d programData
+			require.NoError(t, json.Unmarshal(r.Result, &d))
+			require.Equal(t, ref, d.Ref, "data kept by reference is its ref and preview")
+		}
 	})
 }
 
@@ -237,7 +246,11 @@ func TestRunProgramLimits(t *testing.T) {
 	goroutines, rss, children := runtime.NumGoroutine(), residentBytes(t), childProcesses(t)
 
 	for _, tc := range []struct{ name, source, want string }{
-		{"memory", `const a = []; for (;;) { a.push(new Array(1 << 22).fill(a.length)); }`, "the program failed: limit: memory (96 MiB)"},
+		// In steps larger than the budget: under the race detector a
+		// bomb that fills its memory a little at a time takes seconds,
+		// and the time limit would end it first (internal/program's
+		// tests cover those).
+		{"memory", `const a = []; for (let n = 1 << 27; ; n *= 2) { a.push("x".repeat(n)); }`, "the program failed: limit: memory (96 MiB)"},
 		{"time", `let i = 0; for (;;) { i++; }`, "the program failed: limit: time (1s)"},
 	} {
 		done := run(tc.source)
