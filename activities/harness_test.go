@@ -45,7 +45,8 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 // say (echo_data); a tool whose data comes with a preview of its own that
 // shows its rows whole (own_preview); and delegate_to_agent, whose calls
 // the workflow runs. A second agent, coder, writes programs that call
-// calculator and tally (code mode).
+// calculator, tally and echo_data (code mode), each run of one computing
+// for at most a second.
 const testCatalog = `
 tenant: demo
 default_agent: assistant
@@ -72,7 +73,7 @@ agents:
   - id: coder
     model: openai:gpt-4o-mini
     tools: [calculator, tally, echo_data]
-    code_mode: {tools: [calculator, tally]}
+    code_mode: {tools: [calculator, tally, echo_data], time_sec: 1}
 `
 
 // testDataInline is the harness's DataInlineBytes: small, so that tests

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -69,7 +70,7 @@ func (a *Activities) RunProgram(ctx context.Context, in contract.RunProgramInput
 	if err != nil {
 		return contract.RunProgramResult{}, err
 	}
-	out, err := a.programs.Run(ctx, program.Input{
+	out, err := a.runProgram(ctx, in, program.Input{
 		Source: source, Tools: programTools(ag), Recorded: recorded, Now: in.Now, Seed: in.Seed, Limits: programLimits(*ag.CodeMode),
 	})
 	var perr *program.Error
@@ -90,6 +91,82 @@ func (a *Activities) RunProgram(ctx context.Context, in contract.RunProgramInput
 	res.Approvals = a.approvals(ctx, ag, contract.CallModelInput{TenantID: in.TenantID, JobID: in.JobID, SessionID: in.SessionID,
 		Context: in.Context, Caller: in.Caller}, calls)
 	return res, nil
+}
+
+// runProgram runs the program until it ends or waits on tool calls,
+// reading the data it asks for with data.read on the way: the turn never
+// sees a read. The data is read again on each attempt and each
+// RunProgram, never recorded (internal/program: a ref's data is the same
+// every time). Each run asks for at least one ref it did not ask for
+// before, and a program may read at most program.MaxReads refs, so the
+// loop ends.
+func (a *Activities) runProgram(ctx context.Context, in contract.RunProgramInput, p program.Input) (program.Outcome, error) {
+	inputs := &turnInputs{a: a, tenantID: in.TenantID, jobID: in.JobID}
+	room := cmp.Or(p.Limits.Read, program.DefaultRead)
+	for {
+		out, err := a.programs.Run(ctx, p)
+		if err != nil || out.Done || len(out.Reads) == 0 {
+			return out, err
+		}
+		for _, ref := range out.Reads {
+			r, err := a.programRead(ctx, inputs, ref, room)
+			if err != nil {
+				return program.Outcome{}, fmt.Errorf("read %s for call %q's program: %w", agent.Clip(ref, 100), in.Call.ID, err)
+			}
+			if r.Error == "" {
+				room -= r.Bytes
+			}
+			p.Reads = append(p.Reads, r)
+		}
+	}
+}
+
+// programRead reads ref for a program's data.read: its data as the
+// program gets it (readValue), or the error that rejects the read, which
+// the model reads if the program does not catch it. Data larger than room
+// (what is left of the program's read limit) keeps only its size: the
+// program stops with a read limit when it reads it. An error reading the
+// store is the runner's, to retry.
+func (a *Activities) programRead(ctx context.Context, inputs *turnInputs, ref string, room int) (program.Read, error) {
+	r := program.Read{Ref: ref}
+	if !agent.IsRef(ref) && !agent.IsInputIndex(ref) {
+		r.Error = fmt.Sprintf("data.read(%q): not a ref; pass a tool's result kept by reference, or its ref (cas://sha256:…)", agent.Clip(ref, 100))
+		return r, nil
+	}
+	raw, err := inputs.data(ctx, ref)
+	switch {
+	case agent.IsCode(err, agent.CodeNotFound):
+		// Another tenant's ref reads as one of nothing.
+		r.Error = fmt.Sprintf("data.read(%q): no data at this ref", agent.Clip(ref, 100))
+		return r, nil
+	case agent.IsCode(err, agent.CodeInvalid):
+		r.Error = fmt.Sprintf("data.read(%q): %v", agent.Clip(ref, 100), err)
+		return r, nil
+	case err != nil:
+		return program.Read{}, err
+	}
+	value, err := readValue(raw)
+	if err != nil {
+		r.Error = fmt.Sprintf("data.read(%q): %v", agent.Clip(ref, 100), err)
+		return r, nil
+	}
+	r.Bytes = len(value)
+	if r.Bytes <= room {
+		r.Data = value
+	}
+	return r, nil
+}
+
+// readValue is data as a program's data.read gets it, as JSON: the JSON
+// value it is, or, for text, the string; binary data is an error.
+func readValue(data []byte) (json.RawMessage, error) {
+	if json.Valid(data) {
+		return json.RawMessage(data), nil
+	}
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("the data is binary (%s), neither JSON nor text", agent.FormatBytes(len(data)))
+	}
+	return json.Marshal(string(data))
 }
 
 // recordedCalls reads the program's calls so far, and their results,
@@ -121,8 +198,9 @@ func (a *Activities) recordedCalls(ctx context.Context, in contract.RunProgramIn
 }
 
 // recordedOf is a stored result of call n of a program as the program
-// reads it: an error rejects the call's promise; a JSON result is the
-// value, other text a string.
+// reads it: an error rejects the call's promise; data kept by reference
+// is its preview with its ref (programData), which data.read reads; a
+// JSON result is the value, other text a string.
 func recordedOf(n int, m agent.Message) program.Recorded {
 	c := m.ToolCalls[0]
 	r := program.Recorded{N: n, Tool: c.Name, Args: json.RawMessage(c.Arguments)}
@@ -131,12 +209,30 @@ func recordedOf(n int, m agent.Message) program.Recorded {
 		r.Error = strings.TrimPrefix(text, errorPrefix)
 		return r
 	}
+	if m.Data != nil && m.Data.Ref != "" {
+		d := programData{DataPreview: *m.Data}
+		// The tool's own text comes before the data's description
+		// (describeData).
+		if before, _, ok := strings.Cut(text, "data: "+m.Data.Ref); ok {
+			d.Text = strings.TrimSpace(before)
+		}
+		r.Result, _ = json.Marshal(d) // a preview of JSON values and strings
+		return r
+	}
 	if json.Valid([]byte(text)) {
 		r.Result = json.RawMessage(text)
 	} else {
 		r.Result, _ = json.Marshal(text) // a string always encodes
 	}
 	return r
+}
+
+// programData is what a program gets of a call's data kept by
+// reference: the preview the model would see, its ref (for data.read),
+// and the tool's text. program.DataDeclarations declares it.
+type programData struct {
+	agent.DataPreview
+	Text string `json:"text,omitempty"`
 }
 
 // programTools are the tools the agent's programs may call, as the model
@@ -203,13 +299,13 @@ func offered(ag agent.Agent) []agent.Tool {
 // description says the contract and declares the tools a program calls.
 func runProgramTool(ag agent.Agent) agent.Tool {
 	c := *ag.CodeMode
-	desc := fmt.Sprintf(`Run a short JavaScript program that calls the tools declared below itself, instead of calling them one at a time: use it when a task takes many tool calls, or when their results need filtering, joining or arithmetic. The program is the body of an async function: call a tool with await tools.<name>(args) (Promise.all for calls that do not depend on each other); a tool's error rejects its promise. Print with console.log and end with return <JSON value>: both come back as this call's result, and a syntax or runtime error comes back with its line. There is no network, file, timer or require; Date is fixed at the program's start. Limits: %d tool calls, %d s of computing between calls, %d bytes of output.
+	desc := fmt.Sprintf(`Run a short JavaScript program that calls the tools declared below itself, instead of calling them one at a time: use it when a task takes many tool calls, or when their results need filtering, joining or arithmetic. The program is the body of an async function: call a tool with await tools.<name>(args) (Promise.all for calls that do not depend on each other); a tool's error rejects its promise. A call's result is the tool's data; large data (and every table) comes back by reference, as a DataRef with a preview: await data.read(result) reads it whole. Print with console.log and end with return <JSON value>: both come back as this call's result, and a syntax or runtime error comes back with its line. There is no network, file, timer or require; Date is fixed at the program's start. Limits: %d tool calls, %d s of computing between calls, %d bytes of output, %d bytes of data read.
 
 `, cmp.Or(c.MaxCalls, program.DefaultCalls), int(cmp.Or(time.Duration(c.TimeSec)*time.Second, program.DefaultTime)/time.Second),
-		cmp.Or(c.MaxOutputBytes, program.DefaultOutput))
+		cmp.Or(c.MaxOutputBytes, program.DefaultOutput), program.DefaultRead)
 	return agent.Tool{
 		Name:        agent.RunProgramTool,
-		Description: desc + program.Declarations(programTools(ag)),
+		Description: desc + program.Declarations(programTools(ag)) + program.DataDeclarations,
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"program":{"type":"string","description":"the program: the body of an async function"}},"required":["program"],"additionalProperties":false}`),
 	}
 }

@@ -292,18 +292,7 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 		TenantID: in.TenantID, JobID: in.JobID, CallID: in.Call.ID,
 		WorkflowID: activity.GetInfo(ctx).WorkflowExecution.ID,
 		HTTP:       snap.HTTP,
-		Data: func(ctx context.Context, ref string) ([]byte, error) {
-			ref, err := inputs.resolve(ctx, ref)
-			if err != nil {
-				return nil, err
-			}
-			var data []byte
-			err = a.db(ctx, "read data", func() (err error) {
-				data, err = a.store.Data(ctx, in.TenantID, ref)
-				return err
-			})
-			return data, err
-		},
+		Data:       inputs.data,
 		OpenBlob: func(ctx context.Context, ref string) (tools.Blob, error) {
 			ref, err := inputs.resolve(ctx, ref)
 			if err != nil {
@@ -366,6 +355,22 @@ func (t *turnInputs) resolve(ctx context.Context, ref string) (string, error) {
 		return "", fmt.Errorf("read the turn's previous results: %w", err)
 	}
 	return agent.ResolveInput(ref, t.previous)
+}
+
+// data reads the data behind ref that the turn's tenant may read, whole:
+// the one reader of data by reference for tools (tools.Call.Data) and
+// programs (data.read). Another tenant's ref is agent.CodeNotFound.
+func (t *turnInputs) data(ctx context.Context, ref string) ([]byte, error) {
+	ref, err := t.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	var data []byte
+	err = t.a.db(ctx, "read data", func() (err error) {
+		data, err = t.a.store.Data(ctx, t.tenantID, ref)
+		return err
+	})
+	return data, err
 }
 
 // caller is who asked for the turn, from the credential its request came

@@ -35,6 +35,26 @@ func Declarations(tools []Tool) string {
 	return b.String()
 }
 
+// DataDeclarations declares, as TypeScript, what a tool's call returns
+// for data the tool keeps by reference, and the data global that reads
+// it: a description of run_program shows it after Declarations.
+const DataDeclarations = `/** What a tool's call returns for data kept by reference (large data, and every table) in place of the data: a preview. */
+interface DataRef {
+  ref: string;
+  type: "dataset" | "document" | "text";
+  bytes: number;
+  row_count?: number;
+  fields?: { name: string; type: string }[];
+  sample?: any[];
+  /** What the tool said beside its data. */
+  text?: string;
+}
+declare const data: {
+  /** The data behind a ref (a DataRef, or its ref: "cas://sha256:…"): its JSON value, or its text. Data read is counted against a limit: read what you need. */
+  read(ref: DataRef | string): Promise<any>;
+};
+`
+
 // maxTypeDepth bounds how deeply a schema is typed; deeper is any.
 const maxTypeDepth = 6
 

@@ -19,8 +19,10 @@
 //
 // The source is the body of an async function, so top-level await and
 // return work. The program sees tools.<name>(args), an async function per
-// tool the caller grants; console.log, info, warn and error, captured; and
-// input, a JSON value the caller passes (null when none). It sees no clock
+// tool the caller grants; data.read(ref), the data behind a ref (a tool's
+// result kept by reference carries one); console.log, info, warn and
+// error, captured; and input, a JSON value the caller passes (null when
+// none). It sees no clock
 // and no randomness of its own: Date is fixed at Input.Now and
 // Math.random draws from a generator seeded with Input.Seed, and the local
 // time zone is UTC. There is no require, no network, no filesystem and no
@@ -45,6 +47,14 @@
 // arguments as canonical JSON); otherwise the run ends with a replay
 // Error. When the program's async body settles, Run returns Done with its
 // return value as JSON and the console output of the whole program.
+//
+// A data.read waits as a call does, in the batch of the calls made with
+// it, but takes no number: the batch's refs not yet read come back as
+// Outcome.Reads, and the caller runs the program again with their data
+// in Input.Reads. A read is not recorded: the data behind a ref is
+// content-addressed (cas://) or written once (artifact://), so reading
+// it again on every run gives the same value, and recording it would
+// store large data a second time to save a read.
 //
 // The turn's loop is then: Run → Pending → run those calls as tool calls
 // (approvals, egress, secrets, events: the tool runtime's, not ours) and
@@ -74,6 +84,7 @@
 // the child), time (an interrupt at the deadline of each Run, and the
 // child killed if it does not stop), tool calls (the total the program
 // makes, recorded ones included), output (console and return value
-// together, checked as they grow) and source size. See the Default and
-// Max constants.
+// together, checked as they grow), source size, and data read (the bytes
+// of JSON data.read brings, all reads together, and the refs read). See
+// the Default and Max constants.
 package program

@@ -45,9 +45,11 @@ type stop struct{ err *Error }
 
 func (s *stop) Error() string { return s.err.Message }
 
-// call is one tool call the program made, with its promise.
+// call is one tool call or data.read the program made, with its
+// promise.
 type call struct {
-	Call
+	Call                   // a tool call; zero for a read
+	ref             string // a data.read: the ref it reads
 	resolve, reject func(any) error
 }
 
@@ -56,9 +58,16 @@ type interp struct {
 	vm       *goja.Runtime
 	in       Input
 	recorded map[int]Recorded
-	calls    []call
-	console  bytes.Buffer
-	stopped  *Error // set once a limit or a replay fault ended the run
+	reads    map[string]Read
+	// waits are the tool calls and reads in the order the program made
+	// them; made counts the tool calls (the next one's N), asked the
+	// refs read, read the bytes read.
+	waits   []call
+	made    int
+	asked   map[string]bool
+	read    int
+	console bytes.Buffer
+	stopped *Error // set once a limit or a replay fault ended the run
 	// The JSON functions as they were before the program ran: it may
 	// replace the globals, not what crosses to Go.
 	stringify, parseJSON goja.Callable
@@ -72,9 +81,13 @@ func execute(in Input, cache compiled) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, syntaxError(err)
 	}
-	it := &interp{vm: goja.New(), in: in, recorded: make(map[int]Recorded, len(in.Recorded))}
+	it := &interp{vm: goja.New(), in: in, recorded: make(map[int]Recorded, len(in.Recorded)),
+		reads: make(map[string]Read, len(in.Reads)), asked: map[string]bool{}}
 	for _, r := range in.Recorded {
 		it.recorded[r.N] = r
+	}
+	for _, r := range in.Reads {
+		it.reads[r.Ref] = r
 	}
 	if err := it.setup(); err != nil {
 		return Outcome{}, err
@@ -144,6 +157,10 @@ func (it *interp) setup() error {
 			return err
 		}
 	}
+	data := vm.NewObject()
+	if err := data.Set("read", it.readData); err != nil {
+		return err
+	}
 	var input any
 	if len(it.in.Input) > 0 {
 		v, err := it.parse(it.in.Input)
@@ -152,7 +169,7 @@ func (it *interp) setup() error {
 		}
 		input = v
 	}
-	for name, v := range map[string]any{"tools": tools, "console": console, "input": input} {
+	for name, v := range map[string]any{"tools": tools, "console": console, "data": data, "input": input} {
 		if err := vm.Set(name, v); err != nil {
 			return err
 		}
@@ -186,7 +203,7 @@ func (it *interp) tool(name string) func(goja.FunctionCall) goja.Value {
 		if len(args) > MaxArgs {
 			panic(it.vm.NewTypeError("tools.%s: the arguments are %d bytes of JSON, over the %d allowed", name, len(args), MaxArgs))
 		}
-		n := len(it.calls)
+		n := it.made
 		if n >= it.in.Limits.Calls {
 			it.halt(limitError(LimitCalls, it.in.Limits))
 			return goja.Undefined()
@@ -199,9 +216,41 @@ func (it *interp) tool(name string) func(goja.FunctionCall) goja.Value {
 			return goja.Undefined()
 		}
 		p, resolve, reject := it.vm.NewPromise()
-		it.calls = append(it.calls, call{Call: c, resolve: resolve, reject: reject})
+		it.waits = append(it.waits, call{Call: c, resolve: resolve, reject: reject})
+		it.made++
 		return it.vm.ToValue(p)
 	}
+}
+
+// maxRef bounds a ref the program passes to data.read.
+const maxRef = 1 << 10
+
+// readData is data.read(ref): a promise of the data behind ref (a string,
+// or an object whose ref field is one: a tool's result kept by
+// reference), which the batch's end settles, as a tool call's.
+func (it *interp) readData(fc goja.FunctionCall) goja.Value {
+	if it.stopped != nil {
+		return goja.Undefined()
+	}
+	arg := fc.Argument(0)
+	if o, ok := arg.(*goja.Object); ok {
+		arg = o.Get("ref")
+	}
+	if arg == nil || !goja.IsString(arg) || arg.String() == "" || len(arg.String()) > maxRef {
+		panic(it.vm.NewTypeError("data.read: pass a ref (\"cas://sha256:…\") or a tool's result that has one ({ref: …})"))
+	}
+	ref := arg.String()
+	if !it.asked[ref] {
+		if len(it.asked) >= MaxReads {
+			it.halt(&Error{Kind: KindLimit, Limit: LimitRead, Message: fmt.Sprintf(
+				"limit: read (%d refs): the program may read at most %d refs; read fewer, or have a tool combine the data", MaxReads, MaxReads)})
+			return goja.Undefined()
+		}
+		it.asked[ref] = true
+	}
+	p, resolve, reject := it.vm.NewPromise()
+	it.waits = append(it.waits, call{ref: ref, resolve: resolve, reject: reject})
+	return it.vm.ToValue(p)
 }
 
 // print is a console method: it appends a line and ends the run as soon
@@ -290,20 +339,18 @@ func (it *interp) run(prog *goja.Program) (Outcome, error) {
 		if it.stopped != nil {
 			return Outcome{}, it.stopped
 		}
-		batch := it.calls[delivered:]
+		batch := it.waits[delivered:]
 		if len(batch) == 0 {
 			return Outcome{}, &Error{Kind: KindRuntime, Message: "the program waits on a promise that no tool call settles: it can never finish"}
 		}
-		var pending []Call
-		for _, c := range batch {
-			if _, ok := it.recorded[c.N]; !ok {
-				pending = append(pending, c.Call)
-			}
+		pending, reads := it.unanswered(batch)
+		if len(pending) > 0 || len(reads) > 0 {
+			return Outcome{Pending: pending, Reads: reads, Console: it.console.String(), Calls: it.made}, nil
 		}
-		if len(pending) > 0 {
-			return Outcome{Pending: pending, Console: it.console.String(), Calls: len(it.calls)}, nil
+		if err := it.countReads(batch); err != nil {
+			return Outcome{}, err
 		}
-		end := len(it.calls)
+		end := len(it.waits)
 		if err := it.answer(batch); err != nil {
 			return Outcome{}, it.fault(err)
 		}
@@ -312,9 +359,9 @@ func (it *interp) run(prog *goja.Program) (Outcome, error) {
 	if it.stopped != nil {
 		return Outcome{}, it.stopped
 	}
-	if len(it.recorded) > len(it.calls) {
+	if len(it.recorded) > it.made {
 		return Outcome{}, &Error{Kind: KindReplay, Message: fmt.Sprintf(
-			"the program made a different call on its re-run: it finished after %d calls, but %d were recorded", len(it.calls), len(it.recorded))}
+			"the program made a different call on its re-run: it finished after %d calls, but %d were recorded", it.made, len(it.recorded))}
 	}
 	if top.State() == goja.PromiseStateRejected {
 		return Outcome{}, it.thrown(top.Result())
@@ -326,7 +373,47 @@ func (it *interp) run(prog *goja.Program) (Outcome, error) {
 	if it.console.Len()+len(value) > it.in.Limits.Output {
 		return Outcome{}, limitError(LimitOutput, it.in.Limits)
 	}
-	return Outcome{Done: true, Value: value, Console: it.console.String(), Calls: len(it.calls)}, nil
+	return Outcome{Done: true, Value: value, Console: it.console.String(), Calls: it.made}, nil
+}
+
+// unanswered returns the batch's calls that have no recorded result and
+// the refs it reads that were not read, each once.
+func (it *interp) unanswered(batch []call) (pending []Call, reads []string) {
+	seen := map[string]bool{}
+	for _, c := range batch {
+		switch {
+		case c.ref == "":
+			if _, ok := it.recorded[c.N]; !ok {
+				pending = append(pending, c.Call)
+			}
+		case !seen[c.ref]:
+			seen[c.ref] = true
+			if _, ok := it.reads[c.ref]; !ok {
+				reads = append(reads, c.ref)
+			}
+		}
+	}
+	return pending, reads
+}
+
+// countReads counts the batch's reads against Limits.Read before any is
+// answered: data over the limit never reaches the program.
+func (it *interp) countReads(batch []call) error {
+	for _, c := range batch {
+		r := it.reads[c.ref]
+		if c.ref == "" || r.Error != "" {
+			continue
+		}
+		it.read += r.Bytes
+		// Data the caller kept back (Runner.Run: past the limit) is over
+		// it however the program ordered its reads.
+		if it.read > it.in.Limits.Read || r.Held {
+			return &Error{Kind: KindLimit, Limit: LimitRead, Message: fmt.Sprintf(
+				"limit: read (%s): data.read(%q) is %d bytes of JSON, more than the program may read with what it read before; read less at once: ask the tool for fewer rows or fields, or a page at a time",
+				size(int64(it.in.Limits.Read)), cut(c.ref, 200), r.Bytes)}
+		}
+	}
+	return nil
 }
 
 // answer settles the batch's promises from their recordings, inside one
@@ -338,18 +425,22 @@ func (it *interp) answer(batch []call) error {
 	var failed error
 	deliver := func(goja.FunctionCall) goja.Value {
 		for _, c := range batch {
-			r := it.recorded[c.N]
+			result, msg, what := it.recorded[c.N].Result, it.recorded[c.N].Error, fmt.Sprintf("call %d", c.N)
+			if c.ref != "" {
+				r := it.reads[c.ref]
+				result, msg, what = r.Data, r.Error, "the read of "+c.ref
+			}
 			var err error
-			if r.Error != "" {
-				err = c.reject(it.vm.NewGoError(errors.New(r.Error)))
+			if msg != "" {
+				err = c.reject(it.vm.NewGoError(errors.New(msg)))
 			} else {
 				var v goja.Value
-				if v, err = it.parse(r.Result); err == nil {
+				if v, err = it.parse(result); err == nil {
 					err = c.resolve(v)
 				}
 			}
 			if err != nil {
-				failed = fmt.Errorf("answer call %d: %w", c.N, err)
+				failed = fmt.Errorf("answer %s: %w", what, err)
 				break
 			}
 		}

@@ -35,6 +35,14 @@ const (
 	MaxSource = 64 << 10
 	// MaxArgs bounds one call's arguments as JSON, in bytes.
 	MaxArgs = 1 << 20
+	// DefaultRead bounds the data a program reads with data.read, all its
+	// reads together, in bytes of JSON: parsed, data takes several times
+	// its size of the program's memory, and DefaultMemory must hold it.
+	DefaultRead = 8 << 20
+	MaxRead     = 64 << 20
+	// MaxReads bounds the distinct refs a program reads: each new one
+	// costs its run a stop and a start.
+	MaxReads = 100
 	// DefaultConcurrency is the most programs that run at once.
 	DefaultConcurrency = 4
 )
@@ -84,6 +92,27 @@ type Limits struct {
 	// Output bounds the console output and the return value together, in
 	// bytes. Default DefaultOutput.
 	Output int
+	// Read bounds the data the program reads (data.read), all its reads
+	// together, in bytes of JSON. Default DefaultRead.
+	Read int
+}
+
+// Read is what the caller read of a ref the program asked for with
+// data.read (Outcome.Reads): the data as JSON, or the error that rejects
+// the read's promise, or, for data over Limits.Read, only its size.
+type Read struct {
+	Ref string
+	// Data is the data as JSON; empty when Error is set or the data is
+	// too large to send (Bytes says how large).
+	Data json.RawMessage
+	// Bytes is the data's size as JSON, counted against Limits.Read.
+	Bytes int
+	// Error, when set, rejects the read's promise with an Error whose
+	// message it is.
+	Error string
+	// Held is set by Run on reads past Limits.Read, all together, whose
+	// Data it kept back: the program ends when it reads one.
+	Held bool
 }
 
 // Input is one run of a program.
@@ -101,7 +130,12 @@ type Input struct {
 	// Seed seeds Math.random.
 	Seed int64
 	// Input is the program's input global; null when empty.
-	Input  json.RawMessage
+	Input json.RawMessage
+	// Reads answer the program's data.read calls by ref. Data behind a
+	// ref is content-addressed (cas://) or written once (artifact://), so
+	// the caller reads it again for each Run rather than record it: the
+	// same ref gives the same data on every run.
+	Reads  []Read
 	Limits Limits
 }
 
@@ -119,6 +153,11 @@ type Outcome struct {
 	Console string
 	// Calls is how many calls the program has made, recorded and pending.
 	Calls int
+	// Reads are the refs the program's data.read calls wait on, in the
+	// order it asked, when it is not Done: the caller reads them and
+	// runs the program again with them in Input.Reads. Pending may then
+	// be empty.
+	Reads []string
 }
 
 // Kinds of Error.
@@ -136,6 +175,7 @@ const (
 	LimitCalls  = "calls"
 	LimitOutput = "output"
 	LimitSource = "source"
+	LimitRead   = "read"
 )
 
 // Error is the program's fault: what the model wrote and can fix. Its

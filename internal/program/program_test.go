@@ -388,3 +388,72 @@ func TestRunConcurrency(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, out.Done)
 }
+
+// TestRunRead: data.read waits like a call, with the calls of its batch,
+// and takes a ref or a result that carries one; reads do not number
+// calls; a read's error rejects its promise; reading more than the limit
+// ends the program, whatever the order of its reads.
+func TestRunRead(t *testing.T) {
+	r := newRunner(t, Options{})
+	src := `const got = await tools.get({id: 7});
+const [rows, again, n] = await Promise.all([data.read({ref: "cas://a", type: "dataset"}), data.read("cas://a"), tools.add({a: 1, b: 2})]);
+let missing;
+try { await data.read("cas://gone"); } catch (e) { missing = e.message; }
+return {got, rows: rows.length, same: again[1].id, n, missing};`
+	in := Input{Source: src, Tools: tools, Now: now}
+	out, err := r.Run(t.Context(), in)
+	require.NoError(t, err)
+	require.Equal(t, []Call{{N: 0, Tool: "get", Args: json.RawMessage(`{"id":7}`)}}, out.Pending)
+	require.Empty(t, out.Reads)
+	in.Recorded = append(in.Recorded, Recorded{N: 0, Tool: "get", Args: out.Pending[0].Args, Result: json.RawMessage(`{"id":7}`)})
+
+	out, err = r.Run(t.Context(), in)
+	require.NoError(t, err)
+	require.Equal(t, []Call{{N: 1, Tool: "add", Args: json.RawMessage(`{"a":1,"b":2}`)}}, out.Pending, "a read does not take a call's number")
+	require.Equal(t, []string{"cas://a"}, out.Reads, "a ref read twice is read once")
+	in.Reads = append(in.Reads, Read{Ref: "cas://a", Data: json.RawMessage(`[{"id":1},{"id":2}]`)})
+	out, err = r.Run(t.Context(), in)
+	require.NoError(t, err)
+	require.Len(t, out.Pending, 1)
+	require.Empty(t, out.Reads)
+	in.Recorded = append(in.Recorded, Recorded{N: 1, Tool: "add", Args: out.Pending[0].Args, Result: json.RawMessage(`3`)})
+
+	out, err = r.Run(t.Context(), in)
+	require.NoError(t, err)
+	require.Empty(t, out.Pending)
+	require.Equal(t, []string{"cas://gone"}, out.Reads)
+	in.Reads = append(in.Reads, Read{Ref: "cas://gone", Error: "data.read: no data at cas://gone"})
+	out, err = r.Run(t.Context(), in)
+	require.NoError(t, err)
+	require.True(t, out.Done)
+	require.JSONEq(t, `{"got":{"id":7},"rows":2,"same":2,"n":3,"missing":"data.read: no data at cas://gone"}`, string(out.Value))
+	require.Equal(t, 2, out.Calls)
+
+	t.Run("not a ref", func(t *testing.T) {
+		_, err := r.Run(t.Context(), Input{Source: `return await data.read({id: 1});`})
+		var pe *Error
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, KindRuntime, pe.Kind)
+		require.Contains(t, pe.Message, "TypeError: data.read: pass a ref")
+	})
+	t.Run("over the limit", func(t *testing.T) {
+		big := json.RawMessage(`"` + strings.Repeat("x", 600) + `"`)
+		// The second read the program makes is the first the caller
+		// kept back: the limit holds whatever the order.
+		in := Input{Source: `const a = await data.read("cas://b"); return (await data.read("cas://a")).length;`, Limits: Limits{Read: 1000},
+			Reads: []Read{{Ref: "cas://a", Data: big}, {Ref: "cas://b", Data: big}}}
+		_, err := r.Run(t.Context(), in)
+		var pe *Error
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, KindLimit, pe.Kind)
+		require.Equal(t, LimitRead, pe.Limit)
+		require.Contains(t, pe.Message, `limit: read (1000 bytes): data.read("cas://b") is 602 bytes of JSON`)
+	})
+	t.Run("too many refs", func(t *testing.T) {
+		_, err := r.Run(t.Context(), Input{Source: `for (let i = 0; i <= 100; i++) { data.read("cas://" + i); }`})
+		var pe *Error
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, LimitRead, pe.Limit)
+		require.Contains(t, pe.Message, "limit: read (100 refs)")
+	})
+}

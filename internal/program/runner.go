@@ -102,7 +102,7 @@ func serve(r *bufio.Reader, w *bufio.Writer) error {
 	}
 	cache := compiled{}
 	for {
-		kind, p, err := childproc.ReadFrame(r, 2*MaxSource+(64<<20))
+		kind, p, err := childproc.ReadFrame(r, 2*MaxSource+MaxRead+(64<<20))
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -169,6 +169,11 @@ func (r *Runner) Run(ctx context.Context, in Input) (Outcome, error) {
 		}
 	}
 	in.Limits = in.Limits.resolve()
+	reads, err := sized(in.Reads, in.Limits.Read)
+	if err != nil {
+		return Outcome{}, err
+	}
+	in.Reads = reads
 	payload, err := json.Marshal(request{Input: in})
 	if err != nil {
 		return Outcome{}, fmt.Errorf("encode the program's input: %w", err)
@@ -295,7 +300,37 @@ func (l Limits) resolve() Limits {
 		l.Output = DefaultOutput
 	}
 	l.Output = min(l.Output, MaxOutput)
+	if l.Read <= 0 {
+		l.Read = DefaultRead
+	}
+	l.Read = min(l.Read, MaxRead)
 	return l
+}
+
+// sized checks the reads and measures their data: the data of reads past
+// limit, all together, stays with the caller (the program stops at the
+// first of them with a read limit), so a child is never sent more than
+// the limit.
+func sized(reads []Read, limit int) ([]Read, error) {
+	out := make([]Read, len(reads))
+	total := 0
+	for i, r := range reads {
+		if len(r.Data) > 0 {
+			if !json.Valid(r.Data) {
+				return nil, fmt.Errorf("the read of %s is not JSON", r.Ref)
+			}
+			r.Bytes = len(r.Data)
+		}
+		if r.Error == "" {
+			total += r.Bytes
+		}
+		r.Held = total > limit
+		if r.Held {
+			r.Data = nil
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 // checkTools refuses tool names a program could not call as
