@@ -96,7 +96,19 @@ func runEvalCase(ctx, actx workflow.Context, in agent.EvalInput, ord int, c agen
 		Version: agent.ProtocolVersion, TenantID: in.TenantID, JobID: jobID,
 		AgentID: in.AgentID, AgentVersion: version, Prompt: c.Prompt, History: agent.HistoryFresh, Channel: agent.ChannelEval,
 	}
-	if len(c.History) > 0 {
+	if c.Recording != nil {
+		// A replay: the recorded prompt and history, and the recorded
+		// tool results (agent.Replay) in place of live tools.
+		var prep contract.PrepareReplayResult
+		in := contract.PrepareReplayInput{TenantID: in.TenantID, SessionID: jobID, JobID: jobID + "-history", Recording: *c.Recording}
+		if err := workflow.ExecuteActivity(actx, contract.PrepareReplay, in).Get(ctx, &prep); err != nil {
+			return agent.EvalCaseResult{}, err
+		}
+		req.Prompt, req.Replay = prep.Prompt, &agent.Replay{JobID: c.Recording.JobID}
+		if prep.History > 0 {
+			req.SessionID, req.History = jobID, agent.HistoryLoad
+		}
+	} else if len(c.History) > 0 {
 		// The case's conversation so far is its own session's transcript.
 		req.SessionID, req.History = jobID, agent.HistoryLoad
 		prep := contract.PrepareEvalCaseInput{TenantID: in.TenantID, SessionID: jobID, JobID: jobID + "-history", History: c.History}
