@@ -59,7 +59,8 @@ func (a *Activities) ScoreEvalCase(ctx context.Context, in contract.ScoreEvalCas
 		}
 	}
 	if rec := in.Case.Recording; rec != nil {
-		if err := a.scoreReplay(ctx, in, *rec, &out); err != nil {
+		// The judge reads the recorded prompt the replay answered.
+		if in.Case.Prompt, err = a.scoreReplay(ctx, in, *rec, &out); err != nil {
 			return agent.EvalCaseResult{}, err
 		}
 	}
@@ -86,15 +87,16 @@ func (a *Activities) ScoreEvalCase(ctx context.Context, in contract.ScoreEvalCas
 // scoreReplay scores a replayed case against its recording: the status
 // check wants the recorded status (unless the case names one), and the
 // replay's answer and tool calls are compared with the recording's
-// (evals.ScoreReplay), with the cost and latency deltas.
-func (a *Activities) scoreReplay(ctx context.Context, in contract.ScoreEvalCaseInput, rec agent.Recording, out *agent.EvalCaseResult) error {
+// (evals.ScoreReplay), with the cost and latency deltas. It returns the
+// recorded prompt.
+func (a *Activities) scoreReplay(ctx context.Context, in contract.ScoreEvalCaseInput, rec agent.Recording, out *agent.EvalCaseResult) (string, error) {
 	recorded, err := a.store.RecordedTurn(ctx, in.TenantID, rec)
 	if err != nil {
-		return fmt.Errorf("read recording %q: %w", rec.JobID, err)
+		return "", fmt.Errorf("read recording %q: %w", rec.JobID, err)
 	}
 	steps, err := a.store.Steps(ctx, in.TenantID, out.JobID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	c := in.Case
 	if c.Expect.Status == "" {
@@ -104,7 +106,7 @@ func (a *Activities) scoreReplay(ctx context.Context, in contract.ScoreEvalCaseI
 	out.Checks = append(evals.Score(c, in.Result), checks...)
 	calls, err := a.store.JobUsage(ctx, in.TenantID, rec.JobID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, c := range calls {
 		if c.Cost != nil {
@@ -115,7 +117,7 @@ func (a *Activities) scoreReplay(ctx context.Context, in contract.ScoreEvalCaseI
 	score.CostDeltaUSD = out.CostUSD - score.RecordedCostUSD
 	score.LatencyDeltaMS = out.LatencyMS - score.RecordedLatencyMS
 	out.Replay = &score
-	return nil
+	return recorded.Prompt(), nil
 }
 
 // judge asks a model to grade the case's answer by its rubric: the

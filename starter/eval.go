@@ -20,7 +20,7 @@ import (
 )
 
 const evalUsage = `starter eval run (-f DATASET | --dataset ID) [--agent A] [--version N] [--against M] [--concurrency C] [--id ID] [--report FILE]
-starter eval record --agent A --since DURATION | --from T --to T [--channel C] [--outcome S] [--sample RATE] [--limit N] [--id ID]
+starter eval record --agent A --since DURATION | --from T --to T [--channel C] [--outcome S] [--sample RATE] [--limit N] [--judge RUBRIC] [--id ID]
 starter eval show ID [--report FILE]
 starter eval compare ID_A ID_B
 
@@ -126,11 +126,13 @@ func evalRecord(ctx context.Context, args []string, out io.Writer) error {
 	sample := fs.Float64("sample", 0, "the share of matching turns to take, chosen by job id (default all)")
 	limit := fs.Int("limit", 0, "at most this many cases, oldest first (default 500)")
 	id := fs.String("id", "", "the dataset's id (default: a new one; the same id answers the stored dataset)")
+	judge := fs.String("judge", "", "also have a judge model grade each replayed answer by this rubric")
+	judgeModel := fs.String("judge-model", "", "the judge's model, provider:model (default: the agent's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	req := &pb.RecordDatasetRequest{DatasetId: *id, AgentId: *agentID, Channel: *channel, Outcome: *outcome,
-		SampleRate: *sample, Limit: int32(*limit)}
+		SampleRate: *sample, Limit: int32(*limit), JudgeRubric: *judge, JudgeModel: *judgeModel}
 	end := time.Now()
 	if *to != "" {
 		t, err := time.Parse(time.RFC3339, *to)

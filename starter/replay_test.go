@@ -33,6 +33,12 @@ import (
 // that says so.
 const replayScript = `
 rules:
+  - name: judge-pass
+    when: {system: '^You grade', user: '(?s)Request:\nWhat is .*Answer:\n[^\n]*[0-9]'}
+    reply: {text: 'PASS: it answers the arithmetic it was asked.'}
+  - name: judge-fail
+    when: {system: '^You grade'}
+    reply: {text: 'FAIL: no arithmetic answered.'}
   - name: calc-round
     when: {system: 'ROUND', user: '(?i)what is (?P<a>\d+) \* (?P<b>\d+)'}
     reply:
@@ -214,6 +220,17 @@ func TestEvalRecordReplay(t *testing.T) {
 		require.Equal(t, &agent.Replay{JobID: c.Replay.RecordedJobID}, replayed.Request.Replay)
 	}
 	require.InDelta(t, 1.0/3, run.Totals[1].Replay.ToolAgreement, 1e-9)
+
+	// A dataset that asks for a judge too: the judge reads the recorded
+	// prompt and the replay's answer.
+	out, err = starter(ctx, addr, demoToken, "eval", "record", "--agent", "calc", "--since", "1h", "--id", "rec-judged",
+		"--judge", "The answer gives the result of the arithmetic asked.")
+	require.NoError(t, err, out)
+	out, err = starter(ctx, addr, demoToken, "eval", "run", "--dataset", "rec-judged", "--version", "1", "--id", "replay-judged")
+	require.Equal(t, exitError(1), err, out)
+	require.Contains(t, out, "| v1 | 67% | 2/3 |")
+	require.Contains(t, out, "- ✗ answer judge: no arithmetic answered.")
+	require.EqualValues(t, 0, requests.Load(), "no live tool was called during the replays")
 
 	// The Evaluation's history of recorded cases replays; recorded for
 	// workflows/testdata with AGENTFLOW_RECORD_HISTORIES=1.

@@ -52,6 +52,10 @@ type RecordSelection struct {
 	SampleRate float64 `json:"sample_rate,omitempty"`
 	// Limit bounds the cases (oldest first); 0 means MaxRecordCases.
 	Limit int `json:"limit,omitempty"`
+	// Judge, when set, grades each case's answer by a rubric too
+	// (EvalExpect.Answer.Judge), beside the exact agreement with the
+	// recorded answer.
+	Judge *JudgeExpect `json:"judge,omitempty"`
 }
 
 // Validate checks a selection and says which field is wrong.

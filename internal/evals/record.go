@@ -32,7 +32,11 @@ func Record(ctx context.Context, r Recorder, tenantID, id string, sel agent.Reco
 	d := agent.EvalDataset{Name: id, Agent: sel.AgentID,
 		Description: fmt.Sprintf("%d recorded turns of %s from %s to %s", len(recs), sel.AgentID, sel.From.Format("2006-01-02T15:04:05Z07:00"), sel.To.Format("2006-01-02T15:04:05Z07:00"))}
 	for i, rec := range recs {
-		d.Cases = append(d.Cases, agent.EvalCase{ID: caseID(i, rec.JobID), Recording: &rec})
+		c := agent.EvalCase{ID: caseID(i, rec.JobID), Recording: &rec}
+		if sel.Judge != nil {
+			c.Expect.Answer = &agent.AnswerExpect{Judge: sel.Judge}
+		}
+		d.Cases = append(d.Cases, c)
 	}
 	if err := d.Validate(); err != nil {
 		return agent.EvalDataset{}, err

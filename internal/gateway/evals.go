@@ -109,6 +109,9 @@ func (e evalService) RecordDataset(ctx context.Context, in *pb.RecordDatasetRequ
 	s := e.s
 	sel := agent.RecordSelection{AgentID: in.GetAgentId(), Channel: in.GetChannel(), Outcome: in.GetOutcome(),
 		SampleRate: in.GetSampleRate(), Limit: int(in.GetLimit())}
+	if in.GetJudgeRubric() != "" || in.GetJudgeModel() != "" {
+		sel.Judge = &agent.JudgeExpect{Rubric: in.GetJudgeRubric(), Model: in.GetJudgeModel()}
+	}
 	if in.GetFrom() != nil {
 		sel.From = in.GetFrom().AsTime()
 	}

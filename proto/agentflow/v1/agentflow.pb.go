@@ -7088,7 +7088,12 @@ type RecordDatasetRequest struct {
 	// 0 takes all.
 	SampleRate float64 `protobuf:"fixed64,7,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
 	// limit bounds the cases, oldest first: 1 to 500, default 500.
-	Limit         int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	// judge_rubric, when set, has a judge model grade each replay's answer
+	// by this rubric too (judge_model, "provider:model", default the
+	// agent's), beside the exact agreement with the recorded answer.
+	JudgeRubric   string `protobuf:"bytes,9,opt,name=judge_rubric,json=judgeRubric,proto3" json:"judge_rubric,omitempty"`
+	JudgeModel    string `protobuf:"bytes,10,opt,name=judge_model,json=judgeModel,proto3" json:"judge_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7177,6 +7182,20 @@ func (x *RecordDatasetRequest) GetLimit() int32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *RecordDatasetRequest) GetJudgeRubric() string {
+	if x != nil {
+		return x.JudgeRubric
+	}
+	return ""
+}
+
+func (x *RecordDatasetRequest) GetJudgeModel() string {
+	if x != nil {
+		return x.JudgeModel
+	}
+	return ""
 }
 
 type RecordDatasetResponse struct {
@@ -10863,7 +10882,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x10\n" +
-	"\x0eCancelResponse\"\x97\x02\n" +
+	"\x0eCancelResponse\"\xdb\x02\n" +
 	"\x14RecordDatasetRequest\x12\x1d\n" +
 	"\n" +
 	"dataset_id\x18\x01 \x01(\tR\tdatasetId\x12\x19\n" +
@@ -10874,7 +10893,11 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\aoutcome\x18\x06 \x01(\tR\aoutcome\x12\x1f\n" +
 	"\vsample_rate\x18\a \x01(\x01R\n" +
 	"sampleRate\x12\x14\n" +
-	"\x05limit\x18\b \x01(\x05R\x05limit\"o\n" +
+	"\x05limit\x18\b \x01(\x05R\x05limit\x12!\n" +
+	"\fjudge_rubric\x18\t \x01(\tR\vjudgeRubric\x12\x1f\n" +
+	"\vjudge_model\x18\n" +
+	" \x01(\tR\n" +
+	"judgeModel\"o\n" +
 	"\x15RecordDatasetResponse\x12\x1d\n" +
 	"\n" +
 	"dataset_id\x18\x01 \x01(\tR\tdatasetId\x12\x14\n" +
