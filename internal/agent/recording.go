@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -205,21 +206,53 @@ func callKey(c ToolCall) string {
 }
 
 // CanonicalArgs is a call's arguments as canonical JSON: object keys
-// sorted, no spaces, numbers as float64 prints them. Arguments that are
-// not JSON are kept as they are (they match only themselves).
+// sorted, no spaces, an integer as written (so large ids stay exact),
+// another number as its shortest float64 form (2.0 and 2 are one).
+// Arguments that are not JSON are kept as they are (they match only
+// themselves).
 func CanonicalArgs(args string) string {
 	if strings.TrimSpace(args) == "" {
 		args = "{}"
 	}
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal([]byte(args), &v); err != nil {
+	if err := dec.Decode(&v); err != nil || dec.More() {
 		return "raw:" + args
 	}
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(canonicalNumbers(v))
 	if err != nil {
 		return "raw:" + args
 	}
 	return string(b)
+}
+
+// canonicalNumbers rewrites v's numbers as CanonicalArgs says.
+func canonicalNumbers(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = canonicalNumbers(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = canonicalNumbers(e)
+		}
+	case json.Number:
+		s := string(t)
+		if !strings.ContainsAny(s, ".eE") {
+			return t
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(f, 0) {
+			return t
+		}
+		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			return json.Number(strconv.FormatInt(int64(f), 10))
+		}
+		return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return v
 }
 
 // ReplayScore is how a replayed case compares with its recording.

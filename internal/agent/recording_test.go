@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ func TestMatchCalls(t *testing.T) {
 			call("calc", `{"expression":"1+1"}`)}, []int{1, 2, -1}},
 		{"other arguments", []agent.ToolCall{call("calc", `{"expression":"6*7"}`)}, []int{-1}},
 		{"other tool", []agent.ToolCall{call("calc2", `{"q":"x"}`)}, []int{-1}},
+		{"large integers stay exact", []agent.ToolCall{call("search", `{"q":"x","id":9007199254740993}`)}, []int{-1}},
 		{"not JSON matches itself only", []agent.ToolCall{call("search", `{"q":`)}, []int{-1}},
 		{"empty is an empty object", []agent.ToolCall{call("none", "")}, []int{-1}},
 	}
@@ -42,6 +44,8 @@ func TestMatchCalls(t *testing.T) {
 		})
 	}
 	require.Equal(t, []int{0}, agent.MatchCalls([]agent.ToolCall{call("t", "")}, []agent.ToolCall{call("t", " {} ")}))
+	require.Equal(t, []int{-1}, agent.MatchCalls([]agent.ToolCall{call("t", `{"id":9007199254740993}`)}, []agent.ToolCall{call("t", `{"id":9007199254740992}`)}))
+	require.Equal(t, []int{0}, agent.MatchCalls([]agent.ToolCall{call("t", `{"n":1.50,"m":2e0}`)}, []agent.ToolCall{call("t", `{"m":2,"n":1.5}`)}))
 }
 
 // TestRecordedCalls pairs each asked call with its stored result, in the
@@ -127,4 +131,21 @@ func TestReplayOnlyInEvaluations(t *testing.T) {
 	require.ErrorContains(t, d.Validate(), "takes its prompt and history from the recording")
 	d.Cases[0].Prompt, d.Cases[0].Recording.FromStep = "", 4
 	require.ErrorContains(t, d.Validate(), "from_step <= to_step")
+}
+
+// FuzzMatchCalls: arguments as a model writes them (any bytes) never
+// panic; a call always matches itself, whatever its spelling, and
+// canonical arguments are their own canonical form.
+func FuzzMatchCalls(f *testing.F) {
+	for _, s := range []string{`{"a": 1}`, `{"b":[1,2,{"c":null}],"a":"x"}`, "", "{", `"s"`, `1e400`, `{"a":1,"a":2}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		c := agent.ToolCall{Name: "t", Arguments: args}
+		require.Equal(t, []int{0, -1}, agent.MatchCalls([]agent.ToolCall{c}, []agent.ToolCall{c, c}))
+		canon := agent.CanonicalArgs(args)
+		if !strings.HasPrefix(canon, "raw:") {
+			require.Equal(t, canon, agent.CanonicalArgs(canon))
+		}
+	})
 }
