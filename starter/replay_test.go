@@ -39,6 +39,12 @@ rules:
   - name: judge-fail
     when: {system: '^You grade'}
     reply: {text: 'FAIL: no arithmetic answered.'}
+  - name: lead-quotes
+    when: {system: 'the lead', tool: '(?s)answered:\n(.*?)\n'}
+    reply: {text: 'Calc says: $1'}
+  - name: lead-asks
+    when: {system: 'the lead', user: '^ask calc: (.+)$'}
+    reply: {tool_calls: [{name: delegate, arguments: '{"agent_id": "calc", "prompt": "$1"}'}]}
   - name: calc-round
     when: {system: 'ROUND', user: '(?i)what is (?P<a>\d+) \* (?P<b>\d+)'}
     reply:
@@ -82,11 +88,19 @@ tools:
                 "200":
                   description: the result
                   content: {application/json: {schema: {type: object}}}
+  - name: delegate
+    kind: delegate_to_agent
+    config: {agents: [calc]}
 agents:
   - id: calc
     model: openai:gpt-4o-mini
     system_prompt: Use the calc tool for arithmetic.
     tools: [calc]
+    limits: {max_iterations: 4, turn_timeout_sec: 60}
+  - id: lead
+    model: openai:gpt-4o-mini
+    system_prompt: You are the lead.
+    tools: [delegate]
     limits: {max_iterations: 4, turn_timeout_sec: 60}
 `
 
@@ -127,14 +141,15 @@ func TestEvalRecordReplay(t *testing.T) {
 	})
 	addr := srv.GRPCAddr()
 	turns := pb.NewAgentServiceClient(srv.Conn)
-	invoke := func(token, prompt string) *pb.TurnResult {
+	invokeAgent := func(token, agentID, prompt string) *pb.TurnResult {
 		t.Helper()
 		res, err := turns.Invoke(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token),
-			&pb.InvokeRequest{Turn: &pb.TurnRequest{AgentId: "calc", Prompt: prompt, JobId: "live-" + testserver.RandomID()}})
+			&pb.InvokeRequest{Turn: &pb.TurnRequest{AgentId: agentID, Prompt: prompt, JobId: "live-" + testserver.RandomID()}})
 		require.NoError(t, err)
 		require.Equal(t, agent.StatusCompleted, res.GetStatus(), "%+v", res)
 		return res
 	}
+	invoke := func(token, prompt string) *pb.TurnResult { return invokeAgent(token, "calc", prompt) }
 
 	// Production traffic: three turns of demo, one of acme.
 	const email = "ana.lopez@example.com"
@@ -143,14 +158,17 @@ func TestEvalRecordReplay(t *testing.T) {
 	require.Equal(t, "The result is 36.", masked.GetOutput())
 	require.Contains(t, invoke(demoToken, "Hello").GetOutput(), "You said: Hello")
 	acmeTurn := invoke(acmeToken, "What is 2 * 2?")
-	require.EqualValues(t, 3, requests.Load(), "the live turns called the API")
+	// A lead that delegates to calc, whose child turn (channel delegate)
+	// calls the API.
+	require.Equal(t, "Calc says: The result is 42.", invokeAgent(demoToken, "lead", "ask calc: What is 6 * 7?").GetOutput())
+	require.EqualValues(t, 4, requests.Load(), "the live turns called the API")
 	stored, err := srv.Store().Turn(ctx, "demo", masked.GetJobId())
 	require.NoError(t, err)
 	require.NotContains(t, stored.Request.Prompt, email, "the tenant's PII settings masked the prompt")
 
 	// The recordings become datasets, by reference, each of its tenant's
 	// turns only.
-	out, err := starter(ctx, addr, demoToken, "eval", "record", "--agent", "calc", "--since", "1h", "--id", "rec-demo")
+	out, err := starter(ctx, addr, demoToken, "eval", "record", "--agent", "calc", "--since", "1h", "--channel", "grpc", "--id", "rec-demo")
 	require.NoError(t, err, out)
 	require.Equal(t, "rec-demo\n", out)
 	ds, err := srv.Store().Dataset(ctx, "demo", "rec-demo")
@@ -223,7 +241,7 @@ func TestEvalRecordReplay(t *testing.T) {
 
 	// A dataset that asks for a judge too: the judge reads the recorded
 	// prompt and the replay's answer.
-	out, err = starter(ctx, addr, demoToken, "eval", "record", "--agent", "calc", "--since", "1h", "--id", "rec-judged",
+	out, err = starter(ctx, addr, demoToken, "eval", "record", "--agent", "calc", "--since", "1h", "--channel", "grpc", "--id", "rec-judged",
 		"--judge", "The answer gives the result of the arithmetic asked.")
 	require.NoError(t, err, out)
 	out, err = starter(ctx, addr, demoToken, "eval", "run", "--dataset", "rec-judged", "--version", "1", "--id", "replay-judged")
@@ -231,6 +249,16 @@ func TestEvalRecordReplay(t *testing.T) {
 	require.Contains(t, out, "| v1 | 67% | 2/3 |")
 	require.Contains(t, out, "- ✗ answer judge: no arithmetic answered.")
 	require.EqualValues(t, 0, requests.Load(), "no live tool was called during the replays")
+
+	// A replayed lead's delegated turn has its calls answered from the
+	// recorded child's, with calc's first prompt back.
+	srv.ApplyCatalog(t, catalog("demo", "Use the calc tool for arithmetic."))
+	out, err = starter(ctx, addr, demoToken, "eval", "record", "--agent", "lead", "--since", "1h", "--id", "rec-lead")
+	require.NoError(t, err, out)
+	out, err = starter(ctx, addr, demoToken, "eval", "run", "--dataset", "rec-lead", "--id", "replay-lead")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "| 1 | 1/1 | 100% | 0 |")
+	require.EqualValues(t, 0, requests.Load(), "no live tool was called by a replay's delegated turn")
 
 	// The Evaluation's history of recorded cases replays; recorded for
 	// workflows/testdata with AGENTFLOW_RECORD_HISTORIES=1.
