@@ -137,7 +137,7 @@ func TestEvalRecordReplay(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{
 		Script: replayScript, Catalogs: []string{catalog("demo", "Use the calc tool for arithmetic."), catalog("acme", "Use the calc tool for arithmetic.")},
 		Tokens: map[string]string{demoToken: "demo:user+admin:ci", acmeToken: "acme:user+admin:other"},
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), HTTPAPI: true,
 	})
 	addr := srv.GRPCAddr()
 	turns := pb.NewAgentServiceClient(srv.Conn)
@@ -182,8 +182,25 @@ func TestEvalRecordReplay(t *testing.T) {
 		require.NotNil(t, c.Recording)
 		require.Equal(t, "turn/demo/"+c.Recording.JobID, c.Recording.WorkflowID)
 	}
-	out, err = starter(ctx, addr, acmeToken, "eval", "record", "--agent", "calc", "--since", "1h", "--id", "rec-acme")
-	require.NoError(t, err, out)
+	// Over HTTP, the same method: acme's credential selects acme's turns.
+	body := `{"dataset_id": "rec-acme", "agent_id": "calc", "from": "` + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) +
+		`", "to": "` + time.Now().Add(time.Minute).UTC().Format(time.RFC3339) + `"}`
+	hreq, err := http.NewRequestWithContext(ctx, "POST", "http://"+srv.HTTPAPIAddr()+"/v1/evals/datasets", strings.NewReader(body))
+	require.NoError(t, err)
+	hreq.Header.Set("Authorization", "Bearer "+acmeToken)
+	hres, err := http.DefaultClient.Do(hreq)
+	require.NoError(t, err)
+	var recorded struct {
+		DatasetID   string `json:"dataset_id"`
+		Cases       int    `json:"cases"`
+		DatasetJSON string `json:"dataset_json"`
+	}
+	require.NoError(t, json.NewDecoder(hres.Body).Decode(&recorded))
+	require.NoError(t, hres.Body.Close())
+	require.Equal(t, http.StatusOK, hres.StatusCode)
+	require.Equal(t, 1, recorded.Cases)
+	require.Contains(t, recorded.DatasetJSON, acmeTurn.GetJobId())
+	require.NotContains(t, recorded.DatasetJSON, masked.GetJobId())
 	acmeDS, err := srv.Store().Dataset(ctx, "acme", "rec-acme")
 	require.NoError(t, err)
 	require.Len(t, acmeDS.Cases, 1)
