@@ -20,7 +20,10 @@ import (
 // dies mid-way costs nothing: the workflow goes on where its history
 // stops, the children that ran keep their results, and a score is stored
 // once. It returns the totals per version; the cases' results are in the
-// store (EvalRun).
+// store (EvalRun). A recorded case (agent.EvalCase.Recording) first reads
+// its recording's prompt and history (PrepareReplay), and its turn is a
+// replay: its tool calls are answered from the recording by the tool
+// runtime, and it is scored against the recording.
 func Evaluation(ctx workflow.Context, in agent.EvalInput) (agent.EvalRun, error) {
 	// Decoding JSON into values is deterministic; workflowcheck cannot
 	// tell.
