@@ -16,13 +16,18 @@ import (
 const (
 	// sqlRecordings are a tenant's completed turns of one agent in a time
 	// range, oldest first, with their last step; an evaluation's own
-	// turns are never recordings.
+	// turns are never recordings, nor the turns they delegated to (a
+	// child's parent is named by its workflow id, turn/<tenant>/<job>).
 	sqlRecordings = `
 SELECT r.job_id, t.workflow_id, COALESCE((SELECT max(seq) FROM turn_steps s WHERE s.tenant_id = r.tenant_id AND s.job_id = r.job_id), 0)
 FROM agent_results r
 JOIN turns t ON t.tenant_id = r.tenant_id AND t.job_id = r.job_id
 WHERE r.tenant_id = $1 AND r.agent_id = $2 AND r.created_at >= $3 AND r.created_at < $4
   AND r.channel <> 'eval' AND ($5 = '' OR r.channel = $5) AND ($6 = '' OR r.status = $6)
+  AND NOT EXISTS (
+    SELECT 1 FROM agent_results p
+    WHERE t.request ? 'parent' AND p.tenant_id = r.tenant_id AND p.channel = 'eval'
+      AND p.job_id = substr(t.request->'parent'->>'workflow_id', length('turn/' || r.tenant_id || '/') + 1))
 ORDER BY r.created_at, r.job_id`
 
 	sqlPutDataset = `

@@ -39,6 +39,15 @@ func TestRecordings(t *testing.T) {
 	put("demo", "j4", "other", agent.ChannelGRPC, agent.StatusCompleted, now.Add(-10*time.Minute), 1)
 	put("demo", "j5", "calc", agent.ChannelGRPC, agent.StatusCompleted, now.Add(-48*time.Hour), 1)
 	put("acme", "a1", "calc", agent.ChannelGRPC, agent.StatusCompleted, now.Add(-10*time.Minute), 1)
+	// A turn an evaluation's turn (j3) delegated to, and one a live turn
+	// (j1) did: only the second is a recording.
+	put("demo", "j3-child", "calc", agent.ChannelDelegate, agent.StatusCompleted, now.Add(-9*time.Minute), 1)
+	put("demo", "j1-child", "calc", agent.ChannelDelegate, agent.StatusCompleted, now.Add(-8*time.Minute), 1)
+	for _, j := range []string{"j3", "j1"} {
+		_, err := s.Pool().Exec(ctx, `UPDATE turns SET request = jsonb_build_object('parent', jsonb_build_object('workflow_id', 'turn/demo/' || $1::text))
+			WHERE tenant_id = 'demo' AND job_id = $1 || '-child'`, j)
+		require.NoError(t, err)
+	}
 
 	jobs := func(tenant string, sel agent.RecordSelection) []string {
 		t.Helper()
@@ -51,10 +60,12 @@ func TestRecordings(t *testing.T) {
 		}
 		return out
 	}
-	require.Equal(t, []string{"j1", "j2"}, jobs("demo", agent.RecordSelection{}))
+	require.Equal(t, []string{"j1", "j2", "j1-child"}, jobs("demo", agent.RecordSelection{}))
+	require.Equal(t, []string{"j1-child"}, jobs("demo", agent.RecordSelection{Channel: agent.ChannelDelegate}))
 	require.Equal(t, []string{"j1"}, jobs("demo", agent.RecordSelection{Channel: agent.ChannelGRPC}))
 	require.Equal(t, []string{"j2"}, jobs("demo", agent.RecordSelection{Outcome: agent.StatusFailed}))
 	require.Equal(t, []string{"j1"}, jobs("demo", agent.RecordSelection{Limit: 1}))
+	require.Equal(t, []string{"j1"}, jobs("demo", agent.RecordSelection{Channel: agent.ChannelGRPC, Outcome: agent.StatusCompleted}))
 	require.Equal(t, []string{"a1"}, jobs("acme", agent.RecordSelection{}))
 	recs, err := s.Recordings(ctx, "demo", agent.RecordSelection{AgentID: "calc", From: now.Add(-time.Hour), To: now})
 	require.NoError(t, err)
