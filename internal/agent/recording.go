@@ -139,7 +139,9 @@ type RecordedCall struct {
 }
 
 // RecordedCalls pairs the tool calls of a turn's steps with their
-// results, in the order the model asked for them. A call without a stored
+// results, in the order they were made: the calls of each assistant
+// message, and the calls a program made (run_program: a tool message
+// that carries its own call, Message.Program). A call without a stored
 // result is left out.
 func RecordedCalls(steps []Message) []RecordedCall {
 	results := map[string]Message{}
@@ -150,10 +152,14 @@ func RecordedCalls(steps []Message) []RecordedCall {
 	}
 	var out []RecordedCall
 	for _, m := range steps {
+		if c, ok := programCall(m); ok {
+			out = append(out, RecordedCall{Call: c, Result: m})
+			continue
+		}
+		if m.Role != RoleAssistant {
+			continue
+		}
 		for _, c := range m.ToolCalls {
-			if m.Role != RoleAssistant {
-				continue
-			}
 			if r, ok := results[c.ID]; ok {
 				out = append(out, RecordedCall{Call: c, Result: r})
 			}
@@ -162,16 +168,27 @@ func RecordedCalls(steps []Message) []RecordedCall {
 	return out
 }
 
-// AskedCalls are the tool calls the assistant messages of steps ask for,
-// in order.
+// AskedCalls are the tool calls of a turn's steps, in the order they
+// were asked for: by the model (assistant messages) or by a program.
 func AskedCalls(steps []Message) []ToolCall {
 	var out []ToolCall
 	for _, m := range steps {
-		if m.Role == RoleAssistant {
+		if c, ok := programCall(m); ok {
+			out = append(out, c)
+		} else if m.Role == RoleAssistant {
 			out = append(out, m.ToolCalls...)
 		}
 	}
 	return out
+}
+
+// programCall is the call a program made that a stored tool message
+// answers.
+func programCall(m Message) (ToolCall, bool) {
+	if m.Role != RoleTool || m.Program == "" || len(m.ToolCalls) != 1 {
+		return ToolCall{}, false
+	}
+	return m.ToolCalls[0], true
 }
 
 // MatchCalls matches a replay's calls to a recording's: a replayed call

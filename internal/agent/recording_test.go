@@ -64,6 +64,15 @@ func TestRecordedCalls(t *testing.T) {
 	require.Equal(t, "A", got[0].Result.Content)
 	require.Equal(t, "B", got[1].Result.Content)
 	require.Len(t, agent.AskedCalls(steps), 3)
+
+	// A program's calls are stored as tool messages that carry them.
+	steps = append(steps, agent.Message{Role: agent.RoleTool, ToolCallID: "p1", Name: "t", Program: "run", Content: "P",
+		ToolCalls: []agent.ToolCall{{ID: "p1", Name: "t", Arguments: `{"n":1}`}}})
+	got = agent.RecordedCalls(steps)
+	require.Len(t, got, 3)
+	require.Equal(t, "p1", got[2].Call.ID)
+	require.Equal(t, "P", got[2].Result.Content)
+	require.Equal(t, "p1", agent.AskedCalls(steps)[3].ID)
 }
 
 // TestSampledIn: the sample is decided by the job id alone, the same on
