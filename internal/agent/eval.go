@@ -326,8 +326,10 @@ type ReplayTotals struct {
 	Cases        int `json:"cases"`
 	AnswersAgree int `json:"answers_agree"`
 	// ToolAgreement is the mean of the cases' ReplayScore.ToolAgreement.
-	ToolAgreement  float64 `json:"tool_agreement"`
-	Divergences    int     `json:"divergences"`
+	ToolAgreement float64 `json:"tool_agreement"`
+	Divergences   int     `json:"divergences"`
+	// CostDeltaUSD is the replays' cost less the recordings', summed;
+	// LatencyDeltaMS the mean of the cases' latency deltas.
 	CostDeltaUSD   float64 `json:"cost_delta_usd"`
 	LatencyDeltaMS int64   `json:"latency_delta_ms"`
 }
@@ -344,7 +346,7 @@ func (t *EvalTotals) addReplay(s ReplayScore) {
 	}
 	r.Divergences += s.Divergences
 	r.CostDeltaUSD += s.CostDeltaUSD
-	r.LatencyDeltaMS += s.LatencyDeltaMS
+	r.LatencyDeltaMS += s.LatencyDeltaMS // a sum until TotalsOf takes the mean
 }
 
 // Score is the share of cases that passed, 0 to 1.
@@ -405,6 +407,9 @@ func TotalsOf(versions []int, cases []EvalCaseResult) []EvalTotals {
 			if c.Replay != nil {
 				t.addReplay(*c.Replay)
 			}
+		}
+		if r := t.Replay; r != nil {
+			r.LatencyDeltaMS /= int64(r.Cases)
 		}
 		if len(lat) > 0 {
 			slices.Sort(lat)

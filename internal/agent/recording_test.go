@@ -158,3 +158,21 @@ func FuzzMatchCalls(f *testing.F) {
 		}
 	})
 }
+
+// TestReplayTotals: a version's replays sum to answers that agree, the
+// mean tool-call agreement, divergences, the summed cost delta and the
+// mean latency delta; a version without replays has none.
+func TestReplayTotals(t *testing.T) {
+	call := agent.ToolCall{Name: "t"}
+	cases := []agent.EvalCaseResult{
+		{Version: 1, Replay: &agent.ReplayScore{AnswerAgrees: true, RecordedCalls: []agent.ToolCall{call}, ReplayedCalls: []agent.ToolCall{call},
+			Matched: 1, CostDeltaUSD: 0.5, LatencyDeltaMS: 100}},
+		{Version: 1, Replay: &agent.ReplayScore{RecordedCalls: []agent.ToolCall{call}, ReplayedCalls: []agent.ToolCall{call, call},
+			Matched: 1, Divergences: 1, CostDeltaUSD: 0.25, LatencyDeltaMS: 300}},
+		{Version: 2},
+	}
+	totals := agent.TotalsOf([]int{1, 2}, cases)
+	require.Equal(t, &agent.ReplayTotals{Cases: 2, AnswersAgree: 1, ToolAgreement: 0.75, Divergences: 1, CostDeltaUSD: 0.75, LatencyDeltaMS: 200},
+		totals[0].Replay)
+	require.Nil(t, totals[1].Replay)
+}

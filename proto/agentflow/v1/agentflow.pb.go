@@ -7703,8 +7703,8 @@ type ReplayTotals struct {
 	AnswersAgree   int32                  `protobuf:"varint,2,opt,name=answers_agree,json=answersAgree,proto3" json:"answers_agree,omitempty"`
 	ToolAgreement  float64                `protobuf:"fixed64,3,opt,name=tool_agreement,json=toolAgreement,proto3" json:"tool_agreement,omitempty"` // mean of the cases' tool-call agreement, 0 to 1
 	Divergences    int32                  `protobuf:"varint,4,opt,name=divergences,proto3" json:"divergences,omitempty"`
-	CostDeltaUsd   float64                `protobuf:"fixed64,5,opt,name=cost_delta_usd,json=costDeltaUsd,proto3" json:"cost_delta_usd,omitempty"` // the replays' cost less the recordings'
-	LatencyDeltaMs int64                  `protobuf:"varint,6,opt,name=latency_delta_ms,json=latencyDeltaMs,proto3" json:"latency_delta_ms,omitempty"`
+	CostDeltaUsd   float64                `protobuf:"fixed64,5,opt,name=cost_delta_usd,json=costDeltaUsd,proto3" json:"cost_delta_usd,omitempty"`      // the replays' cost less the recordings', summed
+	LatencyDeltaMs int64                  `protobuf:"varint,6,opt,name=latency_delta_ms,json=latencyDeltaMs,proto3" json:"latency_delta_ms,omitempty"` // the mean of the cases' latency deltas
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
