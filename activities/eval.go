@@ -58,6 +58,12 @@ func (a *Activities) ScoreEvalCase(ctx context.Context, in contract.ScoreEvalCas
 			out.CostUSD += *c.Cost
 		}
 	}
+	if rec := in.Case.Recording; rec != nil {
+		// The judge reads the recorded prompt the replay answered.
+		if in.Case.Prompt, err = a.scoreReplay(ctx, in, *rec, &out); err != nil {
+			return agent.EvalCaseResult{}, err
+		}
+	}
 	row := store.EvalCaseRow{TenantID: in.TenantID, EvalID: in.EvalID, Ord: in.Ord}
 	if ans := in.Case.Expect.Answer; ans != nil && ans.Judge != nil {
 		check, call, err := a.judge(ctx, in, *ans.Judge)
@@ -76,6 +82,42 @@ func (a *Activities) ScoreEvalCase(ctx context.Context, in contract.ScoreEvalCas
 		return agent.EvalCaseResult{}, err
 	}
 	return out, nil
+}
+
+// scoreReplay scores a replayed case against its recording: the status
+// check wants the recorded status (unless the case names one), and the
+// replay's answer and tool calls are compared with the recording's
+// (evals.ScoreReplay), with the cost and latency deltas. It returns the
+// recorded prompt.
+func (a *Activities) scoreReplay(ctx context.Context, in contract.ScoreEvalCaseInput, rec agent.Recording, out *agent.EvalCaseResult) (string, error) {
+	recorded, err := a.store.RecordedTurn(ctx, in.TenantID, rec)
+	if err != nil {
+		return "", fmt.Errorf("read recording %q: %w", rec.JobID, err)
+	}
+	steps, err := a.store.Steps(ctx, in.TenantID, out.JobID)
+	if err != nil {
+		return "", err
+	}
+	c := in.Case
+	if c.Expect.Status == "" {
+		c.Expect.Status = recorded.Result.Status
+	}
+	score, checks := evals.ScoreReplay(recorded.Result, recorded.Steps, in.Result, steps)
+	out.Checks = append(evals.Score(c, in.Result), checks...)
+	calls, err := a.store.JobUsage(ctx, in.TenantID, rec.JobID)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range calls {
+		if c.Cost != nil {
+			score.RecordedCostUSD += *c.Cost
+		}
+	}
+	score.RecordedLatencyMS = recorded.Result.Metadata.ExecutionTimeMS
+	score.CostDeltaUSD = out.CostUSD - score.RecordedCostUSD
+	score.LatencyDeltaMS = out.LatencyMS - score.RecordedLatencyMS
+	out.Replay = &score
+	return recorded.Prompt(), nil
 }
 
 // judge asks a model to grade the case's answer by its rubric: the

@@ -38,6 +38,10 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.PrepareEvalCaseInput) error {
 		return contract.Failure(a.PrepareEvalCase(ctx, in))
 	}, activity.RegisterOptions{Name: contract.PrepareEvalCase})
+	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.PrepareReplayInput) (contract.PrepareReplayResult, error) {
+		out, err := a.PrepareReplay(ctx, in)
+		return out, contract.Failure(err)
+	}, activity.RegisterOptions{Name: contract.PrepareReplay})
 	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.FinishEvalInput) error {
 		return contract.Failure(a.FinishEval(ctx, in))
 	}, activity.RegisterOptions{Name: contract.FinishEval})

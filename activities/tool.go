@@ -200,7 +200,8 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 }
 
 // runTool runs a call of spec through the tool runtime, as every call of
-// a tool runs whoever makes it (the model, a tool guard): the values
+// a tool runs whoever makes it (the model, a tool guard): a replay's
+// answer from its recording in place of the tool (replayed), the values
 // behind PII placeholders for the tools the tenant reveals them to, the
 // entry's rate limit (waits reported through report), the call's span,
 // the tool registry (Execute: the tenant's egress client, its secrets,
@@ -209,6 +210,14 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 // tool's failure, for the caller to classify; err the runtime's (worth
 // retrying).
 func (a *Activities) runTool(ctx context.Context, spec agent.Tool, in contract.ExecuteToolInput, call tools.Call, report func(string)) (out tools.Output, toolErr, err error) {
+	// A replay's calls are answered from its recording: no tool runs.
+	rep, err := a.replayOf(ctx, in)
+	if err != nil {
+		return tools.Output{}, nil, err
+	}
+	if rep != nil {
+		return a.replayed(ctx, in, *rep)
+	}
 	pii, err := a.piiPolicy(ctx, in.TenantID)
 	if err != nil {
 		return tools.Output{}, nil, err

@@ -12,19 +12,23 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentflow/agentflow/internal/evals"
 	"github.com/agentflow/agentflow/internal/gateway"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-const evalUsage = `starter eval run -f DATASET [--agent A] [--version N] [--against M] [--concurrency C] [--id ID] [--report FILE]
+const evalUsage = `starter eval run (-f DATASET | --dataset ID) [--agent A] [--version N] [--against M] [--concurrency C] [--id ID] [--report FILE]
+starter eval record --agent A --since DURATION | --from T --to T [--channel C] [--outcome S] [--sample RATE] [--limit N] [--judge RUBRIC] [--id ID]
 starter eval show ID [--report FILE]
 starter eval compare ID_A ID_B
 
-run starts an evaluation of the dataset (YAML; see examples/evals/) on the agent's active
-version, or --version N, and with --against M on a second version to compare; it waits, prints
-the Markdown report, writes --report (.md or .html) and exits 1 when a case failed.`
+run starts an evaluation of the dataset (YAML; see examples/evals/), or of a dataset recorded
+by record, on the agent's active version, or --version N, and with --against M on a second
+version to compare; it waits, prints the Markdown report, writes --report (.md or .html) and
+exits 1 when a case failed. record makes a dataset of the tenant's recorded turns (by
+reference) and prints its id; a recorded case replays its turn with the recorded tool results.`
 
 // evalCmd runs evaluations and shows their reports (EvalService; role admin).
 func evalCmd(ctx context.Context, args []string, out io.Writer) error {
@@ -34,6 +38,8 @@ func evalCmd(ctx context.Context, args []string, out io.Writer) error {
 	switch sub, rest := args[0], args[1:]; sub {
 	case "run":
 		return evalRun(ctx, rest, out)
+	case "record":
+		return evalRecord(ctx, rest, out)
 	case "show":
 		return evalShow(ctx, rest, out)
 	case "compare":
@@ -54,7 +60,8 @@ func evalClient(api apiFlags) (pb.EvalServiceClient, func(), error) {
 func evalRun(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("eval run", flag.ContinueOnError)
 	api := addAPIFlags(fs)
-	file := fs.String("f", "", "the dataset file (required)")
+	file := fs.String("f", "", "the dataset file")
+	datasetID := fs.String("dataset", "", "a recorded dataset's id (eval record), instead of -f")
 	agentID := fs.String("agent", "", "the agent (default: the dataset's)")
 	version := fs.Int("version", 0, "the agent version to evaluate (default: the active one)")
 	against := fs.Int("against", 0, "a second version, to compare with the first")
@@ -64,18 +71,21 @@ func evalRun(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *file == "" {
-		return fmt.Errorf("eval run: -f DATASET is required\n%s", evalUsage)
+	if (*file == "") == (*datasetID == "") {
+		return fmt.Errorf("eval run: -f DATASET or --dataset ID is required (one)\n%s", evalUsage)
 	}
-	data, err := os.ReadFile(*file)
-	if err != nil {
-		return fmt.Errorf("eval run: %w", err)
+	req := &pb.StartEvalRequest{DatasetId: *datasetID, AgentId: *agentID, Concurrency: int32(*concurrency), EvalId: *id}
+	if *file != "" {
+		data, err := os.ReadFile(*file)
+		if err != nil {
+			return fmt.Errorf("eval run: %w", err)
+		}
+		// Checked here too, so that a malformed case is named before a call.
+		if _, err := evals.Parse(data); err != nil {
+			return fmt.Errorf("eval run: %s: %w", *file, err)
+		}
+		req.Dataset = string(data)
 	}
-	// Checked here too, so that a malformed case is named before a call.
-	if _, err := evals.Parse(data); err != nil {
-		return fmt.Errorf("eval run: %s: %w", *file, err)
-	}
-	req := &pb.StartEvalRequest{Dataset: string(data), AgentId: *agentID, Concurrency: int32(*concurrency), EvalId: *id}
 	switch {
 	case *against != 0 && *version == 0:
 		return fmt.Errorf("eval run: --against needs --version (the first of the two)")
@@ -102,6 +112,63 @@ func evalRun(ctx context.Context, args []string, out io.Writer) error {
 		return api.failed("eval run", err)
 	}
 	return showEval(out, run, *report)
+}
+
+func evalRecord(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("eval record", flag.ContinueOnError)
+	api := addAPIFlags(fs)
+	agentID := fs.String("agent", "", "the agent whose turns to take (required)")
+	since := fs.Duration("since", 0, "take the turns of this last while (e.g. 24h), instead of --from and --to")
+	from := fs.String("from", "", "the first completion time to take (RFC 3339)")
+	to := fs.String("to", "", "the completion time to stop before (RFC 3339; default now)")
+	channel := fs.String("channel", "", "take only the turns of this channel (grpc, http, openai, ...)")
+	outcome := fs.String("outcome", "", "take only the turns with this status: completed, failed or rejected")
+	sample := fs.Float64("sample", 0, "the share of matching turns to take, chosen by job id (default all)")
+	limit := fs.Int("limit", 0, "at most this many cases, oldest first (default 500)")
+	id := fs.String("id", "", "the dataset's id (default: a new one; the same id answers the stored dataset)")
+	judge := fs.String("judge", "", "also have a judge model grade each replayed answer by this rubric")
+	judgeModel := fs.String("judge-model", "", "the judge's model, provider:model (default: the agent's)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	req := &pb.RecordDatasetRequest{DatasetId: *id, AgentId: *agentID, Channel: *channel, Outcome: *outcome,
+		SampleRate: *sample, Limit: int32(*limit), JudgeRubric: *judge, JudgeModel: *judgeModel}
+	end := time.Now()
+	if *to != "" {
+		t, err := time.Parse(time.RFC3339, *to)
+		if err != nil {
+			return fmt.Errorf("eval record: --to: %w", err)
+		}
+		end = t
+	}
+	req.To = timestamppb.New(end)
+	switch {
+	case *since > 0 && *from != "":
+		return fmt.Errorf("eval record: give --since or --from, not both")
+	case *since > 0:
+		req.From = timestamppb.New(end.Add(-*since))
+	case *from != "":
+		t, err := time.Parse(time.RFC3339, *from)
+		if err != nil {
+			return fmt.Errorf("eval record: --from: %w", err)
+		}
+		req.From = timestamppb.New(t)
+	default:
+		return fmt.Errorf("eval record: --since or --from is required\n%s", evalUsage)
+	}
+	c, closeConn, err := evalClient(api)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	res, err := c.RecordDataset(api.ctx(ctx), req)
+	if err != nil {
+		return api.failed("eval record", err)
+	}
+	fmt.Fprintf(os.Stderr, "dataset %s: %d recorded turns; run it with: starter eval run --dataset %s --version N\n",
+		res.GetDatasetId(), res.GetCases(), res.GetDatasetId())
+	fmt.Fprintln(out, res.GetDatasetId())
+	return nil
 }
 
 func orDataset(agentID string) string {

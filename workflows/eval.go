@@ -20,7 +20,10 @@ import (
 // dies mid-way costs nothing: the workflow goes on where its history
 // stops, the children that ran keep their results, and a score is stored
 // once. It returns the totals per version; the cases' results are in the
-// store (EvalRun).
+// store (EvalRun). A recorded case (agent.EvalCase.Recording) first reads
+// its recording's prompt and history (PrepareReplay), and its turn is a
+// replay: its tool calls are answered from the recording by the tool
+// runtime, and it is scored against the recording.
 func Evaluation(ctx workflow.Context, in agent.EvalInput) (agent.EvalRun, error) {
 	// Decoding JSON into values is deterministic; workflowcheck cannot
 	// tell.
@@ -96,7 +99,19 @@ func runEvalCase(ctx, actx workflow.Context, in agent.EvalInput, ord int, c agen
 		Version: agent.ProtocolVersion, TenantID: in.TenantID, JobID: jobID,
 		AgentID: in.AgentID, AgentVersion: version, Prompt: c.Prompt, History: agent.HistoryFresh, Channel: agent.ChannelEval,
 	}
-	if len(c.History) > 0 {
+	if c.Recording != nil {
+		// A replay: the recorded prompt and history, and the recorded
+		// tool results (agent.Replay) in place of live tools.
+		var prep contract.PrepareReplayResult
+		in := contract.PrepareReplayInput{TenantID: in.TenantID, SessionID: jobID, JobID: jobID + "-history", Recording: *c.Recording}
+		if err := workflow.ExecuteActivity(actx, contract.PrepareReplay, in).Get(ctx, &prep); err != nil {
+			return agent.EvalCaseResult{}, err
+		}
+		req.Prompt, req.Replay = prep.Prompt, &agent.Replay{JobID: c.Recording.JobID}
+		if prep.History > 0 {
+			req.SessionID, req.History = jobID, agent.HistoryLoad
+		}
+	} else if len(c.History) > 0 {
 		// The case's conversation so far is its own session's transcript.
 		req.SessionID, req.History = jobID, agent.HistoryLoad
 		prep := contract.PrepareEvalCaseInput{TenantID: in.TenantID, SessionID: jobID, JobID: jobID + "-history", History: c.History}

@@ -41,7 +41,12 @@ type EvalCase struct {
 	// History is the conversation before the prompt (user and assistant
 	// messages), which the turn reads as its session's.
 	History []Message  `json:"history,omitempty"`
-	Expect  EvalExpect `json:"expect"`
+	Expect  EvalExpect `json:"expect,omitzero"`
+	// Recording, when set, makes the case a replay of a recorded turn
+	// (by reference: Prompt and History stay empty and are read from the
+	// recording when the case runs). Expect is then optional: the case
+	// is scored against the recording (ReplayScore).
+	Recording *Recording `json:"recording,omitempty"`
 }
 
 // EvalExpect is what a case checks. Every check set must pass.
@@ -124,6 +129,9 @@ func orNone(id string) string {
 }
 
 func (c EvalCase) validate() error {
+	if c.Recording != nil {
+		return c.validateRecorded()
+	}
 	switch {
 	case strings.TrimSpace(c.ID) == "":
 		return Errorf(CodeInvalid, "id is required")
@@ -148,6 +156,33 @@ func (c EvalCase) validate() error {
 		}
 	}
 	return c.Expect.validate()
+}
+
+// validateRecorded checks a case that replays a recording: its prompt
+// and history are the recording's.
+func (c EvalCase) validateRecorded() error {
+	switch {
+	case strings.TrimSpace(c.ID) == "":
+		return Errorf(CodeInvalid, "id is required")
+	case len(c.ID) > 64:
+		return Errorf(CodeInvalid, "id is longer than 64 bytes")
+	case c.Prompt != "" || len(c.History) > 0:
+		return Errorf(CodeInvalid, "a recorded case takes its prompt and history from the recording: leave them out")
+	}
+	if err := ValidateID("id", c.ID); err != nil {
+		return err
+	}
+	if err := c.Recording.validate(); err != nil {
+		return err
+	}
+	if c.Expect.empty() {
+		return nil
+	}
+	return c.Expect.validate()
+}
+
+func (e EvalExpect) empty() bool {
+	return e.Status == "" && len(e.ToolCalls) == 0 && !e.NoToolCalls && e.Answer == nil
 }
 
 func (e EvalExpect) validate() error {
@@ -267,6 +302,9 @@ type EvalCaseResult struct {
 	Tokens    int         `json:"tokens"`
 	CostUSD   float64     `json:"cost_usd"`
 	LatencyMS int64       `json:"latency_ms"`
+	// Replay is how a recorded case's replay compares with its
+	// recording; nil for other cases.
+	Replay *ReplayScore `json:"replay,omitempty"`
 }
 
 // EvalTotals sums a version's cases.
@@ -278,6 +316,37 @@ type EvalTotals struct {
 	CostUSD      float64 `json:"cost_usd"`
 	LatencyP50MS int64   `json:"latency_p50_ms"`
 	LatencyMaxMS int64   `json:"latency_max_ms"`
+	// Replay sums the version's replayed cases (those with a
+	// ReplayScore); nil when it has none.
+	Replay *ReplayTotals `json:"replay,omitempty"`
+}
+
+// ReplayTotals sums the replays of a version's recorded cases.
+type ReplayTotals struct {
+	Cases        int `json:"cases"`
+	AnswersAgree int `json:"answers_agree"`
+	// ToolAgreement is the mean of the cases' ReplayScore.ToolAgreement.
+	ToolAgreement float64 `json:"tool_agreement"`
+	Divergences   int     `json:"divergences"`
+	// CostDeltaUSD is the replays' cost less the recordings', summed;
+	// LatencyDeltaMS the mean of the cases' latency deltas.
+	CostDeltaUSD   float64 `json:"cost_delta_usd"`
+	LatencyDeltaMS int64   `json:"latency_delta_ms"`
+}
+
+func (t *EvalTotals) addReplay(s ReplayScore) {
+	if t.Replay == nil {
+		t.Replay = &ReplayTotals{}
+	}
+	r := t.Replay
+	r.ToolAgreement = (r.ToolAgreement*float64(r.Cases) + s.ToolAgreement()) / float64(r.Cases+1)
+	r.Cases++
+	if s.AnswerAgrees {
+		r.AnswersAgree++
+	}
+	r.Divergences += s.Divergences
+	r.CostDeltaUSD += s.CostDeltaUSD
+	r.LatencyDeltaMS += s.LatencyDeltaMS // a sum until TotalsOf takes the mean
 }
 
 // Score is the share of cases that passed, 0 to 1.
@@ -335,6 +404,12 @@ func TotalsOf(versions []int, cases []EvalCaseResult) []EvalTotals {
 			t.Tokens += c.Tokens
 			t.CostUSD += c.CostUSD
 			lat = append(lat, c.LatencyMS)
+			if c.Replay != nil {
+				t.addReplay(*c.Replay)
+			}
+		}
+		if r := t.Replay; r != nil {
+			r.LatencyDeltaMS /= int64(r.Cases)
 		}
 		if len(lat) > 0 {
 			slices.Sort(lat)

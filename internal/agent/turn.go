@@ -139,6 +139,10 @@ type TurnRequest struct {
 	// request's Hash: the same job retried through another door is the
 	// same request.
 	Channel string `json:"channel,omitempty"`
+	// Replay makes the turn a replay of one of its tenant's recorded
+	// turns (Replay): set by the Evaluation workflow only, and refused on
+	// any other channel.
+	Replay *Replay `json:"replay,omitempty"`
 
 	decodeErr string // set by UnmarshalJSON when the JSON had the wrong shape
 }
@@ -384,6 +388,9 @@ func (r *TurnRequest) ValidateEnvelope() error {
 	}
 	if err := validateChannel(r.Channel); err != nil {
 		return err
+	}
+	if r.Replay != nil && (r.Channel != ChannelEval || r.Replay.JobID == "") {
+		return Errorf(CodeInvalid, "replay: only an evaluation replays a recorded turn")
 	}
 	if r.Model != "" {
 		provider, _, err := ParseModel(r.Model)

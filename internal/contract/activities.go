@@ -365,6 +365,25 @@ type PrepareEvalCaseInput struct {
 	History   []agent.Message `json:"history"`
 }
 
+// PrepareReplayInput is a recorded case about to be replayed: its
+// recording's history is stored as the case's session (SessionID, under
+// JobID) before its turn runs.
+type PrepareReplayInput struct {
+	TenantID  string          `json:"tenant_id"`
+	SessionID string          `json:"session_id"`
+	JobID     string          `json:"job_id"`
+	Recording agent.Recording `json:"recording"`
+}
+
+// PrepareReplayResult is what the replay's turn takes of the recording.
+type PrepareReplayResult struct {
+	// Prompt is the recorded prompt, as stored.
+	Prompt string `json:"prompt"`
+	// History is how many messages of history it stored: none, and the
+	// turn runs fresh.
+	History int `json:"history"`
+}
+
 // ScoreEvalCaseInput is a case's turn, ended, to score and store.
 type ScoreEvalCaseInput struct {
 	TenantID string           `json:"tenant_id"`

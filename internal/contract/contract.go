@@ -76,6 +76,7 @@ const (
 	// An Evaluation's activities.
 	BeginEval       = "BeginEval"       // agent.EvalInput → nothing
 	PrepareEvalCase = "PrepareEvalCase" // PrepareEvalCaseInput → nothing
+	PrepareReplay   = "PrepareReplay"   // PrepareReplayInput → PrepareReplayResult
 	ScoreEvalCase   = "ScoreEvalCase"   // ScoreEvalCaseInput → agent.EvalCaseResult
 	FinishEval      = "FinishEval"      // FinishEvalInput → nothing
 

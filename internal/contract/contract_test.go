@@ -96,7 +96,7 @@ func TestNamesDeclaredOnce(t *testing.T) {
 		contract.TaskQueue, contract.AgentTurn, contract.Conversation,
 		contract.Route, contract.LoadAgent, contract.CallModel, contract.ExecuteTool, contract.SaveResult, contract.RecordApproval,
 		contract.SignalTokens, contract.QueryEvents, contract.SignalApprove, contract.QueryPendingApprovals,
-		contract.QueryPendingQuestions, contract.Evaluation, contract.BeginEval, contract.PrepareEvalCase,
+		contract.QueryPendingQuestions, contract.Evaluation, contract.BeginEval, contract.PrepareEvalCase, contract.PrepareReplay,
 		contract.ScoreEvalCase, contract.FinishEval, contract.Delivery, contract.Deliver,
 		contract.Retention, contract.SweepRetention, contract.MemoryExtract, contract.ExtractMemories,
 		contract.Ingest, contract.IngestPage, contract.QueryIngestStatus, contract.Prepare,

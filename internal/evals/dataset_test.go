@@ -43,7 +43,9 @@ func FuzzParse(f *testing.F) {
 	require.NoError(f, err)
 	f.Add(string(data))
 	for _, s := range []string{"name: x\ncases: []\n", "name: x\ncases:\n  - {id: a, prompt: hi, expect: {answer: {regex: '('}}}\n",
-		"{", "cases: {a: 1}", "name: x\ncases:\n  - {id: a, prompt: hi, expect: {tool_calls: [{tool: t, args: [1]}]}}\n"} {
+		"{", "cases: {a: 1}", "name: x\ncases:\n  - {id: a, prompt: hi, expect: {tool_calls: [{tool: t, args: [1]}]}}\n",
+		"name: x\ncases:\n  - {id: a, recording: {job_id: j, workflow_id: turn/demo/j, from_step: 0, to_step: 3}}\n",
+		"name: x\ncases:\n  - {id: a, prompt: hi, recording: {job_id: j, to_step: -1}}\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {

@@ -4,5 +4,8 @@
 // (workflows/eval.go) runs the cases as durable turns; the ScoreEvalCase
 // activity scores each with Score (and a judge model when the case asks
 // for one); `starter eval` and the gateway's EvalService show the runs
-// with Markdown, HTML and Compare.
+// with Markdown, HTML and Compare. Record makes a dataset of a tenant's
+// recorded turns, by reference; ScoreReplay compares a replayed case with
+// its recording (the tool runtime, activities, serves the recorded tool
+// results).
 package evals

@@ -26,6 +26,7 @@ func Markdown(r agent.EvalRun) string {
 			fmt.Fprintf(&b, "- `%s`: %s\n", c.caseID, c.what)
 		}
 	}
+	writeReplay(&b, r)
 	failed := failures(r)
 	if len(failed) > 0 {
 		b.WriteString("\n## Failures\n")
@@ -187,8 +188,11 @@ func verdict(c agent.EvalCaseResult) string {
 }
 
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct": func(t agent.EvalTotals) string { return fmt.Sprintf("%.0f%%", 100*t.Score()) },
-	"usd": func(f float64) string { return fmt.Sprintf("$%.4f", f) },
+	"pct":        func(t agent.EvalTotals) string { return fmt.Sprintf("%.0f%%", 100*t.Score()) },
+	"usd":        func(f float64) string { return fmt.Sprintf("$%.4f", f) },
+	"replayDiff": func(s agent.ReplayScore) string { return replayDiff(s, "") },
+	"share":      func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
+	"replayed":   replayedTotals,
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Evaluation {{.EvalID}}</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}
@@ -199,12 +203,18 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}</style></head><body>
 <table><tr><th>version</th><th>score</th><th>passed</th><th>tokens</th><th>cost</th><th>latency p50</th><th>latency max</th></tr>
 {{range .Totals}}<tr><td>v{{.Version}}</td><td>{{pct .}}</td><td>{{.Passed}}/{{.Cases}}</td><td>{{.Tokens}}</td><td>{{usd .CostUSD}}</td><td>{{.LatencyP50MS}} ms</td><td>{{.LatencyMaxMS}} ms</td></tr>
 {{end}}</table>
-<h2>Cases</h2>
+{{if replayed .Totals}}<h2>Replay against the recordings</h2>
+<table><tr><th>version</th><th>replayed</th><th>answers agree</th><th>tool-call agreement</th><th>divergences</th><th>cost Δ</th><th>latency Δ (mean)</th></tr>
+{{range $t := .Totals}}{{with $t.Replay}}<tr><td>v{{$t.Version}}</td><td>{{.Cases}}</td><td>{{.AnswersAgree}}/{{.Cases}}</td><td>{{share .ToolAgreement}}</td><td>{{.Divergences}}</td><td>{{usd .CostDeltaUSD}}</td><td>{{.LatencyDeltaMS}} ms</td></tr>
+{{end}}{{end}}</table>
+{{end}}<h2>Cases</h2>
 <table><tr><th>case</th><th>version</th><th>result</th><th>checks</th><th>answer</th><th>tokens</th><th>latency</th></tr>
 {{range .Cases}}<tr><td><code>{{.CaseID}}</code></td><td>v{{.Version}}</td>
 <td>{{if .Passed}}<span class="pass">pass</span>{{else}}<span class="fail">FAIL</span>{{end}}</td>
 <td>{{range .Checks}}<div class="{{if .Passed}}pass{{else}}fail{{end}}">{{if .Passed}}✓{{else}}✗{{end}} {{.Name}}{{if .Detail}}: {{.Detail}}{{end}}</div>{{end}}</td>
-<td><pre>{{.Output}}</pre></td><td>{{.Tokens}}</td><td>{{.LatencyMS}} ms</td></tr>
+<td><pre>{{.Output}}</pre>{{with .Replay}}<div>recording <code>{{.RecordedJobID}}</code>: {{if .AnswerAgrees}}<span class="pass">same answer</span>{{else}}<span class="fail">other answer</span>{{end}},
+{{.Matched}} calls agree, {{.Divergences}} divergent, cost {{usd .CostDeltaUSD}}, latency {{.LatencyDeltaMS}} ms</div>
+{{with replayDiff .}}<pre class="diff">{{.}}</pre>{{end}}{{end}}</td><td>{{.Tokens}}</td><td>{{.LatencyMS}} ms</td></tr>
 {{end}}</table></body></html>
 `))
 
@@ -215,4 +225,69 @@ func HTML(r agent.EvalRun) (string, error) {
 		return "", fmt.Errorf("render the report of %s: %w", r.EvalID, err)
 	}
 	return b.String(), nil
+}
+
+// writeReplay writes, for a run with recorded cases, each version's
+// agreement with the recordings, and a diff of each replay that differs
+// from its recording: answers and tool calls, "-" the recording's, "+"
+// the replay's.
+func writeReplay(b *strings.Builder, r agent.EvalRun) {
+	if !replayedTotals(r.Totals) {
+		return
+	}
+	b.WriteString("\n## Replay against the recordings\n\n")
+	b.WriteString("| version | replayed | answers agree | tool-call agreement | divergences | cost Δ | latency Δ (mean) |\n|---|---|---|---|---|---|---|\n")
+	for _, t := range r.Totals {
+		if p := t.Replay; p != nil {
+			fmt.Fprintf(b, "| v%d | %d | %d/%d | %.0f%% | %d | %+.4f $ | %+d ms |\n",
+				t.Version, p.Cases, p.AnswersAgree, p.Cases, 100*p.ToolAgreement, p.Divergences, p.CostDeltaUSD, p.LatencyDeltaMS)
+		}
+	}
+	for _, c := range r.Cases {
+		if c.Replay == nil || (c.Replay.AnswerAgrees && c.Replay.ToolAgreement() == 1) {
+			continue
+		}
+		fmt.Fprintf(b, "\n### `%s` on v%d against recording `%s`\n\n```diff\n%s```\n", c.CaseID, c.Version, c.Replay.RecordedJobID,
+			replayDiff(*c.Replay, c.Output))
+	}
+}
+
+// replayedTotals reports whether any version replayed recorded cases.
+func replayedTotals(totals []agent.EvalTotals) bool {
+	for _, t := range totals {
+		if t.Replay != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// replayDiff is a diff of a replay against its recording: the answers
+// (when output is given and differs) and the tool calls, matched calls
+// unmarked.
+func replayDiff(s agent.ReplayScore, output string) string {
+	var b strings.Builder
+	if output != "" && !s.AnswerAgrees {
+		fmt.Fprintf(&b, "- answer: %s\n+ answer: %s\n", oneLine(agent.Clip(s.RecordedAnswer, 300)), oneLine(agent.Clip(output, 300)))
+	}
+	match := agent.MatchCalls(s.RecordedCalls, s.ReplayedCalls)
+	used := make([]bool, len(s.RecordedCalls))
+	for _, m := range match {
+		if m >= 0 {
+			used[m] = true
+		}
+	}
+	for i, c := range s.RecordedCalls {
+		if !used[i] {
+			fmt.Fprintf(&b, "- call %s %s\n", c.Name, c.Arguments)
+		}
+	}
+	for i, c := range s.ReplayedCalls {
+		mark := " "
+		if match[i] < 0 {
+			mark = "+"
+		}
+		fmt.Fprintf(&b, "%s call %s %s\n", mark, c.Name, c.Arguments)
+	}
+	return b.String()
 }

@@ -50,6 +50,7 @@ var methodRoles = map[string]Role{
 	pb.CatalogService_GetUsage_FullMethodName:            RoleAdmin,
 	pb.EvalService_StartEval_FullMethodName:              RoleAdmin,
 	pb.EvalService_GetEval_FullMethodName:                RoleAdmin,
+	pb.EvalService_RecordDataset_FullMethodName:          RoleAdmin,
 	pb.KnowledgeService_CreateCollection_FullMethodName:  RoleAdmin,
 	pb.KnowledgeService_DeleteCollection_FullMethodName:  RoleAdmin,
 	pb.KnowledgeService_ListCollections_FullMethodName:   RoleUser,

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -24,7 +25,7 @@ type evalService struct {
 // versions are checked before anything starts.
 func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*pb.StartEvalResponse, error) {
 	s := e.s
-	ds, err := evals.Parse([]byte(in.GetDataset()))
+	ds, err := e.dataset(ctx, in)
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
@@ -56,6 +57,21 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 			return nil, s.StatusOf(ctx, err)
 		}
 	}
+	// A recorded case names one of the caller's tenant's turns: another
+	// tenant's is not found, before anything starts (the replay reads
+	// under the tenant too).
+	for _, c := range ds.Cases {
+		if c.Recording == nil {
+			continue
+		}
+		_, err := s.store.Turn(ctx, ev.TenantID, c.Recording.JobID)
+		if agent.IsCode(err, agent.CodeNotFound) {
+			err = agent.Errorf(agent.CodeNotFound, "case %s: the recorded turn %q is not found", c.ID, c.Recording.JobID)
+		}
+		if err != nil {
+			return nil, s.StatusOf(ctx, err)
+		}
+	}
 	// Recorded before the workflow starts, so that GetEval finds it at
 	// once (the workflow records it too, for starts that bypass the
 	// gateway; the first record stands).
@@ -70,6 +86,54 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 		out.Versions = append(out.Versions, int32(v))
 	}
 	return out, nil
+}
+
+// dataset is the request's dataset: the file it carries, or the
+// caller's tenant's stored dataset it names.
+func (e evalService) dataset(ctx context.Context, in *pb.StartEvalRequest) (agent.EvalDataset, error) {
+	switch id := in.GetDatasetId(); {
+	case id != "" && in.GetDataset() != "":
+		return agent.EvalDataset{}, agent.Errorf(agent.CodeInvalid, "give dataset or dataset_id, not both")
+	case id != "":
+		if err := agent.ValidateID("dataset_id", id); err != nil {
+			return agent.EvalDataset{}, err
+		}
+		return e.s.store.Dataset(ctx, TenantOf(ctx), id)
+	}
+	return evals.Parse([]byte(in.GetDataset()))
+}
+
+// RecordDataset implements pb.EvalServiceServer: the selection is the
+// caller's tenant's turns only (the tenant comes from the credential).
+func (e evalService) RecordDataset(ctx context.Context, in *pb.RecordDatasetRequest) (*pb.RecordDatasetResponse, error) {
+	s := e.s
+	sel := agent.RecordSelection{AgentID: in.GetAgentId(), Channel: in.GetChannel(), Outcome: in.GetOutcome(),
+		SampleRate: in.GetSampleRate(), Limit: int(in.GetLimit())}
+	if in.GetJudgeRubric() != "" || in.GetJudgeModel() != "" {
+		sel.Judge = &agent.JudgeExpect{Rubric: in.GetJudgeRubric(), Model: in.GetJudgeModel()}
+	}
+	if in.GetFrom() != nil {
+		sel.From = in.GetFrom().AsTime()
+	}
+	if in.GetTo() != nil {
+		sel.To = in.GetTo().AsTime()
+	}
+	id := in.GetDatasetId()
+	if id == "" {
+		id = "rec-" + NewJobID()
+	}
+	if err := agent.ValidateID("dataset_id", id); err != nil {
+		return nil, s.StatusOf(ctx, err)
+	}
+	d, err := evals.Record(ctx, s.store, TenantOf(ctx), id, sel)
+	if err != nil {
+		return nil, s.StatusOf(ctx, err)
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return nil, s.StatusOf(ctx, err)
+	}
+	return &pb.RecordDatasetResponse{DatasetId: id, Cases: int32(len(d.Cases)), DatasetJson: string(raw)}, nil
 }
 
 // GetEval implements pb.EvalServiceServer.
@@ -104,8 +168,13 @@ func toPBEvalRun(r agent.EvalRun) *pb.EvalRun {
 		out.Versions = append(out.Versions, int32(v))
 	}
 	for _, t := range r.Totals {
-		out.Totals = append(out.Totals, &pb.EvalTotals{Version: int32(t.Version), Cases: int32(t.Cases), Passed: int32(t.Passed),
-			Tokens: int64(t.Tokens), CostUsd: t.CostUSD, LatencyP50Ms: t.LatencyP50MS, LatencyMaxMs: t.LatencyMaxMS})
+		pt := &pb.EvalTotals{Version: int32(t.Version), Cases: int32(t.Cases), Passed: int32(t.Passed),
+			Tokens: int64(t.Tokens), CostUsd: t.CostUSD, LatencyP50Ms: t.LatencyP50MS, LatencyMaxMs: t.LatencyMaxMS}
+		if r := t.Replay; r != nil {
+			pt.Replay = &pb.ReplayTotals{Cases: int32(r.Cases), AnswersAgree: int32(r.AnswersAgree), ToolAgreement: r.ToolAgreement,
+				Divergences: int32(r.Divergences), CostDeltaUsd: r.CostDeltaUSD, LatencyDeltaMs: r.LatencyDeltaMS}
+		}
+		out.Totals = append(out.Totals, pt)
 	}
 	for _, c := range r.Cases {
 		pc := &pb.EvalCaseResult{CaseId: c.CaseID, Version: int32(c.Version), JobId: c.JobID, Status: c.Status, Passed: c.Passed,
@@ -113,6 +182,7 @@ func toPBEvalRun(r agent.EvalRun) *pb.EvalRun {
 		for _, ch := range c.Checks {
 			pc.Checks = append(pc.Checks, &pb.EvalCheck{Name: ch.Name, Passed: ch.Passed, Detail: ch.Detail})
 		}
+		pc.Replay = toPBReplay(c.Replay)
 		out.Cases = append(out.Cases, pc)
 	}
 	return out
@@ -136,8 +206,43 @@ func FromPBEvalRun(p *pb.EvalRun) agent.EvalRun {
 		for _, ch := range c.GetChecks() {
 			ec.Checks = append(ec.Checks, agent.EvalCheck{Name: ch.GetName(), Passed: ch.GetPassed(), Detail: ch.GetDetail()})
 		}
+		ec.Replay = fromPBReplay(c.GetReplay())
 		r.Cases = append(r.Cases, ec)
 	}
 	r.Totals = agent.TotalsOf(r.Versions, r.Cases)
 	return r
+}
+
+func toPBReplay(s *agent.ReplayScore) *pb.ReplayScore {
+	if s == nil {
+		return nil
+	}
+	calls := func(cs []agent.ToolCall) []*pb.ReplayCall {
+		var out []*pb.ReplayCall
+		for _, c := range cs {
+			out = append(out, &pb.ReplayCall{Tool: c.Name, Arguments: c.Arguments})
+		}
+		return out
+	}
+	return &pb.ReplayScore{RecordedJobId: s.RecordedJobID, AnswerAgrees: s.AnswerAgrees, RecordedAnswer: s.RecordedAnswer,
+		RecordedCalls: calls(s.RecordedCalls), ReplayedCalls: calls(s.ReplayedCalls), Matched: int32(s.Matched),
+		Divergences: int32(s.Divergences), RecordedCostUsd: s.RecordedCostUSD, CostDeltaUsd: s.CostDeltaUSD,
+		RecordedLatencyMs: s.RecordedLatencyMS, LatencyDeltaMs: s.LatencyDeltaMS}
+}
+
+func fromPBReplay(p *pb.ReplayScore) *agent.ReplayScore {
+	if p == nil {
+		return nil
+	}
+	calls := func(cs []*pb.ReplayCall) []agent.ToolCall {
+		var out []agent.ToolCall
+		for _, c := range cs {
+			out = append(out, agent.ToolCall{Name: c.GetTool(), Arguments: c.GetArguments()})
+		}
+		return out
+	}
+	return &agent.ReplayScore{RecordedJobID: p.GetRecordedJobId(), AnswerAgrees: p.GetAnswerAgrees(), RecordedAnswer: p.GetRecordedAnswer(),
+		RecordedCalls: calls(p.GetRecordedCalls()), ReplayedCalls: calls(p.GetReplayedCalls()), Matched: int(p.GetMatched()),
+		Divergences: int(p.GetDivergences()), RecordedCostUSD: p.GetRecordedCostUsd(), CostDeltaUSD: p.GetCostDeltaUsd(),
+		RecordedLatencyMS: p.GetRecordedLatencyMs(), LatencyDeltaMS: p.GetLatencyDeltaMs()}
 }

@@ -47,6 +47,7 @@ var httpRoutes = map[string][]string{
 	"CatalogService_GetUsage":                 {"GET /v1/usage"},
 	"EvalService_StartEval":                   {"POST /v1/evals"},
 	"EvalService_GetEval":                     {"GET /v1/evals/{eval_id}"},
+	"EvalService_RecordDataset":               {"POST /v1/evals/datasets"},
 	"AgentService_Stream (no route)":          nil,
 	"AgentService_Resume (no route)":          nil,
 	"CatalogService_StreamCatalog (no route)": nil,

@@ -81,7 +81,7 @@ func TestPrincipal(t *testing.T) {
 }
 
 func TestEveryMethodHasARole(t *testing.T) {
-	for _, desc := range []grpc.ServiceDesc{pb.AgentService_ServiceDesc, pb.CatalogService_ServiceDesc} {
+	for _, desc := range []grpc.ServiceDesc{pb.AgentService_ServiceDesc, pb.CatalogService_ServiceDesc, pb.EvalService_ServiceDesc} {
 		var names []string
 		for _, m := range desc.Methods {
 			names = append(names, m.MethodName)

@@ -7069,6 +7069,197 @@ func (*CancelResponse) Descriptor() ([]byte, []int) {
 	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{88}
 }
 
+type RecordDatasetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dataset_id names the stored dataset (default: a new one).
+	DatasetId string `protobuf:"bytes,1,opt,name=dataset_id,json=datasetId,proto3" json:"dataset_id,omitempty"`
+	AgentId   string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// from (included) and to (excluded) bound the turns' completion times.
+	From *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	// channel, when set, takes only the turns that came through it (grpc,
+	// http, openai, ...).
+	Channel string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
+	// outcome, when set, takes only the turns with this status: completed,
+	// failed or rejected.
+	Outcome string `protobuf:"bytes,6,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// sample_rate in (0, 1] takes that share of the matching turns, chosen
+	// by a hash of each job id, so the same request takes the same turns.
+	// 0 takes all.
+	SampleRate float64 `protobuf:"fixed64,7,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
+	// limit bounds the cases, oldest first: 1 to 500, default 500.
+	Limit int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	// judge_rubric, when set, has a judge model grade each replay's answer
+	// by this rubric too (judge_model, "provider:model", default the
+	// agent's), beside the exact agreement with the recorded answer.
+	JudgeRubric   string `protobuf:"bytes,9,opt,name=judge_rubric,json=judgeRubric,proto3" json:"judge_rubric,omitempty"`
+	JudgeModel    string `protobuf:"bytes,10,opt,name=judge_model,json=judgeModel,proto3" json:"judge_model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordDatasetRequest) Reset() {
+	*x = RecordDatasetRequest{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordDatasetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordDatasetRequest) ProtoMessage() {}
+
+func (x *RecordDatasetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordDatasetRequest.ProtoReflect.Descriptor instead.
+func (*RecordDatasetRequest) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *RecordDatasetRequest) GetDatasetId() string {
+	if x != nil {
+		return x.DatasetId
+	}
+	return ""
+}
+
+func (x *RecordDatasetRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *RecordDatasetRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *RecordDatasetRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *RecordDatasetRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *RecordDatasetRequest) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *RecordDatasetRequest) GetSampleRate() float64 {
+	if x != nil {
+		return x.SampleRate
+	}
+	return 0
+}
+
+func (x *RecordDatasetRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *RecordDatasetRequest) GetJudgeRubric() string {
+	if x != nil {
+		return x.JudgeRubric
+	}
+	return ""
+}
+
+func (x *RecordDatasetRequest) GetJudgeModel() string {
+	if x != nil {
+		return x.JudgeModel
+	}
+	return ""
+}
+
+type RecordDatasetResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	DatasetId string                 `protobuf:"bytes,1,opt,name=dataset_id,json=datasetId,proto3" json:"dataset_id,omitempty"`
+	Cases     int32                  `protobuf:"varint,2,opt,name=cases,proto3" json:"cases,omitempty"`
+	// dataset_json is the stored dataset: its cases name the recorded
+	// turns (job_id, workflow_id, from_step, to_step).
+	DatasetJson   string `protobuf:"bytes,3,opt,name=dataset_json,json=datasetJson,proto3" json:"dataset_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordDatasetResponse) Reset() {
+	*x = RecordDatasetResponse{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordDatasetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordDatasetResponse) ProtoMessage() {}
+
+func (x *RecordDatasetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordDatasetResponse.ProtoReflect.Descriptor instead.
+func (*RecordDatasetResponse) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *RecordDatasetResponse) GetDatasetId() string {
+	if x != nil {
+		return x.DatasetId
+	}
+	return ""
+}
+
+func (x *RecordDatasetResponse) GetCases() int32 {
+	if x != nil {
+		return x.Cases
+	}
+	return 0
+}
+
+func (x *RecordDatasetResponse) GetDatasetJson() string {
+	if x != nil {
+		return x.DatasetJson
+	}
+	return ""
+}
+
 type StartEvalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// dataset is the dataset file, YAML or JSON (docs: README, Evaluations).
@@ -7081,14 +7272,16 @@ type StartEvalRequest struct {
 	// concurrency is how many cases run at once: 1 to 16, default 4.
 	Concurrency int32 `protobuf:"varint,4,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
 	// eval_id names the run (default: a new one); the same id attaches.
-	EvalId        string `protobuf:"bytes,5,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
+	EvalId string `protobuf:"bytes,5,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
+	// dataset_id runs a dataset stored by RecordDataset instead of dataset.
+	DatasetId     string `protobuf:"bytes,6,opt,name=dataset_id,json=datasetId,proto3" json:"dataset_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartEvalRequest) Reset() {
 	*x = StartEvalRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7100,7 +7293,7 @@ func (x *StartEvalRequest) String() string {
 func (*StartEvalRequest) ProtoMessage() {}
 
 func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[89]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7113,7 +7306,7 @@ func (x *StartEvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEvalRequest.ProtoReflect.Descriptor instead.
 func (*StartEvalRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{89}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *StartEvalRequest) GetDataset() string {
@@ -7151,6 +7344,13 @@ func (x *StartEvalRequest) GetEvalId() string {
 	return ""
 }
 
+func (x *StartEvalRequest) GetDatasetId() string {
+	if x != nil {
+		return x.DatasetId
+	}
+	return ""
+}
+
 type StartEvalResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EvalId        string                 `protobuf:"bytes,1,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
@@ -7163,7 +7363,7 @@ type StartEvalResponse struct {
 
 func (x *StartEvalResponse) Reset() {
 	*x = StartEvalResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7175,7 +7375,7 @@ func (x *StartEvalResponse) String() string {
 func (*StartEvalResponse) ProtoMessage() {}
 
 func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[90]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7188,7 +7388,7 @@ func (x *StartEvalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEvalResponse.ProtoReflect.Descriptor instead.
 func (*StartEvalResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{90}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *StartEvalResponse) GetEvalId() string {
@@ -7229,7 +7429,7 @@ type GetEvalRequest struct {
 
 func (x *GetEvalRequest) Reset() {
 	*x = GetEvalRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7241,7 +7441,7 @@ func (x *GetEvalRequest) String() string {
 func (*GetEvalRequest) ProtoMessage() {}
 
 func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[91]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7254,7 +7454,7 @@ func (x *GetEvalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvalRequest.ProtoReflect.Descriptor instead.
 func (*GetEvalRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{91}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *GetEvalRequest) GetEvalId() string {
@@ -7291,7 +7491,7 @@ type EvalRun struct {
 
 func (x *EvalRun) Reset() {
 	*x = EvalRun{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7303,7 +7503,7 @@ func (x *EvalRun) String() string {
 func (*EvalRun) ProtoMessage() {}
 
 func (x *EvalRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[92]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7316,7 +7516,7 @@ func (x *EvalRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalRun.ProtoReflect.Descriptor instead.
 func (*EvalRun) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{92}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *EvalRun) GetEvalId() string {
@@ -7397,21 +7597,23 @@ func (x *EvalRun) GetReportMarkdown() string {
 }
 
 type EvalTotals struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Cases         int32                  `protobuf:"varint,2,opt,name=cases,proto3" json:"cases,omitempty"`
-	Passed        int32                  `protobuf:"varint,3,opt,name=passed,proto3" json:"passed,omitempty"`
-	Tokens        int64                  `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
-	CostUsd       float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	LatencyP50Ms  int64                  `protobuf:"varint,6,opt,name=latency_p50_ms,json=latencyP50Ms,proto3" json:"latency_p50_ms,omitempty"`
-	LatencyMaxMs  int64                  `protobuf:"varint,7,opt,name=latency_max_ms,json=latencyMaxMs,proto3" json:"latency_max_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Version      int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Cases        int32                  `protobuf:"varint,2,opt,name=cases,proto3" json:"cases,omitempty"`
+	Passed       int32                  `protobuf:"varint,3,opt,name=passed,proto3" json:"passed,omitempty"`
+	Tokens       int64                  `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	CostUsd      float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	LatencyP50Ms int64                  `protobuf:"varint,6,opt,name=latency_p50_ms,json=latencyP50Ms,proto3" json:"latency_p50_ms,omitempty"`
+	LatencyMaxMs int64                  `protobuf:"varint,7,opt,name=latency_max_ms,json=latencyMaxMs,proto3" json:"latency_max_ms,omitempty"`
+	// replay sums the version's replayed (recorded) cases; unset when none.
+	Replay        *ReplayTotals `protobuf:"bytes,8,opt,name=replay,proto3" json:"replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvalTotals) Reset() {
 	*x = EvalTotals{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7423,7 +7625,7 @@ func (x *EvalTotals) String() string {
 func (*EvalTotals) ProtoMessage() {}
 
 func (x *EvalTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[93]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7436,7 +7638,7 @@ func (x *EvalTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalTotals.ProtoReflect.Descriptor instead.
 func (*EvalTotals) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{93}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *EvalTotals) GetVersion() int32 {
@@ -7488,25 +7690,118 @@ func (x *EvalTotals) GetLatencyMaxMs() int64 {
 	return 0
 }
 
+func (x *EvalTotals) GetReplay() *ReplayTotals {
+	if x != nil {
+		return x.Replay
+	}
+	return nil
+}
+
+type ReplayTotals struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Cases          int32                  `protobuf:"varint,1,opt,name=cases,proto3" json:"cases,omitempty"`
+	AnswersAgree   int32                  `protobuf:"varint,2,opt,name=answers_agree,json=answersAgree,proto3" json:"answers_agree,omitempty"`
+	ToolAgreement  float64                `protobuf:"fixed64,3,opt,name=tool_agreement,json=toolAgreement,proto3" json:"tool_agreement,omitempty"` // mean of the cases' tool-call agreement, 0 to 1
+	Divergences    int32                  `protobuf:"varint,4,opt,name=divergences,proto3" json:"divergences,omitempty"`
+	CostDeltaUsd   float64                `protobuf:"fixed64,5,opt,name=cost_delta_usd,json=costDeltaUsd,proto3" json:"cost_delta_usd,omitempty"`      // the replays' cost less the recordings', summed
+	LatencyDeltaMs int64                  `protobuf:"varint,6,opt,name=latency_delta_ms,json=latencyDeltaMs,proto3" json:"latency_delta_ms,omitempty"` // the mean of the cases' latency deltas
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReplayTotals) Reset() {
+	*x = ReplayTotals{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayTotals) ProtoMessage() {}
+
+func (x *ReplayTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayTotals.ProtoReflect.Descriptor instead.
+func (*ReplayTotals) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *ReplayTotals) GetCases() int32 {
+	if x != nil {
+		return x.Cases
+	}
+	return 0
+}
+
+func (x *ReplayTotals) GetAnswersAgree() int32 {
+	if x != nil {
+		return x.AnswersAgree
+	}
+	return 0
+}
+
+func (x *ReplayTotals) GetToolAgreement() float64 {
+	if x != nil {
+		return x.ToolAgreement
+	}
+	return 0
+}
+
+func (x *ReplayTotals) GetDivergences() int32 {
+	if x != nil {
+		return x.Divergences
+	}
+	return 0
+}
+
+func (x *ReplayTotals) GetCostDeltaUsd() float64 {
+	if x != nil {
+		return x.CostDeltaUsd
+	}
+	return 0
+}
+
+func (x *ReplayTotals) GetLatencyDeltaMs() int64 {
+	if x != nil {
+		return x.LatencyDeltaMs
+	}
+	return 0
+}
+
 type EvalCaseResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CaseId        string                 `protobuf:"bytes,1,opt,name=case_id,json=caseId,proto3" json:"case_id,omitempty"`
-	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	JobId         string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"` // the case's turn: turn/<tenant>/<job_id>
-	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`            // the turn's result status
-	Passed        bool                   `protobuf:"varint,5,opt,name=passed,proto3" json:"passed,omitempty"`
-	Checks        []*EvalCheck           `protobuf:"bytes,6,rep,name=checks,proto3" json:"checks,omitempty"`
-	Output        string                 `protobuf:"bytes,7,opt,name=output,proto3" json:"output,omitempty"`
-	Tokens        int64                  `protobuf:"varint,8,opt,name=tokens,proto3" json:"tokens,omitempty"`
-	CostUsd       float64                `protobuf:"fixed64,9,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	LatencyMs     int64                  `protobuf:"varint,10,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CaseId    string                 `protobuf:"bytes,1,opt,name=case_id,json=caseId,proto3" json:"case_id,omitempty"`
+	Version   int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	JobId     string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"` // the case's turn: turn/<tenant>/<job_id>
+	Status    string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`            // the turn's result status
+	Passed    bool                   `protobuf:"varint,5,opt,name=passed,proto3" json:"passed,omitempty"`
+	Checks    []*EvalCheck           `protobuf:"bytes,6,rep,name=checks,proto3" json:"checks,omitempty"`
+	Output    string                 `protobuf:"bytes,7,opt,name=output,proto3" json:"output,omitempty"`
+	Tokens    int64                  `protobuf:"varint,8,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	CostUsd   float64                `protobuf:"fixed64,9,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	LatencyMs int64                  `protobuf:"varint,10,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// replay, for a recorded case, compares its replay with the recording.
+	Replay        *ReplayScore `protobuf:"bytes,11,opt,name=replay,proto3" json:"replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvalCaseResult) Reset() {
 	*x = EvalCaseResult{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7518,7 +7813,7 @@ func (x *EvalCaseResult) String() string {
 func (*EvalCaseResult) ProtoMessage() {}
 
 func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[94]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7531,7 +7826,7 @@ func (x *EvalCaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCaseResult.ProtoReflect.Descriptor instead.
 func (*EvalCaseResult) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{94}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *EvalCaseResult) GetCaseId() string {
@@ -7604,6 +7899,191 @@ func (x *EvalCaseResult) GetLatencyMs() int64 {
 	return 0
 }
 
+func (x *EvalCaseResult) GetReplay() *ReplayScore {
+	if x != nil {
+		return x.Replay
+	}
+	return nil
+}
+
+type ReplayScore struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RecordedJobId  string                 `protobuf:"bytes,1,opt,name=recorded_job_id,json=recordedJobId,proto3" json:"recorded_job_id,omitempty"`
+	AnswerAgrees   bool                   `protobuf:"varint,2,opt,name=answer_agrees,json=answerAgrees,proto3" json:"answer_agrees,omitempty"`
+	RecordedAnswer string                 `protobuf:"bytes,3,opt,name=recorded_answer,json=recordedAnswer,proto3" json:"recorded_answer,omitempty"`
+	// recorded_calls and replayed_calls are the two turns' tool calls, with
+	// canonical JSON arguments.
+	RecordedCalls     []*ReplayCall `protobuf:"bytes,4,rep,name=recorded_calls,json=recordedCalls,proto3" json:"recorded_calls,omitempty"`
+	ReplayedCalls     []*ReplayCall `protobuf:"bytes,5,rep,name=replayed_calls,json=replayedCalls,proto3" json:"replayed_calls,omitempty"`
+	Matched           int32         `protobuf:"varint,6,opt,name=matched,proto3" json:"matched,omitempty"`
+	Divergences       int32         `protobuf:"varint,7,opt,name=divergences,proto3" json:"divergences,omitempty"` // replayed calls no recorded call matched
+	RecordedCostUsd   float64       `protobuf:"fixed64,8,opt,name=recorded_cost_usd,json=recordedCostUsd,proto3" json:"recorded_cost_usd,omitempty"`
+	CostDeltaUsd      float64       `protobuf:"fixed64,9,opt,name=cost_delta_usd,json=costDeltaUsd,proto3" json:"cost_delta_usd,omitempty"`
+	RecordedLatencyMs int64         `protobuf:"varint,10,opt,name=recorded_latency_ms,json=recordedLatencyMs,proto3" json:"recorded_latency_ms,omitempty"`
+	LatencyDeltaMs    int64         `protobuf:"varint,11,opt,name=latency_delta_ms,json=latencyDeltaMs,proto3" json:"latency_delta_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ReplayScore) Reset() {
+	*x = ReplayScore{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayScore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayScore) ProtoMessage() {}
+
+func (x *ReplayScore) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayScore.ProtoReflect.Descriptor instead.
+func (*ReplayScore) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *ReplayScore) GetRecordedJobId() string {
+	if x != nil {
+		return x.RecordedJobId
+	}
+	return ""
+}
+
+func (x *ReplayScore) GetAnswerAgrees() bool {
+	if x != nil {
+		return x.AnswerAgrees
+	}
+	return false
+}
+
+func (x *ReplayScore) GetRecordedAnswer() string {
+	if x != nil {
+		return x.RecordedAnswer
+	}
+	return ""
+}
+
+func (x *ReplayScore) GetRecordedCalls() []*ReplayCall {
+	if x != nil {
+		return x.RecordedCalls
+	}
+	return nil
+}
+
+func (x *ReplayScore) GetReplayedCalls() []*ReplayCall {
+	if x != nil {
+		return x.ReplayedCalls
+	}
+	return nil
+}
+
+func (x *ReplayScore) GetMatched() int32 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *ReplayScore) GetDivergences() int32 {
+	if x != nil {
+		return x.Divergences
+	}
+	return 0
+}
+
+func (x *ReplayScore) GetRecordedCostUsd() float64 {
+	if x != nil {
+		return x.RecordedCostUsd
+	}
+	return 0
+}
+
+func (x *ReplayScore) GetCostDeltaUsd() float64 {
+	if x != nil {
+		return x.CostDeltaUsd
+	}
+	return 0
+}
+
+func (x *ReplayScore) GetRecordedLatencyMs() int64 {
+	if x != nil {
+		return x.RecordedLatencyMs
+	}
+	return 0
+}
+
+func (x *ReplayScore) GetLatencyDeltaMs() int64 {
+	if x != nil {
+		return x.LatencyDeltaMs
+	}
+	return 0
+}
+
+type ReplayCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	Arguments     string                 `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayCall) Reset() {
+	*x = ReplayCall{}
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayCall) ProtoMessage() {}
+
+func (x *ReplayCall) ProtoReflect() protoreflect.Message {
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayCall.ProtoReflect.Descriptor instead.
+func (*ReplayCall) Descriptor() ([]byte, []int) {
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *ReplayCall) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ReplayCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
 type EvalCheck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -7615,7 +8095,7 @@ type EvalCheck struct {
 
 func (x *EvalCheck) Reset() {
 	*x = EvalCheck{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7627,7 +8107,7 @@ func (x *EvalCheck) String() string {
 func (*EvalCheck) ProtoMessage() {}
 
 func (x *EvalCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[95]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7640,7 +8120,7 @@ func (x *EvalCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCheck.ProtoReflect.Descriptor instead.
 func (*EvalCheck) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{95}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *EvalCheck) GetName() string {
@@ -7676,7 +8156,7 @@ type DeliverTo struct {
 
 func (x *DeliverTo) Reset() {
 	*x = DeliverTo{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7688,7 +8168,7 @@ func (x *DeliverTo) String() string {
 func (*DeliverTo) ProtoMessage() {}
 
 func (x *DeliverTo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[96]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7701,7 +8181,7 @@ func (x *DeliverTo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverTo.ProtoReflect.Descriptor instead.
 func (*DeliverTo) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{96}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *DeliverTo) GetTarget() string {
@@ -7727,7 +8207,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7739,7 +8219,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[97]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7752,7 +8232,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{97}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *ListDeliveriesRequest) GetStreamId() string {
@@ -7771,7 +8251,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7783,7 +8263,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[98]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7796,7 +8276,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{98}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -7822,7 +8302,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7834,7 +8314,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[99]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7847,7 +8327,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{99}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -7898,7 +8378,7 @@ type DeliveryAttempt struct {
 
 func (x *DeliveryAttempt) Reset() {
 	*x = DeliveryAttempt{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[100]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7910,7 +8390,7 @@ func (x *DeliveryAttempt) String() string {
 func (*DeliveryAttempt) ProtoMessage() {}
 
 func (x *DeliveryAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[100]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7923,7 +8403,7 @@ func (x *DeliveryAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryAttempt.ProtoReflect.Descriptor instead.
 func (*DeliveryAttempt) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{100}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *DeliveryAttempt) GetAttempt() int32 {
@@ -7978,7 +8458,7 @@ type Collection struct {
 
 func (x *Collection) Reset() {
 	*x = Collection{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[101]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7990,7 +8470,7 @@ func (x *Collection) String() string {
 func (*Collection) ProtoMessage() {}
 
 func (x *Collection) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[101]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8003,7 +8483,7 @@ func (x *Collection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collection.ProtoReflect.Descriptor instead.
 func (*Collection) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{101}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *Collection) GetName() string {
@@ -8056,7 +8536,7 @@ type CreateCollectionRequest struct {
 
 func (x *CreateCollectionRequest) Reset() {
 	*x = CreateCollectionRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[102]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8068,7 +8548,7 @@ func (x *CreateCollectionRequest) String() string {
 func (*CreateCollectionRequest) ProtoMessage() {}
 
 func (x *CreateCollectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[102]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8081,7 +8561,7 @@ func (x *CreateCollectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCollectionRequest.ProtoReflect.Descriptor instead.
 func (*CreateCollectionRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{102}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *CreateCollectionRequest) GetName() string {
@@ -8120,7 +8600,7 @@ type ListCollectionsRequest struct {
 
 func (x *ListCollectionsRequest) Reset() {
 	*x = ListCollectionsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[103]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8132,7 +8612,7 @@ func (x *ListCollectionsRequest) String() string {
 func (*ListCollectionsRequest) ProtoMessage() {}
 
 func (x *ListCollectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[103]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8145,7 +8625,7 @@ func (x *ListCollectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCollectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListCollectionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{103}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{108}
 }
 
 type ListCollectionsResponse struct {
@@ -8157,7 +8637,7 @@ type ListCollectionsResponse struct {
 
 func (x *ListCollectionsResponse) Reset() {
 	*x = ListCollectionsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[104]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8169,7 +8649,7 @@ func (x *ListCollectionsResponse) String() string {
 func (*ListCollectionsResponse) ProtoMessage() {}
 
 func (x *ListCollectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[104]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8182,7 +8662,7 @@ func (x *ListCollectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCollectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListCollectionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{104}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *ListCollectionsResponse) GetCollections() []*Collection {
@@ -8201,7 +8681,7 @@ type GetCollectionRequest struct {
 
 func (x *GetCollectionRequest) Reset() {
 	*x = GetCollectionRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[105]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8213,7 +8693,7 @@ func (x *GetCollectionRequest) String() string {
 func (*GetCollectionRequest) ProtoMessage() {}
 
 func (x *GetCollectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[105]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8226,7 +8706,7 @@ func (x *GetCollectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCollectionRequest.ProtoReflect.Descriptor instead.
 func (*GetCollectionRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{105}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *GetCollectionRequest) GetName() string {
@@ -8245,7 +8725,7 @@ type DeleteCollectionRequest struct {
 
 func (x *DeleteCollectionRequest) Reset() {
 	*x = DeleteCollectionRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[106]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8257,7 +8737,7 @@ func (x *DeleteCollectionRequest) String() string {
 func (*DeleteCollectionRequest) ProtoMessage() {}
 
 func (x *DeleteCollectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[106]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8270,7 +8750,7 @@ func (x *DeleteCollectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCollectionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCollectionRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{106}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *DeleteCollectionRequest) GetName() string {
@@ -8288,7 +8768,7 @@ type DeleteCollectionResponse struct {
 
 func (x *DeleteCollectionResponse) Reset() {
 	*x = DeleteCollectionResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[107]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8300,7 +8780,7 @@ func (x *DeleteCollectionResponse) String() string {
 func (*DeleteCollectionResponse) ProtoMessage() {}
 
 func (x *DeleteCollectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[107]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8313,7 +8793,7 @@ func (x *DeleteCollectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCollectionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCollectionResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{107}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{112}
 }
 
 // One document of an ingest: its text inline, or a ref to where it is.
@@ -8337,7 +8817,7 @@ type IngestDocument struct {
 
 func (x *IngestDocument) Reset() {
 	*x = IngestDocument{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[108]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8349,7 +8829,7 @@ func (x *IngestDocument) String() string {
 func (*IngestDocument) ProtoMessage() {}
 
 func (x *IngestDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[108]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8362,7 +8842,7 @@ func (x *IngestDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocument.ProtoReflect.Descriptor instead.
 func (*IngestDocument) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{108}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *IngestDocument) GetTitle() string {
@@ -8421,7 +8901,7 @@ type IngestDocumentsRequest struct {
 
 func (x *IngestDocumentsRequest) Reset() {
 	*x = IngestDocumentsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[109]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8433,7 +8913,7 @@ func (x *IngestDocumentsRequest) String() string {
 func (*IngestDocumentsRequest) ProtoMessage() {}
 
 func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[109]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8446,7 +8926,7 @@ func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{109}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *IngestDocumentsRequest) GetCollection() string {
@@ -8483,7 +8963,7 @@ type IngestDocumentsResponse struct {
 
 func (x *IngestDocumentsResponse) Reset() {
 	*x = IngestDocumentsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[110]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8495,7 +8975,7 @@ func (x *IngestDocumentsResponse) String() string {
 func (*IngestDocumentsResponse) ProtoMessage() {}
 
 func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[110]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8508,7 +8988,7 @@ func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{110}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *IngestDocumentsResponse) GetId() string {
@@ -8548,7 +9028,7 @@ type GetIngestRequest struct {
 
 func (x *GetIngestRequest) Reset() {
 	*x = GetIngestRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[111]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8560,7 +9040,7 @@ func (x *GetIngestRequest) String() string {
 func (*GetIngestRequest) ProtoMessage() {}
 
 func (x *GetIngestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[111]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8573,7 +9053,7 @@ func (x *GetIngestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIngestRequest.ProtoReflect.Descriptor instead.
 func (*GetIngestRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{111}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *GetIngestRequest) GetId() string {
@@ -8607,7 +9087,7 @@ type IngestStatus struct {
 
 func (x *IngestStatus) Reset() {
 	*x = IngestStatus{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[112]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8619,7 +9099,7 @@ func (x *IngestStatus) String() string {
 func (*IngestStatus) ProtoMessage() {}
 
 func (x *IngestStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[112]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8632,7 +9112,7 @@ func (x *IngestStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestStatus.ProtoReflect.Descriptor instead.
 func (*IngestStatus) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{112}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *IngestStatus) GetId() string {
@@ -8737,7 +9217,7 @@ type IngestError struct {
 
 func (x *IngestError) Reset() {
 	*x = IngestError{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[113]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8749,7 +9229,7 @@ func (x *IngestError) String() string {
 func (*IngestError) ProtoMessage() {}
 
 func (x *IngestError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[113]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8762,7 +9242,7 @@ func (x *IngestError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestError.ProtoReflect.Descriptor instead.
 func (*IngestError) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{113}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *IngestError) GetDocument() int32 {
@@ -8804,7 +9284,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[114]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8816,7 +9296,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[114]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8829,7 +9309,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{114}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *Document) GetId() string {
@@ -8908,7 +9388,7 @@ type ListDocumentsRequest struct {
 
 func (x *ListDocumentsRequest) Reset() {
 	*x = ListDocumentsRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[115]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8920,7 +9400,7 @@ func (x *ListDocumentsRequest) String() string {
 func (*ListDocumentsRequest) ProtoMessage() {}
 
 func (x *ListDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[115]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8933,7 +9413,7 @@ func (x *ListDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*ListDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{115}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *ListDocumentsRequest) GetCollection() string {
@@ -8968,7 +9448,7 @@ type ListDocumentsResponse struct {
 
 func (x *ListDocumentsResponse) Reset() {
 	*x = ListDocumentsResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[116]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8980,7 +9460,7 @@ func (x *ListDocumentsResponse) String() string {
 func (*ListDocumentsResponse) ProtoMessage() {}
 
 func (x *ListDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[116]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8993,7 +9473,7 @@ func (x *ListDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*ListDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{116}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *ListDocumentsResponse) GetDocuments() []*Document {
@@ -9020,7 +9500,7 @@ type GetDocumentRequest struct {
 
 func (x *GetDocumentRequest) Reset() {
 	*x = GetDocumentRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[117]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9032,7 +9512,7 @@ func (x *GetDocumentRequest) String() string {
 func (*GetDocumentRequest) ProtoMessage() {}
 
 func (x *GetDocumentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[117]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9045,7 +9525,7 @@ func (x *GetDocumentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDocumentRequest.ProtoReflect.Descriptor instead.
 func (*GetDocumentRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{117}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *GetDocumentRequest) GetCollection() string {
@@ -9072,7 +9552,7 @@ type DeleteDocumentRequest struct {
 
 func (x *DeleteDocumentRequest) Reset() {
 	*x = DeleteDocumentRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[118]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9084,7 +9564,7 @@ func (x *DeleteDocumentRequest) String() string {
 func (*DeleteDocumentRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[118]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9097,7 +9577,7 @@ func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{118}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *DeleteDocumentRequest) GetCollection() string {
@@ -9122,7 +9602,7 @@ type DeleteDocumentResponse struct {
 
 func (x *DeleteDocumentResponse) Reset() {
 	*x = DeleteDocumentResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[119]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9134,7 +9614,7 @@ func (x *DeleteDocumentResponse) String() string {
 func (*DeleteDocumentResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[119]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9147,7 +9627,7 @@ func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{119}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{124}
 }
 
 type SearchCollectionRequest struct {
@@ -9166,7 +9646,7 @@ type SearchCollectionRequest struct {
 
 func (x *SearchCollectionRequest) Reset() {
 	*x = SearchCollectionRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[120]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9178,7 +9658,7 @@ func (x *SearchCollectionRequest) String() string {
 func (*SearchCollectionRequest) ProtoMessage() {}
 
 func (x *SearchCollectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[120]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9191,7 +9671,7 @@ func (x *SearchCollectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchCollectionRequest.ProtoReflect.Descriptor instead.
 func (*SearchCollectionRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{120}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *SearchCollectionRequest) GetCollection() string {
@@ -9240,7 +9720,7 @@ type SearchCollectionResponse struct {
 
 func (x *SearchCollectionResponse) Reset() {
 	*x = SearchCollectionResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[121]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9252,7 +9732,7 @@ func (x *SearchCollectionResponse) String() string {
 func (*SearchCollectionResponse) ProtoMessage() {}
 
 func (x *SearchCollectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[121]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9265,7 +9745,7 @@ func (x *SearchCollectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchCollectionResponse.ProtoReflect.Descriptor instead.
 func (*SearchCollectionResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{121}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *SearchCollectionResponse) GetHits() []*Hit {
@@ -9302,7 +9782,7 @@ type Hit struct {
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[122]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9314,7 +9794,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[122]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9327,7 +9807,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{122}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *Hit) GetChunkId() string {
@@ -9407,7 +9887,7 @@ type ListMemoriesRequest struct {
 
 func (x *ListMemoriesRequest) Reset() {
 	*x = ListMemoriesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[123]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9419,7 +9899,7 @@ func (x *ListMemoriesRequest) String() string {
 func (*ListMemoriesRequest) ProtoMessage() {}
 
 func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[123]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9432,7 +9912,7 @@ func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListMemoriesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{123}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *ListMemoriesRequest) GetAgentId() string {
@@ -9467,7 +9947,7 @@ type ListMemoriesResponse struct {
 
 func (x *ListMemoriesResponse) Reset() {
 	*x = ListMemoriesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[124]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9479,7 +9959,7 @@ func (x *ListMemoriesResponse) String() string {
 func (*ListMemoriesResponse) ProtoMessage() {}
 
 func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[124]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9492,7 +9972,7 @@ func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemoriesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{124}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *ListMemoriesResponse) GetMemories() []*Memory {
@@ -9527,7 +10007,7 @@ type Memory struct {
 
 func (x *Memory) Reset() {
 	*x = Memory{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[125]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9539,7 +10019,7 @@ func (x *Memory) String() string {
 func (*Memory) ProtoMessage() {}
 
 func (x *Memory) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[125]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9552,7 +10032,7 @@ func (x *Memory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Memory.ProtoReflect.Descriptor instead.
 func (*Memory) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{125}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *Memory) GetId() string {
@@ -9614,7 +10094,7 @@ type DeleteMemoryRequest struct {
 
 func (x *DeleteMemoryRequest) Reset() {
 	*x = DeleteMemoryRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[126]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9626,7 +10106,7 @@ func (x *DeleteMemoryRequest) String() string {
 func (*DeleteMemoryRequest) ProtoMessage() {}
 
 func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[126]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9639,7 +10119,7 @@ func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{126}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *DeleteMemoryRequest) GetId() string {
@@ -9664,7 +10144,7 @@ type DeleteMemoryResponse struct {
 
 func (x *DeleteMemoryResponse) Reset() {
 	*x = DeleteMemoryResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[127]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9676,7 +10156,7 @@ func (x *DeleteMemoryResponse) String() string {
 func (*DeleteMemoryResponse) ProtoMessage() {}
 
 func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[127]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9689,7 +10169,7 @@ func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{127}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{132}
 }
 
 type EraseMemoriesRequest struct {
@@ -9706,7 +10186,7 @@ type EraseMemoriesRequest struct {
 
 func (x *EraseMemoriesRequest) Reset() {
 	*x = EraseMemoriesRequest{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[128]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9718,7 +10198,7 @@ func (x *EraseMemoriesRequest) String() string {
 func (*EraseMemoriesRequest) ProtoMessage() {}
 
 func (x *EraseMemoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[128]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9731,7 +10211,7 @@ func (x *EraseMemoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseMemoriesRequest.ProtoReflect.Descriptor instead.
 func (*EraseMemoriesRequest) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{128}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *EraseMemoriesRequest) GetAgentId() string {
@@ -9771,7 +10251,7 @@ type EraseMemoriesResponse struct {
 
 func (x *EraseMemoriesResponse) Reset() {
 	*x = EraseMemoriesResponse{}
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[129]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9783,7 +10263,7 @@ func (x *EraseMemoriesResponse) String() string {
 func (*EraseMemoriesResponse) ProtoMessage() {}
 
 func (x *EraseMemoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentflow_v1_agentflow_proto_msgTypes[129]
+	mi := &file_agentflow_v1_agentflow_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9796,7 +10276,7 @@ func (x *EraseMemoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseMemoriesResponse.ProtoReflect.Descriptor instead.
 func (*EraseMemoriesResponse) Descriptor() ([]byte, []int) {
-	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{129}
+	return file_agentflow_v1_agentflow_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *EraseMemoriesResponse) GetDeleted() int32 {
@@ -10402,13 +10882,35 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x10\n" +
-	"\x0eCancelResponse\"\x9e\x01\n" +
+	"\x0eCancelResponse\"\xdb\x02\n" +
+	"\x14RecordDatasetRequest\x12\x1d\n" +
+	"\n" +
+	"dataset_id\x18\x01 \x01(\tR\tdatasetId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12.\n" +
+	"\x04from\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12\x18\n" +
+	"\achannel\x18\x05 \x01(\tR\achannel\x12\x18\n" +
+	"\aoutcome\x18\x06 \x01(\tR\aoutcome\x12\x1f\n" +
+	"\vsample_rate\x18\a \x01(\x01R\n" +
+	"sampleRate\x12\x14\n" +
+	"\x05limit\x18\b \x01(\x05R\x05limit\x12!\n" +
+	"\fjudge_rubric\x18\t \x01(\tR\vjudgeRubric\x12\x1f\n" +
+	"\vjudge_model\x18\n" +
+	" \x01(\tR\n" +
+	"judgeModel\"o\n" +
+	"\x15RecordDatasetResponse\x12\x1d\n" +
+	"\n" +
+	"dataset_id\x18\x01 \x01(\tR\tdatasetId\x12\x14\n" +
+	"\x05cases\x18\x02 \x01(\x05R\x05cases\x12!\n" +
+	"\fdataset_json\x18\x03 \x01(\tR\vdatasetJson\"\xbd\x01\n" +
 	"\x10StartEvalRequest\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
 	"\bversions\x18\x03 \x03(\x05R\bversions\x12 \n" +
 	"\vconcurrency\x18\x04 \x01(\x05R\vconcurrency\x12\x17\n" +
-	"\aeval_id\x18\x05 \x01(\tR\x06evalId\"\x7f\n" +
+	"\aeval_id\x18\x05 \x01(\tR\x06evalId\x12\x1d\n" +
+	"\n" +
+	"dataset_id\x18\x06 \x01(\tR\tdatasetId\"\x7f\n" +
 	"\x11StartEvalResponse\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +
@@ -10432,7 +10934,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x05cases\x18\t \x03(\v2\x1c.agentflow.v1.EvalCaseResultR\x05cases\x12\x16\n" +
 	"\x06passed\x18\n" +
 	" \x01(\bR\x06passed\x12'\n" +
-	"\x0freport_markdown\x18\v \x01(\tR\x0ereportMarkdown\"\xd3\x01\n" +
+	"\x0freport_markdown\x18\v \x01(\tR\x0ereportMarkdown\"\x87\x02\n" +
 	"\n" +
 	"EvalTotals\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
@@ -10441,7 +10943,15 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x06tokens\x18\x04 \x01(\x03R\x06tokens\x12\x19\n" +
 	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12$\n" +
 	"\x0elatency_p50_ms\x18\x06 \x01(\x03R\flatencyP50Ms\x12$\n" +
-	"\x0elatency_max_ms\x18\a \x01(\x03R\flatencyMaxMs\"\xa5\x02\n" +
+	"\x0elatency_max_ms\x18\a \x01(\x03R\flatencyMaxMs\x122\n" +
+	"\x06replay\x18\b \x01(\v2\x1a.agentflow.v1.ReplayTotalsR\x06replay\"\xe2\x01\n" +
+	"\fReplayTotals\x12\x14\n" +
+	"\x05cases\x18\x01 \x01(\x05R\x05cases\x12#\n" +
+	"\ranswers_agree\x18\x02 \x01(\x05R\fanswersAgree\x12%\n" +
+	"\x0etool_agreement\x18\x03 \x01(\x01R\rtoolAgreement\x12 \n" +
+	"\vdivergences\x18\x04 \x01(\x05R\vdivergences\x12$\n" +
+	"\x0ecost_delta_usd\x18\x05 \x01(\x01R\fcostDeltaUsd\x12(\n" +
+	"\x10latency_delta_ms\x18\x06 \x01(\x03R\x0elatencyDeltaMs\"\xd8\x02\n" +
 	"\x0eEvalCaseResult\x12\x17\n" +
 	"\acase_id\x18\x01 \x01(\tR\x06caseId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x15\n" +
@@ -10454,7 +10964,25 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\bcost_usd\x18\t \x01(\x01R\acostUsd\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\n" +
-	" \x01(\x03R\tlatencyMs\"O\n" +
+	" \x01(\x03R\tlatencyMs\x121\n" +
+	"\x06replay\x18\v \x01(\v2\x19.agentflow.v1.ReplayScoreR\x06replay\"\xed\x03\n" +
+	"\vReplayScore\x12&\n" +
+	"\x0frecorded_job_id\x18\x01 \x01(\tR\rrecordedJobId\x12#\n" +
+	"\ranswer_agrees\x18\x02 \x01(\bR\fanswerAgrees\x12'\n" +
+	"\x0frecorded_answer\x18\x03 \x01(\tR\x0erecordedAnswer\x12?\n" +
+	"\x0erecorded_calls\x18\x04 \x03(\v2\x18.agentflow.v1.ReplayCallR\rrecordedCalls\x12?\n" +
+	"\x0ereplayed_calls\x18\x05 \x03(\v2\x18.agentflow.v1.ReplayCallR\rreplayedCalls\x12\x18\n" +
+	"\amatched\x18\x06 \x01(\x05R\amatched\x12 \n" +
+	"\vdivergences\x18\a \x01(\x05R\vdivergences\x12*\n" +
+	"\x11recorded_cost_usd\x18\b \x01(\x01R\x0frecordedCostUsd\x12$\n" +
+	"\x0ecost_delta_usd\x18\t \x01(\x01R\fcostDeltaUsd\x12.\n" +
+	"\x13recorded_latency_ms\x18\n" +
+	" \x01(\x03R\x11recordedLatencyMs\x12(\n" +
+	"\x10latency_delta_ms\x18\v \x01(\x03R\x0elatencyDeltaMs\">\n" +
+	"\n" +
+	"ReplayCall\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1c\n" +
+	"\targuments\x18\x02 \x01(\tR\targuments\"O\n" +
 	"\tEvalCheck\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06passed\x18\x02 \x01(\bR\x06passed\x12\x16\n" +
@@ -10685,10 +11213,11 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"GetProcess\x12\x1f.agentflow.v1.GetProcessRequest\x1a\x15.agentflow.v1.Process\x12X\n" +
 	"\rListProcesses\x12\".agentflow.v1.ListProcessesRequest\x1a#.agentflow.v1.ListProcessesResponse\x12j\n" +
 	"\x13ListProcessVersions\x12(.agentflow.v1.ListProcessVersionsRequest\x1a).agentflow.v1.ListProcessVersionsResponse\x12I\n" +
-	"\bGetUsage\x12\x1d.agentflow.v1.GetUsageRequest\x1a\x1e.agentflow.v1.GetUsageResponse2\x9b\x01\n" +
+	"\bGetUsage\x12\x1d.agentflow.v1.GetUsageRequest\x1a\x1e.agentflow.v1.GetUsageResponse2\xf5\x01\n" +
 	"\vEvalService\x12L\n" +
 	"\tStartEval\x12\x1e.agentflow.v1.StartEvalRequest\x1a\x1f.agentflow.v1.StartEvalResponse\x12>\n" +
-	"\aGetEval\x12\x1c.agentflow.v1.GetEvalRequest\x1a\x15.agentflow.v1.EvalRun2\x8d\t\n" +
+	"\aGetEval\x12\x1c.agentflow.v1.GetEvalRequest\x1a\x15.agentflow.v1.EvalRun\x12X\n" +
+	"\rRecordDataset\x12\".agentflow.v1.RecordDatasetRequest\x1a#.agentflow.v1.RecordDatasetResponse2\x8d\t\n" +
 	"\x10KnowledgeService\x12S\n" +
 	"\x10CreateCollection\x12%.agentflow.v1.CreateCollectionRequest\x1a\x18.agentflow.v1.Collection\x12^\n" +
 	"\x0fListCollections\x12$.agentflow.v1.ListCollectionsRequest\x1a%.agentflow.v1.ListCollectionsResponse\x12M\n" +
@@ -10717,7 +11246,7 @@ func file_agentflow_v1_agentflow_proto_rawDescGZIP() []byte {
 }
 
 var file_agentflow_v1_agentflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 136)
+var file_agentflow_v1_agentflow_proto_msgTypes = make([]protoimpl.MessageInfo, 141)
 var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(Status)(0),                          // 0: agentflow.v1.Status
 	(*TurnRequest)(nil),                  // 1: agentflow.v1.TurnRequest
@@ -10809,72 +11338,77 @@ var file_agentflow_v1_agentflow_proto_goTypes = []any{
 	(*ProcessPatch)(nil),                 // 87: agentflow.v1.ProcessPatch
 	(*CancelRequest)(nil),                // 88: agentflow.v1.CancelRequest
 	(*CancelResponse)(nil),               // 89: agentflow.v1.CancelResponse
-	(*StartEvalRequest)(nil),             // 90: agentflow.v1.StartEvalRequest
-	(*StartEvalResponse)(nil),            // 91: agentflow.v1.StartEvalResponse
-	(*GetEvalRequest)(nil),               // 92: agentflow.v1.GetEvalRequest
-	(*EvalRun)(nil),                      // 93: agentflow.v1.EvalRun
-	(*EvalTotals)(nil),                   // 94: agentflow.v1.EvalTotals
-	(*EvalCaseResult)(nil),               // 95: agentflow.v1.EvalCaseResult
-	(*EvalCheck)(nil),                    // 96: agentflow.v1.EvalCheck
-	(*DeliverTo)(nil),                    // 97: agentflow.v1.DeliverTo
-	(*ListDeliveriesRequest)(nil),        // 98: agentflow.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),       // 99: agentflow.v1.ListDeliveriesResponse
-	(*Delivery)(nil),                     // 100: agentflow.v1.Delivery
-	(*DeliveryAttempt)(nil),              // 101: agentflow.v1.DeliveryAttempt
-	(*Collection)(nil),                   // 102: agentflow.v1.Collection
-	(*CreateCollectionRequest)(nil),      // 103: agentflow.v1.CreateCollectionRequest
-	(*ListCollectionsRequest)(nil),       // 104: agentflow.v1.ListCollectionsRequest
-	(*ListCollectionsResponse)(nil),      // 105: agentflow.v1.ListCollectionsResponse
-	(*GetCollectionRequest)(nil),         // 106: agentflow.v1.GetCollectionRequest
-	(*DeleteCollectionRequest)(nil),      // 107: agentflow.v1.DeleteCollectionRequest
-	(*DeleteCollectionResponse)(nil),     // 108: agentflow.v1.DeleteCollectionResponse
-	(*IngestDocument)(nil),               // 109: agentflow.v1.IngestDocument
-	(*IngestDocumentsRequest)(nil),       // 110: agentflow.v1.IngestDocumentsRequest
-	(*IngestDocumentsResponse)(nil),      // 111: agentflow.v1.IngestDocumentsResponse
-	(*GetIngestRequest)(nil),             // 112: agentflow.v1.GetIngestRequest
-	(*IngestStatus)(nil),                 // 113: agentflow.v1.IngestStatus
-	(*IngestError)(nil),                  // 114: agentflow.v1.IngestError
-	(*Document)(nil),                     // 115: agentflow.v1.Document
-	(*ListDocumentsRequest)(nil),         // 116: agentflow.v1.ListDocumentsRequest
-	(*ListDocumentsResponse)(nil),        // 117: agentflow.v1.ListDocumentsResponse
-	(*GetDocumentRequest)(nil),           // 118: agentflow.v1.GetDocumentRequest
-	(*DeleteDocumentRequest)(nil),        // 119: agentflow.v1.DeleteDocumentRequest
-	(*DeleteDocumentResponse)(nil),       // 120: agentflow.v1.DeleteDocumentResponse
-	(*SearchCollectionRequest)(nil),      // 121: agentflow.v1.SearchCollectionRequest
-	(*SearchCollectionResponse)(nil),     // 122: agentflow.v1.SearchCollectionResponse
-	(*Hit)(nil),                          // 123: agentflow.v1.Hit
-	(*ListMemoriesRequest)(nil),          // 124: agentflow.v1.ListMemoriesRequest
-	(*ListMemoriesResponse)(nil),         // 125: agentflow.v1.ListMemoriesResponse
-	(*Memory)(nil),                       // 126: agentflow.v1.Memory
-	(*DeleteMemoryRequest)(nil),          // 127: agentflow.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),         // 128: agentflow.v1.DeleteMemoryResponse
-	(*EraseMemoriesRequest)(nil),         // 129: agentflow.v1.EraseMemoriesRequest
-	(*EraseMemoriesResponse)(nil),        // 130: agentflow.v1.EraseMemoriesResponse
-	nil,                                  // 131: agentflow.v1.TurnContext.MetadataEntry
-	nil,                                  // 132: agentflow.v1.UpsertCatalogRequest.FilesEntry
-	nil,                                  // 133: agentflow.v1.IngestDocument.MetadataEntry
-	nil,                                  // 134: agentflow.v1.Document.MetadataEntry
-	nil,                                  // 135: agentflow.v1.SearchCollectionRequest.FilterEntry
-	nil,                                  // 136: agentflow.v1.Hit.MetadataEntry
-	(*timestamppb.Timestamp)(nil),        // 137: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 138: google.protobuf.Struct
-	(*structpb.Value)(nil),               // 139: google.protobuf.Value
+	(*RecordDatasetRequest)(nil),         // 90: agentflow.v1.RecordDatasetRequest
+	(*RecordDatasetResponse)(nil),        // 91: agentflow.v1.RecordDatasetResponse
+	(*StartEvalRequest)(nil),             // 92: agentflow.v1.StartEvalRequest
+	(*StartEvalResponse)(nil),            // 93: agentflow.v1.StartEvalResponse
+	(*GetEvalRequest)(nil),               // 94: agentflow.v1.GetEvalRequest
+	(*EvalRun)(nil),                      // 95: agentflow.v1.EvalRun
+	(*EvalTotals)(nil),                   // 96: agentflow.v1.EvalTotals
+	(*ReplayTotals)(nil),                 // 97: agentflow.v1.ReplayTotals
+	(*EvalCaseResult)(nil),               // 98: agentflow.v1.EvalCaseResult
+	(*ReplayScore)(nil),                  // 99: agentflow.v1.ReplayScore
+	(*ReplayCall)(nil),                   // 100: agentflow.v1.ReplayCall
+	(*EvalCheck)(nil),                    // 101: agentflow.v1.EvalCheck
+	(*DeliverTo)(nil),                    // 102: agentflow.v1.DeliverTo
+	(*ListDeliveriesRequest)(nil),        // 103: agentflow.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),       // 104: agentflow.v1.ListDeliveriesResponse
+	(*Delivery)(nil),                     // 105: agentflow.v1.Delivery
+	(*DeliveryAttempt)(nil),              // 106: agentflow.v1.DeliveryAttempt
+	(*Collection)(nil),                   // 107: agentflow.v1.Collection
+	(*CreateCollectionRequest)(nil),      // 108: agentflow.v1.CreateCollectionRequest
+	(*ListCollectionsRequest)(nil),       // 109: agentflow.v1.ListCollectionsRequest
+	(*ListCollectionsResponse)(nil),      // 110: agentflow.v1.ListCollectionsResponse
+	(*GetCollectionRequest)(nil),         // 111: agentflow.v1.GetCollectionRequest
+	(*DeleteCollectionRequest)(nil),      // 112: agentflow.v1.DeleteCollectionRequest
+	(*DeleteCollectionResponse)(nil),     // 113: agentflow.v1.DeleteCollectionResponse
+	(*IngestDocument)(nil),               // 114: agentflow.v1.IngestDocument
+	(*IngestDocumentsRequest)(nil),       // 115: agentflow.v1.IngestDocumentsRequest
+	(*IngestDocumentsResponse)(nil),      // 116: agentflow.v1.IngestDocumentsResponse
+	(*GetIngestRequest)(nil),             // 117: agentflow.v1.GetIngestRequest
+	(*IngestStatus)(nil),                 // 118: agentflow.v1.IngestStatus
+	(*IngestError)(nil),                  // 119: agentflow.v1.IngestError
+	(*Document)(nil),                     // 120: agentflow.v1.Document
+	(*ListDocumentsRequest)(nil),         // 121: agentflow.v1.ListDocumentsRequest
+	(*ListDocumentsResponse)(nil),        // 122: agentflow.v1.ListDocumentsResponse
+	(*GetDocumentRequest)(nil),           // 123: agentflow.v1.GetDocumentRequest
+	(*DeleteDocumentRequest)(nil),        // 124: agentflow.v1.DeleteDocumentRequest
+	(*DeleteDocumentResponse)(nil),       // 125: agentflow.v1.DeleteDocumentResponse
+	(*SearchCollectionRequest)(nil),      // 126: agentflow.v1.SearchCollectionRequest
+	(*SearchCollectionResponse)(nil),     // 127: agentflow.v1.SearchCollectionResponse
+	(*Hit)(nil),                          // 128: agentflow.v1.Hit
+	(*ListMemoriesRequest)(nil),          // 129: agentflow.v1.ListMemoriesRequest
+	(*ListMemoriesResponse)(nil),         // 130: agentflow.v1.ListMemoriesResponse
+	(*Memory)(nil),                       // 131: agentflow.v1.Memory
+	(*DeleteMemoryRequest)(nil),          // 132: agentflow.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),         // 133: agentflow.v1.DeleteMemoryResponse
+	(*EraseMemoriesRequest)(nil),         // 134: agentflow.v1.EraseMemoriesRequest
+	(*EraseMemoriesResponse)(nil),        // 135: agentflow.v1.EraseMemoriesResponse
+	nil,                                  // 136: agentflow.v1.TurnContext.MetadataEntry
+	nil,                                  // 137: agentflow.v1.UpsertCatalogRequest.FilesEntry
+	nil,                                  // 138: agentflow.v1.IngestDocument.MetadataEntry
+	nil,                                  // 139: agentflow.v1.Document.MetadataEntry
+	nil,                                  // 140: agentflow.v1.SearchCollectionRequest.FilterEntry
+	nil,                                  // 141: agentflow.v1.Hit.MetadataEntry
+	(*timestamppb.Timestamp)(nil),        // 142: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 143: google.protobuf.Struct
+	(*structpb.Value)(nil),               // 144: google.protobuf.Value
 }
 var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	4,   // 0: agentflow.v1.TurnRequest.context:type_name -> agentflow.v1.TurnContext
-	137, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
+	142, // 1: agentflow.v1.TurnRequest.created_at:type_name -> google.protobuf.Timestamp
 	2,   // 2: agentflow.v1.TurnRequest.parts:type_name -> agentflow.v1.Part
-	97,  // 3: agentflow.v1.TurnRequest.deliver:type_name -> agentflow.v1.DeliverTo
-	131, // 4: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
+	102, // 3: agentflow.v1.TurnRequest.deliver:type_name -> agentflow.v1.DeliverTo
+	136, // 4: agentflow.v1.TurnContext.metadata:type_name -> agentflow.v1.TurnContext.MetadataEntry
 	5,   // 5: agentflow.v1.TurnContext.previous_results:type_name -> agentflow.v1.PreviousResult
-	138, // 6: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
+	143, // 6: agentflow.v1.TurnContext.workflow_state:type_name -> google.protobuf.Struct
 	1,   // 7: agentflow.v1.InvokeRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 8: agentflow.v1.StreamRequest.turn:type_name -> agentflow.v1.TurnRequest
 	1,   // 9: agentflow.v1.StartRequest.turn:type_name -> agentflow.v1.TurnRequest
 	21,  // 10: agentflow.v1.ListEventsResponse.events:type_name -> agentflow.v1.StreamEvent
 	16,  // 11: agentflow.v1.TurnResult.metadata:type_name -> agentflow.v1.ResultMetadata
 	18,  // 12: agentflow.v1.TurnResult.error:type_name -> agentflow.v1.TurnError
-	137, // 13: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
+	142, // 13: agentflow.v1.TurnResult.completed_at:type_name -> google.protobuf.Timestamp
 	3,   // 14: agentflow.v1.TurnResult.blocks:type_name -> agentflow.v1.ContentBlock
 	15,  // 15: agentflow.v1.TurnResult.citations:type_name -> agentflow.v1.Citation
 	17,  // 16: agentflow.v1.ResultMetadata.tool_calls:type_name -> agentflow.v1.ToolCallRecord
@@ -10900,161 +11434,169 @@ var file_agentflow_v1_agentflow_proto_depIdxs = []int32{
 	24,  // 36: agentflow.v1.StreamEvent.steered:type_name -> agentflow.v1.SteeredEvent
 	22,  // 37: agentflow.v1.StreamEvent.question:type_name -> agentflow.v1.QuestionEvent
 	23,  // 38: agentflow.v1.StreamEvent.question_answered:type_name -> agentflow.v1.QuestionAnsweredEvent
-	137, // 39: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
+	142, // 39: agentflow.v1.QuestionEvent.deadline:type_name -> google.protobuf.Timestamp
 	0,   // 40: agentflow.v1.StatusEvent.status:type_name -> agentflow.v1.Status
 	18,  // 41: agentflow.v1.StatusEvent.error:type_name -> agentflow.v1.TurnError
 	29,  // 42: agentflow.v1.StepEvent.usage:type_name -> agentflow.v1.TokenUsage
-	137, // 43: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
+	142, // 43: agentflow.v1.ToolEvent.deadline:type_name -> google.protobuf.Timestamp
 	18,  // 44: agentflow.v1.ErrorEvent.error:type_name -> agentflow.v1.TurnError
 	39,  // 45: agentflow.v1.ListAgentsResponse.agents:type_name -> agentflow.v1.AgentInfo
 	40,  // 46: agentflow.v1.AgentInfo.tools:type_name -> agentflow.v1.ToolInfo
 	41,  // 47: agentflow.v1.AgentInfo.limits:type_name -> agentflow.v1.Limits
 	4,   // 48: agentflow.v1.SendMessageRequest.context:type_name -> agentflow.v1.TurnContext
-	97,  // 49: agentflow.v1.SendMessageRequest.deliver:type_name -> agentflow.v1.DeliverTo
+	102, // 49: agentflow.v1.SendMessageRequest.deliver:type_name -> agentflow.v1.DeliverTo
 	48,  // 50: agentflow.v1.Transcript.entries:type_name -> agentflow.v1.TranscriptEntry
 	49,  // 51: agentflow.v1.Transcript.pending:type_name -> agentflow.v1.PendingMessage
 	51,  // 52: agentflow.v1.ApproveRequest.match:type_name -> agentflow.v1.ArgCondition
-	139, // 53: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
+	144, // 53: agentflow.v1.ArgCondition.equals:type_name -> google.protobuf.Value
 	56,  // 54: agentflow.v1.ListGrantsResponse.grants:type_name -> agentflow.v1.Grant
 	51,  // 55: agentflow.v1.Grant.match:type_name -> agentflow.v1.ArgCondition
-	137, // 56: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
-	137, // 57: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	137, // 58: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	142, // 56: agentflow.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	142, // 57: agentflow.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	142, // 58: agentflow.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
 	59,  // 59: agentflow.v1.ListPendingApprovalsResponse.approvals:type_name -> agentflow.v1.PendingApproval
-	137, // 60: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	137, // 61: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
+	142, // 60: agentflow.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	142, // 61: agentflow.v1.PendingApproval.deadline:type_name -> google.protobuf.Timestamp
 	64,  // 62: agentflow.v1.ListPendingQuestionsResponse.questions:type_name -> agentflow.v1.PendingQuestion
-	137, // 63: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
-	137, // 64: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
-	137, // 65: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
-	137, // 66: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
-	137, // 67: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
-	137, // 68: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
-	137, // 69: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
+	142, // 63: agentflow.v1.PendingQuestion.asked_at:type_name -> google.protobuf.Timestamp
+	142, // 64: agentflow.v1.PendingQuestion.deadline:type_name -> google.protobuf.Timestamp
+	142, // 65: agentflow.v1.GetUsageRequest.since:type_name -> google.protobuf.Timestamp
+	142, // 66: agentflow.v1.GetUsageRequest.until:type_name -> google.protobuf.Timestamp
+	142, // 67: agentflow.v1.BudgetUse.period_start:type_name -> google.protobuf.Timestamp
+	142, // 68: agentflow.v1.GetUsageResponse.since:type_name -> google.protobuf.Timestamp
+	142, // 69: agentflow.v1.GetUsageResponse.until:type_name -> google.protobuf.Timestamp
 	66,  // 70: agentflow.v1.GetUsageResponse.rows:type_name -> agentflow.v1.UsageRow
 	66,  // 71: agentflow.v1.GetUsageResponse.total:type_name -> agentflow.v1.UsageRow
 	67,  // 72: agentflow.v1.GetUsageResponse.budgets:type_name -> agentflow.v1.BudgetUse
-	132, // 73: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
+	137, // 73: agentflow.v1.UpsertCatalogRequest.files:type_name -> agentflow.v1.UpsertCatalogRequest.FilesEntry
 	70,  // 74: agentflow.v1.UpsertCatalogResponse.changes:type_name -> agentflow.v1.CatalogChange
 	72,  // 75: agentflow.v1.ListRulesResponse.rules:type_name -> agentflow.v1.Rule
 	4,   // 76: agentflow.v1.RouteDryRunRequest.context:type_name -> agentflow.v1.TurnContext
 	77,  // 77: agentflow.v1.RouteDryRunResponse.errors:type_name -> agentflow.v1.RuleError
 	39,  // 78: agentflow.v1.CatalogEvent.agents:type_name -> agentflow.v1.AgentInfo
 	72,  // 79: agentflow.v1.CatalogEvent.rules:type_name -> agentflow.v1.Rule
-	137, // 80: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
+	142, // 80: agentflow.v1.Process.created_at:type_name -> google.protobuf.Timestamp
 	81,  // 81: agentflow.v1.ListProcessesResponse.processes:type_name -> agentflow.v1.Process
 	86,  // 82: agentflow.v1.ListProcessVersionsResponse.versions:type_name -> agentflow.v1.ProcessVersionInfo
-	137, // 83: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
+	142, // 83: agentflow.v1.ProcessVersionInfo.created_at:type_name -> google.protobuf.Timestamp
 	87,  // 84: agentflow.v1.ProcessVersionInfo.patch:type_name -> agentflow.v1.ProcessPatch
-	137, // 85: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
-	137, // 86: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
-	137, // 87: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
-	94,  // 88: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
-	95,  // 89: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
-	96,  // 90: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
-	100, // 91: agentflow.v1.ListDeliveriesResponse.deliveries:type_name -> agentflow.v1.Delivery
-	101, // 92: agentflow.v1.Delivery.attempts:type_name -> agentflow.v1.DeliveryAttempt
-	137, // 93: agentflow.v1.DeliveryAttempt.at:type_name -> google.protobuf.Timestamp
-	137, // 94: agentflow.v1.Collection.created_at:type_name -> google.protobuf.Timestamp
-	102, // 95: agentflow.v1.ListCollectionsResponse.collections:type_name -> agentflow.v1.Collection
-	133, // 96: agentflow.v1.IngestDocument.metadata:type_name -> agentflow.v1.IngestDocument.MetadataEntry
-	109, // 97: agentflow.v1.IngestDocumentsRequest.documents:type_name -> agentflow.v1.IngestDocument
-	114, // 98: agentflow.v1.IngestStatus.errors:type_name -> agentflow.v1.IngestError
-	134, // 99: agentflow.v1.Document.metadata:type_name -> agentflow.v1.Document.MetadataEntry
-	137, // 100: agentflow.v1.Document.created_at:type_name -> google.protobuf.Timestamp
-	115, // 101: agentflow.v1.ListDocumentsResponse.documents:type_name -> agentflow.v1.Document
-	135, // 102: agentflow.v1.SearchCollectionRequest.filter:type_name -> agentflow.v1.SearchCollectionRequest.FilterEntry
-	123, // 103: agentflow.v1.SearchCollectionResponse.hits:type_name -> agentflow.v1.Hit
-	136, // 104: agentflow.v1.Hit.metadata:type_name -> agentflow.v1.Hit.MetadataEntry
-	126, // 105: agentflow.v1.ListMemoriesResponse.memories:type_name -> agentflow.v1.Memory
-	137, // 106: agentflow.v1.Memory.created_at:type_name -> google.protobuf.Timestamp
-	6,   // 107: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
-	8,   // 108: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
-	7,   // 109: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
-	12,  // 110: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
-	10,  // 111: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
-	13,  // 112: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
-	37,  // 113: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
-	42,  // 114: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
-	46,  // 115: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
-	44,  // 116: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
-	50,  // 117: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
-	57,  // 118: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
-	53,  // 119: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
-	55,  // 120: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
-	60,  // 121: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
-	62,  // 122: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
-	88,  // 123: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
-	98,  // 124: agentflow.v1.AgentService.ListDeliveries:input_type -> agentflow.v1.ListDeliveriesRequest
-	69,  // 125: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
-	73,  // 126: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
-	75,  // 127: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
-	78,  // 128: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
-	80,  // 129: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
-	82,  // 130: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
-	84,  // 131: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
-	65,  // 132: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
-	90,  // 133: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
-	92,  // 134: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
-	103, // 135: agentflow.v1.KnowledgeService.CreateCollection:input_type -> agentflow.v1.CreateCollectionRequest
-	104, // 136: agentflow.v1.KnowledgeService.ListCollections:input_type -> agentflow.v1.ListCollectionsRequest
-	106, // 137: agentflow.v1.KnowledgeService.GetCollection:input_type -> agentflow.v1.GetCollectionRequest
-	107, // 138: agentflow.v1.KnowledgeService.DeleteCollection:input_type -> agentflow.v1.DeleteCollectionRequest
-	110, // 139: agentflow.v1.KnowledgeService.IngestDocuments:input_type -> agentflow.v1.IngestDocumentsRequest
-	112, // 140: agentflow.v1.KnowledgeService.GetIngest:input_type -> agentflow.v1.GetIngestRequest
-	116, // 141: agentflow.v1.KnowledgeService.ListDocuments:input_type -> agentflow.v1.ListDocumentsRequest
-	118, // 142: agentflow.v1.KnowledgeService.GetDocument:input_type -> agentflow.v1.GetDocumentRequest
-	119, // 143: agentflow.v1.KnowledgeService.DeleteDocument:input_type -> agentflow.v1.DeleteDocumentRequest
-	121, // 144: agentflow.v1.KnowledgeService.SearchCollection:input_type -> agentflow.v1.SearchCollectionRequest
-	124, // 145: agentflow.v1.KnowledgeService.ListMemories:input_type -> agentflow.v1.ListMemoriesRequest
-	127, // 146: agentflow.v1.KnowledgeService.DeleteMemory:input_type -> agentflow.v1.DeleteMemoryRequest
-	129, // 147: agentflow.v1.KnowledgeService.EraseMemories:input_type -> agentflow.v1.EraseMemoriesRequest
-	14,  // 148: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
-	9,   // 149: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
-	21,  // 150: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
-	21,  // 151: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
-	11,  // 152: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
-	14,  // 153: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
-	38,  // 154: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
-	43,  // 155: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
-	47,  // 156: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
-	45,  // 157: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
-	52,  // 158: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
-	58,  // 159: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
-	54,  // 160: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
-	56,  // 161: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
-	61,  // 162: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
-	63,  // 163: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
-	89,  // 164: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
-	99,  // 165: agentflow.v1.AgentService.ListDeliveries:output_type -> agentflow.v1.ListDeliveriesResponse
-	71,  // 166: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
-	74,  // 167: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
-	76,  // 168: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
-	79,  // 169: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
-	81,  // 170: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
-	83,  // 171: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
-	85,  // 172: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
-	68,  // 173: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
-	91,  // 174: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
-	93,  // 175: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
-	102, // 176: agentflow.v1.KnowledgeService.CreateCollection:output_type -> agentflow.v1.Collection
-	105, // 177: agentflow.v1.KnowledgeService.ListCollections:output_type -> agentflow.v1.ListCollectionsResponse
-	102, // 178: agentflow.v1.KnowledgeService.GetCollection:output_type -> agentflow.v1.Collection
-	108, // 179: agentflow.v1.KnowledgeService.DeleteCollection:output_type -> agentflow.v1.DeleteCollectionResponse
-	111, // 180: agentflow.v1.KnowledgeService.IngestDocuments:output_type -> agentflow.v1.IngestDocumentsResponse
-	113, // 181: agentflow.v1.KnowledgeService.GetIngest:output_type -> agentflow.v1.IngestStatus
-	117, // 182: agentflow.v1.KnowledgeService.ListDocuments:output_type -> agentflow.v1.ListDocumentsResponse
-	115, // 183: agentflow.v1.KnowledgeService.GetDocument:output_type -> agentflow.v1.Document
-	120, // 184: agentflow.v1.KnowledgeService.DeleteDocument:output_type -> agentflow.v1.DeleteDocumentResponse
-	122, // 185: agentflow.v1.KnowledgeService.SearchCollection:output_type -> agentflow.v1.SearchCollectionResponse
-	125, // 186: agentflow.v1.KnowledgeService.ListMemories:output_type -> agentflow.v1.ListMemoriesResponse
-	128, // 187: agentflow.v1.KnowledgeService.DeleteMemory:output_type -> agentflow.v1.DeleteMemoryResponse
-	130, // 188: agentflow.v1.KnowledgeService.EraseMemories:output_type -> agentflow.v1.EraseMemoriesResponse
-	148, // [148:189] is the sub-list for method output_type
-	107, // [107:148] is the sub-list for method input_type
-	107, // [107:107] is the sub-list for extension type_name
-	107, // [107:107] is the sub-list for extension extendee
-	0,   // [0:107] is the sub-list for field type_name
+	142, // 85: agentflow.v1.ProcessPatch.created_at:type_name -> google.protobuf.Timestamp
+	142, // 86: agentflow.v1.RecordDatasetRequest.from:type_name -> google.protobuf.Timestamp
+	142, // 87: agentflow.v1.RecordDatasetRequest.to:type_name -> google.protobuf.Timestamp
+	142, // 88: agentflow.v1.EvalRun.started_at:type_name -> google.protobuf.Timestamp
+	142, // 89: agentflow.v1.EvalRun.finished_at:type_name -> google.protobuf.Timestamp
+	96,  // 90: agentflow.v1.EvalRun.totals:type_name -> agentflow.v1.EvalTotals
+	98,  // 91: agentflow.v1.EvalRun.cases:type_name -> agentflow.v1.EvalCaseResult
+	97,  // 92: agentflow.v1.EvalTotals.replay:type_name -> agentflow.v1.ReplayTotals
+	101, // 93: agentflow.v1.EvalCaseResult.checks:type_name -> agentflow.v1.EvalCheck
+	99,  // 94: agentflow.v1.EvalCaseResult.replay:type_name -> agentflow.v1.ReplayScore
+	100, // 95: agentflow.v1.ReplayScore.recorded_calls:type_name -> agentflow.v1.ReplayCall
+	100, // 96: agentflow.v1.ReplayScore.replayed_calls:type_name -> agentflow.v1.ReplayCall
+	105, // 97: agentflow.v1.ListDeliveriesResponse.deliveries:type_name -> agentflow.v1.Delivery
+	106, // 98: agentflow.v1.Delivery.attempts:type_name -> agentflow.v1.DeliveryAttempt
+	142, // 99: agentflow.v1.DeliveryAttempt.at:type_name -> google.protobuf.Timestamp
+	142, // 100: agentflow.v1.Collection.created_at:type_name -> google.protobuf.Timestamp
+	107, // 101: agentflow.v1.ListCollectionsResponse.collections:type_name -> agentflow.v1.Collection
+	138, // 102: agentflow.v1.IngestDocument.metadata:type_name -> agentflow.v1.IngestDocument.MetadataEntry
+	114, // 103: agentflow.v1.IngestDocumentsRequest.documents:type_name -> agentflow.v1.IngestDocument
+	119, // 104: agentflow.v1.IngestStatus.errors:type_name -> agentflow.v1.IngestError
+	139, // 105: agentflow.v1.Document.metadata:type_name -> agentflow.v1.Document.MetadataEntry
+	142, // 106: agentflow.v1.Document.created_at:type_name -> google.protobuf.Timestamp
+	120, // 107: agentflow.v1.ListDocumentsResponse.documents:type_name -> agentflow.v1.Document
+	140, // 108: agentflow.v1.SearchCollectionRequest.filter:type_name -> agentflow.v1.SearchCollectionRequest.FilterEntry
+	128, // 109: agentflow.v1.SearchCollectionResponse.hits:type_name -> agentflow.v1.Hit
+	141, // 110: agentflow.v1.Hit.metadata:type_name -> agentflow.v1.Hit.MetadataEntry
+	131, // 111: agentflow.v1.ListMemoriesResponse.memories:type_name -> agentflow.v1.Memory
+	142, // 112: agentflow.v1.Memory.created_at:type_name -> google.protobuf.Timestamp
+	6,   // 113: agentflow.v1.AgentService.Invoke:input_type -> agentflow.v1.InvokeRequest
+	8,   // 114: agentflow.v1.AgentService.Start:input_type -> agentflow.v1.StartRequest
+	7,   // 115: agentflow.v1.AgentService.Stream:input_type -> agentflow.v1.StreamRequest
+	12,  // 116: agentflow.v1.AgentService.Resume:input_type -> agentflow.v1.ResumeRequest
+	10,  // 117: agentflow.v1.AgentService.ListEvents:input_type -> agentflow.v1.ListEventsRequest
+	13,  // 118: agentflow.v1.AgentService.GetResult:input_type -> agentflow.v1.GetResultRequest
+	37,  // 119: agentflow.v1.AgentService.ListAgents:input_type -> agentflow.v1.ListAgentsRequest
+	42,  // 120: agentflow.v1.AgentService.SendMessage:input_type -> agentflow.v1.SendMessageRequest
+	46,  // 121: agentflow.v1.AgentService.GetTranscript:input_type -> agentflow.v1.GetTranscriptRequest
+	44,  // 122: agentflow.v1.AgentService.ForkSession:input_type -> agentflow.v1.ForkSessionRequest
+	50,  // 123: agentflow.v1.AgentService.Approve:input_type -> agentflow.v1.ApproveRequest
+	57,  // 124: agentflow.v1.AgentService.ListPendingApprovals:input_type -> agentflow.v1.ListPendingApprovalsRequest
+	53,  // 125: agentflow.v1.AgentService.ListGrants:input_type -> agentflow.v1.ListGrantsRequest
+	55,  // 126: agentflow.v1.AgentService.RevokeGrant:input_type -> agentflow.v1.RevokeGrantRequest
+	60,  // 127: agentflow.v1.AgentService.Answer:input_type -> agentflow.v1.AnswerRequest
+	62,  // 128: agentflow.v1.AgentService.ListPendingQuestions:input_type -> agentflow.v1.ListPendingQuestionsRequest
+	88,  // 129: agentflow.v1.AgentService.Cancel:input_type -> agentflow.v1.CancelRequest
+	103, // 130: agentflow.v1.AgentService.ListDeliveries:input_type -> agentflow.v1.ListDeliveriesRequest
+	69,  // 131: agentflow.v1.CatalogService.UpsertCatalog:input_type -> agentflow.v1.UpsertCatalogRequest
+	73,  // 132: agentflow.v1.CatalogService.ListRules:input_type -> agentflow.v1.ListRulesRequest
+	75,  // 133: agentflow.v1.CatalogService.RouteDryRun:input_type -> agentflow.v1.RouteDryRunRequest
+	78,  // 134: agentflow.v1.CatalogService.StreamCatalog:input_type -> agentflow.v1.StreamCatalogRequest
+	80,  // 135: agentflow.v1.CatalogService.GetProcess:input_type -> agentflow.v1.GetProcessRequest
+	82,  // 136: agentflow.v1.CatalogService.ListProcesses:input_type -> agentflow.v1.ListProcessesRequest
+	84,  // 137: agentflow.v1.CatalogService.ListProcessVersions:input_type -> agentflow.v1.ListProcessVersionsRequest
+	65,  // 138: agentflow.v1.CatalogService.GetUsage:input_type -> agentflow.v1.GetUsageRequest
+	92,  // 139: agentflow.v1.EvalService.StartEval:input_type -> agentflow.v1.StartEvalRequest
+	94,  // 140: agentflow.v1.EvalService.GetEval:input_type -> agentflow.v1.GetEvalRequest
+	90,  // 141: agentflow.v1.EvalService.RecordDataset:input_type -> agentflow.v1.RecordDatasetRequest
+	108, // 142: agentflow.v1.KnowledgeService.CreateCollection:input_type -> agentflow.v1.CreateCollectionRequest
+	109, // 143: agentflow.v1.KnowledgeService.ListCollections:input_type -> agentflow.v1.ListCollectionsRequest
+	111, // 144: agentflow.v1.KnowledgeService.GetCollection:input_type -> agentflow.v1.GetCollectionRequest
+	112, // 145: agentflow.v1.KnowledgeService.DeleteCollection:input_type -> agentflow.v1.DeleteCollectionRequest
+	115, // 146: agentflow.v1.KnowledgeService.IngestDocuments:input_type -> agentflow.v1.IngestDocumentsRequest
+	117, // 147: agentflow.v1.KnowledgeService.GetIngest:input_type -> agentflow.v1.GetIngestRequest
+	121, // 148: agentflow.v1.KnowledgeService.ListDocuments:input_type -> agentflow.v1.ListDocumentsRequest
+	123, // 149: agentflow.v1.KnowledgeService.GetDocument:input_type -> agentflow.v1.GetDocumentRequest
+	124, // 150: agentflow.v1.KnowledgeService.DeleteDocument:input_type -> agentflow.v1.DeleteDocumentRequest
+	126, // 151: agentflow.v1.KnowledgeService.SearchCollection:input_type -> agentflow.v1.SearchCollectionRequest
+	129, // 152: agentflow.v1.KnowledgeService.ListMemories:input_type -> agentflow.v1.ListMemoriesRequest
+	132, // 153: agentflow.v1.KnowledgeService.DeleteMemory:input_type -> agentflow.v1.DeleteMemoryRequest
+	134, // 154: agentflow.v1.KnowledgeService.EraseMemories:input_type -> agentflow.v1.EraseMemoriesRequest
+	14,  // 155: agentflow.v1.AgentService.Invoke:output_type -> agentflow.v1.TurnResult
+	9,   // 156: agentflow.v1.AgentService.Start:output_type -> agentflow.v1.StartResponse
+	21,  // 157: agentflow.v1.AgentService.Stream:output_type -> agentflow.v1.StreamEvent
+	21,  // 158: agentflow.v1.AgentService.Resume:output_type -> agentflow.v1.StreamEvent
+	11,  // 159: agentflow.v1.AgentService.ListEvents:output_type -> agentflow.v1.ListEventsResponse
+	14,  // 160: agentflow.v1.AgentService.GetResult:output_type -> agentflow.v1.TurnResult
+	38,  // 161: agentflow.v1.AgentService.ListAgents:output_type -> agentflow.v1.ListAgentsResponse
+	43,  // 162: agentflow.v1.AgentService.SendMessage:output_type -> agentflow.v1.SendMessageResponse
+	47,  // 163: agentflow.v1.AgentService.GetTranscript:output_type -> agentflow.v1.Transcript
+	45,  // 164: agentflow.v1.AgentService.ForkSession:output_type -> agentflow.v1.ForkSessionResponse
+	52,  // 165: agentflow.v1.AgentService.Approve:output_type -> agentflow.v1.ApproveResponse
+	58,  // 166: agentflow.v1.AgentService.ListPendingApprovals:output_type -> agentflow.v1.ListPendingApprovalsResponse
+	54,  // 167: agentflow.v1.AgentService.ListGrants:output_type -> agentflow.v1.ListGrantsResponse
+	56,  // 168: agentflow.v1.AgentService.RevokeGrant:output_type -> agentflow.v1.Grant
+	61,  // 169: agentflow.v1.AgentService.Answer:output_type -> agentflow.v1.AnswerResponse
+	63,  // 170: agentflow.v1.AgentService.ListPendingQuestions:output_type -> agentflow.v1.ListPendingQuestionsResponse
+	89,  // 171: agentflow.v1.AgentService.Cancel:output_type -> agentflow.v1.CancelResponse
+	104, // 172: agentflow.v1.AgentService.ListDeliveries:output_type -> agentflow.v1.ListDeliveriesResponse
+	71,  // 173: agentflow.v1.CatalogService.UpsertCatalog:output_type -> agentflow.v1.UpsertCatalogResponse
+	74,  // 174: agentflow.v1.CatalogService.ListRules:output_type -> agentflow.v1.ListRulesResponse
+	76,  // 175: agentflow.v1.CatalogService.RouteDryRun:output_type -> agentflow.v1.RouteDryRunResponse
+	79,  // 176: agentflow.v1.CatalogService.StreamCatalog:output_type -> agentflow.v1.CatalogEvent
+	81,  // 177: agentflow.v1.CatalogService.GetProcess:output_type -> agentflow.v1.Process
+	83,  // 178: agentflow.v1.CatalogService.ListProcesses:output_type -> agentflow.v1.ListProcessesResponse
+	85,  // 179: agentflow.v1.CatalogService.ListProcessVersions:output_type -> agentflow.v1.ListProcessVersionsResponse
+	68,  // 180: agentflow.v1.CatalogService.GetUsage:output_type -> agentflow.v1.GetUsageResponse
+	93,  // 181: agentflow.v1.EvalService.StartEval:output_type -> agentflow.v1.StartEvalResponse
+	95,  // 182: agentflow.v1.EvalService.GetEval:output_type -> agentflow.v1.EvalRun
+	91,  // 183: agentflow.v1.EvalService.RecordDataset:output_type -> agentflow.v1.RecordDatasetResponse
+	107, // 184: agentflow.v1.KnowledgeService.CreateCollection:output_type -> agentflow.v1.Collection
+	110, // 185: agentflow.v1.KnowledgeService.ListCollections:output_type -> agentflow.v1.ListCollectionsResponse
+	107, // 186: agentflow.v1.KnowledgeService.GetCollection:output_type -> agentflow.v1.Collection
+	113, // 187: agentflow.v1.KnowledgeService.DeleteCollection:output_type -> agentflow.v1.DeleteCollectionResponse
+	116, // 188: agentflow.v1.KnowledgeService.IngestDocuments:output_type -> agentflow.v1.IngestDocumentsResponse
+	118, // 189: agentflow.v1.KnowledgeService.GetIngest:output_type -> agentflow.v1.IngestStatus
+	122, // 190: agentflow.v1.KnowledgeService.ListDocuments:output_type -> agentflow.v1.ListDocumentsResponse
+	120, // 191: agentflow.v1.KnowledgeService.GetDocument:output_type -> agentflow.v1.Document
+	125, // 192: agentflow.v1.KnowledgeService.DeleteDocument:output_type -> agentflow.v1.DeleteDocumentResponse
+	127, // 193: agentflow.v1.KnowledgeService.SearchCollection:output_type -> agentflow.v1.SearchCollectionResponse
+	130, // 194: agentflow.v1.KnowledgeService.ListMemories:output_type -> agentflow.v1.ListMemoriesResponse
+	133, // 195: agentflow.v1.KnowledgeService.DeleteMemory:output_type -> agentflow.v1.DeleteMemoryResponse
+	135, // 196: agentflow.v1.KnowledgeService.EraseMemories:output_type -> agentflow.v1.EraseMemoriesResponse
+	155, // [155:197] is the sub-list for method output_type
+	113, // [113:155] is the sub-list for method input_type
+	113, // [113:113] is the sub-list for extension type_name
+	113, // [113:113] is the sub-list for extension extendee
+	0,   // [0:113] is the sub-list for field type_name
 }
 
 func init() { file_agentflow_v1_agentflow_proto_init() }
@@ -11092,7 +11634,7 @@ func file_agentflow_v1_agentflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentflow_v1_agentflow_proto_rawDesc), len(file_agentflow_v1_agentflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   136,
+			NumMessages:   141,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1292,8 +1292,9 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	EvalService_StartEval_FullMethodName = "/agentflow.v1.EvalService/StartEval"
-	EvalService_GetEval_FullMethodName   = "/agentflow.v1.EvalService/GetEval"
+	EvalService_StartEval_FullMethodName     = "/agentflow.v1.EvalService/StartEval"
+	EvalService_GetEval_FullMethodName       = "/agentflow.v1.EvalService/GetEval"
+	EvalService_RecordDataset_FullMethodName = "/agentflow.v1.EvalService/RecordDataset"
 )
 
 // EvalServiceClient is the client API for EvalService service.
@@ -1314,6 +1315,13 @@ type EvalServiceClient interface {
 	// the totals per version and a Markdown report; with wait, once the
 	// evaluation has completed (or the call's deadline).
 	GetEval(ctx context.Context, in *GetEvalRequest, opts ...grpc.CallOption) (*EvalRun, error)
+	// RecordDataset makes a dataset of the caller's tenant's recorded
+	// turns (a time range, an agent, a channel, an outcome, a sample rate)
+	// and stores it under dataset_id: its cases name the recorded turns and
+	// copy none of their text. StartEval runs it by id; each case replays
+	// its turn on the version under test, its tool calls answered from the
+	// recording. The same dataset_id answers the dataset stored first.
+	RecordDataset(ctx context.Context, in *RecordDatasetRequest, opts ...grpc.CallOption) (*RecordDatasetResponse, error)
 }
 
 type evalServiceClient struct {
@@ -1344,6 +1352,16 @@ func (c *evalServiceClient) GetEval(ctx context.Context, in *GetEvalRequest, opt
 	return out, nil
 }
 
+func (c *evalServiceClient) RecordDataset(ctx context.Context, in *RecordDatasetRequest, opts ...grpc.CallOption) (*RecordDatasetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordDatasetResponse)
+	err := c.cc.Invoke(ctx, EvalService_RecordDataset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EvalServiceServer is the server API for EvalService service.
 // All implementations must embed UnimplementedEvalServiceServer
 // for forward compatibility.
@@ -1362,6 +1380,13 @@ type EvalServiceServer interface {
 	// the totals per version and a Markdown report; with wait, once the
 	// evaluation has completed (or the call's deadline).
 	GetEval(context.Context, *GetEvalRequest) (*EvalRun, error)
+	// RecordDataset makes a dataset of the caller's tenant's recorded
+	// turns (a time range, an agent, a channel, an outcome, a sample rate)
+	// and stores it under dataset_id: its cases name the recorded turns and
+	// copy none of their text. StartEval runs it by id; each case replays
+	// its turn on the version under test, its tool calls answered from the
+	// recording. The same dataset_id answers the dataset stored first.
+	RecordDataset(context.Context, *RecordDatasetRequest) (*RecordDatasetResponse, error)
 	mustEmbedUnimplementedEvalServiceServer()
 }
 
@@ -1377,6 +1402,9 @@ func (UnimplementedEvalServiceServer) StartEval(context.Context, *StartEvalReque
 }
 func (UnimplementedEvalServiceServer) GetEval(context.Context, *GetEvalRequest) (*EvalRun, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetEval not implemented")
+}
+func (UnimplementedEvalServiceServer) RecordDataset(context.Context, *RecordDatasetRequest) (*RecordDatasetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordDataset not implemented")
 }
 func (UnimplementedEvalServiceServer) mustEmbedUnimplementedEvalServiceServer() {}
 func (UnimplementedEvalServiceServer) testEmbeddedByValue()                     {}
@@ -1435,6 +1463,24 @@ func _EvalService_GetEval_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EvalService_RecordDataset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordDatasetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EvalServiceServer).RecordDataset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EvalService_RecordDataset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EvalServiceServer).RecordDataset(ctx, req.(*RecordDatasetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EvalService_ServiceDesc is the grpc.ServiceDesc for EvalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1449,6 +1495,10 @@ var EvalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetEval",
 			Handler:    _EvalService_GetEval_Handler,
+		},
+		{
+			MethodName: "RecordDataset",
+			Handler:    _EvalService_RecordDataset_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
