@@ -23,7 +23,7 @@ import (
 // catalogCmd validates and applies catalog files through the gateway
 // (CatalogService.UpsertCatalog), for the tenant of the token.
 func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
-	const usage = "usage: starter catalog apply -f DIR|FILE [-f ...] [--dry-run] [--allow-unreachable] [--addr HOST:PORT] [--token TOKEN]"
+	const usage = "usage: starter catalog apply -f DIR|FILE [-f ...] [--dry-run] [--allow-unreachable] [--gate DATASET_ID [--gate-min-pass R] [--gate-report FILE]] [--addr HOST:PORT] [--token TOKEN]"
 	if len(args) == 0 || args[0] != "apply" {
 		return errors.New(usage)
 	}
@@ -33,6 +33,10 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs.Var(&paths, "f", "catalog file or directory: every *.yaml and *.yml directly in it (repeatable)")
 	dryRun := fs.Bool("dry-run", false, "validate and print the changes without applying them")
 	allowUnreachable := fs.Bool("allow-unreachable", false, "apply tool entries whose server or document cannot be reached now, without what it would give")
+	var g gate
+	fs.StringVar(&g.dataset, "gate", "", "a stored dataset (eval record): stage the new agent versions, replay the dataset on the active and the staged version of each, and apply only if no case that passes on the active one fails on the staged one")
+	fs.Float64Var(&g.minPass, "gate-min-pass", 0, "with --gate: the share of cases (0 to 1) that must pass on each staged version")
+	fs.StringVar(&g.report, "gate-report", "", "with --gate: write each evaluation's report to this file (.md or .html; the agent's id is added before the extension)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -49,6 +53,14 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	files, err := readCatalog(paths...)
 	if err != nil {
 		return fmt.Errorf("catalog apply: %w", err)
+	}
+	if g.dataset != "" {
+		if *dryRun {
+			return fmt.Errorf("catalog apply: --gate and --dry-run: choose one")
+		}
+		if err := g.check(ctx, api, files, *allowUnreachable, out); err != nil {
+			return err
+		}
 	}
 	resp, err := applyCatalog(ctx, api, &pb.UpsertCatalogRequest{Files: files, DryRun: *dryRun, AllowUnreachable: *allowUnreachable})
 	if err != nil {

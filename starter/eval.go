@@ -201,17 +201,8 @@ func waitEval(ctx context.Context, c pb.EvalServiceClient, id string) (*pb.EvalR
 // fails (exit status 1) when a case failed.
 func showEval(out io.Writer, p *pb.EvalRun, report string) error {
 	fmt.Fprint(out, p.GetReportMarkdown())
-	if report != "" {
-		text := p.GetReportMarkdown()
-		if strings.EqualFold(filepath.Ext(report), ".html") {
-			var err error
-			if text, err = evals.HTML(gateway.FromPBEvalRun(p)); err != nil {
-				return err
-			}
-		}
-		if err := os.WriteFile(report, []byte(text), 0o644); err != nil {
-			return fmt.Errorf("eval: write the report: %w", err)
-		}
+	if err := writeEvalReport(p, report); err != nil {
+		return err
 	}
 	if p.GetStatus() != "completed" {
 		fmt.Fprintf(os.Stderr, "evaluation %s is still running\n", p.GetEvalId())
@@ -226,6 +217,25 @@ func showEval(out io.Writer, p *pb.EvalRun, report string) error {
 		}
 		fmt.Fprintf(os.Stderr, "evaluation %s failed: %d of %d case runs did not pass\n", p.GetEvalId(), failed, len(p.GetCases()))
 		return exitError(1)
+	}
+	return nil
+}
+
+// writeEvalReport writes a run's report to the file: a page for .html,
+// else Markdown; nothing without a file.
+func writeEvalReport(p *pb.EvalRun, report string) error {
+	if report == "" {
+		return nil
+	}
+	text := p.GetReportMarkdown()
+	if strings.EqualFold(filepath.Ext(report), ".html") {
+		var err error
+		if text, err = evals.HTML(gateway.FromPBEvalRun(p)); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(report, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("eval: write the report: %w", err)
 	}
 	return nil
 }

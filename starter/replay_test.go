@@ -277,6 +277,46 @@ func TestEvalRecordReplay(t *testing.T) {
 	require.Contains(t, out, "| 1 | 1/1 | 100% | 0 |")
 	require.EqualValues(t, 0, requests.Load(), "no live tool was called by a replay's delegated turn")
 
+	// The deploy gate: catalog apply --gate stages the catalog's new
+	// version of calc (v4, whose prompt breaks the tool's use), replays the
+	// recorded conversations on the active version (v3) and on it, and
+	// refuses it, naming the conversations it regresses; v4 stays staged
+	// and v3 keeps serving. A fixed v5 passes, and the apply makes it the
+	// active version. No live tool is called.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "demo.yaml")
+	write := func(prompt string) string {
+		require.NoError(t, os.WriteFile(file, []byte(catalog("demo", prompt)), 0o644))
+		return file
+	}
+	out, err = starter(ctx, addr, demoToken, "catalog", "apply", "-f", write("ROUND every result."), "--gate", "rec-demo",
+		"--gate-report", filepath.Join(dir, "gate.md"))
+	t.Logf("catalog apply --gate of v4 prints:\n%s", out)
+	require.Equal(t, exitError(1), err, out)
+	require.Contains(t, out, "gate: calc v4 passed 1 of 3 cases; 2 that pass on v3 fail on it")
+	for _, c := range ds.Cases {
+		if rec, err := srv.Store().Turn(ctx, "demo", c.Recording.JobID); err == nil && strings.HasPrefix(rec.Request.Prompt, "What is") {
+			require.Contains(t, out, "regressed: "+c.Recording.JobID+"\n", "the report names the regressed conversation")
+		}
+	}
+	require.Contains(t, out, "gate: refused: calc v4 stays staged, not serving; nothing was applied")
+	active, err := srv.Store().ActiveAgent(ctx, "demo", "calc")
+	require.NoError(t, err)
+	require.Equal(t, 3, active.Version, "the refused version does not serve")
+	gateReport, err := os.ReadFile(filepath.Join(dir, "gate-calc.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(gateReport), "+ call calc {\"operation_id\":\"calculate\",\"params\":{\"expression\":\"round(6*7)\"}}")
+
+	out, err = starter(ctx, addr, demoToken, "catalog", "apply", "-f", write("Use the calc tool for arithmetic; give the result."), "--gate", "rec-demo")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "gate: calc v5 passed 3 of 3 cases; 0 that pass on v3 fail on it")
+	require.Contains(t, out, "gate: passed")
+	require.Contains(t, out, "updated   agent demo/calc v5")
+	active, err = srv.Store().ActiveAgent(ctx, "demo", "calc")
+	require.NoError(t, err)
+	require.Equal(t, 5, active.Version, "the staged version that passed serves")
+	require.EqualValues(t, 0, requests.Load(), "no live tool was called by the gate's replays")
+
 	// The Evaluation's history of recorded cases replays; recorded for
 	// workflows/testdata with AGENTFLOW_RECORD_HISTORIES=1.
 	hist := &historypb.History{Events: testserver.History(ctx, t, srv.Client(), contract.EvalWorkflowID("demo", "replay-1"), "")}

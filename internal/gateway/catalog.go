@@ -62,11 +62,20 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 	if err := registry.Resolve(ctx, c.kinds, &cat, env); err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
-	report, err := c.store.ApplyCatalog(ctx, cat, in.GetDryRun())
+	var report store.ApplyReport
+	switch {
+	case in.GetStage() && in.GetDryRun():
+		return nil, Status(ctx, c.logger, agent.Errorf(agent.CodeInvalid, "stage and dry_run: choose one"))
+	case in.GetStage():
+		// Nothing that serves changes: no cache to invalidate.
+		report, err = c.store.StageCatalog(ctx, cat)
+	default:
+		report, err = c.store.ApplyCatalog(ctx, cat, in.GetDryRun())
+	}
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
-	if !in.GetDryRun() && c.routes != nil {
+	if !in.GetDryRun() && !in.GetStage() && c.routes != nil {
 		// A worker in this process serves the next turn with the new
 		// catalog at once; others hear of it from the notification.
 		c.routes.Invalidate(tenant)

@@ -283,7 +283,12 @@ func stageTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 		return nil, fmt.Errorf("tenant %q: lock catalog: %w", tc.TenantID, err)
 	}
 	changes, _, err := putEntries(ctx, tx, tc, stageVersion)
-	return changes, err
+	if err != nil {
+		return nil, err
+	}
+	// The tenant's own settings are not staged: unchanged, and first, as
+	// ApplyCatalog reports them.
+	return append([]Change{{Kind: KindTenant, TenantID: tc.TenantID, Name: tc.TenantID, Action: ActionUnchanged}}, changes...), nil
 }
 
 // putVersionFunc stores a version of a tool or an agent (putVersion,

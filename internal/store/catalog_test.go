@@ -340,7 +340,7 @@ func TestStageCatalog(t *testing.T) {
 	next.Tenants[0].Agents = append(next.Tenants[0].Agents, agent.Agent{ID: "newcomer", Model: "openai:gpt-4o-mini"})
 	staged, err := s.StageCatalog(ctx, next)
 	require.NoError(t, err)
-	require.Equal(t, []string{"tool/calculator=staged@2", "agent/assistant=staged@2", "agent/newcomer=not_staged"}, actions(staged))
+	require.Equal(t, []string{"tenant/demo=unchanged", "tool/calculator=staged@2", "agent/assistant=staged@2", "agent/newcomer=not_staged"}, actions(staged))
 
 	active, err := s.ActiveAgent(ctx, "demo", "assistant")
 	require.NoError(t, err)

@@ -5805,8 +5805,13 @@ type UpsertCatalogRequest struct {
 	// API's document) that cannot be reached does not fail the apply: the
 	// entry is applied with what can be had without it.
 	AllowUnreachable bool `protobuf:"varint,3,opt,name=allow_unreachable,json=allowUnreachable,proto3" json:"allow_unreachable,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// stage stores the new versions of the tenant's existing agents and
+	// tools without making them active (action "staged"), for a gate to
+	// evaluate before the apply; nothing else of the document is stored.
+	// Applying the same document afterwards activates them.
+	Stage         bool `protobuf:"varint,4,opt,name=stage,proto3" json:"stage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpsertCatalogRequest) Reset() {
@@ -5856,6 +5861,13 @@ func (x *UpsertCatalogRequest) GetDryRun() bool {
 func (x *UpsertCatalogRequest) GetAllowUnreachable() bool {
 	if x != nil {
 		return x.AllowUnreachable
+	}
+	return false
+}
+
+func (x *UpsertCatalogRequest) GetStage() bool {
+	if x != nil {
+		return x.Stage
 	}
 	return false
 }
@@ -10787,11 +10799,12 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\bgroup_by\x18\x04 \x01(\tR\agroupBy\x12*\n" +
 	"\x04rows\x18\x05 \x03(\v2\x16.agentflow.v1.UsageRowR\x04rows\x12,\n" +
 	"\x05total\x18\x06 \x01(\v2\x16.agentflow.v1.UsageRowR\x05total\x121\n" +
-	"\abudgets\x18\a \x03(\v2\x17.agentflow.v1.BudgetUseR\abudgets\"\xdb\x01\n" +
+	"\abudgets\x18\a \x03(\v2\x17.agentflow.v1.BudgetUseR\abudgets\"\xf1\x01\n" +
 	"\x14UpsertCatalogRequest\x12C\n" +
 	"\x05files\x18\x01 \x03(\v2-.agentflow.v1.UpsertCatalogRequest.FilesEntryR\x05files\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12+\n" +
-	"\x11allow_unreachable\x18\x03 \x01(\bR\x10allowUnreachable\x1a8\n" +
+	"\x11allow_unreachable\x18\x03 \x01(\bR\x10allowUnreachable\x12\x14\n" +
+	"\x05stage\x18\x04 \x01(\bR\x05stage\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
