@@ -14,10 +14,16 @@ import (
 
 	"github.com/agentflow/agentflow/internal/rollout"
 	"github.com/agentflow/agentflow/internal/store"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 const deployUsage = `starter deploy rollout --build B [--steps 10,50,100] [--hold 5m] [--min-turns 20] [--max-wait D]
     [--error-rate-rise 0.05] [--guard-rate-rise 0.05] [--tokens-rise 0.25] [--json]
+    [--dataset ID [--gate-min-pass R] [--addr HOST:PORT] [--token TOKEN]]
+
+With --dataset, B must first pass a recorded dataset (eval record) of the token's tenant: the dataset
+is replayed on the current build and on B (each evaluation pinned to its build; B takes no traffic
+for it), and the rollout does not start if a case that passes on the current build fails on B.
 
 rollout ramps build B of the worker deployment (AGENTFLOW_DEPLOYMENT_NAME) to each step's percentage of
 new turns, judges each step on the turns B finished in it against the current build's, and makes B current
@@ -49,6 +55,9 @@ func deployCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs.Float64Var(&o.Thresholds.GuardRateRise, "guard-rate-rise", o.Thresholds.GuardRateRise, "the guardrail trips a turn the build may add")
 	fs.Float64Var(&o.Thresholds.TokensRise, "tokens-rise", o.Thresholds.TokensRise, "the share of tokens a turn the build may add")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	api := addAPIFlags(fs)
+	dataset := fs.String("dataset", "", "a recorded dataset the build must pass before it takes traffic")
+	minPass := fs.Float64("gate-min-pass", 0, "with --dataset: the share of cases (0 to 1) that must pass on the build")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -78,7 +87,17 @@ func deployCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // stderr
-	rep, err := rollout.Run(ctx, rollout.Temporal{Client: c, Name: o.Deployment}, st, o, log)
+	d := rollout.Temporal{Client: c, Name: o.Deployment}
+	if *dataset != "" {
+		current, err := d.Current(ctx)
+		if err != nil {
+			return fmt.Errorf("deploy rollout: read the current build: %w", err)
+		}
+		if err := buildGate(ctx, api, *dataset, *minPass, o.Deployment, current, o.Build, out); err != nil {
+			return err
+		}
+	}
+	rep, err := rollout.Run(ctx, d, st, o, log)
 	if *asJSON {
 		if err := json.NewEncoder(out).Encode(rep); err != nil {
 			return err
@@ -93,4 +112,61 @@ func deployCmd(ctx context.Context, args []string, out io.Writer) error {
 		return exitError(1)
 	}
 	return nil
+}
+
+// buildGate replays a recorded dataset on the current build and on the
+// candidate, each evaluation pinned to its build, and refuses the
+// candidate if a case that passes on the current build fails on it.
+func buildGate(ctx context.Context, api apiFlags, dataset string, minPass float64, deployment, current, build string, out io.Writer) error {
+	if minPass < 0 || minPass > 1 {
+		return fmt.Errorf("deploy rollout: --gate-min-pass %v: want 0 to 1", minPass)
+	}
+	conn, closeConn, err := evalClient(api)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	actx := api.ctx(ctx)
+	run := func(b string) (*pb.EvalRun, error) {
+		req := &pb.StartEvalRequest{DatasetId: dataset}
+		if b != "" {
+			req.Build = deployment + ":" + b
+		}
+		started, err := conn.StartEval(actx, req)
+		if err != nil {
+			return nil, api.failed("deploy rollout --dataset", err)
+		}
+		fmt.Fprintf(out, "gate: evaluation %s: %d cases of dataset %s on build %s\n", started.GetEvalId(), started.GetCases(), dataset, orUnversioned(b))
+		r, err := waitEval(actx, conn, started.GetEvalId())
+		if err != nil {
+			return nil, api.failed("deploy rollout --dataset", err)
+		}
+		return r, nil
+	}
+	before, err := run(current)
+	if err != nil {
+		return err
+	}
+	after, err := run(build)
+	if err != nil {
+		return err
+	}
+	regressed, passed, cases := regressions(before.GetCases(), after.GetCases())
+	fmt.Fprintf(out, "gate: build %s passed %d of %d cases; %d that pass on build %s fail on it\n", build, passed, cases, len(regressed), orUnversioned(current))
+	for _, r := range regressed {
+		fmt.Fprintf(out, "  regressed: %s\n", r)
+	}
+	if len(regressed) > 0 || cases == 0 || float64(passed)/float64(cases) < minPass {
+		fmt.Fprintf(out, "gate: refused: build %s takes no traffic\n", build)
+		return exitError(1)
+	}
+	fmt.Fprintln(out, "gate: passed")
+	return nil
+}
+
+func orUnversioned(build string) string {
+	if build == "" {
+		return "(unversioned)"
+	}
+	return build
 }

@@ -103,26 +103,36 @@ func (g gate) check(ctx context.Context, api apiFlags, files map[string]string, 
 }
 
 // gateVerdict reads an evaluation of the active and the staged version:
-// the cases (with the recorded conversation each replays, when it does)
-// that pass on the active and fail on the staged one, and how many of
-// the staged one's cases passed.
+// the cases that pass on the active and fail on the staged one, and how
+// many of the staged one's cases passed.
 func gateVerdict(run *pb.EvalRun, active, staged int32) (regressed []string, passed, cases int) {
-	before := map[string]bool{}
-	for _, c := range run.GetCases() {
-		if c.GetVersion() == active {
-			before[c.GetCaseId()] = c.GetPassed()
+	of := func(v int32) []*pb.EvalCaseResult {
+		var out []*pb.EvalCaseResult
+		for _, c := range run.GetCases() {
+			if c.GetVersion() == v {
+				out = append(out, c)
+			}
 		}
+		return out
 	}
-	for _, c := range run.GetCases() {
-		if c.GetVersion() != staged {
-			continue
-		}
+	return regressions(of(active), of(staged))
+}
+
+// regressions compares the same cases run before and after a change: the
+// cases (with the recorded conversation each replays, when its id is not
+// that) that pass before and fail after, and how many passed after.
+func regressions(before, after []*pb.EvalCaseResult) (regressed []string, passed, cases int) {
+	passedBefore := map[string]bool{}
+	for _, c := range before {
+		passedBefore[c.GetCaseId()] = c.GetPassed()
+	}
+	for _, c := range after {
 		cases++
 		if c.GetPassed() {
 			passed++
 			continue
 		}
-		if before[c.GetCaseId()] {
+		if passedBefore[c.GetCaseId()] {
 			name := c.GetCaseId()
 			if r := c.GetReplay(); r != nil && r.GetRecordedJobId() != "" && r.GetRecordedJobId() != name {
 				name += " (conversation " + r.GetRecordedJobId() + ")"

@@ -53,7 +53,7 @@ commands:
   token     make a bearer token: token new --tenant T [--roles user,approver,admin] [--name N]
   schedule  run an agent turn on a schedule (schedule create --id ID --every 1h|--cron SPEC "prompt"; schedule delete --id ID)
   route     show which agent a request would be routed to (route --dry-run --page P --role R [--metadata k=v] "message")
-  catalog   validate and apply a YAML catalog through the gRPC API (catalog apply -f DIR|FILE [--dry-run])
+  catalog   validate and apply a YAML catalog through the gRPC API (catalog apply -f DIR|FILE [--dry-run] [--gate DATASET])
   process   read the tenant's process definitions: process list | show --tag T [--version N] [--json] | history --tag T
   deploy    roll a worker build out in steps, back again if its turns regress (deploy rollout --build B [--steps 10,50,100])
   retention sweep expired blobs, results and transcripts now (retention run), or read the audit log (retention audit)

@@ -249,6 +249,20 @@ type EvalInput struct {
 	Versions    []int       `json:"versions"`
 	Concurrency int         `json:"concurrency,omitempty"`
 	Dataset     EvalDataset `json:"dataset"`
+	// Build, "deployment:build", pins the evaluation (and so its turns,
+	// which start on their parent's build) to a worker build that need
+	// not take traffic yet: a deploy gate evaluates a candidate build so.
+	// Empty: the deployment's current build, as any new workflow.
+	Build string `json:"build,omitempty"`
+}
+
+// SplitBuild splits "deployment:build" into its names.
+func SplitBuild(build string) (deployment, id string, err error) {
+	deployment, id, ok := strings.Cut(build, ":")
+	if !ok || deployment == "" || id == "" || strings.Contains(id, ":") {
+		return "", "", Errorf(CodeInvalid, "build %q: want deployment:build", build)
+	}
+	return deployment, id, nil
 }
 
 // Validate checks the input as the workflow receives it.
@@ -263,6 +277,11 @@ func (in EvalInput) Validate() error {
 	}
 	if len(in.EvalID) > 80 {
 		return Errorf(CodeInvalid, "eval_id is longer than 80 bytes")
+	}
+	if in.Build != "" {
+		if _, _, err := SplitBuild(in.Build); err != nil {
+			return err
+		}
 	}
 	switch {
 	case len(in.Versions) == 0 || len(in.Versions) > MaxEvalVersions:

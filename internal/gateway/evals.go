@@ -29,7 +29,8 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	ev := agent.EvalInput{TenantID: TenantOf(ctx), EvalID: in.GetEvalId(), AgentID: in.GetAgentId(), Concurrency: int(in.GetConcurrency()), Dataset: ds}
+	ev := agent.EvalInput{TenantID: TenantOf(ctx), EvalID: in.GetEvalId(), AgentID: in.GetAgentId(), Concurrency: int(in.GetConcurrency()), Dataset: ds,
+		Build: in.GetBuild()}
 	if ev.AgentID == "" {
 		ev.AgentID = ds.Agent
 	}

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -104,6 +105,14 @@ func StartEval(ctx context.Context, c client.Client, taskQueue string, in agent.
 			contract.SearchAgent.ValueSet(in.AgentID)),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}
+	if in.Build != "" {
+		deployment, build, err := agent.SplitBuild(in.Build)
+		if err != nil {
+			return nil, err
+		}
+		opts.VersioningOverride = &client.PinnedVersioningOverride{
+			Version: worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: build}}
 	}
 	run, err := c.ExecuteWorkflow(ctx, opts, contract.Evaluation, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted

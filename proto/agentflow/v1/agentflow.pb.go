@@ -7286,7 +7286,11 @@ type StartEvalRequest struct {
 	// eval_id names the run (default: a new one); the same id attaches.
 	EvalId string `protobuf:"bytes,5,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
 	// dataset_id runs a dataset stored by RecordDataset instead of dataset.
-	DatasetId     string `protobuf:"bytes,6,opt,name=dataset_id,json=datasetId,proto3" json:"dataset_id,omitempty"`
+	DatasetId string `protobuf:"bytes,6,opt,name=dataset_id,json=datasetId,proto3" json:"dataset_id,omitempty"`
+	// build, "deployment:build", runs the evaluation and its turns on that
+	// worker build (pinned), whether or not it takes traffic yet: a deploy
+	// gate evaluates a candidate build so. Default: the current build.
+	Build         string `protobuf:"bytes,7,opt,name=build,proto3" json:"build,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7359,6 +7363,13 @@ func (x *StartEvalRequest) GetEvalId() string {
 func (x *StartEvalRequest) GetDatasetId() string {
 	if x != nil {
 		return x.DatasetId
+	}
+	return ""
+}
+
+func (x *StartEvalRequest) GetBuild() string {
+	if x != nil {
+		return x.Build
 	}
 	return ""
 }
@@ -10915,7 +10926,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"dataset_id\x18\x01 \x01(\tR\tdatasetId\x12\x14\n" +
 	"\x05cases\x18\x02 \x01(\x05R\x05cases\x12!\n" +
-	"\fdataset_json\x18\x03 \x01(\tR\vdatasetJson\"\xbd\x01\n" +
+	"\fdataset_json\x18\x03 \x01(\tR\vdatasetJson\"\xd3\x01\n" +
 	"\x10StartEvalRequest\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
@@ -10923,7 +10934,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\vconcurrency\x18\x04 \x01(\x05R\vconcurrency\x12\x17\n" +
 	"\aeval_id\x18\x05 \x01(\tR\x06evalId\x12\x1d\n" +
 	"\n" +
-	"dataset_id\x18\x06 \x01(\tR\tdatasetId\"\x7f\n" +
+	"dataset_id\x18\x06 \x01(\tR\tdatasetId\x12\x14\n" +
+	"\x05build\x18\a \x01(\tR\x05build\"\x7f\n" +
 	"\x11StartEvalResponse\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +
