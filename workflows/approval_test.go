@@ -246,3 +246,17 @@ func TestIncompleteDecisionsAreRefused(t *testing.T) {
 	require.Equal(t, 2*time.Minute, f.approvals[0].DecidedAt.Sub(f.approvals[0].RequestedAt))
 	require.Equal(t, agent.ApprovalRejected, res.Metadata.ToolCalls[0].Status)
 }
+
+// TestReplayAsksNoOne: a replay of a recorded turn (an evaluation's) does
+// not wait for a person on a call whose tool asks one: no tool runs live
+// in a replay, and the call gets its recorded result.
+func TestReplayAsksNoOne(t *testing.T) {
+	f, env := approvalEnv(t, []agent.ToolCall{restart("c1", "api")}, "c1")
+	r := req()
+	r.Channel, r.Replay = agent.ChannelEval, &agent.Replay{JobID: "recorded-1"}
+	res, failure := runTurn(t, env, r)
+	require.Nil(t, failure)
+	require.Equal(t, "done", res.Output)
+	require.Len(t, f.toolCalls, 1, "the call is answered (from the recording) without a decision")
+	require.Empty(t, f.approvals)
+}

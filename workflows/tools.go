@@ -61,6 +61,12 @@ func (t *turn) newRound(calls []agent.ToolCall, limits agent.Limits, base int) *
 // tool's policy asks a person (needs), and collects every call.
 func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []contract.ToolFailure {
 	t, calls := r.t, r.calls
+	if t.req.Replay != nil {
+		// A replay runs no tool live (ExecuteTool serves the recorded
+		// results): no person is asked. A call the recording's person
+		// rejected is answered with its recorded refusal.
+		needs = nil
+	}
 	for _, c := range calls {
 		if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
 			r.delegations++
