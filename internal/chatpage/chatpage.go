@@ -1,7 +1,8 @@
-// Package chatpage is the chat page the gateway serves beside its HTTP
-// API, at /chat: a plain HTML document, one script and one style sheet,
-// embedded in the binary, with no build step and nothing fetched from
-// elsewhere. The page is a client of the HTTP API like any other: it
+// Package chatpage is the pages the gateway serves beside its HTTP API:
+// the chat page and, at /evals, an evaluation's report (EvalsPath). The
+// chat page, at /chat, is a plain HTML document, one script and one
+// style sheet, embedded in the binary, with no build step and nothing
+// fetched from elsewhere. The page is a client of the HTTP API like any other: it
 // lists the tenant's agents (GET /v1/agents), sends a session's messages
 // and reads the turns' events as Server-Sent Events (POST
 // /v1/conversations/{session}/messages:stream, GET
@@ -53,10 +54,20 @@ type file struct {
 
 // files are the page (at Path) and what it loads (at Path/<name>).
 var files = map[string]file{
-	"":         mustRead("index.html", "text/html; charset=utf-8"),
-	"chat.js":  mustRead("chat.js", "text/javascript; charset=utf-8"),
-	"chat.css": mustRead("chat.css", "text/css; charset=utf-8"),
+	"":          mustRead("index.html", "text/html; charset=utf-8"),
+	"chat.js":   mustRead("chat.js", "text/javascript; charset=utf-8"),
+	"chat.css":  mustRead("chat.css", "text/css; charset=utf-8"),
+	"evals.js":  mustRead("evals.js", "text/javascript; charset=utf-8"),
+	"evals.css": mustRead("evals.css", "text/css; charset=utf-8"),
 }
+
+// EvalsPath is where the evaluation report page is served: an
+// evaluation's totals, cases and the diffs of replays that differ from
+// their recordings (GET /v1/evals/{eval_id}), with the chat page's token.
+// Its script and style sheet are the chat page's neighbours.
+const EvalsPath = "/evals"
+
+var evalsPage = mustRead("evals.html", "text/html; charset=utf-8")
 
 // mustRead reads an embedded file; one missing is a build mistake that
 // the package's test catches.
@@ -73,6 +84,7 @@ func mustRead(name, contentType string) file {
 func Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Path, serve)
 	mux.HandleFunc("GET "+Path+"/{file}", serve)
+	mux.HandleFunc("GET "+EvalsPath, func(w http.ResponseWriter, r *http.Request) { write(w, r, evalsPage) })
 }
 
 func serve(w http.ResponseWriter, r *http.Request) {
@@ -81,6 +93,10 @@ func serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	write(w, r, f)
+}
+
+func write(w http.ResponseWriter, r *http.Request, f file) {
 	h := w.Header()
 	h.Set("Content-Type", f.contentType)
 	h.Set("Content-Security-Policy", ContentSecurityPolicy)

@@ -38,6 +38,9 @@ func TestServe(t *testing.T) {
 		{Path, "text/html; charset=utf-8", "<title>agentflow chat</title>"},
 		{Path + "/chat.js", "text/javascript; charset=utf-8", `"use strict";`},
 		{Path + "/chat.css", "text/css; charset=utf-8", ".turn {"},
+		{EvalsPath, "text/html; charset=utf-8", "<title>agentflow evaluation</title>"},
+		{Path + "/evals.js", "text/javascript; charset=utf-8", `"/v1/evals/"`},
+		{Path + "/evals.css", "text/css; charset=utf-8", "pre.diff"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			resp, body := get(tc.path, nil)
@@ -66,7 +69,17 @@ func TestServe(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, ref[1])
 	}
 
-	for _, path := range []string{Path + "/index.html", Path + "/nope.js", Path + "/static"} {
+	// So does the report page.
+	_, page = get(EvalsPath, nil)
+	refs = regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(page, -1)
+	require.Len(t, refs, 3, "the report page loads its script and two style sheets")
+	for _, ref := range refs {
+		require.True(t, strings.HasPrefix(ref[1], Path+"/"), "the page loads %s, not a file of its own", ref[1])
+		resp, _ := get(ref[1], nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, ref[1])
+	}
+
+	for _, path := range []string{Path + "/index.html", Path + "/nope.js", Path + "/static", Path + "/evals.html", EvalsPath + "/x"} {
 		resp, _ := get(path, nil)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
 	}
