@@ -351,6 +351,10 @@ type ReplayTotals struct {
 	// LatencyDeltaMS the mean of the cases' latency deltas.
 	CostDeltaUSD   float64 `json:"cost_delta_usd"`
 	LatencyDeltaMS int64   `json:"latency_delta_ms"`
+	// GuardTrips counts the replays a guardrail stopped, RecordedGuardTrips
+	// the recorded turns one stopped.
+	GuardTrips         int `json:"guard_trips,omitempty"`
+	RecordedGuardTrips int `json:"recorded_guard_trips,omitempty"`
 }
 
 func (t *EvalTotals) addReplay(s ReplayScore) {
@@ -364,6 +368,12 @@ func (t *EvalTotals) addReplay(s ReplayScore) {
 		r.AnswersAgree++
 	}
 	r.Divergences += s.Divergences
+	if s.GuardTripped {
+		r.GuardTrips++
+	}
+	if s.RecordedGuardTripped {
+		r.RecordedGuardTrips++
+	}
 	r.CostDeltaUSD += s.CostDeltaUSD
 	r.LatencyDeltaMS += s.LatencyDeltaMS // a sum until TotalsOf takes the mean
 }

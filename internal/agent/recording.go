@@ -293,6 +293,10 @@ type ReplayScore struct {
 	CostDeltaUSD      float64 `json:"cost_delta_usd"`
 	RecordedLatencyMS int64   `json:"recorded_latency_ms"`
 	LatencyDeltaMS    int64   `json:"latency_delta_ms"`
+	// GuardTripped: a guardrail stopped the replay; RecordedGuardTripped:
+	// one stopped the recorded turn.
+	GuardTripped         bool `json:"guard_tripped,omitempty"`
+	RecordedGuardTripped bool `json:"recorded_guard_tripped,omitempty"`
 }
 
 // ToolAgreement is the share of the two turns' calls that match: matched

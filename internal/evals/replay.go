@@ -11,11 +11,14 @@ import (
 // agreement (the answers, trimmed, are equal) and tool-call agreement
 // (agent.MatchCalls of the calls each turn's model asked for; a replayed
 // call that matches none is a divergence). It returns the comparison and
-// its two checks; cost and latency are the caller's to add.
+// its two checks, and whether a guardrail stopped either turn; cost and
+// latency are the caller's to add.
 func ScoreReplay(recorded agent.TurnResult, recordedSteps []agent.Message, replayed agent.TurnResult, replayedSteps []agent.Message) (agent.ReplayScore, []agent.EvalCheck) {
 	s := agent.ReplayScore{RecordedJobID: recorded.JobID, RecordedAnswer: agent.Clip(recorded.Output, 4<<10),
 		RecordedCalls: canonicalCalls(agent.AskedCalls(recordedSteps)), ReplayedCalls: canonicalCalls(agent.AskedCalls(replayedSteps))}
 	s.AnswerAgrees = strings.TrimSpace(recorded.Output) == strings.TrimSpace(replayed.Output)
+	tripped := func(r agent.TurnResult) bool { return r.Error != nil && r.Error.Type == agent.ErrTypeGuardrailTripped }
+	s.GuardTripped, s.RecordedGuardTripped = tripped(replayed), tripped(recorded)
 	for _, m := range agent.MatchCalls(s.RecordedCalls, s.ReplayedCalls) {
 		if m < 0 {
 			s.Divergences++

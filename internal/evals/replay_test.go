@@ -27,12 +27,17 @@ func TestScoreReplay(t *testing.T) {
 	require.Equal(t, 1.0, s.ToolAgreement())
 	require.True(t, checks[0].Passed && checks[1].Passed)
 
-	bad, checks := ScoreReplay(rec, replaySteps(calc), agent.TurnResult{Output: "I could not."},
+	require.False(t, s.GuardTripped || s.RecordedGuardTripped)
+
+	bad, checks := ScoreReplay(rec, replaySteps(calc), agent.TurnResult{Output: "I could not.", Status: agent.StatusFailed,
+		Error: &agent.TurnError{Type: agent.ErrTypeGuardrailTripped, Message: "the answer broke a rule"}},
 		replaySteps(agent.ToolCall{Name: "calc", Arguments: `{"x":"round(6*7)"}`}, agent.ToolCall{Name: "calc", Arguments: `{"x":"6*7"}`}))
 	require.False(t, bad.AnswerAgrees)
 	require.Equal(t, 1, bad.Matched)
 	require.Equal(t, 1, bad.Divergences)
 	require.Equal(t, 0.5, bad.ToolAgreement())
+	require.True(t, bad.GuardTripped, "a guardrail stopped the replay")
+	require.False(t, bad.RecordedGuardTripped)
 	require.False(t, checks[0].Passed)
 	require.Contains(t, checks[0].Detail, `answered "I could not."; the recording answered "The result is 42."`)
 	require.Contains(t, checks[1].Detail, "tool calls 1 of 2 agree, 1 divergent")
@@ -44,7 +49,7 @@ func TestScoreReplay(t *testing.T) {
 	run := agent.EvalRun{EvalID: "r", Versions: []int{1, 2}, Cases: cases, Totals: agent.TotalsOf([]int{1, 2}, cases)}
 	md := Markdown(run)
 	require.Contains(t, md, "| v1 | 1 | 1/1 | 100% | 0 |")
-	require.Contains(t, md, "| v2 | 1 | 0/1 | 50% | 1 |")
+	require.Contains(t, md, "| v2 | 1 | 0/1 | 50% | 1 | +0.0000 $ | +0 ms | 1 (0) |", "the replay's guardrail trip, and the recording's")
 	require.NotContains(t, md, "### `a` on v1 against recording")
 	require.Contains(t, md, "### `a` on v2 against recording `live-1`\n\n```diff\n"+
 		"- answer: The result is 42.\n+ answer: I could not.\n"+

@@ -204,8 +204,8 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}</style></head><body>
 {{range .Totals}}<tr><td>v{{.Version}}</td><td>{{pct .}}</td><td>{{.Passed}}/{{.Cases}}</td><td>{{.Tokens}}</td><td>{{usd .CostUSD}}</td><td>{{.LatencyP50MS}} ms</td><td>{{.LatencyMaxMS}} ms</td></tr>
 {{end}}</table>
 {{if replayed .Totals}}<h2>Replay against the recordings</h2>
-<table><tr><th>version</th><th>replayed</th><th>answers agree</th><th>tool-call agreement</th><th>divergences</th><th>cost Δ</th><th>latency Δ (mean)</th></tr>
-{{range $t := .Totals}}{{with $t.Replay}}<tr><td>v{{$t.Version}}</td><td>{{.Cases}}</td><td>{{.AnswersAgree}}/{{.Cases}}</td><td>{{share .ToolAgreement}}</td><td>{{.Divergences}}</td><td>{{usd .CostDeltaUSD}}</td><td>{{.LatencyDeltaMS}} ms</td></tr>
+<table><tr><th>version</th><th>replayed</th><th>answers agree</th><th>tool-call agreement</th><th>divergences</th><th>cost Δ</th><th>latency Δ (mean)</th><th>guardrail trips (recorded)</th></tr>
+{{range $t := .Totals}}{{with $t.Replay}}<tr><td>v{{$t.Version}}</td><td>{{.Cases}}</td><td>{{.AnswersAgree}}/{{.Cases}}</td><td>{{share .ToolAgreement}}</td><td>{{.Divergences}}</td><td>{{usd .CostDeltaUSD}}</td><td>{{.LatencyDeltaMS}} ms</td><td>{{.GuardTrips}} ({{.RecordedGuardTrips}})</td></tr>
 {{end}}{{end}}</table>
 {{end}}<h2>Cases</h2>
 <table><tr><th>case</th><th>version</th><th>result</th><th>checks</th><th>answer</th><th>tokens</th><th>latency</th></tr>
@@ -236,11 +236,12 @@ func writeReplay(b *strings.Builder, r agent.EvalRun) {
 		return
 	}
 	b.WriteString("\n## Replay against the recordings\n\n")
-	b.WriteString("| version | replayed | answers agree | tool-call agreement | divergences | cost Δ | latency Δ (mean) |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| version | replayed | answers agree | tool-call agreement | divergences | cost Δ | latency Δ (mean) | guardrail trips (recorded) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, t := range r.Totals {
 		if p := t.Replay; p != nil {
-			fmt.Fprintf(b, "| v%d | %d | %d/%d | %.0f%% | %d | %+.4f $ | %+d ms |\n",
-				t.Version, p.Cases, p.AnswersAgree, p.Cases, 100*p.ToolAgreement, p.Divergences, p.CostDeltaUSD, p.LatencyDeltaMS)
+			fmt.Fprintf(b, "| v%d | %d | %d/%d | %.0f%% | %d | %+.4f $ | %+d ms | %d (%d) |\n",
+				t.Version, p.Cases, p.AnswersAgree, p.Cases, 100*p.ToolAgreement, p.Divergences, p.CostDeltaUSD, p.LatencyDeltaMS,
+				p.GuardTrips, p.RecordedGuardTrips)
 		}
 	}
 	for _, c := range r.Cases {

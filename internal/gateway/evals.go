@@ -173,7 +173,8 @@ func toPBEvalRun(r agent.EvalRun) *pb.EvalRun {
 			Tokens: int64(t.Tokens), CostUsd: t.CostUSD, LatencyP50Ms: t.LatencyP50MS, LatencyMaxMs: t.LatencyMaxMS}
 		if r := t.Replay; r != nil {
 			pt.Replay = &pb.ReplayTotals{Cases: int32(r.Cases), AnswersAgree: int32(r.AnswersAgree), ToolAgreement: r.ToolAgreement,
-				Divergences: int32(r.Divergences), CostDeltaUsd: r.CostDeltaUSD, LatencyDeltaMs: r.LatencyDeltaMS}
+				Divergences: int32(r.Divergences), CostDeltaUsd: r.CostDeltaUSD, LatencyDeltaMs: r.LatencyDeltaMS,
+				GuardTrips: int32(r.GuardTrips), RecordedGuardTrips: int32(r.RecordedGuardTrips)}
 		}
 		out.Totals = append(out.Totals, pt)
 	}
@@ -228,7 +229,8 @@ func toPBReplay(s *agent.ReplayScore) *pb.ReplayScore {
 	return &pb.ReplayScore{RecordedJobId: s.RecordedJobID, AnswerAgrees: s.AnswerAgrees, RecordedAnswer: s.RecordedAnswer,
 		RecordedCalls: calls(s.RecordedCalls), ReplayedCalls: calls(s.ReplayedCalls), Matched: int32(s.Matched),
 		Divergences: int32(s.Divergences), RecordedCostUsd: s.RecordedCostUSD, CostDeltaUsd: s.CostDeltaUSD,
-		RecordedLatencyMs: s.RecordedLatencyMS, LatencyDeltaMs: s.LatencyDeltaMS}
+		RecordedLatencyMs: s.RecordedLatencyMS, LatencyDeltaMs: s.LatencyDeltaMS,
+		GuardTripped: s.GuardTripped, RecordedGuardTripped: s.RecordedGuardTripped}
 }
 
 func fromPBReplay(p *pb.ReplayScore) *agent.ReplayScore {
@@ -245,5 +247,6 @@ func fromPBReplay(p *pb.ReplayScore) *agent.ReplayScore {
 	return &agent.ReplayScore{RecordedJobID: p.GetRecordedJobId(), AnswerAgrees: p.GetAnswerAgrees(), RecordedAnswer: p.GetRecordedAnswer(),
 		RecordedCalls: calls(p.GetRecordedCalls()), ReplayedCalls: calls(p.GetReplayedCalls()), Matched: int(p.GetMatched()),
 		Divergences: int(p.GetDivergences()), RecordedCostUSD: p.GetRecordedCostUsd(), CostDeltaUSD: p.GetCostDeltaUsd(),
-		RecordedLatencyMS: p.GetRecordedLatencyMs(), LatencyDeltaMS: p.GetLatencyDeltaMs()}
+		RecordedLatencyMS: p.GetRecordedLatencyMs(), LatencyDeltaMS: p.GetLatencyDeltaMs(),
+		GuardTripped: p.GetGuardTripped(), RecordedGuardTripped: p.GetRecordedGuardTripped()}
 }

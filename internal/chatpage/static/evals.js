@@ -74,10 +74,12 @@ function render(run) {
   const replayed = (run.totals || []).filter((t) => t.replay && t.replay.cases);
   if (replayed.length) {
     root.appendChild(el("h2", "Replay against the recordings"));
-    root.appendChild(table(["version", "cases", "answers agree", "tool agreement", "divergences", "cost delta (USD)", "latency delta (ms)"],
+    root.appendChild(table(["version", "cases", "answers agree", "tool agreement", "divergences", "cost delta (USD)", "latency delta (ms)",
+      "guardrail trips (recorded)"],
       replayed.map((t) => ["v" + t.version, t.replay.cases, `${t.replay.answers_agree}/${t.replay.cases}`,
         Math.round(100 * (t.replay.tool_agreement || 0)) + "%", t.replay.divergences,
-        Number(t.replay.cost_delta_usd || 0).toFixed(4), t.replay.latency_delta_ms])));
+        Number(t.replay.cost_delta_usd || 0).toFixed(4), t.replay.latency_delta_ms,
+        `${t.replay.guard_trips} (${t.replay.recorded_guard_trips})`])));
   }
 
   root.appendChild(el("h2", "Cases"));

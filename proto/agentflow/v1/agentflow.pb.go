@@ -7721,15 +7721,17 @@ func (x *EvalTotals) GetReplay() *ReplayTotals {
 }
 
 type ReplayTotals struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Cases          int32                  `protobuf:"varint,1,opt,name=cases,proto3" json:"cases,omitempty"`
-	AnswersAgree   int32                  `protobuf:"varint,2,opt,name=answers_agree,json=answersAgree,proto3" json:"answers_agree,omitempty"`
-	ToolAgreement  float64                `protobuf:"fixed64,3,opt,name=tool_agreement,json=toolAgreement,proto3" json:"tool_agreement,omitempty"` // mean of the cases' tool-call agreement, 0 to 1
-	Divergences    int32                  `protobuf:"varint,4,opt,name=divergences,proto3" json:"divergences,omitempty"`
-	CostDeltaUsd   float64                `protobuf:"fixed64,5,opt,name=cost_delta_usd,json=costDeltaUsd,proto3" json:"cost_delta_usd,omitempty"`      // the replays' cost less the recordings', summed
-	LatencyDeltaMs int64                  `protobuf:"varint,6,opt,name=latency_delta_ms,json=latencyDeltaMs,proto3" json:"latency_delta_ms,omitempty"` // the mean of the cases' latency deltas
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Cases              int32                  `protobuf:"varint,1,opt,name=cases,proto3" json:"cases,omitempty"`
+	AnswersAgree       int32                  `protobuf:"varint,2,opt,name=answers_agree,json=answersAgree,proto3" json:"answers_agree,omitempty"`
+	ToolAgreement      float64                `protobuf:"fixed64,3,opt,name=tool_agreement,json=toolAgreement,proto3" json:"tool_agreement,omitempty"` // mean of the cases' tool-call agreement, 0 to 1
+	Divergences        int32                  `protobuf:"varint,4,opt,name=divergences,proto3" json:"divergences,omitempty"`
+	CostDeltaUsd       float64                `protobuf:"fixed64,5,opt,name=cost_delta_usd,json=costDeltaUsd,proto3" json:"cost_delta_usd,omitempty"`                  // the replays' cost less the recordings', summed
+	LatencyDeltaMs     int64                  `protobuf:"varint,6,opt,name=latency_delta_ms,json=latencyDeltaMs,proto3" json:"latency_delta_ms,omitempty"`             // the mean of the cases' latency deltas
+	GuardTrips         int32                  `protobuf:"varint,7,opt,name=guard_trips,json=guardTrips,proto3" json:"guard_trips,omitempty"`                           // replays a guardrail stopped
+	RecordedGuardTrips int32                  `protobuf:"varint,8,opt,name=recorded_guard_trips,json=recordedGuardTrips,proto3" json:"recorded_guard_trips,omitempty"` // recorded turns a guardrail stopped
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ReplayTotals) Reset() {
@@ -7800,6 +7802,20 @@ func (x *ReplayTotals) GetCostDeltaUsd() float64 {
 func (x *ReplayTotals) GetLatencyDeltaMs() int64 {
 	if x != nil {
 		return x.LatencyDeltaMs
+	}
+	return 0
+}
+
+func (x *ReplayTotals) GetGuardTrips() int32 {
+	if x != nil {
+		return x.GuardTrips
+	}
+	return 0
+}
+
+func (x *ReplayTotals) GetRecordedGuardTrips() int32 {
+	if x != nil {
+		return x.RecordedGuardTrips
 	}
 	return 0
 }
@@ -7944,8 +7960,12 @@ type ReplayScore struct {
 	CostDeltaUsd      float64       `protobuf:"fixed64,9,opt,name=cost_delta_usd,json=costDeltaUsd,proto3" json:"cost_delta_usd,omitempty"`
 	RecordedLatencyMs int64         `protobuf:"varint,10,opt,name=recorded_latency_ms,json=recordedLatencyMs,proto3" json:"recorded_latency_ms,omitempty"`
 	LatencyDeltaMs    int64         `protobuf:"varint,11,opt,name=latency_delta_ms,json=latencyDeltaMs,proto3" json:"latency_delta_ms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// guard_tripped: a guardrail stopped the replay; recorded_guard_tripped:
+	// one stopped the recorded turn.
+	GuardTripped         bool `protobuf:"varint,12,opt,name=guard_tripped,json=guardTripped,proto3" json:"guard_tripped,omitempty"`
+	RecordedGuardTripped bool `protobuf:"varint,13,opt,name=recorded_guard_tripped,json=recordedGuardTripped,proto3" json:"recorded_guard_tripped,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ReplayScore) Reset() {
@@ -8053,6 +8073,20 @@ func (x *ReplayScore) GetLatencyDeltaMs() int64 {
 		return x.LatencyDeltaMs
 	}
 	return 0
+}
+
+func (x *ReplayScore) GetGuardTripped() bool {
+	if x != nil {
+		return x.GuardTripped
+	}
+	return false
+}
+
+func (x *ReplayScore) GetRecordedGuardTripped() bool {
+	if x != nil {
+		return x.RecordedGuardTripped
+	}
+	return false
 }
 
 type ReplayCall struct {
@@ -10969,14 +11003,17 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12$\n" +
 	"\x0elatency_p50_ms\x18\x06 \x01(\x03R\flatencyP50Ms\x12$\n" +
 	"\x0elatency_max_ms\x18\a \x01(\x03R\flatencyMaxMs\x122\n" +
-	"\x06replay\x18\b \x01(\v2\x1a.agentflow.v1.ReplayTotalsR\x06replay\"\xe2\x01\n" +
+	"\x06replay\x18\b \x01(\v2\x1a.agentflow.v1.ReplayTotalsR\x06replay\"\xb5\x02\n" +
 	"\fReplayTotals\x12\x14\n" +
 	"\x05cases\x18\x01 \x01(\x05R\x05cases\x12#\n" +
 	"\ranswers_agree\x18\x02 \x01(\x05R\fanswersAgree\x12%\n" +
 	"\x0etool_agreement\x18\x03 \x01(\x01R\rtoolAgreement\x12 \n" +
 	"\vdivergences\x18\x04 \x01(\x05R\vdivergences\x12$\n" +
 	"\x0ecost_delta_usd\x18\x05 \x01(\x01R\fcostDeltaUsd\x12(\n" +
-	"\x10latency_delta_ms\x18\x06 \x01(\x03R\x0elatencyDeltaMs\"\xd8\x02\n" +
+	"\x10latency_delta_ms\x18\x06 \x01(\x03R\x0elatencyDeltaMs\x12\x1f\n" +
+	"\vguard_trips\x18\a \x01(\x05R\n" +
+	"guardTrips\x120\n" +
+	"\x14recorded_guard_trips\x18\b \x01(\x05R\x12recordedGuardTrips\"\xd8\x02\n" +
 	"\x0eEvalCaseResult\x12\x17\n" +
 	"\acase_id\x18\x01 \x01(\tR\x06caseId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x15\n" +
@@ -10990,7 +11027,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"latency_ms\x18\n" +
 	" \x01(\x03R\tlatencyMs\x121\n" +
-	"\x06replay\x18\v \x01(\v2\x19.agentflow.v1.ReplayScoreR\x06replay\"\xed\x03\n" +
+	"\x06replay\x18\v \x01(\v2\x19.agentflow.v1.ReplayScoreR\x06replay\"\xc8\x04\n" +
 	"\vReplayScore\x12&\n" +
 	"\x0frecorded_job_id\x18\x01 \x01(\tR\rrecordedJobId\x12#\n" +
 	"\ranswer_agrees\x18\x02 \x01(\bR\fanswerAgrees\x12'\n" +
@@ -11003,7 +11040,9 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x0ecost_delta_usd\x18\t \x01(\x01R\fcostDeltaUsd\x12.\n" +
 	"\x13recorded_latency_ms\x18\n" +
 	" \x01(\x03R\x11recordedLatencyMs\x12(\n" +
-	"\x10latency_delta_ms\x18\v \x01(\x03R\x0elatencyDeltaMs\">\n" +
+	"\x10latency_delta_ms\x18\v \x01(\x03R\x0elatencyDeltaMs\x12#\n" +
+	"\rguard_tripped\x18\f \x01(\bR\fguardTripped\x124\n" +
+	"\x16recorded_guard_tripped\x18\r \x01(\bR\x14recordedGuardTripped\">\n" +
 	"\n" +
 	"ReplayCall\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1c\n" +
