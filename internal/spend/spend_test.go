@@ -24,17 +24,22 @@ import (
 
 func TestMain(m *testing.M) { devtest.Main(m) }
 
-// perCall is the tokens the provider reports for each call (usage.Tokens
-// of spendScript): a budget of n calls is n × perCall tokens.
-const perCall = 10 + 100
+// perCall is the tokens the provider reports for each call (the usage
+// of spendScript): about a call's worst case, its prompt as the worker
+// counts it (19 or 20 tokens) and the agent's max_output_tokens, as a
+// provider that writes as much as it may would report.
+const perCall = 19 + 100
 
-// spendScript answers every call at once with perCall tokens, its
-// output as long as the agent's max_output_tokens.
+// budgetOf is a budget that allows n calls: n × perCall tokens and half a
+// call more, which the next call must not take.
+func budgetOf(n int) int64 { return int64(n)*perCall + perCall/2 }
+
+// spendScript answers every call at once with perCall tokens.
 const spendScript = `
 rules:
   - name: answer
     when: {user: '.'}
-    reply: {text: 'Done.', usage: {prompt_tokens: 10, completion_tokens: 100}}
+    reply: {text: 'Done.', usage: {prompt_tokens: 19, completion_tokens: 100}}
 `
 
 // spendCatalog gives a tenant the agent and a day's budget of tokens.
@@ -101,7 +106,7 @@ func run(t testing.TB, o options) report {
 	require.NoError(t, err)
 	var catalogs []string
 	for _, tenant := range o.tenants {
-		catalogs = append(catalogs, fmt.Sprintf(spendCatalog, tenant, int64(o.calls[tenant])*perCall))
+		catalogs = append(catalogs, fmt.Sprintf(spendCatalog, tenant, budgetOf(o.calls[tenant])))
 	}
 	// The refused turns and the 429s are the point: their logs are noise.
 	srv := testserver.Start(t, testserver.Options{Script: spendScript, ModelLimits: limits, Catalogs: catalogs,
@@ -167,7 +172,7 @@ func run(t testing.TB, o options) report {
 
 	byTenant := map[string]*tenantReport{}
 	for _, tenant := range o.tenants {
-		tr := &tenantReport{tenant: tenant, turns: o.turns[tenant], allowed: o.calls[tenant], budget: int64(o.calls[tenant]) * perCall,
+		tr := &tenantReport{tenant: tenant, turns: o.turns[tenant], allowed: o.calls[tenant], budget: budgetOf(o.calls[tenant]),
 			configuredShare: 1 / float64(len(o.tenants))}
 		require.NoError(t, srv.Store().Pool().QueryRow(ctx,
 			`SELECT count(*), COALESCE(sum(input_tokens + output_tokens), 0)::bigint FROM usage_ledger WHERE tenant_id = $1`, tenant).
