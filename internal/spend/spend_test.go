@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -12,13 +13,18 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/scripted"
+	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/topology"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -99,18 +105,65 @@ type report struct {
 // arrive: the governor's own bound between an admission and its arrival.
 const grace = governor.DispatchMargin
 
+// stack is where a run's turns run: a worker and its Temporal, the
+// store of its usage ledger, and the provider.
+type stack struct {
+	client    client.Client
+	taskQueue string
+	store     *store.Store
+	model     *scripted.Server
+}
+
+// devStack is a worker in the test binary on the dev stack
+// (internal/testserver).
+func devStack(t testing.TB, model *scripted.Server, limits governor.Limits, catalogs []string) stack {
+	// The refused turns and the 429s are the point: their logs are noise.
+	srv := testserver.Start(t, testserver.Options{SharedModel: model, ModelLimits: limits, Catalogs: catalogs, Logger: zap.NewNop()})
+	return stack{client: srv.Client(), taskQueue: srv.TaskQueue, store: srv.Store(), model: model}
+}
+
+// productionStack is the production topology (internal/topology): the
+// real Temporal server on PostgreSQL and two worker processes that share
+// the provider's limits through the database.
+func productionStack(t testing.TB, model *scripted.Server, limits string, catalogs []string) stack {
+	ctx := context.Background()
+	top, err := topology.Start(ctx, topology.Options{Dir: t.TempDir(), Workers: 2, Gateways: 1, TemporalPort: -1, Logger: zap.NewNop(),
+		Env: []string{"OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=spend", "AGENTFLOW_SCRIPT=", governor.EnvLimits + "=" + limits}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = top.Stop() })
+	st, err := store.Open(ctx, top.DatabaseURL, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: zap.NewNop()}, tools.Builtin()...)
+	require.NoError(t, err)
+	require.NoError(t, testserver.ApplyCatalogs(ctx, st, kinds, catalogs...))
+	c, err := client.DialContext(ctx, client.Options{HostPort: top.Stack.TemporalAddress, Namespace: top.Stack.Namespace})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return stack{client: c, taskQueue: contract.TaskQueue, store: st, model: model}
+}
+
 // run starts every turn at once and reads the ledger and the provider's
-// log when they have all ended.
-func run(t testing.TB, o options) report {
+// log when they have all ended; production runs it on the production
+// topology.
+func run(t testing.TB, o options, production bool) report {
 	limits, err := governor.ParseLimits(o.limits)
 	require.NoError(t, err)
 	var catalogs []string
 	for _, tenant := range o.tenants {
 		catalogs = append(catalogs, fmt.Sprintf(spendCatalog, tenant, budgetOf(o.calls[tenant])))
 	}
-	// The refused turns and the 429s are the point: their logs are noise.
-	srv := testserver.Start(t, testserver.Options{Script: spendScript, ModelLimits: limits, Catalogs: catalogs,
-		Model: scripted.Options{MaxRecorded: 100000}, Logger: zap.NewNop()})
+	script, err := scripted.Parse([]byte(spendScript))
+	require.NoError(t, err)
+	model, err := scripted.Start("127.0.0.1:0", script, scripted.Options{MaxRecorded: 100000})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = model.Close() })
+	var srv stack
+	if production {
+		srv = productionStack(t, model, o.limits, catalogs)
+	} else {
+		srv = devStack(t, model, limits, catalogs)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -127,9 +180,9 @@ func run(t testing.TB, o options) report {
 				return
 			case <-tick.C:
 			}
-			if len(srv.Model.Requests()) >= o.stretchAfter {
+			if len(srv.model.Requests()) >= o.stretchAfter {
 				stretchAt = time.Now()
-				srv.Model.RefuseFor(o.stretch, int(o.retryAfter/time.Second))
+				srv.model.RefuseFor(o.stretch, int(o.retryAfter/time.Second))
 				return
 			}
 		}
@@ -156,7 +209,7 @@ func run(t testing.TB, o options) report {
 			wg.Go(func() {
 				req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: tenant, AgentID: "spender",
 					JobID: fmt.Sprintf("spend-%s-%d-%s", tenant, i, testserver.RandomID()), Prompt: fmt.Sprintf("tenant %s turn %d", tenant, i)}
-				r, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
+				r, err := turnclient.Start(ctx, srv.client, srv.taskQueue, req)
 				if err != nil {
 					tn.err = err
 					return
@@ -174,7 +227,7 @@ func run(t testing.TB, o options) report {
 	for _, tenant := range o.tenants {
 		tr := &tenantReport{tenant: tenant, turns: o.turns[tenant], allowed: o.calls[tenant], budget: budgetOf(o.calls[tenant]),
 			configuredShare: 1 / float64(len(o.tenants))}
-		require.NoError(t, srv.Store().Pool().QueryRow(ctx,
+		require.NoError(t, srv.store.Pool().QueryRow(ctx,
 			`SELECT count(*), COALESCE(sum(input_tokens + output_tokens), 0)::bigint FROM usage_ledger WHERE tenant_id = $1`, tenant).
 			Scan(&tr.calls, &tr.tokens))
 		tr.overCalls = max(0, tr.calls-int64(tr.allowed))
@@ -194,7 +247,7 @@ func run(t testing.TB, o options) report {
 		}
 	}
 
-	reqs := srv.Model.Requests()
+	reqs := srv.model.Requests()
 	slices.SortFunc(reqs, func(a, b scripted.Request) int { return a.At.Compare(b.At) })
 	rep.requests = len(reqs)
 	rep.stretch(reqs, stretchAt, o)
@@ -335,7 +388,7 @@ func TestSpendUnderLoad(t *testing.T) {
 		limits:  "openai=requests:8/1s",
 		// After a few answers, 1.5 s of 429s that ask for 1 s.
 		stretchAfter: 4, stretch: 1500 * time.Millisecond, retryAfter: time.Second,
-	})
+	}, false)
 	t.Log("\n" + rep.String())
 	rep.invariants(t)
 }
@@ -346,6 +399,8 @@ func TestSpendUnderLoad(t *testing.T) {
 // provider of 10 requests a second (counted by the governor over 1.5 s)
 // that answers 429 with a Retry-After of 1 s for 2 s once it has answered
 // 12 calls. It prints the report and fails when an invariant breaks.
+// TOPOLOGY=production runs it on the production topology: two worker
+// processes on the real Temporal server.
 func BenchmarkSpend(b *testing.B) {
 	for b.Loop() {
 		rep := run(b, options{
@@ -354,7 +409,7 @@ func BenchmarkSpend(b *testing.B) {
 			calls:        map[string]int{"a": 28, "b": 14, "c": 14},
 			limits:       "openai=requests:10/1s",
 			stretchAfter: 12, stretch: 2 * time.Second, retryAfter: time.Second,
-		})
+		}, os.Getenv("TOPOLOGY") == "production")
 		b.Log("\n" + rep.String())
 		rep.invariants(b)
 	}
