@@ -1,6 +1,9 @@
 package registry
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,4 +44,19 @@ func TestModelLimitsBlock(t *testing.T) {
 		_, err := Parse(kinds, "m.yaml", []byte("tenant: acme\n"+doc))
 		require.ErrorContains(t, err, want, doc)
 	}
+}
+
+// TestReadmeModelLimitsCatalog: the README's example of a tenant's own
+// limits loads.
+func TestReadmeModelLimitsCatalog(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(data), "\n**A tenant's own limits.**")
+	require.True(t, ok, "the README has the paragraph")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	c, err := Parse(testKinds(t), "README.md", []byte(block))
+	require.NoError(t, err, block)
+	require.Equal(t, map[string]agent.ModelLimits{"openai": {Requests: 100, RequestWindow: time.Minute, Concurrent: 4}}, c.Tenants[0].ModelLimits)
 }

@@ -127,7 +127,12 @@ func devStack(t testing.TB, model *scripted.Server, limits governor.Limits, cata
 // the provider's limits through the database.
 func productionStack(t testing.TB, model *scripted.Server, limits string, catalogs []string) stack {
 	ctx := context.Background()
-	top, err := topology.Start(ctx, topology.Options{Dir: t.TempDir(), Workers: 2, Gateways: 1, TemporalPort: -1, Logger: zap.NewNop(),
+	// A folder of its own under the temporary one, which the stack hands
+	// to the postgres user (t.TempDir's parent is closed to it).
+	dir, err := os.MkdirTemp("", "spend-*")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	top, err := topology.Start(ctx, topology.Options{Dir: dir, Workers: 2, Gateways: 1, TemporalPort: -1, Logger: zap.NewNop(),
 		Env: []string{"OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=spend", "AGENTFLOW_SCRIPT=", governor.EnvLimits + "=" + limits}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = top.Stop() })
