@@ -133,7 +133,8 @@ func productionStack(t testing.TB, model *scripted.Server, limits string, catalo
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	top, err := topology.Start(ctx, topology.Options{Dir: dir, Workers: 2, Gateways: 1, TemporalPort: -1, Logger: zap.NewNop(),
-		Env: []string{"OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=spend", "AGENTFLOW_SCRIPT=", governor.EnvLimits + "=" + limits}})
+		Env: []string{"OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=spend", "AGENTFLOW_SCRIPT=", governor.EnvLimits + "=" + limits,
+			"AGENTFLOW_TOKENS=spend=a:user"}}) // the gateway wants one; the harness starts turns on Temporal
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = top.Stop() })
 	st, err := store.Open(ctx, top.DatabaseURL, store.Options{})
