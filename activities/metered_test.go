@@ -100,18 +100,22 @@ func TestIngestEmbeddingsOnTheLedger(t *testing.T) {
 func TestIngestBudgetSpent(t *testing.T) {
 	t.Parallel()
 	h, ks, _ := knowledgeHarness(t, nil)
-	_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo",
-		Budgets: &agent.Budgets{Day: &agent.Budget{Tokens: 5}}}}}, false)
-	require.NoError(t, err)
+	budget := func(tokens int64) {
+		_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo",
+			Budgets: &agent.Budgets{Day: &agent.Budget{Tokens: tokens}}}}}, false)
+		require.NoError(t, err)
+	}
+	budget(100000)
 
-	// The day's first ingest passes (a call may carry the period past its
-	// budget); it spends the budget.
+	// The day's first ingest passes; then the budget is lowered under
+	// what it spent.
 	var res contract.IngestPageResult
 	h.execute(t, contract.IngestPage, ingestPage(t, h, "b1"), &res)
 	require.Equal(t, 3, res.Stored)
 	embedded := h.model.Embedded()
+	budget(5)
 
-	_, err = h.env.ExecuteActivity(contract.IngestPage, ingestPage(t, h, "b2"))
+	_, err := h.env.ExecuteActivity(contract.IngestPage, ingestPage(t, h, "b2"))
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "%v", err)
 	require.Equal(t, agent.ErrTypeBudget, app.Type())

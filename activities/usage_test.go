@@ -54,19 +54,24 @@ func TestCallModelLedger(t *testing.T) {
 func TestCallModelBudget(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, modelScript)
-	_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo",
-		Budgets: &agent.Budgets{Day: &agent.Budget{Tokens: 1000}}}}}, false)
-	require.NoError(t, err)
+	budget := func(b agent.Budget) {
+		_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo",
+			Budgets: &agent.Budgets{Day: &b}}}}, false)
+		require.NoError(t, err)
+	}
+	budget(agent.Budget{Tokens: 100000})
 
 	job := randomJob()
 	ag := h.loadAgent(t, job, "priced please")
 	var first contract.CallModelResult
 	h.execute(t, contract.CallModel, callModelInput(job, ag), &first)
 	require.Equal(t, 1, h.model.Served("priced"), "under budget: the model is called")
+	// The call used 1200 tokens: what is left of 1000 holds no call.
+	budget(agent.Budget{Tokens: 1000})
 
 	job = randomJob()
 	ag = h.loadAgent(t, job, "priced again")
-	_, err = h.env.ExecuteActivity(contract.CallModel, callModelInput(job, ag))
+	_, err := h.env.ExecuteActivity(contract.CallModel, callModelInput(job, ag))
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "%v", err)
 	require.Equal(t, agent.ErrTypeBudget, app.Type())
@@ -80,19 +85,23 @@ func TestCallModelBudget(t *testing.T) {
 func TestCallModelCostBudget(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, modelScript)
-	_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
-		Prices:  []agent.Price{{Model: "openai:gpt-4o-mini", Input: 0.15, CachedInput: 0.075, Output: 0.6}},
-		Budgets: &agent.Budgets{Month: &agent.Budget{Cost: 0.0002}}}}}, false)
-	require.NoError(t, err)
+	budget := func(b agent.Budget) {
+		_, err := h.applyCatalog(t.Context(), agent.Catalog{Tenants: []agent.TenantCatalog{{TenantID: "demo", ReplacePrices: true,
+			Prices:  []agent.Price{{Model: "openai:gpt-4o-mini", Input: 0.15, CachedInput: 0.075, Output: 0.6}},
+			Budgets: &agent.Budgets{Month: &b}}}}, false)
+		require.NoError(t, err)
+	}
+	budget(agent.Budget{Cost: 1})
 
 	job := randomJob()
 	ag := h.loadAgent(t, job, "priced please")
 	var first contract.CallModelResult
 	h.execute(t, contract.CallModel, callModelInput(job, ag), &first)
+	budget(agent.Budget{Cost: 0.0002})
 
 	job = randomJob()
 	ag = h.loadAgent(t, job, "priced again")
-	_, err = h.env.ExecuteActivity(contract.CallModel, callModelInput(job, ag))
+	_, err := h.env.ExecuteActivity(contract.CallModel, callModelInput(job, ag))
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "%v", err)
 	require.Equal(t, agent.ErrTypeBudget, app.Type())

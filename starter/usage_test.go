@@ -66,7 +66,7 @@ func TestUsageLedger(t *testing.T) {
 	}
 	srv := testserver.Start(t, testserver.Options{
 		Script:   usageScript,
-		Catalogs: []string{catalog("demo", "1000000"), catalog("acme", "1500")},
+		Catalogs: []string{catalog("demo", "1000000"), catalog("acme", "6000")},
 		Tokens:   map[string]string{demoToken: "demo:user+admin", acmeToken: "acme:user+admin"},
 		Logger:   zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
 	})
@@ -114,7 +114,8 @@ func TestUsageLedger(t *testing.T) {
 	require.Len(t, calls, 1)
 	require.Equal(t, 2, calls[0].Attempt)
 
-	// acme's turn of 2320 tokens takes it over its 1500 a day; its next
+	// acme's turn of 2320 tokens leaves too little of its 6000 a day for
+	// a call's worst case (its prompt and 4096 output tokens); its next
 	// turn fails BudgetExceeded and the model is not asked.
 	_, err = invoke(acmeToken, "add-"+newJobID(), "add 4 and 5")
 	require.NoError(t, err)
@@ -139,7 +140,7 @@ func TestUsageLedger(t *testing.T) {
 	require.Equal(t, agent.StatusFailed, res.GetStatus())
 	require.Equal(t, agent.ErrTypeBudget, res.GetError().GetType())
 	require.False(t, res.GetError().GetRetryable())
-	require.Contains(t, res.GetError().GetMessage(), `tenant "acme" has used 2380 tokens this day (UTC); its day budget is 1500 tokens`)
+	require.Contains(t, res.GetError().GetMessage(), `tenant "acme" has used 2380 tokens this day (UTC); its day budget is 6000 tokens`)
 	require.Equal(t, uint32(codes.ResourceExhausted), agent.CodeBudget.Class().GRPC)
 	require.Equal(t, served, len(srv.Model.Requests()), "no model call for a tenant over its budget")
 	// demo is not held back by acme's budget.
@@ -162,7 +163,7 @@ func TestUsageLedger(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), usage.GetTotal().GetCalls())
 	require.Equal(t, int64(2380), usage.GetBudgets()[0].GetTokensUsed())
-	require.Equal(t, int64(1500), usage.GetBudgets()[0].GetTokenLimit())
+	require.Equal(t, int64(6000), usage.GetBudgets()[0].GetTokenLimit())
 
 	for name, req := range map[string]*pb.GetUsageRequest{
 		"another tenant":   {Tenant: "acme", SinceDuration: "1h"},

@@ -93,13 +93,13 @@ type Spent struct {
 // Exceeded says which bound of b a call may not pass, as a BudgetExceeded
 // error; nil when none. spent is what the tenant's calls used this
 // period, reserved what the calls in flight hold, want what this call
-// would reserve. A bound is reached by spent and reserved alone: the
-// call's own reservation may carry the period past its budget, which is
-// what lets a call through when its worst case is larger than the budget
-// left, and is why calls made at once pass a budget by at most one call's
-// reservation.
+// would reserve. The call passes only when its reservation fits beside
+// the others': a budget is a hard cap, so calls made at once, each
+// settled to at most what it reserved, never pass it together. A call
+// whose worst case is larger than the budget left is refused even when
+// its answer might have fitted.
 func (b PeriodBudget) Exceeded(tenantID string, spent, reserved, want Spent) error {
-	if b.Tokens > 0 && spent.Tokens+reserved.Tokens >= b.Tokens {
+	if b.Tokens > 0 && spent.Tokens+reserved.Tokens+want.Tokens > b.Tokens {
 		held := ""
 		if reserved.Tokens > 0 {
 			held = fmt.Sprintf(" and calls in flight reserve %d more", reserved.Tokens)
@@ -107,7 +107,7 @@ func (b PeriodBudget) Exceeded(tenantID string, spent, reserved, want Spent) err
 		return Errorf(CodeBudget, "tenant %q has used %d tokens this %s (UTC)%s; its %s budget is %d tokens; this call would reserve %d more",
 			tenantID, spent.Tokens, b.Period, held, b.Period, b.Tokens, want.Tokens)
 	}
-	if b.Cost > 0 && spent.Cost+reserved.Cost >= b.Cost {
+	if b.Cost > 0 && spent.Cost+reserved.Cost+want.Cost > b.Cost+costSlack {
 		held := ""
 		if reserved.Cost > 0 {
 			held = " and calls in flight reserve " + formatUSD(reserved.Cost) + " USD more"
@@ -117,6 +117,10 @@ func (b PeriodBudget) Exceeded(tenantID string, spent, reserved, want Spent) err
 	}
 	return nil
 }
+
+// costSlack is the float rounding a cost sum may carry (1e-9 USD): a call
+// that fits a cost budget exactly is not refused for it.
+const costSlack = 1e-9
 
 // DefaultReservedOutputTokens is the output a model call of a tenant with
 // a budget is bounded to (its max_tokens) and reserves when its agent

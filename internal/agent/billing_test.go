@@ -33,14 +33,15 @@ func TestBudgets(t *testing.T) {
 	periods := b.Periods()
 	require.Len(t, periods, 2)
 	want := Spent{Tokens: 50, Cost: 0.25}
-	require.NoError(t, periods[0].Exceeded("demo", Spent{Tokens: 99, Cost: 100}, Spent{}, want), "the call's own reservation may pass the budget")
-	err := periods[0].Exceeded("demo", Spent{Tokens: 100}, Spent{}, want)
-	require.True(t, IsCode(err, CodeBudget))
-	require.EqualError(t, err, `tenant "demo" has used 100 tokens this day (UTC); its day budget is 100 tokens; this call would reserve 50 more`)
-	require.EqualError(t, periods[0].Exceeded("demo", Spent{Tokens: 60}, Spent{Tokens: 40}, want),
-		`tenant "demo" has used 60 tokens this day (UTC) and calls in flight reserve 40 more; its day budget is 100 tokens; this call would reserve 50 more`)
-	require.NoError(t, periods[0].Exceeded("demo", Spent{Tokens: 60}, Spent{Tokens: 39}, want))
-	require.NoError(t, periods[1].Exceeded("demo", Spent{Tokens: 1e9, Cost: 2.4999}, Spent{}, want))
+	require.NoError(t, periods[0].Exceeded("demo", Spent{Tokens: 50, Cost: 100}, Spent{}, want), "the call's reservation fills the budget")
+	err := periods[0].Exceeded("demo", Spent{Tokens: 51}, Spent{}, want)
+	require.True(t, IsCode(err, CodeBudget), "the call's reservation would pass the budget")
+	require.EqualError(t, err, `tenant "demo" has used 51 tokens this day (UTC); its day budget is 100 tokens; this call would reserve 50 more`)
+	require.EqualError(t, periods[0].Exceeded("demo", Spent{Tokens: 30}, Spent{Tokens: 21}, want),
+		`tenant "demo" has used 30 tokens this day (UTC) and calls in flight reserve 21 more; its day budget is 100 tokens; this call would reserve 50 more`)
+	require.NoError(t, periods[0].Exceeded("demo", Spent{Tokens: 30}, Spent{Tokens: 20}, want))
+	require.Error(t, periods[0].Exceeded("demo", Spent{}, Spent{}, Spent{Tokens: 101}), "a call larger than the budget never passes")
+	require.NoError(t, periods[1].Exceeded("demo", Spent{Tokens: 1e9, Cost: 2.25}, Spent{}, want))
 	require.EqualError(t, periods[1].Exceeded("demo", Spent{Cost: 2.5}, Spent{}, want),
 		`tenant "demo" has spent 2.5 USD this month (UTC); its month budget is 2.5 USD; this call would reserve 0.25 USD more`)
 	require.EqualError(t, periods[1].Exceeded("demo", Spent{Cost: 2}, Spent{Cost: 0.5}, want),

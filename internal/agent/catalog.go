@@ -60,4 +60,9 @@ type TenantCatalog struct {
 	// tenant's TTLs, each at most the operator's; an empty one leaves
 	// the operator's.
 	Retention *Retention
+	// ModelLimits become the tenant's own limits on its model calls, by
+	// governed key, when ReplaceModelLimits is set (a document had a
+	// model_limits key); each must narrow the operator's (Narrows).
+	ModelLimits        map[string]ModelLimits
+	ReplaceModelLimits bool
 }

@@ -29,13 +29,15 @@ rules:
 `
 
 // TestBudgetTurns: a turn whose model calls read cached prompt tokens
-// reports them; once that turn has used the tenant's daily tokens, the
-// next turn fails BudgetExceeded without calling the model. Both
+// reports them; once that turn has used so much of the tenant's daily
+// tokens that a call's worst case (its prompt and 4096 output tokens)
+// no longer fits, the next turn fails BudgetExceeded without calling the
+// model. Both
 // histories replay, and are recorded as budget_turn and budget_exceeded.
 func TestBudgetTurns(t *testing.T) {
 	tp, spans := newTracing(t)
 	srv := testserver.Start(t, testserver.Options{Script: usageScript, HTTP: true, TracerProvider: tp,
-		Catalogs: []string{testCatalog + "prices:\n  - {model: 'openai:gpt-4o-mini', input: 0.15, output: 0.6}\nbudgets:\n  day: {tokens: 1500}\n"}})
+		Catalogs: []string{testCatalog + "prices:\n  - {model: 'openai:gpt-4o-mini', input: 0.15, output: 0.6}\nbudgets:\n  day: {tokens: 5500}\n"}})
 	e := &env{Server: srv, t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -79,7 +81,7 @@ func TestBudgetTurns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, agent.StatusFailed, stored.Status)
 	require.Equal(t, agent.ErrTypeBudget, stored.Error.Type)
-	require.Contains(t, stored.Error.Message, `tenant "demo" has used 1770 tokens this day (UTC); its day budget is 1500 tokens`)
+	require.Contains(t, stored.Error.Message, `tenant "demo" has used 1770 tokens this day (UTC); its day budget is 5500 tokens`)
 	m = scrape(t, srv.HTTPAddr())
 	require.Equal(t, 1.0, m.sum("turns_total", map[string]string{"tenant": "demo", "status": agent.StatusFailed}))
 	require.Equal(t, 1770.0, m.sum("model_tokens_total", map[string]string{"tenant": "demo", "kind": "input"})+
@@ -111,9 +113,9 @@ rules:
 )
 
 // TestBudgetConcurrentTurns: twenty turns started at once against a
-// budget that allows ten calls make at most eleven calls at the model
-// (each reserves its worst case before it is sent, checked one at a time
-// against what the others hold); the turns that were refused fail
+// budget that allows ten calls make at most ten calls at the model, and
+// spend no more than the budget (each reserves its worst case before it
+// is sent, checked one at a time against what the others hold); the turns that were refused fail
 // BudgetExceeded and say what was used, reserved and allowed.
 func TestBudgetConcurrentTurns(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{Script: concurrentBudgetScript, Catalogs: []string{concurrentBudgetCatalog}})
@@ -145,7 +147,7 @@ func TestBudgetConcurrentTurns(t *testing.T) {
 	}
 
 	sent := srv.Model.Requests()
-	require.LessOrEqual(t, len(sent), 11, "at most one call over the budget")
+	require.LessOrEqual(t, len(sent), 10, "no call over the budget")
 	require.Equal(t, completed, len(sent), "a completed turn made one call, a refused one none")
 	require.Equal(t, turns, completed+refused)
 	require.Positive(t, refused)
@@ -155,6 +157,7 @@ func TestBudgetConcurrentTurns(t *testing.T) {
 	spent, err := srv.Store().SpentSince(ctx, "demo", agent.PeriodStart(agent.PeriodDay, time.Now()))
 	require.NoError(t, err)
 	require.Equal(t, int64(100*completed), spent.Tokens)
+	require.LessOrEqual(t, spent.Tokens, int64(1000), "the ledger within the budget")
 	held, err := srv.Store().Reserved(ctx, "demo")
 	require.NoError(t, err)
 	require.Zero(t, held, "every reservation settled or released")

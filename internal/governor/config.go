@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -16,18 +15,17 @@ const EnvLimits = "AGENTFLOW_MODEL_LIMITS"
 
 // Names of the limits in EnvLimits.
 const (
-	LimitRequests     = "requests"
-	LimitInputTokens  = "input_tokens"
-	LimitOutputTokens = "output_tokens"
-	LimitConcurrent   = "concurrent"
+	LimitRequests     = agent.LimitRequests
+	LimitInputTokens  = agent.LimitInputTokens
+	LimitOutputTokens = agent.LimitOutputTokens
+	LimitConcurrent   = agent.LimitConcurrent
 )
 
 // Bounds of what EnvLimits may say.
 const (
-	DefaultWindow = time.Minute
-	MinWindow     = time.Second
-	MaxWindow     = 24 * time.Hour
-	maxCount      = 1_000_000_000_000
+	DefaultWindow = agent.DefaultLimitWindow
+	MinWindow     = agent.MinLimitWindow
+	MaxWindow     = agent.MaxLimitWindow
 )
 
 // Limits are the governed keys and their limits. The zero value governs
@@ -64,13 +62,13 @@ func ParseLimits(s string) (Limits, error) {
 		if !ok || strings.TrimSpace(list) == "" {
 			return Limits{}, fmt.Errorf("%s: entry %q: want <provider>[:<model>]=<limit>[,<limit>…]", EnvLimits, entry)
 		}
-		if err := checkKey(key); err != nil {
+		if err := agent.CheckModelKey(key); err != nil {
 			return Limits{}, fmt.Errorf("%s: %w", EnvLimits, err)
 		}
 		if _, dup := out.keys[key]; dup {
 			return Limits{}, fmt.Errorf("%s: key %q is declared twice", EnvLimits, key)
 		}
-		lim, err := parseKeyLimits(list)
+		lim, err := agent.ParseModelLimits(list)
 		if err != nil {
 			return Limits{}, fmt.Errorf("%s: key %q: %w", EnvLimits, key, err)
 		}
@@ -79,81 +77,16 @@ func ParseLimits(s string) (Limits, error) {
 	return out, nil
 }
 
-// checkKey accepts provider or provider:model, without spaces.
-func checkKey(key string) error {
-	provider, model, hasModel := strings.Cut(key, ":")
-	switch {
-	case provider == "":
-		return fmt.Errorf("key %q: want a provider, or <provider>:<model>", key)
-	case hasModel && model == "":
-		return fmt.Errorf("key %q: the model after %q is empty", key, provider+":")
-	case strings.ContainsAny(key, " \t\n,=/"):
-		return fmt.Errorf("key %q: a key has no spaces, commas, '=' or '/'", key)
-	}
-	return nil
-}
-
-// parseKeyLimits reads one key's comma-separated limits.
-func parseKeyLimits(list string) (store.GovernorLimits, error) {
-	var lim store.GovernorLimits
-	seen := map[string]bool{}
-	for item := range strings.SplitSeq(list, ",") {
-		item = strings.TrimSpace(item)
-		name, value, ok := strings.Cut(item, ":")
-		if !ok {
-			return lim, fmt.Errorf("limit %q: want <name>:<count>[/<window>] (names: %s, %s, %s, %s)", item,
-				LimitRequests, LimitInputTokens, LimitOutputTokens, LimitConcurrent)
-		}
-		if !slices.Contains([]string{LimitRequests, LimitInputTokens, LimitOutputTokens, LimitConcurrent}, name) {
-			return lim, fmt.Errorf("unknown limit %q (names: %s, %s, %s, %s)", name,
-				LimitRequests, LimitInputTokens, LimitOutputTokens, LimitConcurrent)
-		}
-		if seen[name] {
-			return lim, fmt.Errorf("limit %q is set twice", name)
-		}
-		seen[name] = true
-		countText, windowText, hasWindow := strings.Cut(value, "/")
-		n, err := strconv.ParseInt(strings.TrimSpace(countText), 10, 64)
-		if err != nil || n < 1 || n > maxCount {
-			return lim, fmt.Errorf("limit %q: count %q: want a whole number from 1 to %d (a limit of zero would stop every call; leave the limit out for none)", name, countText, int64(maxCount))
-		}
-		window := DefaultWindow
-		if hasWindow {
-			if name == LimitConcurrent {
-				return lim, fmt.Errorf("limit %q counts calls in flight and takes no window (%q)", name, value)
-			}
-			window, err = time.ParseDuration(strings.TrimSpace(windowText))
-			if err != nil || window < MinWindow || window > MaxWindow {
-				return lim, fmt.Errorf("limit %q: window %q: want a duration from %s to %s, such as 1m or 10s", name, windowText, MinWindow, MaxWindow)
-			}
-		}
-		switch name {
-		case LimitRequests:
-			lim.Requests, lim.RequestWindow = int(n), window
-		case LimitInputTokens:
-			lim.InputTokens, lim.InputWindow = n, window
-		case LimitOutputTokens:
-			lim.OutputTokens, lim.OutputWindow = n, window
-		case LimitConcurrent:
-			lim.Concurrent = int(n)
-		}
-	}
-	return lim, nil
-}
-
 // For is the key that governs calls of model ("provider:model") and its
 // limits: the model's own entry, else its provider's; ok is false when
 // neither is declared.
 func (l Limits) For(model string) (key string, lim store.GovernorLimits, ok bool) {
-	if lim, ok := l.keys[model]; ok {
-		return model, lim, true
-	}
-	provider, _, _ := strings.Cut(model, ":")
-	if lim, ok := l.keys[provider]; ok {
-		return provider, lim, true
-	}
-	return "", store.GovernorLimits{}, false
+	return agent.ModelLimitsFor(l.keys, model)
 }
+
+// Map is the governed keys and their limits: the operator's, which a
+// tenant's catalog may only narrow (store.Options.ModelLimits).
+func (l Limits) Map() map[string]agent.ModelLimits { return maps.Clone(l.keys) }
 
 // Empty reports whether l governs nothing.
 func (l Limits) Empty() bool { return len(l.keys) == 0 }

@@ -22,6 +22,13 @@
 // requests in a window nor tokens, lets a burst through, cannot be paused
 // by a provider's 429, and its fairness needs a server with fairness
 // turned on; the token and window counts would still need PostgreSQL.
+//
+// A tenant may narrow the operator's limits for its own calls (its
+// catalog's model_limits, refused at apply when wider): its calls then
+// pass two keys, the tenant's own (TenantKey) and then the operator's,
+// so the narrower of each limit holds. A call waiting for the tenant's
+// own limits holds no place in the operator's queue, and other tenants'
+// calls go by it.
 package governor
 
 import (
@@ -74,12 +81,16 @@ type Options struct {
 	// say when it may pass (a concurrent slot, a call ahead of it).
 	// Default DefaultPoll.
 	Poll time.Duration
+	// TenantLimits reads a tenant's own limits on its model calls, by
+	// governed key (store.Billing.ModelLimits); nil: tenants have none.
+	TenantLimits func(ctx context.Context, tenantID string) (map[string]agent.ModelLimits, error)
 }
 
 // Governor admits model calls under the operator's limits.
 type Governor struct {
 	store   *store.Store
 	limits  Limits
+	tenant  func(ctx context.Context, tenantID string) (map[string]agent.ModelLimits, error)
 	log     *zap.Logger
 	metrics *Metrics
 	poll    time.Duration
@@ -91,7 +102,7 @@ func New(o Options) (*Governor, error) {
 	if o.Store == nil || o.Logger == nil {
 		return nil, fmt.Errorf("governor: Store and Logger are required")
 	}
-	g := &Governor{store: o.Store, limits: o.Limits, log: o.Logger, poll: o.Poll}
+	g := &Governor{store: o.Store, limits: o.Limits, tenant: o.TenantLimits, log: o.Logger, poll: o.Poll}
 	if g.poll <= 0 {
 		g.poll = DefaultPoll
 	}
@@ -146,19 +157,52 @@ type Permit struct {
 	g        *Governor
 	key, id  string
 	tenantID string
+	// own is the permit of the tenant's own key, released with this one.
+	own *Permit
 }
 
-// Acquire waits until the call's key admits it and returns its permit;
-// an ungoverned model returns a nil permit at once. It returns an error
-// when ctx ends first (the call is then withdrawn from the queue) or the
-// database fails.
+// Acquire waits until the call's keys admit it — the tenant's own, then
+// the operator's — and returns its permit; an ungoverned model returns a
+// nil permit at once. It returns an error when ctx ends first (the call
+// is then withdrawn from the queue) or the database fails.
 func (g *Governor) Acquire(ctx context.Context, c Call) (*Permit, error) {
+	own, err := g.acquireOwn(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	key, lim, ok := g.limits.For(c.Model)
+	if !ok {
+		return own, nil
+	}
+	p, err := g.AcquireKey(ctx, key, lim, c)
+	if err != nil {
+		own.Done(ctx, nil)
+		return nil, err
+	}
+	p.own = own
+	return p, nil
+}
+
+// acquireOwn waits for the tenant's own limits of the call's model, if
+// it declared any.
+func (g *Governor) acquireOwn(ctx context.Context, c Call) (*Permit, error) {
+	if g.tenant == nil {
+		return nil, nil
+	}
+	limits, err := g.tenant(ctx, c.TenantID)
+	if err != nil {
+		return nil, fmt.Errorf("load model limits of tenant %q: %w", c.TenantID, err)
+	}
+	key, lim, ok := agent.ModelLimitsFor(limits, c.Model)
 	if !ok {
 		return nil, nil
 	}
-	return g.AcquireKey(ctx, key, lim, c)
+	return g.AcquireKey(ctx, TenantKey(c.TenantID, key), lim, c)
 }
+
+// TenantKey is the governed key of a tenant's own limits of key (a
+// provider or provider:model).
+func TenantKey(tenantID, key string) string { return "tenant:" + tenantID + ":" + key }
 
 // AcquireKey is Acquire for a key and limits the caller names — a
 // tenant's tool entry (ToolKey) — instead of the operator's model limits.
@@ -266,6 +310,7 @@ func (p *Permit) Done(ctx context.Context, usage *agent.Usage) {
 	if p == nil {
 		return
 	}
+	p.own.Done(ctx, usage)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var in, out *int64

@@ -25,6 +25,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("tenant: demo\negress: [\"*.example.com\", \"10.0.0.0/8\"]\ntoolkits:\n  - name: k\n    tools: [a]\n"))
 	f.Add([]byte("tenant: [\n"))
 	f.Add([]byte("tenant: demo\nretention: {blobs: 30d, results: 36h, transcripts: 1m}\n"))
+	f.Add([]byte("tenant: demo\nmodel_limits:\n  openai: requests:100/1m,concurrent:4\n  'anthropic:claude': input_tokens:5/1s\n"))
 	f.Add([]byte("tenant: demo\ntools:\n  - {name: c, kind: calculator, parameters: {type: object}}\n  - {name: m, kind: mcp, config: {url: 'https://m.example/mcp'}}\n" +
 		"agents:\n  - id: a\n    model: openai:m\n    guardrails: [{tool: {name: c, on: [input]}}, {tool: {name: m_check, fail: open}}]\n"))
 	f.Add([]byte("tenant: demo\nprices:\n  - {model: 'openai:m', input: 0.5, output: 2, cached_input: 0.1}\nbudgets: {day: {tokens: 10}, month: {cost: 1.5}}\n"))

@@ -49,7 +49,10 @@ type document struct {
 	Retention *retentionDoc `yaml:"retention"`
 	// PII is the tenant's PII redaction (internal/guard.Config).
 	PII jsonDoc `yaml:"pii"`
-	at  pos     // where the document starts
+	// ModelLimits are the tenant's own limits on its model calls
+	// (modellimits.go).
+	ModelLimits *modelLimitsDoc `yaml:"model_limits"`
+	at          pos             // where the document starts
 }
 
 // processDoc is a process definition (internal/process): its first
@@ -206,28 +209,30 @@ type loader struct {
 // tenant is one tenant as gathered from all documents so far, with where
 // each of its names is defined.
 type tenant struct {
-	id           string
-	defaultAgent text
-	tools        []agent.Tool
-	agents       []agentDef
-	rules        []ruleDoc
-	replaceRules bool // a document has a rules key: they replace the stored ones
-	toolkits     []toolkitDoc
-	processes    []agent.Process
-	egress       []string
-	egressSet    bool // a document has an egress key: it replaces the stored one
-	promoteAfter *whole
-	prices       []agent.Price
-	pricesSet    bool             // a document has a prices key: it replaces the stored table
-	budgets      *agent.Budgets   // a document has a budgets key
-	retention    *agent.Retention // a document has a retention key
-	pii          json.RawMessage
-	piiSet       bool // a document has a pii key: it replaces the stored one
-	toolAt       map[string]pos
-	agentAt      map[string]pos
-	ruleAt       map[string]pos
-	toolkitAt    map[string]pos
-	processAt    map[string]pos
+	id             string
+	defaultAgent   text
+	tools          []agent.Tool
+	agents         []agentDef
+	rules          []ruleDoc
+	replaceRules   bool // a document has a rules key: they replace the stored ones
+	toolkits       []toolkitDoc
+	processes      []agent.Process
+	egress         []string
+	egressSet      bool // a document has an egress key: it replaces the stored one
+	promoteAfter   *whole
+	prices         []agent.Price
+	pricesSet      bool             // a document has a prices key: it replaces the stored table
+	budgets        *agent.Budgets   // a document has a budgets key
+	retention      *agent.Retention // a document has a retention key
+	modelLimits    map[string]agent.ModelLimits
+	modelLimitsSet bool // a document has a model_limits key: it replaces the stored ones
+	pii            json.RawMessage
+	piiSet         bool // a document has a pii key: it replaces the stored one
+	toolAt         map[string]pos
+	agentAt        map[string]pos
+	ruleAt         map[string]pos
+	toolkitAt      map[string]pos
+	processAt      map[string]pos
 }
 
 // agentDef is an agent and the tool names it lists, resolved by finish.
@@ -329,6 +334,9 @@ func (l *loader) document(d *document) {
 	}
 	if d.Retention != nil {
 		l.retention(t, d.Retention, pos{file: d.at.file, line: d.at.line, field: "retention"})
+	}
+	if d.ModelLimits != nil {
+		l.modelLimits(t, d.ModelLimits, pos{file: d.at.file, line: d.at.line, field: "model_limits"})
 	}
 	if d.PII.node != nil {
 		l.pii(t, &d.PII)
@@ -905,7 +913,7 @@ func (l *loader) finish() (agent.Catalog, error) {
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
 			Egress: t.egress, ReplaceEgress: t.egressSet, Processes: t.processes,
 			Prices: t.prices, ReplacePrices: t.pricesSet, Budgets: t.budgets, PII: t.pii, ReplacePII: t.piiSet,
-			Retention: t.retention}
+			Retention: t.retention, ModelLimits: t.modelLimits, ReplaceModelLimits: t.modelLimitsSet}
 		if t.promoteAfter != nil {
 			tc.PromoteAfter = &t.promoteAfter.n
 		}

@@ -59,7 +59,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			src:  "tenant: demo\nagnets: []\n",
-			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, retention, pii`},
+			want: []string{`t.yaml:2: agnets: unknown field; known fields: tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, retention, pii, model_limits`},
 		},
 		{
 			name: "unknown tool field",
@@ -285,7 +285,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "document not a mapping",
 			src:  "- tenant: demo\n",
-			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, retention, pii, not a list`},
+			want: []string{`t.yaml:1: want a mapping with tenant, default_agent, egress, promote_after, tools, toolkits, agents, rules, processes, prices, budgets, retention, pii, model_limits, not a list`},
 		},
 		{
 			name: "empty file",

@@ -171,6 +171,10 @@
 // requests fail: default 1, -1 for all). Fault counters are per rule and
 // per Server.
 //
+// Server.RefuseFor answers every matched request with a 429 and a
+// Retry-After for a stretch of time, whatever its rule says: a provider
+// whose rate limit is used up.
+//
 // A request no rule matches gets HTTP 400 with an error that quotes the
 // last message, so a missing rule is obvious in a test failure.
 //

@@ -163,6 +163,9 @@ type Server struct {
 	faults   map[string]int // faults served per rule
 	served   map[string]int // requests matched per rule
 	recorded []Request
+	// refused answers every matched request until refuseUntil (RefuseFor).
+	refused     Fault
+	refuseUntil time.Time
 
 	// Set by Start.
 	httpSrv   *http.Server
@@ -452,15 +455,31 @@ func (s *Server) match(conv conversation) (*compiledRule, vars, bool) {
 	return nil, vars{}, false
 }
 
+// RefuseFor answers every request a rule matches with HTTP 429 and a
+// Retry-After of retryAfterSec (none when 0) for d from now, whatever its
+// rule says: a provider whose rate limit is used up for a stretch, as
+// benchmarks of the governor need it. The requests are recorded, with
+// status 429.
+func (s *Server) RefuseFor(d time.Duration, retryAfterSec int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused = Fault{Status: http.StatusTooManyRequests, RetryAfterSec: retryAfterSec,
+		Message: "scripted rate limit: the requests of this stretch are used up"}
+	s.refuseUntil = time.Now().Add(d)
+}
+
 // remember counts and records the request and decides, under the lock,
-// whether the rule's fault applies to it, which it notes in rec.
+// whether a fault applies to it — a RefuseFor stretch's, else the
+// rule's — which it notes in rec.
 func (s *Server) remember(rec *Request, rule *compiledRule) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var fault *Fault
 	if rule != nil {
 		s.served[rule.name]++
-		if f := rule.fault; f != nil {
+		if rec.At.Before(s.refuseUntil) {
+			fault = &s.refused
+		} else if f := rule.fault; f != nil {
 			times := f.Times
 			if times == 0 {
 				times = 1

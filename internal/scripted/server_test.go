@@ -500,6 +500,27 @@ func TestFaultHeaders(t *testing.T) {
 	require.False(t, reqs[1].At.Before(reqs[0].At))
 }
 
+// TestRefuseFor: a stretch answers every matched request with a 429 and
+// its Retry-After, whatever the rule says, then the rules answer again.
+func TestRefuseFor(t *testing.T) {
+	srv := start(t, `rules:
+  - name: answer
+    when: {user: '.'}
+    reply: {text: fine}
+`)
+	srv.RefuseFor(time.Hour, 2)
+	resp := post(t, srv, userRequest("hello", false))
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "2", resp.Header.Get("Retry-After"))
+	srv.RefuseFor(0, 2)
+	resp = post(t, srv, userRequest("hello", false))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	require.Equal(t, []int{http.StatusTooManyRequests, http.StatusOK}, []int{reqs[0].Status, reqs[1].Status})
+	require.True(t, reqs[0].Faulted)
+}
+
 func TestMaxRecorded(t *testing.T) {
 	script, err := Parse([]byte(testScript))
 	require.NoError(t, err)

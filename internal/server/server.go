@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/agentflow/agentflow/activities"
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
@@ -366,7 +367,7 @@ func (s *Server) connect(ctx context.Context) error {
 		return err
 	}
 	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Objects: objects, Logger: s.logger,
-		Retention: s.cfg.Retention, Build: s.build()})
+		Retention: s.cfg.Retention, ModelLimits: s.cfg.ModelLimits.Map(), Build: s.build()})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -434,7 +435,12 @@ func (s *Server) newWorker() error {
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
 	// Turns retrieve from the tenant's collections with the same model
 	// layer that embedded them.
-	gov, err := governor.New(governor.Options{Store: s.store, Limits: s.cfg.ModelLimits, Logger: s.logger, Metrics: s.metrics.Registry})
+	billing := metered.SnapshotBilling(s.routes)
+	gov, err := governor.New(governor.Options{Store: s.store, Limits: s.cfg.ModelLimits, Logger: s.logger, Metrics: s.metrics.Registry,
+		TenantLimits: func(ctx context.Context, tenantID string) (map[string]agent.ModelLimits, error) {
+			b, err := billing(ctx, tenantID)
+			return b.ModelLimits, err
+		}})
 	if err != nil {
 		return err
 	}
@@ -443,7 +449,7 @@ func (s *Server) newWorker() error {
 	}
 	// Every embedding is a model call like any other: governed, budgeted
 	// and counted (metered), whichever feature makes it.
-	s.gates = &metered.Gates{Store: s.store, Governor: gov, Logger: s.logger, Billing: metered.SnapshotBilling(s.routes)}
+	s.gates = &metered.Gates{Store: s.store, Governor: gov, Logger: s.logger, Billing: billing}
 	embedder := metered.Embedder{Gates: s.gates, Inner: model}
 	var kn tools.Knowledge
 	if s.knowledge != nil {

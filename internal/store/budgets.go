@@ -73,8 +73,8 @@ FROM budget_reservations WHERE tenant_id = $1 AND expires_at > clock_timestamp()
 // tenant's calls in flight have reached its budget. The check and the
 // reservation are one transaction holding the tenant's budget lock, so
 // calls reserving at once are checked one after the other, each seeing
-// the reservations before it: together they pass a budget by at most one
-// call's reservation. A reservation already held under r's key is kept
+// the reservations before it: a call passes only when its reservation
+// fits beside theirs, so together they never pass a budget. A reservation already held under r's key is kept
 // and passes again (a retried write of the same attempt); the
 // reservations of the step's earlier attempts are released.
 func (s *Store) Reserve(ctx context.Context, r Reservation, periods []agent.PeriodBudget, now time.Time) error {

@@ -32,31 +32,34 @@ func TestReserveBudget(t *testing.T) {
 	}
 
 	require.NoError(t, s.Reserve(ctx, reservation("job-a", 1, 1, 600), day, now))
-	// Nothing used, 600 held: the budget is not reached, and this call's
-	// own 600 may carry it past by one reservation.
-	require.NoError(t, s.Reserve(ctx, reservation("job-b", 1, 1, 600), day, now))
-	require.Equal(t, agent.Spent{Tokens: 1200}, reserved())
-	err := s.Reserve(ctx, reservation("job-c", 1, 1, 10), day, now)
+	// Nothing used, 600 held: a call of 600 more would pass the budget.
+	err := s.Reserve(ctx, reservation("job-b", 1, 1, 600), day, now)
 	requireCode(t, err, agent.CodeBudget)
-	require.EqualError(t, err, `tenant "demo" has used 0 tokens this day (UTC) and calls in flight reserve 1200 more; its day budget is 1000 tokens; this call would reserve 10 more`)
+	require.EqualError(t, err, `tenant "demo" has used 0 tokens this day (UTC) and calls in flight reserve 600 more; its day budget is 1000 tokens; this call would reserve 600 more`)
+	// One of 400 fills it exactly.
+	require.NoError(t, s.Reserve(ctx, reservation("job-b", 1, 1, 400), day, now))
+	require.Equal(t, agent.Spent{Tokens: 1000}, reserved())
+	err = s.Reserve(ctx, reservation("job-c", 1, 1, 10), day, now)
+	requireCode(t, err, agent.CodeBudget)
+	require.EqualError(t, err, `tenant "demo" has used 0 tokens this day (UTC) and calls in flight reserve 1000 more; its day budget is 1000 tokens; this call would reserve 10 more`)
 	// The same attempt again (its write retried) keeps what it holds.
 	require.NoError(t, s.Reserve(ctx, reservation("job-a", 1, 1, 600), day, now))
-	require.Equal(t, agent.Spent{Tokens: 1200}, reserved())
+	require.Equal(t, agent.Spent{Tokens: 1000}, reserved())
 
 	// job-a's reply is stored: its reservation becomes its real usage.
 	require.NoError(t, s.BeginTurn(ctx, demoTurn("job-a")))
 	call := store.ModelCall{TenantID: "demo", JobID: "job-a", Step: 1, Attempt: 1, AgentID: "assistant", AgentVersion: 2,
 		Model: "openai:m", Usage: agent.Usage{PromptTokens: 80, CompletionTokens: 20, TotalTokens: 100}}
 	require.NoError(t, s.PutReply(ctx, call, agent.Message{Role: agent.RoleAssistant, Content: "hi"}))
-	require.Equal(t, agent.Spent{Tokens: 600}, reserved())
+	require.Equal(t, agent.Spent{Tokens: 400}, reserved())
 	// Settled once: a second store of the step changes nothing.
 	call.Attempt = 2
 	require.NoError(t, s.PutReply(ctx, call, agent.Message{Role: agent.RoleAssistant, Content: "again"}))
-	require.Equal(t, agent.Spent{Tokens: 600}, reserved())
+	require.Equal(t, agent.Spent{Tokens: 400}, reserved())
 	spent, err := s.SpentSince(ctx, "demo", agent.PeriodStart(agent.PeriodDay, now))
 	require.NoError(t, err)
 	require.Equal(t, int64(100), spent.Tokens)
-	// 100 used and 600 held is under 1000: job-c may call now.
+	// 100 used, 400 held and 10 more fit in 1000: job-c may call now.
 	require.NoError(t, s.Reserve(ctx, reservation("job-c", 1, 1, 10), day, now))
 
 	// job-b's attempt 1 died: its attempt 2 releases it.
@@ -69,7 +72,7 @@ func TestReserveBudget(t *testing.T) {
 	require.Equal(t, agent.Spent{Tokens: 10}, reserved())
 
 	// A reservation whose attempt died with no later attempt expires.
-	short := reservation("job-d", 1, 1, 5000)
+	short := reservation("job-d", 1, 1, 890)
 	short.TTL = 100 * time.Millisecond
 	require.NoError(t, s.Reserve(ctx, short, day, now))
 	requireCode(t, s.Reserve(ctx, reservation("job-e", 1, 1, 10), day, now), agent.CodeBudget)
@@ -78,7 +81,7 @@ func TestReserveBudget(t *testing.T) {
 	require.Zero(t, count(t, s, `SELECT count(*) FROM budget_reservations WHERE job_id = 'job-d'`), "expired reservations are deleted")
 
 	// Other tenants and tenants without budgets are not held back.
-	other := reservation("job-a", 1, 1, 5000)
+	other := reservation("job-a", 1, 1, 1000)
 	other.TenantID = "other"
 	require.NoError(t, s.Reserve(ctx, other, day, now))
 	require.NoError(t, s.Reserve(ctx, reservation("job-f", 1, 1, 5000), nil, now))
@@ -99,10 +102,11 @@ func TestReserveBudgetCost(t *testing.T) {
 	}
 	require.NoError(t, s.Reserve(ctx, want("job-a", 0.5), periods, now))
 	require.NoError(t, s.Reserve(ctx, want("job-b", 0.4), periods, now))
-	require.NoError(t, s.Reserve(ctx, want("job-c", 0.4), periods, now))
-	err := s.Reserve(ctx, want("job-d", 0.1), periods, now)
+	requireCode(t, s.Reserve(ctx, want("job-c", 0.4), periods, now), agent.CodeBudget)
+	require.NoError(t, s.Reserve(ctx, want("job-c", 0.1), periods, now), "0.5, 0.4 and 0.1 USD fit 1 USD exactly")
+	err := s.Reserve(ctx, want("job-d", 0.01), periods, now)
 	requireCode(t, err, agent.CodeBudget)
-	require.EqualError(t, err, `tenant "demo" has spent 0 USD this month (UTC) and calls in flight reserve 1.3 USD more; its month budget is 1 USD; this call would reserve 0.1 USD more`)
+	require.EqualError(t, err, `tenant "demo" has spent 0 USD this month (UTC) and calls in flight reserve 1 USD more; its month budget is 1 USD; this call would reserve 0.01 USD more`)
 }
 
 func TestReserveBudgetRefusesBadInput(t *testing.T) {
@@ -127,8 +131,8 @@ func TestReserveBudgetRefusesBadInput(t *testing.T) {
 }
 
 // TestReserveBudgetConcurrently: calls reserving at once are checked one
-// after the other, so they pass the budget by at most one reservation,
-// and exactly as many pass as the budget lets through one by one.
+// after the other, so together they never pass the budget, and exactly
+// as many pass as the budget lets through one by one.
 func TestReserveBudgetConcurrently(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -139,10 +143,10 @@ func TestReserveBudgetConcurrently(t *testing.T) {
 	}{
 		// 0, 100, ..., 900 held when reserving: ten pass, 1000 held.
 		{"tokens, exact", agent.Budgets{Day: &agent.Budget{Tokens: 1000}}, agent.Spent{Tokens: 100}, 10},
-		// 0, 300, 600, 900 held: four pass, 1200 held, one call over.
-		{"tokens, one over", agent.Budgets{Day: &agent.Budget{Tokens: 1000}}, agent.Spent{Tokens: 300}, 4},
-		// 0, 0.3, 0.6, 0.9 USD held: four pass.
-		{"cost", agent.Budgets{Month: &agent.Budget{Cost: 1}}, agent.Spent{Tokens: 1, Cost: 0.3}, 4},
+		// 0, 300, 600 held: three pass, 900 held; a fourth would pass it.
+		{"tokens, not a whole number of calls", agent.Budgets{Day: &agent.Budget{Tokens: 1000}}, agent.Spent{Tokens: 300}, 3},
+		// 0, 0.3, 0.6 USD held: three pass.
+		{"cost", agent.Budgets{Month: &agent.Budget{Cost: 1}}, agent.Spent{Tokens: 1, Cost: 0.3}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -175,9 +179,9 @@ func TestReserveBudgetConcurrently(t *testing.T) {
 			require.Equal(t, int64(tc.pass)*tc.want.Tokens, held.Tokens)
 			b := tc.budget.Periods()[0]
 			if b.Tokens > 0 {
-				require.LessOrEqual(t, held.Tokens, b.Tokens+tc.want.Tokens, "at most one reservation over")
+				require.LessOrEqual(t, held.Tokens, b.Tokens, "no reservation over")
 			} else {
-				require.LessOrEqual(t, held.Cost, b.Cost+tc.want.Cost+1e-9, "at most one reservation over")
+				require.LessOrEqual(t, held.Cost, b.Cost+1e-9, "no reservation over")
 			}
 		})
 	}

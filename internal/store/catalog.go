@@ -122,6 +122,9 @@ func (s *Store) applyCatalog(ctx context.Context, c agent.Catalog, dryRun, stage
 		if err := s.setRetention(ctx, tx, tc.TenantID, tc.Retention); err != nil {
 			return ApplyReport{}, err
 		}
+		if err := s.setModelLimits(ctx, tx, tc, &changes[0]); err != nil {
+			return ApplyReport{}, err
+		}
 		report.Changes = append(report.Changes, changes...)
 	}
 	if dryRun {
@@ -163,8 +166,13 @@ WHERE tenant_id = $1 AND egress IS DISTINCT FROM to_jsonb($2::text[])`
 	// Only a different price table or budget is a change.
 	sqlSetTenantPrices = `UPDATE tenants SET prices = $2::jsonb, updated_at = now()
 WHERE tenant_id = $1 AND prices IS DISTINCT FROM $2::jsonb`
-	sqlSetTenantBudgets = `UPDATE tenants SET budgets = $2::jsonb, updated_at = now()
-WHERE tenant_id = $1 AND budgets IS DISTINCT FROM $2::jsonb`
+	// The tenant's own model limits share the column (modellimits.go):
+	// new budgets keep them.
+	sqlSetTenantBudgets = `
+UPDATE tenants t SET budgets = v.b, updated_at = now()
+FROM (SELECT $2::jsonb || jsonb_strip_nulls(jsonb_build_object('model_limits', budgets->'model_limits')) AS b
+      FROM tenants WHERE tenant_id = $1) v
+WHERE t.tenant_id = $1 AND t.budgets IS DISTINCT FROM v.b`
 	sqlSetTenantPII = `UPDATE tenants SET pii = $2::jsonb, updated_at = now()
 WHERE tenant_id = $1 AND pii IS DISTINCT FROM $2::jsonb`
 

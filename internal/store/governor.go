@@ -15,19 +15,11 @@ import (
 // GovernorLimits are one governed key's limits, as the provider governor
 // counts them: a zero count is no limit. Each window is the span over
 // which its count is taken, back from the moment of the admission.
-type GovernorLimits struct {
-	Requests      int
-	RequestWindow time.Duration
-	InputTokens   int64
-	InputWindow   time.Duration
-	OutputTokens  int64
-	OutputWindow  time.Duration
-	Concurrent    int
-}
+type GovernorLimits = agent.ModelLimits
 
 // longestWindow is the longest of l's windows: a grant older than it
 // counts against nothing but, while held, the concurrent calls.
-func (l GovernorLimits) longestWindow() time.Duration {
+func longestWindow(l GovernorLimits) time.Duration {
 	return max(l.RequestWindow, l.InputWindow, l.OutputWindow, time.Minute)
 }
 
@@ -171,17 +163,17 @@ func (s *Store) Admit(ctx context.Context, lim GovernorLimits, c GovernorCall) (
 		var granted bool
 		b.Queue(sqlHasGrant, c.Key, c.CallID).QueryRow(func(row pgx.Row) error { return row.Scan(&granted) })
 		b.Queue(sqlDropDeadWaiters, c.Key)
-		b.Queue(sqlDropOldGrants, c.Key, lim.longestWindow().Seconds())
+		b.Queue(sqlDropOldGrants, c.Key, longestWindow(lim).Seconds())
 		b.Queue(sqlUpsertWaiter, c.Key, c.CallID, c.TenantID, c.Priority, c.Alive.Seconds())
 		b.Queue(sqlGovernorUse, c.Key, lim.RequestWindow.Seconds(), lim.InputWindow.Seconds(), lim.OutputWindow.Seconds(),
-			lim.longestWindow().Seconds(), c.CallID, requestsFull(lim)).QueryRow(func(row pgx.Row) error {
+			longestWindow(lim).Seconds(), c.CallID, requestsFull(lim)).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&u.now, &u.requests, &u.reqsAt, &u.input, &u.inOld, &u.output, &u.outOld, &u.held, &u.position)
 		})
 		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			return err
 		}
 		if !granted {
-			if adm = lim.decide(c, u); !adm.Granted {
+			if adm = decide(lim, c, u); !adm.Granted {
 				return nil
 			}
 		}
@@ -207,7 +199,7 @@ func requestsFull(l GovernorLimits) int64 {
 }
 
 // decide is the admission of c by counts u.
-func (l GovernorLimits) decide(c GovernorCall, u governorUse) Admission {
+func decide(l GovernorLimits, c GovernorCall, u governorUse) Admission {
 	until := func(oldest *time.Time, window time.Duration) time.Duration {
 		if oldest == nil {
 			return 0

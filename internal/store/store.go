@@ -51,6 +51,10 @@ type Options struct {
 	// Retention is the operator's TTLs (retention.go), which a tenant's
 	// catalog may only narrow; default zero: keep everything.
 	Retention agent.Retention
+	// ModelLimits are the operator's limits on model calls, by governed
+	// key (internal/governor.Limits.Map), which a tenant's catalog may
+	// only narrow (modellimits.go); default none: any tenant limit goes.
+	ModelLimits map[string]agent.ModelLimits
 	// Build is the worker's build ("deployment:build"), stored with each
 	// result it saves (BuildSignals); default "": unversioned.
 	Build string
@@ -65,7 +69,8 @@ type Store struct {
 	objectMin   int64 // blobs larger are the object store's
 	build       string
 	spoolDir    string
-	retention   agent.Retention // the operator's
+	retention   agent.Retention              // the operator's
+	modelLimits map[string]agent.ModelLimits // the operator's
 	log         *zap.Logger
 	// versions keeps agent versions read: a version never changes once
 	// stored, so every model and tool call of every turn need not read
@@ -98,7 +103,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{pool: pool, build: opts.Build, inlineLimit: opts.ResultInlineLimit, chunkSize: opts.BlobChunkSize, log: opts.Logger,
-		objects: opts.Objects, spoolDir: opts.SpoolDir, retention: opts.Retention}
+		objects: opts.Objects, spoolDir: opts.SpoolDir, retention: opts.Retention, modelLimits: opts.ModelLimits}
 	if s.objects != nil {
 		s.objectMin = max(s.objects.Config().MinBlobBytes, int64(s.chunkSize))
 	}

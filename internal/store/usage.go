@@ -47,10 +47,12 @@ func applyBilling(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, change
 	return nil
 }
 
-// Billing is a tenant's price table and budgets.
+// Billing is a tenant's price table and budgets, and its own limits on
+// its model calls by governed key (modellimits.go).
 type Billing struct {
-	Prices  []agent.Price
-	Budgets agent.Budgets
+	Prices      []agent.Price
+	Budgets     agent.Budgets
+	ModelLimits map[string]agent.ModelLimits
 }
 
 const sqlTenantBilling = `SELECT prices, budgets FROM tenants WHERE tenant_id = $1`
@@ -81,6 +83,10 @@ func decodeBilling(tenantID string, prices, budgets []byte) (Billing, error) {
 		if err := json.Unmarshal(budgets, &b.Budgets); err != nil {
 			return Billing{}, fmt.Errorf("load budgets of tenant %q: %w", tenantID, err)
 		}
+	}
+	var err error
+	if b.ModelLimits, err = decodeModelLimits(tenantID, budgets); err != nil {
+		return Billing{}, err
 	}
 	return b, nil
 }
