@@ -120,12 +120,14 @@ func replayKill(ctx context.Context, e *env, job string) error {
 	}
 
 	// The same datasets, a worker killed a third of the way.
+	begin = time.Now()
 	killed, err := e.replay(ctx, job+"-kill", datasets, n/3, func(ctx context.Context, evalID string, scored int) error {
 		return e.killEvalWorker(ctx, contract.EvalWorkflowID(tenant, evalID), scored, n)
 	})
 	if err != nil {
 		return err
 	}
+	tookKilled := time.Since(begin)
 	if got := e.stockCalls.Load(); got != 0 {
 		return fmt.Errorf("the stock API saw %d requests during the replays, want 0", got)
 	}
@@ -145,9 +147,9 @@ func replayKill(ctx context.Context, e *env, job string) error {
 			cost += t.GetCostUsd()
 		}
 	}
-	e.note(fmt.Sprintf("replayed %d recorded turns (%d datasets, concurrency %d each) in %s: %.1f cases/s, %d model calls, %d tokens, $%.4f; "+
-		"the killed replay's report equals it; the stock API saw 0 requests", n, len(datasets), replayConcurrency,
-		took.Round(100*time.Millisecond), float64(n)/took.Seconds(), calls, tokens, cost))
+	e.note(fmt.Sprintf("replayed %d recorded turns (datasets: %d, concurrency %d each) in %s: %.1f cases/s, %d model calls, %d tokens, $%.4f; "+
+		"the killed replay's report equals it (%s); the stock API saw 0 requests", n, len(datasets), replayConcurrency,
+		took.Round(100*time.Millisecond), float64(n)/took.Seconds(), calls, tokens, cost, tookKilled.Round(100*time.Millisecond)))
 	return nil
 }
 
