@@ -21,7 +21,9 @@
 // during a 2,000-document ingest and checks that every document is
 // stored once. Another (programkill.go) SIGKILLs the worker running a
 // code-mode program of 40 sequential calls and checks that the API saw
-// each call once.
+// each call once. Another (replay.go) replays 1,000 recorded turns as
+// evaluations, once undisturbed and once through a SIGKILLed worker, and
+// checks that the two reports are equal and that no tool was called.
 //
 // `go tool task chaos` runs every trial in full and prints the table;
 // `go tool task test` runs the short version (a run or two of each).
