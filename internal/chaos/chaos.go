@@ -21,7 +21,9 @@
 // during a 2,000-document ingest and checks that every document is
 // stored once. Another (programkill.go) SIGKILLs the worker running a
 // code-mode program of 40 sequential calls and checks that the API saw
-// each call once.
+// each call once. Another (replay.go) replays 1,000 recorded turns as
+// evaluations, once undisturbed and once through a SIGKILLed worker, and
+// checks that the two reports are equal and that no tool was called.
 //
 // `go tool task chaos` runs every trial in full and prints the table;
 // `go tool task test` runs the short version (a run or two of each).
@@ -182,13 +184,15 @@ type env struct {
 	// api is the HTTP API the pipeline tool fetches from; mcp the MCP
 	// server whose slow tool the agent calls, mcpCalls its calls as they
 	// start.
-	api      *restartable
-	ledger   *ledger // the API's POST /ledger (programkill.go)
-	mcp      *mcptest.HTTPServer
-	mcpCalls chan string
-	conns    []*grpc.ClientConn
-	db       *pgxpool.Pool
-	log      *zap.Logger
+	api    *restartable
+	ledger *ledger // the API's POST /ledger (programkill.go)
+	// stockCalls counts the API's GET /stock requests (replay.go).
+	stockCalls atomic.Int64
+	mcp        *mcptest.HTTPServer
+	mcpCalls   chan string
+	conns      []*grpc.ClientConn
+	db         *pgxpool.Pool
+	log        *zap.Logger
 	// short says the suite runs short; rng makes the trials' random
 	// choices, from the suite's seed; notes are what the current run
 	// reports (note).
@@ -222,6 +226,7 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 	e.ledger = newLedger()
 	api := http.NewServeMux()
 	api.Handle("POST /ledger", e.ledger)
+	api.HandleFunc("GET /stock", e.serveStock)
 	api.HandleFunc("/", serveItems)
 	if e.api, err = startRestartable(api); err != nil {
 		_ = e.http.Close()
@@ -315,13 +320,16 @@ func (e *env) heal(ctx context.Context) error {
 // catalog is the chaos tenant: an agent with the calculator, a pipeline
 // over a local API and an MCP server's slow tool (twice: with a timeout it
 // outlives, and one it does not), an agent whose calculator needs
-// approval, and a code-mode agent whose programs call the local API's
-// ledger. Its verbs are the API's and the MCP server's addresses and the
+// approval, a code-mode agent whose programs call the local API's
+// ledger, and a depot keeper whose tool reads the API's stock. The
+// tenant's model has a price, so that turns have a cost. Its verbs are the API's and the MCP server's addresses and the
 // MCP URL.
 const catalog = `
 tenant: chaos
 default_agent: calc
 egress: ["%[1]s", "%[2]s"]
+prices:
+  - {model: 'openai:gpt-4o-mini', input: 0.15, output: 0.6}
 tools:
   - name: calculator
     kind: calculator
@@ -364,6 +372,26 @@ tools:
                   content:
                     application/json:
                       schema: {type: object, properties: {i: {type: integer}, value: {type: integer}}}
+  - name: stock
+    kind: openapi_action
+    approval: never
+    description: Reads how many crates a depot keeps.
+    config:
+      server: http://%[1]s
+      spec:
+        openapi: 3.0.3
+        info: {title: Stock, version: "1"}
+        paths:
+          /stock:
+            get:
+              operationId: count
+              parameters: [{name: depot, in: query, required: true, schema: {type: integer}}]
+              responses:
+                "200":
+                  description: the depot's stock
+                  content:
+                    application/json:
+                      schema: {type: object, properties: {depot: {type: integer}, crates: {type: integer}}}
 agents:
   - id: calc
     description: Does arithmetic and fetches data, and explains at length.
@@ -398,6 +426,13 @@ agents:
     tools: [ledger]
     code_mode: {tools: [ledger]}
     limits: {max_iterations: 3, turn_timeout_sec: 600}
+  # The replay's (replay.go): recorded, then replayed from a dataset.
+  - id: keeper
+    description: Says how many crates a depot keeps.
+    model: openai:gpt-4o-mini
+    system_prompt: Read the stock tool for any depot.
+    tools: [stock]
+    limits: {max_iterations: 3, turn_timeout_sec: 300}
 `
 
 // answerTail makes the answer long enough (40 words, streamed a word each

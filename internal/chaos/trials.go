@@ -121,6 +121,9 @@ func trials() []trial {
 		// 12 calls in the short run (programkill.go).
 		{id: "program-kill", name: "SIGKILL the worker mid-program (40 sequential calls): the API sees each call once", runs: 3, short: 1,
 			custom: programKill, timeout: 5 * time.Minute},
+		// 60 turns in the short run (replay.go).
+		{id: "replay-kill", name: "SIGKILL a worker replaying 1,000 recorded turns: the report is the undisturbed one's, no tool called", runs: 1, short: 1,
+			custom: replayKill, timeout: 45 * time.Minute},
 	}, doorTrials()...)
 }
 
