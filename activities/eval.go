@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 
@@ -42,7 +44,13 @@ func (a *Activities) FinishEval(ctx context.Context, in contract.FinishEvalInput
 // retry that finds it stored stores nothing more, and the result it
 // returns is the one it computed, which the store's first write matches
 // but for the judge's wording.
+// evalKeepAlive is how often ScoreEvalCase heartbeats: a third of the
+// Evaluation's heartbeat timeout.
+const evalKeepAlive = 5 * time.Second
+
 func (a *Activities) ScoreEvalCase(ctx context.Context, in contract.ScoreEvalCaseInput) (agent.EvalCaseResult, error) {
+	// A judge's model call can outlast the Evaluation's heartbeat timeout.
+	defer keepAlive(ctx, evalKeepAlive, nil)()
 	res := in.Result
 	out := agent.EvalCaseResult{
 		CaseID: in.Case.ID, Version: in.Version, JobID: agent.EvalJobID(in.EvalID, in.Case.ID, in.Version), Status: res.Status,

@@ -62,7 +62,7 @@ func (a *Activities) IngestPage(ctx context.Context, in contract.IngestPageInput
 	if err := json.Unmarshal(raw, &page); err != nil {
 		return res, agent.Errorf(agent.CodeInvalid, "ingest page %d: the manifest %s does not decode: %v", in.Page, in.Ref, err)
 	}
-	stop := keepAlive(ctx, ingestHeartbeat{Done: done, Result: res})
+	stop := keepAlive(ctx, ingestKeepAlive, ingestHeartbeat{Done: done, Result: res})
 	todo, err := a.prepareIngest(ctx, in, coll, page, done, &res)
 	stop()
 	if err != nil {
@@ -120,15 +120,17 @@ type ingestHeartbeat struct {
 // read: a third of the workflow's heartbeat timeout.
 const ingestKeepAlive = 10 * time.Second
 
-// keepAlive heartbeats the page's progress so far, hb, until stop is
-// called: reading a page's documents can outlast the heartbeat timeout
-// (a PDF takes up to knowledge.PDFTimeout, and a process's first PDF
-// waits for its reader to compile).
-func keepAlive(ctx context.Context, hb ingestHeartbeat) (stop func()) {
+// keepAlive heartbeats details every interval until stop is called: for
+// an activity whose work can outlast its heartbeat timeout in one piece
+// (reading a page's documents: a PDF takes up to knowledge.PDFTimeout,
+// and a process's first PDF waits for its reader to compile; a judge's
+// model call), so that a lost worker is noticed within that timeout
+// rather than the activity's whole start-to-close.
+func keepAlive(ctx context.Context, every time.Duration, details any) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(ingestKeepAlive)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -137,7 +139,7 @@ func keepAlive(ctx context.Context, hb ingestHeartbeat) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx, hb)
+				activity.RecordHeartbeat(ctx, details)
 			}
 		}
 	})

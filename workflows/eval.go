@@ -33,6 +33,10 @@ func Evaluation(ctx workflow.Context, in agent.EvalInput) (agent.EvalRun, error)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
+		// A worker lost mid-activity is noticed in seconds, not at the
+		// end of the two minutes (ScoreEvalCase heartbeats; the others
+		// are a few reads and writes).
+		HeartbeatTimeout: 15 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
 	if err = workflow.ExecuteActivity(actx, contract.BeginEval, in).Get(ctx, nil); err != nil {
