@@ -1,10 +1,9 @@
 package activities
 
 import (
-	"time"
-
 	"context"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 
