@@ -42,6 +42,10 @@ type Deps struct {
 	// (pglive.Publisher); nil means none (gateways then read the turn's
 	// log).
 	Events eventlog.Publisher
+	// Interrupts stops a model call in flight when its turn is
+	// interrupted on the live path (pglive.Interrupts); nil: a call stops
+	// only when Temporal cancels it.
+	Interrupts Interrupts
 	// Policy applies tools' approval policies; nil: New makes one.
 	Policy *policy.Checker
 	// Vault applies the tenants' PII redaction to what tools return, and
@@ -114,17 +118,18 @@ const (
 // Activities holds the dependencies of every activity. Build it once in
 // main with New and register it with Register.
 type Activities struct {
-	memories Memories
-	vault    *redact.Vault
-	store    *store.Store
-	model    llm.Model
-	tools    *tools.Registry
-	routes   *registry.Cache
-	logger   *zap.Logger
-	temporal client.Client
-	events   eventlog.Publisher
-	policy   *policy.Checker
-	governor *governor.Governor
+	memories   Memories
+	vault      *redact.Vault
+	store      *store.Store
+	model      llm.Model
+	tools      *tools.Registry
+	routes     *registry.Cache
+	logger     *zap.Logger
+	temporal   client.Client
+	events     eventlog.Publisher
+	interrupts Interrupts
+	policy     *policy.Checker
+	governor   *governor.Governor
 
 	knowledge *knowledge.Store
 	embedder  knowledge.Embedder
@@ -165,7 +170,7 @@ func New(d Deps) (*Activities, error) {
 	}
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
+		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
 		maxModelTimeout: d.MaxModelTimeout,
 		maxToolTimeout:  d.MaxToolTimeout,
 		knowledge:       d.Knowledge,

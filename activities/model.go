@@ -38,6 +38,31 @@ import (
 // provider governor's admission, the stream or a heartbeat) is given
 // back by one clean-up, once, whichever stage fails (modelCall.cleanUp).
 func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
+	if a.interrupts != nil && in.StreamID != "" {
+		var stop func()
+		ctx, stop = a.interrupts.Watch(ctx, in.StreamID)
+		defer stop()
+	}
+	res, err := a.callModel(ctx, in)
+	if err != nil && errors.Is(context.Cause(ctx), eventlog.ErrInterrupted) {
+		// Not retried (Canceled): the turn stops, having been signalled.
+		return contract.CallModelResult{}, agent.Errorf(agent.CodeCanceled, "the model call was stopped: its turn was cancelled")
+	}
+	return res, err
+}
+
+// Interrupts stops the model calls of turns interrupted on the live path
+// (pglive.Interrupts). A call runs under the context Watch returns, which
+// ends with the cause eventlog.ErrInterrupted when its turn is cancelled:
+// the only way a cancellation reaches a local call sooner than its
+// workflow task's heartbeat, and a regular one sooner than its next
+// heartbeat's answer.
+type Interrupts interface {
+	Watch(ctx context.Context, streamID string) (context.Context, func())
+}
+
+// callModel is CallModel under the interruption watch.
+func (a *Activities) callModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 	m := &modelCall{a: a, in: in}
 	if err := m.load(ctx); err != nil {
 		return contract.CallModelResult{}, err

@@ -52,6 +52,48 @@
 // Conversation also keeps the histories recorded before it replaying,
 // which is what its gates are for.
 //
+// # Local model calls, reached from outside
+//
+// A model call is a local activity when its agent says local
+// (agent.ModelLocal) and its turn streams into no other workflow
+// (startModel): a one-tool turn is then one workflow
+// task, which makes agentflow's turn cheaper than the same turn on bare
+// Temporal activities. What a local call costs is that the turn's
+// workflow task is busy while it runs: signals and timers are read only
+// at the task's heartbeats (every 8 s at the default task timeout). Two
+// of them must not wait that long, and reach the call in the worker
+// instead, with the turn's history and determinism as they were:
+//
+//   - A cancellation through agentflow's API: the gateway signals
+//     cancel_turn, then sends the turn's id on the live path
+//     (pglive.Interrupt); the worker running the call ends its context,
+//     and the call fails as Canceled. The turn then waits for the signal
+//     (awaitStop), which is in its next workflow task, brought at once by
+//     the call's end, and stops as it would have; a replay takes the same
+//     failure from the call's marker and the same signal from history.
+//     Only the worker is told sooner, and only once the signal is in, so
+//     a lost notification costs time, never correctness.
+//   - The turn's timeout: a local call's schedule-to-close timeout is the
+//     time the turn has left, so the worker ends it at the deadline, and
+//     the turn waits for its timer the same way.
+//
+// Shorter workflow-task heartbeats were the other way to have both: they
+// would add three history events per heartbeat to every call (about 110
+// for a 30-s call at 1 s) and make a busy worker's tasks time out, where
+// the interruption adds none. A steer needs neither: it is read at the
+// next step boundary whichever way the call runs, and never cut a call
+// short. What remains: a follower that joins mid-call reads the log's
+// start at the next workflow task, and the call holds a workflow task
+// slot; README's "The catalog" says so. Local is not yet the default:
+// a worker killed mid-call on a two-worker topology leaves the call's
+// later attempts refused the stream (BENCHMARKS.md, issue 50).
+//
+// A turn with a notify workflow (a parent turn, a process, a
+// Conversation) or a Workflow Streams subscriber keeps its calls as
+// activities: its log takes each batch as a signal, in order with its
+// own events, between workflow tasks, which a local call would hold back
+// until it ended.
+//
 // # History stays small
 //
 // Histories carry ids, counts and short previews, not transcripts: model

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -127,6 +129,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		if err == nil {
 			return reply, nil
 		}
+		t.awaitStop(ctx, err)
 		next := t.fallback(ctx, model, err)
 		if next == "" {
 			t.seal(ctx, in)
@@ -146,8 +149,8 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 }
 
 // startModel starts a model call: a local activity when the agent asks
-// for it (agent.ModelLocal) and the call streams, if at all, live first,
-// else an activity. A call that streams into the log (a parent turn or a
+// for it (agent.ModelLocal) and the call streams,
+// if at all, live first, else an activity (doc.go says why). A call that streams into the log (a parent turn or a
 // process is notified, or a Workflow Streams subscriber polls the log)
 // stays an activity: the log takes its batches as they come, between
 // workflow tasks, which a local call would hold back until it is done.
@@ -156,13 +159,42 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string) workflow.Future {
 	opts := modelOptions(limits, summary)
 	if t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst) {
+		// The call ends at the turn's deadline in the worker, where the
+		// turn's timer would reach it only at the next workflow task
+		// (awaitStop).
 		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: opts.StartToCloseTimeout,
-			RetryPolicy:         opts.RetryPolicy,
-			Summary:             opts.Summary,
+			ScheduleToCloseTimeout: max(t.deadline.Sub(workflow.Now(ctx)), time.Second),
+			StartToCloseTimeout:    opts.StartToCloseTimeout,
+			RetryPolicy:            opts.RetryPolicy,
+			Summary:                opts.Summary,
 		}), contract.CallModel, in)
 	}
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.CallModel, in)
+}
+
+// awaitStop waits, after a model call failed with err, for what stopped
+// it from outside the workflow task, so that the turn acts on the cause
+// rather than on the call's failure. A call stopped by an interruption
+// (activities.Interrupts: Canceled, sent after a cancel_turn signal)
+// waits for that signal; a local call that ran out the turn's time
+// (ScheduleToClose) waits for the turn's timeout. Both are in the
+// workflow's next task, which the call's end brings at once: the wait
+// adds no time, and nothing to the history but the wait's own events. A
+// call stopped by the turn itself finds its cause already here; any other
+// failure does not wait. The wait ends at the turn's timeout at the
+// latest.
+func (t *turn) awaitStop(ctx workflow.Context, err error) {
+	if t.canceled != nil || ctx.Err() != nil {
+		return
+	}
+	var timeout *temporal.TimeoutError
+	switch {
+	case contract.ErrorOf(err).Code == agent.CodeCanceled:
+	case errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE && t.agent.LocalModelCalls():
+	default:
+		return
+	}
+	_ = workflow.Await(ctx, func() bool { return t.canceled != nil || ctx.Err() != nil })
 }
 
 // seal takes into the log what a live-first call that failed for good, or

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -381,7 +382,9 @@ func killStreamingWorker(ctx context.Context, e *env, at strikePoint) error {
 }
 
 // activityWorker finds the worker process running the workflow's pending
-// activity, by the pid in its Temporal identity ("pid@host@").
+// activity, by the pid in its Temporal identity ("pid@host@"); with none
+// pending, the one whose workflow task is running: a local model call
+// (the default) runs inside it.
 func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.Process, error) {
 	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
 	if err != nil {
@@ -400,9 +403,32 @@ func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.
 				return p, nil
 			}
 		}
+		if d.GetPendingWorkflowTask().GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED {
+			if p := e.workerOf(lastTaskWorker(ctx, c, workflowID)); p != nil {
+				return p, nil
+			}
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil, errors.New("no worker process runs the turn's activity")
+}
+
+// lastTaskWorker is the identity of the worker that started the
+// workflow's last workflow task; "" when none did, or the history could
+// not be read.
+func lastTaskWorker(ctx context.Context, c client.Client, workflowID string) string {
+	identity := ""
+	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return ""
+		}
+		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			identity = a.GetIdentity()
+		}
+	}
+	return identity
 }
 
 // killGateway kills the gateway the client reads from; the client goes on

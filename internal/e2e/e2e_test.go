@@ -87,6 +87,7 @@ agents:
     system_prompt: Use the calculator for arithmetic.
     tools: [calculator]
     limits: {max_iterations: 4, turn_timeout_sec: 60}
+    model_execution: activity
 `
 
 // env is a worker on a private database and task queue, with a scripted

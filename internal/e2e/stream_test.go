@@ -24,6 +24,7 @@ import (
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
+	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // startTurn starts a turn from Go, as the gateway does.
@@ -230,8 +231,7 @@ func TestStreamClientResumes(t *testing.T) {
 
 // localCatalog is testCatalog with the assistant's model calls run as
 // local activities (agent.ModelLocal).
-var localCatalog = strings.Replace(testCatalog, "    limits: {max_iterations: 4, turn_timeout_sec: 60}\n",
-	"    limits: {max_iterations: 4, turn_timeout_sec: 60}\n    model_execution: local\n", 1)
+var localCatalog = strings.Replace(testCatalog, "    model_execution: activity\n", "    model_execution: local\n", 1)
 
 // TestStreamLocalModelCalls: an agent whose model calls run as local
 // activities streams the same log as one whose calls are activities, live
@@ -334,6 +334,52 @@ func TestStreamLocalCallStopped(t *testing.T) {
 	require.Equal(t, agent.StatusCanceled, res.Status)
 	require.True(t, res.Partial)
 	require.Equal(t, partial, res.Output)
+}
+
+// TestStreamCancelReachesLocalCall: a turn of an agent whose model calls
+// are local, cancelled through the gateway while its model
+// streams stops mid-answer at once, not at its workflow task's next
+// heartbeat (8 s at the default task timeout, after the story's end):
+// the gateway interrupts the call on the live path once the signal is
+// in, and the turn ends as a stopped activity's does.
+func TestStreamCancelReachesLocalCall(t *testing.T) {
+	e := &env{Server: testserver.Start(t, testserver.Options{
+		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{localCatalog},
+		Tokens: map[string]string{"tok-demo": "demo:user:ana"}}), t: t}
+	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
+	req.Normalize()
+	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
+	var events []agent.Event
+	var sent time.Time
+	err := followNew(ctx, e.Follower(), e.Client(), turnclient.StartOptions(e.TaskQueue, req), req, func(ev agent.Event) error {
+		events = append(events, ev)
+		if sent.IsZero() && countTokens(events) == 2 {
+			sent = time.Now()
+			_, err := pb.NewAgentServiceClient(e.Conn).Cancel(grpcAs(ctx, "tok-demo"), &pb.CancelRequest{StreamId: id, Reason: "enough"})
+			return err
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.False(t, sent.IsZero())
+	t.Logf("cancel to the stream's end: %s", time.Since(sent))
+	end := events[len(events)-1]
+	require.Equal(t, agent.StreamCanceled, end.Status, "last event %s", end)
+	partial := agent.ReplayText(events)
+	require.True(t, strings.HasPrefix(storyText, partial), "the partial text is the story's beginning: %q", partial)
+	require.Less(t, len(partial), len(storyText), "the call was stopped before it ended")
+
+	res, err := turnclient.Result(ctx, e.Client().GetWorkflow(ctx, id, ""))
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCanceled, res.Status)
+	require.True(t, res.Partial)
+	require.Equal(t, partial, res.Output)
+	for _, ev := range e.history(id) {
+		require.NotEqual(t, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, ev.GetEventType(), "the call is local")
+	}
 }
 
 // followNew starts req's turn with opts and follows its stream as the

@@ -30,6 +30,11 @@ type Publisher interface {
 // streaming.
 var ErrFenced = errors.New("a newer model call owns the stream")
 
+// ErrInterrupted is the cause of a model call's context ended by an
+// interruption of its turn sent on the live path (pglive.Interrupt): the
+// turn has been signalled why, and acts on it at its next workflow task.
+var ErrInterrupted = errors.New("the turn interrupted its model call")
+
 // Appender is the live path's store of model calls in flight
 // (pglive.Publisher): a live-first call appends its batches there as they
 // stream, instead of signalling each to the turn, and its result hands

@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/registry"
@@ -559,10 +560,29 @@ func (s *Service) Cancel(ctx context.Context, in *pb.CancelRequest) (*pb.CancelR
 	if err := s.redactForTurn(ctx, in.GetStreamId(), &req.Reason); err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	if err := turnclient.Cancel(ctx, s.client, in.GetStreamId(), req); err != nil {
+	if err := s.CancelTurn(ctx, in.GetStreamId(), req); err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
 	return &pb.CancelResponse{}, nil
+}
+
+// CancelTurn asks a running turn to stop (turnclient.Cancel; a turn that
+// has ended is CodeConflict), then interrupts its model call in flight on
+// the live path (pglive.Interrupt): the worker running it stops it at
+// once, where the signal alone would reach a local call only at its
+// workflow task's next heartbeat. Every door's cancel is this one.
+func (s *Service) CancelTurn(ctx context.Context, workflowID string, req agent.CancelRequest) error {
+	if err := turnclient.Cancel(ctx, s.client, workflowID, req); err != nil {
+		return err
+	}
+	if s.store == nil {
+		return nil
+	}
+	if err := pglive.Interrupt(ctx, s.store.Pool(), workflowID); err != nil {
+		// The signal is in: the turn stops all the same, later.
+		s.logger.Warn("interrupting the model call failed", zap.String("stream_id", workflowID), zap.Error(err))
+	}
+	return nil
 }
 
 func NewJobID() string {

@@ -69,6 +69,9 @@ type Server struct {
 	http       *http.Server
 	httpLn     net.Listener
 	hub        *pglive.Hub
+	// interrupts stops this worker's model calls of cancelled turns; nil
+	// without the worker role.
+	interrupts *pglive.Interrupts
 	follower   *eventlog.Follower
 	vault      *redact.Vault
 	grpc       *grpc.Server
@@ -467,9 +470,10 @@ func (s *Server) newWorker() error {
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
+	s.interrupts = pglive.NewInterrupts(s.store.Pool(), s.logger)
 	acts, err := activities.New(activities.Deps{
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger, Governor: gov,
-		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()),
+		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()), Interrupts: s.interrupts,
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 		MaxToolTimeout: s.cfg.MaxToolTimeout,

@@ -36,6 +36,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer stopBase()
 	g, gctx := errgroup.WithContext(base)
 	g.Go(func() error { return s.hub.Run(gctx) })
+	if s.interrupts != nil {
+		g.Go(func() error { return s.interrupts.Run(gctx) })
+	}
 	g.Go(func() error { return s.routes.Run(gctx) })
 	if s.grpc != nil {
 		s.logger.Info("gateway serving", zap.String("addr", s.GRPCAddr()))

@@ -15,6 +15,12 @@
 // the stored batches past the log's end (Hub.Stored); the turn's last
 // activity drops them once the log holds them (Publisher.Forget).
 //
+// The same path carries interruptions the other way, to workers: a
+// gateway that has signalled a turn's cancellation sends its stream id
+// (Interrupt), and the worker running that turn's model call stops it
+// (Interrupts), which a local call's workflow task would otherwise see
+// only at its next heartbeat.
+//
 // The path is lossy by design and never the source of truth: a
 // subscriber that falls behind, or any subscriber while the listener
 // reconnects, is told it lagged and reads the log. It lives apart from

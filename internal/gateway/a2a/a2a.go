@@ -401,7 +401,7 @@ func (m *a2aServer) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) 
 	}
 	id := string(params.ID)
 	req := agent.CancelRequest{Reason: "cancelled over A2A", RequestedBy: gateway.CallerOf(ctx).Name}
-	if err := turnclient.Cancel(ctx, m.s.Client(), id, req); err != nil {
+	if err := m.s.CancelTurn(ctx, id, req); err != nil {
 		if t, _, done, rerr := m.read(ctx, params); rerr == nil && done {
 			return nil, fmt.Errorf("task %s has already ended %s: %w", id, t.state, a2a.ErrTaskNotCancelable)
 		}

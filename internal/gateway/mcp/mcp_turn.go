@@ -55,5 +55,5 @@ func (m *mcpServer) turnEvents(ctx context.Context, streamID string) ([]agent.Ev
 // cancel asks the turn streamID to stop, as the caller and for reason,
 // as every door's cancel asks it.
 func (m *mcpServer) cancel(ctx context.Context, streamID, reason string) error {
-	return turnclient.Cancel(ctx, m.s.Client(), streamID, agent.CancelRequest{Reason: reason, RequestedBy: gateway.CallerOf(ctx).Name})
+	return m.s.CancelTurn(ctx, streamID, agent.CancelRequest{Reason: reason, RequestedBy: gateway.CallerOf(ctx).Name})
 }

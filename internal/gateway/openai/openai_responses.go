@@ -363,7 +363,7 @@ func (rs responses) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil && !done {
 		req := agent.CancelRequest{Reason: "cancelled through the Responses API", RequestedBy: gateway.CallerOf(ctx).Name}
-		err = turnclient.Cancel(ctx, o.s.Client(), resp.ID, req)
+		err = o.s.CancelTurn(ctx, resp.ID, req)
 		if agent.IsCode(err, agent.CodeConflict) {
 			err = nil // it has ended meanwhile: the response says how
 		}
