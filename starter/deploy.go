@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/rollout"
 	"github.com/agentflow/agentflow/internal/store"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -44,7 +45,7 @@ func deployCmd(ctx context.Context, args []string, out io.Writer) error {
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "the PostgreSQL database (DATABASE_URL)")
-	deployment := fs.String("deployment", envOr("AGENTFLOW_DEPLOYMENT_NAME", "agentflow"), "the worker deployment")
+	deployment := fs.String("deployment", envOr("AGENTFLOW_DEPLOYMENT_NAME", contract.Product), "the worker deployment")
 	o := rollout.Options{Thresholds: rollout.DefaultThresholds}
 	fs.StringVar(&o.Build, "build", "", "the build to roll out")
 	steps := fs.String("steps", "10,50,100", "the percentages of new turns, in order; 100 makes the build current")
