@@ -37,7 +37,7 @@ func Evaluation(ctx workflow.Context, in agent.EvalInput) (agent.EvalRun, error)
 		// end of the two minutes (ScoreEvalCase heartbeats; the others
 		// are a few reads and writes).
 		HeartbeatTimeout: 15 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+		RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
 	if err = workflow.ExecuteActivity(actx, contract.BeginEval, in).Get(ctx, nil); err != nil {
 		return agent.EvalRun{}, err
