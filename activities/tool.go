@@ -215,6 +215,11 @@ func (a *Activities) runTool(ctx context.Context, spec agent.Tool, in contract.E
 	if err != nil {
 		return tools.Output{}, nil, err
 	}
+	if rep == nil && in.Replay {
+		// The turn's workflow asked no one: whatever the stored turn
+		// says, the call does not run; with no recording, it diverges.
+		rep = &agent.Replay{}
+	}
 	if rep != nil {
 		return a.replayed(ctx, in, *rep)
 	}

@@ -162,3 +162,22 @@ func TestToolData(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayCallNeverRunsLive: a call of a turn whose workflow runs it as
+// a replay (and so asked no one to approve it) is answered from the
+// recording; when none is found it diverges, and the tool does not run.
+func TestReplayCallNeverRunsLive(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript)
+	ctx := t.Context()
+	job := randomJob()
+	ag := h.loadAgent(t, job, "data")
+	call := agent.ToolCall{ID: "call-1", Name: "echo_data", Arguments: `{"text":"ran live"}`}
+	require.NoError(t, h.store.PutStep(ctx, "demo", job, 1, agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}}))
+	var res contract.ExecuteToolResult
+	h.execute(t, contract.ExecuteTool, contract.ExecuteToolInput{TenantID: "demo", JobID: job, AgentID: ag.ID, AgentVersion: ag.Version,
+		Seq: 2, Call: call, Replay: true}, &res)
+	require.Equal(t, agent.ToolError, res.Status)
+	require.Contains(t, res.Preview, agent.NoRecordedResult)
+	require.NotContains(t, res.Preview, "ran live")
+}

@@ -177,7 +177,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 	in := contract.ExecuteToolInput{
 		TenantID: t.req.TenantID, JobID: t.req.JobID,
 		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
-		Seq: r.base + 1 + i, Call: c, SessionID: t.req.SessionID, Program: r.program,
+		Seq: r.base + 1 + i, Call: c, SessionID: t.req.SessionID, Program: r.program, Replay: t.req.Replay != nil,
 	}
 	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
 	r.in[i] = in

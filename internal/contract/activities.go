@@ -244,6 +244,10 @@ type ExecuteToolInput struct {
 	// result is stored marked so (agent.Message.Program), for the
 	// program's next run and the trace, not for the model.
 	Program string `json:"program,omitempty"`
+	// Replay says the turn is a replay (agent.TurnRequest.Replay), which
+	// asked no one to approve the call: the call is answered from the
+	// recording, never run live, even when no recording is found.
+	Replay bool `json:"replay,omitempty"`
 	Live
 }
 
