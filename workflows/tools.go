@@ -10,6 +10,46 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
+// tools runs the tool calls of a reply; stop says the turn ends, with
+// the output and failure given.
+func (t *turn) tools(ctx workflow.Context, step int, reply contract.CallModelResult, limits agent.Limits) (string, *agent.TurnError, bool) {
+	if t.canceled != nil && t.canceled.AtBoundary {
+		// Stopped at this boundary: the reply's calls do not run, and
+		// each is answered so (SaveResult stores them).
+		t.unstored = notRun(t.seq, reply.ToolCalls)
+		t.seq += len(reply.ToolCalls)
+		t.finishStep(ctx, step, reply)
+		return reply.Content, t.cancelError(), true
+	}
+	t.unstored = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
+	if p := t.program; p != nil {
+		// Its program hands the turn on mid-round: the step ends in the
+		// next run, when the program does. What it needs of the reply is
+		// its calls, usage and finish.
+		p.Step = step
+		p.Reply = contract.CallModelResult{ToolCalls: reply.ToolCalls, Usage: reply.Usage, Model: reply.Model, FinishReason: reply.FinishReason}
+		return "", nil, true
+	}
+	return t.afterRound(ctx, step, reply, limits)
+}
+
+// afterRound ends a step whose calls have all ended, however they ended;
+// stop says the turn ends, with the output and failure given.
+func (t *turn) afterRound(ctx workflow.Context, step int, reply contract.CallModelResult, limits agent.Limits) (string, *agent.TurnError, bool) {
+	t.finishStep(ctx, step, reply)
+	switch {
+	case t.canceled != nil:
+		return "", t.cancelError(), true
+	case ctx.Err() != nil:
+		return "", modelFailure(ctx.Err()), true
+	}
+	// The agents the turn delegated to spent its tokens too.
+	if err := t.overBudget(limits); err != nil {
+		return "", err, true
+	}
+	return "", nil, false
+}
+
 // runTools runs one reply's tool calls in parallel, one activity (or
 // local activity, for local tools) each, and returns the calls that failed
 // for good (their results are stored by the next CallModel). Calls whose
