@@ -115,13 +115,8 @@ type modelCall struct {
 // answer; the output schema; and the turn's steps, what the turn hands
 // the call stored first (turnSoFar).
 func (m *modelCall) load(ctx context.Context) error {
-	a := m.a
-	in, err := a.localAttempt(ctx, m.in)
-	if err != nil {
-		return err
-	}
-	m.in = in
-	err = a.db(ctx, "load agent", func() (err error) {
+	a, in := m.a, m.in
+	err := a.db(ctx, "load agent", func() (err error) {
 		m.ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
 		return err
 	})
@@ -142,10 +137,16 @@ func (m *modelCall) load(ctx context.Context) error {
 	if m.schema, err = structured.Compile(outputSchema(m.ag, in)); err != nil {
 		return err
 	}
-	return a.db(ctx, "load steps", func() (err error) {
+	err = a.db(ctx, "load steps", func() (err error) {
 		m.steps, err = a.turnSoFar(ctx, in)
 		return err
 	})
+	if err != nil || m.steps.reply != nil {
+		// A stored reply claims nothing (replayStored).
+		return err
+	}
+	m.in, err = a.localAttempt(ctx, in)
+	return err
 }
 
 // prompt reads the tenant's prices and budgets, which come with its
@@ -405,6 +406,16 @@ func (m *modelCall) replayStored(ctx context.Context) (contract.CallModelResult,
 	if msg.Usage != nil {
 		res.Usage = *msg.Usage
 	}
+	if in.Stream && in.StreamID != "" && in.TailInResult && a.claims(ctx, in) {
+		tail, live, ok, err := a.shownReply(ctx, in, msg)
+		if err != nil {
+			return contract.CallModelResult{}, err
+		}
+		if ok {
+			res.Tail, res.TailLive = &tail, live
+		}
+		return checkOutput(res, m.schema), nil
+	}
 	if in.Stream && in.StreamID != "" && in.TailInResult {
 		// The attempt that stored the reply kept its last batch for its
 		// result, which the turn never got: stream the whole reply again.
@@ -420,6 +431,34 @@ func (m *modelCall) replayStored(ctx context.Context) (contract.CallModelResult,
 		}
 	}
 	return checkOutput(res, m.schema), nil
+}
+
+// shownReply is the last batch of a local live-first call that finds its
+// reply stored: it ran to its end before, in a workflow task lost with its
+// worker, and the turn runs on from what followers were shown of it
+// (eventlog.Shown), at the indices they hold. When that is not the whole
+// reply (the live path was down), the call claims the stream and streams
+// the reply again, as a retried attempt does; when a later step of the
+// lost task owns the stream already, it is logged whole (eventlog.Behind).
+// It returns the batch and the index of its last event on the live path.
+func (a *Activities) shownReply(ctx context.Context, in contract.CallModelInput, msg agent.Message) (agent.TokenBatch, int64, bool, error) {
+	sinks := a.sinks(ctx, in.Notify)
+	shown, err := eventlog.Shown(ctx, sinks, a.streamCall(ctx, in))
+	if err != nil {
+		return agent.TokenBatch{}, 0, false, fmt.Errorf("read what step %d showed: %w", in.Seq, err)
+	}
+	if !eventlog.ShowsReply(shown, msg.Content, msg.ToolCalls) {
+		claimed, err := a.localAttempt(ctx, in)
+		switch {
+		case err == nil:
+			tail, ok, err := eventlog.Restream(ctx, sinks, a.streamCall(ctx, claimed), msg.Content, msg.ToolCalls)
+			return tail, tail.First + int64(len(tail.Events)) - 1, ok, err
+		case !errors.Is(err, eventlog.ErrFenced):
+			return agent.TokenBatch{}, 0, false, err
+		}
+	}
+	tail, live, ok := eventlog.Behind(a.streamCall(ctx, in), shown, msg.Content, msg.ToolCalls)
+	return tail, live, ok, nil
 }
 
 // storedFinish is why the model stopped, for a reply read back from the
@@ -439,11 +478,10 @@ func storedFinish(m agent.Message) string {
 // followers, as a retried attempt's does. It returns in with its
 // AttemptBase set so (stepAttempt); other calls as they are.
 func (a *Activities) localAttempt(ctx context.Context, in contract.CallModelInput) (contract.CallModelInput, error) {
-	info := activity.GetInfo(ctx)
-	ap, ok := a.events.(eventlog.Appender)
-	if !info.IsLocalActivity || !in.Stream || in.StreamID == "" || !a.liveFirst(in) || !ok {
+	if !a.claims(ctx, in) {
 		return in, nil
 	}
+	ap := a.events.(eventlog.Appender)
 	var n int
 	err := a.db(ctx, "claim stream", func() (err error) {
 		n, err = ap.NextAttempt(ctx, in.StreamID, in.Seq, stepAttempt(ctx, in))
@@ -452,8 +490,14 @@ func (a *Activities) localAttempt(ctx context.Context, in contract.CallModelInpu
 	if err != nil {
 		return in, fmt.Errorf("claim stream for step %d: %w", in.Seq, err)
 	}
-	in.AttemptBase = n - int(info.Attempt)
+	in.AttemptBase = n - int(activity.GetInfo(ctx).Attempt)
 	return in, nil
+}
+
+// claims reports whether a call claims its stream for each attempt
+// (localAttempt): a live-first call that runs as a local activity.
+func (a *Activities) claims(ctx context.Context, in contract.CallModelInput) bool {
+	return activity.GetInfo(ctx).IsLocalActivity && in.Stream && in.StreamID != "" && a.liveFirst(in)
 }
 
 // streamCall is this attempt of a streaming call, as its events are

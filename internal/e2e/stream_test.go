@@ -406,19 +406,37 @@ func (r *readCounter) LogRead(string) { r.n.Add(1) }
 // run as a local activity is run again from its first attempt, by the
 // workflow task the new worker takes over; it voids the same way.
 func TestStreamWorkerKilled(t *testing.T) {
-	for _, tc := range []struct{ name, catalog string }{
-		{"activity", testCatalog},
-		{"local activity", localCatalog},
+	for _, tc := range []struct{ name, catalog, prompt string }{
+		{"activity", testCatalog, "tell a story"},
+		{"local activity", localCatalog, "tell a story"},
+		{"activity, second call", testCatalog, afterToolPrompt},
+		// The kill loses the workflow task that ran the first call, the
+		// tool and the start of the second: the surviving worker runs
+		// them again, and the first call, behind the stream's fence now,
+		// takes its stored reply as followers were shown it.
+		{"local activity, second call", localCatalog, afterToolPrompt},
 	} {
-		t.Run(tc.name, func(t *testing.T) { streamWorkerKilled(t, tc.catalog) })
+		t.Run(tc.name, func(t *testing.T) { streamWorkerKilled(t, tc.catalog, tc.prompt) })
 	}
 }
 
-func streamWorkerKilled(t *testing.T, catalog string) {
+// afterToolPrompt asks for a tool call whose result the model answers
+// with the story (afterToolRule).
+const afterToolPrompt = "what is 6*7+0.25?"
+
+// afterToolRule answers afterToolPrompt's tool result with the story.
+const afterToolRule = `rules:
+  - name: story-after-tool
+    when: {tool: '^42.25$'}
+    reply: {text: '` + storyText + `'}
+`
+
+func streamWorkerKilled(t *testing.T, catalog, prompt string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// Slow enough to kill the worker in the middle of the reply.
-	p := newProcEnv(ctx, t, strings.Replace(testScript, "delay_ms: 15", "delay_ms: 40", 1), catalog)
+	script := strings.Replace(strings.Replace(testScript, "delay_ms: 15", "delay_ms: 40", 1), "rules:\n", afterToolRule, 1)
+	p := newProcEnv(ctx, t, script, catalog)
 	c, queue := p.client, p.queue
 	pool, err := pgxpool.New(ctx, p.dbURL)
 	require.NoError(t, err)
@@ -429,7 +447,7 @@ func streamWorkerKilled(t *testing.T, catalog string) {
 	follower := eventlog.NewFollower(c, hub, server.SDKLogger(p.logger), 0)
 	first := p.startWorker()
 
-	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: prompt}
 	req.Normalize()
 	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
 

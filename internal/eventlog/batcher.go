@@ -30,6 +30,9 @@ type Sink interface {
 	// Claim fences earlier attempts off the stream and returns what they
 	// stored from index from on (Appender.Claim).
 	Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error)
+	// Stored returns what live-first calls stored after index after,
+	// claiming nothing (Appender.Stored).
+	Stored(ctx context.Context, streamID string, after int64) ([]agent.Event, error)
 }
 
 // Call is one attempt of a streaming model call, as the batcher stamps its
@@ -216,6 +219,77 @@ func restreamLive(ctx context.Context, sink Sink, c Call, content string, calls 
 	return agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: first, Events: all}, true, nil
 }
 
+// Shown is what the attempts of a live-first call stored from its first
+// index on, in order, claiming nothing: the events its followers were
+// shown. A local call that runs again after its workflow task was lost
+// with its worker, and finds its reply stored, takes them as they were
+// (Behind): the turn runs on from there and logs what comes after at
+// the indices followers already hold. Claiming the stream instead would
+// void them after what followers saw since, and a later step may have
+// claimed it already.
+func Shown(ctx context.Context, sink Sink, c Call) ([]agent.Event, error) {
+	stored, err := sink.Stored(ctx, c.StreamID, c.First-1)
+	if err != nil {
+		return nil, err
+	}
+	shown := make([]agent.Event, 0, len(stored))
+	for i, e := range stored {
+		if e.Index != c.First+int64(i) || e.Step != c.Step {
+			break
+		}
+		shown = append(shown, e)
+	}
+	return shown, nil
+}
+
+// ShowsReply reports whether events show a reply whole: its text and
+// each of its tool calls' arguments, without what a RETRYING voided.
+func ShowsReply(events []agent.Event, content string, calls []agent.ToolCall) bool {
+	if agent.ReplayText(events) != content {
+		return false
+	}
+	args := map[string]string{}
+	for _, e := range agent.Unvoided(events) {
+		if e.Kind == agent.EventToolArgsDelta && e.Tool != nil {
+			args[e.Tool.CallID] += e.Tool.ArgsDelta
+		}
+	}
+	for _, tc := range calls {
+		if args[tc.ID] != tc.Arguments {
+			return false
+		}
+	}
+	return true
+}
+
+// Behind is the batch of a live-first call whose reply is stored, made of
+// what it showed (Shown), and the index of its last event on the live
+// path. When what was shown is not the whole reply (the live path was
+// down while the call streamed) and the stream cannot be claimed (a later
+// step owns it), the batch voids it and carries the reply whole, off the
+// live path, as Restream's does.
+func Behind(c Call, shown []agent.Event, content string, calls []agent.ToolCall) (agent.TokenBatch, int64, bool) {
+	for _, e := range shown {
+		c.Attempt = max(c.Attempt, e.Attempt)
+	}
+	live := c.First + int64(len(shown)) - 1
+	events := slices.Clone(shown)
+	if !ShowsReply(shown, content, calls) {
+		replay := replyEvents(c, len(shown) > 0, content, calls)
+		for i := range replay {
+			replay[i].StreamID, replay[i].Index = c.StreamID, live+1+int64(i)
+		}
+		events = append(events, replay...)
+	}
+	if len(events) == 0 {
+		return agent.TokenBatch{}, 0, false
+	}
+	if len(shown) == 0 {
+		live = 0
+	}
+	return agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: c.First, Events: events}, live, true
+}
+
 // replyEvents are a stored reply's events: a RETRYING that voids what
 // earlier attempts streamed when void, the text as one token event and
 // each tool call's arguments as one tool_args_delta event.
@@ -313,11 +387,24 @@ func (b *Batcher) Close() error {
 // returned as the call's last batch (false when there is none), for the
 // call's result.
 //
-// A live-first call returns every event it appended since its first (with
-// what earlier attempts stored) and what was still buffered: all of it
-// goes to the log at once. What was buffered is not appended: the
-// activity after the call publishes it, once the turn has logged it.
+// A live-first call appends what is buffered, then returns every event
+// it appended since its first (with what earlier attempts stored) and
+// what the live path could not take: all of it goes to the log at once.
+// The live path then holds the whole reply, which a call run again after
+// its workflow task was lost takes as it was shown (Shown).
 func (b *Batcher) CloseTail() (agent.TokenBatch, bool, error) {
+	if b.liveFirst {
+		if err := b.Close(); err != nil {
+			return agent.TokenBatch{}, false, err
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		events := slices.Concat(b.sent, b.unsent)
+		if len(events) == 0 {
+			return agent.TokenBatch{}, false, nil
+		}
+		return agent.TokenBatch{StreamID: b.streamID, Step: b.step, Attempt: b.attempt, First: b.first, Events: events}, true, nil
+	}
 	b.mu.Lock()
 	b.keepTail = true
 	b.mu.Unlock()
@@ -325,22 +412,13 @@ func (b *Batcher) CloseTail() (agent.TokenBatch, bool, error) {
 		return agent.TokenBatch{}, false, err
 	}
 	batch, ok := b.take()
-	if !b.liveFirst {
-		return batch, ok, nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	events := slices.Concat(b.sent, b.unsent, batch.Events)
-	if len(events) == 0 {
-		return agent.TokenBatch{}, false, nil
-	}
-	return agent.TokenBatch{StreamID: b.streamID, Step: b.step, Attempt: b.attempt, First: b.first, Events: events}, true, nil
+	return batch, ok, nil
 }
 
 // Published is the index of the last event a live-first call has
 // appended to the live path (0: none): CloseTail's batch holds it and
-// those before it, and what was still buffered after it, which the turn
-// hands on.
+// those before it, and what the live path could not take after it (it
+// was down), which the turn hands on.
 func (b *Batcher) Published() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -146,6 +146,18 @@ func (l *recordingSink) Claim(_ context.Context, _ string, _, attempt int, from 
 	return out, nil
 }
 
+func (l *recordingSink) Stored(_ context.Context, _ string, after int64) ([]agent.Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []agent.Event
+	for _, e := range l.stored {
+		if e.Index > after {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
 func (l *recordingSink) batches() []sentBatch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -804,9 +816,11 @@ func activityContext(t *testing.T) (context.Context, *heartbeatRecorder) {
 }
 
 // TestBatcherLiveFirst: a live-first call appends its batches to the live
-// path instead of sending them to the turn, and CloseTail returns all of
-// them with what was still buffered — the log takes the call at once —
-// and says how far the live path has it.
+// path instead of sending them to the turn, CloseTail appends what was
+// still buffered and returns all of them — the log takes the call at
+// once — and says how far the live path has it: to its end, so that a
+// call run again after its workflow task was lost finds the whole reply
+// there (Shown).
 func TestBatcherLiveFirst(t *testing.T) {
 	link := &recordingSink{}
 	in := streamCall(4)
@@ -823,13 +837,14 @@ func TestBatcherLiveFirst(t *testing.T) {
 	link.mu.Lock()
 	appended := slices.Clone(link.appended)
 	link.mu.Unlock()
-	require.Len(t, appended, 1, "the buffered arguments are not appended")
+	require.Len(t, appended, 2, "the buffered arguments are appended at the close")
 	require.Equal(t, "first", appended[0].Text())
+	require.Equal(t, []int64{5}, indices(appended[1].Events))
 	require.Equal(t, int64(4), tail.First)
 	require.Equal(t, []int64{4, 5}, indices(tail.Events))
 	require.Equal(t, "first", tail.Text())
 	require.Equal(t, `{"x":1}`, tail.Events[1].Tool.ArgsDelta)
-	require.Equal(t, int64(4), s.Published())
+	require.Equal(t, int64(5), s.Published())
 	requireGapFree(t, []sentBatch{{TokenBatch: tail}}, 4, in)
 }
 
@@ -880,8 +895,8 @@ func TestBatcherLiveFirstRetry(t *testing.T) {
 				retry := tail.Events[len(tail.Events)-2]
 				require.Equal(t, agent.StreamRetrying, retry.Status)
 				require.Equal(t, int64(first), retry.VoidFrom)
-				require.Equal(t, retry.Index, s.Published())
 			}
+			require.Equal(t, tail.Events[len(tail.Events)-1].Index, s.Published(), "the whole reply is on the live path")
 			require.Equal(t, "Hello", agent.ReplayText(tail.Events))
 		})
 	}
@@ -964,3 +979,74 @@ func TestBatcherLiveFirstOutage(t *testing.T) {
 type fencingSink struct{ *recordingSink }
 
 func (fencingSink) Append(context.Context, agent.TokenBatch) error { return ErrFenced }
+
+// TestBehind: a live-first call run again with its reply stored takes
+// what its step showed, at the indices followers hold, and stops at the
+// next step's events; what does not show the whole reply is voided and
+// followed by the reply.
+func TestBehind(t *testing.T) {
+	c := streamCall(5)
+	ev := func(i int64, step, attempt int, kind agent.EventKind, text string) agent.Event {
+		e := agent.Event{StreamID: c.StreamID, Index: i, Kind: kind, Text: text, Step: step, Attempt: attempt}
+		if kind == agent.EventToolArgsDelta {
+			e.Text, e.Tool = "", &agent.ToolEvent{CallID: "c1", Name: "calculator", ArgsDelta: text}
+		}
+		return e
+	}
+	calls := []agent.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"x":1}`}}
+	for _, tc := range []struct {
+		name     string
+		stored   []agent.Event
+		content  string
+		calls    []agent.ToolCall
+		shown    int
+		kinds    []agent.EventKind
+		live     int64
+		attempt  int
+		replayed bool
+	}{
+		{name: "the whole reply, then the next step's",
+			stored: []agent.Event{ev(5, 2, 1, agent.EventToken, "Hel"), ev(6, 2, 1, agent.EventToken, "lo"),
+				ev(7, 2, 1, agent.EventToolArgsDelta, `{"x":1}`), ev(12, 4, 1, agent.EventToken, "next")},
+			content: "Hello", calls: calls, shown: 3,
+			kinds: []agent.EventKind{agent.EventToken, agent.EventToken, agent.EventToolArgsDelta}, live: 7, attempt: 1},
+		{name: "an attempt voided by the next",
+			stored: []agent.Event{ev(5, 2, 1, agent.EventToken, "Hi"),
+				{StreamID: c.StreamID, Index: 6, Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 5, Step: 2, Attempt: 2},
+				ev(7, 2, 2, agent.EventToken, "Hello")},
+			content: "Hello", shown: 3,
+			kinds: []agent.EventKind{agent.EventToken, agent.EventStatus, agent.EventToken}, live: 7, attempt: 2},
+		{name: "a part of the reply",
+			stored: []agent.Event{ev(5, 2, 1, agent.EventToken, "Hel")}, content: "Hello", shown: 1,
+			kinds: []agent.EventKind{agent.EventToken, agent.EventStatus, agent.EventToken}, live: 5, attempt: 1, replayed: true},
+		{name: "nothing stored",
+			content: "Hello", kinds: []agent.EventKind{agent.EventToken}, live: 0, attempt: 1, replayed: true},
+		{name: "a gap", stored: []agent.Event{ev(6, 2, 1, agent.EventToken, "Hello")},
+			content: "Hello", kinds: []agent.EventKind{agent.EventToken}, live: 0, attempt: 1, replayed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			link := &recordingSink{stored: tc.stored}
+			shown, err := Shown(t.Context(), link, c)
+			require.NoError(t, err)
+			require.Len(t, shown, tc.shown)
+			require.Equal(t, !tc.replayed, ShowsReply(shown, tc.content, tc.calls))
+			b, live, ok := Behind(c, shown, tc.content, tc.calls)
+			require.True(t, ok)
+			require.Equal(t, tc.live, live)
+			require.Equal(t, c.First, b.First)
+			require.Equal(t, tc.attempt, b.Attempt)
+			var kinds []agent.EventKind
+			for i, e := range b.Events {
+				kinds = append(kinds, e.Kind)
+				require.Equal(t, c.First+int64(i), e.Index)
+			}
+			require.Equal(t, tc.kinds, kinds)
+			if tc.shown > 0 {
+				require.Equal(t, tc.stored[:tc.shown], b.Events[:tc.shown], "what was shown comes first, as it was")
+			}
+			require.Equal(t, tc.content, agent.ReplayText(b.Events))
+			require.Empty(t, link.claims, "nothing is claimed")
+			require.Empty(t, link.appended, "nothing is appended")
+		})
+	}
+}

@@ -64,6 +64,15 @@
 // logs anything else: what the call showed is logged at the indices its
 // followers saw, and its text stays, as a signalled call's does.
 //
+// A local call runs again from its first attempt when its workflow task is
+// lost with its worker, and that task may have run the turn's later steps
+// too, whose events followers were shown. A call that finds its reply
+// stored therefore claims nothing: it takes what its attempts stored
+// (Shown: the whole reply, since a live-first call appends its last batch
+// too) as its batch, so the turn logs everything after it at the indices
+// its followers hold, and the later step's call, run again, voids only its
+// own (Behind).
+//
 // # Durable and live
 //
 // The log in the workflow is the source of truth (the durable path):

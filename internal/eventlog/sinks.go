@@ -54,6 +54,9 @@ type Appender interface {
 	// its number: a call that runs again with the attempt number it ran
 	// with (a local activity whose workflow task was lost) is told apart.
 	NextAttempt(ctx context.Context, streamID string, step, least int) (int, error)
+	// Stored returns what the stream's calls stored after index after,
+	// claiming nothing.
+	Stored(ctx context.Context, streamID string, after int64) ([]agent.Event, error)
 	// Forget drops what was stored for the stream, once its log holds it.
 	Forget(ctx context.Context, streamID string) error
 }
@@ -146,6 +149,16 @@ func (s Sinks) Claim(ctx context.Context, streamID string, step, attempt int, fr
 		return nil, fmt.Errorf("claim stream %q: the live path stores nothing", streamID)
 	}
 	return a.Claim(ctx, streamID, step, attempt, from)
+}
+
+// Stored returns what the stream's live-first calls stored after index
+// after (Appender).
+func (s Sinks) Stored(ctx context.Context, streamID string, after int64) ([]agent.Event, error) {
+	a, ok := s.Live.(Appender)
+	if !ok {
+		return nil, fmt.Errorf("read stream %q: the live path stores nothing", streamID)
+	}
+	return a.Stored(ctx, streamID, after)
 }
 
 // NextAttempt claims the stream for a new attempt of a live-first call

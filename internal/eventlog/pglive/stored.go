@@ -158,6 +158,12 @@ func (p *Publisher) NextAttempt(ctx context.Context, streamID string, step, leas
 	return attempt, nil
 }
 
+// Stored returns what the stream's calls stored after index after,
+// claiming nothing (eventlog.Appender).
+func (p *Publisher) Stored(ctx context.Context, streamID string, after int64) ([]agent.Event, error) {
+	return stored(ctx, p.pool, streamID, after)
+}
+
 // Forget drops what a stream's calls stored, once its log holds it
 // (eventlog.Appender).
 func (p *Publisher) Forget(ctx context.Context, streamID string) error {
