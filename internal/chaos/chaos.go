@@ -62,7 +62,7 @@ type Options struct {
 	Dir string
 	// Short runs each trial once or twice instead of its full count.
 	Short bool
-	// Only, when set, picks the trials whose names it matches.
+	// Only, when set, picks the trials whose ids or names it matches.
 	Only *regexp.Regexp
 	// Seed seeds the random choices of the trials that make some (the
 	// steps the long turn's faults strike at): a run with the seed a
@@ -106,7 +106,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 
 	var results []Result
 	for _, tr := range trials() {
-		if opts.Only != nil && !opts.Only.MatchString(tr.name) {
+		if opts.Only != nil && !opts.Only.MatchString(tr.id) && !opts.Only.MatchString(tr.name) {
 			continue
 		}
 		runs := tr.runs

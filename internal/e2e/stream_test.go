@@ -293,6 +293,78 @@ func TestStreamLocalModelCalls(t *testing.T) {
 	}
 }
 
+// TestStreamJoinLocalCall: a client that joins a turn while its local
+// model call streams — from the start, and from where it left off — gets
+// the call's tokens live: the live path holds the turn's events from its
+// first hand-on with its calls' batches, so the join reads no log, whose
+// query the turn would answer only at the call's end or its workflow
+// task's heartbeat.
+func TestStreamJoinLocalCall(t *testing.T) {
+	// A slow story: the call streams for about 3 s, under the heartbeat.
+	script := strings.Replace(testScript, "delay_ms: 15", "delay_ms: 50", 1)
+	e := &env{Server: testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{localCatalog}}), t: t}
+	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
+	req.Normalize()
+	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
+	logger := server.SDKLogger(zaptest.NewLogger(t))
+
+	// The client that starts the turn says when the call has streamed.
+	streaming := make(chan int64, 1)
+	first := make(chan error, 1)
+	go func() {
+		f := eventlog.NewFollower(e.Client(), e.Hub(), logger, 0)
+		tokens := 0
+		first <- followNew(ctx, f, e.Client(), turnclient.StartOptions(e.TaskQueue, req), req, func(ev agent.Event) error {
+			if ev.Kind == agent.EventToken {
+				if tokens++; tokens == 3 {
+					streaming <- ev.Index
+				}
+			}
+			return nil
+		})
+	}()
+	at := <-streaming
+
+	// Both join while the call streams.
+	type joined struct {
+		after, readsAtToken int64
+		events              []agent.Event
+		err                 error
+	}
+	results := make(chan joined, 2)
+	for _, after := range []int64{0, at - 1} {
+		go func() {
+			reads := &readCounter{}
+			f := eventlog.NewFollower(e.Client(), e.Hub(), logger, 0)
+			f.Metrics = reads
+			j := joined{after: after, readsAtToken: -1}
+			j.err = f.Follow(ctx, id, after, func(ev agent.Event) error {
+				j.events = append(j.events, ev)
+				if ev.Kind == agent.EventToken && j.readsAtToken < 0 {
+					j.readsAtToken = reads.n.Load()
+				}
+				return nil
+			})
+			results <- j
+		}()
+	}
+	for range 2 {
+		j := <-results
+		require.NoError(t, j.err)
+		require.Zero(t, j.readsAtToken, "after %d: the call's tokens came before any read of the log", j.after)
+		require.Equal(t, j.after+1, j.events[0].Index)
+		if j.after == 0 {
+			requireLog(t, j.events, id, storyText)
+		} else {
+			require.True(t, j.events[len(j.events)-1].Terminal())
+		}
+	}
+	require.NoError(t, <-first)
+}
+
 // TestStreamLocalCallStopped: a turn stopped while a local model call
 // streams is stopped at the workflow task's next heartbeat (every 80 % of
 // its task timeout, here 2 s): the call is cancelled mid-answer, and the

@@ -234,7 +234,8 @@ func Shown(ctx context.Context, sink Sink, c Call) ([]agent.Event, error) {
 	}
 	shown := make([]agent.Event, 0, len(stored))
 	for i, e := range stored {
-		if e.Index != c.First+int64(i) || e.Step != c.Step {
+		// The call's own: what the turn handed on after it is not.
+		if e.Index != c.First+int64(i) || e.Step != c.Step || !batched(e) {
 			break
 		}
 		shown = append(shown, e)

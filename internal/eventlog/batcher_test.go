@@ -1005,9 +1005,10 @@ func TestBehind(t *testing.T) {
 		attempt  int
 		replayed bool
 	}{
-		{name: "the whole reply, then the next step's",
+		{name: "the whole reply, then the turn's events and the next step's",
 			stored: []agent.Event{ev(5, 2, 1, agent.EventToken, "Hel"), ev(6, 2, 1, agent.EventToken, "lo"),
-				ev(7, 2, 1, agent.EventToolArgsDelta, `{"x":1}`), ev(12, 4, 1, agent.EventToken, "next")},
+				ev(7, 2, 1, agent.EventToolArgsDelta, `{"x":1}`), {StreamID: c.StreamID, Index: 8, Kind: agent.EventStepFinish, Step: 2},
+				ev(12, 4, 1, agent.EventToken, "next")},
 			content: "Hello", calls: calls, shown: 3,
 			kinds: []agent.EventKind{agent.EventToken, agent.EventToken, agent.EventToolArgsDelta}, live: 7, attempt: 1},
 		{name: "an attempt voided by the next",

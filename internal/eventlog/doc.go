@@ -82,9 +82,10 @@
 // Postgres NOTIFY (pglive.Publisher) what the turn has accepted — a
 // signalled batch once its signal returned; the turn's own events, handed
 // to the next activity in its input (Log.HandOn, contract.Live), once the
-// workflow task that logged them has completed — and the batches of a
-// live-first call as they leave, stored, with the fencing above that
-// makes the log hold exactly them; every process that serves clients
+// workflow task that logged them has completed, stored too when the live
+// path stores (Appender.Put) — and the batches of a live-first call as
+// they leave, stored, with the fencing above that makes the log hold
+// exactly them; every process that serves clients
 // LISTENs once (pglive.Hub) and fans batches out to its followers. The
 // live path never shows what the log will not hold, but may lose or delay
 // anything: it only makes readers fast, never correct. While a live-first
@@ -109,9 +110,15 @@
 //
 // A Follower reads the log from the client's position, and what a
 // live-first call in flight has stored past its end, then takes live
-// batches that continue it. A batch after a gap, a wake-up, a lagging
-// subscription (its buffer full, the listener reconnecting) or a quiet
-// spell makes it read the log again. The workflow's close ends it: a
+// batches that continue it. When the live path holds what follows the
+// client's position — a turn's handed-on events and its calls' batches
+// are stored from its first hand-on until it ends — it reads there
+// instead: the events query waits while a local model call holds the
+// turn's workflow task, and a client joining mid-call would see nothing
+// until the call's end or the task's heartbeat. A batch after a gap or a
+// lagging subscription (its buffer full, the listener reconnecting) makes
+// it read the live path, then the log if that does not continue the
+// stream; a wake-up or a quiet spell, the log. The workflow's close ends it: a
 // turn returns the events it logged after its last hand-on, through its
 // terminal status (Log.Tail, agent.TurnResult.StreamTail), and a follower
 // that has every event before them ends with them; otherwise it reads the

@@ -89,6 +89,23 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 		defer sub.Close()
 	}
 
+	if sub != nil {
+		// Joining a turn whose live path holds what comes after the
+		// client's position: read there, not the log, whose query waits
+		// while a local model call holds the turn's workflow task.
+		fl := &following{f: f, streamID: streamID, next: after + 1, send: send, held: map[int64]agent.Event{}}
+		stored, err := fl.readStored(ctx)
+		if err != nil {
+			return err
+		}
+		if len(stored) > 0 && stored[0].Index == after+1 {
+			if done, err := fl.deliver(stored); done || err != nil {
+				return err
+			}
+			return fl.wait(ctx, sub)
+		}
+	}
+
 	f.count("start")
 	page, err := f.read(ctx, streamID, after)
 	if err != nil {
@@ -190,7 +207,7 @@ func (fl *following) wait(ctx context.Context, sub Subscription) error {
 		case evs := <-live:
 			done, err = fl.live(ctx, evs)
 		case <-lagged:
-			done, err = fl.catchUp(ctx, "gap")
+			done, err = fl.catchUpFrom(ctx, "gap", true)
 		case <-idle.C:
 			done, err = fl.catchUp(ctx, "idle")
 		case <-closed:
@@ -279,7 +296,8 @@ func (fl *following) live(ctx context.Context, evs []agent.Event) (bool, error) 
 		for _, e := range evs {
 			fl.held[e.Index] = e
 		}
-		return fl.catchUp(ctx, "gap")
+		// A wake-up says the log has news the live path does not carry.
+		return fl.catchUpFrom(ctx, "gap", len(evs) > 0)
 	}
 	if done, err := fl.deliver(evs); done || err != nil {
 		return done, err
@@ -290,6 +308,30 @@ func (fl *following) live(ctx context.Context, evs []agent.Event) (bool, error) 
 // catchUp reads the log from the client's position, then sends the held
 // events that now follow.
 func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
+	return fl.catchUpFrom(ctx, reason, false)
+}
+
+// catchUpFrom is catchUp, reading the live path first when storedFirst:
+// after live events that skipped some, or a lagging subscription.
+func (fl *following) catchUpFrom(ctx context.Context, reason string, storedFirst bool) (bool, error) {
+	if storedFirst {
+		// What a lost notification skipped is on the live path, when it
+		// holds what follows the client's position: no query, which a
+		// local model call's workflow task would answer late.
+		evs, err := fl.readStored(ctx)
+		if err != nil {
+			return false, err
+		}
+		if len(evs) > 0 && evs[0].Index == fl.next {
+			if done, err := fl.deliver(evs); done || err != nil {
+				return done, err
+			}
+			fl.dropHeld()
+			if done, err := fl.drainHeld(); done || err != nil || len(fl.held) == 0 {
+				return done, err
+			}
+		}
+	}
 	fl.f.count(reason)
 	p, err := fl.f.read(ctx, fl.streamID, fl.next-1)
 	if err != nil {
@@ -312,12 +354,17 @@ func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
 	if done, err := fl.stored(ctx); done || err != nil {
 		return done, err
 	}
+	fl.dropHeld()
+	return fl.drainHeld()
+}
+
+// dropHeld forgets the held events already sent.
+func (fl *following) dropHeld() {
 	for i := range fl.held {
 		if i < fl.next {
 			delete(fl.held, i)
 		}
 	}
-	return fl.drainHeld()
 }
 
 // stored sends what a model call in flight has streamed past the log's

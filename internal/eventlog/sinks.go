@@ -46,6 +46,9 @@ type Appender interface {
 	// Append stores a batch and publishes it; ErrFenced when a newer
 	// attempt or call has claimed the stream.
 	Append(ctx context.Context, b agent.TokenBatch) error
+	// Put stores the turn's own events handed to an activity and
+	// publishes them, unfenced.
+	Put(ctx context.Context, b agent.TokenBatch) error
 	// Claim makes attempt of step the stream's newest call and returns
 	// what was stored from index from on, contiguous from it.
 	Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error)
@@ -195,7 +198,11 @@ func (s Sinks) HandOn(ctx context.Context, streamID string, live contract.Live) 
 		return
 	}
 	var err error
+	ap, stores := s.Live.(Appender)
 	switch {
+	case len(live.Events) > 0 && stores:
+		// Stored too: a follower that joins mid-call reads them there.
+		err = ap.Put(ctx, agent.TokenBatch{StreamID: streamID, First: live.Events[0].Index, Events: live.Events})
 	case len(live.Events) > 0:
 		err = s.Live.Publish(ctx, agent.TokenBatch{StreamID: streamID, First: live.Events[0].Index, Events: live.Events})
 	case live.Wake:

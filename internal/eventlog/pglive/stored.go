@@ -37,6 +37,18 @@ WITH f AS (
 )
 SELECT pg_notify($7, $8)::text FROM b`
 
+	// sqlPut stores the turn's own events handed to an activity and
+	// publishes them, unfenced: they are the turn's, the same whichever
+	// attempt hands them on. Handed on again (a workflow task run again),
+	// they are stored and published once.
+	sqlPut = `
+WITH b AS (
+  INSERT INTO live_batches (stream_id, first, last, events) VALUES ($1, $2, $3, $4)
+  ON CONFLICT DO NOTHING
+  RETURNING 1
+)
+SELECT pg_notify($5, $6)::text FROM b`
+
 	// sqlClaim makes (step, attempt) the stream's newest call; no row when
 	// a newer one has claimed it.
 	sqlClaim = `
@@ -83,19 +95,9 @@ func (p *Publisher) Append(ctx context.Context, b agent.TokenBatch) error {
 	if len(b.Events) == 0 {
 		return nil
 	}
-	events, err := json.Marshal(b.Events)
+	events, payload, err := encodeStored(b)
 	if err != nil {
-		return fmt.Errorf("encode batch: %w", err)
-	}
-	payload, err := json.Marshal(message{StreamID: b.StreamID, Events: b.Events, At: time.Now().UnixMicro()})
-	if err != nil {
-		return fmt.Errorf("encode batch: %w", err)
-	}
-	if len(payload) > maxPayload {
-		// Too large for a notification: its followers read it stored.
-		if payload, err = json.Marshal(message{StreamID: b.StreamID}); err != nil {
-			return fmt.Errorf("encode wake-up: %w", err)
-		}
+		return err
 	}
 	last := b.First + int64(len(b.Events)) - 1
 	rows, err := p.pool.Query(ctx, sqlAppend, b.StreamID, b.Step, b.Attempt, b.First, last, events, Channel, string(payload))
@@ -114,6 +116,45 @@ func (p *Publisher) Append(ctx context.Context, b agent.TokenBatch) error {
 		return fmt.Errorf("batch %d of stream %q, step %d, attempt %d: %w", b.First, b.StreamID, b.Step, b.Attempt, eventlog.ErrFenced)
 	}
 	return nil
+}
+
+// Put stores the turn's own events that it handed an activity
+// (contract.Live) and publishes them, unfenced (eventlog.Appender): with
+// its calls' batches, the live path then holds the run's log from its
+// first hand-on, and a follower that joins while a local model call holds
+// the turn's workflow task reads it there rather than wait for the task
+// to answer a query.
+func (p *Publisher) Put(ctx context.Context, b agent.TokenBatch) error {
+	if len(b.Events) == 0 {
+		return nil
+	}
+	events, payload, err := encodeStored(b)
+	if err != nil {
+		return err
+	}
+	last := b.First + int64(len(b.Events)) - 1
+	if _, err := p.pool.Exec(ctx, sqlPut, b.StreamID, b.First, last, events, Channel, string(payload)); err != nil {
+		return fmt.Errorf("store the turn's events: %w", err)
+	}
+	return nil
+}
+
+// encodeStored encodes a batch to store, and its notification: the batch,
+// or a wake-up when it is too large for one (its followers read it
+// stored).
+func encodeStored(b agent.TokenBatch) (events, payload []byte, err error) {
+	if events, err = json.Marshal(b.Events); err != nil {
+		return nil, nil, fmt.Errorf("encode batch: %w", err)
+	}
+	if payload, err = json.Marshal(message{StreamID: b.StreamID, Events: b.Events, At: time.Now().UnixMicro()}); err != nil {
+		return nil, nil, fmt.Errorf("encode batch: %w", err)
+	}
+	if len(payload) > maxPayload {
+		if payload, err = json.Marshal(message{StreamID: b.StreamID}); err != nil {
+			return nil, nil, fmt.Errorf("encode wake-up: %w", err)
+		}
+	}
+	return events, payload, nil
 }
 
 // Claim makes attempt of step the stream's newest call, so that no earlier
