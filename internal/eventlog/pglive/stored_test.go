@@ -172,3 +172,25 @@ func TestNextAttempt(t *testing.T) {
 
 // sealed is the attempt SealStream claims with (math.MaxInt32).
 const sealed = 1<<31 - 1
+
+// TestPut: the turn's own events handed to an activity are stored,
+// whatever attempt of a call has claimed the stream, and published; handed
+// on again (a workflow task run again), they are stored once.
+func TestPut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hub, pub := startStored(t)
+	const stream = "turn/demo/put"
+	_, err := pub.Claim(ctx, stream, 3, 2, 1)
+	require.NoError(t, err)
+	handed := agent.TokenBatch{StreamID: stream, First: 1, Events: []agent.Event{
+		{StreamID: stream, Index: 1, Kind: agent.EventStatus, Status: agent.StreamRunning},
+		{StreamID: stream, Index: 2, Kind: agent.EventStepStart, Step: 1},
+	}}
+	require.NoError(t, pub.Put(ctx, handed), "a claim fences calls' batches, not the turn's events")
+	require.NoError(t, pub.Put(ctx, handed))
+	got, err := hub.Stored(ctx, stream, 0)
+	require.NoError(t, err)
+	require.Equal(t, handed.Events, got)
+	require.NoError(t, pub.Put(ctx, agent.TokenBatch{StreamID: stream}), "nothing to store")
+}
