@@ -52,11 +52,11 @@
 // Conversation also keeps the histories recorded before it replaying,
 // which is what its gates are for.
 //
-// # Local model calls, reached from outside
+// # Model calls: local by default, reached from outside
 //
-// A model call is a local activity when its agent says local
-// (agent.ModelLocal) and its turn streams into no other workflow
-// (startModel): a one-tool turn is then one workflow
+// A model call is a local activity unless its agent says activity
+// (agent.ModelLocal, the catalog's default) or its turn streams into
+// another workflow (startModel): a one-tool turn is then one workflow
 // task, which makes agentflow's turn cheaper than the same turn on bare
 // Temporal activities. What a local call costs is that the turn's
 // workflow task is busy while it runs: signals and timers are read only
@@ -82,11 +82,14 @@
 // for a 30-s call at 1 s) and make a busy worker's tasks time out, where
 // the interruption adds none. A steer needs neither: it is read at the
 // next step boundary whichever way the call runs, and never cut a call
-// short. What remains: a follower that joins mid-call reads the log's
-// start at the next workflow task, and the call holds a workflow task
-// slot; README's "The catalog" says so. Local is not yet the default:
-// a worker killed mid-call on a two-worker topology leaves the call's
-// later attempts refused the stream (BENCHMARKS.md, issue 50).
+// short. A follower that joins mid-call reads the live path, which
+// stores the turn's handed-on events with its calls' batches, not the
+// log, whose query the task would answer only at its heartbeat. A worker
+// killed mid-task loses the task and every local call it ran: the
+// surviving worker runs them again, each finding its reply stored and
+// taking it as followers were shown it (eventlog.Shown), so the log goes
+// on at the indices they hold. What remains: the call holds a workflow
+// task slot; README's "The catalog" says so.
 //
 // A turn with a notify workflow (a parent turn, a process, a
 // Conversation) or a Workflow Streams subscriber keeps its calls as
