@@ -81,14 +81,37 @@ func TestAdmitFairAmongTenants(t *testing.T) {
 	}
 	require.Equal(t, store.GovernorConcurrent, admit(t, s, lim, call("b", "b1")).Reason)
 
-	require.NoError(t, s.Settle(ctx, "k", "a0", nil, nil))
+	in, out := int64(10), int64(5)
+	require.NoError(t, s.Settle(ctx, "k", "a0", &in, &out))
 	adm := admit(t, s, lim, call("a", "a1"))
 	require.Equal(t, store.Admission{Reason: store.GovernorQueue, Ahead: 1}, adm, "b1 goes first: tenant a had a grant")
 	require.True(t, admit(t, s, lim, call("b", "b1")).Granted)
 
-	require.NoError(t, s.Settle(ctx, "k", "b1", nil, nil))
+	require.NoError(t, s.Settle(ctx, "k", "b1", &in, &out))
 	require.Equal(t, store.Admission{Reason: store.GovernorQueue, Ahead: 1}, admit(t, s, lim, call("a", "a2")), "then a1, the oldest")
 	require.True(t, admit(t, s, lim, call("a", "a1")).Granted)
+}
+
+// TestAdmitUnansweredCountsNoShare: a call that ended without an answer
+// (a 429, a failure) still filled its key's request window but does not
+// count toward its tenant's recent grants: a tenant whose call the
+// provider refused is not served later for it.
+func TestAdmitUnansweredCountsNoShare(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	lim := store.GovernorLimits{Concurrent: 1, Requests: 100, RequestWindow: time.Hour}
+	require.True(t, admit(t, s, lim, call("b", "b0")).Granted)
+	in, out := int64(10), int64(5)
+	require.NoError(t, s.Settle(ctx, "k", "b0", &in, &out))
+	require.True(t, admit(t, s, lim, call("a", "a0")).Granted)
+	require.Equal(t, store.GovernorConcurrent, admit(t, s, lim, call("b", "b1")).Reason)
+	require.Equal(t, store.GovernorConcurrent, admit(t, s, lim, call("a", "a1")).Reason)
+
+	require.NoError(t, s.Settle(ctx, "k", "a0", nil, nil), "refused")
+	require.Equal(t, store.Admission{Reason: store.GovernorQueue, Ahead: 1}, admit(t, s, lim, call("b", "b1")),
+		"a1 goes first: tenant b had an answer, tenant a none")
+	require.True(t, admit(t, s, lim, call("a", "a1")).Granted)
+	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM governor_grants WHERE key = 'k'`), "the refused call filled the request window")
 }
 
 // TestAdmitPriority: a call of a higher priority (a lower number) that

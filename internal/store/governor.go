@@ -104,7 +104,8 @@ q AS (
   FROM n CROSS JOIN governor_waiters w
   CROSS JOIN LATERAL (
     SELECT count(*) AS recent FROM governor_grants g
-    WHERE g.key = w.key AND g.tenant_id = w.tenant_id AND g.granted_at > n.t - make_interval(secs => $5)) r
+    WHERE g.key = w.key AND g.tenant_id = w.tenant_id AND g.granted_at > n.t - make_interval(secs => $5)
+      AND NOT g.unanswered) r
   WHERE w.key = $1 AND w.alive_until > n.t)
 SELECT n.t, u.reqs,
   CASE WHEN u.reqs_full THEN (SELECT array_agg(g.granted_at ORDER BY g.granted_at) FROM governor_grants g
@@ -118,10 +119,11 @@ VALUES ($1, $2, $3, clock_timestamp(), $4, $5, clock_timestamp() + make_interval
 ON CONFLICT (key, call_id) DO NOTHING`
 	sqlDeleteWaiter = `DELETE FROM governor_waiters WHERE key = $1 AND call_id = $2`
 	// Settling keeps the worst case of a count the call did not report
-	// (NULL).
+	// (NULL); a call that reported neither had no answer (unanswered).
 	sqlSettleGrant = `
 UPDATE governor_grants SET held_until = NULL,
-  input_tokens = COALESCE($3, input_tokens), output_tokens = COALESCE($4, output_tokens)
+  input_tokens = COALESCE($3, input_tokens), output_tokens = COALESCE($4, output_tokens),
+  unanswered = $3::bigint IS NULL AND $4::bigint IS NULL
 WHERE key = $1 AND call_id = $2`
 	sqlPauseGovernorKey = `
 INSERT INTO governor_keys (key, paused_until) VALUES ($1, clock_timestamp() + make_interval(secs => $2))
