@@ -196,7 +196,8 @@ func startOrphanPostmaster(ctx context.Context, t *testing.T, data string) <-cha
 }
 
 // TestTemporalFileBacked restarts a file-backed dev server on its database
-// file, the way `task up` runs it day after day.
+// file, the way `task up` runs it day after day; a state made before a
+// search attribute was added (here: removed) is given it at the start.
 func TestTemporalFileBacked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -211,7 +212,14 @@ func TestTemporalFileBacked(t *testing.T) {
 		require.NoError(t, err)
 		attrs, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: "agentflow-test"})
 		require.NoError(t, err)
-		require.Equal(t, enums.INDEXED_VALUE_TYPE_KEYWORD, attrs.GetCustomAttributes()["AgentflowSession"])
+		for _, name := range searchAttributes() {
+			require.Equal(t, enums.INDEXED_VALUE_TYPE_KEYWORD, attrs.GetCustomAttributes()[name], "run %d: %s", run, name)
+		}
+		if run == 0 {
+			_, err = c.OperatorService().RemoveSearchAttributes(ctx, &operatorservice.RemoveSearchAttributesRequest{
+				Namespace: "agentflow-test", SearchAttributes: []string{"AgentflowChannel"}})
+			require.NoError(t, err)
+		}
 		c.Close()
 		require.NoError(t, s.Stop())
 		require.FileExists(t, filepath.Join(dir, "temporal.db"))

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -312,6 +313,33 @@ func serverReady(ctx context.Context, address, namespace string) error {
 	if err != nil && !errors.As(err, &exists) {
 		return fmt.Errorf("register namespace: %w", err)
 	}
+	if err := ensureSearchAttributes(ctx, c, namespace); err != nil {
+		return err
+	}
+	// History knows the namespace when it answers "no such workflow".
+	_, err = c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: namespace,
+		Execution: &commonpb.WorkflowExecution{WorkflowId: "devstack-readiness-probe"},
+	})
+	var notFound *serviceerror.NotFound
+	if !errors.As(err, &notFound) {
+		return fmt.Errorf("history service not ready for namespace %q: %v", namespace, err)
+	}
+	_, err = c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+		Namespace: namespace,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: "devstack-readiness-probe", Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+	})
+	if err != nil {
+		return fmt.Errorf("matching service not ready for namespace %q: %w", namespace, err)
+	}
+	return nil
+}
+
+// ensureSearchAttributes registers agentflow's search attributes in
+// namespace where they are missing — a server whose state was made by an
+// older version lacks the newer ones — and reports an error until the
+// frontend accepts a query that names them all.
+func ensureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
 	want := map[string]enumspb.IndexedValueType{}
 	for _, name := range searchAttributes() {
 		want[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
@@ -345,22 +373,6 @@ func serverReady(ctx context.Context, address, namespace string) error {
 		Namespace: namespace, PageSize: 1, Query: strings.Join(conds, " AND "),
 	}); err != nil {
 		return fmt.Errorf("search attributes not usable yet: %w", err)
-	}
-	// History knows the namespace when it answers "no such workflow".
-	_, err = c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
-		Namespace: namespace,
-		Execution: &commonpb.WorkflowExecution{WorkflowId: "devstack-readiness-probe"},
-	})
-	var notFound *serviceerror.NotFound
-	if !errors.As(err, &notFound) {
-		return fmt.Errorf("history service not ready for namespace %q: %v", namespace, err)
-	}
-	_, err = c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
-		Namespace: namespace,
-		TaskQueue: &taskqueuepb.TaskQueue{Name: "devstack-readiness-probe", Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-	})
-	if err != nil {
-		return fmt.Errorf("matching service not ready for namespace %q: %w", namespace, err)
 	}
 	return nil
 }

@@ -285,7 +285,9 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 }
 
 // temporalReady reports whether the frontend at address passes its health
-// check and knows namespace.
+// check and knows namespace with agentflow's search attributes: the dev
+// server registers them when it makes its state, and a state made by an
+// older version is given the newer ones here.
 func temporalReady(ctx context.Context, address, namespace string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -294,8 +296,10 @@ func temporalReady(ctx context.Context, address, namespace string) error {
 		return err
 	}
 	defer c.Close()
-	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
-	return err
+	if _, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace}); err != nil {
+		return err
+	}
+	return ensureSearchAttributes(ctx, c, namespace)
 }
 
 // dialHealthy connects to the frontend at address and checks its health.
