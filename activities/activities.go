@@ -46,6 +46,10 @@ type Deps struct {
 	// interrupted on the live path (pglive.Interrupts); nil: a call stops
 	// only when Temporal cancels it.
 	Interrupts Interrupts
+	// Interrupt sends an interruption of a stream's model call on the
+	// live path (pglive.Interrupt), for InterruptModel; nil: a steer is
+	// taken in after the call in flight.
+	Interrupt func(ctx context.Context, streamID string) error
 	// Policy applies tools' approval policies; nil: New makes one.
 	Policy *policy.Checker
 	// Vault applies the tenants' PII redaction to what tools return, and
@@ -128,6 +132,7 @@ type Activities struct {
 	temporal   client.Client
 	events     eventlog.Publisher
 	interrupts Interrupts
+	interrupt  func(ctx context.Context, streamID string) error
 	policy     *policy.Checker
 	governor   *governor.Governor
 
@@ -170,7 +175,7 @@ func New(d Deps) (*Activities, error) {
 	}
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
+		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
 		maxModelTimeout: d.MaxModelTimeout,
 		maxToolTimeout:  d.MaxToolTimeout,
 		knowledge:       d.Knowledge,

@@ -86,9 +86,15 @@ func (a *Activities) readSteps(ctx context.Context, in contract.CallModelInput) 
 func messagesOf(steps []store.Step) []agent.Message {
 	out := make([]agent.Message, 0, len(steps))
 	for _, st := range steps {
-		if st.Program == "" {
-			out = append(out, st.Message)
+		if st.Program != "" {
+			continue
 		}
+		m := st.Message
+		if m.Partial {
+			// An answer a steered message cut short: the model is told.
+			m.Content += agent.InterruptedNote
+		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -45,10 +45,26 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 	}
 	res, err := a.callModel(ctx, in)
 	if err != nil && errors.Is(context.Cause(ctx), eventlog.ErrInterrupted) {
-		// Not retried (Canceled): the turn stops, having been signalled.
-		return contract.CallModelResult{}, agent.Errorf(agent.CodeCanceled, "the model call was stopped: its turn was cancelled")
+		// Not retried: the turn acts on what interrupted the call, a
+		// cancellation or a message steered in.
+		return contract.CallModelResult{}, contract.Interrupted()
 	}
 	return res, err
+}
+
+// InterruptModel stops the model call in flight of a turn a message was
+// steered into, on the live path (Interrupt): the worker running it ends
+// it at once, and the turn goes on with the message. Sending it twice, or
+// when no call runs, is harmless; when it is lost the call runs to its end
+// and the turn takes the message after it, as it would without.
+func (a *Activities) InterruptModel(ctx context.Context, in contract.InterruptModelInput) error {
+	if a.interrupt == nil || in.StreamID == "" {
+		return nil
+	}
+	if err := a.interrupt(ctx, in.StreamID); err != nil {
+		return fmt.Errorf("interrupt the model call: %w", err)
+	}
+	return nil
 }
 
 // Interrupts stops the model calls of turns interrupted on the live path
@@ -360,6 +376,13 @@ func checkOutput(res contract.CallModelResult, schema *structured.Schema) contra
 func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) (turnSteps, error) {
 	if err := a.storeToolFailures(ctx, in.TenantID, in.JobID, in.ToolFailures); err != nil {
 		return turnSteps{}, err
+	}
+	if c := in.Cut; c != nil {
+		// The answer the steer cut short, in its place before the
+		// messages. A reply an attempt stored there whole stays.
+		if err := a.store.PutStep(ctx, in.TenantID, in.JobID, c.Seq, agent.Message{Role: agent.RoleAssistant, Content: c.Text, Partial: true}); err != nil {
+			return turnSteps{}, fmt.Errorf("store the answer cut short: %w", err)
+		}
 	}
 	for _, st := range in.Steer {
 		// A message added to the turn while it ran, read in its place.

@@ -330,3 +330,62 @@ func TestCallModelStreamsWhatTheModelSends(t *testing.T) {
 	require.Equal(t, "Let me add.", agent.ReplayText(events))
 	require.JSONEq(t, call.Arguments, args.String())
 }
+
+// TestCallModelStoresAnswerCutShort: the call after a steer interrupted
+// its turn's model call stores the answer cut short (Cut) at its step,
+// partial, before the message, and the model reads it as cut short; a
+// reply an attempt of the interrupted call stored whole there stays.
+func TestCallModelStoresAnswerCutShort(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript)
+	for _, tt := range []struct {
+		name   string
+		stored *agent.Message // at step 1 before the call
+		want   agent.Message  // step 1 after it
+	}{
+		{name: "cut short", want: agent.Message{Role: agent.RoleAssistant, Content: "Once upon a", Partial: true}},
+		{name: "stored whole", stored: &agent.Message{Role: agent.RoleAssistant, Content: "Once upon a time."},
+			want: agent.Message{Role: agent.RoleAssistant, Content: "Once upon a time."}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := randomJob()
+			ag := h.loadAgent(t, job, "hello")
+			if tt.stored != nil {
+				require.NoError(t, h.store.PutStep(t.Context(), "demo", job, 1, *tt.stored))
+			}
+			in := callModelInput(job, ag)
+			in.Seq = 3
+			in.Cut = &contract.CutStep{Seq: 1, Text: "Once upon a"}
+			in.Steer = []contract.SteerStep{{Seq: 2, Prompt: "now a cat"}}
+			var res contract.CallModelResult
+			h.execute(t, contract.CallModel, in, &res)
+			require.Equal(t, "Hello there.", res.Content)
+
+			step, err := h.store.Step(t.Context(), "demo", job, 1)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, step)
+			reqs := h.model.Requests()
+			var sent []string
+			for _, m := range reqs[len(reqs)-1].Messages {
+				sent = append(sent, m.Role+": "+m.Content)
+			}
+			answer := tt.want.Content
+			if tt.want.Partial {
+				answer += agent.InterruptedNote
+			}
+			require.Equal(t, []string{"user: hello", "assistant: " + answer, "user: now a cat"}, sent[len(sent)-3:])
+		})
+	}
+}
+
+// TestInterruptModel: InterruptModel sends the stream's interruption
+// once a call, and is harmless with no live path.
+func TestInterruptModel(t *testing.T) {
+	t.Parallel()
+	var sent []string
+	a := &Activities{interrupt: func(_ context.Context, id string) error { sent = append(sent, id); return nil }}
+	require.NoError(t, a.InterruptModel(t.Context(), contract.InterruptModelInput{StreamID: "turn/demo/j"}))
+	require.NoError(t, a.InterruptModel(t.Context(), contract.InterruptModelInput{StreamID: "turn/demo/j"}))
+	require.Equal(t, []string{"turn/demo/j", "turn/demo/j"}, sent)
+	require.NoError(t, (&Activities{}).InterruptModel(t.Context(), contract.InterruptModelInput{StreamID: "turn/demo/j"}))
+}

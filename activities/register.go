@@ -53,6 +53,9 @@ func (a *Activities) Register(r Registry) {
 		return out, contract.Failure(err)
 	}, activity.RegisterOptions{Name: contract.SweepRetention})
 	r.RegisterActivityWithOptions(checked(a, contract.IngestPage, a.IngestPage), activity.RegisterOptions{Name: contract.IngestPage})
+	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.InterruptModelInput) error {
+		return contract.Failure(a.InterruptModel(ctx, in))
+	}, activity.RegisterOptions{Name: contract.InterruptModel})
 	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
 		return contract.Failure(a.RecordApproval(ctx, rec))
 	}, activity.RegisterOptions{Name: contract.RecordApproval})

@@ -133,6 +133,26 @@ func resultBlocks(res agent.TurnResult, reasoning string, files []agent.Block) [
 	return blocks
 }
 
+// cutAnswers reads the answers the turn's steered messages cut short
+// (SaveResultInput.CutAt), by the message's place in Steered: each as
+// the turn stored it, partial.
+func (a *Activities) cutAnswers(ctx context.Context, req agent.TurnRequest, at []int) (map[int]agent.Message, error) {
+	out := map[int]agent.Message{}
+	for i, seq := range at {
+		if seq <= 0 {
+			continue
+		}
+		steps, err := a.store.StepsBetween(ctx, req.TenantID, req.JobID, seq, seq+1)
+		if err != nil {
+			return nil, fmt.Errorf("load the answer cut short of job %q: %w", req.JobID, err)
+		}
+		if len(steps) == 1 && steps[0].Role == agent.RoleAssistant {
+			out[i] = agent.Message{Role: agent.RoleAssistant, Content: steps[0].Content, Partial: steps[0].Partial}
+		}
+	}
+	return out, nil
+}
+
 // SaveResult stores the results of tool calls that did not run, then the
 // turn's result (first write wins) and, for a completed turn in a
 // session, or one stopped in its answer (agent.TurnResult.Partial),
@@ -183,7 +203,14 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 			}
 		}
 		msgs := []agent.Message{prompt}
-		for _, p := range in.Steered {
+		cut, err := a.cutAnswers(ctx, req, in.CutAt)
+		if err != nil {
+			return agent.TurnResult{}, err
+		}
+		for i, p := range in.Steered {
+			if c, ok := cut[i]; ok {
+				msgs = append(msgs, c)
+			}
 			msgs = append(msgs, agent.Message{Role: agent.RoleUser, Content: p})
 		}
 		msgs = append(msgs, agent.Message{Role: agent.RoleAssistant, Content: stored.Output, Partial: stored.Partial})

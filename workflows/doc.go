@@ -80,9 +80,14 @@
 // Shorter workflow-task heartbeats were the other way to have both: they
 // would add three history events per heartbeat to every call (about 110
 // for a 30-s call at 1 s) and make a busy worker's tasks time out, where
-// the interruption adds none. A steer needs neither: it is read at the
-// next step boundary whichever way the call runs, and never cut a call
-// short. A follower that joins mid-call reads the live path, which
+// the interruption adds none. A steer that arrives mid-call interrupts
+// the call the same way, sent by the turn itself (InterruptModel, a
+// local activity) as soon as it reads the message: at once for a call
+// that is an activity (a Conversation's turn), at the heartbeat for a
+// local one. The call fails as interrupted (contract.IsInterrupted, not
+// retried); the turn takes a cancellation if one came, else keeps what
+// the call streamed as the model's answer cut short and calls the model
+// again with the message (steer.go). A follower that joins mid-call reads the live path, which
 // stores the turn's handed-on events with its calls' batches, not the
 // log, whose query the task would answer only at its heartbeat. A worker
 // killed mid-task loses the task and every local call it ran: the

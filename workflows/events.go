@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -147,12 +148,17 @@ func (t *turn) addProgress(ctx workflow.Context, p agent.ToolProgress) {
 }
 
 // awaitModel waits for a CallModel, taking its token batches into the log
-// as they arrive, then those that came with its completion.
-func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contract.CallModelResult) error {
+// as they arrive, then those that came with its completion. When steerable
+// (the turn has an iteration left to answer a message in), a message
+// steered in meanwhile interrupts the call (interruptOnSteer).
+func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contract.CallModelResult, steerable bool) error {
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f, func(workflow.Future) { done = true })
 	t.log.ReceiveBatches(ctx, sel)
+	if steerable {
+		t.interruptOnSteer(ctx, sel)
+	}
 	for !done {
 		sel.Select(ctx)
 	}
@@ -162,6 +168,32 @@ func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contra
 	}
 	t.log.AcceptTail(ctx, reply.Tail, reply.TailLive)
 	return nil
+}
+
+// interruptOnSteer has sel, while a model call runs, take the messages
+// steered into the turn into its inbox and, at the first, interrupt the
+// call on the live path (contract.InterruptModel): the call fails at once
+// as interrupted, and the turn goes on with the messages (callModel)
+// instead of after the whole answer. A lost interruption costs only that:
+// the call ends as it would have, and the messages are taken after it.
+func (t *turn) interruptOnSteer(ctx workflow.Context, sel workflow.Selector) {
+	sent := false
+	sel.AddReceive(t.steer, func(workflow.ReceiveChannel, bool) {
+		if !t.receiveSteers(ctx) || sent {
+			return
+		}
+		sent = true
+		opts := localOptions()
+		opts.StartToCloseTimeout = 5 * time.Second
+		opts.Summary = "interrupt the model call for a message steered in"
+		f := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), contract.InterruptModel,
+			contract.InterruptModelInput{StreamID: t.workflowID})
+		sel.AddFuture(f, func(f workflow.Future) {
+			if err := f.Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("interrupting the model call failed", "error", contract.ErrorOf(err).Message)
+			}
+		})
+	})
 }
 
 // forwardsEvents reports whether a turn sends its notify workflow its own

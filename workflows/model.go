@@ -116,6 +116,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		// batches as signals, as they stream.
 		LiveFirst: t.req.Notify == "" && !t.log.Polled(),
 	}
+	in.Cut, t.cut = t.cut, nil
 	t.steers = nil
 	in.WholeFrom, in.DigestFrom = t.window(t.agent.Context)
 	t.started(first, t.agent.Context)
@@ -125,11 +126,20 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		}
 		in.Live = t.log.HandOn(t.req.Streaming())
 		var reply contract.CallModelResult
-		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i)), &reply)
+		steerable := t.iteration < limits.MaxIterations+t.repairs
+		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i)), &reply, steerable)
 		if err == nil {
 			return reply, nil
 		}
-		t.awaitStop(ctx, err)
+		t.awaitStop(ctx, err, t.localCall(in))
+		if contract.IsInterrupted(err) && t.canceled == nil && ctx.Err() == nil {
+			// Interrupted for the messages steered in: what the call had
+			// written stays in the log and is the model's answer cut
+			// short, which the next call stores before the messages.
+			t.seal(ctx, in)
+			t.cut = &contract.CutStep{Seq: in.Seq, Text: t.log.TextFrom(in.FirstIndex)}
+			return reply, errCutShort
+		}
 		next := t.fallback(ctx, model, err)
 		if next == "" {
 			t.seal(ctx, in)
@@ -158,7 +168,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 // the request, a subscriber's polls), so a replay makes it again.
 func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string) workflow.Future {
 	opts := modelOptions(limits, summary)
-	if t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst) {
+	if t.localCall(in) {
 		// The call ends at the turn's deadline in the worker, where the
 		// turn's timer would reach it only at the next workflow task
 		// (awaitStop).
@@ -172,23 +182,47 @@ func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.CallModel, in)
 }
 
+// localCall reports whether the turn runs the model call in as a local
+// activity (startModel).
+func (t *turn) localCall(in contract.CallModelInput) bool {
+	return t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst)
+}
+
+// errCutShort is callModel's when a message steered into the turn
+// interrupted the call: the turn goes on (loop), the answer cut short
+// kept (turn.cut).
+var errCutShort = errors.New("the model call was cut short by a message steered in")
+
 // awaitStop waits, after a model call failed with err, for what stopped
 // it from outside the workflow task, so that the turn acts on the cause
-// rather than on the call's failure. A call stopped by an interruption
-// (activities.Interrupts: Canceled, sent after a cancel_turn signal)
-// waits for that signal; a local call that ran out the turn's time
-// (ScheduleToClose) waits for the turn's timeout. Both are in the
-// workflow's next task, which the call's end brings at once: the wait
-// adds no time, and nothing to the history but the wait's own events. A
-// call stopped by the turn itself finds its cause already here; any other
-// failure does not wait. The wait ends at the turn's timeout at the
-// latest.
-func (t *turn) awaitStop(ctx workflow.Context, err error) {
+// rather than on the call's failure. A call interrupted on the live path
+// (contract.IsInterrupted) was stopped for a cancel_turn signal, which
+// the gateway sends first, or for a message steered in, which the turn
+// itself interrupts the call for (awaitModel): the turn takes the
+// cancellation if one came, else goes on with the messages. A regular
+// call's cause is in the history before its failure; a local call waits
+// for it. A local call that ran out the turn's time (ScheduleToClose)
+// waits for the turn's timeout. A local call's cause is in the workflow's
+// next task, which the call's end brings at once: the wait adds no time,
+// and nothing to the history but the wait's own events. A call stopped by
+// the turn itself finds its cause already here; any other failure does
+// not wait. The wait ends at the turn's timeout at the latest.
+func (t *turn) awaitStop(ctx workflow.Context, err error, local bool) {
 	if t.canceled != nil || ctx.Err() != nil {
 		return
 	}
 	var timeout *temporal.TimeoutError
 	switch {
+	case contract.IsInterrupted(err):
+		// The cancel_turn signal came before the failure; its goroutine
+		// may not have taken it yet.
+		t.drainCancels(ctx)
+		if local {
+			_ = workflow.Await(ctx, func() bool {
+				return t.canceled != nil || ctx.Err() != nil || len(t.inbox) > 0 || t.steer.Len() > 0
+			})
+		}
+		return
 	case contract.ErrorOf(err).Code == agent.CodeCanceled:
 	case errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE && t.agent.LocalModelCalls():
 	default:

@@ -70,7 +70,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	err := dbStep(sctx, contract.SaveResult, time.Time{}, contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
 		Reasoning: agent.Clip(strings.Join(t.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.files,
-		Retrieved: t.retrieved, Steered: t.prompted, Deliver: t.agent.Deliver,
+		Retrieved: t.retrieved, Steered: t.prompted, CutAt: t.cutAt, Deliver: t.agent.Deliver,
 	}, &saved)
 	if err != nil {
 		return agent.TurnResult{}, err

@@ -11,8 +11,12 @@ import (
 // contract.SignalSteer) is taken in at the turn's next step boundary:
 // before its next model call, each message becomes a user step of its
 // own, stored by that call before it reads the turn so far, and a
-// steered event in the log. A model that has answered when a message
-// arrives answers again, having read it. The turn's result names the
+// steered event in the log. A message that arrives while the model
+// writes interrupts the call (interruptOnSteer): what it had written
+// stays in the log and becomes the model's answer cut short, the step
+// before the message's, and the model is called again at once. A model
+// that has answered when a message arrives answers again, having read
+// it. The turn's result names the
 // messages it took in (agent.TurnResult.Steered), so that its
 // Conversation answers any it did not as messages of their own.
 
@@ -27,6 +31,11 @@ type steering struct {
 	steers   []contract.SteerStep
 	steered  []string
 	prompted []string
+	// cut is the answer a message interrupted (interruptOnSteer), for the
+	// next model call to store; cutAt, beside steered, the step of the
+	// answer each message cut short (0: none).
+	cut   *contract.CutStep
+	cutAt []int
 }
 
 // start registers the steer signal (messages are received at step
@@ -36,7 +45,7 @@ func (s *steering) start(ctx workflow.Context, _ *turn, carried *contract.TurnCa
 		Description: `add a message to the running turn: {"id","prompt"}; the model reads it before its next call`,
 	})
 	if carried != nil {
-		s.inbox, s.steered, s.prompted = carried.Inbox, carried.Steered, carried.Prompted
+		s.inbox, s.steered, s.prompted, s.cutAt = carried.Inbox, carried.Steered, carried.Prompted, carried.CutAt
 	}
 	return nil
 }
@@ -44,7 +53,7 @@ func (s *steering) start(ctx workflow.Context, _ *turn, carried *contract.TurnCa
 // carry hands on the messages received and not yet taken in (the run
 // continues as new at a boundary, before takeSteers), and those taken in.
 func (s *steering) carry(c *contract.TurnCarry) error {
-	c.Inbox, c.Steered, c.Prompted = s.inbox, s.steered, s.prompted
+	c.Inbox, c.Steered, c.Prompted, c.CutAt = s.inbox, s.steered, s.prompted, s.cutAt
 	return nil
 }
 
@@ -72,10 +81,15 @@ func (t *turn) takeSteers(ctx workflow.Context) {
 	if !t.receiveSteers(ctx) {
 		return
 	}
-	for _, m := range t.inbox {
+	for i, m := range t.inbox {
 		t.seq++
 		t.steers = append(t.steers, contract.SteerStep{Seq: t.seq, Prompt: m.Prompt})
 		t.steered, t.prompted = append(t.steered, m.ID), append(t.prompted, m.Prompt)
+		cutAt := 0
+		if i == 0 && t.cut != nil {
+			cutAt = t.cut.Seq
+		}
+		t.cutAt = append(t.cutAt, cutAt)
 		t.emit(ctx, agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: m.ID}, Text: m.Prompt})
 	}
 	t.inbox = nil

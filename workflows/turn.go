@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"time"
 
@@ -252,7 +253,8 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if t.canceled != nil {
 			return "", t.cancelError()
 		}
-		if stepsHere > 0 && t.shouldContinue(ctx, limits) {
+		// An answer cut short is stored by the next call, in this run.
+		if stepsHere > 0 && t.cut == nil && t.shouldContinue(ctx, limits) {
 			t.continuing = true
 			return "", nil
 		}
@@ -261,6 +263,9 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		first := t.seq + 1 // the step's first message
 		t.takeSteers(ctx)
 		reply, err := t.callModel(ctx, limits, t.iteration, first)
+		if errors.Is(err, errCutShort) {
+			continue
+		}
 		if err != nil {
 			if t.canceled != nil {
 				return t.partial, t.cancelError()

@@ -122,6 +122,11 @@ type CallModelInput struct {
 	// (agent.SteerMessage), each stored as a user step at its Seq, before
 	// the call reads the turn so far.
 	Steer []SteerStep `json:"steer,omitempty"`
+	// Cut is the answer the turn's previous call was writing when a
+	// steer interrupted it (InterruptModel), stored at its step as the
+	// model's answer cut short (agent.Message.Partial) before the steer
+	// steps: the model reads it as cut short, then the messages.
+	Cut *CutStep `json:"cut,omitempty"`
 	// WholeFrom is the first step the call reads whole (a model step's);
 	// the steps from DigestFrom up to it it reads as a digest, one line
 	// each, and those between the prompt and DigestFrom it only counts.
@@ -134,6 +139,18 @@ type CallModelInput struct {
 	// ledger's rows of the call.
 	Channel string `json:"channel,omitempty"`
 	Live
+}
+
+// CutStep is a model's answer cut short, as the step it is stored under.
+type CutStep struct {
+	Seq  int    `json:"seq"`
+	Text string `json:"text"`
+}
+
+// InterruptModelInput names the turn whose model call in flight is to
+// stop now: the call fails with ErrTypeInterrupted and its turn goes on.
+type InterruptModelInput struct {
+	StreamID string `json:"stream_id"`
 }
 
 // SteerStep is a message added to a running turn, as the step it is
@@ -309,6 +326,11 @@ type SaveResultInput struct {
 	// ran, in order: the session's transcript has them after the
 	// turn's own prompt.
 	Steered []string `json:"steered,omitempty"`
+	// CutAt are, beside Steered, the steps at which the model's answer was
+	// cut short by each message (CallModelInput.Cut; 0 for a message
+	// that came at a step boundary): the transcript has each such answer,
+	// as partial, before its message.
+	CutAt []int `json:"cut_at,omitempty"`
 	// Deliver are the turn's agent's deliver targets (agent.Agent.Deliver,
 	// of the version the turn pinned): with the request's, where
 	// SaveResult has the result pushed (a Delivery).

@@ -61,10 +61,12 @@ type TurnCarry struct {
 	Calling string `json:"calling,omitempty"`
 	Repairs int    `json:"repairs,omitempty"`
 	// Steering: messages received and not yet taken in; the ids and
-	// prompts of those taken in.
+	// prompts of those taken in, and the steps of the answers they cut
+	// short (SaveResultInput.CutAt).
 	Inbox    []agent.SteerMessage `json:"inbox,omitempty"`
 	Steered  []string             `json:"steered,omitempty"`
 	Prompted []string             `json:"prompted,omitempty"`
+	CutAt    []int                `json:"cut_at,omitempty"`
 	// Tool limits: the calls let through, in all and by tool.
 	ToolCalls   int            `json:"tool_calls,omitempty"`
 	ToolsCalled map[string]int `json:"tools_called,omitempty"`

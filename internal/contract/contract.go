@@ -72,6 +72,7 @@ const (
 	SealStream     = "SealStream"     // SealStreamInput → *agent.TokenBatch
 	Summarize      = "Summarize"      // SummarizeInput → SummarizeResult
 	AgentOnBusy    = "AgentOnBusy"    // AgentOnBusyInput → AgentOnBusyResult (local, a Conversation's)
+	InterruptModel = "InterruptModel" // InterruptModelInput → nothing (local: a steer stops the call in flight)
 
 	// An Evaluation's activities.
 	BeginEval       = "BeginEval"       // agent.EvalInput → nothing

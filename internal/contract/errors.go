@@ -51,6 +51,25 @@ func ErrorOf(err error) *agent.Error {
 	return &agent.Error{Code: agent.CodeInternal, Message: err.Error()}
 }
 
+// ErrTypeInterrupted is the type of a model call's failure when its turn
+// interrupted it (InterruptModel, or an interruption on the live path
+// after a cancel_turn signal). It is not retried: an attempt run again
+// would call the model again for an answer the turn has stopped. The turn
+// tells it apart from the call's other failures (Interrupted) and acts on
+// what interrupted it: a cancellation, else the messages steered in.
+const ErrTypeInterrupted = "ModelInterrupted"
+
+// Interrupted returns the failure of a model call its turn interrupted.
+func Interrupted() error {
+	return temporal.NewNonRetryableApplicationError("the model call was interrupted by its turn", ErrTypeInterrupted, nil)
+}
+
+// IsInterrupted reports whether err is a model call's Interrupted failure.
+func IsInterrupted(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == ErrTypeInterrupted
+}
+
 // TurnFailure is the error a turn that did not complete ends with: a
 // non-retryable application error of the result's error type, whose
 // details hold the result.

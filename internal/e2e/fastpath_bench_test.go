@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -93,6 +95,111 @@ func cancelMidAnswer(b *testing.B, s *testserver.Server) time.Duration {
 		return 0
 	}
 	return ended.Sub(sent)
+}
+
+// BenchmarkSteerCall measures how long a message steered into a
+// conversation's turn takes to reach the model call streaming its answer:
+// 100 conversations, four at a time, each sent a second message with
+// on_busy steer after its story's third token; the time from the
+// SendMessage call to the steered event on the conversation's stream
+// (Workflow Streams), which the turn logs once the interrupted call has
+// returned. A steer that waited for the story's end would take seconds
+// (about 100 words at 60 ms). It reports the p50, the p99 and the
+// slowest.
+//
+//	.bin/starter stack -- go test -count=1 -run '^$' -bench BenchmarkSteerCall -benchtime 1x ./internal/e2e/
+func BenchmarkSteerCall(b *testing.B) {
+	s := testserver.Start(b, testserver.Options{
+		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{defaultCatalog}})
+	require.Eventually(b, s.Hub().Connected, time.Minute, 10*time.Millisecond)
+	const calls, conc = 100, 4
+	for b.Loop() {
+		var mu sync.Mutex
+		var took []time.Duration
+		jobs := make(chan int)
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Go(func() {
+				for range jobs {
+					if d, ok := steerMidAnswer(b, s); ok {
+						mu.Lock()
+						took = append(took, d)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		for i := range calls {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		require.Len(b, took, calls)
+		slices.Sort(took)
+		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
+	}
+}
+
+// steerMidAnswer starts a conversation whose turn tells a story, steers a
+// message into it after the story's third token, and returns how long the
+// message took to show as steered on the conversation's stream.
+func steerMidAnswer(b *testing.B, s *testserver.Server) (time.Duration, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := agent.ConversationInput{TenantID: "demo", SessionID: "steer-" + testserver.RandomID()}
+	story, err := turnclient.SendMessage(ctx, s.Client(), s.TaskQueue, in, agent.SendMessage{Prompt: "tell a story"})
+	// (Not Fatal: it runs on a goroutine of the benchmark's.)
+	if err != nil {
+		b.Error(err)
+		return 0, false
+	}
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	tokens := 0
+	errEnough := errors.New("enough")
+	err = s.Follower().Follow(fctx, story.TurnWorkflowID, 0, func(ev agent.Event) error {
+		if ev.Kind == agent.EventToken {
+			tokens++
+		}
+		if tokens == 3 {
+			return errEnough
+		}
+		return nil
+	})
+	if !errors.Is(err, errEnough) {
+		b.Errorf("the story of %s did not stream: %v", story.TurnWorkflowID, err)
+		return 0, false
+	}
+	sent := time.Now()
+	steer, err := turnclient.SendMessage(ctx, s.Client(), s.TaskQueue, in, agent.SendMessage{Prompt: "now make it about a cat", OnBusy: agent.OnBusySteer})
+	if err != nil || !steer.Steered {
+		b.Errorf("the message was not steered into %s: %v", story.TurnWorkflowID, err)
+		return 0, false
+	}
+	var seen time.Time
+	checked := 0
+	_, err = wsFollow(ctx, s.Client(), contract.ConversationWorkflowID(in.TenantID, in.SessionID), nil, 0, func(items []wsItem) bool {
+		for ; checked < len(items); checked++ {
+			var ev agent.Event
+			if it := items[checked]; it.Topic == "events" && json.Unmarshal(it.Payload.GetData(), &ev) == nil &&
+				ev.Kind == agent.EventSteered && ev.Message != nil && ev.Message.ID == steer.JobID {
+				seen = time.Now()
+			}
+		}
+		return !seen.IsZero()
+	})
+	if err != nil {
+		b.Error(err)
+		return 0, false
+	}
+	// The turn ends before the next conversation starts.
+	if _, err := turnclient.Result(ctx, s.Client().GetWorkflow(ctx, story.TurnWorkflowID, "")); err != nil {
+		b.Error(err)
+		return 0, false
+	}
+	return seen.Sub(sent), true
 }
 
 // BenchmarkLocalCallHistory reports the history events of a turn whose

@@ -220,11 +220,14 @@ func TestConversationOnBusy(t *testing.T) {
 }
 
 // TestConversationSteer: a message with on_busy steer joins the running
-// turn, which goes on: the model reads it before its next call — here,
-// having answered, it answers again — the turn's log and the
-// conversation's stream show it taken in, its result names it, and the
-// session's transcript has it after the turn's prompt. With no turn
-// running it is answered as any message.
+// turn, which goes on: the message interrupts the model call streaming
+// the story (within the second: the turn stops the call on the live
+// path), the story as far as it got stays in the log and is the model's
+// answer cut short, and the model answers again at once having read it
+// and the message. The turn's log and the conversation's stream show the
+// message taken in, its result names it, and the session's transcript
+// has the story cut short, the message and the new answer, in order.
+// With no turn running a message is answered as any message.
 func TestConversationSteer(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -232,6 +235,7 @@ func TestConversationSteer(t *testing.T) {
 	const steer = "now make it about a cat"
 
 	b := startBusy(t, e, ctx, agent.ConversationInput{})
+	sentAt := time.Now()
 	sent, err := b.send(agent.SendMessage{Prompt: steer, OnBusy: agent.OnBusySteer})
 	require.NoError(t, err)
 	require.True(t, sent.Steered)
@@ -241,23 +245,40 @@ func TestConversationSteer(t *testing.T) {
 	require.Equal(t, agent.StatusCompleted, res.Status)
 	require.Equal(t, "A story about a cat.", res.Output)
 	require.Equal(t, []string{sent.JobID}, res.Steered)
-	require.Equal(t, []string{
-		"system: Use the calculator for arithmetic.",
-		"user: tell a story", "assistant: " + storyText, "user: " + steer,
-	}, b.sentToModel(steer), "the model reads the message after what it had answered")
-	require.Equal(t, []string{"user: tell a story", "user: " + steer, "assistant: A story about a cat."}, b.transcript())
+	require.Equal(t, 1, e.Model.Served("story"), "the story is not told again")
 
+	// The log: the story cut short, the message, the new answer.
 	events, err := collect(ctx, e.Follower(), b.story.TurnWorkflowID, 0)
 	require.NoError(t, err)
+	var before, after strings.Builder
 	var steered []agent.Event
 	for _, ev := range events {
-		if ev.Kind == agent.EventSteered {
+		switch {
+		case ev.Kind == agent.EventSteered:
 			steered = append(steered, ev)
+		case ev.Kind == agent.EventToken && len(steered) == 0:
+			before.WriteString(ev.Text)
+		case ev.Kind == agent.EventToken:
+			after.WriteString(ev.Text)
 		}
 	}
 	require.Len(t, steered, 1)
 	require.Equal(t, &agent.MessageEvent{ID: sent.JobID}, steered[0].Message)
 	require.Equal(t, steer, steered[0].Text)
+	cut := before.String()
+	require.True(t, strings.HasPrefix(storyText, cut), "the story as streamed: %q", cut)
+	require.Less(t, len(strings.Fields(cut)), len(strings.Fields(storyText)), "the story was cut short")
+	require.GreaterOrEqual(t, len(strings.Fields(cut)), 3, "what followers saw stays")
+	require.Equal(t, "A story about a cat.", after.String())
+	// The story streams a word every 15 ms for about 1.5 s: a message
+	// taken only at its end would come after all of it.
+	t.Logf("the message was taken in %d words into the story, %s after it was sent", len(strings.Fields(cut)), time.Since(sentAt))
+
+	require.Equal(t, []string{
+		"system: Use the calculator for arithmetic.",
+		"user: tell a story", "assistant: " + cut + agent.InterruptedNote, "user: " + steer,
+	}, b.sentToModel(steer), "the model reads its answer as cut short, then the message")
+	require.Equal(t, []string{"user: tell a story", "assistant: " + cut, "user: " + steer, "assistant: A story about a cat."}, b.transcript())
 
 	got, err := wsFollow(ctx, e.Client(), contract.ConversationWorkflowID(b.in.TenantID, b.in.SessionID), nil, 0, untilMessageEnd(b.story.JobID))
 	require.NoError(t, err)

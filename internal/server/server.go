@@ -474,6 +474,9 @@ func (s *Server) newWorker() error {
 	acts, err := activities.New(activities.Deps{
 		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger, Governor: gov,
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()), Interrupts: s.interrupts,
+		Interrupt: func(ctx context.Context, streamID string) error {
+			return pglive.Interrupt(ctx, s.store.Pool(), streamID)
+		},
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
 		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 		MaxToolTimeout: s.cfg.MaxToolTimeout,
