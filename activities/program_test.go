@@ -23,16 +23,22 @@ import (
 // run_program call of source, and returns RunProgram's first input.
 func (h *harness) startProgram(t *testing.T, source string) contract.RunProgramInput {
 	t.Helper()
+	return h.startProgramAs(t, "coder", source)
+}
+
+// startProgramAs is startProgram for another agent of the harness.
+func (h *harness) startProgramAs(t *testing.T, agentID, source string) contract.RunProgramInput {
+	t.Helper()
 	job := randomJob()
 	in := loadAgentInput(job, "program")
-	in.Request.AgentID, in.AgentID = "coder", "coder"
+	in.Request.AgentID, in.AgentID = agentID, agentID
 	var loaded contract.LoadAgentResult
 	h.execute(t, contract.LoadAgent, in, &loaded)
 	args, err := json.Marshal(map[string]string{"program": source})
 	require.NoError(t, err)
 	call := agent.ToolCall{ID: "p", Name: agent.RunProgramTool, Arguments: string(args)}
 	require.NoError(t, h.store.PutStep(t.Context(), "demo", job, 1, agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}}))
-	return contract.RunProgramInput{TenantID: "demo", JobID: job, AgentID: "coder", AgentVersion: loaded.Agent.Version, Seq: 2, Call: call, Seed: 1}
+	return contract.RunProgramInput{TenantID: "demo", JobID: job, AgentID: agentID, AgentVersion: loaded.Agent.Version, Seq: 2, Call: call, Seed: 1}
 }
 
 // TestRunProgram drives a program of two calls as the turn does: each
@@ -237,7 +243,7 @@ func TestRunProgramLimits(t *testing.T) {
 	t.Cleanup(func() { runner.Close() })
 	h := newHarness(t, modelScript, func(d *Deps) { d.Programs = runner })
 	run := func(source string) *contract.ExecuteToolResult {
-		out := h.runOnce(t, h.startProgram(t, source))
+		out := h.runOnce(t, h.startProgramAs(t, "quick-coder", source))
 		require.NotNil(t, out.Done)
 		return out.Done
 	}
