@@ -52,11 +52,11 @@
 // Conversation also keeps the histories recorded before it replaying,
 // which is what its gates are for.
 //
-// # Model calls: local by default, reached from outside
+// # Local model calls, reached from outside
 //
-// A model call is a local activity unless its agent says activity
-// (agent.ModelLocal, the catalog's default) or its turn streams into
-// another workflow (startModel): a one-tool turn is then one workflow
+// A model call is a local activity when its agent says local
+// (agent.ModelLocal) and its turn streams into no other workflow
+// (startModel): a one-tool turn is then one workflow
 // task, which makes agentflow's turn cheaper than the same turn on bare
 // Temporal activities. What a local call costs is that the turn's
 // workflow task is busy while it runs: signals and timers are read only
@@ -94,7 +94,12 @@
 // surviving worker runs them again, each finding its reply stored and
 // taking it as followers were shown it (eventlog.Shown), so the log goes
 // on at the indices they hold. What remains: the call holds a workflow
-// task slot; README's "The catalog" says so.
+// task slot; README's "The catalog" says so. Local is not yet the
+// default: with it, the full suite found a long turn of local calls and
+// local tools never continuing as new (its history length, read from the
+// workflow task's start, does not grow while one task runs them all) and
+// door trials and tests whose timing assumed activities (BENCHMARKS.md,
+// issue 50).
 //
 // A turn with a notify workflow (a parent turn, a process, a
 // Conversation) or a Workflow Streams subscriber keeps its calls as

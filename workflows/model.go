@@ -159,7 +159,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 }
 
 // startModel starts a model call: a local activity when the agent asks
-// for it (agent.ModelLocal, the catalog's default) and the call streams,
+// for it (agent.ModelLocal) and the call streams,
 // if at all, live first, else an activity (doc.go says why). A call that streams into the log (a parent turn or a
 // process is notified, or a Workflow Streams subscriber polls the log)
 // stays an activity: the log takes its batches as they come, between

@@ -74,9 +74,7 @@ type Agent struct {
 	// turn ends (DeliverTarget): webhooks and Telegram chats.
 	Deliver []DeliverTarget `json:"deliver,omitempty"`
 	// ModelExecution is ModelLocal for an agent whose model calls run as
-	// local activities, ModelActivity for regular ones. The catalog
-	// stores local for an agent that does not say; empty, in a version
-	// stored before local became the default, means regular activities.
+	// local activities; empty means regular activities (ModelActivity).
 	ModelExecution string `json:"model_execution,omitempty"`
 	// EmptyAnswer is the answer of a turn whose model answered nothing:
 	// no text, no JSON, no file. Empty: DefaultEmptyAnswer.
@@ -113,8 +111,7 @@ func (a Agent) EmptyAnswerText() string {
 // it, so such a turn is one workflow task, its start to its answer. Each
 // call is as durable either way: its reply is stored before it returns,
 // and a call run again (its worker lost) takes the stored reply instead
-// of calling the model again. Local is the catalog's default. What a
-// local call gives up: the turn sees signals and timers only between
+// of calling the model again. What a local call gives up: the turn sees signals and timers only between
 // workflow tasks, which a long call heartbeats every 80 % of the workflow
 // task timeout (8 s with Temporal's default of 10 s) — a cancellation
 // through the gateway and the turn's timeout reach the call in the worker

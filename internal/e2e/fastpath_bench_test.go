@@ -21,9 +21,9 @@ import (
 )
 
 // BenchmarkCancelLocalCall measures how long a cancellation through the
-// gateway takes to reach a model call in flight of an agent on the
-// defaults (a local call, the default task timeout: its heartbeat would
-// come after the call's end): 100 turns, four at a time, each cancelled
+// gateway takes to reach a model call in flight of an agent whose calls
+// are local (at the default task timeout, whose heartbeat would come
+// after the call's end): 100 turns, four at a time, each cancelled
 // over gRPC after its second token; the time from the Cancel call to the
 // follower's STATUS_CANCELED, which the turn logs once the stopped call
 // has returned and the signal has been read. It reports the p50 and p99.
@@ -31,7 +31,7 @@ import (
 //	.bin/starter stack -- go test -count=1 -run '^$' -bench BenchmarkCancelLocalCall -benchtime 1x ./internal/e2e/
 func BenchmarkCancelLocalCall(b *testing.B) {
 	s := testserver.Start(b, testserver.Options{
-		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{defaultCatalog},
+		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{localCatalog},
 		Tokens: map[string]string{"tok-demo": "demo:user:ana"}})
 	require.Eventually(b, s.Hub().Connected, time.Minute, 10*time.Millisecond)
 	const calls, conc = 100, 4
@@ -110,7 +110,7 @@ func cancelMidAnswer(b *testing.B, s *testserver.Server) time.Duration {
 //	.bin/starter stack -- go test -count=1 -run '^$' -bench BenchmarkSteerCall -benchtime 1x ./internal/e2e/
 func BenchmarkSteerCall(b *testing.B) {
 	s := testserver.Start(b, testserver.Options{
-		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{defaultCatalog}})
+		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{testCatalog}})
 	require.Eventually(b, s.Hub().Connected, time.Minute, 10*time.Millisecond)
 	const calls, conc = 100, 4
 	for b.Loop() {
@@ -208,7 +208,7 @@ func steerMidAnswer(b *testing.B, s *testserver.Server) (time.Duration, bool) {
 //
 //	.bin/starter stack -- go test -count=1 -run '^$' -bench BenchmarkLocalCallHistory -benchtime 1x ./internal/e2e/
 func BenchmarkLocalCallHistory(b *testing.B) {
-	for _, tt := range []struct{ name, catalog string }{{"local", defaultCatalog}, {"activity", testCatalog}} {
+	for _, tt := range []struct{ name, catalog string }{{"local", localCatalog}, {"activity", testCatalog}} {
 		b.Run(tt.name, func(b *testing.B) {
 			s := testserver.Start(b, testserver.Options{
 				Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 430", 1), Catalogs: []string{tt.catalog}})

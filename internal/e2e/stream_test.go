@@ -233,10 +233,6 @@ func TestStreamClientResumes(t *testing.T) {
 // local activities (agent.ModelLocal).
 var localCatalog = strings.Replace(testCatalog, "    model_execution: activity\n", "    model_execution: local\n", 1)
 
-// defaultCatalog is testCatalog with the assistant on the defaults (no
-// model_execution): its model calls are local.
-var defaultCatalog = strings.Replace(testCatalog, "    model_execution: activity\n", "", 1)
-
 // TestStreamLocalModelCalls: an agent whose model calls run as local
 // activities streams the same log as one whose calls are activities, live
 // (a follower of a new turn reads nothing from the log), and a turn of
@@ -412,16 +408,15 @@ func TestStreamLocalCallStopped(t *testing.T) {
 	require.Equal(t, partial, res.Output)
 }
 
-// TestStreamCancelReachesLocalCall: a turn of an agent on the defaults
-// (its model calls local) cancelled through the gateway while its model
+// TestStreamCancelReachesLocalCall: a turn of an agent whose model calls
+// are local, cancelled through the gateway while its model
 // streams stops mid-answer at once, not at its workflow task's next
 // heartbeat (8 s at the default task timeout, after the story's end):
 // the gateway interrupts the call on the live path once the signal is
 // in, and the turn ends as a stopped activity's does.
 func TestStreamCancelReachesLocalCall(t *testing.T) {
-	require.NotContains(t, defaultCatalog, "model_execution")
 	e := &env{Server: testserver.Start(t, testserver.Options{
-		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{defaultCatalog},
+		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{localCatalog},
 		Tokens: map[string]string{"tok-demo": "demo:user:ana"}}), t: t}
 	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

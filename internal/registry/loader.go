@@ -530,14 +530,10 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.CodeMode = l.codeMode(d)
 	def.codeMode = &d.CodeMode
 	def.guardrails = &d.Guardrails
-	// The choice is stored with the version, the default too: a turn's
-	// history holds the version it pinned, and an agent stored before
-	// local became the default (no field) keeps its activities.
 	switch d.ModelExecution.s {
-	case "", agent.ModelLocal:
+	case agent.ModelLocal:
 		def.agent.ModelExecution = agent.ModelLocal
-	case agent.ModelActivity:
-		def.agent.ModelExecution = agent.ModelActivity
+	case "", agent.ModelActivity: // the default, kept out of the stored spec
 	default:
 		if !d.ModelExecution.bad {
 			l.addf(d.ModelExecution.pos, "%q: want local or activity", d.ModelExecution.s)
