@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -93,14 +92,14 @@ agents:
     expose: [a2a]
 `
 
-// a2aCardExample is calc's agent card as README.md shows it: the JSON
-// block that starts with its name.
+// a2aCardExample is calc's agent card as docs/guides/a2a.md shows it:
+// the JSON block that starts with its name.
 func a2aCardExample(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	page, err := docs.Page("guides/a2a.md")
 	require.NoError(t, err)
-	_, block, ok := strings.Cut(string(data), "```json\n{\n  \"name\": \"calc\"")
-	require.True(t, ok, "README.md shows calc's agent card")
+	_, block, ok := strings.Cut(page, "```json\n{\n  \"name\": \"calc\"")
+	require.True(t, ok, "docs/guides/a2a.md shows calc's agent card")
 	block, _, ok = strings.Cut(block, "```")
 	require.True(t, ok)
 	return "{\n  \"name\": \"calc\"" + block

@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"bufio"
-	"bytes"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 )
@@ -108,9 +108,9 @@ func TestInStepWithCompose(t *testing.T) {
 	example := envFile(t, filepath.Join(h.root, "deploy", "kubernetes", "base", "secret.env.example"))
 	require.ElementsMatch(t, keys(referenced), keys(example), "secret.env.example lists the Secret's keys")
 
-	// Compose's one-shot services are steps of the README's recipe: the
+	// Compose's one-shot services are steps of the docs' recipe: the
 	// search attributes (temporal-init) and the catalog (catalog).
-	recipe := readmeSection(t, h.root, "## Running on Kubernetes")
+	recipe := docSection(t, "operations/kubernetes.md", "Running on Kubernetes")
 	for _, sa := range contract.SearchAttributes() {
 		require.Contains(t, strings.Join(compose.Services["temporal-init"].Command, " "), sa)
 		require.Regexp(t, `search-attribute create [^\n]*--name `+sa+` --type Keyword`, recipe, "the recipe registers %s", sa)
@@ -142,13 +142,13 @@ func listen(t *testing.T, addr string) string {
 	return net.JoinHostPort(host, p)
 }
 
-// configurationTable is the variables README.md's Configuration table
-// names, each in backquotes in its first column.
+// configurationTable is the variables docs/reference/configuration.md's
+// table names, each in backquotes in its first column.
 func configurationTable(t *testing.T, root string) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	name := regexp.MustCompile("`([A-Z][A-Z0-9_]+)`")
-	for _, line := range strings.Split(readmeSection(t, root, "## Configuration"), "\n") {
+	for _, line := range strings.Split(docSection(t, "reference/configuration.md", "Configuration"), "\n") {
 		if !strings.HasPrefix(line, "| `") {
 			continue
 		}
@@ -157,24 +157,16 @@ func configurationTable(t *testing.T, root string) map[string]bool {
 			names[m[1]] = true
 		}
 	}
-	require.Contains(t, names, "DATABASE_URL", "README.md's Configuration table")
+	require.Contains(t, names, "DATABASE_URL", "docs/reference/configuration.md's table")
 	return names
 }
 
-// readmeSection is README.md from the heading to the next heading of its
-// level.
-func readmeSection(t *testing.T, root, heading string) string {
+// docSection is what the docs page at name says under the heading title.
+func docSection(t *testing.T, name, title string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	section, err := docs.Section(name, title)
 	require.NoError(t, err)
-	start := bytes.Index(data, []byte("\n"+heading+"\n"))
-	require.GreaterOrEqual(t, start, 0, "README.md has %q", heading)
-	rest := data[start+1+len(heading):]
-	level := heading[:strings.Index(heading, " ")+1]
-	if end := bytes.Index(rest, []byte("\n"+level)); end >= 0 {
-		rest = rest[:end]
-	}
-	return string(rest)
+	return section
 }
 
 // envFile reads KEY=value lines, skipping comments.

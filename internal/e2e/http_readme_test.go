@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/testserver"
@@ -28,33 +29,50 @@ processes:
       edges: []
 `
 
-// readmeRecipes returns the shell blocks of the README's "HTTP and the
-// browser" section, without those that only export settings (the test
-// sets its own).
-func readmeRecipes(t *testing.T, root string) []string {
-	t.Helper()
-	return readmeSection(t, root, "HTTP and the browser", func(string) bool { return true })
+// docSection names a section of a docs page: the heading title of the
+// page at page ("guides/http.md").
+type docSection struct{ page, title string }
+
+// httpSections are the sections of what was the README's "HTTP and the
+// browser", in its order: the HTTP API, then each door's guide.
+var httpSections = []docSection{
+	{"reference/http-api.md", "HTTP and the browser"},
+	{"concepts/turns.md", "One turn, one id, on every door"},
+	{"guides/http.md", "Server-Sent Events"},
+	{"guides/http.md", "WebSocket"},
+	{"guides/openai.md", "OpenAI-compatible endpoints"},
+	{"guides/ai-sdk.md", "The Vercel AI SDK (`useChat`)"},
+	{"guides/http.md", "Files"},
+	{"guides/mcp-server.md", "Agents as tools for others: MCP"},
+	{"guides/ag-ui.md", "AG-UI: agents for front ends (CopilotKit, `@ag-ui/client`)"},
+	{"guides/a2a.md", "A2A: agents for other agents"},
+	{"guides/chat-page.md", "The chat page"},
 }
 
-// readmeSection returns the shell blocks of a section of the README that
-// keep says to, without those that only export settings.
-func readmeSection(t *testing.T, root, title string, keep func(block string) bool) []string {
+// readmeRecipes returns the shell blocks of the HTTP API's page and the
+// doors' guides, without those that only export settings (the test sets
+// its own).
+func readmeRecipes(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n## "+title+"\n")
-	require.True(t, ok, "the README has the section")
-	section, _, _ = strings.Cut(section, "\n## ")
+	return docRecipes(t, func(string) bool { return true }, httpSections...)
+}
+
+// docRecipes returns the shell blocks of the sections that keep says to,
+// in order, without those that only export settings.
+func docRecipes(t *testing.T, keep func(block string) bool, sections ...docSection) []string {
+	t.Helper()
 	var blocks []string
-	for _, part := range strings.Split(section, "```sh\n")[1:] {
-		block, _, ok := strings.Cut(part, "```")
-		require.True(t, ok, "a closed block")
-		settings := true
-		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
-			settings = settings && strings.HasPrefix(line, "export ")
-		}
-		if !settings && keep(block) {
-			blocks = append(blocks, block)
+	for _, s := range sections {
+		section, err := docs.Section(s.page, s.title)
+		require.NoError(t, err)
+		for _, block := range docs.Blocks(section, "sh") {
+			settings := true
+			for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+				settings = settings && strings.HasPrefix(line, "export ")
+			}
+			if !settings && keep(block) {
+				blocks = append(blocks, block)
+			}
 		}
 	}
 	return blocks
@@ -72,7 +90,7 @@ func TestHumanInTheLoopReadmeRecipes(t *testing.T) {
 	}
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)
-	blocks := readmeSection(t, root, "Human in the loop", func(b string) bool { return strings.Contains(b, "$API") })
+	blocks := docRecipes(t, func(b string) bool { return strings.Contains(b, "$API") }, docSection{"guides/approvals.md", "Human in the loop"})
 	require.Len(t, blocks, 1)
 	demo, err := os.ReadFile(filepath.Join(root, "catalog", "demo.yaml"))
 	require.NoError(t, err)
@@ -100,7 +118,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 	}
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)
-	blocks := readmeRecipes(t, root)
+	blocks := readmeRecipes(t)
 	all := strings.Join(blocks, "\n")
 	for _, route := range []string{"/v1/agents", "/v1/turns:invoke", "/test/chat", `/v1/turns"`, "/events", "/approvals\"",
 		"/approvals/$CALL", "/questions\"", "/questions/$(", "/v1/evals\"", "/v1/evals/$EVAL", "/cancel", "/v1/results", "/v1/conversations/", "/transcript", "/v1/catalog", "/v1/rules", "/v1/routing/dry-run",

@@ -25,9 +25,9 @@ func TestKnowledgeReadmeRecipes(t *testing.T) {
 	}
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)
-	blocks := readmeSection(t, root, "Knowledge", func(b string) bool {
+	blocks := docRecipes(t, func(b string) bool {
 		return strings.Contains(b, "/v1/collections") || strings.Contains(b, "/v1/ingests")
-	})
+	}, docSection{"concepts/knowledge.md", "Knowledge"}, docSection{"guides/knowledge.md", "Knowledge: collections, ingestion and retrieval"})
 	require.Len(t, blocks, 2)
 	token := "secret-" + testserver.RandomID()
 	srv := testserver.Start(t, testserver.Options{Script: ingestScript, HTTPAPI: true,

@@ -28,7 +28,7 @@ func TestOpenAIResponsesApprovalReadmeRecipe(t *testing.T) {
 	}
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)
-	blocks := readmeSection(t, root, "HTTP and the browser", func(b string) bool { return strings.Contains(b, "mcp_approval_response") })
+	blocks := docRecipes(t, func(b string) bool { return strings.Contains(b, "mcp_approval_response") }, httpSections...)
 	require.Len(t, blocks, 1)
 	demo, err := os.ReadFile(filepath.Join(root, "catalog", "demo.yaml"))
 	require.NoError(t, err)

@@ -1,13 +1,12 @@
 package objstore_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/objstore"
 )
 
@@ -71,16 +70,14 @@ func TestConfigEnvRoundTrips(t *testing.T) {
 	require.Empty(t, objstore.Config{}.Env())
 }
 
-// TestReadmeRecipes: each store the README's "Large data on S3" shows
-// is read as it says.
+// TestReadmeRecipes: each store the "Large data on S3" section of
+// docs/operations/storage.md shows is read as it says.
 func TestReadmeRecipes(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	section, err := docs.Section("operations/storage.md", "Large data on S3")
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n## Large data on S3\n")
-	require.True(t, ok, "the README has the section")
-	_, block, ok := strings.Cut(section, "```sh\n")
-	require.True(t, ok)
-	block, _, _ = strings.Cut(block, "```")
+	blocks := docs.Blocks(section, "sh")
+	require.NotEmpty(t, blocks)
+	block := blocks[0]
 	var got []objstore.Config
 	for _, cmd := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
 		if cmd = strings.TrimSpace(cmd); cmd == "" || strings.HasPrefix(cmd, "#") {

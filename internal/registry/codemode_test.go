@@ -1,13 +1,11 @@
 package registry
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
@@ -50,17 +48,22 @@ func TestParseCodeMode(t *testing.T) {
 	}
 }
 
-// TestReadmeCodeModeCatalog: the catalog of the README's "Code mode"
-// section loads, with its code mode.
+// TestReadmeCodeModeCatalog: the catalog of docs/guides/code-mode.md
+// loads, with its code mode.
 func TestReadmeCodeModeCatalog(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n### Code mode\n")
-	require.True(t, ok, "the README has the section")
-	_, block, ok := strings.Cut(section, "```yaml\n")
-	require.True(t, ok)
-	block, _, _ = strings.Cut(block, "```")
-	c, err := Parse(testKinds(t), "README.md", []byte(block))
+	block := docYAML(t, "guides/code-mode.md", "Code mode")
+	c, err := Parse(testKinds(t), "code-mode.md", []byte(block))
 	require.NoError(t, err, block)
 	require.Equal(t, &agent.CodeMode{Tools: []string{"calculator", "fetch"}, MaxCalls: 200}, c.Tenants[0].Agents[0].CodeMode)
+}
+
+// docYAML is the first YAML block under the heading title of the docs
+// page at name.
+func docYAML(t *testing.T, name, title string) string {
+	t.Helper()
+	section, err := docs.Section(name, title)
+	require.NoError(t, err)
+	blocks := docs.Blocks(section, "yaml")
+	require.NotEmpty(t, blocks, "%s shows a catalog under %q", name, title)
+	return blocks[0]
 }

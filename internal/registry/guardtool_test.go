@@ -3,13 +3,12 @@ package registry
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -164,14 +163,13 @@ agents:
 // loader takes, its guard left to be pinned when the MCP entry is
 // resolved.
 func TestREADMEToolGuard(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	page, err := docs.Page("guides/guardrails.md")
 	require.NoError(t, err)
-	_, after, ok := strings.Cut(string(readme), "A `tool` guardrail asks")
-	require.True(t, ok, "the README shows a tool guard")
-	_, block, ok := strings.Cut(after, "```yaml\n")
-	require.True(t, ok)
-	block, _, _ = strings.Cut(block, "```")
-	cat, err := Parse(testKinds(t), "README.md", []byte(block))
+	_, after, ok := strings.Cut(page, "A `tool` guardrail asks")
+	require.True(t, ok, "docs/guides/guardrails.md shows a tool guard")
+	blocks := docs.Blocks(after, "yaml")
+	require.NotEmpty(t, blocks)
+	cat, err := Parse(testKinds(t), "guardrails.md", []byte(blocks[0]))
 	require.NoError(t, err)
 	g := cat.Tenants[0].Agents[0].Guardrails[0].Tool
 	require.Equal(t, "compliance_policy_check", g.Name)

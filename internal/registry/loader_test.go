@@ -706,19 +706,13 @@ agents:
 	}
 }
 
-// TestReadmeLongTurnCatalog: the catalog of the README's "Long turns"
-// section loads, with its limits and context policy.
+// TestReadmeLongTurnCatalog: the catalog of the "Long turns" section of
+// docs/reference/catalog.md loads, with its limits and context policy.
 func TestReadmeLongTurnCatalog(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n### Long turns\n")
-	require.True(t, ok, "the README has the section")
-	_, block, ok := strings.Cut(section, "```yaml\n")
-	require.True(t, ok)
-	block, _, _ = strings.Cut(block, "```")
+	block := docYAML(t, "reference/catalog.md", "Long turns")
 	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
 	require.NoError(t, err)
-	c, err := Parse(kinds, "README.md", []byte(block))
+	c, err := Parse(kinds, "catalog.md", []byte(block))
 	require.NoError(t, err, block)
 	require.Len(t, c.Tenants, 1)
 	require.Len(t, c.Tenants[0].Agents, 1)

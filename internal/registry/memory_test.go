@@ -1,9 +1,6 @@
 package registry
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,19 +56,14 @@ func TestMemory(t *testing.T) {
 	}
 }
 
-// TestReadmeLongTermMemoryCatalog: the catalog of the README's
-// "Long-term memory" section loads, with its tools and memory options.
+// TestReadmeLongTermMemoryCatalog: the catalog of the "Long-term memory"
+// section of docs/concepts/conversations.md loads, with its tools and
+// memory options.
 func TestReadmeLongTermMemoryCatalog(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n### Long-term memory\n")
-	require.True(t, ok, "the README has the section")
-	_, block, ok := strings.Cut(section, "```yaml\n")
-	require.True(t, ok)
-	block, _, _ = strings.Cut(block, "```")
+	block := docYAML(t, "concepts/conversations.md", "Long-term memory")
 	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
 	require.NoError(t, err)
-	c, err := Parse(kinds, "README.md", []byte(block))
+	c, err := Parse(kinds, "conversations.md", []byte(block))
 	require.NoError(t, err, block)
 	ag := c.Tenants[0].Agents[0]
 	require.Equal(t, agent.Memory{SummaryModel: "openai:gpt-4o-mini", Extract: true, Recall: true, TopK: 5, Budget: 500}, ag.Memory)

@@ -1,14 +1,13 @@
 package registry
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
@@ -46,17 +45,16 @@ func TestModelLimitsBlock(t *testing.T) {
 	}
 }
 
-// TestReadmeModelLimitsCatalog: the README's example of a tenant's own
-// limits loads.
+// TestReadmeModelLimitsCatalog: the example of a tenant's own limits in
+// docs/guides/costs.md loads.
 func TestReadmeModelLimitsCatalog(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	page, err := docs.Page("guides/costs.md")
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n**A tenant's own limits.**")
-	require.True(t, ok, "the README has the paragraph")
-	_, block, ok := strings.Cut(section, "```yaml\n")
-	require.True(t, ok)
-	block, _, _ = strings.Cut(block, "```")
-	c, err := Parse(testKinds(t), "README.md", []byte(block))
-	require.NoError(t, err, block)
+	_, section, ok := strings.Cut(page, "\n**A tenant's own limits.**")
+	require.True(t, ok, "the page has the paragraph")
+	blocks := docs.Blocks(section, "yaml")
+	require.NotEmpty(t, blocks)
+	c, err := Parse(testKinds(t), "costs.md", []byte(blocks[0]))
+	require.NoError(t, err, blocks[0])
 	require.Equal(t, map[string]agent.ModelLimits{"openai": {Requests: 100, RequestWindow: time.Minute, Concurrent: 4}}, c.Tenants[0].ModelLimits)
 }

@@ -3,13 +3,12 @@ package registry
 import (
 	"context"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/crm"
 	"github.com/agentflow/agentflow/internal/egress"
@@ -120,23 +119,19 @@ func TestOpenAPIProfileSecrets(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestReadmeOpenAPICatalogs: the catalogs of the README's "OpenAPI
-// actions" section load (those whose elisions, "…", stand for more).
+// TestReadmeOpenAPICatalogs: the catalogs of docs/guides/openapi.md load
+// (but those whose elisions, "…", stand for more).
 func TestReadmeOpenAPICatalogs(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	section, err := docs.Section("guides/openapi.md", "OpenAPI actions")
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n### OpenAPI actions\n")
-	require.True(t, ok, "the README has the section")
-	section, _, _ = strings.Cut(section, "\n### ")
 	kinds, err := tools.NewRegistry(tools.Deps{}, tools.Builtin()...)
 	require.NoError(t, err)
 	loaded := 0
-	for _, block := range strings.Split(section, "```yaml\n")[1:] {
-		block, _, _ = strings.Cut(block, "```")
+	for _, block := range docs.Blocks(section, "yaml") {
 		if strings.Contains(block, "…") {
 			continue
 		}
-		_, err := Parse(kinds, "README.md", []byte(block))
+		_, err := Parse(kinds, "openapi.md", []byte(block))
 		require.NoError(t, err, block)
 		loaded++
 	}

@@ -1,9 +1,6 @@
 package registry
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,17 +8,11 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
-// TestREADMEKnowledge: the README's retrieve and prepare example is a
-// catalog the loader takes.
+// TestREADMEKnowledge: the retrieve and prepare example of
+// docs/guides/knowledge.md is a catalog the loader takes.
 func TestREADMEKnowledge(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
-	_, after, ok := strings.Cut(string(readme), "### Knowledge in turns")
-	require.True(t, ok, "the README shows retrieve and prepare")
-	_, block, ok := strings.Cut(after, "```yaml\n")
-	require.True(t, ok)
-	block, _, _ = strings.Cut(block, "```")
-	cat, err := Parse(testKinds(t), "README.md", []byte(block))
+	block := docYAML(t, "guides/knowledge.md", "Knowledge in turns: `retrieve`, `prepare` and citations")
+	cat, err := Parse(testKinds(t), "knowledge.md", []byte(block))
 	require.NoError(t, err)
 	demo := cat.Tenants[0]
 	require.Equal(t, agent.KindRetrieve, demo.Tools[0].Kind)

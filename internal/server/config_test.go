@@ -1,8 +1,6 @@
 package server
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow/docs"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 )
@@ -366,13 +365,13 @@ func TestConfigFromEnvOIDC(t *testing.T) {
 	require.ErrorContains(t, err, "is set but AGENTFLOW_OIDC_ISSUER is not")
 }
 
-// TestReadmeOIDCExample: the OIDC settings the README shows for Keycloak
-// are read as it says.
+// TestReadmeOIDCExample: the OIDC settings docs/guides/grpc.md shows for
+// Keycloak are read as it says.
 func TestReadmeOIDCExample(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	page, err := docs.Page("guides/grpc.md")
 	require.NoError(t, err)
-	_, block, ok := strings.Cut(string(data), "```sh\nAGENTFLOW_OIDC_ISSUER=")
-	require.True(t, ok, "the README has the example")
+	_, block, ok := strings.Cut(page, "```sh\nAGENTFLOW_OIDC_ISSUER=")
+	require.True(t, ok, "the page has the example")
 	block, _, _ = strings.Cut("AGENTFLOW_OIDC_ISSUER="+block, "```")
 	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
 		name, value, ok := strings.Cut(line, "=")

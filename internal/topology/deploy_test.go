@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/docs"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -36,7 +35,7 @@ func TestDeployNewBuild(t *testing.T) {
 	recipes := deployRecipes(t)
 	task := func(args ...string) string {
 		t.Helper()
-		require.Contains(t, recipes, "go tool task "+args[0], "README \"Deploys\" has the recipe")
+		require.Contains(t, recipes, "go tool task "+args[0], "docs/operations/deploys.md has the recipe")
 		out, err := h.task(ctx, []string{"AGENTFLOW_DEPLOYMENT_NAME=" + testDeployment}, args...)
 		require.NoError(t, err)
 		return out
@@ -216,15 +215,10 @@ func (h *heldTopology) requireActivitiesBy(ctx context.Context, t *testing.T, wo
 	require.NotZero(t, n, "activities of %s", workflowID)
 }
 
-// deployRecipes is README's "Deploys" section.
+// deployRecipes is docs/operations/deploys.md.
 func deployRecipes(t *testing.T) string {
 	t.Helper()
-	root, err := devstack.RepoRoot()
+	page, err := docs.Section("operations/deploys.md", "Deploys")
 	require.NoError(t, err)
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n## Deploys\n")
-	require.True(t, ok, "the README has the section")
-	section, _, _ = strings.Cut(section, "\n## ")
-	return section
+	return page
 }

@@ -31,7 +31,7 @@ func TestRollout(t *testing.T) {
 	recipes := deployRecipes(t)
 	task := func(args ...string) (string, error) {
 		t.Helper()
-		require.Contains(t, recipes, "go tool task "+args[0], "README \"Deploys\" has the recipe")
+		require.Contains(t, recipes, "go tool task "+args[0], "docs/operations/deploys.md has the recipe")
 		return h.task(ctx, []string{"AGENTFLOW_DEPLOYMENT_NAME=" + testDeployment, "DATABASE_URL=" + h.DatabaseURL}, args...)
 	}
 	_, err := task("deploy:current", "BUILD=build-a")
