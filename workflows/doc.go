@@ -94,7 +94,7 @@
 // surviving worker runs them again, each finding its reply stored and
 // taking it as followers were shown it (eventlog.Shown), so the log goes
 // on at the indices they hold. What remains: the call holds a workflow
-// task slot; README's "The catalog" says so. Local is not yet the
+// task slot; docs/reference/catalog.md says so. Local is not yet the
 // default: with it, the full suite found a long turn of local calls and
 // local tools never continuing as new (its history length, read from the
 // workflow task's start, does not grow while one task runs them all) and

@@ -1,7 +1,7 @@
 // Package kubernetes is agentflow's cluster description: kustomize
 // manifests for the gateway and worker roles (base/), optional components
 // for autoscaling and Prometheus (components/), and an overlay to copy
-// (overlays/example). README.md, "Running on Kubernetes", says how to
+// (overlays/example). docs/operations/kubernetes.md says how to
 // apply them, and docs/capacity.md how to size the fleet.
 //
 // The package holds no code, only the tests that keep the manifests honest

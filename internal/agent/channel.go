@@ -28,7 +28,7 @@ const (
 	ChannelEval     = "eval"     // a case of an evaluation
 )
 
-// channels are the known channels, in the order the README lists them.
+// channels are the known channels, in the order the docs list them.
 var channels = []string{ChannelGRPC, ChannelHTTP, ChannelSSE, ChannelWebSocket, ChannelOpenAI, ChannelAISDK, ChannelMCP,
 	ChannelA2A, ChannelAGUI, ChannelTelegram, ChannelTemporal, ChannelSchedule, ChannelProcess, ChannelDelegate, ChannelEval}
 

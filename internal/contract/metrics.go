@@ -8,7 +8,8 @@ package contract
 //
 // The exporter appends the unit and _total: turns is turns_total,
 // agent_latency (a timer, in seconds) agent_latency_seconds. The labels
-// each one carries are set in workflows/metrics.go; the README lists them.
+// each one carries are set in workflows/metrics.go;
+// docs/reference/observability.md lists them.
 const (
 	// MetricTurns counts turns by how they ended.
 	MetricTurns = "turns"

@@ -9,7 +9,7 @@
 //
 // What it covers:
 //
-//   - turns: started with the temporal CLI as the README shows, the same
+//   - turns: started with the temporal CLI as the docs show, the same
 //     job twice, bad input, every way a model call fails, tools as local
 //     activities or activities, token budgets;
 //   - streaming: the gRPC Stream and Resume, a retried attempt voided, a

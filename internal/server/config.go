@@ -125,8 +125,8 @@ type Config struct {
 	// preview. Env AGENTFLOW_TOOL_DATA_INLINE; default 64 KiB.
 	ToolDataInline int
 	// ObjectStore keeps blobs larger than its MinBlobBytes in an
-	// S3-compatible object store (internal/objstore; README "Large data
-	// on S3"). Env AGENTFLOW_S3_* (objstore.ConfigFromEnv); default
+	// S3-compatible object store (internal/objstore;
+	// docs/operations/storage.md). Env AGENTFLOW_S3_* (objstore.ConfigFromEnv); default
 	// none: every blob in PostgreSQL. The process does not start when
 	// the bucket cannot be reached.
 	ObjectStore objstore.Config

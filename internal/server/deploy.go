@@ -27,7 +27,7 @@ const (
 // AutoUpgrade (Conversation) moves to the current build at its next
 // workflow task. A build starts getting tasks once an operator makes it
 // current or ramping (`temporal worker deployment set-current-version`,
-// README "Deploys").
+// docs/operations/deploys.md).
 type Deployment struct {
 	// Name is the deployment: the same for every build of one fleet.
 	Name string

@@ -18,7 +18,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
-// The operator's retention settings (README "Retention").
+// The operator's retention settings (docs/operations/storage.md).
 const (
 	EnvRetentionBlobs       = "AGENTFLOW_RETENTION_BLOBS"
 	EnvRetentionResults     = "AGENTFLOW_RETENTION_RESULTS"
