@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -295,12 +296,58 @@ func (p *Process) setGRPCAddr(addr string) {
 }
 
 // Start starts the process (again) and waits until /healthz answers.
+//
+// A process started again after a kill binds the ports it had, which went
+// back into the kernel's ephemeral pool at the kill: another process's
+// outgoing connection may hold one for a moment (its bind fails "address
+// already in use"). Such a start is tried again, a second apart, for up to
+// half a minute.
 func (p *Process) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.running() {
 		return fmt.Errorf("%s is running", p.Name)
 	}
+	for attempt := 1; ; attempt++ {
+		from := logSize(p.Log)
+		err := p.startOnce(ctx)
+		if err == nil || attempt == 30 || !errors.Is(err, errExitedAtStart) || !logSays(p.Log, from, "address already in use") {
+			return err
+		}
+		p.log.Warn("process could not bind its port; starting it again", zap.String("name", p.Name), zap.Int("attempt", attempt))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// errExitedAtStart is a start whose process exited before it was healthy.
+var errExitedAtStart = errors.New("exited at start")
+
+// logSize is the size of the log at path (0 when it cannot be read).
+func logSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// logSays reports whether the log at path says text after offset from.
+func logSays(path string, from int64, text string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, from, 1<<20))
+	return err == nil && strings.Contains(string(b), text)
+}
+
+// startOnce is one start of the process; p.mu is held.
+func (p *Process) startOnce(ctx context.Context) error {
 	logFile, err := os.OpenFile(p.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("open %s log: %w", p.Name, err)
@@ -330,7 +377,7 @@ func (p *Process) Start(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited at start; see %s", p.Name, p.Log)
+			return fmt.Errorf("%s %w; see %s", p.Name, errExitedAtStart, p.Log)
 		case <-ctx.Done():
 			return fmt.Errorf("%s not healthy: %w", p.Name, ctx.Err())
 		case <-time.After(100 * time.Millisecond):

@@ -114,7 +114,16 @@ func TestTopology(t *testing.T) {
 	require.NoError(t, top.Workers[0].Kill())
 	require.False(t, top.Workers[0].Running())
 	require.Contains(t, turn("topology-2"), "84")
-	require.NoError(t, top.Workers[0].Start(ctx), "a killed worker starts again")
+	// Its port taken meanwhile (another process's connection, on a busy
+	// machine), it is started again until the port is free.
+	require.NoError(t, top.Workers[0].Kill())
+	held, err := net.Listen("tcp", top.Workers[0].HTTPAddr)
+	require.NoError(t, err)
+	go func() { time.Sleep(2 * time.Second); held.Close() }()
+	require.NoError(t, top.Workers[0].Start(ctx), "a killed worker starts again, once its port is free")
+	log, err := os.ReadFile(top.Workers[0].Log)
+	require.NoError(t, err)
+	require.Contains(t, string(log), "address already in use")
 }
 
 // TestComposeInStep compares docker-compose.yml with what Start runs: the
