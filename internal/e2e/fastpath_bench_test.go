@@ -34,31 +34,8 @@ func BenchmarkCancelLocalCall(b *testing.B) {
 		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{localCatalog},
 		Tokens: map[string]string{"tok-demo": "demo:user:ana"}})
 	require.Eventually(b, s.Hub().Connected, time.Minute, 10*time.Millisecond)
-	const calls, conc = 100, 4
 	for b.Loop() {
-		var mu sync.Mutex
-		var took []time.Duration
-		jobs := make(chan int)
-		var wg sync.WaitGroup
-		for range conc {
-			wg.Go(func() {
-				for range jobs {
-					d := cancelMidAnswer(b, s)
-					mu.Lock()
-					took = append(took, d)
-					mu.Unlock()
-				}
-			})
-		}
-		for i := range calls {
-			jobs <- i
-		}
-		close(jobs)
-		wg.Wait()
-		slices.Sort(took)
-		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
-		b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
+		reportLatencies(b, 100, 4, func() (time.Duration, bool) { return cancelMidAnswer(b, s), true })
 	}
 }
 
@@ -112,34 +89,40 @@ func BenchmarkSteerCall(b *testing.B) {
 	s := testserver.Start(b, testserver.Options{
 		Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1), Catalogs: []string{testCatalog}})
 	require.Eventually(b, s.Hub().Connected, time.Minute, 10*time.Millisecond)
-	const calls, conc = 100, 4
 	for b.Loop() {
-		var mu sync.Mutex
-		var took []time.Duration
-		jobs := make(chan int)
-		var wg sync.WaitGroup
-		for range conc {
-			wg.Go(func() {
-				for range jobs {
-					if d, ok := steerMidAnswer(b, s); ok {
-						mu.Lock()
-						took = append(took, d)
-						mu.Unlock()
-					}
-				}
-			})
-		}
-		for i := range calls {
-			jobs <- i
-		}
-		close(jobs)
-		wg.Wait()
-		require.Len(b, took, calls)
-		slices.Sort(took)
-		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
-		b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
+		reportLatencies(b, 100, 4, func() (time.Duration, bool) { return steerMidAnswer(b, s) })
 	}
+}
+
+// reportLatencies runs measure calls times, conc at a time, and reports
+// the p50, p99 and slowest of what it measured; each must measure (a
+// false is a failure it reported).
+func reportLatencies(b *testing.B, calls, conc int, measure func() (time.Duration, bool)) {
+	var mu sync.Mutex
+	var took []time.Duration
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for range jobs {
+				if d, ok := measure(); ok {
+					mu.Lock()
+					took = append(took, d)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range calls {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	require.Len(b, took, calls)
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
 }
 
 // steerMidAnswer starts a conversation whose turn tells a story, steers a

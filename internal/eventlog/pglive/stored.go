@@ -95,12 +95,11 @@ func (p *Publisher) Append(ctx context.Context, b agent.TokenBatch) error {
 	if len(b.Events) == 0 {
 		return nil
 	}
-	events, payload, err := encodeStored(b)
+	last, events, payload, err := encodeStored(b)
 	if err != nil {
 		return err
 	}
-	last := b.First + int64(len(b.Events)) - 1
-	rows, err := p.pool.Query(ctx, sqlAppend, b.StreamID, b.Step, b.Attempt, b.First, last, events, Channel, string(payload))
+	rows, err := p.pool.Query(ctx, sqlAppend, b.StreamID, b.Step, b.Attempt, b.First, last, events, Channel, payload)
 	if err != nil {
 		return fmt.Errorf("store batch: %w", err)
 	}
@@ -128,33 +127,34 @@ func (p *Publisher) Put(ctx context.Context, b agent.TokenBatch) error {
 	if len(b.Events) == 0 {
 		return nil
 	}
-	events, payload, err := encodeStored(b)
+	last, events, payload, err := encodeStored(b)
 	if err != nil {
 		return err
 	}
-	last := b.First + int64(len(b.Events)) - 1
-	if _, err := p.pool.Exec(ctx, sqlPut, b.StreamID, b.First, last, events, Channel, string(payload)); err != nil {
+	if _, err := p.pool.Exec(ctx, sqlPut, b.StreamID, b.First, last, events, Channel, payload); err != nil {
 		return fmt.Errorf("store the turn's events: %w", err)
 	}
 	return nil
 }
 
-// encodeStored encodes a batch to store, and its notification: the batch,
-// or a wake-up when it is too large for one (its followers read it
-// stored).
-func encodeStored(b agent.TokenBatch) (events, payload []byte, err error) {
+// encodeStored encodes a batch to store: the index of its last event, its
+// events, and its notification — the batch, or a wake-up when it is too
+// large for one (its followers read it stored).
+func encodeStored(b agent.TokenBatch) (last int64, events []byte, payload string, err error) {
+	last = b.First + int64(len(b.Events)) - 1
 	if events, err = json.Marshal(b.Events); err != nil {
-		return nil, nil, fmt.Errorf("encode batch: %w", err)
+		return 0, nil, "", fmt.Errorf("encode batch: %w", err)
 	}
-	if payload, err = json.Marshal(message{StreamID: b.StreamID, Events: b.Events, At: time.Now().UnixMicro()}); err != nil {
-		return nil, nil, fmt.Errorf("encode batch: %w", err)
+	msg, err := json.Marshal(message{StreamID: b.StreamID, Events: b.Events, At: time.Now().UnixMicro()})
+	if err != nil {
+		return 0, nil, "", fmt.Errorf("encode batch: %w", err)
 	}
-	if len(payload) > maxPayload {
-		if payload, err = json.Marshal(message{StreamID: b.StreamID}); err != nil {
-			return nil, nil, fmt.Errorf("encode wake-up: %w", err)
+	if len(msg) > maxPayload {
+		if msg, err = json.Marshal(message{StreamID: b.StreamID}); err != nil {
+			return 0, nil, "", fmt.Errorf("encode wake-up: %w", err)
 		}
 	}
-	return events, payload, nil
+	return last, events, string(msg), nil
 }
 
 // Claim makes attempt of step the stream's newest call, so that no earlier
