@@ -51,10 +51,22 @@ func ingestKill(ctx context.Context, e *env, job string) error {
 		http.StatusAccepted, &started); err != nil {
 		return err
 	}
+	// A status read is a query the workflow's worker answers: while the
+	// killed worker still holds the workflow's sticky queue, the server
+	// gives up on it and the gateway answers a retryable 503, which a
+	// client reads again, as this one does for up to a minute.
 	status := func() (contract.IngestStatus, error) {
 		var st contract.IngestStatus
-		_, err := ingestCall(ctx, "GET", api+"/v1/ingests/"+started.ID, nil, http.StatusOK, &st)
-		return st, err
+		deadline := time.Now().Add(time.Minute)
+		for {
+			data, err := ingestCall(ctx, "GET", api+"/v1/ingests/"+started.ID, nil, http.StatusOK, &st)
+			if err == nil || !retryable(data) || time.Now().After(deadline) {
+				return st, err
+			}
+			if err := pause(ctx, 500*time.Millisecond); err != nil {
+				return st, err
+			}
+		}
 	}
 	for !e.short {
 		st, err := status()
@@ -146,4 +158,13 @@ func ingestCall(ctx context.Context, method, url string, body any, want int, out
 		return data, json.Unmarshal(data, out)
 	}
 	return data, nil
+}
+
+// retryable reports whether an error answer of the HTTP API says a later
+// try may succeed.
+func retryable(data []byte) bool {
+	var problem struct {
+		Retryable bool `json:"retryable"`
+	}
+	return json.Unmarshal(data, &problem) == nil && problem.Retryable
 }
