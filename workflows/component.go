@@ -61,8 +61,23 @@ const maxRunHistoryBytes = 4 << 20
 func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
 	info := workflow.GetInfo(ctx)
 	return info.GetContinueAsNewSuggested() ||
-		info.GetCurrentHistoryLength() >= limits.HistoryEvents ||
+		t.historyLength(ctx) >= limits.HistoryEvents ||
 		info.GetCurrentHistorySize() >= maxRunHistoryBytes
+}
+
+// historyLength is the run's history length as the next workflow task
+// will find it: the length at this task's start and a marker for each
+// local activity started since. A task that runs quick local calls back
+// to back — a model call, then a quick tool, step after step — records
+// their markers only when it completes, so the length read at its start
+// stays where it was and a turn of such steps would never hand on.
+func (t *turn) historyLength(ctx workflow.Context) int {
+	n := workflow.GetInfo(ctx).GetCurrentHistoryLength()
+	if n != t.lengthSeen {
+		// A new task: its length holds the markers counted until now.
+		t.lengthSeen, t.local = n, 0
+	}
+	return n + t.local
 }
 
 // handOn continues the turn as new: it takes what signals brought and no

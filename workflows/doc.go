@@ -94,12 +94,13 @@
 // surviving worker runs them again, each finding its reply stored and
 // taking it as followers were shown it (eventlog.Shown), so the log goes
 // on at the indices they hold. What remains: the call holds a workflow
-// task slot; docs/reference/catalog.md says so. Local is not yet the
-// default: with it, the full suite found a long turn of local calls and
-// local tools never continuing as new (its history length, read from the
-// workflow task's start, does not grow while one task runs them all) and
-// door trials and tests whose timing assumed activities (BENCHMARKS.md,
-// issue 50).
+// task slot; docs/reference/catalog.md says so. A task that runs local
+// calls and local tools back to back records their markers only when it
+// completes, so the history length it reads stays where the task began:
+// the turn adds a marker for each local activity it started since
+// (turn.historyLength), and continues as new at its bound all the same.
+// Local is not yet the default: with it, the chaos suite's door trials
+// struck after the turn had ended (docs/reference/catalog.md).
 //
 // A turn with a notify workflow (a parent turn, a process, a
 // Conversation) or a Workflow Streams subscriber keeps its calls as

@@ -172,6 +172,7 @@ func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract
 		// The call ends at the turn's deadline in the worker, where the
 		// turn's timer would reach it only at the next workflow task
 		// (awaitStop).
+		t.local++
 		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: max(t.deadline.Sub(workflow.Now(ctx)), time.Second),
 			StartToCloseTimeout:    opts.StartToCloseTimeout,

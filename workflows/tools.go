@@ -236,6 +236,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 			Summary:             summary,
 		}
 		r.local[i] = &opts
+		t.local++
 		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.callCtx, opts), contract.ExecuteTool, in)
 		return
 	}

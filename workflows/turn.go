@@ -58,6 +58,9 @@ type turn struct {
 	// run hands the turn on to the next.
 	runs       int
 	continuing bool
+	// local counts the local activities the run started since the
+	// history length read at lengthSeen (historyLength).
+	local, lengthSeen int
 
 	agent agent.Agent
 	rule  string

@@ -53,7 +53,7 @@ func TestOutputGuardMidStream(t *testing.T) {
 	defer cancel()
 	job := "guard-" + testserver.RandomID()
 	client := pb.NewAgentServiceClient(e.Conn)
-	started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "What is the launch code?"}})
+	started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "What is the launch code?", StreamWindowSec: subscriberWindow}})
 	require.NoError(t, err)
 	streamID := started.GetStreamId()
 	channels := readEveryChannel(ctx, t, e, client, streamID)
@@ -450,7 +450,13 @@ func TestOutputJudgeAndSchema(t *testing.T) {
 // readEveryChannel reads a started turn's stream to its end on every
 // channel a guard must hold text back from: live over gRPC while a
 // Workflow Streams subscriber polls, then over SSE. What each received,
-// by name.
+// by name. The turn must have been started with a window for subscribers
+// (subscriberWindow), as a Workflow Streams client following a short turn
+// starts it: a turn of local model calls may end in the workflow task its
+// first poll waits for.
+// subscriberWindow is the stream_window_sec of readEveryChannel's turns.
+const subscriberWindow = 2
+
 func readEveryChannel(ctx context.Context, t *testing.T, e *httpEnv, client pb.AgentServiceClient, streamID string) map[string][]agent.Event {
 	t.Helper()
 	type polled struct {
@@ -526,7 +532,7 @@ func TestOutputGuardEveryChannel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := "channel-" + testserver.RandomID()
-			started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: tc.prompt, Stream: &tc.stream}})
+			started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: tc.prompt, Stream: &tc.stream, StreamWindowSec: subscriberWindow}})
 			require.NoError(t, err)
 			streamID := started.GetStreamId()
 			channels := readEveryChannel(ctx, t, e, client, streamID)

@@ -100,7 +100,7 @@ func TestToolGuard(t *testing.T) {
 	require.Equal(t, mcptest.PolicyCheck{Stage: "input", Text: "Tell me about the forbidden topic.", AgentID: "cook", JobID: job}, checks[len(checks)-1])
 
 	// An answer the tool refuses is cut at the window it refused.
-	started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{Prompt: "What is the recipe?"}})
+	started, err := client.Start(ctx, &pb.StartRequest{Turn: &pb.TurnRequest{Prompt: "What is the recipe?", StreamWindowSec: subscriberWindow}})
 	require.NoError(t, err)
 	streamID := started.GetStreamId()
 	channels := readEveryChannel(ctx, t, e, client, streamID)

@@ -136,7 +136,7 @@ func TestDeployNewBuild(t *testing.T) {
 		require.Equal(t, tr.want(), strings.TrimSpace(tr.text.String()), tr.job)
 		require.Equal(t, 1, h.Model.Calls(tr.job), "model calls of %s", tr.job)
 		h.requireOn(ctx, t, tr.streamID(), "build-a", enumspb.VERSIONING_BEHAVIOR_PINNED)
-		h.requireActivitiesBy(ctx, t, tr.streamID(), a)
+		h.requireRanOn(ctx, t, tr.streamID(), a)
 	}
 	require.Eventually(t, func() bool { return drain("build-a")() == 0 }, time.Minute, time.Second, "A drained")
 
@@ -144,7 +144,7 @@ func TestDeployNewBuild(t *testing.T) {
 	task("deploy:current", "BUILD=build-a")
 	back := h.runQuick(ctx, t, "quick-rolled-back")
 	h.requireOn(ctx, t, back, "build-a", enumspb.VERSIONING_BEHAVIOR_PINNED)
-	h.requireActivitiesBy(ctx, t, back, a)
+	h.requireRanOn(ctx, t, back, a)
 	require.True(t, b.Running(), "B's worker stays up; it only gets no new turns")
 
 	// A worker whose deployment name the server (or the SDK, before it)
@@ -200,19 +200,24 @@ func (h *heldTopology) requireOn(ctx context.Context, t *testing.T, workflowID, 
 	require.NotZero(t, tasks, "workflow tasks of %s", workflowID)
 }
 
-// requireActivitiesBy checks that every activity of a workflow ran once,
-// on the worker process p.
-func (h *heldTopology) requireActivitiesBy(ctx context.Context, t *testing.T, workflowID string, p *Process) {
+// requireRanOn checks that every workflow task and activity of a
+// workflow ran on the worker process p, each activity once. A local
+// activity (a model call, by default) runs inside its workflow task.
+func (h *heldTopology) requireRanOn(ctx context.Context, t *testing.T, workflowID string, p *Process) {
 	t.Helper()
 	n := 0
 	for _, ev := range h.history(ctx, t, workflowID) {
+		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			n++
+			require.Equal(t, p.PID(), pidOf(a.GetIdentity()), "workflow task %d of %s ran on %s", ev.GetEventId(), workflowID, p.Name)
+		}
 		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
 			n++
 			require.Equal(t, p.PID(), pidOf(a.GetIdentity()), "activity %d of %s ran on %s", ev.GetEventId(), workflowID, p.Name)
 			require.EqualValues(t, 1, a.GetAttempt(), "activity %d of %s", ev.GetEventId(), workflowID)
 		}
 	}
-	require.NotZero(t, n, "activities of %s", workflowID)
+	require.NotZero(t, n, "tasks of %s", workflowID)
 }
 
 // deployRecipes is docs/operations/deploys.md.

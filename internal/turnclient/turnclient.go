@@ -261,7 +261,7 @@ func Approve(ctx context.Context, c client.Client, workflowID string, d agent.Ap
 		err = h.Get(ctx, &ack)
 	}
 	if err != nil {
-		return ack, running(ctx, c, workflowID, err)
+		return ack, running(ctx, c, workflowID, err, "nothing waits for approval")
 	}
 	return ack, nil
 }
@@ -279,7 +279,9 @@ func Answer(ctx context.Context, c client.Client, workflowID string, a agent.Ans
 		err = h.Get(ctx, &ack)
 	}
 	if err != nil {
-		return ack, running(ctx, c, workflowID, err)
+		// The turn ends soon after its last answer: a second answer that
+		// comes later finds it closed.
+		return ack, running(ctx, c, workflowID, err, "its questions were already answered or closed")
 	}
 	return ack, nil
 }
@@ -400,14 +402,15 @@ func workflowError(name string, err error) error {
 }
 
 // running explains a failed call that needs a running turn: a turn that
-// has ended is a conflict, not a missing turn.
-func running(ctx context.Context, c client.Client, workflowID string, err error) error {
+// has ended is a conflict, not a missing turn, whose message says what
+// the caller wanted from it is gone (nothing).
+func running(ctx context.Context, c client.Client, workflowID string, err error, nothing string) error {
 	err = workflowError(fmt.Sprintf("stream %q", workflowID), err)
 	if !agent.IsCode(err, agent.CodeNotFound) {
 		return err
 	}
 	if ended(ctx, c, workflowID) {
-		return agent.Errorf(agent.CodeConflict, "turn %q has ended: nothing waits for approval", workflowID)
+		return agent.Errorf(agent.CodeConflict, "turn %q has ended: %s", workflowID, nothing)
 	}
 	return err
 }
