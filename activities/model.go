@@ -171,9 +171,9 @@ func (m *modelCall) load(ctx context.Context) error {
 func (m *modelCall) prompt(ctx context.Context) error {
 	a, in := m.a, m.in
 	err := a.db(ctx, "load prices and budgets", func() error {
-		snap, err := a.routes.Routing(ctx, in.TenantID)
+		settings, err := a.tenants.Settings(ctx, in.TenantID)
 		if err == nil {
-			m.billing = snap.Billing
+			m.billing = settings.Billing
 		}
 		return err
 	})
