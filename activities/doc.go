@@ -5,7 +5,7 @@
 // package.
 //
 // One Activities struct, built by New from checked dependencies (store,
-// model, tools, routes, logger, Temporal client, the live event publisher,
+// model, tools, the tenants' settings, logger, Temporal client, the live event publisher,
 // the approval policy checker), holds them; each activity is a method with
 // one input and one result struct, declared with its name in
 // internal/contract. The workflows refer to activities by those names only.

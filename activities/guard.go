@@ -235,11 +235,11 @@ func (a *Activities) moderation(ctx context.Context, g agent.ModerationGuard) fu
 // tenantHTTP is the client that calls out under the tenant's egress
 // policy.
 func (a *Activities) tenantHTTP(ctx context.Context, tenantID string) (*http.Client, error) {
-	snap, err := a.routes.Routing(ctx, tenantID)
+	settings, err := a.tenants.Settings(ctx, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("load tenant %q: %w", tenantID, err)
 	}
-	return snap.HTTP, nil
+	return settings.HTTP, nil
 }
 
 // guardInput asks the agent's custom guards that read input (http,

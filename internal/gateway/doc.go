@@ -3,8 +3,9 @@
 // decides approvals through internal/turnclient, follows turns' event logs
 // (internal/eventlog) and reads stored results and agents (internal/store).
 // CatalogService validates and applies catalog YAML
-// (internal/registry), lists the routing rules, answers RouteDryRun from
-// the routing cache, and streams the catalog's changes.
+// (internal/catalog), lists the routing rules, answers RouteDryRun from
+// the tenants' cached settings (internal/tenant), and streams the
+// catalog's changes.
 //
 // Every call is scoped to the tenant of the caller's bearer token; another
 // tenant's stream ids and result refs look exactly like ones that do not

@@ -44,11 +44,11 @@ import (
 	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/redact"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -80,7 +80,7 @@ type Server struct {
 	api        *gateway.HTTPAPI
 	apiHTTP    *http.Server
 	apiLn      net.Listener
-	routes     *registry.Cache
+	routes     *tenant.Cache
 	egress     *egress.Operator
 	metrics    *metrics.Metrics
 	tracing    *telemetry.Tracing
@@ -141,7 +141,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	if err := s.checkDeployment(ctx); err != nil {
 		return nil, err
 	}
-	s.routes = registry.NewCache(s.store, s.egress, logger)
+	s.routes = tenant.NewCache(s.store, s.egress, logger)
 	s.routes.PIIKey = cfg.VaultKey
 	var sealer *guard.Sealer
 	if len(cfg.VaultKey) > 0 {
@@ -150,7 +150,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		}
 	}
 	s.vault = redact.New(s.store, sealer)
-	s.routes.Metrics = registry.NewMetrics(s.metrics.Registry)
+	s.routes.Metrics = tenant.NewMetrics(s.metrics.Registry)
 	streamMetrics := pglive.NewMetrics(s.metrics.Registry, metrics.LatencyBuckets)
 	s.hub = pglive.NewHub(s.store.Pool(), logger)
 	s.hub.Metrics = streamMetrics
@@ -438,7 +438,7 @@ func (s *Server) newWorker() error {
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
 	// Turns retrieve from the tenant's collections with the same model
 	// layer that embedded them.
-	billing := metered.SnapshotBilling(s.routes)
+	billing := metered.CachedBilling(s.routes)
 	gov, err := governor.New(governor.Options{Store: s.store, Limits: s.cfg.ModelLimits, Logger: s.logger, Metrics: s.metrics.Registry,
 		TenantLimits: func(ctx context.Context, tenantID string) (map[string]agent.ModelLimits, error) {
 			b, err := billing(ctx, tenantID)
@@ -472,7 +472,7 @@ func (s *Server) newWorker() error {
 	}
 	s.interrupts = pglive.NewInterrupts(s.store.Pool(), s.logger)
 	acts, err := activities.New(activities.Deps{
-		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger, Governor: gov,
+		Store: s.store, Model: model, Tools: s.tools, Tenants: s.routes, Logger: s.logger, Governor: gov,
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()), Interrupts: s.interrupts,
 		Interrupt: func(ctx context.Context, streamID string) error {
 			return pglive.Interrupt(ctx, s.store.Pool(), streamID)
@@ -540,7 +540,7 @@ func (s *Server) newGateway(ctx context.Context) error {
 		return fmt.Errorf("model providers: %w", err)
 	}
 	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
-		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault,
+		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Tenants: s.routes, Vault: s.vault,
 		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads),
 		Knowledge: gateway.KnowledgeOptions{Store: s.knowledge, Embedder: metered.Embedder{Gates: s.gates, Inner: embedder}},
 		// Listing and erasing memories embed nothing.
@@ -648,7 +648,7 @@ func (s *Server) Hub() *pglive.Hub { return s.hub }
 func (s *Server) Store() *store.Store { return s.store }
 
 // Routes is the worker's cache of its tenants' catalog snapshots.
-func (s *Server) Routes() *registry.Cache { return s.routes }
+func (s *Server) Routes() *tenant.Cache { return s.routes }
 
 // Tools is the server's tool registry.
 func (s *Server) Tools() *tools.Registry { return s.tools }

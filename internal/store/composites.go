@@ -12,7 +12,7 @@ import (
 )
 
 // maxAgentTools mirrors the catalog's limit of tools per agent
-// (registry.MaxAgentTools): a promotion never grows an agent past it.
+// (catalog.MaxAgentTools): a promotion never grows an agent past it.
 const maxAgentTools = 128
 
 const (

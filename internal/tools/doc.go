@@ -133,7 +133,7 @@
 // against Kind.Config, and catalog/schema.json publishes those schemas to
 // editors; it is generated from Builtin, not written by hand:
 //
-//	go test ./internal/registry -run TestPublishedKindConfigs -update
+//	go test ./internal/catalog -run TestPublishedKindConfigs -update
 //
 // rewrites it (without -update the test fails while the file is behind
 // the kinds). A kind whose calls the workflow must run itself, as
