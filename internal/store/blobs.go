@@ -135,17 +135,9 @@ func (s *Store) blob(ctx context.Context, sum string) ([]byte, error) {
 func parseCASRef(ref string) (string, error) {
 	sum, ok := agent.CASDigest(ref)
 	if !ok {
-		return "", agent.Errorf(agent.CodeInvalid, "ref %q: want %s<64 lowercase hex digits>", truncate(ref, 100), casRefPrefix)
+		return "", agent.Errorf(agent.CodeInvalid, "ref %q: want %s<64 lowercase hex digits>", agent.Clip(ref, 100), casRefPrefix)
 	}
 	return sum, nil
-}
-
-// truncate keeps error messages short when a caller sends garbage.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // PutTenantBlob stores data for a tenant and returns its ref: only that
