@@ -15,11 +15,11 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/store"
@@ -51,7 +51,7 @@ type Deps struct {
 	// taken in after the call in flight.
 	Interrupt func(ctx context.Context, streamID string) error
 	// Policy applies tools' approval policies; nil: New makes one.
-	Policy *policy.Checker
+	Policy *approval.Checker
 	// Vault applies the tenants' PII redaction to what tools return, and
 	// gives the tools a tenant allows the values behind placeholders
 	// (nil: none).
@@ -133,7 +133,7 @@ type Activities struct {
 	events     eventlog.Publisher
 	interrupts Interrupts
 	interrupt  func(ctx context.Context, streamID string) error
-	policy     *policy.Checker
+	gate       approval.Gate
 	governor   *governor.Governor
 
 	knowledge *knowledge.Store
@@ -169,13 +169,13 @@ func New(d Deps) (*Activities, error) {
 	checker := d.Policy
 	if checker == nil {
 		var err error
-		if checker, err = policy.New(); err != nil {
+		if checker, err = approval.NewChecker(); err != nil {
 			return nil, err
 		}
 	}
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, tenants: d.Tenants, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
+		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, gate: approval.Gate{Checker: checker, Policies: d.Tools, Grants: d.Store}, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
 		maxModelTimeout: d.MaxModelTimeout,
 		maxToolTimeout:  d.MaxToolTimeout,
 		knowledge:       d.Knowledge,

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	policy "github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/crm"
 	"github.com/agentflow/agentflow/internal/egress"
-	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/internal/tools/mcptest"
 )
@@ -49,7 +49,7 @@ func TestApprovalFollowsTheEffect(t *testing.T) {
 	require.NoError(t, err)
 	kinds, err := tools.NewRegistry(tools.Deps{Composites: rec, Egress: op}, tools.Builtin()...)
 	require.NoError(t, err)
-	checker, err := policy.New()
+	checker, err := policy.NewChecker()
 	require.NoError(t, err)
 	mcpSrv := mcptest.StartHTTP(t, mcptest.Options{})
 	crmSrv := httptest.NewServer(crm.New())

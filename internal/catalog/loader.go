@@ -20,8 +20,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	policy "github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/guard"
-	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/process"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/structured"
@@ -1218,7 +1218,7 @@ func checkToolName(name string) error {
 // compilePolicy checks a CEL approval policy.
 func (l *loader) compilePolicy(expr string) error {
 	if l.checker == nil {
-		c, err := policy.New()
+		c, err := policy.NewChecker()
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,9 @@
 // code-mode programs (program) need so that a hostile or careless program
 // ends itself, never the worker that ran it.
 //
+// It imports only the standard library, so that a child starts with nothing
+// but the work it serves.
+//
 // # The same executable, re-executed
 //
 // A child is the parent's own executable (/proc/self/exe) started with a

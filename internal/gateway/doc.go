@@ -7,6 +7,9 @@
 // the tenants' cached settings (internal/tenant), and streams the
 // catalog's changes.
 //
+// The core must not import the workflows or the activities: it reaches
+// turns through internal/turnclient and the names of internal/contract.
+//
 // Every call is scoped to the tenant of the caller's bearer token; another
 // tenant's stream ids and result refs look exactly like ones that do not
 // exist (NotFound), and catalog documents that name another tenant are

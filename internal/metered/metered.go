@@ -27,6 +27,8 @@
 // knowledge.Searcher, knowledge.Memories): the tenant and key come from
 // the context (WithScope), and a call with none is refused rather than
 // sent unbudgeted.
+//
+// It must not import the activities or the gateway, which both call it.
 package metered
 
 import (

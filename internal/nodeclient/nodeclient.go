@@ -3,6 +3,8 @@
 // package, the scripts that drive the client) copied into the user's cache
 // and `npm ci` run there once per lockfile.
 //
+// Only tests import it, and it imports nothing of agentflow's.
+//
 // Test processes run side by side on one machine (the packages of `go test
 // ./...`, the shards of one package), so an install holds a file lock: two
 // processes never run `npm ci` into one folder, nor rewrite a script another

@@ -1,6 +1,9 @@
 // Package routing picks the agent for a request that names none, from the
 // tenant's routing rules.
 //
+// It imports only the domain and CEL: it must not import the store or the
+// registry, which hand it the rules.
+//
 // # Rules
 //
 // A rule (agent.Rule) has a name, a priority, a condition written in CEL

@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/deploy"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
@@ -98,7 +99,7 @@ type Server struct {
 	// fatal has the worker's error when it stopped by itself.
 	fatal chan error
 	// registered tracks the build's registration (versioned workers).
-	registered registration
+	registered deploy.Registration
 	// payloads keeps the client's large payloads in the object store; nil
 	// without one.
 	payloads *payloadstore.Driver
@@ -362,6 +363,26 @@ func (s *Server) openObjects(ctx context.Context) (*objstore.Store, error) {
 	return objects, nil
 }
 
+// checkDeployment asks the Temporal server whether it takes a versioned
+// worker's deployment and build (deploy.Check) before the worker polls,
+// and warns of an unversioned worker on a shared server.
+func (s *Server) checkDeployment(ctx context.Context) error {
+	if !s.cfg.Has(RoleWorker) {
+		return nil
+	}
+	if !s.cfg.Deployment.On() {
+		if !loopback(s.cfg.TemporalAddress) {
+			// Turns are pinned to the build that started them only on a
+			// versioned worker; an unversioned one replays a turn in
+			// flight on whatever code it runs (workflows/doc.go).
+			s.logger.Warn("worker is unversioned: drain the turns in flight before deploying a change, or set the deployment and build to run Worker Deployment Versioning",
+				zap.String("temporal", s.cfg.TemporalAddress), zap.String("deployment_env", deploy.EnvDeploymentName), zap.String("build_env", deploy.EnvBuildID))
+		}
+		return nil
+	}
+	return deploy.Check(ctx, s.client, s.cfg.Deployment, s.cfg.Namespace)
+}
+
 // connect opens the store and the Temporal client.
 func (s *Server) connect(ctx context.Context) error {
 	var err error
@@ -370,7 +391,7 @@ func (s *Server) connect(ctx context.Context) error {
 		return err
 	}
 	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Objects: objects, Logger: s.logger,
-		Retention: s.cfg.Retention, ModelLimits: s.cfg.ModelLimits.Map(), Build: s.build()})
+		Retention: s.cfg.Retention, ModelLimits: s.cfg.ModelLimits.Map(), Build: s.cfg.Deployment.Build()})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -502,7 +523,7 @@ func (s *Server) newWorker() error {
 		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
 		WorkerStopTimeout:                s.stopTimeout(),
 		DeadlockDetectionTimeout:         s.cfg.DeadlockDetectionTimeout,
-		DeploymentOptions:                s.cfg.Deployment.options(),
+		DeploymentOptions:                s.cfg.Deployment.WorkerOptions(),
 		// A worker the server refuses for good (an invalid argument in
 		// its polls) stops by itself; the process then shuts down and
 		// fails rather than serve without a worker.
@@ -721,7 +742,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		// A versioned worker gets no task, and its build cannot be made
 		// current, until the server has registered it.
 		rep.check(ctx, "deployment", func(ctx context.Context) error {
-			return s.registered.check(ctx, s.client, s.cfg.Deployment, s.cfg.TaskQueue)
+			return s.registered.Check(ctx, s.client, s.cfg.Deployment, s.cfg.TaskQueue)
 		})
 	}
 	live := check{Name: "live_path", Status: "ok"}

@@ -1,5 +1,9 @@
 // Package tools builds and runs the tools that agents call.
 //
+// It must not import the activities, the workflows, the store or the
+// registry: the activities hand it a call and its capabilities (Call,
+// Deps).
+//
 // A tool kind (Kind) is a builder: the catalog names it with `kind:` and
 // gives it kind-specific config; the kind validates that config and returns
 // a runnable Tool. A Registry holds the kinds a worker offers, builds a

@@ -5,6 +5,10 @@
 // the tests all go through it, so every turn gets the same id, search
 // attributes and summary.
 //
+// It imports only the domain and the contract: it must not import the
+// workflows, so that a client starts a turn by its names and payloads
+// alone.
+//
 // Errors are domain errors (internal/agent): a workflow that does not
 // exist is CodeNotFound, a turn that has ended is CodeConflict for what
 // needs a running turn, and so is a job id whose run is another request's

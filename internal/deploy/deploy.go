@@ -1,4 +1,4 @@
-package server
+package deploy
 
 import (
 	"context"
@@ -10,16 +10,15 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-	"go.uber.org/zap"
 )
 
-// The settings of Config.Deployment.
+// The settings that name a worker's version (server.Config.Deployment).
 const (
 	EnvDeploymentName = "AGENTFLOW_DEPLOYMENT_NAME"
 	EnvBuildID        = "AGENTFLOW_BUILD_ID"
 )
 
-// Deployment names a worker's Temporal worker deployment and its build
+// Version names a worker's Temporal worker deployment and its build
 // (Worker Deployment Versioning). The server routes each new workflow to
 // the deployment's current build (or, by a ramp's percentage, to its
 // ramping build); a workflow whose type is Pinned (AgentTurn, Evaluation:
@@ -28,7 +27,7 @@ const (
 // workflow task. A build starts getting tasks once an operator makes it
 // current or ramping (`temporal worker deployment set-current-version`,
 // docs/operations/deploys.md).
-type Deployment struct {
+type Version struct {
 	// Name is the deployment: the same for every build of one fleet.
 	Name string
 	// BuildID is this build's id, e.g. the image tag or the commit.
@@ -36,16 +35,16 @@ type Deployment struct {
 }
 
 // On reports whether the worker is versioned.
-func (d Deployment) On() bool { return d.Name != "" }
+func (v Version) On() bool { return v.Name != "" }
 
 // Validate wants both names or neither. What a name may hold is the
-// Temporal server's to say (its rules change between versions): New asks
-// it (checkDeployment).
-func (d Deployment) Validate() error {
+// Temporal server's to say (its rules change between versions): Check
+// asks it.
+func (v Version) Validate() error {
 	switch {
-	case d.Name == "" && d.BuildID != "":
+	case v.Name == "" && v.BuildID != "":
 		return fmt.Errorf("%s is set but %s is not: a versioned worker names its deployment and its build", EnvBuildID, EnvDeploymentName)
-	case d.Name != "" && d.BuildID == "":
+	case v.Name != "" && v.BuildID == "":
 		return fmt.Errorf("%s is set but %s is not: a versioned worker names its deployment and its build", EnvDeploymentName, EnvBuildID)
 	}
 	return nil
@@ -53,66 +52,53 @@ func (d Deployment) Validate() error {
 
 // String is "name:build", as the server's TemporalWorkerDeploymentVersion
 // search attribute writes a version.
-func (d Deployment) String() string { return d.Name + ":" + d.BuildID }
+func (v Version) String() string { return v.Name + ":" + v.BuildID }
 
-// build is what the worker's results record as their build: its
+// Build is what the worker's results record as their build: its
 // version, or "" when it is unversioned.
-func (s *Server) build() string {
-	if !s.cfg.Deployment.On() {
+func (v Version) Build() string {
+	if !v.On() {
 		return ""
 	}
-	return s.cfg.Deployment.String()
+	return v.String()
 }
 
-// options are the worker's deployment options: none when unversioned. A
-// workflow type registered without a behavior of its own is Pinned: it
-// never meets code of another build mid-run.
-func (d Deployment) options() worker.DeploymentOptions {
-	if !d.On() {
+// WorkerOptions are the worker's deployment options: none when
+// unversioned. A workflow type registered without a behavior of its own
+// is Pinned: it never meets code of another build mid-run.
+func (v Version) WorkerOptions() worker.DeploymentOptions {
+	if !v.On() {
 		return worker.DeploymentOptions{}
 	}
 	return worker.DeploymentOptions{
 		UseVersioning:             true,
-		Version:                   worker.WorkerDeploymentVersion{DeploymentName: d.Name, BuildID: d.BuildID},
+		Version:                   worker.WorkerDeploymentVersion{DeploymentName: v.Name, BuildID: v.BuildID},
 		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
 	}
 }
 
-// checkDeployment asks the server whether it takes the deployment and
-// build names, before the worker polls: a poll with a name the server
+// Check asks the server whether it takes a versioned worker's deployment
+// and build names, before the worker polls: a poll with a name the server
 // refuses is retried for ever, and the worker would look up while no
 // task could reach it. Both names are checked by describing them; one
-// that does not exist yet is fine (the first poll creates it).
-func (s *Server) checkDeployment(ctx context.Context) error {
-	d := s.cfg.Deployment
-	if !s.cfg.Has(RoleWorker) {
-		return nil
-	}
-	if !d.On() {
-		if !loopback(s.cfg.TemporalAddress) {
-			// Turns are pinned to the build that started them only on a
-			// versioned worker; an unversioned one replays a turn in
-			// flight on whatever code it runs (workflows/doc.go).
-			s.logger.Warn("worker is unversioned: drain the turns in flight before deploying a change, or set the deployment and build to run Worker Deployment Versioning",
-				zap.String("temporal", s.cfg.TemporalAddress), zap.String("deployment_env", EnvDeploymentName), zap.String("build_env", EnvBuildID))
-		}
-		return nil
-	}
-	h := s.client.WorkerDeploymentClient().GetHandle(d.Name)
+// that does not exist yet is fine (the first poll creates it). namespace
+// is the worker's, for the error.
+func Check(ctx context.Context, c client.Client, v Version, namespace string) error {
+	h := c.WorkerDeploymentClient().GetHandle(v.Name)
 	_, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	if err == nil || isNotFound(err) {
-		_, err = h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: d.BuildID})
+		_, err = h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: v.BuildID})
 	}
 	if err == nil || isNotFound(err) {
 		return nil
 	}
-	what := fmt.Sprintf("worker deployment %q, build %q (%s, %s)", d.Name, d.BuildID, EnvDeploymentName, EnvBuildID)
+	what := fmt.Sprintf("worker deployment %q, build %q (%s, %s)", v.Name, v.BuildID, EnvDeploymentName, EnvBuildID)
 	var invalid *serviceerror.InvalidArgument
 	var denied *serviceerror.PermissionDenied
 	switch {
 	case errors.As(err, &denied):
 		return fmt.Errorf("%s: the Temporal server refuses worker deployments in namespace %q: %s (its dynamic config needs system.enableDeploymentVersions and frontend.workerVersioningWorkflowAPIs: deploy/temporal-dynamicconfig.yaml)",
-			what, s.cfg.Namespace, denied.Message)
+			what, namespace, denied.Message)
 	case errors.As(err, &invalid):
 		return fmt.Errorf("%s: the Temporal server refuses the name: %s", what, invalid.Message)
 	case err != nil && !isServiceError(err):
@@ -133,22 +119,23 @@ func isServiceError(err error) bool {
 	return errors.As(err, &se)
 }
 
-// registration tracks whether the server has registered this worker's
-// build with its task queue: until it has, no task can reach the worker
-// and the build cannot be made current, so /healthz says unready.
-type registration struct {
+// Registration tracks whether the server has registered a worker's build
+// with its task queue: until it has, no task can reach the worker and the
+// build cannot be made current, so the worker is not ready. Its zero
+// value has seen no registration; it is safe for concurrent use.
+type Registration struct {
 	done atomic.Bool
 }
 
-// check describes the build and looks for the task queue among its
+// Check describes the build and looks for the task queue among its
 // workflow and activity task queues; once found it is not asked again.
-func (r *registration) check(ctx context.Context, c client.Client, d Deployment, taskQueue string) error {
+func (r *Registration) Check(ctx context.Context, c client.Client, v Version, taskQueue string) error {
 	if r.done.Load() {
 		return nil
 	}
-	desc, err := c.WorkerDeploymentClient().GetHandle(d.Name).DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: d.BuildID})
+	desc, err := c.WorkerDeploymentClient().GetHandle(v.Name).DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: v.BuildID})
 	if isNotFound(err) {
-		return fmt.Errorf("build %s is not registered with the Temporal server yet: its task queue has not been polled", d)
+		return fmt.Errorf("build %s is not registered with the Temporal server yet: its task queue has not been polled", v)
 	}
 	if err != nil {
 		return err
@@ -160,7 +147,7 @@ func (r *registration) check(ctx context.Context, c client.Client, d Deployment,
 		}
 	}
 	if !seen[client.TaskQueueTypeWorkflow] || !seen[client.TaskQueueTypeActivity] {
-		return fmt.Errorf("build %s is registered, but not yet with the workflows and activities of task queue %q", d, taskQueue)
+		return fmt.Errorf("build %s is registered, but not yet with the workflows and activities of task queue %q", v, taskQueue)
 	}
 	r.done.Store(true)
 	return nil

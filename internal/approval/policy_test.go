@@ -1,4 +1,4 @@
-package policy
+package approval
 
 import (
 	"sync"
@@ -10,7 +10,7 @@ import (
 )
 
 func TestNeedsApproval(t *testing.T) {
-	c, err := New()
+	c, err := NewChecker()
 	require.NoError(t, err)
 	admin := agent.TurnContext{UserRole: "admin", UIPage: "billing", Metadata: map[string]string{"env": "prod"}}
 	supervisor := &agent.Caller{Name: "ana", Roles: []string{"user", "supervisor"}}
@@ -55,7 +55,7 @@ func TestNeedsApproval(t *testing.T) {
 }
 
 func TestCompile(t *testing.T) {
-	c, err := New()
+	c, err := NewChecker()
 	require.NoError(t, err)
 	require.NoError(t, c.Compile(`args.amount > 100.0`))
 	for expr, want := range map[string]string{
@@ -71,7 +71,7 @@ func TestCompile(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
-	c, err := New()
+	c, err := NewChecker()
 	require.NoError(t, err)
 	// Each goroutine keeps its answers; the test's goroutine checks them
 	// (require must not run on another goroutine).
@@ -96,7 +96,7 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 func TestStrictest(t *testing.T) {
-	c, err := New()
+	c, err := NewChecker()
 	require.NoError(t, err)
 	tests := []struct {
 		name     string

@@ -1,25 +1,4 @@
-// Package policy decides whether a tool call needs a person's approval.
-//
-// A tool's approval policy is "never" (the default), "always", or a CEL
-// expression that must evaluate to a bool, over:
-//
-//	tool              string               the tool's name
-//	args              map(string, dyn)     the call's arguments (the model's JSON)
-//	tenant_id         string
-//	caller.name       string               from the credential the turn was started with
-//	caller.roles      list(string)         from the credential (empty when started through Temporal)
-//	client.user_role  string               what the client says: a hint, never identity
-//	ui_page           string               a client hint
-//	metadata          map(string, string)  client hints
-//
-// e.g. `args.amount > 100.0 && !("supervisor" in caller.roles)`. Who asks
-// comes from the credential only (agent.Caller); what a request body says
-// about its sender is exposed under client.*, so that a policy reads as
-// what it trusts. Expressions are compiled once and cached. When an
-// expression cannot be evaluated for a call (a missing argument, arguments
-// that are not a JSON object) the call needs approval: the policy fails
-// safe, and the reason says why.
-package policy
+package approval
 
 import (
 	"encoding/json"
@@ -61,8 +40,8 @@ type Checker struct {
 	programs sync.Map // expression → cel.Program
 }
 
-// New returns a Checker.
-func New() (*Checker, error) {
+// NewChecker returns a Checker.
+func NewChecker() (*Checker, error) {
 	env, err := cel.NewEnv(
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),

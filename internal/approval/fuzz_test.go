@@ -1,4 +1,4 @@
-package policy
+package approval
 
 import (
 	"strings"
@@ -16,7 +16,7 @@ import (
 // applied (refused, erroring, arguments not an object) requires approval
 // and says why.
 func FuzzNeedsApproval(f *testing.F) {
-	c, err := New()
+	c, err := NewChecker()
 	require.NoError(f, err)
 	for _, s := range []struct{ policy, args string }{
 		{`args.amount > 100.0`, `{"amount": 250.5}`},
@@ -70,7 +70,7 @@ func FuzzNeedsApproval(f *testing.F) {
 // TestCompileKeywords: "never" and "always" are valid policies, as
 // Compile's documentation says, not CEL references to undeclared names.
 func TestCompileKeywords(t *testing.T) {
-	c, err := New()
+	c, err := NewChecker()
 	require.NoError(t, err)
 	for _, p := range []string{"never", "always", " always "} {
 		require.NoError(t, c.Compile(p), p)
