@@ -15,26 +15,26 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/redact"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
 // Deps are what the activities need. New checks them, so that a worker
 // with a missing dependency fails at start, not at its first turn.
 type Deps struct {
-	Store  *store.Store    // required
-	Model  llm.Model       // required
-	Tools  *tools.Registry // required
-	Routes *registry.Cache // required: the tenants' compiled routing rules
-	Logger *zap.Logger     // required
+	Store   *store.Store    // required
+	Model   llm.Model       // required
+	Tools   *tools.Registry // required
+	Tenants *tenant.Cache   // required: the tenants' runtime settings
+	Logger  *zap.Logger     // required
 	// Temporal sends token batches to turns and reads a turn's event log
 	// head when a streaming call is retried. Required.
 	Temporal client.Client
@@ -51,7 +51,7 @@ type Deps struct {
 	// taken in after the call in flight.
 	Interrupt func(ctx context.Context, streamID string) error
 	// Policy applies tools' approval policies; nil: New makes one.
-	Policy *policy.Checker
+	Policy *approval.Checker
 	// Vault applies the tenants' PII redaction to what tools return, and
 	// gives the tools a tenant allows the values behind placeholders
 	// (nil: none).
@@ -127,13 +127,13 @@ type Activities struct {
 	store      *store.Store
 	model      llm.Model
 	tools      *tools.Registry
-	routes     *registry.Cache
+	tenants    *tenant.Cache
 	logger     *zap.Logger
 	temporal   client.Client
 	events     eventlog.Publisher
 	interrupts Interrupts
 	interrupt  func(ctx context.Context, streamID string) error
-	policy     *policy.Checker
+	gate       approval.Gate
 	governor   *governor.Governor
 
 	knowledge *knowledge.Store
@@ -157,7 +157,7 @@ func New(d Deps) (*Activities, error) {
 	var missing []error
 	for name, ok := range map[string]bool{
 		"Store": d.Store != nil, "Model": d.Model != nil, "Tools": d.Tools != nil,
-		"Routes": d.Routes != nil, "Logger": d.Logger != nil, "Temporal": d.Temporal != nil,
+		"Tenants": d.Tenants != nil, "Logger": d.Logger != nil, "Temporal": d.Temporal != nil,
 	} {
 		if !ok {
 			missing = append(missing, errors.New("activities: "+name+" is required"))
@@ -169,13 +169,13 @@ func New(d Deps) (*Activities, error) {
 	checker := d.Policy
 	if checker == nil {
 		var err error
-		if checker, err = policy.New(); err != nil {
+		if checker, err = approval.NewChecker(); err != nil {
 			return nil, err
 		}
 	}
 	return &Activities{
-		store: d.Store, model: d.Model, tools: d.Tools, routes: d.Routes, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, policy: checker, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
+		store: d.Store, model: d.Model, tools: d.Tools, tenants: d.Tenants, logger: d.Logger,
+		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, gate: approval.Gate{Checker: checker, Policies: d.Tools, Grants: d.Store}, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
 		maxModelTimeout: d.MaxModelTimeout,
 		maxToolTimeout:  d.MaxToolTimeout,
 		knowledge:       d.Knowledge,

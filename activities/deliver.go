@@ -114,7 +114,7 @@ func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (int
 		}
 		return 0, &deliver.Error{Err: fmt.Errorf("read result: %w", err)}
 	}
-	snap, err := a.routes.Routing(ctx, in.TenantID)
+	settings, err := a.tenants.Settings(ctx, in.TenantID)
 	if err != nil {
 		return 0, &deliver.Error{Err: fmt.Errorf("load tenant: %w", err)}
 	}
@@ -132,7 +132,7 @@ func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (int
 			return 0, err
 		}
 		p := deliver.NewPayload(in.Delivery.ID, in.StreamID, agent.TurnRequest{TenantID: in.TenantID, SessionID: in.SessionID}, res)
-		return deliver.Webhook(ctx, snap.HTTP, t.URL, key, p, time.Now())
+		return deliver.Webhook(ctx, settings.HTTP, t.URL, key, p, time.Now())
 	case agent.DeliverTelegram:
 		token, err := resolve(t.BotToken)
 		if err != nil {
@@ -147,7 +147,7 @@ func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (int
 			if i < sent {
 				continue
 			}
-			if err := tg.SendMessage(ctx, snap.HTTP, t.ChatID, part); err != nil {
+			if err := tg.SendMessage(ctx, settings.HTTP, t.ChatID, part); err != nil {
 				return 0, err
 			}
 			activity.RecordHeartbeat(ctx, i+1)

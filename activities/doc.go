@@ -4,8 +4,11 @@
 // package name is plural so it does not clash with the SDK's activity
 // package.
 //
+// It must not import the workflows or the gateway: the workflows know the
+// activities only by the contract's names.
+//
 // One Activities struct, built by New from checked dependencies (store,
-// model, tools, routes, logger, Temporal client, the live event publisher,
+// model, tools, the tenants' settings, logger, Temporal client, the live event publisher,
 // the approval policy checker), holds them; each activity is a method with
 // one input and one result struct, declared with its name in
 // internal/contract. The workflows refer to activities by those names only.

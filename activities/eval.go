@@ -153,8 +153,8 @@ func (a *Activities) judge(ctx context.Context, in contract.ScoreEvalCaseInput, 
 	}
 	call := store.ModelCall{TenantID: in.TenantID, JobID: fmt.Sprintf("eval:%s:%s:v%d:judge", in.EvalID, in.Case.ID, in.Version),
 		Attempt: int(activity.GetInfo(ctx).Attempt), AgentID: in.AgentID, AgentVersion: in.Version, Model: model, Usage: resp.Usage}
-	if snap, err := a.routes.Routing(ctx, in.TenantID); err == nil {
-		if p, ok := agent.PriceOf(snap.Billing.Prices, model); ok {
+	if settings, err := a.tenants.Settings(ctx, in.TenantID); err == nil {
+		if p, ok := agent.PriceOf(settings.Billing.Prices, model); ok {
 			cost := p.Cost(resp.Usage)
 			call.Cost = &cost
 		}

@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/registry"
 )
 
 // fallbackModelScript refuses every request to gpt-4o-mini as over its
@@ -33,7 +33,7 @@ rules:
 func TestCallModelFallback(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, fallbackModelScript)
-	cat, err := registry.Parse(nil, "f.yaml", []byte(`
+	cat, err := catalog.Parse(nil, "f.yaml", []byte(`
 tenant: demo
 agents:
   - id: resilient

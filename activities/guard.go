@@ -116,7 +116,7 @@ func (a *Activities) askGuardTool(ctx context.Context, ag agent.Agent, in contra
 		return "", errors.New("its tool was not resolved when the catalog was applied (its server could not be reached then): apply the catalog again")
 	}
 	spec := *g.Spec
-	if need, _ := a.needsApproval(spec, args, in); need {
+	if need, _ := a.gate.NeedsApproval(spec, args, in); need {
 		return "", errors.New("its tool's approval policy asks for approval of the call, which a guard cannot wait for")
 	}
 	tin := contract.ExecuteToolInput{TenantID: in.TenantID, JobID: in.JobID, AgentID: ag.ID, AgentVersion: ag.Version,
@@ -235,11 +235,11 @@ func (a *Activities) moderation(ctx context.Context, g agent.ModerationGuard) fu
 // tenantHTTP is the client that calls out under the tenant's egress
 // policy.
 func (a *Activities) tenantHTTP(ctx context.Context, tenantID string) (*http.Client, error) {
-	snap, err := a.routes.Routing(ctx, tenantID)
+	settings, err := a.tenants.Settings(ctx, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("load tenant %q: %w", tenantID, err)
 	}
-	return snap.HTTP, nil
+	return settings.HTTP, nil
 }
 
 // guardInput asks the agent's custom guards that read input (http,

@@ -26,13 +26,14 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -104,14 +105,14 @@ type harness struct {
 	// /big-row?bytes=N with one row of N bytes, counting calls.
 	api     *httptest.Server
 	apiHits *atomic.Int32
-	routes  *registry.Cache
+	tenants *tenant.Cache
 }
 
 // applyCatalog applies cat and drops the activities' snapshot of it, as
 // the catalog's notification does in a worker.
 func (h *harness) applyCatalog(ctx context.Context, cat agent.Catalog, dryRun bool) (store.ApplyReport, error) {
 	r, err := h.store.ApplyCatalog(ctx, cat, dryRun)
-	h.routes.Invalidate("")
+	h.tenants.Invalidate("")
 	return r, err
 }
 
@@ -154,7 +155,7 @@ func newHarness(t *testing.T, modelScript string, configure ...func(*Deps)) *har
 	require.NoError(t, err)
 	kinds, err := tools.NewRegistry(tools.Deps{Logger: logger, Egress: op}, append(tools.Builtin(), tallyKind(runs), echoDataKind(), ownPreviewKind())...)
 	require.NoError(t, err)
-	cat, err := registry.Parse(kinds, "t.yaml", []byte(strings.ReplaceAll(testCatalog, "API", strings.TrimPrefix(api.URL, "http://"))))
+	cat, err := catalog.Parse(kinds, "t.yaml", []byte(strings.ReplaceAll(testCatalog, "API", strings.TrimPrefix(api.URL, "http://"))))
 	require.NoError(t, err)
 	_, err = st.ApplyCatalog(ctx, cat, false)
 	require.NoError(t, err)
@@ -164,9 +165,9 @@ func newHarness(t *testing.T, modelScript string, configure ...func(*Deps)) *har
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
-	routes := registry.NewCache(st, op, logger)
+	tenants := tenant.NewCache(st, op, logger)
 	deps := Deps{
-		Store: st, Model: model, Tools: kinds, Routes: routes, Logger: logger, Temporal: c,
+		Store: st, Model: model, Tools: kinds, Tenants: tenants, Logger: logger, Temporal: c,
 		StreamInterval: 50 * time.Millisecond, DataInlineBytes: testDataInline,
 	}
 	for _, f := range configure {
@@ -177,7 +178,7 @@ func newHarness(t *testing.T, modelScript string, configure ...func(*Deps)) *har
 
 	env, beats := newActivityEnv(logger)
 	acts.Register(env)
-	return &harness{acts: acts, store: st, model: srv, temporal: c, env: env, beats: beats, toolRuns: runs, api: api, apiHits: hits, routes: routes}
+	return &harness{acts: acts, store: st, model: srv, temporal: c, env: env, beats: beats, toolRuns: runs, api: api, apiHits: hits, tenants: tenants}
 }
 
 // newActivityEnv is a TestActivityEnvironment whose heartbeats are

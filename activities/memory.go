@@ -35,13 +35,13 @@ const summarizerPrompt = "You keep the memory of a conversation between a user a
 // transcript that still fits is left alone. Retries are harmless: the
 // summary only ever advances (store.PutSummary).
 func (a *Activities) Summarize(ctx context.Context, in contract.SummarizeInput) (contract.SummarizeResult, error) {
-	snap, err := a.routes.Routing(ctx, in.TenantID)
+	settings, err := a.tenants.Settings(ctx, in.TenantID)
 	if err != nil {
 		return contract.SummarizeResult{}, err
 	}
 	agentID := in.AgentID
 	if agentID == "" {
-		agentID = snap.DefaultAgent
+		agentID = settings.DefaultAgent
 	}
 	if agentID == "" {
 		return contract.SummarizeResult{}, nil // nothing to take the memory's settings from
@@ -82,7 +82,7 @@ func (a *Activities) Summarize(ctx context.Context, in contract.SummarizeInput) 
 	through := fold[len(fold)-1].Seq
 	call := store.ModelCall{TenantID: in.TenantID, JobID: fmt.Sprintf("summary:%s:%d", in.SessionID, through), Attempt: int(activity.GetInfo(ctx).Attempt),
 		AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: model, Usage: resp.Usage}
-	if p, ok := agent.PriceOf(snap.Billing.Prices, model); ok {
+	if p, ok := agent.PriceOf(settings.Billing.Prices, model); ok {
 		cost := p.Cost(resp.Usage)
 		call.Cost = &cost
 	}
@@ -114,11 +114,11 @@ func foldPrompt(summary string, msgs []store.SessionMessage) string {
 func (a *Activities) AgentOnBusy(ctx context.Context, in contract.AgentOnBusyInput) (contract.AgentOnBusyResult, error) {
 	agentID := in.AgentID
 	if agentID == "" {
-		snap, err := a.routes.Routing(ctx, in.TenantID)
+		settings, err := a.tenants.Settings(ctx, in.TenantID)
 		if err != nil {
 			return contract.AgentOnBusyResult{}, err
 		}
-		agentID = snap.DefaultAgent
+		agentID = settings.DefaultAgent
 	}
 	if agentID == "" {
 		return contract.AgentOnBusyResult{}, nil

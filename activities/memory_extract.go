@@ -112,11 +112,11 @@ func (a *Activities) ExtractMemories(ctx context.Context, in contract.MemoryExtr
 // default agent; nil when there is neither.
 func (a *Activities) sessionAgent(ctx context.Context, tenantID, agentID string) (*agent.Agent, error) {
 	if agentID == "" {
-		snap, err := a.routes.Routing(ctx, tenantID)
+		settings, err := a.tenants.Settings(ctx, tenantID)
 		if err != nil {
 			return nil, err
 		}
-		agentID = snap.DefaultAgent
+		agentID = settings.DefaultAgent
 	}
 	if agentID == "" {
 		return nil, nil

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/knowledge"
-	"github.com/agentflow/agentflow/internal/registry"
 )
 
 const extractScript = `
@@ -52,7 +52,7 @@ func TestExtractMemoriesStoresFactsOnce(t *testing.T) {
 	require.Equal(t, "the agent does not extract memories", extract().Skipped)
 	require.Zero(t, h.model.Served("extract"))
 
-	cat, err := registry.Parse(h.acts.tools, "t.yaml", []byte(strings.Replace(testCatalog, "    system_prompt: Be brief.",
+	cat, err := catalog.Parse(h.acts.tools, "t.yaml", []byte(strings.Replace(testCatalog, "    system_prompt: Be brief.",
 		"    system_prompt: Be brief.\n    memory: {extract: true, summary_model: openai:gpt-4o-mini}", 1)))
 	require.NoError(t, err)
 	_, err = h.applyCatalog(ctx, cat, false)
@@ -108,7 +108,7 @@ func TestCallModelRecallsTheCallersMemories(t *testing.T) {
 		d.Memories = mem
 	})
 	ctx := context.Background()
-	cat, err := registry.Parse(h.acts.tools, "t.yaml", []byte(strings.Replace(testCatalog, "    system_prompt: Be brief.",
+	cat, err := catalog.Parse(h.acts.tools, "t.yaml", []byte(strings.Replace(testCatalog, "    system_prompt: Be brief.",
 		"    system_prompt: Be brief.\n    memory: {recall: true, top_k: 3, budget: 200}", 1)))
 	require.NoError(t, err)
 	_, err = h.applyCatalog(ctx, cat, false)

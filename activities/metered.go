@@ -23,10 +23,10 @@ import (
 // the same call again is counted once.
 
 // gates are the activities' metered.Gates: the worker's governor, and the
-// tenant's prices and budgets from its cached snapshot, as CallModel
+// tenant's prices and budgets from its cached settings, as CallModel
 // reads them.
 func (a *Activities) gates() *metered.Gates {
-	return &metered.Gates{Store: a.store, Governor: a.governor, Logger: a.logger, Billing: metered.SnapshotBilling(a.routes)}
+	return &metered.Gates{Store: a.store, Governor: a.governor, Logger: a.logger, Billing: metered.CachedBilling(a.tenants)}
 }
 
 // withScope charges the embeddings made under ctx to s (metered.Scope),

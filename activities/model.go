@@ -166,14 +166,14 @@ func (m *modelCall) load(ctx context.Context) error {
 }
 
 // prompt reads the tenant's prices and budgets, which come with its
-// cached catalog snapshot (current within moments of a catalog change),
+// cached settings (current within moments of a catalog change),
 // and composes what the model reads (messages).
 func (m *modelCall) prompt(ctx context.Context) error {
 	a, in := m.a, m.in
 	err := a.db(ctx, "load prices and budgets", func() error {
-		snap, err := a.routes.Routing(ctx, in.TenantID)
+		settings, err := a.tenants.Settings(ctx, in.TenantID)
 		if err == nil {
-			m.billing = snap.Billing
+			m.billing = settings.Billing
 		}
 		return err
 	})

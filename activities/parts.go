@@ -46,11 +46,11 @@ func (a *Activities) resolveParts(ctx context.Context, tenantID string, parts []
 			}
 		} else {
 			if client == nil {
-				snap, err := a.routes.Routing(ctx, tenantID)
+				settings, err := a.tenants.Settings(ctx, tenantID)
 				if err != nil {
 					return nil, fmt.Errorf("load tenant %q: %w", tenantID, err)
 				}
-				client = snap.HTTP
+				client = settings.HTTP
 			}
 			data, got, err := fetchPart(ctx, client, p.URL, at)
 			if err != nil {

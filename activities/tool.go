@@ -296,7 +296,7 @@ func notGranted(ag agent.Agent, name string) string {
 // progress and custom events go to the turn through report and emit (nil:
 // dropped).
 func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.ExecuteToolInput, report func(string), emit func(agent.CustomEvent) error) (tools.Call, error) {
-	snap, err := a.routes.Routing(ctx, in.TenantID)
+	settings, err := a.tenants.Settings(ctx, in.TenantID)
 	if err != nil {
 		return tools.Call{}, fmt.Errorf("load tenant %q: %w", in.TenantID, err)
 	}
@@ -305,7 +305,7 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 		Args:     json.RawMessage(in.Call.Arguments),
 		TenantID: in.TenantID, JobID: in.JobID, CallID: in.Call.ID,
 		WorkflowID: activity.GetInfo(ctx).WorkflowExecution.ID,
-		HTTP:       snap.HTTP,
+		HTTP:       settings.HTTP,
 		Data:       inputs.data,
 		OpenBlob: func(ctx context.Context, ref string) (tools.Blob, error) {
 			ref, err := inputs.resolve(ctx, ref)
@@ -628,14 +628,14 @@ type cachedOutput struct {
 
 // piiPolicy is the tenant's PII redaction (none without a catalog).
 func (a *Activities) piiPolicy(ctx context.Context, tenantID string) (redact.Policy, error) {
-	snap, err := a.routes.Routing(ctx, tenantID)
+	settings, err := a.tenants.Settings(ctx, tenantID)
 	if agent.IsCode(err, agent.CodeNotFound) {
 		return redact.Policy{}, nil
 	}
 	if err != nil {
 		return redact.Policy{}, err
 	}
-	return redact.Policy{Redactor: snap.PII, Config: snap.PIIConfig}, nil
+	return redact.Policy{Redactor: settings.PII, Config: settings.PIIConfig}, nil
 }
 
 // redactOutput applies the tenant's PII redaction to a tool's output: its

@@ -16,31 +16,31 @@ import (
 
 // Route picks the agent for a request: the one it names, else the first
 // of the tenant's routing rules that matches, else the tenant's default.
-// It reads a cached, compiled snapshot of the tenant's rules, so it runs as
+// It reads the tenant's cached settings, its rules compiled, so it runs as
 // a local activity.
 func (a *Activities) Route(ctx context.Context, in contract.RouteInput) (contract.RouteResult, error) {
 	if in.AgentID != "" {
 		traceRoute(ctx, in.TenantID, contract.RouteResult{AgentID: in.AgentID, Rule: contract.RuleExplicit})
 		return contract.RouteResult{AgentID: in.AgentID, Rule: contract.RuleExplicit}, nil
 	}
-	snap, err := a.routes.Routing(ctx, in.TenantID)
+	settings, err := a.tenants.Settings(ctx, in.TenantID)
 	if err != nil {
 		return contract.RouteResult{}, fmt.Errorf("route: %w", agentNotFound(err))
 	}
-	d, err := snap.Table.Route(routing.Input{
+	d, err := settings.Table.Route(routing.Input{
 		TenantID: in.TenantID, Caller: in.Caller, UserRole: in.Context.UserRole, UIPage: in.Context.UIPage,
 		Metadata: in.Context.Metadata, Message: in.Prompt,
-	}, snap.DefaultAgent)
+	}, settings.DefaultAgent)
 	if err != nil {
 		return contract.RouteResult{}, fmt.Errorf("route: %w", agentNotFound(err))
 	}
-	a.routes.Metrics.Decided(in.TenantID, d.Rule)
+	a.tenants.Metrics.Decided(in.TenantID, d.Rule)
 	traceRoute(ctx, in.TenantID, contract.RouteResult{AgentID: d.AgentID, Rule: d.Rule})
 	for _, e := range d.Errors {
 		a.log(ctx).Warn("routing rule failed and was skipped", zap.String("tenant", in.TenantID),
 			zap.String("rule", e.Rule), zap.String("error", e.Err))
 	}
-	return contract.RouteResult{AgentID: d.AgentID, Rule: d.Rule, CatalogVersion: snap.Version, RuleErrors: d.Errors}, nil
+	return contract.RouteResult{AgentID: d.AgentID, Rule: d.Rule, CatalogVersion: settings.Version, RuleErrors: d.Errors}, nil
 }
 
 // LoadAgent resolves the agent's active version and pins it for the turn

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/catalog"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -126,7 +126,7 @@ func printCatalogReport(out io.Writer, resp *pb.UpsertCatalogResponse, dryRun bo
 func readCatalog(paths ...string) (map[string]string, error) {
 	files := map[string]string{}
 	for _, path := range paths {
-		names, err := registry.Files(path)
+		names, err := catalog.Files(path)
 		if err != nil {
 			return nil, err
 		}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/testserver"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -106,7 +106,7 @@ agents:
 
 	// A fork runs on an earlier version of an agent when asked, the
 	// active one otherwise.
-	cat, err := registry.Parse(nil, "v2.yaml", []byte(`
+	cat, err := catalog.Parse(nil, "v2.yaml", []byte(`
 tenant: demo
 default_agent: quick
 agents:

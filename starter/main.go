@@ -1,5 +1,9 @@
 // Command starter is agentflow's command-line client: a client of the
-// gateway's gRPC API and of Temporal, never of the database.
+// gateway's gRPC API and of Temporal. It opens the database only for the
+// operator's commands that read it (deploy rollout's build signals,
+// retention audit), and assembles the process in-process
+// (internal/server) only for demo, up and stack; it must not import the
+// workflows or the activities.
 //
 //	starter run --tenant demo "What is 12.5 * 4?"   run one agent turn through Temporal and print its result
 //	starter chat "What is 12.5 * 4?"                stream a turn live through the gRPC API

@@ -7,6 +7,9 @@
 // AGENTFLOW_STOP_TIMEOUT to finish; a second signal ends it at once. With
 // -healthcheck it probes a running worker's /healthz instead, for
 // container health checks.
+//
+// Of agentflow's it imports internal/server and the tool kinds it adds,
+// nothing else: the assembly is the server's.
 package main
 
 import (

@@ -3,7 +3,7 @@ package agent
 import "encoding/json"
 
 // Catalog is what a catalog apply stores: the tools, agents and routing
-// rules of some tenants. internal/registry reads and checks it from catalog
+// rules of some tenants. internal/catalog reads and checks it from catalog
 // files; the store applies it and checks only what needs the stored
 // catalog.
 type Catalog struct {
@@ -21,7 +21,7 @@ type TenantCatalog struct {
 	Tools []Tool
 	// Agents to store, with Version 0 (the store assigns versions) and
 	// TenantID empty or the tenant's. Each of an agent's Tools is a full
-	// spec, as the registry resolves them, or a reference (only Name set)
+	// spec, as the catalog resolves them, or a reference (only Name set)
 	// that the store resolves against Tools and then the tenant's stored
 	// tools.
 	Agents []Agent

@@ -115,7 +115,7 @@ func checkPartURL(at, raw string) error {
 	case len(raw) > MaxPartURLBytes:
 		return Errorf(CodeInvalid, "%s: url is %d bytes; the limit is %d", at, len(raw), MaxPartURLBytes)
 	case strings.HasPrefix(raw, CASRefPrefix):
-		if !isLowerHex(strings.TrimPrefix(raw, CASRefPrefix), 64) {
+		if _, ok := CASDigest(raw); !ok {
 			return Errorf(CodeInvalid, "%s: url %q: want %s<64 lowercase hex digits>", at, Clip(raw, 100), CASRefPrefix)
 		}
 		return nil
@@ -131,6 +131,13 @@ func checkPartURL(at, raw string) error {
 		return Errorf(CodeInvalid, "%s: url %q: want a cas:// ref or an http(s) URL without credentials", at, Clip(raw, 100))
 	}
 	return nil
+}
+
+// CASDigest returns the hex SHA-256 digest of a "cas://sha256:<hex>" ref,
+// and whether ref is one: the prefix, then 64 lowercase hex digits.
+func CASDigest(ref string) (string, bool) {
+	sum, ok := strings.CutPrefix(ref, CASRefPrefix)
+	return sum, ok && isLowerHex(sum, 64)
 }
 
 func isLowerHex(s string, n int) bool {

@@ -96,12 +96,7 @@ func (l *ToolLimits) validate() error {
 
 // ToolLimits returns the agent's tool limits, if its chain has them.
 func (a Agent) ToolLimits() *ToolLimits {
-	for _, g := range a.Guardrails {
-		if g.ToolLimits != nil {
-			return g.ToolLimits
-		}
-	}
-	return nil
+	return firstGuard(a.Guardrails, func(g Guardrail) *ToolLimits { return g.ToolLimits })
 }
 
 // HTTPGuard calls a tenant's endpoint (through the tenant's egress
@@ -407,19 +402,20 @@ func (g *InjectionGuard) validate() error {
 
 // InjectionGuard returns the agent's injection guard, if its chain has one.
 func (a Agent) InjectionGuard() *InjectionGuard {
-	for _, g := range a.Guardrails {
-		if g.Injection != nil {
-			return g.Injection
-		}
-	}
-	return nil
+	return firstGuard(a.Guardrails, func(g Guardrail) *InjectionGuard { return g.Injection })
 }
 
 // OutputGuard returns the agent's output guard, if its chain has one.
 func (a Agent) OutputGuard() *OutputGuard {
-	for _, g := range a.Guardrails {
-		if g.Output != nil {
-			return g.Output
+	return firstGuard(a.Guardrails, func(g Guardrail) *OutputGuard { return g.Output })
+}
+
+// firstGuard returns the first guard of a chain that kind gives (nil: the
+// guardrail is of another kind).
+func firstGuard[T any](chain []Guardrail, kind func(Guardrail) *T) *T {
+	for _, g := range chain {
+		if p := kind(g); p != nil {
+			return p
 		}
 	}
 	return nil

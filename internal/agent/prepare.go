@@ -171,17 +171,8 @@ func decodeRetrieval(raw json.RawMessage, field string) (Retrieval, error) {
 		return Retrieval{}, Errorf(CodeInvalid, "%s: %v (the settings are collections, top_k, budget, mode and filter)", field, err)
 	}
 	r := doc.Retrieval
-	if doc.TopK != nil {
-		if *doc.TopK == 0 {
-			return Retrieval{}, Errorf(CodeInvalid, "%s: top_k 0: want 1 to %d", field, MaxRetrieveTopK)
-		}
-		r.TopK = *doc.TopK
-	}
-	if doc.Budget != nil {
-		if *doc.Budget == 0 {
-			return Retrieval{}, Errorf(CodeInvalid, "%s: budget 0: want 1 to %d", field, MaxRetrieveTokens)
-		}
-		r.Budget = *doc.Budget
+	if err := r.setCounts(field, doc.TopK, doc.Budget); err != nil {
+		return Retrieval{}, err
 	}
 	return r, r.Validate(field)
 }

@@ -37,17 +37,17 @@ func ParseTTL(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseInt(days, 10, 64)
 		if err != nil || n < 0 || n > int64(MaxRetention/(24*time.Hour)) {
-			return 0, Errorf(CodeInvalid, "%q: want a whole number of days (30d) or a duration (36h)", truncateText(s, 40))
+			return 0, Errorf(CodeInvalid, "%q: want a whole number of days (30d) or a duration (36h)", Clip(s, 40))
 		}
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil {
-			return 0, Errorf(CodeInvalid, "%q: want a whole number of days (30d) or a duration (36h)", truncateText(s, 40))
+			return 0, Errorf(CodeInvalid, "%q: want a whole number of days (30d) or a duration (36h)", Clip(s, 40))
 		}
 	}
 	if d < time.Minute || d > MaxRetention {
-		return 0, Errorf(CodeInvalid, "%q: want 1m to %dd", truncateText(s, 40), int64(MaxRetention/(24*time.Hour)))
+		return 0, Errorf(CodeInvalid, "%q: want 1m to %dd", Clip(s, 40), int64(MaxRetention/(24*time.Hour)))
 	}
 	return d, nil
 }
@@ -94,11 +94,4 @@ func ttlText(d time.Duration) string {
 	default:
 		return d.String()
 	}
-}
-
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

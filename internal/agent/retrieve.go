@@ -104,6 +104,25 @@ func (r Retrieval) WithDefaults() Retrieval {
 	return r
 }
 
+// setCounts sets r's top_k and budget where the settings at name them
+// (nil: not named), refusing an explicit 0: the way to ask for the
+// default is to leave the setting out.
+func (r *Retrieval) setCounts(at string, topK, budget *int) error {
+	if topK != nil {
+		if *topK == 0 {
+			return Errorf(CodeInvalid, "%s: top_k 0: want 1 to %d", at, MaxRetrieveTopK)
+		}
+		r.TopK = *topK
+	}
+	if budget != nil {
+		if *budget == 0 {
+			return Errorf(CodeInvalid, "%s: budget 0: want 1 to %d", at, MaxRetrieveTokens)
+		}
+		r.Budget = *budget
+	}
+	return nil
+}
+
 // RetrieveConfig is the config of a retrieve tool: a Retrieval whose
 // Filter is fixed, and the metadata keys the model may filter by too.
 type RetrieveConfig struct {
@@ -142,17 +161,8 @@ func ParseRetrieveConfig(raw json.RawMessage) (RetrieveConfig, error) {
 		return RetrieveConfig{}, Errorf(CodeInvalid, "%s config: %v (the settings are collections, top_k, budget, mode, filter and model_filters)", KindRetrieve, err)
 	}
 	c := cfg.RetrieveConfig
-	if cfg.TopK != nil {
-		if *cfg.TopK == 0 {
-			return RetrieveConfig{}, Errorf(CodeInvalid, "%s config: top_k 0: want 1 to %d", KindRetrieve, MaxRetrieveTopK)
-		}
-		c.TopK = *cfg.TopK
-	}
-	if cfg.Budget != nil {
-		if *cfg.Budget == 0 {
-			return RetrieveConfig{}, Errorf(CodeInvalid, "%s config: budget 0: want 1 to %d", KindRetrieve, MaxRetrieveTokens)
-		}
-		c.Budget = *cfg.Budget
+	if err := c.setCounts(KindRetrieve+" config", cfg.TopK, cfg.Budget); err != nil {
+		return RetrieveConfig{}, err
 	}
 	if err := c.Validate(KindRetrieve + " config"); err != nil {
 		return RetrieveConfig{}, err

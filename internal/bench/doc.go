@@ -3,4 +3,7 @@
 // worker in-process — with the scripted model, and report percentiles as
 // benchmark metrics; BENCHMARKS.md records the figures and how they were
 // produced.
+//
+// It is tests only, beside the commands under it: no production package
+// imports it or its sub-packages.
 package bench

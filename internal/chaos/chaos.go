@@ -6,6 +6,10 @@
 // PostgreSQL or the Temporal server restarted, the model failing in each
 // way providers do.
 //
+// It drives the topology from outside, as clients and operators do: it must
+// not import the workflows, the activities, the store or the server, whose
+// processes it breaks.
+//
 // After every run it checks what agentflow promises: the turn ends as its
 // trial says (completed, or failed with the documented error type); the
 // client's stream, resumed on another gateway when its own dies, is gap-free

@@ -10,6 +10,9 @@
 // /v1/{stream_id}/approvals/{call_id}) and cancels turns (POST
 // /v1/{stream_id}/cancel), with the bearer token a person types in.
 //
+// It imports nothing of agentflow's: the page knows the HTTP API only as
+// its clients do.
+//
 // The token stays in the tab (sessionStorage) and travels only in the
 // Authorization header: the page reads event streams with fetch rather
 // than EventSource, which cannot set headers and would need the token in

@@ -3,6 +3,9 @@
 // code-mode programs (program) need so that a hostile or careless program
 // ends itself, never the worker that ran it.
 //
+// It imports only the standard library, so that a child starts with nothing
+// but the work it serves.
+//
 // # The same executable, re-executed
 //
 // A child is the parent's own executable (/proc/self/exe) started with a
@@ -37,7 +40,10 @@
 // child's first frame is FrameHello with the protocol name its package
 // gave; what follows is the package's own.
 //
-// What is not here is each package's pool of warm children: jqproc's and
-// program's differ in what they keep per child and in how their tests
-// look inside them.
+// # Warm children
+//
+// Pool bounds how many children work at once and keeps those that ended
+// a run in step for the next. It holds Procs only: what a package keeps
+// per child (jqproc's protocol handle) it makes when it takes one, and
+// its tests look inside through Idle and Busy.
 package childproc

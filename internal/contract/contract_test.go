@@ -179,7 +179,7 @@ func record(fset *token.FileSet, n ast.Node, seen map[string][]string) {
 // log's Postgres live path, or the process's metrics
 // and telemetry (Prometheus, the OpenTelemetry SDK and its OTLP exporter,
 // zap), which a few names in the wrong home once pulled in. The catalog
-// (internal/registry) checks models against the domain's list of
+// (internal/catalog) checks models against the domain's list of
 // providers, not against the model clients (langchaingo).
 func TestLinksNoAdapter(t *testing.T) {
 	tests := []struct {
@@ -195,7 +195,7 @@ func TestLinksNoAdapter(t *testing.T) {
 			"go.opentelemetry.io/proto/otlp", "go.uber.org/zap",
 			"github.com/agentflow/agentflow/internal/eventlog/pglive",
 		}},
-		{"../registry", "github.com/agentflow/agentflow/internal/agent", []string{"github.com/tmc/langchaingo", "github.com/agentflow/agentflow/internal/llm"}},
+		{"../catalog", "github.com/agentflow/agentflow/internal/agent", []string{"github.com/tmc/langchaingo", "github.com/agentflow/agentflow/internal/llm"}},
 	}
 	for _, tt := range tests {
 		t.Run(filepath.Base(tt.pkg), func(t *testing.T) {

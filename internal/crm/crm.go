@@ -3,6 +3,8 @@
 // the openapi_action tool kind. Its answers depend only on the requests
 // it was sent, so tests can assert on them.
 //
+// It imports nothing of agentflow's: it stands for a third party's API.
+//
 //	GET    /openapi.json, /openapi.yaml             the document (its server is /v2)
 //	GET    /v2/customers?q=an&tier=pro&limit=10     searchCustomers
 //	GET    /v2/customers/{customerId}?expand=orders getCustomer

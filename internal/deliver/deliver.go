@@ -4,6 +4,9 @@
 // activity, run by the Delivery workflow) retries, with the delivery's id
 // as the idempotency key of every attempt.
 //
+// It imports only the domain (internal/agent): the activity that calls it
+// owns the retries and the record of attempts.
+//
 // # Webhook
 //
 // The body is Payload as JSON. Three headers let the receiver check it:

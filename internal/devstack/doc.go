@@ -5,6 +5,9 @@
 // registered and the settings of [DynamicConfig], the same as
 // deploy/temporal-dynamicconfig.yaml gives a real server.
 //
+// It must not import the store, the workflows or the server: it starts the
+// servers they use.
+//
 // Nothing here is for production: Postgres runs with trust authentication and
 // (unless Options.Durable) fsync off, and the dev server is the
 // single-process Temporal shipped in the `temporal` CLI (v1.5.1, pinned by

@@ -48,7 +48,7 @@ func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error
 	if err != nil {
 		return err
 	}
-	lock, err := lockFile(ctx, filepath.Join(s.Dir, "postgres.lock"), false)
+	lock, err := LockFile(ctx, filepath.Join(s.Dir, "postgres.lock"), false)
 	if errors.Is(err, errLocked) {
 		return fmt.Errorf("postgres data in %s is in use by another running stack; stop it or use another folder", s.Dir)
 	}

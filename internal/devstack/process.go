@@ -162,10 +162,12 @@ func logTail(path string) string {
 	return fmt.Sprintf("; last lines of %s:\n%s", path, strings.Join(lines, "\n"))
 }
 
-// lockFile takes an exclusive flock on path, which it creates. With wait it
-// blocks until the lock is free or ctx ends; without, a held lock is an error
-// wrapping errLocked.
-func lockFile(ctx context.Context, path string, wait bool) (*os.File, error) {
+// LockFile takes an exclusive flock on path, which it creates; closing the
+// file releases it. With wait it blocks until the lock is free or ctx
+// ends; without, a held lock is an error wrapping errLocked. Test
+// processes that share a machine's folders (a server's state, a cache of
+// installed clients) hold one while they change them.
+func LockFile(ctx context.Context, path string, wait bool) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)

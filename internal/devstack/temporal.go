@@ -32,7 +32,7 @@ const (
 // claimTemporal takes the state folder's Temporal lock and makes sv the
 // stack's Temporal service; from then on Stop releases the lock.
 func (s *Stack) claimTemporal(ctx context.Context, name, logName string) (*service, error) {
-	lock, err := lockFile(ctx, filepath.Join(s.Dir, "temporal.lock"), false)
+	lock, err := LockFile(ctx, filepath.Join(s.Dir, "temporal.lock"), false)
 	if errors.Is(err, errLocked) {
 		return nil, fmt.Errorf("temporal state in %s is in use by another running stack; stop it or use another folder", s.Dir)
 	}
@@ -350,7 +350,7 @@ func Tool(ctx context.Context, root, module, name, pkg string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", fmt.Errorf("create .bin: %w", err)
 	}
-	lock, err := lockFile(ctx, bin+".lock", true)
+	lock, err := LockFile(ctx, bin+".lock", true)
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,8 @@
 // Tests that must kill a worker the hard way build the worker binary
 // (./worker) and run it as processes.
 //
+// It is tests only: no package imports it.
+//
 // What it covers:
 //
 //   - turns: started with the temporal CLI as the docs show, the same

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/egress"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/tools"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -254,7 +254,7 @@ func TestEgressDefaultOperator(t *testing.T) {
 	require.NoError(t, err)
 	kinds, err := tools.NewRegistry(tools.Deps{Egress: op}, tools.Builtin()...)
 	require.NoError(t, err)
-	cat, err := registry.Parse(kinds, "b.yaml", []byte(catalogFor(host, otherHost)))
+	cat, err := catalog.Parse(kinds, "b.yaml", []byte(catalogFor(host, otherHost)))
 	require.NoError(t, err)
 	_, err = opened.Store().ApplyCatalog(context.Background(), cat, false)
 	require.NoError(t, err)

@@ -3,6 +3,10 @@
 // a model cannot steer a tool into the worker's own network (server-side
 // request forgery), nor a tenant admin into the platform's.
 //
+// It imports only the domain and internal/secrets: it must not import the
+// tools, the store or the gateway, which hand it policies and use its
+// client.
+//
 // # Policy
 //
 // A tenant's catalog lists allowed destinations; ParsePolicy reads them:

@@ -185,27 +185,14 @@ func splitList(value string) []string {
 
 // allow adds one EnvAllow entry.
 func (o *Operator) allow(s string) error {
+	pfx, h, err := parseEntry(s)
 	switch {
-	case s == "":
-		return errors.New("empty entry")
-	case strings.Contains(s, "://"):
-		return errors.New("write a host, not a URL")
-	case strings.Contains(s, "/"):
-		pfx, err := parsePrefix(s)
-		if err != nil {
-			return err
-		}
-		if pfx.Addr().Is6() && nat64.Bits() <= pfx.Bits() && nat64.Contains(pfx.Addr()) {
-			return errors.New("write the IPv4 addresses a NAT64 prefix stands for")
-		}
-		o.prefixes = append(o.prefixes, pfx)
-		return nil
-	}
-	h, err := parseHost(s)
-	if err != nil {
+	case err != nil:
 		return err
-	}
-	switch {
+	case pfx.IsValid() && pfx.Addr().Is6() && nat64.Bits() <= pfx.Bits() && nat64.Contains(pfx.Addr()):
+		return errors.New("write the IPv4 addresses a NAT64 prefix stands for")
+	case pfx.IsValid():
+		o.prefixes = append(o.prefixes, pfx)
 	case h.wildcard:
 		return errors.New("a wildcard is not allowed here: name each host with its port")
 	case h.addr.IsValid() && nat64.Contains(h.addr):

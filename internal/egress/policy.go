@@ -85,25 +85,32 @@ func ParsePolicy(entries []string) (Policy, error) {
 }
 
 func (p *Policy) add(s string) error {
+	pfx, h, err := parseEntry(s)
+	switch {
+	case err != nil:
+		return err
+	case pfx.IsValid():
+		p.prefixes = append(p.prefixes, pfx)
+	default:
+		p.hosts = append(p.hosts, h)
+	}
+	return nil
+}
+
+// parseEntry reads one entry of an allow list: a CIDR prefix (then pfx is
+// valid) or a host.
+func parseEntry(s string) (pfx netip.Prefix, h hostEntry, err error) {
 	switch {
 	case s == "":
-		return errors.New("empty entry")
+		return netip.Prefix{}, hostEntry{}, errors.New("empty entry")
 	case strings.Contains(s, "://"):
-		return errors.New("write a host, not a URL")
+		return netip.Prefix{}, hostEntry{}, errors.New("write a host, not a URL")
 	case strings.Contains(s, "/"):
-		pfx, err := parsePrefix(s)
-		if err != nil {
-			return err
-		}
-		p.prefixes = append(p.prefixes, pfx)
-		return nil
+		pfx, err = parsePrefix(s)
+		return pfx, hostEntry{}, err
 	}
-	h, err := parseHost(s)
-	if err != nil {
-		return err
-	}
-	p.hosts = append(p.hosts, h)
-	return nil
+	h, err = parseHost(s)
+	return netip.Prefix{}, h, err
 }
 
 // parsePrefix reads a CIDR entry.

@@ -8,4 +8,7 @@
 // recorded turns, by reference; ScoreReplay compares a replayed case with
 // its recording (the tool runtime, activities, serves the recorded tool
 // results).
+//
+// It imports only the domain and internal/structured: it must not import
+// the workflows, the activities or the store, which call it.
 package evals

@@ -7,6 +7,9 @@
 // sides of one protocol, and a turn speaks that protocol too (see
 // Workflow Streams below).
 //
+// The workflows link it, so it must not import a database driver, a model
+// provider or the gateway: its Postgres path is the sub-package pglive.
+//
 // # Indices
 //
 // Every turn has one log of agent.Event, whose stream id is the turn's

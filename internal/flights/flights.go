@@ -3,6 +3,8 @@
 // execute_pipeline (the scenario of seed 004 §10). Its answers depend only
 // on the request, so tests can assert on them.
 //
+// It imports nothing of agentflow's: it stands for a third party's API.
+//
 //	GET /search?origin=NYC&dest=LAX          a JSON array of flights
 //	GET /search.csv?origin=NYC&dest=LAX      the same flights as CSV
 //

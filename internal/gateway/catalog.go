@@ -8,34 +8,35 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tenant"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
 // CatalogService implements pb.CatalogServiceServer for the caller's tenant.
 type CatalogService struct {
 	pb.UnimplementedCatalogServiceServer
-	store  *store.Store
-	kinds  registry.Kinds
-	routes *registry.Cache
-	logger *zap.Logger
+	store   *store.Store
+	kinds   catalog.Kinds
+	tenants *tenant.Cache
+	logger  *zap.Logger
 }
 
-// NewCatalogService returns the catalog API over st; routes also tells it
+// NewCatalogService returns the catalog API over st; it tells tenants
 // when a tenant's catalog changed.
-func NewCatalogService(st *store.Store, kinds registry.Kinds, routes *registry.Cache, logger *zap.Logger) *CatalogService {
-	return &CatalogService{store: st, kinds: kinds, routes: routes, logger: logger}
+func NewCatalogService(st *store.Store, kinds catalog.Kinds, tenants *tenant.Cache, logger *zap.Logger) *CatalogService {
+	return &CatalogService{store: st, kinds: kinds, tenants: tenants, logger: logger}
 }
 
 // maxCatalogFiles bounds the files of one UpsertCatalog (each is bounded
-// by registry.MaxFileBytes, the request by gRPC's message size).
+// by catalog.MaxFileBytes, the request by gRPC's message size).
 const maxCatalogFiles = 100
 
 // UpsertCatalog implements pb.CatalogServiceServer.
 func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalogRequest) (*pb.UpsertCatalogResponse, error) {
-	tenant := TenantOf(ctx)
+	tenantID := TenantOf(ctx)
 	if n := len(in.GetFiles()); n > maxCatalogFiles {
 		return nil, Status(ctx, c.logger, agent.Errorf(agent.CodeInvalid, "%d files; the limit is %d", n, maxCatalogFiles))
 	}
@@ -43,23 +44,23 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 	for name, doc := range in.GetFiles() {
 		files[name] = []byte(doc)
 	}
-	cat, err := registry.ParseFiles(c.kinds, files)
+	cat, err := catalog.ParseFiles(c.kinds, files)
 	if err != nil {
 		// Every problem with the documents, one per line, file:line first.
 		return nil, Status(ctx, c.logger, agent.WithCode(agent.CodeInvalid, err))
 	}
 	for _, t := range cat.Tenants {
-		if t.TenantID != tenant {
+		if t.TenantID != tenantID {
 			// Never reveal or touch another tenant's catalog.
 			return nil, Status(ctx, c.logger, agent.Errorf(agent.CodePermissionDenied,
-				"the documents name tenant %q; this token may only change tenant %q", t.TenantID, tenant))
+				"the documents name tenant %q; this token may only change tenant %q", t.TenantID, tenantID))
 		}
 	}
 	// Entries that need the far side (an MCP server's tools) are resolved
 	// only now that the documents are known to be sound and the tenant's,
 	// within the operator's egress policy that ParseFiles checked them by.
-	env := registry.ResolveEnvOf(ctx, c.store, c.kinds.Deps().Egress, in.GetAllowUnreachable())
-	if err := registry.Resolve(ctx, c.kinds, &cat, env); err != nil {
+	env := tenant.ResolveEnvOf(ctx, c.store, c.kinds.Deps().Egress, in.GetAllowUnreachable())
+	if err := catalog.Resolve(ctx, c.kinds, &cat, env); err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
 	var report store.ApplyReport
@@ -75,16 +76,16 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
-	if !in.GetDryRun() && !in.GetStage() && c.routes != nil {
+	if !in.GetDryRun() && !in.GetStage() && c.tenants != nil {
 		// A worker in this process serves the next turn with the new
 		// catalog at once; others hear of it from the notification.
-		c.routes.Invalidate(tenant)
+		c.tenants.Invalidate(tenantID)
 	}
 	out := &pb.UpsertCatalogResponse{}
 	for _, ch := range report.Changes {
 		out.Changes = append(out.Changes, &pb.CatalogChange{Kind: ch.Kind, Name: ch.Name, Action: ch.Action, Version: int32(ch.Version), Note: ch.Note, Source: ch.Source})
 	}
-	if r, err := c.store.Routing(ctx, tenant); err == nil {
+	if r, err := c.store.Routing(ctx, tenantID); err == nil {
 		out.CatalogVersion = r.Version
 	}
 	return out, nil
@@ -102,19 +103,19 @@ func (c *CatalogService) ListRules(ctx context.Context, _ *pb.ListRulesRequest) 
 // RouteDryRun implements pb.CatalogServiceServer.
 func (c *CatalogService) RouteDryRun(ctx context.Context, in *pb.RouteDryRunRequest) (*pb.RouteDryRunResponse, error) {
 	tenant := TenantOf(ctx)
-	snap, err := c.routes.Routing(ctx, tenant)
+	settings, err := c.tenants.Settings(ctx, tenant)
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
 	// The decision for the admin who asks: rules over caller.* see the
 	// admin's token, as a turn started with it would.
 	tc := toContext(in.GetContext())
-	d, err := snap.Table.Route(routing.Input{TenantID: tenant, Caller: CallerOf(ctx).Caller(), UserRole: tc.UserRole, UIPage: tc.UIPage,
-		Metadata: tc.Metadata, Message: in.GetMessage()}, snap.DefaultAgent)
+	d, err := settings.Table.Route(routing.Input{TenantID: tenant, Caller: CallerOf(ctx).Caller(), UserRole: tc.UserRole, UIPage: tc.UIPage,
+		Metadata: tc.Metadata, Message: in.GetMessage()}, settings.DefaultAgent)
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
-	out := &pb.RouteDryRunResponse{AgentId: d.AgentID, Rule: d.Rule, CatalogVersion: snap.Version}
+	out := &pb.RouteDryRunResponse{AgentId: d.AgentID, Rule: d.Rule, CatalogVersion: settings.Version}
 	for _, e := range d.Errors {
 		out.Errors = append(out.Errors, &pb.RuleError{Rule: e.Rule, Error: e.Err})
 	}
@@ -126,7 +127,7 @@ func (c *CatalogService) RouteDryRun(ctx context.Context, in *pb.RouteDryRunRequ
 func (c *CatalogService) StreamCatalog(_ *pb.StreamCatalogRequest, ss grpc.ServerStreamingServer[pb.CatalogEvent]) error {
 	ctx := ss.Context()
 	tenant := TenantOf(ctx)
-	changed, stop := c.routes.Watch(tenant) // before the snapshot: no change falls between
+	changed, stop := c.tenants.Watch(tenant) // before the snapshot: no change falls between
 	defer stop()
 	prev, err := c.load(ctx, tenant)
 	if err != nil {

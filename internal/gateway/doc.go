@@ -3,8 +3,12 @@
 // decides approvals through internal/turnclient, follows turns' event logs
 // (internal/eventlog) and reads stored results and agents (internal/store).
 // CatalogService validates and applies catalog YAML
-// (internal/registry), lists the routing rules, answers RouteDryRun from
-// the routing cache, and streams the catalog's changes.
+// (internal/catalog), lists the routing rules, answers RouteDryRun from
+// the tenants' cached settings (internal/tenant), and streams the
+// catalog's changes.
+//
+// The core must not import the workflows or the activities: it reaches
+// turns through internal/turnclient and the names of internal/contract.
 //
 // Every call is scoped to the tenant of the caller's bearer token; another
 // tenant's stream ids and result refs look exactly like ones that do not

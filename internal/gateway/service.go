@@ -25,11 +25,11 @@ import (
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/redact"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -61,10 +61,11 @@ type Options struct {
 	// Vault applies the tenants' PII redaction to prompts before a turn
 	// or a conversation hears of them (nil: none is applied).
 	Vault *redact.Vault
-	// Routes, when set, is the process's cache of tenants' catalog
-	// snapshots: a turn that names no agent is checked against it (a
-	// default agent or rules) instead of reading the catalog.
-	Routes *registry.Cache
+	// Tenants, when set, is the process's cache of tenants' runtime
+	// settings: a turn that names no agent is checked against it (a
+	// default agent or rules) instead of reading the catalog, and a
+	// prompt is redacted by the tenant's PII settings.
+	Tenants *tenant.Cache
 	// Secrets resolves the secrets a door checks a request with (the
 	// Telegram door's webhook_secret), for the tenant of the context
 	// (secrets.WithTenant); nil: no door can check one.
@@ -95,7 +96,7 @@ type Service struct {
 	oidc      *oidcauth.Verifier
 	taskQueue string
 	logger    *zap.Logger
-	routes    *registry.Cache
+	tenants   *tenant.Cache
 	vault     *redact.Vault
 	secrets   secrets.Resolver
 	payloads  converter.DataConverter
@@ -147,7 +148,7 @@ func New(o Options) (*Service, error) {
 	}
 	streams := newStreamSlots(o.MaxStreamsPerTenant)
 	s := &Service{client: o.Client, store: o.Store, events: heldEvents{src: o.Events, streams: streams}, tokens: o.Tokens, oidc: o.OIDC,
-		taskQueue: o.TaskQueue, logger: o.Logger, routes: o.Routes, vault: o.Vault, secrets: o.Secrets, starting: make(chan struct{}, maxStarting), streams: streams,
+		taskQueue: o.TaskQueue, logger: o.Logger, tenants: o.Tenants, vault: o.Vault, secrets: o.Secrets, starting: make(chan struct{}, maxStarting), streams: streams,
 		channel: agent.ChannelGRPC, payloads: o.Payloads}
 	if s.payloads == nil {
 		s.payloads = converter.GetDefaultDataConverter()
@@ -275,17 +276,17 @@ func (s *Service) redact(ctx context.Context, tenantID, scope string, texts ...*
 
 // piiPolicy is the tenant's PII redaction (none without a catalog).
 func (s *Service) piiPolicy(ctx context.Context, tenantID string) (redact.Policy, error) {
-	if s.routes == nil {
+	if s.tenants == nil {
 		return redact.Policy{}, nil
 	}
-	snap, err := s.routes.Routing(ctx, tenantID)
+	settings, err := s.tenants.Settings(ctx, tenantID)
 	if agent.IsCode(err, agent.CodeNotFound) {
 		return redact.Policy{}, nil // no catalog: nothing to redact by, and the turn says what is wrong
 	}
 	if err != nil {
 		return redact.Policy{}, err
 	}
-	return redact.Policy{Redactor: snap.PII, Config: snap.PIIConfig}, nil
+	return redact.Policy{Redactor: settings.PII, Config: settings.PIIConfig}, nil
 }
 
 // StartPrepared starts a prepared turn, or attaches to the run of its job
@@ -344,12 +345,12 @@ func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 		}
 		return ag.CheckDeliver(req)
 	}
-	if s.routes != nil {
-		snap, err := s.routes.Routing(ctx, req.TenantID)
+	if s.tenants != nil {
+		settings, err := s.tenants.Settings(ctx, req.TenantID)
 		if err != nil {
 			return err
 		}
-		if snap.DefaultAgent == "" && snap.Table.Len() == 0 {
+		if settings.DefaultAgent == "" && settings.Table.Len() == 0 {
 			return agent.Errorf(agent.CodeNotFound, "tenant %q has neither routing rules nor a default agent: name an agent_id", req.TenantID)
 		}
 		return nil

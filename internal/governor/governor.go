@@ -4,6 +4,9 @@
 // provider, or one of its models), declared by the operator
 // (AGENTFLOW_MODEL_LIMITS, ParseLimits).
 //
+// It must not import the activities, the gateway or a model provider: they
+// ask it before a call.
+//
 // The counts live in PostgreSQL (store.Admit), not in a process: each
 // admission to a key locks the key's row, counts the key's grants on the
 // database's clock and records its own, so ten worker processes on five

@@ -11,4 +11,7 @@
 // their verdicts, {"allow", "reason"}, are read and what a failure
 // means). Callers decide where text passes through it, and give the
 // custom guards the client or the tool runtime they are asked through.
+//
+// It imports only the domain and internal/structured: it must not import
+// the store, the gateway or the tools, which call it.
 package guard

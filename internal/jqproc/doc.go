@@ -1,6 +1,9 @@
 // Package jqproc runs jq programs (github.com/itchyny/gojq) in child
 // processes whose memory the kernel caps, at most a few at once.
 //
+// Of agentflow's it imports only internal/childproc: it must not import the
+// tools or the pipeline, which call it.
+//
 // # Why a child process
 //
 // gojq has no memory limit of its own, and a few bytes of jq build

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sync"
 	"time"
+
+	"github.com/agentflow/agentflow/internal/childproc"
 )
 
 // Defaults of Options and Program.
@@ -85,11 +86,7 @@ func (e *ProgramError) Error() string { return e.Message }
 // the next run. It is safe for concurrent use.
 type Pool struct {
 	memory int64
-	slots  chan struct{}
-
-	mu     sync.Mutex
-	idle   []*proc
-	closed bool
+	procs  *childproc.Pool
 }
 
 // New returns a pool. It starts no process: the first runs do.
@@ -100,14 +97,14 @@ func New(o Options) *Pool {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
-	return &Pool{memory: o.Memory, slots: make(chan struct{}, o.Concurrency)}
+	return &Pool{memory: o.Memory, procs: childproc.NewPool(o.Concurrency)}
 }
 
 // Memory is the per-program budget in bytes.
 func (p *Pool) Memory() int64 { return p.memory }
 
 // Concurrency is the most programs that run at once.
-func (p *Pool) Concurrency() int { return cap(p.slots) }
+func (p *Pool) Concurrency() int { return p.procs.Slots() }
 
 // Run runs prog and yields its outputs as the child sends them: gojq's
 // values (nil, bool, int, float64, *big.Int, json.Number, string, []any,
@@ -135,9 +132,10 @@ func (p *Pool) run(ctx context.Context, prog Program, yield func(any, error) boo
 	if err != nil {
 		return fmt.Errorf("encode the input: %w", err)
 	}
-	release, err := p.acquire(ctx)
+	began := time.Now()
+	release, err := p.procs.Acquire(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w in %v (this process runs %d jq programs at once): %w", ErrBusy, time.Since(began).Round(time.Millisecond), p.procs.Slots(), err)
 	}
 	defer release()
 	c, err := p.get(ctx)
@@ -168,7 +166,7 @@ func (p *Pool) run(ctx context.Context, prog Program, yield func(any, error) boo
 	case errors.Is(err, errDied):
 		return p.died(c)
 	case (err == nil || isRunError(err)) && !retire:
-		p.put(c)
+		p.procs.Put(c.Proc)
 		return err
 	}
 	c.close()
@@ -197,58 +195,22 @@ func (p *Pool) died(c *proc) error {
 	return err
 }
 
-// acquire takes a slot, waiting as long as ctx allows.
-func (p *Pool) acquire(ctx context.Context) (release func(), err error) {
-	release = func() { <-p.slots }
-	select {
-	case p.slots <- struct{}{}:
-		return release, nil
-	default:
-	}
-	began := time.Now()
-	select {
-	case p.slots <- struct{}{}:
-		return release, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w in %v (this process runs %d jq programs at once): %w", ErrBusy, time.Since(began).Round(time.Millisecond), cap(p.slots), ctx.Err())
-	}
-}
-
 // get returns an idle child that is still alive, or starts one.
 func (p *Pool) get(ctx context.Context) (*proc, error) {
-	for {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return nil, errors.New("jq pool is closed")
+	c, err := p.procs.Get(ctx, func(ctx context.Context) (*childproc.Proc, error) {
+		c, err := start(ctx, p.memory)
+		if err != nil {
+			return nil, err
 		}
-		n := len(p.idle)
-		if n == 0 {
-			p.mu.Unlock()
-			return start(ctx, p.memory)
-		}
-		c := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		if c.alive() {
-			return c, nil
-		}
-		c.close()
+		return c.Proc, nil
+	})
+	if errors.Is(err, childproc.ErrClosed) {
+		return nil, errors.New("jq pool is closed")
 	}
-}
-
-// put keeps a child for the next run. Idle children never outnumber the
-// slots: a run takes an idle child before it starts one, so the processes
-// alive are at most Concurrency.
-func (p *Pool) put(c *proc) {
-	p.mu.Lock()
-	if p.closed || len(p.idle) >= cap(p.slots) {
-		p.mu.Unlock()
-		c.close()
-		return
+	if err != nil {
+		return nil, err
 	}
-	p.idle = append(p.idle, c)
-	p.mu.Unlock()
+	return wrap(c), nil
 }
 
 // Close ends the idle children; runs under way end theirs as they finish.
@@ -256,12 +218,6 @@ func (p *Pool) put(c *proc) {
 // exit when the parent's end of their pipe closes, and the kernel kills
 // them when it dies.
 func (p *Pool) Close() error {
-	p.mu.Lock()
-	idle := p.idle
-	p.idle, p.closed = nil, true
-	p.mu.Unlock()
-	for _, c := range idle {
-		c.close()
-	}
+	p.procs.Close()
 	return nil
 }

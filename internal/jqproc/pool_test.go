@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/childproc"
 )
 
 // collect runs prog and returns its outputs and its error.
@@ -36,11 +38,7 @@ func newPool(t testing.TB, o Options) *Pool {
 	return p
 }
 
-func idle(p *Pool) []*proc {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]*proc(nil), p.idle...)
-}
+func idle(p *Pool) []*childproc.Proc { return p.procs.Idle() }
 
 func TestRun(t *testing.T) {
 	big1, _ := new(big.Int).SetString("123456789012345678901234567890", 10)
@@ -285,7 +283,7 @@ func TestBreakKillsTheChild(t *testing.T) {
 		}
 	}
 	require.Empty(t, idle(p), "a child that was still sending is not reused")
-	require.Zero(t, len(p.slots))
+	require.Zero(t, p.procs.Busy())
 }
 
 func TestConcurrencyCap(t *testing.T) {
@@ -355,8 +353,8 @@ func TestChildReuse(t *testing.T) {
 
 	require.NoError(t, run("1"))
 	c := idle(p)[0]
-	c.kill()
-	<-c.exited
+	c.Kill()
+	<-c.Exited
 	require.NoError(t, run("1"), "an idle child that died is passed over")
 	require.Len(t, idle(p), 1)
 	require.NotSame(t, c, idle(p)[0])

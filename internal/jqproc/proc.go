@@ -31,7 +31,12 @@ func start(ctx context.Context, memory int64) (*proc, error) {
 		}
 		return nil, fmt.Errorf("start a jq process: %w", err)
 	}
-	return &proc{Proc: p, cmd: p.Cmd, w: p.W, r: p.R, exited: p.Exited}, nil
+	return wrap(p), nil
+}
+
+// wrap gives a child the jq protocol's methods.
+func wrap(p *childproc.Proc) *proc {
+	return &proc{Proc: p, cmd: p.Cmd, w: p.W, r: p.R, exited: p.Exited}
 }
 
 func (c *proc) alive() bool { return c.Alive() }

@@ -4,6 +4,10 @@
 // ingestion, the retrieve tool and long-term memory; it never calls a
 // model itself except through the Embedder it is handed.
 //
+// It owns its tables' SQL (their migration is internal/store's) and must
+// not import the store, the activities or a model provider: the Embedder is
+// handed in.
+//
 // # Chunking
 //
 // Split cuts a text into chunks of at most SplitOptions.ChunkTokens

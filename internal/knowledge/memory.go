@@ -187,11 +187,8 @@ func (m *Memories) write(ctx context.Context, scope agent.MemoryScope, mems []ag
 		}
 		dims := len(units[0])
 		if c.Dims == 0 {
-			if _, err := tx.Exec(ctx, `UPDATE knowledge_collections SET dims = $2 WHERE id = $1 AND dims = 0`, cid, dims); err != nil {
-				return fmt.Errorf("record dims: %w", err)
-			}
-			if err := tx.QueryRow(ctx, `SELECT dims FROM knowledge_collections WHERE id = $1`, cid).Scan(&c.Dims); err != nil {
-				return fmt.Errorf("record dims: %w", err)
+			if c.Dims, err = recordDims(ctx, tx, cid, dims); err != nil {
+				return err
 			}
 		}
 		if dims != c.Dims {

@@ -349,11 +349,8 @@ func (s *Store) Write(ctx context.Context, tenant, collection string, doc agent.
 			return err
 		}
 		if c.Dims == 0 {
-			if _, err := tx.Exec(ctx, `UPDATE knowledge_collections SET dims = $2 WHERE id = $1 AND dims = 0`, cid, dims); err != nil {
-				return fmt.Errorf("record dims: %w", err)
-			}
-			if err := tx.QueryRow(ctx, `SELECT dims FROM knowledge_collections WHERE id = $1`, cid).Scan(&c.Dims); err != nil {
-				return fmt.Errorf("record dims: %w", err)
+			if c.Dims, err = recordDims(ctx, tx, cid, dims); err != nil {
+				return err
 			}
 		}
 		if dims != c.Dims {
@@ -504,4 +501,18 @@ func validText(s string) bool {
 		}
 	}
 	return utf8.ValidString(s)
+}
+
+// recordDims gives a collection that has no dims yet those of its first
+// vectors, and returns the collection's dims: those of a write that
+// recorded its own first.
+func recordDims(ctx context.Context, tx pgx.Tx, cid int64, dims int) (int, error) {
+	if _, err := tx.Exec(ctx, `UPDATE knowledge_collections SET dims = $2 WHERE id = $1 AND dims = 0`, cid, dims); err != nil {
+		return 0, fmt.Errorf("record dims: %w", err)
+	}
+	var got int
+	if err := tx.QueryRow(ctx, `SELECT dims FROM knowledge_collections WHERE id = $1`, cid).Scan(&got); err != nil {
+		return 0, fmt.Errorf("record dims: %w", err)
+	}
+	return got, nil
 }

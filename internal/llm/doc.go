@@ -50,4 +50,7 @@
 // message (text and tool calls with ids and JSON arguments), token usage,
 // and a finish reason in OpenAI's vocabulary (stop, tool_calls, length,
 // content_filter).
+//
+// Of agentflow's it imports only the domain: it must not import the
+// workflows, the activities or the store.
 package llm

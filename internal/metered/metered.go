@@ -27,6 +27,8 @@
 // knowledge.Searcher, knowledge.Memories): the tenant and key come from
 // the context (WithScope), and a call with none is refused rather than
 // sent unbudgeted.
+//
+// It must not import the activities or the gateway, which both call it.
 package metered
 
 import (
@@ -42,8 +44,8 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/llm"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tenant"
 )
 
 // DefaultHold is how long a call's reservation and governor slot outlive
@@ -225,19 +227,19 @@ func (g *Gates) release(ctx context.Context, c Call, held bool) {
 	}
 }
 
-// SnapshotBilling reads a tenant's prices and budgets from its cached
-// catalog snapshot (registry.Cache), as a turn's own calls read them: a
+// CachedBilling reads a tenant's prices and budgets from its cached
+// runtime settings (tenant.Cache), as a turn's own calls read them: a
 // Gates.Billing. A tenant with no catalog has neither.
-func SnapshotBilling(routes *registry.Cache) func(context.Context, string) (store.Billing, error) {
+func CachedBilling(tenants *tenant.Cache) func(context.Context, string) (store.Billing, error) {
 	return func(ctx context.Context, tenantID string) (store.Billing, error) {
-		snap, err := routes.Routing(ctx, tenantID)
+		settings, err := tenants.Settings(ctx, tenantID)
 		switch {
 		case agent.IsCode(err, agent.CodeNotFound):
 			return store.Billing{}, nil
 		case err != nil:
 			return store.Billing{}, err
 		}
-		return snap.Billing, nil
+		return settings.Billing, nil
 	}
 }
 

@@ -8,6 +8,9 @@
 // directly. The names workflows report under are part of the Temporal
 // contract (internal/contract's Metric* constants), declared there so
 // that the workflow package links none of this package's dependencies.
+//
+// Of agentflow's it imports only internal/telemetry; the workflows must
+// not import it.
 package metrics
 
 import (

@@ -3,6 +3,8 @@
 // package, the scripts that drive the client) copied into the user's cache
 // and `npm ci` run there once per lockfile.
 //
+// Only tests import it, and it imports nothing of agentflow's.
+//
 // Test processes run side by side on one machine (the packages of `go test
 // ./...`, the shards of one package), so an install holds a file lock: two
 // processes never run `npm ci` into one folder, nor rewrite a script another
@@ -14,13 +16,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/agentflow/agentflow/internal/devstack"
 )
 
 // Installed reports whether node and npm are on the PATH.
@@ -102,25 +104,9 @@ func copyFiles(src, dir string) error {
 // lockDir takes an exclusive flock on path, waiting until it is free or
 // ctx ends, and returns its release.
 func lockDir(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := devstack.LockFile(ctx, path, true)
 	if err != nil {
-		return nil, fmt.Errorf("open lock file: %w", err)
+		return nil, err
 	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			// Closing the file releases the lock.
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return func() { f.Close() }, nil
 }

@@ -2,6 +2,9 @@
 // to an identity — tenant, roles and name — for the gateway, beside its
 // static tokens.
 //
+// It imports only the domain: it must not import the gateway, which calls
+// it.
+//
 // New discovers the issuer (its /.well-known/openid-configuration) and
 // fetches its keys (jwks_uri); either failing fails New, so a gateway
 // whose issuer cannot be reached does not start, as it does not when

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // MaxDescription bounds Description: past it, operations are only named.
@@ -180,5 +182,5 @@ func (d *Document) Parameters() json.RawMessage {
 
 // oneLine is s on one line, clipped to n bytes.
 func oneLine(s string, n int) string {
-	return clip(strings.Join(strings.Fields(s), " "), n)
+	return agent.Clip(strings.Join(strings.Fields(s), " "), n)
 }

@@ -3,6 +3,9 @@
 // on github.com/getkin/kin-openapi: openapi3 loads and validates documents,
 // openapi3filter checks requests and responses against them.
 //
+// It imports only the domain: it must not import the tools, the egress
+// client or the store; the openapi_action kind (internal/tools) calls it.
+//
 // # Documents
 //
 // The descriptions people publish are large (GitHub's REST description

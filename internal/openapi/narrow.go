@@ -485,7 +485,7 @@ func (n *narrowing) refKey(ref string) (compKey, bool) {
 // closure finds every component the kept operations need.
 func (n *narrowing) closure() error {
 	if n.bad != "" && n.want != nil {
-		return agent.Errorf(agent.CodeInvalid, "$ref %q points into the document outside its components, which narrowing to operations cannot follow: move what it names into components", clip(n.bad, 120))
+		return agent.Errorf(agent.CodeInvalid, "$ref %q points into the document outside its components, which narrowing to operations cannot follow: move what it names into components", agent.Clip(n.bad, 120))
 	}
 	n.need = make([]bool, len(n.defined))
 	todo := slices.Clone(n.roots)

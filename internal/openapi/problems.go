@@ -9,6 +9,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // maxProblems bounds how many problems a message lists.
@@ -21,7 +23,7 @@ func problems(err error) string {
 	var out []string
 	collect(err, "", &out)
 	if len(out) == 0 {
-		return clip(err.Error(), 300)
+		return agent.Clip(err.Error(), 300)
 	}
 	more := ""
 	if len(out) > maxProblems {

@@ -102,7 +102,7 @@ func DecodeArgs(raw []byte, also ...string) (Args, error) {
 func errUnknownArg(k string, also []string) error {
 	names := append([]string{"operation_id", "params", "body"}, also...)
 	list := strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-	return agent.Errorf(agent.CodeInvalid, "unknown argument %q: the arguments are %s", clip(k, 40), list)
+	return agent.Errorf(agent.CodeInvalid, "unknown argument %q: the arguments are %s", agent.Clip(k, 40), list)
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -205,7 +205,7 @@ type builder struct {
 func (b *builder) params(params map[string]any) error {
 	for _, k := range slices.Sorted(mapsKeys(params)) {
 		if !slices.Contains(b.op.Keys, k) {
-			return fmt.Errorf("unknown parameter %q; %s", clip(k, 60), paramList(b.op))
+			return fmt.Errorf("unknown parameter %q; %s", agent.Clip(k, 60), paramList(b.op))
 		}
 	}
 	for i, p := range b.op.Params {
@@ -373,7 +373,7 @@ func styled(v any, prefix, itemSep, propSep, kvSep, objPrefix string, useObjPref
 		for _, k := range slices.Sorted(mapsKeys(v)) {
 			s, err := primitive(v[k])
 			if err != nil {
-				return "", "", fmt.Errorf("property %q: %v", clip(k, 40), err)
+				return "", "", fmt.Errorf("property %q: %v", agent.Clip(k, 40), err)
 			}
 			raws = append(raws, k+kvSep+s)
 			escs = append(escs, escape(k)+kvSep+escape(s))
@@ -422,7 +422,7 @@ func (b *builder) queryParam(name string, sm *openapi3.SerializationMethod, v an
 		for _, k := range keys {
 			s, err := primitive(v[k])
 			if err != nil {
-				return fmt.Errorf("property %q: %v", clip(k, 40), err)
+				return fmt.Errorf("property %q: %v", agent.Clip(k, 40), err)
 			}
 			switch {
 			case sm.Style == openapi3.SerializationDeepObject:
@@ -512,14 +512,14 @@ func (b *builder) body(args Args) ([]byte, string, error) {
 				for i, e := range v {
 					s, err := primitive(e)
 					if err != nil {
-						return nil, "", fmt.Errorf("body: field %q item %d: %v", clip(k, 40), i, err)
+						return nil, "", fmt.Errorf("body: field %q item %d: %v", agent.Clip(k, 40), i, err)
 					}
 					form.Add(k, s)
 				}
 			default:
 				s, err := primitive(v)
 				if err != nil {
-					return nil, "", fmt.Errorf("body: field %q: %v", clip(k, 40), err)
+					return nil, "", fmt.Errorf("body: field %q: %v", agent.Clip(k, 40), err)
 				}
 				form.Add(k, s)
 			}
@@ -609,14 +609,3 @@ func (b *builder) url(base *url.URL) (string, error) {
 
 // escapeStatic escapes the literal parts of a path template, slashes kept.
 func escapeStatic(s string) string { return (&url.URL{Path: s}).EscapedPath() }
-
-// clip shortens s for a message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
-}

@@ -3,6 +3,9 @@
 // or a large model reply never meets Temporal's limits: 2 MiB a payload
 // and 4 MiB a gRPC message by default, 50 MiB a history.
 //
+// It imports only internal/objstore: it must not import the workflows or
+// the store, so that any Temporal client can use it.
+//
 // It is a storage driver for the Temporal SDK's external storage
 // (converter.ExternalStorage, the claim-check pattern every Temporal SDK
 // shares) rather than a converter.PayloadCodec in the data converter,

@@ -15,6 +15,8 @@ import (
 
 	"github.com/itchyny/gojq"
 	"github.com/itchyny/timefmt-go"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // Bounds on what a call may say. They keep a call small enough to check
@@ -330,16 +332,16 @@ func isNull(raw json.RawMessage) bool {
 func describeRaw(raw []byte) string {
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) != nil {
-		return clip(strings.TrimSpace(string(raw)), 60)
+		return agent.Clip(strings.TrimSpace(string(raw)), 60)
 	}
 	s := buf.String()
 	switch {
 	case strings.HasPrefix(s, "{"):
-		return "an object " + clip(s, 60)
+		return "an object " + agent.Clip(s, 60)
 	case strings.HasPrefix(s, "["):
-		return "an array " + clip(s, 60)
+		return "an array " + agent.Clip(s, 60)
 	}
-	return clip(s, 60)
+	return agent.Clip(s, 60)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -559,7 +561,7 @@ func checkHTTP(s Step, i int, hasInput bool) error {
 	}
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return invalidf("url %q: want %s, e.g. https://api.example.com/items", clip(s.URL, 100), wants["url"])
+		return invalidf("url %q: want %s, e.g. https://api.example.com/items", agent.Clip(s.URL, 100), wants["url"])
 	}
 	if err := checkEnum("method", s.Method, "GET", "POST"); err != nil {
 		return err
@@ -700,12 +702,12 @@ func checkJQ(q string) error {
 	if err != nil {
 		var pe *gojq.ParseError
 		if errors.As(err, &pe) {
-			return invalidf("query %q: %v at byte %d", clip(q, 200), err, pe.Offset)
+			return invalidf("query %q: %v at byte %d", agent.Clip(q, 200), err, pe.Offset)
 		}
-		return invalidf("query %q: %v", clip(q, 200), err)
+		return invalidf("query %q: %v", agent.Clip(q, 200), err)
 	}
 	if _, err := gojq.Compile(parsed); err != nil {
-		return invalidf("query %q: %v", clip(q, 200), err)
+		return invalidf("query %q: %v", agent.Clip(q, 200), err)
 	}
 	return nil
 }
@@ -727,18 +729,18 @@ func compileRegexp(pattern string) (*regexp.Regexp, error) {
 				msg += " (Go regular expressions (RE2) have no lookaround and no backreferences)"
 			}
 		}
-		return nil, invalidf("pattern %q: %s", clip(pattern, 200), msg)
+		return nil, invalidf("pattern %q: %s", agent.Clip(pattern, 200), msg)
 	}
 	parsed, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, invalidf("pattern %q: %v", clip(pattern, 200), err)
+		return nil, invalidf("pattern %q: %v", agent.Clip(pattern, 200), err)
 	}
 	prog, err := syntax.Compile(parsed.Simplify())
 	if err != nil {
-		return nil, invalidf("pattern %q: %v", clip(pattern, 200), err)
+		return nil, invalidf("pattern %q: %v", agent.Clip(pattern, 200), err)
 	}
 	if n := len(prog.Inst); n > maxPatternInst {
-		return nil, invalidf("pattern %q is too complex (it compiles to %d instructions; the limit is %d): use smaller repeat counts", clip(pattern, 200), n, maxPatternInst)
+		return nil, invalidf("pattern %q is too complex (it compiles to %d instructions; the limit is %d): use smaller repeat counts", agent.Clip(pattern, 200), n, maxPatternInst)
 	}
 	return re, nil
 }

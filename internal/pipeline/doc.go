@@ -2,6 +2,10 @@
 // pipelines a model writes as JSON and that run without changing any
 // workflow. A pipeline is
 //
+// It imports only the domain and internal/jqproc: it must not import the
+// tools, the egress client or the store; the execute_pipeline kind
+// (internal/tools) calls it.
+//
 //	{"session_id": "...", "pipeline": [step, ...], "input_ref": "..."}
 //
 // Parameters is its JSON Schema, the one the tool shows the model. Decode

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // Result is the outcome of a run.
@@ -114,7 +116,7 @@ func truncate(v any, n int, cut *bool) any {
 	case string:
 		if len(x) > previewString {
 			*cut = true
-			return clip(x, previewString)
+			return agent.Clip(x, previewString)
 		}
 	case []any:
 		if len(x) > n {

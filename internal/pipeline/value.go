@@ -10,7 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // Kind says what a Value holds.
@@ -525,13 +526,13 @@ func jsonType(v any) string {
 func describe(v any) string {
 	switch v.(type) {
 	case map[string]any:
-		return "an object " + clip(marshal(v), 60)
+		return "an object " + agent.Clip(marshal(v), 60)
 	case []any:
-		return "an array " + clip(marshal(v), 60)
+		return "an array " + agent.Clip(marshal(v), 60)
 	case nil:
 		return "null"
 	}
-	return clip(marshal(v), 60)
+	return agent.Clip(marshal(v), 60)
 }
 
 func marshal(v any) string {
@@ -540,17 +541,6 @@ func marshal(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
-}
-
-// clip cuts s to at most n bytes on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // maxDepth bounds the nesting of values the engine accepts; encoding/json

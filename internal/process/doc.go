@@ -2,6 +2,9 @@
 // JSON documents of nodes and edges, named by tag (the workflow_tag of the
 // job protocol), that describe what a process runs and in which order.
 //
+// It imports only the domain and internal/structured: it must not import
+// the store or the tools, which call it.
+//
 //	{"nodes": [{"id": "fetch_flights", "type": "task", ...}, ...],
 //	 "edges": [{"from": "fetch_flights", "to": "price_check", "condition": "..."}, ...]}
 //

@@ -409,16 +409,7 @@ func show(v any) string {
 	return clip(string(b))
 }
 
-func clip(s string) string {
-	if len(s) <= maxShownValueSize {
-		return s
-	}
-	n := maxShownValueSize
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
-}
+func clip(s string) string { return agent.Clip(s, maxShownValueSize) }
 
 // marshal is json.Marshal without HTML escapes: values keep the bytes
 // the model wrote ("price < 500", not "price \u003c 500").

@@ -2,6 +2,9 @@
 // writes one program that calls the agent's tools itself, instead of one
 // model round trip per call. The turn drives it; this package runs it.
 //
+// Of agentflow's it imports only internal/childproc: it must not import the
+// tools, the activities or the workflows, which drive it.
+//
 // # Where it runs, and why not in the workflow
 //
 // The interpreter (github.com/dop251/goja, pure Go) runs in an activity,

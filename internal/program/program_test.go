@@ -96,7 +96,7 @@ return {sum: c};`
 	require.JSONEq(t, `{"sum":113}`, string(out.Value))
 	require.Equal(t, "a is 3\nwarn: {\"b\":13}\n", out.Console)
 	require.Equal(t, 3, out.Calls)
-	require.Len(t, r.idle, 1, "one warm child served every run")
+	require.Len(t, r.procs.Idle(), 1, "one warm child served every run")
 }
 
 func TestRunParallel(t *testing.T) {
@@ -363,7 +363,7 @@ func TestRunCancel(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the context's end is the runner's error, not the program's")
 	var pe *Error
 	require.False(t, errors.As(err, &pe))
-	require.Empty(t, r.idle, "the child was killed")
+	require.Empty(t, r.procs.Idle(), "the child was killed")
 	out, err := r.Run(t.Context(), Input{Source: "return 2"})
 	require.NoError(t, err)
 	require.Equal(t, "2", string(out.Value))
@@ -376,7 +376,7 @@ func TestRunConcurrency(t *testing.T) {
 		_, err := r.Run(t.Context(), Input{Source: "for (;;) {}", Limits: Limits{Time: 500 * time.Millisecond}})
 		busy <- err
 	}()
-	require.Eventually(t, func() bool { return len(r.slots) == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return r.procs.Busy() == 1 }, 10*time.Second, time.Millisecond)
 	short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	_, err := r.Run(short, Input{Source: "return 1"})

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/agentflow/agentflow/internal/childproc"
@@ -32,11 +31,7 @@ type Options struct {
 // next run. It is safe for concurrent use.
 type Runner struct {
 	memory int64
-	slots  chan struct{}
-
-	mu     sync.Mutex
-	idle   []*childproc.Proc
-	closed bool
+	procs  *childproc.Pool
 }
 
 // New returns a runner. It starts no process: the first runs do.
@@ -47,7 +42,7 @@ func New(o Options) *Runner {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
-	return &Runner{memory: o.Memory, slots: make(chan struct{}, o.Concurrency)}
+	return &Runner{memory: o.Memory, procs: childproc.NewPool(o.Concurrency)}
 }
 
 // The child's side: the variable that makes a process a program child,
@@ -178,9 +173,9 @@ func (r *Runner) Run(ctx context.Context, in Input) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, fmt.Errorf("encode the program's input: %w", err)
 	}
-	release, err := r.acquire(ctx)
+	release, err := r.procs.Acquire(ctx)
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{}, fmt.Errorf("wait for a program slot (%d run at once): %w", r.procs.Slots(), err)
 	}
 	defer release()
 	c, err := r.get(ctx)
@@ -212,7 +207,7 @@ func (r *Runner) Run(ctx context.Context, in Input) (Outcome, error) {
 	case res.Retire:
 		c.Close()
 	default:
-		r.put(c)
+		r.procs.Put(c)
 	}
 	switch {
 	case res.Error != nil:
@@ -349,54 +344,19 @@ func checkTools(tools []Tool) error {
 	return nil
 }
 
-// acquire takes a slot, waiting as long as ctx allows.
-func (r *Runner) acquire(ctx context.Context) (release func(), err error) {
-	select {
-	case r.slots <- struct{}{}:
-		return func() { <-r.slots }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for a program slot (%d run at once): %w", cap(r.slots), ctx.Err())
-	}
-}
-
 // get returns an idle child that is still alive, or starts one.
 func (r *Runner) get(ctx context.Context) (*childproc.Proc, error) {
-	for {
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			return nil, errors.New("program runner is closed")
+	c, err := r.procs.Get(ctx, func(ctx context.Context) (*childproc.Proc, error) {
+		c, err := childproc.Start(ctx, childproc.Config{Env: envBudget, Name: "agentflow-program", Protocol: protocol, Memory: r.memory})
+		if err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("start a program process: %w", err)
 		}
-		n := len(r.idle)
-		if n == 0 {
-			r.mu.Unlock()
-			c, err := childproc.Start(ctx, childproc.Config{Env: envBudget, Name: "agentflow-program", Protocol: protocol, Memory: r.memory})
-			if err != nil && ctx.Err() == nil {
-				err = fmt.Errorf("start a program process: %w", err)
-			}
-			return c, err
-		}
-		c := r.idle[n-1]
-		r.idle = r.idle[:n-1]
-		r.mu.Unlock()
-		if c.Alive() {
-			return c, nil
-		}
-		c.Close()
+		return c, err
+	})
+	if errors.Is(err, childproc.ErrClosed) {
+		return nil, errors.New("program runner is closed")
 	}
-}
-
-// put keeps a child for the next run; idle children never outnumber the
-// slots.
-func (r *Runner) put(c *childproc.Proc) {
-	r.mu.Lock()
-	if r.closed || len(r.idle) >= cap(r.slots) {
-		r.mu.Unlock()
-		c.Close()
-		return
-	}
-	r.idle = append(r.idle, c)
-	r.mu.Unlock()
+	return c, err
 }
 
 // Close ends the idle children; runs under way end theirs as they finish.
@@ -404,12 +364,6 @@ func (r *Runner) put(c *childproc.Proc) {
 // exit when the parent's end of their pipe closes, and the kernel kills
 // them when it dies.
 func (r *Runner) Close() error {
-	r.mu.Lock()
-	idle := r.idle
-	r.idle, r.closed = nil, true
-	r.mu.Unlock()
-	for _, c := range idle {
-		c.Close()
-	}
+	r.procs.Close()
 	return nil
 }

@@ -5,6 +5,9 @@
 // runtime on what tools return, and on the arguments of the tools the
 // tenant lets see the real values (Reveal). One home, so that every
 // channel and tool kind follows the same rule.
+//
+// It imports only the domain and internal/guard: it must not import the
+// store, the gateway or the tools, which call it.
 package redact
 
 import (

@@ -1,13 +1,18 @@
 // Package routing picks the agent for a request that names none, from the
 // tenant's routing rules.
 //
+// It imports only the domain and CEL: it must not import the store or the
+// registry, which hand it the rules.
+//
 // # Rules
 //
 // A rule (agent.Rule) has a name, a priority, a condition written in CEL
 // and the agent it routes to. Compile checks a tenant's rules and compiles
-// every condition once; the registry does this once per catalog version,
-// so a bad rule is refused when the catalog is applied, not when a request
-// arrives. Compile refuses, naming the rule:
+// every condition once; internal/catalog checks each condition
+// (CompileCondition) when a catalog is applied and internal/tenant compiles
+// the rules once per catalog version, so a bad rule is refused when the
+// catalog is applied, not when a request arrives.
+// Compile refuses, naming the rule:
 //   - a condition that does not parse or type-check (with CEL's message),
 //   - a condition whose type is not bool,
 //   - an empty name, condition or agent, or a name used twice,

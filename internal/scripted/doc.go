@@ -3,6 +3,9 @@
 // the real provider clients (langchaingo's openai package, Anthropic's
 // official Go SDK) over real HTTP without a real model.
 //
+// It imports nothing of agentflow's: it stands where a provider does, on
+// the far side of the wire.
+//
 // A script is a list of rules; the first rule whose conditions match the
 // request answers it, with text, tool calls or both, and optionally the
 // model's reasoning before them, streamed or not. Both APIs are answered

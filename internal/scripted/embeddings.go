@@ -42,18 +42,13 @@ func (s *Server) Embedded() int {
 }
 
 func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path, 0)
-		return
-	}
 	var body struct {
 		Model      string          `json:"model"`
 		Input      json.RawMessage `json:"input"`
 		Dimensions int             `json:"dimensions"`
 		Encoding   string          `json:"encoding_format"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "the body is not an embeddings request: "+err.Error(), 0)
+	if !decodePost(w, r, "an embeddings", &body) {
 		return
 	}
 	inputs, ok := decodeInputs(body.Input)
@@ -149,6 +144,21 @@ func Embedding(text string, dims int) []float32 {
 		out[i] = float32(x * inv)
 	}
 	return out
+}
+
+// decodePost decodes the JSON body of a POST into body, or answers with
+// the error (what names the request, as in "an embeddings") and returns
+// false.
+func decodePost(w http.ResponseWriter, r *http.Request, what string, body any) bool {
+	if r.Method != http.MethodPost {
+		writeError(w, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path, 0)
+		return false
+	}
+	if err := json.NewDecoder(r.Body).Decode(body); err != nil {
+		writeError(w, http.StatusBadRequest, "the body is not "+what+" request: "+err.Error(), 0)
+		return false
+	}
+	return true
 }
 
 // decodeInputs reads an OpenAI request's input, one string or an array of

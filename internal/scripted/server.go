@@ -932,16 +932,11 @@ func truncate(s string, n int) string {
 // moderate answers OpenAI's /v1/moderations: each input is flagged in
 // the categories of the script's moderation rules it matches.
 func (s *Server) moderate(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path, 0)
-		return
-	}
 	var body struct {
 		Model string          `json:"model"`
 		Input json.RawMessage `json:"input"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "the body is not a moderation request: "+err.Error(), 0)
+	if !decodePost(w, r, "a moderation", &body) {
 		return
 	}
 	inputs, ok := decodeInputs(body.Input)

@@ -1,5 +1,8 @@
 // Package secrets resolves the secrets that the catalog names by reference.
 //
+// It imports only the domain: it must not import the tools or the store,
+// which resolve secrets through it.
+//
 // A catalog never holds a secret's value, only a reference to it,
 // "scheme:name": env:WEATHER_KEY is the environment variable WEATHER_KEY of
 // the worker, and file:/var/run/secrets/crm-token the content of that file

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/deploy"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/doors"
@@ -294,7 +295,7 @@ type Config struct {
 	// deployment's current build. Env AGENTFLOW_DEPLOYMENT_NAME and
 	// AGENTFLOW_BUILD_ID, both or neither; default none: an unversioned
 	// worker, which takes any task of its task queue.
-	Deployment Deployment
+	Deployment deploy.Version
 	// ModelLimits are the providers' limits the fleet's model calls are
 	// held to (internal/governor), counted in Postgres across every
 	// worker process. Env AGENTFLOW_MODEL_LIMITS (governor.ParseLimits:
@@ -510,7 +511,7 @@ func ConfigFromEnv() (Config, error) {
 		}
 		c.DeadlockDetectionTimeout = d
 	}
-	c.Deployment = Deployment{Name: os.Getenv(EnvDeploymentName), BuildID: os.Getenv(EnvBuildID)}
+	c.Deployment = deploy.Version{Name: os.Getenv(deploy.EnvDeploymentName), BuildID: os.Getenv(deploy.EnvBuildID)}
 	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/docs"
+	"github.com/agentflow/agentflow/internal/deploy"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 )
@@ -70,10 +71,10 @@ func TestValidate(t *testing.T) {
 		{"a stop timeout of a millisecond", func(c *Config) { c.StopTimeout = time.Millisecond }, "stop timeout 1ms: want 1s to 1h (AGENTFLOW_STOP_TIMEOUT)"},
 		{"a model timeout limit", func(c *Config) { c.MaxModelTimeout = time.Minute }, ""},
 		{"a model timeout limit of two hours", func(c *Config) { c.MaxModelTimeout = 2 * time.Hour }, "a model timeout limit of 2h0m0s: want 1s to 1h (AGENTFLOW_MAX_MODEL_TIMEOUT)"},
-		{"a versioned worker", func(c *Config) { c.Deployment = Deployment{Name: "agentflow", BuildID: "v2"} }, ""},
-		{"a build without its deployment", func(c *Config) { c.Deployment = Deployment{BuildID: "v2"} },
+		{"a versioned worker", func(c *Config) { c.Deployment = deploy.Version{Name: "agentflow", BuildID: "v2"} }, ""},
+		{"a build without its deployment", func(c *Config) { c.Deployment = deploy.Version{BuildID: "v2"} },
 			"AGENTFLOW_BUILD_ID is set but AGENTFLOW_DEPLOYMENT_NAME is not: a versioned worker names its deployment and its build"},
-		{"a deployment without a build", func(c *Config) { c.Deployment = Deployment{Name: "agentflow"} },
+		{"a deployment without a build", func(c *Config) { c.Deployment = deploy.Version{Name: "agentflow"} },
 			"AGENTFLOW_DEPLOYMENT_NAME is set but AGENTFLOW_BUILD_ID is not"},
 	}
 	for _, tt := range tests {
@@ -438,17 +439,12 @@ func TestConfigFromEnvMaxToolTimeout(t *testing.T) {
 }
 
 func TestConfigFromEnvDeployment(t *testing.T) {
-	t.Setenv(EnvDeploymentName, "agentflow")
-	t.Setenv(EnvBuildID, "v2")
+	t.Setenv(deploy.EnvDeploymentName, "agentflow")
+	t.Setenv(deploy.EnvBuildID, "v2")
 	c, err := ConfigFromEnv()
 	require.NoError(t, err)
-	require.Equal(t, Deployment{Name: "agentflow", BuildID: "v2"}, c.Deployment)
+	require.Equal(t, deploy.Version{Name: "agentflow", BuildID: "v2"}, c.Deployment)
 	require.True(t, c.Deployment.On())
-	require.Equal(t, "agentflow:v2", c.Deployment.String())
-	opts := c.Deployment.options()
-	require.True(t, opts.UseVersioning)
-	require.Equal(t, "v2", opts.Version.BuildID)
-	require.False(t, Deployment{}.options().UseVersioning, "unset: an unversioned worker")
 }
 
 // TestConfigFromEnvTemporalConnection: the Temporal clients' standard

@@ -9,6 +9,10 @@
 // (RoleWorker) and the gRPC gateway with the agent and catalog services
 // (RoleGateway). /healthz and /metrics are served over HTTP.
 //
+// It is the one package that wires them all: only the commands and the test
+// harnesses import it, and it must not import a test harness
+// (internal/testserver, internal/devstack).
+//
 // Misconfiguration fails in New, not at the first turn: among it a
 // Temporal namespace that lacks agentflow's search attributes, whose error
 // gives the command that adds them. Run serves until its context ends. The

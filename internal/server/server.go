@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/deploy"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
@@ -44,11 +45,11 @@ import (
 	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/redact"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -80,7 +81,7 @@ type Server struct {
 	api        *gateway.HTTPAPI
 	apiHTTP    *http.Server
 	apiLn      net.Listener
-	routes     *registry.Cache
+	routes     *tenant.Cache
 	egress     *egress.Operator
 	metrics    *metrics.Metrics
 	tracing    *telemetry.Tracing
@@ -98,7 +99,7 @@ type Server struct {
 	// fatal has the worker's error when it stopped by itself.
 	fatal chan error
 	// registered tracks the build's registration (versioned workers).
-	registered registration
+	registered deploy.Registration
 	// payloads keeps the client's large payloads in the object store; nil
 	// without one.
 	payloads *payloadstore.Driver
@@ -141,7 +142,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	if err := s.checkDeployment(ctx); err != nil {
 		return nil, err
 	}
-	s.routes = registry.NewCache(s.store, s.egress, logger)
+	s.routes = tenant.NewCache(s.store, s.egress, logger)
 	s.routes.PIIKey = cfg.VaultKey
 	var sealer *guard.Sealer
 	if len(cfg.VaultKey) > 0 {
@@ -150,7 +151,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		}
 	}
 	s.vault = redact.New(s.store, sealer)
-	s.routes.Metrics = registry.NewMetrics(s.metrics.Registry)
+	s.routes.Metrics = tenant.NewMetrics(s.metrics.Registry)
 	streamMetrics := pglive.NewMetrics(s.metrics.Registry, metrics.LatencyBuckets)
 	s.hub = pglive.NewHub(s.store.Pool(), logger)
 	s.hub.Metrics = streamMetrics
@@ -362,6 +363,26 @@ func (s *Server) openObjects(ctx context.Context) (*objstore.Store, error) {
 	return objects, nil
 }
 
+// checkDeployment asks the Temporal server whether it takes a versioned
+// worker's deployment and build (deploy.Check) before the worker polls,
+// and warns of an unversioned worker on a shared server.
+func (s *Server) checkDeployment(ctx context.Context) error {
+	if !s.cfg.Has(RoleWorker) {
+		return nil
+	}
+	if !s.cfg.Deployment.On() {
+		if !loopback(s.cfg.TemporalAddress) {
+			// Turns are pinned to the build that started them only on a
+			// versioned worker; an unversioned one replays a turn in
+			// flight on whatever code it runs (workflows/doc.go).
+			s.logger.Warn("worker is unversioned: drain the turns in flight before deploying a change, or set the deployment and build to run Worker Deployment Versioning",
+				zap.String("temporal", s.cfg.TemporalAddress), zap.String("deployment_env", deploy.EnvDeploymentName), zap.String("build_env", deploy.EnvBuildID))
+		}
+		return nil
+	}
+	return deploy.Check(ctx, s.client, s.cfg.Deployment, s.cfg.Namespace)
+}
+
 // connect opens the store and the Temporal client.
 func (s *Server) connect(ctx context.Context) error {
 	var err error
@@ -370,7 +391,7 @@ func (s *Server) connect(ctx context.Context) error {
 		return err
 	}
 	s.store, err = store.Open(ctx, s.cfg.DatabaseURL, store.Options{ResultInlineLimit: s.cfg.ResultInlineLimit, Objects: objects, Logger: s.logger,
-		Retention: s.cfg.Retention, ModelLimits: s.cfg.ModelLimits.Map(), Build: s.build()})
+		Retention: s.cfg.Retention, ModelLimits: s.cfg.ModelLimits.Map(), Build: s.cfg.Deployment.Build()})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -438,7 +459,7 @@ func (s *Server) newWorker() error {
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
 	// Turns retrieve from the tenant's collections with the same model
 	// layer that embedded them.
-	billing := metered.SnapshotBilling(s.routes)
+	billing := metered.CachedBilling(s.routes)
 	gov, err := governor.New(governor.Options{Store: s.store, Limits: s.cfg.ModelLimits, Logger: s.logger, Metrics: s.metrics.Registry,
 		TenantLimits: func(ctx context.Context, tenantID string) (map[string]agent.ModelLimits, error) {
 			b, err := billing(ctx, tenantID)
@@ -472,7 +493,7 @@ func (s *Server) newWorker() error {
 	}
 	s.interrupts = pglive.NewInterrupts(s.store.Pool(), s.logger)
 	acts, err := activities.New(activities.Deps{
-		Store: s.store, Model: model, Tools: s.tools, Routes: s.routes, Logger: s.logger, Governor: gov,
+		Store: s.store, Model: model, Tools: s.tools, Tenants: s.routes, Logger: s.logger, Governor: gov,
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()), Interrupts: s.interrupts,
 		Interrupt: func(ctx context.Context, streamID string) error {
 			return pglive.Interrupt(ctx, s.store.Pool(), streamID)
@@ -502,7 +523,7 @@ func (s *Server) newWorker() error {
 		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
 		WorkerStopTimeout:                s.stopTimeout(),
 		DeadlockDetectionTimeout:         s.cfg.DeadlockDetectionTimeout,
-		DeploymentOptions:                s.cfg.Deployment.options(),
+		DeploymentOptions:                s.cfg.Deployment.WorkerOptions(),
 		// A worker the server refuses for good (an invalid argument in
 		// its polls) stops by itself; the process then shuts down and
 		// fails rather than serve without a worker.
@@ -540,7 +561,7 @@ func (s *Server) newGateway(ctx context.Context) error {
 		return fmt.Errorf("model providers: %w", err)
 	}
 	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
-		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Routes: s.routes, Vault: s.vault,
+		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Tenants: s.routes, Vault: s.vault,
 		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads),
 		Knowledge: gateway.KnowledgeOptions{Store: s.knowledge, Embedder: metered.Embedder{Gates: s.gates, Inner: embedder}},
 		// Listing and erasing memories embed nothing.
@@ -648,7 +669,7 @@ func (s *Server) Hub() *pglive.Hub { return s.hub }
 func (s *Server) Store() *store.Store { return s.store }
 
 // Routes is the worker's cache of its tenants' catalog snapshots.
-func (s *Server) Routes() *registry.Cache { return s.routes }
+func (s *Server) Routes() *tenant.Cache { return s.routes }
 
 // Tools is the server's tool registry.
 func (s *Server) Tools() *tools.Registry { return s.tools }
@@ -721,7 +742,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		// A versioned worker gets no task, and its build cannot be made
 		// current, until the server has registered it.
 		rep.check(ctx, "deployment", func(ctx context.Context) error {
-			return s.registered.check(ctx, s.client, s.cfg.Deployment, s.cfg.TaskQueue)
+			return s.registered.Check(ctx, s.client, s.cfg.Deployment, s.cfg.TaskQueue)
 		})
 	}
 	live := check{Name: "live_path", Status: "ok"}

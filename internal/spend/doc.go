@@ -3,6 +3,8 @@
 // governor (the tenants' shares of a provider's capacity, and a
 // provider's 429 with a Retry-After holding the whole fleet back).
 //
+// It is tests only: no package imports it.
+//
 // It is tests only: TestSpendUnderLoad, a short run that `go tool task
 // test` runs and that asserts the invariants that hold whatever the
 // timing (no call or token past a budget; every turn completed or

@@ -6,6 +6,9 @@
 // with Reader, whose parsing follows the standard's "Interpreting an event
 // stream" step by step rather than the writer's format, so that what the
 // gateway sends is checked as a browser would read it.
+//
+// It imports only the standard library, so that the gateway, the tests and
+// the benchmarks share one reading of the standard.
 package sse
 
 import (

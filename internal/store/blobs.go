@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -134,31 +133,11 @@ func (s *Store) blob(ctx context.Context, sum string) ([]byte, error) {
 
 // parseCASRef returns the hex digest of a "cas://sha256:<hex>" ref.
 func parseCASRef(ref string) (string, error) {
-	sum, ok := strings.CutPrefix(ref, casRefPrefix)
-	if !ok || !isLowerHex(sum, sha256.Size*2) {
-		return "", agent.Errorf(agent.CodeInvalid, "ref %q: want %s<64 lowercase hex digits>", truncate(ref, 100), casRefPrefix)
+	sum, ok := agent.CASDigest(ref)
+	if !ok {
+		return "", agent.Errorf(agent.CodeInvalid, "ref %q: want %s<64 lowercase hex digits>", agent.Clip(ref, 100), casRefPrefix)
 	}
 	return sum, nil
-}
-
-func isLowerHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// truncate keeps error messages short when a caller sends garbage.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // PutTenantBlob stores data for a tenant and returns its ref: only that

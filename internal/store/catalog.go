@@ -74,7 +74,7 @@ func (r ApplyReport) Changed() bool {
 // harmless. With dryRun the report is computed and the transaction rolled
 // back.
 //
-// The catalog's content is checked where it is read: internal/registry
+// The catalog's content is checked where it is read: internal/catalog
 // reports every problem of the files at once, by line. ApplyCatalog checks
 // what needs the stored catalog and fails with agent.CodeInvalid when a
 // tool an agent references, the default agent or a rule's agent is neither

@@ -12,7 +12,7 @@ import (
 )
 
 // maxAgentTools mirrors the catalog's limit of tools per agent
-// (registry.MaxAgentTools): a promotion never grows an agent past it.
+// (catalog.MaxAgentTools): a promotion never grows an agent past it.
 const maxAgentTools = 128
 
 const (
@@ -200,15 +200,7 @@ func grantComposites(ctx context.Context, tx pgx.Tx, tenantID string, tools []ag
 	if err != nil {
 		return nil, fmt.Errorf("load composites: %w", err)
 	}
-	composites, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.Tool, error) {
-		var raw []byte
-		if err := row.Scan(&raw); err != nil {
-			return agent.Tool{}, err
-		}
-		var t agent.Tool
-		err := json.Unmarshal(raw, &t)
-		return t, err
-	})
+	composites, err := pgx.CollectRows(rows, scanJSON[agent.Tool])
 	if err != nil {
 		return nil, fmt.Errorf("load composites: %w", err)
 	}
@@ -221,6 +213,16 @@ func grantComposites(ctx context.Context, tx pgx.Tx, tenantID string, tools []ag
 		}
 	}
 	return tools, nil
+}
+
+// scanJSON reads a row of one JSON column into a T.
+func scanJSON[T any](row pgx.CollectableRow) (T, error) {
+	var raw []byte
+	var v T
+	if err := row.Scan(&raw); err != nil {
+		return v, err
+	}
+	return v, json.Unmarshal(raw, &v)
 }
 
 func containsTool(tools []agent.Tool, name string) bool {
@@ -257,15 +259,7 @@ func (s *Store) SearchTools(ctx context.Context, tenantID, query string, limit i
 	if err != nil {
 		return nil, fmt.Errorf("search tools of tenant %q: %w", tenantID, err)
 	}
-	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.Tool, error) {
-		var raw []byte
-		if err := row.Scan(&raw); err != nil {
-			return agent.Tool{}, err
-		}
-		var t agent.Tool
-		err := json.Unmarshal(raw, &t)
-		return t, err
-	})
+	found, err := pgx.CollectRows(rows, scanJSON[agent.Tool])
 	if err != nil {
 		return nil, fmt.Errorf("search tools of tenant %q: %w", tenantID, err)
 	}

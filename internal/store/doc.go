@@ -3,6 +3,9 @@
 // rules, a catalog version), turns and their steps, session transcripts,
 // turn results, approval decisions and content-addressed blobs.
 //
+// It must not import the workflows, the activities, the gateway or the
+// tools: they call it, and it knows the domain (internal/agent) only.
+//
 // Applying a catalog that changes a tenant advances its catalog version and,
 // at commit, sends a NOTIFY on CatalogChannel naming the tenant, so that
 // caches elsewhere drop what they hold; Listen is the reconnecting LISTEN

@@ -118,14 +118,7 @@ func (s *Store) EvalRun(ctx context.Context, tenantID, evalID string) (agent.Eva
 	if err != nil {
 		return agent.EvalRun{}, fmt.Errorf("load cases of evaluation %q: %w", evalID, err)
 	}
-	r.Cases, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.EvalCaseResult, error) {
-		var raw []byte
-		var c agent.EvalCaseResult
-		if err := row.Scan(&raw); err != nil {
-			return c, err
-		}
-		return c, json.Unmarshal(raw, &c)
-	})
+	r.Cases, err = pgx.CollectRows(rows, scanJSON[agent.EvalCaseResult])
 	if err != nil {
 		return agent.EvalRun{}, fmt.Errorf("load cases of evaluation %q: %w", evalID, err)
 	}

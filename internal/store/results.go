@@ -276,7 +276,7 @@ func (s *Store) ResultByRef(ctx context.Context, tenantID, ref string) (agent.Tu
 	case strings.HasPrefix(ref, artifactRefPrefix):
 		id := strings.TrimPrefix(ref, artifactRefPrefix)
 		if !isUUID(id) {
-			return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s<result uuid>", truncate(ref, 100), artifactRefPrefix)
+			return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s<result uuid>", agent.Clip(ref, 100), artifactRefPrefix)
 		}
 		row = s.pool.QueryRow(ctx, sqlResultByID, tenantID, id)
 	case strings.HasPrefix(ref, "cas://"):
@@ -286,7 +286,7 @@ func (s *Store) ResultByRef(ctx context.Context, tenantID, ref string) (agent.Tu
 		}
 		row = s.pool.QueryRow(ctx, sqlResultByCAS, tenantID, sum)
 	default:
-		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s… or %s…", truncate(ref, 100), artifactRefPrefix, casRefPrefix)
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s… or %s…", agent.Clip(ref, 100), artifactRefPrefix, casRefPrefix)
 	}
 	var hash string
 	r, err := s.scanResult(ctx, row, &hash)

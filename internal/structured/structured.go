@@ -2,6 +2,9 @@
 // JSON Schema an agent (output_schema in the catalog) or a turn request
 // names, and checks the model's final answer against it.
 //
+// It imports only the domain: it must not import the activities or the
+// registry, which call it.
+//
 // The catalog compiles an agent's schema when it is applied and the
 // gateway a request's when the turn is asked for, so that a schema that
 // does not compile is refused before anything is sent to a model. The

@@ -5,6 +5,9 @@
 // replay (a replayed workflow emits no span a second time), the gRPC
 // server's stats handler, and trace ids for log lines.
 //
+// It imports nothing of agentflow's, so that every process and package can
+// use it without a cycle.
+//
 // One trace runs from a gRPC call through the workflow it starts to every
 // activity of that workflow: the gateway's server span is the parent of
 // the client's StartWorkflow span, whose context travels in the

@@ -83,25 +83,23 @@ type guard struct {
 }
 
 func (g *guard) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
-	abandon, done := watch(ctx), false
-	defer func() {
-		if !done {
-			abandon()
-		}
-	}()
-	ret, err := g.Next.ExecuteWorkflow(ctx, in)
-	done = true
-	return ret, err
+	return guarded(ctx, func() (any, error) { return g.Next.ExecuteWorkflow(ctx, in) })
 }
 
 func (g *guard) ExecuteUpdate(ctx workflow.Context, in *interceptor.UpdateInput) (any, error) {
+	return guarded(ctx, func() (any, error) { return g.Next.ExecuteUpdate(ctx, in) })
+}
+
+// guarded runs a handler and marks its span abandoned when the handler
+// does not return (see watch).
+func guarded(ctx workflow.Context, handler func() (any, error)) (any, error) {
 	abandon, done := watch(ctx), false
 	defer func() {
 		if !done {
 			abandon()
 		}
 	}()
-	ret, err := g.Next.ExecuteUpdate(ctx, in)
+	ret, err := handler()
 	done = true
 	return ret, err
 }

@@ -2,6 +2,8 @@
 // made in the test, its discovery document and JWKS served over HTTP by
 // an httptest server, tokens signed with its keys, and key rotation. Only
 // tests import it.
+//
+// It imports nothing of agentflow's.
 package testissuer
 
 import (

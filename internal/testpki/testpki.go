@@ -1,6 +1,8 @@
 // Package testpki makes a certificate authority for tests and issues
 // certificates signed by it for servers and clients on loopback, written
 // as PEM files into the test's temporary folder. Only tests import it.
+//
+// It imports nothing of agentflow's.
 package testpki
 
 import (

@@ -44,6 +44,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -51,11 +52,11 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -351,14 +352,14 @@ func (s *Server) ApplyCatalog(t testing.TB, docs ...string) {
 // the other, for tests that run the worker outside Start too, within the
 // operator's egress policy of kinds (tools.Deps.Egress). It is the
 // tests' one place that turns a parsed catalog into what the store takes.
-func ApplyCatalogs(ctx context.Context, st *store.Store, kinds registry.Kinds, docs ...string) error {
+func ApplyCatalogs(ctx context.Context, st *store.Store, kinds catalog.Kinds, docs ...string) error {
 	for i, doc := range docs {
 		name := fmt.Sprintf("catalog%d.yaml", i+1)
-		cat, err := registry.Parse(kinds, name, []byte(doc))
+		cat, err := catalog.Parse(kinds, name, []byte(doc))
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", name, err)
 		}
-		if err := registry.Resolve(ctx, kinds, &cat, registry.ResolveEnvOf(ctx, st, kinds.Deps().Egress, false)); err != nil {
+		if err := catalog.Resolve(ctx, kinds, &cat, tenant.ResolveEnvOf(ctx, st, kinds.Deps().Egress, false)); err != nil {
 			return fmt.Errorf("resolve %s: %w", name, err)
 		}
 		if _, err := st.ApplyCatalog(ctx, cat, false); err != nil {

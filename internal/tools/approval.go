@@ -5,8 +5,8 @@ import (
 	"maps"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/pipeline"
-	"github.com/agentflow/agentflow/internal/policy"
 )
 
 // The approval rule. A tool's calls wait for a person when its policy
@@ -30,7 +30,7 @@ import (
 
 // Approval returns the policy that decides whether a call of spec with
 // args needs approval, and the arguments to evaluate it over (what
-// internal/policy.Checker.NeedsApproval takes): the tool's own policy, at
+// approval.Checker.NeedsApproval takes): the tool's own policy, at
 // least its kind's floor, over the call's arguments as its kind presents
 // them to policies.
 func (r *Registry) Approval(spec agent.Tool, args json.RawMessage) (string, json.RawMessage) {
@@ -38,7 +38,7 @@ func (r *Registry) Approval(spec agent.Tool, args json.RawMessage) (string, json
 	if !ok {
 		return spec.Approval, args
 	}
-	p := policy.Strictest(spec.Approval, k.ApprovalFloor)
+	p := approval.Strictest(spec.Approval, k.ApprovalFloor)
 	if k.ApprovalArgs == nil {
 		return p, args
 	}
@@ -64,7 +64,7 @@ func DerivedApproval(k Kind, entry, derived string) string {
 	case k.RefinesApproval && entry == k.Approval:
 		return derived
 	}
-	return policy.Strictest(entry, derived)
+	return approval.Strictest(entry, derived)
 }
 
 // compositeApprovalArgs presents a composite's call to approval policies as

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/pipeline"
-	"github.com/agentflow/agentflow/internal/policy"
 )
 
 // compositeConfig is composite_pipeline's config: a pipeline and the
@@ -151,9 +151,9 @@ func compositeValues(args json.RawMessage) (map[string]any, error) {
 // compositeSpec is the tool a run of p would be promoted into: named for
 // what it does, with the shape's parameters as its arguments, the
 // execute_pipeline settings it ran with, and the approval policy of the
-// tool that ran it (approval), which its calls are held to as the
+// tool that ran it (policy), which its calls are held to as the
 // pipelines they run (Registry.Approval).
-func compositeSpec(p pipeline.Pipeline, shape pipeline.Shape, cfg pipelineConfig, approval string) (agent.Tool, error) {
+func compositeSpec(p pipeline.Pipeline, shape pipeline.Shape, cfg pipelineConfig, policy string) (agent.Tool, error) {
 	p.SessionID = "composite"
 	raw, err := json.Marshal(p)
 	if err != nil {
@@ -168,7 +168,7 @@ func compositeSpec(p pipeline.Pipeline, shape pipeline.Shape, cfg pipelineConfig
 		Kind:        "composite_pipeline",
 		Description: describePipeline(p, shape),
 		Parameters:  compositeParameters(shape),
-		Approval:    policy.Strictest(approval, pipelineApproval),
+		Approval:    approval.Strictest(policy, pipelineApproval),
 		Config:      config,
 	}, nil
 }

@@ -1,5 +1,9 @@
 // Package tools builds and runs the tools that agents call.
 //
+// It must not import the activities, the workflows, the store or the
+// registry: the activities hand it a call and its capabilities (Call,
+// Deps).
+//
 // A tool kind (Kind) is a builder: the catalog names it with `kind:` and
 // gives it kind-specific config; the kind validates that config and returns
 // a runnable Tool. A Registry holds the kinds a worker offers, builds a
@@ -133,7 +137,7 @@
 // against Kind.Config, and catalog/schema.json publishes those schemas to
 // editors; it is generated from Builtin, not written by hand:
 //
-//	go test ./internal/registry -run TestPublishedKindConfigs -update
+//	go test ./internal/catalog -run TestPublishedKindConfigs -update
 //
 // rewrites it (without -update the test fails while the file is behind
 // the kinds). A kind whose calls the workflow must run itself, as

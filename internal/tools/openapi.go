@@ -261,7 +261,7 @@ func decodeOpenAPIConfig(raw json.RawMessage) (openapiConfig, error) {
 		at := fmt.Sprintf("auth_profiles.%s", name)
 		switch {
 		case !profileName.MatchString(name):
-			return bad("auth_profiles: %q: a profile's name is letters, digits, '_', '.' and '-', at most 64", clip(name, 80))
+			return bad("auth_profiles: %q: a profile's name is letters, digits, '_', '.' and '-', at most 64", agent.Clip(name, 80))
 		case len(p.Auth) == 0:
 			return bad("%s.auth: give the profile's credentials", at)
 		}
@@ -677,7 +677,7 @@ func (t *openapiTool) Run(ctx context.Context, call Call) (Output, error) {
 	if args.AuthProfile != "" {
 		p, ok := t.cfg.AuthProfiles[args.AuthProfile]
 		if !ok {
-			return Output{}, agent.Errorf(agent.CodeInvalid, "auth_profile %q: this tool's profiles are %s", clip(args.AuthProfile, 80),
+			return Output{}, agent.Errorf(agent.CodeInvalid, "auth_profile %q: this tool's profiles are %s", agent.Clip(args.AuthProfile, 80),
 				strings.Join(slices.Sorted(maps.Keys(t.cfg.AuthProfiles)), ", "))
 		}
 		profile = &p
@@ -893,5 +893,5 @@ func snippet(body []byte) string {
 	if s == "" {
 		return "(no body)"
 	}
-	return clip(s, 1000)
+	return agent.Clip(s, 1000)
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/crm"
 	"github.com/agentflow/agentflow/internal/egress"
-	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/secrets"
 )
 
@@ -478,7 +478,7 @@ func TestOpenAPIActionApproval(t *testing.T) {
 	s := startCRM(t)
 	spec, err := resolve(t, entry(`{"spec_url": "`+s.URL+`/openapi.json"}`, ""), ResolveEnv{TenantID: "demo", HTTP: s.client(t)})
 	require.NoError(t, err)
-	checker, err := policy.New()
+	checker, err := approval.NewChecker()
 	require.NoError(t, err)
 	require.NoError(t, checker.Compile(spec.Approval))
 	for _, tt := range []struct {
@@ -492,13 +492,13 @@ func TestOpenAPIActionApproval(t *testing.T) {
 		{`{"operation_id": "getCustomer", "operation_id": "cancelOrder", "params": {"orderId": "O-1"}}`, true},
 		{`{"operation_id": "nope"}`, false}, // refused when it runs
 	} {
-		got, reason := checker.NeedsApproval(spec.Approval, policy.Call{Tool: "crm", Args: tt.args, TenantID: "demo"})
+		got, reason := checker.NeedsApproval(spec.Approval, approval.Call{Tool: "crm", Args: tt.args, TenantID: "demo"})
 		require.Equal(t, tt.want, got, "%s: %s", tt.args, reason)
 	}
 
 	// Before it is resolved, the kind's policy asks for approval of every
 	// call: safe if an entry ever ran unresolved.
-	got, _ := checker.NeedsApproval(openapiApproval, policy.Call{Tool: "crm", Args: `{"operation_id": "getCustomer"}`})
+	got, _ := checker.NeedsApproval(openapiApproval, approval.Call{Tool: "crm", Args: `{"operation_id": "getCustomer"}`})
 	require.True(t, got)
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/egress"
-	"github.com/agentflow/agentflow/internal/policy"
 )
 
 // urlEntry is an entry whose calls name their document, from the CRM's
@@ -252,7 +252,7 @@ func TestOpenAPIURLApproval(t *testing.T) {
 	require.Equal(t, rule, spec.Approval, "the catalog's own policy is kept")
 	r, err := NewRegistry(Deps{}, OpenAPIAction())
 	require.NoError(t, err)
-	checker, err := policy.New()
+	checker, err := approval.NewChecker()
 	require.NoError(t, err)
 	for _, tt := range []struct {
 		args string
@@ -264,7 +264,7 @@ func TestOpenAPIURLApproval(t *testing.T) {
 		{`{"openapi_url": "https://docs.example/crm.json", "operation_id": "getCustomer"}`, true}, // no profile: the policy cannot be read, and fails safe
 	} {
 		p, args := r.Approval(spec, json.RawMessage(tt.args))
-		got, reason := checker.NeedsApproval(p, policy.Call{Tool: spec.Name, Args: string(args), TenantID: "demo"})
+		got, reason := checker.NeedsApproval(p, approval.Call{Tool: spec.Name, Args: string(args), TenantID: "demo"})
 		require.Equal(t, tt.want, got, "%s: %s", tt.args, reason)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/egress"
-	"github.com/agentflow/agentflow/internal/policy"
 	"github.com/agentflow/agentflow/internal/secrets"
 )
 
@@ -159,7 +159,7 @@ func TestPipelineReadsByRef(t *testing.T) {
 }
 
 func TestKindApprovals(t *testing.T) {
-	checker, err := policy.New()
+	checker, err := approval.NewChecker()
 	require.NoError(t, err)
 	for _, k := range Builtin() {
 		switch k.Approval {
@@ -171,7 +171,7 @@ func TestKindApprovals(t *testing.T) {
 
 	// execute_pipeline asks for approval of a POST, which may change
 	// something at the other end, and not of reads.
-	approval := ExecutePipeline().Approval
+	pipelinePolicy := ExecutePipeline().Approval
 	for _, tt := range []struct {
 		name, args string
 		want       bool
@@ -183,7 +183,7 @@ func TestKindApprovals(t *testing.T) {
 		{"no pipeline", `{"session_id":"s"}`, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, reason := checker.NeedsApproval(approval, policy.Call{Tool: "execute_pipeline", Args: tt.args, TenantID: "demo"})
+			got, reason := checker.NeedsApproval(pipelinePolicy, approval.Call{Tool: "execute_pipeline", Args: tt.args, TenantID: "demo"})
 			require.Equal(t, tt.want, got, reason)
 		})
 	}

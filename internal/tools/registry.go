@@ -231,7 +231,7 @@ func (r *Registry) execute(ctx context.Context, spec agent.Tool, call Call) (Out
 		raw = json.RawMessage("{}")
 	}
 	if !isJSONObject(raw) {
-		return Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object, not %s", clip(string(raw), 80))
+		return Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object, not %s", agent.Clip(string(raw), 80))
 	}
 	tool, err := r.tool(ctx, spec)
 	if err != nil {
@@ -316,16 +316,3 @@ func isJSONObject(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
-
-// clip shortens s for an error message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -5,6 +5,9 @@
 // each its own operating-system process built from this repository. Every
 // part can be killed and started again, which is what the fault suite
 // (internal/chaos) does; `starter up --production` runs it for people.
+//
+// It runs the binaries it builds and imports none of their packages (the
+// server, the workflows, the store): it sees them as an operator does.
 package topology
 
 import (

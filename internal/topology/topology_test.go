@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/egress"
-	"github.com/agentflow/agentflow/internal/registry"
 	"github.com/agentflow/agentflow/internal/tools"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -301,7 +301,7 @@ func TestComposeOpensSampleCatalog(t *testing.T) {
 		require.NoError(t, err)
 		kinds, err := tools.NewRegistry(tools.Deps{Egress: op}, tools.Builtin()...)
 		require.NoError(t, err)
-		_, err = registry.LoadFiles(kinds, filepath.Join(root, "catalog"))
+		_, err = catalog.LoadFiles(kinds, filepath.Join(root, "catalog"))
 		require.NoError(t, err)
 	}
 }

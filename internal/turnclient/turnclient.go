@@ -5,6 +5,10 @@
 // the tests all go through it, so every turn gets the same id, search
 // attributes and summary.
 //
+// It imports only the domain and the contract: it must not import the
+// workflows, so that a client starts a turn by its names and payloads
+// alone.
+//
 // Errors are domain errors (internal/agent): a workflow that does not
 // exist is CodeNotFound, a turn that has ended is CodeConflict for what
 // needs a running turn, and so is a job id whose run is another request's
@@ -252,51 +256,39 @@ func SendMessage(ctx context.Context, c client.Client, taskQueue string, in agen
 
 // Approve decides a tool call waiting for approval in a running turn.
 func Approve(ctx context.Context, c client.Client, workflowID string, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflowID, UpdateName: contract.UpdateApprove, Args: []any{d},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	var ack contract.ApprovalAck
-	if err == nil {
-		err = h.Get(ctx, &ack)
-	}
-	if err != nil {
-		return ack, running(ctx, c, workflowID, err, "nothing waits for approval")
-	}
-	return ack, nil
+	return update[contract.ApprovalAck](ctx, c, workflowID, contract.UpdateApprove, d, "nothing waits for approval")
 }
 
 // Answer answers a turn's ask_user call (update answer): refused when no
 // such question waits, the answerer lacks its role, or the answer is not
 // one of its choices.
 func Answer(ctx context.Context, c client.Client, workflowID string, a agent.Answer) (contract.AnswerAck, error) {
+	// The turn ends soon after its last answer: a second answer that
+	// comes later finds it closed.
+	return update[contract.AnswerAck](ctx, c, workflowID, contract.UpdateAnswer, a, "its questions were already answered or closed")
+}
+
+// update runs an update of a running turn and waits for its result; the
+// error of one that has ended says so, and what is gone (nothing; running).
+func update[T any](ctx context.Context, c client.Client, workflowID, name string, arg any, nothing string) (T, error) {
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflowID, UpdateName: contract.UpdateAnswer, Args: []any{a},
+		WorkflowID: workflowID, UpdateName: name, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var ack contract.AnswerAck
+	var out T
 	if err == nil {
-		err = h.Get(ctx, &ack)
+		err = h.Get(ctx, &out)
 	}
 	if err != nil {
-		// The turn ends soon after its last answer: a second answer that
-		// comes later finds it closed.
-		return ack, running(ctx, c, workflowID, err, "its questions were already answered or closed")
+		var zero T
+		return zero, running(ctx, c, workflowID, err, nothing)
 	}
-	return ack, nil
+	return out, nil
 }
 
 // PendingQuestions lists a turn's ask_user calls waiting for an answer.
 func PendingQuestions(ctx context.Context, c client.Client, workflowID string) ([]agent.PendingQuestion, error) {
-	v, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryPendingQuestions)
-	if err != nil {
-		return nil, workflowError(fmt.Sprintf("stream %q", workflowID), err)
-	}
-	var pending []agent.PendingQuestion
-	if err := v.Get(&pending); err != nil {
-		return nil, fmt.Errorf("decode pending questions of %s: %w", workflowID, err)
-	}
-	return pending, nil
+	return query[[]agent.PendingQuestion](ctx, c, "stream", workflowID, contract.QueryPendingQuestions, "pending questions")
 }
 
 // Cancel asks a running turn to stop (signal cancel_turn); a turn that
@@ -315,28 +307,26 @@ func Cancel(ctx context.Context, c client.Client, workflowID string, req agent.C
 
 // PendingApprovals lists a turn's tool calls waiting for approval.
 func PendingApprovals(ctx context.Context, c client.Client, workflowID string) ([]agent.PendingApproval, error) {
-	v, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryPendingApprovals)
-	if err != nil {
-		return nil, workflowError(fmt.Sprintf("stream %q", workflowID), err)
-	}
-	var pending []agent.PendingApproval
-	if err := v.Get(&pending); err != nil {
-		return nil, fmt.Errorf("decode pending approvals of %s: %w", workflowID, err)
-	}
-	return pending, nil
+	return query[[]agent.PendingApproval](ctx, c, "stream", workflowID, contract.QueryPendingApprovals, "pending approvals")
 }
 
 // Transcript reads a conversation's transcript query.
 func Transcript(ctx context.Context, c client.Client, workflowID string) (agent.Transcript, error) {
-	v, err := c.QueryWorkflow(ctx, workflowID, "", contract.QueryTranscript)
+	return query[agent.Transcript](ctx, c, "conversation", workflowID, contract.QueryTranscript, "transcript")
+}
+
+// query reads a query of a workflow's current run. kind names the
+// workflow (stream, conversation) and what the result, in errors.
+func query[T any](ctx context.Context, c client.Client, kind, workflowID, name, what string) (T, error) {
+	var zero, out T
+	v, err := c.QueryWorkflow(ctx, workflowID, "", name)
 	if err != nil {
-		return agent.Transcript{}, workflowError(fmt.Sprintf("conversation %q", workflowID), err)
+		return zero, workflowError(fmt.Sprintf("%s %q", kind, workflowID), err)
 	}
-	var t agent.Transcript
-	if err := v.Get(&t); err != nil {
-		return agent.Transcript{}, fmt.Errorf("decode transcript of %s: %w", workflowID, err)
+	if err := v.Get(&out); err != nil {
+		return zero, fmt.Errorf("decode %s of %s: %w", what, workflowID, err)
 	}
-	return t, nil
+	return out, nil
 }
 
 // Events reads a page of a turn's event log.

@@ -6,6 +6,8 @@
 // a turn waiting for approval, the activities' summaries in its history),
 // taking a screenshot of each.
 //
+// It is tests only: no package imports it.
+//
 // The browser is Debian's chromium package; `go tool task chromium` (run
 // by `go tool task test`) installs it when missing and run as root. Where
 // it is missing the test skips, naming the command that installs it,

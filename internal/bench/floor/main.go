@@ -8,6 +8,10 @@
 // client that runs the worker, and awaited with a long poll on its result,
 // the way the gateway starts and follows a turn.
 //
+// Nothing imports it; of the process it takes only the Temporal
+// connection's settings (internal/server), and it registers none of
+// agentflow's workflows or activities: the floor is Temporal's alone.
+//
 // It prints one JSON line per workflow in the format of
 // ../shared/peers/run, which `go tool task peers` runs on the stack the
 // peers' run then measures agentflow on:

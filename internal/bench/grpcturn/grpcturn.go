@@ -2,6 +2,9 @@
 // as an application would, and checks what every client relies on: event
 // indices from 1 without a gap or a repeat. The load and scale benchmarks
 // drive turns with it.
+//
+// It imports only the generated API (proto/agentflow/v1), as an
+// application's client does: nothing of the gateway or the workflows.
 package grpcturn
 
 import (

@@ -3,6 +3,9 @@
 // without a gap, a completed status, text), and then checks that the stack
 // still answers: one more turn after the load. It prints one JSON line.
 //
+// It imports only the generated API and grpcturn: it drives a running
+// gateway from outside, as a client does.
+//
 //	go run ./internal/bench/load -conc 64 -duration 5m
 //
 // `go tool task load` starts the stack of `go tool task up`, runs it and

@@ -10,6 +10,10 @@
 // the turn's workflow (the continue-as-new chain, newest first) with
 // DescribeWorkflowExecution, for their events and history bytes.
 //
+// It drives the stack from outside — the gateway's API, and the Temporal
+// client for the histories — and must not import the workflows, the
+// activities or the store.
+//
 //	go build -o .bin/starter ./starter && go run ./internal/bench/longturn -calls 1000
 //
 // `go tool task longturn` runs it (CALLS, TOPOLOGY=production). Progress

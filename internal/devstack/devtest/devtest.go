@@ -1,6 +1,9 @@
 // Package devtest gives integration tests real servers: each test its own
 // Postgres database, and a Temporal dev server shared by the test binary.
 //
+// Only tests import it, and it must not import the store or the server,
+// whose tests use it.
+//
 // Use it from TestMain, which stops what it started:
 //
 //	func TestMain(m *testing.M) { devtest.Main(m) }

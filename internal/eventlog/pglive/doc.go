@@ -6,6 +6,9 @@
 // eventlog.LiveSource). A batch too large for one notification goes as a
 // wake-up: its followers read it from the log.
 //
+// It must not import the workflows, the activities or the gateway, which
+// use it.
+//
 // A model call that streams live first appends its batches (Publisher.Append):
 // each is stored in the live_batches table and published in one statement,
 // fenced per stream by the call's step and attempt (the live_fences row,

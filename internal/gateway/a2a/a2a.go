@@ -3,6 +3,9 @@
 // logs; 0.3 through a2a-go v0.3's JSON-RPC handler over the door's own
 // request handler, 1.0 by the door's JSON-RPC binding over the same
 // methods (a2a_v1.go says how the versions are told apart).
+//
+// A door: it builds on the gateway's core and must not import another door,
+// the workflows or the store.
 package a2a
 
 import (

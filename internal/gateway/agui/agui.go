@@ -2,6 +2,9 @@
 // in, AG-UI's event stream out, for the agents the catalog exposes
 // through it; a turn that waits for a person is an interrupt of the run,
 // which the client's next run resumes.
+//
+// A door: it builds on the gateway's core and must not import another door,
+// the workflows or the store.
 package agui
 
 import (

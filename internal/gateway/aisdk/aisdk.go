@@ -2,6 +2,9 @@
 // (useChat's DefaultChatTransport) at /v1/ui/chat: a chat's messages as
 // turns, their events as UI message chunks, approvals answered in the
 // next request, and a stream resumed after a reconnect.
+//
+// A door: it builds on the gateway's core and must not import another door,
+// the workflows or the store.
 package aisdk
 
 import (

@@ -1,5 +1,8 @@
 // Package gatewaytest serves the gateway's HTTP API in tests of the core
 // and of its doors.
+//
+// Only tests import it; it imports the core and no door, so that every
+// door's tests can use it.
 package gatewaytest
 
 import (

@@ -14,6 +14,9 @@
 // A body's bytes count from its first read until it has been read to
 // its end, fails, or is closed: what the gateway holds for a client
 // that sends slowly, or not at all.
+//
+// It imports only the domain: the core and the doors use it, so it must not
+// import them.
 package intake
 
 import (

@@ -8,6 +8,9 @@
 // (mcp_turn.go), and render a turn's events through
 // internal/gateway/projection: a task, and a call's result, from its Held
 // projection; a call's progress notifications from a Live one.
+//
+// A door: it builds on the gateway's core and must not import another door
+// or the workflows.
 package mcp
 
 import (

@@ -3,6 +3,9 @@
 // background, retrieved, resumed after a sequence number and cancelled:
 // openai_responses.go), and the models list, for clients such as
 // openai-go and the openai npm package.
+//
+// A door: it builds on the gateway's core and must not import another door,
+// the workflows or the store.
 package openai
 
 import (

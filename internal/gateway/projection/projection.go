@@ -5,6 +5,9 @@
 // and questions as input the turn waits for; usage; the end), and the
 // values the doors share (a question's data, a content block's text).
 //
+// It imports only the domain (internal/agent): it must not import the
+// gateway's core or a door, so that every door renders the same view.
+//
 // A door feeds a Projection the events it follows and renders the items
 // it returns in its protocol's shape; what the items mean, and when parts
 // open and close, is decided here once.

@@ -1,6 +1,9 @@
 // Package sse serves a turn's events as Server-Sent Events: follow a
 // turn, start one, or send a conversation a message, and read what the
 // turn logs, resuming with Last-Event-ID.
+//
+// A door: it builds on the gateway's core and must not import another door,
+// the workflows or the store.
 package sse
 
 import (

@@ -4,6 +4,9 @@
 // Delivery of their result to the same chat (internal/deliver's
 // sendMessage), not in the webhook's response.
 //
+// A door: it builds on the gateway's core and must not import another door,
+// the workflows or the store.
+//
 // A bot is an agent's deliver target of kind telegram with a
 // webhook_secret (agent.DeliverTarget): its route is
 // POST /v1/telegram/{tenant}/{agent}/{target}. Telegram authenticates

@@ -1,6 +1,9 @@
 // Package ws serves the WebSocket door: one socket that starts turns,
 // follows them, decides approvals and answers questions, with
 // acknowledgements and resumption by index.
+//
+// A door: it builds on the gateway's core and must not import another door,
+// the workflows or the store.
 package ws
 
 import (

@@ -1,6 +1,8 @@
 // Package openapitest makes large OpenAPI documents for tests, and serves
 // the small API two of their operations describe. Only tests import it.
 //
+// It imports nothing of agentflow's.
+//
 // Large(n) is a document of at least n bytes, like GitHub's REST
 // description in shape: thousands of paths and components nobody asks
 // for, and two operations a test narrows to, whose components refer to

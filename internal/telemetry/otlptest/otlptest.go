@@ -1,6 +1,8 @@
 // Package otlptest is an OTLP/gRPC trace receiver, as a collector runs
 // one, and the OTEL_* variables cleared, for tests of what processes
 // export. Only tests import it.
+//
+// It imports nothing of agentflow's.
 package otlptest
 
 import (

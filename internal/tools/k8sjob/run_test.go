@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/registry"
+	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -226,13 +226,13 @@ agents:
     system_prompt: p
     tools: [report]
 `
-	cat, err := registry.Parse(c.reg, "acme.yaml", []byte("tenant: acme\n"+entry))
+	cat, err := catalog.Parse(c.reg, "acme.yaml", []byte("tenant: acme\n"+entry))
 	require.NoError(t, err)
 	tool := cat.Tenants[0].Tools[0]
 	require.Equal(t, agent.ApprovalAlways, tool.Approval)
 	policy, _ := c.reg.Approval(tool, json.RawMessage(`{"query":"q"}`))
 	require.Equal(t, agent.ApprovalAlways, policy)
 
-	_, err = registry.Parse(c.reg, "other.yaml", []byte("tenant: other\n"+entry))
+	_, err = catalog.Parse(c.reg, "other.yaml", []byte("tenant: other\n"+entry))
 	require.ErrorContains(t, err, `the operator does not allow tenant "other"`)
 }

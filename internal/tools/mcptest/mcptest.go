@@ -5,6 +5,8 @@
 // policy checker for tool guards (PolicyServer). Tests start them; nothing
 // in them is faked.
 //
+// It imports nothing of agentflow's.
+//
 // Only tests import it, like internal/testserver.
 package mcptest
 

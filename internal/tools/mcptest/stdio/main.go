@@ -1,5 +1,7 @@
 // Command stdio serves mcptest's file reader over stdio, as a local MCP
 // server run by the worker: stdio --root DIR.
+//
+// It imports only mcptest.
 package main
 
 import (
