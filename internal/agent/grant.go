@@ -289,3 +289,11 @@ func (g Grant) Covers(c GrantedCall, now time.Time) bool {
 	}
 	return g.Match.Matches(c.Args)
 }
+
+// GrantQuery names the calls whose grants the store finds
+// (store.Store.ActiveGrants): calls of one of Tools by AgentID in turn
+// JobID of session SessionID.
+type GrantQuery struct {
+	TenantID, AgentID, SessionID, JobID string
+	Tools                               []string
+}

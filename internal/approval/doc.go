@@ -3,8 +3,10 @@
 // combined into the strictest (Strictest), and the calls of a model's answer
 // sorted into those that run and those that wait, with the grant that
 // decides a waiting call in the person's stead (Gate). It must not import
-// the workflows, the activities, the gateway or internal/tools (the tool
-// registry reaches it through Policies); the waits themselves are workflow
+// the workflows, the activities, the gateway, internal/tools (the tool
+// registry reaches it through Policies) or internal/store (the store
+// reaches it through Grants; the catalog, which imports approval to check
+// policies, links no database); the waits themselves are workflow
 // code (workflows/approval.go, workflows/question.go), the decisions and
 // grants are stored by internal/store beside the rest of a turn, and their
 // shapes are internal/agent's.

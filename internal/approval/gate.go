@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/store"
 )
 
 // Policies says which policy decides whether a call of a tool needs
@@ -20,7 +19,7 @@ type Policies interface {
 
 // Grants reads the grants that may decide calls: store.Store.ActiveGrants.
 type Grants interface {
-	ActiveGrants(ctx context.Context, q store.GrantQuery, now time.Time) ([]agent.Grant, error)
+	ActiveGrants(ctx context.Context, q agent.GrantQuery, now time.Time) ([]agent.Grant, error)
 }
 
 // Gate decides which of a turn's tool calls wait for a person: the calls
@@ -69,7 +68,7 @@ func (g Gate) grant(ctx context.Context, ag agent.Agent, in contract.CallModelIn
 		}
 	}
 	now := time.Now()
-	grants, err := g.Grants.ActiveGrants(ctx, store.GrantQuery{TenantID: in.TenantID, AgentID: ag.ID, SessionID: in.SessionID,
+	grants, err := g.Grants.ActiveGrants(ctx, agent.GrantQuery{TenantID: in.TenantID, AgentID: ag.ID, SessionID: in.SessionID,
 		JobID: in.JobID, Tools: tools}, now)
 	if err != nil {
 		return err

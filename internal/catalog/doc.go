@@ -14,7 +14,8 @@
 // and no Temporal package of its own: a catalog is a pure function of its
 // files and the tool kinds, so the gateway checks one before anything is
 // stored, and its tests need no database. Temporal's SDK reaches it only
-// through internal/tools, whose logging (internal/telemetry) links it.
+// through internal/tools, whose logging (internal/telemetry) links it, and
+// internal/approval, whose gate takes the model call's contract.
 // What resolving needs from the store, the tenant's stored egress
 // allowlist, is passed in (tenant.ResolveEnvOf). TestImports holds the
 // rule.

@@ -179,17 +179,10 @@ func scanGrant(row pgx.CollectableRow) (agent.Grant, error) {
 	return g, nil
 }
 
-// GrantQuery names the calls whose grants ActiveGrants finds: calls of
-// one of Tools by AgentID in turn JobID of session SessionID.
-type GrantQuery struct {
-	TenantID, AgentID, SessionID, JobID string
-	Tools                               []string
-}
-
 // ActiveGrants returns the grants active at now that may decide the
 // calls q names, oldest first; whether one decides a call is
 // agent.Grant.Covers's to say.
-func (s *Store) ActiveGrants(ctx context.Context, q GrantQuery, now time.Time) ([]agent.Grant, error) {
+func (s *Store) ActiveGrants(ctx context.Context, q agent.GrantQuery, now time.Time) ([]agent.Grant, error) {
 	if err := requireJobKey(q.TenantID, q.JobID); err != nil {
 		return nil, err
 	}

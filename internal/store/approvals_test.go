@@ -119,20 +119,20 @@ func TestGrants(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		q    store.GrantQuery
+		q    agent.GrantQuery
 		now  time.Time
 		want []string
 	}{
-		{"the turn that made them", store.GrantQuery{TenantID: "demo", AgentID: "ops", SessionID: "s-1", JobID: "job-1", Tools: []string{"restart"}},
+		{"the turn that made them", agent.GrantQuery{TenantID: "demo", AgentID: "ops", SessionID: "s-1", JobID: "job-1", Tools: []string{"restart"}},
 			at, []string{session.ID, turn.ID, expiring.ID}},
-		{"a later turn of the session", store.GrantQuery{TenantID: "demo", AgentID: "ops", SessionID: "s-1", JobID: "job-3", Tools: []string{"restart"}},
+		{"a later turn of the session", agent.GrantQuery{TenantID: "demo", AgentID: "ops", SessionID: "s-1", JobID: "job-3", Tools: []string{"restart"}},
 			at, []string{session.ID, expiring.ID}},
-		{"after one expired", store.GrantQuery{TenantID: "demo", AgentID: "ops", SessionID: "s-1", JobID: "job-3", Tools: []string{"restart", "deploy"}},
+		{"after one expired", agent.GrantQuery{TenantID: "demo", AgentID: "ops", SessionID: "s-1", JobID: "job-3", Tools: []string{"restart", "deploy"}},
 			soon, []string{session.ID}},
-		{"a turn without a session", store.GrantQuery{TenantID: "demo", AgentID: "ops", JobID: "job-3", Tools: []string{"restart"}}, at, nil},
-		{"another agent", store.GrantQuery{TenantID: "demo", AgentID: "dev", SessionID: "s-1", JobID: "job-1", Tools: []string{"restart"}}, at, nil},
-		{"another tool", store.GrantQuery{TenantID: "demo", AgentID: "ops", SessionID: "s-1", JobID: "job-1", Tools: []string{"deploy"}}, at, nil},
-		{"another tenant", store.GrantQuery{TenantID: "rival", AgentID: "ops", SessionID: "s-1", JobID: "job-1", Tools: []string{"restart"}}, at, nil},
+		{"a turn without a session", agent.GrantQuery{TenantID: "demo", AgentID: "ops", JobID: "job-3", Tools: []string{"restart"}}, at, nil},
+		{"another agent", agent.GrantQuery{TenantID: "demo", AgentID: "dev", SessionID: "s-1", JobID: "job-1", Tools: []string{"restart"}}, at, nil},
+		{"another tool", agent.GrantQuery{TenantID: "demo", AgentID: "ops", SessionID: "s-1", JobID: "job-1", Tools: []string{"deploy"}}, at, nil},
+		{"another tenant", agent.GrantQuery{TenantID: "rival", AgentID: "ops", SessionID: "s-1", JobID: "job-1", Tools: []string{"restart"}}, at, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
