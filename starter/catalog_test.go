@@ -86,7 +86,7 @@ func TestCatalogApplyThroughGateway(t *testing.T) {
 	require.Contains(t, out, "  created   agent demo/assistant v1\n")
 	require.Contains(t, out, "  created   rule  demo/ops-console\n")
 	require.Contains(t, out, "dry run: nothing was applied")
-	_, err = srv.Store().Routing(ctx, "demo")
+	_, err = srv.Store().TenantSettings(ctx, "demo")
 	require.True(t, agent.IsCode(err, agent.CodeNotFound), "a dry run stores nothing: %v", err)
 
 	// The address and token from the environment, as chat reads them.
@@ -96,7 +96,7 @@ func TestCatalogApplyThroughGateway(t *testing.T) {
 	require.NoError(t, run(ctx, []string{"catalog", "apply", "-f", "../catalog/demo.yaml"}, &b))
 	require.Contains(t, b.String(), "  created   agent demo/assistant v1\n")
 	require.Contains(t, b.String(), "  created   tool  demo/checked_calculator v1\n")
-	r, err := srv.Store().Routing(ctx, "demo")
+	r, err := srv.Store().TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 	require.Equal(t, "assistant", r.DefaultAgent)
 	require.Contains(t, b.String(), "applied: catalog version ")
@@ -138,7 +138,7 @@ func TestCatalogApplyReportsProblems(t *testing.T) {
 	require.True(t, strings.HasPrefix(lines[1], bad+":4: agents[0].model: "), lines[1])
 	require.True(t, strings.HasPrefix(lines[2], bad+":5: agents[0]"), lines[2])
 	require.Contains(t, lines[2], "colour")
-	_, err = srv.Store().Routing(ctx, "demo")
+	_, err = srv.Store().TenantSettings(ctx, "demo")
 	require.True(t, agent.IsCode(err, agent.CodeNotFound), "nothing was applied: %v", err)
 }
 

@@ -203,7 +203,7 @@ func TestEgressPlatformPort(t *testing.T) {
 	kinds, err := tools.NewRegistry(tools.Deps{Egress: op}, tools.Builtin()...)
 	require.NoError(t, err)
 	require.NoError(t, testserver.ApplyCatalogs(context.Background(), e.Store(), kinds, catalogFor(httpAPI)))
-	r, err := e.Store().Routing(context.Background(), "b")
+	r, err := e.Store().TenantSettings(context.Background(), "b")
 	require.NoError(t, err)
 	require.Equal(t, []string{httpAPI}, r.Egress)
 	got = e.eventuallyAnswers(listA, refusal)
@@ -235,7 +235,7 @@ func TestEgressDefaultOperator(t *testing.T) {
 			requireRefusedAtApply(t, closed.apply(catalogFor(tt.entry)), tt.want)
 		})
 	}
-	_, err := closed.Store().Routing(context.Background(), "b")
+	_, err := closed.Store().TenantSettings(context.Background(), "b")
 	require.True(t, agent.IsCode(err, agent.CodeNotFound), "nothing of b's was stored: %v", err)
 
 	opened := newEgressEnv(t, []string{host})

@@ -274,7 +274,7 @@ func TestMCPToolError(t *testing.T) {
 func TestMCPCatalogRefusals(t *testing.T) {
 	e := newMCPEnv(t)
 	ctx := context.Background()
-	before, err := e.Store().Routing(ctx, "demo")
+	before, err := e.Store().TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 
 	outside := strings.Replace(e.catalog, `egress: ["`+e.issues.Addr+`"]`, `egress: ["api.example.com"]`, 1)
@@ -289,7 +289,7 @@ func TestMCPCatalogRefusals(t *testing.T) {
 	require.Contains(t, err.Error(), `"/usr/bin/env" may not run: this worker allows `)
 	require.Contains(t, err.Error(), "(AGENTFLOW_MCP_COMMANDS)")
 
-	after, err := e.Store().Routing(ctx, "demo")
+	after, err := e.Store().TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 	require.Equal(t, before.Version, after.Version, "nothing was applied")
 }

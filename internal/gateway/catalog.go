@@ -85,7 +85,7 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 	for _, ch := range report.Changes {
 		out.Changes = append(out.Changes, &pb.CatalogChange{Kind: ch.Kind, Name: ch.Name, Action: ch.Action, Version: int32(ch.Version), Note: ch.Note, Source: ch.Source})
 	}
-	if r, err := c.store.Routing(ctx, tenantID); err == nil {
+	if r, err := c.store.TenantSettings(ctx, tenantID); err == nil {
 		out.CatalogVersion = r.Version
 	}
 	return out, nil
@@ -93,7 +93,7 @@ func (c *CatalogService) UpsertCatalog(ctx context.Context, in *pb.UpsertCatalog
 
 // ListRules implements pb.CatalogServiceServer.
 func (c *CatalogService) ListRules(ctx context.Context, _ *pb.ListRulesRequest) (*pb.ListRulesResponse, error) {
-	r, err := c.store.Routing(ctx, TenantOf(ctx))
+	r, err := c.store.TenantSettings(ctx, TenantOf(ctx))
 	if err != nil {
 		return nil, Status(ctx, c.logger, err)
 	}
@@ -167,7 +167,7 @@ type catalogState struct {
 }
 
 func (c *CatalogService) load(ctx context.Context, tenant string) (catalogState, error) {
-	r, err := c.store.Routing(ctx, tenant)
+	r, err := c.store.TenantSettings(ctx, tenant)
 	if err != nil {
 		return catalogState{}, err
 	}

@@ -355,7 +355,7 @@ func (s *Service) checkAgent(ctx context.Context, req agent.TurnRequest) error {
 		}
 		return nil
 	}
-	r, err := s.store.Routing(ctx, req.TenantID)
+	r, err := s.store.TenantSettings(ctx, req.TenantID)
 	if err != nil {
 		return err
 	}

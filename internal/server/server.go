@@ -81,7 +81,7 @@ type Server struct {
 	api        *gateway.HTTPAPI
 	apiHTTP    *http.Server
 	apiLn      net.Listener
-	routes     *tenant.Cache
+	tenants    *tenant.Cache
 	egress     *egress.Operator
 	metrics    *metrics.Metrics
 	tracing    *telemetry.Tracing
@@ -142,8 +142,8 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 	if err := s.checkDeployment(ctx); err != nil {
 		return nil, err
 	}
-	s.routes = tenant.NewCache(s.store, s.egress, logger)
-	s.routes.PIIKey = cfg.VaultKey
+	s.tenants = tenant.NewCache(s.store, s.egress, logger)
+	s.tenants.PIIKey = cfg.VaultKey
 	var sealer *guard.Sealer
 	if len(cfg.VaultKey) > 0 {
 		if sealer, err = guard.NewSealer(cfg.VaultKey); err != nil {
@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 		}
 	}
 	s.vault = redact.New(s.store, sealer)
-	s.routes.Metrics = tenant.NewMetrics(s.metrics.Registry)
+	s.tenants.Metrics = tenant.NewMetrics(s.metrics.Registry)
 	streamMetrics := pglive.NewMetrics(s.metrics.Registry, metrics.LatencyBuckets)
 	s.hub = pglive.NewHub(s.store.Pool(), logger)
 	s.hub.Metrics = streamMetrics
@@ -459,7 +459,7 @@ func (s *Server) newWorker() error {
 	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
 	// Turns retrieve from the tenant's collections with the same model
 	// layer that embedded them.
-	billing := metered.CachedBilling(s.routes)
+	billing := metered.CachedBilling(s.tenants)
 	gov, err := governor.New(governor.Options{Store: s.store, Limits: s.cfg.ModelLimits, Logger: s.logger, Metrics: s.metrics.Registry,
 		TenantLimits: func(ctx context.Context, tenantID string) (map[string]agent.ModelLimits, error) {
 			b, err := billing(ctx, tenantID)
@@ -493,7 +493,7 @@ func (s *Server) newWorker() error {
 	}
 	s.interrupts = pglive.NewInterrupts(s.store.Pool(), s.logger)
 	acts, err := activities.New(activities.Deps{
-		Store: s.store, Model: model, Tools: s.tools, Tenants: s.routes, Logger: s.logger, Governor: gov,
+		Store: s.store, Model: model, Tools: s.tools, Tenants: s.tenants, Logger: s.logger, Governor: gov,
 		Temporal: s.client, Events: pglive.NewPublisher(s.store.Pool()), Interrupts: s.interrupts,
 		Interrupt: func(ctx context.Context, streamID string) error {
 			return pglive.Interrupt(ctx, s.store.Pool(), streamID)
@@ -561,7 +561,7 @@ func (s *Server) newGateway(ctx context.Context) error {
 		return fmt.Errorf("model providers: %w", err)
 	}
 	svc, err := gateway.New(gateway.Options{Client: c, Store: s.store, Events: s.follower, Tokens: s.cfg.Tokens, OIDC: s.oidc,
-		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Tenants: s.routes, Vault: s.vault,
+		TaskQueue: s.cfg.TaskQueue, Logger: s.logger, MaxStreamsPerTenant: s.cfg.MaxStreamsPerTenant, Tenants: s.tenants, Vault: s.vault,
 		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads),
 		Knowledge: gateway.KnowledgeOptions{Store: s.knowledge, Embedder: metered.Embedder{Gates: s.gates, Inner: embedder}},
 		// Listing and erasing memories embed nothing.
@@ -580,7 +580,7 @@ func (s *Server) newGateway(ctx context.Context) error {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	cat := gateway.NewCatalogService(s.store, s.tools, s.routes, s.logger)
+	cat := gateway.NewCatalogService(s.store, s.tools, s.tenants, s.logger)
 	s.grpc = gateway.NewGRPCServer(svc, cat, opts...)
 	if s.apiLn == nil {
 		return nil
@@ -668,8 +668,8 @@ func (s *Server) Hub() *pglive.Hub { return s.hub }
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 
-// Routes is the worker's cache of its tenants' catalog snapshots.
-func (s *Server) Routes() *tenant.Cache { return s.routes }
+// Tenants is the worker's cache of its tenants' runtime settings.
+func (s *Server) Tenants() *tenant.Cache { return s.tenants }
 
 // Tools is the server's tool registry.
 func (s *Server) Tools() *tools.Registry { return s.tools }

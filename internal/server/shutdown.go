@@ -39,7 +39,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.interrupts != nil {
 		g.Go(func() error { return s.interrupts.Run(gctx) })
 	}
-	g.Go(func() error { return s.routes.Run(gctx) })
+	g.Go(func() error { return s.tenants.Run(gctx) })
 	if s.grpc != nil {
 		s.logger.Info("gateway serving", zap.String("addr", s.GRPCAddr()))
 		g.Go(func() error {

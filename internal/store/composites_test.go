@@ -29,7 +29,7 @@ func TestRecordPipelineRun(t *testing.T) {
 			{ID: "not", Model: "openai:m", Tools: []agent.Tool{{Name: "calc"}}},
 		}}}}, false)
 	require.NoError(t, err)
-	before, err := s.Routing(ctx, "demo")
+	before, err := s.TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 
 	run := func(job, call, shape string) string {
@@ -55,7 +55,7 @@ func TestRecordPipelineRun(t *testing.T) {
 	not, err := s.ActiveAgent(ctx, "demo", "not")
 	require.NoError(t, err)
 	require.Equal(t, 1, not.Version)
-	after, err := s.Routing(ctx, "demo")
+	after, err := s.TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 	require.Greater(t, after.Version, before.Version, "the catalog version moves")
 

@@ -119,24 +119,24 @@ func TestTenantEgress(t *testing.T) {
 		return report
 	}
 	apply(agent.TenantCatalog{})
-	r, err := s.Routing(ctx, "demo")
+	r, err := s.TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 	require.Empty(t, r.Egress)
 
 	report := apply(agent.TenantCatalog{Egress: []string{"api.flights.example", "10.1.2.0/24"}, ReplaceEgress: true})
 	require.Equal(t, store.ActionUpdated, report.Changes[0].Action)
-	r, err = s.Routing(ctx, "demo")
+	r, err = s.TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 	require.Equal(t, []string{"api.flights.example", "10.1.2.0/24"}, r.Egress)
 
 	report = apply(agent.TenantCatalog{Egress: []string{"api.flights.example", "10.1.2.0/24"}, ReplaceEgress: true})
 	require.Equal(t, store.ActionUnchanged, report.Changes[0].Action, "the same allowlist is no change")
 	apply(agent.TenantCatalog{}) // no egress key: kept
-	r, err = s.Routing(ctx, "demo")
+	r, err = s.TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 	require.Len(t, r.Egress, 2)
 	apply(agent.TenantCatalog{ReplaceEgress: true})
-	r, err = s.Routing(ctx, "demo")
+	r, err = s.TenantSettings(ctx, "demo")
 	require.NoError(t, err)
 	require.Empty(t, r.Egress, "an empty egress list clears it")
 }

@@ -123,7 +123,7 @@ func (c *Cache) Settings(ctx context.Context, tenantID string) (*Settings, error
 // keeping the compiled ones, s, when the catalog version has not changed.
 func (c *Cache) load(ctx context.Context, tenantID string, s *Settings, gen uint64) (*Settings, error) {
 	start := c.now()
-	r, err := c.store.Routing(ctx, tenantID)
+	r, err := c.store.TenantSettings(ctx, tenantID)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ func ResolveEnvOf(ctx context.Context, st *store.Store, op *egress.Operator, all
 	return func(tc agent.TenantCatalog) (tools.ResolveEnv, error) {
 		entries := tc.Egress
 		if !tc.ReplaceEgress {
-			r, err := st.Routing(ctx, tc.TenantID)
+			r, err := st.TenantSettings(ctx, tc.TenantID)
 			switch {
 			case agent.IsCode(err, agent.CodeNotFound):
 			case err != nil:

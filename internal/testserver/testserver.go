@@ -345,7 +345,7 @@ func (s *Server) ApplyCatalog(t testing.TB, docs ...string) {
 		t.Fatalf("testserver: %v", err)
 	}
 	// As the gateway does after an apply: the next turn sees it at once.
-	s.Routes().Invalidate("")
+	s.Tenants().Invalidate("")
 }
 
 // ApplyCatalogs parses catalog documents and applies them to st one after

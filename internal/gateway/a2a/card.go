@@ -33,7 +33,7 @@ func (m *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
 // it is exposed through A2A.
 func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	rt, err := m.s.Store().Routing(ctx, gateway.TenantOf(ctx))
+	rt, err := m.s.Store().TenantSettings(ctx, gateway.TenantOf(ctx))
 	if err != nil {
 		writeA2AError(w, http.StatusServiceUnavailable, a2a.ErrServerError, m.s.ClientMessage(ctx, err))
 		return

@@ -21,8 +21,11 @@ const KindRule = "rule"
 // ActionDeleted: a rule the document no longer has.
 const ActionDeleted = "deleted"
 
-// Routing is what routing needs of a tenant's catalog, at one version.
-type Routing struct {
+// TenantSettings is what a tenant's turns need of its catalog, at one
+// version: its routing rules and default agent, its egress allowlist, its
+// billing and its PII settings (tenant.Cache builds its runtime settings
+// from it).
+type TenantSettings struct {
 	TenantID     string
 	Version      int64
 	DefaultAgent string
@@ -42,7 +45,7 @@ const (
 	sqlRules = `
 SELECT name, priority, condition, agent_id FROM routing_rules
 WHERE tenant_id = $1 ORDER BY priority DESC, name`
-	sqlTenantRouting = `
+	sqlTenantSettings = `
 SELECT catalog_version, coalesce(default_agent, ''),
        (SELECT count(*) FROM agents a WHERE a.tenant_id = t.tenant_id),
        (SELECT count(*) FROM tools o WHERE o.tenant_id = t.tenant_id),
@@ -57,16 +60,17 @@ SET priority = EXCLUDED.priority, condition = EXCLUDED.condition, agent_id = EXC
 	sqlNotifyTenant = `SELECT pg_notify('` + CatalogChannel + `', $1)`
 )
 
-// Routing returns a tenant's rules, default agent and catalog version, read
-// in one snapshot. An unknown tenant is agent.CodeNotFound.
-func (s *Store) Routing(ctx context.Context, tenantID string) (Routing, error) {
+// TenantSettings returns a tenant's rules, default agent, catalog version,
+// egress allowlist, billing and PII settings, read in one snapshot. An
+// unknown tenant is agent.CodeNotFound.
+func (s *Store) TenantSettings(ctx context.Context, tenantID string) (TenantSettings, error) {
 	if err := requireID("tenant_id", tenantID); err != nil {
-		return Routing{}, err
+		return TenantSettings{}, err
 	}
-	r := Routing{TenantID: tenantID}
+	r := TenantSettings{TenantID: tenantID}
 	var prices, budgets []byte
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, sqlTenantRouting, tenantID).Scan(&r.Version, &r.DefaultAgent, &r.Agents, &r.Tools, &r.Egress, &prices, &budgets, &r.PII); err != nil {
+		if err := tx.QueryRow(ctx, sqlTenantSettings, tenantID).Scan(&r.Version, &r.DefaultAgent, &r.Agents, &r.Tools, &r.Egress, &prices, &budgets, &r.PII); err != nil {
 			return err
 		}
 		var err error
@@ -74,13 +78,13 @@ func (s *Store) Routing(ctx context.Context, tenantID string) (Routing, error) {
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Routing{}, agent.Errorf(agent.CodeNotFound, "tenant %q not found", tenantID)
+		return TenantSettings{}, agent.Errorf(agent.CodeNotFound, "tenant %q not found", tenantID)
 	}
 	if err != nil {
-		return Routing{}, fmt.Errorf("load routing of tenant %q: %w", tenantID, err)
+		return TenantSettings{}, fmt.Errorf("load routing of tenant %q: %w", tenantID, err)
 	}
 	if r.Billing, err = decodeBilling(tenantID, prices, budgets); err != nil {
-		return Routing{}, err
+		return TenantSettings{}, err
 	}
 	return r, nil
 }

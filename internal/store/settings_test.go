@@ -44,7 +44,7 @@ func TestRoutingRules(t *testing.T) {
 	}
 	apply(cat)
 	require.Equal(t, "rt", notified())
-	r, err := s.Routing(ctx, "rt")
+	r, err := s.TenantSettings(ctx, "rt")
 	require.NoError(t, err)
 	require.Equal(t, "general", r.DefaultAgent)
 	require.Equal(t, []string{"admins", "billing-page"}, []string{r.Rules[0].Name, r.Rules[1].Name}, "priority order")
@@ -55,7 +55,7 @@ func TestRoutingRules(t *testing.T) {
 		require.Equal(t, store.ActionUnchanged, c.Action, "%+v", c)
 	}
 	require.Equal(t, "", notified())
-	r, _ = s.Routing(ctx, "rt")
+	r, _ = s.TenantSettings(ctx, "rt")
 	require.Equal(t, v1, r.Version)
 
 	cat.Rules = []agent.Rule{{Name: "billing-page", Priority: 30, Condition: `ui_page.startsWith("billing")`, AgentID: "billing"}}
@@ -67,13 +67,13 @@ func TestRoutingRules(t *testing.T) {
 	}
 	require.Equal(t, []string{"billing-page:updated", "admins:deleted"}, actions)
 	require.Equal(t, "rt", notified())
-	r, _ = s.Routing(ctx, "rt")
+	r, _ = s.TenantSettings(ctx, "rt")
 	require.Equal(t, v1+1, r.Version)
 	require.Len(t, r.Rules, 1)
 
 	// A document without rules leaves them.
 	apply(agent.TenantCatalog{TenantID: "rt", Agents: []agent.Agent{ag("general")}})
-	r, _ = s.Routing(ctx, "rt")
+	r, _ = s.TenantSettings(ctx, "rt")
 	require.Len(t, r.Rules, 1)
 
 	bad := []agent.TenantCatalog{
@@ -83,9 +83,9 @@ func TestRoutingRules(t *testing.T) {
 		_, err := s.ApplyCatalog(ctx, agent.Catalog{Tenants: []agent.TenantCatalog{c}}, false)
 		require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
 	}
-	r2, _ := s.Routing(ctx, "rt")
+	r2, _ := s.TenantSettings(ctx, "rt")
 	require.Equal(t, r, r2, "a refused document changes nothing")
 
-	_, err = s.Routing(ctx, "nobody")
+	_, err = s.TenantSettings(ctx, "nobody")
 	require.True(t, agent.IsCode(err, agent.CodeNotFound))
 }
