@@ -288,7 +288,7 @@ func update[T any](ctx context.Context, c client.Client, workflowID, name string
 
 // PendingQuestions lists a turn's ask_user calls waiting for an answer.
 func PendingQuestions(ctx context.Context, c client.Client, workflowID string) ([]agent.PendingQuestion, error) {
-	return query[[]agent.PendingQuestion](ctx, c, "stream", workflowID, contract.QueryPendingQuestions, "pending questions")
+	return query[[]agent.PendingQuestion](ctx, c, "stream", workflowID, contract.QueryPendingQuestions)
 }
 
 // Cancel asks a running turn to stop (signal cancel_turn); a turn that
@@ -307,24 +307,24 @@ func Cancel(ctx context.Context, c client.Client, workflowID string, req agent.C
 
 // PendingApprovals lists a turn's tool calls waiting for approval.
 func PendingApprovals(ctx context.Context, c client.Client, workflowID string) ([]agent.PendingApproval, error) {
-	return query[[]agent.PendingApproval](ctx, c, "stream", workflowID, contract.QueryPendingApprovals, "pending approvals")
+	return query[[]agent.PendingApproval](ctx, c, "stream", workflowID, contract.QueryPendingApprovals)
 }
 
 // Transcript reads a conversation's transcript query.
 func Transcript(ctx context.Context, c client.Client, workflowID string) (agent.Transcript, error) {
-	return query[agent.Transcript](ctx, c, "conversation", workflowID, contract.QueryTranscript, "transcript")
+	return query[agent.Transcript](ctx, c, "conversation", workflowID, contract.QueryTranscript)
 }
 
 // query reads a query of a workflow's current run. kind names the
-// workflow (stream, conversation) and what the result, in errors.
-func query[T any](ctx context.Context, c client.Client, kind, workflowID, name, what string) (T, error) {
+// workflow (stream, conversation) in errors.
+func query[T any](ctx context.Context, c client.Client, kind, workflowID, name string) (T, error) {
 	var zero, out T
 	v, err := c.QueryWorkflow(ctx, workflowID, "", name)
 	if err != nil {
 		return zero, workflowError(fmt.Sprintf("%s %q", kind, workflowID), err)
 	}
 	if err := v.Get(&out); err != nil {
-		return zero, fmt.Errorf("decode %s of %s: %w", what, workflowID, err)
+		return zero, fmt.Errorf("decode query %s of %s: %w", name, workflowID, err)
 	}
 	return out, nil
 }
