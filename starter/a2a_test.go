@@ -197,7 +197,7 @@ func TestA2AServer(t *testing.T) {
 	require.Equal(t, "Does arithmetic with a calculator.", card.Skills[0].Description)
 	require.Equal(t, a2a.HTTPAuthSecurityScheme{Scheme: "bearer", Description: "an agentflow API token with the user role"}, card.SecuritySchemes["bearer"])
 
-	// The card as served, as the README shows it.
+	// The card as served, as docs/guides/a2a.md shows it.
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base("calc")+"/.well-known/agent-card.json", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer tok")

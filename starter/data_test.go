@@ -21,8 +21,10 @@ import (
 	"github.com/agentflow/agentflow/internal/testserver"
 )
 
-// TestDataRecipes runs the README's data recipes with the sample catalog,
-// the demo model and the sample flights API where the catalog expects it.
+// TestDataRecipes runs the data recipes of docs/concepts/tools-and-data.md
+// (data by reference) and docs/guides/tools.md (composites) with the sample
+// catalog, the demo model and the sample flights API where the catalog
+// expects it.
 func TestDataRecipes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -99,8 +99,8 @@ func TestProcessCommands(t *testing.T) {
 	require.EqualError(t, err, "process history: name the process with --tag (starter process list shows them)")
 }
 
-// recipeCatalog is the README's recipe: process main and an agent with
-// the patch_workflow tool, which waits for approval by default.
+// recipeCatalog is docs/guides/processes.md's recipe: process main and an
+// agent with the patch_workflow tool, which waits for approval by default.
 const recipeCatalog = `tenant: demo
 default_agent: planner
 tools:
@@ -157,10 +157,10 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestProcessRecipe is the README's recipe end to end: starter chat asks
-// for the change, the patch_workflow call waits until starter approve
-// approves it, and starter process show and history read the new version
-// and the patch, naming the turn and the approver.
+// TestProcessRecipe is docs/guides/processes.md's recipe end to end: starter
+// chat asks for the change, the patch_workflow call waits until starter
+// approve approves it, and starter process show and history read the new
+// version and the patch, naming the turn and the approver.
 func TestProcessRecipe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

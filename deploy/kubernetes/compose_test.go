@@ -25,9 +25,10 @@ var clusterOnly = map[string]string{}
 // TestInStepWithCompose compares the manifests with docker-compose.yml: the
 // same roles, each given at least the settings compose gives it, with the
 // same listening ports; every other setting of the manifests one that
-// README.md's Configuration documents (or clusterOnly explains); secrets
-// only from the Secret, whose keys secret.env.example lists; and the README
-// recipe covers what compose's one-shot services do.
+// docs/reference/configuration.md documents (or clusterOnly explains);
+// secrets only from the Secret, whose keys secret.env.example lists; and
+// docs/operations/kubernetes.md's recipe covers what compose's one-shot
+// services do.
 func TestInStepWithCompose(t *testing.T) {
 	h := newHarness(t)
 	r := index(decode(t, h.render(t, "base")))
@@ -78,7 +79,7 @@ func TestInStepWithCompose(t *testing.T) {
 		}
 		for k, s := range env {
 			_, why := clusterOnly[k]
-			require.True(t, composeSettings[k] || documented[k] || why, "%s (%s pods) is a setting README.md's Configuration documents", k, role)
+			require.True(t, composeSettings[k] || documented[k] || why, "%s (%s pods) is a setting docs/reference/configuration.md documents", k, role)
 			require.Equal(t, contains(secretSettings, k), s.secret != "", "%s of the %s pods: from the Secret exactly when it is a secret", k, role)
 		}
 	}

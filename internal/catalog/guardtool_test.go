@@ -159,10 +159,10 @@ agents:
 	require.Nil(t, cat.Tenants[0].Agents[0].Guardrails[0].Tool.Spec)
 }
 
-// TestREADMEToolGuard: the README's tool guard example is a catalog the
-// loader takes, its guard left to be pinned when the MCP entry is
-// resolved.
-func TestREADMEToolGuard(t *testing.T) {
+// TestToolGuardExample: docs/guides/guardrails.md's tool guard example is
+// a catalog the loader takes, its guard left to be pinned when the MCP
+// entry is resolved.
+func TestToolGuardExample(t *testing.T) {
 	page, err := docs.Page("guides/guardrails.md")
 	require.NoError(t, err)
 	_, after, ok := strings.Cut(page, "A `tool` guardrail asks")

@@ -8,9 +8,9 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
-// TestREADMEKnowledge: the retrieve and prepare example of
+// TestKnowledgeExample: the retrieve and prepare example of
 // docs/guides/knowledge.md is a catalog the loader takes.
-func TestREADMEKnowledge(t *testing.T) {
+func TestKnowledgeExample(t *testing.T) {
 	block := docYAML(t, "guides/knowledge.md", "Knowledge in turns: `retrieve`, `prepare` and citations")
 	cat, err := Parse(testKinds(t), "knowledge.md", []byte(block))
 	require.NoError(t, err)

@@ -162,11 +162,11 @@ func TestApprovalTimeoutAndTwoCallsWithTemporalCLI(t *testing.T) {
 	})
 }
 
-// TestOperatorRemembersWithTemporalCLI: the operator's approve update,
-// as the README shows it, may remember the approval for the turn: the
-// turn's next call of the tool is decided by the grant, recorded under
-// the approver the operator named, with no issuer (Temporal's clients
-// are trusted as the operator is).
+// TestOperatorRemembersWithTemporalCLI: the operator's approve update, as
+// docs/guides/approvals.md shows it, may remember the approval for the turn:
+// the turn's next call of the tool is decided by the grant, recorded under the
+// approver the operator named, with no issuer (Temporal's clients are trusted
+// as the operator is).
 func TestOperatorRemembersWithTemporalCLI(t *testing.T) {
 	e := newEnvWith(t, strings.Replace(testScript, "rules:\n", `rules:
   - name: twice-again

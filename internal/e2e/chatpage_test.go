@@ -20,9 +20,9 @@ import (
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-// EnvScreenshots, set to 1, writes the chat page test's screenshots to
-// docs/ (the README's pictures); otherwise they go to the test's
-// temporary folder.
+// EnvScreenshots, set to 1, writes the chat page test's screenshots to docs/
+// (the pictures docs/guides/chat-page.md shows); otherwise they go to the
+// test's temporary folder.
 const EnvScreenshots = "AGENTFLOW_SCREENSHOTS"
 
 // chatAnswer and chatStory are long, and the script streams them a word

@@ -72,8 +72,8 @@ func untilMessageEnd(lastJob string) func([]wsItem) bool {
 // turn's streamed and forwarded events (exactly those of the turn's own
 // log), and its answer on the text topic. A subscriber whose offset is
 // older than what the conversation kept gets TruncatedOffset and goes on
-// from what was kept. The temporal CLI reads the stream as the README
-// shows.
+// from what was kept. The temporal CLI reads the stream as
+// docs/concepts/conversations.md shows.
 func TestConversationWorkflowStreams(t *testing.T) {
 	e := newEnvWith(t, convStreamsScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -109,8 +109,8 @@ func TestConversationWorkflowStreams(t *testing.T) {
 	require.NoError(t, err)
 	results = append(results, res)
 
-	// The README's recipe: the temporal CLI polls the conversation's
-	// stream, and reads its offset.
+	// docs/concepts/conversations.md's recipe: the temporal CLI polls the
+	// conversation's stream, and reads its offset.
 	out, err := e.Temporal("workflow", "update", "execute", "--workflow-id", convID, "--name", wsPollUpdate,
 		"--input", `{"topics":["events"],"from_offset":0}`)
 	require.NoError(t, err, out)

@@ -219,7 +219,7 @@ func TestMessagesDuringRollOver(t *testing.T) {
 }
 
 // TestConversationWithTemporalCLI sends messages with the real temporal
-// CLI exactly as the README shows.
+// CLI exactly as docs/concepts/conversations.md shows.
 func TestConversationWithTemporalCLI(t *testing.T) {
 	e := newEnv(t)
 	session := "cli-" + testserver.RandomID()
@@ -258,9 +258,9 @@ func TestConversationWithTemporalCLI(t *testing.T) {
 	require.Error(t, err)
 	e.replay("conv/demo/"+session, "conversation_two_turns")
 
-	// A message with an on_busy policy, as the README sends one: with no
-	// turn running it is answered as any other; a policy the
-	// conversation does not know is refused.
+	// A message with an on_busy policy, as docs/concepts/conversations.md
+	// sends one: with no turn running it is answered as any other; a policy
+	// the conversation does not know is refused.
 	sendInput := func(update string) (string, error) {
 		return e.Temporal("workflow", "execute-update-with-start", "--type", "Conversation", "--task-queue", e.TaskQueue,
 			"--workflow-id", "conv/demo/"+session, "--id-conflict-policy", "UseExisting",

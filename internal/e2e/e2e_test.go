@@ -105,7 +105,7 @@ func newEnvWith(t *testing.T, modelScript string) *env {
 	return &env{Server: testserver.Start(t, testserver.Options{Script: modelScript, Catalogs: []string{testCatalog}}), t: t}
 }
 
-// startWithCLI starts an AgentTurn exactly as the README shows.
+// startWithCLI starts an AgentTurn exactly as docs/guides/grpc.md shows.
 func (e *env) startWithCLI(workflowID, input string) {
 	e.t.Helper()
 	out, err := e.Temporal("workflow", "start", "--type", "AgentTurn", "--task-queue", e.TaskQueue,
@@ -208,7 +208,7 @@ func TestTurnStartedWithTemporalCLI(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "assistant", ag)
 
-	// The status query, as the README shows it.
+	// The status query, as docs/guides/grpc.md shows it.
 	out, err := e.Temporal("workflow", "query", "--workflow-id", id, "--name", contract.QueryStatus, "--output", "json")
 	require.NoError(t, err, out)
 	require.Contains(t, out, `"status": "COMPLETED"`)

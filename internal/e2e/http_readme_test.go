@@ -17,8 +17,8 @@ import (
 	"github.com/agentflow/agentflow/internal/testserver"
 )
 
-// readmeProcess is the process of the README's "Process definitions and
-// patch_workflow", which the recipes read.
+// readmeProcess is the process of docs/guides/processes.md, which the
+// recipes read.
 const readmeProcess = `
 processes:
   - tag: main
@@ -33,8 +33,8 @@ processes:
 // page at page ("guides/http.md").
 type docSection struct{ page, title string }
 
-// httpSections are the sections of what was the README's "HTTP and the
-// browser", in its order: the HTTP API, then each door's guide.
+// httpSections are the sections whose recipes TestHTTPReadmeRecipes runs,
+// in order: the HTTP API's reference, then each door's guide.
 var httpSections = []docSection{
 	{"reference/http-api.md", "HTTP and the browser"},
 	{"concepts/turns.md", "One turn, one id, on every door"},
@@ -78,15 +78,15 @@ func docRecipes(t *testing.T, keep func(block string) bool, sections ...docSecti
 	return blocks
 }
 
-// TestHumanInTheLoopReadmeRecipes runs the curl recipes of the README's
-// "Human in the loop", in order and as written, against a server with
-// the sample catalog and the demo model, and checks what they print: an
-// approval remembered for the session decides the session's next call
-// of the tool, the grant is listed, and revoked.
+// TestHumanInTheLoopReadmeRecipes runs the curl recipes of
+// docs/guides/approvals.md's "Human in the loop", in order and as written,
+// against a server with the sample catalog and the demo model, and checks what
+// they print: an approval remembered for the session decides the session's
+// next call of the tool, the grant is listed, and revoked.
 func TestHumanInTheLoopReadmeRecipes(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "the README's recipes need %s", tool)
+		require.NoError(t, err, "the recipes need %s", tool)
 	}
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)
@@ -108,13 +108,14 @@ func TestHumanInTheLoopReadmeRecipes(t *testing.T) {
 	require.Equal(t, "approved by dev via grant\nsession checked_calculator /expression=6 * 7 by dev\ndev\n", string(out))
 }
 
-// TestHTTPReadmeRecipes runs the README's curl recipes, in order and as
-// written, against a server with the sample catalog and the demo model,
-// and checks what each prints.
+// TestHTTPReadmeRecipes runs the curl recipes of docs/reference/http-api.md
+// and the doors' guides (httpSections), in order and as written, against a
+// server with the sample catalog and the demo model, and checks what each
+// prints.
 func TestHTTPReadmeRecipes(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "the README's recipes need %s", tool)
+		require.NoError(t, err, "the recipes need %s", tool)
 	}
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)

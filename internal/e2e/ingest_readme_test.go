@@ -14,14 +14,15 @@ import (
 	"github.com/agentflow/agentflow/internal/testserver"
 )
 
-// TestKnowledgeReadmeRecipes runs the curl recipes of the README's
-// "Knowledge" that call the collections' routes, in order and as written,
-// and checks what they print: four documents ingested, one of each
-// kind, the question's document found first, and one deleted.
-func TestKnowledgeReadmeRecipes(t *testing.T) {
+// TestKnowledgeRecipes runs the curl recipes of docs/concepts/knowledge.md
+// and docs/guides/knowledge.md that call the collections' routes, in
+// order and as written, and checks what they print: four documents
+// ingested, one of each kind, the question's document found first, and
+// one deleted.
+func TestKnowledgeRecipes(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "the README's recipes need %s", tool)
+		require.NoError(t, err, "the recipes need %s", tool)
 	}
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)

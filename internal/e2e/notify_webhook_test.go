@@ -21,7 +21,8 @@ import (
 	"github.com/agentflow/agentflow/internal/testserver"
 )
 
-// hookReceiver is a webhook receiver as the README's recipe writes one:
+// hookReceiver is a webhook receiver as docs/guides/pushing-answers.md's
+// recipe writes one:
 // it checks the signature and the timestamp, answers 500 to the first
 // fails deliveries, and accepts each delivery id once.
 type hookReceiver struct {

@@ -16,15 +16,15 @@ import (
 	"github.com/agentflow/agentflow/internal/testserver"
 )
 
-// TestOpenAIResponsesApprovalReadmeRecipe runs the README's recipe of an
-// approval on the Responses API, as written, against a server with the
+// TestOpenAIResponsesApprovalRecipe runs docs/guides/openai.md's recipe of
+// an approval on the Responses API, as written, against a server with the
 // sample catalog and the demo model: agent ops's call waits as an
 // mcp_approval_request item, an mcp_approval_response approves it, and
 // the answer is the same response, completed, with the call's answer.
-func TestOpenAIResponsesApprovalReadmeRecipe(t *testing.T) {
+func TestOpenAIResponsesApprovalRecipe(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "the README's recipes need %s", tool)
+		require.NoError(t, err, "the recipes need %s", tool)
 	}
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)

@@ -126,9 +126,10 @@ func TestImageHealthcheck(t *testing.T) {
 }
 
 // TestComposeRestartPolicies: every service of docker-compose.yml (and of
-// docker-compose.observability.yml) says how it restarts — those that serve unless stopped, so a process that
-// exits (a gateway whose OIDC issuer was down at start) comes back, and
-// one-shot jobs on failure — as the README relies on.
+// docker-compose.observability.yml) says how it restarts — those that serve
+// unless stopped, so a process that exits (a gateway whose OIDC issuer was
+// down at start) comes back, and one-shot jobs on failure — as
+// docs/guides/grpc.md's OIDC section relies on.
 func TestComposeRestartPolicies(t *testing.T) {
 	root, err := devstack.RepoRoot()
 	require.NoError(t, err)

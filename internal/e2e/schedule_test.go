@@ -13,9 +13,9 @@ import (
 	"github.com/agentflow/agentflow/internal/testserver"
 )
 
-// TestScheduledTurns creates a schedule with the real temporal CLI exactly
-// as the README shows, triggers it twice, and finds two turns with fresh
-// context, each with its own stored result.
+// TestScheduledTurns creates a schedule with the real temporal CLI exactly as
+// docs/guides/schedules.md shows, triggers it twice, and finds two turns with
+// fresh context, each with its own stored result.
 func TestScheduledTurns(t *testing.T) {
 	e := newEnv(t)
 	id := "report-" + testserver.RandomID()

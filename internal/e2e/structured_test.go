@@ -231,8 +231,8 @@ func TestStructuredOutput(t *testing.T) {
 
 // TestStructuredOutputOfTurn: a turn request's own schema takes the place
 // of its agent's (or gives an agent without one a schema); an answer in a
-// code fence is read inside it. Over HTTP, as the README's recipe sends
-// it, the result carries output_json.
+// code fence is read inside it. Over HTTP, as docs/guides/grpc.md's
+// "Structured output" says to send it, the result carries output_json.
 func TestStructuredOutputOfTurn(t *testing.T) {
 	e := newStructuredEnv(t)
 

@@ -408,11 +408,11 @@ func requireDrained(t *testing.T, s *subscription, end int64) {
 	require.False(t, a.MoreReady)
 }
 
-// TestWorkflowStreamsApprovedToolCall: subscribers of a streamed turn
-// whose tool call waits for approval and is approved, polling with
-// Temporal's protocol from several offsets, get exactly the events gRPC
-// Stream and Resume give, and the answer's text; the temporal CLI reads
-// the stream as the README shows; one waiting past the end is answered
+// TestWorkflowStreamsApprovedToolCall: subscribers of a streamed turn whose
+// tool call waits for approval and is approved, polling with Temporal's
+// protocol from several offsets, get exactly the events gRPC Stream and Resume
+// give, and the answer's text; the temporal CLI reads the stream as
+// docs/guides/workflow-streams.md shows; one waiting past the end is answered
 // as the turn ends.
 func TestWorkflowStreamsApprovedToolCall(t *testing.T) {
 	e := newStreamsEnv(t)
@@ -447,8 +447,8 @@ func TestWorkflowStreamsApprovedToolCall(t *testing.T) {
 	farDone.Go(func() { far.got, far.err = wsSubscribe(ctx, e.Client(), id, []string{"events"}, far.from) })
 
 	callID := <-waiting
-	// The README's recipe: the temporal CLI polls the stream of a running
-	// turn, and reads its offset.
+	// docs/guides/workflow-streams.md's recipe: the temporal CLI polls the
+	// stream of a running turn, and reads its offset.
 	out, err := e.Temporal("workflow", "update", "execute", "--workflow-id", id, "--name", wsPollUpdate,
 		"--input", `{"topics":["events"],"from_offset":0}`, "--output", "json")
 	require.NoError(t, err, out)
@@ -536,13 +536,13 @@ func kinds(evs []agent.Event) []agent.EventKind {
 	return out
 }
 
-// TestWorkflowStreamsWindow: short turns (one reply, no tool: done in a
-// few hundred milliseconds), started with a window for subscribers
-// (stream_window_sec) the way Temporal's clients start them (the first
-// with the temporal CLI, as the README shows), and followed
-// by subscribers that start with the turn, just after it, and well after
-// its final status: each gets every item, in order, through the final
-// status, with no error; the workflow's result is the turn's answer.
+// TestWorkflowStreamsWindow: short turns (one reply, no tool: done in a few
+// hundred milliseconds), started with a window for subscribers
+// (stream_window_sec) the way Temporal's clients start them (the first with
+// the temporal CLI, as docs/guides/workflow-streams.md shows), and followed by
+// subscribers that start with the turn, just after it, and well after its
+// final status: each gets every item, in order, through the final status, with
+// no error; the workflow's result is the turn's answer.
 func TestWorkflowStreamsWindow(t *testing.T) {
 	e := newStreamsEnvWith(t, testScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -556,7 +556,7 @@ func TestWorkflowStreamsWindow(t *testing.T) {
 			req := agent.TurnRequest{TenantID: "demo", JobID: job, Prompt: "hello", StreamWindowSec: 5}
 			var run client.WorkflowRun
 			if i == 0 {
-				// The README's recipe.
+				// docs/guides/workflow-streams.md's recipe.
 				in, _ := json.Marshal(req)
 				out, err := e.Temporal("workflow", "start", "--type", contract.AgentTurn, "--task-queue", e.TaskQueue,
 					"--workflow-id", ids[i], "--input", string(in))
@@ -651,12 +651,12 @@ func TestWorkflowStreamsWindowInvoke(t *testing.T) {
 	require.NoError(t, e.Client().TerminateWorkflow(ctx, id, "", "the test has what it needs"))
 }
 
-// TestWorkflowStreamsLateSubscriber: a subscriber whose first poll comes
-// after the turn has closed (no window) gets no item: the server answers
-// its poll "workflow execution already completed" and Temporal's
-// clients, finding the run closed, end the subscription without an
-// error. What the README tells it to do instead works: the offset query
-// still counts the items, and the events query (as gRPC Resume) has the
+// TestWorkflowStreamsLateSubscriber: a subscriber whose first poll comes after
+// the turn has closed (no window) gets no item: the server answers its poll
+// "workflow execution already completed" and Temporal's clients, finding the
+// run closed, end the subscription without an error. What
+// docs/guides/workflow-streams.md tells it to do instead works: the offset
+// query still counts the items, and the events query (as gRPC Resume) has the
 // whole log through the final status.
 func TestWorkflowStreamsLateSubscriber(t *testing.T) {
 	e := newStreamsEnvWith(t, testScript)

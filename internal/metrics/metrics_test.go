@@ -12,10 +12,10 @@ import (
 	"github.com/agentflow/agentflow/internal/metrics"
 )
 
-// TestWorkflowMetricsExported: what a workflow reports under the
-// contract's names reaches /metrics under the names operators query (the
-// README's table): counters with _total, timers as histograms in seconds
-// with LatencyBuckets.
+// TestWorkflowMetricsExported: what a workflow reports under the contract's
+// names reaches /metrics under the names operators query
+// (docs/reference/observability.md's table): counters with _total, timers as
+// histograms in seconds with LatencyBuckets.
 func TestWorkflowMetricsExported(t *testing.T) {
 	m, err := metrics.New(zap.NewNop())
 	require.NoError(t, err)

@@ -366,9 +366,9 @@ func TestConfigFromEnvOIDC(t *testing.T) {
 	require.ErrorContains(t, err, "is set but AGENTFLOW_OIDC_ISSUER is not")
 }
 
-// TestReadmeOIDCExample: the OIDC settings docs/guides/grpc.md shows for
+// TestOIDCExample: the OIDC settings docs/guides/grpc.md shows for
 // Keycloak are read as it says.
-func TestReadmeOIDCExample(t *testing.T) {
+func TestOIDCExample(t *testing.T) {
 	page, err := docs.Page("guides/grpc.md")
 	require.NoError(t, err)
 	_, block, ok := strings.Cut(page, "```sh\nAGENTFLOW_OIDC_ISSUER=")

@@ -18,15 +18,15 @@ import (
 // testDeployment is the worker deployment of TestDeployNewBuild.
 const testDeployment = "agentflow-test"
 
-// TestDeployNewBuild rolls out a new build of the workers while turns run,
-// on the real Temporal server, with the README's recipes (go tool task
-// deploy:…): twenty turns are in flight on build A (their model calls
-// held); build B's worker starts beside A's, is ramped to take every new
-// turn, then made current; a conversation's next message moves it to B;
-// the twenty then finish on A, each model call made once, and so does an
-// evaluation started on A, whose second case starts after B is current;
-// rolling back (A current again) sends new turns to A. No turn fails, and
-// the server's records say where each ran.
+// TestDeployNewBuild rolls out a new build of the workers while turns run, on
+// the real Temporal server, with docs/operations/deploys.md's recipes (go tool
+// task deploy:…): twenty turns are in flight on build A (their model calls
+// held); build B's worker starts beside A's, is ramped to take every new turn,
+// then made current; a conversation's next message moves it to B; the twenty
+// then finish on A, each model call made once, and so does an evaluation
+// started on A, whose second case starts after B is current; rolling back (A
+// current again) sends new turns to A. No turn fails, and the server's records
+// say where each ran.
 func TestDeployNewBuild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

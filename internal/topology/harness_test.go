@@ -33,9 +33,10 @@ import (
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-// The harness of the deploy and shutdown tests: the production topology
-// with a model the test holds, clients that stream and resume as the
-// README says clients do, and readers of what the server recorded.
+// The harness of the deploy and shutdown tests: the production topology with a
+// model the test holds, clients that stream and resume as
+// docs/operations/shutdown.md says clients do, and readers of what the server
+// recorded.
 
 const (
 	heldTenant = "acme"

@@ -16,13 +16,13 @@ import (
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-// TestRollout rolls builds out with the README's recipe (go tool task
-// deploy:rollout) while turns keep coming: build B, whose model endpoint
-// refuses every call, is rolled back at its first step, its error rate
-// in the report, and new turns go to A again; gated by a dataset of the
+// TestRollout rolls builds out with docs/operations/deploys.md's recipe (go
+// tool task deploy:rollout) while turns keep coming: build B, whose model
+// endpoint refuses every call, is rolled back at its first step, its error
+// rate in the report, and new turns go to A again; gated by a dataset of the
 // turns A completed, B is refused before it takes any traffic; build C,
-// healthy, passes the dataset, goes through its steps and becomes
-// current. Every turn that did not run on B completes.
+// healthy, passes the dataset, goes through its steps and becomes current.
+// Every turn that did not run on B completes.
 func TestRollout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

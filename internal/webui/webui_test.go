@@ -30,7 +30,8 @@ func TestMain(m *testing.M) { devtest.Main(m) }
 
 // EnvScreenshots names a folder for the pages' screenshots; default: the
 // test's temporary folder. `AGENTFLOW_UI_SCREENSHOTS=docs` (from the
-// package folder: ../../docs) refreshes the README's pictures.
+// package folder: ../../docs) refreshes the pictures
+// docs/reference/observability.md shows.
 const EnvScreenshots = "AGENTFLOW_UI_SCREENSHOTS"
 
 // script: "what is X?" is a calculator call (guarded_calculator for the

@@ -7274,7 +7274,7 @@ func (x *RecordDatasetResponse) GetDatasetJson() string {
 
 type StartEvalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// dataset is the dataset file, YAML or JSON (docs: README, Evaluations).
+	// dataset is the dataset file, YAML or JSON (docs/guides/evals.md).
 	Dataset string `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
 	// agent_id defaults to the dataset's agent.
 	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
