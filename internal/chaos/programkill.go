@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -225,16 +224,9 @@ func (e *env) workflowWorker(ctx context.Context, workflowID string) (*topology.
 // workflow's latest workflow task, by the pid in its identity; nil when
 // none does.
 func (e *env) lastTaskWorker(ctx context.Context, c client.Client, workflowID string) (*topology.Process, error) {
-	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	identity := ""
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return nil, err
-		}
-		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
-			identity = a.GetIdentity()
-		}
+	identity, err := lastTaskWorker(ctx, c, e.top.Stack.Namespace, workflowID)
+	if err != nil {
+		return nil, err
 	}
 	return e.workerOf(identity), nil
 }

@@ -404,7 +404,7 @@ func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.
 			}
 		}
 		if d.GetPendingWorkflowTask().GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED {
-			if p := e.workerOf(lastTaskWorker(ctx, c, workflowID)); p != nil {
+			if p, _ := e.lastTaskWorker(ctx, c, workflowID); p != nil {
 				return p, nil
 			}
 		}
@@ -414,21 +414,27 @@ func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.
 }
 
 // lastTaskWorker is the identity of the worker that started the
-// workflow's last workflow task; "" when none did, or the history could
-// not be read.
-func lastTaskWorker(ctx context.Context, c client.Client, workflowID string) string {
-	identity := ""
-	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
+// workflow's last workflow task; "" when none did. It reads the history
+// newest first: a turn of local calls ends soon after its answer's first
+// token, so a strike must not spend its time reading the whole history.
+func lastTaskWorker(ctx context.Context, c client.Client, namespace, workflowID string) (string, error) {
+	var token []byte
+	for {
+		resp, err := c.WorkflowService().GetWorkflowExecutionHistoryReverse(ctx, &workflowservice.GetWorkflowExecutionHistoryReverseRequest{
+			Namespace: namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID}, NextPageToken: token,
+		})
 		if err != nil {
-			return ""
+			return "", err
 		}
-		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
-			identity = a.GetIdentity()
+		for _, ev := range resp.GetHistory().GetEvents() {
+			if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
+				return a.GetIdentity(), nil
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return "", nil
 		}
 	}
-	return identity
 }
 
 // killGateway kills the gateway the client reads from; the client goes on
