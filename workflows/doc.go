@@ -55,8 +55,7 @@
 // # Local model calls, reached from outside
 //
 // A model call is a local activity when its agent says local
-// (agent.ModelLocal, the catalog's default) and its turn streams into no
-// other workflow
+// (agent.ModelLocal) and its turn streams into no other workflow
 // (startModel): a one-tool turn is then one workflow
 // task, which makes agentflow's turn cheaper than the same turn on bare
 // Temporal activities. What a local call costs is that the turn's
@@ -100,6 +99,8 @@
 // completes, so the history length it reads stays where the task began:
 // the turn adds a marker for each local activity it started since
 // (turn.historyLength), and continues as new at its bound all the same.
+// Local is not yet the default: with it, the chaos suite's door trials
+// struck after the turn had ended (docs/reference/catalog.md).
 //
 // A turn with a notify workflow (a parent turn, a process, a
 // Conversation) or a Workflow Streams subscriber keeps its calls as

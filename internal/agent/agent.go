@@ -74,11 +74,7 @@ type Agent struct {
 	// turn ends (DeliverTarget): webhooks and Telegram chats.
 	Deliver []DeliverTarget `json:"deliver,omitempty"`
 	// ModelExecution is ModelLocal for an agent whose model calls run as
-	// local activities, which the catalog makes every agent's unless it
-	// says `model_execution: activity`; empty means regular activities
-	// (ModelActivity). A stored spec carries the choice, so a turn's
-	// history does, and a spec stored before local was the default keeps
-	// its activities.
+	// local activities; empty means regular activities (ModelActivity).
 	ModelExecution string `json:"model_execution,omitempty"`
 	// EmptyAnswer is the answer of a turn whose model answered nothing:
 	// no text, no JSON, no file. Empty: DefaultEmptyAnswer.
@@ -108,21 +104,21 @@ func (a Agent) EmptyAnswerText() string {
 	return a.EmptyAnswer
 }
 
-// Model call executions (Agent.ModelExecution); local is the catalog's
-// default. A regular activity is a trip through the server's task queue
-// there and back, and a workflow task after it: a one-tool turn makes
-// three workflow tasks and two activity tasks. A local model call runs
-// inside the workflow task that scheduled it, so such a turn is one
-// workflow task, its start to its answer. Each call is as durable either
-// way: its reply is stored before it returns, and a call run again (its
-// worker lost) takes the stored reply instead of calling the model again.
-// The turn sees signals and timers only between workflow tasks, which a
-// long call heartbeats every 80 % of the workflow task timeout; cancel,
-// steer and the turn's timeout reach a local call in the worker through
-// the live path all the same, and a client that joins mid-call reads the
-// live path (workflows' doc). What a local call still gives up: the Web
-// UI shows the call once it is done, not while it runs, and a turn in a
-// call holds one of its worker's workflow task slots.
+// Model call executions (Agent.ModelExecution). A regular activity is a
+// trip through the server's task queue there and back, and a workflow task
+// after it: a one-tool turn makes three workflow tasks and two activity
+// tasks. A local model call runs inside the workflow task that scheduled
+// it, so such a turn is one workflow task, its start to its answer. Each
+// call is as durable either way: its reply is stored before it returns,
+// and a call run again (its worker lost) takes the stored reply instead
+// of calling the model again. What a local call gives up: the turn sees signals and timers only between
+// workflow tasks, which a long call heartbeats every 80 % of the workflow
+// task timeout (8 s with Temporal's default of 10 s) — a cancellation
+// through the gateway and the turn's timeout reach the call in the worker
+// at once all the same (workflows' doc) —; a client that joins mid-call
+// reads the log's start at the next workflow task; the Web UI shows the
+// call once it is done, not while it runs; a turn in a call holds one of
+// its worker's workflow task slots.
 const (
 	ModelLocal    = "local"
 	ModelActivity = "activity"

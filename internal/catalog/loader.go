@@ -531,12 +531,9 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.codeMode = &d.CodeMode
 	def.guardrails = &d.Guardrails
 	switch d.ModelExecution.s {
-	case "", agent.ModelLocal:
-		// The default, written into the stored spec: a turn's history
-		// holds its agent's choice, so a turn recorded when activities
-		// were the default replays as it ran.
+	case agent.ModelLocal:
 		def.agent.ModelExecution = agent.ModelLocal
-	case agent.ModelActivity: // kept out of the stored spec, as before
+	case "", agent.ModelActivity: // the default, kept out of the stored spec
 	default:
 		if !d.ModelExecution.bad {
 			l.addf(d.ModelExecution.pos, "%q: want local or activity", d.ModelExecution.s)

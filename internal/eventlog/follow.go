@@ -89,27 +89,19 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 		defer sub.Close()
 	}
 
-	if sub != nil {
+	page, joined, err := f.readOrJoin(ctx, streamID, after, sub != nil)
+	if err != nil {
+		return err
+	}
+	if joined != nil {
 		// Joining a turn whose live path holds what comes after the
 		// client's position: read there, not the log, whose query waits
 		// while a local model call holds the turn's workflow task.
 		fl := &following{f: f, streamID: streamID, next: after + 1, send: send, held: map[int64]agent.Event{}}
-		stored, err := fl.readStored(ctx)
-		if err != nil {
+		if done, err := fl.deliver(joined); done || err != nil {
 			return err
 		}
-		if len(stored) > 0 && stored[0].Index == after+1 {
-			if done, err := fl.deliver(stored); done || err != nil {
-				return err
-			}
-			return fl.wait(ctx, sub)
-		}
-	}
-
-	f.count("start")
-	page, err := f.read(ctx, streamID, after)
-	if err != nil {
-		return err
+		return fl.wait(ctx, sub)
 	}
 	fl := &following{f: f, streamID: streamID, next: page.Next, send: send, held: map[int64]agent.Event{}}
 	// A model call in flight may have shown the client events past the
@@ -139,6 +131,65 @@ func (f *Follower) Follow(ctx context.Context, streamID string, after int64, sen
 		return err
 	}
 	return fl.wait(ctx, sub)
+}
+
+// joinPoll is how often a follower that joins a turn looks at the live
+// path while its read of the log waits.
+const joinPoll = 50 * time.Millisecond
+
+// readOrJoin reads the log after index after, or, with a live path,
+// returns what the live path holds from after+1 on (joined) as soon as it
+// does, whichever comes first; only a read that is used counts. A turn
+// whose model call runs as a local activity answers the log's query only
+// when its workflow task ends — for a short turn, its end — while the
+// call stores on the live path, at its start, the turn's own events
+// before it, then what it streams.
+func (f *Follower) readOrJoin(ctx context.Context, streamID string, after int64, live bool) (agent.EventsPage, []agent.Event, error) {
+	if !live {
+		f.count("start")
+		page, err := f.read(ctx, streamID, after)
+		return page, nil, err
+	}
+	stored := func() []agent.Event {
+		evs, err := f.hub.Stored(ctx, streamID, after)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.logger.Warn("reading stored stream events failed", "stream_id", streamID, "error", err)
+			}
+			return nil
+		}
+		if len(evs) > 0 && evs[0].Index == after+1 {
+			return evs
+		}
+		return nil
+	}
+	if evs := stored(); evs != nil {
+		return agent.EventsPage{}, evs, nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type read struct {
+		page agent.EventsPage
+		err  error
+	}
+	reads := make(chan read, 1)
+	go func() {
+		page, err := f.read(rctx, streamID, after)
+		reads <- read{page, err}
+	}()
+	tick := time.NewTicker(joinPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-reads:
+			f.count("start")
+			return r.page, nil, r.err
+		case <-tick.C:
+			if evs := stored(); evs != nil {
+				return agent.EventsPage{}, evs, nil
+			}
+		}
+	}
 }
 
 // FollowNew follows a stream that start starts: like Follow from the
