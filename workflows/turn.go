@@ -42,7 +42,7 @@ func AgentTurn(ctx workflow.Context, req agent.TurnRequest, carried *contract.Tu
 		// its final status before the workflow closes, and those its
 		// starter expects within its window (DrainStream says why only
 		// they).
-		t.log.DrainStream(ctx, t.start.Add(t.req.StreamWindow()))
+		t.log.DrainStream(ctx, t.start.Add(t.req.StreamWindow()), t.req.StreamWindow() > 0)
 	}
 	return res, err
 }

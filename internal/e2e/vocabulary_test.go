@@ -207,7 +207,7 @@ func TestStreamRetriedMidReasoning(t *testing.T) {
 	defer cancel()
 	job := "vocab-" + testserver.RandomID()
 	id := contract.TurnWorkflowID("demo", job)
-	s, err := e.agents.Stream(e.auth(ctx), &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "Think it over"}})
+	s, err := e.agents.Stream(e.auth(ctx), &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "Think it over", StreamWindowSec: subscriberWindow}})
 	require.NoError(t, err)
 	first, err := s.Recv()
 	require.NoError(t, err)

@@ -485,7 +485,9 @@ func TestWorkflowStreamsRetriedStream(t *testing.T) {
 	defer cancel()
 	job := "ws-" + testserver.RandomID()
 	id := contract.TurnWorkflowID("demo", job)
-	s, err := e.agents.Stream(e.auth(ctx), &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "cut a story"}})
+	// Subscribers join after the start: the turn answers their polls
+	// for a window, as Temporal's clients following a short turn ask.
+	s, err := e.agents.Stream(e.auth(ctx), &pb.StreamRequest{Turn: &pb.TurnRequest{JobId: job, Prompt: "cut a story", StreamWindowSec: subscriberWindow}})
 	require.NoError(t, err)
 	first, err := s.Recv()
 	require.NoError(t, err)

@@ -172,7 +172,12 @@ const StreamGrace = time.Second
 // for a window. A run no one polled and that asked for no window (and
 // every run recorded before either) neither waits nor blocks: it returns
 // as it did.
-func (l *Log) DrainStream(ctx workflow.Context, open time.Time) {
+//
+// A window that has passed by the end still takes one more workflow
+// task (windowed): a poll that came while this task ran — a turn's local
+// model call holds one task from its start to its answer — reaches the
+// run only in the next, and a workflow that closes in this one aborts it.
+func (l *Log) DrainStream(ctx workflow.Context, open time.Time, windowed bool) {
 	// The turn's own context may be cancelled; the polls are answered all
 	// the same.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -180,6 +185,9 @@ func (l *Log) DrainStream(ctx workflow.Context, open time.Time) {
 	until, summary := open, "Workflow Streams window for subscribers to come"
 	if l.polled && now.Add(StreamGrace).After(until) {
 		until, summary = now.Add(StreamGrace), "Workflow Streams subscribers reading the end"
+	}
+	if windowed && !until.After(now) {
+		until, summary = now.Add(time.Millisecond), "Workflow Streams polls that came during the last task"
 	}
 	if until.After(now) {
 		_ = workflow.NewTimerWithOptions(dctx, until.Sub(now), workflow.TimerOptions{Summary: summary}).Get(dctx, nil)

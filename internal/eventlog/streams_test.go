@@ -206,7 +206,7 @@ func streamWorkflow(ctx workflow.Context, serve bool, window time.Duration) erro
 		sel.Select(ctx)
 	}
 	l.Append(agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
-	l.DrainStream(ctx, start.Add(window))
+	l.DrainStream(ctx, start.Add(window), window > 0)
 	drained := workflow.Now(ctx).Sub(start)
 	if err := workflow.SetQueryHandler(ctx, "drained", func() (time.Duration, error) { return drained, nil }); err != nil {
 		return err
