@@ -690,3 +690,50 @@ func TestWorkflowStreamsLateSubscriber(t *testing.T) {
 	require.Equal(t, "I don't know.", agent.ReplayText(page.Events))
 	require.Equal(t, asGRPCAll(page.Events), e.resume(ctx, run.GetID(), 0))
 }
+
+// TestWorkflowStreamsWindowPassed: a turn of local model calls, started
+// with a window for subscribers that it outlasts (a story streamed for
+// about 2.5 s against a window of 1 s), and a subscriber whose first poll
+// comes once the model has the call, while the turn's one workflow task
+// runs it. The poll reaches
+// the turn only after that task; the turn takes one more task before it
+// closes (Log.DrainStream) instead of closing in it, so the subscriber
+// gets every item through the final status, where the close used to
+// abort its poll. The history is recorded as
+// turn_workflow_streams_window_passed.
+func TestWorkflowStreamsWindowPassed(t *testing.T) {
+	catalog := strings.Replace(streamsCatalog, "    tools: [calculator]\n", "    tools: [calculator]\n    model_execution: local\n", 1)
+	require.Contains(t, catalog, "model_execution: local")
+	ts := testserver.Start(t, testserver.Options{Script: strings.Replace(testScript, "delay_ms: 15", "delay_ms: 60", 1),
+		Catalogs: []string{catalog}})
+	e := &env{Server: ts, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	job := "ws-passed-" + testserver.RandomID()
+	id := contract.TurnWorkflowID("demo", job)
+	req := agent.TurnRequest{TenantID: "demo", JobID: job, Prompt: "tell a story", StreamWindowSec: 1}
+	run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
+	require.NoError(t, err)
+	// The call streams: the subscriber's first poll waits for its task.
+	require.Eventually(t, func() bool { return len(e.Model.Requests()) == 1 }, time.Minute, 10*time.Millisecond)
+	got, err := wsSubscribe(ctx, e.Client(), id, nil, 0)
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status)
+	require.Equal(t, storyText, res.Output)
+
+	page, err := turnclient.Events(ctx, e.Client(), id, agent.EventsQuery{})
+	require.NoError(t, err)
+	require.Equal(t, page.Events, wsEvents(t, got.items), "the subscriber's events topic is the log, through the final status")
+	require.Equal(t, []string{storyText}, wsText(t, got.items))
+	var timers []string // their summaries, as the Web UI shows them
+	for _, ev := range e.history(id) {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
+			timers = append(timers, string(ev.GetUserMetadata().GetSummary().GetData()))
+		}
+	}
+	require.Equal(t, []string{`"turn timeout"`, `"Workflow Streams polls that came during the last task"`}, timers,
+		"one more workflow task, past the window, before the close")
+	e.replay(id, "turn_workflow_streams_window_passed")
+}
