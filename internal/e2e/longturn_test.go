@@ -341,3 +341,44 @@ func TestLongTurnOverOpenAI(t *testing.T) {
 	runs, _ := (&env{Server: srv, t: t}).runsOf(ctx, contract.TurnWorkflowID("demo", job))
 	require.Greater(t, len(runs), 1, "the turn continued as new while the client read it")
 }
+
+// TestLongTurnOfLocalCallsContinuesAsNew: a turn whose model calls and
+// tool are local activities runs step after step in one workflow task,
+// whose history length Temporal reports as it was at the task's start;
+// the turn counts the markers of the local activities it started since
+// (turn.historyLength), so it still continues as new at its bound, and
+// its answer and each call are the same as on activities. The first run
+// is recorded as turn_local_continued_as_new.
+func TestLongTurnOfLocalCallsContinuesAsNew(t *testing.T) {
+	const calls = 60 // two markers a step: 40 steps hold fewer than 100 events
+	catalog := strings.Replace(longTurnCatalog, "    tools: [calculator]\n", "    tools: [calculator]\n    model_execution: local\n", 1)
+	require.Contains(t, catalog, "model_execution: local")
+	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{catalog}})
+	e := &env{Server: srv, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "long-local-" + testserver.RandomID(), Prompt: "count"}
+	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, fmt.Sprintf("Counted to %d.", calls), res.Output)
+	require.Len(t, srv.Model.Requests(), calls+1, "each model call made once")
+
+	runs, sizes := e.runsOf(ctx, run.GetID())
+	t.Logf("%d runs, of %v events", len(runs), sizes)
+	first := testserver.History(ctx, t, e.Client(), run.GetID(), runs[0])
+	markers := 0
+	for _, ev := range first {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_MARKER_RECORDED {
+			markers++
+		}
+	}
+	require.Greater(t, markers, 20, "the first run's calls and tool calls are local activities")
+	e.replayEvents(first, "turn_local_continued_as_new")
+	require.Greater(t, len(runs), 1, "a turn of %d local steps whose runs hold 100 events continues as new: %v", calls, sizes)
+	for i, n := range sizes {
+		require.Less(t, n, 100+40, "run %d holds %d events", i, n)
+	}
+}
