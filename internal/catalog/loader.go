@@ -531,9 +531,12 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.codeMode = &d.CodeMode
 	def.guardrails = &d.Guardrails
 	switch d.ModelExecution.s {
-	case agent.ModelLocal:
+	case "", agent.ModelLocal:
+		// The default, written into the stored spec: a turn's history
+		// holds the choice, so turns recorded when activities were the
+		// default (an empty field) replay as they ran.
 		def.agent.ModelExecution = agent.ModelLocal
-	case "", agent.ModelActivity: // the default, kept out of the stored spec
+	case agent.ModelActivity: // kept out of the stored spec, as it always was
 	default:
 		if !d.ModelExecution.bad {
 			l.addf(d.ModelExecution.pos, "%q: want local or activity", d.ModelExecution.s)

@@ -387,9 +387,10 @@ agents:
 			{
 				TenantID: "acme", ID: "support", Description: "Support agent.", Model: "anthropic:claude-sonnet-4",
 				SystemPrompt: "Be kind.\n", Tools: []agent.Tool{precise, calculator}, Temperature: &temp,
-				Limits: agent.Limits{MaxIterations: 4, TurnTimeoutSec: 60, TokenBudget: 1000, ApprovalTimeoutSec: 30, MaxOutputTokens: 256},
+				Limits:         agent.Limits{MaxIterations: 4, TurnTimeoutSec: 60, TokenBudget: 1000, ApprovalTimeoutSec: 30, MaxOutputTokens: 256},
+				ModelExecution: agent.ModelLocal,
 			},
-			{TenantID: "acme", ID: "42", Model: "openai:gpt-4o-mini"},
+			{TenantID: "acme", ID: "42", Model: "openai:gpt-4o-mini", ModelExecution: agent.ModelLocal},
 		},
 	}}}, cat)
 }
@@ -427,7 +428,7 @@ func TestLoadFilesMergesTenants(t *testing.T) {
 	require.Empty(t, demo.Agents[1].Tools)
 
 	require.Equal(t, "other", other.TenantID)
-	require.Equal(t, []agent.Agent{{TenantID: "other", ID: "bot", Model: "ollama:llama3"}}, other.Agents)
+	require.Equal(t, []agent.Agent{{TenantID: "other", ID: "bot", Model: "ollama:llama3", ModelExecution: agent.ModelLocal}}, other.Agents)
 
 	// Files and directories mix; a file is read whatever its extension.
 	cat2, err := LoadFiles(testKinds(t), filepath.Join(dir, "a-tools.yaml"), filepath.Join(dir, "notes.txt"))
@@ -523,10 +524,10 @@ func TestParseModelExecution(t *testing.T) {
 		name, line string
 		local      bool
 	}{
-		{"the default", "", false},
+		{"the default", "", true},
 		{"activity", "    model_execution: activity\n", false},
 		{"local", "    model_execution: local\n", true},
-		{"null", "    model_execution: null\n", false},
+		{"null", "    model_execution: null\n", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
