@@ -15,7 +15,9 @@ import (
 
 // admit waits until the provider governor lets the call be sent
 // (governor.Governor.Acquire), heartbeating with what it waits for, which
-// the pending activity shows (temporal workflow describe, the Web UI).
+// the pending activity shows (temporal workflow describe, the Web UI). A
+// local call does not wait: one its keys do not admit at once fails with
+// contract.MustWait, and the turn sends it again as an activity.
 // Its worst case is the prompt counted from the messages and the agent's
 // max_output_tokens. The wait ends with the attempt's context: its
 // start-to-close timeout, the turn's timeout, still applies. An
@@ -35,11 +37,16 @@ func (m *modelCall) admit(ctx context.Context) error {
 		Output:   int64(max(ag.Limits.MaxOutputTokens, 0)),
 		Hold:     reservationTTL(info.Deadline, time.Now()),
 		Waiting:  func(w governor.Wait) { activity.RecordHeartbeat(ctx, w.String()) },
+		NoWait:   info.IsLocalActivity,
 	}
-	return a.db(ctx, "wait for the provider's limits", func() (err error) {
+	err := a.db(ctx, "wait for the provider's limits", func() (err error) {
 		m.permit, err = a.governor.Acquire(ctx, call)
 		return err
 	})
+	if ww := (*governor.WouldWait)(nil); errors.As(err, &ww) {
+		return contract.MustWait(ww.Error(), stepAttempt(ctx, in))
+	}
+	return err
 }
 
 // refused passes a provider's request to wait (the Retry-After or

@@ -54,9 +54,9 @@
 //
 // # Local model calls, reached from outside
 //
-// A model call is a local activity when its agent says local
-// (agent.ModelLocal) and its turn streams into no other workflow
-// (startModel): a one-tool turn is then one workflow
+// A model call is a local activity — the default (agent.ModelLocal) —
+// unless its agent says activity or its turn streams into another
+// workflow (localCall): a one-tool turn is then one workflow
 // task, which makes agentflow's turn cheaper than the same turn on bare
 // Temporal activities. What a local call costs is that the turn's
 // workflow task is busy while it runs: signals and timers are read only
@@ -99,8 +99,10 @@
 // completes, so the history length it reads stays where the task began:
 // the turn adds a marker for each local activity it started since
 // (turn.historyLength), and continues as new at its bound all the same.
-// Local is not yet the default: with it, the chaos suite's door trials
-// struck after the turn had ended (docs/reference/catalog.md).
+// A local call the provider governor would have wait does not wait in
+// the task: the governor refuses it at once (governor.Call.NoWait), and
+// the turn sends the call again as an activity, whose wait holds no task
+// slot and shows on its pending state (callModel).
 //
 // A turn with a notify workflow (a parent turn, a process, a
 // Conversation) or a Workflow Streams subscriber keeps its calls as

@@ -120,6 +120,9 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 	t.steers = nil
 	in.WholeFrom, in.DigestFrom = t.window(t.agent.Context)
 	t.started(first, t.agent.Context)
+	// queued: the provider governor would have had the call wait, so the
+	// call goes as an activity (contract.MustWait).
+	queued := false
 	for {
 		if model != t.agent.Model {
 			in.Model = model
@@ -127,11 +130,17 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		in.Live = t.log.HandOn(t.req.Streaming())
 		var reply contract.CallModelResult
 		steerable := t.iteration < limits.MaxIterations+t.repairs
-		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i)), &reply, steerable)
+		local := t.localCall(in) && !queued
+		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i), local), &reply, steerable)
 		if err == nil {
 			return reply, nil
 		}
-		t.awaitStop(ctx, err, t.localCall(in))
+		if attempt, ok := contract.MustWaitAttempt(err); ok && local {
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s, which waits for the provider's limits (iteration %d of at most %d)", model, i, limits.MaxIterations))
+			queued, in.AttemptBase = true, attempt
+			continue
+		}
+		t.awaitStop(ctx, err, local)
 		if contract.IsInterrupted(err) && t.canceled == nil && ctx.Err() == nil {
 			// Interrupted for the messages steered in: what the call had
 			// written stays in the log and is the model's answer cut
@@ -152,23 +161,21 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s after %s failed (iteration %d of at most %d)", next, model, i, limits.MaxIterations))
 		// The fallback's attempts follow the failed call's: its first
-		// voids what they streamed (from the step's first index on).
-		model, in.AttemptBase = next, in.AttemptBase+modelAttempts
+		// voids what they streamed (from the step's first index on). It
+		// asks the governor anew, locally when the turn's calls are local.
+		model, in.AttemptBase, queued = next, in.AttemptBase+modelAttempts, false
 		t.model, t.calling = next, next
 	}
 }
 
-// startModel starts a model call: a local activity when the agent asks
-// for it (agent.ModelLocal) and the call streams,
-// if at all, live first, else an activity (doc.go says why). A call that streams into the log (a parent turn or a
-// process is notified, or a Workflow Streams subscriber polls the log)
-// stays an activity: the log takes its batches as they come, between
-// workflow tasks, which a local call would hold back until it is done.
-// The choice rests on what the history holds (the pinned agent version,
-// the request, a subscriber's polls), so a replay makes it again.
-func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string) workflow.Future {
+// startModel starts a model call: a local activity when local says so
+// (localCall), else an activity (doc.go says why). The choice rests on
+// what the history holds (the pinned agent version, the request, a
+// subscriber's polls, a local call's MustWait failure), so a replay makes
+// it again.
+func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string, local bool) workflow.Future {
 	opts := modelOptions(limits, summary)
-	if t.localCall(in) {
+	if local {
 		// The call ends at the turn's deadline in the worker, where the
 		// turn's timer would reach it only at the next workflow task
 		// (awaitStop).
@@ -184,7 +191,13 @@ func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract
 }
 
 // localCall reports whether the turn runs the model call in as a local
-// activity (startModel).
+// activity (startModel): when the agent asks for it (agent.ModelLocal,
+// the default) and the call streams, if at all, live first. A call that
+// streams into the log (a parent turn or a process is notified, or a
+// Workflow Streams subscriber polls the log) stays an activity: the log
+// takes its batches as they come, between workflow tasks, which a local
+// call would hold back until it is done. A local call the provider
+// governor would have wait is sent again as an activity (callModel).
 func (t *turn) localCall(in contract.CallModelInput) bool {
 	return t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst)
 }

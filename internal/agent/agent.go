@@ -111,14 +111,16 @@ func (a Agent) EmptyAnswerText() string {
 // it, so such a turn is one workflow task, its start to its answer. Each
 // call is as durable either way: its reply is stored before it returns,
 // and a call run again (its worker lost) takes the stored reply instead
-// of calling the model again. What a local call gives up: the turn sees signals and timers only between
+// of calling the model again. Local is the default: the catalog writes it
+// into each agent's stored spec, so an empty field is an agent stored
+// when activities were (its recorded turns replay as they ran). What a
+// local call gives up: the turn sees signals and timers only between
 // workflow tasks, which a long call heartbeats every 80 % of the workflow
-// task timeout (8 s with Temporal's default of 10 s) — a cancellation
-// through the gateway and the turn's timeout reach the call in the worker
-// at once all the same (workflows' doc) —; a client that joins mid-call
-// reads the log's start at the next workflow task; the Web UI shows the
-// call once it is done, not while it runs; a turn in a call holds one of
-// its worker's workflow task slots.
+// task timeout (8 s with Temporal's default of 10 s) — a cancellation or a
+// message steered in through the gateway, and the turn's timeout, reach
+// the call in the worker at once all the same (workflows' doc) —; the Web
+// UI shows the call once it is done, not while it runs; a turn in a call
+// holds one of its worker's workflow task slots.
 const (
 	ModelLocal    = "local"
 	ModelActivity = "activity"

@@ -70,6 +70,33 @@ func IsInterrupted(err error) bool {
 	return errors.As(err, &app) && app.Type() == ErrTypeInterrupted
 }
 
+// ErrTypeMustWait is the type of a local model call's failure when the
+// provider governor would have it wait (governor.Call.NoWait). It is not
+// retried: the turn sends the call again as an activity, which waits
+// outside the workflow task and says what for on its pending state.
+const ErrTypeMustWait = "ModelCallMustWait"
+
+// MustWait returns a local model call's ErrTypeMustWait failure saying
+// why; attempt is the step attempt it claimed, which the activity's
+// attempts follow (CallModelInput.AttemptBase).
+func MustWait(why string, attempt int) error {
+	return temporal.NewNonRetryableApplicationError(why, ErrTypeMustWait, nil, attempt)
+}
+
+// MustWaitAttempt reports whether err is a MustWait failure, and the
+// attempt it claimed.
+func MustWaitAttempt(err error) (int, bool) {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != ErrTypeMustWait {
+		return 0, false
+	}
+	var attempt int
+	if app.HasDetails() && app.Details(&attempt) != nil {
+		return 0, false
+	}
+	return attempt, true
+}
+
 // TurnFailure is the error a turn that did not complete ends with: a
 // non-retryable application error of the result's error type, whose
 // details hold the result.

@@ -36,6 +36,7 @@ package governor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -132,7 +133,18 @@ type Call struct {
 	// Waiting, when set, is called while the call waits, at least every
 	// second: the activity heartbeats with it.
 	Waiting func(Wait)
+	// NoWait asks for an admission now or not at all: a call its keys do
+	// not admit at once gets a *WouldWait error, leaves the queue and holds
+	// nothing. A local model call asks so: it would wait inside its
+	// turn's workflow task, where the wait shows nowhere and holds a task
+	// slot, and the turn sends it as an activity instead.
+	NoWait bool
 }
+
+// WouldWait is Acquire's error for a NoWait call its keys did not admit.
+type WouldWait struct{ Wait Wait }
+
+func (e *WouldWait) Error() string { return e.Wait.String() }
 
 // Wait says what a waiting call waits for.
 type Wait struct {
@@ -178,7 +190,12 @@ func (g *Governor) Acquire(ctx context.Context, c Call) (*Permit, error) {
 		return own, nil
 	}
 	p, err := g.AcquireKey(ctx, key, lim, c)
-	if err != nil {
+	var ww *WouldWait
+	switch {
+	case errors.As(err, &ww):
+		own.revoke(ctx) // never sent: it takes nothing of the tenant's limits
+		return nil, err
+	case err != nil:
 		own.Done(ctx, nil)
 		return nil, err
 	}
@@ -235,6 +252,10 @@ func (g *Governor) AcquireKey(ctx context.Context, key string, lim store.Governo
 		if adm.Granted {
 			g.metrics.admitted(key, time.Since(start))
 			return &Permit{g: g, key: key, id: c.ID, tenantID: c.TenantID}, nil
+		}
+		if c.NoWait {
+			g.withdraw(ctx, key, c.ID)
+			return nil, &WouldWait{Wait: Wait{Key: key, Reason: adm.Reason, Ahead: adm.Ahead}}
 		}
 		if !waiting {
 			waiting = true
@@ -293,6 +314,20 @@ func (g *Governor) withdraw(ctx context.Context, key, id string) {
 	defer cancel()
 	if err := g.store.Withdraw(ctx, key, id); err != nil {
 		g.log.Warn("waiting call not withdrawn; it lapses", zap.String("key", key), zap.String("call", id), zap.Error(err))
+	}
+}
+
+// revoke takes back a permit whose call was never sent, as if it had not
+// been granted; a nil permit does nothing.
+func (p *Permit) revoke(ctx context.Context) {
+	if p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := p.g.store.Revoke(ctx, p.key, p.id); err != nil {
+		p.g.log.Warn("unsent call's grant not revoked; it counts until its window passes", zap.String("key", p.key),
+			zap.String("call", p.id), zap.Error(err))
 	}
 }
 

@@ -244,6 +244,41 @@ func TestAcquireWaitsAndGivesUpWithItsContext(t *testing.T) {
 	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM governor_keys WHERE key = 'openai' AND paused_until > now() + interval '50 minutes'`))
 }
 
+// TestAcquireNoWait: a call that asks not to wait is admitted when its
+// keys have room, and otherwise refused at once with what it would wait
+// for, leaving nothing behind: no place in the queue, and no grant of the
+// tenant's own key that admitted it before the operator's refused it.
+func TestAcquireNoWait(t *testing.T) {
+	s := open(t)
+	limits, err := governor.ParseLimits("openai=requests:1/1h")
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	g, err := governor.New(governor.Options{Store: s, Limits: limits, Logger: zaptest.NewLogger(t), Metrics: reg,
+		TenantLimits: func(context.Context, string) (map[string]agent.ModelLimits, error) {
+			return map[string]agent.ModelLimits{"openai": {Requests: 10, RequestWindow: time.Hour}}, nil
+		}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	noWait := func(id string) (*governor.Permit, error) {
+		return g.Acquire(ctx, governor.Call{Model: "openai:gpt-4o", ID: id, TenantID: "a", Hold: time.Minute, NoWait: true})
+	}
+
+	p, err := noWait("first")
+	require.NoError(t, err)
+	require.NotNil(t, p)
+	_, err = noWait("second")
+	var ww *governor.WouldWait
+	require.ErrorAs(t, err, &ww)
+	require.Equal(t, "openai", ww.Wait.Key)
+	require.Equal(t, store.GovernorRequests, ww.Wait.Reason)
+	require.Contains(t, err.Error(), "waiting for openai: its requests are at the limit")
+	require.Zero(t, count(t, s, `SELECT count(*) FROM governor_waiters`), "not queued")
+	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM governor_grants WHERE key = 'tenant:a:openai'`),
+		"the tenant's own grant of the unsent call revoked")
+	require.Zero(t, gauge(t, reg, governor.MetricWaitingCalls))
+	p.Done(ctx, &agent.Usage{PromptTokens: 1})
+}
+
 // TestAcquireSharedByTwoGovernors: two governors on their own
 // connection pools, as two worker processes, share one count: of calls
 // started together, no more than the limit are admitted in a window.

@@ -118,6 +118,7 @@ INSERT INTO governor_grants (key, call_id, tenant_id, granted_at, input_tokens, 
 VALUES ($1, $2, $3, clock_timestamp(), $4, $5, clock_timestamp() + make_interval(secs => $6))
 ON CONFLICT (key, call_id) DO NOTHING`
 	sqlDeleteWaiter = `DELETE FROM governor_waiters WHERE key = $1 AND call_id = $2`
+	sqlDeleteGrant  = `DELETE FROM governor_grants WHERE key = $1 AND call_id = $2`
 	// Settling keeps the worst case of a count the call did not report
 	// (NULL); a call that reported neither had no answer (unanswered).
 	sqlSettleGrant = `
@@ -251,6 +252,15 @@ func (c GovernorCall) valid() error {
 func (s *Store) Withdraw(ctx context.Context, key, callID string) error {
 	if _, err := s.pool.Exec(ctx, sqlDeleteWaiter, key, callID); err != nil {
 		return fmt.Errorf("withdraw call from %q: %w", key, err)
+	}
+	return nil
+}
+
+// Revoke deletes an admitted call's grant, as if it had not been
+// admitted: the call was never sent (a call another key then refused).
+func (s *Store) Revoke(ctx context.Context, key, callID string) error {
+	if _, err := s.pool.Exec(ctx, sqlDeleteGrant, key, callID); err != nil {
+		return fmt.Errorf("revoke grant of %q: %w", key, err)
 	}
 	return nil
 }
