@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -117,35 +116,31 @@ func (e *fallbackEnv) requestsFor(model string) int {
 	return n
 }
 
-// callAttempts are the attempts of each CallModel activity of a turn, in
-// the order they were scheduled.
+// callAttempts are the attempts of each CallModel of a turn, in the order
+// they were started (modelCallAttempts): a local call's, which its worker
+// retries, as well as a regular activity's.
 func (e *fallbackEnv) callAttempts(workflowID string) []int32 {
 	e.t.Helper()
-	var out []int32
-	scheduled := map[int64]int{}
-	for _, ev := range e.history(workflowID) {
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == contract.CallModel {
-				scheduled[ev.GetEventId()] = len(out)
-				out = append(out, 0)
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			a := ev.GetActivityTaskStartedEventAttributes()
-			if i, ok := scheduled[a.GetScheduledEventId()]; ok {
-				out[i] = a.GetAttempt()
-			}
-		}
+	return modelCallAttempts(e.t, e.history(workflowID))
+}
+
+// requestedModels are the models the scripted model was asked for, in the
+// order the requests came.
+func (e *fallbackEnv) requestedModels() []string {
+	var out []string
+	for _, r := range e.Model.Requests() {
+		out = append(out, r.Model)
 	}
 	return out
 }
 
 // TestFallbackAfterRetries: a primary that answers 500 on every attempt
-// is retried as its policy says (six attempts); then the step calls the
-// first fallback model, which answers, and takes the turn's next step
-// too. The result's llm_model, the ledger row, the chat span and the
-// usage and step_finish events name the fallback. The history is
-// recorded as turn_model_fallback.
+// is retried as its policy says (six attempts of one call, a local call
+// that its worker retries); then the step calls the first fallback model,
+// which answers, and takes the turn's next step too. The result's
+// llm_model, the ledger row, the chat span and the usage and step_finish
+// events name the fallback. The history is recorded as
+// turn_model_fallback.
 func TestFallbackAfterRetries(t *testing.T) {
 	e := newFallbackEnv(t)
 	id, res, err := e.run("resilient", "During the outage: what is 6*7?")
@@ -156,7 +151,9 @@ func TestFallbackAfterRetries(t *testing.T) {
 	require.Equal(t, 6, e.Model.Served("primary-down"), "the primary's six attempts, then no more: the fallback took the second step too")
 	require.Equal(t, 2, e.requestsFor("backup-model"))
 	require.Zero(t, e.requestsFor("last-model"))
-	require.Equal(t, []int32{6, 1, 1}, e.callAttempts(id), "Temporal retried the primary; each fallback call answered at once")
+	require.Equal(t, []string{"primary-model", "primary-model", "primary-model", "primary-model", "primary-model", "primary-model",
+		"backup-model", "backup-model"}, e.requestedModels(), "the fallback only after the primary's last attempt")
+	require.Equal(t, []int32{6, 1, 1}, e.callAttempts(id), "the primary's six requests were one call's attempts; each fallback call answered at once")
 
 	// One ledger row per answered call, under the fallback's name; the
 	// step's fallback attempt is numbered after the primary's.

@@ -87,11 +87,22 @@ func (e *env) runsOf(ctx context.Context, workflowID string) (runs []string, eve
 // hold 100 events continues as new run after run, and stays one turn: one
 // id, each call made once, one result listing them all, one event log
 // with no gap and no repeat — for a follower that follows it as it runs,
-// and for one that reads it from the start after it has ended, through
-// every earlier run.
+// for a Workflow Streams subscriber that polls it from its start, and for
+// one that reads it from the start after it has ended, through every
+// earlier run.
+//
+// Its model calls are regular activities (model_execution: activity), so
+// that the subscriber's first poll reaches the first run: a run of local
+// calls and a local tool runs its steps in one workflow task, the one the
+// start hands the worker, and hands on before a poll can reach it; a poll
+// from offset 0 that reaches a later run reads only the tail that run was
+// handed. TestLongTurnOfLocalCallsContinuesAsNew continues local calls as
+// new.
 func TestLongTurnContinuesAsNew(t *testing.T) {
 	const calls = 40
-	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{longTurnCatalog}})
+	catalog := strings.Replace(longTurnCatalog, "    tools: [calculator]\n", "    tools: [calculator]\n    model_execution: activity\n", 1)
+	require.Contains(t, catalog, "model_execution: activity")
+	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{catalog}})
 	e := &env{Server: srv, t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -323,7 +334,9 @@ func TestMillionTokenConversation(t *testing.T) {
 // the answer arrives whole, once, and the stream ends as a completion
 // does.
 func TestLongTurnOverOpenAI(t *testing.T) {
-	const calls = 30
+	// A step of a local call and a local tool records two markers, so a
+	// run of 100 events holds some 45 steps: 60 make two runs.
+	const calls = 60
 	token := "secret-" + testserver.RandomID()
 	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{longTurnCatalog}, HTTPAPI: true,
 		Tokens: map[string]string{token: "demo:user:uma"}})
