@@ -124,6 +124,7 @@ func TestEnvelopeFromTheCLI(t *testing.T) {
 		require.True(t, app.NonRetryable())
 		for _, ev := range e.history(id) {
 			require.NotEqual(t, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, ev.GetEventType(), "nothing runs")
+			require.NotEqual(t, enumspb.EVENT_TYPE_MARKER_RECORDED, ev.GetEventType(), "no local activity runs either")
 		}
 	}
 
