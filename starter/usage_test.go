@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
@@ -123,18 +124,31 @@ func TestUsageLedger(t *testing.T) {
 	over := "over-" + newJobID()
 	res, err = invoke(acmeToken, over, "add 6 and 7")
 	require.NoError(t, err)
-	// The refusal is not retried: CallModel ran once, and failed.
-	var started, failed int
+	// The refusal is not retried: CallModel ran once, and failed. The call
+	// is a local activity (the default): its marker records the attempt it
+	// ended on, which a retry in the workflow task would raise, and a retry
+	// after a longer backoff would record a second marker.
+	var ran, failed int
 	for _, ev := range testserver.History(ctx, t, srv.Client(), contract.TurnWorkflowID("acme", over), "") {
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
-			started++
-			require.Equal(t, int32(1), a.GetAttempt())
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m.GetMarkerName() != "LocalActivity" {
+			continue
 		}
-		if ev.GetActivityTaskFailedEventAttributes() != nil {
+		var data struct {
+			ActivityType string
+			Attempt      int32
+		}
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &data))
+		if data.ActivityType != contract.CallModel {
+			continue
+		}
+		ran++
+		require.Equal(t, int32(1), data.Attempt)
+		if m.GetFailure() != nil {
 			failed++
 		}
 	}
-	require.Equal(t, []int{1, 1}, []int{started, failed}, "CallModel started and failed once")
+	require.Equal(t, []int{1, 1}, []int{ran, failed}, "CallModel ran and failed once")
 	// As a turn over its token_budget does, the turn fails with the
 	// error's type; the type's gRPC code is ResourceExhausted.
 	require.Equal(t, agent.StatusFailed, res.GetStatus())

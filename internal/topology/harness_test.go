@@ -23,6 +23,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -336,6 +337,44 @@ func (h *heldTopology) history(ctx context.Context, t *testing.T, workflowID str
 		out = append(out, ev)
 	}
 	return out
+}
+
+// completedTasks is how many workflow tasks of a workflow have completed;
+// -1 when its history cannot be read. It does not fail the test, so that
+// a condition of require.Eventually can call it.
+func (h *heldTopology) completedTasks(ctx context.Context, workflowID string) int {
+	it := h.Client.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return -1
+		}
+		if ev.GetWorkflowTaskCompletedEventAttributes() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// localActivity is what the Go SDK records of a local activity in its
+// marker's data.
+type localActivity struct {
+	ActivityType string
+	Attempt      int32
+}
+
+// localActivityOf decodes the local activity an event's marker records;
+// false for other events.
+func localActivityOf(t *testing.T, ev *historyEvent) (localActivity, bool) {
+	t.Helper()
+	var la localActivity
+	m := ev.GetMarkerRecordedEventAttributes()
+	if m.GetMarkerName() != "LocalActivity" {
+		return la, false
+	}
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &la), "marker %d", ev.GetEventId())
+	return la, true
 }
 
 // pidOf is the process id in a worker identity ("pid@host@…").

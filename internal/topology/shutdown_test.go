@@ -32,7 +32,9 @@ const shutdownStopTimeout = 2 * time.Minute
 // streamed turns' model calls: it turns unready at once, polls no more (a
 // new turn runs on the other worker), lets the ten calls stream to their
 // end and exits 0 within the stop timeout; every turn completes, each
-// model call made once, its stream whole.
+// model call made once, on that worker, its stream whole. The calls are
+// local activities (the default), each inside a workflow task of the
+// stopping worker, held past the task's heartbeat.
 func TestWorkerShutdown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -52,14 +54,29 @@ func TestWorkerShutdown(t *testing.T) {
 	require.NoError(t, err)
 
 	pid := w1.PID()
+	heartbeats := make([]int, len(held))
+	for i, tr := range held {
+		heartbeats[i] = h.completedTasks(ctx, tr.streamID())
+	}
 	begin := time.Now()
 	require.NoError(t, w1.Terminate())
 	require.Eventually(t, func() bool {
 		code, failing, err := healthz(w1)
 		return err == nil && code == http.StatusServiceUnavailable && failing == "shutdown"
 	}, time.Minute, 20*time.Millisecond, "unready first")
-	require.True(t, w1.Running(), "the worker waits for its activities")
+	require.True(t, w1.Running(), "the worker waits for its model calls")
 	h.requireRanOn(ctx, t, h.runQuick(ctx, t, "quick-after-sigterm"), w2)
+	// A workflow task that runs a local call longer than 80 % of its
+	// timeout completes and goes on in a new task: the stopping worker
+	// must carry its calls through that, not only through one task.
+	require.Eventually(t, func() bool {
+		for i, tr := range held {
+			if h.completedTasks(ctx, tr.streamID()) <= heartbeats[i] {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 200*time.Millisecond, "each held call's workflow task heartbeat after SIGTERM")
 
 	h.Model.Release()
 	wctx, wcancel := context.WithTimeout(ctx, shutdownStopTimeout)
@@ -78,12 +95,20 @@ func TestWorkerShutdown(t *testing.T) {
 }
 
 // requireModelCallBy checks that a turn made one model call, on one
-// attempt, on the worker process pid.
+// attempt, on the worker process pid. A regular activity's worker is the
+// identity its start records; a local activity (a model call, by default)
+// runs inside a workflow task, and the worker that ran it is the one that
+// completed the task recording its marker: had the stopping worker let go
+// of a call, that task would be another worker's.
 func (h *heldTopology) requireModelCallBy(ctx context.Context, t *testing.T, workflowID string, pid int) {
 	t.Helper()
 	types := map[int64]string{}
 	calls := 0
+	var taskBy string // the identity of the latest completed workflow task
 	for _, ev := range h.history(ctx, t, workflowID) {
+		if a := ev.GetWorkflowTaskCompletedEventAttributes(); a != nil {
+			taskBy = a.GetIdentity()
+		}
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			types[ev.GetEventId()] = a.GetActivityType().GetName()
 		}
@@ -91,6 +116,12 @@ func (h *heldTopology) requireModelCallBy(ctx context.Context, t *testing.T, wor
 			calls++
 			require.Equal(t, pid, pidOf(a.GetIdentity()), "the model call of %s ran on process %d", workflowID, pid)
 			require.EqualValues(t, 1, a.GetAttempt(), "the model call of %s", workflowID)
+		}
+		if la, ok := localActivityOf(t, ev); ok && la.ActivityType == "CallModel" {
+			calls++
+			require.Equal(t, pid, pidOf(taskBy), "the model call of %s ran on process %d", workflowID, pid)
+			require.EqualValues(t, 1, la.Attempt, "the model call of %s", workflowID)
+			require.Nil(t, ev.GetMarkerRecordedEventAttributes().GetFailure(), "the model call of %s", workflowID)
 		}
 	}
 	require.Equal(t, 1, calls, "model calls of %s", workflowID)

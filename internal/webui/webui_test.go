@@ -135,13 +135,17 @@ func TestWebUI(t *testing.T) {
 		"tenant t1 · agent assistant · job "+job1, // StaticDetails: contract.TurnDetails
 		"completed", // workflow.SetCurrentDetails at the end
 	)
-	// ... its result, and the activities' summaries in its event history:
-	// the model call's and the tool call's.
-	b.see(t, "webui-history", workflowPath(t, ts, id1)+"/history",
+	// ... its result, and the calls' summaries in its event history: the
+	// model call's and the tool call's. Both are local activities (a model
+	// call's by default), each an event "Local Activity" with its type and
+	// summary; the timeline names the model call by its type alone.
+	history := b.see(t, "webui-history", workflowPath(t, ts, id1)+"/history",
 		"The result is 50.",
 		`calculator {"expression": "12.5 * 4"}`,
-		"CallModel • openai:gpt-4o-mini · iteration 1", // in the timeline
+		"openai:gpt-4o-mini · iteration 1",
 	)
+	require.Regexp(t, `Local Activity\s+Activity Type\s+CallModel\s+Summary\s+openai:gpt-4o-mini · iteration 1\s`, history.text,
+		"the model call's event, with its summary (%s)", history)
 
 	// The turn waiting for approval says so, naming the tool.
 	b.see(t, "webui-approval", workflowPath(t, ts, id3)+"/user-metadata",
