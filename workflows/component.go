@@ -60,9 +60,24 @@ const maxRunHistoryBytes = 4 << 20
 // next step.
 func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() ||
-		t.historyLength(ctx) >= limits.HistoryEvents ||
-		info.GetCurrentHistorySize() >= maxRunHistoryBytes
+	if info.GetContinueAsNewSuggested() || info.GetCurrentHistorySize() >= maxRunHistoryBytes {
+		return true
+	}
+	return t.historyLength(ctx) >= limits.HistoryEvents && !t.awaitsSubscribers(ctx)
+}
+
+// awaitsSubscribers reports whether the turn's first run keeps its whole
+// log for Workflow Streams subscribers still to come: the turn asked for
+// a window (agent.TurnRequest.StreamWindowSec), it has not passed, and no
+// one has polled yet. A subscriber whose first poll comes within the
+// window gets every item (eventlog's streams.go), and a later run holds
+// only the log's tail. A run of local calls may reach its history bound
+// within its first workflow task, before any poll can reach it (a poll
+// comes in at a task's heartbeat), so the bound waits for the window;
+// Temporal's own suggestion and the size bound do not.
+func (t *turn) awaitsSubscribers(ctx workflow.Context) bool {
+	w := t.req.StreamWindow()
+	return t.runs == 0 && w > 0 && t.log != nil && !t.log.Polled() && workflow.Now(ctx).Before(t.start.Add(w))
 }
 
 // historyLength is the run's history length as the next workflow task

@@ -395,3 +395,46 @@ func TestLongTurnOfLocalCallsContinuesAsNew(t *testing.T) {
 		require.Less(t, n, 100+40, "run %d holds %d events", i, n)
 	}
 }
+
+// TestLongTurnHeldForSubscribers: a long turn of local calls started with
+// a window for Workflow Streams subscribers (stream_window_sec) keeps its
+// first run past its history bound until a subscriber's first poll has
+// reached it or the window has passed, so a subscriber polling from its
+// start within the window reads every item. Without the hold the run
+// hands on within its first workflow task, before any poll can reach it,
+// and a poll from offset 0 reaches a later run, which holds only the
+// log's tail.
+func TestLongTurnHeldForSubscribers(t *testing.T) {
+	const calls = 60
+	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{longTurnCatalog}})
+	e := &env{Server: srv, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "long-held-" + testserver.RandomID(),
+		Prompt: "count", StreamWindowSec: 10}
+	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
+	require.NoError(t, err)
+	polled := make(chan wsFollowed, 1)
+	pollErr := make(chan error, 1)
+	go func() {
+		f, err := wsSubscribe(ctx, e.Client(), run.GetID(), []string{"events"}, 0)
+		polled <- f
+		pollErr <- err
+	}()
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Len(t, srv.Model.Requests(), calls+1, "each model call made once")
+
+	events, err := collect(ctx, e.Follower(), run.GetID(), 0)
+	require.NoError(t, err)
+	sub := <-polled
+	require.NoError(t, <-pollErr, "the Workflow Streams subscriber")
+	require.Zero(t, sub.truncated)
+	require.Equal(t, events, wsEvents(t, sub.items), "the subscriber read every item from the turn's start")
+
+	runs, sizes := e.runsOf(ctx, run.GetID())
+	t.Logf("%d runs, of %v events", len(runs), sizes)
+	require.NotEmpty(t, sub.runs)
+	require.Equal(t, runs[0], sub.runs[0], "the subscriber's first poll reached the first run")
+}
