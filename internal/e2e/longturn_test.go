@@ -96,8 +96,8 @@ func (e *env) runsOf(ctx context.Context, workflowID string) (runs []string, eve
 // calls and a local tool runs its steps in one workflow task, the one the
 // start hands the worker, and hands on before a poll can reach it; a poll
 // from offset 0 that reaches a later run reads only the tail that run was
-// handed. TestLongTurnOfLocalCallsContinuesAsNew continues local calls as
-// new.
+// handed, unless the turn asked for a window (TestLongTurnHeldForSubscribers).
+// TestLongTurnOfLocalCallsContinuesAsNew continues local calls as new.
 func TestLongTurnContinuesAsNew(t *testing.T) {
 	const calls = 40
 	catalog := strings.Replace(longTurnCatalog, "    tools: [calculator]\n", "    tools: [calculator]\n    model_execution: activity\n", 1)
