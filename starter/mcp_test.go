@@ -54,6 +54,9 @@ rules:
   - name: weather
     when: {user: 'weather'}
     reply: {text: '{"temp_c": 21, "sky": "clear"}'}
+  - name: slowest
+    when: {user: 'very slowly'}
+    reply: {text: 'one two three four five six seven eight nine ten one two three four five six seven eight nine ten one two three four five six seven eight nine ten one two three four five six seven eight nine ten one two three four five six seven eight nine ten one two three four five six seven eight nine ten'}
   - name: slow
     when: {user: 'slowly'}
     reply: {text: 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen'}
@@ -291,7 +294,9 @@ func TestMCPCancel(t *testing.T) {
 	callCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "say it slowly"}}
+		// Sixty words, 100 ms apart: the cancellation comes long before
+		// the answer's end, however busy the machine.
+		params := &mcp.CallToolParams{Name: "calc", Arguments: map[string]any{"prompt": "say it very slowly"}}
 		params.SetProgressToken("p")
 		_, err := session.CallTool(callCtx, params)
 		done <- err
