@@ -238,7 +238,7 @@ func (t *turn) awaitStop(ctx workflow.Context, err error, local bool) {
 		}
 		return
 	case contract.ErrorOf(err).Code == agent.CodeCanceled:
-	case errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE && t.agent.LocalModelCalls():
+	case errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE && local:
 	default:
 		return
 	}

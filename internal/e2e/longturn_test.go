@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -54,6 +55,30 @@ agents:
     tools: [calculator]
     limits: {max_iterations: 500, turn_timeout_sec: 600, history_events: 100}
 `
+
+// startCounting starts a turn of longTurnCatalog's agent counting to calls
+// with the calculator, its model calls run as execution says (its
+// model_execution; "" for the default), with req's job id prefix and
+// stream window. It returns the test's env, a context bounding the test,
+// and the turn's run.
+func startCounting(t *testing.T, execution string, calls int, req agent.TurnRequest) (*env, context.Context, client.WorkflowRun) {
+	t.Helper()
+	catalog := longTurnCatalog
+	if execution != "" {
+		line := "    model_execution: " + execution + "\n"
+		catalog = strings.Replace(catalog, "    tools: [calculator]\n", "    tools: [calculator]\n"+line, 1)
+		require.Contains(t, catalog, line)
+	}
+	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{catalog}})
+	e := &env{Server: srv, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	req.Version, req.TenantID, req.Prompt = agent.ProtocolVersion, "demo", "count"
+	req.JobID += testserver.RandomID()
+	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
+	require.NoError(t, err)
+	return e, ctx, run
+}
 
 // runsOf returns the runs of a workflow, first to last, with each one's
 // history length, walking back from the current run by the run each
@@ -100,16 +125,8 @@ func (e *env) runsOf(ctx context.Context, workflowID string) (runs []string, eve
 // TestLongTurnOfLocalCallsContinuesAsNew continues local calls as new.
 func TestLongTurnContinuesAsNew(t *testing.T) {
 	const calls = 40
-	catalog := strings.Replace(longTurnCatalog, "    tools: [calculator]\n", "    tools: [calculator]\n    model_execution: activity\n", 1)
-	require.Contains(t, catalog, "model_execution: activity")
-	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{catalog}})
-	e := &env{Server: srv, t: t}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-
-	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "long-" + testserver.RandomID(), Prompt: "count"}
-	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
-	require.NoError(t, err)
+	e, ctx, run := startCounting(t, agent.ModelActivity, calls, agent.TurnRequest{JobID: "long-"})
+	srv := e.Server
 	// The readers report their errors to the test's goroutine: one that
 	// failed on its own goroutine would leave the test waiting for it.
 	type read[T any] struct {
@@ -364,15 +381,8 @@ func TestLongTurnOverOpenAI(t *testing.T) {
 // is recorded as turn_local_continued_as_new.
 func TestLongTurnOfLocalCallsContinuesAsNew(t *testing.T) {
 	const calls = 60 // two markers a step: 40 steps hold fewer than 100 events
-	catalog := strings.Replace(longTurnCatalog, "    tools: [calculator]\n", "    tools: [calculator]\n    model_execution: local\n", 1)
-	require.Contains(t, catalog, "model_execution: local")
-	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{catalog}})
-	e := &env{Server: srv, t: t}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "long-local-" + testserver.RandomID(), Prompt: "count"}
-	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
-	require.NoError(t, err)
+	e, ctx, run := startCounting(t, agent.ModelLocal, calls, agent.TurnRequest{JobID: "long-local-"})
+	srv := e.Server
 	res, err := turnclient.Result(ctx, run)
 	require.NoError(t, err)
 	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
@@ -406,14 +416,8 @@ func TestLongTurnOfLocalCallsContinuesAsNew(t *testing.T) {
 // log's tail.
 func TestLongTurnHeldForSubscribers(t *testing.T) {
 	const calls = 60
-	srv := testserver.Start(t, testserver.Options{Script: countingScript(calls), Catalogs: []string{longTurnCatalog}})
-	e := &env{Server: srv, t: t}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", JobID: "long-held-" + testserver.RandomID(),
-		Prompt: "count", StreamWindowSec: 10}
-	run, err := turnclient.Start(ctx, e.Client(), e.TaskQueue, req)
-	require.NoError(t, err)
+	e, ctx, run := startCounting(t, "", calls, agent.TurnRequest{JobID: "long-held-", StreamWindowSec: 10})
+	srv := e.Server
 	polled := make(chan wsFollowed, 1)
 	pollErr := make(chan error, 1)
 	go func() {
