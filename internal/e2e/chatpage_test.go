@@ -246,12 +246,23 @@ func newChatBrowser(t *testing.T, path string) *chatBrowser {
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(cancel)
-	// The first action starts the browser, for as long as ctx lives.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")), "start chromium at %s", path)
+	// The first action starts the browser, for as long as ctx lives. A
+	// launch that dies at once (Chromium's start-up on a machine running
+	// the rest of the suite) is tried once more with a fresh process.
+	var ctx context.Context
+	var err error
+	for range 2 {
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		t.Cleanup(cancelAlloc)
+		var cancel context.CancelFunc
+		ctx, cancel = chromedp.NewContext(actx)
+		t.Cleanup(cancel)
+		if err = chromedp.Do(ctx, chromedp.Navigate("about:blank")); err == nil {
+			break
+		}
+		t.Logf("chromium at %s did not start: %v", path, err)
+	}
+	require.NoError(t, err, "start chromium at %s", path)
 	b := &chatBrowser{t: t, ctx: ctx, dir: t.TempDir()}
 	b.tmp = b.dir
 	if os.Getenv(EnvScreenshots) == "1" {
