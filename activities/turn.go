@@ -228,7 +228,8 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	if err := a.startDelivery(ctx, in, stored); err != nil {
 		return agent.TurnResult{}, err
 	}
-	// The turn logs its terminal event next, in the same workflow task;
-	// followers read it once the turn has closed.
+	// The result is stored and the session holds the exchange: followers
+	// may end now. The turn logs these events next, as they are.
+	stored.StreamTail = a.sinks(ctx, "").Close(ctx, in.WorkflowID, in.Live, in.CloseFrom, stored)
 	return stored, nil
 }

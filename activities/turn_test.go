@@ -1,14 +1,19 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 )
 
 // saveResultInput saves the result of the request loadAgentInput(job,
@@ -44,6 +49,64 @@ func TestSaveResultFirstWins(t *testing.T) {
 		{Role: agent.RoleUser, Content: "hello"},
 		{Role: agent.RoleAssistant, Content: "first"},
 	}, msgs)
+}
+
+// TestSaveResultPublishesClosingEvents: a streamed turn's SaveResult
+// publishes, once the result and the session's exchange are stored, the
+// events handed to it and the closing events the turn logs next, at the
+// indices the turn gave, and returns the closing events to be logged as
+// they are; a turn not streamed, or one whose hand-on was a wake-up,
+// has nothing published and nothing returned.
+func TestSaveResultPublishesClosingEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript, func(d *Deps) { d.Events = pglive.NewPublisher(d.Store.Pool()) })
+	ctx, cancel := context.WithCancel(t.Context())
+	hub := pglive.NewHub(h.store.Pool(), zaptest.NewLogger(t))
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	require.Eventually(t, hub.Connected, 10*time.Second, 5*time.Millisecond)
+
+	job := randomJob()
+	h.loadAgent(t, job, "hello")
+	in := saveResultInput(job, "the answer")
+	sub := hub.Subscribe(in.WorkflowID)
+	defer sub.Close()
+	handed := agent.Event{StreamID: in.WorkflowID, Index: 7, Kind: agent.EventStepFinish, Step: 1, FinishReason: agent.FinishStop}
+	in.Live, in.CloseFrom = contract.Live{Events: []agent.Event{handed}}, 8
+
+	var saved agent.TurnResult
+	h.execute(t, contract.SaveResult, in, &saved)
+	closing := eventlog.Closing(saved)
+	require.Len(t, saved.StreamTail, len(closing))
+	for i := range closing {
+		closing[i].StreamID, closing[i].Index = in.WorkflowID, 8+int64(i)
+	}
+	require.Equal(t, closing, saved.StreamTail)
+	require.Equal(t, agent.StreamCompleted, closing[len(closing)-1].Status)
+	require.JSONEq(t, `{"type":"text","text":"the answer"}`, string(closing[0].Content))
+
+	select {
+	case evs := <-sub.Events():
+		require.Equal(t, append([]agent.Event{handed}, closing...), evs)
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing published")
+	}
+
+	// No CloseFrom (a turn not streamed), or a hand-on too large to
+	// publish: the turn logs and shows its closing events as before.
+	for _, in := range []contract.SaveResultInput{saveResultInput(randomJob(), "quiet"), saveResultInput(randomJob(), "large")} {
+		h.loadAgent(t, in.Request.JobID, "hello")
+		if in.Result.Output == "large" {
+			in.Live, in.CloseFrom = contract.Live{Wake: true}, 3
+		}
+		var saved agent.TurnResult
+		h.execute(t, contract.SaveResult, in, &saved)
+		require.Empty(t, saved.StreamTail, in.Result.Output)
+	}
 }
 
 func TestLoadAgentReturnsStoredResult(t *testing.T) {

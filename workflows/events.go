@@ -84,10 +84,16 @@ func (t *turn) status() agent.TurnStatus {
 // emit appends a workflow event after the batches and progress already
 // received, so that the log keeps the order in which things happened.
 func (t *turn) emit(ctx workflow.Context, e agent.Event) {
+	t.takeArrived(ctx)
+	t.forward.Forward(ctx, t.log.Append(e))
+}
+
+// takeArrived logs what has arrived and is not logged yet: token
+// batches, tool progress, child turns' events.
+func (t *turn) takeArrived(ctx workflow.Context) {
 	t.log.TakeBatches(ctx)
 	t.drainProgress(ctx)
 	t.drainChildren(ctx)
-	t.forward.Forward(ctx, t.log.Append(e))
 }
 
 // awaitTool waits for a tool call, logging the progress of running calls

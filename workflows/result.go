@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 )
 
 // finish stores the result and returns it, or fails the workflow with it.
@@ -66,57 +67,63 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	// The turn's own context may be cancelled by its timeout; saving must
 	// still happen, however long the database is away: the work is done.
 	sctx, _ := workflow.NewDisconnectedContext(ctx)
-	var saved agent.TurnResult
-	err := dbStep(sctx, contract.SaveResult, time.Time{}, contract.SaveResultInput{
+	in := contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
 		Reasoning: agent.Clip(strings.Join(t.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.files,
 		Retrieved: t.retrieved, Steered: t.prompted, CutAt: t.cutAt, Deliver: t.agent.Deliver,
-	}, &saved)
+	}
+	if t.req.Streaming() {
+		// SaveResult publishes the closing events once the result is
+		// stored, a workflow task and the close's round trip before
+		// followers would have them from the close; so nothing may be
+		// logged between here and them (finishStored).
+		t.takeArrived(ctx)
+		in.Live, in.CloseFrom = t.log.HandOn(true), t.log.Next()
+	}
+	var saved agent.TurnResult
+	err := dbStep(sctx, contract.SaveResult, time.Time{}, in, &saved)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}
 	return t.finishStored(ctx, saved)
 }
 
-// finishStored ends the workflow with a stored result.
+// finishStored ends the workflow with a stored result: it logs the
+// closing events (eventlog.Closing) — those SaveResult published on the
+// live path, as it published them, when it did (their indices are the
+// log's next: finish took in what was pending before it saved) — and
+// returns the result, or fails the workflow with it.
 func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.TurnResult, error) {
 	defer t.forward.Flush(ctx)
-	t.recordEnd(ctx, res.Status, res.Error)
-	if res.Status == agent.StatusCompleted {
-		workflow.SetCurrentDetails(ctx, "completed")
-		// A result stored with blocks is told block by block; one stored
-		// before blocks were kept (its history says so), by its text.
-		if len(res.Blocks) == 0 {
-			t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: textBlock(res.Output)})
-		}
-		for _, b := range res.Blocks {
-			t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: blockJSON(b)})
-		}
-		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
-		// Followers end with what the close carries (the value returned
-		// is not compared on replay: old runs replay as they were).
-		res.StreamTail = t.log.Tail(t.req.Streaming())
-		return res, nil
-	}
-	if res.Error == nil {
+	if res.Status != agent.StatusCompleted && res.Error == nil {
 		res.Error = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
 	}
-	if res.Status == agent.StatusCanceled {
-		workflow.SetCurrentDetails(ctx, "canceled: "+res.Error.Message)
-		// A partial answer is told as what the turn
-		// answered, marked so, before the end.
-		if res.Partial {
-			for _, b := range res.Blocks {
-				t.emit(ctx, agent.Event{Kind: agent.EventContent, Content: blockJSON(b)})
-			}
+	t.recordEnd(ctx, res.Status, res.Error)
+	if shown := res.StreamTail; len(shown) > 0 && shown[0].Index == t.log.Next() {
+		for _, e := range shown {
+			t.forward.Forward(ctx, t.log.Append(e))
 		}
-		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamCanceled, Error: res.Error})
-		return agent.TurnResult{}, contract.TurnCanceled(res)
+	} else {
+		for _, e := range eventlog.Closing(res) {
+			t.emit(ctx, e)
+		}
 	}
-	workflow.SetCurrentDetails(ctx, "failed: "+res.Error.Message)
-	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
-	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
-	return agent.TurnResult{}, contract.TurnFailure(res)
+	// Followers end with what the close carries (the value returned is
+	// not compared on replay: old runs replay as they were).
+	res.StreamTail = t.log.Tail(t.req.Streaming())
+	switch res.Status {
+	case agent.StatusCompleted:
+		workflow.SetCurrentDetails(ctx, "completed")
+		return res, nil
+	case agent.StatusCanceled:
+		workflow.SetCurrentDetails(ctx, "canceled: "+res.Error.Message)
+		res.StreamTail = nil
+		return agent.TurnResult{}, contract.TurnCanceled(res)
+	default:
+		workflow.SetCurrentDetails(ctx, "failed: "+res.Error.Message)
+		res.StreamTail = nil
+		return agent.TurnResult{}, contract.TurnFailure(res)
+	}
 }
 
 // reject fails a turn that could not start: nothing was stored.
@@ -210,26 +217,6 @@ func dataPreview(p agent.DataPreview) json.RawMessage {
 	// Marshalling a struct of strings, ints and raw JSON is deterministic.
 	b, _ := json.Marshal(p) //workflowcheck:ignore
 	return b
-}
-
-// textBlock is the content block of a text answer.
-func textBlock(s string) json.RawMessage {
-	b := block{Type: "text", Text: s}
-	// Marshalling a struct of strings is deterministic.
-	out, _ := json.Marshal(b) //workflowcheck:ignore
-	return out
-}
-
-// blockJSON is a content event's block.
-func blockJSON(b agent.Block) json.RawMessage {
-	// Marshalling a struct of strings and raw JSON is deterministic.
-	out, _ := json.Marshal(b) //workflowcheck:ignore
-	return out
-}
-
-type block struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
 }
 
 type preview struct {

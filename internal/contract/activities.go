@@ -335,6 +335,15 @@ type SaveResultInput struct {
 	// of the version the turn pinned): with the request's, where
 	// SaveResult has the result pushed (a Delivery).
 	Deliver []agent.DeliverTarget `json:"deliver,omitempty"`
+	// CloseFrom, for a streamed turn, is the index of the first of the
+	// events the turn logs once its result is stored (eventlog.Closing):
+	// SaveResult publishes them on the live path, after the turn's events
+	// since its last hand-on (Live), and returns them as the result's
+	// StreamTail, which the turn logs as they are. Followers then end
+	// when the result is stored, not a workflow task and the close's
+	// round trip later. 0 (a turn not streamed): it publishes nothing.
+	CloseFrom int64 `json:"close_from,omitempty"`
+	Live
 }
 
 // SealStreamInput names a live-first model call that failed for good or

@@ -601,9 +601,10 @@ func (c *queryCounter) QueryWorkflow(ctx context.Context, workflowID, runID, que
 // TestStreamNewTurnFollowsLive follows streamed turns the way the gateway's
 // Stream does (subscribed before the start): the turn's own events reach
 // the client with the activities that follow them, the reply's tokens
-// with CallModel, and what came last with the workflow's close (its
-// stream_tail): the log is never read. One turn streams a story, one calls
-// a tool first.
+// with CallModel, and what came last with SaveResult, once the result is
+// stored, or with the workflow's close (its stream_tail), whichever is
+// first: the log is never read. One turn streams a story, one calls a
+// tool first.
 func TestStreamNewTurnFollowsLive(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -619,6 +620,7 @@ func TestStreamNewTurnFollowsLive(t *testing.T) {
 		req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: tc.prompt}
 		req.Normalize()
 		id := contract.TurnWorkflowID(req.TenantID, req.JobID)
+		sub := e.Hub().Subscribe(id)
 		var got []agent.Event
 		err := follower.FollowNew(ctx, id, func() (string, error) {
 			run, err := e.Client().ExecuteWorkflow(ctx, turnclient.StartOptions(e.TaskQueue, req), contract.AgentTurn, req)
@@ -637,6 +639,22 @@ func TestStreamNewTurnFollowsLive(t *testing.T) {
 		logged, err := collect(ctx, e.Follower(), id, 0)
 		require.NoError(t, err)
 		require.Equal(t, logged, got, tc.prompt)
+		// The end came on the live path too, before the close.
+		var live []agent.Event
+		for len(live) == 0 || !live[len(live)-1].Terminal() {
+			select {
+			case evs := <-sub.Events():
+				live = append(live, evs...)
+			case <-sub.Lagged():
+				t.Fatalf("%s: the live subscription lagged", tc.prompt)
+			case <-ctx.Done():
+				t.Fatalf("%s: no terminal event on the live path: %+v", tc.prompt, live)
+			}
+		}
+		for _, ev := range live {
+			require.Equal(t, logged[ev.Index-1], ev, tc.prompt)
+		}
+		sub.Close()
 		if tc.history != "" {
 			e.replay(id, tc.history)
 		}

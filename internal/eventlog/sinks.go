@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -234,4 +235,31 @@ func (s Sinks) Progress(ctx context.Context, turnID string, p agent.ToolProgress
 	}
 	s.Wake(ctx, turnID)
 	return nil
+}
+
+// Close publishes, once the turn's result is stored, what the turn handed
+// SaveResult and the closing events it will log from index from
+// (contract.SaveResultInput.CloseFrom), in one batch, and returns the
+// closing events with their indices. Published only, not stored: the
+// turn's log holds them once its workflow task completes, and a follower
+// that misses them ends with the workflow's close as before. A hand-on
+// that was a wake-up (too large) is one again, and the closing events go
+// only with the close.
+func (s Sinks) Close(ctx context.Context, streamID string, live contract.Live, from int64, res agent.TurnResult) []agent.Event {
+	closing := Closing(res)
+	for i := range closing {
+		closing[i].StreamID, closing[i].Index = streamID, from+int64(i)
+	}
+	if s.Live == nil || streamID == "" || from <= 0 {
+		return nil
+	}
+	if live.Wake {
+		s.Wake(ctx, streamID)
+		return nil
+	}
+	evs := append(slices.Clone(live.Events), closing...)
+	if err := s.Live.Publish(ctx, agent.TokenBatch{StreamID: streamID, First: evs[0].Index, Events: evs}); err != nil {
+		s.Logger.Debug("publish the turn's closing events", "stream_id", streamID, "error", err)
+	}
+	return closing
 }
