@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,16 +97,21 @@ func TestSaveResultPublishesClosingEvents(t *testing.T) {
 		t.Fatal("nothing published")
 	}
 
-	// No CloseFrom (a turn not streamed), or a hand-on too large to
-	// publish: the turn logs and shows its closing events as before.
-	for _, in := range []contract.SaveResultInput{saveResultInput(randomJob(), "quiet"), saveResultInput(randomJob(), "large")} {
+	// No CloseFrom (a turn not streamed), a hand-on too large to publish,
+	// or an answer too large: the turn logs its closing events as before,
+	// and its close carries them.
+	long := strings.Repeat("long answer ", eventlog.MaxLiveBytes/12+1)
+	for _, in := range []contract.SaveResultInput{saveResultInput(randomJob(), "quiet"), saveResultInput(randomJob(), "large"), saveResultInput(randomJob(), long)} {
 		h.loadAgent(t, in.Request.JobID, "hello")
-		if in.Result.Output == "large" {
+		switch in.Result.Output {
+		case "large":
 			in.Live, in.CloseFrom = contract.Live{Wake: true}, 3
+		case long:
+			in.CloseFrom = 3
 		}
 		var saved agent.TurnResult
 		h.execute(t, contract.SaveResult, in, &saved)
-		require.Empty(t, saved.StreamTail, in.Result.Output)
+		require.Empty(t, saved.StreamTail, agent.Clip(in.Result.Output, 20))
 	}
 }
 

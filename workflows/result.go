@@ -78,7 +78,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 		// followers would have them from the close; so nothing may be
 		// logged between here and them (finishStored).
 		t.takeArrived(ctx)
-		in.Live, in.CloseFrom = t.log.HandOn(true), t.log.Next()
+		in.Live, in.CloseFrom = t.log.Unhanded(true), t.log.Next()
 	}
 	var saved agent.TurnResult
 	err := dbStep(sctx, contract.SaveResult, time.Time{}, in, &saved)

@@ -266,8 +266,16 @@ const MaxLiveBytes = 6 << 10
 // that follows, its tokens from CallModel. An unstreamed turn hands on
 // nothing and its tool calls wake followers, if any, to read the log.
 func (l *Log) HandOn(streamed bool) contract.Live {
-	evs := l.events[l.handed:]
+	live := l.Unhanded(streamed)
 	l.handed = len(l.events)
+	return live
+}
+
+// Unhanded is what HandOn would hand on, without marking it handed: what
+// SaveResult publishes with the closing events, which the close's tail
+// (Tail) carries again for a follower that missed them.
+func (l *Log) Unhanded(streamed bool) contract.Live {
+	evs := l.events[l.handed:]
 	if len(evs) == 0 {
 		return contract.Live{}
 	}

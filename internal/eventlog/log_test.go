@@ -190,6 +190,8 @@ func TestHandOn(t *testing.T) {
 	require.Empty(t, streamed.HandOn(true).Events, "nothing logged yet")
 
 	streamed.Append(agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+	require.Equal(t, []int64{1}, indices(streamed.Unhanded(true).Events))
+	require.Equal(t, []int64{1}, indices(streamed.Unhanded(true).Events), "Unhanded marks nothing handed")
 	live := streamed.HandOn(true)
 	require.False(t, live.Wake)
 	require.Len(t, live.Events, 1)

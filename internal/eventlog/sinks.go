@@ -241,23 +241,28 @@ func (s Sinks) Progress(ctx context.Context, turnID string, p agent.ToolProgress
 // SaveResult and the closing events it will log from index from
 // (contract.SaveResultInput.CloseFrom), in one batch, and returns the
 // closing events with their indices. Published only, not stored: the
-// turn's log holds them once its workflow task completes, and a follower
-// that misses them ends with the workflow's close as before. A hand-on
-// that was a wake-up (too large) is one again, and the closing events go
-// only with the close.
+// turn's log holds them once its workflow task completes, and the
+// workflow's close carries them again (Log.Tail) for a follower that
+// missed them. Too large for one notification (a hand-on that was a
+// wake-up, a long answer), nothing is published and nil returned: they
+// go with the close only, as a wake-up would make every follower read
+// the log.
 func (s Sinks) Close(ctx context.Context, streamID string, live contract.Live, from int64, res agent.TurnResult) []agent.Event {
+	if s.Live == nil || streamID == "" || from <= 0 || live.Wake {
+		return nil
+	}
 	closing := Closing(res)
+	size := 0
 	for i := range closing {
 		closing[i].StreamID, closing[i].Index = streamID, from+int64(i)
 	}
-	if s.Live == nil || streamID == "" || from <= 0 {
-		return nil
-	}
-	if live.Wake {
-		s.Wake(ctx, streamID)
-		return nil
-	}
 	evs := append(slices.Clone(live.Events), closing...)
+	for _, e := range evs {
+		size += liveSize(e)
+	}
+	if size > MaxLiveBytes {
+		return nil
+	}
 	if err := s.Live.Publish(ctx, agent.TokenBatch{StreamID: streamID, First: evs[0].Index, Events: evs}); err != nil {
 		s.Logger.Debug("publish the turn's closing events", "stream_id", streamID, "error", err)
 	}
