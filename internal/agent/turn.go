@@ -630,7 +630,9 @@ type TurnResult struct {
 	// are small. A follower of the stream that has every event before
 	// them ends with them when the workflow closes, instead of reading
 	// the log from a closed workflow (a query its worker answers by
-	// replaying the whole history).
+	// replaying the whole history). On the value the SaveResult activity
+	// returns, it is the closing events SaveResult published on the live
+	// path, which the turn logs as they are.
 	StreamTail []Event `json:"stream_tail,omitempty"`
 	// Citations are the chunks of documents the answer drew on, from the
 	// turn's retrievals (retrieve calls, the prepare phase): those its

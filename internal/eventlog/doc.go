@@ -121,11 +121,19 @@
 // until the call's end or the task's heartbeat. A batch after a gap or a
 // lagging subscription (its buffer full, the listener reconnecting) makes
 // it read the live path, then the log if that does not continue the
-// stream; a wake-up or a quiet spell, the log. The workflow's close ends it: a
-// turn returns the events it logged after its last hand-on, through its
-// terminal status (Log.Tail, agent.TurnResult.StreamTail), and a follower
-// that has every event before them ends with them; otherwise it reads the
-// log a last time (a query that a closed workflow's worker answers by
+// stream; a wake-up or a quiet spell, the log. A streamed turn's end
+// comes live first: once SaveResult has stored the result (and the
+// session its exchange), it publishes the turn's events since its last
+// hand-on and the closing ones (Closing: the answer's blocks, the
+// terminal status) at the indices the turn gave it
+// (contract.SaveResultInput.CloseFrom), in one notification when they
+// fit, and returns them; the turn logs them as returned, taking in
+// nothing between, so the log holds exactly what followers were shown.
+// The workflow's close ends every follower all the same: a turn returns
+// the events it logged after its last hand-on, through its terminal
+// status (Log.Tail, agent.TurnResult.StreamTail), and a follower that has
+// every event before them ends with them; otherwise it reads the log a
+// last time (a query that a closed workflow's worker answers by
 // replaying its whole history). A follower of a turn it starts subscribes
 // before the start (FollowNew), so that with the live path whole it reads
 // nothing at all. It delivers each index once, in order, and never waits
