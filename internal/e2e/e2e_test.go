@@ -133,6 +133,13 @@ func (e *env) history(workflowID string) []*historypb.HistoryEvent {
 // saves it under workflows/testdata when AGENTFLOW_RECORD_HISTORIES=1.
 func (e *env) replay(workflowID, name string) {
 	e.t.Helper()
+	if _, err := agent.StreamTenant(workflowID); err == nil {
+		// A turn recorded whole: its stream ends once the result is
+		// stored, a moment before its workflow closes.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = e.Client().GetWorkflow(ctx, workflowID, "").Get(ctx, nil)
+	}
 	e.replayEvents(e.history(workflowID), name)
 }
 

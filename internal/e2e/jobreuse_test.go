@@ -39,6 +39,9 @@ func TestRefusedJobReuseChangesNothing(t *testing.T) {
 	// every attach reads; it must be a completed one.
 	latestRun := func(job string) string {
 		t.Helper()
+		// The answer comes once the result is stored; the workflow closes
+		// when the task that logs its end completes.
+		_ = srv.Client().GetWorkflow(ctx, contract.TurnWorkflowID("demo", job), "").Get(ctx, nil)
 		desc, err := srv.Client().DescribeWorkflowExecution(ctx, contract.TurnWorkflowID("demo", job), "")
 		require.NoError(t, err)
 		info := desc.GetWorkflowExecutionInfo()

@@ -67,6 +67,7 @@ func TestDeployNewBuild(t *testing.T) {
 	first := &turn{job: "conv-1", follow: true}
 	require.NoError(t, streamGRPC(ctx, h.Conns, first, nil, nil))
 	require.Equal(t, "turn/acme/conv-1", sent.GetStreamId())
+	h.awaitClosed(ctx, t, first.streamID())
 	h.requireOn(ctx, t, first.streamID(), "build-a", enumspb.VERSIONING_BEHAVIOR_PINNED)
 	convID := "conv/acme/s-deploy"
 	h.requireOn(ctx, t, convID, "build-a", enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE)
@@ -109,6 +110,7 @@ func TestDeployNewBuild(t *testing.T) {
 	require.NoError(t, err)
 	second := &turn{job: "conv-2", follow: true}
 	require.NoError(t, streamGRPC(ctx, h.Conns, second, nil, nil))
+	h.awaitClosed(ctx, t, second.streamID())
 	h.requireOn(ctx, t, second.streamID(), "build-b", enumspb.VERSIONING_BEHAVIOR_PINNED)
 	d, err := h.Client.DescribeWorkflowExecution(ctx, convID, "")
 	require.NoError(t, err)
@@ -135,6 +137,7 @@ func TestDeployNewBuild(t *testing.T) {
 		require.Equal(t, pb.Status_STATUS_COMPLETED, tr.status, tr.job)
 		require.Equal(t, tr.want(), strings.TrimSpace(tr.text.String()), tr.job)
 		require.Equal(t, 1, h.Model.Calls(tr.job), "model calls of %s", tr.job)
+		h.awaitClosed(ctx, t, tr.streamID())
 		h.requireOn(ctx, t, tr.streamID(), "build-a", enumspb.VERSIONING_BEHAVIOR_PINNED)
 		h.requireRanOn(ctx, t, tr.streamID(), a)
 	}

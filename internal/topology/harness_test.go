@@ -321,7 +321,17 @@ func (h *heldTopology) runQuick(ctx context.Context, t *testing.T, job string) s
 	require.NoError(t, streamGRPC(ctx, h.Conns, tr, nil, nil))
 	require.Equal(t, pb.Status_STATUS_COMPLETED, tr.status)
 	require.Equal(t, tr.want(), strings.TrimSpace(tr.text.String()))
+	h.awaitClosed(ctx, t, tr.streamID())
 	return tr.streamID()
+}
+
+// awaitClosed waits for a turn whose stream has ended to close: a stream
+// ends once the result is stored, its workflow when the task that logs
+// the end completes.
+func (h *heldTopology) awaitClosed(ctx context.Context, t *testing.T, workflowID string) {
+	t.Helper()
+	err := h.Client.GetWorkflow(ctx, workflowID, "").Get(ctx, nil)
+	require.NoError(t, ctx.Err(), "%s did not close: %v", workflowID, err)
 }
 
 type historyEvent = historypb.HistoryEvent
