@@ -61,7 +61,7 @@ agents:
 	require.NoError(t, err, out)
 	require.Regexp(t, regexp.MustCompile(`(?m)^hook +webhook +delivered +2 attempts *\n +#1 +retrying +503 +\S+ +answered 503: not yet\n +#2 +delivered +200 +\S+ *\n$`), out)
 
-	out, err = starter(ctx, srv.GRPCAddr(), acmeToken, "deliveries", stream)
+	_, err = starter(ctx, srv.GRPCAddr(), acmeToken, "deliveries", stream)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "not found")
 	_, err = starter(ctx, srv.GRPCAddr(), demoToken, "deliveries")

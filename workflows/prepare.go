@@ -80,6 +80,8 @@ func withSummary(o workflow.ActivityOptions, s string) workflow.ActivityOptions 
 }
 
 func (t *turn) emitPrepare(ctx workflow.Context, v map[string]any) {
-	raw, _ := json.Marshal(v)
+	// encoding/json writes a map's keys sorted: the same map, the same
+	// bytes.
+	raw, _ := json.Marshal(v) //workflowcheck:ignore
 	t.emit(ctx, agent.Event{Kind: agent.EventCustom, Custom: &agent.CustomEvent{Name: prepareEvent, ID: v["step"].(string), Value: raw}})
 }

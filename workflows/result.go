@@ -99,11 +99,17 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 		res.Error = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
 	}
 	t.recordEnd(ctx, res.Status, res.Error)
-	if shown := res.StreamTail; len(shown) > 0 && shown[0].Index == t.log.Next() {
+	shown := res.StreamTail
+	if len(shown) > 0 && shown[0].Index == t.log.Next() {
 		for _, e := range shown {
 			t.forward.Forward(ctx, t.log.Append(e))
 		}
 	} else {
+		if len(shown) > 0 {
+			// Only a run that went otherwise than the one whose SaveResult
+			// published them (its task lost, a signal then taken earlier).
+			workflow.GetLogger(ctx).Warn("closing events were published at other indices", "published_from", shown[0].Index, "next", t.log.Next())
+		}
 		for _, e := range eventlog.Closing(res) {
 			t.emit(ctx, e)
 		}

@@ -39,9 +39,8 @@ func wrap(p *childproc.Proc) *proc {
 	return &proc{Proc: p, cmd: p.Cmd, w: p.W, r: p.R, exited: p.Exited}
 }
 
-func (c *proc) alive() bool { return c.Alive() }
-func (c *proc) kill()       { c.Kill() }
-func (c *proc) close()      { c.Close() }
+func (c *proc) kill()  { c.Kill() }
+func (c *proc) close() { c.Close() }
 
 // errDied says the child's pipe broke: it died or was killed mid-run.
 var errDied = errors.New("jq process died")

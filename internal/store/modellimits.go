@@ -16,8 +16,6 @@ import (
 // under the key model_limits of its budgets column, beside the budgets
 // that bound its spend: setting one leaves the other as it was.
 const (
-	budgetsLimitsKey = "model_limits"
-
 	sqlSetTenantModelLimits = `
 UPDATE tenants t SET budgets = v.b, updated_at = now()
 FROM (SELECT (COALESCE(budgets, '{}') - 'model_limits') || jsonb_strip_nulls(jsonb_build_object('model_limits', $2::jsonb)) AS b
