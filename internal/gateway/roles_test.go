@@ -70,8 +70,8 @@ func TestApprovalRoles(t *testing.T) {
 	require.Len(t, pending.GetApprovals(), 1, "refused calls decide nothing")
 
 	// A client that still sends the deprecated approver is not believed.
-	//lint:ignore SA1019 the test sends the deprecated field on purpose
 	ack, err := f.client.Approve(ctx, &pb.ApproveRequest{StreamId: streamID, CallId: callID, ApprovalId: asked.Tool.ApprovalID,
+		//lint:ignore SA1019 the test sends the deprecated field on purpose
 		Approved: proto.Bool(true), Approver: "mallory"})
 	require.NoError(t, err)
 	require.Equal(t, agent.ApprovalApproved, ack.GetOutcome())

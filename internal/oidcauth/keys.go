@@ -220,8 +220,8 @@ func knownAlg(algs []jose.SignatureAlgorithm, alg string) bool {
 }
 
 // state is the key set's last fetch, for health checks.
-func (ks *keySet) state() (fetched, tried time.Time, lastErr error, fetches int) {
+func (ks *keySet) state() (fetched, tried time.Time, fetches int, lastErr error) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	return ks.fetched, ks.tried, ks.lastErr, ks.fetches
+	return ks.fetched, ks.tried, ks.fetches, ks.lastErr
 }

@@ -263,7 +263,7 @@ func (v *Verifier) classify(err error, note *sigNote) *Error {
 // why it did not and how old the keys held are. Keys held keep verifying
 // while the issuer is away.
 func (v *Verifier) Health() error {
-	fetched, _, err, _ := v.keys.state()
+	fetched, _, _, err := v.keys.state()
 	if err == nil {
 		return nil
 	}

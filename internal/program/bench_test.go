@@ -24,7 +24,7 @@ func BenchmarkSequential(b *testing.B) {
 	b.Cleanup(func() { r.Close() })
 	in := Input{Source: sequential20, Tools: tools, Now: time.Unix(0, 0)}
 	for b.Loop() {
-		out, err, _ := drive(b, r, in, add)
+		out, _, err := drive(b, r, in, add)
 		if err != nil || !out.Done {
 			b.Fatal(err, out)
 		}

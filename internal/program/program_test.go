@@ -48,14 +48,14 @@ func add(c Call) (string, string) {
 }
 
 // drive runs the program, answering each batch of pending calls, until it
-// is Done or fails; it returns the last outcome, the error and each Run's
-// pending calls.
-func drive(t testing.TB, r *Runner, in Input, ans answer) (Outcome, error, [][]Call) {
+// is Done or fails; it returns the last outcome, each Run's pending calls
+// and the error.
+func drive(t testing.TB, r *Runner, in Input, ans answer) (Outcome, [][]Call, error) {
 	var batches [][]Call
 	for range 100000 {
 		out, err := r.Run(t.Context(), in)
 		if err != nil || out.Done {
-			return out, err, batches
+			return out, batches, err
 		}
 		batches = append(batches, out.Pending)
 		for _, c := range out.Pending {
@@ -299,7 +299,7 @@ func TestLimits(t *testing.T) {
 
 	// Sequential calls past the limit: the limit counts every call the
 	// program makes from its start, recorded ones included.
-	out, err, batches := drive(t, r, Input{Source: `for (let i = 0; ; i++) await tools.get({id: i})`, Tools: tools, Limits: Limits{Calls: 20}}, add)
+	out, batches, err := drive(t, r, Input{Source: `for (let i = 0; ; i++) await tools.get({id: i})`, Tools: tools, Limits: Limits{Calls: 20}}, add)
 	var pe *Error
 	require.ErrorAs(t, err, &pe, "%+v", out)
 	require.Equal(t, LimitCalls, pe.Limit)

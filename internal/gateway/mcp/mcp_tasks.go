@@ -89,6 +89,7 @@ func taskMethod[R mcp.Result](m *mcpServer, act func(context.Context, *mcpTaskPa
 // mcpCapabilities are a stateless server's: the SDK's default (logging),
 // tools and resources, which the SDK adds, and the Tasks extension.
 func mcpCapabilities() *mcp.ServerCapabilities {
+	//lint:ignore SA1019 clients of protocol versions before 2026-07-28 still expect logging
 	return &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
 		Extensions: map[string]any{mcpTasksExtension: map[string]any{}}}
 }
