@@ -282,11 +282,7 @@ func (l *Log) Unhanded(streamed bool) contract.Live {
 	if !streamed {
 		return contract.Live{Wake: true}
 	}
-	size := 0
-	for _, e := range evs {
-		size += liveSize(e)
-	}
-	if size > MaxLiveBytes {
+	if liveBytes(evs) > MaxLiveBytes {
 		return contract.Live{Wake: true}
 	}
 	return contract.Live{Events: slices.Clone(evs)}
@@ -305,13 +301,19 @@ func (l *Log) Tail(streamed bool) []agent.Event {
 	if !streamed || len(evs) == 0 || !evs[len(evs)-1].Terminal() {
 		return nil
 	}
-	size := 0
-	for _, e := range evs {
-		if size += liveSize(e); size > MaxTailBytes {
-			return nil
-		}
+	if liveBytes(evs) > MaxTailBytes {
+		return nil
 	}
 	return slices.Clone(evs)
+}
+
+// liveBytes is a bound on the size of events as JSON (liveSize).
+func liveBytes(evs []agent.Event) int {
+	n := 0
+	for _, e := range evs {
+		n += liveSize(e)
+	}
+	return n
 }
 
 // liveSize is a bound on an event's size as JSON, from its strings (each

@@ -252,15 +252,11 @@ func (s Sinks) Close(ctx context.Context, streamID string, live contract.Live, f
 		return nil
 	}
 	closing := Closing(res)
-	size := 0
 	for i := range closing {
 		closing[i].StreamID, closing[i].Index = streamID, from+int64(i)
 	}
 	evs := append(slices.Clone(live.Events), closing...)
-	for _, e := range evs {
-		size += liveSize(e)
-	}
-	if size > MaxLiveBytes {
+	if liveBytes(evs) > MaxLiveBytes {
 		return nil
 	}
 	if err := s.Live.Publish(ctx, agent.TokenBatch{StreamID: streamID, First: evs[0].Index, Events: evs}); err != nil {
