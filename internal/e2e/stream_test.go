@@ -612,7 +612,7 @@ func TestStreamNewTurnFollowsLive(t *testing.T) {
 	// A follower that subscribes before the listener is up reads the log.
 	require.Eventually(t, e.Hub().Connected, 10*time.Second, 10*time.Millisecond)
 	for _, tc := range []struct{ prompt, text, history string }{
-		{"tell a story", storyText, ""},
+		{"tell a story", storyText, "turn_streamed_end_live"},
 		{"What is 12.5 * 4?", "The result is 50.", "turn_streamed_live_tool"},
 	} {
 		counter := &queryCounter{Client: e.Client()}
