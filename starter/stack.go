@@ -89,12 +89,11 @@ func stackCmd(ctx context.Context, args []string, out io.Writer) error {
 // upCmd starts the local stack and a worker and waits for Ctrl-C.
 func upCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
-	catalogDir := fs.String("catalog", "catalog", "catalog to apply at start")
-	prod := addProductionFlags(fs)
+	start := localFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	env, err := startLocal(ctx, out, *catalogDir, prod)
+	env, err := start(ctx, out)
 	if err != nil {
 		return err
 	}
@@ -111,6 +110,17 @@ type productionFlags struct {
 	on           *bool
 	state        *string
 	temporalPort *int
+}
+
+// localFlags declares the flags of a command that runs on the local
+// stack (-catalog and the production topology's) and returns what starts
+// the stack once they are parsed.
+func localFlags(fs *flag.FlagSet) func(context.Context, io.Writer) (*local, error) {
+	catalogDir := fs.String("catalog", "catalog", "catalog to apply at start")
+	prod := addProductionFlags(fs)
+	return func(ctx context.Context, out io.Writer) (*local, error) {
+		return startLocal(ctx, out, *catalogDir, prod)
+	}
 }
 
 func addProductionFlags(fs *flag.FlagSet) productionFlags {
@@ -516,13 +526,12 @@ func orNone(s string) string {
 // demoCmd runs the sample session on a local stack.
 func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	catalogDir := fs.String("catalog", "catalog", "catalog to apply at start")
+	start := localFlags(fs)
 	wait := fs.Bool("wait", os.Getenv("CI") != "true", "keep running after the session until Ctrl-C")
-	prod := addProductionFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	env, err := startLocal(ctx, out, *catalogDir, prod)
+	env, err := start(ctx, out)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/signals"
 )
 
 // temporalCancel is the request a cancellation of the workflow itself
@@ -52,13 +53,7 @@ func (s *stopper) carry(*contract.TurnCarry) error { return nil }
 // drainCancels takes the cancellations received and not yet taken: a run
 // about to continue as new must not leave one behind.
 func (t *turn) drainCancels(ctx workflow.Context) {
-	for {
-		var raw json.RawMessage
-		if !t.cancelCh.ReceiveAsync(&raw) {
-			return
-		}
-		t.takeCancel(ctx, raw)
-	}
+	signals.Drain(t.cancelCh, func(raw json.RawMessage) { t.takeCancel(ctx, raw) })
 }
 
 // takeCancel acts on one cancel_turn signal.

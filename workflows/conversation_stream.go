@@ -8,6 +8,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/signals"
 )
 
 // A Conversation's event log (internal/eventlog's Log, conversation.go
@@ -85,15 +86,7 @@ func (c *conversation) awaitTurn(ctx workflow.Context, child workflow.Future) {
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(child, func(workflow.Future) { done = true })
-	// ReceiveAsync, not Receive: a signal whose payload does not decode is
-	// dropped, and Receive would then wait for the next one inside this
-	// callback, with the turn's end unseen until one came.
-	sel.AddReceive(c.turns, func(ch workflow.ReceiveChannel, _ bool) {
-		var b agent.TokenBatch
-		if ch.ReceiveAsync(&b) {
-			c.accept(ctx, b)
-		}
-	})
+	signals.On(sel, c.turns, func(b agent.TokenBatch) { c.accept(ctx, b) })
 	for !done {
 		sel.Select(ctx)
 	}
@@ -104,13 +97,7 @@ func (c *conversation) awaitTurn(ctx workflow.Context, child workflow.Future) {
 // takeBatches logs the batches already received: the running turn's, or
 // (between messages) none.
 func (c *conversation) takeBatches(ctx workflow.Context) {
-	for {
-		var b agent.TokenBatch
-		if !c.turns.ReceiveAsync(&b) {
-			return
-		}
-		c.accept(ctx, b)
-	}
+	signals.Drain(c.turns, func(b agent.TokenBatch) { c.accept(ctx, b) })
 }
 
 func (c *conversation) accept(ctx workflow.Context, b agent.TokenBatch) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/signals"
 )
 
 // Delegation (delegate_to_agent, seed 004 §5.5): the turn runs the call
@@ -226,11 +227,5 @@ func (t *turn) acceptChild(ctx workflow.Context, b agent.TokenBatch) {
 
 // drainChildren logs the child batches already received.
 func (t *turn) drainChildren(ctx workflow.Context) {
-	for {
-		var b agent.TokenBatch
-		if !t.children.ReceiveAsync(&b) {
-			return
-		}
-		t.acceptChild(ctx, b)
-	}
+	signals.Drain(t.children, func(b agent.TokenBatch) { t.acceptChild(ctx, b) })
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/signals"
 )
 
 // The turn's event log is internal/eventlog's Log: the turn appends its
@@ -102,21 +103,8 @@ func (t *turn) awaitTool(ctx workflow.Context, f workflow.Future) {
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f, func(workflow.Future) { done = true })
-	// ReceiveAsync, not Receive: a signal whose payload does not decode is
-	// dropped, and Receive would then wait for the next signal inside this
-	// callback, with the call's completion unseen until one came.
-	sel.AddReceive(t.progress, func(c workflow.ReceiveChannel, _ bool) {
-		var p agent.ToolProgress
-		if c.ReceiveAsync(&p) {
-			t.addProgress(ctx, p)
-		}
-	})
-	sel.AddReceive(t.children, func(c workflow.ReceiveChannel, _ bool) {
-		var b agent.TokenBatch
-		if c.ReceiveAsync(&b) {
-			t.acceptChild(ctx, b)
-		}
-	})
+	signals.On(sel, t.progress, func(p agent.ToolProgress) { t.addProgress(ctx, p) })
+	signals.On(sel, t.children, func(b agent.TokenBatch) { t.acceptChild(ctx, b) })
 	for !done {
 		sel.Select(ctx)
 	}
@@ -124,13 +112,7 @@ func (t *turn) awaitTool(ctx workflow.Context, f workflow.Future) {
 
 // drainProgress logs the progress already received.
 func (t *turn) drainProgress(ctx workflow.Context) {
-	for {
-		var p agent.ToolProgress
-		if !t.progress.ReceiveAsync(&p) {
-			return
-		}
-		t.addProgress(ctx, p)
-	}
+	signals.Drain(t.progress, func(p agent.ToolProgress) { t.addProgress(ctx, p) })
 }
 
 // addProgress logs what a running call reported: its progress message as

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/signals"
 )
 
 // A message added to a running turn (a Conversation's on_busy "steer",
@@ -61,17 +62,14 @@ func (s *steering) carry(c *contract.TurnCarry) error {
 // reports whether it holds any. One that does not validate is dropped,
 // and logged.
 func (t *turn) receiveSteers(ctx workflow.Context) bool {
-	for {
-		var m agent.SteerMessage
-		if !t.steer.ReceiveAsync(&m) {
-			return len(t.inbox) > 0
-		}
+	signals.Drain(t.steer, func(m agent.SteerMessage) {
 		if err := m.Validate(); err != nil {
 			workflow.GetLogger(ctx).Warn("steer signal ignored", "error", err.Error())
-			continue
+			return
 		}
 		t.inbox = append(t.inbox, m)
-	}
+	})
+	return len(t.inbox) > 0
 }
 
 // takeSteers takes in the messages that have arrived: each gets the

@@ -119,8 +119,7 @@ func doorTrials() []trial {
 func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func(context.Context, *env, string) error {
 	return func(ctx context.Context, e *env, job string) error {
 		spec := computeTurn("", "calc")(e, job)
-		first, second := e.top.Gateways[0], e.top.Gateways[1]
-		lb, err := newBalancer(first.HTTPAPIAddr)
+		lb, err := gatewayBalancer(e)
 		if err != nil {
 			return err
 		}
@@ -130,13 +129,11 @@ func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func
 		hit, gatewayKill := strike, strike == nil
 		if gatewayKill {
 			hit = func(ctx context.Context, e *env, _ strikePoint) error {
-				err := first.Kill()
-				lb.moveTo(second.HTTPAPIAddr)
-				if err != nil {
+				if err := lb.killFirst(e); err != nil {
 					return err
 				}
 				time.Sleep(500 * time.Millisecond)
-				return first.Start(ctx)
+				return e.top.Gateways[0].Start(ctx)
 			}
 		}
 

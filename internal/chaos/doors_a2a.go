@@ -38,14 +38,7 @@ func a2aClient(ctx context.Context, _ *env, c doorCall) (doorRead, error) {
 
 	t := &a2aRead{artifacts: map[a2a.ArtifactID][]a2a.Part{}, statuses: map[string]bool{}}
 	var read doorRead
-	var lastErr error
-	for attempt := range maxResumes {
-		if attempt > 0 {
-			read.resumed++
-			if err := pause(ctx, resumeDelay); err != nil {
-				return read, fmt.Errorf("%w (last error %v)", err, lastErr)
-			}
-		}
+	err = resume(ctx, &read, "stream", func(int) (bool, error) {
 		var events func(func(a2a.Event, error) bool)
 		if t.id == "" {
 			// No task yet: send the message (again: a task the first
@@ -56,28 +49,29 @@ func a2aClient(ctx context.Context, _ *env, c doorCall) (doorRead, error) {
 		} else {
 			events = cl.ResubscribeToTask(actx, &a2a.TaskIDParams{ID: t.id})
 		}
-		lastErr = nil
+		var broke error
 		for ev, err := range events {
 			if err != nil {
-				lastErr = err
+				broke = err
 				break
 			}
 			t.apply(ev)
 		}
-		if t.final {
-			if t.state != a2a.TaskStateCompleted {
-				return read, fmt.Errorf("task %s ended %s", t.id, t.state)
+		if !t.final {
+			if broke == nil {
+				broke = fmt.Errorf("the stream of task %q ended before the task did", t.id)
 			}
-			id := string(t.id)
-			read.job = id[strings.LastIndexByte(id, '/')+1:]
-			read.text, read.flaws = t.answer(), t.flaws
-			return read, nil
+			return false, broke
 		}
-		if lastErr == nil {
-			lastErr = fmt.Errorf("the stream of task %q ended before the task did", t.id)
+		if t.state != a2a.TaskStateCompleted {
+			return true, fmt.Errorf("task %s ended %s", t.id, t.state)
 		}
-	}
-	return read, fmt.Errorf("the stream broke %d times (last error %v)", maxResumes, lastErr)
+		id := string(t.id)
+		read.job = id[strings.LastIndexByte(id, '/')+1:]
+		read.text, read.flaws = t.answer(), t.flaws
+		return true, nil
+	})
+	return read, err
 }
 
 // a2aRead is a task as a client's events build it.

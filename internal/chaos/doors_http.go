@@ -50,15 +50,9 @@ func sseClient(ctx context.Context, _ *env, c doorCall) (doorRead, error) {
 	}
 	r := newLogReader()
 	read := doorRead{job: c.job, session: c.job}
-	var lastErr error
-	for attempt := range maxResumes {
-		if attempt > 0 {
-			read.resumed++
-			if err := pause(ctx, resumeDelay); err != nil {
-				return read, fmt.Errorf("%w (last error %v)", err, lastErr)
-			}
-		}
+	err = resume(ctx, &read, "stream", func(int) (bool, error) {
 		var req *http.Request
+		var err error
 		if r.last == 0 {
 			req, err = http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/turns:stream", bytes.NewReader(start))
 		} else {
@@ -68,9 +62,9 @@ func sseClient(ctx context.Context, _ *env, c doorCall) (doorRead, error) {
 			}
 		}
 		if err != nil {
-			return read, err
+			return true, err
 		}
-		lastErr = readSSE(hc, req, func(ev sse.Event) error {
+		err = readSSE(hc, req, func(ev sse.Event) error {
 			var e agent.Event
 			if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
 				return fmt.Errorf("event %s: %w", ev.ID, err)
@@ -81,12 +75,10 @@ func sseClient(ctx context.Context, _ *env, c doorCall) (doorRead, error) {
 			r.add(e)
 			return nil
 		})
-		if r.ended() {
-			read.text, read.flaws = r.text(), r.flaws
-			return read, nil
-		}
-	}
-	return read, fmt.Errorf("the stream broke %d times (last error %v)", maxResumes, lastErr)
+		return r.ended(), ignoreIf(r.ended(), err)
+	})
+	read.text, read.flaws = r.text(), r.flaws
+	return read, err
 }
 
 // readSSE sends req and hands each event of its answer's stream to fn,
@@ -126,25 +118,16 @@ func wsClient(ctx context.Context, _ *env, c doorCall) (doorRead, error) {
 	streamID := "turn/" + tenant + "/" + c.job
 	r := newLogReader()
 	read := doorRead{job: c.job, session: c.job}
-	var lastErr error
-	for attempt := range maxResumes {
-		if attempt > 0 {
-			read.resumed++
-			if err := pause(ctx, resumeDelay); err != nil {
-				return read, fmt.Errorf("%w (last error %v)", err, lastErr)
-			}
-		}
+	err := resume(ctx, &read, "socket", func(attempt int) (bool, error) {
 		cmd := map[string]any{"type": "start", "id": strconv.Itoa(attempt), "job_id": c.job, "session_id": c.job, "agent_id": "calc", "prompt": c.prompt}
 		if r.last > 0 {
 			cmd = map[string]any{"type": "follow", "id": strconv.Itoa(attempt), "stream_id": streamID, "after_index": r.last}
 		}
-		lastErr = readSocket(ctx, url, cmd, r)
-		if r.ended() {
-			read.text, read.flaws = r.text(), r.flaws
-			return read, nil
-		}
-	}
-	return read, fmt.Errorf("the socket broke %d times (last error %v)", maxResumes, lastErr)
+		err := readSocket(ctx, url, cmd, r)
+		return r.ended(), ignoreIf(r.ended(), err)
+	})
+	read.text, read.flaws = r.text(), r.flaws
+	return read, err
 }
 
 // readSocket opens a socket, sends cmd and reads events into r until the
@@ -208,14 +191,7 @@ func openAIClient(ctx context.Context, _ *env, c doorCall) (doorRead, error) {
 	params := openai.ChatCompletionNewParams{Model: "calc", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(c.prompt)}}
 	read := doorRead{job: c.job, session: c.job}
 	var all strings.Builder
-	var lastErr error
-	for attempt := range maxResumes {
-		if attempt > 0 {
-			read.resumed++
-			if err := pause(ctx, resumeDelay); err != nil {
-				return read, fmt.Errorf("%w (last error %v)", err, lastErr)
-			}
-		}
+	err := resume(ctx, &read, "stream", func(int) (bool, error) {
 		stream := cl.Chat.Completions.NewStreaming(ctx, params,
 			option.WithHeader("Idempotency-Key", c.job), option.WithHeader("X-Agentflow-Session", c.job))
 		var text strings.Builder
@@ -228,25 +204,57 @@ func openAIClient(ctx context.Context, _ *env, c doorCall) (doorRead, error) {
 				}
 			}
 		}
-		lastErr = stream.Err()
+		err := stream.Err()
 		_ = stream.Close()
 		all.WriteString(text.String())
-		if lastErr == nil && finished != "" {
-			read.text = text.String()
-			if all.String() != text.String() {
-				read.flaws = append(read.flaws, fmt.Sprintf("the cut streams had text %q before the last one's %q: the answer twice",
-					strings.TrimSuffix(all.String(), text.String()), text.String()))
-			}
-			if finished != "stop" {
-				read.flaws = append(read.flaws, "finish reason "+finished)
-			}
-			return read, nil
+		if err != nil {
+			return false, err
 		}
-		if lastErr == nil {
-			lastErr = errors.New("the stream ended without a finish reason")
+		if finished == "" {
+			return false, errors.New("the stream ended without a finish reason")
 		}
+		read.text = text.String()
+		if all.String() != text.String() {
+			read.flaws = append(read.flaws, fmt.Sprintf("the cut streams had text %q before the last one's %q: the answer twice",
+				strings.TrimSuffix(all.String(), text.String()), text.String()))
+		}
+		if finished != "stop" {
+			read.flaws = append(read.flaws, "finish reason "+finished)
+		}
+		return true, nil
+	})
+	return read, err
+}
+
+// resume calls try until it reports the turn read (or a failure that a
+// new attempt would not mend), pausing before each attempt after the
+// first and counting it in read.resumed. what names the connection in
+// the error after maxResumes breaks.
+func resume(ctx context.Context, read *doorRead, what string, try func(attempt int) (done bool, err error)) error {
+	var lastErr error
+	for attempt := range maxResumes {
+		if attempt > 0 {
+			read.resumed++
+			if err := pause(ctx, resumeDelay); err != nil {
+				return fmt.Errorf("%w (last error %v)", err, lastErr)
+			}
+		}
+		done, err := try(attempt)
+		if done {
+			return err
+		}
+		lastErr = err
 	}
-	return read, fmt.Errorf("the stream broke %d times (last error %v)", maxResumes, lastErr)
+	return fmt.Errorf("the %s broke %d times (last error %v)", what, maxResumes, lastErr)
+}
+
+// ignoreIf is err, or nil once the turn is read: a connection that
+// broke after the end lost nothing.
+func ignoreIf(read bool, err error) error {
+	if read {
+		return nil
+	}
+	return err
 }
 
 // pause waits d, or until ctx ends.

@@ -22,12 +22,12 @@ import (
 // of the run and the answer, once.
 func mcpGatewayKill(ctx context.Context, e *env, job string) error {
 	spec := computeTurn("", "calc")(e, job)
-	first, second := e.top.Gateways[0], e.top.Gateways[1]
-	lb, err := newBalancer(first.HTTPAPIAddr)
+	lb, err := gatewayBalancer(e)
 	if err != nil {
 		return err
 	}
 	defer lb.close()
+	first := e.top.Gateways[0]
 
 	var once sync.Once
 	killed := make(chan error, 1)
@@ -37,11 +37,7 @@ func mcpGatewayKill(ctx context.Context, e *env, job string) error {
 			if !strings.Contains(req.Params.Message, "=") {
 				return
 			}
-			once.Do(func() {
-				err := first.Kill()
-				lb.moveTo(second.HTTPAPIAddr)
-				killed <- err
-			})
+			once.Do(func() { killed <- lb.killFirst(e) })
 		},
 	})
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{
@@ -93,6 +89,21 @@ type balancer struct {
 	mu      sync.Mutex
 	backend string
 	conns   []net.Conn
+}
+
+// gatewayBalancer is a balancer in front of the first of the stack's two
+// gateways, to move to the second when a run kills the first
+// (balancer.killFirst).
+func gatewayBalancer(e *env) (*balancer, error) {
+	return newBalancer(e.top.Gateways[0].HTTPAPIAddr)
+}
+
+// killFirst kills the first gateway (SIGKILL) and moves to the second,
+// as a load balancer would once its health check fails.
+func (b *balancer) killFirst(e *env) error {
+	err := e.top.Gateways[0].Kill()
+	b.moveTo(e.top.Gateways[1].HTTPAPIAddr)
+	return err
 }
 
 func newBalancer(backend string) (*balancer, error) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/signals"
 )
 
 // Log is a turn's event log, the workflow side: the turn appends its own
@@ -193,16 +194,7 @@ func (l *Log) Status() string {
 // ReceiveBatches adds the tokens signal to sel: a batch is accepted as it
 // arrives.
 func (l *Log) ReceiveBatches(ctx workflow.Context, sel workflow.Selector) {
-	sel.AddReceive(l.tokens, func(c workflow.ReceiveChannel, _ bool) {
-		var b agent.TokenBatch
-		// ReceiveAsync, not Receive: a signal whose payload does not
-		// decode is dropped, and Receive would then wait for the next
-		// signal inside this callback, with the rest of the selector
-		// unseen until one came.
-		if c.ReceiveAsync(&b) {
-			l.acceptSignalled(ctx, b)
-		}
-	})
+	signals.On(sel, l.tokens, func(b agent.TokenBatch) { l.acceptSignalled(ctx, b) })
 }
 
 // TakeBatches accepts the batches already received.
@@ -210,13 +202,7 @@ func (l *Log) TakeBatches(ctx workflow.Context) {
 	if l.tokens == nil {
 		return
 	}
-	for {
-		var b agent.TokenBatch
-		if !l.tokens.ReceiveAsync(&b) {
-			return
-		}
-		l.acceptSignalled(ctx, b)
-	}
+	signals.Drain(l.tokens, func(b agent.TokenBatch) { l.acceptSignalled(ctx, b) })
 }
 
 func (l *Log) acceptSignalled(ctx workflow.Context, b agent.TokenBatch) {
