@@ -27,12 +27,11 @@ func answerCmd(ctx context.Context, args []string, out io.Writer) error {
 	if *callID != "" && text == "" {
 		return fmt.Errorf("answer: the answer is required: starter answer --stream ID --call ID \"answer\"")
 	}
-	c, closeConn, err := api.dial()
+	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	ctx = api.ctx(ctx)
 	if *callID == "" {
 		resp, err := c.ListPendingQuestions(ctx, &pb.ListPendingQuestionsRequest{StreamId: *streamID})
 		if err != nil {

@@ -47,20 +47,28 @@ func (f apiFlags) conn() (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-func (f apiFlags) dial() (pb.AgentServiceClient, func(), error) {
+// dialService returns a client of one of the gateway's services
+// (newClient is its generated constructor), ctx with the token every call
+// carries, and what closes the connection.
+func dialService[C any](ctx context.Context, f apiFlags, newClient func(grpc.ClientConnInterface) C) (C, context.Context, func(), error) {
 	conn, err := f.conn()
 	if err != nil {
-		return nil, nil, err
+		var none C
+		return none, nil, nil, err
 	}
-	return pb.NewAgentServiceClient(conn), func() { _ = conn.Close() }, nil
+	return newClient(conn), f.ctx(ctx), func() { _ = conn.Close() }, nil
 }
 
-func (f apiFlags) dialCatalog() (pb.CatalogServiceClient, func(), error) {
-	conn, err := f.conn()
-	if err != nil {
-		return nil, nil, err
-	}
-	return pb.NewCatalogServiceClient(conn), func() { _ = conn.Close() }, nil
+func (f apiFlags) dial(ctx context.Context) (pb.AgentServiceClient, context.Context, func(), error) {
+	return dialService(ctx, f, pb.NewAgentServiceClient)
+}
+
+func (f apiFlags) dialCatalog(ctx context.Context) (pb.CatalogServiceClient, context.Context, func(), error) {
+	return dialService(ctx, f, pb.NewCatalogServiceClient)
+}
+
+func (f apiFlags) dialEval(ctx context.Context) (pb.EvalServiceClient, context.Context, func(), error) {
+	return dialService(ctx, f, pb.NewEvalServiceClient)
 }
 
 func (f apiFlags) ctx(ctx context.Context) context.Context {

@@ -59,12 +59,11 @@ func approveCmd(ctx context.Context, args []string, out io.Writer) error {
 	if *streamID == "" {
 		return fmt.Errorf("approve: --stream is required")
 	}
-	c, closeConn, err := api.dial()
+	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	ctx = api.ctx(ctx)
 	if *callID == "" && *approvalID == "" {
 		return listPending(ctx, c, *streamID, out)
 	}
@@ -152,12 +151,11 @@ func grantsCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, closeConn, err := api.dial()
+	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	ctx = api.ctx(ctx)
 	if *revoke != "" {
 		g, err := c.RevokeGrant(ctx, &pb.RevokeGrantRequest{GrantId: *revoke})
 		if err != nil {

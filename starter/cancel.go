@@ -21,12 +21,12 @@ func cancelCmd(ctx context.Context, args []string, out io.Writer) error {
 	if *streamID == "" {
 		return fmt.Errorf("cancel: --stream is required")
 	}
-	c, closeConn, err := api.dial()
+	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	if _, err := c.Cancel(api.ctx(ctx), &pb.CancelRequest{StreamId: *streamID, Reason: *reason}); err != nil {
+	if _, err := c.Cancel(ctx, &pb.CancelRequest{StreamId: *streamID, Reason: *reason}); err != nil {
 		return api.failed("cancel", err)
 	}
 	fmt.Fprintf(out, "%s: cancel asked; the turn stops at its next safe point\n", *streamID)

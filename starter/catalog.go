@@ -74,12 +74,12 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 // applies them all or nothing. Problems with the files come back one per
 // line, file:line first.
 func applyCatalog(ctx context.Context, api apiFlags, req *pb.UpsertCatalogRequest) (*pb.UpsertCatalogResponse, error) {
-	c, closeConn, err := api.dialCatalog()
+	c, ctx, closeConn, err := api.dialCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer closeConn()
-	resp, err := c.UpsertCatalog(api.ctx(ctx), req)
+	resp, err := c.UpsertCatalog(ctx, req)
 	if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
 		return nil, &callError{msg: "catalog apply: nothing was applied; the catalog has problems:\n" + st.Message(), err: err}
 	}

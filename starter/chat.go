@@ -36,13 +36,13 @@ func chatCmd(ctx context.Context, args []string, out io.Writer) error {
 	if *jobID == "" && *session == "" {
 		*jobID = newJobID() // a session's conversation numbers its messages
 	}
-	c, closeConn, err := api.dial()
+	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 	req := &pb.TurnRequest{JobId: *jobID, AgentId: *agentID, SessionId: *session, Prompt: prompt}
-	return chat(api.ctx(ctx), c, req, out, os.Stderr)
+	return chat(ctx, c, req, out, os.Stderr)
 }
 
 // chat streams a turn. When the connection drops it reconnects: with

@@ -32,12 +32,12 @@ func deliveriesCmd(ctx context.Context, args []string, out io.Writer) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("deliveries: want one turn id\n%s", deliveriesUsage)
 	}
-	c, closeConn, err := api.dial()
+	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	resp, err := c.ListDeliveries(api.ctx(ctx), &pb.ListDeliveriesRequest{StreamId: fs.Arg(0)})
+	resp, err := c.ListDeliveries(ctx, &pb.ListDeliveriesRequest{StreamId: fs.Arg(0)})
 	if err != nil {
 		return api.failed("deliveries", err)
 	}

@@ -122,12 +122,11 @@ func buildGate(ctx context.Context, api apiFlags, dataset string, minPass float6
 	if minPass < 0 || minPass > 1 {
 		return fmt.Errorf("deploy rollout: --gate-min-pass %v: want 0 to 1", minPass)
 	}
-	conn, closeConn, err := evalClient(api)
+	conn, actx, closeConn, err := api.dialEval(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	actx := api.ctx(ctx)
 	run := func(b string) (*pb.EvalRun, error) {
 		req := &pb.StartEvalRequest{DatasetId: dataset}
 		if b != "" {

@@ -49,14 +49,6 @@ func evalCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 }
 
-func evalClient(api apiFlags) (pb.EvalServiceClient, func(), error) {
-	conn, err := api.conn()
-	if err != nil {
-		return nil, nil, err
-	}
-	return pb.NewEvalServiceClient(conn), func() { _ = conn.Close() }, nil
-}
-
 func evalRun(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("eval run", flag.ContinueOnError)
 	api := addAPIFlags(fs)
@@ -95,12 +87,11 @@ func evalRun(ctx context.Context, args []string, out io.Writer) error {
 			req.Versions = append(req.Versions, int32(*against))
 		}
 	}
-	c, closeConn, err := evalClient(api)
+	c, ctx, closeConn, err := api.dialEval(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	ctx = api.ctx(ctx)
 	started, err := c.StartEval(ctx, req)
 	if err != nil {
 		return api.failed("eval run", err)
@@ -156,12 +147,12 @@ func evalRecord(ctx context.Context, args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("eval record: --since or --from is required\n%s", evalUsage)
 	}
-	c, closeConn, err := evalClient(api)
+	c, ctx, closeConn, err := api.dialEval(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	res, err := c.RecordDataset(api.ctx(ctx), req)
+	res, err := c.RecordDataset(ctx, req)
 	if err != nil {
 		return api.failed("eval record", err)
 	}
@@ -250,12 +241,12 @@ func evalShow(ctx context.Context, args []string, out io.Writer) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("eval show: one evaluation id is required\n%s", evalUsage)
 	}
-	c, closeConn, err := evalClient(api)
+	c, ctx, closeConn, err := api.dialEval(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	run, err := c.GetEval(api.ctx(ctx), &pb.GetEvalRequest{EvalId: fs.Arg(0)})
+	run, err := c.GetEval(ctx, &pb.GetEvalRequest{EvalId: fs.Arg(0)})
 	if err != nil {
 		return api.failed("eval show", err)
 	}
@@ -271,12 +262,11 @@ func evalCompare(ctx context.Context, args []string, out io.Writer) error {
 	if fs.NArg() != 2 {
 		return fmt.Errorf("eval compare: two evaluation ids are required\n%s", evalUsage)
 	}
-	c, closeConn, err := evalClient(api)
+	c, ctx, closeConn, err := api.dialEval(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	ctx = api.ctx(ctx)
 	var runs [2]*pb.EvalRun
 	for i := range runs {
 		if runs[i], err = c.GetEval(ctx, &pb.GetEvalRequest{EvalId: fs.Arg(i)}); err != nil {

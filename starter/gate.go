@@ -44,17 +44,16 @@ func (g gate) check(ctx context.Context, api apiFlags, files map[string]string, 
 		fmt.Fprintln(out, "gate: no agent has a new version to evaluate")
 		return nil
 	}
-	conn, closeConn, err := evalClient(api)
+	conn, actx, closeConn, err := api.dialEval(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	cat, closeCat, err := api.dial()
+	cat, _, closeCat, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeCat()
-	actx := api.ctx(ctx)
 	listed, err := cat.ListAgents(actx, &pb.ListAgentsRequest{})
 	if err != nil {
 		return api.failed("catalog apply --gate", err)

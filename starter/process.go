@@ -56,12 +56,11 @@ func processCmd(ctx context.Context, args []string, out io.Writer) error {
 	if tag != nil && *tag == "" {
 		return fmt.Errorf("process %s: name the process with --tag (starter process list shows them)", sub)
 	}
-	c, closeConn, err := api.dialCatalog()
+	c, ctx, closeConn, err := api.dialCatalog(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	ctx = api.ctx(ctx)
 	switch sub {
 	case "list":
 		resp, err := c.ListProcesses(ctx, &pb.ListProcessesRequest{})

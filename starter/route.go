@@ -38,12 +38,12 @@ func routeCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		tc.Metadata[k] = v
 	}
-	c, closeConn, err := api.dialCatalog()
+	c, ctx, closeConn, err := api.dialCatalog(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	d, err := c.RouteDryRun(api.ctx(ctx), &pb.RouteDryRunRequest{Message: strings.Join(fs.Args(), " "), Context: tc})
+	d, err := c.RouteDryRun(ctx, &pb.RouteDryRunRequest{Message: strings.Join(fs.Args(), " "), Context: tc})
 	if err != nil {
 		return api.failed("route", err)
 	}

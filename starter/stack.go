@@ -88,12 +88,7 @@ func stackCmd(ctx context.Context, args []string, out io.Writer) error {
 
 // upCmd starts the local stack and a worker and waits for Ctrl-C.
 func upCmd(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("up", flag.ContinueOnError)
-	start := localFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	env, err := start(ctx, out)
+	env, err := startLocalFlags(ctx, out, flag.NewFlagSet("up", flag.ContinueOnError), args)
 	if err != nil {
 		return err
 	}
@@ -112,15 +107,16 @@ type productionFlags struct {
 	temporalPort *int
 }
 
-// localFlags declares the flags of a command that runs on the local
-// stack (-catalog and the production topology's) and returns what starts
-// the stack once they are parsed.
-func localFlags(fs *flag.FlagSet) func(context.Context, io.Writer) (*local, error) {
+// startLocalFlags adds the local stack's flags (-catalog and the
+// production topology's) to a command's own, declared on fs before the
+// call, parses args and starts the stack.
+func startLocalFlags(ctx context.Context, out io.Writer, fs *flag.FlagSet, args []string) (*local, error) {
 	catalogDir := fs.String("catalog", "catalog", "catalog to apply at start")
 	prod := addProductionFlags(fs)
-	return func(ctx context.Context, out io.Writer) (*local, error) {
-		return startLocal(ctx, out, *catalogDir, prod)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
+	return startLocal(ctx, out, *catalogDir, prod)
 }
 
 func addProductionFlags(fs *flag.FlagSet) productionFlags {
@@ -526,12 +522,8 @@ func orNone(s string) string {
 // demoCmd runs the sample session on a local stack.
 func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	start := localFlags(fs)
 	wait := fs.Bool("wait", os.Getenv("CI") != "true", "keep running after the session until Ctrl-C")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	env, err := start(ctx, out)
+	env, err := startLocalFlags(ctx, out, fs, args)
 	if err != nil {
 		return err
 	}
@@ -569,12 +561,12 @@ func demoCmd(ctx context.Context, args []string, out io.Writer) error {
 // chat streams a turn through the local gateway, as any client would.
 func (l *local) chat(ctx context.Context, out io.Writer, req agent.TurnRequest) error {
 	api := l.api("demo")
-	c, closeConn, err := api.dial()
+	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	return chat(api.ctx(ctx), c, &pb.TurnRequest{JobId: req.JobID, SessionId: req.SessionID, AgentId: req.AgentID, Prompt: req.Prompt},
+	return chat(ctx, c, &pb.TurnRequest{JobId: req.JobID, SessionId: req.SessionID, AgentId: req.AgentID, Prompt: req.Prompt},
 		out, os.Stderr)
 }
 
@@ -600,12 +592,11 @@ func (l *local) approvalDemo(ctx context.Context, out io.Writer) error {
 	job := "demo-" + newJobID() + "-ops"
 	fmt.Fprintf(out, "\n> (agent ops, whose calculator needs approval) %s\n", prompt)
 	api := l.api("demo")
-	c, closeConn, err := api.dial()
+	c, actx, closeConn, err := api.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	actx := api.ctx(ctx)
 	streamID := contract.TurnWorkflowID("demo", job)
 	approved := make(chan error, 1)
 	go func() {

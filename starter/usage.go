@@ -51,12 +51,12 @@ func usageCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		req.Until = timestamppb.New(t)
 	}
-	c, closeConn, err := api.dialCatalog()
+	c, ctx, closeConn, err := api.dialCatalog(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	resp, err := c.GetUsage(api.ctx(ctx), req)
+	resp, err := c.GetUsage(ctx, req)
 	if err != nil {
 		return api.failed("usage", err)
 	}
