@@ -5,7 +5,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
@@ -20,43 +19,49 @@ type Registry interface {
 // errors classified: an activity returns domain errors, and
 // contract.Failure makes each the Temporal failure of its code.
 func (a *Activities) Register(r Registry) {
-	r.RegisterActivityWithOptions(checked(a, contract.Route, a.Route), activity.RegisterOptions{Name: contract.Route})
-	r.RegisterActivityWithOptions(checked(a, contract.LoadAgent, a.LoadAgent), activity.RegisterOptions{Name: contract.LoadAgent})
-	r.RegisterActivityWithOptions(checked(a, contract.CallModel, a.CallModel), activity.RegisterOptions{Name: contract.CallModel})
-	r.RegisterActivityWithOptions(checked(a, contract.ExecuteTool, a.ExecuteTool), activity.RegisterOptions{Name: contract.ExecuteTool})
-	r.RegisterActivityWithOptions(checked(a, contract.RunProgram, a.RunProgram), activity.RegisterOptions{Name: contract.RunProgram})
-	r.RegisterActivityWithOptions(checked(a, contract.SaveResult, a.SaveResult), activity.RegisterOptions{Name: contract.SaveResult})
-	r.RegisterActivityWithOptions(checked(a, contract.SealStream, a.SealStream), activity.RegisterOptions{Name: contract.SealStream})
-	r.RegisterActivityWithOptions(checked(a, contract.Summarize, a.Summarize), activity.RegisterOptions{Name: contract.Summarize})
-	r.RegisterActivityWithOptions(checked(a, contract.Prepare, a.Prepare), activity.RegisterOptions{Name: contract.Prepare})
-	r.RegisterActivityWithOptions(checked(a, contract.AgentOnBusy, a.AgentOnBusy), activity.RegisterOptions{Name: contract.AgentOnBusy})
-	r.RegisterActivityWithOptions(checked(a, contract.ExtractMemories, a.ExtractMemories), activity.RegisterOptions{Name: contract.ExtractMemories})
-	r.RegisterActivityWithOptions(checked(a, contract.ScoreEvalCase, a.ScoreEvalCase), activity.RegisterOptions{Name: contract.ScoreEvalCase})
-	r.RegisterActivityWithOptions(func(ctx context.Context, in agent.EvalInput) error {
-		return contract.Failure(a.BeginEval(ctx, in))
-	}, activity.RegisterOptions{Name: contract.BeginEval})
-	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.PrepareEvalCaseInput) error {
-		return contract.Failure(a.PrepareEvalCase(ctx, in))
-	}, activity.RegisterOptions{Name: contract.PrepareEvalCase})
-	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.PrepareReplayInput) (contract.PrepareReplayResult, error) {
-		out, err := a.PrepareReplay(ctx, in)
+	registerChecked(r, a, contract.Route, a.Route)
+	registerChecked(r, a, contract.LoadAgent, a.LoadAgent)
+	registerChecked(r, a, contract.CallModel, a.CallModel)
+	registerChecked(r, a, contract.ExecuteTool, a.ExecuteTool)
+	registerChecked(r, a, contract.RunProgram, a.RunProgram)
+	registerChecked(r, a, contract.SaveResult, a.SaveResult)
+	registerChecked(r, a, contract.SealStream, a.SealStream)
+	registerChecked(r, a, contract.Summarize, a.Summarize)
+	registerChecked(r, a, contract.Prepare, a.Prepare)
+	registerChecked(r, a, contract.AgentOnBusy, a.AgentOnBusy)
+	registerChecked(r, a, contract.ExtractMemories, a.ExtractMemories)
+	registerChecked(r, a, contract.ScoreEvalCase, a.ScoreEvalCase)
+	registerChecked(r, a, contract.IngestPage, a.IngestPage)
+	registerNoResult(r, contract.BeginEval, a.BeginEval)
+	registerNoResult(r, contract.PrepareEvalCase, a.PrepareEvalCase)
+	registerNoResult(r, contract.FinishEval, a.FinishEval)
+	registerNoResult(r, contract.Deliver, a.Deliver)
+	registerNoResult(r, contract.InterruptModel, a.InterruptModel)
+	registerNoResult(r, contract.RecordApproval, a.RecordApproval)
+	// Classified, not weighed: a recorded prompt, within a turn request's
+	// bounds, and a sweep's counts.
+	registerUnchecked(r, contract.PrepareReplay, a.PrepareReplay)
+	registerUnchecked(r, contract.SweepRetention, a.SweepRetention)
+}
+
+// registerChecked registers fn under name with its result weighed
+// against the payload budget (checked) and its error classified.
+func registerChecked[In, Out any](r Registry, a *Activities, name string, fn func(context.Context, In) (Out, error)) {
+	r.RegisterActivityWithOptions(checked(a, name, fn), activity.RegisterOptions{Name: name})
+}
+
+// registerUnchecked registers fn under name with its error classified.
+func registerUnchecked[In, Out any](r Registry, name string, fn func(context.Context, In) (Out, error)) {
+	r.RegisterActivityWithOptions(func(ctx context.Context, in In) (Out, error) {
+		out, err := fn(ctx, in)
 		return out, contract.Failure(err)
-	}, activity.RegisterOptions{Name: contract.PrepareReplay})
-	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.FinishEvalInput) error {
-		return contract.Failure(a.FinishEval(ctx, in))
-	}, activity.RegisterOptions{Name: contract.FinishEval})
-	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.DeliverInput) error {
-		return contract.Failure(a.Deliver(ctx, in))
-	}, activity.RegisterOptions{Name: contract.Deliver})
-	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.SweepRetentionInput) (contract.RetentionResult, error) {
-		out, err := a.SweepRetention(ctx, in)
-		return out, contract.Failure(err)
-	}, activity.RegisterOptions{Name: contract.SweepRetention})
-	r.RegisterActivityWithOptions(checked(a, contract.IngestPage, a.IngestPage), activity.RegisterOptions{Name: contract.IngestPage})
-	r.RegisterActivityWithOptions(func(ctx context.Context, in contract.InterruptModelInput) error {
-		return contract.Failure(a.InterruptModel(ctx, in))
-	}, activity.RegisterOptions{Name: contract.InterruptModel})
-	r.RegisterActivityWithOptions(func(ctx context.Context, rec agent.ApprovalRecord) error {
-		return contract.Failure(a.RecordApproval(ctx, rec))
-	}, activity.RegisterOptions{Name: contract.RecordApproval})
+	}, activity.RegisterOptions{Name: name})
+}
+
+// registerNoResult registers fn, which returns only an error, under name
+// with its error classified.
+func registerNoResult[In any](r Registry, name string, fn func(context.Context, In) error) {
+	r.RegisterActivityWithOptions(func(ctx context.Context, in In) error {
+		return contract.Failure(fn(ctx, in))
+	}, activity.RegisterOptions{Name: name})
 }

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/signals"
 )
 
 // waits is the component for everything that waits for a person: tool
@@ -90,23 +90,12 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 	ch := workflow.GetSignalChannelWithOptions(ctx, contract.SignalApprove, workflow.SignalChannelOptions{
 		Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}`,
 	})
-	workflow.Go(ctx, func(c workflow.Context) {
-		for {
-			// Raw JSON, so that a malformed signal is logged, not fatal.
-			var raw json.RawMessage
-			ch.Receive(c, &raw)
-			var d agent.ApprovalDecision
-			err := json.Unmarshal(raw, &d) //workflowcheck:ignore
-			if err == nil {
-				err = t.complete(c, d)
-			}
-			if err == nil {
-				_, err = t.offer(d, agent.ViaSignal)
-			}
-			if err != nil {
-				workflow.GetLogger(c).Warn("approve signal ignored", "error", err.Error())
-			}
+	signals.Serve(ctx, ch, contract.SignalApprove, func(c workflow.Context, d agent.ApprovalDecision) error {
+		if err := t.complete(c, d); err != nil {
+			return err
 		}
+		_, err := t.offer(d, agent.ViaSignal)
+		return err
 	})
 	return nil
 }

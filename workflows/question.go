@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/signals"
 )
 
 // Questions (ask_user, agent.KindAskUser): the turn holds the call, as it
@@ -61,20 +61,8 @@ func (t *turn) startQuestions(ctx workflow.Context) error {
 		return err
 	}
 	ch := workflow.GetSignalChannelWithOptions(ctx, contract.SignalAnswer, workflow.SignalChannelOptions{Description: desc})
-	workflow.Go(ctx, func(c workflow.Context) {
-		for {
-			// Raw JSON, so that a malformed signal is logged, not fatal.
-			var raw json.RawMessage
-			ch.Receive(c, &raw)
-			var a agent.Answer
-			err := json.Unmarshal(raw, &a) //workflowcheck:ignore
-			if err == nil {
-				err = t.offerAnswer(a, agent.ViaSignal)
-			}
-			if err != nil {
-				workflow.GetLogger(c).Warn("answer signal ignored", "error", err.Error())
-			}
-		}
+	signals.Serve(ctx, ch, contract.SignalAnswer, func(_ workflow.Context, a agent.Answer) error {
+		return t.offerAnswer(a, agent.ViaSignal)
 	})
 	return nil
 }

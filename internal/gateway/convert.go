@@ -437,3 +437,16 @@ func toPBGrant(g agent.Grant) *pb.Grant {
 	}
 	return out
 }
+
+// toPBList converts each of in with f, in order; nil for none, as a
+// message with no items has.
+func toPBList[S, T any](in []S, f func(S) *T) []*T {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*T, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}

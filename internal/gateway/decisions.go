@@ -82,11 +82,7 @@ func (s *Service) ListGrants(ctx context.Context, in *pb.ListGrantsRequest) (*pb
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	out := &pb.ListGrantsResponse{}
-	for _, g := range grants {
-		out.Grants = append(out.Grants, toPBGrant(g))
-	}
-	return out, nil
+	return &pb.ListGrantsResponse{Grants: toPBList(grants, toPBGrant)}, nil
 }
 
 // RevokeGrant implements pb.AgentServiceServer: revoked by the
@@ -108,11 +104,7 @@ func (s *Service) ListPendingApprovals(ctx context.Context, in *pb.ListPendingAp
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	out := &pb.ListPendingApprovalsResponse{}
-	for _, p := range pending {
-		out.Approvals = append(out.Approvals, toPBPending(p))
-	}
-	return out, nil
+	return &pb.ListPendingApprovalsResponse{Approvals: toPBList(pending, toPBPending)}, nil
 }
 
 // Answer implements pb.AgentServiceServer: the answer is the token
@@ -178,9 +170,5 @@ func (s *Service) ListPendingQuestions(ctx context.Context, in *pb.ListPendingQu
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	out := &pb.ListPendingQuestionsResponse{}
-	for _, q := range pending {
-		out.Questions = append(out.Questions, toPBQuestion(q))
-	}
-	return out, nil
+	return &pb.ListPendingQuestionsResponse{Questions: toPBList(pending, toPBQuestion)}, nil
 }

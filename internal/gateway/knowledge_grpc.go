@@ -19,173 +19,152 @@ type knowledgeService struct {
 	s *Service
 }
 
-// core is the Service's knowledge API, or errNoKnowledge.
-func (k knowledgeService) core() (*knowledgeCore, error) {
+// withCore calls fn with the Service's knowledge API (errNoKnowledge
+// without one) and answers what it returns, its error as the call's
+// status.
+func withCore[Out any](ctx context.Context, k knowledgeService, fn func(*knowledgeCore) (Out, error)) (Out, error) {
+	var none Out
 	if k.s.knowledge == nil {
-		return nil, errNoKnowledge
+		return none, k.s.StatusOf(ctx, errNoKnowledge)
 	}
-	return k.s.knowledge, nil
-}
-
-// CreateCollection implements pb.KnowledgeServiceServer.
-func (k knowledgeService) CreateCollection(ctx context.Context, in *pb.CreateCollectionRequest) (*pb.Collection, error) {
-	core, err := k.core()
+	out, err := fn(k.s.knowledge)
 	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	c, err := core.createCollection(ctx, collectionRequest{Name: in.GetName(), Description: in.GetDescription(),
-		EmbeddingModel: in.GetEmbeddingModel(), Dims: int(in.GetDims())})
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	return toPBCollection(c), nil
-}
-
-// ListCollections implements pb.KnowledgeServiceServer.
-func (k knowledgeService) ListCollections(ctx context.Context, _ *pb.ListCollectionsRequest) (*pb.ListCollectionsResponse, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	list, err := core.collections(ctx)
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	out := &pb.ListCollectionsResponse{}
-	for _, c := range list {
-		out.Collections = append(out.Collections, toPBCollection(c))
+		return none, k.s.StatusOf(ctx, err)
 	}
 	return out, nil
 }
 
+// CreateCollection implements pb.KnowledgeServiceServer.
+func (k knowledgeService) CreateCollection(ctx context.Context, in *pb.CreateCollectionRequest) (*pb.Collection, error) {
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.Collection, error) {
+		c, err := core.createCollection(ctx, collectionRequest{Name: in.GetName(), Description: in.GetDescription(),
+			EmbeddingModel: in.GetEmbeddingModel(), Dims: int(in.GetDims())})
+		if err != nil {
+			return nil, err
+		}
+		return toPBCollection(c), nil
+	})
+}
+
+// ListCollections implements pb.KnowledgeServiceServer.
+func (k knowledgeService) ListCollections(ctx context.Context, _ *pb.ListCollectionsRequest) (*pb.ListCollectionsResponse, error) {
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.ListCollectionsResponse, error) {
+		list, err := core.collections(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ListCollectionsResponse{Collections: toPBList(list, toPBCollection)}, nil
+	})
+}
+
 // GetCollection implements pb.KnowledgeServiceServer.
 func (k knowledgeService) GetCollection(ctx context.Context, in *pb.GetCollectionRequest) (*pb.Collection, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	c, err := core.collection(ctx, in.GetName())
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	return toPBCollection(c), nil
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.Collection, error) {
+		c, err := core.collection(ctx, in.GetName())
+		if err != nil {
+			return nil, err
+		}
+		return toPBCollection(c), nil
+	})
 }
 
 // DeleteCollection implements pb.KnowledgeServiceServer.
 func (k knowledgeService) DeleteCollection(ctx context.Context, in *pb.DeleteCollectionRequest) (*pb.DeleteCollectionResponse, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	if err := core.deleteCollection(ctx, in.GetName()); err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	return &pb.DeleteCollectionResponse{}, nil
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.DeleteCollectionResponse, error) {
+		if err := core.deleteCollection(ctx, in.GetName()); err != nil {
+			return nil, err
+		}
+		return &pb.DeleteCollectionResponse{}, nil
+	})
 }
 
 // IngestDocuments implements pb.KnowledgeServiceServer. The message is
 // bounded by the server's message limit; larger documents go to
 // /v1/files first, and are named by ref.
 func (k knowledgeService) IngestDocuments(ctx context.Context, in *pb.IngestDocumentsRequest) (*pb.IngestDocumentsResponse, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	c, err := core.collection(ctx, in.GetCollection())
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	req := ingestRequest{ID: in.GetId()}
-	for _, d := range in.GetDocuments() {
-		req.Documents = append(req.Documents, contract.IngestDocument{Title: d.GetTitle(), Source: d.GetSource(), Metadata: d.GetMetadata(),
-			ContentType: d.GetContentType(), Text: d.GetText(), Ref: d.GetRef()})
-	}
-	answer, err := core.ingest(ctx, c, req)
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	return &pb.IngestDocumentsResponse{Id: answer.ID, Collection: answer.Collection, Documents: int32(answer.Documents), WorkflowId: answer.WorkflowID}, nil
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.IngestDocumentsResponse, error) {
+		c, err := core.collection(ctx, in.GetCollection())
+		if err != nil {
+			return nil, err
+		}
+		req := ingestRequest{ID: in.GetId()}
+		for _, d := range in.GetDocuments() {
+			req.Documents = append(req.Documents, contract.IngestDocument{Title: d.GetTitle(), Source: d.GetSource(), Metadata: d.GetMetadata(),
+				ContentType: d.GetContentType(), Text: d.GetText(), Ref: d.GetRef()})
+		}
+		answer, err := core.ingest(ctx, c, req)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.IngestDocumentsResponse{Id: answer.ID, Collection: answer.Collection, Documents: int32(answer.Documents), WorkflowId: answer.WorkflowID}, nil
+	})
 }
 
 // GetIngest implements pb.KnowledgeServiceServer.
 func (k knowledgeService) GetIngest(ctx context.Context, in *pb.GetIngestRequest) (*pb.IngestStatus, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	st, err := core.ingestStatus(ctx, in.GetId())
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	out := &pb.IngestStatus{Id: st.ID, Collection: st.Collection, State: st.State, Documents: int32(st.Documents), Done: int32(st.Done),
-		Stored: int32(st.Stored), Existing: int32(st.Existing), Failed: int32(st.Failed), Chunks: int32(st.Chunks),
-		Embeddings: int32(st.Embeddings), Tokens: int64(st.Tokens), Error: st.Error}
-	for _, e := range st.Errors {
-		out.Errors = append(out.Errors, &pb.IngestError{Document: int32(e.Document), Title: e.Title, Message: e.Message})
-	}
-	return out, nil
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.IngestStatus, error) {
+		st, err := core.ingestStatus(ctx, in.GetId())
+		if err != nil {
+			return nil, err
+		}
+		out := &pb.IngestStatus{Id: st.ID, Collection: st.Collection, State: st.State, Documents: int32(st.Documents), Done: int32(st.Done),
+			Stored: int32(st.Stored), Existing: int32(st.Existing), Failed: int32(st.Failed), Chunks: int32(st.Chunks),
+			Embeddings: int32(st.Embeddings), Tokens: int64(st.Tokens), Error: st.Error}
+		for _, e := range st.Errors {
+			out.Errors = append(out.Errors, &pb.IngestError{Document: int32(e.Document), Title: e.Title, Message: e.Message})
+		}
+		return out, nil
+	})
 }
 
 // ListDocuments implements pb.KnowledgeServiceServer.
 func (k knowledgeService) ListDocuments(ctx context.Context, in *pb.ListDocumentsRequest) (*pb.ListDocumentsResponse, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	docs, next, err := core.documents(ctx, in.GetCollection(), in.GetAfter(), int(in.GetLimit()))
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	out := &pb.ListDocumentsResponse{NextAfter: next}
-	for _, d := range docs {
-		out.Documents = append(out.Documents, toPBDocument(d))
-	}
-	return out, nil
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.ListDocumentsResponse, error) {
+		docs, next, err := core.documents(ctx, in.GetCollection(), in.GetAfter(), int(in.GetLimit()))
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ListDocumentsResponse{NextAfter: next, Documents: toPBList(docs, toPBDocument)}, nil
+	})
 }
 
 // GetDocument implements pb.KnowledgeServiceServer.
 func (k knowledgeService) GetDocument(ctx context.Context, in *pb.GetDocumentRequest) (*pb.Document, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	d, err := core.document(ctx, in.GetCollection(), in.GetId())
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	return toPBDocument(d), nil
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.Document, error) {
+		d, err := core.document(ctx, in.GetCollection(), in.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return toPBDocument(d), nil
+	})
 }
 
 // DeleteDocument implements pb.KnowledgeServiceServer.
 func (k knowledgeService) DeleteDocument(ctx context.Context, in *pb.DeleteDocumentRequest) (*pb.DeleteDocumentResponse, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	if err := core.deleteDocument(ctx, in.GetCollection(), in.GetId()); err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	return &pb.DeleteDocumentResponse{}, nil
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.DeleteDocumentResponse, error) {
+		if err := core.deleteDocument(ctx, in.GetCollection(), in.GetId()); err != nil {
+			return nil, err
+		}
+		return &pb.DeleteDocumentResponse{}, nil
+	})
 }
 
 // SearchCollection implements pb.KnowledgeServiceServer.
 func (k knowledgeService) SearchCollection(ctx context.Context, in *pb.SearchCollectionRequest) (*pb.SearchCollectionResponse, error) {
-	core, err := k.core()
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	hits, usage, err := core.search(ctx, agent.ChannelGRPC, in.GetCollection(),
-		searchRequest{Query: in.GetQuery(), Mode: in.GetMode(), TopK: int(in.GetTopK()), Filter: in.GetFilter()})
-	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
-	}
-	out := &pb.SearchCollectionResponse{PromptTokens: int64(usage.PromptTokens)}
-	for _, h := range hits {
-		out.Hits = append(out.Hits, &pb.Hit{ChunkId: h.Chunk.ID, DocumentId: h.Chunk.DocumentID, DocumentTitle: h.DocumentTitle,
-			Position: int32(h.Chunk.Position), Text: h.Chunk.Text, Metadata: h.Chunk.Metadata, Score: h.Score,
-			TextRank: int32(h.TextRank), VectorRank: int32(h.VectorRank)})
-	}
-	return out, nil
+	return withCore(ctx, k, func(core *knowledgeCore) (*pb.SearchCollectionResponse, error) {
+		hits, usage, err := core.search(ctx, agent.ChannelGRPC, in.GetCollection(),
+			searchRequest{Query: in.GetQuery(), Mode: in.GetMode(), TopK: int(in.GetTopK()), Filter: in.GetFilter()})
+		if err != nil {
+			return nil, err
+		}
+		out := &pb.SearchCollectionResponse{PromptTokens: int64(usage.PromptTokens)}
+		for _, h := range hits {
+			out.Hits = append(out.Hits, &pb.Hit{ChunkId: h.Chunk.ID, DocumentId: h.Chunk.DocumentID, DocumentTitle: h.DocumentTitle,
+				Position: int32(h.Chunk.Position), Text: h.Chunk.Text, Metadata: h.Chunk.Metadata, Score: h.Score,
+				TextRank: int32(h.TextRank), VectorRank: int32(h.VectorRank)})
+		}
+		return out, nil
+	})
 }
 
 // ListMemories implements pb.KnowledgeServiceServer.

@@ -26,22 +26,30 @@ func AskUser() Kind {
 			"Ask only what you cannot find out yourself; give choices when there are a few possible answers.",
 		Parameters: json.RawMessage(agent.AskUserParameters),
 		Config:     json.RawMessage(agent.AskUserConfigSchema),
-		Build:      buildAskUser,
+		Build: buildWorkflowRun(agent.ParseAskUserConfig,
+			agent.KindAskUser+" calls are answered by a person through the agent's workflow, not run as tool calls; "+
+				"this worker's workflow did not ask, and no one was asked"),
 	}
 }
 
-func buildAskUser(spec agent.Tool, _ Deps) (Tool, error) {
-	if _, err := agent.ParseAskUserConfig(spec.Config); err != nil {
-		return nil, err
+// buildWorkflowRun is the Build of a kind whose calls the agent's
+// workflow runs itself (ask_user, delegate_to_agent): the spec's config
+// is checked with parse, and the runtime holds a workflowRun.
+func buildWorkflowRun[C any](parse func(json.RawMessage) (C, error), refusal string) func(agent.Tool, Deps) (Tool, error) {
+	return func(spec agent.Tool, _ Deps) (Tool, error) {
+		if _, err := parse(spec.Config); err != nil {
+			return nil, err
+		}
+		return workflowRun{refusal: refusal}, nil
 	}
-	return askUserTool{}, nil
 }
 
-// askUserTool is what the tool runtime holds for an ask_user spec. It
-// runs nothing.
-type askUserTool struct{}
+// workflowRun is what the tool runtime holds for such a kind. It runs
+// nothing: a call that reaches it (a worker whose workflow code predates
+// the kind) is refused with CodeInvalid, which the model reads as the
+// call's result and which is not retried; nothing was started.
+type workflowRun struct{ refusal string }
 
-func (askUserTool) Run(context.Context, Call) (Output, error) {
-	return Output{}, agent.Errorf(agent.CodeInvalid,
-		"%s calls are answered by a person through the agent's workflow, not run as tool calls; this worker's workflow did not ask, and no one was asked", agent.KindAskUser)
+func (w workflowRun) Run(context.Context, Call) (Output, error) {
+	return Output{}, agent.Errorf(agent.CodeInvalid, "%s", w.refusal)
 }

@@ -74,9 +74,7 @@ func buildCalculator(spec agent.Tool, _ Deps) (Tool, error) {
 		Digits *int `json:"digits"`
 	}
 	if raw := bytes.TrimSpace(spec.Config); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
+		if err := decodeStrict(raw, &cfg); err != nil {
 			return nil, agent.Errorf(agent.CodeInvalid, "calculator config: %v (the only setting is \"digits\")", err)
 		}
 	}

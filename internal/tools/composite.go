@@ -87,10 +87,8 @@ type decodedComposite struct {
 
 func decodeComposite(raw json.RawMessage) (decodedComposite, error) {
 	var c decodedComposite
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c.cfg); err != nil {
-		return c, agent.Errorf(agent.CodeInvalid, "composite_pipeline config: %v", err)
+	if err := decodeConfig(raw, &c.cfg, "composite_pipeline"); err != nil {
+		return c, err
 	}
 	if len(c.cfg.Pipeline) == 0 {
 		return c, agent.Errorf(agent.CodeInvalid, "composite_pipeline config: pipeline is required")

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -31,24 +30,8 @@ func DelegateToAgent() Kind {
 			"Its answer comes back with a result_ref; pass that as input_ref to read its result again.",
 		Parameters: json.RawMessage(agent.DelegateParameters),
 		Config:     json.RawMessage(agent.DelegateConfigSchema),
-		Build:      buildDelegate,
+		Build: buildWorkflowRun(agent.ParseDelegateConfig,
+			agent.KindDelegate+" calls run as child turns of the agent's workflow, not as tool calls; "+
+				"this worker's workflow did not run it, and no agent was asked"),
 	}
-}
-
-func buildDelegate(spec agent.Tool, _ Deps) (Tool, error) {
-	if _, err := agent.ParseDelegateConfig(spec.Config); err != nil {
-		return nil, err
-	}
-	return delegateTool{}, nil
-}
-
-// delegateTool is what the tool runtime holds for a delegate_to_agent
-// spec. It runs nothing.
-type delegateTool struct{}
-
-func (delegateTool) Run(context.Context, Call) (Output, error) {
-	// CodeInvalid: the model reads it as the call's result and the
-	// activity is not retried; nothing was started.
-	return Output{}, agent.Errorf(agent.CodeInvalid,
-		"%s calls run as child turns of the agent's workflow, not as tool calls; this worker's workflow did not run it, and no agent was asked", agent.KindDelegate)
 }

@@ -142,13 +142,8 @@ func decodeMCPConfig(raw json.RawMessage, deps Deps, call time.Duration) (mcpCon
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return cfg, agent.Errorf(agent.CodeInvalid, "mcp config: give the server's url or command")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		return cfg, agent.Errorf(agent.CodeInvalid, "mcp config: %v", err)
-	}
-	if dec.More() {
-		return cfg, agent.Errorf(agent.CodeInvalid, "mcp config: one JSON object expected")
+	if err := decodeConfig(raw, &cfg, "mcp"); err != nil {
+		return cfg, err
 	}
 	bad := func(format string, args ...any) (mcpConfig, error) {
 		return cfg, agent.Errorf(agent.CodeInvalid, "mcp config: "+format, args...)

@@ -104,7 +104,7 @@ func TestMCPConfig(t *testing.T) {
 		{`{"url": "https:///mcp"}`, "url: no host"},
 		{`{"url": "https://user:pw@a/mcp"}`, "credentials in the URL are not allowed"},
 		{`{"url": "https://a/mcp", "colour": "blue"}`, `unknown field "colour"`},
-		{`{"url": "https://a/mcp"} {}`, "one JSON object expected"},
+		{`{"url": "https://a/mcp"} {}`, "one JSON object expected, and more follows it"},
 		{`{"command": ["sh", "-c", "curl evil"]}`, `command: "sh" may not run: this worker allows mcp-server-files, /opt/mcp/bin/server (AGENTFLOW_MCP_COMMANDS)`},
 		{`{"command": ["./mcp-server-files"]}`, "not a relative path"},
 		{`{"command": ["/opt/mcp/bin/../bin/server"]}`, "write the path clean"},

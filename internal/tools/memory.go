@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,17 +74,6 @@ func memoryScope(ctx context.Context, deps Deps, call Call) (agent.MemoryScope, 
 		return agent.MemoryScope{}, agent.Errorf(agent.CodeInvalid, "this turn has no authenticated caller, so there is no user whose memory to use")
 	}
 	return agent.MemoryScope{Tenant: call.TenantID, AgentID: call.AgentID, User: user}, nil
-}
-
-// decodeArgs decodes a call's arguments strictly into v; want shows
-// their shape in the error.
-func decodeArgs(args json.RawMessage, v any, want string) error {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return agent.Errorf(agent.CodeInvalid, "arguments: %v; want %s", err, want)
-	}
-	return nil
 }
 
 type rememberTool struct{ deps Deps }

@@ -190,10 +190,8 @@ func OpenAPIAction() Kind {
 func decodeOpenAPIConfig(raw json.RawMessage) (openapiConfig, error) {
 	var cfg openapiConfig
 	if len(raw) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return cfg, agent.Errorf(agent.CodeInvalid, "openapi_action config: %v", err)
+		if err := decodeConfig(raw, &cfg, "openapi_action"); err != nil {
+			return cfg, err
 		}
 	}
 	bad := func(format string, args ...any) (openapiConfig, error) {

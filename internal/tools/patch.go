@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,10 +51,8 @@ func PatchWorkflow() Kind {
 func buildPatch(spec agent.Tool, deps Deps) (Tool, error) {
 	cfg := patchConfig{}
 	if len(spec.Config) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(spec.Config))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return nil, agent.Errorf(agent.CodeInvalid, "patch_workflow config: %v", err)
+		if err := decodeConfig(spec.Config, &cfg, "patch_workflow"); err != nil {
+			return nil, err
 		}
 	}
 	for i, tag := range cfg.Tags {

@@ -97,10 +97,8 @@ const pipelineApproval = `has(args.pipeline) && args.pipeline.exists(s, s.step =
 func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
 	cfg := pipelineConfig{}
 	if len(spec.Config) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(spec.Config))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return nil, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: %v", err)
+		if err := decodeConfig(spec.Config, &cfg, "execute_pipeline"); err != nil {
+			return nil, err
 		}
 	}
 	ttl := defaultPipelineTTL

@@ -1,14 +1,12 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -97,17 +95,12 @@ func (t retrieveTool) Run(ctx context.Context, call Call) (Output, error) {
 		Query  string            `json:"query"`
 		Filter map[string]string `json:"filter"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(call.Args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&args); err != nil {
-		return Output{}, agent.Errorf(agent.CodeInvalid, `arguments: %v; want {"query": "..."}`, err)
+	if err := decodeArgs(call.Args, &args, `{"query": "..."}`); err != nil {
+		return Output{}, err
 	}
-	q := strings.TrimSpace(args.Query)
-	switch {
-	case q == "":
-		return Output{}, agent.Errorf(agent.CodeInvalid, "query is required: a question or keywords")
-	case len(q) > maxRetrieveQuery || !utf8.ValidString(q):
-		return Output{}, agent.Errorf(agent.CodeInvalid, "query must be valid text of at most %d bytes", maxRetrieveQuery)
+	q, err := queryArg(args.Query, maxRetrieveQuery, "a question or keywords")
+	if err != nil {
+		return Output{}, err
 	}
 	r := t.cfg.Retrieval
 	r.Filter = maps.Clone(r.Filter)

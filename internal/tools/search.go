@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,17 +47,12 @@ func (t searchTool) Run(ctx context.Context, call Call) (Output, error) {
 		Query string `json:"query"`
 		Limit *int   `json:"limit"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(call.Args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&args); err != nil {
-		return Output{}, agent.Errorf(agent.CodeInvalid, `arguments: %v; want {"query": "...", "limit": 10}`, err)
+	if err := decodeArgs(call.Args, &args, `{"query": "...", "limit": 10}`); err != nil {
+		return Output{}, err
 	}
-	q := strings.TrimSpace(args.Query)
-	switch {
-	case q == "":
-		return Output{}, agent.Errorf(agent.CodeInvalid, "query is required: a few keywords or a description of the tool you need")
-	case len(q) > maxQueryBytes || !utf8.ValidString(q):
-		return Output{}, agent.Errorf(agent.CodeInvalid, "query must be valid text of at most %d bytes", maxQueryBytes)
+	q, err := queryArg(args.Query, maxQueryBytes, "a few keywords or a description of the tool you need")
+	if err != nil {
+		return Output{}, err
 	}
 	limit := defaultSearchLimit
 	if args.Limit != nil {
@@ -117,4 +111,17 @@ func argumentNames(schema json.RawMessage) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// queryArg is a search's query argument, trimmed: required (need says
+// what to send), valid UTF-8, at most max bytes.
+func queryArg(raw string, max int, need string) (string, error) {
+	q := strings.TrimSpace(raw)
+	switch {
+	case q == "":
+		return "", agent.Errorf(agent.CodeInvalid, "query is required: %s", need)
+	case len(q) > max || !utf8.ValidString(q):
+		return "", agent.Errorf(agent.CodeInvalid, "query must be valid text of at most %d bytes", max)
+	}
+	return q, nil
 }

@@ -1,8 +1,10 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -424,4 +426,36 @@ func (d Deps) WithDefaults() Deps {
 // Builtin returns the kinds every worker offers.
 func Builtin() []Kind {
 	return []Kind{Calculator(), ExecutePipeline(), CompositePipeline(), SearchTools(), OpenAPIAction(), PatchWorkflow(), MCP(), DelegateToAgent(), AskUser(), Retrieve(), Remember(), Recall()}
+}
+
+// decodeArgs decodes a call's arguments strictly into v; want shows
+// their shape in the error.
+func decodeArgs(args json.RawMessage, v any, want string) error {
+	if err := decodeStrict(args, v); err != nil {
+		return agent.Errorf(agent.CodeInvalid, "arguments: %v; want %s", err, want)
+	}
+	return nil
+}
+
+// decodeConfig decodes a tool spec's config strictly into v; kind names
+// the tool kind in the error.
+func decodeConfig(raw json.RawMessage, v any, kind string) error {
+	if err := decodeStrict(raw, v); err != nil {
+		return agent.Errorf(agent.CodeInvalid, "%s config: %v", kind, err)
+	}
+	return nil
+}
+
+// decodeStrict decodes one JSON value into v, refusing fields v does not
+// have and anything after the value.
+func decodeStrict(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("one JSON object expected, and more follows it")
+	}
+	return nil
 }
