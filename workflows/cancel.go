@@ -62,12 +62,12 @@ func (t *turn) takeCancel(ctx workflow.Context, raw json.RawMessage) {
 	if len(raw) > 0 {
 		err := json.Unmarshal(raw, &req) //workflowcheck:ignore
 		if err != nil {
-			workflow.GetLogger(ctx).Warn("cancel_turn signal ignored: malformed", "error", err.Error())
+			workflow.GetLogger(ctx).Warn("signal ignored", "signal", contract.SignalCancelTurn, "error", err.Error())
 			return
 		}
 	}
 	if err := req.Validate(); err != nil {
-		workflow.GetLogger(ctx).Warn("cancel_turn signal ignored", "error", err.Error())
+		workflow.GetLogger(ctx).Warn("signal ignored", "signal", contract.SignalCancelTurn, "error", err.Error())
 		return
 	}
 	t.requestCancel(ctx, req)

@@ -64,7 +64,7 @@ func (s *steering) carry(c *contract.TurnCarry) error {
 func (t *turn) receiveSteers(ctx workflow.Context) bool {
 	signals.Drain(t.steer, func(m agent.SteerMessage) {
 		if err := m.Validate(); err != nil {
-			workflow.GetLogger(ctx).Warn("steer signal ignored", "error", err.Error())
+			workflow.GetLogger(ctx).Warn("signal ignored", "signal", contract.SignalSteer, "error", err.Error())
 			return
 		}
 		t.inbox = append(t.inbox, m)
