@@ -143,18 +143,14 @@ func (s *Store) Approvals(ctx context.Context, tenantID, jobID string) ([]agent.
 	if err := requireJobKey(tenantID, jobID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlApprovals, tenantID, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("load approvals of job %q: %w", jobID, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.ApprovalRecord, error) {
+	out, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (agent.ApprovalRecord, error) {
 		var r agent.ApprovalRecord
 		var args []byte
 		err := row.Scan(&r.TenantID, &r.JobID, &r.CallID, &r.Tool, &args, &r.Outcome, &r.Reason, &r.Approver, &r.Via,
 			&r.RequestedAt, &r.DecidedAt, &r.ApprovalID, &r.ApproverIssuer, &r.ApproverSubject, &r.GrantID)
 		r.Args = args
 		return r, err
-	})
+	}, sqlApprovals, tenantID, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("load approvals of job %q: %w", jobID, err)
 	}
@@ -186,11 +182,7 @@ func (s *Store) ActiveGrants(ctx context.Context, q agent.GrantQuery, now time.T
 	if err := requireJobKey(q.TenantID, q.JobID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlActiveGrants, q.TenantID, q.AgentID, q.Tools, q.SessionID, q.JobID, now)
-	if err != nil {
-		return nil, fmt.Errorf("load grants of job %q: %w", q.JobID, err)
-	}
-	out, err := pgx.CollectRows(rows, scanGrant)
+	out, err := collect(ctx, s.pool, scanGrant, sqlActiveGrants, q.TenantID, q.AgentID, q.Tools, q.SessionID, q.JobID, now)
 	if err != nil {
 		return nil, fmt.Errorf("load grants of job %q: %w", q.JobID, err)
 	}
@@ -218,11 +210,7 @@ func (s *Store) ListGrants(ctx context.Context, tenantID string, f GrantFilter) 
 	if limit <= 0 || limit > MaxGrantsListed {
 		limit = MaxGrantsListed
 	}
-	rows, err := s.pool.Query(ctx, sqlListGrants, tenantID, f.SessionID, f.JobID, f.Inactive, f.Now, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list grants: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanGrant)
+	out, err := collect(ctx, s.pool, scanGrant, sqlListGrants, tenantID, f.SessionID, f.JobID, f.Inactive, f.Now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list grants: %w", err)
 	}

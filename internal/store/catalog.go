@@ -596,11 +596,7 @@ func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]agent.Agent,
 	if err := requireID("tenant_id", tenantID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlListAgents, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("list agents of tenant %q: %w", tenantID, err)
-	}
-	agents, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.Agent, error) { return scanAgent(row) })
+	agents, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (agent.Agent, error) { return scanAgent(row) }, sqlListAgents, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents of tenant %q: %w", tenantID, err)
 	}

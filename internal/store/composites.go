@@ -129,11 +129,7 @@ func promote(ctx context.Context, tx pgx.Tx, tenantID, shape string, runs int, c
 	}
 	changes := []Change{{Kind: KindTool, TenantID: tenantID, Name: name, Action: action, Version: version}}
 
-	rows, err := tx.Query(ctx, sqlCompositeAgents, tenantID)
-	if err != nil {
-		return "", fmt.Errorf("load agents that take composites: %w", err)
-	}
-	agents, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.Agent, error) {
+	agents, err := collect(ctx, tx, func(row pgx.CollectableRow) (agent.Agent, error) {
 		var id string
 		var raw []byte
 		if err := row.Scan(&id, &raw); err != nil {
@@ -144,7 +140,7 @@ func promote(ctx context.Context, tx pgx.Tx, tenantID, shape string, runs int, c
 			return agent.Agent{}, fmt.Errorf("decode agent %q: %w", id, err)
 		}
 		return a, nil
-	})
+	}, sqlCompositeAgents, tenantID)
 	if err != nil {
 		return "", fmt.Errorf("load agents that take composites: %w", err)
 	}
@@ -196,11 +192,7 @@ func freeToolName(ctx context.Context, tx pgx.Tx, tenantID, base string) (string
 // grantComposites adds the tenant's composite tools to an agent that
 // takes them, after those it lists.
 func grantComposites(ctx context.Context, tx pgx.Tx, tenantID string, tools []agent.Tool) ([]agent.Tool, error) {
-	rows, err := tx.Query(ctx, sqlCompositeTools, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("load composites: %w", err)
-	}
-	composites, err := pgx.CollectRows(rows, scanJSON[agent.Tool])
+	composites, err := collect(ctx, tx, scanJSON[agent.Tool], sqlCompositeTools, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("load composites: %w", err)
 	}
@@ -255,11 +247,7 @@ func (s *Store) SearchTools(ctx context.Context, tenantID, query string, limit i
 	if err := requireID("tenant_id", tenantID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlSearchTools, tenantID, query, limit)
-	if err != nil {
-		return nil, fmt.Errorf("search tools of tenant %q: %w", tenantID, err)
-	}
-	found, err := pgx.CollectRows(rows, scanJSON[agent.Tool])
+	found, err := collect(ctx, s.pool, scanJSON[agent.Tool], sqlSearchTools, tenantID, query, limit)
 	if err != nil {
 		return nil, fmt.Errorf("search tools of tenant %q: %w", tenantID, err)
 	}

@@ -160,11 +160,7 @@ func (s *Store) RecordedTurn(ctx context.Context, tenantID string, rec agent.Rec
 		return RecordedTurn{}, err
 	}
 	if turn.SessionID != "" {
-		rows, err := s.pool.Query(ctx, sqlHistoryBefore, tenantID, turn.SessionID, rec.JobID, maxReplayHistory)
-		if err != nil {
-			return RecordedTurn{}, fmt.Errorf("load the history of recording %q: %w", rec.JobID, err)
-		}
-		msgs, err := pgx.CollectRows(rows, scanMessage)
+		msgs, err := collect(ctx, s.pool, scanMessage, sqlHistoryBefore, tenantID, turn.SessionID, rec.JobID, maxReplayHistory)
 		if err != nil {
 			return RecordedTurn{}, fmt.Errorf("load the history of recording %q: %w", rec.JobID, err)
 		}

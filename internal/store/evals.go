@@ -114,11 +114,7 @@ func (s *Store) EvalRun(ctx context.Context, tenantID, evalID string) (agent.Eva
 	for _, v := range versions {
 		r.Versions = append(r.Versions, int(v))
 	}
-	rows, err := s.pool.Query(ctx, sqlEvalCases, tenantID, evalID)
-	if err != nil {
-		return agent.EvalRun{}, fmt.Errorf("load cases of evaluation %q: %w", evalID, err)
-	}
-	r.Cases, err = pgx.CollectRows(rows, scanJSON[agent.EvalCaseResult])
+	r.Cases, err = collect(ctx, s.pool, scanJSON[agent.EvalCaseResult], sqlEvalCases, tenantID, evalID)
 	if err != nil {
 		return agent.EvalRun{}, fmt.Errorf("load cases of evaluation %q: %w", evalID, err)
 	}

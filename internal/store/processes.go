@@ -231,11 +231,7 @@ func (s *Store) Processes(ctx context.Context, tenantID string) ([]agent.Process
 	if err := requireID("tenant_id", tenantID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlLatestProcesses, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("list processes of tenant %q: %w", tenantID, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.ProcessVersion, error) { return scanProcessVersion(row) })
+	out, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (agent.ProcessVersion, error) { return scanProcessVersion(row) }, sqlLatestProcesses, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("list processes of tenant %q: %w", tenantID, err)
 	}
@@ -265,11 +261,7 @@ func (s *Store) ProcessHistory(ctx context.Context, tenantID, tag string) ([]age
 	if err := requireProcessKey(tenantID, tag); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlProcessHistory, tenantID, tag)
-	if err != nil {
-		return nil, fmt.Errorf("load history of process %q: %w", tag, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (agent.ProcessHistoryEntry, error) {
+	out, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (agent.ProcessHistoryEntry, error) {
 		var e agent.ProcessHistoryEntry
 		v := &e.Version
 		var patchID, jobID, workflowID, callID, approver, description *string
@@ -286,7 +278,7 @@ func (s *Store) ProcessHistory(ctx context.Context, tenantID, tag string) ([]age
 				CallID: *callID, Approver: *approver, Description: *description, Operations: ops, FromVersion: *from, ToVersion: *to, CreatedAt: *at}
 		}
 		return e, nil
-	})
+	}, sqlProcessHistory, tenantID, tag)
 	if err != nil {
 		return nil, fmt.Errorf("load history of process %q: %w", tag, err)
 	}

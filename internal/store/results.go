@@ -422,11 +422,7 @@ func (s *Store) SessionData(ctx context.Context, tenantID, sessionID string, n i
 	if err := requireID("tenant_id", tenantID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlSessionData, tenantID, sessionID, n)
-	if err != nil {
-		return nil, fmt.Errorf("load data of session %q: %w", sessionID, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SessionDatum, error) {
+	out, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (SessionDatum, error) {
 		var d SessionDatum
 		var preview []byte
 		err := row.Scan(&d.JobID, &d.Ref, &preview)
@@ -434,7 +430,7 @@ func (s *Store) SessionData(ctx context.Context, tenantID, sessionID string, n i
 			d.Preview = preview
 		}
 		return d, err
-	})
+	}, sqlSessionData, tenantID, sessionID, n)
 	if err != nil {
 		return nil, fmt.Errorf("load data of session %q: %w", sessionID, err)
 	}

@@ -412,17 +412,13 @@ func (s *Store) AuditLog(ctx context.Context, q AuditQuery) ([]AuditEntry, error
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
-	rows, err := s.pool.Query(ctx, sqlAuditLog, q.TenantID, q.RunID, q.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
+	out, err := collect(ctx, s.pool, func(r pgx.CollectableRow) (AuditEntry, error) {
 		var e AuditEntry
 		var kind string
 		err := r.Scan(&e.ID, &e.RunID, &e.TenantID, &kind, &e.Count, &e.Refs, &e.Digest, &e.Freed, &e.At)
 		e.Kind = RetentionKind(kind)
 		return e, err
-	})
+	}, sqlAuditLog, q.TenantID, q.RunID, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}

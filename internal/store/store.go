@@ -240,3 +240,18 @@ func requireID(field, v string) error {
 	}
 	return agent.ValidateID(field, v)
 }
+
+// querier runs a query: the pool, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// collect runs sql on q and scans every row with scan; the caller wraps
+// its error once, whichever step failed.
+func collect[T any](ctx context.Context, q querier, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scan)
+}

@@ -254,11 +254,7 @@ func (s *Store) Steps(ctx context.Context, tenantID, jobID string) ([]agent.Mess
 	if err := requireJobKey(tenantID, jobID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlSteps, tenantID, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("load steps of turn %q: %w", jobID, err)
-	}
-	msgs, err := pgx.CollectRows(rows, scanMessage)
+	msgs, err := collect(ctx, s.pool, scanMessage, sqlSteps, tenantID, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("load steps of turn %q: %w", jobID, err)
 	}
@@ -278,11 +274,7 @@ func (s *Store) StepsBetween(ctx context.Context, tenantID, jobID string, from, 
 	if err := requireJobKey(tenantID, jobID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlStepsBetween, tenantID, jobID, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("load steps %d to %d of turn %q: %w", from, to, jobID, err)
-	}
-	steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Step, error) {
+	steps, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (Step, error) {
 		var st Step
 		var raw []byte
 		if err := row.Scan(&st.Seq, &raw); err != nil {
@@ -292,7 +284,7 @@ func (s *Store) StepsBetween(ctx context.Context, tenantID, jobID string, from, 
 			return Step{}, fmt.Errorf("decode message: %w", err)
 		}
 		return st, nil
-	})
+	}, sqlStepsBetween, tenantID, jobID, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("load steps %d to %d of turn %q: %w", from, to, jobID, err)
 	}

@@ -183,11 +183,7 @@ func (s *Store) JobUsage(ctx context.Context, tenantID, jobID string) ([]ModelCa
 	if err := requireJobKey(tenantID, jobID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlJobUsage, tenantID, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("load usage of job %q: %w", jobID, err)
-	}
-	calls, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ModelCall, error) {
+	calls, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (ModelCall, error) {
 		var c ModelCall
 		var in, out, cached, reasoning int64
 		err := row.Scan(&c.TenantID, &c.JobID, &c.Step, &c.Attempt, &c.AgentID, &c.AgentVersion, &c.SessionID, &c.Model,
@@ -195,7 +191,7 @@ func (s *Store) JobUsage(ctx context.Context, tenantID, jobID string) ([]ModelCa
 		c.Usage = agent.Usage{PromptTokens: int(in), CompletionTokens: int(out), TotalTokens: int(in + out),
 			CachedTokens: int(cached), ReasoningTokens: int(reasoning)}
 		return c, err
-	})
+	}, sqlJobUsage, tenantID, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("load usage of job %q: %w", jobID, err)
 	}
@@ -267,15 +263,11 @@ SELECT ` + key + ` AS k, count(*), COALESCE(sum(input_tokens), 0)::bigint, COALE
 FROM usage_ledger
 WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 GROUP BY k ORDER BY k`
-	rows, err := s.pool.Query(ctx, sql, tenantID, since, until)
-	if err != nil {
-		return nil, fmt.Errorf("usage of tenant %q: %w", tenantID, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UsageRow, error) {
+	out, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (UsageRow, error) {
 		var r UsageRow
 		err := row.Scan(&r.Key, &r.Calls, &r.InputTokens, &r.OutputTokens, &r.CachedTokens, &r.ReasoningTokens, &r.Cost)
 		return r, err
-	})
+	}, sql, tenantID, since, until)
 	if err != nil {
 		return nil, fmt.Errorf("usage of tenant %q: %w", tenantID, err)
 	}
