@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"google.golang.org/grpc"
@@ -11,6 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/gateway"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -100,4 +103,26 @@ func (f apiFlags) failed(op string, err error) error {
 		msg += " (set --token or AGENTFLOW_TOKEN)"
 	}
 	return &callError{msg: msg, err: err}
+}
+
+// newFlagSet is a command's flag set; its help starts with usage.
+func newFlagSet(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// printJSON prints m as indented JSON; what names the command in an
+// error.
+func printJSON(out io.Writer, m proto.Message, opts protojson.MarshalOptions, what string) error {
+	opts.Multiline, opts.Indent = true, "  "
+	b, err := opts.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("%s: encode the response: %w", what, err)
+	}
+	_, err = fmt.Fprintln(out, string(b))
+	return err
 }

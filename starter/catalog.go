@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -27,7 +26,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] != "apply" {
 		return errors.New(usage)
 	}
-	fs := flag.NewFlagSet("catalog apply", flag.ContinueOnError)
+	fs := newFlagSet("catalog apply", usage)
 	api := addAPIFlags(fs)
 	var paths multiFlag
 	fs.Var(&paths, "f", "catalog file or directory: every *.yaml and *.yml directly in it (repeatable)")
@@ -37,10 +36,6 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&g.dataset, "gate", "", "a stored dataset (eval record): stage the new agent versions, replay the dataset on the active and the staged version of each, and apply only if no case that passes on the active one fails on the staged one")
 	fs.Float64Var(&g.minPass, "gate-min-pass", 0, "with --gate: the share of cases (0 to 1) that must pass on each staged version")
 	fs.StringVar(&g.report, "gate-report", "", "with --gate: write each evaluation's report to this file (.md or .html; the agent's id is added before the extension)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -19,12 +17,8 @@ const deliveriesUsage = `usage: starter deliveries [--json] <turn id>
 // deliveriesCmd prints the pushes of a turn's result to its deliver
 // targets (ListDeliveries): a line per delivery, then one per attempt.
 func deliveriesCmd(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("deliveries", flag.ContinueOnError)
+	fs := newFlagSet("deliveries", deliveriesUsage)
 	api := addAPIFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), deliveriesUsage)
-		fs.PrintDefaults()
-	}
 	asJSON := fs.Bool("json", false, "print the response as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -42,12 +36,7 @@ func deliveriesCmd(ctx context.Context, args []string, out io.Writer) error {
 		return api.failed("deliveries", err)
 	}
 	if *asJSON {
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(resp)
-		if err != nil {
-			return errors.New("deliveries: encode the response: " + err.Error())
-		}
-		_, err = fmt.Fprintln(out, string(b))
-		return err
+		return printJSON(out, resp, protojson.MarshalOptions{}, "deliveries")
 	}
 	printDeliveries(out, fs.Arg(0), resp)
 	return nil

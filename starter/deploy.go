@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,11 +36,7 @@ func deployCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] != "rollout" {
 		return fmt.Errorf("deploy: want rollout\n%s", deployUsage)
 	}
-	fs := flag.NewFlagSet("deploy rollout", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), deployUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("deploy rollout", deployUsage)
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "the PostgreSQL database (DATABASE_URL)")

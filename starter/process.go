@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -26,12 +25,8 @@ func processCmd(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New(processUsage)
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("process "+sub, flag.ContinueOnError)
+	fs := newFlagSet("process "+sub, processUsage)
 	api := addAPIFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), processUsage)
-		fs.PrintDefaults()
-	}
 	var tag *string
 	if sub == "show" || sub == "history" {
 		tag = fs.String("tag", "", "the process's tag (its workflow_tag)")

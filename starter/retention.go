@@ -27,11 +27,7 @@ func retentionCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || (args[0] != "run" && args[0] != "audit") {
 		return fmt.Errorf("retention: want run or audit\n%s", retentionUsage)
 	}
-	fs := flag.NewFlagSet("retention "+args[0], flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), retentionUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("retention "+args[0], retentionUsage)
 	if args[0] == "audit" {
 		return auditCmd(ctx, fs, args[1:], out)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,17 +12,13 @@ import (
 // routeCmd asks the gateway which agent a request would be routed to,
 // without running it (CatalogService.RouteDryRun, for the token's tenant).
 func routeCmd(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("route", flag.ContinueOnError)
+	fs := newFlagSet("route", `usage: starter route --dry-run [flags] "message"`)
 	api := addAPIFlags(fs)
 	role := fs.String("role", "", "the request's context.user_role: a client hint, client.user_role in rules (caller.roles come from the token)")
 	page := fs.String("page", "", "the request's ui_page")
 	var meta multiFlag
 	fs.Var(&meta, "metadata", "key=value of the request's metadata (repeatable)")
 	dryRun := fs.Bool("dry-run", true, "only show the decision (the only mode: routing runs inside turns)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: starter route --dry-run [flags] "message"`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

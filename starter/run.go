@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,7 +21,7 @@ import (
 )
 
 func runCmd(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run", `usage: starter run [flags] "prompt"`)
 	var req agent.TurnRequest
 	fs.StringVar(&req.TenantID, "tenant", "demo", "tenant id")
 	fs.StringVar(&req.AgentID, "agent", "", "agent id (default: routed)")
@@ -36,10 +35,6 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
 	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue), "task queue")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: starter run [flags] "prompt"`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

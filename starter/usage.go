@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -21,12 +19,8 @@ const usageUsage = `usage: starter usage [--tenant T] [--since 24h|7d|2026-11-01
 // usageCmd prints the tenant's model usage and cost (CatalogService
 // GetUsage): a row per group, the totals and the budgets' use.
 func usageCmd(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
+	fs := newFlagSet("usage", usageUsage)
 	api := addAPIFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), usageUsage)
-		fs.PrintDefaults()
-	}
 	tenant := fs.String("tenant", "", "the tenant (default: the token's; another is refused)")
 	since := fs.String("since", "24h", "the period's start: a duration back from now (90m, 24h, 7d) or an RFC 3339 time")
 	until := fs.String("until", "", "the period's end, an RFC 3339 time (default: now)")
@@ -61,12 +55,7 @@ func usageCmd(ctx context.Context, args []string, out io.Writer) error {
 		return api.failed("usage", err)
 	}
 	if *asJSON {
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(resp)
-		if err != nil {
-			return errors.New("usage: encode the response: " + err.Error())
-		}
-		_, err = fmt.Fprintln(out, string(b))
-		return err
+		return printJSON(out, resp, protojson.MarshalOptions{EmitUnpopulated: true}, "usage")
 	}
 	printUsage(out, resp)
 	return nil
