@@ -10,21 +10,9 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/memory"
 	"github.com/agentflow/agentflow/internal/store"
 )
-
-// summarizeRead is the most messages after the summary Summarize reads.
-const summarizeRead = 1000
-
-// summaryMaxTokens bounds the summary a model writes.
-const summaryMaxTokens = 1024
-
-// summarizerPrompt is the system prompt of the model call that writes a
-// session's summary.
-const summarizerPrompt = "You keep the memory of a conversation between a user and an assistant. " +
-	"Rewrite the summary so far to take in the new messages: keep every fact, name, number, " +
-	"preference and decision the user gave, and what was answered, in plain sentences. " +
-	"Reply with the summary only."
 
 // Summarize folds the older messages of a session's transcript into its
 // summary once what the model would read after the summary has outgrown
@@ -50,20 +38,11 @@ func (a *Activities) Summarize(ctx context.Context, in contract.SummarizeInput) 
 	if err != nil {
 		return contract.SummarizeResult{}, fmt.Errorf("load agent %q: %w", agentID, agentNotFound(err))
 	}
-	mem, err := a.store.SessionMemory(ctx, in.TenantID, in.SessionID, summarizeRead)
+	mem, err := a.store.SessionMemory(ctx, in.TenantID, in.SessionID, memory.SummarizeRead)
 	if err != nil {
 		return contract.SummarizeResult{}, err
 	}
-	window := ag.Memory.Window()
-	total := 0
-	for _, m := range mem.Recent {
-		total += agent.EstimateTokens(m.Content)
-	}
-	if total <= window {
-		return contract.SummarizeResult{Through: mem.SummarySeq}, nil
-	}
-	kept := recent(mem.Recent, window/2)
-	fold := mem.Recent[:len(mem.Recent)-len(kept)]
+	fold := memory.Fold(sessionMessages(mem.Recent), ag.Memory.Window())
 	if len(fold) == 0 {
 		return contract.SummarizeResult{Through: mem.SummarySeq}, nil
 	}
@@ -73,13 +52,13 @@ func (a *Activities) Summarize(ctx context.Context, in contract.SummarizeInput) 
 	}
 	resp, err := a.model.Generate(ctx, llm.Request{
 		Model:     model,
-		Messages:  []agent.Message{{Role: agent.RoleSystem, Content: summarizerPrompt}, {Role: agent.RoleUser, Content: foldPrompt(mem.Summary, fold)}},
-		MaxTokens: summaryMaxTokens,
+		Messages:  []agent.Message{{Role: agent.RoleSystem, Content: memory.SummarizerPrompt}, {Role: agent.RoleUser, Content: memory.FoldPrompt(mem.Summary, fold)}},
+		MaxTokens: memory.SummaryMaxTokens,
 	})
 	if err != nil {
 		return contract.SummarizeResult{}, modelError(err)
 	}
-	through := fold[len(fold)-1].Seq
+	through := mem.Recent[len(fold)-1].Seq
 	call := store.ModelCall{TenantID: in.TenantID, JobID: fmt.Sprintf("summary:%s:%d", in.SessionID, through), Attempt: int(activity.GetInfo(ctx).Attempt),
 		AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID, Model: model, Usage: resp.Usage}
 	if p, ok := agent.PriceOf(settings.Billing.Prices, model); ok {
@@ -90,22 +69,6 @@ func (a *Activities) Summarize(ctx context.Context, in contract.SummarizeInput) 
 		return contract.SummarizeResult{}, err
 	}
 	return contract.SummarizeResult{Through: through, Folded: len(fold)}, nil
-}
-
-// foldPrompt asks for the summary so far rewritten with the messages.
-func foldPrompt(summary string, msgs []store.SessionMessage) string {
-	var b strings.Builder
-	b.WriteString("Summary so far:\n")
-	if summary == "" {
-		summary = "(none yet)"
-	}
-	b.WriteString(summary)
-	b.WriteString("\n\nNew messages:\n")
-	for _, m := range msgs {
-		text, _ := truncate(m.Content, 4096)
-		fmt.Fprintf(&b, "%s: %s\n", m.Role, text)
-	}
-	return b.String()
 }
 
 // AgentOnBusy reads what a message to a conversation does, by its agent's

@@ -3,15 +3,14 @@ package activities
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/memory"
 	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/store"
 )
@@ -22,21 +21,6 @@ type Memories interface {
 	HasOrigin(ctx context.Context, scope agent.MemoryScope, origin string) (bool, error)
 	Recall(ctx context.Context, scope agent.MemoryScope, text string, topK int) ([]agent.MemoryRecord, agent.Usage, error)
 }
-
-// extractRead is how many of a session's latest messages an extraction
-// reads.
-const extractRead = 40
-
-// maxExtracted bounds the facts one extraction keeps.
-const maxExtracted = 10
-
-// extractorPrompt is the system prompt of the model call that finds a
-// conversation's durable facts.
-const extractorPrompt = "You keep a long-term memory of a user for an assistant. From the conversation, " +
-	"list the durable facts about the user worth remembering in later conversations: preferences, " +
-	"names, circumstances, standing instructions. Leave out anything about this conversation only, " +
-	"guesses, and secrets (passwords, keys, card numbers). Each fact is one short self-contained " +
-	"sentence. Reply with a JSON array of strings only, [] when there is nothing to keep."
 
 // ExtractMemories stores the durable facts of a session about its caller
 // as memories of the caller with the session's agent, when the agent's
@@ -69,7 +53,7 @@ func (a *Activities) ExtractMemories(ctx context.Context, in contract.MemoryExtr
 	if done {
 		return contract.ExtractMemoriesResult{Skipped: "extracted before"}, nil
 	}
-	mem, err := a.store.SessionMemory(ctx, in.TenantID, in.SessionID, extractRead)
+	mem, err := a.store.SessionMemory(ctx, in.TenantID, in.SessionID, memory.ExtractRead)
 	if err != nil {
 		return contract.ExtractMemoriesResult{}, err
 	}
@@ -84,13 +68,13 @@ func (a *Activities) ExtractMemories(ctx context.Context, in contract.MemoryExtr
 	c := metered.Call{TenantID: in.TenantID, Key: key, Kind: store.KindMemory, AgentID: ag.ID, AgentVersion: ag.Version, SessionID: in.SessionID}
 	resp, err := a.meteredCall(ctx, c, llm.Request{
 		Model:     model,
-		Messages:  []agent.Message{{Role: agent.RoleSystem, Content: extractorPrompt}, {Role: agent.RoleUser, Content: transcriptForExtraction(mem.Summary, mem.Recent)}},
-		MaxTokens: summaryMaxTokens,
+		Messages:  []agent.Message{{Role: agent.RoleSystem, Content: memory.ExtractorPrompt}, {Role: agent.RoleUser, Content: memory.ExtractionTranscript(mem.Summary, sessionMessages(mem.Recent))}},
+		MaxTokens: memory.SummaryMaxTokens,
 	})
 	if err != nil {
 		return contract.ExtractMemoriesResult{}, err
 	}
-	facts := parseFacts(resp.Message.Content)
+	facts := memory.ParseFacts(resp.Message.Content)
 	if len(facts) == 0 {
 		return contract.ExtractMemoriesResult{}, nil
 	}
@@ -126,47 +110,4 @@ func (a *Activities) sessionAgent(ctx context.Context, tenantID, agentID string)
 		return nil, fmt.Errorf("load agent %q: %w", agentID, agentNotFound(err))
 	}
 	return &ag, nil
-}
-
-// transcriptForExtraction is the conversation the extractor reads.
-func transcriptForExtraction(summary string, msgs []store.SessionMessage) string {
-	var b strings.Builder
-	if summary != "" {
-		b.WriteString("Summary of the earlier conversation:\n")
-		b.WriteString(summary)
-		b.WriteString("\n\n")
-	}
-	b.WriteString("Conversation:\n")
-	for _, m := range msgs {
-		text, _ := truncate(m.Content, 4096)
-		fmt.Fprintf(&b, "%s: %s\n", m.Role, text)
-	}
-	return b.String()
-}
-
-// parseFacts reads the extractor's answer: the JSON array of strings in
-// it (a model may wrap it in prose or a code fence), each fact trimmed,
-// empty and over-long ones dropped, at most maxExtracted. An answer
-// without one is no facts.
-func parseFacts(answer string) []string {
-	start, end := strings.Index(answer, "["), strings.LastIndex(answer, "]")
-	if start < 0 || end < start {
-		return nil
-	}
-	var raw []string
-	if err := json.Unmarshal([]byte(answer[start:end+1]), &raw); err != nil {
-		return nil
-	}
-	var out []string
-	for _, f := range raw {
-		text, _, err := agent.NormalizeMemory(f, nil)
-		if err != nil {
-			continue
-		}
-		out = append(out, text)
-		if len(out) == maxExtracted {
-			break
-		}
-	}
-	return out
 }

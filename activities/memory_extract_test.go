@@ -143,20 +143,3 @@ func TestCallModelRecallsTheCallersMemories(t *testing.T) {
 	require.NotContains(t, sent, "green tea")
 	require.NotContains(t, sent, "<memories")
 }
-
-// FuzzParseFacts: whatever a model answers, the facts read from it are
-// at most maxExtracted valid memory texts, and reading never panics.
-func FuzzParseFacts(f *testing.F) {
-	for _, s := range []string{`["a", "b"]`, "Sure:\n```json\n[\"x\"]\n```", `[1, "a"]`, `][`, `["` + strings.Repeat("a", 3000) + `"]`, `["\u0000"]`, ``} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, answer string) {
-		facts := parseFacts(answer)
-		require.LessOrEqual(t, len(facts), maxExtracted)
-		for _, fact := range facts {
-			text, _, err := agent.NormalizeMemory(fact, nil)
-			require.NoError(t, err)
-			require.Equal(t, fact, text)
-		}
-	})
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/memory"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -44,7 +45,7 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 		if mem.Summary != "" {
 			msgs = append(msgs, agent.Message{Role: agent.RoleSystem, Content: SummaryPreamble + mem.Summary})
 		}
-		for _, m := range recent(mem.Recent, ag.Memory.Window()) {
+		for _, m := range memory.Recent(sessionMessages(mem.Recent), ag.Memory.Window()) {
 			if m.Partial {
 				// The model is told the answer was cut short, not left to
 				// take it for the whole of what it meant to say.
@@ -63,25 +64,11 @@ func (a *Activities) messages(ctx context.Context, ag agent.Agent, in contract.C
 // SummaryPreamble introduces a session's summary to the model.
 const SummaryPreamble = "Summary of the conversation before the messages that follow:\n"
 
-// recent is the latest of a session's messages that fit in window tokens
-// (agent.EstimateTokens), oldest first, always starting with a user
-// message: an answer without its question would mislead the model.
-func recent(msgs []store.SessionMessage, window int) []agent.Message {
-	used, from := 0, len(msgs)
-	for from > 0 {
-		t := agent.EstimateTokens(msgs[from-1].Content)
-		if used+t > window {
-			break
-		}
-		used += t
-		from--
-	}
-	for from < len(msgs) && msgs[from].Role != agent.RoleUser {
-		from++
-	}
-	out := make([]agent.Message, 0, len(msgs)-from)
-	for _, m := range msgs[from:] {
-		out = append(out, m.Message)
+// sessionMessages is a session's messages without their positions.
+func sessionMessages(msgs []store.SessionMessage) []agent.Message {
+	out := make([]agent.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Message
 	}
 	return out
 }
