@@ -199,6 +199,20 @@ func orDefault[T time.Duration | int](v, def T) T {
 	return def
 }
 
+// agentVersion loads the version of its agent a turn runs, waiting out a
+// database that is away (db); the error names the agent and version.
+func (a *Activities) agentVersion(ctx context.Context, tenantID, agentID string, version int) (agent.Agent, error) {
+	var ag agent.Agent
+	err := a.db(ctx, "load agent", func() (err error) {
+		ag, err = a.store.AgentVersion(ctx, tenantID, agentID, version)
+		return err
+	})
+	if err != nil {
+		return agent.Agent{}, fmt.Errorf("load agent %q version %d: %w", agentID, version, agentNotFound(err))
+	}
+	return ag, nil
+}
+
 // db runs a store operation and waits out a database that is away:
 // with backoff, heartbeating, until ctx ends. Work the activity already
 // did (a paid model call, a tool's side effects) is then stored late

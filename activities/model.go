@@ -132,12 +132,9 @@ type modelCall struct {
 // the call stored first (turnSoFar).
 func (m *modelCall) load(ctx context.Context) error {
 	a, in := m.a, m.in
-	err := a.db(ctx, "load agent", func() (err error) {
-		m.ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
+	var err error
+	if m.ag, err = a.agentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion); err != nil {
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
 	}
 	if in.Model != "" {
 		if !m.ag.Calls(in.Model) {

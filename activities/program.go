@@ -47,13 +47,9 @@ func (a *Activities) RunProgram(ctx context.Context, in contract.RunProgramInput
 	}); err != nil {
 		return contract.RunProgramResult{}, err
 	}
-	var ag agent.Agent
-	err = a.db(ctx, "load agent", func() (err error) {
-		ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
-		return err
-	})
+	ag, err := a.agentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
 	if err != nil {
-		return contract.RunProgramResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
+		return contract.RunProgramResult{}, err
 	}
 	done := func(content, status string) (contract.RunProgramResult, error) {
 		res, err := a.storeToolResult(ctx, call, agent.Message{Content: content}, status)

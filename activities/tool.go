@@ -75,13 +75,9 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		return a.storeToolResult(ctx, in, msg, status)
 	}
 
-	var ag agent.Agent
-	err = a.db(ctx, "load agent", func() (err error) {
-		ag, err = a.store.AgentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
-		return err
-	})
+	ag, err := a.agentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
 	if err != nil {
-		return contract.ExecuteToolResult{}, fmt.Errorf("load agent %q version %d: %w", in.AgentID, in.AgentVersion, agentNotFound(err))
+		return contract.ExecuteToolResult{}, err
 	}
 	if !activity.GetInfo(ctx).IsLocalActivity {
 		stop := heartbeat(ctx, time.Second)

@@ -19,7 +19,13 @@ const MaxEmbedInputs = 2048
 // OpenAI's API, for its /embeddings endpoint. Its retries are off:
 // Temporal owns them, as for chat calls.
 func embeddingClient(key, baseURL string, hc *http.Client) *openaisdk.Client {
-	opts := []option.RequestOption{option.WithAPIKey(key), option.WithHTTPClient(hc), option.WithMaxRetries(0)}
+	return openAIClient(key, baseURL, hc, 0)
+}
+
+// openAIClient is the OpenAI SDK's client of a provider that speaks
+// OpenAI's API (baseURL, else OpenAI's), retrying a call retries times.
+func openAIClient(key, baseURL string, hc *http.Client, retries int) *openaisdk.Client {
+	opts := []option.RequestOption{option.WithAPIKey(key), option.WithHTTPClient(hc), option.WithMaxRetries(retries)}
 	if baseURL != "" {
 		opts = append(opts, option.WithBaseURL(baseURL))
 	}

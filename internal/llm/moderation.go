@@ -8,7 +8,6 @@ import (
 	"sort"
 
 	openaisdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -31,12 +30,7 @@ var _ Moderator = (*Router)(nil)
 // moderationClient is the OpenAI SDK's client of a provider that speaks
 // OpenAI's API, for its moderation endpoint.
 func moderationClient(key, baseURL string, hc *http.Client) *openaisdk.Client {
-	opts := []option.RequestOption{option.WithAPIKey(key), option.WithHTTPClient(hc), option.WithMaxRetries(2)}
-	if baseURL != "" {
-		opts = append(opts, option.WithBaseURL(baseURL))
-	}
-	c := openaisdk.NewClient(opts...)
-	return &c
+	return openAIClient(key, baseURL, hc, 2)
 }
 
 // Moderate implements Moderator for the providers that speak OpenAI's
