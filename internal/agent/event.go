@@ -514,6 +514,19 @@ type ToolProgress struct {
 	Custom  []CustomEvent `json:"custom,omitempty"`
 }
 
+// ListEntries splits a comma-separated setting (AGENTFLOW_SECRETS, an
+// allowlist, a role map) into its entries, trimmed, without the empty ones
+// a trailing or doubled comma leaves.
+func ListEntries(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Clip shortens s to at most n bytes, cut at a rune boundary, marking the
 // cut with "…".
 func Clip(s string, n int) string {

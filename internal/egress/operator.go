@@ -151,7 +151,7 @@ func OpenOperator(entries ...string) (*Operator, error) {
 // A metadata address is opened only by an exact entry (an IP literal, a
 // /32 or /128 prefix, or IP:port), never by a wider CIDR.
 func ParseAllow(value string) ([]string, error) {
-	entries := splitList(value)
+	entries := agent.ListEntries(value)
 	var o Operator
 	for _, e := range entries {
 		if err := o.allow(e); err != nil {
@@ -164,23 +164,13 @@ func ParseAllow(value string) ([]string, error) {
 // ParsePlatformAddrs reads EnvPlatformAddrs's value: comma-separated
 // host:port addresses, spaces around them ignored (see PlatformAddr.Addr).
 func ParsePlatformAddrs(value string) ([]string, error) {
-	entries := splitList(value)
+	entries := agent.ListEntries(value)
 	for _, e := range entries {
 		if _, _, err := splitPlatformAddr(e); err != nil {
 			return nil, fmt.Errorf("%s entry %q: %w", EnvPlatformAddrs, e, err)
 		}
 	}
 	return entries, nil
-}
-
-func splitList(value string) []string {
-	var out []string
-	for _, e := range strings.Split(value, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // allow adds one EnvAllow entry.

@@ -16,7 +16,7 @@ import (
 // an exact match). There is no wildcard: an operator names each origin.
 func ParseCORSOrigins(v string) ([]string, error) {
 	var out []string
-	for _, o := range listEntries(v) {
+	for _, o := range agent.ListEntries(v) {
 		norm, err := CORSOrigin(o)
 		if err != nil {
 			return nil, fmt.Errorf("AGENTFLOW_CORS_ORIGINS entry %q: %w", o, err)
@@ -120,16 +120,4 @@ func (c corsPolicy) preflight(origin string, allowed bool, r *http.Request) erro
 		}
 	}
 	return nil
-}
-
-// listEntries splits a comma-separated setting into its entries, trimmed,
-// without the empty ones a trailing or doubled comma leaves.
-func listEntries(v string) []string {
-	var out []string
-	for _, e := range strings.Split(v, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }

@@ -124,7 +124,7 @@ func (t Token) matches(hash [sha256.Size]byte) bool {
 // token-<the first 8 hex digits of its hash>).
 func ParseTokens(v string) ([]Token, error) {
 	var out []Token
-	for _, entry := range listEntries(v) {
+	for _, entry := range agent.ListEntries(v) {
 		secret, spec, ok := strings.Cut(entry, "=")
 		if !ok || secret == "" || spec == "" {
 			return nil, fmt.Errorf("AGENTFLOW_TOKENS: want <token>=<tenant>[:<roles>[:<name>]] entries separated by commas, got one without '=' or with an empty side")

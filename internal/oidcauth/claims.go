@@ -39,11 +39,7 @@ const maxClaimName = 256
 func ParseClaims(v string) (Claims, error) {
 	var c Claims
 	seen := map[string]bool{}
-	for _, entry := range strings.Split(v, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range agent.ListEntries(v) {
 		field, claim, ok := strings.Cut(entry, "=")
 		field, claim = strings.TrimSpace(field), strings.TrimSpace(claim)
 		if !ok || claim == "" {
@@ -113,11 +109,7 @@ const Every = "*"
 // others are for policies and rules).
 func ParseRoleMap(v string) (RoleMap, error) {
 	m := RoleMap{m: map[string][]string{}}
-	for _, entry := range strings.Split(v, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range agent.ListEntries(v) {
 		i := strings.LastIndex(entry, "=")
 		if i <= 0 || i == len(entry)-1 {
 			return RoleMap{}, fmt.Errorf("%s: entry %q: want <claim value>=<role>[+<role>…], e.g. *=user,admins=admin", EnvRoles, clip(entry))

@@ -36,11 +36,7 @@ type Grants struct {
 // A tenant may appear in several entries.
 func ParseGrants(v string) (Grants, error) {
 	g := Grants{byTenant: map[string][]string{}}
-	for _, entry := range strings.Split(v, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range agent.ListEntries(v) {
 		tenant, patterns, ok := strings.Cut(entry, "=")
 		if !ok || tenant == "" || patterns == "" {
 			return Grants{}, fmt.Errorf("AGENTFLOW_SECRETS: entry %q: want <tenant>=<reference>[+<reference>…], e.g. demo=env:FLIGHTS_TOKEN+env:CRM_*", clipEntry(entry))

@@ -33,11 +33,7 @@ type rule struct {
 // For example "acme=acme-jobs:runner/ghcr.io/acme/*,*=agent-jobs/busybox:1.37".
 func ParseAllow(s string) (Allow, error) {
 	a := Allow{rules: map[string][]rule{}}
-	for _, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range agent.ListEntries(s) {
 		tenant, rules, ok := strings.Cut(entry, "=")
 		tenant = strings.TrimSpace(tenant)
 		if !ok || tenant == "" {
