@@ -148,9 +148,5 @@ func isBlock(n *html.Node) bool {
 	return false
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
+// clip cuts a value quoted in an error.
+func clip(s string) string { return agent.Clip(s, 80) }

@@ -323,9 +323,5 @@ func kind(v any) string {
 	return "string"
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return strings.ToValidUTF8(s[:80], "") + "…"
-	}
-	return s
-}
+// clip cuts a value quoted in an error.
+func clip(s string) string { return agent.Clip(s, 80) }

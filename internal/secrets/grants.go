@@ -159,12 +159,8 @@ func platformVariable(name string) bool {
 	return false
 }
 
-func clipEntry(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
+// clipEntry cuts an entry quoted in an error.
+func clipEntry(s string) string { return agent.Clip(s, 80) }
 
 type tenantKey struct{}
 

@@ -265,10 +265,4 @@ func (r refused) Read([]byte) (int, error) { return 0, r.err }
 func (r refused) Close() error             { return nil }
 
 // clip bounds a read error's text, which the client reads.
-func clip(s string) string {
-	const most = 200
-	if len(s) > most {
-		return s[:most] + "…"
-	}
-	return s
-}
+func clip(s string) string { return agent.Clip(s, 200) }
