@@ -31,9 +31,7 @@ func (m *modelCall) reserve(ctx context.Context) error {
 	if len(periods) == 0 {
 		return nil
 	}
-	if m.ag.Limits.MaxOutputTokens <= 0 {
-		m.ag.Limits.MaxOutputTokens = agent.DefaultReservedOutputTokens
-	}
+	m.ag.Limits.MaxOutputTokens = agent.OrDefault(m.ag.Limits.MaxOutputTokens, agent.DefaultReservedOutputTokens)
 	var price *agent.Price
 	if p, ok := agent.PriceOf(m.billing.Prices, m.ag.Model); ok {
 		price = &p

@@ -216,9 +216,7 @@ func (c *conversation) maxPending() int {
 func (c *conversation) shouldRoll(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
 	max := c.in.MaxHistoryEvents
-	if max <= 0 {
-		max = defaultMaxHistoryEvents
-	}
+	max = agent.OrDefault(max, defaultMaxHistoryEvents)
 	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength()+c.headroom() >= max
 }
 

@@ -52,9 +52,7 @@ func Ingest(ctx workflow.Context, in contract.IngestInput) (contract.IngestStatu
 			MaximumAttempts: 5},
 	})
 	perRun := in.PagesPerRun
-	if perRun <= 0 {
-		perRun = contract.DefaultIngestPagesPerRun
-	}
+	perRun = agent.OrDefault(perRun, contract.DefaultIngestPagesPerRun)
 	end := min(len(in.Pages), in.Next+perRun)
 	type pending struct {
 		page int

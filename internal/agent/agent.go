@@ -377,20 +377,20 @@ const (
 
 // WithDefaults returns l with zero fields replaced by the defaults.
 func (l Limits) WithDefaults() Limits {
-	if l.MaxIterations <= 0 {
-		l.MaxIterations = DefaultMaxIterations
-	}
-	if l.TurnTimeoutSec <= 0 {
-		l.TurnTimeoutSec = DefaultTurnTimeoutSec
-	}
-	if l.ApprovalTimeoutSec <= 0 {
-		l.ApprovalTimeoutSec = DefaultApprovalTimeoutSec
-	}
-	if l.HistoryEvents <= 0 {
-		l.HistoryEvents = DefaultHistoryEvents
-	}
-	l.HistoryEvents = max(l.HistoryEvents, MinHistoryEvents)
+	l.MaxIterations = OrDefault(l.MaxIterations, DefaultMaxIterations)
+	l.TurnTimeoutSec = OrDefault(l.TurnTimeoutSec, DefaultTurnTimeoutSec)
+	l.ApprovalTimeoutSec = OrDefault(l.ApprovalTimeoutSec, DefaultApprovalTimeoutSec)
+	l.HistoryEvents = max(OrDefault(l.HistoryEvents, DefaultHistoryEvents), MinHistoryEvents)
 	return l
+}
+
+// OrDefault is v when it is set (above zero), else def: the rule of every
+// limit that has a default.
+func OrDefault[T ~int | ~int32 | ~int64 | ~float64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // TurnTimeout is the limit as a duration.

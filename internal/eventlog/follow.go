@@ -68,9 +68,7 @@ type Follower struct {
 // every idleRead (0 means DefaultIdleRead): that is the polling design
 // the live path is measured against.
 func NewFollower(c client.Client, hub LiveSource, logger log.Logger, idleRead time.Duration) *Follower {
-	if idleRead <= 0 {
-		idleRead = DefaultIdleRead
-	}
+	idleRead = agent.OrDefault(idleRead, DefaultIdleRead)
 	return &Follower{client: c, hub: hub, logger: logger, idleRead: idleRead}
 }
 

@@ -107,9 +107,7 @@ func New(o Options) (*Governor, error) {
 		return nil, fmt.Errorf("governor: Store and Logger are required")
 	}
 	g := &Governor{store: o.Store, limits: o.Limits, tenant: o.TenantLimits, log: o.Logger, poll: o.Poll}
-	if g.poll <= 0 {
-		g.poll = DefaultPoll
-	}
+	g.poll = agent.OrDefault(g.poll, DefaultPoll)
 	if o.Metrics != nil {
 		g.metrics = NewMetrics(o.Metrics)
 	}

@@ -26,9 +26,7 @@ const (
 )
 
 func (o SplitOptions) withDefaults() SplitOptions {
-	if o.ChunkTokens <= 0 {
-		o.ChunkTokens = DefaultChunkTokens
-	}
+	o.ChunkTokens = agent.OrDefault(o.ChunkTokens, DefaultChunkTokens)
 	if o.OverlapTokens < 0 {
 		o.OverlapTokens = 0
 	} else if o.OverlapTokens == 0 {

@@ -64,9 +64,7 @@ const (
 // New returns a Store over pool, whose database has migration 028, and
 // detects which vector index the database allows.
 func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) {
-	if opts.MaxDocumentBytes <= 0 {
-		opts.MaxDocumentBytes = DefaultMaxDocumentBytes
-	}
+	opts.MaxDocumentBytes = agent.OrDefault(opts.MaxDocumentBytes, DefaultMaxDocumentBytes)
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}

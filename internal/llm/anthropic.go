@@ -116,9 +116,7 @@ func (r *Router) generateAnthropic(ctx context.Context, p *provider, modelName, 
 // block (Request.CacheKey).
 func anthropicParams(ctx context.Context, modelName string, req Request, messages []agent.Message) (anthropic.MessageNewParams, error) {
 	params := anthropic.MessageNewParams{Model: anthropic.Model(modelName), MaxTokens: int64(req.MaxTokens)}
-	if params.MaxTokens <= 0 {
-		params.MaxTokens = defaultAnthropicMaxTokens
-	}
+	params.MaxTokens = agent.OrDefault(params.MaxTokens, defaultAnthropicMaxTokens)
 	if budget := req.ReasoningBudget; budget > 0 {
 		// Thinking needs max_tokens above its budget, and the default
 		// temperature.

@@ -106,9 +106,7 @@ func (g *Gates) Do(ctx context.Context, c Call, send func(context.Context) (agen
 		return agent.Errorf(agent.CodeInternal, "model call %s: no usage ledger to count it in", c.Kind)
 	}
 	c.Kind = cmp.Or(c.Kind, store.KindChat)
-	if c.Hold <= 0 {
-		c.Hold = DefaultHold
-	}
+	c.Hold = agent.OrDefault(c.Hold, DefaultHold)
 	billing, err := g.billing(ctx, c.TenantID)
 	if err != nil {
 		return fmt.Errorf("load prices and budgets: %w", err)

@@ -139,18 +139,10 @@ const (
 
 // withDefaults returns l with zero fields set to their defaults.
 func (l Limits) withDefaults() Limits {
-	if l.MaxRows <= 0 {
-		l.MaxRows = DefaultMaxRows
-	}
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultMaxBytes
-	}
-	if l.JQTimeout <= 0 {
-		l.JQTimeout = DefaultJQTimeout
-	}
-	if l.StepTimeout <= 0 {
-		l.StepTimeout = DefaultStepTimeout
-	}
+	l.MaxRows = agent.OrDefault(l.MaxRows, DefaultMaxRows)
+	l.MaxBytes = agent.OrDefault(l.MaxBytes, DefaultMaxBytes)
+	l.JQTimeout = agent.OrDefault(l.JQTimeout, DefaultJQTimeout)
+	l.StepTimeout = agent.OrDefault(l.StepTimeout, DefaultStepTimeout)
 	return l
 }
 

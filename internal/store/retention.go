@@ -211,9 +211,7 @@ func (s *Store) Sweep(ctx context.Context, sw Sweep) (Swept, error) {
 	if sw.RunID == "" || sw.Before.IsZero() {
 		return Swept{}, agent.Errorf(agent.CodeInvalid, "a sweep needs its run id and its cutoff")
 	}
-	if sw.Limit <= 0 {
-		sw.Limit = DefaultSweepBatch
-	}
+	sw.Limit = agent.OrDefault(sw.Limit, DefaultSweepBatch)
 	b := &sweepBatch{s: s, sw: sw}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b.tx, b.out = tx, Swept{Statements: 2} // BEGIN and COMMIT
@@ -409,9 +407,7 @@ ORDER BY id DESC LIMIT $3`
 
 // AuditLog returns the newest audit rows first.
 func (s *Store) AuditLog(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
-	if q.Limit <= 0 {
-		q.Limit = 100
-	}
+	q.Limit = agent.OrDefault(q.Limit, 100)
 	out, err := collect(ctx, s.pool, func(r pgx.CollectableRow) (AuditEntry, error) {
 		var e AuditEntry
 		var kind string

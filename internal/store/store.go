@@ -81,15 +81,11 @@ type Store struct {
 // Open connects to databaseURL and applies pending migrations. Concurrent
 // Opens against one database are serialised; the second applies nothing.
 func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error) {
-	if opts.ResultInlineLimit <= 0 {
-		opts.ResultInlineLimit = DefaultResultInlineLimit
-	}
+	opts.ResultInlineLimit = agent.OrDefault(opts.ResultInlineLimit, DefaultResultInlineLimit)
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	if opts.BlobChunkSize <= 0 {
-		opts.BlobChunkSize = DefaultBlobChunkSize
-	}
+	opts.BlobChunkSize = agent.OrDefault(opts.BlobChunkSize, DefaultBlobChunkSize)
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		// The URL may hold a password: never echo it.

@@ -55,12 +55,8 @@ type MCPSessionOptions struct {
 
 // NewMCPSessions returns an empty set of sessions.
 func NewMCPSessions(opts MCPSessionOptions) *MCPSessions {
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = time.Minute
-	}
-	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = 64
-	}
+	opts.IdleTimeout = agent.OrDefault(opts.IdleTimeout, time.Minute)
+	opts.MaxSessions = agent.OrDefault(opts.MaxSessions, 64)
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}

@@ -55,12 +55,8 @@ const configSchema = `{
 // Kind returns the k8s_job kind, running Jobs through opts.Client within
 // opts.Allow.
 func Kind(opts Options) tools.Kind {
-	if opts.Poll <= 0 {
-		opts.Poll = 2 * time.Second
-	}
-	if opts.MaxLogBytes <= 0 {
-		opts.MaxLogBytes = DefaultMaxLogBytes
-	}
+	opts.Poll = agent.OrDefault(opts.Poll, 2*time.Second)
+	opts.MaxLogBytes = agent.OrDefault(opts.MaxLogBytes, DefaultMaxLogBytes)
 	return tools.Kind{
 		Name:        KindName,
 		Description: "Runs a container job and returns its exit code and logs.",
