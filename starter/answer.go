@@ -14,14 +14,10 @@ import (
 // calls), or answers one.
 func answerCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("answer", flag.ContinueOnError)
-	api := addAPIFlags(fs)
-	streamID := fs.String("stream", "", "the turn's stream id, turn/<tenant>/<job_id> (required)")
+	api, streamID := addTurnFlags(fs)
 	callID := fs.String("call", "", "the question to answer (its call id); without it, list what waits")
-	if err := fs.Parse(args); err != nil {
+	if err := parseTurnFlags(fs, args, streamID); err != nil {
 		return err
-	}
-	if *streamID == "" {
-		return fmt.Errorf("answer: --stream is required")
 	}
 	text := strings.TrimSpace(strings.Join(fs.Args(), " "))
 	if *callID != "" && text == "" {

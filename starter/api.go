@@ -25,6 +25,24 @@ type apiFlags struct {
 	token *string
 }
 
+// addTurnFlags adds the flags of a command that acts on one turn: the
+// API's and --stream, the turn's stream id (parseTurnFlags requires it).
+func addTurnFlags(fs *flag.FlagSet) (apiFlags, *string) {
+	return addAPIFlags(fs), fs.String("stream", "", "the turn's stream id, turn/<tenant>/<job_id> (required)")
+}
+
+// parseTurnFlags parses a turn command's args and refuses it without the
+// turn's stream id.
+func parseTurnFlags(fs *flag.FlagSet, args []string, streamID *string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *streamID == "" {
+		return fmt.Errorf("%s: --stream is required", fs.Name())
+	}
+	return nil
+}
+
 func addAPIFlags(fs *flag.FlagSet) apiFlags {
 	return apiFlags{
 		addr:  fs.String("addr", envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051"), "gateway address (AGENTFLOW_GRPC_ADDR)"),

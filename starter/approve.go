@@ -43,8 +43,7 @@ func (m *matchFlags) Set(v string) error {
 // approveCmd lists a turn's pending approvals, or decides one.
 func approveCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
-	api := addAPIFlags(fs)
-	streamID := fs.String("stream", "", "the turn's stream id, turn/<tenant>/<job_id> (required)")
+	api, streamID := addTurnFlags(fs)
 	approvalID := fs.String("approval", "", "the approval id of the call to decide, as the list and `starter chat` show it: the decision decides that call and no other")
 	callID := fs.String("call", "", "the call to decide, by its call id: the one that waits now (without --call or --approval, list what waits)")
 	reject := fs.Bool("reject", false, "reject the call instead of approving it")
@@ -53,11 +52,8 @@ func approveCmd(ctx context.Context, args []string, out io.Writer) error {
 	var match matchFlags
 	fs.Var(&match, "match", "with --for: only calls whose argument at PATH is VALUE (PATH=VALUE, PATH a JSON Pointer; repeat for more)")
 	expires := fs.Duration("expires", 0, "with --for: the approval is remembered this long (default: while the turn or session lasts)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseTurnFlags(fs, args, streamID); err != nil {
 		return err
-	}
-	if *streamID == "" {
-		return fmt.Errorf("approve: --stream is required")
 	}
 	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {

@@ -12,14 +12,10 @@ import (
 // cancelCmd stops a running turn at its next safe point.
 func cancelCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("cancel", flag.ContinueOnError)
-	api := addAPIFlags(fs)
-	streamID := fs.String("stream", "", "the turn's stream id, turn/<tenant>/<job_id> (required)")
+	api, streamID := addTurnFlags(fs)
 	reason := fs.String("reason", "", "why (stored with the turn's result)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseTurnFlags(fs, args, streamID); err != nil {
 		return err
-	}
-	if *streamID == "" {
-		return fmt.Errorf("cancel: --stream is required")
 	}
 	c, ctx, closeConn, err := api.dial(ctx)
 	if err != nil {
