@@ -173,14 +173,21 @@ func (t *turn) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) err
 
 // notWaiting is the refusal of a decision on a call that does not wait.
 func (t *turn) notWaiting(d agent.ApprovalDecision) error {
-	ids := make([]string, len(t.appr.pending))
-	for i, p := range t.appr.pending {
-		ids[i] = p.CallID
+	return noneWaits(fmt.Sprintf("no tool call %q is waiting for approval", d.CallID), "none is",
+		t.appr.pending, func(p agent.PendingApproval) string { return p.CallID })
+}
+
+// noneWaits is CodeNotFound for a decision or an answer that names a
+// call nothing waits for (msg), listing the calls that wait, or none.
+func noneWaits[P any](msg, none string, pending []P, callID func(P) string) error {
+	if len(pending) == 0 {
+		return agent.Errorf(agent.CodeNotFound, "%s (%s)", msg, none)
 	}
-	if len(ids) == 0 {
-		return agent.Errorf(agent.CodeNotFound, "no tool call %q is waiting for approval (none is)", d.CallID)
+	ids := make([]string, len(pending))
+	for i, p := range pending {
+		ids[i] = callID(p)
 	}
-	return agent.Errorf(agent.CodeNotFound, "no tool call %q is waiting for approval (waiting: %s)", d.CallID, strings.Join(ids, ", "))
+	return agent.Errorf(agent.CodeNotFound, "%s (waiting: %s)", msg, strings.Join(ids, ", "))
 }
 
 // offer takes a decision for the waiting loop; the call counts as decided

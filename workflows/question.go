@@ -3,7 +3,6 @@ package workflows
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -81,14 +80,8 @@ func (t *turn) checkAnswer(a agent.Answer) error {
 			return q.Fits(a)
 		}
 	}
-	ids := make([]string, len(t.asks.pending))
-	for i, q := range t.asks.pending {
-		ids[i] = q.CallID
-	}
-	if len(ids) == 0 {
-		return agent.Errorf(agent.CodeNotFound, "no question %q waits for an answer (none does)", a.CallID)
-	}
-	return agent.Errorf(agent.CodeNotFound, "no question %q waits for an answer (waiting: %s)", a.CallID, strings.Join(ids, ", "))
+	return noneWaits(fmt.Sprintf("no question %q waits for an answer", a.CallID), "none does",
+		t.asks.pending, func(q agent.PendingQuestion) string { return q.CallID })
 }
 
 // offerAnswer takes an answer for its call's coroutine; the question

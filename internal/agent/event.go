@@ -527,6 +527,18 @@ func ListEntries(v string) []string {
 	return out
 }
 
+// Listed names things in a message: "none" for none, else the first most
+// of them, comma-separated, and how many more there are.
+func Listed(names []string, most int) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	if len(names) > most {
+		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return strings.Join(names, ", ")
+}
+
 // Clip shortens s to at most n bytes, cut at a rune boundary, marking the
 // cut with "…".
 func Clip(s string, n int) string {

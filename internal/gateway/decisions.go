@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/redact"
@@ -97,12 +99,9 @@ func (s *Service) RevokeGrant(ctx context.Context, in *pb.RevokeGrantRequest) (*
 
 // ListPendingApprovals implements pb.AgentServiceServer.
 func (s *Service) ListPendingApprovals(ctx context.Context, in *pb.ListPendingApprovalsRequest) (*pb.ListPendingApprovalsResponse, error) {
-	if err := OwnStream(ctx, in.GetStreamId()); err != nil {
-		return nil, s.StatusOf(ctx, err)
-	}
-	pending, err := turnclient.PendingApprovals(ctx, s.client, in.GetStreamId())
+	pending, err := ownPending(ctx, s, in.GetStreamId(), turnclient.PendingApprovals)
 	if err != nil {
-		return nil, s.StatusOf(ctx, err)
+		return nil, err
 	}
 	return &pb.ListPendingApprovalsResponse{Approvals: toPBList(pending, toPBPending)}, nil
 }
@@ -163,12 +162,22 @@ func (s *Service) redactForTurn(ctx context.Context, streamID string, texts ...*
 
 // ListPendingQuestions implements pb.AgentServiceServer.
 func (s *Service) ListPendingQuestions(ctx context.Context, in *pb.ListPendingQuestionsRequest) (*pb.ListPendingQuestionsResponse, error) {
-	if err := OwnStream(ctx, in.GetStreamId()); err != nil {
+	pending, err := ownPending(ctx, s, in.GetStreamId(), turnclient.PendingQuestions)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ListPendingQuestionsResponse{Questions: toPBList(pending, toPBQuestion)}, nil
+}
+
+// ownPending reads what a turn of the caller's tenant waits for (read:
+// its approvals or its questions); its error is the call's status.
+func ownPending[T any](ctx context.Context, s *Service, streamID string, read func(context.Context, client.Client, string) ([]T, error)) ([]T, error) {
+	if err := OwnStream(ctx, streamID); err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	pending, err := turnclient.PendingQuestions(ctx, s.client, in.GetStreamId())
+	pending, err := read(ctx, s.client, streamID)
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
-	return &pb.ListPendingQuestionsResponse{Questions: toPBList(pending, toPBQuestion)}, nil
+	return pending, nil
 }

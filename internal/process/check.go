@@ -216,16 +216,7 @@ func graphProblems(doc any) Problems {
 }
 
 // listIDs names the nodes for a message, the first few of them.
-func listIDs(ids []string) string {
-	if len(ids) == 0 {
-		return "none"
-	}
-	const most = 12
-	if len(ids) > most {
-		return strings.Join(ids[:most], ", ") + fmt.Sprintf(", … %d more", len(ids)-most)
-	}
-	return strings.Join(ids, ", ")
-}
+func listIDs(ids []string) string { return agent.Listed(ids, 12) }
 
 // Pointer is the JSON Pointer (RFC 6901) of a path of tokens.
 func Pointer(tokens []string) string { return structured.Pointer(tokens) }

@@ -539,16 +539,7 @@ func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.T
 }
 
 // listNames lists names for a message, the first few only.
-func listNames(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	const shown = 20
-	if len(names) > shown {
-		return strings.Join(names[:shown], ", ") + fmt.Sprintf(" and %d more", len(names)-shown)
-	}
-	return strings.Join(names, ", ")
-}
+func listNames(names []string) string { return agent.Listed(names, 20) }
 
 // mcpToolName is the name the model calls a server's tool by:
 // <entry>_<tool>, with what providers refuse replaced by _, and a long
