@@ -298,41 +298,36 @@ func DynamicConfigYAML() string {
 // namespace at once, the other services at their next cache refresh (10 s),
 // and until then they refuse its workflows.
 func serverReady(ctx context.Context, address, namespace string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c, err := dialHealthy(ctx, address, namespace)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace:                        namespace,
-		WorkflowExecutionRetentionPeriod: durationpb.New(serverRetention),
+	return withHealthy(ctx, address, namespace, 5*time.Second, func(ctx context.Context, c client.Client) error {
+		_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace:                        namespace,
+			WorkflowExecutionRetentionPeriod: durationpb.New(serverRetention),
+		})
+		var exists *serviceerror.NamespaceAlreadyExists
+		if err != nil && !errors.As(err, &exists) {
+			return fmt.Errorf("register namespace: %w", err)
+		}
+		if err := ensureSearchAttributes(ctx, c, namespace); err != nil {
+			return err
+		}
+		// History knows the namespace when it answers "no such workflow".
+		_, err = c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+			Namespace: namespace,
+			Execution: &commonpb.WorkflowExecution{WorkflowId: "devstack-readiness-probe"},
+		})
+		var notFound *serviceerror.NotFound
+		if !errors.As(err, &notFound) {
+			return fmt.Errorf("history service not ready for namespace %q: %v", namespace, err)
+		}
+		_, err = c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace: namespace,
+			TaskQueue: &taskqueuepb.TaskQueue{Name: "devstack-readiness-probe", Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		})
+		if err != nil {
+			return fmt.Errorf("matching service not ready for namespace %q: %w", namespace, err)
+		}
+		return nil
 	})
-	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("register namespace: %w", err)
-	}
-	if err := ensureSearchAttributes(ctx, c, namespace); err != nil {
-		return err
-	}
-	// History knows the namespace when it answers "no such workflow".
-	_, err = c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
-		Namespace: namespace,
-		Execution: &commonpb.WorkflowExecution{WorkflowId: "devstack-readiness-probe"},
-	})
-	var notFound *serviceerror.NotFound
-	if !errors.As(err, &notFound) {
-		return fmt.Errorf("history service not ready for namespace %q: %v", namespace, err)
-	}
-	_, err = c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
-		Namespace: namespace,
-		TaskQueue: &taskqueuepb.TaskQueue{Name: "devstack-readiness-probe", Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-	})
-	if err != nil {
-		return fmt.Errorf("matching service not ready for namespace %q: %w", namespace, err)
-	}
-	return nil
 }
 
 // ensureSearchAttributes registers agentflow's search attributes in

@@ -289,21 +289,19 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 // server registers them when it makes its state, and a state made by an
 // older version is given the newer ones here.
 func temporalReady(ctx context.Context, address, namespace string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	c, err := dialHealthy(ctx, address, namespace)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if _, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace}); err != nil {
-		return err
-	}
-	return ensureSearchAttributes(ctx, c, namespace)
+	return withHealthy(ctx, address, namespace, 2*time.Second, func(ctx context.Context, c client.Client) error {
+		if _, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace}); err != nil {
+			return err
+		}
+		return ensureSearchAttributes(ctx, c, namespace)
+	})
 }
 
-// dialHealthy connects to the frontend at address and checks its health.
-func dialHealthy(ctx context.Context, address, namespace string) (client.Client, error) {
+// withHealthy connects to the frontend at address, checks its health and
+// runs probe with the client, all within timeout.
+func withHealthy(ctx context.Context, address, namespace string, timeout time.Duration, probe func(context.Context, client.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	c, err := client.DialContext(ctx, client.Options{
 		HostPort:  address,
 		Namespace: namespace,
@@ -311,13 +309,13 @@ func dialHealthy(ctx context.Context, address, namespace string) (client.Client,
 		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	defer c.Close()
 	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		c.Close()
-		return nil, err
+		return err
 	}
-	return c, nil
+	return probe(ctx, c)
 }
 
 // TemporalCLI returns the path of the `temporal` CLI for the repository at

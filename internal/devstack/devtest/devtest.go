@@ -186,8 +186,7 @@ func PlatformAddrs(t testing.TB) []string {
 
 func temporalStack(t testing.TB) *devstack.Stack {
 	t.Helper()
-	requireMain(t)
-	s, err := shared.temporal.get(devstack.Options{
+	return sharedStack(t, &shared.temporal, "temporal dev server", devstack.Options{
 		TemporalAddress:     os.Getenv(devstack.EnvTestTemporalAddress),
 		TemporalHTTPAddress: os.Getenv(devstack.EnvTestTemporalHTTPAddress),
 		Namespace:           os.Getenv(devstack.EnvTestNamespace),
@@ -197,22 +196,25 @@ func temporalStack(t testing.TB) *devstack.Stack {
 		UIPort:              -1,
 		InMemory:            true,
 	})
-	if err != nil {
-		t.Fatalf("devtest: start temporal dev server: %v", err)
-	}
-	return s
 }
 
 func postgresStack(t testing.TB) *devstack.Stack {
 	t.Helper()
-	requireMain(t)
-	s, err := shared.postgres.get(devstack.Options{
+	return sharedStack(t, &shared.postgres, "postgres", devstack.Options{
 		DatabaseURL:     os.Getenv(devstack.EnvTestDatabaseURL),
 		SkipTemporal:    true,
 		SkipObjectStore: true,
 	})
+}
+
+// sharedStack is part of the stack the test binary shares, started by the
+// first test that needs it with opts; what names it when it fails.
+func sharedStack(t testing.TB, part *lazyStack, what string, opts devstack.Options) *devstack.Stack {
+	t.Helper()
+	requireMain(t)
+	s, err := part.get(opts)
 	if err != nil {
-		t.Fatalf("devtest: start postgres: %v", err)
+		t.Fatalf("devtest: start %s: %v", what, err)
 	}
 	return s
 }
@@ -224,15 +226,11 @@ func postgresStack(t testing.TB) *devstack.Stack {
 // blobs go there.
 func ObjectStore(t testing.TB) objstore.Config {
 	t.Helper()
-	requireMain(t)
-	s, err := shared.objects.get(devstack.Options{
+	s := sharedStack(t, &shared.objects, "the object store", devstack.Options{
 		ObjectStoreEndpoint: os.Getenv(devstack.EnvTestObjectStore),
 		SkipPostgres:        true,
 		SkipTemporal:        true,
 	})
-	if err != nil {
-		t.Fatalf("devtest: start the object store: %v", err)
-	}
 	return devstack.ObjectStoreConfig(s.ObjectStore.Endpoint, bucketName(t.Name()))
 }
 
