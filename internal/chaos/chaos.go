@@ -43,7 +43,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -188,7 +187,7 @@ type env struct {
 	// api is the HTTP API the pipeline tool fetches from; mcp the MCP
 	// server whose slow tool the agent calls, mcpCalls its calls as they
 	// start.
-	api    *restartable
+	api    *mcptest.Crashable
 	ledger *ledger // the API's POST /ledger (programkill.go)
 	// stockCalls counts the API's GET /stock requests (replay.go).
 	stockCalls atomic.Int64
@@ -232,7 +231,7 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 	api.Handle("POST /ledger", e.ledger)
 	api.HandleFunc("GET /stock", e.serveStock)
 	api.HandleFunc("/", serveItems)
-	if e.api, err = startRestartable(api); err != nil {
+	if e.api, err = mcptest.StartCrashable(func() http.Handler { return api }); err != nil {
 		_ = e.http.Close()
 		return nil, err
 	}
@@ -257,7 +256,7 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 			"AGENTFLOW_TOKENS=" + token + "=" + tenant + ":user+approver+admin:chaos",
 			"AGENTFLOW_LOG_LEVEL=info",
 			// The tenant's API and MCP server listen on loopback.
-			"AGENTFLOW_EGRESS_ALLOW=" + e.api.addr + "," + e.mcp.Addr,
+			"AGENTFLOW_EGRESS_ALLOW=" + e.api.Addr + "," + e.mcp.Addr,
 		},
 	})
 	if err != nil {
@@ -280,7 +279,7 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 	}
 	actx := e.auth(ctx)
 	if _, err := pb.NewCatalogServiceClient(e.conns[0]).UpsertCatalog(actx, &pb.UpsertCatalogRequest{
-		Files: map[string]string{"chaos.yaml": fmt.Sprintf(catalog, e.api.addr, e.mcp.Addr, e.mcp.URL)},
+		Files: map[string]string{"chaos.yaml": fmt.Sprintf(catalog, e.api.Addr, e.mcp.Addr, e.mcp.URL)},
 	}); err != nil {
 		e.stop()
 		return nil, fmt.Errorf("chaos: apply catalog: %w", err)
@@ -505,56 +504,6 @@ type modelFault struct {
 	rule    string
 	fault   scripted.Fault
 	delayMS int
-}
-
-// restartable is an HTTP server that can crash and come back on its port.
-type restartable struct {
-	addr    string
-	handler http.Handler
-	mu      sync.Mutex
-	srv     *http.Server
-}
-
-func startRestartable(h http.Handler) (*restartable, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("chaos: api listener: %w", err)
-	}
-	r := &restartable{addr: ln.Addr().String(), handler: h}
-	r.serve(ln)
-	return r, nil
-}
-
-func (r *restartable) serve(ln net.Listener) {
-	srv := &http.Server{Handler: r.handler, ReadHeaderTimeout: 5 * time.Second}
-	r.mu.Lock()
-	r.srv = srv
-	r.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-}
-
-// Kill closes the listener and every connection: callers are refused.
-func (r *restartable) Kill() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.srv != nil {
-		_ = r.srv.Close()
-		r.srv = nil
-	}
-}
-
-// Restart serves again on the same address.
-func (r *restartable) Restart() error {
-	var err error
-	for range 50 {
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", r.addr); err == nil {
-			r.serve(ln)
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("chaos: listen again on %s: %w", r.addr, err)
 }
 
 // serveItems is the API: /items has three items, /big 11 MiB of them,

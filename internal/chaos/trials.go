@@ -72,11 +72,11 @@ func computeTurn(prefix, agentID string) func(*env, string) turnSpec {
 }
 
 func fetchTurn(e *env, _ string) turnSpec {
-	return turnSpec{prompt: "fetch items from http://" + e.api.addr + "/items", want: "Fetched 3 rows" + answerTail}
+	return turnSpec{prompt: "fetch items from http://" + e.api.Addr + "/items", want: "Fetched 3 rows" + answerTail}
 }
 
 func bigTurn(e *env, _ string) turnSpec {
-	return turnSpec{prompt: "fetch items from http://" + e.api.addr + "/big", want: "Too much data: over 10485760 bytes" + answerTail}
+	return turnSpec{prompt: "fetch items from http://" + e.api.Addr + "/big", want: "Too much data: over 10485760 bytes" + answerTail}
 }
 
 func hurryTurn(_ *env, _ string) turnSpec {

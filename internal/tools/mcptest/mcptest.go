@@ -149,13 +149,11 @@ func Handler(opts Options) http.Handler {
 type HTTPServer struct {
 	// URL is the MCP endpoint, http://127.0.0.1:PORT/mcp.
 	URL string
-	// Addr is host:port.
-	Addr  string
+	// Crashable is the HTTP server: its Addr, Kill and Restart (which
+	// starts with new sessions: what the killed server knew is gone).
+	*Crashable
 	opts  Options
 	calls sync.Map // tool → *atomic.Int32
-
-	mu  sync.Mutex
-	srv *http.Server
 }
 
 // StartHTTP serves the issue tracker until the test ends.
@@ -172,17 +170,16 @@ func StartHTTP(t testing.TB, opts Options) *HTTPServer {
 // Start serves the issue tracker on a free loopback port until Kill.
 func Start(opts Options) (*HTTPServer, error) {
 	s := &HTTPServer{opts: opts}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+	var err error
+	if s.Crashable, err = StartCrashable(s.handler); err != nil {
+		return nil, err
 	}
-	s.Addr = ln.Addr().String()
 	s.URL = "http://" + s.Addr + "/mcp"
-	s.serve(ln)
 	return s, nil
 }
 
-func (s *HTTPServer) serve(ln net.Listener) {
+// handler is the server's handler, made anew for each start.
+func (s *HTTPServer) handler() http.Handler {
 	opts := s.opts
 	onCall := opts.OnCall
 	opts.OnCall = func(tool string) {
@@ -194,11 +191,7 @@ func (s *HTTPServer) serve(ln net.Listener) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", Handler(opts))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	s.mu.Lock()
-	s.srv = srv
-	s.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
+	return mux
 }
 
 // Calls is how many calls of tool the server has started, across restarts.
@@ -210,34 +203,64 @@ func (s *HTTPServer) Calls(tool string) int {
 	return int(n.(*atomic.Int32).Load())
 }
 
+// Crashable is an HTTP server on a loopback port that can crash (Kill)
+// and come back on the same address (Restart), serving what newHandler
+// makes each time it starts.
+type Crashable struct {
+	// Addr is host:port.
+	Addr       string
+	newHandler func() http.Handler
+
+	mu  sync.Mutex
+	srv *http.Server
+}
+
+// StartCrashable serves newHandler's handler on a free loopback port.
+func StartCrashable(newHandler func() http.Handler) (*Crashable, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	c := &Crashable{Addr: ln.Addr().String(), newHandler: newHandler}
+	c.serve(ln)
+	return c, nil
+}
+
+func (c *Crashable) serve(ln net.Listener) {
+	srv := &http.Server{Handler: c.newHandler(), ReadHeaderTimeout: 5 * time.Second}
+	c.mu.Lock()
+	c.srv = srv
+	c.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+}
+
 // Kill closes the listener and every connection at once, calls in flight
 // included, as a crashed server would.
-func (s *HTTPServer) Kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil {
-		_ = s.srv.Close()
-		s.srv = nil
+func (c *Crashable) Kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.srv != nil {
+		_ = c.srv.Close()
+		c.srv = nil
 	}
 }
 
-// Restart serves again on the same address, with new sessions: what the
-// killed server knew is gone.
-func (s *HTTPServer) Restart() error {
+// Restart serves again on the same address, with a new handler.
+func (c *Crashable) Restart() error {
 	var ln net.Listener
 	var err error
 	// The old listener's port is free once Close returned; retry briefly
 	// in case the kernel is slow to let go.
 	for range 50 {
-		if ln, err = net.Listen("tcp", s.Addr); err == nil {
+		if ln, err = net.Listen("tcp", c.Addr); err == nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("mcptest: listen again on %s: %w", s.Addr, err)
+		return fmt.Errorf("listen again on %s: %w", c.Addr, err)
 	}
-	s.serve(ln)
+	c.serve(ln)
 	return nil
 }
 
