@@ -202,14 +202,19 @@ func (s Shape) Bind(p Pipeline, values map[string]any) (Pipeline, error) {
 }
 
 func (s Shape) names() string {
-	var n []string
-	for _, p := range s.Params {
-		n = append(n, p.Name)
-	}
-	if len(n) == 0 {
+	if len(s.Params) == 0 {
 		return "none"
 	}
-	return strings.Join(n, ", ")
+	return strings.Join(s.ParamNames(), ", ")
+}
+
+// ParamNames are the names of the shape's parameters, in order.
+func (s Shape) ParamNames() []string {
+	n := make([]string, len(s.Params))
+	for i, p := range s.Params {
+		n[i] = p.Name
+	}
+	return n
 }
 
 func article(t string) string {

@@ -189,14 +189,10 @@ func compositeParameters(shape pipeline.Shape) json.RawMessage {
 }
 
 func paramList(shape pipeline.Shape) string {
-	var names []string
-	for _, p := range shape.Params {
-		names = append(names, p.Name)
-	}
-	if len(names) == 0 {
+	if len(shape.Params) == 0 {
 		return "no arguments"
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(shape.ParamNames(), ", ")
 }
 
 // stepWords name the steps in a composite's name.
