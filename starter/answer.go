@@ -16,18 +16,15 @@ func answerCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("answer", flag.ContinueOnError)
 	api, streamID := addTurnFlags(fs)
 	callID := fs.String("call", "", "the question to answer (its call id); without it, list what waits")
-	if err := parseTurnFlags(fs, args, streamID); err != nil {
-		return err
-	}
-	text := strings.TrimSpace(strings.Join(fs.Args(), " "))
-	if *callID != "" && text == "" {
-		return fmt.Errorf("answer: the answer is required: starter answer --stream ID --call ID \"answer\"")
-	}
-	c, ctx, closeConn, err := api.dial(ctx)
+	c, ctx, closeConn, err := api.dialTurn(ctx, fs, args, streamID)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
+	text := strings.TrimSpace(strings.Join(fs.Args(), " "))
+	if *callID != "" && text == "" {
+		return fmt.Errorf("answer: the answer is required: starter answer --stream ID --call ID \"answer\"")
+	}
 	if *callID == "" {
 		resp, err := c.ListPendingQuestions(ctx, &pb.ListPendingQuestionsRequest{StreamId: *streamID})
 		if err != nil {

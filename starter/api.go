@@ -26,21 +26,21 @@ type apiFlags struct {
 }
 
 // addTurnFlags adds the flags of a command that acts on one turn: the
-// API's and --stream, the turn's stream id (parseTurnFlags requires it).
+// API's and --stream, the turn's stream id (dialTurn requires it).
 func addTurnFlags(fs *flag.FlagSet) (apiFlags, *string) {
 	return addAPIFlags(fs), fs.String("stream", "", "the turn's stream id, turn/<tenant>/<job_id> (required)")
 }
 
-// parseTurnFlags parses a turn command's args and refuses it without the
-// turn's stream id.
-func parseTurnFlags(fs *flag.FlagSet, args []string, streamID *string) error {
+// dialTurn parses a turn command's args, refuses it without the turn's
+// stream id, and dials the gateway (dial).
+func (f apiFlags) dialTurn(ctx context.Context, fs *flag.FlagSet, args []string, streamID *string) (pb.AgentServiceClient, context.Context, func(), error) {
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	if *streamID == "" {
-		return fmt.Errorf("%s: --stream is required", fs.Name())
+		return nil, nil, nil, fmt.Errorf("%s: --stream is required", fs.Name())
 	}
-	return nil
+	return f.dial(ctx)
 }
 
 func addAPIFlags(fs *flag.FlagSet) apiFlags {

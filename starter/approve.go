@@ -52,10 +52,7 @@ func approveCmd(ctx context.Context, args []string, out io.Writer) error {
 	var match matchFlags
 	fs.Var(&match, "match", "with --for: only calls whose argument at PATH is VALUE (PATH=VALUE, PATH a JSON Pointer; repeat for more)")
 	expires := fs.Duration("expires", 0, "with --for: the approval is remembered this long (default: while the turn or session lasts)")
-	if err := parseTurnFlags(fs, args, streamID); err != nil {
-		return err
-	}
-	c, ctx, closeConn, err := api.dial(ctx)
+	c, ctx, closeConn, err := api.dialTurn(ctx, fs, args, streamID)
 	if err != nil {
 		return err
 	}

@@ -14,10 +14,7 @@ func cancelCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("cancel", flag.ContinueOnError)
 	api, streamID := addTurnFlags(fs)
 	reason := fs.String("reason", "", "why (stored with the turn's result)")
-	if err := parseTurnFlags(fs, args, streamID); err != nil {
-		return err
-	}
-	c, ctx, closeConn, err := api.dial(ctx)
+	c, ctx, closeConn, err := api.dialTurn(ctx, fs, args, streamID)
 	if err != nil {
 		return err
 	}

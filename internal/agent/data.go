@@ -334,11 +334,20 @@ func plural(n int, noun string) string {
 
 // encode is v as JSON, without HTML escapes.
 func encode(v any) []byte {
+	b, _ := MarshalPlain(v) // strings and numbers
+	return b
+}
+
+// MarshalPlain is v as JSON without HTML escapes, its strings as a person
+// or a model wrote them ("price < 500", not "price \u003c 500").
+func MarshalPlain(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // strings and numbers
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // FormatBytes writes a size for people: "812 bytes", "2 KiB", "9.4 MiB".

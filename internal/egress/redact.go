@@ -252,12 +252,8 @@ func unreserved(c byte) bool {
 // jsonEscape is v as the inside of a JSON string, escaping only what JSON
 // requires (and what encoding/json always escapes besides).
 func jsonEscape(v string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // a string always encodes
-	s := strings.TrimSuffix(b.String(), "\n")
-	return s[1 : len(s)-1]
+	b, _ := agent.MarshalPlain(v) // a string always encodes
+	return string(b[1 : len(b)-1])
 }
 
 // asciiJSON writes the non-ASCII characters of a JSON string's inside as

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // Slimming. What a narrowed document keeps of its operations and
@@ -56,13 +58,11 @@ func (s slimmer) slim(raw json.RawMessage, c slimContext) json.RawMessage {
 		return raw
 	}
 	v = s.value(v, c, 0)
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	out, err := agent.MarshalPlain(v)
+	if err != nil {
 		return raw
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return out
 }
 
 func (s slimmer) value(v any, c slimContext, depth int) any {

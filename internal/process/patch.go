@@ -413,15 +413,7 @@ func clip(s string) string { return agent.Clip(s, maxShownValueSize) }
 
 // marshal is json.Marshal without HTML escapes: values keep the bytes
 // the model wrote ("price < 500", not "price \u003c 500").
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func marshal(v any) ([]byte, error) { return agent.MarshalPlain(v) }
 
 func invalid(format string, args ...any) error {
 	return agent.Errorf(agent.CodeInvalid, format, args...)
