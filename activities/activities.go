@@ -180,23 +180,16 @@ func New(d Deps) (*Activities, error) {
 		maxToolTimeout:  d.MaxToolTimeout,
 		knowledge:       d.Knowledge,
 		embedder:        d.Embedder,
-		streamInterval:  orDefault(d.StreamInterval, DefaultStreamInterval),
-		streamMaxBytes:  orDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
-		previewBytes:    orDefault(d.PreviewBytes, DefaultPreviewBytes),
-		sessionWindow:   orDefault(d.SessionWindow, DefaultSessionWindow),
-		dataInlineBytes: orDefault(d.DataInlineBytes, DefaultDataInline),
-		maxResultBytes:  orDefault(d.MaxResultBytes, DefaultMaxResultBytes),
+		streamInterval:  agent.OrDefault(d.StreamInterval, DefaultStreamInterval),
+		streamMaxBytes:  agent.OrDefault(d.StreamMaxBytes, DefaultStreamMaxBytes),
+		previewBytes:    agent.OrDefault(d.PreviewBytes, DefaultPreviewBytes),
+		sessionWindow:   agent.OrDefault(d.SessionWindow, DefaultSessionWindow),
+		dataInlineBytes: agent.OrDefault(d.DataInlineBytes, DefaultDataInline),
+		maxResultBytes:  agent.OrDefault(d.MaxResultBytes, DefaultMaxResultBytes),
 		telegramAPI:     cmp.Or(d.TelegramAPI, DefaultTelegramAPI),
 		memories:        d.Memories,
 		programs:        cmp.Or(d.Programs, program.New(program.Options{})),
 	}, nil
-}
-
-func orDefault[T time.Duration | int](v, def T) T {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // agentVersion loads the version of its agent a turn runs, waiting out a

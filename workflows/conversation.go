@@ -207,10 +207,7 @@ func (c *conversation) loadAgentOnBusy(ctx workflow.Context) {
 }
 
 func (c *conversation) maxPending() int {
-	if c.in.MaxPending > 0 {
-		return c.in.MaxPending
-	}
-	return agent.DefaultMaxPending
+	return agent.OrDefault(c.in.MaxPending, agent.DefaultMaxPending)
 }
 
 func (c *conversation) shouldRoll(ctx workflow.Context) bool {

@@ -574,10 +574,7 @@ const (
 
 // Window is the tokens of transcript the model reads.
 func (m Memory) Window() int {
-	if m.WindowTokens > 0 {
-		return m.WindowTokens
-	}
-	return DefaultWindowTokens
+	return OrDefault(m.WindowTokens, DefaultWindowTokens)
 }
 
 // ContextPolicy is how a turn's own steps reach its model calls. A turn

@@ -154,18 +154,12 @@ const (
 
 // RecallTopK is how many memories a turn recalls at most.
 func (m Memory) RecallTopK() int {
-	if m.TopK > 0 {
-		return m.TopK
-	}
-	return DefaultMemoryTopK
+	return OrDefault(m.TopK, DefaultMemoryTopK)
 }
 
 // RecallBudget is the most tokens recalled memories take in a turn.
 func (m Memory) RecallBudget() int {
-	if m.Budget > 0 {
-		return m.Budget
-	}
-	return DefaultMemoryBudget
+	return OrDefault(m.Budget, DefaultMemoryBudget)
 }
 
 // FitMemories keeps the memories, in order, whose text fits within

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // Environment variables of the object store (ConfigFromEnv).
@@ -101,10 +103,7 @@ type Config struct {
 
 // PayloadThreshold is MinPayloadBytes, or its default when unset.
 func (c Config) PayloadThreshold() int64 {
-	if c.MinPayloadBytes > 0 {
-		return c.MinPayloadBytes
-	}
-	return DefaultMinPayloadBytes
+	return agent.OrDefault(c.MinPayloadBytes, DefaultMinPayloadBytes)
 }
 
 // Enabled reports whether c names an object store.

@@ -336,10 +336,7 @@ type Deps struct {
 }
 
 func (d Deps) openAPIMaxSpecBytes() int64 {
-	if d.OpenAPIMaxSpecBytes > 0 {
-		return d.OpenAPIMaxSpecBytes
-	}
-	return DefaultOpenAPIMaxSpecBytes
+	return agent.OrDefault(d.OpenAPIMaxSpecBytes, DefaultOpenAPIMaxSpecBytes)
 }
 
 // Composites keeps the tenant's composite tools (internal/store).
