@@ -190,7 +190,7 @@ func TestMCPServer(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return strings.Contains(strings.Join(progress, "\n"), "calling the tool calculator")
-	}, 10*time.Second, 10*time.Millisecond, "progress while the turn ran: %v", progress)
+	}, 10*time.Second, 10*time.Millisecond, "no progress named the calculator while the turn ran")
 
 	res, err = session.CallTool(ctx, &mcp.CallToolParams{Name: "weather", Arguments: map[string]any{"prompt": "the weather?"}})
 	require.NoError(t, err)
@@ -278,7 +278,7 @@ func TestMCPCancel(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{
 		Script: mcpServerScript, Catalogs: []string{mcpServerCatalog},
 		Tokens: map[string]string{"tok": "demo"}, HTTPAPI: true,
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 	})
 	previewed := make(chan struct{}, 1)
 	session := mcpConnect(ctx, t, srv, "tok", &mcp.ClientOptions{
@@ -310,14 +310,17 @@ func TestMCPCancel(t *testing.T) {
 	require.Error(t, <-done)
 
 	// The turn ends canceled, its run closed.
-	require.Eventually(t, func() bool {
+	var status enumspb.WorkflowExecutionStatus
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		it, err := srv.Client().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Query: "AgentflowAgent = 'calc' AND TaskQueue = '" + srv.TaskQueue + "'"})
-		if err != nil || len(it.GetExecutions()) == 0 {
-			return false
+		if err == nil && len(it.GetExecutions()) > 0 {
+			if status = it.GetExecutions()[0].GetStatus(); status == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
+				break
+			}
 		}
-		return it.GetExecutions()[0].GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
-	}, 30*time.Second, 100*time.Millisecond)
+	}
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, status, "the turn's run, 30 s after the client cancelled its call")
 }
 
 // TestMCPApproval: a call whose turn waits for approval asks the client,
