@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -161,7 +162,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	for _, d := range o.Doors {
 		d.Register(root, a.forChannel(d.Channel()))
 	}
-	root.Handle("/", a.LimitBody(mux))
+	root.Handle("/", a.LimitBody(a.utf8Only(mux)))
 	a.handler = cors.wrap(root, a)
 	return a, nil
 }
@@ -235,4 +236,37 @@ func forwardHeader(key string) (string, bool) {
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(pb.OpenAPI)
+}
+
+// utf8Only refuses a request whose path or query is not UTF-8 text:
+// protobuf strings are UTF-8, so no request message could be made of it,
+// and the caller is told so rather than given an internal error.
+func (a *HTTPAPI) utf8Only(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !utf8.ValidString(r.URL.Path) || !utf8Query(r.URL.RawQuery) {
+			a.Fail(w, r, agent.Errorf(agent.CodeInvalid, "the request's path or query is not UTF-8 text"), 0)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// utf8Query reports whether a query's names and values, decoded, are
+// UTF-8. A query that does not parse is grpc-gateway's to answer.
+func utf8Query(raw string) bool {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return true
+	}
+	for k, vs := range q {
+		if !utf8.ValidString(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
