@@ -162,20 +162,25 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	for _, d := range o.Doors {
 		d.Register(root, a.forChannel(d.Channel()))
 	}
-	root.Handle("/", a.LimitBody(a.utf8Only(mux)))
+	root.Handle("/", a.LimitBody(mux))
 	a.handler = cors.wrap(root, a)
 	return a, nil
 }
 
 // ServeHTTP implements http.Handler. Every request gets its body reader
-// first (admit), whatever door takes it. A path that is not UTF-8 once
-// unescaped names nothing (ids are text, and gRPC refuses such strings):
-// it is refused here, saying so.
+// first (admit), whatever door takes it. A path or query that is not
+// UTF-8 once unescaped names nothing (ids are text, and protobuf strings
+// are UTF-8, so no request message could be made of it): it is refused
+// here, saying so, rather than answered with an internal error.
 func (a *HTTPAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r, end := a.admit(w, r)
 	defer end()
 	if !utf8.ValidString(r.URL.Path) {
 		a.Fail(w, r, agent.Errorf(agent.CodeInvalid, "the path is not valid UTF-8 once unescaped"), http.StatusBadRequest)
+		return
+	}
+	if !utf8Query(r.URL.RawQuery) {
+		a.Fail(w, r, agent.Errorf(agent.CodeInvalid, "the query is not valid UTF-8 once unescaped"), http.StatusBadRequest)
 		return
 	}
 	a.handler.ServeHTTP(w, r)
@@ -236,19 +241,6 @@ func forwardHeader(key string) (string, bool) {
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(pb.OpenAPI)
-}
-
-// utf8Only refuses a request whose path or query is not UTF-8 text:
-// protobuf strings are UTF-8, so no request message could be made of it,
-// and the caller is told so rather than given an internal error.
-func (a *HTTPAPI) utf8Only(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !utf8.ValidString(r.URL.Path) || !utf8Query(r.URL.RawQuery) {
-			a.Fail(w, r, agent.Errorf(agent.CodeInvalid, "the request's path or query is not UTF-8 text"), 0)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // utf8Query reports whether a query's names and values, decoded, are

@@ -343,3 +343,15 @@ func FuzzParseCORSOrigins(f *testing.F) {
 		require.Equal(t, got, again)
 	})
 }
+
+// TestNotUTF8: a path or query that is not UTF-8 once unescaped is
+// refused as invalid, for every door, before any handler.
+func TestNotUTF8(t *testing.T) {
+	srv := startHTTPAPI(t)
+	for _, target := range []string{"/v1/usage?group_by=%85", "/v1/usage?%ff=agent", "/v1/turn/demo/j%ff/events"} {
+		resp, err := http.Get(srv.URL + target)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, target)
+		require.Contains(t, problem(t, resp).Detail, "not valid UTF-8", target)
+	}
+}
