@@ -60,6 +60,26 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 		return err
 	}
 
+	for attempt := 1; ; attempt++ {
+		err := s.runServer(ctx, sv, bins, opts, db)
+		if err == nil {
+			break
+		}
+		if opts.TemporalPort != -1 || attempt == portAttempts || !lostPortRace(sv) {
+			return err
+		}
+		s.log.Warn("temporal server lost a port to another process; starting it on others",
+			zap.Int("attempt", attempt), zap.Error(err))
+	}
+	s.log.Info("temporal server started", zap.String("address", s.TemporalAddress), zap.String("namespace", s.Namespace),
+		zap.Duration("took", time.Since(begin)))
+	return nil
+}
+
+// runServer starts one server process for sv and waits until it is ready,
+// setting the stack's addresses. The ports of the services other than the
+// frontend are the ones of the last start while they are free, else new.
+func (s *Stack) runServer(ctx context.Context, sv *service, bins serverBinaries, opts Options, db *pgconn.Config) error {
 	port, err := temporalPort(opts)
 	if err != nil {
 		return err
@@ -101,8 +121,6 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 	}
 	s.TemporalAddress = address
 	s.TemporalHTTPAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
-	s.log.Info("temporal server started", zap.String("address", address), zap.String("namespace", s.Namespace),
-		zap.Duration("took", time.Since(begin)))
 	return nil
 }
 
