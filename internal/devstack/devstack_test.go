@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -472,6 +473,54 @@ func TestLostPortRace(t *testing.T) {
 		require.Equal(t, tc.lost, lostPortRace(sv), tc.log)
 	}
 	require.False(t, lostPortRace(&service{}), "no process")
+}
+
+// TestServicePorts: the real server's ports are those of its last start
+// while they are free and distinct, else eight new distinct ones — a file
+// that names one port twice would have two services bind it, and the
+// server would fail the same way at every start.
+func TestServicePorts(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer held.Close()
+	heldPort := held.Addr().(*net.TCPAddr).Port
+	kept, err := freeSmallPorts(8)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name  string
+		file  []int
+		reuse bool
+	}{
+		{"none yet", nil, false},
+		{"kept", kept, true},
+		{"one named twice", append(slices.Clone(kept[:7]), kept[0]), false},
+		{"one held by another process", append(slices.Clone(kept[:7]), heldPort), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "ports")
+			if tc.file != nil {
+				var b strings.Builder
+				for _, p := range tc.file {
+					fmt.Fprintln(&b, p)
+				}
+				require.NoError(t, os.WriteFile(file, []byte(b.String()), 0o644))
+			}
+			ports, err := servicePorts(file)
+			require.NoError(t, err)
+			require.Len(t, ports, 8)
+			distinct := slices.Clone(ports)
+			slices.Sort(distinct)
+			require.Len(t, slices.Compact(distinct), 8, "ports %v", ports)
+			require.NotContains(t, ports, heldPort)
+			if tc.reuse {
+				require.Equal(t, tc.file, ports)
+			}
+			again, err := servicePorts(file)
+			require.NoError(t, err)
+			require.Equal(t, ports, again, "the next start reuses them")
+		})
+	}
 }
 
 // A fixed port another process holds is refused up front: whatever runs

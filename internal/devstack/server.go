@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -70,6 +72,11 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 		}
 		s.log.Warn("temporal server lost a port to another process; starting it on others",
 			zap.Int("attempt", attempt), zap.Error(err))
+		// The ports it was given are free again now that it has exited:
+		// only forgetting them gives it others.
+		if err := os.Remove(portsFile(serverRoot(s.Dir))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("temporal server ports: %w", err)
+		}
 	}
 	s.log.Info("temporal server started", zap.String("address", s.TemporalAddress), zap.String("namespace", s.Namespace),
 		zap.Duration("took", time.Since(begin)))
@@ -89,7 +96,7 @@ func (s *Stack) runServer(ctx context.Context, sv *service, bins serverBinaries,
 			return err
 		}
 	}
-	root := filepath.Join(s.Dir, "temporal-server")
+	root := serverRoot(s.Dir)
 	services, err := writeServerConfig(root, port, db)
 	if err != nil {
 		return err
@@ -263,7 +270,7 @@ func writeServerConfig(root string, frontend int, db *pgconn.Config) ([]serverSe
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("temporal server config: %w", err)
 	}
-	ports, err := servicePorts(filepath.Join(dir, "ports"))
+	ports, err := servicePorts(portsFile(root))
 	if err != nil {
 		return nil, err
 	}
@@ -407,17 +414,23 @@ func TemporalServer(ctx context.Context, root string) (server, sqlTool string, e
 	return server, sqlTool, nil
 }
 
+// serverRoot is the server's folder in a stack's folder dir.
+func serverRoot(dir string) string { return filepath.Join(dir, "temporal-server") }
+
+// portsFile is where the server's ports are kept (servicePorts).
+func portsFile(root string) string { return filepath.Join(root, "config", "ports") }
+
 // servicePorts returns the eight ports of the services' gRPC and membership
 // listeners other than the frontend's: those of the last start, kept in
-// file, while they are free. Membership rows of the last start stay in the
-// database for a while, and a server on new ports would wait for those
-// peers (up to maxJoinDuration) before it serves.
+// file, while they are free and distinct. Membership rows of the last
+// start stay in the database for a while, and a server on new ports would
+// wait for those peers (up to maxJoinDuration) before it serves.
 func servicePorts(file string) ([]int, error) {
 	var ports []int
 	if b, err := os.ReadFile(file); err == nil {
 		for _, f := range strings.Fields(string(b)) {
 			p, err := strconv.Atoi(f)
-			if err != nil || !portFree(p) {
+			if err != nil || slices.Contains(ports, p) || !portFree(p) {
 				ports = nil
 				break
 			}
@@ -427,13 +440,9 @@ func servicePorts(file string) ([]int, error) {
 	if len(ports) == 8 {
 		return ports, nil
 	}
-	ports = ports[:0]
-	for range 8 {
-		p, err := freeSmallPort()
-		if err != nil {
-			return nil, err
-		}
-		ports = append(ports, p)
+	ports, err := freeSmallPorts(8)
+	if err != nil {
+		return nil, err
 	}
 	var b strings.Builder
 	for _, p := range ports {
@@ -452,6 +461,22 @@ func portFree(port int) bool {
 	}
 	l.Close()
 	return true
+}
+
+// freeSmallPorts returns n distinct free ports (freeSmallPort). Each is
+// free when it is picked but not held, so the same one can come up twice.
+func freeSmallPorts(n int) ([]int, error) {
+	var ports []int
+	for len(ports) < n {
+		p, err := freeSmallPort()
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	return ports, nil
 }
 
 // freeSmallPort returns a free TCP port on 127.0.0.1 below 32768: the

@@ -138,7 +138,7 @@ func run() error {
 	}
 
 	fmt.Printf("phases of a turn, ms (model: %v to the first chunk, %v between words; %d callers)\n", o.ttft, o.pace, o.conc)
-	fmt.Printf("%-18s %8s %14s %14s %14s %14s %14s\n", "", "turns", "total", "before", "between", "after", "first token lag")
+	fmt.Printf("%-18s %8s %14s %14s %14s %14s %14s\n", "", "n", "total", "before", "between", "after", "first token lag")
 	if err := m.report("alone", alone); err != nil {
 		return err
 	}
