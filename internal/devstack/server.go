@@ -62,21 +62,20 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 		return err
 	}
 
-	for attempt := 1; ; attempt++ {
-		err := s.runServer(ctx, sv, bins, opts, db)
-		if err == nil {
-			break
+	first := true
+	err = s.startOnFreePorts(sv, opts, func() error {
+		if !first {
+			// The ports the last try was given are free again now that it
+			// has exited: only forgetting them gives this one others.
+			if err := os.Remove(portsFile(serverRoot(s.Dir))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("temporal server ports: %w", err)
+			}
 		}
-		if opts.TemporalPort != -1 || attempt == portAttempts || !lostPortRace(sv) {
-			return err
-		}
-		s.log.Warn("temporal server lost a port to another process; starting it on others",
-			zap.Int("attempt", attempt), zap.Error(err))
-		// The ports it was given are free again now that it has exited:
-		// only forgetting them gives it others.
-		if err := os.Remove(portsFile(serverRoot(s.Dir))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("temporal server ports: %w", err)
-		}
+		first = false
+		return s.runServer(ctx, sv, bins, opts, db)
+	})
+	if err != nil {
+		return err
 	}
 	s.log.Info("temporal server started", zap.String("address", s.TemporalAddress), zap.String("namespace", s.Namespace),
 		zap.Duration("took", time.Since(begin)))

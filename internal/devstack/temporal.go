@@ -128,16 +128,8 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	if err != nil {
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		err := s.runDevServer(ctx, sv, bin, opts)
-		if err == nil {
-			break
-		}
-		if opts.TemporalPort != -1 || attempt == portAttempts || !lostPortRace(sv) {
-			return err
-		}
-		s.log.Warn("temporal dev server lost a port to another process; starting it on another",
-			zap.Int("attempt", attempt), zap.Error(err))
+	if err := s.startOnFreePorts(sv, opts, func() error { return s.runDevServer(ctx, sv, bin, opts) }); err != nil {
+		return err
 	}
 	s.log.Info("temporal dev server started", zap.String("address", s.TemporalAddress), zap.String("namespace", s.Namespace),
 		zap.String("ui", s.UIURL), zap.Bool("in_memory", opts.InMemory), zap.Duration("took", time.Since(begin)))
@@ -184,8 +176,23 @@ func portHeld(port int, what string) error {
 	return fmt.Errorf("port %d (%s) on 127.0.0.1 is in use: another stack or Temporal server runs there; stop it first, or choose another port", port, what)
 }
 
-// portAttempts bounds the starts of a dev server on a free port.
+// portAttempts bounds the starts of a Temporal server on free ports.
 const portAttempts = 3
+
+// startOnFreePorts runs start, which starts sv, again while it fails
+// because a free port it was given was taken in the meantime by another
+// process, up to portAttempts times. Ports the caller fixed are not
+// changed: the failure is returned.
+func (s *Stack) startOnFreePorts(sv *service, opts Options, start func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := start()
+		if err == nil || opts.TemporalPort != -1 || attempt == portAttempts || !lostPortRace(sv) {
+			return err
+		}
+		s.log.Warn("temporal server lost a port to another process; starting it on others",
+			zap.String("server", sv.name), zap.Int("attempt", attempt), zap.Error(err))
+	}
+}
 
 // lostPortRace reports whether sv's process exited because a port was in use.
 func lostPortRace(sv *service) bool {
