@@ -1,7 +1,7 @@
 // Command phases shows where a streamed turn's time goes around its model
 // calls, alone and under concurrent load: it serves a paced
 // OpenAI-compatible model of its own (the peers' fake model's turn: a
-// calculator tool call, then an answer of 16 words), starts the stack with
+// calculator tool call, then an answer of 17 words), starts the stack with
 // its provider pointed at it, streams turns through the gateway's gRPC API
 // and, for each turn, lines the client's times up with the times the model
 // saw its two requests (each turn's prompt carries a tag the model reads
@@ -229,7 +229,7 @@ type calls struct {
 }
 
 // model is the peers' fake model's turn, paced: a user message gets a
-// calculator tool call, a tool result an answer of 16 words. It notes when
+// calculator tool call, a tool result an answer of 17 words. It notes when
 // each request of a turn (by the tag in its prompt) arrived and ended.
 type model struct {
 	ttft, pace time.Duration
