@@ -62,16 +62,14 @@ func (s *Stack) startServer(ctx context.Context, bins serverBinaries, opts Optio
 		return err
 	}
 
-	first := true
-	err = s.startOnFreePorts(sv, opts, func() error {
-		if !first {
+	err = s.startOnFreePorts(sv, opts, func(attempt int) error {
+		if attempt > 1 {
 			// The ports the last try was given are free again now that it
 			// has exited: only forgetting them gives this one others.
 			if err := os.Remove(portsFile(serverRoot(s.Dir))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("temporal server ports: %w", err)
 			}
 		}
-		first = false
 		return s.runServer(ctx, sv, bins, opts, db)
 	})
 	if err != nil {

@@ -128,7 +128,7 @@ func (s *Stack) startTemporal(ctx context.Context, bin string, opts Options) err
 	if err != nil {
 		return err
 	}
-	if err := s.startOnFreePorts(sv, opts, func() error { return s.runDevServer(ctx, sv, bin, opts) }); err != nil {
+	if err := s.startOnFreePorts(sv, opts, func(int) error { return s.runDevServer(ctx, sv, bin, opts) }); err != nil {
 		return err
 	}
 	s.log.Info("temporal dev server started", zap.String("address", s.TemporalAddress), zap.String("namespace", s.Namespace),
@@ -181,11 +181,11 @@ const portAttempts = 3
 
 // startOnFreePorts runs start, which starts sv, again while it fails
 // because a free port it was given was taken in the meantime by another
-// process, up to portAttempts times. Ports the caller fixed are not
-// changed: the failure is returned.
-func (s *Stack) startOnFreePorts(sv *service, opts Options, start func() error) error {
+// process, up to portAttempts times (attempt counts from 1). Ports the
+// caller fixed are not changed: the failure is returned.
+func (s *Stack) startOnFreePorts(sv *service, opts Options, start func(attempt int) error) error {
 	for attempt := 1; ; attempt++ {
-		err := start()
+		err := start(attempt)
 		if err == nil || opts.TemporalPort != -1 || attempt == portAttempts || !lostPortRace(sv) {
 			return err
 		}

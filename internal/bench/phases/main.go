@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -153,7 +154,7 @@ func run() error {
 // startStack runs o.up with the provider pointed at baseURL and waits
 // until it says it is up; stop interrupts it and waits for it to end.
 func startStack(o options, baseURL string) (stop func(), err error) {
-	if err := os.MkdirAll(strings.TrimSuffix(o.log, "/up.log"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(o.log), 0o755); err != nil {
 		return nil, err
 	}
 	out, err := os.Create(o.log)
@@ -165,31 +166,36 @@ func startStack(o options, baseURL string) (stop func(), err error) {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		out.Close()
 		return nil, err
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	stop = func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(30 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			<-exited
 		}
 		out.Close()
 	}
-	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		b, err := os.ReadFile(o.log)
-		if err == nil && strings.Contains(string(b), "Press Ctrl-C") {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for deadline := time.After(10 * time.Minute); ; {
+		if b, err := os.ReadFile(o.log); err == nil && strings.Contains(string(b), "Press Ctrl-C") {
 			return stop, nil
 		}
-		if cmd.ProcessState != nil || syscall.Kill(cmd.Process.Pid, 0) != nil {
-			break
+		select {
+		case <-tick.C:
+			continue
+		case <-exited:
+		case <-deadline:
 		}
+		stop()
+		return nil, fmt.Errorf("the stack did not start; see %s", o.log)
 	}
-	stop()
-	return nil, fmt.Errorf("the stack did not start; see %s", o.log)
 }
 
 // sample is one turn as its client saw it.
