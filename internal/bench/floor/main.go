@@ -4,9 +4,15 @@
 // activities, activities, search attribute upsert and timer as a streamed
 // one-tool turn, with no work in any of them. A turn's model call streams
 // live first and signals nothing; -signals adds signals for the shape of
-// a turn that signals its batches (one followed through Workflow Streams). Each is started with eager start by a
-// client that runs the worker, and awaited with a long poll on its result,
-// the way the gateway starts and follows a turn.
+// a turn that signals its batches (one followed through Workflow Streams),
+// and -local-model makes its model calls local activities, the shape of a
+// turn on the defaults. The third workflow is the least a durable turn can
+// be: its two model calls as local activities and nothing else. Each is
+// started with eager start by a client that runs the worker, and awaited
+// with a long poll on its result, the way the gateway starts and follows a
+// turn. Besides each workflow's latency and throughput it prints how long
+// after the start the first model-like step began (first_call_p50_ms):
+// what Temporal alone puts before a turn's first model request.
 //
 // Nothing imports it; of the process it takes only the Temporal
 // connection's settings (internal/server), and it registers none of
@@ -82,6 +88,7 @@ func main() {
 type options struct {
 	address, namespace, taskQueue string
 	seq, conc, total, signals     int
+	localModel                    bool
 	pollers                       int
 	warmup                        time.Duration
 	eager                         bool
@@ -102,12 +109,13 @@ func run() error {
 	flag.IntVar(&o.conc, "conc", 32, "concurrent callers (throughput)")
 	flag.IntVar(&o.total, "total", 320, "workflows run by the concurrent callers")
 	flag.IntVar(&o.signals, "signals", 0, "signals the second model-like activity sends (a streamed reply's token batches, when they are signalled)")
+	flag.BoolVar(&o.localModel, "local-model", false, "run the model-like steps as local activities, the shape of a turn on the defaults (model_execution: local), instead of activities; -signals must be 0")
 	flag.IntVar(&o.pollers, "pollers", 4, "workflow and activity pollers, as agentflow's worker runs by default")
 	flag.BoolVar(&o.eager, "eager", true, "start workflows eagerly, as the gateway of `task up` does (it runs in the worker's process); false as a gateway process of its own does (starter up --production)")
 	modelURL := flag.String("model-url", "", "instead of -model-ms: time the turn's two calls against this OpenAI-compatible base URL (the peers' fake model, $FAKEOAI) and wait as long as each took")
 	modelMS := flag.String("model-ms", "", "the model-like activities' durations in ms, comma-separated, one per call (e.g. 330,630 for the peers' model at TTFT_MS=300 TOKEN_MS=20); empty: no wait")
 	flag.DurationVar(&o.warmup, "warmup", 15*time.Second, "run turn-shaped workflows by -conc callers this long before measuring, so that a stack just started is measured settled")
-	only := flag.String("only", "", "measure only this workflow: empty or turn (default both)")
+	only := flag.String("only", "", "measure only this workflow: empty, turn or calls (default all three)")
 	pairs := flag.Int("pairs", 0, "instead: measure the turn-shaped floor and an agentflow turn through -gateway, alternately, this many times each, and print each pair's ratios and their medians")
 	flag.BoolVar(&o.requests, "requests", false, "print to stderr, for the workflows run one after another, the server requests each made and how long the server took to answer each kind (agentflow's worker reports the same of its turns as temporal_request_latency; `go tool task profile` prints it)")
 	gateway := flag.String("gateway", "127.0.0.1:50051", "with -pairs: agentflow's gRPC API")
@@ -139,8 +147,11 @@ func run() error {
 	if *pairs < 0 {
 		return errors.New("-pairs must not be negative")
 	}
-	if *only != "" && *only != "empty" && *only != "turn" {
-		return fmt.Errorf("-only %q: want empty or turn", *only)
+	if *only != "" && *only != "empty" && *only != "turn" && *only != "calls" {
+		return fmt.Errorf("-only %q: want empty, turn or calls", *only)
+	}
+	if o.localModel && o.signals > 0 {
+		return errors.New("-local-model sends no signals: a local call holds its workflow task, so signals would wait for its end")
 	}
 	if o.seq < 1 || o.conc < 1 || o.total < 1 || o.signals < 0 || o.pollers < 2 || o.warmup < 0 {
 		return errors.New("seq, conc, total and pollers (≥ 2) must be positive, signals and warmup not negative")
@@ -169,6 +180,7 @@ func run() error {
 	})
 	w.RegisterWorkflowWithOptions(Empty, workflow.RegisterOptions{Name: "FloorEmpty"})
 	w.RegisterWorkflowWithOptions(TurnShape, workflow.RegisterOptions{Name: "FloorTurnShape"})
+	w.RegisterWorkflowWithOptions(ModelCalls, workflow.RegisterOptions{Name: "FloorModelCalls"})
 	acts := &activities{client: c, times: o.modelTimes}
 	w.RegisterActivityWithOptions(acts.Step, activity.RegisterOptions{Name: "FloorStep"})
 	w.RegisterActivityWithOptions(acts.Model, activity.RegisterOptions{Name: "FloorModel"})
@@ -194,7 +206,8 @@ func run() error {
 		args     []any
 	}{
 		{"empty workflow", "FloorEmpty", nil},
-		{"turn shape", "FloorTurnShape", []any{o.signals}},
+		{"turn shape", "FloorTurnShape", o.shapeArgs()},
+		{"model calls", "FloorModelCalls", nil},
 	} {
 		if *only != "" && !strings.Contains(b.mode, *only) {
 			continue
@@ -219,7 +232,11 @@ type result struct {
 	Concurrency int     `json:"concurrency"`
 	PerSecond   float64 `json:"turns_per_s"`
 	Errors      int64   `json:"errors"`
-	FirstError  string  `json:"first_error,omitempty"`
+	// FirstCall is the p50, over the runs one after another, of the time
+	// from the client's start to the first model-like step's beginning:
+	// what Temporal alone puts before a turn's first model request.
+	FirstCall  float64 `json:"first_call_p50_ms,omitempty"`
+	FirstError string  `json:"first_error,omitempty"`
 }
 
 // printReport prints the floor's lines as a table, and agentflow's
@@ -242,10 +259,14 @@ func printReport(w io.Writer, floorFile, againstFile string) error {
 	if len(against) > 0 {
 		af = &against[0]
 	}
-	fmt.Fprintln(w, "\n| Temporal alone, same stack | turn p50 ms | turn p99 ms | turns/s | errors |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| Temporal alone, same stack | turn p50 ms | turn p99 ms | first model-like step p50 ms | turns/s | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range floor {
-		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %d |\n", r.Mode, r.P50, r.P99, r.PerSecond, r.Errors)
+		first := "–"
+		if r.FirstCall > 0 {
+			first = fmt.Sprintf("%.1f", r.FirstCall)
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %.1f | %d |\n", r.Mode, r.P50, r.P99, first, r.PerSecond, r.Errors)
 	}
 	if shape == nil || af == nil || shape.P50 == 0 || shape.PerSecond == 0 {
 		fmt.Fprintln(w, "(no agentflow line or no turn-shaped floor: no ratios)")
@@ -278,10 +299,53 @@ func readResults(path string) ([]result, error) {
 
 var counter atomic.Int64
 
+// firstCalls times, while it is on, how long after its start each
+// workflow's first model-like step began (result.FirstCall). The client
+// and the worker share this process, so one clock times both ends.
+var firstCalls struct {
+	mu      sync.Mutex
+	on      bool
+	started map[string]time.Time // by workflow id
+	ms      []float64
+}
+
+// startedNow notes that the workflow id is being started, when timing.
+func startedNow(id string) {
+	firstCalls.mu.Lock()
+	defer firstCalls.mu.Unlock()
+	if firstCalls.on {
+		firstCalls.started[id] = time.Now()
+	}
+}
+
+// firstCall times the first model-like step of the workflow id.
+func firstCall(id string) {
+	firstCalls.mu.Lock()
+	defer firstCalls.mu.Unlock()
+	if at, ok := firstCalls.started[id]; ok {
+		firstCalls.ms = append(firstCalls.ms, float64(time.Since(at).Microseconds())/1000)
+		delete(firstCalls.started, id)
+	}
+}
+
+// timeFirstCalls starts timing first calls (on) or stops and returns
+// what was timed, sorted.
+func timeFirstCalls(on bool) []float64 {
+	firstCalls.mu.Lock()
+	defer firstCalls.mu.Unlock()
+	firstCalls.on, firstCalls.started = on, map[string]time.Time{}
+	ms := firstCalls.ms
+	firstCalls.ms = nil
+	slices.Sort(ms)
+	return ms
+}
+
 // one starts a workflow and waits for its result.
 func one(ctx context.Context, c client.Client, o options, name string, args []any) error {
+	id := fmt.Sprintf("floor/%d/%d", os.Getpid(), counter.Add(1))
+	startedNow(id)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       fmt.Sprintf("floor/%d/%d", os.Getpid(), counter.Add(1)),
+		ID:                       id,
 		TaskQueue:                o.taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(contract.SearchTenant.ValueSet("floor")),
@@ -305,7 +369,7 @@ func warm(ctx context.Context, c client.Client, o options) error {
 	for range o.conc {
 		g.Go(func() error {
 			for ctx.Err() == nil {
-				if err := one(context.Background(), c, o, "FloorTurnShape", []any{o.signals}); err != nil {
+				if err := one(context.Background(), c, o, "FloorTurnShape", o.shapeArgs()); err != nil {
 					return err
 				}
 			}
@@ -333,12 +397,17 @@ func measureRuns(ctx context.Context, o options, one func(context.Context) error
 	if o.requests {
 		o.timed.start()
 	}
+	timeFirstCalls(true)
 	for range o.seq {
 		begin := time.Now()
 		if err := one(ctx); err != nil {
 			return result{}, err
 		}
 		lat = append(lat, float64(time.Since(begin).Microseconds())/1000)
+	}
+	var firstCallMS float64
+	if ms := timeFirstCalls(false); len(ms) > 0 {
+		firstCallMS = round(pct(ms, .5))
 	}
 	if o.requests {
 		o.timed.print(os.Stderr, o.seq)
@@ -365,7 +434,7 @@ func measureRuns(ctx context.Context, o options, one func(context.Context) error
 	slices.Sort(lat)
 	return result{
 		P50: round(pct(lat, .5)), P99: round(pct(lat, .99)), Concurrency: o.conc,
-		PerSecond: round(float64(o.total) / secs), Errors: errs.Load(), FirstError: firstErr,
+		PerSecond: round(float64(o.total) / secs), Errors: errs.Load(), FirstError: firstErr, FirstCall: firstCallMS,
 	}, nil
 }
 
@@ -431,6 +500,23 @@ func pct(sorted []float64, p float64) float64 { return sorted[int(float64(len(so
 
 func round(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
 
+// shapeArgs are TurnShape's arguments for o.
+func (o options) shapeArgs() []any { return []any{o.signals, o.localModel} }
+
+// ModelCalls is the least a durable turn of the peers' shape can be on
+// Temporal: its two model calls as local activities, nothing else — no
+// routing, no tool, no result to store, no search attribute, no timer.
+func ModelCalls(ctx workflow.Context) error {
+	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	for call := range 2 {
+		if err := workflow.ExecuteLocalActivity(local, "FloorModel", id, call, 0).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Empty is a workflow with nothing in it: one workflow task.
 func Empty(workflow.Context) error { return nil }
 
@@ -438,8 +524,10 @@ func Empty(workflow.Context) error { return nil }
 // no work in them: two local steps (route, load the agent), the search
 // attribute upsert, a timer for the turn's timeout, a model call that asks for the tool, the tool as a local
 // step, a model call that streams its reply (as signals, when signals > 0),
-// a local step that saves the result.
-func TurnShape(ctx workflow.Context, signals int) error {
+// a local step that saves the result. With localModel the model calls are
+// local activities too, as a turn's are on the defaults: the whole turn is
+// then one workflow task.
+func TurnShape(ctx workflow.Context, signals int, localModel bool) error {
 	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	for range 2 {
 		if err := workflow.ExecuteLocalActivity(local, "FloorStep").Get(ctx, nil); err != nil {
@@ -458,7 +546,11 @@ func TurnShape(ctx workflow.Context, signals int) error {
 	})
 	tokens := workflow.GetSignalChannel(ctx, contract.SignalTokens)
 	model := func(call, n int) error {
-		f := workflow.ExecuteActivity(remote, "FloorModel", workflow.GetInfo(ctx).WorkflowExecution.ID, call, n)
+		id := workflow.GetInfo(ctx).WorkflowExecution.ID
+		if localModel {
+			return workflow.ExecuteLocalActivity(local, "FloorModel", id, call, 0).Get(ctx, nil)
+		}
+		f := workflow.ExecuteActivity(remote, "FloorModel", id, call, n)
 		done := false
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(f, func(workflow.Future) { done = true })
@@ -498,6 +590,9 @@ func (a *activities) Step(context.Context) error { return nil }
 // signals to the workflow that called it, one after another, as a
 // streaming model call sends its token batches.
 func (a *activities) Model(ctx context.Context, workflowID string, call, n int) error {
+	if call == 0 {
+		firstCall(workflowID)
+	}
 	if call < len(a.times) {
 		select {
 		case <-time.After(a.times[call]):
@@ -544,7 +639,7 @@ func measurePairs(ctx context.Context, w io.Writer, c client.Client, o options, 
 	fmt.Fprintln(w, "| pair | floor p50 ms | agentflow p50 ms | p50 × | floor turns/s | agentflow turns/s | turns/s × |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for i := range n {
-		f, err := measure(ctx, c, o, "FloorTurnShape", []any{o.signals})
+		f, err := measure(ctx, c, o, "FloorTurnShape", o.shapeArgs())
 		if err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
