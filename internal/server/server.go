@@ -665,6 +665,9 @@ func (s *Server) Follower() *eventlog.Follower { return s.follower }
 // Hub is the live path the follower listens on.
 func (s *Server) Hub() *pglive.Hub { return s.hub }
 
+// Gateway is the gateway's Service; nil without the gateway role.
+func (s *Server) Gateway() *gateway.Service { return s.svc }
+
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 
