@@ -371,7 +371,7 @@ func (s *Server) checkDeployment(ctx context.Context) error {
 		return nil
 	}
 	if !s.cfg.Deployment.On() {
-		if !loopback(s.cfg.TemporalAddress) {
+		if !Loopback(s.cfg.TemporalAddress) {
 			// Turns are pinned to the build that started them only on a
 			// versioned worker; an unversioned one replays a turn in
 			// flight on whatever code it runs (workflows/doc.go).
