@@ -34,10 +34,8 @@ type modelHold struct {
 	once    sync.Once
 }
 
-func newModelHold(t *testing.T, n int32) *modelHold {
-	h := &modelHold{n: n, held: make(chan struct{}), release: make(chan struct{})}
-	t.Cleanup(h.free) // a test that fails early frees the model too
-	return h
+func newModelHold(n int32) *modelHold {
+	return &modelHold{n: n, held: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (h *modelHold) chunk(string, time.Time) {
@@ -58,7 +56,7 @@ func (h *modelHold) free() { h.once.Do(func() { close(h.release) }) }
 // model goes on, until the next event exists, holding one of its tenant's
 // streams meanwhile. The log then ends with the whole story.
 func TestListEventsDuringModelCall(t *testing.T) {
-	hold := newModelHold(t, 5)
+	hold := newModelHold(5)
 	e := newHTTPEnvWith(t, func(o *testserver.Options) {
 		o.Script = `
 pacing: {chunk_words: 1, delay_ms: 1}
@@ -69,6 +67,9 @@ rules:
 `
 		o.Model.OnChunk = hold.chunk
 	})
+	// A test that fails early frees the model before the server stops,
+	// which waits for the model's requests.
+	t.Cleanup(hold.free)
 	var started pb.StartResponse
 	e.ok("POST", "/v1/turns", e.user, `{"job_id": "read-`+testserver.RandomID()+`", "prompt": "Tell me a story"}`, &started)
 	stream := started.GetStreamId()
