@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, out.String(), "1200 * 1.07 = 1284")
 	require.Contains(t, out.String(), "The demo session passed", "a newcomer under CI=true sees it succeed")
 	require.Contains(t, out.String(), "Web UI:", "and where to look")
-	require.Regexp(t, `Chat page: http://127\.0\.0\.1:\d+/chat `, out.String(), "and the chat page's link")
+	require.Regexp(t, `Chat page: http://127\.0\.0\.1:\d+/chat \(signed in with dev-token\)`, out.String(), "and the chat page's link, signed in")
 
 	// The data agent: the flights fetched, sorted and kept by ref, then
 	// filtered by ref in the session's next turn.

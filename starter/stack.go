@@ -179,6 +179,11 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 	if err := l.chooseTokens(slices.Sorted(maps.Keys(catalog)), os.Getenv("AGENTFLOW_TOKENS")); err != nil {
 		return nil, err
 	}
+	if l.ownTokens && (*prod.on || server.Loopback(l.cfg.HTTPAPIAddr)) {
+		// The chat page starts signed in with the dev token: the
+		// production topology's gateway listens on loopback too.
+		l.cfg.ChatDevToken = devToken
+	}
 	if !l.cfg.Has(server.RoleGateway) {
 		// The demo and the catalog go through the gateway.
 		l.cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
@@ -274,6 +279,9 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 	if l.ownTokens {
 		env = append(env, "AGENTFLOW_TOKENS="+l.tokensEnv())
 	}
+	if l.cfg.ChatDevToken != "" {
+		env = append(env, server.EnvChatDevToken+"="+l.cfg.ChatDevToken)
+	}
 	if l.cfg.Script != "" {
 		env = append(env, "AGENTFLOW_SCRIPT="+l.cfg.Script)
 	}
@@ -325,6 +333,14 @@ func (l *local) chatURL() string {
 		addr = net.JoinHostPort("127.0.0.1", port)
 	}
 	return "http://" + addr + chatpage.Path
+}
+
+// chatLink is the chat page's link, with how it signs in.
+func (l *local) chatLink() string {
+	if l.cfg.ChatDevToken != "" {
+		return l.chatURL() + " (signed in with " + l.cfg.ChatDevToken + ")"
+	}
+	return l.chatURL() + " (the same tokens)"
 }
 
 // flightsAddr is where the sample catalog's data agent finds the flights
@@ -431,7 +447,7 @@ agentflow is running.
   Objects:   %s
   Model:     %s
   gRPC API:  %s (%s)
-  Chat page: %s (the same tokens)
+  Chat page: %s
   Flights:   %s (the sample API of the data agent)
 
 Try:
@@ -444,7 +460,7 @@ Try:
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
-		l.grpcAddr(), l.tokenNote(), l.chatURL(), l.flightsURL(),
+		l.grpcAddr(), l.tokenNote(), l.chatLink(), l.flightsURL(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
 }
 

@@ -22,6 +22,14 @@
 // turn after that index (Last-Event-ID), so the answer goes on where it
 // was, with nothing shown twice.
 //
+// On a local stack the page starts signed in. The operator's setting
+// Options.DevToken (the local stack's dev token, which `go tool task up`
+// and `go tool task demo` set) serves it at DevPath, and a tab that holds
+// no token of its own takes it, and offers it back with a button once
+// another is typed. Without the setting DevPath is not found, and the page
+// offers nothing: a deployment with real credentials never hands one to
+// whoever opens the page.
+//
 // The page's answers carry a Content Security Policy that allows scripts,
 // styles and connections of the page's own origin only, no frames and no
 // forms: text from models and tools is only ever set as text, and the
@@ -33,6 +41,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -83,11 +92,35 @@ func mustRead(name, contentType string) file {
 	return file{name: name, contentType: contentType, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, body: body}
 }
 
-// Register serves the page on mux: GET Path and GET Path/<file>.
-func Register(mux *http.ServeMux) {
+// DevPath is where the page finds the local stack's dev token, when the
+// operator set one (Options.DevToken): {"token", "tenant"}.
+const DevPath = Path + "/dev.json"
+
+// Options configure the pages.
+type Options struct {
+	// DevToken is a bearer token the chat page signs in with when its tab
+	// holds none, and DevTenant its tenant (shown beside it): for a local
+	// stack only, as anyone who opens the page gets it. Default: none,
+	// and the page asks for a token.
+	DevToken, DevTenant string
+}
+
+// Register serves the pages on mux: GET Path, GET Path/<file> and GET
+// EvalsPath, and GET DevPath with a dev token.
+func Register(mux *http.ServeMux, o Options) {
 	mux.HandleFunc("GET "+Path, serve)
 	mux.HandleFunc("GET "+Path+"/{file}", serve)
 	mux.HandleFunc("GET "+EvalsPath, func(w http.ResponseWriter, r *http.Request) { write(w, r, evalsPage) })
+	if o.DevToken != "" {
+		body, _ := json.Marshal(map[string]string{"token": o.DevToken, "tenant": o.DevTenant}) // strings always encode
+		dev := file{name: "dev.json", contentType: "application/json", body: body}
+		mux.HandleFunc("GET "+DevPath, func(w http.ResponseWriter, r *http.Request) {
+			// Never kept: a stack started again with other settings
+			// answers anew.
+			w.Header().Set("Cache-Control", "no-store")
+			write(w, r, dev)
+		})
+	}
 }
 
 func serve(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +140,11 @@ func write(w http.ResponseWriter, r *http.Request, f file) {
 	h.Set("Referrer-Policy", "no-referrer")
 	// Revalidated on each load, so that a new gateway's page is the one
 	// used; the file never changes while the process runs.
-	h.Set("Cache-Control", "no-cache")
-	h.Set("ETag", f.etag)
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-cache")
+	}
+	if f.etag != "" {
+		h.Set("ETag", f.etag)
+	}
 	http.ServeContent(w, r, f.name, time.Time{}, bytes.NewReader(f.body))
 }

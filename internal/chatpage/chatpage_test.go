@@ -13,7 +13,7 @@ import (
 
 func TestServe(t *testing.T) {
 	mux := http.NewServeMux()
-	Register(mux)
+	Register(mux, Options{})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
@@ -79,7 +79,8 @@ func TestServe(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, ref[1])
 	}
 
-	for _, path := range []string{Path + "/index.html", Path + "/nope.js", Path + "/static", Path + "/evals.html", EvalsPath + "/x"} {
+	// Without a dev token the page is offered none.
+	for _, path := range []string{Path + "/index.html", Path + "/nope.js", Path + "/static", Path + "/evals.html", EvalsPath + "/x", DevPath} {
 		resp, _ := get(path, nil)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
 	}
@@ -88,4 +89,45 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+// TestDevToken: with the operator's dev token, DevPath serves it and its
+// tenant, never to be cached; without it, DevPath is not found (TestServe)
+// and the page itself is the same file either way.
+func TestDevToken(t *testing.T) {
+	serve := func(o Options) *httptest.Server {
+		mux := http.NewServeMux()
+		Register(mux, o)
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	page := func(srv *httptest.Server, path string) (*http.Response, []byte) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, body
+	}
+	dev := serve(Options{DevToken: "local-6f1c", DevTenant: "demo"})
+	plain := serve(Options{})
+
+	resp, body := page(dev, DevPath)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+	require.Equal(t, ContentSecurityPolicy, resp.Header.Get("Content-Security-Policy"))
+	require.JSONEq(t, `{"token": "local-6f1c", "tenant": "demo"}`, string(body))
+
+	resp, _ = page(plain, DevPath)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "no dev token: nothing offered")
+
+	for _, path := range []string{Path, Path + "/chat.js"} {
+		_, withDev := page(dev, path)
+		_, without := page(plain, path)
+		require.Equal(t, without, withDev, "%s is the same file", path)
+		require.NotContains(t, string(withDev), "local-6f1c", "the token is only at %s", DevPath)
+	}
 }

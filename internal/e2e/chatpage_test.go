@@ -91,6 +91,15 @@ func TestChatPage(t *testing.T) {
 	b := newChatBrowser(t, chromium)
 	b.run(chromedp.Navigate(e.api + chatpage.Path))
 
+	// A gateway without a dev token offers none: the page asks for one.
+	resp, err = http.Get(e.api + chatpage.DevPath)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	b.waitPage("the page asking for a token", `document.getElementById("notice").textContent === "Type a bearer token and press Use token."`)
+	require.Equal(t, "hidden", b.eval(`document.getElementById("dev-token").hidden && document.getElementById("who").hidden ? "hidden" : "shown"`))
+	require.Empty(t, b.eval(`document.getElementById("token").value`))
+
 	// A user's token lists the tenant's agents; the careful one is picked.
 	b.run(chromedp.SetValue(chromedp.ID("token"), e.user), chromedp.Click(chromedp.ID("use-token")))
 	b.waitPage("the agents listed", `[...document.querySelectorAll("#agent option")].some(o => o.value === "careful")`)
@@ -187,6 +196,40 @@ func TestChatPage(t *testing.T) {
 	}
 	require.Positive(t, voided, "the cut attempt streamed text that its retry voided")
 	b.noTokenInURLs(e.user, person)
+}
+
+// TestChatPageDevToken: on a stack whose operator set the chat page's
+// dev token (as `go tool task up` and `go tool task demo` do), the page
+// opens signed in: the tenant's agents are listed with no token typed,
+// and a message is answered. Another token typed replaces it, and "Use
+// the dev token" brings it back. No token is in a URL the page requested.
+func TestChatPageDevToken(t *testing.T) {
+	chromium := testserver.Chromium(t, "the chat page's dev token test")
+	dev := "secret-" + testserver.RandomID() + testserver.RandomID()
+	e := newHTTPEnvWith(t, func(o *testserver.Options) {
+		o.Script = chatScript
+		o.Tokens[dev] = "demo:user+approver:dev"
+		o.ChatDevToken = dev
+	})
+	b := newChatBrowser(t, chromium)
+	b.run(chromedp.Navigate(e.api + chatpage.Path))
+	b.waitPage("the agents listed without a token typed", `[...document.querySelectorAll("#agent option")].some(o => o.value === "assistant")`)
+	require.Equal(t, "signed in with the dev token (tenant demo)", b.eval(`document.getElementById("who").hidden ? "" : document.getElementById("who").textContent`))
+	require.Equal(t, dev, b.eval(`document.getElementById("token").value`))
+	b.shot(b.tmp, "chat-dev-token")
+
+	b.run(chromedp.SendKeys(chromedp.ID("prompt"), "Tell me a story"), chromedp.Click(chromedp.ID("send")))
+	turn := b.waitTurn("the story told", func(p pageTurn) bool { return p.Status == "COMPLETED" })
+	require.Equal(t, chatStory, turn.Text)
+	require.Empty(t, turn.Problem)
+
+	// Another token replaces it; the button brings it back.
+	b.run(chromedp.SetValue(chromedp.ID("token"), e.user), chromedp.Click(chromedp.ID("use-token")))
+	b.waitPage("the dev token no longer in use", `document.getElementById("who").hidden`)
+	b.click("#dev-token")
+	b.waitPage("the dev token in use again", `!document.getElementById("who").hidden`)
+	require.Equal(t, dev, b.eval(`document.getElementById("token").value`))
+	b.noTokenInURLs(dev, e.user)
 }
 
 // pageTurn is what the page shows of its last turn.

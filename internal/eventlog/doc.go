@@ -139,6 +139,17 @@
 // nothing at all. It delivers each index once, in order, and never waits
 // on another follower.
 //
+// # Reads
+//
+// Follower.Read is one read of a stream for a client that pages it
+// (ListEvents): the log, then what a live-first call in flight has stored
+// past its end, never waiting on the turn. A query waits while the turn's
+// workflow task is scheduled or running — for a local model call, the
+// whole call — so while it does, the read looks at the live path, and
+// when the turn is in a task and the live path holds the stream from the
+// reader's position, answers from there. A read asked to wait for an
+// event that has not come yet follows the stream until one does.
+//
 // # Workflow Streams
 //
 // A turn also speaks Temporal's Workflow Streams protocol, so that its

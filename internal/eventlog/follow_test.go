@@ -12,9 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap/zaptest"
@@ -37,7 +39,9 @@ const waitFor = 10 * time.Second
 // ends when the test sends no events (or terminates it), so that when it
 // closes is the test's choice — returning the log's tail, as a turn does,
 // when the test sent "tail" first. Followers read it with the events
-// query, as they read a turn's.
+// query, as they read a turn's. The "hold" signal makes it run the local
+// activity "Hold" (holder), which holds its workflow task until the test
+// releases it, as a local model call holds a turn's.
 func logWorkflow(ctx workflow.Context) (agent.TurnResult, error) {
 	l := eventlog.New(workflow.GetInfo(ctx).WorkflowExecution.ID)
 	if err := l.Register(ctx, "demo"); err != nil {
@@ -45,9 +49,21 @@ func logWorkflow(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 	ch := workflow.GetSignalChannel(ctx, "append")
 	tail := workflow.GetSignalChannel(ctx, "tail")
+	hold := workflow.GetSignalChannel(ctx, "hold")
 	for {
 		var evs []agent.Event
-		ch.Receive(ctx, &evs)
+		held := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &evs) })
+		sel.AddReceive(hold, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); held = true })
+		sel.Select(ctx)
+		if held {
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
+			if err := workflow.ExecuteLocalActivity(lctx, "Hold").Get(ctx, nil); err != nil {
+				return agent.TurnResult{}, err
+			}
+			continue
+		}
 		if len(evs) == 0 {
 			var res agent.TurnResult
 			if tail.ReceiveAsync(nil) {
@@ -77,6 +93,23 @@ func (c *queryCounter) QueryWorkflow(ctx context.Context, workflowID, runID, que
 	return c.Client.QueryWorkflow(ctx, workflowID, runID, queryType, args...)
 }
 
+// holder is the local activity "Hold": it tells started, then holds its
+// workflow task until release is closed.
+type holder struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h *holder) hold(ctx context.Context) error {
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // followEnv is a worker running logWorkflow on the test's own task queue,
 // the live path on the test's own database, and a follower of both whose
 // reads are counted. The follower never reads the log for want of news
@@ -90,6 +123,7 @@ type followEnv struct {
 	pool     *pgxpool.Pool
 	counter  *queryCounter
 	follower *eventlog.Follower
+	holder   *holder
 }
 
 func newFollowEnv(t *testing.T) *followEnv {
@@ -101,6 +135,8 @@ func newFollowEnv(t *testing.T) *followEnv {
 	queue := "eventlog-" + randomID()
 	w := worker.New(c, queue, worker.Options{})
 	w.RegisterWorkflowWithOptions(logWorkflow, workflow.RegisterOptions{Name: "EventLogTest"})
+	h := &holder{started: make(chan struct{}, 1), release: make(chan struct{})}
+	w.RegisterActivityWithOptions(h.hold, activity.RegisterOptions{Name: "Hold"})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 
@@ -119,7 +155,7 @@ func newFollowEnv(t *testing.T) *followEnv {
 	require.Eventually(t, hub.Connected, waitFor, 5*time.Millisecond)
 	counter := &queryCounter{Client: c}
 	return &followEnv{t: t, c: c, queue: queue, hub: hub, pub: pglive.NewPublisher(pool), pool: pool, counter: counter,
-		follower: eventlog.NewFollower(counter, hub, quiet(), time.Hour)}
+		follower: eventlog.NewFollower(counter, hub, quiet(), time.Hour), holder: h}
 }
 
 func quiet() tlog.Logger { return tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
@@ -134,7 +170,8 @@ func randomID() string {
 func (e *followEnv) start() (streamID, runID string) {
 	e.t.Helper()
 	id := contract.TurnWorkflowID("demo", "job-"+randomID())
-	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: e.queue}, "EventLogTest")
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: e.queue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(contract.SearchTenant.ValueSet("demo"))}, "EventLogTest")
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = e.c.TerminateWorkflow(context.Background(), id, "", "test over") })
 	return id, run.GetRunID()

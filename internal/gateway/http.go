@@ -58,6 +58,11 @@ type HTTPOptions struct {
 	// Doors are the protocols served beside the API's own routes
 	// (internal/gateway/doors.All for every one agentflow has).
 	Doors []Door
+	// ChatDevToken, one of the Service's static tokens, is the token the
+	// chat page signs in with when its tab holds none (chatpage.Options):
+	// anyone who opens the page gets it, so only a local stack sets it.
+	// Default: none, and the page asks for a token.
+	ChatDevToken string
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -153,9 +158,13 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	if err := pb.RegisterEvalServiceHandler(context.Background(), mux, a.conn); err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
 	}
+	page, err := s.chatPage(o.ChatDevToken)
+	if err != nil {
+		return nil, err
+	}
 	root := http.NewServeMux()
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
-	chatpage.Register(root)
+	chatpage.Register(root, page)
 	a.registerFiles(root)
 	a.registerKnowledge(root)
 	a.registerMemories(root)

@@ -178,6 +178,8 @@ func TestHTTPRefusals(t *testing.T) {
 		{"body too large, chunked", "POST", "/v1/turns", "tok", big, true, 413, "InvalidRequest", "larger than"},
 		{"no route", "GET", "/v1/nothing", "tok", "", false, 404, "NotFound", "no route GET /v1/nothing"},
 		{"not a stream id", "GET", "/v1/turn/demo/events", "tok", "", false, 404, "NotFound", "no route"},
+		{"a wait too long", "GET", "/v1/turn/demo/j1/events?wait_sec=61", "tok", "", false, 400, "InvalidRequest", "wait_sec 61: want 0 (answer at once) to 60 seconds"},
+		{"a negative wait", "GET", "/v1/turn/demo/j1/events?wait_sec=-1", "tok", "", false, 400, "InvalidRequest", "wait_sec -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

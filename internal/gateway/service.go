@@ -39,6 +39,10 @@ type EventSource interface {
 	Follow(ctx context.Context, streamID string, after int64, send func(agent.Event) error) error
 	// FollowNew follows the stream that start starts, from its first event.
 	FollowNew(ctx context.Context, streamID string, start func() (string, error), send func(agent.Event) error) error
+	// Read returns a page of the events after after (at most limit; 0:
+	// all) as they are now, without waiting on the turn; with wait, up to
+	// wait for the first when there is none yet.
+	Read(ctx context.Context, streamID string, after int64, limit int, wait time.Duration) (agent.EventsPage, error)
 }
 
 // Options configure a Service.
@@ -54,8 +58,9 @@ type Options struct {
 	Logger    *zap.Logger
 	// MaxStreamsPerTenant bounds each tenant's open streams in this
 	// process: every request that follows a turn's events, on any door
-	// (gRPC Stream and Resume, SSE, WebSocket connections, chat
-	// completions, the AI SDK, AG-UI, A2A and MCP), together. Default
+	// (gRPC Stream and Resume, ListEvents calls that wait, SSE, WebSocket
+	// connections, chat completions, the AI SDK, AG-UI, A2A and MCP),
+	// together. Default
 	// (0): DefaultMaxStreamsPerTenant.
 	MaxStreamsPerTenant int
 	// Vault applies the tenants' PII redaction to prompts before a turn

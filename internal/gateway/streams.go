@@ -3,13 +3,14 @@ package gateway
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
-// What every channel that follows turns shares: gRPC Stream and Resume,
-// Server-Sent Events (sse.go), WebSocket (ws.go), the OpenAI-compatible
+// What every channel that follows turns shares: gRPC Stream and Resume
+// (and ListEvents, which waits for events when asked), Server-Sent Events (sse.go), WebSocket (ws.go), the OpenAI-compatible
 // chat completions, the AI SDK, AG-UI, A2A and MCP read a turn's events
 // through the one EventSource (eventlog.Follower), and every follow holds
 // a slot of its tenant's open streams while it runs: the Service's
@@ -116,6 +117,19 @@ func (h heldEvents) FollowNew(ctx context.Context, streamID string, start func()
 	}
 	defer release()
 	return h.src.FollowNew(ctx, streamID, start, send)
+}
+
+// Read implements EventSource: a read that may wait holds a slot while
+// it does, as a follow does; one that answers at once holds none.
+func (h heldEvents) Read(ctx context.Context, streamID string, after int64, limit int, wait time.Duration) (agent.EventsPage, error) {
+	if wait > 0 {
+		release, err := h.hold(ctx, streamID)
+		if err != nil {
+			return agent.EventsPage{}, err
+		}
+		defer release()
+	}
+	return h.src.Read(ctx, streamID, after, limit, wait)
 }
 
 // OpenStreams is how many streams tenant has open on this process.

@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/chatpage"
 )
 
 // Role is what a token may do.
@@ -159,4 +161,19 @@ func ParseToken(secret, spec string) (Token, error) {
 		return newToken([sha256.Size]byte(raw), tenant, name, roles)
 	}
 	return NewToken(secret, tenant, name, roles...)
+}
+
+// chatPage is the chat page's options for a dev token, which must be one
+// of s's static tokens: the page signs in with it as its tenant.
+func (s *Service) chatPage(devToken string) (chatpage.Options, error) {
+	if devToken == "" {
+		return chatpage.Options{}, nil
+	}
+	hash := sha256.Sum256([]byte(devToken))
+	for _, t := range s.tokens {
+		if t.matches(hash) {
+			return chatpage.Options{DevToken: devToken, DevTenant: t.Tenant}, nil
+		}
+	}
+	return chatpage.Options{}, errors.New("http api: the chat page's dev token (AGENTFLOW_CHAT_DEV_TOKEN) is none of the gateway's tokens (AGENTFLOW_TOKENS)")
 }

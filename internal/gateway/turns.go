@@ -2,12 +2,12 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -36,9 +36,15 @@ func (s *Service) start(ctx context.Context, in *pb.TurnRequest) (agent.TurnRequ
 // MaxEventsPage is the most events a ListEvents page holds.
 const MaxEventsPage = 1000
 
-// ListEvents implements pb.AgentServiceServer: one read of the turn's log,
-// as Resume's catch-up reads it. A page is cut short of maxPageBytes too,
-// and is then not done.
+// MaxEventsWaitSec is the longest a ListEvents call waits for an event
+// (wait_sec): short of the idle timeouts of common proxies, so that a
+// long poll is answered before one cuts it.
+const MaxEventsWaitSec = 60
+
+// ListEvents implements pb.AgentServiceServer: one read of the turn's
+// events as they are when it asks (EventSource.Read), never waiting on
+// the turn; with wait_sec, a long poll for the next event. A page is cut
+// short of maxPageBytes too, and is then not done.
 func (s *Service) ListEvents(ctx context.Context, in *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
 	if err := OwnStream(ctx, in.GetStreamId()); err != nil {
 		return nil, s.StatusOf(ctx, err)
@@ -50,16 +56,28 @@ func (s *Service) ListEvents(ctx context.Context, in *pb.ListEventsRequest) (*pb
 	if in.GetAfterIndex() < 0 {
 		return nil, s.StatusOf(ctx, agent.ValidateAfter(in.GetAfterIndex(), 0))
 	}
-	page, err := turnclient.Events(ctx, s.client, in.GetStreamId(), agent.EventsQuery{AfterIndex: in.GetAfterIndex(), Limit: size})
+	if w := in.GetWaitSec(); w < 0 || w > MaxEventsWaitSec {
+		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "wait_sec %d: want 0 (answer at once) to %d seconds", w, MaxEventsWaitSec))
+	}
+	wait, rctx := time.Duration(in.GetWaitSec())*time.Second, ctx
+	if wait > 0 {
+		// A gateway that shuts down ends the wait as it ends a stream:
+		// read again, on another gateway.
+		var stop context.CancelFunc
+		rctx, stop = context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(s.ending, stop)()
+	}
+	page, err := s.events.Read(rctx, in.GetStreamId(), in.GetAfterIndex(), size, wait)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return nil, GoingAway(in.GetStreamId(), in.GetAfterIndex())
+	}
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
 	if page.TenantID != "" && page.TenantID != TenantOf(ctx) {
 		// A turn that runs as another tenant than its id names.
 		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeNotFound, "stream %q not found", in.GetStreamId()))
-	}
-	if err := agent.ValidateAfter(in.GetAfterIndex(), page.Next); err != nil {
-		return nil, s.StatusOf(ctx, err)
 	}
 	out := &pb.ListEventsResponse{NextIndex: page.Next, Done: page.Done}
 	bytes := 0

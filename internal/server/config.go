@@ -65,6 +65,13 @@ type Config struct {
 	// Env AGENTFLOW_CORS_ORIGINS, comma-separated; default none: browsers
 	// refuse every cross-origin call.
 	CORSOrigins []string
+	// ChatDevToken is a token of Tokens that the chat page signs in with
+	// when its tab holds none (gateway.HTTPOptions.ChatDevToken): anyone
+	// who opens the page gets it, so it is for a local stack only, which
+	// sets it (`go tool task up`, `go tool task demo`), and is refused
+	// unless the HTTP API listens on a loopback address. Env
+	// AGENTFLOW_CHAT_DEV_TOKEN; default none.
+	ChatDevToken string
 	// MaxStreamsPerTenant bounds each tenant's open streams on this
 	// gateway process — gRPC Stream and Resume calls, SSE answers and
 	// WebSockets together — beyond which a new one is refused (HTTP 429,
@@ -370,6 +377,7 @@ func ConfigFromEnv() (Config, error) {
 	if c.CORSOrigins, err = gateway.ParseCORSOrigins(os.Getenv("AGENTFLOW_CORS_ORIGINS")); err != nil {
 		return Config{}, err
 	}
+	c.ChatDevToken = os.Getenv(EnvChatDevToken)
 	if v := os.Getenv("AGENTFLOW_MAX_STREAMS_PER_TENANT"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxStreamsPerTenant {
@@ -564,6 +572,9 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if c.ChatDevToken != "" && !Loopback(c.HTTPAPIAddr) {
+		return fmt.Errorf("%s hands its token to anyone who opens the chat page: it is for a local stack, whose HTTP API listens on a loopback address, not on %q (AGENTFLOW_HTTP_API_ADDR)", EnvChatDevToken, c.HTTPAPIAddr)
+	}
 	if c.Has(RoleGateway) && c.OIDC != nil {
 		if err := c.OIDC.Validate(); err != nil {
 			return err
@@ -585,6 +596,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// EnvChatDevToken names Config.ChatDevToken's variable.
+const EnvChatDevToken = "AGENTFLOW_CHAT_DEV_TOKEN"
+
 // envHTTPHeaderTimeout names Config.HTTPHeaderTimeout's variable.
 const envHTTPHeaderTimeout = "AGENTFLOW_HTTP_HEADER_TIMEOUT"
 
@@ -594,7 +608,7 @@ const DefaultHTTPHeaderTimeout = 5 * time.Second
 // httpOptions are the HTTP API's limits of c.
 func (c Config) httpOptions() gateway.HTTPOptions {
 	return gateway.HTTPOptions{CORSOrigins: c.CORSOrigins, MaxUploadBytes: c.MaxUploadBytes, BodyTimeout: c.HTTPBodyTimeout,
-		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes, Doors: doors.All()}
+		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes, Doors: doors.All(), ChatDevToken: c.ChatDevToken}
 }
 
 // DefaultMemoryEmbeddingModel is Config.MemoryEmbeddingModel's default.
@@ -690,7 +704,7 @@ func Compression(address, setting string) (client.GrpcCompression, error) {
 	case "none":
 		return &client.GrpcCompressionNone{}, nil
 	case "":
-		if loopback(address) {
+		if Loopback(address) {
 			return &client.GrpcCompressionNone{}, nil
 		}
 		return &client.GrpcCompressionGzip{}, nil
@@ -698,9 +712,10 @@ func Compression(address, setting string) (client.GrpcCompression, error) {
 	return nil, fmt.Errorf("AGENTFLOW_TEMPORAL_COMPRESSION=%q: want gzip, none, or nothing (none for a loopback address, else gzip)", setting)
 }
 
-// loopback reports whether a host:port (or a bare host) names this
-// machine: a local stack's Temporal frontend.
-func loopback(address string) bool {
+// Loopback reports whether a host:port (or a bare host) names this
+// machine: a local stack's Temporal frontend, or a listener only this
+// machine reaches.
+func Loopback(address string) bool {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		host = address

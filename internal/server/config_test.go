@@ -56,6 +56,14 @@ func TestValidate(t *testing.T) {
 			asGateway(t, c)
 			c.HTTPClientInflightBytes, c.HTTPInflightBytes = 128<<20, 100<<20
 		}, "104857600 bytes in flight in all: want 134217728 (the bytes per client) to 17179869184 (AGENTFLOW_HTTP_INFLIGHT_BYTES)"},
+		{"a chat dev token on a local stack", func(c *Config) {
+			asGateway(t, c)
+			c.HTTPAPIAddr, c.ChatDevToken = "127.0.0.1:8080", "dev-token"
+		}, ""},
+		{"a chat dev token on every interface", func(c *Config) {
+			asGateway(t, c)
+			c.HTTPAPIAddr, c.ChatDevToken = "0.0.0.0:8080", "dev-token"
+		}, `AGENTFLOW_CHAT_DEV_TOKEN hands its token to anyone who opens the chat page: it is for a local stack, whose HTTP API listens on a loopback address, not on "0.0.0.0:8080"`},
 		{"unknown role", func(c *Config) { c.Roles = []string{"scheduler"} }, `unknown role "scheduler"`},
 		{"stream interval too short", func(c *Config) { c.StreamInterval = 50 * time.Millisecond }, "want 100ms to 250ms"},
 		{"no database", func(c *Config) { c.DatabaseURL = "" }, "DATABASE_URL is not set"},
@@ -285,6 +293,13 @@ func TestConfigFromEnvHTTPAPI(t *testing.T) {
 	t.Setenv("AGENTFLOW_CORS_ORIGINS", "*")
 	_, err = ConfigFromEnv()
 	require.ErrorContains(t, err, `AGENTFLOW_CORS_ORIGINS entry "*": name each origin`)
+
+	t.Setenv("AGENTFLOW_CORS_ORIGINS", "")
+	require.Empty(t, c.ChatDevToken, "the chat page offers no token by default")
+	t.Setenv(EnvChatDevToken, "dev-token")
+	c, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.Equal(t, "dev-token", c.ChatDevToken)
 }
 
 // TestConfigFromEnvLimits: each bounded number setting leaves the
@@ -495,7 +510,7 @@ func TestLoopback(t *testing.T) {
 		{"10.0.0.5:7233", false},
 		{"localhost.example.com:7233", false},
 	} {
-		require.Equal(t, tc.want, loopback(tc.address), tc.address)
+		require.Equal(t, tc.want, Loopback(tc.address), tc.address)
 	}
 }
 

@@ -371,7 +371,7 @@ func (s *Server) checkDeployment(ctx context.Context) error {
 		return nil
 	}
 	if !s.cfg.Deployment.On() {
-		if !loopback(s.cfg.TemporalAddress) {
+		if !Loopback(s.cfg.TemporalAddress) {
 			// Turns are pinned to the build that started them only on a
 			// versioned worker; an unversioned one replays a turn in
 			// flight on whatever code it runs (workflows/doc.go).
@@ -664,6 +664,9 @@ func (s *Server) Follower() *eventlog.Follower { return s.follower }
 
 // Hub is the live path the follower listens on.
 func (s *Server) Hub() *pglive.Hub { return s.hub }
+
+// Gateway is the gateway's Service; nil without the gateway role.
+func (s *Server) Gateway() *gateway.Service { return s.svc }
 
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }

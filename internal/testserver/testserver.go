@@ -108,6 +108,9 @@ type Options struct {
 	// CORSOrigins are the origins the HTTP API lets pages call it from
 	// (AGENTFLOW_CORS_ORIGINS). Default: none.
 	CORSOrigins []string
+	// ChatDevToken, one of Tokens, is the token the chat page signs in
+	// with (AGENTFLOW_CHAT_DEV_TOKEN), as on a local stack. Default: none.
+	ChatDevToken string
 	// MaxStreamsPerTenant bounds each tenant's open streams on the
 	// gateway (AGENTFLOW_MAX_STREAMS_PER_TENANT). Default: the server's.
 	MaxStreamsPerTenant int
@@ -294,7 +297,7 @@ func Start(t testing.TB, opts Options) *Server {
 		cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
 		cfg.GRPCAddr = "127.0.0.1:0"
 		if opts.HTTPAPI {
-			cfg.HTTPAPIAddr, cfg.CORSOrigins = "127.0.0.1:0", opts.CORSOrigins
+			cfg.HTTPAPIAddr, cfg.CORSOrigins, cfg.ChatDevToken = "127.0.0.1:0", opts.CORSOrigins, opts.ChatDevToken
 		}
 		for secret, spec := range opts.Tokens {
 			tok, err := gateway.ParseToken(secret, spec)

@@ -1,6 +1,10 @@
 // The agentflow chat page: a client of the gateway's HTTP API (see the
 // package doc of internal/chatpage, and docs/events.md for the events).
 //
+// On a local stack the gateway offers its dev token (GET /chat/dev.json,
+// found only when the operator set one): a tab with no token of its own
+// takes it, and the "Use the dev token" button brings it back.
+//
 // What the tab keeps (sessionStorage, this tab only):
 //   agentflow.token  the bearer token, sent only as "Authorization: Bearer"
 //   agentflow.chat   the chat: its session id, agent, and each turn as its
@@ -19,6 +23,9 @@ const $ = (id) => document.getElementById(id);
 
 let chat = loadChat();
 let token = sessionStorage.getItem(TOKEN_KEY) || "";
+// dev is the local stack's dev token and its tenant ({token, tenant}),
+// when the gateway offers one; null otherwise.
+let dev = null;
 // following is the job id of the turn whose events this page reads now.
 let following = "";
 // openRuns are the reasoning blocks a person opened, by turn and index;
@@ -345,9 +352,45 @@ async function useToken() {
   token = $("token").value.trim();
   if (token) sessionStorage.setItem(TOKEN_KEY, token);
   else sessionStorage.removeItem(TOKEN_KEY);
+  showWho();
   await loadAgents();
   const t = lastTurn();
   if (running(t)) follow(t, false);
+}
+
+// offerDevToken asks the gateway for its dev token; a tab that holds no
+// token takes it. A gateway without one answers 404: nothing is offered.
+async function offerDevToken() {
+  try {
+    const resp = await fetch("/chat/dev.json", { cache: "no-store" });
+    if (!resp.ok) return;
+    const d = await resp.json();
+    if (!d || typeof d.token !== "string" || !d.token) return;
+    dev = { token: d.token, tenant: String(d.tenant || "") };
+  } catch (e) {
+    return; // no offer: the page asks for a token
+  }
+  $("dev-token").hidden = false;
+  if (!token) {
+    token = dev.token;
+    $("token").value = token;
+    sessionStorage.setItem(TOKEN_KEY, token);
+  }
+  showWho();
+}
+
+function useDevToken() {
+  if (!dev) return;
+  $("token").value = dev.token;
+  useToken();
+}
+
+// showWho says when the page uses the dev token.
+function showWho() {
+  const who = $("who");
+  const isDev = dev !== null && token === dev.token;
+  who.textContent = isDev ? "signed in with the dev token" + (dev.tenant ? " (tenant " + dev.tenant + ")" : "") : "";
+  who.hidden = !isDev;
 }
 
 async function loadAgents() {
@@ -613,9 +656,10 @@ function render() {
 
 // ---- start ----
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
   $("token").value = token;
   $("use-token").addEventListener("click", useToken);
+  $("dev-token").addEventListener("click", useDevToken);
   $("token").addEventListener("keydown", (e) => {
     if (e.key === "Enter") useToken();
   });
@@ -628,6 +672,8 @@ document.addEventListener("DOMContentLoaded", () => {
       sendMessage();
     }
   });
+  render();
+  await offerDevToken();
   render();
   loadAgents();
   // A turn that was being answered when the page was left goes on.

@@ -837,10 +837,14 @@ func (x *StartResponse) GetJobId() string {
 }
 
 type ListEventsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
-	AfterIndex    int64                  `protobuf:"varint,2,opt,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"` // events after this index; 0: from the first
-	PageSize      int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`       // at most this many events; 0 = 1000, at most 1000
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	StreamId   string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	AfterIndex int64                  `protobuf:"varint,2,opt,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"` // events after this index; 0: from the first
+	PageSize   int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`       // at most this many events; 0 = 1000, at most 1000
+	// When no event follows after_index yet, wait up to this many seconds
+	// for one (a long poll), then answer what came (or an empty page); 0
+	// answers at once; at most 60.
+	WaitSec       int32 `protobuf:"varint,4,opt,name=wait_sec,json=waitSec,proto3" json:"wait_sec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -896,11 +900,19 @@ func (x *ListEventsRequest) GetPageSize() int32 {
 	return 0
 }
 
+func (x *ListEventsRequest) GetWaitSec() int32 {
+	if x != nil {
+		return x.WaitSec
+	}
+	return 0
+}
+
 type ListEventsResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*StreamEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
-	// The index the log's next event will have: the log holds the events
-	// up to next_index - 1 now.
+	// The index the turn's next event will have: the events up to
+	// next_index - 1 are the turn's now (logged, or streamed by the model
+	// call in flight, at the indices the log will hold them at).
 	NextIndex int64 `protobuf:"varint,2,opt,name=next_index,json=nextIndex,proto3" json:"next_index,omitempty"`
 	// The page ends with the turn's terminal event: no event follows. Else
 	// read on after the page's last index (or wait and read again).
@@ -10414,12 +10426,13 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x04turn\x18\x01 \x01(\v2\x19.agentflow.v1.TurnRequestR\x04turn\"C\n" +
 	"\rStartResponse\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"n\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x89\x01\n" +
 	"\x11ListEventsRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x1f\n" +
 	"\vafter_index\x18\x02 \x01(\x03R\n" +
 	"afterIndex\x12\x1b\n" +
-	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\"z\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x19\n" +
+	"\bwait_sec\x18\x04 \x01(\x05R\awaitSec\"z\n" +
 	"\x12ListEventsResponse\x121\n" +
 	"\x06events\x18\x01 \x03(\v2\x19.agentflow.v1.StreamEventR\x06events\x12\x1d\n" +
 	"\n" +

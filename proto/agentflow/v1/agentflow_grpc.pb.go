@@ -62,8 +62,9 @@ type AgentServiceClient interface {
 	Stream(ctx context.Context, in *StreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEvent], error)
 	// Resume streams a turn's events after after_index until the terminal status.
 	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEvent], error)
-	// ListEvents reads a page of a turn's events after after_index, as the
-	// log holds them now, without waiting for more.
+	// ListEvents reads a page of a turn's events after after_index, as they
+	// are when it asks, without waiting for the turn; with wait_sec, it
+	// waits up to that long for an event when there is none yet.
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 	// GetResult returns a stored result by its result_ref.
 	GetResult(ctx context.Context, in *GetResultRequest, opts ...grpc.CallOption) (*TurnResult, error)
@@ -340,8 +341,9 @@ type AgentServiceServer interface {
 	Stream(*StreamRequest, grpc.ServerStreamingServer[StreamEvent]) error
 	// Resume streams a turn's events after after_index until the terminal status.
 	Resume(*ResumeRequest, grpc.ServerStreamingServer[StreamEvent]) error
-	// ListEvents reads a page of a turn's events after after_index, as the
-	// log holds them now, without waiting for more.
+	// ListEvents reads a page of a turn's events after after_index, as they
+	// are when it asks, without waiting for the turn; with wait_sec, it
+	// waits up to that long for an event when there is none yet.
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	// GetResult returns a stored result by its result_ref.
 	GetResult(context.Context, *GetResultRequest) (*TurnResult, error)
