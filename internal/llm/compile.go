@@ -2,54 +2,14 @@ package llm
 
 import (
 	"encoding/json"
-	"strconv"
-	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/llm/strictschema"
 )
 
 // StrictDialect is the strict mode of a model's provider
-// (strictschema.Dialect): OpenAI's for the OpenAI API and the servers
-// that speak it, Anthropic's for the Claude models that take strict
-// tools; "" for a model that takes none (older Claude models, a model
-// name that is not "provider:model").
-func StrictDialect(model string) string {
-	provider, name, err := agent.ParseModel(model)
-	if err != nil {
-		return ""
-	}
-	switch provider {
-	case agent.ProviderOpenAI, agent.ProviderOllama:
-		return string(strictschema.OpenAI)
-	case agent.ProviderAnthropic:
-		if anthropicStrict(name) {
-			return string(strictschema.Anthropic)
-		}
-	}
-	return ""
-}
-
-// anthropicStrict reports whether a Claude model takes strict tools:
-// Anthropic's structured outputs came with the 4.5 generation (and Opus
-// 4.1), and a model before it refuses a strict tool. Names are
-// claude-<family>-<major>[-<minor>][-<date>]; the older
-// claude-<major>-<minor>-<family> naming is before it.
-func anthropicStrict(name string) bool {
-	parts := strings.Split(strings.TrimPrefix(name, "claude-"), "-")
-	if len(parts) < 2 || parts[0] == "" || (parts[0][0] >= '0' && parts[0][0] <= '9') {
-		return false
-	}
-	major, err := strconv.Atoi(parts[1])
-	if err != nil {
-		return false
-	}
-	minor := 0
-	if len(parts) > 2 && len(parts[2]) <= 2 {
-		minor, _ = strconv.Atoi(parts[2])
-	}
-	return major > 4 || major == 4 && (minor >= 5 || parts[0] == "opus" && minor == 1)
-}
+// (strictschema.For); "" for a model that takes no strict tools.
+func StrictDialect(model string) string { return string(strictschema.For(model)) }
 
 // CompileTools is tools as a model of model's provider is sent them: each
 // schema made strict where the provider takes strict tools and the schema
@@ -58,26 +18,15 @@ func anthropicStrict(name string) bool {
 // with the reason (CompiledTool.NotStrict). A tool without parameters
 // takes none.
 func CompileTools(model string, tools []agent.Tool) []agent.CompiledTool {
-	d := StrictDialect(model)
-	budget := strictschema.NewBudget(strictschema.Dialect(d))
-	out := make([]agent.CompiledTool, 0, len(tools))
-	for _, t := range tools {
-		c := agent.CompiledTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, ToolVersion: t.VersionOf()}
-		if len(c.Parameters) == 0 {
-			c.Parameters = emptySchema
-		}
-		if d == "" {
-			c.NotStrict = "the model's provider takes no strict tools"
-			out = append(out, c)
-			continue
-		}
-		r := strictschema.Make(strictschema.Dialect(d), c.Parameters)
-		if ok, why := budget.Take(r); ok {
-			c.Parameters, c.Strict = r.Schema, true
-		} else {
-			c.NotStrict = why
-		}
-		out = append(out, c)
+	schemas := make([]json.RawMessage, len(tools))
+	for i, t := range tools {
+		schemas[i] = t.Parameters
+	}
+	made := strictschema.Schemas(model, schemas)
+	out := make([]agent.CompiledTool, len(tools))
+	for i, t := range tools {
+		out[i] = agent.CompiledTool{Name: t.Name, Description: t.Description, Parameters: made[i].Schema,
+			Strict: made[i].Strict, NotStrict: made[i].Reason, ToolVersion: t.VersionOf()}
 	}
 	return out
 }

@@ -3,7 +3,6 @@ package llm
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -179,9 +178,6 @@ func checkParts(provider string, req Request) error {
 	}
 	return nil
 }
-
-// emptySchema is the parameters of a tool that declares none.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // toTools is the OpenAI API's function tools: each with strict: true when
 // it was compiled strict (CompileTools), so that the provider holds the

@@ -40,6 +40,12 @@
 // the like. A non-strict schema is sent as it was written, without
 // strict; it is never an error.
 //
+// For says which dialect a model ("provider:model") takes, if any, and
+// Schemas makes one request's tool schemas for it, within the dialect's
+// limits on a request's strict tools together (Budget): what the model
+// call sends (internal/llm.CompileTools) and what a catalog's apply
+// reports of an agent's tools (internal/store) are the one computation.
+//
 // Restore undoes, on a call's arguments, what Make's nullable properties
 // let a model write: a null for a property the tool's own schema made
 // optional and does not let be null is the property left out, so that

@@ -3,7 +3,6 @@ package strictschema
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -220,36 +219,4 @@ func noRecursion(root map[string]any) error {
 		return refuse("", "a recursive schema, which Anthropic's strict mode does not take")
 	}
 	return nil
-}
-
-// Budget keeps one request's strict tools within its dialect's limits
-// (Anthropic's; OpenAI's strict tools have none together).
-type Budget struct {
-	d                       Dialect
-	tools, optional, unions int
-}
-
-// NewBudget is an empty request's budget.
-func NewBudget(d Dialect) *Budget { return &Budget{d: d} }
-
-// Take reports whether a tool made strict as r goes strict in the request
-// beside those taken before, and counts it when it does; why says why
-// not.
-func (b *Budget) Take(r Result) (ok bool, why string) {
-	switch {
-	case !r.Strict:
-		return false, r.Reason
-	case b.d != Anthropic:
-		return true, ""
-	case b.tools+1 > AnthropicMaxStrictTools:
-		return false, fmt.Sprintf("a request takes at most %d strict tools", AnthropicMaxStrictTools)
-	case b.optional+r.Optional > AnthropicMaxOptional:
-		return false, fmt.Sprintf("a request's strict tools take at most %d optional properties together", AnthropicMaxOptional)
-	case b.unions+r.Unions > AnthropicMaxUnions:
-		return false, fmt.Sprintf("a request's strict tools take at most %d properties with anyOf or several types together", AnthropicMaxUnions)
-	}
-	b.tools++
-	b.optional += r.Optional
-	b.unions += r.Unions
-	return true, ""
 }
