@@ -66,6 +66,11 @@ func strictProblem(api string, schema json.RawMessage) string {
 	if !ok || obj["type"] != "object" {
 		return `the root must be a schema of type "object"`
 	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if _, ok := obj[k]; ok {
+			return "the root must not be " + k
+		}
+	}
 	return checkStrict(api, obj, "", 0)
 }
 

@@ -140,6 +140,11 @@ func (m *maker) root(s any) (any, error) {
 	if obj["type"] != "object" {
 		return nil, refuse("", `the root's type is not "object"`)
 	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if _, ok := obj[k]; ok {
+			return nil, refuse("", "%s at the root, which strict mode does not take", k)
+		}
+	}
 	if m.d == Anthropic {
 		if err := noRecursion(obj); err != nil {
 			return nil, err
@@ -395,9 +400,7 @@ func (m *maker) object(out map[string]any, at string, hasProps bool) error {
 	for _, name := range optional {
 		props[name] = nullable(props[name].(map[string]any))
 	}
-	if all := append(required, optional...); len(all) > 0 || out["required"] != nil {
-		out["required"] = all
-	}
+	out["required"] = append(append([]string{}, required...), optional...)
 	return nil
 }
 
