@@ -36,5 +36,12 @@ func strictNote(a agent.Agent) string {
 	if len(not) == 0 {
 		return ""
 	}
+	if len(not) > maxNotStrict {
+		not = append(not[:maxNotStrict], fmt.Sprintf("and %d more", len(not)-maxNotStrict))
+	}
 	return "tools sent to " + a.Model + " without strict: " + strings.Join(not, "; ")
 }
+
+// maxNotStrict bounds the tools a note names: an entry may stand for
+// hundreds (an API's operations).
+const maxNotStrict = 5

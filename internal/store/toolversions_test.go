@@ -77,8 +77,15 @@ func TestApplyNotesToolsNotStrict(t *testing.T) {
 	s := open(t, store.Options{})
 	freeForm := agent.Tool{Name: "fetch", Kind: "execute_pipeline",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"params":{"type":"object"}},"required":["params"]}`)}
+	var many []agent.Tool
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		t := freeForm
+		t.Name = name
+		many = append(many, t)
+	}
 	agents := []agent.Agent{
 		{ID: "loose", Model: "openai:gpt-4o-mini", Tools: []agent.Tool{calculatorTool("calc"), freeForm}},
+		{ID: "many", Model: "openai:gpt-4o-mini", Tools: many},
 		{ID: "strict", Model: "openai:gpt-4o-mini", Tools: []agent.Tool{calculatorTool("calc")}},
 		{ID: "old", Model: "anthropic:claude-3-5-haiku-latest", Tools: []agent.Tool{freeForm}},
 	}
@@ -92,6 +99,7 @@ func TestApplyNotesToolsNotStrict(t *testing.T) {
 	}
 	require.Equal(t, "tools sent to openai:gpt-4o-mini without strict: fetch (at /properties/params: an object without declared properties (a free-form map), which strict mode cannot describe)",
 		notes["loose"])
+	require.Regexp(t, `^tools sent to openai:gpt-4o-mini without strict: a \(at .*\); e \(at [^;]*\); and 2 more$`, notes["many"], "the first five, and a count")
 	require.Empty(t, notes["strict"])
 	require.Empty(t, notes["old"])
 }
