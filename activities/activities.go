@@ -150,6 +150,9 @@ type Activities struct {
 	telegramAPI     string
 	maxModelTimeout time.Duration
 	maxToolTimeout  time.Duration
+
+	// compiled keeps the compiled agents read or made (compiled.go).
+	compiled compiledCache
 }
 
 // New checks the dependencies and fills the defaults.

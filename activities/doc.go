@@ -20,12 +20,16 @@
 // is therefore keyed so that a retry is harmless:
 //
 //   - LoadAgent records the turn under (tenant_id, job_id) and writes the
-//     prompt as step 0; a second write is a no-op.
+//     prompt as step 0; a second write is a no-op. It reads the agent
+//     version's compiled artefact, and compiles and stores it when it is
+//     missing: the same version compiles to the same bytes, stored under
+//     the same hash (compiled.go).
 //   - CallModel writes its reply as step Seq of the turn. A retry that finds
 //     the step already stored returns it without calling the model again,
 //     so the workflow always acts on what is stored.
-//   - ExecuteTool writes the tool's result as step Seq the same way; a tool
-//     is therefore not run again once its result is stored.
+//   - ExecuteTool writes the tool's result as step Seq the same way, with
+//     the definition of the tool that ran (agent.ToolVersion); a tool is
+//     therefore not run again once its result is stored.
 //   - SaveResult inserts under (tenant_id, job_id) and returns the stored
 //     row: the first result wins, and every caller sees the same one.
 //

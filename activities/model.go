@@ -105,9 +105,10 @@ type modelCall struct {
 	in contract.CallModelInput // numbered (localAttempt) by load
 
 	// load
-	ag     agent.Agent        // the pinned version, calling the model this call names
-	schema *structured.Schema // the answer's; nil for none
-	steps  turnSteps          // what the call reads of the turn's steps, stored
+	ag       agent.Agent        // the pinned version, calling the model this call names
+	compiled *agent.Compiled    // the pinned version as its model receives it (compiledAgent)
+	schema   *structured.Schema // the answer's; nil for none
+	steps    turnSteps          // what the call reads of the turn's steps, stored
 	// prompt
 	billing store.Billing   // the tenant's prices and budgets
 	msgs    []agent.Message // what the model reads
@@ -136,6 +137,8 @@ func (m *modelCall) load(ctx context.Context) error {
 	if m.ag, err = a.agentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion); err != nil {
 		return err
 	}
+	compiled, _ := a.compiledAgent(ctx, m.ag, false)
+	m.compiled = &compiled
 	if in.Model != "" {
 		if !m.ag.Calls(in.Model) {
 			return agent.Errorf(agent.CodeInvalid, "model %q is neither agent %q's model nor one of its fallback models", in.Model, m.ag.ID)
@@ -547,10 +550,12 @@ func stepAttempt(ctx context.Context, in contract.CallModelInput) int {
 // between turns.
 func (m *modelCall) request() llm.Request {
 	ag := m.ag
+	tools := m.tools()
 	req := llm.Request{
 		Model:       ag.Model,
 		Messages:    m.msgs,
-		Tools:       m.tools(),
+		Tools:       tools,
+		Specs:       m.specs(tools),
 		MaxTokens:   ag.Limits.MaxOutputTokens,
 		Temperature: ag.Temperature,
 		CacheKey:    agent.PromptCacheKey(m.in.TenantID, ag.ID, ag.Version),

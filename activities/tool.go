@@ -20,6 +20,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
+	"github.com/agentflow/agentflow/internal/llm/strictschema"
 	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/redact"
@@ -64,20 +65,19 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 	} else if !agent.IsCode(err, agent.CodeNotFound) {
 		return contract.ExecuteToolResult{}, fmt.Errorf("look up step %d: %w", in.Seq, err)
 	}
+	ag, err := a.agentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
+	if err != nil {
+		return contract.ExecuteToolResult{}, err
+	}
 	if in.Delegated != nil {
 		// The call ran as a child turn: store what it came to.
 		msg, status := delegated(in.Call, *in.Delegated)
-		return a.storeToolResult(ctx, in, msg, status)
+		return a.storeToolResult(ctx, in, ranAs(ag, in.Call.Name, msg), status)
 	}
 	if in.Asked != nil {
 		// A person answered the question (or no one did): store that.
 		msg, status := asked(*in.Asked)
-		return a.storeToolResult(ctx, in, msg, status)
-	}
-
-	ag, err := a.agentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
-	if err != nil {
-		return contract.ExecuteToolResult{}, err
+		return a.storeToolResult(ctx, in, ranAs(ag, in.Call.Name, msg), status)
 	}
 	if !activity.GetInfo(ctx).IsLocalActivity {
 		stop := heartbeat(ctx, time.Second)
@@ -95,7 +95,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		}
 		return contract.ExecuteToolResult{}, contract.ToolCallFailed(fmt.Sprintf("tool %q: %s", in.Call.Name, msg.Content), step)
 	}
-	res, err := a.storeToolResult(ctx, in, msg, status)
+	res, err := a.storeToolResult(ctx, in, ranAs(ag, in.Call.Name, msg), status)
 	if err == nil && res.Status == agent.ToolError {
 		res.Step = step
 	}
@@ -130,6 +130,16 @@ func (a *Activities) storeToolResult(ctx context.Context, in contract.ExecuteToo
 		return contract.ExecuteToolResult{}, fmt.Errorf("store result of tool call %q: %w", in.Call.ID, err)
 	}
 	return res, nil
+}
+
+// ranAs is a call's result with the definition of the tool that ran
+// (agent.ToolVersion): the pinned agent version's tool of that name.
+func ranAs(ag agent.Agent, tool string, msg agent.Message) agent.Message {
+	if t, ok := ag.Tool(tool); ok {
+		v := t.VersionOf()
+		msg.ToolVersion = &v
+	}
+	return msg
 }
 
 // errorPrefix marks a stored tool result as an error, for the model and
@@ -297,8 +307,12 @@ func (a *Activities) call(ctx context.Context, ag agent.Agent, in contract.Execu
 		return tools.Call{}, fmt.Errorf("load tenant %q: %w", in.TenantID, err)
 	}
 	inputs := &turnInputs{a: a, tenantID: in.TenantID, jobID: in.JobID}
+	spec, _ := ag.Tool(in.Call.Name)
 	return tools.Call{
-		Args:     json.RawMessage(in.Call.Arguments),
+		// As the tool's schema says them: a null the model wrote for an
+		// optional property its strict schema made nullable is the
+		// property left out (strictschema.Restore), for every kind.
+		Args:     strictschema.Restore(spec.Parameters, json.RawMessage(in.Call.Arguments)),
 		TenantID: in.TenantID, JobID: in.JobID, CallID: in.Call.ID,
 		WorkflowID: activity.GetInfo(ctx).WorkflowExecution.ID,
 		HTTP:       settings.HTTP,

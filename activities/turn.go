@@ -91,6 +91,9 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if err != nil {
 		return contract.LoadAgentResult{}, err
 	}
+	// The version as its model receives it: its artefact read, or
+	// compiled and stored when missing (compiled.go).
+	_, compiled := a.compiledAgent(ctx, ag, true)
 	err = a.store.BeginTurn(ctx, store.Turn{
 		TenantID:     req.TenantID,
 		JobID:        req.JobID,
@@ -102,6 +105,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 
 		TurnsPerMinute: ag.Limits.TurnsPerMinute,
 		Prompt:         &agent.Message{Role: agent.RoleUser, Content: req.Prompt, Parts: parts},
+		CompiledRef:    compiled,
 	})
 	if agent.IsCode(err, agent.CodeConflict) {
 		return contract.LoadAgentResult{}, err // its message is the caller's
@@ -113,7 +117,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	// the operator's limit.
 	ag.Limits = ag.Limits.CapModelTimeout(a.maxModelTimeout)
 	ag = ag.CapToolTimeouts(a.maxToolTimeout)
-	return contract.LoadAgentResult{Agent: ag.ForTurn()}, nil
+	return contract.LoadAgentResult{Agent: ag.ForTurn(), Compiled: compiled}, nil
 }
 
 // resultBlocks are a completed result's content blocks: the reasoning,

@@ -428,6 +428,11 @@ type Tool struct {
 	// MaxToolTimeoutSec; 0: DefaultToolTimeout. A turn's timeout, and the
 	// operator's limit, lower it (CallTimeout).
 	TimeoutSec int `json:"timeout_sec,omitempty"`
+	// Version and SpecHash name the definition (ToolVersion): the store
+	// sets them when it stores an agent version, from the tenant's
+	// tool_versions; what a catalog document says of them is not read.
+	Version  int    `json:"version,omitempty"`
+	SpecHash string `json:"spec_hash,omitempty"`
 }
 
 // Bounds of a tool call's timeout (Tool.TimeoutSec).

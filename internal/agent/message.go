@@ -54,6 +54,10 @@ type Message struct {
 	// a message keeps the call in ToolCalls, for the program's next run
 	// to check that it made the same call.
 	Program string `json:"program,omitempty"`
+	// ToolVersion, on a stored tool message, is the definition of the
+	// tool that ran (the pinned agent version's): replay and audit read
+	// which one it was, whatever the catalog holds now.
+	ToolVersion *ToolVersion `json:"tool_version,omitempty"`
 }
 
 // Text is every text the message carries, as the model reads it: its

@@ -49,6 +49,9 @@ type LoadAgentInput struct {
 type LoadAgentResult struct {
 	Agent    agent.Agent       `json:"agent"`
 	Existing *agent.TurnResult `json:"existing,omitempty"`
+	// Compiled is the compiled agent the turn began with
+	// (agent.CompiledRef): what its model calls send, kept by its hash.
+	Compiled string `json:"compiled,omitempty"`
 }
 
 // CallModelInput names everything the model call needs by reference: the

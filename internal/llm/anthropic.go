@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/llm/strictschema"
 )
 
 // The anthropic provider speaks the Messages API through Anthropic's own
@@ -214,7 +215,16 @@ func anthropicParams(ctx context.Context, modelName string, req Request, message
 		}
 		params.Messages = append(params.Messages, anthropic.MessageParam{Role: role, Content: blocks})
 	}
-	for _, t := range req.Tools {
+	strict := 0
+	for _, t := range req.specs() {
+		// Strict as compiled (CompileTools keeps a request's strict
+		// tools within Anthropic's limits; a tool added to compiled ones
+		// is held to its limit on strict tools here).
+		if t.Strict {
+			if strict++; strict > strictschema.AnthropicMaxStrictTools {
+				t.Strict = false
+			}
+		}
 		tp, err := anthropicTool(t)
 		if err != nil {
 			return params, err
@@ -232,17 +242,16 @@ func anthropicParams(ctx context.Context, modelName string, req Request, message
 	return params, nil
 }
 
-// anthropicTool converts a tool; its parameters' properties and required
-// members have fields of their own in the SDK, the rest goes as it is.
-func anthropicTool(t agent.Tool) (anthropic.ToolParam, error) {
+// anthropicTool converts a compiled tool, strict as compiled; its
+// parameters' properties and required members have fields of their own
+// in the SDK, the rest goes as it is.
+func anthropicTool(t agent.CompiledTool) (anthropic.ToolParam, error) {
 	if t.Name == "" {
 		return anthropic.ToolParam{}, agent.Errorf(agent.CodeInvalid, "tool without a name")
 	}
-	schema := map[string]json.RawMessage{}
-	if len(strings.TrimSpace(string(t.Parameters))) > 0 {
-		if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-			return anthropic.ToolParam{}, agent.Errorf(agent.CodeInvalid, "tool %q: parameters must be a JSON Schema object: %v", t.Name, err)
-		}
+	schema, err := parametersOf(t)
+	if err != nil {
+		return anthropic.ToolParam{}, err
 	}
 	in := anthropic.ToolInputSchemaParam{ExtraFields: map[string]any{}}
 	for k, v := range schema {
@@ -264,6 +273,9 @@ func anthropicTool(t agent.Tool) (anthropic.ToolParam, error) {
 	tp := anthropic.ToolParam{Name: t.Name, InputSchema: in}
 	if t.Description != "" {
 		tp.Description = param.NewOpt(t.Description)
+	}
+	if t.Strict {
+		tp.Strict = param.NewOpt(true)
 	}
 	return tp, nil
 }

@@ -1,10 +1,8 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -181,33 +179,22 @@ func checkParts(provider string, req Request) error {
 	return nil
 }
 
-// emptySchema is the parameters of a tool that declares none.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
-func toTools(tools []agent.Tool) ([]llms.Tool, error) {
+// toTools is the OpenAI API's function tools: each with strict: true when
+// it was compiled strict (CompileTools), so that the provider holds the
+// model's arguments to its schema; a tool that could not be made strict
+// goes without, and the tool refuses arguments it cannot take as the
+// call's error, which the model reads and corrects.
+func toTools(tools []agent.CompiledTool) ([]llms.Tool, error) {
 	out := make([]llms.Tool, 0, len(tools))
 	for _, t := range tools {
 		if t.Name == "" {
 			return nil, agent.Errorf(agent.CodeInvalid, "tool without a name")
 		}
-		params := t.Parameters
-		if len(bytes.TrimSpace(params)) == 0 {
-			params = emptySchema
+		if _, err := parametersOf(t); err != nil {
+			return nil, err
 		}
-		var obj map[string]any
-		if err := json.Unmarshal(params, &obj); err != nil {
-			return nil, agent.Errorf(agent.CodeInvalid, "tool %q: parameters must be a JSON Schema object: %v", t.Name, err)
-		}
-		// Strict where the schema meets strict mode's rules (strictable,
-		// as for an output schema): the provider then holds the model's
-		// arguments to the schema. A schema that does not (an optional
-		// property, additional properties allowed, a keyword strict mode
-		// refuses) is sent without strict, which a strict request with it
-		// would fail: the model may then write arguments the schema does
-		// not allow, which the tool refuses as it decodes them, as the
-		// call's error the model reads and corrects.
 		out = append(out, llms.Tool{Type: "function", Function: &llms.FunctionDefinition{
-			Name: t.Name, Description: t.Description, Parameters: params, Strict: strictable(obj),
+			Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict,
 		}})
 	}
 	return out, nil

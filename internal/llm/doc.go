@@ -46,6 +46,21 @@
 // PDFs and text files to Anthropic's; a part a provider cannot take is an
 // agent.CodeInvalid error before anything is sent.
 //
+// Tools: a request's tools go as CompileTools makes them for the call's
+// model (or as Request.Specs gives them, compiled beforehand: an agent's
+// artefact, agent.Compiled, which Compile makes): with strict: true
+// wherever the provider takes strict tools (StrictDialect: OpenAI's
+// function tools and the servers that speak them; Claude from the 4.5
+// models on), each schema rewritten into the provider's strict subset
+// (internal/llm/strictschema: optional properties required and nullable
+// for OpenAI, objects closed, keywords strict mode does not take said in
+// the description). A schema strict mode cannot describe (a free-form
+// object, a value of any type, additional properties allowed) goes as
+// written, without strict, and CompiledTool.NotStrict says why: never an
+// error at call time. A structured answer's schema (OutputFormat) goes
+// strict only when it is in the subset as written, since the answer is
+// checked against it as written.
+//
 // Normalisation: whatever the provider, a Response carries one assistant
 // message (text and tool calls with ids and JSON arguments), token usage,
 // and a finish reason in OpenAI's vocabulary (stop, tool_calls, length,

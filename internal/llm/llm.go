@@ -36,11 +36,16 @@ type Model interface {
 
 // Request is one model call.
 type Request struct {
-	Model       string          // "provider:model", e.g. "openai:gpt-4o-mini" (agent.ParseModel)
-	Messages    []agent.Message // system, user, assistant (with tool calls), tool results
-	Tools       []agent.Tool    // name, description, parameters (JSON Schema)
-	MaxTokens   int             // 0 = the provider's default
-	Temperature *float64        // nil = the provider's default
+	Model    string          // "provider:model", e.g. "openai:gpt-4o-mini" (agent.ParseModel)
+	Messages []agent.Message // system, user, assistant (with tool calls), tool results
+	Tools    []agent.Tool    // name, description, parameters (JSON Schema)
+	// Specs, when set, are the tools as compiled for the call's model
+	// (CompileTools, agent.Compiled.Tools: made strict for its
+	// provider's dialect, StrictDialect): sent as they are, in place of
+	// Tools, which are otherwise compiled for the call.
+	Specs       []agent.CompiledTool
+	MaxTokens   int      // 0 = the provider's default
+	Temperature *float64 // nil = the provider's default
 	// Output, when set, asks for an answer that is a JSON object matching
 	// its schema (see OutputFormat for how each provider is asked).
 	Output *OutputFormat
@@ -380,7 +385,7 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools, err := toTools(req.Tools)
+	tools, err := toTools(req.specs())
 	if err != nil {
 		return nil, err
 	}

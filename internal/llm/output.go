@@ -3,9 +3,9 @@ package llm
 import (
 	"encoding/json"
 	"regexp"
-	"slices"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/llm/strictschema"
 )
 
 // OutputFormat asks a model for an answer that is a JSON object matching
@@ -32,12 +32,13 @@ type OutputFormat struct {
 var schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // responseFormat is OpenAI's response_format for f: json_schema, strict
-// when the schema meets strict mode's rules (strictable), since a strict
-// request with a schema that does not is refused.
+// when the schema is in strict mode's subset as it is written
+// (strictschema.Check: the answer is checked against the schema as
+// written, so it is not rewritten as a tool's is), since a strict request
+// with a schema that is not is refused.
 func responseFormat(f OutputFormat) (json.RawMessage, error) {
-	var schema any
-	if err := json.Unmarshal(f.Schema, &schema); err != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "output schema is not JSON: %v", err)
+	if !json.Valid(f.Schema) {
+		return nil, agent.Errorf(agent.CodeInvalid, "output schema is not JSON")
 	}
 	name := f.Name
 	if !schemaName.MatchString(name) {
@@ -51,73 +52,11 @@ func responseFormat(f OutputFormat) (json.RawMessage, error) {
 	b, err := json.Marshal(struct {
 		Type       string     `json:"type"`
 		JSONSchema jsonSchema `json:"json_schema"`
-	}{"json_schema", jsonSchema{Name: name, Schema: f.Schema, Strict: strictable(schema)}})
+	}{"json_schema", jsonSchema{Name: name, Schema: f.Schema, Strict: strictschema.Check(strictschema.OpenAI, f.Schema) == nil}})
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "output schema: %v", err)
 	}
 	return b, nil
-}
-
-// strictKeywords are the keywords OpenAI's strict mode takes; a schema
-// with any other (minLength, not, if, …) is sent without strict, which
-// it would refuse.
-var strictKeywords = map[string]bool{
-	"type": true, "properties": true, "required": true, "additionalProperties": true, "items": true,
-	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
-	"description": true, "title": true, "pattern": true, "format": true,
-	"multipleOf": true, "maximum": true, "exclusiveMaximum": true, "minimum": true, "exclusiveMinimum": true,
-	"minItems": true, "maxItems": true,
-}
-
-// strictable reports whether a schema meets OpenAI's strict mode: it uses
-// only strictKeywords, and every object schema lists each of its
-// properties as required and allows no others (additionalProperties:
-// false). Subschemas under properties, items, $defs, definitions and
-// anyOf are held to the same.
-func strictable(s any) bool {
-	switch v := s.(type) {
-	case map[string]any:
-		for k := range v {
-			if !strictKeywords[k] {
-				return false
-			}
-		}
-		props, hasProps := v["properties"].(map[string]any)
-		if hasProps || v["type"] == "object" {
-			if v["additionalProperties"] != false {
-				return false
-			}
-			required, _ := v["required"].([]any)
-			for name := range props {
-				if !slices.Contains(required, any(name)) {
-					return false
-				}
-			}
-		}
-		for _, key := range []string{"properties", "$defs", "definitions"} {
-			if m, ok := v[key].(map[string]any); ok {
-				for _, sub := range m {
-					if !strictable(sub) {
-						return false
-					}
-				}
-			}
-		}
-		for _, key := range []string{"items", "anyOf"} {
-			if sub, ok := v[key]; ok && !strictable(sub) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		for _, sub := range v {
-			if !strictable(sub) {
-				return false
-			}
-		}
-		return true
-	}
-	return true
 }
 
 // withSchemaInstruction tells a model without a structured-output

@@ -142,16 +142,23 @@ func decodeAnthropic(body []byte) (incoming, error) {
 		var tools []struct {
 			Name         string          `json:"name"`
 			CacheControl json.RawMessage `json:"cache_control"`
+			Strict       bool            `json:"strict"`
+			InputSchema  json.RawMessage `json:"input_schema"`
 		}
 		if err := json.Unmarshal(req.Tools, &tools); err != nil {
 			return incoming{}, fmt.Errorf("tools: %w", err)
 		}
+		strict := make([]strictTool, 0, len(tools))
 		for _, t := range tools {
 			rec.Tools = append(rec.Tools, t.Name)
 			if present(t.CacheControl) {
 				rec.CacheControl++
 				rec.hints.tools = true
 			}
+			strict = append(strict, strictTool{name: t.Name, strict: t.Strict, schema: t.InputSchema})
+		}
+		if err := takeStrict(APIAnthropic, &rec, strict); err != nil {
+			return incoming{}, err
 		}
 	}
 

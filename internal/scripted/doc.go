@@ -181,6 +181,14 @@
 // A request no rule matches gets HTTP 400 with an error that quotes the
 // last message, so a missing rule is obvious in a test failure.
 //
+// Strict tools (strict.go): a tool sent with strict: true has its schema
+// checked against the API's strict subset, and one outside it refuses
+// the request with a 400 naming the place, as the providers do; the
+// request records the strict tools' names (Request.StrictTools). A
+// strict OpenAI tool's call goes as a strict model writes it: every
+// property of its schema there, null for each the script leaves out that
+// the schema lets be null.
+//
 // Server.Requests records each request as it arrived (Request): the API
 // it came by, its model, system prompt, messages, tools (their names, and
 // the "tools" member byte for byte, so that a test can tell two requests

@@ -53,6 +53,9 @@ type Request struct {
 	System   string
 	Messages []Message
 	Tools    []string // names of the offered tools
+	// StrictTools names the tools sent with strict: true, each with a
+	// schema the API's strict mode takes (strict.go).
+	StrictTools []string
 	// ToolsJSON is the request's "tools" member as it was sent, byte for
 	// byte, so that a test can tell whether two requests share a prefix.
 	ToolsJSON string
@@ -83,6 +86,8 @@ type Request struct {
 	At                         time.Time // when the request arrived
 
 	hints cacheHints
+	// strictSchemas are the strict tools' schemas, by name.
+	strictSchemas map[string]json.RawMessage
 }
 
 // Message is one message of a recorded request. An Anthropic user message
@@ -534,14 +539,21 @@ func decodeOpenAI(body []byte) (incoming, error) {
 	if len(req.Tools) > 0 {
 		var tools []struct {
 			Function struct {
-				Name string `json:"name"`
+				Name       string          `json:"name"`
+				Strict     bool            `json:"strict"`
+				Parameters json.RawMessage `json:"parameters"`
 			} `json:"function"`
 		}
 		if err := json.Unmarshal(req.Tools, &tools); err != nil {
 			return incoming{}, fmt.Errorf("invalid request body: tools: %w", err)
 		}
+		strict := make([]strictTool, 0, len(tools))
 		for _, t := range tools {
 			rec.Tools = append(rec.Tools, t.Function.Name)
+			strict = append(strict, strictTool{name: t.Function.Name, strict: t.Function.Strict, schema: t.Function.Parameters})
+		}
+		if err := takeStrict(APIOpenAI, &rec, strict); err != nil {
+			return incoming{}, err
 		}
 	}
 	var system []string
@@ -621,7 +633,7 @@ func (s *Server) render(rule *compiledRule, v vars, rec Request, cached cacheUse
 		rep.toolCalls = append(rep.toolCalls, wireToolCall{
 			ID:       id,
 			Type:     "function",
-			Function: wireFunction{Name: tc.Name, Arguments: v.expand(tc.Arguments)},
+			Function: wireFunction{Name: tc.Name, Arguments: s.arguments(rec, tc.Name, v.expand(tc.Arguments))},
 		})
 	}
 	if u := rule.reply.Usage; u != nil {
@@ -644,6 +656,16 @@ func (s *Server) render(rule *compiledRule, v vars, rec Request, cached cacheUse
 	}
 	rep.usage.TotalTokens = rep.usage.PromptTokens + rep.usage.CompletionTokens
 	return rep
+}
+
+// arguments are a reply's call of tool with args as the script writes
+// them, as the API sends them: a strict OpenAI tool's as a strict model
+// writes them (strictArguments).
+func (s *Server) arguments(rec Request, tool, args string) string {
+	if schema, ok := rec.strictSchemas[tool]; ok && rec.API == APIOpenAI {
+		return strictArguments(schema, args)
+	}
+	return args
 }
 
 // estimateUsage counts words, plus a few tokens of overhead per message as

@@ -309,6 +309,7 @@ func putEntries(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, put putV
 	var changes []Change
 	docTools := make(map[string]agent.Tool, len(tc.Tools))
 	for _, t := range tc.Tools {
+		t.Version, t.SpecHash = 0, "" // a version names a spec; the spec does not name its own
 		spec, hash, err := canonicalJSON(t)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
@@ -335,6 +336,9 @@ func putEntries(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, put putV
 				return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
 			}
 		}
+		if err := versionTools(ctx, tx, tc.TenantID, resolved); err != nil {
+			return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
+		}
 		a.TenantID, a.Version, a.Tools = tc.TenantID, 0, resolved
 		spec, hash, err := canonicalJSON(a)
 		if err != nil {
@@ -344,7 +348,11 @@ func putEntries(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, put putV
 		if err != nil {
 			return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
 		}
-		changes = append(changes, Change{Kind: KindAgent, TenantID: tc.TenantID, Name: a.ID, Action: action, Version: version})
+		ch := Change{Kind: KindAgent, TenantID: tc.TenantID, Name: a.ID, Action: action, Version: version}
+		if action != ActionUnchanged && action != ActionNotStaged {
+			ch.Note = strictNote(a)
+		}
+		changes = append(changes, ch)
 		docAgents[a.ID] = true
 	}
 	return changes, docAgents, nil

@@ -118,7 +118,7 @@ func promote(ctx context.Context, tx pgx.Tx, tenantID, shape string, runs int, c
 	if err != nil {
 		return "", err
 	}
-	composite.Name, composite.Kind = name, CompositeKind
+	composite.Name, composite.Kind, composite.Version, composite.SpecHash = name, CompositeKind, 0, ""
 	spec, hash, err := canonicalJSON(composite)
 	if err != nil {
 		return "", fmt.Errorf("encode composite: %w", err)
@@ -128,6 +128,7 @@ func promote(ctx context.Context, tx pgx.Tx, tenantID, shape string, runs int, c
 		return "", fmt.Errorf("store composite %q: %w", name, err)
 	}
 	changes := []Change{{Kind: KindTool, TenantID: tenantID, Name: name, Action: action, Version: version}}
+	composite.Version, composite.SpecHash = version, hash
 
 	agents, err := collect(ctx, tx, func(row pgx.CollectableRow) (agent.Agent, error) {
 		var id string

@@ -29,12 +29,15 @@ type Turn struct {
 	// Prompt, when set, is stored as step 0 once the claim is the turn's
 	// (PutStep): a new turn's claim and prompt are one statement.
 	Prompt *agent.Message
+	// CompiledRef is the compiled agent the turn began with
+	// (agent.CompiledRef); "" for none.
+	CompiledRef string
 }
 
 const (
 	sqlInsertTurn = `
-INSERT INTO turns (tenant_id, job_id, workflow_id, agent_id, agent_version, session_id, request)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO turns (tenant_id, job_id, workflow_id, agent_id, agent_version, session_id, request, compiled_ref)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (tenant_id, job_id) DO NOTHING`
 
 	// sqlInsertTurnWithPrompt claims a job and stores its prompt as step
@@ -43,8 +46,8 @@ ON CONFLICT (tenant_id, job_id) DO NOTHING`
 	// the job was claimed before, and reports whether it claimed it.
 	sqlInsertTurnWithPrompt = `
 WITH claimed AS (
-  INSERT INTO turns (tenant_id, job_id, workflow_id, agent_id, agent_version, session_id, request)
-  VALUES ($1, $2, $3, $4, $5, $6, $7)
+  INSERT INTO turns (tenant_id, job_id, workflow_id, agent_id, agent_version, session_id, request, compiled_ref)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $9)
   ON CONFLICT (tenant_id, job_id) DO NOTHING
   RETURNING tenant_id, job_id
 ), prompt AS (
@@ -61,7 +64,7 @@ SELECT count(*) FROM turns
 WHERE tenant_id = $1 AND agent_id = $2 AND created_at > now() - interval '1 minute'`
 
 	sqlTurn = `
-SELECT workflow_id, agent_id, agent_version, session_id, request
+SELECT workflow_id, agent_id, agent_version, session_id, request, compiled_ref
 FROM turns WHERE tenant_id = $1 AND job_id = $2`
 )
 
@@ -101,7 +104,7 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 	insert := func(q interface {
 		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	}) error {
-		tag, err := q.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req)
+		tag, err := q.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req, t.CompiledRef)
 		inserted = err == nil && tag.RowsAffected() == 1
 		return err
 	}
@@ -141,7 +144,7 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 			return fmt.Errorf("begin turn %q: encode prompt: %w", t.JobID, err)
 		}
 		var n int
-		err = s.pool.QueryRow(ctx, sqlInsertTurnWithPrompt, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req, msg).Scan(&n)
+		err = s.pool.QueryRow(ctx, sqlInsertTurnWithPrompt, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req, msg, t.CompiledRef).Scan(&n)
 		inserted = err == nil && n == 1
 		promptStored = inserted
 	default:
@@ -191,7 +194,7 @@ func (s *Store) Turn(ctx context.Context, tenantID, jobID string) (Turn, error) 
 	}
 	t := Turn{TenantID: tenantID, JobID: jobID}
 	var req []byte
-	err := s.pool.QueryRow(ctx, sqlTurn, tenantID, jobID).Scan(&t.WorkflowID, &t.AgentID, &t.AgentVersion, &t.SessionID, &req)
+	err := s.pool.QueryRow(ctx, sqlTurn, tenantID, jobID).Scan(&t.WorkflowID, &t.AgentID, &t.AgentVersion, &t.SessionID, &req, &t.CompiledRef)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Turn{}, agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found", jobID, tenantID)
 	}

@@ -66,6 +66,9 @@ func Server(opts Options) *mcp.Server {
 	}
 	type searchIn struct {
 		Query string `json:"query" jsonschema:"words to look for in titles"`
+		// State is optional, and not nullable: the SDK refuses a null
+		// for it, as a server that checks its arguments does.
+		State string `json:"state,omitempty" jsonschema:"only the issues in this state: open or closed"`
 	}
 	type searchOut struct {
 		Issues []Issue `json:"issues"`
@@ -75,7 +78,7 @@ func Server(opts Options) *mcp.Server {
 			called("search")
 			out := searchOut{Issues: []Issue{}}
 			for _, is := range Issues {
-				if strings.Contains(strings.ToLower(is.Title), strings.ToLower(in.Query)) {
+				if strings.Contains(strings.ToLower(is.Title), strings.ToLower(in.Query)) && (in.State == "" || is.State == in.State) {
 					out.Issues = append(out.Issues, is)
 				}
 			}
