@@ -18,6 +18,7 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/llm/strictschema"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
 )
@@ -207,6 +208,7 @@ func (m *modelCall) stream(ctx context.Context) error {
 	}
 	resp, err := m.a.model.Generate(ctx, req)
 	if err == nil {
+		restoreArgs(resp, req.Tools)
 		m.resp = resp
 	}
 	m.endAdmission(ctx)
@@ -541,6 +543,21 @@ func (a *Activities) liveFirst(in contract.CallModelInput) bool {
 // (contract.CallModelInput.AttemptBase).
 func stepAttempt(ctx context.Context, in contract.CallModelInput) int {
 	return in.AttemptBase + int(activity.GetInfo(ctx).Attempt)
+}
+
+// restoreArgs makes each tool call's arguments what the tool's own schema
+// says: a null a strict model wrote for an optional property is the
+// property left out (strictschema.Restore). The reply is stored, shown
+// and run as the tool takes it; only its streamed deltas went as written.
+func restoreArgs(resp *llm.Response, tools []agent.Tool) {
+	for i, c := range resp.Message.ToolCalls {
+		for _, t := range tools {
+			if t.Name == c.Name {
+				resp.Message.ToolCalls[i].Arguments = string(strictschema.Restore(t.Parameters, json.RawMessage(c.Arguments)))
+				break
+			}
+		}
+	}
 }
 
 // request is what the model is sent. The prompt's prefix — the tools in
