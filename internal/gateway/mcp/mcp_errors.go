@@ -20,7 +20,7 @@ import (
 
 // How the door says agentflow's errors. MCP has JSON-RPC codes for what
 // is the protocol's (-32602 for invalid params, an unknown tool, a task
-// not found or already ended; -32603 for an internal error) and says a
+// not found; -32603 for an internal error) and says a
 // tool's own failure in its result (isError: true), for the model to
 // read. So:
 //
@@ -29,7 +29,8 @@ import (
 //     the tenant's agents unreadable when a session (or a 2026-07-28
 //     request) needs its server: 503 or 500, with -32603 (serveFailure);
 //   - a tools/call's arguments that are not the agent's input, or a tool
-//     that is not there: -32602;
+//     that is not there: -32602 (with HTTP 400 to 2026-07-28, as its
+//     transport says);
 //   - whatever stops a tools/call's turn from starting or ending well — a
 //     request id reused for another call (Conflict), the tenant's open
 //     streams (RateLimited), a dependency down — is the call's result,
@@ -37,7 +38,7 @@ import (
 //     type in agent's table, whether a retry may succeed, and for a limit
 //     how long to wait first: a host gives the text to its model, a
 //     program reads the type;
-//   - a Tasks method's task not found, or already ended: -32602; any
+//   - a Tasks method's task not found (or another tenant's): -32602; any
 //     other failure -32603 (taskError).
 
 // mcpErrorMeta names the error's classification in an isError result's
@@ -46,9 +47,12 @@ const mcpErrorMeta = "agentflow/error"
 
 // Errors2025 and Errors2026 are the door's rows of the gateway's error
 // table: MCP 2025-11-25 (sessions) and 2026-07-28 (stateless, Tasks).
-// They differ where the versions do: a conflict of 2025-11-25 is a call's
-// (its request id reused, isError), one of 2026-07-28 a Tasks method's
-// (tasks/cancel of a task that has ended, -32602).
+// They differ where the versions do: a call of a 2025-11-25 session may
+// reuse a request id of the session for another call (a Conflict,
+// isError); a 2026-07-28 request meets no conflict, as its calls have no
+// ids of the client's and the Tasks extension acknowledges a cancel of a
+// task that has ended and ignores a response to an input no longer
+// outstanding.
 var (
 	Errors2025 = gateway.NewDoorErrors("MCP 2025-11-25 (sessions)", agent.ChannelMCP, func(class agent.Code) gateway.DoorError {
 		return mcpClassError(class, false)
@@ -67,10 +71,16 @@ func mcpClassError(class agent.Code, tasks bool) gateway.DoorError {
 	case agent.CodeUnauthenticated, agent.CodePermissionDenied:
 		return gateway.DoorError{HTTP: class.Class().HTTP}
 	case agent.CodeInvalid, agent.CodeNotFound:
-		return gateway.DoorError{HTTP: http.StatusOK, Code: jsonrpcCode(jsonrpc.CodeInvalidParams)}
+		// 2026-07-28's transport answers invalid params with HTTP 400
+		// (SEP-2575; the SDK's).
+		status := http.StatusOK
+		if tasks {
+			status = http.StatusBadRequest
+		}
+		return gateway.DoorError{HTTP: status, Code: jsonrpcCode(jsonrpc.CodeInvalidParams)}
 	case agent.CodeConflict:
 		if tasks {
-			return gateway.DoorError{HTTP: http.StatusOK, Code: jsonrpcCode(jsonrpc.CodeInvalidParams)}
+			return gateway.DoorError{} // see Errors2026
 		}
 	case agent.CodeUnavailable:
 		return gateway.DoorError{HTTP: http.StatusServiceUnavailable, Code: jsonrpcCode(jsonrpc.CodeInternalError)}

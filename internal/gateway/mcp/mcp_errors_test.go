@@ -41,7 +41,7 @@ func TestMCPToolError(t *testing.T) {
 			require.Equal(t, gateway.DoorError{HTTP: 200, Code: mcpIsError}, Errors2025.Errors[class])
 		})
 	}
-	require.Equal(t, gateway.DoorError{HTTP: 200, Code: "-32602"}, Errors2026.Errors[agent.CodeConflict], "a Tasks method's conflict")
+	require.Equal(t, gateway.DoorError{}, Errors2026.Errors[agent.CodeConflict], "2026-07-28 meets no conflict")
 }
 
 // TestMCPTurnFailure: a failed turn's result says its error's type.
