@@ -21,7 +21,9 @@
 // of codes: errors written for the caller keep their message; others reach
 // the client as a plain message with a reference, and the log has the
 // details under the same reference. The status carries the error's type
-// (an ErrorInfo of ErrorDomain).
+// (an ErrorInfo of ErrorDomain), and a limit's wait (a RetryInfo). Each
+// door says each class of error (ClassOf) as its row of the error table
+// says (doorerrors.go, DoorErrors).
 //
 // HTTPAPI serves the same API over HTTP/JSON: grpc-gateway's handlers,
 // generated from the .proto and agentflow_http.yaml, call the gRPC API on

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -22,7 +23,8 @@ import (
 // codes: an error whose message is written for the caller (an invalid
 // request, an unknown agent) keeps it; any other reaches the client as a
 // plain message with a reference, and the log has the details under the
-// same reference.
+// same reference. A status Status made already is passed on as it is, so
+// that a door may pass on what a method of the service answered.
 func Status(ctx context.Context, logger *zap.Logger, err error) error {
 	if err == nil {
 		return nil
@@ -33,13 +35,18 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 		// answered as what it is.)
 		return status.FromContextError(ctx.Err()).Err()
 	}
+	if st, ok := status.FromError(err); ok {
+		if _, typed := ErrorInfoOf(st); typed {
+			return err // already classified: a door may pass on what a method answered
+		}
+	}
 	code := agent.ErrorCode(err)
 	if code == agent.CodeInternal && store.Unavailable(err) {
 		code = agent.CodeUnavailable
 	}
 	class := code.Class()
 	if class.Public {
-		return typed(status.New(codes.Code(class.GRPC), err.Error()), class, "")
+		return typed(status.New(codes.Code(class.GRPC), err.Error()), code, "")
 	}
 	ref := newRef()
 	telemetry.Logger(ctx, logger).Error("request failed", zap.String("ref", ref), zap.String("code", string(code)),
@@ -48,7 +55,7 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 	if code == agent.CodeUnavailable {
 		msg = "a service agentflow depends on is unavailable; try again later"
 	}
-	return typed(status.Newf(codes.Code(class.GRPC), "%s (reference %s)", msg, ref), class, ref)
+	return typed(status.Newf(codes.Code(class.GRPC), "%s (reference %s)", msg, ref), code, ref)
 }
 
 // ErrorDomain (the API's package) is the domain of the google.rpc.ErrorInfo that every error
@@ -57,16 +64,33 @@ func Status(ctx context.Context, logger *zap.Logger, err error) error {
 // has its "reference". The HTTP API's problem details are made from it.
 const ErrorDomain = "agentflow.v1"
 
-// typed adds the error's type (and reference) to st as an ErrorInfo.
-func typed(st *status.Status, class agent.Class, ref string) error {
-	info := &errdetails.ErrorInfo{Reason: class.Type, Domain: ErrorDomain}
+// typed adds the error's type (and reference) to st as an ErrorInfo,
+// and to a limit the client may fit in shortly (RateLimited) the wait
+// before it tries again as a RetryInfo (LimitRetryAfter).
+func typed(st *status.Status, code agent.Code, ref string) error {
+	info := &errdetails.ErrorInfo{Reason: code.Class().Type, Domain: ErrorDomain}
 	if ref != "" {
 		info.Metadata = map[string]string{"reference": ref}
 	}
-	if withInfo, err := st.WithDetails(info); err == nil {
+	details := []protoadapt.MessageV1{info}
+	if code == agent.CodeRateLimited {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(LimitRetryAfter)})
+	}
+	if withInfo, err := st.WithDetails(details...); err == nil {
 		st = withInfo
 	}
 	return st.Err()
+}
+
+// RetryAfterOf is the wait a status asks of its client before it tries
+// again (its RetryInfo), or 0.
+func RetryAfterOf(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }
 
 // ReconnectDelay is how long a gateway that is shutting down tells its

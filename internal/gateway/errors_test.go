@@ -85,11 +85,8 @@ func TestErrorTable(t *testing.T) {
 			require.Equal(t, want[code], st.Code())
 			// The status says the error's type, for clients that tell
 			// AgentNotFound from NotFound, and the HTTP API.
-			var info *errdetails.ErrorInfo
-			for _, d := range st.Details() {
-				info, _ = d.(*errdetails.ErrorInfo)
-			}
-			require.NotNil(t, info)
+			info, ok := gateway.ErrorInfoOf(st)
+			require.True(t, ok)
 			require.Equal(t, gateway.ErrorDomain, info.GetDomain())
 			require.Equal(t, code.Class().Type, info.GetReason())
 			if !code.Class().Public {

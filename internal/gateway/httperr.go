@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
@@ -27,10 +29,14 @@ type Problem struct {
 	Status int `json:"status"`
 	// Detail says what is wrong, in plain words.
 	Detail string `json:"detail"`
-	// Retryable says the same request may succeed later.
+	// Retryable says the same request may succeed later: a request
+	// refused for a limit it may fit in shortly (RetryAfter) is.
 	Retryable bool `json:"retryable"`
 	// Reference ties an internal error to the gateway's log.
 	Reference string `json:"reference,omitempty"`
+	// RetryAfter is the wait the answer asks for before the request is
+	// sent again (its Retry-After header), or 0.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // ProblemTypePrefix begins every Problem's type.
@@ -100,8 +106,9 @@ func ProblemFromStatus(st *status.Status) Problem {
 		ref = info.GetMetadata()["reference"]
 	}
 	class := code.Class()
+	wait := RetryAfterOf(st)
 	return Problem{Type: ProblemTypePrefix + class.Type, Title: class.Type, Status: class.HTTP, Detail: st.Message(),
-		Retryable: class.Retryable, Reference: ref}
+		Retryable: class.Retryable || wait > 0, Reference: ref, RetryAfter: wait}
 }
 
 // grpcCodes classifies a status that carries no type: one that did not
@@ -128,6 +135,15 @@ func codeOfGRPC(c codes.Code) agent.Code {
 	return agent.CodeInternal
 }
 
+// SetRetryAfter sets the Retry-After header (RFC 9110 §10.2.3, whole
+// seconds, at least one) of an answer that asks its client to wait;
+// none for 0.
+func SetRetryAfter(h http.Header, wait time.Duration) {
+	if wait > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(max(1, (wait+time.Second-1)/time.Second))))
+	}
+}
+
 // WriteProblem answers p.
 func WriteProblem(w http.ResponseWriter, p Problem) {
 	h := w.Header()
@@ -139,6 +155,7 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	if p.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="agentflow"`)
 	}
+	SetRetryAfter(h, p.RetryAfter)
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
 }

@@ -19,9 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
@@ -106,13 +104,7 @@ func (m *a2aServer) authenticated(next http.Handler) http.Handler {
 		}
 		ctx, err := m.s.Authorize(metadata.NewIncomingContext(r.Context(), md), pb.AgentService_Stream_FullMethodName)
 		if err != nil {
-			st := status.Convert(m.s.StatusOf(r.Context(), err))
-			code := http.StatusForbidden
-			if st.Code() == codes.Unauthenticated {
-				code = http.StatusUnauthorized
-				w.Header().Set("WWW-Authenticate", `Bearer realm="agentflow"`)
-			}
-			writeA2AErrorFor(w, r, code, a2a.ErrInvalidRequest, st.Message())
+			writeA2AErrorFor(w, r, m.classify(r.Context(), err, nil))
 			return
 		}
 		scheme := "http"
@@ -155,7 +147,7 @@ func (m *a2aServer) agent(ctx context.Context) (agent.Agent, error) {
 		return ag, fmt.Errorf("%s: %w", notServed(id), a2a.ErrInvalidRequest)
 	}
 	if err != nil {
-		return ag, m.fail(ctx, err, a2a.ErrServerError)
+		return ag, m.fail(ctx, err, nil)
 	}
 	return ag, nil
 }
@@ -164,30 +156,14 @@ func (m *a2aServer) agent(ctx context.Context) (agent.Agent, error) {
 // through A2A, whether it has none or does not expose it.
 func notServed(id string) string { return fmt.Sprintf("no agent %q is served over A2A", id) }
 
-// fail is err as an A2A error, with the message a client may see. A
-// NotFound becomes notFound; an error the door made is kept as it is.
+// fail is err as an A2A error, with the message a client may see: an
+// error the door made is kept as it is; any other is classified
+// (classify), a NotFound as notFound.
 func (m *a2aServer) fail(ctx context.Context, err error, notFound error) error {
 	if _, _, ours := a2aCodeOf(err); ours {
 		return err // already the door's, with its message
 	}
-	var st *status.Status
-	if s, ok := status.FromError(err); ok {
-		st = s
-	} else {
-		st = status.Convert(m.s.StatusOf(ctx, err))
-	}
-	kind := a2a.ErrServerError
-	switch st.Code() {
-	case codes.InvalidArgument, codes.OutOfRange:
-		kind = a2a.ErrInvalidParams
-	case codes.NotFound:
-		kind = notFound
-	case codes.FailedPrecondition, codes.AlreadyExists, codes.Aborted, codes.PermissionDenied, codes.Unauthenticated:
-		kind = a2a.ErrInvalidRequest
-	case codes.Internal, codes.Unknown:
-		kind = a2a.ErrInternalError
-	}
-	return fmt.Errorf("%s: %w", st.Message(), kind)
+	return m.classify(ctx, err, notFound)
 }
 
 // errA2AStop ends a follow early, without error.
@@ -314,7 +290,7 @@ func (m *a2aServer) answerTask(ctx context.Context, params *a2a.MessageSendParam
 		return 0, err
 	}
 	if done {
-		return 0, fmt.Errorf("task %s has ended %s and takes no more input: send a new message in its contextId: %w", in.taskID, t.state, a2a.ErrInvalidRequest)
+		return 0, a2aRefusal(agent.CodeConflict, "task %s has ended %s and takes no more input: send a new message in its contextId", in.taskID, t.state)
 	}
 	decision, decides := a2aDecisionOf(params.Message)
 	var pending []agent.PendingQuestion

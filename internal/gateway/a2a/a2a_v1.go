@@ -77,13 +77,16 @@ var errA2AExtendedCardNotConfigured = errors.New("extended agent card not config
 // (a2aServer's methods), rendered the 1.0 way.
 type a2aV1Method struct {
 	legacy string
-	call   func(m *a2aServer, ctx context.Context, params json.RawMessage) (any, error)
-	stream func(m *a2aServer, ctx context.Context, params json.RawMessage) (iter.Seq2[a2a.Event, error], error)
+	// follows: the method follows a task's log (a blocking send, a
+	// stream), holding a slot of the tenant's streams while it runs.
+	follows bool
+	call    func(m *a2aServer, ctx context.Context, params json.RawMessage) (any, error)
+	stream  func(m *a2aServer, ctx context.Context, params json.RawMessage) (iter.Seq2[a2a.Event, error], error)
 }
 
 // a2aV1Methods are 1.0's methods, by name.
 var a2aV1Methods = map[string]a2aV1Method{
-	"SendMessage": {legacy: "message/send", call: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (any, error) {
+	"SendMessage": {legacy: "message/send", follows: true, call: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (any, error) {
 		params, err := decodeA2AV1Send(raw)
 		if err != nil {
 			return nil, err
@@ -94,14 +97,14 @@ var a2aV1Methods = map[string]a2aV1Method{
 		}
 		return v1EventOf(res), nil
 	}},
-	"SendStreamingMessage": {legacy: "message/stream", stream: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (iter.Seq2[a2a.Event, error], error) {
+	"SendStreamingMessage": {legacy: "message/stream", follows: true, stream: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (iter.Seq2[a2a.Event, error], error) {
 		params, err := decodeA2AV1Send(raw)
 		if err != nil {
 			return nil, err
 		}
 		return untilInterrupted(m.OnSendMessageStream(ctx, params)), nil
 	}},
-	"SubscribeToTask": {legacy: "tasks/resubscribe", stream: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (iter.Seq2[a2a.Event, error], error) {
+	"SubscribeToTask": {legacy: "tasks/resubscribe", follows: true, stream: func(m *a2aServer, ctx context.Context, raw json.RawMessage) (iter.Seq2[a2a.Event, error], error) {
 		params, err := decodeA2AV1TaskID(raw)
 		if err != nil {
 			return nil, err
@@ -162,12 +165,7 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := gateway.ReadBody(r)
 		if err != nil {
-			code := http.StatusBadRequest
-			var hs *gateway.HTTPStatusError
-			if errors.As(err, &hs) {
-				code = hs.Status
-			}
-			writeA2AErrorFor(w, r, code, a2a.ErrInvalidRequest, err.Error())
+			writeA2AErrorFor(w, r, m.classify(r.Context(), err, nil))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -197,15 +195,49 @@ func (a *server) a2aVersions(m *a2aServer, v03 http.Handler) http.Handler {
 		case legacy && version == A2AV1ProtocolVersion:
 			writeA2AV1Error(w, head.ID, fmt.Errorf("method %s is not an A2A 1.0 method (the request says %s %s)%s: %w", gateway.Clip(head.Method), a2aVersionHeader, version,
 				ifNamed(v1NameOf(head.Method), "", "; 1.0's name for it is "), a2a.ErrMethodNotFound))
-		case v1 || version == A2AV1ProtocolVersion:
-			a.serveA2AV1(w, r, m, body)
 		default:
+			v1 = v1 || version == A2AV1ProtocolVersion
+			r, release, ok := m.admit(w, r, head.Method, head.ID, v1)
+			if !ok {
+				return
+			}
+			defer release()
+			if v1 {
+				a.serveA2AV1(w, r, m, body)
+				return
+			}
 			// The SDK's handler writes JSON without saying so; a
 			// stream's writer sets its own type.
 			w.Header().Set("Content-Type", "application/json")
 			v03.ServeHTTP(w, r)
 		}
 	})
+}
+
+// admit takes a slot of the tenant's streams for a method that follows a
+// task (a2aV1Method.follows), before anything is read or started: a
+// request refused for want of one is answered here, in its version's
+// shape, with HTTP 429 (a2aClasses), and ok is false. The methods take
+// no other slot (gateway.Service.HoldStream).
+func (m *a2aServer) admit(w http.ResponseWriter, r *http.Request, method string, id json.RawMessage, v1 bool) (_ *http.Request, release func(), ok bool) {
+	name := method
+	if !v1 {
+		name = v1NameOf(method)
+	}
+	if !a2aV1Methods[name].follows {
+		return r, func() {}, true
+	}
+	ctx, release, err := m.s.HoldStream(r.Context())
+	if err != nil {
+		e := m.classify(r.Context(), err, nil)
+		if v1 {
+			writeA2AV1ErrorStatus(w, e.status, id, e)
+		} else {
+			writeA2AError(w, e.status, e)
+		}
+		return nil, nil, false
+	}
+	return r.WithContext(ctx), release, true
 }
 
 // ifNamed is prefix+name, or none when there is no name.

@@ -20,10 +20,9 @@ func (m *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
 	ag, err := m.agent(ctx)
 	switch {
 	case errors.Is(err, a2a.ErrInvalidRequest):
-		writeA2AError(w, http.StatusNotFound, a2a.ErrInvalidRequest, notServed(a2aRequestOf(ctx).agentID))
+		writeA2AError(w, http.StatusNotFound, err)
 	case err != nil:
-		// fail's message, which a client may see.
-		writeA2AError(w, http.StatusServiceUnavailable, a2a.ErrServerError, err.Error())
+		writeA2AError(w, http.StatusServiceUnavailable, err)
 	default:
 		writeCard(w, a2aCard(ag, a2aRequestOf(ctx).url))
 	}
@@ -35,7 +34,7 @@ func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	rt, err := m.s.Store().TenantSettings(ctx, gateway.TenantOf(ctx))
 	if err != nil {
-		writeA2AError(w, http.StatusServiceUnavailable, a2a.ErrServerError, m.s.ClientMessage(ctx, err))
+		writeA2AError(w, http.StatusServiceUnavailable, m.classify(ctx, err, nil))
 		return
 	}
 	req := a2aRequestOf(ctx)
@@ -44,8 +43,8 @@ func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
 	ctx = context.WithValue(ctx, a2aRequestKey{}, req)
 	ag, err := m.agent(ctx)
 	if rt.DefaultAgent == "" || err != nil {
-		writeA2AError(w, http.StatusNotFound, a2a.ErrInvalidRequest,
-			"the tenant's default agent is not served over A2A: read an agent's card at "+A2APrefix+"{agent_id}"+a2asrv.WellKnownAgentCardPath)
+		writeA2AError(w, http.StatusNotFound, fmt.Errorf("the tenant's default agent is not served over A2A: read an agent's card at %s{agent_id}%s: %w",
+			A2APrefix, a2asrv.WellKnownAgentCardPath, a2a.ErrInvalidRequest))
 		return
 	}
 	writeCard(w, a2aCard(ag, req.url))
@@ -54,7 +53,7 @@ func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
 func writeCard(w http.ResponseWriter, card *a2a.AgentCard) {
 	body, err := a2aCardJSON(card)
 	if err != nil {
-		writeA2AError(w, http.StatusInternalServerError, a2a.ErrInternalError, "the agent card could not be written")
+		writeA2AError(w, http.StatusInternalServerError, fmt.Errorf("the agent card could not be written: %w", a2a.ErrInternalError))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

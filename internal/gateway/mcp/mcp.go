@@ -144,7 +144,11 @@ func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 	if !ok {
 		return nil
 	}
-	agents, err := m.s.Store().ListAgents(ctx, gateway.TenantOf(ctx))
+	agents, ok := r.Context().Value(mcpAgentsKey{}).([]agent.Agent)
+	var err error
+	if !ok {
+		agents, err = m.s.Store().ListAgents(ctx, gateway.TenantOf(ctx))
+	}
 	if err != nil {
 		telemetry.Logger(ctx, m.logger).Warn("mcp session refused: agents not read", zap.String("tenant", gateway.TenantOf(ctx)), zap.Error(err))
 		return nil
@@ -222,6 +226,9 @@ func (m *mcpServer) readBlob(ctx context.Context, req *mcp.ReadResourceRequest) 
 		data, mimeType, err = m.s.Store().TenantBlob(ctx, gateway.TenantOf(ctx), uri)
 	}
 	switch {
+	case (agent.IsCode(err, agent.CodeNotFound) || agent.IsCode(err, agent.CodeInvalid)) && newProtocol(req.Session):
+		// 2026-07-28 retired -32002 for invalid params.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Resource not found: " + uri}
 	case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
 		return nil, mcp.ResourceNotFoundError(uri)
 	case err != nil:
@@ -290,11 +297,11 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		}
 		turn, streamID, err := m.prepare(ctx, id, in.Prompt, job)
 		if err != nil {
-			return mcpError(m.s.ClientMessage(ctx, err)), nil
+			return m.toolError(ctx, err), nil
 		}
 		ctx, release, err := m.s.HoldStream(ctx)
 		if err != nil {
-			return mcpError(m.s.ClientMessage(ctx, err)), nil
+			return m.toolError(ctx, err), nil
 		}
 		defer release()
 		round := &mcpRound{task: newMCPTask(streamID, nil)}
@@ -324,7 +331,7 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 			}
 			return nil, ctx.Err()
 		case err != nil:
-			return mcpError(m.s.ClientMessage(ctx, err)), nil
+			return m.toolError(ctx, err), nil
 		}
 		return round.task.result(), nil
 	}

@@ -136,7 +136,7 @@ func (m *mcpServer) again(ctx context.Context, req *mcp.CallToolRequest, p *mcpP
 	}
 	ctx, release, err := m.s.HoldStream(ctx)
 	if err != nil {
-		return mcpError(m.s.ClientMessage(ctx, err)), nil
+		return m.toolError(ctx, err), nil
 	}
 	defer release()
 	for _, e := range events {
@@ -156,7 +156,7 @@ func (m *mcpServer) again(ctx context.Context, req *mcp.CallToolRequest, p *mcpP
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:
-		return mcpError(m.s.ClientMessage(ctx, err)), nil
+		return m.toolError(ctx, err), nil
 	}
 	return t.result(), nil
 }

@@ -74,6 +74,12 @@ type mcpEnvelope struct {
 func (m *mcpServer) front(h, sessionless http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(mcpJobHeader)
+		if r.Method == http.MethodPost && (stateless(r) || r.Header.Get("Mcp-Session-Id") == "") {
+			var ok bool
+			if r, ok = m.readAgents(w, r); !ok {
+				return // the request needs a server, and it cannot have one
+			}
+		}
 		if stateless(r) {
 			var srv *mcp.Server
 			sessionless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpServerKey{}, &srv)))

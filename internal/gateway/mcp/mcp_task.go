@@ -157,6 +157,7 @@ func (t *mcpTask) result() *mcp.CallToolResult {
 	meta := mcp.Meta{"agentflow/stream_id": t.id}
 	if t.end == nil || t.end.Status != agent.StreamCompleted {
 		res := mcpError(t.ended())
+		meta[mcpErrorMeta] = turnFailure(t.end)
 		res.Meta = meta
 		return res
 	}

@@ -154,7 +154,7 @@ func (m *mcpServer) callAsTask(ctx context.Context, req *mcp.CallToolRequest) (m
 		_, err = m.s.StartPrepared(ctx, turn)
 	}
 	if err != nil {
-		return mcpError(m.s.ClientMessage(ctx, err)), nil
+		return m.toolError(ctx, err), nil
 	}
 	// Started: tasks/get finds it from now on, on any gateway.
 	times, err := m.taskTimes(ctx, streamID)

@@ -230,12 +230,25 @@ func openAIErrorType(status int) string {
 	return "invalid_request_error"
 }
 
+// Errors is how the OpenAI-compatible API (chat completions and
+// Responses) answers each class of error: the HTTP status, by which
+// OpenAI's clients raise their errors (BadRequestError,
+// AuthenticationError, PermissionDeniedError, NotFoundError,
+// ConflictError, RateLimitError, InternalServerError), and the error
+// object's type.
+var Errors = gateway.NewDoorErrors("OpenAI-compatible (chat completions, Responses)", agent.ChannelOpenAI,
+	func(class agent.Code) gateway.DoorError {
+		status := class.Class().HTTP
+		return gateway.DoorError{HTTP: status, Code: openAIErrorType(status)}
+	})
+
 // writeOpenAIError answers p. x-should-retry tells OpenAI's clients,
-// which retry 409 and 5xx by default, whether the same request may
-// succeed later.
+// which retry 409, 429 and 5xx by default, whether the same request may
+// succeed later, and Retry-After when to send it again.
 func writeOpenAIError(w http.ResponseWriter, p gateway.Problem, err error) {
 	h := w.Header()
 	h.Set("X-Should-Retry", fmt.Sprint(p.Retryable))
+	gateway.SetRetryAfter(h, p.RetryAfter)
 	if p.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="agentflow"`)
 	}
