@@ -63,7 +63,6 @@ func TestDerivedIDsAtEveryDoor(t *testing.T) {
 		{"HTTP Start", "/v1/turns", nil, `{"job_id":"` + job + `","prompt":"What is 1 + 1?"}`},
 		{"HTTP Invoke", "/v1/turns:invoke", nil, `{"job_id":"` + job + `","prompt":"What is 1 + 1?"}`},
 		{"HTTP Invoke in a session", "/v1/turns:invoke", nil, `{"session_id":"` + session + `","prompt":"What is 1 + 1?"}`},
-		{"HTTP Invoke in a session of the context", "/v1/turns:invoke", nil, `{"context":{"session_id":"` + session + `"},"prompt":"What is 1 + 1?"}`},
 		{"SSE", "/v1/turns:stream", nil, `{"job_id":"` + job + `","prompt":"What is 1 + 1?"}`},
 		{"HTTP SendMessage to the session", "/v1/conversations/" + session + "/messages", nil, `{"prompt":"What did they say?"}`},
 		{"HTTP SendMessage with the job id", "/v1/conversations/mine-" + testserver.RandomID() + "/messages", nil, `{"job_id":"` + job + `","prompt":"What is 1 + 1?"}`},

@@ -16,7 +16,7 @@ import (
 // and messages go through), unless the door handling the request derived
 // it itself (WithDerived). And a person's sessions and turns — those a
 // door derived for someone it speaks for, a Telegram chat's sender — are
-// read only by the tenant's staff (ownPerson).
+// read only by the tenant's staff (ownPerson, OwnStream).
 
 type derivedKey struct{}
 
@@ -70,10 +70,17 @@ func ownPerson(ctx context.Context, what, id string) error {
 	return nil
 }
 
-// ownStreamPerson is ownPerson for a turn's stream id (turn/<tenant>/<job>).
-func ownStreamPerson(ctx context.Context, streamID string) error {
-	job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(TenantOf(ctx), ""))
-	if agent.OfPerson(job) && !CallerOf(ctx).Staff() {
+// OwnStream refuses stream ids of other tenants, and a person's turns
+// (turn/<tenant>/<job> whose job agent.OfPerson names) to a caller who
+// is not staff, as if they did not exist: every door's read of a turn by
+// its id comes through here.
+func OwnStream(ctx context.Context, streamID string) error {
+	tenant, err := agent.StreamTenant(streamID)
+	if err != nil {
+		return err
+	}
+	job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(tenant, ""))
+	if tenant != TenantOf(ctx) || agent.OfPerson(job) && !CallerOf(ctx).Staff() {
 		return agent.Errorf(agent.CodeNotFound, "stream %q not found", Clip(streamID))
 	}
 	return nil

@@ -459,20 +459,6 @@ func (s *Service) send(ss grpc.ServerStreamingServer[pb.StreamEvent], streamID s
 	return s.StatusOf(ss.Context(), err)
 }
 
-// OwnStream refuses stream ids of other tenants, and a person's turns
-// to a caller who is not staff (ownStreamPerson), as if they did not
-// exist.
-func OwnStream(ctx context.Context, streamID string) error {
-	tenant, err := agent.StreamTenant(streamID)
-	if err != nil {
-		return err
-	}
-	if tenant != TenantOf(ctx) {
-		return agent.Errorf(agent.CodeNotFound, "stream %q not found", streamID)
-	}
-	return ownStreamPerson(ctx, streamID)
-}
-
 // GetResult implements pb.AgentServiceServer.
 func (s *Service) GetResult(ctx context.Context, in *pb.GetResultRequest) (*pb.TurnResult, error) {
 	if in.GetResultRef() == "" {
