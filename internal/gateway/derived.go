@@ -65,7 +65,7 @@ func (t Token) Staff() bool { return t.Has(RoleAdmin) || t.Has(RoleApprover) }
 // did not exist.
 func ownPerson(ctx context.Context, what, id string) error {
 	if agent.OfPerson(id) && !CallerOf(ctx).Staff() {
-		return agent.Errorf(agent.CodeNotFound, "%s %q not found", what, Clip(id))
+		return agent.Errorf(agent.CodeNotFound, "%s %s not found", what, Clip(id))
 	}
 	return nil
 }
@@ -81,7 +81,7 @@ func OwnStream(ctx context.Context, streamID string) error {
 	}
 	job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(tenant, ""))
 	if tenant != TenantOf(ctx) || agent.OfPerson(job) && !CallerOf(ctx).Staff() {
-		return agent.Errorf(agent.CodeNotFound, "stream %q not found", Clip(streamID))
+		return agent.Errorf(agent.CodeNotFound, "stream %q not found", streamID)
 	}
 	return nil
 }

@@ -466,7 +466,7 @@ func (s *Service) GetResult(ctx context.Context, in *pb.GetResultRequest) (*pb.T
 	}
 	res, err := s.store.ResultByRef(ctx, TenantOf(ctx), in.GetResultRef())
 	if err == nil && ownPerson(ctx, "result", res.JobID) != nil {
-		err = agent.Errorf(agent.CodeNotFound, "result %q not found", Clip(in.GetResultRef()))
+		err = agent.Errorf(agent.CodeNotFound, "result %s not found", Clip(in.GetResultRef()))
 	}
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
