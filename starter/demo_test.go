@@ -76,6 +76,11 @@ func TestRunRejectsBadInputBeforeStarting(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"run", "--tenant", "demo", "--address", "127.0.0.1:1"}, &out)
 	require.ErrorContains(t, err, "prompt is required")
+	// Ids agentflow's doors derive are not the CLI's to name.
+	for flag, id := range map[string]string{"--job": "af:telegram:0123", "--session": "af:telegram:assistant:tg:1:1"} {
+		err = run(context.Background(), []string{"run", "--tenant", "demo", "--address", "127.0.0.1:1", flag, id, "hi"}, &out)
+		require.ErrorContains(t, err, flag+` "`+id+`" begins with "af:", which is reserved`)
+	}
 }
 
 // TestDemoProduction runs `starter demo --production`: the same session on

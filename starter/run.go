@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,8 +51,12 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		req.JobID = newJobID()
 	}
 	req.Normalize()
-	// Catch what the workflow would reject before anything is started.
+	// Catch what the workflow would reject before anything is started,
+	// and the ids agentflow's doors keep for themselves.
 	if err := req.Validate(); err != nil {
+		return err
+	}
+	if err := errors.Join(agent.CheckClientID("--job", req.JobID), agent.CheckClientID("--session", req.SessionID)); err != nil {
 		return err
 	}
 	if _, err := structured.Compile(req.OutputSchema); err != nil {

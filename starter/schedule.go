@@ -40,6 +40,9 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	if *id == "" {
 		return fmt.Errorf("schedule: --id is required")
 	}
+	if err := agent.ValidateID("--id", *id); err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
 	c, closeClient, err := dialTemporal(ctx, *address, *namespace)
 	if err != nil {
 		return err
@@ -54,12 +57,15 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	req := agent.TurnRequest{TenantID: *tenant, AgentID: *agentID, Model: *model, Prompt: strings.Join(fs.Args(), " "), History: agent.HistoryFresh,
-		Deliver: deliverTo, SessionID: *session, SessionEnd: *sessionEnd}
+		Deliver: deliverTo, SessionID: *session, SessionEnd: *sessionEnd, Caller: scheduleCaller(*id)}
 	if *session != "" {
 		req.History = agent.HistoryLoad
 	}
 	req.Normalize()
 	if err := req.Validate(); err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	if err := agent.CheckClientID("--session", req.SessionID); err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
 	spec, err := scheduleSpec(*every, *cron)
@@ -70,7 +76,7 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := c.ScheduleClient().Create(ctx, opts); err != nil {
 		return fmt.Errorf("create schedule %q: %w", *id, err)
 	}
-	fmt.Fprintf(out, "schedule %s created: each run is turn/%s/%s-<time>, its result stored like any other\n", *id, *tenant, *id)
+	fmt.Fprintf(out, "schedule %s created: each run is %s-<time>, its result stored like any other\n", *id, opts.Action.(*client.ScheduleWorkflowAction).ID)
 	return nil
 }
 
@@ -100,19 +106,32 @@ func scheduleSpec(every time.Duration, cron string) (client.ScheduleSpec, error)
 	return client.ScheduleSpec{}, fmt.Errorf("schedule: --every or --cron is required")
 }
 
+// scheduleIssuer is where the identity of a schedule's runs comes from:
+// the schedule, subject its id.
+const scheduleIssuer = "agentflow:schedule"
+
+// scheduleCaller is the caller of schedule id's runs.
+func scheduleCaller(id string) *agent.Caller {
+	return &agent.Caller{Name: "schedule:" + id, Issuer: scheduleIssuer, Subject: id}
+}
+
 // scheduledTurnOptions schedule a turn with fresh context, or in the
-// request's session. Each run's
-// workflow id is the schedule's "turn/<tenant>/<id>" plus the run's time,
-// and AgentTurn takes its job id from the workflow id, so every run stores
-// its own result.
+// request's session. Each run's workflow id is the schedule's
+// "turn/<tenant>/af:schedule:<id>" (agent.DerivedID, which no client of
+// the gateway may name as a job id, so none can start a run's id first)
+// plus the run's time, and AgentTurn takes its job id from the workflow
+// id, so every run stores its own result. A run's caller is the
+// schedule itself, no person's: its memories, grants and audit records
+// are the schedule's.
 func scheduledTurnOptions(id, taskQueue string, req agent.TurnRequest, spec client.ScheduleSpec) client.ScheduleOptions {
 	req.JobID = "" // from the workflow id, new for every run
 	req.Channel = agent.ChannelSchedule
+	req.Caller = scheduleCaller(id)
 	return client.ScheduleOptions{
 		ID:   id,
 		Spec: spec,
 		Action: &client.ScheduleWorkflowAction{
-			ID:            contract.TurnWorkflowID(req.TenantID, id),
+			ID:            contract.TurnWorkflowID(req.TenantID, agent.DerivedID(agent.ChannelSchedule, id)),
 			Workflow:      contract.AgentTurn,
 			Args:          []any{req},
 			TaskQueue:     taskQueue,

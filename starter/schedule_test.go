@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +56,13 @@ func TestScheduleCommand(t *testing.T) {
 	res, err := ts.Store().Result(ctx, "demo", wid)
 	require.NoError(t, err)
 	require.Equal(t, "report: summarise the day", res.Output)
+	// A run's id is one no client of the gateway may take, and its
+	// caller is the schedule.
+	require.True(t, strings.HasPrefix(wid, "turn/demo/af:schedule:"+id+"-"), wid)
+	require.Contains(t, out.String(), "each run is turn/demo/af:schedule:"+id+"-<time>")
+	turn, err := ts.Store().Turn(ctx, "demo", wid)
+	require.NoError(t, err)
+	require.Equal(t, &agent.Caller{Name: "schedule:" + id, Issuer: "agentflow:schedule", Subject: id}, turn.Request.Caller)
 
 	out.Reset()
 	require.NoError(t, run(ctx, append([]string{"schedule", "delete"}, common...), &out))
@@ -64,6 +72,10 @@ func TestScheduleCommand(t *testing.T) {
 	require.ErrorContains(t, err, "--every or --cron is required")
 	err = run(ctx, append(append([]string{"schedule", "create"}, common...), "--every", "1h", " "), &out)
 	require.ErrorContains(t, err, "prompt is required")
+	err = run(ctx, append(append([]string{"schedule", "create"}, common...), "--every", "1h", "--session", "af:telegram:a:b:1:1", "hi"), &out)
+	require.ErrorContains(t, err, `--session "af:telegram:a:b:1:1" begins with "af:", which is reserved`)
+	err = run(ctx, []string{"schedule", "create", "--id", "a/b", "--address", ts.Address, "--every", "1h", "hi"}, &out)
+	require.ErrorContains(t, err, `--id "a/b" may not contain '/'`)
 }
 
 // TestScheduleClosesSession: a schedule's run in --session with

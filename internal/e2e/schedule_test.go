@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestScheduledTurns(t *testing.T) {
 	e := newEnv(t)
 	id := "report-" + testserver.RandomID()
 	out, err := e.Temporal("schedule", "create", "--schedule-id", id, "--interval", "24h",
-		"--task-queue", e.TaskQueue, "--type", "AgentTurn", "--workflow-id", "turn/demo/"+id,
+		"--task-queue", e.TaskQueue, "--type", "AgentTurn", "--workflow-id", "turn/demo/af:schedule:"+id,
 		"--input", `{"tenant_id":"demo","prompt":"What is 2 + 3?","history":"fresh"}`)
 	require.NoError(t, err, out)
 	t.Cleanup(func() { _, _ = e.Temporal("schedule", "delete", "--schedule-id", id) })
@@ -51,6 +52,7 @@ func TestScheduledTurns(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "The result is 5.", res.Output)
 		require.Equal(t, wid, res.JobID, "the job id is the run's workflow id")
+		require.True(t, strings.HasPrefix(wid, "turn/demo/af:schedule:"+id+"-"), wid)
 		stored, err := e.Store().Result(context.Background(), "demo", wid)
 		require.NoError(t, err)
 		require.Equal(t, agent.StatusCompleted, stored.Status)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway/telegram"
 	"github.com/agentflow/agentflow/internal/testserver"
 )
 
@@ -101,7 +102,12 @@ agents:
 	upd := func(id, text string) string {
 		return `{"update_id":` + id + `,"message":{"message_id":3,"date":1700000000,"chat":{"id":` + chat + `,"type":"private"},"from":{"id":7,"is_bot":false,"first_name":"A"},"text":"` + text + `"}}`
 	}
-	turnID := func(update string) string { return contract.TurnWorkflowID("demo", "telegram-assistant-tg-"+update) }
+	turnID := func(update string) string {
+		n, err := strconv.ParseInt(update, 10, 64)
+		require.NoError(t, err)
+		return contract.TurnWorkflowID("demo", telegram.JobID("hook-secret-1", "demo", "assistant", "tg", n))
+	}
+	session := telegram.SessionID("assistant", "tg", chat, "7")
 	notStarted := func(update string) {
 		_, err := ts.Client().DescribeWorkflowExecution(ctx, turnID(update), "")
 		var nf *serviceerror.NotFound
@@ -125,13 +131,20 @@ agents:
 	var res agent.TurnResult
 	require.NoError(t, ts.Client().GetWorkflow(ctx, turnID("1001"), "").Get(ctx, &res))
 	require.Equal(t, agent.ChannelTelegram, res.Channel)
+	turn, err := ts.Store().Turn(ctx, "demo", res.JobID)
+	require.NoError(t, err)
+	person := telegram.Person("demo", "assistant", "tg", chat, "7").Caller()
+	require.Equal(t, person.Principal(), turn.Request.Caller.Principal(), "the sender is the caller")
+	require.Equal(t, "telegram:7", turn.Request.Caller.Name)
+	require.Empty(t, turn.Request.Caller.Roles)
+	require.Equal(t, session, turn.SessionID)
 	require.Equal(t, []map[string]string{{"chat_id": chat, "text": "The result is 5."}}, bot.messages())
 
 	// The chat's next message is the next turn of the same session.
 	require.Equal(t, http.StatusOK, post(hook, "hook-secret-1", upd("1003", "What is 4 * 4?")))
 	require.Eventually(t, func() bool { return len(bot.messages()) >= 2 }, time.Minute, 50*time.Millisecond)
 	require.Equal(t, map[string]string{"chat_id": chat, "text": "The result is 16."}, bot.messages()[1])
-	msgs, err := ts.Store().SessionMessages(ctx, "demo", "telegram-assistant-tg-"+chat, 0)
+	msgs, err := ts.Store().SessionMessages(ctx, "demo", session, 0)
 	require.NoError(t, err)
 	require.Len(t, msgs, 4, "two exchanges: one per update")
 	require.Equal(t, "What is 2 + 3?", msgs[0].Content)
@@ -141,7 +154,7 @@ agents:
 
 	// A chat whose session a schedule's run closed is refused: nothing
 	// starts, and the bot's getWebhookInfo shows why.
-	require.NoError(t, ts.Store().EndSession(ctx, "demo", "telegram-assistant-tg-"+chat, "telegram-assistant-tg-1003", agent.SessionEndClose))
+	require.NoError(t, ts.Store().EndSession(ctx, "demo", session, telegram.JobID("hook-secret-1", "demo", "assistant", "tg", 1003), agent.SessionEndClose))
 	require.Equal(t, http.StatusConflict, post(hook, "hook-secret-1", upd("1004", "What is 1 + 1?")))
 	notStarted("1004")
 }

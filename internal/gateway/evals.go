@@ -40,6 +40,10 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 	if ev.EvalID == "" {
 		ev.EvalID = "eval-" + NewJobID()
 	}
+	// The eval id begins its cases' job ids (agent.EvalJobID).
+	if err := clientIDs(ctx, "eval_id", ev.EvalID); err != nil {
+		return nil, s.StatusOf(ctx, err)
+	}
 	for _, v := range in.GetVersions() {
 		ev.Versions = append(ev.Versions, int(v))
 	}

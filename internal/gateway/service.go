@@ -218,6 +218,9 @@ func (s *Service) Prepare(ctx context.Context, in *pb.TurnRequest) (agent.TurnRe
 	req := toTurnRequest(in, CallerOf(ctx))
 	req.Channel = s.channel
 	req.Normalize()
+	if err := clientIDs(ctx, "job_id", req.JobID, "session_id", req.SessionID, "notify", notifyID(req.Notify)); err != nil {
+		return req, err
+	}
 	if req.JobID == "" {
 		req.JobID = NewJobID()
 	}
@@ -461,24 +464,15 @@ func (s *Service) send(ss grpc.ServerStreamingServer[pb.StreamEvent], streamID s
 	return s.StatusOf(ss.Context(), err)
 }
 
-// OwnStream refuses stream ids of other tenants as if they did not exist.
-func OwnStream(ctx context.Context, streamID string) error {
-	tenant, err := agent.StreamTenant(streamID)
-	if err != nil {
-		return err
-	}
-	if tenant != TenantOf(ctx) {
-		return agent.Errorf(agent.CodeNotFound, "stream %q not found", streamID)
-	}
-	return nil
-}
-
 // GetResult implements pb.AgentServiceServer.
 func (s *Service) GetResult(ctx context.Context, in *pb.GetResultRequest) (*pb.TurnResult, error) {
 	if in.GetResultRef() == "" {
 		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "result_ref is required"))
 	}
 	res, err := s.store.ResultByRef(ctx, TenantOf(ctx), in.GetResultRef())
+	if err == nil && ownPerson(ctx, "result", res.JobID) != nil {
+		err = agent.Errorf(agent.CodeNotFound, "result %s not found", Clip(in.GetResultRef()))
+	}
 	if err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}

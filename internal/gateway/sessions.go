@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -45,8 +46,11 @@ func (s *Service) SendToSession(ctx context.Context, session, model, prompt, job
 // another agent than model: a Conversation keeps the agent it started
 // with, and the answer would not be model's. The agent is read from the
 // input of the Conversation's current run; a session without one is
-// anyone's.
+// anyone's. A session id reserved for a door's (clientIDs) is refused.
 func (s *Service) CheckSession(ctx context.Context, session, model string) error {
+	if err := clientIDs(ctx, "session_id", session); err != nil {
+		return err
+	}
 	id := contract.ConversationWorkflowID(TenantOf(ctx), session)
 	it := s.Client().GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
@@ -112,9 +116,17 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 	if in.GetEditPrompt() != "" && in.GetRegenerate() {
 		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "edit_prompt and regenerate: send one — an edit is a new prompt, regenerate sends the same one"))
 	}
+	// The copy is the caller's session: it may copy a person's only as
+	// staff, and may not take a door's id.
+	if err := ownPerson(ctx, "session", f.From); err != nil {
+		return nil, s.StatusOf(ctx, err)
+	}
+	if err := clientIDs(ctx, "new_session_id", f.To); err != nil {
+		return nil, s.StatusOf(ctx, err)
+	}
 	if f.To == "" {
 		id := NewJobID()
-		f.To = fmt.Sprintf("%.150s-fork-%s", f.From, id[len(id)-8:])
+		f.To = fmt.Sprintf("%.150s-fork-%s", strings.TrimPrefix(f.From, agent.DerivedPrefix), id[len(id)-8:])
 	}
 	conv := agent.ConversationInput{TenantID: f.TenantID, SessionID: f.To, AgentID: in.GetAgentId(), AgentVersion: int(in.GetAgentVersion()),
 		History: in.GetHistory()}
@@ -161,10 +173,14 @@ func (s *Service) ForkSession(ctx context.Context, in *pb.ForkSessionRequest) (*
 }
 
 // GetTranscript implements pb.AgentServiceServer: the transcript query of
-// the caller's tenant's conversation.
+// the caller's tenant's conversation; a person's only for staff
+// (ownPerson).
 func (s *Service) GetTranscript(ctx context.Context, in *pb.GetTranscriptRequest) (*pb.Transcript, error) {
 	conv := agent.ConversationInput{TenantID: TenantOf(ctx), SessionID: in.GetSessionId()}
 	if err := conv.Validate(); err != nil {
+		return nil, s.StatusOf(ctx, err)
+	}
+	if err := ownPerson(ctx, "session", conv.SessionID); err != nil {
 		return nil, s.StatusOf(ctx, err)
 	}
 	id := contract.ConversationWorkflowID(conv.TenantID, conv.SessionID)
@@ -191,10 +207,14 @@ func (s *Service) GetTranscript(ctx context.Context, in *pb.GetTranscriptRequest
 // SendMessageTo sends msg, as the caller's and through the service's
 // channel, to the Conversation conv of the caller's tenant: the one path
 // of SendMessage and of doors whose messages name what the API's do not
-// (the Telegram door's deliver targets).
+// (the Telegram door's deliver targets). Only the door that derived a
+// reserved session or job id (WithDerived) may use it.
 func (s *Service) SendMessageTo(ctx context.Context, conv agent.ConversationInput, msg agent.SendMessage) (agent.SendMessageResult, error) {
 	conv.TenantID = TenantOf(ctx)
 	msg.Caller, msg.Channel = CallerOf(ctx).Caller(), s.channel
+	if err := clientIDs(ctx, "session_id", conv.SessionID, "job_id", msg.JobID); err != nil {
+		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
+	}
 	if err := conv.Validate(); err != nil {
 		return agent.SendMessageResult{}, s.StatusOf(ctx, err)
 	}

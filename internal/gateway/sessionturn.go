@@ -14,8 +14,12 @@ import (
 
 // SessionTurn is the stream id of the turn a session's Conversation is
 // running (its child AgentTurn), "" when it runs none, which is also the
-// answer for a session no Conversation of the caller's tenant has.
+// answer for a session no Conversation of the caller's tenant has, and
+// for a person's session to a caller who is not staff (ownPerson).
 func (s *Service) SessionTurn(ctx context.Context, session string) (string, error) {
+	if ownPerson(ctx, "session", session) != nil {
+		return "", nil
+	}
 	id := contract.ConversationWorkflowID(TenantOf(ctx), session)
 	desc, err := s.client.DescribeWorkflowExecution(ctx, id, "")
 	var notFound *serviceerror.NotFound

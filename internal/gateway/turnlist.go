@@ -60,7 +60,7 @@ func (s *Service) ListTurns(ctx context.Context, q TurnQuery) (TurnPage, error) 
 	if q.PageSize < 1 || q.PageSize > MaxTurnsPage {
 		return TurnPage{}, agent.Errorf(agent.CodeInvalid, "page size %d is out of range: 1 to %d", q.PageSize, MaxTurnsPage)
 	}
-	query, err := q.visibility(TenantOf(ctx), s.taskQueue)
+	query, err := q.visibility(TenantOf(ctx), s.taskQueue, !CallerOf(ctx).Staff())
 	if err != nil {
 		return TurnPage{}, err
 	}
@@ -81,7 +81,7 @@ func (s *Service) ListTurns(ctx context.Context, q TurnQuery) (TurnPage, error) 
 
 // CountTurns is how many of the caller's tenant's turns q selects.
 func (s *Service) CountTurns(ctx context.Context, q TurnQuery) (int64, error) {
-	query, err := q.visibility(TenantOf(ctx), s.taskQueue)
+	query, err := q.visibility(TenantOf(ctx), s.taskQueue, !CallerOf(ctx).Staff())
 	if err != nil {
 		return 0, err
 	}
@@ -92,8 +92,10 @@ func (s *Service) CountTurns(ctx context.Context, q TurnQuery) (int64, error) {
 	return resp.GetCount(), nil
 }
 
-// visibility is q as a visibility query of tenant's turns on taskQueue.
-func (q TurnQuery) visibility(tenant, taskQueue string) (string, error) {
+// visibility is q as a visibility query of tenant's turns on taskQueue;
+// without persons' turns (agent.OfPerson) when hidePersons, for a caller
+// who is not staff.
+func (q TurnQuery) visibility(tenant, taskQueue string, hidePersons bool) (string, error) {
 	for _, v := range []string{tenant, taskQueue, q.Job, q.JobPrefix} {
 		if strings.ContainsAny(v, `'"\`) {
 			return "", agent.Errorf(agent.CodeInvalid, "%s cannot be listed by: quotes and backslashes are not allowed", Clip(v))
@@ -104,6 +106,11 @@ func (q TurnQuery) visibility(tenant, taskQueue string) (string, error) {
 		fmt.Sprintf("TaskQueue = '%s'", taskQueue),
 		fmt.Sprintf("%s = '%s'", contract.SearchTenant.GetName(), tenant),
 		"ExecutionStatus != 'ContinuedAsNew'",
+	}
+	if hidePersons {
+		for _, p := range agent.PersonIDPrefixes() {
+			where = append(where, fmt.Sprintf("WorkflowId NOT STARTS_WITH '%s'", contract.TurnWorkflowID(tenant, p)))
+		}
 	}
 	var jobs []string
 	if q.Job != "" {

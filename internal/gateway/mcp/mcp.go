@@ -295,6 +295,9 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		if req.Extra != nil {
 			job = req.Extra.Header.Get(mcpJobHeader)
 		}
+		if job != "" {
+			ctx = gateway.WithDerived(ctx, job) // the front handler's, never the client's
+		}
 		turn, streamID, err := m.prepare(ctx, id, in.Prompt, job)
 		if err != nil {
 			return m.toolError(ctx, err), nil

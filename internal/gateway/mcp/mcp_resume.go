@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -49,10 +48,11 @@ const mcpJobHeader = "X-Agentflow-Mcp-Job"
 // request, where the event store finds it when the call's stream opens.
 type mcpCallKey struct{}
 
-// mcpJobID is the job id of a session's tools/call with JSON-RPC id id.
+// mcpJobID is the job id of a session's tools/call with JSON-RPC id id:
+// a derived id keyed by the session (agent.KeyedID), which only the
+// session's holder knows, so no one else can name the call's turn first.
 func mcpJobID(sessionID string, id json.RawMessage) string {
-	sum := sha256.Sum256([]byte(sessionID + "\x00" + string(id)))
-	return "mcp-" + hex.EncodeToString(sum[:16])
+	return agent.KeyedID(agent.ChannelMCP, []byte(sessionID), string(id))
 }
 
 // mcpEnvelope is what the front handler reads of a message.

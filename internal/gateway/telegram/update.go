@@ -33,10 +33,12 @@ type user struct {
 	IsBot bool  `json:"is_bot"`
 }
 
-// An incoming is a text message from a chat that an update carries.
+// An incoming is a text message from a person in a chat that an update
+// carries: the chat, and the person who sent it (from.id).
 type incoming struct {
 	UpdateID int64
 	ChatID   string
+	UserID   string
 	Text     string
 }
 
@@ -44,7 +46,8 @@ type incoming struct {
 // object with a positive update_id, or whose message is malformed, is an
 // error (agent.CodeInvalid). A well-formed update that is not a text
 // message from a person in a chat (an edit, a photo, a bot's message, a
-// callback, …) is nil: Telegram is answered 200 and nothing starts.
+// message without a sender, a callback, …) is nil: Telegram is answered
+// 200 and nothing starts.
 func decodeUpdate(body []byte) (*incoming, error) {
 	var u update
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -59,8 +62,8 @@ func decodeUpdate(body []byte) (*incoming, error) {
 		return nil, agent.Errorf(agent.CodeInvalid, "update: update_id is required and must be positive")
 	}
 	m := u.Message
-	if m == nil || strings.TrimSpace(m.Text) == "" || m.Chat == nil || m.Chat.ID == 0 || (m.From != nil && m.From.IsBot) {
+	if m == nil || strings.TrimSpace(m.Text) == "" || m.Chat == nil || m.Chat.ID == 0 || m.From == nil || m.From.ID <= 0 || m.From.IsBot {
 		return nil, nil
 	}
-	return &incoming{UpdateID: *u.UpdateID, ChatID: strconv.FormatInt(m.Chat.ID, 10), Text: m.Text}, nil
+	return &incoming{UpdateID: *u.UpdateID, ChatID: strconv.FormatInt(m.Chat.ID, 10), UserID: strconv.FormatInt(m.From.ID, 10), Text: m.Text}, nil
 }
