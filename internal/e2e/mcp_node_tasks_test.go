@@ -26,8 +26,8 @@ import (
 // that tasks/get reads working, then completed, and tasks/result answers;
 // an approval inside a task is asked of the client through tasks/result
 // and round-trips; tasks/cancel cancels the turn's workflow; tasks/list
-// lists the caller's tasks only, a page at a time; another caller's or
-// tenant's task is not found. It needs Node.js (with npm): without it the
+// lists the caller's tasks only, a page at a time, and a cursor is its
+// caller's; another caller's or tenant's task is not found. It needs Node.js (with npm): without it the
 // test skips, except under CI.
 func TestMCPTypeScriptTasks(t *testing.T) {
 	dir := nodeClient(t, "mcp", "@modelcontextprotocol/sdk")
@@ -43,13 +43,13 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 			Execution json.RawMessage
 		}
 	}
-	ts.do("connect", map[string]any{"client": "uma", "url": here, "token": e.user}).result(&session)
+	ts.do(t, "connect", map[string]any{"client": "uma", "url": here, "token": e.user}).result(&session)
 	// al may approve, and its client answers every question with an approval.
-	al := ts.do("connect", map[string]any{"client": "al", "url": there, "token": e.all,
+	al := ts.do(t, "connect", map[string]any{"client": "al", "url": there, "token": e.all,
 		"elicit": map[string]any{"approved": true, "reason": "fine"}})
 	al.result(nil)
-	ts.do("connect", map[string]any{"client": "uma-there", "url": there, "token": e.user}).result(nil)
-	ts.do("connect", map[string]any{"client": "riv", "url": here, "token": e.rival}).result(nil)
+	ts.do(t, "connect", map[string]any{"client": "uma-there", "url": there, "token": e.user}).result(nil)
+	ts.do(t, "connect", map[string]any{"client": "riv", "url": here, "token": e.rival}).result(nil)
 
 	t.Run("the session declares tasks", func(t *testing.T) {
 		require.Equal(t, "2025-11-25", session.Protocol)
@@ -64,7 +64,7 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 
 	var umas []string // the tasks uma created
 	t.Run("working, then completed", func(t *testing.T) {
-		s := ts.do("stream", map[string]any{"client": "uma", "name": "careful", "prompt": "carefully, what is 2 * 3?", "ttl": 60000})
+		s := ts.do(t, "stream", map[string]any{"client": "uma", "name": "careful", "prompt": "carefully, what is 2 * 3?", "ttl": 60000})
 		created := s.msg()
 		require.Equal(t, "taskCreated", created.Type)
 		require.Equal(t, "working", created.Task.Status)
@@ -98,12 +98,12 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 		// The same task on the other gateway, and the same turn on
 		// another door.
 		var got tsTask
-		ts.do("get", map[string]any{"client": "uma-there", "taskId": id}).result(&got)
+		ts.do(t, "get", map[string]any{"client": "uma-there", "taskId": id}).result(&got)
 		require.Equal(t, "completed", got.Status)
 		require.Equal(t, created.Task.CreatedAt, got.CreatedAt)
 		require.Nil(t, got.TTL, "kept as long as its turn")
 		var again tsResult
-		ts.do("result", map[string]any{"client": "uma-there", "taskId": id}).result(&again)
+		ts.do(t, "result", map[string]any{"client": "uma-there", "taskId": id}).result(&again)
 		require.Equal(t, "The result is 6.", again.text())
 		require.Equal(t, id, again.Meta.Related.TaskID)
 		require.Equal(t, "The result is 6.", e.turnResult(id).Output)
@@ -111,7 +111,7 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 
 	var als []string // the tasks al created
 	t.Run("an approval inside a task", func(t *testing.T) {
-		s := ts.do("stream", map[string]any{"client": "al", "name": "careful", "prompt": "carefully, what is 4 * 4?", "ttl": 60000})
+		s := ts.do(t, "stream", map[string]any{"client": "al", "name": "careful", "prompt": "carefully, what is 4 * 4?", "ttl": 60000})
 		created := s.msg()
 		require.Equal(t, "taskCreated", created.Type)
 		id := created.Task.TaskID
@@ -137,7 +137,7 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 				Meta    tsMeta
 			}
 		}
-		require.NoError(t, json.Unmarshal(al.message(), &asked))
+		require.NoError(t, json.Unmarshal(al.by(t).message(), &asked))
 		require.Contains(t, asked.Elicit.Message, "careful_calculator")
 		require.Equal(t, id, asked.Elicit.Meta.Related.TaskID, "the question names its task")
 		recs, err := e.Store().Approvals(context.Background(), "demo", strings.TrimPrefix(id, "turn/demo/"))
@@ -150,11 +150,11 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 
 	t.Run("tasks/cancel cancels the turn", func(t *testing.T) {
 		var task tsTask
-		ts.do("create", map[string]any{"client": "uma", "name": "careful", "prompt": "carefully, what is 5 * 5?", "ttl": 60000}).result(&task)
+		ts.do(t, "create", map[string]any{"client": "uma", "name": "careful", "prompt": "carefully, what is 5 * 5?", "ttl": 60000}).result(&task)
 		umas = append(umas, task.TaskID)
 		e.waitPending(task.TaskID) // it runs, and waits for an approver
 		var cancelled tsTask
-		ts.do("cancel", map[string]any{"client": "uma-there", "taskId": task.TaskID}).result(&cancelled)
+		ts.do(t, "cancel", map[string]any{"client": "uma-there", "taskId": task.TaskID}).result(&cancelled)
 		require.Equal(t, "cancelled", cancelled.Status)
 		require.Contains(t, cancelled.StatusMessage, "the MCP client cancelled the task")
 
@@ -163,13 +163,13 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 		var canceledErr *temporal.CanceledError
 		require.ErrorAs(t, e.Client().GetWorkflow(ctx, task.TaskID, "").Get(ctx, nil), &canceledErr, "the turn's workflow is cancelled")
 		var got tsTask
-		ts.do("get", map[string]any{"client": "uma", "taskId": task.TaskID}).result(&got)
+		ts.do(t, "get", map[string]any{"client": "uma", "taskId": task.TaskID}).result(&got)
 		require.Equal(t, "cancelled", got.Status)
 		var res tsResult
-		ts.do("result", map[string]any{"client": "uma", "taskId": task.TaskID}).result(&res)
+		ts.do(t, "result", map[string]any{"client": "uma", "taskId": task.TaskID}).result(&res)
 		require.True(t, res.IsError, "what the call would have answered")
 		require.Contains(t, res.text(), "canceled")
-		again := ts.do("cancel", map[string]any{"client": "uma", "taskId": task.TaskID}).failure()
+		again := ts.do(t, "cancel", map[string]any{"client": "uma", "taskId": task.TaskID}).failure()
 		require.Equal(t, -32602, again.Code, again.Message)
 		require.Contains(t, again.Message, "already in terminal status 'cancelled'")
 	})
@@ -180,7 +180,7 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 				Tasks      []tsTask
 				NextCursor string
 			}
-			ts.do("list", map[string]any{"client": client}).result(&page)
+			ts.do(t, "list", map[string]any{"client": client}).result(&page)
 			require.Empty(t, page.NextCursor)
 			var ids []string
 			for _, task := range page.Tasks {
@@ -198,28 +198,26 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 			{"al", umas[0], "get"}, {"al", umas[0], "result"}, {"al", umas[0], "cancel"},
 			{"riv", umas[0], "get"}, {"uma", als[0], "get"}, {"uma", "turn/demo/no-such-job", "get"},
 		} {
-			err := ts.do(tc.op, map[string]any{"client": tc.client, "taskId": tc.taskID}).failure()
+			err := ts.do(t, tc.op, map[string]any{"client": tc.client, "taskId": tc.taskID}).failure()
 			require.Equal(t, -32602, err.Code, "%s %s of %s: %s", tc.client, tc.op, tc.taskID, err.Message)
 			require.Contains(t, err.Message, "not found")
 		}
-		bad := ts.do("list", map[string]any{"client": "uma", "cursor": "not-a-cursor"}).failure()
+		bad := ts.do(t, "list", map[string]any{"client": "uma", "cursor": "not-a-cursor"}).failure()
 		require.Equal(t, -32602, bad.Code, bad.Message)
 	})
 
 	t.Run("tasks/list pages", func(t *testing.T) {
-		ts.do("connect", map[string]any{"client": "ada", "url": here, "token": e.admin}).result(nil)
-		const n = 21 // a page holds 20
-		var created []string
+		// al's, one already, and 20 more: a page holds 20.
 		var cmds []*tsCmd
-		for i := range n {
-			cmds = append(cmds, ts.do("create", map[string]any{"client": "ada", "name": "assistant", "prompt": fmt.Sprintf("hello %d", i)}))
+		for i := range 20 {
+			cmds = append(cmds, ts.do(t, "create", map[string]any{"client": "al", "name": "assistant", "prompt": fmt.Sprintf("hello %d", i)}))
 		}
 		for _, c := range cmds {
 			var task tsTask
 			c.result(&task)
-			created = append(created, task.TaskID)
+			als = append(als, task.TaskID)
 		}
-		for _, id := range created {
+		for _, id := range als {
 			e.turnResult(id) // ended: the listing's order holds still
 		}
 		var pages [][]string
@@ -231,7 +229,7 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 					Tasks      []tsTask
 					NextCursor string
 				}
-				ts.do("list", map[string]any{"client": "ada", "cursor": cursor}).result(&page)
+				ts.do(t, "list", map[string]any{"client": "al", "cursor": cursor}).result(&page)
 				var ids []string
 				for _, task := range page.Tasks {
 					ids = append(ids, task.TaskID)
@@ -241,10 +239,16 @@ func TestMCPTypeScriptTasks(t *testing.T) {
 					break
 				}
 			}
-			return len(pages) == 2 && len(pages[0])+len(pages[1]) == n
+			return len(pages) == 2 && len(pages[0])+len(pages[1]) == len(als)
 		}, time.Minute, 200*time.Millisecond, "pages: %v", pages)
 		require.Len(t, pages[0], 20)
-		require.ElementsMatch(t, created, append(pages[0], pages[1]...))
+		require.ElementsMatch(t, als, append(pages[0], pages[1]...))
+		// A cursor is its caller's: uma cannot read al's next page.
+		var first struct{ NextCursor string }
+		ts.do(t, "list", map[string]any{"client": "al"}).result(&first)
+		require.NotEmpty(t, first.NextCursor)
+		bad := ts.do(t, "list", map[string]any{"client": "uma", "cursor": first.NextCursor}).failure()
+		require.Equal(t, -32602, bad.Code, bad.Message)
 	})
 }
 
@@ -302,7 +306,6 @@ type tsError struct {
 // tsTasks is tasks.mjs running: the TypeScript SDK's task client, a
 // command at a time.
 type tsTasks struct {
-	t      *testing.T
 	in     io.WriteCloser
 	stderr *lockedBuffer
 
@@ -326,7 +329,7 @@ func startTSTasks(t *testing.T, dir string) *tsTasks {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "node", "tasks.mjs")
 	cmd.Dir = dir
-	d := &tsTasks{t: t, stderr: &lockedBuffer{}, lines: map[int]chan tsLine{}}
+	d := &tsTasks{stderr: &lockedBuffer{}, lines: map[int]chan tsLine{}}
 	cmd.Stderr = d.stderr
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -371,9 +374,9 @@ func (d *tsTasks) chanOf(id int) chan tsLine {
 	return ch
 }
 
-// do sends a command: op with args.
-func (d *tsTasks) do(op string, args map[string]any) *tsCmd {
-	d.t.Helper()
+// do sends a command: op with args, for test t.
+func (d *tsTasks) do(t *testing.T, op string, args map[string]any) *tsCmd {
+	t.Helper()
 	d.mu.Lock()
 	d.next++
 	id := d.next
@@ -383,71 +386,78 @@ func (d *tsTasks) do(op string, args map[string]any) *tsCmd {
 		msg[k] = v
 	}
 	data, err := json.Marshal(msg)
-	require.NoError(d.t, err)
+	require.NoError(t, err)
 	_, err = d.in.Write(append(data, '\n'))
-	require.NoError(d.t, err)
-	return &tsCmd{d: d, id: id, op: op, ch: d.chanOf(id)}
+	require.NoError(t, err)
+	return &tsCmd{t: t, d: d, id: id, op: op, ch: d.chanOf(id)}
 }
 
 // tsCmd is a command sent.
 type tsCmd struct {
+	t  *testing.T
 	d  *tsTasks
 	id int
 	op string
 	ch chan tsLine
 }
 
+// by is the command read by test t.
+func (c tsCmd) by(t *testing.T) *tsCmd {
+	c.t = t
+	return &c
+}
+
 // line is the command's next line.
 func (c *tsCmd) line() tsLine {
-	c.d.t.Helper()
+	c.t.Helper()
 	select {
 	case l := <-c.ch:
 		return l
 	case <-time.After(2 * time.Minute):
-		c.d.t.Fatalf("%s: no answer from tasks.mjs; its stderr: %s", c.op, c.d.stderr.Bytes())
+		c.t.Fatalf("%s: no answer from tasks.mjs; its stderr: %s", c.op, c.d.stderr.Bytes())
 	}
 	return tsLine{}
 }
 
 // message is the command's next event, which must be one.
 func (c *tsCmd) message() json.RawMessage {
-	c.d.t.Helper()
+	c.t.Helper()
 	l := c.line()
-	require.NotNil(c.d.t, l.Event, "%s ended: %s %+v", c.op, l.Done, l.Error)
+	require.NotNil(c.t, l.Event, "%s ended: %s %+v", c.op, l.Done, l.Error)
 	return l.Event
 }
 
 // msg is the command's next event, which must be a message of
 // callToolStream.
 func (c *tsCmd) msg() tsMessage {
-	c.d.t.Helper()
+	c.t.Helper()
 	var m tsMessage
 	raw := c.message()
-	require.NoError(c.d.t, json.Unmarshal(raw, &m), "%s", raw)
+	require.NoError(c.t, json.Unmarshal(raw, &m), "%s", raw)
 	return m
 }
 
 // result waits for the command's end, which must be a success, and
 // decodes its result into out (nil: not at all).
 func (c *tsCmd) result(out any) {
-	c.d.t.Helper()
+	c.t.Helper()
 	l := c.line()
 	for l.Event != nil {
 		l = c.line()
 	}
-	require.Nil(c.d.t, l.Error, "%s: %+v", c.op, l.Error)
+	require.Nil(c.t, l.Error, "%s: %+v", c.op, l.Error)
 	if out != nil {
-		require.NoError(c.d.t, json.Unmarshal(l.Done, out), "%s", l.Done)
+		require.NoError(c.t, json.Unmarshal(l.Done, out), "%s", l.Done)
 	}
 }
 
 // failure waits for the command's end, which must be an error.
 func (c *tsCmd) failure() tsError {
-	c.d.t.Helper()
+	c.t.Helper()
 	l := c.line()
 	for l.Event != nil {
 		l = c.line()
 	}
-	require.NotNil(c.d.t, l.Error, "%s succeeded: %s", c.op, l.Done)
+	require.NotNil(c.t, l.Error, "%s succeeded: %s", c.op, l.Done)
 	return *l.Error
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -248,13 +249,13 @@ func (m *mcpServer) sessionTaskOf(ctx context.Context, session *mcp.ServerSessio
 	return t, times, nil
 }
 
-// sessionTasksOnly refuses a task method to a session that has no tasks.
+// sessionTasksOnly refuses a task method to a session that has no tasks:
+// -32601, as a method the server does not have (the SDK words it).
 func sessionTasksOnly(session *mcp.ServerSession) error {
 	if sessionTasks(session) {
 		return nil
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
-		Message: "tasks are MCP 2025-11-25's: initialize the session with protocol version " + mcpSessionTasksVersion}
+	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks are MCP " + mcpSessionTasksVersion + "'s"}
 }
 
 // getSessionTask answers tasks/get.
@@ -372,21 +373,22 @@ func errTaskEnded(status string) *jsonrpc.Error {
 }
 
 // listSessionTasks answers tasks/list: a page of the caller's tasks,
-// each as tasks/get reads it; nextCursor, when there are more, is the
-// core's page token, opaque to the client.
+// each as tasks/get reads it; nextCursor, when there are more, reads the
+// next (mcpCursor).
 func (m *mcpServer) listSessionTasks(ctx context.Context, session *mcp.ServerSession, p *mcpListTasksParams) (*mcpListTasksResult, error) {
 	if err := sessionTasksOnly(session); err != nil {
 		return nil, err
 	}
+	caller := gateway.CallerOf(ctx)
+	prefix := mcpTaskJobPrefix(caller)
 	var token []byte
 	if p != nil && p.Cursor != "" {
-		var err error
-		if token, err = base64.RawURLEncoding.DecodeString(p.Cursor); err != nil || len(token) == 0 {
+		var ok bool
+		if token, ok = parseMCPCursor(prefix, p.Cursor); !ok {
 			return nil, errMCPCursor()
 		}
 	}
-	caller := gateway.CallerOf(ctx)
-	page, err := m.s.ListTurns(ctx, gateway.TurnQuery{JobPrefix: mcpTaskJobPrefix(caller), PageSize: mcpTaskListPage, PageToken: token})
+	page, err := m.s.ListTurns(ctx, gateway.TurnQuery{JobPrefix: prefix, PageSize: mcpTaskListPage, PageToken: token})
 	switch {
 	case agent.IsCode(err, agent.CodeInvalid):
 		return nil, errMCPCursor()
@@ -405,9 +407,37 @@ func (m *mcpServer) listSessionTasks(ctx context.Context, session *mcp.ServerSes
 		out.Tasks = append(out.Tasks, t.sessionTask(caller, times, elicits(session)))
 	}
 	if page.NextPageToken != nil {
-		out.NextCursor = base64.RawURLEncoding.EncodeToString(page.NextPageToken)
+		out.NextCursor = mcpCursor(prefix, page.NextPageToken)
 	}
 	return out, nil
+}
+
+// mcpCursorCheck is how many bytes of a cursor check it.
+const mcpCursorCheck = 8
+
+// mcpCursor is tasks/list's cursor of the core's page token, for the
+// listing of the tasks whose job ids begin with prefix: the token, after
+// a check of the two together. A cursor that is not one a listing of the
+// caller's gave — mangled, or another caller's — fails the check and is
+// refused before the token reaches Temporal (which would take long to
+// refuse a token it did not make). The check is no secret: a client
+// that forges one gets a token Temporal refuses, and never a listing
+// broader than its own.
+func mcpCursor(prefix string, token []byte) string {
+	sum := sha256.Sum256(append([]byte(prefix), token...))
+	return base64.RawURLEncoding.EncodeToString(append(sum[:mcpCursorCheck:mcpCursorCheck], token...))
+}
+
+// parseMCPCursor is the page token of a cursor mcpCursor made for
+// prefix; false for any other string.
+func parseMCPCursor(prefix, cursor string) ([]byte, bool) {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(cursor)
+	if err != nil || len(raw) <= mcpCursorCheck {
+		return nil, false
+	}
+	token := raw[mcpCursorCheck:]
+	sum := sha256.Sum256(append([]byte(prefix), token...))
+	return token, bytes.Equal(raw[:mcpCursorCheck], sum[:mcpCursorCheck])
 }
 
 // errMCPCursor is tasks/list's error for a cursor it did not give.

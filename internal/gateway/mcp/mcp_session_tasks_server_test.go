@@ -92,7 +92,7 @@ type sessionTask struct {
 func TestMCPSessionTasks(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{
 		Script: mcpTasksScript, Catalogs: mcpTasksCatalog, HTTPAPI: true,
-		Tokens: map[string]string{"tok-demo": "demo:user+approver:ana", "tok-other": "other:user"},
+		Tokens: map[string]string{"tok-demo": "demo:user+approver:ana", "tok-bo": "demo:user+approver:bo", "tok-other": "other:user"},
 	})
 	api := "http://" + srv.HTTPAPIAddr()
 	s := openMCPSession(t, api, "tok-demo", "2025-11-25")
@@ -113,6 +113,7 @@ func TestMCPSessionTasks(t *testing.T) {
 	require.Contains(t, created.Meta["io.modelcontextprotocol/model-immediate-response"], task.TaskID)
 
 	other := openMCPSession(t, api, "tok-other", "2025-11-25")
+	bo := openMCPSession(t, api, "tok-bo", "2025-11-25")
 	old := openMCPSession(t, api, "tok-demo", "2025-06-18")
 	for _, tc := range []struct {
 		name    string
@@ -133,14 +134,16 @@ func TestMCPSessionTasks(t *testing.T) {
 		{"an unknown task", s, "tasks/get", map[string]any{"taskId": "turn/demo/no-such-job"}, -32602, `task "turn/demo/no-such-job" not found`},
 		{"no task id", s, "tasks/get", map[string]any{}, -32602, "params.taskId is required"},
 		{"a task id that is no string", s, "tasks/get", map[string]any{"taskId": 7}, -32602, ""},
+		{"another caller's task", bo, "tasks/get", map[string]any{"taskId": task.TaskID}, -32602, "not found"},
+		{"cancel: another caller's task", bo, "tasks/cancel", map[string]any{"taskId": task.TaskID}, -32602, "not found"},
 		{"another tenant's task", other, "tasks/get", map[string]any{"taskId": task.TaskID}, -32602, "not found"},
 		{"result: another tenant's task", other, "tasks/result", map[string]any{"taskId": task.TaskID}, -32602, "not found"},
 		{"cancel: another tenant's task", other, "tasks/cancel", map[string]any{"taskId": task.TaskID}, -32602, "not found"},
 		{"result: an unknown task", s, "tasks/result", map[string]any{"taskId": "turn/demo/mcp-task-x"}, -32602, "not found"},
 		{"a cursor that is not base64", s, "tasks/list", map[string]any{"cursor": "%%%"}, -32602, "Invalid cursor"},
 		{"a cursor no listing gave", s, "tasks/list", map[string]any{"cursor": "bm90IGEgdG9rZW4"}, -32602, "Invalid cursor"},
-		{"tasks in a 2025-06-18 session", old, "tasks/get", map[string]any{"taskId": task.TaskID}, -32601, "2025-11-25"},
-		{"tasks/list in a 2025-06-18 session", old, "tasks/list", map[string]any{}, -32601, "2025-11-25"},
+		{"tasks in a 2025-06-18 session", old, "tasks/get", map[string]any{"taskId": task.TaskID}, -32601, "method not found"},
+		{"tasks/list in a 2025-06-18 session", old, "tasks/list", map[string]any{}, -32601, "method not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.s.call(tc.method, tc.params)
@@ -197,7 +200,9 @@ func TestMCPSessionTasks(t *testing.T) {
 		require.NoError(t, json.Unmarshal(a.Result, &page))
 		return len(page.Tasks) == 1 && page.Tasks[0].TaskID == task.TaskID && page.Tasks[0].Status == "completed"
 	}, time.Minute, 100*time.Millisecond)
-	a = other.call("tasks/list", map[string]any{})
-	require.Nil(t, a.Error)
-	require.JSONEq(t, `{"tasks":[]}`, string(a.Result), "another tenant's caller has none")
+	for _, c := range []*mcpSession{other, bo} {
+		a = c.call("tasks/list", map[string]any{})
+		require.Nil(t, a.Error)
+		require.JSONEq(t, `{"tasks":[]}`, string(a.Result), "another caller has none")
+	}
 }

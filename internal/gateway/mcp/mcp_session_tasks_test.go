@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"strings"
@@ -147,6 +148,44 @@ func TestMCPSessionDeclares(t *testing.T) {
 		require.JSONEq(t, string(mcpInputSchema), string(tool["inputSchema"]))
 	}
 	require.JSONEq(t, `{"type":"object"}`, string(list.Tools[1]["outputSchema"]))
+}
+
+// TestMCPCursor: a tasks/list cursor gives back its page token to the
+// listing it was made for, and nothing to another's, nor for a string
+// that is not one.
+func TestMCPCursor(t *testing.T) {
+	ana, bo := mcpTaskJobPrefix(gateway.Token{Tenant: "demo", Name: "ana"}), mcpTaskJobPrefix(gateway.Token{Tenant: "demo", Name: "bo"})
+	token := []byte(`{"CloseTime":"2026-11-27T10:00:00Z","RunID":"r"}`)
+	cursor := mcpCursor(ana, token)
+	got, ok := parseMCPCursor(ana, cursor)
+	require.True(t, ok)
+	require.Equal(t, token, got)
+	for name, c := range map[string]string{"another caller's": cursor, "not base64": "%%%", "empty": "", "too short": "AAAA",
+		"a token alone": base64.RawURLEncoding.EncodeToString(token)} {
+		prefix := ana
+		if name == "another caller's" {
+			prefix = bo
+		}
+		_, ok := parseMCPCursor(prefix, c)
+		require.False(t, ok, name)
+	}
+}
+
+// FuzzMCPCursor: any cursor a client sends is a page token of the
+// caller's listing, which makes that very cursor again, or refused; never
+// a panic.
+func FuzzMCPCursor(f *testing.F) {
+	prefix := mcpTaskJobPrefix(gateway.Token{Tenant: "demo", Name: "ana"})
+	for _, s := range []string{mcpCursor(prefix, []byte("t")), "", "%%%", "AAAAAAAAAAAA", "bm90IGEgdG9rZW4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cursor string) {
+		token, ok := parseMCPCursor(prefix, cursor)
+		if ok {
+			require.NotEmpty(t, token)
+			require.Equal(t, cursor, mcpCursor(prefix, token))
+		}
+	})
 }
 
 // FuzzMCPTaskRequest: any params.task of a tools/call is an object whose

@@ -200,7 +200,7 @@ func (m *mcpServer) taskOf(ctx context.Context, meta mcp.Meta, taskID string) (*
 }
 
 // taskError is the JSON-RPC error of a task that could not be read or
-// changed: one that does not exist, or is another tenant's, is not found
+// changed: one that does not exist, or is another caller's, is not found
 // (invalid params, as the extension says); the rest are internal errors
 // that say no more than other doors do.
 func (m *mcpServer) taskError(ctx context.Context, taskID string, err error) *jsonrpc.Error {
