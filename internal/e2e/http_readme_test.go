@@ -168,7 +168,7 @@ func TestHTTPReadmeRecipes(t *testing.T) {
 			"start-step text-start text-delta text-end finish-step finish\n12.5 * 4 = 50\ndata: [DONE]\n", // the AI SDK's stream
 		"demo.yaml application/yaml true\nhello, file\n304\nfile\n",   // files, and a range of one
 		"A picture of a chat, as far as a scripted model can tell.\n", // a picture with a question
-		"assistant\n12.5 * 4 = 50\n",                                  // MCP: the exposed agents, a call
+		"assistant\n12.5 * 4 = 50\n12.5 * 4 = 50\ncompleted\n",        // MCP: the exposed agents, a call, one as a task
 		"RUN_STARTED STEP_STARTED TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT STEP_FINISHED STEP_STARTED " +
 			"TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED RUN_FINISHED 12.5 * 4 = 50\n", // AG-UI
 		"assistant\n1.0 0.3\n0.3.0\nTASK_STATE_COMPLETED\n12.5 * 4 = 50\ncompleted\n12.5 * 4 = 50\n", // A2A: a card, a task over 1.0 and 0.3

@@ -242,7 +242,7 @@ func TestMCPTask(t *testing.T) {
 // approval or answers a question as the caller. A caller who may not
 // approve, or whose client cannot be asked, sees the task working,
 // waiting for a person, and an approval over another door (the API, by
-// the same id) decides it too.
+// the same id) decides it too. Another caller does not see the task.
 func TestMCPTaskInput(t *testing.T) {
 	e := newTasksEnv(t)
 
@@ -258,11 +258,11 @@ func TestMCPTaskInput(t *testing.T) {
 			require.Contains(t, string(r.Params.RequestedSchema), `"approved"`)
 		}
 		require.True(t, strings.HasPrefix(key, "approval-"), key)
-		// A user who may not approve sees it waiting for someone else.
-		asUser := e.task(e.rpc(e.api, e.user, "tasks/get", map[string]any{"taskId": task.TaskID}))
-		require.Equal(t, "working", asUser.Status)
-		require.Empty(t, asUser.InputRequests)
-		require.Contains(t, asUser.StatusMessage, "waiting for a person to approve")
+		// Another caller of the tenant does not see it: a task is its
+		// creator's.
+		other := e.rpc(e.api, e.user, "tasks/get", map[string]any{"taskId": task.TaskID})
+		require.NotNil(t, other.Error)
+		require.Equal(t, -32602, other.Error.Code, other.Error.Message)
 		// A client that cannot be asked (no elicitation) is asked nothing.
 		unasked := e.task(e.rpc(e.api, e.all, "tasks/get", map[string]any{"taskId": task.TaskID, "_meta": tasksMeta(false)}))
 		require.Equal(t, "working", unasked.Status)
@@ -284,6 +284,11 @@ func TestMCPTaskInput(t *testing.T) {
 	t.Run("an approval, decided over the API", func(t *testing.T) {
 		task := e.start(e.api, e.user, "careful", "carefully, what is 3 * 3?")
 		p := e.waitPending(task.TaskID)
+		// Its creator may not approve: it sees it waiting for someone else.
+		waiting := e.task(e.rpc(e.api, e.user, "tasks/get", map[string]any{"taskId": task.TaskID}))
+		require.Equal(t, "working", waiting.Status)
+		require.Empty(t, waiting.InputRequests)
+		require.Contains(t, waiting.StatusMessage, "waiting for a person to approve")
 		var ack pb.ApproveResponse
 		e.ok("POST", "/v1/"+task.TaskID+"/approvals/"+p.GetCallId(), e.approver,
 			`{"approval_id": "`+p.GetApprovalId()+`", "approved": true}`, &ack)

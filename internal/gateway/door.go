@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -70,6 +71,28 @@ func (a *HTTPAPI) KeepAlive() time.Duration { return a.keepAlive }
 
 // SlowClient is how long a write to a stream's client may wait.
 func (a *HTTPAPI) SlowClient() time.Duration { return a.slowClient }
+
+// Version is the build the doors say they are (HTTPOptions.Version).
+func (a *HTTPAPI) Version() string { return a.version }
+
+// buildVersion is the binary's version when none is configured: its
+// module's version (a tag when built by `go install …@v…`), else its
+// commit when the build recorded one, else "devel".
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && s.Value != "" {
+			return "devel+" + s.Value[:min(12, len(s.Value))]
+		}
+	}
+	return "devel"
+}
 
 // Events is the follower of turns' event logs.
 func (s *Service) Events() EventSource { return s.events }

@@ -63,6 +63,10 @@ type HTTPOptions struct {
 	// anyone who opens the page gets it, so only a local stack sets it.
 	// Default: none, and the page asks for a token.
 	ChatDevToken string
+	// Version is the build the doors say they are to other agents'
+	// clients (MCP's serverInfo.version): the worker's build id.
+	// Default: the binary's module version (buildVersion).
+	Version string
 }
 
 // MaxBodyBytes bounds an HTTP request's body: the gRPC API's default
@@ -96,6 +100,7 @@ type HTTPAPI struct {
 	slowClient time.Duration
 	maxUpload  int64
 	body       bodyBounds
+	version    string
 	// ownCredential are the path prefixes whose requests carry a
 	// credential of their door's protocol instead of a bearer token
 	// (OwnCredential); shared by the doors' copies (forChannel).
@@ -126,7 +131,8 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	// the HTTP API's; each door's are its own (forChannel).
 	a := &HTTPAPI{maxUpload: maxUpload, body: body, grpc: NewGRPCServer(s.forChannel(agent.ChannelHTTP), cat, o.ServerOptions...), svc: s,
 		ln: bufconn.Listen(inProcessBuffer), logger: s.logger, cors: cors,
-		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient), ownCredential: new([]string)}
+		keepAlive: cmp.Or(o.KeepAlive, DefaultKeepAlive), slowClient: cmp.Or(o.SlowClient, DefaultSlowClient), ownCredential: new([]string),
+		version: cmp.Or(o.Version, buildVersion())}
 	a.ending, a.endStreams = context.WithCancel(context.Background())
 	a.conn, err = grpc.NewClient("passthrough:///agentflow-in-process",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return a.ln.DialContext(ctx) }),

@@ -608,7 +608,8 @@ const DefaultHTTPHeaderTimeout = 5 * time.Second
 // httpOptions are the HTTP API's limits of c.
 func (c Config) httpOptions() gateway.HTTPOptions {
 	return gateway.HTTPOptions{CORSOrigins: c.CORSOrigins, MaxUploadBytes: c.MaxUploadBytes, BodyTimeout: c.HTTPBodyTimeout,
-		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes, Doors: doors.All(), ChatDevToken: c.ChatDevToken}
+		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes, Doors: doors.All(), ChatDevToken: c.ChatDevToken,
+		Version: c.Deployment.BuildID}
 }
 
 // DefaultMemoryEmbeddingModel is Config.MemoryEmbeddingModel's default.

@@ -1,10 +1,11 @@
 // Package mcp serves the Model Context Protocol at MCPPath with the
 // official MCP Go SDK's Streamable HTTP server: agents as tools, a call as
 // a durable turn. Clients of MCP 2025-11-25 and before get sessions, whose
-// streams resume across gateways (mcp.go, mcp_resume.go); clients of
-// 2026-07-28 get stateless requests and the Tasks extension, a task being
-// the turn itself, by its stream id (mcp_tasks.go, mcp_task.go,
-// mcp_mrtr.go). Both prepare, read and cancel their turns in one place
+// streams resume across gateways (mcp.go, mcp_resume.go), with
+// 2025-11-25's tasks (mcp_session_tasks.go); clients of 2026-07-28 get
+// stateless requests and the Tasks extension (mcp_tasks.go, mcp_mrtr.go).
+// A task of either is the turn itself, by its stream id, and its
+// creator's (mcp_task.go). Both prepare, read and cancel their turns in one place
 // (mcp_turn.go), and render a turn's events through
 // internal/gateway/projection: a task, and a call's result, from its Held
 // projection; a call's progress notifications from a Live one.
@@ -78,11 +79,13 @@ type mcpServer struct {
 	sessions mcpSessions
 	// ending is done when the gateway ends its streams.
 	ending context.Context
+	// version is the build's, the servers' serverInfo.version.
+	version string
 }
 
 // registerMCP adds the MCP server to mux.
 func (a *server) registerMCP(mux *http.ServeMux) {
-	m := &mcpServer{s: a.Service(), logger: a.Logger(), ending: a.Ending()}
+	m := &mcpServer{s: a.Service(), logger: a.Logger(), ending: a.Ending(), version: a.Version()}
 	// Sessions live in this gateway's memory (the SDK's); their streams
 	// in PostgreSQL (mcpEvents), so that a client whose connection drops
 	// resumes a call with Last-Event-ID on any gateway (mcp_resume.go).
@@ -163,7 +166,8 @@ func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 		opts.Instructions += " A client that declares the Tasks extension gets each call as a task: the turn, by its stream id."
 		opts.Capabilities = mcpCapabilities()
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: gateway.ServerName, Title: "agentflow: " + gateway.TenantOf(ctx) + "'s agents"}, opts)
+	srv := mcp.NewServer(&mcp.Implementation{Name: gateway.ServerName, Title: "agentflow: " + gateway.TenantOf(ctx) + "'s agents",
+		Version: m.version}, opts)
 	exposed := map[string]bool{}
 	for _, a := range agents {
 		if a.Exposed(agent.ExposeMCP) {
@@ -173,6 +177,8 @@ func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 	}
 	if stateless {
 		m.addTasks(srv, exposed)
+	} else {
+		m.addSessionTasks(srv, exposed)
 	}
 	// Added last, so it runs first: every handler, the Tasks' too, has
 	// its caller.
@@ -285,7 +291,8 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		p := newMCPProgress(req, mcpWording{elicits: elicits(req.Session) || mrtr(req.Session), caller: gateway.CallerOf(ctx)})
+		p := newMCPProgress(req.Session, req.Params.GetProgressToken(),
+			mcpWording{elicits: elicits(req.Session) || mrtr(req.Session), caller: gateway.CallerOf(ctx)})
 		if req.Params.RequestState != "" && mrtr(req.Session) {
 			return m.again(ctx, req, p) // the call sent again with its input (mcp_mrtr.go)
 		}
@@ -313,7 +320,7 @@ func (m *mcpServer) call(id string) mcp.ToolHandler {
 			items := round.task.apply(e)
 			for _, it := range items {
 				if legacy && it.Kind == projection.InputRequired && p.asked(it) {
-					go m.ask(ctx, req.Session, streamID, it)
+					go m.ask(ctx, req.Session, streamID, it, nil)
 				}
 			}
 			p.event(ctx, e)
@@ -358,10 +365,13 @@ func elicits(session *mcp.ServerSession) bool {
 // ask asks the client, during its call, to decide a tool call that waits
 // for approval or to answer an ask_user question (elicitation), and gives
 // the turn its answer as the caller's (settle). A client that cancels, or
-// cannot answer, leaves the call or the question to another person.
-func (m *mcpServer) ask(ctx context.Context, session *mcp.ServerSession, streamID string, it projection.Item) {
+// cannot answer, leaves the call or the question to another person. meta
+// goes in the request's _meta: the task it is for, if any.
+func (m *mcpServer) ask(ctx context.Context, session *mcp.ServerSession, streamID string, it projection.Item, meta mcp.Meta) {
 	log := telemetry.Logger(ctx, m.logger).With(zap.String("stream_id", streamID), zap.String("call_id", it.Tool.CallID))
-	res, err := session.Elicit(ctx, mcpElicitation(it))
+	params := mcpElicitation(it)
+	params.Meta = meta
+	res, err := session.Elicit(ctx, params)
 	switch {
 	case err != nil && it.Question == nil:
 		log.Debug("mcp approval not asked", zap.Error(err))
@@ -432,22 +442,19 @@ func mcpError(msg string) *mcp.CallToolResult {
 // that resumes the call's stream goes on after it.
 type mcpProgress struct {
 	mcpWording
-	req   *mcp.CallToolRequest
-	token any
-	p     *projection.Projection
+	session *mcp.ServerSession
+	token   any
+	p       *projection.Projection
 
 	n       float64
 	text    strings.Builder // the answer's text so far, for its preview
 	preview time.Time       // when the last text preview went
 }
 
-// newMCPProgress is the progress of the call req, told in words w.
-func newMCPProgress(req *mcp.CallToolRequest, w mcpWording) *mcpProgress {
-	p := &mcpProgress{mcpWording: w, req: req, p: projection.New(projection.Live)}
-	if req != nil {
-		p.token = req.Params.GetProgressToken()
-	}
-	return p
+// newMCPProgress is the progress, told in words w, of a request of
+// session whose progress token is token (nil: none asked for).
+func newMCPProgress(session *mcp.ServerSession, token any, w mcpWording) *mcpProgress {
+	return &mcpProgress{mcpWording: w, session: session, token: token, p: projection.New(projection.Live)}
 }
 
 // mcpEventIndexMeta names the turn event's index in a notification's _meta.
@@ -455,12 +462,12 @@ const mcpEventIndexMeta = "agentflow/event_index"
 
 // event sends what e says of the turn's progress, if anything.
 func (p *mcpProgress) event(ctx context.Context, e agent.Event) {
-	if p.token == nil {
+	if p.token == nil || p.session == nil {
 		return
 	}
 	for _, msg := range p.messages(e) {
 		// A lost notification costs the client a line of progress, nothing else.
-		_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: mcp.Meta{mcpEventIndexMeta: e.Index},
+		_ = p.session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: mcp.Meta{mcpEventIndexMeta: e.Index},
 			ProgressToken: p.token, Progress: p.next(), Message: msg})
 	}
 }

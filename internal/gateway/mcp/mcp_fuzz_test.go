@@ -84,7 +84,7 @@ func FuzzMCPTask(f *testing.F) {
 		require.Equal(t, s.Status == mcpTaskCompleted, s.Result != nil)
 		_, err := json.Marshal(s)
 		require.NoError(t, err)
-		p := newMCPProgress(nil, mcpWording{elicits: true, caller: caller})
+		p := newMCPProgress(nil, nil, mcpWording{elicits: true, caller: caller})
 		for _, e := range events {
 			for _, msg := range p.messages(e) {
 				require.NotEmpty(t, msg)

@@ -63,6 +63,8 @@ type mcpEnvelope struct {
 		Meta struct {
 			ProgressToken json.RawMessage `json:"progressToken"`
 		} `json:"_meta"`
+		// Task is a task-augmented call's (mcp_session_tasks.go).
+		Task json.RawMessage `json:"task"`
 	} `json:"params"`
 }
 
@@ -70,10 +72,12 @@ type mcpEnvelope struct {
 // 2026-07-28 or later goes to the stateless handler (mcp_tasks.go); of a
 // session, a tools/call is given its job id and recorded for its stream,
 // and a GET that resumes a stream of a session this gateway does not hold
-// is answered here.
+// is answered here. A tools/call's params.task goes to the middleware in
+// mcpTaskHeader.
 func (m *mcpServer) front(h, sessionless http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(mcpJobHeader)
+		r.Header.Del(mcpTaskHeader)
 		if r.Method == http.MethodPost && (stateless(r) || r.Header.Get("Mcp-Session-Id") == "") {
 			var ok bool
 			if r, ok = m.readAgents(w, r); !ok {
@@ -98,6 +102,11 @@ func (m *mcpServer) front(h, sessionless http.Handler) http.Handler {
 			if json.Unmarshal(body, &env) == nil && env.Method == "tools/call" && len(env.ID) > 0 {
 				job := mcpJobID(session, env.ID)
 				r.Header.Set(mcpJobHeader, job)
+				if task := env.Params.Task; len(task) > 0 && !bytes.Equal(task, []byte("null")) {
+					var b bytes.Buffer
+					_ = json.Compact(&b, task) // it is part of JSON that decoded
+					r.Header.Set(mcpTaskHeader, b.String())
+				}
 				r = r.WithContext(context.WithValue(r.Context(), mcpCallKey{},
 					store.MCPStream{RequestID: env.ID, ProgressToken: env.Params.Meta.ProgressToken, JobID: job}))
 			}
@@ -235,8 +244,7 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 	}
 	log := telemetry.Logger(ctx, m.logger)
 	turnID := contract.TurnWorkflowID(st.TenantID, st.JobID)
-	p := newMCPProgress(nil, mcpWording{})
-	p.token = tokenOf(st.ProgressToken)
+	p := newMCPProgress(nil, tokenOf(st.ProgressToken), mcpWording{})
 	t := newMCPTask(turnID, nil)
 	err = m.s.Events().Follow(ctx, turnID, 0, func(e agent.Event) error {
 		t.apply(e)

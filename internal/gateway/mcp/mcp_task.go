@@ -2,6 +2,9 @@ package mcp
 
 import (
 	"cmp"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,8 +13,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
@@ -54,7 +60,48 @@ const (
 	mcpTaskInputRequired = "input_required"
 	mcpTaskCompleted     = "completed"
 	mcpTaskCancelled     = "cancelled"
+	// mcpTaskFailed is 2025-11-25's status of a call whose result is an
+	// error (the 2026-07-28 extension's task completes with it).
+	mcpTaskFailed = "failed"
 )
+
+// A task is its creator's, in both protocol versions, as 2025-11-25's
+// tasks ask of a server with authorization: its turn's job id begins
+// with its creator's mark (mcpTaskJobPrefix: a hash of the token's
+// tenant, issuer and subject), then a random part, so no one guesses
+// one; and it is a turn the MCP door started (its AgentflowChannel),
+// where no caller chooses a job id. tasks/get, tasks/result,
+// tasks/update, tasks/cancel of a task that is not the caller's, or not
+// a task, say it is not found; tasks/list lists the caller's tasks only.
+// Other doors name the turn by the same id as they name every turn of
+// the tenant.
+
+// mcpTaskJobPrefix begins the job ids of caller's tasks.
+func mcpTaskJobPrefix(caller gateway.Token) string {
+	sum := sha256.Sum256([]byte(caller.Principal()))
+	return "mcp-task-" + hex.EncodeToString(sum[:16]) + "-"
+}
+
+// mcpTaskJob is the job id of a new task of caller's.
+func mcpTaskJob(caller gateway.Token) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return mcpTaskJobPrefix(caller) + hex.EncodeToString(b[:])
+}
+
+// ownsTask reports whether taskID names a task of caller's (its turn
+// may not exist).
+func ownsTask(caller gateway.Token, taskID string) bool {
+	return strings.HasPrefix(taskID, contract.TurnWorkflowID(caller.Tenant, mcpTaskJobPrefix(caller)))
+}
+
+// startedByMCP reports whether the MCP door started the turn a workflow
+// runs: its AgentflowChannel search attribute says so.
+func startedByMCP(info *workflowpb.WorkflowExecutionInfo) bool {
+	p := info.GetSearchAttributes().GetIndexedFields()[contract.SearchChannel.GetName()]
+	var channel string
+	return p != nil && converter.GetDefaultDataConverter().FromPayload(p, &channel) == nil && channel == agent.ChannelMCP
+}
 
 // mcpTask is a task made from its turn's projection
 // (internal/gateway/projection, Held: a model call's text once it has

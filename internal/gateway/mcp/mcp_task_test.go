@@ -97,7 +97,7 @@ func TestMCPTaskFold(t *testing.T) {
 // client.
 func TestMCPProgress(t *testing.T) {
 	calc := &agent.ToolEvent{CallID: "c1", Name: "calc", ApprovalID: "a1"}
-	p := newMCPProgress(nil, mcpWording{elicits: true, caller: gateway.Token{Tenant: "demo", Roles: []gateway.Role{gateway.RoleApprover}}})
+	p := newMCPProgress(nil, nil, mcpWording{elicits: true, caller: gateway.Token{Tenant: "demo", Roles: []gateway.Role{gateway.RoleApprover}}})
 	events := taskLog(
 		agent.Event{Kind: agent.EventToken, Text: "Hel"},
 		agent.Event{Kind: agent.EventToken, Text: "lo"},

@@ -145,16 +145,34 @@ func errMissingTasks() *jsonrpc.Error {
 // What fails before the turn exists is the call's result (isError), as a
 // call without a task says it.
 func (m *mcpServer) callAsTask(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	streamID, times, err := m.startTask(ctx, req)
+	var jerr *jsonrpc.Error
+	switch {
+	case errors.As(err, &jerr):
+		return nil, jerr
+	case err != nil:
+		return m.toolError(ctx, err), nil
+	}
+	s := newMCPTask(streamID, nil).state(gateway.CallerOf(ctx), times, "task", false)
+	s.StatusMessage = "the turn has started"
+	return s, nil
+}
+
+// startTask starts the turn of a task-augmented tools/call, of either
+// protocol version, under a job id of the caller's (mcpTaskJob), and says
+// when it began. Arguments that are not a prompt are a JSON-RPC error;
+// the rest of what fails before the turn exists is the core's error.
+func (m *mcpServer) startTask(ctx context.Context, req *mcp.CallToolRequest) (string, mcpTaskTimes, error) {
 	in, err := decodeMCPInput(req.Params.Arguments)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		return "", mcpTaskTimes{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
-	turn, streamID, err := m.prepare(ctx, req.Params.Name, in.Prompt, "")
+	turn, streamID, err := m.prepare(ctx, req.Params.Name, in.Prompt, mcpTaskJob(gateway.CallerOf(ctx)))
 	if err == nil {
 		_, err = m.s.StartPrepared(ctx, turn)
 	}
 	if err != nil {
-		return m.toolError(ctx, err), nil
+		return "", mcpTaskTimes{}, err
 	}
 	// Started: tasks/get finds it from now on, on any gateway.
 	times, err := m.taskTimes(ctx, streamID)
@@ -162,9 +180,7 @@ func (m *mcpServer) callAsTask(ctx context.Context, req *mcp.CallToolRequest) (m
 		now := time.Now().UTC()
 		times = mcpTaskTimes{CreatedAt: now, LastUpdatedAt: now}
 	}
-	s := newMCPTask(streamID, nil).state(gateway.CallerOf(ctx), times, "task", false)
-	s.StatusMessage = "the turn has started"
-	return s, nil
+	return streamID, times, nil
 }
 
 // taskOf checks a Tasks request: the extension declared, a task id; and
@@ -184,7 +200,7 @@ func (m *mcpServer) taskOf(ctx context.Context, meta mcp.Meta, taskID string) (*
 }
 
 // taskError is the JSON-RPC error of a task that could not be read or
-// changed: one that does not exist, or is another tenant's, is not found
+// changed: one that does not exist, or is another caller's, is not found
 // (invalid params, as the extension says); the rest are internal errors
 // that say no more than other doors do.
 func (m *mcpServer) taskError(ctx context.Context, taskID string, err error) *jsonrpc.Error {
@@ -198,8 +214,12 @@ func (m *mcpServer) taskError(ctx context.Context, taskID string, err error) *js
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: m.s.ClientMessage(ctx, err)}
 }
 
-// readTask reads a task of the caller's tenant from its turn's log.
+// readTask reads a task of the caller's from its turn's log: a turn
+// another caller started, or that no MCP task started, is not found.
 func (m *mcpServer) readTask(ctx context.Context, taskID string) (*mcpTask, mcpTaskTimes, error) {
+	if !ownsTask(gateway.CallerOf(ctx), taskID) {
+		return nil, mcpTaskTimes{}, agent.Errorf(agent.CodeNotFound, "task %q not found", taskID)
+	}
 	events, err := m.turnEvents(ctx, taskID)
 	if err != nil {
 		return nil, mcpTaskTimes{}, err
@@ -213,10 +233,11 @@ func (m *mcpServer) readTask(ctx context.Context, taskID string) (*mcpTask, mcpT
 
 // taskTimes are when the turn began and when Temporal last shows it
 // changing: its end; while it runs, the latest start or heartbeat of its
-// pending work, else its run's start.
+// pending work, else its run's start. A turn the MCP door did not start
+// is no task: not found.
 func (m *mcpServer) taskTimes(ctx context.Context, taskID string) (mcpTaskTimes, error) {
 	desc, err := m.s.Client().DescribeWorkflowExecution(ctx, taskID, "")
-	if err != nil {
+	if err != nil || !startedByMCP(desc.GetWorkflowExecutionInfo()) {
 		return mcpTaskTimes{}, agent.Errorf(agent.CodeNotFound, "task %q not found", taskID)
 	}
 	info := desc.GetWorkflowExecutionInfo()

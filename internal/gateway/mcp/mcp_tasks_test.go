@@ -203,10 +203,12 @@ func TestMCPTaskErrors(t *testing.T) {
 		return true
 	}, time.Minute, 100*time.Millisecond)
 
-	// A 2025-11-25 client has no Tasks: its initialize declares none.
+	// A 2025-11-25 client has not the extension: its initialize declares
+	// that version's tasks (mcp_session_tasks_test.go).
 	a := mcpCall(t, api, "tok-demo", "2025-11-25", "initialize", map[string]any{"protocolVersion": "2025-11-25",
 		"capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "agentflow-test", "version": "1"}})
 	require.Nil(t, a.Error)
 	require.NotContains(t, string(a.Result), "io.modelcontextprotocol/tasks")
 	require.Contains(t, string(a.Result), `"protocolVersion":"2025-11-25"`)
+	require.Contains(t, string(a.Result), `"tasks":{`)
 }
