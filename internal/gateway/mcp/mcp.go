@@ -5,9 +5,11 @@
 // 2026-07-28 get stateless requests and the Tasks extension, a task being
 // the turn itself, by its stream id (mcp_tasks.go, mcp_task.go,
 // mcp_mrtr.go). Both prepare, read and cancel their turns in one place
-// (mcp_turn.go), and render a turn's events through
+// (mcp_turn.go), read an agent's arguments by its input schema
+// (mcp_input.go), and render a turn's events through
 // internal/gateway/projection: a task, and a call's result, from its Held
-// projection; a call's progress notifications from a Live one.
+// projection, its files inline where they fit (mcp_content.go); a call's
+// progress notifications and log messages (mcp_log.go) from a Live one.
 //
 // A door: it builds on the gateway's core and must not import another door
 // or the workflows.
