@@ -51,6 +51,11 @@ type Agent struct {
 	// arrives, repaired once, else the turn fails InvalidOutput. A turn's
 	// request may name its own (TurnRequest.OutputSchema).
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// InputSchema, when set, is the JSON Schema (of a JSON object) of the
+	// arguments the agent takes as a tool of other agents' hosts (MCP's
+	// tools/call) in place of {"prompt": "…"}: the arguments are checked
+	// against it, and the turn's prompt is them, as compact JSON.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 	// Thinking, when set, asks the agent's model to reason before it
 	// answers (models that reason on their own do so without it).
 	Thinking *Thinking `json:"thinking,omitempty"`
@@ -192,12 +197,12 @@ func (t *Thinking) EffortLevel() string {
 // turn's history keeps: its model, fallbacks, limits, and its tools'
 // names, kinds, configurations and limits. The texts and schemas only the
 // model call reads (descriptions, the system prompt, examples, the tools'
-// parameter schemas, the output schema) and the guardrails the model call
-// applies are left out: activities load the whole version by id and
-// version. A catalog's prompt and tool schemas thus do not grow every
+// parameter schemas, the output and input schemas) and the guardrails the
+// model call applies are left out: activities load the whole version by id
+// and version. A catalog's prompt and tool schemas thus do not grow every
 // turn's history, and stay out of it.
 func (a Agent) ForTurn() Agent {
-	a.Description, a.SystemPrompt, a.Examples, a.OutputSchema = "", "", nil, nil
+	a.Description, a.SystemPrompt, a.Examples, a.OutputSchema, a.InputSchema = "", "", nil, nil, nil
 	if lim := a.ToolLimits(); lim != nil {
 		a.Guardrails = []Guardrail{{ToolLimits: lim}}
 	} else {

@@ -21,6 +21,7 @@ func TestAgentForTurn(t *testing.T) {
 			},
 			Limits:       Limits{MaxIterations: 4, TurnTimeoutSec: 60},
 			OutputSchema: json.RawMessage(`{"type":"object"}`),
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"}}}`),
 			Guardrails: []Guardrail{
 				{Output: &OutputGuard{Deny: []string{"secret"}}},
 				{ToolLimits: &ToolLimits{PerTurn: 3, PerTool: map[string]int{"refund": 1}}},
@@ -36,7 +37,7 @@ func TestAgentForTurn(t *testing.T) {
 	}{
 		{"keeps what the turn reads", full, func() Agent {
 			a := full()
-			a.Description, a.SystemPrompt, a.Examples, a.OutputSchema = "", "", nil, nil
+			a.Description, a.SystemPrompt, a.Examples, a.OutputSchema, a.InputSchema = "", "", nil, nil, nil
 			a.Tools[0].Description, a.Tools[0].Parameters = "", nil
 			a.Guardrails = []Guardrail{{ToolLimits: &ToolLimits{PerTurn: 3, PerTool: map[string]int{"refund": 1}}}}
 			return a
@@ -47,7 +48,7 @@ func TestAgentForTurn(t *testing.T) {
 			return a
 		}, func() Agent {
 			a := full()
-			a.Description, a.SystemPrompt, a.Examples, a.OutputSchema, a.Guardrails = "", "", nil, nil, nil
+			a.Description, a.SystemPrompt, a.Examples, a.OutputSchema, a.InputSchema, a.Guardrails = "", "", nil, nil, nil, nil
 			a.Tools[0].Description, a.Tools[0].Parameters = "", nil
 			return a
 		}},

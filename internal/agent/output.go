@@ -14,11 +14,23 @@ const MaxOutputSchemaBytes = 64 << 10
 // JSON object, and that its root describes a JSON object, as providers'
 // structured output requires. Empty is no schema, and valid.
 func CheckOutputSchema(raw json.RawMessage) error {
+	return checkSchema(raw, "output schema", "providers' structured output answers with one")
+}
+
+// CheckInputSchema checks an agent's input schema (Agent.InputSchema) as
+// CheckOutputSchema checks an output schema: a tool's arguments are a JSON
+// object too.
+func CheckInputSchema(raw json.RawMessage) error {
+	return checkSchema(raw, "input schema", "a tool's arguments are one")
+}
+
+// checkSchema checks a schema of a JSON object, named what in its errors.
+func checkSchema(raw json.RawMessage, what, why string) error {
 	if !HasOutputSchema(raw) {
 		return nil
 	}
 	if len(raw) > MaxOutputSchemaBytes {
-		return Errorf(CodeInvalid, "output schema is %d bytes; the limit is %d", len(raw), MaxOutputSchemaBytes)
+		return Errorf(CodeInvalid, "%s is %d bytes; the limit is %d", what, len(raw), MaxOutputSchemaBytes)
 	}
 	// Validate runs in workflow code too: decoding into a map of raw
 	// messages and a string is deterministic, whatever workflowcheck
@@ -27,13 +39,13 @@ func CheckOutputSchema(raw json.RawMessage) error {
 	//workflowcheck:ignore
 	err := json.Unmarshal(raw, &root)
 	if err != nil {
-		return Errorf(CodeInvalid, "output schema must be a JSON Schema object: %v", err)
+		return Errorf(CodeInvalid, "%s must be a JSON Schema object: %v", what, err)
 	}
 	var typ string
 	//workflowcheck:ignore
 	err = json.Unmarshal(root["type"], &typ)
 	if err != nil || typ != "object" {
-		return Errorf(CodeInvalid, `output schema must describe a JSON object ("type": "object" at its root): providers' structured output answers with one`)
+		return Errorf(CodeInvalid, `%s must describe a JSON object ("type": "object" at its root): %s`, what, why)
 	}
 	return nil
 }

@@ -105,11 +105,13 @@ type agentDoc struct {
 	Tools         []text       `yaml:"tools"`
 	Temperature   temperature  `yaml:"temperature"`
 	// OutputSchema: agent.Agent's, compiled here (internal/structured).
-	OutputSchema jsonDoc      `yaml:"output_schema"`
-	Limits       *limitsDoc   `yaml:"limits"`
-	Thinking     *thinkingDoc `yaml:"thinking"`
-	Memory       *memoryDoc   `yaml:"memory"`
-	Context      *contextDoc  `yaml:"context"`
+	OutputSchema jsonDoc `yaml:"output_schema"`
+	// InputSchema: agent.Agent's, compiled here too.
+	InputSchema jsonDoc      `yaml:"input_schema"`
+	Limits      *limitsDoc   `yaml:"limits"`
+	Thinking    *thinkingDoc `yaml:"thinking"`
+	Memory      *memoryDoc   `yaml:"memory"`
+	Context     *contextDoc  `yaml:"context"`
 	// OnBusy: agent.Agent's.
 	OnBusy text `yaml:"on_busy"`
 	// Guardrails: agent.Agent's.
@@ -519,7 +521,8 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 		Examples:       l.examples(d),
 		Temperature:    d.Temperature.v,
 	}}
-	def.agent.OutputSchema = l.outputSchema(d)
+	def.agent.OutputSchema = l.schema(&d.OutputSchema, structured.Compile)
+	def.agent.InputSchema = l.schema(&d.InputSchema, structured.CompileInput)
 	def.agent.Thinking = l.thinking(d)
 	def.agent.Memory = l.memory(d)
 	def.agent.Context = l.context(d)
@@ -663,15 +666,15 @@ func (l *loader) memory(d *agentDoc) agent.Memory {
 		Recall: m.Recall.v, TopK: m.TopK.n, Budget: m.Budget.n, Extract: m.Extract.v}
 }
 
-// outputSchema compiles an agent's output schema, so that one that does
-// not compile is refused when the catalog is applied, at the line of the
-// value the problem is about when the compiler says which.
-func (l *loader) outputSchema(d *agentDoc) json.RawMessage {
-	s := &d.OutputSchema
+// schema compiles an agent's output or input schema with compile, so
+// that one that does not compile is refused when the catalog is applied,
+// at the line of the value the problem is about when the compiler says
+// which.
+func (l *loader) schema(s *jsonDoc, compile func(json.RawMessage) (*structured.Schema, error)) json.RawMessage {
 	if s.raw == nil || s.bad {
 		return nil
 	}
-	if _, err := structured.Compile(s.raw); err != nil {
+	if _, err := compile(s.raw); err != nil {
 		at := s.on(s.node)
 		var ce *structured.CompileError
 		if errors.As(err, &ce) && ce.Pointer != "" {

@@ -69,7 +69,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown agent field",
 			src:  "tenant: demo\nagents:\n  - id: a\n    model: openai:x\n    prompt: hi\n",
-			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, limits, thinking, memory, context, on_busy, guardrails, expose, model_execution, deliver, empty_answer, prepare, code_mode`},
+			want: []string{`t.yaml:5: agents[0].prompt: unknown field; known fields: id, description, model, fallback_models, fallback_on, models_allowed, system_prompt, examples, tools, temperature, output_schema, input_schema, limits, thinking, memory, context, on_busy, guardrails, expose, model_execution, deliver, empty_answer, prepare, code_mode`},
 		},
 		{
 			name: "unknown limit",

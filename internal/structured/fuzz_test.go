@@ -59,3 +59,26 @@ func FuzzCheck(f *testing.F) {
 		require.Equal(t, string(out), string(again))
 	})
 }
+
+// FuzzCheckArguments: any arguments a client sends match the input schema
+// and come back as compact JSON that matches it again, or are described
+// by at least one problem; never a panic.
+func FuzzCheckArguments(f *testing.F) {
+	s, err := structured.CompileInput(json.RawMessage(tripSchema))
+	require.NoError(f, err)
+	for _, a := range []string{`{"city":"Oslo","nights":2}`, `{}`, `[]`, ``, `null`, `{"city":"Oslo","nights":2} {}`, `{"city":"\ud800","nights":2}`, `{"nights":1e400,"city":"x"}`} {
+		f.Add([]byte(a))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		out, problems := s.CheckArguments(raw)
+		if len(problems) > 0 {
+			require.Nil(t, out)
+			require.NotEmpty(t, problems.String())
+			return
+		}
+		require.True(t, json.Valid(out), "%s", out)
+		again, problems := s.CheckArguments(out)
+		require.Empty(t, problems)
+		require.Equal(t, string(out), string(again))
+	})
+}

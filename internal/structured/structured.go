@@ -49,32 +49,51 @@ type Schema struct {
 // else is an agent.CodeInvalid error that says what is wrong. No schema
 // (empty, or JSON null: agent.HasOutputSchema) compiles to nil.
 func Compile(raw json.RawMessage) (*Schema, error) {
-	if !agent.HasOutputSchema(raw) {
-		return nil, nil
-	}
 	if err := agent.CheckOutputSchema(raw); err != nil {
 		return nil, err
 	}
+	return compile(raw, "output")
+}
+
+// CompileInput compiles an agent's input schema (agent.Agent.InputSchema)
+// by the rules of Compile, its errors naming it an input schema. Check
+// then checks a call's arguments against it.
+func CompileInput(raw json.RawMessage) (*Schema, error) {
+	if err := agent.CheckInputSchema(raw); err != nil {
+		return nil, err
+	}
+	return compile(raw, "input")
+}
+
+// compile compiles a schema checked already, of kind "output" or "input".
+func compile(raw json.RawMessage, kind string) (*Schema, error) {
+	if !agent.HasOutputSchema(raw) {
+		return nil, nil
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "output schema is not JSON: %v", err)
+		return nil, agent.Errorf(agent.CodeInvalid, "%s schema is not JSON: %v", kind, err)
 	}
 	c := jsonschema.NewCompiler()
 	// A tenant's schema must not read the worker's files or the network.
 	c.UseLoader(noLoader{})
 	c.DefaultDraft(jsonschema.Draft2020)
 	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, agent.WithCode(agent.CodeInvalid, &CompileError{Message: cleanError(err).Error()})
+		return nil, agent.WithCode(agent.CodeInvalid, &CompileError{Kind: kind, Message: cleanError(err).Error()})
 	}
 	s, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, agent.WithCode(agent.CodeInvalid, compileError(err))
+		ce := compileError(err)
+		ce.Kind = kind
+		return nil, agent.WithCode(agent.CodeInvalid, ce)
 	}
 	return &Schema{s: s}, nil
 }
 
-// CompileError is an output schema that does not compile: where, and why.
+// CompileError is a schema that does not compile: where, and why.
 type CompileError struct {
+	// Kind is the schema's: "output" (when empty) or "input".
+	Kind string
 	// Pointer is the JSON Pointer of the value in the schema the problem
 	// is about, when the compiler says; "" otherwise.
 	Pointer string
@@ -82,10 +101,14 @@ type CompileError struct {
 }
 
 func (e *CompileError) Error() string {
-	if e.Pointer == "" {
-		return "output schema does not compile: " + e.Message
+	kind := e.Kind
+	if kind == "" {
+		kind = "output"
 	}
-	return "output schema does not compile: " + e.Pointer + ": " + e.Message
+	if e.Pointer == "" {
+		return kind + " schema does not compile: " + e.Message
+	}
+	return kind + " schema does not compile: " + e.Pointer + ": " + e.Message
 }
 
 // compileError describes a compiler's error: a schema that breaks its
@@ -104,7 +127,7 @@ func compileError(err error) *CompileError {
 type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("refers to %s: an output schema may only refer within itself", url)
+	return nil, fmt.Errorf("refers to %s: a schema may only refer within itself", url)
 }
 
 // cleanError drops the compiler's in-memory URL, which means nothing to
@@ -137,6 +160,26 @@ func (s *Schema) Check(answer string) (json.RawMessage, Problems) {
 		// jsonschema read it as JSON; encoding/json is stricter only
 		// about things that do not parse at all.
 		return nil, Problems{{Message: fmt.Sprintf("the answer is not JSON: %v", err)}}
+	}
+	return out.Bytes(), nil
+}
+
+// CheckArguments reads a tool call's arguments (a JSON object, from a
+// client) and validates them against an input schema (CompileInput).
+// Valid arguments are returned as compact JSON, in the order the client
+// sent them, with problems nil; otherwise problems says what is wrong,
+// each problem with the JSON Pointer of the value it is about.
+func (s *Schema) CheckArguments(raw json.RawMessage) (json.RawMessage, Problems) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, Problems{{Message: fmt.Sprintf("the arguments are not JSON: %v", err)}}
+	}
+	if err := s.s.Validate(doc); err != nil {
+		return nil, problems(err)
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, raw); err != nil {
+		return nil, Problems{{Message: fmt.Sprintf("the arguments are not JSON: %v", err)}}
 	}
 	return out.Bytes(), nil
 }

@@ -110,3 +110,62 @@ func TestRepairPrompt(t *testing.T) {
 	require.Equal(t, "Your answer does not match the required output schema: /nights: minimum: got 0, want 1. "+
 		"Answer again with only a JSON value that matches the schema, and nothing else.", structured.RepairPrompt("/nights: minimum: got 0, want 1"))
 }
+
+// TestCompileInput: an input schema compiles by an output schema's rules,
+// and its errors name it an input schema.
+func TestCompileInput(t *testing.T) {
+	cases := []struct {
+		name, schema, want string
+	}{
+		{"valid", tripSchema, ""},
+		{"no arguments", `{"type": "object"}`, ""},
+		{"none", ``, ""},
+		{"not JSON", `{"type": "object",`, "input schema must be a JSON Schema object"},
+		{"not an object's", `{"type": "string"}`, `input schema must describe a JSON object ("type": "object" at its root): a tool's arguments are one`},
+		{"a bad keyword value", `{"type": "object", "properties": {"n": {"type": "integr"}}}`, "input schema does not compile: /properties/n/type"},
+		{"a file ref", `{"type": "object", "properties": {"n": {"$ref": "file:///etc/passwd"}}}`, "may only refer within itself"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := structured.CompileInput(json.RawMessage(c.schema))
+			if c.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
+			require.Contains(t, err.Error(), c.want)
+			require.NotContains(t, err.Error(), "output schema")
+		})
+	}
+}
+
+// TestCheckArguments: a call's arguments are checked against an input
+// schema and kept as the client sent them, compact.
+func TestCheckArguments(t *testing.T) {
+	s, err := structured.CompileInput(json.RawMessage(tripSchema))
+	require.NoError(t, err)
+	cases := []struct {
+		name, args, want string
+		problems         []string
+	}{
+		{name: "valid", args: ` {"nights": 2, "city": "Oslo"} `, want: `{"nights":2,"city":"Oslo"}`},
+		{name: "missing and wrong", args: `{"nights": 0, "extra": 1}`, problems: []string{"missing property 'city'", "/nights: minimum: got 0, want 1", "additional properties 'extra' not allowed"}},
+		{name: "not JSON", args: `{"city": `, problems: []string{"the arguments are not JSON"}},
+		{name: "two documents", args: `{"city": "Oslo", "nights": 2} {}`, problems: []string{"the arguments are not JSON"}},
+		{name: "fenced is not JSON", args: "```json\n{\"city\": \"Oslo\", \"nights\": 2}\n```", problems: []string{"the arguments are not JSON"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, problems := s.CheckArguments(json.RawMessage(c.args))
+			if c.problems == nil {
+				require.Empty(t, problems)
+				require.Equal(t, c.want, string(out))
+				return
+			}
+			require.Nil(t, out)
+			for _, p := range c.problems {
+				require.Contains(t, problems.String(), p)
+			}
+		})
+	}
+}

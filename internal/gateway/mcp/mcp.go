@@ -5,10 +5,12 @@
 // 2025-11-25's tasks (mcp_session_tasks.go); clients of 2026-07-28 get
 // stateless requests and the Tasks extension (mcp_tasks.go, mcp_mrtr.go).
 // A task of either is the turn itself, by its stream id, and its
-// creator's (mcp_task.go). Both prepare, read and cancel their turns in one place
-// (mcp_turn.go), and render a turn's events through
+// creator's (mcp_task.go). Both prepare, read and cancel their turns in
+// one place (mcp_turn.go), read an agent's arguments by its input schema
+// (mcp_input.go), and render a turn's events through
 // internal/gateway/projection: a task, and a call's result, from its Held
-// projection; a call's progress notifications from a Live one.
+// projection, its files inline where they fit (mcp_content.go); a call's
+// progress notifications and log messages (mcp_log.go) from a Live one.
 //
 // A door: it builds on the gateway's core and must not import another door
 // or the workflows.
@@ -21,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -162,17 +163,23 @@ func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 			"calls that need a person's approval wait for it.",
 		GetSessionID: m.newSessionID,
 	}
+	//lint:ignore SA1019 clients of protocol versions before 2026-07-28 still expect logging
+	opts.Capabilities = &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
 	if stateless {
 		opts.Instructions += " A client that declares the Tasks extension gets each call as a task: the turn, by its stream id."
 		opts.Capabilities = mcpCapabilities()
 	}
+	// The tools and resources are those of when the session opens (or the
+	// request comes): no list_changed is ever sent.
+	opts.Capabilities.Tools = &mcp.ToolCapabilities{}
+	opts.Capabilities.Resources = &mcp.ResourceCapabilities{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: gateway.ServerName, Title: "agentflow: " + gateway.TenantOf(ctx) + "'s agents",
 		Version: m.version}, opts)
-	exposed := map[string]bool{}
+	exposed, tools := map[string]bool{}, map[string]agent.Agent{}
 	for _, a := range agents {
 		if a.Exposed(agent.ExposeMCP) {
 			srv.AddTool(mcpTool(a), m.call(a.ID))
-			exposed[a.ID] = true
+			exposed[a.ID], tools[a.ID] = true, a
 		}
 	}
 	if stateless {
@@ -180,8 +187,11 @@ func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 	} else {
 		m.addSessionTasks(srv, exposed)
 	}
-	// Added last, so it runs first: every handler, the Tasks' too, has
-	// its caller.
+	// Middleware added later runs first. Every tools/call, the Tasks'
+	// too, has its arguments read as a prompt (mcp_input.go), and every
+	// result its files inline where they fit (mcp_content.go); every
+	// handler has its caller.
+	srv.AddReceivingMiddleware(withArguments(tools), m.withContent)
 	srv.AddReceivingMiddleware(withCaller)
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "data", Title: "Data and files of the tenant's turns", URITemplate: mcpBlobTemplate,
@@ -206,59 +216,6 @@ func withCaller(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// mcpMaxResourceBytes bounds a blob resources/read answers: the answer
-// holds it whole, base64-encoded.
-const mcpMaxResourceBytes = 16 << 20
-
-// mcpBlobTemplate is the URI template of a tenant's blobs.
-const mcpBlobTemplate = "cas://sha256:{digest}"
-
-// readBlob reads a blob of the caller's tenant (resources/read): text as
-// text, the rest as bytes. Another tenant's ref is not found, as one that
-// does not exist.
-func (m *mcpServer) readBlob(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	uri := req.Params.URI
-	info, err := m.s.Store().TenantBlobInfo(ctx, gateway.TenantOf(ctx), uri)
-	if err == nil && info.Size > mcpMaxResourceBytes {
-		// A resource goes in one JSON-RPC answer, whole; a file that
-		// large is streamed by the files route.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
-			"%s is %d bytes, more than a resource read answers (%d): download it with GET %s/%s and the same token",
-			uri, info.Size, mcpMaxResourceBytes, gateway.FilesPath, url.PathEscape(uri))}
-	}
-	var data []byte
-	var mimeType string
-	if err == nil {
-		data, mimeType, err = m.s.Store().TenantBlob(ctx, gateway.TenantOf(ctx), uri)
-	}
-	switch {
-	case (agent.IsCode(err, agent.CodeNotFound) || agent.IsCode(err, agent.CodeInvalid)) && newProtocol(req.Session):
-		// 2026-07-28 retired -32002 for invalid params.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Resource not found: " + uri}
-	case agent.IsCode(err, agent.CodeNotFound), agent.IsCode(err, agent.CodeInvalid):
-		return nil, mcp.ResourceNotFoundError(uri)
-	case err != nil:
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: m.s.ClientMessage(ctx, err)}
-	}
-	c := &mcp.ResourceContents{URI: uri, MIMEType: mimeType}
-	if textual(mimeType) {
-		c.Text = string(data)
-	} else {
-		c.Blob = data
-	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
-}
-
-// textual reports whether a blob of mimeType is read as text.
-func textual(mimeType string) bool {
-	base, _, _ := strings.Cut(mimeType, ";")
-	switch base = strings.TrimSpace(base); {
-	case strings.HasPrefix(base, "text/"), base == "application/json", base == "application/yaml", base == "application/x-ndjson":
-		return true
-	}
-	return strings.HasSuffix(base, "+json")
-}
-
 // mcpInput is a tools/call's arguments: the prompt of the agent's turn.
 type mcpInput struct {
 	Prompt string `json:"prompt"`
@@ -269,12 +226,16 @@ var mcpInputSchema = json.RawMessage(`{"type":"object","properties":{"prompt":{"
 	`"description":"What to ask the agent: the turn's prompt."}},"required":["prompt"],"additionalProperties":false}`)
 
 // mcpTool is an agent as an MCP tool: its id, its description, a prompt
-// in, and its output schema, when it has one, out.
+// in — or the arguments of its input schema, when it has one
+// (mcp_input.go) —, and its output schema, when it has one, out.
 func mcpTool(a agent.Agent) *mcp.Tool {
 	t := &mcp.Tool{Name: a.ID, Description: a.Description, InputSchema: mcpInputSchema,
 		Annotations: &mcp.ToolAnnotations{Title: a.ID, OpenWorldHint: ptr(true)}}
 	if t.Description == "" {
 		t.Description = "The agent " + a.ID + " of agentflow."
+	}
+	if agent.HasOutputSchema(a.InputSchema) {
+		t.InputSchema = a.InputSchema
 	}
 	if len(a.OutputSchema) > 0 {
 		t.OutputSchema = a.OutputSchema
@@ -391,10 +352,14 @@ func (m *mcpServer) ask(ctx context.Context, session *mcp.ServerSession, streamI
 	}
 }
 
-// mcpApprovalSchema is what an elicited approval asks for.
+// mcpApprovalSchema is what an elicited approval asks for. Only approved
+// true runs the call: approved is false unless the answer says otherwise
+// (its default), so an answer that accepts without it refuses the call,
+// whichever way the client was asked (elicitation/create, whose answer the
+// SDK checks against the schema, or an input request, settle).
 var mcpApprovalSchema = json.RawMessage(`{"type":"object","properties":{` +
-	`"approved":{"type":"boolean","description":"Run the call (true) or refuse it (false)."},` +
-	`"reason":{"type":"string","description":"Why, for the record."}},"required":["approved"]}`)
+	`"approved":{"type":"boolean","default":false,"description":"Run the call (true) or refuse it (false)."},` +
+	`"reason":{"type":"string","description":"Why, for the record."}}}`)
 
 // decodeMCPInput reads a call's arguments strictly.
 func decodeMCPInput(raw json.RawMessage) (mcpInput, error) {
@@ -460,12 +425,15 @@ func newMCPProgress(session *mcp.ServerSession, token any, w mcpWording) *mcpPro
 // mcpEventIndexMeta names the turn event's index in a notification's _meta.
 const mcpEventIndexMeta = "agentflow/event_index"
 
-// event sends what e says of the turn's progress, if anything.
+// event sends what e says of the turn's progress, if anything, and logs
+// it to the client that asked for logs (mcp_log.go).
 func (p *mcpProgress) event(ctx context.Context, e agent.Event) {
+	msgs, items := p.project(e, true)
+	p.log(ctx, e, items)
 	if p.token == nil || p.session == nil {
 		return
 	}
-	for _, msg := range p.messages(e) {
+	for _, msg := range msgs {
 		// A lost notification costs the client a line of progress, nothing else.
 		_ = p.session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: mcp.Meta{mcpEventIndexMeta: e.Index},
 			ProgressToken: p.token, Progress: p.next(), Message: msg})
@@ -481,15 +449,20 @@ func (p *mcpProgress) next() float64 {
 // messages projects e and says what its items tell of the turn's
 // progress: its words for each, and a preview of the answer's text at
 // most every mcpPreviewEvery.
-func (p *mcpProgress) messages(e agent.Event) []string { return p.project(e, true) }
+func (p *mcpProgress) messages(e agent.Event) []string {
+	msgs, _ := p.project(e, true)
+	return msgs
+}
 
 // seen projects an event the client was told of already: the preview
 // goes on from it.
 func (p *mcpProgress) seen(e agent.Event) { p.project(e, false) }
 
-func (p *mcpProgress) project(e agent.Event, tell bool) []string {
+// project projects e: what its items tell (when tell), and the items.
+func (p *mcpProgress) project(e agent.Event, tell bool) ([]string, []projection.Item) {
 	var out []string
-	for _, it := range p.p.Add(e) {
+	items := p.p.Add(e)
+	for _, it := range items {
 		switch it.Kind {
 		case projection.Delta:
 			if it.Part != projection.Text {
@@ -507,7 +480,7 @@ func (p *mcpProgress) project(e agent.Event, tell bool) []string {
 			out = append(out, msg)
 		}
 	}
-	return out
+	return out, items
 }
 
 // mcpWording says what an item tells of the turn's progress, to one

@@ -69,7 +69,8 @@ type mcpEnvelope struct {
 }
 
 // front is what the gateway does before the SDK: a request of MCP
-// 2026-07-28 or later goes to the stateless handler (mcp_tasks.go); of a
+// 2026-07-28 or later goes to the stateless handler (mcp_tasks.go), unless
+// its routing header names another task than its body (mcp_headers.go); of a
 // session, a tools/call is given its job id and recorded for its stream,
 // and a GET that resumes a stream of a session this gateway does not hold
 // is answered here. A tools/call's params.task goes to the middleware in
@@ -85,6 +86,9 @@ func (m *mcpServer) front(h, sessionless http.Handler) http.Handler {
 			}
 		}
 		if stateless(r) {
+			if refuseTaskNameMismatch(w, r) {
+				return
+			}
 			var srv *mcp.Server
 			sessionless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpServerKey{}, &srv)))
 			return
