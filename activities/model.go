@@ -214,7 +214,13 @@ func (m *modelCall) stream(ctx context.Context) error {
 	m.endAdmission(ctx)
 	if err != nil {
 		m.out.abort()
-		m.a.log(ctx).Warn("model call failed", zap.String("tenant", m.in.TenantID), zap.String("job_id", m.in.JobID),
+		log := m.a.log(ctx).Warn
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// Stopped because its turn was cancelled, which the workflow
+			// logs once: a person's choice, not the model's failure.
+			log = m.a.log(ctx).Debug
+		}
+		log("model call failed", zap.String("tenant", m.in.TenantID), zap.String("job_id", m.in.JobID),
 			zap.String("model", m.ag.Model), zap.Error(err))
 		err = modelError(err)
 		m.a.refused(ctx, m.ag.Model, err)

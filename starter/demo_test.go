@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +65,21 @@ func TestDemo(t *testing.T) {
 	}
 	require.Contains(t, out.String(), fmt.Sprintf("Found %d flights.", under))
 	require.Contains(t, out.String(), fmt.Sprintf("a dataset of %d rows", under))
+	require.Less(t, under, 3, "the filter keeps some of the three, not all")
+
+	// What a newcomer reads agrees with itself: the Try list filters as
+	// the demo did (in single quotes, which keep the shell off "$230"),
+	// one approval names one approver, and the model calls of a turn are
+	// numbered 1, 2 (the turn's step numbers, which tool calls share, go
+	// 1, 3).
+	filters := regexp.MustCompile(`now filter those under \$(\d+)`).FindAllStringSubmatch(out.String(), -1)
+	require.Len(t, filters, 2, "the demo's filter and the Try list's")
+	require.Equal(t, filters[0][1], filters[1][1])
+	require.Contains(t, out.String(), `'now filter those under $`+filters[0][1]+`'`)
+	require.Equal(t, 1, strings.Count(out.String(), "approved by "), "one approver for one approval")
+	require.Contains(t, out.String(), "  [model call 1: tool_calls, ")
+	require.Contains(t, out.String(), "  [model call 2: stop, ")
+	require.NotContains(t, out.String(), "[step ")
 }
 
 // cheapest is the sample API's flights by price.

@@ -22,6 +22,10 @@ type renderer struct {
 	// inline is what the last thing printed was, when it ended without a
 	// newline.
 	inline inlineText
+	// calls counts the turn's model calls ended so far: a step_finish's
+	// step is the turn's step sequence, which tool calls share (1, 3, …),
+	// so the renderer numbers the model calls itself.
+	calls int
 }
 
 // inlineText is what a line being printed holds.
@@ -104,7 +108,8 @@ func (r *renderer) event(e agent.Event) {
 		if e.Usage != nil {
 			tokens = e.Usage.TotalTokens
 		}
-		r.line("  [step %d: %s, %d tokens]", e.Step, e.FinishReason, tokens)
+		r.calls++
+		r.line("  [model call %d: %s, %d tokens]", r.calls, e.FinishReason, tokens)
 	case agent.EventToolStart:
 		r.line("  tool %s %s", e.Tool.Name, e.Tool.Args)
 	case agent.EventToolProgress:

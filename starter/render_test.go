@@ -56,9 +56,9 @@ func TestRendererShowsTheVocabulary(t *testing.T) {
 			"  tool calculator {\"expression\":\"2+2\"}\n" +
 			"  tool calculator data chart {\"points\":[1,2]}\n" +
 			"  tool calculator → ok 4\n" +
-			"  [step 1: tool_calls, 30 tokens]\n" +
+			"  [model call 1: tool_calls, 30 tokens]\n" +
 			"2+2 = 4\n" +
-			"  [step 3: stop, 12 tokens]\n"},
+			"  [model call 2: stop, 12 tokens]\n"},
 		{"on a terminal", true, "" +
 			"\x1b[2m  thinking: The user wants 2+2.\n" +
 			"  thinking: Easy.\x1b[0m\n" +
@@ -69,9 +69,9 @@ func TestRendererShowsTheVocabulary(t *testing.T) {
 			"  tool calculator {\"expression\":\"2+2\"}\n" +
 			"  tool calculator data chart {\"points\":[1,2]}\n" +
 			"  tool calculator → ok 4\n" +
-			"  [step 1: tool_calls, 30 tokens]\n" +
+			"  [model call 1: tool_calls, 30 tokens]\n" +
 			"2+2 = 4\n" +
-			"  [step 3: stop, 12 tokens]\n"},
+			"  [model call 2: stop, 12 tokens]\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

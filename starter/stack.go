@@ -17,11 +17,8 @@ import (
 
 	tlog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/chatpage"
-	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/flights"
@@ -90,12 +87,36 @@ func stackCmd(ctx context.Context, args []string, out io.Writer) error {
 func upCmd(ctx context.Context, args []string, out io.Writer) error {
 	env, err := startLocalFlags(ctx, out, flag.NewFlagSet("up", flag.ContinueOnError), args)
 	if err != nil {
-		return err
+		return stopped(ctx, out, err)
 	}
 	defer env.close()
 	env.printHowTo(out)
+	env.untilStopped(ctx, out)
+	return nil
+}
+
+// stoppedLine is what up and demo print last when they stop as asked.
+const stoppedLine = "agentflow stopped."
+
+// untilStopped waits for Ctrl-C (SIGINT) or SIGTERM, then stops what
+// runs and says so: a stop the user asked for is no failure, so the
+// command exits 0 (and `task up` ends without an error of its own).
+func (l *local) untilStopped(ctx context.Context, out io.Writer) {
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
 	<-ctx.Done()
+	fmt.Fprintln(out, "\nStopping…")
+	l.close()
+	fmt.Fprintln(out, stoppedLine)
+}
+
+// stopped is err, unless ctx was ended by Ctrl-C or SIGTERM while up or
+// demo was starting or running its session: then the user stopped it,
+// which stopped says and is no failure.
+func stopped(ctx context.Context, out io.Writer, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	fmt.Fprintln(out, "\n"+stoppedLine)
 	return nil
 }
 
@@ -145,6 +166,7 @@ type local struct {
 	flights *flights.Server
 	done    chan error
 	cancel  context.CancelFunc
+	closed  bool
 }
 
 // devToken is the gateway's bearer token for tenant demo on a local stack.
@@ -221,7 +243,7 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 // startInProcess starts the dev stack and runs the worker and the gateway
 // in this process.
 func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB string) error {
-	fmt.Fprintln(out, "Starting PostgreSQL and the Temporal dev server (the first run builds the temporal CLI; this takes a few minutes)…")
+	fmt.Fprintln(out, "Starting PostgreSQL and the Temporal dev server…")
 	var err error
 	l.stack, err = devstack.Start(ctx, devstack.Options{
 		DatabaseURL:     os.Getenv("DATABASE_URL"),
@@ -231,6 +253,7 @@ func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB st
 		// An object store named by AGENTFLOW_S3_* is used instead.
 		SkipObjectStore: l.cfg.ObjectStore.Enabled(),
 		Logger:          l.logger,
+		Progress:        out,
 	})
 	if err != nil {
 		return err
@@ -274,7 +297,7 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 	if strings.HasSuffix(gatewayAddr, ":0") {
 		gatewayAddr = "" // a free one, known once started
 	}
-	fmt.Fprintln(out, "Starting PostgreSQL, the Temporal server, two workers and a gateway (the first run builds the server; this takes a few minutes)…")
+	fmt.Fprintln(out, "Starting PostgreSQL, the Temporal server, two workers and a gateway…")
 	env := []string{}
 	if l.ownTokens {
 		env = append(env, "AGENTFLOW_TOKENS="+l.tokensEnv())
@@ -288,7 +311,7 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 	env = append(env, egress.EnvAllow+"="+strings.Join(l.cfg.EgressAllow, ","))
 	l.top, err = topology.Start(ctx, topology.Options{
 		Dir: dir, Env: env, GatewayAddr: gatewayAddr, TemporalPort: port,
-		DatabaseURL: os.Getenv("DATABASE_URL"), Logger: l.logger,
+		DatabaseURL: os.Getenv("DATABASE_URL"), Logger: l.logger, Progress: out,
 	})
 	if err != nil {
 		return err
@@ -455,7 +478,7 @@ Try:
   go run ./starter run --tenant demo "What is 12.5 * 4?"
   go run ./starter chat "What is 12.5 * 4?"
   go run ./starter chat --agent data --session trip "fetch flights from NYC to LAX, sort by price, show top 3"
-  go run ./starter chat --agent data --session trip "now filter those under $300"
+  go run ./starter chat --agent data --session trip 'now filter those under $230'
   go run ./starter route --dry-run --page ops-console "restart the api"
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
@@ -506,6 +529,10 @@ func (l *local) modelName() string {
 }
 
 func (l *local) close() {
+	if l.closed {
+		return
+	}
+	l.closed = true
 	if l.cancel != nil {
 		l.cancel()
 		if err := <-l.done; err != nil {
@@ -533,113 +560,4 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// demoCmd runs the sample session on a local stack.
-func demoCmd(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	wait := fs.Bool("wait", os.Getenv("CI") != "true", "keep running after the session until Ctrl-C")
-	env, err := startLocalFlags(ctx, out, fs, args)
-	if err != nil {
-		return err
-	}
-	defer env.close()
-
-	// A session of its own per run: a conversation left by an earlier run
-	// may belong to a worker on another task queue that is gone.
-	run := newJobID()
-	prompts := []string{"What is 12.5 * 4?", "What is (1.1 + 2.2) * 3 / 4?"}
-	for i, p := range prompts {
-		req := agent.TurnRequest{TenantID: "demo", SessionID: "demo-" + run, JobID: fmt.Sprintf("demo-%s-%d", run, i+1), Prompt: p}
-		req.Normalize()
-		fmt.Fprintf(out, "\n> %s\n", p)
-		if err := env.chat(ctx, out, req); err != nil {
-			return err
-		}
-	}
-	if err := env.approvalDemo(ctx, out); err != nil {
-		return err
-	}
-	if err := env.dataDemo(ctx, out, run); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "\nThe demo session passed: two turns of a conversation, a call approved through the API, and two data turns by reference.")
-	env.printHowTo(out)
-	if !*wait {
-		fmt.Fprintln(out, "\nStopping (CI=true, or -wait=false): run `go tool task up` to keep a stack running.")
-		return nil
-	}
-	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
-	<-ctx.Done()
-	return nil
-}
-
-// chat streams a turn through the local gateway, as any client would.
-func (l *local) chat(ctx context.Context, out io.Writer, req agent.TurnRequest) error {
-	api := l.api("demo")
-	c, ctx, closeConn, err := api.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	return chat(ctx, c, &pb.TurnRequest{JobId: req.JobID, SessionId: req.SessionID, AgentId: req.AgentID, Prompt: req.Prompt},
-		out, os.Stderr)
-}
-
-// dataDemo runs two turns of the data agent in one session: the first
-// fetches flights and keeps the cheapest by ref, the second filters that
-// result by ref without fetching again.
-func (l *local) dataDemo(ctx context.Context, out io.Writer, run string) error {
-	for i, p := range []string{"fetch flights from NYC to LAX, sort by price, show top 3", "now filter those under $230"} {
-		req := agent.TurnRequest{TenantID: "demo", SessionID: "demo-data-" + run, JobID: fmt.Sprintf("demo-%s-data-%d", run, i+1),
-			AgentID: "data", Prompt: p}
-		fmt.Fprintf(out, "\n> (agent data) %s\n", p)
-		if err := l.chat(ctx, out, req); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// approvalDemo runs a turn of the ops agent, whose calculator needs a
-// person's approval, and approves the call through the API as that person.
-func (l *local) approvalDemo(ctx context.Context, out io.Writer) error {
-	prompt := "What is 1200 * 1.07?"
-	job := "demo-" + newJobID() + "-ops"
-	fmt.Fprintf(out, "\n> (agent ops, whose calculator needs approval) %s\n", prompt)
-	api := l.api("demo")
-	c, actx, closeConn, err := api.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	streamID := contract.TurnWorkflowID("demo", job)
-	approved := make(chan error, 1)
-	go func() {
-		// A reviewer elsewhere: waits for the call, then approves it.
-		for {
-			resp, err := c.ListPendingApprovals(actx, &pb.ListPendingApprovalsRequest{StreamId: streamID})
-			if err == nil && len(resp.GetApprovals()) > 0 {
-				p := resp.GetApprovals()[0]
-				_, err = c.Approve(actx, &pb.ApproveRequest{StreamId: streamID, CallId: p.GetCallId(), ApprovalId: p.GetApprovalId(),
-					Approved: proto.Bool(true), Reason: "the figures look right"})
-				approved <- err
-				return
-			}
-			select {
-			case <-time.After(100 * time.Millisecond):
-			case <-actx.Done():
-				approved <- actx.Err()
-				return
-			}
-		}
-	}()
-	if err := chat(actx, c, &pb.TurnRequest{JobId: job, AgentId: "ops", Prompt: prompt}, out, os.Stderr); err != nil {
-		return err
-	}
-	if err := <-approved; err != nil {
-		return fmt.Errorf("approve: %w", err)
-	}
-	fmt.Fprintln(out, "  (approved by demo-reviewer through the gRPC API: starter approve --stream "+streamID+")")
-	return nil
 }

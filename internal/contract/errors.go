@@ -60,8 +60,11 @@ func ErrorOf(err error) *agent.Error {
 const ErrTypeInterrupted = "ModelInterrupted"
 
 // Interrupted returns the failure of a model call its turn interrupted.
+// It is benign: the SDK logs it at debug, not as an "Activity error." with
+// a stack trace, since a person's cancel or steer is no fault.
 func Interrupted() error {
-	return temporal.NewNonRetryableApplicationError("the model call was interrupted by its turn", ErrTypeInterrupted, nil)
+	return temporal.NewApplicationErrorWithOptions("the model call was interrupted by its turn", ErrTypeInterrupted,
+		temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign})
 }
 
 // IsInterrupted reports whether err is a model call's Interrupted failure.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,6 +132,11 @@ type Options struct {
 
 	// Logger receives the stack's lifecycle messages. Default: no logging.
 	Logger *zap.Logger
+	// Progress receives one line before a Temporal binary is built into
+	// .bin/, which takes minutes with an empty build cache and prints
+	// nothing meanwhile: a terminal's reader learns why it waits. Default:
+	// nowhere.
+	Progress io.Writer
 }
 
 // Stack is a running set of dev servers. Fields are empty for services that
@@ -249,7 +255,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			bin := opts.TemporalBinary
 			if bin == "" {
 				var err error
-				if bin, err = TemporalCLI(gctx, root); err != nil {
+				if bin, err = temporalCLI(gctx, opts.Progress, root); err != nil {
 					return err
 				}
 			}
@@ -272,7 +278,7 @@ func (s *Stack) startWithServer(ctx context.Context, root string, needPostgres b
 	}
 	g.Go(func() error {
 		var err error
-		bins.server, bins.sqlTool, err = TemporalServer(gctx, root)
+		bins.server, bins.sqlTool, err = temporalServer(gctx, opts.Progress, root)
 		return err
 	})
 	if err := g.Wait(); err != nil {

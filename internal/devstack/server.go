@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"net"
@@ -402,10 +403,16 @@ type serverBinaries struct{ server, sqlTool string }
 // temporal-sql-tool), built like [TemporalCLI] from the versions pinned in
 // tools/go.mod.
 func TemporalServer(ctx context.Context, root string) (server, sqlTool string, err error) {
-	if server, err = buildTool(ctx, root, "temporal-server", "go.temporal.io/server/cmd/server"); err != nil {
+	return temporalServer(ctx, nil, root)
+}
+
+// temporalServer is TemporalServer saying on progress, before it builds
+// either binary, that it does.
+func temporalServer(ctx context.Context, progress io.Writer, root string) (server, sqlTool string, err error) {
+	if server, err = build(ctx, progress, root, "tools", "temporal-server", "go.temporal.io/server/cmd/server"); err != nil {
 		return "", "", err
 	}
-	if sqlTool, err = buildTool(ctx, root, "temporal-sql-tool", "go.temporal.io/server/cmd/tools/sql"); err != nil {
+	if sqlTool, err = build(ctx, progress, root, "tools", "temporal-sql-tool", "go.temporal.io/server/cmd/tools/sql"); err != nil {
 		return "", "", err
 	}
 	return server, sqlTool, nil

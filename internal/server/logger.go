@@ -25,7 +25,12 @@ func NewLogger(format, level string) (*zap.Logger, error) {
 		}
 		cfg.Level = zap.NewAtomicLevelAt(l)
 	}
-	logger, err := cfg.Build()
+	// Stack traces on errors only, in both formats: zap's development
+	// config (console) adds them at warn, so every warning — a tool call
+	// that failed and is retried, a turn the user stopped — came with
+	// two dozen lines of the SDK's frames.
+	cfg.DisableStacktrace = true
+	logger, err := cfg.Build(zap.AddStacktrace(zapcore.ErrorLevel))
 	if err != nil {
 		return nil, fmt.Errorf("build logger: %w", err)
 	}

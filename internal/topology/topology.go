@@ -67,6 +67,9 @@ type Options struct {
 	Binary string
 	// Logger receives lifecycle messages. Default: none.
 	Logger *zap.Logger
+	// Progress receives a line before each Temporal binary is built, as
+	// devstack.Options.Progress. Default: nowhere.
+	Progress io.Writer
 }
 
 func (o *Options) defaults() {
@@ -115,7 +118,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	stack, err := devstack.Start(ctx, devstack.Options{
 		// Durable: a crashed Postgres must not take back acknowledged writes.
 		Dir: opts.Dir, TemporalServer: true, Durable: true, TemporalPort: opts.TemporalPort,
-		DatabaseURL: opts.DatabaseURL, Logger: log,
+		DatabaseURL: opts.DatabaseURL, Logger: log, Progress: opts.Progress,
 	})
 	if err != nil {
 		return nil, err
