@@ -319,7 +319,7 @@ func TestA2AServer(t *testing.T) {
 		{"a file part", func() error { _, err := c.SendMessage(ctx, filePart); return err },
 			a2a.ErrUnsupportedContentType, "send text or data parts"},
 		{"a message for a task that has ended", func() error { _, err := c.SendMessage(ctx, forTask); return err },
-			a2a.ErrInvalidRequest, "has ended completed and takes no more input"},
+			a2a.ErrUnsupportedOperation, "has ended completed and takes no more input"},
 		{"an empty message", func() error { _, err := c.SendMessage(ctx, userMessage("  ")); return err },
 			a2a.ErrInvalidParams, "the message has no text"},
 		{"a cancel of a finished task", func() error { _, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: streamed}); return err },
@@ -355,9 +355,10 @@ func TestA2AServer(t *testing.T) {
 		{"an unknown method", "tok", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{}}`, 200, -32601, "method not found"},
 		{"params of the wrong shape", "tok", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":3}}`, 200, -32700, "parse error"},
 		{"an oversized body", "tok", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"kind":"text","text":"` +
-			strings.Repeat("a", gateway.MaxBodyBytes) + `"}]}}}`, 413, -32600, "larger than"},
-		{"no token", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, 401, -32600, "missing bearer token"},
-		{"an approver's token", "approver", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, 403, -32600, "needs the role user"},
+			strings.Repeat("a", gateway.MaxBodyBytes) + `"}]}}}`, 413, -32602, "larger than"},
+		// What A2A leaves to the binding: HTTP's status, and -32000.
+		{"no token", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, 401, -32000, "missing bearer token"},
+		{"an approver's token", "approver", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, 403, -32000, "needs the role user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base("calc"), strings.NewReader(tc.body))
@@ -525,7 +526,7 @@ func TestA2AQuestion(t *testing.T) {
 	require.Equal(t, a2a.TaskStateCompleted, done.Status.State)
 	require.Equal(t, "Booked for Rome.", answerText(t, done))
 	_, err = c.SendMessage(ctx, answer(task, "Paris"))
-	require.ErrorIs(t, err, a2a.ErrInvalidRequest)
+	require.ErrorIs(t, err, a2a.ErrUnsupportedOperation)
 	require.ErrorContains(t, err, "has ended completed and takes no more input")
 
 	// Streamed: the task as it is once answered, then its updates to the
@@ -835,7 +836,7 @@ func TestA2AV1(t *testing.T) {
 		{"a file", "calc", "tok", "1.0", "SendMessage", map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER",
 			"parts": []any{map[string]any{"url": "https://example.com/a.txt"}}}}, -32005, "send text or data parts"},
 		{"a message for a task that ended", "calc", "tok", "1.0", "SendMessage", map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER",
-			"taskId": task.ID, "parts": []any{map[string]any{"text": "more"}}}}, -32600, "has ended completed and takes no more input"},
+			"taskId": task.ID, "parts": []any{map[string]any{"text": "more"}}}}, -32004, "has ended completed and takes no more input"},
 		{"a cancel of a finished task", "calc", "tok", "1.0", "CancelTask", map[string]any{"id": task.ID}, -32002, "has already ended completed"},
 		{"a subscription to a finished task", "calc", "tok", "1.0", "SubscribeToTask", map[string]any{"id": task.ID}, -32004, "has ended completed"},
 		{"a list page too large", "calc", "tok", "1.0", "ListTasks", map[string]any{"pageSize": 500}, -32602, "params.pageSize is 500"},
@@ -852,21 +853,28 @@ func TestA2AV1(t *testing.T) {
 			require.NotNil(t, rerr)
 			require.Equal(t, tc.code, rerr.Code, rerr.Message)
 			require.Contains(t, rerr.Message, tc.want)
-			require.Len(t, rerr.Data, 1)
+			// A2A's ErrorInfo first; agentflow's type after it, when the
+			// error is one of agentflow's classes.
+			require.NotEmpty(t, rerr.Data)
+			require.LessOrEqual(t, len(rerr.Data), 2)
 			require.Equal(t, "type.googleapis.com/google.rpc.ErrorInfo", rerr.Data[0].Type)
 			require.Equal(t, "a2a-protocol.org", rerr.Data[0].Domain)
+			if len(rerr.Data) == 2 {
+				require.Equal(t, "agentflow.v1", rerr.Data[1].Domain)
+			}
 		})
 	}
 
 	// Refused before the call is read, in 1.0's shape too.
 	for _, tc := range []struct {
 		name, token, body string
-		status            int
+		status, code      int
+		reason            string // agentflow's, the last of the error's details
 	}{
-		{"no token", "", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, http.StatusUnauthorized},
-		{"an approver's token", "approver", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, http.StatusForbidden},
+		{"no token", "", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, http.StatusUnauthorized, -32000, "Unauthenticated"},
+		{"an approver's token", "approver", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, http.StatusForbidden, -32000, "PermissionDenied"},
 		{"an oversized body", "tok", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[{"text":"` +
-			strings.Repeat("a", gateway.MaxBodyBytes) + `"}]}}}`, http.StatusRequestEntityTooLarge},
+			strings.Repeat("a", gateway.MaxBodyBytes) + `"}]}}}`, http.StatusRequestEntityTooLarge, -32602, "InvalidRequest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := e.post("calc", tc.token, "1.0", []byte(tc.body), "application/json")
@@ -876,9 +884,11 @@ func TestA2AV1(t *testing.T) {
 				Error a2aV1Error `json:"error"`
 			}
 			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-			require.Equal(t, -32600, out.Error.Code)
-			require.Len(t, out.Error.Data, 1, "1.0's error details")
-			require.Equal(t, "INVALID_REQUEST", out.Error.Data[0].Reason)
+			require.Equal(t, tc.code, out.Error.Code)
+			require.NotEmpty(t, out.Error.Data, "1.0's error details")
+			last := out.Error.Data[len(out.Error.Data)-1]
+			require.Equal(t, "agentflow.v1", last.Domain)
+			require.Equal(t, tc.reason, last.Reason)
 		})
 	}
 

@@ -61,11 +61,11 @@ func (e *httpEnv) a2aV1(agentID, token, method string, params any) json.RawMessa
 // TestOneTurnEveryDoor: one turn, one answer, on every door. A turn
 // started by an A2A 1.0 message in a context (a session) waits for an
 // approval, input-required, under a task id that is its stream id; MCP's
-// tasks/get on that id is input_required with the approval to decide,
-// and tasks/update, by an approver, decides it; the AI SDK's own chat,
+// tasks/get on that id is not found (an MCP task is its creator's), and
+// the HTTP API's approver decides it; the AI SDK's own chat,
 // opened on the context as its chat id, resumes the turn it did not start
 // and follows it to its end; GET /v1/responses/{stream id} reads it
-// completed. A2A's GetTask artifact, MCP's task result, the AI SDK's
+// completed. A2A's GetTask artifact, the AI SDK's
 // message, the response's output text, gRPC GetResult and /v1/results
 // are one answer: the stored result's.
 func TestOneTurnEveryDoor(t *testing.T) {
@@ -90,18 +90,19 @@ func TestOneTurnEveryDoor(t *testing.T) {
 	streamID := sent.ID
 	require.True(t, strings.HasPrefix(streamID, "turn/demo/"+chat), "the task id is the turn's stream id, of the context's session: %s", streamID)
 
-	// (2) MCP: the same id is a task that asks for the approval; an
-	// approver's tasks/update decides it.
-	waiting := mcp.poll(e.api, e.all, streamID, "input_required")
-	require.Len(t, waiting.InputRequests, 1)
-	var key string
-	for k, r := range waiting.InputRequests {
-		key = k
-		require.Equal(t, "elicitation/create", r.Method)
-		require.Contains(t, r.Params.Message, "careful_calculator")
+	// (2) MCP: a task is its creator's, and this turn is A2A's: the same
+	// id is not found there, for its user as for an approver. The HTTP
+	// API's approver decides the approval.
+	for _, token := range []string{e.user, e.all} {
+		a := mcp.rpc(e.api, token, "tasks/get", map[string]any{"taskId": streamID})
+		require.NotNil(t, a.Error, "another door's turn is not an MCP task")
+		require.Equal(t, -32602, a.Error.Code)
 	}
-	requireAck(t, mcp.rpc(e.api, e.all, "tasks/update", map[string]any{"taskId": streamID, "inputResponses": map[string]any{
-		key: map[string]any{"action": "accept", "content": map[string]any{"approved": true, "reason": "checked"}}}}))
+	pending := e.waitPending(streamID)
+	require.Equal(t, "careful_calculator", pending.GetTool())
+	var ack pb.ApproveResponse
+	e.ok("POST", "/v1/"+streamID+"/approvals/"+url.PathEscape(pending.GetCallId()), e.approver,
+		`{"approval_id": "`+pending.GetApprovalId()+`", "approved": true, "reason": "checked"}`, &ack)
 
 	// (3) The AI SDK: a new chat of the context's id resumes the turn,
 	// which is thinking over its answer, and follows it to its end.
@@ -141,13 +142,9 @@ func TestOneTurnEveryDoor(t *testing.T) {
 	require.Equal(t, "completed", call.Status)
 	require.Equal(t, "42", call.Output, "the call ran, approved")
 
-	// Back on A2A and MCP: the task completed.
+	// Back on A2A: the task completed.
 	got := v1TaskOf(t, e.a2aV1("careful", e.user, "GetTask", map[string]any{"id": streamID}), false)
 	require.Equal(t, "TASK_STATE_COMPLETED", got.Status.State)
-	done := mcp.poll(e.api, e.user, streamID, "completed")
-	require.NotNil(t, done.Result)
-	require.False(t, done.Result.IsError)
-	require.Len(t, done.Result.Content, 1)
 
 	// The stored result, as gRPC GetResult and /v1/results give it.
 	stored, err := e.Store().Result(ctx, "demo", job)
@@ -161,7 +158,6 @@ func TestOneTurnEveryDoor(t *testing.T) {
 
 	for door, answer := range map[string]string{
 		"A2A GetTask":            got.answer(),
-		"MCP tasks/get":          done.Result.Content[0].Text,
 		"AI SDK resume":          sdk.text(),
 		"GET /v1/responses/{id}": resp.OutputText(),
 		"gRPC GetResult":         res.GetOutput(),
@@ -173,7 +169,7 @@ func TestOneTurnEveryDoor(t *testing.T) {
 	recs, err := e.Store().Approvals(ctx, "demo", job)
 	require.NoError(t, err)
 	require.Len(t, recs, 1, "decided once")
-	require.Equal(t, "al", recs[0].Approver, "by the MCP token's holder")
+	require.Equal(t, "ann", recs[0].Approver, "by the approver token's holder")
 	require.Equal(t, "approved", recs[0].Outcome)
 	part := sdk.Parts[1]
 	require.NotNil(t, part.Approval, "the AI SDK's tool part carries the decision")

@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
 
@@ -22,7 +23,7 @@ import (
 // or above the level the client set, and nothing to one that set none.
 
 // mcpLogger names the server's log messages.
-const mcpLogger = "agentflow"
+const mcpLogger = gateway.ServerName
 
 // log sends the client's log what items, projected from e, tell of the
 // turn. A lost message costs the client a line of its log, nothing else.
