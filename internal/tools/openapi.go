@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/effects"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/openapi"
 	"github.com/agentflow/agentflow/internal/secrets"
@@ -719,6 +720,11 @@ func (t *openapiTool) send(ctx context.Context, call Call, doc *openapi.Document
 		// does not act twice on one call.
 		sum := sha256.Sum256([]byte(call.TenantID + "\x00" + call.JobID + "\x00" + call.CallID))
 		req.Header.Set("Idempotency-Key", hex.EncodeToString(sum[:16]))
+	}
+	if op.DeclaresIdempotencyKey() {
+		// The API deduplicates by the key, the same on every attempt:
+		// a retry sends again (the delivery rule, delivery.go).
+		ctx = effects.IdempotentHere(ctx)
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
