@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -206,4 +209,107 @@ func TestWritesOnce(t *testing.T) {
 	require.Equal(t, agent.ToolError, res.Metadata.ToolCalls[0].Status)
 	require.Contains(t, step.Content, "503")
 	require.Contains(t, step.Content, "not sent again")
+}
+
+// dropFirstCalls serves h, an MCP server, but breaks the connection of
+// the first tools/call of each tool after reading it: the server got the
+// request, the client never gets an answer. It counts every tools/call by
+// tool.
+type dropFirstCalls struct {
+	h     http.Handler
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (d *dropFirstCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+		d.mu.Lock()
+		d.calls[msg.Params.Name]++
+		n := d.calls[msg.Params.Name]
+		d.mu.Unlock()
+		if n == 1 {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+	}
+	d.h.ServeHTTP(w, r)
+}
+
+func (d *dropFirstCalls) count(tool string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[tool]
+}
+
+// TestMCPWritesOnce: a tools/call whose connection breaks after the
+// server took it is not sent again, and its outcome is unknown; one of a
+// tool the server annotates read-only is sent again and answered.
+func TestMCPWritesOnce(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bookings", Version: "v1"}, nil)
+	type args struct {
+		Flight string `json:"flight"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "book", Description: "Book a seat."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "booked " + in.Flight}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup", Description: "Look a booking up.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found " + in.Flight}}}, nil, nil
+		})
+	drop := &dropFirstCalls{h: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil), calls: map[string]int{}}
+	api := httptest.NewServer(drop)
+	defer api.Close()
+	catalog := strings.NewReplacer("URL", api.URL, "HOST", strings.TrimPrefix(api.URL, "http://")).Replace(`
+tenant: demo
+default_agent: booker
+egress: ["HOST"]
+tools:
+  - {name: air, kind: mcp, approval: never, config: {url: URL, tools: [book, lookup]}}
+agents:
+  - {id: booker, model: "openai:gpt-4o-mini", system_prompt: You book., tools: [air]}
+`)
+	script := `
+rules:
+  - when: {tool: '(?s)^(.*)$'}
+    reply: {text: 'The tool said: $1'}
+  - when: {user: '^(?P<tool>\w+) AF1$'}
+    reply: {tool_calls: [{name: 'air_${tool}', arguments: '{"flight": "AF1"}'}]}
+`
+	srv := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{catalog},
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	turn := func(prompt string) agent.TurnResult {
+		t.Helper()
+		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
+			TenantID: "demo", JobID: "mcp-writes-" + testserver.RandomID(), Prompt: prompt})
+		require.NoError(t, err)
+		res, err := turnclient.Result(ctx, run)
+		require.NoError(t, err)
+		require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+		require.Len(t, res.Metadata.ToolCalls, 1)
+		return res
+	}
+
+	res := turn("book AF1")
+	require.Equal(t, 1, drop.count("book"), "the booking reached the server once")
+	require.Equal(t, agent.ToolUnknown, res.Metadata.ToolCalls[0].Status)
+	require.Contains(t, res.Output, "The tool said: unknown outcome:")
+	require.Contains(t, res.Output, "tools/call book")
+
+	res = turn("lookup AF1")
+	require.Equal(t, 2, drop.count("lookup"), "a read-only call is sent again")
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+	require.Contains(t, res.Output, "found AF1")
 }

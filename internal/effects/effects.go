@@ -161,11 +161,19 @@ func (g *Gate) Sent() (sent, unanswered bool) {
 	return g.begun > 0, g.open
 }
 
-// NotSent reports whether a transport's error says the request never
-// left: the connection could not be made.
+// NotSentError is a failure that certainly sent nothing: a connection
+// that could not be made (the egress dialer's every failure).
+type NotSentError struct{ Err error }
+
+func (e *NotSentError) Error() string { return e.Err.Error() }
+func (e *NotSentError) Unwrap() error { return e.Err }
+
+// NotSent reports whether err says the request never left: a
+// NotSentError, or a dial that failed.
 func NotSent(err error) bool {
+	var ns *NotSentError
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.As(err, &ns) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // IdempotentMethod reports whether an HTTP method is idempotent by

@@ -120,22 +120,14 @@ func (t *roundTripper) send(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := t.next.RoundTrip(req)
-	var unsent *dialError
 	switch {
 	case err == nil:
 		g.Answered(req.Context(), resp.StatusCode)
-	case effects.NotSent(err), errors.As(err, &unsent):
+	case effects.NotSent(err):
 		g.Unsent(req.Context())
 	}
 	return resp, err
 }
-
-// dialError is the dialer's failure: no connection was made (the name
-// did not resolve, every address was refused or unreachable), so nothing
-// of the request was sent.
-type dialError struct{ error }
-
-func (e *dialError) Unwrap() error { return e.error }
 
 // TooLargeError is the error of a response larger than the policy's
 // MaxResponseBytes (or a Streamed request's limit), in an
@@ -199,7 +191,9 @@ type dialer struct {
 func (d *dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	c, err := d.dial(ctx, network, address)
 	if err != nil {
-		return nil, &dialError{err}
+		// No connection: nothing of a request was sent (a tool call's
+		// write gate withdraws its intent).
+		return nil, &effects.NotSentError{Err: err}
 	}
 	return c, nil
 }

@@ -192,7 +192,12 @@ func (p *MCPSessions) call(ctx context.Context, srv mcpServer, params *mcp.CallT
 		}
 		res, err := s.callTool(ctx, params, progress)
 		p.release(s, err != nil && !answered(err) && ctx.Err() == nil)
-		if err != nil && reused && attempt == 0 && ctx.Err() == nil && notTaken(err) {
+		// A gated call is sent again only when it certainly never
+		// reached the server: the server said it forgot the session, or
+		// no connection was made. "Rejected by transport" also covers a
+		// connection that broke after the request went out.
+		unsent := errors.Is(err, mcp.ErrSessionMissing) || effects.NotSent(err)
+		if err != nil && reused && attempt == 0 && ctx.Err() == nil && notTaken(err) && (gate == nil || unsent) {
 			p.log().Debug("mcp session stale; connecting again", zap.String("server", srv.cfg.describe()), zap.Error(err))
 			continue
 		}
@@ -200,7 +205,7 @@ func (p *MCPSessions) call(ctx context.Context, srv mcpServer, params *mcp.CallT
 			switch {
 			case err == nil || answered(err):
 				gate.Answered(ctx, 0)
-			case notTaken(err):
+			case unsent:
 				gate.Unsent(ctx)
 			}
 		}
