@@ -428,7 +428,7 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 	case "", agent.DeliveryAtMostOnce, agent.DeliveryIdempotent:
 		spec.Delivery = d.Delivery.s
 	default:
-		l.addf(d.Delivery.pos, "delivery %q: want %s (the far side deduplicates: a retry sends again) or %s (the default: a write an earlier attempt may have sent is not sent again)",
+		l.addf(d.Delivery.pos, "%q: want %s (the far side deduplicates: a retry sends again) or %s (the default: a write an earlier attempt may have sent is not sent again)",
 			d.Delivery.s, agent.DeliveryIdempotent, agent.DeliveryAtMostOnce)
 	}
 	if r := d.RateLimit; r != nil {

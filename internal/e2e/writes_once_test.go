@@ -110,8 +110,12 @@ const writesScript = `
 rules:
   - when: {tool: '(?s)^(.*)$'}
     reply: {text: 'The tool said: $1'}
-  - when: {user: '^call (?P<tool>\w+) (?P<op>\w+)$'}
-    reply: {tool_calls: [{name: '${tool}', arguments: '{"operation_id": "${op}", "params": {"seat": "12A"}, "body": {"item": 1}}'}]}
+  - when: {user: '^call api holdSeat$'}
+    reply: {tool_calls: [{name: api, arguments: '{"operation_id": "holdSeat", "params": {"seat": "12A"}}'}]}
+  - when: {user: '^call api (\w+)$'}
+    reply: {tool_calls: [{name: api, arguments: '{"operation_id": "$1", "body": {"item": 1}}'}]}
+  - when: {user: '^call api_dedup (\w+)$'}
+    reply: {tool_calls: [{name: api_dedup, arguments: '{"operation_id": "$1", "body": {"item": 1}}'}]}
 `
 
 // writesCatalog: api delivers at most once (the default); api_dedup is
@@ -283,8 +287,10 @@ agents:
 rules:
   - when: {tool: '(?s)^(.*)$'}
     reply: {text: 'The tool said: $1'}
-  - when: {user: '^(?P<tool>\w+) AF1$'}
-    reply: {tool_calls: [{name: 'air_${tool}', arguments: '{"flight": "AF1"}'}]}
+  - when: {user: '^book AF1$'}
+    reply: {tool_calls: [{name: air_book, arguments: '{"flight": "AF1"}'}]}
+  - when: {user: '^lookup AF1$'}
+    reply: {tool_calls: [{name: air_lookup, arguments: '{"flight": "AF1"}'}]}
 `
 	srv := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{catalog},
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
@@ -306,7 +312,7 @@ rules:
 	require.Equal(t, 1, drop.count("book"), "the booking reached the server once")
 	require.Equal(t, agent.ToolUnknown, res.Metadata.ToolCalls[0].Status)
 	require.Contains(t, res.Output, "The tool said: unknown outcome:")
-	require.Contains(t, res.Output, "tools/call book")
+	require.Contains(t, res.Output, "to call book")
 
 	res = turn("lookup AF1")
 	require.Equal(t, 2, drop.count("lookup"), "a read-only call is sent again")

@@ -847,6 +847,10 @@ func (p authProfile) carries(u *url.URL) bool {
 // answer: a refusal of the egress policy is the catalog's (or the
 // model's) to fix; a timeout or a failed connection may pass.
 func sendError(what string, err error) error {
+	var held *effects.MaybeSentError
+	if errors.As(err, &held) {
+		return held // the runtime reports it as the call's unknown outcome
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // its message repeats the URL, query and all
