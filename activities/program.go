@@ -194,15 +194,22 @@ func (a *Activities) recordedCalls(ctx context.Context, in contract.RunProgramIn
 }
 
 // recordedOf is a stored result of call n of a program as the program
-// reads it: an error rejects the call's promise; data kept by reference
+// reads it: an error, or an unknown outcome (internal/effects), rejects
+// the call's promise; data kept by reference
 // is its preview with its ref (programData), which data.read reads; a
 // JSON result is the value, other text a string.
 func recordedOf(n int, m agent.Message) program.Recorded {
 	c := m.ToolCalls[0]
 	r := program.Recorded{N: n, Tool: c.Name, Args: json.RawMessage(c.Arguments)}
 	text := m.Text()
-	if statusOf(m.Content) == agent.ToolError {
+	switch statusOf(m.Content) {
+	case agent.ToolError:
 		r.Error = strings.TrimPrefix(text, errorPrefix)
+		return r
+	case agent.ToolUnknown:
+		// Not a value to go on with: the program stops there, unless it
+		// catches it, and the model reads what may have happened.
+		r.Error = text
 		return r
 	}
 	if m.Data != nil && m.Data.Ref != "" {

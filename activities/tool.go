@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/effects"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm/strictschema"
@@ -147,8 +148,11 @@ func ranAs(ag agent.Agent, tool string, msg agent.Message) agent.Message {
 const errorPrefix = "error: "
 
 func statusOf(content string) string {
-	if len(content) >= len(errorPrefix) && content[:len(errorPrefix)] == errorPrefix {
+	switch {
+	case strings.HasPrefix(content, errorPrefix):
 		return agent.ToolError
+	case strings.HasPrefix(content, unknownPrefix):
+		return agent.ToolUnknown
 	}
 	return agent.ToolOK
 }
@@ -173,6 +177,13 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	if err != nil {
 		return agent.Message{Content: err.Error()}, "", ""
 	}
+	var gate *effects.Gate
+	if spec.Delivery != agent.DeliveryIdempotent {
+		// At most once: each write's intent recorded before it leaves
+		// (internal/effects), by the egress transport or the kind.
+		gate = effects.NewGate(a.store, effects.Key{TenantID: in.TenantID, JobID: in.JobID, Seq: in.Seq})
+		ctx = effects.With(ctx, gate)
+	}
 	out, err, rerr := a.runTool(ctx, spec, in, call, progress.Report)
 	if rerr != nil {
 		return agent.Message{Content: rerr.Error()}, "", ""
@@ -181,6 +192,9 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	step := ""
 	if errors.As(err, &failed) {
 		step = string(failed.Op)
+	}
+	if msg, status, ok := writeOutcome(ctx, in.Call, gate, err); ok {
+		return msg, status, step
 	}
 	switch {
 	case err == nil:

@@ -433,12 +433,28 @@ type Tool struct {
 	// MaxToolTimeoutSec; 0: DefaultToolTimeout. A turn's timeout, and the
 	// operator's limit, lower it (CallTimeout).
 	TimeoutSec int `json:"timeout_sec,omitempty"`
+	// Delivery says whether the far side of the tool's writes
+	// deduplicates them: DeliveryIdempotent, or DeliveryAtMostOnce (""
+	// means it, the default), by internal/effects's rule.
+	Delivery string `json:"delivery,omitempty"`
 	// Version and SpecHash name the definition (ToolVersion): the store
 	// sets them when it stores an agent version, from the tenant's
 	// tool_versions; what a catalog document says of them is not read.
 	Version  int    `json:"version,omitempty"`
 	SpecHash string `json:"spec_hash,omitempty"`
 }
+
+// A tool's delivery (Tool.Delivery): how a retried call treats a write
+// an earlier attempt may have sent (internal/effects).
+const (
+	// DeliveryAtMostOnce: each write's intent is recorded before it
+	// leaves, and a write an earlier attempt may have sent is not sent
+	// again; the call's outcome is then unknown (ToolUnknown).
+	DeliveryAtMostOnce = "at_most_once"
+	// DeliveryIdempotent: the far side deduplicates, so a retry sends
+	// again, with the same key.
+	DeliveryIdempotent = "idempotent"
+)
 
 // Bounds of a tool call's timeout (Tool.TimeoutSec).
 const (

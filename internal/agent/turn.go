@@ -671,7 +671,7 @@ type ToolCallRecord struct {
 	CallID string          `json:"call_id"`
 	Tool   string          `json:"tool"`
 	Args   json.RawMessage `json:"args,omitempty"`
-	Status string          `json:"status"` // ok | error | rejected | timed_out | canceled
+	Status string          `json:"status"` // ok | error | rejected | timed_out | canceled | unknown
 	// CacheHit says the tool's result came from the tenant's cache.
 	CacheHit bool `json:"cache_hit,omitempty"`
 	// Step is the pipeline step (its op, such as http_request) that
@@ -686,6 +686,10 @@ const (
 	ToolRejected = "rejected"
 	ToolTimedOut = "timed_out"
 	ToolCanceled = "canceled" // the turn was cancelled before the call ran
+	// ToolUnknown: an earlier attempt of the call may have sent its
+	// write, and it was not sent again: it may or may not have taken
+	// effect (internal/effects).
+	ToolUnknown = "unknown"
 )
 
 // TurnError says why a turn did not complete.

@@ -79,6 +79,8 @@ type toolDoc struct {
 	Approval    approval `yaml:"approval"`
 	Config      object   `yaml:"config"`
 	Execution   text     `yaml:"execution"`
+	// Delivery: agent.Tool's.
+	Delivery text `yaml:"delivery"`
 	// RateLimit: agent.Tool's.
 	RateLimit *rateLimitDoc `yaml:"rate_limit"`
 	// TimeoutSec: agent.Tool's.
@@ -421,6 +423,13 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 	}
 	if haveKind && kind.Local {
 		spec.Execution = agent.ToolLocal
+	}
+	switch d.Delivery.s {
+	case "", agent.DeliveryAtMostOnce, agent.DeliveryIdempotent:
+		spec.Delivery = d.Delivery.s
+	default:
+		l.addf(d.Delivery.pos, "%q: want %s (the far side deduplicates: a retry sends again) or %s (the default: a write an earlier attempt may have sent is not sent again)",
+			d.Delivery.s, agent.DeliveryIdempotent, agent.DeliveryAtMostOnce)
 	}
 	if r := d.RateLimit; r != nil {
 		switch {

@@ -64,7 +64,12 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown tool field",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    descripton: x\n",
-			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution, rate_limit, timeout_sec`},
+			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution, delivery, rate_limit, timeout_sec`},
+		},
+		{
+			name: "unknown delivery",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    delivery: exactly_once\n",
+			want: []string{`t.yaml:5: tools[0].delivery: "exactly_once": want idempotent (the far side deduplicates: a retry sends again) or at_most_once (the default: a write an earlier attempt may have sent is not sent again)`},
 		},
 		{
 			name: "unknown agent field",

@@ -82,6 +82,7 @@ func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, en
 			names[g.Name] = t.Name
 			g.Kind, g.Source = t.Kind, t.Name
 			g.Approval = tools.DerivedApproval(k, t.Approval, g.Approval)
+			g.Delivery = tools.DerivedDelivery(t.Delivery, g.Delivery)
 			if g.Execution == "" {
 				g.Execution = t.Execution
 			}

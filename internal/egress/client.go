@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/effects"
 )
 
 // maxIdlePerHost is how many idle connections to one host a client keeps
@@ -86,7 +87,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp, err := t.next.RoundTrip(req)
+	resp, err := t.send(req)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +102,31 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &limitedBody{ReadCloser: resp.Body, left: limit, tooLarge: tooLarge}
 	return resp, nil
+}
+
+// send sends req, through the call's delivery gate when it has one and
+// req is a write (internal/delivery): its intent recorded before it
+// leaves, and what became of it after. A write the gate holds back is
+// not sent: the gate's error says why.
+func (t *roundTripper) send(req *http.Request) (*http.Response, error) {
+	g := effects.From(req.Context())
+	if g == nil || effects.IdempotentMethod(req.Method) {
+		return t.next.RoundTrip(req)
+	}
+	if err := g.Begin(req.Context(), req.Method+" "+shown(req.URL)); err != nil {
+		if req.Body != nil {
+			req.Body.Close() // RoundTrip must close it, even on error
+		}
+		return nil, err
+	}
+	resp, err := t.next.RoundTrip(req)
+	switch {
+	case err == nil:
+		g.Answered(req.Context(), resp.StatusCode)
+	case effects.NotSent(err):
+		g.Unsent(req.Context())
+	}
+	return resp, err
 }
 
 // TooLargeError is the error of a response larger than the policy's
@@ -163,6 +189,16 @@ type dialer struct {
 }
 
 func (d *dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := d.dial(ctx, network, address)
+	if err != nil {
+		// No connection: nothing of a request was sent (a tool call's
+		// write gate withdraws its intent).
+		return nil, &effects.NotSentError{Err: err}
+	}
+	return c, nil
+}
+
+func (d *dialer) dial(ctx context.Context, network, address string) (net.Conn, error) {
 	host, portText, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", address, err)

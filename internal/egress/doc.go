@@ -71,6 +71,17 @@
 // the encodings an echo gives them (case, hex, base64 at any offset,
 // percent-encoding, JSON escapes, halves across two fields).
 //
+// # Writes, once
+//
+// A request whose context carries a tool call's delivery gate
+// (internal/effects) and whose method is not idempotent (a POST, a
+// PATCH) is a write: the gate records its intent before it leaves, and
+// whether it was answered after, and holds it back when an earlier
+// attempt of the call may have sent it. A failure to dial (the name did
+// not resolve, every address was refused or unreachable) is a write that
+// never left. This transport is the one place every HTTP tool kind's
+// writes pass, so the rule is the same for all of them.
+//
 // # Errors
 //
 // Refusals and an oversized response are agent.CodeInvalid errors whose

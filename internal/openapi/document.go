@@ -51,6 +51,18 @@ func (op *Operation) Safe() bool {
 	return op.Method == http.MethodGet || op.Method == http.MethodHead
 }
 
+// DeclaresIdempotencyKey reports whether the operation declares an
+// Idempotency-Key header parameter: the API deduplicates the requests
+// that carry one.
+func (op *Operation) DeclaresIdempotencyKey() bool {
+	for _, p := range op.Params {
+		if p != nil && p.In == openapi3.ParameterInHeader && http.CanonicalHeaderKey(p.Name) == "Idempotency-Key" {
+			return true
+		}
+	}
+	return false
+}
+
 // methods is the order an operation's methods are listed in.
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 	http.MethodDelete, http.MethodOptions, http.MethodTrace, http.MethodConnect, "QUERY"}

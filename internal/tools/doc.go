@@ -118,6 +118,15 @@
 // operations other than GET and HEAD, execute_pipeline and
 // composite_pipeline for pipelines that POST.
 //
+// # Delivery
+//
+// Whether a retried call may send again a write an earlier attempt may
+// have sent is one rule too, written out in delivery.go: at most once
+// unless the far side deduplicates (internal/effects). Kinds do nothing
+// for it but use the call's context for their requests: the egress
+// transport gates every HTTP write; mcp gates its tools/call itself, over
+// any transport.
+//
 // # Secrets
 //
 // A kind never reads the environment: its config names secrets by

@@ -533,7 +533,7 @@ func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.T
 		if params, err = cleanJSON(red, params); err != nil {
 			return nil, agent.Errorf(agent.CodeInvalid, "%s: tool %q: its input schema: %v", cfg.describe(), t.Name, err)
 		}
-		out = append(out, agent.Tool{Name: ours, Description: red.String(mcpDescription(spec.Name, t)), Parameters: params, Config: raw})
+		out = append(out, agent.Tool{Name: ours, Description: red.String(mcpDescription(spec.Name, t)), Parameters: params, Config: raw, Delivery: mcpDelivery(t)})
 	}
 	return out, nil
 }

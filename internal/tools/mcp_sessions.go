@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/effects"
 	"github.com/agentflow/agentflow/internal/egress"
 )
 
@@ -170,17 +171,43 @@ func (s *mcpSession) callTool(ctx context.Context, params *mcp.CallToolParams, p
 // connection it closed while the session was idle (it restarted) — the
 // call is made again at once on a new session. Any other failure is the
 // caller's to report; the session is dropped unless the server answered.
+//
+// The call is the write a call's gate (internal/effects) holds: its
+// intent is recorded before the tools/call is first sent, and a call an
+// earlier attempt may have sent is not sent again. The session's own
+// requests are not the write.
 func (p *MCPSessions) call(ctx context.Context, srv mcpServer, params *mcp.CallToolParams, progress func(string)) (*mcp.CallToolResult, error) {
+	gate := effects.From(ctx)
+	ctx = effects.Without(ctx)
 	for attempt := 0; ; attempt++ {
 		s, reused, err := p.acquire(ctx, srv)
 		if err != nil {
 			return nil, err
 		}
+		if gate != nil && attempt == 0 {
+			if err := gate.Begin(ctx, "tools/call "+params.Name+" of "+srv.cfg.describe()); err != nil {
+				p.release(s, false)
+				return nil, err
+			}
+		}
 		res, err := s.callTool(ctx, params, progress)
 		p.release(s, err != nil && !answered(err) && ctx.Err() == nil)
-		if err != nil && reused && attempt == 0 && ctx.Err() == nil && notTaken(err) {
+		// A gated call is sent again only when it certainly never
+		// reached the server: the server said it forgot the session, or
+		// no connection was made. "Rejected by transport" also covers a
+		// connection that broke after the request went out.
+		unsent := errors.Is(err, mcp.ErrSessionMissing) || effects.NotSent(err)
+		if err != nil && reused && attempt == 0 && ctx.Err() == nil && notTaken(err) && (gate == nil || unsent) {
 			p.log().Debug("mcp session stale; connecting again", zap.String("server", srv.cfg.describe()), zap.Error(err))
 			continue
+		}
+		if gate != nil {
+			switch {
+			case err == nil || answered(err):
+				gate.Answered(ctx, 0)
+			case unsent:
+				gate.Unsent(ctx)
+			}
 		}
 		return res, err
 	}

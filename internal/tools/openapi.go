@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/effects"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/openapi"
 	"github.com/agentflow/agentflow/internal/secrets"
@@ -720,6 +721,11 @@ func (t *openapiTool) send(ctx context.Context, call Call, doc *openapi.Document
 		sum := sha256.Sum256([]byte(call.TenantID + "\x00" + call.JobID + "\x00" + call.CallID))
 		req.Header.Set("Idempotency-Key", hex.EncodeToString(sum[:16]))
 	}
+	if op.DeclaresIdempotencyKey() {
+		// The API deduplicates by the key, the same on every attempt:
+		// a retry sends again (the delivery rule, delivery.go).
+		ctx = effects.IdempotentHere(ctx)
+	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -841,6 +847,10 @@ func (p authProfile) carries(u *url.URL) bool {
 // answer: a refusal of the egress policy is the catalog's (or the
 // model's) to fix; a timeout or a failed connection may pass.
 func sendError(what string, err error) error {
+	var held *effects.MaybeSentError
+	if errors.As(err, &held) {
+		return held // the runtime reports it as the call's unknown outcome
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // its message repeats the URL, query and all
