@@ -408,13 +408,15 @@ agents:
     system_prompt: Call checked_calculator for any arithmetic.
     tools: [checked_calculator]
   # The long turn's (longturn.go): a step a call, up to 1,000 calls; the
-  # first with the default history bound, the second's runs 100 events.
+  # first's runs 1,000 events (a step is about two: a local model call, a
+  # local tool call), so 1,000 calls are two runs or more; the second's
+  # runs 100 events.
   - id: counter
     description: Counts with the calculator, a call a step.
     model: openai:gpt-4o-mini
     system_prompt: Count with the calculator.
     tools: [calculator]
-    limits: {max_iterations: 1001, turn_timeout_sec: 3600}
+    limits: {max_iterations: 1001, turn_timeout_sec: 3600, history_events: 1000}
   - id: counter-short
     description: Counts with the calculator, a call a step, in runs of 100 events.
     model: openai:gpt-4o-mini

@@ -53,9 +53,10 @@ const (
 	longCallsShort = 60
 )
 
-// Agents of the chaos catalog that count: one with the default history
-// bound (the full run: 1,000 calls are two runs or more), one whose runs
-// hold 100 events (the short run: 60 calls are several runs).
+// Agents of the chaos catalog that count: one whose runs hold 1,000
+// events (the full run: 1,000 calls, about 2,000 events, are two runs or
+// more; the default bound would hold them in one), one whose runs hold
+// 100 events (the short run: 60 calls are several runs).
 const (
 	longAgent      = "counter"
 	longAgentShort = "counter-short"

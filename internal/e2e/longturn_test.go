@@ -416,7 +416,9 @@ func TestLongTurnOfLocalCallsContinuesAsNew(t *testing.T) {
 // log's tail.
 func TestLongTurnHeldForSubscribers(t *testing.T) {
 	const calls = 60
-	e, ctx, run := startCounting(t, "", calls, agent.TurnRequest{JobID: "long-held-", StreamWindowSec: 10})
+	// The longest window: the subscriber's first poll reaches the first
+	// run however busy the machine is (the hold ends at that poll).
+	e, ctx, run := startCounting(t, "", calls, agent.TurnRequest{JobID: "long-held-", StreamWindowSec: agent.MaxStreamWindowSec})
 	srv := e.Server
 	polled := make(chan wsFollowed, 1)
 	pollErr := make(chan error, 1)

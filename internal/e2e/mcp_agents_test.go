@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -144,6 +146,12 @@ func TestMCPAgentLog(t *testing.T) {
 		}
 		return false
 	}
+	// The logs so far, read when a failure's message is written.
+	seen := shownLater(func() any {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(logs)
+	})
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "test_tool_with_logging"})
 	require.NoError(t, err)
 	require.False(t, logged("calling the tool"), "nothing is logged before the client sets a level")
@@ -154,13 +162,13 @@ func TestMCPAgentLog(t *testing.T) {
 	stream, _ := res.Meta["agentflow/stream_id"].(string)
 	for _, want := range []string{"info agentflow: the turn " + stream + " is running", "info agentflow: calling the tool calculator",
 		"info agentflow: the tool calculator ended ok", "info agentflow: the turn " + stream + " ended completed"} {
-		require.Eventually(t, func() bool { return logged(want) }, time.Minute, 50*time.Millisecond, "%s in %v", want, logs)
+		require.Eventually(t, func() bool { return logged(want) }, time.Minute, 50*time.Millisecond, "%s in %v", want, seen)
 	}
 	res, err = session.CallTool(ctx, &mcp.CallToolParams{Name: "test_error_handling"})
 	require.NoError(t, err)
 	require.True(t, res.IsError)
 	stream, _ = res.Meta["agentflow/stream_id"].(string)
-	require.Eventually(t, func() bool { return logged("error agentflow: the turn " + stream + " ended failed") }, time.Minute, 50*time.Millisecond, "%v", logs)
+	require.Eventually(t, func() bool { return logged("error agentflow: the turn " + stream + " ended failed") }, time.Minute, 50*time.Millisecond, "%v", seen)
 }
 
 // conformanceSession connects an MCP Go SDK client to the conformance
@@ -176,3 +184,9 @@ func conformanceSession(ctx context.Context, t *testing.T, front, version string
 	require.Equal(t, version, session.InitializeResult().ProtocolVersion)
 	return session
 }
+
+// shownLater is a value a test's failure message shows as f gives it
+// when the message is written, not when the assertion is made.
+type shownLater func() any
+
+func (f shownLater) String() string { return fmt.Sprint(f()) }

@@ -182,8 +182,10 @@ func TestMCPTurn(t *testing.T) {
 }
 
 // TestMCPServerKilledMidCall: the server dies while a tool works; the
-// ExecuteTool attempt fails as Unavailable and is retried; the server is
-// back on the same port by then, and the turn completes with one result.
+// ExecuteTool attempt fails as Unavailable and is retried, since the
+// server annotates the tool idempotent (TestMCPWritesOnce has one that is
+// not: it is not sent again); the server is back on the same port by
+// then, and the turn completes with one result.
 func TestMCPServerKilledMidCall(t *testing.T) {
 	e := newMCPEnv(t)
 	job := "slow-" + testserver.RandomID()

@@ -124,19 +124,7 @@ func (f *Follower) pastLog(ctx context.Context, streamID string, after int64, li
 		if len(stored) > 0 {
 			page.Next = stored[len(stored)-1].Index + 1
 		}
-		for _, e := range stored {
-			if e.Index <= after {
-				continue
-			}
-			if limit > 0 && len(page.Events) == limit {
-				break
-			}
-			page.Events = append(page.Events, e)
-			if e.Terminal() {
-				page.Done = true
-				break
-			}
-		}
+		addAfter(&page, stored, after, limit)
 	}
 	if err := agent.ValidateAfter(after, page.Next); err != nil {
 		return agent.EventsPage{}, err
@@ -169,19 +157,7 @@ func (f *Follower) readLive(ctx context.Context, streamID string, after int64, l
 		return agent.EventsPage{}, false
 	}
 	page := agent.EventsPage{TenantID: tenant, Next: stored[len(stored)-1].Index + 1}
-	for _, e := range stored {
-		if e.Index <= after {
-			continue
-		}
-		if limit > 0 && len(page.Events) == limit {
-			break
-		}
-		page.Events = append(page.Events, e)
-		if e.Terminal() {
-			page.Done = true
-			break
-		}
-	}
+	addAfter(&page, stored, after, limit)
 	return page, true
 }
 
@@ -257,4 +233,22 @@ func (f *Follower) await(ctx context.Context, streamID string, after int64, limi
 		out.Done = e.Terminal()
 	}
 	return out, nil
+}
+
+// addAfter appends to p the events of stored after the reader's
+// position, up to limit (0: no limit), stopping at the stream's end.
+func addAfter(p *agent.EventsPage, stored []agent.Event, after int64, limit int) {
+	for _, e := range stored {
+		if e.Index <= after {
+			continue
+		}
+		if limit > 0 && len(p.Events) == limit {
+			return
+		}
+		p.Events = append(p.Events, e)
+		if e.Terminal() {
+			p.Done = true
+			return
+		}
+	}
 }

@@ -415,7 +415,8 @@ func (m *a2aServer) read(ctx context.Context, params *a2a.TaskIDParams) (*a2aTas
 }
 
 // readLog reads the log of the task id, as read does, for an agent
-// already found to be served.
+// already found to be served: as every door reads a log
+// (Service.Events: at once, also during a local model call).
 func (m *a2aServer) readLog(ctx context.Context, id string) (*a2aTask, int64, bool, error) {
 	if err := gateway.OwnStream(ctx, id); err != nil {
 		return nil, 0, false, fmt.Errorf("task %q not found: %w", id, a2a.ErrTaskNotFound)
@@ -423,7 +424,7 @@ func (m *a2aServer) readLog(ctx context.Context, id string) (*a2aTask, int64, bo
 	t := newA2ATask(id, a2aContextOf(id))
 	var after int64
 	for {
-		page, err := turnclient.Events(ctx, m.s.Client(), id, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
+		page, err := m.s.Events().Read(ctx, id, after, gateway.MaxEventsPage, 0)
 		if err != nil {
 			return nil, 0, false, m.fail(ctx, err, a2a.ErrTaskNotFound)
 		}

@@ -6,7 +6,6 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
-	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -27,7 +26,8 @@ func (m *mcpServer) prepare(ctx context.Context, agentID, prompt, job string) (a
 }
 
 // turnEvents are the events a turn of the caller's tenant has logged so
-// far; another tenant's turn is not found.
+// far, read as every door reads a log (Service.Events: at once, also
+// during a local model call); another tenant's turn is not found.
 func (m *mcpServer) turnEvents(ctx context.Context, streamID string) ([]agent.Event, error) {
 	if err := gateway.OwnStream(ctx, streamID); err != nil {
 		return nil, err
@@ -35,7 +35,7 @@ func (m *mcpServer) turnEvents(ctx context.Context, streamID string) ([]agent.Ev
 	var events []agent.Event
 	var after int64
 	for {
-		page, err := turnclient.Events(ctx, m.s.Client(), streamID, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
+		page, err := m.s.Events().Read(ctx, streamID, after, gateway.MaxEventsPage, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
-	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -227,12 +226,13 @@ func (rs responses) open(ctx context.Context, id string) (responseObject, error)
 	return newResponseObject(id, t.agent, t.created), err
 }
 
-// snapshot folds the turn's log as it is now; done says it has ended.
+// snapshot folds the turn's log as it is now (Service.Events: at once,
+// also during a local model call); done says it has ended.
 func (rs responses) snapshot(ctx context.Context, resp responseObject) (*responseFold, bool, error) {
 	f := newResponseFold(resp)
 	var after int64
 	for {
-		page, err := turnclient.Events(ctx, rs.o.s.Client(), resp.ID, agent.EventsQuery{AfterIndex: after, Limit: gateway.MaxEventsPage})
+		page, err := rs.o.s.Events().Read(ctx, resp.ID, after, gateway.MaxEventsPage, 0)
 		if err != nil {
 			return nil, false, err
 		}

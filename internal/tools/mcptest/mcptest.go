@@ -110,7 +110,10 @@ func Server(opts Options) *mcp.Server {
 	type slowIn struct {
 		MS int `json:"ms" jsonschema:"how long to work, in milliseconds"`
 	}
-	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Work for a while, reporting progress."},
+	// Idempotent: working again changes nothing, so a call the server
+	// took before it died is sent again (the delivery rule).
+	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Work for a while, reporting progress.",
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
 			called("slow")
 			const steps = 4
