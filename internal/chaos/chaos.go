@@ -364,6 +364,8 @@ tools:
           /ledger:
             post:
               operationId: record
+              # The ledger deduplicates by the key, as payment APIs do.
+              parameters: [{name: Idempotency-Key, in: header, schema: {type: string}}]
               requestBody:
                 required: true
                 content:

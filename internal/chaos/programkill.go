@@ -31,7 +31,10 @@ import (
 // request harmless is the Idempotency-Key the tool sends with every call
 // of an operation other than GET (a hash of the tenant, the job and the
 // call id <run_program call id>.<n>: the same on every attempt), which
-// the ledger honours as a payment API does. So the checks are on the
+// the ledger honours as a payment API does, and its document declares
+// (an Idempotency-Key header parameter): so the call is idempotent by the
+// delivery rule, and sent again (a write of an API that declares no key
+// is not: TestWritesOnce). So the checks are on the
 // API's side, each of which a call made twice, or a retry with another
 // key, would break:
 //   - every entry was recorded exactly once, under one key of its own;
