@@ -87,9 +87,6 @@ func NewGate(l Ledger, k Key) *Gate {
 	return &Gate{ledger: l, key: k, attempt: hex.EncodeToString(b)}
 }
 
-// Attempt is the gate's attempt id.
-func (g *Gate) Attempt() string { return g.attempt }
-
 // MaybeSentError is a write the gate did not send because an earlier
 // attempt of the call may have sent it (or a newer one is sending it):
 // the call's outcome is unknown. Intent is that attempt's record.
