@@ -181,18 +181,28 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result of job %q: %w", req.JobID, err)
 	}
+	// forgot is closed once the live path no longer holds what the turn's
+	// calls streamed live first (the log holds it): dropped while the rest
+	// is done, and before the close is published. A follower shown the
+	// close may read the turn at once; while the workflow task that took
+	// this result still runs, the read answers from the live path
+	// (eventlog.Follower.Read), which must then hold nothing older than
+	// the close rather than the turn's events without their end.
+	// When it could not drop them, the close is not published: followers
+	// have it from the log.
+	forgot := make(chan struct{})
+	var forgetErr error
 	if ap, ok := a.events.(eventlog.Appender); ok && req.Streaming() {
-		// The log holds what the turn's calls streamed live first: those
-		// are dropped while the rest is done.
-		forgot := make(chan struct{})
 		go func() {
 			defer close(forgot)
-			if err := ap.Forget(ctx, in.WorkflowID); err != nil {
-				a.log(ctx).Warn("forget streamed batches", zap.String("workflow_id", in.WorkflowID), zap.Error(err))
+			if forgetErr = ap.Forget(ctx, in.WorkflowID); forgetErr != nil {
+				a.log(ctx).Warn("forget streamed batches", zap.String("workflow_id", in.WorkflowID), zap.Error(forgetErr))
 			}
 		}()
-		defer func() { <-forgot }()
+	} else {
+		close(forgot)
 	}
+	defer func() { <-forgot }()
 	if req.SessionID != "" && (stored.Status == agent.StatusCompleted || stored.Partial) {
 		// The prompt's parts as the turn kept them (by cas:// ref), so
 		// that later turns of the session show the model the same images.
@@ -234,6 +244,8 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	}
 	// The result is stored and the session holds the exchange: followers
 	// may end now. The turn logs these events next, as they are.
-	stored.StreamTail = a.sinks(ctx, "").Close(ctx, in.WorkflowID, in.Live, in.CloseFrom, stored)
+	if <-forgot; forgetErr == nil {
+		stored.StreamTail = a.sinks(ctx, "").Close(ctx, in.WorkflowID, in.Live, in.CloseFrom, stored)
+	}
 	return stored, nil
 }

@@ -78,6 +78,13 @@ func TestSaveResultPublishesClosingEvents(t *testing.T) {
 	defer sub.Close()
 	handed := agent.Event{StreamID: in.WorkflowID, Index: 7, Kind: agent.EventStepFinish, Step: 1, FinishReason: agent.FinishStop}
 	in.Live, in.CloseFrom = contract.Live{Events: []agent.Event{handed}}, 8
+	// What the turn handed its calls before, on the live path: it is
+	// gone by the time a follower has the close (a read then answers
+	// from the log, with the end, not from the live path without it).
+	earlier := agent.Event{StreamID: in.WorkflowID, Index: 1, Kind: agent.EventStatus, Status: agent.StreamRunning}
+	pub := pglive.NewPublisher(h.store.Pool())
+	require.NoError(t, pub.Put(t.Context(), agent.TokenBatch{StreamID: in.WorkflowID, First: 1, Events: []agent.Event{earlier}}))
+	<-sub.Events()
 
 	var saved agent.TurnResult
 	h.execute(t, contract.SaveResult, in, &saved)
@@ -93,6 +100,9 @@ func TestSaveResultPublishesClosingEvents(t *testing.T) {
 	select {
 	case evs := <-sub.Events():
 		require.Equal(t, append([]agent.Event{handed}, closing...), evs)
+		left, err := hub.Stored(t.Context(), in.WorkflowID, 0)
+		require.NoError(t, err)
+		require.Empty(t, left, "the live path holds the turn's events without their end")
 	case <-time.After(30 * time.Second):
 		t.Fatal("nothing published")
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -545,7 +546,16 @@ func streamWorkerKilled(t *testing.T, catalog, prompt string) {
 	for _, ev := range events {
 		sawRetry = sawRetry || ev.Status == agent.StreamRetrying
 	}
-	require.True(t, sawRetry, "the lost attempt's text was voided")
+	require.True(t, sawRetry, "the lost attempt's text was voided: %s", eventTrace(events))
+}
+
+// eventTrace is a short line per event, for a failure's message.
+func eventTrace(events []agent.Event) string {
+	var b strings.Builder
+	for _, e := range events {
+		fmt.Fprintf(&b, "\n%d %s %s step=%d attempt=%d void=%d %q", e.Index, e.Kind, e.Status, e.Step, e.Attempt, e.VoidFrom, agent.Clip(e.Text, 12))
+	}
+	return b.String()
 }
 
 // TestSlowClientSlowsNobody follows one turn with a client that takes
