@@ -194,6 +194,9 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 		step = string(failed.Op)
 	}
 	if msg, status, ok := writeOutcome(ctx, in.Call, gate, err); ok {
+		if status == agent.ToolUnknown && spec.Reconcile != nil {
+			msg, status = a.reconcile(ctx, ag, spec, in, msg)
+		}
 		return msg, status, step
 	}
 	switch {

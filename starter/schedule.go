@@ -131,12 +131,14 @@ func scheduledTurnOptions(id, taskQueue string, req agent.TurnRequest, spec clie
 		ID:   id,
 		Spec: spec,
 		Action: &client.ScheduleWorkflowAction{
-			ID:            contract.TurnWorkflowID(req.TenantID, agent.DerivedID(agent.ChannelSchedule, id)),
-			Workflow:      contract.AgentTurn,
-			Args:          []any{req},
-			TaskQueue:     taskQueue,
-			StaticSummary: "scheduled: " + contract.TurnSummary(req),
-			StaticDetails: "schedule `" + id + "` · " + contract.TurnDetails(req),
+			ID:        contract.TurnWorkflowID(req.TenantID, agent.DerivedID(agent.ChannelSchedule, id)),
+			Workflow:  contract.AgentTurn,
+			Args:      []any{req},
+			TaskQueue: taskQueue,
+			// As every turn's (contract.TurnTaskTimeout).
+			WorkflowTaskTimeout: contract.TurnTaskTimeout,
+			StaticSummary:       "scheduled: " + contract.TurnSummary(req),
+			StaticDetails:       "schedule `" + id + "` · " + contract.TurnDetails(req),
 		},
 	}
 }

@@ -427,10 +427,11 @@ func (c *conversation) runTurn(ctx workflow.Context, msg agent.PendingMessage) {
 	req := c.request(msg.JobID, msg.SendMessage)
 	c.followTurn(ctx, &req)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:        contract.TurnWorkflowID(req.TenantID, req.JobID),
-		StaticSummary:     contract.TurnSummary(req),
-		StaticDetails:     contract.TurnDetails(req),
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowID:          contract.TurnWorkflowID(req.TenantID, req.JobID),
+		WorkflowTaskTimeout: contract.TurnTaskTimeout,
+		StaticSummary:       contract.TurnSummary(req),
+		StaticDetails:       contract.TurnDetails(req),
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		// As turnclient.StartOptions: a job whose turn completed keeps it;
 		// only a failed one may run again (jobTakenChange).
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,

@@ -169,9 +169,10 @@ func (t *turn) runChild(ctx workflow.Context, c agent.ToolCall, req agent.TurnRe
 	d := &delegation{callID: c.ID, streamID: id, stop: stop}
 	t.delegations = append(t.delegations, d)
 	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
-		WorkflowID:    id,
-		StaticSummary: contract.TurnSummary(req),
-		StaticDetails: contract.TurnDetails(req),
+		WorkflowID:          id,
+		WorkflowTaskTimeout: contract.TurnTaskTimeout,
+		StaticSummary:       contract.TurnSummary(req),
+		StaticDetails:       contract.TurnDetails(req),
 		// The child stores a canceled result when the turn ends first,
 		// and the turn waits for it, so that its tokens are counted.
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,

@@ -124,10 +124,11 @@ func runEvalCase(ctx, actx workflow.Context, in agent.EvalInput, ord int, c agen
 		}
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:        contract.TurnWorkflowID(in.TenantID, jobID),
-		StaticSummary:     fmt.Sprintf("eval %s: %s v%d: %s", in.EvalID, in.AgentID, version, c.ID),
-		StaticDetails:     contract.TurnDetails(req),
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WorkflowID:          contract.TurnWorkflowID(in.TenantID, jobID),
+		WorkflowTaskTimeout: contract.TurnTaskTimeout,
+		StaticSummary:       fmt.Sprintf("eval %s: %s v%d: %s", in.EvalID, in.AgentID, version, c.ID),
+		StaticDetails:       contract.TurnDetails(req),
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 	})
 	var res agent.TurnResult
 	if err := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, req).Get(ctx, &res); err != nil {

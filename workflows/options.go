@@ -29,14 +29,15 @@ func localOptions() workflow.LocalActivityOptions {
 	}
 }
 
-// modelOptions are a CallModel's: a streaming call heartbeats with every
-// batch and at least every second, so a lost worker is noticed quickly;
+// modelOptions are a CallModel's: a call heartbeats with every batch and
+// at least every second, so a lost worker is noticed within the heartbeat
+// timeout (as toolHeartbeat's);
 // an attempt that runs over the agent's model timeout times out and is
 // retried, as one whose worker was lost is.
 func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: limits.ModelTimeout(),
-		HeartbeatTimeout:    10 * time.Second,
+		HeartbeatTimeout:    toolHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
@@ -78,7 +79,12 @@ const (
 	// one): a cancellation reaches the call with the next one. Activity
 	// options are not part of what replay compares (an activity's id and
 	// type are), so runs recorded without it replay as they were.
-	toolHeartbeat = 10 * time.Second
+	// Three seconds: a call whose worker died is tried again after it
+	// and the retry's first interval, within the 5 s a killed worker's
+	// turn may pause (reliability.md, "Back in seconds"); a worker too
+	// starved to heartbeat for three seconds loses its call, which the
+	// write gate (internal/effects) then reports rather than repeats.
+	toolHeartbeat = 3 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second

@@ -92,9 +92,10 @@ func AgentProcessExample(ctx workflow.Context, in Input) (Result, error) {
 func runStep(ctx workflow.Context, in Input, node string, input map[string]any, onBatch func(agent.TokenBatch),
 	tokens workflow.ReceiveChannel) (agent.TurnResult, error) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:        contract.TurnWorkflowID(in.TenantID, input["job_id"].(string)),
-		TaskQueue:         cmp.Or(in.TaskQueue, contract.TaskQueue),
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowID:          contract.TurnWorkflowID(in.TenantID, input["job_id"].(string)),
+		WorkflowTaskTimeout: contract.TurnTaskTimeout,
+		TaskQueue:           cmp.Or(in.TaskQueue, contract.TaskQueue),
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		// What the Web UI lists the step by, as for every other turn.
 		StaticSummary: contract.OneLine("process "+node+": "+fmt.Sprint(input["prompt"]), 100),
 	})

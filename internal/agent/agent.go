@@ -434,9 +434,13 @@ type Tool struct {
 	// operator's limit, lower it (CallTimeout).
 	TimeoutSec int `json:"timeout_sec,omitempty"`
 	// Delivery says whether the far side of the tool's writes
-	// deduplicates them: DeliveryIdempotent, or DeliveryAtMostOnce (""
-	// means it, the default), by internal/effects's rule.
+	// deduplicates them: DeliveryIdempotent, DeliveryReconciled (with
+	// Reconcile), or DeliveryAtMostOnce ("" means it, the default), by
+	// internal/effects's rule.
 	Delivery string `json:"delivery,omitempty"`
+	// Reconcile, with DeliveryReconciled, is how a call whose write may
+	// or may not have taken effect is answered: from a read.
+	Reconcile *ToolReconcile `json:"reconcile,omitempty"`
 	// Version and SpecHash name the definition (ToolVersion): the store
 	// sets them when it stores an agent version, from the tenant's
 	// tool_versions; what a catalog document says of them is not read.
@@ -454,7 +458,29 @@ const (
 	// DeliveryIdempotent: the far side deduplicates, so a retry sends
 	// again, with the same key.
 	DeliveryIdempotent = "idempotent"
+	// DeliveryReconciled: at most once, and a call whose outcome is
+	// unknown is answered from a read of the far side (Tool.Reconcile):
+	// the read's answer when the write took effect, "not made" when it
+	// did not. The write is never sent again.
+	DeliveryReconciled = "reconciled"
 )
+
+// ToolReconcile is a reconciled tool's read: a call of Tool (the tool
+// itself when empty; an OpenAPI entry's read operation, say) with the
+// arguments Arguments makes, and Found, which says from its answer
+// whether the write took effect. Both are jq programs; Arguments reads
+// {"args": the call's arguments, "key": its idempotency key} and makes
+// the read's arguments (an object; no output: the call stays unknown),
+// Found reads the same with "answer", the read's JSON answer, and is
+// true when the write took effect.
+type ToolReconcile struct {
+	Tool      string `json:"tool,omitempty"`
+	Arguments string `json:"arguments"`
+	Found     string `json:"found"`
+	// Spec is Tool's definition, pinned when the catalog is applied (as
+	// a tool guard's is); nil when the tool reads with itself.
+	Spec *Tool `json:"spec,omitempty"`
+}
 
 // Bounds of a tool call's timeout (Tool.TimeoutSec).
 const (

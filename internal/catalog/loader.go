@@ -79,8 +79,9 @@ type toolDoc struct {
 	Approval    approval `yaml:"approval"`
 	Config      object   `yaml:"config"`
 	Execution   text     `yaml:"execution"`
-	// Delivery: agent.Tool's.
-	Delivery text `yaml:"delivery"`
+	// Delivery and Reconcile: agent.Tool's.
+	Delivery  text          `yaml:"delivery"`
+	Reconcile *reconcileDoc `yaml:"reconcile"`
 	// RateLimit: agent.Tool's.
 	RateLimit *rateLimitDoc `yaml:"rate_limit"`
 	// TimeoutSec: agent.Tool's.
@@ -237,6 +238,8 @@ type tenant struct {
 	ruleAt         map[string]pos
 	toolkitAt      map[string]pos
 	processAt      map[string]pos
+	// reads are the tools that reconcile with another tool (pinReads).
+	reads []readRef
 }
 
 // agentDef is an agent and the tool names it lists, resolved by finish.
@@ -425,12 +428,13 @@ func (l *loader) tool(t *tenant, d *toolDoc) {
 		spec.Execution = agent.ToolLocal
 	}
 	switch d.Delivery.s {
-	case "", agent.DeliveryAtMostOnce, agent.DeliveryIdempotent:
+	case "", agent.DeliveryAtMostOnce, agent.DeliveryIdempotent, agent.DeliveryReconciled:
 		spec.Delivery = d.Delivery.s
 	default:
-		l.addf(d.Delivery.pos, "%q: want %s (the far side deduplicates: a retry sends again) or %s (the default: a write an earlier attempt may have sent is not sent again)",
-			d.Delivery.s, agent.DeliveryIdempotent, agent.DeliveryAtMostOnce)
+		l.addf(d.Delivery.pos, "%q: want %s (the far side deduplicates: a retry sends again), %s (a write whose outcome is unknown is answered from a read: reconcile) or %s (the default: a write an earlier attempt may have sent is not sent again)",
+			d.Delivery.s, agent.DeliveryIdempotent, agent.DeliveryReconciled, agent.DeliveryAtMostOnce)
 	}
+	l.reconcile(t, d, &spec)
 	if r := d.RateLimit; r != nil {
 		switch {
 		case r.PerMinute.n == 0 && r.Concurrent.n == 0:
@@ -925,6 +929,7 @@ func (l *loader) finish() (agent.Catalog, error) {
 	var cat agent.Catalog
 	for _, t := range l.tenants {
 		l.bound(t)
+		l.pinReads(t)
 		tc := agent.TenantCatalog{TenantID: t.id, DefaultAgent: t.defaultAgent.s, Tools: t.tools, ReplaceRules: t.replaceRules,
 			Egress: t.egress, ReplaceEgress: t.egressSet, Processes: t.processes,
 			Prices: t.prices, ReplacePrices: t.pricesSet, Budgets: t.budgets, PII: t.pii, ReplacePII: t.piiSet,

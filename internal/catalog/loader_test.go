@@ -64,12 +64,35 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown tool field",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    descripton: x\n",
-			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution, delivery, rate_limit, timeout_sec`},
+			want: []string{`t.yaml:5: tools[0].descripton: unknown field; known fields: name, kind, description, parameters, approval, config, execution, delivery, reconcile, rate_limit, timeout_sec`},
 		},
 		{
 			name: "unknown delivery",
 			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    delivery: exactly_once\n",
-			want: []string{`t.yaml:5: tools[0].delivery: "exactly_once": want idempotent (the far side deduplicates: a retry sends again) or at_most_once (the default: a write an earlier attempt may have sent is not sent again)`},
+			want: []string{`t.yaml:5: tools[0].delivery: "exactly_once": want idempotent (the far side deduplicates: a retry sends again), reconciled (a write whose outcome is unknown is answered from a read: reconcile) or at_most_once (the default: a write an earlier attempt may have sent is not sent again)`},
+		},
+		{
+			name: "reconciled without reconcile",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    delivery: reconciled\n",
+			want: []string{`t.yaml:5: tools[0].delivery: delivery reconciled needs reconcile: {arguments: <jq over {args, key}: the read's arguments>, found: <jq over {args, key, answer}: true when the write took effect>}`},
+		},
+		{
+			name: "reconcile without reconciled",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    reconcile: {arguments: '.', found: 'true'}\n",
+			want: []string{`t.yaml:3: tools[0].name: reconcile is read only with delivery: reconciled`},
+		},
+		{
+			name: "reconcile programs that are not jq, and a read that is no tool",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    delivery: reconciled\n    reconcile: {tool: look, arguments: '{', found: ''}\n",
+			want: []string{
+				`t.yaml:6: tools[0].reconcile.arguments: not a jq program: unexpected EOF`,
+				`t.yaml:6: tools[0].reconcile.found: is required`,
+			},
+		},
+		{
+			name: "a reconcile read that is no tool",
+			src:  "tenant: demo\ntools:\n  - name: calc\n    kind: calculator\n    delivery: reconciled\n    reconcile: {tool: look, arguments: '.', found: 'true'}\n",
+			want: []string{`t.yaml:6: tools[0].reconcile.tool: tool "look" is not defined for tenant "demo"; defined: calc`},
 		},
 		{
 			name: "unknown agent field",

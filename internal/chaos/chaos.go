@@ -42,6 +42,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
@@ -83,6 +84,10 @@ type Result struct {
 	Worst    time.Duration // the slowest run, start to final event
 	Failures []string      // one line per failed run
 	Notes    []string      // what the runs chose and measured, when they say
+	// Pauses are, for each run whose strike killed a worker, the longest
+	// its client then waited between two events: how long the answer
+	// froze.
+	Pauses []time.Duration
 }
 
 // Run starts the topology, runs the trials and stops it. It returns every
@@ -126,7 +131,8 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			for _, n := range e.notes {
 				r.Notes = append(r.Notes, fmt.Sprintf("run %d: %s", i+1, n))
 			}
-			e.notes = nil
+			r.Pauses = append(r.Pauses, e.pauses...)
+			e.notes, e.pauses = nil, nil
 			if err != nil {
 				err = fmt.Errorf("%w\n%s", err, e.dump(ctx, job))
 				r.Failures = append(r.Failures, fmt.Sprintf("run %d (job %s): %v", i+1, job, err))
@@ -147,9 +153,9 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 // WriteTable prints the results as a table, failures below it.
 func WriteTable(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "trial\truns\tpassed\tworst latency")
+	fmt.Fprintln(tw, "trial\truns\tpassed\tworst latency\tpause after a kill (p50 / p99 / max)")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.Trial, r.Runs, r.Passed, r.Worst.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Trial, r.Runs, r.Passed, r.Worst.Round(time.Millisecond), pauses(r.Pauses))
 	}
 	_ = tw.Flush()
 	for _, r := range results {
@@ -162,6 +168,18 @@ func WriteTable(w io.Writer, results []Result) {
 			fmt.Fprintf(w, "FAIL %s: %s\n", r.Trial, f)
 		}
 	}
+}
+
+// pauses is the p50, p99 and maximum of a trial's pauses, "-" without.
+func pauses(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	r := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+	return r(at(0.50)) + " / " + r(at(0.99)) + " / " + r(s[len(s)-1])
 }
 
 // Failed reports whether any run of any trial failed.
@@ -202,6 +220,8 @@ type env struct {
 	short bool
 	rng   *rand.Rand
 	notes []string
+	// pauses are the current run's (Result.Pauses).
+	pauses []time.Duration
 	// embedDelay, when positive, slows every embeddings request by that
 	// many nanoseconds (ingest.go).
 	embedDelay atomic.Int64
@@ -209,6 +229,13 @@ type env struct {
 
 // note adds a line to the current run's report.
 func (e *env) note(s string) { e.notes = append(e.notes, s) }
+
+// paused adds the pause of a run whose worker a strike killed.
+func (e *env) paused(run *turnRun) {
+	if run.killedAt.Load() != 0 {
+		e.pauses = append(e.pauses, run.pause)
+	}
+}
 
 func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 	e := &env{log: log}

@@ -170,6 +170,7 @@ func doorRun(d door, strike func(context.Context, *env, strikePoint) error) func
 		if read.resumed > 0 {
 			e.note(fmt.Sprintf("the client resumed %d time(s)", read.resumed))
 		}
+		e.paused(o.run)
 		if gatewayKill && read.resumed == 0 {
 			return errors.New("the client's stream never broke: the gateway was killed after the client had read the turn's end")
 		}
@@ -199,7 +200,7 @@ func (e *env) observe(ctx context.Context, since time.Time, strike func(context.
 			return
 		}
 		fired = true
-		at := strikePoint{workflowID: wf, gateway: 0}
+		at := strikePoint{workflowID: wf, gateway: 0, run: run}
 		go func() { struck <- strike(ctx, e, at) }()
 	})
 	return observation{workflowID: wf, run: run, err: err}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -133,6 +134,7 @@ type strikePoint struct {
 	workflowID string
 	gateway    int           // the gateway the client reads from
 	call       *pb.ToolEvent // onApproval: the call that waits
+	run        *turnRun      // the client's reading of the turn
 }
 
 // turnRun is one turn as a client sees it.
@@ -148,6 +150,21 @@ type turnRun struct {
 	// hop, set by a trial, has the client let go of its stream after the
 	// event at hand and go on from the other gateway.
 	hop bool
+	// killedAt is when a strike killed the worker (unix ns; 0: none), set
+	// from the strike's goroutine; lastAt is when the client read its
+	// latest event, and pause the longest it then waited for the next
+	// one after the kill: how long the answer froze.
+	killedAt atomic.Int64
+	lastAt   time.Time
+	pause    time.Duration
+}
+
+// read notes that the client read an event now.
+func (r *turnRun) read(now time.Time) {
+	if k := r.killedAt.Load(); k != 0 && now.UnixNano() > k && !r.lastAt.IsZero() {
+		r.pause = max(r.pause, now.Sub(r.lastAt))
+	}
+	r.lastAt = now
 }
 
 // errHop is how a stream ends when the client lets go of it (turnRun.hop).
@@ -182,7 +199,7 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 			struck <- nil
 			return
 		}
-		at := strikePoint{workflowID: run.workflowID, gateway: run.gateway, call: call}
+		at := strikePoint{workflowID: run.workflowID, gateway: run.gateway, call: call, run: run}
 		go func() { struck <- tr.strike(ctx, e, at) }()
 	}
 	if tr.on == onStart {
@@ -201,6 +218,7 @@ func (e *env) runOnce(ctx context.Context, tr trial, job string) (time.Duration,
 	case <-ctx.Done():
 		return took, ctx.Err()
 	}
+	e.paused(run)
 	return took, e.check(ctx, tr, run, spec, true)
 }
 
@@ -231,6 +249,7 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 				break
 			}
 			started = true
+			run.read(time.Now())
 			idx := ev.GetMeta().GetEventIndex()
 			if idx != run.last+1 {
 				drop()
@@ -376,6 +395,9 @@ func killStreamingWorker(ctx context.Context, e *env, at strikePoint) error {
 	}
 	if err := p.Kill(); err != nil {
 		return err
+	}
+	if at.run != nil {
+		at.run.killedAt.Store(time.Now().UnixNano())
 	}
 	time.Sleep(500 * time.Millisecond)
 	return p.Start(ctx)

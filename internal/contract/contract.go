@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -188,6 +189,17 @@ func SearchAttributes() []string {
 // that a second start of the job can tell its own request from another
 // one's; the Web UI shows it with the workflow.
 const MemoRequestHash = "agentflow_request_hash"
+
+// TurnTaskTimeout is the workflow task timeout every AgentTurn is started
+// with (by the gateway, the CLI, schedules, conversations, delegations and
+// evaluations). It is how long a turn whose worker died in the middle of a
+// workflow task waits before another worker takes the task over, and a
+// local model or tool call runs inside one: Temporal's default of 10 s was
+// most of a killed worker's 12 s pause. The SDK completes a task that runs
+// local activities at 0.8 of it and goes on in the next (three history
+// events each time), so a model call of 10 s adds about 18 events.
+// docs/concepts/reliability.md ("Back in seconds") has the measurements.
+const TurnTaskTimeout = 2 * time.Second
 
 // TurnWorkflowID is the id of the AgentTurn for a tenant's job.
 func TurnWorkflowID(tenantID, jobID string) string { return "turn/" + tenantID + "/" + jobID }

@@ -528,19 +528,34 @@ func streamWorkerKilled(t *testing.T, catalog, prompt string) {
 	// Followed as the gateway follows a turn it starts: live from its
 	// first event. (A follower that joins a turn reads its log first,
 	// which a turn in a local model call answers once the call is done.)
+	// The worker is killed once the live path stores the answer's second
+	// token: the call is then in flight, whenever the follower reads it (a
+	// follower behind on a loaded machine may be shown the tokens only
+	// after the call has ended).
+	killed := make(chan error, 1)
+	go func() {
+		killed <- func() error {
+			for ctx.Err() == nil {
+				stored, err := hub.Stored(ctx, id, 0)
+				if err == nil && countTokens(stored) >= 2 {
+					if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+						return err
+					}
+					p.startWorker()
+					return nil
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			return ctx.Err()
+		}()
+	}()
 	var events []agent.Event
-	killed := false
 	err = followNew(ctx, follower, c, turnclient.StartOptions(queue, req), req, func(ev agent.Event) error {
 		events = append(events, ev)
-		if !killed && ev.Kind == agent.EventToken && countTokens(events) == 2 {
-			killed = true
-			require.NoError(t, first.Process.Signal(syscall.SIGKILL))
-			p.startWorker()
-		}
 		return nil
 	})
 	require.NoError(t, err)
-	require.True(t, killed)
+	require.NoError(t, <-killed)
 	requireLog(t, events, id, storyText)
 	var sawRetry bool
 	for _, ev := range events {

@@ -1,9 +1,16 @@
 package tools
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"time"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/jqproc"
 )
 
 // The delivery rule. Whether a retried call may send again a write an
@@ -25,6 +32,14 @@ import (
 // egress transport asks it before every write, and the MCP kind before
 // every tools/call, over any transport.
 
+// CallKey is a call's idempotency key: the same on every attempt of the
+// call, and another for every other call. An OpenAPI write sends it as
+// its Idempotency-Key; a reconciled tool's read is given it ($key).
+func CallKey(tenantID, jobID, callID string) string {
+	sum := sha256.Sum256([]byte(tenantID + "\x00" + jobID + "\x00" + callID))
+	return hex.EncodeToString(sum[:16])
+}
+
 // DerivedDelivery is the delivery of a tool that an entry stands for
 // (Kind.Resolve's output): the entry's when the catalog wrote one, else
 // the derived tool's own.
@@ -44,3 +59,28 @@ func mcpDelivery(t *mcp.Tool) string {
 	}
 	return ""
 }
+
+// Reconcile runs one of a reconciled tool's jq programs
+// (agent.ToolReconcile) over input, in the registry's jq pool, and
+// returns its first output; ok is false when it has none.
+func (r *Registry) Reconcile(ctx context.Context, query string, input any) (out any, ok bool, err error) {
+	pool := r.deps.JQ
+	if pool == nil {
+		pool = sharedJQ()
+	}
+	for v, err := range pool.Run(ctx, jqproc.Program{Query: query, Input: input, Timeout: reconcileJQTimeout, MaxBytes: agent.MaxToolArgumentBytes}) {
+		if err != nil {
+			return nil, false, err
+		}
+		return v, true, nil
+	}
+	return nil, false, nil
+}
+
+// reconcileJQTimeout bounds one of a reconcile's jq programs: they make
+// a call's arguments and read a yes or no.
+const reconcileJQTimeout = 5 * time.Second
+
+// sharedJQ runs the reconcile programs of a registry built without a jq
+// pool: one pool per process.
+var sharedJQ = sync.OnceValue(func() *jqproc.Pool { return jqproc.New(jqproc.Options{}) })

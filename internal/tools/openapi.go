@@ -5,9 +5,7 @@ import (
 	"cmp"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -718,8 +716,7 @@ func (t *openapiTool) send(ctx context.Context, call Call, doc *openapi.Document
 	if !op.Safe() && call.CallID != "" && req.Header.Get("Idempotency-Key") == "" {
 		// A retried attempt sends the same key: an API that honours it
 		// does not act twice on one call.
-		sum := sha256.Sum256([]byte(call.TenantID + "\x00" + call.JobID + "\x00" + call.CallID))
-		req.Header.Set("Idempotency-Key", hex.EncodeToString(sum[:16]))
+		req.Header.Set("Idempotency-Key", CallKey(call.TenantID, call.JobID, call.CallID))
 	}
 	if op.DeclaresIdempotencyKey() {
 		// The API deduplicates by the key, the same on every attempt:

@@ -55,6 +55,7 @@ func StartOptions(taskQueue string, req agent.TurnRequest) client.StartWorkflowO
 	return client.StartWorkflowOptions{
 		ID:                    contract.TurnWorkflowID(req.TenantID, req.JobID),
 		TaskQueue:             taskQueue,
+		WorkflowTaskTimeout:   contract.TurnTaskTimeout,
 		StaticSummary:         contract.TurnSummary(req),
 		StaticDetails:         contract.TurnDetails(req),
 		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
