@@ -39,7 +39,7 @@ func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions 
 		StartToCloseTimeout: limits.ModelTimeout(),
 		HeartbeatTimeout:    toolHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
+			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
 			MaximumInterval:    30 * time.Second,
 			MaximumAttempts:    modelAttempts,
@@ -51,9 +51,11 @@ func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions 
 // modelAttempts is how many attempts a CallModel activity makes at most.
 const modelAttempts = 6
 
+// toolRetry is a tool call's: the first retry comes half a second after
+// a failure, or after the heartbeat timeout of a lost worker (toolHeartbeat).
 func toolRetry() *temporal.RetryPolicy {
 	return &temporal.RetryPolicy{
-		InitialInterval:    time.Second,
+		InitialInterval:    500 * time.Millisecond,
 		BackoffCoefficient: 2,
 		MaximumInterval:    10 * time.Second,
 		MaximumAttempts:    3,

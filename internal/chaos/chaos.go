@@ -54,6 +54,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/tools/mcptest"
 	"github.com/agentflow/agentflow/internal/topology"
@@ -84,9 +85,9 @@ type Result struct {
 	Worst    time.Duration // the slowest run, start to final event
 	Failures []string      // one line per failed run
 	Notes    []string      // what the runs chose and measured, when they say
-	// Pauses are, for each run whose strike killed a worker, the longest
-	// its client then waited between two events: how long the answer
-	// froze.
+	// Pauses are, for each run whose strike killed a worker (or cut it
+	// off), the longest its client then waited for an event: how long
+	// the answer froze.
 	Pauses []time.Duration
 }
 
@@ -207,6 +208,10 @@ type env struct {
 	// start.
 	api    *mcptest.Crashable
 	ledger *ledger // the API's POST /ledger (programkill.go)
+	// journal is the API's POST /journal (writes.go).
+	journal *journal
+	// proxies stand between each worker (by index) and Temporal.
+	proxies []*cutProxy
 	// stockCalls counts the API's GET /stock requests (replay.go).
 	stockCalls atomic.Int64
 	mcp        *mcptest.HTTPServer
@@ -256,6 +261,8 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 	e.ledger = newLedger()
 	api := http.NewServeMux()
 	api.Handle("POST /ledger", e.ledger)
+	e.journal = newJournal()
+	api.Handle("POST /journal", e.journal)
 	api.HandleFunc("GET /stock", e.serveStock)
 	api.HandleFunc("/", serveItems)
 	if e.api, err = mcptest.StartCrashable(func() http.Handler { return api }); err != nil {
@@ -274,8 +281,20 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 		return nil, err
 	}
 
+	var proxyErr error
 	e.top, err = topology.Start(ctx, topology.Options{
 		Dir: dir, Workers: 2, Gateways: 2, TemporalPort: -1, Logger: log,
+		// Each worker reaches Temporal through a proxy the partition
+		// trials cut (proxy.go); the gateways reach it directly.
+		WorkerEnv: func(_ int, stack *devstack.Stack) []string {
+			p, err := newCutProxy(stack.TemporalAddress)
+			if err != nil {
+				proxyErr = errors.Join(proxyErr, err)
+				return nil
+			}
+			e.proxies = append(e.proxies, p)
+			return []string{"TEMPORAL_ADDRESS=" + p.Addr()}
+		},
 		Env: []string{
 			"OPENAI_BASE_URL=http://" + ln.Addr().String() + "/v1",
 			"OPENAI_API_KEY=chaos",
@@ -286,10 +305,11 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 			"AGENTFLOW_EGRESS_ALLOW=" + e.api.Addr + "," + e.mcp.Addr,
 		},
 	})
-	if err != nil {
+	if err = errors.Join(err, proxyErr); err != nil {
 		e.api.Kill()
 		e.mcp.Kill()
 		_ = e.http.Close()
+		e.closeProxies()
 		return nil, err
 	}
 	for _, g := range e.top.Gateways {
@@ -329,6 +349,14 @@ func (e *env) stop() {
 	_ = e.http.Close()
 	e.api.Kill()
 	e.mcp.Kill()
+	e.closeProxies()
+}
+
+// closeProxies stops the workers' proxies to Temporal.
+func (e *env) closeProxies() {
+	for _, p := range e.proxies {
+		_ = p.Close()
+	}
 }
 
 func (e *env) auth(ctx context.Context) context.Context {
@@ -337,6 +365,9 @@ func (e *env) auth(ctx context.Context) context.Context {
 
 // heal starts every process a trial left down.
 func (e *env) heal(ctx context.Context) error {
+	for _, p := range e.proxies {
+		p.Restore()
+	}
 	for _, p := range e.top.Processes() {
 		if !p.Running() {
 			if err := p.Start(ctx); err != nil {
@@ -404,6 +435,32 @@ tools:
                   content:
                     application/json:
                       schema: {type: object, properties: {i: {type: integer}, value: {type: integer}}}
+  - name: journal
+    kind: openapi_action
+    approval: never
+    description: Appends entries to the journal.
+    config:
+      server: http://%[1]s
+      spec:
+        openapi: 3.0.3
+        info: {title: Journal, version: "1"}
+        paths:
+          /journal:
+            post:
+              operationId: append
+              # No Idempotency-Key: the journal deduplicates nothing, and
+              # the tool delivers each write at most once.
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: {type: object, properties: {run: {type: string}, i: {type: integer}}, required: [run, i]}
+              responses:
+                "200":
+                  description: the entry appended
+                  content:
+                    application/json:
+                      schema: {type: object, properties: {i: {type: integer}, next: {type: integer}, done: {type: boolean}}}
   - name: stock
     kind: openapi_action
     approval: never
@@ -459,6 +516,21 @@ agents:
     system_prompt: Write one program for the whole task.
     tools: [ledger]
     code_mode: {tools: [ledger]}
+    limits: {max_iterations: 3, turn_timeout_sec: 600}
+  # The writes kill's (writes.go): writes one after another.
+  - id: scribe
+    description: Appends entries to the journal.
+    model: openai:gpt-4o-mini
+    system_prompt: Append the entries one at a time.
+    tools: [journal]
+    limits: {max_iterations: 12, turn_timeout_sec: 300}
+  # The program writes kill's (writes.go): one program, its calls the journal's.
+  - id: journal-coder
+    description: Appends entries to the journal with a program.
+    model: openai:gpt-4o-mini
+    system_prompt: Write one program for the whole task.
+    tools: [journal]
+    code_mode: {tools: [journal]}
     limits: {max_iterations: 3, turn_timeout_sec: 600}
   # The replay's (replay.go): recorded, then replayed from a dataset.
   - id: keeper

@@ -92,7 +92,12 @@ return {calls: %d, sum: sum};`, n, run, n)
 // program, the program's result with a sentence of its numbers, and its
 // error, should it fail, with the error.
 func programScript(run string, n int) (*scripted.Script, error) {
-	args, err := json.Marshal(map[string]string{"program": programSource(run, n)})
+	return programScriptOf(programSource(run, n))
+}
+
+// programScriptOf is programScript for the program src.
+func programScriptOf(src string) (*scripted.Script, error) {
+	args, err := json.Marshal(map[string]string{"program": src})
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,13 @@ func trials() []trial {
 		// 12 calls in the short run (programkill.go).
 		{id: "program-kill", name: "SIGKILL the worker mid-program (40 sequential calls): the API sees each call once", runs: 3, short: 1,
 			custom: programKill, timeout: 5 * time.Minute},
+		// 3 turns in the short run (writes.go).
+		{id: "writes-kill", name: "SIGKILL the worker of a turn of 3-8 writes to an API that deduplicates nothing: none delivered twice", runs: writesRuns, short: writesRunsShort,
+			custom: writesKill, timeout: 5 * time.Minute},
+		{id: "program-writes-kill", name: "SIGKILL the worker mid-program calling an API that deduplicates nothing: the call in flight is not sent again", runs: 3, short: 1,
+			custom: programWritesKill, timeout: 5 * time.Minute},
+		{id: "writes-partition", name: "cut the worker of a turn of 3-8 writes off from Temporal, then let it back: none delivered twice", runs: writesRuns, short: writesRunsShort,
+			custom: writesPartition, timeout: 5 * time.Minute},
 		// 60 turns in the short run (replay.go).
 		{id: "replay-kill", name: "SIGKILL a worker replaying 1,000 recorded turns: the report is the undisturbed one's, no tool called", runs: 1, short: 1,
 			custom: replayKill, timeout: 45 * time.Minute},
@@ -152,8 +159,9 @@ type turnRun struct {
 	hop bool
 	// killedAt is when a strike killed the worker (unix ns; 0: none), set
 	// from the strike's goroutine; lastAt is when the client read its
-	// latest event, and pause the longest it then waited for the next
-	// one after the kill: how long the answer froze.
+	// latest event, and pause the longest it waited for an event after
+	// the kill (from the kill, or from the latest event when that came
+	// after it): how long the answer froze.
 	killedAt atomic.Int64
 	lastAt   time.Time
 	pause    time.Duration
@@ -161,8 +169,8 @@ type turnRun struct {
 
 // read notes that the client read an event now.
 func (r *turnRun) read(now time.Time) {
-	if k := r.killedAt.Load(); k != 0 && now.UnixNano() > k && !r.lastAt.IsZero() {
-		r.pause = max(r.pause, now.Sub(r.lastAt))
+	if k := r.killedAt.Load(); k != 0 && now.UnixNano() > k {
+		r.pause = max(r.pause, now.Sub(time.Unix(0, max(k, r.lastAt.UnixNano()))))
 	}
 	r.lastAt = now
 }

@@ -533,6 +533,7 @@ func streamWorkerKilled(t *testing.T, catalog, prompt string) {
 	// follower behind on a loaded machine may be shown the tokens only
 	// after the call has ended).
 	killed := make(chan error, 1)
+	var killedAt atomic.Int64
 	go func() {
 		killed <- func() error {
 			for ctx.Err() == nil {
@@ -541,6 +542,7 @@ func streamWorkerKilled(t *testing.T, catalog, prompt string) {
 					if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 						return err
 					}
+					killedAt.Store(time.Now().UnixNano())
 					p.startWorker()
 					return nil
 				}
@@ -550,12 +552,22 @@ func streamWorkerKilled(t *testing.T, catalog, prompt string) {
 		}()
 	}()
 	var events []agent.Event
+	var last time.Time
+	var pause time.Duration // the longest the follower waited for an event after the kill
 	err = followNew(ctx, follower, c, turnclient.StartOptions(queue, req), req, func(ev agent.Event) error {
 		events = append(events, ev)
+		now := time.Now()
+		if k := killedAt.Load(); k != 0 && now.UnixNano() > k {
+			pause = max(pause, now.Sub(time.Unix(0, max(k, last.UnixNano()))))
+		}
+		last = now
 		return nil
 	})
 	require.NoError(t, err)
 	require.NoError(t, <-killed)
+	// Measured, not asserted: BENCHMARKS.md and the fault suite's table
+	// hold the figures.
+	t.Logf("the stream paused %s after the kill", pause.Round(time.Millisecond))
 	requireLog(t, events, id, storyText)
 	var sawRetry bool
 	for _, ev := range events {

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +59,10 @@ type Options struct {
 	// TemporalPort is the server's frontend port; 0 means 7233, -1 a free
 	// port.
 	TemporalPort int
+	// WorkerEnv, when set, is asked once the stack runs for what worker i
+	// (from 0) gets beside Env, which it overrides: a fault suite's proxy
+	// as its TEMPORAL_ADDRESS, say.
+	WorkerEnv func(i int, stack *devstack.Stack) []string
 	// GatewayAddr is the first gateway's gRPC address. Default: a free port.
 	GatewayAddr string
 	// DatabaseURL, when set, is the Postgres to use instead of a private one.
@@ -138,7 +143,11 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	}, append(stack.ObjectStore.Env(), opts.Env...)...)
 	t.base = base
 	for i := range opts.Workers {
-		p, err := newProcess(fmt.Sprintf("worker-%d", i+1), RoleWorker, bin, opts.Dir, base, log)
+		env := base
+		if opts.WorkerEnv != nil {
+			env = append(slices.Clone(base), opts.WorkerEnv(i, stack)...)
+		}
+		p, err := newProcess(fmt.Sprintf("worker-%d", i+1), RoleWorker, bin, opts.Dir, env, log)
 		if err != nil {
 			return nil, errors.Join(err, t.Stop())
 		}
