@@ -75,6 +75,9 @@ type Options struct {
 	Seed uint64
 	// Logger receives progress. Default: none.
 	Logger *zap.Logger
+	// DevServer runs the topology on the Temporal CLI's dev server, as
+	// the dev stack does, instead of the real server.
+	DevServer bool
 }
 
 // Result is one trial's outcome.
@@ -106,7 +109,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	log.Info("chaos seed", zap.Uint64("seed", seed))
-	e, err := start(ctx, opts.Dir, log)
+	e, err := start(ctx, opts.Dir, opts.DevServer, log)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +245,7 @@ func (e *env) paused(run *turnRun) {
 	}
 }
 
-func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
+func start(ctx context.Context, dir string, devServer bool, log *zap.Logger) (*env, error) {
 	e := &env{log: log}
 	e.model.Store(scripted.New(script(nil), scripted.Options{}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -283,7 +286,7 @@ func start(ctx context.Context, dir string, log *zap.Logger) (*env, error) {
 
 	var proxyErr error
 	e.top, err = topology.Start(ctx, topology.Options{
-		Dir: dir, Workers: 2, Gateways: 2, TemporalPort: -1, Logger: log,
+		Dir: dir, Workers: 2, Gateways: 2, TemporalPort: -1, Logger: log, DevServer: devServer,
 		// Each worker reaches Temporal through a proxy the partition
 		// trials cut (proxy.go); the gateways reach it directly.
 		WorkerEnv: func(_ int, stack *devstack.Stack) []string {

@@ -18,6 +18,7 @@ import (
 var (
 	full = flag.Bool("chaos.full", false, "run every trial its full number of times (go tool task chaos)")
 	only = flag.String("chaos.only", "", "run only the trials whose names match this regexp")
+	dev  = flag.Bool("chaos.dev", false, "run the topology on the Temporal CLI's dev server (the dev stack's) instead of the real server")
 	seed = flag.Uint64("chaos.seed", 0, "seed of the trials' random choices (default: from the clock; a run prints it)")
 )
 
@@ -46,7 +47,7 @@ func TestChaos(t *testing.T) {
 	}
 	// On stdout, so that a failed run can be made again (-chaos.seed).
 	fmt.Printf("chaos seed %d\n", s)
-	opts := Options{Dir: dir, Short: !*full, Logger: logger, Seed: s}
+	opts := Options{Dir: dir, Short: !*full, Logger: logger, Seed: s, DevServer: *dev}
 	if *only != "" {
 		opts.Only = regexp.MustCompile(*only)
 	}

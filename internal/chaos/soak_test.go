@@ -38,7 +38,7 @@ func BenchmarkSoak(b *testing.B) {
 	require.NoError(b, err)
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	e, err := start(ctx, dir, zap.NewNop())
+	e, err := start(ctx, dir, false, zap.NewNop())
 	require.NoError(b, err)
 	defer e.stop()
 

@@ -59,6 +59,10 @@ type Options struct {
 	// TemporalPort is the server's frontend port; 0 means 7233, -1 a free
 	// port.
 	TemporalPort int
+	// DevServer runs the Temporal CLI's dev server (the dev stack's, one
+	// process on SQLite) instead of the real server: the same processes of
+	// agentflow on the dev stack's Temporal.
+	DevServer bool
 	// WorkerEnv, when set, is asked once the stack runs for what worker i
 	// (from 0) gets beside Env, which it overrides: a fault suite's proxy
 	// as its TEMPORAL_ADDRESS, say.
@@ -122,7 +126,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 	}
 	stack, err := devstack.Start(ctx, devstack.Options{
 		// Durable: a crashed Postgres must not take back acknowledged writes.
-		Dir: opts.Dir, TemporalServer: true, Durable: true, TemporalPort: opts.TemporalPort,
+		Dir: opts.Dir, TemporalServer: !opts.DevServer, Durable: true, TemporalPort: opts.TemporalPort,
 		DatabaseURL: opts.DatabaseURL, Logger: log, Progress: opts.Progress,
 	})
 	if err != nil {
