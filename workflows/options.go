@@ -81,12 +81,12 @@ const (
 	// one): a cancellation reaches the call with the next one. Activity
 	// options are not part of what replay compares (an activity's id and
 	// type are), so runs recorded without it replay as they were.
-	// Three seconds: a call whose worker died is tried again after it
-	// and the retry's first interval, within the 5 s a killed worker's
-	// turn may pause (reliability.md, "Back in seconds"); a worker too
-	// starved to heartbeat for three seconds loses its call, which the
-	// write gate (internal/effects) then reports rather than repeats.
-	toolHeartbeat = 3 * time.Second
+	// Five seconds: a call whose worker died is tried again after it and
+	// the retry's first interval (reliability.md, "Back in seconds"). The
+	// SDK sends heartbeats every 0.8 of it, so 1 s is left for a loaded
+	// worker's to arrive: one that misses loses its call, which the write
+	// gate (internal/effects) then reports rather than repeats.
+	toolHeartbeat = 5 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second

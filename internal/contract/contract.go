@@ -194,12 +194,13 @@ const MemoRequestHash = "agentflow_request_hash"
 // with (by the gateway, the CLI, schedules, conversations, delegations and
 // evaluations). It is how long a turn whose worker died in the middle of a
 // workflow task waits before another worker takes the task over, and a
-// local model or tool call runs inside one: Temporal's default of 10 s was
-// most of a killed worker's 12 s pause. The SDK completes a task that runs
-// local activities at 0.8 of it and goes on in the next (three history
-// events each time), so a model call of 10 s adds about 18 events.
-// docs/concepts/reliability.md ("Back in seconds") has the measurements.
-const TurnTaskTimeout = 2 * time.Second
+// local model or tool call runs inside one: most of a killed worker's
+// pause. It stays Temporal's 10 s: the SDK carries a task that runs local
+// activities across tasks at 0.8 of it, and at 2 s the 0.4 s left was not
+// enough on a loaded machine (20 turns holding local model calls lost
+// their tasks, and their calls, again and again). What it costs and what
+// it gains: docs/concepts/reliability.md, "Back in seconds".
+const TurnTaskTimeout = 10 * time.Second
 
 // TurnWorkflowID is the id of the AgentTurn for a tenant's job.
 func TurnWorkflowID(tenantID, jobID string) string { return "turn/" + tenantID + "/" + jobID }
