@@ -29,17 +29,16 @@ func localOptions() workflow.LocalActivityOptions {
 	}
 }
 
-// modelOptions are a CallModel's: a call heartbeats with every batch and
-// at least every second, so a lost worker is noticed within the heartbeat
-// timeout (as toolHeartbeat's);
+// modelOptions are a CallModel's: a streaming call heartbeats with every
+// batch and at least every second, so a lost worker is noticed quickly;
 // an attempt that runs over the agent's model timeout times out and is
 // retried, as one whose worker was lost is.
 func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: limits.ModelTimeout(),
-		HeartbeatTimeout:    toolHeartbeat,
+		HeartbeatTimeout:    10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    500 * time.Millisecond,
+			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
 			MaximumInterval:    30 * time.Second,
 			MaximumAttempts:    modelAttempts,
@@ -51,11 +50,9 @@ func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions 
 // modelAttempts is how many attempts a CallModel activity makes at most.
 const modelAttempts = 6
 
-// toolRetry is a tool call's: the first retry comes half a second after
-// a failure, or after the heartbeat timeout of a lost worker (toolHeartbeat).
 func toolRetry() *temporal.RetryPolicy {
 	return &temporal.RetryPolicy{
-		InitialInterval:    500 * time.Millisecond,
+		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
 		MaximumInterval:    10 * time.Second,
 		MaximumAttempts:    3,
@@ -81,12 +78,7 @@ const (
 	// one): a cancellation reaches the call with the next one. Activity
 	// options are not part of what replay compares (an activity's id and
 	// type are), so runs recorded without it replay as they were.
-	// Five seconds: a call whose worker died is tried again after it and
-	// the retry's first interval (reliability.md, "Back in seconds"). The
-	// SDK sends heartbeats every 0.8 of it, so 1 s is left for a loaded
-	// worker's to arrive: one that misses loses its call, which the write
-	// gate (internal/effects) then reports rather than repeats.
-	toolHeartbeat = 5 * time.Second
+	toolHeartbeat = 10 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second

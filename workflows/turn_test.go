@@ -359,12 +359,9 @@ func TestAgentTurnFailures(t *testing.T) {
 		},
 		{
 			name:     "timeout",
-			// Within the model call's first attempts: a call that never
-			// answers (nor heartbeats, in this test) is tried again after
-			// each heartbeat timeout.
-			agent:    func(a *agent.Agent) { a.Limits.TurnTimeoutSec = 10 },
+			agent:    func(a *agent.Agent) { a.Limits.TurnTimeoutSec = 30 },
 			slow:     true,
-			wantType: agent.ErrTypeTimeout, wantMsg: "within its timeout of 10s", saved: true,
+			wantType: agent.ErrTypeTimeout, wantMsg: "within its timeout of 30s", saved: true,
 		},
 		{
 			name:     "request timeout lowers the agent's",

@@ -165,7 +165,7 @@ func writesPartition(ctx context.Context, e *env, job string) error {
 // partitionFor is how long a partitioned worker is cut off: longer than
 // a call's heartbeat timeout and a workflow task's timeout, so that
 // Temporal gives its work to the other worker while it still runs.
-const partitionFor = 8 * time.Second
+const partitionFor = 12 * time.Second
 
 // partitionWorker cuts the worker running the turn's call (or workflow
 // task) off from Temporal, and restores its link partitionFor later.

@@ -522,14 +522,8 @@ func (s *Server) newWorker() error {
 		}),
 		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
 		WorkerStopTimeout:                s.stopTimeout(),
-		// A workflow task waits this long on the queue of the worker that
-		// ran the last one before any worker may take it: a worker cut off
-		// from Temporal (not dead: a dead one's queue loses its pollers at
-		// once) holds its turns that long after their task timed out.
-		// Temporal's default is 5 s (reliability.md, "Back in seconds").
-		StickyScheduleToStartTimeout: stickyTimeout,
-		DeadlockDetectionTimeout:     s.cfg.DeadlockDetectionTimeout,
-		DeploymentOptions:            s.cfg.Deployment.WorkerOptions(),
+		DeadlockDetectionTimeout:         s.cfg.DeadlockDetectionTimeout,
+		DeploymentOptions:                s.cfg.Deployment.WorkerOptions(),
 		// A worker the server refuses for good (an invalid argument in
 		// its polls) stops by itself; the process then shuts down and
 		// fails rather than serve without a worker.
@@ -544,9 +538,6 @@ func (s *Server) newWorker() error {
 	acts.Register(s.worker)
 	return nil
 }
-
-// stickyTimeout is the workers' StickyScheduleToStartTimeout.
-const stickyTimeout = 2 * time.Second
 
 // newGateway serves the gRPC API, and the HTTP API unless it is off. With
 // OIDC it first discovers the issuer and fetches its keys: a gateway that
