@@ -123,7 +123,7 @@ func trials() []trial {
 		// 12 calls in the short run (programkill.go).
 		{id: "program-kill", name: "SIGKILL the worker mid-program (40 sequential calls): the API sees each call once", runs: 3, short: 1,
 			custom: programKill, timeout: 5 * time.Minute},
-		// 3 turns in the short run (writes.go).
+		// 1 turn in the short run (writes.go).
 		{id: "writes-kill", name: "SIGKILL the worker of a turn of 3-8 writes to an API that deduplicates nothing: none delivered twice", runs: writesRuns, short: writesRunsShort,
 			custom: writesKill, timeout: 5 * time.Minute},
 		{id: "program-writes-kill", name: "SIGKILL the worker mid-program calling an API that deduplicates nothing: the call in flight is not sent again", runs: 3, short: 1,

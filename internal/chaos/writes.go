@@ -33,7 +33,7 @@ import (
 //     call for, streamed and stored once (check).
 const (
 	writesRuns      = 100
-	writesRunsShort = 3
+	writesRunsShort = 1
 	journalDelay    = 400 * time.Millisecond
 )
 
