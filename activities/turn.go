@@ -181,27 +181,9 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result of job %q: %w", req.JobID, err)
 	}
-	// forgot is closed once the live path no longer holds what the turn's
-	// calls streamed live first (the log holds it): dropped while the rest
-	// is done, and before the close is published. A follower shown the
-	// close may read the turn at once; while the workflow task that took
-	// this result still runs, the read answers from the live path
-	// (eventlog.Follower.Read), which must then hold nothing older than
-	// the close rather than the turn's events without their end.
-	// When it could not drop them, the close is not published: followers
-	// have it from the log.
-	forgot := make(chan struct{})
-	var forgetErr error
-	if ap, ok := a.events.(eventlog.Appender); ok && req.Streaming() {
-		go func() {
-			defer close(forgot)
-			if forgetErr = ap.Forget(ctx, in.WorkflowID); forgetErr != nil {
-				a.log(ctx).Warn("forget streamed batches", zap.String("workflow_id", in.WorkflowID), zap.Error(forgetErr))
-			}
-		}()
-	} else {
-		close(forgot)
-	}
+	// The live path is emptied while the rest is done, and before the
+	// close is published (forgetLive).
+	forgot := a.forgetLive(ctx, req, in.WorkflowID)
 	defer func() { <-forgot }()
 	if req.SessionID != "" && (stored.Status == agent.StatusCompleted || stored.Partial) {
 		// The prompt's parts as the turn kept them (by cas:// ref), so
@@ -244,8 +226,35 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	}
 	// The result is stored and the session holds the exchange: followers
 	// may end now. The turn logs these events next, as they are.
-	if <-forgot; forgetErr == nil {
+	if err := <-forgot; err == nil {
 		stored.StreamTail = a.sinks(ctx, "").Close(ctx, in.WorkflowID, in.Live, in.CloseFrom, stored)
 	}
 	return stored, nil
+}
+
+// forgetLive drops what the turn's calls streamed live first (the log
+// holds it) from the live path, in the background; the channel gives the
+// outcome and is closed (nil when there was nothing to drop). SaveResult publishes
+// the turn's close only after it, and only when it succeeded: a follower
+// shown the close may read the turn at once, and while the workflow task
+// that took the result still runs, the read answers from the live path
+// (eventlog.Follower.Read), which must then hold nothing rather than the
+// turn's events without their end. Without the close published,
+// followers have it from the log.
+func (a *Activities) forgetLive(ctx context.Context, req agent.TurnRequest, workflowID string) <-chan error {
+	forgot := make(chan error, 1)
+	ap, ok := a.events.(eventlog.Appender)
+	if !ok || !req.Streaming() {
+		close(forgot)
+		return forgot
+	}
+	go func() {
+		err := ap.Forget(ctx, workflowID)
+		if err != nil {
+			a.log(ctx).Warn("forget streamed batches", zap.String("workflow_id", workflowID), zap.Error(err))
+		}
+		forgot <- err
+		close(forgot) // a second receive (the deferred wait) returns at once
+	}()
+	return forgot
 }

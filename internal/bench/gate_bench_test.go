@@ -71,6 +71,6 @@ func BenchmarkWriteGate(b *testing.B) {
 		b.ReportMetric(float64(p(bare, 0.5).Microseconds())/1000, "bare-p50-ms")
 		b.ReportMetric(float64(p(gated, 0.5).Microseconds())/1000, "gated-p50-ms")
 		b.ReportMetric(float64(p(gated, 0.99).Microseconds())/1000, "gated-p99-ms")
-		b.ReportMetric(float64((p(gated, 0.5) - p(bare, 0.5)).Microseconds())/1000, "gate-p50-ms")
+		b.ReportMetric(float64((p(gated, 0.5)-p(bare, 0.5)).Microseconds())/1000, "gate-p50-ms")
 	}
 }

@@ -305,17 +305,31 @@ func (l *ledger) reset(run string, strikeAt int) <-chan func() {
 	return l.held
 }
 
-func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Run string `json:"run"`
-		I   *int   `json:"i"`
+// entryRequest is a request of the suite's APIs that write entries
+// (ledger, journal): a run's entry i, with the call's Idempotency-Key.
+type entryRequest struct {
+	Run string `json:"run"`
+	I   *int   `json:"i"`
+	key string
+}
+
+// decodeEntry reads an entry request; an error says what is missing.
+func decodeEntry(w http.ResponseWriter, r *http.Request) (entryRequest, error) {
+	var body entryRequest
+	body.key = r.Header.Get("Idempotency-Key")
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10)).Decode(&body); err != nil || body.I == nil || body.key == "" {
+		return body, fmt.Errorf("entry %v of %q with key %q: want {run, i} and an Idempotency-Key", body.I, body.Run, body.key)
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10)).Decode(&body); err != nil || body.I == nil || key == "" {
-		l.refuse(w, fmt.Sprintf("entry %v of %q with key %q: want {run, i} and an Idempotency-Key", body.I, body.Run, key))
+	return body, nil
+}
+
+func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := decodeEntry(w, r)
+	if err != nil {
+		l.refuse(w, err.Error())
 		return
 	}
-	i := *body.I
+	key, i := body.key, *body.I
 	l.mu.Lock()
 	if body.Run != l.run {
 		l.mu.Unlock()

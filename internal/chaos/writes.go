@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -71,15 +70,12 @@ func (j *journal) resetHolding(run string, n, at int) <-chan func() {
 }
 
 func (j *journal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Run string `json:"run"`
-		I   *int   `json:"i"`
-	}
-	key := r.Header.Get("Idempotency-Key")
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10)).Decode(&body); err != nil || body.I == nil || key == "" {
+	body, err := decodeEntry(w, r)
+	if err != nil {
 		http.Error(w, `{"error":"want {run, i} and an Idempotency-Key"}`, http.StatusBadRequest)
 		return
 	}
+	key := body.key
 	j.mu.Lock()
 	if body.Run != j.run {
 		j.mu.Unlock()

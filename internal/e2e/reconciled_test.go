@@ -17,7 +17,6 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/testserver"
-	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // reconciledDoc: two writes that deduplicate nothing (createOrder,
@@ -136,17 +135,7 @@ func TestWritesReconciled(t *testing.T) {
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	turn := func(prompt string) agent.TurnResult {
-		t.Helper()
-		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
-			TenantID: "demo", JobID: "reconciled-" + testserver.RandomID(), Prompt: prompt})
-		require.NoError(t, err)
-		res, err := turnclient.Result(ctx, run)
-		require.NoError(t, err)
-		require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
-		require.Len(t, res.Metadata.ToolCalls, 1)
-		return res
-	}
+	turn := func(prompt string) agent.TurnResult { return oneCallTurn(ctx, t, srv, "reconciled-", prompt) }
 
 	res := turn("call orders createOrder")
 	require.Equal(t, 1, api.counted("/orders"), "the order reached the API once")

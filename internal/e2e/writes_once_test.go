@@ -296,17 +296,7 @@ rules:
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	turn := func(prompt string) agent.TurnResult {
-		t.Helper()
-		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
-			TenantID: "demo", JobID: "mcp-writes-" + testserver.RandomID(), Prompt: prompt})
-		require.NoError(t, err)
-		res, err := turnclient.Result(ctx, run)
-		require.NoError(t, err)
-		require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
-		require.Len(t, res.Metadata.ToolCalls, 1)
-		return res
-	}
+	turn := func(prompt string) agent.TurnResult { return oneCallTurn(ctx, t, srv, "mcp-writes-", prompt) }
 
 	res := turn("book AF1")
 	require.Equal(t, 1, drop.count("book"), "the booking reached the server once")
@@ -318,4 +308,18 @@ rules:
 	require.Equal(t, 2, drop.count("lookup"), "a read-only call is sent again")
 	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
 	require.Contains(t, res.Output, "found AF1")
+}
+
+// oneCallTurn runs a turn of the demo tenant on srv and returns its
+// result, which must be completed with one tool call.
+func oneCallTurn(ctx context.Context, t *testing.T, srv *testserver.Server, jobPrefix, prompt string) agent.TurnResult {
+	t.Helper()
+	run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
+		TenantID: "demo", JobID: jobPrefix + testserver.RandomID(), Prompt: prompt})
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Len(t, res.Metadata.ToolCalls, 1)
+	return res
 }
