@@ -468,6 +468,56 @@ func followNew(ctx context.Context, f *eventlog.Follower, c client.Client, opts 
 	}, send)
 }
 
+// TestFollowerReadsBesideLocalCall: a follower's read of the log does not
+// hold back the live path. A turn in a local model call answers the log's
+// query only when its workflow task completes (a heartbeat, 8 s in here,
+// or the call's end), and a follower reads the log whenever it hears
+// nothing for a while (its idle read, 50 ms here, between tokens 200 ms
+// apart): the call's tokens must still reach the client as they are
+// streamed. (Before, a read in flight held them until the query was
+// answered, which after a killed worker added most of a heartbeat to the
+// client's pause.)
+func TestFollowerReadsBesideLocalCall(t *testing.T) {
+	script := strings.Replace(testScript, "delay_ms: 15", "delay_ms: 200", 1)
+	e := &env{Server: testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{localCatalog}}), t: t}
+	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
+	req.Normalize()
+	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
+	opts := turnclient.StartOptions(e.TaskQueue, req)
+	opts.WorkflowTaskTimeout = 10 * time.Second // its heartbeat long after the call's sixth token
+	reads := &readCounter{}
+	f := eventlog.NewFollower(e.Client(), e.Hub(), server.SDKLogger(zaptest.NewLogger(t)), 50*time.Millisecond)
+	f.Metrics = reads
+	var events []agent.Event
+	tokens, completedAtSixth, readsAtSixth := 0, -1, int64(-1)
+	err := followNew(ctx, f, e.Client(), opts, req, func(ev agent.Event) error {
+		events = append(events, ev)
+		if ev.Kind != agent.EventToken {
+			return nil
+		}
+		if tokens++; tokens == 6 {
+			readsAtSixth, completedAtSixth = reads.n.Load(), 0
+			for it := e.Client().GetWorkflowHistory(ctx, id, "", false, 0); it.HasNext(); {
+				h, err := it.Next()
+				if err != nil {
+					return err
+				}
+				if h.EventType == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+					completedAtSixth++
+				}
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	requireLog(t, events, id, storyText)
+	require.Positive(t, readsAtSixth, "the follower read the log while the call streamed")
+	require.Zero(t, completedAtSixth, "the sixth token reached the client while the workflow task that runs the call, and so the log's query, was still open")
+}
+
 // readCounter counts a follower's reads of the log.
 type readCounter struct{ n atomic.Int64 }
 

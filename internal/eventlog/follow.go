@@ -225,6 +225,18 @@ type following struct {
 	next     int64  // the index the client needs next
 	send     func(agent.Event) error
 	held     map[int64]agent.Event // live events that arrived ahead of a gap
+	// reading brings the read of the log in flight (nil: none). A read
+	// runs beside the live path, not in its way: a turn in a local model
+	// call answers the log's query only at its workflow task's end or
+	// heartbeat, while the call's events keep coming live — after a
+	// killed worker, the retried call's whole answer.
+	reading chan logRead
+}
+
+// logRead is a read of the log, as it ended.
+type logRead struct {
+	page agent.EventsPage
+	err  error
 }
 
 // wait delivers what arrives next — live events, wake-ups, or what the
@@ -256,9 +268,11 @@ func (fl *following) wait(ctx context.Context, sub Subscription) error {
 		case evs := <-live:
 			done, err = fl.live(ctx, evs)
 		case <-lagged:
-			done, err = fl.catchUpFrom(ctx, "gap", true)
+			done, err = fl.gap(ctx, "gap", true)
 		case <-idle.C:
-			done, err = fl.catchUp(ctx, "idle")
+			done, err = fl.gap(ctx, "idle", true)
+		case r := <-fl.reading:
+			done, err = fl.read(ctx, r)
 		case <-closed:
 			closed = nil
 			done, err = fl.ended(ctx, tail)
@@ -339,14 +353,14 @@ func (fl *following) deliver(evs []agent.Event) (bool, error) {
 }
 
 // live takes a live batch: in order, it is sent; after a gap (or a
-// wake-up, which has no events) the log fills the gap first.
+// wake-up, which has no events) the log fills the gap.
 func (fl *following) live(ctx context.Context, evs []agent.Event) (bool, error) {
 	if len(evs) == 0 || evs[0].Index > fl.next {
 		for _, e := range evs {
 			fl.held[e.Index] = e
 		}
 		// A wake-up says the log has news the live path does not carry.
-		return fl.catchUpFrom(ctx, "gap", len(evs) > 0)
+		return fl.gap(ctx, "gap", len(evs) > 0)
 	}
 	if done, err := fl.deliver(evs); done || err != nil {
 		return done, err
@@ -354,19 +368,16 @@ func (fl *following) live(ctx context.Context, evs []agent.Event) (bool, error) 
 	return fl.drainHeld()
 }
 
-// catchUp reads the log from the client's position, then sends the held
-// events that now follow.
-func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
-	return fl.catchUpFrom(ctx, reason, false)
-}
-
-// catchUpFrom is catchUp, reading the live path first when storedFirst:
-// after live events that skipped some, or a lagging subscription.
-func (fl *following) catchUpFrom(ctx context.Context, reason string, storedFirst bool) (bool, error) {
+// gap fills what the client may have missed — after live events that
+// skipped some, a lagging subscription, a wake-up or a quiet spell — from
+// the live path first when storedFirst, then from the log, read beside
+// the live path (reading). A gap the live path fills reads no log; a
+// quiet spell reads it anyway, for news only the log carries (a tool's
+// progress whose wake-up was lost).
+func (fl *following) gap(ctx context.Context, reason string, storedFirst bool) (bool, error) {
 	if storedFirst {
 		// What a lost notification skipped is on the live path, when it
-		// holds what follows the client's position: no query, which a
-		// local model call's workflow task would answer late.
+		// holds what follows the client's position.
 		evs, err := fl.readStored(ctx)
 		if err != nil {
 			return false, err
@@ -376,11 +387,62 @@ func (fl *following) catchUpFrom(ctx context.Context, reason string, storedFirst
 				return done, err
 			}
 			fl.dropHeld()
-			if done, err := fl.drainHeld(); done || err != nil || len(fl.held) == 0 {
+			done, err := fl.drainHeld()
+			if done || err != nil || (len(fl.held) == 0 && reason != "idle") {
 				return done, err
 			}
 		}
 	}
+	fl.startRead(ctx, reason)
+	return false, nil
+}
+
+// startRead starts a read of the log from the client's position unless
+// one is in flight; reason counts it ("": a page after the first).
+func (fl *following) startRead(ctx context.Context, reason string) {
+	if fl.reading != nil {
+		return
+	}
+	if reason != "" {
+		fl.f.count(reason)
+	}
+	ch, after := make(chan logRead, 1), fl.next-1
+	go func() {
+		page, err := fl.f.read(ctx, fl.streamID, after)
+		ch <- logRead{page, err}
+	}()
+	fl.reading = ch
+}
+
+// read takes a read of the log that ended: it sends what continues the
+// stream (the live path may have sent some meanwhile), reads the next
+// page while pages bring events, then what calls in flight streamed past
+// the log's end, and the held events that now follow.
+func (fl *following) read(ctx context.Context, r logRead) (bool, error) {
+	fl.reading = nil
+	if r.err != nil {
+		return false, r.err
+	}
+	if done, err := fl.deliver(r.page.Events); done || err != nil {
+		return done, err
+	}
+	// A page may end before the log does: a page of an earlier run of a
+	// turn that continued as new ends where that run's events do.
+	if len(r.page.Events) > 0 && fl.next < r.page.Next {
+		fl.startRead(ctx, "")
+		return false, nil
+	}
+	if done, err := fl.stored(ctx); done || err != nil {
+		return done, err
+	}
+	fl.dropHeld()
+	return fl.drainHeld()
+}
+
+// catchUp reads the log from the client's position and waits for it,
+// then sends the held events that now follow: at the turn's close, when
+// the log is final.
+func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
 	fl.f.count(reason)
 	p, err := fl.f.read(ctx, fl.streamID, fl.next-1)
 	if err != nil {
