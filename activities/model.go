@@ -44,6 +44,7 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		ctx, stop = a.interrupts.Watch(ctx, in.StreamID)
 		defer stop()
 	}
+	defer callHeartbeats(ctx)()
 	res, err := a.callModel(ctx, in)
 	if err != nil && errors.Is(context.Cause(ctx), eventlog.ErrInterrupted) {
 		// Not retried: the turn acts on what interrupted the call, a
@@ -624,27 +625,18 @@ func (m *modelCall) media(ctx context.Context, ref string) ([]byte, string, erro
 	return data, info.ContentType, nil
 }
 
-// heartbeat records a heartbeat every interval until stop is called.
-func heartbeat(ctx context.Context, interval time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
+// callHeartbeats heartbeats a model or tool call run as an activity
+// every second, from its start to its end, whatever the call is doing
+// (loading, guards, a database that is away, the model's silence): the
+// calls' heartbeat timeout is short (workflows' callHeartbeat), so that a
+// lost worker is noticed within seconds, and a live one must never miss
+// it. A local activity runs inside its workflow task, which the SDK
+// heartbeats: nothing to do.
+func callHeartbeats(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity {
+		return func() {}
 	}
+	return keepAlive(ctx, time.Second, nil)
 }
 
 // modelError says what a provider's failure means: retryable failures

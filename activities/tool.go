@@ -40,6 +40,7 @@ import (
 // an ask_user call): its answer is.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	ctx = withToolLog(ctx, in)
+	defer callHeartbeats(ctx)()
 	// What the tool embeds (retrieve, remember, recall) is charged to the
 	// turn's tenant, under the call's key.
 	ctx = withScope(ctx, metered.Scope{TenantID: in.TenantID, Key: fmt.Sprintf("%s:tool:%d:%s", in.JobID, in.Seq, in.Call.ID),
@@ -79,10 +80,6 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		// A person answered the question (or no one did): store that.
 		msg, status := asked(*in.Asked)
 		return a.storeToolResult(ctx, in, ranAs(ag, in.Call.Name, msg), status)
-	}
-	if !activity.GetInfo(ctx).IsLocalActivity {
-		stop := heartbeat(ctx, time.Second)
-		defer stop()
 	}
 	progress := eventlog.StartProgress(ctx, sinks, turnID, in.Call)
 	msg, status, step := a.run(ctx, ag, in, progress)

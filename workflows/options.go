@@ -29,14 +29,14 @@ func localOptions() workflow.LocalActivityOptions {
 	}
 }
 
-// modelOptions are a CallModel's: a streaming call heartbeats with every
-// batch and at least every second, so a lost worker is noticed quickly;
-// an attempt that runs over the agent's model timeout times out and is
-// retried, as one whose worker was lost is.
+// modelOptions are a CallModel's: the call heartbeats every second from
+// start to end (activities' callHeartbeats), so a lost worker is noticed
+// within callHeartbeat; an attempt that runs over the agent's model
+// timeout times out and is retried, as one whose worker was lost is.
 func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: limits.ModelTimeout(),
-		HeartbeatTimeout:    10 * time.Second,
+		HeartbeatTimeout:    callHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
@@ -64,7 +64,7 @@ func toolRetry() *temporal.RetryPolicy {
 // operator's limit), no longer than the turn's timeout (turn). A long call is
 // not a blind one: ExecuteTool heartbeats every second whatever the tool
 // does (a Job's poll included), so a lost worker is noticed within
-// toolHeartbeat, not at the end of the call's timeout. Activity options
+// callHeartbeat, not at the end of the call's timeout. Activity options
 // are not part of what replay compares, so recorded turns replay as they
 // were.
 func toolTimeout(spec agent.Tool, turn time.Duration) time.Duration {
@@ -72,13 +72,14 @@ func toolTimeout(spec agent.Tool, turn time.Duration) time.Duration {
 }
 
 const (
-	// toolHeartbeat is a tool call's heartbeat timeout: ExecuteTool
-	// heartbeats every second, so a lost worker is noticed within it, and
-	// the SDK sends heartbeats every 0.8 of it (not every 30 s, as without
-	// one): a cancellation reaches the call with the next one. Activity
+	// callHeartbeat is a model or tool call's heartbeat timeout: CallModel
+	// and ExecuteTool heartbeat every second whatever they do, and the
+	// worker sends each at once (server.heartbeatThrottle), so a lost
+	// worker is noticed within 3 s and a live one has 2 s to spare; a
+	// cancellation reaches the call with the next heartbeat. Activity
 	// options are not part of what replay compares (an activity's id and
-	// type are), so runs recorded without it replay as they were.
-	toolHeartbeat = 10 * time.Second
+	// type are), so runs recorded with other timeouts replay as they were.
+	callHeartbeat = 3 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second

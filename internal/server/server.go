@@ -521,6 +521,7 @@ func (s *Server) newWorker() error {
 			MaximumNumberOfPollers: wfPollers,
 		}),
 		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
+		MaxHeartbeatThrottleInterval:     heartbeatThrottle,
 		WorkerStopTimeout:                s.stopTimeout(),
 		DeadlockDetectionTimeout:         s.cfg.DeadlockDetectionTimeout,
 		DeploymentOptions:                s.cfg.Deployment.WorkerOptions(),
@@ -538,6 +539,13 @@ func (s *Server) newWorker() error {
 	acts.Register(s.worker)
 	return nil
 }
+
+// heartbeatThrottle is the longest the worker holds an activity's
+// heartbeat before it sends it (the SDK's default holds it for 0.8 of the
+// heartbeat timeout). Model and tool calls heartbeat every second under
+// a 3 s timeout (workflows' callHeartbeat): sent at once, each leaves a
+// live worker 2 s to spare on a loaded machine rather than 0.6 s.
+const heartbeatThrottle = time.Second
 
 // newGateway serves the gRPC API, and the HTTP API unless it is off. With
 // OIDC it first discovers the issuer and fetches its keys: a gateway that
