@@ -18,9 +18,9 @@ import (
 // call, and an unstreamed one has a heartbeat of its own, or a long call
 // would be given up for lost while it still runs, and paid for again.
 type replyOut struct {
-	held      *guardpkg.Reply
-	refusal   string            // the output guard's, sent in place of what broke it
-	st        *eventlog.Batcher // nil: not streamed, or closed
+	held    *guardpkg.Reply
+	refusal string            // the output guard's, sent in place of what broke it
+	st      *eventlog.Batcher // nil: not streamed, or closed
 }
 
 // openReply compiles the agent's output guard and opens the call's
