@@ -195,14 +195,12 @@ const MemoRequestHash = "agentflow_request_hash"
 // evaluations). It is how long a turn whose worker died in the middle of a
 // workflow task waits before another worker takes the task over, and a
 // local model or tool call runs inside one: most of a killed worker's
-// pause. At Temporal's 10 s a person watched a frozen answer for about
-// that long. The SDK carries a task that runs local activities into the
-// next at 0.8 of the timeout, so what is left (0.6 s here) must cover the
-// task's trip from the server and the heartbeat's back on a loaded
-// worker: at 2 s the 0.4 s left was not enough (20 turns holding local
-// model calls lost their tasks again and again). What it costs and gains:
-// docs/concepts/reliability.md, "Back in seconds".
-const TurnTaskTimeout = 3 * time.Second
+// pause. It stays Temporal's 10 s: the SDK carries a task that runs local
+// activities across tasks at 0.8 of it, and at 2 s the 0.4 s left was not
+// enough on a loaded machine (20 turns holding local model calls lost
+// their tasks, and their calls, again and again). What it costs and what
+// it gains: docs/concepts/reliability.md, "Back in seconds".
+const TurnTaskTimeout = 10 * time.Second
 
 // TurnWorkflowID is the id of the AgentTurn for a tenant's job.
 func TurnWorkflowID(tenantID, jobID string) string { return "turn/" + tenantID + "/" + jobID }
