@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
@@ -265,6 +266,9 @@ func (a *Activities) guardInput(ctx context.Context, ag agent.Agent, in contract
 		}
 	}
 	text := strings.Join(texts, "\n\n")
+	// The guards may take seconds each: nothing else heartbeats yet.
+	stop := heartbeat(ctx, time.Second)
+	defer stop()
 	for _, c := range checks {
 		if rule := c.check(text); rule != "" {
 			a.log(ctx).Info("input guard refused", zap.String("tenant", in.TenantID), zap.String("job_id", in.JobID), zap.String("guard", c.guard))

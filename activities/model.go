@@ -44,7 +44,6 @@ func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) 
 		ctx, stop = a.interrupts.Watch(ctx, in.StreamID)
 		defer stop()
 	}
-	defer callHeartbeats(ctx)()
 	res, err := a.callModel(ctx, in)
 	if err != nil && errors.Is(context.Cause(ctx), eventlog.ErrInterrupted) {
 		// Not retried: the turn acts on what interrupted the call, a
@@ -625,18 +624,22 @@ func (m *modelCall) media(ctx context.Context, ref string) ([]byte, string, erro
 	return data, info.ContentType, nil
 }
 
-// callHeartbeats heartbeats a model or tool call run as an activity
-// every second, from its start to its end, whatever the call is doing
-// (loading, guards, a database that is away, the model's silence): the
-// calls' heartbeat timeout is short (workflows' callHeartbeat), so that a
-// lost worker is noticed within seconds, and a live one must never miss
-// it. A local activity runs inside its workflow task, which the SDK
-// heartbeats: nothing to do.
+// callHeartbeats heartbeats a tool call run as an activity every second,
+// from its start to its end, whatever the call is doing (a database that
+// is away, a far side that is slow): its heartbeat timeout is short
+// (workflows' toolHeartbeat), so that a lost worker is noticed within
+// seconds, and a live one must never miss it. A local activity runs
+// inside its workflow task, which the SDK heartbeats: nothing to do.
 func callHeartbeats(ctx context.Context) (stop func()) {
 	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity {
 		return func() {}
 	}
 	return keepAlive(ctx, time.Second, nil)
+}
+
+// heartbeat records a heartbeat every interval until stop is called.
+func heartbeat(ctx context.Context, interval time.Duration) (stop func()) {
+	return keepAlive(ctx, interval, nil)
 }
 
 // modelError says what a provider's failure means: retryable failures

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/eventlog"
@@ -18,13 +19,14 @@ import (
 // call, and an unstreamed one has a heartbeat of its own, or a long call
 // would be given up for lost while it still runs, and paid for again.
 type replyOut struct {
-	held    *guardpkg.Reply
-	refusal string            // the output guard's, sent in place of what broke it
-	st      *eventlog.Batcher // nil: not streamed, or closed
+	held      *guardpkg.Reply
+	refusal   string            // the output guard's, sent in place of what broke it
+	st        *eventlog.Batcher // nil: not streamed, or closed
+	stopBeats func()            // nil: no heartbeat of its own, or stopped
 }
 
 // openReply compiles the agent's output guard and opens the call's
-// stream, if it streams.
+// stream, or its heartbeat.
 func (m *modelCall) openReply(ctx context.Context) error {
 	a, in := m.a, m.in
 	guard, err := a.outputGuard(ctx, m.ag, in)
@@ -35,6 +37,7 @@ func (m *modelCall) openReply(ctx context.Context) error {
 		m.out.held, m.out.refusal = guard.Reply(), guard.Refusal
 	}
 	if !in.Stream || in.StreamID == "" {
+		m.out.stopBeats = heartbeat(ctx, time.Second)
 		return nil
 	}
 	st, err := eventlog.StartBatcher(ctx, a.sinks(ctx, in.Notify), a.streamCall(ctx, in), a.streamInterval, a.streamMaxBytes)
@@ -84,9 +87,11 @@ func (o *replyOut) end(ctx context.Context, resp *llm.Response) (string, guardpk
 	return rule, on, nil
 }
 
-// close sends what the stream still holds and closes it. With keepTail the last batch is not sent but returned, for
+// close sends what the stream still holds and closes it, and stops the
+// heartbeat. With keepTail the last batch is not sent but returned, for
 // the call's result (streamTail).
 func (o *replyOut) close(keepTail bool) (streamTail, error) {
+	o.stopHeartbeat()
 	st := o.st
 	if st == nil {
 		return streamTail{}, nil
@@ -102,12 +107,21 @@ func (o *replyOut) close(keepTail bool) (streamTail, error) {
 	return streamTail{batch: &b, live: st.Published()}, nil
 }
 
-// abort stops the stream without sending what it holds: the attempt failed, and the next one voids what this one
+// abort stops the stream without sending what it holds, and the
+// heartbeat: the attempt failed, and the next one voids what this one
 // streamed. What is closed stays closed.
 func (o *replyOut) abort() {
+	o.stopHeartbeat()
 	if o.st != nil {
 		o.st.Abort()
 		o.st = nil
+	}
+}
+
+func (o *replyOut) stopHeartbeat() {
+	if o.stopBeats != nil {
+		o.stopBeats()
+		o.stopBeats = nil
 	}
 }
 

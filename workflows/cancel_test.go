@@ -95,7 +95,7 @@ func TestCancelStopsToolsInFlight(t *testing.T) {
 
 	require.Equal(t, "the turn was cancelled by ana: stuck", res.Error.Message)
 	require.Equal(t, []string{contract.ExecuteTool, contract.ExecuteTool}, canceled, "both calls in flight were cancelled")
-	require.Equal(t, []time.Duration{callHeartbeat, callHeartbeat}, f.toolHeartbeats)
+	require.Equal(t, []time.Duration{toolHeartbeat, toolHeartbeat}, f.toolHeartbeats)
 	require.Equal(t, []agent.ToolCallRecord{
 		{CallID: "c1", Tool: "calculator", Args: []byte(`{"expression":"1+1"}`), Status: agent.ToolCanceled},
 		{CallID: "c2", Tool: "calculator", Args: []byte(`{"expression":"2+2"}`), Status: agent.ToolCanceled},

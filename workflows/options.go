@@ -29,14 +29,14 @@ func localOptions() workflow.LocalActivityOptions {
 	}
 }
 
-// modelOptions are a CallModel's: the call heartbeats every second from
-// start to end (activities' callHeartbeats), so a lost worker is noticed
-// within callHeartbeat; an attempt that runs over the agent's model
+// modelOptions are a CallModel's: a streaming call heartbeats with every
+// batch and at least every second, so a lost worker is noticed within
+// modelHeartbeat; an attempt that runs over the agent's model
 // timeout times out and is retried, as one whose worker was lost is.
 func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: limits.ModelTimeout(),
-		HeartbeatTimeout:    callHeartbeat,
+		HeartbeatTimeout:    modelHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
@@ -64,7 +64,7 @@ func toolRetry() *temporal.RetryPolicy {
 // operator's limit), no longer than the turn's timeout (turn). A long call is
 // not a blind one: ExecuteTool heartbeats every second whatever the tool
 // does (a Job's poll included), so a lost worker is noticed within
-// callHeartbeat, not at the end of the call's timeout. Activity options
+// toolHeartbeat, not at the end of the call's timeout. Activity options
 // are not part of what replay compares, so recorded turns replay as they
 // were.
 func toolTimeout(spec agent.Tool, turn time.Duration) time.Duration {
@@ -72,14 +72,18 @@ func toolTimeout(spec agent.Tool, turn time.Duration) time.Duration {
 }
 
 const (
-	// callHeartbeat is a model or tool call's heartbeat timeout: CallModel
-	// and ExecuteTool heartbeat every second whatever they do, and the
-	// worker sends each at once (server.heartbeatThrottle), so a lost
-	// worker is noticed within 3 s and a live one has 2 s to spare; a
-	// cancellation reaches the call with the next heartbeat. Activity
-	// options are not part of what replay compares (an activity's id and
-	// type are), so runs recorded with other timeouts replay as they were.
-	callHeartbeat = 3 * time.Second
+	// toolHeartbeat is a tool call's heartbeat timeout: ExecuteTool
+	// heartbeats every second whatever it does, and the worker sends each
+	// at once (server.heartbeatThrottle), so a lost worker is noticed
+	// within 3 s and a live one has 2 s to spare; a cancellation reaches
+	// the call with the next heartbeat. Activity options are not part of
+	// what replay compares (an activity's id and type are), so runs
+	// recorded with other timeouts replay as they were.
+	toolHeartbeat = 3 * time.Second
+	// modelHeartbeat is a model call's: its stages before the stream (the
+	// prompt's retrieval among them) do not all heartbeat yet, so it stays
+	// at 10 s.
+	modelHeartbeat = 10 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second

@@ -243,7 +243,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 	spec, _ := t.agent.Tool(c.Name)
 	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
 		StartToCloseTimeout: toolTimeout(spec, t.timeout(t.agent.Limits.WithDefaults())),
-		HeartbeatTimeout:    callHeartbeat,
+		HeartbeatTimeout:    toolHeartbeat,
 		RetryPolicy:         toolRetry(),
 		Summary:             summary,
 		// A call in flight when the turn ends is waited for: its outcome

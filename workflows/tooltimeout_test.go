@@ -12,7 +12,7 @@ import (
 
 // TestToolTimeout: a call runs under its tool entry's timeout_sec (any
 // kind), or two minutes, never longer than the turn's timeout, the
-// request's when it is shorter; it heartbeats under callHeartbeat
+// request's when it is shorter; it heartbeats under toolHeartbeat
 // whatever its length, so a lost worker is noticed in seconds.
 func TestToolTimeout(t *testing.T) {
 	for _, tt := range []struct {
@@ -39,7 +39,7 @@ func TestToolTimeout(t *testing.T) {
 			require.Nil(t, app)
 			require.Equal(t, agent.StatusCompleted, res.Status)
 			require.Equal(t, []time.Duration{tt.want}, f.toolTimeouts)
-			require.Equal(t, []time.Duration{callHeartbeat}, f.toolHeartbeats)
+			require.Equal(t, []time.Duration{toolHeartbeat}, f.toolHeartbeats)
 		})
 	}
 }

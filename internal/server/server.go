@@ -542,9 +542,9 @@ func (s *Server) newWorker() error {
 
 // heartbeatThrottle is the longest the worker holds an activity's
 // heartbeat before it sends it (the SDK's default holds it for 0.8 of the
-// heartbeat timeout). Model and tool calls heartbeat every second under
-// a 3 s timeout (workflows' callHeartbeat): sent at once, each leaves a
-// live worker 2 s to spare on a loaded machine rather than 0.6 s.
+// heartbeat timeout). Tool calls heartbeat every second under a 3 s
+// timeout (workflows' toolHeartbeat): sent at once, each leaves a live
+// worker 2 s to spare on a loaded machine rather than 0.6 s.
 const heartbeatThrottle = time.Second
 
 // newGateway serves the gRPC API, and the HTTP API unless it is off. With
