@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/effects"
 )
 
@@ -22,7 +25,11 @@ type unknownOutcome struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	What      string          `json:"what"`
-	Advice    string          `json:"advice"`
+	// Decision, on a call whose tool asks a person, is what they decided
+	// when asked whether to send it again: not to (and why), or to, when
+	// the second delivery's outcome is unknown too.
+	Decision string `json:"decision,omitempty"`
+	Advice   string `json:"advice"`
 }
 
 // unknownAdvice is what the model is told to do about an unknown outcome.
@@ -64,4 +71,69 @@ func unknownMessage(call agent.ToolCall, what string) agent.Message {
 	}
 	b, _ := json.Marshal(unknownOutcome{Outcome: agent.ToolUnknown, Tool: call.Name, Arguments: args, What: what, Advice: unknownAdvice})
 	return agent.Message{Content: unknownPrefix + string(b)}
+}
+
+// unknownOf reads what unknownMessage wrote; the zero value for content
+// that is not an unknown outcome.
+func unknownOf(content string) unknownOutcome {
+	var u unknownOutcome
+	if rest, ok := strings.CutPrefix(content, unknownPrefix); ok {
+		_ = json.Unmarshal([]byte(rest), &u)
+	}
+	return u
+}
+
+// undecided reports whether a stored step is an unknown outcome no one
+// has decided on yet: what a person's decision on sending the call again
+// replaces (ExecuteToolInput.Resend). One that carries a decision is
+// that decision's result, which a retried attempt returns.
+func undecided(m agent.Message) bool {
+	return statusOf(m.Content) == agent.ToolUnknown && unknownOf(m.Content).Decision == ""
+}
+
+// withDecision is an unknown outcome's content with the decision taken
+// on sending the call again.
+func withDecision(content, decision string) string {
+	u := unknownOf(content)
+	if u.Outcome == "" {
+		return content + " (" + decision + ")"
+	}
+	u.Decision = decision
+	b, _ := json.Marshal(u)
+	return unknownPrefix + string(b)
+}
+
+// notResent is what the model reads of a call whose outcome was unknown
+// (prior, its stored step) and that a person decided not to send again:
+// the unknown outcome, with the decision.
+func notResent(call agent.ToolCall, prior *agent.Message, decision string) agent.Message {
+	if prior == nil {
+		// Nothing stored to start from (a step lost with its database):
+		// the call's outcome is unknown all the same.
+		return agent.Message{Content: withDecision(unknownMessage(call, "an earlier attempt of this call may have sent its write").Content, decision)}
+	}
+	return agent.Message{Content: withDecision(prior.Content, decision)}
+}
+
+// replaceToolResult stores msg, the result of a decision on sending a
+// call again, in place of the call's unknown outcome (prev, its
+// content), and returns res, its account; when another attempt replaced
+// it first, what that attempt stored.
+func (a *Activities) replaceToolResult(ctx context.Context, in contract.ExecuteToolInput, prev string, msg agent.Message, res contract.ExecuteToolResult) (contract.ExecuteToolResult, error) {
+	var replaced bool
+	err := a.db(ctx, "replace tool result", func() (err error) {
+		replaced, err = a.store.ReplaceStep(ctx, in.TenantID, in.JobID, in.Seq, prev, msg)
+		return err
+	})
+	if err != nil {
+		return contract.ExecuteToolResult{}, fmt.Errorf("store result of tool call %q: %w", in.Call.ID, err)
+	}
+	if replaced {
+		return res, nil
+	}
+	stored, err := a.store.Step(ctx, in.TenantID, in.JobID, in.Seq)
+	if err != nil {
+		return contract.ExecuteToolResult{}, fmt.Errorf("look up step %d: %w", in.Seq, err)
+	}
+	return a.toolResult(ctx, in.Call.ID, stored, statusOf(stored.Content))
 }

@@ -61,10 +61,17 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		stored, err = a.store.Step(ctx, in.TenantID, in.JobID, in.Seq)
 		return err
 	})
-	if err == nil {
-		// An earlier attempt ran the tool and stored the result.
+	// prior is the stored unknown outcome of a call a person decided on
+	// sending again: the decision's result replaces it.
+	var prior *agent.Message
+	switch {
+	case err == nil && in.Resend != nil && undecided(stored):
+		prior = &stored
+	case err == nil:
+		// An earlier attempt ran the tool (or carried out the decision)
+		// and stored the result.
 		return a.toolResult(ctx, in.Call.ID, stored, statusOf(stored.Content))
-	} else if !agent.IsCode(err, agent.CodeNotFound) {
+	case !agent.IsCode(err, agent.CodeNotFound):
 		return contract.ExecuteToolResult{}, fmt.Errorf("look up step %d: %w", in.Seq, err)
 	}
 	ag, err := a.agentVersion(ctx, in.TenantID, in.AgentID, in.AgentVersion)
@@ -81,6 +88,11 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		msg, status := asked(*in.Asked)
 		return a.storeToolResult(ctx, in, ranAs(ag, in.Call.Name, msg), status)
 	}
+	if r := in.Resend; r != nil && !r.Approved {
+		// Not sent again: the model reads the unknown outcome with the
+		// decision, and why.
+		return a.storeStep(ctx, in, prior, ranAs(ag, in.Call.Name, notResent(in.Call, prior, r.Message)), agent.ToolUnknown)
+	}
 	progress := eventlog.StartProgress(ctx, sinks, turnID, in.Call)
 	msg, status, step := a.run(ctx, ag, in, progress)
 	progress.Close()
@@ -93,7 +105,11 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 		}
 		return contract.ExecuteToolResult{}, contract.ToolCallFailed(fmt.Sprintf("tool %q: %s", in.Call.Name, msg.Content), step)
 	}
-	res, err := a.storeToolResult(ctx, in, ranAs(ag, in.Call.Name, msg), status)
+	if r := in.Resend; r != nil && status == agent.ToolUnknown {
+		// The second delivery's outcome is unknown too.
+		msg.Content = withDecision(msg.Content, r.Message)
+	}
+	res, err := a.storeStep(ctx, in, prior, ranAs(ag, in.Call.Name, msg), status)
 	if err == nil && res.Status == agent.ToolError {
 		res.Step = step
 	}
@@ -106,6 +122,14 @@ func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInp
 // error saying what was too large: the model reads that, and the turn
 // gets a result it can take.
 func (a *Activities) storeToolResult(ctx context.Context, in contract.ExecuteToolInput, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
+	return a.storeStep(ctx, in, nil, msg, status)
+}
+
+// storeStep is storeToolResult in place of over, the stored unknown
+// outcome of a call a person decided on sending again (nil: a new step).
+// When another attempt replaced it first, what that attempt stored is
+// the call's result.
+func (a *Activities) storeStep(ctx context.Context, in contract.ExecuteToolInput, over *agent.Message, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
 	msg.Role, msg.ToolCallID, msg.Name, msg.Program = agent.RoleTool, in.Call.ID, in.Call.Name, in.Program
 	if in.Program != "" {
 		msg.ToolCalls = []agent.ToolCall{in.Call} // the program's next run checks it made this call
@@ -122,6 +146,9 @@ func (a *Activities) storeToolResult(ctx context.Context, in contract.ExecuteToo
 		if res, err = a.toolResult(ctx, in.Call.ID, msg, status); err != nil {
 			return contract.ExecuteToolResult{}, err
 		}
+	}
+	if over != nil {
+		return a.replaceToolResult(ctx, in, over.Content, msg, res)
 	}
 	// The tool has run: wait for the database rather than run it again.
 	if err := a.db(ctx, "store tool result", func() error { return a.store.PutStep(ctx, in.TenantID, in.JobID, in.Seq, msg) }); err != nil {
@@ -178,7 +205,13 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	if spec.Delivery != agent.DeliveryIdempotent {
 		// At most once: each write's intent recorded before it leaves
 		// (internal/effects), by the egress transport or the kind.
-		gate = effects.NewGate(a.store, effects.Key{TenantID: in.TenantID, JobID: in.JobID, Seq: in.Seq})
+		k := effects.Key{TenantID: in.TenantID, JobID: in.JobID, Seq: in.Seq}
+		if in.Resend != nil {
+			// A person approved sending it again: a delivery of its own,
+			// past the first one's intent, at most once too.
+			k.Resend = in.Resend.ApprovalID
+		}
+		gate = effects.NewGate(a.store, k)
 		ctx = effects.With(ctx, gate)
 	}
 	out, err, rerr := a.runTool(ctx, spec, in, call, progress.Report)
@@ -600,6 +633,9 @@ func describeData(text string, p agent.DataPreview, data []byte, show, cacheHit 
 func (a *Activities) toolResult(ctx context.Context, callID string, msg agent.Message, status string) (contract.ExecuteToolResult, error) {
 	preview, cut := truncate(msg.Content, a.previewBytes)
 	res := contract.ExecuteToolResult{CallID: callID, Status: status, Preview: preview, Data: msg.Data, CacheHit: msg.CacheHit, Parts: msg.Parts, Citations: msg.Citations}
+	if status == agent.ToolUnknown {
+		res.Unknown = unknownOf(msg.Content).What
+	}
 	if cut {
 		var ref string
 		err := a.db(ctx, "store tool output", func() (err error) {

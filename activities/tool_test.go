@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/effects"
 )
 
 func TestExecuteToolRunsToolOnce(t *testing.T) {
@@ -180,4 +181,76 @@ func TestReplayCallNeverRunsLive(t *testing.T) {
 	require.Equal(t, agent.ToolError, res.Status)
 	require.Contains(t, res.Preview, agent.NoRecordedResult)
 	require.NotContains(t, res.Preview, "ran live")
+}
+
+// TestResendAfterUnknown: a call whose first delivery's outcome is
+// unknown (an earlier attempt's intent stands), and that a person then
+// decided on sending again: approved, it is sent once more, as a delivery
+// of its own in the ledger under the decision's approval id, and its
+// result replaces the unknown one; rejected, nothing is sent and the
+// model reads the unknown outcome with the decision. A retried attempt
+// returns what the first stored, and sends nothing.
+func TestResendAfterUnknown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, modelScript)
+	ctx := t.Context()
+	call := agent.ToolCall{ID: "call-1", Name: "execute_pipeline",
+		Arguments: `{"session_id":"s","pipeline":[{"step":"http_request","method":"POST","url":"` + h.api.URL + `/rows"}]}`}
+	tests := []struct {
+		name   string
+		resend contract.Resend
+		status string
+		sent   int32
+		stored string // what the model reads, in part
+	}{
+		{
+			name:   "approved: sent once more",
+			resend: contract.Resend{ApprovalID: "apr_approved", Approved: true, Message: "ana approved sending it again"},
+			status: agent.ToolOK, sent: 1, stored: `"price":300`,
+		},
+		{
+			name:   "rejected: not sent",
+			resend: contract.Resend{ApprovalID: "apr_rejected", Message: "bob was asked whether to send it again and decided not to: it went through"},
+			status: agent.ToolUnknown,
+			stored: `"decision":"bob was asked whether to send it again and decided not to: it went through"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := randomJob()
+			ag := h.loadAgent(t, job, "rows")
+			require.NoError(t, h.store.PutStep(ctx, "demo", job, 1, agent.Message{Role: agent.RoleAssistant, ToolCalls: []agent.ToolCall{call}}))
+			// The call's first attempt was lost in flight: its intent stands.
+			first := effects.Key{TenantID: "demo", JobID: job, Seq: 2}
+			_, ok, err := h.store.Intend(ctx, first, "lost-attempt", "POST "+h.api.URL+"/rows")
+			require.NoError(t, err)
+			require.True(t, ok)
+			in := contract.ExecuteToolInput{TenantID: "demo", JobID: job, AgentID: ag.ID, AgentVersion: ag.Version, Seq: 2, Call: call}
+			var unknown contract.ExecuteToolResult
+			h.execute(t, contract.ExecuteTool, in, &unknown)
+			require.Equal(t, agent.ToolUnknown, unknown.Status)
+			require.Contains(t, unknown.Unknown, "was sending POST "+h.api.URL+"/rows")
+
+			hits := h.apiHits.Load()
+			resend := tt.resend
+			in.Resend = &resend
+			var res, again contract.ExecuteToolResult
+			h.execute(t, contract.ExecuteTool, in, &res)
+			h.execute(t, contract.ExecuteTool, in, &again)
+			require.Equal(t, res, again)
+			require.Equal(t, tt.status, res.Status)
+			require.Equal(t, hits+tt.sent, h.apiHits.Load())
+			step, err := h.store.Step(ctx, "demo", job, 2)
+			require.NoError(t, err)
+			require.Contains(t, step.Content, tt.stored)
+
+			// The second delivery's intent is its own, under the decision.
+			prior, ok, err := h.store.Intend(ctx, effects.Key{TenantID: "demo", JobID: job, Seq: 2, Resend: tt.resend.ApprovalID}, "probe", "POST x")
+			require.NoError(t, err)
+			require.Equal(t, !tt.resend.Approved, ok, "an intent is recorded for the re-send only when it is approved")
+			if tt.resend.Approved {
+				require.True(t, prior.Delivered)
+			}
+		})
+	}
 }

@@ -136,6 +136,11 @@ func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, erro
 	for _, p := range t.appr.pending {
 		switch {
 		case p.CallID != d.CallID:
+		case d.ApprovalID == "" && p.Resend:
+			// A decision made for the call's first approval (a retried
+			// signal, say) must not send it twice.
+			return agent.PendingApproval{}, agent.Errorf(agent.CodeInvalid,
+				"tool call %q ran and its outcome is unknown: the decision is whether to send it again, and names its approval_id (%s)", d.CallID, p.ApprovalID)
 		case d.ApprovalID == "" || d.ApprovalID == p.ApprovalID:
 			return p, t.checkScope(d, p)
 		default:
@@ -163,6 +168,8 @@ func (t *turn) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) err
 	switch {
 	case !d.Remembers():
 		return nil
+	case p.Resend:
+		return agent.Errorf(agent.CodeInvalid, "scope %s: sending a call again is decided for that call alone; no grant remembers it", d.Scope)
 	case d.Scope == agent.ScopeSession && t.req.SessionID == "":
 		return agent.Errorf(agent.CodeInvalid, "scope session: the turn has no session; approve for the turn (scope turn) or the call alone")
 	case !matches:
@@ -213,11 +220,12 @@ func (t *turn) take(p agent.PendingApproval, d decisionIn) {
 
 // awaitApprovals waits for a decision on each waiting call, at most the
 // agent's approval timeout, and calls decide with its outcome in the order
-// decisions arrive.
+// decisions arrive. With resend, the calls ran and their outcome is
+// unknown: the decision is whether to send them again (resend.go).
 func (t *turn) awaitApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
-	limits agent.Limits, decide func(i int, outcome, message string)) {
+	limits agent.Limits, resend bool, decide func(i int, outcome, message string)) {
 	timeout := time.Duration(limits.ApprovalTimeoutSec) * time.Second
-	deadline := t.requestApprovals(ctx, base, calls, waiting, needs, timeout)
+	deadline := t.requestApprovals(ctx, base, calls, waiting, needs, timeout, resend)
 	// running: RUNNING is logged, before the last decided call starts.
 	running := false
 	for len(t.appr.pending) > 0 {
@@ -232,6 +240,9 @@ func (t *turn) awaitApprovals(ctx workflow.Context, base int, calls []agent.Tool
 				continue
 			}
 			outcome, message := decisionOutcome(d, timeout)
+			if p.Resend {
+				outcome, message = resendOutcome(d, timeout)
+			}
 			t.recordDecision(ctx, p, d, outcome)
 			if len(t.appr.pending) == 0 {
 				// No call waits any more: the turn runs again before
@@ -249,25 +260,41 @@ func (t *turn) awaitApprovals(ctx workflow.Context, base int, calls []agent.Tool
 
 // requestApprovals makes the waiting calls pending, logs an
 // approval_required for each and WAITING_APPROVAL, and returns their
-// deadline.
-func (t *turn) requestApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed, timeout time.Duration) time.Time {
+// deadline. With resend, each asks whether to send its call again.
+func (t *turn) requestApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
+	timeout time.Duration, resend bool) time.Time {
 	now := workflow.Now(ctx)
 	deadline := now.Add(timeout)
 	var names []string
 	for _, i := range waiting {
 		c := calls[i]
-		p := agent.PendingApproval{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments), RequestedAt: now, Deadline: deadline}
-		p.ApprovalID = agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, base+1+i, c.ID)
+		p := agent.PendingApproval{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments), RequestedAt: now, Deadline: deadline, Resend: resend}
+		p.ApprovalID = approvalIDOf(ctx, base+1+i, c.ID, resend)
 		t.appr.pending = append(t.appr.pending, p)
 		t.emit(ctx, agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{
 			CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments), Reason: reasonFor(needs, c.ID), Deadline: &deadline,
-			ApprovalID: p.ApprovalID,
+			ApprovalID: p.ApprovalID, Resend: resend,
 		}})
 		names = append(names, fmt.Sprintf("%s (call %s)", c.Name, c.ID))
 	}
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval})
-	workflow.SetCurrentDetails(ctx, "waiting for approval: "+strings.Join(names, ", "))
+	what := "waiting for approval: "
+	if resend {
+		what = "waiting for approval to send again (outcome unknown): "
+	}
+	workflow.SetCurrentDetails(ctx, what+strings.Join(names, ", "))
 	return deadline
+}
+
+// approvalIDOf is the approval id of call callID of step seq of the
+// turn's run: of its first approval, or of the decision whether to send
+// it again (resend).
+func approvalIDOf(ctx workflow.Context, seq int, callID string, resend bool) string {
+	runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
+	if resend {
+		return agent.ResendApprovalIDOf(runID, seq, callID)
+	}
+	return agent.ApprovalIDOf(runID, seq, callID)
 }
 
 // awaitDecisions waits until a decision is in the inbox, the deadline
@@ -313,7 +340,7 @@ func (t *turn) recordDecision(ctx workflow.Context, p agent.PendingApproval, d d
 		TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: p.CallID, Tool: p.Tool, Args: p.Args,
 		Outcome: outcome, Reason: d.Reason, Approver: d.Approver, Via: d.via,
 		RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
-		ApprovalID: p.ApprovalID, ApproverIssuer: d.ApproverIssuer, ApproverSubject: d.ApproverSubject,
+		ApprovalID: p.ApprovalID, ApproverIssuer: d.ApproverIssuer, ApproverSubject: d.ApproverSubject, Resend: p.Resend,
 	}
 	if d.grant != nil {
 		rec.GrantID = d.grant.ID
@@ -391,7 +418,8 @@ func (t *turn) grantOf(d agent.ApprovalDecision, p agent.PendingApproval, now ti
 // turn's, its agent's and its session's; so are the calls that wait.)
 func (t *turn) grantWaiting(g *agent.Grant) {
 	for _, p := range t.appr.pending {
-		if p.Tool != g.Tool || t.isDecided(p) {
+		if p.Tool != g.Tool || t.isDecided(p) || p.Resend {
+			// A call is sent again by a person's decision alone.
 			continue
 		}
 		// (Matches is deterministic: see checkScope.)
@@ -458,9 +486,8 @@ func (t *turn) takePending(ctx workflow.Context, base int, calls []agent.ToolCal
 			continue
 		}
 		t.appr.pending = append(t.appr.pending[:k:k], t.appr.pending[k+1:]...)
-		runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
 		for i, c := range calls {
-			if c.ID == d.CallID && agent.ApprovalIDOf(runID, base+1+i, c.ID) == p.ApprovalID {
+			if c.ID == d.CallID && approvalIDOf(ctx, base+1+i, c.ID, p.Resend) == p.ApprovalID {
 				return i, p, true
 			}
 		}

@@ -107,6 +107,7 @@ func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []c
 		// rejected is answered with its recorded refusal.
 		needs = nil
 	}
+	r.needs = needs
 	for _, c := range calls {
 		if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
 			r.delegations++
@@ -141,7 +142,7 @@ func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []c
 		waiting = t.decideByGrants(ctx, r.base, calls, waiting, needs, decide)
 	}
 	if len(waiting) > 0 {
-		t.awaitApprovals(ctx, r.base, calls, waiting, needs, r.limits, decide)
+		t.awaitApprovals(ctx, r.base, calls, waiting, needs, r.limits, false, decide)
 	}
 	t.forgetCalls(len(calls))
 	return r.collect(ctx)
@@ -172,6 +173,9 @@ type toolRound struct {
 	// database outage; nil for calls that run as activities.
 	local []*workflow.LocalActivityOptions
 	in    []contract.ExecuteToolInput
+	// needs are the calls whose tool's policy asks a person: one of
+	// them whose outcome is unknown asks again (askResend).
+	needs []contract.ApprovalNeed
 	// limits are the turn's; delegations counts the round's
 	// delegate_to_agent calls, which share the tokens the turn has left.
 	limits      agent.Limits
@@ -219,7 +223,6 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
 		Seq: r.base + 1 + i, Call: c, SessionID: t.req.SessionID, Program: r.program, Replay: t.req.Replay != nil,
 	}
-	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
 	r.in[i] = in
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindDelegate {
 		r.delegate(ctx, i, spec)
@@ -229,6 +232,15 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		r.ask(ctx, i, spec)
 		return
 	}
+	r.schedule(ctx, i, in)
+}
+
+// schedule runs call i with in: a local activity for a local tool, an
+// activity for the rest.
+func (r *toolRound) schedule(ctx workflow.Context, i int, in contract.ExecuteToolInput) {
+	t, c := r.t, r.calls[i]
+	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
+	r.in[i] = in
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
 		opts := workflow.LocalActivityOptions{
 			StartToCloseTimeout: min(localToolTimeout, toolTimeout(spec, t.timeout(t.agent.Limits.WithDefaults()))),
@@ -299,6 +311,9 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		default:
 			end := agent.ToolEvent{CallID: c.ID, Name: c.Name}
 			res, err := r.outcome(ctx, i)
+			if err == nil && res.Status == agent.ToolUnknown && r.asksAgain(ctx, c.ID) {
+				res, err = r.askResend(ctx, i, res)
+			}
 			if r.handOn != nil {
 				// The program hands the turn on: its call ends in the
 				// next run, which stores the failures so far with the

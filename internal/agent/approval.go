@@ -142,6 +142,12 @@ type PendingApproval struct {
 	Args        json.RawMessage `json:"args,omitempty"`
 	RequestedAt time.Time       `json:"requested_at"`
 	Deadline    time.Time       `json:"deadline"`
+	// Resend says the call ran and its outcome is unknown (ToolUnknown):
+	// the decision is whether to send it again. An approval sends it a
+	// second time; a rejection leaves it, and the model reads the
+	// unknown outcome with the reason. A decision on it names its
+	// approval id, and remembers nothing.
+	Resend bool `json:"resend,omitempty"`
 }
 
 // Approval outcomes, as stored and as tool-call statuses in a result.
@@ -216,4 +222,7 @@ type ApprovalRecord struct {
 	// Grant is the grant the decision makes (ApprovalDecision.Scope turn
 	// or session), stored with the record.
 	Grant *Grant `json:"grant,omitempty"`
+	// Resend says the decision was whether to send again a call whose
+	// outcome was unknown (PendingApproval.Resend).
+	Resend bool `json:"resend,omitempty"`
 }

@@ -218,7 +218,7 @@ type ToolEvent struct {
 	// ArgsDelta, on tool_args_delta, is the next fragment of the call's
 	// JSON arguments (not JSON on its own).
 	ArgsDelta string `json:"args_delta,omitempty"`
-	Status    string `json:"status,omitempty"` // tool_end: ok | error | rejected | timed_out | canceled
+	Status    string `json:"status,omitempty"` // tool_end: ok | error | rejected | timed_out | canceled | unknown
 	Output    string `json:"output,omitempty"` // tool_end: a preview of the output
 	// Reason, on approval_required, says why the call needs approval.
 	Reason string `json:"reason,omitempty"`
@@ -234,6 +234,10 @@ type ToolEvent struct {
 	// ApprovalID, on approval_required, is the value a decision on the
 	// call must carry (PendingApproval.ApprovalID).
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Resend, on approval_required, says the call ran and its outcome is
+	// unknown: the decision is whether to send it again
+	// (PendingApproval.Resend); Reason says what may have happened.
+	Resend bool `json:"resend,omitempty"`
 }
 
 // ApprovalEvent is the decision of an approval_decided event, as it is

@@ -47,6 +47,15 @@ func ApprovalIDOf(runID string, seq int, callID string) string {
 	return "apr_" + hex.EncodeToString(sum[:12])
 }
 
+// ResendApprovalIDOf is the approval id of the decision whether to send
+// again the call ApprovalIDOf names (PendingApproval.Resend): another id,
+// so that a decision made for the call's first approval never decides
+// its second delivery.
+func ResendApprovalIDOf(runID string, seq int, callID string) string {
+	sum := sha256.Sum256([]byte(runID + "\x00" + strconv.Itoa(seq) + "\x00" + callID + "\x00resend"))
+	return "apr_" + hex.EncodeToString(sum[:12])
+}
+
 // GrantIDOf is the id of the grant the approval approvalID makes: one
 // approval makes at most one grant, so a retried record makes no second.
 func GrantIDOf(approvalID string) string {

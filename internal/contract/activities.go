@@ -268,7 +268,26 @@ type ExecuteToolInput struct {
 	// asked no one to approve the call: the call is answered from the
 	// recording, never run live, even when no recording is found.
 	Replay bool `json:"replay,omitempty"`
+	// Resend is set for a call whose outcome was unknown and whose tool
+	// asks a person: what they decided about sending it again. The
+	// stored unknown outcome is replaced by the second delivery's result
+	// (approved), or by the unknown outcome with the decision (not).
+	Resend *Resend `json:"resend,omitempty"`
 	Live
+}
+
+// Resend is a person's decision on sending again a call whose outcome
+// was unknown (agent.PendingApproval.Resend).
+type Resend struct {
+	// ApprovalID names the decision (agent.ResendApprovalIDOf): the
+	// second delivery's intent is recorded under it (effects.Key.Resend),
+	// so the ledger shows who let the call past its first intent.
+	ApprovalID string `json:"approval_id"`
+	Approved   bool   `json:"approved"`
+	// Message is what the model reads of the decision: who approved the
+	// second delivery, or who decided against it and why (or that no one
+	// decided in time).
+	Message string `json:"message"`
 }
 
 // AskedOutcome is what came of an ask_user call.
@@ -288,7 +307,7 @@ type AskedOutcome struct {
 // result, which says what was too large.
 type ExecuteToolResult struct {
 	CallID  string `json:"call_id"`
-	Status  string `json:"status"` // agent.ToolOK or agent.ToolError
+	Status  string `json:"status"` // agent.ToolOK, ToolError or ToolUnknown
 	Preview string `json:"preview"`
 	Ref     string `json:"ref,omitempty"`
 	// Data describes the data the call produced, kept by reference, with
@@ -304,6 +323,10 @@ type ExecuteToolResult struct {
 	// Citations are the chunks of documents the call's output quotes, in
 	// the order it numbered them (a retrieve call's).
 	Citations []agent.Citation `json:"citations,omitempty"`
+	// Unknown, on a result of status agent.ToolUnknown, says what may
+	// have happened (the write an earlier attempt was sending), for the
+	// person asked whether to send the call again.
+	Unknown string `json:"unknown,omitempty"`
 }
 
 // SaveResultInput is a finished turn's result.

@@ -11,7 +11,9 @@
 // does not send, and the call's outcome is unknown (MaybeSentError),
 // which the model is told as such. A zombie attempt — one Temporal timed
 // out while it was cut off, and retried — is fenced the same way: the
-// newer attempt's intent is another attempt's to it.
+// newer attempt's intent is another attempt's to it. Only a person
+// sends an unknown call again: a tool that asks for approval asks again,
+// and an approval is a delivery of its own (Key.Resend).
 //
 // The Gate is the one place that applies the rule, for every tool kind:
 // the tenant's egress transport asks it before every request that is not
@@ -33,10 +35,16 @@ import (
 	"time"
 )
 
-// Key names one tool call: the step that stores its result.
+// Key names one delivery of a tool call: the step that stores its
+// result, and Resend, the approval id of a person's decision to send the
+// call again after its outcome was unknown (empty for the call as the
+// model made it). A re-send is a delivery of its own, at most once too:
+// its intent is its own record, beside the first's, which says who let
+// it past the first.
 type Key struct {
 	TenantID, JobID string
 	Seq             int
+	Resend          string
 }
 
 // Intent is what the ledger holds of a call's writes.

@@ -132,7 +132,7 @@ func toPBTool(t *agent.ToolEvent) *pb.ToolEvent {
 		return &pb.ToolEvent{}
 	}
 	out := &pb.ToolEvent{CallId: t.CallID, Name: t.Name, ArgsJson: string(t.Args), Status: t.Status, Output: t.Output, Reason: t.Reason,
-		Message: t.Message, Source: t.Source, FromToolkit: t.FromToolkit, ApprovalId: t.ApprovalID}
+		Message: t.Message, Source: t.Source, FromToolkit: t.FromToolkit, ApprovalId: t.ApprovalID, Resend: t.Resend}
 	if t.Data != nil {
 		b, _ := json.Marshal(t.Data) // a struct of plain fields always marshals
 		out.DataJson = string(b)
@@ -251,7 +251,7 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 	}
 	tool := func(t *pb.ToolEvent) *agent.ToolEvent {
 		te := &agent.ToolEvent{CallID: t.GetCallId(), Name: t.GetName(), Status: t.GetStatus(), Output: t.GetOutput(), Reason: t.GetReason(),
-			Message: t.GetMessage(), Source: t.GetSource(), FromToolkit: t.GetFromToolkit(), ApprovalID: t.GetApprovalId()}
+			Message: t.GetMessage(), Source: t.GetSource(), FromToolkit: t.GetFromToolkit(), ApprovalID: t.GetApprovalId(), Resend: t.GetResend()}
 		if d := t.GetDataJson(); d != "" {
 			var p agent.DataPreview
 			if json.Unmarshal([]byte(d), &p) == nil {
@@ -392,7 +392,7 @@ func toPBQuestion(q agent.PendingQuestion) *pb.PendingQuestion {
 
 func toPBPending(p agent.PendingApproval) *pb.PendingApproval {
 	return &pb.PendingApproval{CallId: p.CallID, Tool: p.Tool, ArgsJson: string(p.Args),
-		RequestedAt: timestamppb.New(p.RequestedAt), Deadline: timestamppb.New(p.Deadline), ApprovalId: p.ApprovalID}
+		RequestedAt: timestamppb.New(p.RequestedAt), Deadline: timestamppb.New(p.Deadline), ApprovalId: p.ApprovalID, Resend: p.Resend}
 }
 
 // fromPBMatch is an approval's argument match, its values as JSON.

@@ -37,6 +37,8 @@ func TestEventRoundTrip(t *testing.T) {
 			Data: &agent.DataPreview{Type: agent.DataDataset, Ref: "cas://sha256:00", RowCount: 2}}}, "tool_end"},
 		{agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{CallID: "call_2", Name: "restart",
 			Args: json.RawMessage(`{"service":"api"}`), Reason: "always", Deadline: &deadline}}, "approval_required"},
+		{agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{CallID: "call_2", Name: "restart",
+			Args: json.RawMessage(`{"service":"api"}`), Reason: "send it again?", Deadline: &deadline, ApprovalID: "apr_1", Resend: true}}, "approval_required"},
 		{agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: "call_2", Name: "restart"},
 			Approval: &agent.ApprovalEvent{Outcome: agent.ApprovalRejected, Approver: "alice", Reason: "not now", Via: agent.ViaUpdate}}, "approval_decided"},
 		{agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: "call_3", Name: "restart"},

@@ -15,13 +15,13 @@ import (
 const (
 	sqlInsertApproval = `
 INSERT INTO approvals (tenant_id, job_id, call_id, tool, args, outcome, reason, approver, via, requested_at, decided_at,
-                       approval_id, approver_issuer, approver_subject, grant_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                       approval_id, approver_issuer, approver_subject, grant_id, resend)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (tenant_id, job_id, call_id, approval_id) DO NOTHING`
 
 	sqlApprovals = `
 SELECT tenant_id, job_id, call_id, tool, args, outcome, reason, approver, via, requested_at, decided_at,
-       approval_id, approver_issuer, approver_subject, grant_id
+       approval_id, approver_issuer, approver_subject, grant_id, resend
 FROM approvals WHERE tenant_id = $1 AND job_id = $2 ORDER BY decided_at, call_id, approval_id`
 
 	sqlInsertApprovalGrant = `
@@ -92,7 +92,7 @@ func (s *Store) RecordApproval(ctx context.Context, r agent.ApprovalRecord) erro
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlInsertApproval, r.TenantID, r.JobID, r.CallID, r.Tool, args, r.Outcome,
-			r.Reason, r.Approver, r.Via, r.RequestedAt, r.DecidedAt, r.ApprovalID, r.ApproverIssuer, r.ApproverSubject, r.GrantID); err != nil {
+			r.Reason, r.Approver, r.Via, r.RequestedAt, r.DecidedAt, r.ApprovalID, r.ApproverIssuer, r.ApproverSubject, r.GrantID, r.Resend); err != nil {
 			return err
 		}
 		g := r.Grant
@@ -147,7 +147,7 @@ func (s *Store) Approvals(ctx context.Context, tenantID, jobID string) ([]agent.
 		var r agent.ApprovalRecord
 		var args []byte
 		err := row.Scan(&r.TenantID, &r.JobID, &r.CallID, &r.Tool, &args, &r.Outcome, &r.Reason, &r.Approver, &r.Via,
-			&r.RequestedAt, &r.DecidedAt, &r.ApprovalID, &r.ApproverIssuer, &r.ApproverSubject, &r.GrantID)
+			&r.RequestedAt, &r.DecidedAt, &r.ApprovalID, &r.ApproverIssuer, &r.ApproverSubject, &r.GrantID, &r.Resend)
 		r.Args = args
 		return r, err
 	}, sqlApprovals, tenantID, jobID)

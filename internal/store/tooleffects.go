@@ -11,33 +11,36 @@ import (
 	"github.com/agentflow/agentflow/internal/effects"
 )
 
-// Tool effects (migrations/034_tool_effects.sql): the durable intents of
-// internal/effects, one row per tool call. The Store is an effects.Ledger.
+// Tool effects (migrations/034_tool_effects.sql, 035_resend.sql): the
+// durable intents of internal/effects, one row per delivery of a tool
+// call (its first, and each a person approved after an unknown outcome).
+// The Store is an effects.Ledger.
 
 var _ effects.Ledger = (*Store)(nil)
 
 const (
-	// sqlIntend takes the call's row for the attempt: a new row, or its
-	// own (a later write of the same attempt); never another attempt's.
+	// sqlIntend takes the delivery's row for the attempt: a new row, or
+	// its own (a later write of the same attempt); never another
+	// attempt's.
 	sqlIntend = `
-INSERT INTO tool_effects (tenant_id, job_id, seq, attempt, target, state)
-VALUES ($1, $2, $3, $4, $5, 'sending')
-ON CONFLICT (tenant_id, job_id, seq) DO UPDATE
+INSERT INTO tool_effects (tenant_id, job_id, seq, resend, attempt, target, state)
+VALUES ($1, $2, $3, $4, $5, $6, 'sending')
+ON CONFLICT (tenant_id, job_id, seq, resend) DO UPDATE
   SET target = excluded.target, state = 'sending', status = 0, updated_at = now()
   WHERE tool_effects.attempt = excluded.attempt
 RETURNING attempt`
 
 	sqlDeliveryOf = `
 SELECT attempt, target, state = 'delivered', status, updated_at FROM tool_effects
-WHERE tenant_id = $1 AND job_id = $2 AND seq = $3`
+WHERE tenant_id = $1 AND job_id = $2 AND seq = $3 AND resend = $4`
 
 	sqlDeliveryAnswered = `
-UPDATE tool_effects SET state = 'delivered', status = $5, updated_at = now()
-WHERE tenant_id = $1 AND job_id = $2 AND seq = $3 AND attempt = $4`
+UPDATE tool_effects SET state = 'delivered', status = $6, updated_at = now()
+WHERE tenant_id = $1 AND job_id = $2 AND seq = $3 AND resend = $4 AND attempt = $5`
 
 	sqlDeliveryRelease = `
 DELETE FROM tool_effects
-WHERE tenant_id = $1 AND job_id = $2 AND seq = $3 AND attempt = $4 AND state = 'sending'`
+WHERE tenant_id = $1 AND job_id = $2 AND seq = $3 AND resend = $4 AND attempt = $5 AND state = 'sending'`
 )
 
 // Intend records that attempt is about to send target for the call k,
@@ -49,7 +52,7 @@ func (s *Store) Intend(ctx context.Context, k effects.Key, attempt, target strin
 		return effects.Intent{}, false, err
 	}
 	var got string
-	err := s.pool.QueryRow(ctx, sqlIntend, k.TenantID, k.JobID, k.Seq, attempt, target).Scan(&got)
+	err := s.pool.QueryRow(ctx, sqlIntend, k.TenantID, k.JobID, k.Seq, k.Resend, attempt, target).Scan(&got)
 	switch {
 	case err == nil:
 		return effects.Intent{}, true, nil
@@ -61,7 +64,7 @@ func (s *Store) Intend(ctx context.Context, k effects.Key, attempt, target strin
 	// Another attempt's row: read it. (It cannot go in between: only its
 	// attempt releases it, and only before it was sent.)
 	var in effects.Intent
-	err = s.pool.QueryRow(ctx, sqlDeliveryOf, k.TenantID, k.JobID, k.Seq).Scan(&in.Attempt, &in.Target, &in.Delivered, &in.Status, &in.At)
+	err = s.pool.QueryRow(ctx, sqlDeliveryOf, k.TenantID, k.JobID, k.Seq, k.Resend).Scan(&in.Attempt, &in.Target, &in.Delivered, &in.Status, &in.At)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Released in between: the other attempt never sent it. Take it.
 		return s.Intend(ctx, k, attempt, target)
@@ -78,7 +81,7 @@ func (s *Store) Answered(ctx context.Context, k effects.Key, attempt string, sta
 	if err := checkDeliveryKey(k, attempt); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, sqlDeliveryAnswered, k.TenantID, k.JobID, k.Seq, attempt, status); err != nil {
+	if _, err := s.pool.Exec(ctx, sqlDeliveryAnswered, k.TenantID, k.JobID, k.Seq, k.Resend, attempt, status); err != nil {
 		return fmt.Errorf("record delivery of step %d of turn %q: %w", k.Seq, k.JobID, err)
 	}
 	return nil
@@ -90,7 +93,7 @@ func (s *Store) Release(ctx context.Context, k effects.Key, attempt string) erro
 	if err := checkDeliveryKey(k, attempt); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, sqlDeliveryRelease, k.TenantID, k.JobID, k.Seq, attempt); err != nil {
+	if _, err := s.pool.Exec(ctx, sqlDeliveryRelease, k.TenantID, k.JobID, k.Seq, k.Resend, attempt); err != nil {
 		return fmt.Errorf("release intent of step %d of turn %q: %w", k.Seq, k.JobID, err)
 	}
 	return nil
@@ -102,6 +105,9 @@ func checkDeliveryKey(k effects.Key, attempt string) error {
 	}
 	if k.Seq < 0 || attempt == "" {
 		return agent.Errorf(agent.CodeInvalid, "a tool effect needs a step (seq %d) and an attempt", k.Seq)
+	}
+	if len(k.Resend) > agent.MaxKeyLength {
+		return agent.Errorf(agent.CodeInvalid, "a tool effect's resend approval id is longer than %d bytes", agent.MaxKeyLength)
 	}
 	return nil
 }

@@ -54,6 +54,22 @@ func TestToolEffects(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 
+	// A person's decision to send the call again is a delivery of its
+	// own: past the first's intent, at most once itself.
+	again := k
+	again.Resend = "apr_0123"
+	_, ok, err = s.Intend(ctx, again, "r1", "POST https://api.example.com/bookings")
+	require.NoError(t, err)
+	require.True(t, ok, "the re-send's own intent")
+	prior, ok, err = s.Intend(ctx, again, "r2", "POST https://api.example.com/bookings")
+	require.NoError(t, err)
+	require.False(t, ok, "a retried re-send finds it")
+	require.Equal(t, "r1", prior.Attempt)
+	prior, ok, err = s.Intend(ctx, k, "a4", "x")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, "a1", prior.Attempt, "the first delivery's intent is untouched")
+
 	k2 := effects.Key{TenantID: "demo", JobID: "j1", Seq: 4}
 	_, ok, err = s.Intend(ctx, k2, "b1", "POST x")
 	require.NoError(t, err)

@@ -226,6 +226,12 @@ WHERE tenant_id = $1 AND job_id = $2 AND seq = $3`
 SELECT seq, message FROM turn_steps
 WHERE tenant_id = $1 AND job_id = $2 AND seq >= $3 AND seq < $4
 ORDER BY seq`
+
+	// sqlReplaceStep swaps a step's message while its content is still
+	// the one the caller read.
+	sqlReplaceStep = `
+UPDATE turn_steps SET message = $5
+WHERE tenant_id = $1 AND job_id = $2 AND seq = $3 AND message->>'content' = $4`
 )
 
 // PutStep stores message seq of a turn's conversation. Idempotent: a retry
@@ -250,6 +256,27 @@ func (s *Store) PutStep(ctx context.Context, tenantID, jobID string, seq int, m 
 		return fmt.Errorf("put step %d of turn %q: %w", seq, jobID, err)
 	}
 	return nil
+}
+
+// ReplaceStep stores m as message seq of a turn in place of the message
+// whose content is prev, and reports whether it did: false when the step
+// holds another message (another attempt replaced it first) or none.
+// It is the one way a stored step changes, for a call whose outcome was
+// unknown and that a person decided on sending again, before the model
+// read it.
+func (s *Store) ReplaceStep(ctx context.Context, tenantID, jobID string, seq int, prev string, m agent.Message) (bool, error) {
+	if err := requireJobKey(tenantID, jobID); err != nil {
+		return false, err
+	}
+	msg, err := json.Marshal(m)
+	if err != nil {
+		return false, fmt.Errorf("replace step %d of turn %q: encode: %w", seq, jobID, err)
+	}
+	tag, err := s.pool.Exec(ctx, sqlReplaceStep, tenantID, jobID, seq, prev, msg)
+	if err != nil {
+		return false, fmt.Errorf("replace step %d of turn %q: %w", seq, jobID, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // Steps returns a turn's messages ordered by seq; none for an unknown turn.

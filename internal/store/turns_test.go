@@ -201,6 +201,24 @@ func TestSteps(t *testing.T) {
 	requireCode(t, err, agent.CodeNotFound)
 	_, err = s.Step(ctx, "acme", "job-1", 2)
 	requireCode(t, err, agent.CodeNotFound)
+
+	// A step is replaced only while it holds what its replacer read.
+	resent := agent.Message{Role: agent.RoleTool, ToolCallID: "c1", Name: "calculator", Content: "50, sent again"}
+	ok, err := s.ReplaceStep(ctx, "demo", "job-1", 2, "not what it holds", resent)
+	require.NoError(t, err)
+	require.False(t, ok)
+	ok, err = s.ReplaceStep(ctx, "demo", "job-1", 2, "50", resent)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = s.ReplaceStep(ctx, "demo", "job-1", 2, "50", msgs[2])
+	require.NoError(t, err)
+	require.False(t, ok, "another replacer came first")
+	ok, err = s.ReplaceStep(ctx, "demo", "job-1", 9, "", resent)
+	require.NoError(t, err)
+	require.False(t, ok, "no step to replace")
+	one, err = s.Step(ctx, "demo", "job-1", 2)
+	require.NoError(t, err)
+	require.Equal(t, resent, one)
 }
 
 func TestAppendSession(t *testing.T) {

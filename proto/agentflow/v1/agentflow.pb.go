@@ -3006,7 +3006,11 @@ type ToolEvent struct {
 	FromToolkit string                 `protobuf:"bytes,11,opt,name=from_toolkit,json=fromToolkit,proto3" json:"from_toolkit,omitempty"` // tool_start: the toolkit that granted it, if any
 	// approval_required: the value a decision on the call carries
 	// (ApproveRequest.approval_id).
-	ApprovalId    string `protobuf:"bytes,12,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	ApprovalId string `protobuf:"bytes,12,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// approval_required: the call ran and its outcome is unknown; the
+	// decision is whether to send it again (reason says what may have
+	// happened).
+	Resend        bool `protobuf:"varint,13,opt,name=resend,proto3" json:"resend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3123,6 +3127,13 @@ func (x *ToolEvent) GetApprovalId() string {
 		return x.ApprovalId
 	}
 	return ""
+}
+
+func (x *ToolEvent) GetResend() bool {
+	if x != nil {
+		return x.Resend
+	}
+	return false
 }
 
 type ContentEvent struct {
@@ -5068,7 +5079,10 @@ type PendingApproval struct {
 	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
 	Deadline    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// approval_id binds a decision to this call (ApproveRequest.approval_id).
-	ApprovalId    string `protobuf:"bytes,6,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	ApprovalId string `protobuf:"bytes,6,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// resend: the call ran and its outcome is unknown; the decision is
+	// whether to send it again, and names approval_id.
+	Resend        bool `protobuf:"varint,7,opt,name=resend,proto3" json:"resend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5143,6 +5157,13 @@ func (x *PendingApproval) GetApprovalId() string {
 		return x.ApprovalId
 	}
 	return ""
+}
+
+func (x *PendingApproval) GetResend() bool {
+	if x != nil {
+		return x.Resend
+	}
+	return false
 }
 
 type AnswerRequest struct {
@@ -10607,7 +10628,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\n" +
 	"value_json\x18\x03 \x01(\tR\tvalueJson\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12\x12\n" +
-	"\x04tool\x18\x05 \x01(\tR\x04tool\"\xe8\x02\n" +
+	"\x04tool\x18\x05 \x01(\tR\x04tool\"\x80\x03\n" +
 	"\tToolEvent\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -10622,7 +10643,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	" \x01(\tR\x06source\x12!\n" +
 	"\ffrom_toolkit\x18\v \x01(\tR\vfromToolkit\x12\x1f\n" +
 	"\vapproval_id\x18\f \x01(\tR\n" +
-	"approvalId\"-\n" +
+	"approvalId\x12\x16\n" +
+	"\x06resend\x18\r \x01(\bR\x06resend\"-\n" +
 	"\fContentEvent\x12\x1d\n" +
 	"\n" +
 	"block_json\x18\x01 \x01(\tR\tblockJson\"\xab\x01\n" +
@@ -10796,7 +10818,7 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\x1bListPendingApprovalsRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\"[\n" +
 	"\x1cListPendingApprovalsResponse\x12;\n" +
-	"\tapprovals\x18\x01 \x03(\v2\x1d.agentflow.v1.PendingApprovalR\tapprovals\"\xf3\x01\n" +
+	"\tapprovals\x18\x01 \x03(\v2\x1d.agentflow.v1.PendingApprovalR\tapprovals\"\x8b\x02\n" +
 	"\x0fPendingApproval\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1b\n" +
@@ -10804,7 +10826,8 @@ const file_agentflow_v1_agentflow_proto_rawDesc = "" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x126\n" +
 	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vapproval_id\x18\x06 \x01(\tR\n" +
-	"approvalId\"]\n" +
+	"approvalId\x12\x16\n" +
+	"\x06resend\x18\a \x01(\bR\x06resend\"]\n" +
 	"\rAnswerRequest\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x16\n" +
