@@ -474,9 +474,12 @@ func (b *Batcher) run(ctx context.Context, live contract.Live) {
 		case <-ctx.Done():
 			return
 		}
-		since := last
-		if since.IsZero() && !b.visible() {
-			since = start // only argument fragments so far: no hurry
+		// Only argument fragments so far: no hurry, until text comes.
+		since := func() time.Time {
+			if last.IsZero() && !b.visible() {
+				return start
+			}
+			return last
 		}
 		switch b.wait(ctx, since) {
 		case waitStopped:
@@ -501,10 +504,12 @@ const (
 )
 
 // wait waits until the interval since the last batch has passed, unless
-// the batch fills up first.
-func (b *Batcher) wait(ctx context.Context, last time.Time) waitOutcome {
+// the batch fills up first. since is asked again at each new fragment:
+// text after a call's first arguments leaves at once, also when the
+// arguments' kick began the wait.
+func (b *Batcher) wait(ctx context.Context, since func() time.Time) waitOutcome {
 	for {
-		d := b.interval - time.Since(last)
+		d := b.interval - time.Since(since())
 		if d <= 0 || b.buffered() >= b.maxBytes {
 			return waitDue
 		}

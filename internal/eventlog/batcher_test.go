@@ -306,6 +306,23 @@ func TestBatcherArgumentsWaitTheInterval(t *testing.T) {
 	require.NoError(t, s2.Close())
 }
 
+// TestBatcherTextAfterArgumentsWait: text that comes after the sender
+// has taken the arguments' kick, and waits without hurry, still leaves at
+// once (seen once on a loaded machine, where the sender ran between the
+// two).
+func TestBatcherTextAfterArgumentsWait(t *testing.T) {
+	link := &recordingSink{}
+	s, _ := startTestBatcher(t, time.Hour, 1<<20, streamCall(1), link)
+	ctx := t.Context()
+	require.NoError(t, s.AddToolArgs(ctx, "call_1", "calculator", `{}`))
+	// The sender has taken the kick: it waits, the arguments alone no hurry.
+	require.Eventually(t, func() bool { return len(s.kick) == 0 }, waitFor, tick)
+	require.NoError(t, s.Add(ctx, "Done."))
+	require.Eventually(t, func() bool { return link.sentCount() == 1 }, waitFor, tick, "text leaves at once, with the arguments before it")
+	require.Len(t, link.batches()[0].Events, 2)
+	require.NoError(t, s.Close())
+}
+
 func TestBatcherSendsAtMostEveryInterval(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	link := &recordingSink{}
