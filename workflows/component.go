@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/eventlog"
 )
 
 // The turn is a small core — check, route, load, the model and its tools
@@ -67,24 +66,18 @@ func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
 	return t.historyLength(ctx) >= limits.HistoryEvents && !t.awaitsSubscribers(ctx)
 }
 
-// awaitsSubscribers reports whether the run holds the turn past its
-// history bound for Workflow Streams subscribers: the turn asked for a
-// window (agent.TurnRequest.StreamWindowSec), it has not passed, and
-// handing on now would cut the stream above what they have read (the
-// next run is handed only the log's tail, eventlog.CarryBytes of it, and
-// fails a poll from before it with TruncatedOffset). What they have read
-// is where the furthest poll came from, in this run or, carried, an
-// earlier one: 0 before the first, so that a subscriber whose first poll
-// comes within the window reads every item (eventlog's streams.go). The
-// run goes on with its steps meanwhile, and a subscriber reading along
-// lets it hand on within a poll or two. Every run holds, not only the
-// first: a subscriber's next poll may reach the next run only at the end
-// or heartbeat of its first workflow task, and a run of local calls may
-// make a whole run's steps in that task, past the subscriber's offset.
-// Temporal's own suggestion and the size bound do not wait.
+// awaitsSubscribers reports whether the turn's first run keeps its whole
+// log for Workflow Streams subscribers still to come: the turn asked for
+// a window (agent.TurnRequest.StreamWindowSec), it has not passed, and no
+// one has polled yet. A subscriber whose first poll comes within the
+// window gets every item (eventlog's streams.go), and a later run holds
+// only the log's tail. A run of local calls may reach its history bound
+// within its first workflow task, before any poll can reach it (a poll
+// comes in at a task's heartbeat), so the bound waits for the window;
+// Temporal's own suggestion and the size bound do not.
 func (t *turn) awaitsSubscribers(ctx workflow.Context) bool {
 	w := t.req.StreamWindow()
-	return w > 0 && t.log != nil && workflow.Now(ctx).Before(t.start.Add(w)) && t.log.Unread(eventlog.CarryBytes)
+	return t.runs == 0 && w > 0 && t.log != nil && !t.log.Polled() && workflow.Now(ctx).Before(t.start.Add(w))
 }
 
 // historyLength is the run's history length as the next workflow task

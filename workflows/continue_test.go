@@ -3,9 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
@@ -118,87 +116,4 @@ func TestResultListsTheLatestCalls(t *testing.T) {
 	tr.forgetCalls(3000)
 	require.Empty(t, tr.calls, "a round larger than the list makes room for itself")
 	require.Equal(t, agent.MaxResultToolCalls+5, tr.callsOmitted)
-}
-
-// TestTurnHeldForSubscribers: a turn started with a Workflow Streams
-// window holds a run past its history bound — a later run as well as the
-// first, by the offset the run before carried (contract.TurnCarry's
-// StreamRead) — while handing on would cut the stream above what its
-// subscribers have read; it hands on at its bound once they have read
-// far enough, once the window has passed, and without a window.
-func TestTurnHeldForSubscribers(t *testing.T) {
-	const calls = 12
-	ag := testAgent()
-	ag.Limits.MaxIterations = calls + 1
-	ag.Limits.TurnTimeoutSec = 600 // past the window
-	// Each step's text (the stream's text topic) is 40 KB: the first
-	// step's fits in the tail a run hands on (eventlog.CarryBytes), two
-	// steps' do not.
-	text := strings.Repeat("counting ", 4500)
-	newTurn := func() *fakeTurn {
-		var replies []contract.CallModelResult
-		for i := range calls {
-			r := toolReply(calc(fmt.Sprintf("c%d", i), "1+1"))
-			r.Content = text
-			replies = append(replies, r)
-		}
-		return &fakeTurn{agent: ag, replies: append(replies, textReply("done")),
-			tools: map[string]func(contract.ExecuteToolInput) (contract.ExecuteToolResult, error){"calculator": okTool("2")}}
-	}
-
-	// The turn's first run hands on after its first step, as the server
-	// suggests: Temporal's suggestion does not wait for subscribers.
-	req := request()
-	req.StreamWindowSec = 60
-	env := newEnv(t, newTurn())
-	env.SetContinueAsNewSuggested(true)
-	env.ExecuteWorkflow(contract.AgentTurn, req, (*contract.TurnCarry)(nil))
-	var can *workflow.ContinueAsNewError
-	require.ErrorAs(t, env.GetWorkflowError(), &can)
-	var next agent.TurnRequest
-	var first *contract.TurnCarry
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next, &first))
-	require.Zero(t, first.StreamRead, "no one polled")
-	require.Zero(t, first.Stream.BaseOffset, "the first step's log is handed on whole")
-	end := first.Stream.BaseOffset + int64(len(first.Stream.Log))
-
-	for _, tc := range []struct {
-		name   string
-		window int
-		read   int64
-		after  time.Duration // since the turn's start
-		held   bool
-	}{
-		{"nothing read yet", 60, 0, time.Second, true},
-		{"read to what the run was handed", 60, end, time.Second, false},
-		{"the window has passed", 60, 0, time.Minute + time.Second, false},
-		{"no window", 0, 0, time.Second, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newTurn()
-			f.replies = f.replies[1:] // the first run made the first call
-			env := newEnv(t, f)
-			env.SetStartTime(first.Start.Add(tc.after))
-			// The run is past its history bound from its start.
-			env.SetCurrentHistoryLength(agent.DefaultHistoryEvents)
-			carried := *first
-			carried.StreamRead = tc.read
-			req := next
-			req.StreamWindowSec = tc.window
-			env.ExecuteWorkflow(contract.AgentTurn, req, &carried)
-			require.True(t, env.IsWorkflowCompleted())
-			err := env.GetWorkflowError()
-			if tc.held {
-				require.NoError(t, err, "the run holds the turn to its end")
-				require.Len(t, f.modelCalls, calls)
-				return
-			}
-			var can *workflow.ContinueAsNewError
-			require.ErrorAs(t, err, &can, "the run hands on at its bound")
-			require.Len(t, f.modelCalls, 1, "after one step")
-			var again *contract.TurnCarry
-			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, new(agent.TurnRequest), &again))
-			require.Equal(t, min(tc.read, again.Stream.BaseOffset+int64(len(again.Stream.Log))), again.StreamRead, "what was read is handed on")
-		})
-	}
 }

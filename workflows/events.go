@@ -37,7 +37,6 @@ func (l *logging) start(ctx workflow.Context, t *turn, carried *contract.TurnCar
 			return fmt.Errorf("restore the event log: %w", err)
 		}
 		l.log.Earlier(workflow.GetInfo(ctx).ContinuedExecutionRunID)
-		l.log.ReadTo(carried.StreamRead)
 	}
 	// A child turn's own tool and approval events go to its parent's log.
 	parent := ""
@@ -63,16 +62,13 @@ func (l *logging) start(ctx workflow.Context, t *turn, carried *contract.TurnCar
 }
 
 // carry hands on the log's tail (eventlog.CarryBytes of it) and its next
-// index: readers further behind read the earlier runs. It hands on how
-// far Workflow Streams subscribers had read, too: the next run's first
-// poll may come only at its first task's end or heartbeat, and until it
-// does the run holds on to what they have not read (awaitsSubscribers).
+// index: readers further behind read the earlier runs.
 func (l *logging) carry(c *contract.TurnCarry) error {
 	s, err := l.log.Carry(eventlog.CarryBytes)
 	if err != nil {
 		return fmt.Errorf("hand on the event log: %w", err)
 	}
-	c.Stream, c.StreamRead = s, l.log.Read()
+	c.Stream = s
 	return nil
 }
 

@@ -107,11 +107,9 @@ type TurnRequest struct {
 	// until this many seconds after it started, at most
 	// MaxStreamWindowSec, however soon it ends: a subscriber whose first
 	// poll comes within it gets every item, where one that polls a closed
-	// turn gets none; a long turn holds each run's continue-as-new within
-	// it until its subscribers have read what the next run is not handed.
-	// The turn's workflow closes, and so returns its result, only when the
-	// window has passed; its log (through its final status) and its stored
-	// result do not wait. 0: no window.
+	// turn gets none. The turn's workflow closes, and so returns its
+	// result, only when the window has passed; its log (through its final
+	// status) and its stored result do not wait. 0: no window.
 	StreamWindowSec int `json:"stream_window_sec,omitempty"`
 	// TokenBudget caps the turn's tokens below its agent's token_budget
 	// (the lower of the two applies); 0: the agent's alone. A delegating

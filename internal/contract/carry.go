@@ -52,12 +52,8 @@ type TurnCarry struct {
 	Files     []agent.Block      `json:"files,omitempty"`
 	Retrieved [][]agent.Citation `json:"retrieved,omitempty"`
 
-	// Stream is the event log's tail and next index (eventlog.Log.Carry);
-	// StreamRead the offset its Workflow Streams subscribers had read it
-	// up to (eventlog.Log.Read), which the next run holds on to within
-	// the turn's window (workflows' awaitsSubscribers).
-	Stream     agent.StreamState `json:"stream"`
-	StreamRead int64             `json:"stream_read,omitempty"`
+	// Stream is the event log's tail and next index (eventlog.Log.Carry).
+	Stream agent.StreamState `json:"stream"`
 	// Model and Calling are the model policy's: the model called last,
 	// and the fallback that took over, if one did. Repairs counts repair
 	// calls made.

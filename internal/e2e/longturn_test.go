@@ -407,19 +407,17 @@ func TestLongTurnOfLocalCallsContinuesAsNew(t *testing.T) {
 }
 
 // TestLongTurnHeldForSubscribers: a long turn of local calls started with
-// a window for Workflow Streams subscribers (stream_window_sec) holds each
-// run past its history bound, within the window, while handing on would
-// cut the stream above what its subscriber has read, so a subscriber
-// polling from its start within the window reads every item. Without the
-// hold the first run hands on within its first workflow task, before any
-// poll can reach it, and a poll from offset 0 reaches a later run, which
-// holds only the log's tail; and a run after a polled one, whose calls are
-// local again, makes a whole run's steps in its first task, before the
-// subscriber's next poll can reach it, and hands on past its offset.
+// a window for Workflow Streams subscribers (stream_window_sec) keeps its
+// first run past its history bound until a subscriber's first poll has
+// reached it or the window has passed, so a subscriber polling from its
+// start within the window reads every item. Without the hold the run
+// hands on within its first workflow task, before any poll can reach it,
+// and a poll from offset 0 reaches a later run, which holds only the
+// log's tail.
 func TestLongTurnHeldForSubscribers(t *testing.T) {
 	const calls = 60
-	// The longest window: the subscriber's polls reach each run however
-	// busy the machine is (a run holds until they have read far enough).
+	// The longest window: the subscriber's first poll reaches the first
+	// run however busy the machine is (the hold ends at that poll).
 	e, ctx, run := startCounting(t, "", calls, agent.TurnRequest{JobID: "long-held-", StreamWindowSec: agent.MaxStreamWindowSec})
 	srv := e.Server
 	polled := make(chan wsFollowed, 1)

@@ -224,10 +224,7 @@
 // from them (Restore), so indices and offsets never restart. Before it
 // does, the run releases its Workflow Streams polls (DetachPollers):
 // subscribers poll again, reach the next run, and go on from the same
-// offset; one further behind than the tail gets TruncatedOffset. A turn
-// started with a window holds a run past its history bound, within the
-// window, while the tail would start above what its subscribers have
-// read (Log.ReadTo, Log.Unread; workflows' awaitsSubscribers). A turn's
+// offset; one further behind than the tail gets TruncatedOffset. A turn's
 // events query also names the run before (Earlier,
 // agent.EventsPage.EarlierRunID), which holds the events before the tail:
 // turnclient.Events, which every door's reader uses, walks back to the

@@ -42,13 +42,9 @@ type Log struct {
 
 	// entries are the items of the log's Workflow Stream, in offset order
 	// from base: each event, and the text of each model reply once final
-	// (streams.go). base is 0 on a stream's first run; a run that
-	// continues another starts from the tail it was handed (Restore).
+	// (streams.go). A turn's stream is never truncated: base stays 0.
 	entries []entry
 	base    int64
-	// read is the offset the stream's subscribers have read it up to:
-	// the furthest a poll came from (ReadTo).
-	read int64
 	// polled is set once the run has answered a poll (ServeStream),
 	// draining once the run's stream ends (DrainStream, DetachPollers),
 	// ended once the stream itself has (DrainStream: no run follows).

@@ -50,10 +50,9 @@ type PollResult struct {
 const (
 	// ErrTypeTruncatedOffset fails a poll from an offset below the
 	// stream's base (0 < from_offset < base, or a negative one): what was
-	// there is gone. Clients poll again from 0. A stream's first run has
-	// base 0, so only a negative offset meets it there; a run that
-	// continues another (a long turn's, a Conversation's) has for base
-	// the first item it was handed (Carry).
+	// there is gone. Clients poll again from 0. A turn's stream is never
+	// truncated, so its base is 0 and only a negative offset meets it; a
+	// Conversation's base is the first item its run was handed (Carry).
 	ErrTypeTruncatedOffset = "TruncatedOffset"
 	// ErrTypeStreamDraining refuses a poll (in the update's validator, so
 	// it is not written to history) while the run drains before it
@@ -110,7 +109,6 @@ func (l *Log) ServeStream(ctx workflow.Context, gate func(workflow.Context) bool
 			return PollResult{}, temporal.NewNonRetryableApplicationError("this run does not serve Workflow Streams", "StreamUnsupported", nil)
 		}
 		l.polled = true
-		l.ReadTo(in.FromOffset)
 		return l.poll(ctx, in)
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateStreamPoll, poll, workflow.UpdateHandlerOptions{
@@ -144,39 +142,6 @@ func (l *Log) ServeStream(ctx workflow.Context, gate func(workflow.Context) bool
 		}
 	})
 	return nil
-}
-
-// ReadTo records that the stream's subscribers have read it up to
-// offset: a poll from offset came, or, carried, one came to an earlier
-// run. It keeps the furthest such offset, no further than the stream's
-// end. Subscribers are not told apart: with several, it is where the
-// furthest has read to.
-func (l *Log) ReadTo(offset int64) { l.read = max(l.read, min(offset, l.Offset())) }
-
-// Read is the offset the stream's subscribers have read it up to
-// (ReadTo): 0 until the first poll.
-func (l *Log) Read() int64 { return l.read }
-
-// Unread reports whether handing the log on now, as Carry(maxBytes)
-// does, would cut the stream above what its subscribers have read
-// (Read): the next run would fail their next poll with TruncatedOffset,
-// and a subscriber still to come, polling from 0, would read only the
-// tail. It encodes the items from the end back to that offset, at most
-// maxBytes of them. An item that cannot be encoded counts as read: Carry
-// fails on it, and says why.
-func (l *Log) Unread(maxBytes int) bool {
-	size := 0
-	for i := len(l.entries) - 1; i >= 0 && l.base+int64(i) >= l.read; i-- {
-		e := l.entries[i]
-		data, err := l.encode(e)
-		if err != nil {
-			return false
-		}
-		if size += len(data) + len(e.topic()); size > maxBytes {
-			return true
-		}
-	}
-	return false
 }
 
 // StreamGrace is how long a polled run keeps answering polls after its

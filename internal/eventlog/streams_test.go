@@ -369,26 +369,3 @@ func TestStreamWindow(t *testing.T) {
 		})
 	}
 }
-
-// TestUnread: handing a log on would cut the stream above what its
-// subscribers have read exactly when the tail Carry keeps starts after
-// that offset; what they have read only moves on, and not past the end.
-func TestUnread(t *testing.T) {
-	l := conversationLog(40) // 160 items
-	require.Zero(t, l.Read())
-	for _, budget := range []int{0, 100, 2_000, CarryBytes, 10 << 20} {
-		s, err := l.Carry(budget)
-		require.NoError(t, err)
-		for _, read := range []int64{0, s.BaseOffset - 1, s.BaseOffset, s.BaseOffset + 1, l.Offset()} {
-			r := *l
-			r.read = max(read, 0)
-			require.Equal(t, s.BaseOffset > r.read, r.Unread(budget), "budget %d, read to %d, tail from %d", budget, read, s.BaseOffset)
-		}
-	}
-	l.ReadTo(50)
-	l.ReadTo(10)
-	require.Equal(t, int64(50), l.Read(), "the furthest offset read")
-	l.ReadTo(l.Offset() + 100)
-	require.Equal(t, l.Offset(), l.Read(), "no further than the end")
-	require.False(t, l.Unread(0), "a subscriber at the end has read everything")
-}
