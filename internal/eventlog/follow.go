@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -61,7 +61,19 @@ type Follower struct {
 	// reads shares one query among the followers that read the same log
 	// from the same index at the same moment: a hundred viewers opening a
 	// turn at once cost Temporal one query, not a hundred.
-	reads singleflight.Group
+	mu    sync.Mutex
+	reads map[string]*sharedRead
+}
+
+// sharedRead is a read of the log that followers wait for; it is
+// cancelled when the last of them stops waiting (a follower reads beside
+// its live path, and may be gone before its read ends).
+type sharedRead struct {
+	done    chan struct{}
+	page    agent.EventsPage
+	err     error
+	cancel  context.CancelFunc
+	waiters int
 }
 
 // NewFollower returns a Follower. With a nil hub it only reads the log,
@@ -69,7 +81,7 @@ type Follower struct {
 // the live path is measured against.
 func NewFollower(c client.Client, hub LiveSource, logger log.Logger, idleRead time.Duration) *Follower {
 	idleRead = agent.OrDefault(idleRead, DefaultIdleRead)
-	return &Follower{client: c, hub: hub, logger: logger, idleRead: idleRead}
+	return &Follower{client: c, hub: hub, logger: logger, idleRead: idleRead, reads: map[string]*sharedRead{}}
 }
 
 // Follow calls send with every event of streamID after index after, in
@@ -543,22 +555,51 @@ const readRetryFor = 2 * time.Minute
 // turn that runs as another tenant than its id names is not the caller's:
 // it is not found.
 func (f *Follower) read(ctx context.Context, streamID string, after int64) (agent.EventsPage, error) {
-	// The shared read is not any one caller's: it runs to its own end
-	// (bounded by readRetryFor), and each caller waits for it or for its
-	// own context. The page's events are only read by the followers.
-	ch := f.reads.DoChan(streamID+"\x00"+strconv.FormatInt(after, 10), func() (any, error) {
+	// The shared read is not any one caller's: it runs (bounded by
+	// readRetryFor) while a caller waits for it, and each caller waits for
+	// it or for its own context. The page's events are only read by the
+	// followers.
+	key := streamID + "\x00" + strconv.FormatInt(after, 10)
+	f.mu.Lock()
+	r := f.reads[key]
+	if r == nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readRetryFor+10*time.Second)
-		defer cancel()
-		return f.readOnce(rctx, streamID, after)
-	})
+		r = &sharedRead{done: make(chan struct{}), cancel: cancel}
+		f.reads[key] = r
+		go func() {
+			defer cancel()
+			r.page, r.err = f.readOnce(rctx, streamID, after)
+			f.forget(key, r)
+			close(r.done)
+		}()
+	}
+	r.waiters++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if r.waiters--; r.waiters == 0 {
+			// No one waits: a later caller starts a read of its own.
+			r.cancel()
+			if f.reads[key] == r {
+				delete(f.reads, key)
+			}
+		}
+	}()
 	select {
 	case <-ctx.Done():
 		return agent.EventsPage{}, ctx.Err()
-	case r := <-ch:
-		if r.Err != nil {
-			return agent.EventsPage{}, r.Err
-		}
-		return r.Val.(agent.EventsPage), nil
+	case <-r.done:
+		return r.page, r.err
+	}
+}
+
+// forget drops a shared read that has ended.
+func (f *Follower) forget(key string, r *sharedRead) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reads[key] == r {
+		delete(f.reads, key)
 	}
 }
 
@@ -571,6 +612,10 @@ func (f *Follower) readOnce(ctx context.Context, streamID string, after int64) (
 		page, err = turnclient.Events(ctx, f.client, streamID, agent.EventsQuery{AfterIndex: after})
 		if err == nil || !agent.IsCode(err, agent.CodeUnavailable) || time.Now().Add(wait).After(deadline) {
 			break
+		}
+		if ctx.Err() != nil {
+			// No one waits any more (read): nothing to say.
+			return page, ctx.Err()
 		}
 		f.logger.Warn("stream read failed; reading again", "stream_id", streamID, "wait", wait, "error", err)
 		select {
