@@ -294,6 +294,18 @@ func TestStreamLocalModelCalls(t *testing.T) {
 	}
 }
 
+// localStory starts a stack whose agent calls its model as a local
+// activity, and a story turn's request for it, its words delayMs apart.
+func localStory(t *testing.T, delayMs int) (*env, agent.TurnRequest, string) {
+	t.Helper()
+	script := strings.Replace(testScript, "delay_ms: 15", fmt.Sprintf("delay_ms: %d", delayMs), 1)
+	e := &env{Server: testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{localCatalog}}), t: t}
+	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
+	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
+	req.Normalize()
+	return e, req, contract.TurnWorkflowID(req.TenantID, req.JobID)
+}
+
 // TestStreamJoinLocalCall: a client that joins a turn while its local
 // model call streams — from the start, and from where it left off — gets
 // the call's tokens live: the live path holds the turn's events from its
@@ -302,14 +314,9 @@ func TestStreamLocalModelCalls(t *testing.T) {
 // task's heartbeat.
 func TestStreamJoinLocalCall(t *testing.T) {
 	// A slow story: the call streams for about 3 s, under the heartbeat.
-	script := strings.Replace(testScript, "delay_ms: 15", "delay_ms: 50", 1)
-	e := &env{Server: testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{localCatalog}}), t: t}
-	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
+	e, req, id := localStory(t, 50)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
-	req.Normalize()
-	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
 	logger := server.SDKLogger(zaptest.NewLogger(t))
 
 	// The client that starts the turn says when the call has streamed.
@@ -478,14 +485,9 @@ func followNew(ctx context.Context, f *eventlog.Follower, c client.Client, opts 
 // answered, which after a killed worker added most of a heartbeat to the
 // client's pause.)
 func TestFollowerReadsBesideLocalCall(t *testing.T) {
-	script := strings.Replace(testScript, "delay_ms: 15", "delay_ms: 200", 1)
-	e := &env{Server: testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{localCatalog}}), t: t}
-	require.Eventually(t, e.Hub().Connected, time.Minute, 10*time.Millisecond)
+	e, req, id := localStory(t, 200)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: "tell a story"}
-	req.Normalize()
-	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
 	opts := turnclient.StartOptions(e.TaskQueue, req)
 	opts.WorkflowTaskTimeout = 10 * time.Second // its heartbeat long after the call's sixth token
 	reads := &readCounter{}
