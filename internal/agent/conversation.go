@@ -252,6 +252,11 @@ type StreamState struct {
 	Log        []StreamItem `json:"log"`
 	BaseOffset int64        `json:"base_offset"`
 	NextIndex  int64        `json:"next_index"`
+	// ReadOffset is how far the stream's Workflow Streams subscribers had
+	// read it when it was handed on: the furthest offset a poll came
+	// from. Absent: no one had polled. The next run keeps the items from
+	// it on when it hands on in turn (eventlog.Log.Carry).
+	ReadOffset *int64 `json:"read_offset,omitempty"`
 }
 
 // StreamItem is one item of a StreamState's log.

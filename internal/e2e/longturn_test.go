@@ -413,7 +413,9 @@ func TestLongTurnOfLocalCallsContinuesAsNew(t *testing.T) {
 // start within the window reads every item. Without the hold the run
 // hands on within its first workflow task, before any poll can reach it,
 // and a poll from offset 0 reaches a later run, which holds only the
-// log's tail.
+// log's tail. Each later run hands on what the subscriber has not read:
+// a run of local calls may make all its steps in its first workflow task,
+// before the subscriber's next poll reaches it.
 func TestLongTurnHeldForSubscribers(t *testing.T) {
 	const calls = 60
 	// The longest window: the subscriber's first poll reaches the first

@@ -100,29 +100,54 @@ const CarryBytes = 64 << 10
 // next run, and go on from the same offsets.
 func (l *Log) DetachPollers() { l.draining = true }
 
+// ReadCarryBytes bounds what Carry keeps for subscribers reading along:
+// the items from where they had read, when more than the tail, up to
+// this many bytes as polls measure them. A quarter of Temporal's
+// default 2 MB payload limit, which the next run's input must stay
+// under with the rest of what is carried.
+const ReadCarryBytes = 512 << 10
+
 // Carry is what the log hands to the workflow's next run: its last items,
 // at most maxBytes of them as polls measure them, with the offset of the
-// first and the next event index. Offsets before the first item kept
-// are gone: a poll from one of them fails with TruncatedOffset.
+// first and the next event index. When a subscriber has polled and the
+// items from where it had read (ReadTo) are more than that tail but at
+// most ReadCarryBytes, Carry keeps them all, so that a subscriber reading
+// along never misses an item however quickly runs follow one another (a
+// run of local calls can make all its steps in one workflow task, before
+// any poll reaches it). Offsets before the first item kept are gone: a
+// poll from one of them fails with TruncatedOffset.
 func (l *Log) Carry(maxBytes int) (agent.StreamState, error) {
 	var items []agent.StreamItem // newest first
-	size := 0
+	size, kept := 0, 0
 	for i := len(l.entries) - 1; i >= 0; i-- {
 		e := l.entries[i]
 		data, err := l.encode(e)
 		if err != nil {
 			return agent.StreamState{}, err
 		}
-		if size += len(data) + len(e.topic()); size > maxBytes {
+		unread := l.read >= 0 && l.base+int64(i) >= l.read
+		if size += len(data) + len(e.topic()); size > maxBytes && (!unread || size > ReadCarryBytes) {
 			break
 		}
 		items = append(items, agent.StreamItem{Topic: e.topic(), Data: data})
+		if size <= maxBytes {
+			kept = len(items)
+		}
+	}
+	if l.read >= 0 && l.Offset()-int64(len(items)) > l.read {
+		// The unread items are more than ReadCarryBytes: the tail only.
+		items = items[:kept]
 	}
 	slices.Reverse(items)
 	if items == nil {
 		items = []agent.StreamItem{}
 	}
-	return agent.StreamState{Log: items, BaseOffset: l.Offset() - int64(len(items)), NextIndex: l.Next()}, nil
+	s := agent.StreamState{Log: items, BaseOffset: l.Offset() - int64(len(items)), NextIndex: l.Next()}
+	if l.read >= 0 {
+		read := l.read
+		s.ReadOffset = &read
+	}
+	return s, nil
 }
 
 // Restore makes the log of the stream streamID from what its previous run
@@ -139,6 +164,14 @@ func Restore(streamID string, s agent.StreamState) (*Log, error) {
 		return nil, agent.Errorf(agent.CodeInvalid, "stream.base_offset %d: want 0 to 2^53", s.BaseOffset)
 	}
 	l.base = s.BaseOffset
+	if r := s.ReadOffset; r != nil {
+		if *r < 0 || *r > maxCarried {
+			return nil, agent.Errorf(agent.CodeInvalid, "stream.read_offset %d: want 0 to 2^53", *r)
+		}
+		// Within what the run holds: where a subscriber had read before
+		// what was handed on is where the next run's items start.
+		l.read = min(max(*r, l.base), l.base+int64(len(s.Log)))
+	}
 	var events []agent.Event
 	for i, it := range s.Log {
 		v, err := decodeCarried(it) //workflowcheck:ignore (decoding is deterministic)

@@ -185,6 +185,54 @@ func TestCarry(t *testing.T) {
 	require.Equal(t, agent.StreamState{Log: []agent.StreamItem{}, BaseOffset: 0, NextIndex: 1}, empty)
 }
 
+func ptr[T any](v T) *T { return &v }
+
+// TestCarryWhatSubscribersRead: once a subscriber has polled, a run hands
+// on every item from where it had read, though more than the tail, so
+// that its next poll reaches the next run without TruncatedOffset; items
+// from there of more than ReadCarryBytes are cut to the tail as before.
+// The next run carries where it had read on.
+func TestCarryWhatSubscribersRead(t *testing.T) {
+	l := conversationLog(40) // 160 items
+	tail, err := l.Carry(2_000)
+	require.NoError(t, err)
+	require.Nil(t, tail.ReadOffset, "no one polled")
+
+	l.ReadTo(-5) // a poll that fails as truncated reads nothing
+	l.ReadTo(10)
+	l.ReadTo(4) // the furthest is kept
+	s, err := l.Carry(2_000)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), s.BaseOffset, "from where the subscriber had read")
+	require.Equal(t, ptr(int64(10)), s.ReadOffset)
+	require.Less(t, s.BaseOffset, tail.BaseOffset, "more than the tail")
+
+	r, err := Restore(convID, s)
+	require.NoError(t, err)
+	got, err := r.page(PollInput{FromOffset: 10})
+	require.NoError(t, err)
+	want, err := l.page(PollInput{FromOffset: 10})
+	require.NoError(t, err)
+	require.Equal(t, want, got, "the subscriber's next poll reads the next run as it would have read this one")
+	again, err := r.Carry(2_000)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), again.BaseOffset, "no poll reached the next run: it keeps what is unread")
+
+	r.ReadTo(r.Offset() + 100) // within the stream
+	end, err := r.Carry(2_000)
+	require.NoError(t, err)
+	require.Equal(t, tail.BaseOffset, end.BaseOffset, "read to the end: the tail")
+	require.Equal(t, ptr(r.Offset()), end.ReadOffset)
+
+	big := conversationLog(40 * ReadCarryBytes / CarryBytes * 4)
+	big.ReadTo(0)
+	cut, err := big.Carry(CarryBytes)
+	require.NoError(t, err)
+	only, err := conversationLog(40 * ReadCarryBytes / CarryBytes * 4).Carry(CarryBytes)
+	require.NoError(t, err)
+	require.Equal(t, only.BaseOffset, cut.BaseOffset, "more than ReadCarryBytes unread: the tail")
+}
+
 func wireData(t *testing.T, p *commonpb.Payload) string {
 	t.Helper()
 	b, err := proto.Marshal(p)
@@ -213,6 +261,7 @@ func TestRestoreRefuses(t *testing.T) {
 	}{
 		{"negative base", agent.StreamState{BaseOffset: -1, NextIndex: 1}, "stream.base_offset -1: want 0 to 2^53"},
 		{"no next index", agent.StreamState{}, "stream.next_index 0: want 1 to 2^53"},
+		{"negative read offset", agent.StreamState{NextIndex: 1, ReadOffset: ptr(int64(-1))}, "stream.read_offset -1: want 0 to 2^53"},
 		{"not base64", agent.StreamState{NextIndex: 1, Log: []agent.StreamItem{{Topic: "text", Data: "%%"}}}, "stream.log[0]: data is not standard base64"},
 		{"not a payload", agent.StreamState{NextIndex: 1, Log: []agent.StreamItem{{Topic: "text", Data: base64.StdEncoding.EncodeToString([]byte{0xff, 0xff})}}}, "not a protobuf Payload"},
 		{"not JSON", agent.StreamState{NextIndex: 1, Log: []agent.StreamItem{{Topic: "text", Data: wireData(t, &commonpb.Payload{Metadata: map[string][]byte{"encoding": []byte("binary/plain")}})}}}, `payload encoding "binary/plain": want json/plain`},

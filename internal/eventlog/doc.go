@@ -180,8 +180,9 @@
 // has offset i-1 plus the number of text items before it: a subscriber
 // resumes from an item's offset + 1, never from an event index. Offsets
 // are positions in an append-only list, so a subscriber that resumes from
-// an offset gets every later item once. A turn's stream is never
-// truncated, so TruncatedOffset meets only a negative offset.
+// an offset gets every later item once. A long turn's later runs hold the
+// stream from what was handed on (Continue-as-new, below); a poll from
+// before that meets TruncatedOffset.
 //
 // The publish signal. contract.SignalStreamPublish is accepted (signals
 // cannot be refused) and dropped, with a warning in the worker's log. A
@@ -224,7 +225,12 @@
 // from them (Restore), so indices and offsets never restart. Before it
 // does, the run releases its Workflow Streams polls (DetachPollers):
 // subscribers poll again, reach the next run, and go on from the same
-// offset; one further behind than the tail gets TruncatedOffset. A turn's
+// offset. Once a subscriber has polled, the run hands on every item from
+// where it had read (the furthest offset a poll came from, carried from
+// run to run), up to ReadCarryBytes, rather than the tail alone: a run of
+// local calls can make all its steps in one workflow task, before the
+// next poll reaches it, and a subscriber reading along must not lose its
+// place to that. One further behind than that gets TruncatedOffset. A turn's
 // events query also names the run before (Earlier,
 // agent.EventsPage.EarlierRunID), which holds the events before the tail:
 // turnclient.Events, which every door's reader uses, walks back to the

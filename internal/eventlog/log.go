@@ -42,9 +42,13 @@ type Log struct {
 
 	// entries are the items of the log's Workflow Stream, in offset order
 	// from base: each event, and the text of each model reply once final
-	// (streams.go). A turn's stream is never truncated: base stays 0.
+	// (streams.go). base is 0 on a stream's first run; a run that
+	// continues another starts from what it was handed (Restore).
 	entries []entry
 	base    int64
+	// read is the furthest offset a Workflow Streams poll came from, in
+	// this run or, carried, an earlier one (ReadTo); -1 until one has.
+	read int64
 	// polled is set once the run has answered a poll (ServeStream),
 	// draining once the run's stream ends (DrainStream, DetachPollers),
 	// ended once the stream itself has (DrainStream: no run follows).
@@ -56,7 +60,7 @@ type Log struct {
 }
 
 // New returns the empty log of the stream (the turn's workflow id).
-func New(streamID string) *Log { return &Log{streamID: streamID} }
+func New(streamID string) *Log { return &Log{streamID: streamID, read: -1} }
 
 // Register registers the events query, which reports tenantID as the
 // turn's tenant, and the tokens signal. Batches are only ever received by

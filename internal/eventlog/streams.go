@@ -109,6 +109,7 @@ func (l *Log) ServeStream(ctx workflow.Context, gate func(workflow.Context) bool
 			return PollResult{}, temporal.NewNonRetryableApplicationError("this run does not serve Workflow Streams", "StreamUnsupported", nil)
 		}
 		l.polled = true
+		l.ReadTo(in.FromOffset)
 		return l.poll(ctx, in)
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateStreamPoll, poll, workflow.UpdateHandlerOptions{
@@ -142,6 +143,16 @@ func (l *Log) ServeStream(ctx workflow.Context, gate func(workflow.Context) bool
 		}
 	})
 	return nil
+}
+
+// ReadTo records that a subscriber has read the stream up to offset (a
+// poll from offset came): the log keeps the furthest such offset within
+// the stream. Subscribers are not told apart: with several, it is where
+// the furthest had read to.
+func (l *Log) ReadTo(offset int64) {
+	if offset >= l.base {
+		l.read = max(l.read, min(offset, l.Offset()))
+	}
 }
 
 // StreamGrace is how long a polled run keeps answering polls after its
