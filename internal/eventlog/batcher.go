@@ -17,8 +17,17 @@ import (
 // and the live path).
 type Sink interface {
 	// Send delivers a batch: to the turn's log first, the durable record,
-	// then on the live path. An error means the turn did not take it.
+	// then on the live path. An error means the call must stop streaming:
+	// the turn did not take the batch, or a newer attempt has fenced the
+	// stream (ErrFenced).
 	Send(ctx context.Context, b agent.TokenBatch) error
+	// SendFirst is Send for a retried attempt's first batch, which goes on
+	// the live path only once the turn's log shows it took it
+	// (ErrNotTaken: an earlier attempt that still runs got in first).
+	SendFirst(ctx context.Context, b agent.TokenBatch) error
+	// Fence makes a retried attempt the stream's newest before it reads
+	// the head: no earlier attempt publishes after it (Fencer).
+	Fence(ctx context.Context, streamID string, step, attempt int) error
 	// Head is the index the turn's log gives its next event.
 	Head(ctx context.Context, streamID string) (int64, error)
 	// HandOn publishes on the live path what the turn handed the activity
@@ -76,6 +85,9 @@ type Batcher struct {
 	streamID string
 	step     int
 	attempt  int
+	// retried: the next batch is a retried attempt's first, sent with
+	// SendFirst. Only the sending goroutine reads and clears it.
+	retried bool
 
 	mu      sync.Mutex
 	pending []agent.Event // events to send before the streamed ones (RETRYING)
@@ -104,11 +116,14 @@ type Batcher struct {
 
 // StartBatcher starts the sender for one attempt of a call; ctx is the
 // activity's. On a retried attempt it first fences off what earlier
-// attempts streamed: the log's head is read from the turn (the authority:
-// an earlier attempt may have died between a signal and its heartbeat),
-// and a RETRYING event voids the indices from the call's first on. Then
-// it starts sending: first what the turn handed the call, while the
-// caller goes on to call the model.
+// attempts streamed: the stream is fenced against earlier attempts that
+// still run (Sink.Fence, Sink.Claim), the log's head is read from the
+// turn (the authority: an earlier attempt may have died between a signal
+// and its heartbeat), and a RETRYING event voids the indices from the
+// call's first on; a signalled retry's first batch goes live only once
+// the turn has taken it (Sink.SendFirst). Then it starts sending: first
+// what the turn handed the call, while the caller goes on to call the
+// model.
 func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration, maxBytes int) (*Batcher, error) {
 	b := &Batcher{
 		sink: sink, interval: interval, maxBytes: maxBytes,
@@ -128,7 +143,7 @@ func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration
 			b.pending = append(b.pending, retrying(c))
 		}
 	case c.Attempt > 1:
-		head, err := sink.Head(ctx, c.StreamID)
+		head, err := fencedHead(ctx, sink, c)
 		if err != nil {
 			return nil, err
 		}
@@ -136,12 +151,25 @@ func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration
 			b.next = head
 			b.pending = append(b.pending, retrying(c))
 		}
+		b.retried = true
 	}
 	go b.run(ctx, c.Live)
 	if len(b.pending) > 0 {
 		b.poke()
 	}
 	return b, nil
+}
+
+// fencedHead fences a signalled call's earlier attempts off the live
+// path, then reads the log's head: an earlier attempt that still runs (the
+// turn gave up on it, as on one that waited on this very read past its
+// heartbeat timeout) publishes nothing after the fence, and what it got
+// into the log before the read is behind the head.
+func fencedHead(ctx context.Context, sink Sink, c Call) (int64, error) {
+	if err := sink.Fence(ctx, c.StreamID, c.Step, c.Attempt); err != nil {
+		return 0, err
+	}
+	return sink.Head(ctx, c.StreamID)
 }
 
 // claim fences a live-first call's earlier attempts off its stream: it
@@ -180,7 +208,7 @@ func Restream(ctx context.Context, sink Sink, c Call, content string, calls []ag
 	if c.LiveFirst {
 		return restreamLive(ctx, sink, c, content, calls)
 	}
-	head, err := sink.Head(ctx, c.StreamID)
+	head, err := fencedHead(ctx, sink, c)
 	if err != nil {
 		return agent.TokenBatch{}, false, err
 	}
@@ -621,12 +649,17 @@ func (b *Batcher) flush(ctx context.Context) bool {
 	if !ok {
 		return true
 	}
-	if err := b.sink.Send(ctx, batch); err != nil {
+	send := b.sink.Send
+	if b.retried {
+		send = b.sink.SendFirst
+	}
+	if err := send(ctx, batch); err != nil {
 		b.mu.Lock()
 		b.err = err
 		b.mu.Unlock()
 		return false
 	}
+	b.retried = false
 	last := batch.First + int64(len(batch.Events)) - 1
 	b.mu.Lock()
 	b.next = last + 1

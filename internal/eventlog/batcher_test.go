@@ -39,6 +39,7 @@ type recordingSink struct {
 	failAt    int           // the send (counted from 1) that fails; 0: none
 	gate      chan struct{} // when set, each send waits for a value from it
 	delay     time.Duration // how long each send takes
+	notTaken  bool          // SendFirst fails: the turn took another attempt's batch
 
 	mu          sync.Mutex
 	sent        []sentBatch // the sends that succeeded
@@ -46,6 +47,7 @@ type recordingSink struct {
 	inFlight    int
 	maxInFlight int
 	heads       int
+	reads       []string // fences and head reads, in order ("fence 3", "head")
 	handedOn    []contract.Live
 	// handedAtFirstSend is how many hand-ons came before the first batch.
 	handedAtFirstSend int
@@ -60,11 +62,26 @@ type recordingSink struct {
 type sentBatch struct {
 	agent.TokenBatch
 	start, end time.Time
+	first      bool // sent with SendFirst
 }
 
 var errTurnGone = errors.New("turn is gone")
 
 func (l *recordingSink) Send(ctx context.Context, b agent.TokenBatch) error {
+	return l.send(ctx, b, false)
+}
+
+func (l *recordingSink) SendFirst(ctx context.Context, b agent.TokenBatch) error {
+	if l.notTaken {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.started++
+		return ErrNotTaken
+	}
+	return l.send(ctx, b, true)
+}
+
+func (l *recordingSink) send(ctx context.Context, b agent.TokenBatch, first bool) error {
 	start := time.Now()
 	l.mu.Lock()
 	l.started++
@@ -101,7 +118,7 @@ func (l *recordingSink) Send(ctx context.Context, b agent.TokenBatch) error {
 	if err != nil {
 		return err
 	}
-	l.sent = append(l.sent, sentBatch{TokenBatch: b, start: start, end: time.Now()})
+	l.sent = append(l.sent, sentBatch{TokenBatch: b, start: start, end: time.Now(), first: first})
 	return nil
 }
 
@@ -109,7 +126,15 @@ func (l *recordingSink) Head(context.Context, string) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.heads++
+	l.reads = append(l.reads, "head")
 	return l.headIndex, l.headErr
+}
+
+func (l *recordingSink) Fence(_ context.Context, _ string, _, attempt int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reads = append(l.reads, fmt.Sprintf("fence %d", attempt))
+	return nil
 }
 
 func (l *recordingSink) HandOn(_ context.Context, _ string, live contract.Live) {
@@ -577,6 +602,7 @@ func TestBatcherFencesRetriedAttempt(t *testing.T) {
 				_, err := StartBatcher(ctx, link, c, time.Millisecond, 1<<20)
 				require.ErrorIs(t, err, tt.wantErr)
 				require.Equal(t, tt.wantHeads, link.heads)
+				require.Equal(t, []string{"fence 2", "head"}, link.reads, "fenced before the head is read")
 				require.Zero(t, link.startedCount())
 				require.Empty(t, link.handedOn, "nothing is published for a call that cannot start")
 				return
@@ -596,8 +622,33 @@ func TestBatcherFencesRetriedAttempt(t *testing.T) {
 			require.Equal(t, tt.wantHeads, link.heads)
 			requireGapFree(t, bs, tt.wantFirst, c)
 			requireHeartbeats(t, beats.all(), bs, tt.wantFirst-1)
+			if tt.attempt == 1 {
+				require.Empty(t, link.reads)
+				require.False(t, bs[0].first)
+				return
+			}
+			// A retry fences the stream before it reads the head, and its
+			// first batch goes live only once the turn is seen to hold it.
+			require.Equal(t, []string{fmt.Sprintf("fence %d", tt.attempt), "head"}, link.reads)
+			for i, b := range bs {
+				require.Equal(t, i == 0, b.first, "batch %d", i)
+			}
 		})
 	}
+}
+
+// TestBatcherRetryNotTaken: a retried attempt whose first batch the turn
+// did not take (an earlier attempt that still ran got one in at the head
+// first) stops streaming: the turn would refuse everything after it.
+func TestBatcherRetryNotTaken(t *testing.T) {
+	link := &recordingSink{headIndex: 9, notTaken: true}
+	c := streamCall(5)
+	c.Attempt = 2
+	s, _ := startTestBatcher(t, time.Millisecond, 1<<20, c, link)
+	require.Eventually(t, func() bool { return errors.Is(s.Add(t.Context(), "Hi"), ErrNotTaken) }, waitFor, tick)
+	require.ErrorIs(t, s.Close(), ErrNotTaken)
+	require.Empty(t, link.batches())
+	require.Equal(t, 1, link.startedCount(), "nothing sent after the RETRYING the turn did not take")
 }
 
 // TestBatcherHandsOnFirst: what the turn handed the call is published

@@ -57,6 +57,21 @@
 // Clients drop them with agent.Unvoided, or fold the text with
 // agent.ReplayText. Nothing is ever removed from the log.
 //
+// A signalled attempt that Temporal gave up on (its heartbeat timed out,
+// say while it waited on that very read of the head) still runs until its
+// next heartbeat tells it, and may stream beside the retry, from the same
+// head; the turn takes one attempt's batch at each index and refuses the
+// other's, and only what it took may be shown, or a follower that takes
+// some indices from one attempt's cut of the text and the rest from the
+// other's skips or repeats text. So a retried signalled attempt fences the
+// stream on the live path before it reads the head (Fencer.Fence): every
+// signalled batch is published fenced, and no earlier attempt publishes
+// after the fence; and its first batch goes on only once the turn's log
+// shows the turn took it (Sinks.SendFirst): an earlier attempt may still
+// have got a batch in at that head, and then the retry stops
+// (ErrNotTaken) and the next one reads the head again. Once the turn has
+// taken a batch of an attempt, it refuses every earlier attempt's.
+//
 // A live-first attempt also claims the stream (Appender.Claim): from then
 // on no earlier attempt appends anything (each append locks the stream's
 // fence row and is refused for an older attempt), and the claim returns
@@ -83,10 +98,11 @@
 // history holds it. A query costs a round trip through the Temporal
 // server, so events also travel a live path: an activity publishes with
 // Postgres NOTIFY (pglive.Publisher) what the turn has accepted — a
-// signalled batch once its signal returned; the turn's own events, handed
-// to the next activity in its input (Log.HandOn, contract.Live), once the
-// workflow task that logged them has completed, stored too when the live
-// path stores (Appender.Put) — and the batches of a live-first call as
+// signalled batch once its signal returned, fenced (Fencer); the turn's
+// own events, handed to the next activity in its input (Log.HandOn,
+// contract.Live), once the workflow task that logged them has completed,
+// stored too when the live path stores (Appender.Put) — and the batches
+// of a live-first call as
 // they leave, stored, with the fencing above that makes the log hold
 // exactly them; every process that serves clients
 // LISTENs once (pglive.Hub) and fans batches out to its followers. The

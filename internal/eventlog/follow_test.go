@@ -77,6 +77,40 @@ func logWorkflow(ctx workflow.Context) (agent.TurnResult, error) {
 	}
 }
 
+// callWorkflow is a turn reduced to one streamed model call, step 1, that
+// signals its batches (a Conversation's turn, whose parent logs its
+// tokens): its log takes them as a turn's does (Log.Accept: the step in
+// flight, an attempt no older than one seen, the log's next index), and
+// the "append" signal logs the turn's own events after them. It ends when
+// "append" brings nothing.
+func callWorkflow(ctx workflow.Context) error {
+	l := eventlog.New(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	if err := l.Register(ctx, "demo"); err != nil {
+		return err
+	}
+	l.OpenStep(1)
+	ch := workflow.GetSignalChannel(ctx, "append")
+	for {
+		var evs []agent.Event
+		appended := false
+		sel := workflow.NewSelector(ctx)
+		l.ReceiveBatches(ctx, sel)
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &evs); appended = true })
+		sel.Select(ctx)
+		if !appended {
+			continue
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		l.TakeBatches(ctx)
+		l.CloseStep()
+		for _, e := range evs {
+			l.Append(e)
+		}
+	}
+}
+
 // queryCounter counts the queries a follower makes through the real
 // client: its reads of the log.
 type queryCounter struct {
@@ -135,6 +169,7 @@ func newFollowEnv(t *testing.T) *followEnv {
 	queue := "eventlog-" + randomID()
 	w := worker.New(c, queue, worker.Options{})
 	w.RegisterWorkflowWithOptions(logWorkflow, workflow.RegisterOptions{Name: "EventLogTest"})
+	w.RegisterWorkflowWithOptions(callWorkflow, workflow.RegisterOptions{Name: "EventLogCallTest"})
 	h := &holder{started: make(chan struct{}, 1), release: make(chan struct{})}
 	w.RegisterActivityWithOptions(h.hold, activity.RegisterOptions{Name: "Hold"})
 	require.NoError(t, w.Start())
@@ -169,9 +204,16 @@ func randomID() string {
 // start starts a log whose stream is a turn's of tenant demo.
 func (e *followEnv) start() (streamID, runID string) {
 	e.t.Helper()
+	return e.startWorkflow("EventLogTest")
+}
+
+// startWorkflow starts a workflow of the test's whose stream is a turn's
+// of tenant demo.
+func (e *followEnv) startWorkflow(name string) (streamID, runID string) {
+	e.t.Helper()
 	id := contract.TurnWorkflowID("demo", "job-"+randomID())
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: e.queue,
-		TypedSearchAttributes: temporal.NewSearchAttributes(contract.SearchTenant.ValueSet("demo"))}, "EventLogTest")
+		TypedSearchAttributes: temporal.NewSearchAttributes(contract.SearchTenant.ValueSet("demo"))}, name)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = e.c.TerminateWorkflow(context.Background(), id, "", "test over") })
 	return id, run.GetRunID()
@@ -522,4 +564,113 @@ func TestFollowEnds(t *testing.T) {
 		ccancel()
 		require.ErrorIs(t, f.end(t), context.Canceled)
 	})
+}
+
+// TestFollowTwoAttemptsOfASignalledCall: a signalled model call's attempt
+// that the turn has given up on (its heartbeat timed out: it waited on the
+// log's head, or its worker was slow) runs on beside the retry, and both
+// stream the answer, each cut into batches its own way. The turn takes
+// one attempt's batches at each index and refuses the other's. Were those
+// published too, a follower would take some indices from one cut and the
+// rest from the other, and skip or repeat text: two attempts that read
+// the same head showed "17 * 3 = 51 and that is the is the answer", with
+// " answer and that" lost between the cuts. A retry fences the stream
+// before it reads the head and publishes its first batch only once the
+// turn has taken it; the follower is shown only what the log holds.
+func TestFollowTwoAttemptsOfASignalledCall(t *testing.T) {
+	e := newFollowEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const answer = "17 * 3 = 51 and that is the answer and that is the answer"
+	// start starts a turn whose model call, step 1, shows its follower
+	// "17 * 3" in its first attempt, which is then lost.
+	start := func(t *testing.T) signalledCall {
+		id, _ := e.startWorkflow("EventLogCallTest")
+		c := signalledCall{id: id, sinks: eventlog.Sinks{Temporal: e.c, Live: e.pub, Logger: quiet()}, f: e.follow(ctx, id, 0)}
+		require.NoError(t, c.sinks.Send(ctx, c.batch(1, ev(id, 1, agent.EventToken, "17 * 3"))))
+		requireIndices(t, c.f.next(t, 1), 1, 1)
+		return c
+	}
+	// ends ends the turn at index end and checks that the follower, which
+	// was shown shown, showed the log's events, and the answer.
+	ends := func(t *testing.T, c signalledCall, shown []agent.Event, end int64) {
+		last := ev(c.id, end, agent.EventStatus, agent.StreamCompleted)
+		require.NoError(t, e.c.SignalWorkflow(ctx, c.id, "", "append", []agent.Event{last}))
+		e.publish(c.id, last)
+		shown = append(shown, c.f.next(t, int(end-shown[len(shown)-1].Index))...)
+		require.NoError(t, c.f.end(t))
+		logged, err := turnclient.Events(ctx, e.c, c.id, agent.EventsQuery{AfterIndex: 1})
+		require.NoError(t, err)
+		require.Equal(t, answer, agent.ReplayText(logged.Events))
+		require.Equal(t, logged.Events, shown, "the follower shows what the log holds")
+	}
+
+	t.Run("two attempts read the same head; the retry's batch is taken", func(t *testing.T) {
+		c := start(t)
+		require.NoError(t, c.sinks.Fence(ctx, c.id, 1, 2))
+		require.NoError(t, c.sinks.Fence(ctx, c.id, 1, 3))
+		require.NoError(t, c.sinks.SendFirst(ctx, c.batch(3, c.retrying(2))))
+		shown := c.f.next(t, 1)
+		err := c.sinks.SendFirst(ctx, c.batch(2, c.retrying(2), ev(c.id, 3, agent.EventToken, "17 * 3 = 51 and that is the")))
+		require.ErrorIs(t, err, eventlog.ErrNotTaken)
+		require.NoError(t, c.sinks.Send(ctx, c.batch(3, ev(c.id, 3, agent.EventToken, "17 * 3 = 51 and that is the answer and that"))))
+		require.NoError(t, c.sinks.Send(ctx, c.batch(3, ev(c.id, 4, agent.EventToken, " is the answer"))))
+		ends(t, c, shown, 5)
+	})
+
+	t.Run("two attempts read the same head; the older one's batch is taken", func(t *testing.T) {
+		c := start(t)
+		require.NoError(t, c.sinks.Fence(ctx, c.id, 1, 2))
+		require.NoError(t, c.sinks.Fence(ctx, c.id, 1, 3))
+		// The turn takes attempt 2's batch, which the fence keeps off the
+		// live path, and refuses attempt 3's; attempt 4 reads the head
+		// past attempt 2's batch and voids it.
+		err := c.sinks.SendFirst(ctx, c.batch(2, c.retrying(2), ev(c.id, 3, agent.EventToken, "17 * 3 = 51 and that is the")))
+		require.ErrorIs(t, err, eventlog.ErrFenced)
+		require.ErrorIs(t, c.sinks.SendFirst(ctx, c.batch(3, c.retrying(2))), eventlog.ErrNotTaken)
+		require.NoError(t, c.sinks.Fence(ctx, c.id, 1, 4))
+		require.NoError(t, c.sinks.SendFirst(ctx, c.batch(4, c.retrying(4))))
+		require.NoError(t, c.sinks.Send(ctx, c.batch(4, ev(c.id, 5, agent.EventToken, "17 * 3 = 51 and that is the answer and that"))))
+		require.NoError(t, c.sinks.Send(ctx, c.batch(4, ev(c.id, 6, agent.EventToken, " is the answer"))))
+		// Attempt 2's batch the follower read from the log.
+		ends(t, c, c.f.next(t, 1), 7)
+	})
+
+	t.Run("an attempt the turn gave up on streams on after the retry's first batch", func(t *testing.T) {
+		c := start(t)
+		require.NoError(t, c.sinks.Fence(ctx, c.id, 1, 2))
+		require.NoError(t, c.sinks.SendFirst(ctx, c.batch(2, c.retrying(2), ev(c.id, 3, agent.EventToken, "17 * 3 = 51"))))
+		shown := c.f.next(t, 2)
+		require.NoError(t, c.sinks.Fence(ctx, c.id, 1, 3))
+		require.NoError(t, c.sinks.SendFirst(ctx, c.batch(3, c.retrying(4))))
+		shown = append(shown, c.f.next(t, 1)...)
+		// The turn refuses attempt 2's batches from now on: none is shown.
+		require.ErrorIs(t, c.sinks.Send(ctx, c.batch(2, ev(c.id, 4, agent.EventToken, " and that is the"))), eventlog.ErrFenced)
+		require.ErrorIs(t, c.sinks.Send(ctx, c.batch(2, ev(c.id, 5, agent.EventToken, " answer"))), eventlog.ErrFenced)
+		require.NoError(t, c.sinks.Send(ctx, c.batch(3, ev(c.id, 5, agent.EventToken, "17 * 3 = 51 and that is the answer and that"))))
+		require.NoError(t, c.sinks.Send(ctx, c.batch(3, ev(c.id, 6, agent.EventToken, " is the answer"))))
+		ends(t, c, shown, 7)
+	})
+}
+
+// signalledCall is a model call, step 1 of an EventLogCallTest turn, whose
+// attempts the test plays through the activity side's sinks, with the
+// turn's follower.
+type signalledCall struct {
+	id    string
+	sinks eventlog.Sinks
+	f     *following
+}
+
+// batch is a batch of one attempt of the call.
+func (c signalledCall) batch(attempt int, evs ...agent.Event) agent.TokenBatch {
+	for i := range evs {
+		evs[i].Step, evs[i].Attempt = 1, attempt
+	}
+	return agent.TokenBatch{StreamID: c.id, Step: 1, Attempt: attempt, First: evs[0].Index, Events: evs}
+}
+
+// retrying is a retry's RETRYING at index, voiding the call's events.
+func (c signalledCall) retrying(index int64) agent.Event {
+	return agent.Event{StreamID: c.id, Index: index, Kind: agent.EventStatus, Status: agent.StreamRetrying, VoidFrom: 1}
 }

@@ -19,8 +19,9 @@ import (
 
 // Publisher is the sending end of the live path (pglive.Publisher). A
 // batch is published only after the turn has accepted it, so the live
-// path never shows what the log will not hold. Wake says that a stream
-// has new events that only its log holds.
+// path never shows what the log will not hold (a signalled call's
+// batches, which the turn may refuse, go through Fencer). Wake says that
+// a stream has new events that only its log holds.
 type Publisher interface {
 	Publish(ctx context.Context, b agent.TokenBatch) error
 	Wake(ctx context.Context, streamID string) error
@@ -30,6 +31,12 @@ type Publisher interface {
 // newer attempt, or a later call, has fenced off its stream: it must stop
 // streaming.
 var ErrFenced = errors.New("a newer model call owns the stream")
+
+// ErrNotTaken is what a retried attempt of a signalled model call is told
+// when the turn did not take its first batch: an earlier attempt that
+// still runs got a batch in at the log's head first. It must stop: its
+// batches would all be refused, and the next attempt reads the head again.
+var ErrNotTaken = errors.New("the turn took another attempt's batch at the log's head")
 
 // ErrInterrupted is the cause of a model call's context ended by an
 // interruption of its turn sent on the live path (pglive.Interrupt): the
@@ -65,6 +72,27 @@ type Appender interface {
 	Forget(ctx context.Context, streamID string) error
 }
 
+// Fencer fences the batches of a model call that signals them to its turn
+// on the live path (pglive.Publisher), as Appender fences a live-first
+// call's. The turn takes a signalled batch only from the newest attempt
+// it has seen, at the log's next index; a batch of an attempt it has
+// given up on is signalled all the same (Temporal gave up on the attempt,
+// which still runs until its next heartbeat tells it), and published it
+// would show followers, at indices the log gives the newer attempt's
+// events, another cut of the text: a follower that takes some of those
+// indices from it and the rest from the newer attempt skips or repeats
+// text. So a retried attempt fences the stream before it reads the log's
+// head, and each batch is published fenced.
+type Fencer interface {
+	// Fence makes attempt of step the stream's newest call: no earlier
+	// attempt publishes after it. ErrFenced when a newer one has.
+	Fence(ctx context.Context, streamID string, step, attempt int) error
+	// PublishFenced publishes a batch of attempt b.Attempt of step
+	// b.Step; ErrFenced, and nothing published, when a newer attempt or
+	// a later call has fenced the stream.
+	PublishFenced(ctx context.Context, b agent.TokenBatch) error
+}
+
 // Sinks is the activity side's way to a turn's log, one per activity
 // call: Temporal for the durable record (signals to the turn, the events
 // query), and the live path when there is one.
@@ -84,16 +112,54 @@ type Sinks struct {
 }
 
 // Send sends a batch to its turn (contract.SignalTokens), then to the live
-// path and the notify workflow.
+// path, fenced (Fencer), and the notify workflow. ErrFenced: a newer
+// attempt or a later call has fenced the stream, and the call must stop;
+// the batch goes no further (the turn refuses it, or took it before the
+// newer attempt read the head, whose RETRYING voids it).
 func (s Sinks) Send(ctx context.Context, b agent.TokenBatch) error {
 	if err := s.signal(ctx, b); err != nil {
 		return fmt.Errorf("send token batch to %q: %w", b.StreamID, err)
 	}
-	if s.Live != nil {
-		if err := s.Live.Publish(ctx, b); err != nil {
-			// Followers fall back to reading the log.
-			s.Logger.Debug("publish token batch", "stream_id", b.StreamID, "error", err)
-		}
+	return s.passOn(ctx, b)
+}
+
+// SendFirst is Send for the first batch of a retried attempt: it goes on
+// only once the turn's log shows the turn took it. An earlier attempt
+// that still runs may have got a batch in at the head the retry read,
+// before the retry fenced it; then the turn refuses this one, and every
+// later one (ErrNotTaken). Once the turn has taken a batch of this
+// attempt, it refuses every earlier attempt's.
+func (s Sinks) SendFirst(ctx context.Context, b agent.TokenBatch) error {
+	if err := s.signal(ctx, b); err != nil {
+		return fmt.Errorf("send token batch to %q: %w", b.StreamID, err)
+	}
+	took, err := s.took(ctx, b)
+	if err != nil {
+		return fmt.Errorf("read back token batch %d of %q: %w", b.First, b.StreamID, err)
+	}
+	if !took {
+		return fmt.Errorf("batch %d of stream %q, step %d, attempt %d: %w", b.First, b.StreamID, b.Step, b.Attempt, ErrNotTaken)
+	}
+	return s.passOn(ctx, b)
+}
+
+// took reports whether the turn's log holds b's first event as b has it:
+// the event at that index is of b's step and attempt, and of its kind.
+func (s Sinks) took(ctx context.Context, b agent.TokenBatch) (bool, error) {
+	page, err := turnclient.Events(ctx, s.Temporal, b.StreamID, agent.EventsQuery{AfterIndex: b.First - 1, Limit: 1})
+	if err != nil || len(page.Events) == 0 {
+		return false, err
+	}
+	got, want := page.Events[0], b.Events[0]
+	return got.Index == b.First && got.Kind == want.Kind && got.Step == b.Step && got.Attempt == b.Attempt, nil
+}
+
+// passOn publishes a batch the turn has been sent, fenced when the live
+// path fences (Fencer), and sends it to the notify workflow, whose log
+// takes it as the turn's does.
+func (s Sinks) passOn(ctx context.Context, b agent.TokenBatch) error {
+	if err := s.publish(ctx, b); err != nil {
+		return fmt.Errorf("publish token batch to %q: %w", b.StreamID, err)
 	}
 	if s.Notify != "" {
 		if err := s.Temporal.SignalWorkflow(ctx, s.Notify, "", contract.SignalNotifyTokens, b); err != nil {
@@ -104,6 +170,48 @@ func (s Sinks) Send(ctx context.Context, b agent.TokenBatch) error {
 			// events: its followers read it (a process workflow has none).
 			s.Wake(ctx, s.Notify)
 		}
+	}
+	return nil
+}
+
+// publish puts a batch of the call on the live path; only ErrFenced is
+// returned. Any other failure costs followers only time: they read the
+// log instead.
+func (s Sinks) publish(ctx context.Context, b agent.TokenBatch) error {
+	if s.Live == nil {
+		return nil
+	}
+	var err error
+	if f, ok := s.Live.(Fencer); ok {
+		err = f.PublishFenced(ctx, b)
+	} else {
+		err = s.Live.Publish(ctx, b)
+	}
+	if errors.Is(err, ErrFenced) {
+		return err
+	}
+	if err != nil {
+		s.Logger.Debug("publish token batch", "stream_id", b.StreamID, "error", err)
+	}
+	return nil
+}
+
+// Fence fences the stream for a retried attempt of a signalled call
+// before it reads the log's head (Fencer): an earlier attempt that still
+// runs publishes nothing after it. ErrFenced: a newer attempt has fenced
+// it. A live path that cannot say (Postgres away) fails nothing: the
+// attempt's own batches fence it again as they are published.
+func (s Sinks) Fence(ctx context.Context, streamID string, step, attempt int) error {
+	f, ok := s.Live.(Fencer)
+	if !ok || streamID == "" {
+		return nil
+	}
+	err := f.Fence(ctx, streamID, step, attempt)
+	if errors.Is(err, ErrFenced) {
+		return err
+	}
+	if err != nil {
+		s.Logger.Debug("fence stream", "stream_id", streamID, "error", err)
 	}
 	return nil
 }

@@ -16,7 +16,12 @@
 // turn sealing a failed call, reads exactly what followers were shown and
 // no earlier attempt appends after it (Publisher.Claim). Followers read
 // the stored batches past the log's end (Hub.Stored); the turn's last
-// activity drops them once the log holds them (Publisher.Forget).
+// activity drops them once the log holds them (Publisher.Forget). A
+// model call that signals its batches to its turn publishes each one
+// fenced the same way, storing nothing (Publisher.PublishFenced), and a
+// retried attempt fences the stream before it reads the log's head
+// (Publisher.Fence): an attempt the turn has given up on, whose batches
+// the turn refuses, shows followers nothing.
 //
 // The same path carries interruptions the other way, to workers: a
 // gateway that has signalled a turn's cancellation sends its stream id

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -37,12 +36,9 @@ func NewPublisher(pool *pgxpool.Pool) *Publisher { return &Publisher{pool: pool}
 // Publish sends a batch accepted by its turn. A batch too large for one
 // notification is sent as a wake-up: followers read it from the log.
 func (p *Publisher) Publish(ctx context.Context, b agent.TokenBatch) error {
-	payload, err := json.Marshal(message{StreamID: b.StreamID, Events: b.Events, At: time.Now().UnixMicro()})
+	payload, err := notification(b)
 	if err != nil {
-		return fmt.Errorf("encode batch: %w", err)
-	}
-	if len(payload) > maxPayload {
-		return p.Wake(ctx, b.StreamID)
+		return err
 	}
 	return p.notify(ctx, payload)
 }
@@ -53,11 +49,11 @@ func (p *Publisher) Wake(ctx context.Context, streamID string) error {
 	if err != nil {
 		return fmt.Errorf("encode wake-up: %w", err)
 	}
-	return p.notify(ctx, payload)
+	return p.notify(ctx, string(payload))
 }
 
-func (p *Publisher) notify(ctx context.Context, payload []byte) error {
-	if _, err := p.pool.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, string(payload)); err != nil {
+func (p *Publisher) notify(ctx context.Context, payload string) error {
+	if _, err := p.pool.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, payload); err != nil {
 		return fmt.Errorf("notify %s: %w", Channel, err)
 	}
 	return nil

@@ -49,6 +49,18 @@ WITH b AS (
 )
 SELECT pg_notify($5, $6)::text FROM b`
 
+	// sqlPublishFenced publishes a batch of a signalled call, fenced as
+	// sqlAppend is and storing nothing: the turn logs it from its signal.
+	// It returns one row when the batch was published.
+	sqlPublishFenced = `
+WITH f AS (
+  INSERT INTO live_fences AS f (stream_id, step, attempt) VALUES ($1, $2, $3)
+  ON CONFLICT (stream_id) DO UPDATE SET step = EXCLUDED.step, attempt = EXCLUDED.attempt, updated_at = now()
+  WHERE (f.step, f.attempt) <= (EXCLUDED.step, EXCLUDED.attempt)
+  RETURNING 1
+)
+SELECT pg_notify($4, $5)::text FROM f`
+
 	// sqlClaim makes (step, attempt) the stream's newest call; no row when
 	// a newer one has claimed it.
 	sqlClaim = `
@@ -83,6 +95,10 @@ WITH b AS (DELETE FROM live_batches WHERE stream_id = $1),
 DELETE FROM live_batches WHERE ctid IN (
   SELECT ctid FROM live_batches WHERE created_at < now() - $2::interval LIMIT 100)`
 )
+
+// Sinks publishes a signalled call's batches fenced only when the live
+// path is a Fencer, and otherwise unfenced, without a word.
+var _ eventlog.Fencer = (*Publisher)(nil)
 
 // keepAbandoned is how long the batches of a turn that never forgot them
 // are kept: far longer than any model call streams.
@@ -137,24 +153,61 @@ func (p *Publisher) Put(ctx context.Context, b agent.TokenBatch) error {
 	return nil
 }
 
+// PublishFenced publishes a batch of a model call that signals its
+// batches to its turn, once the turn has been sent it (eventlog.Fencer):
+// fenced as Append is, so that an attempt the turn has given up on, whose
+// batches the turn refuses, shows followers nothing. A batch too large
+// for a notification goes as a wake-up. eventlog.ErrFenced: a newer
+// attempt of the call, or a later call, has claimed the stream, and
+// nothing was published.
+func (p *Publisher) PublishFenced(ctx context.Context, b agent.TokenBatch) error {
+	payload, err := notification(b)
+	if err != nil {
+		return err
+	}
+	rows, err := p.pool.Query(ctx, sqlPublishFenced, b.StreamID, b.Step, b.Attempt, Channel, payload)
+	if err != nil {
+		return fmt.Errorf("publish batch: %w", err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("publish batch: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("batch %d of stream %q, step %d, attempt %d: %w", b.First, b.StreamID, b.Step, b.Attempt, eventlog.ErrFenced)
+	}
+	return nil
+}
+
 // encodeStored encodes a batch to store: the index of its last event, its
-// events, and its notification — the batch, or a wake-up when it is too
-// large for one (its followers read it stored).
+// events, and its notification (notification).
 func encodeStored(b agent.TokenBatch) (last int64, events []byte, payload string, err error) {
 	last = b.First + int64(len(b.Events)) - 1
 	if events, err = json.Marshal(b.Events); err != nil {
 		return 0, nil, "", fmt.Errorf("encode batch: %w", err)
 	}
+	payload, err = notification(b)
+	return last, events, payload, err
+}
+
+// notification is a batch's notification: the batch, or a wake-up when
+// it is too large for one (its followers read it stored, or from the
+// log).
+func notification(b agent.TokenBatch) (string, error) {
 	msg, err := json.Marshal(message{StreamID: b.StreamID, Events: b.Events, At: time.Now().UnixMicro()})
 	if err != nil {
-		return 0, nil, "", fmt.Errorf("encode batch: %w", err)
+		return "", fmt.Errorf("encode batch: %w", err)
 	}
 	if len(msg) > maxPayload {
 		if msg, err = json.Marshal(message{StreamID: b.StreamID}); err != nil {
-			return 0, nil, "", fmt.Errorf("encode wake-up: %w", err)
+			return "", fmt.Errorf("encode wake-up: %w", err)
 		}
 	}
-	return last, events, string(msg), nil
+	return string(msg), nil
 }
 
 // Claim makes attempt of step the stream's newest call, so that no earlier
@@ -162,12 +215,8 @@ func encodeStored(b agent.TokenBatch) (last int64, events []byte, payload string
 // index from and after (eventlog.Appender). eventlog.ErrFenced: a newer
 // one has claimed it.
 func (p *Publisher) Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error) {
-	tag, err := p.pool.Exec(ctx, sqlClaim, streamID, step, attempt)
-	if err != nil {
-		return nil, fmt.Errorf("claim stream %q: %w", streamID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return nil, fmt.Errorf("claim stream %q for step %d, attempt %d: %w", streamID, step, attempt, eventlog.ErrFenced)
+	if err := p.Fence(ctx, streamID, step, attempt); err != nil {
+		return nil, err
 	}
 	// A separate statement: it sees every append that committed before
 	// the claim, and the claim refuses every later one.
@@ -181,6 +230,20 @@ func (p *Publisher) Claim(ctx context.Context, streamID string, step, attempt in
 		}
 	}
 	return evs, nil
+}
+
+// Fence makes attempt of step the stream's newest call, so that no
+// earlier one appends or publishes again (eventlog.Fencer).
+// eventlog.ErrFenced: a newer one has claimed it.
+func (p *Publisher) Fence(ctx context.Context, streamID string, step, attempt int) error {
+	tag, err := p.pool.Exec(ctx, sqlClaim, streamID, step, attempt)
+	if err != nil {
+		return fmt.Errorf("claim stream %q: %w", streamID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("claim stream %q for step %d, attempt %d: %w", streamID, step, attempt, eventlog.ErrFenced)
+	}
+	return nil
 }
 
 // NextAttempt claims the stream for a new attempt of step, numbered least

@@ -2,6 +2,7 @@ package pglive
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,45 @@ func TestAppendClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, evs)
 	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 20, "a new run")), "forgotten: the fence is gone too")
+}
+
+// TestPublishFenced: a signalled call's batches are published, not
+// stored, fenced as appended ones are: once a newer attempt has fenced
+// the stream, an older one publishes nothing, and an older attempt
+// cannot fence it back; a later step's call publishes over any attempt
+// of an earlier one.
+func TestPublishFenced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hub, pub := startStored(t)
+	const stream = "turn/demo/signalled"
+	sub := hub.Subscribe(stream)
+	defer sub.Close()
+
+	require.NoError(t, pub.PublishFenced(ctx, callBatch(stream, 1, 1, 3, "Hel")))
+	require.Equal(t, []int64{3}, eventIndices(receive(t, sub)))
+	evs, err := hub.Stored(ctx, stream, 0)
+	require.NoError(t, err)
+	require.Empty(t, evs, "the turn logs it from its signal")
+
+	require.NoError(t, pub.Fence(ctx, stream, 1, 2))
+	require.ErrorIs(t, pub.PublishFenced(ctx, callBatch(stream, 1, 1, 4, "lo")), eventlog.ErrFenced)
+	require.ErrorIs(t, pub.Fence(ctx, stream, 1, 1), eventlog.ErrFenced, "an older attempt cannot fence back")
+	require.NoError(t, pub.PublishFenced(ctx, callBatch(stream, 1, 2, 4, "Hello")))
+	require.Equal(t, []int64{4}, eventIndices(receive(t, sub)), "the fenced batch was not published")
+
+	require.NoError(t, pub.PublishFenced(ctx, callBatch(stream, 2, 1, 9, "next")))
+	require.Equal(t, []int64{9}, eventIndices(receive(t, sub)))
+	require.ErrorIs(t, pub.PublishFenced(ctx, callBatch(stream, 1, 2, 5, "late")), eventlog.ErrFenced)
+
+	// Too large for a notification: a wake-up, and the fence holds too.
+	big := callBatch(stream, 2, 1, 10, strings.Repeat("x", 2*maxPayload))
+	require.NoError(t, pub.PublishFenced(ctx, big))
+	require.Empty(t, receive(t, sub), "a wake-up")
+	require.NoError(t, pub.Fence(ctx, stream, 2, 2))
+	require.ErrorIs(t, pub.PublishFenced(ctx, big), eventlog.ErrFenced)
+	require.NoError(t, pub.PublishFenced(ctx, callBatch(stream, 2, 2, 10, "x")))
+	require.Equal(t, []int64{10}, eventIndices(receive(t, sub)), "the fenced wake-up was not published")
 }
 
 // TestAppendLargeBatch: a batch too large for a notification is stored
