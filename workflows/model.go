@@ -245,14 +245,24 @@ func (t *turn) awaitStop(ctx workflow.Context, err error, local bool) {
 	_ = workflow.Await(ctx, func() bool { return t.canceled != nil || ctx.Err() != nil })
 }
 
-// seal takes into the log what a live-first call that failed for good, or
+// seal takes into the log what a streaming call that failed for good, or
 // was stopped, showed its followers (contract.SealStream): they have seen
 // it at the indices the turn would otherwise give its next events. The
-// text stays, as a signalled call's does; a fallback's call voids it
-// itself.
+// text stays; a fallback's call voids it itself.
+//
+// A live-first call's is what the live path stored. A signalled call's is
+// in the batches its signals brought; but a stopped call's activity runs
+// on until its next heartbeat tells it, and each batch it signals goes
+// live once sent, whether or not the turn takes it: the seal fences the
+// stream so that none goes live after it, and the batches signalled
+// before, which the history holds ahead of the seal's result, are taken
+// now, before the turn's own next events take their indices.
 func (t *turn) seal(ctx workflow.Context, in contract.CallModelInput) {
-	if !in.Stream || !in.LiveFirst {
+	if !in.Stream {
 		return
+	}
+	if !in.LiveFirst {
+		defer t.log.TakeBatches(ctx)
 	}
 	// A stopped turn still seals: its context is canceled.
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
