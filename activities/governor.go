@@ -36,9 +36,14 @@ func (m *modelCall) admit(ctx context.Context) error {
 		Input:    int64(agent.PromptTokens(m.msgs, ag.Tools)),
 		Output:   int64(max(ag.Limits.MaxOutputTokens, 0)),
 		Hold:     reservationTTL(info.Deadline, time.Now()),
-		Waiting:  func(w governor.Wait) { activity.RecordHeartbeat(ctx, w.String()) },
-		NoWait:   info.IsLocalActivity,
+		Waiting: func(w governor.Wait) {
+			s := w.String()
+			m.waiting.Store(&s)
+			activity.RecordHeartbeat(ctx, s)
+		},
+		NoWait: info.IsLocalActivity,
 	}
+	defer m.waiting.Store(nil)
 	err := a.db(ctx, "wait for the provider's limits", func() (err error) {
 		m.permit, err = a.governor.Acquire(ctx, call)
 		return err

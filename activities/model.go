@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -81,6 +83,7 @@ type Interrupts interface {
 // callModel is CallModel under the interruption watch.
 func (a *Activities) callModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 	m := &modelCall{a: a, in: in}
+	defer m.keepAlive(ctx)()
 	if err := m.load(ctx); err != nil {
 		return contract.CallModelResult{}, err
 	}
@@ -118,7 +121,9 @@ type modelCall struct {
 	permit *governor.Permit // the governor's admission; nil: none, or ended (endAdmission)
 	// stream and guardOut
 	out       replyOut
-	resp      *llm.Response // the reply; nil until the model answered
+	streamed  atomic.Pointer[eventlog.Batcher] // the call's stream once open, for its heartbeats (beat)
+	waiting   atomic.Pointer[string]           // what the governor holds the call for, for its heartbeats
+	resp      *llm.Response                    // the reply; nil until the model answered
 	tail      streamTail
 	tripped   string           // the output guard's rule the reply broke ("" for none)
 	trippedOn guardpkg.Channel // the channel it broke it on
@@ -635,6 +640,51 @@ func callHeartbeats(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	return keepAlive(ctx, time.Second, nil)
+}
+
+// keepAlive heartbeats a model call run as an activity every second, from
+// its start to its end, whatever stage it is in (reading the turn's
+// steps, a retry's read of its turn's log head, storing the reply): its
+// heartbeat timeout is short (workflows' modelHeartbeat), so that a lost
+// worker is noticed within seconds and the call retried, and a live one
+// must never miss it. Once the call streams, each heartbeat carries the
+// index of the last event the turn took, as the batcher's own do. A
+// local call runs inside its workflow task, which the SDK heartbeats.
+func (m *modelCall) keepAlive(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				m.beat(ctx)
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// beat records a heartbeat with what the call is at: the last index the
+// turn took once it streams, what it waits for while the governor holds
+// it (admit), nothing otherwise.
+func (m *modelCall) beat(ctx context.Context) {
+	switch st, w := m.streamed.Load(), m.waiting.Load(); {
+	case st != nil:
+		activity.RecordHeartbeat(ctx, st.LastIndex())
+	case w != nil:
+		activity.RecordHeartbeat(ctx, *w)
+	default:
+		activity.RecordHeartbeat(ctx)
+	}
 }
 
 // heartbeat records a heartbeat every interval until stop is called.

@@ -45,6 +45,7 @@ func (m *modelCall) openReply(ctx context.Context) error {
 		return err
 	}
 	m.out.st = st
+	m.streamed.Store(st)
 	return nil
 }
 

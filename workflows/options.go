@@ -80,10 +80,10 @@ const (
 	// what replay compares (an activity's id and type are), so runs
 	// recorded with other timeouts replay as they were.
 	toolHeartbeat = 3 * time.Second
-	// modelHeartbeat is a model call's: its stages before the stream (the
-	// prompt's retrieval among them) do not all heartbeat yet, so it stays
-	// at 10 s.
-	modelHeartbeat = 10 * time.Second
+	// modelHeartbeat is a model call's: CallModel heartbeats every second
+	// from its start to its end, whatever stage it is in, so a lost worker
+	// is noticed within 3 s, as a tool call's is.
+	modelHeartbeat = 3 * time.Second
 	// A local tool's call runs inside the workflow task; the bound keeps a
 	// misjudged tool from holding the task (the worker heartbeats it).
 	localToolTimeout = 10 * time.Second

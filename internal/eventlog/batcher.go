@@ -494,7 +494,7 @@ func (b *Batcher) run(ctx context.Context, live contract.Live) {
 		select {
 		case <-b.kick:
 		case <-heartbeat.C:
-			activity.RecordHeartbeat(ctx, b.lastIndex())
+			activity.RecordHeartbeat(ctx, b.LastIndex())
 			continue
 		case <-b.stop:
 			b.finish(ctx)
@@ -577,7 +577,9 @@ func (b *Batcher) buffered() int {
 	return b.size
 }
 
-func (b *Batcher) lastIndex() int64 {
+// LastIndex is the index of the last event the turn took from the call:
+// what its heartbeats say.
+func (b *Batcher) LastIndex() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.next - 1

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -522,6 +523,7 @@ func (s *Server) newWorker() error {
 		}),
 		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
 		MaxHeartbeatThrottleInterval:     heartbeatThrottle,
+		Interceptors:                     []interceptor.WorkerInterceptor{&stickyReset{temporal: s.client, logger: s.logger}},
 		WorkerStopTimeout:                s.stopTimeout(),
 		DeadlockDetectionTimeout:         s.cfg.DeadlockDetectionTimeout,
 		DeploymentOptions:                s.cfg.Deployment.WorkerOptions(),
