@@ -66,6 +66,7 @@ const (
 	Route          = "Route"          // RouteInput → RouteResult
 	LoadAgent      = "LoadAgent"      // LoadAgentInput → LoadAgentResult
 	CallModel      = "CallModel"      // CallModelInput → CallModelResult
+	AwaitModel     = "AwaitModel"     // CallModelInput → CallModelResult (a local call handed off)
 	ExecuteTool    = "ExecuteTool"    // ExecuteToolInput → ExecuteToolResult
 	RunProgram     = "RunProgram"     // RunProgramInput → RunProgramResult (program.go)
 	SaveResult     = "SaveResult"     // SaveResultInput → agent.TurnResult
