@@ -127,6 +127,11 @@ const ingestKeepAlive = 10 * time.Second
 // model call), so that a lost worker is noticed within that timeout
 // rather than the activity's whole start-to-close.
 func keepAlive(ctx context.Context, every time.Duration, details any) (stop func()) {
+	return ticking(ctx, every, func() { activity.RecordHeartbeat(ctx, details) })
+}
+
+// ticking calls beat every interval until stop is called or ctx ends.
+func ticking(ctx context.Context, every time.Duration, beat func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -139,7 +144,7 @@ func keepAlive(ctx context.Context, every time.Duration, details any) (stop func
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx, details)
+				beat()
 			}
 		}
 	})

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -654,23 +653,7 @@ func (m *modelCall) keepAlive(ctx context.Context) (stop func()) {
 	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				m.beat(ctx)
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
+	return ticking(ctx, time.Second, func() { m.beat(ctx) })
 }
 
 // beat records a heartbeat with what the call is at: the last index the
