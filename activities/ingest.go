@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -119,32 +118,6 @@ type ingestHeartbeat struct {
 // ingestKeepAlive is how often a page heartbeats while its documents are
 // read: a third of the workflow's heartbeat timeout.
 const ingestKeepAlive = 10 * time.Second
-
-// keepAlive heartbeats details every interval until stop is called: for
-// an activity whose work can outlast its heartbeat timeout in one piece
-// (reading a page's documents: a PDF takes up to knowledge.PDFTimeout,
-// and a process's first PDF waits for its reader to compile; a judge's
-// model call), so that a lost worker is noticed within that timeout
-// rather than the activity's whole start-to-close.
-func keepAlive(ctx context.Context, every time.Duration, details any) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx, details)
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
-}
 
 // prepareIngest reads and splits the page's documents from the skip-th,
 // counting the ones that fail and those the collection holds already;

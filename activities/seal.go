@@ -12,11 +12,11 @@ import (
 // sealAttempt is the attempt that seals a call: newer than any of its own.
 const sealAttempt = math.MaxInt32
 
-// SealStream claims the stream of a live-first model call that failed for
-// good, or was stopped, so that none of its attempts publishes again, and
-// returns what they showed followers from in.From on, for the turn's log
-// (nil: nothing). A worker whose live path stores nothing has nothing to
-// seal.
+// SealStream claims the stream of a model call that failed for good, or
+// was stopped, so that none of its attempts publishes again, and returns
+// what they stored for followers from in.From on, for the turn's log (nil:
+// nothing; a signalled call stores nothing, its batches reach the turn as
+// signals). A worker whose live path stores nothing has nothing to seal.
 func (a *Activities) SealStream(ctx context.Context, in contract.SealStreamInput) (*agent.TokenBatch, error) {
 	ap, ok := a.events.(eventlog.Appender)
 	if !ok {
