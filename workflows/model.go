@@ -190,7 +190,10 @@ func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract
 		_ = workflow.Sleep(ctx, time.Millisecond)
 	}
 	if local {
-		in.HandOffAfterMs = int(handOffAfter / time.Millisecond)
+		if opts.StartToCloseTimeout > handOffAfter {
+			// A call whose own timeout is shorter ends by then anyway.
+			in.HandOffAfterMs = int(handOffAfter / time.Millisecond)
+		}
 		// The call ends at the turn's deadline in the worker, where the
 		// turn's timer would reach it only at the next workflow task
 		// (awaitStop).
