@@ -54,6 +54,11 @@ func (h *handoffs) put(key string, c *handedCall) {
 	if h.calls == nil {
 		h.calls = map[string]*handedCall{}
 	}
+	if old := h.calls[key]; old != nil {
+		// The step's call was handed off before, by a task that was
+		// then lost: no AwaitModel will take that one.
+		old.cancel()
+	}
 	h.calls[key] = c
 	go func() {
 		<-c.done
