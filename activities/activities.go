@@ -153,6 +153,9 @@ type Activities struct {
 
 	// compiled keeps the compiled agents read or made (compiled.go).
 	compiled compiledCache
+	// handoffs are the model calls that run on after their local
+	// activity handed them off (handoff.go).
+	handoffs handoffs
 }
 
 // New checks the dependencies and fills the defaults.

@@ -40,12 +40,22 @@ import (
 // provider governor's admission, the stream or a heartbeat) is given
 // back by one clean-up, once, whichever stage fails (modelCall.cleanUp).
 func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
+	if in.HandOffAfterMs > 0 && activity.GetInfo(ctx).IsLocalActivity {
+		return a.callHandingOff(ctx, in)
+	}
+	return a.callWatched(ctx, in, nil)
+}
+
+// callWatched is CallModel under the interruption watch. numbered, when
+// not nil, is sent the step's attempt the call runs as once it is known
+// (handoff.go).
+func (a *Activities) callWatched(ctx context.Context, in contract.CallModelInput, numbered chan<- int) (contract.CallModelResult, error) {
 	if a.interrupts != nil && in.StreamID != "" {
 		var stop func()
 		ctx, stop = a.interrupts.Watch(ctx, in.StreamID)
 		defer stop()
 	}
-	res, err := a.callModel(ctx, in)
+	res, err := a.callModel(ctx, in, numbered)
 	if err != nil && errors.Is(context.Cause(ctx), eventlog.ErrInterrupted) {
 		// Not retried: the turn acts on what interrupted the call, a
 		// cancellation or a message steered in.
@@ -80,11 +90,14 @@ type Interrupts interface {
 }
 
 // callModel is CallModel under the interruption watch.
-func (a *Activities) callModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
+func (a *Activities) callModel(ctx context.Context, in contract.CallModelInput, numbered chan<- int) (contract.CallModelResult, error) {
 	m := &modelCall{a: a, in: in}
 	defer m.keepAlive(ctx)()
 	if err := m.load(ctx); err != nil {
 		return contract.CallModelResult{}, err
+	}
+	if numbered != nil {
+		numbered <- stepAttempt(ctx, m.in)
 	}
 	if m.steps.reply != nil {
 		return m.replayStored(ctx)

@@ -22,6 +22,7 @@ func (a *Activities) Register(r Registry) {
 	registerChecked(r, a, contract.Route, a.Route)
 	registerChecked(r, a, contract.LoadAgent, a.LoadAgent)
 	registerChecked(r, a, contract.CallModel, a.CallModel)
+	registerChecked(r, a, contract.AwaitModel, a.AwaitModel)
 	registerChecked(r, a, contract.ExecuteTool, a.ExecuteTool)
 	registerChecked(r, a, contract.RunProgram, a.RunProgram)
 	registerChecked(r, a, contract.SaveResult, a.SaveResult)

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -90,9 +91,17 @@ func (t *turn) historyLength(ctx workflow.Context) int {
 	n := workflow.GetInfo(ctx).GetCurrentHistoryLength()
 	if n != t.lengthSeen {
 		// A new task: its length holds the markers counted until now.
-		t.lengthSeen, t.local = n, 0
+		t.lengthSeen, t.local, t.taskStart = n, 0, workflow.Now(ctx)
 	}
 	return n + t.local
+}
+
+// taskHeld is how long the turn has held its workflow task: workflow
+// time, which each local activity's end moves on by what it took, since
+// the task started. Replay reads the same times from the history.
+func (t *turn) taskHeld(ctx workflow.Context) time.Duration {
+	t.historyLength(ctx)
+	return workflow.Now(ctx).Sub(t.taskStart)
 }
 
 // handOn continues the turn as new: it takes what signals brought and no

@@ -131,7 +131,15 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		var reply contract.CallModelResult
 		steerable := t.iteration < limits.MaxIterations+t.repairs
 		local := t.localCall(in) && !queued
-		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i), local), &reply, steerable)
+		summary := fmt.Sprintf("%s · iteration %d", model, i)
+		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, summary, local), &reply, steerable)
+		if err == nil && reply.HandedOff {
+			// The local call outlasted handOffAfter: it runs on in the
+			// worker, and an activity takes its result over (handoff.go
+			// in activities).
+			local = false
+			err = t.awaitModel(ctx, t.awaitHandedOff(mctx, limits, in, reply.Attempt, summary), &reply, steerable)
+		}
 		if err == nil {
 			return reply, nil
 		}
@@ -175,7 +183,17 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 // it again.
 func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string, local bool) workflow.Future {
 	opts := modelOptions(limits, summary)
+	if local && t.taskHeld(ctx) >= handOffAfter {
+		// The task has been held long enough by the calls before: it ends
+		// here, so that a lost worker costs the turn at most a short task
+		// timeout, and the call starts in the next.
+		_ = workflow.Sleep(ctx, time.Millisecond)
+	}
 	if local {
+		if opts.StartToCloseTimeout > handOffAfter {
+			// A call whose own timeout is shorter ends by then anyway.
+			in.HandOffAfterMs = int(handOffAfter / time.Millisecond)
+		}
 		// The call ends at the turn's deadline in the worker, where the
 		// turn's timer would reach it only at the next workflow task
 		// (awaitStop).
@@ -188,6 +206,23 @@ func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract
 		}), contract.CallModel, in)
 	}
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.CallModel, in)
+}
+
+// handOffAfter is how long a local model call holds its turn's workflow
+// task before it is handed off to an activity (awaitHandedOff), and how
+// long the calls of one task may hold it before the next starts in a
+// task of its own: well under the task's timeout, so that the SDK never
+// has to heartbeat the task, and a lost worker is noticed at the task's
+// timeout or the activity's heartbeat timeout, both a few seconds.
+const handOffAfter = time.Second
+
+// awaitHandedOff starts the activity that takes over a local call handed
+// off as the step's attempt attempt (contract.AwaitModel): on the same
+// worker it waits for the call; anywhere else, or retried, it calls the
+// model again, as the attempts after it.
+func (t *turn) awaitHandedOff(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, attempt int, summary string) workflow.Future {
+	in.AttemptBase, in.HandOffAfterMs = attempt, 0
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelOptions(limits, summary)), contract.AwaitModel, in)
 }
 
 // localCall reports whether the turn runs the model call in as a local

@@ -61,6 +61,11 @@ type turn struct {
 	// local counts the local activities the run started since the
 	// history length read at lengthSeen (historyLength).
 	local, lengthSeen int
+	// taskStart is when the workflow task the turn runs in started, as
+	// workflow time tells it (historyLength notes it with each new task):
+	// local calls advance it as they end, so the turn knows how long the
+	// task has been held (taskHeld).
+	taskStart time.Time
 
 	agent agent.Agent
 	rule  string

@@ -330,7 +330,7 @@ func (e *env) checkLongTurn(ctx context.Context, run *turnRun, f *follower, call
 		return runs, err
 	}
 	if rec.models != calls+1 {
-		return runs, fmt.Errorf("%d CallModel completions in the turn's histories, want %d", rec.models, calls+1)
+		return runs, fmt.Errorf("%d model calls answered in the turn's histories, want %d", rec.models, calls+1)
 	}
 
 	// One result, listing every call in order.
@@ -416,7 +416,7 @@ func once(what string, counts map[string]int, want int) error {
 		}
 	}
 	if len(counts) != want {
-		return fmt.Errorf("%s: %d calls, want %d", what, len(counts), want)
+		return fmt.Errorf("%s: %d calls, want %d (recorded: %s)", what, len(counts), want, listed(counts))
 	}
 	return nil
 }
@@ -483,7 +483,8 @@ func eventsOf(runs []runInfo) []int {
 }
 
 // recorded is what a turn's histories record as completed: ExecuteTool
-// by call id, and the number of CallModel calls.
+// by call id, and the number of model calls answered (by CallModel, or by
+// the AwaitModel that took a handed-off call over).
 type recorded struct {
 	tools  map[string]int
 	models int
@@ -528,8 +529,16 @@ func readRun(ctx context.Context, c client.Client, workflowID, runID string, rec
 			return r, "", fmt.Errorf("event %d: %w", ev.GetEventId(), err)
 		}
 		switch kind {
-		case contract.CallModel:
-			rec.models++
+		case contract.CallModel, contract.AwaitModel:
+			// A local call handed off (its result says HandedOff) is
+			// answered by the AwaitModel activity that takes it over.
+			var res contract.CallModelResult
+			if err := converter.GetDefaultDataConverter().FromPayloads(result, &res); err != nil {
+				return r, "", fmt.Errorf("event %d: decode %s's result: %w", ev.GetEventId(), kind, err)
+			}
+			if !res.HandedOff {
+				rec.models++
+			}
 		case contract.ExecuteTool:
 			var res contract.ExecuteToolResult
 			if err := converter.GetDefaultDataConverter().FromPayloads(result, &res); err != nil {
@@ -639,4 +648,15 @@ func (e *env) workerOf(identity string) *topology.Process {
 		}
 	}
 	return nil
+}
+
+// listed names the keys of counts in order, for an error that says which
+// calls a history records.
+func listed(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, " ")
 }

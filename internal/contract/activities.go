@@ -105,6 +105,12 @@ type CallModelInput struct {
 	// stores nothing signals them as before. When the call fails for good,
 	// the turn seals what it streamed (SealStream).
 	LiveFirst bool `json:"live_first,omitempty"`
+	// HandOffAfterMs, on a call run as a local activity, is how long it
+	// may hold the turn's workflow task: a call still running then goes on
+	// in the worker, and the local activity returns HandedOff, for an
+	// AwaitModel activity to take the call's result over (handoff.go in
+	// activities). 0: the call runs to its end inside the task.
+	HandOffAfterMs int `json:"hand_off_after_ms,omitempty"`
 	// Context is the turn's context and Caller who it acts for, for
 	// tools' approval policies.
 	Context agent.TurnContext `json:"context,omitzero"`
@@ -223,6 +229,11 @@ type CallModelResult struct {
 	// live path already (a live-first call streamed them); 0: none. The
 	// turn hands on only those after it.
 	TailLive int64 `json:"tail_live,omitempty"`
+	// HandedOff: the local call outlasted its HandOffAfterMs and runs on
+	// in the worker; nothing else in the result is set but Attempt, the
+	// step's attempt it runs as. The turn awaits it with AwaitModel.
+	HandedOff bool `json:"handed_off,omitempty"`
+	Attempt   int  `json:"attempt,omitempty"`
 	// OutputJSON is a final answer (no tool calls) that matched the turn's
 	// output schema, as compact JSON; OutputProblems says what did not
 	// match when it did not. Both are empty without a schema, and on a

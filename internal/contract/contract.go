@@ -66,6 +66,7 @@ const (
 	Route          = "Route"          // RouteInput → RouteResult
 	LoadAgent      = "LoadAgent"      // LoadAgentInput → LoadAgentResult
 	CallModel      = "CallModel"      // CallModelInput → CallModelResult
+	AwaitModel     = "AwaitModel"     // CallModelInput → CallModelResult (a local call handed off)
 	ExecuteTool    = "ExecuteTool"    // ExecuteToolInput → ExecuteToolResult
 	RunProgram     = "RunProgram"     // RunProgramInput → RunProgramResult (program.go)
 	SaveResult     = "SaveResult"     // SaveResultInput → agent.TurnResult
@@ -193,14 +194,15 @@ const MemoRequestHash = "agentflow_request_hash"
 // TurnTaskTimeout is the workflow task timeout every AgentTurn is started
 // with (by the gateway, the CLI, schedules, conversations, delegations and
 // evaluations). It is how long a turn whose worker died in the middle of a
-// workflow task waits before another worker takes the task over, and a
-// local model or tool call runs inside one: most of a killed worker's
-// pause. It stays Temporal's 10 s: the SDK carries a task that runs local
-// activities across tasks at 0.8 of it, and at 2 s the 0.4 s left was not
-// enough on a loaded machine (20 turns holding local model calls lost
-// their tasks, and their calls, again and again). What it costs and what
-// it gains: docs/concepts/reliability.md, "Back in seconds".
-const TurnTaskTimeout = 10 * time.Second
+// workflow task waits before another worker takes the task over: most of
+// a killed worker's pause. 3 s, not Temporal's 10 s: a turn holds a task
+// about a second at most (its local model calls hand off to an activity
+// after that, and the calls of one task start the next call in a task of
+// its own: workflows' handOffAfter), so the SDK, which carries a task
+// that runs local activities into the next at 0.8 of the timeout, seldom
+// has to. What it costs and what it gains: docs/concepts/reliability.md,
+// "Back in seconds".
+const TurnTaskTimeout = 3 * time.Second
 
 // TurnWorkflowID is the id of the AgentTurn for a tenant's job.
 func TurnWorkflowID(tenantID, jobID string) string { return "turn/" + tenantID + "/" + jobID }

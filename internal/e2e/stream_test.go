@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,21 +275,34 @@ func TestStreamLocalModelCalls(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.want, res.Output)
 
-			tasks, calls := 0, 0
+			tasks, calls, handed := 0, 0, 0
+			var activities []string
 			for _, ev := range e.history(id) {
 				switch ev.GetEventType() {
 				case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-					t.Fatalf("an activity was scheduled: %s", ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName())
+					activities = append(activities, ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName())
 				case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 					tasks++
 				case enumspb.EVENT_TYPE_MARKER_RECORDED:
 					if strings.Contains(string(ev.GetUserMetadata().GetSummary().GetData()), "iteration") {
 						calls++
+						if markerHandedOff(t, ev) {
+							handed++
+						}
 					}
 				}
 			}
-			require.Equal(t, 1, tasks, "the turn is one workflow task")
 			require.Equal(t, tt.calls, calls, "each model call is a local activity's marker")
+			if handed > 0 {
+				// A call that outlasts the hand-off (a second, on a
+				// loaded machine) is taken over by an activity, and the
+				// turn goes on in the next task: TestLocalCallHandedOff.
+				t.Logf("%d of %d calls handed off", handed, calls)
+				require.Equal(t, slices.Repeat([]string{contract.AwaitModel}, handed), activities, "only handed-off calls leave the task")
+			} else {
+				require.Empty(t, activities, "no activity task")
+				require.Equal(t, 1, tasks, "the turn is one workflow task")
+			}
 			e.replay(id, tt.history)
 		})
 	}
@@ -477,11 +491,11 @@ func followNew(ctx context.Context, f *eventlog.Follower, c client.Client, opts 
 
 // TestFollowerReadsBesideLocalCall: a follower's read of the log does not
 // hold back the live path. A turn in a local model call answers the log's
-// query only when its workflow task completes (a heartbeat, 8 s in here,
-// or the call's end), and a follower reads the log whenever it hears
-// nothing for a while (its idle read, 50 ms here, between tokens 200 ms
-// apart): the call's tokens must still reach the client as they are
-// streamed. (Before, a read in flight held them until the query was
+// query only when its workflow task completes (the call's end, or its
+// hand-off after a second), and a follower reads the log whenever it
+// hears nothing for a while (its idle read, 50 ms here, between tokens
+// 200 ms apart): the call's tokens must still reach the client as they
+// are streamed, the second before the task completes. (Before, a read in flight held them until the query was
 // answered, which after a killed worker added most of a heartbeat to the
 // client's pause.)
 func TestFollowerReadsBesideLocalCall(t *testing.T) {
@@ -489,26 +503,25 @@ func TestFollowerReadsBesideLocalCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	opts := turnclient.StartOptions(e.TaskQueue, req)
-	opts.WorkflowTaskTimeout = 10 * time.Second // its heartbeat long after the call's sixth token
 	reads := &readCounter{}
 	f := eventlog.NewFollower(e.Client(), e.Hub(), server.SDKLogger(zaptest.NewLogger(t)), 50*time.Millisecond)
 	f.Metrics = reads
 	var events []agent.Event
-	tokens, completedAtSixth, readsAtSixth := 0, -1, int64(-1)
+	tokens, completedAtSecond, readsAtSecond := 0, -1, int64(-1)
 	err := followNew(ctx, f, e.Client(), opts, req, func(ev agent.Event) error {
 		events = append(events, ev)
 		if ev.Kind != agent.EventToken {
 			return nil
 		}
-		if tokens++; tokens == 6 {
-			readsAtSixth, completedAtSixth = reads.n.Load(), 0
+		if tokens++; tokens == 2 {
+			readsAtSecond, completedAtSecond = reads.n.Load(), 0
 			for it := e.Client().GetWorkflowHistory(ctx, id, "", false, 0); it.HasNext(); {
 				h, err := it.Next()
 				if err != nil {
 					return err
 				}
 				if h.EventType == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-					completedAtSixth++
+					completedAtSecond++
 				}
 			}
 		}
@@ -516,8 +529,8 @@ func TestFollowerReadsBesideLocalCall(t *testing.T) {
 	})
 	require.NoError(t, err)
 	requireLog(t, events, id, storyText)
-	require.Positive(t, readsAtSixth, "the follower read the log while the call streamed")
-	require.Zero(t, completedAtSixth, "the sixth token reached the client while the workflow task that runs the call, and so the log's query, was still open")
+	require.Positive(t, readsAtSecond, "the follower read the log while the call streamed")
+	require.Zero(t, completedAtSecond, "the second token reached the client while the workflow task that runs the call, and so the log's query, was still open")
 }
 
 // readCounter counts a follower's reads of the log.

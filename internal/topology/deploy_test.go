@@ -223,6 +223,21 @@ func (h *heldTopology) requireRanOn(ctx context.Context, t *testing.T, workflowI
 	require.NotZero(t, n, "tasks of %s", workflowID)
 }
 
+// ranOn reports whether every workflow task and activity of a workflow
+// ran on the worker process p.
+func (h *heldTopology) ranOn(ctx context.Context, t *testing.T, workflowID string, p *Process) bool {
+	t.Helper()
+	for _, ev := range h.history(ctx, t, workflowID) {
+		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil && pidOf(a.GetIdentity()) != p.PID() {
+			return false
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && pidOf(a.GetIdentity()) != p.PID() {
+			return false
+		}
+	}
+	return true
+}
+
 // deployRecipes is docs/operations/deploys.md.
 func deployRecipes(t *testing.T) string {
 	t.Helper()

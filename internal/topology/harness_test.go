@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/scripted"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -385,6 +386,16 @@ func localActivityOf(t *testing.T, ev *historyEvent) (localActivity, bool) {
 	}
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &la), "marker %d", ev.GetEventId())
 	return la, true
+}
+
+// handedOff reports whether a CallModel marker records a local call
+// handed off to an AwaitModel activity (contract.CallModelResult).
+func handedOff(t *testing.T, ev *historyEvent) bool {
+	t.Helper()
+	var res contract.CallModelResult
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(ev.GetMarkerRecordedEventAttributes().GetDetails()["result"], &res),
+		"marker %d", ev.GetEventId())
+	return res.HandedOff
 }
 
 // pidOf is the process id in a worker identity ("pid@host@…").

@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/sse"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -33,8 +36,9 @@ const shutdownStopTimeout = 2 * time.Minute
 // new turn runs on the other worker), lets the ten calls stream to their
 // end and exits 0 within the stop timeout; every turn completes, each
 // model call made once, on that worker, its stream whole. The calls are
-// local activities (the default), each inside a workflow task of the
-// stopping worker, held past the task's heartbeat.
+// local activities (the default) that the model holds past the hand-off:
+// each runs on in the stopping worker under the AwaitModel activity that
+// took it over, which the worker must carry to its end.
 func TestWorkerShutdown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -50,14 +54,18 @@ func TestWorkerShutdown(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return h.Model.Waiting() == len(held) }, 2*time.Minute, 50*time.Millisecond,
 		"ten model calls in flight on the one worker")
+	pid := w1.PID()
+	require.Eventually(t, func() bool {
+		for _, tr := range held {
+			if !h.awaitingOn(ctx, tr.streamID(), pid) {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 200*time.Millisecond, "each held call handed off to an AwaitModel activity on the worker")
 	w2, err := h.AddWorker(ctx)
 	require.NoError(t, err)
 
-	pid := w1.PID()
-	heartbeats := make([]int, len(held))
-	for i, tr := range held {
-		heartbeats[i] = h.completedTasks(ctx, tr.streamID())
-	}
 	begin := time.Now()
 	require.NoError(t, w1.Terminate())
 	require.Eventually(t, func() bool {
@@ -65,18 +73,8 @@ func TestWorkerShutdown(t *testing.T) {
 		return err == nil && code == http.StatusServiceUnavailable && failing == "shutdown"
 	}, time.Minute, 20*time.Millisecond, "unready first")
 	require.True(t, w1.Running(), "the worker waits for its model calls")
-	h.requireRanOn(ctx, t, h.runQuick(ctx, t, "quick-after-sigterm"), w2)
-	// A workflow task that runs a local call longer than 80 % of its
-	// timeout completes and goes on in a new task: the stopping worker
-	// must carry its calls through that, not only through one task.
-	require.Eventually(t, func() bool {
-		for i, tr := range held {
-			if h.completedTasks(ctx, tr.streamID()) <= heartbeats[i] {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 200*time.Millisecond, "each held call's workflow task heartbeat after SIGTERM")
+	h.requireNewTurnsOn(ctx, t, w2)
+	require.True(t, w1.Running(), "the worker still waits for its model calls")
 
 	h.Model.Release()
 	wctx, wcancel := context.WithTimeout(ctx, shutdownStopTimeout)
@@ -94,12 +92,51 @@ func TestWorkerShutdown(t *testing.T) {
 	}
 }
 
+// requireNewTurnsOn checks that new turns run on the worker p once a
+// stopping worker's stop has reached the server. The SDK lets its polls
+// in flight at the stop end by themselves (the server ends them once it
+// hears of the stop), and a task one of them brings is run by the
+// stopping worker, not lost: so a turn started just after SIGTERM may
+// still have its first task there. Of five quick turns one after
+// another, each completes, and the last runs wholly on p.
+func (h *heldTopology) requireNewTurnsOn(ctx context.Context, t *testing.T, p *Process) {
+	t.Helper()
+	var last string
+	for i := range 5 {
+		last = h.runQuick(ctx, t, fmt.Sprintf("quick-after-sigterm-%d", i))
+		if h.ranOn(ctx, t, last, p) {
+			break
+		}
+	}
+	h.requireRanOn(ctx, t, last, p)
+}
+
+// awaitingOn reports whether a turn's model call was handed off to an
+// AwaitModel activity that the worker process pid runs (a started
+// activity is in the history only once it ends: its workflow's pending
+// activities say who runs it). It does not fail the test, so that a
+// condition of require.Eventually can call it.
+func (h *heldTopology) awaitingOn(ctx context.Context, workflowID string, pid int) bool {
+	d, err := h.Client.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return false
+	}
+	for _, a := range d.GetPendingActivities() {
+		if a.GetActivityType().GetName() == contract.AwaitModel && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+			return pidOf(a.GetLastWorkerIdentity()) == pid
+		}
+	}
+	return false
+}
+
 // requireModelCallBy checks that a turn made one model call, on one
-// attempt, on the worker process pid. A regular activity's worker is the
-// identity its start records; a local activity (a model call, by default)
-// runs inside a workflow task, and the worker that ran it is the one that
-// completed the task recording its marker: had the stopping worker let go
-// of a call, that task would be another worker's.
+// attempt, on the worker process pid: a local activity (a model call, by
+// default) that answered, or an activity — CallModel, or the AwaitModel
+// that took over a local call handed off. A regular activity's worker is
+// the identity its start records; a local activity runs inside a
+// workflow task, and the worker that ran it is the one that completed the
+// task recording its marker: had the stopping worker let go of a call,
+// that task would be another worker's.
 func (h *heldTopology) requireModelCallBy(ctx context.Context, t *testing.T, workflowID string, pid int) {
 	t.Helper()
 	types := map[int64]string{}
@@ -112,16 +149,20 @@ func (h *heldTopology) requireModelCallBy(ctx context.Context, t *testing.T, wor
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			types[ev.GetEventId()] = a.GetActivityType().GetName()
 		}
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && types[a.GetScheduledEventId()] == "CallModel" {
-			calls++
-			require.Equal(t, pid, pidOf(a.GetIdentity()), "the model call of %s ran on process %d", workflowID, pid)
-			require.EqualValues(t, 1, a.GetAttempt(), "the model call of %s", workflowID)
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			if kind := types[a.GetScheduledEventId()]; kind == contract.CallModel || kind == contract.AwaitModel {
+				calls++
+				require.Equal(t, pid, pidOf(a.GetIdentity()), "the model call (%s) of %s ran on process %d", kind, workflowID, pid)
+				require.EqualValues(t, 1, a.GetAttempt(), "the model call of %s", workflowID)
+			}
 		}
-		if la, ok := localActivityOf(t, ev); ok && la.ActivityType == "CallModel" {
-			calls++
+		if la, ok := localActivityOf(t, ev); ok && la.ActivityType == contract.CallModel {
 			require.Equal(t, pid, pidOf(taskBy), "the model call of %s ran on process %d", workflowID, pid)
 			require.EqualValues(t, 1, la.Attempt, "the model call of %s", workflowID)
 			require.Nil(t, ev.GetMarkerRecordedEventAttributes().GetFailure(), "the model call of %s", workflowID)
+			if !handedOff(t, ev) {
+				calls++
+			}
 		}
 	}
 	require.Equal(t, 1, calls, "model calls of %s", workflowID)
