@@ -99,27 +99,23 @@ func (a *Activities) callHandingOff(ctx context.Context, in contract.CallModelIn
 	}()
 	timer := time.NewTimer(time.Duration(in.HandOffAfterMs) * time.Millisecond)
 	defer timer.Stop()
-	select {
-	case <-c.done:
-		return c.res, c.err
-	case <-ctx.Done():
-		cancel()
-		<-c.done
-		return c.res, c.err
-	case <-timer.C:
-	}
-	// Handed off once numbered: AwaitModel, should it call afresh, numbers
-	// its attempts after this one.
-	select {
-	case <-c.done:
-		return c.res, c.err
-	case <-ctx.Done():
-		cancel()
-		<-c.done
-		return c.res, c.err
-	case n := <-c.attempt:
-		a.handoffs.put(handOffKey(in), c)
-		return contract.CallModelResult{HandedOff: true, Attempt: n}, nil
+	// Handed off once the time is up and the call numbered: AwaitModel,
+	// should it call afresh, numbers its attempts after this one.
+	var numbered <-chan int // nil, never ready, until the time is up
+	for {
+		select {
+		case <-c.done:
+			return c.res, c.err
+		case <-ctx.Done():
+			cancel()
+			<-c.done
+			return c.res, c.err
+		case <-timer.C:
+			numbered = c.attempt
+		case n := <-numbered:
+			a.handoffs.put(handOffKey(in), c)
+			return contract.CallModelResult{HandedOff: true, Attempt: n}, nil
+		}
 	}
 }
 

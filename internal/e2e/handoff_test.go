@@ -9,13 +9,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/eventlog"
-	"github.com/agentflow/agentflow/internal/server"
-	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
 // TestLocalCallHandedOff: a local model call that streams for longer than
@@ -29,17 +24,9 @@ func TestLocalCallHandedOff(t *testing.T) {
 	e, req, id := localStory(t, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	reads := &readCounter{}
-	f := eventlog.NewFollower(e.Client(), e.Hub(), server.SDKLogger(zaptest.NewLogger(t)), 0)
-	f.Metrics = reads
-	var events []agent.Event
-	err := followNew(ctx, f, e.Client(), turnclient.StartOptions(e.TaskQueue, req), req, func(ev agent.Event) error {
-		events = append(events, ev)
-		return nil
-	})
-	require.NoError(t, err)
+	events, reads := e.startFollowed(ctx, t, req)
 	requireLog(t, events, id, storyText)
-	require.Zero(t, reads.n.Load(), "every event came live, across the hand-off")
+	require.Zero(t, reads, "every event came live, across the hand-off")
 	res, err := e.result(id)
 	require.NoError(t, err)
 	require.Equal(t, storyText, res.Output)

@@ -260,17 +260,9 @@ func TestStreamLocalModelCalls(t *testing.T) {
 			req := agent.TurnRequest{TenantID: "demo", JobID: "job-" + testserver.RandomID(), Prompt: tt.prompt}
 			req.Normalize()
 			id := contract.TurnWorkflowID(req.TenantID, req.JobID)
-			reads := &readCounter{}
-			f := eventlog.NewFollower(e.Client(), e.Hub(), server.SDKLogger(zaptest.NewLogger(t)), 0)
-			f.Metrics = reads
-			var events []agent.Event
-			err := followNew(ctx, f, e.Client(), turnclient.StartOptions(e.TaskQueue, req), req, func(ev agent.Event) error {
-				events = append(events, ev)
-				return nil
-			})
-			require.NoError(t, err)
+			events, reads := e.startFollowed(ctx, t, req)
 			requireLog(t, events, id, tt.want)
-			require.Zero(t, reads.n.Load(), "every event came live")
+			require.Zero(t, reads, "every event came live")
 			res, err := e.result(id)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, res.Output)
@@ -531,6 +523,23 @@ func TestFollowerReadsBesideLocalCall(t *testing.T) {
 	requireLog(t, events, id, storyText)
 	require.Positive(t, readsAtSecond, "the follower read the log while the call streamed")
 	require.Zero(t, completedAtSecond, "the second token reached the client while the workflow task that runs the call, and so the log's query, was still open")
+}
+
+// startFollowed starts a turn and follows it to its end with a follower
+// that never reads the log while it waits (no idle read), and returns
+// the events and how many times it read the log all the same.
+func (e *env) startFollowed(ctx context.Context, t *testing.T, req agent.TurnRequest) ([]agent.Event, int64) {
+	t.Helper()
+	reads := &readCounter{}
+	f := eventlog.NewFollower(e.Client(), e.Hub(), server.SDKLogger(zaptest.NewLogger(t)), 0)
+	f.Metrics = reads
+	var events []agent.Event
+	err := followNew(ctx, f, e.Client(), turnclient.StartOptions(e.TaskQueue, req), req, func(ev agent.Event) error {
+		events = append(events, ev)
+		return nil
+	})
+	require.NoError(t, err)
+	return events, reads.n.Load()
 }
 
 // readCounter counts a follower's reads of the log.

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -39,6 +40,18 @@ func (f *Follower) Read(ctx context.Context, streamID string, after int64, limit
 		return agent.EventsPage{}, agent.ValidateAfter(after, 0)
 	}
 	page, err := f.readNow(ctx, streamID, after, limit)
+	// An index a reader was shown can be missing from both the log and
+	// the live path for a moment while a running turn's call changes
+	// hands (a local call handed off, a retry fencing the stream): look
+	// again for a little while before calling it the reader's mistake.
+	for tries := 0; errors.Is(err, errNotYet) && tries < notYetTries; tries++ {
+		select {
+		case <-time.After(joinPoll):
+		case <-ctx.Done():
+			return agent.EventsPage{}, ctx.Err()
+		}
+		page, err = f.readNow(ctx, streamID, after, limit)
+	}
 	if err != nil || wait <= 0 || len(page.Events) > 0 || page.Done {
 		return page, err
 	}
@@ -127,10 +140,29 @@ func (f *Follower) pastLog(ctx context.Context, streamID string, after int64, li
 		addAfter(&page, stored, after, limit)
 	}
 	if err := agent.ValidateAfter(after, page.Next); err != nil {
+		if !page.Done {
+			return agent.EventsPage{}, notYet{err}
+		}
 		return agent.EventsPage{}, err
 	}
 	return page, nil
 }
+
+// notYetTries bounds Read's looks again at a running turn's stream whose
+// end is before the reader's position: 40 × joinPoll, 2 s.
+const notYetTries = 40
+
+// errNotYet marks a read past the end of a running turn's stream
+// (notYet), which Read looks at again.
+var errNotYet = errors.New("not yet")
+
+// notYet is the reader's CodeInvalid error, which Read returns as it is
+// once it stops looking; errors.Is finds errNotYet in it.
+type notYet struct{ error }
+
+func (n notYet) Is(target error) bool { return target == errNotYet }
+
+func (n notYet) Unwrap() error { return n.error }
 
 // readLive answers from the live path, when it holds the stream from the
 // reader's position on (the event at after, or the first) and the turn
