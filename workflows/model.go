@@ -128,18 +128,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 			in.Model = model
 		}
 		in.Live = t.log.HandOn(t.req.Streaming())
-		var reply contract.CallModelResult
-		steerable := t.iteration < limits.MaxIterations+t.repairs
-		local := t.localCall(in) && !queued
-		summary := fmt.Sprintf("%s · iteration %d", model, i)
-		err := t.awaitModel(ctx, t.startModel(mctx, limits, in, summary, local), &reply, steerable)
-		if err == nil && reply.HandedOff {
-			// The local call outlasted handOffAfter: it runs on in the
-			// worker, and an activity takes its result over (handoff.go
-			// in activities).
-			local = false
-			err = t.awaitModel(ctx, t.awaitHandedOff(mctx, limits, in, reply.Attempt, summary), &reply, steerable)
-		}
+		reply, local, err := t.oneCall(ctx, mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i), t.localCall(in) && !queued)
 		if err == nil {
 			return reply, nil
 		}
@@ -174,6 +163,21 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		model, in.AttemptBase, queued = next, in.AttemptBase+modelAttempts, false
 		t.model, t.calling = next, next
 	}
+}
+
+// oneCall makes one call of the step's model: local or an activity
+// (startModel), and a local call that outlasted handOffAfter, which runs
+// on in the worker, awaited by the activity that takes its result over
+// (awaitHandedOff). local reports how the call ended.
+func (t *turn) oneCall(ctx, mctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string, local bool) (contract.CallModelResult, bool, error) {
+	var reply contract.CallModelResult
+	steerable := t.iteration < limits.MaxIterations+t.repairs
+	err := t.awaitModel(ctx, t.startModel(mctx, limits, in, summary, local), &reply, steerable)
+	if err == nil && reply.HandedOff {
+		local = false
+		err = t.awaitModel(ctx, t.awaitHandedOff(mctx, limits, in, reply.Attempt, summary), &reply, steerable)
+	}
+	return reply, local, err
 }
 
 // startModel starts a model call: a local activity when local says so
