@@ -132,7 +132,11 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		if err == nil {
 			return reply, nil
 		}
-		if attempt, ok := contract.MustWaitAttempt(err); ok && local {
+		// Only a call run locally fails with MustWait, whether it ended in
+		// its local activity or was handed off before the governor was
+		// asked (its first stages outlasted the hand-off); queued, it goes
+		// as an activity, which waits instead.
+		if attempt, ok := contract.MustWaitAttempt(err); ok && !queued {
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s, which waits for the provider's limits (iteration %d of at most %d)", model, i, limits.MaxIterations))
 			queued, in.AttemptBase = true, attempt
 			continue

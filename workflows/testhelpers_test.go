@@ -31,6 +31,9 @@ func registerContract(env *testsuite.TestWorkflowEnvironment) {
 		contract.CallModel: func(context.Context, contract.CallModelInput) (contract.CallModelResult, error) {
 			return contract.CallModelResult{}, unmocked
 		},
+		contract.AwaitModel: func(context.Context, contract.CallModelInput) (contract.CallModelResult, error) {
+			return contract.CallModelResult{}, unmocked
+		},
 		contract.ExecuteTool: func(context.Context, contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 			return contract.ExecuteToolResult{}, unmocked
 		},

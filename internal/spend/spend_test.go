@@ -249,7 +249,7 @@ func run(t testing.TB, o options, production bool) report {
 		case tn.res.Error != nil && tn.res.Error.Type == agent.ErrTypeBudget:
 			tr.refused++
 		default:
-			require.Failf(t, "turn neither completed nor refused by its budget", "%s: %+v", tn.tenant, tn.res)
+			require.Failf(t, "turn neither completed nor refused by its budget", "%s: %+v error %+v", tn.tenant, tn.res, tn.res.Error)
 		}
 	}
 
