@@ -32,6 +32,9 @@ func Resolve(ctx context.Context, kinds Kinds, cat *agent.Catalog, env func(agen
 	return agent.WithCode(agent.CodeInvalid, errors.Join(problems...))
 }
 
+// resolveTenant resolves one tenant's entries (Resolve) and returns its
+// problems together; its tools are replaced only when every entry
+// resolved without one.
 func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, env func(agent.TenantCatalog) (tools.ResolveEnv, error)) []error {
 	// What Resolve fetches with secrets (an API's document, a stdio
 	// server's listing) it fetches for this tenant, with its grants.
@@ -69,25 +72,7 @@ func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, en
 			problems = append(problems, fmt.Errorf("tool %q (kind %s): %w%s", t.Name, t.Kind, err, hint))
 			continue
 		}
-		for j := range got {
-			g := &got[j]
-			if err := checkToolName(g.Name); err != nil {
-				problems = append(problems, agent.Errorf(agent.CodeInvalid, "tool %q (kind %s) offers a tool named %q: %v", t.Name, t.Kind, g.Name, err))
-				continue
-			}
-			if from, dup := names[g.Name]; dup {
-				problems = append(problems, agent.Errorf(agent.CodeInvalid, "tool %q (kind %s) offers a tool named %q, and %q is taken by %s", t.Name, t.Kind, g.Name, g.Name, describeOwner(from, g.Name)))
-				continue
-			}
-			names[g.Name] = t.Name
-			g.Kind, g.Source = t.Kind, t.Name
-			g.Approval = tools.DerivedApproval(k, t.Approval, g.Approval)
-			g.Delivery = tools.DerivedDelivery(t.Delivery, g.Delivery)
-			if g.Execution == "" {
-				g.Execution = t.Execution
-			}
-			g.RateLimit = t.RateLimit
-		}
+		problems = append(problems, adoptResolved(t, k, got, names)...)
 		resolved[t.Name] = got
 		out = append(out, got...)
 	}
@@ -99,26 +84,61 @@ func resolveTenant(ctx context.Context, kinds Kinds, tc *agent.TenantCatalog, en
 	}
 	tc.Tools = out
 	for i := range tc.Agents {
-		ag := &tc.Agents[i]
-		var granted []agent.Tool
-		for _, t := range ag.Tools {
-			got, ok := resolved[t.Name]
-			if !ok {
-				granted = append(granted, t)
-				continue
-			}
-			for _, g := range got {
-				g.FromToolkit = t.FromToolkit
-				granted = append(granted, g)
-			}
-		}
-		if len(granted) > MaxAgentTools {
-			problems = append(problems, agent.Errorf(agent.CodeInvalid, "agent %q has %d tools once its entries are resolved; the limit is %d", ag.ID, len(granted), MaxAgentTools))
-		}
-		ag.Tools = granted
-		problems = append(problems, pinGuardTools(ag, out, resolved)...)
+		problems = append(problems, grantResolved(&tc.Agents[i], out, resolved)...)
 	}
 	return problems
+}
+
+// adoptResolved makes the tools got that entry t of kind k stands for
+// tools of the tenant: each with a name no other tool has (names, which
+// it extends), and the kind, source, approval, delivery, execution and
+// rate limit the entry gives them. It returns what is wrong with them.
+func adoptResolved(t agent.Tool, k tools.Kind, got []agent.Tool, names map[string]string) []error {
+	var problems []error
+	for j := range got {
+		g := &got[j]
+		if err := checkToolName(g.Name); err != nil {
+			problems = append(problems, agent.Errorf(agent.CodeInvalid, "tool %q (kind %s) offers a tool named %q: %v", t.Name, t.Kind, g.Name, err))
+			continue
+		}
+		if from, dup := names[g.Name]; dup {
+			problems = append(problems, agent.Errorf(agent.CodeInvalid, "tool %q (kind %s) offers a tool named %q, and %q is taken by %s", t.Name, t.Kind, g.Name, g.Name, describeOwner(from, g.Name)))
+			continue
+		}
+		names[g.Name] = t.Name
+		g.Kind, g.Source = t.Kind, t.Name
+		g.Approval = tools.DerivedApproval(k, t.Approval, g.Approval)
+		g.Delivery = tools.DerivedDelivery(t.Delivery, g.Delivery)
+		if g.Execution == "" {
+			g.Execution = t.Execution
+		}
+		g.RateLimit = t.RateLimit
+	}
+	return problems
+}
+
+// grantResolved puts in the agent's tool list, in place of each entry
+// it is granted, the tools the entry stands for (from the same toolkit),
+// and pins its tool guards among the tenant's tools, out.
+func grantResolved(ag *agent.Agent, out []agent.Tool, resolved map[string][]agent.Tool) []error {
+	var problems []error
+	var granted []agent.Tool
+	for _, t := range ag.Tools {
+		got, ok := resolved[t.Name]
+		if !ok {
+			granted = append(granted, t)
+			continue
+		}
+		for _, g := range got {
+			g.FromToolkit = t.FromToolkit
+			granted = append(granted, g)
+		}
+	}
+	if len(granted) > MaxAgentTools {
+		problems = append(problems, agent.Errorf(agent.CodeInvalid, "agent %q has %d tools once its entries are resolved; the limit is %d", ag.ID, len(granted), MaxAgentTools))
+	}
+	ag.Tools = granted
+	return append(problems, pinGuardTools(ag, out, resolved)...)
 }
 
 // pinGuardTools pins the agent's tool guards that the loader left to
