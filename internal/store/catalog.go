@@ -185,6 +185,8 @@ JOIN tool_versions v ON v.tenant_id = t.tenant_id AND v.name = t.name AND v.vers
 WHERE t.tenant_id = $1 AND t.name = $2`
 )
 
+// applyTenant stores one tenant of a catalog (ApplyCatalog) and returns
+// its changes, the tenant's own first.
 func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Change, error) {
 	if _, err := tx.Exec(ctx, sqlLockTenantCatalog, tc.TenantID); err != nil {
 		return nil, fmt.Errorf("tenant %q: lock catalog: %w", tc.TenantID, err)
@@ -206,62 +208,12 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 	changes = append(changes, entries...)
 
 	if tc.DefaultAgent != "" {
-		if !docAgents[tc.DefaultAgent] {
-			var exists bool
-			if err := tx.QueryRow(ctx, sqlAgentExists, tc.TenantID, tc.DefaultAgent).Scan(&exists); err != nil {
-				return nil, fmt.Errorf("tenant %q: look up default agent: %w", tc.TenantID, err)
-			}
-			if !exists {
-				return nil, agent.Errorf(agent.CodeInvalid, "tenant %q: default_agent %q is not one of its agents", tc.TenantID, tc.DefaultAgent)
-			}
-		}
-		var current *string
-		if err := tx.QueryRow(ctx, sqlTenantDefault, tc.TenantID).Scan(&current); err != nil {
-			return nil, fmt.Errorf("tenant %q: read default agent: %w", tc.TenantID, err)
-		}
-		if current == nil || *current != tc.DefaultAgent {
-			if _, err := tx.Exec(ctx, sqlSetTenantDefault, tc.TenantID, tc.DefaultAgent); err != nil {
-				return nil, fmt.Errorf("tenant %q: set default agent: %w", tc.TenantID, err)
-			}
-			if changes[0].Action == ActionUnchanged {
-				changes[0].Action = ActionUpdated
-			}
+		if err := setDefaultAgent(ctx, tx, tc, docAgents, &changes[0]); err != nil {
+			return nil, err
 		}
 	}
-	if tc.ReplaceEgress {
-		egress := tc.Egress
-		if egress == nil {
-			egress = []string{}
-		}
-		tag, err := tx.Exec(ctx, sqlSetTenantEgress, tc.TenantID, egress)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: set egress: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
-			changes[0].Action = ActionUpdated
-		}
-	}
-	if tc.ReplacePII {
-		var pii []byte
-		if len(tc.PII) > 0 && string(tc.PII) != "null" {
-			pii = tc.PII
-		}
-		tag, err := tx.Exec(ctx, sqlSetTenantPII, tc.TenantID, pii)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: set pii: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
-			changes[0].Action = ActionUpdated
-		}
-	}
-	if tc.PromoteAfter != nil {
-		tag, err := tx.Exec(ctx, sqlSetPromoteAfter, tc.TenantID, *tc.PromoteAfter)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: set promote_after: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && changes[0].Action == ActionUnchanged {
-			changes[0].Action = ActionUpdated
-		}
+	if err := applySettings(ctx, tx, tc, &changes[0]); err != nil {
+		return nil, err
 	}
 	if err := applyBilling(ctx, tx, tc, &changes[0]); err != nil {
 		return nil, err
@@ -284,6 +236,75 @@ func applyTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 	return changes, nil
 }
 
+// setDefaultAgent sets the tenant's default agent, one of the document's
+// agents or of those stored; a different one marks the tenant updated.
+func setDefaultAgent(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, docAgents map[string]bool, change *Change) error {
+	if !docAgents[tc.DefaultAgent] {
+		var exists bool
+		if err := tx.QueryRow(ctx, sqlAgentExists, tc.TenantID, tc.DefaultAgent).Scan(&exists); err != nil {
+			return fmt.Errorf("tenant %q: look up default agent: %w", tc.TenantID, err)
+		}
+		if !exists {
+			return agent.Errorf(agent.CodeInvalid, "tenant %q: default_agent %q is not one of its agents", tc.TenantID, tc.DefaultAgent)
+		}
+	}
+	var current *string
+	if err := tx.QueryRow(ctx, sqlTenantDefault, tc.TenantID).Scan(&current); err != nil {
+		return fmt.Errorf("tenant %q: read default agent: %w", tc.TenantID, err)
+	}
+	if current == nil || *current != tc.DefaultAgent {
+		if _, err := tx.Exec(ctx, sqlSetTenantDefault, tc.TenantID, tc.DefaultAgent); err != nil {
+			return fmt.Errorf("tenant %q: set default agent: %w", tc.TenantID, err)
+		}
+		if change.Action == ActionUnchanged {
+			change.Action = ActionUpdated
+		}
+	}
+	return nil
+}
+
+// applySettings stores the tenant's egress allowlist, PII redaction and
+// promote_after when the catalog gives them; a different value marks the
+// tenant updated.
+func applySettings(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, change *Change) error {
+	if tc.ReplaceEgress {
+		egress := tc.Egress
+		if egress == nil {
+			egress = []string{}
+		}
+		tag, err := tx.Exec(ctx, sqlSetTenantEgress, tc.TenantID, egress)
+		if err != nil {
+			return fmt.Errorf("tenant %q: set egress: %w", tc.TenantID, err)
+		}
+		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
+			change.Action = ActionUpdated
+		}
+	}
+	if tc.ReplacePII {
+		var pii []byte
+		if len(tc.PII) > 0 && string(tc.PII) != "null" {
+			pii = tc.PII
+		}
+		tag, err := tx.Exec(ctx, sqlSetTenantPII, tc.TenantID, pii)
+		if err != nil {
+			return fmt.Errorf("tenant %q: set pii: %w", tc.TenantID, err)
+		}
+		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
+			change.Action = ActionUpdated
+		}
+	}
+	if tc.PromoteAfter != nil {
+		tag, err := tx.Exec(ctx, sqlSetPromoteAfter, tc.TenantID, *tc.PromoteAfter)
+		if err != nil {
+			return fmt.Errorf("tenant %q: set promote_after: %w", tc.TenantID, err)
+		}
+		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
+			change.Action = ActionUpdated
+		}
+	}
+	return nil
+}
+
 // stageTenant stores the new versions of a tenant's agents and tools
 // that exist, without activating them (StageCatalog).
 func stageTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Change, error) {
@@ -298,10 +319,6 @@ func stageTenant(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog) ([]Chan
 	// ApplyCatalog reports them.
 	return append([]Change{{Kind: KindTenant, TenantID: tc.TenantID, Name: tc.TenantID, Action: ActionUnchanged}}, changes...), nil
 }
-
-// putVersionFunc stores a version of a tool or an agent (putVersion,
-// stageVersion).
-type putVersionFunc func(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string, spec []byte, hash string) (string, int, error)
 
 // putEntries stores the tenant's tools, then its agents with their tools
 // resolved, by put; it returns their changes and the agents stored.
@@ -392,244 +409,4 @@ func resolveTools(ctx context.Context, tx pgx.Tx, tenantID string, a agent.Agent
 		out = append(out, st)
 	}
 	return out, nil
-}
-
-// versioned holds the statements for one kind of versioned catalog entry
-// (a head row with the active version, plus immutable version rows).
-type versioned struct {
-	active     string // $1 tenant, $2 name → active version, its spec_hash
-	insertHead string // $1 tenant, $2 name; active version 1
-	insert     string // $1 tenant, $2 name, $3 version, $4 spec, $5 spec_hash
-	activate   string // $1 tenant, $2 name, $3 version
-	latest     string // $1 tenant, $2 name → the newest version, its spec_hash
-}
-
-var agentVersions = versioned{
-	active: `
-SELECT a.active_version, v.spec_hash
-FROM agents a
-JOIN agent_versions v ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.active_version
-WHERE a.tenant_id = $1 AND a.agent_id = $2
-FOR UPDATE OF a`,
-	insertHead: `INSERT INTO agents (tenant_id, agent_id, active_version) VALUES ($1, $2, 1)`,
-	insert: `
-INSERT INTO agent_versions (tenant_id, agent_id, version, spec, spec_hash)
-VALUES ($1, $2, $3, $4, $5)`,
-	activate: `UPDATE agents SET active_version = $3, updated_at = now() WHERE tenant_id = $1 AND agent_id = $2`,
-	latest: `
-SELECT version, spec_hash FROM agent_versions
-WHERE tenant_id = $1 AND agent_id = $2 ORDER BY version DESC LIMIT 1`,
-}
-
-var toolVersions = versioned{
-	active: `
-SELECT t.active_version, v.spec_hash
-FROM tools t
-JOIN tool_versions v ON v.tenant_id = t.tenant_id AND v.name = t.name AND v.version = t.active_version
-WHERE t.tenant_id = $1 AND t.name = $2
-FOR UPDATE OF t`,
-	insertHead: `INSERT INTO tools (tenant_id, name, active_version) VALUES ($1, $2, 1)`,
-	insert: `
-INSERT INTO tool_versions (tenant_id, name, version, kind, spec, spec_hash)
-VALUES ($1, $2, $3, $4::jsonb ->> 'kind', $4, $5)`,
-	activate: `UPDATE tools SET active_version = $3, updated_at = now() WHERE tenant_id = $1 AND name = $2`,
-	latest: `
-SELECT version, spec_hash FROM tool_versions
-WHERE tenant_id = $1 AND name = $2 ORDER BY version DESC LIMIT 1`,
-}
-
-// versionOf is a stored version and its spec's hash.
-type versionOf struct {
-	n    int
-	hash string
-}
-
-// versionsOf reads the active version of (tenant, name) and the newest,
-// locking the head row; found is false when the tenant has no such entry.
-func versionsOf(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string) (active, latest versionOf, found bool, err error) {
-	err = tx.QueryRow(ctx, q.active, tenantID, name).Scan(&active.n, &active.hash)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return active, latest, false, nil
-	case err != nil:
-		return active, latest, false, fmt.Errorf("read active version: %w", err)
-	}
-	if err := tx.QueryRow(ctx, q.latest, tenantID, name).Scan(&latest.n, &latest.hash); err != nil {
-		return active, latest, false, fmt.Errorf("newest version: %w", err)
-	}
-	return active, latest, true, nil
-}
-
-// putVersion stores spec as the active version of (tenant, name) unless the
-// active version already has the same hash. Versions only grow: returning to
-// an earlier spec creates a new version with that spec, unless it is the
-// newest version, staged (StageCatalog): that one becomes active.
-func putVersion(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string, spec []byte, hash string) (string, int, error) {
-	active, latest, found, err := versionsOf(ctx, tx, q, tenantID, name)
-	switch {
-	case err != nil:
-		return "", 0, err
-	case !found:
-		if _, err := tx.Exec(ctx, q.insertHead, tenantID, name); err != nil {
-			return "", 0, fmt.Errorf("insert: %w", err)
-		}
-		if _, err := tx.Exec(ctx, q.insert, tenantID, name, 1, spec, hash); err != nil {
-			return "", 0, fmt.Errorf("insert version: %w", err)
-		}
-		return ActionCreated, 1, nil
-	case active.hash == hash:
-		return ActionUnchanged, active.n, nil
-	}
-	next := latest.n
-	if latest.n == active.n || latest.hash != hash {
-		next = latest.n + 1
-		if _, err := tx.Exec(ctx, q.insert, tenantID, name, next, spec, hash); err != nil {
-			return "", 0, fmt.Errorf("insert version: %w", err)
-		}
-	}
-	if _, err := tx.Exec(ctx, q.activate, tenantID, name, next); err != nil {
-		return "", 0, fmt.Errorf("activate version: %w", err)
-	}
-	return ActionUpdated, next, nil
-}
-
-// stageVersion stores spec as a new version of (tenant, name) without
-// activating it, unless the active version or the newest has the same
-// hash; ActionNotStaged when the tenant has no such entry yet.
-func stageVersion(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string, spec []byte, hash string) (string, int, error) {
-	active, latest, found, err := versionsOf(ctx, tx, q, tenantID, name)
-	switch {
-	case err != nil:
-		return "", 0, err
-	case !found:
-		return ActionNotStaged, 0, nil
-	case active.hash == hash:
-		return ActionUnchanged, active.n, nil
-	case latest.n > active.n && latest.hash == hash:
-		return ActionStaged, latest.n, nil
-	}
-	if _, err := tx.Exec(ctx, q.insert, tenantID, name, latest.n+1, spec, hash); err != nil {
-		return "", 0, fmt.Errorf("insert version: %w", err)
-	}
-	return ActionStaged, latest.n + 1, nil
-}
-
-const (
-	sqlActiveAgent = `
-SELECT v.version, v.spec
-FROM agents a
-JOIN agent_versions v ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.active_version
-WHERE a.tenant_id = $1 AND a.agent_id = $2`
-
-	sqlAgentVersion = `
-SELECT version, spec FROM agent_versions
-WHERE tenant_id = $1 AND agent_id = $2 AND version = $3`
-
-	sqlListAgents = `
-SELECT v.version, v.spec
-FROM agents a
-JOIN agent_versions v ON v.tenant_id = a.tenant_id AND v.agent_id = a.agent_id AND v.version = a.active_version
-WHERE a.tenant_id = $1
-ORDER BY a.agent_id`
-)
-
-// ActiveAgent returns the active version of an agent; agent.CodeNotFound
-// when the tenant has no such agent.
-func (s *Store) ActiveAgent(ctx context.Context, tenantID, agentID string) (agent.Agent, error) {
-	if err := requireAgentKey(tenantID, agentID); err != nil {
-		return agent.Agent{}, err
-	}
-	a, err := scanAgent(s.pool.QueryRow(ctx, sqlActiveAgent, tenantID, agentID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "agent %q of tenant %q not found", agentID, tenantID)
-	}
-	if err != nil {
-		return agent.Agent{}, fmt.Errorf("load agent %q: %w", agentID, err)
-	}
-	return a, nil
-}
-
-// AgentVersion returns one version of an agent, as pinned by a turn;
-// agent.CodeNotFound when it does not exist.
-func (s *Store) AgentVersion(ctx context.Context, tenantID, agentID string, version int) (agent.Agent, error) {
-	if err := requireAgentKey(tenantID, agentID); err != nil {
-		return agent.Agent{}, err
-	}
-	if version <= 0 {
-		return agent.Agent{}, agent.Errorf(agent.CodeInvalid, "agent version must be positive, got %d", version)
-	}
-	key := versionKey{tenantID, agentID, version}
-	if a, ok := s.versions.get(key); ok {
-		return a, nil
-	}
-	a, err := s.versions.load(ctx, key, func(ctx context.Context) (agent.Agent, error) {
-		a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentVersion, tenantID, agentID, version))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "version %d of agent %q of tenant %q not found", version, agentID, tenantID)
-		}
-		if err != nil {
-			return agent.Agent{}, fmt.Errorf("load agent %q version %d: %w", agentID, version, err)
-		}
-		return a, nil
-	})
-	if err != nil {
-		return agent.Agent{}, err
-	}
-	return clipped(a), nil
-}
-
-// DefaultAgent returns the id of the tenant's default agent;
-// agent.CodeNotFound when the tenant is unknown or has none.
-func (s *Store) DefaultAgent(ctx context.Context, tenantID string) (string, error) {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return "", err
-	}
-	var id *string
-	err := s.pool.QueryRow(ctx, sqlTenantDefault, tenantID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", agent.Errorf(agent.CodeNotFound, "tenant %q not found", tenantID)
-	}
-	if err != nil {
-		return "", fmt.Errorf("load default agent of tenant %q: %w", tenantID, err)
-	}
-	if id == nil {
-		return "", agent.Errorf(agent.CodeNotFound, "tenant %q has no default agent", tenantID)
-	}
-	return *id, nil
-}
-
-// ListAgents returns the active version of each of the tenant's agents,
-// sorted by id; none for an unknown tenant.
-func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]agent.Agent, error) {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return nil, err
-	}
-	agents, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (agent.Agent, error) { return scanAgent(row) }, sqlListAgents, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("list agents of tenant %q: %w", tenantID, err)
-	}
-	return agents, nil
-}
-
-func requireAgentKey(tenantID, agentID string) error {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return err
-	}
-	return requireID("agent_id", agentID)
-}
-
-// scanAgent reads (version, spec). The spec was stored with version 0 so
-// that its hash compares content only.
-func scanAgent(row pgx.Row) (agent.Agent, error) {
-	var version int
-	var spec []byte
-	if err := row.Scan(&version, &spec); err != nil {
-		return agent.Agent{}, err
-	}
-	var a agent.Agent
-	if err := json.Unmarshal(spec, &a); err != nil {
-		return agent.Agent{}, fmt.Errorf("decode spec: %w", err)
-	}
-	a.Version = version
-	return a, nil
 }
