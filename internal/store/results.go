@@ -93,44 +93,12 @@ LIMIT 1`
 // answers: it supplies run_id, node_id, the channel and the request's
 // hash.
 func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r agent.TurnResult, req agent.TurnRequest) (agent.TurnResult, error) {
-	if err := requireJobKey(tenantID, r.JobID); err != nil {
+	if err := checkResult(tenantID, r, req); err != nil {
 		return agent.TurnResult{}, err
 	}
-	switch r.Status {
-	case agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected, agent.StatusCanceled:
-	default:
-		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result status %q: want %q, %q, %q or %q",
-			r.Status, agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected, agent.StatusCanceled)
-	}
-	if req.TenantID != "" && req.TenantID != tenantID {
-		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result of tenant %q saved with a request of tenant %q", tenantID, req.TenantID)
-	}
-	if req.JobID != "" && req.JobID != r.JobID {
-		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result of job %q saved with a request of job %q", r.JobID, req.JobID)
-	}
-	if len(r.ResultPreview) > 0 && !json.Valid(r.ResultPreview) {
-		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "result_preview of job %q is not valid JSON", r.JobID)
-	}
-	if len(r.OutputJSON) > 0 && !json.Valid(r.OutputJSON) {
-		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "output_json of job %q is not valid JSON", r.JobID)
-	}
-	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: string(r.OutputJSON),
-		Blocks: storedBlocks(r.Blocks), Partial: r.Partial, Steered: r.Steered, Citations: r.Citations})
+	inline, casID, err := s.resultBody(ctx, r)
 	if err != nil {
-		return agent.TurnResult{}, fmt.Errorf("save result %q: encode: %w", r.JobID, err)
-	}
-	var inline []byte
-	var casID *string
-	if len(payload) < s.inlineLimit {
-		inline = payload
-	} else {
-		// A blob left behind by a failed insert is harmless: blobs are
-		// content-addressed and the retry reuses it.
-		sum, err := s.putBlob(ctx, payload, resultContentType)
-		if err != nil {
-			return agent.TurnResult{}, fmt.Errorf("save result %q: %w", r.JobID, err)
-		}
-		casID = &sum
+		return agent.TurnResult{}, err
 	}
 	var errJSON []byte
 	if r.Error != nil {
@@ -179,6 +147,59 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 		return agent.TurnResult{}, err
 	}
 	return stored, nil
+}
+
+// checkResult checks a result before SaveResult stores it: a final
+// status, JSON where JSON is due, and a request of the same tenant and
+// job.
+func checkResult(tenantID string, r agent.TurnResult, req agent.TurnRequest) error {
+	if err := requireJobKey(tenantID, r.JobID); err != nil {
+		return err
+	}
+	switch r.Status {
+	case agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected, agent.StatusCanceled:
+	default:
+		return agent.Errorf(agent.CodeInvalid, "result status %q: want %q, %q, %q or %q",
+			r.Status, agent.StatusCompleted, agent.StatusFailed, agent.StatusRejected, agent.StatusCanceled)
+	}
+	if req.TenantID != "" && req.TenantID != tenantID {
+		return agent.Errorf(agent.CodeInvalid, "result of tenant %q saved with a request of tenant %q", tenantID, req.TenantID)
+	}
+	if req.JobID != "" && req.JobID != r.JobID {
+		return agent.Errorf(agent.CodeInvalid, "result of job %q saved with a request of job %q", r.JobID, req.JobID)
+	}
+	if len(r.ResultPreview) > 0 && !json.Valid(r.ResultPreview) {
+		return agent.Errorf(agent.CodeInvalid, "result_preview of job %q is not valid JSON", r.JobID)
+	}
+	if len(r.OutputJSON) > 0 && !json.Valid(r.OutputJSON) {
+		return agent.Errorf(agent.CodeInvalid, "output_json of job %q is not valid JSON", r.JobID)
+	}
+	return nil
+}
+
+// resultBody encodes a result's output for SaveResult: inline when
+// shorter than Options.ResultInlineLimit, else stored in cas_blobs, whose
+// id is returned instead.
+func (s *Store) resultBody(ctx context.Context, r agent.TurnResult) ([]byte, *string, error) {
+	payload, err := json.Marshal(resultPayload{Output: r.Output, ResultPreview: r.ResultPreview, OutputJSON: string(r.OutputJSON),
+		Blocks: storedBlocks(r.Blocks), Partial: r.Partial, Steered: r.Steered, Citations: r.Citations})
+	if err != nil {
+		return nil, nil, fmt.Errorf("save result %q: encode: %w", r.JobID, err)
+	}
+	var inline []byte
+	var casID *string
+	if len(payload) < s.inlineLimit {
+		inline = payload
+	} else {
+		// A blob left behind by a failed insert is harmless: blobs are
+		// content-addressed and the retry reuses it.
+		sum, err := s.putBlob(ctx, payload, resultContentType)
+		if err != nil {
+			return nil, nil, fmt.Errorf("save result %q: %w", r.JobID, err)
+		}
+		casID = &sum
+	}
+	return inline, casID, nil
 }
 
 // Result returns the stored result of a job; agent.CodeNotFound when absent.

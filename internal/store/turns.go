@@ -78,6 +78,55 @@ FROM turns WHERE tenant_id = $1 AND job_id = $2`
 // stored as step 0 once the claim is found to be the turn's: for a new
 // turn without a rate to count, in the claim's own statement.
 func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
+	if err := checkTurn(t); err != nil {
+		return err
+	}
+	req, err := json.Marshal(t.Request)
+	if err != nil {
+		return fmt.Errorf("begin turn %q: encode request: %w", t.JobID, err)
+	}
+	if err := s.checkSessionOpen(ctx, t.TenantID, t.SessionID, t.JobID); err != nil {
+		return err
+	}
+	c := &turnClaim{t: t, req: req}
+	promptStored := false
+	switch {
+	case t.TurnsPerMinute > 0:
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return c.claim(ctx, tx) })
+	case t.Prompt != nil:
+		// Without a rate to count, the claim and the prompt are one
+		// statement: no transaction to open and commit around it.
+		var msg []byte
+		if msg, err = json.Marshal(t.Prompt); err != nil {
+			return fmt.Errorf("begin turn %q: encode prompt: %w", t.JobID, err)
+		}
+		var n int
+		err = s.pool.QueryRow(ctx, sqlInsertTurnWithPrompt, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req, msg, t.CompiledRef).Scan(&n)
+		c.inserted = err == nil && n == 1
+		promptStored = c.inserted
+	default:
+		err = c.insert(ctx, s.pool)
+	}
+	if err != nil {
+		if agent.IsCode(err, agent.CodeRateLimited) {
+			return err
+		}
+		return fmt.Errorf("begin turn %q: %w", t.JobID, err)
+	}
+	if !c.inserted {
+		if err := s.sameTurn(ctx, t); err != nil {
+			return err
+		}
+	}
+	if t.Prompt != nil && !promptStored {
+		return s.PutStep(ctx, t.TenantID, t.JobID, 0, *t.Prompt)
+	}
+	return nil
+}
+
+// checkTurn checks what BeginTurn stores of a turn before it touches the
+// database.
+func checkTurn(t Turn) error {
 	if err := requireJobKey(t.TenantID, t.JobID); err != nil {
 		return err
 	}
@@ -90,81 +139,52 @@ func (s *Store) BeginTurn(ctx context.Context, t Turn) error {
 	if t.AgentVersion <= 0 {
 		return agent.Errorf(agent.CodeInvalid, "agent_version must be positive, got %d", t.AgentVersion)
 	}
-	if err := agent.ValidateID("session_id", t.SessionID); err != nil {
+	return agent.ValidateID("session_id", t.SessionID)
+}
+
+// turnClaim is BeginTurn's claim of a job for a turn: the turn, its
+// encoded request, and whether a statement inserted its row (false: the
+// row was there, and sameTurn decides).
+type turnClaim struct {
+	t        Turn
+	req      []byte
+	inserted bool
+}
+
+// insert inserts the turn's row, unless the job has one.
+func (c *turnClaim) insert(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) error {
+	t := c.t
+	tag, err := q.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, c.req, t.CompiledRef)
+	c.inserted = err == nil && tag.RowsAffected() == 1
+	return err
+}
+
+// claim counts the agent's turns of the last minute, under its lock,
+// before it inserts the turn.
+func (c *turnClaim) claim(ctx context.Context, tx pgx.Tx) error {
+	t := c.t
+	// One counter per agent: concurrent starts wait here, so the
+	// limit holds exactly.
+	if _, err := tx.Exec(ctx, sqlLockAgentRate, t.TenantID+"/"+t.AgentID); err != nil {
 		return err
 	}
-	req, err := json.Marshal(t.Request)
-	if err != nil {
-		return fmt.Errorf("begin turn %q: encode request: %w", t.JobID, err)
-	}
-	if err := s.checkSessionOpen(ctx, t.TenantID, t.SessionID, t.JobID); err != nil {
+	var exists bool
+	if err := tx.QueryRow(ctx, sqlTurnExists, t.TenantID, t.JobID).Scan(&exists); err != nil {
 		return err
 	}
-	inserted := false
-	insert := func(q interface {
-		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-	}) error {
-		tag, err := q.Exec(ctx, sqlInsertTurn, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req, t.CompiledRef)
-		inserted = err == nil && tag.RowsAffected() == 1
-		return err
-	}
-	// claim counts the agent's turns of the last minute, under its lock,
-	// before it inserts the turn.
-	claim := func(tx pgx.Tx) error {
-		// One counter per agent: concurrent starts wait here, so the
-		// limit holds exactly.
-		if _, err := tx.Exec(ctx, sqlLockAgentRate, t.TenantID+"/"+t.AgentID); err != nil {
+	if !exists {
+		var recent int
+		if err := tx.QueryRow(ctx, sqlRecentTurns, t.TenantID, t.AgentID).Scan(&recent); err != nil {
 			return err
 		}
-		var exists bool
-		if err := tx.QueryRow(ctx, sqlTurnExists, t.TenantID, t.JobID).Scan(&exists); err != nil {
-			return err
-		}
-		if !exists {
-			var recent int
-			if err := tx.QueryRow(ctx, sqlRecentTurns, t.TenantID, t.AgentID).Scan(&recent); err != nil {
-				return err
-			}
-			if recent >= t.TurnsPerMinute {
-				return agent.Errorf(agent.CodeRateLimited, "agent %q of tenant %q allows %d turns a minute and has had them; try again shortly",
-					t.AgentID, t.TenantID, t.TurnsPerMinute)
-			}
-		}
-		return insert(tx)
-	}
-	promptStored := false
-	switch {
-	case t.TurnsPerMinute > 0:
-		err = pgx.BeginFunc(ctx, s.pool, claim)
-	case t.Prompt != nil:
-		// Without a rate to count, the claim and the prompt are one
-		// statement: no transaction to open and commit around it.
-		var msg []byte
-		if msg, err = json.Marshal(t.Prompt); err != nil {
-			return fmt.Errorf("begin turn %q: encode prompt: %w", t.JobID, err)
-		}
-		var n int
-		err = s.pool.QueryRow(ctx, sqlInsertTurnWithPrompt, t.TenantID, t.JobID, t.WorkflowID, t.AgentID, t.AgentVersion, t.SessionID, req, msg, t.CompiledRef).Scan(&n)
-		inserted = err == nil && n == 1
-		promptStored = inserted
-	default:
-		err = insert(s.pool)
-	}
-	if err != nil {
-		if agent.IsCode(err, agent.CodeRateLimited) {
-			return err
-		}
-		return fmt.Errorf("begin turn %q: %w", t.JobID, err)
-	}
-	if !inserted {
-		if err := s.sameTurn(ctx, t); err != nil {
-			return err
+		if recent >= t.TurnsPerMinute {
+			return agent.Errorf(agent.CodeRateLimited, "agent %q of tenant %q allows %d turns a minute and has had them; try again shortly",
+				t.AgentID, t.TenantID, t.TurnsPerMinute)
 		}
 	}
-	if t.Prompt != nil && !promptStored {
-		return s.PutStep(ctx, t.TenantID, t.JobID, 0, *t.Prompt)
-	}
-	return nil
+	return c.insert(ctx, tx)
 }
 
 // sameTurn checks that the claim stored for t's job is t's: the same
