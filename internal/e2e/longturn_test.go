@@ -186,6 +186,7 @@ func TestLongTurnContinuesAsNew(t *testing.T) {
 	subscribed := <-polled
 	require.NoError(t, subscribed.err, "the Workflow Streams subscriber")
 	sub := subscribed.got
+	t.Logf("the subscriber: %d answers from %d runs, %d poll attempts made again (wsPollAttempt)", len(sub.answers), len(sub.runs), sub.stalled)
 	require.Zero(t, sub.truncated, "no poll fell behind what a run hands on")
 	require.Greater(t, len(sub.runs), 1, "the subscriber's polls reached the turn's later runs")
 	require.Equal(t, whole, wsEvents(t, sub.items))

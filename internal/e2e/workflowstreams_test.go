@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -75,6 +76,9 @@ type wsFollowed struct {
 	// draining counts the polls refused with StreamDraining, truncated
 	// those failed with TruncatedOffset.
 	draining, truncated int
+	// stalled counts poll attempts that had no answer within
+	// wsPollAttempt and were made again (wsPoll).
+	stalled int
 	// runs are the runs that answered polls, in order.
 	runs []string
 	// end is the failure of the last poll, after which the run was found
@@ -105,15 +109,9 @@ func wsFollow(ctx context.Context, c client.Client, workflowID string, topics []
 		if err := ctx.Err(); err != nil {
 			return f, err
 		}
-		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: workflowID, UpdateName: wsPollUpdate,
-			Args:         []any{wsPollInput{Topics: topics, FromOffset: offset}},
-			WaitForStage: client.WorkflowUpdateStageAccepted,
-		})
-		var raw json.RawMessage
-		if err == nil {
-			polledRun = h.RunID()
-			err = h.Get(ctx, &raw)
+		raw, runID, err := wsPoll(ctx, c, workflowID, wsPollInput{Topics: topics, FromOffset: offset}, &f.stalled)
+		if runID != "" {
+			polledRun = runID
 		}
 		if err != nil {
 			var app *temporal.ApplicationError
@@ -171,6 +169,42 @@ func wsFollow(ctx context.Context, c client.Client, workflowID string, topics []
 		if !res.MoreReady {
 			time.Sleep(wsCooldown)
 		}
+	}
+}
+
+// wsPollAttempt bounds one attempt of a poll. A poll waits for items
+// (a turn's next event comes within seconds) and the turn answers every
+// poll before it closes; yet on a loaded machine a poll was seen to get
+// no answer at all for minutes after the turn had ended (the server
+// keeps an update open while workflow tasks time out, and one completed
+// in the task that continued as new can be delivered again). A
+// subscriber bounds each attempt and polls again with the same update
+// id, which the server deduplicates: the poll reads and changes nothing.
+const wsPollAttempt = 45 * time.Second
+
+// wsPoll makes one poll: the update, accepted in the latest run, and its
+// answer, each attempt bounded by wsPollAttempt; stalled counts the
+// attempts made again. runID is the run that accepted it.
+func wsPoll(ctx context.Context, c client.Client, workflowID string, in wsPollInput, stalled *int) (json.RawMessage, string, error) {
+	id := "poll-" + rand.Text()
+	for {
+		actx, cancel := context.WithTimeout(ctx, wsPollAttempt)
+		var raw json.RawMessage
+		var runID string
+		h, err := c.UpdateWorkflow(actx, client.UpdateWorkflowOptions{
+			UpdateID: id, WorkflowID: workflowID, UpdateName: wsPollUpdate,
+			Args: []any{in}, WaitForStage: client.WorkflowUpdateStageAccepted,
+		})
+		if err == nil {
+			runID = h.RunID()
+			err = h.Get(actx, &raw)
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+			*stalled++
+			continue
+		}
+		return raw, runID, err
 	}
 }
 
