@@ -205,24 +205,8 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return s, nil
 	}
 
-	var root string
-	if opts.Dir == "" || (needTemporal && (opts.TemporalBinary == "" || opts.TemporalServer)) {
-		var err error
-		if root, err = RepoRoot(); err != nil {
-			return nil, err
-		}
-	}
-	s.Dir = opts.Dir
-	if s.Dir == "" {
-		s.Dir = filepath.Join(root, ".data")
-	}
-	// Absolute, because running servers are recognised by their working folder.
-	dir, err := filepath.Abs(s.Dir)
+	root, err := s.useDir(needTemporal, opts)
 	if err != nil {
-		return nil, fmt.Errorf("state folder: %w", err)
-	}
-	s.Dir = dir
-	if err := prepareDir(s.Dir); err != nil {
 		return nil, err
 	}
 	if needObjects {
@@ -246,6 +230,41 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return s, nil
 	}
 
+	if err := s.startSideBySide(ctx, root, needPostgres, needTemporal, opts); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
+	return s, nil
+}
+
+// useDir finds the repository root when the state folder or the Temporal
+// binary needs it, and makes the state folder (Options.Dir, else
+// <root>/.data) the stack's, absolute and created. It returns the root, ""
+// when not needed.
+func (s *Stack) useDir(needTemporal bool, opts Options) (root string, err error) {
+	if opts.Dir == "" || (needTemporal && (opts.TemporalBinary == "" || opts.TemporalServer)) {
+		if root, err = RepoRoot(); err != nil {
+			return "", err
+		}
+	}
+	s.Dir = opts.Dir
+	if s.Dir == "" {
+		s.Dir = filepath.Join(root, ".data")
+	}
+	// Absolute, because running servers are recognised by their working folder.
+	dir, err := filepath.Abs(s.Dir)
+	if err != nil {
+		return "", fmt.Errorf("state folder: %w", err)
+	}
+	s.Dir = dir
+	if err := prepareDir(s.Dir); err != nil {
+		return "", err
+	}
+	return root, nil
+}
+
+// startSideBySide starts Postgres and the dev server (building its CLI
+// when needed), each when needed, at the same time.
+func (s *Stack) startSideBySide(ctx context.Context, root string, needPostgres, needTemporal bool, opts Options) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if needPostgres {
 		g.Go(func() error { return s.startPostgres(gctx, opts.PostgresPort, opts.Durable) })
@@ -262,10 +281,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			return s.startTemporal(gctx, bin, opts)
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, errors.Join(err, s.Stop())
-	}
-	return s, nil
+	return g.Wait()
 }
 
 // startWithServer starts Postgres (unless given) and builds the server

@@ -48,16 +48,10 @@ func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error
 	if err != nil {
 		return err
 	}
-	lock, err := LockFile(ctx, filepath.Join(s.Dir, "postgres.lock"), false)
-	if errors.Is(err, errLocked) {
-		return fmt.Errorf("postgres data in %s is in use by another running stack; stop it or use another folder", s.Dir)
-	}
+	sv, err := s.claimPostgres(ctx)
 	if err != nil {
 		return err
 	}
-	sv := &service{name: "postgres", lock: lock, signal: syscall.SIGINT, grace: postgresGrace,
-		logPath: filepath.Join(s.Dir, "postgres.log")}
-	s.postgres = sv // from here on, Stop releases the lock
 
 	created, err := initPostgres(ctx, bin, data, cred)
 	if err != nil {
@@ -74,6 +68,44 @@ func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error
 			return err
 		}
 	}
+	sv.argv = postmasterArgv(bin, data, port, durable)
+	sv.named = []Listener{{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), What: "Postgres"}}
+	if err := sv.start(s.Dir, cred); err != nil {
+		return err
+	}
+	proc := sv.proc
+
+	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	waitCtx, cancel := context.WithTimeout(ctx, postgresStartTimeout)
+	defer cancel()
+	sv.ready = postgresReady(dbURL)
+	if err := poll(waitCtx, proc, 50*time.Millisecond, sv.ready); err != nil {
+		return err
+	}
+	s.DatabaseURL = dbURL
+	s.log.Info("postgres started", zap.Int("port", port), zap.String("data", data),
+		zap.Bool("initialised", created), zap.Duration("took", time.Since(begin)))
+	return nil
+}
+
+// claimPostgres takes the state folder's Postgres lock and makes a new
+// service the stack's Postgres; from then on Stop releases the lock.
+func (s *Stack) claimPostgres(ctx context.Context) (*service, error) {
+	lock, err := LockFile(ctx, filepath.Join(s.Dir, "postgres.lock"), false)
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("postgres data in %s is in use by another running stack; stop it or use another folder", s.Dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sv := &service{name: "postgres", lock: lock, signal: syscall.SIGINT, grace: postgresGrace,
+		logPath: filepath.Join(s.Dir, "postgres.log")}
+	s.postgres = sv // from here on, Stop releases the lock
+	return sv, nil
+}
+
+// postmasterArgv is the command line of a postmaster on data at port.
+func postmasterArgv(bin pgBinaries, data string, port int, durable bool) []string {
 	// TCP is what clients use; the socket is a convenience for psql -h, and
 	// only fits when the data folder's path is short enough.
 	socketDir := data
@@ -92,17 +124,13 @@ func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error
 		// Durability is not worth the time in a throwaway dev database.
 		argv = append(argv, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	sv.argv = argv
-	sv.named = []Listener{{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), What: "Postgres"}}
-	if err := sv.start(s.Dir, cred); err != nil {
-		return err
-	}
-	proc := sv.proc
+	return argv
+}
 
-	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	waitCtx, cancel := context.WithTimeout(ctx, postgresStartTimeout)
-	defer cancel()
-	sv.ready = func(ctx context.Context) error {
+// postgresReady reports whether the server at dbURL takes a connection
+// within a second.
+func postgresReady(dbURL string) func(context.Context) error {
+	return func(ctx context.Context) error {
 		attemptCtx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(attemptCtx, dbURL)
@@ -111,13 +139,6 @@ func (s *Stack) startPostgres(ctx context.Context, port int, durable bool) error
 		}
 		return conn.Close(attemptCtx)
 	}
-	if err := poll(waitCtx, proc, 50*time.Millisecond, sv.ready); err != nil {
-		return err
-	}
-	s.DatabaseURL = dbURL
-	s.log.Info("postgres started", zap.Int("port", port), zap.String("data", data),
-		zap.Bool("initialised", created), zap.Duration("took", time.Since(begin)))
-	return nil
 }
 
 // pgBinaries are the server programs of one PostgreSQL installation.

@@ -207,20 +207,7 @@ func lostPortRace(sv *service) bool {
 // runDevServer starts one dev server process for sv and waits until it is
 // ready, setting the stack's addresses.
 func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts Options) error {
-	port, err := temporalPort(opts)
-	if err != nil {
-		return err
-	}
-	httpPort, httpFixed, err := temporalHTTPPort(port)
-	if err != nil {
-		return err
-	}
-	if err := portsFree(opts, port, httpPort, httpFixed); err != nil {
-		return err
-	}
-	// The dev server would take a free port for its metrics itself, which
-	// nobody here would know: tools must never reach it.
-	metricsPort, err := freePort()
+	port, httpPort, metricsPort, err := devServerPorts(opts)
 	if err != nil {
 		return err
 	}
@@ -259,22 +246,11 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 	for _, kv := range DynamicConfig() {
 		argv = append(argv, "--dynamic-config-value", kv)
 	}
-	dbFile, pragmas := filepath.Join(s.Dir, "temporal.db"), SQLitePragmas()
-	if opts.InMemory {
-		if s.scratch == "" {
-			if s.scratch, err = os.MkdirTemp(scratchRoot(), "agentflow-temporal-*"); err != nil {
-				return fmt.Errorf("scratch folder for the dev server: %w", err)
-			}
-		}
-		// Nothing to keep: no waiting for the disk either.
-		dbFile, pragmas = filepath.Join(s.scratch, "temporal.db"), []string{"journal_mode=WAL", "synchronous=OFF"}
-		_ = os.Remove(dbFile) // a start again after a lost port race begins afresh
+	dbArgs, err := s.devServerDB(opts)
+	if err != nil {
+		return err
 	}
-	argv = append(argv, "--db-filename", dbFile)
-	for _, p := range pragmas {
-		argv = append(argv, "--sqlite-pragma", p)
-	}
-	sv.argv = argv
+	sv.argv = append(argv, dbArgs...)
 	if err := sv.start(s.Dir, nil); err != nil {
 		return err
 	}
@@ -290,6 +266,50 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 	s.TemporalAddress, s.UIURL = address, uiURL
 	s.TemporalHTTPAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
 	return nil
+}
+
+// devServerPorts are the dev server's frontend, HTTP API and metrics
+// ports, the fixed ones checked free.
+func devServerPorts(opts Options) (port, httpPort, metricsPort int, err error) {
+	if port, err = temporalPort(opts); err != nil {
+		return 0, 0, 0, err
+	}
+	httpPort, httpFixed, err := temporalHTTPPort(port)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := portsFree(opts, port, httpPort, httpFixed); err != nil {
+		return 0, 0, 0, err
+	}
+	// The dev server would take a free port for its metrics itself, which
+	// nobody here would know: tools must never reach it.
+	if metricsPort, err = freePort(); err != nil {
+		return 0, 0, 0, err
+	}
+	return port, httpPort, metricsPort, nil
+}
+
+// devServerDB are the dev server's arguments for its SQLite state: the
+// file in the state folder, or with InMemory a fresh one in the stack's
+// scratch folder, and its pragmas.
+func (s *Stack) devServerDB(opts Options) ([]string, error) {
+	dbFile, pragmas := filepath.Join(s.Dir, "temporal.db"), SQLitePragmas()
+	if opts.InMemory {
+		if s.scratch == "" {
+			var err error
+			if s.scratch, err = os.MkdirTemp(scratchRoot(), "agentflow-temporal-*"); err != nil {
+				return nil, fmt.Errorf("scratch folder for the dev server: %w", err)
+			}
+		}
+		// Nothing to keep: no waiting for the disk either.
+		dbFile, pragmas = filepath.Join(s.scratch, "temporal.db"), []string{"journal_mode=WAL", "synchronous=OFF"}
+		_ = os.Remove(dbFile) // a start again after a lost port race begins afresh
+	}
+	argv := []string{"--db-filename", dbFile}
+	for _, p := range pragmas {
+		argv = append(argv, "--sqlite-pragma", p)
+	}
+	return argv, nil
 }
 
 // temporalReady reports whether the frontend at address passes its health

@@ -1,26 +1,17 @@
 package server
 
 import (
-	"cmp"
 	"fmt"
-	"net"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/deploy"
-	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/doors"
-	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/governor"
-	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
@@ -319,217 +310,6 @@ type Config struct {
 	RetentionInterval time.Duration
 }
 
-// ConfigFromEnv reads the configuration from the environment, with defaults.
-func ConfigFromEnv() (Config, error) {
-	conn, err := TemporalConnection()
-	if err != nil {
-		return Config{}, err
-	}
-	c := Config{
-		TemporalAddress:    cmp.Or(conn.HostPort, "127.0.0.1:7233"),
-		TemporalHTTPAddr:   os.Getenv("AGENTFLOW_TEMPORAL_HTTP_ADDR"),
-		Namespace:          cmp.Or(conn.Namespace, "default"),
-		TemporalConnection: conn,
-		TaskQueue:          envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
-		DatabaseURL:        os.Getenv("DATABASE_URL"),
-		HTTPAddr:           envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
-		Model:              llm.ConfigFromEnv(),
-		Script:             os.Getenv("AGENTFLOW_SCRIPT"),
-		TelegramAPI:        os.Getenv("AGENTFLOW_TELEGRAM_API"),
-
-		TemporalCompression: os.Getenv("AGENTFLOW_TEMPORAL_COMPRESSION"),
-	}
-	for _, p := range []struct {
-		env string
-		dst *bool
-	}{{"AGENTFLOW_TRACE_CONTENT", &c.TraceContent}, {"AGENTFLOW_PPROF", &c.Profiling}} {
-		if v := os.Getenv(p.env); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return Config{}, fmt.Errorf("%s=%q: want true or false", p.env, v)
-			}
-			*p.dst = b
-		}
-	}
-	for _, p := range []struct {
-		env string
-		dst *int
-	}{{"AGENTFLOW_RESULT_INLINE_LIMIT", &c.ResultInlineLimit}, {"AGENTFLOW_TOOL_DATA_INLINE", &c.ToolDataInline}} {
-		if v := os.Getenv(p.env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return Config{}, fmt.Errorf("%s=%q: want a positive number of bytes", p.env, v)
-			}
-			*p.dst = n
-		}
-	}
-	c.Roles = strings.Split(envOr("AGENTFLOW_ROLES", RoleWorker+","+RoleGateway), ",")
-	c.GRPCAddr = envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051")
-	tokens, err := gateway.ParseTokens(os.Getenv("AGENTFLOW_TOKENS"))
-	if err != nil {
-		return Config{}, err
-	}
-	c.Tokens = tokens
-	if c.OIDC, err = oidcFromEnv(); err != nil {
-		return Config{}, err
-	}
-	c.HTTPAPIAddr = envOr("AGENTFLOW_HTTP_API_ADDR", "127.0.0.1:8080")
-	if c.CORSOrigins, err = gateway.ParseCORSOrigins(os.Getenv("AGENTFLOW_CORS_ORIGINS")); err != nil {
-		return Config{}, err
-	}
-	c.ChatDevToken = os.Getenv(EnvChatDevToken)
-	if v := os.Getenv("AGENTFLOW_MAX_STREAMS_PER_TENANT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxStreamsPerTenant {
-			return Config{}, fmt.Errorf("AGENTFLOW_MAX_STREAMS_PER_TENANT=%q: want open streams per tenant, 1 to %d", v, maxStreamsPerTenant)
-		}
-		c.MaxStreamsPerTenant = n
-	}
-	if v := os.Getenv("AGENTFLOW_MAX_UPLOAD_BYTES"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > gateway.MaxUploadBytesLimit {
-			return Config{}, fmt.Errorf("AGENTFLOW_MAX_UPLOAD_BYTES=%q: want the largest upload in bytes, 1 to %d", v, gateway.MaxUploadBytesLimit)
-		}
-		c.MaxUploadBytes = n
-	}
-	for _, p := range []struct {
-		env string
-		dst *int64
-	}{{intake.EnvClientBytes, &c.HTTPClientInflightBytes}, {intake.EnvTotalBytes, &c.HTTPInflightBytes}} {
-		if v := os.Getenv(p.env); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 || n > gateway.MaxInflightBytes {
-				return Config{}, fmt.Errorf("%s=%q: want bytes in flight, 1 to %d", p.env, v, int64(gateway.MaxInflightBytes))
-			}
-			*p.dst = n
-		}
-	}
-	for _, p := range []struct {
-		env      string
-		dst      *time.Duration
-		min, max time.Duration
-		bounds   string
-	}{
-		{envHTTPHeaderTimeout, &c.HTTPHeaderTimeout, time.Second, 5 * time.Minute, "1s to 5m"},
-		{intake.EnvTimeout, &c.HTTPBodyTimeout, time.Second, time.Hour, "1s to 1h"},
-		{"AGENTFLOW_MAX_MODEL_TIMEOUT", &c.MaxModelTimeout, time.Second, time.Hour, "1s to 1h"},
-		{"AGENTFLOW_MAX_TOOL_TIMEOUT", &c.MaxToolTimeout, time.Second, time.Hour, "1s to 1h"},
-	} {
-		if v := os.Getenv(p.env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < p.min || d > p.max {
-				return Config{}, fmt.Errorf("%s=%q: want a duration such as 30s, %s", p.env, v, p.bounds)
-			}
-			*p.dst = d
-		}
-	}
-	c.MemoryEmbeddingModel = envOr("AGENTFLOW_MEMORY_EMBEDDING_MODEL", DefaultMemoryEmbeddingModel)
-	if _, _, err := agent.ParseModel(c.MemoryEmbeddingModel); err != nil {
-		return Config{}, fmt.Errorf("AGENTFLOW_MEMORY_EMBEDDING_MODEL=%q: %w", c.MemoryEmbeddingModel, err)
-	}
-	if v := os.Getenv(tools.EnvOpenAPIMaxSpecBytes); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > tools.MaxOpenAPISpecBytes {
-			return Config{}, fmt.Errorf("%s=%q: want the largest API document in bytes, 1 to %d", tools.EnvOpenAPIMaxSpecBytes, v, tools.MaxOpenAPISpecBytes)
-		}
-		c.OpenAPIMaxSpecBytes = n
-	}
-	c.GRPCTLS = gateway.TLSConfig{CertFile: os.Getenv("AGENTFLOW_GRPC_TLS_CERT"), KeyFile: os.Getenv("AGENTFLOW_GRPC_TLS_KEY"),
-		ClientCAFile: os.Getenv("AGENTFLOW_GRPC_CLIENT_CA")}
-	for _, p := range []struct {
-		env string
-		dst *int
-	}{{"AGENTFLOW_WORKFLOW_POLLERS", &c.WorkflowPollers}, {"AGENTFLOW_ACTIVITY_POLLERS", &c.ActivityPollers}} {
-		if v := os.Getenv(p.env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < minPollers || n > maxPollers {
-				return Config{}, fmt.Errorf("%s=%q: want a number of pollers, %d to %d", p.env, v, minPollers, maxPollers)
-			}
-			*p.dst = n
-		}
-	}
-	if v := os.Getenv("AGENTFLOW_WORKFLOW_CACHE_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < minWorkflowCache || n > maxWorkflowCache {
-			return Config{}, fmt.Errorf("AGENTFLOW_WORKFLOW_CACHE_SIZE=%q: want a number of workflows, %d to %d", v, minWorkflowCache, maxWorkflowCache)
-		}
-		c.WorkflowCacheSize = n
-	}
-	for _, cmd := range strings.Split(os.Getenv("AGENTFLOW_MCP_COMMANDS"), ",") {
-		if cmd = strings.TrimSpace(cmd); cmd != "" {
-			c.MCPCommands = append(c.MCPCommands, cmd)
-		}
-	}
-	if c.ObjectStore, err = objstore.ConfigFromEnv(); err != nil {
-		return Config{}, err
-	}
-	if c.EgressAllow, err = egress.ParseAllow(os.Getenv(egress.EnvAllow)); err != nil {
-		return Config{}, err
-	}
-	if c.PlatformAddrs, err = egress.ParsePlatformAddrs(os.Getenv(egress.EnvPlatformAddrs)); err != nil {
-		return Config{}, err
-	}
-	if c.SecretGrants, err = secrets.ParseGrants(os.Getenv(secrets.EnvGrants)); err != nil {
-		return Config{}, err
-	}
-	if v := os.Getenv(EnvVaultKey); v != "" {
-		if c.VaultKey, err = guard.ParseKey(v); err != nil {
-			return Config{}, fmt.Errorf("%s: %w", EnvVaultKey, err)
-		}
-	}
-	if err := retentionFromEnv(&c); err != nil {
-		return Config{}, err
-	}
-	if c.ModelLimits, err = governor.ParseLimits(os.Getenv(governor.EnvLimits)); err != nil {
-		return Config{}, err
-	}
-	// The child processes of jq and of code mode: MiB each, and how many
-	// at once.
-	for _, p := range []struct {
-		env, want string
-		lo, hi    int
-		set       func(int)
-	}{
-		{"AGENTFLOW_JQ_MEMORY_MB", "MiB per jq program", 16, 4096, func(n int) { c.JQMemory = int64(n) << 20 }},
-		{"AGENTFLOW_JQ_PROGRAMS", "jq programs at once", 1, 64, func(n int) { c.JQPrograms = n }},
-		{"AGENTFLOW_PROGRAM_MEMORY_MB", "MiB per code-mode program", 16, 4096, func(n int) { c.ProgramMemory = int64(n) << 20 }},
-		{"AGENTFLOW_PROGRAMS", "code-mode programs at once", 1, 64, func(n int) { c.Programs = n }},
-	} {
-		v := os.Getenv(p.env)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < p.lo || n > p.hi {
-			return Config{}, fmt.Errorf("%s=%q: want %s, %d to %d", p.env, v, p.want, p.lo, p.hi)
-		}
-		p.set(n)
-	}
-	if v := os.Getenv("AGENTFLOW_STOP_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < minStopTimeout || d > maxStopTimeout {
-			return Config{}, fmt.Errorf("AGENTFLOW_STOP_TIMEOUT=%q: want a duration such as 30s or 2m, 1s to 1h", v)
-		}
-		c.StopTimeout = d
-	}
-	if v := os.Getenv("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second || d > time.Minute {
-			return Config{}, fmt.Errorf("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT=%q: want a duration such as 1s or 5s, 1s to 1m", v)
-		}
-		c.DeadlockDetectionTimeout = d
-	}
-	c.Deployment = deploy.Version{Name: os.Getenv(deploy.EnvDeploymentName), BuildID: os.Getenv(deploy.EnvBuildID)}
-	if v := os.Getenv("AGENTFLOW_STREAM_INTERVAL_MS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return Config{}, fmt.Errorf("AGENTFLOW_STREAM_INTERVAL_MS=%q: want milliseconds, 100 to 250", v)
-		}
-		c.StreamInterval = time.Duration(n) * time.Millisecond
-	}
-	return c, nil
-}
-
 // Validate reports missing settings before anything is started.
 func (c Config) Validate() error {
 	if _, err := Compression(c.TemporalAddress, c.TemporalCompression); err != nil {
@@ -658,69 +438,9 @@ func (c Config) Has(role string) bool {
 	return false
 }
 
-// oidcFromEnv reads the OIDC settings: nil when AGENTFLOW_OIDC_ISSUER is
-// not set, and an error when another of them is without it.
-func oidcFromEnv() (*oidcauth.Config, error) {
-	issuer := os.Getenv(oidcauth.EnvIssuer)
-	if issuer == "" {
-		for _, env := range []string{oidcauth.EnvAudience, oidcauth.EnvClaims, oidcauth.EnvTenant, oidcauth.EnvRoles} {
-			if os.Getenv(env) != "" {
-				return nil, fmt.Errorf("%s is set but %s is not: set the issuer, or unset %s", env, oidcauth.EnvIssuer, env)
-			}
-		}
-		return nil, nil
-	}
-	claims, err := oidcauth.ParseClaims(os.Getenv(oidcauth.EnvClaims))
-	if err != nil {
-		return nil, err
-	}
-	roles, err := oidcauth.ParseRoleMap(os.Getenv(oidcauth.EnvRoles))
-	if err != nil {
-		return nil, err
-	}
-	return &oidcauth.Config{Issuer: issuer, Audience: os.Getenv(oidcauth.EnvAudience), Claims: claims,
-		Tenant: os.Getenv(oidcauth.EnvTenant), Roles: roles}, nil
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 // Bounds of WorkflowCacheSize: below a hundred workflows, every task of a
 // busy worker replays its workflow from the start.
 const (
 	minWorkflowCache = 100
 	maxWorkflowCache = 1_000_000
 )
-
-// Compression is the SDK's compression of requests to the Temporal
-// frontend at address under setting (Config.TemporalCompression).
-func Compression(address, setting string) (client.GrpcCompression, error) {
-	switch setting {
-	case "gzip":
-		return &client.GrpcCompressionGzip{}, nil
-	case "none":
-		return &client.GrpcCompressionNone{}, nil
-	case "":
-		if Loopback(address) {
-			return &client.GrpcCompressionNone{}, nil
-		}
-		return &client.GrpcCompressionGzip{}, nil
-	}
-	return nil, fmt.Errorf("AGENTFLOW_TEMPORAL_COMPRESSION=%q: want gzip, none, or nothing (none for a loopback address, else gzip)", setting)
-}
-
-// Loopback reports whether a host:port (or a bare host) names this
-// machine: a local stack's Temporal frontend, or a listener only this
-// machine reaches.
-func Loopback(address string) bool {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		host = address
-	}
-	ip := net.ParseIP(host)
-	return host == "localhost" || ip != nil && ip.IsLoopback()
-}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"os"
 
 	"go.temporal.io/sdk/client"
@@ -36,4 +37,33 @@ func TemporalConnection() (client.Options, error) {
 		return client.Options{}, fmt.Errorf("temporal connection settings (TEMPORAL_TLS_*, TEMPORAL_API_KEY): %w", err)
 	}
 	return opts, nil
+}
+
+// Compression is the SDK's compression of requests to the Temporal
+// frontend at address under setting (Config.TemporalCompression).
+func Compression(address, setting string) (client.GrpcCompression, error) {
+	switch setting {
+	case "gzip":
+		return &client.GrpcCompressionGzip{}, nil
+	case "none":
+		return &client.GrpcCompressionNone{}, nil
+	case "":
+		if Loopback(address) {
+			return &client.GrpcCompressionNone{}, nil
+		}
+		return &client.GrpcCompressionGzip{}, nil
+	}
+	return nil, fmt.Errorf("AGENTFLOW_TEMPORAL_COMPRESSION=%q: want gzip, none, or nothing (none for a loopback address, else gzip)", setting)
+}
+
+// Loopback reports whether a host:port (or a bare host) names this
+// machine: a local stack's Temporal frontend, or a listener only this
+// machine reaches.
+func Loopback(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		host = address
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }

@@ -199,56 +199,102 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.Script == "" && opts.SharedModel == nil {
 		t.Fatal("testserver: Options.Script is required")
 	}
-	dbURL := opts.DatabaseURL
-	if dbURL == "" {
-		dbURL = devtest.Database(t)
-	}
-	address, namespace, httpAPI := opts.TemporalAddress, opts.Namespace, opts.TemporalHTTPAddress
-	if address == "" {
-		address, namespace = devtest.Temporal(t)
-		httpAPI = devtest.TemporalHTTPAddress(t)
-	}
-	allow := opts.EgressAllow
-	if allow == nil {
-		allow = []string{"127.0.0.0/8", "::1"}
-	}
-	// Every listener of the shared servers is closed to tools, as the
-	// starter closes its stack's: the dev server's metrics and internal
-	// ports are on loopback, which allow opens.
-	platform := append(slices.Clone(opts.PlatformAddrs), devtest.PlatformAddrs(t)...)
-	grants := secrets.GrantAll()
-	if opts.SecretGrants != nil {
-		grants = *opts.SecretGrants
-	}
-	s := &Server{TaskQueue: opts.TaskQueue, Address: address, Namespace: namespace}
+	st := stackOf(t, opts)
+	s := &Server{TaskQueue: opts.TaskQueue, Address: st.address, Namespace: st.namespace}
 	if s.TaskQueue == "" {
 		s.TaskQueue = "agentflow-test-" + RandomID()
 	}
-
-	var err error
-	if s.Model = opts.SharedModel; s.Model == nil {
-		script, err := scripted.Parse([]byte(opts.Script))
-		if err != nil {
-			t.Fatalf("testserver: model script: %v", err)
-		}
-		s.Model, err = scripted.Start("127.0.0.1:0", script, opts.Model)
-		if err != nil {
-			t.Fatalf("testserver: start scripted model: %v", err)
-		}
-		t.Cleanup(func() { _ = s.Model.Close() })
-	}
+	s.Model = startModel(t, opts)
 
 	logger := opts.Logger
 	if logger == nil {
 		logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
+	cfg := s.config(t, opts, st)
+	gatewayRole := opts.gatewayRole()
+	if opts.HTTPAPI && !gatewayRole {
+		t.Fatal("testserver: Options.HTTPAPI needs Tokens or OIDC (the gateway role)")
+	}
+	if gatewayRole {
+		gatewayConfig(t, opts, &cfg)
+	}
+	s.run(t, cfg, logger, opts.Catalogs)
+
+	if gatewayRole {
+		s.dialGateway(t)
+	}
+	return s
+}
+
+// gatewayRole reports whether the server plays the gateway role: with
+// Tokens or OIDC.
+func (o Options) gatewayRole() bool { return len(o.Tokens) > 0 || o.OIDC != nil }
+
+// stack is where a test server's dependencies are: the test's own, or
+// the servers the test binary shares.
+type stack struct {
+	databaseURL, address, namespace, httpAPI string
+	// platform are the platform's addresses closed to tools.
+	platform []string
+}
+
+// stackOf is the stack opts name, the shared servers' for what they do
+// not.
+func stackOf(t testing.TB, opts Options) stack {
+	t.Helper()
+	st := stack{databaseURL: opts.DatabaseURL, address: opts.TemporalAddress, namespace: opts.Namespace, httpAPI: opts.TemporalHTTPAddress}
+	if st.databaseURL == "" {
+		st.databaseURL = devtest.Database(t)
+	}
+	if st.address == "" {
+		st.address, st.namespace = devtest.Temporal(t)
+		st.httpAPI = devtest.TemporalHTTPAddress(t)
+	}
+	// Every listener of the shared servers is closed to tools, as the
+	// starter closes its stack's: the dev server's metrics and internal
+	// ports are on loopback, which allow opens.
+	st.platform = append(slices.Clone(opts.PlatformAddrs), devtest.PlatformAddrs(t)...)
+	return st
+}
+
+// startModel is the scripted model the server calls: opts.SharedModel,
+// or one of the server's own from opts.Script, closed at the test's end.
+func startModel(t testing.TB, opts Options) *scripted.Server {
+	t.Helper()
+	if opts.SharedModel != nil {
+		return opts.SharedModel
+	}
+	script, err := scripted.Parse([]byte(opts.Script))
+	if err != nil {
+		t.Fatalf("testserver: model script: %v", err)
+	}
+	model, err := scripted.Start("127.0.0.1:0", script, opts.Model)
+	if err != nil {
+		t.Fatalf("testserver: start scripted model: %v", err)
+	}
+	t.Cleanup(func() { _ = model.Close() })
+	return model
+}
+
+// config is the server's configuration: on st, with s's model and task
+// queue, and what opts set.
+func (s *Server) config(t testing.TB, opts Options, st stack) server.Config {
+	t.Helper()
+	allow := opts.EgressAllow
+	if allow == nil {
+		allow = []string{"127.0.0.0/8", "::1"}
+	}
+	grants := secrets.GrantAll()
+	if opts.SecretGrants != nil {
+		grants = *opts.SecretGrants
+	}
 	cfg := server.Config{
-		TemporalAddress:    address,
-		TemporalHTTPAddr:   httpAPI,
-		Namespace:          namespace,
+		TemporalAddress:    st.address,
+		TemporalHTTPAddr:   st.httpAPI,
+		Namespace:          st.namespace,
 		TemporalConnection: opts.TemporalConnection,
 		TaskQueue:          s.TaskQueue,
-		DatabaseURL:        dbURL,
+		DatabaseURL:        st.databaseURL,
 		HTTPAddr:           "off",
 		// The scripted model speaks OpenAI's API and Anthropic's Messages
 		// API: agents of either provider reach it.
@@ -263,7 +309,7 @@ func Start(t testing.TB, opts Options) *Server {
 		EgressAllow:              allow,
 		SecretGrants:             grants,
 		VaultKey:                 opts.VaultKey,
-		PlatformAddrs:            platform,
+		PlatformAddrs:            st.platform,
 		TracerProvider:           opts.TracerProvider,
 		TraceContent:             opts.TraceContent,
 		TelegramAPI:              opts.TelegramAPI,
@@ -288,33 +334,41 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.ObjectStoreConfig.Enabled() {
 		cfg.ObjectStore = opts.ObjectStoreConfig
 	}
-	gatewayRole := len(opts.Tokens) > 0 || opts.OIDC != nil
-	if opts.HTTPAPI && !gatewayRole {
-		t.Fatal("testserver: Options.HTTPAPI needs Tokens or OIDC (the gateway role)")
+	return cfg
+}
+
+// gatewayConfig gives cfg the gateway role on free ports, with opts'
+// OIDC issuer and tokens, and the HTTP API when opts ask for it.
+func gatewayConfig(t testing.TB, opts Options, cfg *server.Config) {
+	t.Helper()
+	cfg.OIDC = opts.OIDC
+	cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
+	cfg.GRPCAddr = "127.0.0.1:0"
+	if opts.HTTPAPI {
+		cfg.HTTPAPIAddr, cfg.CORSOrigins, cfg.ChatDevToken = "127.0.0.1:0", opts.CORSOrigins, opts.ChatDevToken
 	}
-	if gatewayRole {
-		cfg.OIDC = opts.OIDC
-		cfg.Roles = []string{server.RoleWorker, server.RoleGateway}
-		cfg.GRPCAddr = "127.0.0.1:0"
-		if opts.HTTPAPI {
-			cfg.HTTPAPIAddr, cfg.CORSOrigins, cfg.ChatDevToken = "127.0.0.1:0", opts.CORSOrigins, opts.ChatDevToken
+	for secret, spec := range opts.Tokens {
+		tok, err := gateway.ParseToken(secret, spec)
+		if err != nil {
+			t.Fatalf("testserver: %v", err)
 		}
-		for secret, spec := range opts.Tokens {
-			tok, err := gateway.ParseToken(secret, spec)
-			if err != nil {
-				t.Fatalf("testserver: %v", err)
-			}
-			cfg.Tokens = append(cfg.Tokens, tok)
-		}
+		cfg.Tokens = append(cfg.Tokens, tok)
 	}
+}
+
+// run builds the server, applies the catalogs, and runs it until the
+// test's cleanup, which fails the test when it did not stop cleanly.
+func (s *Server) run(t testing.TB, cfg server.Config, logger *zap.Logger, catalogs []string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	var err error
 	s.Server, err = server.New(ctx, cfg, logger)
 	if err != nil {
 		t.Fatalf("testserver: %v", err)
 	}
 	t.Cleanup(s.Server.Close)
-	if err := ApplyCatalogs(ctx, s.Store(), s.Tools(), opts.Catalogs...); err != nil {
+	if err := ApplyCatalogs(ctx, s.Store(), s.Tools(), catalogs...); err != nil {
 		t.Fatalf("testserver: %v", err)
 	}
 
@@ -326,17 +380,19 @@ func Start(t testing.TB, opts Options) *Server {
 			t.Errorf("testserver: run: %v", err)
 		}
 	})
+}
 
-	if gatewayRole {
-		s.Conn, err = grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatalf("testserver: dial gateway: %v", err)
-		}
-		// Registered last, so closed before the gateway stops: its
-		// graceful stop waits for open connections.
-		t.Cleanup(func() { _ = s.Conn.Close() })
+// dialGateway connects s.Conn to the gateway's gRPC API.
+func (s *Server) dialGateway(t testing.TB) {
+	t.Helper()
+	var err error
+	s.Conn, err = grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("testserver: dial gateway: %v", err)
 	}
-	return s
+	// Registered last, so closed before the gateway stops: its
+	// graceful stop waits for open connections.
+	t.Cleanup(func() { _ = s.Conn.Close() })
 }
 
 // ApplyCatalog parses catalog documents with the server's tool kinds and
