@@ -4,7 +4,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/worker ./worker \
+# TAGS=scripted links the offline scripted model into the worker, for
+# trying agentflow without a provider key (docker-compose.yml sets it);
+# the production image leaves it out.
+ARG TAGS=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags "$TAGS" -o /out/worker ./worker \
  && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/starter ./starter
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -23,6 +23,7 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/flights"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/topology"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -188,6 +189,9 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 	if err != nil {
 		return nil, err
 	}
+	// The starter's own server serves the offline demo model; the
+	// production topology's workers are built with it (topology.Build).
+	cfg.ScriptedModel = scripted.Serve
 	model := demoModel(cfg)
 	files, err := readCatalog(catalogDir)
 	if err != nil {

@@ -72,6 +72,7 @@ func run() error {
 		return err
 	}
 	cfg.ToolKinds = append(cfg.ToolKinds, kinds...)
+	cfg.ScriptedModel = scriptedModel()
 	if cfg.WorkflowCacheSize > 0 {
 		// A process-wide setting of the SDK, before any worker starts.
 		worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)

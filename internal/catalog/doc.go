@@ -17,7 +17,7 @@
 // through internal/tools, whose logging (internal/telemetry) links it, and
 // internal/approval, whose gate takes the model call's contract.
 // What resolving needs from the store, the tenant's stored egress
-// allowlist, is passed in (tenant.ResolveEnvOf). TestImports holds the
+// allowlist, is passed in (tenant.ResolveEnvOf). internal/codebase holds the
 // rule.
 //
 // LoadFiles, ParseFiles and Parse turn catalog files into an

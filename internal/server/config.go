@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -21,6 +22,10 @@ import (
 
 // EnvVaultKey names the operator's vault key (Config.VaultKey).
 const EnvVaultKey = "AGENTFLOW_VAULT_KEY"
+
+// ScriptedModel serves the script name names ("demo" or a file) on a
+// loopback port: the server to close and its base URL.
+type ScriptedModel func(name string) (io.Closer, string, error)
 
 // Config of a worker process. ConfigFromEnv reads it from the environment.
 type Config struct {
@@ -114,8 +119,14 @@ type Config struct {
 	// Script, when set, serves the scripted OpenAI-compatible model
 	// in-process and points the openai provider at it: "demo" for the
 	// built-in demo script, "auto" for the demo script only when no provider
-	// is configured, else a script file. Env AGENTFLOW_SCRIPT.
+	// is configured, else a script file. Env AGENTFLOW_SCRIPT. It needs
+	// ScriptedModel: a worker without one refuses "demo" and a file, and
+	// takes "auto" as no script.
 	Script string
+	// ScriptedModel serves a script (internal/scripted.Serve): set by the
+	// binaries that link the scripted model — the starter, and workers
+	// built with -tags scripted — and by no production worker.
+	ScriptedModel ScriptedModel
 	// ResultInlineLimit: results larger than this many bytes are stored as
 	// blobs. Env AGENTFLOW_RESULT_INLINE_LIMIT; default 10 MiB.
 	ResultInlineLimit int

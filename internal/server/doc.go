@@ -1,7 +1,7 @@
 // Package server assembles one agentflow process from its Config. New
 // opens the store (applying migrations), connects to Temporal, builds the
 // model providers (serving the scripted model in-process when
-// Config.Script says so), the operator's egress policy (what tools may
+// Config.Script says so and Config.ScriptedModel links one), the operator's egress policy (what tools may
 // call beyond the public internet, and the platform's own addresses they
 // never may), the tool registry, the per-tenant routing cache
 // and the live event hub and follower, and then the roles the process

@@ -87,8 +87,8 @@ func (s *Server) platformAddrs() ([]egress.PlatformAddr, error) {
 	if a := s.HTTPAddr(); a != "" {
 		out = append(out, egress.PlatformAddr{Addr: a, What: "the health and metrics endpoint", From: "AGENTFLOW_HTTP_ADDR"})
 	}
-	if s.scripted != nil {
-		if u, err := url.Parse(s.scripted.URL()); err == nil {
+	if s.scriptURL != "" {
+		if u, err := url.Parse(s.scriptURL); err == nil {
 			out = append(out, egress.PlatformAddr{Addr: u.Host, What: "the scripted model", From: "AGENTFLOW_SCRIPT"})
 		}
 	}

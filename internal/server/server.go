@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,7 +33,6 @@ import (
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/redact"
-	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/telemetry"
@@ -52,7 +52,8 @@ type Server struct {
 	tools      *tools.Registry
 	mcp        *tools.MCPSessions
 	worker     worker.Worker
-	scripted   *scripted.Server
+	scripted   io.Closer
+	scriptURL  string // the scripted model's, when it serves one
 	http       *http.Server
 	httpLn     net.Listener
 	hub        *pglive.Hub
@@ -167,24 +168,24 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err er
 func (s *Server) startScriptedModel() error {
 	if s.cfg.Script == "auto" {
 		s.cfg.Script = ""
-		if !s.cfg.Model.HasCredentials() {
+		if !s.cfg.Model.HasCredentials() && s.cfg.ScriptedModel != nil {
 			s.cfg.Script = "demo"
 		}
 	}
 	if s.cfg.Script == "" {
 		return nil
 	}
-	script, err := loadScript(s.cfg.Script)
+	if s.cfg.ScriptedModel == nil {
+		return fmt.Errorf("AGENTFLOW_SCRIPT=%s: this worker links no scripted model (build it with -tags scripted, or run `starter up`)", s.cfg.Script)
+	}
+	var err error
+	s.scripted, s.scriptURL, err = s.cfg.ScriptedModel(s.cfg.Script)
 	if err != nil {
 		return err
 	}
-	s.scripted, err = scripted.Start("127.0.0.1:0", script, scripted.Options{})
-	if err != nil {
-		return fmt.Errorf("start scripted model: %w", err)
-	}
-	s.cfg.Model.OpenAIBaseURL = s.scripted.URL()
+	s.cfg.Model.OpenAIBaseURL = s.scriptURL
 	s.cfg.Model.OpenAIAPIKey = "scripted"
-	s.logger.Info("serving the scripted model", zap.String("url", s.scripted.URL()), zap.String("script", s.cfg.Script))
+	s.logger.Info("serving the scripted model", zap.String("url", s.scriptURL), zap.String("script", s.cfg.Script))
 	return nil
 }
 
@@ -415,7 +416,7 @@ func (s *Server) Close() {
 		s.store = nil
 	}
 	if s.scripted != nil {
-		s.scripted.Close()
+		_ = s.scripted.Close()
 		s.scripted = nil
 	}
 	if s.tracing != nil {
@@ -427,17 +428,6 @@ func (s *Server) Close() {
 		}
 		s.tracing = nil
 	}
-}
-
-func loadScript(name string) (*scripted.Script, error) {
-	if name == "demo" {
-		return scripted.Demo(), nil
-	}
-	s, err := scripted.LoadFile(name)
-	if err != nil {
-		return nil, fmt.Errorf("load script: %w", err)
-	}
-	return s, nil
 }
 
 // SDKLogger routes the Temporal SDK's logs through zap.

@@ -18,5 +18,5 @@
 // tenant reads the store (internal/store), never catalog files: it does
 // not import internal/catalog, whose checks ran when the catalog was
 // applied. It imports nothing of the gateway, activities or workflows,
-// which all hold a Cache. TestImports holds the rule.
+// which all hold a Cache. internal/codebase holds the rule.
 package tenant

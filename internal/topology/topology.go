@@ -244,14 +244,16 @@ func (t *Topology) Stop() error {
 }
 
 // Build compiles the worker program of the repository holding the working
-// directory into dir and returns its path.
+// directory into dir and returns its path: with the scripted model
+// (-tags scripted), as docker-compose.yml's image has it, so that
+// `starter up --production` runs offline.
 func Build(ctx context.Context, dir string) (string, error) {
 	root, err := devstack.RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "agentflow-worker")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./worker")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "scripted", "-o", bin, "./worker")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build worker: %w\n%s", err, strings.TrimSpace(string(out)))

@@ -1,0 +1,5 @@
+package agent
+
+import "example.com/m/store"
+
+var _ = store.X

@@ -1,0 +1,5 @@
+package a
+
+import "example.com/m/doors/b"
+
+var A = b.B

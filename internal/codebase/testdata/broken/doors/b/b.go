@@ -1,0 +1,3 @@
+package b
+
+var B = 1

@@ -1,0 +1,3 @@
+package store
+
+var X = 1

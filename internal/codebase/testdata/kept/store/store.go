@@ -1,0 +1,5 @@
+package store
+
+import "example.com/m/agent"
+
+func Save(agent.Agent) {}

@@ -1,0 +1,5 @@
+package store
+
+import "testing"
+
+func TestSave(t *testing.T) {}
