@@ -165,6 +165,39 @@ func (r *turnRun) read(now time.Time) {
 	r.lastAt = now
 }
 
+// take records the event the client read as the run's latest (its text,
+// status, content or error) and tells at of the moment it marks.
+func (r *turnRun) take(ev *pb.StreamEvent, at func(moment, *pb.ToolEvent)) {
+	idx := r.last
+	switch {
+	case ev.GetToken() != nil:
+		r.tokens[idx] = ev.GetToken().GetText()
+		at(onAnswer, nil)
+	case ev.GetApprovalRequired() != nil:
+		at(onApproval, ev.GetApprovalRequired())
+	case ev.GetToolEnd() != nil:
+		at(onToolEnd, ev.GetToolEnd())
+	case ev.GetStatus() != nil:
+		s := ev.GetStatus()
+		if s.GetStatus() == pb.Status_STATUS_RETRYING && s.GetVoidFrom() > 0 {
+			for i := range r.tokens {
+				if i >= s.GetVoidFrom() {
+					delete(r.tokens, i)
+				}
+			}
+		}
+		r.status = s.GetStatus()
+	case ev.GetContent() != nil:
+		var block struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal([]byte(ev.GetContent().GetBlockJson()), &block)
+		r.content = block.Text
+	case ev.GetError() != nil:
+		r.errType = ev.GetError().GetError().GetType()
+	}
+}
+
 // errHop is how a stream ends when the client lets go of it (turnRun.hop).
 var errHop = errors.New("the client let go of the stream")
 
@@ -254,33 +287,7 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 				return fmt.Errorf("event %d after event %d: the stream has a gap or a duplicate", idx, run.last)
 			}
 			run.last = idx
-			switch {
-			case ev.GetToken() != nil:
-				run.tokens[idx] = ev.GetToken().GetText()
-				at(onAnswer, nil)
-			case ev.GetApprovalRequired() != nil:
-				at(onApproval, ev.GetApprovalRequired())
-			case ev.GetToolEnd() != nil:
-				at(onToolEnd, ev.GetToolEnd())
-			case ev.GetStatus() != nil:
-				s := ev.GetStatus()
-				if s.GetStatus() == pb.Status_STATUS_RETRYING && s.GetVoidFrom() > 0 {
-					for i := range run.tokens {
-						if i >= s.GetVoidFrom() {
-							delete(run.tokens, i)
-						}
-					}
-				}
-				run.status = s.GetStatus()
-			case ev.GetContent() != nil:
-				var block struct {
-					Text string `json:"text"`
-				}
-				_ = json.Unmarshal([]byte(ev.GetContent().GetBlockJson()), &block)
-				run.content = block.Text
-			case ev.GetError() != nil:
-				run.errType = ev.GetError().GetError().GetType()
-			}
+			run.take(ev, at)
 			if run.hop {
 				run.hop, err = false, errHop
 			}
