@@ -34,42 +34,12 @@ func ingestKill(ctx context.Context, e *env, job string) error {
 	defer e.embedDelay.Store(0)
 	n := e.ingestDocuments()
 	api := "http://" + e.top.Gateways[0].HTTPAPIAddr
-	if _, err := ingestCall(ctx, "POST", api+"/v1/collections", map[string]any{"name": job, "embedding_model": "openai:text-embedding-3-small"},
-		http.StatusCreated, nil); err != nil {
+	id, err := startIngest(ctx, api, job, n)
+	if err != nil {
 		return err
-	}
-	docs := make([]map[string]any, n)
-	for i := range docs {
-		docs[i] = map[string]any{"title": fmt.Sprintf("note %d", i), "content_type": "text/markdown",
-			"text": fmt.Sprintf("# Note %d of %s\n\nThe depot numbered %d keeps %d crates of lamp oil.\n\n## Keeper\n\nIts keeper rings the bell %d times at dusk.",
-				i, job, i, 7*i+3, i%13+1)}
-	}
-	var started struct {
-		ID string `json:"id"`
-	}
-	if _, err := ingestCall(ctx, "POST", api+"/v1/collections/"+job+"/documents", map[string]any{"id": job, "documents": docs},
-		http.StatusAccepted, &started); err != nil {
-		return err
-	}
-	// A status read is a query the workflow's worker answers: while the
-	// killed worker still holds the workflow's sticky queue, the server
-	// gives up on it and the gateway answers a retryable 503, which a
-	// client reads again, as this one does for up to a minute.
-	status := func() (contract.IngestStatus, error) {
-		var st contract.IngestStatus
-		deadline := time.Now().Add(time.Minute)
-		for {
-			data, err := ingestCall(ctx, "GET", api+"/v1/ingests/"+started.ID, nil, http.StatusOK, &st)
-			if err == nil || !retryable(data) || time.Now().After(deadline) {
-				return st, err
-			}
-			if err := pause(ctx, 500*time.Millisecond); err != nil {
-				return st, err
-			}
-		}
 	}
 	for !e.short {
-		st, err := status()
+		st, err := ingestStatus(ctx, api, id)
 		if err != nil {
 			return err
 		}
@@ -80,11 +50,11 @@ func ingestKill(ctx context.Context, e *env, job string) error {
 			return err
 		}
 	}
-	p, err := e.activityWorker(ctx, contract.IngestWorkflowID(tenant, started.ID))
+	p, err := e.activityWorker(ctx, contract.IngestWorkflowID(tenant, id))
 	if err != nil {
 		return err
 	}
-	before, err := status()
+	before, err := ingestStatus(ctx, api, id)
 	if err != nil {
 		return err
 	}
@@ -98,7 +68,7 @@ func ingestKill(ctx context.Context, e *env, job string) error {
 	}
 	var st contract.IngestStatus
 	for {
-		if st, err = status(); err != nil {
+		if st, err = ingestStatus(ctx, api, id); err != nil {
 			return err
 		}
 		if st.State != contract.IngestRunning {
@@ -111,6 +81,54 @@ func ingestKill(ctx context.Context, e *env, job string) error {
 	if st.State != contract.IngestCompleted || st.Done != n || st.Stored+st.Existing != n || st.Failed != 0 {
 		return fmt.Errorf("ingest ended %s with %+v", st.State, st.IngestCounts)
 	}
+	return e.checkIngestStored(ctx, job, n, st)
+}
+
+// startIngest creates the collection job and starts the ingest of n
+// documents into it, each its own text; it returns the ingest's id.
+func startIngest(ctx context.Context, api, job string, n int) (string, error) {
+	if _, err := ingestCall(ctx, "POST", api+"/v1/collections", map[string]any{"name": job, "embedding_model": "openai:text-embedding-3-small"},
+		http.StatusCreated, nil); err != nil {
+		return "", err
+	}
+	docs := make([]map[string]any, n)
+	for i := range docs {
+		docs[i] = map[string]any{"title": fmt.Sprintf("note %d", i), "content_type": "text/markdown",
+			"text": fmt.Sprintf("# Note %d of %s\n\nThe depot numbered %d keeps %d crates of lamp oil.\n\n## Keeper\n\nIts keeper rings the bell %d times at dusk.",
+				i, job, i, 7*i+3, i%13+1)}
+	}
+	var started struct {
+		ID string `json:"id"`
+	}
+	if _, err := ingestCall(ctx, "POST", api+"/v1/collections/"+job+"/documents", map[string]any{"id": job, "documents": docs},
+		http.StatusAccepted, &started); err != nil {
+		return "", err
+	}
+	return started.ID, nil
+}
+
+// ingestStatus reads the status of the ingest id. A status read is a query
+// the workflow's worker answers: while the killed worker still holds the
+// workflow's sticky queue, the server gives up on it and the gateway
+// answers a retryable 503, which a client reads again, as this one does
+// for up to a minute.
+func ingestStatus(ctx context.Context, api, id string) (contract.IngestStatus, error) {
+	var st contract.IngestStatus
+	deadline := time.Now().Add(time.Minute)
+	for {
+		data, err := ingestCall(ctx, "GET", api+"/v1/ingests/"+id, nil, http.StatusOK, &st)
+		if err == nil || !retryable(data) || time.Now().After(deadline) {
+			return st, err
+		}
+		if err := pause(ctx, 500*time.Millisecond); err != nil {
+			return st, err
+		}
+	}
+}
+
+// checkIngestStored checks the tables after the ingest st of n documents
+// into the collection job: every document stored once, with its chunks.
+func (e *env) checkIngestStored(ctx context.Context, job string, n int, st contract.IngestStatus) error {
 	var docCount, hashes, chunks, chunkSum int
 	if err := e.db.QueryRow(ctx, `SELECT count(*), count(DISTINCT d.content_hash), coalesce(sum(d.chunks), 0),
 		(SELECT count(*) FROM knowledge_chunks k WHERE k.collection_id = c.id)

@@ -3,26 +3,19 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/scripted"
-	"github.com/agentflow/agentflow/internal/topology"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -271,11 +264,34 @@ func repeats(asked map[int]int) int {
 // checkLongTurn checks what the long turn left behind; it returns the
 // turn's runs as far as it read them.
 func (e *env) checkLongTurn(ctx context.Context, run *turnRun, f *follower, calls int) ([]runInfo, error) {
-	// The client's view: the stream ended COMPLETED, its indices were
-	// contiguous from 1 (stream checks each), its text is every step's
-	// once, and every call ended once.
+	if err := checkLongStream(run, f, calls); err != nil {
+		return nil, err
+	}
+	final, err := checkLongModel(f, calls)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	runs, err := checkLongRuns(ctx, c, run.workflowID, calls)
+	if err != nil {
+		return runs, err
+	}
+	if err := e.checkLongResult(ctx, c, run, calls); err != nil {
+		return runs, err
+	}
+	return runs, e.checkLongSteps(ctx, run.job, calls, final)
+}
+
+// checkLongStream checks the client's view: the stream ended COMPLETED,
+// its indices were contiguous from 1 (stream checks each), its text is
+// every step's once, and every call ended once.
+func checkLongStream(run *turnRun, f *follower, calls int) error {
 	if run.status != pb.Status_STATUS_COMPLETED {
-		return nil, fmt.Errorf("turn ended %s (%s), want COMPLETED", run.status, run.errType)
+		return fmt.Errorf("turn ended %s (%s), want COMPLETED", run.status, run.errType)
 	}
 	var want strings.Builder
 	for n := 1; n < calls; n++ {
@@ -283,17 +299,18 @@ func (e *env) checkLongTurn(ctx context.Context, run *turnRun, f *follower, call
 	}
 	want.WriteString(countAnswer(calls))
 	if got := answerText(run); got != want.String() {
-		return nil, fmt.Errorf("streamed text of %d bytes, want %d: %s", len(got), want.Len(), firstDifference(got, want.String()))
+		return fmt.Errorf("streamed text of %d bytes, want %d: %s", len(got), want.Len(), firstDifference(got, want.String()))
 	}
 	if run.content != countAnswer(calls) {
-		return nil, fmt.Errorf("content block %q, want %q", run.content, countAnswer(calls))
+		return fmt.Errorf("content block %q, want %q", run.content, countAnswer(calls))
 	}
-	if err := once("tool_end events seen by the follower", f.ends, calls); err != nil {
-		return nil, err
-	}
+	return once("tool_end events seen by the follower", f.ends, calls)
+}
 
-	// The model: each step asked once, but a step whose call a fault
-	// broke before its reply was stored.
+// checkLongModel checks the model: each step asked once, but a step whose
+// call a fault broke before its reply was stored. It returns the requests
+// by step.
+func checkLongModel(f *follower, calls int) (map[int]int, error) {
 	final := asked(f.model, calls)
 	for n := range calls + 1 {
 		if final[n] == 0 {
@@ -306,15 +323,14 @@ func (e *env) checkLongTurn(ctx context.Context, run *turnRun, f *follower, call
 	if err := askedAgainAfterFaults(f.faults, final); err != nil {
 		return nil, err
 	}
+	return final, nil
+}
 
-	// The turn's runs: more than one, each at most 10,000 events, and
-	// each call and each model call recorded once across them.
-	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	runs, rec, err := turnRuns(ctx, c, run.workflowID)
+// checkLongRuns checks the turn's runs: more than one, each at most 10,000
+// events, and each call and each model call recorded once across them. It
+// returns the runs as far as it read them.
+func checkLongRuns(ctx context.Context, c client.Client, workflowID string, calls int) ([]runInfo, error) {
+	runs, rec, err := turnRuns(ctx, c, workflowID)
 	if err != nil {
 		return nil, err
 	}
@@ -332,27 +348,31 @@ func (e *env) checkLongTurn(ctx context.Context, run *turnRun, f *follower, call
 	if rec.models != calls+1 {
 		return runs, fmt.Errorf("%d model calls answered in the turn's histories, want %d", rec.models, calls+1)
 	}
+	return runs, nil
+}
 
-	// One result, listing every call in order.
+// checkLongResult checks the turn's one result, listing every call in
+// order, as the workflow returned it and as agent_results stores it.
+func (e *env) checkLongResult(ctx context.Context, c client.Client, run *turnRun, calls int) error {
 	res, err := turnclient.Result(ctx, c.GetWorkflow(ctx, run.workflowID, ""))
 	if err != nil {
-		return runs, fmt.Errorf("the turn's result: %w", err)
+		return fmt.Errorf("the turn's result: %w", err)
 	}
 	if res.Status != agent.StatusCompleted || res.Output != countAnswer(calls) {
-		return runs, fmt.Errorf("result %s %q, want completed %q", res.Status, res.Output, countAnswer(calls))
+		return fmt.Errorf("result %s %q, want completed %q", res.Status, res.Output, countAnswer(calls))
 	}
 	if err := inOrder(res.Metadata.ToolCalls, calls); err != nil {
-		return runs, err
+		return err
 	}
 	var results, listed int
 	if err := e.db.QueryRow(ctx, `SELECT count(*), coalesce(max(jsonb_array_length(tool_calls)), 0) FROM agent_results WHERE tenant_id = $1 AND job_id = $2`,
 		tenant, run.job).Scan(&results, &listed); err != nil {
-		return runs, fmt.Errorf("count results: %w", err)
+		return fmt.Errorf("count results: %w", err)
 	}
 	if results != 1 || listed != calls {
-		return runs, fmt.Errorf("%d agent_results rows listing %d calls, want one listing %d", results, listed, calls)
+		return fmt.Errorf("%d agent_results rows listing %d calls, want one listing %d", results, listed, calls)
 	}
-	return runs, e.checkLongSteps(ctx, run.job, calls, final)
+	return nil
 }
 
 // checkLongSteps checks the stored steps: one tool result per call, the
@@ -466,188 +486,6 @@ func firstDifference(got, want string) string {
 		return strconv.Quote(s)
 	}
 	return fmt.Sprintf("from byte %d, got %s, want %s", i, clip(got), clip(want))
-}
-
-// runInfo is one run of a workflow.
-type runInfo struct {
-	id     string
-	events int
-}
-
-func eventsOf(runs []runInfo) []int {
-	out := make([]int, len(runs))
-	for i, r := range runs {
-		out[i] = r.events
-	}
-	return out
-}
-
-// recorded is what a turn's histories record as completed: ExecuteTool
-// by call id, and the number of model calls answered (by CallModel, or by
-// the AwaitModel that took a handed-off call over).
-type recorded struct {
-	tools  map[string]int
-	models int
-}
-
-// turnRuns reads the histories of a workflow's runs, from the current back
-// to the first by the run each continued from, and returns the runs first
-// to last and what they recorded.
-func turnRuns(ctx context.Context, c client.Client, workflowID string) ([]runInfo, recorded, error) {
-	rec := recorded{tools: map[string]int{}}
-	var runs []runInfo
-	runID := ""
-	for {
-		r, prev, err := readRun(ctx, c, workflowID, runID, &rec)
-		if err != nil {
-			return nil, rec, fmt.Errorf("history of %s run %q: %w", workflowID, runID, err)
-		}
-		runs = append([]runInfo{r}, runs...)
-		if prev == "" {
-			return runs, rec, nil
-		}
-		runID = prev
-	}
-}
-
-// readRun reads one run's history into rec; prev is the run it continued
-// from ("" for the first).
-func readRun(ctx context.Context, c client.Client, workflowID, runID string, rec *recorded) (r runInfo, prev string, err error) {
-	kinds := map[int64]string{} // activity type by scheduled event id
-	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return r, "", err
-		}
-		r.events++
-		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
-			prev, r.id = a.GetContinuedExecutionRunId(), a.GetOriginalExecutionRunId()
-		}
-		kind, result, err := completed(ev, kinds)
-		if err != nil {
-			return r, "", fmt.Errorf("event %d: %w", ev.GetEventId(), err)
-		}
-		switch kind {
-		case contract.CallModel, contract.AwaitModel:
-			// A local call handed off (its result says HandedOff) is
-			// answered by the AwaitModel activity that takes it over.
-			var res contract.CallModelResult
-			if err := converter.GetDefaultDataConverter().FromPayloads(result, &res); err != nil {
-				return r, "", fmt.Errorf("event %d: decode %s's result: %w", ev.GetEventId(), kind, err)
-			}
-			if !res.HandedOff {
-				rec.models++
-			}
-		case contract.ExecuteTool:
-			var res contract.ExecuteToolResult
-			if err := converter.GetDefaultDataConverter().FromPayloads(result, &res); err != nil {
-				return r, "", fmt.Errorf("event %d: decode ExecuteTool's result: %w", ev.GetEventId(), err)
-			}
-			rec.tools[res.CallID]++
-		}
-	}
-	return r, prev, nil
-}
-
-// completed returns the type and result of the activity or local activity
-// an event records as completed; "" for other events. kinds learns each
-// activity's type as it is scheduled.
-func completed(ev *historypb.HistoryEvent, kinds map[int64]string) (string, *commonpb.Payloads, error) {
-	if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-		kinds[ev.GetEventId()] = a.GetActivityType().GetName()
-	}
-	if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
-		return kinds[a.GetScheduledEventId()], a.GetResult(), nil
-	}
-	m := ev.GetMarkerRecordedEventAttributes()
-	if m == nil || m.GetMarkerName() != "LocalActivity" || m.GetFailure() != nil {
-		return "", nil, nil
-	}
-	// The SDK's local activity marker: its data names the activity type.
-	var data struct{ ActivityType string }
-	if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &data); err != nil {
-		return "", nil, fmt.Errorf("decode a local activity marker: %w", err)
-	}
-	return data.ActivityType, m.GetDetails()["result"], nil
-}
-
-// killTurnWorker SIGKILLs the worker running the turn — the one running
-// its pending activity (a model call), or else the one that ran its latest
-// workflow task (where its local tool calls run) — and starts it again
-// half a second later.
-func (e *env) killTurnWorker(ctx context.Context, workflowID string) (string, error) {
-	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	// A run that has just continued as new has neither a started workflow
-	// task nor a started activity for a moment: look again.
-	p, what, err := e.turnWorker(ctx, c, workflowID)
-	for try := 0; errors.Is(err, errNoTurnWorker) && ctx.Err() == nil && try < 50; try++ {
-		time.Sleep(100 * time.Millisecond)
-		p, what, err = e.turnWorker(ctx, c, workflowID)
-	}
-	if err != nil {
-		return "", err
-	}
-	if err := p.Kill(); err != nil {
-		return "", err
-	}
-	did := fmt.Sprintf("%s, running the turn's %s", p.Name, what)
-	time.Sleep(500 * time.Millisecond)
-	return did, p.Start(ctx)
-}
-
-func (e *env) turnWorker(ctx context.Context, c client.Client, workflowID string) (*topology.Process, string, error) {
-	req := &workflowservice.DescribeWorkflowExecutionRequest{
-		Namespace: e.top.Stack.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
-	}
-	d, err := c.WorkflowService().DescribeWorkflowExecution(ctx, req)
-	for try := 0; err != nil && ctx.Err() == nil && try < 50; try++ {
-		// A server that has just restarted may not answer at once.
-		time.Sleep(200 * time.Millisecond)
-		d, err = c.WorkflowService().DescribeWorkflowExecution(ctx, req)
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	for _, a := range d.GetPendingActivities() {
-		if p := e.workerOf(a.GetLastWorkerIdentity()); p != nil {
-			return p, a.GetActivityType().GetName(), nil
-		}
-	}
-	identity := ""
-	it := c.GetWorkflowHistory(ctx, workflowID, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return nil, "", err
-		}
-		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
-			identity = a.GetIdentity()
-		}
-	}
-	if p := e.workerOf(identity); p != nil {
-		return p, "workflow", nil
-	}
-	return nil, "", errNoTurnWorker
-}
-
-var errNoTurnWorker = errors.New("no worker process runs the turn")
-
-// workerOf is the running worker process of a Temporal identity
-// ("pid@host@…"), or nil.
-func (e *env) workerOf(identity string) *topology.Process {
-	pid, _, _ := strings.Cut(identity, "@")
-	n, _ := strconv.Atoi(pid)
-	for _, p := range e.top.Workers {
-		if n != 0 && p.PID() == n {
-			return p
-		}
-	}
-	return nil
 }
 
 // listed names the keys of counts in order, for an error that says which

@@ -11,19 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/scripted"
-	"github.com/agentflow/agentflow/internal/topology"
-	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -175,6 +165,39 @@ func (r *turnRun) read(now time.Time) {
 	r.lastAt = now
 }
 
+// take records the event the client read as the run's latest (its text,
+// status, content or error) and tells at of the moment it marks.
+func (r *turnRun) take(ev *pb.StreamEvent, at func(moment, *pb.ToolEvent)) {
+	idx := r.last
+	switch {
+	case ev.GetToken() != nil:
+		r.tokens[idx] = ev.GetToken().GetText()
+		at(onAnswer, nil)
+	case ev.GetApprovalRequired() != nil:
+		at(onApproval, ev.GetApprovalRequired())
+	case ev.GetToolEnd() != nil:
+		at(onToolEnd, ev.GetToolEnd())
+	case ev.GetStatus() != nil:
+		s := ev.GetStatus()
+		if s.GetStatus() == pb.Status_STATUS_RETRYING && s.GetVoidFrom() > 0 {
+			for i := range r.tokens {
+				if i >= s.GetVoidFrom() {
+					delete(r.tokens, i)
+				}
+			}
+		}
+		r.status = s.GetStatus()
+	case ev.GetContent() != nil:
+		var block struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal([]byte(ev.GetContent().GetBlockJson()), &block)
+		r.content = block.Text
+	case ev.GetError() != nil:
+		r.errType = ev.GetError().GetError().GetType()
+	}
+}
+
 // errHop is how a stream ends when the client lets go of it (turnRun.hop).
 var errHop = errors.New("the client let go of the stream")
 
@@ -264,33 +287,7 @@ func (e *env) stream(ctx context.Context, run *turnRun, req *pb.TurnRequest, at 
 				return fmt.Errorf("event %d after event %d: the stream has a gap or a duplicate", idx, run.last)
 			}
 			run.last = idx
-			switch {
-			case ev.GetToken() != nil:
-				run.tokens[idx] = ev.GetToken().GetText()
-				at(onAnswer, nil)
-			case ev.GetApprovalRequired() != nil:
-				at(onApproval, ev.GetApprovalRequired())
-			case ev.GetToolEnd() != nil:
-				at(onToolEnd, ev.GetToolEnd())
-			case ev.GetStatus() != nil:
-				s := ev.GetStatus()
-				if s.GetStatus() == pb.Status_STATUS_RETRYING && s.GetVoidFrom() > 0 {
-					for i := range run.tokens {
-						if i >= s.GetVoidFrom() {
-							delete(run.tokens, i)
-						}
-					}
-				}
-				run.status = s.GetStatus()
-			case ev.GetContent() != nil:
-				var block struct {
-					Text string `json:"text"`
-				}
-				_ = json.Unmarshal([]byte(ev.GetContent().GetBlockJson()), &block)
-				run.content = block.Text
-			case ev.GetError() != nil:
-				run.errType = ev.GetError().GetError().GetType()
-			}
+			run.take(ev, at)
 			if run.hop {
 				run.hop, err = false, errHop
 			}
@@ -394,159 +391,6 @@ func answerText(run *turnRun) string {
 	return strings.TrimSpace(b.String())
 }
 
-// killStreamingWorker kills the worker running the turn's model call and
-// starts it again a moment later.
-func killStreamingWorker(ctx context.Context, e *env, at strikePoint) error {
-	p, err := e.activityWorker(ctx, at.workflowID)
-	if err != nil {
-		return err
-	}
-	if err := p.Kill(); err != nil {
-		return err
-	}
-	if at.run != nil {
-		at.run.killedAt.Store(time.Now().UnixNano())
-	}
-	time.Sleep(500 * time.Millisecond)
-	return p.Start(ctx)
-}
-
-// activityWorker finds the worker process running the workflow's pending
-// activity, by the pid in its Temporal identity ("pid@host@"); with none
-// pending, the one whose workflow task is running: a local model call
-// (the default) runs inside it.
-func (e *env) activityWorker(ctx context.Context, workflowID string) (*topology.Process, error) {
-	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	for range 150 {
-		d, err := c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
-			Namespace: e.top.Stack.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range d.GetPendingActivities() {
-			if p := e.workerOf(a.GetLastWorkerIdentity()); p != nil {
-				return p, nil
-			}
-		}
-		if d.GetPendingWorkflowTask().GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED {
-			if p, _ := e.lastTaskWorker(ctx, c, workflowID); p != nil {
-				return p, nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil, errors.New("no worker process runs the turn's activity")
-}
-
-// lastTaskWorker is the identity of the worker that started the
-// workflow's last workflow task; "" when none did. It reads the history
-// newest first: a turn of local calls ends soon after its answer's first
-// token, so a strike must not spend its time reading the whole history.
-func lastTaskWorker(ctx context.Context, c client.Client, namespace, workflowID string) (string, error) {
-	var token []byte
-	for {
-		resp, err := c.WorkflowService().GetWorkflowExecutionHistoryReverse(ctx, &workflowservice.GetWorkflowExecutionHistoryReverseRequest{
-			Namespace: namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID}, NextPageToken: token,
-		})
-		if err != nil {
-			return "", err
-		}
-		for _, ev := range resp.GetHistory().GetEvents() {
-			if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
-				return a.GetIdentity(), nil
-			}
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return "", nil
-		}
-	}
-}
-
-// killGateway kills the gateway the client reads from; the client goes on
-// from the other one. The killed one starts again a moment later.
-func killGateway(ctx context.Context, e *env, at strikePoint) error {
-	p := e.top.Gateways[at.gateway]
-	if err := p.Kill(); err != nil {
-		return err
-	}
-	time.Sleep(500 * time.Millisecond)
-	return p.Start(ctx)
-}
-
-func restart(service string, down time.Duration) func(context.Context, *env, strikePoint) error {
-	return func(ctx context.Context, e *env, _ strikePoint) error {
-		return e.top.Stack.Restart(ctx, service, down)
-	}
-}
-
-// apiDown takes the tool's API away as the turn starts and brings it back
-// 3 s later: the pipeline's call fails, its activity is tried again, and
-// the turn completes once the API answers.
-func apiDown(ctx context.Context, e *env, _ strikePoint) error {
-	e.api.Kill()
-	select {
-	case <-time.After(3 * time.Second):
-	case <-ctx.Done():
-	}
-	return e.api.Restart()
-}
-
-// killMCP kills the MCP server while its slow tool works, and serves again
-// on the same address: the call's activity is tried again on a new
-// session.
-func killMCP(ctx context.Context, e *env, _ strikePoint) error {
-	// Calls of earlier runs are not this one's.
-	for len(e.mcpCalls) > 0 {
-		<-e.mcpCalls
-	}
-	for {
-		select {
-		case tool := <-e.mcpCalls:
-			if tool != "slow" {
-				continue
-			}
-			time.Sleep(300 * time.Millisecond) // mid-call
-			e.mcp.Kill()
-			return e.mcp.Restart()
-		case <-ctx.Done():
-			return errors.New("the MCP tool was not called")
-		}
-	}
-}
-
-// approveWhileDown kills every worker while a call waits for approval,
-// approves it through the gateway meanwhile, and starts the workers again:
-// the decision is taken once and the turn completes.
-func approveWhileDown(ctx context.Context, e *env, at strikePoint) error {
-	for _, w := range e.top.Workers {
-		if err := w.Kill(); err != nil {
-			return err
-		}
-	}
-	decided := make(chan error, 1)
-	go func() {
-		c := pb.NewAgentServiceClient(e.conns[at.gateway])
-		_, err := c.Approve(e.auth(ctx), &pb.ApproveRequest{StreamId: at.workflowID, CallId: at.call.GetCallId(), ApprovalId: at.call.GetApprovalId(),
-			Approved: proto.Bool(true), Reason: "checked"})
-		decided <- err
-	}()
-	time.Sleep(2 * time.Second)
-	for _, w := range e.top.Workers {
-		if err := w.Start(ctx); err != nil {
-			return err
-		}
-	}
-	if err := <-decided; err != nil {
-		return fmt.Errorf("approve while the workers were down: %w", err)
-	}
-	return nil
-}
-
 // quiet drops the SDK client's log lines.
 type quiet struct{}
 
@@ -585,100 +429,4 @@ func (e *env) dump(ctx context.Context, job string) string {
 		fmt.Fprintf(&b, "  (%v)\n", err)
 	}
 	return b.String()
-}
-
-// conversationRoll sends a session's messages one after another to a
-// Conversation whose runs roll over at 200 history events, killing the
-// worker that runs the conversation after each message from the run's
-// 100th event on, until the conversation has continued as new and three
-// more messages were answered. Every message must be answered once, and
-// the transcript must hold each exchange once, in order.
-func conversationRoll(ctx context.Context, e *env, session string) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: e.top.Stack.TemporalAddress, Namespace: e.top.Stack.Namespace, Logger: quiet{}})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	convID := contract.ConversationWorkflowID(tenant, session)
-	var exchanges []string
-	firstRun, rolled, after := "", false, 0
-	for k := 1; k <= 60 && after < 3; k++ {
-		job := fmt.Sprintf("%s-%d", session, k)
-		spec := computeTurn("", "")(e, job)
-		var streamID string
-		if k == 1 {
-			// The conversation starts with a small history bound, so that
-			// it rolls over within a few dozen messages.
-			res, err := turnclient.SendMessage(ctx, c, contract.TaskQueue,
-				agent.ConversationInput{TenantID: tenant, SessionID: session, MaxHistoryEvents: 200},
-				agent.SendMessage{Prompt: spec.prompt, JobID: job})
-			if err != nil {
-				return fmt.Errorf("message %d: %w", k, err)
-			}
-			streamID = res.TurnWorkflowID
-		} else {
-			res, err := pb.NewAgentServiceClient(e.conns[k%len(e.conns)]).SendMessage(e.auth(ctx),
-				&pb.SendMessageRequest{SessionId: session, Prompt: spec.prompt, JobId: job})
-			if err != nil {
-				return fmt.Errorf("message %d: %w", k, err)
-			}
-			streamID = res.GetStreamId()
-		}
-		d, err := c.DescribeWorkflowExecution(ctx, convID, "")
-		if err != nil {
-			return err
-		}
-		info := d.GetWorkflowExecutionInfo()
-		if firstRun == "" {
-			firstRun = info.GetExecution().GetRunId()
-		}
-		if info.GetHistoryLength() >= 100 && !rolled {
-			if err := e.killConversationWorker(ctx, c, convID); err != nil {
-				return fmt.Errorf("message %d: %w", k, err)
-			}
-		}
-		run := &turnRun{job: job, workflowID: streamID, tokens: map[int64]string{}}
-		if err := e.stream(ctx, run, nil, func(moment, *pb.ToolEvent) {}); err != nil {
-			return fmt.Errorf("message %d: %w", k, err)
-		}
-		if err := e.check(ctx, trial{}, run, turnSpec{prompt: spec.prompt, want: spec.want}, false); err != nil {
-			return fmt.Errorf("message %d: %w", k, err)
-		}
-		exchanges = append(exchanges, "user: "+spec.prompt, "assistant: "+spec.want)
-		if rolled {
-			after++
-		} else if d, err := c.DescribeWorkflowExecution(ctx, convID, ""); err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
-			rolled = true
-		}
-	}
-	if !rolled {
-		return errors.New("the conversation never continued as new")
-	}
-	got, err := e.transcript(ctx, session)
-	if err != nil {
-		return err
-	}
-	if strings.Join(got, "\n") != strings.Join(exchanges, "\n") {
-		return fmt.Errorf("transcript of %d messages, want the %d exchanges once each, in order:\n%s", len(got), len(exchanges)/2, strings.Join(got, "\n"))
-	}
-	return nil
-}
-
-// killConversationWorker kills the worker that ran the conversation's
-// latest workflow task, and starts it again in the background.
-func (e *env) killConversationWorker(ctx context.Context, c client.Client, convID string) error {
-	p, err := e.lastTaskWorker(ctx, c, convID)
-	if err != nil || p == nil {
-		return err // nil, nil: the worker already went (killed before): nothing to kill
-	}
-	if err := p.Kill(); err != nil {
-		return err
-	}
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		if err := p.Start(ctx); err != nil {
-			e.log.Warn("restart worker", zap.String("name", p.Name), zap.Error(err))
-		}
-	}()
-	return nil
 }

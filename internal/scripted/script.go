@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"math"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -216,151 +213,6 @@ func (s *Script) Validate() error {
 	return err
 }
 
-type moderationRule struct {
-	category string
-	re       *regexp.Regexp
-}
-
-func (s *Script) compileModeration() ([]moderationRule, error) {
-	var out []moderationRule
-	for i, m := range s.Moderation {
-		if m.Category == "" {
-			return nil, fmt.Errorf("moderation[%d]: category is required", i)
-		}
-		re, err := regexp.Compile(m.Regex)
-		if err != nil {
-			return nil, fmt.Errorf("moderation[%d]: regex: %w", i, err)
-		}
-		out = append(out, moderationRule{m.Category, re})
-	}
-	return out, nil
-}
-
-// ruleName is the name a rule is counted and reported under.
-func ruleName(r Rule, i int) string {
-	if r.Name != "" {
-		return r.Name
-	}
-	return fmt.Sprintf("rules[%d]", i)
-}
-
-// compiledRule is a validated rule with its regular expressions.
-type compiledRule struct {
-	name                      string
-	user, tool, system, model *regexp.Regexp
-	hasImage                  *bool
-	below                     map[string]float64
-	reply                     Reply
-	fault                     *Fault
-}
-
-func (s *Script) compile() ([]compiledRule, error) {
-	if s.Pacing.ChunkWords < 0 || s.Pacing.DelayMS < 0 {
-		return nil, errors.New("pacing: chunk_words and delay_ms must not be negative")
-	}
-	switch s.ReasoningField {
-	case "", ReasoningContent, ReasoningPlain:
-	default:
-		return nil, fmt.Errorf("reasoning_field %q: want %q or %q", s.ReasoningField, ReasoningContent, ReasoningPlain)
-	}
-	if len(s.Rules) == 0 {
-		return nil, errors.New("script has no rules")
-	}
-	if err := s.PromptCache.validate(); err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(s.Rules))
-	out := make([]compiledRule, 0, len(s.Rules))
-	for i, r := range s.Rules {
-		name := ruleName(r, i)
-		if seen[name] {
-			return nil, fmt.Errorf("rule %q: duplicate name", name)
-		}
-		seen[name] = true
-		c := compiledRule{name: name, reply: r.Reply, fault: r.Fault, hasImage: r.When.HasImage, below: r.When.Below}
-		for _, f := range []struct {
-			field, expr string
-			dst         **regexp.Regexp
-		}{
-			{"user", r.When.User, &c.user},
-			{"tool", r.When.Tool, &c.tool},
-			{"system", r.When.System, &c.system},
-			{"model", r.When.Model, &c.model},
-		} {
-			if f.expr == "" {
-				continue
-			}
-			re, err := regexp.Compile(f.expr)
-			if err != nil {
-				return nil, fmt.Errorf("rule %q: when.%s: %w", name, f.field, err)
-			}
-			*f.dst = re
-		}
-		if err := c.checkBelow(); err != nil {
-			return nil, fmt.Errorf("rule %q: %w", name, err)
-		}
-		for j, tc := range r.Reply.ToolCalls {
-			if strings.TrimSpace(tc.Name) == "" {
-				return nil, fmt.Errorf("rule %q: reply.tool_calls[%d].name is required", name, j)
-			}
-		}
-		if r.Reply.DelayMS < 0 {
-			return nil, fmt.Errorf("rule %q: reply.delay_ms must not be negative", name)
-		}
-		if u := r.Reply.Usage; u != nil {
-			if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.CachedTokens < 0 || u.ReasoningTokens < 0 || u.CacheWriteTokens < 0 {
-				return nil, fmt.Errorf("rule %q: reply.usage must not be negative", name)
-			}
-			if u.CachedTokens+u.CacheWriteTokens > u.PromptTokens {
-				return nil, fmt.Errorf("rule %q: reply.usage.cached_tokens and cache_write_tokens (%d) exceed prompt_tokens (%d)",
-					name, u.CachedTokens+u.CacheWriteTokens, u.PromptTokens)
-			}
-			if u.ReasoningTokens > u.CompletionTokens {
-				return nil, fmt.Errorf("rule %q: reply.usage.reasoning_tokens (%d) exceeds completion_tokens (%d)", name, u.ReasoningTokens, u.CompletionTokens)
-			}
-		}
-		hasReply := r.Reply.Text != "" || len(r.Reply.ToolCalls) > 0
-		if f := r.Fault; f != nil {
-			if f.Status == 0 && f.CutAfterChunks == 0 && !f.Stall {
-				return nil, fmt.Errorf("rule %q: fault needs status, cut_after_chunks or stall", name)
-			}
-			if f.Stall && (f.Status != 0 || f.CutAfterChunks != 0) {
-				return nil, fmt.Errorf("rule %q: fault.stall is exclusive with status and cut_after_chunks", name)
-			}
-			if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
-				return nil, fmt.Errorf("rule %q: fault.status %d is not an HTTP error status", name, f.Status)
-			}
-			if len(f.Headers) > 0 && f.Status == 0 {
-				return nil, fmt.Errorf("rule %q: fault.headers needs a status to answer with", name)
-			}
-			for k, v := range f.Headers {
-				if !validHeader(k, v) {
-					return nil, fmt.Errorf("rule %q: fault.headers: %q: %q is not a valid header", name, k, v)
-				}
-			}
-			if f.Code != "" && f.Status == 0 {
-				return nil, fmt.Errorf("rule %q: fault.code needs a status to answer with", name)
-			}
-			if f.Status != 0 && f.CutAfterChunks != 0 {
-				return nil, fmt.Errorf("rule %q: fault.status and fault.cut_after_chunks are exclusive", name)
-			}
-			if f.CutAfterChunks < 0 || f.RetryAfterSec < 0 || f.Times < -1 {
-				return nil, fmt.Errorf("rule %q: fault values must not be negative (times may be -1)", name)
-			}
-			if f.CutAfterChunks > 0 && !hasReply {
-				return nil, fmt.Errorf("rule %q: fault.cut_after_chunks needs a reply to cut", name)
-			}
-			if f.Times != -1 && !hasReply {
-				return nil, fmt.Errorf("rule %q: reply is required unless fault.times is -1", name)
-			}
-		} else if !hasReply {
-			return nil, fmt.Errorf("rule %q: reply needs text or tool_calls", name)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
 // conversation is the part of a request rules look at.
 type conversation struct {
 	model    string
@@ -425,26 +277,6 @@ func (c *compiledRule) match(conv conversation) (vars, bool) {
 		}
 	}
 	return v, true
-}
-
-// checkBelow reports a when.below that names no group of the rule's
-// regular expressions, or whose bound is not a number.
-func (c *compiledRule) checkBelow() error {
-	for _, name := range slices.Sorted(maps.Keys(c.below)) {
-		if math.IsNaN(c.below[name]) {
-			return fmt.Errorf("when.below.%s: the bound is not a number", name)
-		}
-		named := false
-		for _, re := range []*regexp.Regexp{c.user, c.tool, c.system, c.model} {
-			if re != nil && re.SubexpIndex(name) >= 0 {
-				named = true
-			}
-		}
-		if !named {
-			return fmt.Errorf("when.below.%s: no regular expression of the rule has a group (?P<%s>…)", name, name)
-		}
-	}
-	return nil
 }
 
 // vars are the values a reply template may refer to.
@@ -520,23 +352,4 @@ func validName(s string) bool {
 
 func isNameByte(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-}
-
-// validHeader reports whether name and value can be sent as an HTTP
-// header: a token of a name, and a value without control characters.
-func validHeader(name, value string) bool {
-	if name == "" {
-		return false
-	}
-	for _, r := range name {
-		if r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r) {
-			return false
-		}
-	}
-	for _, r := range value {
-		if (r < ' ' && r != '\t') || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }

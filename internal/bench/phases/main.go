@@ -26,7 +26,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,9 +34,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,40 +97,12 @@ func run() error {
 	d := &driver{api: pb.NewAgentServiceClient(conn),
 		ctx: metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+o.token)}
 
-	for range 5 { // warm: connections, caches
-		if _, err := d.turn(); err != nil {
-			return err
-		}
+	alone, err := d.alone(o.seq)
+	if err != nil {
+		return err
 	}
-	var alone []sample
-	for range o.seq {
-		s, err := d.turn()
-		if err != nil {
-			return err
-		}
-		alone = append(alone, s)
-	}
-	byRound := make([][]sample, o.rounds)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make(chan error, o.conc)
-	for range o.conc {
-		wg.Go(func() {
-			for r := range o.rounds {
-				s, err := d.turn()
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				byRound[r] = append(byRound[r], s)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	byRound, err := d.rounds(o.conc, o.rounds)
+	if err != nil {
 		return err
 	}
 
@@ -229,135 +197,50 @@ func (d *driver) turn() (sample, error) {
 	return sample{tag: tag, start: begin, first: begin.Add(r.FirstToken), end: begin.Add(r.Total)}, nil
 }
 
-// calls are the times the model saw a turn's two requests.
-type calls struct {
-	req1, end1, req2, chunk2, end2 time.Time
+// alone runs 5 turns to warm connections and caches, then n turns one at
+// a time, and returns those n.
+func (d *driver) alone(n int) ([]sample, error) {
+	for range 5 { // warm: connections, caches
+		if _, err := d.turn(); err != nil {
+			return nil, err
+		}
+	}
+	var alone []sample
+	for range n {
+		s, err := d.turn()
+		if err != nil {
+			return nil, err
+		}
+		alone = append(alone, s)
+	}
+	return alone, nil
 }
 
-// model is the peers' fake model's turn, paced: a user message gets a
-// calculator tool call, a tool result an answer of 17 words. It notes when
-// each request of a turn (by the tag in its prompt) arrived and ended.
-type model struct {
-	ttft, pace time.Duration
-	mu         sync.Mutex
-	seen       map[string]*calls
-	n          int
-}
-
-var tagRE = regexp.MustCompile(`#[0-9]+-[0-9]+`)
-
-func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	arrived := time.Now()
-	var q struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&q); err != nil || len(q.Messages) == 0 {
-		http.Error(w, "want a chat completion request", http.StatusBadRequest)
-		return
-	}
-	tag := ""
-	for _, msg := range q.Messages {
-		if s, ok := msg.Content.(string); ok && msg.Role == "user" {
-			tag = tagRE.FindString(s)
-		}
-	}
-	first := q.Messages[len(q.Messages)-1].Role == "user"
-	m.mu.Lock()
-	m.n++
-	id := "chatcmpl-" + strconv.Itoa(m.n)
-	c := m.seen[tag]
-	if c == nil {
-		c = &calls{}
-		m.seen[tag] = c
-	}
-	m.mu.Unlock()
-	note := func(f func()) { m.mu.Lock(); f(); m.mu.Unlock() }
-	if first {
-		note(func() { c.req1 = arrived })
-	} else {
-		note(func() { c.req2 = arrived })
-	}
-
-	time.Sleep(m.ttft)
-	w.Header().Set("Content-Type", "text/event-stream")
-	fl, _ := w.(http.Flusher)
-	send := func(delta map[string]any, finish any, usage any) {
-		chunk := map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": "fake",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
-		if usage != nil {
-			chunk["usage"] = usage
-		}
-		b, _ := json.Marshal(chunk)
-		fmt.Fprintf(w, "data: %s\n\n", b)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	words := strings.Fields("The answer is 50 . That is 12.5 times 4 computed exactly with the calculator tool .")
-	usage := map[string]any{"prompt_tokens": 40, "completion_tokens": len(words), "total_tokens": 40 + len(words)}
-	if first {
-		send(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": "call_" + id, "type": "function",
-			"function": map[string]any{"name": "calculator", "arguments": ""}}}}, nil, nil)
-		send(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": `{"expression":"12.5*4"}`}}}}, nil, nil)
-		send(map[string]any{}, "tool_calls", usage)
-	} else {
-		for i, wd := range words {
-			if i > 0 {
-				time.Sleep(m.pace)
-				wd = " " + wd
-			} else {
-				note(func() { c.chunk2 = time.Now() })
+// rounds has conc callers make rounds turns each, one after another, and
+// returns the turns by round.
+func (d *driver) rounds(conc, rounds int) ([][]sample, error) {
+	byRound := make([][]sample, rounds)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, conc)
+	for range conc {
+		wg.Go(func() {
+			for r := range rounds {
+				s, err := d.turn()
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				byRound[r] = append(byRound[r], s)
+				mu.Unlock()
 			}
-			d := map[string]any{"content": wd}
-			if i == 0 {
-				d["role"] = "assistant"
-			}
-			send(d, nil, nil)
-		}
-		send(map[string]any{}, "stop", usage)
+		})
 	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
 	}
-	ended := time.Now()
-	if first {
-		note(func() { c.end1 = ended })
-	} else {
-		note(func() { c.end2 = ended })
-	}
-}
-
-// report prints one group of turns' phases.
-func (m *model) report(name string, ss []sample) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var total, before, between, after, lag []float64
-	for _, s := range ss {
-		c := m.seen[s.tag]
-		if c == nil || c.req1.IsZero() || c.end1.IsZero() || c.req2.IsZero() || c.end2.IsZero() {
-			return fmt.Errorf("turn %s: the model did not see both of its calls", s.tag)
-		}
-		total = append(total, ms(s.end.Sub(s.start)))
-		before = append(before, ms(c.req1.Sub(s.start)))
-		between = append(between, ms(c.req2.Sub(c.end1)))
-		after = append(after, ms(s.end.Sub(c.end2)))
-		lag = append(lag, ms(s.first.Sub(c.chunk2)))
-	}
-	cell := func(v []float64) string { return fmt.Sprintf("%.1f (%.1f)", mean(v), slices.Max(v)) }
-	fmt.Printf("%-18s %8d %14s %14s %14s %14s %14s\n", name, len(ss), cell(total), cell(before), cell(between), cell(after), cell(lag))
-	return nil
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func mean(v []float64) float64 {
-	var s float64
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
+	return byRound, nil
 }
