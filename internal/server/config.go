@@ -326,6 +326,9 @@ func (c Config) Validate() error {
 	if _, err := Compression(c.TemporalAddress, c.TemporalCompression); err != nil {
 		return err
 	}
+	if c.Script != "" && c.Script != "auto" && c.ScriptedModel == nil {
+		return fmt.Errorf("AGENTFLOW_SCRIPT=%s: this worker links no scripted model (build it with -tags scripted, or run `go tool task up`)", c.Script)
+	}
 	switch {
 	case c.DatabaseURL == "":
 		return fmt.Errorf("DATABASE_URL is not set: point it at PostgreSQL, or run `go tool task up` for a local stack")

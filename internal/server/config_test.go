@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +31,11 @@ func TestValidate(t *testing.T) {
 		want   string
 	}{
 		{"worker only", func(*Config) {}, ""},
+		{"a script without the scripted model", func(c *Config) { c.Script = "demo" }, "AGENTFLOW_SCRIPT=demo: this worker links no scripted model"},
+		{"auto without the scripted model", func(c *Config) { c.Script = "auto" }, ""},
+		{"a script with the scripted model", func(c *Config) {
+			c.Script, c.ScriptedModel = "demo", func(string) (io.Closer, string, error) { return nil, "", nil }
+		}, ""},
 		{"gateway without tokens", func(c *Config) { c.Roles = []string{RoleGateway}; c.GRPCAddr = ":1" }, "AGENTFLOW_TOKENS is empty"},
 		{"gateway", func(c *Config) {
 			tokens, err := gateway.ParseTokens("t=demo")

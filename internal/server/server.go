@@ -175,9 +175,6 @@ func (s *Server) startScriptedModel() error {
 	if s.cfg.Script == "" {
 		return nil
 	}
-	if s.cfg.ScriptedModel == nil {
-		return fmt.Errorf("AGENTFLOW_SCRIPT=%s: this worker links no scripted model (build it with -tags scripted, or run `starter up`)", s.cfg.Script)
-	}
 	var err error
 	s.scripted, s.scriptURL, err = s.cfg.ScriptedModel(s.cfg.Script)
 	if err != nil {
