@@ -104,21 +104,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 	t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
 	t.log.OpenStep(t.seq)
 	defer t.log.CloseStep()
-	in := contract.CallModelInput{
-		TenantID: t.req.TenantID, JobID: t.req.JobID,
-		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
-		SessionID: t.req.SessionID, History: t.req.History,
-		Seq: t.seq, ToolFailures: t.unstored,
-		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
-		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "", Channel: t.req.Channel,
-		OutputSchema: t.req.OutputSchema, Repair: repair, Steer: t.steers,
-		// A Workflow Streams subscriber polls the log, so it gets the
-		// batches as signals, as they stream.
-		LiveFirst: t.req.Notify == "" && !t.log.Polled(),
-	}
-	in.Cut, t.cut = t.cut, nil
-	t.steers = nil
-	in.WholeFrom, in.DigestFrom = t.window(t.agent.Context)
+	in := t.modelInput(repair)
 	t.started(first, t.agent.Context)
 	// queued: the provider governor would have had the call wait, so the
 	// call goes as an activity (contract.MustWait).
@@ -142,12 +128,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 			continue
 		}
 		t.awaitStop(ctx, err, local)
-		if contract.IsInterrupted(err) && t.canceled == nil && ctx.Err() == nil {
-			// Interrupted for the messages steered in: what the call had
-			// written stays in the log and is the model's answer cut
-			// short, which the next call stores before the messages.
-			t.seal(ctx, in)
-			t.cut = &contract.CutStep{Seq: in.Seq, Text: t.log.TextFrom(in.FirstIndex)}
+		if t.cutShort(ctx, err, in) {
 			return reply, errCutShort
 		}
 		next := t.fallback(ctx, model, err)
@@ -167,6 +148,42 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		model, in.AttemptBase, queued = next, in.AttemptBase+modelAttempts, false
 		t.model, t.calling = next, next
 	}
+}
+
+// cutShort reports whether the call failed with err because it was
+// interrupted for the messages steered in, not for a cancellation: what
+// the call had written stays in the log and is the model's answer cut
+// short, which the next call stores before the messages.
+func (t *turn) cutShort(ctx workflow.Context, err error, in contract.CallModelInput) bool {
+	if !contract.IsInterrupted(err) || t.canceled != nil || ctx.Err() != nil {
+		return false
+	}
+	t.seal(ctx, in)
+	t.cut = &contract.CutStep{Seq: in.Seq, Text: t.log.TextFrom(in.FirstIndex)}
+	return true
+}
+
+// modelInput is the CallModel input of the step callModel opened (t.seq),
+// repairing repair when it is not "". The answer cut short and the
+// messages steered in go with it, once: the call stores them before it
+// reads the turn.
+func (t *turn) modelInput(repair string) contract.CallModelInput {
+	in := contract.CallModelInput{
+		TenantID: t.req.TenantID, JobID: t.req.JobID,
+		AgentID: t.agent.ID, AgentVersion: t.agent.Version,
+		SessionID: t.req.SessionID, History: t.req.History,
+		Seq: t.seq, ToolFailures: t.unstored,
+		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
+		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "", Channel: t.req.Channel,
+		OutputSchema: t.req.OutputSchema, Repair: repair, Steer: t.steers,
+		// A Workflow Streams subscriber polls the log, so it gets the
+		// batches as signals, as they stream.
+		LiveFirst: t.req.Notify == "" && !t.log.Polled(),
+	}
+	in.Cut, t.cut = t.cut, nil
+	t.steers = nil
+	in.WholeFrom, in.DigestFrom = t.window(t.agent.Context)
+	return in
 }
 
 // oneCall makes one call of the step's model: local or an activity

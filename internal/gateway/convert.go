@@ -249,30 +249,17 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 	if c := e.GetMeta().GetChild(); c != nil {
 		out.Child = &agent.ChildEvent{CallID: c.GetCallId(), StreamID: c.GetStreamId(), Index: c.GetEventIndex()}
 	}
-	tool := func(t *pb.ToolEvent) *agent.ToolEvent {
-		te := &agent.ToolEvent{CallID: t.GetCallId(), Name: t.GetName(), Status: t.GetStatus(), Output: t.GetOutput(), Reason: t.GetReason(),
-			Message: t.GetMessage(), Source: t.GetSource(), FromToolkit: t.GetFromToolkit(), ApprovalID: t.GetApprovalId(), Resend: t.GetResend()}
-		if d := t.GetDataJson(); d != "" {
-			var p agent.DataPreview
-			if json.Unmarshal([]byte(d), &p) == nil {
-				te.Data = &p
-			}
-		}
-		if a := t.GetArgsJson(); a != "" {
-			te.Args = json.RawMessage(a)
-		}
-		if t.GetDeadline() != nil {
-			d := t.GetDeadline().AsTime()
-			te.Deadline = &d
-		}
-		return te
+	if !fromPBStep(&out, e) {
+		fromPBInteraction(&out, e)
 	}
-	turnErr := func(e *pb.TurnError) *agent.TurnError {
-		if e == nil {
-			return nil
-		}
-		return &agent.TurnError{Type: e.GetType(), Message: e.GetMessage(), Retryable: e.GetRetryable(), Tool: e.GetTool(), Step: e.GetStep()}
-	}
+	return out
+}
+
+// fromPBStep fills in out from an event of a step's run — its status,
+// what the model streams, its usage, its start and finish — and reports
+// whether e was one; the kinds are split from fromPBInteraction's only to
+// keep each conversion short.
+func fromPBStep(out *agent.Event, e *pb.StreamEvent) bool {
 	switch ev := e.GetEvent().(type) {
 	case *pb.StreamEvent_Status:
 		out.Kind = agent.EventStatus
@@ -282,17 +269,9 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 			}
 		}
 		out.VoidFrom, out.Attempt, out.Step = ev.Status.GetVoidFrom(), int(ev.Status.GetAttempt()), int(ev.Status.GetStep())
-		out.Error = turnErr(ev.Status.GetError())
+		out.Error = fromPBTurnError(ev.Status.GetError())
 	case *pb.StreamEvent_Token:
 		out.Kind, out.Text, out.Step, out.Attempt = agent.EventToken, ev.Token.GetText(), int(ev.Token.GetStep()), int(ev.Token.GetAttempt())
-	case *pb.StreamEvent_ToolStart:
-		out.Kind, out.Tool = agent.EventToolStart, tool(ev.ToolStart)
-	case *pb.StreamEvent_ToolEnd:
-		out.Kind, out.Tool = agent.EventToolEnd, tool(ev.ToolEnd)
-	case *pb.StreamEvent_ToolProgress:
-		out.Kind, out.Tool = agent.EventToolProgress, tool(ev.ToolProgress)
-	case *pb.StreamEvent_ApprovalRequired:
-		out.Kind, out.Tool = agent.EventApprovalRequired, tool(ev.ApprovalRequired)
 	case *pb.StreamEvent_Content:
 		out.Kind, out.Content = agent.EventContent, json.RawMessage(ev.Content.GetBlockJson())
 	case *pb.StreamEvent_Usage:
@@ -300,7 +279,7 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 		out.Usage = &agent.Usage{PromptTokens: int(ev.Usage.GetPromptTokens()), CompletionTokens: int(ev.Usage.GetCompletionTokens()),
 			TotalTokens: int(ev.Usage.GetTotalTokens())}
 	case *pb.StreamEvent_Error:
-		out.Kind, out.Error = agent.EventError, turnErr(ev.Error.GetError())
+		out.Kind, out.Error = agent.EventError, fromPBTurnError(ev.Error.GetError())
 	case *pb.StreamEvent_Reasoning:
 		r := ev.Reasoning
 		out.Kind, out.Text, out.Step, out.Attempt = agent.EventReasoning, r.GetText(), int(r.GetStep()), int(r.GetAttempt())
@@ -317,6 +296,26 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 			out.Usage = &agent.Usage{PromptTokens: int(u.GetPromptTokens()), CompletionTokens: int(u.GetCompletionTokens()),
 				TotalTokens: int(u.GetTotalTokens()), CachedTokens: int(u.GetCachedTokens()), ReasoningTokens: int(u.GetReasoningTokens())}
 		}
+	default:
+		return false
+	}
+	return true
+}
+
+// fromPBInteraction fills in out from an event of what the turn does
+// beyond the model's stream: its tool calls, approvals, messages,
+// questions and custom events. An event of a kind this build does not
+// know leaves out as it is.
+func fromPBInteraction(out *agent.Event, e *pb.StreamEvent) {
+	switch ev := e.GetEvent().(type) {
+	case *pb.StreamEvent_ToolStart:
+		out.Kind, out.Tool = agent.EventToolStart, fromPBTool(ev.ToolStart)
+	case *pb.StreamEvent_ToolEnd:
+		out.Kind, out.Tool = agent.EventToolEnd, fromPBTool(ev.ToolEnd)
+	case *pb.StreamEvent_ToolProgress:
+		out.Kind, out.Tool = agent.EventToolProgress, fromPBTool(ev.ToolProgress)
+	case *pb.StreamEvent_ApprovalRequired:
+		out.Kind, out.Tool = agent.EventApprovalRequired, fromPBTool(ev.ApprovalRequired)
 	case *pb.StreamEvent_ApprovalDecided:
 		a := ev.ApprovalDecided
 		out.Kind = agent.EventApprovalDecided
@@ -354,7 +353,35 @@ func FromPBEvent(e *pb.StreamEvent) agent.Event {
 			out.Tool = &agent.ToolEvent{CallID: c.GetCallId(), Name: c.GetTool()}
 		}
 	}
-	return out
+}
+
+// fromPBTool is toPBTool's inverse. A data preview that does not read
+// back is left out: the event's other fields still say what happened.
+func fromPBTool(t *pb.ToolEvent) *agent.ToolEvent {
+	te := &agent.ToolEvent{CallID: t.GetCallId(), Name: t.GetName(), Status: t.GetStatus(), Output: t.GetOutput(), Reason: t.GetReason(),
+		Message: t.GetMessage(), Source: t.GetSource(), FromToolkit: t.GetFromToolkit(), ApprovalID: t.GetApprovalId(), Resend: t.GetResend()}
+	if d := t.GetDataJson(); d != "" {
+		var p agent.DataPreview
+		if json.Unmarshal([]byte(d), &p) == nil {
+			te.Data = &p
+		}
+	}
+	if a := t.GetArgsJson(); a != "" {
+		te.Args = json.RawMessage(a)
+	}
+	if t.GetDeadline() != nil {
+		d := t.GetDeadline().AsTime()
+		te.Deadline = &d
+	}
+	return te
+}
+
+// fromPBTurnError is toPBError's inverse; nil for none.
+func fromPBTurnError(e *pb.TurnError) *agent.TurnError {
+	if e == nil {
+		return nil
+	}
+	return &agent.TurnError{Type: e.GetType(), Message: e.GetMessage(), Retryable: e.GetRetryable(), Tool: e.GetTool(), Step: e.GetStep()}
 }
 
 func fromPBMessage(m *pb.MessageEvent) *agent.MessageEvent {

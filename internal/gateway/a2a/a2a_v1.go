@@ -401,18 +401,50 @@ func untilInterrupted(events iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, e
 func (a *server) streamA2AV1(w http.ResponseWriter, r *http.Request, id json.RawMessage, events iter.Seq2[a2a.Event, error]) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	type item struct {
-		ev  a2a.Event
-		err error
+	items, done := readA2AV1Events(ctx, events)
+	defer func() { cancel(); <-done }()
+
+	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	out := &a2aV1Stream{a: a, w: w, rc: rc, id: id}
+	keepAlive := time.NewTicker(a.KeepAlive())
+	defer keepAlive.Stop()
+	for {
+		select {
+		case it, ok := <-items:
+			if !ok || !out.send(ctx, it) {
+				return
+			}
+		case <-keepAlive.C:
+			if !out.keepAlive() {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
 	}
-	items := make(chan item)
+}
+
+// a2aV1Item is what readA2AV1Events hands on: an event, or the error
+// that ends the events.
+type a2aV1Item struct {
+	ev  a2a.Event
+	err error
+}
+
+// readA2AV1Events reads events on a goroutine of its own, so that a
+// quiet stream still gets its keep-alives: each event, or the error that
+// ends them, goes on items until the events or ctx end; done is closed
+// once the goroutine has returned.
+func readA2AV1Events(ctx context.Context, events iter.Seq2[a2a.Event, error]) (<-chan a2aV1Item, <-chan struct{}) {
+	items := make(chan a2aV1Item)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer close(items)
 		for ev, err := range events {
 			select {
-			case items <- item{ev, err}:
+			case items <- a2aV1Item{ev, err}:
 			case <-ctx.Done():
 				return
 			}
@@ -421,66 +453,75 @@ func (a *server) streamA2AV1(w http.ResponseWriter, r *http.Request, id json.Raw
 			}
 		}
 	}()
-	defer func() { cancel(); <-done }()
+	return items, done
+}
 
-	rc := http.NewResponseController(w)
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	started := false
-	begin := func() {
-		if started {
-			return
-		}
-		started = true
-		h := w.Header()
-		h.Set("Content-Type", sse.ContentType)
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
+// a2aV1Stream is the answer streamA2AV1 writes: its headers go out with
+// whatever is written first (started), and every write is bounded by the
+// slow-client deadline.
+type a2aV1Stream struct {
+	a       *server
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	id      json.RawMessage
+	started bool
+}
+
+// begin writes the stream's headers, once.
+func (s *a2aV1Stream) begin() {
+	if s.started {
+		return
 	}
-	write := func(msg map[string]any) error {
-		data, err := json.Marshal(msg)
-		if err != nil {
-			data, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(id),
-				"error": a2aV1ErrorOf(fmt.Errorf("an event could not be written: %w", a2a.ErrInternalError))})
-		}
-		_ = rc.SetWriteDeadline(time.Now().Add(a.SlowClient()))
-		begin()
-		if err := sse.WriteEvent(w, "", "", data); err != nil {
-			return err
-		}
-		return rc.Flush()
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", sse.ContentType)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// write sends msg as an SSE data line; a message that cannot be encoded
+// is sent as an internal error in its place.
+func (s *a2aV1Stream) write(msg map[string]any) error {
+	data, err := json.Marshal(msg)
+	if err != nil {
+		data, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(s.id),
+			"error": a2aV1ErrorOf(fmt.Errorf("an event could not be written: %w", a2a.ErrInternalError))})
 	}
-	keepAlive := time.NewTicker(a.KeepAlive())
-	defer keepAlive.Stop()
-	for {
-		select {
-		case it, ok := <-items:
-			if !ok {
-				return
-			}
-			if it.err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if !started {
-					writeA2AV1Error(w, id, it.err)
-					return
-				}
-				_ = write(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(id), "error": a2aV1ErrorOf(it.err)})
-				return
-			}
-			if err := write(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(id), "result": v1EventOf(it.ev)}); err != nil {
-				telemetry.Logger(ctx, a.Logger()).Debug("a2a stream ended by its client", zap.Error(err))
-				return
-			}
-		case <-keepAlive.C:
-			_ = rc.SetWriteDeadline(time.Now().Add(a.SlowClient()))
-			begin()
-			if sse.WriteComment(w, "keep-alive") != nil || rc.Flush() != nil {
-				return
-			}
-		case <-ctx.Done():
-			return
-		}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.a.SlowClient()))
+	s.begin()
+	if err := sse.WriteEvent(s.w, "", "", data); err != nil {
+		return err
 	}
+	return s.rc.Flush()
+}
+
+// send writes an item: an event as a JSON-RPC result; an error as the
+// last event or, before the first, as the answer itself. It reports
+// whether the stream goes on.
+func (s *a2aV1Stream) send(ctx context.Context, it a2aV1Item) bool {
+	if it.err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		if !s.started {
+			writeA2AV1Error(s.w, s.id, it.err)
+			return false
+		}
+		_ = s.write(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(s.id), "error": a2aV1ErrorOf(it.err)})
+		return false
+	}
+	if err := s.write(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(s.id), "result": v1EventOf(it.ev)}); err != nil {
+		telemetry.Logger(ctx, s.a.Logger()).Debug("a2a stream ended by its client", zap.Error(err))
+		return false
+	}
+	return true
+}
+
+// keepAlive writes a keep-alive comment on a quiet stream; false once the
+// client is gone.
+func (s *a2aV1Stream) keepAlive() bool {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.a.SlowClient()))
+	s.begin()
+	return sse.WriteComment(s.w, "keep-alive") == nil && s.rc.Flush() == nil
 }

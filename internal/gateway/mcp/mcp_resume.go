@@ -211,46 +211,74 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	idx := last
-	notified := int64(0) // the last turn event a notification told of
-	answered := false
-	write := func(data []byte) bool {
-		idx++
-		if data == nil {
-			return true // the priming event: nothing to repeat
-		}
-		if _, err := fmt.Fprintf(w, "event: message\nid: %s_%d\ndata: %s\n\n", streamID, idx, data); err != nil {
-			return false
-		}
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-		return true
-	}
+	out := &resumedStream{w: w, streamID: streamID, idx: last}
 	for _, data := range sent {
-		if !write(data) {
+		if !out.write(data) {
 			return
 		}
 	}
-	// What the stream holds, the replay included: how far its
-	// notifications went, and whether the call was answered.
-	all, err := m.s.Store().MCPAfter(ctx, session, streamID, -1)
+	notified, answered, err := m.streamProgress(ctx, session, streamID)
 	if err != nil {
 		return
 	}
+	if answered || st.JobID == "" {
+		return
+	}
+	m.finishCall(ctx, session, st, out, notified)
+}
+
+// resumedStream is the stream resume writes to: its messages are
+// numbered on from the client's Last-Event-ID, as the SDK numbers them.
+type resumedStream struct {
+	w        http.ResponseWriter
+	streamID string
+	idx      int
+}
+
+// write sends a stored message as the stream's next event; false once
+// the client is gone.
+func (s *resumedStream) write(data []byte) bool {
+	s.idx++
+	if data == nil {
+		return true // the priming event: nothing to repeat
+	}
+	if _, err := fmt.Fprintf(s.w, "event: message\nid: %s_%d\ndata: %s\n\n", s.streamID, s.idx, data); err != nil {
+		return false
+	}
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return true
+}
+
+// streamProgress reads what the stream holds, the replay included: how
+// far its notifications went (the last turn event a notification told
+// of), and whether the call was answered.
+func (m *mcpServer) streamProgress(ctx context.Context, session, streamID string) (int64, bool, error) {
+	all, err := m.s.Store().MCPAfter(ctx, session, streamID, -1)
+	if err != nil {
+		return 0, false, err
+	}
+	notified := int64(0)
+	answered := false
 	for _, data := range all {
 		n, isAnswer := mcpMessageProgress(data)
 		notified = max(notified, n)
 		answered = answered || isAnswer
 	}
-	if answered || st.JobID == "" {
-		return
-	}
+	return notified, answered, nil
+}
+
+// finishCall finishes the stream of a tools/call that was not answered
+// from its turn's event log: the progress after what notified told of,
+// then the call's result, each stored with the stream as it is sent.
+func (m *mcpServer) finishCall(ctx context.Context, session string, st store.MCPStream, out *resumedStream, notified int64) {
+	streamID := out.streamID
 	log := telemetry.Logger(ctx, m.logger)
 	turnID := contract.TurnWorkflowID(st.TenantID, st.JobID)
 	p := newMCPProgress(nil, tokenOf(st.ProgressToken), mcpWording{})
 	t := newMCPTask(turnID, nil)
-	err = m.s.Events().Follow(ctx, turnID, 0, func(e agent.Event) error {
+	err := m.s.Events().Follow(ctx, turnID, 0, func(e agent.Event) error {
 		t.apply(e)
 		if p.token == nil || e.Index <= notified {
 			p.seen(e) // what the client saw: the preview goes on from there
@@ -264,7 +292,7 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 			if err := m.s.Store().MCPAppend(ctx, session, streamID, data); err != nil {
 				return err
 			}
-			if !write(data) {
+			if !out.write(data) {
 				return ctx.Err()
 			}
 		}
@@ -289,7 +317,7 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 	if err := m.s.Store().MCPAppend(ctx, session, streamID, answer); err != nil {
 		log.Info("mcp answer not stored", zap.String("session", session), zap.Error(err))
 	}
-	write(answer)
+	out.write(answer)
 }
 
 // parseMCPEventID reads an SSE event id of the SDK's form, <stream>_<index>.
