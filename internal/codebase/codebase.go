@@ -66,9 +66,14 @@ type Violation struct {
 func (v Violation) String() string { return fmt.Sprintf("%s:%d: %s", v.File, v.Line, v.What) }
 
 // skipDir reports whether a directory holds no code of the tree's own:
-// tools (a module of their own), npm packages, VCS data, testdata.
-func skipDir(name string) bool {
-	return name == "node_modules" || name == "testdata" || name == "tools" || strings.HasPrefix(name, ".")
+// another module (tools/, with a go.mod of its own), npm packages, VCS
+// data, testdata.
+func skipDir(dir, name string) bool {
+	if name == "node_modules" || name == "testdata" || strings.HasPrefix(name, ".") {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil
 }
 
 // source is a hand-written non-test Go file of the tree, parsed.
@@ -89,7 +94,7 @@ func sources(root string) ([]source, error) {
 			return err
 		}
 		if d.IsDir() {
-			if p != root && skipDir(d.Name()) {
+			if p != root && skipDir(p, d.Name()) {
 				return filepath.SkipDir
 			}
 			return nil

@@ -32,7 +32,8 @@ func TestTreeKeepsRules(t *testing.T) {
 // TestRulesCatchBreaks: each rule fails on a tree that breaks it
 // (testdata/broken: a file over the size, a function over it, a domain
 // package importing the store, a door importing another) and holds on
-// one that keeps it (testdata/kept).
+// one that keeps it (testdata/kept, whose nested module is not its own
+// code however long its files).
 func TestRulesCatchBreaks(t *testing.T) {
 	rules := Rules{
 		Module: "example.com/m", MaxFileLines: 30, MaxFuncLines: 8,
