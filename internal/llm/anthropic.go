@@ -150,59 +150,16 @@ func anthropicParams(ctx context.Context, modelName string, req Request, message
 			}
 		case agent.RoleAssistant:
 			role = anthropic.MessageParamRoleAssistant
-			// A thinking block goes back only as the provider sealed it;
-			// reasoning without a signature (another provider's, before a
-			// fallback) is left out, as the API would refuse it.
-			for _, th := range m.Reasoning {
-				switch {
-				case th.Redacted != "":
-					blocks = append(blocks, anthropic.NewRedactedThinkingBlock(th.Redacted))
-				case th.Signature != "":
-					blocks = append(blocks, anthropic.NewThinkingBlock(th.Signature, th.Text))
-				}
-			}
-			if strings.TrimSpace(m.Content) != "" {
-				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
-			}
-			for _, tc := range m.ToolCalls {
-				if tc.ID == "" || tc.Name == "" {
-					return params, agent.Errorf(agent.CodeInvalid, "message %d: tool call without id or name", i)
-				}
-				args := json.RawMessage(tc.Arguments)
-				if strings.TrimSpace(tc.Arguments) == "" || !json.Valid(args) {
-					args = json.RawMessage(`{}`)
-				}
-				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, args, tc.Name))
+			var err error
+			if blocks, err = anthropicAssistant(i, m); err != nil {
+				return params, err
 			}
 		case agent.RoleTool:
-			if m.ToolCallID == "" {
-				return params, agent.Errorf(agent.CodeInvalid, "message %d: tool result without tool_call_id", i)
+			res, err := anthropicToolResult(ctx, req, i, m)
+			if err != nil {
+				return params, err
 			}
-			res := anthropic.ToolResultBlockParam{ToolUseID: m.ToolCallID}
-			if m.Content != "" {
-				res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfText: &anthropic.TextBlockParam{Text: m.Content}})
-			}
-			for j, part := range m.Parts {
-				b, err := anthropicPart(ctx, req, part, fmt.Sprintf("message %d part %d", i, j))
-				if agent.IsCode(err, agent.CodeInvalid) && part.Type != agent.PartText {
-					continue // a file the model cannot take (toolFileSkipped)
-				}
-				if err != nil {
-					return params, err
-				}
-				switch {
-				case b.OfImage != nil:
-					res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: b.OfImage})
-				case b.OfDocument != nil:
-					res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfDocument: b.OfDocument})
-				case b.OfText != nil:
-					res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfText: b.OfText})
-				}
-			}
-			if len(res.Content) == 0 {
-				res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfText: &anthropic.TextBlockParam{Text: "(no output)"}})
-			}
-			blocks = append(blocks, anthropic.ContentBlockParamUnion{OfToolResult: &res})
+			blocks = append(blocks, res)
 		default:
 			return params, agent.Errorf(agent.CodeInvalid, "message %d: unknown role %q", i, m.Role)
 		}
@@ -215,6 +172,90 @@ func anthropicParams(ctx context.Context, modelName string, req Request, message
 		}
 		params.Messages = append(params.Messages, anthropic.MessageParam{Role: role, Content: blocks})
 	}
+	tools, err := anthropicTools(req)
+	if err != nil {
+		return params, err
+	}
+	params.Tools = tools
+	if req.CacheKey != "" {
+		if n := len(params.Tools); n > 0 {
+			params.Tools[n-1].OfTool.CacheControl = anthropic.NewCacheControlEphemeralParam()
+		}
+		if len(params.System) > 0 {
+			params.System[0].CacheControl = anthropic.NewCacheControlEphemeralParam()
+		}
+	}
+	return params, nil
+}
+
+// anthropicAssistant is an assistant message's blocks, apart so that
+// anthropicParams stays readable.
+func anthropicAssistant(i int, m agent.Message) ([]anthropic.ContentBlockParamUnion, error) {
+	var blocks []anthropic.ContentBlockParamUnion
+	// A thinking block goes back only as the provider sealed it;
+	// reasoning without a signature (another provider's, before a
+	// fallback) is left out, as the API would refuse it.
+	for _, th := range m.Reasoning {
+		switch {
+		case th.Redacted != "":
+			blocks = append(blocks, anthropic.NewRedactedThinkingBlock(th.Redacted))
+		case th.Signature != "":
+			blocks = append(blocks, anthropic.NewThinkingBlock(th.Signature, th.Text))
+		}
+	}
+	if strings.TrimSpace(m.Content) != "" {
+		blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+	}
+	for _, tc := range m.ToolCalls {
+		if tc.ID == "" || tc.Name == "" {
+			return nil, agent.Errorf(agent.CodeInvalid, "message %d: tool call without id or name", i)
+		}
+		args := json.RawMessage(tc.Arguments)
+		if strings.TrimSpace(tc.Arguments) == "" || !json.Valid(args) {
+			args = json.RawMessage(`{}`)
+		}
+		blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, args, tc.Name))
+	}
+	return blocks, nil
+}
+
+// anthropicToolResult is a tool message's result block, its files the
+// model can take included, apart so that anthropicParams stays readable.
+func anthropicToolResult(ctx context.Context, req Request, i int, m agent.Message) (anthropic.ContentBlockParamUnion, error) {
+	if m.ToolCallID == "" {
+		return anthropic.ContentBlockParamUnion{}, agent.Errorf(agent.CodeInvalid, "message %d: tool result without tool_call_id", i)
+	}
+	res := anthropic.ToolResultBlockParam{ToolUseID: m.ToolCallID}
+	if m.Content != "" {
+		res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfText: &anthropic.TextBlockParam{Text: m.Content}})
+	}
+	for j, part := range m.Parts {
+		b, err := anthropicPart(ctx, req, part, fmt.Sprintf("message %d part %d", i, j))
+		if agent.IsCode(err, agent.CodeInvalid) && part.Type != agent.PartText {
+			continue // a file the model cannot take (toolFileSkipped)
+		}
+		if err != nil {
+			return anthropic.ContentBlockParamUnion{}, err
+		}
+		switch {
+		case b.OfImage != nil:
+			res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: b.OfImage})
+		case b.OfDocument != nil:
+			res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfDocument: b.OfDocument})
+		case b.OfText != nil:
+			res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfText: b.OfText})
+		}
+	}
+	if len(res.Content) == 0 {
+		res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfText: &anthropic.TextBlockParam{Text: "(no output)"}})
+	}
+	return anthropic.ContentBlockParamUnion{OfToolResult: &res}, nil
+}
+
+// anthropicTools is the request's tools, strict ones held to Anthropic's
+// limit, apart so that anthropicParams stays readable.
+func anthropicTools(req Request) ([]anthropic.ToolUnionParam, error) {
+	var tools []anthropic.ToolUnionParam
 	strict := 0
 	for _, t := range req.specs() {
 		// Strict as compiled (CompileTools keeps a request's strict
@@ -227,19 +268,11 @@ func anthropicParams(ctx context.Context, modelName string, req Request, message
 		}
 		tp, err := anthropicTool(t)
 		if err != nil {
-			return params, err
+			return tools, err
 		}
-		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+		tools = append(tools, anthropic.ToolUnionParam{OfTool: &tp})
 	}
-	if req.CacheKey != "" {
-		if n := len(params.Tools); n > 0 {
-			params.Tools[n-1].OfTool.CacheControl = anthropic.NewCacheControlEphemeralParam()
-		}
-		if len(params.System) > 0 {
-			params.System[0].CacheControl = anthropic.NewCacheControlEphemeralParam()
-		}
-	}
-	return params, nil
+	return tools, nil
 }
 
 // anthropicTool converts a compiled tool, strict as compiled; its
