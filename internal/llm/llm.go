@@ -354,6 +354,30 @@ func (r *Router) resolve(model string) (*provider, string, error) {
 	return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: unknown provider %q (known: %s)", model, name, strings.Join(agent.Providers(), ", "))
 }
 
+// callOptions are langchaingo's options of a call through an
+// OpenAI-wire provider, streaming aside.
+func callOptions(p *provider, modelName string, req Request, format json.RawMessage, tools []llms.Tool) []llms.CallOption {
+	opts := []llms.CallOption{llms.WithModel(modelName)}
+	if format != nil {
+		// The transport puts the schema in place of JSON mode's bare
+		// json_object (OutputFormat).
+		opts = append(opts, llms.WithJSONMode())
+	}
+	if len(tools) > 0 {
+		opts = append(opts, llms.WithTools(tools))
+	}
+	if req.MaxTokens > 0 {
+		opts = append(opts, llms.WithMaxTokens(req.MaxTokens))
+	}
+	if req.Temperature != nil {
+		opts = append(opts, llms.WithTemperature(*req.Temperature))
+	}
+	if p.legacyMaxTokens {
+		opts = append(opts, llms.WithMetadata(map[string]any{"openai:use_legacy_max_tokens": true}))
+	}
+	return opts
+}
+
 // Generate implements Model.
 func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 	p, modelName, err := r.resolve(req.Model)
@@ -400,24 +424,7 @@ func (r *Router) Generate(ctx context.Context, req Request) (*Response, error) {
 		st.reasoningEffort = req.ReasoningEffort
 	}
 	ctx = withCallState(ctx, st)
-	opts := []llms.CallOption{llms.WithModel(modelName)}
-	if format != nil {
-		// The transport puts the schema in place of JSON mode's bare
-		// json_object (OutputFormat).
-		opts = append(opts, llms.WithJSONMode())
-	}
-	if len(tools) > 0 {
-		opts = append(opts, llms.WithTools(tools))
-	}
-	if req.MaxTokens > 0 {
-		opts = append(opts, llms.WithMaxTokens(req.MaxTokens))
-	}
-	if req.Temperature != nil {
-		opts = append(opts, llms.WithTemperature(*req.Temperature))
-	}
-	if p.legacyMaxTokens {
-		opts = append(opts, llms.WithMetadata(map[string]any{"openai:use_legacy_max_tokens": true}))
-	}
+	opts := callOptions(p, modelName, req, format, tools)
 	if streaming {
 		opts = append(opts, streamOptions(&chunker{req: req, st: st})...)
 	}
