@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ListEntries splits a comma-separated setting (AGENTFLOW_SECRETS, an
+// allowlist, a role map) into its entries, trimmed, without the empty ones
+// a trailing or doubled comma leaves.
+func ListEntries(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Listed names things in a message: "none" for none, else the first most
+// of them, comma-separated, and how many more there are.
+func Listed(names []string, most int) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	if len(names) > most {
+		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Clip shortens s to at most n bytes, cut at a rune boundary, marking the
+// cut with "…".
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
