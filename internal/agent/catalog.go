@@ -66,3 +66,21 @@ type TenantCatalog struct {
 	ModelLimits        map[string]ModelLimits
 	ReplaceModelLimits bool
 }
+
+// Rule routes a tenant's requests that name no agent: the rules are tried
+// in priority order (highest first, then by name) and the first whose
+// condition holds names the agent. Conditions are CEL expressions over
+// the request (see internal/routing).
+type Rule struct {
+	Name      string `json:"name"`
+	Priority  int    `json:"priority"`
+	Condition string `json:"condition"` // CEL, must evaluate to a bool
+	AgentID   string `json:"agent_id"`
+}
+
+// RuleError is a routing rule skipped because its condition failed when
+// it was evaluated, e.g. "no such key: tier".
+type RuleError struct {
+	Rule string `json:"rule"`
+	Err  string `json:"error"`
+}
