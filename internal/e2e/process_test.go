@@ -30,7 +30,7 @@ type procEnv struct {
 	logger  *zap.Logger
 }
 
-// newProcEnv builds the worker, applies the catalog documents and connects
+// newProcEnv builds the worker (with the scripted model), applies the catalog documents and connects
 // a client; the workers answer with modelScript.
 func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs ...string) *procEnv {
 	t.Helper()
@@ -38,7 +38,7 @@ func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs 
 	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + testserver.RandomID(),
 		logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	address, namespace := devtest.Temporal(t)
-	out, err := exec.Command("go", "build", "-o", p.bin, "github.com/agentflow/agentflow/worker").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "scripted", "-o", p.bin, "github.com/agentflow/agentflow/worker").CombinedOutput()
 	require.NoError(t, err, string(out))
 	scriptFile := filepath.Join(dir, "script.yaml")
 	require.NoError(t, os.WriteFile(scriptFile, []byte(modelScript), 0o644))
