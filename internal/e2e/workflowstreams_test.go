@@ -125,9 +125,13 @@ func wsFollow(ctx context.Context, c client.Client, workflowID string, topics []
 				time.Sleep(wsCooldown)
 				continue
 			}
-			desc, derr := c.DescribeWorkflowExecution(ctx, workflowID, polledRun)
+			// Its own bound: the poll may have used up ctx's.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			desc, derr := c.DescribeWorkflowExecution(dctx, workflowID, polledRun)
+			cancel()
 			if derr != nil {
-				return f, fmt.Errorf("poll: %w; describe: %v", err, derr)
+				return f, fmt.Errorf("poll from offset %d (%d answers from %d runs, %d attempts made again): %w; describe: %v",
+					offset, len(f.answers), len(f.runs), f.stalled, err, derr)
 			}
 			switch desc.GetWorkflowExecutionInfo().GetStatus() {
 			case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:

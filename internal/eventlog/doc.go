@@ -215,7 +215,9 @@
 // reads the end — then answers the polls still waiting with what the log
 // holds, and any that still reaches it at once, and waits for every
 // handler to finish. (A run that continues as new refuses new polls with
-// StreamDraining instead: its next run answers them.) A subscriber polling as the turn ends thus receives
+// StreamDraining instead: its next run answers them, and a last run that
+// a subscriber of the runs before has not reached yet waits up to
+// StreamCatchUp for its poll.) A subscriber polling as the turn ends thus receives
 // every event through the final status; a later one (the workflow has
 // closed) reads the events query or agentflow's channels. Subscribers
 // should stop at the terminal event: the stream has no other end marker.

@@ -162,6 +162,12 @@ func (l *Log) ReadTo(offset int64) {
 // workflow.
 const StreamGrace = time.Second
 
+// StreamCatchUp is how long a turn's last run waits for a subscriber that
+// polled the runs before it to reach it (DrainStream): the subscriber
+// polls again once the run before has closed, which on a loaded server
+// takes seconds.
+const StreamCatchUp = 10 * time.Second
+
 // DrainStream ends the stream before the workflow returns. The run keeps
 // answering polls until open (the turn's window for subscribers to come:
 // agent.TurnRequest.StreamWindowSec, from its start), and a run that was
@@ -192,6 +198,16 @@ func (l *Log) DrainStream(ctx workflow.Context, open time.Time, windowed bool) {
 	// The turn's own context may be cancelled; the polls are answered all
 	// the same.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if !l.polled && l.read >= 0 {
+		// A subscriber read the runs before this one and has not reached
+		// it yet: it was sent away as the last run handed on, and a short
+		// last run can end before its next poll arrives. The run waits
+		// for that poll a while, as it would keep answering a subscriber
+		// it had seen.
+		_, _ = workflow.AwaitWithOptions(dctx, workflow.AwaitOptions{
+			Timeout: StreamCatchUp, TimerOptions: workflow.TimerOptions{Summary: "Workflow Streams subscriber of the runs before"},
+		}, func() bool { return l.polled })
+	}
 	now := workflow.Now(dctx)
 	until, summary := open, "Workflow Streams window for subscribers to come"
 	if l.polled && now.Add(StreamGrace).After(until) {

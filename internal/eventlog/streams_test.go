@@ -369,3 +369,67 @@ func TestStreamWindow(t *testing.T) {
 		})
 	}
 }
+
+// lastRunWorkflow is a turn's last run: it restores the stream handed
+// on, logs the final status and drains, and reports how long that took.
+func lastRunWorkflow(ctx workflow.Context, s agent.StreamState) (time.Duration, error) {
+	start := workflow.Now(ctx)
+	l, err := Restore("turn/demo/j", s)
+	if err != nil {
+		return 0, err
+	}
+	if err := l.Register(ctx, "demo"); err != nil {
+		return 0, err
+	}
+	if err := l.ServeStream(ctx, func(workflow.Context) bool { return true }); err != nil {
+		return 0, err
+	}
+	l.Append(agent.Event{Kind: agent.EventStatus, Status: agent.StreamCompleted})
+	l.DrainStream(ctx, start, false)
+	return workflow.Now(ctx).Sub(start), nil
+}
+
+// TestStreamCarriedSubscriber: a last run that a subscriber of the runs
+// before has not reached waits for its poll (up to StreamCatchUp) and
+// answers it with the end of the stream; a run no one polled before
+// returns at once.
+func TestStreamCarriedSubscriber(t *testing.T) {
+	before := New("turn/demo/j")
+	before.Append(agent.Event{Kind: agent.EventToken, Text: "a"})
+	for _, tc := range []struct {
+		name   string
+		read   bool
+		pollAt time.Duration // 0: no poll comes
+		took   time.Duration
+	}{
+		{name: "no one polled", took: 0},
+		{name: "the subscriber comes", read: true, pollAt: 3 * time.Second, took: 3*time.Second + StreamGrace},
+		{name: "the subscriber never comes", read: true, took: StreamCatchUp},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := before.Carry(1 << 20)
+			require.NoError(t, err)
+			if tc.read {
+				read := int64(1)
+				s.ReadOffset = &read
+			}
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			env.RegisterWorkflow(lastRunWorkflow)
+			var late *polled
+			if tc.pollAt > 0 {
+				env.RegisterDelayedCallback(func() { late = poll(env, PollInput{FromOffset: 1}) }, tc.pollAt)
+			}
+			env.ExecuteWorkflow(lastRunWorkflow, s)
+			require.NoError(t, env.GetWorkflowError())
+			var took time.Duration
+			require.NoError(t, env.GetWorkflowResult(&took))
+			require.Equal(t, tc.took, took)
+			if late != nil {
+				require.True(t, late.completed)
+				require.NoError(t, late.err)
+				require.Equal(t, []int64{1}, offsetsOf(late.res.Items), "the subscriber reads the final status")
+			}
+		})
+	}
+}
