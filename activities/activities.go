@@ -18,6 +18,7 @@ import (
 	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/program"
@@ -84,10 +85,9 @@ type Deps struct {
 	// the result is returned (see DefaultMaxResultBytes for why 1 MiB);
 	// lower it with the server's limit.blobSize.error. Default 1 MiB.
 	MaxResultBytes int
-	// TraceContent records prompts, replies, tool arguments and tool
-	// output on the model and tool calls' spans (AGENTFLOW_TRACE_CONTENT).
-	// Default: off, spans carry names, counts and codes only.
-	TraceContent bool
+	// Hooks run around every model and tool call (internal/hooks):
+	// tracing and the concerns a worker adds. Default: none.
+	Hooks *hooks.Registry
 	// TelegramAPI is the Bot API's base URL the Deliver activity sends
 	// Telegram answers to (AGENTFLOW_TELEGRAM_API). Default
 	// DefaultTelegramAPI.
@@ -135,6 +135,7 @@ type Activities struct {
 	interrupt  func(ctx context.Context, streamID string) error
 	gate       approval.Gate
 	governor   *governor.Governor
+	hooks      *hooks.Registry
 
 	knowledge *knowledge.Store
 	embedder  knowledge.Embedder
@@ -146,7 +147,6 @@ type Activities struct {
 	sessionWindow   int
 	dataInlineBytes int
 	maxResultBytes  int
-	traceContent    bool
 	telegramAPI     string
 	maxModelTimeout time.Duration
 	maxToolTimeout  time.Duration
@@ -181,7 +181,7 @@ func New(d Deps) (*Activities, error) {
 	}
 	return &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, tenants: d.Tenants, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, gate: approval.Gate{Checker: checker, Policies: d.Tools, Grants: d.Store}, governor: d.Governor, traceContent: d.TraceContent, vault: d.Vault,
+		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, gate: approval.Gate{Checker: checker, Policies: d.Tools, Grants: d.Store}, governor: d.Governor, hooks: d.Hooks, vault: d.Vault,
 		maxModelTimeout: d.MaxModelTimeout,
 		maxToolTimeout:  d.MaxToolTimeout,
 		knowledge:       d.Knowledge,

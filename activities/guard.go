@@ -18,6 +18,7 @@ import (
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/telemetry"
 )
 
 // stageCheck is one custom guard of an agent's chain (http, moderation or
@@ -126,16 +127,16 @@ func (a *Activities) askGuardTool(ctx context.Context, ag agent.Agent, in contra
 	// and emits no events.
 	call, err := a.call(ctx, ag, tin, nil, nil)
 	if err != nil {
-		return "", fmt.Errorf("the tool runtime failed (%s)", errorType(err))
+		return "", fmt.Errorf("the tool runtime failed (%s)", telemetry.ErrorType(err))
 	}
 	out, toolErr, err := a.runTool(ctx, spec, tin, call, func(string) {})
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("the tool runtime failed (%s)", errorType(err))
+		return "", fmt.Errorf("the tool runtime failed (%s)", telemetry.ErrorType(err))
 	case toolErr != nil && ctx.Err() != nil:
 		return "", ctx.Err()
 	case toolErr != nil:
-		return "", fmt.Errorf("the call failed (%s)", errorType(toolErr))
+		return "", fmt.Errorf("the call failed (%s)", telemetry.ErrorType(toolErr))
 	}
 	return out.Text, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/governor"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
@@ -32,7 +33,8 @@ import (
 //
 // It runs as named stages over one modelCall, in order: load, then —
 // unless an earlier attempt stored the reply (replayStored) — prompt,
-// guardIn, reserve, admit, stream and guardOut (inside the call's span),
+// guardIn, reserve, admit, stream and guardOut (inside the registry's
+// hooks: tracing's span, a team's own),
 // price and store. What the stages acquire (a budget reservation, the
 // provider governor's admission, the stream or a heartbeat) is given
 // back by one clean-up, once, whichever stage fails (modelCall.cleanUp).
@@ -101,7 +103,7 @@ func (a *Activities) callModel(ctx context.Context, in contract.CallModelInput, 
 	}
 	defer m.cleanUp(ctx)
 	for _, stage := range []func(context.Context) error{
-		m.prompt, m.guardIn, m.reserve, m.admit, m.traced(m.stream, m.guardOut), m.price, m.store,
+		m.prompt, m.guardIn, m.reserve, m.admit, m.hooked(m.stream, m.guardOut), m.price, m.store,
 	} {
 		if err := stage(ctx); err != nil {
 			return contract.CallModelResult{}, err
@@ -128,7 +130,8 @@ type modelCall struct {
 	// reserve and admit, given back by cleanUp
 	held   bool             // a budget reservation may be held under the attempt's key
 	permit *governor.Permit // the governor's admission; nil: none, or ended (endAdmission)
-	// stream and guardOut
+	// stream and guardOut, inside the hooks (hooked)
+	hook      *hooks.ModelCall
 	out       replyOut
 	streamed  atomic.Pointer[eventlog.Batcher] // the call's stream once open, for its heartbeats (beat)
 	waiting   atomic.Pointer[string]           // what the governor holds the call for, for its heartbeats
@@ -219,6 +222,9 @@ func (m *modelCall) stream(ctx context.Context) error {
 	}
 	if m.out.st != nil {
 		req.OnChunk = m.out.chunk
+	}
+	if m.a.hooks.Chunks() {
+		req.OnChunk = m.hookChunks(req.OnChunk)
 	}
 	resp, err := m.a.model.Generate(ctx, req)
 	if err == nil {

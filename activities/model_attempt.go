@@ -11,6 +11,8 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/hooks"
+	"github.com/agentflow/agentflow/internal/llm"
 )
 
 // replayStored returns the reply an earlier attempt stored but did not
@@ -139,4 +141,44 @@ func (a *Activities) liveFirst(in contract.CallModelInput) bool {
 // (contract.CallModelInput.AttemptBase).
 func stepAttempt(ctx context.Context, in contract.CallModelInput) int {
 	return in.AttemptBase + int(activity.GetInfo(ctx).Attempt)
+}
+
+// hooked runs stages inside the registry's model hooks (internal/hooks):
+// what they see of the call is what the model reads, and of its reply
+// what is stored, past the output guard. A start hook may change the
+// messages, or refuse the call.
+func (m *modelCall) hooked(stages ...func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		in, reg := m.in, m.a.hooks
+		call := &hooks.ModelCall{TenantID: in.TenantID, AgentID: in.AgentID, JobID: in.JobID, SessionID: in.SessionID,
+			AgentVersion: in.AgentVersion, Step: in.Seq, Model: m.ag.Model, Messages: m.msgs}
+		ctx, err := reg.ModelStart(ctx, call)
+		if err != nil {
+			return err
+		}
+		m.msgs, m.hook = call.Messages, call
+		for _, stage := range stages {
+			if err := stage(ctx); err != nil {
+				reg.ModelError(ctx, call, err)
+				return err
+			}
+		}
+		r := m.resp
+		reg.ModelEnd(ctx, call, &hooks.ModelReply{Model: r.Model, Message: r.Message, Reasoning: r.Reasoning, Usage: r.Usage, FinishReason: r.FinishReason})
+		return nil
+	}
+}
+
+// hookChunks hands each chunk of the stream to the hooks that take
+// chunks, then to next (nil: none).
+func (m *modelCall) hookChunks(next func(context.Context, llm.Chunk) error) func(context.Context, llm.Chunk) error {
+	return func(ctx context.Context, c llm.Chunk) error {
+		if c.Kind == llm.ChunkText || c.Kind == llm.ChunkReasoning {
+			m.a.hooks.ModelChunk(ctx, m.hook, string(c.Kind), c.Text)
+		}
+		if next == nil {
+			return nil
+		}
+		return next(ctx, c)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/effects"
+	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -58,7 +59,7 @@ func (a *Activities) reconcile(ctx context.Context, ag agent.Agent, spec agent.T
 	}
 	answer, err := a.readBack(ctx, ag, read, in, raw)
 	if err != nil {
-		return keep("the read failed ("+errorType(err)+")", err)
+		return keep("the read failed ("+telemetry.ErrorType(err)+")", err)
 	}
 	input["answer"] = answer.value
 	found, ok, err := a.tools.Reconcile(ctx, rec.Found, input)

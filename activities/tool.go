@@ -15,6 +15,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/effects"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/redact"
@@ -287,15 +288,25 @@ func (a *Activities) runTool(ctx context.Context, spec agent.Tool, in contract.E
 		return tools.Output{}, nil, err
 	}
 	defer permit.Done(ctx, nil)
-	spanCtx, span := a.startToolSpan(ctx, in, spec)
-	out, toolErr = a.tools.Execute(spanCtx, spec, call)
+	hook := &hooks.ToolCall{TenantID: in.TenantID, AgentID: in.AgentID, JobID: in.JobID, AgentVersion: in.AgentVersion,
+		Kind: spec.Kind, ID: in.Call.ID, Name: in.Call.Name, Arguments: json.RawMessage(in.Call.Arguments)}
+	hctx, err := a.hooks.ToolStart(ctx, hook)
+	if err != nil {
+		return tools.Output{}, nil, err
+	}
+	out, toolErr = a.tools.Execute(hctx, spec, call)
 	if toolErr == nil {
-		if err := a.redactOutput(ctx, pii, in.TenantID, scope, &out); err != nil {
-			a.endToolSpan(span, tools.Output{}, err)
-			return tools.Output{}, nil, err
+		toolErr = a.redactOutput(ctx, pii, in.TenantID, scope, &out)
+		if toolErr != nil {
+			a.hooks.ToolError(hctx, hook, toolErr)
+			return tools.Output{}, nil, toolErr
 		}
 	}
-	a.endToolSpan(span, out, toolErr)
+	if toolErr != nil {
+		a.hooks.ToolError(hctx, hook, toolErr)
+	} else {
+		a.hooks.ToolEnd(hctx, hook, &hooks.ToolResult{Text: out.Text})
+	}
 	return out, toolErr, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/doors"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
@@ -274,6 +275,11 @@ type Config struct {
 	// kinds of its own, and for tests. Not from the environment; default
 	// none.
 	ToolKinds []tools.Kind
+	// Hooks run around every model and tool call, after tracing
+	// (internal/hooks), for a program that embeds the server with
+	// concerns of its own: a guard, an audit log. Not from the
+	// environment; default none.
+	Hooks []hooks.Handler
 	// StopTimeout is how long a worker told to stop (SIGTERM) lets the
 	// activities in flight finish — model calls stream to their end — once
 	// it has stopped polling; what is still running then is cancelled and

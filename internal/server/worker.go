@@ -14,11 +14,13 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/jqproc"
 	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/program"
+	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/workflows"
 )
@@ -104,7 +106,7 @@ func (s *Server) newActivities(model *llm.Router, gov *governor.Governor, embedd
 			return pglive.Interrupt(ctx, s.store.Pool(), streamID)
 		},
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
-		TraceContent: s.cfg.TraceContent, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
+		Hooks: s.hooks(), Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 		MaxToolTimeout: s.cfg.MaxToolTimeout,
 		Knowledge:      s.knowledge, Embedder: embedder,
 		Memories: s.knowledge.Memories(embedder, s.memoryModel()),
@@ -158,4 +160,11 @@ func orDefault(n, def int) int {
 		return def
 	}
 	return n
+}
+
+// hooks are what runs around every model and tool call: tracing first,
+// so that its spans hold what the hooks after it do, then the hooks the
+// program that embeds the server adds (Config.Hooks).
+func (s *Server) hooks() *hooks.Registry {
+	return hooks.New(append([]hooks.Handler{telemetry.GenAI(s.cfg.TraceContent)}, s.cfg.Hooks...)...)
 }

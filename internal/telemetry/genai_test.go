@@ -1,4 +1,4 @@
-package activities
+package telemetry
 
 import (
 	"context"
@@ -31,12 +31,12 @@ func TestContentJSON(t *testing.T) {
 		{"empty", []agent.Message{{Role: agent.RoleAssistant}}, `[{"role":"assistant","parts":[]}]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := contentJSON(tc.msgs)
+			got := ContentJSON(tc.msgs)
 			require.JSONEq(t, tc.want, got)
 		})
 	}
-	long := contentJSON([]agent.Message{{Role: agent.RoleUser, Content: strings.Repeat("x", 2*maxTraceContent)}})
-	require.LessOrEqual(t, len(long), maxTraceContent+len("…"), "cut to the bound")
+	long := ContentJSON([]agent.Message{{Role: agent.RoleUser, Content: strings.Repeat("x", 2*MaxTraceContent)}})
+	require.LessOrEqual(t, len(long), MaxTraceContent+len("…"), "cut to the bound")
 	require.False(t, json.Valid([]byte(long)), "a cut document is not whole JSON")
 }
 
@@ -51,6 +51,6 @@ func TestErrorType(t *testing.T) {
 		{fmt.Errorf("call: %w", context.DeadlineExceeded), "timeout"},
 		{fmt.Errorf("something else"), "_OTHER"},
 	} {
-		require.Equal(t, tc.want, errorType(tc.err), "%v", tc.err)
+		require.Equal(t, tc.want, ErrorType(tc.err), "%v", tc.err)
 	}
 }

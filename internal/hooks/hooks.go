@@ -1,0 +1,225 @@
+// Package hooks is the one registry of what runs around a turn's model
+// and tool calls in the worker's activities: tracing, a team's own
+// guards, audit, metrics of its own. A concern is a Handler — a name and
+// the callbacks it needs, each optional — registered once; the activities
+// call the Registry at each point and name no concern.
+//
+// The shape is eino's callbacks and adk-go's plugins: start, end and
+// error around each component's call, and a stream variant for the
+// model's chunks. Start callbacks run in the order the handlers were
+// registered, end and error callbacks in the reverse order, so a handler
+// that wraps the call (a span) sees it whole. A start callback may return
+// a new context (the call, and the handlers after it, run under it) or
+// refuse the call with an error: Refuse for a refusal the model and the
+// caller are told about (agent.CodeGuardrailTripped), any other error
+// for a failure the activity retries.
+//
+// Hooks run in activities, so they may do I/O; they run on every attempt
+// of a call. Deterministic hooks on the turn itself are the workflow's
+// components (workflows/component.go).
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+// ModelCall is a model call as hooks see it: whose it is and what the
+// model reads, after the turn's prompt, context policy and input guards.
+// Start callbacks may change Messages (a redaction of their own); the
+// model reads what they leave.
+type ModelCall struct {
+	TenantID, AgentID, JobID, SessionID string
+	AgentVersion                        int
+	// Step is the model call's step in its turn.
+	Step int
+	// Model is "provider:name", the model this attempt calls.
+	Model    string
+	Messages []agent.Message
+}
+
+// ModelReply is what the model answered, past the output guard.
+type ModelReply struct {
+	Model        string
+	Message      agent.Message
+	Reasoning    string
+	Usage        agent.Usage
+	FinishReason string
+}
+
+// ToolCall is a tool call as hooks see it. Arguments are the model's,
+// as the history keeps them (redacted values stay placeholders).
+type ToolCall struct {
+	TenantID, AgentID, JobID string
+	AgentVersion             int
+	// Kind is the tool's kind (calculator, openapi_action, a Go
+	// function's name…).
+	Kind      string
+	ID, Name  string
+	Arguments json.RawMessage
+}
+
+// ToolResult is what a tool call returned: the text the model reads.
+type ToolResult struct {
+	Text string
+}
+
+// Handler is one concern's callbacks; leave unset what it does not need.
+type Handler struct {
+	// Name says whose handler it is, in errors and logs.
+	Name string
+
+	ModelStart func(ctx context.Context, c *ModelCall) (context.Context, error)
+	// ModelChunk sees each piece of a streamed reply as it comes (text
+	// and reasoning, before the output guard holds it back); it must
+	// be quick: the stream waits for it.
+	ModelChunk func(ctx context.Context, c *ModelCall, kind, text string)
+	ModelEnd   func(ctx context.Context, c *ModelCall, r *ModelReply)
+	ModelError func(ctx context.Context, c *ModelCall, err error)
+
+	ToolStart func(ctx context.Context, c *ToolCall) (context.Context, error)
+	ToolEnd   func(ctx context.Context, c *ToolCall, r *ToolResult)
+	ToolError func(ctx context.Context, c *ToolCall, err error)
+}
+
+// Registry holds the handlers, in registration order. Build it before the
+// worker starts; it is read concurrently and never changed after.
+type Registry struct {
+	handlers []Handler
+}
+
+// New returns a registry of handlers, in order.
+func New(handlers ...Handler) *Registry {
+	return &Registry{handlers: handlers}
+}
+
+// Handlers are the registry's handlers, in order (nil registry: none).
+func (r *Registry) Handlers() []Handler {
+	if r == nil {
+		return nil
+	}
+	return r.handlers
+}
+
+// Refuse is the error a start callback returns to refuse a call: the
+// turn ends GuardrailTripped with reason, which the caller is shown.
+func Refuse(format string, args ...any) error {
+	return agent.Errorf(agent.CodeGuardrailTripped, format, args...)
+}
+
+// ModelStart runs the handlers' ModelStart in order. When one fails, the
+// handlers started before it see the error (ModelError), and the call is
+// not made.
+func (r *Registry) ModelStart(ctx context.Context, c *ModelCall) (context.Context, error) {
+	hs := r.Handlers()
+	for i, h := range hs {
+		if h.ModelStart == nil {
+			continue
+		}
+		next, err := h.ModelStart(ctx, c)
+		if err != nil {
+			err = named(h.Name, err)
+			for j := i - 1; j >= 0; j-- {
+				if f := hs[j].ModelError; f != nil {
+					f(ctx, c, err)
+				}
+			}
+			return ctx, err
+		}
+		ctx = next
+	}
+	return ctx, nil
+}
+
+// ModelChunk runs the handlers' ModelChunk in order.
+func (r *Registry) ModelChunk(ctx context.Context, c *ModelCall, kind, text string) {
+	for _, h := range r.Handlers() {
+		if h.ModelChunk != nil {
+			h.ModelChunk(ctx, c, kind, text)
+		}
+	}
+}
+
+// Chunks reports whether a handler takes the stream's chunks.
+func (r *Registry) Chunks() bool {
+	for _, h := range r.Handlers() {
+		if h.ModelChunk != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ModelEnd runs the handlers' ModelEnd in reverse order.
+func (r *Registry) ModelEnd(ctx context.Context, c *ModelCall, reply *ModelReply) {
+	hs := r.Handlers()
+	for i := len(hs) - 1; i >= 0; i-- {
+		if f := hs[i].ModelEnd; f != nil {
+			f(ctx, c, reply)
+		}
+	}
+}
+
+// ModelError runs the handlers' ModelError in reverse order.
+func (r *Registry) ModelError(ctx context.Context, c *ModelCall, err error) {
+	hs := r.Handlers()
+	for i := len(hs) - 1; i >= 0; i-- {
+		if f := hs[i].ModelError; f != nil {
+			f(ctx, c, err)
+		}
+	}
+}
+
+// ToolStart runs the handlers' ToolStart in order, as ModelStart does.
+func (r *Registry) ToolStart(ctx context.Context, c *ToolCall) (context.Context, error) {
+	hs := r.Handlers()
+	for i, h := range hs {
+		if h.ToolStart == nil {
+			continue
+		}
+		next, err := h.ToolStart(ctx, c)
+		if err != nil {
+			err = named(h.Name, err)
+			for j := i - 1; j >= 0; j-- {
+				if f := hs[j].ToolError; f != nil {
+					f(ctx, c, err)
+				}
+			}
+			return ctx, err
+		}
+		ctx = next
+	}
+	return ctx, nil
+}
+
+// ToolEnd runs the handlers' ToolEnd in reverse order.
+func (r *Registry) ToolEnd(ctx context.Context, c *ToolCall, res *ToolResult) {
+	hs := r.Handlers()
+	for i := len(hs) - 1; i >= 0; i-- {
+		if f := hs[i].ToolEnd; f != nil {
+			f(ctx, c, res)
+		}
+	}
+}
+
+// ToolError runs the handlers' ToolError in reverse order.
+func (r *Registry) ToolError(ctx context.Context, c *ToolCall, err error) {
+	hs := r.Handlers()
+	for i := len(hs) - 1; i >= 0; i-- {
+		if f := hs[i].ToolError; f != nil {
+			f(ctx, c, err)
+		}
+	}
+}
+
+// named says which handler refused or failed, keeping an agent error's
+// code (a refusal stays a refusal).
+func named(name string, err error) error {
+	if name == "" {
+		return err
+	}
+	return fmt.Errorf("hook %s: %w", name, err)
+}

@@ -1,0 +1,86 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+)
+
+type key string
+
+// recorder is a handler that records each callback it gets, and what
+// the context it got carries of the handlers before it.
+func recorder(t *testing.T, name string, got *[]string, refuse error) Handler {
+	return Handler{
+		Name: name,
+		ModelStart: func(ctx context.Context, c *ModelCall) (context.Context, error) {
+			*got = append(*got, name+".start")
+			if refuse != nil {
+				return ctx, refuse
+			}
+			c.Messages = append(c.Messages, agent.Message{Role: agent.RoleSystem, Content: name})
+			return context.WithValue(ctx, key(name), true), nil
+		},
+		ModelEnd: func(ctx context.Context, _ *ModelCall, _ *ModelReply) {
+			*got = append(*got, name+".end")
+			require.Equal(t, true, ctx.Value(key(name)), "an end sees its own start's context")
+		},
+		ModelError: func(_ context.Context, _ *ModelCall, err error) { *got = append(*got, name+".error:"+err.Error()) },
+		ToolStart: func(ctx context.Context, _ *ToolCall) (context.Context, error) {
+			*got = append(*got, name+".tool")
+			return ctx, refuse
+		},
+		ToolError: func(_ context.Context, _ *ToolCall, err error) { *got = append(*got, name+".toolerror") },
+	}
+}
+
+func TestRegistryOrder(t *testing.T) {
+	var got []string
+	r := New(recorder(t, "a", &got, nil), Handler{Name: "empty"}, recorder(t, "b", &got, nil))
+	c := &ModelCall{}
+	ctx, err := r.ModelStart(context.Background(), c)
+	require.NoError(t, err)
+	require.Equal(t, true, ctx.Value(key("a")))
+	require.Equal(t, true, ctx.Value(key("b")))
+	require.Len(t, c.Messages, 2, "each start may change what the model reads")
+	r.ModelEnd(ctx, c, &ModelReply{})
+	require.Equal(t, []string{"a.start", "b.start", "b.end", "a.end"}, got, "starts in order, ends in reverse")
+	require.False(t, r.Chunks())
+}
+
+func TestRegistryRefusal(t *testing.T) {
+	var got []string
+	r := New(recorder(t, "a", &got, nil), recorder(t, "guard", &got, Refuse("no secrets")), recorder(t, "c", &got, nil))
+	_, err := r.ModelStart(context.Background(), &ModelCall{})
+	var ae *agent.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, agent.CodeGuardrailTripped, ae.Code, "a refusal keeps its code")
+	require.ErrorContains(t, err, "hook guard")
+	require.Equal(t, []string{"a.start", "guard.start", "a.error:" + err.Error()}, got,
+		"the handlers started before see the error; those after never start")
+
+	got = nil
+	_, err = r.ToolStart(context.Background(), &ToolCall{})
+	require.Error(t, err)
+	require.Equal(t, []string{"a.tool", "guard.tool", "a.toolerror"}, got)
+
+	// A failure that is not a refusal stays one the activity retries.
+	r = New(Handler{Name: "audit", ToolStart: func(ctx context.Context, _ *ToolCall) (context.Context, error) {
+		return ctx, errors.New("audit log unavailable")
+	}})
+	_, err = r.ToolStart(context.Background(), &ToolCall{})
+	require.False(t, errors.As(err, &ae))
+}
+
+func TestNilRegistry(t *testing.T) {
+	var r *Registry
+	ctx, err := r.ModelStart(context.Background(), &ModelCall{})
+	require.NoError(t, err)
+	r.ModelEnd(ctx, &ModelCall{}, &ModelReply{})
+	r.ToolEnd(ctx, &ToolCall{}, &ToolResult{})
+	require.False(t, r.Chunks())
+}
