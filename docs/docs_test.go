@@ -162,6 +162,9 @@ func TestPackageMap(t *testing.T) {
 			continue // a description's next line
 		}
 		p := strings.TrimSuffix(strings.Fields(line)[0], "/")
+		if p == "." {
+			p = "" // the module's root package
+		}
 		require.False(t, seen[p], "%s is listed twice", p)
 		require.Greater(t, len(strings.Fields(line)), 1, "%s has a line saying what it holds", p)
 		seen[p] = true

@@ -3,12 +3,12 @@
 package main
 
 import (
+	"github.com/agentflow/agentflow"
 	"github.com/agentflow/agentflow/internal/scripted"
-	"github.com/agentflow/agentflow/internal/server"
 )
 
 // scriptedModel serves the offline scripted model when AGENTFLOW_SCRIPT
 // asks for it: linked into workers built with -tags scripted only (the
 // docker-compose image, `starter up --production`), never into the
 // production image.
-func scriptedModel() server.ScriptedModel { return scripted.Serve }
+func scriptedModel() agentflow.ScriptedModel { return scripted.Serve }

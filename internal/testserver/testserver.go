@@ -49,6 +49,7 @@ import (
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
@@ -155,6 +156,9 @@ type Options struct {
 	// ToolKinds are tool kinds the worker offers beside the built-in
 	// ones, for tests of what a tool can do. Default: none.
 	ToolKinds []tools.Kind
+	// Hooks run around every model and tool call after tracing
+	// (server.Config.Hooks). Default: none.
+	Hooks []hooks.Handler
 	// TemporalAddress and Namespace are a Temporal server of the test's
 	// own, for instance a dev server with its Web UI, and
 	// TemporalHTTPAddress its HTTP API, closed to tools. Default: the dev
@@ -314,6 +318,7 @@ func (s *Server) config(t testing.TB, opts Options, st stack) server.Config {
 		TraceContent:             opts.TraceContent,
 		TelegramAPI:              opts.TelegramAPI,
 		ToolKinds:                opts.ToolKinds,
+		Hooks:                    opts.Hooks,
 		MaxStreamsPerTenant:      opts.MaxStreamsPerTenant,
 		HTTPBodyTimeout:          opts.HTTPBodyTimeout,
 		ModelLimits:              opts.ModelLimits,

@@ -1,0 +1,84 @@
+package ownworker_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/examples/ownworker"
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/turnclient"
+)
+
+func TestMain(m *testing.M) { devtest.Main(m) }
+
+// script is the model: it asks the weather tool, answers from what it
+// returned, and once sends arguments the tool's schema does not take.
+const script = `
+rules:
+  - name: answer
+    when: {tool: '"temp_c":22'}
+    reply: {text: 'It is 22 °C and sunny in Lisbon.'}
+  - name: told-off
+    when: {tool: '^error: weather: arguments'}
+    reply: {text: 'I asked the wrong way.'}
+  - name: ask
+    when: {user: 'Lisbon'}
+    reply: {tool_calls: [{name: weather, arguments: '{"city": "Lisbon"}'}]}
+  - name: ask-badly
+    when: {user: 'Oslo'}
+    reply: {tool_calls: [{name: weather, arguments: '{"town": "Oslo"}'}]}
+`
+
+// TestOwnWorker runs the example's worker options on agentflow's runtime:
+// the Go function is a tool whose schema the model is shown and whose
+// arguments are checked, and the guard hook refuses a model call.
+func TestOwnWorker(t *testing.T) {
+	catalog, err := os.ReadFile("catalog.yaml")
+	require.NoError(t, err)
+	o := ownworker.Options()
+	srv := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{string(catalog)}, ToolKinds: o.Tools, Hooks: o.Hooks})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	turn := func(prompt string) agent.TurnResult {
+		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: prompt, JobID: "own-" + testserver.RandomID()}
+		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
+		require.NoError(t, err)
+		res, err := turnclient.Result(ctx, run)
+		require.NoError(t, err)
+		return res
+	}
+
+	res := turn("What is the weather in Lisbon?")
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, "It is 22 °C and sunny in Lisbon.", res.Output)
+	require.Len(t, res.Metadata.ToolCalls, 1)
+	require.Equal(t, "weather", res.Metadata.ToolCalls[0].Tool)
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+	first := srv.Model.Requests()[0]
+	require.Contains(t, first.ToolsJSON, `"city"`, "the schema is made from the Go type")
+	require.Contains(t, first.ToolsJSON, "the city, e.g. Lisbon")
+
+	res = turn("And in Oslo?")
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, "I asked the wrong way.", res.Output, "arguments the schema refuses go back to the model")
+	require.Equal(t, agent.ToolError, res.Metadata.ToolCalls[0].Status)
+
+	before := len(srv.Model.Requests())
+	res = turn("My card is 4111 1111 1111 1111: will it rain in Lisbon?")
+	require.Equal(t, agent.StatusFailed, res.Status)
+	require.Equal(t, agent.ErrTypeGuardrailTripped, res.Error.Type)
+	require.Contains(t, res.Error.Message, "card number")
+	for _, r := range srv.Model.Requests()[before:] {
+		for _, m := range r.Messages {
+			require.False(t, strings.Contains(m.Content, "4111"), "the model never saw the card number")
+		}
+	}
+	require.Len(t, srv.Model.Requests(), before, "no model call was made")
+}

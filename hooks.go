@@ -1,0 +1,30 @@
+package agentflow
+
+import (
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/hooks"
+)
+
+// Hook is one concern's callbacks around every model and tool call: a
+// guard, an audit log, metrics of your own. Set what you need of
+// ModelStart, ModelChunk, ModelEnd, ModelError, ToolStart, ToolEnd and
+// ToolError. Starts run in the order the hooks are given, ends and
+// errors in reverse; a start may return a context for the call and the
+// hooks after it, or refuse the call (Refuse). Hooks run in the worker's
+// activities, on every attempt of a call: they may do I/O.
+type Hook = hooks.Handler
+
+// What hooks see of the calls.
+type (
+	ModelCall  = hooks.ModelCall
+	ModelReply = hooks.ModelReply
+	ToolCall   = hooks.ToolCall
+	ToolResult = hooks.ToolResult
+	// Message is one message of what the model reads.
+	Message = agent.Message
+)
+
+// Refuse is the error a hook's start returns to refuse a call: the turn
+// ends GuardrailTripped with the reason, which its caller is shown. Any
+// other error fails the attempt, which Temporal retries.
+func Refuse(format string, args ...any) error { return hooks.Refuse(format, args...) }
