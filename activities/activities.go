@@ -179,9 +179,9 @@ func New(d Deps) (*Activities, error) {
 			return nil, err
 		}
 	}
-	return &Activities{
+	a := &Activities{
 		store: d.Store, model: d.Model, tools: d.Tools, tenants: d.Tenants, logger: d.Logger,
-		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, gate: approval.Gate{Checker: checker, Policies: d.Tools, Grants: d.Store}, governor: d.Governor, hooks: d.Hooks, vault: d.Vault,
+		temporal: d.Temporal, events: d.Events, interrupts: d.Interrupts, interrupt: d.Interrupt, gate: approval.Gate{Checker: checker, Policies: d.Tools, Grants: d.Store}, governor: d.Governor, vault: d.Vault,
 		maxModelTimeout: d.MaxModelTimeout,
 		maxToolTimeout:  d.MaxToolTimeout,
 		knowledge:       d.Knowledge,
@@ -195,7 +195,9 @@ func New(d Deps) (*Activities, error) {
 		telegramAPI:     cmp.Or(d.TelegramAPI, DefaultTelegramAPI),
 		memories:        d.Memories,
 		programs:        cmp.Or(d.Programs, program.New(program.Options{})),
-	}, nil
+	}
+	a.hooks = hooks.New(append([]hooks.Handler{a.inputGuards()}, d.Hooks.Handlers()...)...)
+	return a, nil
 }
 
 // agentVersion loads the version of its agent a turn runs, waiting out a

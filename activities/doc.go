@@ -36,15 +36,17 @@
 // # A model call's stages
 //
 // CallModel runs as named stages over one value (modelCall): load, then
-// prompt, guardIn, reserve, admit, stream, guardOut, price and store. A
-// stage that acquires something (a budget reservation, the provider
+// prompt; reserve, admit, stream and guardOut inside the hooks
+// (internal/hooks: the agent's input guards, tracing, the worker's own);
+// then price and store. A stage that acquires something (a budget reservation, the provider
 // governor's admission, a stream or a heartbeat) keeps it in that value,
 // and one deferred clean-up gives back whatever is still held, once,
 // whichever stage failed. A reply the model gave that could not be
 // stored was paid for: the clean-up counts it in the usage ledger, under
 // its attempt, before it releases the reservation. A new concern of a
-// model call is a stage, and a line of the clean-up if it holds
-// something.
+// model call that only looks, refuses or annotates is a hook (one file
+// and one registration line); one that holds something is a stage, and a
+// line of the clean-up.
 //
 // Activities return domain errors (internal/agent). Register classifies
 // them once, with contract.Failure: a code a retry cannot fix (bad input,

@@ -33,8 +33,9 @@ import (
 //
 // It runs as named stages over one modelCall, in order: load, then —
 // unless an earlier attempt stored the reply (replayStored) — prompt,
-// guardIn, reserve, admit, stream and guardOut (inside the registry's
-// hooks: tracing's span, a team's own),
+// then reserve, admit, stream and guardOut inside the registry's hooks
+// (internal/hooks: the agent's input guards first, then tracing's span,
+// then the worker's own),
 // price and store. What the stages acquire (a budget reservation, the
 // provider governor's admission, the stream or a heartbeat) is given
 // back by one clean-up, once, whichever stage fails (modelCall.cleanUp).
@@ -103,7 +104,7 @@ func (a *Activities) callModel(ctx context.Context, in contract.CallModelInput, 
 	}
 	defer m.cleanUp(ctx)
 	for _, stage := range []func(context.Context) error{
-		m.prompt, m.guardIn, m.reserve, m.admit, m.hooked(m.stream, m.guardOut), m.price, m.store,
+		m.prompt, m.hooked(m.reserve, m.admit, m.stream, m.guardOut), m.price, m.store,
 	} {
 		if err := stage(ctx); err != nil {
 			return contract.CallModelResult{}, err
@@ -202,12 +203,6 @@ func (m *modelCall) prompt(ctx context.Context) error {
 		m.msgs, err = a.messages(ctx, m.ag, in, m.steps)
 		return err
 	})
-}
-
-// guardIn asks the agent's input guards about what is new for this call
-// before anything is sent (guardInput).
-func (m *modelCall) guardIn(ctx context.Context) error {
-	return m.a.guardInput(ctx, m.ag, m.in, m.msgs)
 }
 
 // stream sends the request and takes the reply as the model sends it

@@ -152,7 +152,7 @@ func (m *modelCall) hooked(stages ...func(context.Context) error) func(context.C
 		in, reg := m.in, m.a.hooks
 		call := &hooks.ModelCall{TenantID: in.TenantID, AgentID: in.AgentID, JobID: in.JobID, SessionID: in.SessionID,
 			AgentVersion: in.AgentVersion, Step: in.Seq, Model: m.ag.Model, Messages: m.msgs}
-		ctx, err := reg.ModelStart(ctx, call)
+		ctx, err := reg.ModelStart(context.WithValue(ctx, modelCallKey{}, m), call)
 		if err != nil {
 			return err
 		}
@@ -180,5 +180,25 @@ func (m *modelCall) hookChunks(next func(context.Context, llm.Chunk) error) func
 			return nil
 		}
 		return next(ctx, c)
+	}
+}
+
+// modelCallKey keeps the call in its hooks' context, for the hooks of
+// this package (inputGuards), which read what the call pinned.
+type modelCallKey struct{}
+
+// inputGuards is the agent's input guards as the first hook of every
+// model call: they ask about what is new for the call before anything is
+// sent — before its budget is reserved (guardInput).
+func (a *Activities) inputGuards() hooks.Handler {
+	return hooks.Handler{
+		Name: "input guards",
+		ModelStart: func(ctx context.Context, c *hooks.ModelCall) (context.Context, error) {
+			m, _ := ctx.Value(modelCallKey{}).(*modelCall)
+			if m == nil {
+				return ctx, nil
+			}
+			return ctx, a.guardInput(ctx, m.ag, m.in, c.Messages)
+		},
 	}
 }

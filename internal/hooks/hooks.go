@@ -22,6 +22,7 @@ package hooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -215,10 +216,11 @@ func (r *Registry) ToolError(ctx context.Context, c *ToolCall, err error) {
 	}
 }
 
-// named says which handler refused or failed, keeping an agent error's
-// code (a refusal stays a refusal).
+// named says which handler failed. A refusal, or any error with an
+// agent code, is the handler's word to the caller and stays as it is.
 func named(name string, err error) error {
-	if name == "" {
+	var ae *agent.Error
+	if name == "" || errors.As(err, &ae) {
 		return err
 	}
 	return fmt.Errorf("hook %s: %w", name, err)

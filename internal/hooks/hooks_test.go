@@ -59,7 +59,7 @@ func TestRegistryRefusal(t *testing.T) {
 	var ae *agent.Error
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, agent.CodeGuardrailTripped, ae.Code, "a refusal keeps its code")
-	require.ErrorContains(t, err, "hook guard")
+	require.Equal(t, "no secrets", ae.Message, "a refusal reaches the caller as the hook wrote it")
 	require.Equal(t, []string{"a.start", "guard.start", "a.error:" + err.Error()}, got,
 		"the handlers started before see the error; those after never start")
 
@@ -74,6 +74,7 @@ func TestRegistryRefusal(t *testing.T) {
 	}})
 	_, err = r.ToolStart(context.Background(), &ToolCall{})
 	require.False(t, errors.As(err, &ae))
+	require.ErrorContains(t, err, "hook audit: audit log unavailable")
 }
 
 func TestNilRegistry(t *testing.T) {
