@@ -1,7 +1,8 @@
 // Package agentflow is agentflow's public Go API: build a worker binary of
 // your own — agentflow's runtime (the turn and conversation workflows,
 // their activities, the gateway) with your Go functions as tools, tool
-// kinds of your own and hooks around every model and tool call.
+// kinds and model providers of your own, and hooks around every model
+// and tool call.
 //
 //	func main() {
 //		agentflow.Main(agentflow.Options{
@@ -32,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tmc/langchaingo/llms"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -46,6 +48,10 @@ type Options struct {
 	// Hooks run around every model and tool call, after tracing, in
 	// order (Hook).
 	Hooks []Hook
+	// Models are model providers of your own, by the name agents give
+	// them in a catalog ("name:model"): any langchaingo model — one of
+	// its many providers, or your own implementation of llms.Model.
+	Models map[string]llms.Model
 	// ScriptedModel serves AGENTFLOW_SCRIPT's offline model, for test and
 	// demo builds only; nil: a worker that refuses a script.
 	ScriptedModel ScriptedModel
@@ -100,6 +106,9 @@ func Run(ctx context.Context, o Options, logger *zap.Logger) error {
 	cfg.ToolKinds = append(cfg.ToolKinds, o.Tools...)
 	cfg.Hooks = append(cfg.Hooks, o.Hooks...)
 	cfg.ScriptedModel = o.ScriptedModel
+	if len(o.Models) > 0 {
+		cfg.Model.Providers = o.Models
+	}
 	if cfg.WorkflowCacheSize > 0 {
 		// A process-wide setting of the SDK, before any worker starts.
 		worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)

@@ -380,8 +380,8 @@ func (l *loader) model(m text) bool {
 	switch {
 	case err != nil:
 		l.addf(m.pos, `%q is not "provider:model", e.g. "openai:gpt-4o-mini"`, m.s)
-	case !slices.Contains(agent.Providers(), provider):
-		l.addf(m.pos, "unknown provider %q (known: %s)", provider, strings.Join(agent.Providers(), ", "))
+	case !slices.Contains(l.providers(), provider):
+		l.addf(m.pos, "unknown provider %q (known: %s)", provider, strings.Join(l.providers(), ", "))
 	default:
 		return true
 	}
@@ -489,4 +489,10 @@ func (l *loader) fallbackOn(d *agentDoc) []string {
 		}
 	}
 	return out
+}
+
+// providers are the model providers agents may name: the built-in ones
+// and those of the worker's own (tools.Deps.ModelProviders).
+func (l *loader) providers() []string {
+	return append(agent.Providers(), l.kinds.Deps().ModelProviders...)
 }

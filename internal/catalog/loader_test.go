@@ -749,3 +749,14 @@ func TestReadmeLongTurnCatalog(t *testing.T) {
 	require.Equal(t, 5000, ag.Limits.HistoryEvents)
 	require.Equal(t, agent.ContextPolicy{MaxTokens: 64000, KeepRecentSteps: 8}, ag.Context)
 }
+
+// TestOwnModelProviders: an agent may name a provider the worker adds
+// (tools.Deps.ModelProviders), and the error lists it among the known.
+func TestOwnModelProviders(t *testing.T) {
+	kinds, err := tools.NewRegistry(tools.Deps{ModelProviders: []string{"faq"}}, tools.Builtin()...)
+	require.NoError(t, err)
+	_, err = Parse(kinds, "t.yaml", []byte("tenant: demo\nagents:\n  - id: a\n    model: faq:v1\n"))
+	require.NoError(t, err)
+	_, err = Parse(kinds, "t.yaml", []byte("tenant: demo\nagents:\n  - id: a\n    model: acme:v1\n"))
+	require.ErrorContains(t, err, `unknown provider "acme" (known: anthropic, ollama, openai, faq)`)
+}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,6 +150,12 @@ type Config struct {
 	// OllamaHost is the Ollama server, "host:port" or a URL (OLLAMA_HOST);
 	// its OpenAI-compatible API under /v1 is used.
 	OllamaHost string
+	// Providers are model providers of the program's own beside the
+	// built-in ones, by the name agents use ("name:model"): any
+	// langchaingo model (its many providers, or one you write). Their
+	// calls go through the same Router (retries, parts, output schemas
+	// by instruction). Not from the environment.
+	Providers map[string]llms.Model
 	// HTTPClient carries all provider traffic. Nil means a client without an
 	// overall timeout (the caller's context bounds each call, which suits
 	// long streams) on ProviderTransport. Its Transport is wrapped, never
@@ -300,7 +308,44 @@ func New(cfg Config) (*Router, error) {
 		c := anthropicClient(cfg.AnthropicAPIKey, baseURL, &hc)
 		r.providers[agent.ProviderAnthropic] = &provider{name: agent.ProviderAnthropic, anthropic: &c}
 	}
+	for name, m := range cfg.Providers {
+		if err := CheckProviderName(name); err != nil {
+			return nil, err
+		}
+		if m == nil {
+			return nil, agent.Errorf(agent.CodeInvalid, "model provider %q: no model", name)
+		}
+		r.providers[name] = &provider{name: name, model: m}
+	}
 	return r, nil
+}
+
+// providerName is what a provider of the program's own may be named.
+var providerName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// CheckProviderName says whether name may name a provider of the
+// program's own: lowercase, not a built-in one's.
+func CheckProviderName(name string) error {
+	if !providerName.MatchString(name) {
+		return agent.Errorf(agent.CodeInvalid, "model provider %q: want lowercase letters, digits, - and _, starting with a letter", name)
+	}
+	if slices.Contains(agent.Providers(), name) {
+		return agent.Errorf(agent.CodeInvalid, "model provider %q is built in: name yours otherwise", name)
+	}
+	return nil
+}
+
+// Known names the providers calls may name: the built-in ones and the
+// program's own.
+func (r *Router) Known() []string {
+	out := agent.Providers()
+	for name := range r.providers {
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func checkURL(env, raw string) error {
@@ -351,7 +396,7 @@ func (r *Router) resolve(model string) (*provider, string, error) {
 	if how, ok := r.unavailable[name]; ok {
 		return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: provider %s is not configured: %s", model, name, how)
 	}
-	return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: unknown provider %q (known: %s)", model, name, strings.Join(agent.Providers(), ", "))
+	return nil, "", agent.Errorf(agent.CodeInvalid, "model %q: unknown provider %q (known: %s)", model, name, strings.Join(r.Known(), ", "))
 }
 
 // callOptions are langchaingo's options of a call through an

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/interceptor"
@@ -85,6 +87,7 @@ func (s *Server) newTools(embedder metered.Embedder) error {
 		Logger:    s.logger, Secrets: s.secrets(), SecretGrants: &s.cfg.SecretGrants,
 		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
+		ModelProviders:      slices.Sorted(maps.Keys(s.cfg.Model.Providers)),
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
 		OpenAPIMaxSpecBytes: s.cfg.OpenAPIMaxSpecBytes,
 		Memories:            s.knowledge.Memories(embedder, s.memoryModel()),

@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmc/langchaingo/llms"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	commonpb "go.temporal.io/api/common/v1"
@@ -156,6 +157,9 @@ type Options struct {
 	// ToolKinds are tool kinds the worker offers beside the built-in
 	// ones, for tests of what a tool can do. Default: none.
 	ToolKinds []tools.Kind
+	// Models are model providers of the test's own beside the scripted
+	// model (llm.Config.Providers). Default: none.
+	Models map[string]llms.Model
 	// Hooks run around every model and tool call after tracing
 	// (server.Config.Hooks). Default: none.
 	Hooks []hooks.Handler
@@ -303,7 +307,7 @@ func (s *Server) config(t testing.TB, opts Options, st stack) server.Config {
 		// The scripted model speaks OpenAI's API and Anthropic's Messages
 		// API: agents of either provider reach it.
 		Model: llm.Config{OpenAIBaseURL: s.Model.URL(), OpenAIAPIKey: "test-key",
-			AnthropicBaseURL: s.Model.RootURL(), AnthropicAPIKey: "test-key"},
+			AnthropicBaseURL: s.Model.RootURL(), AnthropicAPIKey: "test-key", Providers: opts.Models},
 		StreamInterval: opts.StreamInterval,
 		// Tests run with the race detector on machines running many
 		// test processes: a workflow task may take longer than the

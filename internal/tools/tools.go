@@ -325,6 +325,10 @@ type Deps struct {
 	// from spec_url or openapi_url (AGENTFLOW_OPENAPI_MAX_SPEC_BYTES).
 	// Default (0): DefaultOpenAPIMaxSpecBytes.
 	OpenAPIMaxSpecBytes int64
+	// ModelProviders are the model providers of the worker's own beside
+	// the built-in ones (llm.Config.Providers): a catalog's agents may
+	// name them. Default: none.
+	ModelProviders []string
 	// OpenAPIDocuments keeps the documents openapi_action calls name by
 	// URL. Default: a cache of the deps' own, with their clock.
 	OpenAPIDocuments *OpenAPIDocuments
