@@ -308,16 +308,24 @@ func New(cfg Config) (*Router, error) {
 		c := anthropicClient(cfg.AnthropicAPIKey, baseURL, &hc)
 		r.providers[agent.ProviderAnthropic] = &provider{name: agent.ProviderAnthropic, anthropic: &c}
 	}
-	for name, m := range cfg.Providers {
+	if err := r.addOwn(cfg.Providers); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// addOwn adds the program's own providers (Config.Providers).
+func (r *Router) addOwn(own map[string]llms.Model) error {
+	for name, m := range own {
 		if err := CheckProviderName(name); err != nil {
-			return nil, err
+			return err
 		}
 		if m == nil {
-			return nil, agent.Errorf(agent.CodeInvalid, "model provider %q: no model", name)
+			return agent.Errorf(agent.CodeInvalid, "model provider %q: no model", name)
 		}
 		r.providers[name] = &provider{name: name, model: m}
 	}
-	return r, nil
+	return nil
 }
 
 // providerName is what a provider of the program's own may be named.
