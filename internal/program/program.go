@@ -1,8 +1,6 @@
 package program
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -199,9 +197,3 @@ func (e *Error) Error() string {
 	return e.Message
 }
 
-// Hash names a program's source: with a call's number it keys the call's
-// recorded result, so that a different program never gets another's.
-func Hash(source string) string {
-	sum := sha256.Sum256([]byte(source))
-	return hex.EncodeToString(sum[:])
-}
