@@ -68,12 +68,6 @@ func doorRules() []ImportRule {
 			From: "internal/gateway/" + d, Not: others,
 			Why: "a door speaks its protocol over the gateway's core: it reaches no other door",
 		})
-		if d == "mcp" {
-			// The MCP door keeps its resumable streams' records in the
-			// store (store.MCPStream) until the gateway's core answers
-			// for them through an interface of its own.
-			continue
-		}
 		out = append(out, ImportRule{
 			From: "internal/gateway/" + d, Not: []string{"internal/store/...", "github.com/jackc/pgx/..."},
 			Why: "a door reaches the database only through the gateway's core",

@@ -18,7 +18,6 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/secrets"
-	"github.com/agentflow/agentflow/internal/store"
 )
 
 // A Door is one protocol served on the HTTP API's listener (the packages
@@ -101,8 +100,8 @@ func (s *Service) Events() EventSource { return s.events }
 // tenant of the context (secrets.WithTenant); nil: none.
 func (s *Service) Secrets() secrets.Resolver { return s.secrets }
 
-// Store is the gateway's store.
-func (s *Service) Store() *store.Store { return s.store }
+// The store is the core's: doors read it through the tenant-scoped
+// reads of doorstore.go.
 
 // Client is the gateway's Temporal client.
 func (s *Service) Client() client.Client { return s.client }

@@ -142,7 +142,7 @@ const a2aSecurityScheme a2a.SecuritySchemeName = "bearer"
 // through A2A.
 func (m *a2aServer) agent(ctx context.Context) (agent.Agent, error) {
 	id := a2aRequestOf(ctx).agentID
-	ag, err := m.s.Store().ActiveAgent(ctx, gateway.TenantOf(ctx), id)
+	ag, err := m.s.Agent(ctx, id)
 	if agent.IsCode(err, agent.CodeNotFound) || (err == nil && !ag.Exposed(agent.ExposeA2A)) {
 		return ag, fmt.Errorf("%s: %w", notServed(id), a2a.ErrInvalidRequest)
 	}

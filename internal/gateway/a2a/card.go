@@ -32,7 +32,7 @@ func (m *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
 // it is exposed through A2A.
 func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	rt, err := m.s.Store().TenantSettings(ctx, gateway.TenantOf(ctx))
+	rt, err := m.s.Settings(ctx)
 	if err != nil {
 		writeA2AError(w, http.StatusServiceUnavailable, m.classify(ctx, err, nil))
 		return

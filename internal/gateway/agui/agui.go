@@ -101,7 +101,7 @@ func (a *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 // aguiExposed refuses an agent the caller's tenant does not serve over
 // AG-UI: not in its catalog, or not exposed.
 func (a *server) aguiExposed(ctx context.Context, agentID string) error {
-	ag, err := a.Service().Store().ActiveAgent(ctx, gateway.TenantOf(ctx), agentID)
+	ag, err := a.Service().Agent(ctx, agentID)
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound) || (err == nil && !ag.Exposed(agent.ExposeAGUI)):
 		return agent.Errorf(agent.CodeAgentNotFound, "agent %q is not served over AG-UI: your tenant's catalog has no agent of that id with expose: [%s]", agentID, agent.ExposeAGUI)

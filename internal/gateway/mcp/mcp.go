@@ -151,7 +151,7 @@ func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 	agents, ok := r.Context().Value(mcpAgentsKey{}).([]agent.Agent)
 	var err error
 	if !ok {
-		agents, err = m.s.Store().ListAgents(ctx, gateway.TenantOf(ctx))
+		agents, err = m.s.Agents(ctx)
 	}
 	if err != nil {
 		telemetry.Logger(ctx, m.logger).Warn("mcp session refused: agents not read", zap.String("tenant", gateway.TenantOf(ctx)), zap.Error(err))

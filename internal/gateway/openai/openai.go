@@ -94,7 +94,7 @@ func (o openAI) listModels(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
-	agents, err := o.s.Store().ListAgents(ctx, gateway.TenantOf(ctx))
+	agents, err := o.s.Agents(ctx)
 	if err != nil {
 		o.fail(w, r.WithContext(ctx), err)
 		return
@@ -122,7 +122,7 @@ func (o openAI) getModel(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
-	a, err := o.s.Store().ActiveAgent(ctx, gateway.TenantOf(ctx), id)
+	a, err := o.s.Agent(ctx, id)
 	if agent.IsCode(err, agent.CodeNotFound) {
 		err = agent.WithCode(agent.CodeAgentNotFound, err)
 	}

@@ -130,7 +130,7 @@ func (s *server) authenticate(r *http.Request, tenant, agentID, target string) (
 			return "", errUnauthorized
 		}
 	}
-	ag, err := s.Service().Store().ActiveAgent(r.Context(), tenant, agentID)
+	ag, err := s.Service().WebhookAgent(r.Context(), tenant, agentID)
 	if agent.IsCode(err, agent.CodeNotFound) || agent.IsCode(err, agent.CodeAgentNotFound) {
 		return "", errUnauthorized
 	}
