@@ -10,6 +10,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // A turn's own context (agent.ContextPolicy). The workflow says which of
@@ -125,19 +126,19 @@ func digestOf(from int, steps []store.Step) string {
 		case agent.RoleAssistant:
 			fmt.Fprintf(&b, "- step %d, you:", st.Seq)
 			if t := strings.TrimSpace(m.Content); t != "" {
-				fmt.Fprintf(&b, " said %q", agent.Clip(t, digestText))
+				fmt.Fprintf(&b, " said %q", words.Clip(t, digestText))
 			}
 			for _, c := range m.ToolCalls {
-				fmt.Fprintf(&b, " called %s(%s)", c.Name, agent.Clip(c.Arguments, digestArgs))
+				fmt.Fprintf(&b, " called %s(%s)", c.Name, words.Clip(c.Arguments, digestArgs))
 			}
 		case agent.RoleTool:
 			out := m.Text()
-			fmt.Fprintf(&b, "- step %d, %s answered: %s", st.Seq, m.Name, agent.Clip(out, digestOut))
+			fmt.Fprintf(&b, "- step %d, %s answered: %s", st.Seq, m.Name, words.Clip(out, digestOut))
 			if len(out) > digestOut {
 				fmt.Fprintf(&b, " (%d bytes in all)", len(out))
 			}
 		default:
-			fmt.Fprintf(&b, "- step %d, %s: %s", st.Seq, m.Role, agent.Clip(m.Text(), digestText))
+			fmt.Fprintf(&b, "- step %d, %s: %s", st.Seq, m.Role, words.Clip(m.Text(), digestText))
 		}
 		b.WriteByte('\n')
 	}
@@ -167,7 +168,7 @@ func bound(msgs []agent.Message, fixed, maxTokens int) []agent.Message {
 		m := &msgs[longest]
 		before := messageTokens(*m)
 		keep := max(len(m.Content)/2, floor)
-		m.Content = agent.Clip(m.Content, keep) + fmt.Sprintf("\n[cut to keep the request under %d tokens: %d bytes not shown]", maxTokens, len(m.Content)-keep)
+		m.Content = words.Clip(m.Content, keep) + fmt.Sprintf("\n[cut to keep the request under %d tokens: %d bytes not shown]", maxTokens, len(m.Content)-keep)
 		total += messageTokens(*m) - before
 	}
 	return msgs

@@ -17,6 +17,7 @@ import (
 	"github.com/agentflow/agentflow/internal/deliver"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // startDelivery starts the Delivery of a stored result when the turn's
@@ -82,9 +83,9 @@ func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) erro
 	case err == nil:
 		rec.Outcome = store.DeliveryDelivered
 	case permanent || (info.RetryPolicy != nil && info.RetryPolicy.MaximumAttempts > 0 && info.Attempt >= info.RetryPolicy.MaximumAttempts):
-		rec.Outcome, rec.Error = store.DeliveryFailed, agent.Clip(err.Error(), 500)
+		rec.Outcome, rec.Error = store.DeliveryFailed, words.Clip(err.Error(), 500)
 	default:
-		rec.Outcome, rec.Error = store.DeliveryRetrying, agent.Clip(err.Error(), 500)
+		rec.Outcome, rec.Error = store.DeliveryRetrying, words.Clip(err.Error(), 500)
 	}
 	if rerr := a.store.RecordDeliveryAttempt(ctx, in.TenantID, rec); rerr != nil {
 		return rerr

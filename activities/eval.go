@@ -12,6 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/evals"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // maxEvalOutput bounds the answer an evaluation keeps of each case (the
@@ -53,7 +54,7 @@ func (a *Activities) ScoreEvalCase(ctx context.Context, in contract.ScoreEvalCas
 	res := in.Result
 	out := agent.EvalCaseResult{
 		CaseID: in.Case.ID, Version: in.Version, JobID: agent.EvalJobID(in.EvalID, in.Case.ID, in.Version), Status: res.Status,
-		Checks: evals.Score(in.Case, res), Output: agent.Clip(res.Output, maxEvalOutput),
+		Checks: evals.Score(in.Case, res), Output: words.Clip(res.Output, maxEvalOutput),
 		Tokens: res.Metadata.TokensUsed, LatencyMS: res.Metadata.ExecutionTimeMS,
 	}
 	calls, err := a.store.JobUsage(ctx, in.TenantID, out.JobID)

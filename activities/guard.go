@@ -19,6 +19,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // stageCheck is one custom guard of an agent's chain (http, moderation or
@@ -202,7 +203,7 @@ func (a *Activities) judgeOutput(ctx context.Context, ag agent.Agent, in contrac
 		case "ALLOW":
 			return ""
 		case "BLOCK":
-			return fmt.Sprintf("judge %s blocked it: %s", model, agent.Clip(strings.TrimLeft(reason, ":-— "), 200))
+			return fmt.Sprintf("judge %s blocked it: %s", model, words.Clip(strings.TrimLeft(reason, ":-— "), 200))
 		}
 		return fmt.Sprintf("judge %s answered neither ALLOW nor BLOCK, and blocks", model)
 	}

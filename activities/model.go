@@ -20,6 +20,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // CallModel sends the turn so far to the agent's model (or to the
@@ -311,7 +312,7 @@ func (m *modelCall) result(ctx context.Context) (contract.CallModelResult, error
 	}
 	return checkOutput(contract.CallModelResult{
 		Content:      resp.Message.Content,
-		Reasoning:    agent.Clip(resp.Reasoning, agent.MaxResultReasoningBytes),
+		Reasoning:    words.Clip(resp.Reasoning, agent.MaxResultReasoningBytes),
 		ToolCalls:    resp.Message.ToolCalls,
 		Usage:        resp.Usage,
 		Model:        resp.Model,

@@ -13,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // replayStored returns the reply an earlier attempt stored but did not
@@ -25,7 +26,7 @@ func (m *modelCall) replayStored(ctx context.Context) (contract.CallModelResult,
 	}
 	res := contract.CallModelResult{Content: msg.Content, ToolCalls: msg.ToolCalls, Model: cmp.Or(msg.Model, m.ag.Model), Stored: true,
 		FinishReason: storedFinish(msg), Approvals: a.approvals(ctx, m.ag, in, msg.ToolCalls),
-		Reasoning: agent.Clip(agent.ReasoningText(msg.Reasoning), agent.MaxResultReasoningBytes)}
+		Reasoning: words.Clip(agent.ReasoningText(msg.Reasoning), agent.MaxResultReasoningBytes)}
 	if msg.Usage != nil {
 		res.Usage = *msg.Usage
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // resolveParts makes a request's parts what a turn keeps: each image or
@@ -61,7 +62,7 @@ func (a *Activities) resolveParts(ctx context.Context, tenantID string, parts []
 				mime = p.MIMEType
 			}
 			if p.Type == agent.PartImage && !agent.IsImageType(mime) {
-				return nil, agent.Errorf(agent.CodeInvalid, "%s: %s is %s, not an image type models take (%s)", at, agent.Clip(p.URL, 100), mime, strings.Join(agent.ImageTypes, ", "))
+				return nil, agent.Errorf(agent.CodeInvalid, "%s: %s is %s, not an image type models take (%s)", at, words.Clip(p.URL, 100), mime, strings.Join(agent.ImageTypes, ", "))
 			}
 			ref, err := a.store.PutTenantBlob(ctx, tenantID, data, mime)
 			if err != nil {
@@ -86,7 +87,7 @@ func (a *Activities) resolveParts(ctx context.Context, tenantID string, parts []
 func fetchPart(ctx context.Context, client *http.Client, url, at string) ([]byte, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: url %q: %v", at, agent.Clip(url, 100), err)
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: url %q: %v", at, words.Clip(url, 100), err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -95,18 +96,18 @@ func fetchPart(ctx context.Context, client *http.Client, url, at string) ([]byte
 		}
 		// The egress policy's refusals and unreachable hosts alike: the
 		// request names a URL the turn cannot use.
-		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: fetch %s: %v", at, agent.Clip(url, 100), unwrapURLError(err))
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: fetch %s: %v", at, words.Clip(url, 100), unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: fetch %s: HTTP %d", at, agent.Clip(url, 100), resp.StatusCode)
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: fetch %s: HTTP %d", at, words.Clip(url, 100), resp.StatusCode)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, tools.MaxFileBytes+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: fetch %s: %w", at, agent.Clip(url, 100), err)
+		return nil, "", fmt.Errorf("%s: fetch %s: %w", at, words.Clip(url, 100), err)
 	}
 	if len(data) > tools.MaxFileBytes {
-		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: %s is larger than %d bytes", at, agent.Clip(url, 100), tools.MaxFileBytes)
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: %s is larger than %d bytes", at, words.Clip(url, 100), tools.MaxFileBytes)
 	}
 	mime, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
 	mime = strings.TrimSpace(strings.ToLower(mime))

@@ -14,6 +14,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // maxPrepareQuery bounds a reformulated query.
@@ -54,7 +55,7 @@ func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (con
 		if err != nil {
 			return contract.PrepareResult{}, err
 		}
-		q := agent.Clip(strings.TrimSpace(answer), maxPrepareQuery)
+		q := words.Clip(strings.TrimSpace(answer), maxPrepareQuery)
 		if q == "" {
 			q = prompt.Content
 		}

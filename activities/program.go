@@ -14,6 +14,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // RunProgram runs a run_program call's program once, from its start
@@ -107,7 +108,7 @@ func (a *Activities) runProgram(ctx context.Context, in contract.RunProgramInput
 		for _, ref := range out.Reads {
 			r, err := a.programRead(ctx, inputs, ref, room)
 			if err != nil {
-				return program.Outcome{}, fmt.Errorf("read %s for call %q's program: %w", agent.Clip(ref, 100), in.Call.ID, err)
+				return program.Outcome{}, fmt.Errorf("read %s for call %q's program: %w", words.Clip(ref, 100), in.Call.ID, err)
 			}
 			if r.Error == "" {
 				room -= r.Bytes
@@ -126,24 +127,24 @@ func (a *Activities) runProgram(ctx context.Context, in contract.RunProgramInput
 func (a *Activities) programRead(ctx context.Context, inputs *turnInputs, ref string, room int) (program.Read, error) {
 	r := program.Read{Ref: ref}
 	if !agent.IsRef(ref) && !agent.IsInputIndex(ref) {
-		r.Error = fmt.Sprintf("data.read(%q): not a ref; pass a tool's result kept by reference, or its ref (cas://sha256:…)", agent.Clip(ref, 100))
+		r.Error = fmt.Sprintf("data.read(%q): not a ref; pass a tool's result kept by reference, or its ref (cas://sha256:…)", words.Clip(ref, 100))
 		return r, nil
 	}
 	raw, err := inputs.data(ctx, ref)
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound):
 		// Another tenant's ref reads as one of nothing.
-		r.Error = fmt.Sprintf("data.read(%q): no data at this ref", agent.Clip(ref, 100))
+		r.Error = fmt.Sprintf("data.read(%q): no data at this ref", words.Clip(ref, 100))
 		return r, nil
 	case agent.IsCode(err, agent.CodeInvalid):
-		r.Error = fmt.Sprintf("data.read(%q): %v", agent.Clip(ref, 100), err)
+		r.Error = fmt.Sprintf("data.read(%q): %v", words.Clip(ref, 100), err)
 		return r, nil
 	case err != nil:
 		return program.Read{}, err
 	}
 	value, err := readValue(raw)
 	if err != nil {
-		r.Error = fmt.Sprintf("data.read(%q): %v", agent.Clip(ref, 100), err)
+		r.Error = fmt.Sprintf("data.read(%q): %v", words.Clip(ref, 100), err)
 		return r, nil
 	}
 	r.Bytes = len(value)

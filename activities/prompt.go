@@ -10,6 +10,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/memory"
 	"github.com/agentflow/agentflow/internal/store"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // messages is what the model reads: first what every call of the agent
@@ -113,7 +114,7 @@ func (a *Activities) dataNote(ctx context.Context, in contract.CallModelInput) (
 func describePreview(raw json.RawMessage, output string) string {
 	var p agent.DataPreview
 	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil {
-		return "text: " + agent.Clip(output, 200)
+		return "text: " + words.Clip(output, 200)
 	}
 	switch p.Type {
 	case agent.DataDataset:
@@ -125,5 +126,5 @@ func describePreview(raw json.RawMessage, output string) string {
 	case agent.DataDocument:
 		return fmt.Sprintf("JSON document, %d bytes", p.Bytes)
 	}
-	return "text: " + agent.Clip(output, 200)
+	return "text: " + words.Clip(output, 200)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/effects"
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // reconciledPrefix and notMadePrefix open what the model reads of a
@@ -100,12 +101,12 @@ func (a *Activities) readBack(ctx context.Context, ag agent.Agent, read agent.To
 	if len(raw) == 0 && json.Valid([]byte(out.Text)) {
 		raw = json.RawMessage(out.Text)
 	}
-	ans := readAnswer{value: out.Text, text: agent.Clip(out.Text, agent.MaxToolArgumentBytes)}
+	ans := readAnswer{value: out.Text, text: words.Clip(out.Text, agent.MaxToolArgumentBytes)}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &ans.value); err != nil {
 			return readAnswer{}, err
 		}
-		ans.text = agent.Clip(string(raw), agent.MaxToolArgumentBytes)
+		ans.text = words.Clip(string(raw), agent.MaxToolArgumentBytes)
 	}
 	return ans, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // output is what the model reads of a tool's output: its text and, when
@@ -77,7 +78,7 @@ func (a *Activities) storeFile(ctx context.Context, tenantID string, f tools.Fil
 			return err
 		})
 		if err != nil {
-			return agent.BlobInfo{}, fmt.Errorf("the tool's file %s: %w", agent.Clip(f.Ref, 100), err)
+			return agent.BlobInfo{}, fmt.Errorf("the tool's file %s: %w", words.Clip(f.Ref, 100), err)
 		}
 		return info, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Route picks the agent for a request: the one it names, else the first
@@ -125,7 +126,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 func resultBlocks(res agent.TurnResult, reasoning string, files []agent.Block) []agent.Block {
 	var blocks []agent.Block
 	if reasoning != "" {
-		blocks = append(blocks, agent.Block{Type: agent.BlockReasoning, Text: agent.Clip(reasoning, agent.MaxResultReasoningBytes)})
+		blocks = append(blocks, agent.Block{Type: agent.BlockReasoning, Text: words.Clip(reasoning, agent.MaxResultReasoningBytes)})
 	}
 	blocks = append(blocks, files...)
 	if len(res.OutputJSON) > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // saveResultInput saves the result of the request loadAgentInput(job,
@@ -121,7 +122,7 @@ func TestSaveResultPublishesClosingEvents(t *testing.T) {
 		}
 		var saved agent.TurnResult
 		h.execute(t, contract.SaveResult, in, &saved)
-		require.Empty(t, saved.StreamTail, agent.Clip(in.Result.Output, 20))
+		require.Empty(t, saved.StreamTail, words.Clip(in.Result.Output, 20))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // renderer prints a turn's events as they arrive: the model's text inline,
@@ -120,7 +121,7 @@ func (r *renderer) event(e agent.Event) {
 			r.line("  data %s", describeData(*d))
 		}
 	case agent.EventCustom:
-		r.line("  %s%s %s", customOf(e), e.Custom.Name, agent.Clip(string(e.Custom.Value), 120))
+		r.line("  %s%s %s", customOf(e), e.Custom.Name, words.Clip(string(e.Custom.Value), 120))
 	case agent.EventApprovalRequired:
 		if e.Tool.ApprovalID == "" {
 			r.line("  waiting for approval of %s (call %s)", e.Tool.Name, e.Tool.CallID)
@@ -169,7 +170,7 @@ func describeDecision(a agent.ApprovalEvent) string {
 	case agent.ApprovalApproved, agent.ApprovalRejected:
 		s := a.Outcome + " by " + a.Approver
 		if a.Reason != "" {
-			s += ": " + agent.Clip(a.Reason, 80)
+			s += ": " + words.Clip(a.Reason, 80)
 		}
 		return s
 	case agent.ApprovalTimedOut:

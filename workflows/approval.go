@@ -11,6 +11,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/signals"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // waits is the component for everything that waits for a person: tool
@@ -150,7 +151,7 @@ func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, erro
 	if other != "" {
 		return agent.PendingApproval{}, agent.Errorf(agent.CodeNotFound,
 			"approval %s is not the one tool call %q waits with (%s): the decision was made for another call, step or run, and decides nothing",
-			agent.Clip(d.ApprovalID, 64), d.CallID, other)
+			words.Clip(d.ApprovalID, 64), d.CallID, other)
 	}
 	if d.ApprovalID == "" && slices.Contains(t.appr.decided, d.CallID) {
 		return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q was already decided", d.CallID)
@@ -173,7 +174,7 @@ func (t *turn) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) err
 	case d.Scope == agent.ScopeSession && t.req.SessionID == "":
 		return agent.Errorf(agent.CodeInvalid, "scope session: the turn has no session; approve for the turn (scope turn) or the call alone")
 	case !matches:
-		return agent.Errorf(agent.CodeInvalid, "match does not hold for the arguments of the call it approves (%s)", agent.Clip(string(p.Args), 200))
+		return agent.Errorf(agent.CodeInvalid, "match does not hold for the arguments of the call it approves (%s)", words.Clip(string(p.Args), 200))
 	}
 	return nil
 }

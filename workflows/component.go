@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // The turn is a small core — check, route, load, the model and its tools
@@ -151,7 +152,7 @@ func (t *turn) carry() (*contract.TurnCarry, error) {
 	if len(reasoning) > 1 {
 		// The result keeps the reasoning cut to its bound: so does the
 		// carry, as one entry.
-		reasoning = []string{agent.Clip(strings.Join(reasoning, "\n\n"), agent.MaxResultReasoningBytes)}
+		reasoning = []string{words.Clip(strings.Join(reasoning, "\n\n"), agent.MaxResultReasoningBytes)}
 	}
 	c := &contract.TurnCarry{
 		Run: t.runs + 1, Start: t.start, Deadline: t.deadline,

@@ -19,6 +19,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 const convID = "conv/t1/s1"
@@ -113,7 +114,7 @@ func describe(items []streamItem) []string {
 	for _, it := range items {
 		switch e := it.event; {
 		case e == nil:
-			out = append(out, "text "+agent.Clip(it.text, 12))
+			out = append(out, "text "+words.Clip(it.text, 12))
 		case e.Message != nil:
 			out = append(out, string(e.Kind)+" "+e.Message.ID+" "+e.Message.StreamID+" "+e.Message.Status)
 		case e.Child != nil && (e.Kind == agent.EventToken || e.Kind == agent.EventToolStart || e.Kind == agent.EventToolEnd):
@@ -194,7 +195,7 @@ func TestConversationStream(t *testing.T) {
 		"text It is 50.",
 		"message_end s1-1 turn/t1/s1-1 completed",
 		"message_start s1-2 turn/t1/s1-2 ", "s1-2 token word ", "s1-2 token word ",
-		"text " + agent.Clip(long, 12),
+		"text " + words.Clip(long, 12),
 		"message_end s1-2 turn/t1/s1-2 completed",
 		"message_start s1-3 turn/t1/s1-3 ", "s1-3 token Done ", "s1-3 token again.",
 		"text Done again.",

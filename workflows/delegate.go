@@ -10,6 +10,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/signals"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Delegation (delegate_to_agent, seed 004 §5.5): the turn runs the call
@@ -81,7 +82,7 @@ func (r *toolRound) delegate(ctx workflow.Context, i int, spec agent.Tool) {
 			settle.SetError(temporal.NewCanceledError())
 			return
 		}
-		res.Output = agent.Clip(res.Output, agent.MaxDelegateOutputBytes)
+		res.Output = words.Clip(res.Output, agent.MaxDelegateOutputBytes)
 		res.Metadata.ToolCalls = nil
 		in := r.in[i]
 		in.Delegated = &res

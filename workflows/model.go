@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // modelPolicy is which model the turn calls and what it does with an
@@ -65,7 +66,7 @@ func (t *turn) answered(ctx workflow.Context, step int, reply contract.CallModel
 	}
 	if t.repairs > 0 {
 		return "", agent.TurnErrorOf(agent.Errorf(agent.CodeInvalidOutput,
-			"the model's answer does not match the output schema, also after a repair: %s", agent.Clip(reply.OutputProblems, 1000))), false
+			"the model's answer does not match the output schema, also after a repair: %s", words.Clip(reply.OutputProblems, 1000))), false
 	}
 	workflow.GetLogger(ctx).Info("answer does not match the output schema; repairing it", "problems", reply.OutputProblems)
 	t.repairs, t.repair = 1, reply.OutputProblems

@@ -10,6 +10,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // finish stores the result and returns it, or fails the workflow with it.
@@ -69,7 +70,7 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	sctx, _ := workflow.NewDisconnectedContext(ctx)
 	in := contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
-		Reasoning: agent.Clip(strings.Join(t.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.files,
+		Reasoning: words.Clip(strings.Join(t.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.files,
 		Retrieved: t.retrieved, Steered: t.prompted, CutAt: t.cutAt, Deliver: t.agent.Deliver,
 	}
 	if t.req.Streaming() {

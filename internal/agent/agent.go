@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Agent is one immutable version of an agent's configuration. A turn pins
@@ -280,10 +282,10 @@ func (a *Agent) CheckModel(model string) error {
 	}
 	if len(a.ModelsAllowed) == 0 {
 		return Errorf(CodePermissionDenied, "model %q: agent %q does not let a turn choose its model (it runs on %s; list the models a turn may name under models_allowed)",
-			Clip(model, 100), a.ID, a.Model)
+			words.Clip(model, 100), a.ID, a.Model)
 	}
 	return Errorf(CodePermissionDenied, "model %q: agent %q lets a turn choose only %s (models_allowed) or its own %s",
-		Clip(model, 100), a.ID, strings.Join(a.ModelsAllowed, ", "), a.Model)
+		words.Clip(model, 100), a.ID, strings.Join(a.ModelsAllowed, ", "), a.Model)
 }
 
 // PromptCacheKey is the key a model call of a tenant's agent version asks

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // ApprovalDecision is a person's answer to a tool call waiting for
@@ -116,7 +118,7 @@ func (d ApprovalDecision) validateScope() error {
 		return nil
 	case ScopeTurn, ScopeSession:
 	default:
-		return Errorf(CodeInvalid, "scope %q: want call (the default), turn or session", Clip(d.Scope, 32))
+		return Errorf(CodeInvalid, "scope %q: want call (the default), turn or session", words.Clip(d.Scope, 32))
 	}
 	switch {
 	case !d.Approved:

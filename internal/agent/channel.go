@@ -3,6 +3,8 @@ package agent
 import (
 	"slices"
 	"strings"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Channels: the door a turn came through (TurnRequest.Channel). The list
@@ -44,5 +46,5 @@ func validateChannel(c string) error {
 	if c == "" || KnownChannel(c) {
 		return nil
 	}
-	return Errorf(CodeInvalid, "channel %q is not a channel: want one of %s, or none", Clip(c, 50), strings.Join(channels, ", "))
+	return Errorf(CodeInvalid, "channel %q is not a channel: want one of %s, or none", words.Clip(c, 50), strings.Join(channels, ", "))
 }

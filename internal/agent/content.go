@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Part types: what a part of a message, or a block of an answer, holds.
@@ -87,7 +89,7 @@ func (p Part) Validate(at string) error {
 			return err
 		}
 		if p.Type == PartImage && p.MIMEType != "" && !IsImageType(p.MIMEType) {
-			return Errorf(CodeInvalid, "%s: mime_type %q is not an image type models take (%s)", at, Clip(p.MIMEType, 80), strings.Join(ImageTypes, ", "))
+			return Errorf(CodeInvalid, "%s: mime_type %q is not an image type models take (%s)", at, words.Clip(p.MIMEType, 80), strings.Join(ImageTypes, ", "))
 		}
 		if p.Type == PartFile && p.MIMEType == "" && !strings.HasPrefix(p.URL, CASRefPrefix) {
 			return Errorf(CodeInvalid, "%s: a file part by URL needs a mime_type, e.g. application/pdf", at)
@@ -95,13 +97,13 @@ func (p Part) Validate(at string) error {
 	case "":
 		return Errorf(CodeInvalid, "%s: type is required: %q, %q or %q", at, PartText, PartImage, PartFile)
 	default:
-		return Errorf(CodeInvalid, "%s: unknown type %q: want %q, %q or %q", at, Clip(p.Type, 40), PartText, PartImage, PartFile)
+		return Errorf(CodeInvalid, "%s: unknown type %q: want %q, %q or %q", at, words.Clip(p.Type, 40), PartText, PartImage, PartFile)
 	}
 	if err := validateKey(at+".name", p.Name); err != nil {
 		return err
 	}
 	if len(p.MIMEType) > 100 || strings.ContainsAny(p.MIMEType, " \r\n\t;") {
-		return Errorf(CodeInvalid, "%s: mime_type %q: want a media type such as image/png", at, Clip(p.MIMEType, 100))
+		return Errorf(CodeInvalid, "%s: mime_type %q: want a media type such as image/png", at, words.Clip(p.MIMEType, 100))
 	}
 	return nil
 }
@@ -116,7 +118,7 @@ func checkPartURL(at, raw string) error {
 		return Errorf(CodeInvalid, "%s: url is %d bytes; the limit is %d", at, len(raw), MaxPartURLBytes)
 	case strings.HasPrefix(raw, CASRefPrefix):
 		if _, ok := CASDigest(raw); !ok {
-			return Errorf(CodeInvalid, "%s: url %q: want %s<64 lowercase hex digits>", at, Clip(raw, 100), CASRefPrefix)
+			return Errorf(CodeInvalid, "%s: url %q: want %s<64 lowercase hex digits>", at, words.Clip(raw, 100), CASRefPrefix)
 		}
 		return nil
 	case strings.HasPrefix(strings.ToLower(raw), "data:"):
@@ -128,7 +130,7 @@ func checkPartURL(at, raw string) error {
 	// checker sees.
 	u, err := url.Parse(raw) //workflowcheck:ignore
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		return Errorf(CodeInvalid, "%s: url %q: want a cas:// ref or an http(s) URL without credentials", at, Clip(raw, 100))
+		return Errorf(CodeInvalid, "%s: url %q: want a cas:// ref or an http(s) URL without credentials", at, words.Clip(raw, 100))
 	}
 	return nil
 }

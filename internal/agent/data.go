@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Data kinds of a DataPreview.
@@ -83,7 +85,7 @@ func CapFields(fields []Field) ([]Field, int) {
 	var out []Field
 	size := 2 // the array's brackets
 	for i, f := range fields {
-		f.Name, f.Type = Clip(f.Name, maxFieldName), Clip(f.Type, maxFieldName)
+		f.Name, f.Type = words.Clip(f.Name, maxFieldName), words.Clip(f.Type, maxFieldName)
 		b, _ := json.Marshal(f) // a struct of strings
 		if size+len(b)+1 > MaxFieldsBytes {
 			return out, len(fields) - i
@@ -188,7 +190,7 @@ func CutRow(row json.RawMessage, limit int) json.RawMessage {
 		enc = enc[:0]
 		size := len(c.note(0, 0)) + 2
 		for _, f := range fields {
-			b := append(append(encode(Clip(f.key, maxFieldName)), ':'), cutValue(f.raw, n)...)
+			b := append(append(encode(words.Clip(f.key, maxFieldName)), ':'), cutValue(f.raw, n)...)
 			enc = append(enc, b)
 			size += len(b) + 1
 		}
@@ -284,7 +286,7 @@ func cutValue(raw json.RawMessage, n int) []byte {
 	case '"':
 		var s string
 		_ = json.Unmarshal(raw, &s) // valid JSON; invalid UTF-8 becomes U+FFFD
-		return encode(Clip(s, n))
+		return encode(words.Clip(s, n))
 	case '{', '[':
 		if len(raw) <= n && utf8.Valid(raw) {
 			var b bytes.Buffer

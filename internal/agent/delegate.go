@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // KindDelegate is the tool kind whose calls hand a sub-task to another
@@ -167,7 +169,7 @@ func ParseDelegateArgs(raw string) (DelegateArgs, error) {
 	}
 	for i, ref := range a.Refs {
 		if !IsRef(ref) {
-			return DelegateArgs{}, Errorf(CodeInvalid, "refs[%d] %q is not a data ref: want %s… or %s…", i, Clip(ref, 80), CASRefPrefix, ArtifactRefPrefix)
+			return DelegateArgs{}, Errorf(CodeInvalid, "refs[%d] %q is not a data ref: want %s… or %s…", i, words.Clip(ref, 80), CASRefPrefix, ArtifactRefPrefix)
 		}
 	}
 	return a, nil

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Kinds of DeliverTarget.
@@ -59,7 +61,7 @@ func (t DeliverTarget) Validate() error {
 	case DeliverWebhook:
 		u, err := url.Parse(t.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return Errorf(CodeInvalid, "deliver target %q: url %q: want an http or https URL", t.Name, Clip(t.URL, 100))
+			return Errorf(CodeInvalid, "deliver target %q: url %q: want an http or https URL", t.Name, words.Clip(t.URL, 100))
 		}
 		if u.User != nil {
 			return Errorf(CodeInvalid, "deliver target %q: url: no user info; the body is signed with secret", t.Name)
@@ -136,7 +138,7 @@ func Deliveries(targets []DeliverTarget, req TurnRequest, workflowID string) ([]
 			if len(names) > 0 {
 				has = "it has [" + strings.Join(names, ", ") + "]"
 			}
-			return nil, Errorf(CodeInvalid, "deliver: agent %q has no deliver target %q; %s", req.AgentID, Clip(to.Target, 64), has)
+			return nil, Errorf(CodeInvalid, "deliver: agent %q has no deliver target %q; %s", req.AgentID, words.Clip(to.Target, 64), has)
 		}
 		t := targets[i]
 		if to.ChatID != "" {

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"strings"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Derived ids: one rule for every id a door derives rather than takes
@@ -108,5 +110,5 @@ func CheckClientID(field, id string) error {
 		return nil
 	}
 	return Errorf(CodeInvalid, "%s %q begins with %q, which is reserved for the ids agentflow's doors derive (a Telegram update's turn, a person's session, an MCP call, a schedule's runs): choose an id that does not",
-		field, Clip(id, 100), DerivedPrefix)
+		field, words.Clip(id, 100), DerivedPrefix)
 }

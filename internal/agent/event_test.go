@@ -266,17 +266,3 @@ func TestEventString(t *testing.T) {
 	require.Equal(t, `#5 tool_args_delta call_1 "{\"expres"`, documentedEvents()[4].event.String())
 	require.Equal(t, "#2 message_end s1-1 completed", documentedEvents()[15].event.String())
 }
-
-func TestListEntries(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []string
-	}{
-		{"", nil},
-		{" , ,", nil},
-		{"a", []string{"a"}},
-		{" a = b ,c,, d ", []string{"a = b", "c", "d"}},
-	} {
-		require.Equal(t, tc.want, ListEntries(tc.in), "%q", tc.in)
-	}
-}

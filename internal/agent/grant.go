@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Scopes of an approval (ApprovalDecision.Scope): what else than the call
@@ -85,7 +87,7 @@ func (m ArgsMatch) Validate() error {
 		case len(c.Path) > MaxGrantPathBytes:
 			return Errorf(CodeInvalid, "match[%d].path is longer than %d bytes", i, MaxGrantPathBytes)
 		case c.Path != "" && !strings.HasPrefix(c.Path, "/"):
-			return Errorf(CodeInvalid, "match[%d].path %q: want a JSON Pointer, such as /region or /items/0/sku", i, Clip(c.Path, 64))
+			return Errorf(CodeInvalid, "match[%d].path %q: want a JSON Pointer, such as /region or /items/0/sku", i, words.Clip(c.Path, 64))
 		case len(bytes.TrimSpace(c.Equals)) == 0:
 			return Errorf(CodeInvalid, "match[%d].equals is required: the JSON value the argument must have", i)
 		case len(c.Equals) > MaxGrantValueBytes:
@@ -94,7 +96,7 @@ func (m ArgsMatch) Validate() error {
 			return Errorf(CodeInvalid, "match[%d].equals is not JSON", i)
 		}
 		if _, err := pointer(c.Path); err != nil {
-			return Errorf(CodeInvalid, "match[%d].path %q: %v", i, Clip(c.Path, 64), err)
+			return Errorf(CodeInvalid, "match[%d].path %q: %v", i, words.Clip(c.Path, 64), err)
 		}
 	}
 	return nil

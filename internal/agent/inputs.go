@@ -3,6 +3,8 @@ package agent
 import (
 	"strconv"
 	"strings"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // BlobInfo describes a stored blob — a file, an image, data kept by
@@ -41,15 +43,15 @@ func ResolveInput(ref string, previous []PreviousResult) (string, error) {
 	}
 	digits, tail, ok := strings.Cut(rest, "]")
 	if !ok || (tail != "" && tail != inputIndexSuffix) || !isIndex(digits) {
-		return "", Errorf(CodeInvalid, "%q: want previous_results[i], i the index of one of the turn's previous results from 0, e.g. previous_results[0]", Clip(ref, 80))
+		return "", Errorf(CodeInvalid, "%q: want previous_results[i], i the index of one of the turn's previous results from 0, e.g. previous_results[0]", words.Clip(ref, 80))
 	}
 	i, err := strconv.Atoi(digits)
 	switch {
 	case len(previous) == 0:
-		return "", Errorf(CodeInvalid, "%s: this turn was given no previous results (its request's context.previous_results is empty); name data by its ref", Clip(ref, 80))
+		return "", Errorf(CodeInvalid, "%s: this turn was given no previous results (its request's context.previous_results is empty); name data by its ref", words.Clip(ref, 80))
 	case err != nil || i >= len(previous):
 		return "", Errorf(CodeInvalid, "%s: out of range: this turn was given %d previous results, previous_results[0] to previous_results[%d]",
-			Clip(ref, 80), len(previous), len(previous)-1)
+			words.Clip(ref, 80), len(previous), len(previous)-1)
 	}
 	return previous[i].ResultRef, nil
 }

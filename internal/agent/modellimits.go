@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // ModelLimits are one governed key's limits on model calls: requests,
@@ -83,17 +85,17 @@ func ParseModelLimits(list string) (ModelLimits, error) {
 		n, err := strconv.ParseInt(strings.TrimSpace(countText), 10, 64)
 		if err != nil || n < 1 || n > maxLimitCount {
 			return lim, Errorf(CodeInvalid, "limit %q: count %q: want a whole number from 1 to %d (a limit of zero would stop every call; leave the limit out for none)",
-				name, Clip(countText, 40), int64(maxLimitCount))
+				name, words.Clip(countText, 40), int64(maxLimitCount))
 		}
 		window := DefaultLimitWindow
 		if hasWindow {
 			if name == LimitConcurrent {
-				return lim, Errorf(CodeInvalid, "limit %q counts calls in flight and takes no window (%q)", name, Clip(value, 40))
+				return lim, Errorf(CodeInvalid, "limit %q counts calls in flight and takes no window (%q)", name, words.Clip(value, 40))
 			}
 			window, err = time.ParseDuration(strings.TrimSpace(windowText))
 			if err != nil || window < MinLimitWindow || window > MaxLimitWindow {
 				return lim, Errorf(CodeInvalid, "limit %q: window %q: want a duration from %s to %s, such as 1m or 10s",
-					name, Clip(windowText, 40), MinLimitWindow, MaxLimitWindow)
+					name, words.Clip(windowText, 40), MinLimitWindow, MaxLimitWindow)
 			}
 		}
 		switch name {

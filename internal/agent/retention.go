@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Retention is how long a tenant's data is kept, by kind. The operator
@@ -37,17 +39,17 @@ func ParseTTL(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseInt(days, 10, 64)
 		if err != nil || n < 0 || n > int64(MaxRetention/(24*time.Hour)) {
-			return 0, Errorf(CodeInvalid, "%q: want a whole number of days (30d) or a duration (36h)", Clip(s, 40))
+			return 0, Errorf(CodeInvalid, "%q: want a whole number of days (30d) or a duration (36h)", words.Clip(s, 40))
 		}
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil {
-			return 0, Errorf(CodeInvalid, "%q: want a whole number of days (30d) or a duration (36h)", Clip(s, 40))
+			return 0, Errorf(CodeInvalid, "%q: want a whole number of days (30d) or a duration (36h)", words.Clip(s, 40))
 		}
 	}
 	if d < time.Minute || d > MaxRetention {
-		return 0, Errorf(CodeInvalid, "%q: want 1m to %dd", Clip(s, 40), int64(MaxRetention/(24*time.Hour)))
+		return 0, Errorf(CodeInvalid, "%q: want 1m to %dd", words.Clip(s, 40), int64(MaxRetention/(24*time.Hour)))
 	}
 	return d, nil
 }

@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/agentflow/agentflow/internal/words"
+
 // What a turn's end does to its session (TurnRequest.SessionEnd).
 const (
 	// SessionEndClose closes the session: no later turn may join it
@@ -22,5 +24,5 @@ func checkSessionEnd(end, session string) error {
 		}
 		return nil
 	}
-	return Errorf(CodeInvalid, "session_end %q: want %q or %q", Clip(end, 50), SessionEndClose, SessionEndMark)
+	return Errorf(CodeInvalid, "session_end %q: want %q or %q", words.Clip(end, 50), SessionEndClose, SessionEndMark)
 }

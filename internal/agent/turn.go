@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // ProtocolVersion is the version of the turn protocol this build speaks.
@@ -308,7 +310,7 @@ const MaxRetryCount = 10000
 // the state of its workflow (context.workflow_state).
 func (r *TurnRequest) ValidateEnvelope() error {
 	if c := r.Context.SessionID; c != "" && r.SessionID != "" && c != r.SessionID {
-		return Errorf(CodeInvalid, "context.session_id %q and session_id %q name two sessions: name one", Clip(c, 100), Clip(r.SessionID, 100))
+		return Errorf(CodeInvalid, "context.session_id %q and session_id %q name two sessions: name one", words.Clip(c, 100), words.Clip(r.SessionID, 100))
 	}
 	if err := ValidateParts(r.Parts); err != nil {
 		return err
@@ -322,10 +324,10 @@ func (r *TurnRequest) ValidateEnvelope() error {
 	if r.Model != "" {
 		provider, _, err := ParseModel(r.Model)
 		if err != nil {
-			return Errorf(CodeInvalid, "model %q: want \"provider:model\", e.g. \"openai:gpt-4o-mini\"", Clip(r.Model, 100))
+			return Errorf(CodeInvalid, "model %q: want \"provider:model\", e.g. \"openai:gpt-4o-mini\"", words.Clip(r.Model, 100))
 		}
 		if !slices.Contains(Providers(), provider) {
-			return Errorf(CodeInvalid, "model %q: unknown provider %q (known: %s)", Clip(r.Model, 100), Clip(provider, 50), strings.Join(Providers(), ", "))
+			return Errorf(CodeInvalid, "model %q: unknown provider %q (known: %s)", words.Clip(r.Model, 100), words.Clip(provider, 50), strings.Join(Providers(), ", "))
 		}
 		if err := validateKey("model", r.Model); err != nil {
 			return err
@@ -344,7 +346,7 @@ func (r *TurnRequest) ValidateEnvelope() error {
 	}
 	if r.CreatedAt != "" {
 		if _, err := time.Parse(time.RFC3339, r.CreatedAt); err != nil {
-			return Errorf(CodeInvalid, "created_at %q: want an RFC 3339 time such as 2024-10-12T10:30:00Z", Clip(r.CreatedAt, 100))
+			return Errorf(CodeInvalid, "created_at %q: want an RFC 3339 time such as 2024-10-12T10:30:00Z", words.Clip(r.CreatedAt, 100))
 		}
 	}
 	if st := r.Context.WorkflowState; len(st) > 0 {
@@ -376,7 +378,7 @@ func (r TurnRequest) CheckNotify(parent string) error {
 		return nil
 	}
 	return Errorf(CodePermissionDenied, "notify %q is not a workflow of tenant %q: name one as <kind>/%s/<id> (such as turn/%s/<job_id>), or start the turn as a child of the workflow to notify",
-		Clip(r.Notify, 100), r.TenantID, r.TenantID, r.TenantID)
+		words.Clip(r.Notify, 100), r.TenantID, r.TenantID, r.TenantID)
 }
 
 // Depth is how many delegations lead to the turn: 0 for a turn a client

@@ -21,7 +21,8 @@ var Agentflow = Rules{
 	Imports: append([]ImportRule{
 		{
 			From: "internal/agent", Not: []string{"internal/...", "activities/...", "workflows/...", "worker/...", "starter/...", "go.temporal.io/...", "github.com/jackc/pgx/...", "net/http"},
-			Why: "the domain types are the centre: they depend on nothing of the tree, on no SDK and no I/O",
+			Allow: []string{"internal/words"},
+			Why:   "the domain types are the centre: they depend on nothing of the tree but its words, on no SDK and no I/O",
 		},
 		{
 			From: "workflows", Not: []string{"activities/...", "internal/store/...", "internal/gateway/...", "internal/llm/...", "internal/tools/...", "internal/server/...",
@@ -102,7 +103,7 @@ var AgentflowLinks = []LinkRule{
 		Why: "tenant reads the store, never catalog files, and links nothing of the gateway, the activities or the workflows, which all hold a Cache",
 	},
 	{
-		Root: "internal/memory", Only: []string{"internal/agent"},
+		Root: "internal/memory", Only: []string{"internal/agent", "internal/words"},
 		Why: "what memory is can be read alone: the package links the domain and the standard library, nothing else",
 	},
 	{

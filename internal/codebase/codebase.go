@@ -47,11 +47,13 @@ type Rules struct {
 // relative to the module ("internal/agent"); a trailing "/..." matches
 // the package and every one below it; Not may also name a package
 // outside the module by its whole path ("github.com/jackc/pgx/v5/...").
-// Except lists packages From matches that the rule leaves out.
+// Except lists packages From matches that the rule leaves out, and
+// Allow imports Not matches that the rule lets through.
 type ImportRule struct {
 	From   string
 	Not    []string
 	Except []string
+	Allow  []string
 	// Why is what the rule keeps, said in the report of a break.
 	Why string
 }
@@ -192,6 +194,9 @@ func imports(s source, r Rules) []Violation {
 				continue
 			}
 			own, ok := strings.CutPrefix(imp, r.Module+"/")
+			if ok && slices.Contains(rule.Allow, own) {
+				continue
+			}
 			for _, not := range rule.Not {
 				if match(not, imp) || ok && match(not, own) {
 					out = append(out, Violation{File: s.rel, Line: s.fset.Position(spec.Pos()).Line,

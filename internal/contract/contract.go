@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Product is the product's name, which names what it owns outside
@@ -306,7 +307,7 @@ func jobFacts(req agent.TurnRequest) []string {
 			b.Reset()
 			b.Write(st)
 		}
-		facts = append(facts, "workflow state `"+agent.Clip(b.String(), detailsState)+"`")
+		facts = append(facts, "workflow state `"+words.Clip(b.String(), detailsState)+"`")
 	}
 	return facts
 }

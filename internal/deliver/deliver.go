@@ -56,6 +56,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Headers of a webhook delivery.
@@ -92,7 +93,7 @@ func NewPayload(id, streamID string, req agent.TurnRequest, res agent.TurnResult
 	p := Payload{
 		DeliveryID: id, StreamID: streamID, JobID: res.JobID, TenantID: req.TenantID,
 		AgentID: res.Metadata.AgentID, SessionID: req.SessionID, Status: res.Status,
-		Output: agent.Clip(res.Output, MaxOutputBytes), ResultPreview: res.ResultPreview,
+		Output: words.Clip(res.Output, MaxOutputBytes), ResultPreview: res.ResultPreview,
 		ResultRef: res.ResultRef, CompletedAt: res.CompletedAt.UTC(),
 	}
 	if res.Error != nil {
@@ -235,13 +236,13 @@ func answerOf(h http.Header, body []byte) (string, time.Duration) {
 		if bot.Parameters.RetryAfter > 0 {
 			wait = seconds(bot.Parameters.RetryAfter)
 		}
-		return agent.Clip(strings.ToValidUTF8(bot.Description, "?"), 200), wait
+		return words.Clip(strings.ToValidUTF8(bot.Description, "?"), 200), wait
 	}
 	s := strings.TrimSpace(strings.ToValidUTF8(string(body), "?"))
 	if s == "" {
 		return "no body", wait
 	}
-	return agent.Clip(s, 200), wait
+	return words.Clip(s, 200), wait
 }
 
 // TelegramMaxChars is the most characters of one Telegram message.

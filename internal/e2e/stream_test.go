@@ -26,6 +26,7 @@ import (
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
+	"github.com/agentflow/agentflow/internal/words"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -654,7 +655,7 @@ func streamWorkerKilled(t *testing.T, catalog, prompt string) {
 func eventTrace(events []agent.Event) string {
 	var b strings.Builder
 	for _, e := range events {
-		fmt.Fprintf(&b, "\n%d %s %s step=%d attempt=%d void=%d %q", e.Index, e.Kind, e.Status, e.Step, e.Attempt, e.VoidFrom, agent.Clip(e.Text, 12))
+		fmt.Fprintf(&b, "\n%d %s %s step=%d attempt=%d void=%d %q", e.Index, e.Kind, e.Status, e.Step, e.Attempt, e.VoidFrom, words.Clip(e.Text, 12))
 	}
 	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // The environment variables that configure an Operator. The processes
@@ -151,7 +152,7 @@ func OpenOperator(entries ...string) (*Operator, error) {
 // A metadata address is opened only by an exact entry (an IP literal, a
 // /32 or /128 prefix, or IP:port), never by a wider CIDR.
 func ParseAllow(value string) ([]string, error) {
-	entries := agent.ListEntries(value)
+	entries := words.ListEntries(value)
 	var o Operator
 	for _, e := range entries {
 		if err := o.allow(e); err != nil {
@@ -164,7 +165,7 @@ func ParseAllow(value string) ([]string, error) {
 // ParsePlatformAddrs reads EnvPlatformAddrs's value: comma-separated
 // host:port addresses, spaces around them ignored (see PlatformAddr.Addr).
 func ParsePlatformAddrs(value string) ([]string, error) {
-	entries := agent.ListEntries(value)
+	entries := words.ListEntries(value)
 	for _, e := range entries {
 		if _, _, err := splitPlatformAddr(e); err != nil {
 			return nil, fmt.Errorf("%s entry %q: %w", EnvPlatformAddrs, e, err)

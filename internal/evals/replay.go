@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // ScoreReplay compares a replayed turn with its recording: answer
@@ -14,7 +15,7 @@ import (
 // its two checks, and whether a guardrail stopped either turn; cost and
 // latency are the caller's to add.
 func ScoreReplay(recorded agent.TurnResult, recordedSteps []agent.Message, replayed agent.TurnResult, replayedSteps []agent.Message) (agent.ReplayScore, []agent.EvalCheck) {
-	s := agent.ReplayScore{RecordedJobID: recorded.JobID, RecordedAnswer: agent.Clip(recorded.Output, 4<<10),
+	s := agent.ReplayScore{RecordedJobID: recorded.JobID, RecordedAnswer: words.Clip(recorded.Output, 4<<10),
 		RecordedCalls: canonicalCalls(agent.AskedCalls(recordedSteps)), ReplayedCalls: canonicalCalls(agent.AskedCalls(replayedSteps))}
 	s.AnswerAgrees = strings.TrimSpace(recorded.Output) == strings.TrimSpace(replayed.Output)
 	tripped := func(r agent.TurnResult) bool { return r.Error != nil && r.Error.Type == agent.ErrTypeGuardrailTripped }
@@ -28,7 +29,7 @@ func ScoreReplay(recorded agent.TurnResult, recordedSteps []agent.Message, repla
 	}
 	answer := agent.EvalCheck{Name: "replay answer", Passed: s.AnswerAgrees}
 	if !answer.Passed {
-		answer.Detail = fmt.Sprintf("answered %q; the recording answered %q", agent.Clip(replayed.Output, 200), agent.Clip(recorded.Output, 200))
+		answer.Detail = fmt.Sprintf("answered %q; the recording answered %q", words.Clip(replayed.Output, 200), words.Clip(recorded.Output, 200))
 	}
 	calls := agent.EvalCheck{Name: "replay tool calls", Passed: s.ToolAgreement() == 1}
 	if !calls.Passed {

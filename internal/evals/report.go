@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Markdown is a run's report: totals per version, then every failed
@@ -38,7 +39,7 @@ func Markdown(r agent.EvalRun) string {
 				}
 			}
 			if c.Output != "" {
-				fmt.Fprintf(&b, "- answer: %s\n", oneLine(agent.Clip(c.Output, 300)))
+				fmt.Fprintf(&b, "- answer: %s\n", oneLine(words.Clip(c.Output, 300)))
 			}
 			fmt.Fprintf(&b, "- turn: `%s`\n", c.JobID)
 		}
@@ -269,7 +270,7 @@ func replayedTotals(totals []agent.EvalTotals) bool {
 func replayDiff(s agent.ReplayScore, output string) string {
 	var b strings.Builder
 	if output != "" && !s.AnswerAgrees {
-		fmt.Fprintf(&b, "- answer: %s\n+ answer: %s\n", oneLine(agent.Clip(s.RecordedAnswer, 300)), oneLine(agent.Clip(output, 300)))
+		fmt.Fprintf(&b, "- answer: %s\n+ answer: %s\n", oneLine(words.Clip(s.RecordedAnswer, 300)), oneLine(words.Clip(output, 300)))
 	}
 	match := agent.MatchCalls(s.RecordedCalls, s.ReplayedCalls)
 	used := make([]bool, len(s.RecordedCalls))

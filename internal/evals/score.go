@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/structured"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Score checks a turn's result against a case: its status, tool calls
@@ -23,7 +24,7 @@ func Score(c agent.EvalCase, res agent.TurnResult) []agent.EvalCheck {
 	if !status.Passed {
 		status.Detail = fmt.Sprintf("the turn ended %s, want %s", res.Status, want)
 		if e := res.Error; e != nil {
-			status.Detail += fmt.Sprintf(" (%s: %s)", e.Type, agent.Clip(e.Message, 200))
+			status.Detail += fmt.Sprintf(" (%s: %s)", e.Type, words.Clip(e.Message, 200))
 		}
 	}
 	checks := []agent.EvalCheck{status}
@@ -108,7 +109,7 @@ func describeCalls(calls []agent.ToolCallRecord) string {
 	}
 	var parts []string
 	for _, c := range calls {
-		parts = append(parts, fmt.Sprintf("%s%s (%s)", c.Tool, agent.Clip(argsText(c.Args), 120), c.Status))
+		parts = append(parts, fmt.Sprintf("%s%s (%s)", c.Tool, words.Clip(argsText(c.Args), 120), c.Status))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -117,7 +118,7 @@ func describeCalls(calls []agent.ToolCallRecord) string {
 func answer(a agent.AnswerExpect, output string) []agent.EvalCheck {
 	var out []agent.EvalCheck
 	got := strings.TrimSpace(output)
-	quoted := fmt.Sprintf("%q", agent.Clip(got, 200))
+	quoted := fmt.Sprintf("%q", words.Clip(got, 200))
 	if a.Exact != "" {
 		ch := agent.EvalCheck{Name: "answer exact", Passed: got == strings.TrimSpace(a.Exact)}
 		if !ch.Passed {
@@ -179,5 +180,5 @@ func ParseVerdict(reply string) agent.EvalCheck {
 	case "FAIL":
 		return agent.EvalCheck{Name: "answer judge", Detail: why}
 	}
-	return agent.EvalCheck{Name: "answer judge", Detail: fmt.Sprintf("the judge did not say PASS or FAIL: %q", agent.Clip(r, 200))}
+	return agent.EvalCheck{Name: "answer judge", Detail: fmt.Sprintf("the judge did not say PASS or FAIL: %q", words.Clip(r, 200))}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // A Conversation's log is a Log too, whose stream id is the
@@ -183,7 +184,7 @@ func Restore(streamID string, s agent.StreamState) (*Log, error) {
 			l.entries = append(l.entries, entry{text: v})
 		case agent.Event:
 			if v.StreamID != streamID {
-				return nil, agent.Errorf(agent.CodeInvalid, "stream.log[%d]: an event of stream %q, not of %q", i, agent.Clip(v.StreamID, 100), streamID)
+				return nil, agent.Errorf(agent.CodeInvalid, "stream.log[%d]: an event of stream %q, not of %q", i, words.Clip(v.StreamID, 100), streamID)
 			}
 			if n := len(events); n > 0 && v.Index != events[n-1].Index+1 {
 				return nil, agent.Errorf(agent.CodeInvalid, "stream.log[%d]: event_index %d does not follow %d", i, v.Index, events[n-1].Index)
@@ -225,7 +226,7 @@ func decodeCarried(it agent.StreamItem) (any, error) {
 		return nil, fmt.Errorf("data is not a protobuf Payload")
 	}
 	if enc := string(p.GetMetadata()["encoding"]); enc != "json/plain" {
-		return nil, fmt.Errorf("payload encoding %q: want json/plain", agent.Clip(enc, 40))
+		return nil, fmt.Errorf("payload encoding %q: want json/plain", words.Clip(enc, 40))
 	}
 	switch it.Topic {
 	case contract.StreamTopicEvents:
@@ -244,5 +245,5 @@ func decodeCarried(it agent.StreamItem) (any, error) {
 		}
 		return s, nil
 	}
-	return nil, fmt.Errorf("topic %q: want %q or %q", agent.Clip(it.Topic, 40), contract.StreamTopicEvents, contract.StreamTopicText)
+	return nil, fmt.Errorf("topic %q: want %q or %q", words.Clip(it.Topic, 40), contract.StreamTopicEvents, contract.StreamTopicText)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // ProgressEvery is the least time between two tool_progress signals of a
@@ -148,7 +149,7 @@ func (p *Progress) send(ctx context.Context) {
 	for first := true; first || len(custom) > 0; first = false {
 		ev := agent.ToolProgress{CallID: p.call.ID, Tool: p.call.Name}
 		if first {
-			ev.Message = agent.Clip(msg, MaxProgressBytes)
+			ev.Message = words.Clip(msg, MaxProgressBytes)
 		}
 		size := 0
 		for len(custom) > 0 && (len(ev.Custom) == 0 || size+len(custom[0].Value) <= maxSignalCustom) {

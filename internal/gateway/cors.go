@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // ParseCORSOrigins reads AGENTFLOW_CORS_ORIGINS: comma-separated origins,
@@ -16,7 +17,7 @@ import (
 // an exact match). There is no wildcard: an operator names each origin.
 func ParseCORSOrigins(v string) ([]string, error) {
 	var out []string
-	for _, o := range agent.ListEntries(v) {
+	for _, o := range words.ListEntries(v) {
 		norm, err := CORSOrigin(o)
 		if err != nil {
 			return nil, fmt.Errorf("AGENTFLOW_CORS_ORIGINS entry %q: %w", o, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Strict reading of JSON bodies, for the doors whose protocols define
@@ -48,7 +49,7 @@ func JSONObject(what string, data []byte, known []string) (map[string]json.RawMe
 	slices.Sort(names)
 	for _, n := range names {
 		if !slices.Contains(known, n) {
-			return nil, agent.Errorf(agent.CodeInvalid, "%s: unknown member %q (known: %s)", what, agent.Clip(n, MaxQuoted), strings.Join(known, ", "))
+			return nil, agent.Errorf(agent.CodeInvalid, "%s: unknown member %q (known: %s)", what, words.Clip(n, MaxQuoted), strings.Join(known, ", "))
 		}
 	}
 	return fields, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/knowledge"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Limits of an ingest request.
@@ -116,7 +117,7 @@ func checkIngest(in ingestRequest, prepare func(agent.Document, string) error) e
 	}
 	for i, d := range in.Documents {
 		if err := checkIngestDocument(d, prepare); err != nil {
-			return agent.Errorf(agent.CodeInvalid, "documents[%d]: %s", i, agent.Clip(err.Error(), 300))
+			return agent.Errorf(agent.CodeInvalid, "documents[%d]: %s", i, words.Clip(err.Error(), 300))
 		}
 	}
 	return nil

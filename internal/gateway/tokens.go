@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/chatpage"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Role is what a token may do.
@@ -126,7 +127,7 @@ func (t Token) matches(hash [sha256.Size]byte) bool {
 // token-<the first 8 hex digits of its hash>).
 func ParseTokens(v string) ([]Token, error) {
 	var out []Token
-	for _, entry := range agent.ListEntries(v) {
+	for _, entry := range words.ListEntries(v) {
 		secret, spec, ok := strings.Cut(entry, "=")
 		if !ok || secret == "" || spec == "" {
 			return nil, fmt.Errorf("AGENTFLOW_TOKENS: want <token>=<tenant>[:<roles>[:<name>]] entries separated by commas, got one without '=' or with an empty side")

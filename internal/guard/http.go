@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // HTTPCheck is what an HTTP guard is sent.
@@ -72,7 +73,7 @@ func decide(who string, g agent.GuardCall, v Verdict, err error) string {
 	if reason == "" {
 		reason = "no reason given"
 	}
-	return fmt.Sprintf("%s refused: %s", who, agent.Clip(reason, 300))
+	return fmt.Sprintf("%s refused: %s", who, words.Clip(reason, 300))
 }
 
 // CallHTTP asks a tenant's guard about a text, through client (the

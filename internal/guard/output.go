@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/structured"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Output checks an answer by an agent's output guard.
@@ -77,7 +78,7 @@ func (o *Output) CheckChannel(kind ChannelKind, text string) string {
 	if o.schema != nil && kind == ChannelText {
 		// Only the whole answer is checked: windows hold it all (cut).
 		if _, problems := o.schema.Check(text); len(problems) > 0 {
-			return "schema: " + agent.Clip(problems.String(), 300)
+			return "schema: " + words.Clip(problems.String(), 300)
 		}
 	}
 	for _, check := range o.Extra {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/html/atom"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Content types Extract reads, with TypePDF.
@@ -149,4 +150,4 @@ func isBlock(n *html.Node) bool {
 }
 
 // clip cuts a value quoted in an error.
-func clip(s string) string { return agent.Clip(s, 80) }
+func clip(s string) string { return words.Clip(s, 80) }

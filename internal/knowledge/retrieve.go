@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Searcher is a Store with the Embedder its searches embed queries with:
@@ -68,7 +69,7 @@ func budget(hits []agent.Hit, topK, maxTokens int) []agent.Hit {
 		t := agent.EstimateTokens(h.Chunk.Text)
 		if used+t > maxTokens {
 			if len(out) == 0 {
-				h.Chunk.Text = agent.Clip(h.Chunk.Text, 4*maxTokens-len("…"))
+				h.Chunk.Text = words.Clip(h.Chunk.Text, 4*maxTokens-len("…"))
 				out = append(out, h)
 			}
 			break

@@ -9,6 +9,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // toMessages converts the conversation to langchaingo's form for an
@@ -125,7 +126,7 @@ const MaxMediaBytes = 20 << 20
 // media reads the bytes behind a part's cas:// ref.
 func (req Request) media(ctx context.Context, p agent.Part, at string) ([]byte, string, error) {
 	if !strings.HasPrefix(p.URL, agent.CASRefPrefix) {
-		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: %s parts reach a model by cas:// ref, not %q", at, p.Type, agent.Clip(p.URL, 80))
+		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: %s parts reach a model by cas:// ref, not %q", at, p.Type, words.Clip(p.URL, 80))
 	}
 	if req.Media == nil {
 		return nil, "", agent.Errorf(agent.CodeInvalid, "%s: this call cannot read %s parts", at, p.Type)
@@ -172,7 +173,7 @@ func checkParts(provider string, req Request) error {
 		for j, p := range m.Parts {
 			if p.Type == agent.PartFile {
 				return agent.Errorf(agent.CodeInvalid, "message %d part %d: provider %s cannot take file parts (%s); use an anthropic model, or send the file's text",
-					i, j, provider, agent.Clip(p.Name, 80))
+					i, j, provider, words.Clip(p.Name, 80))
 			}
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // SummarizeRead is the most messages after the summary a summarization
@@ -125,7 +126,7 @@ func ExtractionTranscript(summary string, msgs []agent.Message) string {
 // maxLine bytes (agent.Clip marks the cut).
 func writeLines(b *strings.Builder, msgs []agent.Message) {
 	for _, m := range msgs {
-		fmt.Fprintf(b, "%s: %s\n", m.Role, agent.Clip(m.Content, maxLine))
+		fmt.Fprintf(b, "%s: %s\n", m.Role, words.Clip(m.Content, maxLine))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Claims names the claims of a token that give its identity
@@ -39,7 +40,7 @@ const maxClaimName = 256
 func ParseClaims(v string) (Claims, error) {
 	var c Claims
 	seen := map[string]bool{}
-	for _, entry := range agent.ListEntries(v) {
+	for _, entry := range words.ListEntries(v) {
 		field, claim, ok := strings.Cut(entry, "=")
 		field, claim = strings.TrimSpace(field), strings.TrimSpace(claim)
 		if !ok || claim == "" {
@@ -109,7 +110,7 @@ const Every = "*"
 // others are for policies and rules).
 func ParseRoleMap(v string) (RoleMap, error) {
 	m := RoleMap{m: map[string][]string{}}
-	for _, entry := range agent.ListEntries(v) {
+	for _, entry := range words.ListEntries(v) {
 		i := strings.LastIndex(entry, "=")
 		if i <= 0 || i == len(entry)-1 {
 			return RoleMap{}, fmt.Errorf("%s: entry %q: want <claim value>=<role>[+<role>…], e.g. *=user,admins=admin", EnvRoles, clip(entry))
@@ -324,4 +325,4 @@ func kind(v any) string {
 }
 
 // clip cuts a value quoted in an error.
-func clip(s string) string { return agent.Clip(s, 80) }
+func clip(s string) string { return words.Clip(s, 80) }

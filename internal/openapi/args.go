@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Args are a call's arguments: {"operation_id", "params", "body"}, and
@@ -91,7 +92,7 @@ func DecodeArgs(raw []byte, also ...string) (Args, error) {
 func errUnknownArg(k string, also []string) error {
 	names := append([]string{"operation_id", "params", "body"}, also...)
 	list := strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-	return agent.Errorf(agent.CodeInvalid, "unknown argument %q: the arguments are %s", agent.Clip(k, 40), list)
+	return agent.Errorf(agent.CodeInvalid, "unknown argument %q: the arguments are %s", words.Clip(k, 40), list)
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {

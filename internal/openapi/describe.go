@@ -9,7 +9,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // MaxDescription bounds Description: past it, operations are only named.
@@ -182,5 +182,5 @@ func (d *Document) Parameters() json.RawMessage {
 
 // oneLine is s on one line, clipped to n bytes.
 func oneLine(s string, n int) string {
-	return agent.Clip(strings.Join(strings.Fields(s), " "), n)
+	return words.Clip(strings.Join(strings.Fields(s), " "), n)
 }

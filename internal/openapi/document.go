@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Document is a validated OpenAPI 3 document and its operations. It is
@@ -361,7 +362,7 @@ func (d *Document) errNoOperation(id string) error {
 	if id == "" {
 		return agent.Errorf(agent.CodeInvalid, "operation_id is required; the operations are %s", ListIDs(d.IDs(), 100))
 	}
-	return agent.Errorf(agent.CodeInvalid, "unknown operation_id %q; the operations are %s", agent.Clip(id, 80), ListIDs(d.IDs(), 100))
+	return agent.Errorf(agent.CodeInvalid, "unknown operation_id %q; the operations are %s", words.Clip(id, 80), ListIDs(d.IDs(), 100))
 }
 
 // swaggerJSON reports whether data (JSON or YAML) is a Swagger 2.0

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Narrowing. kin-openapi loads a document whole (its tree of a 13 MB
@@ -376,7 +377,7 @@ func (n *narrowing) refKey(ref string) (compKey, bool) {
 // closure finds every component the kept operations need.
 func (n *narrowing) closure() error {
 	if n.bad != "" && n.want != nil {
-		return agent.Errorf(agent.CodeInvalid, "$ref %q points into the document outside its components, which narrowing to operations cannot follow: move what it names into components", agent.Clip(n.bad, 120))
+		return agent.Errorf(agent.CodeInvalid, "$ref %q points into the document outside its components, which narrowing to operations cannot follow: move what it names into components", words.Clip(n.bad, 120))
 	}
 	n.need = make([]bool, len(n.defined))
 	todo := slices.Clone(n.roots)

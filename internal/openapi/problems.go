@@ -10,7 +10,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 
-	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // maxProblems bounds how many problems a message lists.
@@ -23,7 +23,7 @@ func problems(err error) string {
 	var out []string
 	collect(err, "", &out)
 	if len(out) == 0 {
-		return agent.Clip(err.Error(), 300)
+		return words.Clip(err.Error(), 300)
 	}
 	more := ""
 	if len(out) > maxProblems {

@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Call is a request built for an operation and checked against the
@@ -98,7 +99,7 @@ type builder struct {
 func (b *builder) params(params map[string]any) error {
 	for _, k := range slices.Sorted(mapsKeys(params)) {
 		if !slices.Contains(b.op.Keys, k) {
-			return fmt.Errorf("unknown parameter %q; %s", agent.Clip(k, 60), paramList(b.op))
+			return fmt.Errorf("unknown parameter %q; %s", words.Clip(k, 60), paramList(b.op))
 		}
 	}
 	for i, p := range b.op.Params {
@@ -266,7 +267,7 @@ func styled(v any, prefix, itemSep, propSep, kvSep, objPrefix string, useObjPref
 		for _, k := range slices.Sorted(mapsKeys(v)) {
 			s, err := primitive(v[k])
 			if err != nil {
-				return "", "", fmt.Errorf("property %q: %v", agent.Clip(k, 40), err)
+				return "", "", fmt.Errorf("property %q: %v", words.Clip(k, 40), err)
 			}
 			raws = append(raws, k+kvSep+s)
 			escs = append(escs, escape(k)+kvSep+escape(s))
@@ -315,7 +316,7 @@ func (b *builder) queryParam(name string, sm *openapi3.SerializationMethod, v an
 		for _, k := range keys {
 			s, err := primitive(v[k])
 			if err != nil {
-				return fmt.Errorf("property %q: %v", agent.Clip(k, 40), err)
+				return fmt.Errorf("property %q: %v", words.Clip(k, 40), err)
 			}
 			switch {
 			case sm.Style == openapi3.SerializationDeepObject:
@@ -405,14 +406,14 @@ func (b *builder) body(args Args) ([]byte, string, error) {
 				for i, e := range v {
 					s, err := primitive(e)
 					if err != nil {
-						return nil, "", fmt.Errorf("body: field %q item %d: %v", agent.Clip(k, 40), i, err)
+						return nil, "", fmt.Errorf("body: field %q item %d: %v", words.Clip(k, 40), i, err)
 					}
 					form.Add(k, s)
 				}
 			default:
 				s, err := primitive(v)
 				if err != nil {
-					return nil, "", fmt.Errorf("body: field %q: %v", agent.Clip(k, 40), err)
+					return nil, "", fmt.Errorf("body: field %q: %v", words.Clip(k, 40), err)
 				}
 				form.Add(k, s)
 			}

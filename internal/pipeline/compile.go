@@ -14,7 +14,7 @@ import (
 	"github.com/itchyny/gojq"
 	"github.com/itchyny/timefmt-go"
 
-	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // withDefaults returns p with the defaults of empty fields written in. It
@@ -217,7 +217,7 @@ func checkHTTP(s Step, i int, hasInput bool) error {
 	}
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return invalidf("url %q: want %s, e.g. https://api.example.com/items", agent.Clip(s.URL, 100), wants["url"])
+		return invalidf("url %q: want %s, e.g. https://api.example.com/items", words.Clip(s.URL, 100), wants["url"])
 	}
 	if err := checkEnum("method", s.Method, "GET", "POST"); err != nil {
 		return err
@@ -358,12 +358,12 @@ func checkJQ(q string) error {
 	if err != nil {
 		var pe *gojq.ParseError
 		if errors.As(err, &pe) {
-			return invalidf("query %q: %v at byte %d", agent.Clip(q, 200), err, pe.Offset)
+			return invalidf("query %q: %v at byte %d", words.Clip(q, 200), err, pe.Offset)
 		}
-		return invalidf("query %q: %v", agent.Clip(q, 200), err)
+		return invalidf("query %q: %v", words.Clip(q, 200), err)
 	}
 	if _, err := gojq.Compile(parsed); err != nil {
-		return invalidf("query %q: %v", agent.Clip(q, 200), err)
+		return invalidf("query %q: %v", words.Clip(q, 200), err)
 	}
 	return nil
 }
@@ -385,18 +385,18 @@ func compileRegexp(pattern string) (*regexp.Regexp, error) {
 				msg += " (Go regular expressions (RE2) have no lookaround and no backreferences)"
 			}
 		}
-		return nil, invalidf("pattern %q: %s", agent.Clip(pattern, 200), msg)
+		return nil, invalidf("pattern %q: %s", words.Clip(pattern, 200), msg)
 	}
 	parsed, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, invalidf("pattern %q: %v", agent.Clip(pattern, 200), err)
+		return nil, invalidf("pattern %q: %v", words.Clip(pattern, 200), err)
 	}
 	prog, err := syntax.Compile(parsed.Simplify())
 	if err != nil {
-		return nil, invalidf("pattern %q: %v", agent.Clip(pattern, 200), err)
+		return nil, invalidf("pattern %q: %v", words.Clip(pattern, 200), err)
 	}
 	if n := len(prog.Inst); n > maxPatternInst {
-		return nil, invalidf("pattern %q is too complex (it compiles to %d instructions; the limit is %d): use smaller repeat counts", agent.Clip(pattern, 200), n, maxPatternInst)
+		return nil, invalidf("pattern %q is too complex (it compiles to %d instructions; the limit is %d): use smaller repeat counts", words.Clip(pattern, 200), n, maxPatternInst)
 	}
 	return re, nil
 }

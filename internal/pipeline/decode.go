@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Bounds on what a call may say. They keep a call small enough to check
@@ -324,16 +324,16 @@ func isNull(raw json.RawMessage) bool {
 func describeRaw(raw []byte) string {
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) != nil {
-		return agent.Clip(strings.TrimSpace(string(raw)), 60)
+		return words.Clip(strings.TrimSpace(string(raw)), 60)
 	}
 	s := buf.String()
 	switch {
 	case strings.HasPrefix(s, "{"):
-		return "an object " + agent.Clip(s, 60)
+		return "an object " + words.Clip(s, 60)
 	case strings.HasPrefix(s, "["):
-		return "an array " + agent.Clip(s, 60)
+		return "an array " + words.Clip(s, 60)
 	}
-	return agent.Clip(s, 60)
+	return words.Clip(s, 60)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // httpRequest runs an http_request step.
@@ -69,7 +70,7 @@ func fileValue(f File) Value {
 func newRequest(s Step) (Request, error) {
 	u, err := url.Parse(s.URL)
 	if err != nil {
-		return Request{}, invalidf("url %q: %v", agent.Clip(s.URL, 100), err)
+		return Request{}, invalidf("url %q: %v", words.Clip(s.URL, 100), err)
 	}
 	req := Request{Method: s.Method, Header: http.Header{}, BodyRef: s.BodyRef, AsFile: s.ResponseAs == ResponseFile}
 	req.Header.Set("Accept", "application/json, text/csv;q=0.9, */*;q=0.5")
@@ -127,7 +128,7 @@ func snippet(body []byte) string {
 	if s == "" {
 		return "(empty body)"
 	}
-	return agent.Clip(s, 300)
+	return words.Clip(s, 300)
 }
 
 // Parse reads a response body or a stored blob as a Value, by the rules

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/jqproc"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // sharedJQ runs jq_transform when Env.JQ is nil: one pool per process,
@@ -45,18 +46,18 @@ func (e *engine) jqTransform(ctx context.Context, s step, in Value) (Value, erro
 		}
 		n, err := sizeOf(v, e.limits.MaxBytes-size)
 		if errors.Is(err, errTooLarge) {
-			return Value{}, tooLarge(fmt.Sprintf("the output of query %q", agent.Clip(s.Query, 200)), e.limits.MaxBytes)
+			return Value{}, tooLarge(fmt.Sprintf("the output of query %q", words.Clip(s.Query, 200)), e.limits.MaxBytes)
 		}
 		if err != nil {
-			return Value{}, invalidf("query %q: %v", agent.Clip(s.Query, 200), err)
+			return Value{}, invalidf("query %q: %v", words.Clip(s.Query, 200), err)
 		}
 		v, err = normalize(v, 0)
 		if err != nil {
-			return Value{}, invalidf("query %q: %v", agent.Clip(s.Query, 200), err)
+			return Value{}, invalidf("query %q: %v", words.Clip(s.Query, 200), err)
 		}
 		size += n
 		if len(outs) >= e.limits.MaxRows {
-			return Value{}, invalidf("query %q emits more than %d values (the limit): use first, limit(n; ...) or a narrower select", agent.Clip(s.Query, 200), e.limits.MaxRows)
+			return Value{}, invalidf("query %q emits more than %d values (the limit): use first, limit(n; ...) or a narrower select", words.Clip(s.Query, 200), e.limits.MaxRows)
 		}
 		outs = append(outs, v)
 	}
@@ -76,7 +77,7 @@ func (e *engine) jqTransform(ctx context.Context, s step, in Value) (Value, erro
 // a wait for a slot that did not end in time as a retryable error, and
 // the rest for the model.
 func (e *engine) jqError(ctx context.Context, s step, err error) error {
-	q := agent.Clip(s.Query, 200)
+	q := words.Clip(s.Query, 200)
 	var pe *jqproc.ProgramError
 	switch {
 	case errors.Is(err, jqproc.ErrBusy):
@@ -84,7 +85,7 @@ func (e *engine) jqError(ctx context.Context, s step, err error) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.As(err, &pe):
-		return invalidf("query %q: %s", q, agent.Clip(pe.Message, 300))
+		return invalidf("query %q: %s", q, words.Clip(pe.Message, 300))
 	case errors.Is(err, jqproc.ErrTimeout):
 		return invalidf("query %q ran past the limit of %v; make it do less (avoid recursion and large ranges)", q, e.limits.JQTimeout)
 	case errors.Is(err, jqproc.ErrMemory):

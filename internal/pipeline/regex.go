@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"unicode/utf8"
 
-	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // regexOutputs names the fields regex_extract writes: a named group gives
@@ -82,7 +82,7 @@ func (e *engine) regexExtract(ctx context.Context, s step, rows []map[string]any
 		if example != nil {
 			hint = fmt.Sprintf(" (e.g. %s)", describe(example))
 		}
-		e.warnf(s, "pattern %q matched no row's %s%s", agent.Clip(s.Pattern, 100), s.Field, hint)
+		e.warnf(s, "pattern %q matched no row's %s%s", words.Clip(s.Pattern, 100), s.Field, hint)
 	}
 	return TableOf(out), nil
 }

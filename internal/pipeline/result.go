@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Result is the outcome of a run.
@@ -116,7 +116,7 @@ func truncate(v any, n int, cut *bool) any {
 	case string:
 		if len(x) > previewString {
 			*cut = true
-			return agent.Clip(x, previewString)
+			return words.Clip(x, previewString)
 		}
 	case []any:
 		if len(x) > n {

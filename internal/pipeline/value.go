@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Kind says what a Value holds.
@@ -287,13 +287,13 @@ func jsonType(v any) string {
 func describe(v any) string {
 	switch v.(type) {
 	case map[string]any:
-		return "an object " + agent.Clip(marshal(v), 60)
+		return "an object " + words.Clip(marshal(v), 60)
 	case []any:
-		return "an array " + agent.Clip(marshal(v), 60)
+		return "an array " + words.Clip(marshal(v), 60)
 	case nil:
 		return "null"
 	}
-	return agent.Clip(marshal(v), 60)
+	return words.Clip(marshal(v), 60)
 }
 
 func marshal(v any) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/structured"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Bounds of a definition. A process is a graph a person can read; these
@@ -216,7 +217,7 @@ func graphProblems(doc any) Problems {
 }
 
 // listIDs names the nodes for a message, the first few of them.
-func listIDs(ids []string) string { return agent.Listed(ids, 12) }
+func listIDs(ids []string) string { return words.Listed(ids, 12) }
 
 // Pointer is the JSON Pointer (RFC 6901) of a path of tokens.
 func Pointer(tokens []string) string { return structured.Pointer(tokens) }

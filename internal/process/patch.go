@@ -12,6 +12,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Bounds of a patch.
@@ -409,7 +410,7 @@ func show(v any) string {
 	return clip(string(b))
 }
 
-func clip(s string) string { return agent.Clip(s, maxShownValueSize) }
+func clip(s string) string { return words.Clip(s, maxShownValueSize) }
 
 // marshal is json.Marshal without HTML escapes: values keep the bytes
 // the model wrote ("price < 500", not "price \u003c 500").

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // EnvGrants is the variable the operator grants secrets to tenants with.
@@ -36,7 +37,7 @@ type Grants struct {
 // A tenant may appear in several entries.
 func ParseGrants(v string) (Grants, error) {
 	g := Grants{byTenant: map[string][]string{}}
-	for _, entry := range agent.ListEntries(v) {
+	for _, entry := range words.ListEntries(v) {
 		tenant, patterns, ok := strings.Cut(entry, "=")
 		if !ok || tenant == "" || patterns == "" {
 			return Grants{}, fmt.Errorf("AGENTFLOW_SECRETS: entry %q: want <tenant>=<reference>[+<reference>…], e.g. demo=env:FLIGHTS_TOKEN+env:CRM_*", clipEntry(entry))
@@ -160,7 +161,7 @@ func platformVariable(name string) bool {
 }
 
 // clipEntry cuts an entry quoted in an error.
-func clipEntry(s string) string { return agent.Clip(s, 80) }
+func clipEntry(s string) string { return words.Clip(s, 80) }
 
 type tenantKey struct{}
 

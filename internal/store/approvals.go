@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 const (
@@ -226,7 +227,7 @@ func (s *Store) RevokeGrant(ctx context.Context, tenantID, grantID string, by ag
 		return agent.Grant{}, err
 	}
 	if err := agent.ValidateID("grant_id", grantID); err != nil || grantID == "" {
-		return agent.Grant{}, agent.Errorf(agent.CodeInvalid, "grant_id %q: want the id of a grant, such as grant_…", agent.Clip(grantID, 64))
+		return agent.Grant{}, agent.Errorf(agent.CodeInvalid, "grant_id %q: want the id of a grant, such as grant_…", words.Clip(grantID, 64))
 	}
 	rows, err := s.pool.Query(ctx, sqlRevokeGrant, tenantID, grantID, at, by.Name, by.Issuer, by.Subject)
 	if err == nil {

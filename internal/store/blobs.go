@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Ref schemes.
@@ -135,7 +136,7 @@ func (s *Store) blob(ctx context.Context, sum string) ([]byte, error) {
 func parseCASRef(ref string) (string, error) {
 	sum, ok := agent.CASDigest(ref)
 	if !ok {
-		return "", agent.Errorf(agent.CodeInvalid, "ref %q: want %s<64 lowercase hex digits>", agent.Clip(ref, 100), casRefPrefix)
+		return "", agent.Errorf(agent.CodeInvalid, "ref %q: want %s<64 lowercase hex digits>", words.Clip(ref, 100), casRefPrefix)
 	}
 	return sum, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // resultPayload is the part of a result stored in result_data or, when
@@ -297,7 +298,7 @@ func (s *Store) ResultByRef(ctx context.Context, tenantID, ref string) (agent.Tu
 	case strings.HasPrefix(ref, artifactRefPrefix):
 		id := strings.TrimPrefix(ref, artifactRefPrefix)
 		if !isUUID(id) {
-			return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s<result uuid>", agent.Clip(ref, 100), artifactRefPrefix)
+			return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s<result uuid>", words.Clip(ref, 100), artifactRefPrefix)
 		}
 		row = s.pool.QueryRow(ctx, sqlResultByID, tenantID, id)
 	case strings.HasPrefix(ref, "cas://"):
@@ -307,7 +308,7 @@ func (s *Store) ResultByRef(ctx context.Context, tenantID, ref string) (agent.Tu
 		}
 		row = s.pool.QueryRow(ctx, sqlResultByCAS, tenantID, sum)
 	default:
-		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s… or %s…", agent.Clip(ref, 100), artifactRefPrefix, casRefPrefix)
+		return agent.TurnResult{}, agent.Errorf(agent.CodeInvalid, "ref %q: want %s… or %s…", words.Clip(ref, 100), artifactRefPrefix, casRefPrefix)
 	}
 	var hash string
 	r, err := s.scanResult(ctx, row, &hash)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 const (
@@ -380,7 +381,7 @@ func (s *Store) EndSession(ctx context.Context, tenantID, sessionID, jobID, end 
 		state = SessionClosed
 	case agent.SessionEndMark:
 	default:
-		return agent.Errorf(agent.CodeInvalid, "session_end %q: want %q or %q", agent.Clip(end, 50), agent.SessionEndClose, agent.SessionEndMark)
+		return agent.Errorf(agent.CodeInvalid, "session_end %q: want %q or %q", words.Clip(end, 50), agent.SessionEndClose, agent.SessionEndMark)
 	}
 	if _, err := s.pool.Exec(ctx, sqlEndSession, tenantID, sessionID, state, jobID); err != nil {
 		return fmt.Errorf("end session %q: %w", sessionID, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/hooks"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Spans of model and tool calls follow OpenTelemetry's GenAI semantic
@@ -85,7 +86,7 @@ func GenAI(content bool) hooks.Handler {
 			span := spanOf(ctx, toolSpan{})
 			span.SetAttributes(attribute.String(attrToolStatus, agent.ToolOK))
 			if content && span.IsRecording() {
-				span.SetAttributes(attribute.String(attrToolResult, agent.Clip(r.Text, MaxTraceContent)))
+				span.SetAttributes(attribute.String(attrToolResult, words.Clip(r.Text, MaxTraceContent)))
 			}
 			span.End()
 		},
@@ -135,7 +136,7 @@ func startTool(ctx context.Context, c *hooks.ToolCall, content bool) context.Con
 		attribute.String(attrJob, c.JobID),
 	))
 	if content && span.IsRecording() {
-		span.SetAttributes(attribute.String(attrToolArguments, agent.Clip(string(c.Arguments), MaxTraceContent)))
+		span.SetAttributes(attribute.String(attrToolArguments, words.Clip(string(c.Arguments), MaxTraceContent)))
 	}
 	return context.WithValue(ctx, toolSpan{}, span)
 }
@@ -242,5 +243,5 @@ func ContentJSON(msgs []agent.Message) string {
 	if err != nil {
 		return ""
 	}
-	return agent.Clip(string(b), MaxTraceContent)
+	return words.Clip(string(b), MaxTraceContent)
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // evaluate parses and evaluates an arithmetic expression (syntax: see
@@ -220,7 +221,7 @@ func (p *calcParser) pow(x, y *big.Rat, at int) (*big.Rat, error) {
 	}
 	e := y.Num()
 	if e.CmpAbs(big.NewInt(calcMaxExponent)) > 0 {
-		return nil, p.errorf("has the exponent %s at position %d; exponents must be between -%d and %d", agent.Clip(e.String(), 40), p.runePos(at), calcMaxExponent, calcMaxExponent)
+		return nil, p.errorf("has the exponent %s at position %d; exponents must be between -%d and %d", words.Clip(e.String(), 40), p.runePos(at), calcMaxExponent, calcMaxExponent)
 	}
 	k := e.Int64()
 	if k < 0 && x.Sign() == 0 {
@@ -289,7 +290,7 @@ func (p *calcParser) primary() (*big.Rat, error) {
 			}
 			end += n
 		}
-		return nil, p.errorf("has the name %q at position %d; functions, variables and constants are not supported, only numbers, + - * / %% ^ and parentheses", agent.Clip(p.src[start:end], 40), p.runePos(start))
+		return nil, p.errorf("has the name %q at position %d; functions, variables and constants are not supported, only numbers, + - * / %% ^ and parentheses", words.Clip(p.src[start:end], 40), p.runePos(start))
 	}
 	if op, _ := p.peekOp(); op != 0 {
 		return nil, p.errorf("has %q at position %d where a number is expected", string(r), p.runePos(p.pos))

@@ -23,6 +23,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // mcpConfig is the mcp kind's config. A catalog entry names a server (url
@@ -539,7 +540,7 @@ func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.T
 }
 
 // listNames lists names for a message, the first few only.
-func listNames(names []string) string { return agent.Listed(names, 20) }
+func listNames(names []string) string { return words.Listed(names, 20) }
 
 // mcpToolName is the name the model calls a server's tool by:
 // <entry>_<tool>, with what providers refuse replaced by _, and a long
@@ -591,5 +592,5 @@ func mcpDescription(entry string, t *mcp.Tool) string {
 	if d == "" {
 		d = fmt.Sprintf("The %s tool of MCP server %s.", t.Name, entry)
 	}
-	return agent.Clip(d, mcpMaxDescription)
+	return words.Clip(d, mcpMaxDescription)
 }

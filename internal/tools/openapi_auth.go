@@ -11,6 +11,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // authCredential is a credential added to a call (seed 004 Appendix B).
@@ -39,7 +40,7 @@ func checkAuthProfiles(profiles map[string]authProfile) error {
 		at := fmt.Sprintf("auth_profiles.%s", name)
 		switch {
 		case !profileName.MatchString(name):
-			return configError("auth_profiles: %q: a profile's name is letters, digits, '_', '.' and '-', at most 64", agent.Clip(name, 80))
+			return configError("auth_profiles: %q: a profile's name is letters, digits, '_', '.' and '-', at most 64", words.Clip(name, 80))
 		case len(p.Auth) == 0:
 			return configError("%s.auth: give the profile's credentials", at)
 		}

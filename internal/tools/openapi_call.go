@@ -24,6 +24,7 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/openapi"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // openapiTool is a built openapi_action tool.
@@ -59,7 +60,7 @@ func (t *openapiTool) Run(ctx context.Context, call Call) (Output, error) {
 	if args.AuthProfile != "" {
 		p, ok := t.cfg.AuthProfiles[args.AuthProfile]
 		if !ok {
-			return Output{}, agent.Errorf(agent.CodeInvalid, "auth_profile %q: this tool's profiles are %s", agent.Clip(args.AuthProfile, 80),
+			return Output{}, agent.Errorf(agent.CodeInvalid, "auth_profile %q: this tool's profiles are %s", words.Clip(args.AuthProfile, 80),
 				strings.Join(slices.Sorted(maps.Keys(t.cfg.AuthProfiles)), ", "))
 		}
 		profile = &p
@@ -252,5 +253,5 @@ func snippet(body []byte) string {
 	if s == "" {
 		return "(no body)"
 	}
-	return agent.Clip(s, 1000)
+	return words.Clip(s, 1000)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/openapi"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // APIs chosen when called (seed 004 §5.4: "call any API without
@@ -154,7 +155,7 @@ func (t *openapiTool) document(ctx context.Context, call Call, args openapi.Args
 		return nil, nil, agent.Errorf(agent.CodeInvalid, "operation_id is required")
 	}
 	if len(t.cfg.Operations) > 0 && !slices.Contains(t.cfg.Operations, args.OperationID) {
-		return nil, nil, agent.Errorf(agent.CodeInvalid, "operation_id %q: this tool may call %s", agent.Clip(args.OperationID, 80), strings.Join(t.cfg.Operations, ", "))
+		return nil, nil, agent.Errorf(agent.CodeInvalid, "operation_id %q: this tool may call %s", words.Clip(args.OperationID, 80), strings.Join(t.cfg.Operations, ", "))
 	}
 	key := call.TenantID + "\x00" + strings.Join(t.cfg.OpenAPIURL.AllowedHosts, ",") + "\x00" + raw
 	f, err := t.deps.OpenAPIDocuments.fetch(ctx, key, t.cfg.OpenAPIURL.ttl(), func(ctx context.Context) (*openapi.Source, error) {
@@ -179,7 +180,7 @@ func (t *openapiTool) document(ctx context.Context, call Call, args openapi.Args
 	switch {
 	case op == nil:
 		return nil, nil, agent.Errorf(agent.CodeInvalid, "unknown operation_id %q; the operations of %s this tool may call are %s",
-			agent.Clip(args.OperationID, 80), shownURL(raw), openapi.ListIDs(allowed, 100))
+			words.Clip(args.OperationID, 80), shownURL(raw), openapi.ListIDs(allowed, 100))
 	case !t.grants(*op):
 		return nil, nil, agent.Errorf(agent.CodeInvalid, "%s is %s %s, and this tool may call %s operations only",
 			op.ID, op.Method, op.Path, strings.Join(t.cfg.Methods, ", "))

@@ -16,6 +16,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // maxBuilt bounds the cache of built tools. Specs come from the catalog,
@@ -231,7 +232,7 @@ func (r *Registry) execute(ctx context.Context, spec agent.Tool, call Call) (Out
 		raw = json.RawMessage("{}")
 	}
 	if !isJSONObject(raw) {
-		return Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object, not %s", agent.Clip(string(raw), 80))
+		return Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object, not %s", words.Clip(string(raw), 80))
 	}
 	tool, err := r.tool(ctx, spec)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // searchParameters is seed 004 §5.3's schema of search_tools' arguments.
@@ -82,7 +83,7 @@ func (t searchTool) Run(ctx context.Context, call Call) (Output, error) {
 		if call.Granted(tool.Name) {
 			access = "you can call it"
 		}
-		fmt.Fprintf(&b, "\n- %s (%s; %s): %s", tool.Name, tool.Kind, access, agent.Clip(tool.Description, 300))
+		fmt.Fprintf(&b, "\n- %s (%s; %s): %s", tool.Name, tool.Kind, access, words.Clip(tool.Description, 300))
 		if args := argumentNames(tool.Parameters); args != "" {
 			fmt.Fprintf(&b, " Arguments: %s.", args)
 		}

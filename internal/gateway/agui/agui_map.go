@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // The door speaks AG-UI 1.0: the protocol of @ag-ui/core and
@@ -517,7 +518,7 @@ func (m *aguiMapper) interruptOf(it projection.Item) aguiOpen {
 	} else {
 		o.id = aguiInterruptID{JobID: m.jobID, Kind: aguiKindApproval, ApprovalID: t.ApprovalID, CallID: t.CallID}
 		in.Reason = "tool_call"
-		in.Message = "Approve " + t.Name + "(" + agent.Clip(string(t.Args), 200) + ")?"
+		in.Message = "Approve " + t.Name + "(" + words.Clip(string(t.Args), 200) + ")?"
 		if t.Reason != "" {
 			in.Message += " " + t.Reason
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // What POST /ag-ui/{agent_id} reads: AG-UI's RunAgentInput
@@ -159,7 +160,7 @@ func aguiPrompt(raw json.RawMessage) (string, error) {
 			return "", agent.Errorf(agent.CodeInvalid, "messages[%d]: want a message, {id, role, content}", i)
 		}
 		if !slices.Contains(aguiRoles, m.Role) {
-			return "", agent.Errorf(agent.CodeInvalid, "messages[%d].role %q is not a role (roles: %s)", i, agent.Clip(m.Role, gateway.MaxQuoted), strings.Join(aguiRoles, ", "))
+			return "", agent.Errorf(agent.CodeInvalid, "messages[%d].role %q is not a role (roles: %s)", i, words.Clip(m.Role, gateway.MaxQuoted), strings.Join(aguiRoles, ", "))
 		}
 		if m.Role == "user" {
 			last, user = i, m
@@ -185,7 +186,7 @@ func aguiPrompt(raw json.RawMessage) (string, error) {
 			case p.Type == "text":
 				return "", agent.Errorf(agent.CodeInvalid, "messages[%d].content[%d].text is required", last, j)
 			default:
-				return "", agent.Errorf(agent.CodeInvalid, "messages[%d].content[%d] is a %q part: the agent is given the message's text only", last, j, agent.Clip(p.Type, gateway.MaxQuoted))
+				return "", agent.Errorf(agent.CodeInvalid, "messages[%d].content[%d] is a %q part: the agent is given the message's text only", last, j, words.Clip(p.Type, gateway.MaxQuoted))
 			}
 		}
 		text = strings.Join(texts, "\n")

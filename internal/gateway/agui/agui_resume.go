@@ -12,6 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/turnclient"
+	"github.com/agentflow/agentflow/internal/words"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -60,7 +61,7 @@ func (id aguiInterruptID) String() string {
 // parseInterruptID reads an interrupt's id.
 func parseInterruptID(s string) (aguiInterruptID, error) {
 	bad := func(why string) error {
-		return agent.Errorf(agent.CodeInvalid, "interruptId %q is not an interrupt of this agent's: %s", agent.Clip(s, 2*gateway.MaxQuoted), why)
+		return agent.Errorf(agent.CodeInvalid, "interruptId %q is not an interrupt of this agent's: %s", words.Clip(s, 2*gateway.MaxQuoted), why)
 	}
 	job, rest, _ := strings.Cut(s, "/")
 	kind, rest, _ := strings.Cut(rest, "/")
@@ -137,7 +138,7 @@ func aguiResumes(raw json.RawMessage) ([]aguiResume, error) {
 		for _, prev := range out {
 			switch {
 			case prev.Interrupt == rs.Interrupt:
-				return nil, agent.Errorf(agent.CodeInvalid, "%s answers interrupt %q a second time", at, agent.Clip(rs.Interrupt.String(), 2*gateway.MaxQuoted))
+				return nil, agent.Errorf(agent.CodeInvalid, "%s answers interrupt %q a second time", at, words.Clip(rs.Interrupt.String(), 2*gateway.MaxQuoted))
 			case prev.Interrupt.JobID != rs.Interrupt.JobID:
 				return nil, agent.Errorf(agent.CodeInvalid, "%s answers an interrupt of turn %q, resume[0] one of turn %q: a run resumes the interrupts of one run",
 					at, rs.Interrupt.JobID, prev.Interrupt.JobID)
@@ -179,13 +180,13 @@ func aguiResumeEntry(raw json.RawMessage, at string) (aguiResume, error) {
 	case "":
 		return rs, agent.Errorf(agent.CodeInvalid, `%s.status is required: "resolved" or "cancelled"`, at)
 	default:
-		return rs, agent.Errorf(agent.CodeInvalid, `%s.status %q: want "resolved" or "cancelled"`, at, agent.Clip(status, gateway.MaxQuoted))
+		return rs, agent.Errorf(agent.CodeInvalid, `%s.status %q: want "resolved" or "cancelled"`, at, words.Clip(status, gateway.MaxQuoted))
 	}
 	payload := fields["payload"]
 	switch {
 	case rs.Interrupt.Kind == aguiKindQuestion && rs.Cancelled:
 		return rs, agent.Errorf(agent.CodeInvalid, `%s cancels question %q: a question is answered (status "resolved", payload {"answer": "…"}) or closes unanswered at its deadline`,
-			at, agent.Clip(rs.Interrupt.CallID, gateway.MaxQuoted))
+			at, words.Clip(rs.Interrupt.CallID, gateway.MaxQuoted))
 	case rs.Interrupt.Kind == aguiKindQuestion:
 		rs.Answer, err = aguiAnswerPayload(payload, at)
 	case rs.Cancelled:
@@ -270,7 +271,7 @@ func (a *server) aguiResumeTurn(r *http.Request, agentID string, in aguiInput) (
 		}
 	}
 	notFound := agent.Errorf(agent.CodeNotFound, "interrupt %q is not one of a turn of agent %q on thread %q: resume a run's interrupts on the thread and agent it ran on",
-		agent.Clip(in.Resume[0].Interrupt.String(), 2*gateway.MaxQuoted), agentID, in.ThreadID)
+		words.Clip(in.Resume[0].Interrupt.String(), 2*gateway.MaxQuoted), agentID, in.ThreadID)
 	turn, err := a.Service().TurnRow(ctx, jobID)
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound):
@@ -366,7 +367,7 @@ func aguiCheck(ctx context.Context, rs aguiResume, approvals []agent.PendingAppr
 	}
 	if p := approvals[i]; p.ApprovalID != "" && p.ApprovalID != id.ApprovalID {
 		return true, agent.Errorf(agent.CodeNotFound, "approval %s is not the one tool call %q waits with: the interrupt is of another step or run of the turn, and decides nothing",
-			agent.Clip(id.ApprovalID, 64), id.CallID)
+			words.Clip(id.ApprovalID, 64), id.CallID)
 	}
 	d := agent.NewApprovalDecision(id.CallID, rs.Approved, rs.Reason, gateway.CallerOf(ctx).Name)
 	return true, d.Validate()

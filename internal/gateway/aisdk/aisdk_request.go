@@ -10,6 +10,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // What POST /v1/ui/chat reads: the body the Vercel AI SDK's chat
@@ -133,7 +134,7 @@ func decodeUIChat(data []byte) (uiChatRequest, error) {
 		req.Trigger = uiTriggerSubmit
 	case uiTriggerSubmit, uiTriggerRegenerate:
 	default:
-		return req, agent.Errorf(agent.CodeInvalid, "trigger %q: want %q or %q", agent.Clip(req.Trigger, gateway.MaxQuoted), uiTriggerSubmit, uiTriggerRegenerate)
+		return req, agent.Errorf(agent.CodeInvalid, "trigger %q: want %q or %q", words.Clip(req.Trigger, gateway.MaxQuoted), uiTriggerSubmit, uiTriggerRegenerate)
 	}
 	raw, ok := fields["messages"]
 	if !ok || gateway.JSONKind(raw) == 'n' {
@@ -175,7 +176,7 @@ func decodeUIMessage(at string, data []byte) (uiMessage, error) {
 	switch m.Role {
 	case "user", "assistant", "system":
 	default:
-		return m, agent.Errorf(agent.CodeInvalid, "%s.role %q: want user, assistant or system", at, agent.Clip(m.Role, gateway.MaxQuoted))
+		return m, agent.Errorf(agent.CodeInvalid, "%s.role %q: want user, assistant or system", at, words.Clip(m.Role, gateway.MaxQuoted))
 	}
 	raw, ok := fields["parts"]
 	if !ok || gateway.JSONKind(raw) == 'n' {
@@ -223,7 +224,7 @@ func decodeUIPart(at string, data []byte) (uiPart, error) {
 	case slices.Contains(uiPartTypes, p.Type):
 	default:
 		return p, agent.Errorf(agent.CodeInvalid, "%s.type %q is not a part type of a UIMessage (%s, tool-<name>, data-<name>)",
-			at, agent.Clip(p.Type, gateway.MaxQuoted), strings.Join(uiPartTypes, ", "))
+			at, words.Clip(p.Type, gateway.MaxQuoted), strings.Join(uiPartTypes, ", "))
 	}
 	return p, nil
 }
@@ -240,7 +241,7 @@ func decodeUIToolPart(at string, fields map[string]json.RawMessage, p *uiPart) e
 		return err
 	}
 	if !slices.Contains(uiToolStates, p.State) {
-		return agent.Errorf(agent.CodeInvalid, "%s.state %q: want one of %s", at, agent.Clip(p.State, gateway.MaxQuoted), strings.Join(uiToolStates, ", "))
+		return agent.Errorf(agent.CodeInvalid, "%s.state %q: want one of %s", at, words.Clip(p.State, gateway.MaxQuoted), strings.Join(uiToolStates, ", "))
 	}
 	if err := gateway.JSONMember(fields, "approval", at, "an object {id, approved?, reason?}", &p.Approval); err != nil {
 		return err
@@ -268,7 +269,7 @@ func (req uiChatRequest) prompt() (string, error) {
 			texts = append(texts, p.Text)
 		case "step-start":
 		default:
-			return "", agent.Errorf(agent.CodeInvalid, "messages[%d].parts[%d] is a %s part: the agent is given the message's text only", last, j, agent.Clip(p.Type, gateway.MaxQuoted))
+			return "", agent.Errorf(agent.CodeInvalid, "messages[%d].parts[%d] is a %s part: the agent is given the message's text only", last, j, words.Clip(p.Type, gateway.MaxQuoted))
 		}
 	}
 	text := strings.Join(texts, "\n")

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Settings that bound a Budget, as the errors name them.
@@ -265,4 +266,4 @@ func (r refused) Read([]byte) (int, error) { return 0, r.err }
 func (r refused) Close() error             { return nil }
 
 // clip bounds a read error's text, which the client reads.
-func clip(s string) string { return agent.Clip(s, 200) }
+func clip(s string) string { return words.Clip(s, 200) }

@@ -38,6 +38,7 @@ import (
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // The MCP server: the agents a tenant's catalog exposes through MCP
@@ -471,7 +472,7 @@ func (p *mcpProgress) project(e agent.Event, tell bool) ([]string, []projection.
 			p.text.WriteString(it.Text)
 			if tell && time.Since(p.preview) >= mcpPreviewEvery {
 				p.preview = time.Now()
-				out = append(out, agent.Clip(p.text.String(), mcpPreviewBytes))
+				out = append(out, words.Clip(p.text.String(), mcpPreviewBytes))
 			}
 		case projection.Reset:
 			p.text.Reset() // the retry's text replaces what the preview showed

@@ -20,6 +20,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // An MCP task (the Tasks extension of MCP 2026-07-28,
@@ -273,7 +274,7 @@ func mcpElicitation(it projection.Item) *mcp.ElicitParams {
 		return &mcp.ElicitParams{Message: it.Question.Text, RequestedSchema: mcpQuestionSchema(*it.Question)}
 	}
 	return &mcp.ElicitParams{
-		Message:         fmt.Sprintf("The agent wants to call %s with %s. Approve?", it.Tool.Name, agent.Clip(string(it.Tool.Args), 1000)),
+		Message:         fmt.Sprintf("The agent wants to call %s with %s. Approve?", it.Tool.Name, words.Clip(string(it.Tool.Args), 1000)),
 		RequestedSchema: mcpApprovalSchema,
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // What POST /v1/chat/completions reads. The body is one JSON object of
@@ -187,7 +188,7 @@ func readResponseFormat(req *chatRequest, name string, raw json.RawMessage) erro
 	case "json_schema":
 	default:
 		return badParam(name+".type", codeUnsupportedValue, `%s.type %q is not supported: an agent answers text, or JSON that matches a schema ({"type": "json_schema", "json_schema": {"name", "schema"}})`,
-			name, agent.Clip(f.Type, 64))
+			name, words.Clip(f.Type, 64))
 	}
 	if f.JSONSchema == nil || !agent.HasOutputSchema(f.JSONSchema.Schema) {
 		return badParam(name+".json_schema.schema", "", "%s.json_schema.schema is required: the JSON Schema the answer must match", name)
@@ -219,7 +220,7 @@ func readStreamOptions(req *chatRequest, name string, raw json.RawMessage) error
 		return err
 	}
 	for k, v := range opts {
-		field := name + "." + agent.Clip(k, 64)
+		field := name + "." + words.Clip(k, 64)
 		switch k {
 		case "include_usage":
 			if gateway.JSONKind(v) != 'n' {
@@ -362,7 +363,7 @@ func readMessageFields(at string, fields map[string]json.RawMessage, parts map[s
 		return msg, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		v, field := fields[k], at+"."+agent.Clip(k, 64)
+		v, field := fields[k], at+"."+words.Clip(k, 64)
 		var err error
 		switch k {
 		case "role":
@@ -428,7 +429,7 @@ func readPart(at, role string, raw json.RawMessage, parts map[string]partKind, f
 	case typ == "":
 		return "", badParam(at+".type", "", "%s.type is required: %s", at, first)
 	case !ok || kind.assistant && role != roleAssistant:
-		return "", badParam(at+".type", codeUnsupportedValue, "%s is a %s part: an agent takes text parts only (%s)", at, agent.Clip(typ, 64), first)
+		return "", badParam(at+".type", codeUnsupportedValue, "%s is a %s part: an agent takes text parts only (%s)", at, words.Clip(typ, 64), first)
 	}
 	var text *string
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
@@ -439,7 +440,7 @@ func readPart(at, role string, raw json.RawMessage, parts map[string]partKind, f
 				return "", err
 			}
 		case !slices.Contains(kind.extra, k):
-			return "", badParam(at+"."+agent.Clip(k, 64), codeUnknownParameter, "unknown field %q of %s, a %s part", agent.Clip(k, 64), at, typ)
+			return "", badParam(at+"."+words.Clip(k, 64), codeUnknownParameter, "unknown field %q of %s, a %s part", words.Clip(k, 64), at, typ)
 		}
 	}
 	if text == nil {
@@ -504,7 +505,7 @@ func readParams[R any, P ~func(*R, string, json.RawMessage) error](data []byte, 
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		read, ok := params[name]
 		if !ok {
-			return nil, badParam(name, codeUnknownParameter, "unknown parameter %q: %s takes %s", agent.Clip(name, 64), what, strings.Join(slices.Sorted(maps.Keys(params)), ", "))
+			return nil, badParam(name, codeUnknownParameter, "unknown parameter %q: %s takes %s", words.Clip(name, 64), what, strings.Join(slices.Sorted(maps.Keys(params)), ", "))
 		}
 		if gateway.JSONKind(fields[name]) == 'n' {
 			continue // null: not given
@@ -528,5 +529,5 @@ func readRole(at string, raw json.RawMessage, roles string) (string, error) {
 	case "tool", "function":
 		return "", badParam(at+".role", codeUnsupportedParameter, "%s has the role %s: %s", at, role, noClientTools)
 	}
-	return "", badParam(at+".role", "", "%s.role %q: want %s", at, agent.Clip(role, 64), roles)
+	return "", badParam(at+".role", "", "%s.role %q: want %s", at, words.Clip(role, 64), roles)
 }

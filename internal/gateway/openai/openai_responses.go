@@ -15,6 +15,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/words"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -309,15 +310,15 @@ func readResponseQuery(r *http.Request) (stream bool, after int64, err error) {
 		switch k {
 		case "stream":
 			if stream, err = strconv.ParseBool(v[0]); err != nil || len(v) > 1 {
-				return false, 0, badParam(k, "", "stream %q: want true or false", agent.Clip(v[0], 32))
+				return false, 0, badParam(k, "", "stream %q: want true or false", words.Clip(v[0], 32))
 			}
 		case "starting_after":
 			if after, err = strconv.ParseInt(v[0], 10, 64); err != nil || after < 0 || len(v) > 1 {
-				return false, 0, badParam(k, "", "starting_after %q: want the sequence number (0 or more) of the last event read", agent.Clip(v[0], 32))
+				return false, 0, badParam(k, "", "starting_after %q: want the sequence number (0 or more) of the last event read", words.Clip(v[0], 32))
 			}
 		case "include", "include[]", "include_obfuscation":
 		default:
-			return false, 0, badParam(agent.Clip(k, 64), codeUnknownParameter, "unknown query parameter %q: a response is read with stream, starting_after, include and include_obfuscation", agent.Clip(k, 64))
+			return false, 0, badParam(words.Clip(k, 64), codeUnknownParameter, "unknown query parameter %q: a response is read with stream, starting_after, include and include_obfuscation", words.Clip(k, 64))
 		}
 	}
 	if !stream {

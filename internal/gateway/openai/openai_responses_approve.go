@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Approvals on the Responses API, OpenAI's way. A tool call that waits
@@ -52,7 +53,7 @@ func (rs responses) decide(ctx context.Context, req responseRequest) (responseOb
 		switch {
 		case !ok:
 			return resp, gateway.Turn{}, &chatParamError{param: a.At + ".approval_request_id",
-				err: agent.Errorf(agent.CodeNotFound, "response %q has no approval request %q", id, agent.Clip(a.RequestID, 64))}
+				err: agent.Errorf(agent.CodeNotFound, "response %q has no approval request %q", id, words.Clip(a.RequestID, 64))}
 		case asked.decided:
 			return resp, gateway.Turn{}, &chatParamError{param: a.At + ".approval_request_id",
 				err: agent.Errorf(agent.CodeConflict, "approval request %q of response %q was already decided", a.RequestID, id)}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // What POST /v1/responses reads: one JSON object of OpenAI's create
@@ -78,7 +79,7 @@ var responseParams = withIgnored(map[string]responseParam{
 			return err
 		}
 		if _, err := agent.StreamTenant(req.PreviousResponseID); err != nil {
-			return &chatParamError{param: name, err: agent.Errorf(agent.CodeInvalid, "previous_response_id %q is not a response id: %s", agent.Clip(req.PreviousResponseID, 64), err)}
+			return &chatParamError{param: name, err: agent.Errorf(agent.CodeInvalid, "previous_response_id %q is not a response id: %s", words.Clip(req.PreviousResponseID, 64), err)}
 		}
 		return nil
 	},
@@ -201,13 +202,13 @@ func readResponseInput(req *responseRequest, name string, raw json.RawMessage) e
 				return err
 			}
 			if slices.ContainsFunc(req.Approvals, func(b approvalResponse) bool { return b.RequestID == a.RequestID }) {
-				return badParam(at+".approval_request_id", "", "%s decides approval request %q again: decide each once", at, agent.Clip(a.RequestID, 64))
+				return badParam(at+".approval_request_id", "", "%s decides approval request %q again: decide each once", at, words.Clip(a.RequestID, 64))
 			}
 			req.Approvals = append(req.Approvals, a)
 		case "function_call_output", "function_call", "custom_tool_call_output":
 			return badParam(at+".type", codeUnsupportedValue, "%s is a %s item: %s", at, typ, noClientTools)
 		default:
-			return badParam(at+".type", codeUnsupportedValue, "%s is a %s item: a response takes message and mcp_approval_response items", at, agent.Clip(typ, 64))
+			return badParam(at+".type", codeUnsupportedValue, "%s is a %s item: a response takes message and mcp_approval_response items", at, words.Clip(typ, 64))
 		}
 	}
 	return nil
@@ -255,7 +256,7 @@ func readInputItem(at string, fields map[string]json.RawMessage) (chatMessage, e
 				return badParam(field, "", "%s: want a string", field)
 			}
 		default:
-			return badParam(field, codeUnknownParameter, "unknown field %q of %s: a message item has type, role and content", agent.Clip(k, 64), at)
+			return badParam(field, codeUnknownParameter, "unknown field %q of %s: a message item has type, role and content", words.Clip(k, 64), at)
 		}
 		return nil
 	})
@@ -308,7 +309,7 @@ func readResponseText(req *responseRequest, name string, raw json.RawMessage) er
 	case "json_schema":
 	default:
 		return badParam(field+".type", codeUnsupportedValue, `%s.type %q is not supported: an agent answers text, or JSON that matches a schema ({"type": "json_schema", "name", "schema"})`,
-			field, agent.Clip(t.Format.Type, 64))
+			field, words.Clip(t.Format.Type, 64))
 	}
 	if !agent.HasOutputSchema(t.Format.Schema) {
 		return badParam(field+".schema", "", "%s.schema is required: the JSON Schema the answer must match", field)

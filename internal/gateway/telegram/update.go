@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // An update is what the door reads of a Bot API Update: its id, and of a
@@ -53,7 +54,7 @@ func decodeUpdate(body []byte) (*incoming, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&u); err != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "update: not a Bot API Update: %s", agent.Clip(err.Error(), 200))
+		return nil, agent.Errorf(agent.CodeInvalid, "update: not a Bot API Update: %s", words.Clip(err.Error(), 200))
 	}
 	if dec.More() {
 		return nil, agent.Errorf(agent.CodeInvalid, "update: more than one JSON value")

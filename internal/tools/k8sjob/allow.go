@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Allow is the operator's allow list (AGENTFLOW_K8S_JOBS): per tenant, the
@@ -33,7 +34,7 @@ type rule struct {
 // For example "acme=acme-jobs:runner/ghcr.io/acme/*,*=agent-jobs/busybox:1.37".
 func ParseAllow(s string) (Allow, error) {
 	a := Allow{rules: map[string][]rule{}}
-	for _, entry := range agent.ListEntries(s) {
+	for _, entry := range words.ListEntries(s) {
 		tenant, rules, ok := strings.Cut(entry, "=")
 		tenant = strings.TrimSpace(tenant)
 		if !ok || tenant == "" {

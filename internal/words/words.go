@@ -1,4 +1,9 @@
-package agent
+// Package words holds the few helpers every package uses to write
+// messages and read settings: Clip (a value quoted in an error, cut to a
+// bound), Listed (names in a message) and ListEntries (a comma-separated
+// setting). It imports only the standard library, so that the domain
+// (internal/agent) and everything else can use it.
+package words
 
 import (
 	"fmt"
