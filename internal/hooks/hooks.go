@@ -115,24 +115,8 @@ func Refuse(format string, args ...any) error {
 // handlers started before it see the error (ModelError), and the call is
 // not made.
 func (r *Registry) ModelStart(ctx context.Context, c *ModelCall) (context.Context, error) {
-	hs := r.Handlers()
-	for i, h := range hs {
-		if h.ModelStart == nil {
-			continue
-		}
-		next, err := h.ModelStart(ctx, c)
-		if err != nil {
-			err = named(h.Name, err)
-			for j := i - 1; j >= 0; j-- {
-				if f := hs[j].ModelError; f != nil {
-					f(ctx, c, err)
-				}
-			}
-			return ctx, err
-		}
-		ctx = next
-	}
-	return ctx, nil
+	return start(ctx, r.Handlers(), c, func(h Handler) startFunc[*ModelCall] { return h.ModelStart },
+		func(h Handler) errorFunc[*ModelCall] { return h.ModelError })
 }
 
 // ModelChunk runs the handlers' ModelChunk in order.
@@ -156,39 +140,67 @@ func (r *Registry) Chunks() bool {
 
 // ModelEnd runs the handlers' ModelEnd in reverse order.
 func (r *Registry) ModelEnd(ctx context.Context, c *ModelCall, reply *ModelReply) {
-	hs := r.Handlers()
-	for i := len(hs) - 1; i >= 0; i-- {
-		if f := hs[i].ModelEnd; f != nil {
-			f(ctx, c, reply)
+	backwards(r.Handlers(), func(h Handler) {
+		if h.ModelEnd != nil {
+			h.ModelEnd(ctx, c, reply)
 		}
-	}
+	})
 }
 
 // ModelError runs the handlers' ModelError in reverse order.
 func (r *Registry) ModelError(ctx context.Context, c *ModelCall, err error) {
-	hs := r.Handlers()
-	for i := len(hs) - 1; i >= 0; i-- {
-		if f := hs[i].ModelError; f != nil {
-			f(ctx, c, err)
+	backwards(r.Handlers(), func(h Handler) {
+		if h.ModelError != nil {
+			h.ModelError(ctx, c, err)
 		}
-	}
+	})
 }
 
 // ToolStart runs the handlers' ToolStart in order, as ModelStart does.
 func (r *Registry) ToolStart(ctx context.Context, c *ToolCall) (context.Context, error) {
-	hs := r.Handlers()
+	return start(ctx, r.Handlers(), c, func(h Handler) startFunc[*ToolCall] { return h.ToolStart },
+		func(h Handler) errorFunc[*ToolCall] { return h.ToolError })
+}
+
+// ToolEnd runs the handlers' ToolEnd in reverse order.
+func (r *Registry) ToolEnd(ctx context.Context, c *ToolCall, res *ToolResult) {
+	backwards(r.Handlers(), func(h Handler) {
+		if h.ToolEnd != nil {
+			h.ToolEnd(ctx, c, res)
+		}
+	})
+}
+
+// ToolError runs the handlers' ToolError in reverse order.
+func (r *Registry) ToolError(ctx context.Context, c *ToolCall, err error) {
+	backwards(r.Handlers(), func(h Handler) {
+		if h.ToolError != nil {
+			h.ToolError(ctx, c, err)
+		}
+	})
+}
+
+type (
+	startFunc[C any] func(context.Context, C) (context.Context, error)
+	errorFunc[C any] func(context.Context, C, error)
+)
+
+// start runs each handler's start in order; when one fails, the handlers
+// started before it get the error, in reverse order.
+func start[C any](ctx context.Context, hs []Handler, c C, startOf func(Handler) startFunc[C], errorOf func(Handler) errorFunc[C]) (context.Context, error) {
 	for i, h := range hs {
-		if h.ToolStart == nil {
+		f := startOf(h)
+		if f == nil {
 			continue
 		}
-		next, err := h.ToolStart(ctx, c)
+		next, err := f(ctx, c)
 		if err != nil {
 			err = named(h.Name, err)
-			for j := i - 1; j >= 0; j-- {
-				if f := hs[j].ToolError; f != nil {
+			backwards(hs[:i], func(h Handler) {
+				if f := errorOf(h); f != nil {
 					f(ctx, c, err)
 				}
-			}
+			})
 			return ctx, err
 		}
 		ctx = next
@@ -196,23 +208,10 @@ func (r *Registry) ToolStart(ctx context.Context, c *ToolCall) (context.Context,
 	return ctx, nil
 }
 
-// ToolEnd runs the handlers' ToolEnd in reverse order.
-func (r *Registry) ToolEnd(ctx context.Context, c *ToolCall, res *ToolResult) {
-	hs := r.Handlers()
+// backwards calls f with each handler, last first.
+func backwards(hs []Handler, f func(Handler)) {
 	for i := len(hs) - 1; i >= 0; i-- {
-		if f := hs[i].ToolEnd; f != nil {
-			f(ctx, c, res)
-		}
-	}
-}
-
-// ToolError runs the handlers' ToolError in reverse order.
-func (r *Registry) ToolError(ctx context.Context, c *ToolCall, err error) {
-	hs := r.Handlers()
-	for i := len(hs) - 1; i >= 0; i-- {
-		if f := hs[i].ToolError; f != nil {
-			f(ctx, c, err)
-		}
+		f(hs[i])
 	}
 }
 
