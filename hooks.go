@@ -7,8 +7,8 @@ import (
 
 // Hook is one concern's callbacks around every model and tool call: a
 // guard, an audit log, metrics of your own. Set what you need of
-// ModelStart, ModelChunk, ModelEnd, ModelError, ToolStart, ToolEnd and
-// ToolError. Starts run in the order the hooks are given, ends and
+// ModelStart, ModelChunk, ModelEnd, ModelError, ToolStart, ToolEnd,
+// ToolError and TurnEnd. Starts run in the order the hooks are given, ends and
 // errors in reverse; a start may return a context for the call and the
 // hooks after it, or refuse the call (Refuse). Hooks run in the worker's
 // activities, on every attempt of a call: they may do I/O.
@@ -20,6 +20,8 @@ type (
 	ModelReply = hooks.ModelReply
 	ToolCall   = hooks.ToolCall
 	ToolResult = hooks.ToolResult
+	// Turn is a turn once it has ended: its tenant, agent and result.
+	Turn = hooks.Turn
 	// Message is one message of what the model reads.
 	Message = agent.Message
 )

@@ -9,6 +9,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/routing"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/structured"
@@ -182,6 +183,7 @@ func (a *Activities) SaveResult(ctx context.Context, in contract.SaveResultInput
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result of job %q: %w", req.JobID, err)
 	}
+	a.hooks.TurnEnd(ctx, &hooks.Turn{TenantID: req.TenantID, AgentID: stored.Metadata.AgentID, Result: stored})
 	// The live path is emptied while the rest is done, and before the
 	// close is published (forgetLive).
 	forgot := a.forgetLive(ctx, req, in.WorkflowID)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow"
 	"github.com/agentflow/agentflow/examples/ownworker"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
@@ -43,7 +44,16 @@ func TestOwnWorker(t *testing.T) {
 	catalog, err := os.ReadFile("catalog.yaml")
 	require.NoError(t, err)
 	o := ownworker.Options()
-	srv := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{string(catalog)}, ToolKinds: o.Tools, Hooks: o.Hooks})
+	// A hook of the test's own beside the example's: each turn's end.
+	// (A store retried runs it again: the channel never blocks the turn.)
+	ended := make(chan agentflow.Turn, 10)
+	audit := agentflow.Hook{Name: "audit", TurnEnd: func(_ context.Context, t *agentflow.Turn) {
+		select {
+		case ended <- *t:
+		default:
+		}
+	}}
+	srv := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{string(catalog)}, ToolKinds: o.Tools, Hooks: append(o.Hooks, audit)})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	turn := func(prompt string) agent.TurnResult {
@@ -81,4 +91,11 @@ func TestOwnWorker(t *testing.T) {
 		}
 	}
 	require.Len(t, srv.Model.Requests(), before, "no model call was made")
+
+	for _, status := range []string{agent.StatusCompleted, agent.StatusCompleted, agent.StatusFailed} {
+		got := <-ended
+		require.Equal(t, "demo", got.TenantID)
+		require.Equal(t, "forecaster", got.AgentID)
+		require.Equal(t, status, got.Result.Status, "a hook sees each turn's end, as stored")
+	}
 }

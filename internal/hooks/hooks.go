@@ -1,5 +1,5 @@
 // Package hooks is the one registry of what runs around a turn's model
-// and tool calls in the worker's activities: tracing, a team's own
+// and tool calls, and at its end, in the worker's activities: tracing, a team's own
 // guards, audit, metrics of its own. A concern is a Handler — a name and
 // the callbacks it needs, each optional — registered once; the activities
 // call the Registry at each point and name no concern.
@@ -68,6 +68,13 @@ type ToolResult struct {
 	Text string
 }
 
+// Turn is a turn as hooks see it once it has ended: whose it was and its
+// result, as stored.
+type Turn struct {
+	TenantID, AgentID string
+	Result            agent.TurnResult
+}
+
 // Handler is one concern's callbacks; leave unset what it does not need.
 type Handler struct {
 	// Name says whose handler it is, in errors and logs.
@@ -84,6 +91,10 @@ type Handler struct {
 	ToolStart func(ctx context.Context, c *ToolCall) (context.Context, error)
 	ToolEnd   func(ctx context.Context, c *ToolCall, r *ToolResult)
 	ToolError func(ctx context.Context, c *ToolCall, err error)
+
+	// TurnEnd sees each turn's result once it is stored, on every
+	// attempt of the store: a hook that must act once keys by the job.
+	TurnEnd func(ctx context.Context, t *Turn)
 }
 
 // Registry holds the handlers, in registration order. Build it before the
@@ -178,6 +189,15 @@ func (r *Registry) ToolError(ctx context.Context, c *ToolCall, err error) {
 			h.ToolError(ctx, c, err)
 		}
 	})
+}
+
+// TurnEnd runs the handlers' TurnEnd in order.
+func (r *Registry) TurnEnd(ctx context.Context, t *Turn) {
+	for _, h := range r.Handlers() {
+		if h.TurnEnd != nil {
+			h.TurnEnd(ctx, t)
+		}
+	}
 }
 
 type (
