@@ -9,7 +9,7 @@ import (
 	"github.com/agentflow/agentflow/internal/knowledge"
 )
 
-// The APIs of their own (internal/gateway/knowledgeapi, …) reach the core
+// The APIs of their own (internal/gateway/knowledgeapi, evalapi, …) reach the core
 // through the adapters below: each takes the narrow interfaces it
 // declares, never the Service, so that what an API may do with the core
 // is what its interfaces say.
@@ -47,6 +47,10 @@ type apiCore struct{ s *Service }
 
 func (c apiCore) TenantOf(ctx context.Context) string           { return TenantOf(ctx) }
 func (c apiCore) StatusOf(ctx context.Context, err error) error { return c.s.StatusOf(ctx, err) }
+func (c apiCore) NewJobID() string                              { return NewJobID() }
+func (c apiCore) ClientIDs(ctx context.Context, fieldIDs ...string) error {
+	return clientIDs(ctx, fieldIDs...)
+}
 
 // apiHTTP is the HTTP API as an API's routes see it.
 type apiHTTP struct{ *HTTPAPI }

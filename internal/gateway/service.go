@@ -19,6 +19,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
+	"github.com/agentflow/agentflow/internal/gateway/evalapi"
 	"github.com/agentflow/agentflow/internal/gateway/knowledgeapi"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/redact"
@@ -194,7 +195,7 @@ func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *
 		pb.RegisterCatalogServiceServer(g, cat)
 		hs.SetServingStatus(pb.CatalogService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
-	pb.RegisterEvalServiceServer(g, evalService{s: s})
+	evalapi.New(s.store, s.client, s.taskQueue, apiCore{s}).RegisterGRPC(g)
 	hs.SetServingStatus(pb.EvalService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	s.knowledge.RegisterGRPC(g)
 	hs.SetServingStatus(pb.KnowledgeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
