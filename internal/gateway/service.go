@@ -192,7 +192,7 @@ func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if cat != nil {
-		pb.RegisterCatalogServiceServer(g, cat)
+		cat.api(s).RegisterGRPC(g)
 		hs.SetServingStatus(pb.CatalogService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	evalapi.New(s.store, s.client, s.taskQueue, apiCore{s}).RegisterGRPC(g)
