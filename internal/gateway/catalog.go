@@ -61,3 +61,22 @@ func (c catalogCore) AgentInfo(a agent.Agent, isDefault bool) *pb.AgentInfo {
 	return toPBAgent(a, isDefault)
 }
 func (c catalogCore) TurnContext(tc *pb.TurnContext) agent.TurnContext { return toContext(tc) }
+
+// catalogServer is CatalogService as served: catalogapi's methods, and
+// the processes' (processes.go), which stay with the core's conversions.
+type catalogServer struct {
+	*catalogapi.Service
+	c *CatalogService
+}
+
+func (s catalogServer) GetProcess(ctx context.Context, in *pb.GetProcessRequest) (*pb.Process, error) {
+	return s.c.GetProcess(ctx, in)
+}
+
+func (s catalogServer) ListProcesses(ctx context.Context, in *pb.ListProcessesRequest) (*pb.ListProcessesResponse, error) {
+	return s.c.ListProcesses(ctx, in)
+}
+
+func (s catalogServer) ListProcessVersions(ctx context.Context, in *pb.ListProcessVersionsRequest) (*pb.ListProcessVersionsResponse, error) {
+	return s.c.ListProcessVersions(ctx, in)
+}

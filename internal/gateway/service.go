@@ -192,7 +192,7 @@ func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if cat != nil {
-		cat.api(s).RegisterGRPC(g)
+		pb.RegisterCatalogServiceServer(g, catalogServer{Service: cat.api(s), c: cat})
 		hs.SetServingStatus(pb.CatalogService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	evalapi.New(s.store, s.client, s.taskQueue, apiCore{s}).RegisterGRPC(g)
