@@ -18,7 +18,6 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/secrets"
-	"github.com/agentflow/agentflow/internal/store"
 )
 
 // A Door is one protocol served on the HTTP API's listener (the packages
@@ -100,9 +99,6 @@ func (s *Service) Events() EventSource { return s.events }
 // Secrets resolves the secrets a door checks requests with, for the
 // tenant of the context (secrets.WithTenant); nil: none.
 func (s *Service) Secrets() secrets.Resolver { return s.secrets }
-
-// Store is the gateway's store.
-func (s *Service) Store() *store.Store { return s.store }
 
 // Client is the gateway's Temporal client.
 func (s *Service) Client() client.Client { return s.client }
