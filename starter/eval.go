@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentflow/agentflow/internal/evals"
-	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/evalapi"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
@@ -221,7 +221,7 @@ func writeEvalReport(p *pb.EvalRun, report string) error {
 	text := p.GetReportMarkdown()
 	if strings.EqualFold(filepath.Ext(report), ".html") {
 		var err error
-		if text, err = evals.HTML(gateway.FromPBEvalRun(p)); err != nil {
+		if text, err = evals.HTML(evalapi.FromPBEvalRun(p)); err != nil {
 			return err
 		}
 	}
@@ -273,6 +273,6 @@ func evalCompare(ctx context.Context, args []string, out io.Writer) error {
 			return api.failed("eval compare", err)
 		}
 	}
-	fmt.Fprint(out, evals.Compare(gateway.FromPBEvalRun(runs[0]), gateway.FromPBEvalRun(runs[1])))
+	fmt.Fprint(out, evals.Compare(evalapi.FromPBEvalRun(runs[0]), evalapi.FromPBEvalRun(runs[1])))
 	return nil
 }

@@ -35,7 +35,7 @@ func bodyTestAPI(t *testing.T, o gateway.HTTPOptions) (*gateway.HTTPAPI, string)
 	}
 	svc, err := gateway.New(gateway.Options{Tokens: tokens, Logger: zaptest.NewLogger(t)})
 	require.NoError(t, err)
-	o.Doors = doors.All()
+	o.Doors = doors.All(nil)
 	api, err := gateway.NewHTTPAPI(svc, gateway.NewCatalogService(nil, nil, nil, zaptest.NewLogger(t)), o)
 	require.NoError(t, err)
 	done := make(chan error, 1)

@@ -40,14 +40,15 @@
 // blob of the caller's tenant and answers its cas:// ref; GET
 // /v1/files/{ref} serves a tenant's blob back, so that no browser runs it
 // on the API's origin.
-// Knowledge (knowledge.go) and memories (memories.go) have routes of
-// their own, whose JSON is not the messages': /v1/collections,
-// /v1/ingests and /v1/memories (GET and DELETE list and erase the
-// caller's own long-term memories, the user being the credential's;
-// DELETE /v1/memories/{id} forgets one; an admin erases a named user's).
-// KnowledgeService (knowledge_grpc.go) serves the same over gRPC; both
-// doors are thin adapters over one core (knowledgeCore, memoryCore), and
-// each route is authorized as its KnowledgeService method.
+// Knowledge (internal/gateway/knowledgeapi) and memories (memories.go)
+// have routes of their own, whose JSON is not the messages':
+// /v1/collections, /v1/ingests and /v1/memories (GET and DELETE list and
+// erase the caller's own long-term memories, the user being the
+// credential's; DELETE /v1/memories/{id} forgets one; an admin erases a
+// named user's). KnowledgeService (knowledgeapi) serves the same over
+// gRPC; both doors are thin adapters over one core each (knowledgeapi's,
+// memoryCore), and each route is authorized as its KnowledgeService
+// method.
 //
 // The core and its doors. This package is the core: auth and tenancy
 // (auth.go, tokens.go), limits and bodies (body.go, intake), HTTP's

@@ -100,9 +100,6 @@ func (s *Service) Events() EventSource { return s.events }
 // tenant of the context (secrets.WithTenant); nil: none.
 func (s *Service) Secrets() secrets.Resolver { return s.secrets }
 
-// The store is the core's: doors read it through the tenant-scoped
-// reads of doorstore.go.
-
 // Client is the gateway's Temporal client.
 func (s *Service) Client() client.Client { return s.client }
 

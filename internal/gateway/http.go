@@ -172,7 +172,7 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	root.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	chatpage.Register(root, page)
 	a.registerFiles(root)
-	a.registerKnowledge(root)
+	s.knowledge.RegisterHTTP(root, apiHTTP{a}, a.maxUpload)
 	a.registerMemories(root)
 	for _, d := range o.Doors {
 		d.Register(root, a.forChannel(d.Channel()))

@@ -54,8 +54,8 @@ var httpRoutes = map[string][]string{
 }
 
 // ownRoutes are the RPCs whose HTTP routes are the gateway's own
-// (knowledge.go, memories.go: their JSON is not the messages'), outside
-// the OpenAPI document.
+// (internal/gateway/knowledgeapi, memories.go: their JSON is not the
+// messages'), outside the OpenAPI document.
 var ownRoutes = map[string][]string{
 	"KnowledgeService_CreateCollection": {"POST /v1/collections"},
 	"KnowledgeService_ListCollections":  {"GET /v1/collections"},
@@ -77,7 +77,7 @@ var ownRoutes = map[string][]string{
 // the services.
 func startHTTPAPI(t testing.TB, origins ...string) *httptest.Server {
 	t.Helper()
-	return gatewaytest.StartHTTPAPI(t, doors.All(), origins...)
+	return gatewaytest.StartHTTPAPI(t, doors.All(nil), origins...)
 }
 
 // TestOpenAPIDocument: GET /openapi.json is a valid OpenAPI document

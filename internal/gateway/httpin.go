@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -14,6 +12,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/agentflow/agentflow/internal/gateway/intake"
 )
 
 // What the HTTP API reads: a request's body as the JSON of its message
@@ -71,17 +71,7 @@ func (m strictJSON) decode(data []byte, v any) error {
 }
 
 // OneJSONValue checks that data is one JSON value and nothing after it.
-func OneJSONValue(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var v json.RawMessage
-	if err := dec.Decode(&v); err != nil {
-		return fmt.Errorf("request body is not JSON: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("request body: more after the JSON value, at byte %d", dec.InputOffset())
-	}
-	return nil
-}
+func OneJSONValue(data []byte) error { return intake.OneJSONValue(data) }
 
 // protoText is a protobuf error's text without its "proto:" prefix, which
 // says nothing to an HTTP caller.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/words"
 )
 
@@ -16,19 +17,7 @@ import (
 
 // JSONKind is the first byte of a JSON value, with every number's as
 // '0': '{', '[', '"', 't', 'f', 'n' or '0'; 0 for none.
-func JSONKind(raw []byte) byte {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return 0
-	}
-	switch c := raw[0]; c {
-	case '{', '[', '"', 't', 'f', 'n':
-		return c
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		return '0'
-	}
-	return 0
-}
+func JSONKind(raw []byte) byte { return intake.JSONKind(raw) }
 
 // JSONObject reads data as one JSON object whose members are all in known.
 func JSONObject(what string, data []byte, known []string) (map[string]json.RawMessage, error) {

@@ -5,10 +5,11 @@ import (
 	"strconv"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway/intake"
 )
 
 // MaxQuoted is how much of a client's bad value an error quotes back.
-const MaxQuoted = 40
+const MaxQuoted = intake.MaxQuoted
 
 // ResumeIndex reads where a client picks a stream up: after the index in
 // the Last-Event-ID header (lastEventID: its values, as an EventSource
@@ -67,10 +68,4 @@ func ParseIndex(name, v string) (int64, error) {
 // Clip is a client's value quoted for an error message (as %q writes it),
 // and shortened: bytes that are not text quote as four characters each,
 // so the bound is on the quoted form.
-func Clip(v string) string {
-	q := strconv.Quote(v)
-	if len(q) > 2*MaxQuoted {
-		return q[:2*MaxQuoted] + "…"
-	}
-	return q
-}
+func Clip(v string) string { return intake.Clip(v) }

@@ -19,6 +19,8 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
+	"github.com/agentflow/agentflow/internal/gateway/evalapi"
+	"github.com/agentflow/agentflow/internal/gateway/knowledgeapi"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/secrets"
@@ -74,8 +76,8 @@ type Options struct {
 	// client keeps large payloads in an object store. Default: the SDK's
 	// default data converter.
 	Payloads converter.DataConverter
-	// Knowledge serves the collections: the HTTP API's routes
-	// (knowledge.go) and KnowledgeService. Without a Store there are no
+	// Knowledge serves the collections: the HTTP API's routes and
+	// KnowledgeService (internal/gateway/knowledgeapi). Without a Store there are no
 	// routes, and KnowledgeService's collection methods answer
 	// Unavailable.
 	Knowledge KnowledgeOptions
@@ -99,8 +101,8 @@ type Service struct {
 	vault     *redact.Vault
 	secrets   secrets.Resolver
 	payloads  converter.DataConverter
-	// knowledge is nil without a knowledge store.
-	knowledge *knowledgeCore
+	// knowledge serves KnowledgeService and the knowledge routes.
+	knowledge *knowledgeapi.API
 	memories  MemoryStore
 	// channel is the door whose turns this Service starts
 	// (agent.TurnRequest.Channel): agent.ChannelGRPC, or the one a copy
@@ -152,9 +154,7 @@ func New(o Options) (*Service, error) {
 	if s.payloads == nil {
 		s.payloads = converter.GetDefaultDataConverter()
 	}
-	if o.Knowledge.Store != nil {
-		s.knowledge = &knowledgeCore{s: s, ks: o.Knowledge.Store, emb: o.Knowledge.Embedder}
-	}
+	s.knowledge = newKnowledge(s, o)
 	s.memories = o.Memories
 	s.ending, s.endStreams = context.WithCancel(context.Background())
 	return s, nil
@@ -192,12 +192,12 @@ func NewGRPCServer(s *Service, cat *CatalogService, opts ...grpc.ServerOption) *
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if cat != nil {
-		pb.RegisterCatalogServiceServer(g, cat)
+		pb.RegisterCatalogServiceServer(g, catalogServer{Service: cat.api(s), c: cat})
 		hs.SetServingStatus(pb.CatalogService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
-	pb.RegisterEvalServiceServer(g, evalService{s: s})
+	evalapi.New(s.store, s.client, s.taskQueue, apiCore{s}).RegisterGRPC(g)
 	hs.SetServingStatus(pb.EvalService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	pb.RegisterKnowledgeServiceServer(g, knowledgeService{s: s})
+	s.knowledge.RegisterGRPC(g)
 	hs.SetServingStatus(pb.KnowledgeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)

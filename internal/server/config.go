@@ -11,7 +11,6 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/deploy"
 	"github.com/agentflow/agentflow/internal/gateway"
-	"github.com/agentflow/agentflow/internal/gateway/doors"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
@@ -405,10 +404,11 @@ const envHTTPHeaderTimeout = "AGENTFLOW_HTTP_HEADER_TIMEOUT"
 // DefaultHTTPHeaderTimeout is Config.HTTPHeaderTimeout's default.
 const DefaultHTTPHeaderTimeout = 5 * time.Second
 
-// httpOptions are the HTTP API's limits of c.
+// httpOptions are the HTTP API's limits of c; the server adds the doors,
+// which need its store (doors.All).
 func (c Config) httpOptions() gateway.HTTPOptions {
 	return gateway.HTTPOptions{CORSOrigins: c.CORSOrigins, MaxUploadBytes: c.MaxUploadBytes, BodyTimeout: c.HTTPBodyTimeout,
-		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes, Doors: doors.All(), ChatDevToken: c.ChatDevToken,
+		ClientInflightBytes: c.HTTPClientInflightBytes, InflightBytes: c.HTTPInflightBytes, ChatDevToken: c.ChatDevToken,
 		Version: c.Deployment.BuildID}
 }
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/gateway/doors"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/oidcauth"
@@ -66,6 +67,7 @@ func (s *Server) newGateway(ctx context.Context) error {
 	// The HTTP API's calls are the gRPC API's, traced and counted the same.
 	httpOpts := s.cfg.httpOptions()
 	httpOpts.ServerOptions = s.tracing.GRPCServerOptions(s.metrics.MeterProvider)
+	httpOpts.Doors = doors.All(s.store)
 	if s.api, err = gateway.NewHTTPAPI(svc, cat, httpOpts); err != nil {
 		return err
 	}

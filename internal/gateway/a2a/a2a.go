@@ -72,6 +72,7 @@ const (
 // a2aServer serves a Service's agents over A2A: a2asrv.RequestHandler.
 type a2aServer struct {
 	s      *gateway.Service
+	st     Store
 	logger *zap.Logger
 }
 
@@ -87,7 +88,7 @@ type a2aRequest struct {
 
 // registerA2A adds the A2A agents to mux.
 func (a *server) registerA2A(mux *http.ServeMux) {
-	m := &a2aServer{s: a.Service(), logger: a.Logger()}
+	m := &a2aServer{s: a.Service(), st: a.st, logger: a.Logger()}
 	rpc := a2asrv.NewJSONRPCHandler(m)
 	mux.Handle(A2APrefix+"{agent}", m.authenticated(a.endWithStreams(a.a2aVersions(m, rpc))))
 	mux.Handle("GET "+A2APrefix+"{agent}"+a2asrv.WellKnownAgentCardPath, m.authenticated(http.HandlerFunc(m.serveCard)))
@@ -142,7 +143,7 @@ const a2aSecurityScheme a2a.SecuritySchemeName = "bearer"
 // through A2A.
 func (m *a2aServer) agent(ctx context.Context) (agent.Agent, error) {
 	id := a2aRequestOf(ctx).agentID
-	ag, err := m.s.Agent(ctx, id)
+	ag, err := m.st.ActiveAgent(ctx, gateway.TenantOf(ctx), id)
 	if agent.IsCode(err, agent.CodeNotFound) || (err == nil && !ag.Exposed(agent.ExposeA2A)) {
 		return ag, fmt.Errorf("%s: %w", notServed(id), a2a.ErrInvalidRequest)
 	}
@@ -472,8 +473,22 @@ func (m *a2aServer) OnGetExtendedAgentCard(ctx context.Context) (*a2a.AgentCard,
 }
 
 // Door serves A2A (1.0 and 0.3) on the HTTP API's listener.
-var Door = gateway.NewDoor(agent.ChannelA2A, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerA2A(mux) })
+// Store is what the door reads of a tenant's agents (store.Store, through
+// internal/gateway/doors).
+type Store interface {
+	ActiveAgent(ctx context.Context, tenantID, agentID string) (agent.Agent, error)
+	// DefaultAgent is the tenant's default agent's id; "" for none.
+	DefaultAgent(ctx context.Context, tenantID string) (string, error)
+}
+
+// New is the A2A door, serving the agents of st.
+func New(st Store) gateway.Door {
+	return gateway.NewDoor(agent.ChannelA2A, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{HTTPAPI: api, st: st}).registerA2A(mux) })
+}
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.
-type server struct{ *gateway.HTTPAPI }
+type server struct {
+	*gateway.HTTPAPI
+	st Store
+}

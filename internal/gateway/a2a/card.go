@@ -32,17 +32,17 @@ func (m *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
 // it is exposed through A2A.
 func (m *a2aServer) serveDefaultCard(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	rt, err := m.s.Settings(ctx)
+	def, err := m.st.DefaultAgent(ctx, gateway.TenantOf(ctx))
 	if err != nil {
 		writeA2AError(w, http.StatusServiceUnavailable, m.classify(ctx, err, nil))
 		return
 	}
 	req := a2aRequestOf(ctx)
-	req.agentID = rt.DefaultAgent
-	req.url += rt.DefaultAgent
+	req.agentID = def
+	req.url += def
 	ctx = context.WithValue(ctx, a2aRequestKey{}, req)
 	ag, err := m.agent(ctx)
-	if rt.DefaultAgent == "" || err != nil {
+	if def == "" || err != nil {
 		writeA2AError(w, http.StatusNotFound, fmt.Errorf("the tenant's default agent is not served over A2A: read an agent's card at %s{agent_id}%s: %w",
 			A2APrefix, a2asrv.WellKnownAgentCardPath, a2a.ErrInvalidRequest))
 		return

@@ -101,7 +101,7 @@ func (a *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 // aguiExposed refuses an agent the caller's tenant does not serve over
 // AG-UI: not in its catalog, or not exposed.
 func (a *server) aguiExposed(ctx context.Context, agentID string) error {
-	ag, err := a.Service().Agent(ctx, agentID)
+	ag, err := a.st.ActiveAgent(ctx, gateway.TenantOf(ctx), agentID)
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound) || (err == nil && !ag.Exposed(agent.ExposeAGUI)):
 		return agent.Errorf(agent.CodeAgentNotFound, "agent %q is not served over AG-UI: your tenant's catalog has no agent of that id with expose: [%s]", agentID, agent.ExposeAGUI)
@@ -262,8 +262,25 @@ func (s *aguiStream) Fail(err error) {
 }
 
 // Door serves AG-UI on the HTTP API's listener.
-var Door = gateway.NewDoor(agent.ChannelAGUI, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerAGUI(mux) })
+// Store is what the door reads of a tenant's agents and turns
+// (store.Store, through internal/gateway/doors).
+type Store interface {
+	ActiveAgent(ctx context.Context, tenantID, agentID string) (agent.Agent, error)
+	// Turn is the agent and the session (thread) of a tenant's turn.
+	Turn(ctx context.Context, tenantID, jobID string) (Turn, error)
+}
+
+// Turn is what a resume checks of the turn it answers.
+type Turn struct{ AgentID, SessionID string }
+
+// New is the AG-UI door, serving the agents of st.
+func New(st Store) gateway.Door {
+	return gateway.NewDoor(agent.ChannelAGUI, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{HTTPAPI: api, st: st}).registerAGUI(mux) })
+}
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.
-type server struct{ *gateway.HTTPAPI }
+type server struct {
+	*gateway.HTTPAPI
+	st Store
+}

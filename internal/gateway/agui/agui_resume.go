@@ -272,7 +272,7 @@ func (a *server) aguiResumeTurn(r *http.Request, agentID string, in aguiInput) (
 	}
 	notFound := agent.Errorf(agent.CodeNotFound, "interrupt %q is not one of a turn of agent %q on thread %q: resume a run's interrupts on the thread and agent it ran on",
 		words.Clip(in.Resume[0].Interrupt.String(), 2*gateway.MaxQuoted), agentID, in.ThreadID)
-	turn, err := a.Service().TurnRow(ctx, jobID)
+	turn, err := a.st.Turn(ctx, gateway.TenantOf(ctx), jobID)
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound):
 		return aguiTurn{}, notFound

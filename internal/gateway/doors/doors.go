@@ -1,6 +1,7 @@
 // Package doors lists every protocol the gateway serves beside its own
 // API, for the server to register: the one place that imports them all,
-// so that no door imports another and the core imports none. It also
+// so that no door imports another and the core imports none. It gives the
+// doors that read the database their stores (stores.go). It also
 // gathers how each door says each class of error (ErrorTable), the table
 // docs/reference/errors.md shows.
 package doors
@@ -16,11 +17,15 @@ import (
 	"github.com/agentflow/agentflow/internal/gateway/sse"
 	"github.com/agentflow/agentflow/internal/gateway/telegram"
 	"github.com/agentflow/agentflow/internal/gateway/ws"
+	"github.com/agentflow/agentflow/internal/store"
 )
 
-// All are the doors, in the order they register their routes.
-func All() []gateway.Door {
-	return []gateway.Door{openai.Door, sse.Door, ws.Door, aisdk.Door, mcp.Door, agui.Door, a2a.Door, telegram.Door}
+// All are the doors, in the order they register their routes; those that
+// read the database beside the core read st, each through an interface
+// of its own.
+func All(st *store.Store) []gateway.Door {
+	return []gateway.Door{openai.New(st), sse.Door, ws.Door, aisdk.Door, mcp.New(mcpStore{st}), agui.New(aguiStore{st}), a2a.New(a2aStore{st}),
+		telegram.New(st)}
 }
 
 // ErrorTable is how the gateway's API and every door answer each class of

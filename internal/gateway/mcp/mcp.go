@@ -76,6 +76,7 @@ const (
 // mcpServer serves a Service's agents over MCP.
 type mcpServer struct {
 	s      *gateway.Service
+	st     Store
 	logger *zap.Logger
 	// sessions are the sessions this gateway holds.
 	sessions mcpSessions
@@ -87,7 +88,7 @@ type mcpServer struct {
 
 // registerMCP adds the MCP server to mux.
 func (a *server) registerMCP(mux *http.ServeMux) {
-	m := &mcpServer{s: a.Service(), logger: a.Logger(), ending: a.Ending(), version: a.Version()}
+	m := &mcpServer{s: a.Service(), st: a.st, logger: a.Logger(), ending: a.Ending(), version: a.Version()}
 	// Sessions live in this gateway's memory (the SDK's); their streams
 	// in PostgreSQL (mcpEvents), so that a client whose connection drops
 	// resumes a call with Last-Event-ID on any gateway (mcp_resume.go).
@@ -152,7 +153,7 @@ func (m *mcpServer) newServer(r *http.Request, stateless bool) *mcp.Server {
 	agents, ok := r.Context().Value(mcpAgentsKey{}).([]agent.Agent)
 	var err error
 	if !ok {
-		agents, err = m.s.Agents(ctx)
+		agents, err = m.st.ListAgents(ctx, gateway.TenantOf(ctx))
 	}
 	if err != nil {
 		telemetry.Logger(ctx, m.logger).Warn("mcp session refused: agents not read", zap.String("tenant", gateway.TenantOf(ctx)), zap.Error(err))
@@ -550,8 +551,15 @@ func (w mcpWording) waits(it projection.Item) string {
 }
 
 // Door serves MCP on the HTTP API's listener.
-var Door = gateway.NewDoor(agent.ChannelMCP, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{api}).registerMCP(mux) })
+// New is the MCP door, serving the agents, blobs and resumable streams
+// of st.
+func New(st Store) gateway.Door {
+	return gateway.NewDoor(agent.ChannelMCP, func(mux *http.ServeMux, api *gateway.HTTPAPI) { (&server{HTTPAPI: api, st: st}).registerMCP(mux) })
+}
 
 // server is the door on one HTTP API: its handlers are server's methods,
 // with the core's helpers and turn service (Service) at hand.
-type server struct{ *gateway.HTTPAPI }
+type server struct {
+	*gateway.HTTPAPI
+	st Store
+}

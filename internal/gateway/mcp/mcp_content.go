@@ -69,11 +69,11 @@ func (m *mcpServer) inline(ctx context.Context, res *mcp.CallToolResult) {
 		if !ok || !strings.HasPrefix(link.URI, agent.CASRefPrefix) {
 			continue
 		}
-		info, err := m.s.BlobInfo(ctx, link.URI)
+		info, err := m.st.TenantBlobInfo(ctx, gateway.TenantOf(ctx), link.URI)
 		if err != nil || info.Size > mcpInlineBytes || info.Size > int64(budget) {
 			continue
 		}
-		data, mimeType, err := m.s.Blob(ctx, link.URI)
+		data, mimeType, err := m.st.TenantBlob(ctx, gateway.TenantOf(ctx), link.URI)
 		if err != nil {
 			telemetry.Logger(ctx, m.logger).Info("mcp file sent as a link: not read", zap.String("ref", link.URI), zap.Error(err))
 			continue
@@ -118,7 +118,7 @@ const mcpBlobTemplate = "cas://sha256:{digest}"
 // does not exist.
 func (m *mcpServer) readBlob(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	info, err := m.s.BlobInfo(ctx, uri)
+	info, err := m.st.TenantBlobInfo(ctx, gateway.TenantOf(ctx), uri)
 	if err == nil && info.Size > mcpMaxResourceBytes {
 		// A resource goes in one JSON-RPC answer, whole; a file that
 		// large is streamed by the files route.
@@ -129,7 +129,7 @@ func (m *mcpServer) readBlob(ctx context.Context, req *mcp.ReadResourceRequest) 
 	var data []byte
 	var mimeType string
 	if err == nil {
-		data, mimeType, err = m.s.Blob(ctx, uri)
+		data, mimeType, err = m.st.TenantBlob(ctx, gateway.TenantOf(ctx), uri)
 	}
 	switch {
 	case (agent.IsCode(err, agent.CodeNotFound) || agent.IsCode(err, agent.CodeInvalid)) && newProtocol(req.Session):

@@ -123,7 +123,7 @@ func (m *mcpServer) readAgents(w http.ResponseWriter, r *http.Request) (*http.Re
 	if !ok {
 		return r, true // the SDK refuses it
 	}
-	agents, err := m.s.Agents(ctx)
+	agents, err := m.st.ListAgents(ctx, gateway.TenantOf(ctx))
 	if err != nil {
 		m.serveFailure(w, r, err)
 		return nil, false

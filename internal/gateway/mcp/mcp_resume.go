@@ -111,7 +111,7 @@ func (m *mcpServer) front(h, sessionless http.Handler) http.Handler {
 					r.Header.Set(mcpTaskHeader, b.String())
 				}
 				r = r.WithContext(context.WithValue(r.Context(), mcpCallKey{},
-					gateway.MCPStream{RequestID: env.ID, ProgressToken: env.Params.Meta.ProgressToken, JobID: job}))
+					Stream{RequestID: env.ID, ProgressToken: env.Params.Meta.ProgressToken, JobID: job}))
 			}
 		case r.Method == http.MethodGet && session != "" && !m.holds(session):
 			if r.Header.Get("Last-Event-ID") == "" {
@@ -189,7 +189,7 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 		http.Error(w, fmt.Sprintf("malformed Last-Event-ID %q", r.Header.Get("Last-Event-ID")), http.StatusBadRequest)
 		return
 	}
-	st, err := m.s.MCPStreams().MCPStreamOf(ctx, session, streamID)
+	st, err := m.st.MCPStreamOf(ctx, session, streamID)
 	switch {
 	case agent.IsCode(err, agent.CodeNotFound):
 		http.Error(w, "session not found", http.StatusNotFound)
@@ -202,7 +202,7 @@ func (m *mcpServer) resume(w http.ResponseWriter, r *http.Request, session strin
 		http.Error(w, "session user mismatch", http.StatusForbidden)
 		return
 	}
-	sent, err := m.s.MCPStreams().MCPAfter(ctx, session, streamID, last)
+	sent, err := m.st.MCPAfter(ctx, session, streamID, last)
 	if err != nil {
 		http.Error(w, m.s.ClientMessage(ctx, err), http.StatusServiceUnavailable)
 		return
@@ -254,7 +254,7 @@ func (s *resumedStream) write(data []byte) bool {
 // far its notifications went (the last turn event a notification told
 // of), and whether the call was answered.
 func (m *mcpServer) streamProgress(ctx context.Context, session, streamID string) (int64, bool, error) {
-	all, err := m.s.MCPStreams().MCPAfter(ctx, session, streamID, -1)
+	all, err := m.st.MCPAfter(ctx, session, streamID, -1)
 	if err != nil {
 		return 0, false, err
 	}
@@ -271,7 +271,7 @@ func (m *mcpServer) streamProgress(ctx context.Context, session, streamID string
 // finishCall finishes the stream of a tools/call that was not answered
 // from its turn's event log: the progress after what notified told of,
 // then the call's result, each stored with the stream as it is sent.
-func (m *mcpServer) finishCall(ctx context.Context, session string, st gateway.MCPStream, out *resumedStream, notified int64) {
+func (m *mcpServer) finishCall(ctx context.Context, session string, st Stream, out *resumedStream, notified int64) {
 	streamID := out.streamID
 	log := telemetry.Logger(ctx, m.logger)
 	turnID := contract.TurnWorkflowID(st.TenantID, st.JobID)
@@ -288,7 +288,7 @@ func (m *mcpServer) finishCall(ctx context.Context, session string, st gateway.M
 			if err != nil {
 				return err
 			}
-			if err := m.s.MCPStreams().MCPAppend(ctx, session, streamID, data); err != nil {
+			if err := m.st.MCPAppend(ctx, session, streamID, data); err != nil {
 				return err
 			}
 			if !out.write(data) {
@@ -313,7 +313,7 @@ func (m *mcpServer) finishCall(ctx context.Context, session string, st gateway.M
 	if err != nil {
 		return
 	}
-	if err := m.s.MCPStreams().MCPAppend(ctx, session, streamID, answer); err != nil {
+	if err := m.st.MCPAppend(ctx, session, streamID, answer); err != nil {
 		log.Info("mcp answer not stored", zap.String("session", session), zap.Error(err))
 	}
 	out.write(answer)
@@ -385,20 +385,20 @@ func (e mcpEvents) Open(ctx context.Context, sessionID, streamID string) error {
 	if !ok {
 		return fmt.Errorf("open mcp stream %s: no caller", streamID)
 	}
-	st, _ := ctx.Value(mcpCallKey{}).(gateway.MCPStream)
+	st, _ := ctx.Value(mcpCallKey{}).(Stream)
 	st.SessionID, st.StreamID, st.TenantID, st.UserID = sessionID, streamID, gateway.TenantOf(cctx), info.UserID
-	return e.m.s.MCPStreams().MCPOpen(ctx, st)
+	return e.m.st.MCPOpen(ctx, st)
 }
 
 // Append stores a message of a stream.
 func (e mcpEvents) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
-	return e.m.s.MCPStreams().MCPAppend(context.WithoutCancel(ctx), sessionID, streamID, data)
+	return e.m.st.MCPAppend(context.WithoutCancel(ctx), sessionID, streamID, data)
 }
 
 // After yields a stream's messages after index.
 func (e mcpEvents) After(ctx context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
-		msgs, err := e.m.s.MCPStreams().MCPAfter(ctx, sessionID, streamID, index)
+		msgs, err := e.m.st.MCPAfter(ctx, sessionID, streamID, index)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -414,5 +414,5 @@ func (e mcpEvents) After(ctx context.Context, sessionID, streamID string, index 
 // SessionClosed drops a closed session's streams.
 func (e mcpEvents) SessionClosed(ctx context.Context, sessionID string) error {
 	e.m.sessions.m.Delete(sessionID)
-	return e.m.s.MCPStreams().MCPSessionClosed(context.WithoutCancel(ctx), sessionID)
+	return e.m.st.MCPSessionClosed(context.WithoutCancel(ctx), sessionID)
 }

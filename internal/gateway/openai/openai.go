@@ -52,7 +52,16 @@ const (
 const chatKeepAlive = 15 * time.Second
 
 // openAI serves the OpenAI-compatible endpoints of a Service.
-type openAI struct{ s *gateway.Service }
+type openAI struct {
+	s      *gateway.Service
+	agents Agents
+}
+
+// Agents are the agents the door lists and serves (store.Store).
+type Agents interface {
+	ListAgents(ctx context.Context, tenantID string) ([]agent.Agent, error)
+	ActiveAgent(ctx context.Context, tenantID, agentID string) (agent.Agent, error)
+}
 
 // register adds the endpoints to mux; another method on their paths is
 // answered in OpenAI's error shape.
@@ -94,7 +103,7 @@ func (o openAI) listModels(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
-	agents, err := o.s.Agents(ctx)
+	agents, err := o.agents.ListAgents(ctx, gateway.TenantOf(ctx))
 	if err != nil {
 		o.fail(w, r.WithContext(ctx), err)
 		return
@@ -122,7 +131,7 @@ func (o openAI) getModel(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
-	a, err := o.s.Agent(ctx, id)
+	a, err := o.agents.ActiveAgent(ctx, gateway.TenantOf(ctx), id)
 	if agent.IsCode(err, agent.CodeNotFound) {
 		err = agent.WithCode(agent.CodeAgentNotFound, err)
 	}
@@ -257,5 +266,10 @@ func writeOpenAIError(w http.ResponseWriter, p gateway.Problem, err error) {
 	}{toOpenAIError(p, err)})
 }
 
-// Door serves the OpenAI-compatible API on the HTTP API's listener.
-var Door = gateway.NewDoor(agent.ChannelOpenAI, func(mux *http.ServeMux, api *gateway.HTTPAPI) { openAI{s: api.Service()}.register(mux) })
+// New is the door that serves the OpenAI-compatible API on the HTTP
+// API's listener, for the agents of agents.
+func New(agents Agents) gateway.Door {
+	return gateway.NewDoor(agent.ChannelOpenAI, func(mux *http.ServeMux, api *gateway.HTTPAPI) {
+		openAI{s: api.Service(), agents: agents}.register(mux)
+	})
+}

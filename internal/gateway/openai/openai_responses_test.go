@@ -24,7 +24,7 @@ import (
 // with OpenAI's error object naming the parameter at fault; another
 // tenant's response, or what is no response id, is not found.
 func TestOpenAIResponsesRefusals(t *testing.T) {
-	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.Door})
+	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.New(nil)})
 	for _, tc := range []struct {
 		name, method, path, token, body string
 		status                          int
@@ -90,7 +90,7 @@ func TestOpenAIResponsesRefusals(t *testing.T) {
 // TestOpenAIResponsesClientReadsRefusals: OpenAI's Go client reads a
 // refusal of the Responses API as an API error, with its parameter.
 func TestOpenAIResponsesClientReadsRefusals(t *testing.T) {
-	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.Door})
+	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.New(nil)})
 	client := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("tok"), option.WithMaxRetries(0))
 	_, err := client.Responses.New(context.Background(), responses.ResponseNewParams{
 		Model: "assistant", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}, Store: openai.Bool(false),

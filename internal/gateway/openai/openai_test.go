@@ -33,7 +33,7 @@ type openAIError struct {
 // before anything is called (the gateway has no backends), each answered
 // with OpenAI's error object, its status, and whether to retry.
 func TestOpenAIRefusals(t *testing.T) {
-	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.Door})
+	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.New(nil)})
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct {
 		name, method, path, token, body string
@@ -101,7 +101,7 @@ func TestOpenAIRefusals(t *testing.T) {
 // an API error, with its status, code, parameter and message, and does
 // not retry it.
 func TestOpenAIClientReadsRefusals(t *testing.T) {
-	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.Door})
+	srv := gatewaytest.StartHTTPAPI(t, []gateway.Door{openaidoor.New(nil)})
 	client := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("tok"))
 	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model: "assistant", N: openai.Int(2), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},

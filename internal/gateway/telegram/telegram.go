@@ -64,14 +64,24 @@ const SecretHeader = "X-Telegram-Bot-Api-Secret-Token"
 // maxBody bounds an update; Telegram's are a few KiB.
 const maxBody = 256 << 10
 
-// Door is the Telegram door.
-var Door = gateway.NewDoor(agent.ChannelTelegram, func(mux *http.ServeMux, api *gateway.HTTPAPI) {
-	api.OwnCredential(Prefix)
-	mux.HandleFunc("POST "+Path, (&server{api}).webhook)
-	api.RefuseOtherMethods(mux, Path)
-})
+// Agents are the agents whose bots the door serves (store.Store).
+type Agents interface {
+	ActiveAgent(ctx context.Context, tenantID, agentID string) (agent.Agent, error)
+}
 
-type server struct{ *gateway.HTTPAPI }
+// New is the Telegram door, serving the bots of agents.
+func New(agents Agents) gateway.Door {
+	return gateway.NewDoor(agent.ChannelTelegram, func(mux *http.ServeMux, api *gateway.HTTPAPI) {
+		api.OwnCredential(Prefix)
+		mux.HandleFunc("POST "+Path, (&server{HTTPAPI: api, agents: agents}).webhook)
+		api.RefuseOtherMethods(mux, Path)
+	})
+}
+
+type server struct {
+	*gateway.HTTPAPI
+	agents Agents
+}
 
 // errUnauthorized is every refusal of a post's credential: a wrong or
 // missing secret, and a route that names no bot, look alike.
@@ -130,7 +140,7 @@ func (s *server) authenticate(r *http.Request, tenant, agentID, target string) (
 			return "", errUnauthorized
 		}
 	}
-	ag, err := s.Service().WebhookAgent(r.Context(), tenant, agentID)
+	ag, err := s.agents.ActiveAgent(r.Context(), tenant, agentID)
 	if agent.IsCode(err, agent.CodeNotFound) || agent.IsCode(err, agent.CodeAgentNotFound) {
 		return "", errUnauthorized
 	}

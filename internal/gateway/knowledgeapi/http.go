@@ -1,4 +1,4 @@
-package gateway
+package knowledgeapi
 
 import (
 	"bytes"
@@ -14,18 +14,44 @@ import (
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-// knowledgeAPI serves the knowledge routes for an HTTPAPI: each reads
-// its request, calls knowledgeCore and writes the answer.
-type knowledgeAPI struct {
-	a *HTTPAPI
-	k *knowledgeCore
+// HTTP is what the routes need of the core's HTTP API: each request
+// authorized as its KnowledgeService method before its body is read,
+// errors answered as problems (RFC 9457, never an internal error's text),
+// and bodies read within the core's bounds.
+type HTTP interface {
+	// Authorized is r with the context of a call of method by its
+	// credential; a caller who may not make it is refused, and ok is false.
+	Authorized(w http.ResponseWriter, r *http.Request, method string) (_ *http.Request, ok bool)
+	// Refuse answers err as a problem.
+	Refuse(w http.ResponseWriter, r *http.Request, err error)
+	// RefuseStatus answers err as a problem with status instead of its
+	// code's.
+	RefuseStatus(w http.ResponseWriter, r *http.Request, status int, err error)
+	// RefuseOtherMethods answers 405 on paths for the methods their
+	// routes do not take.
+	RefuseOtherMethods(mux *http.ServeMux, paths ...string)
+	// ReadBody reads r's body, bounded as every body is, or by max
+	// bytes when max is not 0 (an upload's).
+	ReadBody(r *http.Request, max int64) ([]byte, error)
 }
 
-func (a *HTTPAPI) registerKnowledge(mux *http.ServeMux) {
-	if a.svc.knowledge == nil {
+// knowledgeAPI serves the knowledge routes: each reads its request,
+// calls core and writes the answer.
+type knowledgeAPI struct {
+	h HTTP
+	k *core
+	// maxUpload bounds an ingest's body, as a file's.
+	maxUpload int64
+}
+
+// RegisterHTTP adds the knowledge routes to mux, served through h; an
+// ingest's body may be up to maxUpload bytes. Without a store there are
+// none.
+func (a *API) RegisterHTTP(mux *http.ServeMux, h HTTP, maxUpload int64) {
+	if a.knowledge == nil {
 		return
 	}
-	k := &knowledgeAPI{a: a, k: a.svc.knowledge}
+	k := &knowledgeAPI{h: h, k: a.knowledge, maxUpload: maxUpload}
 	mux.HandleFunc("POST "+collectionsPath, k.createCollection)
 	mux.HandleFunc("GET "+collectionsPath, serve(k, pb.KnowledgeService_ListCollections_FullMethodName, http.StatusOK,
 		func(r *http.Request) (any, error) {
@@ -51,40 +77,40 @@ func (a *HTTPAPI) registerKnowledge(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+searchPath, serve(k, pb.KnowledgeService_SearchCollection_FullMethodName, http.StatusOK, k.search))
 	mux.HandleFunc("GET "+ingestPath, serve(k, pb.KnowledgeService_GetIngest_FullMethodName, http.StatusOK,
 		func(r *http.Request) (any, error) { return k.k.ingestStatus(r.Context(), r.PathValue("id")) }))
-	a.RefuseOtherMethods(mux, collectionsPath, collectionPath, documentsPath, documentPath, searchPath, ingestPath)
+	h.RefuseOtherMethods(mux, collectionsPath, collectionPath, documentsPath, documentPath, searchPath, ingestPath)
 }
 
 func (k *knowledgeAPI) createCollection(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_CreateCollection_FullMethodName)
+	r, ok := k.h.Authorized(w, r, pb.KnowledgeService_CreateCollection_FullMethodName)
 	if !ok {
 		return
 	}
 	var in collectionRequest
-	if err := decodeJSONBody(r, "the collection", &in); err != nil {
-		k.a.Refuse(w, r, err)
+	if err := k.decodeBody(r, "the collection", &in); err != nil {
+		k.h.Refuse(w, r, err)
 		return
 	}
 	c, err := k.k.createCollection(r.Context(), in)
 	if err != nil {
-		k.a.Refuse(w, r, err)
+		k.h.Refuse(w, r, err)
 		return
 	}
 	w.Header().Set("Location", collectionsPath+"/"+c.Name)
-	WriteJSON(w, http.StatusCreated, c)
+	writeJSON(w, http.StatusCreated, c)
 }
 
 func (k *knowledgeAPI) listDocuments(r *http.Request) (any, error) {
 	q := r.URL.Query()
 	for key := range q {
 		if key != "after" && key != "limit" {
-			return nil, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the list takes after and limit", Clip(key))
+			return nil, agent.Errorf(agent.CodeInvalid, "unknown query parameter %s: the list takes after and limit", intake.Clip(key))
 		}
 	}
 	limit := 0
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			return nil, agent.Errorf(agent.CodeInvalid, "limit %s: want 1 to %d", Clip(s), knowledge.MaxList)
+			return nil, agent.Errorf(agent.CodeInvalid, "limit %s: want 1 to %d", intake.Clip(s), knowledge.MaxList)
 		}
 		limit = n
 	}
@@ -101,7 +127,7 @@ func (k *knowledgeAPI) listDocuments(r *http.Request) (any, error) {
 
 func (k *knowledgeAPI) search(r *http.Request) (any, error) {
 	var in searchRequest
-	if err := decodeJSONBody(r, "the search", &in); err != nil {
+	if err := k.decodeBody(r, "the search", &in); err != nil {
 		return nil, err
 	}
 	hits, usage, err := k.k.search(r.Context(), agent.ChannelHTTP, r.PathValue("name"), in)
@@ -112,64 +138,64 @@ func (k *knowledgeAPI) search(r *http.Request) (any, error) {
 // do's answer as JSON with status (none for 204), or its error refused.
 func serve[T any](k *knowledgeAPI, method string, status int, do func(*http.Request) (T, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r, ok := k.a.Authorized(w, r, method)
+		r, ok := k.h.Authorized(w, r, method)
 		if !ok {
 			return
 		}
 		out, err := do(r)
 		switch {
 		case err != nil:
-			k.a.Refuse(w, r, err)
+			k.h.Refuse(w, r, err)
 		case status == http.StatusNoContent:
 			w.WriteHeader(status)
 		default:
-			WriteJSON(w, status, out)
+			writeJSON(w, status, out)
 		}
 	}
 }
 
 func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
-	r, ok := k.a.Authorized(w, r, pb.KnowledgeService_IngestDocuments_FullMethodName)
+	r, ok := k.h.Authorized(w, r, pb.KnowledgeService_IngestDocuments_FullMethodName)
 	if !ok {
 		return
 	}
 	c, err := k.k.collection(r.Context(), r.PathValue("name"))
 	if err != nil {
-		k.a.Refuse(w, r, err)
+		k.h.Refuse(w, r, err)
 		return
 	}
-	limit := k.a.maxUpload
+	limit := k.maxUpload
 	if r.ContentLength > limit {
-		k.a.Refuse(w, r, ingestBodyTooLarge(limit))
+		k.h.RefuseStatus(w, r, http.StatusRequestEntityTooLarge, ingestBodyTooLarge(limit))
 		return
 	}
-	allowBody(r, limit)
-	data, err := ReadBody(r)
+	data, err := k.h.ReadBody(r, limit)
 	if err != nil {
 		var e *intake.Error
 		if errors.As(err, &e) && e.Status == http.StatusRequestEntityTooLarge {
-			err = ingestBodyTooLarge(limit)
+			k.h.RefuseStatus(w, r, http.StatusRequestEntityTooLarge, ingestBodyTooLarge(limit))
+			return
 		}
-		k.a.Refuse(w, r, err)
+		k.h.Refuse(w, r, err)
 		return
 	}
 	var in ingestRequest
 	if err := decodeJSON("the ingest", data, &in); err != nil {
-		k.a.Refuse(w, r, err)
+		k.h.Refuse(w, r, err)
 		return
 	}
 	answer, err := k.k.ingest(r.Context(), c, in)
 	if err != nil {
-		k.a.Refuse(w, r, err)
+		k.h.Refuse(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusAccepted, answer)
+	writeJSON(w, http.StatusAccepted, answer)
 }
 
-// decodeJSONBody reads a request's body (bounded as every body is) as
-// one JSON object into v, strictly.
-func decodeJSONBody(r *http.Request, what string, v any) error {
-	data, err := ReadBody(r)
+// decodeBody reads a request's body (bounded as every body is) as one
+// JSON object into v, strictly.
+func (k *knowledgeAPI) decodeBody(r *http.Request, what string, v any) error {
+	data, err := k.h.ReadBody(r, 0)
 	if err != nil {
 		return err
 	}
@@ -179,10 +205,10 @@ func decodeJSONBody(r *http.Request, what string, v any) error {
 // decodeJSON decodes data, one JSON object with known members only, into
 // v; an error says what is wrong where.
 func decodeJSON(what string, data []byte, v any) error {
-	if JSONKind(data) != '{' {
+	if intake.JSONKind(data) != '{' {
 		return agent.Errorf(agent.CodeInvalid, "%s: want a JSON object", what)
 	}
-	if err := OneJSONValue(data); err != nil {
+	if err := intake.OneJSONValue(data); err != nil {
 		return agent.Errorf(agent.CodeInvalid, "%s: %s", what, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -195,4 +221,13 @@ func decodeJSON(what string, data []byte, v any) error {
 		return agent.Errorf(agent.CodeInvalid, "%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
+}
+
+// writeJSON answers v as JSON, and a newline, as the core's WriteJSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
 }

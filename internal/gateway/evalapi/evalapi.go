@@ -1,65 +1,111 @@
-package gateway
+// Package evalapi serves EvalService: evals of an agent's versions over
+// a dataset, datasets recorded from a tenant's turns, and the runs'
+// reports. It is a package of its own so that the gateway's core keeps to
+// auth, tenancy, bodies and limits: the API reaches the core and the
+// store only through the narrow interfaces below, and the core registers
+// it where it builds its gRPC server (its HTTP routes are grpc-gateway's,
+// from the same service).
+package evalapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/evals"
+	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
-// evalService implements pb.EvalServiceServer for the caller's tenant,
-// over the AgentService's client and store.
-type evalService struct {
-	pb.UnimplementedEvalServiceServer
-	s *Service
+// Store is what evals read and record (store.Store).
+type Store interface {
+	evals.Recorder
+	ActiveAgent(ctx context.Context, tenantID, agentID string) (agent.Agent, error)
+	AgentVersion(ctx context.Context, tenantID, agentID string, version int) (agent.Agent, error)
+	Turn(ctx context.Context, tenantID, jobID string) (store.Turn, error)
+	Dataset(ctx context.Context, tenantID, id string) (agent.EvalDataset, error)
+	BeginEval(ctx context.Context, in agent.EvalInput) error
+	EvalRun(ctx context.Context, tenantID, evalID string) (agent.EvalRun, error)
 }
+
+// Core is what the API needs of the gateway's core: the tenant of a
+// call's credential, an error as the call's status (never an internal
+// error's text), the check of the ids a client names, and new ids.
+type Core interface {
+	TenantOf(ctx context.Context) string
+	StatusOf(ctx context.Context, err error) error
+	// ClientIDs checks the ids a request names, given as field, id
+	// pairs: a reserved id is agent.CodeInvalid.
+	ClientIDs(ctx context.Context, fieldIDs ...string) error
+	// NewJobID is a new id, unique and in time order.
+	NewJobID() string
+}
+
+// Service implements pb.EvalServiceServer for the caller's tenant, over
+// the store and the Temporal client (which starts and follows the Eval
+// workflow).
+type Service struct {
+	pb.UnimplementedEvalServiceServer
+	store     Store
+	client    client.Client
+	taskQueue string
+	c         Core
+}
+
+// New returns EvalService over st and c, whose Eval workflows run on
+// taskQueue.
+func New(st Store, c client.Client, taskQueue string, core Core) *Service {
+	return &Service{store: st, client: c, taskQueue: taskQueue, c: core}
+}
+
+// RegisterGRPC adds EvalService to g.
+func (e *Service) RegisterGRPC(g grpc.ServiceRegistrar) { pb.RegisterEvalServiceServer(g, e) }
 
 // StartEval implements pb.EvalServiceServer: the dataset, agent and
 // versions are checked before anything starts.
-func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*pb.StartEvalResponse, error) {
-	s := e.s
+func (e *Service) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*pb.StartEvalResponse, error) {
 	ds, err := e.dataset(ctx, in)
 	if err != nil {
-		return nil, s.StatusOf(ctx, err)
+		return nil, e.c.StatusOf(ctx, err)
 	}
-	ev := agent.EvalInput{TenantID: TenantOf(ctx), EvalID: in.GetEvalId(), AgentID: in.GetAgentId(), Concurrency: int(in.GetConcurrency()), Dataset: ds,
+	ev := agent.EvalInput{TenantID: e.c.TenantOf(ctx), EvalID: in.GetEvalId(), AgentID: in.GetAgentId(), Concurrency: int(in.GetConcurrency()), Dataset: ds,
 		Build: in.GetBuild()}
 	if ev.AgentID == "" {
 		ev.AgentID = ds.Agent
 	}
 	if ev.AgentID == "" {
-		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "agent_id is required: the dataset names no agent"))
+		return nil, e.c.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "agent_id is required: the dataset names no agent"))
 	}
 	if ev.EvalID == "" {
-		ev.EvalID = "eval-" + NewJobID()
+		ev.EvalID = "eval-" + e.c.NewJobID()
 	}
 	// The eval id begins its cases' job ids (agent.EvalJobID).
-	if err := clientIDs(ctx, "eval_id", ev.EvalID); err != nil {
-		return nil, s.StatusOf(ctx, err)
+	if err := e.c.ClientIDs(ctx, "eval_id", ev.EvalID); err != nil {
+		return nil, e.c.StatusOf(ctx, err)
 	}
 	for _, v := range in.GetVersions() {
 		ev.Versions = append(ev.Versions, int(v))
 	}
 	if len(ev.Versions) == 0 {
-		a, err := s.store.ActiveAgent(ctx, ev.TenantID, ev.AgentID)
+		a, err := e.store.ActiveAgent(ctx, ev.TenantID, ev.AgentID)
 		if err != nil {
-			return nil, s.StatusOf(ctx, err)
+			return nil, e.c.StatusOf(ctx, err)
 		}
 		ev.Versions = []int{a.Version}
 	}
 	if err := ev.Validate(); err != nil {
-		return nil, s.StatusOf(ctx, err)
+		return nil, e.c.StatusOf(ctx, err)
 	}
 	for _, v := range ev.Versions {
-		if _, err := s.store.AgentVersion(ctx, ev.TenantID, ev.AgentID, v); err != nil {
-			return nil, s.StatusOf(ctx, err)
+		if _, err := e.store.AgentVersion(ctx, ev.TenantID, ev.AgentID, v); err != nil {
+			return nil, e.c.StatusOf(ctx, err)
 		}
 	}
 	// A recorded case names one of the caller's tenant's turns: another
@@ -69,22 +115,22 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 		if c.Recording == nil {
 			continue
 		}
-		_, err := s.store.Turn(ctx, ev.TenantID, c.Recording.JobID)
+		_, err := e.store.Turn(ctx, ev.TenantID, c.Recording.JobID)
 		if agent.IsCode(err, agent.CodeNotFound) {
 			err = agent.Errorf(agent.CodeNotFound, "case %s: the recorded turn %q is not found", c.ID, c.Recording.JobID)
 		}
 		if err != nil {
-			return nil, s.StatusOf(ctx, err)
+			return nil, e.c.StatusOf(ctx, err)
 		}
 	}
 	// Recorded before the workflow starts, so that GetEval finds it at
 	// once (the workflow records it too, for starts that bypass the
 	// gateway; the first record stands).
-	if err := s.store.BeginEval(ctx, ev); err != nil {
-		return nil, s.StatusOf(ctx, err)
+	if err := e.store.BeginEval(ctx, ev); err != nil {
+		return nil, e.c.StatusOf(ctx, err)
 	}
-	if _, err := turnclient.StartEval(ctx, s.client, s.taskQueue, ev); err != nil {
-		return nil, s.StatusOf(ctx, err)
+	if _, err := turnclient.StartEval(ctx, e.client, e.taskQueue, ev); err != nil {
+		return nil, e.c.StatusOf(ctx, err)
 	}
 	out := &pb.StartEvalResponse{EvalId: ev.EvalID, WorkflowId: contract.EvalWorkflowID(ev.TenantID, ev.EvalID), Cases: int32(len(ds.Cases))}
 	for _, v := range ev.Versions {
@@ -95,7 +141,7 @@ func (e evalService) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*p
 
 // dataset is the request's dataset: the file it carries, or the
 // caller's tenant's stored dataset it names.
-func (e evalService) dataset(ctx context.Context, in *pb.StartEvalRequest) (agent.EvalDataset, error) {
+func (e *Service) dataset(ctx context.Context, in *pb.StartEvalRequest) (agent.EvalDataset, error) {
 	switch id := in.GetDatasetId(); {
 	case id != "" && in.GetDataset() != "":
 		return agent.EvalDataset{}, agent.Errorf(agent.CodeInvalid, "give dataset or dataset_id, not both")
@@ -103,15 +149,14 @@ func (e evalService) dataset(ctx context.Context, in *pb.StartEvalRequest) (agen
 		if err := agent.ValidateID("dataset_id", id); err != nil {
 			return agent.EvalDataset{}, err
 		}
-		return e.s.store.Dataset(ctx, TenantOf(ctx), id)
+		return e.store.Dataset(ctx, e.c.TenantOf(ctx), id)
 	}
 	return evals.Parse([]byte(in.GetDataset()))
 }
 
 // RecordDataset implements pb.EvalServiceServer: the selection is the
 // caller's tenant's turns only (the tenant comes from the credential).
-func (e evalService) RecordDataset(ctx context.Context, in *pb.RecordDatasetRequest) (*pb.RecordDatasetResponse, error) {
-	s := e.s
+func (e *Service) RecordDataset(ctx context.Context, in *pb.RecordDatasetRequest) (*pb.RecordDatasetResponse, error) {
 	sel := agent.RecordSelection{AgentID: in.GetAgentId(), Channel: in.GetChannel(), Outcome: in.GetOutcome(),
 		SampleRate: in.GetSampleRate(), Limit: int(in.GetLimit())}
 	if in.GetJudgeRubric() != "" || in.GetJudgeModel() != "" {
@@ -125,39 +170,38 @@ func (e evalService) RecordDataset(ctx context.Context, in *pb.RecordDatasetRequ
 	}
 	id := in.GetDatasetId()
 	if id == "" {
-		id = "rec-" + NewJobID()
+		id = "rec-" + e.c.NewJobID()
 	}
 	if err := agent.ValidateID("dataset_id", id); err != nil {
-		return nil, s.StatusOf(ctx, err)
+		return nil, e.c.StatusOf(ctx, err)
 	}
-	d, err := evals.Record(ctx, s.store, TenantOf(ctx), id, sel)
+	d, err := evals.Record(ctx, e.store, e.c.TenantOf(ctx), id, sel)
 	if err != nil {
-		return nil, s.StatusOf(ctx, err)
+		return nil, e.c.StatusOf(ctx, err)
 	}
 	raw, err := json.Marshal(d)
 	if err != nil {
-		return nil, s.StatusOf(ctx, err)
+		return nil, e.c.StatusOf(ctx, err)
 	}
 	return &pb.RecordDatasetResponse{DatasetId: id, Cases: int32(len(d.Cases)), DatasetJson: string(raw)}, nil
 }
 
 // GetEval implements pb.EvalServiceServer.
-func (e evalService) GetEval(ctx context.Context, in *pb.GetEvalRequest) (*pb.EvalRun, error) {
-	s := e.s
+func (e *Service) GetEval(ctx context.Context, in *pb.GetEvalRequest) (*pb.EvalRun, error) {
 	if err := agent.ValidateID("eval_id", in.GetEvalId()); err != nil || in.GetEvalId() == "" {
-		return nil, s.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "eval_id is required, without '/' or spaces"))
+		return nil, e.c.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "eval_id is required, without '/' or spaces"))
 	}
-	run, err := s.store.EvalRun(ctx, TenantOf(ctx), in.GetEvalId())
+	run, err := e.store.EvalRun(ctx, e.c.TenantOf(ctx), in.GetEvalId())
 	if err != nil {
-		return nil, s.StatusOf(ctx, err)
+		return nil, e.c.StatusOf(ctx, err)
 	}
 	if in.GetWait() && run.Status != agent.EvalCompleted {
-		err := s.client.GetWorkflow(ctx, contract.EvalWorkflowID(TenantOf(ctx), in.GetEvalId()), "").Get(ctx, nil)
+		err := e.client.GetWorkflow(ctx, contract.EvalWorkflowID(e.c.TenantOf(ctx), in.GetEvalId()), "").Get(ctx, nil)
 		if err != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, s.StatusOf(ctx, contract.ErrorOf(err))
+			return nil, e.c.StatusOf(ctx, contract.ErrorOf(err))
 		}
-		if run, err = s.store.EvalRun(ctx, TenantOf(ctx), in.GetEvalId()); err != nil {
-			return nil, s.StatusOf(ctx, err)
+		if run, err = e.store.EvalRun(ctx, e.c.TenantOf(ctx), in.GetEvalId()); err != nil {
+			return nil, e.c.StatusOf(ctx, err)
 		}
 	}
 	return toPBEvalRun(run), nil

@@ -1,8 +1,9 @@
-package gateway
+package knowledgeapi
 
 import (
 	"context"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -11,32 +12,36 @@ import (
 )
 
 // knowledgeService implements pb.KnowledgeServiceServer: each method
-// converts its message, calls knowledgeCore or memoryCore (the rules the
+// converts its message, calls core or the core's Memories (the rules the
 // HTTP routes follow too) and converts the answer. The caller's tenant
-// and user are the credential's; roles are methodRoles'.
+// and user are the credential's; roles are the core's methodRoles'.
 type knowledgeService struct {
 	pb.UnimplementedKnowledgeServiceServer
-	s *Service
+	a *API
 }
 
-// withCore calls fn with the Service's knowledge API (errNoKnowledge
-// without one) and answers what it returns, its error as the call's
-// status.
-func withCore[Out any](ctx context.Context, k knowledgeService, fn func(*knowledgeCore) (Out, error)) (Out, error) {
+// RegisterGRPC adds KnowledgeService to g.
+func (a *API) RegisterGRPC(g grpc.ServiceRegistrar) {
+	pb.RegisterKnowledgeServiceServer(g, knowledgeService{a: a})
+}
+
+// withCore calls fn with the knowledge API (errNoKnowledge without a
+// store) and answers what it returns, its error as the call's status.
+func withCore[Out any](ctx context.Context, k knowledgeService, fn func(*core) (Out, error)) (Out, error) {
 	var none Out
-	if k.s.knowledge == nil {
-		return none, k.s.StatusOf(ctx, errNoKnowledge)
+	if k.a.knowledge == nil {
+		return none, k.a.c.StatusOf(ctx, errNoKnowledge)
 	}
-	out, err := fn(k.s.knowledge)
+	out, err := fn(k.a.knowledge)
 	if err != nil {
-		return none, k.s.StatusOf(ctx, err)
+		return none, k.a.c.StatusOf(ctx, err)
 	}
 	return out, nil
 }
 
 // CreateCollection implements pb.KnowledgeServiceServer.
 func (k knowledgeService) CreateCollection(ctx context.Context, in *pb.CreateCollectionRequest) (*pb.Collection, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.Collection, error) {
+	return withCore(ctx, k, func(core *core) (*pb.Collection, error) {
 		c, err := core.createCollection(ctx, collectionRequest{Name: in.GetName(), Description: in.GetDescription(),
 			EmbeddingModel: in.GetEmbeddingModel(), Dims: int(in.GetDims())})
 		if err != nil {
@@ -48,7 +53,7 @@ func (k knowledgeService) CreateCollection(ctx context.Context, in *pb.CreateCol
 
 // ListCollections implements pb.KnowledgeServiceServer.
 func (k knowledgeService) ListCollections(ctx context.Context, _ *pb.ListCollectionsRequest) (*pb.ListCollectionsResponse, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.ListCollectionsResponse, error) {
+	return withCore(ctx, k, func(core *core) (*pb.ListCollectionsResponse, error) {
 		list, err := core.collections(ctx)
 		if err != nil {
 			return nil, err
@@ -59,7 +64,7 @@ func (k knowledgeService) ListCollections(ctx context.Context, _ *pb.ListCollect
 
 // GetCollection implements pb.KnowledgeServiceServer.
 func (k knowledgeService) GetCollection(ctx context.Context, in *pb.GetCollectionRequest) (*pb.Collection, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.Collection, error) {
+	return withCore(ctx, k, func(core *core) (*pb.Collection, error) {
 		c, err := core.collection(ctx, in.GetName())
 		if err != nil {
 			return nil, err
@@ -70,7 +75,7 @@ func (k knowledgeService) GetCollection(ctx context.Context, in *pb.GetCollectio
 
 // DeleteCollection implements pb.KnowledgeServiceServer.
 func (k knowledgeService) DeleteCollection(ctx context.Context, in *pb.DeleteCollectionRequest) (*pb.DeleteCollectionResponse, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.DeleteCollectionResponse, error) {
+	return withCore(ctx, k, func(core *core) (*pb.DeleteCollectionResponse, error) {
 		if err := core.deleteCollection(ctx, in.GetName()); err != nil {
 			return nil, err
 		}
@@ -82,7 +87,7 @@ func (k knowledgeService) DeleteCollection(ctx context.Context, in *pb.DeleteCol
 // bounded by the server's message limit; larger documents go to
 // /v1/files first, and are named by ref.
 func (k knowledgeService) IngestDocuments(ctx context.Context, in *pb.IngestDocumentsRequest) (*pb.IngestDocumentsResponse, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.IngestDocumentsResponse, error) {
+	return withCore(ctx, k, func(core *core) (*pb.IngestDocumentsResponse, error) {
 		c, err := core.collection(ctx, in.GetCollection())
 		if err != nil {
 			return nil, err
@@ -102,7 +107,7 @@ func (k knowledgeService) IngestDocuments(ctx context.Context, in *pb.IngestDocu
 
 // GetIngest implements pb.KnowledgeServiceServer.
 func (k knowledgeService) GetIngest(ctx context.Context, in *pb.GetIngestRequest) (*pb.IngestStatus, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.IngestStatus, error) {
+	return withCore(ctx, k, func(core *core) (*pb.IngestStatus, error) {
 		st, err := core.ingestStatus(ctx, in.GetId())
 		if err != nil {
 			return nil, err
@@ -119,7 +124,7 @@ func (k knowledgeService) GetIngest(ctx context.Context, in *pb.GetIngestRequest
 
 // ListDocuments implements pb.KnowledgeServiceServer.
 func (k knowledgeService) ListDocuments(ctx context.Context, in *pb.ListDocumentsRequest) (*pb.ListDocumentsResponse, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.ListDocumentsResponse, error) {
+	return withCore(ctx, k, func(core *core) (*pb.ListDocumentsResponse, error) {
 		docs, next, err := core.documents(ctx, in.GetCollection(), in.GetAfter(), int(in.GetLimit()))
 		if err != nil {
 			return nil, err
@@ -130,7 +135,7 @@ func (k knowledgeService) ListDocuments(ctx context.Context, in *pb.ListDocument
 
 // GetDocument implements pb.KnowledgeServiceServer.
 func (k knowledgeService) GetDocument(ctx context.Context, in *pb.GetDocumentRequest) (*pb.Document, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.Document, error) {
+	return withCore(ctx, k, func(core *core) (*pb.Document, error) {
 		d, err := core.document(ctx, in.GetCollection(), in.GetId())
 		if err != nil {
 			return nil, err
@@ -141,7 +146,7 @@ func (k knowledgeService) GetDocument(ctx context.Context, in *pb.GetDocumentReq
 
 // DeleteDocument implements pb.KnowledgeServiceServer.
 func (k knowledgeService) DeleteDocument(ctx context.Context, in *pb.DeleteDocumentRequest) (*pb.DeleteDocumentResponse, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.DeleteDocumentResponse, error) {
+	return withCore(ctx, k, func(core *core) (*pb.DeleteDocumentResponse, error) {
 		if err := core.deleteDocument(ctx, in.GetCollection(), in.GetId()); err != nil {
 			return nil, err
 		}
@@ -151,7 +156,7 @@ func (k knowledgeService) DeleteDocument(ctx context.Context, in *pb.DeleteDocum
 
 // SearchCollection implements pb.KnowledgeServiceServer.
 func (k knowledgeService) SearchCollection(ctx context.Context, in *pb.SearchCollectionRequest) (*pb.SearchCollectionResponse, error) {
-	return withCore(ctx, k, func(core *knowledgeCore) (*pb.SearchCollectionResponse, error) {
+	return withCore(ctx, k, func(core *core) (*pb.SearchCollectionResponse, error) {
 		hits, usage, err := core.search(ctx, agent.ChannelGRPC, in.GetCollection(),
 			searchRequest{Query: in.GetQuery(), Mode: in.GetMode(), TopK: int(in.GetTopK()), Filter: in.GetFilter()})
 		if err != nil {
@@ -169,12 +174,12 @@ func (k knowledgeService) SearchCollection(ctx context.Context, in *pb.SearchCol
 
 // ListMemories implements pb.KnowledgeServiceServer.
 func (k knowledgeService) ListMemories(ctx context.Context, in *pb.ListMemoriesRequest) (*pb.ListMemoriesResponse, error) {
-	list, err := memoryCore{ms: k.s.memories}.list(ctx, in.GetAgentId(), in.GetBefore(), int(in.GetLimit()))
+	list, next, err := k.a.memories.List(ctx, in.GetAgentId(), in.GetBefore(), int(in.GetLimit()))
 	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
+		return nil, k.a.c.StatusOf(ctx, err)
 	}
-	out := &pb.ListMemoriesResponse{Next: list.Next}
-	for _, m := range list.Memories {
+	out := &pb.ListMemoriesResponse{Next: next}
+	for _, m := range list {
 		out.Memories = append(out.Memories, &pb.Memory{Id: m.ID, AgentId: m.AgentID, Text: m.Text, Tags: m.Tags, Source: m.Source,
 			Origin: m.Origin, CreatedAt: timestamppb.New(m.Created)})
 	}
@@ -183,18 +188,17 @@ func (k knowledgeService) ListMemories(ctx context.Context, in *pb.ListMemoriesR
 
 // DeleteMemory implements pb.KnowledgeServiceServer.
 func (k knowledgeService) DeleteMemory(ctx context.Context, in *pb.DeleteMemoryRequest) (*pb.DeleteMemoryResponse, error) {
-	if err := (memoryCore{ms: k.s.memories}).forget(ctx, in.GetAgentId(), in.GetId()); err != nil {
-		return nil, k.s.StatusOf(ctx, err)
+	if err := k.a.memories.Forget(ctx, in.GetAgentId(), in.GetId()); err != nil {
+		return nil, k.a.c.StatusOf(ctx, err)
 	}
 	return &pb.DeleteMemoryResponse{}, nil
 }
 
 // EraseMemories implements pb.KnowledgeServiceServer.
 func (k knowledgeService) EraseMemories(ctx context.Context, in *pb.EraseMemoriesRequest) (*pb.EraseMemoriesResponse, error) {
-	n, err := memoryCore{ms: k.s.memories}.erase(ctx, in.GetAgentId(),
-		namedUserQuery{subject: in.GetSubject(), issuer: in.GetIssuer(), name: in.GetName()})
+	n, err := k.a.memories.Erase(ctx, in.GetAgentId(), in.GetSubject(), in.GetIssuer(), in.GetName())
 	if err != nil {
-		return nil, k.s.StatusOf(ctx, err)
+		return nil, k.a.c.StatusOf(ctx, err)
 	}
 	return &pb.EraseMemoriesResponse{Deleted: int32(n)}, nil
 }
@@ -207,4 +211,17 @@ func toPBCollection(c agent.Collection) *pb.Collection {
 func toPBDocument(d agent.Document) *pb.Document {
 	return &pb.Document{Id: d.ID, Collection: d.Collection, Title: d.Title, Source: d.Source, Metadata: d.Metadata,
 		ContentHash: d.ContentHash, Size: int32(d.Size), Chunks: int32(d.Chunks), CreatedAt: timestamppb.New(d.Created)}
+}
+
+// toPBList converts each of in with f, in order; nil for none, as a
+// message with no items has (the core's own, for the API's messages).
+func toPBList[S, T any](in []S, f func(S) *T) []*T {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*T, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
 }

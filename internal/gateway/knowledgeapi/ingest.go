@@ -1,4 +1,4 @@
-package gateway
+package knowledgeapi
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"net/http"
 	"strings"
 	"time"
 
@@ -19,9 +18,14 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway/intake"
 	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/words"
 )
+
+// filesPath is where a larger document goes first (the core's
+// FilesPath), to be named by ref.
+const filesPath = "/v1/files"
 
 // Limits of an ingest request.
 const (
@@ -47,7 +51,7 @@ type ingestAnswer struct {
 
 // ingest checks an ingest into c, the caller's collection, stores its
 // pages and starts its workflow.
-func (k *knowledgeCore) ingest(ctx context.Context, c agent.Collection, in ingestRequest) (ingestAnswer, error) {
+func (k *core) ingest(ctx context.Context, c agent.Collection, in ingestRequest) (ingestAnswer, error) {
 	if err := checkIngest(in, k.prepare); err != nil {
 		return ingestAnswer{}, err
 	}
@@ -87,15 +91,16 @@ func derivedIngestID(c agent.Collection, docs []contract.IngestDocument) (string
 	return "ing_" + hex.EncodeToString(h.Sum(nil)[:12]), nil
 }
 
-// ingestBodyTooLarge is the error of an ingest's body over limit: 413.
+// ingestBodyTooLarge is the error of an ingest's body over limit,
+// answered 413.
 func ingestBodyTooLarge(limit int64) error {
-	return WithHTTPStatus(http.StatusRequestEntityTooLarge, agent.Errorf(agent.CodeInvalid,
+	return agent.Errorf(agent.CodeInvalid,
 		"the ingest's body is over %d bytes (AGENTFLOW_MAX_UPLOAD_BYTES) and a document over %d bytes of text is refused: nothing was stored",
-		limit, knowledge.DefaultMaxDocumentBytes))
+		limit, knowledge.DefaultMaxDocumentBytes)
 }
 
 // prepare checks that the store takes a document's text.
-func (k *knowledgeCore) prepare(d agent.Document, text string) error {
+func (k *core) prepare(d agent.Document, text string) error {
 	_, _, err := k.ks.Prepare(d, text)
 	return err
 }
@@ -132,7 +137,7 @@ func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document,
 		return errors.New("give text or ref, not both")
 	case d.Ref != "":
 		if !strings.HasPrefix(d.Ref, "cas://") && !strings.HasPrefix(d.Ref, "artifact://") {
-			return fmt.Errorf("ref %s: want cas://… (a file from %s, a tool's data) or artifact://… (a turn's result)", Clip(d.Ref), FilesPath)
+			return fmt.Errorf("ref %s: want cas://… (a file from %s, a tool's data) or artifact://… (a turn's result)", intake.Clip(d.Ref), filesPath)
 		}
 		if len(d.Ref) > 200 {
 			return errors.New("ref is too long")
@@ -143,7 +148,7 @@ func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document,
 	}
 	if mt, _, _ := mime.ParseMediaType(d.ContentType); mt == knowledge.TypePDF {
 		// A JSON string holds text, not a PDF's bytes.
-		return fmt.Errorf("content type %s is read from a file: upload the PDF to %s and give its cas:// ref", mt, FilesPath)
+		return fmt.Errorf("content type %s is read from a file: upload the PDF to %s and give its cas:// ref", mt, filesPath)
 	}
 	if len(d.Text) > knowledge.DefaultMaxDocumentBytes {
 		return fmt.Errorf("the text is %d bytes; a document may have %d", len(d.Text), knowledge.DefaultMaxDocumentBytes)
@@ -158,7 +163,7 @@ func checkIngestDocument(d contract.IngestDocument, prepare func(agent.Document,
 // writePages stores the documents as pages of the tenant's blobs and
 // answers their refs. Blobs are content-addressed: a retried request
 // stores nothing twice.
-func (k *knowledgeCore) writePages(ctx context.Context, tenant string, docs []contract.IngestDocument) ([]string, error) {
+func (k *core) writePages(ctx context.Context, tenant string, docs []contract.IngestDocument) ([]string, error) {
 	var refs []string
 	for first := 0; first < len(docs); {
 		end, size := first, 0
@@ -171,7 +176,7 @@ func (k *knowledgeCore) writePages(ctx context.Context, tenant string, docs []co
 		if err != nil {
 			return nil, fmt.Errorf("encode ingest page: %w", err)
 		}
-		ref, err := k.s.store.PutTenantBlob(ctx, tenant, data, "application/json")
+		ref, err := k.blobs.PutTenantBlob(ctx, tenant, data, "application/json")
 		if err != nil {
 			return nil, fmt.Errorf("store ingest page: %w", err)
 		}
@@ -184,17 +189,16 @@ func (k *knowledgeCore) writePages(ctx context.Context, tenant string, docs []co
 // startIngest starts the Ingest workflow, or finds the one of the same id
 // that runs or has run: an ingest's id is taken for good, and one that
 // names another collection is a Conflict.
-func (k *knowledgeCore) startIngest(ctx context.Context, in contract.IngestInput) error {
-	s := k.s
+func (k *core) startIngest(ctx context.Context, in contract.IngestInput) error {
 	opts := client.StartWorkflowOptions{
 		ID:                       contract.IngestWorkflowID(in.TenantID, in.BatchID),
-		TaskQueue:                s.taskQueue,
+		TaskQueue:                k.taskQueue,
 		StaticSummary:            fmt.Sprintf("ingest %s: %d documents into %s", in.BatchID, in.Documents, in.Collection),
 		TypedSearchAttributes:    temporal.NewSearchAttributes(contract.SearchTenant.ValueSet(in.TenantID)),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}
-	_, err := s.client.ExecuteWorkflow(ctx, opts, contract.Ingest, in)
+	_, err := k.wf.ExecuteWorkflow(ctx, opts, contract.Ingest, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err == nil {
 		return nil
@@ -213,13 +217,12 @@ func (k *knowledgeCore) startIngest(ctx context.Context, in contract.IngestInput
 }
 
 // ingestStatus queries the caller's tenant's ingest of id.
-func (k *knowledgeCore) ingestStatus(ctx context.Context, id string) (contract.IngestStatus, error) {
+func (k *core) ingestStatus(ctx context.Context, id string) (contract.IngestStatus, error) {
 	if err := agent.ValidateID("id", id); err != nil || id == "" {
-		return contract.IngestStatus{}, agent.Errorf(agent.CodeInvalid, "ingest id %s: want the id the ingest's start answered", Clip(id))
+		return contract.IngestStatus{}, agent.Errorf(agent.CodeInvalid, "ingest id %s: want the id the ingest's start answered", intake.Clip(id))
 	}
-	s := k.s
-	wid := contract.IngestWorkflowID(TenantOf(ctx), id)
-	v, err := s.client.QueryWorkflow(ctx, wid, "", contract.QueryIngestStatus)
+	wid := contract.IngestWorkflowID(k.c.TenantOf(ctx), id)
+	v, err := k.wf.QueryWorkflow(ctx, wid, "", contract.QueryIngestStatus)
 	// A workflow whose first task has not run yet cannot answer: a
 	// moment later it can.
 	var notReady *serviceerror.WorkflowNotReady
@@ -229,7 +232,7 @@ func (k *knowledgeCore) ingestStatus(ctx context.Context, id string) (contract.I
 			return contract.IngestStatus{}, ctx.Err()
 		case <-time.After(wait):
 		}
-		v, err = s.client.QueryWorkflow(ctx, wid, "", contract.QueryIngestStatus)
+		v, err = k.wf.QueryWorkflow(ctx, wid, "", contract.QueryIngestStatus)
 	}
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {

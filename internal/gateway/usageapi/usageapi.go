@@ -1,4 +1,10 @@
-package gateway
+// Package usageapi answers GetUsage: a tenant's model usage and spend
+// over a period, grouped as asked, with its budgets' use. CatalogService
+// serves it (internal/gateway/catalogapi delegates the method here). It
+// is a package of its own so that the gateway's core keeps to auth,
+// tenancy, bodies and limits: it reads the store and the core only
+// through the narrow interfaces below.
+package usageapi
 
 import (
 	"context"
@@ -16,17 +22,41 @@ import (
 // MaxUsagePeriod bounds the period a GetUsage call sums.
 const MaxUsagePeriod = 366 * 24 * time.Hour
 
-// GetUsage implements pb.CatalogServiceServer.
-func (c *CatalogService) GetUsage(ctx context.Context, in *pb.GetUsageRequest) (*pb.GetUsageResponse, error) {
-	tenant := TenantOf(ctx)
+// Store is where usage is read (store.Store).
+type Store interface {
+	UsageReport(ctx context.Context, tenantID string, since, until time.Time, by string) ([]store.UsageRow, error)
+	TenantBilling(ctx context.Context, tenantID string) (store.Billing, error)
+	SpentSince(ctx context.Context, tenantID string, since time.Time) (agent.Spent, error)
+}
+
+// Core is what the API needs of the gateway's core: the tenant of a
+// call's credential, and an error as the call's status (never an
+// internal error's text).
+type Core interface {
+	TenantOf(ctx context.Context) string
+	StatusOf(ctx context.Context, err error) error
+}
+
+// Service answers GetUsage for the caller's tenant.
+type Service struct {
+	store Store
+	c     Core
+}
+
+// New returns the usage API over st.
+func New(st Store, c Core) *Service { return &Service{store: st, c: c} }
+
+// GetUsage implements pb.CatalogServiceServer's method.
+func (c *Service) GetUsage(ctx context.Context, in *pb.GetUsageRequest) (*pb.GetUsageResponse, error) {
+	tenant := c.c.TenantOf(ctx)
 	now := time.Now().UTC()
 	since, until, err := usagePeriod(in, tenant, now)
 	if err != nil {
-		return nil, Status(ctx, c.logger, err)
+		return nil, c.c.StatusOf(ctx, err)
 	}
 	rows, err := c.store.UsageReport(ctx, tenant, since, until, in.GetGroupBy())
 	if err != nil {
-		return nil, Status(ctx, c.logger, err)
+		return nil, c.c.StatusOf(ctx, err)
 	}
 	out := &pb.GetUsageResponse{Tenant: tenant, Since: timestamppb.New(since), Until: timestamppb.New(until),
 		GroupBy: in.GetGroupBy(), Total: &pb.UsageRow{}}
@@ -46,13 +76,13 @@ func (c *CatalogService) GetUsage(ctx context.Context, in *pb.GetUsageRequest) (
 	out.Total.CacheHitRate = hitRate(out.Total)
 	billing, err := c.store.TenantBilling(ctx, tenant)
 	if err != nil {
-		return nil, Status(ctx, c.logger, err)
+		return nil, c.c.StatusOf(ctx, err)
 	}
 	for _, pbud := range billing.Budgets.Periods() {
 		start := agent.PeriodStart(pbud.Period, now)
 		spent, err := c.store.SpentSince(ctx, tenant, start)
 		if err != nil {
-			return nil, Status(ctx, c.logger, err)
+			return nil, c.c.StatusOf(ctx, err)
 		}
 		out.Budgets = append(out.Budgets, &pb.BudgetUse{Period: pbud.Period, PeriodStart: timestamppb.New(start),
 			TokenLimit: pbud.Tokens, CostLimitUsd: pbud.Cost, TokensUsed: spent.Tokens, CostUsedUsd: spent.Cost})
