@@ -55,6 +55,9 @@ func (c apiCore) ClientIDs(ctx context.Context, fieldIDs ...string) error {
 // apiHTTP is the HTTP API as an API's routes see it.
 type apiHTTP struct{ *HTTPAPI }
 
+// WriteJSON answers v as JSON (the core's WriteJSON).
+func (apiHTTP) WriteJSON(w http.ResponseWriter, status int, v any) { WriteJSON(w, status, v) }
+
 // RefuseStatus answers err as a problem with status instead of its code's.
 func (h apiHTTP) RefuseStatus(w http.ResponseWriter, r *http.Request, status int, err error) {
 	h.Refuse(w, r, WithHTTPStatus(status, err))

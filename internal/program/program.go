@@ -196,4 +196,3 @@ func (e *Error) Error() string {
 	}
 	return e.Message
 }
-

@@ -33,6 +33,8 @@ type HTTP interface {
 	// ReadBody reads r's body, bounded as every body is, or by max
 	// bytes when max is not 0 (an upload's).
 	ReadBody(r *http.Request, max int64) ([]byte, error)
+	// WriteJSON answers v as JSON.
+	WriteJSON(w http.ResponseWriter, status int, v any)
 }
 
 // knowledgeAPI serves the knowledge routes: each reads its request,
@@ -96,7 +98,7 @@ func (k *knowledgeAPI) createCollection(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	w.Header().Set("Location", collectionsPath+"/"+c.Name)
-	writeJSON(w, http.StatusCreated, c)
+	k.h.WriteJSON(w, http.StatusCreated, c)
 }
 
 func (k *knowledgeAPI) listDocuments(r *http.Request) (any, error) {
@@ -149,7 +151,7 @@ func serve[T any](k *knowledgeAPI, method string, status int, do func(*http.Requ
 		case status == http.StatusNoContent:
 			w.WriteHeader(status)
 		default:
-			writeJSON(w, status, out)
+			k.h.WriteJSON(w, status, out)
 		}
 	}
 }
@@ -189,7 +191,7 @@ func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
 		k.h.Refuse(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, answer)
+	k.h.WriteJSON(w, http.StatusAccepted, answer)
 }
 
 // decodeBody reads a request's body (bounded as every body is) as one
@@ -221,13 +223,4 @@ func decodeJSON(what string, data []byte, v any) error {
 		return agent.Errorf(agent.CodeInvalid, "%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
-}
-
-// writeJSON answers v as JSON, and a newline, as the core's WriteJSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
