@@ -76,7 +76,7 @@ func (l *logging) carry(c *contract.TurnCarry) error {
 func (t *turn) status() agent.TurnStatus {
 	return agent.TurnStatus{
 		TenantID: t.req.TenantID, JobID: t.req.JobID, AgentID: t.agent.ID, AgentVersion: t.agent.Version,
-		Step: t.seq, ToolCalls: t.callsOmitted + len(t.calls), TokensUsed: t.usage.TotalTokens,
+		Step: t.seq, ToolCalls: t.recs.omitted + len(t.recs.calls), TokensUsed: t.usage.TotalTokens,
 		PendingApprovals: len(t.appr.pending), CancelRequested: t.canceled != nil, LastEventIndex: t.log.Next() - 1,
 		Status: t.log.Status(),
 	}

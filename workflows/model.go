@@ -100,7 +100,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s to repair an answer that does not match the output schema", model))
 	}
 	t.seq++
-	t.afterTools = false
+	t.recs.afterTools = false
 	t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
 	t.log.OpenStep(t.seq)
 	defer t.log.CloseStep()
@@ -208,7 +208,7 @@ func (t *turn) oneCall(ctx, mctx workflow.Context, limits agent.Limits, in contr
 // it again.
 func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string, local bool) workflow.Future {
 	opts := modelOptions(limits, summary)
-	if local && t.taskHeld(ctx) >= handOffAfter {
+	if local && t.clock.held(ctx) >= handOffAfter {
 		// The task has been held long enough by the calls before: it ends
 		// here, so that a lost worker costs the turn at most a short task
 		// timeout, and the call starts in the next.
@@ -222,7 +222,7 @@ func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract
 		// The call ends at the turn's deadline in the worker, where the
 		// turn's timer would reach it only at the next workflow task
 		// (awaitStop).
-		t.local++
+		t.clock.local++
 		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: max(t.deadline.Sub(workflow.Now(ctx)), time.Second),
 			StartToCloseTimeout:    opts.StartToCloseTimeout,

@@ -67,7 +67,7 @@ func (t *turn) prepare(ctx workflow.Context) error {
 			return err
 		}
 		if len(out.Citations) > 0 {
-			t.retrieved = append(t.retrieved, out.Citations)
+			t.parts.retrieved = append(t.parts.retrieved, out.Citations)
 		}
 		t.emitPrepare(ctx, map[string]any{"step": agent.PrepareRetrieve, "passages": len(out.Citations), "citations": out.Citations})
 	}
