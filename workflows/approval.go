@@ -355,7 +355,7 @@ func (t *turn) recordDecision(ctx workflow.Context, p agent.PendingApproval, d d
 		// The decision stands (it is in the history); only its record is missing.
 		workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
 	}
-	t.recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
+	t.meter().recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
 	if made != nil {
 		// The calls of the round that wait still and that the new grant
 		// covers are decided by it, after this one.
@@ -458,7 +458,7 @@ func (t *turn) decideByGrants(ctx workflow.Context, base int, calls []agent.Tool
 		if err := dbStep(rctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
 			workflow.GetLogger(ctx).Error("record approval", "call_id", c.ID, "error", err.Error())
 		}
-		t.recordApproval(ctx, c.Name, agent.ApprovalApproved, 0)
+		t.meter().recordApproval(ctx, c.Name, agent.ApprovalApproved, 0)
 		t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
 			Approval: &agent.ApprovalEvent{Outcome: agent.ApprovalApproved, Approver: g.Approver, Reason: g.Reason, Via: agent.ViaGrant, GrantID: g.ID}})
 		decide(i, agent.ApprovalApproved, "")

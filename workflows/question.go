@@ -184,7 +184,7 @@ func (r *toolRound) awaitAnswer(ctx workflow.Context, i int, q agent.PendingQues
 	if err := dbStep(dctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
 		workflow.GetLogger(dctx).Error("record answer", "call_id", c.ID, "error", err.Error())
 	}
-	t.recordApproval(dctx, c.Name, out.Outcome, rec.DecidedAt.Sub(q.AskedAt))
+	t.meter().recordApproval(dctx, c.Name, out.Outcome, rec.DecidedAt.Sub(q.AskedAt))
 	t.emit(dctx, agent.Event{Kind: agent.EventQuestionAnswered, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
 		Question: &agent.QuestionEvent{Outcome: out.Outcome, Answerer: out.Answerer, Via: via}})
 	if out.Outcome == agent.ApprovalCanceled {

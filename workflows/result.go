@@ -98,7 +98,7 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 	if res.Status != agent.StatusCompleted && res.Error == nil {
 		res.Error = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
 	}
-	t.recordEnd(ctx, res.Status, res.Error)
+	t.meter().recordEnd(ctx, res.Status, res.Error)
 	shown := res.StreamTail
 	if len(shown) > 0 && shown[0].Index == t.log.Next() {
 		for _, e := range shown {
@@ -149,7 +149,7 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 		res.Channel = t.req.Channel
 	}
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
-	t.recordEnd(ctx, res.Status, res.Error)
+	t.meter().recordEnd(ctx, res.Status, res.Error)
 	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
 	t.forward.Flush(ctx)

@@ -351,7 +351,7 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		}
 		t.recs.calls = append(t.recs.calls, rec)
-		t.recordTool(ctx, rec)
+		t.meter().recordTool(ctx, rec)
 	}
 	return failures
 }

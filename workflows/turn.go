@@ -173,12 +173,12 @@ func (t *turn) load(ctx workflow.Context) (res agent.TurnResult, done bool, err 
 		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context, Caller: t.req.Caller,
 	}, &route)
 	if err != nil && !t.cancelled(ctx) {
-		t.recordRoute(ctx, route, err)
+		t.meter().recordRoute(ctx, route, err)
 	}
 	var loaded contract.LoadAgentResult
 	if err == nil {
 		t.rule = route.Rule
-		t.recordRoute(ctx, route, nil)
+		t.meter().recordRoute(ctx, route, nil)
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("loading agent %s", route.AgentID))
 		err = dbStep(ctx, contract.LoadAgent, startBy, contract.LoadAgentInput{
 			Request: t.req, WorkflowID: t.workflowID, AgentID: route.AgentID,
@@ -323,7 +323,7 @@ func (t *turn) took(ctx workflow.Context, reply contract.CallModelResult) int {
 	if reply.Model != "" {
 		t.model = reply.Model
 	}
-	t.recordModel(ctx, t.model, reply.Usage)
+	t.meter().recordModel(ctx, t.model, reply.Usage)
 	return step
 }
 
