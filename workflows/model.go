@@ -82,7 +82,7 @@ func (t *turn) answered(ctx workflow.Context, step int, reply contract.CallModel
 func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int) (contract.CallModelResult, error) {
 	// A child turn's parent gets the call's tokens after its tool events.
 	t.forward.Flush(ctx)
-	model := t.callingModel()
+	model := t.callingModel(t.agent.Model)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", model, i, limits.MaxIterations))
 	mctx, stop := workflow.WithCancel(ctx)
 	t.stopModel = stop
@@ -113,7 +113,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 			in.Model = model
 		}
 		in.Live = t.log.HandOn(t.req.Streaming())
-		reply, local, err := t.oneCall(ctx, mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i), t.localCall(in) && !queued)
+		reply, local, err := t.oneCall(ctx, mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i), localCall(t.agent, in) && !queued)
 		if err == nil {
 			return reply, nil
 		}
@@ -182,7 +182,7 @@ func (t *turn) oneCall(ctx, mctx workflow.Context, limits agent.Limits, in contr
 	err := t.awaitModel(ctx, t.startModel(mctx, limits, in, summary, local), &reply, steerable)
 	if err == nil && reply.HandedOff {
 		local = false
-		err = t.awaitModel(ctx, t.awaitHandedOff(mctx, limits, in, reply.Attempt, summary), &reply, steerable)
+		err = t.awaitModel(ctx, awaitHandedOff(mctx, limits, in, reply.Attempt, summary), &reply, steerable)
 	}
 	return reply, local, err
 }
@@ -231,7 +231,7 @@ const handOffAfter = time.Second
 // off as the step's attempt attempt (contract.AwaitModel): on the same
 // worker it waits for the call; anywhere else, or retried, it calls the
 // model again, as the attempts after it.
-func (t *turn) awaitHandedOff(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, attempt int, summary string) workflow.Future {
+func awaitHandedOff(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, attempt int, summary string) workflow.Future {
 	in.AttemptBase, in.HandOffAfterMs = attempt, 0
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelOptions(limits, summary)), contract.AwaitModel, in)
 }
@@ -244,8 +244,8 @@ func (t *turn) awaitHandedOff(ctx workflow.Context, limits agent.Limits, in cont
 // takes its batches as they come, between workflow tasks, which a local
 // call would hold back until it is done. A local call the provider
 // governor would have wait is sent again as an activity (callModel).
-func (t *turn) localCall(in contract.CallModelInput) bool {
-	return t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst)
+func localCall(a agent.Agent, in contract.CallModelInput) bool {
+	return a.LocalModelCalls() && (!in.Stream || in.LiveFirst)
 }
 
 // errCutShort is callModel's when a message steered into the turn
@@ -287,13 +287,13 @@ func (l *logging) seal(ctx workflow.Context, in contract.CallModelInput) {
 	}
 }
 
-// callingModel is the model the turn's next step calls: the agent's own,
-// or the fallback model that last took over from it.
-func (t *turn) callingModel() string {
-	if t.calling != "" {
-		return t.calling
+// callingModel is the model the turn's next step calls: the agent's own
+// (agentModel), or the fallback model that last took over from it.
+func (p *modelPolicy) callingModel(agentModel string) string {
+	if p.calling != "" {
+		return p.calling
 	}
-	return t.agent.Model
+	return agentModel
 }
 
 // fallback is the model to call after a call of model failed for good

@@ -122,7 +122,7 @@ func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []c
 			r.start(ctx, i)
 			continue
 		}
-		if msg := t.overToolLimit(ctx, c); msg != "" {
+		if msg := t.overToolLimit(t.agent.ToolLimits(), c); msg != "" {
 			r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: agent.ToolError, Output: msg}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
 			continue
@@ -243,7 +243,7 @@ func (r *toolRound) schedule(ctx workflow.Context, i int, in contract.ExecuteToo
 	r.in[i] = in
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
 		opts := workflow.LocalActivityOptions{
-			StartToCloseTimeout: min(localToolTimeout, toolTimeout(spec, t.timeout(t.agent.Limits.WithDefaults()))),
+			StartToCloseTimeout: min(localToolTimeout, toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults()))),
 			RetryPolicy:         toolRetry(),
 			Summary:             summary,
 		}
@@ -254,7 +254,7 @@ func (r *toolRound) schedule(ctx workflow.Context, i int, in contract.ExecuteToo
 	}
 	spec, _ := t.agent.Tool(c.Name)
 	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
-		StartToCloseTimeout: toolTimeout(spec, t.timeout(t.agent.Limits.WithDefaults())),
+		StartToCloseTimeout: toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults())),
 		HeartbeatTimeout:    toolHeartbeat,
 		RetryPolicy:         toolRetry(),
 		Summary:             summary,

@@ -152,7 +152,7 @@ func (t *turn) check(ctx workflow.Context) error {
 	if err := t.req.ValidateEnvelope(); err != nil {
 		return agent.WithCode(agent.CodeInvalid, err)
 	}
-	if err := t.checkTenant(ctx); err != nil {
+	if err := checkTenant(t.workflowID, t.req); err != nil {
 		return err
 	}
 	if err := t.req.Context.Bounded(); err != nil {
@@ -209,7 +209,7 @@ func (t *turn) load(ctx workflow.Context) (res agent.TurnResult, done bool, err 
 		res, err = t.finish(ctx, "", t.cancelError())
 		return res, true, err
 	}
-	t.deadline = workflow.Now(ctx).Add(t.timeout(t.agent.Limits.WithDefaults()))
+	t.deadline = workflow.Now(ctx).Add(turnTimeout(t.req, t.agent.Limits.WithDefaults()))
 	return agent.TurnResult{}, false, nil
 }
 
@@ -237,16 +237,16 @@ func (t *turn) steps(ctx workflow.Context) (agent.TurnResult, error) {
 	case t.cancelled(ctx):
 		failure = t.cancelError()
 	case t.timedOut:
-		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", t.timeout(limits)))
+		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", turnTimeout(t.req, limits)))
 	}
 	return t.finish(ctx, output, t.recs.blame(failure, t.agent))
 }
 
-// timeout is the turn's timeout: the agent's, or the shorter one its
-// request set.
-func (t *turn) timeout(limits agent.Limits) time.Duration {
+// turnTimeout is the turn's timeout: the agent's (limits), or the shorter
+// one its request set.
+func turnTimeout(req agent.TurnRequest, limits agent.Limits) time.Duration {
 	timeout := limits.TurnTimeout()
-	if s := t.req.TimeoutSec; s > 0 && time.Duration(s)*time.Second < timeout {
+	if s := req.TimeoutSec; s > 0 && time.Duration(s)*time.Second < timeout {
 		timeout = time.Duration(s) * time.Second
 	}
 	return timeout
@@ -357,13 +357,13 @@ func parentWorkflowID(ctx workflow.Context) string {
 // checkTenant refuses a turn whose workflow id names another tenant than
 // its request does: readers (Resume, Approve) trust turn/<tenant>/<job> to
 // say whose turn it is. Ids of another form are the starter's own.
-func (t *turn) checkTenant(ctx workflow.Context) error {
-	tenant, err := agent.StreamTenant(t.workflowID)
-	if err != nil || tenant == t.req.TenantID {
+func checkTenant(workflowID string, req agent.TurnRequest) error {
+	tenant, err := agent.StreamTenant(workflowID)
+	if err != nil || tenant == req.TenantID {
 		return nil
 	}
 	return agent.Errorf(agent.CodeInvalid, "workflow id %q belongs to tenant %q, but the request's tenant_id is %q: start a turn as %s",
-		t.workflowID, tenant, t.req.TenantID, contract.TurnWorkflowID(t.req.TenantID, "<job_id>"))
+		workflowID, tenant, req.TenantID, contract.TurnWorkflowID(req.TenantID, "<job_id>"))
 }
 
 // upsertSearch sets the turn's search attributes in one command, whatever
