@@ -14,10 +14,13 @@ import (
 // The turn is a small core — check, route, load, the model and its tools
 // in a loop, save (turn.go, model.go, tools.go, result.go) — and
 // components, one per feature, each in its own file. A component owns its
-// state (the turn embeds it, so the core and the other components read it
-// by name), registers its signal, update and query handlers when a run
-// starts, and hands the turn's next run what it needs of its state when
-// the turn continues as new (contract.TurnCarry). Adding a feature is a
+// state and the methods that act on it (the turn embeds it, so the core
+// and the other components reach both by name), registers its signal,
+// update and query handlers when a run starts, and hands the turn's next
+// run what it needs of its state when the turn continues as new
+// (contract.TurnCarry). A component whose methods read the core's state
+// (its request, agent, steps or log) keeps the turn it started for (its
+// field t); the others are given what they read. Adding a feature is a
 // file with its component and a line in components.
 type component interface {
 	// start registers the component's handlers for this run and takes

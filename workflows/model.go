@@ -250,7 +250,7 @@ func localCall(a agent.Agent, in contract.CallModelInput) bool {
 
 // errCutShort is callModel's when a message steered into the turn
 // interrupted the call: the turn goes on (loop), the answer cut short
-// kept (turn.cut).
+// kept (steering.cut).
 var errCutShort = errors.New("the model call was cut short by a message steered in")
 
 // seal takes into the log what a streaming call that failed for good, or

@@ -53,9 +53,9 @@ type turn struct {
 	req        agent.TurnRequest
 	workflowID string
 	start      time.Time
-	deadline   time.Time // the turn's timeout, once the agent is loaded
-	cont       continuation
-	clock      taskClock
+	deadline   time.Time    // the turn's timeout, once the agent is loaded
+	cont       continuation // its place among the turn's runs
+	clock      taskClock    // where the run's workflow task stands
 
 	agent agent.Agent
 	rule  string
@@ -64,11 +64,11 @@ type turn struct {
 	iteration int
 	seq       int
 	usage     agent.Usage
-	recs      toolRecords
+	recs      toolRecords // the tool calls' records
 	// unstored are tool calls that did not run whose results no CallModel
 	// has stored yet: SaveResult stores them when the turn ends first.
 	unstored []contract.ToolFailure
-	parts    resultParts
+	parts    resultParts // what the result is made of besides its answer
 
 	logging
 	stopper
