@@ -19,7 +19,7 @@ import (
 // the progress of its running tool calls; and the forwarder of its own
 // events to its parent turn, when it is a child.
 type logging struct {
-	t        *turn // the core: its child turns and steered messages
+	t        *turn // the core: its id, deadline, child turns and steered messages
 	log      *eventlog.Log
 	progress workflow.ReceiveChannel
 	forward  *eventlog.Forwarder

@@ -25,7 +25,7 @@ import (
 
 // steering is the turn's steer signal and the messages it brought.
 type steering struct {
-	t *turn // the core: its steps, log and cancellation
+	t *turn // the core: its id, steps, log and cancellation
 	// steer receives messages added to the turn (contract.SignalSteer);
 	// inbox holds those received and not yet taken in; steers are those
 	// taken in that the next model call stores; steered their ids and
